@@ -1,0 +1,3 @@
+from rentwatch.cli import main
+
+raise SystemExit(main())

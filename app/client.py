@@ -1,0 +1,458 @@
+"""The async marketplace client: the Vast.ai REST subset, typed results, retries that respect
+the API's documented pacing, and creates that are never duplicated by a retry.
+
+One `list_instances()` call pages through `/api/v1/instances/` and is the whole poll: the engine
+never asks per instance. The API key is held here and nowhere else; it never appears in a repr,
+a log line or an exception message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .core.errors import MalformedAnswer, RentwatchError
+from .core.models import Instance, Offer
+
+
+class ApiError(RentwatchError):
+    """The marketplace refused a request (4xx) or kept failing (5xx) after retries."""
+
+    title = "marketplace error"
+
+    def __init__(self, status: int, code: str, msg: str) -> None:
+        super().__init__(f"{status} {code}: {msg}")
+        self.status = status
+        self.code = code
+        self.msg = msg
+
+
+class AuthError(ApiError):
+    title = "not authorised"
+
+
+class NotFound(ApiError):
+    title = "not found"
+
+
+class MarketUnavailable(RentwatchError):
+    """Timeouts, connection errors or rate limits that outlasted every retry."""
+
+    title = "marketplace unavailable"
+
+
+class NoApiKey(RentwatchError):
+    title = "no API key"
+
+
+KEY_FILES = ("~/.config/vastai/vast_api_key", "~/.vast_api_key")
+RETRYABLE = frozenset({429, 500, 502, 503, 504})
+
+# Documented minimum intervals between calls of a kind (seconds of market time).
+DEFAULT_MIN_INTERVALS = {"list": 1.0, "create": 4.5, "destroy": 3.0, "search": 6.0}
+
+
+def find_api_key(explicit: str | None = None) -> str:
+    """The key from an argument, VAST_API_KEY, or the official CLI's key file, in that order."""
+    if explicit:
+        return explicit.strip()
+    env = os.environ.get("VAST_API_KEY")
+    if env:
+        return env.strip()
+    for name in KEY_FILES:
+        path = Path(name).expanduser()
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if text:
+            return text
+    raise NoApiKey(
+        "set VAST_API_KEY, pass --api-key, or log in with the official CLI "
+        "(vastai set api-key ...), which writes ~/.config/vastai/vast_api_key"
+    )
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    instance_id: int
+    instance_api_key: str | None
+    label: str
+
+
+@dataclass
+class ClientStats:
+    requests: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    timeouts: int = 0
+    malformed: int = 0
+    recovered_creates: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+class VastClient:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 20.0,
+        max_attempts: int = 6,
+        backoff: float = 0.15,
+        min_intervals: dict[str, float] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.__key = api_key
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.min_intervals = dict(DEFAULT_MIN_INTERVALS if min_intervals is None else min_intervals)
+        self._last_call: dict[str, float] = {}
+        self._pace_lock = asyncio.Lock()
+        self._http = httpx.AsyncClient(
+            timeout=timeout, transport=transport, headers={"User-Agent": "rentwatch/0.1"}
+        )
+        self.stats = ClientStats()
+        self.market_time: float | None = None  # the market's clock at the last answer
+        self._market_time_at = 0.0
+        self.time_scale = 1.0
+
+    def __repr__(self) -> str:
+        return f"VastClient({self.base_url!r}, api_key=<hidden>)"
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> VastClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- clock ----------------------------------------------------------------------------
+    def now(self) -> float:
+        """Market time: the last answer's clock, advanced by local time since, scaled."""
+        if self.market_time is None:
+            return time.time()
+        return self.market_time + (time.monotonic() - self._market_time_at) * self.time_scale
+
+    async def sync_clock(self) -> float:
+        """Read the market's clock and terms; a real marketplace has none and keeps wall time."""
+        try:
+            r = await self._http.get(f"{self.base_url}/sim/v0/clock", timeout=self.timeout)
+            if r.status_code == 200:
+                data = r.json()
+                self.time_scale = float(data.get("time_scale", 1.0))
+                self.market_time, self._market_time_at = float(data["now"]), time.monotonic()
+                self.gpu_billing = str(data.get("gpu_billing", "created"))
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            pass
+        return self.now()
+
+    gpu_billing = "created"
+
+    # -- transport ------------------------------------------------------------------------
+    async def _pace(self, kind: str) -> None:
+        interval = self.min_intervals.get(kind, 0.0) / max(self.time_scale, 1e-9)
+        if interval <= 0:
+            return
+        async with self._pace_lock:
+            wait = self._last_call.get(kind, 0.0) + interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._last_call[kind] = time.monotonic()
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        kind: str = "other",
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        retry: bool = True,
+    ) -> Any:
+        url = f"{self.base_url}{path}"
+        attempts = self.max_attempts if retry else 1
+        delay = self.backoff
+        last: Exception | None = None
+        for attempt in range(attempts):
+            await self._pace(kind)
+            self.stats.requests += 1
+            self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
+            try:
+                r = await self._http.request(
+                    method,
+                    url,
+                    params=params,
+                    json=body,
+                    headers={"Authorization": f"Bearer {self.__key}"},
+                )
+            except httpx.TimeoutException:
+                self.stats.timeouts += 1
+                last = MarketUnavailable(f"{method} {path} timed out after {self.timeout:g}s")
+            except httpx.TransportError as exc:
+                last = MarketUnavailable(f"{method} {path}: {type(exc).__name__}")
+            else:
+                stamp = r.headers.get("X-Market-Time")
+                if stamp:
+                    try:
+                        self.market_time, self._market_time_at = float(stamp), time.monotonic()
+                    except ValueError:
+                        pass
+                if r.status_code < 400:
+                    try:
+                        return r.json()
+                    except (json.JSONDecodeError, UnicodeDecodeError):
+                        self.stats.malformed += 1
+                        last = MalformedAnswer(
+                            f"{method} {path}: the answer is not JSON ({len(r.content)} bytes)"
+                        )
+                        if not retry or attempt + 1 == attempts:
+                            raise last from None
+                        continue  # every retried call is idempotent; ask again
+                if r.status_code not in RETRYABLE:
+                    raise self._error(r)
+                if r.status_code == 429:
+                    self.stats.rate_limited += 1
+                last = self._error(r)
+                retry_after = r.headers.get("Retry-After")
+                if retry_after:
+                    try:
+                        delay = max(delay, min(float(retry_after), 60.0))
+                    except ValueError:
+                        pass
+            if attempt + 1 < attempts:
+                self.stats.retries += 1
+                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 2, 10.0)
+        if isinstance(last, MalformedAnswer | ApiError) and not (
+            isinstance(last, ApiError) and last.status in RETRYABLE
+        ):
+            raise last
+        raise MarketUnavailable(f"{method} {path} failed after {attempts} attempts: {last}")
+
+    @staticmethod
+    def _error(r: httpx.Response) -> ApiError:
+        code, msg = "http_error", r.reason_phrase
+        try:
+            data = r.json()
+            if isinstance(data, dict):
+                code = str(data.get("error") or code)
+                msg = str(data.get("msg") or data.get("detail") or msg)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            text = r.text[:200].strip()
+            msg = text or msg
+        if r.status_code == 401:
+            return AuthError(401, code, "the marketplace rejected the API key")
+        if r.status_code == 404:
+            return NotFound(404, code, msg)
+        return ApiError(r.status_code, code, msg)
+
+    # -- offers ---------------------------------------------------------------------------
+    async def search_offers(
+        self,
+        query: dict[str, Any],
+        *,
+        order: list[list[str]] | None = None,
+        limit: int | None = 200,
+        storage_gb: float = 10.0,
+    ) -> list[Offer]:
+        body: dict[str, Any] = dict(query)
+        body["order"] = order or [["dph_total", "asc"]]
+        body["type"] = "on-demand"
+        body["allocated_storage"] = storage_gb
+        if limit:
+            body["limit"] = limit
+        data = await self._request("POST", "/api/v0/bundles/", kind="search", body=body)
+        rows = data.get("offers") if isinstance(data, dict) else None
+        if not isinstance(rows, list):
+            raise MalformedAnswer("offer search answered without an offers list")
+        out = []
+        for row in rows:
+            try:
+                out.append(Offer.from_api(row))
+            except MalformedAnswer:
+                self.stats.malformed += 1  # one bad offer does not spoil the list
+        return out
+
+    # -- instances ------------------------------------------------------------------------
+    async def list_instances(self, page_size: int = 100) -> list[Instance]:
+        """Every instance of the account, following next_token; this is one poll."""
+        params: dict[str, Any] = {
+            "select_filters": "{}",
+            "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
+            "limit": str(page_size),
+        }
+        out: list[Instance] = []
+        for _ in range(10_000):
+            data = await self._request("GET", "/api/v1/instances/", kind="list", params=params)
+            if not isinstance(data, dict) or not isinstance(data.get("instances"), list):
+                raise MalformedAnswer("instance list answered without an instances list")
+            out.extend(Instance.from_api(row) for row in data["instances"])
+            token = data.get("next_token")
+            if not token:
+                return out
+            params["after_token"] = str(token)
+        raise MalformedAnswer("instance list never ended (next_token loops)")
+
+    async def show_instance(self, instance_id: int) -> Instance | None:
+        data = await self._request(
+            "GET", f"/api/v0/instances/{int(instance_id)}/", params={"owner": "me"}
+        )
+        if not isinstance(data, dict) or "instances" not in data:
+            raise MalformedAnswer("show instance answered without an instances field")
+        row = data["instances"]
+        return None if row is None else Instance.from_api(row)
+
+    async def create_instance(
+        self,
+        offer_id: int,
+        *,
+        image: str,
+        disk_gb: float,
+        label: str | None = None,
+        env: dict[str, str] | None = None,
+        onstart: str | None = None,
+    ) -> CreateResult:
+        """Rent an offer. The label carries a unique tag, so after an answer that got lost
+        (timeout, 5xx, garbled body) the instance list tells whether the create happened; it is
+        retried only when it did not."""
+        tag = f"rw-{secrets.token_hex(5)}"
+        label = f"{label}:{tag}" if label else tag
+        body = {
+            "client_id": "me",
+            "image": image,
+            "disk": disk_gb,
+            "label": label,
+            "env": env or {},
+            "onstart": onstart,
+            "runtype": "ssh",
+            "price": None,
+            "cancel_unavail": True,
+        }
+        for _ in range(self.max_attempts):
+            try:
+                data = await self._request(
+                    "PUT", f"/api/v0/asks/{int(offer_id)}/", kind="create", body=body, retry=False
+                )
+            except (MarketUnavailable, MalformedAnswer) as exc:
+                found = await self._find_label(label)
+                if found is not None:
+                    self.stats.recovered_creates += 1
+                    return CreateResult(found, None, label)
+                if isinstance(exc, MalformedAnswer):
+                    raise
+                await asyncio.sleep(self.backoff * random.uniform(0.5, 1.5))
+                continue
+            except ApiError as exc:
+                if exc.status < 500 and exc.status != 429:
+                    raise
+                found = await self._find_label(label)
+                if found is not None:
+                    self.stats.recovered_creates += 1
+                    return CreateResult(found, None, label)
+                await asyncio.sleep(self.backoff * random.uniform(0.5, 1.5))
+                continue
+            if (
+                not isinstance(data, dict)
+                or not data.get("success")
+                or data.get("new_contract") is None
+            ):
+                raise MalformedAnswer(f"create answered without new_contract: {str(data)[:120]}")
+            try:
+                iid = int(data["new_contract"])
+            except (TypeError, ValueError):
+                raise MalformedAnswer("create answered with a non-integer new_contract") from None
+            key = data.get("instance_api_key")
+            return CreateResult(iid, key if isinstance(key, str) else None, label)
+        raise MarketUnavailable(
+            f"create on offer {offer_id} failed after {self.max_attempts} attempts"
+        )
+
+    async def _find_label(self, label: str) -> int | None:
+        for _ in range(self.max_attempts):
+            try:
+                for inst in await self.list_instances():
+                    if inst.label == label:
+                        return inst.id
+                return None
+            except (MarketUnavailable, MalformedAnswer):
+                await asyncio.sleep(self.backoff)
+        raise MarketUnavailable("could not tell whether a create happened: the list keeps failing")
+
+    async def _put_instance(
+        self, instance_id: int, body: dict[str, Any], kind: str = "other"
+    ) -> None:
+        for _ in range(self.max_attempts):
+            try:
+                await self._request(
+                    "PUT", f"/api/v0/instances/{int(instance_id)}/", kind=kind, body=body
+                )
+                return
+            except MalformedAnswer:
+                continue  # the state change is idempotent; say it again
+        raise MarketUnavailable(f"could not update instance {instance_id}")
+
+    async def stop_instance(self, instance_id: int) -> None:
+        await self._put_instance(instance_id, {"state": "stopped"})
+
+    async def start_instance(self, instance_id: int) -> None:
+        await self._put_instance(instance_id, {"state": "running"})
+
+    async def label_instance(self, instance_id: int, label: str) -> None:
+        await self._put_instance(instance_id, {"label": label})
+
+    async def destroy_instance(self, instance_id: int) -> bool:
+        """Destroy; True if it was destroyed now, False if it was already gone."""
+        for _ in range(self.max_attempts):
+            try:
+                await self._request(
+                    "DELETE", f"/api/v0/instances/{int(instance_id)}/", kind="destroy", body={}
+                )
+                return True
+            except NotFound:
+                return False
+            except MalformedAnswer:
+                continue
+        raise MarketUnavailable(f"could not destroy instance {instance_id}")
+
+    async def request_logs(self, instance_id: int, tail: int = 200) -> str:
+        data = await self._request(
+            "PUT", f"/api/v0/instances/request_logs/{int(instance_id)}/", body={"tail": str(tail)}
+        )
+        url = data.get("result_url") if isinstance(data, dict) else None
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise MalformedAnswer("log request answered without a result_url")
+        for _ in range(30):
+            try:
+                r = await self._http.get(url, timeout=self.timeout)
+                if r.status_code == 200:
+                    return r.text[:1_000_000]
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.3)
+        raise MarketUnavailable(f"logs of {instance_id} were not ready in time")
+
+    async def ssh_keys(self) -> list[dict[str, Any]]:
+        data = await self._request("GET", "/api/v0/ssh/")
+        if not isinstance(data, list):
+            raise MalformedAnswer("ssh key list is not a list")
+        return [k for k in data if isinstance(k, dict)]
+
+    async def add_ssh_key(self, public_key: str) -> None:
+        keys = await self.ssh_keys()
+        if any(str(k.get("key", "")).split()[1:2] == public_key.split()[1:2] for k in keys):
+            return
+        await self._request("POST", "/api/v0/ssh/", body={"ssh_key": public_key})

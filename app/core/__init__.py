@@ -1,0 +1,1 @@
+"""The pure core: dataclasses, rules, billing, lifecycle. No I/O, no clock reads."""

@@ -1,0 +1,89 @@
+"""What a rental costs: one pure function used by the simulator, the ledger views and the TUI.
+
+Storage bills per second from the create until the destroy, in every state. GPU time bills
+per second in the intervals the market's billing mode says: `created` (from the create, until a
+stop or destroy; again after a start) or `running` (only while the container runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+GpuBilling = Literal["created", "running"]
+GPU_BILLING_MODES: tuple[GpuBilling, ...] = ("created", "running")
+
+
+@dataclass(frozen=True, slots=True)
+class Charges:
+    gpu_usd: float
+    storage_usd: float
+
+    @property
+    def total_usd(self) -> float:
+        return self.gpu_usd + self.storage_usd
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A change that matters to billing: `at` is market time (epoch seconds).
+
+    kind: `create`, `running` (the container started), `halt` (it stopped running on its own:
+    exited, offline), `stop`, `start`, `destroy`. `gpu_dph` and `storage_dph` are $/h from this
+    mark on (None keeps the previous price).
+    """
+
+    at: float
+    kind: str
+    gpu_dph: float | None = None
+    storage_dph: float | None = None
+
+
+def storage_per_hour(disk_gb: float, storage_cost_gb_month: float) -> float:
+    """Vast quotes storage in $/GB/month; a month is 30 days there."""
+    return disk_gb * storage_cost_gb_month / (30 * 24)
+
+
+def charges(marks: Sequence[Mark] | Iterable[Mark], mode: GpuBilling, now: float) -> Charges:
+    """Charges up to `now` for one instance from its billing marks (in time order)."""
+    gpu = storage = 0.0
+    gpu_dph = storage_dph = 0.0
+    created = destroyed = False
+    gpu_on = False  # is the GPU meter running
+    held = False  # not stopped by the renter
+    running = False  # container actually running
+    last = None
+    for m in marks:
+        at = min(m.at, now)
+        if last is not None and created and not destroyed:
+            span = max(0.0, at - last)
+            storage += storage_dph * span / 3600
+            if gpu_on:
+                gpu += gpu_dph * span / 3600
+        last = at
+        if m.gpu_dph is not None:
+            gpu_dph = m.gpu_dph
+        if m.storage_dph is not None:
+            storage_dph = m.storage_dph
+        if m.kind == "create":
+            created, held, running = True, True, False
+        elif m.kind == "running":
+            running = True
+        elif m.kind == "halt":
+            running = False
+        elif m.kind == "stop":
+            held, running = False, False
+        elif m.kind == "start":
+            held = True
+        elif m.kind == "destroy":
+            destroyed = True
+        gpu_on = held and (mode == "created" or running) and created and not destroyed
+        if m.at >= now:
+            break
+    if last is not None and created and not destroyed and last < now:
+        span = now - last
+        storage += storage_dph * span / 3600
+        if gpu_on:
+            gpu += gpu_dph * span / 3600
+    return Charges(gpu_usd=gpu, storage_usd=storage)

@@ -1,0 +1,1 @@
+"""The simulated Vast.ai marketplace: scenario, market model, HTTP API, SSH hosts."""

@@ -1,0 +1,228 @@
+"""Scenario files (TOML): the market a simulator serves. Format documented in docs/scenarios.md."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import ConfigError
+
+BEHAVIOURS = (
+    "healthy",
+    "slow_pull",
+    "freeze_pull",
+    "fatal_pull",
+    "exited",
+    "stale_driver",
+    "misreported",
+    "throttled",
+    "offline_midrun",
+    "ssh_dead",
+)
+DELIVERING = frozenset({"healthy", "slow_pull", "throttled", "offline_midrun"})
+
+# Per-behaviour timing knobs (minutes, as [low, high] ranges) and their defaults.
+DEFAULT_KNOBS: dict[str, Any] = {
+    "queue_min": [0.3, 1.5],
+    "pull_min": [6.0, 16.0],
+    "extract_min": [1.0, 4.0],
+    "start_min": [0.2, 0.8],
+    "freeze_at": [0.2, 0.8],  # share of the pull after which a freeze_pull host stops
+    "fatal_at_min": [0.5, 8.0],
+    "exit_after_min": [0.5, 3.0],
+    "offline_after_min": [10.0, 60.0],
+    "throttle_after_min": [3.0, 20.0],
+    "throttle_drop": [0.15, 0.30],  # fraction the clocks drop by
+    "misreport_speed": [0.3, 0.5],  # real speed as a share of the advertised model's
+}
+SLOW_PULL_KNOBS = {"pull_min": [14.0, 30.0], "extract_min": [2.0, 5.0]}
+
+# The article's mix: 62 of 100 creates never deliver.
+SEED_MIX: tuple[dict[str, Any], ...] = (
+    {"behaviour": "healthy", "share": 0.24},
+    {"behaviour": "slow_pull", "share": 0.06},
+    {"behaviour": "throttled", "share": 0.05},
+    {"behaviour": "offline_midrun", "share": 0.03},
+    {"behaviour": "freeze_pull", "share": 0.22},
+    {"behaviour": "fatal_pull", "share": 0.12},
+    {"behaviour": "exited", "share": 0.07},
+    {"behaviour": "stale_driver", "share": 0.10},
+    {"behaviour": "misreported", "share": 0.06},
+    {"behaviour": "ssh_dead", "share": 0.05},
+)
+CONSUMER_GPUS = ["RTX 3060", "RTX 3070", "RTX 3080", "RTX 3090", "RTX 4070", "RTX 4080", "RTX 4090"]
+DEFAULT_DPH = [0.12, 0.55]
+
+
+@dataclass(frozen=True)
+class HostClass:
+    behaviour: str
+    share: float
+    gpu: tuple[str, ...]
+    dph: tuple[float, float]
+    knobs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Faults:
+    rate_429: float = 0.0
+    rate_5xx: float = 0.0
+    rate_timeout: float = 0.0
+    rate_malformed: float = 0.0
+    ssh_drop: float = 0.0
+    timeout_s: float = 15.0  # how long a "slow" answer stalls (wall seconds)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    seed: int = 7
+    time_scale: float = 60.0
+    offers: int = 60
+    bad_day: bool = False
+    gpu_billing: str = "created"
+    storage_cost: tuple[float, float] = (0.10, 0.20)  # $/GB/month
+    host_classes: tuple[HostClass, ...] = ()
+    faults: Faults = field(default_factory=Faults)
+    name: str = "scenario"
+
+    def shares(self) -> dict[str, float]:
+        """Behaviour -> share of the machines, after the bad-day scaling."""
+        raw: dict[str, float] = {}
+        for hc in self.host_classes:
+            raw[hc.behaviour] = raw.get(hc.behaviour, 0.0) + hc.share
+        total = sum(raw.values()) or 1.0
+        shares = {b: s / total for b, s in raw.items()}
+        if self.bad_day:
+            bad = sum(s for b, s in shares.items() if b not in DELIVERING)
+            good = 1.0 - bad
+            if bad > 0 and good > 0:
+                shares = {
+                    b: (s * 0.75 / bad if b not in DELIVERING else s * 0.25 / good)
+                    for b, s in shares.items()
+                }
+        return shares
+
+
+def _range(value: Any, where: str) -> tuple[float, float]:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value), float(value)
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    ):
+        lo, hi = float(value[0]), float(value[1])
+        if lo > hi or lo < 0:
+            raise ConfigError(f"{where}: range [{lo}, {hi}] must be increasing and non-negative")
+        return lo, hi
+    raise ConfigError(f"{where}: expected a number or [low, high], got {value!r}")
+
+
+def _host_class(raw: Any, index: int) -> HostClass:
+    where = f"host_class[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table")
+    behaviour = raw.get("behaviour")
+    if behaviour not in BEHAVIOURS:
+        raise ConfigError(f"{where}.behaviour: {behaviour!r} is not one of {', '.join(BEHAVIOURS)}")
+    share = raw.get("share")
+    if not isinstance(share, int | float) or isinstance(share, bool) or share < 0:
+        raise ConfigError(f"{where}.share: expected a non-negative number, got {share!r}")
+    gpus = raw.get("gpu", CONSUMER_GPUS)
+    if isinstance(gpus, str):
+        gpus = [gpus]
+    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) for g in gpus):
+        raise ConfigError(f"{where}.gpu: expected a list of GPU names")
+    dph = _range(raw.get("dph", DEFAULT_DPH), f"{where}.dph")
+    knobs = dict(DEFAULT_KNOBS)
+    if behaviour == "slow_pull":
+        knobs.update(SLOW_PULL_KNOBS)
+    for key, value in raw.items():
+        if key in ("behaviour", "share", "gpu", "dph"):
+            continue
+        if key not in DEFAULT_KNOBS:
+            raise ConfigError(f"{where}: unknown key {key!r} (knobs: {', '.join(DEFAULT_KNOBS)})")
+        knobs[key] = list(_range(value, f"{where}.{key}"))
+    return HostClass(behaviour, float(share), tuple(gpus), dph, knobs)
+
+
+def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
+    known = {
+        "seed",
+        "time_scale",
+        "offers",
+        "bad_day",
+        "gpu_billing",
+        "storage_cost",
+        "host_class",
+        "faults",
+        "name",
+    }
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"unknown scenario key {key!r} (known: {', '.join(sorted(known))})")
+    seed = data.get("seed", 7)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ConfigError(f"seed: expected an integer, got {seed!r}")
+    time_scale = data.get("time_scale", 60)
+    if not isinstance(time_scale, int | float) or isinstance(time_scale, bool) or time_scale <= 0:
+        raise ConfigError(f"time_scale: expected a positive number, got {time_scale!r}")
+    offers = data.get("offers", 60)
+    if not isinstance(offers, int) or isinstance(offers, bool) or not 1 <= offers <= 100_000:
+        raise ConfigError(f"offers: expected an integer in 1..100000, got {offers!r}")
+    bad_day = data.get("bad_day", False)
+    if not isinstance(bad_day, bool):
+        raise ConfigError(f"bad_day: expected true or false, got {bad_day!r}")
+    gpu_billing = data.get("gpu_billing", "created")
+    if gpu_billing not in ("created", "running"):
+        raise ConfigError(f'gpu_billing: expected "created" or "running", got {gpu_billing!r}')
+    raw_classes = data.get("host_class")
+    if raw_classes is None:
+        raw_classes = [dict(c) for c in SEED_MIX]
+    if not isinstance(raw_classes, list) or not raw_classes:
+        raise ConfigError("host_class: expected one or more [[host_class]] tables")
+    classes = tuple(_host_class(c, i) for i, c in enumerate(raw_classes))
+    if sum(c.share for c in classes) <= 0:
+        raise ConfigError("host_class: the shares add up to zero")
+    raw_faults = data.get("faults", {})
+    if not isinstance(raw_faults, dict):
+        raise ConfigError("faults: expected a table")
+    fault_kwargs: dict[str, float] = {}
+    for key, value in raw_faults.items():
+        if key not in Faults.__dataclass_fields__:
+            raise ConfigError(f"faults: unknown key {key!r}")
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"faults.{key}: expected a non-negative number, got {value!r}")
+        if key != "timeout_s" and value > 1:
+            raise ConfigError(f"faults.{key}: a share must be between 0 and 1, got {value!r}")
+        fault_kwargs[key] = float(value)
+    storage = _range(data.get("storage_cost", [0.10, 0.20]), "storage_cost")
+    return Scenario(
+        seed=seed,
+        time_scale=float(time_scale),
+        offers=offers,
+        bad_day=bad_day,
+        gpu_billing=gpu_billing,
+        storage_cost=storage,
+        host_classes=classes,
+        faults=Faults(**fault_kwargs),
+        name=str(data.get("name", name)),
+    )
+
+
+def load_scenario(path: str | Path | None) -> Scenario:
+    """Read a scenario file; None gives the article's default market."""
+    if path is None:
+        return parse_scenario({}, "default")
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read scenario {p}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: {exc}") from None
+    return parse_scenario(data, p.stem)

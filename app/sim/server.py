@@ -1,0 +1,120 @@
+"""Runs the simulated marketplace: HTTP API, SSH hosts and the market clock's ticker."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from .api import MarketAPI
+from .http import serve
+from .market import Market, SimClock
+from .scenario import Scenario
+from .ssh_hosts import SSHHosts
+
+
+class SimServer:
+    """One simulated marketplace on loopback. Use `start()`/`stop()` inside a running loop, or
+    `start_in_thread()` to run it beside synchronous code (tests, the demo)."""
+
+    def __init__(
+        self, scenario: Scenario, port: int = 0, api_key: str | None = None, host: str = "127.0.0.1"
+    ) -> None:
+        self.scenario = scenario
+        self.market = Market(scenario, SimClock(scenario.time_scale), api_key=api_key)
+        self.host = host
+        self.port = port
+        self.api = MarketAPI(self.market)
+        self.ssh: SSHHosts | None = None
+        self._server: asyncio.Server | None = None
+        self._ticker: asyncio.Task[Any] | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_key(self) -> str:
+        return self.market.api_key
+
+    async def start(self) -> None:
+        self._server = await serve(self.api.handle, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.api.base_url = self.url
+        self.ssh = SSHHosts(self.market, self.url)
+        self._ticker = asyncio.create_task(self._tick())
+
+    async def _tick(self) -> None:
+        assert self.ssh is not None
+        while True:
+            try:
+                await self.ssh.sync()
+            except Exception as exc:  # keep the market alive; a broken host must not end it
+                print(f"sim: ssh sync failed: {exc!r}", flush=True)
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        if self._ticker:
+            self._ticker.cancel()
+        if self._server:
+            self._server.close()
+        if self.ssh:
+            await self.ssh.close_all()
+
+    async def serve_forever(self) -> None:
+        await self.start()
+        assert self._server is not None
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.stop()
+
+    # -- running beside synchronous code ----------------------------------------------------
+    def start_in_thread(self) -> SimServer:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as exc:
+                errors.append(exc)
+                ready.set()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(self.stop())
+                loop.close()
+                self._stopped.set()
+
+        self._thread = threading.Thread(target=main, name="rentwatch-sim", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if errors:
+            raise errors[0]
+        return self
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """Run `fn(*args)` on the sim's loop (market state belongs to that thread)."""
+        assert self._loop is not None
+        fut: Any = asyncio.run_coroutine_threadsafe(_as_coro(fn, *args), self._loop)
+        return fut.result(30)
+
+    def stop_thread(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(30)
+
+
+async def _as_coro(fn: Any, *args: Any) -> Any:
+    out = fn(*args)
+    if asyncio.iscoroutine(out):
+        out = await out
+    return out

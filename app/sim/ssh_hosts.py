@@ -1,0 +1,341 @@
+"""Real SSH for simulated hosts: an asyncssh server per running instance, on loopback.
+
+Commands run for real as local subprocesses in a per-instance sandbox folder (so output, exit
+codes and files are real and SFTP works), with CONTAINER_ID and the instance-scoped
+CONTAINER_API_KEY in their environment. The GPU is the one thing that cannot be real here:
+the two GPU probes (recognised by their `# rentwatch-probe:` header) are answered with what
+that probe would print on this machine's GPU, from `Market.gpu_state`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from .market import Market, SimInstance
+
+PROBE_MARKER = b"# rentwatch-probe:"
+_STDIN_SCRIPT = re.compile(r"^\s*python3?\s+-(\s|$)")
+
+
+class _Server(asyncssh.SSHServer):
+    def __init__(self, hosts: SSHHosts) -> None:
+        self.hosts = hosts
+
+    def begin_auth(self, username: str) -> bool:
+        return True
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        if username != "root":
+            return False
+        wanted = key.export_public_key().decode().split()[1]
+        return any(
+            k["key"].split()[1:2] == [wanted]
+            for k in self.hosts.market.ssh_keys
+            if len(k["key"].split()) >= 2
+        )
+
+
+class SSHHosts:
+    """Starts and stops the SSH listeners of instances as they enter and leave `running`."""
+
+    def __init__(self, market: Market, market_url: str, workdir: str | None = None) -> None:
+        self.market = market
+        self.market_url = market_url
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rentwatch-sim-"))
+        self._own_workdir = workdir is None
+        self.listeners: dict[int, Any] = {}
+        self.host_keys: dict[int, asyncssh.SSHKey] = {}
+        self.drop_rng = random.Random(market.scenario.seed * 31 + 5)
+        self.sessions = 0
+
+    def sandbox(self, inst: SimInstance) -> Path:
+        path = self.workdir / f"i{inst.id}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    async def sync(self) -> None:
+        """Open SSH for instances now running; close it for those that are not."""
+        now = self.market.clock.now()
+        for inst in list(self.market.instances.values()):
+            up = inst.destroyed_at is None and inst.running(now)
+            if up and inst.id not in self.listeners:
+                await self._open(inst)
+            elif not up and inst.id in self.listeners:
+                await self._close(inst.id)
+                inst.ssh_port = None
+
+    async def _open(self, inst: SimInstance) -> None:
+        if inst.machine.behaviour == "ssh_dead":
+            # accepts the TCP connection and never says a word
+            async def stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                try:
+                    await reader.read()
+                finally:
+                    writer.close()
+
+            server = await asyncio.start_server(stall, "127.0.0.1", 0)
+            self.listeners[inst.id] = server
+            inst.ssh_port = server.sockets[0].getsockname()[1]
+            return
+        key = self.host_keys.get(inst.machine.id)
+        if key is None:
+            key = asyncssh.generate_private_key("ssh-ed25519")
+            self.host_keys[inst.machine.id] = key
+        sandbox = self.sandbox(inst)
+        listener = await asyncssh.listen(
+            "127.0.0.1",
+            0,
+            server_host_keys=[key],
+            server_factory=lambda: _Server(self),
+            process_factory=lambda proc: self._run(inst, proc),
+            sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(sandbox).encode()),
+            allow_scp=False,
+            keepalive_interval=0,
+            encoding=None,
+        )
+        self.listeners[inst.id] = listener
+        inst.ssh_port = listener.sockets[0].getsockname()[1]
+
+    async def _close(self, iid: int) -> None:
+        listener = self.listeners.pop(iid, None)
+        if listener is not None:
+            listener.close()
+
+    async def close_all(self) -> None:
+        for iid in list(self.listeners):
+            await self._close(iid)
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _env(self, inst: SimInstance) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH")}
+        env.update(inst.env)
+        env.update(
+            {
+                "HOME": str(self.sandbox(inst)),
+                "CONTAINER_ID": str(inst.id),
+                "CONTAINER_API_KEY": inst.api_key,
+                "VAST_URL": self.market_url,
+                "RENTWATCH_SIM_HOST": "1",
+            }
+        )
+        return env
+
+    async def _run(self, inst: SimInstance, proc: asyncssh.SSHServerProcess[bytes]) -> None:
+        self.sessions += 1
+        command = proc.command or ""
+        try:
+            faults = self.market.scenario.faults
+            drop = faults.ssh_drop > 0 and self.drop_rng.random() < faults.ssh_drop
+            stdin = b""
+            if _STDIN_SCRIPT.match(command):
+                stdin = await _read_all(proc)
+                if stdin.startswith(PROBE_MARKER):
+                    if drop:
+                        proc.channel.abort()
+                        return
+                    out = self._probe_answer(inst, stdin, command)
+                    proc.stdout.write(out)
+                    proc.exit(0 if b'"ok": true' in out or b"nvml" in out else 1)
+                    return
+            await self._subprocess(inst, proc, command, stdin, drop)
+        except (asyncssh.Error, ConnectionError, BrokenPipeError):
+            pass
+
+    async def _subprocess(
+        self,
+        inst: SimInstance,
+        proc: asyncssh.SSHServerProcess[bytes],
+        command: str,
+        stdin: bytes,
+        drop: bool,
+    ) -> None:
+        sub = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            command or "true",
+            cwd=str(self.sandbox(inst)),
+            env=self._env(inst),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        inst.busy_until = float("inf")
+        try:
+            if stdin:
+                assert sub.stdin is not None
+                sub.stdin.write(stdin)
+                sub.stdin.close()
+            else:
+                asyncio.ensure_future(_pump_in(proc, sub))
+
+            async def pump(src: asyncio.StreamReader | None, dst: Any) -> None:
+                assert src is not None
+                while chunk := await src.read(65536):
+                    dst.write(chunk)
+
+            if drop:
+                await asyncio.sleep(0.2)
+                proc.channel.abort()  # the session dies; the command goes on like on a real host
+                return
+            await asyncio.gather(pump(sub.stdout, proc.stdout), pump(sub.stderr, proc.stderr))
+            code = await sub.wait()
+            proc.exit(code)
+        finally:
+            inst.busy_until = self.market.clock.now()
+
+    def _probe_answer(self, inst: SimInstance, script: bytes, command: str) -> bytes:
+        kind = (
+            script[len(PROBE_MARKER) : script.index(b"\n")].strip().decode()
+            if b"\n" in script
+            else ""
+        )
+        gpu = self.market.gpu_state(inst, self.market.clock.now())
+        if kind == "preflight":
+            return (json.dumps(preflight_answer(gpu)) + "\n").encode()
+        if kind == "nvml_sample":
+            return (json.dumps(nvml_answer(gpu, self.market.clock.now())) + "\n").encode()
+        return (
+            json.dumps(
+                {
+                    "schema": 1,
+                    "probe": kind,
+                    "ok": False,
+                    "error": {"type": "UnknownProbe", "message": kind},
+                }
+            )
+            + "\n"
+        ).encode()
+
+
+async def _read_all(proc: asyncssh.SSHServerProcess[bytes]) -> bytes:
+    chunks = []
+    total = 0
+    while True:
+        try:
+            chunk = await proc.stdin.read(65536)
+        except asyncssh.BreakReceived:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk if isinstance(chunk, bytes) else chunk.encode())
+        total += len(chunk)
+        if total > 16 * 1024 * 1024:
+            break
+    return b"".join(chunks)
+
+
+async def _pump_in(proc: asyncssh.SSHServerProcess[bytes], sub: asyncio.subprocess.Process) -> None:
+    assert sub.stdin is not None
+    try:
+        while chunk := await proc.stdin.read(65536):
+            sub.stdin.write(chunk if isinstance(chunk, bytes) else chunk.encode())
+            await sub.stdin.drain()
+    except (asyncssh.Error, ConnectionError, BrokenPipeError):
+        pass
+    finally:
+        try:
+            sub.stdin.close()
+        except Exception:
+            pass
+
+
+def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
+    """What probes/preflight.py prints on a GPU in this state (same schema)."""
+    device = {
+        "name": gpu["name"],
+        "driver_version": gpu["driver_version"],
+        "cuda_version": gpu["cuda_version"],
+        "total_memory_mb": gpu["vram_mb"],
+    }
+    if not gpu["cuda_works"]:
+        return {
+            "schema": 1,
+            "probe": "preflight",
+            "ok": False,
+            "device": device,
+            "error": {
+                "type": "RuntimeError",
+                "message": "CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+            },
+            "steps": {"cuda_init_s": 1.9},
+            "total_s": 2.1,
+        }
+    flops = 2 * n**3
+    iters = 10
+    secs = flops * iters / (gpu["tflops"] * 1e12)
+    return {
+        "schema": 1,
+        "probe": "preflight",
+        "ok": True,
+        "device": device,
+        "matmul": {
+            "n": n,
+            "dtype": "bfloat16",
+            "iters": iters,
+            "seconds": round(secs, 6),
+            "tflops": round(gpu["tflops"], 2),
+            "max_rel_err": 0.0021,
+            "result_ok": True,
+        },
+        "steps": {
+            "cuda_init_s": 1.2,
+            "alloc_s": 0.05,
+            "warmup_s": 0.3,
+            "timed_s": round(secs, 4),
+            "check_s": 0.4,
+        },
+        "total_s": round(1.95 + secs, 3),
+        "error": None,
+    }
+
+
+_REASON_BITS = {
+    "gpu_idle": 0x1,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+}
+
+
+def nvml_answer(gpu: dict[str, Any], now: float) -> dict[str, Any]:
+    """What probes/nvml_sample.py prints for one sample on a GPU in this state."""
+    bits = 0
+    for r in gpu["throttle_reasons"]:
+        bits |= _REASON_BITS.get(r, 0)
+    sample = {
+        "t": now,
+        "index": 0,
+        "name": gpu["name"],
+        "util": gpu["util"],
+        "mem_util": gpu["util"] // 2,
+        "mem_used_mb": 18000 if gpu["util"] else 300,
+        "mem_total_mb": gpu["vram_mb"],
+        "sm_clock": gpu["sm_clock"],
+        "max_sm_clock": gpu["max_sm_clock"],
+        "reasons_bits": bits,
+        "reasons": list(gpu["throttle_reasons"]),
+        "temp": gpu["temp"],
+        "power_w": gpu["power_w"],
+        "power_limit_w": gpu["power_limit_w"],
+        "pcie_gen": 4,
+        "pcie_width": 16,
+        "driver_version": gpu["driver_version"],
+    }
+    return {"schema": 1, "probe": "nvml_sample", "ok": True, "samples": [sample]}

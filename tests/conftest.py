@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from rentwatch.sim.scenario import parse_scenario
+from rentwatch.sim.server import SimServer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def make_sim() -> Iterator:
+    servers: list[SimServer] = []
+
+    def make(api_key: str = "test-key", **scenario) -> SimServer:
+        server = SimServer(parse_scenario(scenario), api_key=api_key).start_in_thread()
+        servers.append(server)
+        return server
+
+    yield make
+    for s in servers:
+        s.stop_thread()

@@ -1,0 +1,196 @@
+"""The marketplace client: typed errors, retries under faults, no duplicate creates."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from rentwatch.client import AuthError, MarketUnavailable, NotFound, VastClient, find_api_key
+from rentwatch.core.errors import MalformedAnswer
+from rentwatch.core.models import Instance, Offer
+
+
+def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
+    sim = make_sim(
+        seed=9,
+        offers=40,
+        time_scale=600,
+        faults={
+            "rate_429": 0.10,
+            "rate_5xx": 0.05,
+            "rate_timeout": 0.05,
+            "rate_malformed": 0.02,
+            "timeout_s": 0.6,
+        },
+    )
+
+    async def run() -> tuple[list[int], VastClient]:
+        c = VastClient(
+            sim.url, "test-key", timeout=0.3, backoff=0.01, max_attempts=8, min_intervals={}
+        )
+        created = []
+        for _ in range(30):
+            offers = await c.search_offers({})
+            res = await c.create_instance(offers[0].id, image="img", disk_gb=10, label="t")
+            created.append(res.instance_id)
+            await c.list_instances()
+            await c.stop_instance(res.instance_id)
+            await c.start_instance(res.instance_id)
+            assert await c.destroy_instance(res.instance_id) in (True, False)
+        await c.aclose()
+        return created, c
+
+    created, c = asyncio.run(run())
+    truth = sim.call(sim.market.truth)
+    assert len(truth["instances"]) == len(created) == len(set(created)), "a retry created twice"
+    assert all(r["destroyed_at"] for r in truth["instances"])
+    assert sum(sim.api.faults_injected.values()) > 20
+    assert c.stats.retries > 0 and c.stats.timeouts > 0
+
+
+def test_typed_errors(make_sim):
+    sim = make_sim(offers=3)
+
+    async def run() -> None:
+        async with VastClient(sim.url, "wrong", min_intervals={}) as bad:
+            with pytest.raises(AuthError):
+                await bad.list_instances()
+        async with VastClient(sim.url, "test-key", min_intervals={}) as c:
+            with pytest.raises(NotFound):
+                await c.stop_instance(12345)
+            assert await c.destroy_instance(12345) is False  # already gone counts as done
+            assert await c.show_instance(12345) is None
+        async with VastClient(
+            "http://127.0.0.1:9", "k", max_attempts=2, backoff=0.01, min_intervals={}
+        ) as dead:
+            with pytest.raises(MarketUnavailable):
+                await dead.list_instances()
+
+    asyncio.run(run())
+
+
+def _transport(handler):
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"instances": 5}', b"[]"])
+def test_malformed_list_answers(body):
+    async def run() -> None:
+        c = VastClient(
+            "http://m",
+            "k",
+            transport=_transport(lambda r: httpx.Response(200, content=body)),
+            min_intervals={},
+        )
+        with pytest.raises(MalformedAnswer):
+            await c.list_instances()
+
+    asyncio.run(run())
+
+
+def test_rate_limit_bodies_are_retried_then_reported():
+    calls = []
+
+    def handler(request):
+        calls.append(request)
+        return httpx.Response(429, text="API requests too frequent")
+
+    async def run() -> None:
+        c = VastClient(
+            "http://m",
+            "secret-key-123",
+            transport=_transport(handler),
+            max_attempts=3,
+            backoff=0.001,
+            min_intervals={},
+        )
+        with pytest.raises(MarketUnavailable) as err:
+            await c.list_instances()
+        assert "secret-key-123" not in str(err.value) and "secret-key-123" not in repr(c)
+
+    asyncio.run(run())
+    assert len(calls) == 3
+    assert calls[0].headers["Authorization"] == "Bearer secret-key-123"
+
+
+def test_pacing_respects_min_interval():
+    stamps = []
+
+    def handler(request):
+        import time
+
+        stamps.append(time.monotonic())
+        return httpx.Response(200, json={"instances": [], "next_token": None})
+
+    async def run() -> None:
+        c = VastClient("http://m", "k", transport=_transport(handler), min_intervals={"list": 0.05})
+        for _ in range(4):
+            await c.list_instances()
+
+    asyncio.run(run())
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    assert min(gaps) >= 0.045
+
+
+def test_paging_follows_next_token():
+    pages = {None: ([{"id": 1}, {"id": 2}], "t1"), "t1": ([{"id": 3}], None)}
+
+    def handler(request):
+        rows, nxt = pages[request.url.params.get("after_token")]
+        return httpx.Response(200, json={"instances": rows, "next_token": nxt})
+
+    async def run() -> list[int]:
+        c = VastClient("http://m", "k", transport=_transport(handler), min_intervals={})
+        return [i.id for i in await c.list_instances(page_size=2)]
+
+    assert asyncio.run(run()) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {},
+        {"id": "x"},
+        {"id": 1.5},
+        {"id": 1, "dph_total": "NaN"},
+        {"id": 1, "dph_total": [1]},
+        "str",
+        None,
+        {"id": 10**30},
+    ],
+)
+def test_instance_parsing_rejects_garbage(row):
+    with pytest.raises(MalformedAnswer):
+        Instance.from_api(row)
+
+
+def test_instance_parsing_coerces_and_tolerates():
+    i = Instance.from_api(
+        {
+            "id": "7",
+            "dph_total": "0.5",
+            "actual_status": "weird",
+            "status_msg": "x" * 10_000,
+            "ports": {"22/tcp": [{"HostPort": "2222"}]},
+        }
+    )
+    assert i.id == 7 and i.dph_total == 0.5 and i.known_status == "unknown"
+    assert len(i.status_msg) == 4096 and i.ssh_port == 2222
+    with pytest.raises(MalformedAnswer):
+        Offer.from_api({"id": 1, "machine_id": 2})
+
+
+def test_api_key_sources(tmp_path, monkeypatch):
+    monkeypatch.delenv("VAST_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    from rentwatch.client import NoApiKey
+
+    with pytest.raises(NoApiKey):
+        find_api_key()
+    (tmp_path / ".config" / "vastai").mkdir(parents=True)
+    (tmp_path / ".config" / "vastai" / "vast_api_key").write_text("filekey\n")
+    assert find_api_key() == "filekey"
+    monkeypatch.setenv("VAST_API_KEY", "envkey")
+    assert find_api_key() == "envkey"
+    assert find_api_key("argkey") == "argkey"
