@@ -39,6 +39,54 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_ledger(path: str | None, read_only: bool = True):  # type: ignore[no-untyped-def]
+    from .ledger import Ledger
+    from .ledger.store import default_ledger_path
+
+    return Ledger(path or default_ledger_path(), read_only=read_only)
+
+
+def _cmd_receipt(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from .ledger.receipt import format_receipt
+
+    with _open_ledger(args.ledger) as ledger:
+        receipts = ledger.receipt(args.campaign)
+    if args.campaign and not receipts:
+        print(f"rentwatch: no campaign {args.campaign!r} in the ledger", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(receipts[0] if args.campaign else receipts, indent=2))
+        return 0
+    console = Console()
+    if not receipts:
+        console.print("the ledger holds no creates yet")
+    for r in receipts:
+        table = Table(title=f"receipt: {r['campaign']}", show_header=False)
+        table.add_column("what")
+        table.add_column("figure", justify="right")
+        for label, value in format_receipt(r):
+            table.add_row(label, value)
+        console.print(table)
+    return 0
+
+
+def _cmd_ledger(args: argparse.Namespace) -> int:
+    from .ledger.export import export_result, print_result
+
+    with _open_ledger(args.ledger) as ledger:
+        result = ledger.query(args.sql, limit=args.limit)
+    if args.export:
+        export_result(result, args.export)
+        print(f"wrote {len(result.rows)} rows to {args.export}", file=sys.stderr)
+    print_result(result, "json" if args.json else "csv" if args.csv else "table", args.limit)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
     sub = p.add_subparsers(dest="command")
@@ -48,6 +96,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=0)
     s.add_argument("--api-key", help="the account's API key (default: a random one, printed)")
     s.set_defaults(fn=_cmd_sim)
+
+    r = sub.add_parser("receipt", help="the campaign receipt, computed from the ledger")
+    r.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    r.add_argument("--campaign", help="one campaign only (JSON: one object)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(fn=_cmd_receipt)
+
+    q = sub.add_parser("ledger", help="a read-only SQL query of the ledger")
+    q.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    q.add_argument("sql", help='one SELECT, e.g. "select * from receipt"')
+    fmt = q.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    q.add_argument("--limit", type=int, default=1000, help="row limit (default 1000)")
+    q.add_argument("--export", metavar="FILE", help="also write the result to FILE.csv or FILE.parquet")
+    q.set_defaults(fn=_cmd_ledger)
     return p
 
 

@@ -1,0 +1,55 @@
+"""The campaign receipt (the article's table), read from the `receipt` views, and its rendering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+RECEIPT_KEYS = ("campaign", "creates", "duds", "dud_share", "dud_usd", "dud_mean_lifetime_min",
+                "verified", "gpu_hours", "jobs_finished", "total_usd", "usd_per_gpu_hour",
+                "creates_per_gpu_hour")
+
+
+def compute_receipt(con: duckdb.DuckDBPyConnection, campaign: str | None = None) -> list[dict[str, Any]]:
+    where = " WHERE campaign = ?" if campaign else ""
+    params = [campaign] if campaign else []
+    cur = con.execute(f"SELECT {', '.join(RECEIPT_KEYS)} FROM receipt{where} ORDER BY campaign", params)
+    out = []
+    for row in cur.fetchall():
+        r = dict(zip(RECEIPT_KEYS, row, strict=True))
+        for k in ("dud_share", "dud_usd", "dud_mean_lifetime_min", "gpu_hours", "total_usd"):
+            r[k] = float(r[k] or 0.0)
+        for k in ("creates", "duds", "verified", "jobs_finished"):
+            r[k] = int(r[k] or 0)
+        r["by_class"] = {}
+        out.append(r)
+    by = con.execute(f"SELECT campaign, failure_class, n FROM receipt_classes{where}", params).fetchall()
+    for camp, cls, n in by:
+        for r in out:
+            if r["campaign"] == camp:
+                r["by_class"][cls or "unclassified"] = int(n)
+    return out
+
+
+def format_receipt(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """Label/value lines of one campaign's receipt, as the table shows them."""
+    per_h = r.get("usd_per_gpu_hour")
+    lines = [
+        ("campaign", str(r["campaign"])),
+        ("instance creates", str(r["creates"])),
+        ("never delivered", f"{r['duds']} ({r['dud_share']:.0%})"),
+        ("USD billed on them", f"${r['dud_usd']:.2f}"),
+        ("mean dead-host lifetime", f"{r['dud_mean_lifetime_min']:.1f} min"),
+        ("verified instances", str(r["verified"])),
+        ("GPU-hours delivered", f"{r['gpu_hours']:.2f}"),
+        ("jobs finished", str(r["jobs_finished"])),
+        ("USD spent in all", f"${r['total_usd']:.2f}"),
+        ("USD per delivered GPU-hour", f"${per_h:.3f}" if per_h is not None else "-"),
+    ]
+    cph = r.get("creates_per_gpu_hour")
+    if cph is not None:
+        lines.append(("creates per GPU-hour of work", f"{cph:.1f}"))
+    for cls, n in sorted(r["by_class"].items(), key=lambda kv: -kv[1]):
+        lines.append((f"  failed: {cls}", str(n)))
+    return lines

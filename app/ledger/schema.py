@@ -1,0 +1,153 @@
+"""Ledger schema: tables, their migrations, and the SQL views any DuckDB client can read.
+
+The views implement the billing rules of `rentwatch.core.billing.charges` in SQL (a property
+test keeps the two equal): storage from the create to the destroy in every state; GPU time while
+held (not stopped) from the create in `created` billing, or only while running in `running`
+billing. An instance still alive is billed up to the ledger's latest event.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 2
+
+# Version 1, kept so a test can write an old ledger and prove it migrates.
+V1_TABLES = """
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS events (
+    seq BIGINT PRIMARY KEY, ts DOUBLE NOT NULL, campaign VARCHAR, instance_id BIGINT,
+    machine_id BIGINT, host_id BIGINT, offer_id BIGINT, gpu_name VARCHAR, gpu_dph DOUBLE,
+    storage_dph DOUBLE, actor VARCHAR NOT NULL, kind VARCHAR NOT NULL, phase VARCHAR NOT NULL,
+    ok BOOLEAN, reason VARCHAR, detail JSON);
+CREATE TABLE IF NOT EXISTS samples (
+    instance_id BIGINT NOT NULL, ts DOUBLE NOT NULL, util DOUBLE, sm_clock DOUBLE,
+    max_sm_clock DOUBLE, reasons_bits BIGINT, temp DOUBLE, power_w DOUBLE, mem_used_mb DOUBLE);
+"""
+
+# v1 -> v2: the wall-clock time of each event and the intent an outcome answers.
+MIGRATIONS = {
+    2: """
+ALTER TABLE events ADD COLUMN IF NOT EXISTS wall DOUBLE;
+ALTER TABLE events ADD COLUMN IF NOT EXISTS intent_seq BIGINT;
+""",
+}
+
+VIEWS = r"""
+CREATE OR REPLACE VIEW ledger_clock AS SELECT coalesce(max(ts), 0) AS now FROM events;
+
+-- billing marks: acknowledged lifecycle changes, in order
+CREATE OR REPLACE VIEW billing_marks AS
+SELECT instance_id, seq, ts,
+       CASE WHEN kind = 'status' AND detail->>'status' = 'running' THEN 'running'
+            WHEN kind = 'status' AND detail->>'status' IN ('exited', 'offline', 'unknown') THEN 'halt'
+            WHEN kind = 'lost' THEN 'destroy'
+            ELSE kind END AS mark,
+       CASE WHEN kind = 'create' THEN gpu_dph END AS gpu_dph,
+       CASE WHEN kind = 'create' THEN storage_dph END AS storage_dph,
+       CASE WHEN kind = 'create' THEN coalesce(detail->>'gpu_billing', 'created') END AS billing
+FROM events
+WHERE instance_id IS NOT NULL AND coalesce(ok, true) AND phase <> 'intent'
+  AND (kind IN ('create', 'stop', 'start', 'destroy', 'lost')
+       OR (kind = 'status' AND detail->>'status' IN ('running', 'exited', 'offline', 'unknown')));
+
+CREATE OR REPLACE VIEW billing_spans AS
+WITH m AS (
+  SELECT *,
+    last_value(gpu_dph IGNORE NULLS) OVER w AS p_gpu,
+    last_value(storage_dph IGNORE NULLS) OVER w AS p_storage,
+    last_value(billing IGNORE NULLS) OVER w AS mode,
+    max(CASE WHEN mark = 'create' THEN 1 ELSE 0 END) OVER w AS created,
+    max(CASE WHEN mark = 'destroy' THEN 1 ELSE 0 END) OVER w AS destroyed,
+    last_value(CASE WHEN mark IN ('create', 'start') THEN 1 WHEN mark = 'stop' THEN 0 END IGNORE NULLS) OVER w AS held,
+    last_value(CASE WHEN mark = 'running' THEN 1 WHEN mark IN ('halt', 'stop', 'create') THEN 0 END IGNORE NULLS) OVER w AS running,
+    lead(ts) OVER (PARTITION BY instance_id ORDER BY ts, seq) AS next_at
+  FROM billing_marks
+  WINDOW w AS (PARTITION BY instance_id ORDER BY ts, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+)
+SELECT instance_id, ts, greatest(coalesce(next_at, (SELECT now FROM ledger_clock)) - ts, 0) AS span_s,
+       created = 1 AND destroyed = 0 AS storage_on,
+       created = 1 AND destroyed = 0 AND coalesce(held, 0) = 1
+         AND (mode = 'created' OR coalesce(running, 0) = 1) AS gpu_on,
+       coalesce(p_gpu, 0) AS gpu_dph, coalesce(p_storage, 0) AS storage_dph
+FROM m;
+
+CREATE OR REPLACE VIEW instance_charges AS
+SELECT instance_id,
+       sum(CASE WHEN gpu_on THEN span_s * gpu_dph / 3600 ELSE 0 END) AS gpu_usd,
+       sum(CASE WHEN storage_on THEN span_s * storage_dph / 3600 ELSE 0 END) AS storage_usd
+FROM billing_spans GROUP BY instance_id;
+
+CREATE OR REPLACE VIEW instances AS
+WITH c AS (
+  SELECT instance_id, any_value(campaign) AS campaign, any_value(machine_id) AS machine_id,
+         any_value(host_id) AS host_id, any_value(offer_id) AS offer_id, any_value(gpu_name) AS gpu_name,
+         any_value(gpu_dph) AS gpu_dph, any_value(storage_dph) AS storage_dph, min(ts) AS created_at
+  FROM events WHERE kind = 'create' AND phase <> 'intent' AND ok AND instance_id IS NOT NULL
+  GROUP BY instance_id
+), e AS (
+  SELECT instance_id,
+    min(ts) FILTER (WHERE kind = 'status' AND detail->>'status' = 'running') AS running_at,
+    min(ts) FILTER (WHERE kind = 'preflight_passed') AS verified_at,
+    min(ts) FILTER (WHERE kind = 'abandon') AS abandoned_at,
+    arg_min(detail->>'class', seq) FILTER (WHERE kind = 'abandon') AS failure_class,
+    arg_min(reason, seq) FILTER (WHERE kind = 'abandon') AS failure_reason,
+    max(ts) FILTER (WHERE kind = 'stop' AND phase <> 'intent' AND ok) AS stopped_at,
+    min(ts) FILTER (WHERE kind IN ('destroy', 'lost') AND phase <> 'intent' AND ok) AS destroyed_at,
+    count(*) FILTER (WHERE kind = 'job_finished' AND ok) AS jobs_finished,
+    max(ts) AS last_seen
+  FROM events WHERE instance_id IS NOT NULL GROUP BY instance_id
+), d AS (
+  SELECT e.instance_id, min(ev.ts) AS delivered_until
+  FROM e JOIN events ev ON ev.instance_id = e.instance_id
+  WHERE e.verified_at IS NOT NULL AND ev.ts >= e.verified_at AND ev.phase <> 'intent' AND coalesce(ev.ok, true)
+    AND (ev.kind IN ('stop', 'destroy', 'lost', 'abandon')
+         OR (ev.kind = 'status' AND ev.detail->>'status' IN ('exited', 'offline', 'unknown')))
+  GROUP BY e.instance_id
+)
+SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.failure_reason,
+       e.stopped_at, e.destroyed_at, e.jobs_finished,
+       CASE WHEN e.jobs_finished > 0 THEN 'finished' WHEN e.verified_at IS NOT NULL THEN 'computed'
+            WHEN e.running_at IS NOT NULL THEN 'booted' ELSE 'requested' END AS phase_reached,
+       e.verified_at IS NULL AND (e.abandoned_at IS NOT NULL OR e.destroyed_at IS NOT NULL) AS dud,
+       (coalesce(e.destroyed_at, e.abandoned_at, e.last_seen) - c.created_at) / 60 AS lifetime_min,
+       CASE WHEN e.verified_at IS NOT NULL THEN
+         (coalesce(d.delivered_until, (SELECT now FROM ledger_clock)) - e.verified_at) / 3600 ELSE 0 END AS gpu_hours,
+       coalesce(ch.gpu_usd, 0) AS gpu_usd, coalesce(ch.storage_usd, 0) AS storage_usd,
+       coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0) AS total_usd
+FROM c JOIN e USING (instance_id)
+LEFT JOIN d USING (instance_id)
+LEFT JOIN instance_charges ch USING (instance_id);
+
+CREATE OR REPLACE VIEW hosts AS
+SELECT machine_id, any_value(host_id) AS host_id, count(*) AS creates,
+       count(*) FILTER (WHERE running_at IS NOT NULL) AS booted,
+       count(*) FILTER (WHERE verified_at IS NOT NULL) AS computed,
+       count(*) FILTER (WHERE jobs_finished > 0) AS finished,
+       count(*) FILTER (WHERE dud) AS duds,
+       string_agg(DISTINCT failure_class, ',') AS failure_classes,
+       sum(CASE WHEN dud THEN total_usd ELSE 0 END) AS dud_usd,
+       sum(total_usd) AS total_usd
+FROM instances GROUP BY machine_id;
+
+CREATE OR REPLACE VIEW quarantine AS
+SELECT machine_id, arg_max(reason, seq) AS reason, max(ts) AS since,
+       arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq) AS until
+FROM events WHERE kind = 'quarantine' AND machine_id IS NOT NULL GROUP BY machine_id;
+
+CREATE OR REPLACE VIEW receipt_classes AS
+SELECT campaign, failure_class, count(*) AS n FROM instances
+WHERE dud GROUP BY campaign, failure_class;
+
+CREATE OR REPLACE VIEW receipt AS
+SELECT campaign, count(*) AS creates,
+       count(*) FILTER (WHERE dud) AS duds,
+       count(*) FILTER (WHERE dud) / count(*) AS dud_share,
+       coalesce(sum(total_usd) FILTER (WHERE dud), 0) AS dud_usd,
+       coalesce(avg(lifetime_min) FILTER (WHERE dud), 0) AS dud_mean_lifetime_min,
+       count(*) FILTER (WHERE verified_at IS NOT NULL) AS verified,
+       sum(gpu_hours) AS gpu_hours,
+       sum(jobs_finished) AS jobs_finished,
+       sum(total_usd) AS total_usd,
+       CASE WHEN sum(gpu_hours) > 0 THEN sum(total_usd) / sum(gpu_hours) END AS usd_per_gpu_hour,
+       CASE WHEN sum(gpu_hours) > 0 THEN count(*) / sum(gpu_hours) END AS creates_per_gpu_hour
+FROM instances GROUP BY campaign;
+"""

@@ -1,0 +1,249 @@
+"""The ledger store. Append-only by construction: the class offers appends and reads, and holds
+its connection privately; nothing in rentwatch issues UPDATE or DELETE against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ..core.errors import RentwatchError
+from .readonly import QueryResult, run_read_only
+from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
+
+EVENT_KINDS = frozenset({
+    "campaign_start", "campaign_end", "offer_chosen", "create", "status", "freeze", "fatal",
+    "preflight_passed", "preflight_failed", "quarantine", "throttle", "idle", "abandon", "stop",
+    "start", "destroy", "lost", "job_started", "job_finished", "artifacts", "trap", "adopted",
+    "detached", "reconciled", "decision", "note",
+})
+ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog")
+
+_COLUMNS = ("seq", "ts", "wall", "campaign", "instance_id", "machine_id", "host_id", "offer_id",
+            "gpu_name", "gpu_dph", "storage_dph", "actor", "kind", "phase", "ok", "reason", "detail",
+            "intent_seq")
+_SAMPLE_COLUMNS = ("instance_id", "ts", "util", "sm_clock", "max_sm_clock", "reasons_bits", "temp",
+                   "power_w", "mem_used_mb")
+
+
+class LedgerError(RentwatchError):
+    title = "ledger error"
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    at: float
+    kind: str
+    actor: str
+    phase: str
+    ok: bool | None
+    reason: str
+    campaign: str | None = None
+    instance_id: int | None = None
+    machine_id: int | None = None
+    host_id: int | None = None
+    offer_id: int | None = None
+    gpu_name: str | None = None
+    gpu_dph: float | None = None
+    storage_dph: float | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    intent_seq: int | None = None
+    wall: float | None = None
+
+
+def default_ledger_path() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("rentwatch")) / "ledger.duckdb"
+
+
+class Ledger:
+    """One DuckDB file. `record` appends a fact; `intent` + `outcome` bracket a marketplace call."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        self.__lock = threading.RLock()
+        try:
+            if str(path) == ":memory:":
+                self.__con = duckdb.connect(":memory:")
+            elif not read_only:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                if not self.path.exists():
+                    # created 0600: the ledger says what an account ran and spent
+                    fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+                    os.close(fd)
+                    os.unlink(self.path)
+                    old = os.umask(0o077)
+                    try:
+                        self.__con = duckdb.connect(str(self.path))
+                    finally:
+                        os.umask(old)
+                else:
+                    self.__con = duckdb.connect(str(self.path))
+            else:
+                if not self.path.exists():
+                    raise LedgerError(f"no ledger at {self.path}")
+                self.__con = duckdb.connect(str(self.path), read_only=True)
+        except duckdb.IOException as exc:
+            msg = str(exc).splitlines()[0]
+            if "lock" in msg.lower():
+                raise LedgerError(f"{self.path} is open in another rentwatch process (DuckDB allows "
+                                  "one writer); query it from that process's ledger screen") from None
+            raise LedgerError(f"cannot open {self.path}: {msg}") from None
+        if not read_only:
+            self._migrate()
+        self.__seq = self._max_seq()
+
+    # -- schema ----------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        con = self.__con
+        con.execute(V1_TABLES)
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row else 1
+        if version > SCHEMA_VERSION:
+            raise LedgerError(f"{self.path} has schema {version}; this rentwatch reads up to {SCHEMA_VERSION}")
+        for v in range(version + 1, SCHEMA_VERSION + 1):
+            con.execute(MIGRATIONS[v])
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        con.execute(VIEWS)
+
+    def schema_version(self) -> int:
+        row = self.__con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 1
+
+    def _max_seq(self) -> int:
+        row = self.__con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
+        return int(row[0]) if row else 0
+
+    # -- appends ---------------------------------------------------------------------------
+    def record(self, kind: str, *, at: float, actor: str, reason: str, phase: str = "fact",
+               ok: bool | None = None, detail: dict[str, Any] | None = None,
+               intent_seq: int | None = None, **context: Any) -> int:
+        """Append one event; returns its sequence number once it is committed."""
+        if self.read_only:
+            raise LedgerError("this ledger was opened read-only")
+        if kind not in EVENT_KINDS:
+            raise LedgerError(f"unknown event kind {kind!r}")
+        if not actor.startswith(ACTOR_PREFIXES):
+            raise LedgerError(f"unknown actor {actor!r}")
+        unknown = set(context) - set(_COLUMNS)
+        if unknown:
+            raise LedgerError(f"unknown event fields {sorted(unknown)}")
+        with self.__lock:
+            self.__seq += 1
+            values = {"seq": self.__seq, "ts": float(at), "wall": time.time(), "actor": actor,
+                      "kind": kind, "phase": phase, "ok": ok, "reason": reason[:2000],
+                      "detail": json.dumps(detail or {}, default=str), "intent_seq": intent_seq,
+                      **context}
+            self.__con.execute(
+                f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+                [values.get(c) for c in _COLUMNS])
+            return self.__seq
+
+    def intent(self, kind: str, *, at: float, actor: str, reason: str, **context: Any) -> int:
+        return self.record(kind, at=at, actor=actor, reason=reason, phase="intent", **context)
+
+    def outcome(self, intent_seq: int, *, at: float, ok: bool, error: str | None = None,
+                detail: dict[str, Any] | None = None, **context: Any) -> int:
+        """Close an intent: the same kind and context, ok or the error text."""
+        base = self.event(intent_seq)
+        if base is None or base.phase != "intent":
+            raise LedgerError(f"event {intent_seq} is not an intent")
+        ctx = {k: getattr(base, k) for k in ("campaign", "instance_id", "machine_id", "host_id",
+                                            "offer_id", "gpu_name", "gpu_dph", "storage_dph")}
+        ctx.update({k: v for k, v in context.items() if v is not None})
+        merged = dict(base.detail)
+        merged.update(detail or {})
+        if error:
+            merged["error"] = error[:2000]
+        return self.record(base.kind, at=at, actor=base.actor, phase="outcome", ok=ok,
+                           reason=base.reason if ok else f"{base.reason} - failed: {error}",
+                           detail=merged, intent_seq=intent_seq, **ctx)
+
+    def add_samples(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append a batch of GPU readings."""
+        if not rows:
+            return
+        with self.__lock:
+            self.__con.executemany(
+                f"INSERT INTO samples VALUES ({', '.join('?' * len(_SAMPLE_COLUMNS))})",
+                [[r.get(c) for c in _SAMPLE_COLUMNS] for r in rows])
+
+    # -- reads -----------------------------------------------------------------------------
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.__lock:
+            return [tuple(r) for r in self.__con.execute(sql, list(params)).fetchall()]
+
+    def event(self, seq: int) -> Event | None:
+        rows = self.events(where="seq = ?", params=[seq])
+        return rows[0] if rows else None
+
+    def events(self, where: str = "true", params: Sequence[Any] = (), limit: int | None = None) -> list[Event]:
+        sql = f"SELECT {', '.join(_COLUMNS)} FROM events WHERE {where} ORDER BY seq"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        out = []
+        for r in self._rows(sql, params):
+            d = dict(zip(_COLUMNS, r, strict=True))
+            d["at"] = d.pop("ts")
+            d["detail"] = json.loads(d["detail"]) if d["detail"] else {}
+            out.append(Event(**d))
+        return out
+
+    def unfinished_intents(self) -> list[Event]:
+        return self.events(where="phase = 'intent' AND seq NOT IN "
+                                 "(SELECT intent_seq FROM events WHERE intent_seq IS NOT NULL)")
+
+    def quarantined(self, now: float) -> dict[int, str]:
+        """Machine id -> reason, for every quarantine still in force at `now`."""
+        rows = self._rows("SELECT machine_id, reason, until FROM quarantine")
+        return {int(m): str(r) for m, r, until in rows if until is None or until > now}
+
+    def query(self, sql: str, limit: int = 10_000) -> QueryResult:
+        """A read-only query (one SELECT); anything else raises QueryRefused."""
+        with self.__lock:
+            return run_read_only(self.__con, sql, limit)
+
+    def receipt(self, campaign: str | None = None) -> list[dict[str, Any]]:
+        from .receipt import compute_receipt
+
+        with self.__lock:
+            return compute_receipt(self.__con, campaign)
+
+    def instance_rows(self, campaign: str | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM instances" + (" WHERE campaign = ?" if campaign else "") + " ORDER BY instance_id"
+        with self.__lock:
+            cur = self.__con.execute(sql, [campaign] if campaign else [])
+            cols = [d[0] for d in cur.description or []]
+            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    def checkpoint(self) -> None:
+        with self.__lock:
+            self.__con.execute("CHECKPOINT")
+
+    def close(self) -> None:
+        with self.__lock:
+            try:
+                self.__con.close()
+            except duckdb.Error:
+                pass
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def bulk_events(rows: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """Rows in column order, for benchmarks that load recorded events in bulk."""
+    return [[r.get(c) for c in _COLUMNS] for r in rows]
