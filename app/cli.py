@@ -87,6 +87,34 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .client import find_api_key
+    from .core.campaign import parse_campaign
+    from .core.errors import ConfigError
+    from .core.policy import get_policy
+    from .headless import run_headless
+    from .ledger.store import default_ledger_path
+
+    if not args.headless:
+        print("rentwatch: the dashboard run is `rentwatch watch --campaign FILE`; add --headless for no TUI",
+              file=sys.stderr)
+        return 2
+    if args.api_key:
+        print("rentwatch: warning: --api-key is visible in the process list; prefer VAST_API_KEY",
+              file=sys.stderr)
+    try:
+        text = Path(args.campaign).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read campaign {args.campaign}: {exc.strerror}") from None
+    campaign = parse_campaign(text, args.campaign)
+    policy = get_policy(args.policy).with_overrides(campaign.policy)
+    key = find_api_key(args.api_key)
+    return asyncio.run(run_headless(campaign, policy, args.market_url, key, args.ledger or str(default_ledger_path()),
+                                    detach=args.detach, key_path=args.ssh_key))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
     sub = p.add_subparsers(dest="command")
@@ -96,6 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=0)
     s.add_argument("--api-key", help="the account's API key (default: a random one, printed)")
     s.set_defaults(fn=_cmd_sim)
+
+    h = sub.add_parser("run", help="run a campaign (headless: no TUI)")
+    h.add_argument("--headless", action="store_true", help="no TUI: log lines to stdout")
+    h.add_argument("--campaign", required=True, help="campaign TOML")
+    h.add_argument("--market-url", default="https://console.vast.ai")
+    h.add_argument("--api-key", help="prefer VAST_API_KEY: a flag shows in the process list")
+    h.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    h.add_argument("--policy", default="default", help="naive, seed or default")
+    h.add_argument("--detach", action="store_true", help="leave instances running at the end (recorded)")
+    h.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
+    h.set_defaults(fn=_cmd_run)
 
     r = sub.add_parser("receipt", help="the campaign receipt, computed from the ledger")
     r.add_argument("--ledger", help="ledger file (default: in the user's data dir)")

@@ -325,12 +325,14 @@ class VastClient:
         label: str | None = None,
         env: dict[str, str] | None = None,
         onstart: str | None = None,
+        exact_label: bool = False,
     ) -> CreateResult:
         """Rent an offer. The label carries a unique tag, so after an answer that got lost
         (timeout, 5xx, garbled body) the instance list tells whether the create happened; it is
         retried only when it did not."""
-        tag = f"rw-{secrets.token_hex(5)}"
-        label = f"{label}:{tag}" if label else tag
+        if not (exact_label and label):
+            tag = f"rw-{secrets.token_hex(5)}"
+            label = f"{label}:{tag}" if label else tag
         body = {
             "client_id": "me",
             "image": image,

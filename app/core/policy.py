@@ -1,0 +1,76 @@
+"""Policy presets: the same campaign refereed under each. All times are market seconds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .errors import ConfigError
+from .patterns import DEFAULT_FATAL_PATTERNS
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    # boot watcher
+    freeze_window_s: float | None = 360.0  # status line unchanged this long: abandon (None: off)
+    download_freeze_s: float | None = None  # a tighter window while layers download (progress lines)
+    extract_freeze_s: float | None = None  # a wider window in silent phases (extracting, verifying)
+    fatal_patterns: tuple[str, ...] = DEFAULT_FATAL_PATTERNS
+    use_patterns: bool = True
+    terminal_status_abandon: bool = True  # exited / unknown / offline while booting
+    boot_deadline_s: float = 45 * 60.0  # created -> running, at most
+    # verification
+    preflight: bool = True
+    trust_running: bool = False  # count a running instance as verified (nvidia-smi trust)
+    preflight_after_s: float = 0.0  # start the check this long after running (naive: a person, later)
+    ssh_deadline_s: float = 300.0  # running -> SSH answering, at most
+    preflight_timeout_s: float = 90.0  # wall seconds for the probe itself
+    min_speed_share: float = 0.6
+    check_gpu_name: bool = True
+    # quarantine and replacement
+    quarantine: bool = True
+    quarantine_persistent: bool = False  # False: within the campaign only (the article's)
+    quarantine_hours: float | None = None  # persistent quarantine expiry; None: for ever
+    spare_attempts: int = 0  # extra creates in flight beyond the fleet's shortfall
+    rank: str = "price"  # price | expected_cost
+    # stop rules for verified instances
+    idle_util_pct: float = 10.0
+    idle_grace_s: float = 15 * 60.0
+    stop_on_throttle: bool = False
+    throttle_ratio: float = 0.85
+
+    def with_overrides(self, overrides: dict[str, Any]) -> Policy:
+        fields = self.__dataclass_fields__
+        clean: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if key not in fields or key == "name":
+                raise ConfigError(f"policy: unknown setting {key!r}")
+            if key == "fatal_patterns":
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ConfigError("policy.fatal_patterns: expected a list of strings")
+                value = tuple(value)
+            clean[key] = value
+        return replace(self, **clean)
+
+
+NAIVE = Policy(
+    name="naive", freeze_window_s=None, use_patterns=False, terminal_status_abandon=False,
+    boot_deadline_s=30 * 60.0, trust_running=True, preflight_after_s=105 * 60.0, ssh_deadline_s=105 * 60.0,
+    check_gpu_name=False, quarantine=False, rank="price",
+)
+SEED = Policy(name="seed", freeze_window_s=360.0, boot_deadline_s=45 * 60.0, ssh_deadline_s=300.0,
+              quarantine=True, quarantine_persistent=False, rank="price")
+DEFAULT = Policy(
+    name="default", freeze_window_s=360.0, download_freeze_s=150.0, extract_freeze_s=900.0,
+    boot_deadline_s=45 * 60.0, ssh_deadline_s=150.0, quarantine=True, quarantine_persistent=True,
+    quarantine_hours=24 * 7, spare_attempts=1, rank="expected_cost",
+)
+POLICIES = {p.name: p for p in (NAIVE, SEED, DEFAULT)}
+
+
+def get_policy(name: str) -> Policy:
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise ConfigError(f"unknown policy {name!r} (choose {', '.join(POLICIES)})") from None

@@ -1,0 +1,235 @@
+"""The rules: `decide(fleet, policy, now) -> decisions`. Pure: no I/O, no clock reads.
+
+Automation's vocabulary is the decision types below. None of them destroys an instance that
+passed its preflight: `Abandon` (destroy and quarantine) can only be built for an attempt that
+never passed, and for everything else the strongest automated act is `Stop`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .lifecycle import Phase
+from .patterns import compile_patterns, fatal_match
+from .policy import Policy
+from .verdict import Throttle, Verdict
+
+DOWNLOAD_WORDS = ("Downloading", "Pulling fs layer", "Waiting", "Download complete", "Pulling from")
+SILENT_WORDS = ("Extracting", "Verifying Checksum", "Status: Downloaded", "Starting container", "Creating container")
+TERMINAL = frozenset({"exited", "unknown", "offline"})
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    instance_id: int
+    machine_id: int | None
+    offer_gpu: str
+    phase: Phase
+    status: str | None
+    status_msg: str | None
+    status_since: float  # when the status line last changed (market time)
+    created_at: float
+    running_at: float | None = None
+    passed_preflight: bool = False
+    preflight_started: bool = False
+    verdict: Verdict | None = None
+    ssh_error: str | None = None
+    util_low_since: float | None = None
+    throttle: Throttle | None = None
+    busy: bool = False
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    fleet: int
+    max_creates: int
+    creates: int
+    budget_usd: float
+    spent_usd: float
+    attempts: tuple[AttemptView, ...]
+    deadline: float | None = None
+    jobs_pending: int = 0
+    jobs_total: int = 0
+    offers_available: int = 1_000_000
+
+    @property
+    def idle_rule_active(self) -> bool:
+        """Idle verified instances are the point while a jobless fleet is assembled; the idle
+        watchdog applies once there was work and the queue is empty."""
+        return self.jobs_total > 0 and self.jobs_pending == 0
+
+
+@dataclass(frozen=True)
+class Create:
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Abandon:
+    """Give up on an attempt that never passed its preflight: destroy it, quarantine its machine."""
+
+    instance_id: int
+    machine_id: int | None
+    rule: str
+    reason: str
+    failure_class: str
+
+    @classmethod
+    def of(cls, a: AttemptView, rule: str, reason: str, failure_class: str) -> Abandon:
+        if a.passed_preflight:
+            raise ValueError(f"instance {a.instance_id} passed its preflight: automation may only stop it")
+        return cls(a.instance_id, a.machine_id, rule, reason, failure_class)
+
+
+@dataclass(frozen=True)
+class Stop:
+    instance_id: int
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StartPreflight:
+    instance_id: int
+    rule: str = "preflight"
+    reason: str = "running and reachable: prove it computes"
+
+
+@dataclass(frozen=True)
+class Verify:
+    instance_id: int
+    rule: str
+    reason: str
+    by_preflight: bool
+
+
+@dataclass(frozen=True)
+class Finish:
+    ok: bool
+    rule: str
+    reason: str
+
+
+Decision = Union[Create, Abandon, Stop, StartPreflight, Verify, Finish]  # noqa: UP007
+
+
+def fmt_span(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s"
+
+
+def freeze_window(msg: str | None, policy: Policy) -> float | None:
+    """The freeze window that applies to this status line (phase-aware when the policy is)."""
+    text = msg or ""
+    if policy.download_freeze_s is not None and any(w in text for w in DOWNLOAD_WORDS):
+        return policy.download_freeze_s
+    if policy.extract_freeze_s is not None and (not text or any(w in text for w in SILENT_WORDS)):
+        return policy.extract_freeze_s
+    return policy.freeze_window_s
+
+
+def _boot_rules(a: AttemptView, policy: Policy, now: float) -> Decision | None:
+    msg = a.status_msg
+    if policy.use_patterns:
+        hit = fatal_match(msg, compile_patterns(policy.fatal_patterns))
+        if hit:
+            return Abandon.of(a, "rule:fatal", f"fatal status line: '{(msg or '')[:160]}'", "fatal")
+    if policy.terminal_status_abandon and a.status in TERMINAL:
+        return Abandon.of(a, "rule:terminal", f"status '{a.status}' while booting", a.status or "unknown")
+    window = freeze_window(msg, policy)
+    if policy.freeze_window_s is not None and window is not None and now - a.status_since >= window:
+        return Abandon.of(a, "rule:freeze", f"status unchanged for {fmt_span(now - a.status_since)}: "
+                          f"'{(msg or '')[:120]}'", "freeze")
+    if now - a.created_at >= policy.boot_deadline_s:
+        return Abandon.of(a, "rule:boot_deadline", f"not running after {fmt_span(now - a.created_at)} "
+                          f"(status '{a.status}')", "boot_timeout")
+    return None
+
+
+def _running_rules(a: AttemptView, policy: Policy, now: float) -> Decision | None:
+    assert a.running_at is not None
+    since = now - a.running_at
+    noticed = policy.terminal_status_abandon or since >= policy.preflight_after_s
+    if a.status in TERMINAL and noticed:
+        if a.passed_preflight:
+            return Stop(a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified")
+        return Abandon.of(a, "rule:terminal", f"status '{a.status}' after running", a.status or "unknown")
+    if a.verdict is not None:
+        if a.verdict.ok:
+            if not a.passed_preflight:
+                return Verify(a.instance_id, "rule:preflight", a.verdict.reason, True)
+            return None
+        return Abandon.of(a, "rule:preflight", a.verdict.reason, a.verdict.failure_class or "preflight")
+    if a.phase == Phase.RUNNING and policy.trust_running:
+        return Verify(a.instance_id, "rule:trust_running", "running; nvidia-smi looks fine", False)
+    if not a.preflight_started and policy.preflight and since >= policy.preflight_after_s:
+        return StartPreflight(a.instance_id)
+    if (a.preflight_started and a.ssh_error is not None
+            and since >= policy.preflight_after_s + policy.ssh_deadline_s):
+        return Abandon.of(a, "rule:ssh_deadline", f"SSH not answering {fmt_span(since)} after running: "
+                          f"{a.ssh_error[:120]}", "ssh_dead")
+    return None
+
+
+def _verified_rules(a: AttemptView, policy: Policy, now: float, idle_active: bool) -> Decision | None:
+    if a.status in TERMINAL:
+        return Stop(a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified")
+    if a.throttle is not None and a.throttle.throttled and policy.stop_on_throttle:
+        return Stop(a.instance_id, "rule:throttle", a.throttle.reason)
+    if (idle_active and not a.busy and a.util_low_since is not None
+            and now - a.util_low_since >= policy.idle_grace_s):
+        return Stop(a.instance_id, "rule:idle", f"GPU below {policy.idle_util_pct:.0f}% for "
+                    f"{fmt_span(now - a.util_low_since)} with no work queued")
+    return None
+
+
+def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
+    out: list[Decision] = []
+    abandoned_now: set[int] = set()
+    for a in fleet.attempts:
+        d: Decision | None = None
+        if a.phase in (Phase.REQUESTED, Phase.BOOTING):
+            d = _boot_rules(a, policy, now)
+        elif a.phase in (Phase.RUNNING, Phase.VERIFYING):
+            d = _running_rules(a, policy, now)
+        elif a.phase == Phase.VERIFIED and a.passed_preflight:
+            d = _verified_rules(a, policy, now, fleet.idle_rule_active)
+        elif a.phase == Phase.VERIFIED and a.running_at is not None:
+            d = _running_rules(a, policy, now)  # trusted on sight, not yet proven (naive's late look)
+        if d is not None:
+            out.append(d)
+            if isinstance(d, Abandon):
+                abandoned_now.add(a.instance_id)
+
+    verified = sum(1 for a in fleet.attempts if a.phase == Phase.VERIFIED and a.instance_id not in abandoned_now
+                   and not any(isinstance(d, Stop) and d.instance_id == a.instance_id for d in out))
+    in_flight = sum(1 for a in fleet.attempts if a.phase in (Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING,
+                                                             Phase.VERIFYING)
+                    and a.instance_id not in abandoned_now)
+    if fleet.spent_usd >= fleet.budget_usd:
+        out.append(Finish(False, "rule:budget", f"spent ${fleet.spent_usd:.2f} of the ${fleet.budget_usd:.2f} budget"))
+        return out
+    if fleet.deadline is not None and now >= fleet.deadline:
+        out.append(Finish(False, "rule:deadline", "the campaign's deadline passed"))
+        return out
+    if verified >= fleet.fleet and fleet.jobs_pending == 0:
+        out.append(Finish(True, "rule:goal", f"fleet of {fleet.fleet} verified"))
+        return out
+    need = max(0, fleet.fleet - verified)
+    want = need + (policy.spare_attempts if need > 0 else 0)
+    room = fleet.max_creates - fleet.creates
+    n = max(0, min(want - in_flight, room, fleet.offers_available))
+    for i in range(n):
+        out.append(Create("rule:replace", f"{verified} of {fleet.fleet} verified, {in_flight + i} booting: "
+                          "rent one more"))
+    if n == 0 and in_flight == 0 and need > 0:
+        if room <= 0:
+            out.append(Finish(False, "rule:max_creates", f"create budget of {fleet.max_creates} used up "
+                              f"with {verified} of {fleet.fleet} verified"))
+        elif fleet.offers_available <= 0:
+            out.append(Finish(False, "rule:no_offers", "no fit offer left on the market"))
+    return out

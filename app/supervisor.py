@@ -1,0 +1,547 @@
+"""The supervisor: the shell that executes the rules' decisions against the marketplace.
+
+One list call per poll; polls never overlap (one loop); preflights run in parallel with bounded
+concurrency; every marketplace action is written to the ledger as intent, then outcome.
+Automated destroys go through `_abandon`, which refuses an instance that passed its preflight;
+a human destroy goes through `human_destroy`, which needs a `DestroyConfirmation` naming the
+instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .client import ApiError, AuthError, MarketUnavailable, VastClient
+from .core.billing import Charges, Mark, charges
+from .core.campaign import Campaign
+from .core.errors import MalformedAnswer, RentwatchError
+from .core.lifecycle import ALIVE, HELD, Lifecycle, Phase
+from .core.models import Instance, Offer
+from .core.policy import Policy
+from .core.reputation import rank_offers
+from .core.rules import (Abandon, AttemptView, Create, Decision, Finish, FleetSnapshot, StartPreflight, Stop,
+                         Verify, decide)
+from .core.verdict import Verdict, preflight_verdict
+from .ledger import Ledger
+from .probe_io import ProbeError, parse_probe_output, probe_source
+from .ssh_runner import HostKeyChanged, SSHFailure, SSHRunner
+
+LABEL_PREFIX = "rw"
+
+
+class AutomationRefused(RentwatchError):
+    title = "refused"
+
+
+@dataclass(frozen=True)
+class DestroyConfirmation:
+    """What the operator typed to confirm a destroy: it must name the instance."""
+
+    instance_id: int
+    typed: str
+
+    def valid(self) -> bool:
+        return self.typed.strip() == str(self.instance_id)
+
+
+@dataclass
+class Attempt:
+    instance_id: int
+    offer: Offer | None
+    machine_id: int | None
+    host_id: int | None
+    gpu_name: str
+    created_at: float
+    gpu_dph: float
+    storage_dph: float
+    life: Lifecycle = field(default_factory=Lifecycle)
+    status: str | None = None
+    status_msg: str | None = None
+    status_since: float = 0.0
+    running_at: float | None = None
+    passed_preflight: bool = False
+    preflight_task: asyncio.Task[Any] | None = None
+    verdict: Verdict | None = None
+    ssh_error: str | None = None
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    marks: list[Mark] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    util_low_since: float | None = None
+    failure_class: str | None = None
+    label: str | None = None
+
+    def view(self) -> AttemptView:
+        return AttemptView(
+            instance_id=self.instance_id, machine_id=self.machine_id, offer_gpu=self.gpu_name,
+            phase=self.life.phase, status=self.status, status_msg=self.status_msg,
+            status_since=self.status_since, created_at=self.created_at, running_at=self.running_at,
+            passed_preflight=self.passed_preflight, preflight_started=self.preflight_task is not None,
+            verdict=self.verdict, ssh_error=self.ssh_error, util_low_since=self.util_low_since)
+
+    def charges(self, mode: str, now: float) -> Charges:
+        return charges(self.marks, "running" if mode == "running" else "created", now)
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    reason: str
+
+
+class Supervisor:
+    def __init__(self, client: VastClient, ledger: Ledger, campaign: Campaign, policy: Policy, ssh: SSHRunner,
+                 log: Callable[[str], None] = print, max_parallel_ssh: int = 8) -> None:
+        self.client = client
+        self.ledger = ledger
+        self.campaign = campaign
+        self.policy = policy
+        self.ssh = ssh
+        self.log = log
+        self.attempts: dict[int, Attempt] = {}
+        self.creates = 0
+        self.quarantine: dict[int, str] = {}
+        # without quarantine, a failed machine is skipped for one retry only (as SkyPilot does)
+        self.recent_failures: collections.deque[int] = collections.deque(maxlen=max(1, campaign.fleet))
+        self.ssh_slots = asyncio.Semaphore(max_parallel_ssh)
+        self.finished: Outcome | None = None
+        self.offers: list[Offer] = []
+        self._offers_at = -1e18
+        self.polls = 0
+        self.detach = False
+        self.decisions_log: list[str] = []
+        self.listeners: list[Callable[[], None]] = []
+
+    # -- helpers ---------------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        return f"{LABEL_PREFIX}:{self.campaign.name}"
+
+    def now(self) -> float:
+        return self.client.now()
+
+    def answered_at(self) -> float:
+        """Market time of the last answer (the sim stamps it; a real market falls back to now)."""
+        return self.client.market_time if self.client.market_time is not None else self.client.now()
+
+    def _say(self, line: str) -> None:
+        self.decisions_log.append(line)
+        del self.decisions_log[:-500]
+        self.log(line)
+
+    def _ctx(self, a: Attempt) -> dict[str, Any]:
+        return {"campaign": self.campaign.name, "instance_id": a.instance_id, "machine_id": a.machine_id,
+                "host_id": a.host_id, "gpu_name": a.gpu_name, "gpu_dph": a.gpu_dph, "storage_dph": a.storage_dph,
+                "offer_id": a.offer.id if a.offer else None}
+
+    def spent(self, now: float) -> float:
+        mode = self.client.gpu_billing
+        return sum(a.charges(mode, now).total_usd for a in self.attempts.values())
+
+    def held(self) -> list[Attempt]:
+        return [a for a in self.attempts.values() if a.life.phase in HELD]
+
+    # -- start: quarantine, key, reconcile, adopt -------------------------------------------
+    async def prepare(self) -> None:
+        await self.client.sync_clock()
+        now = self.now()
+        self.ledger.record("campaign_start", at=now, actor="engine", campaign=self.campaign.name,
+                           reason=f"campaign {self.campaign.name} under policy {self.policy.name}",
+                           detail={"policy": self.policy.name, "fleet": self.campaign.fleet})
+        if self.policy.quarantine_persistent:
+            self.quarantine.update(self.ledger.quarantined(now))
+        elif self.policy.quarantine:
+            for ev in self.ledger.events(where="kind = 'quarantine' AND campaign = ?", params=[self.campaign.name]):
+                if ev.machine_id is not None:
+                    self.quarantine[ev.machine_id] = ev.reason
+        self.creates = len(self.ledger.events(
+            where="kind = 'create' AND phase = 'outcome' AND ok AND campaign = ?", params=[self.campaign.name]))
+        await self.client.add_ssh_key(self.ssh.public_key)
+        await self.reconcile()
+
+    async def reconcile(self) -> None:
+        """Finish what a crash left half-done, and adopt this campaign's live instances."""
+        live = {i.id: i for i in await self.client.list_instances()}
+        now = self.answered_at()
+        by_label = {i.label: i for i in live.values() if i.label}
+        for ev in self.ledger.unfinished_intents():
+            if ev.campaign != self.campaign.name:
+                continue
+            if ev.kind == "create":
+                found = by_label.get(str(ev.detail.get("label")))
+                self.ledger.outcome(ev.seq, at=now, ok=found is not None,
+                                    error=None if found else "never happened (reconciled after restart)",
+                                    instance_id=found.id if found else None,
+                                    detail={"reconciled": True, "gpu_billing": self.client.gpu_billing})
+                if found:
+                    self.creates += 1
+            elif ev.kind == "destroy":
+                gone = ev.instance_id not in live
+                self.ledger.outcome(ev.seq, at=now, ok=gone, error=None if gone else "still there after restart",
+                                    detail={"reconciled": True})
+            else:
+                self.ledger.outcome(ev.seq, at=now, ok=False, error="outcome unknown: the controller died mid-call",
+                                    detail={"reconciled": True})
+        for inst in live.values():
+            if not (inst.label or "").startswith(self.label + ":"):
+                continue
+            self._adopt(inst, now)
+
+    def _adopt(self, inst: Instance, now: float) -> None:
+        history = self.ledger.events(where="instance_id = ?", params=[inst.id])
+        create = next((e for e in history if e.kind == "create" and e.phase == "outcome" and e.ok), None)
+        created_at = create.at if create else (inst.start_date or now)
+        a = Attempt(instance_id=inst.id, offer=None, machine_id=inst.machine_id, host_id=inst.host_id,
+                    gpu_name=(create.gpu_name if create and create.gpu_name else inst.gpu_name) or "unknown",
+                    created_at=created_at, gpu_dph=create.gpu_dph if create and create.gpu_dph is not None else inst.dph_base,
+                    storage_dph=create.storage_dph if create and create.storage_dph is not None
+                    else inst.storage_total_cost, label=inst.label)
+        a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))
+        passed = any(e.kind == "preflight_passed" for e in history)
+        stopped = inst.intended_status == "stopped"
+        for e in history:
+            if e.kind == "stop" and e.phase == "outcome" and e.ok:
+                a.marks.append(Mark(e.at, "stop"))
+            elif e.kind == "start" and e.phase == "outcome" and e.ok:
+                a.marks.append(Mark(e.at, "start"))
+        a.life.move(Phase.BOOTING, now, "adopted")
+        if inst.actual_status == "running":
+            a.life.move(Phase.RUNNING, now, "adopted running")
+            a.running_at = now
+            if passed:
+                a.life.move(Phase.VERIFIED, now, "adopted, verified before the restart")
+                a.passed_preflight = True
+        if stopped:
+            a.life.move(Phase.STOPPED, now, "adopted stopped")
+        a.status, a.status_msg, a.status_since = inst.actual_status, inst.status_msg, now
+        self.attempts[inst.id] = a
+        last_seen = max((e.at for e in history), default=created_at)
+        unwatched = max(0.0, now - last_seen)
+        cost = a.charges(self.client.gpu_billing, now).total_usd - a.charges(self.client.gpu_billing, last_seen).total_usd
+        self.ledger.record("adopted", at=now, actor="engine", reason=(
+            f"adopted after restart: {inst.actual_status}, unwatched for {unwatched / 60:.1f} min, "
+            f"${cost:.4f} billed meanwhile"), detail={"unwatched_s": unwatched, "usd_meanwhile": cost,
+                                                      "status": inst.actual_status}, **self._ctx(a))
+        self._say(f"adopt  i:{inst.id} m:{inst.machine_id} {inst.actual_status}, unwatched {unwatched / 60:.1f} min, "
+                  f"${cost:.4f} meanwhile")
+
+    # -- the poll ---------------------------------------------------------------------------
+    async def poll_once(self) -> list[Decision]:
+        try:
+            instances = await self.client.list_instances()
+        except AuthError:
+            raise
+        except (MarketUnavailable, MalformedAnswer) as exc:
+            self._say(f"poll   market unavailable this round: {exc}")
+            return []
+        now = self.answered_at()
+        self.polls += 1
+        self._observe({i.id: i for i in instances}, now)
+        snap = self._snapshot(now)
+        decisions = decide(snap, self.policy, now)
+        for d in decisions:
+            await self._execute(d)
+        for fn in self.listeners:
+            fn()
+        return decisions
+
+    def _observe(self, live: dict[int, Instance], now: float) -> None:
+        for a in list(self.attempts.values()):
+            if a.life.phase in (Phase.DESTROYED, Phase.LOST):
+                continue
+            inst = live.get(a.instance_id)
+            if inst is None:
+                if a.life.phase != Phase.REQUESTED or now - a.created_at > 120:
+                    a.life.move(Phase.LOST, now, "gone from the marketplace's list")
+                    a.marks.append(Mark(now, "destroy"))
+                    self.ledger.record("lost", at=now, actor="engine", ok=True,
+                                       reason="instance vanished from the account without our destroy",
+                                       **self._ctx(a))
+                    self._say(f"lost   i:{a.instance_id} m:{a.machine_id} vanished from the list")
+                continue
+            status = inst.known_status
+            if status != a.status:
+                self.ledger.record("status", at=now, actor="engine", reason=f"status {a.status} -> {status}",
+                                   detail={"status": status, "msg": (inst.status_msg or "")[:300]}, **self._ctx(a))
+                if status == "running" and a.status != "running":
+                    a.marks.append(Mark(now, "running"))
+                elif a.status == "running" and status in ("exited", "offline", "unknown"):
+                    a.marks.append(Mark(now, "halt"))
+            if status != a.status or inst.status_msg != a.status_msg:
+                a.status_since = now
+            a.status, a.status_msg = status, inst.status_msg
+            a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
+            if a.life.phase == Phase.REQUESTED:
+                a.life.move(Phase.BOOTING, now, "listed by the marketplace")
+            if status == "running" and a.life.phase == Phase.BOOTING:
+                a.running_at = now
+                a.life.move(Phase.RUNNING, now, "container running")
+            if inst.gpu_util is not None and a.life.phase == Phase.VERIFIED:
+                low = inst.gpu_util < self.policy.idle_util_pct
+                a.util_low_since = (a.util_low_since or now) if low else None
+
+    def _snapshot(self, now: float) -> FleetSnapshot:
+        deadline = None
+        if self.campaign.deadline_min is not None:
+            starts = [e.at for e in self.ledger.events(where="kind = 'campaign_start' AND campaign = ?",
+                                                       params=[self.campaign.name], limit=1)]
+            deadline = (starts[0] if starts else now) + self.campaign.deadline_min * 60
+        alive = tuple(a.view() for a in self.attempts.values() if a.life.phase in ALIVE)
+        return FleetSnapshot(fleet=self.campaign.fleet, max_creates=self.campaign.max_creates, creates=self.creates,
+                             budget_usd=self.campaign.budget_usd, spent_usd=self.spent(now), attempts=alive,
+                             deadline=deadline, offers_available=len(self._fit_offers()) if self.offers else 1)
+
+    # -- executing decisions -----------------------------------------------------------------
+    async def _execute(self, d: Decision) -> None:
+        if isinstance(d, Create):
+            await self._create(d)
+        elif isinstance(d, Abandon):
+            await self._abandon(d)
+        elif isinstance(d, Stop):
+            await self._stop(self.attempts[d.instance_id], d.rule, d.reason)
+        elif isinstance(d, StartPreflight):
+            self._start_preflight(self.attempts[d.instance_id])
+        elif isinstance(d, Verify):
+            self._verify(self.attempts[d.instance_id], d)
+        elif isinstance(d, Finish):
+            self.finished = Outcome(d.ok, d.reason)
+            self._say(f"done   {d.reason}")
+
+    def _fit_offers(self) -> list[Offer]:
+        mine = {a.machine_id for a in self.attempts.values() if a.life.phase in HELD}
+        c = self.campaign
+        return [o for o in self.offers
+                if o.dph_total <= c.max_dph and (o.cuda_max_good is None or o.cuda_max_good >= c.image_cuda)
+                and o.machine_id not in self.quarantine and o.machine_id not in mine
+                and o.machine_id not in self.recent_failures]
+
+    async def _refresh_offers(self) -> None:
+        now = self.now()
+        if now - self._offers_at < 60 and self._fit_offers():
+            return
+        query = dict(self.campaign.offer_query)
+        query.setdefault("rentable", {"eq": True})
+        self.offers = await self.client.search_offers(query, storage_gb=self.campaign.disk_gb, limit=1000)
+        self._offers_at = now
+
+    async def _create(self, d: Create) -> None:
+        try:
+            await self._refresh_offers()
+        except (MarketUnavailable, MalformedAnswer, ApiError) as exc:
+            self._say(f"create skipped: offer search failed: {exc}")
+            return
+        fit = self._fit_offers()
+        if not fit:
+            self._say("create skipped: no fit offer (price, CUDA, quarantine)")
+            return
+        history = self.ledger.query(
+            "select machine_id, count(*) filter (where verified_at is not null) as good, "
+            "count(*) filter (where dud) as bad, avg(total_usd) filter (where dud) as dud_usd "
+            "from instances group by machine_id").rows if self.policy.rank == "expected_cost" else []
+        ranked = rank_offers(fit, {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in history if m is not None},
+                             by=self.policy.rank)
+        offer, why = ranked[0]
+        now = self.now()
+        ctx: dict[str, Any] = {"campaign": self.campaign.name, "machine_id": offer.machine_id, "host_id": offer.host_id,
+               "offer_id": offer.id, "gpu_name": offer.gpu_name, "gpu_dph": offer.dph_base}
+        self.ledger.record("offer_chosen", at=now, actor=d.rule, reason=why, **ctx)
+        label = f"{self.label}:{secrets.token_hex(5)}"
+        seq = self.ledger.intent("create", at=now, actor=d.rule, reason=d.reason, detail={"label": label}, **ctx)
+        try:
+            res = await self.client.create_instance(offer.id, image=self.campaign.image, disk_gb=self.campaign.disk_gb,
+                                                    label=label, exact_label=True)
+        except (ApiError, MarketUnavailable, MalformedAnswer) as exc:
+            self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
+            self._say(f"create FAILED on offer {offer.id} m:{offer.machine_id}: {exc}")
+            self.offers = [o for o in self.offers if o.id != offer.id]
+            return
+        at = self.answered_at()
+        storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
+        self.creates += 1
+        a = Attempt(instance_id=res.instance_id, offer=offer, machine_id=offer.machine_id, host_id=offer.host_id,
+                    gpu_name=offer.gpu_name, created_at=at, gpu_dph=offer.dph_base, storage_dph=storage_dph,
+                    status_since=at, label=res.label)
+        a.marks.append(Mark(at, "create", a.gpu_dph, a.storage_dph))
+        self.attempts[a.instance_id] = a
+        self.ledger.outcome(seq, at=at, ok=True, instance_id=a.instance_id, storage_dph=storage_dph,
+                            detail={"label": res.label, "gpu_billing": self.client.gpu_billing})
+        self.offers = [o for o in self.offers if o.id != offer.id]
+        self._say(f"create i:{a.instance_id} m:{offer.machine_id} {offer.gpu_name} ${offer.dph_total:.3f}/h "
+                  f"({self.creates}/{self.campaign.max_creates}) - {why}")
+
+    async def _abandon(self, d: Abandon) -> None:
+        a = self.attempts[d.instance_id]
+        if a.passed_preflight:  # the executor's own guard, beside the decision type's
+            raise AutomationRefused(f"automation may not destroy verified instance {a.instance_id}")
+        now = self.answered_at()
+        if a.life.phase != Phase.ABANDONED:
+            a.failure_class = d.failure_class
+            a.life.move(Phase.ABANDONED, now, d.reason)
+            if a.preflight_task:
+                a.preflight_task.cancel()
+            spent = a.charges(self.client.gpu_billing, now).total_usd
+            self.ledger.record("abandon", at=now, actor=d.rule, reason=d.reason,
+                               detail={"class": d.failure_class, "usd": spent}, **self._ctx(a))
+            self._say(f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "
+                      f"(${spent:.4f}, {(now - a.created_at) / 60:.1f} min)")
+            if a.machine_id is not None and d.failure_class != "cancelled":
+                self.recent_failures.append(a.machine_id)
+            if self.policy.quarantine and a.machine_id is not None and d.failure_class != "cancelled":
+                until = now + self.policy.quarantine_hours * 3600 if (
+                    self.policy.quarantine_persistent and self.policy.quarantine_hours) else None
+                self.quarantine[a.machine_id] = d.reason
+                self.ledger.record("quarantine", at=now, actor=d.rule, reason=d.reason,
+                                   detail={"until": until, "class": d.failure_class,
+                                           "scope": "ledger" if self.policy.quarantine_persistent else "campaign"},
+                                   **self._ctx(a))
+        await self._destroy(a, d.rule, f"abandoned: {d.reason}")
+
+    async def _destroy(self, a: Attempt, actor: str, reason: str) -> bool:
+        seq = self.ledger.intent("destroy", at=self.now(), actor=actor, reason=reason, **self._ctx(a))
+        try:
+            existed = await self.client.destroy_instance(a.instance_id)
+        except (ApiError, MarketUnavailable) as exc:
+            self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
+            self._say(f"destroy FAILED i:{a.instance_id}: {exc} (will retry)")
+            return False
+        at = self.answered_at()
+        self.ledger.outcome(seq, at=at, ok=True, detail={"already_gone": not existed})
+        a.marks.append(Mark(at, "destroy"))
+        a.life.move(Phase.DESTROYED, at, reason)
+        return True
+
+    async def _stop(self, a: Attempt, actor: str, reason: str) -> bool:
+        seq = self.ledger.intent("stop", at=self.now(), actor=actor, reason=reason, **self._ctx(a))
+        try:
+            await self.client.stop_instance(a.instance_id)
+        except (ApiError, MarketUnavailable) as exc:
+            self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
+            self._say(f"stop FAILED i:{a.instance_id}: {exc}")
+            return False
+        at = self.answered_at()
+        self.ledger.outcome(seq, at=at, ok=True)
+        a.marks.append(Mark(at, "stop"))
+        a.life.move(Phase.STOPPED, at, reason)
+        if a.preflight_task:
+            a.preflight_task.cancel()
+        cost = a.charges(self.client.gpu_billing, at).total_usd
+        self._say(f"stop   i:{a.instance_id} m:{a.machine_id} by {actor}: {reason} (${cost:.4f} so far)")
+        return True
+
+    def _verify(self, a: Attempt, d: Verify) -> None:
+        now = self.answered_at()
+        a.life.move(Phase.VERIFIED, now, d.reason)
+        if d.by_preflight:
+            a.passed_preflight = True
+        self.ledger.record("preflight_passed", at=now, actor=d.rule, reason=d.reason, ok=True,
+                           detail={"by_preflight": d.by_preflight,
+                                   "tflops": a.verdict.tflops if a.verdict else None,
+                                   "expected": a.verdict.expected if a.verdict else None}, **self._ctx(a))
+        self._say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {d.reason}")
+
+    # -- preflight ---------------------------------------------------------------------------
+    def _start_preflight(self, a: Attempt) -> None:
+        if a.life.phase == Phase.RUNNING:
+            a.life.move(Phase.VERIFYING, self.now(), "preflight started")
+        a.preflight_task = asyncio.create_task(self._preflight(a))
+
+    def _wall(self, market_seconds: float, floor: float) -> float:
+        return max(floor, market_seconds / max(self.client.time_scale, 1e-9))
+
+    async def _preflight(self, a: Attempt) -> None:
+        script = probe_source("preflight")
+        while True:
+            if a.ssh_host is None or a.ssh_port is None:
+                a.ssh_error = "no SSH port published yet"
+                await asyncio.sleep(self._wall(10, 0.05))
+                continue
+            if a.ssh_error is None or a.ssh_error.startswith("no SSH port"):
+                a.ssh_error = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
+            try:
+                async with self.ssh_slots:
+                    self.ssh.connect_timeout = self._wall(20, 1.0)
+                    res = await self.ssh.run(a.instance_id, a.ssh_host, a.ssh_port, "python3 -",
+                                             stdin=script, timeout=self._wall(self.policy.preflight_timeout_s, 5.0))
+            except HostKeyChanged as exc:
+                a.verdict = Verdict(False, "host_key_changed", str(exc))
+                return
+            except SSHFailure as exc:
+                if "did not finish" in str(exc):
+                    a.verdict = Verdict(False, "timeout", f"preflight hung: {exc}")
+                    return
+                a.ssh_error = str(exc)
+                await asyncio.sleep(self._wall(10, 0.05))
+                continue
+            a.ssh_error = None
+            try:
+                doc = parse_probe_output(res.stdout, "preflight", res.truncated)
+            except ProbeError as exc:
+                a.verdict = Verdict(False, "bad_probe", str(exc))
+                return
+            a.verdict = preflight_verdict(doc, a.gpu_name, self.policy.min_speed_share, self.policy.check_gpu_name)
+            kind = "preflight_passed" if a.verdict.ok else "preflight_failed"
+            if not a.verdict.ok:
+                self.ledger.record(kind, at=self.now(), actor="rule:preflight", reason=a.verdict.reason, ok=False,
+                                   detail={"class": a.verdict.failure_class, "tflops": a.verdict.tflops,
+                                           "probe": {k: doc.get(k) for k in ("device", "matmul", "error", "total_s")}},
+                                   **self._ctx(a))
+            return
+
+    # -- the run -----------------------------------------------------------------------------
+    async def run(self) -> Outcome:
+        await self.prepare()
+        while self.finished is None:
+            await self.poll_once()
+            if self.finished is None:
+                await asyncio.sleep(self._wall(self.campaign.poll_s, 0.02))
+        return self.finished
+
+    async def release_all(self, actor: str, reason: str) -> None:
+        """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest."""
+        for a in list(self.attempts.values()):
+            if a.preflight_task:
+                a.preflight_task.cancel()
+        for a in self.held():
+            try:
+                if a.life.phase == Phase.ABANDONED or not (a.passed_preflight or a.life.phase == Phase.VERIFIED):
+                    if a.life.phase != Phase.ABANDONED:
+                        self.ledger.record("abandon", at=self.now(), actor=actor, reason=reason,
+                                           detail={"class": "cancelled"}, **self._ctx(a))
+                        a.life.move(Phase.ABANDONED, self.now(), reason)
+                    await self._destroy(a, actor, reason)
+                else:
+                    await self._stop(a, actor, reason)
+            except Exception as exc:  # one failure must not keep the rest running
+                self._say(f"release FAILED i:{a.instance_id}: {exc!r}")
+
+    async def detach_all(self, reason: str) -> None:
+        for a in self.held():
+            self.ledger.record("detached", at=self.now(), actor="human", reason=reason, **self._ctx(a))
+        self.detach = True
+
+    async def human_destroy(self, confirmation: DestroyConfirmation, reason: str = "operator destroy") -> bool:
+        """The only path that may destroy a verified instance: the operator typed its id."""
+        if not confirmation.valid():
+            raise AutomationRefused(f"destroy of {confirmation.instance_id} not confirmed")
+        a = self.attempts.get(confirmation.instance_id)
+        if a is None:
+            raise AutomationRefused(f"instance {confirmation.instance_id} is not held by this campaign")
+        if a.preflight_task:
+            a.preflight_task.cancel()
+        return await self._destroy(a, "human", reason)
+
+    async def human_stop(self, instance_id: int, reason: str = "operator stop") -> bool:
+        return await self._stop(self.attempts[instance_id], "human", reason)
+
+    async def close(self) -> None:
+        for a in self.attempts.values():
+            if a.preflight_task:
+                a.preflight_task.cancel()
+                with contextlib.suppress(BaseException):
+                    await a.preflight_task
