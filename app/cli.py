@@ -98,12 +98,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .ledger.store import default_ledger_path
 
     if not args.headless:
-        print("rentwatch: the dashboard run is `rentwatch watch --campaign FILE`; add --headless for no TUI",
-              file=sys.stderr)
+        print(
+            "rentwatch: the dashboard run is `rentwatch watch --campaign FILE`; add --headless for no TUI",
+            file=sys.stderr,
+        )
         return 2
     if args.api_key:
-        print("rentwatch: warning: --api-key is visible in the process list; prefer VAST_API_KEY",
-              file=sys.stderr)
+        print(
+            "rentwatch: warning: --api-key is visible in the process list; prefer VAST_API_KEY",
+            file=sys.stderr,
+        )
     try:
         text = Path(args.campaign).read_text()
     except OSError as exc:
@@ -111,8 +115,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     campaign = parse_campaign(text, args.campaign)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
-    return asyncio.run(run_headless(campaign, policy, args.market_url, key, args.ledger or str(default_ledger_path()),
-                                    detach=args.detach, key_path=args.ssh_key))
+    return asyncio.run(
+        run_headless(
+            campaign,
+            policy,
+            args.market_url,
+            key,
+            args.ledger or str(default_ledger_path()),
+            detach=args.detach,
+            key_path=args.ssh_key,
+        )
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,7 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--api-key", help="prefer VAST_API_KEY: a flag shows in the process list")
     h.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     h.add_argument("--policy", default="default", help="naive, seed or default")
-    h.add_argument("--detach", action="store_true", help="leave instances running at the end (recorded)")
+    h.add_argument(
+        "--detach", action="store_true", help="leave instances running at the end (recorded)"
+    )
     h.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
     h.set_defaults(fn=_cmd_run)
 
@@ -149,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
     q.add_argument("--limit", type=int, default=1000, help="row limit (default 1000)")
-    q.add_argument("--export", metavar="FILE", help="also write the result to FILE.csv or FILE.parquet")
+    q.add_argument(
+        "--export", metavar="FILE", help="also write the result to FILE.csv or FILE.parquet"
+    )
     q.set_defaults(fn=_cmd_ledger)
     return p
 

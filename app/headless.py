@@ -36,8 +36,15 @@ def default_key_path() -> Path:
     return Path(user_data_dir("rentwatch")) / "id_ed25519"
 
 
-async def run_headless(campaign: Campaign, policy: Policy, market_url: str, api_key: str, ledger_path: str,
-                       detach: bool = False, key_path: str | None = None) -> int:
+async def run_headless(
+    campaign: Campaign,
+    policy: Policy,
+    market_url: str,
+    api_key: str,
+    ledger_path: str,
+    detach: bool = False,
+    key_path: str | None = None,
+) -> int:
     ledger = Ledger(ledger_path)
     client = VastClient(market_url, api_key)
     ssh = SSHRunner(load_or_create_key(Path(key_path) if key_path else default_key_path()))
@@ -62,11 +69,15 @@ async def run_headless(campaign: Campaign, policy: Policy, market_url: str, api_
 
     for sig in SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)
-    fail_after = int(os.environ.get("RENTWATCH_FAIL_AFTER_POLLS", "0") or 0)  # test hook: an injected crash
+    fail_after = int(
+        os.environ.get("RENTWATCH_FAIL_AFTER_POLLS", "0") or 0
+    )  # test hook: an injected crash
     if fail_after:
+
         def crash() -> None:
             if sup.polls >= fail_after:
                 raise RuntimeError(f"injected failure after {sup.polls} polls")
+
         sup.listeners.append(crash)
     code = 1
     try:
@@ -86,8 +97,14 @@ async def run_headless(campaign: Campaign, policy: Policy, market_url: str, api_
         for sig in SIGNALS:
             loop.remove_signal_handler(sig)  # a second Ctrl-C must not interrupt the release
         why = f"signal {exc}" if isinstance(exc, Trapped) else f"{type(exc).__name__}: {exc}"
-        ledger.record("trap", at=client.now(), actor="trap", campaign=campaign.name,
-                      reason=f"exit trap fired: {why}", detail={"held": [a.instance_id for a in sup.held()]})
+        ledger.record(
+            "trap",
+            at=client.now(),
+            actor="trap",
+            campaign=campaign.name,
+            reason=f"exit trap fired: {why}",
+            detail={"held": [a.instance_id for a in sup.held()]},
+        )
         log(f"trap   {why}: releasing {len(sup.held())} held instance(s)")
         try:
             await asyncio.wait_for(sup.release_all("trap", f"exit trap: {why}"), 60)
@@ -99,8 +116,13 @@ async def run_headless(campaign: Campaign, policy: Policy, market_url: str, api_
         else:
             code = 128 + exc.signum
     finally:
-        ledger.record("campaign_end", at=client.now(), actor="engine", campaign=campaign.name,
-                      reason=f"controller exits with code {code}")
+        ledger.record(
+            "campaign_end",
+            at=client.now(),
+            actor="engine",
+            campaign=campaign.name,
+            reason=f"controller exits with code {code}",
+        )
         await sup.close()
         await client.aclose()
         ledger.close()

@@ -42,7 +42,9 @@ def load_or_create_key(path: Path) -> asyncssh.SSHKey:
 
 
 class SSHRunner:
-    def __init__(self, key: asyncssh.SSHKey, connect_timeout: float = 10.0, max_output: int = 1 << 20) -> None:
+    def __init__(
+        self, key: asyncssh.SSHKey, connect_timeout: float = 10.0, max_output: int = 1 << 20
+    ) -> None:
         self.key = key
         self.connect_timeout = connect_timeout
         self.max_output = max_output
@@ -54,14 +56,28 @@ class SSHRunner:
     def public_key(self) -> str:
         return self.key.export_public_key().decode().strip()
 
-    async def _connect(self, instance_id: int, host: str, port: int) -> asyncssh.SSHClientConnection:
+    async def _connect(
+        self, instance_id: int, host: str, port: int
+    ) -> asyncssh.SSHClientConnection:
         try:
             conn = await asyncio.wait_for(
-                asyncssh.connect(host, port, username="root", client_keys=[self.key], known_hosts=None,
-                                 agent_path=None, config=None, keepalive_interval=0, login_timeout=self.connect_timeout),
-                self.connect_timeout)
-        except (TimeoutError, asyncio.TimeoutError):
-            raise SSHFailure(f"no SSH answer from {host}:{port} in {self.connect_timeout:g}s") from None
+                asyncssh.connect(
+                    host,
+                    port,
+                    username="root",
+                    client_keys=[self.key],
+                    known_hosts=None,
+                    agent_path=None,
+                    config=None,
+                    keepalive_interval=0,
+                    login_timeout=self.connect_timeout,
+                ),
+                self.connect_timeout,
+            )
+        except TimeoutError:
+            raise SSHFailure(
+                f"no SSH answer from {host}:{port} in {self.connect_timeout:g}s"
+            ) from None
         except (OSError, asyncssh.Error) as exc:
             raise SSHFailure(f"{host}:{port}: {type(exc).__name__}: {str(exc)[:160]}") from None
         server_key = conn.get_server_host_key()
@@ -69,25 +85,37 @@ class SSHRunner:
         known = self.pinned.setdefault(instance_id, fp)
         if known != fp:
             conn.close()
-            raise HostKeyChanged(f"instance {instance_id}'s host key changed ({known} -> {fp}): refused")
+            raise HostKeyChanged(
+                f"instance {instance_id}'s host key changed ({known} -> {fp}): refused"
+            )
         return conn
 
-    async def run(self, instance_id: int, host: str, port: int, command: str, *, stdin: bytes | None = None,
-                  timeout: float = 60.0) -> RunResult:
+    async def run(
+        self,
+        instance_id: int,
+        host: str,
+        port: int,
+        command: str,
+        *,
+        stdin: bytes | None = None,
+        timeout: float = 60.0,
+    ) -> RunResult:
         """Run one command; the whole thing (connect included) ends within `timeout` seconds."""
         if self.record_sent:
             self.sent.append(command.encode() + b"\n" + (stdin or b""))
         conn = await self._connect(instance_id, host, port)
         try:
             return await asyncio.wait_for(self._run(conn, command, stdin), timeout)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             raise SSHFailure(f"'{command[:40]}' did not finish within {timeout:g}s") from None
         except (OSError, asyncssh.Error) as exc:
             raise SSHFailure(f"session dropped: {type(exc).__name__}: {str(exc)[:160]}") from None
         finally:
             conn.close()
 
-    async def _run(self, conn: asyncssh.SSHClientConnection, command: str, stdin: bytes | None) -> RunResult:
+    async def _run(
+        self, conn: asyncssh.SSHClientConnection, command: str, stdin: bytes | None
+    ) -> RunResult:
         proc = await conn.create_process(command, encoding=None)
         if stdin:
             proc.stdin.write(stdin)

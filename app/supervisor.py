@@ -25,12 +25,22 @@ from .core.lifecycle import ALIVE, HELD, Lifecycle, Phase
 from .core.models import Instance, Offer
 from .core.policy import Policy
 from .core.reputation import rank_offers
-from .core.rules import (Abandon, AttemptView, Create, Decision, Finish, FleetSnapshot, StartPreflight, Stop,
-                         Verify, decide)
-from .core.verdict import Verdict, preflight_verdict
+from .core.rules import (
+    Abandon,
+    AttemptView,
+    Create,
+    Decision,
+    Finish,
+    FleetSnapshot,
+    StartPreflight,
+    Stop,
+    Verify,
+    decide,
+)
+from .core.verdict import Throttle, Verdict, detect_throttle, preflight_verdict
 from .ledger import Ledger
 from .probe_io import ProbeError, parse_probe_output, probe_source
-from .ssh_runner import HostKeyChanged, SSHFailure, SSHRunner
+from .ssh_runner import HostKeyChanged, RunResult, SSHFailure, SSHRunner
 
 LABEL_PREFIX = "rw"
 
@@ -76,14 +86,27 @@ class Attempt:
     util_low_since: float | None = None
     failure_class: str | None = None
     label: str | None = None
+    tend_task: asyncio.Task[Any] | None = None
+    watchdog_armed: bool = False
+    throttle: Throttle | None = None
 
     def view(self) -> AttemptView:
         return AttemptView(
-            instance_id=self.instance_id, machine_id=self.machine_id, offer_gpu=self.gpu_name,
-            phase=self.life.phase, status=self.status, status_msg=self.status_msg,
-            status_since=self.status_since, created_at=self.created_at, running_at=self.running_at,
-            passed_preflight=self.passed_preflight, preflight_started=self.preflight_task is not None,
-            verdict=self.verdict, ssh_error=self.ssh_error, util_low_since=self.util_low_since)
+            instance_id=self.instance_id,
+            machine_id=self.machine_id,
+            offer_gpu=self.gpu_name,
+            phase=self.life.phase,
+            status=self.status,
+            status_msg=self.status_msg,
+            status_since=self.status_since,
+            created_at=self.created_at,
+            running_at=self.running_at,
+            passed_preflight=self.passed_preflight,
+            preflight_started=self.preflight_task is not None,
+            verdict=self.verdict,
+            ssh_error=self.ssh_error,
+            util_low_since=self.util_low_since,
+        )
 
     def charges(self, mode: str, now: float) -> Charges:
         return charges(self.marks, "running" if mode == "running" else "created", now)
@@ -96,8 +119,16 @@ class Outcome:
 
 
 class Supervisor:
-    def __init__(self, client: VastClient, ledger: Ledger, campaign: Campaign, policy: Policy, ssh: SSHRunner,
-                 log: Callable[[str], None] = print, max_parallel_ssh: int = 8) -> None:
+    def __init__(
+        self,
+        client: VastClient,
+        ledger: Ledger,
+        campaign: Campaign,
+        policy: Policy,
+        ssh: SSHRunner,
+        log: Callable[[str], None] = print,
+        max_parallel_ssh: int = 8,
+    ) -> None:
         self.client = client
         self.ledger = ledger
         self.campaign = campaign
@@ -108,7 +139,9 @@ class Supervisor:
         self.creates = 0
         self.quarantine: dict[int, str] = {}
         # without quarantine, a failed machine is skipped for one retry only (as SkyPilot does)
-        self.recent_failures: collections.deque[int] = collections.deque(maxlen=max(1, campaign.fleet))
+        self.recent_failures: collections.deque[int] = collections.deque(
+            maxlen=max(1, campaign.fleet)
+        )
         self.ssh_slots = asyncio.Semaphore(max_parallel_ssh)
         self.finished: Outcome | None = None
         self.offers: list[Offer] = []
@@ -117,6 +150,10 @@ class Supervisor:
         self.detach = False
         self.decisions_log: list[str] = []
         self.listeners: list[Callable[[], None]] = []
+        self.watchdog_window_s = (
+            15 * 60.0
+        )  # market seconds of heartbeat silence before a host stops itself
+        self.beat_s = 120.0  # market seconds between heartbeats (and NVML samples)
 
     # -- helpers ---------------------------------------------------------------------------
     @property
@@ -136,9 +173,16 @@ class Supervisor:
         self.log(line)
 
     def _ctx(self, a: Attempt) -> dict[str, Any]:
-        return {"campaign": self.campaign.name, "instance_id": a.instance_id, "machine_id": a.machine_id,
-                "host_id": a.host_id, "gpu_name": a.gpu_name, "gpu_dph": a.gpu_dph, "storage_dph": a.storage_dph,
-                "offer_id": a.offer.id if a.offer else None}
+        return {
+            "campaign": self.campaign.name,
+            "instance_id": a.instance_id,
+            "machine_id": a.machine_id,
+            "host_id": a.host_id,
+            "gpu_name": a.gpu_name,
+            "gpu_dph": a.gpu_dph,
+            "storage_dph": a.storage_dph,
+            "offer_id": a.offer.id if a.offer else None,
+        }
 
     def spent(self, now: float) -> float:
         mode = self.client.gpu_billing
@@ -151,17 +195,28 @@ class Supervisor:
     async def prepare(self) -> None:
         await self.client.sync_clock()
         now = self.now()
-        self.ledger.record("campaign_start", at=now, actor="engine", campaign=self.campaign.name,
-                           reason=f"campaign {self.campaign.name} under policy {self.policy.name}",
-                           detail={"policy": self.policy.name, "fleet": self.campaign.fleet})
+        self.ledger.record(
+            "campaign_start",
+            at=now,
+            actor="engine",
+            campaign=self.campaign.name,
+            reason=f"campaign {self.campaign.name} under policy {self.policy.name}",
+            detail={"policy": self.policy.name, "fleet": self.campaign.fleet},
+        )
         if self.policy.quarantine_persistent:
             self.quarantine.update(self.ledger.quarantined(now))
         elif self.policy.quarantine:
-            for ev in self.ledger.events(where="kind = 'quarantine' AND campaign = ?", params=[self.campaign.name]):
+            for ev in self.ledger.events(
+                where="kind = 'quarantine' AND campaign = ?", params=[self.campaign.name]
+            ):
                 if ev.machine_id is not None:
                     self.quarantine[ev.machine_id] = ev.reason
-        self.creates = len(self.ledger.events(
-            where="kind = 'create' AND phase = 'outcome' AND ok AND campaign = ?", params=[self.campaign.name]))
+        self.creates = len(
+            self.ledger.events(
+                where="kind = 'create' AND phase = 'outcome' AND ok AND campaign = ?",
+                params=[self.campaign.name],
+            )
+        )
         await self.client.add_ssh_key(self.ssh.public_key)
         await self.reconcile()
 
@@ -175,19 +230,33 @@ class Supervisor:
                 continue
             if ev.kind == "create":
                 found = by_label.get(str(ev.detail.get("label")))
-                self.ledger.outcome(ev.seq, at=now, ok=found is not None,
-                                    error=None if found else "never happened (reconciled after restart)",
-                                    instance_id=found.id if found else None,
-                                    detail={"reconciled": True, "gpu_billing": self.client.gpu_billing})
+                self.ledger.outcome(
+                    ev.seq,
+                    at=now,
+                    ok=found is not None,
+                    error=None if found else "never happened (reconciled after restart)",
+                    instance_id=found.id if found else None,
+                    detail={"reconciled": True, "gpu_billing": self.client.gpu_billing},
+                )
                 if found:
                     self.creates += 1
             elif ev.kind == "destroy":
                 gone = ev.instance_id not in live
-                self.ledger.outcome(ev.seq, at=now, ok=gone, error=None if gone else "still there after restart",
-                                    detail={"reconciled": True})
+                self.ledger.outcome(
+                    ev.seq,
+                    at=now,
+                    ok=gone,
+                    error=None if gone else "still there after restart",
+                    detail={"reconciled": True},
+                )
             else:
-                self.ledger.outcome(ev.seq, at=now, ok=False, error="outcome unknown: the controller died mid-call",
-                                    detail={"reconciled": True})
+                self.ledger.outcome(
+                    ev.seq,
+                    at=now,
+                    ok=False,
+                    error="outcome unknown: the controller died mid-call",
+                    detail={"reconciled": True},
+                )
         for inst in live.values():
             if not (inst.label or "").startswith(self.label + ":"):
                 continue
@@ -195,13 +264,24 @@ class Supervisor:
 
     def _adopt(self, inst: Instance, now: float) -> None:
         history = self.ledger.events(where="instance_id = ?", params=[inst.id])
-        create = next((e for e in history if e.kind == "create" and e.phase == "outcome" and e.ok), None)
+        create = next(
+            (e for e in history if e.kind == "create" and e.phase == "outcome" and e.ok), None
+        )
         created_at = create.at if create else (inst.start_date or now)
-        a = Attempt(instance_id=inst.id, offer=None, machine_id=inst.machine_id, host_id=inst.host_id,
-                    gpu_name=(create.gpu_name if create and create.gpu_name else inst.gpu_name) or "unknown",
-                    created_at=created_at, gpu_dph=create.gpu_dph if create and create.gpu_dph is not None else inst.dph_base,
-                    storage_dph=create.storage_dph if create and create.storage_dph is not None
-                    else inst.storage_total_cost, label=inst.label)
+        a = Attempt(
+            instance_id=inst.id,
+            offer=None,
+            machine_id=inst.machine_id,
+            host_id=inst.host_id,
+            gpu_name=(create.gpu_name if create and create.gpu_name else inst.gpu_name)
+            or "unknown",
+            created_at=created_at,
+            gpu_dph=create.gpu_dph if create and create.gpu_dph is not None else inst.dph_base,
+            storage_dph=create.storage_dph
+            if create and create.storage_dph is not None
+            else inst.storage_total_cost,
+            label=inst.label,
+        )
         a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))
         passed = any(e.kind == "preflight_passed" for e in history)
         stopped = inst.intended_status == "stopped"
@@ -223,13 +303,25 @@ class Supervisor:
         self.attempts[inst.id] = a
         last_seen = max((e.at for e in history), default=created_at)
         unwatched = max(0.0, now - last_seen)
-        cost = a.charges(self.client.gpu_billing, now).total_usd - a.charges(self.client.gpu_billing, last_seen).total_usd
-        self.ledger.record("adopted", at=now, actor="engine", reason=(
-            f"adopted after restart: {inst.actual_status}, unwatched for {unwatched / 60:.1f} min, "
-            f"${cost:.4f} billed meanwhile"), detail={"unwatched_s": unwatched, "usd_meanwhile": cost,
-                                                      "status": inst.actual_status}, **self._ctx(a))
-        self._say(f"adopt  i:{inst.id} m:{inst.machine_id} {inst.actual_status}, unwatched {unwatched / 60:.1f} min, "
-                  f"${cost:.4f} meanwhile")
+        cost = (
+            a.charges(self.client.gpu_billing, now).total_usd
+            - a.charges(self.client.gpu_billing, last_seen).total_usd
+        )
+        self.ledger.record(
+            "adopted",
+            at=now,
+            actor="engine",
+            reason=(
+                f"adopted after restart: {inst.actual_status}, unwatched for {unwatched / 60:.1f} min, "
+                f"${cost:.4f} billed meanwhile"
+            ),
+            detail={"unwatched_s": unwatched, "usd_meanwhile": cost, "status": inst.actual_status},
+            **self._ctx(a),
+        )
+        self._say(
+            f"adopt  i:{inst.id} m:{inst.machine_id} {inst.actual_status}, unwatched {unwatched / 60:.1f} min, "
+            f"${cost:.4f} meanwhile"
+        )
 
     # -- the poll ---------------------------------------------------------------------------
     async def poll_once(self) -> list[Decision]:
@@ -260,15 +352,26 @@ class Supervisor:
                 if a.life.phase != Phase.REQUESTED or now - a.created_at > 120:
                     a.life.move(Phase.LOST, now, "gone from the marketplace's list")
                     a.marks.append(Mark(now, "destroy"))
-                    self.ledger.record("lost", at=now, actor="engine", ok=True,
-                                       reason="instance vanished from the account without our destroy",
-                                       **self._ctx(a))
+                    self.ledger.record(
+                        "lost",
+                        at=now,
+                        actor="engine",
+                        ok=True,
+                        reason="instance vanished from the account without our destroy",
+                        **self._ctx(a),
+                    )
                     self._say(f"lost   i:{a.instance_id} m:{a.machine_id} vanished from the list")
                 continue
             status = inst.known_status
             if status != a.status:
-                self.ledger.record("status", at=now, actor="engine", reason=f"status {a.status} -> {status}",
-                                   detail={"status": status, "msg": (inst.status_msg or "")[:300]}, **self._ctx(a))
+                self.ledger.record(
+                    "status",
+                    at=now,
+                    actor="engine",
+                    reason=f"status {a.status} -> {status}",
+                    detail={"status": status, "msg": (inst.status_msg or "")[:300]},
+                    **self._ctx(a),
+                )
                 if status == "running" and a.status != "running":
                     a.marks.append(Mark(now, "running"))
                 elif a.status == "running" and status in ("exited", "offline", "unknown"):
@@ -289,13 +392,26 @@ class Supervisor:
     def _snapshot(self, now: float) -> FleetSnapshot:
         deadline = None
         if self.campaign.deadline_min is not None:
-            starts = [e.at for e in self.ledger.events(where="kind = 'campaign_start' AND campaign = ?",
-                                                       params=[self.campaign.name], limit=1)]
+            starts = [
+                e.at
+                for e in self.ledger.events(
+                    where="kind = 'campaign_start' AND campaign = ?",
+                    params=[self.campaign.name],
+                    limit=1,
+                )
+            ]
             deadline = (starts[0] if starts else now) + self.campaign.deadline_min * 60
         alive = tuple(a.view() for a in self.attempts.values() if a.life.phase in ALIVE)
-        return FleetSnapshot(fleet=self.campaign.fleet, max_creates=self.campaign.max_creates, creates=self.creates,
-                             budget_usd=self.campaign.budget_usd, spent_usd=self.spent(now), attempts=alive,
-                             deadline=deadline, offers_available=len(self._fit_offers()) if self.offers else 1)
+        return FleetSnapshot(
+            fleet=self.campaign.fleet,
+            max_creates=self.campaign.max_creates,
+            creates=self.creates,
+            budget_usd=self.campaign.budget_usd,
+            spent_usd=self.spent(now),
+            attempts=alive,
+            deadline=deadline,
+            offers_available=len(self._fit_offers()) if self.offers else 1,
+        )
 
     # -- executing decisions -----------------------------------------------------------------
     async def _execute(self, d: Decision) -> None:
@@ -316,10 +432,15 @@ class Supervisor:
     def _fit_offers(self) -> list[Offer]:
         mine = {a.machine_id for a in self.attempts.values() if a.life.phase in HELD}
         c = self.campaign
-        return [o for o in self.offers
-                if o.dph_total <= c.max_dph and (o.cuda_max_good is None or o.cuda_max_good >= c.image_cuda)
-                and o.machine_id not in self.quarantine and o.machine_id not in mine
-                and o.machine_id not in self.recent_failures]
+        return [
+            o
+            for o in self.offers
+            if o.dph_total <= c.max_dph
+            and (o.cuda_max_good is None or o.cuda_max_good >= c.image_cuda)
+            and o.machine_id not in self.quarantine
+            and o.machine_id not in mine
+            and o.machine_id not in self.recent_failures
+        ]
 
     async def _refresh_offers(self) -> None:
         now = self.now()
@@ -327,7 +448,9 @@ class Supervisor:
             return
         query = dict(self.campaign.offer_query)
         query.setdefault("rentable", {"eq": True})
-        self.offers = await self.client.search_offers(query, storage_gb=self.campaign.disk_gb, limit=1000)
+        self.offers = await self.client.search_offers(
+            query, storage_gb=self.campaign.disk_gb, limit=1000
+        )
         self._offers_at = now
 
     async def _create(self, d: Create) -> None:
@@ -340,22 +463,43 @@ class Supervisor:
         if not fit:
             self._say("create skipped: no fit offer (price, CUDA, quarantine)")
             return
-        history = self.ledger.query(
-            "select machine_id, count(*) filter (where verified_at is not null) as good, "
-            "count(*) filter (where dud) as bad, avg(total_usd) filter (where dud) as dud_usd "
-            "from instances group by machine_id").rows if self.policy.rank == "expected_cost" else []
-        ranked = rank_offers(fit, {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in history if m is not None},
-                             by=self.policy.rank)
+        history = (
+            self.ledger.query(
+                "select machine_id, count(*) filter (where verified_at is not null) as good, "
+                "count(*) filter (where dud) as bad, avg(total_usd) filter (where dud) as dud_usd "
+                "from instances group by machine_id"
+            ).rows
+            if self.policy.rank == "expected_cost"
+            else []
+        )
+        ranked = rank_offers(
+            fit,
+            {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in history if m is not None},
+            by=self.policy.rank,
+        )
         offer, why = ranked[0]
         now = self.now()
-        ctx: dict[str, Any] = {"campaign": self.campaign.name, "machine_id": offer.machine_id, "host_id": offer.host_id,
-               "offer_id": offer.id, "gpu_name": offer.gpu_name, "gpu_dph": offer.dph_base}
+        ctx: dict[str, Any] = {
+            "campaign": self.campaign.name,
+            "machine_id": offer.machine_id,
+            "host_id": offer.host_id,
+            "offer_id": offer.id,
+            "gpu_name": offer.gpu_name,
+            "gpu_dph": offer.dph_base,
+        }
         self.ledger.record("offer_chosen", at=now, actor=d.rule, reason=why, **ctx)
         label = f"{self.label}:{secrets.token_hex(5)}"
-        seq = self.ledger.intent("create", at=now, actor=d.rule, reason=d.reason, detail={"label": label}, **ctx)
+        seq = self.ledger.intent(
+            "create", at=now, actor=d.rule, reason=d.reason, detail={"label": label}, **ctx
+        )
         try:
-            res = await self.client.create_instance(offer.id, image=self.campaign.image, disk_gb=self.campaign.disk_gb,
-                                                    label=label, exact_label=True)
+            res = await self.client.create_instance(
+                offer.id,
+                image=self.campaign.image,
+                disk_gb=self.campaign.disk_gb,
+                label=label,
+                exact_label=True,
+            )
         except (ApiError, MarketUnavailable, MalformedAnswer) as exc:
             self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
             self._say(f"create FAILED on offer {offer.id} m:{offer.machine_id}: {exc}")
@@ -364,16 +508,33 @@ class Supervisor:
         at = self.answered_at()
         storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
         self.creates += 1
-        a = Attempt(instance_id=res.instance_id, offer=offer, machine_id=offer.machine_id, host_id=offer.host_id,
-                    gpu_name=offer.gpu_name, created_at=at, gpu_dph=offer.dph_base, storage_dph=storage_dph,
-                    status_since=at, label=res.label)
+        a = Attempt(
+            instance_id=res.instance_id,
+            offer=offer,
+            machine_id=offer.machine_id,
+            host_id=offer.host_id,
+            gpu_name=offer.gpu_name,
+            created_at=at,
+            gpu_dph=offer.dph_base,
+            storage_dph=storage_dph,
+            status_since=at,
+            label=res.label,
+        )
         a.marks.append(Mark(at, "create", a.gpu_dph, a.storage_dph))
         self.attempts[a.instance_id] = a
-        self.ledger.outcome(seq, at=at, ok=True, instance_id=a.instance_id, storage_dph=storage_dph,
-                            detail={"label": res.label, "gpu_billing": self.client.gpu_billing})
+        self.ledger.outcome(
+            seq,
+            at=at,
+            ok=True,
+            instance_id=a.instance_id,
+            storage_dph=storage_dph,
+            detail={"label": res.label, "gpu_billing": self.client.gpu_billing},
+        )
         self.offers = [o for o in self.offers if o.id != offer.id]
-        self._say(f"create i:{a.instance_id} m:{offer.machine_id} {offer.gpu_name} ${offer.dph_total:.3f}/h "
-                  f"({self.creates}/{self.campaign.max_creates}) - {why}")
+        self._say(
+            f"create i:{a.instance_id} m:{offer.machine_id} {offer.gpu_name} ${offer.dph_total:.3f}/h "
+            f"({self.creates}/{self.campaign.max_creates}) - {why}"
+        )
 
     async def _abandon(self, d: Abandon) -> None:
         a = self.attempts[d.instance_id]
@@ -386,24 +547,49 @@ class Supervisor:
             if a.preflight_task:
                 a.preflight_task.cancel()
             spent = a.charges(self.client.gpu_billing, now).total_usd
-            self.ledger.record("abandon", at=now, actor=d.rule, reason=d.reason,
-                               detail={"class": d.failure_class, "usd": spent}, **self._ctx(a))
-            self._say(f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "
-                      f"(${spent:.4f}, {(now - a.created_at) / 60:.1f} min)")
+            self.ledger.record(
+                "abandon",
+                at=now,
+                actor=d.rule,
+                reason=d.reason,
+                detail={"class": d.failure_class, "usd": spent},
+                **self._ctx(a),
+            )
+            self._say(
+                f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "
+                f"(${spent:.4f}, {(now - a.created_at) / 60:.1f} min)"
+            )
             if a.machine_id is not None and d.failure_class != "cancelled":
                 self.recent_failures.append(a.machine_id)
-            if self.policy.quarantine and a.machine_id is not None and d.failure_class != "cancelled":
-                until = now + self.policy.quarantine_hours * 3600 if (
-                    self.policy.quarantine_persistent and self.policy.quarantine_hours) else None
+            if (
+                self.policy.quarantine
+                and a.machine_id is not None
+                and d.failure_class != "cancelled"
+            ):
+                until = (
+                    now + self.policy.quarantine_hours * 3600
+                    if (self.policy.quarantine_persistent and self.policy.quarantine_hours)
+                    else None
+                )
                 self.quarantine[a.machine_id] = d.reason
-                self.ledger.record("quarantine", at=now, actor=d.rule, reason=d.reason,
-                                   detail={"until": until, "class": d.failure_class,
-                                           "scope": "ledger" if self.policy.quarantine_persistent else "campaign"},
-                                   **self._ctx(a))
+                self.ledger.record(
+                    "quarantine",
+                    at=now,
+                    actor=d.rule,
+                    reason=d.reason,
+                    detail={
+                        "until": until,
+                        "class": d.failure_class,
+                        "scope": "ledger" if self.policy.quarantine_persistent else "campaign",
+                    },
+                    **self._ctx(a),
+                )
         await self._destroy(a, d.rule, f"abandoned: {d.reason}")
 
     async def _destroy(self, a: Attempt, actor: str, reason: str) -> bool:
-        seq = self.ledger.intent("destroy", at=self.now(), actor=actor, reason=reason, **self._ctx(a))
+        seq = self.ledger.intent(
+            "destroy", at=self.now(), actor=actor, reason=reason, **self._ctx(a)
+        )
         try:
             existed = await self.client.destroy_instance(a.instance_id)
         except (ApiError, MarketUnavailable) as exc:
@@ -431,7 +617,9 @@ class Supervisor:
         if a.preflight_task:
             a.preflight_task.cancel()
         cost = a.charges(self.client.gpu_billing, at).total_usd
-        self._say(f"stop   i:{a.instance_id} m:{a.machine_id} by {actor}: {reason} (${cost:.4f} so far)")
+        self._say(
+            f"stop   i:{a.instance_id} m:{a.machine_id} by {actor}: {reason} (${cost:.4f} so far)"
+        )
         return True
 
     def _verify(self, a: Attempt, d: Verify) -> None:
@@ -439,11 +627,22 @@ class Supervisor:
         a.life.move(Phase.VERIFIED, now, d.reason)
         if d.by_preflight:
             a.passed_preflight = True
-        self.ledger.record("preflight_passed", at=now, actor=d.rule, reason=d.reason, ok=True,
-                           detail={"by_preflight": d.by_preflight,
-                                   "tflops": a.verdict.tflops if a.verdict else None,
-                                   "expected": a.verdict.expected if a.verdict else None}, **self._ctx(a))
+        self.ledger.record(
+            "preflight_passed",
+            at=now,
+            actor=d.rule,
+            reason=d.reason,
+            ok=True,
+            detail={
+                "by_preflight": d.by_preflight,
+                "tflops": a.verdict.tflops if a.verdict else None,
+                "expected": a.verdict.expected if a.verdict else None,
+            },
+            **self._ctx(a),
+        )
         self._say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {d.reason}")
+        if d.by_preflight and a.tend_task is None:
+            a.tend_task = asyncio.create_task(self._tend(a))
 
     # -- preflight ---------------------------------------------------------------------------
     def _start_preflight(self, a: Attempt) -> None:
@@ -466,8 +665,14 @@ class Supervisor:
             try:
                 async with self.ssh_slots:
                     self.ssh.connect_timeout = self._wall(20, 1.0)
-                    res = await self.ssh.run(a.instance_id, a.ssh_host, a.ssh_port, "python3 -",
-                                             stdin=script, timeout=self._wall(self.policy.preflight_timeout_s, 5.0))
+                    res = await self.ssh.run(
+                        a.instance_id,
+                        a.ssh_host,
+                        a.ssh_port,
+                        "python3 -",
+                        stdin=script,
+                        timeout=self._wall(self.policy.preflight_timeout_s, 5.0),
+                    )
             except HostKeyChanged as exc:
                 a.verdict = Verdict(False, "host_key_changed", str(exc))
                 return
@@ -484,14 +689,118 @@ class Supervisor:
             except ProbeError as exc:
                 a.verdict = Verdict(False, "bad_probe", str(exc))
                 return
-            a.verdict = preflight_verdict(doc, a.gpu_name, self.policy.min_speed_share, self.policy.check_gpu_name)
+            a.verdict = preflight_verdict(
+                doc, a.gpu_name, self.policy.min_speed_share, self.policy.check_gpu_name
+            )
             kind = "preflight_passed" if a.verdict.ok else "preflight_failed"
             if not a.verdict.ok:
-                self.ledger.record(kind, at=self.now(), actor="rule:preflight", reason=a.verdict.reason, ok=False,
-                                   detail={"class": a.verdict.failure_class, "tflops": a.verdict.tflops,
-                                           "probe": {k: doc.get(k) for k in ("device", "matmul", "error", "total_s")}},
-                                   **self._ctx(a))
+                self.ledger.record(
+                    kind,
+                    at=self.now(),
+                    actor="rule:preflight",
+                    reason=a.verdict.reason,
+                    ok=False,
+                    detail={
+                        "class": a.verdict.failure_class,
+                        "tflops": a.verdict.tflops,
+                        "probe": {k: doc.get(k) for k in ("device", "matmul", "error", "total_s")},
+                    },
+                    **self._ctx(a),
+                )
             return
+
+    # -- verified instances: watchdog, heartbeat, NVML samples ---------------------------------
+    async def _ssh(
+        self, a: Attempt, command: str, stdin: bytes | None = None, timeout: float = 60
+    ) -> RunResult:
+        assert a.ssh_host is not None and a.ssh_port is not None
+        async with self.ssh_slots:
+            return await self.ssh.run(
+                a.instance_id,
+                a.ssh_host,
+                a.ssh_port,
+                command,
+                stdin=stdin,
+                timeout=self._wall(timeout, 5.0),
+            )
+
+    async def _tend(self, a: Attempt) -> None:
+        """Arm the host's dead-man's switch, then beat its heartbeat and read its GPU."""
+        try:
+            await self._ssh(
+                a,
+                "mkdir -p ~/.rentwatch && cat > ~/.rentwatch/watchdog.py && touch ~/.rentwatch/heartbeat"
+                f" && (setsid nohup python3 ~/.rentwatch/watchdog.py --window-s {self.watchdog_window_s:g}"
+                f" --scale {self.client.time_scale:g} >/dev/null 2>&1 </dev/null &)",
+                stdin=probe_source("watchdog"),
+            )
+            a.watchdog_armed = True
+            self._say(
+                f"watch  i:{a.instance_id} watchdog armed: stops itself after "
+                f"{self.watchdog_window_s / 60:.0f} min without a heartbeat"
+            )
+        except SSHFailure as exc:
+            self._say(f"watch  i:{a.instance_id} could not arm the watchdog: {exc}")
+        nvml = probe_source("nvml_sample")
+        while a.life.phase == Phase.VERIFIED:
+            await asyncio.sleep(self._wall(self.beat_s, 0.05))
+            if a.life.phase != Phase.VERIFIED or a.ssh_host is None:
+                break
+            try:
+                if a.watchdog_armed:
+                    await self._ssh(a, "touch ~/.rentwatch/heartbeat")
+                res = await self._ssh(a, "python3 -", stdin=nvml)
+                doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
+            except (SSHFailure, ProbeError) as exc:
+                self._say(f"sample i:{a.instance_id} failed: {exc}")
+                continue
+            self._take_samples(a, doc)
+
+    def _take_samples(self, a: Attempt, doc: dict[str, Any]) -> None:
+        now = self.now()
+        rows = []
+        for smp in doc.get("samples") or []:
+            if not isinstance(smp, dict):
+                continue
+            row = {
+                k: smp.get(k) if isinstance(smp.get(k), int | float) else None
+                for k in (
+                    "util",
+                    "sm_clock",
+                    "max_sm_clock",
+                    "reasons_bits",
+                    "temp",
+                    "power_w",
+                    "mem_used_mb",
+                )
+            }
+            row.update(
+                instance_id=a.instance_id,
+                ts=now,
+                reasons=[r for r in smp.get("reasons") or [] if isinstance(r, str)][:10],
+            )
+            rows.append(row)
+        if not rows:
+            return
+        self.ledger.add_samples(rows)
+        a.samples = (a.samples + rows)[-120:]
+        util = rows[0]["util"]
+        if isinstance(util, int | float):
+            a.util_low_since = (
+                (a.util_low_since or now) if util < self.policy.idle_util_pct else None
+            )
+        t = detect_throttle(a.samples[-10:], self.policy.throttle_ratio)
+        if t.throttled and not (a.throttle and a.throttle.throttled):
+            self.ledger.record(
+                "throttle",
+                at=now,
+                actor="engine",
+                reason=t.reason,
+                detail={"slowdown": t.slowdown, "reasons": list(t.reasons)},
+                **self._ctx(a),
+            )
+            self._say(f"throttle i:{a.instance_id} m:{a.machine_id}: {t.reason}")
+        a.throttle = t
 
     # -- the run -----------------------------------------------------------------------------
     async def run(self) -> Outcome:
@@ -505,14 +814,23 @@ class Supervisor:
     async def release_all(self, actor: str, reason: str) -> None:
         """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest."""
         for a in list(self.attempts.values()):
-            if a.preflight_task:
-                a.preflight_task.cancel()
+            for task in (a.preflight_task, a.tend_task):
+                if task:
+                    task.cancel()
         for a in self.held():
             try:
-                if a.life.phase == Phase.ABANDONED or not (a.passed_preflight or a.life.phase == Phase.VERIFIED):
+                if a.life.phase == Phase.ABANDONED or not (
+                    a.passed_preflight or a.life.phase == Phase.VERIFIED
+                ):
                     if a.life.phase != Phase.ABANDONED:
-                        self.ledger.record("abandon", at=self.now(), actor=actor, reason=reason,
-                                           detail={"class": "cancelled"}, **self._ctx(a))
+                        self.ledger.record(
+                            "abandon",
+                            at=self.now(),
+                            actor=actor,
+                            reason=reason,
+                            detail={"class": "cancelled"},
+                            **self._ctx(a),
+                        )
                         a.life.move(Phase.ABANDONED, self.now(), reason)
                     await self._destroy(a, actor, reason)
                 else:
@@ -522,16 +840,22 @@ class Supervisor:
 
     async def detach_all(self, reason: str) -> None:
         for a in self.held():
-            self.ledger.record("detached", at=self.now(), actor="human", reason=reason, **self._ctx(a))
+            self.ledger.record(
+                "detached", at=self.now(), actor="human", reason=reason, **self._ctx(a)
+            )
         self.detach = True
 
-    async def human_destroy(self, confirmation: DestroyConfirmation, reason: str = "operator destroy") -> bool:
+    async def human_destroy(
+        self, confirmation: DestroyConfirmation, reason: str = "operator destroy"
+    ) -> bool:
         """The only path that may destroy a verified instance: the operator typed its id."""
         if not confirmation.valid():
             raise AutomationRefused(f"destroy of {confirmation.instance_id} not confirmed")
         a = self.attempts.get(confirmation.instance_id)
         if a is None:
-            raise AutomationRefused(f"instance {confirmation.instance_id} is not held by this campaign")
+            raise AutomationRefused(
+                f"instance {confirmation.instance_id} is not held by this campaign"
+            )
         if a.preflight_task:
             a.preflight_task.cancel()
         return await self._destroy(a, "human", reason)
@@ -541,7 +865,8 @@ class Supervisor:
 
     async def close(self) -> None:
         for a in self.attempts.values():
-            if a.preflight_task:
-                a.preflight_task.cancel()
-                with contextlib.suppress(BaseException):
-                    await a.preflight_task
+            for task in (a.preflight_task, a.tend_task):
+                if task:
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task

@@ -9,14 +9,15 @@ import time
 from pathlib import Path
 
 import duckdb
-
 from rentwatch.ledger import Ledger
 
 
 def fill(path: Path, events: int, samples: int) -> None:
     Ledger(path).close()  # schema and views
     con = duckdb.connect(str(path))
-    per = 10  # events per instance: create intent/outcome, status x3, preflight, stop x2, destroy x2
+    per = (
+        10  # events per instance: create intent/outcome, status x3, preflight, stop x2, destroy x2
+    )
     con.execute(f"""
     INSERT INTO events (seq, ts, wall, campaign, instance_id, machine_id, host_id, offer_id, gpu_name,
                         gpu_dph, storage_dph, actor, kind, phase, ok, reason, detail, intent_seq)
@@ -59,7 +60,9 @@ def main() -> None:
         led = Ledger(path)
         receipt_s = timed(lambda: led.receipt())
         history_s = timed(lambda: led.events(where="instance_id = ?", params=[4242]))
-        samples_s = timed(lambda: led.query("select avg(util), max(ts) from samples where instance_id = 4242"))
+        samples_s = timed(
+            lambda: led.query("select avg(util), max(ts) from samples where instance_id = 4242")
+        )
         t0 = time.perf_counter()
         for i in range(2000):
             led.record("note", at=i, actor="engine", reason="append")

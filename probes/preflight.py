@@ -8,6 +8,7 @@ Checks: CUDA init, device facts, a bf16 matmul of deterministic inputs whose exa
 known in closed form (so a card that returns garbage fails), then timed iterations with CUDA
 events after a warm-up. `--device cpu` runs the same path on the CPU (tests, no GPU).
 """
+
 import argparse
 import json
 import sys
@@ -60,12 +61,21 @@ def run(n, iters, device_kind):
             torch.cuda.init()
             dev = torch.device("cuda", 0)
             props = torch.cuda.get_device_properties(0)
-            device = {"name": torch.cuda.get_device_name(0), "cuda_version": torch.version.cuda,
-                      "driver_version": _driver_version(), "total_memory_mb": int(props.total_memory // 2**20),
-                      "capability": "%d.%d" % (props.major, props.minor)}
+            device = {
+                "name": torch.cuda.get_device_name(0),
+                "cuda_version": torch.version.cuda,
+                "driver_version": _driver_version(),
+                "total_memory_mb": int(props.total_memory // 2**20),
+                "capability": "%d.%d" % (props.major, props.minor),
+            }
         else:
             dev = torch.device("cpu")
-            device = {"name": "cpu", "cuda_version": None, "driver_version": None, "total_memory_mb": None}
+            device = {
+                "name": "cpu",
+                "cuda_version": None,
+                "driver_version": None,
+                "total_memory_mb": None,
+            }
         result["device"] = device
         steps["cuda_init_s"] = time.perf_counter() - t
 
@@ -104,13 +114,23 @@ def run(n, iters, device_kind):
                 err = max(err, abs(g - r) / max(1.0, abs(r)))
         finite = bool(torch.isfinite(c.float()).all().item())
         steps["check_s"] = time.perf_counter() - t
-        tflops = 2.0 * n ** 3 * iters / max(seconds, 1e-12) / 1e12
+        tflops = 2.0 * n**3 * iters / max(seconds, 1e-12) / 1e12
         ok = finite and err <= 0.02  # bf16 output rounding stays well inside 2%
-        result["matmul"] = {"n": n, "dtype": "bfloat16", "iters": iters, "seconds": seconds,
-                            "tflops": tflops, "max_rel_err": err, "result_ok": ok}
+        result["matmul"] = {
+            "n": n,
+            "dtype": "bfloat16",
+            "iters": iters,
+            "seconds": seconds,
+            "tflops": tflops,
+            "max_rel_err": err,
+            "result_ok": ok,
+        }
         result["ok"] = ok
         if not ok:
-            result["error"] = {"type": "WrongResult", "message": "matmul result differs from the exact product"}
+            result["error"] = {
+                "type": "WrongResult",
+                "message": "matmul result differs from the exact product",
+            }
     except Exception as exc:
         result["error"] = {"type": type(exc).__name__, "message": str(exc)[:500]}
     result["steps"] = {k: round(v, 4) for k, v in steps.items()}
@@ -126,6 +146,7 @@ def _sync(torch, device_kind):
 def _driver_version():
     try:
         import pynvml
+
         pynvml.nvmlInit()
         v = pynvml.nvmlSystemGetDriverVersion()
         return v.decode() if isinstance(v, bytes) else v

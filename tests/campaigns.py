@@ -26,21 +26,44 @@ def campaign_text(name: str = "t", fleet: int = 4, extra: str = "") -> str:
     return CAMPAIGN.format(name=name, fleet=fleet) + extra
 
 
-def run_campaign(sim, tmp_path: Path, policy: str = "default", name: str = "t", fleet: int = 4,
-                 ledger: Path | None = None, extra: str = "") -> tuple[int, Path]:
+def run_campaign(
+    sim,
+    tmp_path: Path,
+    policy: str = "default",
+    name: str = "t",
+    fleet: int = 4,
+    ledger: Path | None = None,
+    extra: str = "",
+) -> tuple[int, Path]:
     ledger = ledger or tmp_path / f"{policy}.duckdb"
     campaign = parse_campaign(campaign_text(name, fleet, extra))
-    code = asyncio.run(run_headless(campaign, get_policy(policy).with_overrides(campaign.policy), sim.url,
-                                    sim.api_key, str(ledger), key_path=str(tmp_path / "key")))
+    code = asyncio.run(
+        run_headless(
+            campaign,
+            get_policy(policy).with_overrides(campaign.policy),
+            sim.url,
+            sim.api_key,
+            str(ledger),
+            key_path=str(tmp_path / "key"),
+        )
+    )
     return code, ledger
 
 
 def truth_at(sim, t: float) -> dict[int, dict]:
     """Per-instance charges as the market bills them up to market time `t`."""
+
     def compute():
         mode = sim.market.scenario.gpu_billing
-        return {iid: {"behaviour": i.machine.behaviour, "machine_id": i.machine.id,
-                      "usd": i.charges(t, mode).total_usd, "destroyed": i.destroyed_at is not None,
-                      "stopped": i.intended == "stopped"}
-                for iid, i in sim.market.instances.items()}
+        return {
+            iid: {
+                "behaviour": i.machine.behaviour,
+                "machine_id": i.machine.id,
+                "usd": i.charges(t, mode).total_usd,
+                "destroyed": i.destroyed_at is not None,
+                "stopped": i.intended == "stopped",
+            }
+            for iid, i in sim.market.instances.items()
+        }
+
     return sim.call(compute)

@@ -15,21 +15,40 @@ import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from rentwatch.core.billing import Mark, charges
 from rentwatch.ledger import Ledger, LedgerError
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
 from rentwatch.ledger.schema import V1_TABLES
 
 
-def _create(led: Ledger, iid: int, at: float, gpu: float, storage: float, campaign: str = "c",
-            machine: int = 1, mode: str = "created") -> None:
-    s = led.intent("create", at=at, actor="rule:replace", reason="fleet short by one", campaign=campaign,
-                   machine_id=machine, offer_id=iid + 5000, gpu_dph=gpu, storage_dph=storage, gpu_name="RTX 3090")
+def _create(
+    led: Ledger,
+    iid: int,
+    at: float,
+    gpu: float,
+    storage: float,
+    campaign: str = "c",
+    machine: int = 1,
+    mode: str = "created",
+) -> None:
+    s = led.intent(
+        "create",
+        at=at,
+        actor="rule:replace",
+        reason="fleet short by one",
+        campaign=campaign,
+        machine_id=machine,
+        offer_id=iid + 5000,
+        gpu_dph=gpu,
+        storage_dph=storage,
+        gpu_name="RTX 3090",
+    )
     led.outcome(s, at=at, ok=True, instance_id=iid, detail={"gpu_billing": mode})
 
 
-def _act(led: Ledger, kind: str, iid: int, at: float, actor: str = "rule:test", ok: bool = True) -> None:
+def _act(
+    led: Ledger, kind: str, iid: int, at: float, actor: str = "rule:test", ok: bool = True
+) -> None:
     s = led.intent(kind, at=at, actor=actor, reason=f"{kind} it", instance_id=iid, campaign="c")
     led.outcome(s, at=at, ok=ok, error=None if ok else "boom")
 
@@ -37,7 +56,11 @@ def _act(led: Ledger, kind: str, iid: int, at: float, actor: str = "rule:test", 
 def test_append_only_public_api(tmp_path):
     led = Ledger(tmp_path / "l.duckdb")
     public = [n for n in dir(led) if not n.startswith("_")]
-    assert not [n for n in public if any(w in n.lower() for w in ("update", "delete", "execute", "con", "sql"))]
+    assert not [
+        n
+        for n in public
+        if any(w in n.lower() for w in ("update", "delete", "execute", "con", "sql"))
+    ]
     with pytest.raises(QueryRefused):
         led.query("DELETE FROM events")
     with pytest.raises(LedgerError):
@@ -47,7 +70,9 @@ def test_append_only_public_api(tmp_path):
 
 def test_intent_outcome_and_unfinished(tmp_path):
     led = Ledger(tmp_path / "l.duckdb")
-    s = led.intent("stop", at=5, actor="rule:idle", reason="idle 12 min", instance_id=9, campaign="c")
+    s = led.intent(
+        "stop", at=5, actor="rule:idle", reason="idle 12 min", instance_id=9, campaign="c"
+    )
     assert [e.seq for e in led.unfinished_intents()] == [s]
     o = led.outcome(s, at=6, ok=False, error="429 twice")
     ev = led.event(o)
@@ -60,20 +85,51 @@ def test_hand_computed_receipt(tmp_path):
     led = Ledger(tmp_path / "l.duckdb")
     # a freeze dud: 12 minutes at $0.30/h + $0.01/h storage
     _create(led, 1, 0, 0.30, 0.01, machine=11)
-    led.record("abandon", at=700, actor="rule:freeze", reason="frozen 6m", instance_id=1, campaign="c",
-               detail={"class": "freeze"})
+    led.record(
+        "abandon",
+        at=700,
+        actor="rule:freeze",
+        reason="frozen 6m",
+        instance_id=1,
+        campaign="c",
+        detail={"class": "freeze"},
+    )
     _act(led, "destroy", 1, 720)
     # a fatal dud: 3 minutes at $0.60/h
     _create(led, 2, 100, 0.60, 0.02, machine=12)
-    led.record("abandon", at=280, actor="rule:fatal", reason="manifest not found", instance_id=2, campaign="c",
-               detail={"class": "fatal"})
+    led.record(
+        "abandon",
+        at=280,
+        actor="rule:fatal",
+        reason="manifest not found",
+        instance_id=2,
+        campaign="c",
+        detail={"class": "fatal"},
+    )
     _act(led, "destroy", 2, 280)
     # a good one: running at 600, verified at 660, stopped at 4260 (1 h delivered), destroyed at 7860
     _create(led, 3, 0, 0.20, 0.01, machine=13)
-    led.record("status", at=600, actor="engine", reason="running", instance_id=3, campaign="c",
-               detail={"status": "running"})
-    led.record("preflight_passed", at=660, actor="engine", reason="61 TFLOP/s", instance_id=3, campaign="c")
-    led.record("job_finished", at=4000, actor="engine", reason="exit 0", instance_id=3, campaign="c", ok=True)
+    led.record(
+        "status",
+        at=600,
+        actor="engine",
+        reason="running",
+        instance_id=3,
+        campaign="c",
+        detail={"status": "running"},
+    )
+    led.record(
+        "preflight_passed", at=660, actor="engine", reason="61 TFLOP/s", instance_id=3, campaign="c"
+    )
+    led.record(
+        "job_finished",
+        at=4000,
+        actor="engine",
+        reason="exit 0",
+        instance_id=3,
+        campaign="c",
+        ok=True,
+    )
     _act(led, "stop", 3, 4260)
     _act(led, "destroy", 3, 7860, actor="human")
     [r] = led.receipt()
@@ -96,9 +152,13 @@ _kinds = st.sampled_from(["running", "halt", "stop", "start"])
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(_kinds, st.integers(1, 5000)), max_size=12),
-       st.sampled_from(["created", "running"]), st.booleans(),
-       st.floats(0.01, 5), st.floats(0.0, 0.1))
+@given(
+    st.lists(st.tuples(_kinds, st.integers(1, 5000)), max_size=12),
+    st.sampled_from(["created", "running"]),
+    st.booleans(),
+    st.floats(0.01, 5),
+    st.floats(0.0, 0.1),
+)
 def test_sql_billing_equals_pure_function(steps, mode, destroy, gpu, storage):
     led = Ledger(":memory:")
     _create(led, 1, 0, gpu, storage, mode=mode)
@@ -107,8 +167,14 @@ def test_sql_billing_equals_pure_function(steps, mode, destroy, gpu, storage):
     for kind, gap in steps:
         t += gap
         if kind in ("running", "halt"):
-            led.record("status", at=t, actor="engine", reason=kind, instance_id=1,
-                       detail={"status": "running" if kind == "running" else "exited"})
+            led.record(
+                "status",
+                at=t,
+                actor="engine",
+                reason=kind,
+                instance_id=1,
+                detail={"status": "running" if kind == "running" else "exited"},
+            )
         else:
             _act(led, kind, 1, t)
         marks.append(Mark(t, kind))
@@ -126,22 +192,57 @@ def test_sql_billing_equals_pure_function(steps, mode, destroy, gpu, storage):
 
 
 MUTATIONS = [
-    "DELETE FROM events", "delete from events where seq = 1", "UPDATE events SET ok = false",
+    "DELETE FROM events",
+    "delete from events where seq = 1",
+    "UPDATE events SET ok = false",
     "INSERT INTO events (seq, ts, actor, kind, phase) VALUES (99, 0, 'human', 'note', 'fact')",
-    "DROP TABLE events", "DROP VIEW receipt", "ALTER TABLE events ADD COLUMN x INT",
-    "ALTER TABLE events RENAME TO e2", "CREATE TABLE x (a INT)", "CREATE VIEW v AS SELECT 1",
-    "CREATE OR REPLACE VIEW receipt AS SELECT 1", "CREATE MACRO m(a) AS a", "ATTACH 'other.db' AS o",
-    "DETACH o", "COPY events TO 'out.csv'", "COPY events FROM 'in.csv'", "EXPORT DATABASE 'dir'",
-    "INSTALL httpfs", "LOAD httpfs", "SET threads = 1", "RESET threads", "PRAGMA enable_profiling",
-    "PRAGMA disable_checkpoint_on_shutdown", "SELECT 1; DELETE FROM events", "select 1;drop table events",
-    "SELECT 1; SELECT 2", "VACUUM", "CHECKPOINT", "BEGIN TRANSACTION", "COMMIT", "ROLLBACK",
-    "CALL pragma_version()", "PREPARE p AS DELETE FROM events", "EXECUTE p",
-    "/* comment */ DELETE FROM events", "-- hi\nDELETE FROM events", "  dElEtE   FROM events  ",
-    "WITH x AS (SELECT 1) DELETE FROM events", "WITH x AS (SELECT 1) UPDATE events SET ok = true",
-    "INSERT INTO events SELECT * FROM events", "TRUNCATE events", "CREATE SEQUENCE s",
-    "USE memory", "SET VARIABLE x = 1", "DROP SCHEMA main CASCADE", "ANALYZE",
-    "UPDATE meta SET value = '9'", "DELETE FROM samples", "INSERT OR REPLACE INTO meta VALUES ('a','b')",
-    "COPY (SELECT 1) TO '/tmp/rentwatch-x.csv'", "MERGE INTO events USING events AS s ON true WHEN MATCHED THEN DELETE",
+    "DROP TABLE events",
+    "DROP VIEW receipt",
+    "ALTER TABLE events ADD COLUMN x INT",
+    "ALTER TABLE events RENAME TO e2",
+    "CREATE TABLE x (a INT)",
+    "CREATE VIEW v AS SELECT 1",
+    "CREATE OR REPLACE VIEW receipt AS SELECT 1",
+    "CREATE MACRO m(a) AS a",
+    "ATTACH 'other.db' AS o",
+    "DETACH o",
+    "COPY events TO 'out.csv'",
+    "COPY events FROM 'in.csv'",
+    "EXPORT DATABASE 'dir'",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "SET threads = 1",
+    "RESET threads",
+    "PRAGMA enable_profiling",
+    "PRAGMA disable_checkpoint_on_shutdown",
+    "SELECT 1; DELETE FROM events",
+    "select 1;drop table events",
+    "SELECT 1; SELECT 2",
+    "VACUUM",
+    "CHECKPOINT",
+    "BEGIN TRANSACTION",
+    "COMMIT",
+    "ROLLBACK",
+    "CALL pragma_version()",
+    "PREPARE p AS DELETE FROM events",
+    "EXECUTE p",
+    "/* comment */ DELETE FROM events",
+    "-- hi\nDELETE FROM events",
+    "  dElEtE   FROM events  ",
+    "WITH x AS (SELECT 1) DELETE FROM events",
+    "WITH x AS (SELECT 1) UPDATE events SET ok = true",
+    "INSERT INTO events SELECT * FROM events",
+    "TRUNCATE events",
+    "CREATE SEQUENCE s",
+    "USE memory",
+    "SET VARIABLE x = 1",
+    "DROP SCHEMA main CASCADE",
+    "ANALYZE",
+    "UPDATE meta SET value = '9'",
+    "DELETE FROM samples",
+    "INSERT OR REPLACE INTO meta VALUES ('a','b')",
+    "COPY (SELECT 1) TO '/tmp/rentwatch-x.csv'",
+    "MERGE INTO events USING events AS s ON true WHEN MATCHED THEN DELETE",
 ]
 
 
@@ -184,7 +285,7 @@ def test_export_csv_and_parquet(tmp_path):
     from rentwatch.ledger.export import export_result
 
     led = Ledger(tmp_path / "l.duckdb")
-    led.record("note", at=1, actor="engine", reason="a,b \"quoted\"")
+    led.record("note", at=1, actor="engine", reason='a,b "quoted"')
     res = led.query("select seq, reason from events")
     export_result(res, str(tmp_path / "r.csv"))
     export_result(res, str(tmp_path / "r.parquet"))
@@ -197,8 +298,10 @@ def test_old_ledger_migrates(tmp_path):
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
     con.execute(V1_TABLES)
-    con.execute("INSERT INTO events (seq, ts, actor, kind, phase, ok, reason, detail) "
-                "VALUES (1, 10, 'human', 'note', 'fact', NULL, 'from v1', '{}')")
+    con.execute(
+        "INSERT INTO events (seq, ts, actor, kind, phase, ok, reason, detail) "
+        "VALUES (1, 10, 'human', 'note', 'fact', NULL, 'from v1', '{}')"
+    )
     con.close()
     led = Ledger(path)
     assert led.schema_version() == 2
@@ -220,7 +323,9 @@ while True:
 
 def test_kill_dash_nine_keeps_every_acknowledged_event(tmp_path):
     path = tmp_path / "l.duckdb"
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+    )
     acked = []
     deadline = time.time() + 20
     while len(acked) < 300 and time.time() < deadline:

@@ -63,14 +63,31 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
                 raise fail(key, "is required")
             return default
         value = data[key]
-        if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        if (
+            isinstance(value, bool)
+            and kind is not bool
+            and bool not in (kind if isinstance(kind, tuple) else (kind,))
+        ):
             raise fail(key, f"expected {getattr(kind, '__name__', kind)}, got {value!r}")
         if not isinstance(value, kind):
             raise fail(key, f"expected {getattr(kind, '__name__', 'a number')}, got {value!r}")
         return value
 
-    known = {"name", "image", "image_cuda", "disk_gb", "offer_query", "max_dph", "fleet", "max_creates",
-             "budget_usd", "deadline_min", "poll_s", "policy", "jobs"}
+    known = {
+        "name",
+        "image",
+        "image_cuda",
+        "disk_gb",
+        "offer_query",
+        "max_dph",
+        "fleet",
+        "max_creates",
+        "budget_usd",
+        "deadline_min",
+        "poll_s",
+        "policy",
+        "jobs",
+    }
     for key in data:
         if key not in known:
             raise fail(key, f"unknown key (known: {', '.join(sorted(known))})")
@@ -122,15 +139,37 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
             raise fail("env", f"{where}.env: expected a table of strings")
         secret = [k for k in env if SECRET_HINTS.search(k)]
         if secret:
-            raise fail("env", f"{where}.env: {', '.join(secret)} looks like a secret; nothing secret "
-                       "is pushed onto a stranger's host (pull artifacts off instead)")
+            raise fail(
+                "env",
+                f"{where}.env: {', '.join(secret)} looks like a secret; nothing secret "
+                "is pushed onto a stranger's host (pull artifacts off instead)",
+            )
         arts = raw.get("artifacts", [])
         if not isinstance(arts, list) or not all(isinstance(a, str) for a in arts):
             raise fail("artifacts", f"{where}.artifacts: expected a list of paths")
-        jobs.append(Job(name=str(jname), run=run, workdir=str(raw.get("workdir", ".")), env=env,
-                        artifacts=tuple(arts), timeout_s=float(raw.get("timeout_min", 360)) * 60,
-                        retries=int(raw.get("retries", 1))))
-    return Campaign(name=name, image=image, image_cuda=image_cuda, disk_gb=disk, offer_query=query,
-                    max_dph=max_dph, fleet=fleet, max_creates=max_creates, budget_usd=budget,
-                    deadline_min=float(deadline) if deadline is not None else None, poll_s=poll,
-                    policy=policy, jobs=tuple(jobs))
+        jobs.append(
+            Job(
+                name=str(jname),
+                run=run,
+                workdir=str(raw.get("workdir", ".")),
+                env=env,
+                artifacts=tuple(arts),
+                timeout_s=float(raw.get("timeout_min", 360)) * 60,
+                retries=int(raw.get("retries", 1)),
+            )
+        )
+    return Campaign(
+        name=name,
+        image=image,
+        image_cuda=image_cuda,
+        disk_gb=disk,
+        offer_query=query,
+        max_dph=max_dph,
+        fleet=fleet,
+        max_creates=max_creates,
+        budget_usd=budget,
+        deadline_min=float(deadline) if deadline is not None else None,
+        poll_s=poll,
+        policy=policy,
+        jobs=tuple(jobs),
+    )

@@ -14,7 +14,9 @@ class Policy:
     name: str
     # boot watcher
     freeze_window_s: float | None = 360.0  # status line unchanged this long: abandon (None: off)
-    download_freeze_s: float | None = None  # a tighter window while layers download (progress lines)
+    download_freeze_s: float | None = (
+        None  # a tighter window while layers download (progress lines)
+    )
     extract_freeze_s: float | None = None  # a wider window in silent phases (extracting, verifying)
     fatal_patterns: tuple[str, ...] = DEFAULT_FATAL_PATTERNS
     use_patterns: bool = True
@@ -23,7 +25,9 @@ class Policy:
     # verification
     preflight: bool = True
     trust_running: bool = False  # count a running instance as verified (nvidia-smi trust)
-    preflight_after_s: float = 0.0  # start the check this long after running (naive: a person, later)
+    preflight_after_s: float = (
+        0.0  # start the check this long after running (naive: a person, later)
+    )
     ssh_deadline_s: float = 300.0  # running -> SSH answering, at most
     preflight_timeout_s: float = 90.0  # wall seconds for the probe itself
     min_speed_share: float = 0.6
@@ -55,16 +59,39 @@ class Policy:
 
 
 NAIVE = Policy(
-    name="naive", freeze_window_s=None, use_patterns=False, terminal_status_abandon=False,
-    boot_deadline_s=30 * 60.0, trust_running=True, preflight_after_s=105 * 60.0, ssh_deadline_s=105 * 60.0,
-    check_gpu_name=False, quarantine=False, rank="price",
+    name="naive",
+    freeze_window_s=None,
+    use_patterns=False,
+    terminal_status_abandon=False,
+    boot_deadline_s=30 * 60.0,
+    trust_running=True,
+    preflight_after_s=105 * 60.0,
+    ssh_deadline_s=105 * 60.0,
+    check_gpu_name=False,
+    quarantine=False,
+    rank="price",
 )
-SEED = Policy(name="seed", freeze_window_s=360.0, boot_deadline_s=45 * 60.0, ssh_deadline_s=300.0,
-              quarantine=True, quarantine_persistent=False, rank="price")
+SEED = Policy(
+    name="seed",
+    freeze_window_s=360.0,
+    boot_deadline_s=45 * 60.0,
+    ssh_deadline_s=300.0,
+    quarantine=True,
+    quarantine_persistent=False,
+    rank="price",
+)
 DEFAULT = Policy(
-    name="default", freeze_window_s=360.0, download_freeze_s=150.0, extract_freeze_s=900.0,
-    boot_deadline_s=45 * 60.0, ssh_deadline_s=150.0, quarantine=True, quarantine_persistent=True,
-    quarantine_hours=24 * 7, spare_attempts=1, rank="expected_cost",
+    name="default",
+    freeze_window_s=360.0,
+    download_freeze_s=150.0,
+    extract_freeze_s=900.0,
+    boot_deadline_s=45 * 60.0,
+    ssh_deadline_s=150.0,
+    quarantine=True,
+    quarantine_persistent=True,
+    quarantine_hours=24 * 7,
+    spare_attempts=1,
+    rank="expected_cost",
 )
 POLICIES = {p.name: p for p in (NAIVE, SEED, DEFAULT)}
 

@@ -16,7 +16,13 @@ from .policy import Policy
 from .verdict import Throttle, Verdict
 
 DOWNLOAD_WORDS = ("Downloading", "Pulling fs layer", "Waiting", "Download complete", "Pulling from")
-SILENT_WORDS = ("Extracting", "Verifying Checksum", "Status: Downloaded", "Starting container", "Creating container")
+SILENT_WORDS = (
+    "Extracting",
+    "Verifying Checksum",
+    "Status: Downloaded",
+    "Starting container",
+    "Creating container",
+)
 TERMINAL = frozenset({"exited", "unknown", "offline"})
 
 
@@ -79,7 +85,9 @@ class Abandon:
     @classmethod
     def of(cls, a: AttemptView, rule: str, reason: str, failure_class: str) -> Abandon:
         if a.passed_preflight:
-            raise ValueError(f"instance {a.instance_id} passed its preflight: automation may only stop it")
+            raise ValueError(
+                f"instance {a.instance_id} passed its preflight: automation may only stop it"
+            )
         return cls(a.instance_id, a.machine_id, rule, reason, failure_class)
 
 
@@ -122,6 +130,14 @@ def fmt_span(seconds: float) -> str:
     return f"{s // 60}m{s % 60:02d}s"
 
 
+def give_up(a: AttemptView, rule: str, reason: str, failure_class: str) -> Abandon | Stop:
+    """Abandon an attempt that never proved itself; a proven one (say, rebooting after a
+    start) is only stopped."""
+    if a.passed_preflight:
+        return Stop(a.instance_id, rule, reason)
+    return Abandon.of(a, rule, reason, failure_class)
+
+
 def freeze_window(msg: str | None, policy: Policy) -> float | None:
     """The freeze window that applies to this status line (phase-aware when the policy is)."""
     text = msg or ""
@@ -137,53 +153,88 @@ def _boot_rules(a: AttemptView, policy: Policy, now: float) -> Decision | None:
     if policy.use_patterns:
         hit = fatal_match(msg, compile_patterns(policy.fatal_patterns))
         if hit:
-            return Abandon.of(a, "rule:fatal", f"fatal status line: '{(msg or '')[:160]}'", "fatal")
+            return give_up(a, "rule:fatal", f"fatal status line: '{(msg or '')[:160]}'", "fatal")
     if policy.terminal_status_abandon and a.status in TERMINAL:
-        return Abandon.of(a, "rule:terminal", f"status '{a.status}' while booting", a.status or "unknown")
+        return give_up(
+            a, "rule:terminal", f"status '{a.status}' while booting", a.status or "unknown"
+        )
     window = freeze_window(msg, policy)
     if policy.freeze_window_s is not None and window is not None and now - a.status_since >= window:
-        return Abandon.of(a, "rule:freeze", f"status unchanged for {fmt_span(now - a.status_since)}: "
-                          f"'{(msg or '')[:120]}'", "freeze")
+        return give_up(
+            a,
+            "rule:freeze",
+            f"status unchanged for {fmt_span(now - a.status_since)}: '{(msg or '')[:120]}'",
+            "freeze",
+        )
     if now - a.created_at >= policy.boot_deadline_s:
-        return Abandon.of(a, "rule:boot_deadline", f"not running after {fmt_span(now - a.created_at)} "
-                          f"(status '{a.status}')", "boot_timeout")
+        return give_up(
+            a,
+            "rule:boot_deadline",
+            f"not running after {fmt_span(now - a.created_at)} (status '{a.status}')",
+            "boot_timeout",
+        )
     return None
 
 
 def _running_rules(a: AttemptView, policy: Policy, now: float) -> Decision | None:
-    assert a.running_at is not None
-    since = now - a.running_at
+    running_at = a.running_at if a.running_at is not None else a.status_since
+    since = now - running_at
     noticed = policy.terminal_status_abandon or since >= policy.preflight_after_s
     if a.status in TERMINAL and noticed:
         if a.passed_preflight:
-            return Stop(a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified")
-        return Abandon.of(a, "rule:terminal", f"status '{a.status}' after running", a.status or "unknown")
+            return Stop(
+                a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified"
+            )
+        return give_up(
+            a, "rule:terminal", f"status '{a.status}' after running", a.status or "unknown"
+        )
     if a.verdict is not None:
         if a.verdict.ok:
             if not a.passed_preflight:
                 return Verify(a.instance_id, "rule:preflight", a.verdict.reason, True)
             return None
-        return Abandon.of(a, "rule:preflight", a.verdict.reason, a.verdict.failure_class or "preflight")
+        return give_up(
+            a, "rule:preflight", a.verdict.reason, a.verdict.failure_class or "preflight"
+        )
     if a.phase == Phase.RUNNING and policy.trust_running:
         return Verify(a.instance_id, "rule:trust_running", "running; nvidia-smi looks fine", False)
     if not a.preflight_started and policy.preflight and since >= policy.preflight_after_s:
         return StartPreflight(a.instance_id)
-    if (a.preflight_started and a.ssh_error is not None
-            and since >= policy.preflight_after_s + policy.ssh_deadline_s):
-        return Abandon.of(a, "rule:ssh_deadline", f"SSH not answering {fmt_span(since)} after running: "
-                          f"{a.ssh_error[:120]}", "ssh_dead")
+    if (
+        a.preflight_started
+        and a.ssh_error is not None
+        and since >= policy.preflight_after_s + policy.ssh_deadline_s
+    ):
+        return give_up(
+            a,
+            "rule:ssh_deadline",
+            f"SSH not answering {fmt_span(since)} after running: {a.ssh_error[:120]}",
+            "ssh_dead",
+        )
     return None
 
 
-def _verified_rules(a: AttemptView, policy: Policy, now: float, idle_active: bool) -> Decision | None:
+def _verified_rules(
+    a: AttemptView, policy: Policy, now: float, idle_active: bool
+) -> Decision | None:
     if a.status in TERMINAL:
-        return Stop(a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified")
+        return Stop(
+            a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified"
+        )
     if a.throttle is not None and a.throttle.throttled and policy.stop_on_throttle:
         return Stop(a.instance_id, "rule:throttle", a.throttle.reason)
-    if (idle_active and not a.busy and a.util_low_since is not None
-            and now - a.util_low_since >= policy.idle_grace_s):
-        return Stop(a.instance_id, "rule:idle", f"GPU below {policy.idle_util_pct:.0f}% for "
-                    f"{fmt_span(now - a.util_low_since)} with no work queued")
+    if (
+        idle_active
+        and not a.busy
+        and a.util_low_since is not None
+        and now - a.util_low_since >= policy.idle_grace_s
+    ):
+        return Stop(
+            a.instance_id,
+            "rule:idle",
+            f"GPU below {policy.idle_util_pct:.0f}% for "
+            f"{fmt_span(now - a.util_low_since)} with no work queued",
+        )
     return None
 
 
@@ -199,19 +250,35 @@ def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         elif a.phase == Phase.VERIFIED and a.passed_preflight:
             d = _verified_rules(a, policy, now, fleet.idle_rule_active)
         elif a.phase == Phase.VERIFIED and a.running_at is not None:
-            d = _running_rules(a, policy, now)  # trusted on sight, not yet proven (naive's late look)
+            d = _running_rules(
+                a, policy, now
+            )  # trusted on sight, not yet proven (naive's late look)
         if d is not None:
             out.append(d)
-            if isinstance(d, Abandon):
+            if isinstance(d, Abandon | Stop):
                 abandoned_now.add(a.instance_id)
 
-    verified = sum(1 for a in fleet.attempts if a.phase == Phase.VERIFIED and a.instance_id not in abandoned_now
-                   and not any(isinstance(d, Stop) and d.instance_id == a.instance_id for d in out))
-    in_flight = sum(1 for a in fleet.attempts if a.phase in (Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING,
-                                                             Phase.VERIFYING)
-                    and a.instance_id not in abandoned_now)
+    verified = sum(
+        1
+        for a in fleet.attempts
+        if a.phase == Phase.VERIFIED
+        and a.instance_id not in abandoned_now
+        and not any(isinstance(d, Stop) and d.instance_id == a.instance_id for d in out)
+    )
+    in_flight = sum(
+        1
+        for a in fleet.attempts
+        if a.phase in (Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING)
+        and a.instance_id not in abandoned_now
+    )
     if fleet.spent_usd >= fleet.budget_usd:
-        out.append(Finish(False, "rule:budget", f"spent ${fleet.spent_usd:.2f} of the ${fleet.budget_usd:.2f} budget"))
+        out.append(
+            Finish(
+                False,
+                "rule:budget",
+                f"spent ${fleet.spent_usd:.2f} of the ${fleet.budget_usd:.2f} budget",
+            )
+        )
         return out
     if fleet.deadline is not None and now >= fleet.deadline:
         out.append(Finish(False, "rule:deadline", "the campaign's deadline passed"))
@@ -224,12 +291,22 @@ def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     room = fleet.max_creates - fleet.creates
     n = max(0, min(want - in_flight, room, fleet.offers_available))
     for i in range(n):
-        out.append(Create("rule:replace", f"{verified} of {fleet.fleet} verified, {in_flight + i} booting: "
-                          "rent one more"))
+        out.append(
+            Create(
+                "rule:replace",
+                f"{verified} of {fleet.fleet} verified, {in_flight + i} booting: rent one more",
+            )
+        )
     if n == 0 and in_flight == 0 and need > 0:
         if room <= 0:
-            out.append(Finish(False, "rule:max_creates", f"create budget of {fleet.max_creates} used up "
-                              f"with {verified} of {fleet.fleet} verified"))
+            out.append(
+                Finish(
+                    False,
+                    "rule:max_creates",
+                    f"create budget of {fleet.max_creates} used up "
+                    f"with {verified} of {fleet.fleet} verified",
+                )
+            )
         elif fleet.offers_available <= 0:
             out.append(Finish(False, "rule:no_offers", "no fit offer left on the market"))
     return out

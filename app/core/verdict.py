@@ -20,40 +20,67 @@ class Verdict:
     expected: float | None = None
 
 
-def preflight_verdict(result: Any, offer_gpu: str, min_share: float, check_name: bool = True) -> Verdict:
+def preflight_verdict(
+    result: Any, offer_gpu: str, min_share: float, check_name: bool = True
+) -> Verdict:
     """Judge a validated preflight document against the offer's GPU model."""
-    if not isinstance(result, dict) or result.get("probe") != "preflight" or result.get("schema") != PROBE_SCHEMA:
+    if (
+        not isinstance(result, dict)
+        or result.get("probe") != "preflight"
+        or result.get("schema") != PROBE_SCHEMA
+    ):
         return Verdict(False, "bad_probe", "preflight output is not a preflight document")
     if not result.get("ok"):
         err = result.get("error") or {}
         if not isinstance(err, dict):
             err = {}
-        return Verdict(False, "cuda_error",
-                       f"preflight failed: {str(err.get('type', 'error'))[:80]}: {str(err.get('message', ''))[:300]}")
+        return Verdict(
+            False,
+            "cuda_error",
+            f"preflight failed: {str(err.get('type', 'error'))[:80]}: {str(err.get('message', ''))[:300]}",
+        )
     mm = result.get("matmul")
     device = result.get("device")
     if not isinstance(mm, dict) or not isinstance(device, dict):
         return Verdict(False, "bad_probe", "preflight output lacks matmul or device")
     if mm.get("result_ok") is not True:
-        return Verdict(False, "wrong_result", f"matmul result is wrong (max rel err {mm.get('max_rel_err')})")
+        return Verdict(
+            False, "wrong_result", f"matmul result is wrong (max rel err {mm.get('max_rel_err')})"
+        )
     tflops = mm.get("tflops")
     if not isinstance(tflops, int | float) or isinstance(tflops, bool) or not 0 <= tflops < 1e5:
         return Verdict(False, "bad_probe", "preflight reported no usable TFLOP/s")
     name = str(device.get("name", ""))[:120]
     if check_name and name and not same_model(offer_gpu, name):
-        return Verdict(False, "wrong_gpu", f"offer says {offer_gpu}, NVML says {name}", float(tflops))
+        return Verdict(
+            False, "wrong_gpu", f"offer says {offer_gpu}, NVML says {name}", float(tflops)
+        )
     expected = expected_tflops(offer_gpu)
     if expected and tflops < expected * min_share:
-        return Verdict(False, "too_slow",
-                       f"{tflops:.1f} TFLOP/s is {tflops / expected:.0%} of a {offer_gpu}'s {expected:.0f}",
-                       float(tflops), expected)
+        return Verdict(
+            False,
+            "too_slow",
+            f"{tflops:.1f} TFLOP/s is {tflops / expected:.0%} of a {offer_gpu}'s {expected:.0f}",
+            float(tflops),
+            expected,
+        )
     share = f" ({tflops / expected:.0%} of expected)" if expected else ""
-    return Verdict(True, None, f"bf16 matmul checked, {tflops:.1f} TFLOP/s{share}", float(tflops), expected)
+    return Verdict(
+        True, None, f"bf16 matmul checked, {tflops:.1f} TFLOP/s{share}", float(tflops), expected
+    )
 
 
 # Clock event reasons that mean the GPU is being held back (GpuIdle and app clocks are not).
-THROTTLE_NAMES = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                            "hw_power_brake_slowdown", "sync_boost"})
+THROTTLE_NAMES = frozenset(
+    {
+        "sw_power_cap",
+        "hw_slowdown",
+        "sw_thermal_slowdown",
+        "hw_thermal_slowdown",
+        "hw_power_brake_slowdown",
+        "sync_boost",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -64,19 +91,42 @@ class Throttle:
     reason: str
 
 
-def detect_throttle(samples: Sequence[dict[str, Any]], ratio: float = 0.85, min_util: float = 50.0,
-                    min_share: float = 0.6) -> Throttle:
+def detect_throttle(
+    samples: Sequence[dict[str, Any]],
+    ratio: float = 0.85,
+    min_util: float = 50.0,
+    min_share: float = 0.6,
+) -> Throttle:
     """Throttling: under load, the SM clock sits below `ratio` of max with a throttle reason set,
     in at least `min_share` of the loaded samples. Idle samples never count."""
-    loaded = [s for s in samples if isinstance(s.get("util"), int | float) and s["util"] >= min_util
-              and isinstance(s.get("sm_clock"), int | float) and isinstance(s.get("max_sm_clock"), int | float)
-              and s["max_sm_clock"] > 0]
+    loaded = [
+        s
+        for s in samples
+        if isinstance(s.get("util"), int | float)
+        and s["util"] >= min_util
+        and isinstance(s.get("sm_clock"), int | float)
+        and isinstance(s.get("max_sm_clock"), int | float)
+        and s["max_sm_clock"] > 0
+    ]
     if not loaded:
         return Throttle(False, 0.0, (), "no samples under load")
-    slow = [s for s in loaded if s["sm_clock"] < ratio * s["max_sm_clock"]
-            and THROTTLE_NAMES.intersection(s.get("reasons") or ())]
+    slow = [
+        s
+        for s in loaded
+        if s["sm_clock"] < ratio * s["max_sm_clock"]
+        and THROTTLE_NAMES.intersection(s.get("reasons") or ())
+    ]
     if len(slow) < min_share * len(loaded):
-        return Throttle(False, 0.0, (), f"clocks fine in {len(loaded) - len(slow)} of {len(loaded)} loaded samples")
+        return Throttle(
+            False,
+            0.0,
+            (),
+            f"clocks fine in {len(loaded) - len(slow)} of {len(loaded)} loaded samples",
+        )
     drop = 1 - sum(s["sm_clock"] / s["max_sm_clock"] for s in slow) / len(slow)
-    reasons = tuple(sorted({r for s in slow for r in (s.get("reasons") or ()) if r in THROTTLE_NAMES}))
-    return Throttle(True, drop, reasons, f"SM clock {drop:.0%} below max under load ({', '.join(reasons)})")
+    reasons = tuple(
+        sorted({r for s in slow for r in (s.get("reasons") or ()) if r in THROTTLE_NAMES})
+    )
+    return Throttle(
+        True, drop, reasons, f"SM clock {drop:.0%} below max under load ({', '.join(reasons)})"
+    )

@@ -30,7 +30,10 @@ def print_result(result: QueryResult, fmt: str, limit: int) -> None:
             table.add_row(*(Text("" if v is None else str(v)) for v in row))  # host text stays text
         Console().print(table)
     if result.truncated:
-        print(f"(more than {limit} rows; showing the first {limit}, raise --limit to see more)", file=sys.stderr)
+        print(
+            f"(more than {limit} rows; showing the first {limit}, raise --limit to see more)",
+            file=sys.stderr,
+        )
 
 
 def export_result(result: QueryResult, path: str) -> None:
@@ -46,8 +49,10 @@ def export_result(result: QueryResult, path: str) -> None:
         cols = ", ".join(f'"{c}" VARCHAR' for c in result.columns) or '"empty" VARCHAR'
         con.execute(f"CREATE TABLE r ({cols})")
         if result.rows:
-            con.executemany(f"INSERT INTO r VALUES ({', '.join('?' * len(result.columns))})",
-                            [[None if v is None else str(v) for v in row] for row in result.rows])
+            con.executemany(
+                f"INSERT INTO r VALUES ({', '.join('?' * len(result.columns))})",
+                [[None if v is None else str(v) for v in row] for row in result.rows],
+            )
         con.execute("COPY r TO ? (FORMAT parquet)", [str(target)])
         con.close()
     else:

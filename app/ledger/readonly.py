@@ -48,7 +48,9 @@ def check_read_only(sql: str) -> str:
     return sql
 
 
-def run_read_only(con: duckdb.DuckDBPyConnection, sql: str, limit: int = DEFAULT_ROW_LIMIT) -> QueryResult:
+def run_read_only(
+    con: duckdb.DuckDBPyConnection, sql: str, limit: int = DEFAULT_ROW_LIMIT
+) -> QueryResult:
     check_read_only(sql)
     try:
         cur = con.execute(sql)

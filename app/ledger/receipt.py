@@ -6,15 +6,30 @@ from typing import Any
 
 import duckdb
 
-RECEIPT_KEYS = ("campaign", "creates", "duds", "dud_share", "dud_usd", "dud_mean_lifetime_min",
-                "verified", "gpu_hours", "jobs_finished", "total_usd", "usd_per_gpu_hour",
-                "creates_per_gpu_hour")
+RECEIPT_KEYS = (
+    "campaign",
+    "creates",
+    "duds",
+    "dud_share",
+    "dud_usd",
+    "dud_mean_lifetime_min",
+    "verified",
+    "gpu_hours",
+    "jobs_finished",
+    "total_usd",
+    "usd_per_gpu_hour",
+    "creates_per_gpu_hour",
+)
 
 
-def compute_receipt(con: duckdb.DuckDBPyConnection, campaign: str | None = None) -> list[dict[str, Any]]:
+def compute_receipt(
+    con: duckdb.DuckDBPyConnection, campaign: str | None = None
+) -> list[dict[str, Any]]:
     where = " WHERE campaign = ?" if campaign else ""
     params = [campaign] if campaign else []
-    cur = con.execute(f"SELECT {', '.join(RECEIPT_KEYS)} FROM receipt{where} ORDER BY campaign", params)
+    cur = con.execute(
+        f"SELECT {', '.join(RECEIPT_KEYS)} FROM receipt{where} ORDER BY campaign", params
+    )
     out = []
     for row in cur.fetchall():
         r = dict(zip(RECEIPT_KEYS, row, strict=True))
@@ -24,7 +39,9 @@ def compute_receipt(con: duckdb.DuckDBPyConnection, campaign: str | None = None)
             r[k] = int(r[k] or 0)
         r["by_class"] = {}
         out.append(r)
-    by = con.execute(f"SELECT campaign, failure_class, n FROM receipt_classes{where}", params).fetchall()
+    by = con.execute(
+        f"SELECT campaign, failure_class, n FROM receipt_classes{where}", params
+    ).fetchall()
     for camp, cls, n in by:
         for r in out:
             if r["campaign"] == camp:

@@ -18,19 +18,69 @@ from ..core.errors import RentwatchError
 from .readonly import QueryResult, run_read_only
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
-EVENT_KINDS = frozenset({
-    "campaign_start", "campaign_end", "offer_chosen", "create", "status", "freeze", "fatal",
-    "preflight_passed", "preflight_failed", "quarantine", "throttle", "idle", "abandon", "stop",
-    "start", "destroy", "lost", "job_started", "job_finished", "artifacts", "trap", "adopted",
-    "detached", "reconciled", "decision", "note",
-})
+EVENT_KINDS = frozenset(
+    {
+        "campaign_start",
+        "campaign_end",
+        "offer_chosen",
+        "create",
+        "status",
+        "freeze",
+        "fatal",
+        "preflight_passed",
+        "preflight_failed",
+        "quarantine",
+        "throttle",
+        "idle",
+        "abandon",
+        "stop",
+        "start",
+        "destroy",
+        "lost",
+        "job_started",
+        "job_finished",
+        "artifacts",
+        "trap",
+        "adopted",
+        "detached",
+        "reconciled",
+        "decision",
+        "note",
+    }
+)
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog")
 
-_COLUMNS = ("seq", "ts", "wall", "campaign", "instance_id", "machine_id", "host_id", "offer_id",
-            "gpu_name", "gpu_dph", "storage_dph", "actor", "kind", "phase", "ok", "reason", "detail",
-            "intent_seq")
-_SAMPLE_COLUMNS = ("instance_id", "ts", "util", "sm_clock", "max_sm_clock", "reasons_bits", "temp",
-                   "power_w", "mem_used_mb")
+_COLUMNS = (
+    "seq",
+    "ts",
+    "wall",
+    "campaign",
+    "instance_id",
+    "machine_id",
+    "host_id",
+    "offer_id",
+    "gpu_name",
+    "gpu_dph",
+    "storage_dph",
+    "actor",
+    "kind",
+    "phase",
+    "ok",
+    "reason",
+    "detail",
+    "intent_seq",
+)
+_SAMPLE_COLUMNS = (
+    "instance_id",
+    "ts",
+    "util",
+    "sm_clock",
+    "max_sm_clock",
+    "reasons_bits",
+    "temp",
+    "power_w",
+    "mem_used_mb",
+)
 
 
 class LedgerError(RentwatchError):
@@ -96,8 +146,10 @@ class Ledger:
         except duckdb.IOException as exc:
             msg = str(exc).splitlines()[0]
             if "lock" in msg.lower():
-                raise LedgerError(f"{self.path} is open in another rentwatch process (DuckDB allows "
-                                  "one writer); query it from that process's ledger screen") from None
+                raise LedgerError(
+                    f"{self.path} is open in another rentwatch process (DuckDB allows "
+                    "one writer); query it from that process's ledger screen"
+                ) from None
             raise LedgerError(f"cannot open {self.path}: {msg}") from None
         if not read_only:
             self._migrate()
@@ -110,10 +162,14 @@ class Ledger:
         row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         version = int(row[0]) if row else 1
         if version > SCHEMA_VERSION:
-            raise LedgerError(f"{self.path} has schema {version}; this rentwatch reads up to {SCHEMA_VERSION}")
+            raise LedgerError(
+                f"{self.path} has schema {version}; this rentwatch reads up to {SCHEMA_VERSION}"
+            )
         for v in range(version + 1, SCHEMA_VERSION + 1):
             con.execute(MIGRATIONS[v])
-        con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        con.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+        )
         con.execute(VIEWS)
 
     def schema_version(self) -> int:
@@ -125,9 +181,19 @@ class Ledger:
         return int(row[0]) if row else 0
 
     # -- appends ---------------------------------------------------------------------------
-    def record(self, kind: str, *, at: float, actor: str, reason: str, phase: str = "fact",
-               ok: bool | None = None, detail: dict[str, Any] | None = None,
-               intent_seq: int | None = None, **context: Any) -> int:
+    def record(
+        self,
+        kind: str,
+        *,
+        at: float,
+        actor: str,
+        reason: str,
+        phase: str = "fact",
+        ok: bool | None = None,
+        detail: dict[str, Any] | None = None,
+        intent_seq: int | None = None,
+        **context: Any,
+    ) -> int:
         """Append one event; returns its sequence number once it is committed."""
         if self.read_only:
             raise LedgerError("this ledger was opened read-only")
@@ -140,34 +206,71 @@ class Ledger:
             raise LedgerError(f"unknown event fields {sorted(unknown)}")
         with self.__lock:
             self.__seq += 1
-            values = {"seq": self.__seq, "ts": float(at), "wall": time.time(), "actor": actor,
-                      "kind": kind, "phase": phase, "ok": ok, "reason": reason[:2000],
-                      "detail": json.dumps(detail or {}, default=str), "intent_seq": intent_seq,
-                      **context}
+            values = {
+                "seq": self.__seq,
+                "ts": float(at),
+                "wall": time.time(),
+                "actor": actor,
+                "kind": kind,
+                "phase": phase,
+                "ok": ok,
+                "reason": reason[:2000],
+                "detail": json.dumps(detail or {}, default=str),
+                "intent_seq": intent_seq,
+                **context,
+            }
             self.__con.execute(
                 f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-                [values.get(c) for c in _COLUMNS])
+                [values.get(c) for c in _COLUMNS],
+            )
             return self.__seq
 
     def intent(self, kind: str, *, at: float, actor: str, reason: str, **context: Any) -> int:
         return self.record(kind, at=at, actor=actor, reason=reason, phase="intent", **context)
 
-    def outcome(self, intent_seq: int, *, at: float, ok: bool, error: str | None = None,
-                detail: dict[str, Any] | None = None, **context: Any) -> int:
+    def outcome(
+        self,
+        intent_seq: int,
+        *,
+        at: float,
+        ok: bool,
+        error: str | None = None,
+        detail: dict[str, Any] | None = None,
+        **context: Any,
+    ) -> int:
         """Close an intent: the same kind and context, ok or the error text."""
         base = self.event(intent_seq)
         if base is None or base.phase != "intent":
             raise LedgerError(f"event {intent_seq} is not an intent")
-        ctx = {k: getattr(base, k) for k in ("campaign", "instance_id", "machine_id", "host_id",
-                                            "offer_id", "gpu_name", "gpu_dph", "storage_dph")}
+        ctx = {
+            k: getattr(base, k)
+            for k in (
+                "campaign",
+                "instance_id",
+                "machine_id",
+                "host_id",
+                "offer_id",
+                "gpu_name",
+                "gpu_dph",
+                "storage_dph",
+            )
+        }
         ctx.update({k: v for k, v in context.items() if v is not None})
         merged = dict(base.detail)
         merged.update(detail or {})
         if error:
             merged["error"] = error[:2000]
-        return self.record(base.kind, at=at, actor=base.actor, phase="outcome", ok=ok,
-                           reason=base.reason if ok else f"{base.reason} - failed: {error}",
-                           detail=merged, intent_seq=intent_seq, **ctx)
+        return self.record(
+            base.kind,
+            at=at,
+            actor=base.actor,
+            phase="outcome",
+            ok=ok,
+            reason=base.reason if ok else f"{base.reason} - failed: {error}",
+            detail=merged,
+            intent_seq=intent_seq,
+            **ctx,
+        )
 
     def add_samples(self, rows: Sequence[dict[str, Any]]) -> None:
         """Append a batch of GPU readings."""
@@ -176,7 +279,8 @@ class Ledger:
         with self.__lock:
             self.__con.executemany(
                 f"INSERT INTO samples VALUES ({', '.join('?' * len(_SAMPLE_COLUMNS))})",
-                [[r.get(c) for c in _SAMPLE_COLUMNS] for r in rows])
+                [[r.get(c) for c in _SAMPLE_COLUMNS] for r in rows],
+            )
 
     # -- reads -----------------------------------------------------------------------------
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -187,7 +291,9 @@ class Ledger:
         rows = self.events(where="seq = ?", params=[seq])
         return rows[0] if rows else None
 
-    def events(self, where: str = "true", params: Sequence[Any] = (), limit: int | None = None) -> list[Event]:
+    def events(
+        self, where: str = "true", params: Sequence[Any] = (), limit: int | None = None
+    ) -> list[Event]:
         sql = f"SELECT {', '.join(_COLUMNS)} FROM events WHERE {where} ORDER BY seq"
         if limit:
             sql += f" LIMIT {int(limit)}"
@@ -200,8 +306,10 @@ class Ledger:
         return out
 
     def unfinished_intents(self) -> list[Event]:
-        return self.events(where="phase = 'intent' AND seq NOT IN "
-                                 "(SELECT intent_seq FROM events WHERE intent_seq IS NOT NULL)")
+        return self.events(
+            where="phase = 'intent' AND seq NOT IN "
+            "(SELECT intent_seq FROM events WHERE intent_seq IS NOT NULL)"
+        )
 
     def quarantined(self, now: float) -> dict[int, str]:
         """Machine id -> reason, for every quarantine still in force at `now`."""
@@ -220,7 +328,11 @@ class Ledger:
             return compute_receipt(self.__con, campaign)
 
     def instance_rows(self, campaign: str | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT * FROM instances" + (" WHERE campaign = ?" if campaign else "") + " ORDER BY instance_id"
+        sql = (
+            "SELECT * FROM instances"
+            + (" WHERE campaign = ?" if campaign else "")
+            + " ORDER BY instance_id"
+        )
         with self.__lock:
             cur = self.__con.execute(sql, [campaign] if campaign else [])
             cols = [d[0] for d in cur.description or []]

@@ -60,6 +60,9 @@ class SSHHosts:
         self.host_keys: dict[int, asyncssh.SSHKey] = {}
         self.drop_rng = random.Random(market.scenario.seed * 31 + 5)
         self.sessions = 0
+        self.received: list[bytes] | None = (
+            None  # set to a list to record what renters send (tests)
+        )
 
     def sandbox(self, inst: SimInstance) -> Path:
         path = self.workdir / f"i{inst.id}"
@@ -141,8 +144,12 @@ class SSHHosts:
             faults = self.market.scenario.faults
             drop = faults.ssh_drop > 0 and self.drop_rng.random() < faults.ssh_drop
             stdin = b""
+            if self.received is not None:
+                self.received.append(command.encode())
             if _STDIN_SCRIPT.match(command):
                 stdin = await _read_all(proc)
+                if self.received is not None:
+                    self.received.append(stdin)
                 if stdin.startswith(PROBE_MARKER):
                     if drop:
                         proc.channel.abort()
@@ -181,7 +188,7 @@ class SSHHosts:
                 sub.stdin.write(stdin)
                 sub.stdin.close()
             else:
-                asyncio.ensure_future(_pump_in(proc, sub))
+                asyncio.ensure_future(_pump_in(proc, sub, self.received))
 
             async def pump(src: asyncio.StreamReader | None, dst: Any) -> None:
                 assert src is not None
@@ -239,11 +246,18 @@ async def _read_all(proc: asyncssh.SSHServerProcess[bytes]) -> bytes:
     return b"".join(chunks)
 
 
-async def _pump_in(proc: asyncssh.SSHServerProcess[bytes], sub: asyncio.subprocess.Process) -> None:
+async def _pump_in(
+    proc: asyncssh.SSHServerProcess[bytes],
+    sub: asyncio.subprocess.Process,
+    received: list[bytes] | None = None,
+) -> None:
     assert sub.stdin is not None
     try:
         while chunk := await proc.stdin.read(65536):
-            sub.stdin.write(chunk if isinstance(chunk, bytes) else chunk.encode())
+            data = chunk if isinstance(chunk, bytes) else chunk.encode()
+            if received is not None:
+                received.append(data)
+            sub.stdin.write(data)
             await sub.stdin.drain()
     except (asyncssh.Error, ConnectionError, BrokenPipeError):
         pass

@@ -1,0 +1,143 @@
+"""The controller cannot leak a rental by dying: signals and crashes release everything held,
+and a restart after kill -9 adopts what is still there."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rentwatch.ledger import Ledger
+
+from .campaigns import campaign_text
+
+
+def _start(
+    sim, tmp_path: Path, ledger: Path, env_extra: dict | None = None, fleet: int = 3
+) -> subprocess.Popen:
+    camp = tmp_path / "c.toml"
+    camp.write_text(campaign_text("trap", fleet))
+    env = dict(os.environ, VAST_API_KEY=sim.api_key, PYTHONUNBUFFERED="1", **(env_extra or {}))
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rentwatch",
+            "run",
+            "--headless",
+            "--campaign",
+            str(camp),
+            "--market-url",
+            sim.url,
+            "--ledger",
+            str(ledger),
+            "--policy",
+            "default",
+            "--ssh-key",
+            str(tmp_path / "key"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+
+
+def _wait_for(proc: subprocess.Popen, word: str, timeout: float = 60) -> list[str]:
+    lines = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if word in line:
+            return lines
+    raise AssertionError(f"never saw {word!r}: {''.join(lines[-20:])}")
+
+
+def _live(sim) -> list[dict]:
+    t = sim.call(sim.market.truth)
+    return [
+        r for r in t["instances"] if r["destroyed_at"] is None and r["actual_status"] != "stopped"
+    ]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_signals_release_everything(make_sim, tmp_path, sig):
+    sim = make_sim(seed=7, offers=60, time_scale=120)
+    ledger = tmp_path / "l.duckdb"
+    proc = _start(sim, tmp_path, ledger)
+    _wait_for(proc, "verify ")
+    assert _live(sim), "nothing to release"
+    t0 = time.time()
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=30)
+    assert time.time() - t0 < 10
+    assert proc.returncode == 128 + sig
+    assert _live(sim) == [], out
+    led = Ledger(ledger)
+    traps = led.events(where="kind = 'trap'")
+    assert traps and signal.Signals(sig).name in traps[0].reason
+    assert led.events(
+        where="actor = 'trap' AND kind IN ('stop', 'destroy') AND phase = 'outcome' AND ok"
+    )
+
+
+def test_injected_exception_releases_everything(make_sim, tmp_path):
+    sim = make_sim(seed=7, offers=60, time_scale=120)
+    ledger = tmp_path / "l.duckdb"
+    proc = _start(sim, tmp_path, ledger, {"RENTWATCH_FAIL_AFTER_POLLS": "40"})
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "injected failure" in out
+    assert _live(sim) == []
+    assert Ledger(ledger).events(where="kind = 'trap'")
+
+
+def test_restart_after_kill_9_adopts(make_sim, tmp_path):
+    sim = make_sim(seed=7, offers=60, time_scale=120)
+    ledger = tmp_path / "l.duckdb"
+    proc = _start(sim, tmp_path, ledger, fleet=3)
+    _wait_for(proc, "verify ")
+    proc.kill()
+    proc.wait()
+    held = {r["id"] for r in _live(sim)}
+    assert held, "the killed controller held nothing"
+    time.sleep(1)  # a minute or two of market time passes unwatched
+    proc = _start(sim, tmp_path, ledger, fleet=3)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "adopt" in out
+    led = Ledger(ledger)
+    adopted = {e.instance_id for e in led.events(where="kind = 'adopted'")}
+    assert held <= adopted
+    assert all(e.detail["unwatched_s"] > 0 for e in led.events(where="kind = 'adopted'"))
+    assert _live(sim) == []
+    # the create counter survived the restart: creates are not re-counted from zero
+    assert led.receipt()[0]["creates"] == len(sim.call(lambda: list(sim.market.instances)))
+
+
+def test_watchdog_stops_verified_hosts_after_kill_9(make_sim, tmp_path):
+    """SIGKILL cannot be trapped: the host-side watchdog stops its own instance once the
+    heartbeat is silent for the window (15 market minutes), with the container-scoped key."""
+    sim = make_sim(seed=7, offers=60, time_scale=120)
+    ledger = tmp_path / "l.duckdb"
+    proc = _start(sim, tmp_path, ledger, fleet=3)
+    lines = _wait_for(proc, "watchdog armed")
+    iid = int(lines[-1].split("i:")[1].split()[0])
+    proc.kill()
+    proc.wait()
+    killed_at = sim.call(sim.market.clock.now)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        row = next(r for r in sim.call(sim.market.truth)["instances"] if r["id"] == iid)
+        if row["stopped_at"]:
+            break
+        time.sleep(0.25)
+    assert row["stopped_at"], "the watchdog never stopped its instance"
+    silent_min = (row["stopped_at"] - killed_at) / 60
+    assert silent_min <= 15 + 2, silent_min  # the window, plus its check interval and one beat

@@ -1,0 +1,282 @@
+"""The pure rules: table-driven cases and properties."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.errors import ConfigError
+from rentwatch.core.lifecycle import Lifecycle, Phase
+from rentwatch.core.policy import DEFAULT, NAIVE, SEED, get_policy
+from rentwatch.core.rules import (
+    Abandon,
+    AttemptView,
+    Create,
+    Finish,
+    FleetSnapshot,
+    StartPreflight,
+    Stop,
+    Verify,
+    decide,
+)
+from rentwatch.core.verdict import Verdict
+
+NOW = 100_000.0
+
+
+def att(**kw) -> AttemptView:
+    base = dict(
+        instance_id=1,
+        machine_id=10,
+        offer_gpu="RTX 3090",
+        phase=Phase.BOOTING,
+        status="loading",
+        status_msg="abc: Downloading 10MB/100MB",
+        status_since=NOW - 10,
+        created_at=NOW - 100,
+    )
+    base.update(kw)
+    return AttemptView(**base)
+
+
+def fleet(*attempts, n=1, creates=1, **kw) -> FleetSnapshot:
+    return FleetSnapshot(
+        fleet=n,
+        max_creates=kw.pop("max_creates", 10),
+        creates=creates,
+        budget_usd=10,
+        spent_usd=kw.pop("spent", 0.0),
+        attempts=tuple(attempts),
+        **kw,
+    )
+
+
+def only(decisions, kind):
+    return [d for d in decisions if isinstance(d, kind)]
+
+
+@pytest.mark.parametrize(
+    "policy, a, expect_class",
+    [
+        (SEED, att(status_since=NOW - 361), "freeze"),
+        (SEED, att(status_since=NOW - 359), None),
+        (DEFAULT, att(status_since=NOW - 151), "freeze"),  # downloads move: a tight window
+        (
+            DEFAULT,
+            att(status_msg="abc: Extracting 1.0GB/1.0GB", status_since=NOW - 600),
+            None,
+        ),  # silent phase
+        (SEED, att(status_msg="abc: Extracting 1.0GB/1.0GB", status_since=NOW - 400), "freeze"),
+        (SEED, att(status_msg="pull access denied for x, repository does not exist"), "fatal"),
+        (NAIVE, att(status_msg="pull access denied for x"), None),
+        (NAIVE, att(created_at=NOW - 1801, status_since=NOW - 1801), "boot_timeout"),
+        (SEED, att(status="exited", status_msg="Exited (1)"), "exited"),
+        (SEED, att(status="offline", status_msg=None), "offline"),
+    ],
+)
+def test_boot_watcher(policy, a, expect_class):
+    ab = only(decide(fleet(a), policy, NOW), Abandon)
+    assert [d.failure_class for d in ab] == ([expect_class] if expect_class else [])
+
+
+def test_freeze_reason_is_readable():
+    [d] = only(decide(fleet(att(status_since=NOW - 362)), SEED, NOW), Abandon)
+    assert (
+        d.reason == "status unchanged for 6m02s: 'abc: Downloading 10MB/100MB'"
+        and d.rule == "rule:freeze"
+    )
+
+
+def test_preflight_flow():
+    running = att(phase=Phase.RUNNING, status="running", status_msg="success", running_at=NOW - 5)
+    assert only(decide(fleet(running), SEED, NOW), StartPreflight)
+    assert not only(decide(fleet(running), NAIVE, NOW), StartPreflight)
+    assert only(decide(fleet(running), NAIVE, NOW), Verify)  # trusts what it sees
+    ok = att(
+        phase=Phase.VERIFYING,
+        status="running",
+        running_at=NOW - 50,
+        preflight_started=True,
+        verdict=Verdict(True, None, "fine", 60.0, 64.0),
+    )
+    [v] = only(decide(fleet(ok), SEED, NOW), Verify)
+    assert v.by_preflight
+    bad = att(
+        phase=Phase.VERIFYING,
+        status="running",
+        running_at=NOW - 50,
+        preflight_started=True,
+        verdict=Verdict(False, "cuda_error", "driver too old"),
+    )
+    assert only(decide(fleet(bad), SEED, NOW), Abandon)[0].failure_class == "cuda_error"
+    dead = att(
+        phase=Phase.VERIFYING,
+        status="running",
+        running_at=NOW - 301,
+        preflight_started=True,
+        ssh_error="no answer",
+    )
+    assert only(decide(fleet(dead), SEED, NOW), Abandon)[0].failure_class == "ssh_dead"
+
+
+def test_verified_instances_are_only_ever_stopped():
+    v = att(phase=Phase.VERIFIED, status="offline", running_at=NOW - 500, passed_preflight=True)
+    ds = decide(fleet(v), SEED, NOW)
+    assert only(ds, Stop) and not only(ds, Abandon)
+    with pytest.raises(ValueError):
+        Abandon.of(v, "rule:x", "no", "x")
+
+
+def test_naive_notices_a_dead_trusted_host_only_after_105_minutes():
+    trusted = att(phase=Phase.VERIFIED, status="exited", running_at=NOW - 60 * 60)
+    assert not only(decide(fleet(trusted), NAIVE, NOW), Abandon)
+    later = att(phase=Phase.VERIFIED, status="exited", running_at=NOW - 106 * 60)
+    assert only(decide(fleet(later), NAIVE, NOW), Abandon)
+
+
+def test_fleet_goal_budget_and_create_budget():
+    v = att(phase=Phase.VERIFIED, status="running", running_at=NOW - 500, passed_preflight=True)
+    assert only(decide(fleet(v, n=1), SEED, NOW), Finish)[0].ok
+    assert len(only(decide(fleet(n=3, creates=0), SEED, NOW), Create)) == 3
+    assert len(only(decide(fleet(n=3, creates=0), DEFAULT, NOW), Create)) == 4  # one spare
+    assert len(only(decide(fleet(n=3, creates=9), SEED, NOW), Create)) == 1
+    [f] = only(decide(fleet(n=3, creates=10), SEED, NOW), Finish)
+    assert not f.ok and f.rule == "rule:max_creates"
+    [f] = only(decide(fleet(n=3, spent=10.0), SEED, NOW), Finish)
+    assert f.rule == "rule:budget"
+
+
+def test_idle_watchdog_waits_for_work_to_drain():
+    idle = att(
+        phase=Phase.VERIFIED,
+        status="running",
+        running_at=NOW - 5000,
+        passed_preflight=True,
+        util_low_since=NOW - 16 * 60,
+    )
+    assert not only(decide(fleet(idle, n=2), SEED, NOW), Stop)  # assembling a jobless fleet
+    assert only(decide(fleet(idle, n=2, jobs_total=3, jobs_pending=0), SEED, NOW), Stop)
+    assert not only(decide(fleet(idle, n=2, jobs_total=3, jobs_pending=1), SEED, NOW), Stop)
+
+
+phases = st.sampled_from(list(Phase))
+statuses = st.sampled_from(
+    [None, "created", "loading", "running", "exited", "offline", "unknown", "stopped"]
+)
+views = st.builds(
+    AttemptView,
+    instance_id=st.integers(1, 50),
+    machine_id=st.integers(1, 20),
+    offer_gpu=st.just("RTX 4090"),
+    phase=phases,
+    status=statuses,
+    status_msg=st.one_of(st.none(), st.text(max_size=40)),
+    status_since=st.floats(NOW - 10_000, NOW),
+    created_at=st.floats(NOW - 20_000, NOW),
+    running_at=st.one_of(st.none(), st.floats(NOW - 10_000, NOW)),
+    passed_preflight=st.booleans(),
+    preflight_started=st.booleans(),
+    verdict=st.one_of(
+        st.none(),
+        st.builds(
+            Verdict,
+            ok=st.booleans(),
+            failure_class=st.sampled_from(["cuda_error", None]),
+            reason=st.just("r"),
+        ),
+    ),
+    ssh_error=st.one_of(st.none(), st.just("x")),
+    util_low_since=st.one_of(st.none(), st.floats(NOW - 5000, NOW)),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(views, max_size=8, unique_by=lambda v: v.instance_id),
+    st.integers(1, 5),
+    st.integers(0, 12),
+    st.sampled_from([NAIVE, SEED, DEFAULT]),
+)
+def test_properties(attempts, n, creates, policy):
+    snap = FleetSnapshot(
+        fleet=n,
+        max_creates=12,
+        creates=creates,
+        budget_usd=10,
+        spent_usd=0,
+        attempts=tuple(attempts),
+    )
+    ds = decide(snap, policy, NOW)
+    passed = {a.instance_id for a in attempts if a.passed_preflight}
+    # no decision ever destroys an instance that passed its preflight
+    assert not {d.instance_id for d in ds if isinstance(d, Abandon)} & passed
+    # at most one decision per instance; creates never exceed the create budget
+    ids = [d.instance_id for d in ds if hasattr(d, "instance_id")]
+    assert len(ids) == len(set(ids))
+    assert creates + len(only(ds, Create)) <= 12
+    # what is abandoned or stopped is replaced: the decisions restore the attempts in flight
+    # that the fleet's shortfall asks for, as far as the create budget lasts
+    if not only(ds, Finish):
+        gone = {d.instance_id for d in ds if isinstance(d, Abandon | Stop)}
+        alive = [a for a in attempts if a.instance_id not in gone]
+        verified = sum(1 for a in alive if a.phase == Phase.VERIFIED)
+        booting = sum(
+            1
+            for a in alive
+            if a.phase in (Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING)
+        )
+        need = max(0, n - verified)
+        want = need + (policy.spare_attempts if need else 0)
+        assert len(only(ds, Create)) == max(0, min(want - booting, 12 - creates))
+
+
+def test_lifecycle_refuses_illegal_moves():
+    life = Lifecycle()
+    assert life.move(Phase.BOOTING, 1, "listed")
+    assert not life.move(Phase.VERIFIED, 2, "skip ahead")
+    assert life.phase == Phase.BOOTING and life.refused[0].after == Phase.VERIFIED
+    assert life.move(Phase.DESTROYED, 3, "gone") and not life.move(
+        Phase.RUNNING, 4, "back from the dead"
+    )
+    assert [t.after for t in life.history] == [Phase.BOOTING, Phase.DESTROYED]
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("image = 'x'\nmax_dph = 1\nbudget_usd = 1", "name: is required"),
+        ("name = 'a b'\nimage = 'x'\nmax_dph = 1\nbudget_usd = 1", "line 1: name"),
+        ("name = 'a'\nimage = 'x'\nmax_dph = 'cheap'\nbudget_usd = 1", "line 3: max_dph"),
+        (
+            "name = 'a'\nimage = 'x'\nmax_dph = 1\nbudget_usd = 1\nfleet = 5\nmax_creates = 2",
+            "max_creates",
+        ),
+        (
+            "name = 'a'\nimage = 'x'\nmax_dph = 1\nbudget_usd = 1\noffer_query = 'num_gpus >>> 3'",
+            "offer_query",
+        ),
+        ("name = 'a'\nimage = 'x'\nmax_dph = 1\nbudget_usd = 1\ncolour = 'red'", "colour"),
+        (
+            "name = 'a'\nimage = 'x'\nmax_dph = 1\nbudget_usd = 1\n[[jobs]]\nrun = 'x'\nenv = {HF_TOKEN = 'abc'}",
+            "secret",
+        ),
+        ("name = [", "campaign"),
+    ],
+)
+def test_broken_campaign_files_name_line_and_field(text, needle):
+    with pytest.raises(ConfigError, match=needle):
+        parse_campaign(text)
+
+
+def test_campaign_and_overrides():
+    c = parse_campaign(
+        "name='a'\nimage='x'\nimage_cuda='12.4'\nmax_dph=0.5\nbudget_usd=5\nfleet=2\n"
+        "offer_query='num_gpus=1 gpu_name in [RTX_3090,RTX_4090]'\n[policy]\nfreeze_window_s=300\n"
+    )
+    assert c.offer_query == {"num_gpus": {"eq": 1}, "gpu_name": {"in": ["RTX 3090", "RTX 4090"]}}
+    assert get_policy("seed").with_overrides(c.policy).freeze_window_s == 300
+    with pytest.raises(ConfigError):
+        get_policy("reckless")
+    with pytest.raises(ConfigError):
+        SEED.with_overrides({"frezee_window_s": 1})
