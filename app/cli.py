@@ -128,9 +128,64 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .dashboard import run_demo
+
+    return run_demo(
+        time_scale=args.time_scale,
+        ledger_path=Path(args.ledger) if args.ledger else None,
+        seed=args.seed,
+    )
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .client import find_api_key
+    from .core.campaign import parse_campaign
+    from .core.policy import get_policy
+    from .dashboard import run_dashboard
+    from .headless import default_key_path
+    from .ledger.store import default_ledger_path
+
+    campaign = (
+        parse_campaign(Path(args.campaign).read_text(), args.campaign) if args.campaign else None
+    )
+    policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
+    return run_dashboard(
+        args.market_url,
+        find_api_key(None),
+        campaign,
+        policy,
+        Path(args.ledger) if args.ledger else default_ledger_path(),
+        default_key_path(),
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
     sub = p.add_subparsers(dest="command")
+
+    d = sub.add_parser(
+        "demo", help="the dashboard against a built-in simulated market (no account needed)"
+    )
+    d.add_argument("--time-scale", type=float, default=30.0, help="sim seconds per wall second")
+    d.add_argument("--seed", type=int, default=7)
+    d.add_argument(
+        "--ledger", help="ledger file (default: demo-ledger.duckdb in the user's data dir)"
+    )
+    d.set_defaults(fn=_cmd_demo)
+
+    w = sub.add_parser(
+        "watch", help="the dashboard against the real marketplace (key from VAST_API_KEY)"
+    )
+    w.add_argument("--campaign", help="campaign TOML; without one, watch what the account runs")
+    w.add_argument("--market-url", default="https://console.vast.ai")
+    w.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    w.add_argument("--policy", default="default")
+    w.set_defaults(fn=_cmd_watch)
 
     s = sub.add_parser("sim", help="run the simulated marketplace until killed")
     s.add_argument("--scenario", help="scenario TOML (default: the article's market)")
@@ -175,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "fn", None):
-        parser.print_help()
-        return 2
+        if argv is None and len(sys.argv) > 1 or argv:
+            parser.print_help()
+            return 2
+        args = parser.parse_args(["watch"])  # plain `rentwatch` is `rentwatch watch`
     try:
         return int(args.fn(args) or 0)
     except RentwatchError as exc:

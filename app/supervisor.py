@@ -149,6 +149,7 @@ class Supervisor:
         self.polls = 0
         self.detach = False
         self.decisions_log: list[str] = []
+        self.decisions_total = 0
         self.listeners: list[Callable[[], None]] = []
         self.watchdog_window_s = (
             15 * 60.0
@@ -168,6 +169,7 @@ class Supervisor:
         return self.client.market_time if self.client.market_time is not None else self.client.now()
 
     def _say(self, line: str) -> None:
+        self.decisions_total += 1
         self.decisions_log.append(line)
         del self.decisions_log[:-500]
         self.log(line)
@@ -220,6 +222,8 @@ class Supervisor:
         await self.client.add_ssh_key(self.ssh.public_key)
         await self.reconcile()
 
+    adopt_all = False  # watch mode: adopt every instance of the account, not only this campaign's
+
     async def reconcile(self) -> None:
         """Finish what a crash left half-done, and adopt this campaign's live instances."""
         live = {i.id: i for i in await self.client.list_instances()}
@@ -258,7 +262,7 @@ class Supervisor:
                     detail={"reconciled": True},
                 )
         for inst in live.values():
-            if not (inst.label or "").startswith(self.label + ":"):
+            if not self.adopt_all and not (inst.label or "").startswith(self.label + ":"):
                 continue
             self._adopt(inst, now)
 
@@ -425,7 +429,7 @@ class Supervisor:
             self._start_preflight(self.attempts[d.instance_id])
         elif isinstance(d, Verify):
             self._verify(self.attempts[d.instance_id], d)
-        elif isinstance(d, Finish):
+        elif isinstance(d, Finish) and self.finished is None:
             self.finished = Outcome(d.ok, d.reason)
             self._say(f"done   {d.reason}")
 
@@ -862,6 +866,27 @@ class Supervisor:
 
     async def human_stop(self, instance_id: int, reason: str = "operator stop") -> bool:
         return await self._stop(self.attempts[instance_id], "human", reason)
+
+    async def human_start(self, instance_id: int, reason: str = "operator start") -> bool:
+        a = self.attempts[instance_id]
+        seq = self.ledger.intent(
+            "start", at=self.now(), actor="human", reason=reason, **self._ctx(a)
+        )
+        try:
+            await self.client.start_instance(instance_id)
+        except (ApiError, MarketUnavailable) as exc:
+            self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
+            raise
+        at = self.answered_at()
+        self.ledger.outcome(seq, at=at, ok=True)
+        a.marks.append(Mark(at, "start"))
+        a.life.move(Phase.BOOTING, at, reason)
+        a.status_since = at
+        self._say(f"start  i:{instance_id} by human")
+        return True
+
+    async def human_create(self) -> None:
+        await self._create(Create("human", "operator asked for one more instance"))
 
     async def close(self) -> None:
         for a in self.attempts.values():

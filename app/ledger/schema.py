@@ -86,6 +86,7 @@ WITH c AS (
 ), e AS (
   SELECT instance_id,
     min(ts) FILTER (WHERE kind = 'status' AND detail->>'status' = 'running') AS running_at,
+    min(ts) FILTER (WHERE kind = 'status') AS listed_at,
     min(ts) FILTER (WHERE kind = 'preflight_passed') AS verified_at,
     min(ts) FILTER (WHERE kind = 'abandon') AS abandoned_at,
     arg_min(detail->>'class', seq) FILTER (WHERE kind = 'abandon') AS failure_class,
@@ -106,7 +107,8 @@ WITH c AS (
 SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.failure_reason,
        e.stopped_at, e.destroyed_at, e.jobs_finished,
        CASE WHEN e.jobs_finished > 0 THEN 'finished' WHEN e.verified_at IS NOT NULL THEN 'computed'
-            WHEN e.running_at IS NOT NULL THEN 'booted' ELSE 'requested' END AS phase_reached,
+            WHEN e.running_at IS NOT NULL THEN 'booted' WHEN e.listed_at IS NOT NULL THEN 'booting'
+            ELSE 'requested' END AS phase_reached,
        e.verified_at IS NULL AND (e.abandoned_at IS NOT NULL OR e.destroyed_at IS NOT NULL) AS dud,
        (coalesce(e.destroyed_at, e.abandoned_at, e.last_seen) - c.created_at) / 60 AS lifetime_min,
        CASE WHEN e.verified_at IS NOT NULL THEN

@@ -338,6 +338,10 @@ class Ledger:
             cols = [d[0] for d in cur.description or []]
             return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
+    def interrupt(self) -> None:
+        """Cancel a long query running on this ledger (from another thread)."""
+        self.__con.interrupt()
+
     def checkpoint(self) -> None:
         with self.__lock:
             self.__con.execute("CHECKPOINT")

@@ -1,0 +1,122 @@
+"""Wiring the dashboard: engine thread, ledger, app; and the demo's simulated market."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from .client import VastClient
+from .core.campaign import Campaign, parse_campaign
+from .core.policy import Policy, get_policy
+from .engine import EngineThread
+from .ledger import Ledger
+from .ssh_runner import SSHRunner, load_or_create_key
+from .supervisor import Supervisor
+
+DEMO_CAMPAIGN = """
+name = "demo"
+image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+image_cuda = "12.4"
+disk_gb = 40
+offer_query = "num_gpus=1 rentable=true"
+max_dph = 0.60
+fleet = 3
+max_creates = 30
+budget_usd = 5.0
+"""
+
+
+def watch_campaign() -> Campaign:
+    """No campaign file: watch what the account runs, create nothing."""
+    return Campaign(
+        name="watch",
+        image="",
+        image_cuda=0.0,
+        disk_gb=10,
+        offer_query={},
+        max_dph=0.0,
+        fleet=0,
+        max_creates=0,
+        budget_usd=1e9,
+    )
+
+
+def make_engine(
+    market_url: str,
+    api_key: str,
+    campaign: Campaign,
+    policy: Policy,
+    ledger: Ledger,
+    key_path: Path,
+    adopt_all: bool = False,
+) -> EngineThread:
+    async def build() -> Supervisor:
+        client = VastClient(market_url, api_key)
+        sup = Supervisor(
+            client,
+            ledger,
+            campaign,
+            policy,
+            SSHRunner(load_or_create_key(key_path)),
+            log=lambda _: None,
+        )
+        sup.adopt_all = adopt_all
+        return sup
+
+    return EngineThread(build, on_snapshot=lambda _: None, on_error=lambda _: None)
+
+
+def run_dashboard(
+    market_url: str,
+    api_key: str,
+    campaign: Campaign | None,
+    policy: Policy,
+    ledger_path: Path,
+    key_path: Path,
+) -> int:
+    from rentwatch.widgets.app import RentwatchApp
+
+    ledger = Ledger(ledger_path)
+    engine = make_engine(
+        market_url,
+        api_key,
+        campaign or watch_campaign(),
+        policy,
+        ledger,
+        key_path,
+        adopt_all=campaign is None,
+    )
+    app = RentwatchApp(engine, ledger)
+    try:
+        result = app.run()
+    finally:
+        if engine.loop is not None and engine._thread.is_alive():
+            engine.shutdown("trap")  # the app died without the quit dialog: release what is held
+        ledger.close()
+    print(f"rentwatch: {result or 'closed'}; ledger at {ledger_path}")
+    return 0
+
+
+def run_demo(time_scale: float = 30.0, ledger_path: Path | None = None, seed: int = 7) -> int:
+    from platformdirs import user_data_dir
+
+    from .sim.scenario import parse_scenario
+    from .sim.server import SimServer
+
+    data = Path(user_data_dir("rentwatch"))
+    ledger_path = ledger_path or data / "demo-ledger.duckdb"
+    sim = SimServer(
+        parse_scenario({"seed": seed, "time_scale": time_scale, "name": "article"}),
+        api_key=secrets.token_hex(12),
+    ).start_in_thread()
+    try:
+        return run_dashboard(
+            sim.url,
+            sim.api_key,
+            parse_campaign(DEMO_CAMPAIGN, "demo"),
+            get_policy("default"),
+            ledger_path,
+            data / "id_ed25519",
+        )
+    finally:
+        sim.stop_thread()

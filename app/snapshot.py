@@ -1,0 +1,157 @@
+"""Immutable snapshots of the engine's state: what the dashboard renders, built in the engine's
+thread and handed to the UI whole, so widgets never read live engine objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .core.lifecycle import Phase
+from .core.rules import freeze_window
+from .core.text import clean
+from .supervisor import Attempt, Supervisor
+
+
+@dataclass(frozen=True)
+class InstanceSnap:
+    instance_id: int
+    gpu_name: str
+    machine_id: int | None
+    host_id: int | None
+    dph: float
+    phase: str
+    status: str | None
+    status_msg: str
+    status_age_s: float
+    freeze_window_s: float | None
+    util: float | None
+    util_history: tuple[float, ...]
+    sm_clock: float | None
+    max_sm_clock: float | None
+    throttle: str
+    billed_usd: float
+    verdict: str
+    created_at: float
+    ended_at: float | None
+    failure_class: str | None
+    passed_preflight: bool
+
+
+@dataclass(frozen=True)
+class FleetSnap:
+    now: float
+    campaign: str
+    policy: str
+    fleet: int
+    creates: int
+    max_creates: int
+    instances: tuple[InstanceSnap, ...]
+    quarantined: int
+    duds: int
+    dud_usd: float
+    spent_usd: float
+    verified: int
+    gpu_hours: float
+    decisions: tuple[str, ...]
+    decisions_total: int  # how many lines the engine has said in all (the tuple is the tail)
+    finished: str | None
+
+    @property
+    def dud_share(self) -> float:
+        return self.duds / self.creates if self.creates else 0.0
+
+    @property
+    def usd_per_gpu_hour(self) -> float | None:
+        return self.spent_usd / self.gpu_hours if self.gpu_hours > 0 else None
+
+
+def _phase(a: Attempt) -> str:
+    p = a.life.phase
+    if p == Phase.VERIFIED and a.util_low_since is not None and a.samples:
+        return "idle"
+    if p == Phase.VERIFIED and a.samples and (a.samples[-1].get("util") or 0) >= 50:
+        return "working"
+    return str(p)
+
+
+def _ended(a: Attempt) -> float | None:
+    for t in reversed(a.life.history):
+        if t.after in (Phase.DESTROYED, Phase.LOST, Phase.ABANDONED, Phase.STOPPED):
+            return t.at
+    return None
+
+
+def snapshot(sup: Supervisor, now: float) -> FleetSnap:
+    mode = sup.client.gpu_billing
+    rows = []
+    duds = verified = 0
+    dud_usd = spent = gpu_hours = 0.0
+    for a in sup.attempts.values():
+        billed = a.charges(mode, now).total_usd
+        spent += billed
+        if a.failure_class and a.failure_class != "cancelled" and not a.passed_preflight:
+            duds += 1
+            dud_usd += billed
+        if a.passed_preflight:
+            verified += 1
+            since = next((t.at for t in a.life.history if t.after == Phase.VERIFIED), now)
+            gpu_hours += (
+                max(0.0, ((_ended(a) or now) if a.life.phase != Phase.VERIFIED else now) - since)
+                / 3600
+            )
+        last = a.samples[-1] if a.samples else {}
+        v = a.verdict
+        verdict = ""
+        if v is not None:
+            verdict = (f"{v.tflops:.1f} TFLOP/s" if v.tflops is not None else "") + (
+                f" vs {v.expected:.0f} expected" if v.expected else ""
+            )
+            if not v.ok:
+                verdict = f"FAILED: {clean(v.reason, 90)}"
+        elif a.preflight_task is not None:
+            verdict = "running preflight…"
+        rows.append(
+            InstanceSnap(
+                instance_id=a.instance_id,
+                gpu_name=clean(a.gpu_name, 40),
+                machine_id=a.machine_id,
+                host_id=a.host_id,
+                dph=a.gpu_dph + a.storage_dph,
+                phase=_phase(a),
+                status=clean(a.status, 20) if a.status else None,
+                status_msg=clean(a.status_msg, 160),
+                status_age_s=max(0.0, now - a.status_since),
+                freeze_window_s=freeze_window(a.status_msg, sup.policy)
+                if sup.policy.freeze_window_s
+                else None,
+                util=last.get("util"),
+                util_history=tuple(float(s.get("util") or 0) for s in a.samples[-30:]),
+                sm_clock=last.get("sm_clock"),
+                max_sm_clock=last.get("max_sm_clock"),
+                throttle=a.throttle.reason if a.throttle and a.throttle.throttled else "",
+                billed_usd=billed,
+                verdict=verdict,
+                created_at=a.created_at,
+                ended_at=_ended(a),
+                failure_class=a.failure_class,
+                passed_preflight=a.passed_preflight,
+            )
+        )
+    rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
+    return FleetSnap(
+        now=now,
+        campaign=sup.campaign.name,
+        policy=sup.policy.name,
+        fleet=sup.campaign.fleet,
+        creates=sup.creates,
+        max_creates=sup.campaign.max_creates,
+        instances=tuple(rows),
+        quarantined=len(sup.quarantine),
+        duds=duds,
+        dud_usd=dud_usd,
+        spent_usd=spent,
+        verified=verified,
+        gpu_hours=gpu_hours,
+        decisions=tuple(sup.decisions_log[-200:]),
+        decisions_total=sup.decisions_total,
+        finished=sup.finished.reason if sup.finished else None,
+    )

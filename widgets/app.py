@@ -1,0 +1,197 @@
+"""The dashboard: fleet panes (or table), the campaign bar, the decision log, and the operator's
+keys. Widgets render snapshots; intents go to the engine thread; nothing here calls the market."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+from rentwatch.core.text import clean
+from rentwatch.engine import EngineThread
+from rentwatch.ledger import Ledger
+from rentwatch.snapshot import FleetSnap, InstanceSnap
+from rentwatch.supervisor import DestroyConfirmation
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Input, RichLog, Static
+
+from .fleet import FleetTable, FleetView
+from .ledger_screen import LedgerScreen
+from .modals import DestroyConfirm, HelpScreen, QuitScreen
+from .receipt_screen import ReceiptScreen
+from .render import campaign_bar
+
+
+class RentwatchApp(App[str]):
+    CSS_PATH = "app.tcss"
+    TITLE = "rentwatch"
+    BINDINGS = [
+        Binding("s", "stop", "Stop", id="fleet.stop"),
+        Binding("d", "destroy", "Destroy", id="fleet.destroy"),
+        Binding("a", "start", "Start", id="fleet.start"),
+        Binding("c", "create", "Create", id="fleet.create"),
+        Binding("t", "toggle_view", "Table", id="fleet.toggle"),
+        Binding("slash", "filter", "Filter", id="fleet.filter"),
+        Binding("l", "ledger", "Ledger", id="app.ledger"),
+        Binding("r", "receipt", "Receipt", id="app.receipt"),
+        Binding("x", "detach", "Detach", id="app.detach"),
+        Binding("q", "quit_ask", "Quit", id="app.quit"),
+        Binding("question_mark", "help", "Help", id="app.help"),
+    ]
+
+    def __init__(self, engine: EngineThread, ledger: Ledger, refresh_s: float = 0.5) -> None:
+        super().__init__()
+        self.engine = engine
+        self.ledger = ledger
+        self.refresh_s = refresh_s
+        self.latest: FleetSnap | None = None
+        self._shown: FleetSnap | None = None
+        self._log_seen = 0
+        self.table_mode = False
+        engine.on_snapshot = self._receive  # called in the engine's thread: only stores
+        engine.on_error = lambda msg: self.call_from_thread(
+            self.notify, clean(msg, 300), severity="error"
+        )
+
+    def _receive(self, snap: FleetSnap) -> None:
+        self.latest = snap
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(" starting the engine…"), id="bar")
+        yield Input(placeholder="filter: id, GPU, phase or machine", id="filter")
+        yield FleetView(id="fleet")
+        yield FleetTable(id="table")
+        yield RichLog(id="log", markup=False, highlight=False, wrap=False, max_lines=500)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.engine.start()
+        self.set_interval(self.refresh_s, self.render_latest)
+        self.query_one(FleetView).focus()
+
+    def render_latest(self) -> None:
+        snap = self.latest
+        if snap is None or snap is self._shown or len(self.screen_stack) > 1:
+            return  # nothing new, or a modal/screen is on top: don't render under it
+        self._shown = snap
+        self.query_one("#bar", Static).update(campaign_bar(snap))
+        if self.table_mode:
+            self.query_one(FleetTable).show(snap.instances)
+        else:
+            self.query_one(FleetView).show(snap.instances, snap.now)
+        log = self.query_one("#log", RichLog)
+        fresh = min(len(snap.decisions), snap.decisions_total - self._log_seen)
+        for line in snap.decisions[len(snap.decisions) - fresh :] if fresh > 0 else ():
+            log.write(Text(clean(line, 400)))
+        self._log_seen = snap.decisions_total
+
+    # -- selection ---------------------------------------------------------------------------
+    def selected(self) -> InstanceSnap | None:
+        iid = (
+            self.query_one(FleetTable).selected_id
+            if self.table_mode
+            else self.query_one(FleetView).selected_id
+        )
+        snap = self.latest
+        if snap is None or iid is None:
+            return None
+        return next((s for s in snap.instances if s.instance_id == iid), None)
+
+    def _send(self, what: str, factory: Any) -> None:
+        fut = self.engine.submit(factory)
+
+        def done(f: concurrent.futures.Future[Any]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                self.call_from_thread(
+                    self.notify, clean(f"{what} failed: {exc}", 300), severity="error"
+                )
+            else:
+                self.call_from_thread(self.notify, what)
+
+        fut.add_done_callback(done)
+
+    # -- intents -----------------------------------------------------------------------------
+    def action_stop(self) -> None:
+        s = self.selected()
+        if s is not None:
+            self._send(f"stopped {s.instance_id}", lambda sup: sup.human_stop(s.instance_id))
+
+    def action_start(self) -> None:
+        s = self.selected()
+        if s is not None:
+            self._send(f"started {s.instance_id}", lambda sup: sup.human_start(s.instance_id))
+
+    def action_create(self) -> None:
+        self._send("asked the market for one more instance", lambda sup: sup.human_create())
+
+    def action_destroy(self) -> None:
+        s = self.selected()
+        if s is None:
+            return
+        if s.phase in ("destroyed", "lost"):
+            self.notify(f"{s.instance_id} is already gone", severity="warning")
+            return
+
+        def confirmed(typed: str | None) -> None:
+            if typed is None:
+                self.notify("destroy cancelled: nothing destroyed")
+                return
+            conf = DestroyConfirmation(s.instance_id, typed)
+            self._send(f"destroyed {s.instance_id}", lambda sup: sup.human_destroy(conf))
+
+        self.push_screen(DestroyConfirm(s), confirmed)
+
+    def action_toggle_view(self) -> None:
+        self.table_mode = not self.table_mode
+        self.query_one(FleetView).display = not self.table_mode
+        self.query_one(FleetTable).display = self.table_mode
+        self._shown = None
+        self.render_latest()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("visible")
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            self.query_one(FleetView).filter = event.value.strip()
+            event.input.remove_class("visible")
+            self.query_one(FleetView).focus()
+            self._shown = None
+            self.render_latest()
+
+    def action_ledger(self) -> None:
+        self.push_screen(LedgerScreen(self.ledger))
+
+    def action_receipt(self) -> None:
+        self.push_screen(ReceiptScreen(self.ledger))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_detach(self) -> None:
+        self._leave("detach")
+
+    def action_quit_ask(self) -> None:
+        held = sum(1 for s in (self.latest.instances if self.latest else ()) if s.ended_at is None)
+
+        def chosen(mode: str | None) -> None:
+            if mode is not None:
+                self._leave(mode)
+
+        self.push_screen(QuitScreen(held), chosen)
+
+    def _leave(self, mode: str) -> None:
+        self.notify(
+            "stopping everything held…" if mode == "stop" else "detaching (recorded)…", timeout=30
+        )
+        self._release_and_exit(mode)
+
+    @work(thread=True, exclusive=True, group="shutdown")
+    def _release_and_exit(self, mode: str) -> None:
+        self.engine.shutdown(mode)
+        self.call_from_thread(self.exit, mode)

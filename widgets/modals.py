@@ -1,0 +1,122 @@
+"""Confirmations: destroy (type the id), quit (stop all, detach, or cancel), and help."""
+
+from __future__ import annotations
+
+from rentwatch.snapshot import InstanceSnap
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+
+class DestroyConfirm(ModalScreen[str | None]):
+    """Destroying loses the disk and any unfinished work: the operator types the instance id.
+    Escape or Cancel (the default focus) destroys nothing."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, snap: InstanceSnap) -> None:
+        super().__init__()
+        self.snap = snap
+
+    def compose(self) -> ComposeResult:
+        s = self.snap
+        loss = (
+            "its disk and any unfinished work on it"
+            if s.passed_preflight
+            else "an attempt that never passed its preflight"
+        )
+        body = Text()
+        body.append(f"Destroy instance {s.instance_id}?\n\n", style="bold red")
+        body.append(
+            Text(
+                f"{s.gpu_name} on machine {s.machine_id}, {s.phase}, billed ${s.billed_usd:.4f} so far.\n"
+            )
+        )
+        body.append(f"This loses {loss}. It cannot be undone.\n\n")
+        body.append(f"Type {s.instance_id} and press Enter to destroy.")
+        with Vertical(id="dialog"):
+            yield Static(body)
+            yield Input(placeholder=f"type {s.instance_id} to confirm", id="typed")
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button("Destroy", id="destroy", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._try(event.value)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "destroy":
+            self._try(self.query_one("#typed", Input).value)
+        else:
+            self.dismiss(None)
+
+    def _try(self, typed: str) -> None:
+        if typed.strip() == str(self.snap.instance_id):
+            self.dismiss(typed.strip())
+        else:
+            self.notify(f"type {self.snap.instance_id} exactly to destroy it", severity="warning")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class QuitScreen(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, held: int) -> None:
+        super().__init__()
+        self.held = held
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(
+                Text(
+                    f"Quit rentwatch? It holds {self.held} instance(s).\n\n"
+                    "Stop all: verified instances are stopped, the rest destroyed (default).\n"
+                    "Detach: leave them running on purpose (recorded in the ledger).",
+                    style="bold",
+                )
+            )
+            with Horizontal(classes="buttons"):
+                yield Button("Stop all and quit", id="stop", variant="primary")
+                yield Button("Detach", id="detach", variant="warning")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#stop", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+HELP = """\
+rentwatch keys
+
+  ↑/↓ j/k   select an instance          t   table view / pane view
+  s         stop the selected instance   a   start it again
+  d         destroy (asks: type its id)  c   create one more
+  /         filter the fleet             l   ledger (SQL)
+  r         receipt and hosts            x   detach and quit (recorded)
+  q         quit (asks: stop all / detach / cancel)
+  ?         this help
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(HELP)
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)

@@ -1,0 +1,57 @@
+"""The receipt and the hosts' delivery record, from the ledger."""
+
+from __future__ import annotations
+
+from rentwatch.ledger import Ledger
+from rentwatch.ledger.receipt import format_receipt
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+
+class ReceiptScreen(Screen[None]):
+    BINDINGS = [Binding("escape,r", "app.pop_screen", "Back", id="receipt.back")]
+
+    def __init__(self, ledger: Ledger, campaign: str | None = None) -> None:
+        super().__init__()
+        self.ledger = ledger
+        self.campaign = campaign
+
+    def compose(self) -> ComposeResult:
+        yield Static("reading the ledger…", id="receipt")
+        yield Static("", id="hosts")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True, group="receipt", exit_on_error=False)
+    def load(self) -> None:
+        receipts = self.ledger.receipt(self.campaign)
+        hosts = self.ledger.query(
+            "select h.machine_id, h.host_id, creates, booted, computed, finished, duds, "
+            "coalesce(failure_classes, '') classes, round(dud_usd, 4) dud_usd, "
+            "q.machine_id is not null quarantined from hosts h "
+            "left join quarantine q using (machine_id) order by duds desc, creates desc",
+            limit=200,
+        )
+        self.app.call_from_thread(self._show, receipts, hosts)
+
+    def _show(self, receipts, hosts) -> None:  # type: ignore[no-untyped-def]
+        t = Table(title="receipt", show_header=False)
+        t.add_column("what")
+        t.add_column("figure", justify="right")
+        for r in receipts:
+            for label, value in format_receipt(r):
+                t.add_row(label, value)
+        self.query_one("#receipt", Static).update(t if receipts else Text("no creates yet"))
+        h = Table(title="hosts: renter-side delivery record")
+        for c in hosts.columns:
+            h.add_column(c)
+        for row in hosts.rows:
+            h.add_row(*(Text(str(v)) for v in row))
+        self.query_one("#hosts", Static).update(h)

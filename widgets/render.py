@@ -1,0 +1,88 @@
+"""Turning an instance snapshot into lines of Rich Text. Host text goes in as plain strings
+(Text(...) never parses markup), already cleaned of control characters."""
+
+from __future__ import annotations
+
+from rentwatch.snapshot import FleetSnap, InstanceSnap
+from rich.text import Text
+
+PHASE_STYLE = {
+    "requested": "grey62",
+    "booting": "yellow",
+    "running": "cyan",
+    "verifying": "bold cyan",
+    "verified": "bold green",
+    "working": "bold green",
+    "idle": "green",
+    "stopped": "grey62",
+    "abandoned": "red",
+    "destroyed": "grey42",
+    "lost": "bold red",
+}
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: tuple[float, ...], width: int = 16) -> str:
+    vals = values[-width:]
+    return "".join(BARS[min(7, int(max(0.0, v) / 100 * 7.999))] for v in vals)
+
+
+def span(seconds: float) -> str:
+    s = int(max(0, seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
+    faded = s.ended_at is not None
+    base = "grey50" if faded else ""
+    head = Text(style=("reverse " if selected else "") + base)
+    head.append(f" i:{s.instance_id} ", style="bold")
+    head.append(Text(s.gpu_name))
+    head.append(f"  m:{s.machine_id} h:{s.host_id}  ${s.dph:.3f}/h  ")
+    head.append(f"{s.phase.upper():<9}", style=PHASE_STYLE.get(s.phase, ""))
+    head.append(f"  billed ${s.billed_usd:.4f}", style="bold" if not faded else base)
+    if s.failure_class:
+        head.append(f"  [{s.failure_class}]", style="red")
+
+    status = Text("   ", style=base)
+    status.append(f"{s.status or 'provisioning'}: ", style="bold" if not faded else base)
+    status.append(Text(s.status_msg or "-", style=base))
+    if not faded and s.status != "running" and s.freeze_window_s:
+        frac = s.status_age_s / s.freeze_window_s
+        colour = "red" if frac >= 0.8 else "yellow" if frac >= 0.5 else "green"
+        status.append(
+            f"  unchanged {span(s.status_age_s)} / {span(s.freeze_window_s)}", style=colour
+        )
+
+    gpu = Text("   ", style=base)
+    if s.util is not None:
+        gpu.append(f"GPU {s.util:3.0f}% ")
+        gpu.append(sparkline(s.util_history), style="cyan" if not faded else base)
+        if s.sm_clock and s.max_sm_clock:
+            gpu.append(f"  SM {s.sm_clock:.0f}/{s.max_sm_clock:.0f} MHz")
+    else:
+        gpu.append("GPU -", style="grey50")
+    gpu.append("  throttle: ")
+    gpu.append(s.throttle or "none", style="bold red" if s.throttle else "grey50")
+    if s.verdict:
+        gpu.append("  preflight: ")
+        gpu.append(Text(s.verdict, style="red" if s.verdict.startswith("FAILED") else "green"))
+    return [head, status, gpu, Text("")]
+
+
+def campaign_bar(f: FleetSnap) -> Text:
+    t = Text()
+    t.append(f" {f.campaign} ", style="bold reverse")
+    t.append(
+        f"  policy {f.policy}   verified {f.verified}/{f.fleet}   creates {f.creates}/{f.max_creates}"
+    )
+    t.append(f"   duds {f.duds} ({f.dud_share:.0%})")
+    t.append(f"  lost on duds ${f.dud_usd:.3f}", style="red" if f.dud_usd else "")
+    t.append(f"   spent ${f.spent_usd:.3f}", style="bold")
+    t.append(f"   GPU-h {f.gpu_hours:.2f}")
+    per = f.usd_per_gpu_hour
+    t.append(f"   $/GPU-h {per:.3f}" if per is not None else "   $/GPU-h -")
+    t.append(f"   quarantined {f.quarantined}")
+    if f.finished:
+        t.append(f"   ✔ {f.finished}", style="green")
+    return t
