@@ -91,8 +91,9 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
         if a.failure_class and a.failure_class != "cancelled" and not a.passed_preflight:
             duds += 1
             dud_usd += billed
+        if a.passed_preflight and a.life.phase == Phase.VERIFIED:
+            verified += 1  # held and proven right now
         if a.passed_preflight:
-            verified += 1
             since = next((t.at for t in a.life.history if t.after == Phase.VERIFIED), now)
             gpu_hours += (
                 max(0.0, ((_ended(a) or now) if a.life.phase != Phase.VERIFIED else now) - since)

@@ -1,0 +1,84 @@
+"""Regenerate screenshots/: the real app against the simulator (seed 7, the article's market),
+captured at fixed moments. Run: python scripts/screenshots.py"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.policy import get_policy
+from rentwatch.dashboard import DEMO_CAMPAIGN, make_engine
+from rentwatch.ledger import Ledger
+from rentwatch.sim.scenario import parse_scenario
+from rentwatch.sim.server import SimServer
+from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.fleet import FleetView
+
+OUT = Path(__file__).resolve().parent.parent / "screenshots"
+SIZE = (150, 44)
+
+
+async def until(pilot, cond, timeout=90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not cond():
+        await pilot.pause(0.1)
+
+
+async def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    sim = SimServer(
+        parse_scenario({"seed": 7, "time_scale": 60, "name": "article"}), api_key="demo"
+    ).start_in_thread()
+    tmp = Path(tempfile.mkdtemp())
+    ledger = Ledger(tmp / "demo.duckdb")
+    engine = make_engine(
+        sim.url,
+        sim.api_key,
+        parse_campaign(DEMO_CAMPAIGN, "demo"),
+        get_policy("default"),
+        ledger,
+        tmp / "key",
+    )
+    app = RentwatchApp(engine, ledger, refresh_s=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        # the fleet once a host is verified and duds have been thrown out
+        await until(
+            pilot,
+            lambda: app.latest is not None and app.latest.verified >= 2 and app.latest.duds >= 3,
+        )
+        await pilot.pause(0.5)
+        view = app.query_one(FleetView)
+        view.cursor = next(
+            (i for i, s in enumerate(view.snaps) if s.passed_preflight and s.ended_at is None), 0
+        )
+        view.refresh()
+        await pilot.pause(0.3)
+        app.save_screenshot("fleet.svg", str(OUT))
+        await pilot.press("d")
+        await pilot.pause(0.5)
+        app.save_screenshot("destroy-confirm.svg", str(OUT))
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+        await pilot.press("l")
+        await pilot.pause(0.3)
+        await pilot.press("ctrl+2")
+        await pilot.pause(1.0)
+        app.save_screenshot("ledger.svg", str(OUT))
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+        await pilot.press("r")
+        await pilot.pause(1.5)
+        app.save_screenshot("receipt.svg", str(OUT))
+        await pilot.press("escape")
+        engine.shutdown("stop")
+    ledger.close()
+    sim.stop_thread()
+    print(f"wrote {', '.join(p.name for p in sorted(OUT.glob('*.svg')))} to {OUT}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
