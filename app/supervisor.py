@@ -12,15 +12,20 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import asyncssh
 
 from .client import ApiError, AuthError, MarketUnavailable, VastClient
 from .core.billing import Charges, Mark, charges
 from .core.campaign import Campaign
 from .core.errors import MalformedAnswer, RentwatchError
+from .core.jobs import JobQueue, JobState
 from .core.lifecycle import ALIVE, HELD, Lifecycle, Phase
 from .core.models import Instance, Offer
 from .core.policy import Policy
@@ -38,6 +43,14 @@ from .core.rules import (
     decide,
 )
 from .core.verdict import Throttle, Verdict, detect_throttle, preflight_verdict
+from .job_runner import (
+    UnsafePath,
+    fetch_artifacts,
+    launch_command,
+    parse_status,
+    status_command,
+    summary,
+)
 from .ledger import Ledger
 from .probe_io import ProbeError, parse_probe_output, probe_source
 from .ssh_runner import HostKeyChanged, RunResult, SSHFailure, SSHRunner
@@ -155,6 +168,9 @@ class Supervisor:
             15 * 60.0
         )  # market seconds of heartbeat silence before a host stops itself
         self.beat_s = 120.0  # market seconds between heartbeats (and NVML samples)
+        self.job_poll_s = 30.0  # market seconds between looks at a running job
+        self.jobs = JobQueue(campaign.jobs)
+        self.artifacts_root = Path("artifacts")
 
     # -- helpers ---------------------------------------------------------------------------
     @property
@@ -220,7 +236,13 @@ class Supervisor:
             )
         )
         await self.client.add_ssh_key(self.ssh.public_key)
+        self._restore_jobs()
         await self.reconcile()
+        for (
+            a
+        ) in self.attempts.values():  # adopted proven rentals: watch them and re-attach their jobs
+            if a.passed_preflight and a.life.phase == Phase.VERIFIED and a.tend_task is None:
+                a.tend_task = asyncio.create_task(self._tend(a))
 
     adopt_all = False  # watch mode: adopt every instance of the account, not only this campaign's
 
@@ -265,6 +287,51 @@ class Supervisor:
             if not self.adopt_all and not (inst.label or "").startswith(self.label + ":"):
                 continue
             self._adopt(inst, now)
+        if self.policy.reuse_stopped:
+            await self._reuse_stopped(live, now)
+
+    async def _reuse_stopped(self, live: dict[int, Instance], now: float) -> None:
+        """Hold and batch across campaigns: a stopped rental that passed its preflight before
+        (same image) is started again instead of rolling the dice on a new create."""
+        room = self.campaign.fleet - sum(1 for a in self.attempts.values() if a.life.phase in ALIVE)
+        for inst in live.values():
+            if room <= 0:
+                return
+            if inst.id in self.attempts or inst.intended_status != "stopped":
+                continue
+            if (
+                not (inst.label or "").startswith(LABEL_PREFIX + ":")
+                or inst.image != self.campaign.image
+            ):
+                continue
+            history = self.ledger.events(where="instance_id = ?", params=[inst.id])
+            if not any(
+                e.kind == "preflight_passed" and e.detail.get("by_preflight") for e in history
+            ):
+                continue
+            if inst.machine_id in self.quarantine:
+                continue
+            self._adopt(inst, now)
+            a = self.attempts[inst.id]
+            seq = self.ledger.intent(
+                "start",
+                at=self.now(),
+                actor="rule:reuse",
+                reason="a proven rental, stopped: start it again rather than create",
+                **self._ctx(a),
+            )
+            try:
+                await self.client.start_instance(inst.id)
+            except (ApiError, MarketUnavailable) as exc:
+                self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
+                continue
+            at = self.answered_at()
+            self.ledger.outcome(seq, at=at, ok=True)
+            a.marks.append(Mark(at, "start"))
+            a.life.move(Phase.BOOTING, at, "reused: started again")
+            a.status_since = at
+            room -= 1
+            self._say(f"reuse  i:{inst.id} m:{inst.machine_id} proven before: started again")
 
     def _adopt(self, inst: Instance, now: float) -> None:
         history = self.ledger.events(where="instance_id = ?", params=[inst.id])
@@ -295,15 +362,16 @@ class Supervisor:
             elif e.kind == "start" and e.phase == "outcome" and e.ok:
                 a.marks.append(Mark(e.at, "start"))
         a.life.move(Phase.BOOTING, now, "adopted")
+        a.passed_preflight = passed  # proven once: automation may stop it, never destroy it
         if inst.actual_status == "running":
             a.life.move(Phase.RUNNING, now, "adopted running")
             a.running_at = now
             if passed:
                 a.life.move(Phase.VERIFIED, now, "adopted, verified before the restart")
-                a.passed_preflight = True
         if stopped:
             a.life.move(Phase.STOPPED, now, "adopted stopped")
         a.status, a.status_msg, a.status_since = inst.actual_status, inst.status_msg, now
+        a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
         self.attempts[inst.id] = a
         last_seen = max((e.at for e in history), default=created_at)
         unwatched = max(0.0, now - last_seen)
@@ -343,6 +411,8 @@ class Supervisor:
         decisions = decide(snap, self.policy, now)
         for d in decisions:
             await self._execute(d)
+        self._reap_jobs(now)
+        await self._dispatch_jobs(now)
         for fn in self.listeners:
             fn()
         return decisions
@@ -405,9 +475,17 @@ class Supervisor:
                 )
             ]
             deadline = (starts[0] if starts else now) + self.campaign.deadline_min * 60
-        alive = tuple(a.view() for a in self.attempts.values() if a.life.phase in ALIVE)
+        alive = tuple(
+            dataclasses.replace(a.view(), busy=self.jobs.on(a.instance_id) is not None)
+            for a in self.attempts.values()
+            if a.life.phase in ALIVE
+        )
         return FleetSnapshot(
             fleet=self.campaign.fleet,
+            jobs_pending=self.jobs.pending,
+            jobs_running=self.jobs.running,
+            jobs_total=self.jobs.total,
+            jobs_failed=sum(1 for j in self.jobs.jobs if j.status == "failed"),
             max_creates=self.campaign.max_creates,
             creates=self.creates,
             budget_usd=self.campaign.budget_usd,
@@ -713,6 +791,151 @@ class Supervisor:
                 )
             return
 
+    # -- jobs: hold and batch --------------------------------------------------------------------
+    def _restore_jobs(self) -> None:
+        """After a restart: finished jobs stay finished; started ones are re-attached."""
+        for ev in self.ledger.events(
+            where="kind IN ('job_started', 'job_finished') AND campaign = ?",
+            params=[self.campaign.name],
+        ):
+            job = self.jobs.by_name(str(ev.detail.get("job")))
+            if job is None:
+                continue
+            if ev.kind == "job_started":
+                job.status, job.instance_id, job.started_at = "running", ev.instance_id, ev.at
+                job.attempts = int(ev.detail.get("attempt", job.attempts + 1))
+            elif ev.detail.get("requeued"):
+                job.status, job.instance_id = "pending", None
+            else:
+                self.jobs.finished(job, int(ev.detail.get("exit_code", -1)), ev.at)
+
+    def _reap_jobs(self, now: float) -> None:
+        for job in list(self.jobs.jobs):
+            if job.status != "running" or job.instance_id is None:
+                continue
+            a = self.attempts.get(job.instance_id)
+            if a is not None and a.life.phase == Phase.VERIFIED:
+                continue
+            self._requeue(
+                job, now, "its host left service" if a else "its host is not held any more"
+            )
+
+    def _requeue(self, job: JobState, now: float, why: str) -> None:
+        iid = job.instance_id
+        if iid is not None:
+            self.jobs.host_died(iid)
+        again = job.status == "pending"
+        self.ledger.record(
+            "job_finished",
+            at=now,
+            actor="engine",
+            ok=False,
+            campaign=self.campaign.name,
+            instance_id=iid,
+            reason=f"job {job.name} interrupted: {why}"
+            + (" - queued again" if again else " - out of retries"),
+            detail={"job": job.name, "requeued": again, "attempt": job.attempts},
+        )
+        self._say(
+            f"job    {job.name} interrupted on i:{iid} ({why}); {'queued again' if again else 'failed'}"
+        )
+
+    async def _dispatch_jobs(self, now: float) -> None:
+        for a in list(self.attempts.values()):
+            if (
+                not (a.passed_preflight and a.life.phase == Phase.VERIFIED)
+                or self.jobs.pending == 0
+            ):
+                continue
+            if self.jobs.on(a.instance_id) is not None:
+                continue
+            job = self.jobs.take(a.instance_id, now)
+            if job is None:
+                continue
+            try:
+                await self._ssh(a, launch_command(job.job))
+            except SSHFailure as exc:
+                self._requeue(job, now, f"could not start it: {exc}")
+                continue
+            self.ledger.record(
+                "job_started",
+                at=now,
+                actor="engine",
+                reason=f"job {job.name} on a proven rental",
+                detail={"job": job.name, "attempt": job.attempts, "run": job.job.run[:300]},
+                **self._ctx(a),
+            )
+            self._say(f"job    {job.name} started on i:{a.instance_id} (attempt {job.attempts})")
+
+    async def _check_job(self, a: Attempt, job: JobState) -> None:
+        res = await self._ssh(a, status_command(job.job))
+        st = parse_status(res.stdout)
+        now = self.now()
+        if st.state == "running":
+            return
+        if st.state != "exited" or st.exit_code is None:
+            self._requeue(job, now, f"the job's process is gone ({st.state})")
+            return
+        if self.jobs.on(a.instance_id) is not job:
+            return  # already accounted for
+        self.jobs.finished(job, st.exit_code, now)
+        duration = now - (job.started_at or now)
+        self.ledger.record(
+            "job_finished",
+            at=now,
+            actor="engine",
+            ok=st.exit_code == 0,
+            reason=f"job {job.name} exited {st.exit_code} after {duration / 60:.1f} min",
+            detail={
+                "job": job.name,
+                "exit_code": st.exit_code,
+                "duration_s": duration,
+                "attempt": job.attempts,
+                "log_tail": st.log_tail[-500:],
+            },
+            **self._ctx(a),
+        )
+        self._say(
+            f"job    {job.name} exited {st.exit_code} on i:{a.instance_id} after {duration / 60:.1f} min"
+        )
+        if job.job.artifacts:
+            await self._pull_artifacts(a, job)
+
+    async def _pull_artifacts(self, a: Attempt, job: JobState) -> None:
+        assert a.ssh_host is not None and a.ssh_port is not None
+        dest = self.artifacts_root / self.campaign.name / job.name
+        try:
+            async with self.ssh_slots:
+                conn = await self.ssh._connect(a.instance_id, a.ssh_host, a.ssh_port)
+                try:
+                    records = await asyncio.wait_for(
+                        fetch_artifacts(conn, job.job, dest), self._wall(600, 30)
+                    )
+                finally:
+                    conn.close()
+        except (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError) as exc:
+            self.ledger.record(
+                "artifacts",
+                at=self.now(),
+                actor="engine",
+                ok=False,
+                reason=f"artifacts of {job.name} not pulled: {exc}",
+                detail={"job": job.name},
+                **self._ctx(a),
+            )
+            self._say(f"artifacts of {job.name} FAILED: {exc}")
+            return
+        self.ledger.record(
+            "artifacts",
+            at=self.now(),
+            actor="engine",
+            ok=True,
+            reason=f"artifacts of {job.name}: {summary(records)}",
+            detail={"job": job.name, "files": records, "dest": str(dest)},
+            **self._ctx(a),
+        )
+        self._say(f"pull   {job.name}: {summary(records)} -> {dest}")
+
     # -- verified instances: watchdog, heartbeat, NVML samples ---------------------------------
     async def _ssh(
         self, a: Attempt, command: str, stdin: bytes | None = None, timeout: float = 60
@@ -734,8 +957,9 @@ class Supervisor:
             await self._ssh(
                 a,
                 "mkdir -p ~/.rentwatch && cat > ~/.rentwatch/watchdog.py && touch ~/.rentwatch/heartbeat"
-                f" && (setsid nohup python3 ~/.rentwatch/watchdog.py --window-s {self.watchdog_window_s:g}"
-                f" --scale {self.client.time_scale:g} >/dev/null 2>&1 </dev/null &)",
+                " && { [ -f ~/.rentwatch/watchdog.pid ] && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
+                f" || (setsid nohup python3 ~/.rentwatch/watchdog.py --window-s {self.watchdog_window_s:g}"
+                f" --scale {self.client.time_scale:g} >/dev/null 2>&1 </dev/null & echo $! > ~/.rentwatch/watchdog.pid); }}",
                 stdin=probe_source("watchdog"),
             )
             a.watchdog_armed = True
@@ -746,10 +970,21 @@ class Supervisor:
         except SSHFailure as exc:
             self._say(f"watch  i:{a.instance_id} could not arm the watchdog: {exc}")
         nvml = probe_source("nvml_sample")
+        last_beat = -1e18
         while a.life.phase == Phase.VERIFIED:
-            await asyncio.sleep(self._wall(self.beat_s, 0.05))
+            job = self.jobs.on(a.instance_id)
+            await asyncio.sleep(self._wall(self.job_poll_s if job else self.beat_s, 0.05))
             if a.life.phase != Phase.VERIFIED or a.ssh_host is None:
                 break
+            job = self.jobs.on(a.instance_id)
+            if job is not None:
+                try:
+                    await self._check_job(a, job)
+                except SSHFailure as exc:
+                    self._say(f"job    {job.name} on i:{a.instance_id}: no answer ({exc})")
+            if self.now() - last_beat < self.beat_s:
+                continue
+            last_beat = self.now()
             try:
                 if a.watchdog_armed:
                     await self._ssh(a, "touch ~/.rentwatch/heartbeat")

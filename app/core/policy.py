@@ -37,6 +37,7 @@ class Policy:
     quarantine_persistent: bool = False  # False: within the campaign only (the article's)
     quarantine_hours: float | None = None  # persistent quarantine expiry; None: for ever
     spare_attempts: int = 0  # extra creates in flight beyond the fleet's shortfall
+    reuse_stopped: bool = False  # start a stopped, proven rental again before creating
     rank: str = "price"  # price | expected_cost
     # stop rules for verified instances
     idle_util_pct: float = 10.0
@@ -91,6 +92,7 @@ DEFAULT = Policy(
     quarantine_persistent=True,
     quarantine_hours=24 * 7,
     spare_attempts=1,
+    reuse_stopped=True,
     rank="expected_cost",
 )
 POLICIES = {p.name: p for p in (NAIVE, SEED, DEFAULT)}

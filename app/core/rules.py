@@ -57,6 +57,8 @@ class FleetSnapshot:
     deadline: float | None = None
     jobs_pending: int = 0
     jobs_total: int = 0
+    jobs_running: int = 0
+    jobs_failed: int = 0
     offers_available: int = 1_000_000
 
     @property
@@ -190,7 +192,7 @@ def _running_rules(a: AttemptView, policy: Policy, now: float) -> Decision | Non
         )
     if a.verdict is not None:
         if a.verdict.ok:
-            if not a.passed_preflight:
+            if a.phase != Phase.VERIFIED:
                 return Verify(a.instance_id, "rule:preflight", a.verdict.reason, True)
             return None
         return give_up(
@@ -283,10 +285,25 @@ def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     if fleet.deadline is not None and now >= fleet.deadline:
         out.append(Finish(False, "rule:deadline", "the campaign's deadline passed"))
         return out
-    if verified >= fleet.fleet and fleet.jobs_pending == 0:
-        out.append(Finish(True, "rule:goal", f"fleet of {fleet.fleet} verified"))
-        return out
-    need = max(0, fleet.fleet - verified)
+    if fleet.jobs_total > 0:
+        if fleet.jobs_pending == 0 and fleet.jobs_running == 0:
+            done = fleet.jobs_total - fleet.jobs_failed
+            out.append(
+                Finish(
+                    fleet.jobs_failed == 0,
+                    "rule:goal",
+                    f"all {fleet.jobs_total} jobs ended: {done} done, {fleet.jobs_failed} failed",
+                )
+            )
+            return out
+        # hold and batch: never more instances than there is work for
+        target = min(fleet.fleet, fleet.jobs_pending + fleet.jobs_running)
+    else:
+        if verified >= fleet.fleet:
+            out.append(Finish(True, "rule:goal", f"fleet of {fleet.fleet} verified"))
+            return out
+        target = fleet.fleet
+    need = max(0, target - verified)
     want = need + (policy.spare_attempts if need > 0 else 0)
     room = fleet.max_creates - fleet.creates
     n = max(0, min(want - in_flight, room, fleet.offers_available))

@@ -205,12 +205,30 @@ class SSHHosts:
         finally:
             inst.busy_until = self.market.clock.now()
 
+    def _busy(self, inst: SimInstance) -> bool:
+        """Is a job process alive in this host's sandbox (detached ones included)?"""
+        root = str(self.sandbox(inst))
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if cwd.startswith(root) and b"watchdog.py" not in cmd:
+                return True
+        return False
+
     def _probe_answer(self, inst: SimInstance, script: bytes, command: str) -> bytes:
         kind = (
             script[len(PROBE_MARKER) : script.index(b"\n")].strip().decode()
             if b"\n" in script
             else ""
         )
+        if kind == "nvml_sample" and self._busy(inst):
+            inst.busy_until = max(inst.busy_until, self.market.clock.now() + 1)
         gpu = self.market.gpu_state(inst, self.market.clock.now())
         if kind == "preflight":
             return (json.dumps(preflight_answer(gpu)) + "\n").encode()

@@ -1,0 +1,74 @@
+"""The job queue: which job runs where, and what a host's death or a job's exit means for it.
+Pure: the supervisor applies these transitions and does the I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .campaign import Job
+
+
+@dataclass
+class JobState:
+    job: Job
+    status: str = "pending"  # pending, running, done, failed
+    instance_id: int | None = None
+    attempts: int = 0
+    exit_code: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+
+class JobQueue:
+    def __init__(self, jobs: tuple[Job, ...]) -> None:
+        self.jobs = [JobState(j) for j in jobs]
+
+    def by_name(self, name: str) -> JobState | None:
+        return next((j for j in self.jobs if j.name == name), None)
+
+    @property
+    def pending(self) -> int:
+        return sum(1 for j in self.jobs if j.status == "pending")
+
+    @property
+    def running(self) -> int:
+        return sum(1 for j in self.jobs if j.status == "running")
+
+    @property
+    def total(self) -> int:
+        return len(self.jobs)
+
+    def on(self, instance_id: int) -> JobState | None:
+        return next(
+            (j for j in self.jobs if j.status == "running" and j.instance_id == instance_id), None
+        )
+
+    def take(self, instance_id: int, now: float) -> JobState | None:
+        """The next pending job for a free, proven instance (hold and batch)."""
+        if self.on(instance_id) is not None:
+            return None
+        job = next((j for j in self.jobs if j.status == "pending"), None)
+        if job is not None:
+            job.status, job.instance_id, job.started_at = "running", instance_id, now
+            job.attempts += 1
+            job.exit_code = None
+        return job
+
+    def finished(self, job: JobState, exit_code: int, now: float) -> None:
+        """A job that exits non-zero on a healthy host failed on its own: not retried blindly."""
+        job.exit_code, job.finished_at = exit_code, now
+        job.status = "done" if exit_code == 0 else "failed"
+
+    def host_died(self, instance_id: int) -> list[JobState]:
+        """Jobs interrupted by their host's death go back to the queue while retries last."""
+        out = []
+        for job in self.jobs:
+            if job.status == "running" and job.instance_id == instance_id:
+                job.instance_id = None
+                job.status = "pending" if job.attempts <= job.job.retries else "failed"
+                out.append(job)
+        return out

@@ -1,0 +1,130 @@
+"""Hold and batch: jobs run on proven rentals, the same instance takes the next job, artifacts
+come off the box with checksums, a restart re-attaches, and a second campaign learns."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from rentwatch.core.campaign import Job
+from rentwatch.core.jobs import JobQueue
+from rentwatch.job_runner import UnsafePath, parse_status, safe_relative
+from rentwatch.ledger import Ledger
+
+from .campaigns import campaign_text, run_campaign
+
+JOBS = "".join(
+    f"""
+[[jobs]]
+name = "job-{i}"
+run = "mkdir -p out && python3 -c \\"import time; time.sleep(1.0); open('out/r{i}.txt', 'w').write('{i}' * {100 + i})\\""
+artifacts = ["out/r{i}.txt"]
+"""
+    for i in range(12)
+)
+
+
+def test_twelve_jobs_on_a_fleet_of_three(make_sim, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sim = make_sim(seed=7, offers=60, time_scale=120)
+    code, ledger = run_campaign(sim, tmp_path, "default", name="batch", fleet=3, extra=JOBS)
+    led = Ledger(ledger)
+    r = led.receipt()[0]
+    assert code == 0, r
+    assert r["jobs_finished"] == 12
+    assert r["creates"] < 12, "batching: fewer creates than jobs"
+    for i in range(12):
+        local = tmp_path / "artifacts" / "batch" / f"job-{i}" / "out" / f"r{i}.txt"
+        assert local.read_text() == str(i) * (100 + i)
+    arts = led.events(where="kind = 'artifacts' AND ok")
+    assert len(arts) == 12
+    for ev in arts:
+        [rec] = ev.detail["files"]
+        i = int(ev.detail["job"].split("-")[1])
+        assert rec["sha256"] == hashlib.sha256((str(i) * (100 + i)).encode()).hexdigest()
+    # each job finished exactly once
+    names = [e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")]
+    assert sorted(names) == sorted(f"job-{i}" for i in range(12))
+
+
+def test_kill_9_mid_jobs_reattaches(make_sim, tmp_path):
+    sim = make_sim(seed=7, offers=60, time_scale=120)
+    camp = tmp_path / "c.toml"
+    slow = JOBS.replace("time.sleep(1.0)", "time.sleep(4.0)")
+    camp.write_text(campaign_text("reattach", 2) + slow)
+    ledger = tmp_path / "l.duckdb"
+    env = dict(os.environ, VAST_API_KEY=sim.api_key, PYTHONUNBUFFERED="1")
+    cmd = [
+        sys.executable,
+        "-m",
+        "rentwatch",
+        "run",
+        "--headless",
+        "--campaign",
+        str(camp),
+        "--market-url",
+        sim.url,
+        "--ledger",
+        str(ledger),
+        "--ssh-key",
+        str(tmp_path / "key"),
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
+    )
+    deadline = time.time() + 90
+    seen = ""
+    while time.time() < deadline and seen.count(" started on ") < 2:
+        seen += proc.stdout.readline()
+    proc.kill()
+    proc.wait()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    led = Ledger(ledger)
+    done = [e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")]
+    assert sorted(done) == sorted(f"job-{i}" for i in range(12)), "a job was lost or finished twice"
+    assert led.events(where="kind = 'adopted'")
+
+
+def test_second_campaign_learns_from_the_first(make_sim, tmp_path):
+    sim = make_sim(seed=11, offers=40, time_scale=240)
+    ledger = tmp_path / "shared.duckdb"
+    code1, _ = run_campaign(sim, tmp_path, "default", name="first", fleet=3, ledger=ledger)
+    code2, _ = run_campaign(sim, tmp_path, "default", name="second", fleet=3, ledger=ledger)
+    led = Ledger(ledger)
+    r = {x["campaign"]: x for x in led.receipt()}
+    print(f"\nfirst: {r['first']}\nsecond: {r['second']}")
+    assert code1 == code2 == 0
+    assert r["second"]["dud_usd"] < r["first"]["dud_usd"]
+    assert r["second"]["duds"] < r["first"]["duds"]
+
+
+def test_job_queue_rules():
+    q = JobQueue((Job("a", "x", retries=1), Job("b", "y", retries=0)))
+    a = q.take(1, 0.0)
+    assert a.name == "a" and q.take(1, 0.0) is None  # one job per instance at a time
+    b = q.take(2, 0.0)
+    q.host_died(1)
+    assert a.status == "pending"  # retried elsewhere
+    q.host_died(2)
+    assert b.status == "failed"  # out of retries
+    a2 = q.take(3, 1.0)
+    q.finished(a2, 3, 2.0)
+    assert a2.status == "failed" and q.pending == 0  # failed on its own: not retried blindly
+
+
+@pytest.mark.parametrize("path", ["../x", "/etc/passwd", "~/x", "a/../../b", "a\\b", ""])
+def test_unsafe_artifact_paths_are_refused(path):
+    with pytest.raises(UnsafePath):
+        safe_relative(path)
+
+
+def test_status_parsing():
+    assert parse_status(b"EXIT 0\nlog").exit_code == 0
+    assert parse_status(b"RUNNING\n").state == "running"
+    assert parse_status(b"EXIT x\n").exit_code == -1
+    assert parse_status(b"\x1b[2J garbage").state == "none"
