@@ -164,6 +164,34 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_referee(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from .core.campaign import parse_campaign
+    from .dashboard import DEMO_CAMPAIGN
+    from .referee import format_table, referee
+    from .sim.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    text = (
+        Path(args.campaign).read_text()
+        if args.campaign
+        else DEMO_CAMPAIGN.replace('"demo"', '"referee"')
+    )
+    campaign = parse_campaign(text, args.campaign or "referee campaign")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    from .core.policy import get_policy
+
+    for name in policies:
+        get_policy(name)
+    result = referee(
+        scenario, campaign, policies, args.seeds, warm=args.warm, time_scale=args.time_scale
+    )
+    print(json.dumps(result, indent=1) if args.json else format_table(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
     sub = p.add_subparsers(dest="command")
@@ -205,6 +233,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
     h.set_defaults(fn=_cmd_run)
+
+    f = sub.add_parser(
+        "referee", help="the same market under several policies, scored from the sim's truth"
+    )
+    f.add_argument("--scenario", help="scenario TOML (default: the article's market)")
+    f.add_argument("--campaign", help="campaign TOML (default: a fleet of 3, as the demo)")
+    f.add_argument("--policies", default="naive,seed,default")
+    f.add_argument("--seeds", type=int, default=3)
+    f.add_argument(
+        "--warm", action="store_true", help="run each policy twice on one ledger; score the second"
+    )
+    f.add_argument(
+        "--time-scale", type=float, default=240.0, help="override the scenario's time scale"
+    )
+    f.add_argument("--json", action="store_true")
+    f.set_defaults(fn=_cmd_referee)
 
     r = sub.add_parser("receipt", help="the campaign receipt, computed from the ledger")
     r.add_argument("--ledger", help="ledger file (default: in the user's data dir)")

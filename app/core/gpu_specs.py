@@ -62,3 +62,15 @@ def same_model(offer_name: str, reported_name: str) -> bool:
         return " ".join(n.replace("NVIDIA", "").replace("GeForce", "").lower().split())
 
     return norm(offer_name) == norm(reported_name)
+
+
+# Vast's dlperf score runs at roughly a third of a card's bf16 matmul TFLOP/s; an offer whose own
+# score is below half of what its claimed model gets is not that model.
+DLPERF_PER_TFLOP = 1 / 3
+
+
+def offer_contradicts_itself(gpu_name: str, dlperf: float | None) -> bool:
+    expected = expected_tflops(gpu_name)
+    if expected is None or dlperf is None or dlperf <= 0:
+        return False
+    return dlperf < 0.5 * expected * DLPERF_PER_TFLOP

@@ -82,6 +82,7 @@ class Offer:
     driver_version: str | None
     gpu_ram_mb: float | None
     geolocation: str | None
+    dlperf: float | None = None
 
     @classmethod
     def from_api(cls, row: Any) -> Offer:
@@ -104,6 +105,7 @@ class Offer:
             driver_version=_text(row, "driver_version"),
             gpu_ram_mb=_num(row, "gpu_ram"),
             geolocation=_text(row, "geolocation"),
+            dlperf=_num(row, "dlperf"),
         )
 
 

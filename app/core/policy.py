@@ -38,6 +38,7 @@ class Policy:
     quarantine_hours: float | None = None  # persistent quarantine expiry; None: for ever
     spare_attempts: int = 0  # extra creates in flight beyond the fleet's shortfall
     reuse_stopped: bool = False  # start a stopped, proven rental again before creating
+    offer_sanity: bool = False  # skip offers whose own benchmark contradicts the GPU they claim
     rank: str = "price"  # price | expected_cost
     # stop rules for verified instances
     idle_util_pct: float = 10.0
@@ -84,15 +85,16 @@ SEED = Policy(
 DEFAULT = Policy(
     name="default",
     freeze_window_s=360.0,
-    download_freeze_s=150.0,
+    download_freeze_s=90.0,
     extract_freeze_s=900.0,
     boot_deadline_s=45 * 60.0,
     ssh_deadline_s=150.0,
     quarantine=True,
     quarantine_persistent=True,
     quarantine_hours=24 * 7,
-    spare_attempts=1,
+    spare_attempts=0,
     reuse_stopped=True,
+    offer_sanity=True,
     rank="expected_cost",
 )
 POLICIES = {p.name: p for p in (NAIVE, SEED, DEFAULT)}
