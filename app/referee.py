@@ -162,6 +162,6 @@ def format_table(result: dict[str, Any]) -> str:
             f"{policy:8} {cell('dud_usd', '.3f'):>16} {cell('duds', '.0f'):>9} "
             f"{cell('dud_mean_lifetime_min', '.1f'):>16} {s['false_kills']:>11.0f} "
             f"{cell('time_to_fleet_min', '.0f'):>16} {s['total_usd']:>8.3f} {s['usd_per_gpu_hour']:>8.3f} "
-            f"{('%.2fx' % vs) if vs is not None else '-':>13} {('%.2fx' % tf) if tf is not None else '-':>13}"
+            f"{f'{vs:.2f}x' if vs is not None else '-':>13} {f'{tf:.2f}x' if tf is not None else '-':>13}"
         )
     return "\n".join(lines)
