@@ -232,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--detach", action="store_true", help="leave instances running at the end (recorded)"
     )
     h.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
+    h.add_argument(
+        "--http-timeout", type=float, default=20.0, help="seconds before a market call times out"
+    )
     h.set_defaults(fn=_cmd_run)
 
     f = sub.add_parser(

@@ -87,6 +87,7 @@ class CreateResult:
     instance_id: int
     instance_api_key: str | None
     label: str
+    created_at: float | None = None  # the market's own start_date, when the answer was lost
 
 
 @dataclass
@@ -353,7 +354,7 @@ class VastClient:
                 found = await self._find_label(label)
                 if found is not None:
                     self.stats.recovered_creates += 1
-                    return CreateResult(found, None, label)
+                    return CreateResult(found.id, None, label, found.start_date)
                 if isinstance(exc, MalformedAnswer):
                     raise
                 await asyncio.sleep(self.backoff * random.uniform(0.5, 1.5))
@@ -364,7 +365,7 @@ class VastClient:
                 found = await self._find_label(label)
                 if found is not None:
                     self.stats.recovered_creates += 1
-                    return CreateResult(found, None, label)
+                    return CreateResult(found.id, None, label, found.start_date)
                 await asyncio.sleep(self.backoff * random.uniform(0.5, 1.5))
                 continue
             if (
@@ -383,12 +384,12 @@ class VastClient:
             f"create on offer {offer_id} failed after {self.max_attempts} attempts"
         )
 
-    async def _find_label(self, label: str) -> int | None:
+    async def _find_label(self, label: str) -> Instance | None:
         for _ in range(self.max_attempts):
             try:
                 for inst in await self.list_instances():
                     if inst.label == label:
-                        return inst.id
+                        return inst
                 return None
             except (MarketUnavailable, MalformedAnswer):
                 await asyncio.sleep(self.backoff)

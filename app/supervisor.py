@@ -589,7 +589,7 @@ class Supervisor:
             self._say(f"create FAILED on offer {offer.id} m:{offer.machine_id}: {exc}")
             self.offers = [o for o in self.offers if o.id != offer.id]
             return
-        at = self.answered_at()
+        at = res.created_at if res.created_at is not None else self.answered_at()
         storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
         self.creates += 1
         a = Attempt(
@@ -857,8 +857,17 @@ class Supervisor:
             try:
                 await self._ssh(a, launch_command(job.job))
             except SSHFailure as exc:
-                self._requeue(job, now, f"could not start it: {exc}")
-                continue
+                # the session may have died after the host started the job: look before requeueing
+                try:
+                    started = (
+                        parse_status((await self._ssh(a, status_command(job.job))).stdout).state
+                        != "none"
+                    )
+                except SSHFailure:
+                    started = False
+                if not started:
+                    self._requeue(job, now, f"could not start it: {exc}")
+                    continue
             self.ledger.record(
                 "job_started",
                 at=now,

@@ -1,0 +1,113 @@
+"""Chaos, small size: API faults, dropped SSH sessions, a bad day, and the controller killed
+(SIGKILL, then SIGTERM) and restarted. At the end the invariants hold against the sim's truth.
+RENTWATCH_CHAOS_LONG=1 runs the long mode (more jobs, more kills)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from rentwatch.ledger import Ledger
+
+from .campaigns import campaign_text, truth_at
+
+LONG = os.environ.get("RENTWATCH_CHAOS_LONG") == "1"
+N_JOBS = 30 if LONG else 6
+KILLS = [signal.SIGKILL, signal.SIGTERM] * (3 if LONG else 1)
+
+
+def _jobs(n: int) -> str:
+    return "".join(
+        f'\n[[jobs]]\nname = "j{i}"\nrun = "python3 -c \\"import time; time.sleep(1)\\""\nretries = 3\n'
+        for i in range(n)
+    )
+
+
+def test_chaos_invariants(make_sim, tmp_path):
+    sim = make_sim(
+        seed=13,
+        offers=80,
+        time_scale=120,
+        bad_day=True,
+        faults={
+            "rate_429": 0.05,
+            "rate_5xx": 0.03,
+            "rate_timeout": 0.02,
+            "rate_malformed": 0.02,
+            "ssh_drop": 0.03,
+            "timeout_s": 1.5,
+        },
+    )
+    camp = tmp_path / "c.toml"
+    camp.write_text(
+        campaign_text("chaos", 2).replace("max_creates = 60", "max_creates = 80") + _jobs(N_JOBS)
+    )
+    ledger = tmp_path / "l.duckdb"
+    env = dict(os.environ, VAST_API_KEY=sim.api_key, PYTHONUNBUFFERED="1")
+    cmd = [
+        sys.executable,
+        "-m",
+        "rentwatch",
+        "run",
+        "--headless",
+        "--campaign",
+        str(camp),
+        "--market-url",
+        sim.url,
+        "--ledger",
+        str(ledger),
+        "--ssh-key",
+        str(tmp_path / "key"),
+        "--http-timeout",
+        "1.0",
+    ]
+    outputs = []
+    for sig in KILLS:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
+        )
+        seen, deadline = "", time.time() + 90
+        while time.time() < deadline and seen.count("\n") < 25:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen += line
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=60)
+        outputs.append(seen + out)
+    final = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=400)
+    outputs.append(final.stdout + final.stderr)
+    assert final.returncode == 0, final.stdout[-3000:]
+    assert not [o for o in outputs if "Traceback" in o], "an unhandled exception"
+
+    led = Ledger(ledger)
+    rows = led.instance_rows()
+    end = max(e.at for e in led.events())
+    truth = truth_at(sim, end)
+    # no leak: nothing is left running
+    assert all(t["destroyed"] or t["stopped"] for t in truth.values())
+    # no verified instance destroyed by automation
+    verified = {r["instance_id"] for r in rows if r["verified_at"] is not None}
+    auto = {
+        e.instance_id
+        for e in led.events(
+            where="kind = 'destroy' AND phase = 'outcome' AND ok AND actor <> 'human'"
+        )
+    }
+    assert not verified & auto
+    # no job lost or finished twice
+    done = [e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")]
+    assert sorted(done) == sorted(f"j{i}" for i in range(N_JOBS))
+    # money: every instance the market billed is in the ledger; totals agree within the
+    # uncertainty of answers lost to injected timeouts
+    assert set(truth) == {r["instance_id"] for r in rows}
+    ledger_total = sum(r["total_usd"] for r in rows)
+    truth_total = sum(t["usd"] for t in truth.values())
+    assert abs(ledger_total - truth_total) < 0.05, (ledger_total, truth_total)
+    print(
+        f"\nchaos: {len(rows)} creates, faults {sim.api.faults_injected}, kills {len(KILLS)}, "
+        f"ledger ${ledger_total:.4f} vs truth ${truth_total:.4f}"
+    )
