@@ -33,7 +33,9 @@ class ReceiptScreen(Screen[None]):
     def load(self) -> None:
         receipts = self.ledger.receipt(self.campaign)
         hosts = self.ledger.query(
+            # p(deliver) with the prior of rentwatch.core.reputation (mean 0.4, weight 2)
             "select h.machine_id, h.host_id, creates, booted, computed, finished, duds, "
+            "round((0.8 + computed) / (2 + computed + duds), 2) p_deliver, "
             "coalesce(failure_classes, '') classes, round(dud_usd, 4) dud_usd, "
             "q.machine_id is not null quarantined from hosts h "
             "left join quarantine q using (machine_id) order by duds desc, creates desc",

@@ -1,0 +1,163 @@
+"""Snapshot tests of the main views at a fixed size, from a fixed fleet snapshot (no live market,
+so the screen is the same on every run). The screen's text is compared with the stored one;
+RENTWATCH_UPDATE_SNAPSHOTS=1 rewrites them after an intended change."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import os
+import re
+from pathlib import Path
+
+import pytest
+from rentwatch.ledger import Ledger
+from rentwatch.snapshot import FleetSnap, InstanceSnap
+from rentwatch.widgets.app import RentwatchApp
+
+HERE = Path(__file__).parent / "snapshots"
+SIZE = (140, 36)
+
+
+class StillEngine:
+    on_snapshot = None
+    on_error = None
+
+    def start(self) -> None:
+        pass
+
+    def shutdown(self, mode: str = "stop") -> None:
+        pass
+
+
+def _inst(i: int, **kw) -> InstanceSnap:
+    base = dict(
+        instance_id=33770 + i,
+        gpu_name="RTX 3090",
+        machine_id=4400 + i,
+        host_id=900 + i,
+        dph=0.21,
+        phase="booting",
+        status="loading",
+        status_msg="4c7d45f7c63c: Downloading 512.0MB/1.9GB",
+        status_age_s=70.0,
+        freeze_window_s=90.0,
+        util=None,
+        util_history=(),
+        sm_clock=None,
+        max_sm_clock=None,
+        throttle="",
+        billed_usd=0.0123,
+        verdict="",
+        created_at=1000.0 + i,
+        ended_at=None,
+        failure_class=None,
+        passed_preflight=False,
+    )
+    base.update(kw)
+    return InstanceSnap(**base)
+
+
+FLEET = FleetSnap(
+    now=5000.0,
+    campaign="qlora-sweep",
+    policy="default",
+    fleet=3,
+    creates=6,
+    max_creates=40,
+    instances=(
+        _inst(6),
+        _inst(
+            5,
+            gpu_name="RTX 4090",
+            phase="working",
+            status="running",
+            status_msg="success, running img/ssh",
+            util=97.0,
+            util_history=(10.0, 60.0, 95.0, 97.0, 96.0, 98.0),
+            sm_clock=1960.0,
+            max_sm_clock=2520.0,
+            throttle="SM clock 22% below max under load (hw_slowdown)",
+            verdict="118.0 TFLOP/s vs 150 expected",
+            passed_preflight=True,
+        ),
+        _inst(
+            4,
+            phase="verified",
+            status="running",
+            status_msg="success, running img/ssh",
+            util=3.0,
+            util_history=(0.0, 2.0, 3.0),
+            sm_clock=210.0,
+            max_sm_clock=1950.0,
+            verdict="61.2 TFLOP/s vs 64 expected",
+            passed_preflight=True,
+        ),
+        _inst(
+            3,
+            phase="destroyed",
+            status_msg="[bold red]x[/] manifest for img not found",
+            failure_class="fatal",
+            ended_at=4000.0,
+        ),
+        _inst(
+            2,
+            phase="destroyed",
+            failure_class="cuda_error",
+            status="running",
+            verdict="FAILED: preflight failed: RuntimeError: CUDA driver version is insufficient",
+            ended_at=3900.0,
+        ),
+    ),
+    quarantined=2,
+    duds=2,
+    dud_usd=0.0712,
+    spent_usd=0.4411,
+    verified=2,
+    gpu_hours=0.5,
+    decisions=(
+        "create i:33776 m:4406 RTX 3090 $0.210/h (6/40)",
+        "abandon i:33773 m:4403 [fatal] fatal status line: 'manifest for img not found'",
+    ),
+    decisions_total=2,
+    finished=None,
+)
+
+
+def _text(svg: str) -> str:
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for m in re.finditer(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(m.group(2)), []).append(
+            (float(m.group(1)), html.unescape(m.group(3)))
+        )
+    lines = [
+        "".join(t for _, t in sorted(rows[y])).replace("\xa0", " ").rstrip() for y in sorted(rows)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+async def _shot(keys: tuple[str, ...]) -> str:
+    app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+    async with app.run_test(size=SIZE) as pilot:
+        app.latest = FLEET
+        await pilot.pause(0.3)
+        for k in keys:
+            await pilot.press(k)
+            await pilot.pause(0.3)
+        return _text(app.export_screenshot())
+
+
+@pytest.mark.parametrize(
+    "name, keys", [("fleet", ()), ("table", ("t",)), ("destroy", ("d",)), ("help", ("?",))]
+)
+def test_view_snapshot(name, keys):
+    got = asyncio.run(_shot(keys))
+    path = HERE / f"{name}.txt"
+    if os.environ.get("RENTWATCH_UPDATE_SNAPSHOTS") == "1" or not path.exists():
+        path.write_text(got)
+    assert got == path.read_text(), (
+        f"{name} view changed; inspect and set RENTWATCH_UPDATE_SNAPSHOTS=1"
+    )
+    if name == "fleet":
+        assert "[bold red]x[/]" in got  # host text shown literally
+        assert "unchanged 1m10s / 1m30s" in got
