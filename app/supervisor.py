@@ -25,7 +25,7 @@ from .client import ApiError, AuthError, MarketUnavailable, VastClient
 from .core.billing import Charges, Mark, charges
 from .core.campaign import Campaign
 from .core.errors import MalformedAnswer, RentwatchError
-from .core.gpu_specs import offer_contradicts_itself
+from .core.gpu_specs import driver_too_old, offer_contradicts_itself
 from .core.jobs import JobQueue, JobState
 from .core.lifecycle import ALIVE, HELD, Lifecycle, Phase
 from .core.models import Instance, Offer
@@ -523,7 +523,10 @@ class Supervisor:
             and o.machine_id not in self.quarantine
             and o.machine_id not in mine
             and o.machine_id not in self.recent_failures
-            and not (self.policy.offer_sanity and offer_contradicts_itself(o.gpu_name, o.dlperf))
+            and not (
+                self.policy.offer_sanity
+                and (offer_contradicts_itself(o.gpu_name, o.dlperf) or driver_too_old(o.driver_version, c.image_cuda))
+            )
         ]
 
     async def _refresh_offers(self) -> None:

@@ -74,3 +74,22 @@ def offer_contradicts_itself(gpu_name: str, dlperf: float | None) -> bool:
     if expected is None or dlperf is None or dlperf <= 0:
         return False
     return dlperf < 0.5 * expected * DLPERF_PER_TFLOP
+
+
+# The oldest driver branch each CUDA runtime needs (NVIDIA's CUDA toolkit release notes).
+MIN_DRIVER_FOR_CUDA = ((12.8, 570), (12.6, 560), (12.5, 555), (12.4, 550), (12.3, 545), (12.2, 535),
+                       (12.1, 530), (12.0, 525), (11.8, 520))
+
+
+def driver_too_old(driver_version: str | None, image_cuda: float) -> bool:
+    """True when the offer's own driver cannot run an image built for `image_cuda`."""
+    if not driver_version or image_cuda <= 0:
+        return False
+    try:
+        branch = int(driver_version.split(".")[0])
+    except ValueError:
+        return False
+    for cuda, need in MIN_DRIVER_FOR_CUDA:
+        if image_cuda >= cuda:
+            return branch < need
+    return False

@@ -38,6 +38,8 @@ FATAL_TEXTS = (
     ("created", "failed to inject CDI devices: unresolvable CDI devices nvidia.com/gpu=all"),
     ("loading", "unexpected fault address 0x7f3a2c000000"),
 )
+DRIVER_FOR_CUDA = {12.1: "530.41.03", 12.2: "535.183.01", 12.4: "550.54.14", 12.6: "560.35.03",
+                   12.8: "570.124.04"}
 THROTTLE_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "sw_power_cap", "hw_thermal_slowdown")
 
 
@@ -380,16 +382,12 @@ class Market:
                     tflops *= _between(rng, hc.knobs["misreport_speed"])
             tflops *= rng.uniform(0.92, 1.05)
             cuda = rng.choice([12.1, 12.2, 12.4, 12.4, 12.6, 12.8, 12.8])
+            driver = DRIVER_FOR_CUDA[cuda]
             if behaviour == "stale_driver":
-                # the offer still claims a CUDA the driver cannot really serve
+                # an old driver under an offer that still claims a newer CUDA (the host's daemon
+                # reports what the image asked for; the driver cannot serve it)
                 cuda = rng.choice([12.4, 12.6, 12.8])
-            driver = {
-                12.1: "530.41.03",
-                12.2: "535.183.01",
-                12.4: "550.54.14",
-                12.6: "560.35.03",
-                12.8: "570.124.04",
-            }[cuda]
+                driver = rng.choice(["525.147.05", "530.41.03", "535.183.01"])
             reliability = round(
                 rng.uniform(0.90, 0.999) if behaviour != "fatal_pull" else rng.uniform(0.80, 0.99),
                 4,
