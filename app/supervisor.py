@@ -19,14 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import asyncssh
-
 from .client import ApiError, AuthError, MarketUnavailable, VastClient
 from .core.billing import Charges, Mark, charges
 from .core.campaign import Campaign
 from .core.errors import MalformedAnswer, RentwatchError
 from .core.gpu_specs import driver_too_old, offer_contradicts_itself
-from .core.jobs import JobQueue, JobState
+from .core.jobs import JobQueue
 from .core.lifecycle import ALIVE, HELD, Lifecycle, Phase
 from .core.models import Instance, Offer
 from .core.policy import Policy
@@ -43,18 +41,10 @@ from .core.rules import (
     Verify,
     decide,
 )
-from .core.verdict import Throttle, Verdict, detect_throttle, preflight_verdict
-from .job_runner import (
-    UnsafePath,
-    fetch_artifacts,
-    launch_command,
-    parse_status,
-    status_command,
-    summary,
-)
+from .core.verdict import Throttle, Verdict
+from .host_work import HostWork
 from .ledger import Ledger
-from .probe_io import ProbeError, parse_probe_output, probe_source
-from .ssh_runner import HostKeyChanged, RunResult, SSHFailure, SSHRunner
+from .ssh_runner import SSHRunner
 
 LABEL_PREFIX = "rw"
 
@@ -132,7 +122,7 @@ class Outcome:
     reason: str
 
 
-class Supervisor:
+class Supervisor(HostWork):
     def __init__(
         self,
         client: VastClient,
@@ -525,7 +515,10 @@ class Supervisor:
             and o.machine_id not in self.recent_failures
             and not (
                 self.policy.offer_sanity
-                and (offer_contradicts_itself(o.gpu_name, o.dlperf) or driver_too_old(o.driver_version, c.image_cuda))
+                and (
+                    offer_contradicts_itself(o.gpu_name, o.dlperf)
+                    or driver_too_old(o.driver_version, c.image_cuda)
+                )
             )
         ]
 
@@ -730,330 +723,6 @@ class Supervisor:
         self._say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {d.reason}")
         if d.by_preflight and a.tend_task is None:
             a.tend_task = asyncio.create_task(self._tend(a))
-
-    # -- preflight ---------------------------------------------------------------------------
-    def _start_preflight(self, a: Attempt) -> None:
-        if a.life.phase == Phase.RUNNING:
-            a.life.move(Phase.VERIFYING, self.now(), "preflight started")
-        a.preflight_task = asyncio.create_task(self._preflight(a))
-
-    def _wall(self, market_seconds: float, floor: float) -> float:
-        return max(floor, market_seconds / max(self.client.time_scale, 1e-9))
-
-    async def _preflight(self, a: Attempt) -> None:
-        script = probe_source("preflight")
-        while True:
-            if a.ssh_host is None or a.ssh_port is None:
-                a.ssh_error = "no SSH port published yet"
-                await asyncio.sleep(self._wall(10, 0.05))
-                continue
-            if a.ssh_error is None or a.ssh_error.startswith("no SSH port"):
-                a.ssh_error = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
-            try:
-                async with self.ssh_slots:
-                    self.ssh.connect_timeout = self._wall(20, 1.0)
-                    res = await self.ssh.run(
-                        a.instance_id,
-                        a.ssh_host,
-                        a.ssh_port,
-                        "python3 -",
-                        stdin=script,
-                        timeout=self._wall(self.policy.preflight_timeout_s, 5.0),
-                    )
-            except HostKeyChanged as exc:
-                a.verdict = Verdict(False, "host_key_changed", str(exc))
-                return
-            except SSHFailure as exc:
-                if "did not finish" in str(exc):
-                    a.verdict = Verdict(False, "timeout", f"preflight hung: {exc}")
-                    return
-                a.ssh_error = str(exc)
-                await asyncio.sleep(self._wall(10, 0.05))
-                continue
-            a.ssh_error = None
-            try:
-                doc = parse_probe_output(res.stdout, "preflight", res.truncated)
-            except ProbeError as exc:
-                a.verdict = Verdict(False, "bad_probe", str(exc))
-                return
-            a.verdict = preflight_verdict(
-                doc, a.gpu_name, self.policy.min_speed_share, self.policy.check_gpu_name
-            )
-            kind = "preflight_passed" if a.verdict.ok else "preflight_failed"
-            if not a.verdict.ok:
-                self.ledger.record(
-                    kind,
-                    at=self.now(),
-                    actor="rule:preflight",
-                    reason=a.verdict.reason,
-                    ok=False,
-                    detail={
-                        "class": a.verdict.failure_class,
-                        "tflops": a.verdict.tflops,
-                        "probe": {k: doc.get(k) for k in ("device", "matmul", "error", "total_s")},
-                    },
-                    **self._ctx(a),
-                )
-            return
-
-    # -- jobs: hold and batch --------------------------------------------------------------------
-    def _restore_jobs(self) -> None:
-        """After a restart: finished jobs stay finished; started ones are re-attached."""
-        for ev in self.ledger.events(
-            where="kind IN ('job_started', 'job_finished') AND campaign = ?",
-            params=[self.campaign.name],
-        ):
-            job = self.jobs.by_name(str(ev.detail.get("job")))
-            if job is None:
-                continue
-            if ev.kind == "job_started":
-                job.status, job.instance_id, job.started_at = "running", ev.instance_id, ev.at
-                job.attempts = int(ev.detail.get("attempt", job.attempts + 1))
-            elif ev.detail.get("requeued"):
-                job.status, job.instance_id = "pending", None
-            else:
-                self.jobs.finished(job, int(ev.detail.get("exit_code", -1)), ev.at)
-
-    def _reap_jobs(self, now: float) -> None:
-        for job in list(self.jobs.jobs):
-            if job.status != "running" or job.instance_id is None:
-                continue
-            a = self.attempts.get(job.instance_id)
-            if a is not None and a.life.phase == Phase.VERIFIED:
-                continue
-            self._requeue(
-                job, now, "its host left service" if a else "its host is not held any more"
-            )
-
-    def _requeue(self, job: JobState, now: float, why: str) -> None:
-        iid = job.instance_id
-        if iid is not None:
-            self.jobs.host_died(iid)
-        again = job.status == "pending"
-        self.ledger.record(
-            "job_finished",
-            at=now,
-            actor="engine",
-            ok=False,
-            campaign=self.campaign.name,
-            instance_id=iid,
-            reason=f"job {job.name} interrupted: {why}"
-            + (" - queued again" if again else " - out of retries"),
-            detail={"job": job.name, "requeued": again, "attempt": job.attempts},
-        )
-        self._say(
-            f"job    {job.name} interrupted on i:{iid} ({why}); {'queued again' if again else 'failed'}"
-        )
-
-    async def _dispatch_jobs(self, now: float) -> None:
-        for a in list(self.attempts.values()):
-            if (
-                not (a.passed_preflight and a.life.phase == Phase.VERIFIED)
-                or self.jobs.pending == 0
-            ):
-                continue
-            if self.jobs.on(a.instance_id) is not None:
-                continue
-            job = self.jobs.take(a.instance_id, now)
-            if job is None:
-                continue
-            try:
-                await self._ssh(a, launch_command(job.job))
-            except SSHFailure as exc:
-                # the session may have died after the host started the job: look before requeueing
-                try:
-                    started = (
-                        parse_status((await self._ssh(a, status_command(job.job))).stdout).state
-                        != "none"
-                    )
-                except SSHFailure:
-                    started = False
-                if not started:
-                    self._requeue(job, now, f"could not start it: {exc}")
-                    continue
-            self.ledger.record(
-                "job_started",
-                at=now,
-                actor="engine",
-                reason=f"job {job.name} on a proven rental",
-                detail={"job": job.name, "attempt": job.attempts, "run": job.job.run[:300]},
-                **self._ctx(a),
-            )
-            self._say(f"job    {job.name} started on i:{a.instance_id} (attempt {job.attempts})")
-
-    async def _check_job(self, a: Attempt, job: JobState) -> None:
-        res = await self._ssh(a, status_command(job.job))
-        st = parse_status(res.stdout)
-        now = self.now()
-        if st.state == "running":
-            return
-        if st.state != "exited" or st.exit_code is None:
-            self._requeue(job, now, f"the job's process is gone ({st.state})")
-            return
-        if self.jobs.on(a.instance_id) is not job:
-            return  # already accounted for
-        self.jobs.finished(job, st.exit_code, now)
-        duration = now - (job.started_at or now)
-        self.ledger.record(
-            "job_finished",
-            at=now,
-            actor="engine",
-            ok=st.exit_code == 0,
-            reason=f"job {job.name} exited {st.exit_code} after {duration / 60:.1f} min",
-            detail={
-                "job": job.name,
-                "exit_code": st.exit_code,
-                "duration_s": duration,
-                "attempt": job.attempts,
-                "log_tail": st.log_tail[-500:],
-            },
-            **self._ctx(a),
-        )
-        self._say(
-            f"job    {job.name} exited {st.exit_code} on i:{a.instance_id} after {duration / 60:.1f} min"
-        )
-        if job.job.artifacts:
-            await self._pull_artifacts(a, job)
-
-    async def _pull_artifacts(self, a: Attempt, job: JobState) -> None:
-        assert a.ssh_host is not None and a.ssh_port is not None
-        dest = self.artifacts_root / self.campaign.name / job.name
-        try:
-            async with self.ssh_slots:
-                conn = await self.ssh._connect(a.instance_id, a.ssh_host, a.ssh_port)
-                try:
-                    records = await asyncio.wait_for(
-                        fetch_artifacts(conn, job.job, dest), self._wall(600, 30)
-                    )
-                finally:
-                    conn.close()
-        except (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError) as exc:
-            self.ledger.record(
-                "artifacts",
-                at=self.now(),
-                actor="engine",
-                ok=False,
-                reason=f"artifacts of {job.name} not pulled: {exc}",
-                detail={"job": job.name},
-                **self._ctx(a),
-            )
-            self._say(f"artifacts of {job.name} FAILED: {exc}")
-            return
-        self.ledger.record(
-            "artifacts",
-            at=self.now(),
-            actor="engine",
-            ok=True,
-            reason=f"artifacts of {job.name}: {summary(records)}",
-            detail={"job": job.name, "files": records, "dest": str(dest)},
-            **self._ctx(a),
-        )
-        self._say(f"pull   {job.name}: {summary(records)} -> {dest}")
-
-    # -- verified instances: watchdog, heartbeat, NVML samples ---------------------------------
-    async def _ssh(
-        self, a: Attempt, command: str, stdin: bytes | None = None, timeout: float = 60
-    ) -> RunResult:
-        assert a.ssh_host is not None and a.ssh_port is not None
-        async with self.ssh_slots:
-            return await self.ssh.run(
-                a.instance_id,
-                a.ssh_host,
-                a.ssh_port,
-                command,
-                stdin=stdin,
-                timeout=self._wall(timeout, 5.0),
-            )
-
-    async def _tend(self, a: Attempt) -> None:
-        """Arm the host's dead-man's switch, then beat its heartbeat and read its GPU."""
-        try:
-            await self._ssh(
-                a,
-                "mkdir -p ~/.rentwatch && cat > ~/.rentwatch/watchdog.py && touch ~/.rentwatch/heartbeat"
-                " && { [ -f ~/.rentwatch/watchdog.pid ] && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
-                f" || (setsid nohup python3 ~/.rentwatch/watchdog.py --window-s {self.watchdog_window_s:g}"
-                f" --scale {self.client.time_scale:g} >/dev/null 2>&1 </dev/null & echo $! > ~/.rentwatch/watchdog.pid); }}",
-                stdin=probe_source("watchdog"),
-            )
-            a.watchdog_armed = True
-            self._say(
-                f"watch  i:{a.instance_id} watchdog armed: stops itself after "
-                f"{self.watchdog_window_s / 60:.0f} min without a heartbeat"
-            )
-        except SSHFailure as exc:
-            self._say(f"watch  i:{a.instance_id} could not arm the watchdog: {exc}")
-        nvml = probe_source("nvml_sample")
-        last_beat = -1e18
-        while a.life.phase == Phase.VERIFIED:
-            job = self.jobs.on(a.instance_id)
-            await asyncio.sleep(self._wall(self.job_poll_s if job else self.beat_s, 0.05))
-            if a.life.phase != Phase.VERIFIED or a.ssh_host is None:
-                break
-            job = self.jobs.on(a.instance_id)
-            if job is not None:
-                try:
-                    await self._check_job(a, job)
-                except SSHFailure as exc:
-                    self._say(f"job    {job.name} on i:{a.instance_id}: no answer ({exc})")
-            if self.now() - last_beat < self.beat_s:
-                continue
-            last_beat = self.now()
-            try:
-                if a.watchdog_armed:
-                    await self._ssh(a, "touch ~/.rentwatch/heartbeat")
-                res = await self._ssh(a, "python3 -", stdin=nvml)
-                doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
-            except (SSHFailure, ProbeError) as exc:
-                self._say(f"sample i:{a.instance_id} failed: {exc}")
-                continue
-            self._take_samples(a, doc)
-
-    def _take_samples(self, a: Attempt, doc: dict[str, Any]) -> None:
-        now = self.now()
-        rows = []
-        for smp in doc.get("samples") or []:
-            if not isinstance(smp, dict):
-                continue
-            row = {
-                k: smp.get(k) if isinstance(smp.get(k), int | float) else None
-                for k in (
-                    "util",
-                    "sm_clock",
-                    "max_sm_clock",
-                    "reasons_bits",
-                    "temp",
-                    "power_w",
-                    "mem_used_mb",
-                )
-            }
-            row.update(
-                instance_id=a.instance_id,
-                ts=now,
-                reasons=[r for r in smp.get("reasons") or [] if isinstance(r, str)][:10],
-            )
-            rows.append(row)
-        if not rows:
-            return
-        self.ledger.add_samples(rows)
-        a.samples = (a.samples + rows)[-120:]
-        util = rows[0]["util"]
-        if isinstance(util, int | float):
-            a.util_low_since = (
-                (a.util_low_since or now) if util < self.policy.idle_util_pct else None
-            )
-        t = detect_throttle(a.samples[-10:], self.policy.throttle_ratio)
-        if t.throttled and not (a.throttle and a.throttle.throttled):
-            self.ledger.record(
-                "throttle",
-                at=now,
-                actor="engine",
-                reason=t.reason,
-                detail={"slowdown": t.slowdown, "reasons": list(t.reasons)},
-                **self._ctx(a),
-            )
-            self._say(f"throttle i:{a.instance_id} m:{a.machine_id}: {t.reason}")
-        a.throttle = t
 
     # -- the run -----------------------------------------------------------------------------
     async def run(self) -> Outcome:

@@ -139,7 +139,8 @@ def test_fleet_goal_budget_and_create_budget():
     v = att(phase=Phase.VERIFIED, status="running", running_at=NOW - 500, passed_preflight=True)
     assert only(decide(fleet(v, n=1), SEED, NOW), Finish)[0].ok
     assert len(only(decide(fleet(n=3, creates=0), SEED, NOW), Create)) == 3
-    assert len(only(decide(fleet(n=3, creates=0), DEFAULT, NOW), Create)) == 4  # one spare
+    spare = DEFAULT.with_overrides({"spare_attempts": 1})
+    assert len(only(decide(fleet(n=3, creates=0), spare, NOW), Create)) == 4  # one spare in flight
     assert len(only(decide(fleet(n=3, creates=9), SEED, NOW), Create)) == 1
     [f] = only(decide(fleet(n=3, creates=10), SEED, NOW), Finish)
     assert not f.ok and f.rule == "rule:max_creates"

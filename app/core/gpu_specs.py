@@ -77,8 +77,17 @@ def offer_contradicts_itself(gpu_name: str, dlperf: float | None) -> bool:
 
 
 # The oldest driver branch each CUDA runtime needs (NVIDIA's CUDA toolkit release notes).
-MIN_DRIVER_FOR_CUDA = ((12.8, 570), (12.6, 560), (12.5, 555), (12.4, 550), (12.3, 545), (12.2, 535),
-                       (12.1, 530), (12.0, 525), (11.8, 520))
+MIN_DRIVER_FOR_CUDA = (
+    (12.8, 570),
+    (12.6, 560),
+    (12.5, 555),
+    (12.4, 550),
+    (12.3, 545),
+    (12.2, 535),
+    (12.1, 530),
+    (12.0, 525),
+    (11.8, 520),
+)
 
 
 def driver_too_old(driver_version: str | None, image_cuda: float) -> bool:

@@ -38,8 +38,13 @@ FATAL_TEXTS = (
     ("created", "failed to inject CDI devices: unresolvable CDI devices nvidia.com/gpu=all"),
     ("loading", "unexpected fault address 0x7f3a2c000000"),
 )
-DRIVER_FOR_CUDA = {12.1: "530.41.03", 12.2: "535.183.01", 12.4: "550.54.14", 12.6: "560.35.03",
-                   12.8: "570.124.04"}
+DRIVER_FOR_CUDA = {
+    12.1: "530.41.03",
+    12.2: "535.183.01",
+    12.4: "550.54.14",
+    12.6: "560.35.03",
+    12.8: "570.124.04",
+}
 THROTTLE_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "sw_power_cap", "hw_thermal_slowdown")
 
 

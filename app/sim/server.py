@@ -79,6 +79,7 @@ class SimServer:
 
         def main() -> None:
             loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
             self._loop = loop
             try:
                 loop.run_until_complete(self.start())
@@ -91,6 +92,11 @@ class SimServer:
                 loop.run_forever()
             finally:
                 loop.run_until_complete(self.stop())
+                pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+                for t in pending:  # SSH sessions and their subprocesses still running
+                    t.cancel()
+                if pending:
+                    loop.run_until_complete(_drain(pending))
                 loop.close()
                 self._stopped.set()
 
@@ -111,6 +117,10 @@ class SimServer:
         if self._loop is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(30)
+
+
+async def _drain(tasks: list[asyncio.Task[Any]]) -> None:
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _as_coro(fn: Any, *args: Any) -> Any:
