@@ -108,7 +108,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
             )
             if not v.ok:
                 verdict = f"FAILED: {clean(v.reason, 90)}"
-        elif a.preflight_task is not None:
+        elif a.preflight_task is not None and a.life.phase == Phase.VERIFYING:
             verdict = "running preflight…"
         rows.append(
             InstanceSnap(
