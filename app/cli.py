@@ -277,9 +277,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "fn", None):
-        if argv is None and len(sys.argv) > 1 or argv:
-            parser.print_help()
-            return 2
         args = parser.parse_args(["watch"])  # plain `rentwatch` is `rentwatch watch`
     try:
         return int(args.fn(args) or 0)
