@@ -161,3 +161,13 @@ def test_view_snapshot(name, keys):
     if name == "fleet":
         assert "[bold red]x[/]" in got  # host text shown literally
         assert "unchanged 1m10s / 1m30s" in got
+
+
+def test_intents_are_in_the_command_palette():
+    async def run() -> list[str]:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"))  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE):
+            return [c.title for c in app.get_system_commands(app.screen)]
+
+    titles = asyncio.run(run())
+    assert "Destroy the selected instance (asks)" in titles and "Ledger (SQL)" in titles

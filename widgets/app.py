@@ -4,6 +4,7 @@ keys. Widgets render snapshots; intents go to the engine thread; nothing here ca
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Iterable
 from typing import Any
 
 from rentwatch.core.text import clean
@@ -13,8 +14,9 @@ from rentwatch.snapshot import FleetSnap, InstanceSnap
 from rentwatch.supervisor import DestroyConfirmation
 from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.widgets import Footer, Input, RichLog, Static
 
 from .fleet import FleetTable, FleetView
@@ -54,6 +56,25 @@ class RentwatchApp(App[str]):
         engine.on_error = lambda msg: self.call_from_thread(
             self.notify, clean(msg, 300), severity="error"
         )
+
+    PALETTE = (
+        ("Stop the selected instance", "stop"),
+        ("Destroy the selected instance (asks)", "destroy"),
+        ("Start the selected instance", "start"),
+        ("Create one more instance", "create"),
+        ("Toggle table / pane view", "toggle_view"),
+        ("Ledger (SQL)", "ledger"),
+        ("Receipt and hosts", "receipt"),
+        ("Detach and quit (recorded)", "detach"),
+        ("Quit (asks)", "quit_ask"),
+    )
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for title, action in self.PALETTE:
+            yield SystemCommand(
+                title, f"rentwatch: {action.replace('_', ' ')}", getattr(self, f"action_{action}")
+            )
 
     def _receive(self, snap: FleetSnap) -> None:
         self.latest = snap
