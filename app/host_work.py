@@ -5,6 +5,8 @@ kept apart so each file reads on its own; it uses the supervisor's ledger, clien
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import asyncssh
@@ -17,15 +19,15 @@ from .job_runner import (
     fetch_artifacts,
     launch_command,
     parse_status,
+    push_checkpoint,
     status_command,
+    stop_command,
     summary,
 )
 from .probe_io import ProbeError, parse_probe_output, probe_source
 from .ssh_runner import HostKeyChanged, RunResult, SSHFailure
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from .client import VastClient
     from .core.campaign import Campaign
     from .core.jobs import JobQueue
@@ -50,6 +52,7 @@ class HostWork:
     watchdog_window_s: float
     beat_s: float
     job_poll_s: float
+    _ckpt_at: dict[str, float]
 
     def now(self) -> float:
         raise NotImplementedError
@@ -186,6 +189,18 @@ class HostWork:
             job = self.jobs.take(a.instance_id, now)
             if job is None:
                 continue
+            await self._resume_from_checkpoint(a, job)
+            if job.job.secret_env:
+                self.ledger.record(
+                    "note",
+                    at=now,
+                    actor="human",
+                    reason=(
+                        f"operator opted in: job {job.name} sends {', '.join(job.job.secret_env)} to a stranger's host"
+                    ),
+                    detail={"job": job.name, "secret_env": list(job.job.secret_env)},
+                    **self._ctx(a),
+                )
             try:
                 await self._ssh(a, launch_command(job.job))
             except SSHFailure as exc:
@@ -214,7 +229,28 @@ class HostWork:
         res = await self._ssh(a, status_command(job.job))
         st = parse_status(res.stdout)
         now = self.now()
+        tail = [ln for ln in st.log_tail.splitlines() if ln.strip()]
+        a.job_line = f"{job.name}: {tail[-1] if tail else st.state}"
         if st.state == "running":
+            if job.started_at is not None and now - job.started_at > job.job.timeout_s:
+                await self._ssh(a, stop_command(job.job))
+                self.jobs.finished(job, 124, now)
+                self.ledger.record(
+                    "job_finished",
+                    at=now,
+                    actor="engine",
+                    ok=False,
+                    reason=f"job {job.name} stopped after its {job.job.timeout_s / 60:.0f} min timeout",
+                    detail={"job": job.name, "exit_code": 124, "timeout": True},
+                    **self._ctx(a),
+                )
+                self._say(f"job    {job.name} timed out on i:{a.instance_id}")
+                return
+            if job.job.checkpoint and now - self._ckpt_at.get(job.name, job.started_at or now) >= (
+                job.job.checkpoint_every_s
+            ):
+                self._ckpt_at[job.name] = now
+                await self._pull_artifacts(a, job, checkpoint=True)
             return
         if st.state != "exited" or st.exit_code is None:
             self._requeue(job, now, f"the job's process is gone ({st.state})")
@@ -244,15 +280,52 @@ class HostWork:
         if job.job.artifacts:
             await self._pull_artifacts(a, job)
 
-    async def _pull_artifacts(self, a: Attempt, job: JobState) -> None:
+    def _checkpoint_dir(self, job: JobState) -> Path:
+        return self.artifacts_root / self.campaign.name / job.name / "checkpoint"
+
+    async def _resume_from_checkpoint(self, a: Attempt, job: JobState) -> None:
+        """A retried job starts from the last checkpoint pulled off its previous host."""
+        src = self._checkpoint_dir(job)
+        if not job.job.checkpoint or not src.exists() or job.attempts <= 1:
+            return
+        assert a.ssh_host is not None and a.ssh_port is not None
+        try:
+            async with self.ssh_slots:
+                conn = await self.ssh._connect(a.instance_id, a.ssh_host, a.ssh_port)
+                try:
+                    pushed = await push_checkpoint(conn, job.job, src)
+                finally:
+                    conn.close()
+        except (SSHFailure, UnsafePath, asyncssh.Error, OSError) as exc:
+            self._say(f"resume {job.name}: checkpoint not pushed ({exc}); it starts over")
+            return
+        self.ledger.record(
+            "artifacts",
+            at=self.now(),
+            actor="engine",
+            ok=True,
+            reason=f"checkpoint of {job.name} pushed to its retry ({len(pushed)} file(s))",
+            detail={"job": job.name, "checkpoint_pushed": pushed},
+            **self._ctx(a),
+        )
+        self._say(f"resume {job.name} on i:{a.instance_id} from its last checkpoint")
+
+    async def _pull_artifacts(self, a: Attempt, job: JobState, checkpoint: bool = False) -> None:
         assert a.ssh_host is not None and a.ssh_port is not None
         dest = self.artifacts_root / self.campaign.name / job.name
+        spec = job.job
+        if checkpoint:
+            assert spec.checkpoint is not None
+            dest, spec = (
+                self._checkpoint_dir(job),
+                dataclasses.replace(spec, artifacts=(spec.checkpoint,)),
+            )
         try:
             async with self.ssh_slots:
                 conn = await self.ssh._connect(a.instance_id, a.ssh_host, a.ssh_port)
                 try:
                     records = await asyncio.wait_for(
-                        fetch_artifacts(conn, job.job, dest), self._wall(600, 30)
+                        fetch_artifacts(conn, spec, dest), self._wall(600, 30)
                     )
                 finally:
                     conn.close()

@@ -33,7 +33,8 @@ def launch_command(job: Job) -> str:
     d = job_dir(job.name)
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in job.env.items() if k.isidentifier())
     inner = f"cd {shlex.quote(job.workdir)} && {env + ' ' if env else ''}{job.run}"
-    script = f"{inner}; echo $? > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit"
+    # a newline, not ';': the command may end in a heredoc
+    script = f"{inner}\necho $? > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit"
     return (
         f"mkdir -p {d} && rm -f {d}/exit && (setsid nohup sh -c {shlex.quote(script)} "
         f"> {d}/log 2>&1 < /dev/null & echo $! > {d}/pid)"
@@ -143,3 +144,35 @@ def summary(records: list[dict[str, object]]) -> str:
     if bad:
         text += f"; refused or missing: {json.dumps(bad)[:200]}"
     return text
+
+
+async def push_checkpoint(
+    conn: asyncssh.SSHClientConnection, job: Job, src_root: Path
+) -> list[str]:
+    """Put the last fetched checkpoint back under the job's folder on a new host."""
+    assert job.checkpoint is not None
+    rel = safe_relative(job.checkpoint.rstrip("/"))
+    local_base = src_root / rel
+    files = (
+        [local_base]
+        if local_base.is_file()
+        else sorted(p for p in local_base.rglob("*") if p.is_file())
+    )
+    pushed = []
+    async with conn.start_sftp_client() as sftp:
+        for path in files:
+            if path.is_symlink():
+                continue
+            sub = path.relative_to(src_root).as_posix()
+            remote = posixpath.join(job.workdir, safe_relative(sub))
+            parent = posixpath.dirname(remote)
+            if parent and parent != ".":
+                await sftp.makedirs(parent, exist_ok=True)
+            await sftp.put(str(path), remote)
+            pushed.append(sub)
+    return pushed
+
+
+def stop_command(job: Job) -> str:
+    d = job_dir(job.name)
+    return f"[ -f {d}/pid ] && kill -TERM -$(cat {d}/pid) 2>/dev/null; kill -TERM $(cat {d}/pid) 2>/dev/null; true"

@@ -34,6 +34,7 @@ class InstanceSnap:
     ended_at: float | None
     failure_class: str | None
     passed_preflight: bool
+    job: str = ""  # the running job and its last log line
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
                 ended_at=_ended(a),
                 failure_class=a.failure_class,
                 passed_preflight=a.passed_preflight,
+                job=clean(a.job_line, 120) if sup.jobs.on(a.instance_id) else "",
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))

@@ -91,6 +91,7 @@ class Attempt:
     failure_class: str | None = None
     label: str | None = None
     tend_task: asyncio.Task[Any] | None = None
+    job_line: str = ""  # the running job's last log line, for the dashboard
     watchdog_armed: bool = False
     throttle: Throttle | None = None
 
@@ -162,6 +163,7 @@ class Supervisor(HostWork):
         self.job_poll_s = 30.0  # market seconds between looks at a running job
         self.jobs = JobQueue(campaign.jobs)
         self.artifacts_root = Path("artifacts")
+        self._ckpt_at: dict[str, float] = {}  # job name -> market time of its last checkpoint pull
 
     # -- helpers ---------------------------------------------------------------------------
     @property

@@ -136,3 +136,110 @@ def test_status_parsing():
     assert parse_status(b"RUNNING\n").state == "running"
     assert parse_status(b"EXIT x\n").exit_code == -1
     assert parse_status(b"\x1b[2J garbage").state == "none"
+
+
+RESUMABLE = """
+[[jobs]]
+name = "long"
+checkpoint = "ckpt"
+checkpoint_every_min = 0.5
+retries = 2
+artifacts = ["out/result"]
+run = '''python3 - <<'PY'
+import os, time
+os.makedirs("ckpt", exist_ok=True)
+step = int(open("ckpt/step").read()) if os.path.exists("ckpt/step") else 0
+start = step
+while step < 12:
+    time.sleep(0.4)
+    step += 1
+    open("ckpt/step", "w").write(str(step))
+os.makedirs("out", exist_ok=True)
+open("out/result", "w").write("start=%d end=%d" % (start, step))
+print("done from", start)
+PY'''
+"""
+
+
+def test_interrupted_job_resumes_from_its_checkpoint(make_sim, tmp_path, monkeypatch):
+    """The host goes offline mid-job; the retry on another host starts from the last checkpoint."""
+    import threading
+
+    from rentwatch.sim.market import Step
+
+    monkeypatch.chdir(tmp_path)
+    sim = make_sim(
+        seed=7, offers=60, time_scale=120, host_class=[{"behaviour": "healthy", "share": 1.0}]
+    )
+    knocked: list[int] = []
+
+    def saboteur() -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline and not knocked:
+            for step in sim.ssh.workdir.glob("i*/ckpt/step"):
+                try:
+                    value = int(step.read_text() or 0)
+                except ValueError:
+                    continue
+                if value >= 6:
+                    iid = int(step.parent.parent.name[1:])
+
+                    def offline(iid: int = iid) -> None:
+                        seg = sim.market.instances[iid].segments[-1]
+                        now = sim.market.clock.now()
+                        seg.steps.append(Step(now, "offline", None))
+                        seg.halted_at = now
+
+                    sim.call(offline)
+                    knocked.append(iid)
+                    return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=saboteur, daemon=True)
+    t.start()
+    code, ledger = run_campaign(sim, tmp_path, "default", name="ckpt", fleet=1, extra=RESUMABLE)
+    t.join(1)
+    assert knocked, "the job never reached step 6"
+    assert code == 0
+    result = (tmp_path / "artifacts" / "ckpt" / "long" / "out" / "result").read_text()
+    start = int(result.split()[0].split("=")[1])
+    assert start > 0 and result.endswith("end=12"), result
+    led = Ledger(ledger)
+    assert led.events(where="kind = 'artifacts' AND reason LIKE 'checkpoint of long pushed%'")
+
+
+def test_job_timeout_and_secret_opt_in(make_sim, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sim = make_sim(
+        seed=7, offers=60, time_scale=120, host_class=[{"behaviour": "healthy", "share": 1.0}]
+    )
+    extra = """
+[[jobs]]
+name = "stuck"
+run = "sleep 60"
+timeout_min = 1
+env = { HF_TOKEN = "hf_not_really" }
+allow_secret_env = ["HF_TOKEN"]
+"""
+    code, ledger = run_campaign(sim, tmp_path, "default", name="stuck", fleet=1, extra=extra)
+    assert code == 3  # the campaign ended with a failed job
+    led = Ledger(ledger)
+    [fin] = led.events(where="kind = 'job_finished'")
+    assert fin.ok is False and fin.detail["timeout"] is True
+    [warn] = led.events(where="kind = 'note' AND actor = 'human'")
+    assert "HF_TOKEN" in warn.reason and "hf_not_really" not in warn.reason
+
+
+def test_secret_env_needs_an_explicit_opt_in():
+    from rentwatch.core.campaign import parse_campaign
+    from rentwatch.core.errors import ConfigError
+
+    base = (
+        "name='a'\nimage='x'\nmax_dph=1\nbudget_usd=1\n[[jobs]]\nrun='x'\nenv={WANDB_API_KEY='k'}\n"
+    )
+    with pytest.raises(ConfigError, match="allow_secret_env"):
+        parse_campaign(base)
+    job = parse_campaign(base + "allow_secret_env=['WANDB_API_KEY']\n").jobs[0]
+    assert job.secret_env == ("WANDB_API_KEY",)
+    with pytest.raises(ConfigError, match="checkpoint"):
+        parse_campaign(base.replace("env={WANDB_API_KEY='k'}", "checkpoint='../up'"))

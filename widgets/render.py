@@ -54,6 +54,10 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
             f"  unchanged {span(s.status_age_s)} / {span(s.freeze_window_s)}", style=colour
         )
 
+    if s.job and not faded:
+        status.append("  job ", style="bold")
+        status.append(Text(s.job, style="cyan"))
+
     gpu = Text("   ", style=base)
     if s.util is not None:
         gpu.append(f"GPU {s.util:3.0f}% ")

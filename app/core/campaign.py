@@ -22,6 +22,9 @@ class Job:
     artifacts: tuple[str, ...] = ()
     timeout_s: float = 6 * 3600.0
     retries: int = 1
+    checkpoint: str | None = None  # a path the job writes; pulled while it runs, pushed to a retry
+    checkpoint_every_s: float = 600.0
+    secret_env: tuple[str, ...] = ()  # env names the operator allowed despite looking secret
 
 
 @dataclass(frozen=True)
@@ -137,13 +140,27 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         env = raw.get("env", {})
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise fail("env", f"{where}.env: expected a table of strings")
-        secret = [k for k in env if SECRET_HINTS.search(k)]
+        allowed = raw.get("allow_secret_env", [])
+        if not isinstance(allowed, list) or not all(isinstance(a, str) for a in allowed):
+            raise fail(
+                "allow_secret_env", f"{where}.allow_secret_env: expected a list of env names"
+            )
+        secret = [k for k in env if SECRET_HINTS.search(k) and k not in allowed]
         if secret:
             raise fail(
                 "env",
                 f"{where}.env: {', '.join(secret)} looks like a secret; nothing secret "
-                "is pushed onto a stranger's host (pull artifacts off instead)",
+                "is pushed onto a stranger's host (pull artifacts off instead, or name it in "
+                "allow_secret_env to opt in, which the ledger records)",
             )
+        ckpt = raw.get("checkpoint")
+        if ckpt is not None and (
+            not isinstance(ckpt, str)
+            or not ckpt
+            or ckpt.startswith(("/", "~"))
+            or ".." in ckpt.split("/")
+        ):
+            raise fail("checkpoint", f"{where}.checkpoint: a relative path inside the job's folder")
         arts = raw.get("artifacts", [])
         if not isinstance(arts, list) or not all(isinstance(a, str) for a in arts):
             raise fail("artifacts", f"{where}.artifacts: expected a list of paths")
@@ -156,6 +173,9 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
                 artifacts=tuple(arts),
                 timeout_s=float(raw.get("timeout_min", 360)) * 60,
                 retries=int(raw.get("retries", 1)),
+                checkpoint=ckpt,
+                checkpoint_every_s=float(raw.get("checkpoint_every_min", 10)) * 60,
+                secret_env=tuple(k for k in env if k in allowed),
             )
         )
     return Campaign(
