@@ -120,15 +120,30 @@ LEFT JOIN d USING (instance_id)
 LEFT JOIN instance_charges ch USING (instance_id);
 
 CREATE OR REPLACE VIEW hosts AS
-SELECT machine_id, any_value(host_id) AS host_id, count(*) AS creates,
+WITH ev AS (
+  SELECT machine_id,
+         count(DISTINCT instance_id) FILTER (WHERE kind = 'throttle') AS throttled,
+         count(DISTINCT instance_id) FILTER (WHERE kind = 'status' AND detail->>'status' = 'offline') AS went_offline
+  FROM events WHERE machine_id IS NOT NULL GROUP BY machine_id
+)
+SELECT i.machine_id, any_value(i.host_id) AS host_id, count(*) AS creates,
        count(*) FILTER (WHERE running_at IS NOT NULL) AS booted,
        count(*) FILTER (WHERE verified_at IS NOT NULL) AS computed,
        count(*) FILTER (WHERE jobs_finished > 0) AS finished,
+       coalesce(any_value(ev.throttled), 0) AS throttled,
+       coalesce(any_value(ev.went_offline), 0) AS went_offline,
        count(*) FILTER (WHERE dud) AS duds,
        string_agg(DISTINCT failure_class, ',') AS failure_classes,
        sum(CASE WHEN dud THEN total_usd ELSE 0 END) AS dud_usd,
        sum(total_usd) AS total_usd
-FROM instances GROUP BY machine_id;
+FROM instances i LEFT JOIN ev USING (machine_id) GROUP BY i.machine_id;
+
+-- the same record per host (one host may list several machines)
+CREATE OR REPLACE VIEW host_record AS
+SELECT host_id, count(*) AS machines, sum(creates) AS creates, sum(booted) AS booted,
+       sum(computed) AS computed, sum(finished) AS finished, sum(throttled) AS throttled,
+       sum(went_offline) AS went_offline, sum(duds) AS duds, sum(dud_usd) AS dud_usd
+FROM hosts GROUP BY host_id;
 
 CREATE OR REPLACE VIEW quarantine AS
 SELECT machine_id, arg_max(reason, seq) AS reason, max(ts) AS since,
