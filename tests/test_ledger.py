@@ -130,6 +130,15 @@ def test_hand_computed_receipt(tmp_path):
         campaign="c",
         ok=True,
     )
+    led.record(
+        "throttle",
+        at=4100,
+        actor="engine",
+        reason="SM clock 22% below max",
+        instance_id=3,
+        campaign="c",
+        machine_id=13,
+    )
     _act(led, "stop", 3, 4260)
     _act(led, "destroy", 3, 7860, actor="human")
     [r] = led.receipt()
@@ -146,6 +155,7 @@ def test_hand_computed_receipt(tmp_path):
     assert r["by_class"] == {"freeze": 1, "fatal": 1}
     hosts = {row["machine_id"]: row for row in led.query("select * from hosts").as_dicts()}
     assert hosts[13]["computed"] == 1 and hosts[13]["finished"] == 1 and hosts[11]["duds"] == 1
+    assert hosts[13]["throttled"] == 1 and hosts[11]["throttled"] == 0
 
 
 _kinds = st.sampled_from(["running", "halt", "stop", "start"])

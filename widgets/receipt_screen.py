@@ -34,7 +34,7 @@ class ReceiptScreen(Screen[None]):
         receipts = self.ledger.receipt(self.campaign)
         hosts = self.ledger.query(
             # p(deliver) with the prior of rentwatch.core.reputation (mean 0.4, weight 2)
-            "select h.machine_id, h.host_id, creates, booted, computed, finished, duds, "
+            "select h.machine_id, h.host_id, creates, booted, computed, finished, throttled, went_offline, duds, "
             "round((0.8 + computed) / (2 + computed + duds), 2) p_deliver, "
             "coalesce(failure_classes, '') classes, round(dud_usd, 4) dud_usd, "
             "q.machine_id is not null quarantined from hosts h "
