@@ -192,6 +192,19 @@ def _cmd_referee(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_scenario(args: argparse.Namespace) -> int:
+    from .scenario_fit import fit_scenario, to_toml
+
+    with _open_ledger(args.ledger) as ledger:
+        try:
+            data = fit_scenario(ledger, args.campaign, args.seed)
+        except ValueError as exc:
+            print(f"rentwatch: {exc}", file=sys.stderr)
+            return 1
+    print(to_toml(data), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
     sub = p.add_subparsers(dest="command")
@@ -252,6 +265,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     f.add_argument("--json", action="store_true")
     f.set_defaults(fn=_cmd_referee)
+
+    sc = sub.add_parser("scenario", help="scenario tools")
+    sc_sub = sc.add_subparsers(dest="scenario_command", required=True)
+    fl = sc_sub.add_parser(
+        "from-ledger", help="fit a scenario file to a campaign's ledger (TOML on stdout)"
+    )
+    fl.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    fl.add_argument("--campaign", help="one campaign only")
+    fl.add_argument("--seed", type=int, default=7)
+    fl.set_defaults(fn=_cmd_scenario)
 
     r = sub.add_parser("receipt", help="the campaign receipt, computed from the ledger")
     r.add_argument("--ledger", help="ledger file (default: in the user's data dir)")

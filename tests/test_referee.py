@@ -113,3 +113,41 @@ def test_score_sums():
     assert abs(s["dud_mean_lifetime_min"] - (5 + 400 / 60) / 2) < 0.001
     assert abs(s["time_to_fleet_min"] - 4000 / 60) < 0.001
     assert abs(s["usd_per_gpu_hour"] - 0.33 / 1.0) < 1e-9
+
+
+SHIPPED = sorted(
+    (__import__("pathlib").Path(__file__).resolve().parent.parent / "scenarios").glob("*.toml")
+)
+
+
+@__import__("pytest").mark.parametrize("scenario", SHIPPED, ids=lambda p: p.stem)
+def test_referee_runs_on_every_shipped_scenario(scenario, tmp_path, capsys):
+    camp = tmp_path / "c.toml"
+    camp.write_text(CAMPAIGN)
+    assert (
+        main(
+            [
+                "referee",
+                "--scenario",
+                str(scenario),
+                "--campaign",
+                str(camp),
+                "--policies",
+                "seed,default",
+                "--seeds",
+                "1",
+                "--json",
+                "--time-scale",
+                "600",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in out["runs"]] == ["seed", "default"]
+    for run in out["runs"]:
+        assert (
+            out["summary"][run["policy"]]["total_usd"] == run["total_usd"]
+        )  # one seed: the median is the run
+        assert 0 <= run["dud_usd"] <= run["total_usd"]
+    assert out["summary"]["default"]["false_kills"] == 0
