@@ -243,3 +243,35 @@ def test_secret_env_needs_an_explicit_opt_in():
     assert job.secret_env == ("WANDB_API_KEY",)
     with pytest.raises(ConfigError, match="checkpoint"):
         parse_campaign(base.replace("env={WANDB_API_KEY='k'}", "checkpoint='../up'"))
+
+
+def test_symlinks_on_the_host_are_not_followed(make_sim, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sim = make_sim(
+        seed=7, offers=60, time_scale=120, host_class=[{"behaviour": "healthy", "share": 1.0}]
+    )
+    extra = """
+[[jobs]]
+name = "sneaky"
+run = "mkdir -p out && echo fine > out/ok.txt && ln -s /etc/passwd out/evil && ln -s / out/root"
+artifacts = ["out"]
+"""
+    code, ledger = run_campaign(sim, tmp_path, "default", name="sneaky", fleet=1, extra=extra)
+    assert code == 0
+    got = tmp_path / "artifacts" / "sneaky" / "sneaky" / "out"
+    assert (got / "ok.txt").read_text() == "fine\n"
+    assert not (got / "evil").exists() and not (got / "root").exists()
+    [ev] = Ledger(ledger).events(where="kind = 'artifacts'")
+    refused = {r["path"] for r in ev.detail["files"] if r.get("error") == "symlink refused"}
+    assert refused == {"out/evil", "out/root"}
+
+
+def test_local_destination_is_contained(tmp_path):
+    from rentwatch.job_runner import _local
+
+    assert _local(tmp_path, "a/b.txt") == (tmp_path / "a" / "b.txt").resolve()
+    with pytest.raises(UnsafePath):
+        _local(tmp_path, "../outside.txt")
+    (tmp_path / "link").symlink_to("/tmp")
+    with pytest.raises(UnsafePath):
+        _local(tmp_path, "link/x.txt")

@@ -281,3 +281,50 @@ def test_campaign_and_overrides():
         get_policy("reckless")
     with pytest.raises(ConfigError):
         SEED.with_overrides({"frezee_window_s": 1})
+
+
+def test_executor_refuses_automated_destroy_of_a_verified_instance(tmp_path):
+    """The second layer: even a hand-built Abandon for a proven instance is refused by the
+    executor, and a human destroy needs the instance's id typed back."""
+    import asyncio
+
+    from rentwatch.client import VastClient
+    from rentwatch.core.campaign import parse_campaign
+    from rentwatch.ledger import Ledger
+    from rentwatch.ssh_runner import SSHRunner, load_or_create_key
+    from rentwatch.supervisor import Attempt, AutomationRefused, DestroyConfirmation, Supervisor
+
+    async def run() -> None:
+        client = VastClient("http://127.0.0.1:9", "k", max_attempts=1, min_intervals={})
+        camp = parse_campaign("name='g'\nimage='x'\nmax_dph=1\nbudget_usd=1\n")
+        sup = Supervisor(
+            client,
+            Ledger(":memory:"),
+            camp,
+            SEED,
+            SSHRunner(load_or_create_key(tmp_path / "k")),
+            log=lambda _: None,
+        )
+        a = Attempt(
+            instance_id=7,
+            offer=None,
+            machine_id=70,
+            host_id=1,
+            gpu_name="RTX 3090",
+            created_at=0.0,
+            gpu_dph=0.2,
+            storage_dph=0.01,
+            passed_preflight=True,
+        )
+        a.life.move(Phase.BOOTING, 0, "x")
+        a.life.move(Phase.RUNNING, 1, "x")
+        a.life.move(Phase.VERIFIED, 2, "x")
+        sup.attempts[7] = a
+        with pytest.raises(AutomationRefused):
+            await sup._abandon(Abandon(7, 70, "rule:forged", "forged", "fatal"))
+        with pytest.raises(AutomationRefused):
+            await sup.human_destroy(DestroyConfirmation(7, "8"))
+        assert a.life.phase == Phase.VERIFIED
+        await client.aclose()
+
+    asyncio.run(run())
