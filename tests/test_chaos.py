@@ -15,13 +15,27 @@ from rentwatch.ledger import Ledger
 from .campaigns import campaign_text, truth_at
 
 LONG = os.environ.get("RENTWATCH_CHAOS_LONG") == "1"
-N_JOBS = 30 if LONG else 6
+N_JOBS = 60 if LONG else 6
 KILLS = [signal.SIGKILL, signal.SIGTERM] * (3 if LONG else 1)
+# the long mode churns: most hosts go offline a few minutes into their work, so jobs keep moving
+# and creates keep coming; the small one is the bad day
+MARKET = (
+    {
+        "host_class": [
+            {"behaviour": "offline_midrun", "share": 0.5, "offline_after_min": [2.0, 6.0]},
+            {"behaviour": "freeze_pull", "share": 0.2},
+            {"behaviour": "fatal_pull", "share": 0.1},
+            {"behaviour": "healthy", "share": 0.2},
+        ]
+    }
+    if LONG
+    else {"bad_day": True}
+)
 
 
 def _jobs(n: int) -> str:
     return "".join(
-        f'\n[[jobs]]\nname = "j{i}"\nrun = "python3 -c \\"import time; time.sleep(1)\\""\nretries = 3\n'
+        f'\n[[jobs]]\nname = "j{i}"\nrun = "python3 -c \\"import time; time.sleep(1)\\""\nretries = 8\n'
         for i in range(n)
     )
 
@@ -78,7 +92,9 @@ def test_chaos_invariants(make_sim, tmp_path):
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=60)
         outputs.append(seen + out)
-    final = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=400)
+    final = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1500 if LONG else 400
+    )
     outputs.append(final.stdout + final.stderr)
     assert final.returncode == 0, final.stdout[-3000:]
     assert not [o for o in outputs if "Traceback" in o], "an unhandled exception"
