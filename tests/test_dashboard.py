@@ -86,9 +86,20 @@ def test_destroy_cancel_confirm_stop_and_quit(make_sim, tmp_path):
                     where="kind = 'destroy' AND actor = 'human' AND phase = 'outcome'"
                 ),
             )
-            # stop another one
-            await _until(pilot, lambda: any(s.ended_at is None for s in view.snaps))
-            view.cursor = next(i for i, s in enumerate(view.snaps) if s.ended_at is None)
+
+            # stop another one (once the panes show the destroyed one as gone)
+            def live_other() -> int | None:
+                return next(
+                    (
+                        i
+                        for i, s in enumerate(view.snaps)
+                        if s.ended_at is None and s.instance_id != target
+                    ),
+                    None,
+                )
+
+            await _until(pilot, lambda: live_other() is not None)
+            view.cursor = live_other()
             other = view.selected_id
             assert other != target
             await pilot.press("s")
