@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncssh
 
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from .ledger import Ledger
     from .ssh_runner import SSHRunner
     from .supervisor import Attempt
+
+
+T = TypeVar("T")
 
 
 class HostWork:
@@ -288,15 +292,9 @@ class HostWork:
         src = self._checkpoint_dir(job)
         if not job.job.checkpoint or not src.exists() or job.attempts <= 1:
             return
-        assert a.ssh_host is not None and a.ssh_port is not None
         try:
-            async with self.ssh_slots:
-                conn = await self.ssh._connect(a.instance_id, a.ssh_host, a.ssh_port)
-                try:
-                    pushed = await push_checkpoint(conn, job.job, src)
-                finally:
-                    conn.close()
-        except (SSHFailure, UnsafePath, asyncssh.Error, OSError) as exc:
+            pushed = await self._on_connection(a, lambda conn: push_checkpoint(conn, job.job, src))
+        except (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError) as exc:
             self._say(f"resume {job.name}: checkpoint not pushed ({exc}); it starts over")
             return
         self.ledger.record(
@@ -321,14 +319,7 @@ class HostWork:
                 dataclasses.replace(spec, artifacts=(spec.checkpoint,)),
             )
         try:
-            async with self.ssh_slots:
-                conn = await self.ssh._connect(a.instance_id, a.ssh_host, a.ssh_port)
-                try:
-                    records = await asyncio.wait_for(
-                        fetch_artifacts(conn, spec, dest), self._wall(600, 30)
-                    )
-                finally:
-                    conn.close()
+            records = await self._on_connection(a, lambda conn: fetch_artifacts(conn, spec, dest))
         except (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError) as exc:
             self.ledger.record(
                 "artifacts",
@@ -351,6 +342,18 @@ class HostWork:
             **self._ctx(a),
         )
         self._say(f"pull   {job.name}: {summary(records)} -> {dest}")
+
+    async def _on_connection(
+        self, a: Attempt, work: Callable[[asyncssh.SSHClientConnection], Awaitable[T]]
+    ) -> T:
+        """SFTP work on one pinned connection, within the SSH concurrency bound and a deadline."""
+        assert a.ssh_host is not None and a.ssh_port is not None
+        async with self.ssh_slots:
+            conn = await self.ssh._connect(a.instance_id, a.ssh_host, a.ssh_port)
+            try:
+                return await asyncio.wait_for(work(conn), self._wall(600, 30))
+            finally:
+                conn.close()
 
     # -- verified instances: watchdog, heartbeat, NVML samples ---------------------------------
     async def _ssh(

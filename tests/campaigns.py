@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from pathlib import Path
 
 from rentwatch.core.campaign import parse_campaign
@@ -67,3 +69,27 @@ def truth_at(sim, t: float) -> dict[int, dict]:
         }
 
     return sim.call(compute)
+
+
+def headless_env(sim, **extra: str) -> dict[str, str]:
+    return dict(os.environ, VAST_API_KEY=sim.api_key, PYTHONUNBUFFERED="1", **extra)
+
+
+def headless_cmd(sim, tmp_path: Path, campaign: Path, ledger: Path, *more: str) -> list[str]:
+    """`rentwatch run --headless` against `sim`, as a separate process (for kills and signals)."""
+    return [
+        sys.executable,
+        "-m",
+        "rentwatch",
+        "run",
+        "--headless",
+        "--campaign",
+        str(campaign),
+        "--market-url",
+        sim.url,
+        "--ledger",
+        str(ledger),
+        "--ssh-key",
+        str(tmp_path / "key"),
+        *more,
+    ]

@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 
 from rentwatch.ledger import Ledger
 
-from .campaigns import campaign_text, truth_at
+from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
 
 LONG = os.environ.get("RENTWATCH_CHAOS_LONG") == "1"
 N_JOBS = 60 if LONG else 6
@@ -43,9 +42,9 @@ def _jobs(n: int) -> str:
 def test_chaos_invariants(make_sim, tmp_path):
     sim = make_sim(
         seed=13,
-        offers=80,
+        offers=300 if LONG else 80,
         time_scale=120,
-        bad_day=True,
+        **MARKET,
         faults={
             "rate_429": 0.05,
             "rate_5xx": 0.03,
@@ -56,28 +55,14 @@ def test_chaos_invariants(make_sim, tmp_path):
         },
     )
     camp = tmp_path / "c.toml"
+    fleet, creates = (4, 400) if LONG else (2, 80)
     camp.write_text(
-        campaign_text("chaos", 2).replace("max_creates = 60", "max_creates = 80") + _jobs(N_JOBS)
+        campaign_text("chaos", fleet).replace("max_creates = 60", f"max_creates = {creates}")
+        + _jobs(N_JOBS)
     )
     ledger = tmp_path / "l.duckdb"
-    env = dict(os.environ, VAST_API_KEY=sim.api_key, PYTHONUNBUFFERED="1")
-    cmd = [
-        sys.executable,
-        "-m",
-        "rentwatch",
-        "run",
-        "--headless",
-        "--campaign",
-        str(camp),
-        "--market-url",
-        sim.url,
-        "--ledger",
-        str(ledger),
-        "--ssh-key",
-        str(tmp_path / "key"),
-        "--http-timeout",
-        "1.0",
-    ]
+    env = headless_env(sim)
+    cmd = headless_cmd(sim, tmp_path, camp, ledger, "--http-timeout", "1.0")
     outputs = []
     for sig in KILLS:
         proc = subprocess.Popen(

@@ -3,17 +3,15 @@ and a restart after kill -9 adopts what is still there."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from rentwatch.ledger import Ledger
 
-from .campaigns import campaign_text
+from .campaigns import campaign_text, headless_cmd, headless_env
 
 
 def _start(
@@ -21,29 +19,12 @@ def _start(
 ) -> subprocess.Popen:
     camp = tmp_path / "c.toml"
     camp.write_text(campaign_text("trap", fleet))
-    env = dict(os.environ, VAST_API_KEY=sim.api_key, PYTHONUNBUFFERED="1", **(env_extra or {}))
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rentwatch",
-            "run",
-            "--headless",
-            "--campaign",
-            str(camp),
-            "--market-url",
-            sim.url,
-            "--ledger",
-            str(ledger),
-            "--policy",
-            "default",
-            "--ssh-key",
-            str(tmp_path / "key"),
-        ],
+        headless_cmd(sim, tmp_path, camp, ledger, "--policy", "default"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env=headless_env(sim, **(env_extra or {})),
     )
 
 

@@ -4,9 +4,7 @@ come off the box with checksums, a restart re-attaches, and a second campaign le
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
-import sys
 import time
 
 import pytest
@@ -15,7 +13,7 @@ from rentwatch.core.jobs import JobQueue
 from rentwatch.job_runner import UnsafePath, parse_status, safe_relative
 from rentwatch.ledger import Ledger
 
-from .campaigns import campaign_text, run_campaign
+from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
 
 JOBS = "".join(
     f"""
@@ -57,22 +55,8 @@ def test_kill_9_mid_jobs_reattaches(make_sim, tmp_path):
     slow = JOBS.replace("time.sleep(1.0)", "time.sleep(4.0)")
     camp.write_text(campaign_text("reattach", 2) + slow)
     ledger = tmp_path / "l.duckdb"
-    env = dict(os.environ, VAST_API_KEY=sim.api_key, PYTHONUNBUFFERED="1")
-    cmd = [
-        sys.executable,
-        "-m",
-        "rentwatch",
-        "run",
-        "--headless",
-        "--campaign",
-        str(camp),
-        "--market-url",
-        sim.url,
-        "--ledger",
-        str(ledger),
-        "--ssh-key",
-        str(tmp_path / "key"),
-    ]
+    env = headless_env(sim)
+    cmd = headless_cmd(sim, tmp_path, camp, ledger)
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
     )
