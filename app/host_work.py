@@ -259,9 +259,9 @@ class HostWork:
         if st.state != "exited" or st.exit_code is None:
             self._requeue(job, now, f"the job's process is gone ({st.state})")
             return
-        if self.jobs.on(a.instance_id) is not job:
+        if self.jobs.on(a.instance_id) is not job or job.status != "running":
             return  # already accounted for
-        self.jobs.finished(job, st.exit_code, now)
+        job.status = "finishing"  # the campaign is not done until its artifacts are off the box
         duration = now - (job.started_at or now)
         self.ledger.record(
             "job_finished",
@@ -283,6 +283,7 @@ class HostWork:
         )
         if job.job.artifacts:
             await self._pull_artifacts(a, job)
+        self.jobs.finished(job, st.exit_code, now)
 
     def _checkpoint_dir(self, job: JobState) -> Path:
         return self.artifacts_root / self.campaign.name / job.name / "checkpoint"

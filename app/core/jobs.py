@@ -11,7 +11,9 @@ from .campaign import Job
 @dataclass
 class JobState:
     job: Job
-    status: str = "pending"  # pending, running, done, failed
+    status: str = (
+        "pending"  # pending, running, finishing (exited, artifacts coming off), done, failed
+    )
     instance_id: int | None = None
     attempts: int = 0
     exit_code: int | None = None
@@ -36,7 +38,7 @@ class JobQueue:
 
     @property
     def running(self) -> int:
-        return sum(1 for j in self.jobs if j.status == "running")
+        return sum(1 for j in self.jobs if j.status in ("running", "finishing"))
 
     @property
     def total(self) -> int:
