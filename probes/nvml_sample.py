@@ -75,6 +75,21 @@ def sample(nv, handle, index):
     }
 
 
+def _fail(exc):
+    """One failure document: NVML could not be loaded or initialised."""
+    print(
+        json.dumps(
+            {
+                "schema": SCHEMA,
+                "probe": "nvml_sample",
+                "ok": False,
+                "error": {"type": type(exc).__name__, "message": str(exc)[:300]},
+            }
+        )
+    )
+    return 1
+
+
 def main(argv=None, nv=None):
     ap = argparse.ArgumentParser(prog="nvml_sample")
     ap.add_argument(
@@ -86,32 +101,12 @@ def main(argv=None, nv=None):
         try:
             import pynvml as nv
         except Exception as exc:
-            print(
-                json.dumps(
-                    {
-                        "schema": SCHEMA,
-                        "probe": "nvml_sample",
-                        "ok": False,
-                        "error": {"type": type(exc).__name__, "message": str(exc)[:300]},
-                    }
-                )
-            )
-            return 1
+            return _fail(exc)
     try:
         nv.nvmlInit()
         handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
     except Exception as exc:
-        print(
-            json.dumps(
-                {
-                    "schema": SCHEMA,
-                    "probe": "nvml_sample",
-                    "ok": False,
-                    "error": {"type": type(exc).__name__, "message": str(exc)[:300]},
-                }
-            )
-        )
-        return 1
+        return _fail(exc)
     for n in range(max(1, args.count)):
         doc = {
             "schema": SCHEMA,

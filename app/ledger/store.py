@@ -70,6 +70,8 @@ _COLUMNS = (
     "detail",
     "intent_seq",
 )
+# what an outcome inherits from its intent
+_CONTEXT = _COLUMNS[_COLUMNS.index("campaign") : _COLUMNS.index("storage_dph") + 1]
 _SAMPLE_COLUMNS = (
     "instance_id",
     "ts",
@@ -242,19 +244,7 @@ class Ledger:
         base = self.event(intent_seq)
         if base is None or base.phase != "intent":
             raise LedgerError(f"event {intent_seq} is not an intent")
-        ctx = {
-            k: getattr(base, k)
-            for k in (
-                "campaign",
-                "instance_id",
-                "machine_id",
-                "host_id",
-                "offer_id",
-                "gpu_name",
-                "gpu_dph",
-                "storage_dph",
-            )
-        }
+        ctx = {k: getattr(base, k) for k in _CONTEXT}
         ctx.update({k: v for k, v in context.items() if v is not None})
         merged = dict(base.detail)
         merged.update(detail or {})
