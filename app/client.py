@@ -50,6 +50,20 @@ class MarketUnavailable(RentwatchError):
     title = "marketplace unavailable"
 
 
+class AnswerLost(MarketUnavailable):
+    """A request went out and no answer came back: the market may have acted on it."""
+
+
+@dataclass(frozen=True)
+class Acted:
+    """A state change the market confirmed: when it took effect (market time), and whether the
+    instance was there to change (a destroy that finds it gone is done all the same)."""
+
+    at: float
+    existed: bool = True
+    answer_lost: bool = False  # dated to the send of a try whose answer never came
+
+
 class NoApiKey(RentwatchError):
     title = "no API key"
 
@@ -148,6 +162,10 @@ class VastClient:
             return time.time()
         return self.market_time + (time.monotonic() - self._market_time_at) * self.time_scale
 
+    def answered_at(self) -> float:
+        """Market time of the last answer (the sim stamps it; a real market falls back to now)."""
+        return self.market_time if self.market_time is not None else self.now()
+
     async def sync_clock(self) -> float:
         """Read the market's clock and terms; a real marketplace has none and keeps wall time."""
         try:
@@ -202,9 +220,9 @@ class VastClient:
                 )
             except httpx.TimeoutException:
                 self.stats.timeouts += 1
-                last = MarketUnavailable(f"{method} {path} timed out after {self.timeout:g}s")
+                last = AnswerLost(f"{method} {path} timed out after {self.timeout:g}s")
             except httpx.TransportError as exc:
-                last = MarketUnavailable(f"{method} {path}: {type(exc).__name__}")
+                last = AnswerLost(f"{method} {path}: {type(exc).__name__}")
             else:
                 stamp = r.headers.get("X-Market-Time")
                 if stamp:
@@ -238,6 +256,8 @@ class VastClient:
                 self.stats.retries += 1
                 await asyncio.sleep(delay * random.uniform(0.5, 1.5))
                 delay = min(delay * 2, 10.0)
+        if not retry and last is not None:
+            raise last  # a single try: the caller decides what the failure means
         if isinstance(last, MalformedAnswer | ApiError) and not (
             isinstance(last, ApiError) and last.status in RETRYABLE
         ):
@@ -395,41 +415,67 @@ class VastClient:
                 await asyncio.sleep(self.backoff)
         raise MarketUnavailable("could not tell whether a create happened: the list keeps failing")
 
-    async def _put_instance(
-        self, instance_id: int, body: dict[str, Any], kind: str = "other"
-    ) -> None:
+    async def _act(self, method: str, path: str, body: dict[str, Any], kind: str) -> Acted:
+        """Say a state change until the market confirms it, and work out when it took effect.
+
+        A garbled 2xx answer means the market acted (its clock header still reads). An answer
+        lost to a timeout may hide an action that did happen: when a later try confirms the
+        change (or a destroy finds the instance already gone), the change is dated to when the
+        first unanswered try was sent, since a market acts on a request as it arrives. So the
+        ledger bills what the market bills even when answers are lost.
+        """
+        first_unanswered: float | None = None
+        delay = self.backoff
         for _ in range(self.max_attempts):
+            sent = self.now()
             try:
-                await self._request(
-                    "PUT", f"/api/v0/instances/{int(instance_id)}/", kind=kind, body=body
-                )
-                return
+                await self._request(method, path, kind=kind, body=body, retry=False)
+                return self._acted(first_unanswered)
             except MalformedAnswer:
-                continue  # the state change is idempotent; say it again
-        raise MarketUnavailable(f"could not update instance {instance_id}")
+                return self._acted(first_unanswered)
+            except NotFound:
+                if first_unanswered is not None:
+                    return self._acted(first_unanswered)  # our own lost try did it
+                if method != "DELETE":
+                    raise
+                return Acted(self.answered_at(), existed=False)
+            except AnswerLost:
+                if first_unanswered is None:
+                    first_unanswered = sent
+            except ApiError as exc:
+                if exc.status not in RETRYABLE:
+                    raise
+            self.stats.retries += 1
+            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 2, 10.0)
+        raise MarketUnavailable(
+            f"{method} {path}: no confirmed answer after {self.max_attempts} tries"
+        )
 
-    async def stop_instance(self, instance_id: int) -> None:
-        await self._put_instance(instance_id, {"state": "stopped"})
+    def _acted(self, first_unanswered: float | None) -> Acted:
+        if first_unanswered is None:
+            return Acted(self.answered_at())
+        return Acted(first_unanswered, answer_lost=True)
 
-    async def start_instance(self, instance_id: int) -> None:
-        await self._put_instance(instance_id, {"state": "running"})
+    def _instance_path(self, instance_id: int) -> str:
+        return f"/api/v0/instances/{int(instance_id)}/"
+
+    async def stop_instance(self, instance_id: int) -> Acted:
+        return await self._act(
+            "PUT", self._instance_path(instance_id), {"state": "stopped"}, "other"
+        )
+
+    async def start_instance(self, instance_id: int) -> Acted:
+        return await self._act(
+            "PUT", self._instance_path(instance_id), {"state": "running"}, "other"
+        )
 
     async def label_instance(self, instance_id: int, label: str) -> None:
-        await self._put_instance(instance_id, {"label": label})
+        await self._act("PUT", self._instance_path(instance_id), {"label": label}, "other")
 
-    async def destroy_instance(self, instance_id: int) -> bool:
-        """Destroy; True if it was destroyed now, False if it was already gone."""
-        for _ in range(self.max_attempts):
-            try:
-                await self._request(
-                    "DELETE", f"/api/v0/instances/{int(instance_id)}/", kind="destroy", body={}
-                )
-                return True
-            except NotFound:
-                return False
-            except MalformedAnswer:
-                continue
-        raise MarketUnavailable(f"could not destroy instance {instance_id}")
+    async def destroy_instance(self, instance_id: int) -> Acted:
+        """Destroy; `existed` is False when it was already gone (which counts as done)."""
+        return await self._act("DELETE", self._instance_path(instance_id), {}, "destroy")
 
     async def request_logs(self, instance_id: int, tail: int = 200) -> str:
         data = await self._request(

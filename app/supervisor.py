@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .client import ApiError, AuthError, MarketUnavailable, VastClient
+from .client import Acted, ApiError, AuthError, MarketUnavailable, VastClient
 from .core.billing import Charges, Mark, charges
 from .core.campaign import Campaign
 from .core.errors import MalformedAnswer, RentwatchError
@@ -174,8 +174,17 @@ class Supervisor(HostWork):
         return self.client.now()
 
     def answered_at(self) -> float:
-        """Market time of the last answer (the sim stamps it; a real market falls back to now)."""
-        return self.client.market_time if self.client.market_time is not None else self.client.now()
+        return self.client.answered_at()
+
+    def _acted_outcome(self, seq: int, acted: Acted) -> float:
+        """Record a confirmed state change at the moment it took effect; returns that moment."""
+        detail: dict[str, object] = {}
+        if not acted.existed:
+            detail["already_gone"] = True
+        if acted.answer_lost:
+            detail["answer_lost"] = True  # dated to the send of the try that got no answer
+        self.ledger.outcome(seq, at=acted.at, ok=True, detail=detail or None)
+        return acted.at
 
     def _say(self, line: str) -> None:
         self.decisions_total += 1
@@ -247,11 +256,13 @@ class Supervisor(HostWork):
         for ev in self.ledger.unfinished_intents():
             if ev.campaign != self.campaign.name:
                 continue
+            # A call cut short by the crash went out at its intent's time; where the list shows
+            # that it took effect, it is dated then (the market acts on a request as it arrives).
             if ev.kind == "create":
                 found = by_label.get(str(ev.detail.get("label")))
                 self.ledger.outcome(
                     ev.seq,
-                    at=now,
+                    at=(found.start_date or now) if found else now,
                     ok=found is not None,
                     error=None if found else "never happened (reconciled after restart)",
                     instance_id=found.id if found else None,
@@ -263,9 +274,19 @@ class Supervisor(HostWork):
                 gone = ev.instance_id not in live
                 self.ledger.outcome(
                     ev.seq,
-                    at=now,
+                    at=ev.at if gone else now,
                     ok=gone,
                     error=None if gone else "still there after restart",
+                    detail={"reconciled": True},
+                )
+            elif ev.kind in ("stop", "start") and ev.instance_id in live:
+                wanted = "stopped" if ev.kind == "stop" else "running"
+                took = live[ev.instance_id].intended_status == wanted
+                self.ledger.outcome(
+                    ev.seq,
+                    at=ev.at if took else now,
+                    ok=took,
+                    error=None if took else f"not {wanted} after restart: it never happened",
                     detail={"reconciled": True},
                 )
             else:
@@ -314,12 +335,11 @@ class Supervisor(HostWork):
                 **self._ctx(a),
             )
             try:
-                await self.client.start_instance(inst.id)
+                acted = await self.client.start_instance(inst.id)
             except (ApiError, MarketUnavailable) as exc:
                 self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
                 continue
-            at = self.answered_at()
-            self.ledger.outcome(seq, at=at, ok=True)
+            at = self._acted_outcome(seq, acted)
             a.marks.append(Mark(at, "start"))
             a.life.move(Phase.BOOTING, at, "reused: started again")
             a.status_since = at
@@ -673,13 +693,12 @@ class Supervisor(HostWork):
             "destroy", at=self.now(), actor=actor, reason=reason, **self._ctx(a)
         )
         try:
-            existed = await self.client.destroy_instance(a.instance_id)
+            acted = await self.client.destroy_instance(a.instance_id)
         except (ApiError, MarketUnavailable) as exc:
             self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
             self._say(f"destroy FAILED i:{a.instance_id}: {exc} (will retry)")
             return False
-        at = self.answered_at()
-        self.ledger.outcome(seq, at=at, ok=True, detail={"already_gone": not existed})
+        at = self._acted_outcome(seq, acted)
         a.marks.append(Mark(at, "destroy"))
         a.life.move(Phase.DESTROYED, at, reason)
         return True
@@ -687,13 +706,12 @@ class Supervisor(HostWork):
     async def _stop(self, a: Attempt, actor: str, reason: str) -> bool:
         seq = self.ledger.intent("stop", at=self.now(), actor=actor, reason=reason, **self._ctx(a))
         try:
-            await self.client.stop_instance(a.instance_id)
+            acted = await self.client.stop_instance(a.instance_id)
         except (ApiError, MarketUnavailable) as exc:
             self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
             self._say(f"stop FAILED i:{a.instance_id}: {exc}")
             return False
-        at = self.answered_at()
-        self.ledger.outcome(seq, at=at, ok=True)
+        at = self._acted_outcome(seq, acted)
         a.marks.append(Mark(at, "stop"))
         a.life.move(Phase.STOPPED, at, reason)
         if a.preflight_task:
@@ -793,12 +811,11 @@ class Supervisor(HostWork):
             "start", at=self.now(), actor="human", reason=reason, **self._ctx(a)
         )
         try:
-            await self.client.start_instance(instance_id)
+            acted = await self.client.start_instance(instance_id)
         except (ApiError, MarketUnavailable) as exc:
             self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
             raise
-        at = self.answered_at()
-        self.ledger.outcome(seq, at=at, ok=True)
+        at = self._acted_outcome(seq, acted)
         a.marks.append(Mark(at, "start"))
         a.life.move(Phase.BOOTING, at, reason)
         a.status_since = at

@@ -25,19 +25,27 @@ def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
         },
     )
 
+    dated: list[tuple[int, str, float, bool]] = []
+
     async def run() -> tuple[list[int], VastClient]:
         c = VastClient(
             sim.url, "test-key", timeout=0.3, backoff=0.01, max_attempts=8, min_intervals={}
         )
+        await c.sync_clock()
         created = []
         for _ in range(30):
             offers = await c.search_offers({})
             res = await c.create_instance(offers[0].id, image="img", disk_gb=10, label="t")
             created.append(res.instance_id)
             await c.list_instances()
-            await c.stop_instance(res.instance_id)
-            await c.start_instance(res.instance_id)
-            assert await c.destroy_instance(res.instance_id) in (True, False)
+            for kind, act in (
+                ("stop", c.stop_instance),
+                ("start", c.start_instance),
+                ("destroy", c.destroy_instance),
+            ):
+                acted = await act(res.instance_id)
+                assert acted.existed
+                dated.append((res.instance_id, kind, acted.at, acted.answer_lost))
         await c.aclose()
         return created, c
 
@@ -47,6 +55,17 @@ def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
     assert all(r["destroyed_at"] for r in truth["instances"])
     assert sum(sim.api.faults_injected.values()) > 20
     assert c.stats.retries > 0 and c.stats.timeouts > 0
+    # each change is dated to when the market made it, lost answers included; a minute of market
+    # time here is a tenth of a wall second, so the bound is local scheduling, not a lost answer
+    # (a lost answer would be off by the 0.3 s timeout, 3 market minutes)
+    market = sim.market.instances
+    lost = 0
+    for iid, kind, at, answer_lost in dated:
+        inst = market[iid]
+        actual = {"stop": inst.stops[0], "start": inst.starts[0], "destroy": inst.destroyed_at}
+        assert abs(at - actual[kind]) < 30, (kind, at - actual[kind], answer_lost)
+        lost += answer_lost
+    assert lost > 0, "no lost answer was exercised"
 
 
 def test_typed_errors(make_sim):
@@ -59,7 +78,7 @@ def test_typed_errors(make_sim):
         async with VastClient(sim.url, "test-key", min_intervals={}) as c:
             with pytest.raises(NotFound):
                 await c.stop_instance(12345)
-            assert await c.destroy_instance(12345) is False  # already gone counts as done
+            assert not (await c.destroy_instance(12345)).existed  # already gone counts as done
             assert await c.show_instance(12345) is None
         async with VastClient(
             "http://127.0.0.1:9", "k", max_attempts=2, backoff=0.01, min_intervals={}

@@ -60,6 +60,7 @@ class SSHHosts:
         self.host_keys: dict[int, asyncssh.SSHKey] = {}
         self.drop_rng = random.Random(market.scenario.seed * 31 + 5)
         self.sessions = 0
+        self.dropped = 0  # sessions cut mid-command by the ssh_drop fault
         self.received: list[bytes] | None = (
             None  # set to a list to record what renters send (tests)
         )
@@ -152,6 +153,7 @@ class SSHHosts:
                     self.received.append(stdin)
                 if stdin.startswith(PROBE_MARKER):
                     if drop:
+                        self.dropped += 1
                         proc.channel.abort()
                         return
                     out = self._probe_answer(inst, stdin, command)
@@ -196,6 +198,7 @@ class SSHHosts:
                     dst.write(chunk)
 
             if drop:
+                self.dropped += 1
                 await asyncio.sleep(0.2)
                 proc.channel.abort()  # the session dies; the command goes on like on a real host
                 return
