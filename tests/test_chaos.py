@@ -15,6 +15,7 @@ from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
 
 LONG = os.environ.get("RENTWATCH_CHAOS_LONG") == "1"
 N_JOBS = 50 if LONG else 6
+RETRIES = 30 if LONG else 8  # the long market kills about every other attempt
 KILLS = [signal.SIGKILL, signal.SIGTERM] * (3 if LONG else 1)
 # the small mode is the bad day; the long one is a bad day where every host that delivers goes
 # offline a few minutes into its work (short pulls, so each rental turns over quickly): jobs keep
@@ -24,7 +25,7 @@ MARKET = (
     {
         "bad_day": True,
         "host_class": [
-            {"behaviour": "offline_midrun", "share": 0.25, "offline_after_min": [2.0, 6.0]},
+            {"behaviour": "offline_midrun", "share": 0.25, "offline_after_min": [3.0, 8.0]},
             {"behaviour": "freeze_pull", "share": 0.25},
             {"behaviour": "fatal_pull", "share": 0.2, "fatal_at_min": [0.5, 3.0]},
             {"behaviour": "exited", "share": 0.1},
@@ -44,7 +45,7 @@ KILL_AFTER_LINES = 120 if LONG else 25
 
 def _jobs(n: int) -> str:
     return "".join(
-        f'\n[[jobs]]\nname = "j{i}"\nrun = "python3 -c \\"import time; time.sleep(1)\\""\nretries = 8\n'
+        f'\n[[jobs]]\nname = "j{i}"\nrun = "python3 -c \\"import time; time.sleep(1)\\""\nretries = {RETRIES}\n'
         for i in range(n)
     )
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.errors import ConfigError, MalformedAnswer
 from rentwatch.core.models import Instance, Offer
 from rentwatch.core.offer_query import matches, parse_query
+from rentwatch.core.policy import get_policy
 from rentwatch.core.text import clean
 from rentwatch.core.verdict import detect_throttle, preflight_verdict
 from rentwatch.job_runner import parse_status
@@ -17,12 +21,15 @@ from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
 from rentwatch.probe_io import ProbeError, parse_probe_output
 
-json_values = st.recursive(
+json_scalars = (
     st.none()
     | st.booleans()
     | st.integers(-(2**70), 2**70)
     | st.floats(allow_nan=True)
-    | st.text(max_size=30),
+    | st.text(max_size=30)
+)
+json_values = st.recursive(
+    json_scalars,
     lambda kids: (
         st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids, max_size=4)
     ),
@@ -49,7 +56,7 @@ FIELDS = [
 api_rows = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=len(FIELDS)) | json_values
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(api_rows)
 def test_marketplace_json(row):
     for parse in (Instance.from_api, Offer.from_api):
@@ -60,7 +67,7 @@ def test_marketplace_json(row):
         assert isinstance(obj.id, int)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=3000, deadline=None)
 @given(st.binary(max_size=400) | st.text(max_size=300).map(str.encode))
 def test_probe_output_and_job_logs(raw):
     try:
@@ -72,7 +79,7 @@ def test_probe_output_and_job_logs(raw):
     assert parse_status(raw).state in ("running", "exited", "vanished", "none")
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=3000, deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from(["probe", "schema", "ok", "matmul", "device", "error"]), json_values
@@ -83,11 +90,12 @@ def test_preflight_documents(doc):
     assert v.ok in (True, False) and isinstance(v.reason, str)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=3000, deadline=None)
 @given(
     st.lists(
         st.dictionaries(
-            st.sampled_from(["util", "sm_clock", "max_sm_clock", "reasons"]), json_values
+            st.sampled_from(["util", "sm_clock", "max_sm_clock", "reasons"]),
+            json_scalars | st.lists(json_scalars, max_size=3),
         ),
         max_size=10,
     )
@@ -96,7 +104,86 @@ def test_throttle_samples(samples):
     assert detect_throttle(samples).throttled in (True, False)
 
 
-@settings(max_examples=800, deadline=None)
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value != value:
+        return "nan"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return "{" + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + "}"
+
+
+toml_scalars = (
+    st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.sampled_from(["12.4", "../x", "ckpt", "/etc", "a b", "API_KEY", "price"])
+)
+toml_values = toml_scalars | st.lists(toml_scalars, max_size=3)
+CAMPAIGN_KEYS = [
+    "name", "image", "image_cuda", "disk_gb", "offer_query", "max_dph", "fleet", "max_creates",
+    "budget_usd", "deadline_min", "poll_s", "bogus",
+]  # fmt: skip
+JOB_KEYS = [
+    "name", "run", "workdir", "env", "allow_secret_env", "artifacts", "timeout_min", "retries",
+    "checkpoint", "checkpoint_every_min", "bogus",
+]  # fmt: skip
+POLICY_KEYS = ["freeze_window_s", "use_patterns", "spare_attempts", "rank", "fatal_patterns"]
+VALID = {
+    "name": "c",
+    "image": "img",
+    "max_dph": 0.5,
+    "budget_usd": 5,
+    "fleet": 2,
+    "max_creates": 10,
+}
+
+
+@st.composite
+def campaign_files(draw) -> str:
+    """Campaign files that parse as TOML and are mostly right, each with a few wrong values."""
+    top = dict(VALID)
+    top.update(draw(st.dictionaries(st.sampled_from(CAMPAIGN_KEYS), toml_values, max_size=3)))
+    lines = [f"{k} = {_toml(v)}" for k, v in top.items()]
+    policy = draw(st.dictionaries(st.sampled_from(POLICY_KEYS), toml_values, max_size=2))
+    if policy:
+        lines += ["[policy]"] + [f"{k} = {_toml(v)}" for k, v in policy.items()]
+    for _ in range(draw(st.integers(0, 3))):
+        job = {"name": draw(st.sampled_from(["a", "b", "c"])), "run": "python x.py"}
+        job.update(draw(st.dictionaries(st.sampled_from(JOB_KEYS), toml_values, max_size=3)))
+        lines += ["[[jobs]]"] + [f"{k} = {_toml(v)}" for k, v in job.items()]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=3000, deadline=None)
+@given(campaign_files())
+def test_campaign_files_with_wrong_values(text):
+    """A wrong value ends in a ConfigError naming its field; what parses is safe to run."""
+    try:
+        camp = parse_campaign(text)
+        policy = get_policy("default").with_overrides(camp.policy)
+    except ConfigError as exc:
+        assert str(exc).startswith(("campaign: ", "policy")), exc
+        return
+    numbers = [camp.max_dph, camp.budget_usd, camp.poll_s, camp.disk_gb]
+    numbers += [x for j in camp.jobs for x in (j.timeout_s, j.checkpoint_every_s)]
+    assert all(math.isfinite(x) and x > 0 for x in numbers)
+    assert 1 <= camp.fleet <= camp.max_creates
+    assert len({j.name for j in camp.jobs}) == len(camp.jobs)
+    assert all("/" not in j.name and j.name not in (".", "..") for j in camp.jobs)
+    assert all(j.retries >= 0 for j in camp.jobs)
+    assert policy.rank in ("price", "expected_cost")
+
+
+@settings(max_examples=2000, deadline=None)
 @given(st.text(max_size=400))
 def test_campaign_files_and_queries(text):
     try:
@@ -110,7 +197,7 @@ def test_campaign_files_and_queries(text):
     assert matches({"num_gpus": 1, "gpu_name": "RTX 3090"}, q) in (True, False)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=3000, deadline=None)
 @given(st.text(max_size=300))
 def test_host_text_is_made_safe(text):
     out = clean(text, 120)
@@ -118,9 +205,15 @@ def test_host_text_is_made_safe(text):
     assert not any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in out)
 
 
-@settings(
-    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@pytest.fixture(scope="module")
+def fuzz_ledger(tmp_path_factory):
+    led = Ledger(tmp_path_factory.mktemp("fuzz") / "fuzz.duckdb")
+    led.record("note", at=1, actor="engine", reason="keep me")
+    yield led
+    led.close()
+
+
+@settings(max_examples=2000, deadline=None)
 @given(
     st.text(max_size=120)
     | st.sampled_from(
@@ -133,18 +226,14 @@ def test_host_text_is_made_safe(text):
         ]
     )
 )
-def test_sql_typed_into_the_ledger(tmp_path_factory, sql):
-    path = tmp_path_factory.getbasetemp() / "fuzz.duckdb"
-    led = Ledger(path)
-    if not led.events(limit=1):
-        led.record("note", at=1, actor="engine", reason="keep me")
-    before = led.query("select count(*), max(seq) from events").rows
+def test_sql_typed_into_the_ledger(fuzz_ledger, sql):
+    check = "select count(*), max(seq), sum(hash(reason)) from events"
+    before = fuzz_ledger.query(check).rows
     try:
-        led.query(sql, limit=50)
+        fuzz_ledger.query(sql, limit=50)
     except (QueryRefused, QueryFailed):
         pass
-    assert led.query("select count(*), max(seq) from events").rows == before
-    led.close()
+    assert fuzz_ledger.query(check).rows == before
 
 
 def test_files_rentwatch_writes_are_private(tmp_path):

@@ -165,6 +165,25 @@ phases = st.sampled_from(list(Phase))
 statuses = st.sampled_from(
     [None, "created", "loading", "running", "exited", "offline", "unknown", "stopped"]
 )
+# status lines as hosts print them, spliced with hostile bits
+status_lines = st.lists(
+    st.sampled_from(
+        [
+            "abc: Downloading 10MB/100MB",
+            "Extracting 1.0GB/1.0GB",
+            "success, running img/ssh",
+            "Error response from daemon: ",
+            "pull access denied",
+            "\x1b[2J",
+            "[bold red]",
+            "\x00",
+            "ÿ" * 50,
+            " ",
+        ]
+    )
+    | st.text(max_size=8),
+    max_size=4,
+).map("".join)
 views = st.builds(
     AttemptView,
     instance_id=st.integers(1, 50),
@@ -172,7 +191,7 @@ views = st.builds(
     offer_gpu=st.just("RTX 4090"),
     phase=phases,
     status=statuses,
-    status_msg=st.one_of(st.none(), st.text(max_size=40)),
+    status_msg=st.one_of(st.none(), st.text(max_size=40), status_lines),
     status_since=st.floats(NOW - 10_000, NOW),
     created_at=st.floats(NOW - 20_000, NOW),
     running_at=st.one_of(st.none(), st.floats(NOW - 10_000, NOW)),
@@ -192,7 +211,7 @@ views = st.builds(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=2000, deadline=None)
 @given(
     st.lists(views, max_size=8, unique_by=lambda v: v.instance_id),
     st.integers(1, 5),

@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigError
 from .offer_query import parse_query
 
+NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+JOB_KEYS = frozenset(
+    {
+        "name",
+        "run",
+        "workdir",
+        "env",
+        "allow_secret_env",
+        "artifacts",
+        "timeout_min",
+        "retries",
+        "checkpoint",
+        "checkpoint_every_min",
+    }
+)
 SECRET_HINTS = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
 
 
@@ -94,90 +111,52 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     for key in data:
         if key not in known:
             raise fail(key, f"unknown key (known: {', '.join(sorted(known))})")
+
+    def number(
+        key: str, default: Any = ..., *, lo: float = 0.0, hi: float = 1e12, open_lo: bool = True
+    ) -> float:
+        value = float(get(key, (int, float), default))
+        return _in_range(value, lo, hi, open_lo, lambda msg: fail(key, msg))
+
     name = get("name", str)
-    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
+    if not NAME.fullmatch(name):
         raise fail("name", "use letters, digits, '.', '_' or '-' (at most 64)")
     image = get("image", str)
+    if not image.strip() or len(image) > 512:
+        raise fail("image", "an image reference is required (at most 512 characters)")
     cuda_raw = get("image_cuda", (str, int, float), "0")
     try:
-        image_cuda = float(cuda_raw)
+        image_cuda = _in_range(float(cuda_raw), 0, 100, False, ValueError)
     except ValueError:
         raise fail("image_cuda", f"not a version number: {cuda_raw!r}") from None
-    disk = float(get("disk_gb", (int, float), 20))
-    if not 1 <= disk <= 2000:
-        raise fail("disk_gb", "must be between 1 and 2000")
+    disk = number("disk_gb", 20, lo=1, hi=2000, open_lo=False)
     query_text = get("offer_query", (str, dict), "")
     try:
         query = parse_query(query_text) if isinstance(query_text, str) else dict(query_text)
     except ConfigError as exc:
         raise fail("offer_query", str(exc)) from None
-    max_dph = float(get("max_dph", (int, float)))
+    max_dph = number("max_dph", hi=1000)
     fleet = get("fleet", int, 1)
     max_creates = get("max_creates", int, 40)
-    budget = float(get("budget_usd", (int, float)))
-    if max_dph <= 0:
-        raise fail("max_dph", "must be positive")
+    budget = number("budget_usd", hi=1e9)
     if not 1 <= fleet <= 10_000:
         raise fail("fleet", "must be between 1 and 10000")
-    if max_creates < fleet:
-        raise fail("max_creates", f"must be at least the fleet size ({fleet})")
-    if budget <= 0:
-        raise fail("budget_usd", "must be positive")
-    deadline = get("deadline_min", (int, float), None)
-    poll = float(get("poll_s", (int, float), 10.0))
-    if poll <= 0:
-        raise fail("poll_s", "must be positive")
+    if not fleet <= max_creates <= 1_000_000:
+        raise fail("max_creates", f"must be at least the fleet size ({fleet}), at most 1000000")
+    deadline = number("deadline_min", None) if "deadline_min" in data else None
+    poll = number("poll_s", 10.0, hi=86_400)
     policy = get("policy", dict, {})
     jobs_raw = get("jobs", list, [])
-    jobs = []
+    jobs: list[Job] = []
     for i, raw in enumerate(jobs_raw):
         where = f"jobs[{i}]"
         if not isinstance(raw, dict):
             raise fail("jobs", f"{where} is not a table")
-        jname, run = raw.get("name", f"job-{i + 1}"), raw.get("run")
-        if not isinstance(run, str) or not run.strip():
-            raise fail("run", f"{where}.run: a command is required")
-        env = raw.get("env", {})
-        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-            raise fail("env", f"{where}.env: expected a table of strings")
-        allowed = raw.get("allow_secret_env", [])
-        if not isinstance(allowed, list) or not all(isinstance(a, str) for a in allowed):
-            raise fail(
-                "allow_secret_env", f"{where}.allow_secret_env: expected a list of env names"
-            )
-        secret = [k for k in env if SECRET_HINTS.search(k) and k not in allowed]
-        if secret:
-            raise fail(
-                "env",
-                f"{where}.env: {', '.join(secret)} looks like a secret; nothing secret "
-                "is pushed onto a stranger's host (pull artifacts off instead, or name it in "
-                "allow_secret_env to opt in, which the ledger records)",
-            )
-        ckpt = raw.get("checkpoint")
-        if ckpt is not None and (
-            not isinstance(ckpt, str)
-            or not ckpt
-            or ckpt.startswith(("/", "~"))
-            or ".." in ckpt.split("/")
-        ):
-            raise fail("checkpoint", f"{where}.checkpoint: a relative path inside the job's folder")
-        arts = raw.get("artifacts", [])
-        if not isinstance(arts, list) or not all(isinstance(a, str) for a in arts):
-            raise fail("artifacts", f"{where}.artifacts: expected a list of paths")
-        jobs.append(
-            Job(
-                name=str(jname),
-                run=run,
-                workdir=str(raw.get("workdir", ".")),
-                env=env,
-                artifacts=tuple(arts),
-                timeout_s=float(raw.get("timeout_min", 360)) * 60,
-                retries=int(raw.get("retries", 1)),
-                checkpoint=ckpt,
-                checkpoint_every_s=float(raw.get("checkpoint_every_min", 10)) * 60,
-                secret_env=tuple(k for k in env if k in allowed),
-            )
-        )
+        jobs.append(_job(raw, i, where, fail))
+    names = [j.name for j in jobs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise fail("name", f"job names must be unique; repeated: {', '.join(dup)}")
     return Campaign(
         name=name,
         image=image,
@@ -192,4 +171,78 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         poll_s=poll,
         policy=policy,
         jobs=tuple(jobs),
+    )
+
+
+def _in_range(
+    value: float, lo: float, hi: float, open_lo: bool, error: Callable[[str], Exception]
+) -> float:
+    if not math.isfinite(value):
+        raise error(f"must be a finite number, got {value!r}")
+    if value < lo or (open_lo and value == lo) or value > hi:
+        raise error(f"must be {'above' if open_lo else 'at least'} {lo:g} and at most {hi:g}")
+    return value
+
+
+def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], ConfigError]) -> Job:
+    def field_of(key: str, kind: type | tuple[type, ...], default: Any) -> Any:
+        value = raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise fail(key, f"{where}.{key}: expected {getattr(kind, '__name__', 'a number')}")
+        return value
+
+    def number(key: str, default: float, hi: float) -> float:
+        value = float(field_of(key, (int, float), default))
+        return _in_range(value, 0, hi, True, lambda msg: fail(key, f"{where}.{key}: {msg}"))
+
+    unknown = sorted(set(raw) - JOB_KEYS)
+    if unknown:
+        raise fail(unknown[0], f"{where}: unknown key (known: {', '.join(sorted(JOB_KEYS))})")
+    jname = raw.get("name", f"job-{i + 1}")
+    if not isinstance(jname, str) or not NAME.fullmatch(jname):
+        raise fail("name", f"{where}.name: letters, digits, '.', '_' or '-' (it names a folder)")
+    if jname in (".", ".."):
+        raise fail("name", f"{where}.name: {jname!r} is not a folder name")
+    run = raw.get("run")
+    if not isinstance(run, str) or not run.strip():
+        raise fail("run", f"{where}.run: a command is required")
+    env = raw.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise fail("env", f"{where}.env: expected a table of strings")
+    allowed = raw.get("allow_secret_env", [])
+    if not isinstance(allowed, list) or not all(isinstance(a, str) for a in allowed):
+        raise fail("allow_secret_env", f"{where}.allow_secret_env: expected a list of env names")
+    secret = [k for k in env if SECRET_HINTS.search(k) and k not in allowed]
+    if secret:
+        raise fail(
+            "env",
+            f"{where}.env: {', '.join(secret)} looks like a secret; nothing secret "
+            "is pushed onto a stranger's host (pull artifacts off instead, or name it in "
+            "allow_secret_env to opt in, which the ledger records)",
+        )
+    ckpt = raw.get("checkpoint")
+    if ckpt is not None and (
+        not isinstance(ckpt, str)
+        or not ckpt
+        or ckpt.startswith(("/", "~"))
+        or ".." in ckpt.split("/")
+    ):
+        raise fail("checkpoint", f"{where}.checkpoint: a relative path inside the job's folder")
+    arts = raw.get("artifacts", [])
+    if not isinstance(arts, list) or not all(isinstance(a, str) for a in arts):
+        raise fail("artifacts", f"{where}.artifacts: expected a list of paths")
+    retries = field_of("retries", int, 1)
+    if not 0 <= retries <= 1000:
+        raise fail("retries", f"{where}.retries: must be between 0 and 1000")
+    return Job(
+        name=jname,
+        run=run,
+        workdir=field_of("workdir", str, "."),
+        env=env,
+        artifacts=tuple(arts),
+        timeout_s=number("timeout_min", 360, 100 * 24 * 60) * 60,
+        retries=retries,
+        checkpoint=ckpt,
+        checkpoint_every_s=number("checkpoint_every_min", 10, 24 * 60) * 60,
+        secret_env=tuple(k for k in env if k in allowed),
     )

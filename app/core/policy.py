@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -56,8 +57,35 @@ class Policy:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     raise ConfigError("policy.fatal_patterns: expected a list of strings")
                 value = tuple(value)
+            elif value is False and "None" in str(fields[key].type):
+                value = None  # TOML has no null: `false` switches an optional window off
+            else:
+                _check_setting(key, str(fields[key].type), value)
             clean[key] = value
         return replace(self, **clean)
+
+
+RANKS = ("price", "expected_cost")
+
+
+def _check_setting(key: str, kind: str, value: Any) -> None:
+    """A campaign's policy override has the setting's type: a number where a number goes
+    (finite, not negative), a flag where a flag goes, a known ranking."""
+    where = f"policy.{key}"
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    elif kind.startswith(("float", "int")):
+        number = (int,) if kind.startswith("int") else (int, float)
+        if isinstance(value, bool) or not isinstance(value, number):
+            raise ConfigError(f"{where}: expected a {kind.split()[0]}, got {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{where}: must be a finite number, not negative, got {value!r}")
+    elif key == "rank":
+        if value not in RANKS:
+            raise ConfigError(f"{where}: one of {', '.join(RANKS)}, got {value!r}")
+    else:
+        raise ConfigError(f"{where}: cannot be set from a campaign")
 
 
 NAIVE = Policy(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,23 +100,17 @@ def detect_throttle(
 ) -> Throttle:
     """Throttling: under load, the SM clock sits below `ratio` of max with a throttle reason set,
     in at least `min_share` of the loaded samples. Idle samples never count."""
-    loaded = [
-        s
-        for s in samples
-        if isinstance(s.get("util"), int | float)
-        and s["util"] >= min_util
-        and isinstance(s.get("sm_clock"), int | float)
-        and isinstance(s.get("max_sm_clock"), int | float)
-        and s["max_sm_clock"] > 0
-    ]
+    loaded = []
+    for s in samples:
+        util, clock, top = (_number(s.get(k)) for k in ("util", "sm_clock", "max_sm_clock"))
+        if util is None or clock is None or top is None or util < min_util or top <= 0:
+            continue
+        raw = s.get("reasons")
+        names = {r for r in raw if isinstance(r, str)} if isinstance(raw, list | tuple) else set()
+        loaded.append((clock, top, names & THROTTLE_NAMES))
     if not loaded:
         return Throttle(False, 0.0, (), "no samples under load")
-    slow = [
-        s
-        for s in loaded
-        if s["sm_clock"] < ratio * s["max_sm_clock"]
-        and THROTTLE_NAMES.intersection(s.get("reasons") or ())
-    ]
+    slow = [(clock, top, names) for clock, top, names in loaded if clock < ratio * top and names]
     if len(slow) < min_share * len(loaded):
         return Throttle(
             False,
@@ -123,10 +118,15 @@ def detect_throttle(
             (),
             f"clocks fine in {len(loaded) - len(slow)} of {len(loaded)} loaded samples",
         )
-    drop = 1 - sum(s["sm_clock"] / s["max_sm_clock"] for s in slow) / len(slow)
-    reasons = tuple(
-        sorted({r for s in slow for r in (s.get("reasons") or ()) if r in THROTTLE_NAMES})
-    )
+    drop = 1 - sum(clock / top for clock, top, _ in slow) / len(slow)
+    reasons = tuple(sorted({r for _, _, names in slow for r in names}))
     return Throttle(
         True, drop, reasons, f"SM clock {drop:.0%} below max under load ({', '.join(reasons)})"
     )
+
+
+def _number(value: Any) -> float | None:
+    """A finite number from a host's document; anything else (bool, text, NaN) is no number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
