@@ -142,6 +142,7 @@ class Supervisor(HostWork):
         self.log = log
         self.attempts: dict[int, Attempt] = {}
         self.creates = 0
+        self.last_alive: float | None = None
         self.quarantine: dict[int, str] = {}
         # without quarantine, a failed machine is skipped for one retry only (as SkyPilot does)
         self.recent_failures: collections.deque[int] = collections.deque(
@@ -215,6 +216,9 @@ class Supervisor(HostWork):
     async def prepare(self) -> None:
         await self.client.sync_clock()
         now = self.now()
+        # the last sign of life of an earlier run of this campaign: what it held was watched
+        # until then, and unwatched from then until this start adopts it
+        self.last_alive = self.ledger.last_event_at(self.campaign.name)
         self.ledger.record(
             "campaign_start",
             at=now,
@@ -386,7 +390,7 @@ class Supervisor(HostWork):
         a.status, a.status_msg, a.status_since = inst.actual_status, inst.status_msg, now
         a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
         self.attempts[inst.id] = a
-        last_seen = max((e.at for e in history), default=created_at)
+        last_seen = max([e.at for e in history] + [created_at, self.last_alive or 0.0])
         unwatched = max(0.0, now - last_seen)
         cost = (
             a.charges(self.client.gpu_billing, now).total_usd

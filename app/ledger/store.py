@@ -306,6 +306,14 @@ class Ledger:
         rows = self._rows("SELECT machine_id, reason, until FROM quarantine")
         return {int(m): str(r) for m, r, until in rows if until is None or until > now}
 
+    def last_event_at(self, campaign: str) -> float | None:
+        """When this campaign last recorded anything (its controller's last sign of life)."""
+        with self.__lock:
+            row = self.__con.execute(
+                "SELECT max(ts) FROM events WHERE campaign = ?", [campaign]
+            ).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
     def query(self, sql: str, limit: int = 10_000) -> QueryResult:
         """A read-only query (one SELECT); anything else raises QueryRefused."""
         with self.__lock:
