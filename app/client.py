@@ -14,6 +14,7 @@ import os
 import random
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,10 @@ class Acted:
     at: float
     existed: bool = True
     answer_lost: bool = False  # dated to the send of a try whose answer never came
+
+
+# told of each try of a state change as it goes out: (market time, what became of the last try)
+OnTry = Callable[[float, str | None], None]
 
 
 class NoApiKey(RentwatchError):
@@ -201,6 +206,7 @@ class VastClient:
         params: dict[str, Any] | None = None,
         body: Any = None,
         retry: bool = True,
+        on_send: Callable[[], None] | None = None,
     ) -> Any:
         url = f"{self.base_url}{path}"
         attempts = self.max_attempts if retry else 1
@@ -208,6 +214,8 @@ class VastClient:
         last: Exception | None = None
         for attempt in range(attempts):
             await self._pace(kind)
+            if on_send is not None:
+                on_send()
             self.stats.requests += 1
             self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
             try:
@@ -415,7 +423,9 @@ class VastClient:
                 await asyncio.sleep(self.backoff)
         raise MarketUnavailable("could not tell whether a create happened: the list keeps failing")
 
-    async def _act(self, method: str, path: str, body: dict[str, Any], kind: str) -> Acted:
+    async def _act(
+        self, method: str, path: str, body: dict[str, Any], kind: str, on_try: OnTry | None
+    ) -> Acted:
         """Say a state change until the market confirms it, and work out when it took effect.
 
         A garbled 2xx answer means the market acted (its clock header still reads). An answer
@@ -423,13 +433,24 @@ class VastClient:
         change (or a destroy finds the instance already gone), the change is dated to when the
         first unanswered try was sent, since a market acts on a request as it arrives. So the
         ledger bills what the market bills even when answers are lost.
+
+        `on_try(sent_at, previous)` is told of each try as it goes out, with what became of the
+        try before it ("refused" or "lost"): written down, it dates the change even when this
+        process dies before the answer comes (see Supervisor.reconcile).
         """
         first_unanswered: float | None = None
+        previous: str | None = None
         delay = self.backoff
         for _ in range(self.max_attempts):
-            sent = self.now()
+            sent = [self.now()]
+
+            def going(sent: list[float] = sent, previous: str | None = previous) -> None:
+                sent[0] = self.now()  # after pacing, as the request leaves
+                if on_try is not None:
+                    on_try(sent[0], previous)
+
             try:
-                await self._request(method, path, kind=kind, body=body, retry=False)
+                await self._request(method, path, kind=kind, body=body, retry=False, on_send=going)
                 return self._acted(first_unanswered)
             except MalformedAnswer:
                 return self._acted(first_unanswered)
@@ -440,11 +461,13 @@ class VastClient:
                     raise
                 return Acted(self.answered_at(), existed=False)
             except AnswerLost:
+                previous = "lost"
                 if first_unanswered is None:
-                    first_unanswered = sent
+                    first_unanswered = sent[0]
             except ApiError as exc:
                 if exc.status not in RETRYABLE:
                     raise
+                previous = "refused"
             self.stats.retries += 1
             await asyncio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, 10.0)
@@ -460,22 +483,22 @@ class VastClient:
     def _instance_path(self, instance_id: int) -> str:
         return f"/api/v0/instances/{int(instance_id)}/"
 
-    async def stop_instance(self, instance_id: int) -> Acted:
+    async def stop_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
         return await self._act(
-            "PUT", self._instance_path(instance_id), {"state": "stopped"}, "other"
+            "PUT", self._instance_path(instance_id), {"state": "stopped"}, "other", on_try
         )
 
-    async def start_instance(self, instance_id: int) -> Acted:
+    async def start_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
         return await self._act(
-            "PUT", self._instance_path(instance_id), {"state": "running"}, "other"
+            "PUT", self._instance_path(instance_id), {"state": "running"}, "other", on_try
         )
 
     async def label_instance(self, instance_id: int, label: str) -> None:
-        await self._act("PUT", self._instance_path(instance_id), {"label": label}, "other")
+        await self._act("PUT", self._instance_path(instance_id), {"label": label}, "other", None)
 
-    async def destroy_instance(self, instance_id: int) -> Acted:
+    async def destroy_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
         """Destroy; `existed` is False when it was already gone (which counts as done)."""
-        return await self._act("DELETE", self._instance_path(instance_id), {}, "destroy")
+        return await self._act("DELETE", self._instance_path(instance_id), {}, "destroy", on_try)
 
     async def request_logs(self, instance_id: int, tail: int = 200) -> str:
         data = await self._request(

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .client import Acted, ApiError, AuthError, MarketUnavailable, VastClient
-from .core.billing import Charges, Mark, charges
+from .client import Acted, ApiError, AuthError, MarketUnavailable, OnTry, VastClient
+from .core.billing import Charges, Mark, charges, took_effect_at
 from .core.campaign import Campaign
 from .core.errors import MalformedAnswer, RentwatchError
 from .core.gpu_specs import driver_too_old, offer_contradicts_itself
@@ -43,7 +43,7 @@ from .core.rules import (
 )
 from .core.verdict import Throttle, Verdict
 from .host_work import HostWork
-from .ledger import Ledger
+from .ledger import Event, Ledger
 from .ssh_runner import SSHRunner
 
 LABEL_PREFIX = "rw"
@@ -177,6 +177,29 @@ class Supervisor(HostWork):
     def answered_at(self) -> float:
         return self.client.answered_at()
 
+    def _tries(self, seq: int, actor: str, a: Attempt) -> OnTry:
+        """Write down each try of a state change as it goes out (see `_took_effect_at`)."""
+
+        def sent(at: float, previous: str | None) -> None:
+            self.ledger.record(
+                "sent",
+                at=at,
+                actor=actor,
+                reason="request sent"
+                if previous is None
+                else f"sent again: the last try {previous}",
+                intent_seq=seq,
+                detail={"after": previous},
+                **self._ctx(a),
+            )
+
+        return sent
+
+    def _took_effect_at(self, intent: Event) -> float:
+        """When a change the crash cut short took effect, from its tries in the ledger."""
+        tries = self.ledger.events(where="kind = 'sent' AND intent_seq = ?", params=[intent.seq])
+        return took_effect_at(intent.at, [(t.at, t.detail.get("after")) for t in tries])
+
     def _acted_outcome(self, seq: int, acted: Acted) -> float:
         """Record a confirmed state change at the moment it took effect; returns that moment."""
         detail: dict[str, object] = {}
@@ -260,8 +283,8 @@ class Supervisor(HostWork):
         for ev in self.ledger.unfinished_intents():
             if ev.campaign != self.campaign.name:
                 continue
-            # A call cut short by the crash went out at its intent's time; where the list shows
-            # that it took effect, it is dated then (the market acts on a request as it arrives).
+            # A call the crash cut short: where the list shows it took effect, it is dated by the
+            # tries written down as they went out (the market acts on a request as it arrives).
             if ev.kind == "create":
                 found = by_label.get(str(ev.detail.get("label")))
                 self.ledger.outcome(
@@ -278,7 +301,7 @@ class Supervisor(HostWork):
                 gone = ev.instance_id not in live
                 self.ledger.outcome(
                     ev.seq,
-                    at=ev.at if gone else now,
+                    at=self._took_effect_at(ev) if gone else now,
                     ok=gone,
                     error=None if gone else "still there after restart",
                     detail={"reconciled": True},
@@ -288,7 +311,7 @@ class Supervisor(HostWork):
                 took = live[ev.instance_id].intended_status == wanted
                 self.ledger.outcome(
                     ev.seq,
-                    at=ev.at if took else now,
+                    at=self._took_effect_at(ev) if took else now,
                     ok=took,
                     error=None if took else f"not {wanted} after restart: it never happened",
                     detail={"reconciled": True},
@@ -339,7 +362,7 @@ class Supervisor(HostWork):
                 **self._ctx(a),
             )
             try:
-                acted = await self.client.start_instance(inst.id)
+                acted = await self.client.start_instance(inst.id, self._tries(seq, "rule:reuse", a))
             except (ApiError, MarketUnavailable) as exc:
                 self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
                 continue
@@ -697,7 +720,7 @@ class Supervisor(HostWork):
             "destroy", at=self.now(), actor=actor, reason=reason, **self._ctx(a)
         )
         try:
-            acted = await self.client.destroy_instance(a.instance_id)
+            acted = await self.client.destroy_instance(a.instance_id, self._tries(seq, actor, a))
         except (ApiError, MarketUnavailable) as exc:
             self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
             self._say(f"destroy FAILED i:{a.instance_id}: {exc} (will retry)")
@@ -710,7 +733,7 @@ class Supervisor(HostWork):
     async def _stop(self, a: Attempt, actor: str, reason: str) -> bool:
         seq = self.ledger.intent("stop", at=self.now(), actor=actor, reason=reason, **self._ctx(a))
         try:
-            acted = await self.client.stop_instance(a.instance_id)
+            acted = await self.client.stop_instance(a.instance_id, self._tries(seq, actor, a))
         except (ApiError, MarketUnavailable) as exc:
             self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
             self._say(f"stop FAILED i:{a.instance_id}: {exc}")
@@ -815,7 +838,7 @@ class Supervisor(HostWork):
             "start", at=self.now(), actor="human", reason=reason, **self._ctx(a)
         )
         try:
-            acted = await self.client.start_instance(instance_id)
+            acted = await self.client.start_instance(instance_id, self._tries(seq, "human", a))
         except (ApiError, MarketUnavailable) as exc:
             self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
             raise

@@ -81,13 +81,19 @@ def test_second_campaign_learns_from_the_first(make_sim, tmp_path):
     code2, _ = run_campaign(sim, tmp_path, "default", name="second", fleet=3, ledger=ledger)
     led = Ledger(ledger)
     r = {x["campaign"]: x for x in led.receipt()}
-    # a campaign that only reused proven rentals created nothing, so it has no receipt row of its own
-    second = r.get("second", {"creates": 0, "duds": 0, "dud_usd": 0.0})
-    print(f"\nfirst: {r['first']}\nsecond: {second}")
+    first, second = r["first"], r["second"]
+    print(f"\nfirst: {first}\nsecond: {second}")
     assert code1 == code2 == 0
-    assert second["dud_usd"] < r["first"]["dud_usd"]
-    assert second["duds"] < r["first"]["duds"]
-    assert second["creates"] < r["first"]["creates"]
+    assert second["dud_usd"] < first["dud_usd"]
+    assert second["duds"] < first["duds"]
+    assert second["creates"] < first["creates"]
+    # the second campaign's receipt holds what it reused, the time it held it, and its own jobs;
+    # between them the two receipts bill every cent the ledger knows of
+    assert second["reused"] >= 1 and first["reused"] == 0
+    assert second["verified"] >= 3 and second["gpu_hours"] > 0 and second["total_usd"] > 0
+    assert first["jobs_finished"] == second["jobs_finished"] == 0
+    total = sum(row["total_usd"] for row in led.instance_rows())
+    assert abs(first["total_usd"] + second["total_usd"] - total) < 1e-9
     reused = led.events(
         where="kind = 'start' AND actor = 'rule:reuse' AND phase = 'outcome' AND ok AND campaign = 'second'"
     )

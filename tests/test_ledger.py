@@ -15,7 +15,7 @@ import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rentwatch.core.billing import Mark, charges
+from rentwatch.core.billing import Mark, charges, took_effect_at
 from rentwatch.ledger import Ledger, LedgerError
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
 from rentwatch.ledger.schema import V1_TABLES
@@ -74,11 +74,28 @@ def test_intent_outcome_and_unfinished(tmp_path):
         "stop", at=5, actor="rule:idle", reason="idle 12 min", instance_id=9, campaign="c"
     )
     assert [e.seq for e in led.unfinished_intents()] == [s]
+    # the tries written as they go out leave the intent open: only an outcome closes it
+    led.record("sent", at=5.1, actor="rule:idle", reason="request sent", intent_seq=s)
+    assert [e.seq for e in led.unfinished_intents()] == [s]
     o = led.outcome(s, at=6, ok=False, error="429 twice")
     ev = led.event(o)
     assert ev.phase == "outcome" and ev.ok is False and ev.intent_seq == s and ev.instance_id == 9
     assert "429" in ev.detail["error"] and led.unfinished_intents() == []
     assert o > s
+
+
+@pytest.mark.parametrize(
+    ("tries", "expected"),
+    [
+        ([], 100.0),  # the crash came before the first try went out
+        ([(101.0, None)], 101.0),  # one try, its answer cut off by the crash
+        ([(101.0, None), (105.0, "refused"), (112.0, "refused")], 112.0),
+        ([(101.0, None), (105.0, "lost")], 101.0),  # the lost one did it; the next found it done
+        ([(101.0, None), (105.0, "refused"), (109.0, "lost"), (120.0, "refused")], 105.0),
+    ],
+)
+def test_a_cut_short_change_is_dated_by_its_tries(tries, expected):
+    assert took_effect_at(100.0, tries) == expected
 
 
 def test_hand_computed_receipt(tmp_path):

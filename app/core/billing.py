@@ -87,3 +87,16 @@ def charges(marks: Sequence[Mark] | Iterable[Mark], mode: GpuBilling, now: float
         if gpu_on:
             gpu += gpu_dph * span / 3600
     return Charges(gpu_usd=gpu, storage_usd=storage)
+
+
+def took_effect_at(intent_at: float, tries: Sequence[tuple[float, str | None]]) -> float:
+    """When a state change took effect, known only from its tries as they went out: each
+    (sent_at, what became of the try before it: None, "refused" or "lost"). A refused try
+    changed nothing; the first try that was not refused did it, since either its answer was
+    lost (the market acts on a request as it arrives) or it is the last, whose answer never
+    came back. Without tries (a crash before the first went out) the intent's time stands."""
+    for i, (sent_at, _) in enumerate(tries):
+        following = tries[i + 1][1] if i + 1 < len(tries) else None
+        if following != "refused":
+            return sent_at
+    return intent_at

@@ -9,6 +9,7 @@ import duckdb
 RECEIPT_KEYS = (
     "campaign",
     "creates",
+    "reused",
     "duds",
     "dud_share",
     "dud_usd",
@@ -35,7 +36,7 @@ def compute_receipt(
         r = dict(zip(RECEIPT_KEYS, row, strict=True))
         for k in ("dud_share", "dud_usd", "dud_mean_lifetime_min", "gpu_hours", "total_usd"):
             r[k] = float(r[k] or 0.0)
-        for k in ("creates", "duds", "verified", "jobs_finished"):
+        for k in ("creates", "reused", "duds", "verified", "jobs_finished"):
             r[k] = int(r[k] or 0)
         r["by_class"] = {}
         out.append(r)
@@ -55,6 +56,7 @@ def format_receipt(r: dict[str, Any]) -> list[tuple[str, str]]:
     lines = [
         ("campaign", str(r["campaign"])),
         ("instance creates", str(r["creates"])),
+        ("proven rentals reused", str(r.get("reused", 0))),
         ("never delivered", f"{r['duds']} ({r['dud_share']:.0%})"),
         ("USD billed on them", f"${r['dud_usd']:.2f}"),
         ("mean dead-host lifetime", f"{r['dud_mean_lifetime_min']:.1f} min"),

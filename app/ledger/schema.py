@@ -36,7 +36,7 @@ CREATE OR REPLACE VIEW ledger_clock AS SELECT coalesce(max(ts), 0) AS now FROM e
 
 -- billing marks: acknowledged lifecycle changes, in order
 CREATE OR REPLACE VIEW billing_marks AS
-SELECT instance_id, seq, ts,
+SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
        CASE WHEN kind = 'status' AND detail->>'status' = 'running' THEN 'running'
             WHEN kind = 'status' AND detail->>'status' IN ('exited', 'offline', 'unknown') THEN 'halt'
             WHEN kind = 'lost' THEN 'destroy'
@@ -63,7 +63,7 @@ WITH m AS (
   FROM billing_marks
   WINDOW w AS (PARTITION BY instance_id ORDER BY ts, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 )
-SELECT instance_id, ts, greatest(coalesce(next_at, (SELECT now FROM ledger_clock)) - ts, 0) AS span_s,
+SELECT instance_id, ts, campaign, greatest(coalesce(next_at, (SELECT now FROM ledger_clock)) - ts, 0) AS span_s,
        created = 1 AND destroyed = 0 AS storage_on,
        created = 1 AND destroyed = 0 AND coalesce(held, 0) = 1
          AND (mode = 'created' OR coalesce(running, 0) = 1) AS gpu_on,
@@ -75,6 +75,14 @@ SELECT instance_id,
        sum(CASE WHEN gpu_on THEN span_s * gpu_dph / 3600 ELSE 0 END) AS gpu_usd,
        sum(CASE WHEN storage_on THEN span_s * storage_dph / 3600 ELSE 0 END) AS storage_usd
 FROM billing_spans GROUP BY instance_id;
+
+-- the same, split by the campaign whose event opened each span (a rental stopped by one campaign
+-- and started again by the next is billed to each for its own time)
+CREATE OR REPLACE VIEW tenure_charges AS
+SELECT campaign, instance_id,
+       sum(CASE WHEN gpu_on THEN span_s * gpu_dph / 3600 ELSE 0 END) AS gpu_usd,
+       sum(CASE WHEN storage_on THEN span_s * storage_dph / 3600 ELSE 0 END) AS storage_usd
+FROM billing_spans GROUP BY campaign, instance_id;
 
 CREATE OR REPLACE VIEW instances AS
 WITH c AS (
@@ -150,12 +158,45 @@ SELECT machine_id, arg_max(reason, seq) AS reason, max(ts) AS since,
        arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq) AS until
 FROM events WHERE kind = 'quarantine' AND machine_id IS NOT NULL GROUP BY machine_id;
 
+-- one campaign's hold on one instance: the campaign that created it, or a later one that reused it
+CREATE OR REPLACE VIEW tenures AS
+WITH t AS (
+  SELECT coalesce(campaign, '') AS campaign, instance_id,
+    bool_or(kind = 'create' AND phase <> 'intent' AND ok) AS created,
+    coalesce(min(ts) FILTER (WHERE kind = 'create' AND phase <> 'intent' AND ok), min(ts)) AS began,
+    min(ts) FILTER (WHERE kind = 'preflight_passed') AS verified_at,
+    min(ts) FILTER (WHERE kind = 'abandon') AS abandoned_at,
+    arg_min(detail->>'class', seq) FILTER (WHERE kind = 'abandon') AS failure_class,
+    min(ts) FILTER (WHERE kind IN ('destroy', 'lost') AND phase <> 'intent' AND ok) AS destroyed_at,
+    count(*) FILTER (WHERE kind = 'job_finished' AND ok) AS jobs_finished,
+    max(ts) AS last_seen
+  FROM events WHERE instance_id IS NOT NULL GROUP BY ALL
+), d AS (
+  SELECT t.campaign, t.instance_id, min(ev.ts) AS delivered_until
+  FROM t JOIN events ev ON ev.instance_id = t.instance_id
+  WHERE t.verified_at IS NOT NULL AND ev.ts >= t.verified_at AND ev.phase <> 'intent' AND coalesce(ev.ok, true)
+    AND (ev.kind IN ('stop', 'destroy', 'lost', 'abandon')
+         OR (ev.kind = 'status' AND ev.detail->>'status' IN ('exited', 'offline', 'unknown')))
+  GROUP BY ALL
+)
+SELECT t.*,
+       t.verified_at IS NULL AND (t.abandoned_at IS NOT NULL OR t.destroyed_at IS NOT NULL) AS dud,
+       (coalesce(t.destroyed_at, t.abandoned_at, t.last_seen) - t.began) / 60 AS lifetime_min,
+       CASE WHEN t.verified_at IS NOT NULL THEN
+         (coalesce(d.delivered_until, (SELECT now FROM ledger_clock)) - t.verified_at) / 3600 ELSE 0 END AS gpu_hours,
+       coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0) AS total_usd
+FROM t LEFT JOIN d USING (campaign, instance_id)
+LEFT JOIN tenure_charges ch USING (campaign, instance_id)
+WHERE t.instance_id IN (SELECT instance_id FROM events WHERE kind = 'create' AND phase <> 'intent' AND ok);
+
 CREATE OR REPLACE VIEW receipt_classes AS
-SELECT campaign, failure_class, count(*) AS n FROM instances
+SELECT campaign, failure_class, count(*) AS n FROM tenures
 WHERE dud GROUP BY campaign, failure_class;
 
+-- per campaign, from its tenures: what it created, what it reused, what it paid for each
 CREATE OR REPLACE VIEW receipt AS
-SELECT campaign, count(*) AS creates,
+SELECT campaign, count(*) FILTER (WHERE created) AS creates,
+       count(*) FILTER (WHERE NOT created) AS reused,
        count(*) FILTER (WHERE dud) AS duds,
        count(*) FILTER (WHERE dud) / count(*) AS dud_share,
        coalesce(sum(total_usd) FILTER (WHERE dud), 0) AS dud_usd,
@@ -165,6 +206,6 @@ SELECT campaign, count(*) AS creates,
        sum(jobs_finished) AS jobs_finished,
        sum(total_usd) AS total_usd,
        CASE WHEN sum(gpu_hours) > 0 THEN sum(total_usd) / sum(gpu_hours) END AS usd_per_gpu_hour,
-       CASE WHEN sum(gpu_hours) > 0 THEN count(*) / sum(gpu_hours) END AS creates_per_gpu_hour
-FROM instances GROUP BY campaign;
+       CASE WHEN sum(gpu_hours) > 0 THEN count(*) FILTER (WHERE created) / sum(gpu_hours) END AS creates_per_gpu_hour
+FROM tenures GROUP BY campaign;
 """

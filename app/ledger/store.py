@@ -36,6 +36,7 @@ EVENT_KINDS = frozenset(
         "stop",
         "start",
         "destroy",
+        "sent",
         "lost",
         "job_started",
         "job_finished",
@@ -298,7 +299,7 @@ class Ledger:
     def unfinished_intents(self) -> list[Event]:
         return self.events(
             where="phase = 'intent' AND seq NOT IN "
-            "(SELECT intent_seq FROM events WHERE intent_seq IS NOT NULL)"
+            "(SELECT intent_seq FROM events WHERE intent_seq IS NOT NULL AND phase = 'outcome')"
         )
 
     def quarantined(self, now: float) -> dict[int, str]:
