@@ -373,6 +373,23 @@ class Supervisor(HostWork):
             room -= 1
             self._say(f"reuse  i:{inst.id} m:{inst.machine_id} proven before: started again")
 
+    def _changed_elsewhere(self, a: Attempt, kind: str, now: float) -> None:
+        """A stop or start the ledger did not see (the host's watchdog stopped it while no
+        controller ran, or a person used the web console): written down now, as a fact. When it
+        happened is unknown; dating it now bills the GPU time in between, never less."""
+        since = self.last_alive or a.created_at
+        self.ledger.record(
+            kind,
+            at=now,
+            actor="reconcile",
+            reason=f"found {'stopped' if kind == 'stop' else 'running'}: changed outside this "
+            f"controller in the last {(now - since) / 60:.1f} min (the watchdog or the operator)",
+            ok=True,
+            detail={"noticed_between": [since, now]},
+            **self._ctx(a),
+        )
+        a.marks.append(Mark(now, kind))
+
     def _adopt(self, inst: Instance, now: float) -> None:
         history = self.ledger.events(where="instance_id = ?", params=[inst.id])
         create = next(
@@ -401,6 +418,9 @@ class Supervisor(HostWork):
                 a.marks.append(Mark(e.at, "stop"))
             elif e.kind == "start" and e.phase == "outcome" and e.ok:
                 a.marks.append(Mark(e.at, "start"))
+        held = next((m.kind != "stop" for m in reversed(a.marks) if m.kind != "create"), True)
+        if held == stopped:  # changed behind the ledger's back: the watchdog, or a person
+            self._changed_elsewhere(a, "stop" if stopped else "start", now)
         a.life.move(Phase.BOOTING, now, "adopted")
         a.passed_preflight = passed  # proven once: automation may stop it, never destroy it
         if inst.actual_status == "running":

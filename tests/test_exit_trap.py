@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rentwatch.ledger import Ledger
 
-from .campaigns import campaign_text, headless_cmd, headless_env
+from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
 
 
 def _start(
@@ -122,3 +122,24 @@ def test_watchdog_stops_verified_hosts_after_kill_9(make_sim, tmp_path):
     assert row["stopped_at"], "the watchdog never stopped its instance"
     silent_min = (row["stopped_at"] - killed_at) / 60
     assert silent_min <= 15 + 2, silent_min  # the window, plus its check interval and one beat
+    # the next start finds it stopped behind the ledger's back and writes that down, so the
+    # ledger stops billing its GPU time from there (never less than the market bills)
+    proc = _start(sim, tmp_path, ledger)
+    _wait_for(proc, f"adopt  i:{iid}")
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    led = Ledger(ledger)
+    [found] = led.events(
+        where="kind = 'stop' AND actor = 'reconcile' AND instance_id = ?", params=[iid]
+    )
+    since, seen = found.detail["noticed_between"]
+    assert since <= row["stopped_at"] <= seen == found.at
+    mine = next(r for r in led.instance_rows() if r["instance_id"] == iid)
+    end = max(e.at for e in led.events())
+    truth = truth_at(sim, end)[iid]["usd"]
+    gpu_dph = mine["gpu_dph"]
+    assert (
+        truth - 1e-6
+        <= mine["total_usd"]
+        <= truth + (seen - row["stopped_at"]) / 3600 * gpu_dph + 1e-6
+    )
