@@ -413,11 +413,9 @@ class Supervisor(HostWork):
         a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))
         passed = any(e.kind == "preflight_passed" for e in history)
         stopped = inst.intended_status == "stopped"
-        for e in history:
-            if e.kind == "stop" and e.phase == "outcome" and e.ok:
-                a.marks.append(Mark(e.at, "stop"))
-            elif e.kind == "start" and e.phase == "outcome" and e.ok:
-                a.marks.append(Mark(e.at, "start"))
+        for e in history:  # the marks billing_marks reads: outcomes and facts that held
+            if e.kind in ("stop", "start") and e.phase != "intent" and e.ok:
+                a.marks.append(Mark(e.at, e.kind))
         held = next((m.kind != "stop" for m in reversed(a.marks) if m.kind != "create"), True)
         if held == stopped:  # changed behind the ledger's back: the watchdog, or a person
             self._changed_elsewhere(a, "stop" if stopped else "start", now)
