@@ -441,14 +441,15 @@ class VastClient:
         first_unanswered: float | None = None
         previous: str | None = None
         delay = self.backoff
+        sent_at = self.now()
+
+        def going() -> None:  # called after pacing, as the request leaves
+            nonlocal sent_at
+            sent_at = self.now()
+            if on_try is not None:
+                on_try(sent_at, previous)
+
         for _ in range(self.max_attempts):
-            sent = [self.now()]
-
-            def going(sent: list[float] = sent, previous: str | None = previous) -> None:
-                sent[0] = self.now()  # after pacing, as the request leaves
-                if on_try is not None:
-                    on_try(sent[0], previous)
-
             try:
                 await self._request(method, path, kind=kind, body=body, retry=False, on_send=going)
                 return self._acted(first_unanswered)
@@ -463,7 +464,7 @@ class VastClient:
             except AnswerLost:
                 previous = "lost"
                 if first_unanswered is None:
-                    first_unanswered = sent[0]
+                    first_unanswered = sent_at
             except ApiError as exc:
                 if exc.status not in RETRYABLE:
                     raise

@@ -26,6 +26,7 @@ def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
     )
 
     dated: list[tuple[int, str, float, bool]] = []
+    tries: list[str | None] = []  # what became of the try before each one, as it went out
 
     async def run() -> tuple[list[int], VastClient]:
         c = VastClient(
@@ -43,7 +44,7 @@ def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
                 ("start", c.start_instance),
                 ("destroy", c.destroy_instance),
             ):
-                acted = await act(res.instance_id)
+                acted = await act(res.instance_id, lambda at, prev: tries.append(prev))
                 assert acted.existed
                 dated.append((res.instance_id, kind, acted.at, acted.answer_lost))
         await c.aclose()
@@ -66,6 +67,7 @@ def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
         assert abs(at - actual[kind]) < 30, (kind, at - actual[kind], answer_lost)
         lost += answer_lost
     assert lost > 0, "no lost answer was exercised"
+    assert tries.count(None) == len(dated) and {"refused", "lost"} <= set(tries)
 
 
 def test_typed_errors(make_sim):
