@@ -387,6 +387,8 @@ class HostWork:
                 f"watch  i:{a.instance_id} watchdog armed: stops itself after "
                 f"{self.watchdog_window_s / 60:.0f} min without a heartbeat"
             )
+        except HostKeyChanged as exc:
+            return self._distrust(a, exc)
         except SSHFailure as exc:
             self._say(f"watch  i:{a.instance_id} could not arm the watchdog: {exc}")
         nvml = probe_source("nvml_sample")
@@ -400,6 +402,8 @@ class HostWork:
             if job is not None:
                 try:
                     await self._check_job(a, job)
+                except HostKeyChanged as exc:
+                    return self._distrust(a, exc)
                 except SSHFailure as exc:
                     self._say(f"job    {job.name} on i:{a.instance_id}: no answer ({exc})")
             if self.now() - last_beat < self.beat_s:
@@ -410,10 +414,26 @@ class HostWork:
                     await self._ssh(a, "touch ~/.rentwatch/heartbeat")
                 res = await self._ssh(a, "python3 -", stdin=nvml)
                 doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
+            except HostKeyChanged as exc:
+                return self._distrust(a, exc)
             except (SSHFailure, ProbeError) as exc:
                 self._say(f"sample i:{a.instance_id} failed: {exc}")
                 continue
             self._take_samples(a, doc)
+
+    def _distrust(self, a: Attempt, exc: HostKeyChanged) -> None:
+        """The host answered with another key than the one pinned for this instance: nothing
+        more goes to it (no heartbeat, no job, no pull); the rules stop it and quarantine it."""
+        a.untrusted = str(exc)
+        self.ledger.record(
+            "host_key_changed",
+            at=self.now(),
+            actor="engine",
+            reason=str(exc),
+            ok=False,
+            **self._ctx(a),
+        )
+        self._say(f"distrust i:{a.instance_id} m:{a.machine_id}: {exc}")
 
     def _take_samples(self, a: Attempt, doc: dict[str, Any]) -> None:
         now = self.now()

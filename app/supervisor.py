@@ -94,6 +94,7 @@ class Attempt:
     job_line: str = ""  # the running job's last log line, for the dashboard
     watchdog_armed: bool = False
     throttle: Throttle | None = None
+    untrusted: str | None = None  # set when its SSH host key changed after it was pinned
 
     def view(self) -> AttemptView:
         return AttemptView(
@@ -111,6 +112,8 @@ class Attempt:
             verdict=self.verdict,
             ssh_error=self.ssh_error,
             util_low_since=self.util_low_since,
+            throttle=self.throttle,
+            untrusted=self.untrusted,
         )
 
     def charges(self, mode: str, now: float) -> Charges:
@@ -412,6 +415,9 @@ class Supervisor(HostWork):
         )
         a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))
         passed = any(e.kind == "preflight_passed" for e in history)
+        pins = [e.detail["host_key"] for e in history if e.detail.get("host_key")]
+        if pins:  # the key it proved itself with: a host answering with another is refused
+            self.ssh.pinned[inst.id] = str(pins[-1])
         stopped = inst.intended_status == "stopped"
         for e in history:  # the marks billing_marks reads: outcomes and facts that held
             if e.kind in ("stop", "start") and e.phase != "intent" and e.ok:
@@ -560,7 +566,10 @@ class Supervisor(HostWork):
         elif isinstance(d, Abandon):
             await self._abandon(d)
         elif isinstance(d, Stop):
-            await self._stop(self.attempts[d.instance_id], d.rule, d.reason)
+            a = self.attempts[d.instance_id]
+            if d.failure_class is not None:
+                self._quarantine(a, d.rule, d.reason, d.failure_class, self.answered_at())
+            await self._stop(a, d.rule, d.reason)
         elif isinstance(d, StartPreflight):
             self._start_preflight(self.attempts[d.instance_id])
         elif isinstance(d, Verify):
@@ -708,30 +717,33 @@ class Supervisor(HostWork):
             )
             if a.machine_id is not None and d.failure_class != "cancelled":
                 self.recent_failures.append(a.machine_id)
-            if (
-                self.policy.quarantine
-                and a.machine_id is not None
-                and d.failure_class != "cancelled"
-            ):
-                until = (
-                    now + self.policy.quarantine_hours * 3600
-                    if (self.policy.quarantine_persistent and self.policy.quarantine_hours)
-                    else None
-                )
-                self.quarantine[a.machine_id] = d.reason
-                self.ledger.record(
-                    "quarantine",
-                    at=now,
-                    actor=d.rule,
-                    reason=d.reason,
-                    detail={
-                        "until": until,
-                        "class": d.failure_class,
-                        "scope": "ledger" if self.policy.quarantine_persistent else "campaign",
-                    },
-                    **self._ctx(a),
-                )
+            if d.failure_class != "cancelled":
+                self._quarantine(a, d.rule, d.reason, d.failure_class, now)
         await self._destroy(a, d.rule, f"abandoned: {d.reason}")
+
+    def _quarantine(
+        self, a: Attempt, rule: str, reason: str, failure_class: str, now: float
+    ) -> None:
+        if not self.policy.quarantine or a.machine_id is None:
+            return
+        until = (
+            now + self.policy.quarantine_hours * 3600
+            if (self.policy.quarantine_persistent and self.policy.quarantine_hours)
+            else None
+        )
+        self.quarantine[a.machine_id] = reason
+        self.ledger.record(
+            "quarantine",
+            at=now,
+            actor=rule,
+            reason=reason,
+            detail={
+                "until": until,
+                "class": failure_class,
+                "scope": "ledger" if self.policy.quarantine_persistent else "campaign",
+            },
+            **self._ctx(a),
+        )
 
     async def _destroy(self, a: Attempt, actor: str, reason: str) -> bool:
         seq = self.ledger.intent(
@@ -782,6 +794,8 @@ class Supervisor(HostWork):
                 "by_preflight": d.by_preflight,
                 "tflops": a.verdict.tflops if a.verdict else None,
                 "expected": a.verdict.expected if a.verdict else None,
+                # pinned here, held to after a restart (see _adopt)
+                "host_key": self.ssh.pinned.get(a.instance_id),
             },
             **self._ctx(a),
         )

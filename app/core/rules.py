@@ -44,6 +44,7 @@ class AttemptView:
     util_low_since: float | None = None
     throttle: Throttle | None = None
     busy: bool = False
+    untrusted: str | None = None  # why the host is no longer trusted (its SSH host key changed)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class Stop:
     instance_id: int
     rule: str
     reason: str
+    failure_class: str | None = None  # set when the host is not to be trusted again: quarantine
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,8 @@ def _running_rules(a: AttemptView, policy: Policy, now: float) -> Decision | Non
 def _verified_rules(
     a: AttemptView, policy: Policy, now: float, idle_active: bool
 ) -> Decision | None:
+    if a.untrusted:
+        return Stop(a.instance_id, "rule:host_key", a.untrusted, failure_class="host_key_changed")
     if a.status in TERMINAL:
         return Stop(
             a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified"

@@ -31,6 +31,7 @@ EVENT_KINDS = frozenset(
         "preflight_failed",
         "quarantine",
         "throttle",
+        "host_key_changed",
         "idle",
         "abandon",
         "stop",

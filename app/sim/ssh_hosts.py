@@ -113,6 +113,14 @@ class SSHHosts:
         self.listeners[inst.id] = listener
         inst.ssh_port = listener.sockets[0].getsockname()[1]
 
+    async def replace_host_key(self, iid: int) -> None:
+        """Serve instance `iid` with a new host key (an impostor, or a host re-imaged under
+        the renter's feet); its SSH port changes too, as the instance list will show."""
+        inst = self.market.instances[iid]
+        self.host_keys[inst.machine.id] = asyncssh.generate_private_key("ssh-ed25519")
+        await self._close(iid)
+        await self._open(inst)
+
     async def _close(self, iid: int) -> None:
         listener = self.listeners.pop(iid, None)
         if listener is not None:
