@@ -29,13 +29,13 @@ from .probe_io import ProbeError, parse_probe_output, probe_source
 from .ssh_runner import HostKeyChanged, RunResult, SSHFailure
 
 if TYPE_CHECKING:
+    from .attempt import Attempt
     from .client import VastClient
     from .core.campaign import Campaign
     from .core.jobs import JobQueue
     from .core.policy import Policy
     from .ledger import Ledger
     from .ssh_runner import SSHRunner
-    from .supervisor import Attempt
 
 
 T = TypeVar("T")

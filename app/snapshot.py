@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .attempt import Attempt
 from .core.lifecycle import Phase
 from .core.rules import freeze_window
 from .core.text import clean
-from .supervisor import Attempt, Supervisor
+from .supervisor import Supervisor
 
 
 @dataclass(frozen=True)

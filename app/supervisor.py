@@ -15,23 +15,23 @@ import contextlib
 import dataclasses
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .attempt import Attempt
 from .client import Acted, ApiError, AuthError, MarketUnavailable, OnTry, VastClient
-from .core.billing import Charges, Mark, charges, took_effect_at
+from .core.billing import Mark
 from .core.campaign import Campaign
 from .core.errors import MalformedAnswer, RentwatchError
 from .core.gpu_specs import driver_too_old, offer_contradicts_itself
 from .core.jobs import JobQueue
-from .core.lifecycle import ALIVE, HELD, Lifecycle, Phase
+from .core.lifecycle import ALIVE, HELD, Phase
 from .core.models import Instance, Offer
 from .core.policy import Policy
 from .core.reputation import rank_offers
 from .core.rules import (
     Abandon,
-    AttemptView,
     Create,
     Decision,
     Finish,
@@ -41,12 +41,10 @@ from .core.rules import (
     Verify,
     decide,
 )
-from .core.verdict import Throttle, Verdict
 from .host_work import HostWork
-from .ledger import Event, Ledger
+from .ledger import Ledger
+from .restart import LABEL_PREFIX, Restart
 from .ssh_runner import SSHRunner
-
-LABEL_PREFIX = "rw"
 
 
 class AutomationRefused(RentwatchError):
@@ -65,68 +63,12 @@ class DestroyConfirmation:
 
 
 @dataclass
-class Attempt:
-    instance_id: int
-    offer: Offer | None
-    machine_id: int | None
-    host_id: int | None
-    gpu_name: str
-    created_at: float
-    gpu_dph: float
-    storage_dph: float
-    life: Lifecycle = field(default_factory=Lifecycle)
-    status: str | None = None
-    status_msg: str | None = None
-    status_since: float = 0.0
-    running_at: float | None = None
-    passed_preflight: bool = False
-    preflight_task: asyncio.Task[Any] | None = None
-    verdict: Verdict | None = None
-    ssh_error: str | None = None
-    ssh_host: str | None = None
-    ssh_port: int | None = None
-    marks: list[Mark] = field(default_factory=list)
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    util_low_since: float | None = None
-    failure_class: str | None = None
-    label: str | None = None
-    tend_task: asyncio.Task[Any] | None = None
-    job_line: str = ""  # the running job's last log line, for the dashboard
-    watchdog_armed: bool = False
-    throttle: Throttle | None = None
-    untrusted: str | None = None  # set when its SSH host key changed after it was pinned
-
-    def view(self) -> AttemptView:
-        return AttemptView(
-            instance_id=self.instance_id,
-            machine_id=self.machine_id,
-            offer_gpu=self.gpu_name,
-            phase=self.life.phase,
-            status=self.status,
-            status_msg=self.status_msg,
-            status_since=self.status_since,
-            created_at=self.created_at,
-            running_at=self.running_at,
-            passed_preflight=self.passed_preflight,
-            preflight_started=self.preflight_task is not None,
-            verdict=self.verdict,
-            ssh_error=self.ssh_error,
-            util_low_since=self.util_low_since,
-            throttle=self.throttle,
-            untrusted=self.untrusted,
-        )
-
-    def charges(self, mode: str, now: float) -> Charges:
-        return charges(self.marks, "running" if mode == "running" else "created", now)
-
-
-@dataclass
 class Outcome:
     ok: bool
     reason: str
 
 
-class Supervisor(HostWork):
+class Supervisor(Restart, HostWork):
     def __init__(
         self,
         client: VastClient,
@@ -197,11 +139,6 @@ class Supervisor(HostWork):
             )
 
         return sent
-
-    def _took_effect_at(self, intent: Event) -> float:
-        """When a change the crash cut short took effect, from its tries in the ledger."""
-        tries = self.ledger.events(where="kind = 'sent' AND intent_seq = ?", params=[intent.seq])
-        return took_effect_at(intent.at, [(t.at, t.detail.get("after")) for t in tries])
 
     def _acted_outcome(self, seq: int, acted: Acted) -> float:
         """Record a confirmed state change at the moment it took effect; returns that moment."""
@@ -275,189 +212,6 @@ class Supervisor(HostWork):
         ) in self.attempts.values():  # adopted proven rentals: watch them and re-attach their jobs
             if a.passed_preflight and a.life.phase == Phase.VERIFIED and a.tend_task is None:
                 a.tend_task = asyncio.create_task(self._tend(a))
-
-    adopt_all = False  # watch mode: adopt every instance of the account, not only this campaign's
-
-    async def reconcile(self) -> None:
-        """Finish what a crash left half-done, and adopt this campaign's live instances."""
-        live = {i.id: i for i in await self.client.list_instances()}
-        now = self.answered_at()
-        by_label = {i.label: i for i in live.values() if i.label}
-        for ev in self.ledger.unfinished_intents():
-            if ev.campaign != self.campaign.name:
-                continue
-            # A call the crash cut short: where the list shows it took effect, it is dated by the
-            # tries written down as they went out (the market acts on a request as it arrives).
-            if ev.kind == "create":
-                found = by_label.get(str(ev.detail.get("label")))
-                self.ledger.outcome(
-                    ev.seq,
-                    at=(found.start_date or now) if found else now,
-                    ok=found is not None,
-                    error=None if found else "never happened (reconciled after restart)",
-                    instance_id=found.id if found else None,
-                    detail={"reconciled": True, "gpu_billing": self.client.gpu_billing},
-                )
-                if found:
-                    self.creates += 1
-            elif ev.kind == "destroy":
-                gone = ev.instance_id not in live
-                self.ledger.outcome(
-                    ev.seq,
-                    at=self._took_effect_at(ev) if gone else now,
-                    ok=gone,
-                    error=None if gone else "still there after restart",
-                    detail={"reconciled": True},
-                )
-            elif ev.kind in ("stop", "start") and ev.instance_id in live:
-                wanted = "stopped" if ev.kind == "stop" else "running"
-                took = live[ev.instance_id].intended_status == wanted
-                self.ledger.outcome(
-                    ev.seq,
-                    at=self._took_effect_at(ev) if took else now,
-                    ok=took,
-                    error=None if took else f"not {wanted} after restart: it never happened",
-                    detail={"reconciled": True},
-                )
-            else:
-                self.ledger.outcome(
-                    ev.seq,
-                    at=now,
-                    ok=False,
-                    error="outcome unknown: the controller died mid-call",
-                    detail={"reconciled": True},
-                )
-        for inst in live.values():
-            if not self.adopt_all and not (inst.label or "").startswith(self.label + ":"):
-                continue
-            self._adopt(inst, now)
-        if self.policy.reuse_stopped:
-            await self._reuse_stopped(live, now)
-
-    async def _reuse_stopped(self, live: dict[int, Instance], now: float) -> None:
-        """Hold and batch across campaigns: a stopped rental that passed its preflight before
-        (same image) is started again instead of rolling the dice on a new create."""
-        room = self.campaign.fleet - sum(1 for a in self.attempts.values() if a.life.phase in ALIVE)
-        for inst in live.values():
-            if room <= 0:
-                return
-            if inst.id in self.attempts or inst.intended_status != "stopped":
-                continue
-            if (
-                not (inst.label or "").startswith(LABEL_PREFIX + ":")
-                or inst.image != self.campaign.image
-            ):
-                continue
-            history = self.ledger.events(where="instance_id = ?", params=[inst.id])
-            if not any(
-                e.kind == "preflight_passed" and e.detail.get("by_preflight") for e in history
-            ):
-                continue
-            if inst.machine_id in self.quarantine:
-                continue
-            self._adopt(inst, now)
-            a = self.attempts[inst.id]
-            seq = self.ledger.intent(
-                "start",
-                at=self.now(),
-                actor="rule:reuse",
-                reason="a proven rental, stopped: start it again rather than create",
-                **self._ctx(a),
-            )
-            try:
-                acted = await self.client.start_instance(inst.id, self._tries(seq, "rule:reuse", a))
-            except (ApiError, MarketUnavailable) as exc:
-                self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
-                continue
-            at = self._acted_outcome(seq, acted)
-            a.marks.append(Mark(at, "start"))
-            a.life.move(Phase.BOOTING, at, "reused: started again")
-            a.status_since = at
-            room -= 1
-            self._say(f"reuse  i:{inst.id} m:{inst.machine_id} proven before: started again")
-
-    def _changed_elsewhere(self, a: Attempt, kind: str, now: float) -> None:
-        """A stop or start the ledger did not see (the host's watchdog stopped it while no
-        controller ran, or a person used the web console): written down now, as a fact. When it
-        happened is unknown; dating it now bills the GPU time in between, never less."""
-        since = self.last_alive or a.created_at
-        self.ledger.record(
-            kind,
-            at=now,
-            actor="reconcile",
-            reason=f"found {'stopped' if kind == 'stop' else 'running'}: changed outside this "
-            f"controller in the last {(now - since) / 60:.1f} min (the watchdog or the operator)",
-            ok=True,
-            detail={"noticed_between": [since, now]},
-            **self._ctx(a),
-        )
-        a.marks.append(Mark(now, kind))
-
-    def _adopt(self, inst: Instance, now: float) -> None:
-        history = self.ledger.events(where="instance_id = ?", params=[inst.id])
-        create = next(
-            (e for e in history if e.kind == "create" and e.phase == "outcome" and e.ok), None
-        )
-        created_at = create.at if create else (inst.start_date or now)
-        a = Attempt(
-            instance_id=inst.id,
-            offer=None,
-            machine_id=inst.machine_id,
-            host_id=inst.host_id,
-            gpu_name=(create.gpu_name if create and create.gpu_name else inst.gpu_name)
-            or "unknown",
-            created_at=created_at,
-            gpu_dph=create.gpu_dph if create and create.gpu_dph is not None else inst.dph_base,
-            storage_dph=create.storage_dph
-            if create and create.storage_dph is not None
-            else inst.storage_total_cost,
-            label=inst.label,
-        )
-        a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))
-        passed = any(e.kind == "preflight_passed" for e in history)
-        pins = [e.detail["host_key"] for e in history if e.detail.get("host_key")]
-        if pins:  # the key it proved itself with: a host answering with another is refused
-            self.ssh.pinned[inst.id] = str(pins[-1])
-        stopped = inst.intended_status == "stopped"
-        for e in history:  # the marks billing_marks reads: outcomes and facts that held
-            if e.kind in ("stop", "start") and e.phase != "intent" and e.ok:
-                a.marks.append(Mark(e.at, e.kind))
-        held = next((m.kind != "stop" for m in reversed(a.marks) if m.kind != "create"), True)
-        if held == stopped:  # changed behind the ledger's back: the watchdog, or a person
-            self._changed_elsewhere(a, "stop" if stopped else "start", now)
-        a.life.move(Phase.BOOTING, now, "adopted")
-        a.passed_preflight = passed  # proven once: automation may stop it, never destroy it
-        if inst.actual_status == "running":
-            a.life.move(Phase.RUNNING, now, "adopted running")
-            a.running_at = now
-            if passed:
-                a.life.move(Phase.VERIFIED, now, "adopted, verified before the restart")
-        if stopped:
-            a.life.move(Phase.STOPPED, now, "adopted stopped")
-        a.status, a.status_msg, a.status_since = inst.actual_status, inst.status_msg, now
-        a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
-        self.attempts[inst.id] = a
-        last_seen = max([e.at for e in history] + [created_at, self.last_alive or 0.0])
-        unwatched = max(0.0, now - last_seen)
-        cost = (
-            a.charges(self.client.gpu_billing, now).total_usd
-            - a.charges(self.client.gpu_billing, last_seen).total_usd
-        )
-        self.ledger.record(
-            "adopted",
-            at=now,
-            actor="engine",
-            reason=(
-                f"adopted after restart: {inst.actual_status}, unwatched for {unwatched / 60:.1f} min, "
-                f"${cost:.4f} billed meanwhile"
-            ),
-            detail={"unwatched_s": unwatched, "usd_meanwhile": cost, "status": inst.actual_status},
-            **self._ctx(a),
-        )
-        self._say(
-            f"adopt  i:{inst.id} m:{inst.machine_id} {inst.actual_status}, unwatched {unwatched / 60:.1f} min, "
-            f"${cost:.4f} meanwhile"
-        )
 
     # -- the poll ---------------------------------------------------------------------------
     async def poll_once(self) -> list[Decision]:

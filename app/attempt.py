@@ -1,0 +1,70 @@
+"""One rental attempt as the supervisor holds it: what was rented, where it stands, what it
+cost so far; `view()` is the immutable slice the pure rules decide on."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from .core.billing import Charges, Mark, charges
+from .core.lifecycle import Lifecycle
+from .core.models import Offer
+from .core.rules import AttemptView
+from .core.verdict import Throttle, Verdict
+
+
+@dataclass
+class Attempt:
+    instance_id: int
+    offer: Offer | None
+    machine_id: int | None
+    host_id: int | None
+    gpu_name: str
+    created_at: float
+    gpu_dph: float
+    storage_dph: float
+    life: Lifecycle = field(default_factory=Lifecycle)
+    status: str | None = None
+    status_msg: str | None = None
+    status_since: float = 0.0
+    running_at: float | None = None
+    passed_preflight: bool = False
+    preflight_task: asyncio.Task[Any] | None = None
+    verdict: Verdict | None = None
+    ssh_error: str | None = None
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    marks: list[Mark] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    util_low_since: float | None = None
+    failure_class: str | None = None
+    label: str | None = None
+    tend_task: asyncio.Task[Any] | None = None
+    job_line: str = ""  # the running job's last log line, for the dashboard
+    watchdog_armed: bool = False
+    throttle: Throttle | None = None
+    untrusted: str | None = None  # set when its SSH host key changed after it was pinned
+
+    def view(self) -> AttemptView:
+        return AttemptView(
+            instance_id=self.instance_id,
+            machine_id=self.machine_id,
+            offer_gpu=self.gpu_name,
+            phase=self.life.phase,
+            status=self.status,
+            status_msg=self.status_msg,
+            status_since=self.status_since,
+            created_at=self.created_at,
+            running_at=self.running_at,
+            passed_preflight=self.passed_preflight,
+            preflight_started=self.preflight_task is not None,
+            verdict=self.verdict,
+            ssh_error=self.ssh_error,
+            util_low_since=self.util_low_since,
+            throttle=self.throttle,
+            untrusted=self.untrusted,
+        )
+
+    def charges(self, mode: str, now: float) -> Charges:
+        return charges(self.marks, "running" if mode == "running" else "created", now)
