@@ -143,7 +143,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         raise fail("fleet", "must be between 1 and 10000")
     if not fleet <= max_creates <= 1_000_000:
         raise fail("max_creates", f"must be at least the fleet size ({fleet}), at most 1000000")
-    deadline = number("deadline_min", None) if "deadline_min" in data else None
+    deadline = number("deadline_min") if "deadline_min" in data else None
     poll = number("poll_s", 10.0, hi=86_400)
     policy = get("policy", dict, {})
     jobs_raw = get("jobs", list, [])
@@ -167,7 +167,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         fleet=fleet,
         max_creates=max_creates,
         budget_usd=budget,
-        deadline_min=float(deadline) if deadline is not None else None,
+        deadline_min=deadline,
         poll_s=poll,
         policy=policy,
         jobs=tuple(jobs),
