@@ -10,11 +10,13 @@ that probe would print on this machine's GPU, from `Market.gpu_state`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
 import re
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,7 @@ class SSHHosts:
         self.drop_rng = random.Random(market.scenario.seed * 31 + 5)
         self.sessions = 0
         self.dropped = 0  # sessions cut mid-command by the ssh_drop fault
+        self._running: set[asyncio.subprocess.Process] = set()  # commands not yet done with
         self.received: list[bytes] | None = (
             None  # set to a list to record what renters send (tests)
         )
@@ -126,9 +129,30 @@ class SSHHosts:
         if listener is not None:
             listener.close()
 
+    def _reap(self, sub: asyncio.subprocess.Process) -> None:
+        """The command exited: close its stdin too (a session cut mid-command leaves it open).
+        Output nobody read to its end keeps it listed, for `close_all` to drain."""
+        if sub.stdin is not None:
+            sub.stdin.close()
+        if all(out is None or out.at_eof() for out in (sub.stdout, sub.stderr)):
+            self._running.discard(sub)
+
     async def close_all(self) -> None:
         for iid in list(self.listeners):
             await self._close(iid)
+        for sub in list(self._running):  # the market is closing: so do the commands it ran
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(sub.pid, signal.SIGKILL)
+            # its pipes close only at EOF, and a full pipe nobody reads (the session that
+            # pumped it died) is never read to EOF: read what is left
+            for out in (sub.stdout, sub.stderr):
+                if out is not None:
+                    with contextlib.suppress(RuntimeError, TimeoutError):
+                        await asyncio.wait_for(out.read(), 5)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sub.wait(), 5)
+            self._reap(sub)
+        await asyncio.sleep(0.05)  # let the pipes' last callbacks run on this loop
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -191,6 +215,8 @@ class SSHHosts:
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
+        self._running.add(sub)
+        asyncio.ensure_future(sub.wait()).add_done_callback(lambda _: self._reap(sub))
         inst.busy_until = float("inf")
         try:
             if stdin:
