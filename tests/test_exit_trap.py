@@ -50,7 +50,7 @@ def _live(sim) -> list[dict]:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signals_release_everything(make_sim, tmp_path, sig):
-    sim = make_sim(seed=7, offers=60, time_scale=120)
+    sim = make_sim(seed=7, offers=60, time_scale=240)
     ledger = tmp_path / "l.duckdb"
     proc = _start(sim, tmp_path, ledger)
     _wait_for(proc, "verify ")

@@ -13,7 +13,7 @@ from rentwatch.ledger import Ledger
 from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
 
 JOB = (
-    '\n[[jobs]]\nname = "work"\nrun = "python3 -c \\"import time; time.sleep(4)\\""\nretries = 3\n'
+    '\n[[jobs]]\nname = "work"\nrun = "python3 -c \\"import time; time.sleep(3)\\""\nretries = 3\n'
 )
 
 
@@ -31,7 +31,7 @@ def _read_until(proc: subprocess.Popen, word: str, timeout: float = 90) -> str:
 
 @pytest.mark.parametrize("restart", [False, True], ids=["live", "after-restart"])
 def test_changed_host_key_is_refused_recorded_and_stopped(make_sim, tmp_path, restart):
-    sim = make_sim(seed=3, offers=40, time_scale=120)
+    sim = make_sim(seed=3, offers=40, time_scale=240)
     camp = tmp_path / "c.toml"
     camp.write_text(campaign_text("keys", 1) + JOB)
     ledger = tmp_path / "l.duckdb"

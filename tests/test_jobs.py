@@ -52,7 +52,7 @@ def test_twelve_jobs_on_a_fleet_of_three(make_sim, tmp_path, monkeypatch):
 def test_kill_9_mid_jobs_reattaches(make_sim, tmp_path):
     sim = make_sim(seed=7, offers=60, time_scale=120)
     camp = tmp_path / "c.toml"
-    slow = JOBS.replace("time.sleep(1.0)", "time.sleep(4.0)")
+    slow = JOBS.replace("time.sleep(1.0)", "time.sleep(2.5)")
     camp.write_text(campaign_text("reattach", 2) + slow)
     ledger = tmp_path / "l.duckdb"
     env = headless_env(sim)
