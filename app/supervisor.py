@@ -321,7 +321,7 @@ class Supervisor(Restart, HostWork):
             await self._abandon(d)
         elif isinstance(d, Stop):
             a = self.attempts[d.instance_id]
-            if d.failure_class is not None:
+            if d.failure_class is not None and a.machine_id not in self.quarantine:
                 self._quarantine(a, d.rule, d.reason, d.failure_class, self.answered_at())
             await self._stop(a, d.rule, d.reason)
         elif isinstance(d, StartPreflight):
