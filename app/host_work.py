@@ -5,8 +5,9 @@ kept apart so each file reads on its own; it uses the supervisor's ledger, clien
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -298,14 +299,12 @@ class HostWork:
         except (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError) as exc:
             self._say(f"resume {job.name}: checkpoint not pushed ({exc}); it starts over")
             return
-        self.ledger.record(
-            "artifacts",
-            at=self.now(),
-            actor="engine",
-            ok=True,
-            reason=f"checkpoint of {job.name} pushed to its retry ({len(pushed)} file(s))",
-            detail={"job": job.name, "checkpoint_pushed": pushed},
-            **self._ctx(a),
+        self._record_artifacts(
+            a,
+            job,
+            True,
+            f"checkpoint of {job.name} pushed to its retry ({len(pushed)} file(s))",
+            checkpoint_pushed=pushed,
         )
         self._say(f"resume {job.name} on i:{a.instance_id} from its last checkpoint")
 
@@ -322,34 +321,38 @@ class HostWork:
         try:
             records = await self._on_connection(a, lambda conn: fetch_artifacts(conn, spec, dest))
         except (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError) as exc:
-            self.ledger.record(
-                "artifacts",
-                at=self.now(),
-                actor="engine",
-                ok=False,
-                reason=f"artifacts of {job.name} not pulled: {exc}",
-                detail={"job": job.name},
-                **self._ctx(a),
-            )
+            self._record_artifacts(a, job, False, f"artifacts of {job.name} not pulled: {exc}")
             self._say(f"artifacts of {job.name} FAILED: {exc}")
             return
+        self._record_artifacts(
+            a,
+            job,
+            True,
+            f"artifacts of {job.name}: {summary(records)}",
+            files=records,
+            dest=str(dest),
+        )
+        self._say(f"pull   {job.name}: {summary(records)} -> {dest}")
+
+    def _record_artifacts(
+        self, a: Attempt, job: JobState, ok: bool, reason: str, **detail: Any
+    ) -> None:
         self.ledger.record(
             "artifacts",
             at=self.now(),
             actor="engine",
-            ok=True,
-            reason=f"artifacts of {job.name}: {summary(records)}",
-            detail={"job": job.name, "files": records, "dest": str(dest)},
+            ok=ok,
+            reason=reason,
+            detail={"job": job.name, **detail},
             **self._ctx(a),
         )
-        self._say(f"pull   {job.name}: {summary(records)} -> {dest}")
 
     async def _on_connection(
         self, a: Attempt, work: Callable[[asyncssh.SSHClientConnection], Awaitable[T]]
     ) -> T:
         """SFTP work on one pinned connection, within the SSH concurrency bound and a deadline."""
         assert a.ssh_host is not None and a.ssh_port is not None
-        async with self.ssh_slots:
+        async with self.ssh_slots, self._distrust_on_key_change(a):
             conn = await self.ssh._connect(a.instance_id, a.ssh_host, a.ssh_port)
             try:
                 return await asyncio.wait_for(work(conn), self._wall(600, 30))
@@ -361,7 +364,7 @@ class HostWork:
         self, a: Attempt, command: str, stdin: bytes | None = None, timeout: float = 60
     ) -> RunResult:
         assert a.ssh_host is not None and a.ssh_port is not None
-        async with self.ssh_slots:
+        async with self.ssh_slots, self._distrust_on_key_change(a):
             return await self.ssh.run(
                 a.instance_id,
                 a.ssh_host,
@@ -387,23 +390,19 @@ class HostWork:
                 f"watch  i:{a.instance_id} watchdog armed: stops itself after "
                 f"{self.watchdog_window_s / 60:.0f} min without a heartbeat"
             )
-        except HostKeyChanged as exc:
-            return self._distrust(a, exc)
         except SSHFailure as exc:
             self._say(f"watch  i:{a.instance_id} could not arm the watchdog: {exc}")
         nvml = probe_source("nvml_sample")
         last_beat = -1e18
-        while a.life.phase == Phase.VERIFIED:
+        while a.life.phase == Phase.VERIFIED and not a.untrusted:
             job = self.jobs.on(a.instance_id)
             await asyncio.sleep(self._wall(self.job_poll_s if job else self.beat_s, 0.05))
-            if a.life.phase != Phase.VERIFIED or a.ssh_host is None:
+            if a.life.phase != Phase.VERIFIED or a.ssh_host is None or a.untrusted:
                 break
             job = self.jobs.on(a.instance_id)
             if job is not None:
                 try:
                     await self._check_job(a, job)
-                except HostKeyChanged as exc:
-                    return self._distrust(a, exc)
                 except SSHFailure as exc:
                     self._say(f"job    {job.name} on i:{a.instance_id}: no answer ({exc})")
             if self.now() - last_beat < self.beat_s:
@@ -414,16 +413,24 @@ class HostWork:
                     await self._ssh(a, "touch ~/.rentwatch/heartbeat")
                 res = await self._ssh(a, "python3 -", stdin=nvml)
                 doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
-            except HostKeyChanged as exc:
-                return self._distrust(a, exc)
             except (SSHFailure, ProbeError) as exc:
                 self._say(f"sample i:{a.instance_id} failed: {exc}")
                 continue
             self._take_samples(a, doc)
 
+    @contextlib.asynccontextmanager
+    async def _distrust_on_key_change(self, a: Attempt) -> AsyncIterator[None]:
+        """Around every connection to a proven host: if it answers with another key than the
+        one pinned for this instance, nothing more goes to it (no heartbeat, job, push or pull)
+        and the rules stop it and quarantine it. The error goes on to the caller."""
+        try:
+            yield
+        except HostKeyChanged as exc:
+            if not a.untrusted:
+                self._distrust(a, exc)
+            raise
+
     def _distrust(self, a: Attempt, exc: HostKeyChanged) -> None:
-        """The host answered with another key than the one pinned for this instance: nothing
-        more goes to it (no heartbeat, no job, no pull); the rules stop it and quarantine it."""
         a.untrusted = str(exc)
         self.ledger.record(
             "host_key_changed",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .attempt import Attempt
-from .client import Acted, ApiError, MarketUnavailable, OnTry, VastClient
+from .client import ApiError, MarketUnavailable, VastClient
 from .core.billing import Mark, took_effect_at
 from .core.campaign import Campaign
 from .core.lifecycle import ALIVE, Phase
@@ -50,10 +50,7 @@ class Restart:
     def _ctx(self, a: Attempt) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _tries(self, seq: int, actor: str, a: Attempt) -> OnTry:
-        raise NotImplementedError
-
-    def _acted_outcome(self, seq: int, acted: Acted) -> float:
+    async def _start(self, a: Attempt, actor: str, reason: str) -> float:
         raise NotImplementedError
 
     def _took_effect_at(self, intent: Event) -> float:
@@ -140,22 +137,12 @@ class Restart:
                 continue
             self._adopt(inst, now)
             a = self.attempts[inst.id]
-            seq = self.ledger.intent(
-                "start",
-                at=self.now(),
-                actor="rule:reuse",
-                reason="a proven rental, stopped: start it again rather than create",
-                **self._ctx(a),
-            )
             try:
-                acted = await self.client.start_instance(inst.id, self._tries(seq, "rule:reuse", a))
-            except (ApiError, MarketUnavailable) as exc:
-                self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
-                continue
-            at = self._acted_outcome(seq, acted)
-            a.marks.append(Mark(at, "start"))
-            a.life.move(Phase.BOOTING, at, "reused: started again")
-            a.status_since = at
+                await self._start(
+                    a, "rule:reuse", "a proven rental, stopped: start it again rather than create"
+                )
+            except (ApiError, MarketUnavailable):
+                continue  # the failed start is in the ledger; the fleet creates instead
             room -= 1
             self._say(f"reuse  i:{inst.id} m:{inst.machine_id} proven before: started again")
 

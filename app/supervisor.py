@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .attempt import Attempt
-from .client import Acted, ApiError, AuthError, MarketUnavailable, OnTry, VastClient
+from .client import ApiError, AuthError, MarketUnavailable, VastClient
 from .core.billing import Mark
 from .core.campaign import Campaign
 from .core.errors import MalformedAnswer, RentwatchError
@@ -122,8 +122,17 @@ class Supervisor(Restart, HostWork):
     def answered_at(self) -> float:
         return self.client.answered_at()
 
-    def _tries(self, seq: int, actor: str, a: Attempt) -> OnTry:
-        """Write down each try of a state change as it goes out (see `_took_effect_at`)."""
+    async def _change(self, a: Attempt, kind: str, actor: str, reason: str) -> float:
+        """Stop, start or destroy `a` the way the ledger wants every change: the intent, each
+        try as it goes out (so a crash mid-call can be settled, see `Restart._took_effect_at`),
+        then the outcome dated to when the change took effect. Returns that moment; raises what
+        the market answered when it refused (the outcome records it too)."""
+        call = {
+            "stop": self.client.stop_instance,
+            "start": self.client.start_instance,
+            "destroy": self.client.destroy_instance,
+        }[kind]
+        seq = self.ledger.intent(kind, at=self.now(), actor=actor, reason=reason, **self._ctx(a))
 
         def sent(at: float, previous: str | None) -> None:
             self.ledger.record(
@@ -138,17 +147,25 @@ class Supervisor(Restart, HostWork):
                 **self._ctx(a),
             )
 
-        return sent
-
-    def _acted_outcome(self, seq: int, acted: Acted) -> float:
-        """Record a confirmed state change at the moment it took effect; returns that moment."""
+        try:
+            acted = await call(a.instance_id, sent)
+        except (ApiError, MarketUnavailable) as exc:
+            self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
+            raise
         detail: dict[str, object] = {}
         if not acted.existed:
             detail["already_gone"] = True
         if acted.answer_lost:
             detail["answer_lost"] = True  # dated to the send of the try that got no answer
         self.ledger.outcome(seq, at=acted.at, ok=True, detail=detail or None)
+        a.marks.append(Mark(acted.at, kind))
         return acted.at
+
+    async def _start(self, a: Attempt, actor: str, reason: str) -> float:
+        at = await self._change(a, "start", actor, reason)
+        a.life.move(Phase.BOOTING, at, reason)
+        a.status_since = at
+        return at
 
     def _say(self, line: str) -> None:
         self.decisions_total += 1
@@ -500,30 +517,20 @@ class Supervisor(Restart, HostWork):
         )
 
     async def _destroy(self, a: Attempt, actor: str, reason: str) -> bool:
-        seq = self.ledger.intent(
-            "destroy", at=self.now(), actor=actor, reason=reason, **self._ctx(a)
-        )
         try:
-            acted = await self.client.destroy_instance(a.instance_id, self._tries(seq, actor, a))
+            at = await self._change(a, "destroy", actor, reason)
         except (ApiError, MarketUnavailable) as exc:
-            self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
             self._say(f"destroy FAILED i:{a.instance_id}: {exc} (will retry)")
             return False
-        at = self._acted_outcome(seq, acted)
-        a.marks.append(Mark(at, "destroy"))
         a.life.move(Phase.DESTROYED, at, reason)
         return True
 
     async def _stop(self, a: Attempt, actor: str, reason: str) -> bool:
-        seq = self.ledger.intent("stop", at=self.now(), actor=actor, reason=reason, **self._ctx(a))
         try:
-            acted = await self.client.stop_instance(a.instance_id, self._tries(seq, actor, a))
+            at = await self._change(a, "stop", actor, reason)
         except (ApiError, MarketUnavailable) as exc:
-            self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
             self._say(f"stop FAILED i:{a.instance_id}: {exc}")
             return False
-        at = self._acted_outcome(seq, acted)
-        a.marks.append(Mark(at, "stop"))
         a.life.move(Phase.STOPPED, at, reason)
         if a.preflight_task:
             a.preflight_task.cancel()
@@ -619,19 +626,7 @@ class Supervisor(Restart, HostWork):
         return await self._stop(self.attempts[instance_id], "human", reason)
 
     async def human_start(self, instance_id: int, reason: str = "operator start") -> bool:
-        a = self.attempts[instance_id]
-        seq = self.ledger.intent(
-            "start", at=self.now(), actor="human", reason=reason, **self._ctx(a)
-        )
-        try:
-            acted = await self.client.start_instance(instance_id, self._tries(seq, "human", a))
-        except (ApiError, MarketUnavailable) as exc:
-            self.ledger.outcome(seq, at=self.answered_at(), ok=False, error=str(exc))
-            raise
-        at = self._acted_outcome(seq, acted)
-        a.marks.append(Mark(at, "start"))
-        a.life.move(Phase.BOOTING, at, reason)
-        a.status_since = at
+        await self._start(self.attempts[instance_id], "human", reason)
         self._say(f"start  i:{instance_id} by human")
         return True
 

@@ -49,6 +49,12 @@ def test_twelve_jobs_on_a_fleet_of_three(make_sim, tmp_path, monkeypatch):
     assert sorted(names) == sorted(f"job-{i}" for i in range(12))
 
 
+def _healthy_market(make_sim):
+    return make_sim(
+        seed=7, offers=60, time_scale=120, host_class=[{"behaviour": "healthy", "share": 1.0}]
+    )
+
+
 def test_kill_9_mid_jobs_reattaches(make_sim, tmp_path):
     sim = make_sim(seed=7, offers=60, time_scale=120)
     camp = tmp_path / "c.toml"
@@ -158,9 +164,7 @@ def test_interrupted_job_resumes_from_its_checkpoint(make_sim, tmp_path, monkeyp
     from rentwatch.sim.market import Step
 
     monkeypatch.chdir(tmp_path)
-    sim = make_sim(
-        seed=7, offers=60, time_scale=120, host_class=[{"behaviour": "healthy", "share": 1.0}]
-    )
+    sim = _healthy_market(make_sim)
     knocked: list[int] = []
 
     def saboteur() -> None:
@@ -200,9 +204,7 @@ def test_interrupted_job_resumes_from_its_checkpoint(make_sim, tmp_path, monkeyp
 
 def test_job_timeout_and_secret_opt_in(make_sim, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    sim = make_sim(
-        seed=7, offers=60, time_scale=120, host_class=[{"behaviour": "healthy", "share": 1.0}]
-    )
+    sim = _healthy_market(make_sim)
     extra = """
 [[jobs]]
 name = "stuck"
@@ -237,9 +239,7 @@ def test_secret_env_needs_an_explicit_opt_in():
 
 def test_symlinks_on_the_host_are_not_followed(make_sim, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    sim = make_sim(
-        seed=7, offers=60, time_scale=120, host_class=[{"behaviour": "healthy", "share": 1.0}]
-    )
+    sim = _healthy_market(make_sim)
     extra = """
 [[jobs]]
 name = "sneaky"

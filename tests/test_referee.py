@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from rentwatch.cli import main
 from rentwatch.referee import score
 
@@ -20,34 +21,23 @@ budget_usd = 5.0
 """
 
 
+def _referee_json(tmp_path, capsys, scenario, time_scale: str) -> dict:
+    """`rentwatch referee --json` for seed and default, one seed, on `scenario`."""
+    camp = tmp_path / "c.toml"
+    camp.write_text(CAMPAIGN)
+    args = ["referee", "--scenario", str(scenario), "--campaign", str(camp)]
+    args += ["--policies", "seed,default", "--seeds", "1", "--json", "--time-scale", time_scale]
+    assert main(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def test_referee_json_against_truth(tmp_path, capsys):
     scen = tmp_path / "s.toml"
     scen.write_text(
         'seed = 3\noffers = 12\n[[host_class]]\nbehaviour = "healthy"\nshare = 0.5\n'
         '[[host_class]]\nbehaviour = "fatal_pull"\nshare = 0.5\nfatal_at_min = [0.5, 1.0]\n'
     )
-    camp = tmp_path / "c.toml"
-    camp.write_text(CAMPAIGN)
-    assert (
-        main(
-            [
-                "referee",
-                "--scenario",
-                str(scen),
-                "--campaign",
-                str(camp),
-                "--policies",
-                "seed,default",
-                "--seeds",
-                "1",
-                "--json",
-                "--time-scale",
-                "300",
-            ]
-        )
-        == 0
-    )
-    out = json.loads(capsys.readouterr().out)
+    out = _referee_json(tmp_path, capsys, scen, "300")
     assert set(out) == {"scenario", "runs", "summary"}
     need = {
         "policy",
@@ -120,30 +110,9 @@ SHIPPED = sorted(
 )
 
 
-@__import__("pytest").mark.parametrize("scenario", SHIPPED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("scenario", SHIPPED, ids=lambda p: p.stem)
 def test_referee_runs_on_every_shipped_scenario(scenario, tmp_path, capsys):
-    camp = tmp_path / "c.toml"
-    camp.write_text(CAMPAIGN)
-    assert (
-        main(
-            [
-                "referee",
-                "--scenario",
-                str(scenario),
-                "--campaign",
-                str(camp),
-                "--policies",
-                "seed,default",
-                "--seeds",
-                "1",
-                "--json",
-                "--time-scale",
-                "600",
-            ]
-        )
-        == 0
-    )
-    out = json.loads(capsys.readouterr().out)
+    out = _referee_json(tmp_path, capsys, scenario, "600")
     assert [r["policy"] for r in out["runs"]] == ["seed", "default"]
     for run in out["runs"]:
         assert (
