@@ -68,8 +68,8 @@ def test_official_cli_full_cycle(make_sim, tmp_path):
     deadline = time.time() + 30
     while time.time() < deadline:
         row = json.loads(vastai(sim, "show", "instance", str(iid), "--raw", tmp_path=tmp_path))
-        if row["actual_status"] == "running":
-            break
+        if row["actual_status"] == "running" and row["ssh_port"]:
+            break  # the sim opens SSH on its next tick after the container runs
         time.sleep(0.5)
     assert row["actual_status"] == "running" and row["ssh_port"]
     logs = vastai(sim, "logs", str(iid), tmp_path=tmp_path)
