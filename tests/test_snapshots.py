@@ -144,7 +144,11 @@ async def _shot(keys: tuple[str, ...]) -> str:
         for k in keys:
             await pilot.press(k)
             await pilot.pause(0.3)
-        return _text(app.export_screenshot())
+        for _ in range(50):  # a loaded machine may not have drawn the footer yet
+            if "^p palette" in (text := _text(app.export_screenshot())):
+                break
+            await pilot.pause(0.1)
+        return text
 
 
 @pytest.mark.parametrize(
