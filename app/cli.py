@@ -1,4 +1,5 @@
-"""The `rentwatch` command: demo, watch, sim, run, receipt, ledger."""
+"""The `rentwatch` command line: one subcommand per task (each lists its own options with
+`rentwatch COMMAND --help`); plain `rentwatch` is `rentwatch watch`."""
 
 from __future__ import annotations
 
@@ -207,7 +208,7 @@ def _cmd_scenario(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
-    sub = p.add_subparsers(dest="command")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     d = sub.add_parser(
         "demo", help="the dashboard against a built-in simulated market (no account needed)"

@@ -19,9 +19,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input, RichLog, Static
 
-from .fleet import FleetTable, FleetView
+from .fleet import FleetTable, FleetView, visible
 from .ledger_screen import LedgerScreen
-from .modals import DestroyConfirm, HelpScreen, QuitScreen
+from .modals import DestroyConfirm, DetachConfirm, HelpScreen, QuitScreen
 from .receipt_screen import ReceiptScreen
 from .render import campaign_bar
 
@@ -65,7 +65,7 @@ class RentwatchApp(App[str]):
         ("Toggle table / pane view", "toggle_view"),
         ("Ledger (SQL)", "ledger"),
         ("Receipt and hosts", "receipt"),
-        ("Detach and quit (recorded)", "detach"),
+        ("Detach and quit (asks; recorded)", "detach"),
         ("Quit (asks)", "quit_ask"),
     )
 
@@ -99,7 +99,9 @@ class RentwatchApp(App[str]):
         self._shown = snap
         self.query_one("#bar", Static).update(campaign_bar(snap))
         if self.table_mode:
-            self.query_one(FleetTable).show(snap.instances)
+            self.query_one(FleetTable).show(
+                visible(snap.instances, snap.now, self.query_one(FleetView).filter)
+            )
         else:
             self.query_one(FleetView).show(snap.instances, snap.now)
         log = self.query_one("#log", RichLog)
@@ -194,11 +196,18 @@ class RentwatchApp(App[str]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def _held(self) -> int:
+        return sum(1 for s in (self.latest.instances if self.latest else ()) if s.ended_at is None)
+
     def action_detach(self) -> None:
-        self._leave("detach")
+        def chosen(detach: bool | None) -> None:
+            if detach:
+                self._leave("detach")
+
+        self.push_screen(DetachConfirm(self._held()), chosen)
 
     def action_quit_ask(self) -> None:
-        held = sum(1 for s in (self.latest.instances if self.latest else ()) if s.ended_at is None)
+        held = self._held()
 
         def chosen(mode: str | None) -> None:
             if mode is not None:

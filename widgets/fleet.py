@@ -19,6 +19,21 @@ PANE_HEIGHT = 4
 FADE_AFTER_S = 20 * 60  # dead attempts fold away after this much market time
 
 
+def visible(
+    snaps: tuple[InstanceSnap, ...], now: float, filter_text: str
+) -> tuple[InstanceSnap, ...]:
+    """What both views show: live attempts and recently dead ones, matching the filter."""
+    shown = [s for s in snaps if s.ended_at is None or now - s.ended_at < FADE_AFTER_S]
+    if filter_text:
+        f = filter_text.lower()
+        shown = [
+            s
+            for s in shown
+            if f in f"{s.instance_id} {s.gpu_name} {s.phase} {s.machine_id}".lower()
+        ]
+    return tuple(shown)
+
+
 class FleetView(ScrollView, can_focus=True):
     """One widget for all panes: `render_line` draws the line it is asked for, so a thousand
     instances cost what the screen shows, not a thousand widgets."""
@@ -43,15 +58,7 @@ class FleetView(ScrollView, can_focus=True):
     def show(self, snaps: tuple[InstanceSnap, ...], now: float) -> None:
         selected = self.selected_id
         self.now = now
-        shown = [s for s in snaps if s.ended_at is None or now - s.ended_at < FADE_AFTER_S]
-        if self.filter:
-            f = self.filter.lower()
-            shown = [
-                s
-                for s in shown
-                if f in f"{s.instance_id} {s.gpu_name} {s.phase} {s.machine_id}".lower()
-            ]
-        self.snaps = tuple(shown)
+        self.snaps = visible(snaps, now, self.filter)
         ids = [s.instance_id for s in self.snaps]
         if selected in ids:
             self.cursor = ids.index(selected)
@@ -110,7 +117,13 @@ class FleetTable(DataTable[str]):
             str(s.machine_id),
             f"{s.dph:.3f}",
             s.phase,
-            (s.status or "-") + (f" {s.status_age_s / 60:.1f}m" if s.status != "running" else ""),
+            # a dead attempt's status age would keep growing: show the phase it ended in
+            (s.status or "-")
+            + (
+                f" {s.status_age_s / 60:.1f}m"
+                if s.status != "running" and s.ended_at is None
+                else ""
+            ),
             "-" if s.util is None else f"{s.util:.0f}%",
             s.throttle or "-",
             f"{s.billed_usd:.4f}",

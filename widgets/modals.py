@@ -13,7 +13,8 @@ from textual.widgets import Button, Input, Static
 
 class DestroyConfirm(ModalScreen[str | None]):
     """Destroying loses the disk and any unfinished work: the operator types the instance id.
-    Escape or Cancel (the default focus) destroys nothing."""
+    Focus starts in the id box, as the prompt says; Enter on an empty box, Escape or Cancel
+    destroy nothing."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
@@ -45,9 +46,12 @@ class DestroyConfirm(ModalScreen[str | None]):
                 yield Button("Destroy", id="destroy", variant="error")
 
     def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()
+        self.query_one("#typed", Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        if not event.value.strip():
+            self.dismiss(None)  # Enter with nothing typed is a cancel
+            return
         self._try(event.value)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -57,10 +61,17 @@ class DestroyConfirm(ModalScreen[str | None]):
             self.dismiss(None)
 
     def _try(self, typed: str) -> None:
-        if typed.strip() == str(self.snap.instance_id):
-            self.dismiss(typed.strip())
-        else:
-            self.notify(f"type {self.snap.instance_id} exactly to destroy it", severity="warning")
+        typed = typed.strip()
+        if typed == str(self.snap.instance_id):
+            self.dismiss(typed)
+            return
+        shown = Text(typed[:20]).plain.encode("ascii", "replace").decode()
+        self.query_one("#typed", Input).value = ""
+        self.notify(
+            f"{shown!r} is not {self.snap.instance_id}: nothing destroyed. "
+            f"Type {self.snap.instance_id} exactly, or Escape to cancel.",
+            severity="warning",
+        )
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -98,6 +109,39 @@ class QuitScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+class DetachConfirm(ModalScreen[bool]):
+    """Detaching leaves the fleet billing with nobody watching but the host watchdogs: one stray
+    key must not do that, so it asks, with Cancel focused."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, held: int) -> None:
+        super().__init__()
+        self.held = held
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(
+                Text(
+                    f"Detach and quit? {self.held} instance(s) keep running and billing, "
+                    "watched only by their host watchdogs, until a controller adopts them.",
+                    style="bold",
+                )
+            )
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button("Detach and quit", id="detach", variant="warning")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "detach")
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
 HELP = """\
 rentwatch keys
 
@@ -105,7 +149,7 @@ rentwatch keys
   s         stop the selected instance   a   start it again
   d         destroy (asks: type its id)  c   create one more
   /         filter the fleet             l   ledger (SQL)
-  r         receipt and hosts            x   detach and quit (recorded)
+  r         receipt and hosts            x   detach and quit (asks)
   q         quit (asks: stop all / detach / cancel)
   ?         this help
 """

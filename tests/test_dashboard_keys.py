@@ -1,0 +1,116 @@
+"""Keys and dialogs that must do what they say, without a market: the destroy dialog takes the
+typed id where the prompt says, a wrong id says why nothing happened, `x` asks before leaving
+the fleet unwatched, and the table view honours the filter like the panes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rentwatch.cli import build_parser
+from rentwatch.snapshot import InstanceSnap
+from rentwatch.widgets.fleet import FleetTable, visible
+from rentwatch.widgets.modals import DestroyConfirm, DetachConfirm
+from textual.app import App, ComposeResult
+from textual.widgets import Input
+
+SNAP = InstanceSnap(
+    instance_id=4242,
+    gpu_name="RTX 4090",
+    machine_id=77,
+    host_id=5,
+    dph=0.3,
+    phase="verified",
+    status="running",
+    status_msg="",
+    status_age_s=30.0,
+    freeze_window_s=None,
+    util=90.0,
+    util_history=(),
+    sm_clock=None,
+    max_sm_clock=None,
+    throttle="",
+    billed_usd=0.12,
+    verdict="",
+    created_at=0.0,
+    ended_at=None,
+    failure_class=None,
+    passed_preflight=True,
+)
+
+
+class _Host(App[None]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.results: list[object] = []
+
+
+async def test_destroy_dialog_takes_the_typed_id_without_tabbing() -> None:
+    app = _Host()
+    async with app.run_test() as pilot:
+        app.push_screen(DestroyConfirm(SNAP), app.results.append)
+        await pilot.pause()
+        await pilot.press(*"4242", "enter")
+        await pilot.pause()
+    assert app.results == ["4242"]
+
+
+async def test_destroy_dialog_wrong_id_says_why_and_stays_open() -> None:
+    app = _Host()
+    async with app.run_test() as pilot:
+        app.push_screen(DestroyConfirm(SNAP), app.results.append)
+        await pilot.pause()
+        await pilot.press(*"4243", "enter")
+        await pilot.pause()
+        assert app.results == []  # still open: nothing destroyed, nothing cancelled silently
+        assert isinstance(app.screen, DestroyConfirm)
+        notes = [n.message for n in app._notifications]
+        assert any("'4243' is not 4242: nothing destroyed" in m for m in notes), notes
+        assert app.screen.query_one("#typed", Input).value == ""
+        await pilot.press("enter")  # empty box: a cancel
+        await pilot.pause()
+    assert app.results == [None]
+
+
+async def test_detach_asks_and_cancel_is_the_default() -> None:
+    app = _Host()
+    async with app.run_test() as pilot:
+        app.push_screen(DetachConfirm(3), app.results.append)
+        await pilot.pause()
+        await pilot.press("enter")  # a stray Enter after a stray x: Cancel has the focus
+        await pilot.pause()
+    assert app.results == [False]
+
+
+class _TableHost(App[None]):
+    def compose(self) -> ComposeResult:
+        yield FleetTable()
+
+
+async def test_table_view_honours_the_filter_and_freezes_dead_ages() -> None:
+    dead = dataclasses.replace(
+        SNAP,
+        instance_id=5151,
+        gpu_name="RTX 3070",
+        phase="destroyed",
+        status="loading",
+        status_age_s=7300.0,
+        ended_at=100.0,
+    )
+    snaps = (SNAP, dead)
+    assert [s.instance_id for s in visible(snaps, 200.0, "3070")] == [5151]
+    assert [s.instance_id for s in visible(snaps, 200.0, "")] == [4242, 5151]
+    assert [s.instance_id for s in visible(snaps, 100.0 + 3600, "")] == [4242]  # faded
+    app = _TableHost()
+    async with app.run_test() as pilot:
+        table = app.query_one(FleetTable)
+        table.show(visible(snaps, 200.0, "3070"))
+        await pilot.pause()
+        assert table.row_count == 1
+        row = table.get_row("5151")
+        assert row[5] == "loading"  # no age that keeps growing after the end
+
+
+def test_top_level_help_lists_every_command() -> None:
+    text = build_parser().format_help()
+    for name in ("demo", "watch", "sim", "run", "referee", "scenario", "receipt", "ledger"):
+        assert f"    {name} " in text, name
