@@ -23,7 +23,44 @@ max_dph = 0.60
 fleet = 3
 max_creates = 30
 budget_usd = 5.0
+
+[[jobs]]
+name = "demo-1"
+run = "python3 -c \\"import time; time.sleep(20)\\""
+
+[[jobs]]
+name = "demo-2"
+run = "python3 -c \\"import time; time.sleep(35)\\""
+
+[[jobs]]
+name = "demo-3"
+run = "python3 -c \\"import time; time.sleep(25)\\""
+
+[[jobs]]
+name = "demo-4"
+run = "python3 -c \\"import time; time.sleep(40)\\""
+
+[[jobs]]
+name = "demo-5"
+run = "python3 -c \\"import time; time.sleep(30)\\""
+
+[[jobs]]
+name = "demo-6"
+run = "python3 -c \\"import time; time.sleep(45)\\""
 """
+
+
+def fresh_demo_name(ledger_path: Path, base: str = "demo") -> str:
+    """Each demo run is its own campaign: a ledger that already holds `base` gets `base-2`,
+    `base-3`, ... so two runs never mix their instances or receipts."""
+    if not ledger_path.exists():
+        return base
+    with Ledger(ledger_path) as ledger:
+        name, n = base, 1
+        while ledger.last_event_at(name) is not None:
+            n += 1
+            name = f"{base}-{n}"
+    return name
 
 
 def watch_campaign() -> Campaign:
@@ -105,6 +142,9 @@ def run_demo(time_scale: float = 30.0, ledger_path: Path | None = None, seed: in
 
     data = Path(user_data_dir("rentwatch"))
     ledger_path = ledger_path or data / "demo-ledger.duckdb"
+    name = fresh_demo_name(ledger_path)
+    if name != "demo":
+        print(f"rentwatch: {ledger_path} holds earlier demo runs; this one is campaign {name!r}")
     sim = SimServer(
         parse_scenario({"seed": seed, "time_scale": time_scale, "name": "article"}),
         api_key=secrets.token_hex(12),
@@ -113,7 +153,7 @@ def run_demo(time_scale: float = 30.0, ledger_path: Path | None = None, seed: in
         return run_dashboard(
             sim.url,
             sim.api_key,
-            parse_campaign(DEMO_CAMPAIGN, "demo"),
+            parse_campaign(DEMO_CAMPAIGN.replace('name = "demo"', f"name = {name!r}", 1), "demo"),
             get_policy("default"),
             ledger_path,
             data / "id_ed25519",

@@ -1,0 +1,25 @@
+"""The demo shows a rental's whole life (it carries short jobs) and never mixes two runs in one
+campaign: a ledger that holds an earlier demo gets a fresh campaign name."""
+
+from __future__ import annotations
+
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.dashboard import DEMO_CAMPAIGN, fresh_demo_name
+from rentwatch.ledger import Ledger
+
+
+def test_demo_campaign_carries_short_jobs() -> None:
+    c = parse_campaign(DEMO_CAMPAIGN, "demo")
+    assert len(c.jobs) >= 4
+    assert all("sleep" in j.run for j in c.jobs)
+
+
+def test_a_second_demo_run_gets_its_own_campaign(tmp_path) -> None:
+    path = tmp_path / "demo.duckdb"
+    assert fresh_demo_name(path) == "demo"
+    with Ledger(path) as led:
+        led.record("campaign_start", at=1.0, actor="engine", reason="x", campaign="demo")
+    assert fresh_demo_name(path) == "demo-2"
+    with Ledger(path) as led:
+        led.record("campaign_start", at=2.0, actor="engine", reason="x", campaign="demo-2")
+    assert fresh_demo_name(path) == "demo-3"
