@@ -29,7 +29,10 @@ from .render import campaign_bar
 class RentwatchApp(App[str]):
     CSS_PATH = "app.tcss"
     TITLE = "rentwatch"
+    # Quit and Help first: at 80 columns the footer shows only what fits
     BINDINGS = [
+        Binding("q", "quit_ask", "Quit", id="app.quit"),
+        Binding("question_mark", "help", "Help", id="app.help"),
         Binding("s", "stop", "Stop", id="fleet.stop"),
         Binding("d", "destroy", "Destroy", id="fleet.destroy"),
         Binding("a", "start", "Start", id="fleet.start"),
@@ -39,8 +42,6 @@ class RentwatchApp(App[str]):
         Binding("l", "ledger", "Ledger", id="app.ledger"),
         Binding("r", "receipt", "Receipt", id="app.receipt"),
         Binding("x", "detach", "Detach", id="app.detach"),
-        Binding("q", "quit_ask", "Quit", id="app.quit"),
-        Binding("question_mark", "help", "Help", id="app.help"),
     ]
 
     def __init__(self, engine: EngineThread, ledger: Ledger, refresh_s: float = 0.5) -> None:
