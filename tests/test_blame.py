@@ -7,7 +7,9 @@ import pytest
 from rentwatch.core.blame import Evidence, Failure, Party, Stage, blame, normalise
 
 IMG = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
-DENIED = "pull access denied for acme/private, repository does not exist or may require 'docker login'"
+DENIED = (
+    "pull access denied for acme/private, repository does not exist or may require 'docker login'"
+)
 MANIFEST = f"Error response from daemon: manifest for {IMG} not found: manifest unknown"
 OCI = "failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process"
 
@@ -150,9 +152,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "why, failure, evidence, party, cause", CASES, ids=[c[0] for c in CASES]
-)
+@pytest.mark.parametrize("why, failure, evidence, party, cause", CASES, ids=[c[0] for c in CASES])
 def test_blame_table(why, failure, evidence, party, cause):
     b = blame(failure, evidence)
     assert (b.party, b.cause) == (party, cause), b.reason

@@ -58,7 +58,9 @@ class Evidence:
 @dataclass(frozen=True)
 class Blame:
     party: Party
-    cause: str  # no_python, no_torch, module_missing, pull_denied, repeated_fatal, repeated_job, host
+    cause: (
+        str  # no_python, no_torch, module_missing, pull_denied, repeated_fatal, repeated_job, host
+    )
     reason: str  # a sentence for the banner, the log and the ledger
 
     @property
