@@ -3,6 +3,10 @@
 
 Standalone (stdlib + pynvml from nvidia-ml-py), Python 3.8+. A function an old driver lacks
 gives null for its fields, never a crash.
+
+With `--events-ms N` it also registers an NVML event set for XID and double-bit ECC events and
+reports what arrives (waiting up to N ms) in an `xid` section; a GPU that NVML reports lost
+(XID 79, fallen off the bus) sets `xid.gpu_lost`. Volatile uncorrected ECC counts ride along.
 """
 
 import argparse
@@ -32,11 +36,65 @@ def decode_reasons(bits):
     return [name for bit, name in REASONS if bits & bit]
 
 
+NVML_ERROR_GPU_IS_LOST = 15
+EVENT_XID = 0x8
+EVENT_DOUBLE_BIT_ECC = 0x2
+_lost = []  # set once a call answered "GPU is lost"
+
+
 def _try(fn, *args):
     try:
         return fn(*args)
-    except Exception:  # NVMLError_NotSupported, a missing function on an old driver, ...
+    except Exception as exc:  # NVMLError_NotSupported, a missing function on an old driver, ...
+        if getattr(exc, "value", None) == NVML_ERROR_GPU_IS_LOST:
+            _lost.append(True)
         return None
+
+
+def watch_events(nv, handles):
+    """An event set for XID and double-bit ECC on every GPU; None where unsupported."""
+    create = getattr(nv, "nvmlEventSetCreate", None)
+    register = getattr(nv, "nvmlDeviceRegisterEvents", None)
+    if create is None or register is None:
+        return None
+    es = _try(create)
+    if es is None:
+        return None
+    done = 0
+    for h in handles:
+        for mask in (EVENT_XID | EVENT_DOUBLE_BIT_ECC, EVENT_XID):
+            try:
+                register(h, mask, es)
+                done += 1
+                break
+            except Exception as exc:
+                if getattr(exc, "value", None) == NVML_ERROR_GPU_IS_LOST:
+                    _lost.append(True)
+    return es if done else None
+
+
+def drain_events(nv, es, wait_ms):
+    """Events the set holds, waiting up to `wait_ms` for the first one."""
+    events = []
+    wait = getattr(nv, "nvmlEventSetWait_v2", None) or getattr(nv, "nvmlEventSetWait", None)
+    if es is None or wait is None:
+        return events
+    for _ in range(64):
+        try:
+            data = wait(es, int(wait_ms))
+        except Exception:  # NVMLError_Timeout: nothing (more) happened
+            break
+        kind = getattr(data, "eventType", 0)
+        is_xid = bool(kind & EVENT_XID) if isinstance(kind, int) else False
+        xid = getattr(data, "eventData", None)
+        events.append(
+            {
+                "type": "xid" if is_xid else "double_bit_ecc",
+                "xid": int(xid) if is_xid and isinstance(xid, int) else None,
+            }
+        )
+        wait_ms = 0
+    return events
 
 
 def _text(v):
@@ -71,8 +129,17 @@ def sample(nv, handle, index):
         "power_limit_w": limit / 1000.0 if limit is not None else None,
         "pcie_gen": _try(nv.nvmlDeviceGetCurrPcieLinkGeneration, handle),
         "pcie_width": _try(nv.nvmlDeviceGetCurrPcieLinkWidth, handle),
+        "pcie_max_gen": _opt(nv, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
+        "pcie_max_width": _opt(nv, "nvmlDeviceGetMaxPcieLinkWidth", handle),
+        # volatile (since boot) uncorrected ECC errors; None on boards without ECC
+        "ecc_uncorrected": _opt(nv, "nvmlDeviceGetTotalEccErrors", handle, 1, 0),
         "driver_version": _text(_try(nv.nvmlSystemGetDriverVersion)),
     }
+
+
+def _opt(nv, name, *args):
+    fn = getattr(nv, name, None)
+    return _try(fn, *args) if fn is not None else None
 
 
 def _fail(exc):
@@ -96,7 +163,11 @@ def main(argv=None, nv=None):
         "--interval", type=float, default=0.0, help="seconds between samples; 0: one sample"
     )
     ap.add_argument("--count", type=int, default=1)
+    ap.add_argument(
+        "--events-ms", type=int, default=-1, help="watch XID/ECC events, waiting this long; -1: off"
+    )
     args = ap.parse_args(argv)
+    del _lost[:]
     if nv is None:
         try:
             import pynvml as nv
@@ -106,7 +177,21 @@ def main(argv=None, nv=None):
         nv.nvmlInit()
         handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
     except Exception as exc:
+        if getattr(exc, "value", None) == NVML_ERROR_GPU_IS_LOST:
+            print(
+                json.dumps(
+                    {
+                        "schema": SCHEMA,
+                        "probe": "nvml_sample",
+                        "ok": True,
+                        "samples": [],
+                        "xid": {"supported": None, "events": [], "gpu_lost": True},
+                    }
+                )
+            )
+            return 0
         return _fail(exc)
+    es = watch_events(nv, handles) if args.events_ms >= 0 else None
     for n in range(max(1, args.count)):
         doc = {
             "schema": SCHEMA,
@@ -114,6 +199,12 @@ def main(argv=None, nv=None):
             "ok": True,
             "samples": [sample(nv, h, i) for i, h in enumerate(handles)],
         }
+        if args.events_ms >= 0:
+            doc["xid"] = {
+                "supported": es is not None,
+                "events": drain_events(nv, es, args.events_ms),
+                "gpu_lost": bool(_lost),
+            }
         print(json.dumps(doc))
         sys.stdout.flush()
         if n + 1 < args.count and args.interval > 0:

@@ -272,3 +272,58 @@ def test_host_key_change_is_refused():
     finally:
         mod.asyncssh.connect = orig
     assert json.dumps(runner.pinned)
+
+
+class _Lost(Exception):
+    value = 15  # NVML_ERROR_GPU_IS_LOST
+
+
+class EventNVML(FakeNVML):
+    """pynvml with an event set holding an XID 79, or a GPU that NVML reports lost."""
+
+    def __init__(self, events=((0x8, 79),), lost=False, no_events=False):
+        super().__init__(0)
+        self.events, self.lost = list(events), lost
+        if not no_events:
+            self.nvmlEventSetCreate = lambda: "set"
+            self.nvmlDeviceRegisterEvents = lambda h, mask, es: None
+            self.nvmlEventSetWait_v2 = self._wait
+
+    def _wait(self, es, ms):
+        if not self.events:
+            raise _NVMLError("NVMLError_Timeout")
+        kind, xid = self.events.pop(0)
+        return type("E", (), {"eventType": kind, "eventData": xid})()
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
+        if self.lost:
+            raise _Lost("GPU is lost")
+        return 1
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
+        return 16
+
+
+def _doc(fake, capsys, *args):
+    assert nvml_sample.main(["--events-ms", "0", *args], nv=fake) == 0
+    return parse_probe_output(capsys.readouterr().out.encode(), "nvml_sample")
+
+
+def test_nvml_sample_reports_xid_events_link_and_a_lost_gpu(capsys):
+    from rentwatch.core.host_checks import xid_check
+
+    doc = _doc(EventNVML(), capsys)
+    assert doc["xid"] == {
+        "supported": True,
+        "events": [{"type": "xid", "xid": 79}],
+        "gpu_lost": False,
+    }
+    s = doc["samples"][0]
+    assert (s["pcie_width"], s["pcie_max_width"], s["pcie_max_gen"]) == (1, 16, None)
+    assert xid_check(doc).failure_class == "xid"
+    lost = _doc(EventNVML(events=(), lost=True), capsys)
+    assert lost["xid"]["gpu_lost"] is True and xid_check(lost).ok is False
+    old = _doc(EventNVML(no_events=True), capsys)  # a driver without event sets
+    assert old["xid"]["supported"] is False and xid_check(old).ok is None
+    quiet = _doc(EventNVML(events=()), capsys)
+    assert xid_check(quiet).ok is True
