@@ -101,7 +101,7 @@ class CheckPolicy:
     vram: bool = True
     vram_min_share: float = 0.9  # allocatable against the offer's gpu_ram (context eats ~0.5 GB)
     disk: bool = True
-    disk_min_free_share: float = 0.9  # free space against the disk the campaign asked for
+    disk_min_free_share: float = 0.5  # free against the disk asked for (image layers use some)
     disk_min_write_share: float = 0.2  # fsync'd write MB/s against the offer's disk_bw
     net: bool = True
     net_min_share: float = 0.1  # measured download Mb/s against the offer's inet_down

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from .images import ImageSpec, parse_images
 
 BEHAVIOURS = (
     "healthy",
@@ -20,6 +21,12 @@ BEHAVIOURS = (
     "throttled",
     "offline_midrun",
     "ssh_dead",
+    # what a matmul does not exercise; their probe output is app/sim/host_behaviours.py
+    "narrow_pcie",
+    "short_vram",
+    "slow_disk",
+    "slow_net",
+    "xid_mid_job",
 )
 DELIVERING = frozenset({"healthy", "slow_pull", "throttled", "offline_midrun"})
 
@@ -36,8 +43,11 @@ DEFAULT_KNOBS: dict[str, Any] = {
     "throttle_after_min": [3.0, 20.0],
     "throttle_drop": [0.15, 0.30],  # fraction the clocks drop by
     "misreport_speed": [0.3, 0.5],  # real speed as a share of the advertised model's
+    "xid_after_min": [8.0, 30.0],  # xid_mid_job: minutes after running until the fatal XID
 }
 SLOW_PULL_KNOBS = {"pull_min": [14.0, 30.0], "extract_min": [2.0, 5.0]}
+# a slow_net host's downloads run at a few percent of its inet_down: its pull drags on too
+SLOW_NET_KNOBS = {"pull_min": [40.0, 90.0]}
 
 # The article's mix: 62 of 100 creates never deliver.
 SEED_MIX: tuple[dict[str, Any], ...] = (
@@ -86,6 +96,7 @@ class Scenario:
     host_classes: tuple[HostClass, ...] = ()
     faults: Faults = field(default_factory=Faults)
     name: str = "scenario"
+    images: tuple[ImageSpec, ...] = ()  # [[image]]: before the defaults (app/sim/images.py)
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -139,6 +150,8 @@ def _host_class(raw: Any, index: int) -> HostClass:
     knobs = dict(DEFAULT_KNOBS)
     if behaviour == "slow_pull":
         knobs.update(SLOW_PULL_KNOBS)
+    elif behaviour == "slow_net":
+        knobs.update(SLOW_NET_KNOBS)
     for key, value in raw.items():
         if key in ("behaviour", "share", "gpu", "dph"):
             continue
@@ -159,6 +172,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "host_class",
         "faults",
         "name",
+        "image",
     }
     for key in data:
         if key not in known:
@@ -209,6 +223,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         host_classes=classes,
         faults=Faults(**fault_kwargs),
         name=str(data.get("name", name)),
+        images=parse_images(data.get("image")),
     )
 
 
