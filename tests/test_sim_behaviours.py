@@ -18,7 +18,7 @@ from rentwatch.probe_io import parse_probe_output, probe_source
 from rentwatch.sim import host_behaviours as hb
 from rentwatch.sim.images import ImageSpec, deny_unpullable, image_facts
 from rentwatch.sim.market import Market, SimClock
-from rentwatch.sim.scenario import BEHAVIOURS, parse_scenario
+from rentwatch.sim.scenario import ALL_BEHAVIOURS, parse_scenario
 from rentwatch.sim.ssh_hosts import nvml_answer, preflight_answer
 from rentwatch.ssh_runner import SSHRunner
 
@@ -49,7 +49,7 @@ def test_a_scenario_with_the_new_behaviours_and_images_parses():
             {"name": "ghcr.io/nvidia/jax:*", "python": True, "torch": False, "cuda": "12.4"},
         ]
     )
-    assert set(NEW) <= set(BEHAVIOURS) and set(sc.shares()) == {"healthy", *NEW}
+    assert set(NEW) <= set(ALL_BEHAVIOURS) and set(sc.shares()) == {"healthy", *NEW}
     assert sc.images[0] == ImageSpec("acme/private:*", True, True, None, False)
     m = Market(sc)
     assert {x.behaviour for x in m.machines} == {"healthy", *NEW}
@@ -71,6 +71,11 @@ def test_a_scenario_with_the_new_behaviours_and_images_parses():
 def test_bad_image_tables_are_refused(raw, match):
     with pytest.raises(ConfigError, match=match):
         parse_scenario(raw)
+
+
+def test_an_unknown_behaviour_is_refused_with_the_full_list():
+    with pytest.raises(ConfigError, match="xid_mid_job"):
+        parse_scenario({"host_class": [{"behaviour": "haunted", "share": 1.0}]})
 
 
 @pytest.mark.parametrize(
