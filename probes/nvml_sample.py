@@ -11,6 +11,7 @@ reports what arrives (waiting up to N ms) in an `xid` section; a GPU that NVML r
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -137,6 +138,28 @@ def sample(nv, handle, index):
     }
 
 
+def read_xid_log(path, keep=50):
+    """The last events the watchdog logged (JSON lines); a missing or garbled file is none."""
+    if not path:
+        return []
+    try:
+        with open(os.path.expanduser(path), "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines[-keep:]:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict) and isinstance(ev.get("xid"), (int, type(None))):
+            out.append({"type": str(ev.get("type"))[:20], "xid": ev.get("xid")})
+    return out
+
+
 def _opt(nv, name, *args):
     fn = getattr(nv, name, None)
     return _try(fn, *args) if fn is not None else None
@@ -166,6 +189,7 @@ def main(argv=None, nv=None):
     ap.add_argument(
         "--events-ms", type=int, default=-1, help="watch XID/ECC events, waiting this long; -1: off"
     )
+    ap.add_argument("--xid-log", default=None, help="the watchdog's xid.jsonl, reported too")
     args = ap.parse_args(argv)
     del _lost[:]
     if nv is None:
@@ -199,11 +223,12 @@ def main(argv=None, nv=None):
             "ok": True,
             "samples": [sample(nv, h, i) for i, h in enumerate(handles)],
         }
-        if args.events_ms >= 0:
+        if args.events_ms >= 0 or args.xid_log:
+            logged = read_xid_log(args.xid_log)
             doc["xid"] = {
-                "supported": es is not None,
-                "events": drain_events(nv, es, args.events_ms),
-                "gpu_lost": bool(_lost),
+                "supported": es is not None or bool(logged),
+                "events": logged + drain_events(nv, es, max(args.events_ms, 0)),
+                "gpu_lost": bool(_lost) or any(e.get("type") == "gpu_lost" for e in logged),
             }
         print(json.dumps(doc))
         sys.stdout.flush()
