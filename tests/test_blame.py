@@ -166,3 +166,42 @@ def test_normalise_blanks_per_host_parts_only():
     b = "1234567890ab: Downloading  300.1MB/800.0MB"
     assert normalise(a) == normalise(b)
     assert normalise("pull access denied for a") != normalise("manifest unknown")
+
+
+def test_probe_run_blame_reads_the_shell_and_the_probe():
+    from rentwatch.probe_io import probe_run_blame
+
+    b = probe_run_blame(
+        7, "nvidia/cuda:12.4.1", 127, b"", b"bash: line 1: python3: command not found\n"
+    )
+    assert b is not None and b.cause == "no_python" and not b.quarantine
+    doc = b'{"schema": 1, "probe": "preflight", "ok": false, "error": {"type": "ModuleNotFoundError", "message": "No module named \'torch\'"}}\n'
+    assert probe_run_blame(7, IMG, 0, doc, b"").cause == "no_torch"  # type: ignore[union-attr]
+    cuda = b'{"schema": 1, "probe": "preflight", "ok": false, "error": {"type": "RuntimeError", "message": "CUDA error: no kernel image"}}'
+    assert probe_run_blame(7, IMG, 1, cuda, b"") is None  # the host's: the usual path
+    ok = b'{"schema": 1, "probe": "preflight", "ok": true, "error": null}'
+    assert probe_run_blame(7, IMG, 0, ok, b"ModuleNotFoundError: No module named 'pynvml'") is None
+    assert probe_run_blame(7, IMG, 1, b"\x1b[2J garbage", b"") is None
+
+
+def test_commands_follow_the_check_policy():
+    from rentwatch.core.verdict import CheckPolicy
+    from rentwatch.probe_io import NET_PROBE_URL, preflight_command, sampler_command
+
+    assert preflight_command(CheckPolicy()) == "python3 -"
+    off = CheckPolicy(pcie=False, vram=False, disk=False)
+    assert preflight_command(off) == "python3 - --pcie-mb 0 --no-vram --disk-mb -1"
+    with_net = preflight_command(CheckPolicy(), NET_PROBE_URL)
+    assert with_net.startswith("python3 - --net-url ") and "'" in with_net  # quoted for the shell
+    assert preflight_command(CheckPolicy(net=False), NET_PROBE_URL) == "python3 -"
+    assert "--events-ms 0" in sampler_command() and "--xid-log" in sampler_command()
+
+
+def test_evidence_accumulates():
+    e = Evidence().failed(_f(Stage.PULL, OCI, machine=1)).ran("other:1", 5)
+    assert blame(_f(Stage.PULL, OCI, machine=2), e).party is Party.CAMPAIGN
+    assert blame(_f(Stage.PULL, OCI, machine=2), e.ran(IMG, 9)).party is Party.HOST
+    j = _f(Stage.JOB, "boom", machine=2, code=1, job="t")
+    e2 = Evidence().failed(_f(Stage.JOB, "boom", machine=1, code=1, job="t"))
+    assert blame(j, e2).party is Party.CAMPAIGN
+    assert blame(j, e2.job_finished(IMG, "t")).party is Party.HOST

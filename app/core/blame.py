@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 
@@ -53,6 +53,15 @@ class Evidence:
     failures: tuple[Failure, ...] = ()
     image_ran_on: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # (image, machine)
     jobs_ok: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (image, job)
+
+    def failed(self, failure: Failure) -> Evidence:
+        return replace(self, failures=(*self.failures, failure)[-200:])
+
+    def ran(self, image: str, machine_id: int) -> Evidence:
+        return replace(self, image_ran_on=self.image_ran_on | {(image, machine_id)})
+
+    def job_finished(self, image: str, job: str) -> Evidence:
+        return replace(self, jobs_ok=self.jobs_ok | {(image, job)})
 
 
 @dataclass(frozen=True)
