@@ -243,3 +243,29 @@ def test_over_ssh_an_image_without_python_answers_like_a_shell_and_jax_uses_the_
             assert preflight_verdict(doc, sim.market.machines[1].advertised_gpu, 0.6).ok
 
     asyncio.run(run())
+
+
+def test_a_campaign_whose_image_lacks_torch_verifies_its_fleet_through_the_driver_path(
+    make_sim, tmp_path
+):
+    """End to end with today's supervisor: the scenario says the campaign's image has no
+    torch, so every preflight runs the driver path; the fleet is verified on it and no
+    healthy machine is destroyed or quarantined."""
+    from rentwatch.ledger import Ledger
+
+    from .campaigns import run_campaign
+
+    sim = make_sim(
+        seed=3,
+        offers=12,
+        time_scale=240,
+        host_class=[{"behaviour": "healthy", "share": 1.0}],
+        image=[{"name": "pytorch/pytorch:*", "python": True, "torch": False}],
+    )
+    code, ledger = run_campaign(sim, tmp_path, "default", fleet=2)
+    assert code == 0
+    led = Ledger(ledger)
+    passed = led.events(where="kind = 'preflight_passed'")
+    assert len(passed) >= 2 and all("driver API" in (e.reason or "") for e in passed)
+    assert not led.events(where="kind IN ('preflight_failed', 'quarantine')")
+    led.close()
