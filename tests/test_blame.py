@@ -205,3 +205,15 @@ def test_evidence_accumulates():
     e2 = Evidence().failed(_f(Stage.JOB, "boom", machine=1, code=1, job="t"))
     assert blame(j, e2).party is Party.CAMPAIGN
     assert blame(j, e2.job_finished(IMG, "t")).party is Party.HOST
+
+
+def test_a_jobs_failure_is_compared_by_its_last_line():
+    from rentwatch.core.blame import last_error_line
+
+    a = "Traceback (most recent call last):\n  File \"train.py\", line 3\nKeyError: 'lr'\n\n"
+    b = "\x1b[31mloading 12%\r\nTraceback (most recent call last):\nKeyError: 'lr'\n"
+    assert last_error_line(a) == last_error_line(b) == "KeyError: 'lr'"
+    assert last_error_line("") == "" and last_error_line("\x1b[2J\n \n") == ""
+    f1 = _f(Stage.JOB, last_error_line(a), machine=1, code=1, job="t")
+    f2 = _f(Stage.JOB, last_error_line(b), machine=2, code=1, job="t")
+    assert blame(f2, Evidence((f1,))).party is Party.CAMPAIGN

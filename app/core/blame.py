@@ -123,6 +123,18 @@ def normalise(text: str) -> str:
     return " ".join(_VARIABLE.sub("#", text.strip().lower()).split())[:200]
 
 
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def last_error_line(log_tail: str) -> str:
+    """The line a failed job's log ends on (a traceback's last line names the error), with
+    terminal escapes and control characters removed: the text two machines are compared by."""
+    for line in reversed(_CONTROL.sub("", log_tail).splitlines()):
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
 def is_pull_denial(text: str) -> bool:
     return any(p.search(text) for p in PULL_DENIALS)
 
