@@ -3,10 +3,15 @@
 
 Standalone (stdlib + pynvml from nvidia-ml-py), Python 3.8+. A function an old driver lacks
 gives null for its fields, never a crash.
+
+With `--events-ms N` it also registers an NVML event set for XID and double-bit ECC events and
+reports what arrives (waiting up to N ms) in an `xid` section; a GPU that NVML reports lost
+(XID 79, fallen off the bus) sets `xid.gpu_lost`. Volatile uncorrected ECC counts ride along.
 """
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -32,11 +37,65 @@ def decode_reasons(bits):
     return [name for bit, name in REASONS if bits & bit]
 
 
+NVML_ERROR_GPU_IS_LOST = 15
+EVENT_XID = 0x8
+EVENT_DOUBLE_BIT_ECC = 0x2
+_lost = []  # set once a call answered "GPU is lost"
+
+
 def _try(fn, *args):
     try:
         return fn(*args)
-    except Exception:  # NVMLError_NotSupported, a missing function on an old driver, ...
+    except Exception as exc:  # NVMLError_NotSupported, a missing function on an old driver, ...
+        if getattr(exc, "value", None) == NVML_ERROR_GPU_IS_LOST:
+            _lost.append(True)
         return None
+
+
+def watch_events(nv, handles):
+    """An event set for XID and double-bit ECC on every GPU; None where unsupported."""
+    create = getattr(nv, "nvmlEventSetCreate", None)
+    register = getattr(nv, "nvmlDeviceRegisterEvents", None)
+    if create is None or register is None:
+        return None
+    es = _try(create)
+    if es is None:
+        return None
+    done = 0
+    for h in handles:
+        for mask in (EVENT_XID | EVENT_DOUBLE_BIT_ECC, EVENT_XID):
+            try:
+                register(h, mask, es)
+                done += 1
+                break
+            except Exception as exc:
+                if getattr(exc, "value", None) == NVML_ERROR_GPU_IS_LOST:
+                    _lost.append(True)
+    return es if done else None
+
+
+def drain_events(nv, es, wait_ms):
+    """Events the set holds, waiting up to `wait_ms` for the first one."""
+    events = []
+    wait = getattr(nv, "nvmlEventSetWait_v2", None) or getattr(nv, "nvmlEventSetWait", None)
+    if es is None or wait is None:
+        return events
+    for _ in range(64):
+        try:
+            data = wait(es, int(wait_ms))
+        except Exception:  # NVMLError_Timeout: nothing (more) happened
+            break
+        kind = getattr(data, "eventType", 0)
+        is_xid = bool(kind & EVENT_XID) if isinstance(kind, int) else False
+        xid = getattr(data, "eventData", None)
+        events.append(
+            {
+                "type": "xid" if is_xid else "double_bit_ecc",
+                "xid": int(xid) if is_xid and isinstance(xid, int) else None,
+            }
+        )
+        wait_ms = 0
+    return events
 
 
 def _text(v):
@@ -71,8 +130,39 @@ def sample(nv, handle, index):
         "power_limit_w": limit / 1000.0 if limit is not None else None,
         "pcie_gen": _try(nv.nvmlDeviceGetCurrPcieLinkGeneration, handle),
         "pcie_width": _try(nv.nvmlDeviceGetCurrPcieLinkWidth, handle),
+        "pcie_max_gen": _opt(nv, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
+        "pcie_max_width": _opt(nv, "nvmlDeviceGetMaxPcieLinkWidth", handle),
+        # volatile (since boot) uncorrected ECC errors; None on boards without ECC
+        "ecc_uncorrected": _opt(nv, "nvmlDeviceGetTotalEccErrors", handle, 1, 0),
         "driver_version": _text(_try(nv.nvmlSystemGetDriverVersion)),
     }
+
+
+def read_xid_log(path, keep=50):
+    """The last events the watchdog logged (JSON lines); a missing or garbled file is none."""
+    if not path:
+        return []
+    try:
+        with open(os.path.expanduser(path), "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines[-keep:]:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict) and isinstance(ev.get("xid"), (int, type(None))):
+            out.append({"type": str(ev.get("type"))[:20], "xid": ev.get("xid")})
+    return out
+
+
+def _opt(nv, name, *args):
+    fn = getattr(nv, name, None)
+    return _try(fn, *args) if fn is not None else None
 
 
 def _fail(exc):
@@ -96,7 +186,12 @@ def main(argv=None, nv=None):
         "--interval", type=float, default=0.0, help="seconds between samples; 0: one sample"
     )
     ap.add_argument("--count", type=int, default=1)
+    ap.add_argument(
+        "--events-ms", type=int, default=-1, help="watch XID/ECC events, waiting this long; -1: off"
+    )
+    ap.add_argument("--xid-log", default=None, help="the watchdog's xid.jsonl, reported too")
     args = ap.parse_args(argv)
+    del _lost[:]
     if nv is None:
         try:
             import pynvml as nv
@@ -106,7 +201,21 @@ def main(argv=None, nv=None):
         nv.nvmlInit()
         handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
     except Exception as exc:
+        if getattr(exc, "value", None) == NVML_ERROR_GPU_IS_LOST:
+            print(
+                json.dumps(
+                    {
+                        "schema": SCHEMA,
+                        "probe": "nvml_sample",
+                        "ok": True,
+                        "samples": [],
+                        "xid": {"supported": None, "events": [], "gpu_lost": True},
+                    }
+                )
+            )
+            return 0
         return _fail(exc)
+    es = watch_events(nv, handles) if args.events_ms >= 0 else None
     for n in range(max(1, args.count)):
         doc = {
             "schema": SCHEMA,
@@ -114,6 +223,13 @@ def main(argv=None, nv=None):
             "ok": True,
             "samples": [sample(nv, h, i) for i, h in enumerate(handles)],
         }
+        if args.events_ms >= 0 or args.xid_log:
+            logged = read_xid_log(args.xid_log)
+            doc["xid"] = {
+                "supported": es is not None or bool(logged),
+                "events": logged + drain_events(nv, es, max(args.events_ms, 0)),
+                "gpu_lost": bool(_lost) or any(e.get("type") == "gpu_lost" for e in logged),
+            }
         print(json.dumps(doc))
         sys.stdout.flush()
         if n + 1 < args.count and args.interval > 0:

@@ -5,14 +5,86 @@ If the controller's heartbeat file goes stale past the window, the instance stop
 the marketplace API with the container-scoped key the platform injects (CONTAINER_API_KEY,
 CONTAINER_ID); the account's key is never on the host. A stand-down file ends it quietly.
 Standalone (stdlib only), Python 3.8+.
+
+While it runs it also keeps an NVML event set open (libnvidia-ml through ctypes) and appends
+every XID and double-bit ECC event to `xid.jsonl` beside the heartbeat, so the NVML sampler
+(`--xid-log`) reports XIDs that happened between two samples, while jobs run.
 """
 
 import argparse
+import ctypes
 import json
 import os
 import sys
+import threading
 import time
 import urllib.request
+
+EVENT_XID = 0x8
+EVENT_DOUBLE_BIT_ECC = 0x2
+NVML_ERROR_GPU_IS_LOST = 15
+
+
+class _EventData(ctypes.Structure):
+    _fields_ = [
+        ("device", ctypes.c_void_p),
+        ("eventType", ctypes.c_ulonglong),
+        ("eventData", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
+
+
+def watch_xids(path, log, lib=None, rounds=None, wait_ms=1000):
+    """Append XID/ECC events to `path` as JSON lines until the process ends (or `rounds`
+    waits, in tests). No NVML, no event sets, a lost GPU: logged once, never raised."""
+    try:
+        lib = lib or ctypes.CDLL("libnvidia-ml.so.1")
+        if lib.nvmlInit_v2() != 0:
+            log("xid watch: NVML init failed")
+            return
+        count = ctypes.c_uint()
+        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return
+        es = ctypes.c_void_p()
+        if lib.nvmlEventSetCreate(ctypes.byref(es)) != 0:
+            log("xid watch: event sets not supported")
+            return
+        for i in range(count.value):
+            h = ctypes.c_void_p()
+            if lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(i), ctypes.byref(h)) != 0:
+                continue
+            for mask in (EVENT_XID | EVENT_DOUBLE_BIT_ECC, EVENT_XID):
+                if lib.nvmlDeviceRegisterEvents(h, ctypes.c_ulonglong(mask), es) == 0:
+                    break
+        wait = getattr(lib, "nvmlEventSetWait_v2", None) or lib.nvmlEventSetWait
+        n = 0
+        while rounds is None or n < rounds:
+            n += 1
+            data = _EventData()
+            rc = wait(es, ctypes.byref(data), ctypes.c_uint(wait_ms))
+            if rc == NVML_ERROR_GPU_IS_LOST:
+                _append(path, {"t": time.time(), "type": "gpu_lost", "xid": 79})
+                log("xid watch: GPU is lost")
+                return
+            if rc != 0:
+                continue  # a timeout: nothing happened
+            is_xid = bool(data.eventType & EVENT_XID)
+            _append(
+                path,
+                {
+                    "t": time.time(),
+                    "type": "xid" if is_xid else "double_bit_ecc",
+                    "xid": int(data.eventData) if is_xid else None,
+                },
+            )
+    except Exception as exc:  # no NVML in this container, an old driver: the watchdog goes on
+        log("xid watch off: %s" % exc)
+
+
+def _append(path, event):
+    with open(path, "a") as f:
+        f.write(json.dumps(event) + "\n")
 
 
 def container_env():
@@ -80,6 +152,9 @@ def main(argv=None):
     if not os.path.exists(beat):
         open(beat, "a").close()
     log("armed: window %.0f market-s" % args.window_s)
+    threading.Thread(
+        target=watch_xids, args=(os.path.join(args.dir, "xid.jsonl"), log), daemon=True
+    ).start()
     while True:
         if os.path.exists(stand_down):
             log("stand-down: exiting")

@@ -272,3 +272,111 @@ def test_host_key_change_is_refused():
     finally:
         mod.asyncssh.connect = orig
     assert json.dumps(runner.pinned)
+
+
+class _Lost(Exception):
+    value = 15  # NVML_ERROR_GPU_IS_LOST
+
+
+class EventNVML(FakeNVML):
+    """pynvml with an event set holding an XID 79, or a GPU that NVML reports lost."""
+
+    def __init__(self, events=((0x8, 79),), lost=False, no_events=False):
+        super().__init__(0)
+        self.events, self.lost = list(events), lost
+        if not no_events:
+            self.nvmlEventSetCreate = lambda: "set"
+            self.nvmlDeviceRegisterEvents = lambda h, mask, es: None
+            self.nvmlEventSetWait_v2 = self._wait
+
+    def _wait(self, es, ms):
+        if not self.events:
+            raise _NVMLError("NVMLError_Timeout")
+        kind, xid = self.events.pop(0)
+        return type("E", (), {"eventType": kind, "eventData": xid})()
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
+        if self.lost:
+            raise _Lost("GPU is lost")
+        return 1
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
+        return 16
+
+
+def _doc(fake, capsys, *args):
+    assert nvml_sample.main(["--events-ms", "0", *args], nv=fake) == 0
+    return parse_probe_output(capsys.readouterr().out.encode(), "nvml_sample")
+
+
+def test_nvml_sample_reports_xid_events_link_and_a_lost_gpu(capsys):
+    from rentwatch.core.host_checks import xid_check
+
+    doc = _doc(EventNVML(), capsys)
+    assert doc["xid"] == {
+        "supported": True,
+        "events": [{"type": "xid", "xid": 79}],
+        "gpu_lost": False,
+    }
+    s = doc["samples"][0]
+    assert (s["pcie_width"], s["pcie_max_width"], s["pcie_max_gen"]) == (1, 16, None)
+    assert xid_check(doc).failure_class == "xid"
+    lost = _doc(EventNVML(events=(), lost=True), capsys)
+    assert lost["xid"]["gpu_lost"] is True and xid_check(lost).ok is False
+    old = _doc(EventNVML(no_events=True), capsys)  # a driver without event sets
+    assert old["xid"]["supported"] is False and xid_check(old).ok is None
+    quiet = _doc(EventNVML(events=()), capsys)
+    assert xid_check(quiet).ok is True
+
+
+class _WatchLib:
+    """libnvidia-ml's calls the watchdog's XID thread makes: an XID 48, then the GPU is lost."""
+
+    def __init__(self, rcs=((0, 0x8, 48), (10, 0, 0), (15, 0, 0))):
+        self.rcs = list(rcs)
+
+    def nvmlInit_v2(self):
+        return 0
+
+    def nvmlDeviceGetCount_v2(self, n):
+        n._obj.value = 1
+        return 0
+
+    def nvmlEventSetCreate(self, es):
+        return 0
+
+    def nvmlDeviceGetHandleByIndex_v2(self, i, h):
+        return 0
+
+    def nvmlDeviceRegisterEvents(self, h, mask, es):
+        return 0
+
+    def nvmlEventSetWait_v2(self, es, data, ms):
+        rc, kind, xid = self.rcs.pop(0) if self.rcs else (10, 0, 0)
+        data._obj.eventType, data._obj.eventData = kind, xid
+        return rc
+
+
+def test_watchdog_logs_xids_for_the_sampler_to_report(tmp_path, capsys):
+    from rentwatch.core.host_checks import xid_check
+    from rentwatch.probes import watchdog
+
+    log = tmp_path / "xid.jsonl"
+    said = []
+    watchdog.watch_xids(str(log), said.append, lib=_WatchLib(), rounds=10)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [(e["type"], e["xid"]) for e in lines] == [("xid", 48), ("gpu_lost", 79)]
+    assert said == ["xid watch: GPU is lost"]
+    # no NVML at all: one line in the watchdog's log, no exception
+    watchdog.watch_xids(str(tmp_path / "none.jsonl"), said.append, lib=object(), rounds=1)
+    assert said[-1].startswith("xid watch off")
+    # the sampler reports what the watchdog logged, garbage lines skipped
+    with log.open("a") as f:
+        f.write('not json\n{"xid": "79; rm -rf /"}\n')
+    assert nvml_sample.main(["--xid-log", str(log)], nv=FakeNVML(0)) == 0
+    doc = parse_probe_output(capsys.readouterr().out.encode(), "nvml_sample")
+    assert doc["xid"]["gpu_lost"] is True and len(doc["xid"]["events"]) == 2
+    assert xid_check(doc).failure_class == "xid"
+    assert nvml_sample.main(["--xid-log", str(tmp_path / "missing")], nv=FakeNVML(0)) == 0
+    doc = parse_probe_output(capsys.readouterr().out.encode(), "nvml_sample")
+    assert doc["xid"] == {"supported": False, "events": [], "gpu_lost": False}

@@ -3,6 +3,9 @@
 `bf16_tflops` is a dense bf16 matmul rate a healthy card of that model reaches in a 4096^3
 torch matmul (measured figures where known, otherwise ~70% of the datasheet's dense rate).
 `vram_mb` is the card's memory. The simulator draws its machines' real speeds from it too.
+`fp32_tflops` is the datasheet's non-tensor FP32 rate (what the torch-free driver-path kernel
+is measured against), and `pcie_gen` x `pcie_width` the link the card is built for (NVIDIA's
+product pages). Names are spelled as Vast's offers spell them (`gpu_name`).
 """
 
 from __future__ import annotations
@@ -16,26 +19,55 @@ class GpuSpec:
     bf16_tflops: float
     vram_mb: int
     typical_dph: float
+    fp32_tflops: float = 0.0
+    pcie_gen: int = 4
+    pcie_width: int = 16
 
 
+# The models the simulator lists and draws from. Order matters to the simulator's seeded draws
+# (a misreported machine picks a slower model from this list), so new models go to the end or
+# into OTHER_SPECS.
 GPU_SPECS: dict[str, GpuSpec] = {
     s.name: s
     for s in (
-        GpuSpec("RTX 3060", 24.0, 12288, 0.08),
-        GpuSpec("RTX 3070", 38.0, 8192, 0.10),
-        GpuSpec("RTX 3080", 52.0, 10240, 0.14),
-        GpuSpec("RTX 3090", 64.0, 24576, 0.20),
-        GpuSpec("RTX 4070", 55.0, 12288, 0.15),
-        GpuSpec("RTX 4080", 95.0, 16384, 0.28),
-        GpuSpec("RTX 4090", 150.0, 24576, 0.40),
-        GpuSpec("RTX 5090", 200.0, 32768, 0.65),
-        GpuSpec("RTX A4000", 35.0, 16384, 0.15),
-        GpuSpec("RTX A5000", 50.0, 24576, 0.22),
-        GpuSpec("RTX A6000", 72.0, 49152, 0.45),
-        GpuSpec("L40S", 180.0, 46068, 0.75),
-        GpuSpec("A100 SXM4", 230.0, 81920, 1.10),
-        GpuSpec("H100 SXM", 600.0, 81559, 2.20),
-        GpuSpec("H200", 650.0, 143771, 2.90),
+        GpuSpec("RTX 3060", 24.0, 12288, 0.08, 12.7),
+        GpuSpec("RTX 3070", 38.0, 8192, 0.10, 20.3),
+        GpuSpec("RTX 3080", 52.0, 10240, 0.14, 29.8),
+        GpuSpec("RTX 3090", 64.0, 24576, 0.20, 35.6),
+        GpuSpec("RTX 4070", 55.0, 12288, 0.15, 29.1),
+        GpuSpec("RTX 4080", 95.0, 16384, 0.28, 48.7),
+        GpuSpec("RTX 4090", 150.0, 24576, 0.40, 82.6),
+        GpuSpec("RTX 5090", 200.0, 32768, 0.65, 104.8, 5),
+        GpuSpec("RTX A4000", 35.0, 16384, 0.15, 19.2),
+        GpuSpec("RTX A5000", 50.0, 24576, 0.22, 27.8),
+        GpuSpec("RTX A6000", 72.0, 49152, 0.45, 38.7),
+        GpuSpec("L40S", 180.0, 46068, 0.75, 91.6),
+        GpuSpec("A100 SXM4", 230.0, 81920, 1.10, 19.5),
+        GpuSpec("H100 SXM", 600.0, 81559, 2.20, 67.0, 5),
+        GpuSpec("H200", 650.0, 143771, 2.90, 67.0, 5),
+        # a PCIe A100 is power-capped at 250-300 W: ~0.64 of the dense 312 TFLOP/s datasheet
+        GpuSpec("A100 PCIE", 200.0, 40960, 0.90, 19.5),
+    )
+}
+
+# Further models Vast offers name (its gpu_name spellings); the verdict knows them, the
+# simulator does not list them unless a scenario names them.
+OTHER_SPECS: dict[str, GpuSpec] = {
+    s.name: s
+    for s in (
+        GpuSpec("RTX 3060 Ti", 31.0, 8192, 0.09, 16.2),
+        GpuSpec("RTX 3080 Ti", 58.0, 12288, 0.16, 34.1),
+        GpuSpec("RTX 3090 Ti", 70.0, 24576, 0.24, 40.0),
+        GpuSpec("RTX 4060 Ti", 33.0, 16384, 0.12, 22.1, 4, 8),
+        GpuSpec("RTX 4070 Ti", 70.0, 12288, 0.18, 40.1),
+        GpuSpec("RTX 4000Ada", 50.0, 20480, 0.20, 26.7),
+        GpuSpec("RTX 6000Ada", 190.0, 49152, 0.80, 91.1),
+        GpuSpec("A10", 75.0, 24576, 0.25, 31.2),
+        GpuSpec("A40", 100.0, 46068, 0.40, 37.4),
+        GpuSpec("L4", 60.0, 23034, 0.30, 30.3),
+        GpuSpec("L40", 140.0, 46068, 0.70, 90.5),
+        GpuSpec("H100 PCIE", 450.0, 81559, 1.90, 51.2, 5),
+        GpuSpec("H100 NVL", 520.0, 95830, 2.10, 60.0, 5),
     )
 }
 
@@ -43,25 +75,61 @@ GPU_SPECS: dict[str, GpuSpec] = {
 MIN_SPEED_SHARE = 0.6
 
 
-def expected_tflops(gpu_name: str) -> float | None:
-    """Expected bf16 TFLOP/s for a GPU name as the API or NVML spells it, None if unknown."""
-    name = gpu_name.replace("NVIDIA", "").replace("GeForce", "").strip()
-    spec = GPU_SPECS.get(name)
+# The torch-free preflight's kernel is a plain FP32 loop (no tensor cores, no tiling): it is
+# memory-bound and reaches a small share of the FP32 datasheet rate. An estimate, not measured
+# on every model (docs/benchmarks.md): the verdict holds it to a loose share for that reason.
+DRIVER_KERNEL_SHARE = 0.08
+
+
+def _norm(name: str) -> str:
+    n = name.replace("NVIDIA", "").replace("GeForce", "").replace("Tesla", "")
+    return " ".join(n.lower().replace("-", " ").split())
+
+
+# NVML's spellings that differ from Vast's beyond case and vendor prefixes.
+_ALIASES = {
+    "a100 pcie 40gb": "A100 PCIE",
+    "a100 pcie 80gb": "A100 PCIE",
+    "a100 80gb pcie": "A100 PCIE",
+    "a100 sxm4 40gb": "A100 SXM4",
+    "a100 sxm4 80gb": "A100 SXM4",
+    "h100 80gb hbm3": "H100 SXM",
+    "h100 pcie": "H100 PCIE",
+    "rtx 6000 ada generation": "RTX 6000Ada",
+    "rtx 4000 ada generation": "RTX 4000Ada",
+}
+
+
+def spec_for(gpu_name: str) -> GpuSpec | None:
+    """The spec for a GPU name as the API or NVML spells it (vendor prefixes, case and
+    dashes ignored), None if unknown."""
+    key = _norm(gpu_name)
+    for name, spec in (*GPU_SPECS.items(), *OTHER_SPECS.items()):
+        if _norm(name) == key:
+            return spec
+    alias = _ALIASES.get(key, "")
+    return GPU_SPECS.get(alias) or OTHER_SPECS.get(alias)
+
+
+def expected_tflops(gpu_name: str, backend: str = "torch") -> float | None:
+    """Expected TFLOP/s of the preflight's matmul on this model: bf16 through torch, or the
+    driver path's FP32 kernel (`backend="driver"`); None if the model is unknown."""
+    spec = spec_for(gpu_name)
     if spec is None:
-        for key, candidate in GPU_SPECS.items():
-            if key.lower() == name.lower():
-                spec = candidate
-                break
-    return spec.bf16_tflops if spec else None
+        return None
+    if backend == "driver":
+        return spec.fp32_tflops * DRIVER_KERNEL_SHARE if spec.fp32_tflops else None
+    return spec.bf16_tflops
 
 
 def same_model(offer_name: str, reported_name: str) -> bool:
-    """Whether NVML's device name is the model the offer advertised (vendor prefixes ignored)."""
-
-    def norm(n: str) -> str:
-        return " ".join(n.replace("NVIDIA", "").replace("GeForce", "").lower().split())
-
-    return norm(offer_name) == norm(reported_name)
+    """Whether NVML's device name is the model the offer advertised (vendor prefixes ignored,
+    NVML's memory-size suffixes resolved through the spec table)."""
+    a, b = _norm(offer_name), _norm(reported_name)
+    if a == b:
+        return True
+    left, right = spec_for(offer_name), spec_for(reported_name)
+    return left is not None and left is right
 
 
 # Vast's dlperf score runs at roughly a third of a card's bf16 matmul TFLOP/s; an offer whose own

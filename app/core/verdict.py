@@ -1,4 +1,9 @@
-"""Reading probe results: the preflight verdict and throttle detection (controller side)."""
+"""Reading probe results (controller side): the preflight verdict, throttle detection, and the
+deeper checks (PCIe link, allocatable VRAM, disk, download speed, XID/ECC events).
+
+Every check ends in a typed result. A host's document is evidence, so a missing section, an
+unsupported NVML field or hostile values give `ok=None` (could not tell), which never kills.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +27,16 @@ class Verdict:
 
 
 def preflight_verdict(
-    result: Any, offer_gpu: str, min_share: float, check_name: bool = True
+    result: Any,
+    offer_gpu: str,
+    min_share: float,
+    check_name: bool = True,
+    checks: CheckPolicy | None = None,
 ) -> Verdict:
-    """Judge a validated preflight document against the offer's GPU model."""
+    """Judge a validated preflight document against the offer's GPU model. A document from the
+    torch-free driver path (`backend: "driver"`, an FP32 kernel) is held to the driver kernel's
+    expected speed and `checks.driver_min_speed_share`."""
+    checks = checks or CheckPolicy()
     if (
         not isinstance(result, dict)
         or result.get("probe") != "preflight"
@@ -56,7 +68,10 @@ def preflight_verdict(
         return Verdict(
             False, "wrong_gpu", f"offer says {offer_gpu}, NVML says {name}", float(tflops)
         )
-    expected = expected_tflops(offer_gpu)
+    backend = "driver" if result.get("backend") == "driver" else "torch"
+    if backend == "driver":
+        min_share = checks.driver_min_speed_share
+    expected = expected_tflops(offer_gpu, backend)
     if expected and tflops < expected * min_share:
         return Verdict(
             False,
@@ -66,22 +81,43 @@ def preflight_verdict(
             expected,
         )
     share = f" ({tflops / expected:.0%} of expected)" if expected else ""
-    return Verdict(
-        True, None, f"bf16 matmul checked, {tflops:.1f} TFLOP/s{share}", float(tflops), expected
+    what = (
+        "fp32 matmul checked (driver API, no torch)"
+        if backend == "driver"
+        else "bf16 matmul checked"
     )
+    return Verdict(True, None, f"{what}, {tflops:.1f} TFLOP/s{share}", float(tflops), expected)
 
 
-# Clock event reasons that mean the GPU is being held back (GpuIdle and app clocks are not).
-THROTTLE_NAMES = frozenset(
-    {
-        "sw_power_cap",
-        "hw_slowdown",
-        "sw_thermal_slowdown",
-        "hw_thermal_slowdown",
-        "hw_power_brake_slowdown",
-        "sync_boost",
-    }
-)
+@dataclass(frozen=True)
+class CheckPolicy:
+    """Settings of the deeper checks (the supervisor's `Policy` is to hold one; issue 16).
+    On by default where the check costs the preflight a few seconds at most."""
+
+    driver_min_speed_share: float = 0.3  # the driver path's kernel speed is an estimate: loose
+    pcie: bool = True
+    pcie_min_width: int = 4  # x1/x2 risers (mining rigs) fail; x4 chipset slots pass
+    pcie_min_bw_share: float = 0.2  # measured H2D against the model's full link
+    vram: bool = True
+    vram_min_share: float = 0.9  # allocatable against the offer's gpu_ram (context eats ~0.5 GB)
+    disk: bool = True
+    disk_min_free_share: float = 0.5  # free against the disk asked for (image layers use some)
+    disk_min_write_share: float = 0.2  # fsync'd write MB/s against the offer's disk_bw
+    net: bool = True
+    net_min_share: float = 0.1  # measured download Mb/s against the offer's inet_down
+    net_min_mb: float = 100.0  # judge a pull's speed only after this much progress
+    xid: bool = True
+    throttle_ratio: float = 0.85
+
+
+# NVML clock event reasons (nvml.h, nvmlClocksEventReason*), grouped by what they mean to a
+# renter. Hardware slowdown, hardware thermal and power-brake are the board protecting itself:
+# they count whenever seen under load. A software thermal cap counts when it lasts. The software
+# power cap is the card working as designed at its power limit: it counts only with a clock drop
+# under load. GPU idle, application clocks, display clocks and sync boost are never a fault.
+HARD_THROTTLE = frozenset({"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
+SOFT_THROTTLE = frozenset({"sw_thermal_slowdown", "sw_power_cap"})
+THROTTLE_NAMES = HARD_THROTTLE | SOFT_THROTTLE
 
 
 @dataclass(frozen=True)
@@ -98,8 +134,9 @@ def detect_throttle(
     min_util: float = 50.0,
     min_share: float = 0.6,
 ) -> Throttle:
-    """Throttling: under load, the SM clock sits below `ratio` of max with a throttle reason set,
-    in at least `min_share` of the loaded samples. Idle samples never count."""
+    """Throttling, sustained: in at least `min_share` of the samples under load, a hardware
+    reason is set, or a software one with the SM clock below `ratio` of max. Idle samples, and
+    reasons that are no fault (idle, app clocks, display, sync boost), never count."""
     loaded = []
     for s in samples:
         util, clock, top = (_number(s.get(k)) for k in ("util", "sm_clock", "max_sm_clock"))
@@ -110,15 +147,19 @@ def detect_throttle(
         loaded.append((clock, top, names & THROTTLE_NAMES))
     if not loaded:
         return Throttle(False, 0.0, (), "no samples under load")
-    slow = [(clock, top, names) for clock, top, names in loaded if clock < ratio * top and names]
-    if len(slow) < min_share * len(loaded):
+    slow = [
+        (clock, top, names)
+        for clock, top, names in loaded
+        if names & HARD_THROTTLE or (names & SOFT_THROTTLE and clock < ratio * top)
+    ]
+    if not slow or len(slow) < min_share * len(loaded):
         return Throttle(
             False,
             0.0,
             (),
             f"clocks fine in {len(loaded) - len(slow)} of {len(loaded)} loaded samples",
         )
-    drop = 1 - sum(clock / top for clock, top, _ in slow) / len(slow)
+    drop = max(0.0, 1 - sum(clock / top for clock, top, _ in slow) / len(slow))
     reasons = tuple(sorted({r for _, _, names in slow for r in names}))
     return Throttle(
         True, drop, reasons, f"SM clock {drop:.0%} below max under load ({', '.join(reasons)})"

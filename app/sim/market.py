@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.billing import Charges, Mark, charges, storage_per_hour
 from ..core.gpu_specs import GPU_SPECS
+from .images import deny_unpullable
 from .scenario import DELIVERING, HostClass, Scenario
 
 EPOCH_ORIGIN = float(
@@ -458,7 +459,9 @@ class Market:
             api_key=secrets.token_hex(24),
             rental_no=m.rentals,
         )
-        inst.segments.append(boot_steps(rng, m, image, now))
+        inst.segments.append(
+            deny_unpullable(boot_steps(rng, m, image, now), image, self.scenario.images)
+        )
         inst.throttle_drop = _between(rng, m.knobs["throttle_drop"])
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         self.instances[iid] = inst
@@ -489,7 +492,8 @@ class Market:
         inst.starts.append(now)
         rng = _rng(self.scenario.seed, inst.machine.id, inst.rental_no, "start", len(inst.segments))
         pulled = any(s.running_at is not None for s in inst.segments)
-        inst.segments.append(boot_steps(rng, inst.machine, inst.image, now, restart=pulled))
+        seg = boot_steps(rng, inst.machine, inst.image, now, restart=pulled)
+        inst.segments.append(deny_unpullable(seg, inst.image, self.scenario.images))
 
     def destroy(self, inst: SimInstance) -> None:
         if inst.destroyed_at is None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from .images import ImageSpec, parse_images
 
 BEHAVIOURS = (
     "healthy",
@@ -21,6 +22,10 @@ BEHAVIOURS = (
     "offline_midrun",
     "ssh_dead",
 )
+# What a matmul does not exercise (their probe output: app/sim/host_behaviours.py). Not in the
+# article's default mix, so the default market stays the article's; a scenario names them.
+CHECK_BEHAVIOURS = ("narrow_pcie", "short_vram", "slow_disk", "slow_net", "xid_mid_job")
+ALL_BEHAVIOURS = BEHAVIOURS + CHECK_BEHAVIOURS
 DELIVERING = frozenset({"healthy", "slow_pull", "throttled", "offline_midrun"})
 
 # Per-behaviour timing knobs (minutes, as [low, high] ranges) and their defaults.
@@ -36,8 +41,11 @@ DEFAULT_KNOBS: dict[str, Any] = {
     "throttle_after_min": [3.0, 20.0],
     "throttle_drop": [0.15, 0.30],  # fraction the clocks drop by
     "misreport_speed": [0.3, 0.5],  # real speed as a share of the advertised model's
+    "xid_after_min": [8.0, 30.0],  # xid_mid_job: minutes after running until the fatal XID
 }
 SLOW_PULL_KNOBS = {"pull_min": [14.0, 30.0], "extract_min": [2.0, 5.0]}
+# a slow_net host's downloads run at a few percent of its inet_down: its pull drags on too
+SLOW_NET_KNOBS = {"pull_min": [40.0, 90.0]}
 
 # The article's mix: 62 of 100 creates never deliver.
 SEED_MIX: tuple[dict[str, Any], ...] = (
@@ -86,6 +94,7 @@ class Scenario:
     host_classes: tuple[HostClass, ...] = ()
     faults: Faults = field(default_factory=Faults)
     name: str = "scenario"
+    images: tuple[ImageSpec, ...] = ()  # [[image]]: before the defaults (app/sim/images.py)
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -125,8 +134,10 @@ def _host_class(raw: Any, index: int) -> HostClass:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table")
     behaviour = raw.get("behaviour")
-    if behaviour not in BEHAVIOURS:
-        raise ConfigError(f"{where}.behaviour: {behaviour!r} is not one of {', '.join(BEHAVIOURS)}")
+    if behaviour not in ALL_BEHAVIOURS:
+        raise ConfigError(
+            f"{where}.behaviour: {behaviour!r} is not one of {', '.join(ALL_BEHAVIOURS)}"
+        )
     share = raw.get("share")
     if not isinstance(share, int | float) or isinstance(share, bool) or share < 0:
         raise ConfigError(f"{where}.share: expected a non-negative number, got {share!r}")
@@ -139,6 +150,8 @@ def _host_class(raw: Any, index: int) -> HostClass:
     knobs = dict(DEFAULT_KNOBS)
     if behaviour == "slow_pull":
         knobs.update(SLOW_PULL_KNOBS)
+    elif behaviour == "slow_net":
+        knobs.update(SLOW_NET_KNOBS)
     for key, value in raw.items():
         if key in ("behaviour", "share", "gpu", "dph"):
             continue
@@ -159,6 +172,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "host_class",
         "faults",
         "name",
+        "image",
     }
     for key in data:
         if key not in known:
@@ -209,6 +223,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         host_classes=classes,
         faults=Faults(**fault_kwargs),
         name=str(data.get("name", name)),
+        images=parse_images(data.get("image")),
     )
 
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import asyncssh
 
+from . import host_behaviours as hb
+from .images import image_facts
 from .market import Market, SimInstance
 
 PROBE_MARKER = b"# rentwatch-probe:"
@@ -183,6 +185,11 @@ class SSHHosts:
                 stdin = await _read_all(proc)
                 if self.received is not None:
                     self.received.append(stdin)
+                if not image_facts(inst.image, self.market.scenario.images).python:
+                    # the image has no python3: the shell says so, whatever the script
+                    proc.stderr.write(hb.NO_PYTHON_STDERR)
+                    proc.exit(hb.NO_PYTHON_EXIT)
+                    return
                 if stdin.startswith(PROBE_MARKER):
                     if drop:
                         self.dropped += 1
@@ -266,11 +273,37 @@ class SSHHosts:
         )
         if kind == "nvml_sample" and self._busy(inst):
             inst.busy_until = max(inst.busy_until, self.market.clock.now() + 1)
-        gpu = self.market.gpu_state(inst, self.market.clock.now())
+        now = self.market.clock.now()
+        gpu = self.market.gpu_state(inst, now)
+        m = inst.machine
+        facts = hb.host_facts(
+            m.behaviour,
+            self.market.scenario.seed,
+            m.id,
+            inst.rental_no,
+            m.real_gpu,
+            m.offer_json(inst.disk_gb),
+            inst.disk_gb,
+        )
+        seg = inst.segments[-1]
+        lost_at = hb.xid_at(
+            m.behaviour, seg.running_at, m.knobs, (self.market.scenario.seed, inst.id)
+        )
+        lost = lost_at is not None and now >= lost_at
         if kind == "preflight":
-            return (json.dumps(preflight_answer(gpu)) + "\n").encode()
+            doc = hb.preflight_document(
+                preflight_answer(gpu),
+                facts,
+                image_facts(inst.image, self.market.scenario.images),
+                gpu,
+                m.real_gpu,
+                command,
+                lost,
+            )
+            return (json.dumps(doc) + "\n").encode()
         if kind == "nvml_sample":
-            return (json.dumps(nvml_answer(gpu, self.market.clock.now())) + "\n").encode()
+            doc = hb.nvml_document(nvml_answer(gpu, now), facts, lost)
+            return (json.dumps(doc) + "\n").encode()
         return (
             json.dumps(
                 {

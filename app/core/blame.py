@@ -1,0 +1,222 @@
+"""Whose fault is a failure: the host's, or the campaign's (its image, its credentials, its job)?
+
+Pure: a failure and what the campaign has seen so far go in, a `Blame` comes out. The rule is
+evidence, not suspicion: a failure is the campaign's when it is deterministic in what the
+campaign ships (the image lacks python3 or torch), when the registry denies the image itself,
+or when the same failure shows on two distinct machines for the same image while no machine
+has shown the image working. Everything else is the host's, as before.
+
+What the supervisor does with it (DESIGN.md rule 10): `CAMPAIGN` stops creating and tells the
+operator; `SUSPECT` neither quarantines the machine nor touches its reputation but keeps going
+(one more machine decides); `HOST` is the usual quarantine and reputation penalty.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+
+class Party(StrEnum):
+    HOST = "host"
+    SUSPECT = "suspect"  # looks like the campaign's, seen on one machine only
+    CAMPAIGN = "campaign"
+
+
+class Stage(StrEnum):
+    PULL = "pull"  # the boot status line (image pull, container create)
+    PROBE = "probe"  # the preflight over SSH
+    JOB = "job"  # a job command's failure
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failure as the supervisor saw it. `text` is the status line, the probe's error
+    (`Type: message`, or the shell's stderr) or the job's last error line."""
+
+    machine_id: int
+    image: str
+    stage: Stage
+    text: str
+    exit_code: int | None = None
+    job: str | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the campaign has seen so far: earlier failures, and the machines on which the image
+    reached `running` (a pull that worked once proves the image pulls), and jobs that finished
+    somewhere (a job that worked once is not broken)."""
+
+    failures: tuple[Failure, ...] = ()
+    image_ran_on: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # (image, machine)
+    jobs_ok: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (image, job)
+
+    def failed(self, failure: Failure) -> Evidence:
+        return replace(self, failures=(*self.failures, failure)[-200:])
+
+    def ran(self, image: str, machine_id: int) -> Evidence:
+        return replace(self, image_ran_on=self.image_ran_on | {(image, machine_id)})
+
+    def job_finished(self, image: str, job: str) -> Evidence:
+        return replace(self, jobs_ok=self.jobs_ok | {(image, job)})
+
+
+@dataclass(frozen=True)
+class Blame:
+    party: Party
+    cause: (
+        str  # no_python, no_torch, module_missing, pull_denied, repeated_fatal, repeated_job, host
+    )
+    reason: str  # a sentence for the banner, the log and the ledger
+
+    @property
+    def quarantine(self) -> bool:
+        """Only a host's own fault may cost its machine a quarantine or reputation."""
+        return self.party is Party.HOST
+
+    @property
+    def stop_creating(self) -> bool:
+        return self.party is Party.CAMPAIGN
+
+
+# Registry answers that name the image or the credentials (Docker's and containerd's wording,
+# as the daemon prints them in the Vast status line).
+PULL_DENIALS = (
+    re.compile(r"pull access denied", re.I),
+    re.compile(r"manifest unknown", re.I),
+    re.compile(r"manifest for \S+ not found", re.I),
+    re.compile(r"repository does not exist", re.I),
+    re.compile(r"unauthorized", re.I),
+    re.compile(r"authentication required", re.I),
+    re.compile(r"denied: requested access to the resource is denied", re.I),
+    re.compile(r"invalid reference format", re.I),
+)
+
+# Lines that are the host's whatever the image: its container runtime, its GPU plumbing, its
+# memory. Repeating on two machines does not make them the campaign's.
+HOST_SIGNATURES = (
+    re.compile(r"CDI devices", re.I),
+    re.compile(r"nvidia-container-cli", re.I),
+    re.compile(r"fault address", re.I),
+    re.compile(r"no space left on device", re.I),
+    re.compile(r"driver version is insufficient", re.I),
+    re.compile(r"no CUDA-capable device", re.I),
+    re.compile(r"connection (reset|refused|timed out)", re.I),
+    re.compile(r"i/o timeout", re.I),
+)
+
+_NO_PYTHON = re.compile(
+    r"python3?: (command )?not found|python3?: No such file or directory|"
+    r"exec: \"?python3?\"?: executable file not found",
+    re.I,
+)
+_MODULE = re.compile(r"No module named '?([A-Za-z0-9_.]+)'?")
+_VARIABLE = re.compile(r"0x[0-9a-f]+|\b[0-9a-f]{12,}\b|\d+(\.\d+)?", re.I)
+
+
+def normalise(text: str) -> str:
+    """A failure line with its per-host parts (layer ids, addresses, sizes, pids) blanked, so
+    that the same failure on two machines compares equal."""
+    return " ".join(_VARIABLE.sub("#", text.strip().lower()).split())[:200]
+
+
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def last_error_line(log_tail: str) -> str:
+    """The line a failed job's log ends on (a traceback's last line names the error), with
+    terminal escapes and control characters removed: the text two machines are compared by."""
+    for line in reversed(_CONTROL.sub("", log_tail).splitlines()):
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def is_pull_denial(text: str) -> bool:
+    return any(p.search(text) for p in PULL_DENIALS)
+
+
+def _host_only(text: str) -> bool:
+    return any(p.search(text) for p in HOST_SIGNATURES)
+
+
+def probe_blame(text: str, exit_code: int | None) -> Blame | None:
+    """A deterministic probe failure that the image causes, or None. The probe runs as
+    `python3 -`: a shell without python3 answers exit 127 and `command not found`."""
+    if _NO_PYTHON.search(text) or (exit_code == 127 and "python" in text.lower()):
+        return Blame(Party.CAMPAIGN, "no_python", "the image has no python3: the probe cannot run")
+    m = _MODULE.search(text)
+    if m or "ModuleNotFoundError" in text:
+        module = m.group(1) if m else "a module"
+        if module.split(".")[0] == "torch":
+            return Blame(
+                Party.CAMPAIGN, "no_torch", "the image has no torch and the probe needed it"
+            )
+        return Blame(
+            Party.CAMPAIGN, "module_missing", f"the image lacks {module}, which the probe imports"
+        )
+    return None
+
+
+def _others(failure: Failure, evidence: Evidence, stage: Stage) -> set[int]:
+    """Distinct other machines that failed the same way for the same image."""
+    key = normalise(failure.text)
+    return {
+        f.machine_id
+        for f in evidence.failures
+        if f.stage is stage
+        and f.image == failure.image
+        and f.machine_id != failure.machine_id
+        and (stage is not Stage.JOB or (f.job == failure.job and f.exit_code == failure.exit_code))
+        and normalise(f.text) == key
+    }
+
+
+def _image_ran(image: str, ran_on: Iterable[tuple[str, int]]) -> bool:
+    return any(img == image for img, _ in ran_on)
+
+
+def blame(failure: Failure, evidence: Evidence = Evidence()) -> Blame:
+    """Classify one failure, given what the campaign saw before it."""
+    shown = " ".join(failure.text.split())[:160]
+    if failure.stage is Stage.PROBE:
+        found = probe_blame(failure.text, failure.exit_code)
+        if found is not None:
+            return found
+        return Blame(Party.HOST, "host", f"preflight failed on this host: {shown}")
+    ran = _image_ran(failure.image, evidence.image_ran_on)
+    if failure.stage is Stage.PULL:
+        if _host_only(failure.text) or ran:
+            why = "the image ran elsewhere" if ran else "a host-side failure"
+            return Blame(Party.HOST, "host", f"{shown} ({why})")
+        others = _others(failure, evidence, Stage.PULL)
+        denial = is_pull_denial(failure.text)
+        if others:
+            return Blame(
+                Party.CAMPAIGN,
+                "pull_denied" if denial else "repeated_fatal",
+                f"{failure.image}: the same failure on {len(others) + 1} machines and on none "
+                f"did it run: {shown}",
+            )
+        if denial:
+            return Blame(
+                Party.SUSPECT,
+                "pull_denied",
+                f"the registry refused {failure.image} (a second machine decides): {shown}",
+            )
+        return Blame(Party.HOST, "host", shown)
+    # a job: the same exit and last line on two machines, and that job never finished anywhere
+    if (failure.image, failure.job or "") in evidence.jobs_ok or _host_only(failure.text):
+        return Blame(Party.HOST, "host", f"job {failure.job} failed on this host: {shown}")
+    others = _others(failure, evidence, Stage.JOB)
+    if others:
+        return Blame(
+            Party.CAMPAIGN,
+            "repeated_job",
+            f"job {failure.job} failed the same way on {len(others) + 1} machines "
+            f"(exit {failure.exit_code}): {shown}",
+        )
+    return Blame(Party.SUSPECT, "repeated_job", f"job {failure.job} failed: {shown}")

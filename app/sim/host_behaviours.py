@@ -1,0 +1,192 @@
+"""What the probes print on a simulated host, beyond the matmul: the deeper checks' sections,
+the driver-path document for images without torch, a shell without python3, and the XID of an
+`xid_mid_job` host. Pure functions of the instance's facts and the market time; the SSH server
+(`ssh_hosts.py`) sends what they return.
+
+Figures are drawn per rental (seed, machine, rental number), so repeated probes of one
+instance agree with each other, as a real host's would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+from ..core.gpu_specs import expected_tflops, spec_for
+from ..core.host_checks import link_gbps
+from .images import ImageSpec
+
+NO_PYTHON_STDERR = b"bash: line 1: python3: command not found\n"
+NO_PYTHON_EXIT = 127
+
+
+def _rng(*key: Any) -> random.Random:
+    digest = hashlib.sha256(repr(key).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def host_facts(
+    behaviour: str,
+    seed: int,
+    machine_id: int,
+    rental: int,
+    real_gpu: str,
+    offer: dict[str, Any],
+    disk_gb: float,
+) -> dict[str, Any]:
+    """The figures this rental's checks measure: healthy ones near what the offer says, the
+    faulty behaviour's far under it."""
+    rng = _rng(seed, machine_id, rental, "checks")
+    spec = spec_for(real_gpu)
+    gen, width = (spec.pcie_gen, spec.pcie_width) if spec else (4, 16)
+    cur_gen, cur_width = gen, width
+    if behaviour == "narrow_pcie":
+        # a mining riser: x1, often on an older generation slot
+        cur_gen, cur_width = rng.choice([(3, 1), (2, 1), (gen, 1), (3, 2)])
+    h2d = link_gbps(cur_gen, cur_width) * rng.uniform(0.85, 1.0)
+    gpu_ram = float(offer.get("gpu_ram") or 24576)
+    total_mb = int(gpu_ram)
+    share = rng.uniform(0.45, 0.7) if behaviour == "short_vram" else 1.0
+    # the context and the probe's reserve take ~0.5 GB off a healthy card
+    allocated = int(gpu_ram * share) - rng.randint(420, 560)
+    disk_bw = float(offer.get("disk_bw") or 2000.0)
+    free_gb = disk_gb * rng.uniform(0.9, 0.98)
+    write = disk_bw * rng.uniform(0.4, 0.9)
+    if behaviour == "slow_disk":
+        if rng.random() < 0.5:
+            write = disk_bw * rng.uniform(0.02, 0.08)  # a tired SATA disk behind an "nvme" offer
+        else:
+            free_gb = disk_gb * rng.uniform(0.2, 0.45)  # the volume is smaller than allocated
+    inet = float(offer.get("inet_down") or 500.0)
+    net = inet * (rng.uniform(0.01, 0.05) if behaviour == "slow_net" else rng.uniform(0.4, 0.9))
+    return {
+        "pcie": {
+            "gen": cur_gen,
+            "width": cur_width,
+            "max_gen": gen,
+            "max_width": width,
+            "h2d_gbps": round(h2d, 3),
+            "mb": 128,
+        },
+        "vram": {"total_mb": total_mb, "free_mb": allocated + 256, "allocated_mb": allocated},
+        "disk": {
+            "path": "/root",
+            "free_gb": round(free_gb, 2),
+            "write_mb_s": round(write, 1),
+            "written_mb": 256,
+        },
+        "net_mbps": round(net, 1),
+    }
+
+
+def xid_at(
+    behaviour: str, running_at: float | None, knobs: dict[str, Any], key: Any
+) -> float | None:
+    """When an `xid_mid_job` host's GPU falls off the bus (market time), else None."""
+    if behaviour != "xid_mid_job" or running_at is None:
+        return None
+    lo, hi = knobs.get("xid_after_min", [8.0, 30.0])
+    return running_at + _rng(key, "xid").uniform(lo, hi) * 60
+
+
+def preflight_document(
+    base: dict[str, Any],
+    facts: dict[str, Any],
+    image: ImageSpec,
+    gpu: dict[str, Any],
+    real_gpu: str,
+    command: str,
+    lost: bool,
+) -> dict[str, Any]:
+    """The preflight's document on this host: the torch one (`base`) or, for an image without
+    torch, the driver path's; then the deeper checks' sections as the probe adds them."""
+    doc = {**base, "backend": "torch"}
+    if not image.torch:
+        doc = _driver_document(base, gpu, real_gpu)
+    if lost:
+        doc.update(
+            ok=False,
+            matmul=None,
+            error={
+                "type": "CudaError" if doc.get("backend") == "driver" else "RuntimeError",
+                "message": "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"
+                if doc.get("backend") == "driver"
+                else "CUDA error: no CUDA-capable device is detected",
+            },
+        )
+        doc["xid"] = {"supported": True, "events": [{"type": "xid", "xid": 79}], "gpu_lost": True}
+        return doc
+    if doc.get("device") is None:
+        return doc
+    if "--pcie-mb 0" not in command:
+        doc["pcie"] = dict(facts["pcie"])
+    if "--no-vram" not in command:
+        doc["vram"] = dict(facts["vram"])
+    if "--disk-mb -1" not in command:
+        doc["disk"] = dict(facts["disk"])
+    if "--net-url" in command:
+        doc["net"] = {"url": "sim", "mb": 50.0, "mbps": facts["net_mbps"]}
+    doc["xid"] = {"supported": True, "events": [], "gpu_lost": False}
+    return doc
+
+
+def _driver_document(base: dict[str, Any], gpu: dict[str, Any], real_gpu: str) -> dict[str, Any]:
+    doc = {k: v for k, v in base.items() if k != "matmul"}
+    doc["backend"] = "driver"
+    if not gpu.get("cuda_works", True):
+        doc["ok"] = False
+        doc["error"] = {
+            "type": "CudaError",
+            "message": "cuInit failed: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)",
+        }
+        return doc
+    spec = spec_for(real_gpu)
+    share = gpu["tflops"] / spec.bf16_tflops if spec and spec.bf16_tflops else 1.0
+    rate = (expected_tflops(real_gpu, "driver") or 2.0) * share
+    n, iters = 4096, 10
+    seconds = 2 * n**3 * iters / (rate * 1e12)
+    doc["matmul"] = {
+        "n": n,
+        "dtype": "float32",
+        "iters": iters,
+        "seconds": round(seconds, 6),
+        "tflops": round(rate, 3),
+        "max_rel_err": 0.0,
+        "result_ok": True,
+    }
+    doc["ok"], doc["error"] = True, None
+    doc["steps"] = {**base.get("steps", {}), "timed_s": round(seconds, 4)}
+    doc["total_s"] = round(1.4 + seconds, 3)
+    return doc
+
+
+def nvml_document(base: dict[str, Any], facts: dict[str, Any], lost: bool) -> dict[str, Any]:
+    """The NVML sampler's document: the link as this host has it; after the fatal XID, what
+    the real sampler prints when NVML says the GPU is lost."""
+    if lost:
+        return {
+            "schema": 1,
+            "probe": "nvml_sample",
+            "ok": True,
+            "samples": [],
+            "xid": {"supported": None, "events": [], "gpu_lost": True},
+        }
+    doc = dict(base)
+    pcie = facts["pcie"]
+    samples = []
+    for s in doc.get("samples", []):
+        busy = (s.get("util") or 0) > 0
+        samples.append(
+            {
+                **s,
+                # an idle card parks its link at gen 1 to save power; under load it comes up
+                "pcie_gen": pcie["gen"] if busy else 1,
+                "pcie_width": pcie["width"],
+                "pcie_max_gen": pcie["max_gen"],
+                "pcie_max_width": pcie["max_width"],
+                "ecc_uncorrected": 0,
+            }
+        )
+    doc["samples"] = samples
+    return doc

@@ -1,0 +1,151 @@
+"""The simulator's image catalogue: what a campaign's image carries, and whether it pulls.
+
+A scenario's `[[image]]` tables (a glob on the campaign's `image`, then `python`, `torch`,
+`cuda`, `pullable`) come first; the defaults below describe the public images campaigns name
+most. An image nothing matches is a custom one with python3 and torch (what the preflight
+needs), so scenarios that say nothing about images behave as before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
+from typing import Any, Protocol, TypeVar
+
+from ..core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    name: str  # a glob on the image reference, e.g. "ghcr.io/nvidia/jax:*"
+    python: bool = True
+    torch: bool = True
+    cuda: str | None = None  # None: read from the tag where it says (cuda12.4, 12.4.1-...)
+    pullable: bool = True
+
+
+# What these images ship, from their own registries' descriptions: the pytorch images carry
+# python3 and torch; NVIDIA's CUDA base images have neither python3 nor torch; the JAX and
+# TensorFlow images carry python3 without torch; distribution bases have no python3.
+DEFAULT_IMAGES: tuple[ImageSpec, ...] = (
+    ImageSpec("pytorch/pytorch:*"),
+    ImageSpec("nvcr.io/nvidia/pytorch:*"),
+    ImageSpec("vastai/pytorch*"),
+    ImageSpec("ghcr.io/nvidia/jax:*", python=True, torch=False),
+    ImageSpec("nvcr.io/nvidia/jax:*", python=True, torch=False),
+    ImageSpec("tensorflow/tensorflow:*", python=True, torch=False),
+    ImageSpec("nvcr.io/nvidia/tensorflow:*", python=True, torch=False),
+    ImageSpec("vastai/base-image:*", python=True, torch=False),
+    ImageSpec("python:*", python=True, torch=False),
+    ImageSpec("nvidia/cuda:*", python=False, torch=False),
+    ImageSpec("nvcr.io/nvidia/cuda:*", python=False, torch=False),
+    ImageSpec("ubuntu:*", python=False, torch=False),
+    ImageSpec("debian:*", python=False, torch=False),
+)
+CUSTOM = ImageSpec("*")
+
+_CUDA_IN_TAG = re.compile(r"cuda[-_]?(\d+\.\d+)")  # pytorch/pytorch:2.4.0-cuda12.4-...
+_CUDA_BASE_TAG = re.compile(r"cuda:(\d+\.\d+)(\.\d+)?-")  # nvidia/cuda:12.4.1-runtime-...
+
+
+def parse_images(raw: Any) -> tuple[ImageSpec, ...]:
+    """The scenario's `[[image]]` tables, validated."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError("image: expected one or more [[image]] tables")
+    out = []
+    for i, entry in enumerate(raw):
+        where = f"image[{i}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: expected a table")
+        for key in entry:
+            if key not in ImageSpec.__dataclass_fields__:
+                raise ConfigError(
+                    f"{where}: unknown key {key!r} (keys: name, python, torch, cuda, pullable)"
+                )
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}.name: expected an image name or glob")
+        flags = {}
+        for key in ("python", "torch", "pullable"):
+            value = entry.get(key, True)
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}.{key}: expected true or false, got {value!r}")
+            flags[key] = value
+        cuda = entry.get("cuda")
+        if cuda is not None and not (isinstance(cuda, str) and re.fullmatch(r"\d+\.\d+", cuda)):
+            raise ConfigError(f'{where}.cuda: expected a version like "12.4", got {cuda!r}')
+        if not flags["python"] and flags["torch"] and "torch" in entry:
+            raise ConfigError(f"{where}: torch without python3 cannot be imported")
+        out.append(
+            ImageSpec(
+                name,
+                flags["python"],
+                flags["torch"] and flags["python"],
+                cuda,
+                flags["pullable"],
+            )
+        )
+    return tuple(out)
+
+
+def image_facts(image: str, catalogue: tuple[ImageSpec, ...] = ()) -> ImageSpec:
+    """What `image` carries: the first scenario entry whose glob matches, then the defaults,
+    then a custom image with python3 and torch. `cuda` filled from the tag when unset."""
+    spec = next(
+        (s for s in (*catalogue, *DEFAULT_IMAGES) if fnmatchcase(image, s.name)),
+        CUSTOM,
+    )
+    if spec.cuda is None:
+        m = _CUDA_IN_TAG.search(image) or _CUDA_BASE_TAG.search(image)
+        if m:
+            spec = replace(spec, cuda=m.group(1))
+    return spec
+
+
+def denial_line(image: str) -> str:
+    """What the Docker daemon prints when the registry refuses an image (the repository does
+    not exist, or the account may not read it)."""
+    repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    return (
+        f"Error response from daemon: pull access denied for {repo}, repository does not "
+        "exist or may require 'docker login': denied: requested access to the resource is denied"
+    )
+
+
+class _Step(Protocol):
+    at: float
+    actual: str | None
+    msg: str | None
+
+
+class _Segment(Protocol):
+    steps: Any
+    running_at: float | None
+    halted_at: float | None
+    throttle_at: float | None
+
+
+S = TypeVar("S", bound=_Segment)
+
+
+def deny_unpullable(seg: S, image: str, catalogue: tuple[ImageSpec, ...]) -> S:
+    """A boot of an image the registry refuses: the pull fails as it starts, on every host,
+    with the daemon's denial line, and never runs. Other images' boots are left alone."""
+    if image_facts(image, catalogue).pullable:
+        return seg
+    steps = seg.steps
+    first = next(
+        (i for i, s in enumerate(steps) if s.msg and "Pulling fs layer" in s.msg),
+        None,
+    )
+    if first is None:  # a restart of a pulled image: nothing to pull
+        return seg
+    step_type = type(steps[first])
+    del steps[first:]
+    last = steps[-1].at if steps else 0.0
+    steps.append(step_type(last + 2.0, "loading", denial_line(image)))
+    seg.running_at = seg.halted_at = seg.throttle_at = None
+    return seg
