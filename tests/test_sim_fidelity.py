@@ -281,3 +281,41 @@ def test_official_cli_reads_the_charges(make_sim, tmp_path):
     assert row["type"] == "instance" and 0 < row["amount"] <= truth["total_usd"] + 1e-6
     table = vastai(sim, "show", "invoices-v1", "--charges", tmp_path=tmp_path)
     assert str(inst.id) in table
+
+
+def test_campaign_on_an_unkind_market_abandons_no_healthy_host(make_sim, tmp_path):
+    """Issue 19's bar: half the hosts direct, the proxy drops 8% of sessions, boots pass
+    through `scheduling`, status lines carry build output: the fleet is verified and no
+    healthy machine is abandoned."""
+    from rentwatch.ledger import Ledger
+
+    from tests.campaigns import run_campaign
+
+    sim = make_sim(
+        seed=12,
+        offers=30,
+        time_scale=300,
+        host_class=[
+            {"behaviour": "healthy", "share": 0.7},
+            {"behaviour": "freeze_pull", "share": 0.15},
+            {"behaviour": "fatal_pull", "share": 0.15},
+        ],
+        ssh={"direct_share": 0.5, "proxy_drop": 0.08},
+        states={"scheduling_share": 0.6, "build_output_share": 1.0},
+    )
+    code, ledger = run_campaign(sim, tmp_path, "default", fleet=3)
+    assert code == 0
+    truth = {r["id"]: r for r in sim.call(sim.market.truth)["instances"]}
+    led = Ledger(ledger, read_only=True)
+    abandoned = {
+        e.instance_id
+        for e in led.events(where="kind = 'abandon'")
+        if e.detail.get("class") != "cancelled"
+    }
+    verified = {e.instance_id for e in led.events(where="kind = 'preflight_passed'")}
+    led.close()
+    assert len(verified) >= 3
+    assert all(truth[i]["behaviour"] != "healthy" for i in abandoned), [
+        (i, truth[i]["behaviour"]) for i in abandoned
+    ]
+    assert sim.ssh is not None and sim.ssh.by_route["direct"] > 0
