@@ -114,9 +114,7 @@ class SSHRunner:
             if self.on_route is not None:
                 self.on_route(instance_id, route.kind, f"{route.host}:{route.port}")
 
-    async def connect(
-        self, instance_id: int, host: str, port: int
-    ) -> asyncssh.SSHClientConnection:
+    async def connect(self, instance_id: int, host: str, port: int) -> asyncssh.SSHClientConnection:
         """A connection by the first route that answers; SSHFailure naming every route tried
         when none did. A changed host key is never a reason to try another route."""
         failures: list[str] = []

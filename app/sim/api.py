@@ -318,10 +318,12 @@ class MarketAPI:
         if not isinstance(filters, dict):
             return error(400, "invalid_args", "select_filters must be an object")
         now = self.market.clock.now()
-        day_filter = filters.get("day") if isinstance(filters.get("day"), dict) else {}
+        day_filter = filters.get("day")
+        day_filter = day_filter if isinstance(day_filter, dict) else {}
         lo = float(day_filter.get("gte", now - 7 * DAY))
         hi = float(day_filter.get("lte", now))
-        types = filters.get("type", {}).get("in") if isinstance(filters.get("type"), dict) else None
+        type_filter = filters.get("type")
+        types = type_filter.get("in") if isinstance(type_filter, dict) else None
         limit = max(1, min(int(query.get("limit") or 20), 100))
         rows: list[dict[str, Any]] = []
         if not types or "instance" in types:
@@ -371,7 +373,7 @@ class MarketAPI:
         if amount <= 0:
             return None
         source = f"instance-{inst.id}"
-        items = [
+        items: list[dict[str, Any]] = [
             {
                 "type": kind,
                 "source": None,

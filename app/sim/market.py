@@ -604,7 +604,9 @@ class Market:
         now = self.clock.now()
         inst.starts.append(now)
         rng = _rng(self.scenario.seed, inst.machine.id, inst.rental_no, "start", len(inst.segments))
-        extra = _rng(self.scenario.seed, "states", inst.machine.id, inst.rental_no, len(inst.segments))
+        extra = _rng(
+            self.scenario.seed, "states", inst.machine.id, inst.rental_no, len(inst.segments)
+        )
         pulled = any(s.running_at is not None for s in inst.segments)
         inst.segments.append(
             boot_steps(rng, inst.machine, inst.image, now, pulled, self.scenario.states, extra)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,13 +250,17 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     )
 
 
-def _shares(raw: Any, table: str, cls: type) -> dict[str, Any]:
+def _field_names(cls: Any) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def _shares(raw: Any, table: str, cls: Any) -> dict[str, Any]:
     """The share keys (0..1) of a table whose fields are all shares, checked."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{table}: expected a table")
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        if key not in cls.__dataclass_fields__:
+        if key not in _field_names(cls):
             raise ConfigError(f"{table}: unknown key {key!r}")
         if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
             raise ConfigError(f"{table}.{key}: expected a share between 0 and 1, got {value!r}")
