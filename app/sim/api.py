@@ -60,7 +60,7 @@ class MarketAPI:
         self.ssh_host = "127.0.0.1"
         self.requests_seen = 0
         self.faults_injected: dict[str, int] = {}
-        self.paced = True  # enforce PACING (tests of other things may turn it off)
+        self.paced = market.scenario.pacing  # enforce PACING (the scenario may turn it off)
         self._tokens: dict[str, tuple[float, float]] = {}  # kind -> (tokens, market time)
         self.too_frequent = 0
 

@@ -115,6 +115,7 @@ class Scenario:
     states: States = field(default_factory=States)
     # $/GB moved, per direction (Vast offers carry inet_up_cost / inet_down_cost)
     bandwidth_cost: tuple[float, float] = (0.002, 0.02)
+    pacing: bool = True  # enforce the documented minimum intervals (429 past a small burst)
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -191,6 +192,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "ssh",
         "states",
         "bandwidth_cost",
+        "pacing",
     }
     for key in data:
         if key not in known:
@@ -233,6 +235,9 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     storage = _range(data.get("storage_cost", [0.10, 0.20]), "storage_cost")
     bandwidth = _range(data.get("bandwidth_cost", [0.002, 0.02]), "bandwidth_cost")
     ssh = SSHConfig(**_shares(data.get("ssh", {}), "ssh", SSHConfig))
+    pacing = data.get("pacing", True)
+    if not isinstance(pacing, bool):
+        raise ConfigError(f"pacing: expected true or false, got {pacing!r}")
     states = _states(data.get("states", {}))
     return Scenario(
         seed=seed,
@@ -247,6 +252,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         ssh=ssh,
         states=states,
         bandwidth_cost=bandwidth,
+        pacing=pacing,
     )
 
 
