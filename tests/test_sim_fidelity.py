@@ -319,3 +319,44 @@ def test_campaign_on_an_unkind_market_abandons_no_healthy_host(make_sim, tmp_pat
         (i, truth[i]["behaviour"]) for i in abandoned
     ]
     assert sim.ssh is not None and sim.ssh.by_route["direct"] > 0
+
+
+def test_full_list_cost_is_linear():
+    """A full list in pages of 25 builds each row once: 40 pages of 1,000 instances cost
+    about a fifth of 200 pages of 5,000 (quadratic would be a twenty-fifth)."""
+    import json
+
+    from rentwatch.sim.api import MarketAPI
+
+    def full_list(n: int) -> tuple[int, int]:
+        m = _market(seed=1, offers=n, host_class=HEALTHY)
+        for machine in m.machines:
+            m.create(machine.offer_id, "img", 10, None, {}, None)
+        m.destroy(m.instances[m.order[3]])
+        api = MarketAPI(m)
+        built = 0
+        real = api.instance_json
+
+        def counting(inst):
+            nonlocal built
+            built += 1
+            return real(inst)
+
+        api.instance_json = counting  # type: ignore[method-assign]
+        token, ids = None, []
+        while True:
+            q = {"limit": "100", "order_by": json.dumps([{"col": "id", "dir": "asc"}])}
+            if token:
+                q["after_token"] = token
+            page = json.loads(api.list_v1(q).body)
+            assert len(page["instances"]) <= 25
+            ids += [r["id"] for r in page["instances"]]
+            token = page["next_token"]
+            if not token:
+                break
+        assert ids == [i for i in m.order if m.instances[i].destroyed_at is None]
+        return built, len(ids)
+
+    for n in (200, 1000):
+        built, listed = full_list(n)
+        assert built == listed == n - 1

@@ -8,6 +8,7 @@ max-calls-per-period limits allow), the market's own charges at `GET /api/v0/cha
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import random
 import re
@@ -276,6 +277,8 @@ class MarketAPI:
         filters = json.loads(query.get("select_filters") or "{}")
         order_by = json.loads(query.get("order_by") or '[{"col": "id", "dir": "asc"}]')
         limit = max(1, min(int(query.get("limit") or MAX_PAGE), MAX_PAGE))
+        if filters in ({}, None) and order_by == [{"col": "id", "dir": "asc"}]:
+            return self._list_by_id(query.get("after_token"), limit)
         rows = [self.instance_json(i) for i in self._visible()]
         if isinstance(filters, dict):
             rows = [r for r in rows if matches(r, filters)]
@@ -303,6 +306,45 @@ class MarketAPI:
                 "instances": page,
                 "next_token": next_token,
                 "total_instances": len(rows),
+                "label_counts": {},
+                "success": True,
+            }
+        )
+
+    def _list_by_id(self, token: str | None, limit: int) -> Response:
+        """The common list (no filter, by id): a cursor after the last id sent, so a full list
+        of n instances costs O(n) however many pages it takes (ids only grow, so the market's
+        creation order is id order)."""
+        after = 0
+        if token:
+            try:
+                text = base64.urlsafe_b64decode(token.encode()).decode()
+                after = int(text.removeprefix("id:")) if text.startswith("id:") else -1
+            except (ValueError, UnicodeDecodeError):
+                after = -1
+            if after < 0:
+                return error(400, "invalid_args", "bad after_token")
+        order = self.market.order
+        page: list[SimInstance] = []
+        more = False
+        for iid in order[bisect.bisect_right(order, after) :]:
+            inst = self.market.instances[iid]
+            if inst.destroyed_at is not None:
+                continue
+            if len(page) == limit:
+                more = True
+                break
+            page.append(inst)
+        next_token = (
+            base64.urlsafe_b64encode(f"id:{page[-1].id}".encode()).decode()
+            if more and page
+            else None
+        )
+        return Response.of(
+            {
+                "instances": [self.instance_json(i) for i in page],
+                "next_token": next_token,
+                "total_instances": self.market.live_count(),
                 "label_counts": {},
                 "success": True,
             }

@@ -431,6 +431,8 @@ class Market:
         self.machines: list[Machine] = self._build_machines()
         self.by_offer = {m.offer_id: m for m in self.machines}
         self.instances: dict[int, SimInstance] = {}
+        self.order: list[int] = []  # instance ids in creation order, which is id order
+        self._live = 0
         self.ssh_keys: list[dict[str, Any]] = []
         self._next_instance = self._first_id(id_base)
         self._instance_keys: dict[str, int] = {}
@@ -578,8 +580,13 @@ class Market:
         inst.throttle_drop = _between(rng, m.knobs["throttle_drop"])
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         self.instances[iid] = inst
+        self.order.append(iid)
+        self._live += 1
         self._instance_keys[inst.api_key] = iid
         return inst
+
+    def live_count(self) -> int:
+        return self._live
 
     def instance_for_key(self, key: str) -> int | None:
         return self._instance_keys.get(key)
@@ -639,6 +646,7 @@ class Market:
     def destroy(self, inst: SimInstance) -> None:
         if inst.destroyed_at is None:
             inst.destroyed_at = self.clock.now()
+            self._live -= 1
             self._instance_keys.pop(inst.api_key, None)
 
     # -- what the GPU would say -----------------------------------------------------------
