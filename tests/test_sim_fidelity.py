@@ -322,8 +322,8 @@ def test_campaign_on_an_unkind_market_abandons_no_healthy_host(make_sim, tmp_pat
 
 
 def test_full_list_cost_is_linear():
-    """A full list in pages of 25 builds each row once: 40 pages of 1,000 instances cost
-    about a fifth of 200 pages of 5,000 (quadratic would be a twenty-fifth)."""
+    """A full list in pages of 25 builds each live row exactly once (before, every page built
+    every row: quadratic in the fleet), skips destroyed ones and loses none."""
     import json
 
     from rentwatch.sim.api import MarketAPI
