@@ -116,6 +116,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     campaign = parse_campaign(text, args.campaign)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
+    from . import client as market_client
+
+    market_client.DEFAULT_TIMEOUT = args.http_timeout  # every market call's total deadline
     return asyncio.run(
         run_headless(
             campaign,
@@ -294,6 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--export", metavar="FILE", help="also write the result to FILE.csv or FILE.parquet"
     )
     q.set_defaults(fn=_cmd_ledger)
+
+    from .reconcile import add_parser as add_reconcile
+
+    add_reconcile(sub)
     return p
 
 

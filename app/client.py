@@ -4,6 +4,10 @@ the API's documented pacing, and creates that are never duplicated by a retry.
 One `list_instances()` call pages through `/api/v1/instances/` and is the whole poll: the engine
 never asks per instance. The API key is held here and nowhere else; it never appears in a repr,
 a log line or an exception message.
+
+Every call has one total deadline (connect, send and the whole answer read) and a cap on the
+answer's size, so a market that trickles or floods cannot hold the controller. A bad row in a
+list costs that row (skipped, counted with its id in `bad_rows`), never the whole answer.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ import httpx
 
 from .core.errors import MalformedAnswer, RentwatchError
 from .core.models import Instance, Offer
+
+# The market's own charges (`GET /api/v0/charges/`, as `vastai show invoices-v1 --charges`
+# reads them: vastai `api/billing.py` show_invoices_v1).
+CHARGES_PATH = "/api/v0/charges/"
 
 
 class ApiError(RentwatchError):
@@ -55,6 +63,18 @@ class AnswerLost(MarketUnavailable):
     """A request went out and no answer came back: the market may have acted on it."""
 
 
+class QuotaExceeded(ApiError):
+    """The daily offer-search quota is spent (429 `search_quota_exceeded`). It resets at UTC
+    midnight, so retrying only burns requests; the official client does not retry it either
+    (vastai `api/client.py` is_search_quota_exceeded / retry_delay)."""
+
+    title = "search quota exceeded"
+
+
+class AnswerTooLarge(MalformedAnswer):
+    """An answer larger than the client's cap: read no further, believe none of it."""
+
+
 @dataclass(frozen=True)
 class Acted:
     """A state change the market confirmed: when it took effect (market time), and whether the
@@ -76,8 +96,22 @@ class NoApiKey(RentwatchError):
 KEY_FILES = ("~/.config/vastai/vast_api_key", "~/.vast_api_key")
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
-# Documented minimum intervals between calls of a kind (seconds of market time).
-DEFAULT_MIN_INTERVALS = {"list": 1.0, "create": 4.5, "destroy": 3.0, "search": 6.0}
+# Minimum intervals between calls of a kind (seconds of market time). Vast enforces a minimum
+# interval per endpoint and identity (docs: "Rate limits & errors"); list 1 s, create 4.5 s,
+# destroy 3 s and 10 searches a minute are documented (VAST_API.md). For the one-instance
+# calls (show, and the PUT that stops, starts or labels) no figure is published: 1 s each is
+# our assumption, the list's interval, and the simulator enforces the same table.
+DEFAULT_MIN_INTERVALS = {
+    "list": 1.0,
+    "show": 1.0,
+    "manage": 1.0,
+    "create": 4.5,
+    "destroy": 3.0,
+    "search": 6.0,
+}
+PAGE_SIZE = 25  # the list endpoint's documented maximum page
+DEFAULT_TIMEOUT = 20.0  # seconds for one call, whole answer included (`--http-timeout`)
+MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a list of 25 full rows is about 100 kB
 
 
 def find_api_key(explicit: str | None = None) -> str:
@@ -116,6 +150,7 @@ class ClientStats:
     rate_limited: int = 0
     timeouts: int = 0
     malformed: int = 0
+    bad_rows: int = 0  # instance rows skipped as unreadable (the rest of the answer kept)
     recovered_creates: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
 
@@ -126,7 +161,7 @@ class VastClient:
         base_url: str,
         api_key: str,
         *,
-        timeout: float = 20.0,
+        timeout: float | None = None,
         max_attempts: int = 6,
         backoff: float = 0.15,
         min_intervals: dict[str, float] | None = None,
@@ -134,14 +169,17 @@ class VastClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.__key = api_key
-        self.timeout = timeout
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
+        self.max_answer_bytes = MAX_ANSWER_BYTES
+        # rows a list answer carried that could not be read: (instance id or None, why)
+        self.bad_rows: list[tuple[int | None, str]] = []
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.min_intervals = dict(DEFAULT_MIN_INTERVALS if min_intervals is None else min_intervals)
         self._last_call: dict[str, float] = {}
         self._pace_lock = asyncio.Lock()
         self._http = httpx.AsyncClient(
-            timeout=timeout, transport=transport, headers={"User-Agent": "rentwatch/0.1"}
+            timeout=self.timeout, transport=transport, headers={"User-Agent": "rentwatch/0.1"}
         )
         self.stats = ClientStats()
         self.market_time: float | None = None  # the market's clock at the last answer
@@ -179,12 +217,14 @@ class VastClient:
                 data = r.json()
                 self.time_scale = float(data.get("time_scale", 1.0))
                 self.market_time, self._market_time_at = float(data["now"]), time.monotonic()
-                self.gpu_billing = str(data.get("gpu_billing", "created"))
+                self.gpu_billing = str(data.get("gpu_billing", "running"))
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             pass
         return self.now()
 
-    gpu_billing = "created"
+    # Vast's documented rule (GPU bills only while running); a simulator says its own at
+    # sync_clock, where "created" is a what-if knob
+    gpu_billing = "running"
 
     # -- transport ------------------------------------------------------------------------
     async def _pace(self, kind: str) -> None:
@@ -219,14 +259,13 @@ class VastClient:
             self.stats.requests += 1
             self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
             try:
-                r = await self._http.request(
-                    method,
-                    url,
-                    params=params,
-                    json=body,
-                    headers={"Authorization": f"Bearer {self.__key}"},
+                r = await asyncio.wait_for(
+                    self._send(method, url, params, body), max(self.timeout, 1e-3)
                 )
-            except httpx.TimeoutException:
+            except AnswerTooLarge:
+                self.stats.malformed += 1
+                raise
+            except (httpx.TimeoutException, TimeoutError):
                 self.stats.timeouts += 1
                 last = AnswerLost(f"{method} {path} timed out after {self.timeout:g}s")
             except httpx.TransportError as exc:
@@ -240,7 +279,7 @@ class VastClient:
                         pass
                 if r.status_code < 400:
                     try:
-                        return r.json()
+                        data = r.json()
                     except (json.JSONDecodeError, UnicodeDecodeError):
                         self.stats.malformed += 1
                         last = MalformedAnswer(
@@ -249,6 +288,13 @@ class VastClient:
                         if not retry or attempt + 1 == attempts:
                             raise last from None
                         continue  # every retried call is idempotent; ask again
+                    if isinstance(data, dict) and data.get("success") is False:
+                        # a refusal dressed as a 2xx (some endpoints answer 200 with it)
+                        raise self._error(r, data)
+                    return data
+                if self._quota_exceeded(r):
+                    self.stats.rate_limited += 1
+                    raise QuotaExceeded(429, "search_quota_exceeded", "daily search quota spent")
                 if r.status_code not in RETRYABLE:
                     raise self._error(r)
                 if r.status_code == 429:
@@ -272,22 +318,61 @@ class VastClient:
             raise last
         raise MarketUnavailable(f"{method} {path} failed after {attempts} attempts: {last}")
 
+    async def _send(
+        self, method: str, url: str, params: dict[str, Any] | None, body: Any
+    ) -> httpx.Response:
+        """One exchange, its answer read to the end but never past `max_answer_bytes`."""
+        req = self._http.build_request(
+            method, url, params=params, json=body, headers={"Authorization": f"Bearer {self.__key}"}
+        )
+        resp = await self._http.send(req, stream=True)
+        try:
+            declared = resp.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > self.max_answer_bytes:
+                raise AnswerTooLarge(f"{method} answer of {declared} bytes is over the cap")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in resp.aiter_bytes():
+                size += len(chunk)
+                if size > self.max_answer_bytes:
+                    raise AnswerTooLarge(
+                        f"{method} answer passed {self.max_answer_bytes} bytes: not read further"
+                    )
+                chunks.append(chunk)
+        finally:
+            await resp.aclose()
+        return httpx.Response(
+            resp.status_code, headers=resp.headers, content=b"".join(chunks), request=req
+        )
+
     @staticmethod
-    def _error(r: httpx.Response) -> ApiError:
-        code, msg = "http_error", r.reason_phrase
+    def _quota_exceeded(r: httpx.Response) -> bool:
+        if r.status_code != 429:
+            return False
         try:
             data = r.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return False
+        return isinstance(data, dict) and data.get("error") == "search_quota_exceeded"
+
+    @staticmethod
+    def _error(r: httpx.Response, data: Any = None) -> ApiError:
+        code, msg = "http_error", r.reason_phrase
+        try:
+            if data is None:
+                data = r.json()
             if isinstance(data, dict):
                 code = str(data.get("error") or code)
-                msg = str(data.get("msg") or data.get("detail") or msg)
+                # the docs: "some omit error and return only msg or message"
+                msg = str(data.get("msg") or data.get("message") or data.get("detail") or msg)
         except (json.JSONDecodeError, UnicodeDecodeError):
             text = r.text[:200].strip()
             msg = text or msg
         if r.status_code == 401:
             return AuthError(401, code, "the marketplace rejected the API key")
-        if r.status_code == 404:
-            return NotFound(404, code, msg)
-        return ApiError(r.status_code, code, msg)
+        if r.status_code == 404 or code in ("no_such_instance", "no_such_ask"):
+            return NotFound(404 if r.status_code < 400 else r.status_code, code, msg)
+        return ApiError(r.status_code if r.status_code >= 400 else 400, code, msg)
 
     # -- offers ---------------------------------------------------------------------------
     async def search_offers(
@@ -317,28 +402,45 @@ class VastClient:
         return out
 
     # -- instances ------------------------------------------------------------------------
-    async def list_instances(self, page_size: int = 100) -> list[Instance]:
-        """Every instance of the account, following next_token; this is one poll."""
+    async def list_instances(
+        self, page_size: int = PAGE_SIZE, select_filters: dict[str, Any] | None = None
+    ) -> list[Instance]:
+        """Every instance of the account (or those `select_filters` picks, e.g.
+        `{"actual_status": {"neq": "running"}}`), following next_token in pages of at most 25,
+        the documented maximum; this is one poll. A row that cannot be read is skipped and
+        noted in `bad_rows` (with its id when it has one); the rest of the fleet is kept."""
         params: dict[str, Any] = {
-            "select_filters": "{}",
+            "select_filters": json.dumps(select_filters or {}),
             "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
-            "limit": str(page_size),
+            "limit": str(max(1, min(page_size, PAGE_SIZE))),
         }
         out: list[Instance] = []
         for _ in range(10_000):
             data = await self._request("GET", "/api/v1/instances/", kind="list", params=params)
             if not isinstance(data, dict) or not isinstance(data.get("instances"), list):
                 raise MalformedAnswer("instance list answered without an instances list")
-            out.extend(Instance.from_api(row) for row in data["instances"])
+            for row in data["instances"]:
+                try:
+                    out.append(Instance.from_api(row))
+                except MalformedAnswer as exc:
+                    self._bad_row(row, exc)
             token = data.get("next_token")
             if not token:
                 return out
             params["after_token"] = str(token)
         raise MalformedAnswer("instance list never ended (next_token loops)")
 
+    def _bad_row(self, row: Any, exc: MalformedAnswer) -> None:
+        self.stats.malformed += 1
+        self.stats.bad_rows += 1
+        rid = row.get("id") if isinstance(row, dict) else None
+        iid = rid if isinstance(rid, int) and not isinstance(rid, bool) else None
+        self.bad_rows.append((iid, str(exc)[:200]))
+        del self.bad_rows[:-1000]  # the latest thousand are plenty to explain a poll
+
     async def show_instance(self, instance_id: int) -> Instance | None:
         data = await self._request(
-            "GET", f"/api/v0/instances/{int(instance_id)}/", params={"owner": "me"}
+            "GET", f"/api/v0/instances/{int(instance_id)}/", kind="show", params={"owner": "me"}
         )
         if not isinstance(data, dict) or "instances" not in data:
             raise MalformedAnswer("show instance answered without an instances field")
@@ -369,7 +471,9 @@ class VastClient:
             "label": label,
             "env": env or {},
             "onstart": onstart,
-            "runtype": "ssh",
+            # direct and proxy SSH, as the CLI asks with --ssh --direct (vastai
+            # `api/instances.py` resolve_runtype) and SkyPilot does; plain "ssh" is proxy-only
+            "runtype": "ssh_direc ssh_proxy",
             "price": None,
             "cancel_unavail": True,
         }
@@ -486,16 +590,16 @@ class VastClient:
 
     async def stop_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
         return await self._act(
-            "PUT", self._instance_path(instance_id), {"state": "stopped"}, "other", on_try
+            "PUT", self._instance_path(instance_id), {"state": "stopped"}, "manage", on_try
         )
 
     async def start_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
         return await self._act(
-            "PUT", self._instance_path(instance_id), {"state": "running"}, "other", on_try
+            "PUT", self._instance_path(instance_id), {"state": "running"}, "manage", on_try
         )
 
     async def label_instance(self, instance_id: int, label: str) -> None:
-        await self._act("PUT", self._instance_path(instance_id), {"label": label}, "other", None)
+        await self._act("PUT", self._instance_path(instance_id), {"label": label}, "manage", None)
 
     async def destroy_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
         """Destroy; `existed` is False when it was already gone (which counts as done)."""
@@ -518,8 +622,38 @@ class VastClient:
             await asyncio.sleep(0.3)
         raise MarketUnavailable(f"logs of {instance_id} were not ready in time")
 
+    async def charges(
+        self, start: float, end: float, *, page_size: int = 100
+    ) -> list[dict[str, Any]]:
+        """The market's own instance charges between two epoch times, every page: the rows
+        `vastai show invoices-v1 --charges -ct instance` reads (`type`, `source` such as
+        "instance-1234", `amount` in USD, `start`, `end`, sub-`items`)."""
+        params: dict[str, Any] = {
+            "select_filters": json.dumps(
+                {"day": {"gte": int(start), "lte": int(end) + 1}, "type": {"in": ["instance"]}}
+            ),
+            "latest_first": "false",
+            "limit": str(max(1, min(page_size, 100))),
+            "format": "table",
+        }
+        out: list[dict[str, Any]] = []
+        for _ in range(10_000):
+            data = await self._request("GET", CHARGES_PATH, kind="show", params=params)
+            rows = data.get("results") if isinstance(data, dict) else None
+            if not isinstance(rows, list):
+                raise MalformedAnswer("charges answered without a results list")
+            out.extend(r for r in rows if isinstance(r, dict))
+            token = data.get("next_token")
+            if not token:
+                return out
+            params["after_token"] = str(token)
+        raise MalformedAnswer("charges never ended (next_token loops)")
+
     async def ssh_keys(self) -> list[dict[str, Any]]:
-        data = await self._request("GET", "/api/v0/ssh/")
+        try:
+            data = await self._request("GET", "/api/v0/ssh/")
+        except NotFound:
+            return []  # a brand-new account may answer 404 until its first key
         if not isinstance(data, list):
             raise MalformedAnswer("ssh key list is not a list")
         return [k for k in data if isinstance(k, dict)]

@@ -1,12 +1,20 @@
 """Running commands and probes on rented hosts over asyncssh, with pinned host keys, hard
-timeouts and capped output. The account's API key is never part of anything sent."""
+timeouts and capped output. The account's API key is never part of anything sent.
+
+An instance may have two SSH routes (Vast: a direct one on the host's public address, and a
+proxy through an sshN.vast.ai relay). Given the instance's routes (`set_routes`), the runner
+tries the direct one first and falls back to the proxy; a host counts as unreachable only when
+every route failed, and `route_used` says which one worked last, for the ledger.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
@@ -41,6 +49,29 @@ def load_or_create_key(path: Path) -> asyncssh.SSHKey:
     return key
 
 
+@dataclass(frozen=True)
+class Route:
+    """One way in: "direct" or "proxy", and its host and port (always from the same route)."""
+
+    kind: str
+    host: str
+    port: int
+
+
+# told when an instance is reached by a route other than the last one that worked:
+# (instance id, route kind, "host:port")
+OnRoute = Callable[[int, str, str], None]
+
+
+def routes_of(instance: Any) -> tuple[Route, ...]:
+    """The usable routes of a parsed `Instance` (those with both a host and a port)."""
+    return tuple(
+        Route(r.kind, r.host, r.port)
+        for r in getattr(instance, "ssh_routes", ())
+        if r.host and r.port
+    )
+
+
 class SSHRunner:
     def __init__(
         self, key: asyncssh.SSHKey, connect_timeout: float = 10.0, max_output: int = 1 << 20
@@ -51,6 +82,53 @@ class SSHRunner:
         self.pinned: dict[int, str] = {}  # instance id -> host key fingerprint
         self.sent: list[bytes] = []  # everything written to hosts (kept short; tests read it)
         self.record_sent = False
+        self.routes: dict[int, tuple[Route, ...]] = {}  # instance id -> its routes, best first
+        self.route_used: dict[int, Route] = {}  # instance id -> the route that worked last
+        self.on_route: OnRoute | None = None
+
+    def set_routes(self, instance_id: int, routes: Sequence[Route] | Any) -> None:
+        """Tell the runner an instance's routes: a sequence of `Route`, or a parsed `Instance`
+        (its `ssh_routes`). Call it on every poll; routes change when an instance restarts."""
+        got = tuple(routes) if isinstance(routes, list | tuple) else routes_of(routes)
+        self.routes[instance_id] = tuple(r for r in got if isinstance(r, Route))
+
+    def forget(self, instance_id: int) -> None:
+        self.routes.pop(instance_id, None)
+        self.route_used.pop(instance_id, None)
+
+    def _candidates(self, instance_id: int, host: str, port: int) -> list[Route]:
+        """The given host and port first (the caller's pick), then the instance's other
+        routes: direct before proxy, the one that worked last before the rest."""
+        known = list(self.routes.get(instance_id, ()))
+        given = next(
+            (r for r in known if r.host == host and r.port == port), Route("given", host, port)
+        )
+        rest = [r for r in known if r != given]
+        last = self.route_used.get(instance_id)
+        rest.sort(key=lambda r: (r != last, r.kind != "direct"))
+        return [given, *rest]
+
+    def _note_route(self, instance_id: int, route: Route) -> None:
+        if self.route_used.get(instance_id) != route:
+            self.route_used[instance_id] = route
+            if self.on_route is not None:
+                self.on_route(instance_id, route.kind, f"{route.host}:{route.port}")
+
+    async def connect(self, instance_id: int, host: str, port: int) -> asyncssh.SSHClientConnection:
+        """A connection by the first route that answers; SSHFailure naming every route tried
+        when none did. A changed host key is never a reason to try another route."""
+        failures: list[str] = []
+        for route in self._candidates(instance_id, host, port):
+            try:
+                conn = await self._connect(instance_id, route.host, route.port)
+            except HostKeyChanged:
+                raise
+            except SSHFailure as exc:
+                failures.append(f"{route.kind} {exc}")
+                continue
+            self._note_route(instance_id, route)
+            return conn
+        raise SSHFailure("; ".join(failures) if len(failures) > 1 else failures[0])
 
     @property
     def public_key(self) -> str:
@@ -103,7 +181,7 @@ class SSHRunner:
         """Run one command; the whole thing (connect included) ends within `timeout` seconds."""
         if self.record_sent:
             self.sent.append(command.encode() + b"\n" + (stdin or b""))
-        conn = await self._connect(instance_id, host, port)
+        conn = await self.connect(instance_id, host, port)
         try:
             return await asyncio.wait_for(self._run(conn, command, stdin), timeout)
         except TimeoutError:

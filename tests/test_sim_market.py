@@ -114,7 +114,7 @@ def test_hundred_creates_shares_timings_and_billing(make_sim):
     """A plain client loop: 100 creates on random offers, each destroyed after a while.
     Shares follow the scenario; healthy boot times sit in the scenario's ranges; the truth's
     charges equal the billing rules applied to the recorded times, to the cent."""
-    sim = make_sim(seed=21, offers=60, time_scale=3000)
+    sim = make_sim(seed=21, offers=60, time_scale=3000, gpu_billing="created")
     rng = random.Random(4)
 
     async def loop() -> list[int]:

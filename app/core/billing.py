@@ -1,8 +1,11 @@
 """What a rental costs: one pure function used by the simulator, the ledger views and the TUI.
 
-Storage bills per second from the create until the destroy, in every state. GPU time bills
-per second in the intervals the market's billing mode says: `created` (from the create, until a
-stop or destroy; again after a start) or `running` (only while the container runs).
+Per Vast's documentation (billing guide and FAQ, "Instance states" page): storage bills per
+second from the create until the destroy, in every state except offline (while stopped too);
+GPU time bills per second in the intervals the market's billing mode says: `running` (Vast's
+documented rule: only while the container runs, nothing while loading or offline) or `created`
+(a what-if: from the create until a stop or destroy, again after a start); bandwidth bills per
+byte in every state, as one-off `bandwidth` marks carrying their USD.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ GPU_BILLING_MODES: tuple[GpuBilling, ...] = ("created", "running")
 class Charges:
     gpu_usd: float
     storage_usd: float
+    bandwidth_usd: float = 0.0
 
     @property
     def total_usd(self) -> float:
-        return self.gpu_usd + self.storage_usd
+        return self.gpu_usd + self.storage_usd + self.bandwidth_usd
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,14 +34,16 @@ class Mark:
     """A change that matters to billing: `at` is market time (epoch seconds).
 
     kind: `create`, `running` (the container started), `halt` (it stopped running on its own:
-    exited, offline), `stop`, `start`, `destroy`. `gpu_dph` and `storage_dph` are $/h from this
-    mark on (None keeps the previous price).
+    exited), `offline` (the host went dark: neither GPU nor storage bills), `online` (back),
+    `stop`, `start`, `destroy`, `bandwidth` (bytes moved: `usd` is their price). `gpu_dph` and
+    `storage_dph` are $/h from this mark on (None keeps the previous price).
     """
 
     at: float
     kind: str
     gpu_dph: float | None = None
     storage_dph: float | None = None
+    usd: float = 0.0
 
 
 def storage_per_hour(disk_gb: float, storage_cost_gb_month: float) -> float:
@@ -47,16 +53,17 @@ def storage_per_hour(disk_gb: float, storage_cost_gb_month: float) -> float:
 
 def charges(marks: Sequence[Mark] | Iterable[Mark], mode: GpuBilling, now: float) -> Charges:
     """Charges up to `now` for one instance from its billing marks (in time order)."""
-    gpu = storage = 0.0
+    gpu = storage = bandwidth = 0.0
     gpu_dph = storage_dph = 0.0
     created = destroyed = False
+    online = True  # the docs: no rental or storage charges while offline
     gpu_on = False  # is the GPU meter running
     held = False  # not stopped by the renter
     running = False  # container actually running
     last = None
     for m in marks:
         at = min(m.at, now)
-        if last is not None and created and not destroyed:
+        if last is not None and created and not destroyed and online:
             span = max(0.0, at - last)
             storage += storage_dph * span / 3600
             if gpu_on:
@@ -66,27 +73,34 @@ def charges(marks: Sequence[Mark] | Iterable[Mark], mode: GpuBilling, now: float
             gpu_dph = m.gpu_dph
         if m.storage_dph is not None:
             storage_dph = m.storage_dph
-        if m.kind == "create":
-            created, held, running = True, True, False
+        if m.kind == "bandwidth":
+            if m.at <= now and created:
+                bandwidth += m.usd
+        elif m.kind == "create":
+            created, held, running, online = True, True, False, True
         elif m.kind == "running":
             running = True
         elif m.kind == "halt":
             running = False
+        elif m.kind == "offline":
+            running, online = False, False
+        elif m.kind == "online":
+            online = True
         elif m.kind == "stop":
             held, running = False, False
         elif m.kind == "start":
-            held = True
+            held, online = True, True
         elif m.kind == "destroy":
             destroyed = True
-        gpu_on = held and (mode == "created" or running) and created and not destroyed
+        gpu_on = held and (mode == "created" or running) and created and not destroyed and online
         if m.at >= now:
             break
-    if last is not None and created and not destroyed and last < now:
+    if last is not None and created and not destroyed and last < now and online:
         span = now - last
         storage += storage_dph * span / 3600
         if gpu_on:
             gpu += gpu_dph * span / 3600
-    return Charges(gpu_usd=gpu, storage_usd=storage)
+    return Charges(gpu_usd=gpu, storage_usd=storage, bandwidth_usd=bandwidth)
 
 
 def took_effect_at(intent_at: float, tries: Sequence[tuple[float, str | None]]) -> float:

@@ -1,12 +1,25 @@
 """The offer query language: the official CLI's text syntax, and matching offers against a query.
 
 Text form (as `vastai search offers` takes it): space-separated `field op value` terms, e.g.
-`num_gpus=1 rentable=true gpu_name in [RTX_3090,RTX_4090] dph_total<0.5`. The JSON form the
-API receives is `{field: {op: value}}` with ops eq neq gt gte lt lte in notin.
+`num_gpus=1 rentable=true gpu_name in [RTX_3090,RTX_4090] dph<0.5 gpu_ram>=24`. The JSON form
+the API receives is `{field: {op: value}}` with ops eq neq gt gte lt lte in notin.
+
+The semantics follow the official CLI's parser (vastai `api/query.py` parse_query, with
+`offers_alias` and `offers_mult`), so a query copied from the CLI rents what the CLI would:
+- aliases: `cuda_vers` is `cuda_max_good`, `dph` is `dph_total`, `dlperf_usd`, `flops_usd`,
+  `display_active`;
+- unit multipliers: `gpu_ram`, `gpu_total_ram` and `cpu_ram` are written in GB and sent in MB
+  (x1000), `duration` in days and sent in seconds;
+- `driver_version=550.54.14` is sent as the number 550054014 (each part padded to 3 digits);
+- `nin`, `noteq`, `not in`, `not eq` are accepted;
+- `field=any` (or `?`, `*`) drops the filter on that field (only with `=`).
+rentwatch sends numbers as numbers where the CLI sends their text; the server coerces, so the
+two say the same (tests/test_offer_query_cli.py runs both parsers on the same queries).
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -14,45 +27,55 @@ from typing import Any
 
 from .errors import ConfigError
 
-_OPS = {
-    "=": "eq",
-    "==": "eq",
-    "!=": "neq",
-    ">": "gt",
+OPS = {
     ">=": "gte",
-    "<": "lt",
-    "<=": "lte",
-    "in": "in",
-    "notin": "notin",
-    "eq": "eq",
-    "neq": "neq",
+    ">": "gt",
     "gt": "gt",
     "gte": "gte",
+    "<=": "lte",
+    "<": "lt",
     "lt": "lt",
     "lte": "lte",
+    "!=": "neq",
+    "==": "eq",
+    "=": "eq",
+    "eq": "eq",
+    "neq": "neq",
+    "noteq": "neq",
+    "not eq": "neq",
+    "notin": "notin",
+    "not in": "notin",
+    "nin": "notin",
+    "in": "in",
 }
+ALIASES = {
+    "cuda_vers": "cuda_max_good",
+    "display_active": "gpu_display_active",
+    "dlperf_usd": "dlperf_per_dphtotal",
+    "dph": "dph_total",
+    "flops_usd": "flops_per_dphtotal",
+}
+MULTIPLIERS = {"cpu_ram": 1000.0, "gpu_ram": 1000.0, "gpu_total_ram": 1000.0, "duration": 86400.0}
+WILDCARDS = frozenset({"?", "*", "any"})
+
+_OP_TEXT = r"(?:\s*[=><!]+|\s+(?:gte|gt|lte|lt|noteq|not\s?eq|neq|eq|not\s?in|notin|nin|in)\s)"
 _TERM = re.compile(
-    r"\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(>=|<=|==|!=|=|>|<|\bnotin\b|\bin\b|\beq\b|\bneq\b|\bgte\b|\bgt\b|\blte\b|\blt\b)\s*"
-    r"(\[[^\]]*\]|\"[^\"]*\"|'[^']*'|[^\s]+)"
+    r"\s*([a-zA-Z0-9_]+)(" + _OP_TEXT + r")\s*(\[[^\]]+\]|\"[^\"]+\"|'[^']+'|[^\s]+)"
 )
 
 
-_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "eq": operator.eq,
-    "neq": operator.ne,
-    "gt": operator.gt,
-    "gte": operator.ge,
-    "lt": operator.lt,
-    "lte": operator.le,
-}
+def numeric_version(text: str) -> int | None:
+    """`550.54.14` -> 550054014, as the CLI sends a driver version; None if not X.Y.Z."""
+    parts = text.strip().split(".")
+    if len(parts) != 3 or not all(p.isdigit() and len(p) <= 3 for p in parts):
+        return None
+    return int("".join(p.zfill(3) for p in parts))
 
 
 def _value(text: str) -> Any:
     text = text.strip()
-    if text.startswith("[") and text.endswith("]"):
-        return [_value(part) for part in text[1:-1].split(",") if part.strip()]
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-        return text[1:-1]
+        return text[1:-1].replace("_", " ")
     low = text.lower()
     if low in ("true", "false"):
         return low == "true"
@@ -63,9 +86,20 @@ def _value(text: str) -> Any:
     except ValueError:
         pass
     try:
-        return float(text)
+        out = float(text)
     except ValueError:
         return text.replace("_", " ")  # the CLI spells spaces in names as underscores
+    return out if math.isfinite(out) else text
+
+
+def _number(field: str, raw: str) -> float:
+    try:
+        out = float(raw)
+    except ValueError:
+        raise ConfigError(f"{field}: {raw!r} is not a number") from None
+    if not math.isfinite(out):
+        raise ConfigError(f"{field}: {raw!r} is not a finite number")
+    return out
 
 
 def parse_query(text: str) -> dict[str, dict[str, Any]]:
@@ -77,12 +111,46 @@ def parse_query(text: str) -> dict[str, dict[str, Any]]:
         m = _TERM.match(text, pos)
         if not m:
             raise ConfigError(f"cannot read offer query near {text[pos : pos + 30]!r}")
-        field, op, raw = m.group(1), _OPS[m.group(2)], m.group(3)
-        out.setdefault(field, {})[op] = _value(raw)
+        field, op_text, raw = m.group(1), m.group(2), m.group(3)
+        op = OPS.get(re.sub(r"\s+", " ", op_text.strip()))
+        if op is None:
+            raise ConfigError(f"unknown operator {op_text.strip()!r} near {text[pos : pos + 30]!r}")
         pos = m.end()
-        while pos < len(text) and text[pos].isspace():
-            pos += 1
+        field = ALIASES.get(field, field)
+        if raw.lower() in WILDCARDS:
+            if op != "eq":
+                raise ConfigError(f"{field}: a wildcard only makes sense with '='")
+            out.pop(field, None)  # `field=any`: no filter on it
+            continue
+        cond = out.setdefault(field, {})
+        if op in ("in", "notin"):
+            items = [x.strip() for x in raw.strip("[]").split(",") if x.strip()]
+            if not items:
+                raise ConfigError(f"{field}: an empty list")
+            if field in MULTIPLIERS:
+                cond[op] = [_number(field, x) * MULTIPLIERS[field] for x in items]
+            else:
+                cond[op] = [_value(x) for x in items]
+        elif field in MULTIPLIERS:
+            cond[op] = _number(field, raw.strip("\"'")) * MULTIPLIERS[field]
+        elif field == "driver_version" and "." in raw:
+            version = numeric_version(raw.strip("\"'"))
+            if version is None:
+                raise ConfigError(f"driver_version: {raw!r} is not X.Y.Z")
+            cond[op] = version
+        else:
+            cond[op] = _value(raw)
     return out
+
+
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": operator.eq,
+    "neq": operator.ne,
+    "gt": operator.gt,
+    "gte": operator.ge,
+    "lt": operator.lt,
+    "lte": operator.le,
+}
 
 
 def _coerce(a: Any, like: Any) -> Any:
@@ -96,7 +164,17 @@ def _coerce(a: Any, like: Any) -> Any:
             return float(a)
         except ValueError:
             return a
+    if isinstance(like, str) and isinstance(a, int | float) and not isinstance(a, bool):
+        return str(a)
     return a
+
+
+def _have(offer: dict[str, Any], field: str) -> Any:
+    """The offer's value as the server compares it: a driver version as its number."""
+    have = offer[field]
+    if field == "driver_version" and isinstance(have, str):
+        return numeric_version(have) if numeric_version(have) is not None else have
+    return have
 
 
 def matches(offer: dict[str, Any], query: dict[str, Any]) -> bool:
@@ -106,22 +184,25 @@ def matches(offer: dict[str, Any], query: dict[str, Any]) -> bool:
             continue  # top-level knobs such as order/type/limit
         if field not in offer:
             return False
-        have = offer[field]
+        have = _have(offer, field)
         for op, want in cond.items():
-            if op in ("in", "notin"):
+            if op in ("in", "notin", "nin"):
                 items = want if isinstance(want, list) else [want]
-                hit = any(_coerce(w, have) == have for w in items)
+                try:
+                    hit = any(_coerce(w, have) == have for w in items)
+                except TypeError:
+                    hit = False
                 if hit != (op == "in"):
                     return False
                 continue
-            want = _coerce(want, have)
-            compare = _COMPARE.get(op)
+            compare = _COMPARE.get("neq" if op == "noteq" else op)
             if compare is None:
-                raise ConfigError(f"unknown query operator {op!r} on {field!r}")
+                return False  # an operator the market does not know matches nothing
+            want = _coerce(want, have)
             try:
                 ok = (
                     have is not None and bool(compare(have, want))
-                    if op not in ("eq", "neq")
+                    if op not in ("eq", "neq", "noteq")
                     else bool(compare(have, want))
                 )
             except TypeError:

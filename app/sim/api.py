@@ -1,8 +1,14 @@
-"""The marketplace's REST surface (the Vast.ai subset in VAST_API.md) over the market model."""
+"""The marketplace's REST surface (the Vast.ai subset in VAST_API.md) over the market model.
+
+As unkind as the real one: list pages of at most 25 rows, a minimum interval per call kind
+enforced as 429 `API requests too frequent` (with a small burst allowance, as Vast's
+max-calls-per-period limits allow), the market's own charges at `GET /api/v0/charges/`.
+"""
 
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import random
 import re
@@ -18,6 +24,12 @@ _ASK = re.compile(r"^/api/v0/asks/(\d+)/?$")
 _LOGS = re.compile(r"^/api/v0/instances/request_logs/(\d+)/?$")
 _ATTACH = re.compile(r"^/api/v0/instances/(\d+)/ssh/?$")
 _RESULT = re.compile(r"^/sim/v0/logs/([0-9a-f]+)$")
+MAX_PAGE = 25  # the list endpoint's documented maximum (VAST_API.md)
+# minimum market seconds between calls of a kind (the client's DEFAULT_MIN_INTERVALS), and the
+# burst a kind may spend before the interval applies
+PACING = {"list": 1.0, "show": 1.0, "manage": 1.0, "create": 4.5, "destroy": 3.0, "search": 6.0}
+BURST = 5
+DAY = 86400.0
 
 RATE_LIMIT_BODIES = (
     Response.text("API requests too frequent", 429),
@@ -49,6 +61,9 @@ class MarketAPI:
         self.ssh_host = "127.0.0.1"
         self.requests_seen = 0
         self.faults_injected: dict[str, int] = {}
+        self.paced = market.scenario.pacing  # enforce PACING (the scenario may turn it off)
+        self._tokens: dict[str, tuple[float, float]] = {}  # kind -> (tokens, market time)
+        self.too_frequent = 0
 
     # -- auth and faults -----------------------------------------------------------------
     def _key(self, req: Request) -> str | None:
@@ -69,6 +84,35 @@ class MarketAPI:
                     return RATE_LIMIT_BODIES[self.fault_rng.randrange(len(RATE_LIMIT_BODIES))]
                 status = self.fault_rng.choice([500, 502, 503])
                 return error(status, "server_error", "upstream error")
+        return None
+
+    @staticmethod
+    def _kind(req: Request) -> str | None:
+        p, meth = req.path, req.method
+        if p.startswith("/api/v1/instances") and meth == "GET":
+            return "list"
+        if p.startswith("/api/v0/bundles") or p == "/api/v0/search/asks/":
+            return "search"
+        if _ASK.match(p) and meth == "PUT":
+            return "create"
+        if _INSTANCE.match(p):
+            return {"GET": "show", "PUT": "manage", "DELETE": "destroy"}.get(meth)
+        return None
+
+    def _pace(self, req: Request, now: float) -> Response | None:
+        """A token bucket per call kind in market time: BURST calls at once, then one per
+        interval; past it, the real service's plain-text 429."""
+        kind = self._kind(req)
+        if not self.paced or kind is None:
+            return None
+        interval = PACING[kind]
+        tokens, at = self._tokens.get(kind, (float(BURST), now))
+        tokens = min(float(BURST), tokens + max(0.0, now - at) / interval)
+        if tokens < 1.0:
+            self._tokens[kind] = (tokens, now)
+            self.too_frequent += 1
+            return Response.text(f"API requests too frequent: endpoint threshold={interval}", 429)
+        self._tokens[kind] = (tokens - 1.0, now)
         return None
 
     def _post_fault(self, resp: Response) -> Response:
@@ -94,7 +138,7 @@ class MarketAPI:
             if key != self.market.api_key and scoped is None:
                 resp = error(401, "auth_error", "Invalid user key")
             else:
-                fault = self._fault(req)
+                fault = self._fault(req) or self._pace(req, now)
                 if fault is not None:
                     resp = fault
                 else:
@@ -125,6 +169,7 @@ class MarketAPI:
 
     def _route(self, req: Request, scoped: int | None) -> Response:
         p, meth = req.path, req.method
+        self.market.market_stops(self.market.clock.now())
         if scoped is not None:
             # a container-scoped key may only start, stop or destroy its own instance
             m = _INSTANCE.match(p)
@@ -154,6 +199,8 @@ class MarketAPI:
                     ]
                 }
             )
+        if p in ("/api/v0/charges", "/api/v0/charges/") and meth == "GET":
+            return self.charges(req.query)
         if p in ("/api/v0/gpu_names/unique", "/api/v0/gpu_names/unique/"):
             return Response.of(
                 {"gpu_names": sorted({m.advertised_gpu for m in self.market.machines})}
@@ -205,7 +252,8 @@ class MarketAPI:
         order = q.get("order") or [["score", "desc"]]
         limit = q.get("limit")
         storage = float(q.get("allocated_storage") or 5.0)
-        offers = [m.offer_json(storage) for m in self.market.offers()]
+        now = self.market.clock.now()
+        offers = [m.offer_json(storage, now) for m in self.market.offers()]
         filters = {k: v for k, v in q.items() if isinstance(v, dict)}
         offers = [o for o in offers if matches(o, filters)]
         for col, direction in reversed(
@@ -228,7 +276,9 @@ class MarketAPI:
     def list_v1(self, query: dict[str, str]) -> Response:
         filters = json.loads(query.get("select_filters") or "{}")
         order_by = json.loads(query.get("order_by") or '[{"col": "id", "dir": "asc"}]')
-        limit = max(1, min(int(query.get("limit") or 25), 1000))
+        limit = max(1, min(int(query.get("limit") or MAX_PAGE), MAX_PAGE))
+        if filters in ({}, None) and order_by == [{"col": "id", "dir": "asc"}]:
+            return self._list_by_id(query.get("after_token"), limit)
         rows = [self.instance_json(i) for i in self._visible()]
         if isinstance(filters, dict):
             rows = [r for r in rows if matches(r, filters)]
@@ -260,6 +310,136 @@ class MarketAPI:
                 "success": True,
             }
         )
+
+    def _list_by_id(self, token: str | None, limit: int) -> Response:
+        """The common list (no filter, by id): a cursor after the last id sent, so a full list
+        of n instances costs O(n) however many pages it takes (ids only grow, so the market's
+        creation order is id order)."""
+        after = 0
+        if token:
+            try:
+                text = base64.urlsafe_b64decode(token.encode()).decode()
+                after = int(text.removeprefix("id:")) if text.startswith("id:") else -1
+            except (ValueError, UnicodeDecodeError):
+                after = -1
+            if after < 0:
+                return error(400, "invalid_args", "bad after_token")
+        order = self.market.order
+        page: list[SimInstance] = []
+        more = False
+        for iid in order[bisect.bisect_right(order, after) :]:
+            inst = self.market.instances[iid]
+            if inst.destroyed_at is not None:
+                continue
+            if len(page) == limit:
+                more = True
+                break
+            page.append(inst)
+        next_token = (
+            base64.urlsafe_b64encode(f"id:{page[-1].id}".encode()).decode()
+            if more and page
+            else None
+        )
+        return Response.of(
+            {
+                "instances": [self.instance_json(i) for i in page],
+                "next_token": next_token,
+                "total_instances": self.market.live_count(),
+                "label_counts": {},
+                "success": True,
+            }
+        )
+
+    def charges(self, query: dict[str, str]) -> Response:
+        """The market's own bill per instance and UTC day, as `vastai show invoices-v1
+        --charges` asks for it (vastai `api/billing.py` show_invoices_v1: `select_filters` on
+        `day` and `type`, `limit` up to 100, `after_token`, `latest_first`) and reads it
+        (`cli/commands/billing.py`: `type`, `source` "instance-ID", `amount`, `start`, `end`,
+        `description`, `items`, `metadata`)."""
+        filters = json.loads(query.get("select_filters") or "{}")
+        if not isinstance(filters, dict):
+            return error(400, "invalid_args", "select_filters must be an object")
+        now = self.market.clock.now()
+        day_filter = filters.get("day")
+        day_filter = day_filter if isinstance(day_filter, dict) else {}
+        lo = float(day_filter.get("gte", now - 7 * DAY))
+        hi = float(day_filter.get("lte", now))
+        type_filter = filters.get("type")
+        types = type_filter.get("in") if isinstance(type_filter, dict) else None
+        limit = max(1, min(int(query.get("limit") or 20), 100))
+        rows: list[dict[str, Any]] = []
+        if not types or "instance" in types:
+            mode = self.market.scenario.gpu_billing
+            for inst in sorted(self.market.instances.values(), key=lambda i: i.id):
+                end = min(now, inst.destroyed_at if inst.destroyed_at is not None else now)
+                day = inst.created_at // DAY * DAY
+                while day <= end:
+                    d_end = day + DAY
+                    if d_end > lo and day <= hi:
+                        row = self._charge_row(inst, mode, day, min(d_end, now))
+                        if row is not None:
+                            rows.append(row)
+                    day = d_end
+        rows.sort(key=lambda r: (r["day"], r["metadata"]["instance_id"]))
+        if str(query.get("latest_first", "false")).lower() == "true":
+            rows.reverse()
+        start = 0
+        token = query.get("after_token")
+        if token:
+            try:
+                start = int(base64.urlsafe_b64decode(token.encode()).decode())
+            except (ValueError, UnicodeDecodeError):
+                return error(400, "invalid_args", "bad after_token")
+        page = rows[start : start + limit]
+        nxt = start + limit
+        return Response.of(
+            {
+                "results": page,
+                "count": len(page),
+                "total": len(rows),
+                "next_token": base64.urlsafe_b64encode(str(nxt).encode()).decode()
+                if nxt < len(rows)
+                else None,
+            }
+        )
+
+    @staticmethod
+    def _charge_row(inst: SimInstance, mode: str, t0: float, t1: float) -> dict[str, Any] | None:
+        a, b = inst.charges(t0, mode), inst.charges(t1, mode)
+        parts = {
+            "gpu": b.gpu_usd - a.gpu_usd,
+            "storage": b.storage_usd - a.storage_usd,
+            "bandwidth": b.bandwidth_usd - a.bandwidth_usd,
+        }
+        amount = sum(parts.values())
+        if amount <= 0:
+            return None
+        source = f"instance-{inst.id}"
+        items: list[dict[str, Any]] = [
+            {
+                "type": kind,
+                "source": None,
+                "amount": round(usd, 9),
+                "start": t0,
+                "end": t1,
+                "description": f"{kind} charges",
+                "items": [],
+                "metadata": {},
+            }
+            for kind, usd in parts.items()
+            if usd > 0
+        ]
+        return {
+            "type": "instance",
+            "source": source,
+            "amount": round(amount, 9),
+            "start": t0,
+            "end": t1,
+            "day": t0,
+            "description": f"{inst.machine.advertised_gpu} on machine {inst.machine.id}",
+            "items": items,
+            "metadata": {"instance_id": inst.id, "label": inst.label},
+        }
 
     def create(self, offer_id: int, body: Any) -> Response:
         if not isinstance(body, dict):
@@ -301,6 +481,8 @@ class MarketAPI:
         if state == "stopped":
             self.market.stop(inst)
         elif state == "running":
+            if self.market.contract_over(inst):
+                return error(400, "invalid_args", "the host's rental contract has ended")
             self.market.start(inst)
         elif state is not None:
             return error(400, "invalid_args", f"unknown state {state!r}")
@@ -363,7 +545,8 @@ class MarketAPI:
         uptime = (now - seg.running_at) / 60 if running and seg.running_at else None
         gpu = self.market.gpu_state(inst, now) if running else None
         intended = inst.intended
-        port = inst.ssh_port if running else None
+        port = inst.ssh_port if running else None  # the proxy route
+        direct = inst.direct_port if running and m.direct else None
         return {
             "id": inst.id,
             "machine_id": m.id,
@@ -400,15 +583,20 @@ class MarketAPI:
             "inet_up": m.inet_up,
             "inet_down": m.inet_down,
             "geolocation": m.geolocation,
-            "ssh_host": self.ssh_host if port else None,
+            # the proxy route, and the direct one only where the host has it: never one address
+            # with the other's port
+            "ssh_host": m.proxy_addr if port else None,
             "ssh_port": port,
-            "ssh_idx": None,
-            "public_ipaddr": self.ssh_host,
-            "ports": {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(port)}]} if port else None,
+            "ssh_idx": m.proxy_addr.rsplit(".", 1)[-1] if port else None,
+            "public_ipaddr": m.direct_addr,
+            "ports": {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(direct)}]}
+            if direct
+            else ({} if running else None),
+            "direct_port_count": 20 if m.direct else 0,
             "uptime_mins": round(uptime, 2) if uptime is not None else None,
             "is_bid": False,
             "min_bid": round(m.dph_base * 0.6, 6),
-            "end_date": None,
+            "end_date": m.contract_end,
             "template_id": None,
             "template_hash_id": None,
         }

@@ -3,6 +3,11 @@
 Everything here is driven by an explicit clock (`SimClock`), so the HTTP layer, the SSH hosts
 and the tests all see one market time. Randomness is keyed by (seed, machine, rental number),
 so the same scenario gives the same market whatever order a client rents it in.
+
+Instance ids never restart across runs, as on the real market: a run's first id comes from the
+wall clock at its start (hundredths of a second since 2025, so runs a second apart are 100 ids
+apart, and in one process a new market always starts above every id handed out before); the
+gaps between a run's ids come from the seed, so within a run they are deterministic.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 from ..core.billing import Charges, Mark, charges, storage_per_hour
 from ..core.gpu_specs import GPU_SPECS
 from .images import deny_unpullable
-from .scenario import DELIVERING, HostClass, Scenario
+from .scenario import DELIVERING, HostClass, Scenario, States
 
 EPOCH_ORIGIN = float(
     int(time.time())
@@ -47,6 +52,34 @@ DRIVER_FOR_CUDA = {
     12.8: "570.124.04",
 }
 THROTTLE_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "sw_power_cap", "hw_thermal_slowdown")
+# Vast's geolocation reads "City, CC" (or just "CC" where the city is unknown)
+CITIES = {
+    "US": ("Dallas", "Ashburn", "San Jose", "Chicago", "Kansas City"),
+    "CA": ("Quebec", "Toronto", "Montreal"),
+    "DE": ("Frankfurt", "Nuremberg", "Berlin"),
+    "PL": ("Warsaw", "Krakow"),
+    "SE": ("Stockholm", "Gothenburg"),
+    "FR": ("Paris", "Roubaix"),
+    "GB": ("London", "Manchester"),
+    "JP": ("Tokyo", "Osaka"),
+    "BR": ("Sao Paulo",),
+    "VN": ("Hanoi", "Ho Chi Minh City"),
+    "RO": ("Bucharest",),
+    "ES": ("Madrid", "Valencia"),
+}
+# Build output an image prints while it loads (apt, Dockerfile steps): ordinary lines that
+# mention failures and errors without being fatal (Vast's status line carries them).
+BUILD_LINES = (
+    "Step 2/7 : RUN apt-get update && apt-get install -y --no-install-recommends git",
+    "W: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/jammy-updates/InRelease"
+    "  Temporary failure resolving 'archive.ubuntu.com'",
+    "W: Some index files failed to download. They have been ignored, or old ones used instead.",
+    "Error-prone package versions pinned by the base image; continuing",
+    "WARNING: Running pip as the 'root' user can result in broken permissions",
+    "Step 5/7 : RUN pip install --no-cache-dir -r requirements.txt",
+)
+_ID_EPOCH = 1_735_689_600.0  # 2025-01-01T00:00:00Z
+_highest_id = 0  # the highest instance id any market in this process handed out
 
 
 class SimClock:
@@ -95,8 +128,14 @@ class Machine:
     inet_down: float
     knobs: dict[str, Any]
     rentals: int = 0
+    direct: bool = False  # has a direct SSH route besides the proxy
+    proxy_addr: str = "127.0.0.2"  # the sshN relay this host's proxy route goes through
+    direct_addr: str = "127.1.0.2"  # the host's own (loopback) address
+    inet_up_cost: float = 0.0  # $/GB
+    inet_down_cost: float = 0.0
+    contract_end: float | None = None  # the host's listing ends: rentals are stopped then
 
-    def offer_json(self, allocated_storage: float) -> dict[str, Any]:
+    def offer_json(self, allocated_storage: float, now: float | None = None) -> dict[str, Any]:
         spec = GPU_SPECS.get(self.advertised_gpu)
         storage_h = storage_per_hour(allocated_storage, self.storage_cost)
         return {
@@ -136,6 +175,8 @@ class Machine:
             "dlperf_per_dphtotal": 0.0,
             "inet_up": self.inet_up,
             "inet_down": self.inet_down,
+            "inet_up_cost": self.inet_up_cost,
+            "inet_down_cost": self.inet_down_cost,
             "geolocation": self.geolocation,
             "score": round(self.reliability * 100 / max(self.dph_base, 0.01), 2),
             "pcie_bw": 12.5,
@@ -143,12 +184,15 @@ class Machine:
             "cpu_cores_effective": 8.0,
             "cpu_ram": 32000,
             "cpu_name": "AMD Ryzen 9 5950X",
-            "duration": 30 * 86400.0,
-            "direct_port_count": 20,
+            # seconds left on the host's listing (positive, as on the real market)
+            "duration": round(max(60.0, self.contract_end - now), 1)
+            if self.contract_end is not None and now is not None
+            else 30 * 86400.0,
+            "direct_port_count": 20 if self.direct else 0,
             "min_bid": round(self.dph_base * 0.6, 6),
             "is_bid": False,
             "start_date": None,
-            "end_date": None,
+            "end_date": self.contract_end,
             "hosting_type": 0,
         }
 
@@ -169,6 +213,7 @@ class Segment:
     end: float | None = None
     running_at: float | None = None
     halted_at: float | None = None  # exited / offline on its own
+    offline_at: float | None = None  # the host went dark (bills nothing from then)
     throttle_at: float | None = None
 
     def state_at(self, t: float) -> Step:
@@ -194,8 +239,11 @@ class SimInstance:
     stops: list[float] = field(default_factory=list)
     starts: list[float] = field(default_factory=list)
     destroyed_at: float | None = None
-    ssh_port: int | None = None
+    ssh_port: int | None = None  # the proxy route's port (on machine.proxy_addr)
+    direct_port: int | None = None  # the direct route's port (on machine.direct_addr)
     busy_until: float = 0.0
+    market_stop_at: float | None = None  # the market stopped it (contract end), not the renter
+    bandwidth: list[Mark] = field(default_factory=list)
     rental_no: int = 0
     throttle_drop: float = 0.0
     throttle_reason: str = ""
@@ -211,6 +259,8 @@ class SimInstance:
             return "destroyed", None
         seg = self.segments[-1]
         if seg.end is not None and now >= seg.end:
+            if self.market_stop_at is not None and seg.end == self.market_stop_at:
+                return "stopped", "Stopped: the host's rental contract has ended"
             return "stopped", "Stopped by user"
         step = seg.state_at(now)
         return step.actual, step.msg
@@ -230,10 +280,13 @@ class SimInstance:
                 out.append(Mark(seg.running_at, "running"))
                 if seg.halted_at is not None and seg.halted_at < end:
                     out.append(Mark(seg.halted_at, "halt"))
+            if seg.offline_at is not None and seg.offline_at < end:
+                out.append(Mark(seg.offline_at, "offline"))
             if seg.end is not None and (self.destroyed_at is None or seg.end < self.destroyed_at):
                 out.append(Mark(seg.end, "stop"))
         if self.destroyed_at is not None:
             out.append(Mark(self.destroyed_at, "destroy"))
+        out.extend(self.bandwidth)
         out.sort(key=lambda m: m.at)
         return out
 
@@ -253,23 +306,44 @@ def _layer_id(rng: random.Random) -> str:
 
 
 def boot_steps(
-    rng: random.Random, machine: Machine, image: str, start: float, restart: bool = False
+    rng: random.Random,
+    machine: Machine,
+    image: str,
+    start: float,
+    restart: bool = False,
+    states: States | None = None,
+    extra: random.Random | None = None,
 ) -> Segment:
-    """The status lines an instance shows from `start`, as its machine's behaviour dictates."""
+    """The status lines an instance shows from `start`, as its machine's behaviour dictates.
+
+    `states` adds the market's unkindness (a `scheduling` wait, a state no list names, build
+    output while loading), drawn from `extra` so the behaviour's own timings stay as seeded."""
     k = machine.knobs
     b = machine.behaviour
+    st = states or States(0.0, 0.0, "provisioning", 0.0)
+    ex = extra or random.Random(0)
+    scheduling = ex.random() < st.scheduling_share
+    unnamed = ex.random() < st.unnamed_share
+    build = ex.random() < st.build_output_share
     steps: list[Step] = [Step(start, None, None)]
-    t = start + _between(rng, k["queue_min"]) * 60
+    queue = _between(rng, k["queue_min"]) * 60
+    if scheduling:  # the queue wait shows as Vast's `scheduling` (waiting for its GPU)
+        steps.append(Step(start + min(2.0, queue / 4), "scheduling", "Waiting for GPU"))
+    t = start + queue
     seg = Segment(start=start, steps=steps)
     if restart:
         if b == "offline_midrun":
             steps.append(Step(t, "offline", None))
+            seg.offline_at = t
             return seg
         steps.append(Step(t, "loading", "Starting container"))
         t += _between(rng, k["start_min"]) * 60
     else:
         steps.append(Step(t, "created", "Creating container"))
         t += rng.uniform(3, 12)
+        if unnamed:  # a lifecycle state rentwatch has no name for
+            steps.append(Step(t, st.unnamed_name, "Preparing container"))
+            t += ex.uniform(20, 90)
         if b == "fatal_pull":
             fatal_at = t + _between(rng, k["fatal_at_min"]) * 60
         else:
@@ -310,7 +384,12 @@ def boot_steps(
                 f"{layers[-1][0]}: Extracting {layers[-1][1]:.1f}MB/{layers[-1][1]:.1f}MB",
             )
         )
-        t += _between(rng, k["extract_min"]) * 60
+        extract = _between(rng, k["extract_min"]) * 60
+        if build:  # the image's build output shows in the status line while it loads
+            first = ex.randrange(len(BUILD_LINES) - 2)
+            for i, line in enumerate(BUILD_LINES[first : first + 3]):
+                steps.append(Step(t + extract * (0.3 + 0.2 * i), "loading", line))
+        t += extract
         steps.append(Step(t, "loading", f"Status: Downloaded newer image for {image}"))
         t += rng.uniform(2, 8)
         steps.append(Step(t, "loading", "Starting container"))
@@ -331,6 +410,7 @@ def boot_steps(
         t_off = t + _between(rng, k["offline_after_min"]) * 60
         steps.append(Step(t_off, "offline", None))
         seg.halted_at = t_off
+        seg.offline_at = t_off
     elif b == "throttled":
         seg.throttle_at = t + _between(rng, k["throttle_after_min"]) * 60
     return seg
@@ -340,7 +420,11 @@ class Market:
     """All of the simulated marketplace's state, behind methods the HTTP layer calls."""
 
     def __init__(
-        self, scenario: Scenario, clock: SimClock | None = None, api_key: str | None = None
+        self,
+        scenario: Scenario,
+        clock: SimClock | None = None,
+        api_key: str | None = None,
+        id_base: int | None = None,
     ) -> None:
         self.scenario = scenario
         self.clock = clock or SimClock(scenario.time_scale)
@@ -348,9 +432,19 @@ class Market:
         self.machines: list[Machine] = self._build_machines()
         self.by_offer = {m.offer_id: m for m in self.machines}
         self.instances: dict[int, SimInstance] = {}
+        self.order: list[int] = []  # instance ids in creation order, which is id order
+        self._live = 0
         self.ssh_keys: list[dict[str, Any]] = []
-        self._next_instance = 1001 + _rng(scenario.seed, "ids").randrange(0, 8000) * 10
+        self._next_instance = self._first_id(id_base)
         self._instance_keys: dict[str, int] = {}
+
+    def _first_id(self, id_base: int | None) -> int:
+        """Where this run's instance ids start (see the module's docstring)."""
+        global _highest_id
+        if id_base is None:
+            id_base = 10_000_000 + int((time.time() - _ID_EPOCH) * 100)
+            id_base = max(id_base, _highest_id + 1)
+        return id_base + _rng(self.scenario.seed, "ids").randrange(0, 10)
 
     # -- machines and offers ------------------------------------------------------------
     def _build_machines(self) -> list[Machine]:
@@ -420,7 +514,28 @@ class Market:
                     knobs=hc.knobs,
                 )
             )
+        for m in machines:
+            self._unkind(m)
         return machines
+
+    def _unkind(self, m: Machine) -> None:
+        """Routes, bandwidth prices, the city and the listing's end: drawn apart from the
+        behaviour's own draws, so adding them left every seeded market as it was."""
+        sc = self.scenario
+        rng = _rng(sc.seed, "unkind", m.id)
+        m.direct = rng.random() < sc.ssh.direct_share
+        m.proxy_addr = f"127.0.0.{2 + m.id % 8}"  # like ssh1..ssh8.vast.ai
+        m.direct_addr = f"127.1.{m.id // 250 % 250}.{m.id % 250 + 2}"
+        m.inet_up_cost = round(_between(rng, sc.bandwidth_cost), 4)
+        m.inet_down_cost = round(_between(rng, sc.bandwidth_cost), 4)
+        cities = CITIES.get(m.geolocation)
+        if cities:
+            m.geolocation = f"{rng.choice(cities)}, {m.geolocation}"
+        st = sc.states
+        if rng.random() < st.contract_end_share:
+            m.contract_end = self.clock.now() + _between(rng, st.contract_end_min) * 60
+        else:
+            m.contract_end = self.clock.now() + rng.uniform(3, 90) * 86400
 
     def rented_machines(self) -> set[int]:
         return {i.machine.id for i in self.instances.values() if i.destroyed_at is None}
@@ -439,11 +554,13 @@ class Market:
         env: dict[str, str],
         onstart: str | None,
     ) -> SimInstance:
+        global _highest_id
         m = self.by_offer[offer_id]
         now = self.clock.now()
         m.rentals += 1
         iid = self._next_instance
-        self._next_instance += 1 + _rng(self.scenario.seed, "gap", iid).randrange(0, 3)
+        self._next_instance += 1 + _rng(self.scenario.seed, "gap", m.id, m.rentals).randrange(0, 3)
+        _highest_id = max(_highest_id, iid)
         rng = _rng(self.scenario.seed, m.id, m.rentals)
         inst = SimInstance(
             id=iid,
@@ -459,14 +576,19 @@ class Market:
             api_key=secrets.token_hex(24),
             rental_no=m.rentals,
         )
-        inst.segments.append(
-            deny_unpullable(boot_steps(rng, m, image, now), image, self.scenario.images)
-        )
+        extra = _rng(self.scenario.seed, "states", m.id, m.rentals)
+        seg = boot_steps(rng, m, image, now, False, self.scenario.states, extra)
+        inst.segments.append(deny_unpullable(seg, image, self.scenario.images))
         inst.throttle_drop = _between(rng, m.knobs["throttle_drop"])
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         self.instances[iid] = inst
+        self.order.append(iid)
+        self._live += 1
         self._instance_keys[inst.api_key] = iid
         return inst
+
+    def live_count(self) -> int:
+        return self._live
 
     def instance_for_key(self, key: str) -> int | None:
         return self._instance_keys.get(key)
@@ -491,13 +613,41 @@ class Market:
         now = self.clock.now()
         inst.starts.append(now)
         rng = _rng(self.scenario.seed, inst.machine.id, inst.rental_no, "start", len(inst.segments))
+        extra = _rng(
+            self.scenario.seed, "states", inst.machine.id, inst.rental_no, len(inst.segments)
+        )
         pulled = any(s.running_at is not None for s in inst.segments)
-        seg = boot_steps(rng, inst.machine, inst.image, now, restart=pulled)
+        seg = boot_steps(rng, inst.machine, inst.image, now, pulled, self.scenario.states, extra)
         inst.segments.append(deny_unpullable(seg, inst.image, self.scenario.images))
+
+    def contract_over(self, inst: SimInstance, now: float | None = None) -> bool:
+        end = inst.machine.contract_end
+        return end is not None and (self.clock.now() if now is None else now) >= end
+
+    def market_stops(self, now: float) -> None:
+        """Stop, as of the listing's end, every rental whose host's contract has ended: the
+        market's own stop (Vast stops, it does not destroy, at a contract's end date)."""
+        for inst in self.instances.values():
+            end = inst.machine.contract_end
+            if inst.destroyed_at is not None or end is None or now < end:
+                continue
+            seg = inst.segments[-1]
+            if seg.end is None and seg.start < end:
+                seg.end = end
+                inst.stops.append(end)
+                inst.market_stop_at = end
+
+    def bill_bytes(self, inst: SimInstance, down: int, up: int) -> None:
+        """Bytes moved in a session: the renter's download is the host's upload."""
+        m = inst.machine
+        usd = (up * m.inet_down_cost + down * m.inet_up_cost) / 1e9
+        if usd > 0 and inst.destroyed_at is None:
+            inst.bandwidth.append(Mark(self.clock.now(), "bandwidth", usd=usd))
 
     def destroy(self, inst: SimInstance) -> None:
         if inst.destroyed_at is None:
             inst.destroyed_at = self.clock.now()
+            self._live -= 1
             self._instance_keys.pop(inst.api_key, None)
 
     # -- what the GPU would say -----------------------------------------------------------
@@ -531,8 +681,9 @@ class Market:
     # -- truth ----------------------------------------------------------------------------
     def truth(self) -> dict[str, Any]:
         now = self.clock.now()
+        self.market_stops(now)
         rows = []
-        tot_gpu = tot_storage = 0.0
+        tot_gpu = tot_storage = tot_bw = 0.0
         for inst in self.instances.values():
             c = inst.charges(now, self.scenario.gpu_billing)
             running_at = next(
@@ -563,11 +714,15 @@ class Market:
                     "destroyed_at": inst.destroyed_at,
                     "gpu_usd": round(c.gpu_usd, 6),
                     "storage_usd": round(c.storage_usd, 6),
+                    "bandwidth_usd": round(c.bandwidth_usd, 6),
                     "total_usd": round(c.total_usd, 6),
+                    "direct_ssh": inst.machine.direct,
+                    "market_stopped_at": inst.market_stop_at,
                 }
             )
             tot_gpu += c.gpu_usd
             tot_storage += c.storage_usd
+            tot_bw += c.bandwidth_usd
         return {
             "now": now,
             "scenario": self.scenario.name,
@@ -577,6 +732,7 @@ class Market:
             "totals": {
                 "gpu_usd": round(tot_gpu, 6),
                 "storage_usd": round(tot_storage, 6),
-                "total_usd": round(tot_gpu + tot_storage, 6),
+                "bandwidth_usd": round(tot_bw, 6),
+                "total_usd": round(tot_gpu + tot_storage + tot_bw, 6),
             },
         }

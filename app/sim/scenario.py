@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,17 +85,46 @@ class Faults:
 
 
 @dataclass(frozen=True)
+class SSHConfig:
+    """`[ssh]`: like Vast, every running instance has a proxy route; a share of hosts also has
+    a direct one (the host's own address and a mapped port); the proxy drops a share of
+    sessions."""
+
+    direct_share: float = 0.5
+    proxy_drop: float = 0.0
+
+
+@dataclass(frozen=True)
+class States:
+    """`[states]`: how unkind the boot is. `scheduling` (a boot waiting for its GPU, Vast docs),
+    a state no list names (Vast adds lifecycle states), Docker build output in the status line
+    while loading, and stops the market makes itself at a contract's end date."""
+
+    scheduling_share: float = 0.3
+    unnamed_share: float = 0.0
+    unnamed_name: str = "provisioning"
+    build_output_share: float = 0.5
+    contract_end_share: float = 0.0
+    contract_end_min: tuple[float, float] = (20.0, 240.0)
+
+
+@dataclass(frozen=True)
 class Scenario:
     seed: int = 7
     time_scale: float = 60.0
     offers: int = 60
     bad_day: bool = False
-    gpu_billing: str = "created"
+    gpu_billing: str = "running"
     storage_cost: tuple[float, float] = (0.10, 0.20)  # $/GB/month
     host_classes: tuple[HostClass, ...] = ()
     faults: Faults = field(default_factory=Faults)
     name: str = "scenario"
     images: tuple[ImageSpec, ...] = ()  # [[image]]: before the defaults (app/sim/images.py)
+    ssh: SSHConfig = field(default_factory=SSHConfig)
+    states: States = field(default_factory=States)
+    # $/GB moved, per direction (Vast offers carry inet_up_cost / inet_down_cost)
+    bandwidth_cost: tuple[float, float] = (0.002, 0.02)
+    pacing: bool = True  # enforce the documented minimum intervals (429 past a small burst)
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -173,6 +203,10 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "faults",
         "name",
         "image",
+        "ssh",
+        "states",
+        "bandwidth_cost",
+        "pacing",
     }
     for key in data:
         if key not in known:
@@ -189,7 +223,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     bad_day = data.get("bad_day", False)
     if not isinstance(bad_day, bool):
         raise ConfigError(f"bad_day: expected true or false, got {bad_day!r}")
-    gpu_billing = data.get("gpu_billing", "created")
+    gpu_billing = data.get("gpu_billing", "running")
     if gpu_billing not in ("created", "running"):
         raise ConfigError(f'gpu_billing: expected "created" or "running", got {gpu_billing!r}')
     raw_classes = data.get("host_class")
@@ -213,6 +247,12 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
             raise ConfigError(f"faults.{key}: a share must be between 0 and 1, got {value!r}")
         fault_kwargs[key] = float(value)
     storage = _range(data.get("storage_cost", [0.10, 0.20]), "storage_cost")
+    bandwidth = _range(data.get("bandwidth_cost", [0.002, 0.02]), "bandwidth_cost")
+    ssh = SSHConfig(**_shares(data.get("ssh", {}), "ssh", SSHConfig))
+    pacing = data.get("pacing", True)
+    if not isinstance(pacing, bool):
+        raise ConfigError(f"pacing: expected true or false, got {pacing!r}")
+    states = _states(data.get("states", {}))
     return Scenario(
         seed=seed,
         time_scale=float(time_scale),
@@ -224,7 +264,44 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         faults=Faults(**fault_kwargs),
         name=str(data.get("name", name)),
         images=parse_images(data.get("image")),
+        ssh=ssh,
+        states=states,
+        bandwidth_cost=bandwidth,
+        pacing=pacing,
     )
+
+
+def _field_names(cls: Any) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def _shares(raw: Any, table: str, cls: Any) -> dict[str, Any]:
+    """The share keys (0..1) of a table whose fields are all shares, checked."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{table}: expected a table")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in _field_names(cls):
+            raise ConfigError(f"{table}: unknown key {key!r}")
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
+            raise ConfigError(f"{table}.{key}: expected a share between 0 and 1, got {value!r}")
+        out[key] = float(value)
+    return out
+
+
+def _states(raw: Any) -> States:
+    if not isinstance(raw, dict):
+        raise ConfigError("states: expected a table")
+    raw = dict(raw)
+    extra: dict[str, Any] = {}
+    if "unnamed_name" in raw:
+        name = raw.pop("unnamed_name")
+        if not isinstance(name, str) or not name.strip() or len(name) > 40:
+            raise ConfigError(f"states.unnamed_name: expected a short status word, got {name!r}")
+        extra["unnamed_name"] = name.strip()
+    if "contract_end_min" in raw:
+        extra["contract_end_min"] = _range(raw.pop("contract_end_min"), "states.contract_end_min")
+    return States(**_shares(raw, "states", States), **extra)
 
 
 def load_scenario(path: str | Path | None) -> Scenario:

@@ -1,4 +1,9 @@
-"""Real SSH for simulated hosts: an asyncssh server per running instance, on loopback.
+"""Real SSH for simulated hosts: asyncssh servers per running instance, on loopback.
+
+Like Vast, each running instance has a proxy route (the `sshN` relay's address and a port:
+here 127.0.0.2-9) and, on the scenario's share of hosts, a direct route (the host's own
+address and a mapped port: here 127.1.x.y). The two never share an address and port. The
+proxy drops the scenario's `[ssh] proxy_drop` share of sessions; the direct route does not.
 
 Commands run for real as local subprocesses in a per-instance sandbox folder (so output, exit
 codes and files are real and SFTP works), with CONTAINER_ID and the instance-scoped
@@ -60,11 +65,12 @@ class SSHHosts:
         self.market_url = market_url
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rentwatch-sim-"))
         self._own_workdir = workdir is None
-        self.listeners: dict[int, Any] = {}
+        self.listeners: dict[int, list[Any]] = {}  # instance id -> its listeners (one a route)
         self.host_keys: dict[int, asyncssh.SSHKey] = {}
         self.drop_rng = random.Random(market.scenario.seed * 31 + 5)
         self.sessions = 0
-        self.dropped = 0  # sessions cut mid-command by the ssh_drop fault
+        self.dropped = 0  # sessions cut mid-command by the ssh_drop fault or the proxy
+        self.by_route: dict[str, int] = {"direct": 0, "proxy": 0}  # sessions per route
         self._running: set[asyncio.subprocess.Process] = set()  # commands not yet done with
         self.received: list[bytes] | None = (
             None  # set to a list to record what renters send (tests)
@@ -78,15 +84,29 @@ class SSHHosts:
     async def sync(self) -> None:
         """Open SSH for instances now running; close it for those that are not."""
         now = self.market.clock.now()
+        self.market.market_stops(now)
         for inst in list(self.market.instances.values()):
             up = inst.destroyed_at is None and inst.running(now)
             if up and inst.id not in self.listeners:
                 await self._open(inst)
             elif not up and inst.id in self.listeners:
                 await self._close(inst.id)
-                inst.ssh_port = None
 
     async def _open(self, inst: SimInstance) -> None:
+        m = inst.machine
+        routes = [("proxy", m.proxy_addr)] + ([("direct", m.direct_addr)] if m.direct else [])
+        servers: list[Any] = []
+        self.listeners[inst.id] = servers
+        for kind, addr in routes:
+            server = await self._listen(inst, kind, addr)
+            servers.append(server)
+            port = server.sockets[0].getsockname()[1]
+            if kind == "proxy":
+                inst.ssh_port = port
+            else:
+                inst.direct_port = port
+
+    async def _listen(self, inst: SimInstance, route: str, addr: str) -> Any:
         if inst.machine.behaviour == "ssh_dead":
             # accepts the TCP connection and never says a word
             async def stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -95,28 +115,23 @@ class SSHHosts:
                 finally:
                     writer.close()
 
-            server = await asyncio.start_server(stall, "127.0.0.1", 0)
-            self.listeners[inst.id] = server
-            inst.ssh_port = server.sockets[0].getsockname()[1]
-            return
+            return await asyncio.start_server(stall, addr, 0)
         key = self.host_keys.get(inst.machine.id)
         if key is None:
             key = asyncssh.generate_private_key("ssh-ed25519")
             self.host_keys[inst.machine.id] = key
         sandbox = self.sandbox(inst)
-        listener = await asyncssh.listen(
-            "127.0.0.1",
+        return await asyncssh.listen(
+            addr,
             0,
             server_host_keys=[key],
             server_factory=lambda: _Server(self),
-            process_factory=lambda proc: self._run(inst, proc),
+            process_factory=lambda proc: self._run(inst, proc, route),
             sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(sandbox).encode()),
             allow_scp=False,
             keepalive_interval=0,
             encoding=None,
         )
-        self.listeners[inst.id] = listener
-        inst.ssh_port = listener.sockets[0].getsockname()[1]
 
     async def replace_host_key(self, iid: int) -> None:
         """Serve instance `iid` with a new host key (an impostor, or a host re-imaged under
@@ -127,9 +142,11 @@ class SSHHosts:
         await self._open(inst)
 
     async def _close(self, iid: int) -> None:
-        listener = self.listeners.pop(iid, None)
-        if listener is not None:
+        for listener in self.listeners.pop(iid, []):
             listener.close()
+        inst = self.market.instances.get(iid)
+        if inst is not None:
+            inst.ssh_port = inst.direct_port = None
 
     def _reap(self, sub: asyncio.subprocess.Process) -> None:
         """The command exited: close its stdin too (a session cut mid-command leaves it open).
@@ -172,12 +189,18 @@ class SSHHosts:
         )
         return env
 
-    async def _run(self, inst: SimInstance, proc: asyncssh.SSHServerProcess[bytes]) -> None:
+    async def _run(
+        self, inst: SimInstance, proc: asyncssh.SSHServerProcess[bytes], route: str = "proxy"
+    ) -> None:
         self.sessions += 1
+        self.by_route[route] = self.by_route.get(route, 0) + 1
         command = proc.command or ""
         try:
             faults = self.market.scenario.faults
             drop = faults.ssh_drop > 0 and self.drop_rng.random() < faults.ssh_drop
+            proxy_drop = self.market.scenario.ssh.proxy_drop
+            if route == "proxy" and proxy_drop > 0 and self.drop_rng.random() < proxy_drop:
+                drop = True
             stdin = b""
             if self.received is not None:
                 self.received.append(command.encode())
@@ -196,6 +219,7 @@ class SSHHosts:
                         proc.channel.abort()
                         return
                     out = self._probe_answer(inst, stdin, command)
+                    self.market.bill_bytes(inst, down=len(out), up=len(stdin) + len(command))
                     proc.stdout.write(out)
                     proc.exit(0 if b'"ok": true' in out or b"nvml" in out else 1)
                     return
@@ -233,9 +257,12 @@ class SSHHosts:
             else:
                 asyncio.ensure_future(_pump_in(proc, sub, self.received))
 
+            moved = [0]
+
             async def pump(src: asyncio.StreamReader | None, dst: Any) -> None:
                 assert src is not None
                 while chunk := await src.read(65536):
+                    moved[0] += len(chunk)
                     dst.write(chunk)
 
             if drop:
@@ -244,6 +271,7 @@ class SSHHosts:
                 proc.channel.abort()  # the session dies; the command goes on like on a real host
                 return
             await asyncio.gather(pump(sub.stdout, proc.stdout), pump(sub.stderr, proc.stderr))
+            self.market.bill_bytes(inst, down=moved[0], up=len(stdin) + len(command))
             code = await sub.wait()
             proc.exit(code)
         finally:

@@ -1,0 +1,165 @@
+"""The client at the market boundary (issues 14 and 19): one bad row costs that row, every call
+has a total deadline and an answer cap, refusals inside a 2xx are refusals, the daily search
+quota is not retried, creates ask for direct and proxy SSH, and bad prices are not numbers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from rentwatch.client import (
+    AnswerTooLarge,
+    ApiError,
+    MarketUnavailable,
+    NotFound,
+    QuotaExceeded,
+    VastClient,
+)
+from rentwatch.core.errors import MalformedAnswer
+from rentwatch.core.models import Offer
+
+
+def _client(handler, **kw) -> VastClient:
+    kw.setdefault("min_intervals", {})
+    return VastClient("http://m", "k", transport=httpx.MockTransport(handler), **kw)
+
+
+def test_a_bad_row_costs_that_row_only():
+    rows = [
+        {"id": 1, "dph_total": 0.2, "actual_status": "running"},
+        {"id": 2, "dph_total": float("nan")},
+        {"id": 3, "dph_total": -0.5},
+        {"id": 4, "dph_total": "cheap"},
+        {"id": 5, "actual_status": ["running"]},
+        "not a row",
+        {"id": 6, "dph_total": 0.3, "gpu_util": 1e9},  # a display number out of range: None
+    ]
+
+    def handler(request):
+        body = json.dumps({"instances": rows, "next_token": None}).replace("NaN", '"NaN"')
+        return httpx.Response(200, content=body.encode())
+
+    async def run() -> tuple[list[int], VastClient]:
+        c = _client(handler)
+        return [i.id for i in await c.list_instances()], c
+
+    ids, c = asyncio.run(run())
+    assert ids == [1, 6]
+    assert [iid for iid, _ in c.bad_rows] == [2, 3, 4, 5, None]
+    assert c.stats.bad_rows == 5
+
+
+def test_pages_are_25_at_most():
+    seen = []
+
+    def handler(request):
+        seen.append(int(request.url.params["limit"]))
+        return httpx.Response(200, json={"instances": [], "next_token": None})
+
+    asyncio.run(_client(handler).list_instances(page_size=100))
+    assert seen == [25]
+
+
+def test_success_false_in_a_2xx_and_the_message_key():
+    def handler(request):
+        if request.method == "DELETE":
+            return httpx.Response(200, json={"success": False, "error": "no_such_instance"})
+        if request.url.path.startswith("/api/v0/instances/"):
+            return httpx.Response(200, json={"success": False, "message": "contract ended"})
+        return httpx.Response(400, json={"message": "bad query"})
+
+    async def run() -> None:
+        c = _client(handler)
+        with pytest.raises(ApiError) as err:
+            await c.stop_instance(7)
+        assert "contract ended" in str(err.value)
+        assert not (await c.destroy_instance(7)).existed  # already gone, said in a 200
+        with pytest.raises(ApiError) as err:
+            await c.search_offers({})
+        assert "bad query" in str(err.value)
+
+    asyncio.run(run())
+
+
+def test_daily_search_quota_is_not_retried():
+    calls = []
+
+    def handler(request):
+        calls.append(request)
+        return httpx.Response(429, json={"success": False, "error": "search_quota_exceeded"})
+
+    with pytest.raises(QuotaExceeded):
+        asyncio.run(_client(handler, max_attempts=5, backoff=0.001).search_offers({}))
+    assert len(calls) == 1
+
+
+def test_a_trickling_answer_meets_the_total_deadline():
+    async def trickle() -> AsyncIterator[bytes]:
+        for b in b'{"instances": [], "next_token": null}':
+            await asyncio.sleep(0.1)
+            yield bytes([b])
+
+    def handler(request):
+        return httpx.Response(200, content=trickle())
+
+    async def run() -> float:
+        c = _client(handler, timeout=0.5, max_attempts=2, backoff=0.01)
+        t0 = time.monotonic()
+        with pytest.raises(MarketUnavailable):
+            await c.list_instances()
+        return time.monotonic() - t0
+
+    assert asyncio.run(run()) < 2.5  # two tries of 0.5 s, not 2 x 3.7 s of trickle
+
+
+def test_an_oversized_answer_is_not_read():
+    def handler(request):
+        return httpx.Response(200, content=b"[" + b" " * 5000 + b"]")
+
+    async def run() -> None:
+        c = _client(handler)
+        c.max_answer_bytes = 1000
+        with pytest.raises(AnswerTooLarge):
+            await c.ssh_keys()
+
+    asyncio.run(run())
+
+
+def test_create_asks_for_direct_and_proxy_ssh_and_new_accounts_have_no_keys():
+    bodies = []
+
+    def handler(request):
+        if request.url.path == "/api/v0/ssh/":
+            return httpx.Response(404, json={"error": "not_found", "msg": "no keys yet"})
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, json={"success": True, "new_contract": 42})
+
+    async def run() -> None:
+        c = _client(handler)
+        assert (await c.create_instance(9, image="img", disk_gb=10)).instance_id == 42
+        assert await c.ssh_keys() == []
+
+    asyncio.run(run())
+    assert bodies[0]["runtype"] == "ssh_direc ssh_proxy"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"dph_total": -0.1}, {"dph_total": float("inf")}, {"storage_cost": -1}, {"dph_base": -2}],
+)
+def test_negative_or_non_finite_prices_make_an_offer_invalid(bad):
+    row = {"id": 1, "machine_id": 2, "dph_total": 0.3, **bad}
+    with pytest.raises(MalformedAnswer):
+        Offer.from_api(row)
+
+
+def test_not_found_inside_a_200_is_not_found():
+    def handler(request):
+        return httpx.Response(200, json={"success": False, "error": "no_such_instance"})
+
+    with pytest.raises(NotFound):
+        asyncio.run(_client(handler).stop_instance(3))
