@@ -240,16 +240,18 @@ class Supervisor:
 
     async def _decide(self, now: float) -> list[Decision]:
         snap = self.snapshot(now)
-        if self.offer_book.stale():
-            # would the rules create, offers aside? then search first, so Create carries its offer
-            probe = dataclasses.replace(snap, offers=None, offers_available=1_000_000)
-            if any(isinstance(d, Create) for d in decide(probe, self.policy, now)):
+        # would the rules create, offers aside? then search first if the last search is stale,
+        # and read our record of each machine, so each Create carries the offer it chose
+        probe = dataclasses.replace(snap, offers=None, offers_available=1_000_000)
+        if any(isinstance(d, Create) for d in decide(probe, self.policy, now)):
+            if self.offer_book.stale():
                 await self.offer_book.refresh()
-                snap = self.snapshot(now)
+            snap = dataclasses.replace(self.snapshot(now), history=self.offer_book.history())
         return decide(snap, self.policy, now)
 
     def snapshot(self, now: float) -> FleetSnapshot:
-        """Everything the rules decide on, in one immutable value."""
+        """Everything the rules decide on, in one immutable value (the machine record, a
+        ledger read, is added by `_decide` only when a create is in view)."""
         deadline = None
         if self.campaign.deadline_min is not None:
             deadline = (self.started_at or now) + self.campaign.deadline_min * 60
@@ -271,7 +273,6 @@ class Supervisor:
             offers=book.offers,
             terms=book.terms(),
             exclusions=book.exclusions(),
-            history=book.history(),
         )
 
     async def _execute(self, d: Decision) -> None:

@@ -75,6 +75,7 @@ class FleetSnapshot:
     terms: OfferTerms | None = None
     exclusions: Exclusions = field(default_factory=Exclusions)
     history: History = field(default_factory=dict)  # our own record per machine, for ranking
+    create_cap: int | None = None  # at most this many creates now (one while the market is new)
 
     @property
     def idle_rule_active(self) -> bool:
@@ -366,6 +367,8 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         fit = fit_offers(fleet.offers, fleet.terms, policy, fleet.exclusions)
         available = len(fit)
     n = max(0, min(want - in_flight, room, available))
+    if fleet.create_cap is not None:
+        n = min(n, fleet.create_cap)
     chosen: list[tuple[Offer | None, str]] = [(None, "")] * n
     if fit is not None:
         chosen = list(choose_offers(fit, n, fleet.history, policy.rank))
