@@ -244,9 +244,16 @@ class Supervisor:
         # and read our record of each machine, so each Create carries the offer it chose
         probe = dataclasses.replace(snap, offers=None, offers_available=1_000_000)
         if any(isinstance(d, Create) for d in decide(probe, self.policy, now)):
+            # a market not searched yet (or emptied) gets one create this poll, the rest the
+            # next: the first answer tests the key, the image and the offers before a fleet
+            first = not self.offer_book.offers
             if self.offer_book.stale():
                 await self.offer_book.refresh()
-            snap = dataclasses.replace(self.snapshot(now), history=self.offer_book.history())
+            snap = dataclasses.replace(
+                self.snapshot(now),
+                history=self.offer_book.history(),
+                create_cap=1 if first else None,
+            )
         return decide(snap, self.policy, now)
 
     def snapshot(self, now: float) -> FleetSnapshot:
