@@ -9,6 +9,8 @@ import collections
 from .attempt import Attempt
 from .core.lifecycle import ALIVE, HELD, Phase
 from .core.offer_choice import Quarantine
+from .core.policy import Policy
+from .ledger import EventKind, Ledger
 
 
 class Fleet:
@@ -18,6 +20,17 @@ class Fleet:
         self.quarantine: dict[int, str] = {}  # machine id -> why
         # without quarantine, a failed machine is skipped for one retry only (as SkyPilot does)
         self.recent_failures: collections.deque[int] = collections.deque(maxlen=max(1, fleet_size))
+
+    def restore(self, ledger: Ledger, campaign: str, policy: Policy, now: float) -> None:
+        """At a start: the quarantine in force under the policy's scope (ledger-wide and
+        unexpired, or this campaign's) and the creates this campaign already made."""
+        if policy.quarantine_persistent:
+            self.quarantine.update(ledger.quarantined(now))
+        elif policy.quarantine:
+            for ev in ledger.campaign_events(campaign, EventKind.QUARANTINE):
+                if ev.machine_id is not None:
+                    self.quarantine[ev.machine_id] = ev.reason
+        self.creates = ledger.creates_made(campaign)
 
     def add(self, a: Attempt) -> None:
         self.attempts[a.instance_id] = a

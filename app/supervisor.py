@@ -155,13 +155,7 @@ class Supervisor:
             detail={"policy": self.policy.name, "fleet": self.campaign.fleet},
         )
         self.started_at = self.ledger.campaign_started_at(name)
-        if self.policy.quarantine_persistent:
-            self.fleet.quarantine.update(self.ledger.quarantined(now))
-        elif self.policy.quarantine:
-            for ev in self.ledger.campaign_events(name, K.QUARANTINE):
-                if ev.machine_id is not None:
-                    self.fleet.quarantine[ev.machine_id] = ev.reason
-        self.fleet.creates = self.ledger.creates_made(name)
+        self.fleet.restore(self.ledger, name, self.policy, now)
         await self.market.add_ssh_key(self.ssh.public_key)
         self.job_work.restore(self.ledger)
         await self.recovery.reconcile()

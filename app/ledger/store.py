@@ -7,7 +7,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,8 +91,15 @@ def default_ledger_path() -> Path:
 class Ledger:
     """One DuckDB file. `record` appends a fact; `intent` + `outcome` bracket a marketplace call."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self.path = Path(path)
+        self._wall_clock = wall_clock  # the `wall` column: when the line was written, locally
         self.read_only = read_only
         self.__lock = threading.RLock()
         try:
@@ -182,7 +189,7 @@ class Ledger:
             values = {
                 "seq": self.__seq,
                 "ts": float(at),
-                "wall": time.time(),
+                "wall": self._wall_clock(),
                 "actor": actor,
                 "kind": kind,
                 "phase": phase,
