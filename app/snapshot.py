@@ -87,7 +87,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
     for a in sup.attempts.values():
         billed = a.charges(mode, now).total_usd
         spent += billed
-        if a.failure_class and a.failure_class != "cancelled" and not a.passed_preflight:
+        if a.life.dud:
             duds += 1
             dud_usd += billed
         if a.passed_preflight and a.life.phase == Phase.VERIFIED:

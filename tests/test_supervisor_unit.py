@@ -407,3 +407,23 @@ def test_a_session_records_campaign_end_and_closes(key, tmp_path: Path):
     assert ("aclose", None) in market.calls
     assert any(c[0] == "destroy_instance" for c in market.calls)  # unproven: destroyed
     led.close()
+
+
+def test_the_dashboard_counts_duds_as_the_receipt_does(key):
+    """One definition of a dud: a frozen pull abandoned, and a booting one cancelled at the
+    end, are both duds on screen and in the receipt."""
+    from rentwatch.snapshot import snapshot
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        market.t += 10
+        await sup.poll_once()
+        market.t += 6 * 60 + 5
+        await sup.poll_once()  # the first froze: abandoned, replaced
+        await sup.release_all("rule:campaign_end", "over")  # the replacement: cancelled
+        snap = snapshot(sup, market.t)
+        receipt = ledger.receipt()[0]
+        assert snap.duds == receipt["duds"] == 2
+        assert snap.dud_usd == pytest.approx(receipt["dud_usd"], abs=1e-6)
+
+    run(key, body)

@@ -52,6 +52,18 @@ ALIVE = frozenset({P.REQUESTED, P.BOOTING, P.RUNNING, P.VERIFYING, P.VERIFIED})
 HELD = ALIVE | {P.ABANDONED}  # things the controller must stop or destroy before it dies
 
 
+ENDED_UNDELIVERED = frozenset({P.ABANDONED, P.DESTROYED, P.LOST})
+
+
+def is_dud(verified: bool, given_up_or_gone: bool) -> bool:
+    """The one definition of a dud: a rental that never delivered (never verified, whether by
+    a preflight or trusted on sight) and was given up on or is gone. A rental cancelled at the
+    campaign's end before it proved itself counts: it billed and delivered nothing. The ledger's
+    `instances` view computes the same (`dud` column) from the events, and the receipt, the
+    dashboard and the scenario fit all read it from there or from here."""
+    return not verified and given_up_or_gone
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     at: float
@@ -83,6 +95,11 @@ class Lifecycle:
     def since(self, phase: Phase) -> float | None:
         """When the first move into `phase` happened (None: never)."""
         return next((t.at for t in self.history if t.after == phase), None)
+
+    @property
+    def dud(self) -> bool:
+        """See `is_dud`."""
+        return is_dud(self.since(P.VERIFIED) is not None, self.phase in ENDED_UNDELIVERED)
 
     def ended_at(self) -> float | None:
         """When it last left service (stopped, abandoned, destroyed, lost); None if never."""
