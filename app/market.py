@@ -18,7 +18,7 @@ Errors every method may raise (re-exported here so a caller never imports a clie
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .client import (
     Acted,
@@ -118,3 +118,9 @@ class Market(Clock, Protocol):
 def wall_seconds(market_seconds: float, time_scale: float, floor: float) -> float:
     """Wall seconds to wait for `market_seconds` of market time, never under `floor`."""
     return max(floor, market_seconds / max(time_scale, 1e-9))
+
+
+if TYPE_CHECKING:  # the Vast client implements the protocol (mypy checks this line)
+    from .client import VastClient
+
+    _VAST: type[Market] = VastClient

@@ -78,13 +78,7 @@ class Session:
             return
         self.ended = True
         try:
-            self.ledger.record(
-                EventKind.CAMPAIGN_END,
-                at=self.market.now(),
-                actor="engine",
-                campaign=self.sup.campaign.name,
-                reason=reason,
-            )
+            self.sup.journal.fact(EventKind.CAMPAIGN_END, None, actor="engine", reason=reason)
         finally:
             await self.sup.close()
             await self.market.aclose()
