@@ -11,14 +11,15 @@ from .attempt import Attempt
 from .core.billing import Mark
 from .core.campaign import Campaign
 from .core.lifecycle import Phase
-from .core.models import Offer
+from .core.models import Instance, Offer
 from .fleet import Fleet
 from .journal import Journal
 from .ledger import EventKind
-from .market import REFUSALS, Market
+from .market import REFUSALS, CreateResult, Market
 from .recovery import campaign_label
 
 K = EventKind
+MAX_ID = 2**53  # an id past what a JSON number holds exactly is garbled
 
 
 class Actions:
@@ -82,6 +83,27 @@ class Actions:
         self.journal.move(a, Phase.DESTROYED, at, reason)
         return True
 
+    def _believable(self, instance_id: int) -> bool:
+        """A create answer's id is believed only when it is in range and not one we hold
+        already (adopting a new rental under a held id would hand automation a verified
+        instance to destroy)."""
+        return 0 < instance_id < MAX_ID and instance_id not in self.fleet.attempts
+
+    async def _by_label(self, label: str) -> Instance | None:
+        """The rental that carries our unique label, if the market lists one we do not hold."""
+        try:
+            rows = await self.market.list_instances()
+        except REFUSALS:
+            return None
+        return next(
+            (
+                i
+                for i in rows
+                if i.label == label and i.id not in self.fleet.attempts and 0 < i.id < MAX_ID
+            ),
+            None,
+        )
+
     async def create(self, offer: Offer, actor: str, reason: str, why: str) -> Attempt | None:
         """Rent `offer`; the new attempt, or None when the market refused (said and recorded)."""
         j = self.journal
@@ -108,6 +130,20 @@ class Actions:
             j.outcome(seq, at=self.market.answered_at(), ok=False, error=str(exc))
             j.say(f"create FAILED on offer {offer.id} m:{offer.machine_id}: {exc}")
             return None
+        if not self._believable(res.instance_id):
+            found = await self._by_label(label)
+            if found is None:
+                why = f"the answer named instance {res.instance_id}, which cannot be new"
+                j.outcome(
+                    seq,
+                    at=self.market.answered_at(),
+                    ok=False,
+                    error=f"{why}; no instance carries our label",
+                )
+                j.say(f"create REFUSED on offer {offer.id}: {why}, and none carries our label")
+                return None
+            j.say(f"create answer named i:{res.instance_id}; our label is on i:{found.id}: taken")
+            res = CreateResult(found.id, None, label, found.start_date)
         at = res.created_at if res.created_at is not None else self.market.answered_at()
         storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
         self.fleet.creates += 1

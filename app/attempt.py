@@ -47,6 +47,7 @@ class Attempt:
     watchdog_armed: bool = False
     throttle: Throttle | None = None
     untrusted: str | None = None  # set when its SSH host key changed after it was pinned
+    unseen: int = 0  # consecutive polls the list answer left it out
 
     @property
     def passed_preflight(self) -> bool:

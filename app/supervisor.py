@@ -18,7 +18,6 @@ from pathlib import Path
 
 from .actions import Actions
 from .attempt import Attempt
-from .core.billing import Mark
 from .core.campaign import Campaign
 from .core.errors import MalformedAnswer
 from .core.jobs import JobQueue
@@ -36,7 +35,6 @@ from .core.rules import (
     Stop,
     Verify,
     decide,
-    low_util_since,
 )
 from .fleet import Fleet
 from .host_link import HostLink
@@ -45,15 +43,15 @@ from .job_work import JobWork
 from .journal import Journal
 from .ledger import EventKind, Ledger
 from .market import AuthError, Market, MarketUnavailable
+from .observer import Observer, row_problem
 from .offers import OfferBook
 from .operator import Operator
-from .recovery import Recovery
+from .recovery import Recovery, campaign_label
 from .ssh_runner import SSHRunner
 from .tender import HostTender
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
 K = EventKind
-LOST_AFTER_S = 120.0  # a create not listed this long after it was made is lost
 
 
 @dataclass
@@ -104,6 +102,7 @@ class Supervisor:
         self.detached = False
         self.listeners: list[Callable[[], None]] = []
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
+        self.observer = Observer(market, self.journal, self.fleet, policy)
         self.operator = Operator(self.actions, self.fleet, self.offer_book, self.journal)
         self.started_at: float | None = None  # the campaign's first start, read once
 
@@ -174,7 +173,8 @@ class Supervisor:
             return []
         now = self.market.answered_at()
         self.polls += 1
-        self._observe({i.id: i for i in instances}, now)
+        await self.observer.observe(instances, now)
+        self._adopt_strays(instances, now)
         decisions = await self._decide(now)
         for d in decisions:
             await self._execute(d)
@@ -184,53 +184,17 @@ class Supervisor:
             fn()
         return decisions
 
-    def _observe(self, live: dict[int, Instance], now: float) -> None:
-        for a in list(self.fleet.attempts.values()):
-            if a.life.phase in (Phase.DESTROYED, Phase.LOST):
-                continue
-            inst = live.get(a.instance_id)
-            if inst is None:
-                if a.life.phase != Phase.REQUESTED or now - a.created_at > LOST_AFTER_S:
-                    self._lost(a, now)
-                continue
-            status = inst.known_status
-            if status != a.status:
-                self.journal.fact(
-                    K.STATUS,
-                    a,
-                    at=now,
-                    actor="engine",
-                    reason=f"status {a.status} -> {status}",
-                    detail={"status": status, "msg": (inst.status_msg or "")[:300]},
-                )
-                if status == "running" and a.status != "running":
-                    a.marks.append(Mark(now, "running"))
-                elif a.status == "running" and status in ("exited", "offline", "unknown"):
-                    a.marks.append(Mark(now, "halt"))
-            if status != a.status or inst.status_msg != a.status_msg:
-                a.status_since = now
-            a.status, a.status_msg = status, inst.status_msg
-            a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
-            if a.life.phase == Phase.REQUESTED:
-                self.journal.move(a, Phase.BOOTING, now, "listed by the marketplace")
-            if status == "running" and a.life.phase == Phase.BOOTING:
-                a.running_at = now
-                self.journal.move(a, Phase.RUNNING, now, "container running")
-            if a.life.phase == Phase.VERIFIED:
-                a.util_low_since = low_util_since(a.util_low_since, inst.gpu_util, self.policy, now)
-
-    def _lost(self, a: Attempt, now: float) -> None:
-        self.journal.move(a, Phase.LOST, now, "gone from the marketplace's list")
-        a.marks.append(Mark(now, "destroy"))
-        self.journal.fact(
-            K.LOST,
-            a,
-            at=now,
-            actor="engine",
-            ok=True,
-            reason="instance vanished from the account without our destroy",
-        )
-        self.journal.say(f"lost   i:{a.instance_id} m:{a.machine_id} vanished from the list")
+    def _adopt_strays(self, instances: list[Instance], now: float) -> None:
+        """A rental carrying this campaign's label that we do not hold (a create whose answer
+        named another id) is adopted: a live rental is never unwatched nor off the ledger."""
+        mine = campaign_label(self.campaign.name) + ":"
+        for inst in instances:
+            if (
+                inst.id not in self.fleet.attempts
+                and (inst.label or "").startswith(mine)
+                and row_problem(inst) is None
+            ):
+                self.recovery.adopt(inst, now)
 
     async def _decide(self, now: float) -> list[Decision]:
         snap = self.snapshot(now)

@@ -88,6 +88,8 @@ class FakeMarket:
         self.hidden: set[int] = set()  # left out of list answers
         self.calls: list[tuple[str, Any]] = []
         self.keys: list[str] = []
+        self.lie_create_id: int | None = None  # the next create answers with this id instead
+        self.bad_rows: dict[int, dict[str, Any]] = {}  # instance id -> fields its row garbles
 
     # -- clock ---------------------------------------------------------------------------
     def now(self) -> float:
@@ -124,12 +126,13 @@ class FakeMarket:
         box = Box(self.next_id, o, label, image, self.t)
         self.boxes[box.id] = box
         self.next_id += 1
-        return CreateResult(box.id, None, label or "", None)
+        lie, self.lie_create_id = self.lie_create_id, None
+        return CreateResult(box.id if lie is None else lie, None, label or "", None)
 
     async def list_instances(self) -> list[Instance]:
         self._call("list_instances")
         return [
-            b.row()
+            replace(b.row(), **self.bad_rows.get(b.id, {}))
             for b in self.boxes.values()
             if b.intended != "destroyed" and b.id not in self.hidden
         ]

@@ -16,7 +16,7 @@ from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import NAIVE, SEED, Policy
 from rentwatch.core.rules import Abandon, Create, Finish, StartPreflight, Stop, Verify
 from rentwatch.core.verdict import Throttle, Verdict
-from rentwatch.intents import StartIntent
+from rentwatch.intents import CreateIntent, StartIntent
 from rentwatch.ledger import Ledger
 from rentwatch.market import Market
 from rentwatch.session import Session
@@ -427,3 +427,79 @@ def test_the_dashboard_counts_duds_as_the_receipt_does(key):
         assert snap.dud_usd == pytest.approx(receipt["dud_usd"], abs=1e-6)
 
     run(key, body)
+
+
+def test_an_instance_left_out_of_a_list_is_unseen_not_lost(key):
+    """[J] One missing row: still held and asked for directly; written off only when the
+    market says it no longer exists; released at the end (no leak)."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        market.t += 10
+        await sup.poll_once()
+        market.hidden.add(iid)
+        market.t += 10
+        await sup.poll_once()
+        a = sup.attempts[iid]
+        assert a.life.phase == Phase.BOOTING and ("show_instance", iid) in market.calls
+        assert kinds(ledger, "unseen") and not kinds(ledger, "lost")
+        await sup.release_all("rule:campaign_end", "over")
+        assert ("destroy_instance", iid) in market.calls  # released, not leaked
+        # a second one the market really lost: written off on its own word
+        market.hidden.clear()
+
+    run(key, body)
+
+    async def gone(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        market.t += 10
+        await sup.poll_once()
+        market.boxes[iid].intended = "destroyed"  # gone from the market, not by us
+        market.t += 10
+        await sup.poll_once()
+        assert sup.attempts[iid].life.phase == Phase.LOST and kinds(ledger, "lost")
+
+    run(key, gone)
+
+
+def test_a_create_answer_naming_a_held_verified_instance_is_not_believed(key):
+    """[J] A create answer with the id of a verified instance: resolved by the label, never
+    any action on the verified one."""
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        proven = sup.attempts[iid]
+        market.lie_create_id = iid
+        market.t += 10
+        assert await sup.apply(CreateIntent())
+        assert sup.attempts[iid] is proven and proven.life.phase == Phase.VERIFIED
+        new = [i for i in sup.attempts if i != iid]
+        assert new and market.boxes[new[-1]].label.startswith("rw:u:")  # the real rental, held
+        for _ in range(60):  # let everything else fail and be abandoned
+            market.t += 60
+            await sup.poll_once()
+        assert ("destroy_instance", iid) not in market.calls
+
+    run(key, body, fleet=1)
+
+
+def test_one_bad_row_costs_one_row_not_the_poll(key):
+    """[J] A NaN price on one row: that row skipped and recorded; the others supervised."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        market.t += 10
+        await sup.poll_once()
+        first, second = list(sup.attempts)
+        market.bad_rows[first] = {"dph_base": float("nan")}
+        market.set(second, actual="running", msg="")
+        market.t += 10
+        await sup.poll_once()
+        assert sup.attempts[second].life.phase in (Phase.RUNNING, Phase.VERIFYING)
+        assert sup.attempts[first].life.phase == Phase.BOOTING  # held, not lost
+        (bad,) = kinds(ledger, "bad_row")
+        assert bad.instance_id == first and "dph_base" in bad.reason
+
+    run(key, body, fleet=2)

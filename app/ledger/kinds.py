@@ -25,7 +25,9 @@ class EventKind(StrEnum):
     START = "start"
     DESTROY = "destroy"
     SENT = "sent"  # one try of a change as it left
-    LOST = "lost"  # vanished from the market without our destroy
+    LOST = "lost"  # the market says it no longer exists, without our destroy
+    UNSEEN = "unseen"  # left out of a list answer: asked for directly, still held
+    BAD_ROW = "bad_row"  # a market row that failed validation: skipped this poll, counted
     JOB_STARTED = "job_started"
     JOB_FINISHED = "job_finished"
     ARTIFACTS = "artifacts"
