@@ -72,6 +72,7 @@ class Attempt:
             throttle=self.throttle,
             untrusted=self.untrusted,
             busy=busy,
+            dph=self.gpu_dph + self.storage_dph,
         )
 
     def charges(self, mode: str, now: float) -> Charges:

@@ -503,3 +503,19 @@ def test_one_bad_row_costs_one_row_not_the_poll(key):
         assert bad.instance_id == first and "dph_base" in bad.reason
 
     run(key, body, fleet=2)
+
+
+def test_no_create_could_take_spend_past_the_budget(key):
+    """[J] What was spent, what every unproven attempt in flight may still bill (its price over
+    the rest of the boot deadline) and the next create's share stay within the budget."""
+    many = [offer(i, 100 + i, 0.45) for i in range(1, 11)]
+
+    async def body(sup, market, ledger):
+        for _ in range(4):
+            await sup.poll_once()
+            market.t += 10
+        # $0.45/h over a 45-minute boot deadline: $0.3375 at risk each; $1.00 carries two
+        assert len(sup.attempts) == 2
+        assert not only(await sup.poll_once(), Create)
+
+    run(key, body, market=FakeMarket(many), fleet=10, budget_usd=1.0)

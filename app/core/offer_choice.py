@@ -121,3 +121,25 @@ def quarantine_for(
     )
     scope = "ledger" if policy.quarantine_persistent else "campaign"
     return Quarantine(machine_id, reason, failure_class, scope, until)
+
+
+def at_risk(dph: float, created_at: float, boot_deadline_s: float, now: float) -> float:
+    """What an attempt that has not proven itself may still bill before the boot rules give up
+    on it: its hourly price over what is left of the boot deadline."""
+    left = max(0.0, boot_deadline_s - max(0.0, now - created_at))
+    return max(0.0, dph) * left / 3600
+
+
+def within_budget(
+    chosen: Sequence[tuple[Offer, str]], committed: float, budget: float, policy: Policy, now: float
+) -> list[tuple[Offer | None, str]]:
+    """The creates the budget can carry: `committed` (spent, plus what every unproven attempt
+    in flight may still bill) and what each new one may bill stay within the budget."""
+    out: list[tuple[Offer | None, str]] = []
+    for offer, why in chosen:
+        cost = at_risk(offer.dph_total, now, policy.boot_deadline_s, now)
+        if committed + cost > budget:
+            break
+        committed += cost
+        out.append((offer, why))
+    return out

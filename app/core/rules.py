@@ -17,9 +17,11 @@ from .offer_choice import (
     History,
     OfferTerms,
     Quarantine,
+    at_risk,
     choose_offers,
     fit_offers,
     quarantine_for,
+    within_budget,
 )
 from .patterns import compile_patterns, fatal_match
 from .policy import Policy
@@ -55,6 +57,7 @@ class AttemptView:
     throttle: Throttle | None = None
     busy: bool = False
     untrusted: str | None = None  # why the host is no longer trusted (its SSH host key changed)
+    dph: float = 0.0  # what it bills per hour at most (GPU and storage), for the budget
 
 
 @dataclass(frozen=True)
@@ -370,8 +373,16 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     if fleet.create_cap is not None:
         n = min(n, fleet.create_cap)
     chosen: list[tuple[Offer | None, str]] = [(None, "")] * n
+    short_of_money = False
     if fit is not None:
-        chosen = list(choose_offers(fit, n, fleet.history, policy.rank))
+        ranked = choose_offers(fit, n, fleet.history, policy.rank)
+        committed = fleet.spent_usd + sum(
+            at_risk(a.dph, a.created_at, policy.boot_deadline_s, now)
+            for a in fleet.attempts
+            if a.phase in (Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING)
+        )
+        chosen = list(within_budget(ranked, committed, fleet.budget_usd, policy, now))
+        short_of_money = len(chosen) < len(ranked)
         n = len(chosen)
     for i, (offer, why) in enumerate(chosen):
         out.append(
@@ -394,4 +405,13 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             )
         elif available <= 0:
             out.append(Finish(False, "rule:no_offers", "no fit offer left on the market"))
+        elif short_of_money:
+            out.append(
+                Finish(
+                    False,
+                    "rule:budget",
+                    f"the next create could pass the ${fleet.budget_usd:.2f} budget "
+                    f"(${fleet.spent_usd:.2f} spent)",
+                )
+            )
     return out
