@@ -1,5 +1,8 @@
 """One rental attempt as the supervisor holds it: what was rented, where it stands, what it
-cost so far; `view()` is the immutable slice the pure rules decide on."""
+cost so far; `view()` is the immutable slice the pure rules decide on.
+
+"Proven" (passed a compute preflight) lives in one place, `life.proven`; `passed_preflight`
+reads it."""
 
 from __future__ import annotations
 
@@ -29,7 +32,6 @@ class Attempt:
     status_msg: str | None = None
     status_since: float = 0.0
     running_at: float | None = None
-    passed_preflight: bool = False
     preflight_task: asyncio.Task[Any] | None = None
     verdict: Verdict | None = None
     ssh_error: str | None = None
@@ -45,8 +47,13 @@ class Attempt:
     watchdog_armed: bool = False
     throttle: Throttle | None = None
     untrusted: str | None = None  # set when its SSH host key changed after it was pinned
+    unseen: int = 0  # consecutive polls the list answer left it out
 
-    def view(self) -> AttemptView:
+    @property
+    def passed_preflight(self) -> bool:
+        return self.life.proven
+
+    def view(self, busy: bool = False) -> AttemptView:
         return AttemptView(
             instance_id=self.instance_id,
             machine_id=self.machine_id,
@@ -64,6 +71,8 @@ class Attempt:
             util_low_since=self.util_low_since,
             throttle=self.throttle,
             untrusted=self.untrusted,
+            busy=busy,
+            dph=self.gpu_dph + self.storage_dph,
         )
 
     def charges(self, mode: str, now: float) -> Charges:

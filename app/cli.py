@@ -7,8 +7,12 @@ import argparse
 import asyncio
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from .core.errors import RentwatchError
+
+if TYPE_CHECKING:
+    from .core.campaign import Campaign
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
@@ -88,12 +92,23 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _read_campaign(path: str) -> Campaign:
+    """A campaign file, parsed; an unreadable one is a ConfigError (a message, no traceback)."""
     from pathlib import Path
 
-    from .client import find_api_key
     from .core.campaign import parse_campaign
     from .core.errors import ConfigError
+
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read campaign {path}: {exc.strerror}") from None
+    return parse_campaign(text, path)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+
+    from .client import find_api_key
     from .core.policy import get_policy
     from .headless import run_headless
     from .ledger.store import default_ledger_path
@@ -109,11 +124,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "rentwatch: warning: --api-key is visible in the process list; prefer VAST_API_KEY",
             file=sys.stderr,
         )
-    try:
-        text = Path(args.campaign).read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read campaign {args.campaign}: {exc.strerror}") from None
-    campaign = parse_campaign(text, args.campaign)
+    campaign = _read_campaign(args.campaign)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
     from . import client as market_client
@@ -148,15 +159,12 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .client import find_api_key
-    from .core.campaign import parse_campaign
     from .core.policy import get_policy
     from .dashboard import run_dashboard
-    from .headless import default_key_path
     from .ledger.store import default_ledger_path
+    from .session import default_key_path
 
-    campaign = (
-        parse_campaign(Path(args.campaign).read_text(), args.campaign) if args.campaign else None
-    )
+    campaign = _read_campaign(args.campaign) if args.campaign else None
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
     return run_dashboard(
         args.market_url,

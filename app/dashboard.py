@@ -5,13 +5,11 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from .client import VastClient
 from .core.campaign import Campaign, parse_campaign
 from .core.policy import Policy, get_policy
 from .engine import EngineThread
 from .ledger import Ledger
-from .ssh_runner import SSHRunner, load_or_create_key
-from .supervisor import Supervisor
+from .session import Session
 
 DEMO_CAMPAIGN = """
 name = "demo"
@@ -87,20 +85,19 @@ def make_engine(
     key_path: Path,
     adopt_all: bool = False,
 ) -> EngineThread:
-    async def build() -> Supervisor:
-        client = VastClient(market_url, api_key)
-        sup = Supervisor(
-            client,
+    def open_session() -> Session:
+        return Session.open(
+            market_url,
+            api_key,
             ledger,
             campaign,
             policy,
-            SSHRunner(load_or_create_key(key_path)),
+            key_path,
             log=lambda _: None,
+            adopt_all=adopt_all,
         )
-        sup.adopt_all = adopt_all
-        return sup
 
-    return EngineThread(build, on_snapshot=lambda _: None, on_error=lambda _: None)
+    return EngineThread(open_session, on_snapshot=lambda _: None, on_error=lambda _: None)
 
 
 def run_dashboard(
@@ -127,7 +124,7 @@ def run_dashboard(
     try:
         result = app.run()
     finally:
-        if engine.loop is not None and engine._thread.is_alive():
+        if engine.loop is not None and engine.alive():
             engine.shutdown("trap")  # the app died without the quit dialog: release what is held
         ledger.close()
     print(f"rentwatch: {result or 'closed'}; ledger at {ledger_path}")

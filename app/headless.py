@@ -14,12 +14,12 @@ import sys
 import traceback
 from pathlib import Path
 
-from .client import VastClient
 from .core.campaign import Campaign
 from .core.policy import Policy
-from .ledger import Ledger
-from .ssh_runner import SSHRunner, load_or_create_key
-from .supervisor import Supervisor
+from .ledger import EventKind, Ledger
+from .session import Session, default_key_path
+
+__all__ = ["Trapped", "default_key_path", "run_headless"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -28,12 +28,6 @@ class Trapped(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-
-
-def default_key_path() -> Path:
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("rentwatch")) / "id_ed25519"
 
 
 async def run_headless(
@@ -45,19 +39,26 @@ async def run_headless(
     detach: bool = False,
     key_path: str | None = None,
 ) -> int:
-    ledger = Ledger(ledger_path)
-    client = VastClient(market_url, api_key)
-    ssh = SSHRunner(load_or_create_key(Path(key_path) if key_path else default_key_path()))
     t0: list[float] = []
 
     def log(line: str) -> None:
-        now = client.now()
+        now = session.market.now()
         if not t0:
             t0.append(now)
         s = int(now - t0[0])
         print(f"[{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}] {line}", flush=True)
 
-    sup = Supervisor(client, ledger, campaign, policy, ssh, log=log)
+    session = Session.open(
+        market_url,
+        api_key,
+        Ledger(ledger_path),
+        campaign,
+        policy,
+        Path(key_path) if key_path else None,
+        log=log,
+        owns_ledger=True,
+    )
+    sup = session.sup
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     caught: list[int] = []
@@ -82,32 +83,32 @@ async def run_headless(
     code = 1
     try:
         try:
+            await session.start()
             outcome = await sup.run()
         except asyncio.CancelledError:
             signum = caught[-1] if caught else signal.SIGINT
             raise Trapped(signum) from None
         log(f"end    {outcome.reason}")
         if detach:
-            await sup.detach_all("--detach: left running on purpose")
+            await session.detach("--detach: left running on purpose")
             log("detach instances left running on purpose (recorded)")
         else:
-            await sup.release_all("rule:campaign_end", f"campaign ended: {outcome.reason}")
+            await session.release("rule:campaign_end", f"campaign ended: {outcome.reason}")
         code = 0 if outcome.ok else 3
     except BaseException as exc:  # the trap: whatever happened, nothing keeps billing unwatched
         for sig in SIGNALS:
             loop.remove_signal_handler(sig)  # a second Ctrl-C must not interrupt the release
         why = f"signal {exc}" if isinstance(exc, Trapped) else f"{type(exc).__name__}: {exc}"
-        ledger.record(
-            "trap",
-            at=client.now(),
+        sup.journal.fact(
+            EventKind.TRAP,
+            None,
             actor="trap",
-            campaign=campaign.name,
             reason=f"exit trap fired: {why}",
             detail={"held": [a.instance_id for a in sup.held()]},
         )
         log(f"trap   {why}: releasing {len(sup.held())} held instance(s)")
         try:
-            await asyncio.wait_for(sup.release_all("trap", f"exit trap: {why}"), 60)
+            await asyncio.wait_for(session.release("trap", f"exit trap: {why}"), 60)
         except BaseException as exc2:
             log(f"trap   release incomplete: {exc2!r}")
         if not isinstance(exc, Trapped):
@@ -116,14 +117,5 @@ async def run_headless(
         else:
             code = 128 + exc.signum
     finally:
-        ledger.record(
-            "campaign_end",
-            at=client.now(),
-            actor="engine",
-            campaign=campaign.name,
-            reason=f"controller exits with code {code}",
-        )
-        await sup.close()
-        await client.aclose()
-        ledger.close()
+        await session.end(f"controller exits with code {code}")
     return code

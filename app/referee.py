@@ -10,14 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .client import VastClient
 from .core.campaign import Campaign
 from .core.policy import get_policy
 from .ledger import Ledger
+from .session import Session
 from .sim.scenario import DELIVERING, Scenario
 from .sim.server import SimServer
-from .ssh_runner import SSHRunner, load_or_create_key
-from .supervisor import Supervisor
 
 SCORE_KEYS = (
     "dud_usd",
@@ -35,23 +33,24 @@ async def _one_run(
     sim: SimServer, campaign: Campaign, policy_name: str, ledger: Ledger, key: Path
 ) -> tuple[float, float, int]:
     """Run a campaign to its end; returns (market start, market finish, jobs done)."""
-    client = VastClient(sim.url, sim.api_key)
-    sup = Supervisor(
-        client,
+    session = Session.open(
+        sim.url,
+        sim.api_key,
         ledger,
         campaign,
         get_policy(policy_name).with_overrides(campaign.policy),
-        SSHRunner(load_or_create_key(key)),
+        key,
         log=lambda _: None,
     )
+    sup = session.sup
     start = sim.market.clock.now()
     try:
+        await session.start()
         await sup.run()
         finish = sim.market.clock.now()
-        await sup.release_all("rule:campaign_end", "referee: campaign ended")
+        await session.release("rule:campaign_end", "referee: campaign ended")
     finally:
-        await sup.close()
-        await client.aclose()
+        await session.end("referee: run over")
     done = sum(1 for j in sup.jobs.jobs if j.status == "done")
     return start, finish, done
 

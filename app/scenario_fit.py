@@ -37,12 +37,7 @@ def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> 
     rows = ledger.instance_rows(campaign)
     if not rows:
         raise ValueError("the ledger holds no creates to fit a scenario from")
-    throttled = {
-        r[0]
-        for r in ledger.query(
-            "select distinct instance_id from events where kind = 'throttle'"
-        ).rows
-    }
+    throttled = ledger.throttled_instances()
     counts: dict[str, int] = {}
     boots: list[float] = []
     prices = [float(r["gpu_dph"]) for r in rows if r["gpu_dph"] is not None]
@@ -50,10 +45,10 @@ def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> 
     for r in rows:
         if r["verified_at"] is not None:
             behaviour = "throttled" if r["instance_id"] in throttled else "healthy"
-        elif r["failure_class"] in CLASS_TO_BEHAVIOUR:
+        elif r["dud"] and r["failure_class"] in CLASS_TO_BEHAVIOUR:
             behaviour = CLASS_TO_BEHAVIOUR[r["failure_class"]]
         else:
-            continue  # cancelled attempts say nothing about their host
+            continue  # a dud cancelled at the end (or a live one) says nothing about its host
         counts[behaviour] = counts.get(behaviour, 0) + 1
         if r["running_at"] is not None and r["created_at"] is not None:
             boots.append((r["running_at"] - r["created_at"]) / 60)

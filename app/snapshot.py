@@ -76,27 +76,25 @@ def _phase(a: Attempt) -> str:
 
 
 def _ended(a: Attempt) -> float | None:
-    for t in reversed(a.life.history):
-        if t.after in (Phase.DESTROYED, Phase.LOST, Phase.ABANDONED, Phase.STOPPED):
-            return t.at
-    return None
+    return a.life.ended_at()
 
 
 def snapshot(sup: Supervisor, now: float) -> FleetSnap:
-    mode = sup.client.gpu_billing
+    mode = sup.market.gpu_billing
     rows = []
     duds = verified = 0
     dud_usd = spent = gpu_hours = 0.0
     for a in sup.attempts.values():
         billed = a.charges(mode, now).total_usd
         spent += billed
-        if a.failure_class and a.failure_class != "cancelled" and not a.passed_preflight:
+        if a.life.dud:
             duds += 1
             dud_usd += billed
         if a.passed_preflight and a.life.phase == Phase.VERIFIED:
             verified += 1  # held and proven right now
         if a.passed_preflight:
-            since = next((t.at for t in a.life.history if t.after == Phase.VERIFIED), now)
+            first = a.life.since(Phase.VERIFIED)
+            since = now if first is None else first
             gpu_hours += (
                 max(0.0, ((_ended(a) or now) if a.life.phase != Phase.VERIFIED else now) - since)
                 / 3600
@@ -155,7 +153,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
         spent_usd=spent,
         verified=verified,
         gpu_hours=gpu_hours,
-        decisions=tuple(sup.decisions_log[-200:]),
-        decisions_total=sup.decisions_total,
+        decisions=tuple(sup.journal.lines[-200:]),
+        decisions_total=sup.journal.lines_total,
         finished=sup.finished.reason if sup.finished else None,
     )

@@ -55,8 +55,9 @@ async def measure(n: int, tmp: Path) -> tuple[float, float, float]:
             get_policy("default"),
             SSHRunner(load_or_create_key(tmp / "key")),
             log=lambda _: None,
+            adopt_all=True,
         )
-        sup.adopt_all = True
+        await client.sync_clock()
         await sup.prepare()
         times = []
         for _ in range(5):

@@ -78,11 +78,11 @@ def test_quarantined_machines_never_offered(make_sim, tmp_path):
                 SSHRunner(load_or_create_key(tmp_path / "k")),
                 log=lambda _: None,
             )
-            await sup._refresh_offers()
-            before = {o.machine_id for o in sup._fit_offers()}
-            cheapest = min(sup._fit_offers(), key=lambda o: o.dph_total)
+            await sup.offer_book.refresh()
+            before = {o.machine_id for o in sup.offer_book.fit()}
+            cheapest = min(sup.offer_book.fit(), key=lambda o: o.dph_total)
             sup.quarantine[cheapest.machine_id] = "test"
-            return cheapest.machine_id, before, {o.machine_id for o in sup._fit_offers()}
+            return cheapest.machine_id, before, {o.machine_id for o in sup.offer_book.fit()}
 
     quarantined, before, after = asyncio.run(run())
     assert quarantined in before and quarantined not in after

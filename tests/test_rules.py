@@ -310,6 +310,7 @@ def test_executor_refuses_automated_destroy_of_a_verified_instance(tmp_path):
     from rentwatch.attempt import Attempt
     from rentwatch.client import VastClient
     from rentwatch.core.campaign import parse_campaign
+    from rentwatch.intents import DestroyIntent
     from rentwatch.ledger import Ledger
     from rentwatch.ssh_runner import SSHRunner, load_or_create_key
     from rentwatch.supervisor import AutomationRefused, DestroyConfirmation, Supervisor
@@ -334,16 +335,16 @@ def test_executor_refuses_automated_destroy_of_a_verified_instance(tmp_path):
             created_at=0.0,
             gpu_dph=0.2,
             storage_dph=0.01,
-            passed_preflight=True,
         )
+        a.life.proven = True
         a.life.move(Phase.BOOTING, 0, "x")
         a.life.move(Phase.RUNNING, 1, "x")
         a.life.move(Phase.VERIFIED, 2, "x")
-        sup.attempts[7] = a
+        sup.fleet.add(a)
         with pytest.raises(AutomationRefused):
             await sup._abandon(Abandon(7, 70, "rule:forged", "forged", "fatal"))
         with pytest.raises(AutomationRefused):
-            await sup.human_destroy(DestroyConfirmation(7, "8"))
+            await sup.apply(DestroyIntent(DestroyConfirmation(7, "8")))
         assert a.life.phase == Phase.VERIFIED
         await client.aclose()
 

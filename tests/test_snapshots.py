@@ -157,8 +157,12 @@ async def _shot(keys: tuple[str, ...]) -> str:
 def test_view_snapshot(name, keys):
     got = asyncio.run(_shot(keys))
     path = HERE / f"{name}.txt"
-    if os.environ.get("RENTWATCH_UPDATE_SNAPSHOTS") == "1" or not path.exists():
+    if os.environ.get("RENTWATCH_UPDATE_SNAPSHOTS") == "1":
         path.write_text(got)
+    # a missing reference is a failure, not a pass: it would compare the screen with itself
+    assert path.exists(), (
+        f"no reference {path}; inspect the view and set RENTWATCH_UPDATE_SNAPSHOTS=1"
+    )
     assert got == path.read_text(), (
         f"{name} view changed; inspect and set RENTWATCH_UPDATE_SNAPSHOTS=1"
     )

@@ -76,6 +76,9 @@ def test_other_policies_run(make_sim, tmp_path, policy):
     sim = make_sim(seed=7, offers=60, time_scale=600 if policy == "naive" else 240)
     code, ledger = run_campaign(sim, tmp_path, policy, fleet=4)
     assert code == 0
+    receipt, truth = _check_campaign(sim, ledger)  # money, reasons, quarantine, asymmetry
+    assert receipt["verified"] >= 4
+    assert all(t["destroyed"] or t["stopped"] for t in truth.values())
     led = Ledger(ledger)
     r = led.receipt()[0]
     print(

@@ -9,9 +9,16 @@ from typing import Any
 
 from rentwatch.core.text import clean
 from rentwatch.engine import EngineThread
+from rentwatch.intents import (
+    CreateIntent,
+    DestroyConfirmation,
+    DestroyIntent,
+    Intent,
+    StartIntent,
+    StopIntent,
+)
 from rentwatch.ledger import Ledger
 from rentwatch.snapshot import FleetSnap, InstanceSnap
-from rentwatch.supervisor import DestroyConfirmation
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -123,8 +130,8 @@ class RentwatchApp(App[str]):
             return None
         return next((s for s in snap.instances if s.instance_id == iid), None)
 
-    def _send(self, what: str, factory: Any) -> None:
-        fut = self.engine.submit(factory)
+    def _send(self, what: str, intent: Intent) -> None:
+        fut = self.engine.submit(intent)
 
         def done(f: concurrent.futures.Future[Any]) -> None:
             exc = f.exception()
@@ -141,15 +148,15 @@ class RentwatchApp(App[str]):
     def action_stop(self) -> None:
         s = self.selected()
         if s is not None:
-            self._send(f"stopped {s.instance_id}", lambda sup: sup.human_stop(s.instance_id))
+            self._send(f"stopped {s.instance_id}", StopIntent(s.instance_id))
 
     def action_start(self) -> None:
         s = self.selected()
         if s is not None:
-            self._send(f"started {s.instance_id}", lambda sup: sup.human_start(s.instance_id))
+            self._send(f"started {s.instance_id}", StartIntent(s.instance_id))
 
     def action_create(self) -> None:
-        self._send("asked the market for one more instance", lambda sup: sup.human_create())
+        self._send("asked the market for one more instance", CreateIntent())
 
     def action_destroy(self) -> None:
         s = self.selected()
@@ -164,7 +171,7 @@ class RentwatchApp(App[str]):
                 self.notify("destroy cancelled: nothing destroyed")
                 return
             conf = DestroyConfirmation(s.instance_id, typed)
-            self._send(f"destroyed {s.instance_id}", lambda sup: sup.human_destroy(conf))
+            self._send(f"destroyed {s.instance_id}", DestroyIntent(conf))
 
         self.push_screen(DestroyConfirm(s), confirmed)
 

@@ -1,4 +1,13 @@
-"""The instance lifecycle as an explicit state machine, with its history."""
+"""The instance lifecycle as an explicit, strict state machine, with its history.
+
+An illegal transition is refused: the phase stays, `move` answers False and keeps the refused
+transition in `refused`, and the shell (`Journal.move`, the only caller in the engine) writes
+it to the ledger as an error event. Nothing is dropped silently.
+
+One notion of "verified": `Lifecycle.proven` says the instance passed a real compute preflight
+at some point (so automation may stop it, never destroy it), and the `VERIFIED` phase says it
+is in service now (proven, or trusted on sight under the naive policy).
+"""
 
 from __future__ import annotations
 
@@ -7,31 +16,52 @@ from enum import StrEnum
 
 
 class Phase(StrEnum):
-    REQUESTED = "requested"
-    BOOTING = "booting"
-    RUNNING = "running"
-    VERIFYING = "verifying"
-    VERIFIED = "verified"
-    STOPPED = "stopped"
-    ABANDONED = "abandoned"
-    DESTROYED = "destroyed"
-    LOST = "lost"
+    REQUESTED = "requested"  # create sent, not listed by the market yet
+    BOOTING = "booting"  # listed (or started again): pulling the image, loading
+    RUNNING = "running"  # the container runs; not yet proven
+    VERIFYING = "verifying"  # the compute preflight is under way
+    VERIFIED = "verified"  # in service: proven (or trusted) and held
+    STOPPED = "stopped"  # stopped by us, a person or the market; storage still bills
+    ABANDONED = "abandoned"  # given up before proving itself; its destroy is due
+    DESTROYED = "destroyed"  # destroyed by our call: nothing bills
+    LOST = "lost"  # gone from the market without our destroy
 
 
 P = Phase
+# What each transition means:
 LEGAL: dict[Phase, frozenset[Phase]] = {
+    # listed at last; or seen running at once; or given up / stopped / destroyed / gone before
     P.REQUESTED: frozenset({P.BOOTING, P.RUNNING, P.ABANDONED, P.DESTROYED, P.LOST, P.STOPPED}),
+    # the container came up; or the boot rules gave up on it; or a stop / destroy / vanishing
     P.BOOTING: frozenset({P.RUNNING, P.ABANDONED, P.STOPPED, P.DESTROYED, P.LOST}),
+    # preflight started; or trusted on sight (naive); or given up / stopped / gone
     P.RUNNING: frozenset({P.VERIFYING, P.VERIFIED, P.ABANDONED, P.STOPPED, P.DESTROYED, P.LOST}),
+    # the preflight passed; or failed (abandon); or the host restarted its container (RUNNING)
     P.VERIFYING: frozenset({P.VERIFIED, P.ABANDONED, P.STOPPED, P.DESTROYED, P.LOST, P.RUNNING}),
+    # in service: only a stop (automation's strongest act), a human destroy, or vanishing
     P.VERIFIED: frozenset({P.STOPPED, P.DESTROYED, P.LOST}),
+    # started again (boots; or adopted running / verified); destroyed; released at the end
     P.STOPPED: frozenset({P.BOOTING, P.RUNNING, P.VERIFIED, P.DESTROYED, P.LOST, P.ABANDONED}),
+    # the destroy went through; or a stop stood in for it; or it vanished first
     P.ABANDONED: frozenset({P.DESTROYED, P.STOPPED, P.LOST}),
     P.DESTROYED: frozenset(),
+    # our destroy of a lost instance went through after all
     P.LOST: frozenset({P.DESTROYED}),
 }
 ALIVE = frozenset({P.REQUESTED, P.BOOTING, P.RUNNING, P.VERIFYING, P.VERIFIED})
 HELD = ALIVE | {P.ABANDONED}  # things the controller must stop or destroy before it dies
+
+
+ENDED_UNDELIVERED = frozenset({P.ABANDONED, P.DESTROYED, P.LOST})
+
+
+def is_dud(verified: bool, given_up_or_gone: bool) -> bool:
+    """The one definition of a dud: a rental that never delivered (never verified, whether by
+    a preflight or trusted on sight) and was given up on or is gone. A rental cancelled at the
+    campaign's end before it proved itself counts: it billed and delivered nothing. The ledger's
+    `instances` view computes the same (`dud` column) from the events, and the receipt, the
+    dashboard and the scenario fit all read it from there or from here."""
+    return not verified and given_up_or_gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +77,11 @@ class Lifecycle:
     phase: Phase = Phase.REQUESTED
     history: list[Transition] = field(default_factory=list)
     refused: list[Transition] = field(default_factory=list)
-    ever_verified: bool = False
+    proven: bool = False  # passed a compute preflight once: automation may never destroy it
 
     def move(self, to: Phase, at: float, why: str) -> bool:
-        """Take a transition if it is legal; an illegal one is kept in `refused` and ignored."""
+        """Take a legal transition (True); an illegal one changes nothing, is kept in `refused`
+        for the shell to report, and answers False."""
         if to == self.phase:
             return True
         t = Transition(at, self.phase, to, why)
@@ -59,6 +90,20 @@ class Lifecycle:
             return False
         self.history.append(t)
         self.phase = to
-        if to == Phase.VERIFIED:
-            self.ever_verified = True
         return True
+
+    def since(self, phase: Phase) -> float | None:
+        """When the first move into `phase` happened (None: never)."""
+        return next((t.at for t in self.history if t.after == phase), None)
+
+    @property
+    def dud(self) -> bool:
+        """See `is_dud`."""
+        return is_dud(self.since(P.VERIFIED) is not None, self.phase in ENDED_UNDELIVERED)
+
+    def ended_at(self) -> float | None:
+        """When it last left service (stopped, abandoned, destroyed, lost); None if never."""
+        for t in reversed(self.history):
+            if t.after in (P.DESTROYED, P.LOST, P.ABANDONED, P.STOPPED):
+                return t.at
+        return None

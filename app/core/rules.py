@@ -7,10 +7,22 @@ never passed, and for everything else the strongest automated act is `Stop`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 from .lifecycle import Phase
+from .models import Offer
+from .offer_choice import (
+    Exclusions,
+    History,
+    OfferTerms,
+    Quarantine,
+    at_risk,
+    choose_offers,
+    fit_offers,
+    quarantine_for,
+    within_budget,
+)
 from .patterns import compile_patterns, fatal_match
 from .policy import Policy
 from .verdict import Throttle, Verdict
@@ -45,6 +57,7 @@ class AttemptView:
     throttle: Throttle | None = None
     busy: bool = False
     untrusted: str | None = None  # why the host is no longer trusted (its SSH host key changed)
+    dph: float = 0.0  # what it bills per hour at most (GPU and storage), for the budget
 
 
 @dataclass(frozen=True)
@@ -60,7 +73,12 @@ class FleetSnapshot:
     jobs_total: int = 0
     jobs_running: int = 0
     jobs_failed: int = 0
-    offers_available: int = 1_000_000
+    offers_available: int = 1_000_000  # used when `offers` is None (not searched yet)
+    offers: tuple[Offer, ...] | None = None  # the last offer search's answer
+    terms: OfferTerms | None = None
+    exclusions: Exclusions = field(default_factory=Exclusions)
+    history: History = field(default_factory=dict)  # our own record per machine, for ranking
+    create_cap: int | None = None  # at most this many creates now (one while the market is new)
 
     @property
     def idle_rule_active(self) -> bool:
@@ -73,6 +91,8 @@ class FleetSnapshot:
 class Create:
     rule: str
     reason: str
+    offer: Offer | None = None  # the offer chosen (fit, sane, best ranked)
+    why: str = ""  # why that offer: the sentence the ledger records with the choice
 
 
 @dataclass(frozen=True)
@@ -84,6 +104,7 @@ class Abandon:
     rule: str
     reason: str
     failure_class: str
+    quarantine: Quarantine | None = None  # what its failure earns its machine under the policy
 
     @classmethod
     def of(cls, a: AttemptView, rule: str, reason: str, failure_class: str) -> Abandon:
@@ -100,6 +121,7 @@ class Stop:
     rule: str
     reason: str
     failure_class: str | None = None  # set when the host is not to be trusted again: quarantine
+    quarantine: Quarantine | None = None  # filled in by `decide` from the policy
 
 
 @dataclass(frozen=True)
@@ -140,6 +162,16 @@ def give_up(a: AttemptView, rule: str, reason: str, failure_class: str) -> Aband
     if a.passed_preflight:
         return Stop(a.instance_id, rule, reason)
     return Abandon.of(a, rule, reason, failure_class)
+
+
+def low_util_since(
+    since: float | None, util: float | None, policy: Policy, now: float
+) -> float | None:
+    """Since when the GPU has been under the idle threshold, after one more reading (the one
+    definition of idle time, fed by the market's list and by the host's own NVML samples)."""
+    if util is None:
+        return since
+    return (since if since is not None else now) if util < policy.idle_util_pct else None
 
 
 def freeze_window(msg: str | None, policy: Policy) -> float | None:
@@ -222,7 +254,7 @@ def _verified_rules(
     a: AttemptView, policy: Policy, now: float, idle_active: bool
 ) -> Decision | None:
     if a.untrusted:
-        return Stop(a.instance_id, "rule:host_key", a.untrusted, failure_class="host_key_changed")
+        return Stop(a.instance_id, "rule:host_key", a.untrusted, "host_key_changed")
     if a.status in TERMINAL:
         return Stop(
             a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified"
@@ -244,7 +276,29 @@ def _verified_rules(
     return None
 
 
+def _with_quarantine(d: Decision, fleet: FleetSnapshot, policy: Policy, now: float) -> Decision:
+    """Abandon and Stop carry the quarantine their failure earns (None: none)."""
+    if isinstance(d, Abandon):
+        return replace(
+            d, quarantine=quarantine_for(policy, d.machine_id, d.failure_class, d.reason, now)
+        )
+    if isinstance(d, Stop) and d.failure_class is not None:
+        machine = next(
+            (a.machine_id for a in fleet.attempts if a.instance_id == d.instance_id), None
+        )
+        q = quarantine_for(
+            policy, machine, d.failure_class, d.reason, now, fleet.exclusions.quarantined
+        )
+        return replace(d, quarantine=q)
+    return d
+
+
 def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
+    out: list[Decision] = _decide(fleet, policy, now)
+    return [_with_quarantine(d, fleet, policy, now) for d in out]
+
+
+def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     out: list[Decision] = []
     abandoned_now: set[int] = set()
     for a in fleet.attempts:
@@ -310,12 +364,33 @@ def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     need = max(0, target - verified)
     want = need + (policy.spare_attempts if need > 0 else 0)
     room = fleet.max_creates - fleet.creates
-    n = max(0, min(want - in_flight, room, fleet.offers_available))
-    for i in range(n):
+    fit = None
+    available = fleet.offers_available
+    if fleet.offers is not None and fleet.terms is not None:
+        fit = fit_offers(fleet.offers, fleet.terms, policy, fleet.exclusions)
+        available = len(fit)
+    n = max(0, min(want - in_flight, room, available))
+    if fleet.create_cap is not None:
+        n = min(n, fleet.create_cap)
+    chosen: list[tuple[Offer | None, str]] = [(None, "")] * n
+    short_of_money = False
+    if fit is not None:
+        ranked = choose_offers(fit, n, fleet.history, policy.rank)
+        committed = fleet.spent_usd + sum(
+            at_risk(a.dph, a.created_at, policy.boot_deadline_s, now)
+            for a in fleet.attempts
+            if a.phase in (Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING)
+        )
+        chosen = list(within_budget(ranked, committed, fleet.budget_usd, policy, now))
+        short_of_money = len(chosen) < len(ranked)
+        n = len(chosen)
+    for i, (offer, why) in enumerate(chosen):
         out.append(
             Create(
                 "rule:replace",
                 f"{verified} of {fleet.fleet} verified, {in_flight + i} booting: rent one more",
+                offer,
+                why,
             )
         )
     if n == 0 and in_flight == 0 and need > 0:
@@ -328,6 +403,15 @@ def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
                     f"with {verified} of {fleet.fleet} verified",
                 )
             )
-        elif fleet.offers_available <= 0:
+        elif available <= 0:
             out.append(Finish(False, "rule:no_offers", "no fit offer left on the market"))
+        elif short_of_money:
+            out.append(
+                Finish(
+                    False,
+                    "rule:budget",
+                    f"the next create could pass the ${fleet.budget_usd:.2f} budget "
+                    f"(${fleet.spent_usd:.2f} spent)",
+                )
+            )
     return out

@@ -1,5 +1,7 @@
-"""The append-only DuckDB ledger: events, GPU samples, derived views, the receipt."""
+"""The append-only DuckDB ledger: events, GPU samples, derived views, the receipt, and the
+named reads the engine uses (no `where=` text outside this package)."""
 
+from .kinds import EventKind
 from .store import Event, Ledger, LedgerError
 
-__all__ = ["Event", "Ledger", "LedgerError"]
+__all__ = ["Event", "EventKind", "Ledger", "LedgerError"]

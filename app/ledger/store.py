@@ -7,7 +7,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,41 +15,10 @@ from typing import Any
 import duckdb
 
 from ..core.errors import RentwatchError
+from .kinds import EVENT_KINDS, EventKind
 from .readonly import QueryResult, run_read_only
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
-EVENT_KINDS = frozenset(
-    {
-        "campaign_start",
-        "campaign_end",
-        "offer_chosen",
-        "create",
-        "status",
-        "freeze",
-        "fatal",
-        "preflight_passed",
-        "preflight_failed",
-        "quarantine",
-        "throttle",
-        "host_key_changed",
-        "idle",
-        "abandon",
-        "stop",
-        "start",
-        "destroy",
-        "sent",
-        "lost",
-        "job_started",
-        "job_finished",
-        "artifacts",
-        "trap",
-        "adopted",
-        "detached",
-        "reconciled",
-        "decision",
-        "note",
-    }
-)
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog")
 
 _COLUMNS = (
@@ -122,8 +91,15 @@ def default_ledger_path() -> Path:
 class Ledger:
     """One DuckDB file. `record` appends a fact; `intent` + `outcome` bracket a marketplace call."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self.path = Path(path)
+        self._wall_clock = wall_clock  # the `wall` column: when the line was written, locally
         self.read_only = read_only
         self.__lock = threading.RLock()
         try:
@@ -213,7 +189,7 @@ class Ledger:
             values = {
                 "seq": self.__seq,
                 "ts": float(at),
-                "wall": time.time(),
+                "wall": self._wall_clock(),
                 "actor": actor,
                 "kind": kind,
                 "phase": phase,
@@ -296,6 +272,50 @@ class Ledger:
             d["detail"] = json.loads(d["detail"]) if d["detail"] else {}
             out.append(Event(**d))
         return out
+
+    # -- named reads: the engine asks for these, never for `where=` text -------------------
+    def campaign_events(self, campaign: str, *kinds: EventKind) -> list[Event]:
+        """This campaign's events of the given kinds, oldest first."""
+        marks = ", ".join("?" * len(kinds))
+        return self.events(
+            where=f"campaign = ? AND kind IN ({marks})", params=[campaign, *map(str, kinds)]
+        )
+
+    def campaign_started_at(self, campaign: str) -> float | None:
+        """When this campaign first started (its deadline counts from there)."""
+        rows = self.events(
+            where="kind = 'campaign_start' AND campaign = ?", params=[campaign], limit=1
+        )
+        return rows[0].at if rows else None
+
+    def creates_made(self, campaign: str) -> int:
+        """Creates of this campaign that happened (outcome ok)."""
+        row = self._rows(
+            "SELECT count(*) FROM events WHERE kind = 'create' AND phase = 'outcome' AND ok "
+            "AND campaign = ?",
+            [campaign],
+        )
+        return int(row[0][0]) if row else 0
+
+    def instance_history(self, instance_id: int) -> list[Event]:
+        return self.events(where="instance_id = ?", params=[instance_id])
+
+    def tries(self, intent_seq: int) -> list[Event]:
+        """The tries of one change, as they went out."""
+        return self.events(where="kind = 'sent' AND intent_seq = ?", params=[intent_seq])
+
+    def machine_record(self) -> dict[int, tuple[int, int, float]]:
+        """Machine id -> (verified rentals, duds, mean USD of a dud): our own memory of hosts."""
+        rows = self._rows(
+            "SELECT machine_id, count(*) FILTER (WHERE verified_at IS NOT NULL), "
+            "count(*) FILTER (WHERE dud), avg(total_usd) FILTER (WHERE dud) "
+            "FROM instances GROUP BY machine_id"
+        )
+        return {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in rows if m is not None}
+
+    def throttled_instances(self) -> set[int]:
+        rows = self._rows("SELECT DISTINCT instance_id FROM events WHERE kind = 'throttle'")
+        return {int(r[0]) for r in rows if r[0] is not None}
 
     def unfinished_intents(self) -> list[Event]:
         return self.events(

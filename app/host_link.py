@@ -1,0 +1,90 @@
+"""The one way the engine talks to a rented host: SSH commands and SFTP work on a pinned
+connection, within a bound on concurrent sessions, with market-time deadlines turned into
+wall time. A host that answers with another key than the one pinned for it is distrusted here,
+once, at this funnel (nothing more goes to it; the rules stop and quarantine it)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import asyncssh
+
+from .attempt import Attempt
+from .journal import Journal
+from .ledger import EventKind
+from .market import Market, wall_seconds
+from .ssh_runner import HostKeyChanged, RunResult, SSHRunner
+
+T = TypeVar("T")
+
+
+class HostLink:
+    def __init__(
+        self, ssh: SSHRunner, market: Market, journal: Journal, max_parallel: int = 8
+    ) -> None:
+        self.ssh = ssh
+        self.market = market
+        self.journal = journal
+        self.slots = asyncio.Semaphore(max_parallel)
+
+    def wall(self, market_seconds: float, floor: float) -> float:
+        """Wall seconds for a span of market time (the sim runs its clock faster)."""
+        return wall_seconds(market_seconds, self.market.time_scale, floor)
+
+    async def run(
+        self, a: Attempt, command: str, stdin: bytes | None = None, timeout: float = 60
+    ) -> RunResult:
+        """One command on a proven host (market-seconds timeout)."""
+        assert a.ssh_host is not None and a.ssh_port is not None
+        async with self.slots, self._distrust_on_key_change(a):
+            return await self.ssh.run(
+                a.instance_id,
+                a.ssh_host,
+                a.ssh_port,
+                command,
+                stdin=stdin,
+                timeout=self.wall(timeout, 5.0),
+            )
+
+    async def probe(self, a: Attempt, script: bytes, timeout_wall: float) -> RunResult:
+        """The preflight: a first contact, so a changed key is the preflight's own verdict
+        (raised to the caller, not a distrust of a host never trusted)."""
+        assert a.ssh_host is not None and a.ssh_port is not None
+        async with self.slots:
+            self.ssh.connect_timeout = self.wall(20, 1.0)
+            return await self.ssh.run(
+                a.instance_id,
+                a.ssh_host,
+                a.ssh_port,
+                "python3 -",
+                stdin=script,
+                timeout=timeout_wall,
+            )
+
+    async def on_connection(
+        self, a: Attempt, work: Callable[[asyncssh.SSHClientConnection], Awaitable[T]]
+    ) -> T:
+        """SFTP work on one pinned connection, within the concurrency bound and a deadline."""
+        assert a.ssh_host is not None and a.ssh_port is not None
+        async with self.slots, self._distrust_on_key_change(a):
+            conn = await self.ssh.connect(a.instance_id, a.ssh_host, a.ssh_port)
+            try:
+                return await asyncio.wait_for(work(conn), self.wall(600, 30))
+            finally:
+                conn.close()
+
+    @contextlib.asynccontextmanager
+    async def _distrust_on_key_change(self, a: Attempt) -> AsyncIterator[None]:
+        try:
+            yield
+        except HostKeyChanged as exc:
+            if not a.untrusted:
+                a.untrusted = str(exc)
+                self.journal.fact(
+                    EventKind.HOST_KEY_CHANGED, a, actor="engine", reason=str(exc), ok=False
+                )
+                self.journal.say(f"distrust i:{a.instance_id} m:{a.machine_id}: {exc}")
+            raise

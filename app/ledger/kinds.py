@@ -1,0 +1,43 @@
+"""The ledger's vocabulary: every event kind, as an enum (a StrEnum, so it is stored and
+compared as its text and old ledgers read unchanged)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class EventKind(StrEnum):
+    CAMPAIGN_START = "campaign_start"
+    CAMPAIGN_END = "campaign_end"
+    OFFER_CHOSEN = "offer_chosen"
+    CREATE = "create"  # intent / outcome
+    STATUS = "status"  # the market's status for an instance changed
+    FREEZE = "freeze"
+    FATAL = "fatal"
+    PREFLIGHT_PASSED = "preflight_passed"
+    PREFLIGHT_FAILED = "preflight_failed"
+    QUARANTINE = "quarantine"
+    THROTTLE = "throttle"
+    HOST_KEY_CHANGED = "host_key_changed"
+    IDLE = "idle"
+    ABANDON = "abandon"
+    STOP = "stop"  # intent / outcome, or a fact found by reconcile
+    START = "start"
+    DESTROY = "destroy"
+    SENT = "sent"  # one try of a change as it left
+    LOST = "lost"  # the market says it no longer exists, without our destroy
+    UNSEEN = "unseen"  # left out of a list answer: asked for directly, still held
+    BAD_ROW = "bad_row"  # a market row that failed validation: skipped this poll, counted
+    JOB_STARTED = "job_started"
+    JOB_FINISHED = "job_finished"
+    ARTIFACTS = "artifacts"
+    TRAP = "trap"
+    ADOPTED = "adopted"
+    DETACHED = "detached"
+    RECONCILED = "reconciled"
+    DECISION = "decision"
+    NOTE = "note"
+    ERROR = "error"  # the engine refused something of its own (an illegal lifecycle move)
+
+
+EVENT_KINDS = frozenset(k.value for k in EventKind)

@@ -1,0 +1,240 @@
+"""Starting again after a crash: settle the calls a dead controller left unanswered, adopt
+the campaign's live instances (and, under `reuse_stopped`, proven rentals an earlier campaign
+stopped), and write down what changed while nobody watched."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from .attempt import Attempt
+from .core.billing import Mark, took_effect_at
+from .core.campaign import Campaign
+from .core.lifecycle import Phase
+from .core.models import Instance
+from .core.policy import Policy
+from .fleet import Fleet
+from .journal import Journal
+from .ledger import Event, EventKind, Ledger
+from .market import REFUSALS, Market
+from .ssh_runner import SSHRunner
+
+LABEL_PREFIX = "rw"
+K = EventKind
+
+Starter = Callable[[Attempt, str, str], Awaitable[float]]
+
+
+def campaign_label(campaign: str) -> str:
+    """The label prefix of a campaign's instances (each create adds a unique tag to it)."""
+    return f"{LABEL_PREFIX}:{campaign}"
+
+
+class Recovery:
+    def __init__(
+        self,
+        market: Market,
+        ledger: Ledger,
+        journal: Journal,
+        fleet: Fleet,
+        campaign: Campaign,
+        policy: Policy,
+        ssh: SSHRunner,
+        start: Starter,
+        adopt_all: bool = False,
+    ) -> None:
+        self.market = market
+        self.ledger = ledger  # read only: writes go through the journal
+        self.journal = journal
+        self.fleet = fleet
+        self.campaign = campaign
+        self.policy = policy
+        self.ssh = ssh
+        self.start = start  # the supervisor's start (intent, tries, outcome, lifecycle)
+        self.adopt_all = adopt_all  # watch mode: adopt every instance of the account
+        self.last_alive: float | None = None  # the earlier run's last sign of life
+
+    def _took_effect_at(self, intent: Event) -> float:
+        """When a change the crash cut short took effect, from its tries in the ledger."""
+        tries = self.ledger.tries(intent.seq)
+        return took_effect_at(intent.at, [(t.at, t.detail.get("after")) for t in tries])
+
+    async def reconcile(self) -> None:
+        """Finish what a crash left half-done, and adopt this campaign's live instances."""
+        live = {i.id: i for i in await self.market.list_instances()}
+        now = self.market.answered_at()
+        by_label = {i.label: i for i in live.values() if i.label}
+        for ev in self.ledger.unfinished_intents():
+            if ev.campaign != self.campaign.name:
+                continue
+            self._settle(ev, live, by_label, now)
+        mine = campaign_label(self.campaign.name) + ":"
+        for inst in live.values():
+            if self.adopt_all or (inst.label or "").startswith(mine):
+                self.adopt(inst, now)
+        if self.policy.reuse_stopped:
+            await self._reuse_stopped(live, now)
+
+    def _settle(
+        self, ev: Event, live: dict[int, Instance], by_label: dict[str, Instance], now: float
+    ) -> None:
+        # A call the crash cut short: where the list shows it took effect, it is dated by the
+        # tries written down as they went out (the market acts on a request as it arrives).
+        j = self.journal
+        if ev.kind == K.CREATE:
+            found = by_label.get(str(ev.detail.get("label")))
+            j.outcome(
+                ev.seq,
+                at=(found.start_date or now) if found else now,
+                ok=found is not None,
+                error=None if found else "never happened (reconciled after restart)",
+                instance_id=found.id if found else None,
+                detail={"reconciled": True, "gpu_billing": self.market.gpu_billing},
+            )
+            if found:
+                self.fleet.creates += 1
+        elif ev.kind == K.DESTROY:
+            gone = ev.instance_id not in live
+            j.outcome(
+                ev.seq,
+                at=self._took_effect_at(ev) if gone else now,
+                ok=gone,
+                error=None if gone else "still there after restart",
+                detail={"reconciled": True},
+            )
+        elif ev.kind in (K.STOP, K.START) and ev.instance_id in live:
+            wanted = "stopped" if ev.kind == K.STOP else "running"
+            took = live[ev.instance_id].intended_status == wanted
+            j.outcome(
+                ev.seq,
+                at=self._took_effect_at(ev) if took else now,
+                ok=took,
+                error=None if took else f"not {wanted} after restart: it never happened",
+                detail={"reconciled": True},
+            )
+        else:
+            j.outcome(
+                ev.seq,
+                at=now,
+                ok=False,
+                error="outcome unknown: the controller died mid-call",
+                detail={"reconciled": True},
+            )
+
+    async def _reuse_stopped(self, live: dict[int, Instance], now: float) -> None:
+        """Hold and batch across campaigns: a stopped rental that passed its preflight before
+        (same image) is started again instead of rolling the dice on a new create."""
+        room = self.campaign.fleet - len(self.fleet.alive())
+        for inst in live.values():
+            if room <= 0:
+                return
+            if inst.id in self.fleet.attempts or inst.intended_status != "stopped":
+                continue
+            if (
+                not (inst.label or "").startswith(LABEL_PREFIX + ":")
+                or inst.image != self.campaign.image
+            ):
+                continue
+            history = self.ledger.instance_history(inst.id)
+            if not any(
+                e.kind == K.PREFLIGHT_PASSED and e.detail.get("by_preflight") for e in history
+            ):
+                continue
+            if inst.machine_id in self.fleet.quarantine:
+                continue
+            a = self.adopt(inst, now)
+            try:
+                await self.start(
+                    a, "rule:reuse", "a proven rental, stopped: start it again rather than create"
+                )
+            except REFUSALS:
+                continue  # the failed start is in the ledger; the fleet creates instead
+            room -= 1
+            self.journal.say(f"reuse  i:{inst.id} m:{inst.machine_id} proven before: started again")
+
+    def _changed_elsewhere(self, a: Attempt, kind: EventKind, now: float) -> None:
+        """A stop or start the ledger did not see (the host's watchdog stopped it while no
+        controller ran, or a person used the web console): written down now, as a fact. When it
+        happened is unknown; dating it now bills the GPU time in between, never less."""
+        since = self.last_alive or a.created_at
+        self.journal.fact(
+            kind,
+            a,
+            at=now,
+            actor="reconcile",
+            reason=f"found {'stopped' if kind == K.STOP else 'running'}: changed outside this "
+            f"controller in the last {(now - since) / 60:.1f} min (the watchdog or the operator)",
+            ok=True,
+            detail={"noticed_between": [since, now]},
+        )
+        a.marks.append(Mark(now, str(kind)))
+
+    def adopt(self, inst: Instance, now: float) -> Attempt:
+        history = self.ledger.instance_history(inst.id)
+        create = next(
+            (e for e in history if e.kind == K.CREATE and e.phase == "outcome" and e.ok), None
+        )
+        created_at = create.at if create else (inst.start_date or now)
+        a = Attempt(
+            instance_id=inst.id,
+            offer=None,
+            machine_id=inst.machine_id,
+            host_id=inst.host_id,
+            gpu_name=(create.gpu_name if create and create.gpu_name else inst.gpu_name)
+            or "unknown",
+            created_at=created_at,
+            gpu_dph=create.gpu_dph if create and create.gpu_dph is not None else inst.dph_base,
+            storage_dph=create.storage_dph
+            if create and create.storage_dph is not None
+            else inst.storage_total_cost,
+            label=inst.label,
+        )
+        a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))
+        passed = any(e.kind == K.PREFLIGHT_PASSED for e in history)
+        pins = [e.detail["host_key"] for e in history if e.detail.get("host_key")]
+        if pins:  # the key it proved itself with: a host answering with another is refused
+            self.ssh.pinned[inst.id] = str(pins[-1])
+        stopped = inst.intended_status == "stopped"
+        for e in history:  # the marks billing_marks reads: outcomes and facts that held
+            if e.kind in (K.STOP, K.START) and e.phase != "intent" and e.ok:
+                a.marks.append(Mark(e.at, e.kind))
+        held = next((m.kind != "stop" for m in reversed(a.marks) if m.kind != "create"), True)
+        if held == stopped:  # changed behind the ledger's back: the watchdog, or a person
+            self._changed_elsewhere(a, K.STOP if stopped else K.START, now)
+        move = self.journal.move
+        move(a, Phase.BOOTING, now, "adopted")
+        a.life.proven = passed  # proven once: automation may stop it, never destroy it
+        if inst.actual_status == "running":
+            move(a, Phase.RUNNING, now, "adopted running")
+            a.running_at = now
+            if passed:
+                move(a, Phase.VERIFIED, now, "adopted, verified before the restart")
+        if stopped:
+            move(a, Phase.STOPPED, now, "adopted stopped")
+        a.status, a.status_msg, a.status_since = inst.actual_status, inst.status_msg, now
+        a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
+        self.fleet.add(a)
+        self._record_adoption(a, inst, history, created_at, now)
+        return a
+
+    def _record_adoption(
+        self, a: Attempt, inst: Instance, history: list[Event], created_at: float, now: float
+    ) -> None:
+        last_seen = max([e.at for e in history] + [created_at, self.last_alive or 0.0])
+        unwatched = max(0.0, now - last_seen)
+        mode = self.market.gpu_billing
+        cost = a.charges(mode, now).total_usd - a.charges(mode, last_seen).total_usd
+        self.journal.fact(
+            K.ADOPTED,
+            a,
+            at=now,
+            actor="engine",
+            reason=(
+                f"adopted after restart: {inst.actual_status}, unwatched for "
+                f"{unwatched / 60:.1f} min, ${cost:.4f} billed meanwhile"
+            ),
+            detail={"unwatched_s": unwatched, "usd_meanwhile": cost, "status": inst.actual_status},
+        )
+        self.journal.say(
+            f"adopt  i:{inst.id} m:{inst.machine_id} {inst.actual_status}, unwatched "
+            f"{unwatched / 60:.1f} min, ${cost:.4f} meanwhile"
+        )

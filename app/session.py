@@ -1,0 +1,86 @@
+"""One session lifecycle, written once for headless runs, the dashboard's engine and the
+referee: open the market client, the SSH runner and the supervisor on a ledger; sync the
+market's clock and prepare (reconcile, adopt); at the end release what is held (or detach, on
+purpose and recorded), write `campaign_end`, and close what the session opened."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from .client import VastClient
+from .core.campaign import Campaign
+from .core.policy import Policy
+from .ledger import EventKind, Ledger
+from .market import Market
+from .ssh_runner import SSHRunner, load_or_create_key
+from .supervisor import Supervisor
+
+
+def default_key_path() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("rentwatch")) / "id_ed25519"
+
+
+class Session:
+    def __init__(
+        self,
+        market: Market,
+        ledger: Ledger,
+        campaign: Campaign,
+        policy: Policy,
+        ssh: SSHRunner,
+        log: Callable[[str], None] = print,
+        adopt_all: bool = False,
+        owns_ledger: bool = False,
+    ) -> None:
+        self.market = market
+        self.ledger = ledger
+        self.owns_ledger = owns_ledger  # close the ledger at the end (it was opened for us)
+        self.sup = Supervisor(market, ledger, campaign, policy, ssh, log=log, adopt_all=adopt_all)
+        self.ended = False
+
+    @classmethod
+    def open(
+        cls,
+        market_url: str,
+        api_key: str,
+        ledger: Ledger,
+        campaign: Campaign,
+        policy: Policy,
+        key_path: Path | None = None,
+        log: Callable[[str], None] = print,
+        adopt_all: bool = False,
+        owns_ledger: bool = False,
+    ) -> Session:
+        """A session on the Vast API at `market_url` (the real one or the simulator)."""
+        client = VastClient(market_url, api_key)
+        ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))
+        return cls(client, ledger, campaign, policy, ssh, log, adopt_all, owns_ledger)
+
+    async def start(self) -> Supervisor:
+        """Sync the clock where the market has one to read (the simulator), then prepare."""
+        if isinstance(self.market, VastClient):
+            await self.market.sync_clock()
+        await self.sup.prepare()
+        return self.sup
+
+    async def release(self, actor: str, reason: str) -> None:
+        await self.sup.release_all(actor, reason)
+
+    async def detach(self, reason: str) -> None:
+        await self.sup.detach_all(reason)
+
+    async def end(self, reason: str) -> None:
+        """Write `campaign_end` and close what the session opened (once)."""
+        if self.ended:
+            return
+        self.ended = True
+        try:
+            self.sup.journal.fact(EventKind.CAMPAIGN_END, None, actor="engine", reason=reason)
+        finally:
+            await self.sup.close()
+            await self.market.aclose()
+            if self.owns_ledger:
+                self.ledger.close()

@@ -1,0 +1,193 @@
+"""The host tender: what the engine does on a rented host over SSH, apart from jobs. The
+compute preflight of a running attempt; then, on a proven host, the dead-man's switch
+(watchdog), its heartbeat, NVML samples (throttle and idle evidence) and the job's check-ins."""
+
+from __future__ import annotations
+
+import asyncio
+
+from .attempt import Attempt
+from .core.lifecycle import Phase
+from .core.policy import Policy
+from .core.rules import low_util_since
+from .core.verdict import Verdict, detect_throttle, preflight_verdict
+from .host_link import HostLink
+from .job_work import JobWork
+from .journal import Journal
+from .ledger import EventKind
+from .market import Clock
+from .probe_io import ProbeError, parse_probe_output, probe_source
+from .ssh_runner import HostKeyChanged, SSHFailure
+
+K = EventKind
+SAMPLE_FIELDS = (
+    "util",
+    "sm_clock",
+    "max_sm_clock",
+    "reasons_bits",
+    "temp",
+    "power_w",
+    "mem_used_mb",
+)
+
+
+class HostTender:
+    def __init__(
+        self,
+        link: HostLink,
+        jobs: JobWork,
+        journal: Journal,
+        policy: Policy,
+        clock: Clock,
+        watchdog_window_s: float = 15 * 60.0,
+        beat_s: float = 120.0,
+        job_poll_s: float = 30.0,
+    ) -> None:
+        self.link = link
+        self.jobs = jobs
+        self.journal = journal
+        self.policy = policy
+        self.clock = clock
+        self.watchdog_window_s = watchdog_window_s  # market seconds of silence: host stops itself
+        self.beat_s = beat_s  # market seconds between heartbeats (and NVML samples)
+        self.job_poll_s = job_poll_s  # market seconds between looks at a running job
+
+    # -- preflight ---------------------------------------------------------------------------
+    def start_preflight(self, a: Attempt) -> None:
+        if a.life.phase == Phase.RUNNING:
+            self.journal.move(a, Phase.VERIFYING, self.clock.now(), "preflight started")
+        a.preflight_task = asyncio.create_task(self._preflight(a))
+
+    async def _preflight(self, a: Attempt) -> None:
+        script = probe_source("preflight")
+        while True:
+            if a.ssh_host is None or a.ssh_port is None:
+                a.ssh_error = "no SSH port published yet"
+                await asyncio.sleep(self.link.wall(10, 0.05))
+                continue
+            if a.ssh_error is None or a.ssh_error.startswith("no SSH port"):
+                a.ssh_error = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
+            try:
+                res = await self.link.probe(
+                    a, script, self.link.wall(self.policy.preflight_timeout_s, 5.0)
+                )
+            except HostKeyChanged as exc:
+                a.verdict = Verdict(False, "host_key_changed", str(exc))
+                return
+            except SSHFailure as exc:
+                if "did not finish" in str(exc):
+                    a.verdict = Verdict(False, "timeout", f"preflight hung: {exc}")
+                    return
+                a.ssh_error = str(exc)
+                await asyncio.sleep(self.link.wall(10, 0.05))
+                continue
+            a.ssh_error = None
+            try:
+                doc = parse_probe_output(res.stdout, "preflight", res.truncated)
+            except ProbeError as exc:
+                a.verdict = Verdict(False, "bad_probe", str(exc))
+                return
+            a.verdict = preflight_verdict(
+                doc, a.gpu_name, self.policy.min_speed_share, self.policy.check_gpu_name
+            )
+            if not a.verdict.ok:
+                self.journal.fact(
+                    K.PREFLIGHT_FAILED,
+                    a,
+                    actor="rule:preflight",
+                    reason=a.verdict.reason,
+                    ok=False,
+                    detail={
+                        "class": a.verdict.failure_class,
+                        "tflops": a.verdict.tflops,
+                        "probe": {k: doc.get(k) for k in ("device", "matmul", "error", "total_s")},
+                    },
+                )
+            return
+
+    # -- proven hosts: watchdog, heartbeat, NVML samples, jobs -------------------------------
+    async def tend(self, a: Attempt) -> None:
+        """Arm the host's dead-man's switch, then beat its heartbeat and read its GPU."""
+        await self._arm_watchdog(a)
+        nvml = probe_source("nvml_sample")
+        last_beat = -1e18
+        while a.life.phase == Phase.VERIFIED and not a.untrusted:
+            job = self.jobs.queue.on(a.instance_id)
+            await asyncio.sleep(self.link.wall(self.job_poll_s if job else self.beat_s, 0.05))
+            if a.life.phase != Phase.VERIFIED or a.ssh_host is None or a.untrusted:
+                break
+            job = self.jobs.queue.on(a.instance_id)
+            if job is not None:
+                try:
+                    await self.jobs.check(a, job)
+                except SSHFailure as exc:
+                    self.journal.say(f"job    {job.name} on i:{a.instance_id}: no answer ({exc})")
+            if self.clock.now() - last_beat < self.beat_s:
+                continue
+            last_beat = self.clock.now()
+            try:
+                if a.watchdog_armed:
+                    await self.link.run(a, "touch ~/.rentwatch/heartbeat")
+                res = await self.link.run(a, "python3 -", stdin=nvml)
+                doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
+            except (SSHFailure, ProbeError) as exc:
+                self.journal.say(f"sample i:{a.instance_id} failed: {exc}")
+                continue
+            self.take_samples(a, doc)
+
+    async def _arm_watchdog(self, a: Attempt) -> None:
+        try:
+            await self.link.run(
+                a,
+                "mkdir -p ~/.rentwatch && cat > ~/.rentwatch/watchdog.py"
+                " && touch ~/.rentwatch/heartbeat && { [ -f ~/.rentwatch/watchdog.pid ]"
+                " && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
+                " || (setsid nohup python3 ~/.rentwatch/watchdog.py"
+                f" --window-s {self.watchdog_window_s:g} --scale {self.link.market.time_scale:g}"
+                " >/dev/null 2>&1 </dev/null & echo $! > ~/.rentwatch/watchdog.pid); }",
+                stdin=probe_source("watchdog"),
+            )
+            a.watchdog_armed = True
+            self.journal.say(
+                f"watch  i:{a.instance_id} watchdog armed: stops itself after "
+                f"{self.watchdog_window_s / 60:.0f} min without a heartbeat"
+            )
+        except SSHFailure as exc:
+            self.journal.say(f"watch  i:{a.instance_id} could not arm the watchdog: {exc}")
+
+    def take_samples(self, a: Attempt, doc: dict[str, object]) -> None:
+        now = self.clock.now()
+        rows = []
+        raw = doc.get("samples")
+        for smp in raw if isinstance(raw, list) else []:
+            if not isinstance(smp, dict):
+                continue
+            row = {
+                k: smp.get(k) if isinstance(smp.get(k), int | float) else None
+                for k in SAMPLE_FIELDS
+            }
+            row.update(
+                instance_id=a.instance_id,
+                ts=now,
+                reasons=[r for r in smp.get("reasons") or [] if isinstance(r, str)][:10],
+            )
+            rows.append(row)
+        if not rows:
+            return
+        self.journal.samples(rows)
+        a.samples = (a.samples + rows)[-120:]
+        util = rows[0]["util"]
+        if isinstance(util, int | float):
+            a.util_low_since = low_util_since(a.util_low_since, float(util), self.policy, now)
+        t = detect_throttle(a.samples[-10:], self.policy.throttle_ratio)
+        if t.throttled and not (a.throttle and a.throttle.throttled):
+            self.journal.fact(
+                K.THROTTLE,
+                a,
+                at=now,
+                actor="engine",
+                reason=t.reason,
+                detail={"slowdown": t.slowdown, "reasons": list(t.reasons)},
+            )
+            self.journal.say(f"throttle i:{a.instance_id} m:{a.machine_id}: {t.reason}")
+        a.throttle = t

@@ -1,0 +1,190 @@
+"""An in-memory fake of the `Market` protocol, for fast supervisor tests: a clock the test
+moves, offers and instances the test writes, and answers it can make fail, go missing or lie.
+
+It keeps the contract the protocol documents (errors, `Acted`, `CreateResult`, the on-try
+callback), nothing of Vast's HTTP; the end-to-end tests against the simulator cover that."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rentwatch.client import Acted, CreateResult, NotFound, OnTry
+from rentwatch.core.models import Instance, Offer
+
+
+def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **more: Any) -> Offer:
+    base: dict[str, Any] = dict(
+        id=oid,
+        machine_id=machine,
+        host_id=machine * 10,
+        gpu_name=gpu,
+        num_gpus=1,
+        dph_total=dph,
+        dph_base=dph,
+        storage_cost=0.1,
+        cuda_max_good=12.4,
+        reliability=0.99,
+        driver_version="550.54",
+        gpu_ram_mb=24_000,
+        geolocation="SE",
+        dlperf=None,
+    )
+    base.update(more)
+    return Offer(**base)
+
+
+@dataclass
+class Box:
+    """One instance as the fake market holds it."""
+
+    id: int
+    offer: Offer
+    label: str | None
+    image: str
+    created_at: float
+    actual: str | None = "loading"
+    intended: str = "running"
+    msg: str | None = "Pulling fs layer"
+    gpu_util: float | None = None
+    ssh_host: str | None = "127.0.0.1"
+    ssh_port: int | None = 9  # nothing listens: an SSH try fails at once
+
+    def row(self) -> Instance:
+        return Instance(
+            id=self.id,
+            machine_id=self.offer.machine_id,
+            host_id=self.offer.host_id,
+            label=self.label,
+            actual_status=self.actual,
+            intended_status=self.intended,
+            status_msg=self.msg,
+            start_date=self.created_at,
+            gpu_name=self.offer.gpu_name,
+            num_gpus=1,
+            dph_base=self.offer.dph_base,
+            dph_total=self.offer.dph_total,
+            storage_total_cost=0.01,
+            disk_space=40.0,
+            gpu_util=self.gpu_util,
+            ssh_host=self.ssh_host,
+            ssh_port=self.ssh_port,
+            image=self.image,
+        )
+
+
+class FakeMarket:
+    """Implements `rentwatch.market.Market`. Move `t` to move the market's clock."""
+
+    time_scale = 1e6  # wall waits collapse to their floors
+    gpu_billing = "running"
+
+    def __init__(self, offers: list[Offer] | None = None, t: float = 1_000_000.0) -> None:
+        self.t = t
+        self.offers = list(offers or [])
+        self.boxes: dict[int, Box] = {}
+        self.next_id = 5001
+        self.fail: dict[str, Exception] = {}  # method name -> raised on its next call
+        self.hidden: set[int] = set()  # left out of list answers
+        self.calls: list[tuple[str, Any]] = []
+        self.keys: list[str] = []
+        self.lie_create_id: int | None = None  # the next create answers with this id instead
+        self.bad_rows: dict[int, dict[str, Any]] = {}  # instance id -> fields its row garbles
+
+    # -- clock ---------------------------------------------------------------------------
+    def now(self) -> float:
+        return self.t
+
+    def answered_at(self) -> float:
+        return self.t
+
+    def _call(self, name: str, arg: Any = None) -> None:
+        self.calls.append((name, arg))
+        exc = self.fail.pop(name, None)
+        if exc is not None:
+            raise exc
+
+    # -- the protocol ----------------------------------------------------------------------
+    async def search_offers(
+        self, query: dict[str, Any], *, limit: int | None = 200, storage_gb: float = 10.0
+    ) -> list[Offer]:
+        self._call("search_offers", query)
+        rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
+        return [o for o in self.offers if o.id not in rented][:limit]
+
+    async def create_instance(
+        self,
+        offer_id: int,
+        *,
+        image: str,
+        disk_gb: float,
+        label: str | None = None,
+        exact_label: bool = False,
+    ) -> CreateResult:
+        self._call("create_instance", offer_id)
+        o = next(o for o in self.offers if o.id == offer_id)
+        box = Box(self.next_id, o, label, image, self.t)
+        self.boxes[box.id] = box
+        self.next_id += 1
+        lie, self.lie_create_id = self.lie_create_id, None
+        return CreateResult(box.id if lie is None else lie, None, label or "", None)
+
+    async def list_instances(self) -> list[Instance]:
+        self._call("list_instances")
+        return [
+            replace(b.row(), **self.bad_rows.get(b.id, {}))
+            for b in self.boxes.values()
+            if b.intended != "destroyed" and b.id not in self.hidden
+        ]
+
+    async def show_instance(self, instance_id: int) -> Instance | None:
+        self._call("show_instance", instance_id)
+        b = self.boxes.get(instance_id)
+        return None if b is None or b.intended == "destroyed" else b.row()
+
+    async def _change(self, name: str, iid: int, on_try: OnTry | None, to: str) -> Acted:
+        if on_try is not None:
+            on_try(self.t, None)
+        self._call(name, iid)
+        b = self.boxes.get(iid)
+        if b is None or b.intended == "destroyed":
+            if name == "destroy_instance":
+                return Acted(self.t, existed=False)
+            raise NotFound(404, "no_such_instance", f"instance {iid} not found")
+        b.intended = to
+        b.actual = {"running": "loading", "stopped": "stopped"}.get(to, b.actual)
+        return Acted(self.t)
+
+    async def stop_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
+        return await self._change("stop_instance", instance_id, on_try, "stopped")
+
+    async def start_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
+        return await self._change("start_instance", instance_id, on_try, "running")
+
+    async def destroy_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
+        return await self._change("destroy_instance", instance_id, on_try, "destroyed")
+
+    async def request_logs(self, instance_id: int, tail: int = 200) -> str:
+        self._call("request_logs", instance_id)
+        return ""
+
+    async def add_ssh_key(self, public_key: str) -> None:
+        self._call("add_ssh_key")
+        self.keys.append(public_key)
+
+    async def aclose(self) -> None:
+        self.calls.append(("aclose", None))
+
+    # -- test controls ---------------------------------------------------------------------
+    def set(self, iid: int, **changes: Any) -> None:
+        """Change what the market says about an instance (status, msg, gpu_util, ...)."""
+        box = self.boxes[iid]
+        for k, v in changes.items():
+            setattr(box, k, v)
+
+    def adopt(self, label: str, o: Offer, **changes: Any) -> int:
+        """An instance already there (a crashed controller's), with `label`."""
+        box = replace(Box(self.next_id, o, label, "img", self.t - 600), **changes)
+        self.boxes[box.id] = box
+        self.next_id += 1
+        return box.id
