@@ -168,11 +168,6 @@ class SSHRunner:
             )
         return conn
 
-    async def connect(self, instance_id: int, host: str, port: int) -> asyncssh.SSHClientConnection:
-        """A connection checked against the instance's pinned key, for SFTP work; the caller
-        closes it."""
-        return await self._connect(instance_id, host, port)
-
     async def run(
         self,
         instance_id: int,
