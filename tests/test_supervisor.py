@@ -20,7 +20,9 @@ EXPECTED_CLASSES = {
 }
 
 
-def _check_campaign(sim, ledger_path):
+def _check_campaign(sim, ledger_path, check_reasons=True):
+    """`check_reasons=False` for naive: without fatal patterns or a preflight it gives up on duds
+    (and on slow pulls: its known false kill, which the referee scores) only by its deadlines."""
     led = Ledger(ledger_path)
     rows = led.instance_rows()
     end = max(e.at for e in led.events())
@@ -36,6 +38,8 @@ def _check_campaign(sim, ledger_path):
         behaviour = truth[r["instance_id"]]["behaviour"]
         cls = r["failure_class"]
         if cls is None or cls == "cancelled":
+            continue
+        if not check_reasons:
             continue
         assert behaviour not in ("healthy", "slow_pull", "throttled"), (
             r["instance_id"],
@@ -76,7 +80,8 @@ def test_other_policies_run(make_sim, tmp_path, policy):
     sim = make_sim(seed=7, offers=60, time_scale=600 if policy == "naive" else 240)
     code, ledger = run_campaign(sim, tmp_path, policy, fleet=4)
     assert code == 0
-    receipt, truth = _check_campaign(sim, ledger)  # money, reasons, quarantine, asymmetry
+    # money, reasons, quarantine, asymmetry
+    receipt, truth = _check_campaign(sim, ledger, check_reasons=policy != "naive")
     assert receipt["verified"] >= 4
     assert all(t["destroyed"] or t["stopped"] for t in truth.values())
     led = Ledger(ledger)
