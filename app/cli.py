@@ -1,4 +1,4 @@
-"""The `rentwatch` command: demo, watch, sim, run, receipt, ledger."""
+"""The `rentwatch` command: demo, watch, sim, run, ls, attach, receipt, ledger."""
 
 from __future__ import annotations
 
@@ -46,6 +46,19 @@ def _open_ledger(path: str | None, read_only: bool = True):  # type: ignore[no-u
     return Ledger(path or default_ledger_path(), read_only=read_only)
 
 
+def _service_cmd(name: str, args: argparse.Namespace) -> int:
+    from .service import commands
+
+    return int(getattr(commands, name)(args))
+
+
+def _remote_ledger(path: str | None):  # type: ignore[no-untyped-def]
+    from .ledger.store import default_ledger_path
+    from .service.commands import controller_for_ledger
+
+    return controller_for_ledger(path or default_ledger_path())
+
+
 def _cmd_receipt(args: argparse.Namespace) -> int:
     import json
 
@@ -54,8 +67,13 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
 
     from .ledger.receipt import format_receipt
 
-    with _open_ledger(args.ledger) as ledger:
-        receipts = ledger.receipt(args.campaign)
+    remote = _remote_ledger(args.ledger)
+    if remote is not None:  # a running controller holds the file: it answers
+        receipts = remote.receipt(args.campaign)
+        remote.close()
+    else:
+        with _open_ledger(args.ledger) as ledger:
+            receipts = ledger.receipt(args.campaign)
     if args.campaign and not receipts:
         print(f"rentwatch: no campaign {args.campaign!r} in the ledger", file=sys.stderr)
         return 1
@@ -78,8 +96,13 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
 def _cmd_ledger(args: argparse.Namespace) -> int:
     from .ledger.export import export_result, print_result
 
-    with _open_ledger(args.ledger) as ledger:
-        result = ledger.query(args.sql, limit=args.limit)
+    remote = _remote_ledger(args.ledger)
+    if remote is not None:  # a running controller holds the file: it answers
+        result = remote.query(args.sql, limit=args.limit)
+        remote.close()
+    else:
+        with _open_ledger(args.ledger) as ledger:
+            result = ledger.query(args.sql, limit=args.limit)
     if args.export:
         export_result(result, args.export)
         print(f"wrote {len(result.rows)} rows to {args.export}", file=sys.stderr)
@@ -115,6 +138,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     campaign = parse_campaign(text, args.campaign)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
+    if not args.no_api:
+        from .service.controller import serve_headless
+
+        run_headless = serve_headless  # type: ignore[assignment]  # the same run, served
+    extra = {} if args.no_api else {"listen": args.listen}
     return asyncio.run(
         run_headless(
             campaign,
@@ -124,6 +152,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             args.ledger or str(default_ledger_path()),
             detach=args.detach,
             key_path=args.ssh_key,
+            **extra,
         )
     )
 
@@ -248,7 +277,19 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument(
         "--http-timeout", type=float, default=20.0, help="seconds before a market call times out"
     )
+    h.add_argument("--listen", metavar="tcp:HOST:PORT", help="also serve the API on TCP (token)")
+    h.add_argument("--no-api", action="store_true", help="serve no controller API")
     h.set_defaults(fn=_cmd_run)
+
+    ls = sub.add_parser("ls", help="the running controllers")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(fn=lambda a: _service_cmd('cmd_ls', a))
+    at = sub.add_parser("attach", help="the dashboard of a running controller")
+    at.add_argument("--socket", help="its Unix socket (default: the only one running)")
+    at.add_argument("--campaign", help="the controller running this campaign")
+    at.add_argument("--url", help="http://HOST:PORT of a controller started with --listen")
+    at.add_argument("--token-file", help="the token file for --url")
+    at.set_defaults(fn=lambda a: _service_cmd('cmd_attach', a))
 
     f = sub.add_parser(
         "referee", help="the same market under several policies, scored from the sim's truth"

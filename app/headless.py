@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from .client import VastClient
@@ -44,6 +45,7 @@ async def run_headless(
     ledger_path: str,
     detach: bool = False,
     key_path: str | None = None,
+    on_supervisor: Callable[[Supervisor], None] | None = None,
 ) -> int:
     ledger = Ledger(ledger_path)
     client = VastClient(market_url, api_key)
@@ -58,6 +60,8 @@ async def run_headless(
         print(f"[{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}] {line}", flush=True)
 
     sup = Supervisor(client, ledger, campaign, policy, ssh, log=log)
+    if on_supervisor is not None:  # the controller API (app/service) serves this supervisor
+        on_supervisor(sup)
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     caught: list[int] = []
@@ -87,8 +91,12 @@ async def run_headless(
             signum = caught[-1] if caught else signal.SIGINT
             raise Trapped(signum) from None
         log(f"end    {outcome.reason}")
-        if detach:
-            await sup.detach_all("--detach: left running on purpose")
+        if detach or sup.detach:  # sup.detach: the operator's shutdown through the service API
+            await sup.detach_all(
+                "--detach: left running on purpose"
+                if detach
+                else "operator shut the controller down, leaving the fleet running"
+            )
             log("detach instances left running on purpose (recorded)")
         else:
             await sup.release_all("rule:campaign_end", f"campaign ended: {outcome.reason}")

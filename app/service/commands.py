@@ -1,0 +1,95 @@
+"""The CLI's service commands: `rentwatch ls`, `rentwatch attach`, and the lookup that lets
+`rentwatch ledger` and `rentwatch receipt` answer through the controller holding a ledger."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from . import api, registry
+from .client import ControllerClient, RemoteEngine, RemoteLedger, Target, resolve
+
+
+def _fmt_uptime(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h" if s >= 86400 else f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def ls_rows() -> list[dict[str, Any]]:
+    """One row per running controller, with its live figures when it answers."""
+    rows = []
+    for e in registry.live_entries():
+        row: dict[str, Any] = {**e.as_json(), "uptime_s": registry.uptime(e)}
+        client = ControllerClient(Target(socket=e.socket), timeout=3.0)
+        try:
+            st = client.status()
+            row.update({k: st.get(k) for k in ("policy", "fleet", "held", "verified", "spent_usd", "dph", "finished")})
+        except api.ServiceError as exc:
+            row["error"] = str(exc)
+        finally:
+            client.close()
+        rows.append(row)
+    return rows
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    rows = ls_rows()
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    if not rows:
+        print("no controller is running")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("campaign", "pid", "uptime", "fleet", "spend", "$/h", "socket")
+    for r in rows:
+        fleet = f"{r.get('verified', '?')}/{r.get('fleet', '?')} ({r.get('held', '?')} held)"
+        spend = f"${r['spent_usd']:.2f}" if isinstance(r.get("spent_usd"), float | int) else "?"
+        dph = f"${r['dph']:.3f}" if isinstance(r.get("dph"), float | int) else "?"
+        table.add_row(
+            Text(str(r["campaign"])),  # campaign names are the operator's text: never markup
+            str(r["pid"]),
+            _fmt_uptime(r["uptime_s"]),
+            fleet if "error" not in r else Text(str(r["error"])[:60]),
+            spend,
+            dph,
+            Text(str(r["socket"])),
+        )
+    Console().print(table)
+    return 0
+
+
+def controller_for_ledger(ledger: str | Path) -> ControllerClient | None:
+    """A client for the controller holding `ledger`, or None when no running one does."""
+    found = registry.find(ledger=ledger)
+    return ControllerClient(Target(socket=found[0].socket)) if found else None
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from rentwatch.widgets.app import RentwatchApp
+
+    target = resolve(args.socket, args.campaign, args.url, args.token_file)
+    client = ControllerClient(target, timeout=5.0)
+    try:
+        status = client.status()  # fail here, plainly, rather than in an empty dashboard
+    finally:
+        client.close()
+    engine = RemoteEngine(target)
+    ledger = RemoteLedger(target, str(status.get("ledger", "")))
+    app = RentwatchApp(engine, ledger)
+    try:
+        result = app.run()
+    finally:
+        if engine._thread.is_alive():
+            engine.shutdown("detach")  # a crashed dashboard never stops a remote campaign
+        ledger.close()
+    if result == "stop":
+        print(f"rentwatch: asked the controller of {status['campaign']} to stop everything held")
+    else:
+        print(f"rentwatch: detached; {status['campaign']} still runs at {target.describe()}")
+    return 0

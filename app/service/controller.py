@@ -1,0 +1,261 @@
+"""The adapter between the service and the engine: the only module in `app/service/` that
+touches the supervisor, the headless run or the ledger's connection. When the engine's shape
+changes, this file changes and the server, client and wire format do not.
+
+The controller answers four kinds of question for the server: the fleet's snapshot (built here,
+cached per poll so ten attached dashboards cost one snapshot), an operator's typed intent, a
+read-only ledger query or receipt, and a shutdown (stop all, or leave the fleet running).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ..core.campaign import Campaign
+from ..core.errors import RentwatchError
+from ..core.policy import Policy
+from ..ledger.readonly import QueryResult, run_read_only
+from ..ledger.receipt import compute_receipt
+from ..snapshot import snapshot
+from ..supervisor import AutomationRefused, DestroyConfirmation, Outcome, Supervisor
+from . import api, registry
+
+SNAPSHOT_MAX_AGE_S = 0.5  # wall seconds a cached snapshot may be served between polls
+
+
+class NotReady(api.ServiceError):
+    title = "not ready"
+
+
+class NotHeld(api.ServiceError):
+    title = "not held"
+
+
+class Refused(api.ServiceError):
+    title = "refused"
+
+
+class Controller:
+    def __init__(self, campaign: str, ledger_path: Path) -> None:
+        self.campaign = campaign
+        self.ledger_path = ledger_path
+        self.started_at = time.time()
+        self.closing = asyncio.Event()
+        self._sup: Supervisor | None = None
+        self._qcon: duckdb.DuckDBPyConnection | None = None
+        self._snap: tuple[tuple[int, int], float, dict[str, Any]] | None = None
+        self._queries: dict[str, duckdb.DuckDBPyConnection] = {}
+        self._ids = itertools.count(1)
+
+    # -- binding ---------------------------------------------------------------------------
+    def bind(self, sup: Supervisor) -> None:
+        """Called by the headless run once its supervisor exists (the ledger is open by then)."""
+        self._sup = sup
+        # A second connection to the file the engine holds: DuckDB shares the open database
+        # within a process, so queries see every committed event without ever being handed
+        # the engine's own connection; the parser check in the ledger package keeps them reads.
+        self._qcon = duckdb.connect(str(sup.ledger.path))
+
+    def _need(self) -> Supervisor:
+        if self._sup is None:
+            raise NotReady("the controller is still starting; try again in a moment")
+        return self._sup
+
+    def close(self) -> None:
+        self.closing.set()
+        for cur in list(self._queries.values()):
+            cur.interrupt()
+        if self._qcon is not None:
+            self._qcon.close()
+            self._qcon = None
+
+    # -- reads -----------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        sup = self._need()
+        key = (sup.polls, sup.decisions_total)
+        now = time.monotonic()
+        if self._snap is None or self._snap[0] != key or now - self._snap[1] > SNAPSHOT_MAX_AGE_S:
+            self._snap = (key, now, api.snap_to_json(snapshot(sup, sup.now())))
+        return self._snap[2]
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "api": api.API_VERSION,
+            "campaign": self.campaign,
+            "pid": os.getpid(),
+            "ledger": str(self.ledger_path),
+            "started_at": self.started_at,
+            "uptime_s": time.time() - self.started_at,
+            "ready": self._sup is not None,
+        }
+        if self._sup is not None:
+            snap = self.snapshot()
+            live = [i for i in snap["instances"] if i["ended_at"] is None]
+            out.update(
+                policy=snap["policy"],
+                fleet=snap["fleet"],
+                held=len(live),
+                verified=snap["verified"],
+                spent_usd=snap["spent_usd"],
+                dph=sum(i["dph"] for i in live),
+                finished=snap["finished"],
+            )
+        return out
+
+    # -- intents ---------------------------------------------------------------------------
+    async def apply(self, intent: api.Intent) -> str:
+        """Carry out one operator intent; returns what was done, raises why not."""
+        sup = self._need()
+        if sup.finished is not None:
+            raise Refused(f"the campaign has ended ({sup.finished.reason})")
+        iid = getattr(intent, "instance_id", None)
+        if iid is not None and iid not in sup.attempts:
+            raise NotHeld(f"instance {iid} is not held by this campaign")
+        try:
+            if isinstance(intent, api.StopIntent):
+                await sup.human_stop(intent.instance_id)
+                return f"stopped {intent.instance_id}"
+            if isinstance(intent, api.StartIntent):
+                await sup.human_start(intent.instance_id)
+                return f"started {intent.instance_id}"
+            if isinstance(intent, api.DestroyIntent):
+                conf = DestroyConfirmation(intent.instance_id, intent.typed)
+                if not conf.valid():  # checked here too: a client's word is not a confirmation
+                    raise Refused(
+                        f"destroy of {intent.instance_id} refused: the typed id "
+                        f"{intent.typed.strip()[:20]!r} does not name it"
+                    )
+                await sup.human_destroy(conf, "operator destroy (through the controller API)")
+                return f"destroyed {intent.instance_id}"
+            if isinstance(intent, api.CreateIntent):
+                await sup.human_create()
+                return "asked the market for one more instance"
+            if isinstance(intent, api.FleetSizeIntent):
+                old = sup.campaign.fleet
+                sup.campaign = dataclasses.replace(sup.campaign, fleet=intent.size)
+                sup._say(f"fleet  {old} -> {intent.size} by human (controller API)")
+                return f"fleet size {old} -> {intent.size}"
+        except AutomationRefused as exc:
+            raise Refused(str(exc)) from None
+        raise api.BadRequest(f"unhandled intent {intent!r}")
+
+    async def shutdown(self, mode: str) -> str:
+        """End the campaign now: `stop` releases everything held (as at a campaign's end),
+        `detach` leaves the fleet running, recorded, for a later controller to adopt."""
+        sup = self._need()
+        if sup.finished is not None:
+            raise Refused(f"the campaign has already ended ({sup.finished.reason})")
+        if mode == "detach":
+            sup.detach = True  # the headless run's end records each instance left running
+        sup.finished = Outcome(True, f"operator shut the controller down ({mode})")
+        sup._say(f"end    shutdown asked through the controller API: {mode}")
+        return f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
+
+    # -- the ledger ------------------------------------------------------------------------
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        self._need()
+        if self._qcon is None:
+            raise NotReady("the ledger is closed")
+        return self._qcon.cursor()
+
+    async def query(self, sql: str, limit: int, offset: int, query_id: str | None) -> QueryResult:
+        """One page of a read-only query, on its own cursor so that cancelling it (`cancel`,
+        or the client hanging up) interrupts this query and nothing else."""
+        qid = query_id or f"q{next(self._ids)}"
+        if qid in self._queries:
+            raise api.BadRequest(f"query id {qid!r} is already running")
+        cur = self._cursor()
+        self._queries[qid] = cur
+        try:
+            result = await asyncio.to_thread(_read_only, cur, sql, offset + limit)
+        except asyncio.CancelledError:
+            cur.interrupt()
+            raise
+        finally:
+            self._queries.pop(qid, None)
+        return QueryResult(result.columns, result.rows[offset:], result.truncated)
+
+    def cancel(self, query_id: str) -> bool:
+        cur = self._queries.get(query_id)
+        if cur is None:
+            return False
+        cur.interrupt()
+        return True
+
+    async def receipt(self, campaign: str | None) -> list[dict[str, Any]]:
+        cur = self._cursor()
+        try:
+            return await asyncio.to_thread(compute_receipt, cur, campaign)
+        finally:
+            cur.close()
+
+
+def _read_only(cur: duckdb.DuckDBPyConnection, sql: str, limit: int) -> QueryResult:
+    """The one call into the ledger's read-only query function (the sandbox lives there)."""
+    try:
+        return run_read_only(cur, sql, limit)
+    finally:
+        cur.close()
+
+
+async def serve_headless(
+    campaign: Campaign,
+    policy: Policy,
+    market_url: str,
+    api_key: str,
+    ledger_path: str,
+    detach: bool = False,
+    key_path: str | None = None,
+    listen: str | None = None,
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> int:
+    """`rentwatch run --headless` with the controller API: the same run, exit trap and exit
+    codes, plus a socket that dashboards, `ls` and `ledger` can reach while it runs."""
+    from ..headless import run_headless
+    from .server import ServiceServer, parse_listen
+
+    path = Path(ledger_path)
+    ctrl = Controller(campaign.name, path)
+    server = ServiceServer(ctrl)
+    tcp = parse_listen(listen) if listen else None
+    try:
+        await server.start(registry.socket_path_for(path), tcp, path)
+    except OSError as exc:
+        raise RentwatchError(f"cannot serve the controller API: {exc}") from None
+    entry = registry.Entry(
+        campaign=campaign.name,
+        pid=os.getpid(),
+        socket=str(server.socket_path),
+        ledger=str(path.resolve()),
+        started_at=ctrl.started_at,
+        url=server.url,
+        token_file=str(server.token_file) if server.token_file else None,
+    )
+    registry.register(entry)
+    say(f"serving  controller API on unix:{server.socket_path}")
+    if server.url:
+        say(f"serving  controller API on {server.url} (token in {server.token_file})")
+    try:
+        return await run_headless(
+            campaign,
+            policy,
+            market_url,
+            api_key,
+            ledger_path,
+            detach=detach,
+            key_path=key_path,
+            on_supervisor=ctrl.bind,
+        )
+    finally:
+        ctrl.close()
+        await server.stop()
+        registry.unregister(entry.pid)
