@@ -1,0 +1,340 @@
+"""The controller as a service: a headless campaign serves its API on a private socket;
+`ls` finds it, `ledger` queries it while it runs, dashboards attach and detach without
+touching its ledger's truth, a wrong destroy is refused, and a kill -9 is survived."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from rentwatch.ledger import Ledger
+from rentwatch.service import api
+from rentwatch.service.client import ControllerClient, RemoteEngine, RemoteLedger, Target
+from rentwatch.service.controller import Controller
+from rentwatch.service.server import ServiceServer
+
+from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
+
+JOBS = """
+[[jobs]]
+name = "a"
+run = "sleep {s}"
+
+[[jobs]]
+name = "b"
+run = "sleep {s}"
+"""
+
+
+@pytest.fixture
+def runtime(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "run"
+    monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
+    return d
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rentwatch", *args],
+        capture_output=True,
+        text=True,
+        env=env or dict(os.environ),
+        timeout=60,
+    )
+
+
+def _start(sim, tmp_path: Path, ledger: Path, job_s: float, fleet: int = 2) -> subprocess.Popen:
+    camp = tmp_path / "c.toml"
+    camp.write_text(campaign_text("svc", fleet, JOBS.format(s=job_s)))
+    return subprocess.Popen(
+        headless_cmd(sim, tmp_path, camp, ledger),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=headless_env(sim),
+    )
+
+
+class Reader:
+    """Collects a process's stdout in a thread, so waiting on a word never blocks the test."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._t = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._t.start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, word: str, timeout: float = 90) -> str:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            hit = next((ln for ln in self.lines if word in ln), None)
+            if hit is not None:
+                return hit
+            time.sleep(0.1)
+        raise AssertionError(f"never saw {word!r}: {''.join(self.lines[-20:])}")
+
+    def text(self) -> str:
+        self._t.join(10)
+        return "".join(self.lines)
+
+
+def _socket_of(line: str) -> str:
+    assert "unix:" in line, line
+    return line.split("unix:", 1)[1].strip()
+
+
+def _live(sim) -> set[int]:
+    t = sim.call(sim.market.truth)
+    return {
+        r["id"]
+        for r in t["instances"]
+        if r["destroyed_at"] is None and r["actual_status"] != "stopped"
+    }
+
+
+def _until(cond, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} never met")
+
+
+def _assert_ledger_is_the_truth(sim, ledger: Path) -> None:
+    led = Ledger(ledger, read_only=True)
+    try:
+        rows = led.instance_rows()
+        end = max(e.at for e in led.events())
+    finally:
+        led.close()
+    truth = truth_at(sim, end)
+    assert rows and sum(r["total_usd"] for r in rows) == pytest.approx(
+        sum(t["usd"] for t in truth.values()), abs=0.01
+    )
+    for r in rows:
+        assert r["total_usd"] == pytest.approx(truth[r["instance_id"]]["usd"], abs=0.005)
+
+
+# -- no campaign ------------------------------------------------------------------------------
+def test_ls_with_nothing_running_is_an_empty_list(runtime):
+    out = _cli("ls", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
+    assert "no controller" in _cli("ls").stdout
+
+
+# -- the server alone, before its campaign binds ------------------------------------------------
+def _with_server(tmp_path: Path, body, tcp: bool = False) -> None:
+    async def main() -> None:
+        ctrl = Controller("unbound", tmp_path / "l.duckdb")
+        server = ServiceServer(ctrl)
+        await server.start(tmp_path / "s.sock", ("127.0.0.1", 0) if tcp else None, tmp_path / "l")
+        try:
+            await body(server)
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+
+
+def test_socket_is_private_and_tcp_refuses_requests_without_the_token(tmp_path):
+    async def body(server: ServiceServer) -> None:
+        sock = server.socket_path
+        assert sock is not None and stat.S_IMODE(os.stat(sock).st_mode) == 0o600
+        assert server.token_file is not None
+        assert stat.S_IMODE(os.stat(server.token_file).st_mode) == 0o600
+        token = server.token_file.read_text().strip()
+        async with httpx.AsyncClient(base_url=str(server.url)) as http:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+                r = await http.get("/v1/status", headers=headers)
+                assert r.status_code == 401, headers
+                assert r.json()["error"]["type"] == "unauthorized"
+            r = await http.post("/v1/shutdown", json={"mode": "stop"})
+            assert r.status_code == 401  # no action either, not only no reads
+            r = await http.get("/v1/status", headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == 200 and r.json()["campaign"] == "unbound"
+        # the socket needs no token: its mode bits are the lock
+        uds = httpx.AsyncHTTPTransport(uds=str(sock))
+        async with httpx.AsyncClient(transport=uds, base_url="http://x") as http:
+            assert (await http.get("/v1/status")).status_code == 200
+
+    _with_server(tmp_path, body, tcp=True)
+    assert not (tmp_path / "s.sock").exists(), "the socket outlived its server"
+    assert not (tmp_path / "l.token").exists(), "the token outlived its server"
+
+
+def test_bad_requests_get_clear_errors(tmp_path):
+    async def body(server: ServiceServer) -> None:
+        uds = httpx.AsyncHTTPTransport(uds=str(server.socket_path))
+        async with httpx.AsyncClient(transport=uds, base_url="http://x") as http:
+
+            async def post(path: str, content: bytes) -> tuple[int, dict]:
+                r = await http.post(path, content=content)
+                return r.status_code, r.json()["error"]
+
+            code, err = await post("/v1/intents", b'{"intent": "stop", ')
+            assert code == 400 and "not valid JSON" in err["message"]
+            code, err = await post("/v1/intents", b'{"intent": "reboot", "instance_id": 1}')
+            assert code == 400 and "unknown intent 'reboot'" in err["message"]
+            assert "destroy" in err["message"]  # it says which intents exist
+            code, err = await post("/v1/intents", b'{"intent": "stop", "instance_id": "7"}')
+            assert code == 400 and "instance_id" in err["message"]
+            code, err = await post("/v1/intents", b'{"intent": "stop", "instnace_id": 7}')
+            assert code == 400 and "instnace_id" in err["message"]
+            code, err = await post("/v1/intents", b"[1, 2]")
+            assert code == 400 and "JSON object" in err["message"]
+            huge = json.dumps({"intent": "create", "pad": "x" * 500_000}).encode()
+            code, err = await post("/v1/intents", huge)
+            assert code == 413 and err["type"] == "too_large"
+            code, err = await post("/v1/shutdown", b'{"mode": "explode"}')
+            assert code == 400 and "stop" in err["message"]
+            code, err = await post("/v1/query", b'{"sql": 5}')
+            assert code == 400
+            r = await http.get("/v1/nothing-here")
+            assert r.status_code == 404 and r.json()["error"]["type"] == "not_found"
+            # a well-formed intent before the campaign is up: told to wait, not dropped
+            code, err = await post("/v1/intents", b'{"intent": "create"}')
+            assert code == 503 and err["type"] == "not_ready"
+
+    _with_server(tmp_path, body)
+
+
+# -- a running campaign ---------------------------------------------------------------------
+def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
+    sim = make_sim(seed=7, offers=60, time_scale=240)
+    ledger = tmp_path / "l.duckdb"
+    proc = _start(sim, tmp_path, ledger, job_s=25)
+    out = Reader(proc)
+    try:
+        sock = _socket_of(out.wait_for("controller API on unix:"))
+        assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
+        assert Path(sock).parent == ledger.parent  # next to the ledger
+
+        listed = json.loads(_cli("ls", "--json").stdout)
+        assert len(listed) == 1
+        row = listed[0]
+        assert row["campaign"] == "svc" and row["pid"] == proc.pid
+        assert row["socket"] == sock and Path(row["ledger"]) == ledger.resolve()
+
+        # a query while the campaign holds the ledger for writing: answered through it
+        q = _cli("ledger", "--ledger", str(ledger), "--json", "select count(*) n from events")
+        assert q.returncode == 0, q.stderr
+        assert json.loads(q.stdout)[0]["n"] > 0
+        refused = _cli("ledger", "--ledger", str(ledger), "delete from events")
+        assert refused.returncode != 0 and "read-only" in refused.stderr
+        assert _cli("receipt", "--ledger", str(ledger), "--json").returncode == 0
+
+        out.wait_for("verify ")
+        client = ControllerClient(Target(socket=sock))
+        held = [i for i in client.snapshot().instances if i.ended_at is None]
+        assert held
+        victim = held[0].instance_id
+        with pytest.raises(api.ServiceError, match="does not name it"):
+            client.intent(api.DestroyIntent(victim, str(victim + 1)))
+        with pytest.raises(api.ServiceError, match="not held"):
+            client.intent(api.StopIntent(1))
+        assert victim in _live(sim), "a refused destroy destroyed"
+
+        # ten attaches and detaches, then two dashboards at once: each sees the same fleet
+        for _ in range(10):
+            engine = RemoteEngine(Target(socket=sock))
+            got: list = []
+            engine.on_snapshot = got.append
+            engine.start()
+            _until(lambda got=got: got, 20, "a snapshot")
+            assert got[0].campaign == "svc" and got[0].decisions, "no history on re-attach"
+            engine.shutdown("detach")
+        pair = [RemoteEngine(Target(socket=sock)) for _ in range(2)]
+        seen: list[list] = [[], []]
+        for e, s in zip(pair, seen, strict=True):
+            e.on_snapshot = s.append
+            e.start()
+        _until(lambda: all(seen), 20, "both dashboards fed")
+        ids = [{i.instance_id for i in s[-1].instances} for s in seen]
+        assert ids[0] & ids[1]
+        for e in pair:
+            e.shutdown("detach")
+        assert proc.poll() is None, "a dashboard's detach ended the controller"
+
+        # the ledger screen's surface, remote: a query, a refusal, a receipt
+        remote = RemoteLedger(Target(socket=sock))
+        assert remote.query("select 1 as one").rows == [(1,)]
+        assert remote.receipt("svc")[0]["campaign"] == "svc"
+        remote.close()
+        client.close()
+
+        proc.wait(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    text = out.text()
+    assert proc.returncode == 0, text[-3000:]
+    assert _live(sim) == set(), "the campaign's end left something running"
+    assert json.loads(_cli("ls", "--json").stdout) == []
+    assert not Path(sock).exists()
+    _assert_ledger_is_the_truth(sim, ledger)
+
+
+def test_controller_killed_then_restarted_while_attached(make_sim, tmp_path, runtime):
+    sim = make_sim(seed=7, offers=60, time_scale=240)
+    ledger = tmp_path / "l.duckdb"
+    proc = _start(sim, tmp_path, ledger, job_s=600)
+    out = Reader(proc)
+    sock = _socket_of(out.wait_for("controller API on unix:"))
+    engine = RemoteEngine(Target(socket=sock))
+    snaps: list = []
+    errors: list[str] = []
+    engine.on_snapshot = snaps.append
+    engine.on_error = errors.append
+    engine.start()
+    restarted = None
+    try:
+        out.wait_for("verify ")
+        _until(lambda: snaps, 20, "a snapshot")
+        proc.kill()
+        proc.wait()
+        held = _live(sim)
+        assert held, "the killed controller held nothing"
+        _until(lambda: any("lost the controller" in e for e in errors), 30, "the loss said")
+        assert json.loads(_cli("ls", "--json").stdout) == []  # the dead one is swept
+        assert Path(sock).exists()  # kill -9 left its socket behind: the restart must cope
+
+        restarted = _start(sim, tmp_path, ledger, job_s=600)
+        out2 = Reader(restarted)
+        assert _socket_of(out2.wait_for("controller API on unix:")) == sock
+        out2.wait_for("adopt")
+        _until(lambda: any("reconnected" in e for e in errors), 30, "the reconnection said")
+        before = len(snaps)
+        _until(lambda: len(snaps) > before, 20, "snapshots from the restarted controller")
+        assert held <= {i.instance_id for i in snaps[-1].instances}
+
+        client = ControllerClient(Target(socket=sock))
+        assert "leave the fleet running" in client.shutdown("detach")
+        client.close()
+        restarted.wait(timeout=60)
+        assert restarted.returncode == 0, out2.text()[-3000:]
+        led = Ledger(ledger, read_only=True)
+        detached = {e.instance_id for e in led.events(where="kind = 'detached'")}
+        led.close()
+        assert detached and detached <= _live(sim), "detach stopped what it should leave"
+    finally:
+        engine.shutdown("detach")
+        for p in (proc, restarted):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(30)
