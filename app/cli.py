@@ -283,13 +283,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("ls", help="the running controllers")
     ls.add_argument("--json", action="store_true")
-    ls.set_defaults(fn=lambda a: _service_cmd('cmd_ls', a))
+    ls.set_defaults(fn=lambda a: _service_cmd("cmd_ls", a))
     at = sub.add_parser("attach", help="the dashboard of a running controller")
     at.add_argument("--socket", help="its Unix socket (default: the only one running)")
     at.add_argument("--campaign", help="the controller running this campaign")
     at.add_argument("--url", help="http://HOST:PORT of a controller started with --listen")
     at.add_argument("--token-file", help="the token file for --url")
-    at.set_defaults(fn=lambda a: _service_cmd('cmd_attach', a))
+    at.set_defaults(fn=lambda a: _service_cmd("cmd_attach", a))
 
     f = sub.add_parser(
         "referee", help="the same market under several policies, scored from the sim's truth"

@@ -270,6 +270,9 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
             e.shutdown("detach")
         assert proc.poll() is None, "a dashboard's detach ended the controller"
 
+        _dashboard_stops_one_and_detaches(sim, sock)
+        assert proc.poll() is None, "the dashboard's detach ended the controller"
+
         # the ledger screen's surface, remote: a query, a refusal, a receipt
         remote = RemoteLedger(Target(socket=sock))
         assert remote.query("select 1 as one").rows == [(1,)]
@@ -288,6 +291,56 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
     assert json.loads(_cli("ls", "--json").stdout) == []
     assert not Path(sock).exists()
     _assert_ledger_is_the_truth(sim, ledger)
+
+
+def _dashboard_stops_one_and_detaches(sim, sock: str) -> None:
+    """The real dashboard, attached: the operator's stop reaches the market, a second
+    dashboard sees it, and the detach key leaves the controller running."""
+    from rentwatch.widgets.app import RentwatchApp
+    from rentwatch.widgets.fleet import FleetView
+
+    target = Target(socket=sock)
+    app = RentwatchApp(RemoteEngine(target), RemoteLedger(target), refresh_s=0.1)
+    other = RemoteEngine(target)
+    watched: list = []
+    other.on_snapshot = watched.append
+    other.start()
+
+    async def until(pilot, cond, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cond():
+                return
+            await pilot.pause(0.1)
+        raise AssertionError("condition never met")
+
+    async def drive() -> None:
+        async with app.run_test(size=(150, 45)) as pilot:
+            view = app.query_one(FleetView)
+            await until(pilot, lambda: any(s.ended_at is None for s in view.snaps))
+            view.cursor = next(i for i, s in enumerate(view.snaps) if s.ended_at is None)
+            victim = view.selected_id
+            await pilot.press("s")
+            await until(pilot, lambda: victim not in _live(sim))
+
+            def seen_stopped() -> bool:
+                snap = watched[-1] if watched else None
+                row = (
+                    next((i for i in snap.instances if i.instance_id == victim), None)
+                    if snap
+                    else None
+                )
+                return row is not None and row.ended_at is not None
+
+            await until(pilot, seen_stopped)  # the other dashboard saw this one's action
+            await pilot.press("x")
+            await until(pilot, lambda: not app.is_running, timeout=30)
+
+    try:
+        asyncio.run(drive())
+    finally:
+        other.shutdown("detach")
+    assert app.return_value == "detach"
 
 
 def test_controller_killed_then_restarted_while_attached(make_sim, tmp_path, runtime):
@@ -338,3 +391,20 @@ def test_controller_killed_then_restarted_while_attached(make_sim, tmp_path, run
             if p is not None and p.poll() is None:
                 p.send_signal(signal.SIGTERM)
                 p.wait(30)
+
+
+def test_only_the_adapter_touches_the_engine():
+    """`controller.py` is the one module of app/service that may import the engine, so a
+    refactor of the engine changes one file here."""
+    import ast
+
+    engine = {"supervisor", "engine", "headless", "host_work", "restart", "attempt", "client"}
+    offenders = []
+    for path in (Path(__file__).resolve().parent.parent / "app" / "service").glob("*.py"):
+        if path.name == "controller.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module:
+                if node.module.split(".")[0] in engine:
+                    offenders.append(f"{path.name}: ..{node.module}")
+    assert not offenders, offenders

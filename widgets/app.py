@@ -10,6 +10,7 @@ from typing import Any
 from rentwatch.core.text import clean
 from rentwatch.engine import EngineThread
 from rentwatch.ledger import Ledger
+from rentwatch.service.client import RemoteEngine, RemoteLedger
 from rentwatch.snapshot import FleetSnap, InstanceSnap
 from rentwatch.supervisor import DestroyConfirmation
 from rich.text import Text
@@ -43,7 +44,12 @@ class RentwatchApp(App[str]):
         Binding("question_mark", "help", "Help", id="app.help"),
     ]
 
-    def __init__(self, engine: EngineThread, ledger: Ledger, refresh_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        engine: EngineThread | RemoteEngine,  # in-process, or a controller's over its socket
+        ledger: Ledger | RemoteLedger,
+        refresh_s: float = 0.5,
+    ) -> None:
         super().__init__()
         self.engine = engine
         self.ledger = ledger

@@ -73,7 +73,9 @@ def resolve(
         what = f"for campaign {campaign!r}" if campaign else "running"
         raise api.ControllerGone(f"no controller {what} (see `rentwatch ls`)")
     names = ", ".join(f"{e.campaign} (pid {e.pid})" for e in found)
-    raise api.ServiceError(f"{len(found)} controllers are running ({names}): name one with --socket or --campaign")
+    raise api.ServiceError(
+        f"{len(found)} controllers are running ({names}): name one with --socket or --campaign"
+    )
 
 
 def raise_for(resp: httpx.Response) -> None:

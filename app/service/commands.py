@@ -14,7 +14,11 @@ from .client import ControllerClient, RemoteEngine, RemoteLedger, Target, resolv
 
 def _fmt_uptime(seconds: float) -> str:
     s = int(seconds)
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h" if s >= 86400 else f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return (
+        f"{s // 86400}d{s % 86400 // 3600:02d}h"
+        if s >= 86400
+        else f"{s // 3600}h{s % 3600 // 60:02d}m"
+    )
 
 
 def ls_rows() -> list[dict[str, Any]]:
@@ -25,7 +29,12 @@ def ls_rows() -> list[dict[str, Any]]:
         client = ControllerClient(Target(socket=e.socket), timeout=3.0)
         try:
             st = client.status()
-            row.update({k: st.get(k) for k in ("policy", "fleet", "held", "verified", "spent_usd", "dph", "finished")})
+            row.update(
+                {
+                    k: st.get(k)
+                    for k in ("policy", "fleet", "held", "verified", "spent_usd", "dph", "finished")
+                }
+            )
         except api.ServiceError as exc:
             row["error"] = str(exc)
         finally:

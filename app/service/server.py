@@ -57,7 +57,9 @@ def _error(status: int, kind: str, message: str, title: str | None = None) -> we
 
 
 def _is_tcp(request: web.Request) -> bool:
-    return isinstance(request.transport.get_extra_info("sockname") if request.transport else None, tuple)
+    return isinstance(
+        request.transport.get_extra_info("sockname") if request.transport else None, tuple
+    )
 
 
 class ServiceServer:
@@ -72,9 +74,7 @@ class ServiceServer:
 
     # -- the app ---------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(
-            client_max_size=api.MAX_BODY_BYTES, middlewares=[self._guard]
-        )
+        app = web.Application(client_max_size=api.MAX_BODY_BYTES, middlewares=[self._guard])
         app.add_routes(
             [
                 web.get("/v1/status", self.status),
@@ -96,7 +96,11 @@ class ServiceServer:
             given = request.headers.get(api.TOKEN_HEADER, "")
             want = f"Bearer {self._token}"
             if not self._token or not hmac.compare_digest(given.encode(), want.encode()):
-                return _error(401, "unauthorized", "a TCP request needs 'Authorization: Bearer <token>' from the token file")
+                return _error(
+                    401,
+                    "unauthorized",
+                    "a TCP request needs 'Authorization: Bearer <token>' from the token file",
+                )
         try:
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
@@ -182,7 +186,7 @@ class ServiceServer:
     async def query(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
         if not isinstance(body, dict) or not isinstance(body.get("sql"), str):
-            raise api.BadRequest("a query is {\"sql\": \"SELECT ...\", \"limit\": N, \"offset\": N}")
+            raise api.BadRequest('a query is {"sql": "SELECT ...", "limit": N, "offset": N}')
         limit = body.get("limit", 1000)
         offset = body.get("offset", 0)
         qid = body.get("id")
@@ -207,7 +211,7 @@ class ServiceServer:
         body = await self._body(request)
         mode = body.get("mode") if isinstance(body, dict) else None
         if mode not in ("stop", "detach"):
-            raise api.BadRequest("shutdown needs {\"mode\": \"stop\"} or {\"mode\": \"detach\"}")
+            raise api.BadRequest('shutdown needs {"mode": "stop"} or {"mode": "detach"}')
         return _json({"ok": True, "done": await self.ctrl.shutdown(mode)})
 
     # -- lifecycle -------------------------------------------------------------------------
