@@ -98,7 +98,7 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
 
     remote = _remote_ledger(args.ledger)
     if remote is not None:  # a running controller holds the file: it answers
-        result = remote.query(args.sql, limit=args.limit)
+        result = remote.query_all(args.sql, args.limit)
         remote.close()
     else:
         with _open_ledger(args.ledger) as ledger:

@@ -126,6 +126,17 @@ class ControllerClient:
         body = {"sql": sql, "limit": limit, "offset": offset, "id": query_id}
         return api.result_from_json(self._call("POST", "/v1/query", json=body))
 
+    def query_all(self, sql: str, limit: int, query_id: str | None = None) -> QueryResult:
+        """Up to `limit` rows, fetched a page at a time (the controller's pages are bounded)."""
+        columns: list[str] = []
+        rows: list[tuple[Any, ...]] = []
+        while True:
+            page = self.query(sql, min(api.MAX_QUERY_ROWS, limit - len(rows)), len(rows), query_id)
+            columns = page.columns
+            rows += page.rows
+            if not page.truncated or not page.rows or len(rows) >= limit:
+                return QueryResult(columns, rows, page.truncated)
+
     def cancel(self, query_id: str) -> bool:
         try:
             return bool(self._call("DELETE", f"/v1/query/{query_id}")["ok"])
@@ -156,7 +167,7 @@ class RemoteLedger:
     def query(self, sql: str, limit: int = 10_000) -> QueryResult:
         qid = self._running = f"d{uuid.uuid4().hex[:12]}"
         try:
-            return self._client.query(sql, limit=limit, query_id=qid)
+            return self._client.query_all(sql, limit, query_id=qid)
         finally:
             self._running = None
 
