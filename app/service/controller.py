@@ -29,7 +29,7 @@ from ..snapshot import snapshot
 from ..supervisor import AutomationRefused, DestroyConfirmation, Outcome, Supervisor
 from . import api, registry
 
-SNAPSHOT_MAX_AGE_S = 0.5  # wall seconds a cached snapshot may be served between polls
+SNAPSHOT_MAX_AGE_S = 1.0  # wall seconds a snapshot is reused between polls (timers still tick)
 
 
 class NotReady(api.ServiceError):
@@ -52,18 +52,27 @@ class Controller:
         self.closing = asyncio.Event()
         self._sup: Supervisor | None = None
         self._qcon: duckdb.DuckDBPyConnection | None = None
-        self._snap: tuple[tuple[int, int], float, dict[str, Any]] | None = None
+        self._snap: tuple[tuple[int, int, int], float, dict[str, Any]] | None = None
         self._queries: dict[str, duckdb.DuckDBPyConnection] = {}
         self._ids = itertools.count(1)
+        self._gen = 0  # bumped by each poll and each intent: streams wake on it
+        self.changed = asyncio.Event()
 
     # -- binding ---------------------------------------------------------------------------
     def bind(self, sup: Supervisor) -> None:
         """Called by the headless run once its supervisor exists (the ledger is open by then)."""
         self._sup = sup
+        sup.listeners.append(self.touch)  # after each poll: push the new state at once
         # A second connection to the file the engine holds: DuckDB shares the open database
         # within a process, so queries see every committed event without ever being handed
         # the engine's own connection; the parser check in the ledger package keeps them reads.
         self._qcon = duckdb.connect(str(sup.ledger.path))
+
+    def touch(self) -> None:
+        """The fleet changed: wake every stream (they coalesce bursts themselves)."""
+        self._gen += 1
+        woken, self.changed = self.changed, asyncio.Event()
+        woken.set()
 
     def _need(self) -> Supervisor:
         if self._sup is None:
@@ -81,7 +90,7 @@ class Controller:
     # -- reads -----------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         sup = self._need()
-        key = (sup.polls, sup.decisions_total)
+        key = (sup.polls, sup.decisions_total, self._gen)
         now = time.monotonic()
         if self._snap is None or self._snap[0] != key or now - self._snap[1] > SNAPSHOT_MAX_AGE_S:
             self._snap = (key, now, api.snap_to_json(snapshot(sup, sup.now())))
@@ -121,31 +130,36 @@ class Controller:
         if iid is not None and iid not in sup.attempts:
             raise NotHeld(f"instance {iid} is not held by this campaign")
         try:
-            if isinstance(intent, api.StopIntent):
-                await sup.human_stop(intent.instance_id)
-                return f"stopped {intent.instance_id}"
-            if isinstance(intent, api.StartIntent):
-                await sup.human_start(intent.instance_id)
-                return f"started {intent.instance_id}"
-            if isinstance(intent, api.DestroyIntent):
-                conf = DestroyConfirmation(intent.instance_id, intent.typed)
-                if not conf.valid():  # checked here too: a client's word is not a confirmation
-                    raise Refused(
-                        f"destroy of {intent.instance_id} refused: the typed id "
-                        f"{intent.typed.strip()[:20]!r} does not name it"
-                    )
-                await sup.human_destroy(conf, "operator destroy (through the controller API)")
-                return f"destroyed {intent.instance_id}"
-            if isinstance(intent, api.CreateIntent):
-                await sup.human_create()
-                return "asked the market for one more instance"
-            if isinstance(intent, api.FleetSizeIntent):
-                old = sup.campaign.fleet
-                sup.campaign = dataclasses.replace(sup.campaign, fleet=intent.size)
-                sup._say(f"fleet  {old} -> {intent.size} by human (controller API)")
-                return f"fleet size {old} -> {intent.size}"
+            return await self._apply(sup, intent)
         except AutomationRefused as exc:
             raise Refused(str(exc)) from None
+        finally:
+            self.touch()  # the operator sees the outcome in the next snapshot, not a poll later
+
+    async def _apply(self, sup: Supervisor, intent: api.Intent) -> str:
+        if isinstance(intent, api.StopIntent):
+            await sup.human_stop(intent.instance_id)
+            return f"stopped {intent.instance_id}"
+        if isinstance(intent, api.StartIntent):
+            await sup.human_start(intent.instance_id)
+            return f"started {intent.instance_id}"
+        if isinstance(intent, api.DestroyIntent):
+            conf = DestroyConfirmation(intent.instance_id, intent.typed)
+            if not conf.valid():  # checked here too: a client's word is not a confirmation
+                raise Refused(
+                    f"destroy of {intent.instance_id} refused: the typed id "
+                    f"{intent.typed.strip()[:20]!r} does not name it"
+                )
+            await sup.human_destroy(conf, "operator destroy (through the controller API)")
+            return f"destroyed {intent.instance_id}"
+        if isinstance(intent, api.CreateIntent):
+            await sup.human_create()
+            return "asked the market for one more instance"
+        if isinstance(intent, api.FleetSizeIntent):
+            old = sup.campaign.fleet
+            sup.campaign = dataclasses.replace(sup.campaign, fleet=intent.size)
+            sup._say(f"fleet  {old} -> {intent.size} by human (controller API)")
+            return f"fleet size {old} -> {intent.size}"
         raise api.BadRequest(f"unhandled intent {intent!r}")
 
     async def shutdown(self, mode: str) -> str:

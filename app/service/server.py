@@ -35,7 +35,8 @@ from . import api, registry
 from .controller import Controller, NotHeld, NotReady, Refused
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-SSE_INTERVAL_S = 0.5  # how often a stream looks for a new snapshot
+SSE_MIN_GAP_S = 0.05  # a burst of polls (a fast time scale) is coalesced to this rate
+SSE_MAX_GAP_S = 1.0  # without any change, a fresh snapshot this often (timers tick)
 SSE_KEEPALIVE_S = 5.0  # a comment line this often, so a dead link is noticed
 
 
@@ -60,6 +61,16 @@ def _is_tcp(request: web.Request) -> bool:
     return isinstance(
         request.transport.get_extra_info("sockname") if request.transport else None, tuple
     )
+
+
+async def _first(*aws: Awaitable[Any]) -> None:
+    """Return when the first of `aws` is done; cancel the others."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
 
 
 class ServiceServer:
@@ -150,26 +161,32 @@ class ServiceServer:
             self._streams.add(task)
         sent: dict[str, Any] | None = None
         said = 0
-        quiet = 0.0
+        last_write = 0.0
         try:
             while not self.ctrl.closing.is_set():
+                changed = self.ctrl.changed  # before the snapshot: a change after it wakes us
                 try:
                     snap = self.ctrl.snapshot()
                 except NotReady:
                     snap = None
+                loop = asyncio.get_running_loop()
                 if snap is not None and snap is not sent:
                     total = snap["decisions_total"]
                     fresh = snap["decisions"][-(total - said) :] if sent and total > said else []
                     await resp.write(api.sse_event("snapshot", snap))
                     for line in fresh:
                         await resp.write(api.sse_event("log", line))
-                    sent, said, quiet = snap, total, 0.0
-                elif quiet >= SSE_KEEPALIVE_S:
+                    sent, said, last_write = snap, total, loop.time()
+                elif loop.time() - last_write >= SSE_KEEPALIVE_S:
                     await resp.write(b": alive\n\n")
-                    quiet = 0.0
+                    last_write = loop.time()
+                # wake on the next poll or intent, or after a while (ages and bills still
+                # tick between polls); never more often than SSE_MIN_GAP_S per stream
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.ctrl.closing.wait(), SSE_INTERVAL_S)
-                quiet += SSE_INTERVAL_S
+                    await asyncio.wait_for(
+                        _first(changed.wait(), self.ctrl.closing.wait()), SSE_MAX_GAP_S
+                    )
+                await asyncio.sleep(SSE_MIN_GAP_S)
             await resp.write(api.sse_event("bye", {"reason": "the controller is shutting down"}))
         except ConnectionResetError:
             pass  # the dashboard went away: nothing to clean up but this stream
