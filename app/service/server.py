@@ -186,7 +186,9 @@ class ServiceServer:
                     await asyncio.wait_for(
                         _first(changed.wait(), self.ctrl.closing.wait()), SSE_MAX_GAP_S
                     )
-                await asyncio.sleep(SSE_MIN_GAP_S)
+                gap = SSE_MIN_GAP_S - (loop.time() - last_write)
+                if gap > 0:  # a burst: wait out the rest of the gap, then send the latest
+                    await asyncio.sleep(gap)
             await resp.write(api.sse_event("bye", {"reason": "the controller is shutting down"}))
         except ConnectionResetError:
             pass  # the dashboard went away: nothing to clean up but this stream
