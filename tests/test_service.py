@@ -23,6 +23,7 @@ from rentwatch.service import api
 from rentwatch.service.client import ControllerClient, RemoteEngine, RemoteLedger, Target
 from rentwatch.service.controller import Controller
 from rentwatch.service.server import ServiceServer
+from rentwatch.snapshot import FleetSnap, InstanceSnap
 
 from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
 
@@ -437,3 +438,87 @@ def test_only_the_adapter_touches_the_engine():
             ):
                 offenders.append(f"{path.name}: ..{node.module}")
     assert not offenders, offenders
+
+
+def _inst(iid: int, **kw) -> InstanceSnap:
+    base = dict(
+        instance_id=iid,
+        gpu_name="RTX 4090 \u2014 \x1b]52;c;x\x07",  # host text travels as data, unchanged
+        machine_id=None,
+        host_id=7,
+        dph=0.31,
+        phase="verified",
+        status=None,
+        status_msg="",
+        status_age_s=1.5,
+        freeze_window_s=None,
+        util=None,
+        util_history=(1.0, 2.5),
+        sm_clock=None,
+        max_sm_clock=2520.0,
+        throttle="",
+        billed_usd=0.1,
+        verdict="",
+        created_at=1e9,
+        ended_at=None,
+        failure_class=None,
+        passed_preflight=True,
+    )
+    base.update(kw)
+    return InstanceSnap(**base)
+
+
+def test_a_snapshot_crosses_the_wire_unchanged():
+    snap = FleetSnap(
+        now=1e9,
+        campaign="c",
+        policy="default",
+        fleet=2,
+        creates=3,
+        max_creates=9,
+        instances=(_inst(1), _inst(2, ended_at=1e9 + 5, phase="stopped", job="j: step 3")),
+        quarantined=1,
+        duds=1,
+        dud_usd=0.02,
+        spent_usd=0.5,
+        verified=1,
+        gpu_hours=0.25,
+        decisions=("create i:1", "verify i:1"),
+        decisions_total=40,
+        finished=None,
+    )
+    wire = json.loads(json.dumps(api.snap_to_json(snap)))
+    assert api.snap_from_json(wire) == snap
+    assert api.snap_from_json(wire).dud_share == snap.dud_share
+
+
+@pytest.mark.parametrize(
+    "body, intent",
+    [
+        ({"intent": "stop", "instance_id": 5}, api.StopIntent(5)),
+        ({"intent": "start", "instance_id": 5}, api.StartIntent(5)),
+        ({"intent": "destroy", "instance_id": 5, "typed": " 5 "}, api.DestroyIntent(5, " 5 ")),
+        ({"intent": "create"}, api.CreateIntent()),
+        ({"intent": "fleet", "size": 0}, api.FleetSizeIntent(0)),
+    ],
+)
+def test_intents_round_trip(body, intent):
+    assert api.intent_from_json(body) == intent
+    assert api.intent_from_json(api.intent_to_json(intent)) == intent
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        ({"intent": "destroy", "instance_id": 5}, "typed"),
+        ({"intent": "stop", "instance_id": True}, "instance_id"),
+        ({"intent": "stop", "instance_id": -1}, "between"),
+        ({"intent": "fleet", "size": 100000}, "between"),
+        ({"intent": "create", "instance_id": 3}, "unknown fields"),
+        ({}, "unknown intent"),
+        ("stop", "JSON object"),
+    ],
+)
+def test_bad_intents_say_what_is_wrong(body, says):
+    with pytest.raises(api.BadRequest, match=says):
+        api.intent_from_json(body)

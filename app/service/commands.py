@@ -75,7 +75,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def controller_for_ledger(ledger: str | Path) -> ControllerClient | None:
     """A client for the controller holding `ledger`, or None when no running one does."""
-    found = registry.find(ledger=ledger)
+    try:
+        found = registry.find(ledger=ledger)
+    except OSError:
+        return None  # no runtime dir at all: no controller could have registered
     return ControllerClient(Target(socket=found[0].socket)) if found else None
 
 
