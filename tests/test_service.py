@@ -303,6 +303,12 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
         t.join(30)
         assert not t.is_alive() and time.monotonic() - t0 < 10
         assert failed and isinstance(failed[0], QueryFailed), failed
+        # a client that hangs up mid-query stops it too
+        impatient = ControllerClient(Target(socket=sock), timeout=1.0)
+        with pytest.raises(api.ControllerGone):
+            impatient.query("select sum(i * i) from range(100000000000) t(i)", query_id="hang")
+        impatient.close()
+        _until(lambda: "hang" not in client.status()["queries"], 10, "the hung-up query ended")
         assert remote.query("select 2 as two").rows == [(2,)]
         remote.close()
         client.close()

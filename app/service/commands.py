@@ -79,7 +79,8 @@ def controller_for_ledger(ledger: str | Path) -> ControllerClient | None:
         found = registry.find(ledger=ledger)
     except OSError:
         return None  # no runtime dir at all: no controller could have registered
-    return ControllerClient(Target(socket=found[0].socket)) if found else None
+    # a long query is the operator's to wait for (Ctrl-C hangs up, which cancels it)
+    return ControllerClient(Target(socket=found[0].socket), timeout=3600.0) if found else None
 
 
 def cmd_attach(args: argparse.Namespace) -> int:

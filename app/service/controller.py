@@ -105,6 +105,7 @@ class Controller:
             "started_at": self.started_at,
             "uptime_s": time.time() - self.started_at,
             "ready": self._sup is not None,
+            "queries": sorted(self._queries),  # ledger queries running now, by id
         }
         if self._sup is not None:
             snap = self.snapshot()
@@ -258,6 +259,8 @@ async def serve_headless(
     say(f"serving  controller API on unix:{server.socket_path}")
     if server.url:
         say(f"serving  controller API on {server.url} (token in {server.token_file})")
+        if tcp and tcp[0] not in ("127.0.0.1", "::1", "localhost"):
+            say("warning  the API is plain HTTP: reach it through SSH rather than the open network")
     try:
         return await run_headless(
             campaign,

@@ -23,6 +23,7 @@ import json
 import os
 import secrets
 import socket
+import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,8 @@ class ServiceServer:
 
     async def intents(self, request: web.Request) -> web.StreamResponse:
         intent = api.intent_from_json(await self._body(request))
-        done = await self.ctrl.apply(intent)
+        # shielded: a dashboard that hangs up mid-intent must not cut a market call in half
+        done = await asyncio.shield(self.ctrl.apply(intent))
         return _json({"ok": True, "done": done})
 
     async def query(self, request: web.Request) -> web.StreamResponse:
@@ -231,13 +233,15 @@ class ServiceServer:
         mode = body.get("mode") if isinstance(body, dict) else None
         if mode not in ("stop", "detach"):
             raise api.BadRequest('shutdown needs {"mode": "stop"} or {"mode": "detach"}')
-        return _json({"ok": True, "done": await self.ctrl.shutdown(mode)})
+        return _json({"ok": True, "done": await asyncio.shield(self.ctrl.shutdown(mode))})
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(
         self, socket_path: Path, tcp: tuple[str, int] | None = None, ledger: Path | None = None
     ) -> None:
-        if socket_path.exists():
+        if socket_path.exists() or socket_path.is_symlink():
+            if not stat.S_ISSOCK(socket_path.lstat().st_mode):
+                raise OSError(f"{socket_path} exists and is not a socket; not touching it")
             if registry.socket_answers(str(socket_path)):
                 raise OSError(f"a controller already answers on {socket_path}")
             socket_path.unlink()  # left behind by a controller that was killed
@@ -249,7 +253,8 @@ class ServiceServer:
             os.umask(old)
         os.chmod(socket_path, 0o600)
         self.socket_path = socket_path
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        # a client that hangs up cancels its request: a query stops running at once
+        self._runner = web.AppRunner(self.app(), access_log=None, handler_cancellation=True)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
         if tcp is not None:
