@@ -528,3 +528,57 @@ def test_intents_round_trip(body, intent):
 def test_bad_intents_say_what_is_wrong(body, says):
     with pytest.raises(api.BadRequest, match=says):
         api.intent_from_json(body)
+
+
+def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
+    """`watch`/`demo` serve their own engine and attach to it like any dashboard: `ls` lists
+    the session, `ledger` answers while it holds the file, and Stop all still releases all."""
+    from rentwatch.core.campaign import parse_campaign
+    from rentwatch.core.policy import get_policy
+    from rentwatch.dashboard import make_engine
+    from rentwatch.service.controller import attach_in_process
+
+    sim = make_sim(seed=7, offers=40, time_scale=120)
+    path = tmp_path / "l.duckdb"
+    ledger = Ledger(path)
+    engine = make_engine(
+        sim.url,
+        sim.api_key,
+        parse_campaign(campaign_text("tui", 2)),
+        get_policy("default"),
+        ledger,
+        tmp_path / "key",
+    )
+    app, finish = attach_in_process(engine, ledger, path, "tui")
+    assert isinstance(app.engine, RemoteEngine), "the dashboard drives the engine directly"
+
+    async def drive() -> None:
+        async with app.run_test(size=(150, 45)) as pilot:
+            deadline = time.monotonic() + 60
+            while not (app.latest and any(s.ended_at is None for s in app.latest.instances)):
+                assert time.monotonic() < deadline, "no instance on the dashboard"
+                await pilot.pause(0.2)
+            listed = json.loads(_cli("ls", "--json").stdout)
+            assert [r["campaign"] for r in listed] == ["tui"]
+            q = await asyncio.to_thread(
+                _cli, "ledger", "--ledger", str(path), "--json", "select count(*) n from events"
+            )
+            assert q.returncode == 0 and json.loads(q.stdout)[0]["n"] > 0, q.stderr
+            await pilot.press("q")
+            while len(app.screen_stack) == 1:
+                await pilot.pause(0.1)
+            await pilot.press("enter")  # Stop all and quit (the default button)
+            deadline = time.monotonic() + 60
+            while app.is_running:
+                assert time.monotonic() < deadline, "the dashboard never quit"
+                await pilot.pause(0.2)
+
+    try:
+        asyncio.run(drive())
+    finally:
+        finish(app.return_value)
+    assert app.return_value == "stop"
+    assert not engine._thread.is_alive()
+    assert _live(sim) == set(), "Stop all left something running"
+    assert json.loads(_cli("ls", "--json").stdout) == []
+    ledger.close()

@@ -10,11 +10,13 @@ read-only ledger query or receipt, and a shutdown (stop all, or leave the fleet 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ import duckdb
 from ..core.campaign import Campaign
 from ..core.errors import RentwatchError
 from ..core.policy import Policy
+from ..engine import EngineThread
 from ..ledger.readonly import QueryResult, run_read_only
 from ..ledger.receipt import compute_receipt
 from ..snapshot import snapshot
@@ -55,13 +58,16 @@ class Controller:
         self._snap: tuple[tuple[int, int, int], float, dict[str, Any]] | None = None
         self._queries: dict[str, duckdb.DuckDBPyConnection] = {}
         self._ids = itertools.count(1)
+        self._end: Callable[[str], Awaitable[None]] | None = None
         self._gen = 0  # bumped by each poll and each intent: streams wake on it
         self.changed = asyncio.Event()
 
     # -- binding ---------------------------------------------------------------------------
-    def bind(self, sup: Supervisor) -> None:
-        """Called by the headless run once its supervisor exists (the ledger is open by then)."""
+    def bind(self, sup: Supervisor, end: Callable[[str], Awaitable[None]] | None = None) -> None:
+        """Called once the session's supervisor exists (the ledger is open by then). `end`
+        ends the session for a shutdown request; without it, the headless run's way."""
         self._sup = sup
+        self._end = end
         sup.listeners.append(self.touch)  # after each poll: push the new state at once
         # A second connection to the file the engine holds: DuckDB shares the open database
         # within a process, so queries see every committed event without ever being handed
@@ -167,6 +173,12 @@ class Controller:
         """End the campaign now: `stop` releases everything held (as at a campaign's end),
         `detach` leaves the fleet running, recorded, for a later controller to adopt."""
         sup = self._need()
+        if self._end is not None:  # the dashboard's engine: it ends its own way
+            sup._say(f"end    shutdown asked through the controller API: {mode}")
+            await self._end(mode)
+            return (
+                f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
+            )
         if sup.finished is not None:
             raise Refused(f"the campaign has already ended ({sup.finished.reason})")
         if mode == "detach":
@@ -276,3 +288,114 @@ async def serve_headless(
         ctrl.close()
         await server.stop()
         registry.unregister(entry.pid)
+
+
+class EngineFailed(RentwatchError):
+    title = "engine"
+
+
+class EngineService:
+    """The dashboard's engine thread, served: `watch` and `demo` run their engine in-process as
+    before, but the dashboard attaches to it over the socket like any other, so there is one
+    dashboard code path, `rentwatch ls` lists the session, a second dashboard can attach, and
+    `rentwatch ledger` answers while the session holds the file."""
+
+    def __init__(self, engine: EngineThread, ledger_path: Path, campaign: str) -> None:
+        from .server import ServiceServer
+
+        self.engine = engine
+        self.ctrl = Controller(campaign, ledger_path)
+        self.server = ServiceServer(self.ctrl)
+        self.entry: registry.Entry | None = None
+        self._ending: asyncio.Task[None] | None = None
+
+    def start(self, timeout: float = 120.0) -> str:
+        """Start the engine (if not yet), wait until it is up, serve it; returns the socket."""
+        said: list[str] = []
+        shown = self.engine.on_error
+        self.engine.on_error = said.append  # until a dashboard is there to show them
+        if not self.engine._thread.is_alive():
+            self.engine.start()
+        self.engine.ready.wait(timeout)
+        self.engine.on_error = shown
+        sup, loop = self.engine.sup, self.engine.loop
+        # before `ready`, the engine says something only when it could not start
+        if said or sup is None or loop is None or loop.is_closed():
+            raise EngineFailed(said[-1] if said else "the engine did not start in time")
+
+        async def serve() -> None:
+            self.ctrl.bind(sup, end=self._end)
+            await self.server.start(registry.socket_path_for(self.ctrl.ledger_path))
+
+        asyncio.run_coroutine_threadsafe(serve(), loop).result(30)
+        self.entry = registry.Entry(
+            campaign=self.ctrl.campaign,
+            pid=os.getpid(),
+            socket=str(self.server.socket_path),
+            ledger=str(self.ctrl.ledger_path.resolve()),
+            started_at=self.ctrl.started_at,
+        )
+        registry.register(self.entry)
+        return str(self.server.socket_path)
+
+    async def _end(self, mode: str) -> None:
+        """A shutdown asked over the API: answer first, then close the server and let the
+        engine release (stop) or record (detach) what it holds, off the engine's own loop."""
+
+        async def later() -> None:
+            await asyncio.sleep(0.1)  # the shutdown request gets its answer
+            await self.server.stop()
+            threading.Thread(target=self.engine.shutdown, args=(mode,), daemon=True).start()
+
+        self._ending = asyncio.get_running_loop().create_task(later())
+
+    def stop(self, mode: str) -> None:
+        """The dashboard has quit with `mode`: close the server, then end the engine (a no-op
+        when a shutdown request already ended it)."""
+        loop = self.engine.loop
+        if loop is not None and loop.is_running() and not self.ctrl.closing.is_set():
+            try:
+                asyncio.run_coroutine_threadsafe(self.server.stop(), loop).result(10)
+            except Exception:  # the loop ended under us: the files below still go
+                pass
+        self.ctrl.close()
+        if self._ending is not None:  # a shutdown request already chose how to end
+            self.engine._thread.join(120)
+        elif self.engine._thread.is_alive():
+            self.engine.shutdown(mode)
+        for path in (self.server.socket_path, self.server.token_file):
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        if self.entry is not None:
+            registry.unregister(self.entry.pid)
+
+
+def attach_in_process(
+    engine: EngineThread, ledger: Any, ledger_path: Path, campaign: str
+) -> tuple[Any, Callable[[str | None], None]]:
+    """The dashboard for `watch` and `demo`: its engine served on a socket and the app attached
+    to it through the client (one dashboard code path). Returns the app and what to call once
+    it has quit, with the quit dialog's choice. Should serving fail (no socket here), the app
+    drives the engine directly, as before the service existed, and says why."""
+    from rentwatch.widgets.app import RentwatchApp
+
+    from .client import RemoteEngine, RemoteLedger, Target
+
+    service = EngineService(engine, ledger_path, campaign)
+    print("rentwatch: starting the engine…", flush=True)
+    try:
+        sock = service.start()
+    except (OSError, api.ServiceError) as exc:
+        engine_app = RentwatchApp(engine, ledger)
+        if engine._thread.is_alive():  # already started: the app's mount must not start it again
+            engine.start = lambda: None  # type: ignore[method-assign]
+        print(f"rentwatch: not serving the controller API ({exc}); dashboard in-process only")
+        return engine_app, lambda mode: None
+    target = Target(socket=sock)
+    app = RentwatchApp(RemoteEngine(target), RemoteLedger(target, str(ledger_path)))
+
+    def finish(mode: str | None) -> None:
+        service.stop(mode if mode in ("stop", "detach") else "trap")
+
+    return app, finish
