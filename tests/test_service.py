@@ -179,6 +179,19 @@ def test_socket_is_private_and_tcp_refuses_requests_without_the_token(tmp_path):
     assert not (tmp_path / "l.token").exists(), "the token outlived its server"
 
 
+def test_a_file_in_the_sockets_place_is_left_alone(tmp_path):
+    precious = tmp_path / "s.sock"
+    precious.write_text("not a socket")
+
+    async def main() -> None:
+        server = ServiceServer(Controller("c", tmp_path / "l.duckdb"))
+        with pytest.raises(OSError, match="not a socket"):
+            await server.start(precious)
+
+    asyncio.run(main())
+    assert precious.read_text() == "not a socket"
+
+
 def test_bad_requests_get_clear_errors(tmp_path):
     async def body(server: ServiceServer) -> None:
         uds = httpx.AsyncHTTPTransport(uds=str(server.socket_path))
@@ -231,6 +244,17 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
         row = listed[0]
         assert row["campaign"] == "svc" and row["pid"] == proc.pid
         assert row["socket"] == sock and Path(row["ledger"]) == ledger.resolve()
+
+        # a second controller on the same ledger is refused, and leaves the first's socket
+        second = subprocess.run(
+            headless_cmd(sim, tmp_path, tmp_path / "c.toml", ledger),
+            capture_output=True,
+            text=True,
+            env=headless_env(sim),
+            timeout=60,
+        )
+        assert second.returncode == 2 and "already answers" in second.stderr, second.stderr
+        assert Path(sock).exists() and proc.poll() is None
 
         # a query while the campaign holds the ledger for writing: answered through it
         q = _cli("ledger", "--ledger", str(ledger), "--json", "select count(*) n from events")

@@ -31,6 +31,10 @@ class ControllerGone(ServiceError):
     title = "controller unreachable"
 
 
+class AlreadyServed(OSError):
+    """Another live controller answers on this socket (it holds this ledger)."""
+
+
 # -- intents --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StopIntent:

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import itertools
 import os
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -57,6 +58,7 @@ class Controller:
         self._qcon: duckdb.DuckDBPyConnection | None = None
         self._snap: tuple[tuple[int, int, int], float, dict[str, Any]] | None = None
         self._queries: dict[str, duckdb.DuckDBPyConnection] = {}
+        self._qerr = "the ledger is closed"
         self._ids = itertools.count(1)
         self._end: Callable[[str], Awaitable[None]] | None = None
         self._gen = 0  # bumped by each poll and each intent: streams wake on it
@@ -72,7 +74,10 @@ class Controller:
         # A second connection to the file the engine holds: DuckDB shares the open database
         # within a process, so queries see every committed event without ever being handed
         # the engine's own connection; the parser check in the ledger package keeps them reads.
-        self._qcon = duckdb.connect(str(sup.ledger.path))
+        try:
+            self._qcon = duckdb.connect(str(sup.ledger.path))
+        except duckdb.Error as exc:  # queries unavailable must not stop the campaign
+            self._qerr = str(exc).splitlines()[0]
 
     def touch(self) -> None:
         """The fleet changed: wake every stream (they coalesce bursts themselves)."""
@@ -191,7 +196,7 @@ class Controller:
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         self._need()
         if self._qcon is None:
-            raise NotReady("the ledger is closed")
+            raise NotReady(f"ledger queries are unavailable here: {self._qerr}")
         return self._qcon.cursor()
 
     async def query(self, sql: str, limit: int, offset: int, query_id: str | None) -> QueryResult:
@@ -256,8 +261,17 @@ async def serve_headless(
     tcp = parse_listen(listen) if listen else None
     try:
         await server.start(registry.socket_path_for(path), tcp, path)
+    except api.AlreadyServed as exc:
+        raise RentwatchError(str(exc)) from None
     except OSError as exc:
-        raise RentwatchError(f"cannot serve the controller API: {exc}") from None
+        await server.stop()
+        if tcp is not None:  # asked for by name: not having it is an error
+            raise RentwatchError(f"cannot serve the controller API: {exc}") from None
+        # the campaign matters more than its API: run it, unserved, and say so
+        print(f"rentwatch: warning: not serving the controller API: {exc}", file=sys.stderr)
+        return await run_headless(
+            campaign, policy, market_url, api_key, ledger_path, detach=detach, key_path=key_path
+        )
     entry = registry.Entry(
         campaign=campaign.name,
         pid=os.getpid(),
@@ -267,7 +281,10 @@ async def serve_headless(
         url=server.url,
         token_file=str(server.token_file) if server.token_file else None,
     )
-    registry.register(entry)
+    try:
+        registry.register(entry)
+    except OSError as exc:  # `ls` will not list it; the socket still answers
+        print(f"rentwatch: warning: not registered for `rentwatch ls`: {exc}", file=sys.stderr)
     say(f"serving  controller API on unix:{server.socket_path}")
     if server.url:
         say(f"serving  controller API on {server.url} (token in {server.token_file})")
@@ -287,7 +304,8 @@ async def serve_headless(
     finally:
         ctrl.close()
         await server.stop()
-        registry.unregister(entry.pid)
+        with contextlib.suppress(OSError):
+            registry.unregister(entry.pid)
 
 
 class EngineFailed(RentwatchError):

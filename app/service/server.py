@@ -243,7 +243,7 @@ class ServiceServer:
             if not stat.S_ISSOCK(socket_path.lstat().st_mode):
                 raise OSError(f"{socket_path} exists and is not a socket; not touching it")
             if registry.socket_answers(str(socket_path)):
-                raise OSError(f"a controller already answers on {socket_path}")
+                raise api.AlreadyServed(f"a controller already answers on {socket_path}")
             socket_path.unlink()  # left behind by a controller that was killed
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)  # created 0600: no moment where another user could connect
