@@ -260,6 +260,8 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
         q = _cli("ledger", "--ledger", str(ledger), "--json", "select count(*) n from events")
         assert q.returncode == 0, q.stderr
         assert json.loads(q.stdout)[0]["n"] > 0
+        stable = "select seq, ts, wall, actor, kind, phase, ok, detail from events where seq <= 4"
+        through = {fmt: _cli("ledger", "--ledger", str(ledger), *fmt, stable) for fmt in FORMATS}
         refused = _cli("ledger", "--ledger", str(ledger), "delete from events")
         assert refused.returncode != 0 and "read-only" in refused.stderr
         assert _cli("receipt", "--ledger", str(ledger), "--json").returncode == 0
@@ -348,6 +350,14 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
     assert json.loads(_cli("ls", "--json").stdout) == []
     assert not Path(sock).exists()
     _assert_ledger_is_the_truth(sim, ledger)
+    # the same query from the file, now that no controller holds it: the same output
+    for fmt in FORMATS:
+        direct = _cli("ledger", "--ledger", str(ledger), *fmt, stable)
+        assert direct.returncode == 0 and through[fmt].returncode == 0
+        assert through[fmt].stdout == direct.stdout, fmt
+
+
+FORMATS = [(), ("--json",), ("--csv",)]
 
 
 def _dashboard_stops_one_and_detaches(sim, sock: str) -> None:
