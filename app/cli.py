@@ -120,6 +120,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .headless import run_headless
     from .ledger.store import default_ledger_path
 
+    if args.background:  # the same headless run, in its own session; returns once it serves
+        return _service_cmd("cmd_run_background", args)
     if not args.headless:
         print(
             "rentwatch: the dashboard run is `rentwatch watch --campaign FILE`; add --headless for no TUI",
@@ -279,6 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--listen", metavar="tcp:HOST:PORT", help="also serve the API on TCP (token)")
     h.add_argument("--no-api", action="store_true", help="serve no controller API")
+    h.add_argument(
+        "--background",
+        action="store_true",
+        help="headless, in the background; log beside the ledger",
+    )
     h.set_defaults(fn=_cmd_run)
 
     ls = sub.add_parser("ls", help="the running controllers")

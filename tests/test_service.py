@@ -616,3 +616,46 @@ def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
     assert _live(sim) == set(), "Stop all left something running"
     assert json.loads(_cli("ls", "--json").stdout) == []
     ledger.close()
+
+
+def test_run_in_the_background_outlives_its_terminal(make_sim, tmp_path, runtime):
+    """`run --background` returns once the controller serves; the controller runs on in its
+    own session until asked to stop, and then releases what it holds."""
+    from rentwatch.service.registry import pid_alive
+
+    sim = make_sim(seed=7, offers=60, time_scale=240)
+    camp = tmp_path / "c.toml"
+    camp.write_text(campaign_text("bg", 1, JOBS.format(s=600)))
+    ledger = tmp_path / "l.duckdb"
+    out = subprocess.run(
+        [
+            *headless_cmd(sim, tmp_path, camp, ledger)[:4],
+            "--background",
+            *headless_cmd(sim, tmp_path, camp, ledger)[5:],
+        ],
+        capture_output=True,
+        text=True,
+        env=headless_env(sim),
+        timeout=90,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "started  bg" in out.stdout
+    [entry] = json.loads(_cli("ls", "--json").stdout)
+    pid = entry["pid"]
+    try:
+        assert entry["campaign"] == "bg" and os.getsid(pid) == pid  # its own session
+        log = Path(str(ledger) + ".log")
+        assert stat.S_IMODE(log.stat().st_mode) == 0o600
+        client = ControllerClient(Target(socket=entry["socket"]))
+        _until(lambda: any(i.passed_preflight for i in client.snapshot().instances), 90, "verify")
+        assert _live(sim)
+        client.shutdown("stop")
+        client.close()
+        _until(lambda: not pid_alive(pid), 60, "the controller's exit")
+        assert _live(sim) == set(), log.read_text()[-2000:]
+        assert "exits with code 0" in " ".join(
+            e.reason for e in Ledger(ledger, read_only=True).events(where="kind = 'campaign_end'")
+        )
+    finally:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGTERM)

@@ -106,3 +106,62 @@ def cmd_attach(args: argparse.Namespace) -> int:
     else:
         print(f"rentwatch: detached; {status['campaign']} still runs at {target.describe()}")
     return 0
+
+
+def cmd_run_background(args: argparse.Namespace) -> int:
+    """`rentwatch run --background`: the same headless run, in its own session (no terminal
+    to lose), its log next to the ledger; returns once its API answers."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from ..ledger.store import default_ledger_path
+
+    ledger = Path(args.ledger or default_ledger_path()).resolve()
+    argv = [sys.executable, "-m", "rentwatch", "run", "--headless"]
+    argv += ["--campaign", str(Path(args.campaign).resolve()), "--market-url", args.market_url]
+    argv += ["--ledger", str(ledger), "--policy", args.policy]
+    argv += ["--http-timeout", str(args.http_timeout)]
+    if args.detach:
+        argv.append("--detach")
+    if args.ssh_key:
+        argv += ["--ssh-key", str(Path(args.ssh_key).resolve())]
+    if args.listen:
+        argv += ["--listen", args.listen]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if args.api_key:  # through the environment: a flag would show in the process list
+        env["VAST_API_KEY"] = args.api_key
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    log_path = ledger.with_name(ledger.name + ".log")
+    fd = os.open(log_path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "a") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # no SIGHUP when this terminal goes
+            cwd=str(ledger.parent),
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            tail = log_path.read_text(errors="replace").splitlines()[-10:]
+            print("\n".join(tail), file=sys.stderr)
+            print(f"rentwatch: the controller exited with {code}; log: {log_path}", file=sys.stderr)
+            return code or 1
+        mine = [e for e in registry.live_entries() if e.pid == proc.pid]
+        if mine:
+            print(f"started  {mine[0].campaign}: pid {proc.pid}, socket {mine[0].socket}")
+            print(f"log      {log_path}")
+            print(f"attach   rentwatch attach --campaign {mine[0].campaign}")
+            return 0
+        time.sleep(0.2)
+    print(
+        f"rentwatch: pid {proc.pid} did not answer within a minute; log: {log_path}",
+        file=sys.stderr,
+    )
+    return 1
