@@ -268,6 +268,11 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
 
         out.wait_for("verify ")
         client = ControllerClient(Target(socket=sock))
+        # the market's API key never leaves the controller
+        raw = httpx.Client(transport=httpx.HTTPTransport(uds=sock), base_url="http://x")
+        answers = [raw.get(p).text for p in ("/v1/status", "/v1/snapshot", "/v1/receipt")]
+        raw.close()
+        assert sim.api_key and not any(sim.api_key in a for a in answers)
         held = [i for i in client.snapshot().instances if i.ended_at is None]
         assert held
         victim = held[0].instance_id
