@@ -449,6 +449,9 @@ def test_controller_killed_then_restarted_while_attached(make_sim, tmp_path, run
         assert held <= {i.instance_id for i in snaps[-1].instances}
 
         client = ControllerClient(Target(socket=sock))
+        assert client.intent(api.FleetSizeIntent(1)) == "fleet size 2 -> 1"
+        snap = client.snapshot()
+        assert snap.fleet == 1 and any("fleet  2 -> 1 by human" in d for d in snap.decisions)
         assert "leave the fleet running" in client.shutdown("detach")
         client.close()
         restarted.wait(timeout=60)

@@ -24,6 +24,8 @@ import os
 import secrets
 import socket
 import stat
+import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -133,6 +135,9 @@ class ServiceServer:
             return _error(409, "refused", str(exc), exc.title)
         except RentwatchError as exc:  # the market refused, a host failed: the operator's to see
             return _error(502, "engine_error", str(exc), exc.title)
+        except Exception as exc:  # a bug here must not take the campaign down: say it, go on
+            traceback.print_exc(file=sys.stderr)
+            return _error(500, "internal", f"{type(exc).__name__}: {exc}"[:500])
 
     async def _body(self, request: web.Request) -> Any:
         if request.content_length is not None and request.content_length > api.MAX_BODY_BYTES:
