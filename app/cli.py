@@ -51,6 +51,19 @@ def _open_ledger(path: str | None, read_only: bool = True):  # type: ignore[no-u
     return Ledger(path or default_ledger_path(), read_only=read_only)
 
 
+def _service_cmd(name: str, args: argparse.Namespace) -> int:
+    from .service import commands
+
+    return int(getattr(commands, name)(args))
+
+
+def _remote_ledger(path: str | None):  # type: ignore[no-untyped-def]
+    from .ledger.store import default_ledger_path
+    from .service.commands import controller_for_ledger
+
+    return controller_for_ledger(path or default_ledger_path())
+
+
 def _cmd_receipt(args: argparse.Namespace) -> int:
     import json
 
@@ -59,8 +72,13 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
 
     from .ledger.receipt import format_receipt
 
-    with _open_ledger(args.ledger) as ledger:
-        receipts = ledger.receipt(args.campaign)
+    remote = _remote_ledger(args.ledger)
+    if remote is not None:  # a running controller holds the file: it answers
+        receipts = remote.receipt(args.campaign)
+        remote.close()
+    else:
+        with _open_ledger(args.ledger) as ledger:
+            receipts = ledger.receipt(args.campaign)
     if args.campaign and not receipts:
         print(f"rentwatch: no campaign {args.campaign!r} in the ledger", file=sys.stderr)
         return 1
@@ -83,8 +101,13 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
 def _cmd_ledger(args: argparse.Namespace) -> int:
     from .ledger.export import export_result, print_result
 
-    with _open_ledger(args.ledger) as ledger:
-        result = ledger.query(args.sql, limit=args.limit)
+    remote = _remote_ledger(args.ledger)
+    if remote is not None:  # a running controller holds the file: it answers
+        result = remote.query_all(args.sql, args.limit)
+        remote.close()
+    else:
+        with _open_ledger(args.ledger) as ledger:
+            result = ledger.query(args.sql, limit=args.limit)
     if args.export:
         export_result(result, args.export)
         print(f"wrote {len(result.rows)} rows to {args.export}", file=sys.stderr)
@@ -113,6 +136,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .headless import run_headless
     from .ledger.store import default_ledger_path
 
+    if args.background:  # the same headless run, in its own session; returns once it serves
+        return _service_cmd("cmd_run_background", args)
     if not args.headless:
         print(
             "rentwatch: the dashboard run is `rentwatch watch --campaign FILE`; add --headless for no TUI",
@@ -130,6 +155,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from . import client as market_client
 
     market_client.DEFAULT_TIMEOUT = args.http_timeout  # every market call's total deadline
+    if not args.no_api:
+        from .service.controller import serve_headless
+
+        run_headless = serve_headless  # type: ignore[assignment]  # the same run, served
+    extra = {} if args.no_api else {"listen": args.listen}
     return asyncio.run(
         run_headless(
             campaign,
@@ -139,6 +169,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             args.ledger or str(default_ledger_path()),
             detach=args.detach,
             key_path=args.ssh_key,
+            **extra,
         )
     )
 
@@ -260,7 +291,24 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument(
         "--http-timeout", type=float, default=20.0, help="seconds before a market call times out"
     )
+    h.add_argument("--listen", metavar="tcp:HOST:PORT", help="also serve the API on TCP (token)")
+    h.add_argument("--no-api", action="store_true", help="serve no controller API")
+    h.add_argument(
+        "--background",
+        action="store_true",
+        help="headless, in the background; log beside the ledger",
+    )
     h.set_defaults(fn=_cmd_run)
+
+    ls = sub.add_parser("ls", help="the running controllers")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(fn=lambda a: _service_cmd("cmd_ls", a))
+    at = sub.add_parser("attach", help="the dashboard of a running controller")
+    at.add_argument("--socket", help="its Unix socket (default: the only one running)")
+    at.add_argument("--campaign", help="the controller running this campaign")
+    at.add_argument("--url", help="http://HOST:PORT of a controller started with --listen")
+    at.add_argument("--token-file", help="the token file for --url")
+    at.set_defaults(fn=lambda a: _service_cmd("cmd_attach", a))
 
     f = sub.add_parser(
         "referee", help="the same market under several policies, scored from the sim's truth"

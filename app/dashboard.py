@@ -108,7 +108,6 @@ def run_dashboard(
     ledger_path: Path,
     key_path: Path,
 ) -> int:
-    from rentwatch.widgets.app import RentwatchApp
 
     ledger = Ledger(ledger_path)
     engine = make_engine(
@@ -120,10 +119,16 @@ def run_dashboard(
         key_path,
         adopt_all=campaign is None,
     )
-    app = RentwatchApp(engine, ledger)
+    from .service.controller import attach_in_process
+
+    app, finish = attach_in_process(
+        engine, ledger, ledger_path, (campaign or watch_campaign()).name
+    )
+    result = None
     try:
         result = app.run()
     finally:
+        finish(result)  # the quit dialog's choice; without one (a crash), release what is held
         if engine.loop is not None and engine.alive():
             engine.shutdown("trap")  # the app died without the quit dialog: release what is held
         ledger.close()

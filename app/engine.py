@@ -44,6 +44,10 @@ class EngineThread:
         """Whether the engine's thread still runs (it owns instances until it ends)."""
         return self._thread.is_alive()
 
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the engine's thread to end (after a shutdown it releases what it holds)."""
+        self._thread.join(timeout)
+
     def _main(self) -> None:
         self.loop = asyncio.new_event_loop()
         try:

@@ -12,12 +12,14 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from .core.campaign import Campaign
 from .core.policy import Policy
 from .ledger import EventKind, Ledger
 from .session import Session, default_key_path
+from .supervisor import Supervisor
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
 
@@ -38,6 +40,7 @@ async def run_headless(
     ledger_path: str,
     detach: bool = False,
     key_path: str | None = None,
+    on_supervisor: Callable[[Supervisor], None] | None = None,
 ) -> int:
     t0: list[float] = []
 
@@ -59,6 +62,8 @@ async def run_headless(
         owns_ledger=True,
     )
     sup = session.sup
+    if on_supervisor is not None:  # the controller API (app/service) serves this supervisor
+        on_supervisor(sup)
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     caught: list[int] = []
@@ -89,8 +94,12 @@ async def run_headless(
             signum = caught[-1] if caught else signal.SIGINT
             raise Trapped(signum) from None
         log(f"end    {outcome.reason}")
-        if detach:
-            await session.detach("--detach: left running on purpose")
+        if detach or sup.detach_asked:  # the operator's shutdown through the service API
+            await session.detach(
+                "--detach: left running on purpose"
+                if detach
+                else "operator shut the controller down, leaving the fleet running"
+            )
             log("detach instances left running on purpose (recorded)")
         else:
             await session.release("rule:campaign_end", f"campaign ended: {outcome.reason}")

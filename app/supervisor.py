@@ -100,6 +100,7 @@ class Supervisor:
         self.finished: Outcome | None = None
         self.polls = 0
         self.detached = False
+        self.detach_asked = False  # the operator's shutdown-and-detach (controller API)
         self.listeners: list[Callable[[], None]] = []
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.observer = Observer(market, self.journal, self.fleet, policy)
@@ -363,6 +364,15 @@ class Supervisor:
         self.detached = True
 
     # -- operator intents ---------------------------------------------------------------------
+    def resize(self, size: int, actor: str = "human") -> int:
+        """The operator's wanted fleet size; returns the old one. The campaign record is
+        replaced (it is immutable) where the fleet size is read: here and in recovery."""
+        old = self.campaign.fleet
+        self.campaign = dataclasses.replace(self.campaign, fleet=size)
+        self.recovery.campaign = self.campaign
+        self.journal.say(f"fleet  {old} -> {size} by {actor}")
+        return old
+
     async def apply(self, intent: Intent) -> bool:
         """Carry out what the operator asked; raises `AutomationRefused` when it may not be."""
         return await self.operator.apply(intent)

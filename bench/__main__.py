@@ -10,6 +10,11 @@ import time
 print(
     f"# {time.strftime('%Y-%m-%d')} on {platform.node()} ({platform.machine()}, Python {platform.python_version()})"
 )
-for module in ("bench.ledger_bench", "bench.tui_bench", "bench.engine_bench"):
+for module in (
+    "bench.ledger_bench",
+    "bench.tui_bench",
+    "bench.engine_bench",
+    "bench.service_bench",
+):
     print(f"\n## python -m {module}", flush=True)
     subprocess.run([sys.executable, "-m", module], check=True)

@@ -18,6 +18,7 @@ from rentwatch.intents import (
     StopIntent,
 )
 from rentwatch.ledger import Ledger
+from rentwatch.service.client import RemoteEngine, RemoteLedger
 from rentwatch.snapshot import FleetSnap, InstanceSnap
 from rich.text import Text
 from textual import work
@@ -51,7 +52,12 @@ class RentwatchApp(App[str]):
         Binding("x", "detach", "Detach", id="app.detach"),
     ]
 
-    def __init__(self, engine: EngineThread, ledger: Ledger, refresh_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        engine: EngineThread | RemoteEngine,  # in-process, or a controller's over its socket
+        ledger: Ledger | RemoteLedger,
+        refresh_s: float = 0.5,
+    ) -> None:
         super().__init__()
         self.engine = engine
         self.ledger = ledger

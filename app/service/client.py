@@ -1,0 +1,358 @@
+"""Talking to a running controller over httpx: a plain client for the CLI (`ls`, `ledger`,
+`receipt`), and for the dashboard a `RemoteEngine` and `RemoteLedger` with the same surface as
+the in-process engine thread and ledger, so `widgets/app.py` runs unchanged against either."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..ledger.readonly import QueryFailed, QueryRefused, QueryResult
+from ..snapshot import FleetSnap
+from . import api, registry
+
+RECONNECT_S = 1.0
+STREAM_READ_TIMEOUT_S = 15.0  # three keepalives missed: the link or the controller is dead
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a controller listens: its Unix socket, or a TCP URL with its token."""
+
+    socket: str | None = None
+    url: str | None = None
+    token: str | None = None
+
+    def describe(self) -> str:
+        return f"unix:{self.socket}" if self.socket else str(self.url)
+
+    def httpx_args(self, asynchronous: bool) -> dict[str, Any]:
+        headers = {api.TOKEN_HEADER: f"Bearer {self.token}"} if self.token else {}
+        if self.socket:
+            transport: Any = (
+                httpx.AsyncHTTPTransport(uds=self.socket)
+                if asynchronous
+                else httpx.HTTPTransport(uds=self.socket)
+            )
+            return {"base_url": "http://rentwatch", "transport": transport, "headers": headers}
+        return {"base_url": str(self.url), "headers": headers}
+
+
+def read_token(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        raise api.ServiceError(f"cannot read the token file {path}: {exc.strerror}") from None
+
+
+def resolve(
+    socket: str | None = None,
+    campaign: str | None = None,
+    url: str | None = None,
+    token_file: str | None = None,
+) -> Target:
+    """The controller the operator means: by socket, by URL, by campaign, or the only one."""
+    if url:
+        return Target(url=url, token=read_token(token_file) if token_file else None)
+    if socket:
+        return Target(socket=socket)
+    found = registry.find(campaign=campaign)
+    if len(found) == 1:
+        return Target(socket=found[0].socket)
+    if not found:
+        what = f"for campaign {campaign!r}" if campaign else "running"
+        raise api.ControllerGone(f"no controller {what} (see `rentwatch ls`)")
+    names = ", ".join(f"{e.campaign} (pid {e.pid})" for e in found)
+    raise api.ServiceError(
+        f"{len(found)} controllers are running ({names}): name one with --socket or --campaign"
+    )
+
+
+def raise_for(resp: httpx.Response) -> None:
+    """Turn an error answer into the exception the in-process code would have raised."""
+    if resp.status_code < 400:
+        return
+    try:
+        err = resp.json()["error"]
+        kind, message = str(err["type"]), str(err["message"])
+    except (ValueError, KeyError, TypeError):
+        kind, message = "error", resp.text[:300] or resp.reason_phrase
+    if kind == "query_refused":
+        raise QueryRefused(message)
+    if kind == "query_failed":
+        raise QueryFailed(message)
+    raise api.ServiceError(f"{message} ({resp.status_code})")
+
+
+class ControllerClient:
+    """Blocking calls, for the CLI and for the dashboard's thread workers."""
+
+    def __init__(self, target: Target, timeout: float = 30.0) -> None:
+        self.target = target
+        self._http = httpx.Client(timeout=timeout, **target.httpx_args(asynchronous=False))
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            resp = self._http.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise api.ControllerGone(
+                f"no answer from the controller at {self.target.describe()}: {exc}"
+            ) from None
+        raise_for(resp)
+        return resp.json()
+
+    def status(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/status"))
+
+    def snapshot(self) -> FleetSnap:
+        return api.snap_from_json(self._call("GET", "/v1/snapshot"))
+
+    def intent(self, intent: api.Intent) -> str:
+        return str(self._call("POST", "/v1/intents", json=api.intent_to_json(intent))["done"])
+
+    def query(
+        self, sql: str, limit: int = 1000, offset: int = 0, query_id: str | None = None
+    ) -> QueryResult:
+        body = {"sql": sql, "limit": limit, "offset": offset, "id": query_id}
+        return api.result_from_json(self._call("POST", "/v1/query", json=body))
+
+    def query_all(self, sql: str, limit: int, query_id: str | None = None) -> QueryResult:
+        """Up to `limit` rows, fetched a page at a time (the controller's pages are bounded)."""
+        columns: list[str] = []
+        rows: list[tuple[Any, ...]] = []
+        while True:
+            page = self.query(sql, min(api.MAX_QUERY_ROWS, limit - len(rows)), len(rows), query_id)
+            columns = page.columns
+            rows += page.rows
+            if not page.truncated or not page.rows or len(rows) >= limit:
+                return QueryResult(columns, rows, page.truncated)
+
+    def cancel(self, query_id: str) -> bool:
+        try:
+            return bool(self._call("DELETE", f"/v1/query/{query_id}")["ok"])
+        except api.ServiceError:
+            return False  # already finished
+
+    def receipt(self, campaign: str | None = None) -> list[dict[str, Any]]:
+        params = {"campaign": campaign} if campaign else {}
+        return list(self._call("GET", "/v1/receipt", params=params))
+
+    def shutdown(self, mode: str) -> str:
+        return str(self._call("POST", "/v1/shutdown", json={"mode": mode})["done"])
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class RemoteLedger:
+    """The ledger screens' surface (`query`, `interrupt`, `receipt`) answered by the controller,
+    which holds the file; queries run on its read-only connection."""
+
+    def __init__(self, target: Target, path: str = "") -> None:
+        self.target = target
+        self.path = Path(path)
+        self._client = ControllerClient(target, timeout=600.0)
+        self._running: str | None = None
+
+    def query(self, sql: str, limit: int = 10_000) -> QueryResult:
+        qid = self._running = f"d{uuid.uuid4().hex[:12]}"
+        try:
+            return self._client.query_all(sql, limit, query_id=qid)
+        finally:
+            self._running = None
+
+    def interrupt(self) -> None:
+        qid = self._running
+        if qid is not None:
+            side = ControllerClient(self.target, timeout=5.0)  # the main one is busy waiting
+            try:
+                side.cancel(qid)
+            finally:
+                side.close()
+
+    def receipt(self, campaign: str | None = None) -> list[dict[str, Any]]:
+        return self._client.receipt(campaign)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class _RemoteSupervisor:
+    """What the dashboard's intent factories call (`sup.human_stop(id)` ...), sent as typed
+    intents to the controller, which checks each again before acting."""
+
+    def __init__(self, http: httpx.AsyncClient, target: Target) -> None:
+        self._http = http
+        self._target = target
+
+    async def _send(self, intent: api.Intent) -> str:
+        try:
+            resp = await self._http.post("/v1/intents", json=api.intent_to_json(intent))
+        except httpx.TransportError as exc:
+            raise api.ControllerGone(f"no answer from {self._target.describe()}: {exc}") from None
+        raise_for(resp)
+        return str(resp.json()["done"])
+
+    async def human_stop(self, instance_id: int) -> str:
+        return await self._send(api.StopIntent(instance_id))
+
+    async def human_start(self, instance_id: int) -> str:
+        return await self._send(api.StartIntent(instance_id))
+
+    async def human_create(self) -> str:
+        return await self._send(api.CreateIntent())
+
+    async def human_destroy(self, confirmation: Any) -> str:
+        # the confirmation object the dashboard built; its fields travel, the check is remote
+        return await self._send(api.DestroyIntent(confirmation.instance_id, confirmation.typed))
+
+    async def set_fleet(self, size: int) -> str:
+        return await self._send(api.FleetSizeIntent(size))
+
+
+class RemoteEngine:
+    """The dashboard's engine, remote: snapshots arrive over the event stream, intents leave
+    as requests. Same attributes and methods as `EngineThread` that the dashboard uses."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.on_snapshot: Callable[[FleetSnap], None] = lambda _: None
+        self.on_error: Callable[[str], None] = lambda _: None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.ready = threading.Event()
+        self.exit_mode = "detach"
+        self.connected = False
+        self.snapshots = 0  # how many snapshots arrived (tests and the benchmark read it)
+        self._thread = threading.Thread(target=self._main, name="rentwatch-remote", daemon=True)
+        self._stop: asyncio.Event | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._stream: asyncio.Task[None] | None = None
+        self._lost_said = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _main(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        try:
+            self.loop.run_until_complete(self._run())
+        finally:
+            self.loop.close()
+
+    async def _run(self) -> None:
+        self._stop = asyncio.Event()
+        self._http = httpx.AsyncClient(timeout=30.0, **self.target.httpx_args(asynchronous=True))
+        self.ready.set()
+        self._lost_said = False
+        try:
+            while not self._stop.is_set():
+                self._stream = asyncio.create_task(self._consume())
+                try:
+                    await self._stream
+                except asyncio.CancelledError:
+                    if not self._stop.is_set():
+                        raise
+                except (httpx.HTTPError, api.ServiceError, ValueError) as exc:
+                    if not self._lost_said:
+                        self.on_error(
+                            f"lost the controller at {self.target.describe()} "
+                            f"({type(exc).__name__}); the fleet is in its hands, not this "
+                            "dashboard's: reconnecting…"
+                        )
+                        self._lost_said = True
+                self.connected = False
+                if self._stop.is_set():
+                    break
+                if not self._lost_said:
+                    self.on_error(
+                        f"the controller at {self.target.describe()} ended the stream; "
+                        "reconnecting…"
+                    )
+                    self._lost_said = True
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), RECONNECT_S)
+        finally:
+            await self._http.aclose()
+
+    async def _consume(self) -> None:
+        async for event, data in self._events():
+            if event == "snapshot":
+                if not self.connected and self._lost_said:
+                    self.on_error(f"reconnected to the controller at {self.target.describe()}")
+                self.connected, self._lost_said = True, False
+                self.snapshots += 1
+                self.on_snapshot(api.snap_from_json(data))
+            elif event == "bye":
+                self.on_error(f"the controller is shutting down: {data.get('reason', '')}")
+
+    def _halt(self) -> None:
+        assert self._stop is not None
+        self._stop.set()
+        if self._stream is not None:
+            self._stream.cancel()
+
+    async def _events(self) -> AsyncIterator[tuple[str, Any]]:
+        assert self._http is not None and self._stop is not None
+        timeout = httpx.Timeout(10.0, read=STREAM_READ_TIMEOUT_S)
+        async with self._http.stream("GET", "/v1/events", timeout=timeout) as resp:
+            if resp.status_code >= 400:
+                await resp.aread()
+                raise_for(resp)
+            # events split by hand on the bytes: a snapshot is one line of half a megabyte
+            # at 1,000 instances, which a text line iterator handles far more slowly
+            buf = bytearray()
+            seen = 0  # bytes of buf already searched for the blank line that ends an event
+            async for chunk in resp.aiter_raw():
+                if self._stop.is_set():
+                    return
+                buf += chunk
+                while (end := buf.find(b"\n\n", max(0, seen - 1))) >= 0:
+                    block = bytes(buf[:end])
+                    del buf[: end + 2]
+                    seen = 0
+                    event, data = "message", b""
+                    for line in block.split(b"\n"):
+                        if line.startswith(b"event:"):
+                            event = line[6:].strip().decode()
+                        elif line.startswith(b"data:"):
+                            data += line[5:].strip()
+                    if data:
+                        yield event, json.loads(data)
+                seen = len(buf)
+
+    def submit(self, factory: Callable[[Any], Awaitable[Any]]) -> concurrent.futures.Future[Any]:
+        """Run an operator intent against the controller; the future carries its answer."""
+        if self.loop is None or self._http is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            fut.set_exception(api.ControllerGone("not connected to a controller yet"))
+            return fut
+        sup = _RemoteSupervisor(self._http, self.target)
+
+        async def call() -> Any:
+            return await factory(sup)
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop)
+
+    def shutdown(self, mode: str = "detach", timeout: float = 60.0) -> None:
+        """Leave. `stop` first asks the controller to end the campaign and stop what it holds;
+        any other mode (detach, trap) leaves the controller and its fleet running."""
+        self.exit_mode = mode
+        if mode == "stop":
+            client = ControllerClient(self.target, timeout=timeout)
+            try:
+                client.shutdown("stop")
+            finally:
+                client.close()
+        if self.loop is not None and self._stop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._halt)
+        self._thread.join(timeout)

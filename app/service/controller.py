@@ -1,0 +1,425 @@
+"""The adapter between the service and the engine: the only module in `app/service/` that
+touches the supervisor, the headless run or the ledger's connection. When the engine's shape
+changes, this file changes and the server, client and wire format do not.
+
+The controller answers four kinds of question for the server: the fleet's snapshot (built here,
+cached per poll so ten attached dashboards cost one snapshot), an operator's typed intent, a
+read-only ledger query or receipt, and a shutdown (stop all, or leave the fleet running).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ..core.campaign import Campaign
+from ..core.errors import RentwatchError
+from ..core.policy import Policy
+from ..engine import EngineThread
+from ..intents import (
+    AutomationRefused,
+    CreateIntent,
+    DestroyConfirmation,
+    DestroyIntent,
+    StartIntent,
+    StopIntent,
+)
+from ..ledger.readonly import QueryResult, run_read_only
+from ..ledger.receipt import compute_receipt
+from ..snapshot import snapshot
+from ..supervisor import Outcome, Supervisor
+from . import api, registry
+
+SNAPSHOT_MAX_AGE_S = 1.0  # wall seconds a snapshot is reused between polls (timers still tick)
+
+
+class NotReady(api.ServiceError):
+    title = "not ready"
+
+
+class NotHeld(api.ServiceError):
+    title = "not held"
+
+
+class Refused(api.ServiceError):
+    title = "refused"
+
+
+class Controller:
+    def __init__(self, campaign: str, ledger_path: Path) -> None:
+        self.campaign = campaign
+        self.ledger_path = ledger_path
+        self.started_at = time.time()
+        self.closing = asyncio.Event()
+        self._sup: Supervisor | None = None
+        self._qcon: duckdb.DuckDBPyConnection | None = None
+        self._snap: tuple[tuple[int, int, int], float, dict[str, Any]] | None = None
+        self._queries: dict[str, duckdb.DuckDBPyConnection] = {}
+        self._qerr = "the ledger is closed"
+        self._ids = itertools.count(1)
+        self._end: Callable[[str], Awaitable[None]] | None = None
+        self._gen = 0  # bumped by each poll and each intent: streams wake on it
+        self.changed = asyncio.Event()
+
+    # -- binding ---------------------------------------------------------------------------
+    def bind(self, sup: Supervisor, end: Callable[[str], Awaitable[None]] | None = None) -> None:
+        """Called once the session's supervisor exists (the ledger is open by then). `end`
+        ends the session for a shutdown request; without it, the headless run's way."""
+        self._sup = sup
+        self._end = end
+        sup.listeners.append(self.touch)  # after each poll: push the new state at once
+        # A second connection to the file the engine holds: DuckDB shares the open database
+        # within a process, so queries see every committed event without ever being handed
+        # the engine's own connection; the parser check in the ledger package keeps them reads.
+        try:
+            self._qcon = duckdb.connect(str(sup.ledger.path))
+        except duckdb.Error as exc:  # queries unavailable must not stop the campaign
+            self._qerr = str(exc).splitlines()[0]
+
+    def touch(self) -> None:
+        """The fleet changed: wake every stream (they coalesce bursts themselves)."""
+        self._gen += 1
+        woken, self.changed = self.changed, asyncio.Event()
+        woken.set()
+
+    def _need(self) -> Supervisor:
+        if self._sup is None:
+            raise NotReady("the controller is still starting; try again in a moment")
+        return self._sup
+
+    def close(self) -> None:
+        self.closing.set()
+        for cur in list(self._queries.values()):
+            cur.interrupt()
+        if self._qcon is not None:
+            self._qcon.close()
+            self._qcon = None
+
+    # -- reads -----------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        sup = self._need()
+        key = (sup.polls, sup.journal.lines_total, self._gen)
+        now = time.monotonic()
+        if self._snap is None or self._snap[0] != key or now - self._snap[1] > SNAPSHOT_MAX_AGE_S:
+            self._snap = (key, now, api.snap_to_json(snapshot(sup, sup.now())))
+        return self._snap[2]
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "api": api.API_VERSION,
+            "campaign": self.campaign,
+            "pid": os.getpid(),
+            "ledger": str(self.ledger_path),
+            "started_at": self.started_at,
+            "uptime_s": time.time() - self.started_at,
+            "ready": self._sup is not None,
+            "queries": sorted(self._queries),  # ledger queries running now, by id
+        }
+        if self._sup is not None:
+            snap = self.snapshot()
+            live = [i for i in snap["instances"] if i["ended_at"] is None]
+            out.update(
+                policy=snap["policy"],
+                fleet=snap["fleet"],
+                held=len(live),
+                verified=snap["verified"],
+                spent_usd=snap["spent_usd"],
+                dph=sum(i["dph"] for i in live),
+                finished=snap["finished"],
+            )
+        return out
+
+    # -- intents ---------------------------------------------------------------------------
+    async def apply(self, intent: api.Intent) -> str:
+        """Carry out one operator intent; returns what was done, raises why not."""
+        sup = self._need()
+        if sup.finished is not None:
+            raise Refused(f"the campaign has ended ({sup.finished.reason})")
+        iid = getattr(intent, "instance_id", None)
+        if iid is not None and iid not in sup.attempts:
+            raise NotHeld(f"instance {iid} is not held by this campaign")
+        try:
+            return await self._apply(sup, intent)
+        except AutomationRefused as exc:
+            raise Refused(str(exc)) from None
+        finally:
+            self.touch()  # the operator sees the outcome in the next snapshot, not a poll later
+
+    async def _apply(self, sup: Supervisor, intent: api.Intent) -> str:
+        if isinstance(intent, api.StopIntent):
+            await sup.apply(StopIntent(intent.instance_id))
+            return f"stopped {intent.instance_id}"
+        if isinstance(intent, api.StartIntent):
+            await sup.apply(StartIntent(intent.instance_id))
+            return f"started {intent.instance_id}"
+        if isinstance(intent, api.DestroyIntent):
+            conf = DestroyConfirmation(intent.instance_id, intent.typed)
+            if not conf.valid():  # checked here too: a client's word is not a confirmation
+                raise Refused(
+                    f"destroy of {intent.instance_id} refused: the typed id "
+                    f"{intent.typed.strip()[:20]!r} does not name it"
+                )
+            await sup.apply(DestroyIntent(conf, "operator destroy (through the controller API)"))
+            return f"destroyed {intent.instance_id}"
+        if isinstance(intent, api.CreateIntent):
+            await sup.apply(CreateIntent())
+            return "asked the market for one more instance"
+        if isinstance(intent, api.FleetSizeIntent):
+            old = sup.resize(intent.size, "human (controller API)")
+            return f"fleet size {old} -> {intent.size}"
+        raise api.BadRequest(f"unhandled intent {intent!r}")
+
+    async def shutdown(self, mode: str) -> str:
+        """End the campaign now: `stop` releases everything held (as at a campaign's end),
+        `detach` leaves the fleet running, recorded, for a later controller to adopt."""
+        sup = self._need()
+        if self._end is not None:  # the dashboard's engine: it ends its own way
+            sup.journal.say(f"end    shutdown asked through the controller API: {mode}")
+            await self._end(mode)
+            return (
+                f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
+            )
+        if sup.finished is not None:
+            raise Refused(f"the campaign has already ended ({sup.finished.reason})")
+        if mode == "detach":
+            sup.detach_asked = True  # the headless run's end records each instance left running
+        sup.finished = Outcome(True, f"operator shut the controller down ({mode})")
+        sup.journal.say(f"end    shutdown asked through the controller API: {mode}")
+        return f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
+
+    # -- the ledger ------------------------------------------------------------------------
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        self._need()
+        if self._qcon is None:
+            raise NotReady(f"ledger queries are unavailable here: {self._qerr}")
+        return self._qcon.cursor()
+
+    async def query(self, sql: str, limit: int, offset: int, query_id: str | None) -> QueryResult:
+        """One page of a read-only query, on its own cursor so that cancelling it (`cancel`,
+        or the client hanging up) interrupts this query and nothing else."""
+        qid = query_id or f"q{next(self._ids)}"
+        if qid in self._queries:
+            raise api.BadRequest(f"query id {qid!r} is already running")
+        cur = self._cursor()
+        self._queries[qid] = cur
+        try:
+            result = await asyncio.to_thread(_read_only, cur, sql, offset + limit)
+        except asyncio.CancelledError:
+            cur.interrupt()
+            raise
+        finally:
+            self._queries.pop(qid, None)
+        return QueryResult(result.columns, result.rows[offset:], result.truncated)
+
+    def cancel(self, query_id: str) -> bool:
+        cur = self._queries.get(query_id)
+        if cur is None:
+            return False
+        cur.interrupt()
+        return True
+
+    async def receipt(self, campaign: str | None) -> list[dict[str, Any]]:
+        cur = self._cursor()
+        try:
+            return await asyncio.to_thread(compute_receipt, cur, campaign)
+        finally:
+            cur.close()
+
+
+def _read_only(cur: duckdb.DuckDBPyConnection, sql: str, limit: int) -> QueryResult:
+    """The one call into the ledger's read-only query function (the sandbox lives there)."""
+    try:
+        return run_read_only(cur, sql, limit)
+    finally:
+        cur.close()
+
+
+async def serve_headless(
+    campaign: Campaign,
+    policy: Policy,
+    market_url: str,
+    api_key: str,
+    ledger_path: str,
+    detach: bool = False,
+    key_path: str | None = None,
+    listen: str | None = None,
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> int:
+    """`rentwatch run --headless` with the controller API: the same run, exit trap and exit
+    codes, plus a socket that dashboards, `ls` and `ledger` can reach while it runs."""
+    from ..headless import run_headless
+    from .server import ServiceServer, parse_listen
+
+    path = Path(ledger_path)
+    ctrl = Controller(campaign.name, path)
+    server = ServiceServer(ctrl)
+    tcp = parse_listen(listen) if listen else None
+    try:
+        await server.start(registry.socket_path_for(path), tcp, path)
+    except api.AlreadyServed as exc:
+        raise RentwatchError(str(exc)) from None
+    except OSError as exc:
+        await server.stop()
+        if tcp is not None:  # asked for by name: not having it is an error
+            raise RentwatchError(f"cannot serve the controller API: {exc}") from None
+        # the campaign matters more than its API: run it, unserved, and say so
+        print(f"rentwatch: warning: not serving the controller API: {exc}", file=sys.stderr)
+        return await run_headless(
+            campaign, policy, market_url, api_key, ledger_path, detach=detach, key_path=key_path
+        )
+    entry = registry.Entry(
+        campaign=campaign.name,
+        pid=os.getpid(),
+        socket=str(server.socket_path),
+        ledger=str(path.resolve()),
+        started_at=ctrl.started_at,
+        url=server.url,
+        token_file=str(server.token_file) if server.token_file else None,
+    )
+    try:
+        registry.register(entry)
+    except OSError as exc:  # `ls` will not list it; the socket still answers
+        print(f"rentwatch: warning: not registered for `rentwatch ls`: {exc}", file=sys.stderr)
+    say(f"serving  controller API on unix:{server.socket_path}")
+    if server.url:
+        say(f"serving  controller API on {server.url} (token in {server.token_file})")
+        if tcp and tcp[0] not in ("127.0.0.1", "::1", "localhost"):
+            say("warning  the API is plain HTTP: reach it through SSH rather than the open network")
+    try:
+        return await run_headless(
+            campaign,
+            policy,
+            market_url,
+            api_key,
+            ledger_path,
+            detach=detach,
+            key_path=key_path,
+            on_supervisor=ctrl.bind,
+        )
+    finally:
+        ctrl.close()
+        await server.stop()
+        with contextlib.suppress(OSError):
+            registry.unregister(entry.pid)
+
+
+class EngineFailed(RentwatchError):
+    title = "engine"
+
+
+class EngineService:
+    """The dashboard's engine thread, served: `watch` and `demo` run their engine in-process as
+    before, but the dashboard attaches to it over the socket like any other, so there is one
+    dashboard code path, `rentwatch ls` lists the session, a second dashboard can attach, and
+    `rentwatch ledger` answers while the session holds the file."""
+
+    def __init__(self, engine: EngineThread, ledger_path: Path, campaign: str) -> None:
+        from .server import ServiceServer
+
+        self.engine = engine
+        self.ctrl = Controller(campaign, ledger_path)
+        self.server = ServiceServer(self.ctrl)
+        self.entry: registry.Entry | None = None
+        self._ending: asyncio.Task[None] | None = None
+
+    def start(self, timeout: float = 120.0) -> str:
+        """Start the engine (if not yet), wait until it is up, serve it; returns the socket."""
+        said: list[str] = []
+        shown = self.engine.on_error
+        self.engine.on_error = said.append  # until a dashboard is there to show them
+        if not self.engine.alive():
+            self.engine.start()
+        self.engine.ready.wait(timeout)
+        self.engine.on_error = shown
+        session, loop = self.engine.session, self.engine.loop
+        sup = session.sup if session is not None else None
+        # before `ready`, the engine says something only when it could not start
+        if said or sup is None or loop is None or loop.is_closed():
+            raise EngineFailed(said[-1] if said else "the engine did not start in time")
+
+        async def serve() -> None:
+            self.ctrl.bind(sup, end=self._end)
+            await self.server.start(registry.socket_path_for(self.ctrl.ledger_path))
+
+        asyncio.run_coroutine_threadsafe(serve(), loop).result(30)
+        self.entry = registry.Entry(
+            campaign=self.ctrl.campaign,
+            pid=os.getpid(),
+            socket=str(self.server.socket_path),
+            ledger=str(self.ctrl.ledger_path.resolve()),
+            started_at=self.ctrl.started_at,
+        )
+        registry.register(self.entry)
+        return str(self.server.socket_path)
+
+    async def _end(self, mode: str) -> None:
+        """A shutdown asked over the API: answer first, then close the server and let the
+        engine release (stop) or record (detach) what it holds, off the engine's own loop."""
+
+        async def later() -> None:
+            await asyncio.sleep(0.1)  # the shutdown request gets its answer
+            await self.server.stop()
+            threading.Thread(target=self.engine.shutdown, args=(mode,), daemon=True).start()
+
+        self._ending = asyncio.get_running_loop().create_task(later())
+
+    def stop(self, mode: str) -> None:
+        """The dashboard has quit with `mode`: close the server, then end the engine (a no-op
+        when a shutdown request already ended it)."""
+        loop = self.engine.loop
+        if loop is not None and loop.is_running() and not self.ctrl.closing.is_set():
+            try:
+                asyncio.run_coroutine_threadsafe(self.server.stop(), loop).result(10)
+            except Exception:  # the loop ended under us: the files below still go
+                pass
+        self.ctrl.close()
+        if self._ending is not None:  # a shutdown request already chose how to end
+            self.engine.join(120)
+        elif self.engine.alive():
+            self.engine.shutdown(mode)
+        for path in (self.server.socket_path, self.server.token_file):
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        if self.entry is not None:
+            registry.unregister(self.entry.pid)
+
+
+def attach_in_process(
+    engine: EngineThread, ledger: Any, ledger_path: Path, campaign: str
+) -> tuple[Any, Callable[[str | None], None]]:
+    """The dashboard for `watch` and `demo`: its engine served on a socket and the app attached
+    to it through the client (one dashboard code path). Returns the app and what to call once
+    it has quit, with the quit dialog's choice. Should serving fail (no socket here), the app
+    drives the engine directly, as before the service existed, and says why."""
+    from rentwatch.widgets.app import RentwatchApp
+
+    from .client import RemoteEngine, RemoteLedger, Target
+
+    service = EngineService(engine, ledger_path, campaign)
+    print("rentwatch: starting the engine…", flush=True)
+    try:
+        sock = service.start()
+    except (OSError, api.ServiceError) as exc:
+        engine_app = RentwatchApp(engine, ledger)
+        if engine.alive():  # already started: the app's mount must not start it again
+            engine.start = lambda: None  # type: ignore[method-assign]
+        print(f"rentwatch: not serving the controller API ({exc}); dashboard in-process only")
+        return engine_app, lambda mode: None
+    target = Target(socket=sock)
+    app = RentwatchApp(RemoteEngine(target), RemoteLedger(target, str(ledger_path)))
+
+    def finish(mode: str | None) -> None:
+        service.stop(mode if mode in ("stop", "detach") else "trap")
+
+    return app, finish

@@ -1,0 +1,145 @@
+"""Where running controllers announce themselves, so `rentwatch ls`, `attach` and `ledger` can
+find them: one small JSON file per controller in the user's runtime dir (the data dir when
+there is none), removed on a clean exit and swept when its process is gone (kill -9, a crash).
+
+`RENTWATCH_RUNTIME_DIR` overrides the directory (tests, or several users' tmux sessions)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+# sun_path is 108 bytes on Linux (104 on macOS), the terminating NUL included
+MAX_SOCKET_PATH = 100
+
+
+@dataclass(frozen=True)
+class Entry:
+    campaign: str
+    pid: int
+    socket: str
+    ledger: str
+    started_at: float  # wall clock, for uptime
+    url: str | None = None  # http://HOST:PORT when --listen tcp: was given
+    token_file: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def runtime_dir() -> Path:
+    """The directory that holds the registry (created 0700)."""
+    forced = os.environ.get("RENTWATCH_RUNTIME_DIR")
+    candidates: list[Path] = []
+    if forced:
+        candidates.append(Path(forced))
+    else:
+        from platformdirs import user_data_dir, user_runtime_dir
+
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            candidates.append(Path(user_runtime_dir("rentwatch")))
+        candidates.append(Path(user_data_dir("rentwatch")) / "run")
+    for path in candidates:
+        try:
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if os.access(path, os.W_OK):
+                return path
+        except OSError:
+            continue
+    raise OSError(f"no writable runtime directory among {', '.join(map(str, candidates))}")
+
+
+def _entries_dir() -> Path:
+    d = runtime_dir() / "controllers"
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return d
+
+
+def socket_path_for(ledger: Path) -> Path:
+    """Next to the ledger, unless that path is too long for a Unix socket: then the runtime dir."""
+    beside = ledger.resolve().with_name(ledger.name + ".sock")
+    if len(str(beside)) <= MAX_SOCKET_PATH:
+        return beside
+    return runtime_dir() / f"c{os.getpid()}.sock"
+
+
+def register(entry: Entry) -> Path:
+    path = _entries_dir() / f"{entry.pid}.json"
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(entry.as_json(), f)
+    os.replace(tmp, path)  # readers never see half a file
+    return path
+
+
+def unregister(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        (_entries_dir() / f"{pid}.json").unlink()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process with that pid: alive, not ours to judge
+    return True
+
+
+def socket_answers(path: str, timeout: float = 1.0) -> bool:
+    """Whether something accepts connections on the Unix socket at `path`."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.connect(path)
+        except OSError:
+            return False
+    return True
+
+
+def live_entries() -> list[Entry]:
+    """The controllers still running; entries whose process died are swept on the way."""
+    out = []
+    for f in sorted(_entries_dir().glob("*.json")):
+        try:
+            data = json.loads(f.read_text())
+            entry = Entry(**{k: data.get(k) for k in Entry.__dataclass_fields__})
+        except (OSError, ValueError, TypeError):
+            continue  # half-written or foreign: not ours to delete either
+        # a pid can be reused after kill -9: the socket must answer too
+        if pid_alive(entry.pid) and socket_answers(entry.socket):
+            out.append(entry)
+        elif not pid_alive(entry.pid):
+            with contextlib.suppress(OSError):
+                f.unlink()
+    return out
+
+
+def find(
+    socket_path: str | None = None, campaign: str | None = None, ledger: str | Path | None = None
+) -> list[Entry]:
+    """Running controllers matching every criterion given."""
+    found = live_entries()
+    if socket_path:
+        want = str(Path(socket_path).resolve())
+        found = [e for e in found if str(Path(e.socket).resolve()) == want]
+    if campaign:
+        found = [e for e in found if e.campaign == campaign]
+    if ledger:
+        want_l = str(Path(ledger).resolve())
+        found = [e for e in found if str(Path(e.ledger).resolve()) == want_l]
+    return found
+
+
+def uptime(entry: Entry) -> float:
+    return max(0.0, time.time() - entry.started_at)
