@@ -242,6 +242,9 @@ class RemoteEngine:
     def start(self) -> None:
         self._thread.start()
 
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def _main(self) -> None:
         self.loop = asyncio.new_event_loop()
         try:
