@@ -405,7 +405,9 @@ def _dashboard_stops_one_and_detaches(sim, sock: str) -> None:
                 return row is not None and row.ended_at is not None
 
             await until(pilot, seen_stopped)  # the other dashboard saw this one's action
-            await pilot.press("x")
+            await pilot.press("x")  # asks first: Cancel has the focus, Tab moves to Detach
+            await until(pilot, lambda: len(app.screen_stack) > 1)
+            await pilot.press("tab", "enter")
             await until(pilot, lambda: not app.is_running, timeout=30)
 
     try:
