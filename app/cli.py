@@ -8,6 +8,7 @@ import os
 import sys
 
 from .core.errors import RentwatchError
+from .core.text import clean
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
@@ -51,6 +52,7 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
 
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from .ledger.receipt import format_receipt
 
@@ -66,11 +68,11 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
     if not receipts:
         console.print("the ledger holds no creates yet")
     for r in receipts:
-        table = Table(title=f"receipt: {r['campaign']}", show_header=False)
+        table = Table(title=Text(f"receipt: {r['campaign']}"), show_header=False)
         table.add_column("what")
         table.add_column("figure", justify="right")
         for label, value in format_receipt(r):
-            table.add_row(label, value)
+            table.add_row(Text(label), Text(value))  # text, never markup
         console.print(table)
     return 0
 
@@ -304,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.fn(args) or 0)
     except RentwatchError as exc:
-        print(f"rentwatch: {exc.title}: {exc}", file=sys.stderr)
+        # messages quote files, answers and host text: one clean line
+        print(f"rentwatch: {clean(exc.title, 80)}: {clean(exc, 1000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

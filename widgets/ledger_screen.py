@@ -1,11 +1,14 @@
-"""The ledger screen: SQL over the ledger, run in a thread worker through the app's own
-DuckDB connection; read-only, row-limited, cancellable; canned queries one key away."""
+"""The ledger screen: SQL over the ledger, run in a thread worker through the ledger's query
+sandbox (its own read-only cursor, never the controller's write connection: see
+`rentwatch.ledger.readonly`); row-limited, cancellable; canned queries one key away. Cells and
+error messages are cleaned text, never markup."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rentwatch.core.errors import RentwatchError
+from rentwatch.core.text import clean
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.export import export_result
 from rentwatch.ledger.readonly import QueryResult
@@ -96,13 +99,13 @@ class LedgerScreen(Screen[None]):
     def _show(self, result: QueryResult | RentwatchError) -> None:
         table = self.query_one("#results", DataTable)
         if isinstance(result, RentwatchError):
-            self._status(f"{result.title}: {result}", error=True)
+            self._status(f"{result.title}: {clean(result, 500)}", error=True)
             return
         self.result = result
         table.clear(columns=True)
-        table.add_columns(*result.columns)
+        table.add_columns(*(Text(clean(c, 60)) for c in result.columns))
         for row in result.rows:
-            table.add_row(*(Text("" if v is None else _fmt(v)) for v in row))
+            table.add_row(*(Text("" if v is None else clean(_fmt(v), 2000)) for v in row))
         note = f"{len(result.rows)} row(s)" + (
             f", more than {ROW_LIMIT}: showing the first" if result.truncated else ""
         )

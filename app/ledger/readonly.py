@@ -201,4 +201,3 @@ class QuerySandbox:
                 cur.interrupt()
             except duckdb.Error:
                 pass
-
