@@ -11,10 +11,30 @@ from .core.errors import RentwatchError
 from .core.text import clean
 
 
+def _read_text(path: str, what: str) -> str:
+    """A file the operator named, as text; any way it cannot be read is one ConfigError line."""
+    from pathlib import Path
+
+    from .core.errors import ConfigError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{what} {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
 def _cmd_sim(args: argparse.Namespace) -> int:
     from .sim.scenario import load_scenario
     from .sim.server import SimServer
 
+    if args.scenario:
+        _read_text(args.scenario, "scenario")  # unreadable or not UTF-8: one line, exit 2
     scenario = load_scenario(args.scenario)
     server = SimServer(scenario, port=args.port, api_key=args.api_key)
 
@@ -90,11 +110,9 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from .client import find_api_key
     from .core.campaign import parse_campaign
-    from .core.errors import ConfigError
     from .core.policy import get_policy
     from .headless import run_headless
     from .ledger.store import default_ledger_path
@@ -110,13 +128,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "rentwatch: warning: --api-key is visible in the process list; prefer VAST_API_KEY",
             file=sys.stderr,
         )
-    try:
-        text = Path(args.campaign).read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read campaign {args.campaign}: {exc.strerror}") from None
-    campaign = parse_campaign(text, args.campaign)
+    campaign = parse_campaign(_read_text(args.campaign, "campaign"), args.campaign)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
+    _check_ssh_key(args.ssh_key)
+    asyncio.run(_check_market(args.market_url, key, args.http_timeout))
     return asyncio.run(
         run_headless(
             campaign,
@@ -128,6 +144,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
             key_path=args.ssh_key,
         )
     )
+
+
+async def _check_market(url: str, key: str, timeout: float) -> None:
+    """One authenticated read before anything is created or recorded: an unreachable market
+    or a rejected key is one line and exit 2, not a trap and a traceback."""
+    import httpx
+
+    from .client import VastClient
+
+    try:
+        async with VastClient(url, key, timeout=timeout, max_attempts=3) as client:
+            await client.ssh_keys()
+    except RentwatchError as exc:
+        raise MarketCheckFailed(f"{url}: {exc}") from None
+    except (httpx.HTTPError, ValueError) as exc:  # a URL httpx cannot use at all
+        raise MarketCheckFailed(f"{url}: {type(exc).__name__}: {exc}") from None
+
+
+def _check_ssh_key(path: str | None) -> None:
+    """rentwatch's SSH key, loaded (or made) now: a path that cannot hold it is one line."""
+    from pathlib import Path
+
+    from .core.errors import ConfigError
+    from .headless import default_key_path
+    from .ssh_runner import load_or_create_key
+
+    target = Path(path) if path else default_key_path()
+    try:
+        load_or_create_key(target)
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"cannot use the SSH key {target}: {why}") from None
+
+
+class MarketCheckFailed(RentwatchError):
+    title = "cannot use the market"
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -153,7 +205,9 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from .ledger.store import default_ledger_path
 
     campaign = (
-        parse_campaign(Path(args.campaign).read_text(), args.campaign) if args.campaign else None
+        parse_campaign(_read_text(args.campaign, "campaign"), args.campaign)
+        if args.campaign
+        else None
     )
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
     return run_dashboard(
@@ -168,16 +222,17 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 def _cmd_referee(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from .core.campaign import parse_campaign
     from .dashboard import DEMO_CAMPAIGN
     from .referee import format_table, referee
     from .sim.scenario import load_scenario
 
+    if args.scenario:
+        _read_text(args.scenario, "scenario")
     scenario = load_scenario(args.scenario)
     text = (
-        Path(args.campaign).read_text()
+        _read_text(args.campaign, "campaign")
         if args.campaign
         else DEMO_CAMPAIGN.replace('"demo"', '"referee"')
     )
@@ -207,6 +262,26 @@ def _cmd_scenario(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {n}")
+    return n
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (x > 0 and x < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return x
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
     sub = p.add_subparsers(dest="command")
@@ -214,7 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser(
         "demo", help="the dashboard against a built-in simulated market (no account needed)"
     )
-    d.add_argument("--time-scale", type=float, default=30.0, help="sim seconds per wall second")
+    d.add_argument(
+        "--time-scale", type=_positive_float, default=30.0, help="sim seconds per wall second"
+    )
     d.add_argument("--seed", type=int, default=7)
     d.add_argument(
         "--ledger", help="ledger file (default: demo-ledger.duckdb in the user's data dir)"
@@ -248,7 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
     h.add_argument(
-        "--http-timeout", type=float, default=20.0, help="seconds before a market call times out"
+        "--http-timeout",
+        type=_positive_float,
+        default=20.0,
+        help="seconds before a market call times out",
     )
     h.set_defaults(fn=_cmd_run)
 
@@ -258,12 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--scenario", help="scenario TOML (default: the article's market)")
     f.add_argument("--campaign", help="campaign TOML (default: a fleet of 3, as the demo)")
     f.add_argument("--policies", default="naive,seed,default")
-    f.add_argument("--seeds", type=int, default=3)
+    f.add_argument("--seeds", type=_positive_int, default=3)
     f.add_argument(
         "--warm", action="store_true", help="run each policy twice on one ledger; score the second"
     )
     f.add_argument(
-        "--time-scale", type=float, default=240.0, help="override the scenario's time scale"
+        "--time-scale",
+        type=_positive_float,
+        default=240.0,
+        help="override the scenario's time scale",
     )
     f.add_argument("--json", action="store_true")
     f.set_defaults(fn=_cmd_referee)
@@ -290,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = q.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
-    q.add_argument("--limit", type=int, default=1000, help="row limit (default 1000)")
+    q.add_argument("--limit", type=_positive_int, default=1000, help="row limit (default 1000)")
     q.add_argument(
         "--export", metavar="FILE", help="also write the result to FILE.csv or FILE.parquet"
     )

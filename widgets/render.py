@@ -45,7 +45,7 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     head.append(f"{s.phase.upper():<9}", style=PHASE_STYLE.get(s.phase, ""))
     head.append(f"  billed ${s.billed_usd:.4f}", style="bold" if not faded else base)
     if s.failure_class:
-        head.append(f"  [{s.failure_class}]", style="red")
+        head.append(f"  [{clean(s.failure_class, 40)}]", style="red")
 
     status = Text("   ", style=base)
     status.append(

@@ -155,6 +155,8 @@ class Ledger:
                     "one writer); query it from that process's ledger screen"
                 ) from None
             raise LedgerError(f"cannot open {self.path}: {msg}") from None
+        except OSError as exc:  # a folder that cannot be made, a read-only directory
+            raise LedgerError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         if not read_only:
             self._migrate()
         # operator queries get cursors of their own, never this connection (readonly.py)
