@@ -172,3 +172,34 @@ def test_a_long_query_is_cancelled_and_never_blocks_the_controller(tmp_path):
     assert errors and isinstance(errors[0], QueryFailed)
     assert led.query("select count(*) from events").rows[0][0] == 21
     led.close()
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_the_walls_behind_the_parser_hold_on_their_own(tmp_path, monkeypatch, read_only):
+    """With the parser check switched off, the read-only transaction still refuses writes and
+    the locked, closed configuration still refuses settings and files: each wall holds alone."""
+    import rentwatch.ledger.readonly as ro
+
+    path = tmp_path / "l.duckdb"
+    _filled(path).close()
+    led = Ledger(path, read_only=read_only)
+    settings = dict(led.query("select name, value from duckdb_settings()").rows)
+    for name, value in ro.SANDBOX_CONFIG.items():
+        assert settings[name].lower() == str(value).lower(), name
+    monkeypatch.setattr(ro, "check_read_only", lambda sql: sql)
+    (tmp_path / "secret").write_text(SECRET)
+    for sql in [
+        "DELETE FROM events",
+        "CREATE TABLE t (a INT)",
+        "SET threads = 1",
+        "SET allowed_directories = ['/']",
+        f"select * from read_text('{tmp_path / 'secret'}')",
+        f"COPY events TO '{tmp_path / 'x.csv'}'",
+    ]:
+        with pytest.raises(QueryFailed):
+            led.query(sql)
+    assert not (tmp_path / "x.csv").exists()
+    led.close()
+    led = Ledger(path, read_only=True)
+    assert led.query("select count(*) from events").rows[0][0] == 20
+    led.close()
