@@ -46,6 +46,8 @@ class Hostility:
     create_repeat_id: int = 0  # this many create answers rewritten to an id already held
     bad_numbers: dict[int, str] = field(default_factory=dict)  # id -> "nan" | "neg" | "huge"
     bad_number_rate: float = 0.0
+    sticky_bad: int = 0  # the first N instances reported carry `sticky_kind` in every answer
+    sticky_kind: str = "nan"
     negative_offers: float = 0.0
     trickle_s: float = 0.0
     trickle_answers: int = 0  # how many list answers to trickle (0: every one)
@@ -186,6 +188,8 @@ class HostileMarket:
             for r in rows:
                 if isinstance(r.get("id"), int) and r["id"] not in self.held:
                     self.held.append(r["id"])
+                    if len(self.held) <= h.sticky_bad:
+                        h.bad_numbers[r["id"]] = h.sticky_kind
             self.running = [
                 r["id"]
                 for r in rows
@@ -243,10 +247,9 @@ class HostileMarket:
     def offer(self, offer: dict[str, Any]) -> None:
         h = self.h
         if h.negative_offers and self.rng.random() < h.negative_offers:
+            # dph_total left as it was: the lie hides in the parts (as the issue found it)
             offer["dph_base"] = -abs(float(offer.get("dph_base") or 0.3))
             offer["storage_cost"] = -1.0
-            if "dph_total" in offer:
-                offer["dph_total"] = offer["dph_base"]
             self.count("negative_offer")
         if h.escape_gpu_names and isinstance(offer.get("gpu_name"), str):
             offer["gpu_name"] = f"{offer['gpu_name']}{self.rng.choice(ESCAPES)}"

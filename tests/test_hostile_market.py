@@ -144,7 +144,8 @@ def test_a_repeated_id_in_a_create_answer_destroys_no_verified_instance(hostile,
 
 @ENGINE
 def test_a_nan_row_costs_one_row_not_the_fleets_supervision(hostile, tmp_path):
-    sim, proxy = hostile(Hostility(bad_number_rate=0.1))
+    # the first instance reported carries a NaN price in every answer, for good
+    sim, proxy = hostile(Hostility(sticky_bad=1, sticky_kind="nan"))
     code, ledger = _run(sim, proxy, tmp_path, fleet=2)
     assert sum(v for k, v in proxy.injected.items() if k.startswith("bad_number")) > 0
     assert code == 0, "the campaign did not reach its fleet under bad rows"
