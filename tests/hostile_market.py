@@ -42,6 +42,7 @@ class Hostility:
     drop_ids: set[int] = field(default_factory=set)
     drop_rate: float = 0.0
     drop_polls: int = 0  # with drop_ids: withhold them from this many list answers, then stop
+    drop_new: int = 0  # the first N ids created go into drop_ids as their create is answered
     repeat_rows: float = 0.0
     create_repeat_id: int = 0  # this many create answers rewritten to an id already held
     bad_numbers: dict[int, str] = field(default_factory=dict)  # id -> "nan" | "neg" | "huge"
@@ -237,6 +238,10 @@ class HostileMarket:
 
     def create_answer(self, doc: dict[str, Any]) -> None:
         with self.lock:
+            created = doc.get("new_contract")
+            if isinstance(created, int) and self.h.drop_new > 0:
+                self.h.drop_new -= 1
+                self.h.drop_ids.add(created)  # unseen from the very first list answer on
             if self.h.create_repeat_id <= 0 or not self.held:
                 return
             self.h.create_repeat_id -= 1
