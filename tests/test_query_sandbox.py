@@ -56,6 +56,11 @@ def _attacks(tmp) -> list[str]:
         f"select * from sqlite_scan('{tmp / 'x.sqlite'}', 't')",
         "select * from duckdb_secrets()",
         "select 1; delete from events",
+        "select * from checkpoint()",
+        'select * from "FORCE_CHECKPOINT"()',
+        # the temp folder beside the ledger is the one place DuckDB allows: no way out of it
+        f"select * from read_text('{tmp}/l.duckdb.tmp/../vast_api_key')",
+        f"select * from read_text('{tmp}/l.duckdb.tmp/x/../../../../etc/passwd')",
     ]
 
 

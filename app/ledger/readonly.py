@@ -44,6 +44,8 @@ SANDBOX_CONFIG: dict[str, Any] = {
     "lock_configuration": True,
 }
 _EXPLAIN_OPTIONS_REFUSED = {"ANALYZE", "ANALYSE"}
+# table functions that act on the database file from inside a SELECT (a checkpoint rewrites it)
+_FUNCTIONS_REFUSED = {"checkpoint", "force_checkpoint"}
 
 
 class QueryRefused(RentwatchError):
@@ -125,6 +127,10 @@ def check_read_only(sql: str) -> str:
     if len(statements) > 1:
         raise QueryRefused(f"one statement at a time ({len(statements)} given)")
     st = statements[0]
+    toks = [t.lower().strip('"') for t in _tokens(st.query)]
+    for name, nxt in zip(toks, toks[1:], strict=False):
+        if name in _FUNCTIONS_REFUSED and nxt == "(":
+            raise QueryRefused(f"{name}() changes the ledger file: refused")
     if st.type == duckdb.StatementType.EXPLAIN:
         try:
             inner = duckdb.extract_statements(_explained(st.query))
