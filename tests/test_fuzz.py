@@ -14,7 +14,7 @@ from rentwatch.core.errors import ConfigError, MalformedAnswer
 from rentwatch.core.models import Instance, Offer
 from rentwatch.core.offer_query import matches, parse_query
 from rentwatch.core.policy import get_policy
-from rentwatch.core.text import clean
+from rentwatch.core.text import clean, is_clean
 from rentwatch.core.verdict import detect_throttle, preflight_verdict
 from rentwatch.job_runner import parse_status
 from rentwatch.ledger import Ledger
@@ -203,6 +203,29 @@ def test_host_text_is_made_safe(text):
     out = clean(text, 120)
     assert len(out) <= 120
     assert not any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in out)
+    assert is_clean(out)  # no bidi overrides, isolates or invisible marks either
+    assert clean(out, 120) == out  # cleaning is idempotent: every path may clean again
+
+
+_ESCAPE_PARTS = [
+    "\x1b",
+    "\x1b[",
+    "\x1b]",
+    "\x9b",
+    "\x9d",
+    "\x07",
+    "\x1b\\",
+    "\u202e",
+    "52;c;",
+    "2J",
+]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_ESCAPE_PARTS) | st.text(max_size=4), max_size=20))
+def test_escape_soup_is_made_safe(parts):
+    out = clean("".join(parts), 400)
+    assert is_clean(out) and "\x1b" not in out
 
 
 @pytest.fixture(scope="module")
