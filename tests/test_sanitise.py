@@ -156,3 +156,14 @@ def test_pane_lines_clean_a_raw_snapshot():
     text = "".join(line.plain for line in pane_lines(snap, selected=False))
     assert not _bad(text), _bad(text)
     assert "RTX 4090" in text and "Pulling fs layer" in text
+
+
+def test_json_output_is_json_even_with_nan_from_the_market(tmp_path, capsys):
+    path = tmp_path / "l.duckdb"
+    led = Ledger(path)
+    led.record("note", at=0, actor="engine", reason="nan price", gpu_dph=float("nan"))
+    led.close()
+    sql = "select gpu_dph, 'inf'::double big from events"
+    assert main(["ledger", "--ledger", str(path), "--json", sql]) == 0
+    rows = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(c))
+    assert rows == [{"gpu_dph": None, "big": None}]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -33,8 +34,15 @@ def safe_rows(result: QueryResult) -> tuple[list[str], list[list[object]]]:
 def print_result(result: QueryResult, fmt: str, limit: int) -> None:
     columns, rows = safe_rows(result)
     if fmt == "json":
-        dicts = [dict(zip(columns, row, strict=True)) for row in rows]
-        print(json.dumps(dicts, default=lambda v: clean(v, CELL_LIMIT), indent=1))
+        # NaN and infinities (a market's lie kept as evidence) are not JSON: null instead
+        dicts = [
+            {
+                c: None if isinstance(v, float) and not math.isfinite(v) else v
+                for c, v in zip(columns, row, strict=True)
+            }
+            for row in rows
+        ]
+        print(json.dumps(dicts, default=lambda v: clean(v, CELL_LIMIT), indent=1, allow_nan=False))
     elif fmt == "csv":
         w = csv.writer(sys.stdout)
         w.writerow(columns)
