@@ -72,3 +72,29 @@ def test_ledger_screen_pages_cleans_and_exports_where_asked(tmp_path, monkeypatc
 
     asyncio.run(run())
     led.close()
+
+
+def test_receipt_screen_shows_a_markup_like_campaign_name_as_text(tmp_path):
+    from rentwatch.widgets.receipt_screen import ReceiptScreen
+
+    led = Ledger(tmp_path / "l.duckdb")
+    name = "camp[/]x[bold]\x1b]0;t\x07"
+    s = led.intent("create", at=0, actor="rule:replace", reason="r", campaign=name, gpu_dph=0.2)
+    led.outcome(s, at=0, ok=True, instance_id=1)
+
+    class _Receipt(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(ReceiptScreen(led))
+
+    app = _Receipt()
+
+    async def run() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, ReceiptScreen))
+            shown = app.screen.query_one("#receipt", Static)
+            await _until(pilot, lambda: "reading" not in str(shown.render()))
+            await pilot.pause(0.2)
+            assert app.is_running and app.return_code is None
+
+    asyncio.run(run())
+    led.close()

@@ -167,3 +167,13 @@ def test_json_output_is_json_even_with_nan_from_the_market(tmp_path, capsys):
     assert main(["ledger", "--ledger", str(path), "--json", sql]) == 0
     rows = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(c))
     assert rows == [{"gpu_dph": None, "big": None}]
+
+
+def test_receipt_table_takes_markup_like_names_as_text(tmp_path, capsys):
+    path = tmp_path / "l.duckdb"
+    led = Ledger(path)
+    s = led.intent("create", at=0, actor="rule:replace", reason="r", campaign="c[/]x[bold]")
+    led.outcome(s, at=0, ok=True, instance_id=1)
+    led.close()
+    assert main(["receipt", "--ledger", str(path)]) == 0
+    assert "c[/]x[bold]" in capsys.readouterr().out
