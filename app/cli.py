@@ -57,7 +57,13 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
+    except OSError as exc:  # the port is taken or not ours to use
+        raise SimCannotListen(f"port {args.port}: {exc.strerror or exc}") from None
     return 0
+
+
+class SimCannotListen(RentwatchError):
+    title = "cannot start the simulated market"
 
 
 def _open_ledger(path: str | None, read_only: bool = True):  # type: ignore[no-untyped-def]
@@ -272,6 +278,16 @@ def _positive_int(text: str) -> int:
     return n
 
 
+def _port(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {n}")
+    return n
+
+
 def _positive_float(text: str) -> float:
     try:
         x = float(text)
@@ -309,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sim", help="run the simulated marketplace until killed")
     s.add_argument("--scenario", help="scenario TOML (default: the article's market)")
-    s.add_argument("--port", type=int, default=0)
+    s.add_argument("--port", type=_port, default=0, help="0: any free port")
     s.add_argument("--api-key", help="the account's API key (default: a random one, printed)")
     s.set_defaults(fn=_cmd_sim)
 

@@ -155,3 +155,17 @@ def test_bad_numbers_are_usage_errors(capsys, args):
         main(args)
     assert exc.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_sim_on_a_port_already_taken(capsys):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["sim", "--port", str(port)]) == 2
+    _one_line(capsys, "cannot start the simulated market")
+    with pytest.raises(SystemExit) as exc:
+        main(["sim", "--port", "99999"])
+    assert exc.value.code == 2
