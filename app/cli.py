@@ -160,7 +160,7 @@ async def _check_market(url: str, key: str, timeout: float) -> None:
     from .client import VastClient
 
     try:
-        async with VastClient(url, key, timeout=timeout, max_attempts=3) as client:
+        async with VastClient(url, key, timeout=timeout) as client:  # retries as the engine does
             await client.ssh_keys()
     except RentwatchError as exc:
         raise MarketCheckFailed(f"{url}: {exc}") from None
