@@ -10,6 +10,26 @@ import sys
 from typing import TYPE_CHECKING
 
 from .core.errors import RentwatchError
+from .core.text import clean
+
+
+def _read_text(path: str, what: str) -> str:
+    """A file the operator named, as text; any way it cannot be read is one ConfigError line."""
+    from pathlib import Path
+
+    from .core.errors import ConfigError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{what} {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
 
 if TYPE_CHECKING:
     from .core.campaign import Campaign
@@ -19,6 +39,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     from .sim.scenario import load_scenario
     from .sim.server import SimServer
 
+    if args.scenario:
+        _read_text(args.scenario, "scenario")  # unreadable or not UTF-8: one line, exit 2
     scenario = load_scenario(args.scenario)
     server = SimServer(scenario, port=args.port, api_key=args.api_key)
 
@@ -41,7 +63,13 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
+    except OSError as exc:  # the port is taken or not ours to use
+        raise SimCannotListen(f"port {args.port}: {exc.strerror or exc}") from None
     return 0
+
+
+class SimCannotListen(RentwatchError):
+    title = "cannot start the simulated market"
 
 
 def _open_ledger(path: str | None, read_only: bool = True):  # type: ignore[no-untyped-def]
@@ -69,6 +97,7 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
 
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from .ledger.receipt import format_receipt
 
@@ -89,11 +118,11 @@ def _cmd_receipt(args: argparse.Namespace) -> int:
     if not receipts:
         console.print("the ledger holds no creates yet")
     for r in receipts:
-        table = Table(title=f"receipt: {r['campaign']}", show_header=False)
+        table = Table(title=Text(f"receipt: {r['campaign']}"), show_header=False)
         table.add_column("what")
         table.add_column("figure", justify="right")
         for label, value in format_receipt(r):
-            table.add_row(label, value)
+            table.add_row(Text(label), Text(value))  # text, never markup
         console.print(table)
     return 0
 
@@ -116,21 +145,14 @@ def _cmd_ledger(args: argparse.Namespace) -> int:
 
 
 def _read_campaign(path: str) -> Campaign:
-    """A campaign file, parsed; an unreadable one is a ConfigError (a message, no traceback)."""
-    from pathlib import Path
-
+    """A campaign file, parsed; an unreadable or non-UTF-8 one is a ConfigError (a message, no
+    traceback)."""
     from .core.campaign import parse_campaign
-    from .core.errors import ConfigError
 
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read campaign {path}: {exc.strerror}") from None
-    return parse_campaign(text, path)
+    return parse_campaign(_read_text(path, "campaign"), path)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-
     from .client import find_api_key
     from .core.policy import get_policy
     from .headless import run_headless
@@ -152,6 +174,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     campaign = _read_campaign(args.campaign)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
+    _check_ssh_key(args.ssh_key)
+    asyncio.run(_check_market(args.market_url, key, args.http_timeout))
     from . import client as market_client
 
     market_client.DEFAULT_TIMEOUT = args.http_timeout  # every market call's total deadline
@@ -172,6 +196,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
             **extra,
         )
     )
+
+
+async def _check_market(url: str, key: str, timeout: float) -> None:
+    """One authenticated read before anything is created or recorded: an unreachable market
+    or a rejected key is one line and exit 2, not a trap and a traceback."""
+    import httpx
+
+    from .client import VastClient
+
+    try:
+        async with VastClient(url, key, timeout=timeout) as client:  # retries as the engine does
+            await client.ssh_keys()
+    except RentwatchError as exc:
+        raise MarketCheckFailed(f"{url}: {exc}") from None
+    except (httpx.HTTPError, ValueError) as exc:  # a URL httpx cannot use at all
+        raise MarketCheckFailed(f"{url}: {type(exc).__name__}: {exc}") from None
+
+
+def _check_ssh_key(path: str | None) -> None:
+    """rentwatch's SSH key, loaded (or made) now: a path that cannot hold it is one line."""
+    from pathlib import Path
+
+    from .core.errors import ConfigError
+    from .headless import default_key_path
+    from .ssh_runner import load_or_create_key
+
+    target = Path(path) if path else default_key_path()
+    try:
+        load_or_create_key(target)
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"cannot use the SSH key {target}: {why}") from None
+
+
+class MarketCheckFailed(RentwatchError):
+    title = "cannot use the market"
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -209,16 +269,17 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 def _cmd_referee(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from .core.campaign import parse_campaign
     from .dashboard import DEMO_CAMPAIGN
     from .referee import format_table, referee
     from .sim.scenario import load_scenario
 
+    if args.scenario:
+        _read_text(args.scenario, "scenario")
     scenario = load_scenario(args.scenario)
     text = (
-        Path(args.campaign).read_text()
+        _read_text(args.campaign, "campaign")
         if args.campaign
         else DEMO_CAMPAIGN.replace('"demo"', '"referee"')
     )
@@ -248,6 +309,36 @@ def _cmd_scenario(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {n}")
+    return n
+
+
+def _port(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {n}")
+    return n
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (x > 0 and x < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return x
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
@@ -255,7 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser(
         "demo", help="the dashboard against a built-in simulated market (no account needed)"
     )
-    d.add_argument("--time-scale", type=float, default=30.0, help="sim seconds per wall second")
+    d.add_argument(
+        "--time-scale", type=_positive_float, default=30.0, help="sim seconds per wall second"
+    )
     d.add_argument("--seed", type=int, default=7)
     d.add_argument(
         "--ledger", help="ledger file (default: demo-ledger.duckdb in the user's data dir)"
@@ -273,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sim", help="run the simulated marketplace until killed")
     s.add_argument("--scenario", help="scenario TOML (default: the article's market)")
-    s.add_argument("--port", type=int, default=0)
+    s.add_argument("--port", type=_port, default=0, help="0: any free port")
     s.add_argument("--api-key", help="the account's API key (default: a random one, printed)")
     s.set_defaults(fn=_cmd_sim)
 
@@ -289,7 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
     h.add_argument(
-        "--http-timeout", type=float, default=20.0, help="seconds before a market call times out"
+        "--http-timeout",
+        type=_positive_float,
+        default=20.0,
+        help="seconds before a market call times out",
     )
     h.add_argument("--listen", metavar="tcp:HOST:PORT", help="also serve the API on TCP (token)")
     h.add_argument("--no-api", action="store_true", help="serve no controller API")
@@ -316,12 +412,15 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--scenario", help="scenario TOML (default: the article's market)")
     f.add_argument("--campaign", help="campaign TOML (default: a fleet of 3, as the demo)")
     f.add_argument("--policies", default="naive,seed,default")
-    f.add_argument("--seeds", type=int, default=3)
+    f.add_argument("--seeds", type=_positive_int, default=3)
     f.add_argument(
         "--warm", action="store_true", help="run each policy twice on one ledger; score the second"
     )
     f.add_argument(
-        "--time-scale", type=float, default=240.0, help="override the scenario's time scale"
+        "--time-scale",
+        type=_positive_float,
+        default=240.0,
+        help="override the scenario's time scale",
     )
     f.add_argument("--json", action="store_true")
     f.set_defaults(fn=_cmd_referee)
@@ -348,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = q.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
-    q.add_argument("--limit", type=int, default=1000, help="row limit (default 1000)")
+    q.add_argument("--limit", type=_positive_int, default=1000, help="row limit (default 1000)")
     q.add_argument(
         "--export", metavar="FILE", help="also write the result to FILE.csv or FILE.parquet"
     )
@@ -368,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.fn(args) or 0)
     except RentwatchError as exc:
-        print(f"rentwatch: {exc.title}: {exc}", file=sys.stderr)
+        # messages quote files, answers and host text: one clean line
+        print(f"rentwatch: {clean(exc.title, 80)}: {clean(exc, 1000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

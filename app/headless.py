@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .core.campaign import Campaign
 from .core.policy import Policy
+from .core.text import clean
 from .ledger import EventKind, Ledger
 from .session import Session, default_key_path
 from .supervisor import Supervisor
@@ -49,7 +50,9 @@ async def run_headless(
         if not t0:
             t0.append(now)
         s = int(now - t0[0])
-        print(f"[{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}] {line}", flush=True)
+        # lines quote host and market text (status lines, GPU names): one line, no escapes
+        text = clean(line, 2000)
+        print(f"[{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}] {text}", flush=True)
 
     session = Session.open(
         market_url,

@@ -4,8 +4,10 @@ can referee policy changes against their own market's history."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from .core.text import clean
 from .ledger import Ledger
 
 CLASS_TO_BEHAVIOUR = {
@@ -25,7 +27,8 @@ CLASS_TO_BEHAVIOUR = {
 
 
 def _range(values: list[float], lo_floor: float = 0.1) -> list[float]:
-    vals = sorted(v for v in values if v is not None and v >= 0)
+    # the market's numbers are evidence: NaN, infinities and negatives say nothing of a price
+    vals = sorted(v for v in values if v is not None and math.isfinite(v) and v >= 0)
     if not vals:
         return []
     lo = vals[max(0, int(len(vals) * 0.1) - 1)] if len(vals) > 3 else vals[0]
@@ -41,7 +44,8 @@ def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> 
     counts: dict[str, int] = {}
     boots: list[float] = []
     prices = [float(r["gpu_dph"]) for r in rows if r["gpu_dph"] is not None]
-    gpus = sorted({str(r["gpu_name"]) for r in rows if r["gpu_name"]})
+    # GPU names come from the market: cleaned, so the file is one the simulator reads back
+    gpus = sorted({g for g in (clean(r["gpu_name"], 60).strip() for r in rows) if g})
     for r in rows:
         if r["verified_at"] is not None:
             behaviour = "throttled" if r["instance_id"] in throttled else "healthy"
@@ -51,7 +55,7 @@ def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> 
             continue  # a dud cancelled at the end (or a live one) says nothing about its host
         counts[behaviour] = counts.get(behaviour, 0) + 1
         if r["running_at"] is not None and r["created_at"] is not None:
-            boots.append((r["running_at"] - r["created_at"]) / 60)
+            boots.append((float(r["running_at"]) - float(r["created_at"])) / 60)
     total = sum(counts.values()) or 1
     boot = _range(boots)
     classes = []
@@ -67,7 +71,7 @@ def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> 
             hc["pull_min"] = [round(boot[0] * 0.7, 2), round(max(boot[1] * 0.7, boot[0] * 0.7), 2)]
         classes.append(hc)
     return {
-        "name": f"fitted-{campaign or 'all'}",
+        "name": clean(f"fitted-{campaign or 'all'}", 120),
         "seed": seed,
         "time_scale": 60,
         "offers": max(20, len(rows)),
@@ -79,7 +83,8 @@ def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> 
 def to_toml(data: dict[str, Any]) -> str:
     def val(v: Any) -> str:
         if isinstance(v, str):
-            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            # cleaned first: a TOML basic string cannot hold control characters
+            return '"' + clean(v, 200).replace("\\", "\\\\").replace('"', '\\"') + '"'
         if isinstance(v, bool):
             return "true" if v else "false"
         if isinstance(v, list):

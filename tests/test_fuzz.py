@@ -14,7 +14,7 @@ from rentwatch.core.errors import ConfigError, MalformedAnswer
 from rentwatch.core.models import Instance, Offer
 from rentwatch.core.offer_query import matches, parse_query
 from rentwatch.core.policy import get_policy
-from rentwatch.core.text import clean
+from rentwatch.core.text import clean, is_clean
 from rentwatch.core.verdict import detect_throttle, preflight_verdict
 from rentwatch.job_runner import parse_status
 from rentwatch.ledger import Ledger
@@ -203,6 +203,29 @@ def test_host_text_is_made_safe(text):
     out = clean(text, 120)
     assert len(out) <= 120
     assert not any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in out)
+    assert is_clean(out)  # no bidi overrides, isolates or invisible marks either
+    assert clean(out, 120) == out  # cleaning is idempotent: every path may clean again
+
+
+_ESCAPE_PARTS = [
+    "\x1b",
+    "\x1b[",
+    "\x1b]",
+    "\x9b",
+    "\x9d",
+    "\x07",
+    "\x1b\\",
+    "\u202e",
+    "52;c;",
+    "2J",
+]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_ESCAPE_PARTS) | st.text(max_size=4), max_size=20))
+def test_escape_soup_is_made_safe(parts):
+    out = clean("".join(parts), 400)
+    assert is_clean(out) and "\x1b" not in out
 
 
 @pytest.fixture(scope="module")
@@ -243,3 +266,109 @@ def test_files_rentwatch_writes_are_private(tmp_path):
     Ledger(tmp_path / "l.duckdb").close()
     assert oct(os.stat(tmp_path / "id").st_mode & 0o777) == "0o600"
     assert oct(os.stat(tmp_path / "l.duckdb").st_mode & 0o777) == "0o600"
+
+
+# -- the query sandbox: SQL assembled from the pieces attacks are made of --------------------
+_SQL_HEADS = [
+    "",
+    "EXPLAIN ",
+    "EXPLAIN ANALYZE ",
+    "explain analyse ",
+    "EXPLAIN (ANALYZE) ",
+    "EXPLAIN (FORMAT json) ",
+    "/* x */ EXPLAIN /* y */ ANALYZE ",
+    "WITH x AS (SELECT 1) ",
+    "-- c\n",
+]
+_SQL_BODIES = [
+    "SELECT * FROM events",
+    "DELETE FROM events",
+    "UPDATE events SET reason = 'x'",
+    "INSERT INTO events (seq) VALUES (1)",
+    "DROP VIEW receipt",
+    "DROP TABLE events",
+    "CREATE TABLE t AS SELECT 1",
+    "CREATE OR REPLACE VIEW receipt AS SELECT 1",
+    "ALTER TABLE events ADD COLUMN z INT",
+    "TRUNCATE events",
+    "COPY events TO '{d}/out.csv'",
+    "COPY (SELECT 1) TO 'rel-out.csv'",
+    "EXPORT DATABASE '{d}/exp'",
+    "ATTACH '{d}/other.duckdb' AS o",
+    "CHECKPOINT",
+    "VACUUM",
+    "SET enable_external_access = true",
+    "RESET ALL",
+    "INSTALL httpfs",
+    "LOAD sqlite",
+    "PRAGMA database_list",
+    "CALL pragma_version()",
+    "SELECT * FROM read_text('{d}/secret.txt')",
+    "SELECT * FROM read_blob('/proc/self/environ')",
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM glob('{d}/*')",
+    "SELECT * FROM 'http://127.0.0.1:9/x.parquet'",
+    "SELECT * FROM sqlite_scan('{d}/x.db', 't')",
+    "SELECT * FROM query('DELETE FROM events')",
+    "SELECT * FROM duckdb_secrets()",
+    "VALUES (1)",
+    "FROM events LIMIT 3",
+]
+_SQL_TAILS = ["", ";", "; DELETE FROM events", " -- x", "; SELECT 1", " LIMIT 1"]
+
+sql_pieces = st.tuples(
+    st.sampled_from(_SQL_HEADS),
+    st.sampled_from(_SQL_BODIES),
+    st.sampled_from(_SQL_TAILS),
+    st.text(max_size=8),
+)
+
+
+@pytest.fixture(scope="module")
+def sandbox_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sandbox")
+    (d / "secret.txt").write_text("vast-key-fuzz-secret")
+    led = Ledger(d / "l.duckdb")
+    for i in range(5):
+        led.record("note", at=i, actor="engine", reason=f"keep {i}")
+    led.close()
+    return d
+
+
+def _snapshot(d) -> tuple[str, list[str], list[str]]:
+    import hashlib
+
+    digest = hashlib.sha256((d / "l.duckdb").read_bytes()).hexdigest()
+    return digest, sorted(os.listdir(d)), sorted(os.listdir("."))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sql_pieces)
+def test_sql_through_the_sandbox_changes_nothing(sandbox_dir, pieces):
+    """Random SQL, typed into `rentwatch ledger`'s path (the file opened read-only) and into a
+    controller's ledger (open for writing): the file's hash is unchanged, no file appears,
+    nothing secret comes back."""
+    head, body, tail, noise = pieces
+    sql = (head + body.replace("{d}", str(sandbox_dir)) + tail + noise).strip()
+    before = _snapshot(sandbox_dir)
+    with Ledger(sandbox_dir / "l.duckdb", read_only=True) as led:
+        try:
+            res = led.query(sql, limit=20)
+        except (QueryRefused, QueryFailed) as exc:
+            assert "vast-key-fuzz-secret" not in str(exc)
+        else:
+            assert "vast-key-fuzz-secret" not in repr(res.rows)
+            assert not any("ANALY" in tok.upper() for tok in head.split())
+    assert _snapshot(sandbox_dir) == before
+    # the controller's side: writable by the engine, not by the query
+    led = Ledger(sandbox_dir / "l.duckdb")
+    check = "select count(*), max(seq), sum(hash(reason)) from events"
+    rows = led.query(check).rows
+    try:
+        led.query(sql, limit=20)
+    except (QueryRefused, QueryFailed):
+        pass
+    assert led.query(check).rows == rows
+    assert led.query("select count(*) from duckdb_views() where not internal").rows[0][0] > 0
+    led.close()
+    assert sorted(os.listdir(sandbox_dir)) == before[1] and sorted(os.listdir(".")) == before[2]

@@ -1,11 +1,15 @@
-"""The ledger screen: SQL over the ledger, run in a thread worker through the app's own
-DuckDB connection; read-only, row-limited, cancellable; canned queries one key away."""
+"""The ledger screen: SQL over the ledger, run in a thread worker through the ledger's query
+sandbox (its own read-only cursor, never the controller's write connection: see
+`rentwatch.ledger.readonly`); row-limited and paged (ctrl+n / ctrl+b), cancellable; canned
+queries one key away; exports go to the file the operator types, written by rentwatch's own
+code. Cells and error messages are cleaned text, never markup."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rentwatch.core.errors import RentwatchError
+from rentwatch.core.text import clean
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.export import export_result
 from rentwatch.ledger.readonly import QueryResult
@@ -14,7 +18,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static, TextArea
+from textual.widgets import DataTable, Footer, Input, Static, TextArea
 from textual.worker import get_current_worker
 
 ROW_LIMIT = 500
@@ -47,7 +51,12 @@ class LedgerScreen(Screen[None]):
     BINDINGS = [
         Binding("ctrl+r,f5", "run", "Run", id="ledger.run"),
         Binding("escape", "cancel_or_close", "Cancel / back", id="ledger.back"),
-        Binding("ctrl+e", "export", "Export CSV", id="ledger.export"),
+        # priority: the SQL editor would take these keys (end of line, ...) otherwise
+        Binding("ctrl+e", "export", "Export CSV", id="ledger.export", priority=True),
+        Binding("ctrl+n", "page(1)", "Next page", id="ledger.next", show=False, priority=True),
+        Binding(
+            "ctrl+b", "page(-1)", "Previous page", id="ledger.previous", show=False, priority=True
+        ),
         *[
             Binding(f"ctrl+{k}", f"canned('{k}')", name, id=f"ledger.canned{k}")
             for k, (name, _) in CANNED.items()
@@ -58,6 +67,8 @@ class LedgerScreen(Screen[None]):
         super().__init__()
         self.ledger = ledger
         self.result: QueryResult | None = None
+        self.sql = ""
+        self.page_offset = 0
 
     def compose(self) -> ComposeResult:
         try:
@@ -69,6 +80,9 @@ class LedgerScreen(Screen[None]):
             "ctrl+r runs · ctrl+1..5 canned queries · ctrl+e exports · esc back", id="query-status"
         )
         yield DataTable(id="results")
+        export = Input(placeholder="export to FILE.csv or FILE.parquet", id="export-path")
+        export.display = False
+        yield export
         yield Footer()
 
     def on_mount(self) -> None:
@@ -80,14 +94,27 @@ class LedgerScreen(Screen[None]):
         self.action_run()
 
     def action_run(self) -> None:
+        self.sql = self.query_one("#sql", TextArea).text
+        self.page_offset = 0
         self._status("running…")
-        self.run_query(self.query_one("#sql", TextArea).text)
+        self.run_query(self.sql, 0)
+
+    def action_page(self, step: int) -> None:
+        if self.result is None or not self.sql:
+            return
+        if (step > 0 and not self.result.truncated) or (step < 0 and self.page_offset == 0):
+            return
+        self.page_offset = max(0, self.page_offset + step * ROW_LIMIT)
+        self._status("running…")
+        self.run_query(self.sql, self.page_offset)
 
     @work(thread=True, exclusive=True, group="ledger-query", exit_on_error=False)
-    def run_query(self, sql: str) -> None:
+    def run_query(self, sql: str, offset: int = 0) -> None:
         worker = get_current_worker()
         try:
-            result: QueryResult | RentwatchError = self.ledger.query(sql, limit=ROW_LIMIT)
+            result: QueryResult | RentwatchError = self.ledger.query(
+                sql, limit=ROW_LIMIT, offset=offset
+            )
         except RentwatchError as exc:
             result = exc
         if not worker.is_cancelled:
@@ -96,16 +123,21 @@ class LedgerScreen(Screen[None]):
     def _show(self, result: QueryResult | RentwatchError) -> None:
         table = self.query_one("#results", DataTable)
         if isinstance(result, RentwatchError):
-            self._status(f"{result.title}: {result}", error=True)
+            self._status(f"{result.title}: {clean(result, 500)}", error=True)
             return
         self.result = result
         table.clear(columns=True)
-        table.add_columns(*result.columns)
+        table.add_columns(*(Text(clean(c, 60)) for c in result.columns))
         for row in result.rows:
-            table.add_row(*(Text("" if v is None else _fmt(v)) for v in row))
-        note = f"{len(result.rows)} row(s)" + (
-            f", more than {ROW_LIMIT}: showing the first" if result.truncated else ""
-        )
+            table.add_row(*(Text("" if v is None else clean(_fmt(v), 2000)) for v in row))
+        first = result.offset + 1
+        note = f"{len(result.rows)} row(s)"
+        if result.truncated or result.offset:
+            note = f"rows {first}-{result.offset + len(result.rows)}" + (
+                " of more: ctrl+n next page" if result.truncated else ""
+            )
+            if result.offset:
+                note += ", ctrl+b previous"
         self._status(note)
 
     def _status(self, text: str, error: bool = False) -> None:
@@ -114,6 +146,11 @@ class LedgerScreen(Screen[None]):
         )
 
     def action_cancel_or_close(self) -> None:
+        export = self.query_one("#export-path", Input)
+        if export.display:
+            export.display = False
+            self.query_one("#sql", TextArea).focus()
+            return
         running = [w for w in self.workers if w.group == "ledger-query" and w.is_running]
         if running:
             self.ledger.interrupt()
@@ -124,11 +161,29 @@ class LedgerScreen(Screen[None]):
             self.app.pop_screen()
 
     def action_export(self) -> None:
+        """Ask where to write (nothing is written until the operator names a file)."""
         if self.result is None:
             return
-        path = "rentwatch-query.csv"
-        export_result(self.result, path)
-        self.notify(f"wrote {len(self.result.rows)} rows to {path}")
+        export = self.query_one("#export-path", Input)
+        export.display = True
+        if not export.value:
+            export.value = "rentwatch-query.csv"
+        export.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "export-path" or self.result is None:
+            return
+        path = event.value.strip()
+        event.input.display = False
+        self.query_one("#sql", TextArea).focus()
+        if not path:
+            return
+        try:
+            export_result(self.result, path)
+        except RentwatchError as exc:
+            self._status(f"{exc.title}: {clean(exc, 300)}", error=True)
+            return
+        self._status(f"wrote {len(self.result.rows)} rows to {clean(path, 200)}")
 
 
 def _fmt(v: Any) -> str:

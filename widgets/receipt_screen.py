@@ -49,7 +49,7 @@ class ReceiptScreen(Screen[None]):
         t.add_column("figure", justify="right")
         for r in receipts:
             for label, value in format_receipt(r):
-                t.add_row(label, value)
+                t.add_row(Text(label), Text(value))  # a campaign name is text, never markup
         self.query_one("#receipt", Static).update(t if receipts else Text("no creates yet"))
         h = Table(title="hosts: renter-side delivery record")
         for c in hosts.columns:

@@ -1,8 +1,11 @@
 """Turning an instance snapshot into lines of Rich Text. Host text goes in as plain strings
-(Text(...) never parses markup), already cleaned of control characters."""
+(Text(...) never parses markup), through `rentwatch.core.text.clean`, the one sanitiser every
+output path uses (the snapshot cleans too; cleaning twice costs little and keeps this module
+safe whatever snapshot it is handed)."""
 
 from __future__ import annotations
 
+from rentwatch.core.text import clean
 from rentwatch.snapshot import FleetSnap, InstanceSnap
 from rich.text import Text
 
@@ -37,16 +40,18 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     base = "grey50" if faded else ""
     head = Text(style=("reverse " if selected else "") + base)
     head.append(f" i:{s.instance_id} ", style="bold")
-    head.append(Text(s.gpu_name))
+    head.append(Text(clean(s.gpu_name, 40)))
     head.append(f"  m:{s.machine_id} h:{s.host_id}  ${s.dph:.3f}/h  ")
     head.append(f"{s.phase.upper():<9}", style=PHASE_STYLE.get(s.phase, ""))
     head.append(f"  billed ${s.billed_usd:.4f}", style="bold" if not faded else base)
     if s.failure_class:
-        head.append(f"  [{s.failure_class}]", style="red")
+        head.append(f"  [{clean(s.failure_class, 40)}]", style="red")
 
     status = Text("   ", style=base)
-    status.append(f"{s.status or 'provisioning'}: ", style="bold" if not faded else base)
-    status.append(Text(s.status_msg or "-", style=base))
+    status.append(
+        Text(f"{clean(s.status, 20) or 'provisioning'}: ", style="bold" if not faded else base)
+    )
+    status.append(Text(clean(s.status_msg, 160) or "-", style=base))
     if not faded and s.status != "running" and s.freeze_window_s:
         frac = s.status_age_s / s.freeze_window_s
         colour = "red" if frac >= 0.8 else "yellow" if frac >= 0.5 else "green"
@@ -56,7 +61,7 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
 
     if s.job and not faded:
         status.append("  job ", style="bold")
-        status.append(Text(s.job, style="cyan"))
+        status.append(Text(clean(s.job, 120), style="cyan"))
 
     gpu = Text("   ", style=base)
     if s.util is not None:
@@ -67,16 +72,17 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     else:
         gpu.append("GPU -", style="grey50")
     gpu.append("  throttle: ")
-    gpu.append(s.throttle or "none", style="bold red" if s.throttle else "grey50")
+    gpu.append(Text(clean(s.throttle, 200) or "none", style="bold red" if s.throttle else "grey50"))
     if s.verdict:
         gpu.append("  preflight: ")
-        gpu.append(Text(s.verdict, style="red" if s.verdict.startswith("FAILED") else "green"))
+        verdict = clean(s.verdict, 120)
+        gpu.append(Text(verdict, style="red" if verdict.startswith("FAILED") else "green"))
     return [head, status, gpu, Text("")]
 
 
 def campaign_bar(f: FleetSnap) -> Text:
     t = Text()
-    t.append(f" {f.campaign} ", style="bold reverse")
+    t.append(f" {clean(f.campaign, 60)} ", style="bold reverse")
     t.append(
         f"  policy {f.policy}   verified {f.verified}/{f.fleet}   creates {f.creates}/{f.max_creates}"
     )
@@ -88,5 +94,5 @@ def campaign_bar(f: FleetSnap) -> Text:
     t.append(f"   $/GPU-h {per:.3f}" if per is not None else "   $/GPU-h -")
     t.append(f"   quarantined {f.quarantined}")
     if f.finished:
-        t.append(f"   ✔ {f.finished}", style="green")
+        t.append(f"   ✔ {clean(f.finished, 120)}", style="green")
     return t

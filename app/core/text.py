@@ -1,20 +1,54 @@
-"""Host-controlled text made safe to show: control characters and escape sequences removed,
-length capped. Rendering then treats it as plain text, never as markup."""
+"""Host- and market-controlled text made safe to show: the one function every output path uses
+(the dashboard, headless log lines, `rentwatch ledger` table/CSV/JSON, receipts, `scenario
+from-ledger`, error messages).
+
+What goes: every escape sequence, 7-bit (ESC ...) and 8-bit (C1 CSI/OSC/DCS...), with its
+payload: so an OSC 52 clipboard write, a title change (OSC 0/2), a screen clear (CSI 2J) or a
+DCS/APC string leaves nothing behind; then every remaining C0/C1 control, DEL, and the Unicode
+format characters that reorder or hide text (bidi embeddings, overrides and isolates, the
+marks, zero-width joiners, line/paragraph separators). Rendering then treats the result as plain
+text, never as markup. References: ECMA-48 (sections 5 and 8.3), Unicode TR#9 (explicit
+directional formatting characters), the "Trojan Source" paper (CVE-2021-42574).
+"""
 
 from __future__ import annotations
 
 import re
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+# ESC-introduced: CSI (ESC [ params intermediates final); OSC, DCS, SOS, PM, APC strings up to
+# BEL or ST (or the end: an unterminated string swallows the rest, as a terminal would); any
+# other two- or three-byte escape (ESC, optional intermediates, a final byte).
+_SEQUENCES = re.compile(
+    r"""
+      \x1b\[[0-?]*[ -/]*[@-~]?                    # CSI
+    | \x9b[0-?]*[ -/]*[@-~]?                      # 8-bit CSI
+    | (?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])     # OSC, DCS, SOS, PM, APC (7- and 8-bit)
+      [^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?       #   their payload, up to BEL or ST
+    | \x1b[ -/]*[0-~]?                            # any other escape
+    """,
+    re.VERBOSE,
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# bidi controls, invisible marks and joiners, BOM: they reorder or hide what is shown
+_INVISIBLE = re.compile(r"[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+_BREAKS = re.compile(r"[\r\n\t\v\f\u0085\u2028\u2029]")
 
 
 def clean(text: object, limit: int = 200) -> str:
-    """One line of host text: escapes stripped, controls dropped, newlines as spaces, capped."""
+    """One line of untrusted text: escapes and controls removed, line breaks as spaces, capped
+    at `limit` characters (the last one an ellipsis when cut)."""
     s = "" if text is None else str(text)
-    s = _ANSI.sub("", s)
-    s = s.replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    s = _SEQUENCES.sub("", s)
+    s = _BREAKS.sub(" ", s)
     s = _CONTROL.sub("", s)
+    s = _INVISIBLE.sub("", s)
     if len(s) > limit:
-        s = s[: limit - 1] + "…"
+        s = s[: max(0, limit - 1)] + "…"
     return s
+
+
+def is_clean(text: str) -> bool:
+    """Whether `text` holds nothing `clean` would remove (for tests and assertions)."""
+    return not (
+        _CONTROL.search(text) or _INVISIBLE.search(text) or _BREAKS.search(text) or "\x1b" in text
+    )

@@ -1,33 +1,60 @@
-"""Showing and exporting query results: a table, JSON, CSV, Parquet."""
+"""Showing and exporting query results: a table, JSON, CSV, Parquet. Every string that leaves
+here went through `clean` first: ledger rows carry host and market text (status lines, GPU
+names, error messages) that must not reach a terminal or a file as escape sequences."""
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from pathlib import Path
 
 import duckdb
 
 from ..core.errors import RentwatchError
+from ..core.text import clean
 from .readonly import QueryResult
+
+CELL_LIMIT = 4000  # the ledger caps reasons at 2000; details are JSON of bounded fields
+
+
+def safe_value(v: object) -> object:
+    """A cell as it may be shown or written: text cleaned, numbers and None as they are."""
+    if v is None or isinstance(v, bool | int | float):
+        return v
+    return clean(v, CELL_LIMIT)
+
+
+def safe_rows(result: QueryResult) -> tuple[list[str], list[list[object]]]:
+    columns = [clean(c, 200) for c in result.columns]
+    return columns, [[safe_value(v) for v in row] for row in result.rows]
 
 
 def print_result(result: QueryResult, fmt: str, limit: int) -> None:
+    columns, rows = safe_rows(result)
     if fmt == "json":
-        print(json.dumps(result.as_dicts(), default=str, indent=1))
+        # NaN and infinities (a market's lie kept as evidence) are not JSON: null instead
+        dicts = [
+            {
+                c: None if isinstance(v, float) and not math.isfinite(v) else v
+                for c, v in zip(columns, row, strict=True)
+            }
+            for row in rows
+        ]
+        print(json.dumps(dicts, default=lambda v: clean(v, CELL_LIMIT), indent=1, allow_nan=False))
     elif fmt == "csv":
         w = csv.writer(sys.stdout)
-        w.writerow(result.columns)
-        w.writerows(result.rows)
+        w.writerow(columns)
+        w.writerows(rows)
     else:
         from rich.console import Console
         from rich.table import Table
         from rich.text import Text
 
-        table = Table(*result.columns)
-        for row in result.rows:
-            table.add_row(*(Text("" if v is None else str(v)) for v in row))  # host text stays text
+        table = Table(*columns)
+        for row in rows:
+            table.add_row(*(Text("" if v is None else str(v)) for v in row))  # text, not markup
         Console().print(table)
     if result.truncated:
         print(
@@ -37,23 +64,38 @@ def print_result(result: QueryResult, fmt: str, limit: int) -> None:
 
 
 def export_result(result: QueryResult, path: str) -> None:
+    """Write `result` to `path`, the operator's own choice, with rentwatch's code (a query
+    cannot write files: the sandbox has no file access)."""
     target = Path(path)
     suffix = target.suffix.lower()
-    if suffix == ".csv":
-        with target.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(result.columns)
-            w.writerows(result.rows)
-    elif suffix == ".parquet":
-        con = duckdb.connect()
-        cols = ", ".join(f'"{c}" VARCHAR' for c in result.columns) or '"empty" VARCHAR'
-        con.execute(f"CREATE TABLE r ({cols})")
-        if result.rows:
-            con.executemany(
-                f"INSERT INTO r VALUES ({', '.join('?' * len(result.columns))})",
-                [[None if v is None else str(v) for v in row] for row in result.rows],
-            )
-        con.execute("COPY r TO ? (FORMAT parquet)", [str(target)])
-        con.close()
-    else:
+    columns, rows = safe_rows(result)
+    if suffix not in (".csv", ".parquet"):
         raise RentwatchError(f"export to .csv or .parquet, not {suffix or 'a file without suffix'}")
+    if target.is_dir():
+        raise RentwatchError(f"cannot export to {clean(path, 300)}: it is a folder")
+    if suffix == ".csv":
+        try:
+            with target.open("w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(columns)
+                w.writerows(rows)
+        except OSError as exc:
+            raise RentwatchError(f"cannot write {clean(path, 300)}: {exc.strerror}") from None
+    else:
+        # a private in-memory instance, not the ledger's: the ledger's cannot write files
+        con = duckdb.connect()
+        try:
+            quoted = [c.replace('"', '""') for c in columns]
+            cols = ", ".join(f'"{c}" VARCHAR' for c in quoted) or '"empty" VARCHAR'
+            con.execute(f"CREATE TABLE r ({cols})")
+            if rows:
+                con.executemany(
+                    f"INSERT INTO r VALUES ({', '.join('?' * len(columns))})",
+                    [[None if v is None else str(v) for v in row] for row in rows],
+                )
+            con.execute("COPY r TO ? (FORMAT parquet)", [str(target)])
+        except duckdb.Error as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise RentwatchError(f"cannot write {clean(path, 300)}: {clean(msg, 300)}") from None
+        finally:
+            con.close()

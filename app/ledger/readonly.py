@@ -1,16 +1,51 @@
-"""Read-only SQL over the ledger: DuckDB's own parser decides what a statement is."""
+"""The query sandbox: every operator query (the ledger screen, `rentwatch ledger`, exports, the
+canned queries) runs here, never on the controller's write connection.
+
+Three walls, each enough on its own for the cases it covers:
+
+1. DuckDB's parser decides what a statement is: one plain `SELECT`/`WITH`/`VALUES` (and the
+   `DESCRIBE`/`SUMMARIZE`/`SHOW` forms DuckDB parses as SELECT), or a plain `EXPLAIN` of one.
+   `EXPLAIN ANALYZE` runs its statement, so it is refused in every spelling.
+2. The database instance is opened with `SANDBOX_CONFIG`: no file, network or environment access
+   outside the ledger (`enable_external_access=false` also turns off COPY, `read_*`, `glob` and
+   replacement scans of paths), no extension installed or loaded behind the operator's back, and
+   the configuration locked so a query cannot turn any of it back on.
+3. The statement runs inside `BEGIN TRANSACTION READ ONLY` on a cursor of its own, so a write
+   that slipped past the parser still fails, and `interrupt()` cancels this query only.
+
+Why a cursor and not a second read-only connection inside the controller: DuckDB allows one
+database instance per file per process, and refuses a second `connect(read_only=True)` while the
+controller holds the file for writing ("different configuration"). A cursor shares the instance
+(so it sees every committed event) but is its own connection: its read-only transaction, its
+interrupt, its snapshot. A snapshot copy of the file would cost a copy per query and go stale.
+From a file (`rentwatch ledger`), the instance itself is opened read-only as well.
+See https://duckdb.org/docs/stable/operations_manual/securing_duckdb/overview and
+https://duckdb.org/docs/stable/configuration/overview (the settings below).
+"""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from ..core.errors import RentwatchError
 
-ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 DEFAULT_ROW_LIMIT = 10_000
+SANDBOX_CONFIG: dict[str, Any] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+    "lock_configuration": True,
+}
+_EXPLAIN_OPTIONS_REFUSED = {"ANALYZE", "ANALYSE"}
+# table functions that act on the database file from inside a SELECT (a checkpoint rewrites it)
+_FUNCTIONS_REFUSED = {"checkpoint", "force_checkpoint"}
 
 
 class QueryRefused(RentwatchError):
@@ -26,36 +61,159 @@ class QueryResult:
     columns: list[str]
     rows: list[tuple[Any, ...]]
     truncated: bool  # more rows existed than the limit
+    offset: int = 0  # the first row's index in the whole answer (paging)
 
     def as_dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:500]
+
+
+def _tokens(sql: str) -> list[str]:
+    """The statement's tokens as text, comments dropped (DuckDB's own tokenizer)."""
+    marks = duckdb.tokenize(sql)
+    out = []
+    for i, (start, kind) in enumerate(marks):
+        end = marks[i + 1][0] if i + 1 < len(marks) else len(sql)
+        if kind != duckdb.token_type.comment:
+            out.append(sql[start:end].strip())
+    return out
+
+
+def _explained(sql: str) -> str:
+    """The statement an EXPLAIN explains; refuses EXPLAIN ANALYZE in any spelling."""
+    toks = _tokens(sql)
+    if not toks or toks[0].upper() != "EXPLAIN":
+        raise QueryRefused("cannot read this EXPLAIN")
+    i = 1
+    if i < len(toks) and toks[i].upper() in _EXPLAIN_OPTIONS_REFUSED:
+        raise QueryRefused("EXPLAIN ANALYZE runs its statement: refused; use plain EXPLAIN")
+    if i < len(toks) and toks[i] == "(":
+        depth = 0
+        for j in range(i, len(toks)):
+            if toks[j] == "(":
+                depth += 1
+            elif toks[j] == ")":
+                depth -= 1
+                if depth == 0:
+                    i = j + 1
+                    break
+            elif toks[j].upper() in _EXPLAIN_OPTIONS_REFUSED:
+                raise QueryRefused(
+                    "EXPLAIN (ANALYZE) runs its statement: refused; use plain EXPLAIN"
+                )
+        else:
+            raise QueryRefused("cannot read this EXPLAIN's options")
+    # the rest, parsed again by DuckDB, must be one plain read
+    marks = duckdb.tokenize(sql)
+    positions = [start for start, kind in marks if kind != duckdb.token_type.comment]
+    if i >= len(positions):
+        raise QueryRefused("EXPLAIN of nothing")
+    return sql[positions[i] :]
+
+
 def check_read_only(sql: str) -> str:
-    """Return the single read statement in `sql`, or raise QueryRefused saying why."""
+    """Return the single plain read statement in `sql`, or raise QueryRefused saying why."""
+    if "\x00" in sql:
+        raise QueryRefused("a NUL character in the query")
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise QueryFailed(str(exc).splitlines()[0]) from None
+        raise QueryFailed(_first_line(exc)) from None
     if not statements:
         raise QueryRefused("no statement to run")
     if len(statements) > 1:
         raise QueryRefused(f"one statement at a time ({len(statements)} given)")
     st = statements[0]
-    if st.type not in ALLOWED:
+    toks = [t.lower().strip('"') for t in _tokens(st.query)]
+    for name, nxt in zip(toks, toks[1:], strict=False):
+        if name in _FUNCTIONS_REFUSED and nxt == "(":
+            raise QueryRefused(f"{name}() changes the ledger file: refused")
+    if st.type == duckdb.StatementType.EXPLAIN:
+        try:
+            inner = duckdb.extract_statements(_explained(st.query))
+        except duckdb.Error as exc:
+            raise QueryFailed(_first_line(exc)) from None
+        if len(inner) != 1 or inner[0].type != duckdb.StatementType.SELECT:
+            raise QueryRefused("EXPLAIN only of one SELECT here")
+        return sql
+    if st.type != duckdb.StatementType.SELECT:
         kind = str(st.type).split(".")[-1]
         raise QueryRefused(f"the ledger is read-only here: {kind} statements are refused")
     return sql
 
 
-def run_read_only(
-    con: duckdb.DuckDBPyConnection, sql: str, limit: int = DEFAULT_ROW_LIMIT
-) -> QueryResult:
-    check_read_only(sql)
-    try:
-        cur = con.execute(sql)
-        columns = [d[0] for d in cur.description or []]
-        rows = cur.fetchmany(limit + 1)  # one more row tells whether there were more
-    except duckdb.Error as exc:
-        raise QueryFailed(str(exc).splitlines()[0][:500]) from None
-    return QueryResult(columns, [tuple(r) for r in rows[:limit]], len(rows) > limit)
+def connect_sandboxed(path: str | Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A DuckDB instance on `path` with the sandbox's settings (the controller's included: a
+    setting like external access is per instance, and the controller needs none of it)."""
+    return duckdb.connect(str(path), read_only=read_only, config=dict(SANDBOX_CONFIG))
+
+
+class QuerySandbox:
+    """Runs operator queries on cursors of `con`, one read-only transaction each.
+
+    `con` is only ever used to make cursors (under `lock`, the owner's lock for `con`); no
+    statement is executed on it here.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock) -> None:
+        self._con = con
+        self._lock = lock
+        self._running: dict[duckdb.DuckDBPyConnection, str | None] = {}  # cursor -> its tag
+        self._mu = threading.Lock()
+
+    def run(
+        self, sql: str, limit: int = DEFAULT_ROW_LIMIT, offset: int = 0, tag: str | None = None
+    ) -> QueryResult:
+        """One page of the answer: `limit` rows from `offset`, and whether more exist. `tag`
+        names the query so that `interrupt(tag)` cancels it alone."""
+        check_read_only(sql)
+        limit = max(0, int(limit))
+        offset = max(0, int(offset))
+        with self._lock:
+            cur = self._con.cursor()
+        with self._mu:
+            self._running[cur] = tag
+        try:
+            cur.execute("BEGIN TRANSACTION READ ONLY")
+            try:
+                cur.execute(sql)
+                columns = [d[0] for d in cur.description or []]
+                skipped = 0
+                while skipped < offset:
+                    chunk = cur.fetchmany(min(offset - skipped, 10_000))
+                    if not chunk:
+                        break
+                    skipped += len(chunk)
+                rows = cur.fetchmany(limit + 1)  # one more row tells whether there were more
+            finally:
+                try:
+                    cur.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass  # an interrupted transaction is already gone
+        except duckdb.Error as exc:
+            raise QueryFailed(_first_line(exc)) from None
+        finally:
+            with self._mu:
+                self._running.pop(cur, None)
+            cur.close()
+        return QueryResult(columns, [tuple(r) for r in rows[:limit]], len(rows) > limit, offset)
+
+    def running(self) -> list[str]:
+        """The tags of the tagged queries running now."""
+        with self._mu:
+            return sorted(t for t in self._running.values() if t is not None)
+
+    def interrupt(self, tag: str | None = None) -> bool:
+        """Cancel the operator queries running now (every one, or the one tagged `tag`), from
+        another thread; writes go on. Whether any was running."""
+        with self._mu:
+            running = [c for c, t in self._running.items() if tag is None or t == tag]
+        for cur in running:
+            try:
+                cur.interrupt()
+            except duckdb.Error:
+                pass
+        return bool(running)

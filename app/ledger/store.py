@@ -16,7 +16,7 @@ import duckdb
 
 from ..core.errors import RentwatchError
 from .kinds import EVENT_KINDS, EventKind
-from .readonly import QueryResult, run_read_only
+from .readonly import QueryResult, QuerySandbox, connect_sandboxed
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog")
@@ -104,7 +104,7 @@ class Ledger:
         self.__lock = threading.RLock()
         try:
             if str(path) == ":memory:":
-                self.__con = duckdb.connect(":memory:")
+                self.__con = connect_sandboxed(":memory:", read_only=False)
             elif not read_only:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 if not self.path.exists():
@@ -114,15 +114,15 @@ class Ledger:
                     os.unlink(self.path)
                     old = os.umask(0o077)
                     try:
-                        self.__con = duckdb.connect(str(self.path))
+                        self.__con = connect_sandboxed(self.path, read_only=False)
                     finally:
                         os.umask(old)
                 else:
-                    self.__con = duckdb.connect(str(self.path))
+                    self.__con = connect_sandboxed(self.path, read_only=False)
             else:
                 if not self.path.exists():
                     raise LedgerError(f"no ledger at {self.path}")
-                self.__con = duckdb.connect(str(self.path), read_only=True)
+                self.__con = connect_sandboxed(self.path, read_only=True)
         except duckdb.IOException as exc:
             msg = str(exc).splitlines()[0]
             if "lock" in msg.lower():
@@ -131,8 +131,12 @@ class Ledger:
                     "one writer); query it from that process's ledger screen"
                 ) from None
             raise LedgerError(f"cannot open {self.path}: {msg}") from None
+        except OSError as exc:  # a folder that cannot be made, a read-only directory
+            raise LedgerError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         if not read_only:
             self._migrate()
+        # operator queries get cursors of their own, never this connection (readonly.py)
+        self.__sandbox = QuerySandbox(self.__con, self.__lock)
         self.__seq = self._max_seq()
 
     # -- schema ----------------------------------------------------------------------------
@@ -336,10 +340,15 @@ class Ledger:
             ).fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
-    def query(self, sql: str, limit: int = 10_000) -> QueryResult:
-        """A read-only query (one SELECT); anything else raises QueryRefused."""
-        with self.__lock:
-            return run_read_only(self.__con, sql, limit)
+    def query(
+        self, sql: str, limit: int = 10_000, offset: int = 0, tag: str | None = None
+    ) -> QueryResult:
+        """A read-only query (one SELECT) in the sandbox; anything else raises QueryRefused.
+        A `tag` lets `interrupt(tag)` cancel this query alone."""
+        return self.__sandbox.run(sql, limit, offset, tag)
+
+    def queries_running(self) -> list[str]:
+        return self.__sandbox.running()
 
     def receipt(self, campaign: str | None = None) -> list[dict[str, Any]]:
         from .receipt import compute_receipt
@@ -358,9 +367,10 @@ class Ledger:
             cols = [d[0] for d in cur.description or []]
             return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
-    def interrupt(self) -> None:
-        """Cancel a long query running on this ledger (from another thread)."""
-        self.__con.interrupt()
+    def interrupt(self, tag: str | None = None) -> bool:
+        """Cancel the operator queries running on this ledger (all, or the one tagged `tag`),
+        from another thread; whether any was running."""
+        return self.__sandbox.interrupt(tag)
 
     def checkpoint(self) -> None:
         with self.__lock:

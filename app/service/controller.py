@@ -20,8 +20,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from ..core.campaign import Campaign
 from ..core.errors import RentwatchError
 from ..core.policy import Policy
@@ -34,8 +32,7 @@ from ..intents import (
     StartIntent,
     StopIntent,
 )
-from ..ledger.readonly import QueryResult, run_read_only
-from ..ledger.receipt import compute_receipt
+from ..ledger.readonly import QueryResult
 from ..snapshot import snapshot
 from ..supervisor import Outcome, Supervisor
 from . import api, registry
@@ -62,10 +59,7 @@ class Controller:
         self.started_at = time.time()
         self.closing = asyncio.Event()
         self._sup: Supervisor | None = None
-        self._qcon: duckdb.DuckDBPyConnection | None = None
         self._snap: tuple[tuple[int, int, int], float, dict[str, Any]] | None = None
-        self._queries: dict[str, duckdb.DuckDBPyConnection] = {}
-        self._qerr = "the ledger is closed"
         self._ids = itertools.count(1)
         self._end: Callable[[str], Awaitable[None]] | None = None
         self._gen = 0  # bumped by each poll and each intent: streams wake on it
@@ -78,13 +72,9 @@ class Controller:
         self._sup = sup
         self._end = end
         sup.listeners.append(self.touch)  # after each poll: push the new state at once
-        # A second connection to the file the engine holds: DuckDB shares the open database
-        # within a process, so queries see every committed event without ever being handed
-        # the engine's own connection; the parser check in the ledger package keeps them reads.
-        try:
-            self._qcon = duckdb.connect(str(sup.ledger.path))
-        except duckdb.Error as exc:  # queries unavailable must not stop the campaign
-            self._qerr = str(exc).splitlines()[0]
+        # Queries run in the ledger's own sandbox: a cursor per query in a read-only
+        # transaction with external access off (app/ledger/readonly.py); never the engine's
+        # write connection itself.
 
     def touch(self) -> None:
         """The fleet changed: wake every stream (they coalesce bursts themselves)."""
@@ -99,11 +89,8 @@ class Controller:
 
     def close(self) -> None:
         self.closing.set()
-        for cur in list(self._queries.values()):
-            cur.interrupt()
-        if self._qcon is not None:
-            self._qcon.close()
-            self._qcon = None
+        if self._sup is not None:
+            self._sup.ledger.interrupt()
 
     # -- reads -----------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -123,7 +110,7 @@ class Controller:
             "started_at": self.started_at,
             "uptime_s": time.time() - self.started_at,
             "ready": self._sup is not None,
-            "queries": sorted(self._queries),  # ledger queries running now, by id
+            "queries": self.running_queries(),  # ledger queries running now, by id
         }
         if self._sup is not None:
             snap = self.snapshot()
@@ -198,50 +185,27 @@ class Controller:
         return f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
 
     # -- the ledger ------------------------------------------------------------------------
-    def _cursor(self) -> duckdb.DuckDBPyConnection:
-        self._need()
-        if self._qcon is None:
-            raise NotReady(f"ledger queries are unavailable here: {self._qerr}")
-        return self._qcon.cursor()
-
     async def query(self, sql: str, limit: int, offset: int, query_id: str | None) -> QueryResult:
-        """One page of a read-only query, on its own cursor so that cancelling it (`cancel`,
-        or the client hanging up) interrupts this query and nothing else."""
+        """One page of a read-only query in the ledger's sandbox, tagged so that cancelling it
+        (`cancel`, or the client hanging up) interrupts this query and nothing else."""
+        ledger = self._need().ledger
         qid = query_id or f"q{next(self._ids)}"
-        if qid in self._queries:
+        if qid in ledger.queries_running():
             raise api.BadRequest(f"query id {qid!r} is already running")
-        cur = self._cursor()
-        self._queries[qid] = cur
         try:
-            result = await asyncio.to_thread(_read_only, cur, sql, offset + limit)
+            return await asyncio.to_thread(ledger.query, sql, limit, offset, qid)
         except asyncio.CancelledError:
-            cur.interrupt()
+            ledger.interrupt(qid)
             raise
-        finally:
-            self._queries.pop(qid, None)
-        return QueryResult(result.columns, result.rows[offset:], result.truncated)
 
     def cancel(self, query_id: str) -> bool:
-        cur = self._queries.get(query_id)
-        if cur is None:
-            return False
-        cur.interrupt()
-        return True
+        return self._need().ledger.interrupt(query_id)
+
+    def running_queries(self) -> list[str]:
+        return self._sup.ledger.queries_running() if self._sup is not None else []
 
     async def receipt(self, campaign: str | None) -> list[dict[str, Any]]:
-        cur = self._cursor()
-        try:
-            return await asyncio.to_thread(compute_receipt, cur, campaign)
-        finally:
-            cur.close()
-
-
-def _read_only(cur: duckdb.DuckDBPyConnection, sql: str, limit: int) -> QueryResult:
-    """The one call into the ledger's read-only query function (the sandbox lives there)."""
-    try:
-        return run_read_only(cur, sql, limit)
-    finally:
-        cur.close()
+        return await asyncio.to_thread(self._need().ledger.receipt, campaign)
 
 
 async def serve_headless(

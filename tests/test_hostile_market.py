@@ -1,0 +1,181 @@
+"""Campaigns against a marketplace that lies or glitches (tests/hostile_market.py), one class
+of trouble at a time, judged by the simulator's own truth and the ledger.
+
+The classes the boundary fixes (escapes, garbled answers) must pass. The engine classes
+(unseen rows, repeated ids, bad numbers, negative prices, slow answers) are the engine and
+client halves of issue 14; until they land they are expected failures (`strict=False`, so they
+turn green without an edit once the work is merged)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.policy import get_policy
+from rentwatch.headless import run_headless
+from rentwatch.ledger import Ledger
+
+from tests.campaigns import campaign_text, truth_at
+from tests.hostile_market import HostileMarket, Hostility
+
+ENGINE = pytest.mark.xfail(reason="needs engine half of [J]", strict=False)
+BAD = ("\x1b", "\x9b", "\x9d", "\x07", "\u202e")
+
+
+@pytest.fixture
+def hostile(make_sim):
+    made: list[HostileMarket] = []
+
+    def make(h: Hostility, **scenario):
+        scenario = {"seed": 7, "offers": 40, "time_scale": 600, **scenario}
+        sim = make_sim(**scenario)
+        proxy = HostileMarket(sim.url, h).start()
+        made.append(proxy)
+        return sim, proxy
+
+    yield make
+    for p in made:
+        p.stop()
+
+
+def _run(sim, proxy, tmp_path, fleet: int = 2, extra: str = "", timeout: float = 240):
+    campaign = parse_campaign(campaign_text("hostile", fleet, extra))
+    ledger = tmp_path / "l.duckdb"
+
+    async def go() -> int:
+        return await asyncio.wait_for(
+            run_headless(
+                campaign,
+                get_policy("default").with_overrides(campaign.policy),
+                proxy.url,
+                sim.api_key,
+                str(ledger),
+                key_path=str(tmp_path / "key"),
+            ),
+            timeout,
+        )
+
+    return asyncio.run(go()), ledger
+
+
+def _left_running(sim) -> list[int]:
+    truth = truth_at(sim, sim.call(lambda: sim.market.clock.now()))
+    return [iid for iid, t in truth.items() if not (t["destroyed"] or t["stopped"])]
+
+
+def _ledger_ids(ledger) -> set[int]:
+    with Ledger(ledger, read_only=True) as led:
+        rows = led.query("select distinct instance_id from events where instance_id is not null")
+    return {int(r[0]) for r in rows.rows}
+
+
+def test_escapes_from_the_market_reach_no_output(hostile, tmp_path, capsys):
+    from rentwatch.cli import main
+
+    sim, proxy = hostile(Hostility(escapes=True))
+    code, ledger = _run(sim, proxy, tmp_path, fleet=1)
+    out = capsys.readouterr().out
+    assert proxy.injected.get("escapes", 0) > 0
+    assert code == 0
+    assert not [c for c in BAD if c in out], "escapes in the headless log"
+    sql = "select gpu_name, reason, detail from events"
+    for fmt in ([], ["--csv"], ["--json"]):
+        assert main(["ledger", "--ledger", str(ledger), *fmt, sql]) == 0
+        shown = capsys.readouterr().out
+        assert not [c for c in BAD if c in shown], f"escapes in rentwatch ledger {fmt}"
+    assert not _left_running(sim)
+
+
+@pytest.mark.xfail(reason="needs client half of [J]: market text cleaned at parse", strict=False)
+def test_escapes_in_gpu_names_neither_show_nor_fail_hosts(hostile, tmp_path, capsys):
+    # a GPU name with escapes appended is still that GPU: hosts must not fail as wrong_gpu
+    sim, proxy = hostile(Hostility(escape_gpu_names=True))
+    code, ledger = _run(sim, proxy, tmp_path, fleet=1)
+    out = capsys.readouterr().out
+    assert proxy.injected.get("escapes", 0) > 0
+    assert not [c for c in BAD if c in out]
+    assert code == 0
+    with Ledger(ledger, read_only=True) as led:
+        wrong = led.query("select count(*) from instances where failure_class = 'wrong_gpu'")
+    assert wrong.rows[0][0] == 0
+
+
+def test_garbled_answers_cost_a_retry_not_the_campaign(hostile, tmp_path):
+    sim, proxy = hostile(Hostility(garble_rate=0.25))
+    code, ledger = _run(sim, proxy, tmp_path, fleet=1)
+    assert proxy.injected.get("garbled", 0) > 0
+    assert code == 0
+    assert not _left_running(sim)
+    truth = truth_at(sim, sim.call(lambda: sim.market.clock.now()))
+    assert set(truth) <= _ledger_ids(ledger)
+
+
+@ENGINE
+def test_a_row_missing_from_list_answers_leaks_nothing(hostile, tmp_path):
+    # the first instance created is missing from the first 4 list answers after its create
+    sim, proxy = hostile(Hostility(drop_new=1, drop_polls=4))
+    code, ledger = _run(sim, proxy, tmp_path, fleet=1)
+    assert proxy.injected.get("dropped", 0) > 0
+    assert not _left_running(sim), "a rental kept running after the campaign"
+    truth = truth_at(sim, sim.call(lambda: sim.market.clock.now()))
+    assert set(truth) <= _ledger_ids(ledger), "a billed instance missing from the ledger"
+
+
+@ENGINE
+def test_a_repeated_id_in_a_create_answer_destroys_no_verified_instance(hostile, tmp_path):
+    sim, proxy = hostile(Hostility(create_repeat_id=3))
+    code, ledger = _run(sim, proxy, tmp_path, fleet=2)
+    assert proxy.injected.get("create_repeat_id", 0) > 0
+    with Ledger(ledger, read_only=True) as led:
+        destroyed_verified = led.query(
+            "select e.instance_id from events e where e.kind = 'destroy' and e.phase = 'outcome'"
+            " and e.ok and e.actor <> 'human' and e.instance_id in"
+            " (select instance_id from events where kind = 'preflight_passed')"
+        ).rows
+    assert not destroyed_verified, "automation destroyed a verified instance"
+    assert not _left_running(sim), "the real new rental ran unrecorded"
+    truth = truth_at(sim, sim.call(lambda: sim.market.clock.now()))
+    assert set(truth) <= _ledger_ids(ledger)
+
+
+@ENGINE
+def test_a_nan_row_costs_one_row_not_the_fleets_supervision(hostile, tmp_path):
+    # the first instance reported carries a NaN price in every answer, for good
+    sim, proxy = hostile(Hostility(sticky_bad=1, sticky_kind="nan"))
+    code, ledger = _run(sim, proxy, tmp_path, fleet=2)
+    assert sum(v for k, v in proxy.injected.items() if k.startswith("bad_number")) > 0
+    assert code == 0, "the campaign did not reach its fleet under bad rows"
+    assert not _left_running(sim)
+    truth = truth_at(sim, sim.call(lambda: sim.market.clock.now()))
+    with Ledger(ledger, read_only=True) as led:
+        spent = led.query("select coalesce(sum(total_usd), 0) from instances").rows[0][0]
+    market = sum(t["usd"] for t in truth.values())
+    assert math.isfinite(spent) and abs(spent - market) < 0.01 * max(1, len(truth))
+
+
+@ENGINE
+def test_negative_prices_make_an_offer_unfit(hostile, tmp_path):
+    # every offer's parts are negative while its total looks honest: none is fit to rent
+    sim, proxy = hostile(Hostility(negative_offers=1.0))
+    code, ledger = _run(sim, proxy, tmp_path, fleet=1, timeout=120)
+    assert proxy.injected.get("negative_offer", 0) > 0
+    with Ledger(ledger, read_only=True) as led:
+        creates = led.query(
+            "select gpu_dph, storage_dph from events where kind = 'create' and phase = 'intent'"
+        ).rows
+        receipt = led.receipt()
+    assert not creates, f"rented offers with negative prices: {creates}"
+    assert all(r["total_usd"] >= 0 for r in receipt)
+    assert not _left_running(sim)
+
+
+@ENGINE
+def test_a_slow_answer_does_not_stop_supervision(hostile, tmp_path):
+    # one list answer trickles a byte every 0.2 s: a few kB take hours of market time
+    sim, proxy = hostile(Hostility(trickle_s=0.2, trickle_answers=1))
+    code, ledger = _run(sim, proxy, tmp_path, fleet=1, timeout=90)
+    assert proxy.injected.get("trickle", 0) > 0
+    assert code == 0
+    assert not _left_running(sim)

@@ -1,0 +1,100 @@
+"""The ledger screen on its own (no market): its queries run in the sandbox, page through long
+answers, show hostile text cleaned, and export only to the file the operator types."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rentwatch.ledger import Ledger
+from rentwatch.widgets.ledger_screen import ROW_LIMIT, LedgerScreen
+from textual.app import App
+from textual.widgets import DataTable, Input, Static, TextArea
+
+
+class _Host(App[None]):
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        self.ledger = ledger
+
+    def on_mount(self) -> None:
+        self.push_screen(LedgerScreen(self.ledger))
+
+
+async def _until(pilot, cond, timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        assert loop.time() < end, "timed out"
+        await pilot.pause(0.05)
+
+
+def test_ledger_screen_pages_cleans_and_exports_where_asked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    led = Ledger(tmp_path / "l.duckdb")
+    for i in range(ROW_LIMIT + 20):
+        led.record("note", at=i, actor="engine", reason=f"n{i}\x1b]52;c;AAAA\x07\u202e")
+    app = _Host(led)
+
+    async def run() -> None:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, LedgerScreen))
+            screen = app.screen
+            assert isinstance(screen, LedgerScreen)
+            status = screen.query_one("#query-status", Static)
+            screen.query_one("#sql", TextArea).text = "select seq, reason from events order by seq"
+            await pilot.press("ctrl+r")
+            await _until(pilot, lambda: screen.result is not None and screen.result.truncated)
+            table = screen.query_one("#results", DataTable)
+            assert table.row_count == ROW_LIMIT
+            cells = [str(table.get_cell_at((r, 1))) for r in range(table.row_count)]
+            assert not [c for c in cells if "\x1b" in c or "\u202e" in c]
+            await pilot.press("ctrl+n")
+            await _until(pilot, lambda: screen.result is not None and screen.result.offset)
+            assert table.row_count == 20 and "ctrl+b" in str(status.render())
+            # nothing is written until a file is named; then exactly there
+            before = sorted(p.name for p in tmp_path.iterdir())
+            await pilot.press("ctrl+e")
+            await pilot.pause(0.1)
+            assert sorted(p.name for p in tmp_path.iterdir()) == before
+            box = screen.query_one("#export-path", Input)
+            assert box.display
+            box.value = str(tmp_path / "mine.csv")
+            await pilot.press("enter")
+            await _until(pilot, lambda: (tmp_path / "mine.csv").exists())
+            text = (tmp_path / "mine.csv").read_text()
+            assert "\x1b" not in text and text.count("\n") == 21
+            # a place that cannot be written is a message, not a crash
+            await pilot.press("ctrl+e")
+            box.value = str(tmp_path / "no" / "such" / "dir.csv")
+            await pilot.press("enter")
+            await _until(pilot, lambda: "cannot write" in str(status.render()))
+            assert app.is_running
+
+    asyncio.run(run())
+    led.close()
+
+
+def test_receipt_screen_shows_a_markup_like_campaign_name_as_text(tmp_path):
+    from rentwatch.widgets.receipt_screen import ReceiptScreen
+
+    led = Ledger(tmp_path / "l.duckdb")
+    name = "camp[/]x[bold]\x1b]0;t\x07"
+    s = led.intent("create", at=0, actor="rule:replace", reason="r", campaign=name, gpu_dph=0.2)
+    led.outcome(s, at=0, ok=True, instance_id=1)
+
+    class _Receipt(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(ReceiptScreen(led))
+
+    app = _Receipt()
+
+    async def run() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, ReceiptScreen))
+            shown = app.screen.query_one("#receipt", Static)
+            await _until(pilot, lambda: "reading" not in str(shown.render()))
+            await pilot.pause(0.2)
+            assert app.is_running and app.return_code is None
+
+    asyncio.run(run())
+    led.close()
