@@ -103,7 +103,7 @@ async def _one_run(
         if a.life.ever_verified
     }
     done_at = tuple(
-        j.finished_at
+        (j.instance_id, j.finished_at)
         for j in sup.jobs.jobs
         if j.status == "done" and j.finished_at is not None and j.finished_at <= finish
     )

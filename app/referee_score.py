@@ -45,14 +45,14 @@ EPS = 1e-6
 class RunFacts:
     """What the referee knows about one run besides the truth: its market-time window, the
     fleet it asked for, when the policy declared each instance verified (its act, not a fact
-    about the host), and the market times its jobs finished."""
+    about the host), and each job the policy saw finish: (instance id, market time)."""
 
     start: float
     finish: float
     fleet: int
     verified_at: Mapping[int, float]
     jobs_total: int = 0
-    jobs_done_at: tuple[float, ...] = ()
+    jobs_done: tuple[tuple[int | None, float], ...] = ()
 
 
 def delivers(row: Mapping[str, Any]) -> bool:
@@ -108,10 +108,13 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
             gpu_hours += max(0.0, end - r["running_at"]) / 3600
     total = sum(r["total_usd"] for r in rows)
     to_fleet = time_to_delivering_fleet(rows, facts)
-    done = len(facts.jobs_done_at)
+    # A job "done" on a machine that cannot compute (a stale driver that still runs a shell, a
+    # misreported GPU) did no work: only jobs finished on delivering machines count.
+    good = {int(r["id"]) for r in rows if "id" in r and delivers(r)}
+    done_at = [at for iid, at in facts.jobs_done if iid is not None and iid in good]
     to_done = (
-        max(facts.jobs_done_at) - facts.start
-        if facts.jobs_total > 0 and done >= facts.jobs_total
+        max(done_at) - facts.start
+        if facts.jobs_total > 0 and len(done_at) >= facts.jobs_total
         else None
     )
     return {
@@ -121,7 +124,7 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
         "false_kills": len(false_kills),
         "time_to_fleet_min": round(to_fleet / 60, 3) if to_fleet is not None else None,
         "time_to_done_min": round(to_done / 60, 3) if to_done is not None else None,
-        "jobs_finished": done,
+        "jobs_finished": len(done_at),
         "total_usd": round(total, 6),
         "usd_per_gpu_hour": round(total / gpu_hours, 4) if gpu_hours > 0 else None,
     }
