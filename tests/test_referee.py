@@ -75,7 +75,7 @@ def test_referee_json_against_truth(tmp_path, capsys):
     out = _referee_json(tmp_path, capsys, "--scenario", str(scen), "--seeds", "1")
     assert set(out) == {"scenario", "runs", "summary"}
     for run in out["runs"]:
-        assert RUN_KEYS <= set(run)
+        assert set(run) >= RUN_KEYS
         assert run["market"] == 0
         assert run["false_kills"] == 0
         assert run["total_usd"] >= run["dud_usd"] >= 0
@@ -85,7 +85,7 @@ def test_referee_json_against_truth(tmp_path, capsys):
         assert run["jobs_finished"] == 1
         assert run["usd_per_gpu_hour"] > 0
     for s in out["summary"].values():
-        assert RATIOS <= set(s)
+        assert set(s) >= RATIOS
     assert out["summary"]["seed"]["total_usd_vs_seed"] == 1.0
 
 
@@ -216,7 +216,7 @@ def test_family_runs_every_policy_on_each_market(tmp_path, capsys):
         (1, "default"),
     ]
     for run in out["runs"]:
-        assert RUN_KEYS <= set(run)
+        assert set(run) >= RUN_KEYS
     per_market = out["summary"]["default"]["per_market"]
     assert [m["market"] for m in per_market] == [0, 1]
     assert out["summary"]["default"]["worst_market"]["market"] in (0, 1)
