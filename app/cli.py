@@ -181,10 +181,10 @@ def _cmd_referee(args: argparse.Namespace) -> int:
     )
     campaign = parse_campaign(text, args.campaign or "referee campaign")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    from .core.policy import get_policy
+    from .referee import policy_from_spec
 
     for name in policies:
-        get_policy(name)
+        policy_from_spec(name)
     result = referee(
         scenario,
         campaign,
@@ -264,7 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     f.add_argument("--scenario", help="scenario TOML (default: the article's market)")
     f.add_argument("--campaign", help="campaign TOML (default: a fleet of 3, as the demo)")
-    f.add_argument("--policies", default="naive,seed,default")
+    f.add_argument(
+        "--policies", default="naive,seed,default", help="names; NAME+SETTING=VALUE tries a setting"
+    )
     f.add_argument("--seeds", type=int, help="seeds per market (default 3; 1 with --family)")
     f.add_argument("--family", type=int, default=0, help="N markets drawn from the family")
     f.add_argument("--family-seed", type=int, default=1, help="which family (docs/referee.md)")

@@ -12,6 +12,7 @@ import contextlib
 import multiprocessing
 import os
 import tempfile
+import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from typing import Any
 from .client import VastClient
 from .core.campaign import Campaign, Job
 from .core.lifecycle import Phase
-from .core.policy import get_policy
+from .core.errors import ConfigError
+from .core.policy import Policy, get_policy
 from .ledger import Ledger
 from .referee_score import SCORE_KEYS, RunFacts, score, summarise
 from .sim.family import draw_family
@@ -28,7 +30,7 @@ from .sim.server import SimServer
 from .ssh_runner import SSHRunner, load_or_create_key
 from .supervisor import Supervisor
 
-__all__ = ["SCORE_KEYS", "default_jobs", "format_table", "referee", "score"]
+__all__ = ["SCORE_KEYS", "default_jobs", "format_table", "policy_from_spec", "referee", "score"]
 
 DEFAULT_DEADLINE_MIN = 360.0  # market minutes a run may take before it scores "never"
 DEFAULT_JOB_MIN = 30.0  # market minutes each default job computes
@@ -60,6 +62,22 @@ def default_jobs(
     )
 
 
+def policy_from_spec(spec: str) -> Policy:
+    """A policy by name, optionally with settings after `+` (`default+spare_attempts=2`), so a
+    setting can be refereed before it becomes a preset. Values are TOML (`true`, `2`, `0.5`)."""
+    name, *settings = spec.split("+")
+    overrides: dict[str, Any] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"policy {spec!r}: expected NAME+SETTING=VALUE, got {item!r}")
+        try:
+            overrides[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            raise ConfigError(f"policy {spec!r}: {value!r} is not a TOML value") from None
+    return get_policy(name.strip()).with_overrides(overrides)
+
+
 async def _one_run(
     sim: SimServer,
     campaign: Campaign,
@@ -75,7 +93,7 @@ async def _one_run(
         client,
         ledger,
         campaign,
-        get_policy(policy_name).with_overrides(campaign.policy),
+        policy_from_spec(policy_name).with_overrides(campaign.policy),
         SSHRunner(load_or_create_key(key)),
         log=lambda _: None,
     )

@@ -237,3 +237,16 @@ def test_referee_runs_on_every_shipped_scenario(scenario, tmp_path, capsys):
         )  # one seed: the median is the run
         assert 0 <= run["dud_usd"] <= run["total_usd"]
     assert out["summary"]["default"]["false_kills"] == 0
+
+
+def test_a_policy_setting_can_be_refereed_before_it_is_a_preset():
+    from rentwatch.core.errors import ConfigError
+    from rentwatch.referee import policy_from_spec
+
+    p = policy_from_spec("default+spare_attempts=2+reuse_stopped=false")
+    assert p.name == "default" and p.spare_attempts == 2 and p.reuse_stopped is False
+    assert policy_from_spec("seed").freeze_window_s == 360.0
+    with pytest.raises(ConfigError):
+        policy_from_spec("default+no_such_setting=1")
+    with pytest.raises(ConfigError):
+        policy_from_spec("default+spare_attempts")
