@@ -19,8 +19,8 @@ from typing import Any
 
 from .client import VastClient
 from .core.campaign import Campaign, Job
-from .core.lifecycle import Phase
 from .core.errors import ConfigError
+from .core.lifecycle import Phase
 from .core.policy import Policy, get_policy
 from .ledger import Ledger
 from .referee_score import SCORE_KEYS, RunFacts, score, summarise
