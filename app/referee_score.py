@@ -187,20 +187,24 @@ def per_market(runs: list[dict[str, Any]], policy: str) -> list[dict[str, Any]]:
             theirs = median((r[key] for r in here if r["policy"] == "seed"), nw)
             row[name] = ratio(mine, theirs)
             if mine is None and theirs is not None and nw:
-                row[name] = None  # never, where seed got there: the worst case, named below
-                row.setdefault("never", []).append(key)
+                row.setdefault("never", []).append(key)  # seed got there: the worst case
+            if theirs is None and mine is not None and nw:
+                row.setdefault("seed_never", []).append(key)  # a win money cannot be set against
         row["false_kills"] = sum(r["false_kills"] for r in here if r["policy"] == policy)
         out.append(row)
     return out
 
 
 def worst_market(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The market where the policy did worst against seed: a "never" first, then the highest
-    ratio of money or time to finish (falling back to time to fleet, then dud USD)."""
+    """The market where the policy did worst against seed: a "never" where seed got there
+    first, then the highest ratio of money or time (to finish, else to a fleet). A market where
+    only this policy finished the work is no loss, whatever it paid for it."""
 
     def badness(row: dict[str, Any]) -> float:
         if row.get("never"):
             return math.inf
+        if "time_to_done_min" in row.get("seed_never", ()):
+            return -1.0
         vals = [
             row[k]
             for k in ("total_usd_vs_seed", "time_to_done_vs_seed", "time_to_fleet_vs_seed")
