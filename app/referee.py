@@ -23,7 +23,7 @@ from .core.errors import ConfigError
 from .core.lifecycle import Phase
 from .core.policy import Policy, get_policy
 from .ledger import Ledger
-from .referee_score import SCORE_KEYS, RunFacts, score, summarise
+from .referee_score import RATIO_KEYS, SCORE_KEYS, RunFacts, score, summarise
 from .sim.family import draw_family
 from .sim.scenario import Scenario
 from .sim.server import SimServer
@@ -263,8 +263,14 @@ def format_table(result: dict[str, Any]) -> str:
     for policy, s in result["summary"].items():
         w = s.get("worst_market")
         if policy != "seed" and w is not None and markets > 1:
+
+            def shown(k: str, w: dict[str, Any] = w) -> str:
+                if w[k] is not None:
+                    return f"{w[k]:.2f}x"
+                return "never" if RATIO_KEYS[k] in w.get("never", ()) else "-"
+
             ratios = ", ".join(
-                f"{k.removesuffix('_vs_seed')} {_fmt(w[k], '.2f', 'never')}"
+                f"{k.removesuffix('_vs_seed')} {shown(k)}"
                 for k in ("total_usd_vs_seed", "time_to_done_vs_seed", "dud_usd_vs_seed")
             )
             lines.append(f"{policy}: worst market {w['market']} against seed: {ratios}")
