@@ -176,6 +176,17 @@ def plan(
     deadline_min: float = DEFAULT_DEADLINE_MIN,
 ) -> list[Task]:
     """Every run the referee will make, in report order (market, seed, policy)."""
+    if (
+        seeds < 1
+        or family < 0
+        or not deadline_min > 0
+        or (time_scale is not None and time_scale <= 0)
+    ):
+        raise ConfigError("referee: seeds >= 1, family >= 0, deadline and time scale above 0")
+    if not policies:
+        raise ConfigError("referee: name at least one policy")
+    for name in policies:
+        policy_from_spec(name)  # refuse a bad name before any market starts
     tasks: list[Task] = []
     deadline_s = deadline_min * 60
     if family:

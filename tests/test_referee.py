@@ -258,3 +258,11 @@ def test_a_policy_setting_can_be_refereed_before_it_is_a_preset():
         policy_from_spec("default+no_such_setting=1")
     with pytest.raises(ConfigError):
         policy_from_spec("default+spare_attempts")
+
+
+@pytest.mark.parametrize(
+    "args", [["--family", "-1"], ["--deadline-min", "0"], ["--seeds", "0"], ["--policies", "bogus"]]
+)
+def test_bad_referee_arguments_are_refused_before_any_market_starts(args, capsys):
+    assert main(["referee", *args]) == 2
+    assert "rentwatch:" in capsys.readouterr().err
