@@ -189,7 +189,7 @@ def _cmd_referee(args: argparse.Namespace) -> int:
         scenario,
         campaign,
         policies,
-        args.seeds or (1 if args.family else 3),
+        args.seeds if args.seeds is not None else (1 if args.family else 3),
         warm=args.warm,
         time_scale=args.time_scale,
         family=args.family,
