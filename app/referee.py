@@ -104,8 +104,9 @@ async def _one_run(
         run = asyncio.ensure_future(sup.run())
         # The deadline is market time; the clock runs at the scale, so wait in wall seconds.
         done, _ = await asyncio.wait({run}, timeout=deadline_s / clock.time_scale)
+        ended = "referee: the market-time deadline passed"
         if run in done:
-            run.result()
+            ended = run.result().reason
         else:
             run.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -125,7 +126,7 @@ async def _one_run(
         for j in sup.jobs.jobs
         if j.status == "done" and j.finished_at is not None and j.finished_at <= finish
     )
-    return RunFacts(start, finish, campaign.fleet, verified, sup.jobs.total, done_at)
+    return RunFacts(start, finish, campaign.fleet, verified, sup.jobs.total, done_at, ended)
 
 
 def run_task(task: Task) -> dict[str, Any]:
@@ -143,6 +144,7 @@ def run_task(task: Task) -> dict[str, Any]:
                     )
                 )
                 result = score(sim.call(sim.market.truth), facts)
+                result["ended"] = facts.ended  # why the run stopped (not scored; for reading)
             assert result is not None
         finally:
             ledger.close()

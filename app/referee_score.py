@@ -53,6 +53,7 @@ class RunFacts:
     verified_at: Mapping[int, float]
     jobs_total: int = 0
     jobs_done: tuple[tuple[int | None, float], ...] = ()
+    ended: str = ""  # the campaign's own reason for ending, or the referee's deadline
 
 
 def delivers(row: Mapping[str, Any]) -> bool:
