@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import tempfile
 import tomllib
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,11 @@ from .core.policy import Policy, get_policy
 from .ledger import Ledger
 from .referee_score import RATIO_KEYS, SCORE_KEYS, RunFacts, score, summarise
 from .sim.family import draw_family
+from .sim.market import SimClock
 from .sim.scenario import Scenario
 from .sim.server import SimServer
 from .ssh_runner import SSHRunner, load_or_create_key
-from .supervisor import Supervisor
+from .supervisor import Outcome, Supervisor
 
 __all__ = ["SCORE_KEYS", "default_jobs", "format_table", "policy_from_spec", "referee", "score"]
 
@@ -78,6 +80,37 @@ def policy_from_spec(spec: str) -> Policy:
     return get_policy(name.strip()).with_overrides(overrides)
 
 
+async def _run_until(
+    run: Awaitable[Outcome], clock: SimClock, deadline: float
+) -> tuple[str, float]:
+    """Await a campaign's run, cancelled at market time `deadline`; (why it ended, when)."""
+    task = asyncio.ensure_future(run)
+    # The deadline is market time; the clock runs at the scale, so wait in wall seconds.
+    wall = max(0.0, deadline - clock.now()) / clock.time_scale
+    done, _ = await asyncio.wait({task}, timeout=wall)
+    if task in done:
+        return task.result().reason, min(clock.now(), deadline)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return "referee: the market-time deadline passed", deadline
+
+
+def _facts(sup: Supervisor, start: float, finish: float, ended: str) -> RunFacts:
+    """What the policy did that the truth cannot say: what it verified, which jobs it saw end."""
+    verified = {
+        a.instance_id: next(t.at for t in a.life.history if t.after == Phase.VERIFIED)
+        for a in sup.attempts.values()
+        if a.life.ever_verified
+    }
+    done_at = tuple(
+        (j.instance_id, j.finished_at)
+        for j in sup.jobs.jobs
+        if j.status == "done" and j.finished_at is not None and j.finished_at <= finish
+    )
+    return RunFacts(start, finish, sup.campaign.fleet, verified, sup.jobs.total, done_at, ended)
+
+
 async def _one_run(
     sim: SimServer,
     campaign: Campaign,
@@ -97,36 +130,15 @@ async def _one_run(
         SSHRunner(load_or_create_key(key)),
         log=lambda _: None,
     )
-    sup.artifacts_root = tmp / "artifacts"
-    clock = sim.market.clock
-    start = clock.now()
+    sup.artifacts_root = tmp / "artifacts"  # a campaign's own artifacts stay in the run's folder
+    start = sim.market.clock.now()
     try:
-        run = asyncio.ensure_future(sup.run())
-        # The deadline is market time; the clock runs at the scale, so wait in wall seconds.
-        done, _ = await asyncio.wait({run}, timeout=deadline_s / clock.time_scale)
-        ended = "referee: the market-time deadline passed"
-        if run in done:
-            ended = run.result().reason
-        else:
-            run.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await run
-        finish = min(clock.now(), start + deadline_s)
+        ended, finish = await _run_until(sup.run(), sim.market.clock, start + deadline_s)
         await sup.release_all("rule:campaign_end", "referee: campaign ended")
     finally:
         await sup.close()
         await client.aclose()
-    verified = {
-        a.instance_id: next(t.at for t in a.life.history if t.after == Phase.VERIFIED)
-        for a in sup.attempts.values()
-        if a.life.ever_verified
-    }
-    done_at = tuple(
-        (j.instance_id, j.finished_at)
-        for j in sup.jobs.jobs
-        if j.status == "done" and j.finished_at is not None and j.finished_at <= finish
-    )
-    return RunFacts(start, finish, campaign.fleet, verified, sup.jobs.total, done_at, ended)
+    return _facts(sup, start, finish, ended)
 
 
 def run_task(task: Task) -> dict[str, Any]:
