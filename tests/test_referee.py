@@ -266,3 +266,21 @@ def test_a_policy_setting_can_be_refereed_before_it_is_a_preset():
 def test_bad_referee_arguments_are_refused_before_any_market_starts(args, capsys):
     assert main(["referee", *args]) == 2
     assert "rentwatch:" in capsys.readouterr().err
+
+
+def test_naive_on_a_market_of_duds_is_scored_as_never_delivering(tmp_path, capsys):
+    """`naive` trusts `running`: here every host runs and none computes. Its believed fleet is
+    no delivery, and nothing it paid bought a GPU-hour."""
+    scen = tmp_path / "duds.toml"
+    scen.write_text(
+        'seed = 4\noffers = 20\n[[host_class]]\nbehaviour = "stale_driver"\nshare = 0.7\n'
+        '[[host_class]]\nbehaviour = "misreported"\nshare = 0.3\n'
+    )
+    camp = tmp_path / "c.toml"
+    camp.write_text(CAMPAIGN)
+    args = ["referee", "--scenario", str(scen), "--campaign", str(camp), "--policies", "naive"]
+    assert main([*args, "--seeds", "1", "--deadline-min", "30", "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["total_usd"] > 0 and run["dud_usd"] == run["total_usd"]
+    assert run["time_to_fleet_min"] is None and run["usd_per_gpu_hour"] is None
+    assert run["time_to_done_min"] is None and run["jobs_finished"] == 0
