@@ -277,7 +277,7 @@ def _cmd_referee(args: argparse.Namespace) -> int:
 
     if args.scenario:
         _read_text(args.scenario, "scenario")
-    scenario = load_scenario(args.scenario)
+    scenario = None if args.family and not args.scenario else load_scenario(args.scenario)
     text = (
         _read_text(args.campaign, "campaign")
         if args.campaign
@@ -285,12 +285,21 @@ def _cmd_referee(args: argparse.Namespace) -> int:
     )
     campaign = parse_campaign(text, args.campaign or "referee campaign")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    from .core.policy import get_policy
+    from .referee import policy_from_spec
 
     for name in policies:
-        get_policy(name)
+        policy_from_spec(name)
     result = referee(
-        scenario, campaign, policies, args.seeds, warm=args.warm, time_scale=args.time_scale
+        scenario,
+        campaign,
+        policies,
+        args.seeds if args.seeds is not None else (1 if args.family else 3),
+        warm=args.warm,
+        time_scale=args.time_scale,
+        family=args.family,
+        family_seed=args.family_seed,
+        deadline_min=args.deadline_min,
+        workers=args.workers,
     )
     print(json.dumps(result, indent=1) if args.json else format_table(result))
     return 0
@@ -411,15 +420,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     f.add_argument("--scenario", help="scenario TOML (default: the article's market)")
     f.add_argument("--campaign", help="campaign TOML (default: a fleet of 3, as the demo)")
-    f.add_argument("--policies", default="naive,seed,default")
-    f.add_argument("--seeds", type=_positive_int, default=3)
+    f.add_argument(
+        "--policies", default="naive,seed,default", help="names; NAME+SETTING=VALUE tries a setting"
+    )
+    f.add_argument(
+        "--seeds", type=_positive_int, help="seeds per market (default 3; 1 with --family)"
+    )
+    f.add_argument("--family", type=int, default=0, help="N markets drawn from the family")
+    f.add_argument("--family-seed", type=int, default=1, help="which family (docs/referee.md)")
+    f.add_argument("--deadline-min", type=float, default=360.0, help="market minutes per run")
+    f.add_argument("--workers", type=int, help="parallel processes (default: the CPU count)")
     f.add_argument(
         "--warm", action="store_true", help="run each policy twice on one ledger; score the second"
     )
     f.add_argument(
         "--time-scale",
         type=_positive_float,
-        default=240.0,
+        default=600.0,
         help="override the scenario's time scale",
     )
     f.add_argument("--json", action="store_true")

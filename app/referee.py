@@ -1,166 +1,303 @@
-"""The policy referee: the same market, the same seed, several policies, scored from the
-simulator's truth (never from the engine's own ledger)."""
+"""The policy referee: the same markets, the same seeds, several policies, scored from the
+simulator's truth (never from the engine's own ledger). One shipped scenario (`--scenario`) or a
+family of drawn markets (`--family N`, see app/sim/family.py). Each run has a market-time
+deadline, runs go to parallel processes, and the scoring lives in app/referee_score.py.
+See docs/referee.md."""
 
 from __future__ import annotations
 
 import asyncio
-import statistics
+import concurrent.futures
+import contextlib
+import multiprocessing
+import os
 import tempfile
-from dataclasses import replace
+import tomllib
+from collections.abc import Awaitable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .core.campaign import Campaign
-from .core.policy import get_policy
+from .core.campaign import Campaign, Job
+from .core.errors import ConfigError
+from .core.lifecycle import Phase
+from .core.policy import Policy, get_policy
 from .ledger import Ledger
+from .referee_score import RATIO_KEYS, SCORE_KEYS, RunFacts, score, summarise
 from .session import Session
-from .sim.scenario import DELIVERING, Scenario
+from .sim.family import draw_family
+from .sim.market import SimClock
+from .sim.scenario import Scenario
 from .sim.server import SimServer
+from .supervisor import Outcome, Supervisor
 
-SCORE_KEYS = (
-    "dud_usd",
-    "duds",
-    "dud_mean_lifetime_min",
-    "false_kills",
-    "time_to_fleet_min",
-    "jobs_finished",
-    "total_usd",
-    "usd_per_gpu_hour",
-)
+__all__ = ["SCORE_KEYS", "default_jobs", "format_table", "policy_from_spec", "referee", "score"]
+
+DEFAULT_DEADLINE_MIN = 360.0  # market minutes a run may take before it scores "never"
+DEFAULT_JOB_MIN = 30.0  # market minutes each default job computes
+JOBS_PER_INSTANCE = 2  # default job set: two jobs per fleet slot (hold and batch pays)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One referee run, picklable so it can go to another process."""
+
+    market: int
+    scenario: Scenario
+    campaign: Campaign
+    policy: str
+    warm: bool
+    deadline_s: float
+
+
+def default_jobs(
+    fleet: int, time_scale: float, job_min: float = DEFAULT_JOB_MIN
+) -> tuple[Job, ...]:
+    """The referee's job set for a campaign that brings none: JOBS_PER_INSTANCE jobs per fleet
+    slot, each computing `job_min` market minutes (a sleep: the sim runs jobs in wall time, so the
+    wall length follows the time scale)."""
+    wall = max(0.2, job_min * 60 / time_scale)
+    run = f'python3 -c "import time; time.sleep({wall:.3f})"'
+    return tuple(
+        Job(name=f"ref-{i + 1}", run=run, retries=3) for i in range(JOBS_PER_INSTANCE * fleet)
+    )
+
+
+def policy_from_spec(spec: str) -> Policy:
+    """A policy by name, optionally with settings after `+` (`default+spare_attempts=2`), so a
+    setting can be refereed before it becomes a preset. Values are TOML (`true`, `2`, `0.5`)."""
+    name, *settings = spec.split("+")
+    overrides: dict[str, Any] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"policy {spec!r}: expected NAME+SETTING=VALUE, got {item!r}")
+        try:
+            overrides[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            raise ConfigError(f"policy {spec!r}: {value!r} is not a TOML value") from None
+    return get_policy(name.strip()).with_overrides(overrides)
+
+
+async def _run_until(
+    run: Awaitable[Outcome], clock: SimClock, deadline: float
+) -> tuple[str, float]:
+    """Await a campaign's run, cancelled at market time `deadline`; (why it ended, when)."""
+    task = asyncio.ensure_future(run)
+    # The deadline is market time; the clock runs at the scale, so wait in wall seconds.
+    wall = max(0.0, deadline - clock.now()) / clock.time_scale
+    done, _ = await asyncio.wait({task}, timeout=wall)
+    if task in done:
+        return task.result().reason, min(clock.now(), deadline)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return "referee: the market-time deadline passed", deadline
+
+
+def _facts(sup: Supervisor, start: float, finish: float, ended: str) -> RunFacts:
+    """What the policy did that the truth cannot say: what it verified, which jobs it saw end."""
+    verified = {
+        a.instance_id: at
+        for a in sup.attempts.values()
+        if (at := a.life.since(Phase.VERIFIED)) is not None
+    }
+    done_at = tuple(
+        (j.instance_id, j.finished_at)
+        for j in sup.jobs.jobs
+        if j.status == "done" and j.finished_at is not None and j.finished_at <= finish
+    )
+    return RunFacts(start, finish, sup.campaign.fleet, verified, sup.jobs.total, done_at, ended)
 
 
 async def _one_run(
-    sim: SimServer, campaign: Campaign, policy_name: str, ledger: Ledger, key: Path
-) -> tuple[float, float, int]:
-    """Run a campaign to its end; returns (market start, market finish, jobs done)."""
+    sim: SimServer,
+    campaign: Campaign,
+    policy_name: str,
+    ledger: Ledger,
+    key: Path,
+    tmp: Path,
+    deadline_s: float,
+) -> RunFacts:
+    """Run a campaign to its end or to the market-time deadline, then release what it holds."""
     session = Session.open(
         sim.url,
         sim.api_key,
         ledger,
         campaign,
-        get_policy(policy_name).with_overrides(campaign.policy),
+        policy_from_spec(policy_name).with_overrides(campaign.policy),
         key,
         log=lambda _: None,
+        artifacts_root=tmp / "artifacts",  # a campaign's own artifacts stay in the run's folder
     )
     sup = session.sup
     start = sim.market.clock.now()
+    ended, finish = "the run failed before its end", start
     try:
         await session.start()
-        await sup.run()
-        finish = sim.market.clock.now()
+        ended, finish = await _run_until(sup.run(), sim.market.clock, start + deadline_s)
         await session.release("rule:campaign_end", "referee: campaign ended")
     finally:
-        await session.end("referee: run over")
-    done = sum(1 for j in sup.jobs.jobs if j.status == "done")
-    return start, finish, done
+        await session.end(f"referee: run over ({ended})")
+    return _facts(sup, start, finish, ended)
 
 
-def score(truth: dict[str, Any], start: float, finish: float, jobs_done: int) -> dict[str, float]:
-    """Score one run from the truth: instances created at or after `start`."""
-    now = truth["now"]
-    rows = [r for r in truth["instances"] if r["created_at"] >= start - 1e-6]
-    duds = [r for r in rows if r["behaviour"] not in DELIVERING or r["running_at"] is None]
-    false_kills = [
-        r
-        for r in rows
-        if r["behaviour"] in DELIVERING
-        and r["destroyed_at"] is not None
-        and r["destroyed_at"] < finish - 1e-6
-    ]
-    lifetimes = [
-        ((r["destroyed_at"] or r["stopped_at"] or now) - r["created_at"]) / 60 for r in duds
-    ]
-    gpu_hours = 0.0
-    for r in rows:
-        if r["behaviour"] in DELIVERING and r["running_at"] is not None:
-            end = r["destroyed_at"] or r["stopped_at"] or now
-            gpu_hours += max(0.0, end - r["running_at"]) / 3600
-    total = sum(r["total_usd"] for r in rows)
+def run_task(task: Task) -> dict[str, Any]:
+    """One policy on one market (its own sim, ledger and key): the scored run."""
+    with tempfile.TemporaryDirectory(prefix="rentwatch-referee-") as tmp_s:
+        tmp = Path(tmp_s)
+        sim = SimServer(task.scenario, api_key="referee").start_in_thread()
+        ledger = Ledger(tmp / "ledger.duckdb")
+        try:
+            result: dict[str, Any] | None = None
+            for _ in range(2 if task.warm else 1):
+                facts = asyncio.run(
+                    _one_run(
+                        sim, task.campaign, task.policy, ledger, tmp / "key", tmp, task.deadline_s
+                    )
+                )
+                result = score(sim.call(sim.market.truth), facts)
+                result["ended"] = facts.ended  # why the run stopped (not scored; for reading)
+            assert result is not None
+        finally:
+            ledger.close()
+            sim.stop_thread()
     return {
-        "dud_usd": round(sum(r["total_usd"] for r in duds), 6),
-        "duds": len(duds),
-        "dud_mean_lifetime_min": round(statistics.fmean(lifetimes), 3) if lifetimes else 0.0,
-        "false_kills": len(false_kills),
-        "time_to_fleet_min": round((finish - start) / 60, 3),
-        "jobs_finished": jobs_done,
-        "total_usd": round(total, 6),
-        "usd_per_gpu_hour": round(total / gpu_hours, 4) if gpu_hours > 0 else 0.0,
+        "policy": task.policy,
+        "seed": task.scenario.seed,
+        "warm": task.warm,
+        "market": task.market,
+        **result,
     }
 
 
-def referee(
-    scenario: Scenario,
+def _with_jobs(campaign: Campaign, time_scale: float) -> Campaign:
+    return (
+        campaign
+        if campaign.jobs
+        else replace(campaign, jobs=default_jobs(campaign.fleet, time_scale))
+    )
+
+
+def plan(
+    scenario: Scenario | None,
     campaign: Campaign,
     policies: list[str],
     seeds: int,
     warm: bool = False,
     time_scale: float | None = None,
+    family: int = 0,
+    family_seed: int = 1,
+    deadline_min: float = DEFAULT_DEADLINE_MIN,
+) -> list[Task]:
+    """Every run the referee will make, in report order (market, seed, policy)."""
+    if (
+        seeds < 1
+        or family < 0
+        or not deadline_min > 0
+        or (time_scale is not None and time_scale <= 0)
+    ):
+        raise ConfigError("referee: seeds >= 1, family >= 0, deadline and time scale above 0")
+    if not policies:
+        raise ConfigError("referee: name at least one policy")
+    for name in policies:
+        policy_from_spec(name)  # refuse a bad name before any market starts
+    tasks: list[Task] = []
+    deadline_s = deadline_min * 60
+    if family:
+        for m in draw_family(family_seed, family):
+            camp = replace(
+                campaign,
+                fleet=m.fleet,
+                max_creates=max(campaign.max_creates, 12 * m.fleet),
+                max_dph=max(campaign.max_dph, m.max_dph),
+                budget_usd=max(campaign.budget_usd, 5.0 * m.fleet),
+            )
+            for k in range(seeds):
+                sc = replace(m.scenario, seed=m.scenario.seed + k, time_scale=time_scale or 600.0)
+                camp_k = _with_jobs(camp, sc.time_scale)  # default jobs sized to this fleet
+                tasks += [Task(m.index, sc, camp_k, p, warm, deadline_s) for p in policies]
+        return tasks
+    assert scenario is not None
+    for k in range(seeds):
+        sc = replace(scenario, seed=scenario.seed + k, time_scale=time_scale or scenario.time_scale)
+        camp = _with_jobs(campaign, sc.time_scale)
+        tasks += [Task(0, sc, camp, p, warm, deadline_s) for p in policies]
+    return tasks
+
+
+def run_tasks(tasks: list[Task], workers: int | None = None) -> list[dict[str, Any]]:
+    """Every run, in `workers` processes (1: here, one after another); results in task order."""
+    workers = workers or min(len(tasks), os.cpu_count() or 1)
+    if workers <= 1 or len(tasks) <= 1:
+        return [run_task(t) for t in tasks]
+    # spawn: a fresh interpreter per worker; forking a process that holds sim threads is unsafe
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        return list(pool.map(run_task, tasks))
+
+
+def referee(
+    scenario: Scenario | None,
+    campaign: Campaign,
+    policies: list[str],
+    seeds: int,
+    warm: bool = False,
+    time_scale: float | None = None,
+    family: int = 0,
+    family_seed: int = 1,
+    deadline_min: float = DEFAULT_DEADLINE_MIN,
+    workers: int | None = None,
 ) -> dict[str, Any]:
-    runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        key = Path(tmp) / "key"
-        for k in range(seeds):
-            sc = replace(
-                scenario, seed=scenario.seed + k, time_scale=time_scale or scenario.time_scale
-            )
-            for policy in policies:
-                sim = SimServer(sc, api_key="referee").start_in_thread()
-                ledger = Ledger(Path(tmp) / f"{policy}-{k}.duckdb")
-                try:
-                    result = None
-                    for _ in range(2 if warm else 1):
-                        start, finish, done = asyncio.run(
-                            _one_run(sim, campaign, policy, ledger, key)
-                        )
-                        result = score(sim.call(sim.market.truth), start, finish, done)
-                    assert result is not None
-                    runs.append({"policy": policy, "seed": sc.seed, "warm": warm, **result})
-                finally:
-                    ledger.close()
-                    sim.stop_thread()
-    summary: dict[str, Any] = {}
-    for policy in policies:
-        mine = [r for r in runs if r["policy"] == policy]
-        summary[policy] = {k: statistics.median(r[k] for r in mine) for k in SCORE_KEYS}
-        summary[policy]["range"] = {
-            k: [min(r[k] for r in mine), max(r[k] for r in mine)] for k in SCORE_KEYS
-        }
-    if "seed" in summary:
-        base = summary["seed"]
-        for policy in policies:
-            s = summary[policy]
-            s["dud_usd_vs_seed"] = (
-                round(s["dud_usd"] / base["dud_usd"], 3) if base["dud_usd"] else None
-            )
-            s["time_to_fleet_vs_seed"] = (
-                round(s["time_to_fleet_min"] / base["time_to_fleet_min"], 3)
-                if base["time_to_fleet_min"]
-                else None
-            )
-    return {"scenario": scenario.name, "runs": runs, "summary": summary}
+    """Run every policy on every market and seed; the referee's JSON (docs/referee.md)."""
+    tasks = plan(
+        scenario, campaign, policies, seeds, warm, time_scale, family, family_seed, deadline_min
+    )
+    runs = run_tasks(tasks, workers)
+    name = f"family:{family_seed}:{family}" if family else (scenario.name if scenario else "")
+    return {"scenario": name, "runs": runs, "summary": summarise(runs, policies)}
+
+
+def _fmt(v: Any, fmt: str, never: str = "never") -> str:
+    return never if v is None else f"{v:{fmt}}"
 
 
 def format_table(result: dict[str, Any]) -> str:
+    markets = len({r["market"] for r in result["runs"]})
     lines = [
-        f"referee: scenario {result['scenario']}, {len(result['runs'])} run(s); medians (range)"
+        f"referee: {result['scenario']}, {markets} market(s), {len(result['runs'])} run(s); "
+        "medians over runs (never = not within the deadline)"
     ]
-    head = (
-        f"{'policy':8} {'dud $':>16} {'duds':>9} {'dud life min':>16} {'false kills':>11} "
-        f"{'to fleet min':>16} {'total $':>8} {'$/GPU-h':>8} {'dud $ vs seed':>13} {'fleet vs seed':>13}"
+    lines.append(
+        f"{'policy':8} {'total $':>8} {'to done min':>11} {'dud $':>7} {'duds':>5} "
+        f"{'dud life':>8} {'false kills':>11} {'to fleet min':>12} {'$/GPU-h':>8} "
+        f"{'$ vs seed':>9} {'done vs':>8} {'dud$ vs':>8} {'fleet vs':>8}"
     )
-    lines.append(head)
     for policy, s in result["summary"].items():
-        rg = s["range"]
 
-        def cell(k: str, fmt: str, s: dict[str, Any] = s, rg: dict[str, Any] = rg) -> str:
-            return f"{s[k]:{fmt}} ({rg[k][0]:{fmt}}-{rg[k][1]:{fmt}})"
+        def x(key: str, s: dict[str, Any] = s) -> str:
+            return _fmt(s.get(key), ".2f", "-") + ("x" if s.get(key) is not None else "")
 
-        vs = s.get("dud_usd_vs_seed")
-        tf = s.get("time_to_fleet_vs_seed")
         lines.append(
-            f"{policy:8} {cell('dud_usd', '.3f'):>16} {cell('duds', '.0f'):>9} "
-            f"{cell('dud_mean_lifetime_min', '.1f'):>16} {s['false_kills']:>11.0f} "
-            f"{cell('time_to_fleet_min', '.0f'):>16} {s['total_usd']:>8.3f} {s['usd_per_gpu_hour']:>8.3f} "
-            f"{f'{vs:.2f}x' if vs is not None else '-':>13} {f'{tf:.2f}x' if tf is not None else '-':>13}"
+            f"{policy:8} {_fmt(s['total_usd'], '.3f'):>8} {_fmt(s['time_to_done_min'], '.0f'):>11} "
+            f"{_fmt(s['dud_usd'], '.3f'):>7} {_fmt(s['duds'], '.0f'):>5} "
+            f"{_fmt(s['dud_mean_lifetime_min'], '.1f'):>8} {_fmt(s['false_kills'], '.0f'):>11} "
+            f"{_fmt(s['time_to_fleet_min'], '.0f'):>12} {_fmt(s['usd_per_gpu_hour'], '.3f'):>8} "
+            f"{x('total_usd_vs_seed'):>9} {x('time_to_done_vs_seed'):>8} "
+            f"{x('dud_usd_vs_seed'):>8} {x('time_to_fleet_vs_seed'):>8}"
         )
+    for policy, s in result["summary"].items():
+        w = s.get("worst_market")
+        if policy != "seed" and w is not None and markets > 1:
+
+            def shown(k: str, w: dict[str, Any] = w) -> str:
+                if w[k] is not None:
+                    return f"{w[k]:.2f}x"
+                return "never" if RATIO_KEYS[k] in w.get("never", ()) else "-"
+
+            ratios = ", ".join(
+                f"{k.removesuffix('_vs_seed')} {shown(k)}"
+                for k in ("total_usd_vs_seed", "time_to_done_vs_seed", "dud_usd_vs_seed")
+            )
+            lines.append(f"{policy}: worst market {w['market']} against seed: {ratios}")
     return "\n".join(lines)

@@ -34,11 +34,21 @@ class Session:
         log: Callable[[str], None] = print,
         adopt_all: bool = False,
         owns_ledger: bool = False,
+        artifacts_root: Path = Path("artifacts"),
     ) -> None:
         self.market = market
         self.ledger = ledger
         self.owns_ledger = owns_ledger  # close the ledger at the end (it was opened for us)
-        self.sup = Supervisor(market, ledger, campaign, policy, ssh, log=log, adopt_all=adopt_all)
+        self.sup = Supervisor(
+            market,
+            ledger,
+            campaign,
+            policy,
+            ssh,
+            log=log,
+            adopt_all=adopt_all,
+            artifacts_root=artifacts_root,
+        )
         self.ended = False
 
     @classmethod
@@ -53,11 +63,14 @@ class Session:
         log: Callable[[str], None] = print,
         adopt_all: bool = False,
         owns_ledger: bool = False,
+        artifacts_root: Path = Path("artifacts"),
     ) -> Session:
         """A session on the Vast API at `market_url` (the real one or the simulator)."""
         client = VastClient(market_url, api_key)
         ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))
-        return cls(client, ledger, campaign, policy, ssh, log, adopt_all, owns_ledger)
+        return cls(
+            client, ledger, campaign, policy, ssh, log, adopt_all, owns_ledger, artifacts_root
+        )
 
     async def start(self) -> Supervisor:
         """Sync the clock where the market has one to read (the simulator), then prepare."""

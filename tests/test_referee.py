@@ -1,12 +1,18 @@
-"""The referee: its table's sums come from the sim's truth, whatever the scenario."""
+"""The referee: its table's sums come from the sim's truth, whatever the scenario; delivery is
+the truth's, not the policy's belief; runs are bounded by a market-time deadline."""
 
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 from rentwatch.cli import main
-from rentwatch.referee import score
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.referee import referee
+from rentwatch.referee_score import RunFacts, score
+from rentwatch.sim.scenario import parse_scenario
 
 CAMPAIGN = """
 name = "ref"
@@ -19,16 +25,45 @@ fleet = 1
 max_creates = 12
 budget_usd = 5.0
 """
+# One short job: the run ends soon after the fleet delivers (fast tests).
+SHORT_JOB = '\n[[jobs]]\nname = "j"\nrun = "true"\n'
+
+RUN_KEYS = {
+    "policy",
+    "seed",
+    "warm",
+    "market",
+    "dud_usd",
+    "duds",
+    "dud_mean_lifetime_min",
+    "false_kills",
+    "time_to_fleet_min",
+    "time_to_done_min",
+    "jobs_finished",
+    "total_usd",
+    "usd_per_gpu_hour",
+}
+RATIOS = {"dud_usd_vs_seed", "time_to_fleet_vs_seed", "time_to_done_vs_seed", "total_usd_vs_seed"}
 
 
-def _referee_json(tmp_path, capsys, scenario, time_scale: str) -> dict:
-    """`rentwatch referee --json` for seed and default, one seed, on `scenario`."""
+def _referee_json(tmp_path, capsys, *more: str, campaign: str = CAMPAIGN + SHORT_JOB) -> dict:
     camp = tmp_path / "c.toml"
-    camp.write_text(CAMPAIGN)
-    args = ["referee", "--scenario", str(scenario), "--campaign", str(camp)]
-    args += ["--policies", "seed,default", "--seeds", "1", "--json", "--time-scale", time_scale]
+    camp.write_text(campaign)
+    args = ["referee", "--campaign", str(camp), "--policies", "seed,default", "--json", *more]
     assert main(args) == 0
     return json.loads(capsys.readouterr().out)
+
+
+def _row(iid, behaviour, created, running=None, destroyed=None, stopped=None, usd=0.0):
+    return {
+        "id": iid,
+        "behaviour": behaviour,
+        "created_at": created,
+        "running_at": running,
+        "destroyed_at": destroyed,
+        "stopped_at": stopped,
+        "total_usd": usd,
+    }
 
 
 def test_referee_json_against_truth(tmp_path, capsys):
@@ -37,82 +72,172 @@ def test_referee_json_against_truth(tmp_path, capsys):
         'seed = 3\noffers = 12\n[[host_class]]\nbehaviour = "healthy"\nshare = 0.5\n'
         '[[host_class]]\nbehaviour = "fatal_pull"\nshare = 0.5\nfatal_at_min = [0.5, 1.0]\n'
     )
-    out = _referee_json(tmp_path, capsys, scen, "300")
+    out = _referee_json(tmp_path, capsys, "--scenario", str(scen), "--seeds", "1")
     assert set(out) == {"scenario", "runs", "summary"}
-    need = {
-        "policy",
-        "seed",
-        "warm",
-        "dud_usd",
-        "duds",
-        "dud_mean_lifetime_min",
-        "false_kills",
-        "time_to_fleet_min",
-        "jobs_finished",
-        "total_usd",
-        "usd_per_gpu_hour",
-    }
     for run in out["runs"]:
-        assert need <= set(run)
+        assert set(run) >= RUN_KEYS
+        assert run["market"] == 0
         assert run["false_kills"] == 0
         assert run["total_usd"] >= run["dud_usd"] >= 0
-    assert out["summary"]["seed"]["dud_usd_vs_seed"] in (1.0, None)
+        # half the market delivers: both policies get their fleet and finish the one job
+        assert run["time_to_fleet_min"] is not None and run["time_to_fleet_min"] > 0
+        assert run["time_to_done_min"] >= run["time_to_fleet_min"]
+        assert run["jobs_finished"] == 1
+        assert run["usd_per_gpu_hour"] > 0
+    for s in out["summary"].values():
+        assert set(s) >= RATIOS
+    assert out["summary"]["seed"]["total_usd_vs_seed"] == 1.0
 
 
 def test_score_sums():
     truth = {
         "now": 10_000.0,
         "instances": [
-            {
-                "created_at": 0.0,
-                "behaviour": "fatal_pull",
-                "running_at": None,
-                "destroyed_at": 300.0,
-                "stopped_at": None,
-                "total_usd": 0.02,
-            },
-            {
-                "created_at": 0.0,
-                "behaviour": "healthy",
-                "running_at": 600.0,
-                "destroyed_at": None,
-                "stopped_at": 4200.0,
-                "total_usd": 0.30,
-            },
-            {
-                "created_at": 100.0,
-                "behaviour": "healthy",
-                "running_at": None,
-                "destroyed_at": 500.0,
-                "stopped_at": None,
-                "total_usd": 0.01,
-            },
-            {
-                "created_at": -50.0,
-                "behaviour": "healthy",
-                "running_at": 1.0,
-                "destroyed_at": None,
-                "stopped_at": None,
-                "total_usd": 9.0,
-            },  # from an earlier run: not scored
+            _row(1, "fatal_pull", 0.0, destroyed=300.0, usd=0.02),
+            _row(2, "healthy", 0.0, running=600.0, stopped=4200.0, usd=0.30),
+            _row(3, "healthy", 100.0, destroyed=500.0, usd=0.01),
+            _row(4, "healthy", -50.0, running=1.0, usd=9.0),  # an earlier run's: not scored
         ],
     }
-    s = score(truth, start=0.0, finish=4000.0, jobs_done=0)
+    s = score(truth, RunFacts(start=0.0, finish=4000.0, fleet=1, verified_at={2: 900.0}))
     assert s["duds"] == 2 and abs(s["dud_usd"] - 0.03) < 1e-9
     assert s["false_kills"] == 1  # a healthy machine destroyed before the end
     assert abs(s["dud_mean_lifetime_min"] - (5 + 400 / 60) / 2) < 0.001
-    assert abs(s["time_to_fleet_min"] - 4000 / 60) < 0.001
+    assert abs(s["time_to_fleet_min"] - 900 / 60) < 0.001  # when the policy verified #2
     assert abs(s["usd_per_gpu_hour"] - 0.33 / 1.0) < 1e-9
+    assert s["time_to_done_min"] is None  # no jobs: nothing to finish
 
 
-SHIPPED = sorted(
-    (__import__("pathlib").Path(__file__).resolve().parent.parent / "scenarios").glob("*.toml")
-)
+def test_a_fleet_of_duds_never_delivers():
+    """What `naive` does: trusts `running` on hosts that cannot compute. Its fleet is never."""
+    truth = {
+        "now": 5000.0,
+        "instances": [
+            _row(1, "stale_driver", 0.0, running=300.0, stopped=3000.0, usd=0.2),
+            _row(2, "misreported", 0.0, running=400.0, stopped=3000.0, usd=0.2),
+        ],
+    }
+    facts = RunFacts(0.0, 3000.0, 2, {1: 310.0, 2: 410.0}, jobs_total=2, jobs_done=((1, 900.0),))
+    s = score(truth, facts)
+    assert s["time_to_fleet_min"] is None
+    assert s["usd_per_gpu_hour"] is None  # nothing delivered: not 0.0, which would read best
+    assert s["time_to_done_min"] is None and s["jobs_finished"] == 0  # work on a dud is none
+    assert s["dud_usd"] == s["total_usd"] == 0.4
+
+
+def test_time_to_fleet_needs_fleet_delivering_instances_held_at_once():
+    rows = [
+        _row(1, "healthy", 0.0, running=600.0, usd=0.1),
+        _row(2, "slow_pull", 0.0, running=1500.0, usd=0.1),
+        # verified, then stopped by the policy before #1 was verified: not held at once
+        _row(3, "throttled", 0.0, running=500.0, stopped=640.0, usd=0.1),
+        _row(4, "stale_driver", 0.0, running=200.0, usd=0.1),
+        _row(5, "healthy", 0.0, running=300.0, usd=0.1),  # delivering, never verified: not kept
+    ]
+    truth = {"now": 9000.0, "instances": rows}
+    verified = {1: 650.0, 2: 1600.0, 3: 550.0, 4: 250.0}
+    s = score(truth, RunFacts(0.0, 8000.0, 2, verified, jobs_total=1, jobs_done=((2, 2400.0),)))
+    assert abs(s["time_to_fleet_min"] - 1600 / 60) < 1e-3
+    assert abs(s["time_to_done_min"] - 2400 / 60) < 1e-3 and s["jobs_finished"] == 1
+    s3 = score(truth, RunFacts(0.0, 8000.0, 3, verified))
+    assert s3["time_to_fleet_min"] is None  # never three at once
+
+
+def test_summary_counts_never_as_worst_and_names_the_worst_market():
+    from rentwatch.referee_score import summarise
+
+    def run(policy, market, usd, done):
+        return {
+            "policy": policy,
+            "market": market,
+            "seed": 1,
+            "warm": False,
+            "dud_usd": usd / 2,
+            "duds": 1,
+            "dud_mean_lifetime_min": 1.0,
+            "false_kills": 0,
+            "time_to_fleet_min": done,
+            "time_to_done_min": done,
+            "jobs_finished": 1,
+            "total_usd": usd,
+            "usd_per_gpu_hour": None if done is None else usd,
+        }
+
+    runs = [
+        run("seed", 0, 1.0, 100.0),
+        run("seed", 1, 2.0, 200.0),
+        run("seed", 2, 3.0, 300.0),
+        run("default", 0, 0.5, 50.0),
+        run("default", 1, 1.0, 100.0),
+        run("default", 2, 1.5, None),  # never finished on market 2
+        run("naive", 0, 1.0, None),
+        run("naive", 1, 1.0, None),
+        run("naive", 2, 1.0, 10.0),
+    ]
+    s = summarise(runs, ["seed", "default", "naive"])
+    assert s["default"]["time_to_done_min"] == 100.0  # median of 50, 100, never
+    assert s["naive"]["time_to_done_min"] is None  # two of three never: the median is never
+    assert s["default"]["total_usd_vs_seed"] == 0.5
+    assert s["default"]["time_to_done_vs_seed"] == 0.5
+    assert s["naive"]["time_to_done_vs_seed"] is None
+    assert s["default"]["worst_market"]["market"] == 2
+    assert [m["total_usd_vs_seed"] for m in s["default"]["per_market"]] == [0.5, 0.5, 0.5]
+    assert s["default"]["per_market"][2]["never"] == ["time_to_fleet_min", "time_to_done_min"]
+    # naive finished only where seed... did too; where it alone never did, that market is worst
+    assert s["naive"]["worst_market"]["market"] in (0, 1)
+    # default finishing where seed never did, at three times the money, is not its worst market
+    runs += [run("seed", 3, 1.0, None), run("default", 3, 3.0, 500.0)]
+    s = summarise(runs, ["seed", "default"])
+    assert s["default"]["per_market"][3]["seed_never"] == ["time_to_fleet_min", "time_to_done_min"]
+    assert s["default"]["worst_market"]["market"] == 2
+
+
+def test_a_run_that_cannot_finish_scores_never_within_its_deadline(tmp_path):
+    """A market where nothing delivers: every policy runs out of market time, none hangs."""
+    scen = parse_scenario(
+        {
+            "seed": 5,
+            "offers": 20,
+            "host_class": [{"behaviour": "freeze_pull", "share": 1.0, "pull_min": [30, 40]}],
+        }
+    )
+    camp = parse_campaign(CAMPAIGN.replace("max_creates = 12", "max_creates = 500"))
+    t0 = time.monotonic()
+    out = referee(scen, camp, ["naive", "seed"], 1, time_scale=600, deadline_min=20, workers=1)
+    assert time.monotonic() - t0 < 60  # 20 market minutes at 600x is 2 s per run, plus setup
+    for run in out["runs"]:
+        assert run["time_to_fleet_min"] is None and run["time_to_done_min"] is None
+        assert run["usd_per_gpu_hour"] is None and run["jobs_finished"] == 0
+        assert run["dud_usd"] == run["total_usd"]
+    assert out["summary"]["naive"]["time_to_done_vs_seed"] is None
+
+
+def test_family_runs_every_policy_on_each_market(tmp_path, capsys):
+    out = _referee_json(
+        tmp_path, capsys, "--family", "2", "--family-seed", "7", "--deadline-min", "60"
+    )
+    assert out["scenario"] == "family:7:2"
+    assert [(r["market"], r["policy"]) for r in out["runs"]] == [
+        (0, "seed"),
+        (0, "default"),
+        (1, "seed"),
+        (1, "default"),
+    ]
+    for run in out["runs"]:
+        assert set(run) >= RUN_KEYS
+    per_market = out["summary"]["default"]["per_market"]
+    assert [m["market"] for m in per_market] == [0, 1]
+    assert out["summary"]["default"]["worst_market"]["market"] in (0, 1)
+
+
+SHIPPED = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.toml"))
 
 
 @pytest.mark.parametrize("scenario", SHIPPED, ids=lambda p: p.stem)
 def test_referee_runs_on_every_shipped_scenario(scenario, tmp_path, capsys):
-    out = _referee_json(tmp_path, capsys, scenario, "600")
+    out = _referee_json(
+        tmp_path, capsys, "--scenario", str(scenario), "--seeds", "1", "--deadline-min", "120"
+    )
     assert [r["policy"] for r in out["runs"]] == ["seed", "default"]
     for run in out["runs"]:
         assert (
@@ -120,3 +245,42 @@ def test_referee_runs_on_every_shipped_scenario(scenario, tmp_path, capsys):
         )  # one seed: the median is the run
         assert 0 <= run["dud_usd"] <= run["total_usd"]
     assert out["summary"]["default"]["false_kills"] == 0
+
+
+def test_a_policy_setting_can_be_refereed_before_it_is_a_preset():
+    from rentwatch.core.errors import ConfigError
+    from rentwatch.referee import policy_from_spec
+
+    p = policy_from_spec("default+spare_attempts=2+reuse_stopped=false")
+    assert p.name == "default" and p.spare_attempts == 2 and p.reuse_stopped is False
+    assert policy_from_spec("seed").freeze_window_s == 360.0
+    with pytest.raises(ConfigError):
+        policy_from_spec("default+no_such_setting=1")
+    with pytest.raises(ConfigError):
+        policy_from_spec("default+spare_attempts")
+
+
+@pytest.mark.parametrize(
+    "args", [["--family", "-1"], ["--deadline-min", "0"], ["--seeds", "0"], ["--policies", "bogus"]]
+)
+def test_bad_referee_arguments_are_refused_before_any_market_starts(args, capsys):
+    assert main(["referee", *args]) == 2
+    assert "rentwatch:" in capsys.readouterr().err
+
+
+def test_naive_on_a_market_of_duds_is_scored_as_never_delivering(tmp_path, capsys):
+    """`naive` trusts `running`: here every host runs and none computes. Its believed fleet is
+    no delivery, and nothing it paid bought a GPU-hour."""
+    scen = tmp_path / "duds.toml"
+    scen.write_text(
+        'seed = 4\noffers = 20\n[[host_class]]\nbehaviour = "stale_driver"\nshare = 0.7\n'
+        '[[host_class]]\nbehaviour = "misreported"\nshare = 0.3\n'
+    )
+    camp = tmp_path / "c.toml"
+    camp.write_text(CAMPAIGN)
+    args = ["referee", "--scenario", str(scen), "--campaign", str(camp), "--policies", "naive"]
+    assert main([*args, "--seeds", "1", "--deadline-min", "30", "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["total_usd"] > 0 and run["dud_usd"] == run["total_usd"]
+    assert run["time_to_fleet_min"] is None and run["usd_per_gpu_hour"] is None
+    assert run["time_to_done_min"] is None and run["jobs_finished"] == 0
