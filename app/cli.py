@@ -478,7 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a usage error: argparse's one line and SystemExit(2)
     if not getattr(args, "fn", None):
         args = parser.parse_args(["watch"])  # plain `rentwatch` is `rentwatch watch`
     try:
