@@ -4,7 +4,8 @@ One list call per poll; polls never overlap (one loop); preflights run in parall
 concurrency (the host tender); every marketplace change goes through `Actions` (intent, tries,
 outcome). Automated destroys go through `_abandon`, which refuses an instance that passed its
 preflight; a human destroy is a `DestroyIntent`, which needs a `DestroyConfirmation` naming the
-instance. The parts are built by `Supervisor.build` and passed in, each given what it needs.
+instance. The parts (journal, fleet, actions, offer book, observer, host link and tender, job
+work, recovery, operator) are composed in `__init__`, each handed only what it needs.
 """
 
 from __future__ import annotations
