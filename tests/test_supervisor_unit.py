@@ -519,3 +519,23 @@ def test_no_create_could_take_spend_past_the_budget(key):
         assert not only(await sup.poll_once(), Create)
 
     run(key, body, market=FakeMarket(many), fleet=10, budget_usd=1.0)
+
+
+def test_spend_counts_the_highest_price_the_market_showed(key):
+    """[J] A rental billed at ten times its offer's price: flagged, and the budget counts the
+    higher price, so the campaign ends before it overshoots."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        await to_running(sup, market, iid)
+        market.bad_rows[iid] = {"dph_base": 2.0}  # the offer said $0.20/h
+        market.t += 10
+        await sup.poll_once()
+        (note,) = [e for e in kinds(ledger, "note") if "contradicts" in e.reason]
+        assert note.instance_id == iid
+        market.t += 35 * 60  # $0.12 at the offer's price, $1.17 at the billed one
+        (f,) = only(await sup.poll_once(), Finish)
+        assert f.rule == "rule:budget"
+
+    run(key, body, budget_usd=1.0)
