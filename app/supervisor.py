@@ -195,6 +195,24 @@ class Supervisor:
                 and (inst.label or "").startswith(mine)
                 and row_problem(inst) is None
             ):
+                # its create's outcome was written as failed: the rental is a fact now
+                self.journal.fact(
+                    K.CREATE,
+                    None,
+                    at=inst.start_date or now,
+                    actor="reconcile",
+                    ok=True,
+                    reason="found carrying this campaign's label, unheld: a create whose "
+                    "answer named another id",
+                    detail={"label": inst.label, "gpu_billing": self.market.gpu_billing},
+                    instance_id=inst.id,
+                    machine_id=inst.machine_id,
+                    host_id=inst.host_id,
+                    gpu_name=inst.gpu_name,
+                    gpu_dph=inst.dph_base,
+                    storage_dph=inst.storage_total_cost,
+                )
+                self.fleet.creates += 1
                 self.recovery.adopt(inst, now)
 
     async def _decide(self, now: float) -> list[Decision]:

@@ -539,3 +539,22 @@ def test_spend_counts_the_highest_price_the_market_showed(key):
         assert f.rule == "rule:budget"
 
     run(key, body, budget_usd=1.0)
+
+
+def test_a_rental_carrying_our_label_that_we_do_not_hold_is_adopted(key):
+    """[J] The create answer named a held id and the new rental was not listed yet: refused at
+    first; once it shows up carrying our label it is adopted and on the ledger."""
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        real = market.next_id
+        market.lie_create_id, market.hidden = iid, {real}
+        assert not await sup.apply(CreateIntent())
+        assert real not in sup.attempts
+        market.hidden.clear()
+        market.t += 10
+        await sup.poll_once()
+        assert real in sup.attempts and sup.attempts[iid].life.phase == Phase.VERIFIED
+        assert real in {r["instance_id"] for r in ledger.instance_rows()}
+
+    run(key, body)
