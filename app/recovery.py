@@ -4,6 +4,7 @@ stopped), and write down what changed while nobody watched."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 
 from .attempt import Attempt
@@ -19,6 +20,15 @@ from .market import REFUSALS, Market
 from .ssh_runner import SSHRunner
 
 LABEL_PREFIX = "rw"
+
+
+def finite(value: float | None, default: float) -> float:
+    """A market number if it is one (finite, not negative), else `default`."""
+    if value is None or not math.isfinite(value) or value < 0:
+        return default
+    return value
+
+
 K = EventKind
 
 Starter = Callable[[Attempt, str, str], Awaitable[float]]
@@ -173,7 +183,8 @@ class Recovery:
         create = next(
             (e for e in history if e.kind == K.CREATE and e.phase == "outcome" and e.ok), None
         )
-        created_at = create.at if create else (inst.start_date or now)
+        # the ledger's own figures first; the market's row only where they are finite
+        created_at = create.at if create else finite(inst.start_date, now)
         a = Attempt(
             instance_id=inst.id,
             offer=None,
@@ -182,10 +193,12 @@ class Recovery:
             gpu_name=(create.gpu_name if create and create.gpu_name else inst.gpu_name)
             or "unknown",
             created_at=created_at,
-            gpu_dph=create.gpu_dph if create and create.gpu_dph is not None else inst.dph_base,
+            gpu_dph=create.gpu_dph
+            if create and create.gpu_dph is not None
+            else finite(inst.dph_base, 0.0),
             storage_dph=create.storage_dph
             if create and create.storage_dph is not None
-            else inst.storage_total_cost,
+            else finite(inst.storage_total_cost, 0.0),
             label=inst.label,
         )
         a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))

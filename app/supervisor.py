@@ -44,10 +44,10 @@ from .job_work import JobWork
 from .journal import Journal
 from .ledger import EventKind, Ledger
 from .market import AuthError, Market, MarketUnavailable
-from .observer import Observer, row_problem
+from .observer import Observer
 from .offers import OfferBook
 from .operator import Operator
-from .recovery import Recovery, campaign_label
+from .recovery import Recovery, campaign_label, finite
 from .ssh_runner import SSHRunner
 from .tender import HostTender
 
@@ -187,19 +187,16 @@ class Supervisor:
 
     def _adopt_strays(self, instances: list[Instance], now: float) -> None:
         """A rental carrying this campaign's label that we do not hold (a create whose answer
-        named another id) is adopted: a live rental is never unwatched nor off the ledger."""
+        named another id) is adopted, a bad row too (its prices from the row only where they
+        are finite): a live rental is never unwatched nor off the ledger."""
         mine = campaign_label(self.campaign.name) + ":"
         for inst in instances:
-            if (
-                inst.id not in self.fleet.attempts
-                and (inst.label or "").startswith(mine)
-                and row_problem(inst) is None
-            ):
+            if inst.id not in self.fleet.attempts and (inst.label or "").startswith(mine):
                 # its create's outcome was written as failed: the rental is a fact now
                 self.journal.fact(
                     K.CREATE,
                     None,
-                    at=inst.start_date or now,
+                    at=finite(inst.start_date, now),
                     actor="reconcile",
                     ok=True,
                     reason="found carrying this campaign's label, unheld: a create whose "
@@ -209,8 +206,8 @@ class Supervisor:
                     machine_id=inst.machine_id,
                     host_id=inst.host_id,
                     gpu_name=inst.gpu_name,
-                    gpu_dph=inst.dph_base,
-                    storage_dph=inst.storage_total_cost,
+                    gpu_dph=finite(inst.dph_base, 0.0),
+                    storage_dph=finite(inst.storage_total_cost, 0.0),
                 )
                 self.fleet.creates += 1
                 self.recovery.adopt(inst, now)

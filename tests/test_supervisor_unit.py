@@ -5,6 +5,7 @@ second (no simulator, no SSH, no sleeping: the fake's clock is moved by hand).""
 from __future__ import annotations
 
 import asyncio
+import math
 import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -558,3 +559,23 @@ def test_a_rental_carrying_our_label_that_we_do_not_hold_is_adopted(key):
         assert real in {r["instance_id"] for r in ledger.instance_rows()}
 
     run(key, body)
+
+
+def test_a_restart_adopts_our_rental_even_from_a_bad_row(key):
+    """[J] A row of ours with a NaN price at a restart: adopted (held, released at the end),
+    its price taken only where finite, so the spend the budget reads stays a number."""
+    led = Ledger(":memory:")
+    market = FakeMarket(list(OFFERS))
+    iid = market.adopt("rw:u:nan", OFFERS[1])
+    market.bad_rows[iid] = {"dph_base": float("nan"), "storage_total_cost": float("inf")}
+
+    async def body(sup, market, ledger):
+        assert iid in sup.attempts
+        market.t += 10
+        await sup.poll_once()
+        assert math.isfinite(sup.spent(market.t))
+        assert kinds(ledger, "bad_row")[0].instance_id == iid
+        await sup.release_all("rule:campaign_end", "over")
+        assert ("destroy_instance", iid) in market.calls
+
+    run(key, body, market=market, ledger=led)
