@@ -207,10 +207,19 @@ class Recovery:
         if pins:  # the key it proved itself with: a host answering with another is refused
             self.ssh.pinned[inst.id] = str(pins[-1])
         stopped = inst.intended_status == "stopped"
-        for e in history:  # the marks billing_marks reads: outcomes and facts that held
+        for e in history:  # the marks the ledger's billing_marks view reads, in order
             if e.kind in (K.STOP, K.START) and e.phase != "intent" and e.ok:
                 a.marks.append(Mark(e.at, e.kind))
-        held = next((m.kind != "stop" for m in reversed(a.marks) if m.kind != "create"), True)
+            elif e.kind == K.STATUS and e.detail.get("status") == "running":
+                a.marks.append(Mark(e.at, "running"))
+            elif e.kind == K.STATUS and e.detail.get("status") in ("exited", "offline", "unknown"):
+                a.marks.append(Mark(e.at, "halt"))
+        running = [m.kind == "running" for m in a.marks if m.kind in ("running", "halt")]
+        if inst.actual_status == "running" and not (running and running[-1]):
+            a.marks.append(Mark(now, "running"))  # running now: the GPU bills from here at least
+        held = next(
+            (m.kind == "start" for m in reversed(a.marks) if m.kind in ("stop", "start")), True
+        )
         if held == stopped:  # changed behind the ledger's back: the watchdog, or a person
             self._changed_elsewhere(a, K.STOP if stopped else K.START, now)
         move = self.journal.move

@@ -5,8 +5,8 @@ second (no simulator, no SSH, no sleeping: the fake's clock is moved by hand).""
 from __future__ import annotations
 
 import asyncio
-import math
 import dataclasses
+import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -566,12 +566,12 @@ def test_a_restart_adopts_our_rental_even_from_a_bad_row(key):
     its price taken only where finite, so the spend the budget reads stays a number."""
     led = Ledger(":memory:")
     market = FakeMarket(list(OFFERS))
-    iid = market.adopt("rw:u:nan", OFFERS[1])
+    iid = market.adopt("rw:u:nan", OFFERS[1], actual="running", msg="")
     market.bad_rows[iid] = {"dph_base": float("nan"), "storage_total_cost": float("inf")}
 
     async def body(sup, market, ledger):
         assert iid in sup.attempts
-        market.t += 10
+        market.t += 600  # ten minutes of a running GPU at the row's price
         await sup.poll_once()
         assert math.isfinite(sup.spent(market.t))
         assert kinds(ledger, "bad_row")[0].instance_id == iid
