@@ -27,6 +27,18 @@ class ServiceError(RentwatchError):
     title = "controller"
 
 
+class NotReady(ServiceError):
+    title = "not ready"
+
+
+class NotHeld(ServiceError):
+    title = "not held"
+
+
+class Refused(ServiceError):
+    title = "refused"
+
+
 class ControllerGone(ServiceError):
     title = "controller unreachable"
 

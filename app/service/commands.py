@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +23,12 @@ def _fmt_uptime(seconds: float) -> str:
     )
 
 
-def ls_rows() -> list[dict[str, Any]]:
+def ls_rows(wall: Callable[[], float] = time.time) -> list[dict[str, Any]]:
     """One row per running controller, with its live figures when it answers."""
     rows = []
+    now = wall()
     for e in registry.live_entries():
-        row: dict[str, Any] = {**e.as_json(), "uptime_s": registry.uptime(e)}
+        row: dict[str, Any] = {**e.as_json(), "uptime_s": registry.uptime(e, now)}
         client = ControllerClient(Target(socket=e.socket), timeout=3.0)
         try:
             st = client.status()
@@ -108,7 +111,9 @@ def cmd_attach(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run_background(args: argparse.Namespace) -> int:
+def cmd_run_background(
+    args: argparse.Namespace, monotonic: Callable[[], float] = time.monotonic
+) -> int:
     """`rentwatch run --background`: the same headless run, in its own session (no terminal
     to lose), its log next to the ledger; returns once its API answers."""
     import os
@@ -145,8 +150,8 @@ def cmd_run_background(args: argparse.Namespace) -> int:
             start_new_session=True,  # no SIGHUP when this terminal goes
             cwd=str(ledger.parent),
         )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    deadline = monotonic() + 60  # the controller registers itself within a minute, or failed
+    while monotonic() < deadline:
         code = proc.poll()
         if code is not None:
             tail = log_path.read_text(errors="replace").splitlines()[-10:]

@@ -36,27 +36,24 @@ from ..ledger.readonly import QueryResult
 from ..snapshot import snapshot
 from ..supervisor import Outcome, Supervisor
 from . import api, registry
+from .api import NotHeld, NotReady, Refused
 
 SNAPSHOT_MAX_AGE_S = 1.0  # wall seconds a snapshot is reused between polls (timers still tick)
 
 
-class NotReady(api.ServiceError):
-    title = "not ready"
-
-
-class NotHeld(api.ServiceError):
-    title = "not held"
-
-
-class Refused(api.ServiceError):
-    title = "refused"
-
-
 class Controller:
-    def __init__(self, campaign: str, ledger_path: Path) -> None:
+    def __init__(
+        self,
+        campaign: str,
+        ledger_path: Path,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.campaign = campaign
         self.ledger_path = ledger_path
-        self.started_at = time.time()
+        self._wall = wall  # wall-clock seconds: the start and uptime `rentwatch ls` shows
+        self._monotonic = monotonic  # the snapshot cache's age
+        self.started_at = wall()
         self.closing = asyncio.Event()
         self._sup: Supervisor | None = None
         self._snap: tuple[tuple[int, int, int], float, dict[str, Any]] | None = None
@@ -96,7 +93,7 @@ class Controller:
     def snapshot(self) -> dict[str, Any]:
         sup = self._need()
         key = (sup.polls, sup.journal.lines_total, self._gen)
-        now = time.monotonic()
+        now = self._monotonic()
         if self._snap is None or self._snap[0] != key or now - self._snap[1] > SNAPSHOT_MAX_AGE_S:
             self._snap = (key, now, api.snap_to_json(snapshot(sup, sup.now())))
         return self._snap[2]
@@ -108,7 +105,7 @@ class Controller:
             "pid": os.getpid(),
             "ledger": str(self.ledger_path),
             "started_at": self.started_at,
-            "uptime_s": time.time() - self.started_at,
+            "uptime_s": self._wall() - self.started_at,
             "ready": self._sup is not None,
             "queries": self.running_queries(),  # ledger queries running now, by id
         }

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import socket
-import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -141,5 +140,5 @@ def find(
     return found
 
 
-def uptime(entry: Entry) -> float:
-    return max(0.0, time.time() - entry.started_at)
+def uptime(entry: Entry, now: float) -> float:
+    return max(0.0, now - entry.started_at)

@@ -28,14 +28,17 @@ import sys
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from ..core.errors import RentwatchError
 from ..ledger.readonly import QueryFailed, QueryRefused
 from . import api, registry
-from .controller import Controller, NotHeld, NotReady, Refused
+from .api import NotHeld, NotReady, Refused
+
+if TYPE_CHECKING:
+    from .controller import Controller
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SSE_MIN_GAP_S = 0.05  # a burst of polls (a fast time scale) is coalesced to this rate
