@@ -103,7 +103,7 @@ class Supervisor:
         self.detach_asked = False  # the operator's shutdown-and-detach (controller API)
         self.listeners: list[Callable[[], None]] = []
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
-        self.observer = Observer(market, self.journal, self.fleet, policy)
+        self.observer = Observer(market, self.journal, self.fleet, policy, ssh)
         self.operator = Operator(self.actions, self.fleet, self.offer_book, self.journal)
         self.started_at: float | None = None  # the campaign's first start, read once
 

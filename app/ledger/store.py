@@ -19,7 +19,7 @@ from .kinds import EVENT_KINDS, EventKind
 from .readonly import QueryResult, QuerySandbox, connect_sandboxed
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
-ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog")
+ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog", "market")
 
 _COLUMNS = (
     "seq",
