@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from .attempt import Attempt
+from .blame_book import BlameBook
 from .core.billing import Mark
 from .core.lifecycle import Phase
 from .core.models import Instance
@@ -55,12 +56,14 @@ class Observer:
         fleet: Fleet,
         policy: Policy,
         ssh: SSHRunner | None = None,
+        blame_book: BlameBook | None = None,
     ) -> None:
         self.market = market
         self.journal = journal
         self.fleet = fleet
         self.policy = policy
         self.ssh = ssh
+        self.blame_book = blame_book
         self.bad_rows = 0  # rows skipped in all
         self._reported: set[int] = set()  # instances whose bad row is already in the ledger
         self._client_bad = 0  # how many of the client's own skipped rows are in the ledger
@@ -69,13 +72,15 @@ class Observer:
 
     def _on_route(self, instance_id: int, kind: str, where: str) -> None:
         """The ledger says which route (direct or proxy) each host was reached by."""
+        a = self.fleet.get(instance_id)
+        extra: dict[str, Any] = {} if a is not None else {"instance_id": instance_id}
         self.journal.fact(
             K.SSH_ROUTE,
-            self.fleet.get(instance_id),
+            a,
             actor="engine",
             reason=f"reached by its {kind} route {where}",
             detail={"kind": kind, "where": where},
-            **({} if self.fleet.get(instance_id) else {"instance_id": instance_id}),
+            **extra,
         )
 
     async def observe(self, instances: list[Instance], now: float) -> None:
@@ -234,5 +239,7 @@ class Observer:
         if status == "running" and a.life.phase == Phase.BOOTING:
             a.running_at = now
             self.journal.move(a, Phase.RUNNING, now, "container running")
+            if self.blame_book is not None:
+                self.blame_book.ran(a)  # the image pulled and started here: evidence
         if a.life.phase == Phase.VERIFIED:
             a.util_low_since = low_util_since(a.util_low_since, inst.gpu_util, self.policy, now)

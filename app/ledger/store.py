@@ -309,11 +309,14 @@ class Ledger:
         return self.events(where="kind = 'sent' AND intent_seq = ?", params=[intent_seq])
 
     def machine_record(self) -> dict[int, tuple[int, int, float]]:
-        """Machine id -> (verified rentals, duds, mean USD of a dud): our own memory of hosts."""
+        """Machine id -> (verified rentals, duds, mean USD of a dud): our own memory of hosts.
+        An attempt given up for the campaign's fault (`campaign_*` classes) says nothing of
+        its host and costs it no reputation."""
         rows = self._rows(
             "SELECT machine_id, count(*) FILTER (WHERE verified_at IS NOT NULL), "
-            "count(*) FILTER (WHERE dud), avg(total_usd) FILTER (WHERE dud) "
-            "FROM instances GROUP BY machine_id"
+            "count(*) FILTER (WHERE host_dud), avg(total_usd) FILTER (WHERE host_dud) "
+            "FROM (SELECT *, dud AND coalesce(failure_class, '') NOT LIKE 'campaign%' AS host_dud"
+            " FROM instances) GROUP BY machine_id"
         )
         return {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in rows if m is not None}
 
