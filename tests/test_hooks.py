@@ -110,3 +110,29 @@ def test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed(
     caught |= {e.instance_id for e in led.events(where="kind = 'xid'")}
     assert caught, [(r["instance_id"], r["failure_class"]) for r in bad]
     led.close()
+
+
+def test_routes_scheduling_and_build_output_abandon_no_healthy_host(make_sim, tmp_path):
+    """Issue 19's done-when: half the hosts direct, the proxy drops 8% of sessions, boots pass
+    through `scheduling` and a state no list names, status lines carry build output."""
+    sim = make_sim(
+        seed=19,
+        offers=30,
+        time_scale=240,
+        host_class=[{"behaviour": "healthy", "share": 1.0}],
+        ssh={"direct_share": 0.5, "proxy_drop": 0.08},
+        states={"scheduling_share": 0.6, "unnamed_share": 0.7, "build_output_share": 0.8},
+    )
+    code, ledger = run_campaign(sim, tmp_path, "default", fleet=4)
+    led = Ledger(ledger)
+    assert code == 0
+    rows = led.instance_rows()
+    assert [r["failure_class"] for r in rows if r["failure_class"] not in (None, "cancelled")] == []
+    verified = {r["instance_id"] for r in rows if r["verified_at"] is not None}
+    assert len(verified) >= 4
+    routes = {e.instance_id: e.detail["kind"] for e in led.events(where="kind = 'ssh_route'")}
+    assert verified <= set(routes), "the ledger must say which route each host used"
+    assert set(routes.values()) <= {"direct", "proxy"}
+    statuses = {e.detail.get("status") for e in led.events(where="kind = 'status'")}
+    assert "scheduling" in statuses and "unknown" in statuses
+    led.close()
