@@ -21,7 +21,7 @@ from rentwatch.core.verdict import CheckPolicy
 from rentwatch.ledger import Ledger
 from rentwatch.session import Session
 from rentwatch.snapshot import snapshot
-from widgets.render import campaign_bar
+from rentwatch.widgets.render import campaign_bar
 
 from .campaigns import campaign_text
 from .fake_market import FakeMarket
