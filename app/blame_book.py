@@ -4,8 +4,8 @@ fault, once one is proven (DESIGN.md rule 10).
 
 A failure blamed on the campaign (its image cannot be pulled or lacks python3/torch, its job
 fails the same way on two machines) or only suspected of being the campaign's spares the host:
-no quarantine, no reputation penalty (the abandon is recorded under a `campaign_*` class, which
-the machine record does not count). A proven campaign fault stops creating, is written to the
+no quarantine, no reputation penalty (the abandon event's detail names the `blame`, and the
+machine record does not count such attempts). A proven campaign fault stops creating, is written to the
 ledger (`campaign_fault`), said in the decision log and shown in the dashboard's banner; the
 campaign ends, non-zero, once nothing else is left to do.
 
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 K = EventKind
 IN_FLIGHT = frozenset({Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING})
-CAMPAIGN_CLASS = "campaign_fault"  # abandon class: the campaign's fault, proven
-SUSPECT_CLASS = "campaign_suspect"  # abandon class: looks like the campaign's, one machine so far
 
 
 def signature(campaign: Campaign) -> str:
@@ -50,7 +48,7 @@ class BlameBook:
         self.signature = signature(campaign)
         self.evidence = Evidence()
         self.fault: Blame | None = None
-        self.spared: dict[int, str] = {}  # instance id -> abandon class (not the host's fault)
+        self.spared: dict[int, Blame] = {}  # instance id -> why it is not the host's fault
 
     @property
     def banner(self) -> str | None:
@@ -104,9 +102,7 @@ class BlameBook:
         """Act on a blame: spare the host unless it is the host's; a campaign fault stops."""
         if found.party is Party.HOST:
             return
-        self.spared[a.instance_id] = (
-            CAMPAIGN_CLASS if found.party is Party.CAMPAIGN else SUSPECT_CLASS
-        )
+        self.spared[a.instance_id] = found
         if found.party is Party.SUSPECT:
             self.journal.say(
                 f"blame  i:{a.instance_id} m:{a.machine_id}: {found.reason} "
@@ -143,11 +139,17 @@ class BlameBook:
 
     def on_abandon(self, a: Attempt, d: Abandon) -> Abandon:
         """An abandon as it is about to be executed: a fatal status line is judged here (the
-        pull's failure, seen by the rules); a host spared by its blame loses the quarantine
-        and is recorded under the campaign's class."""
+        pull's failure, seen by the rules); a host spared by its blame loses the quarantine.
+        The class stays what the rules saw (`fatal`, ...); `detail` says whom it blames."""
         if d.failure_class == "fatal" and a.instance_id not in self.spared:
             self.judge(a, Stage.PULL, a.status_msg or "")
-        cls = self.spared.get(a.instance_id)
-        if cls is None:
+        if a.instance_id not in self.spared:
             return d
-        return replace(d, failure_class=cls, quarantine=None)
+        return replace(d, quarantine=None)
+
+    def detail(self, a: Attempt) -> dict[str, str]:
+        """What an abandon event carries about blame: `blame` (suspect / campaign) and its
+        cause, for an attempt the host is spared for; nothing for the host's own fault. The
+        machine record leaves such attempts out (no reputation penalty)."""
+        found = self.spared.get(a.instance_id)
+        return {} if found is None else {"blame": str(found.party), "cause": found.cause}

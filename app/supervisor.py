@@ -293,7 +293,7 @@ class Supervisor:
                 at=now,
                 actor=d.rule,
                 reason=d.reason,
-                detail={"class": d.failure_class, "usd": spent},
+                detail={"class": d.failure_class, "usd": spent, **self.blame_book.detail(a)},
             )
             self.journal.say(
                 f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "

@@ -26,15 +26,26 @@ def _run(sim, tmp_path, image, fleet=3, policy="default", extra=""):
         campaigns.CAMPAIGN = old
 
 
+def _blamed(led: Ledger) -> dict[int, str]:
+    """Instance id -> whom its abandon blames (suspect / campaign), where it spared the host."""
+    return {
+        e.instance_id: e.detail["blame"]
+        for e in led.events(where="kind = 'abandon'")
+        if e.detail.get("blame")
+    }
+
+
 def _healthy_harmed(led: Ledger, truth: dict[int, dict]) -> list[tuple[int, str, str | None]]:
-    """Healthy hosts destroyed or quarantined by automation (a campaign's end aside)."""
+    """Healthy hosts destroyed or quarantined by automation (a campaign's end aside, and a
+    campaign's fault, which spares the host)."""
     out = []
     quarantined = {e.machine_id for e in led.events(where="kind = 'quarantine'")}
+    spared = _blamed(led)
     for r in led.instance_rows():
         b = truth[r["instance_id"]]["behaviour"]
         cls = r["failure_class"]
         if b in HEALTHY and (
-            (cls not in (None, "cancelled") and not str(cls).startswith("campaign"))
+            (cls not in (None, "cancelled") and r["instance_id"] not in spared)
             or r["machine_id"] in quarantined
         ):
             out.append((r["instance_id"], b, cls))
@@ -73,7 +84,9 @@ def test_an_image_that_cannot_be_pulled_stops_after_two_machines(make_sim, tmp_p
     rows = led.instance_rows()
     assert len({r["machine_id"] for r in rows}) <= 2
     assert not led.events(where="kind = 'quarantine'")
-    assert all(str(r["failure_class"]).startswith("campaign") for r in rows if r["abandoned_at"])
+    blamed = _blamed(led)
+    assert all(r["instance_id"] in blamed for r in rows if r["abandoned_at"])
+    assert "campaign" in blamed.values()
     out = capsys.readouterr().out
     assert "FAULT" in out and "end    campaign fault: " in out
     # no reputation penalty: the machines' record shows no dud

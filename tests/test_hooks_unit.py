@@ -184,7 +184,9 @@ def test_a_campaign_fault_stops_creates_shows_a_banner_and_ends_non_zero(key):
         ds = await sup.poll_once()
         assert not only(ds, Create)
         assert only(ds, Abandon)  # the rules' fatal line; the executor spares the host
-        assert kinds(ledger, "abandon")[0].detail["class"] == "campaign_suspect"  # first seen
+        (ab,) = kinds(ledger, "abandon")
+        assert ab.detail["class"] == "fatal" and ab.detail["blame"] == "suspect"  # first seen
+        assert ab.machine_id not in ledger.machine_record()  # no reputation penalty
         assert not kinds(ledger, "quarantine")
         market.t += 10
         ds = await sup.poll_once()
