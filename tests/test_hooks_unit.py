@@ -242,3 +242,27 @@ def test_the_campaigns_http_timeout_reaches_the_client(tmp_path):
     assert s.market.timeout == 45  # type: ignore[attr-defined]
     asyncio.run(s.market.aclose())
     ledger.close()
+
+
+@pytest.mark.parametrize(
+    "behaviour", ["narrow_pcie", "short_vram", "slow_disk", "slow_net", "xid_mid_job"]
+)
+def test_killing_a_host_with_a_new_fault_is_no_false_kill(behaviour):
+    from rentwatch.referee_score import RunFacts, score
+
+    def row(iid: int, b: str) -> dict[str, Any]:
+        return {
+            "id": iid,
+            "behaviour": b,
+            "created_at": 0.0,
+            "running_at": 300.0,
+            "stopped_at": None,
+            "destroyed_at": 900.0,
+            "total_usd": 0.01,
+        }
+
+    facts = RunFacts(start=0.0, finish=3600.0, fleet=1, verified_at={})
+    truth = {"now": 3600.0, "instances": [row(1, behaviour)]}
+    assert score(truth, facts)["false_kills"] == 0
+    truth = {"now": 3600.0, "instances": [row(1, behaviour), row(2, "healthy")]}
+    assert score(truth, facts)["false_kills"] == 1
