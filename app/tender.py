@@ -162,8 +162,8 @@ class HostTender:
         listed = {
             "gpu_name": a.gpu_name,
             "gpu_ram": offer.gpu_ram_mb if offer else None,
-            "disk_bw": getattr(offer, "disk_bw", None),
-            "inet_down": getattr(offer, "inet_down", None),
+            "disk_bw": offer.disk_bw if offer else None,
+            "inet_down": offer.inet_down if offer else None,
         }
         disk = self.campaign.disk_gb if self.campaign else None
         bad = first_failure(deep_checks(doc, listed, disk, self.policy.checks))
