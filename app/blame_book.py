@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .core.blame import Blame, Evidence, Failure, Party, Stage, blame, last_error_line
+from .core.blame import Blame, Evidence, Failure, Party, Stage, blame, last_error_line, normalise
 from .core.campaign import Campaign
 from .core.lifecycle import Phase
 from .core.rules import Abandon, Create, Decision, Finish, FleetSnapshot
@@ -77,8 +77,15 @@ class BlameBook:
         if a.machine_id is not None:
             self.evidence = self.evidence.ran(self.image, a.machine_id)
 
-    def job_finished(self, job: str) -> None:
-        self.evidence = self.evidence.job_finished(self.image, job)
+    @staticmethod
+    def job_key(run: str) -> str:
+        """Jobs compare by their command with its numbers blanked: the sweep's `train.py
+        --seed 1` and `--seed 2` are one command, and a failed job is not retried, so the same
+        job name never fails on a second machine."""
+        return normalise(run)[:120]
+
+    def job_finished(self, run: str) -> None:
+        self.evidence = self.evidence.job_finished(self.image, self.job_key(run))
 
     def judge(
         self,
@@ -95,8 +102,10 @@ class BlameBook:
         self.take(a, found)
         return found
 
-    def job_failed(self, a: Attempt, job: str, exit_code: int, log_tail: str) -> Blame:
-        return self.judge(a, Stage.JOB, last_error_line(log_tail), exit_code, job)
+    def job_failed(self, a: Attempt, run: str, exit_code: int, log_tail: str) -> Blame:
+        """A job that exited non-zero: its last error line, exit code and command."""
+        line = last_error_line(log_tail)
+        return self.judge(a, Stage.JOB, line, exit_code, self.job_key(run))
 
     def take(self, a: Attempt, found: Blame) -> None:
         """Act on a blame: spare the host unless it is the host's; a campaign fault stops."""

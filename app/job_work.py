@@ -204,9 +204,9 @@ class JobWork:
         )
         if self.blame_book is not None:
             if st.exit_code == 0:
-                self.blame_book.job_finished(job.name)
+                self.blame_book.job_finished(job.job.run)
             else:  # the same last line and exit on two machines: the job's fault, not theirs
-                self.blame_book.job_failed(a, job.name, st.exit_code, st.log_tail)
+                self.blame_book.job_failed(a, job.job.run, st.exit_code, st.log_tail)
         if job.job.artifacts:
             await self._pull(a, job)
         self.queue.finished(job, st.exit_code, now)

@@ -266,3 +266,33 @@ def test_killing_a_host_with_a_new_fault_is_no_false_kill(behaviour):
     assert score(truth, facts)["false_kills"] == 0
     truth = {"now": 3600.0, "instances": [row(1, behaviour), row(2, "healthy")]}
     assert score(truth, facts)["false_kills"] == 1
+
+
+def test_a_job_failing_the_same_way_on_two_machines_is_the_campaigns_fault(key):
+    from rentwatch.core.campaign import Job
+    from rentwatch.ssh_runner import RunResult
+
+    tail = b"EXIT 1\nTraceback (most recent call last):\nModuleNotFoundError: No module named 'x'\n"
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        a = sup.attempts[iid]
+        other = dataclasses.replace(a, instance_id=iid + 1000, machine_id=999)
+
+        async def answer(_a: Any, _command: str, **kw: Any) -> RunResult:
+            return RunResult(0, tail, b"", False)
+
+        sup.link.run = answer  # the host's answer to the job's status command
+        for host in (a, other):
+            job = sup.jobs.on(host.instance_id) or sup.jobs.take(host.instance_id, market.t)
+            assert job is not None
+            await sup.job_work.check(host, job)
+        fault = sup.blame_book.fault
+        assert fault is not None and fault.cause == "repeated_job"
+        assert kinds(ledger, "campaign_fault")
+        assert sup.jobs.pending == 1
+        await sup.job_work.dispatch(market.t)  # nothing more goes out under the fault
+        assert sup.jobs.pending == 1 and not kinds(ledger, "quarantine")
+
+    jobs = tuple(Job(name=f"j{n}", run=f"python train.py --seed {n}") for n in range(3))
+    run(key, body, fleet=1, jobs=jobs)
