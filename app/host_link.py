@@ -49,7 +49,9 @@ class HostLink:
                 timeout=self.wall(timeout, 5.0),
             )
 
-    async def probe(self, a: Attempt, script: bytes, timeout_wall: float) -> RunResult:
+    async def probe(
+        self, a: Attempt, script: bytes, timeout_wall: float, command: str = "python3 -"
+    ) -> RunResult:
         """The preflight: a first contact, so a changed key is the preflight's own verdict
         (raised to the caller, not a distrust of a host never trusted)."""
         assert a.ssh_host is not None and a.ssh_port is not None
@@ -59,7 +61,7 @@ class HostLink:
                 a.instance_id,
                 a.ssh_host,
                 a.ssh_port,
-                "python3 -",
+                command,
                 stdin=script,
                 timeout=timeout_wall,
             )

@@ -11,6 +11,7 @@ from typing import Any
 import asyncssh
 
 from .attempt import Attempt
+from .blame_book import BlameBook
 from .core.jobs import JobQueue, JobState
 from .core.lifecycle import Phase
 from .fleet import Fleet
@@ -51,6 +52,7 @@ class JobWork:
         self.clock = clock
         self.artifacts_root = artifacts_root
         self._ckpt_at: dict[str, float] = {}  # job name -> market time of its last checkpoint
+        self.blame_book: BlameBook | None = None  # whose fault a failed job is (issue 16)
 
     def restore(self, ledger: Ledger) -> None:
         """After a restart: finished jobs stay finished; started ones are re-attached."""
@@ -100,7 +102,10 @@ class JobWork:
         )
 
     async def dispatch(self, now: float) -> None:
-        """Give each proven, idle host the next pending job."""
+        """Give each proven, idle host the next pending job (none under a campaign fault:
+        the job or its image is what fails)."""
+        if self.blame_book is not None and self.blame_book.fault is not None:
+            return
         for a in self.fleet.in_service():
             if self.queue.pending == 0:
                 return
@@ -197,6 +202,11 @@ class JobWork:
             f"job    {job.name} exited {st.exit_code} on i:{a.instance_id} "
             f"after {duration / 60:.1f} min"
         )
+        if self.blame_book is not None:
+            if st.exit_code == 0:
+                self.blame_book.job_finished(job.job.run)
+            else:  # the same last line and exit on two machines: the job's fault, not theirs
+                self.blame_book.job_failed(a, job.job.run, st.exit_code, st.log_tail)
         if job.job.artifacts:
             await self._pull(a, job)
         self.queue.finished(job, st.exit_code, now)

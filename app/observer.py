@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from .attempt import Attempt
+from .blame_book import BlameBook
 from .core.billing import Mark
 from .core.lifecycle import Phase
 from .core.models import Instance
@@ -22,6 +23,7 @@ from .fleet import Fleet
 from .journal import Journal
 from .ledger import EventKind
 from .market import REFUSALS, Market, NotFound
+from .ssh_runner import SSHRunner
 
 K = EventKind
 LOST_AFTER_S = 120.0  # a create may take this long to be listed before it counts as unseen
@@ -48,15 +50,42 @@ def row_problem(inst: Instance) -> str | None:
 
 
 class Observer:
-    def __init__(self, market: Market, journal: Journal, fleet: Fleet, policy: Policy) -> None:
+    def __init__(
+        self,
+        market: Market,
+        journal: Journal,
+        fleet: Fleet,
+        policy: Policy,
+        ssh: SSHRunner | None = None,
+        blame_book: BlameBook | None = None,
+    ) -> None:
         self.market = market
         self.journal = journal
         self.fleet = fleet
         self.policy = policy
+        self.ssh = ssh
+        self.blame_book = blame_book
         self.bad_rows = 0  # rows skipped in all
         self._reported: set[int] = set()  # instances whose bad row is already in the ledger
+        self._client_bad = 0  # how many of the client's own skipped rows are in the ledger
+        if ssh is not None:
+            ssh.on_route = self._on_route
+
+    def _on_route(self, instance_id: int, kind: str, where: str) -> None:
+        """The ledger says which route (direct or proxy) each host was reached by."""
+        a = self.fleet.get(instance_id)
+        extra: dict[str, Any] = {} if a is not None else {"instance_id": instance_id}
+        self.journal.fact(
+            K.SSH_ROUTE,
+            a,
+            actor="engine",
+            reason=f"reached by its {kind} route {where}",
+            detail={"kind": kind, "where": where},
+            **extra,
+        )
 
     async def observe(self, instances: list[Instance], now: float) -> None:
+        self._client_rows(now)
         live: dict[int, Instance] = {}
         bad: set[int] = set()
         for inst in instances:
@@ -79,13 +108,26 @@ class Observer:
             a.unseen = 0
             self._see(a, listed, now)
 
-    def _bad_row(self, iid: int, problem: str, now: float) -> None:
+    def _client_rows(self, now: float) -> None:
+        """Rows the client itself could not parse (`client.bad_rows`) go to the ledger too:
+        the market client drops them before the observer sees an `Instance`."""
+        raw = getattr(self.market, "bad_rows", None)
+        stats = getattr(getattr(self.market, "stats", None), "bad_rows", None)
+        if not isinstance(raw, list) or not isinstance(stats, int) or stats <= self._client_bad:
+            return
+        fresh = raw[-min(len(raw), stats - self._client_bad) :]
+        self._client_bad = stats
+        for iid, problem in fresh:
+            self._bad_row(iid if isinstance(iid, int) else None, f"unreadable: {problem}", now)
+
+    def _bad_row(self, iid: int | None, problem: str, now: float) -> None:
         self.bad_rows += 1
         self.journal.say(f"row    i:{iid} skipped this poll: {problem}")
-        if iid in self._reported:
+        if iid is not None and iid in self._reported:
             return
-        self._reported.add(iid)
-        a = self.fleet.get(iid)
+        if iid is not None:
+            self._reported.add(iid)
+        a = self.fleet.get(iid) if iid is not None else None
         extra: dict[str, Any] = {} if a is not None else {"instance_id": iid}
         self.journal.fact(
             K.BAD_ROW,
@@ -143,6 +185,21 @@ class Observer:
         )
         self.journal.say(f"lost   i:{a.instance_id} m:{a.machine_id}: {why}")
 
+    def _market_stop(self, a: Attempt, inst: Instance, now: float) -> None:
+        """A stop we did not ask for (a held instance never is STOPPED by us): the market's own,
+        at a contract's end or a zero balance. Recorded as the market's, so neither the
+        watchdog nor a person is blamed; the rules see one fewer in service and replace it."""
+        said = "/".join(s or "-" for s in (inst.intended_status, inst.cur_state, inst.next_state))
+        why = f"stopped by the market (intended/cur/next state: {said})"
+        a.marks.append(Mark(now, "stop"))
+        if a.preflight_task:
+            a.preflight_task.cancel()
+        self.journal.fact(
+            K.STOP, a, at=now, actor="market", ok=True, reason=why, detail={"by": "market"}
+        )
+        self.journal.move(a, Phase.STOPPED, now, why)
+        self.journal.say(f"stop   i:{a.instance_id} m:{a.machine_id} by the market: {said}")
+
     def _see(self, a: Attempt, inst: Instance, now: float) -> None:
         if inst.dph_base > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:
             self.journal.fact(
@@ -169,18 +226,36 @@ class Observer:
                 reason=f"status {a.status} -> {status}",
                 detail={"status": status, "msg": (inst.status_msg or "")[:300]},
             )
+            # billing marks as Vast bills: nothing while offline (neither GPU nor storage)
+            if a.status == "offline" and status != "offline":
+                a.marks.append(Mark(now, "online"))
             if status == "running" and a.status != "running":
                 a.marks.append(Mark(now, "running"))
-            elif a.status == "running" and status in ("exited", "offline", "unknown"):
+            elif status == "offline":
+                a.marks.append(Mark(now, "offline"))
+            elif a.status == "running" and status in ("exited", "unknown"):
                 a.marks.append(Mark(now, "halt"))
         if status != a.status or inst.status_msg != a.status_msg:
             a.status_since = now
         a.status, a.status_msg = status, inst.status_msg
         a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
+        if self.ssh is not None:
+            self.ssh.set_routes(a.instance_id, inst)  # direct first, the proxy as fallback
+        if inst.market_stopped and a.life.phase in (
+            Phase.REQUESTED,
+            Phase.BOOTING,
+            Phase.RUNNING,
+            Phase.VERIFYING,
+            Phase.VERIFIED,
+        ):
+            self._market_stop(a, inst, now)
+            return
         if a.life.phase == Phase.REQUESTED:
             self.journal.move(a, Phase.BOOTING, now, "listed by the marketplace")
         if status == "running" and a.life.phase == Phase.BOOTING:
             a.running_at = now
             self.journal.move(a, Phase.RUNNING, now, "container running")
+            if self.blame_book is not None:
+                self.blame_book.ran(a)  # the image pulled and started here: evidence
         if a.life.phase == Phase.VERIFIED:
             a.util_low_since = low_util_since(a.util_low_since, inst.gpu_util, self.policy, now)

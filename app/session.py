@@ -64,9 +64,13 @@ class Session:
         adopt_all: bool = False,
         owns_ledger: bool = False,
         artifacts_root: Path = Path("artifacts"),
+        http_timeout_s: float | None = None,
     ) -> Session:
-        """A session on the Vast API at `market_url` (the real one or the simulator)."""
-        client = VastClient(market_url, api_key)
+        """A session on the Vast API at `market_url` (the real one or the simulator). Each
+        market call's total deadline: `http_timeout_s` if given, else the campaign's
+        `http_timeout_s`, else the client's default (which `--http-timeout` sets)."""
+        timeout = http_timeout_s if http_timeout_s is not None else campaign.http_timeout_s
+        client = VastClient(market_url, api_key, timeout=timeout)
         ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))
         return cls(
             client, ledger, campaign, policy, ssh, log, adopt_all, owns_ledger, artifacts_root

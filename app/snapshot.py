@@ -56,6 +56,7 @@ class FleetSnap:
     decisions: tuple[str, ...]
     decisions_total: int  # how many lines the engine has said in all (the tuple is the tail)
     finished: str | None
+    banner: str | None = None  # a campaign fault: creates stopped until the operator fixes it
 
     @property
     def dud_share(self) -> float:
@@ -156,4 +157,5 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
         decisions=tuple(sup.journal.lines[-200:]),
         decisions_total=sup.journal.lines_total,
         finished=sup.finished.reason if sup.finished else None,
+        banner=sup.blame_book.banner,
     )

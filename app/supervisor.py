@@ -19,12 +19,13 @@ from pathlib import Path
 
 from .actions import Actions
 from .attempt import Attempt
+from .blame_book import BlameBook
 from .core.campaign import Campaign
 from .core.errors import MalformedAnswer
 from .core.jobs import JobQueue
 from .core.lifecycle import Phase
 from .core.models import Instance
-from .core.offer_choice import Quarantine
+from .core.offer_choice import Quarantine, quarantine_for
 from .core.policy import Policy
 from .core.rules import (
     Abandon,
@@ -86,7 +87,12 @@ class Supervisor:
         self.job_work = JobWork(
             JobQueue(campaign.jobs), self.fleet, self.link, self.journal, market, artifacts_root
         )
-        self.tender = HostTender(self.link, self.job_work, self.journal, policy, market)
+        self.blame_book = BlameBook(self.journal, campaign)  # whose fault: host or campaign
+        self.job_work.blame_book = self.blame_book
+        self.tender = HostTender(
+            self.link, self.job_work, self.journal, policy, market, campaign, self.blame_book
+        )
+        self.tender.host_fault = self._host_fault
         self.recovery = Recovery(
             market,
             ledger,
@@ -104,7 +110,7 @@ class Supervisor:
         self.detach_asked = False  # the operator's shutdown-and-detach (controller API)
         self.listeners: list[Callable[[], None]] = []
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
-        self.observer = Observer(market, self.journal, self.fleet, policy)
+        self.observer = Observer(market, self.journal, self.fleet, policy, ssh, self.blame_book)
         self.operator = Operator(self.actions, self.fleet, self.offer_book, self.journal)
         self.started_at: float | None = None  # the campaign's first start, read once
 
@@ -159,6 +165,7 @@ class Supervisor:
         self.fleet.restore(self.ledger, name, self.policy, now)
         await self.market.add_ssh_key(self.ssh.public_key)
         self.job_work.restore(self.ledger)
+        self.blame_book.restore(self.ledger)
         await self.recovery.reconcile()
         for a in self.fleet.in_service():  # adopted proven rentals: watch them, re-attach jobs
             if a.tend_task is None:
@@ -229,7 +236,7 @@ class Supervisor:
                 history=self.offer_book.history(),
                 create_cap=1 if first else None,
             )
-        return decide(snap, self.policy, now)
+        return self.blame_book.gate(decide(snap, self.policy, now), snap)
 
     def snapshot(self, now: float) -> FleetSnapshot:
         """Everything the rules decide on, in one immutable value (the machine record, a
@@ -276,6 +283,8 @@ class Supervisor:
             self.journal.say(f"done   {d.reason}")
 
     async def _create(self, d: Create) -> None:
+        if self.blame_book.fault is not None:  # proven while this poll's decisions ran
+            return
         if d.offer is None:
             self.journal.say("create skipped: no fit offer (price, CUDA, quarantine)")
             return
@@ -288,6 +297,7 @@ class Supervisor:
             raise AutomationRefused(f"automation may not destroy verified instance {a.instance_id}")
         now = self.market.answered_at()
         if a.life.phase != Phase.ABANDONED:
+            d = self.blame_book.on_abandon(a, d)  # the campaign's fault spares the host
             a.failure_class = d.failure_class
             self.journal.move(a, Phase.ABANDONED, now, d.reason)
             if a.preflight_task:
@@ -299,17 +309,25 @@ class Supervisor:
                 at=now,
                 actor=d.rule,
                 reason=d.reason,
-                detail={"class": d.failure_class, "usd": spent},
+                detail={"class": d.failure_class, "usd": spent, **self.blame_book.detail(a)},
             )
             self.journal.say(
                 f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "
                 f"(${spent:.4f}, {(now - a.created_at) / 60:.1f} min)"
             )
-            if d.failure_class != "cancelled":
+            if d.failure_class != "cancelled" and a.instance_id not in self.blame_book.spared:
                 self.fleet.failed_on(a.machine_id)
             if d.quarantine is not None:
                 self._quarantine(a, d.rule, d.quarantine, now)
         await self.actions.destroy(a, d.rule, f"abandoned: {d.reason}")
+
+    async def _host_fault(self, a: Attempt, rule: str, reason: str, failure_class: str) -> None:
+        """A proven host the tender found broken (a fatal XID): stop it, mark its machine."""
+        if a.life.phase != Phase.VERIFIED:
+            return
+        now = self.market.answered_at()
+        q = quarantine_for(self.policy, a.machine_id, failure_class, reason, now, self.quarantine)
+        await self._execute(Stop(a.instance_id, rule, reason, failure_class, q))
 
     def _quarantine(self, a: Attempt, rule: str, q: Quarantine, now: float) -> None:
         self.fleet.quarantined(q)

@@ -5,8 +5,12 @@ compute preflight of a running attempt; then, on a proven host, the dead-man's s
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from .attempt import Attempt
+from .blame_book import BlameBook
+from .core.campaign import Campaign
+from .core.host_checks import deep_checks, first_failure, xid_check
 from .core.lifecycle import Phase
 from .core.policy import Policy
 from .core.rules import low_util_since
@@ -16,10 +20,20 @@ from .job_work import JobWork
 from .journal import Journal
 from .ledger import EventKind
 from .market import Clock
-from .probe_io import ProbeError, parse_probe_output, probe_source
+from .probe_io import (
+    NET_PROBE_URL,
+    ProbeError,
+    parse_probe_output,
+    preflight_command,
+    probe_run_blame,
+    probe_source,
+    sampler_command,
+)
 from .ssh_runner import HostKeyChanged, SSHFailure
 
 K = EventKind
+# told of a proven host that must be stopped and marked: (attempt, rule, reason, failure class)
+HostFault = Callable[[Attempt, str, str, str], Awaitable[None]]
 SAMPLE_FIELDS = (
     "util",
     "sm_clock",
@@ -39,6 +53,8 @@ class HostTender:
         journal: Journal,
         policy: Policy,
         clock: Clock,
+        campaign: Campaign | None = None,
+        blame_book: BlameBook | None = None,
         watchdog_window_s: float = 15 * 60.0,
         beat_s: float = 120.0,
         job_poll_s: float = 30.0,
@@ -48,6 +64,9 @@ class HostTender:
         self.journal = journal
         self.policy = policy
         self.clock = clock
+        self.campaign = campaign  # its image and disk, which the preflight holds hosts to
+        self.blame_book = blame_book
+        self.host_fault: HostFault | None = None  # the supervisor's stop-and-quarantine
         self.watchdog_window_s = watchdog_window_s  # market seconds of silence: host stops itself
         self.beat_s = beat_s  # market seconds between heartbeats (and NVML samples)
         self.job_poll_s = job_poll_s  # market seconds between looks at a running job
@@ -60,6 +79,7 @@ class HostTender:
 
     async def _preflight(self, a: Attempt) -> None:
         script = probe_source("preflight")
+        command = preflight_command(self.policy.checks, NET_PROBE_URL)
         while True:
             if a.ssh_host is None or a.ssh_port is None:
                 a.ssh_error = "no SSH port published yet"
@@ -69,7 +89,7 @@ class HostTender:
                 a.ssh_error = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
             try:
                 res = await self.link.probe(
-                    a, script, self.link.wall(self.policy.preflight_timeout_s, 5.0)
+                    a, script, self.link.wall(self.policy.preflight_timeout_s, 5.0), command
                 )
             except HostKeyChanged as exc:
                 a.verdict = Verdict(False, "host_key_changed", str(exc))
@@ -82,14 +102,22 @@ class HostTender:
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             a.ssh_error = None
+            if self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
+                return
             try:
                 doc = parse_probe_output(res.stdout, "preflight", res.truncated)
             except ProbeError as exc:
                 a.verdict = Verdict(False, "bad_probe", str(exc))
                 return
             a.verdict = preflight_verdict(
-                doc, a.gpu_name, self.policy.min_speed_share, self.policy.check_gpu_name
+                doc,
+                a.gpu_name,
+                self.policy.min_speed_share,
+                self.policy.check_gpu_name,
+                checks=self.policy.checks,
             )
+            if a.verdict.ok:
+                self._deep_checks(a, doc)
             if not a.verdict.ok:
                 self.journal.fact(
                     K.PREFLIGHT_FAILED,
@@ -104,6 +132,46 @@ class HostTender:
                     },
                 )
             return
+
+    def _campaign_fault(
+        self, a: Attempt, exit_status: int | None, stdout: bytes, stderr: bytes
+    ) -> bool:
+        """The probe could not run for a reason the image causes (no python3, no torch where
+        it was needed): the campaign's fault, so the host is spared and creates stop."""
+        image = self.campaign.image if self.campaign else ""
+        found = probe_run_blame(a.machine_id or -a.instance_id, image, exit_status, stdout, stderr)
+        if found is None:
+            return False
+        if self.blame_book is not None:
+            self.blame_book.take(a, found)
+        a.verdict = Verdict(False, "campaign_fault", found.reason)
+        self.journal.fact(
+            K.PREFLIGHT_FAILED,
+            a,
+            actor="rule:blame",
+            reason=found.reason,
+            ok=False,
+            detail={"class": "campaign_fault", "cause": found.cause},
+        )
+        return True
+
+    def _deep_checks(self, a: Attempt, doc: dict[str, object]) -> None:
+        """What one matmul does not exercise (PCIe link, VRAM, disk, download, XID), against
+        the offer as listed: the first measured shortfall fails the host."""
+        offer = a.offer
+        listed = {
+            "gpu_name": a.gpu_name,
+            "gpu_ram": offer.gpu_ram_mb if offer else None,
+            "disk_bw": offer.disk_bw if offer else None,
+            "inet_down": offer.inet_down if offer else None,
+        }
+        disk = self.campaign.disk_gb if self.campaign else None
+        bad = first_failure(deep_checks(doc, listed, disk, self.policy.checks))
+        if bad is None or a.verdict is None:
+            return
+        a.verdict = Verdict(
+            False, bad.failure_class or bad.name, bad.reason, a.verdict.tflops, a.verdict.expected
+        )
 
     # -- proven hosts: watchdog, heartbeat, NVML samples, jobs -------------------------------
     async def tend(self, a: Attempt) -> None:
@@ -128,12 +196,13 @@ class HostTender:
             try:
                 if a.watchdog_armed:
                     await self.link.run(a, "touch ~/.rentwatch/heartbeat")
-                res = await self.link.run(a, "python3 -", stdin=nvml)
+                res = await self.link.run(a, sampler_command(), stdin=nvml)
                 doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
             except (SSHFailure, ProbeError) as exc:
                 self.journal.say(f"sample i:{a.instance_id} failed: {exc}")
                 continue
             self.take_samples(a, doc)
+            await self.check_xid(a, doc)
 
     async def _arm_watchdog(self, a: Attempt) -> None:
         try:
@@ -154,6 +223,26 @@ class HostTender:
             )
         except SSHFailure as exc:
             self.journal.say(f"watch  i:{a.instance_id} could not arm the watchdog: {exc}")
+
+    async def check_xid(self, a: Attempt, doc: dict[str, object]) -> None:
+        """A fatal XID (the GPU fell off the bus, double-bit ECC) in the sampler's events: the
+        GPU is broken under load, so the instance is stopped and its machine quarantined."""
+        if not self.policy.checks.xid:
+            return
+        found = xid_check(doc)
+        if found.ok is not False:
+            return
+        self.journal.fact(
+            K.XID,
+            a,
+            actor="rule:xid",
+            ok=False,
+            reason=found.reason,
+            detail={"class": found.failure_class, "xid": found.measured},
+        )
+        self.journal.say(f"xid    i:{a.instance_id} m:{a.machine_id}: {found.reason}")
+        if self.host_fault is not None:
+            await self.host_fault(a, "rule:xid", found.reason, found.failure_class or "xid")
 
     def take_samples(self, a: Attempt, doc: dict[str, object]) -> None:
         now = self.clock.now()

@@ -93,6 +93,8 @@ def campaign_bar(f: FleetSnap) -> Text:
     per = f.usd_per_gpu_hour
     t.append(f"   $/GPU-h {per:.3f}" if per is not None else "   $/GPU-h -")
     t.append(f"   quarantined {f.quarantined}")
+    if f.banner:  # host-controlled text inside (a status line): plain, cleaned, cut
+        t.append(f"   ⚠ {clean(f.banner, 160)}", style="bold red")
     if f.finished:
         t.append(f"   ✔ {clean(f.finished, 120)}", style="green")
     return t

@@ -57,6 +57,9 @@ class Campaign:
     budget_usd: float
     deadline_min: float | None = None
     poll_s: float = 10.0  # market seconds between polls
+    # wall seconds one market call may take, whole answer included (None: the client's default,
+    # which `--http-timeout` sets); a slow market or a long list page may need more
+    http_timeout_s: float | None = None
     policy: dict[str, Any] = field(default_factory=dict)
     jobs: tuple[Job, ...] = ()
 
@@ -105,6 +108,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         "budget_usd",
         "deadline_min",
         "poll_s",
+        "http_timeout_s",
         "policy",
         "jobs",
     }
@@ -145,6 +149,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         raise fail("max_creates", f"must be at least the fleet size ({fleet}), at most 1000000")
     deadline = number("deadline_min") if "deadline_min" in data else None
     poll = number("poll_s", 10.0, hi=86_400)
+    http_timeout = number("http_timeout_s", hi=3600) if "http_timeout_s" in data else None
     policy = get("policy", dict, {})
     jobs_raw = get("jobs", list, [])
     jobs: list[Job] = []
@@ -169,6 +174,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         budget_usd=budget,
         deadline_min=deadline,
         poll_s=poll,
+        http_timeout_s=http_timeout,
         policy=policy,
         jobs=tuple(jobs),
     )

@@ -123,6 +123,8 @@ class Offer:
     gpu_ram_mb: float | None
     geolocation: str | None
     dlperf: float | None = None
+    disk_bw: float | None = None  # MB/s the host claims for its disk (the preflight checks it)
+    inet_down: float | None = None  # Mb/s the host claims for downloads (likewise)
 
     @classmethod
     def from_api(cls, row: Any) -> Offer:
@@ -148,6 +150,8 @@ class Offer:
             gpu_ram_mb=_soft(row, "gpu_ram", 0.0),
             geolocation=_text(row, "geolocation"),
             dlperf=_soft(row, "dlperf", 0.0),
+            disk_bw=_soft(row, "disk_bw", 0.0),
+            inet_down=_soft(row, "inet_down", 0.0),
         )
 
 

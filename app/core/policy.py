@@ -8,6 +8,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .patterns import DEFAULT_FATAL_PATTERNS
+from .verdict import CheckPolicy
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class Policy:
     idle_grace_s: float = 15 * 60.0
     stop_on_throttle: bool = False
     throttle_ratio: float = 0.85
+    # the deeper host checks (PCIe, VRAM, disk, download, XID) and their thresholds
+    checks: CheckPolicy = CheckPolicy()
 
     def with_overrides(self, overrides: dict[str, Any]) -> Policy:
         fields = self.__dataclass_fields__
@@ -57,6 +60,8 @@ class Policy:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     raise ConfigError("policy.fatal_patterns: expected a list of strings")
                 value = tuple(value)
+            elif key == "checks":
+                value = _checks(self.checks, value)
             elif value is False and "None" in str(fields[key].type):
                 value = None  # TOML has no null: `false` switches an optional window off
             else:
@@ -66,6 +71,19 @@ class Policy:
 
 
 RANKS = ("price", "expected_cost")
+
+
+def _checks(base: CheckPolicy, value: Any) -> CheckPolicy:
+    """A campaign's `[policy.checks]` table over the policy's own check settings, each
+    setting checked like any other (a flag where a flag goes, a finite number not negative)."""
+    if not isinstance(value, dict):
+        raise ConfigError("policy.checks: expected a table of check settings")
+    fields = base.__dataclass_fields__
+    for key, setting in value.items():
+        if key not in fields:
+            raise ConfigError(f"policy.checks: unknown setting {key!r}")
+        _check_setting(f"checks.{key}", str(fields[key].type), setting)
+    return replace(base, **value)
 
 
 def _check_setting(key: str, kind: str, value: Any) -> None:

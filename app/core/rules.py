@@ -35,7 +35,9 @@ SILENT_WORDS = (
     "Starting container",
     "Creating container",
 )
-TERMINAL = frozenset({"exited", "unknown", "offline"})
+# `unknown` is not terminal: Vast adds lifecycle states rentwatch has no name for (SkyPilot
+# treats them as initialising), so an unknown status is left to the deadlines (issue 19)
+TERMINAL = frozenset({"exited", "offline"})
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ class EventKind(StrEnum):
     RECONCILED = "reconciled"
     DECISION = "decision"
     NOTE = "note"
+    CAMPAIGN_FAULT = "campaign_fault"  # a failure blamed on the campaign (image, job): creates stop
+    XID = "xid"  # a fatal XID / ECC event on a proven host: stopped and its machine marked
+    SSH_ROUTE = "ssh_route"  # the SSH route (direct / proxy, host:port) an instance was reached by
     ERROR = "error"  # the engine refused something of its own (an illegal lifecycle move)
 
 

@@ -38,7 +38,10 @@ CREATE OR REPLACE VIEW ledger_clock AS SELECT coalesce(max(ts), 0) AS now FROM e
 CREATE OR REPLACE VIEW billing_marks AS
 SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
        CASE WHEN kind = 'status' AND detail->>'status' = 'running' THEN 'running'
-            WHEN kind = 'status' AND detail->>'status' IN ('exited', 'offline', 'unknown') THEN 'halt'
+            WHEN kind = 'status' AND detail->>'status' IN ('exited', 'unknown') THEN 'halt'
+            -- Vast's docs: no rental and no storage charges while offline
+            WHEN kind = 'status' AND detail->>'status' = 'offline' THEN 'offline'
+            WHEN kind = 'status' THEN 'online'
             WHEN kind = 'lost' THEN 'destroy'
             ELSE kind END AS mark,
        CASE WHEN kind = 'create' THEN gpu_dph END AS gpu_dph,
@@ -46,8 +49,7 @@ SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
        CASE WHEN kind = 'create' THEN coalesce(detail->>'gpu_billing', 'created') END AS billing
 FROM events
 WHERE instance_id IS NOT NULL AND coalesce(ok, true) AND phase <> 'intent'
-  AND (kind IN ('create', 'stop', 'start', 'destroy', 'lost')
-       OR (kind = 'status' AND detail->>'status' IN ('running', 'exited', 'offline', 'unknown')));
+  AND (kind IN ('create', 'stop', 'start', 'destroy', 'lost') OR kind = 'status');
 
 CREATE OR REPLACE VIEW billing_spans AS
 WITH m AS (
@@ -58,14 +60,15 @@ WITH m AS (
     max(CASE WHEN mark = 'create' THEN 1 ELSE 0 END) OVER w AS created,
     max(CASE WHEN mark = 'destroy' THEN 1 ELSE 0 END) OVER w AS destroyed,
     last_value(CASE WHEN mark IN ('create', 'start') THEN 1 WHEN mark = 'stop' THEN 0 END IGNORE NULLS) OVER w AS held,
-    last_value(CASE WHEN mark = 'running' THEN 1 WHEN mark IN ('halt', 'stop', 'create') THEN 0 END IGNORE NULLS) OVER w AS running,
+    last_value(CASE WHEN mark = 'running' THEN 1 WHEN mark IN ('halt', 'stop', 'create', 'offline') THEN 0 END IGNORE NULLS) OVER w AS running,
+    last_value(CASE WHEN mark = 'offline' THEN 0 WHEN mark IN ('online', 'running', 'halt', 'create', 'start') THEN 1 END IGNORE NULLS) OVER w AS online,
     lead(ts) OVER (PARTITION BY instance_id ORDER BY ts, seq) AS next_at
   FROM billing_marks
   WINDOW w AS (PARTITION BY instance_id ORDER BY ts, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 )
 SELECT instance_id, ts, campaign, greatest(coalesce(next_at, (SELECT now FROM ledger_clock)) - ts, 0) AS span_s,
-       created = 1 AND destroyed = 0 AS storage_on,
-       created = 1 AND destroyed = 0 AND coalesce(held, 0) = 1
+       created = 1 AND destroyed = 0 AND coalesce(online, 1) = 1 AS storage_on,
+       created = 1 AND destroyed = 0 AND coalesce(online, 1) = 1 AND coalesce(held, 0) = 1
          AND (mode = 'created' OR coalesce(running, 0) = 1) AS gpu_on,
        coalesce(p_gpu, 0) AS gpu_dph, coalesce(p_storage, 0) AS storage_dph
 FROM m;

@@ -101,7 +101,7 @@ class States:
     while loading, and stops the market makes itself at a contract's end date."""
 
     scheduling_share: float = 0.3
-    unnamed_share: float = 0.0
+    unnamed_share: float = 0.1  # rentwatch leaves unknown states to its deadlines
     unnamed_name: str = "provisioning"
     build_output_share: float = 0.5
     contract_end_share: float = 0.0
