@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import subprocess
 
 import pytest
 from rentwatch.core.campaign import parse_campaign
@@ -17,7 +18,7 @@ from rentwatch.core.policy import get_policy
 from rentwatch.headless import run_headless
 from rentwatch.ledger import Ledger
 
-from tests.campaigns import campaign_text, truth_at
+from tests.campaigns import campaign_text, headless_cmd, headless_env, truth_at
 from tests.hostile_market import HostileMarket, Hostility
 
 ENGINE = pytest.mark.xfail(reason="needs engine half of [J]", strict=False)
@@ -179,3 +180,26 @@ def test_a_slow_answer_does_not_stop_supervision(hostile, tmp_path):
     assert proxy.injected.get("trickle", 0) > 0
     assert code == 0
     assert not _left_running(sim)
+
+
+@pytest.mark.parametrize(
+    ("status", "said"), [(401, "not authorised"), (503, "marketplace unavailable")]
+)
+def test_a_market_lost_mid_run_is_one_line_and_exit_4(hostile, tmp_path, status, said):
+    # the key revoked (401), or the market down for good (503), after a few polls of a running
+    # headless campaign: the trap still fires, the operator reads one line, the code says so
+    sim, proxy = hostile(Hostility(fail_status=status, fail_after_lists=6))
+    camp = tmp_path / "c.toml"
+    camp.write_text(campaign_text("gone", 1, '\n[[jobs]]\nname = "a"\nrun = "sleep 300"\n'))
+    cmd = headless_cmd(sim, tmp_path, camp, tmp_path / "l.duckdb", "--http-timeout", "1.0")
+    cmd = [proxy.url if a == sim.url else a for a in cmd]
+    env = headless_env(sim, RENTWATCH_MARKET_DOWN_S="5")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    assert proxy.injected.get(f"fail_{status}", 0) > 0
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr[-2000:]
+    assert r.returncode == 4, (r.returncode, r.stderr[-2000:])
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("rentwatch: ") and said in lines[0], lines
+    with Ledger(tmp_path / "l.duckdb", read_only=True) as led:
+        trapped = led.query("select count(*) from events where kind = 'trap'").rows[0][0]
+    assert trapped == 1, "the exit trap did not fire"

@@ -232,7 +232,9 @@ def test_bad_requests_get_clear_errors(tmp_path):
 def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
     sim = make_sim(seed=7, offers=60, time_scale=240)
     ledger = tmp_path / "l.duckdb"
-    proc = _start(sim, tmp_path, ledger, job_s=25)
+    # the jobs outlast the checks below (about 30 wall seconds under load): an operator's stop
+    # after the campaign's end is refused, and this test is about the stop
+    proc = _start(sim, tmp_path, ledger, job_s=60)
     out = Reader(proc)
     try:
         sock = _socket_of(out.wait_for("controller API on unix:"))
@@ -363,6 +365,33 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
 
 
 FORMATS = [(), ("--json",), ("--csv",)]
+
+
+def test_an_attached_dashboard_sees_the_campaigns_end(make_sim, tmp_path, runtime):
+    # the release at the campaign's end happens after its last poll: a dashboard still
+    # attached is shown that final state (every instance ended), not the fleet still running
+    sim = make_sim(seed=7, offers=60, time_scale=240)
+    proc = _start(sim, tmp_path, tmp_path / "l.duckdb", job_s=3)
+    out = Reader(proc)
+    try:
+        sock = _socket_of(out.wait_for("controller API on unix:"))
+        engine = RemoteEngine(Target(socket=sock))
+        got: list = []
+        engine.on_snapshot = got.append
+        engine.start()
+        _until(lambda: got, 20, "a snapshot")
+        proc.wait(timeout=240)
+        time.sleep(0.5)  # the last events in flight
+        engine.shutdown("detach")
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    assert proc.returncode == 0, out.text()[-3000:]
+    last = got[-1]
+    assert last.instances and all(i.ended_at is not None for i in last.instances), [
+        (i.instance_id, i.phase) for i in last.instances
+    ]
 
 
 def _dashboard_stops_one_and_detaches(sim, sock: str) -> None:
