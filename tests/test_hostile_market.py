@@ -19,7 +19,7 @@ from rentwatch.headless import run_headless
 from rentwatch.ledger import Ledger
 
 from tests.campaigns import campaign_text, headless_cmd, headless_env, truth_at
-from tests.hostile_market import HostileMarket, Hostility
+from tests.hostile_market import ESCAPES, HostileMarket, Hostility
 
 ENGINE = pytest.mark.xfail(reason="needs engine half of [J]", strict=False)
 BAD = ("\x1b", "\x9b", "\x9d", "\x07", "\u202e")
@@ -89,7 +89,6 @@ def test_escapes_from_the_market_reach_no_output(hostile, tmp_path, capsys):
     assert not _left_running(sim)
 
 
-@pytest.mark.xfail(reason="needs client half of [J]: market text cleaned at parse", strict=False)
 def test_escapes_in_gpu_names_neither_show_nor_fail_hosts(hostile, tmp_path, capsys):
     # a GPU name with escapes appended is still that GPU: hosts must not fail as wrong_gpu
     sim, proxy = hostile(Hostility(escape_gpu_names=True))
@@ -101,6 +100,17 @@ def test_escapes_in_gpu_names_neither_show_nor_fail_hosts(hostile, tmp_path, cap
     with Ledger(ledger, read_only=True) as led:
         wrong = led.query("select count(*) from instances where failure_class = 'wrong_gpu'")
     assert wrong.rows[0][0] == 0
+
+
+def test_a_gpu_name_is_compared_cleaned():
+    # the check behind wrong_gpu: the offer's name with an escape appended is still that GPU
+    from rentwatch.core.gpu_specs import same_model, spec_for
+
+    for esc in ESCAPES:
+        assert same_model(f"RTX 4090{esc}", "NVIDIA GeForce RTX 4090"), repr(esc)
+        assert same_model("RTX 4090", f"NVIDIA GeForce RTX 4090{esc}"), repr(esc)
+        assert spec_for(f"RTX 4090{esc}") is spec_for("RTX 4090") is not None
+    assert not same_model(f"RTX 4090{ESCAPES[0]}", "NVIDIA GeForce RTX 3090")
 
 
 def test_garbled_answers_cost_a_retry_not_the_campaign(hostile, tmp_path):
