@@ -48,6 +48,7 @@ class Attempt:
     throttle: Throttle | None = None
     untrusted: str | None = None  # set when its SSH host key changed after it was pinned
     unseen: int = 0  # consecutive polls the list answer left it out
+    dph_seen: float = 0.0  # the highest GPU price the market has shown for it ($/h)
 
     @property
     def passed_preflight(self) -> bool:
@@ -77,3 +78,11 @@ class Attempt:
 
     def charges(self, mode: str, now: float) -> Charges:
         return charges(self.marks, "running" if mode == "running" else "created", now)
+
+    def worst_charges(self, mode: str, now: float) -> float:
+        """USD so far as if the highest GPU price ever shown for it applied throughout: what
+        the budget counts, so a market that bills above its offer cannot overshoot it."""
+        c = self.charges(mode, now)
+        if self.dph_seen > self.gpu_dph > 0:
+            return c.gpu_usd * self.dph_seen / self.gpu_dph + c.storage_usd
+        return c.total_usd

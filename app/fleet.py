@@ -60,8 +60,9 @@ class Fleet:
         return frozenset(a.machine_id for a in self.held() if a.machine_id is not None)
 
     def spent(self, gpu_billing: str, now: float) -> float:
-        """USD billed so far by every attempt, as the market bills it."""
-        return sum(a.charges(gpu_billing, now).total_usd for a in self.attempts.values())
+        """USD billed so far by every attempt, counted conservatively: at the highest price the
+        market has shown for each rental (see `Attempt.worst_charges`)."""
+        return sum(a.worst_charges(gpu_billing, now) for a in self.attempts.values())
 
     def quarantined(self, q: Quarantine) -> None:
         self.quarantine[q.machine_id] = q.reason

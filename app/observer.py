@@ -25,6 +25,7 @@ from .market import REFUSALS, Market, NotFound
 
 K = EventKind
 LOST_AFTER_S = 120.0  # a create may take this long to be listed before it counts as unseen
+PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last seen) is flagged
 UNSEEN_WRITE_OFF = 10  # polls unseen, and unanswered when asked directly, before a write-off
 
 
@@ -143,6 +144,21 @@ class Observer:
         self.journal.say(f"lost   i:{a.instance_id} m:{a.machine_id}: {why}")
 
     def _see(self, a: Attempt, inst: Instance, now: float) -> None:
+        if inst.dph_base > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:
+            self.journal.fact(
+                K.NOTE,
+                a,
+                at=now,
+                actor="engine",
+                ok=False,
+                reason=f"billed price ${inst.dph_base:.4f}/h contradicts the offer's "
+                f"${a.gpu_dph:.4f}/h: the budget counts the higher one",
+                detail={"dph_seen": inst.dph_base, "dph_offer": a.gpu_dph},
+            )
+            self.journal.say(
+                f"price  i:{a.instance_id} billed ${inst.dph_base:.4f}/h, offer said ${a.gpu_dph:.4f}/h"
+            )
+        a.dph_seen = max(a.dph_seen, inst.dph_base)
         status = inst.known_status
         if status != a.status:
             self.journal.fact(

@@ -4,6 +4,7 @@ stopped), and write down what changed while nobody watched."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 
 from .attempt import Attempt
@@ -19,6 +20,15 @@ from .market import REFUSALS, Market
 from .ssh_runner import SSHRunner
 
 LABEL_PREFIX = "rw"
+
+
+def finite(value: float | None, default: float) -> float:
+    """A market number if it is one (finite, not negative), else `default`."""
+    if value is None or not math.isfinite(value) or value < 0:
+        return default
+    return value
+
+
 K = EventKind
 
 Starter = Callable[[Attempt, str, str], Awaitable[float]]
@@ -173,7 +183,8 @@ class Recovery:
         create = next(
             (e for e in history if e.kind == K.CREATE and e.phase == "outcome" and e.ok), None
         )
-        created_at = create.at if create else (inst.start_date or now)
+        # the ledger's own figures first; the market's row only where they are finite
+        created_at = create.at if create else finite(inst.start_date, now)
         a = Attempt(
             instance_id=inst.id,
             offer=None,
@@ -182,10 +193,12 @@ class Recovery:
             gpu_name=(create.gpu_name if create and create.gpu_name else inst.gpu_name)
             or "unknown",
             created_at=created_at,
-            gpu_dph=create.gpu_dph if create and create.gpu_dph is not None else inst.dph_base,
+            gpu_dph=create.gpu_dph
+            if create and create.gpu_dph is not None
+            else finite(inst.dph_base, 0.0),
             storage_dph=create.storage_dph
             if create and create.storage_dph is not None
-            else inst.storage_total_cost,
+            else finite(inst.storage_total_cost, 0.0),
             label=inst.label,
         )
         a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))
@@ -194,10 +207,19 @@ class Recovery:
         if pins:  # the key it proved itself with: a host answering with another is refused
             self.ssh.pinned[inst.id] = str(pins[-1])
         stopped = inst.intended_status == "stopped"
-        for e in history:  # the marks billing_marks reads: outcomes and facts that held
+        for e in history:  # the marks the ledger's billing_marks view reads, in order
             if e.kind in (K.STOP, K.START) and e.phase != "intent" and e.ok:
                 a.marks.append(Mark(e.at, e.kind))
-        held = next((m.kind != "stop" for m in reversed(a.marks) if m.kind != "create"), True)
+            elif e.kind == K.STATUS and e.detail.get("status") == "running":
+                a.marks.append(Mark(e.at, "running"))
+            elif e.kind == K.STATUS and e.detail.get("status") in ("exited", "offline", "unknown"):
+                a.marks.append(Mark(e.at, "halt"))
+        running = [m.kind == "running" for m in a.marks if m.kind in ("running", "halt")]
+        if inst.actual_status == "running" and not (running and running[-1]):
+            a.marks.append(Mark(now, "running"))  # running now: the GPU bills from here at least
+        held = next(
+            (m.kind == "start" for m in reversed(a.marks) if m.kind in ("stop", "start")), True
+        )
         if held == stopped:  # changed behind the ledger's back: the watchdog, or a person
             self._changed_elsewhere(a, K.STOP if stopped else K.START, now)
         move = self.journal.move

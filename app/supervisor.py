@@ -4,7 +4,8 @@ One list call per poll; polls never overlap (one loop); preflights run in parall
 concurrency (the host tender); every marketplace change goes through `Actions` (intent, tries,
 outcome). Automated destroys go through `_abandon`, which refuses an instance that passed its
 preflight; a human destroy is a `DestroyIntent`, which needs a `DestroyConfirmation` naming the
-instance. The parts are built by `Supervisor.build` and passed in, each given what it needs.
+instance. The parts (journal, fleet, actions, offer book, observer, host link and tender, job
+work, recovery, operator) are composed in `__init__`, each handed only what it needs.
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ from .job_work import JobWork
 from .journal import Journal
 from .ledger import EventKind, Ledger
 from .market import AuthError, Market, MarketUnavailable
-from .observer import Observer, row_problem
+from .observer import Observer
 from .offers import OfferBook
 from .operator import Operator
-from .recovery import Recovery, campaign_label
+from .recovery import Recovery, campaign_label, finite
 from .ssh_runner import SSHRunner
 from .tender import HostTender
 
@@ -187,14 +188,29 @@ class Supervisor:
 
     def _adopt_strays(self, instances: list[Instance], now: float) -> None:
         """A rental carrying this campaign's label that we do not hold (a create whose answer
-        named another id) is adopted: a live rental is never unwatched nor off the ledger."""
+        named another id) is adopted, a bad row too (its prices from the row only where they
+        are finite): a live rental is never unwatched nor off the ledger."""
         mine = campaign_label(self.campaign.name) + ":"
         for inst in instances:
-            if (
-                inst.id not in self.fleet.attempts
-                and (inst.label or "").startswith(mine)
-                and row_problem(inst) is None
-            ):
+            if inst.id not in self.fleet.attempts and (inst.label or "").startswith(mine):
+                # its create's outcome was written as failed: the rental is a fact now
+                self.journal.fact(
+                    K.CREATE,
+                    None,
+                    at=finite(inst.start_date, now),
+                    actor="reconcile",
+                    ok=True,
+                    reason="found carrying this campaign's label, unheld: a create whose "
+                    "answer named another id",
+                    detail={"label": inst.label, "gpu_billing": self.market.gpu_billing},
+                    instance_id=inst.id,
+                    machine_id=inst.machine_id,
+                    host_id=inst.host_id,
+                    gpu_name=inst.gpu_name,
+                    gpu_dph=finite(inst.dph_base, 0.0),
+                    storage_dph=finite(inst.storage_total_cost, 0.0),
+                )
+                self.fleet.creates += 1
                 self.recovery.adopt(inst, now)
 
     async def _decide(self, now: float) -> list[Decision]:

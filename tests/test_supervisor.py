@@ -20,9 +20,7 @@ EXPECTED_CLASSES = {
 }
 
 
-def _check_campaign(sim, ledger_path, check_reasons=True):
-    """`check_reasons=False` for naive: without fatal patterns or a preflight it gives up on duds
-    (and on slow pulls: its known false kill, which the referee scores) only by its deadlines."""
+def _check_campaign(sim, ledger_path):
     led = Ledger(ledger_path)
     rows = led.instance_rows()
     end = max(e.at for e in led.events())
@@ -38,8 +36,6 @@ def _check_campaign(sim, ledger_path, check_reasons=True):
         behaviour = truth[r["instance_id"]]["behaviour"]
         cls = r["failure_class"]
         if cls is None or cls == "cancelled":
-            continue
-        if not check_reasons:
             continue
         assert behaviour not in ("healthy", "slow_pull", "throttled"), (
             r["instance_id"],
@@ -80,11 +76,18 @@ def test_other_policies_run(make_sim, tmp_path, policy):
     sim = make_sim(seed=7, offers=60, time_scale=600 if policy == "naive" else 240)
     code, ledger = run_campaign(sim, tmp_path, policy, fleet=4)
     assert code == 0
-    # money, reasons, quarantine, asymmetry
-    receipt, truth = _check_campaign(sim, ledger, check_reasons=policy != "naive")
-    assert receipt["verified"] >= 4
-    assert all(t["destroyed"] or t["stopped"] for t in truth.values())
     led = Ledger(ledger)
+    # money to the cent, no verified instance destroyed by automation, nothing left running
+    # (naive's reasons are its own: it gives up on slow pulls at its 30-minute deadline)
+    rows = led.instance_rows()
+    truth = truth_at(sim, max(e.at for e in led.events()))
+    for row in rows:
+        assert row["total_usd"] == pytest.approx(truth[row["instance_id"]]["usd"], abs=0.005)
+    verified = {row["instance_id"] for row in rows if row["verified_at"] is not None}
+    auto = led.events(where="kind = 'destroy' AND phase = 'outcome' AND ok AND actor <> 'human'")
+    assert not verified & {e.instance_id for e in auto}
+    assert all(t["destroyed"] or t["stopped"] for t in truth.values())
+    assert led.receipt()[0]["verified"] >= 4
     r = led.receipt()[0]
     print(
         f"\n{policy}: creates {r['creates']} duds {r['duds']} dud ${r['dud_usd']:.3f} "

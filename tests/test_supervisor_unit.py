@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -519,3 +520,62 @@ def test_no_create_could_take_spend_past_the_budget(key):
         assert not only(await sup.poll_once(), Create)
 
     run(key, body, market=FakeMarket(many), fleet=10, budget_usd=1.0)
+
+
+def test_spend_counts_the_highest_price_the_market_showed(key):
+    """[J] A rental billed at ten times its offer's price: flagged, and the budget counts the
+    higher price, so the campaign ends before it overshoots."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        await to_running(sup, market, iid)
+        market.bad_rows[iid] = {"dph_base": 2.0}  # the offer said $0.20/h
+        market.t += 10
+        await sup.poll_once()
+        (note,) = [e for e in kinds(ledger, "note") if "contradicts" in e.reason]
+        assert note.instance_id == iid
+        market.t += 35 * 60  # $0.12 at the offer's price, $1.17 at the billed one
+        (f,) = only(await sup.poll_once(), Finish)
+        assert f.rule == "rule:budget"
+
+    run(key, body, budget_usd=1.0)
+
+
+def test_a_rental_carrying_our_label_that_we_do_not_hold_is_adopted(key):
+    """[J] The create answer named a held id and the new rental was not listed yet: refused at
+    first; once it shows up carrying our label it is adopted and on the ledger."""
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        real = market.next_id
+        market.lie_create_id, market.hidden = iid, {real}
+        assert not await sup.apply(CreateIntent())
+        assert real not in sup.attempts
+        market.hidden.clear()
+        market.t += 10
+        await sup.poll_once()
+        assert real in sup.attempts and sup.attempts[iid].life.phase == Phase.VERIFIED
+        assert real in {r["instance_id"] for r in ledger.instance_rows()}
+
+    run(key, body)
+
+
+def test_a_restart_adopts_our_rental_even_from_a_bad_row(key):
+    """[J] A row of ours with a NaN price at a restart: adopted (held, released at the end),
+    its price taken only where finite, so the spend the budget reads stays a number."""
+    led = Ledger(":memory:")
+    market = FakeMarket(list(OFFERS))
+    iid = market.adopt("rw:u:nan", OFFERS[1], actual="running", msg="")
+    market.bad_rows[iid] = {"dph_base": float("nan"), "storage_total_cost": float("inf")}
+
+    async def body(sup, market, ledger):
+        assert iid in sup.attempts
+        market.t += 600  # ten minutes of a running GPU at the row's price
+        await sup.poll_once()
+        assert math.isfinite(sup.spent(market.t))
+        assert kinds(ledger, "bad_row")[0].instance_id == iid
+        await sup.release_all("rule:campaign_end", "over")
+        assert ("destroy_instance", iid) in market.calls
+
+    run(key, body, market=market, ledger=led)
