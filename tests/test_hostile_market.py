@@ -1,10 +1,9 @@
 """Campaigns against a marketplace that lies or glitches (tests/hostile_market.py), one class
 of trouble at a time, judged by the simulator's own truth and the ledger.
 
-The classes the boundary fixes (escapes, garbled answers) must pass. The engine classes
-(unseen rows, repeated ids, bad numbers, negative prices, slow answers) are the engine and
-client halves of issue 14; until they land they are expected failures (`strict=False`, so they
-turn green without an edit once the work is merged)."""
+Every class must pass: escapes and garbled answers (the boundary), unseen rows, repeated ids,
+bad numbers, negative prices and slow answers (the engine and client halves of issue 14), a
+market lost for good in the middle of a headless run (the exit trap)."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ from rentwatch.ledger import Ledger
 from tests.campaigns import campaign_text, headless_cmd, headless_env, truth_at
 from tests.hostile_market import ESCAPES, HostileMarket, Hostility
 
-ENGINE = pytest.mark.xfail(reason="needs engine half of [J]", strict=False)
 BAD = ("\x1b", "\x9b", "\x9d", "\x07", "\u202e")
 
 
@@ -123,7 +121,6 @@ def test_garbled_answers_cost_a_retry_not_the_campaign(hostile, tmp_path):
     assert set(truth) <= _ledger_ids(ledger)
 
 
-@ENGINE
 def test_a_row_missing_from_list_answers_leaks_nothing(hostile, tmp_path):
     # the first instance created is missing from the first 4 list answers after its create
     sim, proxy = hostile(Hostility(drop_new=1, drop_polls=4))
@@ -134,7 +131,6 @@ def test_a_row_missing_from_list_answers_leaks_nothing(hostile, tmp_path):
     assert set(truth) <= _ledger_ids(ledger), "a billed instance missing from the ledger"
 
 
-@ENGINE
 def test_a_repeated_id_in_a_create_answer_destroys_no_verified_instance(hostile, tmp_path):
     sim, proxy = hostile(Hostility(create_repeat_id=3))
     code, ledger = _run(sim, proxy, tmp_path, fleet=2)
@@ -151,7 +147,6 @@ def test_a_repeated_id_in_a_create_answer_destroys_no_verified_instance(hostile,
     assert set(truth) <= _ledger_ids(ledger)
 
 
-@ENGINE
 def test_a_nan_row_costs_one_row_not_the_fleets_supervision(hostile, tmp_path):
     # the first instance reported carries a NaN price in every answer, for good
     sim, proxy = hostile(Hostility(sticky_bad=1, sticky_kind="nan"))
@@ -166,7 +161,6 @@ def test_a_nan_row_costs_one_row_not_the_fleets_supervision(hostile, tmp_path):
     assert math.isfinite(spent) and abs(spent - market) < 0.01 * max(1, len(truth))
 
 
-@ENGINE
 def test_negative_prices_make_an_offer_unfit(hostile, tmp_path):
     # every offer's parts are negative while its total looks honest: none is fit to rent
     sim, proxy = hostile(Hostility(negative_offers=1.0))
@@ -182,7 +176,6 @@ def test_negative_prices_make_an_offer_unfit(hostile, tmp_path):
     assert not _left_running(sim)
 
 
-@ENGINE
 def test_a_slow_answer_does_not_stop_supervision(hostile, tmp_path):
     # one list answer trickles a byte every 0.2 s: a few kB take hours of market time
     sim, proxy = hostile(Hostility(trickle_s=0.2, trickle_answers=1))
