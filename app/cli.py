@@ -257,6 +257,9 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
     campaign = _read_campaign(args.campaign) if args.campaign else None
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
+    if args.background:  # the engine in its own process, this dashboard attached to it
+        find_api_key(None)  # a missing key is one line here, not a controller that dies
+        return _service_cmd("cmd_watch_background", args)
     return run_dashboard(
         args.market_url,
         find_api_key(None),
@@ -371,6 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--market-url", default="https://console.vast.ai")
     w.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     w.add_argument("--policy", default="default")
+    w.add_argument(
+        "--background",
+        action="store_true",
+        help="run the campaign in its own process; quitting may leave it running (attach later)",
+    )
+    w.add_argument("--http-timeout", type=_positive_float, default=20.0, help=argparse.SUPPRESS)
     w.set_defaults(fn=_cmd_watch)
 
     s = sub.add_parser("sim", help="run the simulated marketplace until killed")

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from .core.errors import MalformedAnswer, RentwatchError
+from .core.errors import BadRow, MalformedAnswer, RentwatchError
 from .core.models import Instance, Offer
 
 # The market's own charges (`GET /api/v0/charges/`, as `vastai show invoices-v1 --charges`
@@ -445,7 +445,12 @@ class VastClient:
         if not isinstance(data, dict) or "instances" not in data:
             raise MalformedAnswer("show instance answered without an instances field")
         row = data["instances"]
-        return None if row is None else Instance.from_api(row)
+        if row is None:
+            return None
+        try:
+            return Instance.from_api(row)
+        except MalformedAnswer as exc:  # it exists; this row of it cannot be read
+            raise BadRow(int(instance_id), str(exc)[:200]) from None
 
     async def create_instance(
         self,

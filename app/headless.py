@@ -3,6 +3,10 @@
 Any way out (the campaign's end, Ctrl-C, SIGTERM, SIGHUP, an unhandled exception) releases
 every instance the controller holds: stopped if it passed its preflight, destroyed if it never
 did. Only `--detach` leaves instances running, and says so in the ledger.
+
+A market that fails for good in the middle of a run (the key revoked, or no successful list
+answer for `RENTWATCH_MARKET_DOWN_S` wall seconds, 15 minutes by default) ends the run through
+the same trap, with one line on stderr and exit code 4 (`MARKET_FAILED`), never a traceback.
 """
 
 from __future__ import annotations
@@ -11,20 +15,70 @@ import asyncio
 import os
 import signal
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 from .core.campaign import Campaign
+from .core.errors import RentwatchError
 from .core.policy import Policy
 from .core.text import clean
 from .ledger import EventKind, Ledger
+from .market import REFUSALS
 from .session import Session, default_key_path
-from .supervisor import Supervisor
+from .supervisor import Outcome, Supervisor
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+MARKET_FAILED = 4  # the exit code of a run the market ended (key revoked, down for too long)
+MARKET_DOWN_S = 15 * 60.0  # wall seconds without one successful poll before giving up
+
+
+class MarketDown(RentwatchError):
+    title = "marketplace unavailable"
+
+
+def _market_down_s() -> float:
+    try:
+        return float(os.environ.get("RENTWATCH_MARKET_DOWN_S") or MARKET_DOWN_S)
+    except ValueError:
+        return MARKET_DOWN_S
+
+
+async def _watch_market(sup: Supervisor, limit_s: float) -> None:
+    """Raise `MarketDown` once no poll has succeeded for `limit_s` wall seconds. The supervisor
+    rides out a market that fails now and then (a poll skipped, said in the log); this is for
+    one that stays gone, where waiting longer only bills unwatched rentals."""
+    seen, since = sup.polls, time.monotonic()
+    while True:
+        await asyncio.sleep(min(5.0, limit_s / 4))
+        if sup.polls != seen:
+            seen, since = sup.polls, time.monotonic()
+        elif time.monotonic() - since > limit_s:
+            raise MarketDown(
+                f"no answer from the market for {limit_s / 60:.0f} min "
+                f"(last successful poll #{seen}); giving up"
+            )
+
+
+async def _run_watched(sup: Supervisor) -> Outcome:
+    """The supervisor's run, ended early (its exception raised) if the market stays gone."""
+    run = asyncio.ensure_future(sup.run())
+    watch = asyncio.ensure_future(_watch_market(sup, _market_down_s()))
+    try:
+        await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (run, watch):
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(run, watch, return_exceptions=True)
+    if not run.cancelled() and run.done() and run.exception() is None:
+        return run.result()
+    if not run.cancelled() and run.exception() is not None:
+        raise run.exception()  # type: ignore[misc]
+    raise watch.exception()  # type: ignore[misc]
 
 
 class Trapped(Exception):
@@ -92,7 +146,7 @@ async def run_headless(
     try:
         try:
             await session.start()
-            outcome = await sup.run()
+            outcome = await _run_watched(sup)
         except asyncio.CancelledError:
             signum = caught[-1] if caught else signal.SIGINT
             raise Trapped(signum) from None
@@ -123,7 +177,10 @@ async def run_headless(
             await asyncio.wait_for(session.release("trap", f"exit trap: {why}"), 60)
         except BaseException as exc2:
             log(f"trap   release incomplete: {exc2!r}")
-        if not isinstance(exc, Trapped):
+        if isinstance(exc, RentwatchError):  # an error we name: one line, no traceback
+            print(f"rentwatch: {clean(exc.title, 80)}: {clean(exc, 1000)}", file=sys.stderr)
+            code = MARKET_FAILED if isinstance(exc, (MarketDown, *REFUSALS)) else 1
+        elif not isinstance(exc, Trapped):
             traceback.print_exception(exc, file=sys.stderr)
             code = 1
         else:

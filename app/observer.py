@@ -15,6 +15,7 @@ from typing import Any
 from .attempt import Attempt
 from .blame_book import BlameBook
 from .core.billing import Mark
+from .core.errors import BadRow
 from .core.lifecycle import Phase
 from .core.models import Instance
 from .core.policy import Policy
@@ -153,6 +154,12 @@ class Observer:
             )
         try:
             inst = await self.market.show_instance(a.instance_id)
+        except BadRow as exc:
+            # answered for, so not unseen (never written off for it), but unread: a bad row
+            # (the client drops such rows from lists, so this is where they show)
+            a.unseen = 1
+            self._bad_row(a.instance_id, exc.problem, now)
+            return None
         except NotFound:
             inst = None
         except REFUSALS as exc:

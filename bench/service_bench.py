@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rentwatch.intents import StopIntent
 from rentwatch.service import api
 from rentwatch.service.client import RemoteEngine, RemoteLedger, Target
 from rentwatch.service.controller import Controller
@@ -115,7 +116,7 @@ def intent_latency(target: Target, rounds: int) -> list[float]:
         want[:] = [40000 + r]
         got.clear()
         t0 = time.perf_counter()
-        engine.submit(lambda sup, r=r: sup.human_stop(40000 + r)).result(10)
+        engine.submit(StopIntent(40000 + r)).result(10)
         got.wait(10)
         lat.append((time.perf_counter() - t0) * 1000)
         time.sleep(0.3)

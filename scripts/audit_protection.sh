@@ -3,6 +3,7 @@
 # and say whether a test caught the removal. Used for docs/reliability.md.
 # usage: audit.sh DESC FILE FROM TO TESTS...
 #        audit.sh --boundary     (each protection of issue 14's boundary work, in turn)
+#        audit.sh --hostile      (issue 14's engine half, the hostile market's finds, the service)
 if [ "$1" = "--boundary" ]; then
   a="$0"; q=tests/test_query_sandbox.py; s=tests/test_sanitise.py; e=tests/test_cli_errors.py
   $a "parser admits only plain reads" app/ledger/readonly.py \
@@ -33,6 +34,43 @@ if [ "$1" = "--boundary" ]; then
     '    asyncio.run(_check_market(args.market_url, key, args.http_timeout))' '    pass' $e
   $a "ledger creation errors typed" app/ledger/store.py \
     'except OSError as exc:  # a folder' 'except ZeroDivisionError as exc:  # a folder' $e
+  exit 0
+fi
+if [ "$1" = "--hostile" ]; then
+  # issue 14's engine half and what the hostile market found after it (docs/reliability.md)
+  a="$0"; u=tests/test_supervisor_unit.py; h=tests/test_hostile_market.py
+  $a "a missing row is unseen, not lost" app/observer.py \
+    '                listed = await self._ask(a, now)' '                listed = self._lost(a, now, "first miss")' \
+    $u::test_an_instance_left_out_of_a_list_is_unseen_not_lost $h::test_a_row_missing_from_list_answers_leaks_nothing
+  $a "a create answer naming a held id is not believed" app/actions.py \
+    'return 0 < instance_id < MAX_ID and instance_id not in self.fleet.attempts' 'return True' \
+    $u::test_a_create_answer_naming_a_held_verified_instance_is_not_believed
+  $a "a bad row costs one row (observer)" app/observer.py \
+    '    """Why a market row cannot be believed (None: it can)."""' '    return None' \
+    $u::test_one_bad_row_costs_one_row_not_the_poll
+  $a "a bad row answered directly is not unseen" app/observer.py \
+    'except BadRow as exc:' 'except ZeroDivisionError as exc:' \
+    $h::test_a_nan_row_costs_one_row_not_the_fleets_supervision
+  $a "offers with negative or non-finite prices unfit" app/core/offer_choice.py \
+    'return all(math.isfinite(p) and p >= 0 for p in (o.dph_total, o.dph_base))' 'return True' \
+    $u::test_offers_with_a_negative_or_non_finite_price_are_unfit
+  $a "no create could pass the budget" app/core/offer_choice.py \
+    '        if committed + cost > budget:' '        if False:' \
+    $u::test_no_create_could_take_spend_past_the_budget
+  $a "GPU names compared cleaned" app/core/gpu_specs.py \
+    'n = clean(name, 200).replace' 'n = name.replace' $h::test_a_gpu_name_is_compared_cleaned
+  $a "a market lost mid-run is one line, exit 4" app/headless.py \
+    'if isinstance(exc, RentwatchError):  # an error we name' 'if False:' \
+    "$h::test_a_market_lost_mid_run_is_one_line_and_exit_4[401-not authorised]"
+  $a "a market down for good ends the run" app/headless.py \
+    'outcome = await _run_watched(sup)' 'outcome = await sup.run()' \
+    "$h::test_a_market_lost_mid_run_is_one_line_and_exit_4[503-marketplace unavailable]"
+  $a "attached dashboards send typed intents" app/service/client.py \
+    '            wired = wire_intent(intent)' '            wired = intent' \
+    tests/test_service.py::test_campaign_served_while_it_runs
+  $a "attached dashboards see the campaign's end" app/service/server.py \
+    '                if snap is not sent:' '                if False:' \
+    tests/test_service.py::test_an_attached_dashboard_sees_the_campaigns_end
   exit 0
 fi
 desc="$1"; file="$2"; from="$3"; to="$4"; shift 4

@@ -11,6 +11,8 @@ demand, one class of trouble per knob (issue 14's list).
 - `escapes`: terminal escapes (OSC 52, title change, screen clear, bidi) in status lines;
   `escape_gpu_names`: the same in GPU names of instance rows and offers
 - `garble_rate`: answer bodies replaced by broken JSON
+- `fail_status` after `fail_after_lists` list answers: every later request answered with that
+  status (401: the key revoked, 503: the market down), for good
 
 Everything else is passed through unchanged, the `X-Market-Time` stamp included, so the
 simulator's truth (`/sim/v0/truth`, read from the sim directly) stays the referee. Only JSON
@@ -55,6 +57,8 @@ class Hostility:
     escapes: bool = False
     escape_gpu_names: bool = False
     garble_rate: float = 0.0
+    fail_status: int = 0  # 0: off; else every request after `fail_after_lists` gets it
+    fail_after_lists: int = 0
     seed: int = 14
 
 
@@ -73,6 +77,7 @@ class HostileMarket:
         self.lock = threading.Lock()
         self._drop_left = self.h.drop_polls
         self._trickled = 0
+        self._lists = 0  # list answers passed on, for `fail_after_lists`
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -113,6 +118,8 @@ class HostileMarket:
     def handle(self, rq: BaseHTTPRequestHandler) -> None:
         length = int(rq.headers.get("Content-Length") or 0)
         body = rq.rfile.read(length) if length else b""
+        if self.failed(rq):
+            return
         conn = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
         headers = {k: v for k, v in rq.headers.items() if k.lower() not in ("host", "connection")}
         try:
@@ -142,6 +149,27 @@ class HostileMarket:
                 rq.wfile.write(data)
         except OSError:
             pass  # the client gave up on a slow answer: that is the point
+
+    def failed(self, rq: BaseHTTPRequestHandler) -> bool:
+        """The market gone for good (`fail_status`): answer with it, as the real API words its
+        refusals (`{"success": false, "error": ..., "msg": ...}`, VAST_API.md)."""
+        h, path = self.h, urlsplit(rq.path).path
+        if not h.fail_status or path.startswith("/sim/"):
+            return False
+        with self.lock:
+            if self._lists < h.fail_after_lists:
+                if rq.command == "GET" and path in _LIST_PATHS:
+                    self._lists += 1
+                return False
+        self.count(f"fail_{h.fail_status}")
+        err = "auth_error" if h.fail_status == 401 else "service_unavailable"
+        data = json.dumps({"success": False, "error": err, "msg": "injected"}).encode()
+        rq.send_response(h.fail_status)
+        rq.send_header("Content-Type", "application/json")
+        rq.send_header("Content-Length", str(len(data)))
+        rq.end_headers()
+        rq.wfile.write(data)
+        return True
 
     def rewrite(self, method: str, path: str, status: int, data: bytes) -> tuple[bytes, float]:
         h = self.h

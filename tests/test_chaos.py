@@ -1,9 +1,13 @@
 """Chaos, small size: API faults, dropped SSH sessions, a bad day, and the controller killed
 (SIGKILL, then SIGTERM) and restarted. At the end the invariants hold against the sim's truth.
-RENTWATCH_CHAOS_LONG=1 runs the long mode (more jobs, more kills)."""
+RENTWATCH_CHAOS_LONG=1 runs the long mode (more jobs, more kills), and puts the hostile market
+(tests/hostile_market.py) in front of the simulator with every class of issue 14 mixed in:
+rows missing from lists and repeated, create answers naming held ids, bad numbers, negative
+offer prices, trickled answers, escapes in status lines and GPU names, garbled bodies."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +16,7 @@ import time
 from rentwatch.ledger import Ledger
 
 from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
+from .hostile_market import HostileMarket, Hostility
 
 LONG = os.environ.get("RENTWATCH_CHAOS_LONG") == "1"
 N_JOBS = 80 if LONG else 6
@@ -42,6 +47,22 @@ if LONG:
         hc.update({k: v for k, v in _FAST.items() if k not in hc})
 # a kill every this many lines of the controller's output
 KILL_AFTER_LINES = 100 if LONG else 25
+# the long mode's lies, each class at a rate that leaves the campaign able to finish; rates are
+# per answer or per row (a fleet of 6 over a few thousand polls: dozens of each)
+HOSTILE = Hostility(
+    drop_rate=0.01,
+    repeat_rows=0.02,
+    create_repeat_id=12,
+    bad_number_rate=0.005,
+    negative_offers=0.05,
+    trickle_s=0.05,
+    trickle_answers=12,
+    escapes=True,
+    escape_gpu_names=True,
+    garble_rate=0.01,
+    seed=SEED,
+)
+BAD = ("\x1b", "\x9b", "\x9d", "\x07", "\u202e")
 
 
 def _jobs(n: int) -> str:
@@ -75,6 +96,9 @@ def test_chaos_invariants(make_sim, tmp_path):
     ledger = tmp_path / "l.duckdb"
     env = headless_env(sim)
     cmd = headless_cmd(sim, tmp_path, camp, ledger, "--http-timeout", "1.0")
+    proxy = HostileMarket(sim.url, HOSTILE).start() if LONG else None
+    if proxy is not None:  # rentwatch talks to the liar; the truth is read from the sim
+        cmd = [proxy.url if a == sim.url else a for a in cmd]
     outputs, began = [], time.time()
     for sig in KILLS:
         proc = subprocess.Popen(
@@ -93,8 +117,11 @@ def test_chaos_invariants(make_sim, tmp_path):
         cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=3000 if LONG else 400
     )
     outputs.append(final.stdout + final.stderr)
+    if proxy is not None:
+        proxy.stop()
     assert final.returncode == 0, final.stdout[-3000:]
     assert not [o for o in outputs if "Traceback" in o], "an unhandled exception"
+    assert not [c for o in outputs for c in BAD if c in o], "an escape reached the log"
 
     led = Ledger(ledger)
     rows = led.instance_rows()
@@ -130,10 +157,36 @@ def test_chaos_invariants(make_sim, tmp_path):
     truth_total = sum(t["usd"] for t in truth.values())
     assert abs(ledger_total - truth_total) < 0.01, (ledger_total, truth_total)
     retried = len(led.events(where="kind = 'job_started'")) - N_JOBS
+    hostile = ""
+    if proxy is not None:
+        # every class was injected, and none cost a poll whole: the only polls skipped are
+        # those whose list answer failed as a whole (a fault, a garbled body, a trickle cut off)
+        classes = ("dropped", "repeated", "create_repeat_id", "negative_offer", "trickle")
+        assert all(proxy.injected.get(c, 0) > 0 for c in classes), proxy.injected
+        assert any(k.startswith("bad_number") for k in proxy.injected), proxy.injected
+        skipped = [
+            ln for o in outputs for ln in o.splitlines() if "market unavailable this round" in ln
+        ]
+        faults = sum(sim.api.faults_injected.values())
+        whole = faults + proxy.injected.get("garbled", 0) + HOSTILE.trickle_answers
+        assert len(skipped) <= whole, (len(skipped), whole, skipped[:5])
+        assert not [ln for ln in skipped if "nan" in ln.lower() or "row" in ln.lower()], skipped
+        hostile = f", hostile {dict(sorted(proxy.injected.items()))}, polls skipped {len(skipped)}"
+        # the market's own bill agrees with the ledger's: `rentwatch reconcile` finds nothing
+        rec = subprocess.run(
+            [*cmd[:3], "reconcile", "--ledger", str(ledger), "--market-url", sim.url, "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=300,
+        )
+        assert rec.returncode == 0, rec.stdout[-3000:] + rec.stderr[-2000:]
+        hostile += f", reconcile {len(json.loads(rec.stdout).get('differences', []))} differences"
     print(
         f"\nchaos seed {SEED}: {len(rows)} creates, {len(verified)} verified, kills {len(KILLS)}, "
         f"{len(unwatched)} adoptions (longest unwatched {max(unwatched, default=0) / 60:.1f} min), "
         f"faults {sim.api.faults_injected}, ssh drops {sim.ssh.dropped}, jobs {len(done)} "
         f"({retried} restarts), ledger ${ledger_total:.4f} vs truth ${truth_total:.4f}, "
-        f"{time.time() - began:.0f} s"
+        f"{time.time() - began:.0f} s{hostile}"
     )

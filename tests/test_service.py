@@ -5,6 +5,7 @@ touching its ledger's truth, a wrong destroy is refused, and a kill -9 is surviv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -232,7 +233,9 @@ def test_bad_requests_get_clear_errors(tmp_path):
 def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
     sim = make_sim(seed=7, offers=60, time_scale=240)
     ledger = tmp_path / "l.duckdb"
-    proc = _start(sim, tmp_path, ledger, job_s=25)
+    # the jobs outlast the checks below (about 30 wall seconds under load): an operator's stop
+    # after the campaign's end is refused, and this test is about the stop
+    proc = _start(sim, tmp_path, ledger, job_s=60)
     out = Reader(proc)
     try:
         sock = _socket_of(out.wait_for("controller API on unix:"))
@@ -363,6 +366,33 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
 
 
 FORMATS = [(), ("--json",), ("--csv",)]
+
+
+def test_an_attached_dashboard_sees_the_campaigns_end(make_sim, tmp_path, runtime):
+    # the release at the campaign's end happens after its last poll: a dashboard still
+    # attached is shown that final state (every instance ended), not the fleet still running
+    sim = make_sim(seed=7, offers=60, time_scale=240)
+    proc = _start(sim, tmp_path, tmp_path / "l.duckdb", job_s=3)
+    out = Reader(proc)
+    try:
+        sock = _socket_of(out.wait_for("controller API on unix:"))
+        engine = RemoteEngine(Target(socket=sock))
+        got: list = []
+        engine.on_snapshot = got.append
+        engine.start()
+        _until(lambda: got, 20, "a snapshot")
+        proc.wait(timeout=240)
+        time.sleep(0.5)  # the last events in flight
+        engine.shutdown("detach")
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    assert proc.returncode == 0, out.text()[-3000:]
+    last = got[-1]
+    assert last.instances and all(i.ended_at is not None for i in last.instances), [
+        (i.instance_id, i.phase) for i in last.instances
+    ]
 
 
 def _dashboard_stops_one_and_detaches(sim, sock: str) -> None:
@@ -669,3 +699,68 @@ def test_run_in_the_background_outlives_its_terminal(make_sim, tmp_path, runtime
     finally:
         if pid_alive(pid):
             os.kill(pid, signal.SIGTERM)
+
+
+def test_watch_in_background_quits_leaving_it_running_then_stops(
+    make_sim, tmp_path, runtime, monkeypatch
+):
+    # `watch --background`: the engine in its own process, the dashboard attached; quitting
+    # with Detach leaves the campaign supervised in the background; a later dashboard's
+    # "Stop all and quit" ends it and leaves nothing running
+    import argparse
+
+    from rentwatch.service.commands import start_in_background
+    from rentwatch.widgets.app import RentwatchApp
+    from rentwatch.widgets.fleet import FleetView
+
+    sim = make_sim(seed=7, offers=60, time_scale=240)
+    camp = tmp_path / "c.toml"
+    camp.write_text(campaign_text("bg", 1, JOBS.format(s=600)))
+    monkeypatch.setenv("VAST_API_KEY", sim.api_key)
+    args = argparse.Namespace(
+        campaign=str(camp),
+        market_url=sim.url,
+        ledger=str(tmp_path / "l.duckdb"),
+        policy="default",
+        http_timeout=20.0,
+        ssh_key=str(tmp_path / "key"),
+    )
+    target = start_in_background(args)
+    pid = json.loads(_cli("ls", "--json").stdout)[0]["pid"]
+    try:
+
+        def quit_with(button_tabs: int) -> str:
+            app = RentwatchApp(RemoteEngine(target), RemoteLedger(target), refresh_s=0.1)
+
+            async def drive() -> None:
+                async with app.run_test(size=(150, 45)) as pilot:
+                    view = app.query_one(FleetView)
+                    for _ in range(300):
+                        if any(s.ended_at is None for s in view.snaps):
+                            break
+                        await pilot.pause(0.1)
+                    await pilot.press("q")
+                    for _ in range(100):
+                        if len(app.screen_stack) > 1:
+                            break
+                        await pilot.pause(0.1)
+                    await pilot.press(*["tab"] * button_tabs, "enter")
+                    for _ in range(600):
+                        if not app.is_running:
+                            break
+                        await pilot.pause(0.1)
+
+            asyncio.run(drive())
+            return str(app.return_value)
+
+        assert quit_with(1) == "detach"
+        time.sleep(2)
+        os.kill(pid, 0)  # still running: the campaign goes on without a dashboard
+        assert _live(sim), "detaching stopped the fleet"
+        assert json.loads(_cli("ls", "--json").stdout)[0]["pid"] == pid
+        assert quit_with(0) == "stop"
+        _until(lambda: not json.loads(_cli("ls", "--json").stdout), 120, "the controller's exit")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    _until(lambda: not _live(sim), 60, "nothing left running")

@@ -15,6 +15,16 @@ class MalformedAnswer(RentwatchError):
     title = "malformed answer"
 
 
+class BadRow(MalformedAnswer):
+    """The market answered for an instance with a row that cannot be believed (a number not
+    finite, out of range): the instance exists, its row this time is not evidence."""
+
+    def __init__(self, instance_id: int, problem: str) -> None:
+        super().__init__(f"row of {instance_id}: {problem}")
+        self.instance_id = instance_id
+        self.problem = problem
+
+
 class ConfigError(RentwatchError):
     """A scenario or campaign file that cannot be used as written."""
 

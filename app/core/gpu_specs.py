@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .text import clean
+
 
 @dataclass(frozen=True, slots=True)
 class GpuSpec:
@@ -82,7 +84,9 @@ DRIVER_KERNEL_SHARE = 0.08
 
 
 def _norm(name: str) -> str:
-    n = name.replace("NVIDIA", "").replace("GeForce", "").replace("Tesla", "")
+    # the market's and the host's spellings are both foreign text: compared as shown, cleaned
+    # (escapes and invisible characters out), so a name carrying an escape is still its GPU
+    n = clean(name, 200).replace("NVIDIA", "").replace("GeForce", "").replace("Tesla", "")
     return " ".join(n.lower().replace("-", " ").split())
 
 

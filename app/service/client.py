@@ -10,13 +10,14 @@ import contextlib
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from ..intents import CreateIntent, DestroyIntent, Intent, StartIntent, StopIntent
 from ..ledger.readonly import QueryFailed, QueryRefused, QueryResult
 from ..snapshot import FleetSnap
 from . import api, registry
@@ -187,37 +188,29 @@ class RemoteLedger:
         self._client.close()
 
 
-class _RemoteSupervisor:
-    """What the dashboard's intent factories call (`sup.human_stop(id)` ...), sent as typed
-    intents to the controller, which checks each again before acting."""
+def wire_intent(intent: Intent | api.Intent) -> api.Intent:
+    """The dashboard's typed intent (app/intents.py, what the in-process engine applies) as the
+    API's; the controller checks each again before acting (a destroy's typed id included)."""
+    if isinstance(intent, StopIntent):
+        return api.StopIntent(intent.instance_id)
+    if isinstance(intent, StartIntent):
+        return api.StartIntent(intent.instance_id)
+    if isinstance(intent, DestroyIntent):  # the confirmation's fields travel, the check is remote
+        return api.DestroyIntent(intent.confirmation.instance_id, intent.confirmation.typed)
+    if isinstance(intent, CreateIntent):
+        return api.CreateIntent()
+    if isinstance(intent, api.Intent):  # already the API's (a fleet size, say)
+        return intent
+    raise api.BadRequest(f"not an operator intent: {intent!r}")
 
-    def __init__(self, http: httpx.AsyncClient, target: Target) -> None:
-        self._http = http
-        self._target = target
 
-    async def _send(self, intent: api.Intent) -> str:
-        try:
-            resp = await self._http.post("/v1/intents", json=api.intent_to_json(intent))
-        except httpx.TransportError as exc:
-            raise api.ControllerGone(f"no answer from {self._target.describe()}: {exc}") from None
-        raise_for(resp)
-        return str(resp.json()["done"])
-
-    async def human_stop(self, instance_id: int) -> str:
-        return await self._send(api.StopIntent(instance_id))
-
-    async def human_start(self, instance_id: int) -> str:
-        return await self._send(api.StartIntent(instance_id))
-
-    async def human_create(self) -> str:
-        return await self._send(api.CreateIntent())
-
-    async def human_destroy(self, confirmation: Any) -> str:
-        # the confirmation object the dashboard built; its fields travel, the check is remote
-        return await self._send(api.DestroyIntent(confirmation.instance_id, confirmation.typed))
-
-    async def set_fleet(self, size: int) -> str:
-        return await self._send(api.FleetSizeIntent(size))
+async def _send_intent(http: httpx.AsyncClient, target: Target, intent: api.Intent) -> str:
+    try:
+        resp = await http.post("/v1/intents", json=api.intent_to_json(intent))
+    except httpx.TransportError as exc:
+        raise api.ControllerGone(f"no answer from {target.describe()}: {exc}") from None
+    raise_for(resp)
+    return str(resp.json()["done"])
 
 
 class RemoteEngine:
@@ -333,18 +326,22 @@ class RemoteEngine:
                         yield event, json.loads(data)
                 seen = len(buf)
 
-    def submit(self, factory: Callable[[Any], Awaitable[Any]]) -> concurrent.futures.Future[Any]:
-        """Run an operator intent against the controller; the future carries its answer."""
+    def submit(self, intent: Intent | api.Intent) -> concurrent.futures.Future[Any]:
+        """Send an operator intent to the controller, as the in-process engine's `submit`
+        applies one (the dashboard cannot tell them apart); the future carries its answer."""
         if self.loop is None or self._http is None:
             fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
             fut.set_exception(api.ControllerGone("not connected to a controller yet"))
             return fut
-        sup = _RemoteSupervisor(self._http, self.target)
-
-        async def call() -> Any:
-            return await factory(sup)
-
-        return asyncio.run_coroutine_threadsafe(call(), self.loop)
+        try:
+            wired = wire_intent(intent)
+        except api.ServiceError as exc:
+            fut = concurrent.futures.Future()
+            fut.set_exception(exc)
+            return fut
+        return asyncio.run_coroutine_threadsafe(
+            _send_intent(self._http, self.target, wired), self.loop
+        )
 
     def shutdown(self, mode: str = "detach", timeout: float = 60.0) -> None:
         """Leave. `stop` first asks the controller to end the campaign and stop what it holds;

@@ -170,3 +170,46 @@ def cmd_run_background(
         file=sys.stderr,
     )
     return 1
+
+
+def start_in_background(args: argparse.Namespace) -> Target:
+    """Start `args.campaign`'s controller in its own process (as `run --background` does) and
+    return where it answers; raises with the controller's own last words when it does not."""
+    from ..core.errors import ConfigError
+    from ..ledger.store import default_ledger_path
+
+    if not args.campaign:
+        raise ConfigError("--background needs --campaign FILE (the campaign the controller runs)")
+    ledger = Path(args.ledger or default_ledger_path()).resolve()
+    started = cmd_run_background(
+        argparse.Namespace(
+            campaign=args.campaign,
+            market_url=args.market_url,
+            ledger=str(ledger),
+            policy=args.policy,
+            http_timeout=args.http_timeout,
+            detach=False,
+            ssh_key=getattr(args, "ssh_key", None),
+            listen=None,
+            api_key=None,  # the key stays in the environment it came from
+        )
+    )
+    if started:
+        raise BackgroundFailed(f"the controller did not start (exit {started}); see its log above")
+    entry = next(e for e in registry.live_entries() if Path(e.ledger) == ledger)
+    return Target(socket=entry.socket)
+
+
+class BackgroundFailed(api.ServiceError):
+    title = "controller"
+
+
+def cmd_watch_background(args: argparse.Namespace) -> int:
+    """`rentwatch watch --campaign FILE --background`: the engine in its own process and this
+    dashboard attached to it, the same client code as `attach`. Quitting asks: stop the campaign
+    (the controller stops or destroys what it holds and exits), or detach and leave it running
+    in the background, supervised, for a later `rentwatch attach`."""
+    target = start_in_background(args)
+    return cmd_attach(
+        argparse.Namespace(socket=target.socket, campaign=None, url=None, token_file=None)
+    )

@@ -198,6 +198,12 @@ class ServiceServer:
                 gap = SSE_MIN_GAP_S - (loop.time() - last_write)
                 if gap > 0:  # a burst: wait out the rest of the gap, then send the latest
                     await asyncio.sleep(gap)
+            # the campaign's end (its release, the trap) changes the fleet after the last poll:
+            # a dashboard still attached sees that final state before the goodbye
+            with contextlib.suppress(NotReady):
+                snap = self.ctrl.snapshot()
+                if snap is not sent:
+                    await resp.write(api.sse_event("snapshot", snap))
             await resp.write(api.sse_event("bye", {"reason": "the controller is shutting down"}))
         except ConnectionResetError:
             pass  # the dashboard went away: nothing to clean up but this stream
