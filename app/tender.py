@@ -17,7 +17,7 @@ from .journal import Journal
 from .ledger import EventKind
 from .market import Clock
 from .probe_io import ProbeError, parse_probe_output, probe_source
-from .ssh_runner import HostKeyChanged, SSHFailure
+from .ssh_runner import HostKeyChanged, RunResult, SSHFailure
 
 K = EventKind
 SAMPLE_FIELDS = (
@@ -29,6 +29,20 @@ SAMPLE_FIELDS = (
     "power_w",
     "mem_used_mb",
 )
+
+
+SILENT_RETRIES = 3  # preflight sessions in a row without an answer before they count against it
+
+
+def no_answer(res: RunResult) -> bool:
+    """A session that ended without the host's answer: nothing on stdout (the probe always
+    prints its JSON line, even when CUDA fails) and either no exit status (the channel was cut)
+    or nothing on stderr either (a shell that says why, say `python3: not found`, answered)."""
+    return (
+        not res.truncated
+        and not res.stdout.strip()
+        and (res.exit_status is None or not res.stderr.strip())
+    )
 
 
 class HostTender:
@@ -60,12 +74,13 @@ class HostTender:
 
     async def _preflight(self, a: Attempt) -> None:
         script = probe_source("preflight")
+        dropped = 0
         while True:
             if a.ssh_host is None or a.ssh_port is None:
                 a.ssh_error = "no SSH port published yet"
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
-            if a.ssh_error is None or a.ssh_error.startswith("no SSH port"):
+            if not dropped and (a.ssh_error is None or a.ssh_error.startswith("no SSH port")):
                 a.ssh_error = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
             try:
                 res = await self.link.probe(
@@ -82,6 +97,15 @@ class HostTender:
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             a.ssh_error = None
+            if no_answer(res) and (res.exit_status is None or dropped < SILENT_RETRIES):
+                # a session cut before the probe answered says nothing about the host: look
+                # again. A cut channel is retried until the SSH deadline rule gives up on the
+                # host; a clean exit with nothing said at all is judged after a few tries.
+                dropped += 1
+                if res.exit_status is None and dropped >= SILENT_RETRIES:
+                    a.ssh_error = f"{dropped} preflight sessions in a row ended without an answer"
+                await asyncio.sleep(self.link.wall(10, 0.05))
+                continue
             try:
                 doc = parse_probe_output(res.stdout, "preflight", res.truncated)
             except ProbeError as exc:
