@@ -134,6 +134,7 @@ def test_a_job_gone_on_two_looks_is_requeued():
 def test_a_launch_whose_session_dropped_and_no_answer_after_is_not_requeued():
     """The launch runs on the host even when the session dies under it; requeueing then would
     burn a retry and, elsewhere, run the job twice."""
+
     class LaunchDrops(ScriptedLink):
         async def run(self, a: Attempt, command: str, **kw: Any) -> RunResult:
             self.calls.append(command)
