@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from rentwatch.attempt import Attempt
 from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobQueue

@@ -72,9 +72,7 @@ def test_expected_shortfall():
 def test_spares_stay_within_the_cap_and_grow_with_the_value_of_time(
     need, p, v, dud, surplus, fleet, cap
 ):
-    kw = dict(
-        need=need, p_deliver=p, dud_usd=dud, surplus_usd=surplus, fleet=fleet, max_spares=cap
-    )
+    kw = dict(need=need, p_deliver=p, dud_usd=dud, surplus_usd=surplus, fleet=fleet, max_spares=cap)
     low = hedge(value_of_time_usd_per_h=v, **kw)
     high = hedge(value_of_time_usd_per_h=v * 2 + 1, **kw)
     assert 0 <= low <= cap and low <= high <= cap
