@@ -14,10 +14,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .gpu_specs import driver_too_old, offer_contradicts_itself
-from .hedge import ROUND_H, HedgeInputs, mean_odds, spare_attempts
+from .hedge import HedgeInputs, mean_odds, spare_attempts
 from .models import Offer
 from .policy import Policy
-from .reputation import DEFAULT_DUD_USD, market_odds, offer_odds, rank_offers
+from .reputation import DEFAULT_DUD_USD, ROUND_H, market_odds, offer_odds, rank_offers
 
 History = dict[int, tuple[int, int, float]]  # machine id -> (delivered, duds, mean dud USD)
 
