@@ -274,19 +274,17 @@ def _cmd_referee(args: argparse.Namespace) -> int:
     import json
 
     from .core.campaign import parse_campaign
-    from .dashboard import DEMO_CAMPAIGN
-    from .referee import format_table, referee
+    from .referee import format_table, referee, referee_campaign
     from .sim.scenario import load_scenario
 
     if args.scenario:
         _read_text(args.scenario, "scenario")
     scenario = None if args.family and not args.scenario else load_scenario(args.scenario)
-    text = (
-        _read_text(args.campaign, "campaign")
+    campaign = (
+        parse_campaign(_read_text(args.campaign, "campaign"), args.campaign)
         if args.campaign
-        else DEMO_CAMPAIGN.replace('"demo"', '"referee"')
+        else referee_campaign()
     )
-    campaign = parse_campaign(text, args.campaign or "referee campaign")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     from .referee import policy_from_spec
 

@@ -17,6 +17,7 @@ from .core.lifecycle import Phase
 from .fleet import Fleet
 from .host_link import HostLink
 from .job_runner import (
+    JobStatus,
     UnsafePath,
     fetch_artifacts,
     launch_command,
@@ -32,6 +33,7 @@ from .market import Clock
 from .ssh_runner import SSHFailure
 
 K = EventKind
+GONE = ("vanished", "none")  # states that say the job's process is not there
 SFTP_ERRORS = (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError)
 
 
@@ -130,10 +132,11 @@ class JobWork:
             except SSHFailure as exc:
                 # the session may have died after the host started the job: look before requeueing
                 try:
-                    res = await self.link.run(a, status_command(job.job))
-                    started = parse_status(res.stdout).state != "none"
+                    started = (await self.look(a, job)).state != "none"
                 except SSHFailure:
-                    started = False
+                    # no answer either way: held as started; `check` looks again (twice) before
+                    # calling it gone, so a dropped session never costs the job a retry
+                    started = True
                 if not started:
                     self.requeue(job, now, f"could not start it: {exc}")
                     continue
@@ -151,7 +154,10 @@ class JobWork:
 
     async def check(self, a: Attempt, job: JobState) -> None:
         """Look at a running job: its log line, its timeout, its checkpoint, its end."""
-        st = parse_status((await self.link.run(a, status_command(job.job))).stdout)
+        st = await self.look(a, job)
+        if st.state in GONE:
+            # a process found gone costs the job a retry: one look is not enough to say so
+            st = await self.look(a, job)
         now = self.clock.now()
         tail = [ln for ln in st.log_tail.splitlines() if ln.strip()]
         a.job_line = f"{job.name}: {tail[-1] if tail else st.state}"
@@ -210,6 +216,19 @@ class JobWork:
         if job.job.artifacts:
             await self._pull(a, job)
         self.queue.finished(job, st.exit_code, now)
+
+    async def look(self, a: Attempt, job: JobState) -> JobStatus:
+        """The job's state on its host. A session cut before the host answered (no exit status,
+        or nothing printed: the status command always prints its state first) is no answer, not
+        "the process is gone": it raises SSHFailure like a refused connection does."""
+        res = await self.link.run(a, status_command(job.job))
+        if res.exit_status is None or not res.stdout.strip():
+            raise SSHFailure(
+                "session dropped before the host answered"
+                if res.exit_status is None
+                else f"the status check printed nothing (exit {res.exit_status})"
+            )
+        return parse_status(res.stdout)
 
     def _checkpoint_dir(self, job: JobState) -> Path:
         return self.artifacts_root / self.journal.campaign / job.name / "checkpoint"

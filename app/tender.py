@@ -29,7 +29,7 @@ from .probe_io import (
     probe_source,
     sampler_command,
 )
-from .ssh_runner import HostKeyChanged, SSHFailure
+from .ssh_runner import HostKeyChanged, RunResult, SSHFailure
 
 K = EventKind
 # told of a proven host that must be stopped and marked: (attempt, rule, reason, failure class)
@@ -43,6 +43,20 @@ SAMPLE_FIELDS = (
     "power_w",
     "mem_used_mb",
 )
+
+
+SILENT_RETRIES = 3  # preflight sessions in a row without an answer before they count against it
+
+
+def no_answer(res: RunResult) -> bool:
+    """A session that ended without the host's answer: nothing on stdout (the probe always
+    prints its JSON line, even when CUDA fails) and either no exit status (the channel was cut)
+    or nothing on stderr either (a shell that says why, say `python3: not found`, answered)."""
+    return (
+        not res.truncated
+        and not res.stdout.strip()
+        and (res.exit_status is None or not res.stderr.strip())
+    )
 
 
 class HostTender:
@@ -80,12 +94,13 @@ class HostTender:
     async def _preflight(self, a: Attempt) -> None:
         script = probe_source("preflight")
         command = preflight_command(self.policy.checks, NET_PROBE_URL)
+        dropped = 0
         while True:
             if a.ssh_host is None or a.ssh_port is None:
                 a.ssh_error = "no SSH port published yet"
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
-            if a.ssh_error is None or a.ssh_error.startswith("no SSH port"):
+            if not dropped and (a.ssh_error is None or a.ssh_error.startswith("no SSH port")):
                 a.ssh_error = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
             try:
                 res = await self.link.probe(
@@ -102,6 +117,15 @@ class HostTender:
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             a.ssh_error = None
+            if no_answer(res) and (res.exit_status is None or dropped < SILENT_RETRIES):
+                # a session cut before the probe answered says nothing about the host: look
+                # again. A cut channel is retried until the SSH deadline rule gives up on the
+                # host; a clean exit with nothing said at all is judged after a few tries.
+                dropped += 1
+                if res.exit_status is None and dropped >= SILENT_RETRIES:
+                    a.ssh_error = f"{dropped} preflight sessions in a row ended without an answer"
+                await asyncio.sleep(self.link.wall(10, 0.05))
+                continue
             if self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
                 return
             try:

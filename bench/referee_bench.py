@@ -13,9 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rentwatch.core.campaign import parse_campaign
-from rentwatch.dashboard import DEMO_CAMPAIGN
-from rentwatch.referee import format_table, referee
+from rentwatch.referee import format_table, referee, referee_campaign
 from rentwatch.referee_score import pareto_rows, summarise
 from rentwatch.sim.family import REPORT_FAMILY_SEEDS
 
@@ -69,7 +67,7 @@ def main() -> None:
     ap.add_argument("--json", help="also write the referee's JSON here")
     ap.add_argument("--from-json", help="summarise an earlier --json instead of running")
     args = ap.parse_args()
-    campaign = parse_campaign(DEMO_CAMPAIGN.replace('"demo"', '"referee"'))
+    campaign = referee_campaign()
     policies = args.policies.split(",")
     t0 = time.monotonic()
     if args.from_json:

@@ -290,3 +290,18 @@ def test_naive_on_a_market_of_duds_is_scored_as_never_delivering(tmp_path, capsy
     assert run["total_usd"] > 0 and run["dud_usd"] == run["total_usd"]
     assert run["time_to_fleet_min"] is None and run["usd_per_gpu_hour"] is None
     assert run["time_to_done_min"] is None and run["jobs_finished"] == 0
+
+
+def test_the_referee_campaign_carries_the_default_jobs_sized_in_market_time():
+    """The demo's own jobs are wall-clock sleeps for the dashboard; refereed at 600x they would
+    last hours of market time and no policy could finish the work. Every market of a family
+    gets two jobs per fleet slot, each 30 market minutes at the run's time scale."""
+    from rentwatch.referee import plan, referee_campaign
+
+    camp = referee_campaign()
+    assert camp.jobs == ()
+    tasks = plan(None, camp, ["seed"], 1, time_scale=600.0, family=3, family_seed=1)
+    for t in tasks:
+        assert len(t.campaign.jobs) == 2 * t.campaign.fleet
+        for job in t.campaign.jobs:
+            assert "time.sleep(3.000)" in job.run  # 30 market minutes at 600x

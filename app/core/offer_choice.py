@@ -14,9 +14,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .gpu_specs import driver_too_old, offer_contradicts_itself
+from .hedge import HedgeInputs, mean_odds, spare_attempts
 from .models import Offer
 from .policy import Policy
-from .reputation import rank_offers
+from .reputation import DEFAULT_DUD_USD, ROUND_H, market_odds, offer_odds, rank_offers
 
 History = dict[int, tuple[int, int, float]]  # machine id -> (delivered, duds, mean dud USD)
 
@@ -81,12 +82,12 @@ def fit_offers(
 
 
 def choose_offers(
-    fit: Sequence[Offer], n: int, history: History, by: str
+    fit: Sequence[Offer], n: int, history: History, by: str, value_of_time: float = 0.0
 ) -> list[tuple[Offer, str]]:
     """The best `n` offers, one per machine, each with the sentence the ledger records."""
     out: list[tuple[Offer, str]] = []
     taken: set[int] = set()
-    for o, why in rank_offers(fit, history, by=by):
+    for o, why in rank_offers(fit, history, by=by, value_of_time_usd_per_h=value_of_time):
         if len(out) >= n:
             break
         if o.machine_id in taken:
@@ -94,6 +95,52 @@ def choose_offers(
         taken.add(o.machine_id)
         out.append((o, why))
     return out
+
+
+DEADLINE_VALUE_USD_PER_H = 5.0  # a campaign with a deadline: waiting is worth at least this
+
+
+def hedge_for(
+    fit: Sequence[Offer],
+    need: int,
+    history: History,
+    policy: Policy,
+    fleet_size: int,
+    spare_has_work: bool,
+    deadline_set: bool = False,
+) -> tuple[int, str]:
+    """Spare attempts to keep in flight now (see `hedge`): from the odds of the offers that
+    would be rented next (our ledger's record of each machine, pooled over the market for the
+    machines it has not seen) and the operator's value of time."""
+    value = policy.value_of_time_usd_per_h
+    if deadline_set and value > 0:
+        value = max(value, DEADLINE_VALUE_USD_PER_H)
+    if value <= 0 or policy.max_spare_attempts <= 0 or not fit:
+        return 0, ""
+    pool = market_odds(history)
+    best = [
+        o
+        for o, _ in choose_offers(
+            fit, need + policy.max_spare_attempts, history, policy.rank, value
+        )
+    ]
+    odds = [offer_odds(history.get(o.machine_id), o.reliability, pool) for o in best]
+    duds = [u for _, bad, u in history.values() if bad and u > 0]
+    dph = mean_odds([o.dph_total for o in best], 0.0)
+    spares, why = spare_attempts(
+        HedgeInputs(
+            need=need,
+            p_deliver=mean_odds(odds, 0.5),
+            value_of_time_usd_per_h=value,
+            dud_usd=mean_odds(duds, DEFAULT_DUD_USD),
+            # a delivering spare with a job waiting takes it (the work is paid for either way:
+            # only its boot is extra); otherwise it idles until the idle rule stops it
+            surplus_usd=dph * (ROUND_H + (0 if spare_has_work else policy.idle_grace_s / 3600)),
+            fleet=fleet_size,
+            max_spares=min(policy.max_spare_attempts, max(0, len(fit) - need)),
+        )
+    )
+    return spares, why
 
 
 def quarantine_for(

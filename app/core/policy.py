@@ -38,7 +38,10 @@ class Policy:
     quarantine: bool = True
     quarantine_persistent: bool = False  # False: within the campaign only (the article's)
     quarantine_hours: float | None = None  # persistent quarantine expiry; None: for ever
-    spare_attempts: int = 0  # extra creates in flight beyond the fleet's shortfall
+    spare_attempts: int = 0  # extra creates in flight beyond the fleet's shortfall, always
+    # hedged provisioning (core/hedge.py): more spares while they pay for the time they save
+    value_of_time_usd_per_h: float = 0.0  # the operator's price of an hour's wait; 0: no hedging
+    max_spare_attempts: int = 0  # hedging never keeps more than this many spares in flight
     reuse_stopped: bool = False  # start a stopped, proven rental again before creating
     offer_sanity: bool = False  # skip offers whose own benchmark contradicts the GPU they claim
     rank: str = "price"  # price | expected_cost
@@ -139,6 +142,8 @@ DEFAULT = Policy(
     quarantine_persistent=True,
     quarantine_hours=24 * 7,
     spare_attempts=0,
+    value_of_time_usd_per_h=2.0,
+    max_spare_attempts=3,
     reuse_stopped=True,
     offer_sanity=True,
     rank="expected_cost",

@@ -21,15 +21,48 @@ def p_deliver(good: int, bad: int, platform_score: float | None) -> float:
     return alpha / (alpha + beta)
 
 
+def market_odds(history: dict[int, tuple[int, int, float]]) -> float | None:
+    """The share of our rentals on this market that delivered, over every machine in our
+    ledger (shrunk towards the prior by PRIOR_STRENGTH runs); None before any run ended."""
+    good = sum(g for g, _, _ in history.values())
+    bad = sum(b for _, b, _ in history.values())
+    if good + bad == 0:
+        return None
+    return (0.4 * PRIOR_STRENGTH + good) / (PRIOR_STRENGTH + good + bad)
+
+
+def offer_odds(
+    record: tuple[int, int, float] | None, platform_score: float | None, pool: float | None
+) -> float:
+    """p(deliver) of one offer for hedging: its machine's own record, over a prior that is the
+    market's pooled record when there is one (a new machine on a market where most creates fail
+    is likely to fail too), else the platform's score."""
+    good, bad, _ = record or (0, 0, 0.0)
+    if pool is None:
+        return p_deliver(good, bad, platform_score)
+    return (pool * PRIOR_STRENGTH + good) / (PRIOR_STRENGTH + good + bad)
+
+
+ROUND_H = 0.25  # an attempt is verified or given up in about 15 market minutes
+
+
 def rank_offers(
-    offers: Sequence[Offer], history: dict[int, tuple[int, int, float]], by: str = "price"
+    offers: Sequence[Offer],
+    history: dict[int, tuple[int, int, float]],
+    by: str = "price",
+    value_of_time_usd_per_h: float = 0.0,
 ) -> list[tuple[Offer, str]]:
     """Offers best first, each with the sentence the ledger records for the choice.
 
     `history`: machine id -> (delivered, failed, mean USD per dud). `by="price"` ranks by the
     hourly rate (the article's way); `by="expected_cost"` by price over the delivery odds plus
-    the expected cost of a dud on that machine.
+    the expected cost of a dud on that machine, plus, when waiting has a price, the expected
+    wait for a verified host from that machine (a round per try, 1/p tries) at that price. The
+    wait term reads only our own record (each machine's, over the market's pooled one): the
+    platform's score says little about how soon a host boots, and a term every unseen machine
+    shares does not reorder them.
     """
+    pool = market_odds(history)
     scored = []
     for o in offers:
         good, bad, dud_usd = history.get(o.machine_id, (0, 0, 0.0))
@@ -37,6 +70,9 @@ def rank_offers(
         runs = good + bad
         if by == "expected_cost":
             effective = o.dph_total / p + (1 - p) / p * (dud_usd or DEFAULT_DUD_USD) * 4
+            if value_of_time_usd_per_h > 0 and pool is not None:
+                wait_h = ROUND_H / offer_odds((good, bad, dud_usd), None, pool)
+                effective += value_of_time_usd_per_h * wait_h
             why = (
                 f"m:{o.machine_id} ${o.dph_total:.3f}/h, p(deliver)={p:.2f} from {runs} run"
                 f"{'s' if runs != 1 else ''}, effective ${effective:.3f}/h"

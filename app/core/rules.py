@@ -20,6 +20,7 @@ from .offer_choice import (
     at_risk,
     choose_offers,
     fit_offers,
+    hedge_for,
     quarantine_for,
     within_budget,
 )
@@ -364,20 +365,31 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             return out
         target = fleet.fleet
     need = max(0, target - verified)
-    want = need + (policy.spare_attempts if need > 0 else 0)
     room = fleet.max_creates - fleet.creates
     fit = None
     available = fleet.offers_available
+    hedged, hedge_why = 0, ""
     if fleet.offers is not None and fleet.terms is not None:
         fit = fit_offers(fleet.offers, fleet.terms, policy, fleet.exclusions)
         available = len(fit)
+        if need > 0:  # hedging needs the offers at hand: their odds decide it
+            hedged, hedge_why = hedge_for(
+                fit,
+                need,
+                fleet.history,
+                policy,
+                fleet_size=target,
+                spare_has_work=fleet.jobs_pending > need,
+                deadline_set=fleet.deadline is not None,
+            )
+    want = need + (policy.spare_attempts + hedged if need > 0 else 0)
     n = max(0, min(want - in_flight, room, available))
     if fleet.create_cap is not None:
         n = min(n, fleet.create_cap)
     chosen: list[tuple[Offer | None, str]] = [(None, "")] * n
     short_of_money = False
     if fit is not None:
-        ranked = choose_offers(fit, n, fleet.history, policy.rank)
+        ranked = choose_offers(fit, n, fleet.history, policy.rank, policy.value_of_time_usd_per_h)
         committed = fleet.spent_usd + sum(
             at_risk(a.dph, a.created_at, policy.boot_deadline_s, now)
             for a in fleet.attempts
@@ -390,7 +402,8 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         out.append(
             Create(
                 "rule:replace",
-                f"{verified} of {fleet.fleet} verified, {in_flight + i} booting: rent one more",
+                f"{verified} of {fleet.fleet} verified, {in_flight + i} booting: rent one more"
+                + (f" ({hedge_why})" if hedged else ""),
                 offer,
                 why,
             )

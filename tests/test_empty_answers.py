@@ -1,0 +1,199 @@
+"""A dropped SSH session is no answer, not a verdict: the job checks and the preflight look again
+before they requeue a job or abandon a host (issue 18: requeues and false kills on markets with
+a few percent of sessions dropped). Fakes stand in for the SSH link only; the job runner, the
+queue, the ledger and the tender are the real ones."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rentwatch.attempt import Attempt
+from rentwatch.core.campaign import Job
+from rentwatch.core.jobs import JobQueue
+from rentwatch.core.lifecycle import Phase
+from rentwatch.core.policy import DEFAULT
+from rentwatch.fleet import Fleet
+from rentwatch.job_work import JobWork
+from rentwatch.journal import Journal
+from rentwatch.ledger import Ledger
+from rentwatch.ssh_runner import RunResult, SSHFailure
+from rentwatch.tender import HostTender
+
+DROPPED = RunResult(None, b"", b"", False)  # the channel was cut before the host answered
+
+
+def said(text: str, code: int | None = 0, err: bytes = b"") -> RunResult:
+    return RunResult(code, text.encode(), err, False)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_000.0
+
+    def now(self) -> float:
+        return self.t
+
+    def answered_at(self) -> float:
+        return self.t
+
+
+class ScriptedLink:
+    """Answers each command with the next scripted result (then repeats the last)."""
+
+    def __init__(self, answers: list[RunResult]) -> None:
+        self.answers: Iterator[RunResult] = iter(answers)
+        self.last = answers[-1]
+        self.calls: list[str] = []
+
+    def _next(self) -> RunResult:
+        self.last = next(self.answers, self.last)
+        return self.last
+
+    async def run(self, a: Attempt, command: str, **kw: Any) -> RunResult:
+        self.calls.append(command)
+        return self._next()
+
+    async def probe(self, a: Attempt, script: bytes, timeout_wall: float) -> RunResult:
+        self.calls.append("preflight")
+        return self._next()
+
+    def wall(self, market_seconds: float, floor: float) -> float:
+        return 0.0
+
+
+def attempt(iid: int = 7) -> Attempt:
+    a = Attempt(iid, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)
+    a.ssh_host, a.ssh_port = "127.0.0.1", 2222
+    return a
+
+
+def job_work(link: ScriptedLink, retries: int = 1) -> tuple[JobWork, JobQueue, Ledger]:
+    ledger = Ledger(":memory:")
+    clock = Clock()
+    journal = Journal(ledger, "c", clock, log=lambda _: None)
+    queue = JobQueue((Job("train", "python train.py", retries=retries),))
+    work = JobWork(queue, Fleet(1), link, journal, clock, artifacts_root=Path("unused"))  # type: ignore[arg-type]
+    return work, queue, ledger
+
+
+def interruptions(ledger: Ledger) -> list[Any]:
+    return [e for e in ledger.events() if e.kind == "job_finished" and not e.ok]
+
+
+def test_a_dropped_status_check_is_no_answer_and_the_job_stays_running():
+    link = ScriptedLink([DROPPED])
+    work, queue, ledger = job_work(link)
+    job = queue.take(7, 1_000.0)
+    assert job is not None
+    for _ in range(5):  # more drops than the job has retries
+        # the tender logs this as "no answer" and looks again at the next check
+        with pytest.raises(SSHFailure, match="before the host answered"):
+            asyncio.run(work.check(attempt(), job))
+    assert job.status == "running" and job.attempts == 1
+    assert interruptions(ledger) == []
+
+
+def test_an_empty_status_output_is_no_answer_either():
+    link = ScriptedLink([said("", code=0)])
+    work, queue, ledger = job_work(link)
+    job = queue.take(7, 1_000.0)
+    assert job is not None
+    with pytest.raises(SSHFailure, match="printed nothing"):
+        asyncio.run(work.check(attempt(), job))
+    assert job.status == "running" and interruptions(ledger) == []
+
+
+def test_one_gone_reading_is_looked_at_again_before_requeueing():
+    # a half-delivered answer reads as "none"; the second look finds the job running
+    link = ScriptedLink([said("NON"), said("RUNNING\nstep 3\n")])
+    work, queue, ledger = job_work(link)
+    job = queue.take(7, 1_000.0)
+    assert job is not None
+    asyncio.run(work.check(attempt(), job))
+    assert job.status == "running" and interruptions(ledger) == []
+    assert len(link.calls) == 2
+
+
+def test_a_job_gone_on_two_looks_is_requeued():
+    link = ScriptedLink([said("VANISHED\n")])
+    work, queue, ledger = job_work(link)
+    job = queue.take(7, 1_000.0)
+    assert job is not None
+    asyncio.run(work.check(attempt(), job))
+    assert job.status == "pending"
+    (ev,) = interruptions(ledger)
+    assert "process is gone" in ev.reason
+
+
+def test_a_launch_whose_session_dropped_and_no_answer_after_is_not_requeued():
+    """The launch runs on the host even when the session dies under it; requeueing then would
+    burn a retry and, elsewhere, run the job twice."""
+
+    class LaunchDrops(ScriptedLink):
+        async def run(self, a: Attempt, command: str, **kw: Any) -> RunResult:
+            self.calls.append(command)
+            if len(self.calls) == 1:
+                raise SSHFailure("session dropped: ConnectionLost")
+            return DROPPED
+
+    link = LaunchDrops([DROPPED])
+    work, queue, ledger = job_work(link)
+    a = attempt()
+    a.life.phase = Phase.VERIFIED
+    work.fleet.in_service = lambda: [a]  # type: ignore[method-assign]
+    asyncio.run(work.dispatch(1_000.0))
+    assert queue.on(7) is not None and interruptions(ledger) == []
+
+
+def preflight_doc() -> str:
+    return json.dumps(
+        {
+            "probe": "preflight",
+            "schema": 1,
+            "ok": False,
+            "error": {"type": "CudaError", "message": "no kernel image"},
+        }
+    )
+
+
+def run_preflight(link: ScriptedLink) -> Attempt:
+    ledger = Ledger(":memory:")
+    clock = Clock()
+    journal = Journal(ledger, "c", clock, log=lambda _: None)
+    work, _, _ = job_work(link)
+    tender = HostTender(link, work, journal, DEFAULT, clock)  # type: ignore[arg-type]
+    a = attempt()
+    asyncio.run(asyncio.wait_for(tender._preflight(a), 5))
+    return a
+
+
+def test_a_dropped_preflight_session_is_retried_not_judged():
+    link = ScriptedLink([DROPPED, DROPPED, said(preflight_doc() + "\n", code=1)])
+    a = run_preflight(link)
+    assert link.calls == ["preflight"] * 3
+    assert a.verdict is not None and a.verdict.failure_class == "cuda_error"
+
+
+def test_a_dropped_preflight_does_not_count_as_ssh_silence():
+    """The host answered SSH; the SSH deadline rule must not read a dropped session as silence."""
+    seen: list[str | None] = []
+
+    class Watch(ScriptedLink):
+        async def probe(self, a: Attempt, script: bytes, timeout_wall: float) -> RunResult:
+            seen.append(a.ssh_error)
+            return await super().probe(a, script, timeout_wall)
+
+    run_preflight(Watch([DROPPED, said(preflight_doc() + "\n", code=1)]))
+    assert seen[0] is not None and seen[1] is None
+
+
+def test_a_shell_that_says_why_it_printed_nothing_is_judged_at_once():
+    link = ScriptedLink([said("", code=127, err=b"sh: 1: python3: not found\n")])
+    a = run_preflight(link)
+    assert link.calls == ["preflight"]
+    assert a.verdict is not None and a.verdict.failure_class == "bad_probe"
