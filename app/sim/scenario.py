@@ -125,6 +125,11 @@ class Scenario:
     # $/GB moved, per direction (Vast offers carry inet_up_cost / inet_down_cost)
     bandwidth_cost: tuple[float, float] = (0.002, 0.02)
     pacing: bool = True  # enforce the documented minimum intervals (429 past a small burst)
+    # an account that already rents a fleet at the start (scale benchmarks): `preload`
+    # instances on the first offers, labelled "preload:<n>", rented an hour of market time
+    # earlier; the last `preload_booting` of them are rented at the start and still boot
+    preload: int = 0
+    preload_booting: int = 0
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -207,6 +212,8 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "states",
         "bandwidth_cost",
         "pacing",
+        "preload",
+        "preload_booting",
     }
     for key in data:
         if key not in known:
@@ -253,6 +260,12 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     if not isinstance(pacing, bool):
         raise ConfigError(f"pacing: expected true or false, got {pacing!r}")
     states = _states(data.get("states", {}))
+    preload = data.get("preload", 0)
+    if not isinstance(preload, int) or isinstance(preload, bool) or not 0 <= preload <= offers:
+        raise ConfigError(f"preload: expected an integer in 0..offers ({offers}), got {preload!r}")
+    booting = data.get("preload_booting", 0)
+    if not isinstance(booting, int) or isinstance(booting, bool) or not 0 <= booting <= preload:
+        raise ConfigError(f"preload_booting: expected an integer in 0..preload, got {booting!r}")
     return Scenario(
         seed=seed,
         time_scale=float(time_scale),
@@ -268,6 +281,8 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         states=states,
         bandwidth_cost=bandwidth,
         pacing=pacing,
+        preload=preload,
+        preload_booting=booting,
     )
 
 
