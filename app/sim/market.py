@@ -504,7 +504,7 @@ class Market:
                     advertised_gpu=gpu,
                     real_gpu=real_gpu,
                     real_tflops=tflops,
-                    dph_base=round(_between(rng, hc.dph), 4),
+                    dph_base=round(_between(rng, hc.price_range(gpu)), 4),
                     storage_cost=round(_between(rng, sc.storage_cost), 4),
                     cuda_max_good=cuda,
                     driver_version=driver,
