@@ -87,19 +87,19 @@ class Observer:
                 self._see(a, listed, now)
             return
         for iid, listed in live.items():
-            a = self.fleet.get(iid)
-            if a is not None and a.life.phase not in (Phase.DESTROYED, Phase.LOST):
-                a.unseen = 0
-                self._see(a, listed, now)
+            held = self.fleet.get(iid)
+            if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
+                held.unseen = 0
+                self._see(held, listed, now)
         for iid in asked - live.keys() - bad:
-            a = self.fleet.get(iid)
-            if a is None or a.life.phase in (Phase.DESTROYED, Phase.LOST):
+            held = self.fleet.get(iid)
+            if held is None or held.life.phase in (Phase.DESTROYED, Phase.LOST):
                 continue
-            if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
+            if held.life.phase == Phase.REQUESTED and now - held.created_at <= LOST_AFTER_S:
                 continue
-            looked = await self._look(a, now)
+            looked = await self._look(held, now)
             if looked is not None:
-                self._see(a, looked, now)
+                self._see(held, looked, now)
 
     async def unlisted(
         self, listed: set[int], now: float, among: tuple[Attempt, ...] | None = None

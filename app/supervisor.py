@@ -1,8 +1,8 @@
 """The supervisor: observe the market, ask the pure rules to decide, execute their decisions.
 
-Each poll lists what its plan asks for (`cadence.py`: the whole fleet when small, otherwise the
-instances that need a look every poll and a few pages of a sweep); polls never overlap (one loop); preflights run in parallel with bounded
-concurrency (the host tender); every marketplace change goes through `Actions` (intent, tries,
+Each poll lists what its plan asks for (`cadence.py`: the whole fleet when small, otherwise
+the instances that need a look every poll and a few pages of a sweep); polls never overlap
+(one loop); preflights run in parallel with bounded concurrency (the host tender); every marketplace change goes through `Actions` (intent, tries,
 outcome). Automated destroys go through `_abandon`, which refuses an instance that passed its
 preflight; a human destroy is a `DestroyIntent`, which needs a `DestroyConfirmation` naming the
 instance. The parts are built by `Supervisor.build` and passed in, each given what it needs.

@@ -53,7 +53,12 @@ async def _supervisor(url: str, tmp: Path, n: int = N) -> Supervisor:
 
 def _sim(make_sim, n: int = N):
     return make_sim(
-        seed=2, offers=n, time_scale=1, pacing=False, preload=n, preload_booting=BOOTING,
+        seed=2,
+        offers=n,
+        time_scale=1,
+        pacing=False,
+        preload=n,
+        preload_booting=BOOTING,
         host_class=HEALTHY,
     )
 
@@ -63,7 +68,9 @@ def test_booting_every_poll_steady_by_sweep(make_sim, tmp_path):
 
     async def run() -> None:
         sup = await _supervisor(sim.url, tmp_path)
-        booting = {a.instance_id for a in sup.fleet.attempts.values() if a.life.phase == Phase.BOOTING}
+        booting = {
+            a.instance_id for a in sup.fleet.attempts.values() if a.life.phase == Phase.BOOTING
+        }
         assert len(booting) == BOOTING
         steady = set(sup.fleet.attempts) - booting
         swept_at = None
