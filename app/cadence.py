@@ -27,9 +27,9 @@ from .fleet import Fleet
 
 PAGE = 25  # rows per list page, the documented maximum
 FULL_PAGES = 4  # a fleet whose full list fits in this many pages is listed whole every poll
-LIST_CALLS = 4  # list calls a poll spends at most on hot pages and sweep pages together
+# list calls a poll spends on hot and sweep pages: 5 s of pacing, inside a 10 s poll interval
+LIST_CALLS = 6
 SHOWS = 4  # one-instance calls a poll spends at most on hot instances without a label
-# a proven rental is hot once it is this idle: its low-utilisation clock has started
 HOT_PHASES = frozenset({Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING})
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from rentwatch.cadence import FULL_PAGES, PAGE
+from rentwatch.cadence import FULL_PAGES, LIST_CALLS, PAGE
 from rentwatch.client import VastClient
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import get_policy
@@ -81,12 +81,12 @@ def test_booting_every_poll_steady_by_sweep(make_sim, tmp_path):
             assert not sight.full
             assert booting <= ids  # every poll, by label
             assert len(ids & steady) < len(steady)  # the steady ones a few pages at a time
-            assert sight.calls <= 4
+            assert sight.calls <= LIST_CALLS
             seen_steady |= ids & steady
             if sight.swept is not None and swept_at is None:
                 swept_at = poll
                 assert sight.swept == set(sup.fleet.attempts)  # the sweep is a full list
-        assert swept_at is not None and swept_at <= 3
+        assert swept_at is not None and swept_at <= 2
         assert seen_steady == steady
         await sup.market.aclose()
         sup.ledger.close()
