@@ -1,8 +1,9 @@
 """The async marketplace client: the Vast.ai REST subset, typed results, retries that respect
 the API's documented pacing, and creates that are never duplicated by a retry.
 
-One `list_instances()` call pages through `/api/v1/instances/` and is the whole poll: the engine
-never asks per instance. The API key is held here and nowhere else; it never appears in a repr,
+`list_instances()` pages through `/api/v1/instances/`; `list_page()` reads one page, with the
+official CLI's filters, which the engine's poll plan (`app/cadence.py`) uses to ask often about
+the instances that need it and seldom about the rest. The API key is held here and nowhere else; it never appears in a repr,
 a log line or an exception message.
 
 Every call has one total deadline (connect, send and the whole answer read) and a cap on the
@@ -406,29 +407,46 @@ class VastClient:
         self, page_size: int = PAGE_SIZE, select_filters: dict[str, Any] | None = None
     ) -> list[Instance]:
         """Every instance of the account (or those `select_filters` picks, e.g.
-        `{"actual_status": {"neq": "running"}}`), following next_token in pages of at most 25,
-        the documented maximum; this is one poll. A row that cannot be read is skipped and
-        noted in `bad_rows` (with its id when it has one); the rest of the fleet is kept."""
+        `{"label": {"in": [...]}}`), following next_token in pages of at most 25, the
+        documented maximum. A row that cannot be read is skipped and noted in `bad_rows` (with
+        its id when it has one); the rest of the fleet is kept."""
+        out: list[Instance] = []
+        token: str | None = None
+        for _ in range(10_000):
+            rows, token = await self.list_page(select_filters, token, page_size)
+            out.extend(rows)
+            if not token:
+                return out
+        raise MalformedAnswer("instance list never ended (next_token loops)")
+
+    async def list_page(
+        self,
+        select_filters: dict[str, Any] | None = None,
+        after_token: str | None = None,
+        page_size: int = PAGE_SIZE,
+    ) -> tuple[list[Instance], str | None]:
+        """One page of the list (by id, ascending) and the token of the next (None: the last).
+        The filters are the ones `vastai show instances` sends (vastai 1.9.1
+        `cli/commands/instances.py` show__instances: `{"actual_status": {"in": [...]}}`,
+        `{"label": {"in": [...]}}`, gpu_name, verification), so a real market serves them."""
         params: dict[str, Any] = {
             "select_filters": json.dumps(select_filters or {}),
             "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
             "limit": str(max(1, min(page_size, PAGE_SIZE))),
         }
+        if after_token:
+            params["after_token"] = after_token
+        data = await self._request("GET", "/api/v1/instances/", kind="list", params=params)
+        if not isinstance(data, dict) or not isinstance(data.get("instances"), list):
+            raise MalformedAnswer("instance list answered without an instances list")
         out: list[Instance] = []
-        for _ in range(10_000):
-            data = await self._request("GET", "/api/v1/instances/", kind="list", params=params)
-            if not isinstance(data, dict) or not isinstance(data.get("instances"), list):
-                raise MalformedAnswer("instance list answered without an instances list")
-            for row in data["instances"]:
-                try:
-                    out.append(Instance.from_api(row))
-                except MalformedAnswer as exc:
-                    self._bad_row(row, exc)
-            token = data.get("next_token")
-            if not token:
-                return out
-            params["after_token"] = str(token)
-        raise MalformedAnswer("instance list never ended (next_token loops)")
+        for row in data["instances"]:
+            try:
+                out.append(Instance.from_api(row))
+            except MalformedAnswer as exc:
+                self._bad_row(row, exc)
+        token = data.get("next_token")
+        return out, (str(token) if token else None)
 
     def _bad_row(self, row: Any, exc: MalformedAnswer) -> None:
         self.stats.malformed += 1

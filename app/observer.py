@@ -85,7 +85,17 @@ class Observer:
             **extra,
         )
 
-    async def observe(self, instances: list[Instance], now: float) -> None:
+    async def observe(
+        self,
+        instances: list[Instance],
+        now: float,
+        full: bool = True,
+        asked: frozenset[int] = frozenset(),
+    ) -> None:
+        """Fold one poll's rows in. `full`: a whole list answer, so an instance it leaves out
+        is unseen. Otherwise (the poll plan's filtered pages, `app/cadence.py`) an instance
+        the poll did not ask for is simply not looked at, and one asked for by name but
+        left out gets a one-instance call, without counting as unseen."""
         self._client_rows(now)
         live: dict[int, Instance] = {}
         bad: set[int] = set()
@@ -96,18 +106,64 @@ class Observer:
             else:
                 bad.add(inst.id)
                 self._bad_row(inst.id, problem, now)
-        for a in list(self.fleet.attempts.values()):
-            if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in bad:
-                continue  # a bad row is still a row: there, unread this poll
-            listed = live.get(a.instance_id)
-            if listed is None:
-                if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
-                    continue
-                listed = await self._ask(a, now)
+        if full:
+            for a in list(self.fleet.attempts.values()):
+                if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in bad:
+                    continue  # a bad row is still a row: there, unread this poll
+                listed = live.get(a.instance_id)
                 if listed is None:
+                    await self.unlisted(set(), now, (a,))
                     continue
-            a.unseen = 0
-            self._see(a, listed, now)
+                a.unseen = 0
+                self._see(a, listed, now)
+            return
+        for iid, listed in live.items():
+            held = self.fleet.get(iid)
+            if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
+                held.unseen = 0
+                self._see(held, listed, now)
+        for iid in asked - live.keys() - bad:
+            held = self.fleet.get(iid)
+            if held is None or held.life.phase in (Phase.DESTROYED, Phase.LOST):
+                continue
+            if held.life.phase == Phase.REQUESTED and now - held.created_at <= LOST_AFTER_S:
+                continue
+            looked = await self._look(held, now)
+            if looked is not None:
+                self._see(held, looked, now)
+
+    async def unlisted(
+        self, listed: set[int], now: float, among: tuple[Attempt, ...] | None = None
+    ) -> None:
+        """After a full list answer (whole, or a sweep's pages together): every instance we
+        hold (`among`: of these) that it left out is unseen and asked for directly."""
+        for a in list(self.fleet.attempts.values()) if among is None else among:
+            if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in listed:
+                continue  # a bad row is still a row: there, unread this poll
+            if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
+                continue
+            seen = await self._ask(a, now)
+            if seen is not None:
+                a.unseen = 0
+                self._see(a, seen, now)
+
+    async def _look(self, a: Attempt, now: float) -> Instance | None:
+        """A closer look at one instance a filtered list left out: the market's word that it
+        is gone writes it off; a refusal leaves it to the next full list."""
+        try:
+            inst = await self.market.show_instance(a.instance_id)
+        except NotFound:
+            inst = None
+        except REFUSALS:
+            return None
+        if inst is None:
+            self._lost(a, now, "the market says it no longer exists")
+            return None
+        problem = row_problem(inst)
+        if problem is not None:
+            self._bad_row(inst.id, problem, now)
+            return None
+        return inst
 
     def _client_rows(self, now: float) -> None:
         """Rows the client itself could not parse (`client.bad_rows`) go to the ledger too:

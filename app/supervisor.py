@@ -1,8 +1,9 @@
 """The supervisor: observe the market, ask the pure rules to decide, execute their decisions.
 
-One list call per poll; polls never overlap (one loop); preflights run in parallel with bounded
-concurrency (the host tender); every marketplace change goes through `Actions` (intent, tries,
-outcome). Automated destroys go through `_abandon`, which refuses an instance that passed its
+Each poll lists what its plan asks for (`cadence.py`: the whole fleet when small, otherwise
+the instances that need a look every poll and a few pages of a sweep); polls never overlap
+(one loop); preflights run in parallel with bounded concurrency (the host tender); every
+marketplace change goes through `Actions` (intent, tries, outcome). Automated destroys go through `_abandon`, which refuses an instance that passed its
 preflight; a human destroy is a `DestroyIntent`, which needs a `DestroyConfirmation` naming the
 instance. The parts (journal, fleet, actions, offer book, observer, host link and tender, job
 work, recovery, operator) are composed in `__init__`, each handed only what it needs.
@@ -20,6 +21,7 @@ from pathlib import Path
 from .actions import Actions
 from .attempt import Attempt
 from .blame_book import BlameBook
+from .cadence import Cadence
 from .core.campaign import Campaign
 from .core.errors import MalformedAnswer
 from .core.jobs import JobQueue
@@ -111,6 +113,7 @@ class Supervisor:
         self.listeners: list[Callable[[], None]] = []
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.observer = Observer(market, self.journal, self.fleet, policy, ssh, self.blame_book)
+        self.cadence = Cadence(market, self.fleet)  # what each poll lists (app/cadence.py)
         self.operator = Operator(self.actions, self.fleet, self.offer_book, self.journal)
         self.started_at: float | None = None  # the campaign's first start, read once
 
@@ -174,7 +177,7 @@ class Supervisor:
     # -- the poll: observe, decide, execute ---------------------------------------------------
     async def poll_once(self) -> list[Decision]:
         try:
-            instances = await self.market.list_instances()
+            sight = await self.cadence.fetch()
         except AuthError:
             raise
         except (MarketUnavailable, MalformedAnswer) as exc:
@@ -182,7 +185,10 @@ class Supervisor:
             return []
         now = self.market.answered_at()
         self.polls += 1
-        await self.observer.observe(instances, now)
+        instances = sight.rows
+        await self.observer.observe(instances, now, sight.full, sight.asked)
+        if sight.swept is not None:  # a sweep's pages together are a full list answer
+            await self.observer.unlisted(sight.swept, now)
         self._adopt_strays(instances, now)
         decisions = await self._decide(now)
         for d in decisions:

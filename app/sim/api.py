@@ -273,13 +273,29 @@ class MarketAPI:
             key=lambda i: i.id,
         )
 
+    def _visible_by_id(self) -> list[SimInstance]:
+        """Live instances in id order, without a sort (creation order is id order)."""
+        out = []
+        for iid in self.market.order:
+            inst = self.market.instances[iid]
+            if inst.destroyed_at is None:
+                out.append(inst)
+        return out
+
     def list_v1(self, query: dict[str, str]) -> Response:
         filters = json.loads(query.get("select_filters") or "{}")
         order_by = json.loads(query.get("order_by") or '[{"col": "id", "dir": "asc"}]')
         limit = max(1, min(int(query.get("limit") or MAX_PAGE), MAX_PAGE))
         if filters in ({}, None) and order_by == [{"col": "id", "dir": "asc"}]:
             return self._list_by_id(query.get("after_token"), limit)
-        rows = [self.instance_json(i) for i in self._visible()]
+        visible = self._visible_by_id()
+        wanted = filters.get("label") if isinstance(filters, dict) else None
+        if isinstance(wanted, dict) and set(wanted) == {"in"} and isinstance(wanted["in"], list):
+            # by label (the poll plan's hot list): pick before rendering, so the call costs
+            # the rows it returns, not the whole account
+            labels = {v for v in wanted["in"] if v is None or isinstance(v, str)}
+            visible = [i for i in visible if i.label in labels]
+        rows = [self.instance_json(i) for i in visible]
         if isinstance(filters, dict):
             rows = [r for r in rows if matches(r, filters)]
         for spec in reversed(order_by if isinstance(order_by, list) else []):

@@ -437,6 +437,7 @@ class Market:
         self.ssh_keys: list[dict[str, Any]] = []
         self._next_instance = self._first_id(id_base)
         self._instance_keys: dict[str, int] = {}
+        self._preload()
 
     def _first_id(self, id_base: int | None) -> int:
         """Where this run's instance ids start (see the module's docstring)."""
@@ -503,7 +504,7 @@ class Market:
                     advertised_gpu=gpu,
                     real_gpu=real_gpu,
                     real_tflops=tflops,
-                    dph_base=round(_between(rng, hc.dph), 4),
+                    dph_base=round(_between(rng, hc.price_range(gpu)), 4),
                     storage_cost=round(_between(rng, sc.storage_cost), 4),
                     cuda_max_good=cuda,
                     driver_version=driver,
@@ -553,10 +554,11 @@ class Market:
         label: str | None,
         env: dict[str, str],
         onstart: str | None,
+        at: float | None = None,
     ) -> SimInstance:
         global _highest_id
         m = self.by_offer[offer_id]
-        now = self.clock.now()
+        now = self.clock.now() if at is None else at
         m.rentals += 1
         iid = self._next_instance
         self._next_instance += 1 + _rng(self.scenario.seed, "gap", m.id, m.rentals).randrange(0, 3)
@@ -586,6 +588,14 @@ class Market:
         self._live += 1
         self._instance_keys[inst.api_key] = iid
         return inst
+
+    def _preload(self) -> None:
+        """The fleet the scenario says the account already rents (see `Scenario.preload`)."""
+        n, booting = self.scenario.preload, self.scenario.preload_booting
+        now = self.clock.now()
+        for i, m in enumerate(self.machines[:n]):
+            at = now if i >= n - booting else now - 3600.0
+            self.create(m.offer_id, "preload", 10.0, f"preload:{i}", {}, None, at=at)
 
     def live_count(self) -> int:
         return self._live

@@ -62,7 +62,21 @@ SEED_MIX: tuple[dict[str, Any], ...] = (
     {"behaviour": "ssh_dead", "share": 0.05},
 )
 CONSUMER_GPUS = ["RTX 3060", "RTX 3070", "RTX 3080", "RTX 3090", "RTX 4070", "RTX 4080", "RTX 4090"]
-DEFAULT_DPH = [0.12, 0.55]
+DEFAULT_DPH = [0.12, 0.55]  # a host class's price range when its GPU has no row below
+# $/h of one rented GPU by model, where a host class names no `dph` of its own: the real
+# market's range for single-GPU on-demand community offers in 2026. Sources: RTX 3090
+# $0.18-0.30 and RTX 4090 $0.31-0.45 (fairlane.systems "Vast.ai" tool page, 2026-05; 3090
+# $0.20-0.30 in chrisgmartin's Vast.ai notes, "Hardware & Tiers"); the other models are
+# placed between those by their speed (our estimate, not a published figure).
+GPU_DPH: dict[str, tuple[float, float]] = {
+    "RTX 3060": (0.10, 0.16),
+    "RTX 3070": (0.12, 0.20),
+    "RTX 3080": (0.16, 0.26),
+    "RTX 3090": (0.18, 0.30),
+    "RTX 4070": (0.16, 0.26),
+    "RTX 4080": (0.24, 0.38),
+    "RTX 4090": (0.31, 0.45),
+}
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,10 @@ class HostClass:
     gpu: tuple[str, ...]
     dph: tuple[float, float]
     knobs: dict[str, Any]
+    by_gpu: bool = False  # no `dph` given: each machine's price from its GPU (GPU_DPH)
+
+    def price_range(self, gpu: str) -> tuple[float, float]:
+        return GPU_DPH.get(gpu, self.dph) if self.by_gpu else self.dph
 
 
 @dataclass(frozen=True)
@@ -125,6 +143,11 @@ class Scenario:
     # $/GB moved, per direction (Vast offers carry inet_up_cost / inet_down_cost)
     bandwidth_cost: tuple[float, float] = (0.002, 0.02)
     pacing: bool = True  # enforce the documented minimum intervals (429 past a small burst)
+    # an account that already rents a fleet at the start (scale benchmarks): `preload`
+    # instances on the first offers, labelled "preload:<n>", rented an hour of market time
+    # earlier; the last `preload_booting` of them are rented at the start and still boot
+    preload: int = 0
+    preload_booting: int = 0
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -188,7 +211,7 @@ def _host_class(raw: Any, index: int) -> HostClass:
         if key not in DEFAULT_KNOBS:
             raise ConfigError(f"{where}: unknown key {key!r} (knobs: {', '.join(DEFAULT_KNOBS)})")
         knobs[key] = list(_range(value, f"{where}.{key}"))
-    return HostClass(behaviour, float(share), tuple(gpus), dph, knobs)
+    return HostClass(behaviour, float(share), tuple(gpus), dph, knobs, "dph" not in raw)
 
 
 def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
@@ -207,6 +230,8 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "states",
         "bandwidth_cost",
         "pacing",
+        "preload",
+        "preload_booting",
     }
     for key in data:
         if key not in known:
@@ -253,6 +278,12 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     if not isinstance(pacing, bool):
         raise ConfigError(f"pacing: expected true or false, got {pacing!r}")
     states = _states(data.get("states", {}))
+    preload = data.get("preload", 0)
+    if not isinstance(preload, int) or isinstance(preload, bool) or not 0 <= preload <= offers:
+        raise ConfigError(f"preload: expected an integer in 0..offers ({offers}), got {preload!r}")
+    booting = data.get("preload_booting", 0)
+    if not isinstance(booting, int) or isinstance(booting, bool) or not 0 <= booting <= preload:
+        raise ConfigError(f"preload_booting: expected an integer in 0..preload, got {booting!r}")
     return Scenario(
         seed=seed,
         time_scale=float(time_scale),
@@ -268,6 +299,8 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         states=states,
         bandwidth_cost=bandwidth,
         pacing=pacing,
+        preload=preload,
+        preload_booting=booting,
     )
 
 
