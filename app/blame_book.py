@@ -21,7 +21,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .core.blame import Blame, Evidence, Failure, Party, Stage, blame, last_error_line, normalise
+from .core.blame import (
+    Blame,
+    Evidence,
+    Failure,
+    Party,
+    Stage,
+    blame,
+    last_error_line,
+    normalise,
+    shows_layers,
+)
 from .core.campaign import Campaign
 from .core.lifecycle import Phase
 from .core.rules import Abandon, Create, Decision, Finish, FleetSnapshot
@@ -72,6 +82,11 @@ class BlameBook:
             )
 
     # -- evidence ------------------------------------------------------------------------------
+    def saw(self, a: Attempt, status_msg: str) -> None:
+        """A loading status line: layer progress proves the registry serves the image."""
+        if a.machine_id is not None and shows_layers(status_msg):
+            self.evidence = self.evidence.served(self.image, a.machine_id)
+
     def ran(self, a: Attempt) -> None:
         """The image reached `running` on this machine: it pulls."""
         if a.machine_id is not None:

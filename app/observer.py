@@ -301,6 +301,8 @@ class Observer:
         if status != a.status or inst.status_msg != a.status_msg:
             a.status_since = now
         a.status, a.status_msg = status, inst.status_msg
+        if self.blame_book is not None and inst.status_msg and status != "running":
+            self.blame_book.saw(a, inst.status_msg)  # layer progress: the registry serves it
         a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
         if self.ssh is not None:
             self.ssh.set_routes(a.instance_id, inst)  # direct first, the proxy as fallback

@@ -4,7 +4,7 @@ stay the host's. Table-driven over the pure classifier."""
 from __future__ import annotations
 
 import pytest
-from rentwatch.core.blame import Evidence, Failure, Party, Stage, blame, normalise
+from rentwatch.core.blame import Evidence, Failure, Party, Stage, blame, normalise, shows_layers
 
 IMG = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 DENIED = (
@@ -217,3 +217,20 @@ def test_a_jobs_failure_is_compared_by_its_last_line():
     f1 = _f(Stage.JOB, last_error_line(a), machine=1, code=1, job="t")
     f2 = _f(Stage.JOB, last_error_line(b), machine=2, code=1, job="t")
     assert blame(f2, Evidence((f1,))).party is Party.CAMPAIGN
+
+
+def test_a_denial_after_the_registry_served_layers_elsewhere_is_the_hosts() -> None:
+    """Two hosts printing a registry denial while a third downloads the image's layers: the
+    registry serves the image, so the denials are those hosts' (a broken mirror, a stale
+    login), never a campaign fault that stops the campaign."""
+    image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+    line = "pull access denied for pytorch/pytorch, repository does not exist or may require authorization"
+    assert shows_layers("b46ecda855b3: Downloading  1197.0MB/1630.6MB")
+    assert not shows_layers(line)
+    ev = Evidence().served(image, 3)
+    first = Failure(1, image, Stage.PULL, line)
+    assert blame(first, ev).party is Party.HOST
+    second = Failure(2, image, Stage.PULL, line)
+    assert blame(second, ev.failed(first)).party is Party.HOST
+    # without the layers seen anywhere, two machines make it the campaign's, as before
+    assert blame(second, Evidence().failed(first)).party is Party.CAMPAIGN

@@ -53,12 +53,18 @@ class Evidence:
     failures: tuple[Failure, ...] = ()
     image_ran_on: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # (image, machine)
     jobs_ok: frozenset[tuple[str, str]] = field(default_factory=frozenset)  # (image, job)
+    # (image, machine) where the registry served the image's layers: a denial comes before any
+    # layer, so a host that downloads proves the registry lets us pull it
+    served_on: frozenset[tuple[str, int]] = field(default_factory=frozenset)
 
     def failed(self, failure: Failure) -> Evidence:
         return replace(self, failures=(*self.failures, failure)[-200:])
 
     def ran(self, image: str, machine_id: int) -> Evidence:
         return replace(self, image_ran_on=self.image_ran_on | {(image, machine_id)})
+
+    def served(self, image: str, machine_id: int) -> Evidence:
+        return replace(self, served_on=self.served_on | {(image, machine_id)})
 
     def job_finished(self, image: str, job: str) -> Evidence:
         return replace(self, jobs_ok=self.jobs_ok | {(image, job)})
@@ -139,6 +145,18 @@ def is_pull_denial(text: str) -> bool:
     return any(p.search(text) for p in PULL_DENIALS)
 
 
+# Docker's per-layer progress: only printed once the registry granted the pull
+_LAYER_PROGRESS = re.compile(
+    r"\b(Downloading|Download complete|Verifying Checksum|Pull complete|Extracting|"
+    r"Already exists|Digest: sha256:)",
+)
+
+
+def shows_layers(status_msg: str) -> bool:
+    """Whether a status line shows the registry serving the image's layers."""
+    return bool(_LAYER_PROGRESS.search(status_msg))
+
+
 def _host_only(text: str) -> bool:
     return any(p.search(text) for p in HOST_SIGNATURES)
 
@@ -194,6 +212,8 @@ def blame(failure: Failure, evidence: Evidence = Evidence()) -> Blame:
             return Blame(Party.HOST, "host", f"{shown} ({why})")
         others = _others(failure, evidence, Stage.PULL)
         denial = is_pull_denial(failure.text)
+        if denial and _image_ran(failure.image, evidence.served_on):
+            return Blame(Party.HOST, "host", f"{shown} (the registry served the image elsewhere)")
         if others:
             return Blame(
                 Party.CAMPAIGN,
