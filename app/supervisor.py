@@ -46,12 +46,13 @@ from .market import AuthError, Market, MarketUnavailable
 from .observer import Observer, row_problem
 from .offers import OfferBook
 from .operator import Operator
-from .recovery import Recovery, campaign_label
+from .recovery import Recovery
 from .ssh_runner import SSHRunner
 from .tender import HostTender
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
 K = EventKind
+HUMAN_RECENT_S = 10 * 60.0  # market seconds: a person's act this recent is named by automation
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Supervisor:
         max_parallel_ssh: int = 8,
         adopt_all: bool = False,
         artifacts_root: Path = Path("artifacts"),
+        observe_only: bool = False,
     ) -> None:
         self.market = market
         self.ledger = ledger
@@ -104,8 +106,20 @@ class Supervisor:
         self.listeners: list[Callable[[], None]] = []
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.observer = Observer(market, self.journal, self.fleet, policy)
-        self.operator = Operator(self.actions, self.fleet, self.offer_book, self.journal)
+        self.operator = Operator(
+            self.actions,
+            self.fleet,
+            self.offer_book,
+            self.journal,
+            self.resize,
+            policy.name,
+            lambda: self.campaign.fleet,
+        )
         self.started_at: float | None = None  # the campaign's first start, read once
+        self.adopt_all = adopt_all  # show every instance of the account (the rest observed)
+        # watch without a campaign: nothing is supervised unless the operator hands it over
+        self.observe_only = observe_only
+        self.fleet_set_at: float | None = None  # when a person last changed the wanted fleet
 
     # -- read-only views for the engine, the snapshot and tests ------------------------------
     @property
@@ -187,15 +201,15 @@ class Supervisor:
 
     def _adopt_strays(self, instances: list[Instance], now: float) -> None:
         """A rental carrying this campaign's label that we do not hold (a create whose answer
-        named another id) is adopted: a live rental is never unwatched nor off the ledger."""
-        mine = campaign_label(self.campaign.name) + ":"
+        named another id) is adopted: a live rental is never unwatched nor off the ledger.
+        Under `adopt_all`, one that someone else made meanwhile is shown, observed only."""
         for inst in instances:
-            if (
-                inst.id not in self.fleet.attempts
-                and (inst.label or "").startswith(mine)
-                and row_problem(inst) is None
-            ):
+            if inst.id in self.fleet.attempts or row_problem(inst) is not None:
+                continue
+            if self.recovery.ours(inst):
                 self.recovery.adopt(inst, now)
+            elif self.adopt_all:
+                self.recovery.adopt(inst, now, owned=False)
 
     async def _decide(self, now: float) -> list[Decision]:
         snap = self.snapshot(now)
@@ -241,7 +255,28 @@ class Supervisor:
             exclusions=book.exclusions(),
         )
 
+    def _mind_the_operator(self, d: Decision, now: float) -> None:
+        """An automated decision on something a person touched in the last
+        `HUMAN_RECENT_S` says so in the decision log, before it acts."""
+        if isinstance(d, Create):
+            if self.fleet_set_at is not None and now - self.fleet_set_at < HUMAN_RECENT_S:
+                self.journal.say(
+                    f"note   {d.rule} creates toward the fleet of {self.campaign.fleet} a person "
+                    f"set {(now - self.fleet_set_at) / 60:.1f} min ago"
+                )
+            return
+        iid = getattr(d, "instance_id", None)
+        a = self.fleet.get(iid) if iid is not None else None
+        if a is None or a.human_at is None or now - a.human_at >= HUMAN_RECENT_S:
+            return
+        rule = getattr(d, "rule", type(d).__name__)
+        self.journal.say(
+            f"note   {rule} acts on i:{a.instance_id}, which a person touched "
+            f"{(now - a.human_at) / 60:.1f} min ago ({a.human_act})"
+        )
+
     async def _execute(self, d: Decision) -> None:
+        self._mind_the_operator(d, self.market.answered_at())
         if isinstance(d, Create):
             await self._create(d)
         elif isinstance(d, Abandon):
@@ -309,6 +344,8 @@ class Supervisor:
     def _verify(self, a: Attempt, d: Verify) -> None:
         now = self.market.answered_at()
         self.journal.move(a, Phase.VERIFIED, now, d.reason)
+        if a.verified_at is None:
+            a.verified_at = now
         if d.by_preflight:
             a.life.proven = True
         self.journal.fact(
@@ -348,6 +385,7 @@ class Supervisor:
                     a.passed_preflight or a.life.phase == Phase.VERIFIED
                 ):
                     if a.life.phase != Phase.ABANDONED:
+                        a.failure_class = a.failure_class or "cancelled"
                         self.journal.fact(
                             K.ABANDON, a, actor=actor, reason=reason, detail={"class": "cancelled"}
                         )
@@ -364,13 +402,25 @@ class Supervisor:
         self.detached = True
 
     # -- operator intents ---------------------------------------------------------------------
-    def resize(self, size: int, actor: str = "human") -> int:
-        """The operator's wanted fleet size; returns the old one. The campaign record is
-        replaced (it is immutable) where the fleet size is read: here and in recovery."""
+    def resize(self, size: int, actor: str = "human", reason: str = "operator set the fleet") -> int:
+        """The operator's wanted fleet size; returns the old one. Recorded in the ledger as a
+        human act. The campaign record is replaced (it is immutable) where the fleet size is
+        read: here and in recovery."""
         old = self.campaign.fleet
+        size = max(0, size)
         self.campaign = dataclasses.replace(self.campaign, fleet=size)
         self.recovery.campaign = self.campaign
-        self.journal.say(f"fleet  {old} -> {size} by {actor}")
+        now = self.now()
+        self.fleet_set_at = now
+        self.journal.fact(
+            K.FLEET_SIZE,
+            None,
+            at=now,
+            actor=actor,
+            reason=f"wanted fleet {old} -> {size}: {reason}",
+            detail={"old": old, "new": size},
+        )
+        self.journal.say(f"fleet  {old} -> {size} by {actor}: {reason}")
         return old
 
     async def apply(self, intent: Intent) -> bool:

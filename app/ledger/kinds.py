@@ -37,6 +37,8 @@ class EventKind(StrEnum):
     RECONCILED = "reconciled"
     DECISION = "decision"
     NOTE = "note"
+    FLEET_SIZE = "fleet_size"  # the wanted fleet changed (a person, or their stop of one)
+    HAND_OVER = "hand_over"  # a person handed an instance rentwatch did not create to automation
     ERROR = "error"  # the engine refused something of its own (an illegal lifecycle move)
 
 
