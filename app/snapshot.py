@@ -103,9 +103,7 @@ def _delivered_until(a: Attempt) -> float | None:
         return None
     v = a.verified_at
     ends = [m.at for m in a.marks if m.kind in _HALTS and m.at >= v]
-    ends += [
-        t.at for t in a.life.history if t.at >= v and t.after in (Phase.STOPPED, *_GONE)
-    ]
+    ends += [t.at for t in a.life.history if t.at >= v and t.after in (Phase.STOPPED, *_GONE)]
     return min(ends) if ends else None
 
 

@@ -402,7 +402,9 @@ class Supervisor:
         self.detached = True
 
     # -- operator intents ---------------------------------------------------------------------
-    def resize(self, size: int, actor: str = "human", reason: str = "operator set the fleet") -> int:
+    def resize(
+        self, size: int, actor: str = "human", reason: str = "operator set the fleet"
+    ) -> int:
         """The operator's wanted fleet size; returns the old one. Recorded in the ledger as a
         human act. The campaign record is replaced (it is immutable) where the fleet size is
         read: here and in recovery."""

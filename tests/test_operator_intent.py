@@ -108,7 +108,9 @@ def changes_to(market: FakeMarket, ids: list[int]) -> list[Any]:
 
 @pytest.mark.parametrize("with_campaign", [False, True])
 @pytest.mark.parametrize("quit_mode", ["stop", "detach", "trap"])
-def test_instances_rentwatch_did_not_create_survive_watch_and_any_quit(key, with_campaign, quit_mode):
+def test_instances_rentwatch_did_not_create_survive_watch_and_any_quit(
+    key, with_campaign, quit_mode
+):
     market = FakeMarket(list(OFFERS) + FOREIGN)
     theirs = hand_made(market)
     RecordingRunner.tried = []
@@ -242,8 +244,9 @@ def test_an_operator_destroy_is_in_the_decision_log(key):
     async def body(sup, market, ledger):
         iid = await verified(sup, market)
         await sup.apply(DestroyIntent(DestroyConfirmation(iid, str(iid))))
-        assert any(line.startswith(f"destroy i:{iid}") and "by human" in line
-                   for line in sup.journal.lines)
+        assert any(
+            line.startswith(f"destroy i:{iid}") and "by human" in line for line in sup.journal.lines
+        )
 
     go(key, body, FakeMarket(list(OFFERS)))
 

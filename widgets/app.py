@@ -13,6 +13,8 @@ from rentwatch.intents import (
     CreateIntent,
     DestroyConfirmation,
     DestroyIntent,
+    FleetSizeIntent,
+    HandOverIntent,
     Intent,
     StartIntent,
     StopIntent,
@@ -50,6 +52,8 @@ class RentwatchApp(App[str]):
         Binding("l", "ledger", "Ledger", id="app.ledger"),
         Binding("r", "receipt", "Receipt", id="app.receipt"),
         Binding("x", "detach", "Detach", id="app.detach"),
+        Binding("plus", "fleet_more", "Fleet+", id="fleet.more"),
+        Binding("minus", "fleet_less", "Fleet-", id="fleet.less"),
     ]
 
     def __init__(
@@ -76,6 +80,9 @@ class RentwatchApp(App[str]):
         ("Destroy the selected instance (asks)", "destroy"),
         ("Start the selected instance", "start"),
         ("Create one more instance", "create"),
+        ("Want one more verified instance (fleet +1)", "fleet_more"),
+        ("Want one fewer verified instance (fleet -1)", "fleet_less"),
+        ("Hand the selected instance over to automation (recorded)", "hand_over"),
         ("Toggle table / pane view", "toggle_view"),
         ("Ledger (SQL)", "ledger"),
         ("Receipt and hosts", "receipt"),
@@ -161,6 +168,24 @@ class RentwatchApp(App[str]):
         if s is not None:
             self._send(f"started {s.instance_id}", StartIntent(s.instance_id))
 
+    def _resize(self, delta: int) -> None:
+        snap = self.latest
+        if snap is None:
+            return
+        size = max(0, snap.fleet + delta)
+        self._send(f"wanted fleet {snap.fleet} -> {size}", FleetSizeIntent(size))
+
+    def action_fleet_more(self) -> None:
+        self._resize(+1)
+
+    def action_fleet_less(self) -> None:
+        self._resize(-1)
+
+    def action_hand_over(self) -> None:
+        s = self.selected()
+        if s is not None and not s.supervised:
+            self._send(f"handed {s.instance_id} over to automation", HandOverIntent(s.instance_id))
+
     def action_create(self) -> None:
         self._send("asked the market for one more instance", CreateIntent())
 
@@ -211,7 +236,9 @@ class RentwatchApp(App[str]):
         self.push_screen(HelpScreen())
 
     def _held(self) -> int:
-        return sum(1 for s in (self.latest.instances if self.latest else ()) if s.ended_at is None)
+        """What quit acts on: supervised instances only (the rest are not rentwatch's)."""
+        rows = self.latest.instances if self.latest else ()
+        return sum(1 for s in rows if s.ended_at is None and s.supervised)
 
     def action_detach(self) -> None:
         def chosen(detach: bool | None) -> None:

@@ -83,8 +83,16 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
 def campaign_bar(f: FleetSnap) -> Text:
     t = Text()
     t.append(f" {clean(f.campaign, 60)} ", style="bold reverse")
+    if f.observe_only:
+        t.append(
+            "  OBSERVE ONLY: automation touches nothing (hand an instance over to change that)",
+            style="bold yellow",
+        )
+    # "verified" is the receipt's (passed a preflight in this campaign); the fleet is what is
+    # in service now out of what the operator wants
     t.append(
-        f"  policy {f.policy}   verified {f.verified}/{f.fleet}   creates {f.creates}/{f.max_creates}"
+        f"  policy {f.policy}   in service {f.in_service}/{f.fleet}   verified {f.verified}"
+        f"   creates {f.creates}/{f.max_creates}"
     )
     t.append(f"   duds {f.duds} ({f.dud_share:.0%})")
     t.append(f"  lost on duds ${f.dud_usd:.3f}", style="red" if f.dud_usd else "")
@@ -93,6 +101,8 @@ def campaign_bar(f: FleetSnap) -> Text:
     per = f.usd_per_gpu_hour
     t.append(f"   $/GPU-h {per:.3f}" if per is not None else "   $/GPU-h -")
     t.append(f"   quarantined {f.quarantined}")
+    if f.observed:
+        t.append(f"   not rentwatch's {f.observed} (${f.observed_dph:.3f}/h)", style="yellow")
     if f.finished:
-        t.append(f"   ✔ {clean(f.finished, 120)}", style="green")
+        t.append(f"   ✔ done: {clean(f.finished, 120)}", style="green")
     return t

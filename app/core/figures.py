@@ -62,9 +62,7 @@ def summarize(campaign: str, tenures: Iterable[Tenure]) -> dict[str, Any]:
         "duds": len(duds),
         "dud_share": len(duds) / len(ts) if ts else 0.0,
         "dud_usd": sum(t.total_usd for t in duds),
-        "dud_mean_lifetime_min": (
-            sum(t.lifetime_min for t in duds) / len(duds) if duds else 0.0
-        ),
+        "dud_mean_lifetime_min": (sum(t.lifetime_min for t in duds) / len(duds) if duds else 0.0),
         "verified": sum(1 for t in ts if t.verified),
         "gpu_hours": gpu_hours,
         "jobs_finished": sum(t.jobs_finished for t in ts),

@@ -10,7 +10,7 @@ import contextlib
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,6 +219,24 @@ class _RemoteSupervisor:
     async def set_fleet(self, size: int) -> str:
         return await self._send(api.FleetSizeIntent(size))
 
+    async def apply(self, intent: Any) -> str:
+        """One of the dashboard's typed intents (`rentwatch.intents`), sent as its API twin."""
+        from .. import intents as i
+
+        if isinstance(intent, i.StopIntent):
+            return await self._send(api.StopIntent(intent.instance_id))
+        if isinstance(intent, i.StartIntent):
+            return await self._send(api.StartIntent(intent.instance_id))
+        if isinstance(intent, i.DestroyIntent):
+            return await self.human_destroy(intent.confirmation)
+        if isinstance(intent, i.CreateIntent):
+            return await self._send(api.CreateIntent())
+        if isinstance(intent, i.FleetSizeIntent):
+            return await self._send(api.FleetSizeIntent(intent.size))
+        if isinstance(intent, i.HandOverIntent):
+            return await self._send(api.HandOverIntent(intent.instance_id))
+        raise api.BadRequest(f"no API intent for {intent!r}")
+
 
 class RemoteEngine:
     """The dashboard's engine, remote: snapshots arrive over the event stream, intents leave
@@ -333,8 +351,10 @@ class RemoteEngine:
                         yield event, json.loads(data)
                 seen = len(buf)
 
-    def submit(self, factory: Callable[[Any], Awaitable[Any]]) -> concurrent.futures.Future[Any]:
-        """Run an operator intent against the controller; the future carries its answer."""
+    def submit(self, factory: Any) -> concurrent.futures.Future[Any]:
+        """Run an operator intent against the controller: a typed intent (as the dashboard
+        sends them, the same as to `EngineThread.submit`) or a factory over the remote
+        supervisor; the future carries its answer."""
         if self.loop is None or self._http is None:
             fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
             fut.set_exception(api.ControllerGone("not connected to a controller yet"))
@@ -342,7 +362,9 @@ class RemoteEngine:
         sup = _RemoteSupervisor(self._http, self.target)
 
         async def call() -> Any:
-            return await factory(sup)
+            if callable(factory):
+                return await factory(sup)
+            return await sup.apply(factory)
 
         return asyncio.run_coroutine_threadsafe(call(), self.loop)
 
