@@ -259,7 +259,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
     return run_dashboard(
         args.market_url,
-        find_api_key(None),
+        find_api_key(None, flag=None),  # watch takes no --api-key: the key stays off `ps`
         campaign,
         policy,
         Path(args.ledger) if args.ledger else default_ledger_path(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import sys
 from pathlib import Path
 
 from .core.campaign import Campaign, parse_campaign
@@ -139,6 +140,9 @@ def run_dashboard(
             engine.shutdown("trap")  # the app died without the quit dialog: release what is held
         ledger.close()
     print(f"rentwatch: {result or 'closed'}; ledger at {ledger_path}")
+    if engine.failure:  # the engine never worked, or stopped working: not a clean exit
+        print(f"rentwatch: error: {engine.failure}", file=sys.stderr)
+        return 1
     return 0
 
 

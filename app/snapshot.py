@@ -69,6 +69,7 @@ class FleetSnap:
     observe_only: bool = False  # watch without a campaign: automation touches nothing
     observed: int = 0  # live instances shown but not supervised (not rentwatch's)
     observed_dph: float = 0.0  # what those bill per hour (GPU and storage)
+    engine_error: str | None = None  # why the engine cannot supervise now (a rejected key)
 
     @property
     def dud_share(self) -> float:
@@ -215,4 +216,5 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
         observe_only=sup.observe_only,
         observed=observed,
         observed_dph=observed_dph,
+        engine_error=clean(sup.failure, 300) if sup.failure else None,
     )

@@ -120,6 +120,7 @@ class Supervisor:
         # watch without a campaign: nothing is supervised unless the operator hands it over
         self.observe_only = observe_only
         self.fleet_set_at: float | None = None  # when a person last changed the wanted fleet
+        self.failure: str | None = None  # why polling fails now (a rejected key), for the header
 
     # -- read-only views for the engine, the snapshot and tests ------------------------------
     @property
@@ -181,11 +182,13 @@ class Supervisor:
     async def poll_once(self) -> list[Decision]:
         try:
             instances = await self.market.list_instances()
-        except AuthError:
+        except AuthError as exc:
+            self.failure = f"the marketplace rejected the API key: {exc}"
             raise
         except (MarketUnavailable, MalformedAnswer) as exc:
             self.journal.say(f"poll   market unavailable this round: {exc}")
             return []
+        self.failure = None
         now = self.market.answered_at()
         self.polls += 1
         await self.observer.observe(instances, now)

@@ -71,9 +71,7 @@ class RentwatchApp(App[str]):
         self._log_seen = 0
         self.table_mode = False
         engine.on_snapshot = self._receive  # called in the engine's thread: only stores
-        engine.on_error = lambda msg: self.call_from_thread(
-            self.notify, clean(msg, 300), severity="error"
-        )
+        engine.on_error = lambda msg: self.call_from_thread(self._engine_error, msg)
 
     PALETTE = (
         ("Stop the selected instance", "stop"),
@@ -99,6 +97,16 @@ class RentwatchApp(App[str]):
 
     def _receive(self, snap: FleetSnap) -> None:
         self.latest = snap
+
+    def _engine_error(self, msg: str) -> None:
+        """An engine failure stays on screen: in the bar until a snapshot says otherwise (a
+        snapshot carries its own `engine_error`), not only in a toast that fades."""
+        text = clean(msg, 300)
+        self.notify(text, severity="error", timeout=30)
+        if self.latest is None or self.latest.engine_error is None:
+            bar = Text(" ENGINE FAILED ", style="bold reverse red")
+            bar.append(f" {text}  (q quits)", style="bold red")
+            self.query_one("#bar", Static).update(bar)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(" starting the engine…"), id="bar")

@@ -82,6 +82,9 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
 
 def campaign_bar(f: FleetSnap) -> Text:
     t = Text()
+    if f.engine_error:
+        t.append(" ENGINE FAILED ", style="bold reverse red")
+        t.append(f" {clean(f.engine_error, 200)}\n", style="bold red")
     t.append(f" {clean(f.campaign, 60)} ", style="bold reverse")
     if f.observe_only:
         t.append(
