@@ -25,7 +25,8 @@ async def _by_hand(url: str, key: str) -> list[int]:
     try:
         offers = await client.search_offers({}, limit=50)
         ids = []
-        for o, label in zip(offers[:4], (None, "my-notebook", "rw:another-ledger:abc", None)):
+        labels = (None, "my-notebook", "rw:another-ledger:abc", None)
+        for o, label in zip(offers[:4], labels, strict=True):
             res = await client.create_instance(o.id, image="img", disk_gb=10, label=label)
             ids.append(res.instance_id)
         return ids
