@@ -13,6 +13,7 @@ from collections.abc import Callable
 from .actions import Actions
 from .attempt import Attempt
 from .core.lifecycle import Phase
+from .core.rules import Create, Decision
 from .fleet import Fleet
 from .intents import (
     AutomationRefused,
@@ -30,6 +31,7 @@ from .ledger import EventKind
 from .offers import OfferBook
 
 HUMAN = "human"
+HUMAN_RECENT_S = 10 * 60.0  # market seconds: a person's act this recent is named by automation
 Resize = Callable[[int, str, str], int]  # (size, actor, reason) -> the old size
 
 
@@ -70,6 +72,26 @@ class Operator:
         if isinstance(intent, HandOverIntent):
             return self._hand_over(self._held(intent.instance_id), intent.reason)
         raise AutomationRefused(f"unknown intent {intent!r}")
+
+    def mind(self, d: Decision, now: float, fleet_set_at: float | None) -> None:
+        """An automated decision on something a person touched in the last
+        `HUMAN_RECENT_S` says so in the decision log, before it acts."""
+        if isinstance(d, Create):
+            if fleet_set_at is not None and now - fleet_set_at < HUMAN_RECENT_S:
+                self.journal.say(
+                    f"note   {d.rule} creates toward the fleet of {self.wanted()} a person "
+                    f"set {(now - fleet_set_at) / 60:.1f} min ago"
+                )
+            return
+        iid = getattr(d, "instance_id", None)
+        a = self.fleet.get(iid) if iid is not None else None
+        if a is None or a.human_at is None or now - a.human_at >= HUMAN_RECENT_S:
+            return
+        rule = getattr(d, "rule", type(d).__name__)
+        self.journal.say(
+            f"note   {rule} acts on i:{a.instance_id}, which a person touched "
+            f"{(now - a.human_at) / 60:.1f} min ago ({a.human_act})"
+        )
 
     def _held(self, instance_id: int) -> Attempt:
         a = self.fleet.get(instance_id)

@@ -52,7 +52,6 @@ from .tender import HostTender
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
 K = EventKind
-HUMAN_RECENT_S = 10 * 60.0  # market seconds: a person's act this recent is named by automation
 
 
 @dataclass
@@ -258,28 +257,8 @@ class Supervisor:
             exclusions=book.exclusions(),
         )
 
-    def _mind_the_operator(self, d: Decision, now: float) -> None:
-        """An automated decision on something a person touched in the last
-        `HUMAN_RECENT_S` says so in the decision log, before it acts."""
-        if isinstance(d, Create):
-            if self.fleet_set_at is not None and now - self.fleet_set_at < HUMAN_RECENT_S:
-                self.journal.say(
-                    f"note   {d.rule} creates toward the fleet of {self.campaign.fleet} a person "
-                    f"set {(now - self.fleet_set_at) / 60:.1f} min ago"
-                )
-            return
-        iid = getattr(d, "instance_id", None)
-        a = self.fleet.get(iid) if iid is not None else None
-        if a is None or a.human_at is None or now - a.human_at >= HUMAN_RECENT_S:
-            return
-        rule = getattr(d, "rule", type(d).__name__)
-        self.journal.say(
-            f"note   {rule} acts on i:{a.instance_id}, which a person touched "
-            f"{(now - a.human_at) / 60:.1f} min ago ({a.human_act})"
-        )
-
     async def _execute(self, d: Decision) -> None:
-        self._mind_the_operator(d, self.market.answered_at())
+        self.operator.mind(d, self.market.answered_at(), self.fleet_set_at)
         if isinstance(d, Create):
             await self._create(d)
         elif isinstance(d, Abandon):
