@@ -272,7 +272,9 @@ class Supervisor:
             self.tender.start_preflight(self.fleet[d.instance_id])
         elif isinstance(d, Verify):
             self._verify(self.fleet[d.instance_id], d)
-        elif isinstance(d, Finish) and self.finished is None:
+        elif isinstance(d, Finish) and self.finished is None and not self.observe_only:
+            # (watching without a campaign has no goal to reach: it never "finishes", so the
+            # operator's keys are never refused as coming after the campaign's end)
             self.finished = Outcome(d.ok, d.reason)
             self.journal.say(f"done   {d.reason}")
 

@@ -125,6 +125,8 @@ def test_instances_rentwatch_did_not_create_survive_watch_and_any_quit(
             assert iid in shown and not shown[iid].supervised
         assert shown[theirs[1]].billed_usd > 0
         assert snap.observed == 4 and snap.observe_only == (not with_campaign)
+        if not with_campaign:  # watching has no goal: a person's keys are never refused
+            assert sup.finished is None
         if quit_mode == "detach":
             await sup.detach_all("operator chose detach on quit")
         else:
