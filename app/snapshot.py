@@ -108,7 +108,9 @@ def _delivered_until(a: Attempt) -> float | None:
     return min(ends) if ends else None
 
 
-def tenure(a: Attempt, campaign: str, mode: str, now: float, jobs_done: int = 0) -> Tenure | None:
+def tenure(
+    a: Attempt, campaign: str, billed: float, now: float, jobs_done: int = 0
+) -> Tenure | None:
     """What `a` adds to the campaign's receipt (None: the ledger holds no create for it, so
     the receipt does not count it: an instance rentwatch did not create)."""
     if a.offer is None and a.created_by is None:
@@ -119,33 +121,40 @@ def tenure(a: Attempt, campaign: str, mode: str, now: float, jobs_done: int = 0)
         verified=a.verified_at is not None,
         gone=gone_at is not None,
         gpu_hours=delivered_hours(a.verified_at, _delivered_until(a), now),
-        total_usd=a.charges(mode, now).total_usd,
+        total_usd=billed,
         lifetime_min=((gone_at if gone_at is not None else now) - a.created_at) / 60,
         jobs_finished=jobs_done,
         failure_class=a.failure_class,
     )
 
 
-def figures(sup: Supervisor, now: float) -> dict[str, Any]:
-    """The campaign's receipt, live: the same `summarize` over the attempts held now."""
+def figures(sup: Supervisor, now: float, billed: dict[int, float] | None = None) -> dict[str, Any]:
+    """The campaign's receipt, live: the same `summarize` over the attempts held now
+    (`billed`: each attempt's charges so far, when the caller has them already)."""
     mode = sup.market.gpu_billing
+    if billed is None:
+        billed = {a.instance_id: a.charges(mode, now).total_usd for a in sup.attempts.values()}
     done: dict[int, int] = {}
     for j in sup.jobs.jobs:
         if j.status == "done" and j.instance_id is not None:
             done[j.instance_id] = done.get(j.instance_id, 0) + 1
     name = sup.campaign.name
-    ts = (tenure(a, name, mode, now, done.get(a.instance_id, 0)) for a in sup.attempts.values())
+    ts = (
+        tenure(a, name, billed[a.instance_id], now, done.get(a.instance_id, 0))
+        for a in sup.attempts.values()
+    )
     return summarize(name, (t for t in ts if t is not None))
 
 
 def snapshot(sup: Supervisor, now: float) -> FleetSnap:
     mode = sup.market.gpu_billing
     rows = []
-    fig = figures(sup, now)
+    billed_by = {a.instance_id: a.charges(mode, now).total_usd for a in sup.attempts.values()}
+    fig = figures(sup, now, billed_by)
     in_service = observed = 0
     observed_dph = 0.0
     for a in sup.attempts.values():
-        billed = a.charges(mode, now).total_usd
+        billed = billed_by[a.instance_id]
         if a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED:
             in_service += 1
         if not a.owned and a.life.phase not in (Phase.DESTROYED, Phase.LOST):
