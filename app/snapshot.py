@@ -68,7 +68,7 @@ class FleetSnap:
     jobs_finished: int = 0
     observe_only: bool = False  # watch without a campaign: automation touches nothing
     observed: int = 0  # live instances shown but not supervised (not rentwatch's)
-    observed_dph: float = 0.0  # what those bill per hour (GPU and storage)
+    observed_dph: float = 0.0  # what those bill per hour now (storage, and GPU unless stopped)
     engine_error: str | None = None  # why the engine cannot supervise now (a rejected key)
 
     @property
@@ -115,7 +115,9 @@ def tenure(
     the receipt does not count it: an instance rentwatch did not create)."""
     if a.offer is None and a.created_by is None:
         return None
-    gone_at = next((t for t in map(a.life.since, _GONE) if t is not None), None)
+    # as the ledger's `lifetime_min`: to its destroy (or vanishing), else its abandon, else now
+    gone = [t for t in (a.life.since(Phase.DESTROYED), a.life.since(Phase.LOST)) if t is not None]
+    gone_at = min(gone) if gone else a.life.since(Phase.ABANDONED)
     return Tenure(
         created=a.offer is not None or a.created_by == campaign,
         verified=a.verified_at is not None,
@@ -159,8 +161,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
             in_service += 1
         if not a.owned and a.life.phase not in (Phase.DESTROYED, Phase.LOST):
             observed += 1
-            if a.life.phase != Phase.STOPPED:
-                observed_dph += a.gpu_dph + a.storage_dph
+            observed_dph += a.storage_dph + (a.gpu_dph if a.life.phase != Phase.STOPPED else 0)
         last = a.samples[-1] if a.samples else {}
         v = a.verdict
         verdict = ""
