@@ -46,6 +46,8 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     head.append(f"  billed ${s.billed_usd:.4f}", style="bold" if not faded else base)
     if s.failure_class:
         head.append(f"  [{clean(s.failure_class, 40)}]", style="red")
+    if not s.supervised:
+        head.append("  not rentwatch's: observed only", style="yellow")
 
     status = Text("   ", style=base)
     status.append(
