@@ -49,6 +49,14 @@ class Attempt:
     untrusted: str | None = None  # set when its SSH host key changed after it was pinned
     unseen: int = 0  # consecutive polls the list answer left it out
     dph_seen: float = 0.0  # the highest GPU price the market has shown for it ($/h)
+    # supervised: automation (rules, preflight, watchdog, jobs, release at the end) may act on
+    # it. False for what rentwatch did not create (shown, priced, logged; a person acts on it)
+    owned: bool = True
+    created_by: str | None = None  # the campaign whose create the ledger holds (adopted ones)
+    verified_at: float | None = None  # first verified in this campaign's hold of it
+    clock_from: float | None = None  # a start resets the boot deadline: it counts from here
+    human_at: float | None = None  # the operator's last act on it (market time), and what
+    human_act: str = ""
 
     @property
     def passed_preflight(self) -> bool:
@@ -64,6 +72,7 @@ class Attempt:
             status_msg=self.status_msg,
             status_since=self.status_since,
             created_at=self.created_at,
+            clock_from=self.clock_from,
             running_at=self.running_at,
             passed_preflight=self.passed_preflight,
             preflight_started=self.preflight_task is not None,

@@ -262,7 +262,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
         return _service_cmd("cmd_watch_background", args)
     return run_dashboard(
         args.market_url,
-        find_api_key(None),
+        find_api_key(None, flag=None),  # watch takes no --api-key: the key stays off `ps`
         campaign,
         policy,
         Path(args.ledger) if args.ledger else default_ledger_path(),

@@ -115,8 +115,9 @@ DEFAULT_TIMEOUT = 20.0  # seconds for one call, whole answer included (`--http-t
 MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a list of 25 full rows is about 100 kB
 
 
-def find_api_key(explicit: str | None = None) -> str:
-    """The key from an argument, VAST_API_KEY, or the official CLI's key file, in that order."""
+def find_api_key(explicit: str | None = None, flag: str | None = "--api-key") -> str:
+    """The key from an argument, VAST_API_KEY, or the official CLI's key file, in that order.
+    `flag`: the command's option for it, named in the error (None: the command has none)."""
     if explicit:
         return explicit.strip()
     env = os.environ.get("VAST_API_KEY")
@@ -131,7 +132,9 @@ def find_api_key(explicit: str | None = None) -> str:
         if text:
             return text
     raise NoApiKey(
-        "set VAST_API_KEY, pass --api-key, or log in with the official CLI "
+        "set VAST_API_KEY"
+        + (f", pass {flag}," if flag else "")
+        + " or log in with the official CLI "
         "(vastai set api-key ...), which writes ~/.config/vastai/vast_api_key"
     )
 

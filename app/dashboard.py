@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import sys
 from pathlib import Path
 
 from .core.campaign import Campaign, parse_campaign
@@ -62,7 +63,8 @@ def fresh_demo_name(ledger_path: Path, base: str = "demo") -> str:
 
 
 def watch_campaign() -> Campaign:
-    """No campaign file: watch what the account runs, create nothing."""
+    """No campaign file: watch what the account runs, create nothing, supervise nothing that
+    the operator does not hand over (observe only)."""
     return Campaign(
         name="watch",
         image="",
@@ -84,6 +86,7 @@ def make_engine(
     ledger: Ledger,
     key_path: Path,
     adopt_all: bool = False,
+    observe_only: bool = False,
 ) -> EngineThread:
     def open_session() -> Session:
         return Session.open(
@@ -95,6 +98,7 @@ def make_engine(
             key_path,
             log=lambda _: None,
             adopt_all=adopt_all,
+            observe_only=observe_only,
         )
 
     return EngineThread(open_session, on_snapshot=lambda _: None, on_error=lambda _: None)
@@ -117,7 +121,10 @@ def run_dashboard(
         policy,
         ledger,
         key_path,
-        adopt_all=campaign is None,
+        # every instance of the account is shown; only what this campaign created (or the
+        # operator hands over) is supervised; without a campaign, nothing is: observe only
+        adopt_all=True,
+        observe_only=campaign is None,
     )
     from .service.controller import attach_in_process
 
@@ -133,6 +140,9 @@ def run_dashboard(
             engine.shutdown("trap")  # the app died without the quit dialog: release what is held
         ledger.close()
     print(f"rentwatch: {result or 'closed'}; ledger at {ledger_path}")
+    if engine.failure:  # the engine never worked, or stopped working: not a clean exit
+        print(f"rentwatch: error: {engine.failure}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .intents import Intent
+from .market import AuthError
 from .session import Session
 from .snapshot import FleetSnap, snapshot
 
@@ -36,6 +37,9 @@ class EngineThread:
         self._stop = threading.Event()
         self.ready = threading.Event()
         self.exit_mode = "stop"
+        # what keeps the engine from working (it could not start, the market rejects the key):
+        # shown until it clears, and the dashboard's exit status when it has not cleared
+        self.failure: str | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -60,7 +64,8 @@ class EngineThread:
             session = self.session = self._open()
             sup = await session.start()
         except Exception as exc:
-            self.on_error(f"engine could not start: {exc}")
+            self.failure = f"engine could not start: {exc}"
+            self.on_error(self.failure)
             self.ready.set()
             if self.session is not None:
                 await self.session.end(f"engine could not start: {exc}")
@@ -71,6 +76,11 @@ class EngineThread:
                 t0 = self._monotonic()
                 try:
                     await sup.poll_once()
+                    self.failure = None
+                except AuthError as exc:  # said once, shown in the header until it clears
+                    if self.failure is None:
+                        self.failure = f"the marketplace rejected the API key: {exc}"
+                        self.on_error(self.failure)
                 except Exception as exc:  # shown once, the loop goes on
                     self.on_error(f"poll failed: {type(exc).__name__}: {exc}")
                 self.on_snapshot(snapshot(sup, sup.now()))

@@ -42,27 +42,34 @@ class Fleet:
         return self.attempts[instance_id]
 
     def held(self) -> list[Attempt]:
-        """What the controller must stop or destroy before it dies."""
-        return [a for a in self.attempts.values() if a.life.phase in HELD]
+        """What the controller must stop or destroy before it dies: only what it supervises
+        (an instance rentwatch did not create, and nobody handed over, is never touched)."""
+        return [a for a in self.attempts.values() if a.owned and a.life.phase in HELD]
 
     def alive(self) -> list[Attempt]:
-        return [a for a in self.attempts.values() if a.life.phase in ALIVE]
+        """The supervised instances alive now: what the rules decide on."""
+        return [a for a in self.attempts.values() if a.owned and a.life.phase in ALIVE]
+
+    def observed(self) -> list[Attempt]:
+        """Instances shown and priced but not supervised: only a person acts on them."""
+        return [a for a in self.attempts.values() if not a.owned]
 
     def in_service(self) -> list[Attempt]:
         """Proven by a preflight and in service now: the hosts jobs run on."""
         return [
             a
             for a in self.attempts.values()
-            if a.passed_preflight and a.life.phase == Phase.VERIFIED
+            if a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED
         ]
 
     def held_machines(self) -> frozenset[int]:
         return frozenset(a.machine_id for a in self.held() if a.machine_id is not None)
 
     def spent(self, gpu_billing: str, now: float) -> float:
-        """USD billed so far by every attempt, counted conservatively: at the highest price the
-        market has shown for each rental (see `Attempt.worst_charges`)."""
-        return sum(a.worst_charges(gpu_billing, now) for a in self.attempts.values())
+        """USD billed so far by every supervised attempt, counted conservatively: at the highest
+        price the market has shown for each rental (see `Attempt.worst_charges`). An instance
+        someone else rented is not the campaign's spending."""
+        return sum(a.worst_charges(gpu_billing, now) for a in self.attempts.values() if a.owned)
 
     def quarantined(self, q: Quarantine) -> None:
         self.quarantine[q.machine_id] = q.reason

@@ -48,4 +48,23 @@ class CreateIntent:
     reason: str = "operator asked for one more instance"
 
 
-Intent = Union[StopIntent, StartIntent, DestroyIntent, CreateIntent]  # noqa: UP007
+@dataclass(frozen=True)
+class FleetSizeIntent:
+    """The wanted number of verified instances (the dashboard's `+` and `-`)."""
+
+    size: int
+    reason: str = "operator set the fleet size"
+
+
+@dataclass(frozen=True)
+class HandOverIntent:
+    """Hand an instance rentwatch did not create over to automation (recorded as a human act):
+    until then it is only shown, priced and logged."""
+
+    instance_id: int
+    reason: str = "operator handed it over to automation"
+
+
+Intent = Union[  # noqa: UP007
+    StopIntent, StartIntent, DestroyIntent, CreateIntent, FleetSizeIntent, HandOverIntent
+]

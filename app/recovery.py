@@ -1,6 +1,11 @@
 """Starting again after a crash: settle the calls a dead controller left unanswered, adopt
 the campaign's live instances (and, under `reuse_stopped`, proven rentals an earlier campaign
-stopped), and write down what changed while nobody watched."""
+stopped), and write down what changed while nobody watched.
+
+Ownership: only an instance carrying this campaign's label is supervised (automation may act
+on it). With `adopt_all` (the dashboard's `watch`) every other instance of the account is
+*observed*: shown, priced and logged, never stopped, destroyed, probed or released by
+automation; a person acts on it, or hands it over (`HandOverIntent`)."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from .fleet import Fleet
 from .journal import Journal
 from .ledger import Event, EventKind, Ledger
 from .market import REFUSALS, Market
+from .observer import row_problem
 from .ssh_runner import SSHRunner
 
 LABEL_PREFIX = "rw"
@@ -60,8 +66,44 @@ class Recovery:
         self.policy = policy
         self.ssh = ssh
         self.start = start  # the supervisor's start (intent, tries, outcome, lifecycle)
-        self.adopt_all = adopt_all  # watch mode: adopt every instance of the account
+        self.adopt_all = adopt_all  # watch: show every instance of the account (observed)
         self.last_alive: float | None = None  # the earlier run's last sign of life
+
+    def ours(self, inst: Instance) -> bool:
+        """Whether this campaign created it (its label says so): the only instances automation
+        acts on without the operator handing them over."""
+        return (inst.label or "").startswith(campaign_label(self.campaign.name) + ":")
+
+    def adopt_strays(self, instances: list[Instance], now: float, adopt_all: bool) -> None:
+        """A rental carrying this campaign's label that we do not hold (a create whose answer
+        named another id) is adopted, a bad row too (its prices from the row only where they
+        are finite): a live rental is never unwatched nor off the ledger. Under `adopt_all`,
+        one that someone else made meanwhile is shown, observed only."""
+        for inst in instances:
+            if inst.id in self.fleet.attempts:
+                continue
+            if self.ours(inst):
+                # its create's outcome was written as failed: the rental is a fact now
+                self.journal.fact(
+                    K.CREATE,
+                    None,
+                    at=finite(inst.start_date, now),
+                    actor="reconcile",
+                    ok=True,
+                    reason="found carrying this campaign's label, unheld: a create whose "
+                    "answer named another id",
+                    detail={"label": inst.label, "gpu_billing": self.market.gpu_billing},
+                    instance_id=inst.id,
+                    machine_id=inst.machine_id,
+                    host_id=inst.host_id,
+                    gpu_name=inst.gpu_name,
+                    gpu_dph=finite(inst.dph_base, 0.0),
+                    storage_dph=finite(inst.storage_total_cost, 0.0),
+                )
+                self.fleet.creates += 1
+                self.adopt(inst, now)
+            elif adopt_all and row_problem(inst) is None:
+                self.adopt(inst, now, owned=False)
 
     def _took_effect_at(self, intent: Event) -> float:
         """When a change the crash cut short took effect, from its tries in the ledger."""
@@ -77,10 +119,11 @@ class Recovery:
             if ev.campaign != self.campaign.name:
                 continue
             self._settle(ev, live, by_label, now)
-        mine = campaign_label(self.campaign.name) + ":"
         for inst in live.values():
-            if self.adopt_all or (inst.label or "").startswith(mine):
+            if self.ours(inst):
                 self.adopt(inst, now)
+            elif self.adopt_all:
+                self.adopt(inst, now, owned=False)
         if self.policy.reuse_stopped:
             await self._reuse_stopped(live, now)
 
@@ -137,7 +180,8 @@ class Recovery:
         for inst in live.values():
             if room <= 0:
                 return
-            if inst.id in self.fleet.attempts or inst.intended_status != "stopped":
+            seen = self.fleet.get(inst.id)
+            if (seen is not None and seen.owned) or inst.intended_status != "stopped":
                 continue
             if (
                 not (inst.label or "").startswith(LABEL_PREFIX + ":")
@@ -151,9 +195,10 @@ class Recovery:
                 continue
             if inst.machine_id in self.fleet.quarantine:
                 continue
-            a = self.adopt(inst, now)
+            a = seen if seen is not None else self.adopt(inst, now)
+            a.owned = True  # our own proven rental (its ledger says so): this campaign takes it
             try:
-                await self.start(
+                a.clock_from = await self.start(
                     a, "rule:reuse", "a proven rental, stopped: start it again rather than create"
                 )
             except REFUSALS:
@@ -178,8 +223,9 @@ class Recovery:
         )
         a.marks.append(Mark(now, str(kind)))
 
-    def adopt(self, inst: Instance, now: float) -> Attempt:
-        history = self.ledger.instance_history(inst.id)
+    def adopt(self, inst: Instance, now: float, owned: bool = True) -> Attempt:
+        """Hold a live instance found on the market: supervised (`owned`), or only observed."""
+        history = self.ledger.instance_history(inst.id) if owned else []
         create = next(
             (e for e in history if e.kind == K.CREATE and e.phase == "outcome" and e.ok), None
         )
@@ -200,6 +246,16 @@ class Recovery:
             if create and create.storage_dph is not None
             else finite(inst.storage_total_cost, 0.0),
             label=inst.label,
+            owned=owned,
+            created_by=create.campaign if create else None,
+        )
+        a.verified_at = next(
+            (
+                e.at
+                for e in history
+                if e.kind == K.PREFLIGHT_PASSED and e.campaign == self.campaign.name
+            ),
+            None,
         )
         a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))
         passed = any(e.kind == K.PREFLIGHT_PASSED for e in history)
@@ -220,7 +276,7 @@ class Recovery:
         held = next(
             (m.kind == "start" for m in reversed(a.marks) if m.kind in ("stop", "start")), True
         )
-        if held == stopped:  # changed behind the ledger's back: the watchdog, or a person
+        if held == stopped and owned:  # changed behind the ledger's back: the watchdog, or a person
             self._changed_elsewhere(a, K.STOP if stopped else K.START, now)
         move = self.journal.move
         move(a, Phase.BOOTING, now, "adopted")
@@ -235,8 +291,27 @@ class Recovery:
         a.status, a.status_msg, a.status_since = inst.actual_status, inst.status_msg, now
         a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
         self.fleet.add(a)
-        self._record_adoption(a, inst, history, created_at, now)
+        if owned:
+            self._record_adoption(a, inst, history, created_at, now)
+        else:
+            self._record_observed(a, inst, now)
         return a
+
+    def _record_observed(self, a: Attempt, inst: Instance, now: float) -> None:
+        label = repr((inst.label or "")[:60]) if inst.label else "no label"
+        why = (
+            f"observed, not supervised: not created by campaign {self.campaign.name} "
+            f"({label}); shown and priced, only a person acts on it"
+        )
+        self.journal.fact(
+            K.ADOPTED,
+            a,
+            at=now,
+            actor="engine",
+            reason=why,
+            detail={"observed": True, "status": inst.actual_status},
+        )
+        self.journal.say(f"observe i:{inst.id} m:{inst.machine_id} {inst.actual_status}: {why}")
 
     def _record_adoption(
         self, a: Attempt, inst: Instance, history: list[Event], created_at: float, now: float

@@ -35,6 +35,7 @@ class Session:
         adopt_all: bool = False,
         owns_ledger: bool = False,
         artifacts_root: Path = Path("artifacts"),
+        observe_only: bool = False,
     ) -> None:
         self.market = market
         self.ledger = ledger
@@ -48,6 +49,7 @@ class Session:
             log=log,
             adopt_all=adopt_all,
             artifacts_root=artifacts_root,
+            observe_only=observe_only,
         )
         self.ended = False
 
@@ -65,6 +67,7 @@ class Session:
         owns_ledger: bool = False,
         artifacts_root: Path = Path("artifacts"),
         http_timeout_s: float | None = None,
+        observe_only: bool = False,
     ) -> Session:
         """A session on the Vast API at `market_url` (the real one or the simulator). Each
         market call's total deadline: `http_timeout_s` if given, else the campaign's
@@ -73,7 +76,16 @@ class Session:
         client = VastClient(market_url, api_key, timeout=timeout)
         ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))
         return cls(
-            client, ledger, campaign, policy, ssh, log, adopt_all, owns_ledger, artifacts_root
+            client,
+            ledger,
+            campaign,
+            policy,
+            ssh,
+            log,
+            adopt_all,
+            owns_ledger,
+            artifacts_root,
+            observe_only,
         )
 
     async def start(self) -> Supervisor:

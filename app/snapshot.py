@@ -1,11 +1,17 @@
 """Immutable snapshots of the engine's state: what the dashboard renders, built in the engine's
-thread and handed to the UI whole, so widgets never read live engine objects."""
+thread and handed to the UI whole, so widgets never read live engine objects.
+
+The campaign's figures (spent, GPU-hours, duds, dud USD, verified) are the receipt's: each
+attempt the ledger counts becomes a `core.figures.Tenure` and `summarize` adds them up, the
+same code `rentwatch receipt` runs over the ledger's `tenures` view."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .attempt import Attempt
+from .core.figures import Tenure, delivered_hours, summarize
 from .core.lifecycle import Phase
 from .core.rules import freeze_window
 from .core.text import clean
@@ -36,6 +42,8 @@ class InstanceSnap:
     failure_class: str | None
     passed_preflight: bool
     job: str = ""  # the running job and its last log line
+    supervised: bool = True  # False: not rentwatch's; shown and priced, only a person acts
+    human: str = ""  # the operator's last act on it, if any
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,12 @@ class FleetSnap:
     decisions_total: int  # how many lines the engine has said in all (the tuple is the tail)
     finished: str | None
     banner: str | None = None  # a campaign fault: creates stopped until the operator fixes it
+    in_service: int = 0  # supervised, proven and verified now (out of `fleet` wanted)
+    jobs_finished: int = 0
+    observe_only: bool = False  # watch without a campaign: automation touches nothing
+    observed: int = 0  # live instances shown but not supervised (not rentwatch's)
+    observed_dph: float = 0.0  # what those bill per hour now (storage, and GPU unless stopped)
+    engine_error: str | None = None  # why the engine cannot supervise now (a rejected key)
 
     @property
     def dud_share(self) -> float:
@@ -80,26 +94,75 @@ def _ended(a: Attempt) -> float | None:
     return a.life.ended_at()
 
 
+_HALTS = frozenset({"stop", "destroy", "halt"})
+_GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)
+
+
+def _delivered_until(a: Attempt) -> float | None:
+    """The first moment after its verification it stopped delivering: stopped, destroyed,
+    lost, or its host went down (as the ledger's `tenures` view reads the same events)."""
+    if a.verified_at is None:
+        return None
+    v = a.verified_at
+    ends = [m.at for m in a.marks if m.kind in _HALTS and m.at >= v]
+    ends += [t.at for t in a.life.history if t.at >= v and t.after in (Phase.STOPPED, *_GONE)]
+    return min(ends) if ends else None
+
+
+def tenure(
+    a: Attempt, campaign: str, billed: float, now: float, jobs_done: int = 0
+) -> Tenure | None:
+    """What `a` adds to the campaign's receipt (None: the ledger holds no create for it, so
+    the receipt does not count it: an instance rentwatch did not create)."""
+    if a.offer is None and a.created_by is None:
+        return None
+    # as the ledger's `lifetime_min`: to its destroy (or vanishing), else its abandon, else now
+    gone = [t for t in (a.life.since(Phase.DESTROYED), a.life.since(Phase.LOST)) if t is not None]
+    gone_at = min(gone) if gone else a.life.since(Phase.ABANDONED)
+    return Tenure(
+        created=a.offer is not None or a.created_by == campaign,
+        verified=a.verified_at is not None,
+        gone=gone_at is not None,
+        gpu_hours=delivered_hours(a.verified_at, _delivered_until(a), now),
+        total_usd=billed,
+        lifetime_min=((gone_at if gone_at is not None else now) - a.created_at) / 60,
+        jobs_finished=jobs_done,
+        failure_class=a.failure_class,
+    )
+
+
+def figures(sup: Supervisor, now: float, billed: dict[int, float] | None = None) -> dict[str, Any]:
+    """The campaign's receipt, live: the same `summarize` over the attempts held now
+    (`billed`: each attempt's charges so far, when the caller has them already)."""
+    mode = sup.market.gpu_billing
+    if billed is None:
+        billed = {a.instance_id: a.charges(mode, now).total_usd for a in sup.attempts.values()}
+    done: dict[int, int] = {}
+    for j in sup.jobs.jobs:
+        if j.status == "done" and j.instance_id is not None:
+            done[j.instance_id] = done.get(j.instance_id, 0) + 1
+    name = sup.campaign.name
+    ts = (
+        tenure(a, name, billed[a.instance_id], now, done.get(a.instance_id, 0))
+        for a in sup.attempts.values()
+    )
+    return summarize(name, (t for t in ts if t is not None))
+
+
 def snapshot(sup: Supervisor, now: float) -> FleetSnap:
     mode = sup.market.gpu_billing
     rows = []
-    duds = verified = 0
-    dud_usd = spent = gpu_hours = 0.0
+    billed_by = {a.instance_id: a.charges(mode, now).total_usd for a in sup.attempts.values()}
+    fig = figures(sup, now, billed_by)
+    in_service = observed = 0
+    observed_dph = 0.0
     for a in sup.attempts.values():
-        billed = a.charges(mode, now).total_usd
-        spent += billed
-        if a.life.dud:
-            duds += 1
-            dud_usd += billed
-        if a.passed_preflight and a.life.phase == Phase.VERIFIED:
-            verified += 1  # held and proven right now
-        if a.passed_preflight:
-            first = a.life.since(Phase.VERIFIED)
-            since = now if first is None else first
-            gpu_hours += (
-                max(0.0, ((_ended(a) or now) if a.life.phase != Phase.VERIFIED else now) - since)
-                / 3600
-            )
+        billed = billed_by[a.instance_id]
+        if a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED:
+            in_service += 1
+        if not a.owned and a.life.phase not in (Phase.DESTROYED, Phase.LOST):
+            observed += 1
+            observed_dph += a.storage_dph + (a.gpu_dph if a.life.phase != Phase.STOPPED else 0)
         last = a.samples[-1] if a.samples else {}
         v = a.verdict
         verdict = ""
@@ -137,6 +200,8 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
                 failure_class=a.failure_class,
                 passed_preflight=a.passed_preflight,
                 job=clean(a.job_line, 120) if sup.jobs.on(a.instance_id) else "",
+                supervised=a.owned,
+                human=a.human_act,
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
@@ -149,13 +214,19 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
         max_creates=sup.campaign.max_creates,
         instances=tuple(rows),
         quarantined=len(sup.quarantine),
-        duds=duds,
-        dud_usd=dud_usd,
-        spent_usd=spent,
-        verified=verified,
-        gpu_hours=gpu_hours,
+        duds=int(fig["duds"]),
+        dud_usd=float(fig["dud_usd"]),
+        spent_usd=float(fig["total_usd"]),
+        verified=int(fig["verified"]),
+        gpu_hours=float(fig["gpu_hours"]),
         decisions=tuple(sup.journal.lines[-200:]),
         decisions_total=sup.journal.lines_total,
         finished=sup.finished.reason if sup.finished else None,
         banner=sup.blame_book.banner,
+        in_service=in_service,
+        jobs_finished=int(fig["jobs_finished"]),
+        observe_only=sup.observe_only,
+        observed=observed,
+        observed_dph=observed_dph,
+        engine_error=clean(sup.failure, 300) if sup.failure else None,
     )

@@ -26,7 +26,6 @@ from .core.campaign import Campaign
 from .core.errors import MalformedAnswer
 from .core.jobs import JobQueue
 from .core.lifecycle import Phase
-from .core.models import Instance
 from .core.offer_choice import Quarantine, quarantine_for
 from .core.policy import Policy
 from .core.rules import (
@@ -50,7 +49,7 @@ from .market import AuthError, Market, MarketUnavailable
 from .observer import Observer
 from .offers import OfferBook
 from .operator import Operator
-from .recovery import Recovery, campaign_label, finite
+from .recovery import Recovery
 from .ssh_runner import SSHRunner
 from .tender import HostTender
 
@@ -76,6 +75,7 @@ class Supervisor:
         max_parallel_ssh: int = 8,
         adopt_all: bool = False,
         artifacts_root: Path = Path("artifacts"),
+        observe_only: bool = False,
     ) -> None:
         self.market = market
         self.ledger = ledger
@@ -114,8 +114,21 @@ class Supervisor:
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.observer = Observer(market, self.journal, self.fleet, policy, ssh, self.blame_book)
         self.cadence = Cadence(market, self.fleet)  # what each poll lists (app/cadence.py)
-        self.operator = Operator(self.actions, self.fleet, self.offer_book, self.journal)
+        self.operator = Operator(
+            self.actions,
+            self.fleet,
+            self.offer_book,
+            self.journal,
+            self.resize,
+            policy.name,
+            lambda: self.campaign.fleet,
+        )
         self.started_at: float | None = None  # the campaign's first start, read once
+        self.adopt_all = adopt_all  # show every instance of the account (the rest observed)
+        # watch without a campaign: nothing is supervised unless the operator hands it over
+        self.observe_only = observe_only
+        self.fleet_set_at: float | None = None  # when a person last changed the wanted fleet
+        self.failure: str | None = None  # why polling fails now (a rejected key), for the header
 
     # -- read-only views for the engine, the snapshot and tests ------------------------------
     @property
@@ -178,18 +191,20 @@ class Supervisor:
     async def poll_once(self) -> list[Decision]:
         try:
             sight = await self.cadence.fetch()
-        except AuthError:
+        except AuthError as exc:
+            self.failure = f"the marketplace rejected the API key: {exc}"
             raise
         except (MarketUnavailable, MalformedAnswer) as exc:
             self.journal.say(f"poll   market unavailable this round: {exc}")
             return []
+        self.failure = None
         now = self.market.answered_at()
         self.polls += 1
         instances = sight.rows
         await self.observer.observe(instances, now, sight.full, sight.asked)
         if sight.swept is not None:  # a sweep's pages together are a full list answer
             await self.observer.unlisted(sight.swept, now)
-        self._adopt_strays(instances, now)
+        self.recovery.adopt_strays(instances, now, self.adopt_all)
         decisions = await self._decide(now)
         for d in decisions:
             await self._execute(d)
@@ -198,33 +213,6 @@ class Supervisor:
         for fn in self.listeners:
             fn()
         return decisions
-
-    def _adopt_strays(self, instances: list[Instance], now: float) -> None:
-        """A rental carrying this campaign's label that we do not hold (a create whose answer
-        named another id) is adopted, a bad row too (its prices from the row only where they
-        are finite): a live rental is never unwatched nor off the ledger."""
-        mine = campaign_label(self.campaign.name) + ":"
-        for inst in instances:
-            if inst.id not in self.fleet.attempts and (inst.label or "").startswith(mine):
-                # its create's outcome was written as failed: the rental is a fact now
-                self.journal.fact(
-                    K.CREATE,
-                    None,
-                    at=finite(inst.start_date, now),
-                    actor="reconcile",
-                    ok=True,
-                    reason="found carrying this campaign's label, unheld: a create whose "
-                    "answer named another id",
-                    detail={"label": inst.label, "gpu_billing": self.market.gpu_billing},
-                    instance_id=inst.id,
-                    machine_id=inst.machine_id,
-                    host_id=inst.host_id,
-                    gpu_name=inst.gpu_name,
-                    gpu_dph=finite(inst.dph_base, 0.0),
-                    storage_dph=finite(inst.storage_total_cost, 0.0),
-                )
-                self.fleet.creates += 1
-                self.recovery.adopt(inst, now)
 
     async def _decide(self, now: float) -> list[Decision]:
         snap = self.snapshot(now)
@@ -271,6 +259,7 @@ class Supervisor:
         )
 
     async def _execute(self, d: Decision) -> None:
+        self.operator.mind(d, self.market.answered_at(), self.fleet_set_at)
         if isinstance(d, Create):
             await self._create(d)
         elif isinstance(d, Abandon):
@@ -284,7 +273,9 @@ class Supervisor:
             self.tender.start_preflight(self.fleet[d.instance_id])
         elif isinstance(d, Verify):
             self._verify(self.fleet[d.instance_id], d)
-        elif isinstance(d, Finish) and self.finished is None:
+        elif isinstance(d, Finish) and self.finished is None and not self.observe_only:
+            # (watching without a campaign has no goal to reach: it never "finishes", so the
+            # operator's keys are never refused as coming after the campaign's end)
             self.finished = Outcome(d.ok, d.reason)
             self.journal.say(f"done   {d.reason}")
 
@@ -349,6 +340,8 @@ class Supervisor:
     def _verify(self, a: Attempt, d: Verify) -> None:
         now = self.market.answered_at()
         self.journal.move(a, Phase.VERIFIED, now, d.reason)
+        if a.verified_at is None:
+            a.verified_at = now
         if d.by_preflight:
             a.life.proven = True
         self.journal.fact(
@@ -388,6 +381,7 @@ class Supervisor:
                     a.passed_preflight or a.life.phase == Phase.VERIFIED
                 ):
                     if a.life.phase != Phase.ABANDONED:
+                        a.failure_class = a.failure_class or "cancelled"
                         self.journal.fact(
                             K.ABANDON, a, actor=actor, reason=reason, detail={"class": "cancelled"}
                         )
@@ -404,13 +398,27 @@ class Supervisor:
         self.detached = True
 
     # -- operator intents ---------------------------------------------------------------------
-    def resize(self, size: int, actor: str = "human") -> int:
-        """The operator's wanted fleet size; returns the old one. The campaign record is
-        replaced (it is immutable) where the fleet size is read: here and in recovery."""
+    def resize(
+        self, size: int, actor: str = "human", reason: str = "operator set the fleet"
+    ) -> int:
+        """The operator's wanted fleet size; returns the old one. Recorded in the ledger as a
+        human act. The campaign record is replaced (it is immutable) where the fleet size is
+        read: here and in recovery."""
         old = self.campaign.fleet
+        size = max(0, size)
         self.campaign = dataclasses.replace(self.campaign, fleet=size)
         self.recovery.campaign = self.campaign
-        self.journal.say(f"fleet  {old} -> {size} by {actor}")
+        now = self.now()
+        self.fleet_set_at = now
+        self.journal.fact(
+            K.FLEET_SIZE,
+            None,
+            at=now,
+            actor=actor,
+            reason=f"wanted fleet {old} -> {size}: {reason}",
+            detail={"old": old, "new": size},
+        )
+        self.journal.say(f"fleet  {old} -> {size} by {actor}: {reason}")
         return old
 
     async def apply(self, intent: Intent) -> bool:

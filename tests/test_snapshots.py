@@ -121,6 +121,7 @@ FLEET = FleetSnap(
     ),
     decisions_total=2,
     finished=None,
+    in_service=2,
 )
 
 

@@ -13,6 +13,8 @@ from rentwatch.intents import (
     CreateIntent,
     DestroyConfirmation,
     DestroyIntent,
+    FleetSizeIntent,
+    HandOverIntent,
     Intent,
     StartIntent,
     StopIntent,
@@ -50,6 +52,8 @@ class RentwatchApp(App[str]):
         Binding("l", "ledger", "Ledger", id="app.ledger"),
         Binding("r", "receipt", "Receipt", id="app.receipt"),
         Binding("x", "detach", "Detach", id="app.detach"),
+        Binding("plus", "fleet_more", "Fleet+", id="fleet.more"),
+        Binding("minus", "fleet_less", "Fleet-", id="fleet.less"),
     ]
 
     def __init__(
@@ -67,15 +71,16 @@ class RentwatchApp(App[str]):
         self._log_seen = 0
         self.table_mode = False
         engine.on_snapshot = self._receive  # called in the engine's thread: only stores
-        engine.on_error = lambda msg: self.call_from_thread(
-            self.notify, clean(msg, 300), severity="error"
-        )
+        engine.on_error = lambda msg: self.call_from_thread(self._engine_error, msg)
 
     PALETTE = (
         ("Stop the selected instance", "stop"),
         ("Destroy the selected instance (asks)", "destroy"),
         ("Start the selected instance", "start"),
         ("Create one more instance", "create"),
+        ("Want one more verified instance (fleet +1)", "fleet_more"),
+        ("Want one fewer verified instance (fleet -1)", "fleet_less"),
+        ("Hand the selected instance over to automation (recorded)", "hand_over"),
         ("Toggle table / pane view", "toggle_view"),
         ("Ledger (SQL)", "ledger"),
         ("Receipt and hosts", "receipt"),
@@ -92,6 +97,16 @@ class RentwatchApp(App[str]):
 
     def _receive(self, snap: FleetSnap) -> None:
         self.latest = snap
+
+    def _engine_error(self, msg: str) -> None:
+        """An engine failure stays on screen: in the bar until a snapshot says otherwise (a
+        snapshot carries its own `engine_error`), not only in a toast that fades."""
+        text = clean(msg, 300)
+        self.notify(text, severity="error", timeout=30)
+        if self.latest is None or self.latest.engine_error is None:
+            bar = Text(" ENGINE FAILED ", style="bold reverse red")
+            bar.append(f" {text}  (q quits)", style="bold red")
+            self.query_one("#bar", Static).update(bar)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(" starting the engine…"), id="bar")
@@ -161,6 +176,24 @@ class RentwatchApp(App[str]):
         if s is not None:
             self._send(f"started {s.instance_id}", StartIntent(s.instance_id))
 
+    def _resize(self, delta: int) -> None:
+        snap = self.latest
+        if snap is None:
+            return
+        size = max(0, snap.fleet + delta)
+        self._send(f"wanted fleet {snap.fleet} -> {size}", FleetSizeIntent(size))
+
+    def action_fleet_more(self) -> None:
+        self._resize(+1)
+
+    def action_fleet_less(self) -> None:
+        self._resize(-1)
+
+    def action_hand_over(self) -> None:
+        s = self.selected()
+        if s is not None and not s.supervised:
+            self._send(f"handed {s.instance_id} over to automation", HandOverIntent(s.instance_id))
+
     def action_create(self) -> None:
         self._send("asked the market for one more instance", CreateIntent())
 
@@ -211,7 +244,9 @@ class RentwatchApp(App[str]):
         self.push_screen(HelpScreen())
 
     def _held(self) -> int:
-        return sum(1 for s in (self.latest.instances if self.latest else ()) if s.ended_at is None)
+        """What quit acts on: supervised instances only (the rest are not rentwatch's)."""
+        rows = self.latest.instances if self.latest else ()
+        return sum(1 for s in rows if s.ended_at is None and s.supervised)
 
     def action_detach(self) -> None:
         def chosen(detach: bool | None) -> None:

@@ -46,6 +46,8 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     head.append(f"  billed ${s.billed_usd:.4f}", style="bold" if not faded else base)
     if s.failure_class:
         head.append(f"  [{clean(s.failure_class, 40)}]", style="red")
+    if not s.supervised:
+        head.append("  not rentwatch's: observed only", style="yellow")
 
     status = Text("   ", style=base)
     status.append(
@@ -82,9 +84,20 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
 
 def campaign_bar(f: FleetSnap) -> Text:
     t = Text()
+    if f.engine_error:
+        t.append(" ENGINE FAILED ", style="bold reverse red")
+        t.append(f" {clean(f.engine_error, 200)}\n", style="bold red")
     t.append(f" {clean(f.campaign, 60)} ", style="bold reverse")
+    if f.observe_only:
+        t.append(
+            "  OBSERVE ONLY: automation touches nothing (hand an instance over to change that)",
+            style="bold yellow",
+        )
+    # "verified" is the receipt's (passed a preflight in this campaign); the fleet is what is
+    # in service now out of what the operator wants
     t.append(
-        f"  policy {f.policy}   verified {f.verified}/{f.fleet}   creates {f.creates}/{f.max_creates}"
+        f"  policy {f.policy}   in service {f.in_service}/{f.fleet}   verified {f.verified}"
+        f"   creates {f.creates}/{f.max_creates}"
     )
     t.append(f"   duds {f.duds} ({f.dud_share:.0%})")
     t.append(f"  lost on duds ${f.dud_usd:.3f}", style="red" if f.dud_usd else "")
@@ -95,6 +108,8 @@ def campaign_bar(f: FleetSnap) -> Text:
     t.append(f"   quarantined {f.quarantined}")
     if f.banner:  # host-controlled text inside (a status line): plain, cleaned, cut
         t.append(f"   ⚠ {clean(f.banner, 160)}", style="bold red")
+    if f.observed:
+        t.append(f"   not rentwatch's {f.observed} (${f.observed_dph:.3f}/h)", style="yellow")
     if f.finished:
-        t.append(f"   ✔ {clean(f.finished, 120)}", style="green")
+        t.append(f"   ✔ done: {clean(f.finished, 120)}", style="green")
     return t

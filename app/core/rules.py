@@ -61,6 +61,12 @@ class AttemptView:
     busy: bool = False
     untrusted: str | None = None  # why the host is no longer trusted (its SSH host key changed)
     dph: float = 0.0  # what it bills per hour at most (GPU and storage), for the budget
+    clock_from: float | None = None  # its last start: deadlines count from here, not the create
+
+    @property
+    def boot_clock(self) -> float:
+        """When its boot deadline started: the create, or the start that booted it again."""
+        return self.created_at if self.clock_from is None else self.clock_from
 
 
 @dataclass(frozen=True)
@@ -205,11 +211,11 @@ def _boot_rules(a: AttemptView, policy: Policy, now: float) -> Decision | None:
             f"status unchanged for {fmt_span(now - a.status_since)}: '{(msg or '')[:120]}'",
             "freeze",
         )
-    if now - a.created_at >= policy.boot_deadline_s:
+    if now - a.boot_clock >= policy.boot_deadline_s:
         return give_up(
             a,
             "rule:boot_deadline",
-            f"not running after {fmt_span(now - a.created_at)} (status '{a.status}')",
+            f"not running after {fmt_span(now - a.boot_clock)} (status '{a.status}')",
             "boot_timeout",
         )
     return None
@@ -391,7 +397,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     if fit is not None:
         ranked = choose_offers(fit, n, fleet.history, policy.rank, policy.value_of_time_usd_per_h)
         committed = fleet.spent_usd + sum(
-            at_risk(a.dph, a.created_at, policy.boot_deadline_s, now)
+            at_risk(a.dph, a.boot_clock, policy.boot_deadline_s, now)
             for a in fleet.attempts
             if a.phase in (Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING)
         )

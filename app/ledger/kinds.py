@@ -40,6 +40,8 @@ class EventKind(StrEnum):
     CAMPAIGN_FAULT = "campaign_fault"  # a failure blamed on the campaign (image, job): creates stop
     XID = "xid"  # a fatal XID / ECC event on a proven host: stopped and its machine marked
     SSH_ROUTE = "ssh_route"  # the SSH route (direct / proxy, host:port) an instance was reached by
+    FLEET_SIZE = "fleet_size"  # the wanted fleet changed (a person, or their stop of one)
+    HAND_OVER = "hand_over"  # a person handed an instance rentwatch did not create to automation
     ERROR = "error"  # the engine refused something of its own (an illegal lifecycle move)
 
 

@@ -1,4 +1,5 @@
-"""The campaign receipt (the article's table), read from the `receipt` views, and its rendering."""
+"""The campaign receipt (the article's table), from the ledger's `tenures` view added up by
+`core.figures.summarize`, and its rendering."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 import duckdb
 
+from ..core.figures import Tenure, summarize
 from ..core.text import clean
 
 RECEIPT_KEYS = (
@@ -28,31 +30,36 @@ RECEIPT_KEYS = (
 def compute_receipt(
     con: duckdb.DuckDBPyConnection, campaign: str | None = None
 ) -> list[dict[str, Any]]:
+    """Each campaign's receipt: its tenures read from the `tenures` view, added up by
+    `core.figures.summarize`, the same code that adds up the dashboard's live figures."""
     where = " WHERE campaign = ?" if campaign else ""
     params = [campaign] if campaign else []
     cur = con.execute(
-        f"SELECT {', '.join(RECEIPT_KEYS)} FROM receipt{where} ORDER BY campaign", params
+        "SELECT campaign, created, verified_at IS NOT NULL, "
+        "abandoned_at IS NOT NULL OR destroyed_at IS NOT NULL, gpu_hours, total_usd, "
+        f"lifetime_min, jobs_finished, failure_class FROM tenures{where} "
+        "ORDER BY campaign, instance_id",
+        params,
     )
-    out: list[tuple[Any, dict[str, Any]]] = []
-    for row in cur.fetchall():
-        r = dict(zip(RECEIPT_KEYS, row, strict=True))
-        raw_campaign = r["campaign"]
-        r["campaign"] = clean(raw_campaign, 120)  # a campaign file's name: shown everywhere
-        for k in ("dud_share", "dud_usd", "dud_mean_lifetime_min", "gpu_hours", "total_usd"):
-            r[k] = float(r[k] or 0.0)
-        for k in ("creates", "reused", "duds", "verified", "jobs_finished"):
-            r[k] = int(r[k] or 0)
-        r["by_class"] = {}
-        out.append((raw_campaign, r))
-    by = con.execute(
-        f"SELECT campaign, failure_class, n FROM receipt_classes{where}", params
-    ).fetchall()
-    for camp, cls, n in by:
-        for raw, r in out:
-            if raw == camp:
-                key = clean(cls, 60) if cls else "unclassified"
-                r["by_class"][key] = r["by_class"].get(key, 0) + int(n)
-    return [r for _, r in out]
+    by_campaign: dict[str, list[Tenure]] = {}
+    for camp, created, verified, gone, hours, usd, life, jobs, cls in cur.fetchall():
+        by_campaign.setdefault(camp, []).append(
+            Tenure(
+                created=bool(created),
+                verified=bool(verified),
+                gone=bool(gone),
+                gpu_hours=float(hours or 0.0),
+                total_usd=float(usd or 0.0),
+                lifetime_min=float(life or 0.0),
+                jobs_finished=int(jobs or 0),
+                failure_class=clean(cls, 60) if cls else None,
+            )
+        )
+    out = []
+    for camp, tenures in by_campaign.items():
+        r = summarize(clean(camp, 120), tenures)  # a campaign file's name: shown everywhere
+        out.append(r)
+    return out
 
 
 def format_receipt(r: dict[str, Any]) -> list[tuple[str, str]]:

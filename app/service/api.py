@@ -74,7 +74,12 @@ class FleetSizeIntent:
     size: int
 
 
-Intent = StopIntent | StartIntent | DestroyIntent | CreateIntent | FleetSizeIntent
+@dataclass(frozen=True)
+class HandOverIntent:
+    instance_id: int  # an instance rentwatch did not create, handed over to automation
+
+
+Intent = StopIntent | StartIntent | DestroyIntent | CreateIntent | FleetSizeIntent | HandOverIntent
 
 INTENTS: dict[str, type[Any]] = {
     "stop": StopIntent,
@@ -82,6 +87,7 @@ INTENTS: dict[str, type[Any]] = {
     "destroy": DestroyIntent,
     "create": CreateIntent,
     "fleet": FleetSizeIntent,
+    "handover": HandOverIntent,
 }
 _NAMES = {cls: name for name, cls in INTENTS.items()}
 

@@ -17,7 +17,15 @@ from typing import Any
 
 import httpx
 
-from ..intents import CreateIntent, DestroyIntent, Intent, StartIntent, StopIntent
+from ..intents import (
+    CreateIntent,
+    DestroyIntent,
+    FleetSizeIntent,
+    HandOverIntent,
+    Intent,
+    StartIntent,
+    StopIntent,
+)
 from ..ledger.readonly import QueryFailed, QueryRefused, QueryResult
 from ..snapshot import FleetSnap
 from . import api, registry
@@ -199,6 +207,10 @@ def wire_intent(intent: Intent | api.Intent) -> api.Intent:
         return api.DestroyIntent(intent.confirmation.instance_id, intent.confirmation.typed)
     if isinstance(intent, CreateIntent):
         return api.CreateIntent()
+    if isinstance(intent, FleetSizeIntent):
+        return api.FleetSizeIntent(intent.size)
+    if isinstance(intent, HandOverIntent):
+        return api.HandOverIntent(intent.instance_id)
     if isinstance(intent, api.Intent):  # already the API's (a fleet size, say)
         return intent
     raise api.BadRequest(f"not an operator intent: {intent!r}")

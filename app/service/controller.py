@@ -29,6 +29,7 @@ from ..intents import (
     CreateIntent,
     DestroyConfirmation,
     DestroyIntent,
+    HandOverIntent,
     StartIntent,
     StopIntent,
 )
@@ -159,8 +160,11 @@ class Controller:
             await sup.apply(CreateIntent())
             return "asked the market for one more instance"
         if isinstance(intent, api.FleetSizeIntent):
-            old = sup.resize(intent.size, "human (controller API)")
+            old = sup.resize(intent.size, "human", "operator set the fleet (controller API)")
             return f"fleet size {old} -> {intent.size}"
+        if isinstance(intent, api.HandOverIntent):
+            await sup.apply(HandOverIntent(intent.instance_id))
+            return f"handed {intent.instance_id} over to automation"
         raise api.BadRequest(f"unhandled intent {intent!r}")
 
     async def shutdown(self, mode: str) -> str:

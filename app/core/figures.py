@@ -1,0 +1,73 @@
+"""The receipt's figures, defined once: what one campaign's hold on one instance (a tenure)
+contributes, and how tenures add up to spent, GPU-hours, duds, dud USD and verified.
+
+Both sides call `summarize`: the ledger's receipt (`app/ledger/receipt.py`) with tenures read
+from the `tenures` view, and the dashboard's live snapshot (`app/snapshot.py`) with tenures
+built from the attempts it holds. So a figure on screen and the same figure on the receipt
+are one computation over the same definitions, and cannot drift apart by wording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .lifecycle import is_dud
+
+
+@dataclass(frozen=True)
+class Tenure:
+    """One campaign's hold on one instance, as the receipt counts it."""
+
+    created: bool  # this campaign created it (False: reused a proven rental of another)
+    verified: bool  # passed its preflight (or was trusted on sight) during this tenure
+    gone: bool  # given up on, destroyed or lost
+    gpu_hours: float  # delivered: from verification to its first halt (see `delivered_hours`)
+    total_usd: float  # billed during this tenure, GPU and storage
+    lifetime_min: float  # from its start to its end (or now)
+    jobs_finished: int = 0
+    failure_class: str | None = None
+
+    @property
+    def dud(self) -> bool:
+        return is_dud(self.verified, self.gone)
+
+
+def delivered_hours(verified_at: float | None, delivered_until: float | None, now: float) -> float:
+    """GPU-hours an instance delivered: from its verification to the first time it stopped
+    delivering (stopped, destroyed, lost, or its host went down), or until now. The ledger's
+    `instances` and `tenures` views compute the same in SQL."""
+    if verified_at is None:
+        return 0.0
+    end = now if delivered_until is None else delivered_until
+    return max(0.0, end - verified_at) / 3600
+
+
+def summarize(campaign: str, tenures: Iterable[Tenure]) -> dict[str, Any]:
+    """A campaign's receipt from its tenures (the keys of `RECEIPT_KEYS`, plus `by_class`)."""
+    ts = list(tenures)
+    duds = [t for t in ts if t.dud]
+    gpu_hours = sum(t.gpu_hours for t in ts)
+    total = sum(t.total_usd for t in ts)
+    created = sum(1 for t in ts if t.created)
+    by_class: dict[str, int] = {}
+    for t in duds:
+        key = t.failure_class or "unclassified"
+        by_class[key] = by_class.get(key, 0) + 1
+    return {
+        "campaign": campaign,
+        "creates": created,
+        "reused": len(ts) - created,
+        "duds": len(duds),
+        "dud_share": len(duds) / len(ts) if ts else 0.0,
+        "dud_usd": sum(t.total_usd for t in duds),
+        "dud_mean_lifetime_min": (sum(t.lifetime_min for t in duds) / len(duds) if duds else 0.0),
+        "verified": sum(1 for t in ts if t.verified),
+        "gpu_hours": gpu_hours,
+        "jobs_finished": sum(t.jobs_finished for t in ts),
+        "total_usd": total,
+        "usd_per_gpu_hour": total / gpu_hours if gpu_hours > 0 else None,
+        "creates_per_gpu_hour": created / gpu_hours if gpu_hours > 0 else None,
+        "by_class": by_class,
+    }

@@ -1,0 +1,79 @@
+"""[K] An engine failure does not vanish: a rejected key stays on screen (the bar, not only a
+toast that fades), the dashboard exits non-zero, and `watch`'s no-key message names what
+`watch` accepts (it has no --api-key)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from rentwatch.cli import main
+from rentwatch.client import AuthError
+from rentwatch.core.policy import get_policy
+from rentwatch.dashboard import make_engine, watch_campaign
+from rentwatch.ledger import Ledger
+from rentwatch.snapshot import snapshot
+from rentwatch.ssh_runner import load_or_create_key
+from rentwatch.widgets.app import RentwatchApp
+from textual.widgets import Static
+
+from .fake_market import FakeMarket
+from .test_operator_intent import go
+
+
+def test_a_rejected_key_mid_session_is_in_every_snapshot_until_it_clears(tmp_path):
+    key = load_or_create_key(tmp_path / "k")
+
+    async def body(sup, market, ledger):
+        market.fail["list_instances"] = AuthError(401, "auth_error", "key revoked")
+        with pytest.raises(AuthError):
+            await sup.poll_once()
+        snap = snapshot(sup, market.t)
+        assert snap.engine_error and "rejected the API key" in snap.engine_error
+        await sup.poll_once()
+        assert snapshot(sup, market.t).engine_error is None
+
+    go(key, body, FakeMarket([]), adopt_all=True, fleet=0)
+
+
+def _bar(app) -> str:
+    return str(app.query_one("#bar", Static).render())
+
+
+def test_a_wrong_key_says_so_plainly_and_stays_said(make_sim, tmp_path):
+    sim = make_sim(seed=7, offers=10, time_scale=60)
+    ledger = Ledger(tmp_path / "l.duckdb")
+    engine = make_engine(
+        sim.url,
+        "not-the-key",
+        watch_campaign(),
+        get_policy("default"),
+        ledger,
+        tmp_path / "key",
+        adopt_all=True,
+        observe_only=True,
+    )
+    app = RentwatchApp(engine, ledger, refresh_s=0.1)
+
+    async def run() -> None:
+        async with app.run_test(size=(160, 40)) as pilot:
+            deadline = time.monotonic() + 30
+            while "ENGINE FAILED" not in _bar(app) and time.monotonic() < deadline:
+                await pilot.pause(0.1)
+            assert "ENGINE FAILED" in _bar(app) and "API key" in _bar(app)
+            await pilot.pause(6.0)  # longer than a toast lives
+            assert "ENGINE FAILED" in _bar(app)
+
+    asyncio.run(run())
+    assert engine.failure and "rejected the API key" in engine.failure
+    ledger.close()
+
+
+def test_watch_without_a_key_names_what_watch_accepts(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("VAST_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["watch", "--ledger", str(tmp_path / "l.duckdb")]) != 0
+    err = capsys.readouterr().err
+    assert "VAST_API_KEY" in err and "vast_api_key" in err
+    assert "--api-key" not in err

@@ -1,0 +1,75 @@
+"""[K] The operator's keys for the fleet and for what is not rentwatch's, without a market:
+`+`/`-` send the wanted fleet size, the palette hands an observed instance over, and the quit
+dialog counts only what rentwatch supervises."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+from typing import Any
+
+from rentwatch.intents import FleetSizeIntent, HandOverIntent
+from rentwatch.ledger import Ledger
+from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.fleet import FleetView
+from textual.widgets import Static
+
+from .test_snapshots import FLEET, SIZE
+
+
+class RecordingEngine:
+    on_snapshot = None
+    on_error = None
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    def start(self) -> None:
+        pass
+
+    def shutdown(self, mode: str = "stop") -> None:
+        pass
+
+    def submit(self, intent: Any) -> concurrent.futures.Future[Any]:
+        self.sent.append(intent)
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        fut.set_result(True)
+        return fut
+
+
+def _observed_fleet():
+    first, *rest = FLEET.instances
+    theirs = dataclasses.replace(first, supervised=False, phase="running", status="running")
+    return dataclasses.replace(
+        FLEET, instances=(theirs, *rest), observed=1, observed_dph=theirs.dph
+    )
+
+
+def test_plus_minus_send_the_fleet_size_and_hand_over_sends_its_intent():
+    engine = RecordingEngine()
+    app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+    snap = _observed_fleet()
+
+    async def run() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            app.latest = snap
+            await pilot.pause(0.3)
+            await pilot.press("plus")
+            await pilot.press("minus")
+            await pilot.pause(0.2)
+            app.query_one(FleetView).cursor = 0
+            app.action_hand_over()
+            await pilot.pause(0.2)
+            bar = str(app.query_one("#bar", Static).render())
+            assert "not rentwatch's 1" in bar
+            live = sum(1 for s in snap.instances if s.ended_at is None)
+            assert app._held() == live - 1  # quit's count leaves out what is not ours
+
+    asyncio.run(run())
+    iid = snap.instances[0].instance_id
+    assert engine.sent == [
+        FleetSizeIntent(FLEET.fleet + 1),
+        FleetSizeIntent(FLEET.fleet - 1),
+        HandOverIntent(iid),
+    ]

@@ -1,0 +1,94 @@
+"""[K] The real dashboard under `watch` against the simulator: instances made outside rentwatch
+(straight through the market's API, with no label or a foreign one) are shown but never
+touched, through the whole session and the quit dialog's default (stop all)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from rentwatch.client import VastClient
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.policy import get_policy
+from rentwatch.dashboard import make_engine, watch_campaign
+from rentwatch.ledger import Ledger
+from rentwatch.widgets.app import RentwatchApp
+from textual.widgets import Static
+
+from .campaigns import campaign_text
+
+
+async def _by_hand(url: str, key: str) -> list[int]:
+    """What an operator rents by hand (the official CLI posts the same request)."""
+    client = VastClient(url, key)
+    try:
+        offers = await client.search_offers({}, limit=50)
+        ids = []
+        labels = (None, "my-notebook", "rw:another-ledger:abc", None)
+        for o, label in zip(offers[:4], labels, strict=True):
+            res = await client.create_instance(o.id, image="img", disk_gb=10, label=label)
+            ids.append(res.instance_id)
+        return ids
+    finally:
+        await client.aclose()
+
+
+async def _until(pilot, cond, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        await pilot.pause(0.1)
+    raise AssertionError("condition never met")
+
+
+@pytest.mark.parametrize("with_campaign", [False, True])
+def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_campaign):
+    sim = make_sim(seed=11, offers=30, time_scale=240)
+    theirs = asyncio.run(_by_hand(sim.url, sim.api_key))
+    ledger = Ledger(tmp_path / "l.duckdb")
+    camp = parse_campaign(campaign_text("own", 1)) if with_campaign else watch_campaign()
+    engine = make_engine(
+        sim.url,
+        sim.api_key,
+        camp,
+        get_policy("default"),
+        ledger,
+        tmp_path / "key",
+        adopt_all=True,
+        observe_only=not with_campaign,
+    )
+    app = RentwatchApp(engine, ledger, refresh_s=0.1)
+
+    async def run() -> None:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await _until(
+                pilot,
+                lambda: (
+                    app.latest is not None
+                    and {s.instance_id for s in app.latest.instances if not s.supervised}
+                    >= set(theirs)
+                ),
+            )
+            bar = str(app.query_one("#bar", Static).render())
+            assert ("OBSERVE ONLY" in bar) == (not with_campaign)
+            assert "not rentwatch's 4" in bar
+            await pilot.pause(8.0)  # about half an hour of market time
+            await pilot.press("q")
+            await _until(pilot, lambda: len(app.screen_stack) > 1)
+            await pilot.press("enter")  # the default: stop all
+            await _until(
+                pilot, lambda: not app.is_running or not engine._thread.is_alive(), timeout=60
+            )
+
+    asyncio.run(run())
+    truth = {r["id"]: r for r in sim.call(sim.market.truth)["instances"]}
+    for iid in theirs:
+        assert truth[iid]["destroyed_at"] is None and truth[iid]["stopped_at"] is None, truth[iid]
+    touched = ledger.events(
+        where="kind IN ('stop', 'start', 'destroy', 'abandon') AND instance_id IN "
+        f"({', '.join(map(str, theirs))})"
+    )
+    assert touched == []
+    ledger.close()
