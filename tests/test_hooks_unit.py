@@ -102,6 +102,8 @@ def test_an_unknown_or_scheduling_status_is_left_to_the_deadlines(status):
         fleet=1, max_creates=5, creates=1, budget_usd=10, spent_usd=0, attempts=(_view(status),)
     )
     assert not only(decide(snap, SEED, 60.0), Abandon)
+    if status == "scheduling":  # a long wait for its GPU is no frozen pull
+        assert not only(decide(snap, DEFAULT, 20 * 60.0), Abandon)
     late = decide(snap, SEED, SEED.boot_deadline_s + 1)
     assert [d.failure_class for d in only(late, Abandon)] in (["boot_timeout"], ["freeze"])
 
