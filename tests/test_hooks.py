@@ -76,13 +76,18 @@ def test_an_image_that_cannot_be_pulled_stops_after_two_machines(make_sim, tmp_p
         host_class=[{"behaviour": "healthy", "share": 1.0}],
         image=[{"name": "ghcr.io/acme/private:*", "pullable": False}],
     )
-    code, ledger = _run(sim, tmp_path, "ghcr.io/acme/private:1.0", fleet=1)
+    code, ledger = _run(sim, tmp_path, "ghcr.io/acme/private:1.0", fleet=3)
     led = Ledger(ledger)
     assert code != 0
     faults = led.events(where="kind = 'campaign_fault'")
     assert len(faults) == 1 and "private" in faults[0].reason
     rows = led.instance_rows()
-    assert len({r["machine_id"] for r in rows}) <= 2
+    # fleet 3: the first poll rents one, the next two more (before any pull could fail); after
+    # the registry's first refusal no machine is rented, and the second refusal decides
+    assert len(rows) <= 3
+    assert sum(1 for r in rows if r["created_at"] > faults[0].at) == 0
+    first_refusal = min(r["abandoned_at"] for r in rows)
+    assert sum(1 for r in rows if r["created_at"] > first_refusal) == 0
     assert not led.events(where="kind = 'quarantine'")
     blamed = _blamed(led)
     assert all(r["instance_id"] in blamed for r in rows if r["abandoned_at"])
