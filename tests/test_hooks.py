@@ -4,26 +4,37 @@ SSH routes in the ledger, unknown statuses, offline billing and the market's own
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.policy import get_policy
+from rentwatch.headless import run_headless
 from rentwatch.ledger import Ledger
 
-from .campaigns import run_campaign, truth_at
+from .campaigns import campaign_text, run_campaign, truth_at
 
 HEALTHY = ("healthy", "slow_pull", "throttled")
 
 
 def _run(sim, tmp_path, image, fleet=3, policy="default", extra=""):
-    from . import campaigns
-
-    text = campaigns.CAMPAIGN.replace(
+    """A headless campaign as `run_campaign` runs it, on another image."""
+    text = campaign_text("t", fleet, extra).replace(
         'image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"', f'image = "{image}"'
     )
-    old = campaigns.CAMPAIGN
-    campaigns.CAMPAIGN = text
-    try:
-        return run_campaign(sim, tmp_path, policy, fleet=fleet, extra=extra)
-    finally:
-        campaigns.CAMPAIGN = old
+    campaign = parse_campaign(text)
+    ledger = tmp_path / f"{policy}.duckdb"
+    code = asyncio.run(
+        run_headless(
+            campaign,
+            get_policy(policy).with_overrides(campaign.policy),
+            sim.url,
+            sim.api_key,
+            str(ledger),
+            key_path=str(tmp_path / "key"),
+        )
+    )
+    return code, ledger
 
 
 def _blamed(led: Ledger) -> dict[int, str]:
