@@ -150,13 +150,45 @@ class BlameBook:
         )
 
     # -- what the supervisor asks --------------------------------------------------------------
+    @property
+    def pull_in_doubt(self) -> bool:
+        """A registry refused the image on one machine and it has run on none: a machine
+        already in flight decides, and no new one is rented until it has (with none in
+        flight, one more is rented to decide)."""
+        ran = any(img == self.image for img, _ in self.evidence.image_ran_on)
+        return not ran and any(
+            b.party is Party.SUSPECT and b.cause == "pull_denied" for b in self.spared.values()
+        )
+
+    def holds_creates(self, others_in_flight: bool) -> bool:
+        """No create now: a campaign fault, or a pull in doubt that a machine in flight
+        will decide."""
+        return self.fault is not None or (self.pull_in_doubt and others_in_flight)
+
     def gate(self, decisions: Sequence[Decision], snap: FleetSnapshot) -> list[Decision]:
-        """The rules' decisions under a campaign fault: no creates; and once nothing is in
-        flight and no job runs, the campaign ends, failed, with the fault as its reason."""
+        """The rules' decisions under a campaign fault: no creates, and the attempts still
+        booting or unproven are given up (they run the same image and command; the host is
+        spared); once nothing is in flight and no job runs, the campaign ends, failed, with
+        the fault as its reason. While a pull is in doubt, creates wait."""
         if self.fault is None:
+            leaving = {d.instance_id for d in decisions if isinstance(d, Abandon)}
+            deciding = any(
+                a.phase in IN_FLIGHT and a.instance_id not in leaving for a in snap.attempts
+            )
+            if self.holds_creates(deciding):
+                return [d for d in decisions if not isinstance(d, Create)]
             return list(decisions)
         out: list[Decision] = [d for d in decisions if not isinstance(d, Create)]
-        busy = snap.jobs_running > 0 or any(a.phase in IN_FLIGHT for a in snap.attempts)
+        acted = {getattr(d, "instance_id", None) for d in out}
+        for a in snap.attempts:
+            if a.phase in IN_FLIGHT and not a.passed_preflight and a.instance_id not in acted:
+                self.spared.setdefault(a.instance_id, self.fault)
+                out.append(
+                    Abandon.of(a, "rule:blame", f"campaign fault: {self.fault.reason}", "cancelled")
+                )
+        busy = snap.jobs_running > 0 or any(
+            a.phase in IN_FLIGHT and a.passed_preflight for a in snap.attempts
+        )
         if not busy and not any(isinstance(d, Finish) for d in out):
             out.append(Finish(False, "rule:blame", f"campaign fault: {self.fault.reason}"))
         return out

@@ -280,7 +280,8 @@ class Supervisor:
             self.journal.say(f"done   {d.reason}")
 
     async def _create(self, d: Create) -> None:
-        if self.blame_book.fault is not None:  # proven while this poll's decisions ran
+        # a campaign fault, or a pull in doubt, found since this poll decided
+        if self.blame_book.holds_creates(bool(self.fleet.alive())):
             return
         if d.offer is None:
             self.journal.say("create skipped: no fit offer (price, CUDA, quarantine)")

@@ -4,26 +4,37 @@ SSH routes in the ledger, unknown statuses, offline billing and the market's own
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.policy import get_policy
+from rentwatch.headless import run_headless
 from rentwatch.ledger import Ledger
 
-from .campaigns import run_campaign, truth_at
+from .campaigns import campaign_text, run_campaign, truth_at
 
 HEALTHY = ("healthy", "slow_pull", "throttled")
 
 
 def _run(sim, tmp_path, image, fleet=3, policy="default", extra=""):
-    from . import campaigns
-
-    text = campaigns.CAMPAIGN.replace(
+    """A headless campaign as `run_campaign` runs it, on another image."""
+    text = campaign_text("t", fleet, extra).replace(
         'image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"', f'image = "{image}"'
     )
-    old = campaigns.CAMPAIGN
-    campaigns.CAMPAIGN = text
-    try:
-        return run_campaign(sim, tmp_path, policy, fleet=fleet, extra=extra)
-    finally:
-        campaigns.CAMPAIGN = old
+    campaign = parse_campaign(text)
+    ledger = tmp_path / f"{policy}.duckdb"
+    code = asyncio.run(
+        run_headless(
+            campaign,
+            get_policy(policy).with_overrides(campaign.policy),
+            sim.url,
+            sim.api_key,
+            str(ledger),
+            key_path=str(tmp_path / "key"),
+        )
+    )
+    return code, ledger
 
 
 def _blamed(led: Ledger) -> dict[int, str]:
@@ -76,13 +87,18 @@ def test_an_image_that_cannot_be_pulled_stops_after_two_machines(make_sim, tmp_p
         host_class=[{"behaviour": "healthy", "share": 1.0}],
         image=[{"name": "ghcr.io/acme/private:*", "pullable": False}],
     )
-    code, ledger = _run(sim, tmp_path, "ghcr.io/acme/private:1.0", fleet=1)
+    code, ledger = _run(sim, tmp_path, "ghcr.io/acme/private:1.0", fleet=3)
     led = Ledger(ledger)
     assert code != 0
     faults = led.events(where="kind = 'campaign_fault'")
     assert len(faults) == 1 and "private" in faults[0].reason
     rows = led.instance_rows()
-    assert len({r["machine_id"] for r in rows}) <= 2
+    # fleet 3: the first poll rents one, the next two more (before any pull could fail); after
+    # the registry's first refusal no machine is rented, and the second refusal decides
+    assert len(rows) <= 3
+    assert sum(1 for r in rows if r["created_at"] > faults[0].at) == 0
+    first_refusal = min(r["abandoned_at"] for r in rows)
+    assert sum(1 for r in rows if r["created_at"] > first_refusal) == 0
     assert not led.events(where="kind = 'quarantine'")
     blamed = _blamed(led)
     assert all(r["instance_id"] in blamed for r in rows if r["abandoned_at"])

@@ -102,6 +102,8 @@ def test_an_unknown_or_scheduling_status_is_left_to_the_deadlines(status):
         fleet=1, max_creates=5, creates=1, budget_usd=10, spent_usd=0, attempts=(_view(status),)
     )
     assert not only(decide(snap, SEED, 60.0), Abandon)
+    if status == "scheduling":  # a long wait for its GPU is no frozen pull
+        assert not only(decide(snap, DEFAULT, 20 * 60.0), Abandon)
     late = decide(snap, SEED, SEED.boot_deadline_s + 1)
     assert [d.failure_class for d in only(late, Abandon)] in (["boot_timeout"], ["freeze"])
 
@@ -296,3 +298,31 @@ def test_a_job_failing_the_same_way_on_two_machines_is_the_campaigns_fault(key):
 
     jobs = tuple(Job(name=f"j{n}", run=f"python train.py --seed {n}") for n in range(3))
     run(key, body, fleet=1, jobs=jobs)
+
+
+def test_a_pull_in_doubt_waits_for_the_machine_in_flight_or_rents_one_to_decide(key):
+    line = "Error response from daemon: pull access denied for img, repository does not exist"
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        market.t += 10
+        await sup.poll_once()  # fleet 2: the second create
+        first, second = sorted(sup.attempts)
+        market.set(first, msg=line)
+        market.t += 10
+        ds = await sup.poll_once()
+        assert only(ds, Abandon) and sup.blame_book.pull_in_doubt
+        assert len(sup.attempts) == 2, "the machine in flight decides: no create meanwhile"
+        market.set(second, msg="Pulling fs layer 2")  # a fresh line: not frozen
+        market.t += 10
+        assert not only(await sup.poll_once(), Create)
+        # the second machine is given up for its own reasons (a host fault): nothing in
+        # flight any more, so one more machine is rented to decide
+        market.set(second, msg="failed to inject CDI devices: unresolvable CDI devices")
+        market.t += 10
+        await sup.poll_once()
+        market.t += 10
+        assert only(await sup.poll_once(), Create) or len(sup.attempts) == 3
+        assert sup.blame_book.fault is None
+
+    run(key, body, fleet=2)

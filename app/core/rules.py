@@ -204,6 +204,8 @@ def _boot_rules(a: AttemptView, policy: Policy, now: float) -> Decision | None:
             a, "rule:terminal", f"status '{a.status}' while booting", a.status or "unknown"
         )
     window = freeze_window(msg, policy)
+    if a.status == "scheduling":  # waiting for its GPU (Vast docs): pending, not frozen
+        window = None
     if policy.freeze_window_s is not None and window is not None and now - a.status_since >= window:
         return give_up(
             a,
