@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .attempt import Attempt
-from .core.lifecycle import Phase
+from .core.lifecycle import HELD, Phase
 from .core.models import Instance
 from .fleet import Fleet
 
@@ -68,8 +68,11 @@ class _Sweep:
 
 
 def is_hot(a: Attempt) -> bool:
-    """Asked about every poll: booting, unproven, being given up, or idle towards a deadline."""
+    """Asked about every poll: booting, unproven, being given up, or idle towards a deadline
+    (of what rentwatch did not create and only shows: booting)."""
     phase = a.life.phase
+    if not a.owned:  # only shown: a boot is worth watching, a settled instance is not
+        return phase in (Phase.REQUESTED, Phase.BOOTING)
     if phase in HOT_PHASES or phase == Phase.ABANDONED:
         return True
     return phase == Phase.VERIFIED and a.util_low_since is not None
@@ -89,7 +92,9 @@ class Cadence:
         """List everything this poll: a small fleet, or a market without filtered pages."""
         if not isinstance(self.market, PagedMarket):
             return True
-        size = max(len(self.fleet.held()), self.listed)
+        # everything the poll must look at: supervised and observed alike
+        watched = [a for a in self.fleet.attempts.values() if a.life.phase in HELD]
+        size = max(len(watched), self.listed)
         return size <= FULL_PAGES * PAGE and not self._sweep.started
 
     async def fetch(self) -> Sight:

@@ -52,6 +52,7 @@ def _sim(tmp: Path, n: int, paced: bool, scale: float) -> tuple[subprocess.Popen
     scen.write_text(
         f"seed = 1\ntime_scale = {scale}\noffers = {n}\npacing = {str(paced).lower()}\n"
         f"preload = {n}\npreload_booting = {BOOTING}\n"
+        'preload_label = "rw:watch"\n'  # the watch campaign's own: supervised, not observed
         '[[host_class]]\nbehaviour = "healthy"\nshare = 1\n'
     )
     sim = subprocess.Popen(
@@ -70,7 +71,7 @@ async def _supervisor(url: str, tmp: Path, n: int, paced: bool) -> Supervisor:
     ledger = Ledger(tmp / f"l{n}{paced}.duckdb")
     now = client.now()
     for row in await client.list_instances():  # what an earlier run proved
-        if row.label and int(row.label.split(":")[1]) < n - BOOTING:
+        if row.label and int(row.label.rsplit(":", 1)[1]) < n - BOOTING:
             ledger.record(
                 EventKind.PREFLIGHT_PASSED,
                 at=now - 1800,

@@ -25,7 +25,7 @@ async def _supervisor(url: str, tmp: Path, n: int = N) -> Supervisor:
     await client.sync_clock()
     ledger = Ledger(tmp / "l.duckdb")
     for row in await client.list_instances():  # the steady part was proven by an earlier run
-        if int(str(row.label).split(":")[1]) < n - BOOTING:
+        if int(str(row.label).rsplit(":", 1)[1]) < n - BOOTING:
             ledger.record(
                 EventKind.PREFLIGHT_PASSED,
                 at=client.now() - 600,
@@ -59,6 +59,7 @@ def _sim(make_sim, n: int = N):
         pacing=False,
         preload=n,
         preload_booting=BOOTING,
+        preload_label="rw:watch",  # the watch campaign's own rentals: supervised, not observed
         host_class=HEALTHY,
     )
 

@@ -595,7 +595,8 @@ class Market:
         now = self.clock.now()
         for i, m in enumerate(self.machines[:n]):
             at = now if i >= n - booting else now - 3600.0
-            self.create(m.offer_id, "preload", 10.0, f"preload:{i}", {}, None, at=at)
+            label = f"{self.scenario.preload_label}:{i}"
+            self.create(m.offer_id, "preload", 10.0, label, {}, None, at=at)
 
     def live_count(self) -> int:
         return self._live

@@ -148,6 +148,8 @@ class Scenario:
     # earlier; the last `preload_booting` of them are rented at the start and still boot
     preload: int = 0
     preload_booting: int = 0
+    preload_label: str = "preload"  # their labels are "<preload_label>:<n>" (a campaign's own,
+    # "rw:<campaign>", makes them that campaign's rentals)
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -232,6 +234,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "pacing",
         "preload",
         "preload_booting",
+        "preload_label",
     }
     for key in data:
         if key not in known:
@@ -284,6 +287,9 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     booting = data.get("preload_booting", 0)
     if not isinstance(booting, int) or isinstance(booting, bool) or not 0 <= booting <= preload:
         raise ConfigError(f"preload_booting: expected an integer in 0..preload, got {booting!r}")
+    preload_label = data.get("preload_label", "preload")
+    if not isinstance(preload_label, str) or not preload_label.strip():
+        raise ConfigError(f"preload_label: expected a label, got {preload_label!r}")
     return Scenario(
         seed=seed,
         time_scale=float(time_scale),
@@ -301,6 +307,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         pacing=pacing,
         preload=preload,
         preload_booting=booting,
+        preload_label=preload_label,
     )
 
 
