@@ -1,9 +1,14 @@
-"""The simulator's per-GPU prices (calibration, issue 19 item 5) and a preloaded account (the
-scale benchmark's fleet, issue 19 item 2)."""
+"""The simulator's per-GPU prices (calibration, issue 19 item 5), a preloaded account (the
+scale benchmark's fleet, item 2), and SSH sessions without the container's variables."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
+import asyncssh
 import pytest
+from rentwatch.client import VastClient
 from rentwatch.core.errors import ConfigError
 from rentwatch.sim.market import Market, SimClock
 from rentwatch.sim.scenario import GPU_DPH, parse_scenario
@@ -54,3 +59,47 @@ def test_preload_rents_a_fleet_at_the_start():
         parse_scenario({"offers": 5, "preload": 6})
     with pytest.raises(ConfigError):
         parse_scenario({"offers": 5, "preload": 2, "preload_booting": 3})
+
+
+def test_sessions_may_lack_the_container_variables(make_sim):
+    """`[ssh] container_env`: the share of instances whose SSH sessions carry CONTAINER_ID and
+    CONTAINER_API_KEY; the rest get neither (real sessions may lack them, issue 19)."""
+    sim = make_sim(
+        seed=3,
+        offers=12,
+        time_scale=3000,
+        ssh={"container_env": 0.5},
+        host_class=[{"behaviour": "healthy", "share": 1}],
+    )
+    key = asyncssh.generate_private_key("ssh-ed25519")
+
+    async def run() -> dict[int, str]:
+        async with VastClient(sim.url, "test-key", min_intervals={}) as c:
+            await c.add_ssh_key(key.export_public_key().decode())
+            for offer in await c.search_offers({}):
+                await c.create_instance(offer.id, image="img", disk_gb=10)
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline:
+                live = [i for i in await c.list_instances() if i.actual_status == "running"]
+                if len(live) == 12 and all(i.ssh_port for i in live):
+                    break
+                await asyncio.sleep(0.1)
+            out = {}
+            for inst in live:
+                async with asyncssh.connect(
+                    inst.ssh_host,
+                    inst.ssh_port,
+                    username="root",
+                    client_keys=[key],
+                    known_hosts=None,
+                ) as conn:
+                    out[inst.id] = (await conn.run("echo ${CONTAINER_ID:-none}")).stdout.strip()
+            return out
+
+    seen = asyncio.run(run())
+    assert len(seen) == 12
+    carry = {iid for iid, v in seen.items() if v == str(iid)}
+    assert 0 < len(carry) < 12  # a share, not all, not none
+    assert all(seen[iid] == "none" for iid in set(seen) - carry)
+    hosts = sim.ssh
+    assert carry == {i for i in seen if hosts.container_env(sim.market.instances[i])}

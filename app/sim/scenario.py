@@ -110,6 +110,9 @@ class SSHConfig:
 
     direct_share: float = 0.5
     proxy_drop: float = 0.0
+    # share of instances whose SSH sessions carry CONTAINER_ID and CONTAINER_API_KEY (Vast
+    # injects them into the container; an SSH session may not inherit them, issue 19)
+    container_env: float = 1.0
 
 
 @dataclass(frozen=True)
