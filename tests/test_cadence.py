@@ -1,6 +1,7 @@
 """The poll plan at scale (issue 19 item 2): booting instances are asked for by label every
-poll, the steady rest by a paged sweep; only a finished sweep (a full list answer) makes an
-instance unseen, and a booting one that vanishes is caught the next poll by a closer look."""
+poll, steady ones in trouble by state, the rest by a paged sweep; only a finished sweep (a full
+list answer) makes an instance unseen, and a booting one that vanishes is caught the next poll
+by a closer look."""
 
 from __future__ import annotations
 
