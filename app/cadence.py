@@ -6,10 +6,14 @@ booting instance unseen for minutes. A small fleet (its full list fits in `FULL_
 is still listed whole every poll. A larger one is asked about in two parts:
 
 - *hot* instances, every poll: those still booting, running but not proven, being abandoned,
-  and proven ones whose idle clock runs (near a deadline). They are asked for by label with
+  and proven ones within a minute of the idle rule's stop (near a deadline). They are asked for by label with
   the list call's own filter (`{"label": {"in": [...]}}`, as `vastai show instances --label`
   sends it: vastai 1.9.1 `cli/commands/instances.py` show__instances); a hot instance without
   a label of its own gets a one-instance call (`show`), a few per poll;
+- steady instances in trouble, every poll: one page of the list filtered by state
+  (`{"actual_status": {"in": ["exited", "offline"]}}`, as `vastai show instances --status`
+  sends it), so a proven rental whose container exited or whose host went offline is seen at
+  once, not when the sweep reaches it;
 - the rest by a *sweep*: the full list read a few pages per poll, its cursor kept between
   polls. Only a finished sweep is a full list answer, so only then is an instance it left out
   *unseen* (see `Observer.unlisted`); an instance a poll did not ask for is not unseen.
@@ -23,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from .attempt import Attempt
 from .core.lifecycle import HELD, Phase
 from .core.models import Instance
+from .core.policy import Policy
 from .fleet import Fleet
 
 PAGE = 25  # rows per list page, the documented maximum
@@ -30,6 +35,9 @@ FULL_PAGES = 4  # a fleet whose full list fits in this many pages is listed whol
 # list calls a poll spends on hot and sweep pages: 5 s of pacing, inside a 10 s poll interval
 LIST_CALLS = 6
 SHOWS = 4  # one-instance calls a poll spends at most on hot instances without a label
+# states a steady rental should not be in, asked for every poll (one page a poll, cursor kept)
+TROUBLE = {"actual_status": {"in": ["exited", "offline"]}}
+NEAR_S = 60.0  # market seconds before the idle rule's stop from which a rental is hot
 HOT_PHASES = frozenset({Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING})
 
 
@@ -67,26 +75,33 @@ class _Sweep:
     started: bool = False
 
 
-def is_hot(a: Attempt) -> bool:
-    """Asked about every poll: booting, unproven, being given up, or idle towards a deadline
-    (of what rentwatch did not create and only shows: booting)."""
+def is_hot(a: Attempt, policy: Policy, now: float) -> bool:
+    """Asked about every poll: booting, unproven, being given up, or within `NEAR_S` of the
+    idle rule's stop (a fresh reading before a stop; an idle clock far from it needs none).
+    Of what rentwatch did not create and only shows: only while it boots."""
     phase = a.life.phase
     if not a.owned:  # only shown: a boot is worth watching, a settled instance is not
         return phase in (Phase.REQUESTED, Phase.BOOTING)
     if phase in HOT_PHASES or phase == Phase.ABANDONED:
         return True
-    return phase == Phase.VERIFIED and a.util_low_since is not None
+    return (
+        phase == Phase.VERIFIED
+        and a.util_low_since is not None
+        and now - a.util_low_since >= policy.idle_grace_s - NEAR_S
+    )
 
 
 class Cadence:
     """Plans and makes one poll's list calls (see the module's docstring)."""
 
-    def __init__(self, market: Any, fleet: Fleet) -> None:
+    def __init__(self, market: Any, fleet: Fleet, policy: Policy) -> None:
         self.market = market
         self.fleet = fleet
+        self.policy = policy
         self.listed = 0  # rows in the last full list answer (whole or swept)
         self._sweep = _Sweep()
         self._show_turn = 0  # round robin over unlabelled hot instances
+        self._trouble: str | None = None  # the next page of the state-filtered list
 
     def whole(self) -> bool:
         """List everything this poll: a small fleet, or a market without filtered pages."""
@@ -105,7 +120,8 @@ class Cadence:
         return await self._split()
 
     async def _split(self) -> Sight:
-        hot = [a for a in self.fleet.attempts.values() if is_hot(a)]
+        now = self.market.now()
+        hot = [a for a in self.fleet.attempts.values() if is_hot(a, self.policy, now)]
         labels: dict[str, list[int]] = {}
         for a in hot:
             if a.label:
@@ -135,6 +151,9 @@ class Cadence:
                 if inst is not None:
                     rows.append(inst)
                 asked.add(a.instance_id)
+        page, self._trouble = await self.market.list_page(TROUBLE, self._trouble)
+        calls += 1
+        rows.extend(page)
         swept = None
         for _ in range(max(1, LIST_CALLS - calls)):
             page, token = await self.market.list_page(None, self._sweep.token)

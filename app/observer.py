@@ -1,8 +1,9 @@
 """Observe: fold one list answer into the fleet record, treating it as evidence, not truth.
 
 A row that fails validation (a number that is not finite, a negative price) costs that row
-this poll, recorded with its id; the rest of the fleet is supervised as usual. An instance the
-answer leaves out is *unseen*, not gone: it stays held, billed and watched, and the market is
+this poll, recorded with its id; the rest of the fleet is supervised as usual. An instance a
+full list answer (a whole list, or a sweep's pages together: `cadence.py`) leaves out is
+*unseen*, not gone (one a filtered answer was not asked for is neither): it stays held, billed and watched, and the market is
 asked for it directly (`show_instance`). It is written off (`lost`) only when the market says it
 no longer exists, or after `UNSEEN_WRITE_OFF` polls in which neither the list nor the direct
 question answered for it (with a warning in the decision log)."""
@@ -106,17 +107,27 @@ class Observer:
             else:
                 bad.add(inst.id)
                 self._bad_row(inst.id, problem, now)
-        if full:
-            for a in list(self.fleet.attempts.values()):
-                if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in bad:
-                    continue  # a bad row is still a row: there, unread this poll
-                listed = live.get(a.instance_id)
-                if listed is None:
-                    await self.unlisted(set(), now, (a,))
-                    continue
-                a.unseen = 0
-                self._see(a, listed, now)
+        if not full:
+            await self._asked(live, bad, asked, now)
             return
+        for a in list(self.fleet.attempts.values()):
+            if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in bad:
+                continue  # a bad row is still a row: there, unread this poll
+            listed = live.get(a.instance_id)
+            if listed is None:
+                if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
+                    continue
+                listed = await self._ask(a, now)
+                if listed is None:
+                    continue
+            a.unseen = 0
+            self._see(a, listed, now)
+
+    async def _asked(
+        self, live: dict[int, Instance], bad: set[int], asked: frozenset[int], now: float
+    ) -> None:
+        """A filtered answer: see what it listed; what it was asked for and left out gets a
+        closer look; the rest was not asked for and is not looked at."""
         for iid, listed in live.items():
             held = self.fleet.get(iid)
             if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
@@ -132,12 +143,10 @@ class Observer:
             if looked is not None:
                 self._see(held, looked, now)
 
-    async def unlisted(
-        self, listed: set[int], now: float, among: tuple[Attempt, ...] | None = None
-    ) -> None:
-        """After a full list answer (whole, or a sweep's pages together): every instance we
-        hold (`among`: of these) that it left out is unseen and asked for directly."""
-        for a in list(self.fleet.attempts.values()) if among is None else among:
+    async def unlisted(self, listed: set[int], now: float) -> None:
+        """After a sweep's pages, together a full list answer: every instance we hold that it
+        left out is unseen and asked for directly (as `observe` does for a whole list)."""
+        for a in list(self.fleet.attempts.values()):
             if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in listed:
                 continue  # a bad row is still a row: there, unread this poll
             if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:

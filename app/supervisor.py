@@ -113,7 +113,7 @@ class Supervisor:
         self.listeners: list[Callable[[], None]] = []
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.observer = Observer(market, self.journal, self.fleet, policy, ssh, self.blame_book)
-        self.cadence = Cadence(market, self.fleet)  # what each poll lists (app/cadence.py)
+        self.cadence = Cadence(market, self.fleet, policy)  # what each poll lists (cadence.py)
         self.operator = Operator(
             self.actions,
             self.fleet,

@@ -53,7 +53,9 @@ def _sim(tmp: Path, n: int, paced: bool, scale: float) -> tuple[subprocess.Popen
         f"seed = 1\ntime_scale = {scale}\noffers = {n}\npacing = {str(paced).lower()}\n"
         f"preload = {n}\npreload_booting = {BOOTING}\n"
         'preload_label = "rw:watch"\n'  # the watch campaign's own: supervised, not observed
-        '[[host_class]]\nbehaviour = "healthy"\nshare = 1\n'
+        # pulls of 40-50 min: the preloaded hour-old rentals run, the new ones still boot
+        # after the setup (a paced full list of 10,000 is 400 market seconds)
+        '[[host_class]]\nbehaviour = "healthy"\nshare = 1\npull_min = [40, 50]\n'
     )
     sim = subprocess.Popen(
         [sys.executable, "-m", "rentwatch", "sim", "--scenario", str(scen), "--api-key", "b"],

@@ -1,6 +1,7 @@
 """The poll plan at scale (issue 19 item 2): booting instances are asked for by label every
-poll, the steady rest by a paged sweep; only a finished sweep (a full list answer) makes an
-instance unseen, and a booting one that vanishes is caught the next poll by a closer look."""
+poll, steady ones in trouble by state, the rest by a paged sweep; only a finished sweep (a full
+list answer) makes an instance unseen, and a booting one that vanishes is caught the next poll
+by a closer look."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import get_policy
 from rentwatch.dashboard import watch_campaign
 from rentwatch.ledger import EventKind, Ledger
+from rentwatch.sim.market import Step
 from rentwatch.ssh_runner import SSHRunner, load_or_create_key
 from rentwatch.supervisor import Supervisor
 
@@ -152,6 +154,35 @@ def test_small_fleet_is_listed_whole_every_poll(make_sim, tmp_path):
         for _ in range(2):
             sight = await sup.cadence.fetch()
             assert sight.full and {r.id for r in sight.rows} == set(sup.fleet.attempts)
+        await sup.market.aclose()
+        sup.ledger.close()
+
+    asyncio.run(run())
+
+
+def test_steady_rental_going_offline_is_seen_next_poll(make_sim, tmp_path):
+    sim = _sim(make_sim)
+
+    async def run() -> None:
+        sup = await _supervisor(sim.url, tmp_path)
+        steady = sorted(
+            a.instance_id for a in sup.fleet.attempts.values() if a.life.phase == Phase.VERIFIED
+        )
+        await sup.poll_once()  # the sweep's first pages: steady[50] was just read
+        dark = steady[50]
+
+        def go_dark() -> None:  # the host drops off the network now
+            inst = sim.market.instances[dark]
+            now = sim.market.clock.now()
+            seg = inst.segments[-1]
+            seg.steps.append(Step(now, "offline", None))
+            seg.offline_at = seg.halted_at = now
+
+        sim.call(go_dark)
+        sight = await sup.cadence.fetch()  # the sweep reads pages 5-6 now, not dark's (3)
+        assert [r.actual_status for r in sight.rows if r.id == dark] == ["offline"]
+        await sup.observer.observe(sight.rows, sup.market.answered_at(), sight.full, sight.asked)
+        assert sup.fleet[dark].status == "offline"  # by the state filter, this poll
         await sup.market.aclose()
         sup.ledger.close()
 

@@ -295,6 +295,10 @@ class MarketAPI:
             # the rows it returns, not the whole account
             labels = {v for v in wanted["in"] if v is None or isinstance(v, str)}
             visible = [i for i in visible if i.label in labels]
+        states = filters.get("actual_status") if isinstance(filters, dict) else None
+        if isinstance(states, dict) and set(states) == {"in"} and isinstance(states["in"], list):
+            now = self.market.clock.now()  # by state: the same pick, on the status alone
+            visible = [i for i in visible if i.status(now)[0] in states["in"]]
         rows = [self.instance_json(i) for i in visible]
         if isinstance(filters, dict):
             rows = [r for r in rows if matches(r, filters)]

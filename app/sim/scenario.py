@@ -110,6 +110,9 @@ class SSHConfig:
 
     direct_share: float = 0.5
     proxy_drop: float = 0.0
+    # share of instances whose SSH sessions carry CONTAINER_ID and CONTAINER_API_KEY (Vast
+    # injects them into the container; an SSH session may not inherit them, issue 19)
+    container_env: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,7 @@ def _range(value: Any, where: str) -> tuple[float, float]:
     raise ConfigError(f"{where}: expected a number or [low, high], got {value!r}")
 
 
-def _host_class(raw: Any, index: int) -> HostClass:
+def _host_class(raw: Any, index: int, gpu_default: list[str] | None = None) -> HostClass:
     where = f"host_class[{index}]"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table")
@@ -196,7 +199,7 @@ def _host_class(raw: Any, index: int) -> HostClass:
     share = raw.get("share")
     if not isinstance(share, int | float) or isinstance(share, bool) or share < 0:
         raise ConfigError(f"{where}.share: expected a non-negative number, got {share!r}")
-    gpus = raw.get("gpu", CONSUMER_GPUS)
+    gpus = raw.get("gpu", gpu_default or CONSUMER_GPUS)
     if isinstance(gpus, str):
         gpus = [gpus]
     if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) for g in gpus):
@@ -235,6 +238,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "preload",
         "preload_booting",
         "preload_label",
+        "gpu",
     }
     for key in data:
         if key not in known:
@@ -259,7 +263,17 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         raw_classes = [dict(c) for c in SEED_MIX]
     if not isinstance(raw_classes, list) or not raw_classes:
         raise ConfigError("host_class: expected one or more [[host_class]] tables")
-    classes = tuple(_host_class(c, i) for i, c in enumerate(raw_classes))
+    # `gpu` at the top: the models of every host class that names none of its own
+    gpu_default = data.get("gpu")
+    if isinstance(gpu_default, str):
+        gpu_default = [gpu_default]
+    if gpu_default is not None and not (
+        isinstance(gpu_default, list)
+        and gpu_default
+        and all(isinstance(g, str) for g in gpu_default)
+    ):
+        raise ConfigError("gpu: expected a list of GPU names")
+    classes = tuple(_host_class(c, i, gpu_default) for i, c in enumerate(raw_classes))
     if sum(c.share for c in classes) <= 0:
         raise ConfigError("host_class: the shares add up to zero")
     raw_faults = data.get("faults", {})

@@ -7,7 +7,8 @@ proxy drops the scenario's `[ssh] proxy_drop` share of sessions; the direct rout
 
 Commands run for real as local subprocesses in a per-instance sandbox folder (so output, exit
 codes and files are real and SFTP works), with CONTAINER_ID and the instance-scoped
-CONTAINER_API_KEY in their environment. The GPU is the one thing that cannot be real here:
+CONTAINER_API_KEY in their environment (on `[ssh] container_env` of the instances: real
+sessions may lack them). The GPU is the one thing that cannot be real here:
 the two GPU probes (recognised by their `# rentwatch-probe:` header) are answered with what
 that probe would print on this machine's GPU, from `Market.gpu_state`.
 """
@@ -181,13 +182,19 @@ class SSHHosts:
         env.update(
             {
                 "HOME": str(self.sandbox(inst)),
-                "CONTAINER_ID": str(inst.id),
-                "CONTAINER_API_KEY": inst.api_key,
                 "VAST_URL": self.market_url,
                 "RENTWATCH_SIM_HOST": "1",
             }
         )
+        if self.container_env(inst):
+            env.update({"CONTAINER_ID": str(inst.id), "CONTAINER_API_KEY": inst.api_key})
         return env
+
+    def container_env(self, inst: SimInstance) -> bool:
+        """Whether this instance's sessions carry the container's variables (`[ssh]
+        container_env` of the instances, the same for every session of one instance)."""
+        share = self.market.scenario.ssh.container_env
+        return random.Random(f"{self.market.scenario.seed}:env:{inst.id}").random() < share
 
     async def _run(
         self, inst: SimInstance, proc: asyncssh.SSHServerProcess[bytes], route: str = "proxy"
