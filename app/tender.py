@@ -87,6 +87,7 @@ class HostTender:
             except ProbeError as exc:
                 a.verdict = Verdict(False, "bad_probe", str(exc))
                 return
+            a.preflight_doc = doc
             a.verdict = preflight_verdict(
                 doc, a.gpu_name, self.policy.min_speed_share, self.policy.check_gpu_name
             )

@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from .. import intents as engine_intents
+from ..detail import InstanceDetail, detail_from_json
 from ..ledger.readonly import QueryFailed, QueryRefused, QueryResult
 from ..snapshot import FleetSnap
 from . import api, registry
@@ -116,6 +118,9 @@ class ControllerClient:
 
     def snapshot(self) -> FleetSnap:
         return api.snap_from_json(self._call("GET", "/v1/snapshot"))
+
+    def detail(self, instance_id: int) -> InstanceDetail:
+        return detail_from_json(self._call("GET", f"/v1/instances/{int(instance_id)}"))
 
     def intent(self, intent: api.Intent) -> str:
         return str(self._call("POST", "/v1/intents", json=api.intent_to_json(intent))["done"])
@@ -333,8 +338,12 @@ class RemoteEngine:
                         yield event, json.loads(data)
                 seen = len(buf)
 
-    def submit(self, factory: Callable[[Any], Awaitable[Any]]) -> concurrent.futures.Future[Any]:
-        """Run an operator intent against the controller; the future carries its answer."""
+    def submit(
+        self, intent: engine_intents.Intent | Callable[[Any], Awaitable[Any]]
+    ) -> concurrent.futures.Future[Any]:
+        """Run an operator intent against the controller; the future carries its answer. The
+        dashboard hands the same typed intents it hands the in-process engine (`app.intents`);
+        they travel as the wire's intents, and the controller checks each again."""
         if self.loop is None or self._http is None:
             fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
             fut.set_exception(api.ControllerGone("not connected to a controller yet"))
@@ -342,7 +351,35 @@ class RemoteEngine:
         sup = _RemoteSupervisor(self._http, self.target)
 
         async def call() -> Any:
-            return await factory(sup)
+            if isinstance(intent, engine_intents.StopIntent):
+                return await sup.human_stop(intent.instance_id)
+            if isinstance(intent, engine_intents.StartIntent):
+                return await sup.human_start(intent.instance_id)
+            if isinstance(intent, engine_intents.DestroyIntent):
+                return await sup.human_destroy(intent.confirmation)
+            if isinstance(intent, engine_intents.CreateIntent):
+                return await sup.human_create()
+            return await intent(sup)  # a factory of calls on the remote supervisor
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop)
+
+    def detail(self, instance_id: int) -> concurrent.futures.Future[Any]:
+        """One instance in depth from the controller (`GET /v1/instances/{id}`)."""
+        if self.loop is None or self._http is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            fut.set_exception(api.ControllerGone("not connected to a controller yet"))
+            return fut
+        http = self._http
+
+        async def call() -> InstanceDetail:
+            try:
+                resp = await http.get(f"/v1/instances/{int(instance_id)}")
+            except httpx.TransportError as exc:
+                raise api.ControllerGone(
+                    f"no answer from {self.target.describe()}: {exc}"
+                ) from None
+            raise_for(resp)
+            return detail_from_json(resp.json())
 
         return asyncio.run_coroutine_threadsafe(call(), self.loop)
 
