@@ -100,7 +100,9 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def _preflight(doc: dict[str, Any] | None, verdict: Any, failed_probe: dict[str, Any]) -> dict[str, Any]:
+def _preflight(
+    doc: dict[str, Any] | None, verdict: Any, failed_probe: dict[str, Any]
+) -> dict[str, Any]:
     """The preflight document's figures a person checks: speed against the model's expected
     speed, and what the host said it is (NVML name, driver, CUDA)."""
     src: dict[str, Any] = doc if isinstance(doc, dict) else failed_probe
@@ -116,9 +118,7 @@ def _preflight(doc: dict[str, Any] | None, verdict: Any, failed_probe: dict[str,
         else (None if verdict is None else verdict.tflops),
         "expected": None if verdict is None else verdict.expected,
         "name": clean(device.get("name"), 80) if device.get("name") else None,
-        "driver": clean(device.get("driver_version"), 40)
-        if device.get("driver_version")
-        else None,
+        "driver": clean(device.get("driver_version"), 40) if device.get("driver_version") else None,
         "cuda": clean(device.get("cuda_version"), 20) if device.get("cuda_version") else None,
         "backend": clean(matmul.get("backend"), 20) if matmul.get("backend") else None,
     }
@@ -138,14 +138,14 @@ async def _market_logs(sup: Supervisor, instance_id: int) -> tuple[tuple[str, ..
     return tuple(lines[-LOG_TAIL:]), ""
 
 
-async def build(sup: Supervisor, instance_id: int) -> InstanceDetail:
+async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> InstanceDetail:
     """Everything the detail screen shows about one held (or once held) instance. Runs on the
     engine's loop; the ledger read is a named read of `rentwatch.ledger`. The market is asked
-    for logs only while the instance still exists there."""
+    for logs only when `logs` and while the instance still exists there."""
     a = sup.attempts.get(instance_id)
     if a is None:
         raise NoSuchInstance(f"instance {instance_id} is not part of this campaign")
-    with_logs = a.life.ended_at() is None
+    with_logs = logs and a.life.ended_at() is None
     now = sup.now()
     money = a.charges(sup.market.gpu_billing, now)
     events = sup.ledger.instance_events(instance_id, sup.campaign.name, last=400)
@@ -186,10 +186,10 @@ async def build(sup: Supervisor, instance_id: int) -> InstanceDetail:
         for j in sup.jobs.jobs
         if j.instance_id == instance_id
     )
-    logs, logs_error = (
+    market_logs, logs_error = (
         await _market_logs(sup, instance_id)
         if with_logs
-        else ((), "not asked (the instance is gone)")
+        else ((), "not asked (the instance is gone)" if logs else "")
     )
     return InstanceDetail(
         instance_id=instance_id,
@@ -212,7 +212,7 @@ async def build(sup: Supervisor, instance_id: int) -> InstanceDetail:
         status_history=tuple(history),
         samples=samples,
         jobs=jobs,
-        market_logs=logs,
+        market_logs=market_logs,
         market_logs_error=logs_error,
         events=tuple(
             LedgerLine(e.seq, e.at, str(e.kind), clean(e.actor, 40), e.ok, clean(e.reason, 200))

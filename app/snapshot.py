@@ -36,6 +36,7 @@ class InstanceSnap:
     failure_class: str | None
     passed_preflight: bool
     job: str = ""  # the running job and its last log line
+    dph_now: float = 0.0  # what it bills per hour right now (storage only while stopped)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class FleetSnap:
     decisions: tuple[str, ...]
     decisions_total: int  # how many lines the engine has said in all (the tuple is the tail)
     finished: str | None
+    time_scale: float = 1.0  # market seconds per wall second (1: the real market)
+    budget_usd: float | None = None  # the campaign's spend cap
+    dph_now: float = 0.0  # the whole fleet's $/h right now, as billing counts it
 
     @property
     def dud_share(self) -> float:
@@ -83,9 +87,16 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
     mode = sup.market.gpu_billing
     rows = []
     duds = verified = 0
-    dud_usd = spent = gpu_hours = 0.0
+    dud_usd = spent = gpu_hours = fleet_dph = 0.0
     for a in sup.attempts.values():
-        billed = a.charges(mode, now).total_usd
+        cost = a.charges(mode, now)
+        billed = cost.total_usd
+        # the rate now, from the billing code itself: the last second's GPU and storage charge
+        before = a.charges(mode, now - 1.0)
+        dph_now = max(
+            0.0, (cost.gpu_usd + cost.storage_usd - before.gpu_usd - before.storage_usd) * 3600
+        )
+        fleet_dph += dph_now
         spent += billed
         if a.life.dud:
             duds += 1
@@ -136,6 +147,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
                 failure_class=a.failure_class,
                 passed_preflight=a.passed_preflight,
                 job=clean(a.job_line, 120) if sup.jobs.on(a.instance_id) else "",
+                dph_now=dph_now,
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
@@ -156,4 +168,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
         decisions=tuple(sup.journal.lines[-200:]),
         decisions_total=sup.journal.lines_total,
         finished=sup.finished.reason if sup.finished else None,
+        time_scale=float(getattr(sup.market, "time_scale", 1.0) or 1.0),
+        budget_usd=sup.campaign.budget_usd,
+        dph_now=fleet_dph,
     )

@@ -119,8 +119,9 @@ class ControllerClient:
     def snapshot(self) -> FleetSnap:
         return api.snap_from_json(self._call("GET", "/v1/snapshot"))
 
-    def detail(self, instance_id: int) -> InstanceDetail:
-        return detail_from_json(self._call("GET", f"/v1/instances/{int(instance_id)}"))
+    def detail(self, instance_id: int, logs: bool = True) -> InstanceDetail:
+        path = f"/v1/instances/{int(instance_id)}" + ("" if logs else "?logs=0")
+        return detail_from_json(self._call("GET", path))
 
     def intent(self, intent: api.Intent) -> str:
         return str(self._call("POST", "/v1/intents", json=api.intent_to_json(intent))["done"])
@@ -363,7 +364,7 @@ class RemoteEngine:
 
         return asyncio.run_coroutine_threadsafe(call(), self.loop)
 
-    def detail(self, instance_id: int) -> concurrent.futures.Future[Any]:
+    def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
         """One instance in depth from the controller (`GET /v1/instances/{id}`)."""
         if self.loop is None or self._http is None:
             fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -373,7 +374,9 @@ class RemoteEngine:
 
         async def call() -> InstanceDetail:
             try:
-                resp = await http.get(f"/v1/instances/{int(instance_id)}")
+                resp = await http.get(
+                    f"/v1/instances/{int(instance_id)}", params={} if logs else {"logs": "0"}
+                )
             except httpx.TransportError as exc:
                 raise api.ControllerGone(
                     f"no answer from {self.target.describe()}: {exc}"
