@@ -30,7 +30,7 @@ def ago(seconds: float) -> str:
 
 def time_label(time_scale: float) -> str:
     """What the times on screen are: local (real market) or the simulated market's clock."""
-    return "local time" if simulated(time_scale) else "market time"
+    return "market time" if simulated(time_scale) else "local time"
 
 
 def simulated(time_scale: float) -> bool:

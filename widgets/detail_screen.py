@@ -125,8 +125,13 @@ def render_gpu(d: InstanceDetail, width: int = 60) -> Text:
 
 
 def render_status_history(d: InstanceDetail) -> Table:
-    table = Table(title="status line", title_justify="left", expand=True, show_edge=False)
-    table.add_column(time_label(d.time_scale), width=8, no_wrap=True)
+    table = Table(
+        title=f"status line ({time_label(d.time_scale)})",
+        title_justify="left",
+        expand=True,
+        show_edge=False,
+    )
+    table.add_column("at", width=8, no_wrap=True)
     table.add_column("status", width=10, no_wrap=True)
     table.add_column("message", ratio=1, overflow="fold")
     for s in d.status_history[-20:]:
@@ -175,9 +180,14 @@ def render_logs(d: InstanceDetail, fetched_at: float | None) -> Text:
 
 
 def render_events(d: InstanceDetail) -> Table:
-    table = Table(title="ledger events", title_justify="left", expand=True, show_edge=False)
+    table = Table(
+        title=f"ledger events ({time_label(d.time_scale)})",
+        title_justify="left",
+        expand=True,
+        show_edge=False,
+    )
     table.add_column("seq", justify="right", width=6)
-    table.add_column(time_label(d.time_scale), width=8, no_wrap=True)
+    table.add_column("at", width=8, no_wrap=True)
     table.add_column("kind", width=16, no_wrap=True)
     table.add_column("actor", width=16, no_wrap=True)
     table.add_column("ok", width=3)
