@@ -65,7 +65,13 @@ DETAIL = InstanceDetail(
         StatusLine(1200.0, "running", "[bold red]x[/] success, running img/ssh"),
     ),
     samples=tuple(
-        Sample(1300.0 + 30 * k, float(40 + k * 3 % 60), 1900.0 + k, 2520.0, ("hw_slowdown",) if k % 7 == 6 else ())
+        Sample(
+            1300.0 + 30 * k,
+            float(40 + k * 3 % 60),
+            1900.0 + k,
+            2520.0,
+            ("hw_slowdown",) if k % 7 == 6 else (),
+        )
         for k in range(24)
     ),
     jobs=(

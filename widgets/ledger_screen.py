@@ -55,7 +55,7 @@ def canned_key(key: str) -> str:
 
 class LedgerScreen(Screen[None]):
     BINDINGS = [
-        Binding("ctrl+r,f5", "run", "Run", id="ledger.run"),
+        Binding("ctrl+r", "run", "Run", id="ledger.run"),  # F2..F6 are the canned queries
         Binding("escape", "cancel_or_close", "Cancel / back", id="ledger.back"),
         # priority: the SQL editor would take these keys (end of line, ...) otherwise
         Binding("ctrl+e", "export", "Export CSV", id="ledger.export", priority=True),
