@@ -292,3 +292,21 @@ def test_ledger_views_carry_timestamps_beside_epochs():
             assert col in led.query(f"select * from {view} limit 0").columns
         when = led.query("select to_timestamp(1764400000) t").rows[0][0]
         assert when.year == 2025
+
+
+def test_enter_opens_the_detail_from_panes_and_from_table_rows():
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)) as pilot:
+            app.latest = FLEET
+            await pilot.pause(0.3)
+            for toggle in ((), ("t",)):
+                await pilot.press(*toggle, "down", "enter")
+                await pilot.pause(0.3)
+                screen = app.screen
+                assert isinstance(screen, DetailScreen), toggle
+                assert screen.instance_id == FLEET.instances[1].instance_id
+                await pilot.press("escape")
+                await pilot.pause(0.2)
+
+    asyncio.run(run())

@@ -70,6 +70,7 @@ class RentwatchApp(App[str]):
         self.latest: FleetSnap | None = None
         self._shown: FleetSnap | None = None
         self._log_seen = 0
+        self._bar_height = 0
         self.table_mode = False
         engine.on_snapshot = self._receive  # called in the engine's thread: only stores
         engine.on_error = lambda msg: self.call_from_thread(
@@ -127,9 +128,14 @@ class RentwatchApp(App[str]):
             return  # nothing new, or a modal/screen is on top: don't render under it
         self._shown = snap
         view = self.query_one(FleetView)
-        self.query_one("#bar", Static).update(
-            Text("\n").join((campaign_bar(snap), fleet_line(snap, view.sort)))
-        )
+        bar = self.query_one("#bar", Static)
+        text = Text("\n").join((campaign_bar(snap), fleet_line(snap, view.sort)))
+        # a new layout (the whole screen's, costly at 10,000 instances) only when the bar's
+        # height may change: its figures change every poll, its wrapped line count rarely
+        width = max(1, bar.size.width)
+        height = sum(max(1, -(-line.cell_len // width)) for line in text.split())
+        bar.update(text, layout=height != self._bar_height)
+        self._bar_height = height
         if self.table_mode:
             self.query_one(FleetTable).show(
                 visible(snap.instances, snap.now, view.filter, view.sort)
