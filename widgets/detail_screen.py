@@ -232,7 +232,12 @@ class DetailScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.load(True)
-        self.set_interval(REFRESH_S, lambda: self.load(False))
+        self.set_interval(REFRESH_S, self._tick)
+
+    def _tick(self) -> None:
+        # one question at a time: a slow controller or market is not asked again meanwhile
+        if not any(w.is_running for w in self.workers if w.group == "detail"):
+            self.load(False)
 
     def action_fetch_logs(self) -> None:
         self.logs = ((), "asking the market…", self.logs[2])
