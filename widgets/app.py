@@ -175,14 +175,21 @@ class RentwatchApp(App[str]):
         fut.add_done_callback(done)
 
     # -- intents -----------------------------------------------------------------------------
+    def _gone(self, s: InstanceSnap) -> bool:
+        """Whether it no longer exists on the market: no key may act on it (say so)."""
+        if s.phase in ("destroyed", "lost"):
+            self.notify(f"{s.instance_id} is already gone ({s.phase})", severity="warning")
+            return True
+        return False
+
     def action_stop(self) -> None:
         s = self.selected()
-        if s is not None:
+        if s is not None and not self._gone(s):
             self._send(f"stopped {s.instance_id}", StopIntent(s.instance_id))
 
     def action_start(self) -> None:
         s = self.selected()
-        if s is not None:
+        if s is not None and not self._gone(s):
             self._send(f"started {s.instance_id}", StartIntent(s.instance_id))
 
     def action_create(self) -> None:
@@ -190,10 +197,7 @@ class RentwatchApp(App[str]):
 
     def action_destroy(self) -> None:
         s = self.selected()
-        if s is None:
-            return
-        if s.phase in ("destroyed", "lost"):
-            self.notify(f"{s.instance_id} is already gone", severity="warning")
+        if s is None or self._gone(s):
             return
 
         def confirmed(typed: str | None) -> None:
