@@ -310,3 +310,19 @@ def test_enter_opens_the_detail_from_panes_and_from_table_rows():
                 await pilot.pause(0.2)
 
     asyncio.run(run())
+
+
+def test_stop_and_start_on_a_destroyed_instance_send_nothing():
+    engine = _Recorder()
+
+    async def run() -> None:
+        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)) as pilot:
+            gone = dataclasses.replace(SNAP, phase="destroyed", ended_at=100.0)
+            app.latest = _fleet(gone)
+            await pilot.pause(0.2)
+            await pilot.press("s", "a")
+            await pilot.pause(0.2)
+            assert engine.sent == []
+
+    asyncio.run(run())
