@@ -148,15 +148,18 @@ async def measure(n: int, view: str, seconds: int) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--views", default="panes,table,detail")
+    ap.add_argument("--sizes", default="3,1000,10000", help="the first is the baseline")
     args = ap.parse_args()
     base: dict[str, float] = {}
     print(
         f"{'view':6} {'instances':>9} {'CPU of one core':>16} {'key latency (median)':>22} {'vs 3':>8}"
     )
-    for view in ("panes", "table", "detail"):
-        for n in (3, 1000, 10000):
+    sizes = [int(x) for x in args.sizes.split(",")]
+    for view in args.views.split(","):
+        for n in sizes:
             cpu, lat = asyncio.run(measure(n, view, args.seconds))
-            if n == 3:
+            if n == sizes[0]:
                 base[view] = lat
             print(f"{view:6} {n:9d} {cpu:15.0%} {lat:19.1f} ms {lat - base[view]:+7.1f}")
 
