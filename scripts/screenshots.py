@@ -63,10 +63,12 @@ async def main() -> None:
         await pilot.press("enter")
         await until(
             pilot,
-            lambda: isinstance(app.screen, DetailScreen)
-            and app.screen.detail is not None
-            and not app.screen.logs[1].startswith("asking")
-            and len(app.screen.detail.samples) >= 8,
+            lambda: (
+                isinstance(app.screen, DetailScreen)
+                and app.screen.detail is not None
+                and not app.screen.logs[1].startswith("asking")
+                and len(app.screen.detail.samples) >= 8
+            ),
             timeout=60,
         )
         await pilot.pause(0.5)
