@@ -258,6 +258,19 @@ def test_sort_key_cycles_and_orders_both_views():
     asyncio.run(run())
 
 
+def test_every_fleet_key_is_in_the_command_palette():
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)):
+            in_palette = {action for _, action in app.PALETTE}
+            keyed = {b.action for b in app.BINDINGS}  # type: ignore[union-attr]
+            assert keyed <= in_palette, keyed - in_palette
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert "Detail of the selected instance" in titles
+
+    asyncio.run(run())
+
+
 def test_canned_ledger_queries_need_no_ctrl_digit_and_are_in_the_palette():
     every = [k.strip() for b in LedgerScreen.BINDINGS for k in b.key.split(",")]
     keys = set(every)

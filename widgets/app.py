@@ -86,6 +86,8 @@ class RentwatchApp(App[str]):
         ("Destroy stopped rentals that never verified or went offline (asks)", "bulk_destroy"),
         ("Create one more instance", "create"),
         ("Toggle table / pane view", "toggle_view"),
+        ("Filter the fleet", "filter"),
+        ("Help: the keys", "help"),
         ("Ledger (SQL)", "ledger"),
         ("Receipt and hosts", "receipt"),
         ("Detach and quit (asks; recorded)", "detach"),
@@ -101,6 +103,12 @@ class RentwatchApp(App[str]):
                     f"rentwatch: canned ledger query {key}",
                     lambda key=key: screen.action_canned(key),  # type: ignore[misc]
                 )
+        if isinstance(screen, DetailScreen):
+            yield SystemCommand(
+                "Fetch this instance's market logs again",
+                "rentwatch: the market's logs call, through the engine",
+                screen.action_fetch_logs,
+            )
         for title, action in self.PALETTE:
             yield SystemCommand(
                 title, f"rentwatch: {action.replace('_', ' ')}", getattr(self, f"action_{action}")
