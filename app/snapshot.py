@@ -36,7 +36,6 @@ class InstanceSnap:
     failure_class: str | None
     passed_preflight: bool
     job: str = ""  # the running job and its last log line
-    dph_now: float = 0.0  # what it bills per hour right now (storage only while stopped)
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class FleetSnap:
     finished: str | None
     time_scale: float = 1.0  # market seconds per wall second (1: the real market)
     budget_usd: float | None = None  # the campaign's spend cap
-    dph_now: float = 0.0  # the whole fleet's $/h right now, as billing counts it
+    dph_now: float = 0.0  # what the instances held bill per hour right now, as billing counts
 
     @property
     def dud_share(self) -> float:
@@ -68,6 +67,18 @@ class FleetSnap:
     @property
     def usd_per_gpu_hour(self) -> float | None:
         return self.spent_usd / self.gpu_hours if self.gpu_hours > 0 else None
+
+
+def fleet_rate(sup: Supervisor, now: float) -> float:
+    """$/h billed right now over every instance held, by the billing code itself: each one's
+    GPU and storage charge over the last second (storage only while stopped, nothing once
+    destroyed)."""
+    mode = sup.market.gpu_billing
+    total = 0.0
+    for a in sup.attempts.values():
+        c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
+        total += max(0.0, c.gpu_usd + c.storage_usd - before.gpu_usd - before.storage_usd)
+    return total * 3600
 
 
 def _phase(a: Attempt) -> str:
@@ -87,16 +98,9 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
     mode = sup.market.gpu_billing
     rows = []
     duds = verified = 0
-    dud_usd = spent = gpu_hours = fleet_dph = 0.0
+    dud_usd = spent = gpu_hours = 0.0
     for a in sup.attempts.values():
-        cost = a.charges(mode, now)
-        billed = cost.total_usd
-        # the rate now, from the billing code itself: the last second's GPU and storage charge
-        before = a.charges(mode, now - 1.0)
-        dph_now = max(
-            0.0, (cost.gpu_usd + cost.storage_usd - before.gpu_usd - before.storage_usd) * 3600
-        )
-        fleet_dph += dph_now
+        billed = a.charges(mode, now).total_usd
         spent += billed
         if a.life.dud:
             duds += 1
@@ -147,11 +151,13 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
                 failure_class=a.failure_class,
                 passed_preflight=a.passed_preflight,
                 job=clean(a.job_line, 120) if sup.jobs.on(a.instance_id) else "",
-                dph_now=dph_now,
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
     return FleetSnap(
+        time_scale=float(getattr(sup.market, "time_scale", 1.0) or 1.0),
+        budget_usd=sup.campaign.budget_usd,
+        dph_now=fleet_rate(sup, now),
         now=now,
         campaign=sup.campaign.name,
         policy=sup.policy.name,
@@ -168,7 +174,4 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
         decisions=tuple(sup.journal.lines[-200:]),
         decisions_total=sup.journal.lines_total,
         finished=sup.finished.reason if sup.finished else None,
-        time_scale=float(getattr(sup.market, "time_scale", 1.0) or 1.0),
-        budget_usd=sup.campaign.budget_usd,
-        dph_now=fleet_dph,
     )

@@ -164,7 +164,6 @@ def _stopped(iid: int, verified: bool, status: str = "exited"):
         status=status,
         passed_preflight=verified,
         ended_at=100.0,
-        dph_now=0.01,
     )
 
 
@@ -232,9 +231,9 @@ def test_quit_and_detach_count_stopped_rentals_billing_storage():
 
 
 def test_sort_key_cycles_and_orders_both_views():
-    cheap = dataclasses.replace(SNAP, instance_id=1, billed_usd=0.01, created_at=10.0, dph_now=0.1)
-    dear = dataclasses.replace(SNAP, instance_id=2, billed_usd=0.50, created_at=20.0, dph_now=0.4)
-    old = dataclasses.replace(SNAP, instance_id=3, billed_usd=0.20, created_at=1.0, dph_now=0.2)
+    cheap = dataclasses.replace(SNAP, instance_id=1, billed_usd=0.01, created_at=10.0, dph=0.1)
+    dear = dataclasses.replace(SNAP, instance_id=2, billed_usd=0.50, created_at=20.0, dph=0.4)
+    old = dataclasses.replace(SNAP, instance_id=3, billed_usd=0.20, created_at=1.0, dph=0.2)
     snaps = (cheap, dear, old)
     assert [s.instance_id for s in visible(snaps, 100.0, "", "cost")] == [2, 3, 1]
     assert [s.instance_id for s in visible(snaps, 100.0, "", "age")] == [3, 1, 2]

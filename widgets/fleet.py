@@ -48,7 +48,7 @@ SORTS: dict[str, Callable[[InstanceSnap], Any] | None] = {
     "cost": lambda s: -s.billed_usd,
     "state": lambda s: (STATE_ORDER.get(s.phase, 99), -s.created_at),
     "age": lambda s: s.created_at,
-    "$/h": lambda s: (-s.dph_now, -s.dph),
+    "$/h": lambda s: (-s.dph, -s.billed_usd),
 }
 SORT_NAMES = tuple(SORTS)
 

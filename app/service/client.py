@@ -13,15 +13,16 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from .. import intents as engine_intents
-from ..detail import InstanceDetail, detail_from_json
 from ..ledger.readonly import QueryFailed, QueryRefused, QueryResult
 from ..snapshot import FleetSnap
 from . import api, registry
+
+if TYPE_CHECKING:
+    from ..detail import InstanceDetail
 
 RECONNECT_S = 1.0
 STREAM_READ_TIMEOUT_S = 15.0  # three keepalives missed: the link or the controller is dead
@@ -120,6 +121,8 @@ class ControllerClient:
         return api.snap_from_json(self._call("GET", "/v1/snapshot"))
 
     def detail(self, instance_id: int, logs: bool = True) -> InstanceDetail:
+        from ..detail import detail_from_json
+
         path = f"/v1/instances/{int(instance_id)}" + ("" if logs else "?logs=0")
         return detail_from_json(self._call("GET", path))
 
@@ -251,6 +254,29 @@ class RemoteEngine:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
+        """One instance in depth from the controller (`GET /v1/instances/{id}`)."""
+        if self.loop is None or self._http is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            fut.set_exception(api.ControllerGone("not connected to a controller yet"))
+            return fut
+        http = self._http
+        from ..detail import detail_from_json  # the engine's shape, loaded when first asked
+
+        async def call() -> InstanceDetail:
+            try:
+                resp = await http.get(
+                    f"/v1/instances/{int(instance_id)}", params={} if logs else {"logs": "0"}
+                )
+            except httpx.TransportError as exc:
+                raise api.ControllerGone(
+                    f"no answer from {self.target.describe()}: {exc}"
+                ) from None
+            raise_for(resp)
+            return detail_from_json(resp.json())
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop)
+
     def _main(self) -> None:
         self.loop = asyncio.new_event_loop()
         try:
@@ -339,12 +365,8 @@ class RemoteEngine:
                         yield event, json.loads(data)
                 seen = len(buf)
 
-    def submit(
-        self, intent: engine_intents.Intent | Callable[[Any], Awaitable[Any]]
-    ) -> concurrent.futures.Future[Any]:
-        """Run an operator intent against the controller; the future carries its answer. The
-        dashboard hands the same typed intents it hands the in-process engine (`app.intents`);
-        they travel as the wire's intents, and the controller checks each again."""
+    def submit(self, factory: Callable[[Any], Awaitable[Any]]) -> concurrent.futures.Future[Any]:
+        """Run an operator intent against the controller; the future carries its answer."""
         if self.loop is None or self._http is None:
             fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
             fut.set_exception(api.ControllerGone("not connected to a controller yet"))
@@ -352,37 +374,7 @@ class RemoteEngine:
         sup = _RemoteSupervisor(self._http, self.target)
 
         async def call() -> Any:
-            if isinstance(intent, engine_intents.StopIntent):
-                return await sup.human_stop(intent.instance_id)
-            if isinstance(intent, engine_intents.StartIntent):
-                return await sup.human_start(intent.instance_id)
-            if isinstance(intent, engine_intents.DestroyIntent):
-                return await sup.human_destroy(intent.confirmation)
-            if isinstance(intent, engine_intents.CreateIntent):
-                return await sup.human_create()
-            return await intent(sup)  # a factory of calls on the remote supervisor
-
-        return asyncio.run_coroutine_threadsafe(call(), self.loop)
-
-    def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
-        """One instance in depth from the controller (`GET /v1/instances/{id}`)."""
-        if self.loop is None or self._http is None:
-            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            fut.set_exception(api.ControllerGone("not connected to a controller yet"))
-            return fut
-        http = self._http
-
-        async def call() -> InstanceDetail:
-            try:
-                resp = await http.get(
-                    f"/v1/instances/{int(instance_id)}", params={} if logs else {"logs": "0"}
-                )
-            except httpx.TransportError as exc:
-                raise api.ControllerGone(
-                    f"no answer from {self.target.describe()}: {exc}"
-                ) from None
-            raise_for(resp)
-            return detail_from_json(resp.json())
+            return await factory(sup)
 
         return asyncio.run_coroutine_threadsafe(call(), self.loop)
 
