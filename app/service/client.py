@@ -372,8 +372,18 @@ class RemoteEngine:
             fut.set_exception(api.ControllerGone("not connected to a controller yet"))
             return fut
         sup = _RemoteSupervisor(self._http, self.target)
+        from .. import intents as typed  # what the dashboard hands the in-process engine too
 
         async def call() -> Any:
+            # the dashboard's typed intents travel as the API's; the controller checks each
+            if isinstance(factory, typed.StopIntent):
+                return await sup.human_stop(factory.instance_id)
+            if isinstance(factory, typed.StartIntent):
+                return await sup.human_start(factory.instance_id)
+            if isinstance(factory, typed.DestroyIntent):
+                return await sup.human_destroy(factory.confirmation)
+            if isinstance(factory, typed.CreateIntent):
+                return await sup.human_create()
             return await factory(sup)
 
         return asyncio.run_coroutine_threadsafe(call(), self.loop)
