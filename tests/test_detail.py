@@ -107,6 +107,16 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
             assert "money so far" in shown and "market logs" in shown
             await pilot.press("escape")
             await _until(pilot, lambda: not isinstance(app.screen, DetailScreen), 5, "back")
+            # the ledger screen's canned query answers, in-process or through the controller
+            await pilot.press("l")
+            await _until(pilot, lambda: isinstance(app.screen, LedgerScreen), 5, "ledger")
+            ledger_screen = app.screen
+            await pilot.press("f2")  # canned query 1: the receipt
+            status = ledger_screen.query_one("#query-status")
+            await _until(pilot, lambda: "row" in str(status.render()), 20, "the query's answer")
+            assert ledger_screen.result is not None and ledger_screen.result.rows
+            await pilot.press("escape")
+            await _until(pilot, lambda: not isinstance(app.screen, LedgerScreen), 5, "back")
             await pilot.press("q")
             await _until(pilot, lambda: isinstance(app.screen, QuitScreen), 5, "quit dialog")
             await pilot.press("enter")

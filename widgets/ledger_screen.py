@@ -126,6 +126,8 @@ class LedgerScreen(Screen[None]):
             )
         except RentwatchError as exc:
             result = exc
+        except Exception as exc:  # a bug must show on screen, not leave `running…` forever
+            result = RentwatchError(f"{type(exc).__name__}: {exc}")
         if not worker.is_cancelled:
             self.app.call_from_thread(self._show, result)
 

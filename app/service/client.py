@@ -135,12 +135,17 @@ class ControllerClient:
         body = {"sql": sql, "limit": limit, "offset": offset, "id": query_id}
         return api.result_from_json(self._call("POST", "/v1/query", json=body))
 
-    def query_all(self, sql: str, limit: int, query_id: str | None = None) -> QueryResult:
-        """Up to `limit` rows, fetched a page at a time (the controller's pages are bounded)."""
+    def query_all(
+        self, sql: str, limit: int, query_id: str | None = None, offset: int = 0
+    ) -> QueryResult:
+        """Up to `limit` rows from `offset` on, fetched a page at a time (the controller's pages
+        are bounded)."""
         columns: list[str] = []
         rows: list[tuple[Any, ...]] = []
         while True:
-            page = self.query(sql, min(api.MAX_QUERY_ROWS, limit - len(rows)), len(rows), query_id)
+            page = self.query(
+                sql, min(api.MAX_QUERY_ROWS, limit - len(rows)), offset + len(rows), query_id
+            )
             columns = page.columns
             rows += page.rows
             if not page.truncated or not page.rows or len(rows) >= limit:
@@ -173,10 +178,13 @@ class RemoteLedger:
         self._client = ControllerClient(target, timeout=600.0)
         self._running: str | None = None
 
-    def query(self, sql: str, limit: int = 10_000) -> QueryResult:
+    def query(self, sql: str, limit: int = 10_000, offset: int = 0) -> QueryResult:
+        """As `Ledger.query`, paging included: the ledger screen asks for a page at `offset`
+        (without it, the screen's worker died on the argument and showed `running…` forever)."""
         qid = self._running = f"d{uuid.uuid4().hex[:12]}"
         try:
-            return self._client.query_all(sql, limit, query_id=qid)
+            got = self._client.query_all(sql, limit, query_id=qid, offset=offset)
+            return QueryResult(got.columns, got.rows, got.truncated, offset)
         finally:
             self._running = None
 
