@@ -34,6 +34,7 @@ class Attempt:
     running_at: float | None = None
     preflight_task: asyncio.Task[Any] | None = None
     verdict: Verdict | None = None
+    preflight_doc: dict[str, Any] | None = None  # the probe's document, for the detail screen
     ssh_error: str | None = None
     ssh_host: str | None = None
     ssh_port: int | None = None

@@ -105,6 +105,18 @@ class EngineThread:
             return fut
         return asyncio.run_coroutine_threadsafe(self.session.sup.apply(intent), self.loop)
 
+    def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
+        """One instance in depth (`rentwatch.detail.build`), built on the engine's loop."""
+        from .detail import build
+
+        if self.loop is None or self.session is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            fut.set_exception(RuntimeError("the engine is not running"))
+            return fut
+        return asyncio.run_coroutine_threadsafe(
+            build(self.session.sup, instance_id, logs), self.loop
+        )
+
     def shutdown(self, mode: str = "stop", timeout: float = 60.0) -> None:
         self.exit_mode = mode
         self._stop.set()

@@ -71,6 +71,9 @@ class FleetSnap:
     observed: int = 0  # live instances shown but not supervised (not rentwatch's)
     observed_dph: float = 0.0  # what those bill per hour now (storage, and GPU unless stopped)
     engine_error: str | None = None  # why the engine cannot supervise now (a rejected key)
+    time_scale: float = 1.0  # market seconds per wall second (1: the real market)
+    budget_usd: float | None = None  # the campaign's spend cap
+    dph_now: float = 0.0  # what the instances held bill per hour right now, as billing counts
 
     @property
     def dud_share(self) -> float:
@@ -79,6 +82,18 @@ class FleetSnap:
     @property
     def usd_per_gpu_hour(self) -> float | None:
         return self.spent_usd / self.gpu_hours if self.gpu_hours > 0 else None
+
+
+def fleet_rate(sup: Supervisor, now: float) -> float:
+    """$/h billed right now over every instance held, by the billing code itself: each one's
+    GPU and storage charge over the last second (storage only while stopped, nothing once
+    destroyed)."""
+    mode = sup.market.gpu_billing
+    total = 0.0
+    for a in sup.attempts.values():
+        c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
+        total += max(0.0, c.gpu_usd + c.storage_usd - before.gpu_usd - before.storage_usd)
+    return total * 3600
 
 
 def _phase(a: Attempt) -> str:
@@ -206,6 +221,9 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
     return FleetSnap(
+        time_scale=float(getattr(sup.market, "time_scale", 1.0) or 1.0),
+        budget_usd=sup.campaign.budget_usd,
+        dph_now=fleet_rate(sup, now),
         now=now,
         campaign=sup.campaign.name,
         policy=sup.policy.name,

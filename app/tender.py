@@ -133,6 +133,7 @@ class HostTender:
             except ProbeError as exc:
                 a.verdict = Verdict(False, "bad_probe", str(exc))
                 return
+            a.preflight_doc = doc
             a.verdict = preflight_verdict(
                 doc,
                 a.gpu_name,

@@ -16,6 +16,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
 from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.fleet import FleetView
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
@@ -58,6 +59,27 @@ async def main() -> None:
         view.refresh()
         await pilot.pause(0.3)
         app.save_screenshot("fleet.svg", str(OUT))
+        # the detail of that verified instance, once its figures and the market's logs are in
+        await pilot.press("enter")
+        await until(
+            pilot,
+            lambda: (
+                isinstance(app.screen, DetailScreen)
+                and app.screen.detail is not None
+                and not app.screen.logs[1].startswith("asking")
+                and len(app.screen.detail.samples) >= 8
+            ),
+            timeout=60,
+        )
+        await pilot.pause(0.5)
+        app.save_screenshot("detail.svg", str(OUT))
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+        await pilot.press("t")
+        await pilot.pause(0.5)
+        app.save_screenshot("table.svg", str(OUT))
+        await pilot.press("t")
+        await pilot.pause(0.3)
         await pilot.press("d")
         await pilot.pause(0.5)
         app.save_screenshot("destroy-confirm.svg", str(OUT))
@@ -65,7 +87,7 @@ async def main() -> None:
         await pilot.pause(0.3)
         await pilot.press("l")
         await pilot.pause(0.3)
-        await pilot.press("ctrl+2")
+        await pilot.press("f3")  # canned query 2: duds by failure class
         await pilot.pause(1.0)
         app.save_screenshot("ledger.svg", str(OUT))
         await pilot.press("escape")

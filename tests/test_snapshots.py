@@ -5,12 +5,15 @@ RENTWATCH_UPDATE_SNAPSHOTS=1 rewrites them after an intended change."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import html
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
+from rentwatch.detail import InstanceDetail, JobLine, LedgerLine, Sample, StatusLine
 from rentwatch.ledger import Ledger
 from rentwatch.snapshot import FleetSnap, InstanceSnap
 from rentwatch.widgets.app import RentwatchApp
@@ -19,7 +22,75 @@ HERE = Path(__file__).parent / "snapshots"
 SIZE = (140, 36)
 
 
+@pytest.fixture(autouse=True)
+def _utc(monkeypatch):
+    """Times are drawn in the local zone: pin it, so the screens are the same everywhere."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+DETAIL = InstanceDetail(
+    instance_id=33775,
+    now=5000.0,
+    time_scale=30.0,
+    gpu_name="RTX 4090",
+    machine_id=4405,
+    host_id=905,
+    phase="verified",
+    status="running",
+    status_msg="success, running img/ssh",
+    created_at=1005.0,
+    ended_at=None,
+    gpu_dph=0.2,
+    storage_dph=0.01,
+    gpu_usd=0.1833,
+    storage_usd=0.0111,
+    bandwidth_usd=0.0,
+    preflight={
+        "ran": True,
+        "ok": True,
+        "reason": "",
+        "tflops": 118.0,
+        "expected": 150.0,
+        "name": "NVIDIA GeForce RTX 4090",
+        "driver": "550.54.14",
+        "cuda": "12.4",
+        "backend": "torch",
+    },
+    status_history=(
+        StatusLine(1010.0, "loading", "4c7d45f7c63c: Pulling fs layer"),
+        StatusLine(1200.0, "running", "[bold red]x[/] success, running img/ssh"),
+    ),
+    samples=tuple(
+        Sample(
+            1300.0 + 30 * k,
+            float(40 + k * 3 % 60),
+            1900.0 + k,
+            2520.0,
+            ("hw_slowdown",) if k % 7 == 6 else (),
+        )
+        for k in range(24)
+    ),
+    jobs=(
+        JobLine("demo-1", "done", 1300.0, 1900.0, 0, ""),
+        JobLine("demo-2", "running", 1950.0, None, None, "step 40/100 loss 1.93 [/]"),
+    ),
+    market_logs=("Status: Downloaded newer image", "\x1b[31mstarted ssh\x1b[0m [link=x]y[/link]"),
+    market_logs_error="",
+    events=(
+        LedgerLine(3, 1005.0, "create", "engine", True, "offer 77 RTX 4090 $0.200/h"),
+        LedgerLine(9, 1200.0, "status", "engine", None, "status loading -> running"),
+        LedgerLine(14, 1290.0, "preflight_passed", "rule:preflight", True, "118.0 TFLOP/s"),
+    ),
+)
+
+
 class StillEngine:
+    """The engine's surface the dashboard uses, without an engine: the test sets the fleet."""
+
     on_snapshot = None
     on_error = None
 
@@ -28,6 +99,11 @@ class StillEngine:
 
     def shutdown(self, mode: str = "stop") -> None:
         pass
+
+    def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut.set_result(DETAIL)
+        return fut
 
 
 def _inst(i: int, **kw) -> InstanceSnap:
@@ -122,6 +198,9 @@ FLEET = FleetSnap(
     decisions_total=2,
     finished=None,
     in_service=2,
+    time_scale=30.0,
+    budget_usd=5.0,
+    dph_now=0.43,
 )
 
 
@@ -153,7 +232,15 @@ async def _shot(keys: tuple[str, ...]) -> str:
 
 
 @pytest.mark.parametrize(
-    "name, keys", [("fleet", ()), ("table", ("t",)), ("destroy", ("d",)), ("help", ("?",))]
+    "name, keys",
+    [
+        ("fleet", ()),
+        ("table", ("t",)),
+        ("destroy", ("d",)),
+        ("help", ("?",)),
+        ("detail", ("down", "enter")),
+        ("sorted", ("o", "o")),
+    ],
 )
 def test_view_snapshot(name, keys):
     got = asyncio.run(_shot(keys))
@@ -170,6 +257,11 @@ def test_view_snapshot(name, keys):
     if name == "fleet":
         assert "[bold red]x[/]" in got  # host text shown literally
         assert "unchanged 1m10s / 1m30s" in got
+        assert "$0.430/h now" in got and "market clock ×30" in got and "$0.44/$5.00" in got
+    if name == "detail":
+        assert "[bold red]x[/]" in got and "[/]" in got  # host text shown literally
+        assert "118.0 TFLOP/s vs 150 expected" in got and "550.54.14" in got
+        assert "GPU $0.1833" in got and "storage $0.0111" in got
 
 
 def test_intents_are_in_the_command_palette():

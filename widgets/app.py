@@ -29,9 +29,11 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input, RichLog, Static
 
-from .fleet import FleetTable, FleetView, visible
-from .ledger_screen import LedgerScreen
-from .modals import DestroyConfirm, DetachConfirm, HelpScreen, QuitScreen
+from .detail_screen import DetailScreen
+from .fleet import SORT_NAMES, FleetTable, FleetView, visible
+from .header import fleet_line
+from .ledger_screen import CANNED, LedgerScreen
+from .modals import BulkDestroyConfirm, DestroyConfirm, DetachConfirm, HelpScreen, QuitScreen
 from .receipt_screen import ReceiptScreen
 from .render import campaign_bar
 
@@ -54,6 +56,9 @@ class RentwatchApp(App[str]):
         Binding("x", "detach", "Detach", id="app.detach"),
         Binding("plus", "fleet_more", "Fleet+", id="fleet.more"),
         Binding("minus", "fleet_less", "Fleet-", id="fleet.less"),
+        Binding("enter", "detail", "Detail", id="fleet.detail"),
+        Binding("o", "sort", "Sort", id="fleet.sort"),
+        Binding("D", "bulk_destroy", "Destroy duds", id="fleet.bulk_destroy", show=False),
     ]
 
     def __init__(
@@ -69,6 +74,7 @@ class RentwatchApp(App[str]):
         self.latest: FleetSnap | None = None
         self._shown: FleetSnap | None = None
         self._log_seen = 0
+        self._bar_height = 0
         self.table_mode = False
         engine.on_snapshot = self._receive  # called in the engine's thread: only stores
         engine.on_error = lambda msg: self.call_from_thread(self._engine_error, msg)
@@ -77,11 +83,16 @@ class RentwatchApp(App[str]):
         ("Stop the selected instance", "stop"),
         ("Destroy the selected instance (asks)", "destroy"),
         ("Start the selected instance", "start"),
+        ("Detail of the selected instance", "detail"),
+        ("Sort the fleet: cycle new / cost / state / age / $/h", "sort"),
+        ("Destroy stopped rentals that never verified or went offline (asks)", "bulk_destroy"),
         ("Create one more instance", "create"),
         ("Want one more verified instance (fleet +1)", "fleet_more"),
         ("Want one fewer verified instance (fleet -1)", "fleet_less"),
         ("Hand the selected instance over to automation (recorded)", "hand_over"),
         ("Toggle table / pane view", "toggle_view"),
+        ("Filter the fleet", "filter"),
+        ("Help: the keys", "help"),
         ("Ledger (SQL)", "ledger"),
         ("Receipt and hosts", "receipt"),
         ("Detach and quit (asks; recorded)", "detach"),
@@ -90,6 +101,19 @@ class RentwatchApp(App[str]):
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
+        if isinstance(screen, LedgerScreen):  # its canned queries, without a chord to learn
+            for key, (name, _) in CANNED.items():
+                yield SystemCommand(
+                    f"Ledger query: {name}",
+                    f"rentwatch: canned ledger query {key}",
+                    lambda key=key: screen.action_canned(key),  # type: ignore[misc]
+                )
+        if isinstance(screen, DetailScreen):
+            yield SystemCommand(
+                "Fetch this instance's market logs again",
+                "rentwatch: the market's logs call, through the engine",
+                screen.action_fetch_logs,
+            )
         for title, action in self.PALETTE:
             yield SystemCommand(
                 title, f"rentwatch: {action.replace('_', ' ')}", getattr(self, f"action_{action}")
@@ -126,10 +150,18 @@ class RentwatchApp(App[str]):
         if snap is None or snap is self._shown or len(self.screen_stack) > 1:
             return  # nothing new, or a modal/screen is on top: don't render under it
         self._shown = snap
-        self.query_one("#bar", Static).update(campaign_bar(snap))
+        view = self.query_one(FleetView)
+        bar = self.query_one("#bar", Static)
+        text = Text("\n").join((campaign_bar(snap), fleet_line(snap, view.sort)))
+        # a new layout (the whole screen's, costly at 10,000 instances) only when the bar's
+        # height may change: its figures change every poll, its wrapped line count rarely
+        width = max(1, bar.size.width)
+        height = sum(max(1, -(-line.cell_len // width)) for line in text.split())
+        bar.update(text, layout=height != self._bar_height)
+        self._bar_height = height
         if self.table_mode:
             self.query_one(FleetTable).show(
-                visible(snap.instances, snap.now, self.query_one(FleetView).filter)
+                visible(snap.instances, snap.now, view.filter, view.sort)
             )
         else:
             self.query_one(FleetView).show(snap.instances, snap.now)
@@ -166,14 +198,21 @@ class RentwatchApp(App[str]):
         fut.add_done_callback(done)
 
     # -- intents -----------------------------------------------------------------------------
+    def _gone(self, s: InstanceSnap) -> bool:
+        """Whether it no longer exists on the market: no key may act on it (say so)."""
+        if s.phase in ("destroyed", "lost"):
+            self.notify(f"{s.instance_id} is already gone ({s.phase})", severity="warning")
+            return True
+        return False
+
     def action_stop(self) -> None:
         s = self.selected()
-        if s is not None:
+        if s is not None and not self._gone(s):
             self._send(f"stopped {s.instance_id}", StopIntent(s.instance_id))
 
     def action_start(self) -> None:
         s = self.selected()
-        if s is not None:
+        if s is not None and not self._gone(s):
             self._send(f"started {s.instance_id}", StartIntent(s.instance_id))
 
     def _resize(self, delta: int) -> None:
@@ -199,10 +238,7 @@ class RentwatchApp(App[str]):
 
     def action_destroy(self) -> None:
         s = self.selected()
-        if s is None:
-            return
-        if s.phase in ("destroyed", "lost"):
-            self.notify(f"{s.instance_id} is already gone", severity="warning")
+        if s is None or self._gone(s):
             return
 
         def confirmed(typed: str | None) -> None:
@@ -213,6 +249,48 @@ class RentwatchApp(App[str]):
             self._send(f"destroyed {s.instance_id}", DestroyIntent(conf))
 
         self.push_screen(DestroyConfirm(s), confirmed)
+
+    def action_detail(self) -> None:
+        s = self.selected()
+        if s is not None:
+            self.push_screen(DetailScreen(self.engine, s.instance_id))
+
+    def on_data_table_row_selected(self, event: FleetTable.RowSelected) -> None:
+        if isinstance(event.data_table, FleetTable):  # Enter on a table row
+            self.action_detail()
+
+    def action_sort(self) -> None:
+        view = self.query_one(FleetView)
+        view.sort = SORT_NAMES[(SORT_NAMES.index(view.sort) + 1) % len(SORT_NAMES)]
+        self.notify(f"sorted by {view.sort}", timeout=2)
+        self._shown = None
+        self.render_latest()
+
+    def bulk_candidates(self) -> list[InstanceSnap]:
+        """Stopped rentals still billing storage that never verified or went offline: the
+        ones an operator clears out in one go."""
+        snap = self.latest
+        return [
+            s
+            for s in (snap.instances if snap else ())
+            if s.phase == "stopped" and (not s.passed_preflight or s.status == "offline")
+        ]
+
+    def action_bulk_destroy(self) -> None:
+        doomed = self.bulk_candidates()
+        if not doomed:
+            self.notify("no stopped rental that never verified or went offline", timeout=4)
+            return
+
+        def confirmed(ok: bool | None) -> None:
+            if not ok:
+                self.notify("bulk destroy cancelled: nothing destroyed")
+                return
+            for s in doomed:  # the typed confirmation covered this very list
+                conf = DestroyConfirmation(s.instance_id, str(s.instance_id))
+                self._send(f"destroyed {s.instance_id}", DestroyIntent(conf))
+
+        self.push_screen(BulkDestroyConfirm(tuple(doomed)), confirmed)
 
     def action_toggle_view(self) -> None:
         self.table_mode = not self.table_mode
@@ -248,12 +326,18 @@ class RentwatchApp(App[str]):
         rows = self.latest.instances if self.latest else ()
         return sum(1 for s in rows if s.ended_at is None and s.supervised)
 
+    def _stopped(self) -> int:
+        """Stopped rentals: not running, but their storage bills until destroyed."""
+        return sum(
+            1 for s in (self.latest.instances if self.latest else ()) if s.phase == "stopped"
+        )
+
     def action_detach(self) -> None:
         def chosen(detach: bool | None) -> None:
             if detach:
                 self._leave("detach")
 
-        self.push_screen(DetachConfirm(self._held()), chosen)
+        self.push_screen(DetachConfirm(self._held(), self._stopped()), chosen)
 
     def action_quit_ask(self) -> None:
         held = self._held()
@@ -262,7 +346,7 @@ class RentwatchApp(App[str]):
             if mode is not None:
                 self._leave(mode)
 
-        self.push_screen(QuitScreen(held), chosen)
+        self.push_screen(QuitScreen(held, self._stopped()), chosen)
 
     def _leave(self, mode: str) -> None:
         self.notify(

@@ -3,6 +3,9 @@ and a keyed, diffed table view for big fleets."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Self
+
 from rentwatch.snapshot import InstanceSnap
 from rich.segment import Segment
 from rich.style import Style
@@ -12,6 +15,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import DataTable
+from textual.widgets.data_table import Row, RowKey
 
 from .render import pane_lines
 
@@ -19,10 +23,41 @@ PANE_HEIGHT = 4
 FADE_AFTER_S = 20 * 60  # dead attempts fold away after this much market time
 
 
+# the phases in the order an operator scans them: what needs a look first
+STATE_ORDER = {
+    p: i
+    for i, p in enumerate(
+        (
+            "lost",
+            "verifying",
+            "running",
+            "booting",
+            "requested",
+            "working",
+            "idle",
+            "verified",
+            "stopped",
+            "abandoned",
+            "destroyed",
+        )
+    )
+}
+# `o` cycles these; "new" is the engine's own order (live first, newest first)
+SORTS: dict[str, Callable[[InstanceSnap], Any] | None] = {
+    "new": None,
+    "cost": lambda s: -s.billed_usd,
+    "state": lambda s: (STATE_ORDER.get(s.phase, 99), -s.created_at),
+    "age": lambda s: s.created_at,
+    "$/h": lambda s: (-s.dph, -s.billed_usd),
+}
+SORT_NAMES = tuple(SORTS)
+
+
 def visible(
-    snaps: tuple[InstanceSnap, ...], now: float, filter_text: str
+    snaps: tuple[InstanceSnap, ...], now: float, filter_text: str, sort: str = "new"
 ) -> tuple[InstanceSnap, ...]:
-    """What both views show: live attempts and recently dead ones, matching the filter."""
+    """What both views show, in the chosen order: live attempts and recently dead ones,
+    matching the filter."""
     shown = [s for s in snaps if s.ended_at is None or now - s.ended_at < FADE_AFTER_S]
     if filter_text:
         f = filter_text.lower()
@@ -31,6 +66,9 @@ def visible(
             for s in shown
             if f in f"{s.instance_id} {s.gpu_name} {s.phase} {s.machine_id}".lower()
         ]
+    key = SORTS.get(sort)
+    if key is not None:
+        shown.sort(key=key)
     return tuple(shown)
 
 
@@ -53,12 +91,13 @@ class FleetView(ScrollView, can_focus=True):
         self.snaps: tuple[InstanceSnap, ...] = ()
         self.cursor = 0
         self.filter = ""
+        self.sort = "new"
         self.now = 0.0
 
     def show(self, snaps: tuple[InstanceSnap, ...], now: float) -> None:
         selected = self.selected_id
         self.now = now
-        self.snaps = visible(snaps, now, self.filter)
+        self.snaps = visible(snaps, now, self.filter, self.sort)
         ids = [s.instance_id for s in self.snaps]
         if selected in ids:
             self.cursor = ids.index(selected)
@@ -98,16 +137,68 @@ class FleetView(ScrollView, can_focus=True):
 
 
 class FleetTable(DataTable[str]):
-    """The same fleet as a keyed table: rows added and removed as instances come and go, only
-    the cells that changed are updated."""
+    """The same fleet as a keyed table. Rows are added and removed as instances come and go;
+    cells are computed and updated only for the rows on screen (and what scrolls into view),
+    so a 10,000-row fleet whose every bill ticks costs what the screen shows, not 10,000
+    updates a second."""
 
     COLUMNS = ("id", "gpu", "machine", "$/h", "phase", "status", "util", "throttle", "billed")
+    MARGIN = 2  # rows above and below the window kept fresh, for a smooth cursor move
+
+    # DataTable keys its row order and line offsets on a counter that every cell update bumps,
+    # so one changed cell rebuilds both lists over all rows (about 100 ms a poll at 10,000).
+    # Here they are keyed on the table's shape instead (rows added, removed or reordered):
+    # a cell update does not move a row, and every row is one line high.
+    _shape = 0
+    _rows_key: tuple[int, int] | None = None
+    _rows_cached: list[Row[str]] = []
+    _offsets_key: tuple[int, int] | None = None
+    _offsets_cached: list[tuple[RowKey, int]] = []
+
+    def add_row(self, *cells: str, **kw: Any) -> RowKey:  # type: ignore[override]
+        key = super().add_row(*cells, **kw)
+        self._shape += 1
+        return key
+
+    def remove_row(self, row_key: RowKey | str) -> None:
+        super().remove_row(row_key)
+        self._shape += 1
+
+    def sort(self, *columns: Any, **kw: Any) -> Self:
+        out = super().sort(*columns, **kw)
+        self._shape += 1
+        return out
+
+    def clear(self, columns: bool = False) -> Self:
+        out = super().clear(columns)
+        self._shape += 1
+        return out
+
+    @property
+    def ordered_rows(self) -> list[Row[str]]:
+        key = (self.row_count, self._shape)
+        if self._rows_key != key:
+            self._rows_cached = DataTable.ordered_rows.fget(self)  # type: ignore[attr-defined]
+            self._rows_key = key
+        return self._rows_cached
+
+    @property
+    def _y_offsets(self) -> list[tuple[RowKey, int]]:
+        key = (self.row_count, self._shape)
+        if self._offsets_key != key:
+            self._offsets_cached = [
+                (row.key, y) for row in self.ordered_rows for y in range(row.height)
+            ]
+            self._offsets_key = key
+        return self._offsets_cached
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
         for c in self.COLUMNS:
             self.add_column(c, key=c)
-        self._cells: dict[str, tuple[str, ...]] = {}
+        self._cells: dict[str, tuple[str, ...]] = {}  # what each row shows now
+        self._snaps: dict[str, InstanceSnap] = {}  # the latest snapshot of each row
+        self._order: list[str] = []
 
     @staticmethod
     def _row(s: InstanceSnap) -> tuple[str, ...]:
@@ -130,20 +221,49 @@ class FleetTable(DataTable[str]):
         )
 
     def show(self, snaps: tuple[InstanceSnap, ...]) -> None:
-        wanted = {str(s.instance_id): self._row(s) for s in snaps}
+        latest = {str(s.instance_id): s for s in snaps}
+        order = list(latest)
         with self.app.batch_update():
-            for key in [k for k in self._cells if k not in wanted]:
+            for key in [k for k in self._cells if k not in latest]:
                 self.remove_row(key)
                 del self._cells[key]
-            for key, row in wanted.items():
-                old = self._cells.get(key)
-                if old is None:
+            for key, snap in latest.items():
+                if key not in self._cells:
+                    row = self._row(snap)
                     self.add_row(*row, key=key)
-                else:
-                    for col, before, after in zip(self.COLUMNS, old, row, strict=True):
-                        if before != after:
-                            self.update_cell(key, col, after)
-                self._cells[key] = row
+                    self._cells[key] = row
+            self._snaps = latest
+            if order != self._order:
+                where = {k: i for i, k in enumerate(order)}
+                if [k for k in self._order if k in where] != [k for k in order if k in self._order]:
+                    self.sort("id", key=lambda iid: where.get(iid, len(where)))  # type: ignore[arg-type]
+                self._order = order
+            self._freshen()
+
+    def _freshen(self) -> None:
+        """Bring the rows on screen up to their latest snapshot, changed cells only."""
+        if not self._cells:
+            return
+        top = max(0, int(self.scroll_y) - self.MARGIN)
+        bottom = min(self.row_count, int(self.scroll_y) + self.size.height + self.MARGIN)
+        for index in range(top, bottom):
+            key = self.coordinate_to_cell_key((index, 0)).row_key.value
+            snap = self._snaps.get(key or "")
+            if key is None or snap is None:
+                continue
+            row = self._row(snap)
+            old = self._cells[key]
+            if row == old:
+                continue
+            for col, before, after in zip(self.COLUMNS, old, row, strict=True):
+                if before != after:
+                    self.update_cell(key, col, after)
+            self._cells[key] = row
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if getattr(self, "_cells", None):
+            self._freshen()  # rows scrolled into view show their latest figures
 
     @property
     def selected_id(self) -> int | None:

@@ -1,11 +1,12 @@
 """The ledger screen: SQL over the ledger, run in a thread worker through the ledger's query
 sandbox (its own read-only cursor, never the controller's write connection: see
 `rentwatch.ledger.readonly`); row-limited and paged (ctrl+n / ctrl+b), cancellable; canned
-queries one key away; exports go to the file the operator types, written by rentwatch's own
+queries one key away (F2..F6, and in the command palette); exports go to the file the operator types, written by rentwatch's own
 code. Cells and error messages are cleaned text, never markup."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rentwatch.core.errors import RentwatchError
@@ -36,7 +37,7 @@ CANNED = {
     ),
     "4": (
         "one machine's history",
-        "select seq, ts, kind, phase, actor, reason from events where machine_id = "
+        "select seq, time, kind, phase, actor, reason from timeline where machine_id = "
         "(select machine_id from instances order by created_at desc limit 1) order by seq",
     ),
     "5": (
@@ -47,9 +48,14 @@ CANNED = {
 }
 
 
+def canned_key(key: str) -> str:
+    """Canned query 1 is F2 (F1 is help in many terminals), ..., 5 is F6."""
+    return f"f{int(key) + 1}"
+
+
 class LedgerScreen(Screen[None]):
     BINDINGS = [
-        Binding("ctrl+r,f5", "run", "Run", id="ledger.run"),
+        Binding("ctrl+r", "run", "Run", id="ledger.run"),  # F2..F6 are the canned queries
         Binding("escape", "cancel_or_close", "Cancel / back", id="ledger.back"),
         # priority: the SQL editor would take these keys (end of line, ...) otherwise
         Binding("ctrl+e", "export", "Export CSV", id="ledger.export", priority=True),
@@ -57,8 +63,10 @@ class LedgerScreen(Screen[None]):
         Binding(
             "ctrl+b", "page(-1)", "Previous page", id="ledger.previous", show=False, priority=True
         ),
+        # function keys, not ctrl+digit: terminals and tmux send no distinct ctrl+digit, and
+        # the SQL editor has the focus, so plain digits are text. All are in the palette too.
         *[
-            Binding(f"ctrl+{k}", f"canned('{k}')", name, id=f"ledger.canned{k}")
+            Binding(canned_key(k), f"canned('{k}')", name, id=f"ledger.canned{k}", priority=True)
             for k, (name, _) in CANNED.items()
         ],
     ]
@@ -77,7 +85,8 @@ class LedgerScreen(Screen[None]):
             editor = TextArea(CANNED["1"][1], id="sql")
         yield editor
         yield Static(
-            "ctrl+r runs · ctrl+1..5 canned queries · ctrl+e exports · esc back", id="query-status"
+            "ctrl+r runs · F2..F6 canned queries (or ctrl+p) · ctrl+e exports · esc back",
+            id="query-status",
         )
         yield DataTable(id="results")
         export = Input(placeholder="export to FILE.csv or FILE.parquet", id="export-path")
@@ -117,6 +126,8 @@ class LedgerScreen(Screen[None]):
             )
         except RentwatchError as exc:
             result = exc
+        except Exception as exc:  # a bug must show on screen, not leave `running…` forever
+            result = RentwatchError(f"{type(exc).__name__}: {exc}")
         if not worker.is_cancelled:
             self.app.call_from_thread(self._show, result)
 
@@ -187,4 +198,6 @@ class LedgerScreen(Screen[None]):
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, datetime):  # the views' *_time columns: local time, to the second
+        return v.astimezone().strftime("%Y-%m-%d %H:%M:%S")
     return f"{v:.4f}" if isinstance(v, float) else str(v)

@@ -77,12 +77,24 @@ class DestroyConfirm(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+def storage_note(stopped: int) -> str:
+    """What stopped rentals still cost: a stopped instance keeps its disk, and its storage
+    bills until it is destroyed (Vast's billing; docs/fidelity.md)."""
+    if not stopped:
+        return ""
+    return (
+        f"\n{stopped} stopped rental(s) are not running but still bill storage until "
+        "destroyed; leaving does not change that."
+    )
+
+
 class QuitScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, held: int) -> None:
+    def __init__(self, held: int, stopped: int = 0) -> None:
         super().__init__()
         self.held = held
+        self.stopped = stopped
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -90,7 +102,8 @@ class QuitScreen(ModalScreen[str | None]):
                 Text(
                     f"Quit rentwatch? It holds {self.held} instance(s).\n\n"
                     "Stop all: verified instances are stopped, the rest destroyed (default).\n"
-                    "Detach: leave them running on purpose (recorded in the ledger).",
+                    "Detach: leave them running on purpose (recorded in the ledger)."
+                    + storage_note(self.stopped),
                     style="bold",
                 )
             )
@@ -115,16 +128,18 @@ class DetachConfirm(ModalScreen[bool]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, held: int) -> None:
+    def __init__(self, held: int, stopped: int = 0) -> None:
         super().__init__()
         self.held = held
+        self.stopped = stopped
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static(
                 Text(
                     f"Detach and quit? {self.held} instance(s) keep running and billing, "
-                    "watched only by their host watchdogs, until a controller adopts them.",
+                    "watched only by their host watchdogs, until a controller adopts them."
+                    + storage_note(self.stopped),
                     style="bold",
                 )
             )
@@ -142,6 +157,67 @@ class DetachConfirm(ModalScreen[bool]):
         self.dismiss(False)
 
 
+class BulkDestroyConfirm(ModalScreen[bool]):
+    """Destroy every stopped rental that never verified or went offline: the list is shown
+    first, and one typed confirmation (`destroy N`, N the count shown) covers exactly it."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, doomed: tuple[InstanceSnap, ...]) -> None:
+        super().__init__()
+        self.doomed = doomed
+
+    @property
+    def phrase(self) -> str:
+        return f"destroy {len(self.doomed)}"
+
+    def compose(self) -> ComposeResult:
+        body = Text()
+        body.append(f"Destroy these {len(self.doomed)} stopped rental(s)?\n\n", style="bold red")
+        for s in self.doomed[:15]:
+            why = "went offline" if s.status == "offline" else "never verified"
+            body.append(f"  i:{s.instance_id}  ")
+            body.append(Text(f"{s.gpu_name} m:{s.machine_id}  {why}  billed ${s.billed_usd:.4f}\n"))
+        if len(self.doomed) > 15:
+            body.append(f"  … and {len(self.doomed) - 15} more\n")
+        body.append("\nTheir disks are lost; storage stops billing. It cannot be undone.\n")
+        body.append(f"Type '{self.phrase}' and press Enter.")
+        with Vertical(id="dialog"):
+            yield Static(body)
+            yield Input(placeholder=self.phrase, id="typed")
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button("Destroy all listed", id="destroy", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#typed", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if not event.value.strip():
+            self.dismiss(False)
+            return
+        self._try(event.value)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "destroy":
+            self._try(self.query_one("#typed", Input).value)
+        else:
+            self.dismiss(False)
+
+    def _try(self, typed: str) -> None:
+        if " ".join(typed.split()).lower() == self.phrase:
+            self.dismiss(True)
+            return
+        self.query_one("#typed", Input).value = ""
+        self.notify(
+            f"that is not '{self.phrase}': nothing destroyed. Type it exactly, or Escape.",
+            severity="warning",
+        )
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
 HELP = """\
 rentwatch keys
 
@@ -150,6 +226,8 @@ rentwatch keys
   d         destroy (asks: type its id)  c   create one more
   /         filter the fleet             l   ledger (SQL)
   r         receipt and hosts            x   detach and quit (asks)
+  Enter     detail of the selected one   o   sort: new/cost/state/age/$/h
+  D         destroy stopped duds (asks)  ctrl+p  every action, by name
   q         quit (asks: stop all / detach / cancel)
   ?         this help
 """

@@ -125,7 +125,12 @@ SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.fail
        CASE WHEN e.verified_at IS NOT NULL THEN
          (coalesce(d.delivered_until, (SELECT now FROM ledger_clock)) - e.verified_at) / 3600 ELSE 0 END AS gpu_hours,
        coalesce(ch.gpu_usd, 0) AS gpu_usd, coalesce(ch.storage_usd, 0) AS storage_usd,
-       coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0) AS total_usd
+       coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0) AS total_usd,
+       -- the same moments as a person reads them (TIMESTAMPTZ to the second, in the session's zone)
+       date_trunc('second', to_timestamp(c.created_at)) AS created_time,
+       date_trunc('second', to_timestamp(e.verified_at)) AS verified_time,
+       date_trunc('second', to_timestamp(e.stopped_at)) AS stopped_time,
+       date_trunc('second', to_timestamp(e.destroyed_at)) AS destroyed_time
 FROM c JOIN e USING (instance_id)
 LEFT JOIN d USING (instance_id)
 LEFT JOIN instance_charges ch USING (instance_id);
@@ -158,8 +163,16 @@ FROM hosts GROUP BY host_id;
 
 CREATE OR REPLACE VIEW quarantine AS
 SELECT machine_id, arg_max(reason, seq) AS reason, max(ts) AS since,
-       arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq) AS until
+       arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq) AS until,
+       date_trunc('second', to_timestamp(max(ts))) AS since_time,
+       date_trunc('second', to_timestamp(arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq))) AS until_time
 FROM events WHERE kind = 'quarantine' AND machine_id IS NOT NULL GROUP BY machine_id;
+
+-- the events with their time as a timestamp beside the epoch seconds, for people reading them
+CREATE OR REPLACE VIEW timeline AS
+SELECT seq, date_trunc('second', to_timestamp(ts)) AS time, ts, campaign, instance_id, machine_id, host_id, kind, phase,
+       actor, ok, reason, date_trunc('second', to_timestamp(wall)) AS wall_time
+FROM events;
 
 -- one campaign's hold on one instance: the campaign that created it, or a later one that reused it
 CREATE OR REPLACE VIEW tenures AS

@@ -304,6 +304,17 @@ class Ledger:
     def instance_history(self, instance_id: int) -> list[Event]:
         return self.events(where="instance_id = ?", params=[instance_id])
 
+    def instance_events(self, instance_id: int, campaign: str, last: int = 200) -> list[Event]:
+        """One instance's events in one campaign, the newest `last` of them, oldest first (the
+        detail screen's ledger section and its status-line history)."""
+        rows = self.events(
+            where="instance_id = ? AND campaign = ? AND seq >= coalesce((SELECT min(seq) FROM "
+            "(SELECT seq FROM events WHERE instance_id = ? AND campaign = ? "
+            "ORDER BY seq DESC LIMIT ?)), 0)",
+            params=[instance_id, campaign, instance_id, campaign, int(last)],
+        )
+        return rows
+
     def tries(self, intent_seq: int) -> list[Event]:
         """The tries of one change, as they went out."""
         return self.events(where="kind = 'sent' AND intent_seq = ?", params=[intent_seq])

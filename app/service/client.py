@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -29,6 +29,9 @@ from ..intents import (
 from ..ledger.readonly import QueryFailed, QueryRefused, QueryResult
 from ..snapshot import FleetSnap
 from . import api, registry
+
+if TYPE_CHECKING:
+    from ..detail import InstanceDetail
 
 RECONNECT_S = 1.0
 STREAM_READ_TIMEOUT_S = 15.0  # three keepalives missed: the link or the controller is dead
@@ -126,6 +129,12 @@ class ControllerClient:
     def snapshot(self) -> FleetSnap:
         return api.snap_from_json(self._call("GET", "/v1/snapshot"))
 
+    def detail(self, instance_id: int, logs: bool = True) -> InstanceDetail:
+        from ..detail import detail_from_json
+
+        path = f"/v1/instances/{int(instance_id)}" + ("" if logs else "?logs=0")
+        return detail_from_json(self._call("GET", path))
+
     def intent(self, intent: api.Intent) -> str:
         return str(self._call("POST", "/v1/intents", json=api.intent_to_json(intent))["done"])
 
@@ -135,12 +144,17 @@ class ControllerClient:
         body = {"sql": sql, "limit": limit, "offset": offset, "id": query_id}
         return api.result_from_json(self._call("POST", "/v1/query", json=body))
 
-    def query_all(self, sql: str, limit: int, query_id: str | None = None) -> QueryResult:
-        """Up to `limit` rows, fetched a page at a time (the controller's pages are bounded)."""
+    def query_all(
+        self, sql: str, limit: int, query_id: str | None = None, offset: int = 0
+    ) -> QueryResult:
+        """Up to `limit` rows from `offset` on, fetched a page at a time (the controller's pages
+        are bounded)."""
         columns: list[str] = []
         rows: list[tuple[Any, ...]] = []
         while True:
-            page = self.query(sql, min(api.MAX_QUERY_ROWS, limit - len(rows)), len(rows), query_id)
+            page = self.query(
+                sql, min(api.MAX_QUERY_ROWS, limit - len(rows)), offset + len(rows), query_id
+            )
             columns = page.columns
             rows += page.rows
             if not page.truncated or not page.rows or len(rows) >= limit:
@@ -173,10 +187,13 @@ class RemoteLedger:
         self._client = ControllerClient(target, timeout=600.0)
         self._running: str | None = None
 
-    def query(self, sql: str, limit: int = 10_000) -> QueryResult:
+    def query(self, sql: str, limit: int = 10_000, offset: int = 0) -> QueryResult:
+        """As `Ledger.query`, paging included: the ledger screen asks for a page at `offset`
+        (without it, the screen's worker died on the argument and showed `running…` forever)."""
         qid = self._running = f"d{uuid.uuid4().hex[:12]}"
         try:
-            return self._client.query_all(sql, limit, query_id=qid)
+            got = self._client.query_all(sql, limit, query_id=qid, offset=offset)
+            return QueryResult(got.columns, got.rows, got.truncated, offset)
         finally:
             self._running = None
 
@@ -249,6 +266,29 @@ class RemoteEngine:
 
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
+        """One instance in depth from the controller (`GET /v1/instances/{id}`)."""
+        if self.loop is None or self._http is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            fut.set_exception(api.ControllerGone("not connected to a controller yet"))
+            return fut
+        http = self._http
+        from ..detail import detail_from_json  # the engine's shape, loaded when first asked
+
+        async def call() -> InstanceDetail:
+            try:
+                resp = await http.get(
+                    f"/v1/instances/{int(instance_id)}", params={} if logs else {"logs": "0"}
+                )
+            except httpx.TransportError as exc:
+                raise api.ControllerGone(
+                    f"no answer from {self.target.describe()}: {exc}"
+                ) from None
+            raise_for(resp)
+            return detail_from_json(resp.json())
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop)
 
     def _main(self) -> None:
         self.loop = asyncio.new_event_loop()

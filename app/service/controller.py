@@ -124,6 +124,15 @@ class Controller:
             )
         return out
 
+    async def detail(self, instance_id: int, logs: bool = True) -> dict[str, Any]:
+        """One instance in depth, for the detail screen (the market's logs included)."""
+        from ..detail import NoSuchInstance, build, detail_to_json
+
+        try:
+            return detail_to_json(await build(self._need(), instance_id, logs))
+        except NoSuchInstance as exc:
+            raise NotHeld(str(exc)) from None
+
     # -- intents ---------------------------------------------------------------------------
     async def apply(self, intent: api.Intent) -> str:
         """Carry out one operator intent; returns what was done, raises why not."""

@@ -3,6 +3,7 @@ where every request must carry the token from a 0600 token file.
 
     GET    /v1/status              campaign, pid, ledger, uptime, fleet, spend, $/h
     GET    /v1/snapshot            the fleet as the dashboard draws it
+    GET    /v1/instances/{id}      one instance in depth (the detail screen); ?logs=0: no market logs call
     GET    /v1/events              server-sent events: `snapshot` (whole fleet), `log` (new lines)
     POST   /v1/intents             {"intent": "stop"|"start"|"destroy"|"create"|"fleet", ...}
     POST   /v1/query               {"sql", "limit", "offset", "id"} -> one page, read-only
@@ -96,6 +97,7 @@ class ServiceServer:
             [
                 web.get("/v1/status", self.status),
                 web.get("/v1/snapshot", self.snapshot),
+                web.get("/v1/instances/{iid}", self.instance),
                 web.get("/v1/events", self.events),
                 web.post("/v1/intents", self.intents),
                 web.post("/v1/query", self.query),
@@ -159,6 +161,14 @@ class ServiceServer:
 
     async def snapshot(self, request: web.Request) -> web.StreamResponse:
         return _json(self.ctrl.snapshot())
+
+    async def instance(self, request: web.Request) -> web.StreamResponse:
+        raw = request.match_info["iid"]
+        if not raw.isdigit() or len(raw) > 15:
+            raise api.BadRequest("an instance id is a positive integer")
+        # shielded: a dashboard closing the screen must not cut the market's log call in half
+        logs = request.query.get("logs", "1") != "0"
+        return _json(await asyncio.shield(self.ctrl.detail(int(raw), logs)))
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(

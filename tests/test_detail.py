@@ -1,0 +1,350 @@
+"""The instance detail screen against the simulator, in-process and attached over the socket;
+and the supervision basics around it (sort, bulk destroy of stopped duds, storage counted in the
+leave dialogs, canned ledger queries without ctrl+digit, timestamps in the ledger's views)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+
+import pytest
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.policy import get_policy
+from rentwatch.dashboard import make_engine
+from rentwatch.ledger import Ledger
+from rentwatch.service.client import ControllerClient, RemoteEngine
+from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.detail_screen import DetailScreen
+from rentwatch.widgets.fleet import FleetView, visible
+from rentwatch.widgets.ledger_screen import CANNED, LedgerScreen, canned_key
+from rentwatch.widgets.modals import BulkDestroyConfirm, DetachConfirm, QuitScreen
+
+from .campaigns import campaign_text
+from .test_dashboard_keys import SNAP
+from .test_snapshots import FLEET, StillEngine
+
+
+@pytest.fixture
+def runtime(tmp_path, monkeypatch):
+    d = tmp_path / "run"
+    monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
+    return d
+
+
+async def _until(pilot, cond, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        await pilot.pause(0.1)
+    raise AssertionError(f"{what} never met")
+
+
+@pytest.mark.parametrize("attached", [False, True], ids=["in-process", "over-the-socket"])
+def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, attached):
+    from rentwatch.service.controller import attach_in_process
+
+    sim = make_sim(seed=7, offers=40, time_scale=120)
+    path = tmp_path / "l.duckdb"
+    ledger = Ledger(path)
+    engine = make_engine(
+        sim.url,
+        sim.api_key,
+        parse_campaign(campaign_text("tui", 2)),
+        get_policy("default"),
+        ledger,
+        tmp_path / "key",
+    )
+    if attached:
+        app, finish = attach_in_process(engine, ledger, path, "tui")
+        assert isinstance(app.engine, RemoteEngine)
+    else:
+        app, finish = RentwatchApp(engine, ledger, refresh_s=0.1), (lambda mode: None)
+
+    async def drive() -> None:
+        async with app.run_test(size=(150, 50)) as pilot:
+
+            def proven():
+                snap = app.latest
+                return snap and any(
+                    s.passed_preflight and s.util is not None and s.ended_at is None
+                    for s in snap.instances
+                )
+
+            await _until(pilot, proven, 90, "a proven instance with samples")
+            app.render_latest()
+            view = app.query_one(FleetView)
+            target = next(s for s in view.snaps if s.passed_preflight and s.util is not None)
+            while view.selected_id != target.instance_id:
+                await pilot.press("down")
+            await pilot.press("enter")
+            await _until(pilot, lambda: isinstance(app.screen, DetailScreen), 10, "detail open")
+            screen = app.screen
+            assert isinstance(screen, DetailScreen)
+            await _until(
+                pilot,
+                lambda: screen.detail is not None and not screen.logs[1].startswith("asking"),
+                30,
+                "the detail and the market's logs",
+            )
+            d = screen.detail
+            assert d is not None and d.instance_id == target.instance_id
+            # the preflight document: the speed against the model's, what the host said it is
+            assert d.preflight["ok"] is True and d.preflight["tflops"] > 0
+            assert d.preflight["expected"] and d.preflight["name"]
+            assert d.samples and d.samples[-1].max_sm_clock
+            assert [s.status for s in d.status_history][-1] == "running"
+            kinds = {e.kind for e in d.events}
+            assert {"create", "status", "preflight_passed"} <= kinds
+            # the market's own logs, fetched through the engine (the sim logs the image pull)
+            assert screen.logs[1] == "" and screen.logs[0], screen.logs
+            # money split GPU/storage, the same billing as the fleet's figure for it
+            snap = next(s for s in app.latest.instances if s.instance_id == d.instance_id)
+            assert d.gpu_usd > 0 and d.storage_usd > 0
+            assert abs(d.total_usd - snap.billed_usd) < 0.01
+            shown = "\n".join(str(w.render()) for w in screen.query("Static"))
+            assert "money so far" in shown and "market logs" in shown
+            await pilot.press("escape")
+            await _until(pilot, lambda: not isinstance(app.screen, DetailScreen), 5, "back")
+            # the ledger screen's canned query answers, in-process or through the controller
+            await pilot.press("l")
+            await _until(pilot, lambda: isinstance(app.screen, LedgerScreen), 5, "ledger")
+            ledger_screen = app.screen
+            await pilot.press("f2")  # canned query 1: the receipt
+            status = ledger_screen.query_one("#query-status")
+            await _until(pilot, lambda: "row" in str(status.render()), 20, "the query's answer")
+            assert ledger_screen.result is not None and ledger_screen.result.rows
+            await pilot.press("escape")
+            await _until(pilot, lambda: not isinstance(app.screen, LedgerScreen), 5, "back")
+            await pilot.press("q")
+            await _until(pilot, lambda: isinstance(app.screen, QuitScreen), 5, "quit dialog")
+            await pilot.press("enter")
+            await _until(pilot, lambda: not app.is_running, 60, "quit")
+
+    try:
+        asyncio.run(drive())
+    finally:
+        finish(app.return_value)
+        if engine.alive():
+            engine.shutdown("stop")
+        ledger.close()
+
+
+def test_detail_endpoint_answers_and_refuses_strangers(make_sim, tmp_path, runtime):
+    """`GET /v1/instances/{id}` over the controller's socket; an id not held is a 404."""
+    from rentwatch.service.api import ServiceError
+    from rentwatch.service.controller import attach_in_process
+
+    sim = make_sim(seed=7, offers=40, time_scale=120)
+    path = tmp_path / "l.duckdb"
+    ledger = Ledger(path)
+    engine = make_engine(
+        sim.url,
+        sim.api_key,
+        parse_campaign(campaign_text("tui", 1)),
+        get_policy("default"),
+        ledger,
+        tmp_path / "key",
+    )
+    app, finish = attach_in_process(engine, ledger, path, "tui")
+    try:
+        client = ControllerClient(app.engine.target, timeout=30)
+        deadline = time.monotonic() + 60
+        while not client.snapshot().instances:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        iid = client.snapshot().instances[0].instance_id
+        d = client.detail(iid, logs=False)
+        assert d.instance_id == iid and d.market_logs == () and d.events
+        with pytest.raises(ServiceError, match="not part of this campaign"):
+            client.detail(999_999_999)
+        client.close()
+    finally:
+        finish("stop")
+        ledger.close()
+
+
+# -- without a market ------------------------------------------------------------------------
+def _stopped(iid: int, verified: bool, status: str = "exited"):
+    return dataclasses.replace(
+        SNAP,
+        instance_id=iid,
+        phase="stopped",
+        status=status,
+        passed_preflight=verified,
+        ended_at=100.0,
+    )
+
+
+def _fleet(*snaps):
+    return dataclasses.replace(FLEET, instances=tuple(snaps), now=200.0)
+
+
+class _Recorder(StillEngine):
+    def __init__(self) -> None:
+        self.sent: list[object] = []
+
+    def submit(self, intent):
+        import concurrent.futures
+
+        self.sent.append(intent)
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut.set_result(True)
+        return fut
+
+
+def test_bulk_destroy_lists_first_and_takes_one_typed_confirmation():
+    dud, offline, good = _stopped(11, False), _stopped(12, True, "offline"), _stopped(13, True)
+    engine = _Recorder()
+
+    async def run() -> None:
+        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)) as pilot:
+            app.latest = _fleet(dud, offline, good, dataclasses.replace(SNAP, instance_id=14))
+            await pilot.pause(0.2)
+            await pilot.press("D")
+            await pilot.pause(0.2)
+            dialog = app.screen
+            assert isinstance(dialog, BulkDestroyConfirm)
+            assert [s.instance_id for s in dialog.doomed] == [11, 12]  # the verified one stays
+            listed = str(dialog.query("Static").first().render())
+            assert "i:11" in listed and "i:12" in listed and "i:13" not in listed
+            await pilot.press(*"destroy 3", "enter")  # the wrong count: nothing happens
+            await pilot.pause(0.2)
+            assert engine.sent == [] and isinstance(app.screen, BulkDestroyConfirm)
+            await pilot.press(*"destroy 2", "enter")
+            await pilot.pause(0.3)
+            assert sorted(i.confirmation.instance_id for i in engine.sent) == [11, 12]
+            assert all(i.confirmation.valid() for i in engine.sent)
+
+    asyncio.run(run())
+
+
+def test_quit_and_detach_count_stopped_rentals_billing_storage():
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)) as pilot:
+            app.latest = _fleet(_stopped(11, True), _stopped(12, False), SNAP)
+            await pilot.pause(0.2)
+            for key, cls in (("q", QuitScreen), ("x", DetachConfirm)):
+                await pilot.press(key)
+                await pilot.pause(0.2)
+                assert isinstance(app.screen, cls)
+                text = str(app.screen.query("Static").first().render())
+                assert "holds 1 instance" in text or "1 instance(s) keep running" in text
+                assert "2 stopped rental(s)" in text and "storage" in text
+                await pilot.press("escape")
+                await pilot.pause(0.2)
+
+    asyncio.run(run())
+
+
+def test_sort_key_cycles_and_orders_both_views():
+    cheap = dataclasses.replace(SNAP, instance_id=1, billed_usd=0.01, created_at=10.0, dph=0.1)
+    dear = dataclasses.replace(SNAP, instance_id=2, billed_usd=0.50, created_at=20.0, dph=0.4)
+    old = dataclasses.replace(SNAP, instance_id=3, billed_usd=0.20, created_at=1.0, dph=0.2)
+    snaps = (cheap, dear, old)
+    assert [s.instance_id for s in visible(snaps, 100.0, "", "cost")] == [2, 3, 1]
+    assert [s.instance_id for s in visible(snaps, 100.0, "", "age")] == [3, 1, 2]
+    assert [s.instance_id for s in visible(snaps, 100.0, "", "$/h")] == [2, 3, 1]
+
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)) as pilot:
+            app.latest = _fleet(*snaps)
+            await pilot.pause(0.2)
+            await pilot.press("o")  # new -> cost
+            await pilot.pause(0.2)
+            assert [s.instance_id for s in app.query_one(FleetView).snaps] == [2, 3, 1]
+            assert "sort: cost (o)" in str(app.query_one("#bar").render())
+            await pilot.press("t")
+            await pilot.pause(0.3)
+            table = app.query_one("#table")
+            ids = [table.coordinate_to_cell_key((r, 0)).row_key.value for r in range(3)]
+            assert ids == ["2", "3", "1"]
+
+    asyncio.run(run())
+
+
+def test_every_fleet_key_is_in_the_command_palette():
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)):
+            in_palette = {action for _, action in app.PALETTE}
+            keyed = {b.action for b in app.BINDINGS}  # type: ignore[union-attr]
+            assert keyed <= in_palette, keyed - in_palette
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert "Detail of the selected instance" in titles
+
+    asyncio.run(run())
+
+
+def test_canned_ledger_queries_need_no_ctrl_digit_and_are_in_the_palette():
+    every = [k.strip() for b in LedgerScreen.BINDINGS for k in b.key.split(",")]
+    keys = set(every)
+    assert not any(k.startswith("ctrl+") and k[5:].isdigit() for k in keys)
+    assert len(every) == len(keys), "one key bound twice on the ledger screen"
+    assert {canned_key(k) for k in CANNED} <= keys
+
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.press("l")
+            await pilot.pause(0.3)
+            screen = app.screen
+            assert isinstance(screen, LedgerScreen)
+            titles = [c.title for c in app.get_system_commands(screen)]
+            for _, (name, _) in CANNED.items():
+                assert f"Ledger query: {name}" in titles
+            await pilot.press("f3")  # canned query 2: duds by failure class
+            await pilot.pause(0.5)
+            assert screen.sql == CANNED["2"][1]
+
+    asyncio.run(run())
+
+
+def test_ledger_views_carry_timestamps_beside_epochs():
+    with Ledger(":memory:") as led:
+        for view, col in (
+            ("instances", "created_time"),
+            ("quarantine", "since_time"),
+            ("timeline", "time"),
+        ):
+            assert col in led.query(f"select * from {view} limit 0").columns
+        when = led.query("select to_timestamp(1764400000) t").rows[0][0]
+        assert when.year == 2025
+
+
+def test_enter_opens_the_detail_from_panes_and_from_table_rows():
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)) as pilot:
+            app.latest = FLEET
+            await pilot.pause(0.3)
+            for toggle in ((), ("t",)):
+                await pilot.press(*toggle, "down", "enter")
+                await pilot.pause(0.3)
+                screen = app.screen
+                assert isinstance(screen, DetailScreen), toggle
+                assert screen.instance_id == FLEET.instances[1].instance_id
+                await pilot.press("escape")
+                await pilot.pause(0.2)
+
+    asyncio.run(run())
+
+
+def test_stop_and_start_on_a_destroyed_instance_send_nothing():
+    engine = _Recorder()
+
+    async def run() -> None:
+        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)) as pilot:
+            gone = dataclasses.replace(SNAP, phase="destroyed", ended_at=100.0)
+            app.latest = _fleet(gone)
+            await pilot.pause(0.2)
+            await pilot.press("s", "a")
+            await pilot.pause(0.2)
+            assert engine.sent == []
+
+    asyncio.run(run())

@@ -1,0 +1,284 @@
+"""One instance in depth (Enter on a pane or a table row): status-line history with times, the
+preflight document, utilization, clocks and throttle reasons over time, jobs, the market's own
+logs for it, the money so far split GPU/storage, and its ledger events.
+
+The screen asks the engine (`engine.detail(id)`: in-process, or `GET /v1/instances/{id}` through
+a controller) in a thread worker; it never calls the market or the ledger itself. Every string
+that came from a host or the market is drawn as `Text`, never parsed as markup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rentwatch.core.text import clean
+from rentwatch.detail import InstanceDetail
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from .clock import ago, clock, speed, time_label
+from .render import PHASE_STYLE, sparkline
+
+REFRESH_S = 2.0  # wall seconds between refreshes of figures (the market's logs: on `g`)
+WAIT_S = 20.0  # the longest the worker waits for one answer
+
+
+def _line(*parts: tuple[str, str] | str) -> Text:
+    t = Text()
+    for p in parts:
+        if isinstance(p, tuple):
+            t.append(Text(p[0], style=p[1]))
+        else:
+            t.append(Text(p))
+    return t
+
+
+def render_head(d: InstanceDetail) -> Text:
+    t = Text()
+    t.append(f" i:{d.instance_id} ", style="bold reverse")
+    t.append(Text(f" {d.gpu_name}  m:{d.machine_id} h:{d.host_id}  "))
+    t.append(f"{d.phase.upper()}", style=PHASE_STYLE.get(d.phase, ""))
+    t.append(f"  ${d.gpu_dph + d.storage_dph:.3f}/h")
+    t.append(f"  created {clock(d.created_at)}")
+    t.append(f" ({ago(d.now - d.created_at)} ago)")
+    if d.ended_at is not None:
+        t.append(f"  left service {clock(d.ended_at)}", style="grey62")
+    t.append(f"   times: {time_label(d.time_scale)}", style="dim")
+    if speed(d.time_scale):
+        t.append(f", {speed(d.time_scale)}", style="dim")
+    return t
+
+
+def render_money(d: InstanceDetail) -> Text:
+    t = Text()
+    t.append("money so far  ", style="bold")
+    t.append(f"${d.total_usd:.4f}", style="bold")
+    t.append(f" = GPU ${d.gpu_usd:.4f} (${d.gpu_dph:.3f}/h while running)")
+    t.append(f" + storage ${d.storage_usd:.4f} (${d.storage_dph:.4f}/h until destroyed)")
+    if d.bandwidth_usd:
+        t.append(f" + bandwidth ${d.bandwidth_usd:.4f}")
+    return t
+
+
+def render_preflight(d: InstanceDetail) -> Text:
+    p = d.preflight
+    t = Text()
+    t.append("preflight  ", style="bold")
+    if not p.get("ran"):
+        t.append("not run yet", style="grey50")
+        return t
+    ok = p.get("ok")
+    t.append(
+        "passed" if ok else "FAILED" if ok is False else "running",
+        style="green" if ok else "bold red" if ok is False else "yellow",
+    )
+    tflops, expected = p.get("tflops"), p.get("expected")
+    if isinstance(tflops, int | float):
+        t.append(f"   {tflops:.1f} TFLOP/s")
+        if isinstance(expected, int | float) and expected:
+            t.append(f" vs {expected:.0f} expected for the model ({tflops / expected:.0%})")
+    t.append("\n   NVML name ")
+    t.append(Text(clean(p.get("name") or "-", 80), style="cyan"))
+    t.append("   driver ")
+    t.append(Text(clean(p.get("driver") or "-", 40)))
+    t.append("   CUDA ")
+    t.append(Text(clean(p.get("cuda") or "-", 20)))
+    if p.get("backend"):
+        t.append(Text(f"   backend {clean(p.get('backend'), 20)}", style="dim"))
+    if p.get("reason") and ok is False:
+        t.append("\n   ")
+        t.append(Text(clean(p.get("reason"), 200), style="red"))
+    return t
+
+
+def render_gpu(d: InstanceDetail, width: int = 60) -> Text:
+    t = Text()
+    t.append("GPU over time", style="bold")
+    t.append(f"  ({len(d.samples)} samples)\n", style="dim")
+    if not d.samples:
+        t.append("   no samples yet (they start once the preflight passed)", style="grey50")
+        return t
+    util = tuple(s.util or 0.0 for s in d.samples)
+    clocks = tuple(
+        (s.sm_clock or 0.0) / s.max_sm_clock * 100 if s.max_sm_clock else 0.0 for s in d.samples
+    )
+    throttled = "".join("!" if s.reasons else "·" for s in d.samples[-width:])
+    last = d.samples[-1]
+    t.append("   util     ")
+    t.append(sparkline(util, width), style="cyan")
+    t.append(f"  {last.util or 0:.0f}%\n")
+    t.append("   SM clock ")
+    t.append(sparkline(clocks, width), style="magenta")
+    if last.sm_clock and last.max_sm_clock:
+        t.append(f"  {last.sm_clock:.0f}/{last.max_sm_clock:.0f} MHz")
+    t.append("\n   throttle ")
+    t.append(throttled, style="red" if "!" in throttled else "grey50")
+    t.append("  now: ")
+    t.append(Text(", ".join(last.reasons) or "none", style="red" if last.reasons else "grey50"))
+    t.append(f"\n   from {clock(d.samples[0].at)} to {clock(last.at)}", style="dim")
+    return t
+
+
+def render_status_history(d: InstanceDetail) -> Table:
+    table = Table(
+        title=f"status line ({time_label(d.time_scale)})",
+        title_justify="left",
+        expand=True,
+        show_edge=False,
+    )
+    table.add_column("at", width=8, no_wrap=True)
+    table.add_column("status", width=10, no_wrap=True)
+    table.add_column("message", ratio=1, overflow="fold")
+    for s in d.status_history[-20:]:
+        table.add_row(clock(s.at), Text(s.status or "-"), Text(s.msg or "-"))
+    table.add_row(
+        Text("now", style="bold"), Text(d.status or "-"), Text(d.status_msg or "-", style="bold")
+    )
+    return table
+
+
+def render_jobs(d: InstanceDetail) -> Table | Text:
+    if not d.jobs:
+        return Text("jobs  none ran here", style="grey50")
+    table = Table(title="jobs", title_justify="left", expand=True, show_edge=False)
+    for c in ("job", "state", "started", "ended", "exit", "last log line"):
+        table.add_column(c, overflow="fold", ratio=1 if c == "last log line" else None)
+    for j in d.jobs:
+        table.add_row(
+            Text(j.name),
+            Text(j.status),
+            clock(j.started_at),
+            clock(j.finished_at),
+            "-" if j.exit_code is None else str(j.exit_code),
+            Text(j.last_line or "-"),
+        )
+    return table
+
+
+def render_logs(d: InstanceDetail, fetched_at: float | None) -> Text:
+    t = Text()
+    t.append("market logs", style="bold")
+    t.append(
+        "  (the marketplace's own log of this instance; g fetches again"
+        + (f", fetched {clock(fetched_at)})" if fetched_at is not None else ")"),
+        style="dim",
+    )
+    if d.market_logs_error:
+        t.append("\n   ")
+        t.append(Text(d.market_logs_error, style="yellow"))
+    if not d.market_logs and not d.market_logs_error:
+        t.append("\n   (empty)", style="grey50")
+    for line in d.market_logs[-20:]:
+        t.append("\n   ")
+        t.append(Text(line))
+    return t
+
+
+def render_events(d: InstanceDetail) -> Table:
+    table = Table(
+        title=f"ledger events ({time_label(d.time_scale)})",
+        title_justify="left",
+        expand=True,
+        show_edge=False,
+    )
+    table.add_column("seq", justify="right", width=6)
+    table.add_column("at", width=8, no_wrap=True)
+    table.add_column("kind", width=16, no_wrap=True)
+    table.add_column("actor", width=16, no_wrap=True)
+    table.add_column("ok", width=3)
+    table.add_column("reason", ratio=1, overflow="fold")
+    for e in d.events[-30:]:
+        table.add_row(
+            str(e.seq),
+            clock(e.at),
+            Text(e.kind),
+            Text(e.actor),
+            "-" if e.ok is None else "✔" if e.ok else "✘",
+            Text(e.reason),
+        )
+    return table
+
+
+class DetailScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape,enter", "app.pop_screen", "Back", id="detail.back"),
+        Binding("g", "fetch_logs", "Fetch market logs", id="detail.logs"),
+    ]
+
+    def __init__(self, engine: Any, instance_id: int) -> None:
+        super().__init__()
+        self.engine = engine
+        self.instance_id = instance_id
+        self.detail: InstanceDetail | None = None
+        self.logs: tuple[tuple[str, ...], str, float | None] = ((), "asking the market…", None)
+        self.error = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f" i:{self.instance_id}  reading…"), id="detail-head")
+        with VerticalScroll(id="detail-body"):
+            yield Static("", id="detail-money")
+            yield Static("", id="detail-preflight")
+            yield Static("", id="detail-gpu")
+            yield Static("", id="detail-status")
+            yield Static("", id="detail-jobs")
+            yield Static("", id="detail-logs")
+            yield Static("", id="detail-events")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load(True)
+        self.set_interval(REFRESH_S, self._tick)
+
+    def _tick(self) -> None:
+        # one question at a time: a slow controller or market is not asked again meanwhile
+        if not any(w.is_running for w in self.workers if w.group == "detail"):
+            self.load(False)
+
+    def action_fetch_logs(self) -> None:
+        self.logs = ((), "asking the market…", self.logs[2])
+        self.load(True)
+
+    @work(thread=True, exclusive=False, group="detail", exit_on_error=False)
+    def load(self, logs: bool) -> None:
+        try:
+            d: InstanceDetail | Exception = self.engine.detail(self.instance_id, logs).result(
+                WAIT_S
+            )
+        except Exception as exc:  # the engine, the controller or the link: said on screen
+            d = exc
+        self.app.call_from_thread(self._show, d, logs)
+
+    def _show(self, d: InstanceDetail | Exception, logs: bool) -> None:
+        if not self.is_mounted:
+            return
+        if isinstance(d, Exception):
+            self.error = clean(f"{type(d).__name__}: {d}", 300)
+            self.query_one("#detail-head", Static).update(
+                Text(f" i:{self.instance_id}  could not read it: {self.error}", style="bold red")
+            )
+            return
+        self.error = ""
+        if logs:
+            self.logs = (d.market_logs, d.market_logs_error, d.now)
+        self.detail = d
+        shown = InstanceDetail(
+            **{
+                **{f: getattr(d, f) for f in d.__dataclass_fields__},
+                "market_logs": self.logs[0],
+                "market_logs_error": self.logs[1],
+            }
+        )
+        self.query_one("#detail-head", Static).update(render_head(shown))
+        self.query_one("#detail-money", Static).update(render_money(shown))
+        self.query_one("#detail-preflight", Static).update(render_preflight(shown))
+        width = max(16, min(120, self.size.width - 30))
+        self.query_one("#detail-gpu", Static).update(render_gpu(shown, width))
+        self.query_one("#detail-status", Static).update(render_status_history(shown))
+        self.query_one("#detail-jobs", Static).update(render_jobs(shown))
+        self.query_one("#detail-logs", Static).update(render_logs(shown, self.logs[2]))
+        self.query_one("#detail-events", Static).update(render_events(shown))
