@@ -113,6 +113,8 @@ class JobWork:
                 return
             if self.queue.on(a.instance_id) is not None:
                 continue
+            if a.ssh_host is None or a.ssh_port is None:
+                continue  # no SSH route in the last list answer: nothing to start it over
             job = self.queue.take(a.instance_id, now)
             if job is None:
                 continue

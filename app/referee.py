@@ -147,7 +147,12 @@ async def _one_run(
     ended, finish = "the run failed before its end", start
     try:
         await session.start()
-        ended, finish = await _run_until(sup.run(), sim.market.clock, start + deadline_s)
+        try:
+            ended, finish = await _run_until(sup.run(), sim.market.clock, start + deadline_s)
+        except Exception as exc:  # an engine error ends this run, scored as far as it got;
+            # it must not take the other runs of the referee down with it
+            ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"
+            finish = min(sim.market.clock.now(), start + deadline_s)
         await session.release("rule:campaign_end", "referee: campaign ended")
     finally:
         await session.end(f"referee: run over ({ended})")

@@ -207,8 +207,12 @@ class HostTender:
         while a.life.phase == Phase.VERIFIED and not a.untrusted:
             job = self.jobs.queue.on(a.instance_id)
             await asyncio.sleep(self.link.wall(self.job_poll_s if job else self.beat_s, 0.05))
-            if a.life.phase != Phase.VERIFIED or a.ssh_host is None or a.untrusted:
+            if a.life.phase != Phase.VERIFIED or a.untrusted:
                 break
+            if a.ssh_host is None:
+                # a list answer without the host's SSH route is no answer: wait for the next
+                # one (leaving would leave its job unwatched until the campaign's deadline)
+                continue
             job = self.jobs.queue.on(a.instance_id)
             if job is not None:
                 try:

@@ -197,3 +197,46 @@ def test_a_shell_that_says_why_it_printed_nothing_is_judged_at_once():
     a = run_preflight(link)
     assert link.calls == ["preflight"]
     assert a.verdict is not None and a.verdict.failure_class == "bad_probe"
+
+
+def test_a_list_answer_without_the_ssh_route_does_not_leave_the_job_unwatched():
+    """One market answer that leaves out a proven host's SSH route is no answer: the tender
+    waits for the next one and goes on checking the job (before, it left for good and the job
+    stayed 'running' until the campaign's deadline)."""
+
+    class Market:
+        time_scale = 600.0
+
+    class Link(ScriptedLink):
+        market = Market()
+
+        async def run(self, a: Attempt, command: str, **kw: Any) -> RunResult:
+            self.calls.append(command)
+            return said("EXIT 0\nfinished\n") if "exit" in command else said("")
+
+    link = Link([said("")])
+    work, queue, ledger = job_work(link)
+    clock = work.clock
+    tender = HostTender(link, work, work.journal, DEFAULT, clock)  # type: ignore[arg-type]
+    a = attempt()
+    a.life.phase = Phase.VERIFIED
+    job = queue.take(a.instance_id, 1_000.0)
+    assert job is not None
+
+    async def go() -> None:
+        task = asyncio.create_task(tender.tend(a))
+        await asyncio.sleep(0.01)  # the watchdog is armed; then a list answer drops the route
+        route = a.ssh_host
+        a.ssh_host = None
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        a.ssh_host = route  # the next answer has it again
+        for _ in range(200):
+            if job.status == "done":
+                break
+            await asyncio.sleep(0.01)
+        a.life.phase = Phase.STOPPED
+        await asyncio.wait_for(task, 2)
+
+    asyncio.run(go())
+    assert job.status == "done"

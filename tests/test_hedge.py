@@ -106,11 +106,19 @@ def creates(snap, policy) -> list[Create]:
 
 
 def test_decide_hedges_on_a_bad_market_and_says_why():
-    made = creates(snapshot(BAD_MARKET, jobs_pending=6), DEFAULT)
+    impatient = DEFAULT.with_overrides({"value_of_time_usd_per_h": 2.0})
+    made = creates(snapshot(BAD_MARKET, jobs_pending=6), impatient)
     assert len(made) > 3
     assert "spare" in made[-1].reason and "p(deliver)=0.4" in made[-1].reason
     # one create per machine, never a machine twice
     assert len({c.offer.machine_id for c in made if c.offer}) == len(made)
+
+
+def test_the_default_hedges_a_small_fleet_on_a_bad_market_only():
+    """At default's own value of time: a fleet of one on a 40% market gets a spare; the same
+    fleet on a market where everything delivered does not."""
+    assert len(creates(snapshot(BAD_MARKET, n=1, jobs_pending=2), DEFAULT)) == 2
+    assert len(creates(snapshot(GOOD_MARKET, n=1, jobs_pending=2), DEFAULT)) == 1
 
 
 def test_decide_does_not_hedge_on_an_honest_market_without_work_for_a_spare():
