@@ -58,7 +58,9 @@ class ScriptedLink:
         self.calls.append(command)
         return self._next()
 
-    async def probe(self, a: Attempt, script: bytes, timeout_wall: float) -> RunResult:
+    async def probe(
+        self, a: Attempt, script: bytes, timeout_wall: float, command: str = "python3 -"
+    ) -> RunResult:
         self.calls.append("preflight")
         return self._next()
 
@@ -184,7 +186,9 @@ def test_a_dropped_preflight_does_not_count_as_ssh_silence():
     seen: list[str | None] = []
 
     class Watch(ScriptedLink):
-        async def probe(self, a: Attempt, script: bytes, timeout_wall: float) -> RunResult:
+        async def probe(
+            self, a: Attempt, script: bytes, timeout_wall: float, command: str = "python3 -"
+        ) -> RunResult:
             seen.append(a.ssh_error)
             return await super().probe(a, script, timeout_wall)
 
@@ -196,7 +200,8 @@ def test_a_shell_that_says_why_it_printed_nothing_is_judged_at_once():
     link = ScriptedLink([said("", code=127, err=b"sh: 1: python3: not found\n")])
     a = run_preflight(link)
     assert link.calls == ["preflight"]
-    assert a.verdict is not None and a.verdict.failure_class == "bad_probe"
+    # judged at once, and as the campaign's (the image has no python3), never the host's
+    assert a.verdict is not None and a.verdict.failure_class == "campaign_fault"
 
 
 def test_a_list_answer_without_the_ssh_route_does_not_leave_the_job_unwatched():
