@@ -20,8 +20,8 @@ from .hostile_market import HostileMarket, Hostility
 
 LONG = os.environ.get("RENTWATCH_CHAOS_LONG") == "1"
 # the long mode's hostile market slows every job's progress (answers lost, rows unseen,
-# creates resolved by label): 30 jobs are still hundreds of creates
-N_JOBS = 30 if LONG else 6
+# creates resolved by label): 50 jobs are hundreds of creates (30 made 152)
+N_JOBS = 50 if LONG else 6
 RETRIES = 30 if LONG else 8  # the long market kills about every other attempt
 KILLS = [signal.SIGKILL, signal.SIGTERM] * (4 if LONG else 1)
 SEED = int(os.environ.get("RENTWATCH_CHAOS_SEED", "13"))
