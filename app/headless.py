@@ -47,16 +47,18 @@ def _market_down_s() -> float:
         return MARKET_DOWN_S
 
 
-async def _watch_market(sup: Supervisor, limit_s: float) -> None:
+async def _watch_market(
+    sup: Supervisor, limit_s: float, monotonic: Callable[[], float] = time.monotonic
+) -> None:
     """Raise `MarketDown` once no poll has succeeded for `limit_s` wall seconds. The supervisor
     rides out a market that fails now and then (a poll skipped, said in the log); this is for
     one that stays gone, where waiting longer only bills unwatched rentals."""
-    seen, since = sup.polls, time.monotonic()
+    seen, since = sup.polls, monotonic()
     while True:
         await asyncio.sleep(min(5.0, limit_s / 4))
         if sup.polls != seen:
-            seen, since = sup.polls, time.monotonic()
-        elif time.monotonic() - since > limit_s:
+            seen, since = sup.polls, monotonic()
+        elif monotonic() - since > limit_s:
             raise MarketDown(
                 f"no answer from the market for {limit_s / 60:.0f} min "
                 f"(last successful poll #{seen}); giving up"

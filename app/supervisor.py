@@ -409,16 +409,10 @@ class Supervisor:
         size = max(0, size)
         self.campaign = dataclasses.replace(self.campaign, fleet=size)
         self.recovery.campaign = self.campaign
-        now = self.now()
-        self.fleet_set_at = now
-        self.journal.fact(
-            K.FLEET_SIZE,
-            None,
-            at=now,
-            actor=actor,
-            reason=f"wanted fleet {old} -> {size}: {reason}",
-            detail={"old": old, "new": size},
-        )
+        self.fleet_set_at = now = self.now()
+        why = f"wanted fleet {old} -> {size}: {reason}"
+        detail = {"old": old, "new": size}
+        self.journal.fact(K.FLEET_SIZE, None, at=now, actor=actor, reason=why, detail=detail)
         self.journal.say(f"fleet  {old} -> {size} by {actor}: {reason}")
         return old
 
@@ -426,16 +420,17 @@ class Supervisor:
         """Carry out what the operator asked; raises `AutomationRefused` when it may not be."""
         return await self.operator.apply(intent)
 
+    def _tasks(self) -> list[asyncio.Task[None]]:
+        return [
+            t for a in self.fleet.attempts.values() for t in (a.preflight_task, a.tend_task) if t
+        ]
+
     def _cancel_tasks(self) -> None:
-        for a in self.fleet.attempts.values():
-            for task in (a.preflight_task, a.tend_task):
-                if task:
-                    task.cancel()
+        for task in self._tasks():
+            task.cancel()
 
     async def close(self) -> None:
-        for a in self.fleet.attempts.values():
-            for task in (a.preflight_task, a.tend_task):
-                if task:
-                    task.cancel()
-                    with contextlib.suppress(BaseException):
-                        await task
+        for task in self._tasks():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task

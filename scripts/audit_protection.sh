@@ -28,9 +28,9 @@ if [ "$1" = "--boundary" ]; then
   $a "error lines cleaned" app/cli.py '{clean(exc, 1000)}' '{exc}' $s
   $a "headless log cleaned" app/headless.py 'text = clean(line, 2000)' 'text = line' \
     tests/test_hostile_market.py::test_escapes_from_the_market_reach_no_output
-  $a "non-UTF-8 files are one line" app/cli.py \
+  $a "non-UTF-8 files are one line" app/commands.py \
     'return data.decode("utf-8")' 'return data.decode("utf-8", "surrogateescape")' $e
-  $a "market checked before a headless run" app/cli.py \
+  $a "market checked before a headless run" app/commands.py \
     '    asyncio.run(_check_market(args.market_url, key, args.http_timeout))' '    pass' $e
   $a "ledger creation errors typed" app/ledger/store.py \
     'except OSError as exc:  # a folder' 'except ZeroDivisionError as exc:  # a folder' $e
