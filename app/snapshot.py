@@ -98,10 +98,11 @@ def fleet_rate(sup: Supervisor, now: float) -> float:
 
 def _phase(a: Attempt) -> str:
     p = a.life.phase
-    if p == Phase.VERIFIED and a.util_low_since is not None and a.samples:
-        return "idle"
+    # the host's own last NVML sample first: the market's utilization figure lags behind it
     if p == Phase.VERIFIED and a.samples and (a.samples[-1].get("util") or 0) >= 50:
         return "working"
+    if p == Phase.VERIFIED and a.util_low_since is not None and a.samples:
+        return "idle"
     return str(p)
 
 

@@ -114,3 +114,29 @@ def test_top_level_help_lists_every_command() -> None:
     text = build_parser().format_help()
     for name in ("demo", "watch", "sim", "run", "referee", "scenario", "receipt", "ledger"):
         assert f"    {name} " in text, name
+
+
+def test_a_host_whose_last_sample_works_is_shown_working_not_idle() -> None:
+    """The market's utilization lags the host's own NVML sample: a job at 97% is `working`."""
+    from rentwatch.attempt import Attempt
+    from rentwatch.core.lifecycle import Phase
+    from rentwatch.snapshot import _phase
+
+    a = Attempt(
+        instance_id=1,
+        offer=None,
+        machine_id=2,
+        host_id=3,
+        gpu_name="RTX 3060",
+        created_at=0.0,
+        gpu_dph=0.1,
+        storage_dph=0.01,
+        status_since=0.0,
+    )
+    for to in (Phase.BOOTING, Phase.RUNNING, Phase.VERIFIED):
+        a.life.move(to, 1.0, "test")
+    a.util_low_since = 5.0  # the market's list said 0%
+    a.samples.append({"util": 97.0})
+    assert _phase(a) == "working"
+    a.samples.append({"util": 2.0})
+    assert _phase(a) == "idle"
