@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the campaign in its own process; quitting may leave it running (attach later)",
     )
-    w.add_argument("--http-timeout", type=_positive_float, default=20.0, help=argparse.SUPPRESS)
+    w.add_argument("--http-timeout", type=_positive_float, help=argparse.SUPPRESS)
     w.set_defaults(fn=commands.cmd_watch)
 
     s = sub.add_parser("sim", help="run the simulated marketplace until killed")
@@ -93,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument(
         "--http-timeout",
         type=_positive_float,
-        default=20.0,
-        help="seconds before a market call times out",
+        help="seconds before a market call times out (default: the campaign's http_timeout_s, "
+        "else 20)",
     )
     h.add_argument("--listen", metavar="tcp:HOST:PORT", help="also serve the API on TCP (token)")
     h.add_argument("--no-api", action="store_true", help="serve no controller API")

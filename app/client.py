@@ -111,7 +111,7 @@ DEFAULT_MIN_INTERVALS = {
     "search": 6.0,
 }
 PAGE_SIZE = 25  # the list endpoint's documented maximum page
-DEFAULT_TIMEOUT = 20.0  # seconds for one call, whole answer included (`--http-timeout`)
+DEFAULT_TIMEOUT = 20.0  # seconds for one call, whole answer included (`--http-timeout` overrides)
 MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a list of 25 full rows is about 100 kB
 
 

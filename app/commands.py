@@ -174,10 +174,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
     _check_ssh_key(args.ssh_key)
-    asyncio.run(_check_market(args.market_url, key, args.http_timeout))
-    from . import client as market_client
+    # every market call's total deadline: the flag, else the campaign's key, else the default
+    from .client import DEFAULT_TIMEOUT
 
-    market_client.DEFAULT_TIMEOUT = args.http_timeout  # every market call's total deadline
+    timeout = args.http_timeout or campaign.http_timeout_s or DEFAULT_TIMEOUT
+    asyncio.run(_check_market(args.market_url, key, timeout))
     if not args.no_api:
         from .service.controller import serve_headless
 
@@ -192,6 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             args.ledger or str(default_ledger_path()),
             detach=args.detach,
             key_path=args.ssh_key,
+            http_timeout_s=timeout,
             **extra,
         )
     )

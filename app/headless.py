@@ -98,6 +98,7 @@ async def run_headless(
     detach: bool = False,
     key_path: str | None = None,
     on_supervisor: Callable[[Supervisor], None] | None = None,
+    http_timeout_s: float | None = None,
 ) -> int:
     t0: list[float] = []
 
@@ -119,6 +120,7 @@ async def run_headless(
         Path(key_path) if key_path else None,
         log=log,
         owns_ledger=True,
+        http_timeout_s=http_timeout_s,
     )
     sup = session.sup
     if on_supervisor is not None:  # the controller API (app/service) serves this supervisor

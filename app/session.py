@@ -71,7 +71,7 @@ class Session:
     ) -> Session:
         """A session on the Vast API at `market_url` (the real one or the simulator). Each
         market call's total deadline: `http_timeout_s` if given, else the campaign's
-        `http_timeout_s`, else the client's default (which `--http-timeout` sets)."""
+        `http_timeout_s`, else the client's default."""
         timeout = http_timeout_s if http_timeout_s is not None else campaign.http_timeout_s
         client = VastClient(market_url, api_key, timeout=timeout)
         ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))

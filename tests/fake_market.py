@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rentwatch.client import Acted, CreateResult, NotFound, OnTry
+from rentwatch.core.campaign import Campaign
 from rentwatch.core.models import Instance, Offer
 
 
@@ -32,6 +33,24 @@ def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **mor
     )
     base.update(more)
     return Offer(**base)
+
+
+def campaign(name: str = "u", **more: Any) -> Campaign:
+    """A small campaign for the fake market's tests; `more` overrides any field."""
+    base: dict[str, Any] = dict(
+        name=name,
+        image="img",
+        image_cuda=12.4,
+        disk_gb=40,
+        offer_query={},
+        max_dph=0.5,
+        fleet=1,
+        max_creates=10,
+        budget_usd=10.0,
+        poll_s=10.0,
+    )
+    base.update(more)
+    return Campaign(**base)
 
 
 @dataclass

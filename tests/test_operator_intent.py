@@ -27,6 +27,7 @@ from rentwatch.ssh_runner import RunResult, SSHRunner, load_or_create_key
 from rentwatch.supervisor import Supervisor
 
 from .fake_market import FakeMarket, offer
+from .fake_market import campaign as fake_campaign
 
 OFFERS = [offer(1, 10, 0.30), offer(2, 20, 0.20), offer(3, 30, 0.25)]
 FOREIGN = [offer(91, 910, 0.40), offer(92, 920, 0.35), offer(93, 930, 0.30), offer(94, 940, 0.5)]
@@ -50,20 +51,7 @@ class RecordingRunner(SSHRunner):
 
 
 def campaign(**more: Any) -> Campaign:
-    base: dict[str, Any] = dict(
-        name="k",
-        image="img",
-        image_cuda=12.4,
-        disk_gb=40,
-        offer_query={},
-        max_dph=0.5,
-        fleet=1,
-        max_creates=10,
-        budget_usd=10.0,
-        poll_s=10.0,
-    )
-    base.update(more)
-    return Campaign(**base)
+    return fake_campaign("k", **more)
 
 
 def go(key: Any, body: Any, market: FakeMarket, adopt_all: bool = False, **camp: Any) -> Ledger:

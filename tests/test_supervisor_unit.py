@@ -25,6 +25,7 @@ from rentwatch.ssh_runner import HostKeyChanged, RunResult, SSHRunner, load_or_c
 from rentwatch.supervisor import Supervisor
 
 from .fake_market import FakeMarket, offer
+from .fake_market import campaign as fake_campaign
 
 OFFERS = [offer(1, 10, 0.30), offer(2, 20, 0.20), offer(3, 30, 0.25), offer(4, 40, 0.90)]
 
@@ -35,20 +36,7 @@ def key(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def campaign(**more: Any) -> Campaign:
-    base: dict[str, Any] = dict(
-        name="u",
-        image="img",
-        image_cuda=12.4,
-        disk_gb=40,
-        offer_query={},
-        max_dph=0.5,
-        fleet=1,
-        max_creates=10,
-        budget_usd=10.0,
-        poll_s=10.0,
-    )
-    base.update(more)
-    return Campaign(**base)
+    return fake_campaign("u", **more)
 
 
 class KeyChangedRunner(SSHRunner):

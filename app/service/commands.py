@@ -127,7 +127,8 @@ def cmd_run_background(
     argv = [sys.executable, "-m", "rentwatch", "run", "--headless"]
     argv += ["--campaign", str(Path(args.campaign).resolve()), "--market-url", args.market_url]
     argv += ["--ledger", str(ledger), "--policy", args.policy]
-    argv += ["--http-timeout", str(args.http_timeout)]
+    if getattr(args, "http_timeout", None):
+        argv += ["--http-timeout", str(args.http_timeout)]
     if args.detach:
         argv.append("--detach")
     if args.ssh_key:

@@ -228,6 +228,7 @@ async def serve_headless(
     key_path: str | None = None,
     listen: str | None = None,
     say: Callable[[str], None] = lambda line: print(line, flush=True),
+    http_timeout_s: float | None = None,
 ) -> int:
     """`rentwatch run --headless` with the controller API: the same run, exit trap and exit
     codes, plus a socket that dashboards, `ls` and `ledger` can reach while it runs."""
@@ -249,7 +250,14 @@ async def serve_headless(
         # the campaign matters more than its API: run it, unserved, and say so
         print(f"rentwatch: warning: not serving the controller API: {exc}", file=sys.stderr)
         return await run_headless(
-            campaign, policy, market_url, api_key, ledger_path, detach=detach, key_path=key_path
+            campaign,
+            policy,
+            market_url,
+            api_key,
+            ledger_path,
+            detach=detach,
+            key_path=key_path,
+            http_timeout_s=http_timeout_s,
         )
     entry = registry.Entry(
         campaign=campaign.name,
@@ -279,6 +287,7 @@ async def serve_headless(
             detach=detach,
             key_path=key_path,
             on_supervisor=ctrl.bind,
+            http_timeout_s=http_timeout_s,
         )
     finally:
         ctrl.close()
