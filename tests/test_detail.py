@@ -348,3 +348,40 @@ def test_stop_and_start_on_a_destroyed_instance_send_nothing():
             assert engine.sent == []
 
     asyncio.run(run())
+
+
+def test_a_rental_that_left_service_has_no_now_row():
+    """A destroyed instance's status history ends where it left service, not with a `now` row
+    repeating the last status it had (`running` for a host long gone)."""
+    from rentwatch.detail import InstanceDetail
+    from rentwatch.widgets.detail_screen import render_status_history
+
+    base = dict(
+        instance_id=1,
+        now=500.0,
+        time_scale=1.0,
+        gpu_name="RTX 3070",
+        machine_id=2,
+        host_id=3,
+        phase="destroyed",
+        status="running",
+        status_msg="success",
+        created_at=0.0,
+        ended_at=400.0,
+        gpu_dph=0.1,
+        storage_dph=0.01,
+        gpu_usd=0.0,
+        storage_usd=0.0,
+        bandwidth_usd=0.0,
+        preflight={},
+        status_history=(),
+        samples=(),
+        jobs=(),
+        market_logs=(),
+        market_logs_error="",
+        events=(),
+    )
+    gone = render_status_history(InstanceDetail(**base))
+    assert [c.plain for c in gone.columns[1]._cells] == ["destroyed"]
+    live = render_status_history(InstanceDetail(**{**base, "ended_at": None, "phase": "verified"}))
+    assert [c.plain for c in live.columns[0]._cells] == ["now"]

@@ -136,9 +136,14 @@ def render_status_history(d: InstanceDetail) -> Table:
     table.add_column("message", ratio=1, overflow="fold")
     for s in d.status_history[-20:]:
         table.add_row(clock(s.at), Text(s.status or "-"), Text(s.msg or "-"))
-    table.add_row(
-        Text("now", style="bold"), Text(d.status or "-"), Text(d.status_msg or "-", style="bold")
-    )
+    if d.ended_at is None:  # a rental that left service has no "now": its last line is above
+        table.add_row(
+            Text("now", style="bold"),
+            Text(d.status or "-"),
+            Text(d.status_msg or "-", style="bold"),
+        )
+    else:
+        table.add_row(clock(d.ended_at), Text(d.phase), Text("left service", style="dim"))
     return table
 
 
