@@ -42,6 +42,12 @@ def _positive_float(text: str) -> float:
     return x
 
 
+FOREGROUND = (
+    "the engine inside the dashboard's process, ending with it (debugging); by default it runs "
+    "as a controller of its own that quitting may leave running"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
@@ -56,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--ledger", help="ledger file (default: demo-ledger.duckdb in the user's data dir)"
     )
+    d.add_argument("--foreground", action="store_true", help=FOREGROUND)
     d.set_defaults(fn=commands.cmd_demo)
 
     w = sub.add_parser(
@@ -65,12 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--market-url", default="https://console.vast.ai")
     w.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     w.add_argument("--policy", default="default")
-    w.add_argument(
-        "--background",
-        action="store_true",
-        help="run the campaign in its own process; quitting may leave it running (attach later)",
-    )
-    w.add_argument("--http-timeout", type=_positive_float, help=argparse.SUPPRESS)
+    w.add_argument("--foreground", action="store_true", help=FOREGROUND)
+    # the controller in its own process is the default now; the old flag is accepted
+    w.add_argument("--background", action="store_true", help=argparse.SUPPRESS)
     w.set_defaults(fn=commands.cmd_watch)
 
     s = sub.add_parser("sim", help="run the simulated marketplace until killed")
@@ -170,7 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     q.set_defaults(fn=commands.cmd_ledger)
 
+    from .hosted import add_parser as add_controller
     from .reconcile import add_parser as add_reconcile
+
+    add_controller(sub)
 
     add_reconcile(sub)
     return p

@@ -238,37 +238,47 @@ class MarketCheckFailed(RentwatchError):
 def cmd_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .dashboard import run_demo
+    if args.foreground:  # the engine and the simulated market inside this process
+        from .dashboard import run_demo
 
-    return run_demo(
-        time_scale=args.time_scale,
-        ledger_path=Path(args.ledger) if args.ledger else None,
-        seed=args.seed,
-    )
+        return run_demo(
+            time_scale=args.time_scale,
+            ledger_path=Path(args.ledger) if args.ledger else None,
+            seed=args.seed,
+        )
+    from platformdirs import user_data_dir
+
+    from .service.spawn import run_attached
+
+    ledger = Path(args.ledger or Path(user_data_dir("rentwatch")) / "demo-ledger.duckdb")
+    argv = ["--demo", "--time-scale", str(args.time_scale), "--seed", str(args.seed)]
+    return run_attached(argv, ledger.resolve(), None)  # a demo already running: attach to it
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    import os
     from pathlib import Path
 
     from .client import find_api_key
     from .core.policy import get_policy
-    from .dashboard import run_dashboard
     from .ledger.store import default_ledger_path
     from .session import default_key_path
 
     campaign = _read_campaign(args.campaign) if args.campaign else None
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
-    if args.background:  # the engine in its own process, this dashboard attached to it
-        find_api_key(None)  # a missing key is one line here, not a controller that dies
-        return service_cmd("cmd_watch_background", args)
-    return run_dashboard(
-        args.market_url,
-        find_api_key(None, flag=None),  # watch takes no --api-key: the key stays off `ps`
-        campaign,
-        policy,
-        Path(args.ledger) if args.ledger else default_ledger_path(),
-        default_key_path(),
-    )
+    ledger = Path(args.ledger).resolve() if args.ledger else default_ledger_path()
+    key = find_api_key(None, flag=None)  # watch takes no --api-key: the key stays off `ps`
+    if args.foreground:  # the engine inside this process: it ends with the dashboard
+        from .dashboard import run_dashboard
+
+        return run_dashboard(args.market_url, key, campaign, policy, ledger, default_key_path())
+    from .service.spawn import run_attached
+
+    argv = ["--market-url", args.market_url, "--policy", args.policy]
+    if args.campaign:
+        argv += ["--campaign", str(Path(args.campaign).resolve())]
+    env = dict(os.environ, VAST_API_KEY=key)  # through the environment, never argv
+    return run_attached(argv, ledger, campaign.name if campaign else "watch", env)
 
 
 def cmd_referee(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .core.campaign import Campaign, parse_campaign
@@ -87,6 +88,7 @@ def make_engine(
     key_path: Path,
     adopt_all: bool = False,
     observe_only: bool = False,
+    log: Callable[[str], None] = lambda _: None,
 ) -> EngineThread:
     def open_session() -> Session:
         return Session.open(
@@ -96,7 +98,7 @@ def make_engine(
             campaign,
             policy,
             key_path,
-            log=lambda _: None,
+            log=log,
             adopt_all=adopt_all,
             observe_only=observe_only,
         )

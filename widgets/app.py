@@ -33,7 +33,7 @@ from .detail_screen import DetailScreen
 from .fleet import SORT_NAMES, FleetTable, FleetView, visible
 from .header import fleet_line
 from .ledger_screen import CANNED, LedgerScreen
-from .modals import BulkDestroyConfirm, DestroyConfirm, DetachConfirm, HelpScreen, QuitScreen
+from .modals import BulkDestroyConfirm, DestroyConfirm, HelpScreen, detach_choice, quit_choice
 from .receipt_screen import ReceiptScreen
 from .render import campaign_bar
 
@@ -95,7 +95,7 @@ class RentwatchApp(App[str]):
         ("Help: the keys", "help"),
         ("Ledger (SQL)", "ledger"),
         ("Receipt and hosts", "receipt"),
-        ("Detach and quit (asks; recorded)", "detach"),
+        ("Leave: the controller runs on (in-process: detach the fleet; asks)", "detach"),
         ("Quit (asks)", "quit_ask"),
     )
 
@@ -332,26 +332,41 @@ class RentwatchApp(App[str]):
             1 for s in (self.latest.instances if self.latest else ()) if s.phase == "stopped"
         )
 
-    def action_detach(self) -> None:
-        def chosen(detach: bool | None) -> None:
-            if detach:
-                self._leave("detach")
+    def _outlives(self) -> bool:
+        """Whether the controller goes on when this dashboard quits (a process of its own)."""
+        return bool(getattr(self.engine, "outlives_dashboard", False))
 
-        self.push_screen(DetachConfirm(self._held(), self._stopped()), chosen)
-
-    def action_quit_ask(self) -> None:
-        held = self._held()
-
+    def _ask_quit(self, focus: str) -> None:
         def chosen(mode: str | None) -> None:
             if mode is not None:
                 self._leave(mode)
 
-        self.push_screen(QuitScreen(held, self._stopped()), chosen)
+        campaign = self.latest.campaign if self.latest else None
+        self.push_screen(
+            quit_choice(self._held(), self._stopped(), campaign, self._outlives(), focus), chosen
+        )
+
+    def action_detach(self) -> None:
+        if self._outlives():  # leaving the controller running is safe: asked, Leave focused
+            self._ask_quit("leave")
+            return
+
+        def chosen(mode: str | None) -> None:
+            if mode == "detach":
+                self._leave("detach")
+
+        self.push_screen(detach_choice(self._held(), self._stopped()), chosen)
+
+    def action_quit_ask(self) -> None:
+        self._ask_quit("stop")
 
     def _leave(self, mode: str) -> None:
-        self.notify(
-            "stopping everything held…" if mode == "stop" else "detaching (recorded)…", timeout=30
-        )
+        doing = {
+            "stop": "stopping everything held…",
+            "leave": "leaving the controller running…",
+            "detach": "detaching (recorded)…",
+        }
+        self.notify(doing.get(mode, mode), timeout=30)
         self._release_and_exit(mode)
 
     @work(thread=True, exclusive=True, group="shutdown")

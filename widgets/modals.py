@@ -1,6 +1,8 @@
-"""Confirmations: destroy (type the id), quit (stop all, detach, or cancel), and help."""
+"""Confirmations: destroy (type the id), the quit and detach choices, and help."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rentwatch.snapshot import InstanceSnap
 from rich.text import Text
@@ -88,32 +90,40 @@ def storage_note(stopped: int) -> str:
     )
 
 
-class QuitScreen(ModalScreen[str | None]):
+@dataclass(frozen=True)
+class Choice:
+    id: str
+    label: str
+    variant: str = "default"
+
+
+CANCEL = Choice("cancel", "Cancel")
+
+
+class ChoiceScreen(ModalScreen[str | None]):
+    """One question, its buttons, and what each does said in the text: quitting (stop the
+    campaign, leave it running or detach, cancel) and the detach key. Escape and Cancel
+    answer None; `focus` names the button Enter presses (Cancel where one stray key must not
+    leave a fleet unwatched)."""
+
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, held: int, stopped: int = 0) -> None:
+    def __init__(self, purpose: str, text: str, choices: tuple[Choice, ...], focus: str) -> None:
         super().__init__()
-        self.held = held
-        self.stopped = stopped
+        self.purpose = purpose  # "quit" or "detach": which question this is
+        self.text = text
+        self.choices = choices
+        self.focus_id = focus
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(
-                Text(
-                    f"Quit rentwatch? It holds {self.held} instance(s).\n\n"
-                    "Stop all: verified instances are stopped, the rest destroyed (default).\n"
-                    "Detach: leave them running on purpose (recorded in the ledger)."
-                    + storage_note(self.stopped),
-                    style="bold",
-                )
-            )
+            yield Static(Text(self.text, style="bold"))
             with Horizontal(classes="buttons"):
-                yield Button("Stop all and quit", id="stop", variant="primary")
-                yield Button("Detach", id="detach", variant="warning")
-                yield Button("Cancel", id="cancel")
+                for c in self.choices:
+                    yield Button(c.label, id=c.id, variant=c.variant)  # type: ignore[arg-type]
 
     def on_mount(self) -> None:
-        self.query_one("#stop", Button).focus()
+        self.query_one(f"#{self.focus_id}", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None if event.button.id == "cancel" else event.button.id)
@@ -122,39 +132,57 @@ class QuitScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class DetachConfirm(ModalScreen[bool]):
-    """Detaching leaves the fleet billing with nobody watching but the host watchdogs: one stray
-    key must not do that, so it asks, with Cancel focused."""
+def quit_choice(
+    held: int,
+    stopped: int = 0,
+    campaign: str | None = None,
+    outlives: bool = False,
+    focus: str = "stop",
+) -> ChoiceScreen:
+    """Quit, attached to a controller of its own (`outlives`): stop the campaign, or leave it
+    running in the background; with the engine in this process: stop all, or detach the fleet
+    (left running with nobody supervising it but the host watchdogs)."""
+    name = campaign or "the campaign"
+    if outlives:
+        text = (
+            f"Quit the dashboard? {name} holds {held} instance(s).\n\n"
+            "Stop campaign: the controller stops verified instances, destroys the rest, "
+            "and exits.\n"
+            "Leave running: the controller keeps supervising in the background; re-attach "
+            f"with `rentwatch attach --campaign {name}`.\n"
+            "Cancel: back to the dashboard." + storage_note(stopped)
+        )
+        choices = (
+            Choice("stop", "Stop campaign and quit", "primary"),
+            Choice("leave", "Leave running", "success"),
+            CANCEL,
+        )
+    else:
+        text = (
+            f"Quit rentwatch? It holds {held} instance(s), and its engine ends with this "
+            "dashboard.\n\n"
+            "Stop all: verified instances are stopped, the rest destroyed (default).\n"
+            "Detach: leave them running, unsupervised but for their host watchdogs "
+            "(recorded in the ledger).\n"
+            "Cancel: back to the dashboard." + storage_note(stopped)
+        )
+        choices = (
+            Choice("stop", "Stop all and quit", "primary"),
+            Choice("detach", "Detach", "warning"),
+            CANCEL,
+        )
+    return ChoiceScreen("quit", text, choices, focus)
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, held: int, stopped: int = 0) -> None:
-        super().__init__()
-        self.held = held
-        self.stopped = stopped
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Static(
-                Text(
-                    f"Detach and quit? {self.held} instance(s) keep running and billing, "
-                    "watched only by their host watchdogs, until a controller adopts them."
-                    + storage_note(self.stopped),
-                    style="bold",
-                )
-            )
-            with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                yield Button("Detach and quit", id="detach", variant="warning")
-
-    def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "detach")
-
-    def action_cancel(self) -> None:
-        self.dismiss(False)
+def detach_choice(held: int, stopped: int = 0) -> ChoiceScreen:
+    """Detaching the fleet leaves it billing with nobody watching but the host watchdogs: one
+    stray key must not do that, so it asks, with Cancel focused."""
+    text = (
+        f"Detach and quit? {held} instance(s) keep running and billing, watched only by "
+        "their host watchdogs, until a controller adopts them." + storage_note(stopped)
+    )
+    choices = (CANCEL, Choice("detach", "Detach and quit", "warning"))
+    return ChoiceScreen("detach", text, choices, "cancel")
 
 
 class BulkDestroyConfirm(ModalScreen[bool]):
@@ -225,10 +253,10 @@ rentwatch keys
   s         stop the selected instance   a   start it again
   d         destroy (asks: type its id)  c   create one more
   /         filter the fleet             l   ledger (SQL)
-  r         receipt and hosts            x   detach and quit (asks)
+  r         receipt and hosts            x   leave it running (asks)
   Enter     detail of the selected one   o   sort: new/cost/state/age/$/h
   D         destroy stopped duds (asks)  ctrl+p  every action, by name
-  q         quit (asks: stop all / detach / cancel)
+  q         quit (asks: stop the campaign / leave it running / cancel)
   ?         this help
 """
 

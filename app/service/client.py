@@ -246,13 +246,26 @@ class RemoteEngine:
     """The dashboard's engine, remote: snapshots arrive over the event stream, intents leave
     as requests. Same attributes and methods as `EngineThread` that the dashboard uses."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(
+        self,
+        target: Target,
+        pid: int | None = None,
+        campaign: str | None = None,
+        outlives_dashboard: bool = True,
+    ) -> None:
         self.target = target
+        self.pid = pid  # the controller's, when known: its death is then said as such
+        self.campaign = campaign
+        # whether the controller goes on when this dashboard quits (a process of its own), so
+        # quitting may leave it running; False for an engine served inside the dashboard's
+        # own process, which ends with it (`--foreground`)
+        self.outlives_dashboard = outlives_dashboard
+        self.stop_error: str | None = None  # why a "stop" on quitting did not reach it
         self.on_snapshot: Callable[[FleetSnap], None] = lambda _: None
         self.on_error: Callable[[str], None] = lambda _: None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ready = threading.Event()
-        self.exit_mode = "detach"
+        self.exit_mode = "leave"
         self.connected = False
         self.snapshots = 0  # how many snapshots arrived (tests and the benchmark read it)
         self._thread = threading.Thread(target=self._main, name="rentwatch-remote", daemon=True)
@@ -312,11 +325,7 @@ class RemoteEngine:
                         raise
                 except (httpx.HTTPError, api.ServiceError, ValueError) as exc:
                     if not self._lost_said:
-                        self.on_error(
-                            f"lost the controller at {self.target.describe()} "
-                            f"({type(exc).__name__}); the fleet is in its hands, not this "
-                            "dashboard's: reconnecting…"
-                        )
+                        self.on_error(self._lost(exc))
                         self._lost_said = True
                 self.connected = False
                 if self._stop.is_set():
@@ -331,6 +340,20 @@ class RemoteEngine:
                     await asyncio.wait_for(self._stop.wait(), RECONNECT_S)
         finally:
             await self._http.aclose()
+
+    def _lost(self, exc: Exception) -> str:
+        """The line that says the controller is gone: dead, or only out of reach."""
+        if self.pid is not None and not registry.pid_alive(self.pid):
+            return (
+                f"lost the controller: its process (pid {self.pid}) has died. Nothing supervises "
+                "the fleet now; verified hosts stop themselves once its heartbeat is silent, and "
+                "a controller started again on the same ledger adopts what is left "
+                "(reconnecting when one serves here…)"
+            )
+        return (
+            f"lost the controller at {self.target.describe()} ({type(exc).__name__}); the fleet "
+            "is in its hands, not this dashboard's: reconnecting…"
+        )
 
     async def _consume(self) -> None:
         async for event, data in self._events():
@@ -395,14 +418,17 @@ class RemoteEngine:
             _send_intent(self._http, self.target, wired), self.loop
         )
 
-    def shutdown(self, mode: str = "detach", timeout: float = 60.0) -> None:
-        """Leave. `stop` first asks the controller to end the campaign and stop what it holds;
-        any other mode (detach, trap) leaves the controller and its fleet running."""
+    def shutdown(self, mode: str = "leave", timeout: float = 60.0) -> None:
+        """Leave. `stop` first asks the controller to end the campaign and stop what it holds
+        (why it could not is kept in `stop_error`); any other mode (leave, detach, trap) leaves
+        the controller and its fleet running."""
         self.exit_mode = mode
         if mode == "stop":
             client = ControllerClient(self.target, timeout=timeout)
             try:
                 client.shutdown("stop")
+            except api.ServiceError as exc:
+                self.stop_error = str(exc)
             finally:
                 client.close()
         if self.loop is not None and self._stop is not None and not self.loop.is_closed():

@@ -1,17 +1,19 @@
-"""The CLI's service commands: `rentwatch ls`, `rentwatch attach`, and the lookup that lets
-`rentwatch ledger` and `rentwatch receipt` answer through the controller holding a ledger."""
+"""The CLI's service commands: `rentwatch ls`, `rentwatch attach`, `run --background`, and the
+lookup that lets `rentwatch ledger` and `rentwatch receipt` answer through the controller
+holding a ledger."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from . import api, registry
-from .client import ControllerClient, RemoteEngine, RemoteLedger, Target, resolve
+from .client import ControllerClient, Target, resolve
 
 
 def _fmt_uptime(seconds: float) -> str:
@@ -87,44 +89,28 @@ def controller_for_ledger(ledger: str | Path) -> ControllerClient | None:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from rentwatch.widgets.app import RentwatchApp
+    from .spawn import attach_dashboard
 
     target = resolve(args.socket, args.campaign, args.url, args.token_file)
-    client = ControllerClient(target, timeout=5.0)
-    try:
-        status = client.status()  # fail here, plainly, rather than in an empty dashboard
-    finally:
-        client.close()
-    engine = RemoteEngine(target)
-    ledger = RemoteLedger(target, str(status.get("ledger", "")))
-    app = RentwatchApp(engine, ledger)
+    app, finish = attach_dashboard(target)
+    result = None
     try:
         result = app.run()
     finally:
-        if engine.alive():
-            engine.shutdown("detach")  # a crashed dashboard never stops a remote campaign
-        ledger.close()
-    if result == "stop":
-        print(f"rentwatch: asked the controller of {status['campaign']} to stop everything held")
-    else:
-        print(f"rentwatch: detached; {status['campaign']} still runs at {target.describe()}")
-    return 0
+        code = finish(result)
+    return code
 
 
-def cmd_run_background(
-    args: argparse.Namespace, monotonic: Callable[[], float] = time.monotonic
-) -> int:
+def cmd_run_background(args: argparse.Namespace) -> int:
     """`rentwatch run --background`: the same headless run, in its own session (no terminal
     to lose), its log next to the ledger; returns once its API answers."""
     import os
-    import subprocess
-    import sys
-    import time
 
     from ..ledger.store import default_ledger_path
+    from .spawn import ControllerFailed, spawn_controller
 
     ledger = Path(args.ledger or default_ledger_path()).resolve()
-    argv = [sys.executable, "-m", "rentwatch", "run", "--headless"]
+    argv = ["run", "--headless"]
     argv += ["--campaign", str(Path(args.campaign).resolve()), "--market-url", args.market_url]
     argv += ["--ledger", str(ledger), "--policy", args.policy]
     if getattr(args, "http_timeout", None):
@@ -135,82 +121,16 @@ def cmd_run_background(
         argv += ["--ssh-key", str(Path(args.ssh_key).resolve())]
     if args.listen:
         argv += ["--listen", args.listen]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ)
     if args.api_key:  # through the environment: a flag would show in the process list
         env["VAST_API_KEY"] = args.api_key
-    ledger.parent.mkdir(parents=True, exist_ok=True)
-    log_path = ledger.with_name(ledger.name + ".log")
-    fd = os.open(log_path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600)
-    with os.fdopen(fd, "a") as log:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # no SIGHUP when this terminal goes
-            cwd=str(ledger.parent),
-        )
-    deadline = monotonic() + 60  # the controller registers itself within a minute, or failed
-    while monotonic() < deadline:
-        code = proc.poll()
-        if code is not None:
-            tail = log_path.read_text(errors="replace").splitlines()[-10:]
-            print("\n".join(tail), file=sys.stderr)
-            print(f"rentwatch: the controller exited with {code}; log: {log_path}", file=sys.stderr)
-            return code or 1
-        mine = [e for e in registry.live_entries() if e.pid == proc.pid]
-        if mine:
-            print(f"started  {mine[0].campaign}: pid {proc.pid}, socket {mine[0].socket}")
-            print(f"log      {log_path}")
-            print(f"attach   rentwatch attach --campaign {mine[0].campaign}")
-            return 0
-        time.sleep(0.2)
-    print(
-        f"rentwatch: pid {proc.pid} did not answer within a minute; log: {log_path}",
-        file=sys.stderr,
-    )
-    return 1
-
-
-def start_in_background(args: argparse.Namespace) -> Target:
-    """Start `args.campaign`'s controller in its own process (as `run --background` does) and
-    return where it answers; raises with the controller's own last words when it does not."""
-    from ..core.errors import ConfigError
-    from ..ledger.store import default_ledger_path
-
-    if not args.campaign:
-        raise ConfigError("--background needs --campaign FILE (the campaign the controller runs)")
-    ledger = Path(args.ledger or default_ledger_path()).resolve()
-    started = cmd_run_background(
-        argparse.Namespace(
-            campaign=args.campaign,
-            market_url=args.market_url,
-            ledger=str(ledger),
-            policy=args.policy,
-            http_timeout=args.http_timeout,
-            detach=False,
-            ssh_key=getattr(args, "ssh_key", None),
-            listen=None,
-            api_key=None,  # the key stays in the environment it came from
-        )
-    )
-    if started:
-        raise BackgroundFailed(f"the controller did not start (exit {started}); see its log above")
-    entry = next(e for e in registry.live_entries() if Path(e.ledger) == ledger)
-    return Target(socket=entry.socket)
-
-
-class BackgroundFailed(api.ServiceError):
-    title = "controller"
-
-
-def cmd_watch_background(args: argparse.Namespace) -> int:
-    """`rentwatch watch --campaign FILE --background`: the engine in its own process and this
-    dashboard attached to it, the same client code as `attach`. Quitting asks: stop the campaign
-    (the controller stops or destroys what it holds and exits), or detach and leave it running
-    in the background, supervised, for a later `rentwatch attach`."""
-    target = start_in_background(args)
-    return cmd_attach(
-        argparse.Namespace(socket=target.socket, campaign=None, url=None, token_file=None)
-    )
+    try:
+        started = spawn_controller(argv, ledger, env)
+    except ControllerFailed as exc:
+        print(f"rentwatch: {exc}", file=sys.stderr)
+        return 1
+    entry = started.entry
+    print(f"started  {entry.campaign}: pid {entry.pid}, socket {entry.socket}")
+    print(f"log      {started.log}")
+    print(f"attach   rentwatch attach --campaign {entry.campaign}")
+    return 0

@@ -381,8 +381,9 @@ class EngineService:
 def attach_in_process(
     engine: EngineThread, ledger: Any, ledger_path: Path, campaign: str
 ) -> tuple[Any, Callable[[str | None], None]]:
-    """The dashboard for `watch` and `demo`: its engine served on a socket and the app attached
-    to it through the client (one dashboard code path). Returns the app and what to call once
+    """The dashboard of `watch --foreground` and `demo --foreground`: the engine in this process,
+    served on a socket, and the app attached to it through the client (one dashboard code path);
+    quitting ends the engine with the dashboard (stop all, or detach the fleet). Returns the app and what to call once
     it has quit, with the quit dialog's choice. Should serving fail (no socket here), the app
     drives the engine directly, as before the service existed, and says why."""
     from rentwatch.widgets.app import RentwatchApp
@@ -400,7 +401,8 @@ def attach_in_process(
         print(f"rentwatch: not serving the controller API ({exc}); dashboard in-process only")
         return engine_app, lambda mode: None
     target = Target(socket=sock)
-    app = RentwatchApp(RemoteEngine(target), RemoteLedger(target, str(ledger_path)))
+    remote = RemoteEngine(target, os.getpid(), campaign, outlives_dashboard=False)
+    app = RentwatchApp(remote, RemoteLedger(target, str(ledger_path)))
 
     def finish(mode: str | None) -> None:
         service.stop(mode if mode in ("stop", "detach") else "trap")

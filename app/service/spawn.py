@@ -1,0 +1,178 @@
+"""A controller in a process of its own, and this dashboard attached to it: what `rentwatch
+watch` and `rentwatch demo` do by default (their engine runs as `rentwatch controller`), what
+`run --background` does without the dashboard, and what `rentwatch attach` does to a controller
+already running. One dashboard code path: the app always talks to a `RemoteEngine`.
+
+Quitting the dashboard asks (widgets/modals.py): stop the campaign (the controller stops what
+passed its preflight, destroys the rest, and exits; this process waits for that), or leave it
+running in the background, supervised, for a later `rentwatch attach`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import api, registry
+from .client import ControllerClient, RemoteEngine, RemoteLedger, Target
+
+START_S = 60.0  # a controller registers itself within this many wall seconds, or it failed
+STOP_S = 300.0  # how long quitting with "stop" waits for the controller to release and exit
+
+
+class ControllerFailed(api.ServiceError):
+    title = "controller"
+
+
+@dataclass
+class Started:
+    entry: registry.Entry
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+def log_path_for(ledger: Path) -> Path:
+    return ledger.with_name(ledger.name + ".log")
+
+
+def _last_words(log: Path, lines: int = 10) -> str:
+    try:
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    said = [ln for ln in tail if ln.startswith("rentwatch:")]  # its one-line errors first
+    return "\n".join(said or tail)
+
+
+def spawn_controller(
+    argv: list[str],
+    ledger: Path,
+    env: dict[str, str] | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Started:
+    """Start `rentwatch ARGV...` in its own session (no SIGHUP when this terminal goes), its
+    output appended to `LEDGER.log` (0600); return once it has registered its socket."""
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path_for(ledger)
+    fd = os.open(log, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "a") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rentwatch", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(env or os.environ, PYTHONUNBUFFERED="1"),
+            start_new_session=True,
+            cwd=str(ledger.parent),
+        )
+    deadline = monotonic() + START_S
+    while monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            raise ControllerFailed(
+                f"the controller exited with {code} before serving: "
+                f"{_last_words(log) or 'no output'} (log: {log})"
+            )
+        mine = [e for e in registry.live_entries() if e.pid == proc.pid]
+        if mine:
+            return Started(mine[0], proc, log)
+        time.sleep(0.1)
+    raise ControllerFailed(f"pid {proc.pid} did not answer within {START_S:.0f} s; log: {log}")
+
+
+def _wait_gone(pid: int, proc: subprocess.Popen[bytes] | None, timeout: float) -> bool:
+    if proc is not None:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    deadline = time.monotonic() + timeout
+    while registry.pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def attach_dashboard(
+    target: Target, proc: subprocess.Popen[bytes] | None = None, wait_s: float = STOP_S
+) -> tuple[Any, Callable[[str | None], int]]:
+    """The dashboard as a client of the controller at `target`. Returns the app and what to
+    call once it has quit, with the quit dialog's choice; that returns the exit code."""
+    from rentwatch.widgets.app import RentwatchApp
+
+    client = ControllerClient(target, timeout=5.0)
+    try:
+        status = client.status()  # fail here, plainly, rather than in an empty dashboard
+    finally:
+        client.close()
+    campaign, pid = str(status["campaign"]), int(status["pid"])
+    engine = RemoteEngine(target, pid=pid, campaign=campaign)
+    ledger = RemoteLedger(target, str(status.get("ledger", "")))
+    app = RentwatchApp(engine, ledger)
+
+    def finish(result: str | None) -> int:
+        if engine.alive():
+            engine.shutdown("leave")  # a crashed dashboard never stops a campaign
+        ledger.close()
+        if result != "stop":
+            print(f"rentwatch: left {campaign} running in the background (pid {pid})")
+            print(f"rentwatch: re-attach with: rentwatch attach --campaign {campaign}")
+            return 0
+        if engine.stop_error:
+            print(f"rentwatch: could not stop {campaign}: {engine.stop_error}", file=sys.stderr)
+            return 1
+        print(f"rentwatch: stopping {campaign}: verified instances stopped, the rest destroyed…")
+        if not _wait_gone(pid, proc, wait_s):
+            print(
+                f"rentwatch: the controller (pid {pid}) is still releasing after {wait_s:.0f} s; "
+                "`rentwatch ls` lists it until it is done",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"rentwatch: {campaign} stopped; ledger at {status.get('ledger')}")
+        return 0
+
+    return app, finish
+
+
+def run_attached(
+    argv: list[str],
+    ledger: Path,
+    campaign: str | None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """`watch` and `demo`: start `rentwatch controller ARGV...` on `ledger` and attach to it;
+    when a controller already holds that ledger, attach to it instead (for `demo`, any
+    demo; for `watch`, the same campaign), or say which one holds it."""
+    try:
+        held = registry.find(ledger=ledger)
+    except OSError:
+        held = []
+    proc = None
+    if held:
+        entry = held[0]
+        if campaign is not None and entry.campaign != campaign:
+            raise ControllerFailed(
+                f"{ledger} is held by the controller of campaign {entry.campaign!r} "
+                f"(pid {entry.pid}): `rentwatch attach --campaign {entry.campaign}`, "
+                "or give this one another --ledger"
+            )
+        print(f"rentwatch: {entry.campaign} is already running (pid {entry.pid}); attaching")
+    else:
+        print("rentwatch: starting the controller…", flush=True)
+        started = spawn_controller(["controller", *argv, "--ledger", str(ledger)], ledger, env)
+        entry, proc = started.entry, started.proc
+    app, finish = attach_dashboard(Target(socket=entry.socket), proc)
+    result = None
+    try:
+        result = app.run()
+    finally:
+        code = finish(result)
+    return code
