@@ -9,7 +9,7 @@ import dataclasses
 from rentwatch.cli import build_parser
 from rentwatch.snapshot import InstanceSnap
 from rentwatch.widgets.fleet import FleetTable, visible
-from rentwatch.widgets.modals import DestroyConfirm, DetachConfirm
+from rentwatch.widgets.modals import DestroyConfirm, detach_choice, quit_choice
 from textual.app import App, ComposeResult
 from textual.widgets import Input
 
@@ -74,11 +74,41 @@ async def test_destroy_dialog_wrong_id_says_why_and_stays_open() -> None:
 async def test_detach_asks_and_cancel_is_the_default() -> None:
     app = _Host()
     async with app.run_test() as pilot:
-        app.push_screen(DetachConfirm(3), app.results.append)
+        app.push_screen(detach_choice(3), app.results.append)
         await pilot.pause()
         await pilot.press("enter")  # a stray Enter after a stray x: Cancel has the focus
         await pilot.pause()
-    assert app.results == [False]
+    assert app.results == [None]
+
+
+async def test_quit_says_what_each_button_does() -> None:
+    # attached to a controller of its own: stop it, or leave it running (and how to come back)
+    app = _Host()
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.push_screen(quit_choice(2, 0, "qlora", outlives=True), app.results.append)
+        await pilot.pause()
+        text = str(app.screen.query("Static").first().render())
+        assert "stops verified instances, destroys the rest" in text
+        assert "keeps supervising in the background" in text
+        assert "rentwatch attach --campaign qlora" in text and "Cancel" in text
+        await pilot.press("enter")  # Stop has the focus after q
+        await pilot.pause()
+        app.push_screen(quit_choice(2, 0, "qlora", True, focus="leave"), app.results.append)
+        await pilot.pause()
+        await pilot.press("enter")  # after x: Leave running has the focus
+        await pilot.pause()
+        app.push_screen(quit_choice(2, 0, "qlora", True), app.results.append)
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        # the engine inside this process ends with it: stop all, or detach the fleet
+        app.push_screen(quit_choice(2), app.results.append)
+        await pilot.pause()
+        text = str(app.screen.query("Static").first().render())
+        assert "ends with this dashboard" in text and "unsupervised" in text
+        await pilot.press("tab", "enter")
+        await pilot.pause()
+    assert app.results == ["stop", "leave", None, "detach"]
 
 
 class _TableHost(App[None]):

@@ -18,7 +18,7 @@ from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.fleet import FleetView, visible
 from rentwatch.widgets.ledger_screen import CANNED, LedgerScreen, canned_key
-from rentwatch.widgets.modals import BulkDestroyConfirm, DetachConfirm, QuitScreen
+from rentwatch.widgets.modals import BulkDestroyConfirm, ChoiceScreen
 
 from .campaigns import campaign_text
 from .test_dashboard_keys import SNAP
@@ -118,7 +118,7 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
             await pilot.press("escape")
             await _until(pilot, lambda: not isinstance(app.screen, LedgerScreen), 5, "back")
             await pilot.press("q")
-            await _until(pilot, lambda: isinstance(app.screen, QuitScreen), 5, "quit dialog")
+            await _until(pilot, lambda: isinstance(app.screen, ChoiceScreen), 5, "quit dialog")
             await pilot.press("enter")
             await _until(pilot, lambda: not app.is_running, 60, "quit")
 
@@ -227,10 +227,10 @@ def test_quit_and_detach_count_stopped_rentals_billing_storage():
         async with app.run_test(size=(140, 40)) as pilot:
             app.latest = _fleet(_stopped(11, True), _stopped(12, False), SNAP)
             await pilot.pause(0.2)
-            for key, cls in (("q", QuitScreen), ("x", DetachConfirm)):
+            for key, purpose in (("q", "quit"), ("x", "detach")):
                 await pilot.press(key)
                 await pilot.pause(0.2)
-                assert isinstance(app.screen, cls)
+                assert isinstance(app.screen, ChoiceScreen) and app.screen.purpose == purpose
                 text = str(app.screen.query("Static").first().render())
                 assert "holds 1 instance" in text or "1 instance(s) keep running" in text
                 assert "2 stopped rental(s)" in text and "storage" in text

@@ -85,16 +85,27 @@ def spawn_controller(
     raise ControllerFailed(f"pid {proc.pid} did not answer within {START_S:.0f} s; log: {log}")
 
 
-def _wait_gone(pid: int, proc: subprocess.Popen[bytes] | None, timeout: float) -> bool:
+def _wait_gone(
+    pid: int,
+    socket: str | None,
+    proc: subprocess.Popen[bytes] | None,
+    timeout: float,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Whether the controller finished within `timeout`: its process ended, or (not our
+    child) its registry entry is gone, which it removes only once it has released all."""
     if proc is not None:
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return False
         return True
-    deadline = time.monotonic() + timeout
+    deadline = monotonic() + timeout
     while registry.pid_alive(pid):
-        if time.monotonic() > deadline:
+        listed = any(e.pid == pid for e in registry.live_entries())
+        if not listed and not (socket and registry.socket_answers(socket)):
+            return True
+        if monotonic() > deadline:
             return False
         time.sleep(0.2)
     return True
@@ -129,7 +140,7 @@ def attach_dashboard(
             print(f"rentwatch: could not stop {campaign}: {engine.stop_error}", file=sys.stderr)
             return 1
         print(f"rentwatch: stopping {campaign}: verified instances stopped, the rest destroyed…")
-        if not _wait_gone(pid, proc, wait_s):
+        if not _wait_gone(pid, target.socket, proc, wait_s):
             print(
                 f"rentwatch: the controller (pid {pid}) is still releasing after {wait_s:.0f} s; "
                 "`rentwatch ls` lists it until it is done",
@@ -142,20 +153,19 @@ def attach_dashboard(
     return app, finish
 
 
-def run_attached(
+def connect(
     argv: list[str],
     ledger: Path,
     campaign: str | None,
     env: dict[str, str] | None = None,
-) -> int:
-    """`watch` and `demo`: start `rentwatch controller ARGV...` on `ledger` and attach to it;
-    when a controller already holds that ledger, attach to it instead (for `demo`, any
-    demo; for `watch`, the same campaign), or say which one holds it."""
+) -> tuple[Target, subprocess.Popen[bytes] | None]:
+    """Start `rentwatch controller ARGV...` on `ledger` (the process is returned too), or,
+    when a controller already holds that ledger, use it (for `demo`, any demo: `campaign`
+    None; for `watch`, the same campaign), or say which one holds it."""
     try:
         held = registry.find(ledger=ledger)
     except OSError:
         held = []
-    proc = None
     if held:
         entry = held[0]
         if campaign is not None and entry.campaign != campaign:
@@ -165,11 +175,19 @@ def run_attached(
                 "or give this one another --ledger"
             )
         print(f"rentwatch: {entry.campaign} is already running (pid {entry.pid}); attaching")
-    else:
-        print("rentwatch: starting the controller…", flush=True)
-        started = spawn_controller(["controller", *argv, "--ledger", str(ledger)], ledger, env)
-        entry, proc = started.entry, started.proc
-    app, finish = attach_dashboard(Target(socket=entry.socket), proc)
+        return Target(socket=entry.socket), None
+    print("rentwatch: starting the controller…", flush=True)
+    started = spawn_controller(["controller", *argv, "--ledger", str(ledger)], ledger, env)
+    return Target(socket=started.entry.socket), started.proc
+
+
+def run_attached(
+    argv: list[str], ledger: Path, campaign: str | None, env: dict[str, str] | None = None
+) -> int:
+    """`watch` and `demo`: their controller (started, or the one already running), and this
+    dashboard attached to it until the operator quits."""
+    target, proc = connect(argv, ledger, campaign, env)
+    app, finish = attach_dashboard(target, proc)
     result = None
     try:
         result = app.run()

@@ -1,0 +1,194 @@
+"""`rentwatch watch` and `rentwatch demo` start their engine as a controller process and attach
+to it (app/service/spawn.py): quitting with *Leave running* leaves the controller serving (`ls`
+lists it, a later dashboard attaches), quitting with *Stop campaign* ends it with nothing left
+running, and a controller that dies is said to have died."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rentwatch.ledger import Ledger
+from rentwatch.service import registry
+from rentwatch.service.client import RemoteEngine, Target, resolve
+from rentwatch.service.spawn import ControllerFailed, attach_dashboard, connect
+from rentwatch.widgets.fleet import FleetView
+
+from .campaigns import campaign_text
+
+JOB = """
+[[jobs]]
+name = "long"
+run = "sleep 3600"
+"""
+
+
+@pytest.fixture
+def runtime(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "run"
+    monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
+    return d
+
+
+def _ls() -> list[dict]:
+    out = subprocess.run(
+        [sys.executable, "-m", "rentwatch", "ls", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return json.loads(out.stdout)
+
+
+def _live(sim) -> set[int]:
+    t = sim.call(sim.market.truth)
+    return {
+        r["id"]
+        for r in t["instances"]
+        if r["destroyed_at"] is None and r["actual_status"] != "stopped"
+    }
+
+
+def _until(cond, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} never met")
+
+
+def _quit(target: Target, proc, keys: tuple[str, ...]) -> tuple[str | None, int]:
+    """The real dashboard attached to `target`: wait for a live instance, press `keys`, and
+    return the dialog's choice and the exit code the command would give."""
+    app, finish = attach_dashboard(target, proc, wait_s=120)
+    app.refresh_s = 0.1
+
+    async def drive() -> None:
+        async with app.run_test(size=(150, 45)) as pilot:
+            view = app.query_one(FleetView)
+            for _ in range(600):
+                if any(s.ended_at is None for s in view.snaps):
+                    break
+                await pilot.pause(0.1)
+            assert any(s.ended_at is None for s in view.snaps), "nothing on the dashboard"
+            await pilot.press(keys[0])
+            for _ in range(100):
+                if len(app.screen_stack) > 1:
+                    break
+                await pilot.pause(0.1)
+            await pilot.press(*keys[1:])
+            for _ in range(600):
+                if not app.is_running:
+                    break
+                await pilot.pause(0.1)
+
+    result = None
+    try:
+        asyncio.run(drive())
+        result = app.return_value
+    finally:
+        code = finish(result)
+    return result, code
+
+
+def _kill(pid: int | None) -> None:
+    if pid is not None and registry.pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
+def test_watch_leaves_its_controller_running_then_a_second_dashboard_stops_it(
+    make_sim, tmp_path, runtime
+):
+    sim = make_sim(seed=7, offers=60, time_scale=240)
+    camp = tmp_path / "c.toml"
+    camp.write_text(campaign_text("w", 1, JOB))
+    ledger = (tmp_path / "l.duckdb").resolve()
+    argv = ["--market-url", sim.url, "--campaign", str(camp), "--ssh-key", str(tmp_path / "k")]
+    env = dict(os.environ, VAST_API_KEY=sim.api_key)
+    target, proc = connect(argv, ledger, "w", env)
+    assert proc is not None and os.getsid(proc.pid) == proc.pid  # its own session
+    try:
+        # q, then Tab from "Stop campaign" to "Leave running"
+        assert _quit(target, proc, ("q", "tab", "enter")) == ("leave", 0)
+        time.sleep(1)
+        assert proc.poll() is None, "leaving stopped the controller"
+        assert _live(sim), "leaving stopped the fleet"
+        [row] = _ls()
+        assert row["campaign"] == "w" and row["pid"] == proc.pid
+
+        # `watch` again on that ledger attaches to it; another campaign there is refused
+        again, none = connect(argv, ledger, "w", env)
+        assert none is None and again.socket == target.socket
+        with pytest.raises(ControllerFailed, match="held by the controller of campaign 'w'"):
+            connect(argv, ledger, "other", env)
+
+        assert _quit(again, None, ("q", "enter")) == ("stop", 0)  # Stop has the focus
+        assert proc.wait(30) == 0
+        assert _live(sim) == set(), "stopping left something running"
+        assert _ls() == [] and not Path(target.socket or "").exists()
+    finally:
+        _kill(proc.pid)
+
+
+def test_demo_runs_its_market_in_the_controller_and_survives_the_dashboard(tmp_path, runtime):
+    ledger = (tmp_path / "demo.duckdb").resolve()
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"))  # its SSH key lands here
+    argv = ["--demo", "--time-scale", "120", "--seed", "7"]
+    target, proc = connect(argv, ledger, None, env)
+    assert proc is not None
+    try:
+        assert "built-in simulator at http" in Path(str(ledger) + ".log").read_text()
+        assert _quit(target, proc, ("x", "enter")) == ("leave", 0)  # x: Leave running focused
+        time.sleep(1)
+        assert proc.poll() is None, "leaving ended the demo"
+        [row] = _ls()
+        assert row["campaign"] == "demo" and row["pid"] == proc.pid
+        # `rentwatch attach` (the only one running) sees the market still moving
+        found = resolve()
+        assert found.socket == target.socket
+        # a second `demo` on that ledger attaches to the running one
+        again, none = connect(argv, ledger, None, env)
+        assert none is None and again.socket == target.socket
+        assert _quit(found, None, ("q", "enter")) == ("stop", 0)
+        _until(lambda: proc.poll() is not None, 30, "the controller's exit")
+        assert proc.returncode == 0
+        assert _ls() == [] and not Path(target.socket or "").exists()
+    finally:
+        _kill(proc.pid)
+    rows = Ledger(ledger, read_only=True).instance_rows()
+    assert rows and all(r["stopped_at"] or r["destroyed_at"] for r in rows), rows
+
+
+def test_a_dead_controller_is_said_to_be_dead(make_sim, tmp_path, runtime):
+    sim = make_sim(seed=7, offers=20, time_scale=60)
+    ledger = (tmp_path / "l.duckdb").resolve()
+    env = dict(os.environ, VAST_API_KEY=sim.api_key)
+    argv = ["--market-url", sim.url, "--ssh-key", str(tmp_path / "k")]  # observe only
+    target, proc = connect(argv, ledger, "watch", env)
+    assert proc is not None
+    engine = RemoteEngine(target, pid=proc.pid)
+    said: list[str] = []
+    got: list = []
+    engine.on_error, engine.on_snapshot = said.append, got.append
+    engine.start()
+    try:
+        _until(lambda: got, 30, "a snapshot")
+        assert got[-1].observe_only
+        proc.kill()
+        proc.wait(10)
+        _until(lambda: any("has died" in s for s in said), 30, "the death said")
+        assert f"pid {proc.pid}" in said[-1] and "Nothing supervises" in said[-1]
+    finally:
+        engine.shutdown("leave")
+        _kill(proc.pid)
+    assert _ls() == []  # the dead one's entry is swept
