@@ -192,3 +192,38 @@ def test_a_dead_controller_is_said_to_be_dead(make_sim, tmp_path, runtime):
         engine.shutdown("leave")
         _kill(proc.pid)
     assert _ls() == []  # the dead one's entry is swept
+
+
+def test_the_loss_stays_on_the_bar_over_a_snapshot_not_yet_drawn():
+    # the last snapshot before the stream broke may still be waiting for the next refresh:
+    # drawing it must not wipe the line that says the controller is gone
+    from rentwatch.widgets.app import RentwatchApp
+    from textual.widgets import Static
+
+    from .test_snapshots import FLEET, StillEngine
+
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(120, 35)) as pilot:
+            app.latest = FLEET
+            app._engine_error("lost the controller: its process (pid 7) has died")
+            await pilot.pause(0.3)
+            assert "has died" in str(app.query_one("#bar", Static).render())
+            app._engine_error("reconnected to the controller at unix:/x")  # not a failure
+            await pilot.pause(0.1)
+            assert "has died" in str(app.query_one("#bar", Static).render())
+
+    asyncio.run(run())
+
+
+def test_a_killed_process_not_yet_reaped_is_dead():
+    # a controller killed after its dashboard (its parent) left is reaped by init, if ever:
+    # until then signal 0 still reaches it, and `ls`, the dead-controller line and quitting's
+    # wait would all take it for alive
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert registry.pid_alive(child.pid)
+        child.kill()
+        _until(lambda: not registry.pid_alive(child.pid), 10, "the zombie judged dead")
+    finally:
+        child.wait(10)

@@ -126,7 +126,12 @@ class RentwatchApp(App[str]):
         """An engine failure stays on screen: in the bar until a snapshot says otherwise (a
         snapshot carries its own `engine_error`), not only in a toast that fades."""
         text = clean(msg, 300)
+        if text.startswith("reconnected"):  # good news: the next snapshot redraws the bar
+            self.notify(text, timeout=10)
+            return
         self.notify(text, severity="error", timeout=30)
+        # a snapshot that arrived before this must not be drawn over it at the next refresh
+        self._shown = self.latest
         if self.latest is None or self.latest.engine_error is None:
             bar = Text(" ENGINE FAILED ", style="bold reverse red")
             bar.append(f" {text}  (q quits)", style="bold red")

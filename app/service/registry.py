@@ -92,7 +92,17 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # someone else's process with that pid: alive, not ours to judge
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A process that has exited but not been reaped (a killed controller whose parent, or an
+    init that does not reap, has not collected it) still answers signal 0: it is dead."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc (macOS): trust the signal
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def socket_answers(path: str, timeout: float = 1.0) -> bool:
