@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A scripted operator session in a real terminal (tmux): demo start, detail screen, stop, start,
-# destroy with the typed id, shrink the fleet, ledger query, receipt, quit (stop all).
+# destroy with the typed id, shrink the fleet, ledger query, receipt, leave the demo running
+# (its controller listed by `rentwatch ls`), `rentwatch demo` again (attaches to it), quit
+# with Stop campaign (the controller exits; nothing left listed).
 # Every screen is captured to $OUT (default: a temp dir); the run fails on a traceback in any
 # capture, on a detail screen whose money disagrees with the pane it was opened from, or on a
 # session that does not end with everything stopped.
@@ -60,11 +62,18 @@ wait_for() { # wait_for REGEX SECONDS: until the screen matches
   return 1
 }
 keys() { tmux send-keys -t "$session" "$@"; sleep "${PAUSE:-1.5}"; }
-cleanup() { tmux kill-session -t "$session" 2> /dev/null || true; }
+cleanup() { # the dashboard, and any controller it left running (this run's registry only)
+  tmux kill-session -t "$session" 2> /dev/null || true
+  "$rentwatch" ls --json 2> /dev/null | "$python" -c '
+import json, os, signal, sys
+for row in json.load(sys.stdin):
+    os.kill(row["pid"], signal.SIGTERM)
+' 2> /dev/null || true
+}
 trap cleanup EXIT
 
 tmux new-session -d -s "$session" -x 160 -y 48 \
-  "cd '$work' && '$rentwatch' demo; echo rentwatch-exit=\$?; sleep 600"
+  "cd '$work' && '$rentwatch' demo; echo rentwatch-left=\$?; sleep 5; '$rentwatch' demo; echo rentwatch-exit=\$?; sleep 600"
 wait_for 'VERIFIED|WORKING|IDLE' 240
 capture fleet
 select_in_service
@@ -110,12 +119,29 @@ sleep 3
 capture receipt
 keys Escape
 
-keys q # quit: Stop all (the default)
-wait_for 'Stop all and quit' 10
+keys x # leave: the same question, Leave running focused
+wait_for 'Leave running' 10
+capture leave-dialog
+keys Enter
+wait_for 'rentwatch-left=' 60
+capture left
+"$rentwatch" ls --json | grep -q '"campaign": "demo' || {
+  echo "tmux_session: the demo left running is not listed" >&2
+  exit 1
+}
+wait_for 'VERIFIED|WORKING|IDLE|STOPPED' 60 # `rentwatch demo` again: attached to it
+capture reattached
+
+keys q # quit: Stop campaign (the default)
+wait_for 'Stop campaign and quit' 10
 capture quit-dialog
 keys Enter
 wait_for 'rentwatch-exit=' 180
 capture exit
+[ "$("$rentwatch" ls --json)" = "[]" ] || {
+  echo "tmux_session: a controller is still listed after Stop" >&2
+  exit 1
+}
 
 "$python" - "$out" "$iid" << 'EOF'
 """Check the captures: no traceback anywhere; the detail screen's money for the instance equals
@@ -138,6 +164,8 @@ assert abs(billed - money) < 0.01, (money, billed)
 for name, screen in text.items():  # the header's spend within its own budget bar's figure
     for spent, bar in re.findall(r"spent \$([\d.]+).*?\n.*?budget \S+ \$([\d.]+)/", screen, re.S):
         assert abs(float(spent) - float(bar)) < 0.006, (name, spent, bar)
+assert "rentwatch-left=0" in text["left"] and "re-attach with" in text["left"], text["left"]
+assert "already running" in text["exit"] and "demo stopped" in text["exit"], text["exit"]
 assert "rentwatch-exit=0" in text["exit"], text["exit"][-400:]
 print(f"tmux_session: {len(caps)} captures in {out}, no traceback, figures agree")
 EOF
