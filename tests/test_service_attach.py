@@ -227,3 +227,25 @@ def test_a_killed_process_not_yet_reaped_is_dead():
         _until(lambda: not registry.pid_alive(child.pid), 10, "the zombie judged dead")
     finally:
         child.wait(10)
+
+
+def test_quitting_with_stop_waits_on_a_remote_controller_by_its_answers(tmp_path):
+    # over a forwarded socket or TCP the controller's pid names a process elsewhere: the
+    # wait for its exit asks its API instead, and a stop is done once nothing answers
+    from rentwatch.service.controller import Controller
+    from rentwatch.service.server import ServiceServer
+    from rentwatch.service.spawn import _is_local, _wait_gone
+
+    async def main() -> None:
+        server = ServiceServer(Controller("far", tmp_path / "l.duckdb"))
+        await server.start(tmp_path / "s.sock", ("127.0.0.1", 0), tmp_path / "l")
+        token = server.token_file.read_text().strip() if server.token_file else None
+        target = Target(url=server.url, token=token)
+        try:
+            assert not _is_local(target, os.getpid())
+            assert not await asyncio.to_thread(_wait_gone, target, None, None, 0.5)
+        finally:
+            await server.stop()
+        assert await asyncio.to_thread(_wait_gone, target, None, None, 5.0)
+
+    asyncio.run(main())

@@ -85,15 +85,27 @@ def spawn_controller(
     raise ControllerFailed(f"pid {proc.pid} did not answer within {START_S:.0f} s; log: {log}")
 
 
+def _is_local(target: Target, pid: int) -> bool:
+    """Whether the controller at `target` runs on this machine (registered here with `pid`):
+    over a forwarded socket or TCP its pid names a process on another machine."""
+    if not target.socket:
+        return False
+    try:
+        return any(e.pid == pid for e in registry.find(socket_path=target.socket))
+    except OSError:
+        return False
+
+
 def _wait_gone(
-    pid: int,
-    socket: str | None,
+    target: Target,
+    pid: int | None,
     proc: subprocess.Popen[bytes] | None,
     timeout: float,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> bool:
-    """Whether the controller finished within `timeout`: its process ended, or (not our
-    child) its registry entry is gone, which it removes only once it has released all."""
+    """Whether the controller finished within `timeout`: our child ended; or (local, not our
+    child) its process ended or its registry entry went, which it removes only once it has
+    released all; or (remote) its API stopped answering."""
     if proc is not None:
         try:
             proc.wait(timeout)
@@ -101,14 +113,31 @@ def _wait_gone(
             return False
         return True
     deadline = monotonic() + timeout
-    while registry.pid_alive(pid):
-        listed = any(e.pid == pid for e in registry.live_entries())
-        if not listed and not (socket and registry.socket_answers(socket)):
-            return True
-        if monotonic() > deadline:
-            return False
+    while monotonic() < deadline:
+        if pid is not None:
+            if not registry.pid_alive(pid):
+                return True
+            listed = any(e.pid == pid for e in registry.live_entries())
+            if not listed and not (target.socket and registry.socket_answers(target.socket)):
+                return True
+        else:
+            client = ControllerClient(target, timeout=5.0)
+            try:
+                client.status()
+            except api.ServiceError:
+                return True
+            finally:
+                client.close()
         time.sleep(0.2)
-    return True
+    return False
+
+
+def _attach_args(target: Target, local: bool) -> str:
+    if local:
+        return "--campaign " + str(registry.find(socket_path=target.socket)[0].campaign)
+    if target.socket:
+        return f"--socket {target.socket}"
+    return f"--url {target.url} --token-file FILE"
 
 
 def attach_dashboard(
@@ -124,7 +153,8 @@ def attach_dashboard(
     finally:
         client.close()
     campaign, pid = str(status["campaign"]), int(status["pid"])
-    engine = RemoteEngine(target, pid=pid, campaign=campaign)
+    local = _is_local(target, pid)  # its pid means something here: its death can be told
+    engine = RemoteEngine(target, pid=pid if local else None, campaign=campaign)
     ledger = RemoteLedger(target, str(status.get("ledger", "")))
     app = RentwatchApp(engine, ledger)
 
@@ -133,17 +163,18 @@ def attach_dashboard(
             engine.shutdown("leave")  # a crashed dashboard never stops a campaign
         ledger.close()
         if result != "stop":
-            print(f"rentwatch: left {campaign} running in the background (pid {pid})")
-            print(f"rentwatch: re-attach with: rentwatch attach --campaign {campaign}")
+            where = f"pid {pid}" if local else target.describe()
+            print(f"rentwatch: left {campaign} running in the background ({where})")
+            print(f"rentwatch: re-attach with: rentwatch attach {_attach_args(target, local)}")
             return 0
         if engine.stop_error:
             print(f"rentwatch: could not stop {campaign}: {engine.stop_error}", file=sys.stderr)
             return 1
         print(f"rentwatch: stopping {campaign}: verified instances stopped, the rest destroyed…")
-        if not _wait_gone(pid, target.socket, proc, wait_s):
+        if not _wait_gone(target, pid if local else None, proc, wait_s):
             print(
-                f"rentwatch: the controller (pid {pid}) is still releasing after {wait_s:.0f} s; "
-                "`rentwatch ls` lists it until it is done",
+                f"rentwatch: the controller of {campaign} is still releasing after "
+                f"{wait_s:.0f} s; `rentwatch ls` lists it until it is done",
                 file=sys.stderr,
             )
             return 1
