@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .hosted import add_parser as add_controller
     from .reconcile import add_parser as add_reconcile
 
-    add_controller(sub)
+    add_controller(sub, positive=_positive_float)
 
     add_reconcile(sub)
     return p

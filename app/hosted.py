@@ -117,13 +117,13 @@ def cmd_controller(args: argparse.Namespace) -> int:
             sim.stop_thread()
 
 
-def add_parser(sub: Any) -> None:
+def add_parser(sub: Any, positive: Any = float) -> None:
     c = sub.add_parser(
         "controller",
         help="the engine of `watch`/`demo` as its own process (they start it; attach to it)",
     )
     c.add_argument("--demo", action="store_true", help="with the built-in simulated market")
-    c.add_argument("--time-scale", type=float, default=30.0, help="--demo: sim s per wall s")
+    c.add_argument("--time-scale", type=positive, default=30.0, help="--demo: sim s per wall s")
     c.add_argument("--seed", type=int, default=7, help="--demo: the market's seed")
     c.add_argument("--campaign", help="campaign TOML; without one (and --demo), observe only")
     c.add_argument("--market-url", default="https://console.vast.ai")
