@@ -15,6 +15,7 @@ for module in (
     "bench.tui_bench",
     "bench.engine_bench",
     "bench.service_bench",
+    "bench.service_hour",
 ):
     print(f"\n## python -m {module}", flush=True)
     subprocess.run([sys.executable, "-m", module], check=True)
