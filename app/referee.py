@@ -196,6 +196,7 @@ def _keep(
         "policy": task.policy,
         "market": task.market,
         "seed": task.scenario.seed,
+        "campaign": task.campaign.name,
         "fleet": task.campaign.fleet,
         "gpu_billing": task.scenario.gpu_billing,
         "start": facts.start,

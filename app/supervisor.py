@@ -28,6 +28,7 @@ from .core.jobs import JobQueue
 from .core.lifecycle import Phase
 from .core.offer_choice import Quarantine, quarantine_for
 from .core.policy import Policy
+from .core.reputation import ROUND_H
 from .core.rules import (
     Abandon,
     Create,
@@ -262,7 +263,7 @@ class Supervisor:
             offers=book.offers,
             terms=book.terms(),
             exclusions=book.exclusions(),
-            job_h=jobs.hours_seen(now),
+            job_h=jobs.hours_seen(now, ROUND_H),
             io_floor_s=self.policy.io_floor_wall_s * float(getattr(self.market, "time_scale", 1)),
         )
 

@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from rentwatch.ledger import EventKind, Ledger
+from rentwatch.referee import DEFAULT_JOB_MIN, JOBS_PER_INSTANCE, referee_campaign
 from rentwatch.referee_score import delivers
+from rentwatch.sim.family import draw_family
+from rentwatch.sim.market import Market
 
 PARTS = (
     "work",
@@ -64,7 +67,7 @@ def decompose(run_dir: Path) -> dict[str, Any]:
     truth = json.loads((run_dir / "truth.json").read_text())
     run = json.loads((run_dir / "run.json").read_text())
     start, finish, now = float(run["start"]), float(run["finish"]), float(truth["now"])
-    spans, requeues = _spans(run_dir / "ledger.duckdb")
+    spans, requeues = _spans(run_dir / "ledger.duckdb", run.get("campaign", "referee"))
     parts = dict.fromkeys(PARTS, 0.0)
     work_h = work_usd = 0.0
     hosts = 0
@@ -124,6 +127,25 @@ def decompose(run_dir: Path) -> dict[str, Any]:
     }
 
 
+def work_floor(family_seed: int, index: int) -> float:
+    """The least a policy holding the fleet can pay for the default job set on family market
+    `index`: its GPU-hours (jobs are fixed market time, whatever the GPU) on the `fleet`
+    cheapest delivering machines the referee's campaign may rent there (price ceiling, CUDA),
+    nothing else billed: no dud, no boot, no idle minute, no storage."""
+    m = draw_family(family_seed, index + 1)[index]
+    camp = referee_campaign()
+    ceiling = max(camp.max_dph, m.max_dph)
+    prices = sorted(
+        x.dph_base
+        for x in Market(m.scenario).machines
+        if delivers({"behaviour": x.behaviour})
+        and x.dph_base <= ceiling
+        and x.cuda_max_good >= camp.image_cuda
+    )[: m.fleet]
+    hours = JOBS_PER_INSTANCE * DEFAULT_JOB_MIN / 60  # per host
+    return hours * sum(prices) if prices else float("nan")
+
+
 def _gaps(spans: list[tuple[float, float]]) -> float:
     """Seconds between consecutive job attempts on one host."""
     gap, last = 0.0, spans[0][1]
@@ -148,9 +170,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="the folder given to `rentwatch referee --keep-logs`")
     ap.add_argument("--by-market", action="store_true", help="one row per market and policy")
+    ap.add_argument(
+        "--family-seed", type=int, help="the family the runs came from: adds each market's floor"
+    )
     args = ap.parse_args()
     rows = [decompose(d) for d in sorted(Path(args.dir).iterdir()) if (d / "truth.json").exists()]
-    cols = ["total", *PARTS, "first_verified", "first_job", "last_job", "end_lag", "requeues"]
+    floors: dict[int, float] = {}
+    if args.family_seed is not None:
+        floors = {m: work_floor(args.family_seed, m) for m in {r["market"] for r in rows}}
+    for r in rows:
+        r["floor"] = floors.get(r["market"])
+    cols = [
+        "total",
+        "floor",
+        *PARTS,
+        "first_verified",
+        "first_job",
+        "last_job",
+        "end_lag",
+        "requeues",
+    ]
     cols += ["work_dph", "hosts"]
     head = ["market", "policy", "fleet", "billing"] if args.by_market else ["policy", "runs"]
     print("| " + " | ".join(head + cols) + " |")

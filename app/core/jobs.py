@@ -63,9 +63,9 @@ class JobQueue:
             default=None,
         )
 
-    def hours_seen(self, now: float) -> float:
-        """How long a job takes, as far as this campaign has seen: the mean of those that
-        finished, or the longest still running if that is longer (market hours)."""
+    def hours_seen(self, now: float, prior_h: float) -> float:
+        """How long a job takes, as far as this campaign has seen (market hours): the mean of
+        those that finished, else `prior_h` or the longest still running if that is longer."""
         spans = [
             j.finished_at - j.started_at
             for j in self.jobs
@@ -76,8 +76,9 @@ class JobQueue:
             for j in self.jobs
             if j.status == "running" and j.started_at is not None
         ]
-        mean = sum(spans) / len(spans) if spans else 0.0
-        return max([mean, *running]) / 3600
+        if spans:
+            return max([sum(spans) / len(spans), *running]) / 3600
+        return max([prior_h * 3600, *running]) / 3600
 
     def take(self, instance_id: int, now: float) -> JobState | None:
         """The next pending job for a free, proven instance (hold and batch)."""

@@ -152,9 +152,8 @@ def hosts_for_work(
     job_h: float,
 ) -> tuple[int, str]:
     """Hosts to hold while `work` jobs are queued or running (see `hedge.work_hosts`): the
-    fleet, or more when the wait they save pays at the operator's value of time. A job is taken
-    to last at least a round (the time to a verified host): shorter work is not worth a host.
-    Without the offers at hand (`fit` None) the most it could be, so the offers get searched."""
+    fleet, or more when the wait they save pays at the operator's value of time. `job_h`: how
+    long the campaign's jobs take (before any finished, a round at least). Without the offers at hand (`fit` None) the most it could be, so the offers get searched."""
     value = policy.value_of_time_usd_per_h
     if fit is None:
         return min(work, fleet_size + (policy.max_extra_hosts if value > 0 else 0)), ""
@@ -169,7 +168,7 @@ def hosts_for_work(
         WorkInputs(
             fleet=fleet_size,
             work=work,
-            job_h=max(ROUND_H, job_h),
+            job_h=job_h,
             p_deliver=mean_odds(odds, 0.5),
             dud_usd=mean_odds(duds, DEFAULT_DUD_USD),
             host_usd=dph * ROUND_H,
