@@ -367,10 +367,10 @@ def _unreachable(failures: int, since: float) -> AttemptView:
     [
         (SEED, 0, 301, 0.0, True),  # the article's: the deadline alone, as before
         (DEFAULT, 0, 151, 0.0, False),  # the first try has not even ended: no verdict
-        (DEFAULT, 1, 151, 0.0, False),  # one dropped session is no verdict
-        (DEFAULT, 2, 151, 0.0, True),
-        (DEFAULT, 2, 151, 600.0, False),  # a fast clock: 1 wall second is 600 market seconds
-        (DEFAULT, 2, 601, 600.0, True),
+        (DEFAULT, 1, 149, 0.0, False),
+        (DEFAULT, 1, 151, 0.0, True),
+        (DEFAULT, 1, 151, 600.0, False),  # a fast clock: 1 wall second is 600 market seconds
+        (DEFAULT, 1, 601, 600.0, True),
     ],
 )
 def test_ssh_deadline_needs_tries_and_a_wall_floor(policy, failures, since, floor, gives_up):

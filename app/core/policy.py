@@ -31,7 +31,9 @@ class Policy:
         0.0  # start the check this long after running (naive: a person, later)
     )
     ssh_deadline_s: float = 300.0  # running -> SSH answering, at most
-    ssh_tries: int = 0  # and at least this many SSH tries in a row ended without an answer
+    # and at least this many SSH tries ended without an answer (every try since running did:
+    # one that answers ends the preflight). 0: the deadline alone, even with a try in flight
+    ssh_tries: int = 0
     # wall seconds the SSH deadline never falls under, whatever the market's time scale: real
     # network and CPU latency does not speed up with a simulator's clock (0: none)
     io_floor_wall_s: float = 0.0
@@ -148,7 +150,7 @@ DEFAULT = Policy(
     extract_freeze_s=900.0,
     boot_deadline_s=45 * 60.0,
     ssh_deadline_s=150.0,
-    ssh_tries=2,
+    ssh_tries=1,
     io_floor_wall_s=1.0,
     quarantine=True,
     quarantine_persistent=True,
@@ -156,7 +158,7 @@ DEFAULT = Policy(
     spare_attempts=0,
     value_of_time_usd_per_h=0.7,
     max_spare_attempts=3,
-    max_extra_hosts=3,
+    max_extra_hosts=0,
     reuse_stopped=True,
     drained_grace_s=60.0,
     offer_sanity=True,

@@ -145,7 +145,7 @@ def _running_rules(
         a.preflight_started
         and a.ssh_error is not None
         and since >= policy.preflight_after_s + max(policy.ssh_deadline_s, io_floor_s)
-        and a.ssh_failures >= policy.ssh_tries  # one dropped session is no verdict
+        and a.ssh_failures >= policy.ssh_tries  # a try still in flight is no verdict
     ):
         return give_up(
             a,
