@@ -12,7 +12,7 @@ from rentwatch.core.hedge import WorkInputs, work_hosts
 from rentwatch.core.jobs import JobQueue
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT, SEED
-from rentwatch.core.rules import AttemptView, Create, FleetSnapshot, Stop, decide
+from rentwatch.core.rules import AttemptView, Create, Finish, FleetSnapshot, Stop, decide
 
 from .test_hedge import GOOD_MARKET, OFFERS, OfferTerms
 
@@ -165,3 +165,26 @@ def test_the_job_queue_says_which_host_is_free_since_when_and_how_long_jobs_take
     assert q.hours_seen(2000.0, 0.25) == pytest.approx(1800 / 3600)  # the finished ones' mean
     q.take(1, 2000.0)
     assert q.hours_seen(9300.0, 0.25) == pytest.approx(7300 / 3600)  # one running longer
+
+
+def test_running_out_of_offers_does_not_end_work_that_proven_hosts_carry():
+    """No fit offer left (or creates, or money) with jobs still to do: the hosts already
+    proven carry the work on; the campaign ends only when none is left to carry it."""
+    snap = FleetSnapshot(
+        fleet=4,
+        max_creates=40,
+        creates=9,
+        budget_usd=20,
+        spent_usd=1,
+        attempts=(proven(1, None, busy=True), proven(2, None, busy=True)),
+        offers=(),
+        terms=OfferTerms(max_dph=1.0, image_cuda=12.4),
+        jobs_pending=3,
+        jobs_running=2,
+        jobs_total=8,
+    )
+    assert not [d for d in decide(snap, DEFAULT, NOW) if isinstance(d, Finish)]
+    assert not [d for d in decide(snap, SEED, NOW) if isinstance(d, Finish)]
+    nobody = FleetSnapshot(**{**snap.__dict__, "attempts": (), "jobs_running": 0})
+    [end] = [d for d in decide(nobody, DEFAULT, NOW) if isinstance(d, Finish)]
+    assert end.rule == "rule:no_offers" and not end.ok

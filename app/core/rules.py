@@ -327,7 +327,9 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
                 why,
             )
         )
-    if n == 0 and in_flight == 0 and need > 0:
+    # out of creates, offers or money: the campaign ends unless proven hosts carry its work on
+    carrying = fleet.jobs_total > 0 and verified > 0
+    if n == 0 and in_flight == 0 and need > 0 and not carrying:
         if room <= 0:
             out.append(
                 Finish(
