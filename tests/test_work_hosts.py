@@ -53,7 +53,7 @@ def test_hosts_for_the_work(kw, expect):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.integers(1, 5),
+    st.integers(0, 5),
     st.integers(0, 12),
     st.floats(0.0, 3.0),
     st.floats(0.0, 1.0),

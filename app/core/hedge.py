@@ -93,8 +93,8 @@ def work_hosts(w: WorkInputs) -> tuple[int, str]:
     (each: the duds expected on the way to it, and its own boot and preflight). The work's
     GPU-hours are the same on more hosts; only the overhead grows."""
     base = min(w.fleet, w.work)
-    if w.work <= w.fleet or w.max_extra <= 0 or w.value_of_time_usd_per_h <= 0:
-        return base, ""
+    if base <= 0 or w.work <= w.fleet or w.max_extra <= 0 or w.value_of_time_usd_per_h <= 0:
+        return base, ""  # a fleet of none (the operator's) is not widened either
     p = min(0.99, max(0.01, w.p_deliver))
     per_host = (1 - p) / p * w.dud_usd + w.host_usd
     best, best_net = base, 0.0

@@ -153,7 +153,8 @@ def hosts_for_work(
 ) -> tuple[int, str]:
     """Hosts to hold while `work` jobs are queued or running (see `hedge.work_hosts`): the
     fleet, or more when the wait they save pays at the operator's value of time. `job_h`: how
-    long the campaign's jobs take (before any finished, a round at least). Without the offers at hand (`fit` None) the most it could be, so the offers get searched."""
+    long the campaign's jobs take (before any finished, a round at least). Without the offers
+    at hand (`fit` None): the most it could be, so that the offers get searched."""
     value = policy.value_of_time_usd_per_h
     if fit is None:
         return min(work, fleet_size + (policy.max_extra_hosts if value > 0 else 0)), ""
