@@ -36,6 +36,7 @@ class Attempt:
     verdict: Verdict | None = None
     preflight_doc: dict[str, Any] | None = None  # the probe's document, for the detail screen
     ssh_error: str | None = None
+    ssh_failures: int = 0  # SSH tries in a row that ended without the host's answer
     ssh_host: str | None = None
     ssh_port: int | None = None
     marks: list[Mark] = field(default_factory=list)
@@ -63,7 +64,7 @@ class Attempt:
     def passed_preflight(self) -> bool:
         return self.life.proven
 
-    def view(self, busy: bool = False) -> AttemptView:
+    def view(self, busy: bool = False, free_since: float | None = None) -> AttemptView:
         return AttemptView(
             instance_id=self.instance_id,
             machine_id=self.machine_id,
@@ -79,10 +80,12 @@ class Attempt:
             preflight_started=self.preflight_task is not None,
             verdict=self.verdict,
             ssh_error=self.ssh_error,
+            ssh_failures=self.ssh_failures,
             util_low_since=self.util_low_since,
             throttle=self.throttle,
             untrusted=self.untrusted,
             busy=busy,
+            free_since=free_since,
             dph=self.gpu_dph + self.storage_dph,
         )
 

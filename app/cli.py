@@ -144,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="override the scenario's time scale",
     )
     f.add_argument("--json", action="store_true")
+    f.add_argument(
+        "--keep-logs",
+        metavar="DIR",
+        help="keep each run's log, ledger, jobs and the sim's truth in DIR/mMM-POLICY-sSEED/",
+    )
     f.set_defaults(fn=commands.cmd_referee)
 
     sc = sub.add_parser("scenario", help="scenario tools")

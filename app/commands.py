@@ -312,6 +312,7 @@ def cmd_referee(args: argparse.Namespace) -> int:
         family_seed=args.family_seed,
         deadline_min=args.deadline_min,
         workers=args.workers,
+        keep_logs=args.keep_logs,
     )
     print(json.dumps(result, indent=1) if args.json else format_table(result))
     return 0

@@ -115,6 +115,7 @@ class JobWork:
                 continue
             if a.ssh_host is None or a.ssh_port is None:
                 continue  # no SSH route in the last list answer: nothing to start it over
+            now = self.clock.now()  # launches go one after another: each dated to its own
             job = self.queue.take(a.instance_id, now)
             if job is None:
                 continue

@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import multiprocessing
 import os
+import re
+import shutil
 import tempfile
 import tomllib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -48,6 +51,7 @@ class Task:
     policy: str
     warm: bool
     deadline_s: float
+    keep_logs: str | None = None  # a folder: each run's log, ledger, truth and jobs kept there
 
 
 def referee_campaign() -> Campaign:
@@ -130,8 +134,10 @@ async def _one_run(
     key: Path,
     tmp: Path,
     deadline_s: float,
-) -> RunFacts:
-    """Run a campaign to its end or to the market-time deadline, then release what it holds."""
+    log: Callable[[str], None],
+) -> tuple[RunFacts, list[dict[str, Any]]]:
+    """Run a campaign to its end or to the market-time deadline, then release what it holds;
+    its facts, and every job as the policy last saw it (for a kept log)."""
     session = Session.open(
         sim.url,
         sim.api_key,
@@ -139,7 +145,7 @@ async def _one_run(
         campaign,
         policy_from_spec(policy_name).with_overrides(campaign.policy),
         key,
-        log=lambda _: None,
+        log=log,
         artifacts_root=tmp / "artifacts",  # a campaign's own artifacts stay in the run's folder
     )
     sup = session.sup
@@ -156,7 +162,51 @@ async def _one_run(
         await session.release("rule:campaign_end", "referee: campaign ended")
     finally:
         await session.end(f"referee: run over ({ended})")
-    return _facts(sup, start, finish, ended)
+    jobs = [
+        {
+            "job": j.name,
+            "status": j.status,
+            "instance_id": j.instance_id,
+            "attempts": j.attempts,
+            "started_at": j.started_at,
+            "finished_at": j.finished_at,
+        }
+        for j in sup.jobs.jobs
+    ]
+    return _facts(sup, start, finish, ended), jobs
+
+
+def run_name(task: Task) -> str:
+    """The kept log's folder for one run: market, policy (settings made file-safe), seed."""
+    policy = re.sub(r"[^A-Za-z0-9._-]+", "_", task.policy)
+    return f"m{task.market:02d}-{policy}-s{task.scenario.seed}"
+
+
+def _keep(
+    task: Task, tmp: Path, lines: list[str], truth: dict[str, Any], facts: RunFacts, jobs: Any
+) -> None:
+    """Save one run's evidence: the engine's log lines, its ledger, the sim's truth at the end
+    and the facts scored with it (docs/referee.md, "Kept logs")."""
+    assert task.keep_logs is not None
+    out = Path(task.keep_logs) / run_name(task)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "log.txt").write_text("\n".join(lines) + "\n")
+    shutil.copyfile(tmp / "ledger.duckdb", out / "ledger.duckdb")
+    run = {
+        "policy": task.policy,
+        "market": task.market,
+        "seed": task.scenario.seed,
+        "campaign": task.campaign.name,
+        "fleet": task.campaign.fleet,
+        "gpu_billing": task.scenario.gpu_billing,
+        "start": facts.start,
+        "finish": facts.finish,
+        "ended": facts.ended,
+        "verified_at": {str(k): v for k, v in facts.verified_at.items()},
+        "jobs": jobs,
+    }
+    (out / "run.json").write_text(json.dumps(run, indent=1))
+    (out / "truth.json").write_text(json.dumps(truth, indent=1))
 
 
 def run_task(task: Task) -> dict[str, Any]:
@@ -165,20 +215,39 @@ def run_task(task: Task) -> dict[str, Any]:
         tmp = Path(tmp_s)
         sim = SimServer(task.scenario, api_key="referee").start_in_thread()
         ledger = Ledger(tmp / "ledger.duckdb")
+        lines: list[str] = []
+        t0 = sim.market.clock.now()
+
+        def keep_line(line: str) -> None:  # stamped with market minutes since the market began
+            lines.append(f"{(sim.market.clock.now() - t0) / 60:7.2f}  {line}")
+
+        kept: tuple[dict[str, Any], RunFacts, Any] | None = None
         try:
             result: dict[str, Any] | None = None
             for _ in range(2 if task.warm else 1):
-                facts = asyncio.run(
+                lines.clear()  # a warm run keeps the scored (second) run's log
+                facts, jobs = asyncio.run(
                     _one_run(
-                        sim, task.campaign, task.policy, ledger, tmp / "key", tmp, task.deadline_s
+                        sim,
+                        task.campaign,
+                        task.policy,
+                        ledger,
+                        tmp / "key",
+                        tmp,
+                        task.deadline_s,
+                        keep_line if task.keep_logs else (lambda _: None),
                     )
                 )
-                result = score(sim.call(sim.market.truth), facts)
+                truth = sim.call(sim.market.truth)
+                result = score(truth, facts)
                 result["ended"] = facts.ended  # why the run stopped (not scored; for reading)
+                kept = (truth, facts, jobs)
             assert result is not None
         finally:
             ledger.close()
             sim.stop_thread()
+        if task.keep_logs and kept is not None:
+            _keep(task, tmp, lines, *kept)
     return {
         "policy": task.policy,
         "seed": task.scenario.seed,
@@ -265,11 +334,16 @@ def referee(
     family_seed: int = 1,
     deadline_min: float = DEFAULT_DEADLINE_MIN,
     workers: int | None = None,
+    keep_logs: str | None = None,
 ) -> dict[str, Any]:
-    """Run every policy on every market and seed; the referee's JSON (docs/referee.md)."""
+    """Run every policy on every market and seed; the referee's JSON (docs/referee.md).
+    `keep_logs`: a folder where each run's log, ledger and truth are kept."""
     tasks = plan(
         scenario, campaign, policies, seeds, warm, time_scale, family, family_seed, deadline_min
     )
+    if keep_logs:
+        Path(keep_logs).mkdir(parents=True, exist_ok=True)
+        tasks = [replace(t, keep_logs=str(Path(keep_logs).resolve())) for t in tasks]
     runs = run_tasks(tasks, workers)
     name = f"family:{family_seed}:{family}" if family else (scenario.name if scenario else "")
     return {"scenario": name, "runs": runs, "summary": summarise(runs, policies)}

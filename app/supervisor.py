@@ -28,6 +28,7 @@ from .core.jobs import JobQueue
 from .core.lifecycle import Phase
 from .core.offer_choice import Quarantine, quarantine_for
 from .core.policy import Policy
+from .core.reputation import ROUND_H
 from .core.rules import (
     Abandon,
     Create,
@@ -239,7 +240,13 @@ class Supervisor:
         if self.campaign.deadline_min is not None:
             deadline = (self.started_at or now) + self.campaign.deadline_min * 60
         jobs = self.job_work.queue
-        alive = tuple(a.view(busy=jobs.on(a.instance_id) is not None) for a in self.fleet.alive())
+        alive = tuple(
+            a.view(
+                busy=jobs.holds(a.instance_id),
+                free_since=jobs.free_since(a.instance_id, a.life.last(Phase.VERIFIED)),
+            )
+            for a in self.fleet.alive()
+        )
         book = self.offer_book
         return FleetSnapshot(
             fleet=self.campaign.fleet,
@@ -256,6 +263,8 @@ class Supervisor:
             offers=book.offers,
             terms=book.terms(),
             exclusions=book.exclusions(),
+            job_h=jobs.hours_seen(now, ROUND_H),
+            io_floor_s=self.policy.io_floor_wall_s * float(getattr(self.market, "time_scale", 1)),
         )
 
     async def _execute(self, d: Decision) -> None:

@@ -114,6 +114,7 @@ class HostTender:
                     a.verdict = Verdict(False, "timeout", f"preflight hung: {exc}")
                     return
                 a.ssh_error = str(exc)
+                a.ssh_failures += 1
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             a.ssh_error = None
@@ -122,10 +123,12 @@ class HostTender:
                 # again. A cut channel is retried until the SSH deadline rule gives up on the
                 # host; a clean exit with nothing said at all is judged after a few tries.
                 dropped += 1
+                a.ssh_failures += 1
                 if res.exit_status is None and dropped >= SILENT_RETRIES:
                     a.ssh_error = f"{dropped} preflight sessions in a row ended without an answer"
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
+            a.ssh_failures = 0
             if self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
                 return
             try:

@@ -305,3 +305,27 @@ def test_the_referee_campaign_carries_the_default_jobs_sized_in_market_time():
         assert len(t.campaign.jobs) == 2 * t.campaign.fleet
         for job in t.campaign.jobs:
             assert "time.sleep(3.000)" in job.run  # 30 market minutes at 600x
+
+
+def test_kept_logs_hold_each_runs_evidence_and_its_bill_decomposes(tmp_path):
+    """`--keep-logs DIR`: per run the engine's log, its ledger, its jobs and the sim's truth,
+    enough to split the bill into work, duds, idle and storage (bench/referee_costs.py)."""
+    from bench.referee_costs import PARTS, decompose
+
+    scen = parse_scenario({"seed": 3, "offers": 20, "time_scale": 600})
+    camp = parse_campaign(CAMPAIGN)  # the referee's default jobs: two of 30 market minutes
+    keep = tmp_path / "kept"
+    out = referee(
+        scen, camp, ["seed"], 1, time_scale=600, deadline_min=240, workers=1, keep_logs=str(keep)
+    )
+    [run] = out["runs"]
+    [folder] = list(keep.iterdir())
+    assert folder.name == f"m00-seed-s{scen.seed}"
+    for name in ("log.txt", "ledger.duckdb", "run.json", "truth.json"):
+        assert (folder / name).stat().st_size > 0
+    assert "create i:" in (folder / "log.txt").read_text()
+    parts = decompose(folder)
+    assert parts["total"] == pytest.approx(run["total_usd"], abs=1e-5)
+    assert sum(parts[k] for k in PARTS) == pytest.approx(run["total_usd"], abs=1e-3)
+    if run["jobs_finished"]:
+        assert parts["work"] > 0

@@ -53,6 +53,18 @@ def test_ranking_by_expected_cost():
     assert why.startswith("m:200 $0.200/h, p(deliver)=") and "from 6 runs, effective $" in why
 
 
+def test_the_platforms_score_does_not_reorder_offers_we_know_nothing_of():
+    """Renter-side memory only: on a market new to us, expected cost ranks by price, whatever
+    uptime score the platform gives each offer; our own record then reorders it."""
+    pricey_famous = offer(1, 100, 0.20, rel=0.999)
+    cheap_unknown = offer(2, 200, 0.15, rel=0.90)
+    ranked = rank_offers([pricey_famous, cheap_unknown], {}, by="expected_cost")
+    assert [o.id for o, _ in ranked] == [2, 1]
+    ours = {100: (3, 0, 0.0), 200: (0, 2, 0.05)}
+    ranked = rank_offers([pricey_famous, cheap_unknown], ours, by="expected_cost")
+    assert [o.id for o, _ in ranked] == [1, 2]
+
+
 def test_quarantined_machines_never_offered(make_sim, tmp_path):
     """Offer choice excludes quarantined machines whatever their price (checked in the engine)."""
     import asyncio

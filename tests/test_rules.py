@@ -349,3 +349,30 @@ def test_executor_refuses_automated_destroy_of_a_verified_instance(tmp_path):
         await client.aclose()
 
     asyncio.run(run())
+
+
+def _unreachable(failures: int, since: float) -> AttemptView:
+    return att(
+        phase=Phase.VERIFYING,
+        status="running",
+        running_at=NOW - since,
+        preflight_started=True,
+        ssh_error="no answer yet",
+        ssh_failures=failures,
+    )
+
+
+@pytest.mark.parametrize(
+    "policy, failures, since, floor, gives_up",
+    [
+        (SEED, 0, 301, 0.0, True),  # the article's: the deadline alone, as before
+        (DEFAULT, 0, 151, 0.0, False),  # the first try has not even ended: no verdict
+        (DEFAULT, 1, 149, 0.0, False),
+        (DEFAULT, 1, 151, 0.0, True),
+        (DEFAULT, 1, 151, 600.0, False),  # a fast clock: 1 wall second is 600 market seconds
+        (DEFAULT, 1, 601, 600.0, True),
+    ],
+)
+def test_ssh_deadline_needs_tries_and_a_wall_floor(policy, failures, since, floor, gives_up):
+    snap = fleet(_unreachable(failures, since), io_floor_s=floor)
+    assert bool(only(decide(snap, policy, NOW), Abandon)) == gives_up

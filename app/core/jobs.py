@@ -49,6 +49,37 @@ class JobQueue:
             (j for j in self.jobs if j.status == "running" and j.instance_id == instance_id), None
         )
 
+    def holds(self, instance_id: int) -> bool:
+        """A job runs on it, or has exited there and its artifacts are still coming off."""
+        return any(
+            j.instance_id == instance_id and j.status in ("running", "finishing") for j in self.jobs
+        )
+
+    def free_since(self, instance_id: int, verified_at: float | None) -> float | None:
+        """Since when the instance has had no job: its last job's end, else its verification."""
+        ends = [j.finished_at for j in self.jobs if j.instance_id == instance_id]
+        return max(
+            [e for e in ends if e is not None] + ([verified_at] if verified_at else []),
+            default=None,
+        )
+
+    def hours_seen(self, now: float, prior_h: float) -> float:
+        """How long a job takes, as far as this campaign has seen (market hours): the mean of
+        those that finished, else `prior_h` or the longest still running if that is longer."""
+        spans = [
+            j.finished_at - j.started_at
+            for j in self.jobs
+            if j.status == "done" and j.finished_at is not None and j.started_at is not None
+        ]
+        running = [
+            now - j.started_at
+            for j in self.jobs
+            if j.status == "running" and j.started_at is not None
+        ]
+        if spans:
+            return max([sum(spans) / len(spans), *running]) / 3600
+        return max([prior_h * 3600, *running]) / 3600
+
     def take(self, instance_id: int, now: float) -> JobState | None:
         """The next pending job for a free, proven instance (hold and batch)."""
         if self.on(instance_id) is not None:

@@ -96,6 +96,10 @@ class Lifecycle:
         """When the first move into `phase` happened (None: never)."""
         return next((t.at for t in self.history if t.after == phase), None)
 
+    def last(self, phase: Phase) -> float | None:
+        """When the latest move into `phase` happened (None: never)."""
+        return max((t.at for t in self.history if t.after == phase), default=None)
+
     @property
     def dud(self) -> bool:
         """See `is_dud`."""

@@ -31,6 +31,12 @@ class Policy:
         0.0  # start the check this long after running (naive: a person, later)
     )
     ssh_deadline_s: float = 300.0  # running -> SSH answering, at most
+    # and at least this many SSH tries ended without an answer (every try since running did:
+    # one that answers ends the preflight). 0: the deadline alone, even with a try in flight
+    ssh_tries: int = 0
+    # wall seconds the SSH deadline never falls under, whatever the market's time scale: real
+    # network and CPU latency does not speed up with a simulator's clock (0: none)
+    io_floor_wall_s: float = 0.0
     preflight_timeout_s: float = 90.0  # wall seconds for the probe itself
     min_speed_share: float = 0.6
     check_gpu_name: bool = True
@@ -42,12 +48,18 @@ class Policy:
     # hedged provisioning (core/hedge.py): more spares while they pay for the time they save
     value_of_time_usd_per_h: float = 0.0  # the operator's price of an hour's wait; 0: no hedging
     max_spare_attempts: int = 0  # hedging never keeps more than this many spares in flight
+    # hosts beyond the fleet while queued jobs would wait for one, when the wait saved pays at
+    # the value of time (core/hedge.work_hosts); 0: the fleet is the most ever held
+    max_extra_hosts: int = 0
     reuse_stopped: bool = False  # start a stopped, proven rental again before creating
     offer_sanity: bool = False  # skip offers whose own benchmark contradicts the GPU they claim
     rank: str = "price"  # price | expected_cost
     # stop rules for verified instances
     idle_util_pct: float = 10.0
     idle_grace_s: float = 15 * 60.0
+    # once no job is queued, stop a proven host that has had no job this long (None: only the
+    # idle rule, on the GPU's own utilisation, stops it)
+    drained_grace_s: float | None = None
     stop_on_throttle: bool = False
     throttle_ratio: float = 0.85
     # the deeper host checks (PCIe, VRAM, disk, download, XID) and their thresholds
@@ -138,13 +150,17 @@ DEFAULT = Policy(
     extract_freeze_s=900.0,
     boot_deadline_s=45 * 60.0,
     ssh_deadline_s=150.0,
+    ssh_tries=1,
+    io_floor_wall_s=1.0,
     quarantine=True,
     quarantine_persistent=True,
     quarantine_hours=24 * 7,
     spare_attempts=0,
     value_of_time_usd_per_h=0.7,
     max_spare_attempts=3,
+    max_extra_hosts=0,
     reuse_stopped=True,
+    drained_grace_s=60.0,
     offer_sanity=True,
     rank="expected_cost",
 )

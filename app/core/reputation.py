@@ -57,16 +57,18 @@ def rank_offers(
     `history`: machine id -> (delivered, failed, mean USD per dud). `by="price"` ranks by the
     hourly rate (the article's way); `by="expected_cost"` by price over the delivery odds plus
     the expected cost of a dud on that machine, plus, when waiting has a price, the expected
-    wait for a verified host from that machine (a round per try, 1/p tries) at that price. The
-    wait term reads only our own record (each machine's, over the market's pooled one): the
-    platform's score says little about how soon a host boots, and a term every unseen machine
-    shares does not reorder them.
+    wait for a verified host from that machine (a round per try, 1/p tries) at that price.
+    The odds read only our own record (each machine's, over the market's pooled one; a flat
+    prior before any rental ended): the platform's score says little about delivery (DESIGN
+    rule 6), and ranking by it made `default` rent pricier hosts for the same work on markets
+    it had not seen (docs/benchmarks.md). So on a market we know nothing of, the ranking is by
+    price, as the article's; our ledger reorders it.
     """
     pool = market_odds(history)
     scored = []
     for o in offers:
         good, bad, dud_usd = history.get(o.machine_id, (0, 0, 0.0))
-        p = p_deliver(good, bad, o.reliability)
+        p = offer_odds((good, bad, dud_usd), None, pool)
         runs = good + bad
         if by == "expected_cost":
             effective = o.dph_total / p + (1 - p) / p * (dud_usd or DEFAULT_DUD_USD) * 4

@@ -1,32 +1,56 @@
 """The rules: `decide(fleet, policy, now) -> decisions`. Pure: no I/O, no clock reads.
 
-Automation's vocabulary is the decision types below. None of them destroys an instance that
-passed its preflight: `Abandon` (destroy and quarantine) can only be built for an attempt that
-never passed, and for everything else the strongest automated act is `Stop`.
+Automation's vocabulary is the decision types of `decisions.py` (re-exported here). None of
+them destroys an instance that passed its preflight: `Abandon` (destroy and quarantine) can only
+be built for an attempt that never passed, and for everything else the strongest automated act
+is `Stop`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Union
+from dataclasses import replace
 
+from .decisions import (
+    Abandon,
+    AttemptView,
+    Create,
+    Decision,
+    Finish,
+    FleetSnapshot,
+    StartPreflight,
+    Stop,
+    Verify,
+    fmt_span,
+    give_up,
+)
 from .lifecycle import Phase
 from .models import Offer
 from .offer_choice import (
-    Exclusions,
-    History,
-    OfferTerms,
-    Quarantine,
     at_risk,
     choose_offers,
     fit_offers,
     hedge_for,
+    hosts_for_work,
     quarantine_for,
     within_budget,
 )
 from .patterns import compile_patterns, fatal_match
 from .policy import Policy
-from .verdict import Throttle, Verdict
+
+__all__ = [
+    "Abandon",
+    "AttemptView",
+    "Create",
+    "Decision",
+    "Finish",
+    "FleetSnapshot",
+    "StartPreflight",
+    "Stop",
+    "Verify",
+    "decide",
+    "freeze_window",
+    "low_util_since",
+]
 
 DOWNLOAD_WORDS = ("Downloading",)  # a progress line: on a healthy host it moves every few seconds
 SILENT_WORDS = (
@@ -39,138 +63,6 @@ SILENT_WORDS = (
 # `unknown` is not terminal: Vast adds lifecycle states rentwatch has no name for (SkyPilot
 # treats them as initialising), so an unknown status is left to the deadlines (issue 19)
 TERMINAL = frozenset({"exited", "offline"})
-
-
-@dataclass(frozen=True)
-class AttemptView:
-    instance_id: int
-    machine_id: int | None
-    offer_gpu: str
-    phase: Phase
-    status: str | None
-    status_msg: str | None
-    status_since: float  # when the status line last changed (market time)
-    created_at: float
-    running_at: float | None = None
-    passed_preflight: bool = False
-    preflight_started: bool = False
-    verdict: Verdict | None = None
-    ssh_error: str | None = None
-    util_low_since: float | None = None
-    throttle: Throttle | None = None
-    busy: bool = False
-    untrusted: str | None = None  # why the host is no longer trusted (its SSH host key changed)
-    dph: float = 0.0  # what it bills per hour at most (GPU and storage), for the budget
-    clock_from: float | None = None  # its last start: deadlines count from here, not the create
-
-    @property
-    def boot_clock(self) -> float:
-        """When its boot deadline started: the create, or the start that booted it again."""
-        return self.created_at if self.clock_from is None else self.clock_from
-
-
-@dataclass(frozen=True)
-class FleetSnapshot:
-    fleet: int
-    max_creates: int
-    creates: int
-    budget_usd: float
-    spent_usd: float
-    attempts: tuple[AttemptView, ...]
-    deadline: float | None = None
-    jobs_pending: int = 0
-    jobs_total: int = 0
-    jobs_running: int = 0
-    jobs_failed: int = 0
-    offers_available: int = 1_000_000  # used when `offers` is None (not searched yet)
-    offers: tuple[Offer, ...] | None = None  # the last offer search's answer
-    terms: OfferTerms | None = None
-    exclusions: Exclusions = field(default_factory=Exclusions)
-    history: History = field(default_factory=dict)  # our own record per machine, for ranking
-    create_cap: int | None = None  # at most this many creates now (one while the market is new)
-
-    @property
-    def idle_rule_active(self) -> bool:
-        """Idle verified instances are the point while a jobless fleet is assembled; the idle
-        watchdog applies once there was work and the queue is empty."""
-        return self.jobs_total > 0 and self.jobs_pending == 0
-
-
-@dataclass(frozen=True)
-class Create:
-    rule: str
-    reason: str
-    offer: Offer | None = None  # the offer chosen (fit, sane, best ranked)
-    why: str = ""  # why that offer: the sentence the ledger records with the choice
-
-
-@dataclass(frozen=True)
-class Abandon:
-    """Give up on an attempt that never passed its preflight: destroy it, quarantine its machine."""
-
-    instance_id: int
-    machine_id: int | None
-    rule: str
-    reason: str
-    failure_class: str
-    quarantine: Quarantine | None = None  # what its failure earns its machine under the policy
-
-    @classmethod
-    def of(cls, a: AttemptView, rule: str, reason: str, failure_class: str) -> Abandon:
-        if a.passed_preflight:
-            raise ValueError(
-                f"instance {a.instance_id} passed its preflight: automation may only stop it"
-            )
-        return cls(a.instance_id, a.machine_id, rule, reason, failure_class)
-
-
-@dataclass(frozen=True)
-class Stop:
-    instance_id: int
-    rule: str
-    reason: str
-    failure_class: str | None = None  # set when the host is not to be trusted again: quarantine
-    quarantine: Quarantine | None = None  # filled in by `decide` from the policy
-
-
-@dataclass(frozen=True)
-class StartPreflight:
-    instance_id: int
-    rule: str = "preflight"
-    reason: str = "running and reachable: prove it computes"
-
-
-@dataclass(frozen=True)
-class Verify:
-    instance_id: int
-    rule: str
-    reason: str
-    by_preflight: bool
-
-
-@dataclass(frozen=True)
-class Finish:
-    ok: bool
-    rule: str
-    reason: str
-
-
-Decision = Union[Create, Abandon, Stop, StartPreflight, Verify, Finish]  # noqa: UP007
-
-
-def fmt_span(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s"
-
-
-def give_up(a: AttemptView, rule: str, reason: str, failure_class: str) -> Abandon | Stop:
-    """Abandon an attempt that never proved itself; a proven one (say, rebooting after a
-    start) is only stopped."""
-    if a.passed_preflight:
-        return Stop(a.instance_id, rule, reason)
-    return Abandon.of(a, rule, reason, failure_class)
 
 
 def low_util_since(
@@ -223,7 +115,9 @@ def _boot_rules(a: AttemptView, policy: Policy, now: float) -> Decision | None:
     return None
 
 
-def _running_rules(a: AttemptView, policy: Policy, now: float) -> Decision | None:
+def _running_rules(
+    a: AttemptView, policy: Policy, now: float, io_floor_s: float = 0.0
+) -> Decision | None:
     running_at = a.running_at if a.running_at is not None else a.status_since
     since = now - running_at
     noticed = policy.terminal_status_abandon or since >= policy.preflight_after_s
@@ -250,7 +144,8 @@ def _running_rules(a: AttemptView, policy: Policy, now: float) -> Decision | Non
     if (
         a.preflight_started
         and a.ssh_error is not None
-        and since >= policy.preflight_after_s + policy.ssh_deadline_s
+        and since >= policy.preflight_after_s + max(policy.ssh_deadline_s, io_floor_s)
+        and a.ssh_failures >= policy.ssh_tries  # a try still in flight is no verdict
     ):
         return give_up(
             a,
@@ -283,6 +178,11 @@ def _verified_rules(
             "rule:idle",
             f"GPU below {policy.idle_util_pct:.0f}% for "
             f"{fmt_span(now - a.util_low_since)} with no work queued",
+        )
+    free = None if a.free_since is None or a.busy or not idle_active else now - a.free_since
+    if free is not None and policy.drained_grace_s is not None and free >= policy.drained_grace_s:
+        return Stop(  # no job left for it: its GPU would bill for nothing
+            a.instance_id, "rule:drained", f"no job on it for {fmt_span(free)} and none queued"
         )
     return None
 
@@ -317,12 +217,12 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         if a.phase in (Phase.REQUESTED, Phase.BOOTING):
             d = _boot_rules(a, policy, now)
         elif a.phase in (Phase.RUNNING, Phase.VERIFYING):
-            d = _running_rules(a, policy, now)
+            d = _running_rules(a, policy, now, fleet.io_floor_s)
         elif a.phase == Phase.VERIFIED and a.passed_preflight:
             d = _verified_rules(a, policy, now, fleet.idle_rule_active)
         elif a.phase == Phase.VERIFIED and a.running_at is not None:
             d = _running_rules(
-                a, policy, now
+                a, policy, now, fleet.io_floor_s
             )  # trusted on sight, not yet proven (naive's late look)
         if d is not None:
             out.append(d)
@@ -354,6 +254,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     if fleet.deadline is not None and now >= fleet.deadline:
         out.append(Finish(False, "rule:deadline", "the campaign's deadline passed"))
         return out
+    wider = ""
     if fleet.jobs_total > 0:
         if fleet.jobs_pending == 0 and fleet.jobs_running == 0:
             done = fleet.jobs_total - fleet.jobs_failed
@@ -365,8 +266,17 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
                 )
             )
             return out
-        # hold and batch: never more instances than there is work for
-        target = min(fleet.fleet, fleet.jobs_pending + fleet.jobs_running)
+        # hold and batch: never more instances than there is work for; more than the fleet
+        # only while queued jobs would wait and the wait saved pays (core/hedge.work_hosts)
+        work = fleet.jobs_pending + fleet.jobs_running
+        target, wider = min(fleet.fleet, work), ""
+        if work > fleet.fleet:
+            fit = None
+            if fleet.offers is not None and fleet.terms is not None:
+                fit = fit_offers(fleet.offers, fleet.terms, policy, fleet.exclusions)
+            target, wider = hosts_for_work(
+                fit, fleet.fleet, work, fleet.history, policy, fleet.job_h
+            )
     else:
         if verified >= fleet.fleet:
             out.append(Finish(True, "rule:goal", f"fleet of {fleet.fleet} verified"))
@@ -410,13 +320,16 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         out.append(
             Create(
                 "rule:replace",
-                f"{verified} of {fleet.fleet} verified, {in_flight + i} booting: rent one more"
+                f"{verified} of {target} verified, {in_flight + i} booting: rent one more"
+                + (f" ({wider})" if wider else "")
                 + (f" ({hedge_why})" if hedged else ""),
                 offer,
                 why,
             )
         )
-    if n == 0 and in_flight == 0 and need > 0:
+    # out of creates, offers or money: the campaign ends unless proven hosts carry its work on
+    carrying = fleet.jobs_total > 0 and verified > 0
+    if n == 0 and in_flight == 0 and need > 0 and not carrying:
         if room <= 0:
             out.append(
                 Finish(

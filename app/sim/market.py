@@ -723,6 +723,8 @@ class Market:
                     if inst.stops and inst.intended == "stopped"
                     else None,
                     "destroyed_at": inst.destroyed_at,
+                    "gpu_dph": inst.gpu_dph,
+                    "storage_dph": inst.storage_dph,
                     "gpu_usd": round(c.gpu_usd, 6),
                     "storage_usd": round(c.storage_usd, 6),
                     "bandwidth_usd": round(c.bandwidth_usd, 6),

@@ -1,0 +1,154 @@
+"""The rules' vocabulary: the fleet snapshot they decide on and the decisions they return.
+
+Pure. None of the decisions destroys an instance that passed its preflight: `Abandon` (destroy
+and quarantine) can only be built for an attempt that never passed, and for everything else the
+strongest automated act is `Stop`. `rules.py` decides; these are its inputs and outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from .lifecycle import Phase
+from .models import Offer
+from .offer_choice import Exclusions, History, OfferTerms, Quarantine
+from .verdict import Throttle, Verdict
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    instance_id: int
+    machine_id: int | None
+    offer_gpu: str
+    phase: Phase
+    status: str | None
+    status_msg: str | None
+    status_since: float  # when the status line last changed (market time)
+    created_at: float
+    running_at: float | None = None
+    passed_preflight: bool = False
+    preflight_started: bool = False
+    verdict: Verdict | None = None
+    ssh_error: str | None = None
+    ssh_failures: int = 0  # SSH tries in a row that ended without the host's answer
+    util_low_since: float | None = None
+    throttle: Throttle | None = None
+    busy: bool = False  # a job runs on it, or its artifacts are coming off
+    free_since: float | None = None  # no job on it since (its last job's end, or its verify)
+    untrusted: str | None = None  # why the host is no longer trusted (its SSH host key changed)
+    dph: float = 0.0  # what it bills per hour at most (GPU and storage), for the budget
+    clock_from: float | None = None  # its last start: deadlines count from here, not the create
+
+    @property
+    def boot_clock(self) -> float:
+        """When its boot deadline started: the create, or the start that booted it again."""
+        return self.created_at if self.clock_from is None else self.clock_from
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    fleet: int
+    max_creates: int
+    creates: int
+    budget_usd: float
+    spent_usd: float
+    attempts: tuple[AttemptView, ...]
+    deadline: float | None = None
+    jobs_pending: int = 0
+    jobs_total: int = 0
+    jobs_running: int = 0
+    jobs_failed: int = 0
+    offers_available: int = 1_000_000  # used when `offers` is None (not searched yet)
+    offers: tuple[Offer, ...] | None = None  # the last offer search's answer
+    terms: OfferTerms | None = None
+    exclusions: Exclusions = field(default_factory=Exclusions)
+    history: History = field(default_factory=dict)  # our own record per machine, for ranking
+    create_cap: int | None = None  # at most this many creates now (one while the market is new)
+    # market seconds an I/O deadline is never judged under: the policy's floor in wall seconds
+    # times the market's time scale (1 on a real market, where it changes nothing)
+    io_floor_s: float = 0.0
+    job_h: float = 0.0  # how long the campaign's jobs have taken so far (market hours)
+
+    @property
+    def idle_rule_active(self) -> bool:
+        """Idle verified instances are the point while a jobless fleet is assembled; the idle
+        watchdog applies once there was work and the queue is empty."""
+        return self.jobs_total > 0 and self.jobs_pending == 0
+
+
+@dataclass(frozen=True)
+class Create:
+    rule: str
+    reason: str
+    offer: Offer | None = None  # the offer chosen (fit, sane, best ranked)
+    why: str = ""  # why that offer: the sentence the ledger records with the choice
+
+
+@dataclass(frozen=True)
+class Abandon:
+    """Give up on an attempt that never passed its preflight: destroy it, quarantine its machine."""
+
+    instance_id: int
+    machine_id: int | None
+    rule: str
+    reason: str
+    failure_class: str
+    quarantine: Quarantine | None = None  # what its failure earns its machine under the policy
+
+    @classmethod
+    def of(cls, a: AttemptView, rule: str, reason: str, failure_class: str) -> Abandon:
+        if a.passed_preflight:
+            raise ValueError(
+                f"instance {a.instance_id} passed its preflight: automation may only stop it"
+            )
+        return cls(a.instance_id, a.machine_id, rule, reason, failure_class)
+
+
+@dataclass(frozen=True)
+class Stop:
+    instance_id: int
+    rule: str
+    reason: str
+    failure_class: str | None = None  # set when the host is not to be trusted again: quarantine
+    quarantine: Quarantine | None = None  # filled in by `decide` from the policy
+
+
+@dataclass(frozen=True)
+class StartPreflight:
+    instance_id: int
+    rule: str = "preflight"
+    reason: str = "running and reachable: prove it computes"
+
+
+@dataclass(frozen=True)
+class Verify:
+    instance_id: int
+    rule: str
+    reason: str
+    by_preflight: bool
+
+
+@dataclass(frozen=True)
+class Finish:
+    ok: bool
+    rule: str
+    reason: str
+
+
+Decision = Union[Create, Abandon, Stop, StartPreflight, Verify, Finish]  # noqa: UP007
+
+
+def fmt_span(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s"
+
+
+def give_up(a: AttemptView, rule: str, reason: str, failure_class: str) -> Abandon | Stop:
+    """Abandon an attempt that never proved itself; a proven one (say, rebooting after a
+    start) is only stopped."""
+    if a.passed_preflight:
+        return Stop(a.instance_id, rule, reason)
+    return Abandon.of(a, rule, reason, failure_class)
