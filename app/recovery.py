@@ -291,6 +291,19 @@ class Recovery:
         a.status, a.status_msg, a.status_since = inst.actual_status, inst.status_msg, now
         a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
         self.fleet.add(a)
+        written_off = [e for e in history if e.kind in (K.LOST, K.RETURNED)]
+        if written_off and written_off[-1].kind == K.LOST:  # an earlier run wrote it off
+            gone = written_off[-1]
+            self.journal.fact(
+                K.RETURNED,
+                a,
+                at=now,
+                actor="engine",
+                ok=True,
+                reason=f"written off {(now - gone.at) / 60:.1f} min ago ({gone.reason}), still "
+                "listed at the restart: billed as if never written off",
+                detail={"lost_at": gone.at, "gap_s": now - gone.at, "status": inst.known_status},
+            )
         if owned:
             self._record_adoption(a, inst, history, created_at, now)
         else:

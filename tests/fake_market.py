@@ -105,6 +105,7 @@ class FakeMarket:
         self.next_id = 5001
         self.fail: dict[str, Exception] = {}  # method name -> raised on its next call
         self.hidden: set[int] = set()  # left out of list answers
+        self.denied: set[int] = set()  # asked for directly, said to exist no more (a lie)
         self.calls: list[tuple[str, Any]] = []
         self.keys: list[str] = []
         self.lie_create_id: int | None = None  # the next create answers with this id instead
@@ -159,7 +160,8 @@ class FakeMarket:
     async def show_instance(self, instance_id: int) -> Instance | None:
         self._call("show_instance", instance_id)
         b = self.boxes.get(instance_id)
-        return None if b is None or b.intended == "destroyed" else b.row()
+        gone = b is None or b.intended == "destroyed" or instance_id in self.denied
+        return None if gone else b.row()
 
     async def _change(self, name: str, iid: int, on_try: OnTry | None, to: str) -> Acted:
         if on_try is not None:

@@ -212,6 +212,7 @@ class Instance:
     cur_state: str | None = None
     next_state: str | None = None
     ssh_routes: tuple[SSHRoute, ...] = ()
+    uptime_mins: float | None = None  # how long the container has run (None: not running)
 
     @property
     def known_status(self) -> str | None:
@@ -262,4 +263,5 @@ class Instance:
             cur_state=_text(row, "cur_state"),
             next_state=_text(row, "next_state"),
             ssh_routes=routes,
+            uptime_mins=_soft(row, "uptime_mins", 0.0),
         )
