@@ -149,7 +149,14 @@ def test_create_asks_for_direct_and_proxy_ssh_and_new_accounts_have_no_keys():
 
 @pytest.mark.parametrize(
     "bad",
-    [{"dph_total": -0.1}, {"dph_total": float("inf")}, {"storage_cost": -1}, {"dph_base": -2}],
+    [
+        {"dph_total": -0.1},
+        {"dph_total": float("inf")},
+        {"storage_cost": -1},
+        {"dph_base": -2},
+        {"inet_up_cost": -0.01},
+        {"inet_down_cost": float("nan")},
+    ],
 )
 def test_negative_or_non_finite_prices_make_an_offer_invalid(bad):
     row = {"id": 1, "machine_id": 2, "dph_total": 0.3, **bad}
