@@ -151,3 +151,22 @@ def test_the_ledger_voids_a_write_off_that_a_return_answers():
     assert rows[2]["total_usd"] == pytest.approx(0.36 + 0.036)
     assert rows[2]["destroyed_at"] == 3600
     led.close()
+
+
+def test_a_written_off_instance_in_a_filtered_answer_is_held_again(key):
+    """A big fleet's polls list pages (by label, by state, a sweep's): a written-off instance
+    on one of them is held again, as from a whole list."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        market.t += 10
+        await sup.poll_once()
+        await _write_off(sup, market, iid)
+        market.t += 10
+        page = [market.boxes[iid].row()]
+        await sup.observer.observe(page, market.t, full=False, asked=frozenset())
+        assert sup.attempts[iid].life.phase == Phase.BOOTING
+        assert [e.instance_id for e in kinds(ledger, "returned")] == [iid]
+
+    run(key, body)
