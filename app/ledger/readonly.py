@@ -45,7 +45,7 @@ MAX_ROW_LIMIT = 100_000  # rows in one page, whatever the caller asked for
 MAX_PAGE_BYTES = 64 << 20  # text and blobs in one page
 QUERY_TIMEOUT_S = 20.0  # wall seconds a query may run before it is interrupted
 QUERY_MEMORY_LIMIT = "1GB"  # the whole instance (the controller's own writes need little)
-QUERY_THREADS = 2
+QUERY_THREADS = 1  # one core at most: the controller (and its machine) keeps the rest
 SANDBOX_CONFIG: dict[str, Any] = {
     "memory_limit": QUERY_MEMORY_LIMIT,
     "threads": QUERY_THREADS,
