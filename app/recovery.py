@@ -83,27 +83,36 @@ class Recovery:
             if inst.id in self.fleet.attempts:
                 continue
             if self.ours(inst):
-                # its create's outcome was written as failed: the rental is a fact now
-                self.journal.fact(
-                    K.CREATE,
-                    None,
-                    at=finite(inst.start_date, now),
-                    actor="reconcile",
-                    ok=True,
-                    reason="found carrying this campaign's label, unheld: a create whose "
-                    "answer named another id",
-                    detail={"label": inst.label, "gpu_billing": self.market.gpu_billing},
-                    instance_id=inst.id,
-                    machine_id=inst.machine_id,
-                    host_id=inst.host_id,
-                    gpu_name=inst.gpu_name,
-                    gpu_dph=finite(inst.dph_base, 0.0),
-                    storage_dph=finite(inst.storage_total_cost, 0.0),
-                )
-                self.fleet.creates += 1
-                self.adopt(inst, now)
+                self.adopt(inst, now)  # its create goes into the ledger there
             elif adopt_all and row_problem(inst) is None:
                 self.adopt(inst, now, owned=False)
+
+    def _found_created(self, inst: Instance, now: float) -> Event | None:
+        """A rental carrying this campaign's label with no create in the ledger (its create's
+        answer named another id, or was lost, and the label lookup failed too; found now, or
+        at a restart): the rental is a fact, and its create is written down so the ledger
+        bills it."""
+        self.fleet.creates += 1
+        self.journal.fact(
+            K.CREATE,
+            None,
+            at=finite(inst.start_date, now),
+            actor="reconcile",
+            ok=True,
+            reason="found carrying this campaign's label with no create in the ledger: a "
+            "create whose answer was lost or named another id",
+            detail={"label": inst.label, "gpu_billing": self.market.gpu_billing},
+            instance_id=inst.id,
+            machine_id=inst.machine_id,
+            host_id=inst.host_id,
+            gpu_name=inst.gpu_name,
+            gpu_dph=finite(inst.dph_base, 0.0),
+            storage_dph=finite(inst.storage_total_cost, 0.0),
+        )
+        return next(
+            (e for e in self.ledger.instance_history(inst.id) if e.kind == K.CREATE and e.ok),
+            None,
+        )
 
     def _took_effect_at(self, intent: Event) -> float:
         """When a change the crash cut short took effect, from its tries in the ledger."""
@@ -226,9 +235,9 @@ class Recovery:
     def adopt(self, inst: Instance, now: float, owned: bool = True) -> Attempt:
         """Hold a live instance found on the market: supervised (`owned`), or only observed."""
         history = self.ledger.instance_history(inst.id) if owned else []
-        create = next(
-            (e for e in history if e.kind == K.CREATE and e.phase == "outcome" and e.ok), None
-        )
+        create = next((e for e in history if e.kind == K.CREATE and e.ok), None)
+        if owned and create is None and self.ours(inst):
+            create = self._found_created(inst, now)
         # the ledger's own figures first; the market's row only where they are finite
         created_at = create.at if create else finite(inst.start_date, now)
         a = Attempt(
