@@ -153,7 +153,13 @@ def test_chaos_invariants(make_sim, tmp_path):
     assert sorted(done) == sorted(f"j{i}" for i in range(N_JOBS))
     # money: every instance the market billed is in the ledger, and billed the same to the cent
     # (a lost answer is dated to when its request went out; see VastClient._act)
-    assert set(truth) == {r["instance_id"] for r in rows}
+    in_ledger = {r["instance_id"] for r in rows}
+    missing = {i: truth[i] for i in set(truth) - in_ledger}
+    assert not missing, f"billed by the market, not in the ledger: {missing}"
+    assert in_ledger <= set(truth), (
+        f"in the ledger, unknown to the market: {in_ledger - set(truth)}"
+    )
+    worst = max((abs(r["total_usd"] - truth[r["instance_id"]]["usd"]) for r in rows), default=0)
     off = {
         r["instance_id"]: r["total_usd"] - truth[r["instance_id"]]["usd"]
         for r in rows
@@ -194,6 +200,7 @@ def test_chaos_invariants(make_sim, tmp_path):
         f"\nchaos seed {SEED}: {len(rows)} creates, {len(verified)} verified, kills {len(KILLS)}, "
         f"{len(unwatched)} adoptions (longest unwatched {max(unwatched, default=0) / 60:.1f} min), "
         f"faults {sim.api.faults_injected}, ssh drops {sim.ssh.dropped}, jobs {len(done)} "
-        f"({retried} restarts), ledger ${ledger_total:.4f} vs truth ${truth_total:.4f}, "
+        f"({retried} restarts), duds {sum(1 for r in rows if r['dud'])}, ledger "
+        f"${ledger_total:.4f} vs truth ${truth_total:.4f} (worst instance ${worst:.4f} off), "
         f"{time.time() - began:.0f} s{hostile}"
     )
