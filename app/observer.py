@@ -271,6 +271,9 @@ class Observer:
         stopped: stays stopped; proven and running: in service, tended again; else booting),
         and billed as if it had never been written off: the write-off's destroy mark is void
         (the ledger's `standing_events` drops a `lost` that a later `returned` answers)."""
+        said = {(inst.intended_status or "").lower(), (inst.actual_status or "").lower()}
+        if said & {"destroyed", "destroying"}:
+            return  # listed on its way out: the write-off stands
         gone = a.life.history[-1]  # the move into LOST
         destroy = next((m for m in reversed(a.marks) if m.kind == "destroy"), None)
         if destroy is not None:

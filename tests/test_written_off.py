@@ -4,6 +4,8 @@ each runs in well under a second."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from rentwatch.core.lifecycle import Phase
 from rentwatch.market import MarketUnavailable
@@ -168,5 +170,23 @@ def test_a_written_off_instance_in_a_filtered_answer_is_held_again(key):
         await sup.observer.observe(page, market.t, full=False, asked=frozenset())
         assert sup.attempts[iid].life.phase == Phase.BOOTING
         assert [e.instance_id for e in kinds(ledger, "returned")] == [iid]
+
+    run(key, body)
+
+
+def test_a_row_on_its_way_out_is_not_a_return(key):
+    """A written-off instance listed as destroyed (a market that lists it a while longer) stays
+    written off."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        market.t += 10
+        await sup.poll_once()
+        await _write_off(sup, market, iid)
+        market.t += 10
+        page = [dataclasses.replace(market.boxes[iid].row(), intended_status="destroyed")]
+        await sup.observer.observe(page, market.t, full=False, asked=frozenset())
+        assert sup.attempts[iid].life.phase == Phase.LOST and not kinds(ledger, "returned")
 
     run(key, body)
