@@ -358,8 +358,8 @@ class Observer:
                 detail={"status": status, "msg": (inst.status_msg or "")[:300]},
             )
             # billing marks as Vast bills: nothing while offline (neither GPU nor storage)
-            if a.status == "offline" and status != "offline":
-                a.marks.append(Mark(changed, "online"))
+            if a.status == "offline" and status not in ("offline", "stopped"):
+                a.marks.append(Mark(changed, "online"))  # the host answers again
             if status == "running" and a.status != "running":
                 a.marks.append(Mark(changed, "running"))
             elif status == "offline":

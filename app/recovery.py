@@ -13,7 +13,7 @@ import math
 from collections.abc import Awaitable, Callable
 
 from .attempt import Attempt
-from .core.billing import Mark, took_effect_at
+from .core.billing import Mark, status_marks, took_effect_at
 from .core.campaign import Campaign
 from .core.lifecycle import Phase
 from .core.models import Instance
@@ -272,16 +272,15 @@ class Recovery:
         if pins:  # the key it proved itself with: a host answering with another is refused
             self.ssh.pinned[inst.id] = str(pins[-1])
         stopped = inst.intended_status == "stopped"
+        said: str | None = None  # the last status the ledger holds for it
         for e in history:  # the marks the ledger's billing_marks view reads, in order
             if e.kind in (K.STOP, K.START) and e.phase != "intent" and e.ok:
                 a.marks.append(Mark(e.at, e.kind))
-            elif e.kind == K.STATUS and e.detail.get("status") == "running":
-                a.marks.append(Mark(e.at, "running"))
-            elif e.kind == K.STATUS and e.detail.get("status") in ("exited", "offline", "unknown"):
-                a.marks.append(Mark(e.at, "halt"))
-        running = [m.kind == "running" for m in a.marks if m.kind in ("running", "halt")]
-        if inst.actual_status == "running" and not (running and running[-1]):
-            a.marks.append(Mark(now, "running"))  # running now: the GPU bills from here at least
+            elif e.kind == K.STATUS:
+                said = e.detail.get("status")
+                a.marks.extend(status_marks(e.at, said))
+        if owned and inst.known_status is not None and inst.known_status != said:
+            self._status_found(a, inst, said, history, now)
         held = next(
             (m.kind == "start" for m in reversed(a.marks) if m.kind in ("stop", "start")), True
         )
@@ -318,6 +317,27 @@ class Recovery:
         else:
             self._record_observed(a, inst, now)
         return a
+
+    def _status_found(
+        self, a: Attempt, inst: Instance, said: str | None, history: list[Event], now: float
+    ) -> None:
+        """Its status changed while no controller watched: written down (the ledger bills
+        from it), dated now, or for a start of running by the market's `uptime_mins`, never
+        before the last thing the ledger knew of it."""
+        status = inst.known_status
+        at = now
+        if status == "running" and inst.uptime_mins is not None:
+            known = max([e.at for e in history] + [a.created_at, a.marks[-1].at if a.marks else 0])
+            at = min(now, max(known, now - inst.uptime_mins * 60))
+        self.journal.fact(
+            K.STATUS,
+            a,
+            at=at,
+            actor="reconcile",
+            reason=f"status {said} -> {status} (found at the restart)",
+            detail={"status": status, "msg": (inst.status_msg or "")[:300]},
+        )
+        a.marks.extend(status_marks(at, status))
 
     def _record_observed(self, a: Attempt, inst: Instance, now: float) -> None:
         label = repr((inst.label or "")[:60]) if inst.label else "no label"

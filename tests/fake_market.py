@@ -68,6 +68,7 @@ class Box:
     gpu_util: float | None = None
     ssh_host: str | None = "127.0.0.1"
     ssh_port: int | None = 9  # nothing listens: an SSH try fails at once
+    uptime_mins: float | None = None  # how long the container has run, as the row says
 
     def row(self) -> Instance:
         return Instance(
@@ -89,6 +90,7 @@ class Box:
             ssh_host=self.ssh_host,
             ssh_port=self.ssh_port,
             image=self.image,
+            uptime_mins=self.uptime_mins,
         )
 
 

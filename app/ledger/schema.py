@@ -48,6 +48,8 @@ SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
             WHEN kind = 'status' AND detail->>'status' IN ('exited', 'unknown') THEN 'halt'
             -- Vast's docs: no rental and no storage charges while offline
             WHEN kind = 'status' AND detail->>'status' = 'offline' THEN 'offline'
+            -- the market shows a dark host's stopped instance as stopped: no sign it is back
+            WHEN kind = 'status' AND detail->>'status' = 'stopped' THEN 'seen'
             WHEN kind = 'status' THEN 'online'
             WHEN kind = 'lost' THEN 'destroy'
             ELSE kind END AS mark,
