@@ -67,6 +67,22 @@ HOSTILE = Hostility(
 BAD = ("\x1b", "\x9b", "\x9d", "\x07", "\u202e")
 
 
+def _explain(sim, led, iid: int, diff: float, end: float) -> str:
+    """One instance billed differently: the market's own record beside the ledger's events."""
+
+    def record() -> str:
+        i = sim.market.instances[iid]
+        segs = [(s.start, s.running_at, s.halted_at, s.offline_at, s.end) for s in i.segments]
+        return f"{i.machine.behaviour} created {i.created_at} segments {segs} destroyed {i.destroyed_at}"
+
+    events = [
+        (e.at, e.actor, str(e.kind), e.phase, e.ok, e.detail.get("status"))
+        for e in led.events(where="instance_id = ?", params=[iid])
+        if e.kind in ("create", "status", "stop", "start", "destroy", "lost", "returned", "adopted")
+    ]
+    return f"i:{iid} ledger-market {diff:+.4f} at {end}: market {sim.call(record)}; ledger {events}"
+
+
 def _jobs(n: int) -> str:
     return "".join(
         f'\n[[jobs]]\nname = "j{i}"\nrun = "python3 -c \\"import time; time.sleep(1)\\""\nretries = {RETRIES}\n'
@@ -165,7 +181,9 @@ def test_chaos_invariants(make_sim, tmp_path):
         for r in rows
         if abs(r["total_usd"] - truth[r["instance_id"]]["usd"]) >= 0.005
     }
-    assert not off, f"instances billed differently from the market: {off}"
+    assert not off, f"instances billed differently from the market: {off}\n" + "\n".join(
+        _explain(sim, led, iid, diff, end) for iid, diff in off.items()
+    )
     ledger_total = sum(r["total_usd"] for r in rows)
     truth_total = sum(t["usd"] for t in truth.values())
     assert abs(ledger_total - truth_total) < 0.01, (ledger_total, truth_total)
