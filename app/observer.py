@@ -303,13 +303,15 @@ class Observer:
         self.journal.say(f"back   i:{a.instance_id} m:{a.machine_id}: {why}; held again ({phase})")
         if phase == Phase.VERIFIED:
             self.returned.append(a)
-        self._see(a, inst, now, ran_from=self._ran_from(a, inst, now))
+        self._see(a, inst, now)
 
     @staticmethod
     def _ran_from(a: Attempt, inst: Instance, now: float) -> float:
-        """When a rental first seen running after a gap began running: the market's own
-        `uptime_mins` where it is believable (never before its status last changed as we saw
-        it, never after now); otherwise now, as every status is dated."""
+        """When a rental first seen running began running: the market's own `uptime_mins`
+        (what it bills the GPU from) where it is believable (never before its status last
+        changed as we saw it, never after now); otherwise now, as every status is dated. A
+        poll sees a change only when it lists the row: a slow poll, a lost answer or a gap
+        between a write-off and a return would otherwise shorten the GPU time billed."""
         if inst.known_status != "running" or a.status == "running" or inst.uptime_mins is None:
             return now
         last = a.marks[-1].at if a.marks else a.created_at  # the marks stay in time order
@@ -330,7 +332,7 @@ class Observer:
         self.journal.move(a, Phase.STOPPED, now, why)
         self.journal.say(f"stop   i:{a.instance_id} m:{a.machine_id} by the market: {said}")
 
-    def _see(self, a: Attempt, inst: Instance, now: float, ran_from: float | None = None) -> None:
+    def _see(self, a: Attempt, inst: Instance, now: float) -> None:
         if inst.dph_base > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:
             self.journal.fact(
                 K.NOTE,
@@ -348,7 +350,7 @@ class Observer:
         a.dph_seen = max(a.dph_seen, inst.dph_base)
         status = inst.known_status
         if status != a.status:
-            changed = ran_from if ran_from is not None and status == "running" else now
+            changed = self._ran_from(a, inst, now) if status == "running" else now
             self.journal.fact(
                 K.STATUS,
                 a,

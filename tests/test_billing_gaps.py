@@ -107,3 +107,26 @@ def test_a_status_changed_while_nobody_watched_is_written_down_at_the_restart(ke
         await again.close()
 
     asyncio.run(go())
+
+
+def test_a_start_of_running_seen_late_is_dated_by_the_rows_uptime(key):
+    """A poll sees a change only when it lists the row: a rental seen running 90 s after it
+    began is billed from when it began (the row's `uptime_mins`), as the market bills it."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        market.t += 10
+        await sup.poll_once()  # loading
+        market.t += 120
+        market.set(iid, actual="running", msg="", uptime_mins=1.5)
+        await sup.poll_once()
+        (ran,) = [e for e in kinds(ledger, "status") if e.detail["status"] == "running"]
+        assert ran.at == pytest.approx(market.t - 90)
+        a = sup.attempts[iid]
+        ledger.record("note", at=market.t, actor="engine", reason="clock", campaign="u")
+        row = _row(ledger, iid)
+        assert row["gpu_usd"] == pytest.approx(a.gpu_dph * 90 / 3600)
+        assert row["total_usd"] == pytest.approx(a.charges("running", market.t).total_usd)
+
+    run(key, body)
