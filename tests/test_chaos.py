@@ -25,6 +25,9 @@ N_JOBS = 50 if LONG else 6
 RETRIES = 30 if LONG else 8  # the long market kills about every other attempt
 KILLS = [signal.SIGKILL, signal.SIGTERM] * (4 if LONG else 1)
 SEED = int(os.environ.get("RENTWATCH_CHAOS_SEED", "13"))
+# market seconds per wall second: every wall second the controller cannot see (a timed-out
+# answer, a restart) is this many market seconds of status changes it dates late
+SCALE = float(os.environ.get("RENTWATCH_CHAOS_SCALE", "120"))
 # the small mode is the bad day; the long one is a bad day where every host that delivers goes
 # offline a few minutes into its work (short pulls, so each rental turns over quickly): jobs keep
 # moving and creates keep coming, hundreds of them
@@ -94,7 +97,7 @@ def test_chaos_invariants(make_sim, tmp_path):
     sim = make_sim(
         seed=SEED,
         offers=1200 if LONG else 80,
-        time_scale=120,
+        time_scale=SCALE,
         **MARKET,
         faults={
             "rate_429": 0.05,
@@ -215,7 +218,7 @@ def test_chaos_invariants(make_sim, tmp_path):
         assert rec.returncode == 0, rec.stdout[-3000:] + rec.stderr[-2000:]
         hostile += f", reconcile {len(json.loads(rec.stdout).get('differences', []))} differences"
     print(
-        f"\nchaos seed {SEED}: {len(rows)} creates, {len(verified)} verified, kills {len(KILLS)}, "
+        f"\nchaos seed {SEED} (time scale {SCALE:g}): {len(rows)} creates, {len(verified)} verified, kills {len(KILLS)}, "
         f"{len(unwatched)} adoptions (longest unwatched {max(unwatched, default=0) / 60:.1f} min), "
         f"faults {sim.api.faults_injected}, ssh drops {sim.ssh.dropped}, jobs {len(done)} "
         f"({retried} restarts), duds {sum(1 for r in rows if r['dud'])}, ledger "
