@@ -144,12 +144,15 @@ class Recovery:
         j = self.journal
         if ev.kind == K.CREATE:
             found = by_label.get(str(ev.detail.get("label")))
+            # an intent written before its storage price was (older ledgers): the row's
+            storage = finite(found.storage_total_cost, 0.0) if found else None
             j.outcome(
                 ev.seq,
                 at=(found.start_date or now) if found else now,
                 ok=found is not None,
                 error=None if found else "never happened (reconciled after restart)",
                 instance_id=found.id if found else None,
+                storage_dph=storage if ev.storage_dph is None else None,
                 detail={"reconciled": True, "gpu_billing": self.market.gpu_billing},
             )
             if found:
