@@ -75,9 +75,24 @@ if [ "$1" = "--hostile" ]; then
     $w::test_a_written_off_instance_in_a_filtered_answer_is_held_again
   $a "the ledger voids a write-off that a return answers" app/ledger/schema.py \
     "WHERE NOT (e.kind = 'lost' AND EXISTS (" "WHERE NOT (false AND EXISTS (" $w
-  $a "a gap's start of running dated by the market's uptime" app/observer.py \
-    '        self._see(a, inst, now, ran_from=self._ran_from(a, inst, now))' '        self._see(a, inst, now)' \
+  g=tests/test_billing_gaps.py; r=tests/test_restart_ledger.py
+  $a "a start of running dated by the market's uptime" app/observer.py \
+    '            changed = self._ran_from(a, inst, now) if status == "running" else now' \
+    '            changed = now' $g::test_a_start_of_running_seen_late_is_dated_by_the_rows_uptime \
     $h::test_an_instance_written_off_then_listed_again_is_held_again
+  $a "a dark host's stopped status is no sign it is back (ledger)" app/ledger/schema.py \
+    "WHEN kind = 'status' AND detail->>'status' = 'stopped' THEN 'seen'" "WHEN false THEN 'seen'" $g
+  $a "a dark host's stopped status is no sign it is back (engine)" app/observer.py \
+    'if a.status == "offline" and status not in ("offline", "stopped"):' \
+    'if a.status == "offline" and status != "offline":' $g
+  $a "a status changed while nobody watched is written down at the restart" app/recovery.py \
+    'if owned and inst.known_status is not None and inst.known_status != said:' 'if False:' $g
+  $a "a labelled rental with no create gets one when adopted" app/recovery.py \
+    'if owned and create is None and self.ours(inst):' 'if False:' $r
+  $a "a create's intent carries its storage price" app/actions.py '"storage_dph": storage_dph,' '' $r
+  $a "a poll's list gives up after two tries" app/client.py \
+    'attempts = min(attempts, POLL_ATTEMPTS)' 'attempts = attempts' \
+    tests/test_client_boundary.py::test_a_polls_list_gives_up_after_two_tries_other_calls_keep_retrying
   $a "an abandoned rental's failed destroy is made again" app/supervisor.py \
     '            if a.life.phase == Phase.ABANDONED and not a.passed_preflight:' '            if False:' \
     $w::test_a_failed_destroy_of_an_abandoned_instance_is_made_again_next_poll
