@@ -107,6 +107,7 @@ class Actions:
     async def create(self, offer: Offer, actor: str, reason: str, why: str) -> Attempt | None:
         """Rent `offer`; the new attempt, or None when the market refused (said and recorded)."""
         j = self.journal
+        storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
         ctx: dict[str, Any] = {
             "campaign": self.campaign.name,
             "machine_id": offer.machine_id,
@@ -114,6 +115,8 @@ class Actions:
             "offer_id": offer.id,
             "gpu_name": offer.gpu_name,
             "gpu_dph": offer.dph_base,
+            # in the intent too: an outcome settled after a crash (Recovery) copies it from here
+            "storage_dph": storage_dph,
         }
         j.fact(K.OFFER_CHOSEN, None, actor=actor, reason=why, **ctx)
         label = f"{campaign_label(self.campaign.name)}:{secrets.token_hex(5)}"
@@ -145,7 +148,6 @@ class Actions:
             j.say(f"create answer named i:{res.instance_id}; our label is on i:{found.id}: taken")
             res = CreateResult(found.id, None, label, found.start_date)
         at = res.created_at if res.created_at is not None else self.market.answered_at()
-        storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
         self.fleet.creates += 1
         a = Attempt(
             instance_id=res.instance_id,

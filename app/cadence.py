@@ -21,6 +21,7 @@ is still listed whole every poll. A larger one is asked about in two parts:
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -113,6 +114,13 @@ class Cadence:
         return size <= FULL_PAGES * PAGE and not self._sweep.started
 
     async def fetch(self) -> Sight:
+        """This poll's list calls; a market that can (`VastClient.polling`) gives up on each
+        after a try or two, since the next poll retries it anyway."""
+        polling = getattr(self.market, "polling", None)
+        with polling() if callable(polling) else contextlib.nullcontext():
+            return await self._fetch()
+
+    async def _fetch(self) -> Sight:
         if self.whole():
             rows = await self.market.list_instances()
             self.listed = len(rows)

@@ -14,6 +14,8 @@ list costs that row (skipped, counted with its id in `bad_rows`), never the whol
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import os
 import random
@@ -111,6 +113,8 @@ DEFAULT_MIN_INTERVALS = {
     "search": 6.0,
 }
 PAGE_SIZE = 25  # the list endpoint's documented maximum page
+POLL_ATTEMPTS = 2  # tries of a list or show call made for a poll (`VastClient.polling`)
+_POLLING: contextvars.ContextVar[bool] = contextvars.ContextVar("polling", default=False)
 DEFAULT_TIMEOUT = 20.0  # seconds for one call, whole answer included (`--http-timeout` overrides)
 MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a list of 25 full rows is about 100 kB
 
@@ -193,6 +197,18 @@ class VastClient:
     def __repr__(self) -> str:
         return f"VastClient({self.base_url!r}, api_key=<hidden>)"
 
+    @contextlib.contextmanager
+    def polling(self) -> Any:
+        """The poll's own list and show calls (in this task) give up after `POLL_ATTEMPTS`
+        tries: the next poll, a poll interval later, is the retry. A call that kept retrying
+        with backoff would leave every rental unwatched for its whole length (seconds of
+        wall time; minutes of a scaled market's)."""
+        token = _POLLING.set(True)
+        try:
+            yield
+        finally:
+            _POLLING.reset(token)
+
     async def aclose(self) -> None:
         await self._http.aclose()
 
@@ -254,6 +270,8 @@ class VastClient:
     ) -> Any:
         url = f"{self.base_url}{path}"
         attempts = self.max_attempts if retry else 1
+        if _POLLING.get() and kind in ("list", "show"):
+            attempts = min(attempts, POLL_ATTEMPTS)
         delay = self.backoff
         last: Exception | None = None
         for attempt in range(attempts):

@@ -6,7 +6,9 @@ full list answer (a whole list, or a sweep's pages together: `cadence.py`) leave
 *unseen*, not gone (one a filtered answer was not asked for is neither): it stays held, billed and watched, and the market is
 asked for it directly (`show_instance`). It is written off (`lost`) only when the market says it
 no longer exists, or after `UNSEEN_WRITE_OFF` polls in which neither the list nor the direct
-question answered for it (with a warning in the decision log)."""
+question answered for it (with a warning in the decision log). A written-off instance that a
+list answer shows again was not gone: it is held again where it stood (`returned`), billed as if
+never written off, watched, and stopped or destroyed by the usual rules and at the end."""
 
 from __future__ import annotations
 
@@ -68,6 +70,7 @@ class Observer:
         self.ssh = ssh
         self.blame_book = blame_book
         self.bad_rows = 0  # rows skipped in all
+        self.returned: list[Attempt] = []  # held again this poll: the supervisor tends them
         self._reported: set[int] = set()  # instances whose bad row is already in the ledger
         self._client_bad = 0  # how many of the client's own skipped rows are in the ledger
         if ssh is not None:
@@ -111,6 +114,9 @@ class Observer:
             await self._asked(live, bad, asked, now)
             return
         for a in list(self.fleet.attempts.values()):
+            if a.life.phase == Phase.LOST and a.instance_id in live:
+                self._returned(a, live[a.instance_id], now)
+                continue
             if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in bad:
                 continue  # a bad row is still a row: there, unread this poll
             listed = live.get(a.instance_id)
@@ -130,7 +136,9 @@ class Observer:
         closer look; the rest was not asked for and is not looked at."""
         for iid, listed in live.items():
             held = self.fleet.get(iid)
-            if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
+            if held is not None and held.life.phase == Phase.LOST:
+                self._returned(held, listed, now)
+            elif held is not None and held.life.phase != Phase.DESTROYED:
                 held.unseen = 0
                 self._see(held, listed, now)
         for iid in asked - live.keys() - bad:
@@ -257,6 +265,58 @@ class Observer:
         )
         self.journal.say(f"lost   i:{a.instance_id} m:{a.machine_id}: {why}")
 
+    def _returned(self, a: Attempt, inst: Instance, now: float) -> None:
+        """Listed again after its write-off: the market lied, or would not answer, and the
+        rental went on billing. It is held again where it stood (given up: its destroy is due;
+        stopped: stays stopped; proven and running: in service, tended again; else booting),
+        and billed as if it had never been written off: the write-off's destroy mark is void
+        (the ledger's `standing_events` drops a `lost` that a later `returned` answers)."""
+        said = {(inst.intended_status or "").lower(), (inst.actual_status or "").lower()}
+        if said & {"destroyed", "destroying"}:
+            return  # listed on its way out: the write-off stands
+        gone = a.life.history[-1]  # the move into LOST
+        destroy = next((m for m in reversed(a.marks) if m.kind == "destroy"), None)
+        if destroy is not None:
+            a.marks.remove(destroy)
+        a.unseen = 0
+        phase: Phase
+        if gone.before in (Phase.ABANDONED, Phase.STOPPED):
+            phase = gone.before
+        elif a.life.proven and inst.known_status == "running":
+            phase = Phase.VERIFIED
+        else:
+            phase = Phase.BOOTING
+            if a.preflight_task is not None and a.preflight_task.done() and not a.life.proven:
+                a.preflight_task, a.verdict = None, None  # a fresh preflight once it runs
+        gap = now - gone.at
+        why = f"listed again {gap / 60:.1f} min after its write-off ({gone.why})"
+        self.journal.move(a, phase, now, why)
+        self.journal.fact(
+            K.RETURNED,
+            a,
+            at=now,
+            actor="engine",
+            ok=True,
+            reason=f"{why}: held again as {phase}, billed as if never written off",
+            detail={"lost_at": gone.at, "gap_s": gap, "status": inst.known_status},
+        )
+        self.journal.say(f"back   i:{a.instance_id} m:{a.machine_id}: {why}; held again ({phase})")
+        if phase == Phase.VERIFIED:
+            self.returned.append(a)
+        self._see(a, inst, now)
+
+    @staticmethod
+    def _ran_from(a: Attempt, inst: Instance, now: float) -> float:
+        """When a rental first seen running began running: the market's own `uptime_mins`
+        (what it bills the GPU from) where it is believable (never before its status last
+        changed as we saw it, never after now); otherwise now, as every status is dated. A
+        poll sees a change only when it lists the row: a slow poll, a lost answer or a gap
+        between a write-off and a return would otherwise shorten the GPU time billed."""
+        if inst.known_status != "running" or a.status == "running" or inst.uptime_mins is None:
+            return now
+        last = a.marks[-1].at if a.marks else a.created_at  # the marks stay in time order
+        return min(now, max(a.status_since, last, now - inst.uptime_mins * 60))
+
     def _market_stop(self, a: Attempt, inst: Instance, now: float) -> None:
         """A stop we did not ask for (a held instance never is STOPPED by us): the market's own,
         at a contract's end or a zero balance. Recorded as the market's, so neither the
@@ -290,19 +350,20 @@ class Observer:
         a.dph_seen = max(a.dph_seen, inst.dph_base)
         status = inst.known_status
         if status != a.status:
+            changed = self._ran_from(a, inst, now) if status == "running" else now
             self.journal.fact(
                 K.STATUS,
                 a,
-                at=now,
+                at=changed,
                 actor="engine",
                 reason=f"status {a.status} -> {status}",
                 detail={"status": status, "msg": (inst.status_msg or "")[:300]},
             )
             # billing marks as Vast bills: nothing while offline (neither GPU nor storage)
-            if a.status == "offline" and status != "offline":
-                a.marks.append(Mark(now, "online"))
+            if a.status == "offline" and status not in ("offline", "stopped"):
+                a.marks.append(Mark(changed, "online"))  # the host answers again
             if status == "running" and a.status != "running":
-                a.marks.append(Mark(now, "running"))
+                a.marks.append(Mark(changed, "running"))
             elif status == "offline":
                 a.marks.append(Mark(now, "offline"))
             elif a.status == "running" and status in ("exited", "unknown"):

@@ -117,6 +117,16 @@ def likely_cause(ledger_row: dict[str, Any] | None, market: MarketCharge | None)
         return "the ledger bills a rental the market does not (its create never took effect)"
     ledger_usd = float(ledger_row.get("total_usd") or 0.0)
     gap = ledger_usd - market.usd
+    if ledger_row.get("written_off") and gap < 0:
+        return (
+            "written off (the market said it was gone, or never answered for it), yet the "
+            "market bills it on: a rental nobody watches"
+        )
+    if ledger_row.get("returns"):
+        return (
+            "written off, then listed again: what it did while unseen (a state change in the "
+            f"gap) was not seen (ledger {'over' if gap > 0 else 'under'} by ${abs(gap):.4f})"
+        )
     if not ledger_row.get("destroyed_at") and gap < 0:
         return "still held on the market: it keeps billing after the ledger's last event"
     gpu = market.by_kind.get("gpu")

@@ -13,7 +13,7 @@ import math
 from collections.abc import Awaitable, Callable
 
 from .attempt import Attempt
-from .core.billing import Mark, took_effect_at
+from .core.billing import Mark, status_marks, took_effect_at
 from .core.campaign import Campaign
 from .core.lifecycle import Phase
 from .core.models import Instance
@@ -83,27 +83,36 @@ class Recovery:
             if inst.id in self.fleet.attempts:
                 continue
             if self.ours(inst):
-                # its create's outcome was written as failed: the rental is a fact now
-                self.journal.fact(
-                    K.CREATE,
-                    None,
-                    at=finite(inst.start_date, now),
-                    actor="reconcile",
-                    ok=True,
-                    reason="found carrying this campaign's label, unheld: a create whose "
-                    "answer named another id",
-                    detail={"label": inst.label, "gpu_billing": self.market.gpu_billing},
-                    instance_id=inst.id,
-                    machine_id=inst.machine_id,
-                    host_id=inst.host_id,
-                    gpu_name=inst.gpu_name,
-                    gpu_dph=finite(inst.dph_base, 0.0),
-                    storage_dph=finite(inst.storage_total_cost, 0.0),
-                )
-                self.fleet.creates += 1
-                self.adopt(inst, now)
+                self.adopt(inst, now)  # its create goes into the ledger there
             elif adopt_all and row_problem(inst) is None:
                 self.adopt(inst, now, owned=False)
+
+    def _found_created(self, inst: Instance, now: float) -> Event | None:
+        """A rental carrying this campaign's label with no create in the ledger (its create's
+        answer named another id, or was lost, and the label lookup failed too; found now, or
+        at a restart): the rental is a fact, and its create is written down so the ledger
+        bills it."""
+        self.fleet.creates += 1
+        self.journal.fact(
+            K.CREATE,
+            None,
+            at=finite(inst.start_date, now),
+            actor="reconcile",
+            ok=True,
+            reason="found carrying this campaign's label with no create in the ledger: a "
+            "create whose answer was lost or named another id",
+            detail={"label": inst.label, "gpu_billing": self.market.gpu_billing},
+            instance_id=inst.id,
+            machine_id=inst.machine_id,
+            host_id=inst.host_id,
+            gpu_name=inst.gpu_name,
+            gpu_dph=finite(inst.dph_base, 0.0),
+            storage_dph=finite(inst.storage_total_cost, 0.0),
+        )
+        return next(
+            (e for e in self.ledger.instance_history(inst.id) if e.kind == K.CREATE and e.ok),
+            None,
+        )
 
     def _took_effect_at(self, intent: Event) -> float:
         """When a change the crash cut short took effect, from its tries in the ledger."""
@@ -135,12 +144,15 @@ class Recovery:
         j = self.journal
         if ev.kind == K.CREATE:
             found = by_label.get(str(ev.detail.get("label")))
+            # an intent written before its storage price was (older ledgers): the row's
+            storage = finite(found.storage_total_cost, 0.0) if found else None
             j.outcome(
                 ev.seq,
                 at=(found.start_date or now) if found else now,
                 ok=found is not None,
                 error=None if found else "never happened (reconciled after restart)",
                 instance_id=found.id if found else None,
+                storage_dph=storage if ev.storage_dph is None else None,
                 detail={"reconciled": True, "gpu_billing": self.market.gpu_billing},
             )
             if found:
@@ -226,9 +238,9 @@ class Recovery:
     def adopt(self, inst: Instance, now: float, owned: bool = True) -> Attempt:
         """Hold a live instance found on the market: supervised (`owned`), or only observed."""
         history = self.ledger.instance_history(inst.id) if owned else []
-        create = next(
-            (e for e in history if e.kind == K.CREATE and e.phase == "outcome" and e.ok), None
-        )
+        create = next((e for e in history if e.kind == K.CREATE and e.ok), None)
+        if owned and create is None and self.ours(inst):
+            create = self._found_created(inst, now)
         # the ledger's own figures first; the market's row only where they are finite
         created_at = create.at if create else finite(inst.start_date, now)
         a = Attempt(
@@ -263,16 +275,15 @@ class Recovery:
         if pins:  # the key it proved itself with: a host answering with another is refused
             self.ssh.pinned[inst.id] = str(pins[-1])
         stopped = inst.intended_status == "stopped"
+        said: str | None = None  # the last status the ledger holds for it
         for e in history:  # the marks the ledger's billing_marks view reads, in order
             if e.kind in (K.STOP, K.START) and e.phase != "intent" and e.ok:
                 a.marks.append(Mark(e.at, e.kind))
-            elif e.kind == K.STATUS and e.detail.get("status") == "running":
-                a.marks.append(Mark(e.at, "running"))
-            elif e.kind == K.STATUS and e.detail.get("status") in ("exited", "offline", "unknown"):
-                a.marks.append(Mark(e.at, "halt"))
-        running = [m.kind == "running" for m in a.marks if m.kind in ("running", "halt")]
-        if inst.actual_status == "running" and not (running and running[-1]):
-            a.marks.append(Mark(now, "running"))  # running now: the GPU bills from here at least
+            elif e.kind == K.STATUS:
+                said = e.detail.get("status")
+                a.marks.extend(status_marks(e.at, said))
+        if owned and inst.known_status is not None and inst.known_status != said:
+            self._status_found(a, inst, said, history, now)
         held = next(
             (m.kind == "start" for m in reversed(a.marks) if m.kind in ("stop", "start")), True
         )
@@ -291,11 +302,45 @@ class Recovery:
         a.status, a.status_msg, a.status_since = inst.actual_status, inst.status_msg, now
         a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
         self.fleet.add(a)
+        written_off = [e for e in history if e.kind in (K.LOST, K.RETURNED)]
+        if written_off and written_off[-1].kind == K.LOST:  # an earlier run wrote it off
+            gone = written_off[-1]
+            self.journal.fact(
+                K.RETURNED,
+                a,
+                at=now,
+                actor="engine",
+                ok=True,
+                reason=f"written off {(now - gone.at) / 60:.1f} min ago ({gone.reason}), still "
+                "listed at the restart: billed as if never written off",
+                detail={"lost_at": gone.at, "gap_s": now - gone.at, "status": inst.known_status},
+            )
         if owned:
             self._record_adoption(a, inst, history, created_at, now)
         else:
             self._record_observed(a, inst, now)
         return a
+
+    def _status_found(
+        self, a: Attempt, inst: Instance, said: str | None, history: list[Event], now: float
+    ) -> None:
+        """Its status changed while no controller watched: written down (the ledger bills
+        from it), dated now, or for a start of running by the market's `uptime_mins`, never
+        before the last thing the ledger knew of it."""
+        status = inst.known_status
+        at = now
+        if status == "running" and inst.uptime_mins is not None:
+            known = max([e.at for e in history] + [a.created_at, a.marks[-1].at if a.marks else 0])
+            at = min(now, max(known, now - inst.uptime_mins * 60))
+        self.journal.fact(
+            K.STATUS,
+            a,
+            at=at,
+            actor="reconcile",
+            reason=f"status {said} -> {status} (found at the restart)",
+            detail={"status": status, "msg": (inst.status_msg or "")[:300]},
+        )
+        a.marks.extend(status_marks(at, status))
 
     def _record_observed(self, a: Attempt, inst: Instance, now: float) -> None:
         label = repr((inst.label or "")[:60]) if inst.label else "no label"

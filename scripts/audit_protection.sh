@@ -18,7 +18,16 @@ if [ "$1" = "--boundary" ]; then
   $a "no extension autoload" app/ledger/readonly.py \
     '"autoload_known_extensions": False' '"autoload_known_extensions": True' $q
   $a "queries off the controller's lock" app/ledger/store.py \
-    'return self.__sandbox.run(sql, limit, offset)' 'with self.__lock: return self.__sandbox.run(sql, limit, offset)' $q
+    'return self.__sandbox.run(sql, limit, offset, tag, timeout_s)' \
+    'with self.__lock: return self.__sandbox.run(sql, limit, offset, tag, timeout_s)' $q
+  b=tests/test_query_bounds.py
+  $a "sandbox memory capped" app/ledger/readonly.py '"memory_limit": QUERY_MEMORY_LIMIT,' '"memory_limit": "8GB",' $b
+  $a "sandbox threads capped" app/ledger/readonly.py '"threads": QUERY_THREADS,' '' $b
+  $a "sandbox spills nothing to disk" app/ledger/readonly.py '"max_temp_directory_size": "0KB",' '' $b
+  $a "a query's time bounded" app/ledger/readonly.py '        timer.start()' '        pass' $b
+  $a "rows per page capped" app/ledger/readonly.py \
+    'limit = min(max(0, int(limit)), MAX_ROW_LIMIT)' 'limit = max(0, int(limit))' $b
+  $a "text per page capped" app/ledger/readonly.py '        if size > MAX_PAGE_BYTES:' '        if False:' $b
   $a "escape sequences stripped" app/core/text.py 's = _SEQUENCES.sub("", s)' 's = s' $s
   $a "bidi and invisible characters stripped" app/core/text.py 's = _INVISIBLE.sub("", s)' 's = s' $s
   $a "ledger output cleaned" app/ledger/export.py 'return clean(v, CELL_LIMIT)' 'return str(v)' $s
@@ -52,8 +61,41 @@ if [ "$1" = "--hostile" ]; then
     'except BadRow as exc:' 'except ZeroDivisionError as exc:' \
     $h::test_a_nan_row_costs_one_row_not_the_fleets_supervision
   $a "offers with negative or non-finite prices unfit" app/core/offer_choice.py \
-    'return all(math.isfinite(p) and p >= 0 for p in (o.dph_total, o.dph_base))' 'return True' \
+    'return all(math.isfinite(p) and p >= 0 for p in prices)' 'return True' \
     $u::test_offers_with_a_negative_or_non_finite_price_are_unfit
+  $a "storage and bandwidth prices checked too" app/core/offer_choice.py \
+    'prices = (o.dph_total, o.dph_base, o.storage_cost, o.inet_up_cost, o.inet_down_cost)' \
+    'prices = (o.dph_total, o.dph_base)' $u::test_offers_with_a_negative_or_non_finite_price_are_unfit
+  w=tests/test_written_off.py
+  $a "a written-off instance listed again is held again" app/observer.py \
+    '            if a.life.phase == Phase.LOST and a.instance_id in live:' '            if False:' \
+    $w $h::test_an_instance_written_off_then_listed_again_is_held_again
+  $a "a written-off instance in a filtered answer is held again" app/observer.py \
+    '            if held is not None and held.life.phase == Phase.LOST:' '            if False:' \
+    $w::test_a_written_off_instance_in_a_filtered_answer_is_held_again
+  $a "the ledger voids a write-off that a return answers" app/ledger/schema.py \
+    "WHERE NOT (e.kind = 'lost' AND EXISTS (" "WHERE NOT (false AND EXISTS (" $w
+  g=tests/test_billing_gaps.py; r=tests/test_restart_ledger.py
+  $a "a start of running dated by the market's uptime" app/observer.py \
+    '            changed = self._ran_from(a, inst, now) if status == "running" else now' \
+    '            changed = now' $g::test_a_start_of_running_seen_late_is_dated_by_the_rows_uptime \
+    $h::test_an_instance_written_off_then_listed_again_is_held_again
+  $a "a dark host's stopped status is no sign it is back (ledger)" app/ledger/schema.py \
+    "WHEN kind = 'status' AND detail->>'status' = 'stopped' THEN 'seen'" "WHEN false THEN 'seen'" $g
+  $a "a dark host's stopped status is no sign it is back (engine)" app/observer.py \
+    'if a.status == "offline" and status not in ("offline", "stopped"):' \
+    'if a.status == "offline" and status != "offline":' $g
+  $a "a status changed while nobody watched is written down at the restart" app/recovery.py \
+    'if owned and inst.known_status is not None and inst.known_status != said:' 'if False:' $g
+  $a "a labelled rental with no create gets one when adopted" app/recovery.py \
+    'if owned and create is None and self.ours(inst):' 'if False:' $r
+  $a "a create's intent carries its storage price" app/actions.py '"storage_dph": storage_dph,' '' $r
+  $a "a poll's list gives up after two tries" app/client.py \
+    'attempts = min(attempts, POLL_ATTEMPTS)' 'attempts = attempts' \
+    tests/test_client_boundary.py::test_a_polls_list_gives_up_after_two_tries_other_calls_keep_retrying
+  $a "an abandoned rental's failed destroy is made again" app/supervisor.py \
+    '            if a.life.phase == Phase.ABANDONED and not a.passed_preflight:' '            if False:' \
+    $w::test_a_failed_destroy_of_an_abandoned_instance_is_made_again_next_poll
   $a "no create could pass the budget" app/core/offer_choice.py \
     '        if committed + cost > budget:' '        if False:' \
     $u::test_no_create_could_take_spend_past_the_budget

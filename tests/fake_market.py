@@ -68,6 +68,7 @@ class Box:
     gpu_util: float | None = None
     ssh_host: str | None = "127.0.0.1"
     ssh_port: int | None = 9  # nothing listens: an SSH try fails at once
+    uptime_mins: float | None = None  # how long the container has run, as the row says
 
     def row(self) -> Instance:
         return Instance(
@@ -89,6 +90,7 @@ class Box:
             ssh_host=self.ssh_host,
             ssh_port=self.ssh_port,
             image=self.image,
+            uptime_mins=self.uptime_mins,
         )
 
 
@@ -105,6 +107,7 @@ class FakeMarket:
         self.next_id = 5001
         self.fail: dict[str, Exception] = {}  # method name -> raised on its next call
         self.hidden: set[int] = set()  # left out of list answers
+        self.denied: set[int] = set()  # asked for directly, said to exist no more (a lie)
         self.calls: list[tuple[str, Any]] = []
         self.keys: list[str] = []
         self.lie_create_id: int | None = None  # the next create answers with this id instead
@@ -159,7 +162,8 @@ class FakeMarket:
     async def show_instance(self, instance_id: int) -> Instance | None:
         self._call("show_instance", instance_id)
         b = self.boxes.get(instance_id)
-        return None if b is None or b.intended == "destroyed" else b.row()
+        gone = b is None or b.intended == "destroyed" or instance_id in self.denied
+        return None if gone else b.row()
 
     async def _change(self, name: str, iid: int, on_try: OnTry | None, to: str) -> Acted:
         if on_try is not None:

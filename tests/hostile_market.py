@@ -1,7 +1,8 @@
 """A hostile marketplace: an HTTP proxy in front of the real simulator that lies or glitches on
 demand, one class of trouble per knob (issue 14's list).
 
-- `drop_ids` / `drop_rate`: rows missing from list answers (the instance still exists and bills)
+- `drop_ids` / `drop_rate`: rows missing from list answers (the instance still exists and bills);
+  with `deny_dropped`, asked for directly meanwhile, the market says it no longer exists
 - `repeat_rows`: rows repeated within one list answer
 - `create_repeat_id`: a create answer carrying the id of an instance already held (the real new
   rental exists under its own id, unreported: exactly what a lying market would leave behind)
@@ -45,6 +46,7 @@ class Hostility:
     drop_rate: float = 0.0
     drop_polls: int = 0  # with drop_ids: withhold them from this many list answers, then stop
     drop_new: int = 0  # the first N ids created go into drop_ids as their create is answered
+    deny_dropped: bool = False  # while rows are withheld, asked for directly: "no such instance"
     repeat_rows: float = 0.0
     create_repeat_id: int = 0  # this many create answers rewritten to an id already held
     bad_numbers: dict[int, str] = field(default_factory=dict)  # id -> "nan" | "neg" | "huge"
@@ -190,7 +192,9 @@ class HostileMarket:
                 trickle = h.trickle_s
         elif method == "GET" and path.startswith("/api/v0/instances/") and isinstance(doc, dict):
             row = doc.get("instances")
-            if isinstance(row, dict):
+            if isinstance(row, dict) and self.denied(row):
+                doc["instances"] = None  # the market says it no longer exists: a lie
+            elif isinstance(row, dict):
                 self.row_text(row)
                 self.row_numbers(row)
         elif method == "PUT" and path.startswith("/api/v0/asks/") and isinstance(doc, dict):
@@ -242,6 +246,14 @@ class HostileMarket:
                 self.count("repeated")
                 out.append(dict(r))
         return out
+
+    def denied(self, row: dict[str, Any]) -> bool:
+        h = self.h
+        dropping = bool(h.drop_ids) and (not h.drop_polls or self._drop_left > 0)
+        if h.deny_dropped and dropping and row.get("id") in h.drop_ids:
+            self.count("denied")
+            return True
+        return False
 
     def row_text(self, r: dict[str, Any]) -> None:
         if self.h.escapes and (isinstance(r.get("status_msg"), str) or r.get("status_msg") is None):

@@ -149,7 +149,14 @@ def test_create_asks_for_direct_and_proxy_ssh_and_new_accounts_have_no_keys():
 
 @pytest.mark.parametrize(
     "bad",
-    [{"dph_total": -0.1}, {"dph_total": float("inf")}, {"storage_cost": -1}, {"dph_base": -2}],
+    [
+        {"dph_total": -0.1},
+        {"dph_total": float("inf")},
+        {"storage_cost": -1},
+        {"dph_base": -2},
+        {"inet_up_cost": -0.01},
+        {"inet_down_cost": float("nan")},
+    ],
 )
 def test_negative_or_non_finite_prices_make_an_offer_invalid(bad):
     row = {"id": 1, "machine_id": 2, "dph_total": 0.3, **bad}
@@ -163,3 +170,27 @@ def test_not_found_inside_a_200_is_not_found():
 
     with pytest.raises(NotFound):
         asyncio.run(_client(handler).stop_instance(3))
+
+
+def test_a_polls_list_gives_up_after_two_tries_other_calls_keep_retrying():
+    """The poll's list calls fail fast (the next poll is the retry): a list that kept retrying
+    with backoff left every rental unwatched for seconds of wall time, minutes of a scaled
+    market's (the chaos long run: offline hosts seen 5-7 market minutes late)."""
+    calls: list[str] = []
+
+    def handler(request):
+        calls.append(request.url.path)
+        return httpx.Response(503, json={"success": False, "error": "down"})
+
+    async def go() -> None:
+        client = _client(handler, backoff=0.001)
+        with client.polling(), pytest.raises(MarketUnavailable):
+            await client.list_instances()
+        assert len(calls) == 2
+        calls.clear()
+        with pytest.raises(MarketUnavailable):
+            await client.list_instances()  # outside a poll (a start's reconcile): every try
+        assert len(calls) == client.max_attempts
+        await client.aclose()
+
+    asyncio.run(go())

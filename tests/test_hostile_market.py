@@ -131,6 +131,22 @@ def test_a_row_missing_from_list_answers_leaks_nothing(hostile, tmp_path):
     assert set(truth) <= _ledger_ids(ledger), "a billed instance missing from the ledger"
 
 
+def test_an_instance_written_off_then_listed_again_is_held_again(hostile, tmp_path):
+    # the first instance is missing from its first 16 list answers and, asked for directly,
+    # said to be gone: written off; then listed again. Held again, released, billed in full.
+    sim, proxy = hostile(Hostility(drop_new=1, drop_polls=16, deny_dropped=True))
+    code, ledger = _run(sim, proxy, tmp_path, fleet=1)
+    assert proxy.injected.get("denied", 0) > 0
+    (iid,) = proxy.h.drop_ids
+    with Ledger(ledger, read_only=True) as led:
+        said = {e.kind for e in led.events() if e.instance_id == iid}
+        [row] = [r for r in led.instance_rows() if r["instance_id"] == iid]
+    assert {"lost", "returned"} <= said
+    assert not _left_running(sim), "a rental kept running after the campaign"
+    truth = truth_at(sim, sim.call(lambda: sim.market.clock.now()))
+    assert math.isclose(row["total_usd"], truth[iid]["usd"], abs_tol=0.005)
+
+
 def test_a_repeated_id_in_a_create_answer_destroys_no_verified_instance(hostile, tmp_path):
     sim, proxy = hostile(Hostility(create_repeat_id=3))
     code, ledger = _run(sim, proxy, tmp_path, fleet=2)

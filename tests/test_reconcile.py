@@ -118,3 +118,9 @@ def test_causes_and_tolerance():
     assert "still held" in likely_cause(
         {"total_usd": 0.1, "destroyed_at": None}, MarketCharge(0.5, {})
     )
+    # a write-off: one the market bills on is a rental nobody watches; one that came back is
+    # named as such (what it did in the gap was unseen)
+    written_off = {"total_usd": 0.1, "destroyed_at": 3.0, "written_off": True, "returns": 0}
+    assert "nobody watches" in likely_cause(written_off, MarketCharge(0.5, {}))
+    back = {"total_usd": 0.1, "destroyed_at": 9.0, "written_off": False, "returns": 1}
+    assert "listed again" in likely_cause(back, MarketCharge(0.2, {"gpu": 0.1}))

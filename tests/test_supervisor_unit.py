@@ -115,6 +115,10 @@ def test_quarantined_and_held_machines_are_never_chosen(key):
 
 def test_offers_with_a_negative_or_non_finite_price_are_unfit(key):
     bad = [offer(1, 10, -0.5), offer(2, 20, float("nan")), offer(3, 30, 0.4)]
+    # cheaper, but a storage or bandwidth price that is negative or not finite
+    bad += [offer(5, 50, 0.1, storage_cost=-1.0), offer(6, 60, 0.1, storage_cost=math.inf)]
+    bad += [offer(7, 70, 0.1, storage_cost=math.nan), offer(8, 80, 0.1, inet_down_cost=-0.02)]
+    bad += [offer(9, 90, 0.1, inet_up_cost=math.inf)]
 
     async def body(sup, market, ledger):
         ds = await sup.poll_once()

@@ -46,6 +46,22 @@ class Mark:
     usd: float = 0.0
 
 
+def status_marks(at: float, status: str | None) -> list[Mark]:
+    """The billing marks a status the market showed implies, as the ledger's `billing_marks`
+    view reads its `status` events: offline bills nothing; `stopped` says nothing about the
+    host (the market shows it for a dark host that was stopped too), so it changes nothing;
+    any other status is the host answering (online), running or not."""
+    if status is None or status == "stopped":
+        return []
+    if status == "offline":
+        return [Mark(at, "offline")]
+    if status == "running":
+        return [Mark(at, "online"), Mark(at, "running")]
+    if status in ("exited", "unknown"):
+        return [Mark(at, "online"), Mark(at, "halt")]
+    return [Mark(at, "online")]
+
+
 def storage_per_hour(disk_gb: float, storage_cost_gb_month: float) -> float:
     """Vast quotes storage in $/GB/month; a month is 30 days there."""
     return disk_gb * storage_cost_gb_month / (30 * 24)

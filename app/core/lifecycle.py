@@ -45,8 +45,9 @@ LEGAL: dict[Phase, frozenset[Phase]] = {
     # the destroy went through; or a stop stood in for it; or it vanished first
     P.ABANDONED: frozenset({P.DESTROYED, P.STOPPED, P.LOST}),
     P.DESTROYED: frozenset(),
-    # our destroy of a lost instance went through after all
-    P.LOST: frozenset({P.DESTROYED}),
+    # our destroy of a lost instance went through after all; or it is listed again (the write-off
+    # was wrong: the market lied or would not answer), held again where it stood
+    P.LOST: frozenset({P.DESTROYED, P.BOOTING, P.VERIFIED, P.STOPPED, P.ABANDONED}),
 }
 ALIVE = frozenset({P.REQUESTED, P.BOOTING, P.RUNNING, P.VERIFYING, P.VERIFIED})
 HELD = ALIVE | {P.ABANDONED}  # things the controller must stop or destroy before it dies

@@ -105,6 +105,7 @@ def _text(row: dict[str, Any], key: str) -> str | None:
 # non-finite price must never reach the budget arithmetic).
 MAX_DPH = 1000.0  # $/h for one rental; the dearest real offers are far below
 MAX_STORAGE_COST = 100.0  # $/GB/month
+MAX_INET_COST = 100.0  # $/GB
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,8 @@ class Offer:
     dlperf: float | None = None
     disk_bw: float | None = None  # MB/s the host claims for its disk (the preflight checks it)
     inet_down: float | None = None  # Mb/s the host claims for downloads (likewise)
+    inet_up_cost: float = 0.0  # $/GB moved out of the host (Vast bills bandwidth per byte)
+    inet_down_cost: float = 0.0  # $/GB moved into it
 
     @classmethod
     def from_api(cls, row: Any) -> Offer:
@@ -152,6 +155,8 @@ class Offer:
             dlperf=_soft(row, "dlperf", 0.0),
             disk_bw=_soft(row, "disk_bw", 0.0),
             inet_down=_soft(row, "inet_down", 0.0),
+            inet_up_cost=_num(row, "inet_up_cost", 0.0, lo=0.0, hi=MAX_INET_COST) or 0.0,
+            inet_down_cost=_num(row, "inet_down_cost", 0.0, lo=0.0, hi=MAX_INET_COST) or 0.0,
         )
 
 
@@ -212,6 +217,7 @@ class Instance:
     cur_state: str | None = None
     next_state: str | None = None
     ssh_routes: tuple[SSHRoute, ...] = ()
+    uptime_mins: float | None = None  # how long the container has run (None: not running)
 
     @property
     def known_status(self) -> str | None:
@@ -262,4 +268,5 @@ class Instance:
             cur_state=_text(row, "cur_state"),
             next_state=_text(row, "next_state"),
             ssh_routes=routes,
+            uptime_mins=_soft(row, "uptime_mins", 0.0),
         )

@@ -26,6 +26,7 @@ class EventKind(StrEnum):
     DESTROY = "destroy"
     SENT = "sent"  # one try of a change as it left
     LOST = "lost"  # the market says it no longer exists, without our destroy
+    RETURNED = "returned"  # a written-off (lost) instance listed again: the write-off is void
     UNSEEN = "unseen"  # left out of a list answer: asked for directly, still held
     BAD_ROW = "bad_row"  # a market row that failed validation: skipped this poll, counted
     JOB_STARTED = "job_started"

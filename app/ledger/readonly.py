@@ -13,6 +13,12 @@ Three walls, each enough on its own for the cases it covers:
 3. The statement runs inside `BEGIN TRANSACTION READ ONLY` on a cursor of its own, so a write
    that slipped past the parser still fails, and `interrupt()` cancels this query only.
 
+And bounds, so that one query cannot take the controller's machine: the instance's memory
+(`memory_limit`, nothing spilled to disk) and threads are capped, a query is interrupted after
+`QUERY_TIMEOUT_S` (a timer calls `interrupt()`; the operator's cancel does the same), a page is at
+most `MAX_ROW_LIMIT` rows (one more is fetched to tell whether more exist; the answer streams, so
+a query of a trillion rows costs only the page) and `MAX_PAGE_BYTES` of text.
+
 Why a cursor and not a second read-only connection inside the controller: DuckDB allows one
 database instance per file per process, and refuses a second `connect(read_only=True)` while the
 controller holds the file for writing ("different configuration"). A cursor shares the instance
@@ -35,7 +41,15 @@ import duckdb
 from ..core.errors import RentwatchError
 
 DEFAULT_ROW_LIMIT = 10_000
+MAX_ROW_LIMIT = 100_000  # rows in one page, whatever the caller asked for
+MAX_PAGE_BYTES = 64 << 20  # text and blobs in one page
+QUERY_TIMEOUT_S = 20.0  # wall seconds a query may run before it is interrupted
+QUERY_MEMORY_LIMIT = "1GB"  # the whole instance (the controller's own writes need little)
+QUERY_THREADS = 1  # one core at most: the controller (and its machine) keeps the rest
 SANDBOX_CONFIG: dict[str, Any] = {
+    "memory_limit": QUERY_MEMORY_LIMIT,
+    "threads": QUERY_THREADS,
+    "max_temp_directory_size": "0KB",  # past the memory limit a query fails, nothing spills
     "enable_external_access": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
@@ -54,6 +68,10 @@ class QueryRefused(RentwatchError):
 
 class QueryFailed(RentwatchError):
     title = "query failed"
+
+
+class QueryTooBig(QueryFailed):
+    title = "query stopped"
 
 
 @dataclass(frozen=True)
@@ -165,17 +183,35 @@ class QuerySandbox:
         self._mu = threading.Lock()
 
     def run(
-        self, sql: str, limit: int = DEFAULT_ROW_LIMIT, offset: int = 0, tag: str | None = None
+        self,
+        sql: str,
+        limit: int = DEFAULT_ROW_LIMIT,
+        offset: int = 0,
+        tag: str | None = None,
+        timeout_s: float = QUERY_TIMEOUT_S,
     ) -> QueryResult:
-        """One page of the answer: `limit` rows from `offset`, and whether more exist. `tag`
-        names the query so that `interrupt(tag)` cancels it alone."""
+        """One page of the answer: `limit` rows (at most `MAX_ROW_LIMIT`) from `offset`, and
+        whether more exist. `tag` names the query so that `interrupt(tag)` cancels it alone;
+        past `timeout_s` wall seconds it is interrupted (`QueryTooBig`)."""
         check_read_only(sql)
-        limit = max(0, int(limit))
+        limit = min(max(0, int(limit)), MAX_ROW_LIMIT)
         offset = max(0, int(offset))
         with self._lock:
             cur = self._con.cursor()
         with self._mu:
             self._running[cur] = tag
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            try:
+                cur.interrupt()
+            except duckdb.Error:
+                pass
+
+        timer = threading.Timer(timeout_s, expire)
+        timer.daemon = True
+        timer.start()
         try:
             cur.execute("BEGIN TRANSACTION READ ONLY")
             try:
@@ -193,13 +229,30 @@ class QuerySandbox:
                     cur.execute("ROLLBACK")
                 except duckdb.Error:
                     pass  # an interrupted transaction is already gone
+        except duckdb.OutOfMemoryException:
+            raise QueryTooBig(
+                f"the query needed more than the sandbox's {QUERY_MEMORY_LIMIT} of memory: "
+                "stopped (narrow it, aggregate less, or page it)"
+            ) from None
         except duckdb.Error as exc:
+            if expired.is_set():
+                raise QueryTooBig(
+                    f"the query ran past {timeout_s:g} s: stopped (narrow it, or page it)"
+                ) from None
             raise QueryFailed(_first_line(exc)) from None
         finally:
+            timer.cancel()
             with self._mu:
                 self._running.pop(cur, None)
             cur.close()
-        return QueryResult(columns, [tuple(r) for r in rows[:limit]], len(rows) > limit, offset)
+        page = [tuple(r) for r in rows[:limit]]
+        size = sum(len(v) for r in page for v in r if isinstance(v, str | bytes))
+        if size > MAX_PAGE_BYTES:
+            raise QueryTooBig(
+                f"the answer holds {size >> 20} MB of text, over the page's "
+                f"{MAX_PAGE_BYTES >> 20} MB: stopped (fewer rows, or shorter columns)"
+            )
+        return QueryResult(columns, page, len(rows) > limit, offset)
 
     def running(self) -> list[str]:
         """The tags of the tagged queries running now."""

@@ -34,6 +34,13 @@ ALTER TABLE events ADD COLUMN IF NOT EXISTS intent_seq BIGINT;
 VIEWS = r"""
 CREATE OR REPLACE VIEW ledger_clock AS SELECT coalesce(max(ts), 0) AS now FROM events;
 
+-- the events that stand: a write-off (`lost`) is void when the instance was listed again after
+-- it (`returned`): it never stopped existing, nor billing
+CREATE OR REPLACE VIEW standing_events AS
+SELECT * FROM events e
+WHERE NOT (e.kind = 'lost' AND EXISTS (
+  SELECT 1 FROM events r WHERE r.kind = 'returned' AND r.instance_id = e.instance_id AND r.seq > e.seq));
+
 -- billing marks: acknowledged lifecycle changes, in order
 CREATE OR REPLACE VIEW billing_marks AS
 SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
@@ -41,13 +48,15 @@ SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
             WHEN kind = 'status' AND detail->>'status' IN ('exited', 'unknown') THEN 'halt'
             -- Vast's docs: no rental and no storage charges while offline
             WHEN kind = 'status' AND detail->>'status' = 'offline' THEN 'offline'
+            -- the market shows a dark host's stopped instance as stopped: no sign it is back
+            WHEN kind = 'status' AND detail->>'status' = 'stopped' THEN 'seen'
             WHEN kind = 'status' THEN 'online'
             WHEN kind = 'lost' THEN 'destroy'
             ELSE kind END AS mark,
        CASE WHEN kind = 'create' THEN gpu_dph END AS gpu_dph,
        CASE WHEN kind = 'create' THEN storage_dph END AS storage_dph,
        CASE WHEN kind = 'create' THEN coalesce(detail->>'gpu_billing', 'created') END AS billing
-FROM events
+FROM standing_events
 WHERE instance_id IS NOT NULL AND coalesce(ok, true) AND phase <> 'intent'
   AND (kind IN ('create', 'stop', 'start', 'destroy', 'lost') OR kind = 'status');
 
@@ -105,18 +114,20 @@ WITH c AS (
     max(ts) FILTER (WHERE kind = 'stop' AND phase <> 'intent' AND ok) AS stopped_at,
     min(ts) FILTER (WHERE kind IN ('destroy', 'lost') AND phase <> 'intent' AND ok) AS destroyed_at,
     count(*) FILTER (WHERE kind = 'job_finished' AND ok) AS jobs_finished,
+    count(*) FILTER (WHERE kind = 'returned') AS returns,
+    bool_or(kind = 'lost') AS written_off,
     max(ts) AS last_seen
-  FROM events WHERE instance_id IS NOT NULL GROUP BY instance_id
+  FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
 ), d AS (
   SELECT e.instance_id, min(ev.ts) AS delivered_until
-  FROM e JOIN events ev ON ev.instance_id = e.instance_id
+  FROM e JOIN standing_events ev ON ev.instance_id = e.instance_id
   WHERE e.verified_at IS NOT NULL AND ev.ts >= e.verified_at AND ev.phase <> 'intent' AND coalesce(ev.ok, true)
     AND (ev.kind IN ('stop', 'destroy', 'lost', 'abandon')
          OR (ev.kind = 'status' AND ev.detail->>'status' IN ('exited', 'offline', 'unknown')))
   GROUP BY e.instance_id
 )
 SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.failure_reason,
-       e.stopped_at, e.destroyed_at, e.jobs_finished,
+       e.stopped_at, e.destroyed_at, e.jobs_finished, e.returns, e.written_off,
        CASE WHEN e.jobs_finished > 0 THEN 'finished' WHEN e.verified_at IS NOT NULL THEN 'computed'
             WHEN e.running_at IS NOT NULL THEN 'booted' WHEN e.listed_at IS NOT NULL THEN 'booting'
             ELSE 'requested' END AS phase_reached,
@@ -186,10 +197,10 @@ WITH t AS (
     min(ts) FILTER (WHERE kind IN ('destroy', 'lost') AND phase <> 'intent' AND ok) AS destroyed_at,
     count(*) FILTER (WHERE kind = 'job_finished' AND ok) AS jobs_finished,
     max(ts) AS last_seen
-  FROM events WHERE instance_id IS NOT NULL GROUP BY ALL
+  FROM standing_events WHERE instance_id IS NOT NULL GROUP BY ALL
 ), d AS (
   SELECT t.campaign, t.instance_id, min(ev.ts) AS delivered_until
-  FROM t JOIN events ev ON ev.instance_id = t.instance_id
+  FROM t JOIN standing_events ev ON ev.instance_id = t.instance_id
   WHERE t.verified_at IS NOT NULL AND ev.ts >= t.verified_at AND ev.phase <> 'intent' AND coalesce(ev.ok, true)
     AND (ev.kind IN ('stop', 'destroy', 'lost', 'abandon')
          OR (ev.kind = 'status' AND ev.detail->>'status' IN ('exited', 'offline', 'unknown')))

@@ -16,7 +16,7 @@ import duckdb
 
 from ..core.errors import RentwatchError
 from .kinds import EVENT_KINDS, EventKind
-from .readonly import QueryResult, QuerySandbox, connect_sandboxed
+from .readonly import QUERY_TIMEOUT_S, QueryResult, QuerySandbox, connect_sandboxed
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog", "market")
@@ -356,11 +356,16 @@ class Ledger:
         return None if row is None or row[0] is None else float(row[0])
 
     def query(
-        self, sql: str, limit: int = 10_000, offset: int = 0, tag: str | None = None
+        self,
+        sql: str,
+        limit: int = 10_000,
+        offset: int = 0,
+        tag: str | None = None,
+        timeout_s: float = QUERY_TIMEOUT_S,
     ) -> QueryResult:
         """A read-only query (one SELECT) in the sandbox; anything else raises QueryRefused.
-        A `tag` lets `interrupt(tag)` cancel this query alone."""
-        return self.__sandbox.run(sql, limit, offset, tag)
+        A `tag` lets `interrupt(tag)` cancel this query alone; past `timeout_s` it stops."""
+        return self.__sandbox.run(sql, limit, offset, tag, timeout_s)
 
     def queries_running(self) -> list[str]:
         return self.__sandbox.running()

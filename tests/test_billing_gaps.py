@@ -1,0 +1,132 @@
+"""[J] Billing where the ledger cannot watch: a dark host stopped while dark (the market shows it
+`stopped`, and bills nothing, storage included, while the host is offline), and a status that
+changed while no controller ran (found at the restart, dated by the row's `uptime_mins`). Both
+were found by the chaos long run of 2026-11-30: the ledger billed a dark host's storage to the
+end, and missed the GPU time of a rental that began running while the controller was down."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from rentwatch.core.billing import Mark, charges, status_marks
+from rentwatch.core.policy import SEED
+from rentwatch.ledger import Ledger
+from rentwatch.ssh_runner import SSHRunner
+from rentwatch.supervisor import Supervisor
+
+from .fake_market import FakeMarket, campaign, offer
+from .test_supervisor_unit import key as key  # the module's SSH key fixture
+from .test_supervisor_unit import kinds, run, verified
+
+
+def _row(ledger, iid: int) -> dict:
+    return next(r for r in ledger.instance_rows() if r["instance_id"] == iid)
+
+
+def test_a_dark_host_stopped_while_dark_bills_nothing_after_it_went_dark(key):
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        a = sup.attempts[iid]
+        market.set(iid, actual="offline", msg="")
+        market.t += 10
+        went_dark = market.t
+        await sup.poll_once()  # host_down: stopped (the fake shows it `stopped` from then on)
+        assert ("stop_instance", iid) in market.calls
+        market.t += 10
+        await sup.poll_once()
+        assert a.status == "stopped"
+        market.t += 3600  # held stopped for an hour: the market bills nothing, the host is dark
+        ledger.record("note", at=market.t, actor="engine", reason="clock", campaign="u")
+        row = _row(ledger, iid)
+        assert row["storage_usd"] == pytest.approx(
+            a.storage_dph * (went_dark - a.created_at) / 3600
+        )
+        assert row["total_usd"] == pytest.approx(a.charges("running", market.t).total_usd)
+
+    run(key, body, fleet=1)
+
+
+def test_status_marks_are_the_ledgers():
+    """The pure function and the ledger's view read a status alike: a stopped status after an
+    offline one does not bring the storage meter back."""
+    marks = [Mark(0, "create", 0.36, 0.036)]
+    for at, st in [(100, "loading"), (200, "running"), (300, "offline"), (400, "stopped")]:
+        marks += status_marks(at, st)
+    marks.append(Mark(400, "stop"))
+    led = Ledger(":memory:")
+    s = led.intent(
+        "create",
+        at=0,
+        actor="rule:t",
+        reason="r",
+        campaign="c",
+        gpu_dph=0.36,
+        storage_dph=0.036,
+        machine_id=1,
+    )
+    led.outcome(s, at=0, ok=True, instance_id=1, detail={"gpu_billing": "running"})
+    for at, st in [(100, "loading"), (200, "running"), (300, "offline"), (400, "stopped")]:
+        led.record("status", at=at, actor="engine", reason=st, instance_id=1, detail={"status": st})
+    s = led.intent("stop", at=400, actor="rule:t", reason="r", instance_id=1, campaign="c")
+    led.outcome(s, at=400, ok=True)
+    led.record("note", at=4000, actor="engine", reason="clock", campaign="c")
+    want = charges(marks, "running", 4000)
+    [row] = led.instance_rows()
+    assert (
+        row["storage_usd"] == pytest.approx(want.storage_usd) == pytest.approx(0.036 * 300 / 3600)
+    )
+    assert row["gpu_usd"] == pytest.approx(want.gpu_usd) == pytest.approx(0.36 * 100 / 3600)
+    led.close()
+
+
+def test_a_status_changed_while_nobody_watched_is_written_down_at_the_restart(key):
+    market = FakeMarket([offer(1, 10, 0.36)])
+    ledger = Ledger(":memory:")
+
+    async def go() -> None:
+        first = Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)
+        await first.prepare()
+        await first.poll_once()
+        (iid,) = first.attempts
+        market.t += 10
+        await first.poll_once()  # loading
+        await first.close()  # killed
+        market.t += 300
+        market.set(iid, actual="running", msg="", uptime_mins=2.0)  # running for 2 min now
+        again = Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)
+        await again.prepare()
+        found = [e for e in kinds(ledger, "status") if e.actor == "reconcile"]
+        assert [e.detail["status"] for e in found] == ["running"]
+        assert found[0].at == pytest.approx(market.t - 120)
+        ledger.record("note", at=market.t, actor="engine", reason="clock", campaign="u")
+        row = _row(ledger, iid)
+        assert row["gpu_usd"] == pytest.approx(0.36 * 120 / 3600)  # the market's 2 minutes
+        a = again.attempts[iid]
+        assert row["total_usd"] == pytest.approx(a.charges("running", market.t).total_usd)
+        await again.close()
+
+    asyncio.run(go())
+
+
+def test_a_start_of_running_seen_late_is_dated_by_the_rows_uptime(key):
+    """A poll sees a change only when it lists the row: a rental seen running 90 s after it
+    began is billed from when it began (the row's `uptime_mins`), as the market bills it."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        market.t += 10
+        await sup.poll_once()  # loading
+        market.t += 120
+        market.set(iid, actual="running", msg="", uptime_mins=1.5)
+        await sup.poll_once()
+        (ran,) = [e for e in kinds(ledger, "status") if e.detail["status"] == "running"]
+        assert ran.at == pytest.approx(market.t - 90)
+        a = sup.attempts[iid]
+        ledger.record("note", at=market.t, actor="engine", reason="clock", campaign="u")
+        row = _row(ledger, iid)
+        assert row["gpu_usd"] == pytest.approx(a.gpu_dph * 90 / 3600)
+        assert row["total_usd"] == pytest.approx(a.charges("running", market.t).total_usd)
+
+    run(key, body)
