@@ -35,11 +35,21 @@ def test_campaign_reconciles_and_tampering_is_named(make_sim, tmp_path, capsys, 
     forged = tmp_path / "forged.duckdb"
     shutil.copy(ledger, forged)
     con = duckdb.connect(str(forged))
+    # the inflated one must have billed GPU time (a dud destroyed while loading under `running`
+    # billing has none, so its price would change nothing); the erased one is another
     ids = [
         r[0]
         for r in con.execute(
+            "SELECT instance_id FROM instance_charges WHERE gpu_usd > 0 "
+            "ORDER BY gpu_usd DESC, instance_id LIMIT 1"
+        ).fetchall()
+    ]
+    ids += [
+        r[0]
+        for r in con.execute(
             "SELECT instance_id FROM events WHERE kind = 'create' AND phase <> 'intent' AND ok "
-            "ORDER BY instance_id"
+            "AND instance_id <> ? ORDER BY instance_id",
+            ids,
         ).fetchall()
     ]
     con.execute(
