@@ -206,7 +206,8 @@ class Supervisor:
         if sight.swept is not None:  # a sweep's pages together are a full list answer
             await self.observer.unlisted(sight.swept, now)
         self.recovery.adopt_strays(instances, now, self.adopt_all)
-        await self._after_sight()
+        self.tender.retend(self.observer.returned)
+        await self.actions.destroy_due()
         decisions = await self._decide(now)
         for d in decisions:
             await self._execute(d)
@@ -215,17 +216,6 @@ class Supervisor:
         for fn in self.listeners:
             fn()
         return decisions
-
-    async def _after_sight(self) -> None:
-        """Tend a proven rental held again after its write-off; destroy again an abandoned
-        one whose destroy failed (or that came back), rather than leave it billing to the end."""
-        for a in self.observer.returned:
-            if a.life.phase == Phase.VERIFIED and (a.tend_task is None or a.tend_task.done()):
-                a.tend_task = asyncio.create_task(self.tender.tend(a))
-        self.observer.returned.clear()
-        for a in self.fleet.held():
-            if a.life.phase == Phase.ABANDONED and not a.passed_preflight:
-                await self.actions.destroy(a, "rule:abandon", "abandoned: its destroy is still due")
 
     async def _decide(self, now: float) -> list[Decision]:
         snap = self.snapshot(now)

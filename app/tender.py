@@ -202,6 +202,13 @@ class HostTender:
         )
 
     # -- proven hosts: watchdog, heartbeat, NVML samples, jobs -------------------------------
+    def retend(self, returned: list[Attempt]) -> None:
+        """Tend again a proven rental held again after its write-off (the observer's list)."""
+        for a in returned:
+            if a.life.phase == Phase.VERIFIED and (a.tend_task is None or a.tend_task.done()):
+                a.tend_task = asyncio.create_task(self.tend(a))
+        returned.clear()
+
     async def tend(self, a: Attempt) -> None:
         """Arm the host's dead-man's switch, then beat its heartbeat and read its GPU."""
         await self._arm_watchdog(a)

@@ -93,7 +93,7 @@ if [ "$1" = "--hostile" ]; then
   $a "a poll's list gives up after two tries" app/client.py \
     'attempts = min(attempts, POLL_ATTEMPTS)' 'attempts = attempts' \
     tests/test_client_boundary.py::test_a_polls_list_gives_up_after_two_tries_other_calls_keep_retrying
-  $a "an abandoned rental's failed destroy is made again" app/supervisor.py \
+  $a "an abandoned rental's failed destroy is made again" app/actions.py \
     '            if a.life.phase == Phase.ABANDONED and not a.passed_preflight:' '            if False:' \
     $w::test_a_failed_destroy_of_an_abandoned_instance_is_made_again_next_poll
   $a "no create could pass the budget" app/core/offer_choice.py \

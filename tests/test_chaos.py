@@ -21,7 +21,7 @@ from .hostile_market import HostileMarket, Hostility
 LONG = os.environ.get("RENTWATCH_CHAOS_LONG") == "1"
 # the long mode's hostile market slows every job's progress (answers lost, rows unseen,
 # creates resolved by label): 50 jobs are hundreds of creates (30 made 152)
-N_JOBS = 50 if LONG else 6
+N_JOBS = int(os.environ.get("RENTWATCH_CHAOS_JOBS", "50")) if LONG else 6
 RETRIES = 30 if LONG else 8  # the long market kills about every other attempt
 KILLS = [signal.SIGKILL, signal.SIGTERM] * (4 if LONG else 1)
 SEED = int(os.environ.get("RENTWATCH_CHAOS_SEED", "13"))
@@ -189,7 +189,12 @@ def test_chaos_invariants(make_sim, tmp_path):
     )
     ledger_total = sum(r["total_usd"] for r in rows)
     truth_total = sum(t["usd"] for t in truth.values())
-    assert abs(ledger_total - truth_total) < 0.01, (ledger_total, truth_total)
+    # the total: a cent, or a tenth of the per-instance bound per rental on a long run, where
+    # stops seen a poll late all lean one way (the ledger never bills less than it saw)
+    assert abs(ledger_total - truth_total) < max(0.01, 0.0005 * len(rows)), (
+        ledger_total,
+        truth_total,
+    )
     retried = len(led.events(where="kind = 'job_started'")) - N_JOBS
     hostile = ""
     if proxy is not None:
