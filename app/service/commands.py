@@ -89,16 +89,9 @@ def controller_for_ledger(ledger: str | Path) -> ControllerClient | None:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from .spawn import attach_dashboard
+    from .spawn import run_dashboard
 
-    target = resolve(args.socket, args.campaign, args.url, args.token_file)
-    app, finish = attach_dashboard(target)
-    result = None
-    try:
-        result = app.run()
-    finally:
-        code = finish(result)
-    return code
+    return run_dashboard(resolve(args.socket, args.campaign, args.url, args.token_file))
 
 
 def cmd_run_background(args: argparse.Namespace) -> int:

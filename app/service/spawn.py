@@ -217,7 +217,11 @@ def run_attached(
 ) -> int:
     """`watch` and `demo`: their controller (started, or the one already running), and this
     dashboard attached to it until the operator quits."""
-    target, proc = connect(argv, ledger, campaign, env)
+    return run_dashboard(*connect(argv, ledger, campaign, env))
+
+
+def run_dashboard(target: Target, proc: subprocess.Popen[bytes] | None = None) -> int:
+    """The dashboard attached to `target` until the operator quits; what quitting chose done."""
     app, finish = attach_dashboard(target, proc)
     result = None
     try:
