@@ -166,6 +166,8 @@ async def run_headless(
             await session.release("rule:campaign_end", f"campaign ended: {outcome.reason}")
         code = 0 if outcome.ok else 3
     except BaseException as exc:  # the trap: whatever happened, nothing keeps billing unwatched
+        if isinstance(exc, asyncio.CancelledError) and caught:  # a signal during the release
+            exc = Trapped(caught[-1])
         for sig in SIGNALS:
             loop.remove_signal_handler(sig)  # a second Ctrl-C must not interrupt the release
         why = f"signal {exc}" if isinstance(exc, Trapped) else f"{type(exc).__name__}: {exc}"
