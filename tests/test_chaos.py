@@ -146,7 +146,11 @@ def test_chaos_invariants(make_sim, tmp_path):
     if proxy is not None:
         proxy.stop()
     assert final.returncode == 0, final.stdout[-3000:]
-    assert not [o for o in outputs if "Traceback" in o], "an unhandled exception:\n" + "\n".join(o[o.index("Traceback") - 500 : o.index("Traceback") + 3000] for o in outputs if "Traceback" in o)
+    assert not [o for o in outputs if "Traceback" in o], "an unhandled exception:\n" + "\n".join(
+        o[o.index("Traceback") - 500 : o.index("Traceback") + 3000]
+        for o in outputs
+        if "Traceback" in o
+    )
     assert not [c for o in outputs for c in BAD if c in o], "an escape reached the log"
 
     led = Ledger(ledger)
