@@ -51,7 +51,6 @@ class Attempt:
     untrusted: str | None = None  # set when its SSH host key changed after it was pinned
     unseen: int = 0  # consecutive polls the list answer left it out
     dph_seen: float = 0.0  # the highest GPU price the market has shown for it ($/h)
-    seen_at: float | None = None  # market time of the last answer that showed its row
     # supervised: automation (rules, preflight, watchdog, jobs, release at the end) may act on
     # it. False for what rentwatch did not create (shown, priced, logged; a person acts on it)
     owned: bool = True

@@ -31,7 +31,6 @@ from .ssh_runner import SSHRunner
 
 K = EventKind
 LOST_AFTER_S = 120.0  # a create may take this long to be listed before it counts as unseen
-BEFORE_RUN = frozenset({"created", "loading"})  # statuses of a container not yet started
 PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last seen) is flagged
 UNSEEN_WRITE_OFF = 10  # polls unseen, and unanswered when asked directly, before a write-off
 
@@ -306,20 +305,6 @@ class Observer:
             self.returned.append(a)
         self._see(a, inst, now)
 
-    def _ran_unseen(self, a: Attempt, last_seen: float, now: float) -> None:
-        """A container seen loading, then exited, ran in between (one exits only after it
-        started): its GPU time is billed from the last sighting before it, so the ledger
-        never bills less than the market, and at most one poll's gap more."""
-        self.journal.fact(
-            K.STATUS,
-            a,
-            at=last_seen,
-            actor="engine",
-            reason=f"status {a.status} -> running (unseen: it had exited by the next sighting)",
-            detail={"status": "running", "msg": "", "unseen": True},
-        )
-        a.marks += [Mark(last_seen, "running"), Mark(now, "halt")]
-
     @staticmethod
     def _ran_from(a: Attempt, inst: Instance, now: float) -> float:
         """When a rental first seen running began running: the market's own `uptime_mins`
@@ -383,11 +368,9 @@ class Observer:
                 a.marks.append(Mark(now, "offline"))
             elif a.status == "running" and status in ("exited", "unknown"):
                 a.marks.append(Mark(now, "halt"))
-            elif status == "exited" and a.status in BEFORE_RUN and a.seen_at is not None:
-                self._ran_unseen(a, a.seen_at, now)
         if status != a.status or inst.status_msg != a.status_msg:
             a.status_since = now
-        a.status, a.status_msg, a.seen_at = status, inst.status_msg, now
+        a.status, a.status_msg = status, inst.status_msg
         if self.blame_book is not None and inst.status_msg and status != "running":
             self.blame_book.saw(a, inst.status_msg)  # layer progress: the registry serves it
         a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port

@@ -80,9 +80,6 @@ if [ "$1" = "--hostile" ]; then
     '            changed = self._ran_from(a, inst, now) if status == "running" else now' \
     '            changed = now' $g::test_a_start_of_running_seen_late_is_dated_by_the_rows_uptime \
     $h::test_an_instance_written_off_then_listed_again_is_held_again
-  $a "a container seen loading, then exited, is billed the run between" app/observer.py \
-    '            elif status == "exited" and a.status in BEFORE_RUN and a.seen_at is not None:' \
-    '            elif False:' $g::test_a_container_seen_loading_then_exited_is_billed_the_run_between
   $a "a dark host's stopped status is no sign it is back (ledger)" app/ledger/schema.py \
     "WHEN kind = 'status' AND detail->>'status' = 'stopped' THEN 'seen'" "WHEN false THEN 'seen'" $g
   $a "a dark host's stopped status is no sign it is back (engine)" app/observer.py \

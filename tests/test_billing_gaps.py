@@ -130,30 +130,3 @@ def test_a_start_of_running_seen_late_is_dated_by_the_rows_uptime(key):
         assert row["total_usd"] == pytest.approx(a.charges("running", market.t).total_usd)
 
     run(key, body)
-
-
-def test_a_container_seen_loading_then_exited_is_billed_the_run_between(key):
-    """It started and exited between two sightings (the chaos long run of 2026-11-30 at 60x:
-    $0.0063 under the market, the ledger never saw it `running`). A container exits only after
-    it ran, so its GPU time is billed from the last sighting of `loading`: never less than the
-    market, at most the gap between the two sightings more."""
-
-    async def body(sup, market, ledger):
-        await sup.poll_once()
-        iid = next(iter(sup.attempts))
-        a = sup.attempts[iid]
-        market.t += 10
-        await sup.poll_once()  # loading
-        last_loading = market.t
-        market.set(iid, actual="exited", msg="")
-        market.t += 40
-        await sup.poll_once()  # exited: it ran in between
-        seen_exited = market.t
-        market.t += 600
-        ledger.record("note", at=market.t, actor="engine", reason="clock", campaign="u")
-        want = a.gpu_dph * (seen_exited - last_loading) / 3600
-        assert want > 0
-        assert _row(ledger, iid)["gpu_usd"] == pytest.approx(want)
-        assert a.charges("running", market.t).gpu_usd == pytest.approx(want)
-
-    run(key, body, fleet=1)
