@@ -12,6 +12,7 @@ work, recovery, operator) are composed in `__init__`, each handed only what it n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -385,7 +386,7 @@ class Supervisor:
 
     async def release_all(self, actor: str, reason: str) -> None:
         """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest."""
-        await self.close()
+        self._cancel_tasks()
         for a in self.fleet.held():
             try:
                 if a.life.phase == Phase.ABANDONED or not (
@@ -435,11 +436,12 @@ class Supervisor:
             t for a in self.fleet.attempts.values() for t in (a.preflight_task, a.tend_task) if t
         ]
 
-    async def close(self) -> None:
-        """Cancel the hosts' tasks and let them unwind (5 s at most): before a release's own
-        market calls, none may still be inside one, cancelled, beside them."""
-        tasks = [t for t in self._tasks() if not t.done()]
-        for task in tasks:
+    def _cancel_tasks(self) -> None:
+        for task in self._tasks():
             task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=5)
+
+    async def close(self) -> None:
+        for task in self._tasks():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
