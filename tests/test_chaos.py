@@ -200,6 +200,7 @@ def test_chaos_invariants(make_sim, tmp_path):
         truth_total,
     )
     retried = len(led.events(where="kind = 'job_started'")) - N_JOBS
+    led.close()  # `rentwatch reconcile` below opens the ledger in a process of its own
     hostile = ""
     if proxy is not None:
         # every class was injected, and none cost a poll whole: the only polls skipped are
