@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import json
 import multiprocessing
 import os
@@ -105,9 +104,13 @@ async def _run_until(
     done, _ = await asyncio.wait({task}, timeout=wall)
     if task in done:
         return task.result().reason, min(clock.now(), deadline)
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    # cancel until the run has ended: asyncio.wait_for before Python 3.12 can swallow a cancel
+    # that lands as its inner call completes, and the run would go on polling for good
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    if not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
     return "referee: the market-time deadline passed", deadline
 
 
