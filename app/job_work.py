@@ -67,6 +67,7 @@ class JobWork:
                 job.attempts = int(ev.detail.get("attempt", job.attempts + 1))
             elif ev.detail.get("requeued"):
                 job.status, job.instance_id = "pending", None
+                job.host_losses += bool(ev.detail.get("host_loss"))
             else:
                 self.queue.finished(job, int(ev.detail.get("exit_code", -1)), ev.at)
 
@@ -79,14 +80,19 @@ class JobWork:
             if a is not None and a.life.phase == Phase.VERIFIED:
                 continue
             self.requeue(
-                job, now, "its host left service" if a else "its host is not held any more"
+                job,
+                now,
+                "its host left service" if a else "its host is not held any more",
+                host_fault=True,
             )
 
-    def requeue(self, job: JobState, now: float, why: str) -> None:
+    def requeue(self, job: JobState, now: float, why: str, host_fault: bool = False) -> None:
         iid = job.instance_id
+        losses = job.host_losses
         if iid is not None:
-            self.queue.host_died(iid)
+            self.queue.host_died(iid, now, host_fault=host_fault)
         again = job.status == "pending"
+        free = job.host_losses > losses
         self.journal.fact(
             K.JOB_FINISHED,
             None,
@@ -95,8 +101,14 @@ class JobWork:
             ok=False,
             instance_id=iid,
             reason=f"job {job.name} interrupted: {why}"
-            + (" - queued again" if again else " - out of retries"),
-            detail={"job": job.name, "requeued": again, "attempt": job.attempts},
+            + (" - queued again" if again else " - out of retries")
+            + (" (an early host loss: no retry used)" if free else ""),
+            detail={
+                "job": job.name,
+                "requeued": again,
+                "attempt": job.attempts,
+                "host_loss": free,
+            },
         )
         self.journal.say(
             f"job    {job.name} interrupted on i:{iid} ({why}); "
@@ -141,7 +153,7 @@ class JobWork:
                     # calling it gone, so a dropped session never costs the job a retry
                     started = True
                 if not started:
-                    self.requeue(job, now, f"could not start it: {exc}")
+                    self.requeue(job, now, f"could not start it: {exc}", host_fault=True)
                     continue
             self.journal.fact(
                 K.JOB_STARTED,

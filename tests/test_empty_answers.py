@@ -245,3 +245,18 @@ def test_a_list_answer_without_the_ssh_route_does_not_leave_the_job_unwatched():
 
     asyncio.run(go())
     assert job.status == "done"
+
+
+def test_a_host_lost_soon_after_its_job_started_is_requeued_free_and_a_restart_knows_it():
+    link = ScriptedLink([DROPPED])  # never asked: the host is gone
+    work, queue, ledger = job_work(link, retries=0)
+    job = queue.take(7, work.clock.now())
+    assert job is not None
+    work.reap(work.clock.now())  # the fleet no longer holds i:7
+    assert job.status == "pending" and job.host_losses == 1
+    (ev,) = interruptions(ledger)
+    assert ev.detail["host_loss"] is True and "no retry used" in ev.reason
+    again = JobQueue((Job("train", "python train.py", retries=0),))
+    restarted = JobWork(again, Fleet(1), link, work.journal, work.clock, Path("unused"))  # type: ignore[arg-type]
+    restarted.restore(ledger)
+    assert again.jobs[0].status == "pending" and again.jobs[0].host_losses == 1

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from rentwatch.core.campaign import Job
-from rentwatch.core.jobs import JobQueue
+from rentwatch.core.jobs import EARLY_LOSS_S, FREE_LOSSES, JobQueue
 from rentwatch.job_runner import UnsafePath, parse_status, safe_relative
 from rentwatch.ledger import Ledger
 
@@ -119,6 +119,28 @@ def test_job_queue_rules():
     a2 = q.take(3, 1.0)
     q.finished(a2, 3, 2.0)
     assert a2.status == "failed" and q.pending == 0  # failed on its own: not retried blindly
+
+
+def test_a_host_that_dies_soon_after_taking_a_job_costs_it_no_retry():
+    q = JobQueue((Job("a", "x", retries=0),))
+    minute = 60.0
+    for i in range(FREE_LOSSES):  # duds the preflight missed, each gone within minutes
+        job = q.take(i, i * minute)
+        q.host_died(i, i * minute + 2 * minute, host_fault=True)
+        assert job.status == "pending" and job.host_losses == i + 1
+    job = q.take(99, 100 * minute)  # one more early loss: the job may be what kills its hosts
+    q.host_died(99, 101 * minute, host_fault=True)
+    assert job.status == "failed"
+
+    late = JobQueue((Job("b", "y", retries=0),))
+    job = late.take(1, 0.0)
+    late.host_died(1, EARLY_LOSS_S + 1, host_fault=True)  # it had run a while: a real retry
+    assert job.status == "failed" and job.host_losses == 0
+
+    gone = JobQueue((Job("c", "z", retries=0),))
+    job = gone.take(1, 0.0)
+    gone.host_died(1, 60.0)  # the job's process vanished on a live host: its own doing, perhaps
+    assert job.status == "failed"
 
 
 @pytest.mark.parametrize("path", ["../x", "/etc/passwd", "~/x", "a/../../b", "a\\b", ""])

@@ -7,6 +7,14 @@ from dataclasses import dataclass
 
 from .campaign import Job
 
+# A host that leaves service this soon after taking a job failed to deliver (a dud its
+# preflight missed), so the job is not charged a retry for it; managed-job schedulers treat a
+# lost machine the same way (SkyPilot's managed jobs recover from preemptions without counting
+# them against `max_restarts_on_errors`). A job whose hosts keep dying at once may be what
+# kills them, so only so many such losses are free.
+EARLY_LOSS_S = 10 * 60
+FREE_LOSSES = 5
+
 
 @dataclass
 class JobState:
@@ -15,7 +23,8 @@ class JobState:
         "pending"  # pending, running, finishing (exited, artifacts coming off), done, failed
     )
     instance_id: int | None = None
-    attempts: int = 0
+    attempts: int = 0  # starts, free host losses included
+    host_losses: int = 0  # starts lost to a host that died early (not charged as retries)
     exit_code: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
@@ -96,12 +105,20 @@ class JobQueue:
         job.exit_code, job.finished_at = exit_code, now
         job.status = "done" if exit_code == 0 else "failed"
 
-    def host_died(self, instance_id: int) -> list[JobState]:
-        """Jobs interrupted by their host's death go back to the queue while retries last."""
+    def host_died(
+        self, instance_id: int, now: float | None = None, host_fault: bool = False
+    ) -> list[JobState]:
+        """Jobs interrupted by their host's death go back to the queue while retries last. With
+        `host_fault` (the host left service, or the job never started there), a host that went
+        within `EARLY_LOSS_S` of the job's start costs the job no retry, up to `FREE_LOSSES`."""
         out = []
         for job in self.jobs:
             if job.status == "running" and job.instance_id == instance_id:
                 job.instance_id = None
-                job.status = "pending" if job.attempts <= job.job.retries else "failed"
+                early = now is None or job.started_at is None or now - job.started_at < EARLY_LOSS_S
+                if host_fault and early and job.host_losses < FREE_LOSSES:
+                    job.host_losses += 1
+                charged = job.attempts - job.host_losses
+                job.status = "pending" if charged <= job.job.retries else "failed"
                 out.append(job)
         return out
