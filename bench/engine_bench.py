@@ -66,14 +66,18 @@ def _sim(tmp: Path, n: int, paced: bool, scale: float) -> tuple[subprocess.Popen
     return sim, sim.stdout.readline().strip()
 
 
-async def _supervisor(url: str, tmp: Path, n: int, paced: bool) -> Supervisor:
-    """A supervisor that adopts the preloaded fleet; the steady part proven before."""
-    client = VastClient(url, "b", min_intervals=None if paced else {})
+async def preloaded_supervisor(
+    url: str, tmp: Path, n: int, booting: int = BOOTING, paced: bool = False, key: str = "b"
+) -> Supervisor:
+    """A supervisor that adopts a preloaded fleet (labels `rw:watch:I`): the first `n -
+    booting` proven by an earlier run, as its ledger says; their watchdogs are not started.
+    `tests/test_cadence.py` drives the same one."""
+    client = VastClient(url, key, min_intervals=None if paced else {})
     await client.sync_clock()
     ledger = Ledger(tmp / f"l{n}{paced}.duckdb")
     now = client.now()
-    for row in await client.list_instances():  # what an earlier run proved
-        if row.label and int(row.label.rsplit(":", 1)[1]) < n - BOOTING:
+    for row in await client.list_instances():
+        if row.label and int(row.label.rsplit(":", 1)[1]) < n - booting:
             ledger.record(
                 EventKind.PREFLIGHT_PASSED,
                 at=now - 1800,
@@ -103,7 +107,7 @@ async def engine_cpu(n: int, tmp: Path) -> tuple[float, float, float]:
     """Median and max CPU seconds of one poll, and the controller's RSS (MB)."""
     sim, url = _sim(tmp, n, paced=False, scale=1.0)
     try:
-        sup = await _supervisor(url, tmp, n, paced=False)
+        sup = await preloaded_supervisor(url, tmp, n)
         for _ in range(2):
             await sup.poll_once()
         cpu = []
@@ -123,7 +127,7 @@ async def freshness(n: int, tmp: Path, seconds: float) -> tuple[float, float, fl
     market seconds one poll took (median), and how many gaps were measured."""
     sim, url = _sim(tmp, n, paced=True, scale=TIME_SCALE)
     try:
-        sup = await _supervisor(url, tmp, n, paced=True)
+        sup = await preloaded_supervisor(url, tmp, n, paced=True)
         seen: dict[int, list[float]] = {}
         see = sup.observer._see
 

@@ -11,46 +11,18 @@ from pathlib import Path
 from rentwatch.cadence import FULL_PAGES, LIST_CALLS, PAGE
 from rentwatch.client import VastClient
 from rentwatch.core.lifecycle import Phase
-from rentwatch.core.policy import get_policy
-from rentwatch.dashboard import watch_campaign
-from rentwatch.ledger import EventKind, Ledger
+from rentwatch.ledger import EventKind
 from rentwatch.sim.market import Step
-from rentwatch.ssh_runner import SSHRunner, load_or_create_key
 from rentwatch.supervisor import Supervisor
+
+from bench.engine_bench import preloaded_supervisor
 
 HEALTHY = [{"behaviour": "healthy", "share": 1}]
 N, BOOTING = 150, 3  # six pages of steady rentals, three still booting
 
 
 async def _supervisor(url: str, tmp: Path, n: int = N) -> Supervisor:
-    client = VastClient(url, "test-key", min_intervals={})
-    await client.sync_clock()
-    ledger = Ledger(tmp / "l.duckdb")
-    for row in await client.list_instances():  # the steady part was proven by an earlier run
-        if int(str(row.label).rsplit(":", 1)[1]) < n - BOOTING:
-            ledger.record(
-                EventKind.PREFLIGHT_PASSED,
-                at=client.now() - 600,
-                actor="engine",
-                reason="proven earlier",
-                instance_id=row.id,
-            )
-    sup = Supervisor(
-        client,
-        ledger,
-        watch_campaign(),
-        get_policy("default"),
-        SSHRunner(load_or_create_key(tmp / "key")),
-        log=lambda _: None,
-        adopt_all=True,
-    )
-
-    async def no_watchdog(_a: object) -> None:
-        return None
-
-    sup.tender.tend = no_watchdog  # type: ignore[method-assign]
-    await sup.prepare()
-    return sup
+    return await preloaded_supervisor(url, tmp, n, booting=BOOTING, key="test-key")
 
 
 def _sim(make_sim, n: int = N):
