@@ -173,14 +173,7 @@ class Observer:
             inst = None
         except REFUSALS:
             return None
-        if inst is None:
-            self._lost(a, now, "the market says it no longer exists")
-            return None
-        problem = row_problem(inst)
-        if problem is not None:
-            self._bad_row(inst.id, problem, now)
-            return None
-        return inst
+        return self._answered(a, inst, now)
 
     def _client_rows(self, now: float) -> None:
         """Rows the client itself could not parse (`client.bad_rows`) go to the ledger too:
@@ -243,6 +236,10 @@ class Observer:
                 )
                 self._lost(a, now, f"unseen for {a.unseen} polls; the market never answered")
             return None
+        return self._answered(a, inst, now)
+
+    def _answered(self, a: Attempt, inst: Instance | None, now: float) -> Instance | None:
+        """The market's answer for one instance: gone writes it off; a bad row is unread."""
         if inst is None:
             self._lost(a, now, "the market says it no longer exists")
             return None
