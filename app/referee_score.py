@@ -63,9 +63,10 @@ def delivers(row: Mapping[str, Any]) -> bool:
 
 
 def _held_end(row: Mapping[str, Any], finish: float) -> float:
-    """When the instance stopped working for the policy: destroyed, stopped, or the run's end."""
+    """When the instance stopped working for the policy: destroyed, stopped, its host went dark,
+    or the run's end."""
     ends = [finish]
-    for key in ("destroyed_at", "stopped_at"):
+    for key in ("destroyed_at", "stopped_at", "offline_at"):
         if row.get(key) is not None:
             ends.append(float(row[key]))
     return min(ends)
@@ -94,10 +95,14 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
     now = float(truth["now"])
     rows = [r for r in truth["instances"] if r["created_at"] >= facts.start - EPS]
     duds = [r for r in rows if not delivers(r) or r["running_at"] is None]
+    # destroying a host that had already gone dark kills nothing that could still deliver
     false_kills = [
         r
         for r in rows
-        if delivers(r) and r["destroyed_at"] is not None and r["destroyed_at"] < facts.finish - EPS
+        if delivers(r)
+        and r["destroyed_at"] is not None
+        and r["destroyed_at"] < facts.finish - EPS
+        and not (r.get("offline_at") is not None and r["offline_at"] <= r["destroyed_at"] + EPS)
     ]
     lifetimes = [
         ((r["destroyed_at"] or r["stopped_at"] or now) - r["created_at"]) / 60 for r in duds
@@ -105,7 +110,7 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
     gpu_hours = 0.0
     for r in rows:
         if delivers(r) and r["running_at"] is not None:
-            end = r["destroyed_at"] or r["stopped_at"] or now
+            end = _held_end(r, now)
             gpu_hours += max(0.0, end - r["running_at"]) / 3600
     total = sum(r["total_usd"] for r in rows)
     to_fleet = time_to_delivering_fleet(rows, facts)

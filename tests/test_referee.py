@@ -143,6 +143,18 @@ def test_time_to_fleet_needs_fleet_delivering_instances_held_at_once():
     assert s3["time_to_fleet_min"] is None  # never three at once
 
 
+def test_destroying_a_host_that_had_already_gone_dark_is_no_false_kill():
+    dropped = _row(1, "offline_midrun", 0.0, running=300.0, destroyed=2000.0, usd=0.1)
+    dropped["offline_at"] = 1800.0  # dark before the policy let it go: nothing left to kill
+    live = _row(2, "offline_midrun", 0.0, running=300.0, destroyed=1000.0, usd=0.05)
+    live["offline_at"] = 1800.0  # still computing when it was destroyed
+    truth = {"now": 5000.0, "instances": [dropped, live]}
+    s = score(truth, RunFacts(0.0, 4000.0, 2, {1: 400.0, 2: 400.0}))
+    assert s["false_kills"] == 1
+    # it delivered GPU time only until it went dark: (1800 - 300) + (1000 - 300) seconds
+    assert abs(s["usd_per_gpu_hour"] - 0.15 / (2200 / 3600)) < 1e-3
+
+
 def test_summary_counts_never_as_worst_and_names_the_worst_market():
     from rentwatch.referee_score import summarise
 

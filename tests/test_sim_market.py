@@ -181,6 +181,16 @@ def test_running_billing_counts_only_running_time():
     assert row["stopped_at"] == inst.stops[0]
 
 
+def test_the_truth_dates_when_a_host_went_dark():
+    m = _market(seed=6, offers=3, host_class=[{"behaviour": "offline_midrun", "share": 1}])
+    inst = m.create(m.machines[0].offer_id, "img", 40, None, {}, None)
+    assert m.truth()["instances"][0]["offline_at"] is None  # still booting: not yet
+    m.clock.advance(24 * 3600)
+    row = m.truth()["instances"][0]
+    assert row["offline_at"] == inst.segments[0].offline_at
+    assert row["running_at"] < row["offline_at"] <= m.clock.now()
+
+
 def test_billing_function_stop_start_and_price_change():
     marks = [
         Mark(0, "create", 1.0, 0.1),

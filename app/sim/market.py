@@ -706,6 +706,11 @@ class Market:
                 None,
             )
             actual, _ = inst.status(now)
+            dropped = [
+                s.offline_at
+                for s in inst.segments
+                if s.offline_at is not None and s.offline_at <= now
+            ]
             rows.append(
                 {
                     "id": inst.id,
@@ -723,6 +728,7 @@ class Market:
                     if inst.stops and inst.intended == "stopped"
                     else None,
                     "destroyed_at": inst.destroyed_at,
+                    "offline_at": dropped[0] if dropped else None,  # the host went dark
                     "gpu_dph": inst.gpu_dph,
                     "storage_dph": inst.storage_dph,
                     "gpu_usd": round(c.gpu_usd, 6),
