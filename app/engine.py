@@ -48,9 +48,16 @@ class EngineThread:
         """Whether the engine's thread still runs (it owns instances until it ends)."""
         return self._thread.is_alive()
 
-    def join(self, timeout: float | None = None) -> None:
-        """Wait for the engine's thread to end (after a shutdown it releases what it holds)."""
-        self._thread.join(timeout)
+    def join(self, say: Callable[[str], None] | None = None, every: float = 10.0) -> None:
+        """Wait for the engine's thread to end: after a shutdown it releases what it holds, and
+        the process must not exit under it (its thread is a daemon: exiting would cut the
+        release short and leave rentals billing). `say` hears how long it has taken."""
+        waited = 0.0
+        while self._thread.is_alive():
+            self._thread.join(every)
+            waited += every
+            if self._thread.is_alive() and say is not None:
+                say(f"still releasing what is held ({waited:.0f} s)")
 
     def _main(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -117,7 +124,8 @@ class EngineThread:
             build(self.session.sup, instance_id, logs), self.loop
         )
 
-    def shutdown(self, mode: str = "stop", timeout: float = 60.0) -> None:
+    def shutdown(self, mode: str = "stop", say: Callable[[str], None] | None = None) -> None:
+        """End the engine with `mode` and wait until its release (or detach) is done."""
         self.exit_mode = mode
         self._stop.set()
-        self._thread.join(timeout)
+        self.join(say)

@@ -128,10 +128,13 @@ async def run_headless(
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     caught: list[int] = []
+    releasing = False  # from then on a signal is said, not acted on: the release must finish
 
     def on_signal(signum: int) -> None:
         caught.append(signum)
-        if main is not None:
+        if releasing:
+            log(f"trap   {signal.Signals(signum).name} again: still releasing what is held")
+        elif main is not None:
             main.cancel()
 
     for sig in SIGNALS:
@@ -155,6 +158,7 @@ async def run_headless(
             signum = caught[-1] if caught else signal.SIGINT
             raise Trapped(signum) from None
         log(f"end    {outcome.reason}")
+        releasing = True
         if detach or sup.detach_asked:  # the operator's shutdown through the service API
             await session.detach(
                 "--detach: left running on purpose"
@@ -168,8 +172,7 @@ async def run_headless(
     except BaseException as exc:  # the trap: whatever happened, nothing keeps billing unwatched
         if isinstance(exc, asyncio.CancelledError) and caught:  # a signal during the release
             exc = Trapped(caught[-1])
-        for sig in SIGNALS:
-            loop.remove_signal_handler(sig)  # a second Ctrl-C must not interrupt the release
+        releasing = True
         why = f"signal {exc}" if isinstance(exc, Trapped) else f"{type(exc).__name__}: {exc}"
         sup.journal.fact(
             EventKind.TRAP,
@@ -180,7 +183,7 @@ async def run_headless(
         )
         log(f"trap   {why}: releasing {len(sup.held())} held instance(s)")
         try:
-            await asyncio.wait_for(session.release("trap", f"exit trap: {why}"), 60)
+            await session.release("trap", f"exit trap: {why}")
         except BaseException as exc2:
             log(f"trap   release incomplete: {exc2!r}")
         if isinstance(exc, RentwatchError):  # an error we name: one line, no traceback

@@ -37,6 +37,8 @@ def serve_engine(engine: Any, ledger: Ledger, ledger_path: Path, campaign: str) 
     woken = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
+        if caught:  # a second signal must not cut the release short: say so and go on
+            _say(f"trap   {signal.Signals(signum).name} again: still releasing what is held")
         caught.append(signum)
         woken.set()
 
@@ -58,9 +60,9 @@ def serve_engine(engine: Any, ledger: Ledger, ledger_path: Path, campaign: str) 
         mode = "trap" if caught else engine.exit_mode
         if caught:
             _say(f"trap   signal {signal.Signals(caught[-1]).name}: releasing what is held")
+        service.stop(mode, _say)
         for sig, old in previous.items():
-            signal.signal(sig, old)  # a second Ctrl-C must not interrupt the release
-        service.stop(mode)
+            signal.signal(sig, old)
     _say(f"end    controller exits ({mode})")
     return 128 + caught[-1] if caught else (1 if engine.failure else 0)
 

@@ -3,6 +3,7 @@ and a restart after kill -9 adopts what is still there."""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 import time
@@ -67,6 +68,24 @@ def test_signals_release_everything(make_sim, tmp_path, sig):
     assert led.events(
         where="actor = 'trap' AND kind IN ('stop', 'destroy') AND phase = 'outcome' AND ok"
     )
+
+
+def test_a_second_signal_does_not_cut_the_release_short(make_sim, tmp_path):
+    sim = make_sim(seed=7, offers=60, time_scale=240)
+    ledger = tmp_path / "l.duckdb"
+    proc = _start(sim, tmp_path, ledger)
+    _wait_for(proc, "verify ")
+    market = sim.market
+    slow = dataclasses.replace(market.scenario.faults, rate_timeout=0.5, timeout_s=1.0)
+    sim.call(lambda: setattr(market, "scenario", dataclasses.replace(market.scenario, faults=slow)))
+    proc.send_signal(signal.SIGINT)
+    _wait_for(proc, "releasing")  # and the market stalls half its answers: a release of seconds
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)  # the impatient operator's second Ctrl-C
+    out, _ = proc.communicate(timeout=60)
+    assert "again: still releasing" in out, out
+    assert proc.returncode == 128 + signal.SIGINT
+    assert _live(sim) == [], out
 
 
 def test_injected_exception_releases_everything(make_sim, tmp_path):

@@ -356,9 +356,9 @@ class EngineService:
 
         self._ending = asyncio.get_running_loop().create_task(later())
 
-    def stop(self, mode: str) -> None:
+    def stop(self, mode: str, say: Callable[[str], None] | None = None) -> None:
         """The dashboard has quit with `mode`: close the server, then end the engine (a no-op
-        when a shutdown request already ended it)."""
+        when a shutdown request already ended it), waiting as long as its release takes."""
         loop = self.engine.loop
         if loop is not None and loop.is_running() and not self.ctrl.closing.is_set():
             try:
@@ -367,9 +367,9 @@ class EngineService:
                 pass
         self.ctrl.close()
         if self._ending is not None:  # a shutdown request already chose how to end
-            self.engine.join(120)
+            self.engine.join(say)
         elif self.engine.alive():
-            self.engine.shutdown(mode)
+            self.engine.shutdown(mode, say)
         for path in (self.server.socket_path, self.server.token_file):
             if path is not None:
                 with contextlib.suppress(OSError):
