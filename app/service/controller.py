@@ -119,7 +119,9 @@ class Controller:
                 held=len(live),
                 verified=snap["verified"],
                 spent_usd=snap["spent_usd"],
-                dph=sum(i["dph"] for i in live),
+                # as the dashboard's "$/h now": storage of stopped rentals counts, a booting
+                # one's GPU does not (the listed $/h of each live one overstated and missed both)
+                dph=snap["dph_now"],
                 finished=snap["finished"],
             )
         return out
