@@ -581,13 +581,14 @@ def test_status_rate_is_the_dashboards_rate_now(tmp_path):
         "policy": "default",
         "fleet": 2,
         "verified": 1,
+        "in_service": 0,
         "spent_usd": 0.5,
         "finished": None,
         "dph_now": 0.032,
         "instances": [{"ended_at": 1e9 + 5, "phase": "stopped", "dph": 0.31}],
     }
     status = ctl.status()
-    assert status["dph"] == 0.032 and status["held"] == 0
+    assert status["dph"] == 0.032 and status["held"] == 0 and status["in_service"] == 0
 
 
 @pytest.mark.parametrize(
