@@ -305,3 +305,25 @@ def test_fleet_keys_do_nothing_behind_another_screen_and_escape_closes_the_filte
             assert app.query_one("FleetView").filter == "" and app.query_one("FleetView").has_focus
 
     asyncio.run(run())
+
+
+def test_ctrl_q_and_the_palettes_quit_ask_like_q():
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE) as pilot:
+            app.latest = FLEET
+            await pilot.pause(0.3)
+            await pilot.press("ctrl+q")
+            await pilot.pause(0.3)
+            assert app.is_running and getattr(app.screen, "purpose", None) == "quit"
+            await pilot.press("ctrl+q")  # not a second dialog over the first
+            await pilot.pause(0.3)
+            assert len(app.screen_stack) == 2
+            await pilot.press("escape")
+            await pilot.pause(0.3)
+            quit_cmd = next(c for c in app.get_system_commands(app.screen) if c.title == "Quit")
+            await quit_cmd.callback()  # type: ignore[misc]
+            await pilot.pause(0.3)
+            assert app.is_running and getattr(app.screen, "purpose", None) == "quit"
+
+    asyncio.run(run())

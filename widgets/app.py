@@ -392,6 +392,12 @@ class RentwatchApp(App[str]):
     def action_quit_ask(self) -> None:
         self._ask_quit("stop")
 
+    async def action_quit(self) -> None:
+        """Textual's own quit (ctrl+q, the palette's "Quit") asks the same question as q: it
+        ended the dashboard at once, leaving or stopping the campaign without a word."""
+        if getattr(self.screen, "purpose", None) != "quit":  # not a second dialog over the first
+            self.action_quit_ask()
+
     def _leave(self, mode: str) -> None:
         doing = {
             "stop": "stopping everything held…",
