@@ -8,7 +8,7 @@ import dataclasses
 
 from rentwatch.cli import build_parser
 from rentwatch.snapshot import InstanceSnap
-from rentwatch.widgets.fleet import FleetTable, visible
+from rentwatch.widgets.fleet import FleetTable, FleetView, visible
 from rentwatch.widgets.modals import DestroyConfirm, detach_choice, quit_choice
 from textual.app import App, ComposeResult
 from textual.widgets import Input
@@ -138,6 +138,32 @@ async def test_table_view_honours_the_filter_and_freezes_dead_ages() -> None:
         assert table.row_count == 1
         row = table.get_row("5151")
         assert row[5] == "loading"  # no age that keeps growing after the end
+
+
+def test_a_stopped_rental_never_folds_away() -> None:
+    """A stopped rental bills storage until destroyed: it stays on the dashboard (to be
+    destroyed or started), however long ago it stopped; destroyed ones fold away."""
+    stopped = dataclasses.replace(SNAP, instance_id=6, phase="stopped", ended_at=100.0)
+    gone = dataclasses.replace(SNAP, instance_id=7, phase="destroyed", ended_at=100.0)
+    later = 100.0 + 3600
+    assert [s.instance_id for s in visible((stopped, gone), later, "")] == [6]
+
+
+async def test_an_empty_fleet_view_says_why() -> None:
+    class Host(App[None]):
+        def compose(self) -> ComposeResult:
+            yield FleetView()
+
+    gone = dataclasses.replace(SNAP, phase="destroyed", ended_at=100.0)
+    app = Host()
+    async with app.run_test():
+        view = app.query_one(FleetView)
+        assert "no instances yet" in view.empty_text()
+        view.show((gone,), 100.0 + 3600)
+        assert "fold away" in view.empty_text()
+        view.filter = "h100"
+        view.show((SNAP,), 200.0)
+        assert not view.snaps and "matches the filter 'h100'" in view.empty_text()
 
 
 def test_top_level_help_lists_every_command() -> None:

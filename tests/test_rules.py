@@ -262,6 +262,18 @@ def test_lifecycle_refuses_illegal_moves():
     assert [t.after for t in life.history] == [Phase.BOOTING, Phase.DESTROYED]
 
 
+def test_a_rental_started_again_is_back_in_service():
+    """`ended_at` is None once a stopped instance boots again: the dashboard would fade it out
+    and quit would not count it as held otherwise."""
+    life = Lifecycle()
+    assert life.move(Phase.BOOTING, 1, "listed") and life.move(Phase.STOPPED, 2, "stopped")
+    assert life.ended_at() == 2
+    assert life.move(Phase.BOOTING, 3, "started again")
+    assert life.ended_at() is None
+    assert life.move(Phase.DESTROYED, 4, "destroyed")
+    assert life.ended_at() == 4
+
+
 @pytest.mark.parametrize(
     "text, needle",
     [

@@ -571,6 +571,26 @@ def test_a_snapshot_crosses_the_wire_unchanged():
     assert api.snap_from_json(wire).dud_share == snap.dud_share
 
 
+def test_status_rate_is_the_dashboards_rate_now(tmp_path):
+    """`rentwatch ls`'s $/h is the bar's "$/h now": a fleet of stopped rentals bills storage
+    (it said $0.000 over four of them), and a booting one's GPU does not bill yet."""
+    ctl = Controller("c", tmp_path / "l.duckdb")
+    ctl._sup = object()  # type: ignore[assignment]
+    ctl.running_queries = list  # type: ignore[method-assign]
+    ctl.snapshot = lambda: {  # type: ignore[method-assign]
+        "policy": "default",
+        "fleet": 2,
+        "verified": 1,
+        "in_service": 0,
+        "spent_usd": 0.5,
+        "finished": None,
+        "dph_now": 0.032,
+        "instances": [{"ended_at": 1e9 + 5, "phase": "stopped", "dph": 0.31}],
+    }
+    status = ctl.status()
+    assert status["dph"] == 0.032 and status["held"] == 0 and status["in_service"] == 0
+
+
 @pytest.mark.parametrize(
     "body, intent",
     [

@@ -272,3 +272,58 @@ def test_intents_are_in_the_command_palette():
 
     titles = asyncio.run(run())
     assert "Destroy the selected instance (asks)" in titles and "Ledger (SQL)" in titles
+
+
+def test_fleet_keys_do_nothing_behind_another_screen_and_escape_closes_the_filter():
+    """On the detail screen `t`, `/` and `o` would change the fleet view hidden under it (and
+    `/` moved the focus there); they are off there, in the footer and the palette. Escape in
+    the filter box closes it, dropping what was typed but not applied."""
+
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE) as pilot:
+            app.latest = FLEET
+            await pilot.pause(0.3)
+            await pilot.press("enter")
+            await pilot.pause(0.3)
+            assert len(app.screen_stack) == 2
+            await pilot.press("t", "o", "slash")
+            await pilot.pause(0.3)
+            assert not app.table_mode and app.query_one("FleetView").sort == "new"
+            assert not app.query_one("#filter").has_class("visible")
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert "Toggle table / pane view" not in titles and "Ledger (SQL)" in titles
+            await pilot.press("escape")
+            await pilot.pause(0.3)
+            assert "Toggle table / pane view" in [
+                c.title for c in app.get_system_commands(app.screen)
+            ]
+            await pilot.press("slash", *"3090", "escape")
+            await pilot.pause(0.3)
+            box = app.query_one("#filter")
+            assert not box.has_class("visible") and box.value == ""
+            assert app.query_one("FleetView").filter == "" and app.query_one("FleetView").has_focus
+
+    asyncio.run(run())
+
+
+def test_ctrl_q_and_the_palettes_quit_ask_like_q():
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE) as pilot:
+            app.latest = FLEET
+            await pilot.pause(0.3)
+            await pilot.press("ctrl+q")
+            await pilot.pause(0.3)
+            assert app.is_running and getattr(app.screen, "purpose", None) == "quit"
+            await pilot.press("ctrl+q")  # not a second dialog over the first
+            await pilot.pause(0.3)
+            assert len(app.screen_stack) == 2
+            await pilot.press("escape")
+            await pilot.pause(0.3)
+            quit_cmd = next(c for c in app.get_system_commands(app.screen) if c.title == "Quit")
+            await quit_cmd.callback()  # type: ignore[misc]
+            await pilot.pause(0.3)
+            assert app.is_running and getattr(app.screen, "purpose", None) == "quit"
+
+    asyncio.run(run())

@@ -38,6 +38,23 @@ from .receipt_screen import ReceiptScreen
 from .render import campaign_bar
 
 
+class FilterInput(Input):
+    """The fleet filter's box: Enter applies what is typed, Escape closes it unchanged."""
+
+    BINDINGS = [Binding("escape", "close", "Close filter", id="filter.close")]
+
+    def action_close(self) -> None:
+        view = self.app.query_one(FleetView)
+        self.value = view.filter  # what was typed and not applied is dropped
+        self.remove_class("visible")
+        view.focus()
+
+
+# keys that act on the fleet view itself: off on other screens, where they would change a
+# view the operator cannot see (and `/` would move the focus behind the screen)
+FLEET_ONLY = frozenset({"toggle_view", "filter", "sort"})
+
+
 class RentwatchApp(App[str]):
     CSS_PATH = "app.tcss"
     TITLE = "rentwatch"
@@ -115,9 +132,19 @@ class RentwatchApp(App[str]):
                 screen.action_fetch_logs,
             )
         for title, action in self.PALETTE:
+            if action in FLEET_ONLY and not self._on_fleet(screen):
+                continue
             yield SystemCommand(
                 title, f"rentwatch: {action.replace('_', ' ')}", getattr(self, f"action_{action}")
             )
+
+    def _on_fleet(self, screen: Screen[Any]) -> bool:
+        return screen is self.screen_stack[0]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in FLEET_ONLY:
+            return self._on_fleet(self.screen)
+        return True
 
     def _receive(self, snap: FleetSnap) -> None:
         self.latest = snap
@@ -139,7 +166,7 @@ class RentwatchApp(App[str]):
 
     def compose(self) -> ComposeResult:
         yield Static(Text(" starting the engine…"), id="bar")
-        yield Input(placeholder="filter: id, GPU, phase or machine", id="filter")
+        yield FilterInput(placeholder="filter: id, GPU, phase or machine", id="filter")
         yield FleetView(id="fleet")
         yield FleetTable(id="table")
         yield RichLog(id="log", markup=False, highlight=False, wrap=False, max_lines=500)
@@ -364,6 +391,12 @@ class RentwatchApp(App[str]):
 
     def action_quit_ask(self) -> None:
         self._ask_quit("stop")
+
+    async def action_quit(self) -> None:
+        """Textual's own quit (ctrl+q, the palette's "Quit") asks the same question as q: it
+        ended the dashboard at once, leaving or stopping the campaign without a word."""
+        if getattr(self.screen, "purpose", None) != "quit":  # not a second dialog over the first
+            self.action_quit_ask()
 
     def _leave(self, mode: str) -> None:
         doing = {

@@ -21,6 +21,8 @@ from .render import pane_lines
 
 PANE_HEIGHT = 4
 FADE_AFTER_S = 20 * 60  # dead attempts fold away after this much market time
+# a stopped or abandoned rental still bills (storage, or until its destroy): it never folds away
+GONE_PHASES = frozenset({"destroyed", "lost"})
 
 
 # the phases in the order an operator scans them: what needs a look first
@@ -58,7 +60,11 @@ def visible(
 ) -> tuple[InstanceSnap, ...]:
     """What both views show, in the chosen order: live attempts and recently dead ones,
     matching the filter."""
-    shown = [s for s in snaps if s.ended_at is None or now - s.ended_at < FADE_AFTER_S]
+    shown = [
+        s
+        for s in snaps
+        if s.ended_at is None or s.phase not in GONE_PHASES or now - s.ended_at < FADE_AFTER_S
+    ]
     if filter_text:
         f = filter_text.lower()
         shown = [
@@ -89,6 +95,7 @@ class FleetView(ScrollView, can_focus=True):
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.snaps: tuple[InstanceSnap, ...] = ()
+        self.total = 0  # instances in the latest snapshot, shown or not
         self.cursor = 0
         self.filter = ""
         self.sort = "new"
@@ -97,6 +104,7 @@ class FleetView(ScrollView, can_focus=True):
     def show(self, snaps: tuple[InstanceSnap, ...], now: float) -> None:
         selected = self.selected_id
         self.now = now
+        self.total = len(snaps)
         self.snaps = visible(snaps, now, self.filter, self.sort)
         ids = [s.instance_id for s in self.snaps]
         if selected in ids:
@@ -121,14 +129,22 @@ class FleetView(ScrollView, can_focus=True):
         self.refresh()
         self.post_message(self.Selected(self.selected_id))
 
+    def empty_text(self) -> str:
+        """What an empty fleet view says: why nothing is shown."""
+        if self.filter:
+            return f" no instance matches the filter {self.filter!r} (/ changes it)"
+        if self.total:
+            return " no live instance: the ones that ended fold away after 20 min"
+        return " no instances yet: the engine is renting…"
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         index, line = divmod(y + self.scroll_offset.y, PANE_HEIGHT)
         if index >= len(self.snaps):
             if not self.snaps and y == 0:
-                return Strip(
-                    [Segment(" no instances yet: the engine is renting…", Style(dim=True))]
-                ).extend_cell_length(width)
+                return Strip([Segment(self.empty_text(), Style(dim=True))]).extend_cell_length(
+                    width
+                )
             return Strip.blank(width)
         text = pane_lines(self.snaps[index], index == self.cursor)[line]
         text.truncate(width, overflow="ellipsis")

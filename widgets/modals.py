@@ -249,15 +249,16 @@ class BulkDestroyConfirm(ModalScreen[bool]):
 HELP = """\
 rentwatch keys
 
-  ↑/↓ j/k   select an instance          t   table view / pane view
-  s         stop the selected instance   a   start it again
-  d         destroy (asks: type its id)  c   create one more
-  /         filter the fleet             l   ledger (SQL)
-  r         receipt and hosts            x   leave it running (asks)
-  Enter     detail of the selected one   o   sort: new/cost/state/age/$/h
-  D         destroy stopped duds (asks)  ctrl+p  every action, by name
+  ↑/↓ j/k   select an instance           t    table view / pane view
+  Enter     detail of the selected one   /    filter the fleet
+  s         stop the selected instance   a    start it again
+  d         destroy (asks: type its id)  c    create one more
+  D         destroy stopped duds (asks)  + -  want one more / fewer
+  l         ledger (SQL)                 r    receipt and hosts
+  o         sort: new / cost / state / age / $/h
+  x         leave it running (asks)
   q         quit (asks: stop the campaign / leave it running / cancel)
-  ?         this help
+  ctrl+p    every action, by name        ?    this help
 """
 
 

@@ -107,7 +107,10 @@ class Lifecycle:
         return is_dud(self.since(P.VERIFIED) is not None, self.phase in ENDED_UNDELIVERED)
 
     def ended_at(self) -> float | None:
-        """When it last left service (stopped, abandoned, destroyed, lost); None if never."""
+        """When it last left service (stopped, abandoned, destroyed, lost); None if never, or
+        if it is back in service (started again, or listed again after a write-off)."""
+        if self.phase in ALIVE:
+            return None
         for t in reversed(self.history):
             if t.after in (P.DESTROYED, P.LOST, P.ABANDONED, P.STOPPED):
                 return t.at

@@ -37,7 +37,16 @@ def ls_rows(wall: Callable[[], float] = time.time) -> list[dict[str, Any]]:
             row.update(
                 {
                     k: st.get(k)
-                    for k in ("policy", "fleet", "held", "verified", "spent_usd", "dph", "finished")
+                    for k in (
+                        "policy",
+                        "fleet",
+                        "held",
+                        "verified",
+                        "in_service",
+                        "spent_usd",
+                        "dph",
+                        "finished",
+                    )
                 }
             )
         except api.ServiceError as exc:
@@ -62,7 +71,12 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
     table = Table("campaign", "pid", "uptime", "fleet", "spend", "$/h", "socket")
     for r in rows:
-        fleet = f"{r.get('verified', '?')}/{r.get('fleet', '?')} ({r.get('held', '?')} held)"
+        # in service now out of wanted, as the dashboard's bar (`verified` counts every rental
+        # that ever passed a preflight, stopped ones too: "4/3" over a fleet of stopped ones)
+        serving = r.get("in_service")
+        if serving is None:  # a controller from before `in_service` was served
+            serving = r.get("verified", "?")
+        fleet = f"{serving}/{r.get('fleet', '?')} ({r.get('held', '?')} held)"
         spend = f"${r['spent_usd']:.2f}" if isinstance(r.get("spent_usd"), float | int) else "?"
         dph = f"${r['dph']:.3f}" if isinstance(r.get("dph"), float | int) else "?"
         table.add_row(

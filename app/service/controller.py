@@ -118,8 +118,11 @@ class Controller:
                 fleet=snap["fleet"],
                 held=len(live),
                 verified=snap["verified"],
+                in_service=snap["in_service"],
                 spent_usd=snap["spent_usd"],
-                dph=sum(i["dph"] for i in live),
+                # as the dashboard's "$/h now": storage of stopped rentals counts, a booting
+                # one's GPU does not (the listed $/h of each live one overstated and missed both)
+                dph=snap["dph_now"],
                 finished=snap["finished"],
             )
         return out
