@@ -207,8 +207,11 @@ class Recovery:
                 continue
             if inst.machine_id in self.fleet.quarantine:
                 continue
-            a = seen if seen is not None else self.adopt(inst, now)
-            a.owned = True  # our own proven rental (its ledger says so): this campaign takes it
+            if seen is not None:  # shown as observed (adopt_all): held anew, with its history
+                del self.fleet.attempts[inst.id]
+            # our own proven rental (its ledger says so): this campaign takes it, proven, with
+            # its host key pinned, so automation may stop it but never destroy it
+            a = self.adopt(inst, now)
             try:
                 a.clock_from = await self.start(
                     a, "rule:reuse", "a proven rental, stopped: start it again rather than create"

@@ -3,15 +3,20 @@ come off the box with checksums, a restart re-attaches, and a second campaign le
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import subprocess
 import time
 
 import pytest
-from rentwatch.core.campaign import Job
+from rentwatch.client import VastClient
+from rentwatch.core.campaign import Job, parse_campaign
 from rentwatch.core.jobs import EARLY_LOSS_S, FREE_LOSSES, JobQueue
+from rentwatch.core.policy import get_policy
 from rentwatch.job_runner import UnsafePath, parse_status, safe_relative
 from rentwatch.ledger import Ledger
+from rentwatch.ssh_runner import SSHRunner, load_or_create_key
+from rentwatch.supervisor import Supervisor
 
 from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
 
@@ -287,3 +292,37 @@ def test_local_destination_is_contained(tmp_path):
     (tmp_path / "link").symlink_to("/tmp")
     with pytest.raises(UnsafePath):
         _local(tmp_path, "link/x.txt")
+
+
+def test_a_reused_rental_shown_as_observed_is_taken_over_proven(make_sim, tmp_path):
+    """Under adopt_all (the dashboard's controller) another campaign's proven, stopped rental
+    is first shown as observed; reusing it must carry its proof and host key, so automation
+    may stop it but never destroy it."""
+    sim = make_sim(seed=11, offers=40, time_scale=240)
+    ledger_path = tmp_path / "shared.duckdb"
+    code, _ = run_campaign(sim, tmp_path, "default", name="first", fleet=2, ledger=ledger_path)
+    assert code == 0
+
+    async def second() -> list:
+        client = VastClient(sim.url, sim.api_key, min_intervals={})
+        await client.sync_clock()
+        campaign = parse_campaign(campaign_text("second", 2))
+        sup = Supervisor(
+            client,
+            Ledger(ledger_path),
+            campaign,
+            get_policy("default"),
+            SSHRunner(load_or_create_key(tmp_path / "key")),
+            log=lambda _: None,
+            adopt_all=True,
+        )
+        await sup.prepare()
+        reused = [e.instance_id for e in sup.ledger.events(where="actor = 'rule:reuse' AND ok")]
+        out = [(sup.fleet[i], sup.ssh.pinned.get(i)) for i in reused]
+        await client.aclose()
+        return out
+
+    taken = asyncio.run(second())
+    assert taken, "nothing was reused"
+    for a, pin in taken:
+        assert a.owned and a.life.proven and pin, (a.instance_id, a.life.proven, pin)
