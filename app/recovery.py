@@ -187,7 +187,8 @@ class Recovery:
 
     async def _reuse_stopped(self, live: dict[int, Instance], now: float) -> None:
         """Hold and batch across campaigns: a stopped rental that passed its preflight before
-        (same image) is started again instead of rolling the dice on a new create."""
+        (same image) is started again instead of rolling the dice on a new create, once the
+        campaign that last held it has ended (never one another controller still holds)."""
         room = self.campaign.fleet - len(self.fleet.alive())
         for inst in live.values():
             if room <= 0:
@@ -205,6 +206,15 @@ class Recovery:
                 e.kind == K.PREFLIGHT_PASSED and e.detail.get("by_preflight") for e in history
             ):
                 continue
+            holders = {  # the campaigns that created, adopted, were handed or reused it
+                e.campaign
+                for e in history
+                if e.kind in (K.CREATE, K.HAND_OVER)
+                or (e.kind == K.ADOPTED and not e.detail.get("observed"))
+                or e.actor == "rule:reuse"
+            } - {self.campaign.name, None}
+            if any(self.ledger.campaign_holds_on(c) for c in holders if c):
+                continue  # another campaign still counts on it (running, crashed, or detached)
             if inst.machine_id in self.fleet.quarantine:
                 continue
             if seen is not None:  # shown as observed (adopt_all): held anew, with its history

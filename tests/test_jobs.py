@@ -322,6 +322,15 @@ def test_a_reused_rental_shown_as_observed_is_taken_over_proven(make_sim, tmp_pa
         await client.aclose()
         return out
 
+    led = Ledger(ledger_path)
+    led.record(
+        "campaign_start", at=time.time(), actor="engine", reason="restarted", campaign="first"
+    )
+    led.close()
+    assert asyncio.run(second()) == []  # its own controller runs again: never taken from it
+    led = Ledger(ledger_path)
+    led.record("campaign_end", at=time.time(), actor="engine", reason="ended", campaign="first")
+    led.close()
     taken = asyncio.run(second())
     assert taken, "nothing was reused"
     for a, pin in taken:

@@ -301,6 +301,20 @@ class Ledger:
         )
         return int(row[0][0]) if row else 0
 
+    def campaign_holds_on(self, campaign: str) -> bool:
+        """Whether `campaign` may still count on what it holds: started and never ended (its
+        controller runs, or died and will adopt its rentals again), or ended by leaving its
+        fleet to a later attach (detached)."""
+        ends = self.events(
+            where="campaign = ? AND kind IN ('campaign_start', 'campaign_end', 'detached')",
+            params=[campaign],
+        )
+        last_start = max((e.seq for e in ends if e.kind == "campaign_start"), default=None)
+        if last_start is None:
+            return False
+        after = [e.kind for e in ends if e.seq > last_start]
+        return "campaign_end" not in after or "detached" in after
+
     def instance_history(self, instance_id: int) -> list[Event]:
         return self.events(where="instance_id = ?", params=[instance_id])
 
