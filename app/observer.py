@@ -320,6 +320,7 @@ class Observer:
         watchdog nor a person is blamed; the rules see one fewer in service and replace it."""
         said = "/".join(s or "-" for s in (inst.intended_status, inst.cur_state, inst.next_state))
         why = f"stopped by the market (intended/cur/next state: {said})"
+        keep = a.passed_preflight or a.life.phase == Phase.VERIFIED  # as release_all keeps
         a.marks.append(Mark(now, "stop"))
         if a.preflight_task:
             a.preflight_task.cancel()
@@ -328,6 +329,19 @@ class Observer:
         )
         self.journal.move(a, Phase.STOPPED, now, why)
         self.journal.say(f"stop   i:{a.instance_id} m:{a.machine_id} by the market: {said}")
+        if not keep:
+            # never proven: nothing to keep, and its disk bills on; given up like a release
+            # gives up what it holds (says nothing of the host), so its destroy comes due
+            a.failure_class = a.failure_class or "cancelled"
+            self.journal.fact(
+                K.ABANDON,
+                a,
+                at=now,
+                actor="engine",
+                reason=f"{why} before it was proven: destroy it",
+                detail={"class": "cancelled", "by": "market"},
+            )
+            self.journal.move(a, Phase.ABANDONED, now, why)
 
     def _see(self, a: Attempt, inst: Instance, now: float) -> None:
         if inst.dph_base > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:

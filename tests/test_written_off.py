@@ -8,8 +8,10 @@ import dataclasses
 
 import pytest
 from rentwatch.core.lifecycle import Phase
+from rentwatch.ledger import Ledger
 from rentwatch.market import MarketUnavailable
 
+from .campaigns import run_campaign
 from .test_supervisor_unit import key as key  # the module's SSH key fixture
 from .test_supervisor_unit import kinds, run, to_running, verified
 
@@ -190,3 +192,24 @@ def test_a_row_on_its_way_out_is_not_a_return(key):
         assert sup.attempts[iid].life.phase == Phase.LOST and not kinds(ledger, "returned")
 
     run(key, body)
+
+
+def test_a_rental_the_market_stops_before_it_is_proven_is_destroyed(make_sim, tmp_path):
+    """A contract's end (or a zero balance) stops rentals mid-boot: never proven, nothing to
+    keep, and their disks bill on until destroyed; ours, so automation destroys them."""
+    sim = make_sim(
+        seed=5,
+        offers=30,
+        time_scale=240,
+        host_class=[{"behaviour": "healthy", "share": 1, "pull_min": [3, 6]}],
+        states={"contract_end_share": 0.5, "contract_end_min": [1, 3]},
+    )
+    code, ledger = run_campaign(sim, tmp_path, "default", name="ends", fleet=2)
+    rows = sim.call(sim.market.truth)["instances"]
+    cut = [r for r in rows if r["market_stopped_at"] is not None]
+    assert cut, "no rental was stopped by the market: the scenario no longer tests this"
+    led = Ledger(ledger)
+    proven = {e.instance_id for e in led.events(where="kind = 'preflight_passed'")}
+    left = [r["id"] for r in cut if r["id"] not in proven and r["destroyed_at"] is None]
+    assert left == [], f"stopped by the market, never proven, still billing storage: {left}"
+    assert code == 0
