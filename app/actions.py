@@ -60,6 +60,12 @@ class Actions:
         return at
 
     async def stop(self, a: Attempt, actor: str, reason: str) -> bool:
+        async with a.acting:
+            if a.life.phase in (Phase.STOPPED, Phase.DESTROYED):
+                return True  # another task's stop or destroy got there first
+            return await self._stop(a, actor, reason)
+
+    async def _stop(self, a: Attempt, actor: str, reason: str) -> bool:
         try:
             at = await self.change(a, K.STOP, actor, reason)
         except REFUSALS as exc:
@@ -82,6 +88,12 @@ class Actions:
                 await self.destroy(a, "rule:abandon", "abandoned: its destroy is still due")
 
     async def destroy(self, a: Attempt, actor: str, reason: str) -> bool:
+        async with a.acting:
+            if a.life.phase == Phase.DESTROYED:
+                return True  # another task's destroy got there first
+            return await self._destroy(a, actor, reason)
+
+    async def _destroy(self, a: Attempt, actor: str, reason: str) -> bool:
         try:
             at = await self.change(a, K.DESTROY, actor, reason)
         except REFUSALS as exc:

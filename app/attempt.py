@@ -45,6 +45,9 @@ class Attempt:
     failure_class: str | None = None
     label: str | None = None
     tend_task: asyncio.Task[Any] | None = None
+    # one stop or destroy at a time: the tender (a fatal XID) and the poll's rules may both
+    # act on it at once
+    acting: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
     job_line: str = ""  # the running job's last log line, for the dashboard
     watchdog_armed: bool = False
     throttle: Throttle | None = None

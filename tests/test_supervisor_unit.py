@@ -381,6 +381,25 @@ def test_an_illegal_lifecycle_move_is_written_down_as_an_error(key):
     run(key, body, fleet=2)
 
 
+def test_a_host_fault_and_a_rule_stopping_at_once_stop_it_once(key):
+    class SlowStops(FakeMarket):
+        async def stop_instance(self, instance_id, on_try=None):
+            await asyncio.sleep(0.01)  # the call is in flight when the other stop comes
+            return await super().stop_instance(instance_id, on_try)
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        a = sup.attempts[iid]
+        await asyncio.gather(
+            sup._host_fault(a, "rule:xid", "fatal XID 79", "xid"),
+            sup.actions.stop(a, "rule:host_down", "the poll saw it go down"),
+        )
+        assert market.calls.count(("stop_instance", iid)) == 1
+        assert a.life.phase == Phase.STOPPED and kinds(ledger, "error") == []
+
+    run(key, body, market=SlowStops(list(OFFERS)), fleet=2)
+
+
 def test_a_session_records_campaign_end_and_closes(key, tmp_path: Path):
     market = FakeMarket(list(OFFERS))
     led = Ledger(tmp_path / "l.duckdb")
