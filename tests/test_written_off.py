@@ -200,9 +200,9 @@ def test_a_rental_the_market_stops_before_it_is_proven_is_destroyed(make_sim, tm
     sim = make_sim(
         seed=5,
         offers=30,
-        time_scale=240,
-        host_class=[{"behaviour": "healthy", "share": 1, "pull_min": [3, 6]}],
-        states={"contract_end_share": 0.5, "contract_end_min": [1, 3]},
+        time_scale=60,  # contracts end 3-6 wall seconds after the market opens, mid-boot
+        host_class=[{"behaviour": "healthy", "share": 1, "pull_min": [4, 8]}],
+        states={"contract_end_share": 0.5, "contract_end_min": [3, 6]},
     )
     code, ledger = run_campaign(sim, tmp_path, "default", name="ends", fleet=2)
     rows = sim.call(sim.market.truth)["instances"]
