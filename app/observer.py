@@ -95,14 +95,19 @@ class Observer:
         now: float,
         full: bool = True,
         asked: frozenset[int] = frozenset(),
+        unread: list[tuple[int, str]] | None = None,
     ) -> None:
         """Fold one poll's rows in. `full`: a whole list answer, so an instance it leaves out
         is unseen. Otherwise (the poll plan's filtered pages, `app/cadence.py`) an instance
         the poll did not ask for is simply not looked at, and one asked for by name but
-        left out gets a one-instance call, without counting as unseen."""
+        left out gets a one-instance call, without counting as unseen. `unread`: instances
+        the poll's own shows answered for with a row that cannot be read (id, problem)."""
         self._client_rows(now)
         live: dict[int, Instance] = {}
         bad: set[int] = set()
+        for iid, why in unread or ():
+            bad.add(iid)
+            self._bad_row(iid, why, now)
         for inst in instances:
             problem = row_problem(inst)
             if problem is None:
@@ -169,6 +174,9 @@ class Observer:
         is gone writes it off; a refusal leaves it to the next full list."""
         try:
             inst = await self.market.show_instance(a.instance_id)
+        except BadRow as exc:
+            self._bad_row(a.instance_id, exc.problem, now)
+            return None
         except NotFound:
             inst = None
         except REFUSALS:
