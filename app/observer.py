@@ -26,7 +26,7 @@ from .core.rules import low_util_since
 from .fleet import Fleet
 from .journal import Journal
 from .ledger import EventKind
-from .market import REFUSALS, Market, NotFound
+from .market import REFUSALS, Market, NotFound, polling
 from .ssh_runner import SSHRunner
 
 K = EventKind
@@ -173,7 +173,7 @@ class Observer:
         """A closer look at one instance a filtered list left out: the market's word that it
         is gone writes it off; a refusal leaves it to the next full list."""
         try:
-            inst = await self.market.show_instance(a.instance_id)
+            inst = await self._show(a.instance_id)
         except BadRow as exc:
             self._bad_row(a.instance_id, exc.problem, now)
             return None
@@ -182,6 +182,12 @@ class Observer:
         except REFUSALS:
             return None
         return self._answered(a, inst, now)
+
+    async def _show(self, instance_id: int) -> Instance | None:
+        """A closer look is part of the poll: it gives up as the poll's lists do (a try or
+        two), so many instances to look at cannot hold one poll for minutes of backoff."""
+        with polling(self.market):
+            return await self.market.show_instance(instance_id)
 
     def _client_rows(self, now: float) -> None:
         """Rows the client itself could not parse (`client.bad_rows`) go to the ledger too:
@@ -227,7 +233,7 @@ class Observer:
                 reason="left out of the market's list answer: still held, asked for directly",
             )
         try:
-            inst = await self.market.show_instance(a.instance_id)
+            inst = await self._show(a.instance_id)
         except BadRow as exc:
             # answered for, so not unseen (never written off for it), but unread: a bad row
             # (the client drops such rows from lists, so this is where they show)
