@@ -72,6 +72,7 @@ class Observer:
         self.bad_rows = 0  # rows skipped in all
         self.returned: list[Attempt] = []  # held again this poll: the supervisor tends them
         self._reported: set[int] = set()  # instances whose bad row is already in the ledger
+        self._reported_anon: set[str] = set()  # problems of rows without an id, in the ledger
         self._client_bad = 0  # how many of the client's own skipped rows are in the ledger
         if ssh is not None:
             ssh.on_route = self._on_route
@@ -202,11 +203,17 @@ class Observer:
             self._bad_row(iid if isinstance(iid, int) else None, f"unreadable: {problem}", now)
 
     def _bad_row(self, iid: int | None, problem: str, now: float) -> None:
+        """Said every poll; in the ledger once per instance, or, for a row without a usable
+        id, once per distinct problem (such a row is in every list answer while it lasts)."""
         self.bad_rows += 1
         self.journal.say(f"row    i:{iid} skipped this poll: {problem}")
-        if iid is not None and iid in self._reported:
+        if iid is None:
+            if problem in self._reported_anon:
+                return
+            self._reported_anon.add(problem)
+        elif iid in self._reported:
             return
-        if iid is not None:
+        else:
             self._reported.add(iid)
         a = self.fleet.get(iid) if iid is not None else None
         extra: dict[str, Any] = {} if a is not None else {"instance_id": iid}

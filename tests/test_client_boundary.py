@@ -234,3 +234,30 @@ def test_a_polls_closer_looks_give_up_after_two_tries_too():
         await client.aclose()
 
     asyncio.run(go())
+
+
+def test_a_row_without_an_id_is_in_the_ledger_once_per_problem():
+    """A row the client cannot read and that names no usable id is skipped in every list
+    answer while the market sends it: said every poll, but written to the ledger once per
+    distinct problem (it was written every poll, a fact a poll for as long as it lasted)."""
+    rows = [{"id": 1, "dph_total": 0.2, "actual_status": "running"}, {"dph_total": 0.1}]
+
+    def handler(request):
+        return httpx.Response(200, json={"instances": rows, "next_token": None})
+
+    async def go() -> None:
+        client = _client(handler)
+        lines: list[str] = []
+        obs, ledger = _observer(client, lines)
+        for poll in range(3):
+            if poll == 2:  # another bad row without an id: a new problem, written once more
+                rows.append({"id": "seven", "dph_total": 0.1})
+            await obs.observe(await client.list_instances(), 1_000.0 + poll)
+        facts = ledger.events(where="kind = 'bad_row'")
+        assert len(facts) == 2, [e.reason for e in facts]
+        assert facts[0].instance_id is None and "id" in facts[0].reason
+        assert sum("skipped this poll" in ln for ln in lines) == 4  # the evidence, every poll
+        ledger.close()
+        await client.aclose()
+
+    asyncio.run(go())
