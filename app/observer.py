@@ -1,14 +1,16 @@
 """Observe: fold one list answer into the fleet record, treating it as evidence, not truth.
 
 A row that fails validation (a number that is not finite, a negative price) costs that row
-this poll, recorded with its id; the rest of the fleet is supervised as usual. An instance a
-full list answer (a whole list, or a sweep's pages together: `cadence.py`) leaves out is
-*unseen*, not gone (one a filtered answer was not asked for is neither): it stays held, billed and watched, and the market is
-asked for it directly (`show_instance`). It is written off (`lost`) only when the market says it
-no longer exists, or after `UNSEEN_WRITE_OFF` polls in which neither the list nor the direct
-question answered for it (with a warning in the decision log). A written-off instance that a
-list answer shows again was not gone: it is held again where it stood (`returned`), billed as if
-never written off, watched, and stopped or destroyed by the usual rules and at the end."""
+this poll, recorded with its id (one without a usable id: once per distinct problem); the rest
+of the fleet is supervised as usual. An instance a full list answer (a whole list, or a sweep's
+pages together: `cadence.py`) leaves out is *unseen*, not gone (one a filtered answer was not
+asked for is neither): it stays held, billed and watched, and the market is asked for it
+directly (`show_instance`, under the poll's bound on tries, as the poll's lists are). It is
+written off (`lost`) only when the market says it no longer exists, or after
+`UNSEEN_WRITE_OFF` polls in which neither the list nor the direct question answered for it
+(with a warning in the decision log). A written-off instance that a list answer shows again
+was not gone: it is held again where it stood (`returned`), billed as if never written off,
+watched, and stopped or destroyed by the usual rules and at the end."""
 
 from __future__ import annotations
 
