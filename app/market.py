@@ -17,7 +17,9 @@ Errors every method may raise (re-exported here so a caller never imports a clie
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .client import (
@@ -44,6 +46,7 @@ __all__ = [
     "MarketUnavailable",
     "NotFound",
     "REFUSALS",
+    "polling",
     "wall_seconds",
 ]
 
@@ -113,6 +116,14 @@ class Market(Clock, Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def polling(market: object) -> AbstractContextManager[Any]:
+    """The bound on a poll's own calls: inside it, a market that can (`VastClient.polling`)
+    gives up on a list or show call after a try or two, since the next poll retries it
+    anyway; a market without it calls as usual."""
+    bound = getattr(market, "polling", None)
+    return bound() if callable(bound) else contextlib.nullcontext()
 
 
 def wall_seconds(market_seconds: float, time_scale: float, floor: float) -> float:

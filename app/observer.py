@@ -1,14 +1,16 @@
 """Observe: fold one list answer into the fleet record, treating it as evidence, not truth.
 
 A row that fails validation (a number that is not finite, a negative price) costs that row
-this poll, recorded with its id; the rest of the fleet is supervised as usual. An instance a
-full list answer (a whole list, or a sweep's pages together: `cadence.py`) leaves out is
-*unseen*, not gone (one a filtered answer was not asked for is neither): it stays held, billed and watched, and the market is
-asked for it directly (`show_instance`). It is written off (`lost`) only when the market says it
-no longer exists, or after `UNSEEN_WRITE_OFF` polls in which neither the list nor the direct
-question answered for it (with a warning in the decision log). A written-off instance that a
-list answer shows again was not gone: it is held again where it stood (`returned`), billed as if
-never written off, watched, and stopped or destroyed by the usual rules and at the end."""
+this poll, recorded with its id (one without a usable id: once per distinct problem); the rest
+of the fleet is supervised as usual. An instance a full list answer (a whole list, or a sweep's
+pages together: `cadence.py`) leaves out is *unseen*, not gone (one a filtered answer was not
+asked for is neither): it stays held, billed and watched, and the market is asked for it
+directly (`show_instance`, under the poll's bound on tries, as the poll's lists are). It is
+written off (`lost`) only when the market says it no longer exists, or after
+`UNSEEN_WRITE_OFF` polls in which neither the list nor the direct question answered for it
+(with a warning in the decision log). A written-off instance that a list answer shows again
+was not gone: it is held again where it stood (`returned`), billed as if never written off,
+watched, and stopped or destroyed by the usual rules and at the end."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from .core.rules import low_util_since
 from .fleet import Fleet
 from .journal import Journal
 from .ledger import EventKind
-from .market import REFUSALS, Market, NotFound
+from .market import REFUSALS, Market, NotFound, polling
 from .ssh_runner import SSHRunner
 
 K = EventKind
@@ -72,6 +74,7 @@ class Observer:
         self.bad_rows = 0  # rows skipped in all
         self.returned: list[Attempt] = []  # held again this poll: the supervisor tends them
         self._reported: set[int] = set()  # instances whose bad row is already in the ledger
+        self._reported_anon: set[str] = set()  # problems of rows without an id, in the ledger
         self._client_bad = 0  # how many of the client's own skipped rows are in the ledger
         if ssh is not None:
             ssh.on_route = self._on_route
@@ -95,14 +98,19 @@ class Observer:
         now: float,
         full: bool = True,
         asked: frozenset[int] = frozenset(),
+        unread: list[tuple[int, str]] | None = None,
     ) -> None:
         """Fold one poll's rows in. `full`: a whole list answer, so an instance it leaves out
         is unseen. Otherwise (the poll plan's filtered pages, `app/cadence.py`) an instance
         the poll did not ask for is simply not looked at, and one asked for by name but
-        left out gets a one-instance call, without counting as unseen."""
+        left out gets a one-instance call, without counting as unseen. `unread`: instances
+        the poll's own shows answered for with a row that cannot be read (id, problem)."""
         self._client_rows(now)
         live: dict[int, Instance] = {}
         bad: set[int] = set()
+        for iid, why in unread or ():
+            bad.add(iid)
+            self._bad_row(iid, why, now)
         for inst in instances:
             problem = row_problem(inst)
             if problem is None:
@@ -168,12 +176,21 @@ class Observer:
         """A closer look at one instance a filtered list left out: the market's word that it
         is gone writes it off; a refusal leaves it to the next full list."""
         try:
-            inst = await self.market.show_instance(a.instance_id)
+            inst = await self._show(a.instance_id)
+        except BadRow as exc:
+            self._bad_row(a.instance_id, exc.problem, now)
+            return None
         except NotFound:
             inst = None
         except REFUSALS:
             return None
         return self._answered(a, inst, now)
+
+    async def _show(self, instance_id: int) -> Instance | None:
+        """A closer look is part of the poll: it gives up as the poll's lists do (a try or
+        two), so many instances to look at cannot hold one poll for minutes of backoff."""
+        with polling(self.market):
+            return await self.market.show_instance(instance_id)
 
     def _client_rows(self, now: float) -> None:
         """Rows the client itself could not parse (`client.bad_rows`) go to the ledger too:
@@ -188,11 +205,17 @@ class Observer:
             self._bad_row(iid if isinstance(iid, int) else None, f"unreadable: {problem}", now)
 
     def _bad_row(self, iid: int | None, problem: str, now: float) -> None:
+        """Said every poll; in the ledger once per instance, or, for a row without a usable
+        id, once per distinct problem (such a row is in every list answer while it lasts)."""
         self.bad_rows += 1
         self.journal.say(f"row    i:{iid} skipped this poll: {problem}")
-        if iid is not None and iid in self._reported:
+        if iid is None:
+            if problem in self._reported_anon:
+                return
+            self._reported_anon.add(problem)
+        elif iid in self._reported:
             return
-        if iid is not None:
+        else:
             self._reported.add(iid)
         a = self.fleet.get(iid) if iid is not None else None
         extra: dict[str, Any] = {} if a is not None else {"instance_id": iid}
@@ -219,7 +242,7 @@ class Observer:
                 reason="left out of the market's list answer: still held, asked for directly",
             )
         try:
-            inst = await self.market.show_instance(a.instance_id)
+            inst = await self._show(a.instance_id)
         except BadRow as exc:
             # answered for, so not unseen (never written off for it), but unread: a bad row
             # (the client drops such rows from lists, so this is where they show)

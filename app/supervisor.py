@@ -46,7 +46,7 @@ from .intents import AutomationRefused, DestroyConfirmation, Intent
 from .job_work import JobWork
 from .journal import Journal
 from .ledger import EventKind, Ledger
-from .market import AuthError, Market, MarketUnavailable
+from .market import ApiError, AuthError, Market, MarketUnavailable
 from .observer import Observer
 from .offers import OfferBook
 from .operator import Operator
@@ -114,7 +114,8 @@ class Supervisor:
         self.listeners: list[Callable[[], None]] = []
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.observer = Observer(market, self.journal, self.fleet, policy, ssh, self.blame_book)
-        self.cadence = Cadence(market, self.fleet, policy)  # what each poll lists (cadence.py)
+        # what each poll lists (cadence.py)
+        self.cadence = Cadence(market, self.fleet, policy, self.journal.say)
         self.operator = Operator(
             self.actions,
             self.fleet,
@@ -198,11 +199,14 @@ class Supervisor:
         except (MarketUnavailable, MalformedAnswer) as exc:
             self.journal.say(f"poll   market unavailable this round: {exc}")
             return []
+        except ApiError as exc:  # refused (a 4xx): said, and the next poll asks again
+            self.journal.say(f"poll   market refused this round's list: {exc}")
+            return []
         self.failure = None
         now = self.market.answered_at()
         self.polls += 1
         instances = sight.rows
-        await self.observer.observe(instances, now, sight.full, sight.asked)
+        await self.observer.observe(instances, now, sight.full, sight.asked, sight.bad)
         if sight.swept is not None:  # a sweep's pages together are a full list answer
             await self.observer.unlisted(sight.swept, now)
         self.recovery.adopt_strays(instances, now, self.adopt_all)

@@ -14,6 +14,10 @@ demand, one class of trouble per knob (issue 14's list).
 - `garble_rate`: answer bodies replaced by broken JSON
 - `fail_status` after `fail_after_lists` list answers: every later request answered with that
   status (401: the key revoked, 503: the market down), for good
+- `refuse_filter`: list requests whose `select_filters` name this field refused (400), as a
+  market that does not serve that filter would; `refuse_show`: shows of these ids refused (400)
+- `loop_filter`: list answers to requests filtered on this field point their `next_token` back
+  at their first page, for good (a market whose paging loops)
 
 Everything else is passed through unchanged, the `X-Market-Time` stamp included, so the
 simulator's truth (`/sim/v0/truth`, read from the sim directly) stays the referee. Only JSON
@@ -31,11 +35,12 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 ESCAPES = ("\x1b]52;c;cm0gLXJmIH4=\x07", "\x1b]0;pwned\x07", "\x1b[2J\x1b[H", "\u202e", "\x9b31m")
 _LIST_PATHS = ("/api/v0/instances", "/api/v0/instances/", "/api/v1/instances", "/api/v1/instances/")
 _PASS_HEADERS = ("content-type", "x-market-time", "retry-after")
+_FIRST_PAGE = "MA=="  # the simulator's token for a filtered list's offset 0 (base64 of "0")
 
 
 @dataclass
@@ -61,6 +66,9 @@ class Hostility:
     garble_rate: float = 0.0
     fail_status: int = 0  # 0: off; else every request after `fail_after_lists` gets it
     fail_after_lists: int = 0
+    refuse_filter: str | None = None
+    refuse_show: set[int] = field(default_factory=set)
+    loop_filter: str | None = None
     seed: int = 14
 
 
@@ -120,7 +128,7 @@ class HostileMarket:
     def handle(self, rq: BaseHTTPRequestHandler) -> None:
         length = int(rq.headers.get("Content-Length") or 0)
         body = rq.rfile.read(length) if length else b""
-        if self.failed(rq):
+        if self.failed(rq) or self.refused(rq):
             return
         conn = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
         headers = {k: v for k, v in rq.headers.items() if k.lower() not in ("host", "connection")}
@@ -136,6 +144,8 @@ class HostileMarket:
             conn.close()
         path = urlsplit(rq.path).path
         data, trickle = self.rewrite(rq.command, path, status, data)
+        if self.h.loop_filter and self.h.loop_filter in self.filters(rq) and status < 400:
+            data = self.loop(data)
         rq.send_response(status)
         for k, v in out_headers.items():
             rq.send_header(k, v)
@@ -172,6 +182,53 @@ class HostileMarket:
         rq.end_headers()
         rq.wfile.write(data)
         return True
+
+    @staticmethod
+    def filters(rq: BaseHTTPRequestHandler) -> dict[str, Any]:
+        """The `select_filters` of a list request ({} for anything else)."""
+        parts = urlsplit(rq.path)
+        if rq.command != "GET" or parts.path not in _LIST_PATHS:
+            return {}
+        raw = parse_qs(parts.query).get("select_filters", ["{}"])[0]
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def refused(self, rq: BaseHTTPRequestHandler) -> bool:
+        """A filter this market does not serve (`refuse_filter`), or a show it refuses
+        (`refuse_show`): a 400, worded as the real API words its refusals."""
+        h, path = self.h, urlsplit(rq.path).path
+        what = None
+        if h.refuse_filter and h.refuse_filter in self.filters(rq):
+            what = "refused_filter"
+        elif rq.command == "GET" and path.startswith("/api/v0/instances/") and h.refuse_show:
+            tail = path.removeprefix("/api/v0/instances/").strip("/")
+            if tail.isdigit() and int(tail) in h.refuse_show:
+                what = "refused_show"
+        if what is None:
+            return False
+        self.count(what)
+        data = json.dumps({"success": False, "error": "invalid_args", "msg": what}).encode()
+        rq.send_response(400)
+        rq.send_header("Content-Type", "application/json")
+        rq.send_header("Content-Length", str(len(data)))
+        rq.end_headers()
+        rq.wfile.write(data)
+        return True
+
+    def loop(self, data: bytes) -> bytes:
+        """`loop_filter`: the answer's next page is its first page again."""
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return data
+        if not isinstance(doc, dict):
+            return data
+        doc["next_token"] = _FIRST_PAGE
+        self.count("looped")
+        return json.dumps(doc).encode()
 
     def rewrite(self, method: str, path: str, status: int, data: bytes) -> tuple[bytes, float]:
         h = self.h

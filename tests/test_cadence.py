@@ -6,9 +6,11 @@ by a closer look."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
-from rentwatch.cadence import FULL_PAGES, LIST_CALLS, PAGE
+import pytest
+from rentwatch.cadence import FULL_PAGES, HOT_PAGES, LIST_CALLS, PAGE
 from rentwatch.client import VastClient
 from rentwatch.core.lifecycle import Phase
 from rentwatch.ledger import EventKind
@@ -16,6 +18,7 @@ from rentwatch.sim.market import Step
 from rentwatch.supervisor import Supervisor
 
 from bench.engine_bench import preloaded_supervisor
+from tests.hostile_market import HostileMarket, Hostility
 
 HEALTHY = [{"behaviour": "healthy", "share": 1}]
 N, BOOTING = 150, 3  # six pages of steady rentals, three still booting
@@ -35,6 +38,27 @@ def _sim(make_sim, n: int = N):
         preload_booting=BOOTING,
         preload_label="rw:watch",  # the watch campaign's own rentals: supervised, not observed
         host_class=HEALTHY,
+    )
+
+
+@pytest.fixture
+def hostile(make_sim) -> Iterator:
+    """The preloaded market behind a hostile proxy (tests/hostile_market.py)."""
+    made: list[HostileMarket] = []
+
+    def make(h: Hostility, n: int = N) -> tuple[object, HostileMarket]:
+        sim = _sim(make_sim, n)
+        made.append(HostileMarket(sim.url, h).start())
+        return sim, made[-1]
+
+    yield make
+    for p in made:
+        p.stop()
+
+
+def _booting(sup: Supervisor) -> list[int]:
+    return sorted(
+        a.instance_id for a in sup.fleet.attempts.values() if a.life.phase == Phase.BOOTING
     )
 
 
@@ -155,6 +179,100 @@ def test_steady_rental_going_offline_is_seen_next_poll(make_sim, tmp_path):
         assert [r.actual_status for r in sight.rows if r.id == dark] == ["offline"]
         await sup.observer.observe(sight.rows, sup.market.answered_at(), sight.full, sight.asked)
         assert sup.fleet[dark].status == "offline"  # by the state filter, this poll
+        await sup.market.aclose()
+        sup.ledger.close()
+
+    asyncio.run(run())
+
+
+def test_a_refused_label_filter_falls_back_to_whole_lists_said_once(hostile, tmp_path):
+    """A market that does not serve the label filter refuses it (a 4xx): every poll raised
+    that refusal, the observer never ran (the controller); headless, the campaign was
+    trapped. It is said once; from then on the whole list is read every poll."""
+    sim, proxy = hostile(Hostility(refuse_filter="label"))
+
+    async def run() -> None:
+        sup = await _supervisor(proxy.url, tmp_path)
+        for _ in range(2):
+            await sup.poll_once()
+        assert sup.polls == 2 and sup.cadence.whole()
+        assert proxy.injected.get("refused_filter") == 1  # asked once, then never again
+        said = [ln for ln in sup.journal.lines if "refused a filtered list" in ln]
+        assert len(said) == 1, said
+        sight = await sup.cadence.fetch()
+        assert sight.full and {r.id for r in sight.rows} == set(sup.fleet.attempts)
+        await sup.market.aclose()
+        sup.ledger.close()
+
+    asyncio.run(run())
+
+
+def test_a_refused_or_unreadable_show_costs_that_instance_only(hostile, tmp_path):
+    """Two hot instances without a label are shown: the market refuses one (a 4xx) and
+    answers for the other with a row that cannot be read. The refusal failed the poll; the
+    unreadable row threw the whole poll's rows away, every poll while it was hot."""
+    sim, proxy = hostile(Hostility())
+
+    async def run() -> None:
+        sup = await _supervisor(proxy.url, tmp_path)
+        refused, unread, labelled = _booting(sup)
+        for iid in (refused, unread):
+            sup.fleet[iid].label = None  # asked for by a show, not by label
+        proxy.h.refuse_show.add(refused)
+        proxy.h.bad_numbers[unread] = "nan"
+        for poll in (1, 2):
+            await sup.poll_once()
+            assert sup.polls == poll  # the poll went on: its rows were observed
+        assert proxy.injected.get("refused_show") == 2  # the next poll asked again
+        said = [ln for ln in sup.journal.lines if f"i:{refused} unanswered this poll" in ln]
+        assert len(said) == 2, said
+        bad = [e.instance_id for e in sup.ledger.events(where="kind = 'bad_row'")]
+        assert bad == [unread]  # recorded, with its id, once
+        sight = await sup.cadence.fetch()
+        assert labelled in {r.id for r in sight.rows} and labelled in sight.asked
+        assert refused not in sight.asked and unread not in sight.asked
+        assert [b[0] for b in sight.bad] == [unread]
+        assert all(sup.fleet[i].life.phase == Phase.BOOTING for i in (refused, unread))
+        await sup.market.aclose()
+        sup.ledger.close()
+
+    asyncio.run(run())
+
+
+def test_a_hot_list_whose_paging_loops_is_cut_off(hostile, tmp_path):
+    """The hot labels' list followed `next_token` with no bound: a market whose token
+    pointed back at the first page held the poll for ever."""
+    sim, proxy = hostile(Hostility(loop_filter="label"))
+
+    async def run() -> None:
+        sup = await _supervisor(proxy.url, tmp_path)
+        booting = set(_booting(sup))
+        sight = await asyncio.wait_for(sup.cadence.fetch(), 30)
+        assert proxy.injected.get("looped") == HOT_PAGES
+        assert booting <= {r.id for r in sight.rows}  # what it did list is seen
+        assert not booting & sight.asked  # an answer that never ended proves none missing
+        assert any("next_token loops" in ln for ln in sup.journal.lines)
+        await sup.market.aclose()
+        sup.ledger.close()
+
+    asyncio.run(run())
+
+
+def test_a_refused_list_is_said_and_the_next_poll_asks_again(hostile, tmp_path):
+    """A list the market refuses (a 4xx that is not the key) escaped the poll: in the
+    controller every poll failed, headless the campaign was trapped at once."""
+    n = FULL_PAGES * PAGE  # listed whole
+    sim, proxy = hostile(Hostility(), n)
+
+    async def run() -> None:
+        sup = await _supervisor(proxy.url, tmp_path, n)
+        proxy.h.fail_status = 400
+        assert await sup.poll_once() == []
+        assert sup.polls == 0 and sup.failure is None
+        assert any("market refused this round's list" in ln for ln in sup.journal.lines)
+        proxy.h.fail_status = 0
+        await sup.poll_once()
+        assert sup.polls == 1
         await sup.market.aclose()
         sup.ledger.close()
 

@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from rentwatch.attempt import Attempt
 from rentwatch.client import (
+    POLL_ATTEMPTS,
     AnswerTooLarge,
     ApiError,
     MarketUnavailable,
@@ -20,7 +22,13 @@ from rentwatch.client import (
     VastClient,
 )
 from rentwatch.core.errors import MalformedAnswer
+from rentwatch.core.lifecycle import Phase
 from rentwatch.core.models import Offer
+from rentwatch.core.policy import DEFAULT
+from rentwatch.fleet import Fleet
+from rentwatch.journal import Journal
+from rentwatch.ledger import Ledger
+from rentwatch.observer import Observer
 
 
 def _client(handler, **kw) -> VastClient:
@@ -191,6 +199,65 @@ def test_a_polls_list_gives_up_after_two_tries_other_calls_keep_retrying():
         with pytest.raises(MarketUnavailable):
             await client.list_instances()  # outside a poll (a start's reconcile): every try
         assert len(calls) == client.max_attempts
+        await client.aclose()
+
+    asyncio.run(go())
+
+
+def _observer(client: VastClient, lines: list[str]) -> tuple[Observer, Ledger]:
+    ledger = Ledger(":memory:")
+    journal = Journal(ledger, "c", client, log=lines.append)
+    return Observer(client, journal, Fleet(1), DEFAULT), ledger
+
+
+def test_a_polls_closer_looks_give_up_after_two_tries_too():
+    """The instances a sweep left out are asked for one by one (`Observer.unlisted`); those
+    calls went out outside the poll's bound, each with every try and its backoff, so a few
+    dozen unseen rentals on a failing market held one poll for minutes."""
+    shows: list[str] = []
+
+    def handler(request):
+        shows.append(request.url.path)
+        return httpx.Response(503, json={"success": False, "error": "down"})
+
+    async def go() -> None:
+        client = _client(handler, backoff=0.001)
+        obs, ledger = _observer(client, [])
+        for iid in (7, 8):
+            a = Attempt(iid, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)
+            a.life.phase = Phase.VERIFIED
+            obs.fleet.add(a)
+        await obs.unlisted(set(), 1_000.0)  # the sweep ended without either
+        assert len(shows) == 2 * POLL_ATTEMPTS < 2 * client.max_attempts
+        assert all(a.unseen == 1 for a in obs.fleet.attempts.values())
+        ledger.close()
+        await client.aclose()
+
+    asyncio.run(go())
+
+
+def test_a_row_without_an_id_is_in_the_ledger_once_per_problem():
+    """A row the client cannot read and that names no usable id is skipped in every list
+    answer while the market sends it: said every poll, but written to the ledger once per
+    distinct problem (it was written every poll, a fact a poll for as long as it lasted)."""
+    rows = [{"id": 1, "dph_total": 0.2, "actual_status": "running"}, {"dph_total": 0.1}]
+
+    def handler(request):
+        return httpx.Response(200, json={"instances": rows, "next_token": None})
+
+    async def go() -> None:
+        client = _client(handler)
+        lines: list[str] = []
+        obs, ledger = _observer(client, lines)
+        for poll in range(3):
+            if poll == 2:  # another bad row without an id: a new problem, written once more
+                rows.append({"id": "seven", "dph_total": 0.1})
+            await obs.observe(await client.list_instances(), 1_000.0 + poll)
+        facts = ledger.events(where="kind = 'bad_row'")
+        assert len(facts) == 2, [e.reason for e in facts]
+        assert facts[0].instance_id is None and "id" in facts[0].reason
+        assert sum("skipped this poll" in ln for ln in lines) == 4  # the evidence, every poll
+        ledger.close()
         await client.aclose()
 
     asyncio.run(go())
