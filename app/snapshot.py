@@ -85,12 +85,15 @@ class FleetSnap:
 
 
 def fleet_rate(sup: Supervisor, now: float) -> float:
-    """$/h billed right now over every instance held, by the billing code itself: each one's
+    """$/h the campaign's instances bill right now, by the billing code itself: each one's
     GPU and storage charge over the last second (storage only while stopped, nothing once
-    destroyed)."""
+    destroyed). Observed instances (not rentwatch's) are left out, as from the budget's
+    spend: they are shown apart (`observed_dph`)."""
     mode = sup.market.gpu_billing
     total = 0.0
     for a in sup.attempts.values():
+        if not a.owned:
+            continue
         c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
         total += max(0.0, c.gpu_usd + c.storage_usd - before.gpu_usd - before.storage_usd)
     return total * 3600

@@ -272,3 +272,23 @@ def test_the_snapshot_figures_are_the_receipts_at_the_same_moment(key):
         assert snap.in_service == 0  # booting again: verified once, not in service now
 
     go(key, body, FakeMarket(list(OFFERS)))
+
+
+def test_the_campaigns_rate_now_leaves_out_what_it_did_not_create(key):
+    """The "$/h now" beside the campaign's budget bar (and `rentwatch ls`'s $/h) is the
+    campaign's: an observed instance bills apart, shown once as "not rentwatch's"."""
+    market = FakeMarket(list(OFFERS) + FOREIGN)
+    theirs = market.adopt("my-notebook", FOREIGN[1], actual="running", msg="", gpu_util=0.0)
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        market.t += 60
+        await sup.poll_once()
+        mine, other = sup.attempts[iid], sup.attempts[theirs]
+        assert mine.owned and not other.owned
+        snap = snapshot(sup, market.t)
+        assert snap.dph_now == pytest.approx(mine.gpu_dph + mine.storage_dph)
+        assert snap.observed == 1
+        assert snap.observed_dph == pytest.approx(other.gpu_dph + other.storage_dph)
+
+    go(key, body, market, adopt_all=True, fleet=1)
