@@ -20,8 +20,11 @@ from typing import Any
 
 from . import api, registry
 from .client import ControllerClient, RemoteEngine, RemoteLedger, Target
+from .controller import READY_S, SERVE_S
 
-START_S = 60.0  # a controller registers itself within this many wall seconds, or it failed
+# a controller registers itself within this many wall seconds, or it failed: its engine's
+# ready and serve waits, and a margin for its start (imports, the ledger, a demo's market)
+START_S = READY_S + SERVE_S + 30.0
 STOP_S = 300.0  # how long quitting with "stop" waits for the controller to release and exit
 
 
@@ -82,7 +85,13 @@ def spawn_controller(
         if mine:
             return Started(mine[0], proc, log)
         time.sleep(0.1)
-    raise ControllerFailed(f"pid {proc.pid} did not answer within {START_S:.0f} s; log: {log}")
+    # it may still come up and rent with nobody attached: end it (its exit trap releases
+    # whatever it came to hold before it exits)
+    proc.terminate()
+    raise ControllerFailed(
+        f"pid {proc.pid} did not answer within {START_S:.0f} s: sent it SIGTERM, so it "
+        f"releases whatever it holds and exits; log: {log}"
+    )
 
 
 def _is_local(target: Target, pid: int) -> bool:
