@@ -1,15 +1,18 @@
 """[J] Starting a controller of its own for the dashboard (app/service/spawn.py), without a
 market: the wait for it covers its engine's own start, a controller that never answers is
-ended rather than left to rent with nobody watching. Each runs in a second or two."""
+ended rather than left to rent with nobody watching, and leaving one whose registry entry is
+already gone says so instead of crashing. Each runs in a second or two."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from rentwatch.service import spawn
+from rentwatch.service import registry, spawn
 from rentwatch.service.controller import READY_S, SERVE_S
 from rentwatch.service.spawn import ControllerFailed, spawn_controller
 
@@ -67,3 +70,30 @@ def test_a_controller_that_does_not_answer_in_time_is_terminated(tmp_path, runti
             if c.poll() is None:
                 c.kill()
                 c.wait(10)
+
+
+def test_leaving_a_controller_whose_entry_is_gone_says_so(tmp_path, runtime, capsys):
+    import asyncio
+
+    from rentwatch.service.client import Target
+    from rentwatch.service.controller import Controller
+    from rentwatch.service.server import ServiceServer
+
+    async def main() -> int:
+        server = ServiceServer(Controller("gone", tmp_path / "l.duckdb"))
+        await server.start(tmp_path / "s.sock")
+        sock = str(server.socket_path)
+        registry.register(
+            registry.Entry("gone", os.getpid(), sock, str(tmp_path / "l.duckdb"), time.time())
+        )
+        try:
+            _, finish = await asyncio.to_thread(spawn.attach_dashboard, Target(socket=sock))
+            registry.unregister(os.getpid())  # it unregistered while the dashboard was open
+            return await asyncio.to_thread(finish, "leave")
+        finally:
+            await server.stop()
+
+    code = asyncio.run(main())
+    out = capsys.readouterr().out
+    assert code == 0 and "gone" in out and "re-attach" not in out
+    assert "no longer serves" in out

@@ -141,9 +141,15 @@ def _wait_gone(
     return False
 
 
-def _attach_args(target: Target, local: bool) -> str:
+def _attach_args(target: Target, local: bool) -> str | None:
+    """What `rentwatch attach` needs to find the controller again; None: a controller on this
+    machine that no longer serves (its registry entry went: it has ended, or is ending)."""
     if local:
-        return "--campaign " + str(registry.find(socket_path=target.socket)[0].campaign)
+        try:
+            found = registry.find(socket_path=target.socket)
+        except OSError:
+            found = []
+        return f"--campaign {found[0].campaign}" if found else None
     if target.socket:
         return f"--socket {target.socket}"
     return f"--url {target.url} --token-file FILE"
@@ -173,8 +179,16 @@ def attach_dashboard(
         ledger.close()
         if result != "stop":
             where = f"pid {pid}" if local else target.describe()
+            again = _attach_args(target, local)
+            if again is None:
+                state = "is ending" if registry.pid_alive(pid) else "has ended"
+                print(
+                    f"rentwatch: the controller of {campaign} ({where}) no longer serves: it "
+                    f"{state}; ledger at {status.get('ledger')}"
+                )
+                return 0
             print(f"rentwatch: left {campaign} running in the background ({where})")
-            print(f"rentwatch: re-attach with: rentwatch attach {_attach_args(target, local)}")
+            print(f"rentwatch: re-attach with: rentwatch attach {again}")
             return 0
         if engine.stop_error:
             print(f"rentwatch: could not stop {campaign}: {engine.stop_error}", file=sys.stderr)
