@@ -153,9 +153,14 @@ class Operator:
             raise AutomationRefused(f"instance {a.instance_id} is already supervised")
         now = self.actions.market.now()
         a.owned = True
-        a.clock_from = now  # its deadlines count from the hand-over
+        # its deadlines count from the hand-over: the boot deadline, the freeze window (its
+        # status line may have stood still for longer while only observed), the idle grace
+        a.clock_from = now
+        a.status_since = now
         if a.running_at is not None:
             a.running_at = now
+        if a.util_low_since is not None:
+            a.util_low_since = now
         self._touched(a, "handed over by a person")
         applies = (
             f"policy {self.policy}: boot, freeze and fatal-status rules (an instance that never "

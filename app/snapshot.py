@@ -12,7 +12,7 @@ from typing import Any
 
 from .attempt import Attempt
 from .core.figures import Tenure, delivered_hours, summarize
-from .core.lifecycle import Phase
+from .core.lifecycle import Phase, Transition
 from .core.rules import freeze_window
 from .core.text import clean
 from .supervisor import Supervisor
@@ -85,12 +85,15 @@ class FleetSnap:
 
 
 def fleet_rate(sup: Supervisor, now: float) -> float:
-    """$/h billed right now over every instance held, by the billing code itself: each one's
+    """$/h the campaign's instances bill right now, by the billing code itself: each one's
     GPU and storage charge over the last second (storage only while stopped, nothing once
-    destroyed)."""
+    destroyed). Observed instances (not rentwatch's) are left out, as from the budget's
+    spend: they are shown apart (`observed_dph`)."""
     mode = sup.market.gpu_billing
     total = 0.0
     for a in sup.attempts.values():
+        if not a.owned:
+            continue
         c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
         total += max(0.0, c.gpu_usd + c.storage_usd - before.gpu_usd - before.storage_usd)
     return total * 3600
@@ -110,8 +113,20 @@ def _ended(a: Attempt) -> float | None:
     return a.life.ended_at()
 
 
-_HALTS = frozenset({"stop", "destroy", "halt"})
+# the billing marks that end delivery: the ledger's `tenures` view ends it at a stop, a destroy,
+# and a status of exited, unknown (the `halt` mark) or offline
+_HALTS = frozenset({"stop", "destroy", "halt", "offline"})
 _GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)
+
+
+def _standing_moves(a: Attempt) -> list[Transition]:
+    """`a`'s lifecycle moves as the ledger's `standing_events` keeps them: a write-off (a move
+    into LOST) is void when the instance was listed again after it (a later move out of LOST
+    other than a destroy: the observer's `returned`), so it ends neither delivery nor life."""
+    h = a.life.history
+    back = [i for i, t in enumerate(h) if t.before == Phase.LOST and t.after != Phase.DESTROYED]
+    last_back = max(back, default=-1)
+    return [t for i, t in enumerate(h) if not (t.after == Phase.LOST and i < last_back)]
 
 
 def _delivered_until(a: Attempt) -> float | None:
@@ -121,7 +136,7 @@ def _delivered_until(a: Attempt) -> float | None:
         return None
     v = a.verified_at
     ends = [m.at for m in a.marks if m.kind in _HALTS and m.at >= v]
-    ends += [t.at for t in a.life.history if t.at >= v and t.after in (Phase.STOPPED, *_GONE)]
+    ends += [t.at for t in _standing_moves(a) if t.at >= v and t.after in (Phase.STOPPED, *_GONE)]
     return min(ends) if ends else None
 
 
@@ -133,7 +148,8 @@ def tenure(
     if a.offer is None and a.created_by is None:
         return None
     # as the ledger's `lifetime_min`: to its destroy (or vanishing), else its abandon, else now
-    gone = [t for t in (a.life.since(Phase.DESTROYED), a.life.since(Phase.LOST)) if t is not None]
+    moves = _standing_moves(a)
+    gone = [t.at for t in moves if t.after in (Phase.DESTROYED, Phase.LOST)]
     gone_at = min(gone) if gone else a.life.since(Phase.ABANDONED)
     return Tenure(
         created=a.offer is not None or a.created_by == campaign,

@@ -1,6 +1,6 @@
 """[K] The operator's keys for the fleet and for what is not rentwatch's, without a market:
-`+`/`-` send the wanted fleet size, the palette hands an observed instance over, and the quit
-dialog counts only what rentwatch supervises."""
+`+`/`-` send the wanted fleet size, the palette hands an observed instance over (once the
+operator confirms), and the quit dialog counts only what rentwatch supervises."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from rentwatch.intents import FleetSizeIntent, HandOverIntent
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetView
+from rentwatch.widgets.modals import ChoiceScreen
 from textual.widgets import Static
 
 from .test_snapshots import FLEET, SIZE
@@ -59,7 +60,18 @@ def test_plus_minus_send_the_fleet_size_and_hand_over_sends_its_intent():
             await pilot.press("minus")
             await pilot.pause(0.2)
             app.query_one(FleetView).cursor = 0
+            sent = len(engine.sent)
+            app.action_hand_over()  # it asks first, saying what hand-over means
+            await pilot.pause(0.2)
+            dialog = app.screen
+            assert isinstance(dialog, ChoiceScreen) and dialog.purpose == "hand_over"
+            assert "destroy" in dialog.text and "did not create" in dialog.text
+            await pilot.press("enter")  # Cancel is focused: one stray key hands nothing over
+            await pilot.pause(0.2)
+            assert not isinstance(app.screen, ChoiceScreen) and len(engine.sent) == sent
             app.action_hand_over()
+            await pilot.pause(0.2)
+            await pilot.click("#hand_over")
             await pilot.pause(0.2)
             bar = str(app.query_one("#bar", Static).render())
             assert "not rentwatch's 1" in bar

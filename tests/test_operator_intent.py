@@ -154,6 +154,30 @@ def test_a_handed_over_instance_is_supervised_and_the_hand_over_is_a_human_act(k
     assert market.boxes[fatal].intended == "destroyed"  # the fatal rule, once handed over
 
 
+def test_a_handed_over_instance_deadlines_count_from_the_hand_over(key):
+    """Its status line unchanged for ten minutes while only observed: the freeze rule (six
+    minutes) counts from the hand-over, not from the last change, so the next poll does not
+    destroy what rentwatch did not create; once the window passes after it, the rule applies."""
+    market = FakeMarket(list(OFFERS) + FOREIGN)
+    pulling = market.adopt(None, FOREIGN[3], actual="loading", msg="Pulling fs layer")
+
+    async def body(sup, market, ledger):
+        market.t += 10
+        await sup.poll_once()
+        market.t += 10 * 60
+        await sup.poll_once()
+        await sup.apply(HandOverIntent(pulling))
+        market.t += 10
+        await sup.poll_once()
+        assert market.boxes[pulling].intended == "running"
+        assert sup.attempts[pulling].life.phase == Phase.BOOTING
+        market.t += 6 * 60
+        await sup.poll_once()
+        assert market.boxes[pulling].intended == "destroyed"  # frozen since the hand-over
+
+    go(key, body, market, adopt_all=True, fleet=0)
+
+
 async def verified(sup: Supervisor, market: FakeMarket) -> int:
     await sup.poll_once()
     iid = next(a.instance_id for a in sup.attempts.values() if a.owned)
@@ -272,3 +296,23 @@ def test_the_snapshot_figures_are_the_receipts_at_the_same_moment(key):
         assert snap.in_service == 0  # booting again: verified once, not in service now
 
     go(key, body, FakeMarket(list(OFFERS)))
+
+
+def test_the_campaigns_rate_now_leaves_out_what_it_did_not_create(key):
+    """The "$/h now" beside the campaign's budget bar (and `rentwatch ls`'s $/h) is the
+    campaign's: an observed instance bills apart, shown once as "not rentwatch's"."""
+    market = FakeMarket(list(OFFERS) + FOREIGN)
+    theirs = market.adopt("my-notebook", FOREIGN[1], actual="running", msg="", gpu_util=0.0)
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        market.t += 60
+        await sup.poll_once()
+        mine, other = sup.attempts[iid], sup.attempts[theirs]
+        assert mine.owned and not other.owned
+        snap = snapshot(sup, market.t)
+        assert snap.dph_now == pytest.approx(mine.gpu_dph + mine.storage_dph)
+        assert snap.observed == 1
+        assert snap.observed_dph == pytest.approx(other.gpu_dph + other.storage_dph)
+
+    go(key, body, market, adopt_all=True, fleet=1)

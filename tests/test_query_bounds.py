@@ -98,6 +98,30 @@ def test_a_page_is_capped_in_bytes(led, monkeypatch):
     assert isinstance(QueryTooBig("x"), QueryFailed)  # every caller already shows QueryFailed
 
 
+def test_the_byte_bound_stops_the_fetch_before_the_page_is_in_memory(led, monkeypatch):
+    """The rows come into Python a chunk at a time and the bound is checked as they come: a page
+    of 100,000 rows of 1 kB is not held (100 MB, outside DuckDB's memory_limit) before the 1 MB
+    bound refuses it; nor are the rows skipped to reach an offset held all at once."""
+    import tracemalloc
+
+    import rentwatch.ledger.readonly as ro
+
+    monkeypatch.setattr(ro, "MAX_PAGE_BYTES", 1 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(QueryTooBig, match="MB of text"):
+            led.query("SELECT repeat('x', 1000) FROM range(100000)", limit=MAX_ROW_LIMIT)
+        _, peak = tracemalloc.get_traced_memory()
+        assert peak < 16 << 20
+        tracemalloc.reset_peak()
+        res = led.query("SELECT repeat('x', 1000) FROM range(100001)", offset=100_000)
+        _, peak = tracemalloc.get_traced_memory()
+        assert len(res.rows) == 1 and not res.truncated and res.offset == 100_000
+        assert peak < 16 << 20
+    finally:
+        tracemalloc.stop()
+
+
 def test_rentwatch_ledger_says_one_line(tmp_path, capsys):
     from rentwatch.cli import main
 

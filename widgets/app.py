@@ -33,7 +33,14 @@ from .detail_screen import DetailScreen
 from .fleet import SORT_NAMES, FleetTable, FleetView, visible
 from .header import fleet_line
 from .ledger_screen import CANNED, LedgerScreen
-from .modals import BulkDestroyConfirm, DestroyConfirm, HelpScreen, detach_choice, quit_choice
+from .modals import (
+    BulkDestroyConfirm,
+    DestroyConfirm,
+    HelpScreen,
+    detach_choice,
+    hand_over_choice,
+    quit_choice,
+)
 from .receipt_screen import ReceiptScreen
 from .render import campaign_bar
 
@@ -262,8 +269,17 @@ class RentwatchApp(App[str]):
 
     def action_hand_over(self) -> None:
         s = self.selected()
-        if s is not None and not s.supervised:
+        snap = self.latest
+        if s is None or s.supervised or snap is None or self._gone(s):
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice != "hand_over":
+                self.notify(f"hand-over cancelled: {s.instance_id} stays observed")
+                return
             self._send(f"handed {s.instance_id} over to automation", HandOverIntent(s.instance_id))
+
+        self.push_screen(hand_over_choice(s, snap.policy), chosen)
 
     def action_create(self) -> None:
         self._send("asked the market for one more instance", CreateIntent())

@@ -110,7 +110,7 @@ class ChoiceScreen(ModalScreen[str | None]):
 
     def __init__(self, purpose: str, text: str, choices: tuple[Choice, ...], focus: str) -> None:
         super().__init__()
-        self.purpose = purpose  # "quit" or "detach": which question this is
+        self.purpose = purpose  # "quit", "detach" or "hand_over": which question this is
         self.text = text
         self.choices = choices
         self.focus_id = focus
@@ -183,6 +183,23 @@ def detach_choice(held: int, stopped: int = 0) -> ChoiceScreen:
     )
     choices = (CANCEL, Choice("detach", "Detach and quit", "warning"))
     return ChoiceScreen("detach", text, choices, "cancel")
+
+
+def hand_over_choice(snap: InstanceSnap, policy: str) -> ChoiceScreen:
+    """Handing an observed instance over lets automation stop or destroy what rentwatch did not
+    create: it asks first, saying so, with Cancel focused."""
+    text = (
+        f"Hand instance {snap.instance_id} ({snap.gpu_name}) over to automation? "
+        "rentwatch did not create it.\n\n"
+        f"From now the campaign's rules (policy {policy}) apply to it, its deadlines "
+        "counted from now: a compute preflight over SSH with rentwatch's key, the watchdog and "
+        "jobs; automation may stop it, or destroy it while it has not verified (a frozen or "
+        "fatal status, a missed boot deadline, a failed preflight), and stops or destroys it "
+        "when the campaign ends. Recorded in the ledger as your act.\n"
+        "Cancel: it stays observed, untouched."
+    )
+    choices = (CANCEL, Choice("hand_over", "Hand over", "warning"))
+    return ChoiceScreen("hand_over", text, choices, "cancel")
 
 
 class BulkDestroyConfirm(ModalScreen[bool]):

@@ -17,7 +17,8 @@ And bounds, so that one query cannot take the controller's machine: the instance
 (`memory_limit`, nothing spilled to disk) and threads are capped, a query is interrupted after
 `QUERY_TIMEOUT_S` (a timer calls `interrupt()`; the operator's cancel does the same), a page is at
 most `MAX_ROW_LIMIT` rows (one more is fetched to tell whether more exist; the answer streams, so
-a query of a trillion rows costs only the page) and `MAX_PAGE_BYTES` of text.
+a query of a trillion rows costs only the page) and `MAX_PAGE_BYTES` of text, checked as the rows
+are fetched, `FETCH_ROWS` at a time (the rows skipped to reach an offset are fetched so too).
 
 Why a cursor and not a second read-only connection inside the controller: DuckDB allows one
 database instance per file per process, and refuses a second `connect(read_only=True)` while the
@@ -43,6 +44,9 @@ from ..core.errors import RentwatchError
 DEFAULT_ROW_LIMIT = 10_000
 MAX_ROW_LIMIT = 100_000  # rows in one page, whatever the caller asked for
 MAX_PAGE_BYTES = 64 << 20  # text and blobs in one page
+# rows brought into Python at a time, so that the byte bound stops a page of huge rows before it
+# is all held (Python's objects are outside DuckDB's memory_limit)
+FETCH_ROWS = 1_000
 QUERY_TIMEOUT_S = 20.0  # wall seconds a query may run before it is interrupted
 QUERY_MEMORY_LIMIT = "1GB"  # the whole instance (the controller's own writes need little)
 QUERY_THREADS = 1  # one core at most: the controller (and its machine) keeps the rest
@@ -83,6 +87,11 @@ class QueryResult:
 
     def as_dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+def _text_bytes(rows: list[Any]) -> int:
+    """The length of the text and blobs in `rows`: what the page's byte bound counts."""
+    return sum(len(v) for r in rows for v in r if isinstance(v, str | bytes))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -219,11 +228,23 @@ class QuerySandbox:
                 columns = [d[0] for d in cur.description or []]
                 skipped = 0
                 while skipped < offset:
-                    chunk = cur.fetchmany(min(offset - skipped, 10_000))
+                    chunk = cur.fetchmany(min(offset - skipped, FETCH_ROWS))
                     if not chunk:
                         break
                     skipped += len(chunk)
-                rows = cur.fetchmany(limit + 1)  # one more row tells whether there were more
+                rows: list[Any] = []
+                size = 0
+                while len(rows) <= limit:  # one more row tells whether there were more
+                    chunk = cur.fetchmany(min(limit + 1 - len(rows), FETCH_ROWS))
+                    if not chunk:
+                        break
+                    size += _text_bytes(chunk[: limit - len(rows)])
+                    rows.extend(chunk)
+                    if size > MAX_PAGE_BYTES:
+                        raise QueryTooBig(
+                            f"the answer holds at least {size >> 20} MB of text, over the page's "
+                            f"{MAX_PAGE_BYTES >> 20} MB: stopped (fewer rows, or shorter columns)"
+                        )
             finally:
                 try:
                     cur.execute("ROLLBACK")
@@ -246,12 +267,6 @@ class QuerySandbox:
                 self._running.pop(cur, None)
             cur.close()
         page = [tuple(r) for r in rows[:limit]]
-        size = sum(len(v) for r in page for v in r if isinstance(v, str | bytes))
-        if size > MAX_PAGE_BYTES:
-            raise QueryTooBig(
-                f"the answer holds {size >> 20} MB of text, over the page's "
-                f"{MAX_PAGE_BYTES >> 20} MB: stopped (fewer rows, or shorter columns)"
-            )
         return QueryResult(columns, page, len(rows) > limit, offset)
 
     def running(self) -> list[str]:

@@ -299,6 +299,12 @@ async def serve_headless(
             registry.unregister(entry.pid)
 
 
+# how long `EngineService.start` waits for the engine to be up, then for its socket to serve
+# (`spawn.START_S`, the wait for a spawned controller to register, covers both)
+READY_S = 120.0
+SERVE_S = 30.0
+
+
 class EngineFailed(RentwatchError):
     title = "engine"
 
@@ -318,7 +324,7 @@ class EngineService:
         self.entry: registry.Entry | None = None
         self._ending: asyncio.Task[None] | None = None
 
-    def start(self, timeout: float = 120.0) -> str:
+    def start(self, timeout: float = READY_S) -> str:
         """Start the engine (if not yet), wait until it is up, serve it; returns the socket."""
         said: list[str] = []
         shown = self.engine.on_error
@@ -337,7 +343,7 @@ class EngineService:
             self.ctrl.bind(sup, end=self._end)
             await self.server.start(registry.socket_path_for(self.ctrl.ledger_path))
 
-        asyncio.run_coroutine_threadsafe(serve(), loop).result(30)
+        asyncio.run_coroutine_threadsafe(serve(), loop).result(SERVE_S)
         self.entry = registry.Entry(
             campaign=self.ctrl.campaign,
             pid=os.getpid(),

@@ -20,8 +20,11 @@ from typing import Any
 
 from . import api, registry
 from .client import ControllerClient, RemoteEngine, RemoteLedger, Target
+from .controller import READY_S, SERVE_S
 
-START_S = 60.0  # a controller registers itself within this many wall seconds, or it failed
+# a controller registers itself within this many wall seconds, or it failed: its engine's
+# ready and serve waits, and a margin for its start (imports, the ledger, a demo's market)
+START_S = READY_S + SERVE_S + 30.0
 STOP_S = 300.0  # how long quitting with "stop" waits for the controller to release and exit
 
 
@@ -82,7 +85,13 @@ def spawn_controller(
         if mine:
             return Started(mine[0], proc, log)
         time.sleep(0.1)
-    raise ControllerFailed(f"pid {proc.pid} did not answer within {START_S:.0f} s; log: {log}")
+    # it may still come up and rent with nobody attached: end it (its exit trap releases
+    # whatever it came to hold before it exits)
+    proc.terminate()
+    raise ControllerFailed(
+        f"pid {proc.pid} did not answer within {START_S:.0f} s: sent it SIGTERM, so it "
+        f"releases whatever it holds and exits; log: {log}"
+    )
 
 
 def _is_local(target: Target, pid: int) -> bool:
@@ -132,9 +141,15 @@ def _wait_gone(
     return False
 
 
-def _attach_args(target: Target, local: bool) -> str:
+def _attach_args(target: Target, local: bool) -> str | None:
+    """What `rentwatch attach` needs to find the controller again; None: a controller on this
+    machine that no longer serves (its registry entry went: it has ended, or is ending)."""
     if local:
-        return "--campaign " + str(registry.find(socket_path=target.socket)[0].campaign)
+        try:
+            found = registry.find(socket_path=target.socket)
+        except OSError:
+            found = []
+        return f"--campaign {found[0].campaign}" if found else None
     if target.socket:
         return f"--socket {target.socket}"
     return f"--url {target.url} --token-file FILE"
@@ -164,8 +179,16 @@ def attach_dashboard(
         ledger.close()
         if result != "stop":
             where = f"pid {pid}" if local else target.describe()
+            again = _attach_args(target, local)
+            if again is None:
+                state = "is ending" if registry.pid_alive(pid) else "has ended"
+                print(
+                    f"rentwatch: the controller of {campaign} ({where}) no longer serves: it "
+                    f"{state}; ledger at {status.get('ledger')}"
+                )
+                return 0
             print(f"rentwatch: left {campaign} running in the background ({where})")
-            print(f"rentwatch: re-attach with: rentwatch attach {_attach_args(target, local)}")
+            print(f"rentwatch: re-attach with: rentwatch attach {again}")
             return 0
         if engine.stop_error:
             print(f"rentwatch: could not stop {campaign}: {engine.stop_error}", file=sys.stderr)

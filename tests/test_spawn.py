@@ -1,0 +1,99 @@
+"""[J] Starting a controller of its own for the dashboard (app/service/spawn.py), without a
+market: the wait for it covers its engine's own start, a controller that never answers is
+ended rather than left to rent with nobody watching, and leaving one whose registry entry is
+already gone says so instead of crashing. Each runs in a second or two."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rentwatch.service import registry, spawn
+from rentwatch.service.controller import READY_S, SERVE_S
+from rentwatch.service.spawn import ControllerFailed, spawn_controller
+
+# a stand-in controller: never registers; on SIGTERM it "releases" (writes so) and exits
+SLOW_CHILD = """
+import pathlib, signal, sys, time
+out = pathlib.Path(sys.argv[1])
+def term(*_):
+    out.write_text("released")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, term)
+out.with_suffix(".up").write_text("up")
+while True:
+    time.sleep(0.1)
+"""
+
+
+@pytest.fixture
+def runtime(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "run"
+    monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
+    return d
+
+
+def test_the_start_wait_covers_the_engines_ready_and_serve_waits():
+    # a controller whose engine takes 100 s to come up was given up on at 60 s while it went
+    # on to serve (and rent) with no dashboard attached
+    assert spawn.START_S > READY_S + SERVE_S
+
+
+def test_a_controller_that_does_not_answer_in_time_is_terminated(tmp_path, runtime, monkeypatch):
+    marker = tmp_path / "child.txt"
+    real = subprocess.Popen
+    children: list[subprocess.Popen[bytes]] = []
+
+    def stand_in(args, **kw):
+        children.append(real([sys.executable, "-c", SLOW_CHILD, str(marker)], **kw))
+        return children[-1]
+
+    monkeypatch.setattr(spawn.subprocess, "Popen", stand_in)
+    calls = [0]
+
+    def clock() -> float:  # time runs out once the child has set up its exit trap
+        calls[0] += 1
+        return 1e9 if calls[0] > 1 and marker.with_suffix(".up").exists() else 0.0
+
+    try:
+        with pytest.raises(ControllerFailed, match="did not answer.*SIGTERM") as got:
+            spawn_controller(["controller"], tmp_path / "l.duckdb", monotonic=clock)
+        assert "releases whatever it holds" in str(got.value)
+        (child,) = children
+        assert child.wait(10) == 143 and marker.read_text() == "released"
+    finally:
+        for c in children:
+            if c.poll() is None:
+                c.kill()
+                c.wait(10)
+
+
+def test_leaving_a_controller_whose_entry_is_gone_says_so(tmp_path, runtime, capsys):
+    import asyncio
+
+    from rentwatch.service.client import Target
+    from rentwatch.service.controller import Controller
+    from rentwatch.service.server import ServiceServer
+
+    async def main() -> int:
+        server = ServiceServer(Controller("gone", tmp_path / "l.duckdb"))
+        await server.start(tmp_path / "s.sock")
+        sock = str(server.socket_path)
+        registry.register(
+            registry.Entry("gone", os.getpid(), sock, str(tmp_path / "l.duckdb"), time.time())
+        )
+        try:
+            _, finish = await asyncio.to_thread(spawn.attach_dashboard, Target(socket=sock))
+            registry.unregister(os.getpid())  # it unregistered while the dashboard was open
+            return await asyncio.to_thread(finish, "leave")
+        finally:
+            await server.stop()
+
+    code = asyncio.run(main())
+    out = capsys.readouterr().out
+    assert code == 0 and "gone" in out and "re-attach" not in out
+    assert "no longer serves" in out
