@@ -201,7 +201,10 @@ def test_bulk_destroy_lists_first_and_takes_one_typed_confirmation():
     async def run() -> None:
         app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
-            app.latest = _fleet(dud, offline, good, dataclasses.replace(SNAP, instance_id=14))
+            theirs = dataclasses.replace(_stopped(15, False), supervised=False)  # not rentwatch's
+            app.latest = _fleet(
+                dud, offline, good, dataclasses.replace(SNAP, instance_id=14), theirs
+            )
             await pilot.pause(0.2)
             await pilot.press("D")
             await pilot.pause(0.2)
@@ -213,9 +216,12 @@ def test_bulk_destroy_lists_first_and_takes_one_typed_confirmation():
             await pilot.press(*"destroy 3", "enter")  # the wrong count: nothing happens
             await pilot.pause(0.2)
             assert engine.sent == [] and isinstance(app.screen, BulkDestroyConfirm)
+            # while the dialog was open the operator (or the watchdog) started 12 again
+            started = dataclasses.replace(offline, phase="verified", status="running")
+            app.latest = _fleet(dud, started, good, theirs)
             await pilot.press(*"destroy 2", "enter")
             await pilot.pause(0.3)
-            assert sorted(i.confirmation.instance_id for i in engine.sent) == [11, 12]
+            assert [i.confirmation.instance_id for i in engine.sent] == [11]
             assert all(i.confirmation.valid() for i in engine.sent)
 
     asyncio.run(run())

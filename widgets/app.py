@@ -315,13 +315,16 @@ class RentwatchApp(App[str]):
         self.render_latest()
 
     def bulk_candidates(self) -> list[InstanceSnap]:
-        """Stopped rentals still billing storage that never verified or went offline: the
-        ones an operator clears out in one go."""
+        """Stopped rentals of the campaign's still billing storage that never verified or went
+        offline: the ones an operator clears out in one go. Never an instance rentwatch did
+        not create (it was never preflighted here, so "never verified" says nothing of it)."""
         snap = self.latest
         return [
             s
             for s in (snap.instances if snap else ())
-            if s.phase == "stopped" and (not s.passed_preflight or s.status == "offline")
+            if s.supervised
+            and s.phase == "stopped"
+            and (not s.passed_preflight or s.status == "offline")
         ]
 
     def action_bulk_destroy(self) -> None:
@@ -334,7 +337,13 @@ class RentwatchApp(App[str]):
             if not ok:
                 self.notify("bulk destroy cancelled: nothing destroyed")
                 return
-            for s in doomed:  # the typed confirmation covered this very list
+            # the typed confirmation covered this very list, as it stood: one started (or
+            # gone) while the dialog was open is left alone
+            still = {s.instance_id for s in self.bulk_candidates()}
+            for s in doomed:
+                if s.instance_id not in still:
+                    self.notify(f"{s.instance_id} changed meanwhile: not destroyed")
+                    continue
                 conf = DestroyConfirmation(s.instance_id, str(s.instance_id))
                 self._send(f"destroyed {s.instance_id}", DestroyIntent(conf))
 
