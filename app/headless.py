@@ -128,12 +128,17 @@ async def run_headless(
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     caught: list[int] = []
-    releasing = False  # from then on a signal is said, not acted on: the release must finish
+    # Once the run is ending (its own release or detach begun, or the trap fired), a signal is
+    # noted, not acted on: cancelling the main task then would cut a release short, a stop or
+    # destroy cancelled in flight (the trap's redo is bounded: a slow market could leave a
+    # rental billing), or escape from the session's close as a CancelledError.
+    ending = False
 
     def on_signal(signum: int) -> None:
         caught.append(signum)
-        if releasing:
-            log(f"trap   {signal.Signals(signum).name} again: still releasing what is held")
+        if ending:
+            name = signal.Signals(signum).name
+            log(f"signal {name}: noted; the run is ending, nothing is cut short")
         elif main is not None:
             main.cancel()
 
@@ -158,8 +163,9 @@ async def run_headless(
             signum = caught[-1] if caught else signal.SIGINT
             raise Trapped(signum) from None
         log(f"end    {outcome.reason}")
-        releasing = True
-        if detach or sup.detach_asked:  # the operator's shutdown through the service API
+        ending = True
+        left = detach or sup.detach_asked  # or the operator's shutdown through the service API
+        if left:
             await session.detach(
                 "--detach: left running on purpose"
                 if detach
@@ -169,10 +175,19 @@ async def run_headless(
         else:
             await session.release("rule:campaign_end", f"campaign ended: {outcome.reason}")
         code = 0 if outcome.ok else 3
+        if caught:  # a signal as the campaign ended: the end went on; the exit code says it came
+            name = signal.Signals(caught[0]).name
+            sup.journal.fact(
+                EventKind.TRAP,
+                None,
+                actor="trap",
+                reason=f"signal {name} as the campaign ended: its "
+                f"{'detach' if left else 'release'} was not cut short",
+                detail={"held": [a.instance_id for a in sup.held()]},
+            )
+            code = 128 + caught[0]
     except BaseException as exc:  # the trap: whatever happened, nothing keeps billing unwatched
-        if isinstance(exc, asyncio.CancelledError) and caught:  # a signal during the release
-            exc = Trapped(caught[-1])
-        releasing = True
+        ending = True  # a second Ctrl-C must not interrupt the release
         why = f"signal {exc}" if isinstance(exc, Trapped) else f"{type(exc).__name__}: {exc}"
         sup.journal.fact(
             EventKind.TRAP,
@@ -183,7 +198,7 @@ async def run_headless(
         )
         log(f"trap   {why}: releasing {len(sup.held())} held instance(s)")
         try:
-            await session.release("trap", f"exit trap: {why}")
+            await session.release("trap", f"exit trap: {why}")  # however long it takes
         except BaseException as exc2:
             log(f"trap   release incomplete: {exc2!r}")
         if isinstance(exc, RentwatchError):  # an error we name: one line, no traceback

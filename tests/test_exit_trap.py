@@ -3,16 +3,20 @@ and a restart after kill -9 adopts what is still there."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from rentwatch.actions import Actions
+from rentwatch.client import VastClient
 from rentwatch.ledger import Ledger
 
-from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
+from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign, truth_at
 
 
 def _start(
@@ -83,9 +87,54 @@ def test_a_second_signal_does_not_cut_the_release_short(make_sim, tmp_path):
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)  # the impatient operator's second Ctrl-C
     out, _ = proc.communicate(timeout=60)
-    assert "again: still releasing" in out, out
+    assert "SIGINT: noted; the run is ending" in out, out
     assert proc.returncode == 128 + signal.SIGINT
     assert _live(sim) == [], out
+
+
+@pytest.mark.parametrize("when", ["release", "close"])
+def test_a_signal_as_the_campaign_ends_cuts_nothing_short(
+    make_sim, tmp_path, monkeypatch, capsys, when
+):
+    """A signal that lands in the campaign-end release (the short chaos run's SIGTERM, sent
+    after a count of lines, sometimes did) or in the session's close after it is noted, not
+    acted on: the main task is not cancelled with a stop in flight (the release would be cut
+    short, a CancelledError printed, and the trap's bounded redo could leave a rental
+    billing), nor in the close (the CancelledError escaped the run, the ledger unclosed)."""
+    sim = make_sim(seed=5, offers=30, time_scale=300)
+    sent: list[str] = []
+
+    def signal_inside(orig, only_actor=None):
+        async def hooked(self, *args):
+            if not sent and (only_actor is None or only_actor in args):
+                sent.append(when)
+                os.kill(os.getpid(), signal.SIGTERM)
+                await asyncio.sleep(0.2)  # the loop runs its signal handler meanwhile
+            return await orig(self, *args)
+
+        return hooked
+
+    if when == "release":  # with the first stop of the campaign's own release in flight
+        monkeypatch.setattr(Actions, "stop", signal_inside(Actions.stop, "rule:campaign_end"))
+    else:
+        monkeypatch.setattr(VastClient, "aclose", signal_inside(VastClient.aclose))
+    code, ledger = run_campaign(sim, tmp_path, fleet=2, name="sig")
+    out = capsys.readouterr()
+    assert sent == [when]
+    assert "Traceback" not in out.out + out.err and "CancelledError" not in out.out + out.err
+    assert _live(sim) == []
+    led = Ledger(ledger)
+    ended = led.events(
+        where="actor = 'rule:campaign_end' AND kind = 'stop' AND phase = 'outcome' AND ok"
+    )
+    assert len(ended) == 2  # both stopped by the campaign's release, in full
+    assert not led.events(where="actor = 'trap' AND kind IN ('stop', 'destroy')")
+    traps = [e.reason for e in led.events(where="kind = 'trap'")]
+    if when == "release":  # said: in the ledger, and by the exit code
+        assert code == 128 + signal.SIGTERM
+        assert traps == ["signal SIGTERM as the campaign ended: its release was not cut short"]
+    else:  # everything was done when it came; the run exits as it would have
+        assert code == 0 and traps == []
 
 
 def test_injected_exception_releases_everything(make_sim, tmp_path):
