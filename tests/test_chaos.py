@@ -7,6 +7,7 @@ offer prices, trickled answers, escapes in status lines and GPU names, garbled b
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -137,7 +138,16 @@ def test_chaos_invariants(make_sim, tmp_path):
                 break
             seen += line
         proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=60)
+        # the rest through the same reader: communicate() reads the pipe's fd and would drop
+        # what readline() has buffered already (an "end" line, a traceback)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            rest = pool.submit(proc.stdout.read)
+            try:
+                out = rest.result(timeout=60)
+            except concurrent.futures.TimeoutError:
+                proc.kill()
+                out = rest.result()
+        proc.wait(timeout=10)
         outputs.append(seen + out)
     final = subprocess.run(
         cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=3000 if LONG else 400
