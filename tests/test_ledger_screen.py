@@ -69,6 +69,15 @@ def test_ledger_screen_pages_cleans_and_exports_where_asked(tmp_path, monkeypatc
             await pilot.press("enter")
             await _until(pilot, lambda: "cannot write" in str(status.render()))
             assert app.is_running
+            # numbers read as they are; a bad query leaves no earlier answer on screen
+            screen.query_one("#sql", TextArea).text = "select round(21.2::double, 1) as x, 1/3 as y"
+            await pilot.press("ctrl+r")
+            await _until(pilot, lambda: table.row_count == 1)
+            assert [str(table.get_cell_at((0, c))) for c in (0, 1)] == ["21.2", "0.3333"]
+            screen.query_one("#sql", TextArea).text = "select nonsense from nowhere"
+            await pilot.press("ctrl+r")
+            await _until(pilot, lambda: screen.result is None)
+            assert table.row_count == 0 and "nowhere" in str(status.render())
 
     asyncio.run(run())
     led.close()

@@ -6,6 +6,7 @@ code. Cells and error messages are cleaned text, never markup."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -134,6 +135,8 @@ class LedgerScreen(Screen[None]):
     def _show(self, result: QueryResult | RentwatchError) -> None:
         table = self.query_one("#results", DataTable)
         if isinstance(result, RentwatchError):
+            self.result = None  # the last answer must not read as this query's
+            table.clear(columns=True)
             self._status(f"{result.title}: {clean(result, 500)}", error=True)
             return
         self.result = result
@@ -200,4 +203,6 @@ class LedgerScreen(Screen[None]):
 def _fmt(v: Any) -> str:
     if isinstance(v, datetime):  # the views' *_time columns: local time, to the second
         return v.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    return f"{v:.4f}" if isinstance(v, float) else str(v)
+    if isinstance(v, float):  # four decimals at most: round(x, 1) reads 21.2, not 21.2000
+        return f"{v:.4f}".rstrip("0").rstrip(".") if math.isfinite(v) else str(v)
+    return str(v)
