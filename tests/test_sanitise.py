@@ -177,3 +177,17 @@ def test_receipt_table_takes_markup_like_names_as_text(tmp_path, capsys):
     led.close()
     assert main(["receipt", "--ledger", str(path)]) == 0
     assert "c[/]x[bold]" in capsys.readouterr().out
+
+
+def test_a_stopped_rentals_pane_shows_no_gpu_reading():
+    import dataclasses
+
+    from rentwatch.widgets.render import pane_lines
+
+    from .test_dashboard_keys import SNAP
+
+    busy = dataclasses.replace(SNAP, phase="verified", status="running", util=97.0)
+    stopped = dataclasses.replace(busy, phase="stopped", status="stopped")
+    assert "GPU  97%" in "".join(line.plain for line in pane_lines(busy, selected=False))
+    text = "".join(line.plain for line in pane_lines(stopped, selected=False))
+    assert "GPU -" in text and "97%" not in text

@@ -17,7 +17,7 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import Row, RowKey
 
-from .render import pane_lines
+from .render import live_util, pane_lines
 
 PANE_HEIGHT = 4
 FADE_AFTER_S = 20 * 60  # dead attempts fold away after this much market time
@@ -231,7 +231,7 @@ class FleetTable(DataTable[str]):
                 if s.status != "running" and s.ended_at is None
                 else ""
             ),
-            "-" if s.util is None else f"{s.util:.0f}%",
+            "-" if live_util(s) is None else f"{live_util(s):.0f}%",
             s.throttle or "-",
             f"{s.billed_usd:.4f}",
         )

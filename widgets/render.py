@@ -66,8 +66,9 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
         status.append(Text(clean(s.job, 120), style="cyan"))
 
     gpu = Text("   ", style=base)
-    if s.util is not None:
-        gpu.append(f"GPU {s.util:3.0f}% ")
+    util = live_util(s)
+    if util is not None:
+        gpu.append(f"GPU {util:3.0f}% ")
         gpu.append(sparkline(s.util_history), style="cyan" if not faded else base)
         if s.sm_clock and s.max_sm_clock:
             gpu.append(f"  SM {s.sm_clock:.0f}/{s.max_sm_clock:.0f} MHz")
@@ -80,6 +81,12 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
         verdict = clean(s.verdict, 120)
         gpu.append(Text(verdict, style="red" if verdict.startswith("FAILED") else "green"))
     return [head, status, gpu, Text("")]
+
+
+def live_util(s: InstanceSnap) -> float | None:
+    """The GPU's last utilization while the container runs; none once it is stopped or gone
+    (a stopped rental's last sample, 97%, read as a busy GPU)."""
+    return None if s.phase in ("stopped", "abandoned", "destroyed", "lost") else s.util
 
 
 def campaign_bar(f: FleetSnap) -> Text:
