@@ -227,6 +227,28 @@ def test_bulk_destroy_lists_first_and_takes_one_typed_confirmation():
     asyncio.run(run())
 
 
+def test_a_refused_action_says_what_could_not_be_done():
+    class Refusing(_Recorder):
+        def submit(self, intent):
+            import concurrent.futures
+
+            fut: concurrent.futures.Future = concurrent.futures.Future()
+            fut.set_exception(RuntimeError("the market answered 409"))
+            return fut
+
+    async def run() -> None:
+        app = RentwatchApp(Refusing(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(140, 40)) as pilot:
+            app.latest = _fleet(_stopped(11, True))
+            await pilot.pause(0.2)
+            await pilot.press("a")  # start the selected, stopped rental
+            await pilot.pause(0.3)
+            said = [n.message for n in app._notifications]
+            assert "could not start 11: the market answered 409" in said, said
+
+    asyncio.run(run())
+
+
 def test_quit_and_detach_count_stopped_rentals_billing_storage():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]

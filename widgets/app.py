@@ -4,6 +4,7 @@ keys. Widgets render snapshots; intents go to the engine thread; nothing here ca
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -222,17 +223,20 @@ class RentwatchApp(App[str]):
             return None
         return next((s for s in snap.instances if s.instance_id == iid), None)
 
-    def _send(self, what: str, intent: Intent) -> None:
+    def _send(self, done_text: str, intent: Intent, failed_text: str) -> None:
+        """Submit `intent`; say `done_text` when it took, `failed_text: why` when it did not."""
         fut = self.engine.submit(intent)
+
+        ui = threading.get_ident()
 
         def done(f: concurrent.futures.Future[Any]) -> None:
             exc = f.exception()
-            if exc is not None:
-                self.call_from_thread(
-                    self.notify, clean(f"{what} failed: {exc}", 300), severity="error"
-                )
-            else:
-                self.call_from_thread(self.notify, what)
+            text = done_text if exc is None else clean(f"{failed_text}: {exc}", 300)
+            severity = "information" if exc is None else "error"
+            if threading.get_ident() == ui:  # answered at once (the engine is not running)
+                self.notify(text, severity=severity)
+            else:  # answered on the engine's thread, or the controller client's
+                self.call_from_thread(self.notify, text, severity=severity)
 
         fut.add_done_callback(done)
 
@@ -247,19 +251,31 @@ class RentwatchApp(App[str]):
     def action_stop(self) -> None:
         s = self.selected()
         if s is not None and not self._gone(s):
-            self._send(f"stopped {s.instance_id}", StopIntent(s.instance_id))
+            self._send(
+                f"stopped {s.instance_id}",
+                StopIntent(s.instance_id),
+                f"could not stop {s.instance_id}",
+            )
 
     def action_start(self) -> None:
         s = self.selected()
         if s is not None and not self._gone(s):
-            self._send(f"started {s.instance_id}", StartIntent(s.instance_id))
+            self._send(
+                f"started {s.instance_id}",
+                StartIntent(s.instance_id),
+                f"could not start {s.instance_id}",
+            )
 
     def _resize(self, delta: int) -> None:
         snap = self.latest
         if snap is None:
             return
         size = max(0, snap.fleet + delta)
-        self._send(f"wanted fleet {snap.fleet} -> {size}", FleetSizeIntent(size))
+        self._send(
+            f"wanted fleet {snap.fleet} -> {size}",
+            FleetSizeIntent(size),
+            f"could not set the wanted fleet to {size}",
+        )
 
     def action_fleet_more(self) -> None:
         self._resize(+1)
@@ -277,12 +293,20 @@ class RentwatchApp(App[str]):
             if choice != "hand_over":
                 self.notify(f"hand-over cancelled: {s.instance_id} stays observed")
                 return
-            self._send(f"handed {s.instance_id} over to automation", HandOverIntent(s.instance_id))
+            self._send(
+                f"handed {s.instance_id} over to automation",
+                HandOverIntent(s.instance_id),
+                f"could not hand {s.instance_id} over",
+            )
 
         self.push_screen(hand_over_choice(s, snap.policy), chosen)
 
     def action_create(self) -> None:
-        self._send("asked the market for one more instance", CreateIntent())
+        self._send(
+            "asked the market for one more instance",
+            CreateIntent(),
+            "could not create one more instance",
+        )
 
     def action_destroy(self) -> None:
         s = self.selected()
@@ -294,7 +318,11 @@ class RentwatchApp(App[str]):
                 self.notify("destroy cancelled: nothing destroyed")
                 return
             conf = DestroyConfirmation(s.instance_id, typed)
-            self._send(f"destroyed {s.instance_id}", DestroyIntent(conf))
+            self._send(
+                f"destroyed {s.instance_id}",
+                DestroyIntent(conf),
+                f"could not destroy {s.instance_id}",
+            )
 
         self.push_screen(DestroyConfirm(s), confirmed)
 
@@ -345,7 +373,11 @@ class RentwatchApp(App[str]):
                     self.notify(f"{s.instance_id} changed meanwhile: not destroyed")
                     continue
                 conf = DestroyConfirmation(s.instance_id, str(s.instance_id))
-                self._send(f"destroyed {s.instance_id}", DestroyIntent(conf))
+                self._send(
+                    f"destroyed {s.instance_id}",
+                    DestroyIntent(conf),
+                    f"could not destroy {s.instance_id}",
+                )
 
         self.push_screen(BulkDestroyConfirm(tuple(doomed)), confirmed)
 
