@@ -257,6 +257,14 @@ class VastClient:
                 await asyncio.sleep(wait)
             self._last_call[kind] = time.monotonic()
 
+    async def _back_off(self, delay: float) -> None:
+        """Wait before a retry: `delay` seconds of the market's time, jittered. The same on the
+        real market; on the simulator at time scale S a 1/S share of it (a backoff of seconds
+        would be minutes of market time there, billed to whatever waits on the call)."""
+        await asyncio.sleep(
+            max(0.001, delay * random.uniform(0.5, 1.5) / max(self.time_scale, 1.0))
+        )
+
     async def _request(
         self,
         method: str,
@@ -330,7 +338,7 @@ class VastClient:
                         pass
             if attempt + 1 < attempts:
                 self.stats.retries += 1
-                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+                await self._back_off(delay)
                 delay = min(delay * 2, 10.0)
         if not retry and last is not None:
             raise last  # a single try: the caller decides what the failure means
@@ -533,7 +541,7 @@ class VastClient:
                     return CreateResult(found.id, None, label, found.start_date)
                 if isinstance(exc, MalformedAnswer):
                     raise
-                await asyncio.sleep(self.backoff * random.uniform(0.5, 1.5))
+                await self._back_off(self.backoff)
                 continue
             except ApiError as exc:
                 if exc.status < 500 and exc.status != 429:
@@ -542,7 +550,7 @@ class VastClient:
                 if found is not None:
                     self.stats.recovered_creates += 1
                     return CreateResult(found.id, None, label, found.start_date)
-                await asyncio.sleep(self.backoff * random.uniform(0.5, 1.5))
+                await self._back_off(self.backoff)
                 continue
             if (
                 not isinstance(data, dict)
@@ -568,7 +576,7 @@ class VastClient:
                         return inst
                 return None
             except (MarketUnavailable, MalformedAnswer):
-                await asyncio.sleep(self.backoff)
+                await self._back_off(self.backoff)
         raise MarketUnavailable("could not tell whether a create happened: the list keeps failing")
 
     async def _act(
@@ -618,7 +626,7 @@ class VastClient:
                     raise
                 previous = "refused"
             self.stats.retries += 1
-            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+            await self._back_off(delay)
             delay = min(delay * 2, 10.0)
         raise MarketUnavailable(
             f"{method} {path}: no confirmed answer after {self.max_attempts} tries"
