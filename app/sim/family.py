@@ -51,7 +51,10 @@ FAULTS = {  # per-market API and SSH fault rates, each uniform in [0, high]
     "rate_malformed": 0.03,
     "ssh_drop": 0.05,
 }
-FAULT_TIMEOUT_S = 2.0  # a "slow" answer stalls this many wall seconds (kept short: bounded runs)
+# A "slow" answer stalls this many wall seconds. At the referee's time scale (600) that is 5
+# market minutes, already far longer than a real hang lasts (the client gives up on a call
+# after 20 s); 2 s was 20 market minutes of a poll held up, noise that swamped the policies.
+FAULT_TIMEOUT_S = 0.5
 
 
 @dataclass(frozen=True)

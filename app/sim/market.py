@@ -366,7 +366,7 @@ def boot_steps(
                     repo = image.split(":")[0]
                     steps.append(Step(t, actual, text.format(image=image, repo=repo)))
                     return seg
-                done = mb * (1 - (t_end - t) / max(layer_time, 1e-9))
+                done = max(0.0, mb * (1 - (t_end - t) / max(layer_time, 1e-9)))  # never -0.0
                 steps.append(Step(t, "loading", f"{lid}: Downloading {done:7.1f}MB/{mb:.1f}MB"))
                 t += rng.uniform(3, 15)
             t = t_end
