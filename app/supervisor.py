@@ -114,8 +114,7 @@ class Supervisor:
         self.listeners: list[Callable[[], None]] = []
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.observer = Observer(market, self.journal, self.fleet, policy, ssh, self.blame_book)
-        # what each poll lists (cadence.py)
-        self.cadence = Cadence(market, self.fleet, policy, self.journal.say)
+        self.cadence = Cadence(market, self.fleet, policy, self.journal.say)  # each poll's lists
         self.operator = Operator(
             self.actions,
             self.fleet,
