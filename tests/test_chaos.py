@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 
+import pytest
 from rentwatch.ledger import Ledger
 
 from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
@@ -94,6 +95,7 @@ def _jobs(n: int) -> str:
     )
 
 
+@pytest.mark.timeout(0 if LONG else 900)
 def test_chaos_invariants(make_sim, tmp_path):
     sim = make_sim(
         seed=SEED,

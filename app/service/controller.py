@@ -323,6 +323,7 @@ class EngineService:
         self.server = ServiceServer(self.ctrl)
         self.entry: registry.Entry | None = None
         self._ending: asyncio.Task[None] | None = None
+        self._end_mode = "stop"
 
     def start(self, timeout: float = READY_S) -> str:
         """Start the engine (if not yet), wait until it is up, serve it; returns the socket."""
@@ -360,9 +361,12 @@ class EngineService:
 
         async def later() -> None:
             await asyncio.sleep(0.1)  # the shutdown request gets its answer
-            await self.server.stop()
-            threading.Thread(target=self.engine.shutdown, args=(mode,), daemon=True).start()
+            try:
+                await self.server.stop()
+            finally:  # the engine ends however the server's close went
+                threading.Thread(target=self.engine.shutdown, args=(mode,), daemon=True).start()
 
+        self._end_mode = mode
         self._ending = asyncio.get_running_loop().create_task(later())
 
     def stop(self, mode: str, say: Callable[[str], None] | None = None) -> None:
@@ -375,8 +379,9 @@ class EngineService:
             except Exception:  # the loop ended under us: the files below still go
                 pass
         self.ctrl.close()
-        if self._ending is not None:  # a shutdown request already chose how to end
-            self.engine.join(say)
+        if self._ending is not None:  # a shutdown request already chose how to end: end so
+            # now, whether or not its own end got there (the engine's shutdown is idempotent)
+            self.engine.shutdown(self._end_mode, say)
         elif self.engine.alive():
             self.engine.shutdown(mode, say)
         for path in (self.server.socket_path, self.server.token_file):

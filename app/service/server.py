@@ -89,6 +89,7 @@ class ServiceServer:
         self._token: str | None = None
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
+        self._stopping: asyncio.Future[None] | None = None
 
     # -- the app ---------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -300,6 +301,13 @@ class ServiceServer:
             self.url = f"http://{host}:{port}"
 
     async def stop(self) -> None:
+        """Close the server (once: a second call, from the dashboard's quit racing a shutdown
+        request, waits for the first to finish rather than clean the runner up twice)."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
         self.ctrl.closing.set()
         if self._streams:  # let each stream say goodbye, then cut the slow ones
             _, slow = await asyncio.wait(set(self._streams), timeout=1.0)
