@@ -121,6 +121,27 @@ class Journal:
         return self.ledger.outcome(seq, at=at, ok=ok, error=error, detail=detail, **context)
 
     # -- the lifecycle ---------------------------------------------------------------------------
+    def give_up(
+        self,
+        a: Attempt,
+        at: float,
+        actor: str,
+        reason: str,
+        failure_class: str,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Abandon `a` (never proven: its destroy is due), with the failure class on record."""
+        a.failure_class = failure_class
+        self.move(a, Phase.ABANDONED, at, reason)
+        self.fact(
+            K.ABANDON,
+            a,
+            at=at,
+            actor=actor,
+            reason=reason,
+            detail={"class": failure_class, **(detail or {})},
+        )
+
     def move(self, a: Attempt, to: Phase, at: float, why: str) -> bool:
         """Move `a` through its lifecycle; an illegal move is written down as an error."""
         if a.life.move(to, at, why):

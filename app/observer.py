@@ -355,16 +355,14 @@ class Observer:
         if not keep:
             # never proven: nothing to keep, and its disk bills on; given up like a release
             # gives up what it holds (says nothing of the host), so its destroy comes due
-            a.failure_class = a.failure_class or "cancelled"
-            self.journal.fact(
-                K.ABANDON,
+            self.journal.give_up(
                 a,
-                at=now,
-                actor="engine",
-                reason=f"{why} before it was proven: destroy it",
-                detail={"class": "cancelled", "by": "market"},
+                now,
+                "engine",
+                f"{why} before it was proven: destroy it",
+                "cancelled",
+                {"by": "market"},
             )
-            self.journal.move(a, Phase.ABANDONED, now, why)
 
     def _see(self, a: Attempt, inst: Instance, now: float) -> None:
         if inst.dph_base > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:

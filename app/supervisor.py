@@ -310,19 +310,11 @@ class Supervisor:
         now = self.market.answered_at()
         if a.life.phase != Phase.ABANDONED:
             d = self.blame_book.on_abandon(a, d)  # the campaign's fault spares the host
-            a.failure_class = d.failure_class
-            self.journal.move(a, Phase.ABANDONED, now, d.reason)
+            spent = a.charges(self.market.gpu_billing, now).total_usd
+            extra = {"usd": spent, **self.blame_book.detail(a)}
+            self.journal.give_up(a, now, d.rule, d.reason, d.failure_class, extra)
             if a.preflight_task:
                 a.preflight_task.cancel()
-            spent = a.charges(self.market.gpu_billing, now).total_usd
-            self.journal.fact(
-                K.ABANDON,
-                a,
-                at=now,
-                actor=d.rule,
-                reason=d.reason,
-                detail={"class": d.failure_class, "usd": spent, **self.blame_book.detail(a)},
-            )
             self.journal.say(
                 f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "
                 f"(${spent:.4f}, {(now - a.created_at) / 60:.1f} min)"
@@ -396,11 +388,7 @@ class Supervisor:
                     a.passed_preflight or a.life.phase == Phase.VERIFIED
                 ):
                     if a.life.phase != Phase.ABANDONED:
-                        a.failure_class = a.failure_class or "cancelled"
-                        self.journal.fact(
-                            K.ABANDON, a, actor=actor, reason=reason, detail={"class": "cancelled"}
-                        )
-                        self.journal.move(a, Phase.ABANDONED, self.now(), reason)
+                        self.journal.give_up(a, self.now(), actor, reason, "cancelled")
                     await self.actions.destroy(a, actor, reason)
                 else:
                     await self.actions.stop(a, actor, reason)
