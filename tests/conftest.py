@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from rentwatch.sim.scenario import parse_scenario
@@ -12,6 +13,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture(autouse=True)
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's controllers register in a folder of its own (the registry `rentwatch ls`
+    reads), never in the user's: a test run shows no phantom campaign there."""
+    d = tmp_path / "run"
+    monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
+    return d
 
 
 @pytest.fixture

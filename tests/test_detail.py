@@ -25,13 +25,6 @@ from .test_dashboard_keys import SNAP
 from .test_snapshots import FLEET, StillEngine
 
 
-@pytest.fixture
-def runtime(tmp_path, monkeypatch):
-    d = tmp_path / "run"
-    monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
-    return d
-
-
 async def _until(pilot, cond, timeout=60.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

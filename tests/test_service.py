@@ -38,13 +38,6 @@ run = "sleep {s}"
 """
 
 
-@pytest.fixture
-def runtime(tmp_path, monkeypatch) -> Path:
-    d = tmp_path / "run"
-    monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
-    return d
-
-
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "rentwatch", *args],

@@ -31,13 +31,6 @@ run = "sleep 3600"
 """
 
 
-@pytest.fixture
-def runtime(tmp_path, monkeypatch) -> Path:
-    d = tmp_path / "run"
-    monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
-    return d
-
-
 def _ls() -> list[dict]:
     out = subprocess.run(
         [sys.executable, "-m", "rentwatch", "ls", "--json"],

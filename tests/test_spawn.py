@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from rentwatch.service import registry, spawn
@@ -28,13 +27,6 @@ out.with_suffix(".up").write_text("up")
 while True:
     time.sleep(0.1)
 """
-
-
-@pytest.fixture
-def runtime(tmp_path, monkeypatch) -> Path:
-    d = tmp_path / "run"
-    monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
-    return d
 
 
 def test_the_start_wait_covers_the_engines_ready_and_serve_waits():
