@@ -31,6 +31,7 @@ from .ledger import EventKind
 from .offers import OfferBook
 
 HUMAN = "human"
+STARTED_BY_PERSON = "started by a person"  # the act the drained rule's clock waits on
 HUMAN_RECENT_S = 10 * 60.0  # market seconds: a person's act this recent is named by automation
 Resize = Callable[[int, str, str], int]  # (size, actor, reason) -> the old size
 
@@ -124,7 +125,7 @@ class Operator:
         was_stopped = a.life.phase == Phase.STOPPED
         at = await self.actions.start(a, HUMAN, reason)
         a.clock_from = at
-        self._touched(a, "started by a person")
+        self._touched(a, STARTED_BY_PERSON)
         self.journal.say(f"start  i:{a.instance_id} by human: its deadlines count from now")
         if a.owned and a.passed_preflight and was_stopped:
             self.resize(self.wanted() + 1, HUMAN, f"started proven i:{a.instance_id} again")

@@ -49,7 +49,7 @@ from .ledger import EventKind, Ledger
 from .market import ApiError, AuthError, Market, MarketUnavailable
 from .observer import Observer
 from .offers import OfferBook
-from .operator import Operator
+from .operator import HUMAN_RECENT_S, STARTED_BY_PERSON, Operator
 from .recovery import Recovery
 from .ssh_runner import SSHRunner
 from .tender import HostTender
@@ -238,6 +238,15 @@ class Supervisor:
             )
         return self.blame_book.gate(decide(snap, self.policy, now), snap)
 
+    def _free_since(self, a: Attempt) -> float | None:
+        """Since when it has had no job (the drained rule's clock); a person's start holds
+        that clock off for `HUMAN_RECENT_S`: started by hand, it is not stopped a minute later
+        for want of a job (the idle rule, on its GPU, still applies)."""
+        free = self.job_work.queue.free_since(a.instance_id, a.life.last(Phase.VERIFIED))
+        if free is not None and a.human_at is not None and a.human_act == STARTED_BY_PERSON:
+            return max(free, a.human_at + HUMAN_RECENT_S)
+        return free
+
     def snapshot(self, now: float) -> FleetSnapshot:
         """Everything the rules decide on, in one immutable value (the machine record, a
         ledger read, is added by `_decide` only when a create is in view)."""
@@ -246,10 +255,7 @@ class Supervisor:
             deadline = (self.started_at or now) + self.campaign.deadline_min * 60
         jobs = self.job_work.queue
         alive = tuple(
-            a.view(
-                busy=jobs.holds(a.instance_id),
-                free_since=jobs.free_since(a.instance_id, a.life.last(Phase.VERIFIED)),
-            )
+            a.view(busy=jobs.holds(a.instance_id), free_since=self._free_since(a))
             for a in self.fleet.alive()
         )
         book = self.offer_book

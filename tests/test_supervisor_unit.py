@@ -20,6 +20,7 @@ from rentwatch.core.verdict import Throttle, Verdict
 from rentwatch.intents import CreateIntent, StartIntent
 from rentwatch.ledger import Ledger
 from rentwatch.market import Market
+from rentwatch.operator import HUMAN_RECENT_S, STARTED_BY_PERSON
 from rentwatch.session import Session
 from rentwatch.ssh_runner import HostKeyChanged, RunResult, SSHRunner, load_or_create_key
 from rentwatch.supervisor import Supervisor
@@ -590,3 +591,18 @@ def test_a_restart_adopts_our_rental_even_from_a_bad_row(key):
         assert ("destroy_instance", iid) in market.calls
 
     run(key, body, market=market, ledger=led)
+
+
+def test_a_host_a_person_started_is_not_drained_a_minute_later(key):
+    """The drained rule stops a proven host with no job left; one the operator has just started
+    by hand waits HUMAN_RECENT_S first (the idle rule, on its GPU, still applies)."""
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        a = sup.attempts[iid]
+        free = sup.snapshot(market.t).attempts[0].free_since
+        assert free is not None and free <= market.t
+        a.human_at, a.human_act = market.t, STARTED_BY_PERSON
+        assert sup.snapshot(market.t).attempts[0].free_since == market.t + HUMAN_RECENT_S
+
+    run(key, body, fleet=1)
