@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core.errors import RentwatchError
+from .core.lifecycle import Phase
 from .core.text import clean
 from .ledger.kinds import EventKind as K
 from .supervisor import Supervisor
@@ -145,7 +146,7 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
     a = sup.attempts.get(instance_id)
     if a is None:
         raise NoSuchInstance(f"instance {instance_id} is not part of this campaign")
-    with_logs = logs and a.life.ended_at() is None
+    with_logs = logs and a.life.phase not in (Phase.DESTROYED, Phase.LOST)  # stopped: still there
     now = sup.now()
     money = a.charges(sup.market.gpu_billing, now)
     events = sup.ledger.instance_events(instance_id, sup.campaign.name, last=400)

@@ -606,3 +606,16 @@ def test_a_host_a_person_started_is_not_drained_a_minute_later(key):
         assert sup.snapshot(market.t).attempts[0].free_since == market.t + HUMAN_RECENT_S
 
     run(key, body, fleet=1)
+
+
+def test_a_stopped_instances_detail_still_asks_the_market_for_its_logs(key):
+    from rentwatch.detail import build
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        await sup.actions.stop(sup.attempts[iid], "human", "a look at a stopped one")
+        d = await build(sup, iid, logs=True)
+        assert "gone" not in d.market_logs_error  # stopped is not gone: its logs are asked for
+        assert ("request_logs", iid) in market.calls
+
+    run(key, body, fleet=1)
