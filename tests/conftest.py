@@ -16,10 +16,11 @@ def free_port() -> int:
 
 
 @pytest.fixture(autouse=True)
-def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def runtime(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test's controllers register in a folder of its own (the registry `rentwatch ls`
-    reads), never in the user's: a test run shows no phantom campaign there."""
-    d = tmp_path / "run"
+    reads), never in the user's: a test run shows no phantom campaign there. Beside the test's
+    `tmp_path`, not in it (tests list what their commands wrote there)."""
+    d = tmp_path_factory.mktemp("run") / "rentwatch"
     monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
     return d
 
