@@ -187,6 +187,24 @@ def test_a_dead_controller_is_said_to_be_dead(make_sim, tmp_path, runtime):
     assert _ls() == []  # the dead one's entry is swept
 
 
+def test_a_death_seen_late_is_still_said(tmp_path, monkeypatch):
+    # a killed controller closes its socket a moment before its pid stops answering signal 0:
+    # the first break reads as "out of reach", and the death must be said once it shows
+    answers = iter([True, True])  # alive at the first break and at the first retry
+    monkeypatch.setattr(registry, "pid_alive", lambda pid: next(answers, False))
+    monkeypatch.setattr("rentwatch.service.client.RECONNECT_S", 0.05)
+    engine = RemoteEngine(Target(socket=str(tmp_path / "nobody.sock")), pid=4242)
+    said: list[str] = []
+    engine.on_error = said.append
+    engine.start()
+    try:
+        _until(lambda: any("has died" in s for s in said), 10, "the death said")
+    finally:
+        engine.shutdown("leave")
+    assert "reconnecting" in said[0] and "has died" not in said[0]
+    assert sum("has died" in s for s in said) == 1  # said once, not at every retry
+
+
 def test_the_loss_stays_on_the_bar_over_a_snapshot_not_yet_drawn():
     # the last snapshot before the stream broke may still be waiting for the next refresh:
     # drawing it must not wipe the line that says the controller is gone

@@ -273,6 +273,7 @@ class RemoteEngine:
         self._http: httpx.AsyncClient | None = None
         self._stream: asyncio.Task[None] | None = None
         self._lost_said = False
+        self._death_said = False
 
     def start(self) -> None:
         self._thread.start()
@@ -324,7 +325,10 @@ class RemoteEngine:
                     if not self._stop.is_set():
                         raise
                 except (httpx.HTTPError, api.ServiceError, ValueError) as exc:
-                    if not self._lost_said:
+                    # said again once the controller's death shows: a killed process closes
+                    # its sockets a moment before it is dead to signal 0, so the first break
+                    # may look like a controller out of reach
+                    if not self._lost_said or (not self._death_said and self._dead()):
                         self.on_error(self._lost(exc))
                         self._lost_said = True
                 self.connected = False
@@ -341,9 +345,13 @@ class RemoteEngine:
         finally:
             await self._http.aclose()
 
+    def _dead(self) -> bool:
+        return self.pid is not None and not registry.pid_alive(self.pid)
+
     def _lost(self, exc: Exception) -> str:
         """The line that says the controller is gone: dead, or only out of reach."""
-        if self.pid is not None and not registry.pid_alive(self.pid):
+        if self._dead():
+            self._death_said = True
             return (
                 f"lost the controller: its process (pid {self.pid}) has died. Nothing supervises "
                 "the fleet now; verified hosts stop themselves once its heartbeat is silent, and "
@@ -360,7 +368,7 @@ class RemoteEngine:
             if event == "snapshot":
                 if not self.connected and self._lost_said:
                     self.on_error(f"reconnected to the controller at {self.target.describe()}")
-                self.connected, self._lost_said = True, False
+                self.connected, self._lost_said, self._death_said = True, False, False
                 self.snapshots += 1
                 self.on_snapshot(api.snap_from_json(data))
             elif event == "bye":
