@@ -157,7 +157,7 @@ def test_ssh_dead_only_when_every_route_failed(make_sim):
         host_class=[{"behaviour": "ssh_dead", "share": 1}],
         ssh={"direct_share": 1.0},
     )
-    runner = SSHRunner(asyncssh.generate_private_key("ssh-ed25519"), connect_timeout=0.5)
+    runner = SSHRunner(asyncssh.generate_private_key("ssh-ed25519"), connect_timeout=1.5)
 
     async def run() -> str:
         async with VastClient(sim.url, "test-key", min_intervals={}) as c:
@@ -172,8 +172,9 @@ def test_ssh_dead_only_when_every_route_failed(make_sim):
 
     msg, took = asyncio.run(run())
     assert "direct" in msg and "proxy" in msg  # both routes were tried before giving up
-    # at once, the proxy a head start behind: one connect timeout (0.5 s), not one per route
-    assert took < 0.9, took
+    # at once, the proxy a head start behind: one connect timeout and a quarter (1.9 s), not
+    # one per route (3 s); the margin is for a loaded test machine
+    assert took < 2.7, took
 
 
 def test_states_build_output_and_market_stops():
