@@ -109,7 +109,9 @@ class Session:
         try:
             self.sup.journal.fact(EventKind.CAMPAIGN_END, None, actor="engine", reason=reason)
         finally:
-            await self.sup.close()
-            await self.market.aclose()
-            if self.owns_ledger:
-                self.ledger.close()
+            try:
+                await self.sup.close()
+                await self.market.aclose()
+            finally:  # a cancel during the awaits still closes the ledger (and its lock)
+                if self.owns_ledger:
+                    self.ledger.close()

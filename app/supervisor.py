@@ -12,7 +12,6 @@ work, recovery, operator) are composed in `__init__`, each handed only what it n
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -438,7 +437,8 @@ class Supervisor:
             task.cancel()
 
     async def close(self) -> None:
-        for task in self._tasks():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        tasks = self._tasks()
+        self._cancel_tasks()
+        # the tasks' own errors are theirs (each has said it); a cancel of close itself
+        # still reaches its caller
+        await asyncio.gather(*tasks, return_exceptions=True)

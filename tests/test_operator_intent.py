@@ -316,3 +316,28 @@ def test_the_campaigns_rate_now_leaves_out_what_it_did_not_create(key):
         assert snap.observed_dph == pytest.approx(other.gpu_dph + other.storage_dph)
 
     go(key, body, market, adopt_all=True, fleet=1)
+
+
+def test_a_cancel_of_close_reaches_its_caller(key):
+    # close waits for the preflights it cancelled; a cancel of close itself (a second Ctrl-C,
+    # a shutdown) must not be swallowed with them
+    async def body(sup: Supervisor, market: FakeMarket, ledger: Ledger) -> None:
+        await sup.poll_once()
+        a = next(iter(sup.fleet.attempts.values()))
+
+        async def stubborn() -> None:  # a preflight slow to wind down
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                await asyncio.sleep(60)
+
+        a.preflight_task = asyncio.create_task(stubborn())
+        await asyncio.sleep(0)
+        closing = asyncio.create_task(sup.close())
+        await asyncio.sleep(0.05)
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(closing, 5)
+        a.preflight_task.cancel()
+
+    go(key, body, FakeMarket(list(OFFERS)), fleet=1)
