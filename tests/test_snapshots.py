@@ -5,6 +5,7 @@ RENTWATCH_UPDATE_SNAPSHOTS=1 rewrites them after an intended change."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import concurrent.futures
 import html
 import os
@@ -325,5 +326,31 @@ def test_ctrl_q_and_the_palettes_quit_ask_like_q():
             await quit_cmd.callback()  # type: ignore[misc]
             await pilot.pause(0.3)
             assert app.is_running and getattr(app.screen, "purpose", None) == "quit"
+
+    asyncio.run(run())
+
+
+def test_a_spare_at_work_is_not_read_as_more_than_wanted():
+    from rentwatch.widgets.render import campaign_bar
+
+    assert "in service 2/3 " in campaign_bar(dataclasses.replace(FLEET, in_service=2)).plain
+    bar = campaign_bar(dataclasses.replace(FLEET, in_service=4)).plain
+    assert "in service 3/3+1 spare" in bar and "4/3" not in bar
+
+
+def test_an_applied_filter_shows_on_the_bar():
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE) as pilot:
+            app.latest = FLEET
+            await pilot.pause(0.3)
+            bar = app.query_one("#bar")
+            assert "filter:" not in str(bar.render())
+            await pilot.press("slash", *"4090", "enter")
+            await pilot.pause(0.3)
+            assert "filter: 4090 (/)" in str(bar.render())
+            await pilot.press("slash", "ctrl+u", "enter")  # cleared: the whole fleet again
+            await pilot.pause(0.3)
+            assert "filter:" not in str(bar.render())
 
     asyncio.run(run())

@@ -192,7 +192,7 @@ class RentwatchApp(App[str]):
         self._shown = snap
         view = self.query_one(FleetView)
         bar = self.query_one("#bar", Static)
-        text = Text("\n").join((campaign_bar(snap), fleet_line(snap, view.sort)))
+        text = Text("\n").join((campaign_bar(snap), fleet_line(snap, view.sort, view.filter)))
         # a new layout (the whole screen's, costly at 10,000 instances) only when the bar's
         # height may change: its figures change every poll, its wrapped line count rarely
         width = max(1, bar.size.width)

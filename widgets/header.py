@@ -4,6 +4,7 @@ Every figure is the snapshot's, computed by the engine with the billing code of 
 
 from __future__ import annotations
 
+from rentwatch.core.text import clean
 from rentwatch.snapshot import FleetSnap
 from rich.text import Text
 
@@ -27,7 +28,7 @@ def budget_bar(spent: float, budget: float | None, cells: int = BUDGET_CELLS) ->
     return t
 
 
-def fleet_line(f: FleetSnap, sort_name: str) -> Text:
+def fleet_line(f: FleetSnap, sort_name: str, filter_text: str = "") -> Text:
     t = Text(" ")
     t.append(f"${f.dph_now:.3f}/h now", style="bold")
     stopped = sum(1 for s in f.instances if s.phase == "stopped")
@@ -40,4 +41,6 @@ def fleet_line(f: FleetSnap, sort_name: str) -> Text:
     else:
         t.append(f"   {clock(f.now)} local")
     t.append(f"   sort: {sort_name} (o)", style="dim")
+    if filter_text:  # else a filtered fleet reads as the whole of it
+        t.append(f"   filter: {clean(filter_text, 40)} (/)", style="bold yellow")
     return t

@@ -90,6 +90,13 @@ def storage_note(stopped: int) -> str:
     )
 
 
+def holding(held: int, stopped: int) -> str:
+    """What the campaign holds, as the quit question says it: live rentals (booting or
+    running), and the stopped ones beside them ("holds 0 instance(s)" beside "5 stopped
+    rental(s)" read as a contradiction)."""
+    return f"{held} live instance(s)" + (f" and {stopped} stopped" if stopped else "")
+
+
 @dataclass(frozen=True)
 class Choice:
     id: str
@@ -145,7 +152,7 @@ def quit_choice(
     name = campaign or "the campaign"
     if outlives:
         text = (
-            f"Quit the dashboard? {name} holds {held} instance(s).\n\n"
+            f"Quit the dashboard? {name} holds {holding(held, stopped)}.\n\n"
             "Stop campaign: the controller stops verified instances, destroys the rest, "
             "and exits.\n"
             "Leave running: the controller keeps supervising in the background; re-attach "
@@ -159,7 +166,7 @@ def quit_choice(
         )
     else:
         text = (
-            f"Quit rentwatch? It holds {held} instance(s), and its engine ends with this "
+            f"Quit rentwatch? It holds {holding(held, stopped)}, and its engine ends with this "
             "dashboard.\n\n"
             "Stop all: verified instances are stopped, the rest destroyed (default).\n"
             "Detach: leave them running, unsupervised but for their host watchdogs "
