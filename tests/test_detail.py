@@ -253,7 +253,9 @@ def test_quit_and_detach_count_stopped_rentals_billing_storage():
                 await pilot.pause(0.2)
                 assert isinstance(app.screen, ChoiceScreen) and app.screen.purpose == purpose
                 text = str(app.screen.query("Static").first().render())
-                assert "holds 1 live instance(s) and 2 stopped" in text or "1 instance(s) keep" in text
+                assert (
+                    "holds 1 live instance(s) and 2 stopped" in text or "1 instance(s) keep" in text
+                )
                 assert "2 stopped rental(s)" in text and "storage" in text
                 await pilot.press("escape")
                 await pilot.pause(0.2)

@@ -5,8 +5,8 @@ RENTWATCH_UPDATE_SNAPSHOTS=1 rewrites them after an intended change."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import concurrent.futures
+import dataclasses
 import html
 import os
 import re
