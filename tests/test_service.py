@@ -578,10 +578,14 @@ def test_status_rate_is_the_dashboards_rate_now(tmp_path):
         "spent_usd": 0.5,
         "finished": None,
         "dph_now": 0.032,
-        "instances": [{"ended_at": 1e9 + 5, "phase": "stopped", "dph": 0.31}],
+        "instances": [
+            {"ended_at": 1e9 + 5, "phase": "stopped", "dph": 0.31},
+            {"ended_at": None, "phase": "observed", "dph": 0.2, "supervised": False},
+        ],
     }
     status = ctl.status()
     assert status["dph"] == 0.032 and status["held"] == 0 and status["in_service"] == 0
+    assert status["observed"] == 1  # shown apart: quitting does not act on it
 
 
 @pytest.mark.parametrize(
