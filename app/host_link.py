@@ -16,9 +16,21 @@ from .attempt import Attempt
 from .journal import Journal
 from .ledger import EventKind
 from .market import Market, wall_seconds
-from .ssh_runner import HostKeyChanged, RunResult, SSHRunner
+from .ssh_runner import HostKeyChanged, RunResult, SSHRunner, loopback_handshakes
 
 T = TypeVar("T")
+
+# The wall-time floor of SSH waits. Real network and CPU latency does not speed up with a
+# simulator's clock, so a connect timeout of 20 market seconds is never under a floor in wall
+# seconds; a fixed one wall second was 10 market minutes at 600x, how long a host that never
+# answers lived. Once a few connects have answered, the floor is a few times the slowest of
+# them (it follows a loaded machine), at most IO_FLOOR_MAX_S and never under IO_FLOOR_MIN_S.
+# At time scale 1 (the real market) 20 s is over any of these, and nothing changes.
+IO_FLOOR_MAX_S = 1.0
+IO_FLOOR_MIN_S = 0.2
+IO_FLOOR_TIMES = 5.0
+IO_FLOOR_MEASURED = 3  # connects that answered before the floor follows them
+CONNECT_TIMEOUT_S = 20.0  # market seconds a preflight's connect waits for an answer
 
 
 class HostLink:
@@ -29,6 +41,22 @@ class HostLink:
         self.market = market
         self.journal = journal
         self.slots = asyncio.Semaphore(max_parallel)
+
+    async def calibrate(self) -> None:
+        """Where the market's clock runs fast enough for the floor to matter (the simulator),
+        measure a few SSH handshakes on the loopback, so that the floor follows this machine
+        from the first host on: the first hosts to run are often the ones that never answer."""
+        if CONNECT_TIMEOUT_S / max(self.market.time_scale, 1e-9) >= IO_FLOOR_MAX_S:
+            return  # the real market: 20 s of connect timeout is over any floor
+        walls = await loopback_handshakes(self.ssh.key, IO_FLOOR_MEASURED, IO_FLOOR_MAX_S)
+        self.ssh.connect_walls.extend(walls)
+
+    def io_floor(self) -> float:
+        """Wall seconds an SSH wait does not fall under, from the connects measured so far."""
+        walls = self.ssh.connect_walls
+        if len(walls) < IO_FLOOR_MEASURED:
+            return IO_FLOOR_MAX_S
+        return min(IO_FLOOR_MAX_S, max(IO_FLOOR_MIN_S, IO_FLOOR_TIMES * max(walls)))
 
     def wall(self, market_seconds: float, floor: float) -> float:
         """Wall seconds for a span of market time (the sim runs its clock faster)."""
@@ -56,7 +84,7 @@ class HostLink:
         (raised to the caller, not a distrust of a host never trusted)."""
         assert a.ssh_host is not None and a.ssh_port is not None
         async with self.slots:
-            self.ssh.connect_timeout = self.wall(20, 1.0)
+            self.ssh.connect_timeout = self.wall(CONNECT_TIMEOUT_S, self.io_floor())
             return await self.ssh.run(
                 a.instance_id,
                 a.ssh_host,

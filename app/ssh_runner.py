@@ -10,7 +10,9 @@ every route failed, and `route_used` says which one worked last, for the ledger.
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +87,8 @@ class SSHRunner:
         self.routes: dict[int, tuple[Route, ...]] = {}  # instance id -> its routes, best first
         self.route_used: dict[int, Route] = {}  # instance id -> the route that worked last
         self.on_route: OnRoute | None = None
+        # wall seconds the latest connects that answered took (HostLink.io_floor reads them)
+        self.connect_walls: collections.deque[float] = collections.deque(maxlen=32)
 
     def set_routes(self, instance_id: int, routes: Sequence[Route] | Any) -> None:
         """Tell the runner an instance's routes: a sequence of `Route`, or a parsed `Instance`
@@ -165,6 +169,7 @@ class SSHRunner:
     async def _connect(
         self, instance_id: int, host: str, port: int
     ) -> asyncssh.SSHClientConnection:
+        began = time.monotonic()
         try:
             conn = await asyncio.wait_for(
                 asyncssh.connect(
@@ -186,6 +191,7 @@ class SSHRunner:
             ) from None
         except (OSError, asyncssh.Error) as exc:
             raise SSHFailure(f"{host}:{port}: {type(exc).__name__}: {str(exc)[:160]}") from None
+        self.connect_walls.append(time.monotonic() - began)
         server_key = conn.get_server_host_key()
         fp = server_key.get_fingerprint() if server_key else "none"
         known = self.pinned.setdefault(instance_id, fp)
@@ -242,3 +248,51 @@ class SSHRunner:
             err = await proc.stderr.read(65536)
             await proc.wait_closed()
         return RunResult(proc.exit_status, bytes(out[: self.max_output]), err, truncated)
+
+
+class _NoAuth(asyncssh.SSHServer):
+    def begin_auth(self, username: str) -> bool:
+        return False  # the handshake is what is measured: nothing to log in to
+
+
+async def loopback_handshakes(key: asyncssh.SSHKey, n: int, timeout: float) -> list[float]:
+    """Wall seconds of `n` SSH handshakes with a throwaway server on this machine's loopback:
+    what key exchange and this machine's load cost a connect, measured before any host has
+    answered. Empty when the loopback cannot be listened on or a handshake times out."""
+    walls: list[float] = []
+    try:
+        server = await asyncssh.listen(
+            "127.0.0.1",
+            0,
+            server_host_keys=[asyncssh.generate_private_key("ssh-ed25519")],
+            server_factory=_NoAuth,
+            keepalive_interval=0,
+        )
+    except (OSError, asyncssh.Error):
+        return walls
+    port = server.sockets[0].getsockname()[1]
+    try:
+        for _ in range(n):
+            began = time.monotonic()
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    "127.0.0.1",
+                    port,
+                    username="root",
+                    client_keys=[key],
+                    known_hosts=None,
+                    agent_path=None,
+                    config=None,
+                    keepalive_interval=0,
+                ),
+                timeout,
+            )
+            walls.append(time.monotonic() - began)
+            conn.close()
+            await conn.wait_closed()
+    except (TimeoutError, OSError, asyncssh.Error):
+        return []
+    finally:
+        server.close()
+        await server.wait_closed()
+    return walls

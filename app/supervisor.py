@@ -180,6 +180,7 @@ class Supervisor:
         self.started_at = self.ledger.campaign_started_at(name)
         self.fleet.restore(self.ledger, name, self.policy, now)
         await self.market.add_ssh_key(self.ssh.public_key)
+        await self.link.calibrate()
         self.job_work.restore(self.ledger)
         self.blame_book.restore(self.ledger)
         await self.recovery.reconcile()
@@ -274,7 +275,8 @@ class Supervisor:
             terms=book.terms(),
             exclusions=book.exclusions(),
             job_h=jobs.hours_seen(now, ROUND_H),
-            io_floor_s=self.policy.io_floor_wall_s * float(getattr(self.market, "time_scale", 1)),
+            io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())
+            * float(getattr(self.market, "time_scale", 1)),
         )
 
     async def _execute(self, d: Decision) -> None:

@@ -35,7 +35,8 @@ class Policy:
     # one that answers ends the preflight). 0: the deadline alone, even with a try in flight
     ssh_tries: int = 0
     # wall seconds the SSH deadline never falls under, whatever the market's time scale: real
-    # network and CPU latency does not speed up with a simulator's clock (0: none)
+    # network and CPU latency does not speed up with a simulator's clock (0: none). At most
+    # this: the engine lowers it to what its connects measure (host_link.HostLink.io_floor)
     io_floor_wall_s: float = 0.0
     preflight_timeout_s: float = 90.0  # wall seconds for the probe itself
     min_speed_share: float = 0.6

@@ -1,0 +1,50 @@
+"""The wall-time floor of SSH waits follows what connects measure: a host that never answers is
+given up on after a few times this machine's handshake, not after a fixed wall second (10
+market minutes at the referee's 600x); the real market (time scale 1) is never measured."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import asyncssh
+import pytest
+from rentwatch.host_link import IO_FLOOR_MAX_S, IO_FLOOR_MIN_S, HostLink
+from rentwatch.ssh_runner import SSHRunner, loopback_handshakes
+
+
+@pytest.fixture(scope="module")
+def key() -> asyncssh.SSHKey:
+    return asyncssh.generate_private_key("ssh-ed25519")
+
+
+def _link(key: asyncssh.SSHKey, time_scale: float) -> HostLink:
+    market: Any = SimpleNamespace(time_scale=time_scale)
+    return HostLink(SSHRunner(key), market, journal=None)  # type: ignore[arg-type]
+
+
+def test_loopback_handshakes_are_measured(key):
+    walls = asyncio.run(loopback_handshakes(key, 3, 5.0))
+    assert len(walls) == 3 and all(0 < w < 5.0 for w in walls)
+
+
+def test_the_floor_follows_the_slowest_connect_within_its_bounds(key):
+    link = _link(key, 600)
+    assert link.io_floor() == IO_FLOOR_MAX_S  # nothing measured yet: the cautious floor
+    link.ssh.connect_walls.extend([0.004, 0.006])
+    assert link.io_floor() == IO_FLOOR_MAX_S  # two connects are not enough to go by
+    link.ssh.connect_walls.append(0.005)
+    assert link.io_floor() == IO_FLOOR_MIN_S  # fast connects: never under the least floor
+    link.ssh.connect_walls.append(0.09)  # one slow connect on a loaded machine lifts it
+    assert IO_FLOOR_MIN_S < link.io_floor() < IO_FLOOR_MAX_S
+    link.ssh.connect_walls.append(3.0)
+    assert link.io_floor() == IO_FLOOR_MAX_S  # and never over the cap
+
+
+def test_calibration_runs_only_where_the_floor_can_matter(key):
+    fast, real = _link(key, 600), _link(key, 1)
+    asyncio.run(fast.calibrate())
+    asyncio.run(real.calibrate())
+    assert len(fast.ssh.connect_walls) == 3 and fast.io_floor() < IO_FLOOR_MAX_S
+    assert not real.ssh.connect_walls  # time scale 1: 20 s of connect timeout is over any floor
