@@ -48,7 +48,9 @@ class HostLink:
         from the first host on: the first hosts to run are often the ones that never answer."""
         if CONNECT_TIMEOUT_S / max(self.market.time_scale, 1e-9) >= IO_FLOOR_MAX_S:
             return  # the real market: 20 s of connect timeout is over any floor
-        walls = await loopback_handshakes(self.ssh.key, IO_FLOOR_MEASURED, IO_FLOOR_MAX_S)
+        walls = await loopback_handshakes(
+            self.ssh.key, IO_FLOOR_MEASURED, IO_FLOOR_MAX_S, self.ssh.wall_clock
+        )
         self.ssh.connect_walls.extend(walls)
 
     def io_floor(self) -> float:

@@ -76,9 +76,14 @@ def routes_of(instance: Any) -> tuple[Route, ...]:
 
 class SSHRunner:
     def __init__(
-        self, key: asyncssh.SSHKey, connect_timeout: float = 10.0, max_output: int = 1 << 20
+        self,
+        key: asyncssh.SSHKey,
+        connect_timeout: float = 10.0,
+        max_output: int = 1 << 20,
+        wall_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.key = key
+        self.wall_clock = wall_clock  # times connects (HostLink.io_floor)
         self.connect_timeout = connect_timeout
         self.max_output = max_output
         self.pinned: dict[int, str] = {}  # instance id -> host key fingerprint
@@ -169,7 +174,7 @@ class SSHRunner:
     async def _connect(
         self, instance_id: int, host: str, port: int
     ) -> asyncssh.SSHClientConnection:
-        began = time.monotonic()
+        began = self.wall_clock()
         try:
             conn = await asyncio.wait_for(
                 asyncssh.connect(
@@ -191,7 +196,7 @@ class SSHRunner:
             ) from None
         except (OSError, asyncssh.Error) as exc:
             raise SSHFailure(f"{host}:{port}: {type(exc).__name__}: {str(exc)[:160]}") from None
-        self.connect_walls.append(time.monotonic() - began)
+        self.connect_walls.append(self.wall_clock() - began)
         server_key = conn.get_server_host_key()
         fp = server_key.get_fingerprint() if server_key else "none"
         known = self.pinned.setdefault(instance_id, fp)
@@ -255,7 +260,9 @@ class _NoAuth(asyncssh.SSHServer):
         return False  # the handshake is what is measured: nothing to log in to
 
 
-async def loopback_handshakes(key: asyncssh.SSHKey, n: int, timeout: float) -> list[float]:
+async def loopback_handshakes(
+    key: asyncssh.SSHKey, n: int, timeout: float, clock: Callable[[], float] = time.monotonic
+) -> list[float]:
     """Wall seconds of `n` SSH handshakes with a throwaway server on this machine's loopback:
     what key exchange and this machine's load cost a connect, measured before any host has
     answered. Empty when the loopback cannot be listened on or a handshake times out."""
@@ -273,7 +280,7 @@ async def loopback_handshakes(key: asyncssh.SSHKey, n: int, timeout: float) -> l
     port = server.sockets[0].getsockname()[1]
     try:
         for _ in range(n):
-            began = time.monotonic()
+            began = clock()
             conn = await asyncio.wait_for(
                 asyncssh.connect(
                     "127.0.0.1",
@@ -287,7 +294,7 @@ async def loopback_handshakes(key: asyncssh.SSHKey, n: int, timeout: float) -> l
                 ),
                 timeout,
             )
-            walls.append(time.monotonic() - began)
+            walls.append(clock() - began)
             conn.close()
             await conn.wait_closed()
     except (TimeoutError, OSError, asyncssh.Error):
