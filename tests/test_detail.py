@@ -408,3 +408,45 @@ def test_a_rental_that_left_service_has_no_now_row():
     assert [c.plain for c in gone.columns[1]._cells] == ["destroyed"]
     live = render_status_history(InstanceDetail(**{**base, "ended_at": None, "phase": "verified"}))
     assert [c.plain for c in live.columns[0]._cells] == ["now"]
+
+
+def test_the_left_service_row_sits_in_time_order():
+    """A stopped rental's history lists the engine's stop where it happened: the market's own
+    'stopped' line, seen a poll later, comes after it (it was listed first)."""
+    from rentwatch.detail import InstanceDetail, StatusLine
+    from rentwatch.widgets.detail_screen import render_status_history
+
+    d = InstanceDetail(
+        instance_id=1,
+        now=500.0,
+        time_scale=1.0,
+        gpu_name="RTX 3070",
+        machine_id=2,
+        host_id=3,
+        phase="stopped",
+        status="stopped",
+        status_msg="Stopped by user",
+        created_at=0.0,
+        ended_at=400.0,
+        gpu_dph=0.1,
+        storage_dph=0.01,
+        gpu_usd=0.0,
+        storage_usd=0.0,
+        bandwidth_usd=0.0,
+        preflight={},
+        status_history=(
+            StatusLine(100.0, "running", "success"),
+            StatusLine(410.0, "stopped", "Stopped by user"),
+        ),
+        samples=(),
+        jobs=(),
+        market_logs=(),
+        market_logs_error="",
+        events=(),
+    )
+    table = render_status_history(d)
+    assert [c.plain for c in table.columns[2]._cells] == [
+        "success",
+        "left service",
+        "Stopped by user",
+    ]

@@ -134,7 +134,12 @@ def render_status_history(d: InstanceDetail) -> Table:
     table.add_column("at", width=8, no_wrap=True)
     table.add_column("status", width=10, no_wrap=True)
     table.add_column("message", ratio=1, overflow="fold")
-    for s in d.status_history[-20:]:
+    lines = d.status_history[-20:]
+    left = d.ended_at
+    for s in lines:
+        if left is not None and s.at > left:  # the market's own "stopped" comes after the act
+            table.add_row(clock(left), Text(d.phase), Text("left service", style="dim"))
+            left = None
         table.add_row(clock(s.at), Text(s.status or "-"), Text(s.msg or "-"))
     if d.ended_at is None:  # a rental that left service has no "now": its last line is above
         table.add_row(
@@ -142,8 +147,8 @@ def render_status_history(d: InstanceDetail) -> Table:
             Text(d.status or "-"),
             Text(d.status_msg or "-", style="bold"),
         )
-    else:
-        table.add_row(clock(d.ended_at), Text(d.phase), Text("left service", style="dim"))
+    elif left is not None:
+        table.add_row(clock(left), Text(d.phase), Text("left service", style="dim"))
     return table
 
 
