@@ -23,9 +23,10 @@ T = TypeVar("T")
 # The wall-time floor of SSH waits. Real network and CPU latency does not speed up with a
 # simulator's clock, so a connect timeout of 20 market seconds is never under a floor in wall
 # seconds; a fixed one wall second was 10 market minutes at 600x, how long a host that never
-# answers lived. Once a few connects have answered, the floor is a few times the slowest of
-# them (it follows a loaded machine), at most IO_FLOOR_MAX_S and never under IO_FLOOR_MIN_S.
-# At time scale 1 (the real market) 20 s is over any of these, and nothing changes.
+# answers lived. The floor is a few times the slowest of the latest connects that answered
+# (loopback handshakes measured at the start, then hosts'; it follows a loaded machine), at
+# most IO_FLOOR_MAX_S and never under IO_FLOOR_MIN_S. At time scale 1 (the real market) 20 s
+# is over any of these, and nothing changes.
 IO_FLOOR_MAX_S = 1.0
 IO_FLOOR_MIN_S = 0.2
 IO_FLOOR_TIMES = 5.0

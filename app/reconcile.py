@@ -185,12 +185,28 @@ async def fetch_market(
     return market_by_instance(rows)
 
 
-def run(args: argparse.Namespace) -> int:
+def ledger_rows(path: str, campaign: str | None) -> list[dict[str, Any]]:
+    """The ledger's per-instance charges: through the controller that holds the file for
+    writing when one runs (DuckDB lets no other process open it then), else from the file."""
     from .ledger import Ledger
+    from .service.commands import controller_for_ledger
+
+    remote = controller_for_ledger(path)
+    if remote is None:
+        with Ledger(path, read_only=True) as ledger:
+            return ledger.instance_rows(campaign)
+    where = " WHERE campaign = '{}'".format(campaign.replace("'", "''")) if campaign else ""
+    try:  # the same view, read through the controller's read-only query sandbox
+        got = remote.query_all(f"SELECT * FROM instances{where} ORDER BY instance_id", 1 << 40)
+    finally:
+        remote.close()
+    return [dict(zip(got.columns, row, strict=True)) for row in got.rows]
+
+
+def run(args: argparse.Namespace) -> int:
     from .ledger.store import default_ledger_path
 
-    with Ledger(args.ledger or default_ledger_path(), read_only=True) as ledger:
-        rows = ledger.instance_rows(args.campaign)
+    rows = ledger_rows(str(args.ledger or default_ledger_path()), args.campaign)
     if args.campaign and not rows:
         print(f"rentwatch: no campaign {args.campaign!r} in the ledger", file=sys.stderr)
         return 2
