@@ -16,7 +16,7 @@ from .attempt import Attempt
 from .journal import Journal
 from .ledger import EventKind
 from .market import Market, wall_seconds
-from .ssh_runner import HostKeyChanged, RunResult, SSHRunner, loopback_handshakes
+from .ssh_runner import HostKeyChanged, RunResult, SSHFailure, SSHRunner, loopback_handshakes
 
 T = TypeVar("T")
 
@@ -24,9 +24,11 @@ T = TypeVar("T")
 # simulator's clock, so a connect timeout of 20 market seconds is never under a floor in wall
 # seconds; a fixed one wall second was 10 market minutes at 600x, how long a host that never
 # answers lived. The floor is a few times the slowest of the latest connects that answered
-# (loopback handshakes measured at the start, then hosts'; it follows a loaded machine), at
-# most IO_FLOOR_MAX_S and never under IO_FLOOR_MIN_S. At time scale 1 (the real market) 20 s
-# is over any of these, and nothing changes.
+# (loopback handshakes measured at the start and after each preflight try a host did not
+# answer, then hosts'; it follows a loaded machine), at most IO_FLOOR_MAX_S (or the policy's
+# `io_floor_wall_s` where higher) and never under IO_FLOOR_MIN_S. Job sessions, heartbeats
+# and transfers connect with the ceiling: only a first contact is worth cutting short. At time
+# scale 1 (the real market) 20 s is over any of these, and nothing changes.
 IO_FLOOR_MAX_S = 1.0
 IO_FLOOR_MIN_S = 0.2
 IO_FLOOR_TIMES = 5.0
@@ -42,24 +44,30 @@ class HostLink:
         self.market = market
         self.journal = journal
         self.slots = asyncio.Semaphore(max_parallel)
+        # the floor's ceiling: the policy's `io_floor_wall_s` where that is higher
+        self.io_floor_max = IO_FLOOR_MAX_S
+        self.measuring = False  # calibrated: the clock runs fast enough for the floor to matter
 
     async def calibrate(self) -> None:
         """Where the market's clock runs fast enough for the floor to matter (the simulator),
         measure a few SSH handshakes on the loopback, so that the floor follows this machine
         from the first host on: the first hosts to run are often the ones that never answer."""
-        if CONNECT_TIMEOUT_S / max(self.market.time_scale, 1e-9) >= IO_FLOOR_MAX_S:
+        if CONNECT_TIMEOUT_S / max(self.market.time_scale, 1e-9) >= self.io_floor_max:
             return  # the real market: 20 s of connect timeout is over any floor
-        walls = await loopback_handshakes(
-            self.ssh.key, IO_FLOOR_MEASURED, IO_FLOOR_MAX_S, self.ssh.wall_clock
+        self.measuring = True
+        await self._measure(IO_FLOOR_MEASURED)
+
+    async def _measure(self, n: int) -> None:
+        self.ssh.connect_walls.extend(
+            await loopback_handshakes(self.ssh.key, n, self.io_floor_max, self.ssh.wall_clock)
         )
-        self.ssh.connect_walls.extend(walls)
 
     def io_floor(self) -> float:
         """Wall seconds an SSH wait does not fall under, from the connects measured so far."""
         walls = self.ssh.connect_walls
         if len(walls) < IO_FLOOR_MEASURED:
-            return IO_FLOOR_MAX_S
-        return min(IO_FLOOR_MAX_S, max(IO_FLOOR_MIN_S, IO_FLOOR_TIMES * max(walls)))
+            return self.io_floor_max
+        return min(self.io_floor_max, max(IO_FLOOR_MIN_S, IO_FLOOR_TIMES * max(walls)))
 
     def wall(self, market_seconds: float, floor: float) -> float:
         """Wall seconds for a span of market time (the sim runs its clock faster)."""
@@ -78,6 +86,7 @@ class HostLink:
                 command,
                 stdin=stdin,
                 timeout=self.wall(timeout, 5.0),
+                connect_timeout=self.wall(CONNECT_TIMEOUT_S, self.io_floor_max),
             )
 
     async def probe(
@@ -87,15 +96,22 @@ class HostLink:
         (raised to the caller, not a distrust of a host never trusted)."""
         assert a.ssh_host is not None and a.ssh_port is not None
         async with self.slots:
-            self.ssh.connect_timeout = self.wall(CONNECT_TIMEOUT_S, self.io_floor())
-            return await self.ssh.run(
-                a.instance_id,
-                a.ssh_host,
-                a.ssh_port,
-                command,
-                stdin=script,
-                timeout=timeout_wall,
-            )
+            try:
+                return await self.ssh.run(
+                    a.instance_id,
+                    a.ssh_host,
+                    a.ssh_port,
+                    command,
+                    stdin=script,
+                    timeout=timeout_wall,
+                    connect_timeout=self.wall(CONNECT_TIMEOUT_S, self.io_floor()),
+                )
+            except SSHFailure:
+                # a host that did not answer may be a machine too loaded to answer in time:
+                # the floor learns from connects that answered only, so measure the load
+                if self.measuring:
+                    await self._measure(1)
+                raise
 
     async def on_connection(
         self, a: Attempt, work: Callable[[asyncssh.SSHClientConnection], Awaitable[T]]
@@ -103,7 +119,12 @@ class HostLink:
         """SFTP work on one pinned connection, within the concurrency bound and a deadline."""
         assert a.ssh_host is not None and a.ssh_port is not None
         async with self.slots, self._distrust_on_key_change(a):
-            conn = await self.ssh.connect(a.instance_id, a.ssh_host, a.ssh_port)
+            conn = await self.ssh.connect(
+                a.instance_id,
+                a.ssh_host,
+                a.ssh_port,
+                self.wall(CONNECT_TIMEOUT_S, self.io_floor_max),
+            )
             try:
                 return await asyncio.wait_for(work(conn), self.wall(600, 30))
             finally:

@@ -110,8 +110,10 @@ class Session:
             self.sup.journal.fact(EventKind.CAMPAIGN_END, None, actor="engine", reason=reason)
         finally:
             try:
-                await self.sup.close()
-                await self.market.aclose()
+                try:
+                    await self.sup.close()
+                finally:
+                    await self.market.aclose()
             finally:  # a cancel during the awaits still closes the ledger (and its lock)
                 if self.owns_ledger:
                     self.ledger.close()

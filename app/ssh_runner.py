@@ -123,21 +123,25 @@ class SSHRunner:
             if self.on_route is not None:
                 self.on_route(instance_id, route.kind, f"{route.host}:{route.port}")
 
-    async def connect(self, instance_id: int, host: str, port: int) -> asyncssh.SSHClientConnection:
+    async def connect(
+        self, instance_id: int, host: str, port: int, connect_timeout: float | None = None
+    ) -> asyncssh.SSHClientConnection:
         """A connection by the first route that answers; SSHFailure naming every route tried
         when none did. A changed host key is never a reason to try another route.
 
         The routes race, each a head start (a quarter of the connect timeout) behind the one
         before it, as RFC 8305's happy eyeballs do for addresses: a direct route that never
         answers (a firewalled port) costs the proxy a head start, not a whole timeout, so a
-        host that answers on no route is known after one timeout, not one per route."""
+        host that answers on no route is known after one timeout, not one per route.
+        `connect_timeout` is this call's (the runner's own when None)."""
+        limit = self.connect_timeout if connect_timeout is None else connect_timeout
         routes = self._candidates(instance_id, host, port)
         outcomes: dict[int, str] = {}
 
         async def attempt(i: int, route: Route) -> tuple[Route, asyncssh.SSHClientConnection]:
-            await asyncio.sleep(i * self.connect_timeout / 4)
+            await asyncio.sleep(i * limit / 4)
             try:
-                return route, await self._connect(instance_id, route.host, route.port)
+                return route, await self._connect(instance_id, route.host, route.port, limit)
             except SSHFailure as exc:
                 if isinstance(exc, HostKeyChanged):
                     raise
@@ -172,7 +176,7 @@ class SSHRunner:
         return self.key.export_public_key().decode().strip()
 
     async def _connect(
-        self, instance_id: int, host: str, port: int
+        self, instance_id: int, host: str, port: int, limit: float
     ) -> asyncssh.SSHClientConnection:
         began = self.wall_clock()
         try:
@@ -186,14 +190,12 @@ class SSHRunner:
                     agent_path=None,
                     config=None,
                     keepalive_interval=0,
-                    login_timeout=self.connect_timeout,
+                    login_timeout=limit,
                 ),
-                self.connect_timeout,
+                limit,
             )
         except TimeoutError:
-            raise SSHFailure(
-                f"no SSH answer from {host}:{port} in {self.connect_timeout:g}s"
-            ) from None
+            raise SSHFailure(f"no SSH answer from {host}:{port} in {limit:.3g}s") from None
         except (OSError, asyncssh.Error) as exc:
             raise SSHFailure(f"{host}:{port}: {type(exc).__name__}: {str(exc)[:160]}") from None
         self.connect_walls.append(self.wall_clock() - began)
@@ -216,11 +218,12 @@ class SSHRunner:
         *,
         stdin: bytes | None = None,
         timeout: float = 60.0,
+        connect_timeout: float | None = None,
     ) -> RunResult:
         """Run one command; the whole thing (connect included) ends within `timeout` seconds."""
         if self.record_sent:
             self.sent.append(command.encode() + b"\n" + (stdin or b""))
-        conn = await self.connect(instance_id, host, port)
+        conn = await self.connect(instance_id, host, port, connect_timeout)
         try:
             return await asyncio.wait_for(self._run(conn, command, stdin), timeout)
         except TimeoutError:
@@ -257,7 +260,7 @@ class SSHRunner:
 
 class _NoAuth(asyncssh.SSHServer):
     def begin_auth(self, username: str) -> bool:
-        return False  # the handshake is what is measured: nothing to log in to
+        return False  # no auth: the handshake is what is measured (no session is served)
 
 
 async def loopback_handshakes(

@@ -86,6 +86,7 @@ class Supervisor:
         self.journal = Journal(ledger, campaign.name, market, log)
         self.actions = Actions(market, self.journal, self.fleet, campaign)
         self.link = HostLink(ssh, market, self.journal, max_parallel_ssh)
+        self.link.io_floor_max = max(self.link.io_floor_max, policy.io_floor_wall_s)
         self.job_work = JobWork(
             JobQueue(campaign.jobs), self.fleet, self.link, self.journal, market, artifacts_root
         )

@@ -48,3 +48,32 @@ def test_calibration_runs_only_where_the_floor_can_matter(key):
     asyncio.run(real.calibrate())
     assert len(fast.ssh.connect_walls) == 3 and fast.io_floor() < IO_FLOOR_MAX_S
     assert not real.ssh.connect_walls  # time scale 1: 20 s of connect timeout is over any floor
+
+
+def test_a_try_without_an_answer_measures_the_load_again(key):
+    # the floor learns from connects that answered; a machine too loaded to answer in time must
+    # still raise it, so each preflight try that got no answer adds a loopback measurement
+    from rentwatch.ssh_runner import SSHFailure
+
+    link = _link(key, 600)
+
+    async def run() -> None:
+        await link.calibrate()
+        closed = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        port = closed.sockets[0].getsockname()[1]
+        closed.close()
+        await closed.wait_closed()  # nothing listens there now: refused at once
+        host: Any = SimpleNamespace(instance_id=1, ssh_host="127.0.0.1", ssh_port=port)
+        with pytest.raises(SSHFailure):
+            await link.probe(host, b"", 5.0)
+
+    asyncio.run(run())
+    assert len(link.ssh.connect_walls) == 4
+
+
+def test_a_policy_floor_over_a_second_is_the_ceiling(key):
+    link = _link(key, 600)
+    link.io_floor_max = 3.0
+    assert link.io_floor() == 3.0
+    link.ssh.connect_walls.extend([0.5, 0.5, 0.5])
+    assert link.io_floor() == 2.5  # five times the slowest, under the policy's own ceiling

@@ -586,6 +586,7 @@ def test_status_rate_is_the_dashboards_rate_now(tmp_path):
         "spent_usd": 0.5,
         "finished": None,
         "dph_now": 0.032,
+        "observed": 1,
         "instances": [
             {"ended_at": 1e9 + 5, "phase": "stopped", "dph": 0.31},
             {"ended_at": None, "phase": "observed", "dph": 0.2, "supervised": False},

@@ -205,6 +205,34 @@ def test_a_death_seen_late_is_still_said(tmp_path, monkeypatch):
     assert sum("has died" in s for s in said) == 1  # said once, not at every retry
 
 
+def test_a_controller_that_said_bye_and_exited_did_not_die(tmp_path, monkeypatch):
+    # a campaign's end: the controller says `bye`, ends its stream and exits; the dashboard
+    # must not then call it dead ("Nothing supervises the fleet now")
+    import httpx
+
+    calls = {"n": 0}
+
+    async def events(self):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            yield "bye", {"reason": "campaign finished"}
+            return
+        raise httpx.ConnectError("no socket")
+
+    monkeypatch.setattr(RemoteEngine, "_events", events)
+    monkeypatch.setattr(registry, "pid_alive", lambda pid: False)
+    monkeypatch.setattr("rentwatch.service.client.RECONNECT_S", 0.05)
+    engine = RemoteEngine(Target(socket=str(tmp_path / "nobody.sock")), pid=4242)
+    said: list[str] = []
+    engine.on_error = said.append
+    engine.start()
+    try:
+        _until(lambda: calls["n"] >= 3, 10, "two reconnects tried")
+    finally:
+        engine.shutdown("leave")
+    assert said == ["the controller is shutting down: campaign finished"], said
+
+
 def test_the_loss_stays_on_the_bar_over_a_snapshot_not_yet_drawn():
     # the last snapshot before the stream broke may still be waiting for the next refresh:
     # drawing it must not wipe the line that says the controller is gone

@@ -416,10 +416,10 @@ class RentwatchApp(App[str]):
         return sum(1 for s in rows if s.ended_at is None and s.supervised)
 
     def _stopped(self) -> int:
-        """Stopped rentals: not running, but their storage bills until destroyed."""
-        return sum(
-            1 for s in (self.latest.instances if self.latest else ()) if s.phase == "stopped"
-        )
+        """The campaign's stopped rentals: not running, but their storage bills until
+        destroyed (an observed one is not the campaign's to count)."""
+        rows = self.latest.instances if self.latest else ()
+        return sum(1 for s in rows if s.phase == "stopped" and s.supervised)
 
     def _outlives(self) -> bool:
         """Whether the controller goes on when this dashboard quits (a process of its own)."""

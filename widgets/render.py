@@ -102,11 +102,16 @@ def campaign_bar(f: FleetSnap) -> Text:
         )
     # "verified" is the receipt's (passed a preflight in this campaign); the fleet is what is
     # in service now out of what the operator wants
-    # a verified spare takes the next job rather than idle: said as such, not as an overshoot
-    spare = f"+{f.in_service - f.fleet} spare" if f.in_service > f.fleet else ""
+    # more in service than wanted (a verified spare at work, a fleet just made smaller): said
+    # as such, not as "4/3"
+    serving = (
+        f"{f.in_service}/{f.fleet}"
+        if f.in_service <= f.fleet
+        else f"{f.in_service} ({f.fleet} wanted)"
+    )
     t.append(
-        f"  policy {f.policy}   in service {min(f.in_service, f.fleet)}/{f.fleet}{spare}"
-        f"   verified {f.verified}   creates {f.creates}/{f.max_creates}"
+        f"  policy {f.policy}   in service {serving}   verified {f.verified}"
+        f"   creates {f.creates}/{f.max_creates}"
     )
     t.append(f"   duds {f.duds} ({f.dud_share:.0%})")
     t.append(f"  lost on duds ${f.dud_usd:.3f}", style="red" if f.dud_usd else "")

@@ -274,6 +274,7 @@ class RemoteEngine:
         self._stream: asyncio.Task[None] | None = None
         self._lost_said = False
         self._death_said = False
+        self._bye: str | None = None  # why the controller said it was shutting down
 
     def start(self) -> None:
         self._thread.start()
@@ -328,7 +329,10 @@ class RemoteEngine:
                     # said again once the controller's death shows: a killed process closes
                     # its sockets a moment before it is dead to signal 0, so the first break
                     # may look like a controller out of reach
-                    if not self._lost_said or (not self._death_said and self._dead()):
+                    # (not after a `bye`: a controller that said it was shutting down and
+                    # then exited did not die)
+                    late_death = self._bye is None and not self._death_said and self._dead()
+                    if not self._lost_said or late_death:
                         self.on_error(self._lost(exc))
                         self._lost_said = True
                 self.connected = False
@@ -369,10 +373,13 @@ class RemoteEngine:
                 if not self.connected and self._lost_said:
                     self.on_error(f"reconnected to the controller at {self.target.describe()}")
                 self.connected, self._lost_said, self._death_said = True, False, False
+                self._bye = None
                 self.snapshots += 1
                 self.on_snapshot(api.snap_from_json(data))
             elif event == "bye":
-                self.on_error(f"the controller is shutting down: {data.get('reason', '')}")
+                self._bye = str(data.get("reason", ""))
+                self.on_error(f"the controller is shutting down: {self._bye}")
+                self._lost_said = True  # its end is said: no "lost" and no "died" after it
 
     def _halt(self) -> None:
         assert self._stop is not None

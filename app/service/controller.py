@@ -113,12 +113,12 @@ class Controller:
         if self._sup is not None:
             snap = self.snapshot()
             live = [i for i in snap["instances"] if i["ended_at"] is None]
-            ours = sum(1 for i in live if i.get("supervised", True))
             out.update(
                 policy=snap["policy"],
                 fleet=snap["fleet"],
-                held=ours,  # what its quit acts on: not the instances it only observes
-                observed=len(live) - ours,
+                # its own live rentals: not the instances it only observes (the bar's count)
+                held=sum(1 for i in live if i.get("supervised", True)),
+                observed=snap.get("observed", 0),
                 verified=snap["verified"],
                 in_service=snap["in_service"],
                 spent_usd=snap["spent_usd"],
