@@ -341,3 +341,16 @@ def test_a_cancel_of_close_reaches_its_caller(key):
         a.preflight_task.cancel()
 
     go(key, body, FakeMarket(list(OFFERS)), fleet=1)
+
+
+def test_a_quit_while_hosts_boot_costs_them_no_reputation(key):
+    # the operator quits while the fleet boots: those hosts were cancelled, not found dead,
+    # and the next campaign must not rank them below machines never seen
+    async def body(sup: Supervisor, market: FakeMarket, ledger: Ledger) -> None:
+        await sup.poll_once()
+        assert sup.attempts
+        await sup.release_all("human", "operator quit")
+
+    ledger = go(key, body, FakeMarket(list(OFFERS)), fleet=2)
+    assert ledger.events(where="kind = 'abandon'"), "nothing was cancelled"
+    assert all(bad == 0 for _, bad, _ in ledger.machine_record().values())

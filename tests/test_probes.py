@@ -268,7 +268,7 @@ def test_host_key_change_is_refused():
     mod.asyncssh.connect = fake_connect
     try:
         with pytest.raises(HostKeyChanged):
-            asyncio.run(runner._connect(7, "h", 22))
+            asyncio.run(runner._connect(7, "h", 22, 1.0))
     finally:
         mod.asyncssh.connect = orig
     assert json.dumps(runner.pinned)

@@ -336,13 +336,15 @@ class Ledger:
     def machine_record(self) -> dict[int, tuple[int, int, float]]:
         """Machine id -> (verified rentals, duds, mean USD of a dud): our own memory of hosts.
         An attempt given up for the campaign's fault, or suspected of it (its abandon names a
-        `blame`), says nothing of its host and costs it no reputation."""
+        `blame`), or cancelled (the campaign ended, or its operator quit, while it booted)
+        says nothing of its host and costs it no reputation."""
         rows = self._rows(
             "SELECT machine_id, count(*) FILTER (WHERE verified_at IS NOT NULL), "
             "count(*) FILTER (WHERE dud), avg(total_usd) FILTER (WHERE dud) "
             "FROM instances WHERE instance_id NOT IN (SELECT instance_id FROM events "
             "WHERE kind = 'abandon' AND instance_id IS NOT NULL "
-            "AND detail->>'blame' IS NOT NULL) GROUP BY machine_id"
+            "AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled')) "
+            "GROUP BY machine_id"
         )
         return {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in rows if m is not None}
 

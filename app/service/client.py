@@ -326,11 +326,8 @@ class RemoteEngine:
                     if not self._stop.is_set():
                         raise
                 except (httpx.HTTPError, api.ServiceError, ValueError) as exc:
-                    # said again once the controller's death shows: a killed process closes
-                    # its sockets a moment before it is dead to signal 0, so the first break
-                    # may look like a controller out of reach
-                    # (not after a `bye`: a controller that said it was shutting down and
-                    # then exited did not die)
+                    # said again once its death shows (a killed process closes its sockets a
+                    # moment before it is dead to signal 0); after a `bye`, it exited: no death
                     late_death = self._bye is None and not self._death_said and self._dead()
                     if not self._lost_said or late_death:
                         self.on_error(self._lost(exc))
