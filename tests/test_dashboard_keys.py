@@ -196,3 +196,41 @@ def test_a_host_whose_last_sample_works_is_shown_working_not_idle() -> None:
     assert _phase(a) == "working"
     a.samples.append({"util": 2.0})
     assert _phase(a) == "idle"
+
+
+async def test_a_cleared_filter_brings_rows_back_in_order_and_drawn() -> None:
+    """`/ 3060 Enter`, then clearing the filter: the rows that came back were appended at the
+    end, out of the sort the bar names. j/k move the cursor as in the pane view."""
+    snaps = tuple(
+        dataclasses.replace(SNAP, instance_id=100 + i, gpu_name="RTX 3060" if i % 2 else "A100")
+        for i in range(8)
+    )
+    app = _TableHost()
+    async with app.run_test(size=(120, 30)) as pilot:
+        table = app.query_one(FleetTable)
+        table.show(visible(snaps, 200.0, ""))
+        await pilot.pause()
+        table.show(visible(snaps, 200.0, "3060"))
+        await pilot.pause()
+        table.show(visible(snaps, 200.0, ""))
+        await pilot.pause()
+        want = [str(s.instance_id) for s in visible(snaps, 200.0, "")]
+        assert [r.key.value for r in table.ordered_rows] == want
+        drawn = [table.render_line(y).text for y in range(1, 1 + len(want))]
+        assert [line.split()[0] for line in drawn] == want, drawn
+        table.focus()
+        await pilot.press("j", "j")
+        assert table.cursor_row == 2
+        await pilot.press("k")
+        assert table.cursor_row == 1
+
+
+def test_a_stopped_rentals_last_throttle_is_not_shown_as_now() -> None:
+    from rentwatch.widgets.render import pane_lines
+
+    hot = dataclasses.replace(SNAP, throttle="SM clock 30% below max (hw_slowdown)")
+    assert "30% below max" in pane_lines(hot, False)[2].plain
+    stopped = dataclasses.replace(hot, phase="stopped", ended_at=100.0)
+    gpu = pane_lines(stopped, False)[2].plain
+    assert "below max" not in gpu and "throttle: -" in gpu
+    assert FleetTable._row(stopped)[7] == "-"

@@ -61,6 +61,10 @@ class FilterInput(Input):
 # keys that act on the fleet view itself: off on other screens, where they would change a
 # view the operator cannot see (and `/` would move the focus behind the screen)
 FLEET_ONLY = frozenset({"toggle_view", "filter", "sort"})
+# act on the selected instance: only where it is in sight (the fleet, or its own detail
+# screen); on the receipt or the ledger `d` asked to destroy an instance the operator could
+# not see
+ON_AN_INSTANCE = frozenset({"stop", "destroy", "start", "hand_over", "detail"})
 
 
 class RentwatchApp(App[str]):
@@ -142,6 +146,8 @@ class RentwatchApp(App[str]):
         for title, action in self.PALETTE:
             if action in FLEET_ONLY and not self._on_fleet(screen):
                 continue
+            if action in ON_AN_INSTANCE and not self._instance_in_sight(screen):
+                continue
             yield SystemCommand(
                 title, f"rentwatch: {action.replace('_', ' ')}", getattr(self, f"action_{action}")
             )
@@ -149,9 +155,14 @@ class RentwatchApp(App[str]):
     def _on_fleet(self, screen: Screen[Any]) -> bool:
         return screen is self.screen_stack[0]
 
+    def _instance_in_sight(self, screen: Screen[Any]) -> bool:
+        return self._on_fleet(screen) or isinstance(screen, DetailScreen)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in FLEET_ONLY:
             return self._on_fleet(self.screen)
+        if action in ON_AN_INSTANCE:
+            return self._instance_in_sight(self.screen)
         return True
 
     def _receive(self, snap: FleetSnap) -> None:
@@ -213,11 +224,12 @@ class RentwatchApp(App[str]):
 
     # -- selection ---------------------------------------------------------------------------
     def selected(self) -> InstanceSnap | None:
-        iid = (
-            self.query_one(FleetTable).selected_id
-            if self.table_mode
-            else self.query_one(FleetView).selected_id
-        )
+        if isinstance(self.screen, DetailScreen):  # the one shown, whatever the fleet's cursor
+            iid: int | None = self.screen.instance_id
+        elif self.table_mode:
+            iid = self.query_one(FleetTable).selected_id
+        else:
+            iid = self.query_one(FleetView).selected_id
         snap = self.latest
         if snap is None or iid is None:
             return None

@@ -17,7 +17,7 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import Row, RowKey
 
-from .render import live_util, pane_lines
+from .render import ENDED, live_util, pane_lines
 
 PANE_HEIGHT = 4
 FADE_AFTER_S = 20 * 60  # dead attempts fold away after this much market time
@@ -159,7 +159,11 @@ class FleetTable(DataTable[str]):
     updates a second."""
 
     COLUMNS = ("id", "gpu", "machine", "$/h", "phase", "status", "util", "throttle", "billed")
-    MARGIN = 2  # rows above and below the window kept fresh, for a smooth cursor move
+    MARGIN = 2
+    BINDINGS = [  # as in the pane view (the help says j/k select an instance)
+        Binding("j", "cursor_down", "Next", show=False),
+        Binding("k", "cursor_up", "Previous", show=False),
+    ]  # rows above and below the window kept fresh, for a smooth cursor move
 
     # DataTable keys its row order and line offsets on a counter that every cell update bumps,
     # so one changed cell rebuilds both lists over all rows (about 100 ms a poll at 10,000).
@@ -232,7 +236,7 @@ class FleetTable(DataTable[str]):
                 else ""
             ),
             "-" if live_util(s) is None else f"{live_util(s):.0f}%",
-            s.throttle or "-",
+            "-" if s.phase in ENDED else s.throttle or "-",
             f"{s.billed_usd:.4f}",
         )
 
@@ -251,7 +255,10 @@ class FleetTable(DataTable[str]):
             self._snaps = latest
             if order != self._order:
                 where = {k: i for i, k in enumerate(order)}
-                if [k for k in self._order if k in where] != [k for k in order if k in self._order]:
+                was = set(self._order)
+                # rows kept stay where they were, rows added went to the end
+                now = [k for k in self._order if k in where] + [k for k in order if k not in was]
+                if now != order:
                     self.sort("id", key=lambda iid: where.get(iid, len(where)))  # type: ignore[arg-type]
                 self._order = order
             self._freshen()

@@ -75,7 +75,11 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     else:
         gpu.append("GPU -", style="grey50")
     gpu.append("  throttle: ")
-    gpu.append(Text(clean(s.throttle, 200) or "none", style="bold red" if s.throttle else "grey50"))
+    if util is None and s.phase in ENDED:  # the last reading of a GPU no longer rented
+        gpu.append("-", style="grey50")
+    else:
+        throttle = clean(s.throttle, 200)
+        gpu.append(Text(throttle or "none", style="bold red" if throttle else "grey50"))
     if s.verdict:
         gpu.append("  preflight: ")
         verdict = clean(s.verdict, 120)
@@ -83,10 +87,13 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     return [head, status, gpu, Text("")]
 
 
+ENDED = ("stopped", "abandoned", "destroyed", "lost")  # no GPU of these runs for us now
+
+
 def live_util(s: InstanceSnap) -> float | None:
     """The GPU's last utilization while the container runs; none once it is stopped or gone
     (a stopped rental's last sample, 97%, read as a busy GPU)."""
-    return None if s.phase in ("stopped", "abandoned", "destroyed", "lost") else s.util
+    return None if s.phase in ENDED else s.util
 
 
 def campaign_bar(f: FleetSnap) -> Text:
