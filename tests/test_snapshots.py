@@ -354,3 +354,33 @@ def test_an_applied_filter_shows_on_the_bar():
             assert "filter:" not in str(bar.render())
 
     asyncio.run(run())
+
+
+def test_instance_keys_do_nothing_where_no_instance_is_in_sight():
+    """On the receipt `d` asked to destroy whatever the hidden fleet had selected; on an
+    instance's detail screen it asks about that instance."""
+    from rentwatch.widgets.detail_screen import DetailScreen
+    from rentwatch.widgets.modals import DestroyConfirm
+
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE) as pilot:
+            app.latest = FLEET
+            await pilot.pause(0.3)
+            await pilot.press("r")
+            await pilot.pause(0.3)
+            await pilot.press("d")
+            await pilot.pause(0.3)
+            assert not isinstance(app.screen, DestroyConfirm)
+            await pilot.press("escape")
+            await pilot.pause(0.3)
+            await pilot.press("j", "enter")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, DetailScreen)
+            shown = app.screen.instance_id
+            await pilot.press("d")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, DestroyConfirm)
+            assert app.screen.snap.instance_id == shown
+
+    asyncio.run(run())
