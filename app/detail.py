@@ -19,6 +19,7 @@ from .core.errors import RentwatchError
 from .core.lifecycle import Phase
 from .core.text import clean
 from .ledger.kinds import EventKind as K
+from .snapshot import shown_phase
 from .supervisor import Supervisor
 
 LOG_TAIL = 40  # market log lines asked for
@@ -199,7 +200,7 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
         gpu_name=clean(a.gpu_name, 40),
         machine_id=a.machine_id,
         host_id=a.host_id,
-        phase=str(a.life.phase),
+        phase=shown_phase(a),
         status=clean(a.status, 20) if a.status else "",
         status_msg=clean(a.status_msg, 200),
         created_at=a.created_at,

@@ -99,7 +99,9 @@ def fleet_rate(sup: Supervisor, now: float) -> float:
     return total * 3600
 
 
-def _phase(a: Attempt) -> str:
+def shown_phase(a: Attempt) -> str:
+    """The phase as the dashboard names it: a verified host at work is `working`, one whose
+    GPU has gone quiet `idle` (the pane, the table and the detail screen say the same)."""
     p = a.life.phase
     # the host's own last NVML sample first: the market's utilization figure lags behind it
     if p == Phase.VERIFIED and a.samples and (a.samples[-1].get("util") or 0) >= 50:
@@ -213,7 +215,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetSnap:
                 machine_id=a.machine_id,
                 host_id=a.host_id,
                 dph=a.gpu_dph + a.storage_dph,
-                phase=_phase(a),
+                phase=shown_phase(a),
                 status=clean(a.status, 20) if a.status else None,
                 status_msg=clean(a.status_msg, 160),
                 status_age_s=max(0.0, now - a.status_since),

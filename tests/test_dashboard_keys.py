@@ -176,7 +176,7 @@ def test_a_host_whose_last_sample_works_is_shown_working_not_idle() -> None:
     """The market's utilization lags the host's own NVML sample: a job at 97% is `working`."""
     from rentwatch.attempt import Attempt
     from rentwatch.core.lifecycle import Phase
-    from rentwatch.snapshot import _phase
+    from rentwatch.snapshot import shown_phase
 
     a = Attempt(
         instance_id=1,
@@ -193,9 +193,9 @@ def test_a_host_whose_last_sample_works_is_shown_working_not_idle() -> None:
         a.life.move(to, 1.0, "test")
     a.util_low_since = 5.0  # the market's list said 0%
     a.samples.append({"util": 97.0})
-    assert _phase(a) == "working"
+    assert shown_phase(a) == "working"
     a.samples.append({"util": 2.0})
-    assert _phase(a) == "idle"
+    assert shown_phase(a) == "idle"
 
 
 async def test_a_cleared_filter_brings_rows_back_in_order_and_drawn() -> None:

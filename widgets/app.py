@@ -70,23 +70,25 @@ ON_AN_INSTANCE = frozenset({"stop", "destroy", "start", "hand_over", "detail"})
 class RentwatchApp(App[str]):
     CSS_PATH = "app.tcss"
     TITLE = "rentwatch"
-    # Quit and Help first: at 80 columns the footer shows only what fits
+    # Quit and Help first, then what acts on the selected instance: the footer shows only what
+    # fits (at 120 columns it ended before Enter and Sort); the fleet size keys and the bulk
+    # destroy are in the help (?) and the palette (ctrl+p)
     BINDINGS = [
         Binding("q", "quit_ask", "Quit", id="app.quit"),
         Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("enter", "detail", "Detail", id="fleet.detail"),
         Binding("s", "stop", "Stop", id="fleet.stop"),
         Binding("d", "destroy", "Destroy", id="fleet.destroy"),
         Binding("a", "start", "Start", id="fleet.start"),
         Binding("c", "create", "Create", id="fleet.create"),
         Binding("t", "toggle_view", "Table", id="fleet.toggle"),
         Binding("slash", "filter", "Filter", id="fleet.filter"),
+        Binding("o", "sort", "Sort", id="fleet.sort"),
         Binding("l", "ledger", "Ledger", id="app.ledger"),
         Binding("r", "receipt", "Receipt", id="app.receipt"),
         Binding("x", "detach", "Detach", id="app.detach"),
-        Binding("plus", "fleet_more", "Fleet+", id="fleet.more"),
-        Binding("minus", "fleet_less", "Fleet-", id="fleet.less"),
-        Binding("enter", "detail", "Detail", id="fleet.detail"),
-        Binding("o", "sort", "Sort", id="fleet.sort"),
+        Binding("plus", "fleet_more", "Fleet+", id="fleet.more", show=False),
+        Binding("minus", "fleet_less", "Fleet-", id="fleet.less", show=False),
         Binding("D", "bulk_destroy", "Destroy duds", id="fleet.bulk_destroy", show=False),
     ]
 
