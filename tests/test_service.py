@@ -595,6 +595,7 @@ def test_status_rate_is_the_dashboards_rate_now(tmp_path):
     status = ctl.status()
     assert status["dph"] == 0.032 and status["held"] == 0 and status["in_service"] == 0
     assert status["observed"] == 1  # shown apart: quitting does not act on it
+    assert status["stopped"] == 1  # not live, but billing storage
 
 
 @pytest.mark.parametrize(

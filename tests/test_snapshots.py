@@ -384,3 +384,17 @@ def test_instance_keys_do_nothing_where_no_instance_is_in_sight():
             assert app.screen.snap.instance_id == shown
 
     asyncio.run(run())
+
+
+def test_a_notice_given_before_start_is_said_on_screen():
+    """`rentwatch demo` attaching to the demo already running printed so before the
+    dashboard covered the terminal: the notice is a toast on the dashboard too."""
+
+    async def run() -> list[str]:
+        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app.notice = "attached to the controller already running"
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.3)
+            return [n.message for n in app._notifications]
+
+    assert any("already running" in m for m in asyncio.run(run()))

@@ -107,6 +107,7 @@ class RentwatchApp(App[str]):
         self._log_seen = 0
         self._bar_height = 0
         self.table_mode = False
+        self.notice: str | None = None  # said once the dashboard is up (a toast)
         engine.on_snapshot = self._receive  # called in the engine's thread: only stores
         engine.on_error = lambda msg: self.call_from_thread(self._engine_error, msg)
 
@@ -197,6 +198,8 @@ class RentwatchApp(App[str]):
         self.engine.start()
         self.set_interval(self.refresh_s, self.render_latest)
         self.query_one(FleetView).focus()
+        if self.notice:
+            self.notify(self.notice, timeout=20)
 
     def render_latest(self) -> None:
         snap = self.latest

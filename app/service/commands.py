@@ -42,6 +42,7 @@ def ls_rows(wall: Callable[[], float] = time.time) -> list[dict[str, Any]]:
                         "fleet",
                         "held",
                         "observed",
+                        "stopped",
                         "verified",
                         "in_service",
                         "spent_usd",
@@ -77,8 +78,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
         serving = r.get("in_service")
         if serving is None:  # a controller from before `in_service` was served
             serving = r.get("verified", "?")
-        observed = f", {r['observed']} observed" if r.get("observed") else ""
-        fleet = f"{serving}/{r.get('fleet', '?')} ({r.get('held', '?')} held{observed})"
+        more = "".join(f", {r[k]} {k}" for k in ("stopped", "observed") if r.get(k))
+        fleet = f"{serving}/{r.get('fleet', '?')} ({r.get('held', '?')} held{more})"
         spend = f"${r['spent_usd']:.2f}" if isinstance(r.get("spent_usd"), float | int) else "?"
         dph = f"${r['dph']:.3f}" if isinstance(r.get("dph"), float | int) else "?"
         table.add_row(

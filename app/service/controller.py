@@ -118,6 +118,12 @@ class Controller:
                 fleet=snap["fleet"],
                 # its own live rentals: not the instances it only observes (the bar's count)
                 held=sum(1 for i in live if i.get("supervised", True)),
+                # its stopped rentals: not live, but billing storage until destroyed
+                stopped=sum(
+                    1
+                    for i in snap["instances"]
+                    if i.get("phase") == "stopped" and i.get("supervised", True)
+                ),
                 observed=snap.get("observed", 0),
                 verified=snap["verified"],
                 in_service=snap["in_service"],

@@ -240,12 +240,23 @@ def run_attached(
 ) -> int:
     """`watch` and `demo`: their controller (started, or the one already running), and this
     dashboard attached to it until the operator quits."""
-    return run_dashboard(*connect(argv, ledger, campaign, env))
+    target, proc = connect(argv, ledger, campaign, env)
+    # the line `connect` printed is hidden by the dashboard until it quits: say it there too
+    notice = (
+        None
+        if proc is not None
+        else "attached to the controller already running on this ledger: its own settings "
+        "stand (the options given here were not applied); another one needs another --ledger"
+    )
+    return run_dashboard(target, proc, notice)
 
 
-def run_dashboard(target: Target, proc: subprocess.Popen[bytes] | None = None) -> int:
+def run_dashboard(
+    target: Target, proc: subprocess.Popen[bytes] | None = None, notice: str | None = None
+) -> int:
     """The dashboard attached to `target` until the operator quits; what quitting chose done."""
     app, finish = attach_dashboard(target, proc)
+    app.notice = notice
     result = None
     try:
         result = app.run()
