@@ -107,3 +107,31 @@ def test_receipt_screen_shows_a_markup_like_campaign_name_as_text(tmp_path):
 
     asyncio.run(run())
     led.close()
+
+
+def test_receipt_screen_says_as_of_when(tmp_path):
+    """Once a campaign is done, stopped rentals go on billing storage on the bar, not in the
+    ledger: the receipt says the moment it is as of."""
+    from rentwatch.widgets.clock import clock
+    from rentwatch.widgets.receipt_screen import ReceiptScreen
+
+    led = Ledger(tmp_path / "l.duckdb")
+    at = 1_796_064_903.0
+    s = led.intent("create", at=at, actor="rule:replace", reason="r", campaign="c", gpu_dph=0.2)
+    led.outcome(s, at=at + 60, ok=True, instance_id=1)
+
+    class _Receipt(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(ReceiptScreen(led))
+
+    app = _Receipt()
+
+    async def run() -> str:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, ReceiptScreen))
+            shown = app.screen.query_one("#receipt", Static)
+            await _until(pilot, lambda: "reading" not in str(shown.render()))
+            return str(getattr(shown.content, "title", ""))
+
+    assert asyncio.run(run()) == f"receipt, as of {clock(at + 60)} (the ledger's last event)"
+    led.close()

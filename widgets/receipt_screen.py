@@ -12,6 +12,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from .clock import clock
+
 
 class ReceiptScreen(Screen[None]):
     BINDINGS = [Binding("escape,r", "app.pop_screen", "Back", id="receipt.back")]
@@ -32,6 +34,9 @@ class ReceiptScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="receipt", exit_on_error=False)
     def load(self) -> None:
         receipts = self.ledger.receipt(self.campaign)
+        # the receipt is the ledger's, as of its last event: once the campaign is done, the
+        # bar's "spent" goes on with the storage of stopped rentals and the receipt does not
+        as_of = self.ledger.query("select now from ledger_clock", limit=1).rows
         hosts = self.ledger.query(
             # p(deliver) with the prior of rentwatch.core.reputation (mean 0.4, weight 2)
             "select h.machine_id, h.host_id, creates, booted, computed, finished, throttled, went_offline, duds, "
@@ -41,10 +46,12 @@ class ReceiptScreen(Screen[None]):
             "left join quarantine q using (machine_id) order by duds desc, creates desc",
             limit=200,
         )
-        self.app.call_from_thread(self._show, receipts, hosts)
+        at = float(as_of[0][0]) if as_of and as_of[0][0] else None
+        self.app.call_from_thread(self._show, receipts, hosts, at)
 
-    def _show(self, receipts, hosts) -> None:  # type: ignore[no-untyped-def]
-        t = Table(title="receipt", show_header=False)
+    def _show(self, receipts, hosts, at: float | None = None) -> None:  # type: ignore[no-untyped-def]
+        title = "receipt" + (f", as of {clock(at)} (the ledger's last event)" if at else "")
+        t = Table(title=title, show_header=False)
         t.add_column("what")
         t.add_column("figure", justify="right")
         for r in receipts:
