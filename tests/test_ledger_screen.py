@@ -131,7 +131,8 @@ def test_receipt_screen_says_as_of_when(tmp_path):
             await _until(pilot, lambda: isinstance(app.screen, ReceiptScreen))
             shown = app.screen.query_one("#receipt", Static)
             await _until(pilot, lambda: "reading" not in str(shown.render()))
-            return str(getattr(shown.content, "title", ""))
+            table = shown.content
+            return f"{getattr(table, 'title', '')} / {getattr(table, 'caption', '')}"
 
-    assert asyncio.run(run()) == f"receipt, as of {clock(at + 60)} (the ledger's last event)"
+    assert asyncio.run(run()) == f"receipt as of {clock(at + 60)} / the ledger's last event"
     led.close()

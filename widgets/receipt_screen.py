@@ -50,8 +50,11 @@ class ReceiptScreen(Screen[None]):
         self.app.call_from_thread(self._show, receipts, hosts, at)
 
     def _show(self, receipts, hosts, at: float | None = None) -> None:  # type: ignore[no-untyped-def]
-        title = "receipt" + (f", as of {clock(at)} (the ledger's last event)" if at else "")
-        t = Table(title=title, show_header=False)
+        t = Table(
+            title="receipt" + (f" as of {clock(at)}" if at else ""),
+            caption="the ledger's last event" if at else None,
+            show_header=False,
+        )
         t.add_column("what")
         t.add_column("figure", justify="right")
         for r in receipts:
