@@ -159,11 +159,11 @@ class FleetTable(DataTable[str]):
     updates a second."""
 
     COLUMNS = ("id", "gpu", "machine", "$/h", "phase", "status", "util", "throttle", "billed")
-    MARGIN = 2
+    MARGIN = 2  # rows above and below the window kept fresh, for a smooth cursor move
     BINDINGS = [  # as in the pane view (the help says j/k select an instance)
         Binding("j", "cursor_down", "Next", show=False),
         Binding("k", "cursor_up", "Previous", show=False),
-    ]  # rows above and below the window kept fresh, for a smooth cursor move
+    ]
 
     # DataTable keys its row order and line offsets on a counter that every cell update bumps,
     # so one changed cell rebuilds both lists over all rows (about 100 ms a poll at 10,000).

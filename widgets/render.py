@@ -75,7 +75,7 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     else:
         gpu.append("GPU -", style="grey50")
     gpu.append("  throttle: ")
-    if util is None and s.phase in ENDED:  # the last reading of a GPU no longer rented
+    if s.phase in ENDED:  # the last reading of a GPU no longer rented is not news
         gpu.append("-", style="grey50")
     else:
         throttle = clean(s.throttle, 200)
