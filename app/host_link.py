@@ -79,14 +79,8 @@ class HostLink:
         """One command on a proven host (market-seconds timeout)."""
         assert a.ssh_host is not None and a.ssh_port is not None
         async with self.slots, self._distrust_on_key_change(a):
-            return await self.ssh.run(
-                a.instance_id,
-                a.ssh_host,
-                a.ssh_port,
-                command,
-                stdin=stdin,
-                timeout=self.wall(timeout, 5.0),
-                connect_timeout=self.wall(CONNECT_TIMEOUT_S, self.io_floor_max),
+            return await self._ssh_run(
+                a, command, stdin, self.wall(timeout, 5.0), self.io_floor_max
             )
 
     async def probe(
@@ -97,21 +91,27 @@ class HostLink:
         assert a.ssh_host is not None and a.ssh_port is not None
         async with self.slots:
             try:
-                return await self.ssh.run(
-                    a.instance_id,
-                    a.ssh_host,
-                    a.ssh_port,
-                    command,
-                    stdin=script,
-                    timeout=timeout_wall,
-                    connect_timeout=self.wall(CONNECT_TIMEOUT_S, self.io_floor()),
-                )
+                return await self._ssh_run(a, command, script, timeout_wall, self.io_floor())
             except SSHFailure:
                 # a host that did not answer may be a machine too loaded to answer in time:
                 # the floor learns from connects that answered only, so measure the load
                 if self.measuring:
                     await self._measure(1)
                 raise
+
+    async def _ssh_run(
+        self, a: Attempt, command: str, stdin: bytes | None, timeout_wall: float, floor: float
+    ) -> RunResult:
+        assert a.ssh_host is not None and a.ssh_port is not None
+        return await self.ssh.run(
+            a.instance_id,
+            a.ssh_host,
+            a.ssh_port,
+            command,
+            stdin=stdin,
+            timeout=timeout_wall,
+            connect_timeout=self.wall(CONNECT_TIMEOUT_S, floor),
+        )
 
     async def on_connection(
         self, a: Attempt, work: Callable[[asyncssh.SSHClientConnection], Awaitable[T]]

@@ -373,13 +373,11 @@ def test_stop_and_start_on_a_destroyed_instance_send_nothing():
     asyncio.run(run())
 
 
-def test_a_rental_that_left_service_has_no_now_row():
-    """A destroyed instance's status history ends where it left service, not with a `now` row
-    repeating the last status it had (`running` for a host long gone)."""
+def _gone(**kw: object) -> object:
+    """A rental that left service at 400 s, for the status-history table."""
     from rentwatch.detail import InstanceDetail
-    from rentwatch.widgets.detail_screen import render_status_history
 
-    base = dict(
+    base: dict[str, object] = dict(
         instance_id=1,
         now=500.0,
         time_scale=1.0,
@@ -404,45 +402,34 @@ def test_a_rental_that_left_service_has_no_now_row():
         market_logs_error="",
         events=(),
     )
-    gone = render_status_history(InstanceDetail(**base))
+    return InstanceDetail(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_a_rental_that_left_service_has_no_now_row():
+    """A destroyed instance's status history ends where it left service, not with a `now` row
+    repeating the last status it had (`running` for a host long gone)."""
+    from rentwatch.widgets.detail_screen import render_status_history
+
+    gone = render_status_history(_gone())
     assert [c.plain for c in gone.columns[1]._cells] == ["destroyed"]
-    live = render_status_history(InstanceDetail(**{**base, "ended_at": None, "phase": "verified"}))
+    live = render_status_history(_gone(ended_at=None, phase="verified"))
     assert [c.plain for c in live.columns[0]._cells] == ["now"]
 
 
 def test_the_left_service_row_sits_in_time_order():
     """A stopped rental's history lists the engine's stop where it happened: the market's own
     'stopped' line, seen a poll later, comes after it (it was listed first)."""
-    from rentwatch.detail import InstanceDetail, StatusLine
+    from rentwatch.detail import StatusLine
     from rentwatch.widgets.detail_screen import render_status_history
 
-    d = InstanceDetail(
-        instance_id=1,
-        now=500.0,
-        time_scale=1.0,
-        gpu_name="RTX 3070",
-        machine_id=2,
-        host_id=3,
+    d = _gone(
         phase="stopped",
         status="stopped",
         status_msg="Stopped by user",
-        created_at=0.0,
-        ended_at=400.0,
-        gpu_dph=0.1,
-        storage_dph=0.01,
-        gpu_usd=0.0,
-        storage_usd=0.0,
-        bandwidth_usd=0.0,
-        preflight={},
         status_history=(
             StatusLine(100.0, "running", "success"),
             StatusLine(410.0, "stopped", "Stopped by user"),
         ),
-        samples=(),
-        jobs=(),
-        market_logs=(),
-        market_logs_error="",
-        events=(),
     )
     table = render_status_history(d)
     assert [c.plain for c in table.columns[2]._cells] == [

@@ -187,20 +187,29 @@ def test_a_dead_controller_is_said_to_be_dead(make_sim, tmp_path, runtime):
     assert _ls() == []  # the dead one's entry is swept
 
 
-def test_a_death_seen_late_is_still_said(tmp_path, monkeypatch):
-    # a killed controller closes its socket a moment before its pid stops answering signal 0:
-    # the first break reads as "out of reach", and the death must be said once it shows
-    answers = iter([True, True])  # alive at the first break and at the first retry
-    monkeypatch.setattr(registry, "pid_alive", lambda pid: next(answers, False))
+def _said_until(tmp_path, monkeypatch, done, what: str) -> list[str]:
+    """What a dashboard's engine said of a controller (pid 4242, its socket gone) until
+    `done(said)`, retrying at once."""
     monkeypatch.setattr("rentwatch.service.client.RECONNECT_S", 0.05)
     engine = RemoteEngine(Target(socket=str(tmp_path / "nobody.sock")), pid=4242)
     said: list[str] = []
     engine.on_error = said.append
     engine.start()
     try:
-        _until(lambda: any("has died" in s for s in said), 10, "the death said")
+        _until(lambda: done(said), 10, what)
     finally:
         engine.shutdown("leave")
+    return said
+
+
+def test_a_death_seen_late_is_still_said(tmp_path, monkeypatch):
+    # a killed controller closes its socket a moment before its pid stops answering signal 0:
+    # the first break reads as "out of reach", and the death must be said once it shows
+    answers = iter([True, True])  # alive at the first break and at the first retry
+    monkeypatch.setattr(registry, "pid_alive", lambda pid: next(answers, False))
+    said = _said_until(
+        tmp_path, monkeypatch, lambda said: any("has died" in s for s in said), "the death said"
+    )
     assert "reconnecting" in said[0] and "has died" not in said[0]
     assert sum("has died" in s for s in said) == 1  # said once, not at every retry
 
@@ -221,15 +230,7 @@ def test_a_controller_that_said_bye_and_exited_did_not_die(tmp_path, monkeypatch
 
     monkeypatch.setattr(RemoteEngine, "_events", events)
     monkeypatch.setattr(registry, "pid_alive", lambda pid: False)
-    monkeypatch.setattr("rentwatch.service.client.RECONNECT_S", 0.05)
-    engine = RemoteEngine(Target(socket=str(tmp_path / "nobody.sock")), pid=4242)
-    said: list[str] = []
-    engine.on_error = said.append
-    engine.start()
-    try:
-        _until(lambda: calls["n"] >= 3, 10, "two reconnects tried")
-    finally:
-        engine.shutdown("leave")
+    said = _said_until(tmp_path, monkeypatch, lambda _: calls["n"] >= 3, "two reconnects tried")
     assert said == ["the controller is shutting down: campaign finished"], said
 
 
