@@ -28,12 +28,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from rentwatch.client import VastClient
 from rentwatch.core.policy import get_policy
-from rentwatch.dashboard import watch_campaign
+from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
+from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import EventKind, Ledger
-from rentwatch.ssh_runner import SSHRunner, load_or_create_key
-from rentwatch.supervisor import Supervisor
+from rentwatch.market.vast.client import VastClient
+from rentwatch.run.dashboard import watch_campaign
 
 BOOTING = 10  # instances still booting in every fleet
 TIME_SCALE = 4.0  # market seconds per wall second in the freshness run

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rentwatch.referee import format_table, referee, referee_campaign
-from rentwatch.referee_score import pareto_rows, summarise
+from rentwatch.referee.run import format_table, referee, referee_campaign
+from rentwatch.referee.score import pareto_rows, summarise
 from rentwatch.sim.family import REPORT_FAMILY_SEEDS
 
 TARGETS = {"total_usd_vs_seed": 0.7, "time_to_done_vs_seed": 0.6, "dud_usd_vs_seed": 0.5}

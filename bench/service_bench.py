@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rentwatch.intents import StopIntent
-from rentwatch.service import api
-from rentwatch.service.client import RemoteEngine, RemoteLedger, Target
-from rentwatch.service.controller import Controller
-from rentwatch.service.server import ServiceServer
+from rentwatch.engine.intents import StopIntent
+from rentwatch.run.service import api
+from rentwatch.run.service.controller import Controller
+from rentwatch.run.service.remote import RemoteEngine, RemoteLedger, Target
+from rentwatch.run.service.server import ServiceServer
 
 from bench.tui_bench import fleet, measure
 

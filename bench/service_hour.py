@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rentwatch.ledger import Ledger
-from rentwatch.service.client import ControllerClient, RemoteEngine, Target
+from rentwatch.run.service.remote import ControllerClient, RemoteEngine, Target
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
 

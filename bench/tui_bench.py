@@ -14,9 +14,9 @@ import concurrent.futures
 import statistics
 import time
 
-from rentwatch.detail import InstanceDetail, LedgerLine, Sample, StatusLine
 from rentwatch.ledger import Ledger
-from rentwatch.snapshot import FleetSnap, InstanceSnap
+from rentwatch.views.detail import InstanceDetail, LedgerLine, Sample, StatusLine
+from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rentwatch.widgets.app import RentwatchApp
 
 
@@ -67,7 +67,7 @@ def detail(instance_id: int) -> InstanceDetail:
     )
 
 
-def fleet(n: int, tick: int) -> FleetSnap:
+def fleet(n: int, tick: int) -> FleetReadout:
     rows = tuple(
         InstanceSnap(
             instance_id=40000 + i,
@@ -94,7 +94,7 @@ def fleet(n: int, tick: int) -> FleetSnap:
         )
         for i in range(n)
     )
-    return FleetSnap(
+    return FleetReadout(
         now=1e9 + tick * 60,
         campaign="bench",
         policy="default",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
-from rentwatch.dashboard import DEMO_CAMPAIGN, make_engine
 from rentwatch.ledger import Ledger
+from rentwatch.run.dashboard import DEMO_CAMPAIGN, make_engine
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
 from rentwatch.widgets.app import RentwatchApp

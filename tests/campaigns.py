@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
-from rentwatch.headless import run_headless
+from rentwatch.run.headless import run_headless
 
 CAMPAIGN = """
 name = "{name}"

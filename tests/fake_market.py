@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rentwatch.client import Acted, CreateResult, NotFound, OnTry
 from rentwatch.core.campaign import Campaign
 from rentwatch.core.models import Instance, Offer
+from rentwatch.market.vast.client import Acted, CreateResult, NotFound, OnTry
 
 
 def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **more: Any) -> Offer:
@@ -95,7 +95,7 @@ class Box:
 
 
 class FakeMarket:
-    """Implements `rentwatch.market.Market`. Move `t` to move the market's clock."""
+    """Implements `rentwatch.market.protocol.Market`. Move `t` to move the market's clock."""
 
     time_scale = 1e6  # wall waits collapse to their floors
     gpu_billing = "running"

@@ -11,9 +11,9 @@ import asyncio
 import pytest
 from rentwatch.core.billing import Mark, charges, status_marks
 from rentwatch.core.policy import SEED
+from rentwatch.engine.hosts.ssh import SSHRunner
+from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
-from rentwatch.ssh_runner import SSHRunner
-from rentwatch.supervisor import Supervisor
 
 from .fake_market import FakeMarket, campaign, offer
 from .test_supervisor_unit import key as key  # the module's SSH key fixture

@@ -169,7 +169,7 @@ def test_normalise_blanks_per_host_parts_only():
 
 
 def test_probe_run_blame_reads_the_shell_and_the_probe():
-    from rentwatch.probe_io import probe_run_blame
+    from rentwatch.engine.hosts.probe_io import probe_run_blame
 
     b = probe_run_blame(
         7, "nvidia/cuda:12.4.1", 127, b"", b"bash: line 1: python3: command not found\n"
@@ -186,7 +186,7 @@ def test_probe_run_blame_reads_the_shell_and_the_probe():
 
 def test_commands_follow_the_check_policy():
     from rentwatch.core.verdict import CheckPolicy
-    from rentwatch.probe_io import NET_PROBE_URL, preflight_command, sampler_command
+    from rentwatch.engine.hosts.probe_io import NET_PROBE_URL, preflight_command, sampler_command
 
     assert preflight_command(CheckPolicy()) == "python3 -"
     off = CheckPolicy(pcie=False, vram=False, disk=False)

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rentwatch.cadence import FULL_PAGES, HOT_PAGES, LIST_CALLS, PAGE
-from rentwatch.client import VastClient
 from rentwatch.core.lifecycle import Phase
+from rentwatch.engine.cadence import FULL_PAGES, HOT_PAGES, LIST_CALLS, PAGE
+from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import EventKind
+from rentwatch.market.vast.client import VastClient
 from rentwatch.sim.market import Step
-from rentwatch.supervisor import Supervisor
 
 from bench.engine_bench import preloaded_supervisor
 from tests.hostile_market import HostileMarket, Hostility

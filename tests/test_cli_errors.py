@@ -5,7 +5,7 @@ cannot be created or is not a ledger, an SSH key path that cannot hold a key, ba
 from __future__ import annotations
 
 import pytest
-from rentwatch.cli import main
+from rentwatch.cli.main import main
 
 from tests.campaigns import campaign_text
 

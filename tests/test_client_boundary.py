@@ -11,8 +11,16 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from rentwatch.attempt import Attempt
-from rentwatch.client import (
+from rentwatch.core.errors import MalformedAnswer
+from rentwatch.core.lifecycle import Phase
+from rentwatch.core.models import Offer
+from rentwatch.core.policy import DEFAULT
+from rentwatch.engine.attempt import Attempt
+from rentwatch.engine.fleet import Fleet
+from rentwatch.engine.journal import Journal
+from rentwatch.engine.observer import Observer
+from rentwatch.ledger import Ledger
+from rentwatch.market.vast.client import (
     POLL_ATTEMPTS,
     AnswerTooLarge,
     ApiError,
@@ -21,14 +29,6 @@ from rentwatch.client import (
     QuotaExceeded,
     VastClient,
 )
-from rentwatch.core.errors import MalformedAnswer
-from rentwatch.core.lifecycle import Phase
-from rentwatch.core.models import Offer
-from rentwatch.core.policy import DEFAULT
-from rentwatch.fleet import Fleet
-from rentwatch.journal import Journal
-from rentwatch.ledger import Ledger
-from rentwatch.observer import Observer
 
 
 def _client(handler, **kw) -> VastClient:

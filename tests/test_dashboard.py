@@ -8,8 +8,8 @@ import time
 import pytest
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
-from rentwatch.dashboard import make_engine
 from rentwatch.ledger import Ledger
+from rentwatch.run.dashboard import make_engine
 from rentwatch.sim.market import Step
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetView

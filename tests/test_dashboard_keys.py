@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rentwatch.cli import build_parser
-from rentwatch.snapshot import InstanceSnap
+from rentwatch.cli.main import build_parser
+from rentwatch.views.snapshot import InstanceSnap
 from rentwatch.widgets.fleet import FleetTable, FleetView, visible
 from rentwatch.widgets.modals import DestroyConfirm, detach_choice, quit_choice
 from textual.app import App, ComposeResult
@@ -174,9 +174,9 @@ def test_top_level_help_lists_every_command() -> None:
 
 def test_a_host_whose_last_sample_works_is_shown_working_not_idle() -> None:
     """The market's utilization lags the host's own NVML sample: a job at 97% is `working`."""
-    from rentwatch.attempt import Attempt
     from rentwatch.core.lifecycle import Phase
-    from rentwatch.snapshot import shown_phase
+    from rentwatch.engine.attempt import Attempt
+    from rentwatch.views.snapshot import shown_phase
 
     a = Attempt(
         instance_id=1,

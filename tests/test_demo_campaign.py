@@ -4,8 +4,8 @@ campaign: a ledger that holds an earlier demo gets a fresh campaign name."""
 from __future__ import annotations
 
 from rentwatch.core.campaign import parse_campaign
-from rentwatch.dashboard import DEMO_CAMPAIGN, fresh_demo_name
 from rentwatch.ledger import Ledger
+from rentwatch.run.dashboard import DEMO_CAMPAIGN, fresh_demo_name
 
 
 def test_demo_campaign_carries_short_jobs() -> None:

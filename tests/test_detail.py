@@ -11,9 +11,9 @@ import time
 import pytest
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
-from rentwatch.dashboard import make_engine
 from rentwatch.ledger import Ledger
-from rentwatch.service.client import ControllerClient, RemoteEngine
+from rentwatch.run.dashboard import make_engine
+from rentwatch.run.service.remote import ControllerClient, RemoteEngine
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.fleet import FleetView, visible
@@ -36,7 +36,7 @@ async def _until(pilot, cond, timeout=60.0, what="condition"):
 
 @pytest.mark.parametrize("attached", [False, True], ids=["in-process", "over-the-socket"])
 def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, attached):
-    from rentwatch.service.controller import attach_in_process
+    from rentwatch.run.service.controller import attach_in_process
 
     sim = make_sim(seed=7, offers=40, time_scale=120)
     path = tmp_path / "l.duckdb"
@@ -126,8 +126,8 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
 
 def test_detail_endpoint_answers_and_refuses_strangers(make_sim, tmp_path, runtime):
     """`GET /v1/instances/{id}` over the controller's socket; an id not held is a 404."""
-    from rentwatch.service.api import ServiceError
-    from rentwatch.service.controller import attach_in_process
+    from rentwatch.run.service.api import ServiceError
+    from rentwatch.run.service.controller import attach_in_process
 
     sim = make_sim(seed=7, offers=40, time_scale=120)
     path = tmp_path / "l.duckdb"
@@ -375,7 +375,7 @@ def test_stop_and_start_on_a_destroyed_instance_send_nothing():
 
 def _gone(**kw: object) -> object:
     """A rental that left service at 400 s, for the status-history table."""
-    from rentwatch.detail import InstanceDetail
+    from rentwatch.views.detail import InstanceDetail
 
     base: dict[str, object] = dict(
         instance_id=1,
@@ -419,7 +419,7 @@ def test_a_rental_that_left_service_has_no_now_row():
 def test_the_left_service_row_sits_in_time_order():
     """A stopped rental's history lists the engine's stop where it happened: the market's own
     'stopped' line, seen a poll later, comes after it (it was listed first)."""
-    from rentwatch.detail import StatusLine
+    from rentwatch.views.detail import StatusLine
     from rentwatch.widgets.detail_screen import render_status_history
 
     d = _gone(

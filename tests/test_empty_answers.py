@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rentwatch.attempt import Attempt
 from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobQueue
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT
-from rentwatch.fleet import Fleet
-from rentwatch.job_work import JobWork
-from rentwatch.journal import Journal
+from rentwatch.engine.attempt import Attempt
+from rentwatch.engine.fleet import Fleet
+from rentwatch.engine.hosts.ssh import RunResult, SSHFailure
+from rentwatch.engine.hosts.tender import HostTender
+from rentwatch.engine.jobs.work import JobWork
+from rentwatch.engine.journal import Journal
 from rentwatch.ledger import Ledger
-from rentwatch.ssh_runner import RunResult, SSHFailure
-from rentwatch.tender import HostTender
 
 DROPPED = RunResult(None, b"", b"", False)  # the channel was cut before the host answered
 

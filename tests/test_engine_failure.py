@@ -8,13 +8,13 @@ import asyncio
 import time
 
 import pytest
-from rentwatch.cli import main
-from rentwatch.client import AuthError
+from rentwatch.cli.main import main
 from rentwatch.core.policy import get_policy
-from rentwatch.dashboard import make_engine, watch_campaign
+from rentwatch.engine.hosts.ssh import load_or_create_key
 from rentwatch.ledger import Ledger
-from rentwatch.snapshot import snapshot
-from rentwatch.ssh_runner import load_or_create_key
+from rentwatch.market.vast.client import AuthError
+from rentwatch.run.dashboard import make_engine, watch_campaign
+from rentwatch.views.snapshot import snapshot
 from rentwatch.widgets.app import RentwatchApp
 from textual.widgets import Static
 

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from rentwatch.actions import Actions
-from rentwatch.client import VastClient
+from rentwatch.engine.actions import Actions
 from rentwatch.ledger import Ledger
+from rentwatch.market.vast.client import VastClient
 
 from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign, truth_at
 

@@ -9,7 +9,7 @@ import concurrent.futures
 import dataclasses
 from typing import Any
 
-from rentwatch.intents import FleetSizeIntent, HandOverIntent
+from rentwatch.engine.intents import FleetSizeIntent, HandOverIntent
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetView

@@ -16,10 +16,10 @@ from rentwatch.core.offer_query import matches, parse_query
 from rentwatch.core.policy import get_policy
 from rentwatch.core.text import clean, is_clean
 from rentwatch.core.verdict import detect_throttle, preflight_verdict
-from rentwatch.job_runner import parse_status
+from rentwatch.engine.hosts.probe_io import ProbeError, parse_probe_output
+from rentwatch.engine.jobs.runner import parse_status
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
-from rentwatch.probe_io import ProbeError, parse_probe_output
 
 json_scalars = (
     st.none()
@@ -260,7 +260,7 @@ def test_sql_typed_into_the_ledger(fuzz_ledger, sql):
 
 
 def test_files_rentwatch_writes_are_private(tmp_path):
-    from rentwatch.ssh_runner import load_or_create_key
+    from rentwatch.engine.hosts.ssh import load_or_create_key
 
     load_or_create_key(tmp_path / "id")
     Ledger(tmp_path / "l.duckdb").close()

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
-from rentwatch.headless import run_headless
 from rentwatch.ledger import Ledger
+from rentwatch.run.headless import run_headless
 
 from .campaigns import campaign_text, run_campaign, truth_at
 

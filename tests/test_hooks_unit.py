@@ -18,9 +18,9 @@ from rentwatch.core.models import Instance
 from rentwatch.core.policy import DEFAULT, SEED
 from rentwatch.core.rules import Abandon, AttemptView, Create, Finish, FleetSnapshot, decide
 from rentwatch.core.verdict import CheckPolicy
+from rentwatch.engine.session import Session
 from rentwatch.ledger import Ledger
-from rentwatch.session import Session
-from rentwatch.snapshot import snapshot
+from rentwatch.views.snapshot import snapshot
 from rentwatch.widgets.render import campaign_bar
 
 from .campaigns import campaign_text
@@ -114,7 +114,7 @@ def test_routes_are_set_each_poll_and_the_route_used_is_in_the_ledger(key):
         (iid,) = sup.attempts
         await to_running(sup, market, iid)
         assert iid in sup.ssh.routes  # set from the market's row on the poll
-        from rentwatch.ssh_runner import Route
+        from rentwatch.engine.hosts.ssh import Route
 
         # as a connection that worked tells it (the sim campaigns exercise the real path)
         sup.ssh._note_route(iid, Route("direct", "127.0.0.2", 2222))
@@ -199,8 +199,8 @@ def test_a_campaign_fault_stops_creates_shows_a_banner_and_ends_non_zero(key):
 
 
 def test_a_faulted_campaign_resumes_only_once_changed(key, tmp_path):
-    from rentwatch.blame_book import BlameBook, signature
-    from rentwatch.journal import Journal
+    from rentwatch.engine.blame_book import BlameBook, signature
+    from rentwatch.engine.journal import Journal
     from rentwatch.ledger import EventKind
 
     ledger = Ledger(tmp_path / "l.duckdb")
@@ -250,7 +250,7 @@ def test_the_campaigns_http_timeout_reaches_the_client(tmp_path):
     "behaviour", ["narrow_pcie", "short_vram", "slow_disk", "slow_net", "xid_mid_job"]
 )
 def test_killing_a_host_with_a_new_fault_is_no_false_kill(behaviour):
-    from rentwatch.referee_score import RunFacts, score
+    from rentwatch.referee.score import RunFacts, score
 
     def row(iid: int, b: str) -> dict[str, Any]:
         return {
@@ -272,7 +272,7 @@ def test_killing_a_host_with_a_new_fault_is_no_false_kill(behaviour):
 
 def test_a_job_failing_the_same_way_on_two_machines_is_the_campaigns_fault(key):
     from rentwatch.core.campaign import Job
-    from rentwatch.ssh_runner import RunResult
+    from rentwatch.engine.hosts.ssh import RunResult
 
     tail = b"EXIT 1\nTraceback (most recent call last):\nModuleNotFoundError: No module named 'x'\n"
 

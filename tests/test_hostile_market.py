@@ -14,8 +14,8 @@ import subprocess
 import pytest
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
-from rentwatch.headless import run_headless
 from rentwatch.ledger import Ledger
+from rentwatch.run.headless import run_headless
 
 from tests.campaigns import campaign_text, headless_cmd, headless_env, truth_at
 from tests.hostile_market import ESCAPES, HostileMarket, Hostility
@@ -71,7 +71,7 @@ def _ledger_ids(ledger) -> set[int]:
 
 
 def test_escapes_from_the_market_reach_no_output(hostile, tmp_path, capsys):
-    from rentwatch.cli import main
+    from rentwatch.cli.main import main
 
     sim, proxy = hostile(Hostility(escapes=True))
     code, ledger = _run(sim, proxy, tmp_path, fleet=1)

@@ -10,8 +10,8 @@ from typing import Any
 
 import asyncssh
 import pytest
-from rentwatch.host_link import IO_FLOOR_MAX_S, IO_FLOOR_MIN_S, HostLink
-from rentwatch.ssh_runner import SSHRunner, loopback_handshakes
+from rentwatch.engine.hosts.link import IO_FLOOR_MAX_S, IO_FLOOR_MIN_S, HostLink
+from rentwatch.engine.hosts.ssh import SSHRunner, loopback_handshakes
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_calibration_runs_only_where_the_floor_can_matter(key):
 def test_a_try_without_an_answer_measures_the_load_again(key):
     # the floor learns from connects that answered; a machine too loaded to answer in time must
     # still raise it, so each preflight try that got no answer adds a loopback measurement
-    from rentwatch.ssh_runner import SSHFailure
+    from rentwatch.engine.hosts.ssh import SSHFailure
 
     link = _link(key, 600)
 

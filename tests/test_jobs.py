@@ -9,14 +9,14 @@ import subprocess
 import time
 
 import pytest
-from rentwatch.client import VastClient
 from rentwatch.core.campaign import Job, parse_campaign
 from rentwatch.core.jobs import EARLY_LOSS_S, FREE_LOSSES, JobQueue
 from rentwatch.core.policy import get_policy
-from rentwatch.job_runner import UnsafePath, parse_status, safe_relative
+from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
+from rentwatch.engine.jobs.runner import UnsafePath, parse_status, safe_relative
+from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
-from rentwatch.ssh_runner import SSHRunner, load_or_create_key
-from rentwatch.supervisor import Supervisor
+from rentwatch.market.vast.client import VastClient
 
 from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
 
@@ -284,7 +284,7 @@ artifacts = ["out"]
 
 
 def test_local_destination_is_contained(tmp_path):
-    from rentwatch.job_runner import _local
+    from rentwatch.engine.jobs.runner import _local
 
     assert _local(tmp_path, "a/b.txt") == (tmp_path / "a" / "b.txt").resolve()
     with pytest.raises(UnsafePath):

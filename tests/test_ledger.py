@@ -285,7 +285,7 @@ def test_fifty_mutations_refused_through_the_cli(tmp_path):
     before = _digest(path)
     assert len(MUTATIONS) >= 50
     # the CLI opens read-only and parses first: all refused, in one process for speed
-    from rentwatch.cli import main
+    from rentwatch.cli.main import main
 
     for sql in MUTATIONS:
         rc = main(["ledger", "--ledger", str(path), sql])

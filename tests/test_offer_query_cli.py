@@ -13,9 +13,9 @@ import sys
 from typing import Any
 
 import pytest
-from rentwatch.client import VastClient
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.offer_query import matches, parse_query
+from rentwatch.market.vast.client import VastClient
 
 QUERIES = [
     "num_gpus=1 rentable=true",

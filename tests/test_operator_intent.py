@@ -12,7 +12,8 @@ from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import SEED
 from rentwatch.core.rules import Create, Stop
 from rentwatch.core.verdict import Verdict
-from rentwatch.intents import (
+from rentwatch.engine.hosts.ssh import RunResult, SSHRunner, load_or_create_key
+from rentwatch.engine.intents import (
     AutomationRefused,
     DestroyConfirmation,
     DestroyIntent,
@@ -21,10 +22,9 @@ from rentwatch.intents import (
     StartIntent,
     StopIntent,
 )
+from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import EventKind, Ledger
-from rentwatch.snapshot import snapshot
-from rentwatch.ssh_runner import RunResult, SSHRunner, load_or_create_key
-from rentwatch.supervisor import Supervisor
+from rentwatch.views.snapshot import snapshot
 
 from .fake_market import FakeMarket, offer
 from .fake_market import campaign as fake_campaign

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from rentwatch.core.verdict import preflight_verdict
-from rentwatch.probe_io import parse_probe_output, probe_source
+from rentwatch.engine.hosts.probe_io import parse_probe_output, probe_source
 
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 sys.path.insert(0, str(PROBES))

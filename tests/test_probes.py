@@ -12,11 +12,11 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from rentwatch.client import VastClient
 from rentwatch.core.verdict import detect_throttle, preflight_verdict
-from rentwatch.probe_io import ProbeError, parse_probe_output, probe_source
+from rentwatch.engine.hosts.probe_io import ProbeError, parse_probe_output, probe_source
+from rentwatch.engine.hosts.ssh import SSHFailure, SSHRunner
+from rentwatch.market.vast.client import VastClient
 from rentwatch.probes import nvml_sample
-from rentwatch.ssh_runner import SSHFailure, SSHRunner
 
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 
@@ -247,7 +247,7 @@ def test_hostile_host_over_real_ssh(make_sim):
 
 
 def test_host_key_change_is_refused():
-    from rentwatch.ssh_runner import HostKeyChanged
+    from rentwatch.engine.hosts.ssh import HostKeyChanged
 
     runner = SSHRunner(asyncssh.generate_private_key("ssh-ed25519"))
     runner.pinned[7] = "SHA256:old"
@@ -262,7 +262,7 @@ def test_host_key_change_is_refused():
     async def fake_connect(*a, **k):
         return Conn()
 
-    import rentwatch.ssh_runner as mod
+    import rentwatch.engine.hosts.ssh as mod
 
     orig = mod.asyncssh.connect
     mod.asyncssh.connect = fake_connect

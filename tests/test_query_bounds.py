@@ -123,7 +123,7 @@ def test_the_byte_bound_stops_the_fetch_before_the_page_is_in_memory(led, monkey
 
 
 def test_rentwatch_ledger_says_one_line(tmp_path, capsys):
-    from rentwatch.cli import main
+    from rentwatch.cli.main import main
 
     path = tmp_path / "l.duckdb"
     Ledger(path).close()

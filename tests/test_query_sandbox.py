@@ -105,7 +105,7 @@ def test_controller_ledger_refuses_every_attack(tmp_path, monkeypatch):
 
 
 def test_cli_on_a_file_refuses_every_attack(tmp_path, capsys):
-    from rentwatch.cli import main
+    from rentwatch.cli.main import main
 
     path = tmp_path / "l.duckdb"
     _filled(path).close()

@@ -8,8 +8,8 @@ import json
 import shutil
 
 import duckdb
-from rentwatch.cli import main
-from rentwatch.reconcile import MarketCharge, likely_cause, market_by_instance, reconcile
+from rentwatch.cli.main import main
+from rentwatch.ledger.reconcile import MarketCharge, likely_cause, market_by_instance, reconcile
 
 from tests.campaigns import run_campaign
 

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from rentwatch.cli import main
+from rentwatch.cli.main import main
 from rentwatch.core.campaign import parse_campaign
-from rentwatch.referee import referee
-from rentwatch.referee_score import RunFacts, score
+from rentwatch.referee.run import referee
+from rentwatch.referee.score import RunFacts, score
 from rentwatch.sim.scenario import parse_scenario
 
 CAMPAIGN = """
@@ -156,7 +156,7 @@ def test_destroying_a_host_that_had_already_gone_dark_is_no_false_kill():
 
 
 def test_summary_counts_never_as_worst_and_names_the_worst_market():
-    from rentwatch.referee_score import summarise
+    from rentwatch.referee.score import summarise
 
     def run(policy, market, usd, done):
         return {
@@ -261,7 +261,7 @@ def test_referee_runs_on_every_shipped_scenario(scenario, tmp_path, capsys):
 
 def test_a_policy_setting_can_be_refereed_before_it_is_a_preset():
     from rentwatch.core.errors import ConfigError
-    from rentwatch.referee import policy_from_spec
+    from rentwatch.referee.run import policy_from_spec
 
     p = policy_from_spec("default+spare_attempts=2+reuse_stopped=false")
     assert p.name == "default" and p.spare_attempts == 2 and p.reuse_stopped is False
@@ -308,7 +308,7 @@ def test_the_referee_campaign_carries_the_default_jobs_sized_in_market_time():
     """The demo's own jobs are wall-clock sleeps for the dashboard; refereed at 600x they would
     last hours of market time and no policy could finish the work. Every market of a family
     gets two jobs per fleet slot, each 30 market minutes at the run's time scale."""
-    from rentwatch.referee import plan, referee_campaign
+    from rentwatch.referee.run import plan, referee_campaign
 
     camp = referee_campaign()
     assert camp.jobs == ()

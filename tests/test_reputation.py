@@ -69,12 +69,12 @@ def test_quarantined_machines_never_offered(make_sim, tmp_path):
     """Offer choice excludes quarantined machines whatever their price (checked in the engine)."""
     import asyncio
 
-    from rentwatch.client import VastClient
     from rentwatch.core.campaign import parse_campaign
     from rentwatch.core.policy import get_policy
+    from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
+    from rentwatch.engine.supervisor import Supervisor
     from rentwatch.ledger import Ledger
-    from rentwatch.ssh_runner import SSHRunner, load_or_create_key
-    from rentwatch.supervisor import Supervisor
+    from rentwatch.market.vast.client import VastClient
 
     from .campaigns import campaign_text
 

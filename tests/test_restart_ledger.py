@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 from rentwatch.core.policy import SEED
+from rentwatch.engine.hosts.ssh import SSHRunner
+from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
-from rentwatch.market import MarketUnavailable
-from rentwatch.ssh_runner import SSHRunner
-from rentwatch.supervisor import Supervisor
+from rentwatch.market.protocol import MarketUnavailable
 
 from .fake_market import FakeMarket, campaign, offer
 from .test_supervisor_unit import key as key  # the module's SSH key fixture

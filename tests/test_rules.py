@@ -319,13 +319,13 @@ def test_executor_refuses_automated_destroy_of_a_verified_instance(tmp_path):
     executor, and a human destroy needs the instance's id typed back."""
     import asyncio
 
-    from rentwatch.attempt import Attempt
-    from rentwatch.client import VastClient
     from rentwatch.core.campaign import parse_campaign
-    from rentwatch.intents import DestroyIntent
+    from rentwatch.engine.attempt import Attempt
+    from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
+    from rentwatch.engine.intents import DestroyIntent
+    from rentwatch.engine.supervisor import AutomationRefused, DestroyConfirmation, Supervisor
     from rentwatch.ledger import Ledger
-    from rentwatch.ssh_runner import SSHRunner, load_or_create_key
-    from rentwatch.supervisor import AutomationRefused, DestroyConfirmation, Supervisor
+    from rentwatch.market.vast.client import VastClient
 
     async def run() -> None:
         client = VastClient("http://127.0.0.1:9", "k", max_attempts=1, min_intervals={})

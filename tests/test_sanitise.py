@@ -8,7 +8,7 @@ import json
 import tomllib
 
 import pytest
-from rentwatch.cli import main
+from rentwatch.cli.main import main
 from rentwatch.core.text import clean, is_clean
 from rentwatch.ledger import Ledger
 
@@ -126,7 +126,7 @@ def test_error_lines_are_clean(tmp_path, capsys):
 
 
 def test_pane_lines_clean_a_raw_snapshot():
-    from rentwatch.snapshot import InstanceSnap
+    from rentwatch.views.snapshot import InstanceSnap
     from rentwatch.widgets.render import pane_lines
 
     snap = InstanceSnap(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rentwatch.cli import main
+from rentwatch.cli.main import main
 from rentwatch.sim.scenario import load_scenario
 
 from .campaigns import run_campaign

@@ -8,8 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from rentwatch.client import AuthError, MarketUnavailable, VastClient
 from rentwatch.ledger import Ledger
+from rentwatch.market.vast.client import AuthError, MarketUnavailable, VastClient
 
 from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
 from .test_dashboard import _app, _until

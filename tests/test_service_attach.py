@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from rentwatch.ledger import Ledger
-from rentwatch.service import registry
-from rentwatch.service.client import RemoteEngine, Target, resolve
-from rentwatch.service.spawn import ControllerFailed, attach_dashboard, connect
+from rentwatch.run.service import registry
+from rentwatch.run.service.remote import RemoteEngine, Target, resolve
+from rentwatch.run.service.spawn import ControllerFailed, attach_dashboard, connect
 from rentwatch.widgets.fleet import FleetView
 
 from .campaigns import campaign_text
@@ -190,7 +190,7 @@ def test_a_dead_controller_is_said_to_be_dead(make_sim, tmp_path, runtime):
 def _said_until(tmp_path, monkeypatch, done, what: str) -> list[str]:
     """What a dashboard's engine said of a controller (pid 4242, its socket gone) until
     `done(said)`, retrying at once."""
-    monkeypatch.setattr("rentwatch.service.client.RECONNECT_S", 0.05)
+    monkeypatch.setattr("rentwatch.run.service.remote.RECONNECT_S", 0.05)
     engine = RemoteEngine(Target(socket=str(tmp_path / "nobody.sock")), pid=4242)
     said: list[str] = []
     engine.on_error = said.append
@@ -272,9 +272,9 @@ def test_a_killed_process_not_yet_reaped_is_dead():
 def test_quitting_with_stop_waits_on_a_remote_controller_by_its_answers(tmp_path):
     # over a forwarded socket or TCP the controller's pid names a process elsewhere: the
     # wait for its exit asks its API instead, and a stop is done once nothing answers
-    from rentwatch.service.controller import Controller
-    from rentwatch.service.server import ServiceServer
-    from rentwatch.service.spawn import _is_local, _wait_gone
+    from rentwatch.run.service.controller import Controller
+    from rentwatch.run.service.server import ServiceServer
+    from rentwatch.run.service.spawn import _is_local, _wait_gone
 
     async def main() -> None:
         server = ServiceServer(Controller("far", tmp_path / "l.duckdb"))

@@ -9,18 +9,18 @@ import time
 
 import asyncssh
 import pytest
-from rentwatch.client import VastClient
 from rentwatch.core.blame import Evidence, Failure, Party, Stage, blame
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.host_checks import deep_checks, first_failure, xid_check
 from rentwatch.core.verdict import CheckPolicy, preflight_verdict
-from rentwatch.probe_io import parse_probe_output, probe_source
+from rentwatch.engine.hosts.probe_io import parse_probe_output, probe_source
+from rentwatch.engine.hosts.ssh import SSHRunner
+from rentwatch.market.vast.client import VastClient
 from rentwatch.sim import host_behaviours as hb
 from rentwatch.sim.images import ImageSpec, deny_unpullable, image_facts
 from rentwatch.sim.market import Market, SimClock
 from rentwatch.sim.scenario import ALL_BEHAVIOURS, parse_scenario
 from rentwatch.sim.ssh_hosts import nvml_answer, preflight_answer
-from rentwatch.ssh_runner import SSHRunner
 
 NEW = ("narrow_pcie", "short_vram", "slow_disk", "slow_net", "xid_mid_job")
 CAUGHT_BY = {

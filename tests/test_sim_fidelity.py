@@ -12,13 +12,13 @@ import time
 import asyncssh
 import httpx
 import pytest
-from rentwatch.client import VastClient
 from rentwatch.core.billing import Mark, charges
 from rentwatch.core.models import Instance
 from rentwatch.core.patterns import fatal_match
+from rentwatch.engine.hosts.ssh import Route, SSHFailure, SSHRunner
+from rentwatch.market.vast.client import VastClient
 from rentwatch.sim.market import BUILD_LINES, FATAL_TEXTS, Market, SimClock
 from rentwatch.sim.scenario import parse_scenario
-from rentwatch.ssh_runner import Route, SSHFailure, SSHRunner
 
 HEALTHY = [{"behaviour": "healthy", "share": 1}]
 

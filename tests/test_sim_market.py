@@ -9,9 +9,9 @@ import random
 
 import httpx
 import pytest
-from rentwatch.client import VastClient
 from rentwatch.core.billing import Mark, charges
 from rentwatch.core.errors import ConfigError
+from rentwatch.market.vast.client import VastClient
 from rentwatch.sim.market import Market, SimClock
 from rentwatch.sim.scenario import BEHAVIOURS, DELIVERING, load_scenario, parse_scenario
 

@@ -8,8 +8,8 @@ import time
 
 import asyncssh
 import pytest
-from rentwatch.client import VastClient
 from rentwatch.core.errors import ConfigError
+from rentwatch.market.vast.client import VastClient
 from rentwatch.sim.market import Market, SimClock
 from rentwatch.sim.scenario import GPU_DPH, parse_scenario
 

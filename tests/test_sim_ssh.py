@@ -10,7 +10,7 @@ import time
 import asyncssh
 import httpx
 import pytest
-from rentwatch.client import VastClient
+from rentwatch.market.vast.client import VastClient
 
 
 async def _running(c: VastClient, iid: int, timeout: float = 30):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 from rentwatch.core.lifecycle import Phase
-from rentwatch.market import MarketUnavailable
-from rentwatch.snapshot import snapshot
+from rentwatch.market.protocol import MarketUnavailable
+from rentwatch.views.snapshot import snapshot
 
 from .test_supervisor_unit import key as key  # the module's SSH key fixture
 from .test_supervisor_unit import run, verified
@@ -78,7 +78,7 @@ def test_a_booting_instance_written_off_and_back_is_no_dud(key):
         await sup.release_all("rule:campaign_end", "over")
         _same(sup, ledger)
         (receipt,) = ledger.receipt()
-        from rentwatch.snapshot import figures
+        from rentwatch.views.snapshot import figures
 
         fig = figures(sup, market.t)
         assert fig["dud_mean_lifetime_min"] == pytest.approx(receipt["dud_mean_lifetime_min"])

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from rentwatch.detail import InstanceDetail, JobLine, LedgerLine, Sample, StatusLine
 from rentwatch.ledger import Ledger
-from rentwatch.snapshot import FleetSnap, InstanceSnap
+from rentwatch.views.detail import InstanceDetail, JobLine, LedgerLine, Sample, StatusLine
+from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rentwatch.widgets.app import RentwatchApp
 
 HERE = Path(__file__).parent / "snapshots"
@@ -135,7 +135,7 @@ def _inst(i: int, **kw) -> InstanceSnap:
     return InstanceSnap(**base)
 
 
-FLEET = FleetSnap(
+FLEET = FleetReadout(
     now=5000.0,
     campaign="qlora-sweep",
     policy="default",

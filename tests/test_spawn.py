@@ -11,9 +11,9 @@ import sys
 import time
 
 import pytest
-from rentwatch.service import registry, spawn
-from rentwatch.service.controller import READY_S, SERVE_S
-from rentwatch.service.spawn import ControllerFailed, spawn_controller
+from rentwatch.run.service import registry, spawn
+from rentwatch.run.service.controller import READY_S, SERVE_S
+from rentwatch.run.service.spawn import ControllerFailed, spawn_controller
 
 # a stand-in controller: never registers; on SIGTERM it "releases" (writes so) and exits
 SLOW_CHILD = """
@@ -67,9 +67,9 @@ def test_a_controller_that_does_not_answer_in_time_is_terminated(tmp_path, runti
 def test_leaving_a_controller_whose_entry_is_gone_says_so(tmp_path, runtime, capsys):
     import asyncio
 
-    from rentwatch.service.client import Target
-    from rentwatch.service.controller import Controller
-    from rentwatch.service.server import ServiceServer
+    from rentwatch.run.service.controller import Controller
+    from rentwatch.run.service.remote import Target
+    from rentwatch.run.service.server import ServiceServer
 
     async def main() -> int:
         server = ServiceServer(Controller("gone", tmp_path / "l.duckdb"))

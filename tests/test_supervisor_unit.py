@@ -17,13 +17,13 @@ from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import NAIVE, SEED, Policy
 from rentwatch.core.rules import Abandon, Create, Finish, StartPreflight, Stop, Verify
 from rentwatch.core.verdict import Throttle, Verdict
-from rentwatch.intents import CreateIntent, StartIntent
+from rentwatch.engine.hosts.ssh import HostKeyChanged, RunResult, SSHRunner, load_or_create_key
+from rentwatch.engine.intents import CreateIntent, StartIntent
+from rentwatch.engine.operator import HUMAN_RECENT_S, STARTED_BY_PERSON
+from rentwatch.engine.session import Session
+from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
-from rentwatch.market import Market
-from rentwatch.operator import HUMAN_RECENT_S, STARTED_BY_PERSON
-from rentwatch.session import Session
-from rentwatch.ssh_runner import HostKeyChanged, RunResult, SSHRunner, load_or_create_key
-from rentwatch.supervisor import Supervisor
+from rentwatch.market.protocol import Market
 
 from .fake_market import FakeMarket, offer
 from .fake_market import campaign as fake_campaign
@@ -425,7 +425,7 @@ def test_a_session_records_campaign_end_and_closes(key, tmp_path: Path):
 def test_the_dashboard_counts_duds_as_the_receipt_does(key):
     """One definition of a dud: a frozen pull abandoned, and a booting one cancelled at the
     end, are both duds on screen and in the receipt."""
-    from rentwatch.snapshot import snapshot
+    from rentwatch.views.snapshot import snapshot
 
     async def body(sup, market, ledger):
         await sup.poll_once()
@@ -609,7 +609,7 @@ def test_a_host_a_person_started_is_not_drained_a_minute_later(key):
 
 
 def test_a_stopped_instances_detail_still_asks_the_market_for_its_logs(key):
-    from rentwatch.detail import build
+    from rentwatch.views.detail import build
 
     async def body(sup, market, ledger):
         iid = await verified(sup, market)

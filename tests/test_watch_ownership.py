@@ -8,11 +8,11 @@ import asyncio
 import time
 
 import pytest
-from rentwatch.client import VastClient
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
-from rentwatch.dashboard import make_engine, watch_campaign
 from rentwatch.ledger import Ledger
+from rentwatch.market.vast.client import VastClient
+from rentwatch.run.dashboard import make_engine, watch_campaign
 from rentwatch.widgets.app import RentwatchApp
 from textual.widgets import Static
 

@@ -9,8 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rentwatch.core.text import clean
-from rentwatch.engine import EngineThread
-from rentwatch.intents import (
+from rentwatch.engine.intents import (
     CreateIntent,
     DestroyConfirmation,
     DestroyIntent,
@@ -21,8 +20,8 @@ from rentwatch.intents import (
     StopIntent,
 )
 from rentwatch.ledger import Ledger
-from rentwatch.service.client import RemoteEngine, RemoteLedger
-from rentwatch.snapshot import FleetSnap, InstanceSnap
+from rentwatch.views.port import EnginePort, LedgerPort
+from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -94,16 +93,16 @@ class RentwatchApp(App[str]):
 
     def __init__(
         self,
-        engine: EngineThread | RemoteEngine,  # in-process, or a controller's over its socket
-        ledger: Ledger | RemoteLedger,
+        engine: EnginePort,  # in-process, or a controller's over its socket
+        ledger: Ledger | LedgerPort,
         refresh_s: float = 0.5,
     ) -> None:
         super().__init__()
         self.engine = engine
         self.ledger = ledger
         self.refresh_s = refresh_s
-        self.latest: FleetSnap | None = None
-        self._shown: FleetSnap | None = None
+        self.latest: FleetReadout | None = None
+        self._shown: FleetReadout | None = None
         self._log_seen = 0
         self._bar_height = 0
         self.table_mode = False
@@ -168,7 +167,7 @@ class RentwatchApp(App[str]):
             return self._instance_in_sight(self.screen)
         return True
 
-    def _receive(self, snap: FleetSnap) -> None:
+    def _receive(self, snap: FleetReadout) -> None:
         self.latest = snap
 
     def _engine_error(self, msg: str) -> None:

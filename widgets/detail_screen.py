@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rentwatch.core.text import clean
-from rentwatch.detail import InstanceDetail
+from rentwatch.views.detail import InstanceDetail
 from rich.table import Table
 from rich.text import Text
 from textual import work

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Self
 
-from rentwatch.snapshot import InstanceSnap
+from rentwatch.views.snapshot import InstanceSnap
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding

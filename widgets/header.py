@@ -5,7 +5,7 @@ Every figure is the snapshot's, computed by the engine with the billing code of 
 from __future__ import annotations
 
 from rentwatch.core.text import clean
-from rentwatch.snapshot import FleetSnap
+from rentwatch.views.snapshot import FleetReadout
 from rich.text import Text
 
 from .clock import clock, simulated, speed
@@ -28,7 +28,7 @@ def budget_bar(spent: float, budget: float | None, cells: int = BUDGET_CELLS) ->
     return t
 
 
-def fleet_line(f: FleetSnap, sort_name: str, filter_text: str = "") -> Text:
+def fleet_line(f: FleetReadout, sort_name: str, filter_text: str = "") -> Text:
     t = Text(" ")
     t.append(f"${f.dph_now:.3f}/h now", style="bold")
     stopped = sum(1 for s in f.instances if s.phase == "stopped")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rentwatch.snapshot import InstanceSnap
+from rentwatch.views.snapshot import InstanceSnap
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding

@@ -6,7 +6,7 @@ safe whatever snapshot it is handed)."""
 from __future__ import annotations
 
 from rentwatch.core.text import clean
-from rentwatch.snapshot import FleetSnap, InstanceSnap
+from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
 
 PHASE_STYLE = {
@@ -96,7 +96,7 @@ def live_util(s: InstanceSnap) -> float | None:
     return None if s.phase in ENDED else s.util
 
 
-def campaign_bar(f: FleetSnap) -> Text:
+def campaign_bar(f: FleetReadout) -> Text:
     t = Text()
     if f.engine_error:
         t.append(" ENGINE FAILED ", style="bold reverse red")

@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from math import ceil, comb
 
-from .reputation import ROUND_H  # an attempt is verified or given up in about 15 minutes
+from .reputation import (
+    ROUND_H,  # an attempt is verified or given up in about 15 minutes
+)
 
 
 @dataclass(frozen=True)

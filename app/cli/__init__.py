@@ -1,0 +1,1 @@
+"""The command line: the argument parser and what each subcommand does."""

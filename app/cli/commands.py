@@ -1,0 +1,331 @@
+"""What each `rentwatch` subcommand does (the parser and `main` are in `cli.py`): read the
+operator's files and flags, open what the command needs, and hand over to the engine, the
+simulator, the referee or the ledger. Ordinary mistakes are `RentwatchError`s (one line, exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TYPE_CHECKING
+
+from ..core.errors import RentwatchError
+
+
+def _read_text(path: str, what: str) -> str:
+    """A file the operator named, as text; any way it cannot be read is one ConfigError line."""
+    from pathlib import Path
+
+    from ..core.errors import ConfigError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{what} {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
+if TYPE_CHECKING:
+    from ..core.campaign import Campaign
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from ..sim.scenario import load_scenario
+    from ..sim.server import SimServer
+
+    if args.scenario:
+        _read_text(args.scenario, "scenario")  # unreadable or not UTF-8: one line, exit 2
+    scenario = load_scenario(args.scenario)
+    server = SimServer(scenario, port=args.port, api_key=args.api_key)
+
+    async def main() -> None:
+        await server.start()
+        print(server.url, flush=True)
+        if not args.api_key:
+            print(f"api key: {server.api_key}", flush=True)
+        print(
+            f"scenario {scenario.name}: seed {scenario.seed}, {scenario.offers} offers, "
+            f"time scale {scenario.time_scale:g}x, gpu billing from {scenario.gpu_billing}",
+            flush=True,
+        )
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await server.stop()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:  # the port is taken or not ours to use
+        raise SimCannotListen(f"port {args.port}: {exc.strerror or exc}") from None
+    return 0
+
+
+class SimCannotListen(RentwatchError):
+    title = "cannot start the simulated market"
+
+
+def _open_ledger(path: str | None, read_only: bool = True):  # type: ignore[no-untyped-def]
+    from ..ledger import Ledger
+    from ..ledger.store import default_ledger_path
+
+    return Ledger(path or default_ledger_path(), read_only=read_only)
+
+
+def service_cmd(name: str, args: argparse.Namespace) -> int:
+    from . import controllers
+
+    return int(getattr(controllers, name)(args))
+
+
+def _remote_ledger(path: str | None):  # type: ignore[no-untyped-def]
+    from ..ledger.store import default_ledger_path
+    from .controllers import controller_for_ledger
+
+    return controller_for_ledger(path or default_ledger_path())
+
+
+def cmd_receipt(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..ledger.receipt import format_receipt
+
+    remote = _remote_ledger(args.ledger)
+    if remote is not None:  # a running controller holds the file: it answers
+        receipts = remote.receipt(args.campaign)
+        remote.close()
+    else:
+        with _open_ledger(args.ledger) as ledger:
+            receipts = ledger.receipt(args.campaign)
+    if args.campaign and not receipts:
+        print(f"rentwatch: no campaign {args.campaign!r} in the ledger", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(receipts[0] if args.campaign else receipts, indent=2))
+        return 0
+    console = Console()
+    if not receipts:
+        console.print("the ledger holds no creates yet")
+    for r in receipts:
+        table = Table(title=Text(f"receipt: {r['campaign']}"), show_header=False)
+        table.add_column("what")
+        table.add_column("figure", justify="right")
+        for label, value in format_receipt(r):
+            table.add_row(Text(label), Text(value))  # text, never markup
+        console.print(table)
+    return 0
+
+
+def cmd_ledger(args: argparse.Namespace) -> int:
+    from ..ledger.export import export_result, print_result
+
+    remote = _remote_ledger(args.ledger)
+    if remote is not None:  # a running controller holds the file: it answers
+        result = remote.query_all(args.sql, args.limit)
+        remote.close()
+    else:
+        with _open_ledger(args.ledger) as ledger:
+            result = ledger.query(args.sql, limit=args.limit)
+    if args.export:
+        export_result(result, args.export)
+        print(f"wrote {len(result.rows)} rows to {args.export}", file=sys.stderr)
+    print_result(result, "json" if args.json else "csv" if args.csv else "table", args.limit)
+    return 0
+
+
+def _read_campaign(path: str) -> Campaign:
+    """A campaign file, parsed; an unreadable or non-UTF-8 one is a ConfigError (a message, no
+    traceback)."""
+    from ..core.campaign import parse_campaign
+
+    return parse_campaign(_read_text(path, "campaign"), path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..core.policy import get_policy
+    from ..ledger.store import default_ledger_path
+    from ..market.vast.client import find_api_key
+    from ..run.headless import run_headless
+
+    if args.background:  # the same headless run, in its own session; returns once it serves
+        return service_cmd("cmd_run_background", args)
+    if not args.headless:
+        print(
+            "rentwatch: the dashboard run is `rentwatch watch --campaign FILE`; add --headless for no TUI",
+            file=sys.stderr,
+        )
+        return 2
+    if args.api_key:
+        print(
+            "rentwatch: warning: --api-key is visible in the process list; prefer VAST_API_KEY",
+            file=sys.stderr,
+        )
+    campaign = _read_campaign(args.campaign)
+    policy = get_policy(args.policy).with_overrides(campaign.policy)
+    key = find_api_key(args.api_key)
+    _check_ssh_key(args.ssh_key)
+    # every market call's total deadline: the flag, else the campaign's key, else the default
+    from ..market.vast.client import DEFAULT_TIMEOUT
+
+    timeout = args.http_timeout or campaign.http_timeout_s or DEFAULT_TIMEOUT
+    asyncio.run(_check_market(args.market_url, key, timeout))
+    if not args.no_api:
+        from ..run.service.controller import serve_headless
+
+        run_headless = serve_headless  # type: ignore[assignment]  # the same run, served
+    extra = {} if args.no_api else {"listen": args.listen}
+    return asyncio.run(
+        run_headless(
+            campaign,
+            policy,
+            args.market_url,
+            key,
+            args.ledger or str(default_ledger_path()),
+            detach=args.detach,
+            key_path=args.ssh_key,
+            http_timeout_s=timeout,
+            **extra,
+        )
+    )
+
+
+async def _check_market(url: str, key: str, timeout: float) -> None:
+    """One authenticated read before anything is created or recorded: an unreachable market
+    or a rejected key is one line and exit 2, not a trap and a traceback."""
+    import httpx
+
+    from ..market.vast.client import VastClient
+
+    try:
+        async with VastClient(url, key, timeout=timeout) as client:  # retries as the engine does
+            await client.ssh_keys()
+    except RentwatchError as exc:
+        raise MarketCheckFailed(f"{url}: {exc}") from None
+    except (httpx.HTTPError, ValueError) as exc:  # a URL httpx cannot use at all
+        raise MarketCheckFailed(f"{url}: {type(exc).__name__}: {exc}") from None
+
+
+def _check_ssh_key(path: str | None) -> None:
+    """rentwatch's SSH key, loaded (or made) now: a path that cannot hold it is one line."""
+    from pathlib import Path
+
+    from ..core.errors import ConfigError
+    from ..engine.hosts.ssh import load_or_create_key
+    from ..run.headless import default_key_path
+
+    target = Path(path) if path else default_key_path()
+    try:
+        load_or_create_key(target)
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"cannot use the SSH key {target}: {why}") from None
+
+
+class MarketCheckFailed(RentwatchError):
+    title = "cannot use the market"
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if args.foreground:  # the engine and the simulated market inside this process
+        from ..run.dashboard import run_demo
+
+        return run_demo(
+            time_scale=args.time_scale,
+            ledger_path=Path(args.ledger) if args.ledger else None,
+            seed=args.seed,
+        )
+    from platformdirs import user_data_dir
+
+    from ..run.service.spawn import run_attached
+
+    ledger = Path(args.ledger or Path(user_data_dir("rentwatch")) / "demo-ledger.duckdb")
+    argv = ["--demo", "--time-scale", str(args.time_scale), "--seed", str(args.seed)]
+    return run_attached(argv, ledger.resolve(), None)  # a demo already running: attach to it
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    from ..core.policy import get_policy
+    from ..engine.session import default_key_path
+    from ..ledger.store import default_ledger_path
+    from ..market.vast.client import find_api_key
+
+    campaign = _read_campaign(args.campaign) if args.campaign else None
+    policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
+    ledger = Path(args.ledger).resolve() if args.ledger else default_ledger_path()
+    key = find_api_key(None, flag=None)  # watch takes no --api-key: the key stays off `ps`
+    if args.foreground:  # the engine inside this process: it ends with the dashboard
+        from ..run.dashboard import run_dashboard
+
+        return run_dashboard(args.market_url, key, campaign, policy, ledger, default_key_path())
+    from ..run.service.spawn import run_attached
+
+    argv = ["--market-url", args.market_url, "--policy", args.policy]
+    if args.campaign:
+        argv += ["--campaign", str(Path(args.campaign).resolve())]
+    env = dict(os.environ, VAST_API_KEY=key)  # through the environment, never argv
+    return run_attached(argv, ledger, campaign.name if campaign else "watch", env)
+
+
+def cmd_referee(args: argparse.Namespace) -> int:
+    import json
+
+    from ..core.campaign import parse_campaign
+    from ..referee.run import format_table, referee, referee_campaign
+    from ..sim.scenario import load_scenario
+
+    if args.scenario:
+        _read_text(args.scenario, "scenario")
+    scenario = None if args.family and not args.scenario else load_scenario(args.scenario)
+    campaign = (
+        parse_campaign(_read_text(args.campaign, "campaign"), args.campaign)
+        if args.campaign
+        else referee_campaign()
+    )
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    from ..referee.run import policy_from_spec
+
+    for name in policies:
+        policy_from_spec(name)
+    result = referee(
+        scenario,
+        campaign,
+        policies,
+        args.seeds if args.seeds is not None else (1 if args.family else 3),
+        warm=args.warm,
+        time_scale=args.time_scale,
+        family=args.family,
+        family_seed=args.family_seed,
+        deadline_min=args.deadline_min,
+        workers=args.workers,
+        keep_logs=args.keep_logs,
+    )
+    print(json.dumps(result, indent=1) if args.json else format_table(result))
+    return 0
+
+
+def cmd_scenario(args: argparse.Namespace) -> int:
+    from ..referee.fit import fit_scenario, to_toml
+
+    with _open_ledger(args.ledger) as ledger:
+        try:
+            data = fit_scenario(ledger, args.campaign, args.seed)
+        except ValueError as exc:
+            print(f"rentwatch: {exc}", file=sys.stderr)
+            return 1
+    print(to_toml(data), end="")
+    return 0

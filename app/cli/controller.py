@@ -1,0 +1,135 @@
+"""`rentwatch controller`: the engine of `watch` and `demo` as a process of its own, which their
+dashboard starts and attaches to (app/service/spawn.py). It polls until an operator's shutdown
+(stop all, or detach) or a signal, so a dashboard that leaves it running leaves the fleet
+supervised. For `demo` the simulated market lives here too: leaving the demo running keeps its
+market alive, and stopping it ends both.
+
+Signals (SIGTERM, SIGINT, SIGHUP) are the exit trap: everything held is released (stopped if it
+passed its preflight, destroyed if it never did) before the process exits."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import RentwatchError
+from ..core.text import clean
+from ..ledger import Ledger
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _say(line: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {clean(line, 2000)}", flush=True)
+
+
+def serve_engine(engine: Any, ledger: Ledger, ledger_path: Path, campaign: str) -> int:
+    """Serve `engine` on the ledger's socket until a shutdown request or a signal ends it."""
+    from ..run.service.controller import EngineService
+
+    caught: list[int] = []
+    woken = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if caught:  # a second signal must not cut the release short: say so and go on
+            _say(f"trap   {signal.Signals(signum).name} again: still releasing what is held")
+        caught.append(signum)
+        woken.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in SIGNALS}
+    service = EngineService(engine, ledger_path, campaign)
+    try:
+        sock = service.start()
+    except (OSError, RentwatchError) as exc:
+        if engine.alive():
+            engine.shutdown("trap")  # it may hold adopted rentals: release them, unwatched
+        print(f"rentwatch: cannot start the controller: {clean(exc, 1000)}", file=sys.stderr)
+        return 2
+    engine.on_error = lambda msg: _say(f"error  {msg}")
+    _say(f"serving  controller API on unix:{sock} for campaign {campaign}")
+    try:
+        while engine.alive() and not caught:
+            woken.wait(0.5)
+    finally:
+        mode = "trap" if caught else engine.exit_mode
+        if caught:
+            _say(f"trap   signal {signal.Signals(caught[-1]).name}: releasing what is held")
+        service.stop(mode, _say)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    _say(f"end    controller exits ({mode})")
+    return 128 + caught[-1] if caught else (1 if engine.failure else 0)
+
+
+def cmd_controller(args: argparse.Namespace) -> int:
+    from ..core.campaign import parse_campaign
+    from ..core.policy import get_policy
+    from ..market.vast.client import find_api_key
+    from ..run.dashboard import DEMO_CAMPAIGN, fresh_demo_name, make_engine, watch_campaign
+
+    ledger_path = Path(args.ledger).resolve()
+    key_path = Path(args.ssh_key) if args.ssh_key else None
+    sim = None
+    if args.demo:
+        from ..sim.scenario import parse_scenario
+        from ..sim.server import SimServer
+
+        name = fresh_demo_name(ledger_path)
+        campaign = parse_campaign(
+            DEMO_CAMPAIGN.replace('name = "demo"', f"name = {name!r}", 1), "demo"
+        )
+        scenario = {"seed": args.seed, "time_scale": args.time_scale, "name": "article"}
+        sim = SimServer(parse_scenario(scenario), api_key=secrets.token_hex(12))
+        sim.start_in_thread()
+        market_url, api_key = sim.url, sim.api_key
+        _say(f"market   built-in simulator at {market_url} (lives as long as this controller)")
+    else:
+        from .commands import _read_campaign
+
+        campaign = _read_campaign(args.campaign) if args.campaign else watch_campaign()
+        market_url, api_key = args.market_url, find_api_key(None)
+    policy = get_policy(args.policy).with_overrides(campaign.policy)
+    from ..engine.session import default_key_path
+
+    ledger = Ledger(ledger_path)
+    engine = make_engine(
+        market_url,
+        api_key,
+        campaign,
+        policy,
+        ledger,
+        key_path or default_key_path(),
+        # as the dashboard always did: every instance of the account is shown; only what
+        # this campaign created (or the operator hands over) is supervised
+        adopt_all=True,
+        observe_only=not args.demo and not args.campaign,
+        log=_say,
+    )
+    try:
+        return serve_engine(engine, ledger, ledger_path, campaign.name)
+    finally:
+        ledger.close()
+        if sim is not None:
+            sim.stop_thread()
+
+
+def add_parser(sub: Any, positive: Any = float) -> None:
+    c = sub.add_parser(
+        "controller",
+        help="the engine of `watch`/`demo` as its own process (they start it; attach to it)",
+    )
+    c.add_argument("--demo", action="store_true", help="with the built-in simulated market")
+    c.add_argument("--time-scale", type=positive, default=30.0, help="--demo: sim s per wall s")
+    c.add_argument("--seed", type=int, default=7, help="--demo: the market's seed")
+    c.add_argument("--campaign", help="campaign TOML; without one (and --demo), observe only")
+    c.add_argument("--market-url", default="https://console.vast.ai")
+    c.add_argument("--ledger", required=True, help="ledger file")
+    c.add_argument("--policy", default="default")
+    c.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
+    c.set_defaults(fn=cmd_controller)

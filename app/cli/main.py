@@ -1,0 +1,208 @@
+"""The `rentwatch` command line: one subcommand per task (each lists its own options with
+`rentwatch COMMAND --help`); plain `rentwatch` is `rentwatch watch`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..core.errors import RentwatchError
+from ..core.text import clean
+from . import commands
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {n}")
+    return n
+
+
+def _port(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {n}")
+    return n
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (x > 0 and x < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return x
+
+
+FOREGROUND = (
+    "the engine inside the dashboard's process, ending with it (debugging); by default it runs "
+    "as a controller of its own that quitting may leave running"
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+
+    d = sub.add_parser(
+        "demo", help="the dashboard against a built-in simulated market (no account needed)"
+    )
+    d.add_argument(
+        "--time-scale", type=_positive_float, default=30.0, help="sim seconds per wall second"
+    )
+    d.add_argument("--seed", type=int, default=7)
+    d.add_argument(
+        "--ledger", help="ledger file (default: demo-ledger.duckdb in the user's data dir)"
+    )
+    d.add_argument("--foreground", action="store_true", help=FOREGROUND)
+    d.set_defaults(fn=commands.cmd_demo)
+
+    w = sub.add_parser(
+        "watch", help="the dashboard against the real marketplace (key from VAST_API_KEY)"
+    )
+    w.add_argument("--campaign", help="campaign TOML; without one, watch what the account runs")
+    w.add_argument("--market-url", default="https://console.vast.ai")
+    w.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    w.add_argument("--policy", default="default")
+    w.add_argument("--foreground", action="store_true", help=FOREGROUND)
+    # the controller in its own process is the default now; the old flag is accepted
+    w.add_argument("--background", action="store_true", help=argparse.SUPPRESS)
+    w.set_defaults(fn=commands.cmd_watch)
+
+    s = sub.add_parser("sim", help="run the simulated marketplace until killed")
+    s.add_argument("--scenario", help="scenario TOML (default: the article's market)")
+    s.add_argument("--port", type=_port, default=0, help="0: any free port")
+    s.add_argument("--api-key", help="the account's API key (default: a random one, printed)")
+    s.set_defaults(fn=commands.cmd_sim)
+
+    h = sub.add_parser("run", help="run a campaign (headless: no TUI)")
+    h.add_argument("--headless", action="store_true", help="no TUI: log lines to stdout")
+    h.add_argument("--campaign", required=True, help="campaign TOML")
+    h.add_argument("--market-url", default="https://console.vast.ai")
+    h.add_argument("--api-key", help="prefer VAST_API_KEY: a flag shows in the process list")
+    h.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    h.add_argument("--policy", default="default", help="naive, seed or default")
+    h.add_argument(
+        "--detach", action="store_true", help="leave instances running at the end (recorded)"
+    )
+    h.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
+    h.add_argument(
+        "--http-timeout",
+        type=_positive_float,
+        help="seconds before a market call times out (default: the campaign's http_timeout_s, "
+        "else 20)",
+    )
+    h.add_argument("--listen", metavar="tcp:HOST:PORT", help="also serve the API on TCP (token)")
+    h.add_argument("--no-api", action="store_true", help="serve no controller API")
+    h.add_argument(
+        "--background",
+        action="store_true",
+        help="headless, in the background; log beside the ledger",
+    )
+    h.set_defaults(fn=commands.cmd_run)
+
+    ls = sub.add_parser("ls", help="the running controllers")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(fn=lambda a: commands.service_cmd("cmd_ls", a))
+    at = sub.add_parser("attach", help="the dashboard of a running controller")
+    at.add_argument("--socket", help="its Unix socket (default: the only one running)")
+    at.add_argument("--campaign", help="the controller running this campaign")
+    at.add_argument("--url", help="http://HOST:PORT of a controller started with --listen")
+    at.add_argument("--token-file", help="the token file for --url")
+    at.set_defaults(fn=lambda a: commands.service_cmd("cmd_attach", a))
+
+    f = sub.add_parser(
+        "referee", help="the same market under several policies, scored from the sim's truth"
+    )
+    f.add_argument("--scenario", help="scenario TOML (default: the article's market)")
+    f.add_argument("--campaign", help="campaign TOML (default: a fleet of 3, as the demo)")
+    f.add_argument(
+        "--policies", default="naive,seed,default", help="names; NAME+SETTING=VALUE tries a setting"
+    )
+    f.add_argument(
+        "--seeds", type=_positive_int, help="seeds per market (default 3; 1 with --family)"
+    )
+    f.add_argument("--family", type=int, default=0, help="N markets drawn from the family")
+    f.add_argument("--family-seed", type=int, default=1, help="which family (docs/referee.md)")
+    f.add_argument("--deadline-min", type=float, default=360.0, help="market minutes per run")
+    f.add_argument("--workers", type=int, help="parallel processes (default: the CPU count)")
+    f.add_argument(
+        "--warm", action="store_true", help="run each policy twice on one ledger; score the second"
+    )
+    f.add_argument(
+        "--time-scale",
+        type=_positive_float,
+        default=600.0,
+        help="override the scenario's time scale",
+    )
+    f.add_argument("--json", action="store_true")
+    f.add_argument(
+        "--keep-logs",
+        metavar="DIR",
+        help="keep each run's log, ledger, jobs and the sim's truth in DIR/mMM-POLICY-sSEED/",
+    )
+    f.set_defaults(fn=commands.cmd_referee)
+
+    sc = sub.add_parser("scenario", help="scenario tools")
+    sc_sub = sc.add_subparsers(dest="scenario_command", required=True)
+    fl = sc_sub.add_parser(
+        "from-ledger", help="fit a scenario file to a campaign's ledger (TOML on stdout)"
+    )
+    fl.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    fl.add_argument("--campaign", help="one campaign only")
+    fl.add_argument("--seed", type=int, default=7)
+    fl.set_defaults(fn=commands.cmd_scenario)
+
+    r = sub.add_parser("receipt", help="the campaign receipt, computed from the ledger")
+    r.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    r.add_argument("--campaign", help="one campaign only (JSON: one object)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(fn=commands.cmd_receipt)
+
+    q = sub.add_parser("ledger", help="a read-only SQL query of the ledger")
+    q.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    q.add_argument("sql", help='one SELECT, e.g. "select * from receipt"')
+    fmt = q.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    q.add_argument("--limit", type=_positive_int, default=1000, help="row limit (default 1000)")
+    q.add_argument(
+        "--export", metavar="FILE", help="also write the result to FILE.csv or FILE.parquet"
+    )
+    q.set_defaults(fn=commands.cmd_ledger)
+
+    from .reconcile import add_parser as add_reconcile
+    from .controller import add_parser as add_controller
+
+    add_controller(sub, positive=_positive_float)
+
+    add_reconcile(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # a usage error: argparse's one line and SystemExit(2)
+    if not getattr(args, "fn", None):
+        args = parser.parse_args(["watch"])  # plain `rentwatch` is `rentwatch watch`
+    try:
+        return int(args.fn(args) or 0)
+    except RentwatchError as exc:
+        # messages quote files, answers and host text: one clean line
+        print(f"rentwatch: {clean(exc.title, 80)}: {clean(exc, 1000)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""`rentwatch reconcile`: fetch the market's bill and the ledger's charges, compare them
+(app/ledger/reconcile.py), print every difference over a cent. Exit 0 with none, 1 otherwise."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from ..ledger.reconcile import TOLERANCE_USD, MarketCharge, market_by_instance, reconcile
+from ..market.vast.client import VastClient, find_api_key
+
+REAL_MARKET = "https://console.vast.ai"
+DAY = 86400.0
+
+
+async def fetch_market(
+    url: str, key: str, since: float, timeout: float | None = None
+) -> dict[int, MarketCharge]:
+    async with VastClient(url, key, timeout=timeout) as client:
+        await client.sync_clock()
+        rows = await client.charges(since, client.now() + DAY)
+    return market_by_instance(rows)
+
+
+def ledger_rows(path: str, campaign: str | None) -> list[dict[str, Any]]:
+    """The ledger's per-instance charges: through the controller that holds the file for
+    writing when one runs (DuckDB lets no other process open it then), else from the file."""
+    from ..ledger import Ledger
+    from .controllers import controller_for_ledger
+
+    remote = controller_for_ledger(path)
+    if remote is None:
+        with Ledger(path, read_only=True) as ledger:
+            return ledger.instance_rows(campaign)
+    where = " WHERE campaign = '{}'".format(campaign.replace("'", "''")) if campaign else ""
+    try:  # the same view, read through the controller's read-only query sandbox
+        got = remote.query_all(f"SELECT * FROM instances{where} ORDER BY instance_id", 1 << 40)
+    finally:
+        remote.close()
+    return [dict(zip(got.columns, row, strict=True)) for row in got.rows]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..ledger.store import default_ledger_path
+
+    rows = ledger_rows(str(args.ledger or default_ledger_path()), args.campaign)
+    if args.campaign and not rows:
+        print(f"rentwatch: no campaign {args.campaign!r} in the ledger", file=sys.stderr)
+        return 2
+    since = min((float(r["created_at"]) for r in rows), default=0.0) - DAY
+    key = find_api_key(getattr(args, "api_key", None))
+    market = asyncio.run(
+        fetch_market(args.market_url, key, since, getattr(args, "http_timeout", None))
+    )
+    if args.campaign:  # the market's rows of other campaigns are not this ledger's question
+        ours = {int(r["instance_id"]) for r in rows}
+        market = {iid: c for iid, c in market.items() if iid in ours}
+    result = reconcile(rows, market)
+    if args.json:
+        print(json.dumps(result.as_json(), indent=2))
+    else:
+        print(
+            f"ledger ${result.ledger_usd:.4f}  market ${result.market_usd:.4f}  "
+            f"over {result.instances} instances: {len(result.differences)} difference(s) "
+            f"over ${TOLERANCE_USD:.2f}"
+        )
+        for d in result.differences:
+            print(
+                f"  i:{d.instance_id}  ledger ${d.ledger_usd:.4f}  market ${d.market_usd:.4f}  "
+                f"{d.cause}"
+            )
+    return 1 if result.differences else 0
+
+
+def add_parser(sub: Any) -> None:
+    """Register `rentwatch reconcile` on the CLI's subparsers."""
+    p = sub.add_parser("reconcile", help="the ledger's charges against the market's own bill")
+    p.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
+    p.add_argument("--campaign", help="one campaign only")
+    p.add_argument("--market-url", default=REAL_MARKET, help=f"default {REAL_MARKET}")
+    p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
+    p.add_argument("--http-timeout", type=float, default=None, help="seconds per market call")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=run)

@@ -1,0 +1,1 @@
+"""The engine: observe the market, ask the pure rules (core) to decide, execute the decisions."""

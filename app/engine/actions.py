@@ -1,0 +1,197 @@
+"""The market changes the engine makes, each written to the ledger the way it wants every
+change: the intent, each try as it goes out, then the outcome dated to when the change took
+effect. Create, stop, start, destroy; nothing here decides anything."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from ..core.billing import Mark
+from ..core.campaign import Campaign
+from ..core.lifecycle import Phase
+from ..core.models import Instance, Offer
+from ..ledger import EventKind
+from ..market.protocol import REFUSALS, CreateResult, Market
+from .attempt import Attempt
+from .fleet import Fleet
+from .journal import Journal
+from .recovery import campaign_label
+
+K = EventKind
+MAX_ID = 2**53  # an id past what a JSON number holds exactly is garbled
+
+
+class Actions:
+    def __init__(self, market: Market, journal: Journal, fleet: Fleet, campaign: Campaign) -> None:
+        self.market = market
+        self.journal = journal
+        self.fleet = fleet
+        self.campaign = campaign
+
+    async def change(self, a: Attempt, kind: EventKind, actor: str, reason: str) -> float:
+        """Stop, start or destroy `a`: returns when it took effect; raises what the market
+        answered when it refused (the outcome records it too)."""
+        call = {
+            K.STOP: self.market.stop_instance,
+            K.START: self.market.start_instance,
+            K.DESTROY: self.market.destroy_instance,
+        }[kind]
+        j = self.journal
+        seq = j.intent(kind, j.ctx(a), actor=actor, reason=reason)
+        try:
+            acted = await call(a.instance_id, lambda at, prev: j.sent(seq, a, actor, at, prev))
+        except REFUSALS as exc:
+            j.outcome(seq, at=self.market.answered_at(), ok=False, error=str(exc))
+            raise
+        detail: dict[str, object] = {}
+        if not acted.existed:
+            detail["already_gone"] = True
+        if acted.answer_lost:
+            detail["answer_lost"] = True  # dated to the send of the try that got no answer
+        j.outcome(seq, at=acted.at, ok=True, detail=detail or None)
+        a.marks.append(Mark(acted.at, str(kind)))
+        return acted.at
+
+    async def start(self, a: Attempt, actor: str, reason: str) -> float:
+        at = await self.change(a, K.START, actor, reason)
+        self.journal.move(a, Phase.BOOTING, at, reason)
+        a.status_since = at
+        return at
+
+    async def stop(self, a: Attempt, actor: str, reason: str) -> bool:
+        async with a.acting:
+            if a.life.phase in (Phase.STOPPED, Phase.DESTROYED):
+                return True  # another task's stop or destroy got there first
+            return await self._stop(a, actor, reason)
+
+    async def _stop(self, a: Attempt, actor: str, reason: str) -> bool:
+        try:
+            at = await self.change(a, K.STOP, actor, reason)
+        except REFUSALS as exc:
+            self.journal.say(f"stop FAILED i:{a.instance_id}: {exc}")
+            return False
+        self.journal.move(a, Phase.STOPPED, at, reason)
+        if a.preflight_task:
+            a.preflight_task.cancel()
+        cost = a.charges(self.market.gpu_billing, at).total_usd
+        self.journal.say(
+            f"stop   i:{a.instance_id} m:{a.machine_id} by {actor}: {reason} (${cost:.4f} so far)"
+        )
+        return True
+
+    async def destroy_due(self) -> None:
+        """Destroy again an abandoned rental whose destroy failed (or that came back), rather
+        than leave it billing to the campaign's end."""
+        for a in self.fleet.held():
+            if a.life.phase == Phase.ABANDONED and not a.passed_preflight:
+                await self.destroy(a, "rule:abandon", "abandoned: its destroy is still due")
+
+    async def destroy(self, a: Attempt, actor: str, reason: str) -> bool:
+        async with a.acting:
+            if a.life.phase == Phase.DESTROYED:
+                return True  # another task's destroy got there first
+            return await self._destroy(a, actor, reason)
+
+    async def _destroy(self, a: Attempt, actor: str, reason: str) -> bool:
+        try:
+            at = await self.change(a, K.DESTROY, actor, reason)
+        except REFUSALS as exc:
+            self.journal.say(f"destroy FAILED i:{a.instance_id}: {exc} (will retry)")
+            return False
+        self.journal.move(a, Phase.DESTROYED, at, reason)
+        return True
+
+    def _believable(self, instance_id: int) -> bool:
+        """A create answer's id is believed only when it is in range and not one we hold
+        already (adopting a new rental under a held id would hand automation a verified
+        instance to destroy)."""
+        return 0 < instance_id < MAX_ID and instance_id not in self.fleet.attempts
+
+    async def _by_label(self, label: str) -> Instance | None:
+        """The rental that carries our unique label, if the market lists one we do not hold."""
+        try:
+            rows = await self.market.list_instances()
+        except REFUSALS:
+            return None
+        return next(
+            (
+                i
+                for i in rows
+                if i.label == label and i.id not in self.fleet.attempts and 0 < i.id < MAX_ID
+            ),
+            None,
+        )
+
+    async def create(self, offer: Offer, actor: str, reason: str, why: str) -> Attempt | None:
+        """Rent `offer`; the new attempt, or None when the market refused (said and recorded)."""
+        j = self.journal
+        storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
+        ctx: dict[str, Any] = {
+            "campaign": self.campaign.name,
+            "machine_id": offer.machine_id,
+            "host_id": offer.host_id,
+            "offer_id": offer.id,
+            "gpu_name": offer.gpu_name,
+            "gpu_dph": offer.dph_base,
+            # in the intent too: an outcome settled after a crash (Recovery) copies it from here
+            "storage_dph": storage_dph,
+        }
+        j.fact(K.OFFER_CHOSEN, None, actor=actor, reason=why, **ctx)
+        label = f"{campaign_label(self.campaign.name)}:{secrets.token_hex(5)}"
+        seq = j.intent(K.CREATE, ctx, actor=actor, reason=reason, detail={"label": label})
+        try:
+            res = await self.market.create_instance(
+                offer.id,
+                image=self.campaign.image,
+                disk_gb=self.campaign.disk_gb,
+                label=label,
+                exact_label=True,
+            )
+        except REFUSALS as exc:
+            j.outcome(seq, at=self.market.answered_at(), ok=False, error=str(exc))
+            j.say(f"create FAILED on offer {offer.id} m:{offer.machine_id}: {exc}")
+            return None
+        if not self._believable(res.instance_id):
+            found = await self._by_label(label)
+            if found is None:
+                why = f"the answer named instance {res.instance_id}, which cannot be new"
+                j.outcome(
+                    seq,
+                    at=self.market.answered_at(),
+                    ok=False,
+                    error=f"{why}; no instance carries our label",
+                )
+                j.say(f"create REFUSED on offer {offer.id}: {why}, and none carries our label")
+                return None
+            j.say(f"create answer named i:{res.instance_id}; our label is on i:{found.id}: taken")
+            res = CreateResult(found.id, None, label, found.start_date)
+        at = res.created_at if res.created_at is not None else self.market.answered_at()
+        self.fleet.creates += 1
+        a = Attempt(
+            instance_id=res.instance_id,
+            offer=offer,
+            machine_id=offer.machine_id,
+            host_id=offer.host_id,
+            gpu_name=offer.gpu_name,
+            created_at=at,
+            gpu_dph=offer.dph_base,
+            storage_dph=storage_dph,
+            status_since=at,
+            label=res.label,
+        )
+        a.marks.append(Mark(at, "create", a.gpu_dph, a.storage_dph))
+        self.fleet.add(a)
+        j.outcome(
+            seq,
+            at=at,
+            ok=True,
+            instance_id=a.instance_id,
+            storage_dph=storage_dph,
+            detail={"label": res.label, "gpu_billing": self.market.gpu_billing},
+        )
+        j.say(
+            f"create i:{a.instance_id} m:{offer.machine_id} {offer.gpu_name} "
+            f"${offer.dph_total:.3f}/h ({self.fleet.creates}/{self.campaign.max_creates}) - {why}"
+        )
+        return a

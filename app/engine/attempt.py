@@ -1,0 +1,104 @@
+"""One rental attempt as the supervisor holds it: what was rented, where it stands, what it
+cost so far; `view()` is the immutable slice the pure rules decide on.
+
+"Proven" (passed a compute preflight) lives in one place, `life.proven`; `passed_preflight`
+reads it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.billing import Charges, Mark, charges
+from ..core.lifecycle import Lifecycle
+from ..core.models import Offer
+from ..core.rules import AttemptView
+from ..core.verdict import Throttle, Verdict
+
+
+@dataclass
+class Attempt:
+    instance_id: int
+    offer: Offer | None
+    machine_id: int | None
+    host_id: int | None
+    gpu_name: str
+    created_at: float
+    gpu_dph: float
+    storage_dph: float
+    life: Lifecycle = field(default_factory=Lifecycle)
+    status: str | None = None
+    status_msg: str | None = None
+    status_since: float = 0.0
+    running_at: float | None = None
+    preflight_task: asyncio.Task[Any] | None = None
+    verdict: Verdict | None = None
+    preflight_doc: dict[str, Any] | None = None  # the probe's document, for the detail screen
+    ssh_error: str | None = None
+    ssh_failures: int = 0  # SSH tries in a row that ended without the host's answer
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    marks: list[Mark] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    util_low_since: float | None = None
+    failure_class: str | None = None
+    label: str | None = None
+    tend_task: asyncio.Task[Any] | None = None
+    # one stop or destroy at a time: the tender (a fatal XID) and the poll's rules may both
+    # act on it at once
+    acting: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
+    job_line: str = ""  # the running job's last log line, for the dashboard
+    watchdog_armed: bool = False
+    throttle: Throttle | None = None
+    untrusted: str | None = None  # set when its SSH host key changed after it was pinned
+    unseen: int = 0  # consecutive polls the list answer left it out
+    dph_seen: float = 0.0  # the highest GPU price the market has shown for it ($/h)
+    # supervised: automation (rules, preflight, watchdog, jobs, release at the end) may act on
+    # it. False for what rentwatch did not create (shown, priced, logged; a person acts on it)
+    owned: bool = True
+    created_by: str | None = None  # the campaign whose create the ledger holds (adopted ones)
+    verified_at: float | None = None  # first verified in this campaign's hold of it
+    clock_from: float | None = None  # a start resets the boot deadline: it counts from here
+    human_at: float | None = None  # the operator's last act on it (market time), and what
+    human_act: str = ""
+
+    @property
+    def passed_preflight(self) -> bool:
+        return self.life.proven
+
+    def view(self, busy: bool = False, free_since: float | None = None) -> AttemptView:
+        return AttemptView(
+            instance_id=self.instance_id,
+            machine_id=self.machine_id,
+            offer_gpu=self.gpu_name,
+            phase=self.life.phase,
+            status=self.status,
+            status_msg=self.status_msg,
+            status_since=self.status_since,
+            created_at=self.created_at,
+            clock_from=self.clock_from,
+            running_at=self.running_at,
+            passed_preflight=self.passed_preflight,
+            preflight_started=self.preflight_task is not None,
+            verdict=self.verdict,
+            ssh_error=self.ssh_error,
+            ssh_failures=self.ssh_failures,
+            util_low_since=self.util_low_since,
+            throttle=self.throttle,
+            untrusted=self.untrusted,
+            busy=busy,
+            free_since=free_since,
+            dph=self.gpu_dph + self.storage_dph,
+        )
+
+    def charges(self, mode: str, now: float) -> Charges:
+        return charges(self.marks, "running" if mode == "running" else "created", now)
+
+    def worst_charges(self, mode: str, now: float) -> float:
+        """USD so far as if the highest GPU price ever shown for it applied throughout: what
+        the budget counts, so a market that bills above its offer cannot overshoot it."""
+        c = self.charges(mode, now)
+        if self.dph_seen > self.gpu_dph > 0:
+            return c.gpu_usd * self.dph_seen / self.gpu_dph + c.storage_usd
+        return c.total_usd

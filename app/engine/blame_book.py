@@ -1,0 +1,211 @@
+"""The campaign's blame book: one `Evidence` per campaign (app/core/blame.py), fed by what the
+engine sees (an image that ran on a machine, a failure, a job that finished), and the campaign
+fault, once one is proven (DESIGN.md rule 10).
+
+A failure blamed on the campaign (its image cannot be pulled or lacks python3/torch, its job
+fails the same way on two machines) or only suspected of being the campaign's spares the host:
+no quarantine, no reputation penalty (the abandon event's detail names the `blame`, and the
+machine record does not count such attempts). A proven campaign fault stops creating, is written to the
+ledger (`campaign_fault`), said in the decision log and shown in the dashboard's banner; the
+campaign ends, non-zero, once nothing else is left to do.
+
+Resuming: the fault holds for this campaign as it is. A restart after the operator fixed the
+campaign (another image, another job command) resumes; a restart of the unchanged campaign
+finds the fault in the ledger and stays stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..core.blame import (
+    Blame,
+    Evidence,
+    Failure,
+    Party,
+    Stage,
+    blame,
+    last_error_line,
+    normalise,
+    shows_layers,
+)
+from ..core.campaign import Campaign
+from ..core.lifecycle import Phase
+from ..core.rules import Abandon, Create, Decision, Finish, FleetSnapshot
+from ..ledger import EventKind, Ledger
+
+if TYPE_CHECKING:
+    from .attempt import Attempt
+    from .journal import Journal
+
+K = EventKind
+IN_FLIGHT = frozenset({Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING})
+
+
+def signature(campaign: Campaign) -> str:
+    """What the operator changes to fix a faulted campaign: its image and its job commands."""
+    text = "\n".join([campaign.image, *(j.run for j in campaign.jobs)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class BlameBook:
+    def __init__(self, journal: Journal, campaign: Campaign) -> None:
+        self.journal = journal
+        self.image = campaign.image
+        self.signature = signature(campaign)
+        self.evidence = Evidence()
+        self.fault: Blame | None = None
+        self.spared: dict[int, Blame] = {}  # instance id -> why it is not the host's fault
+
+    @property
+    def banner(self) -> str | None:
+        """The line the dashboard's campaign bar shows while the campaign is faulted."""
+        if self.fault is None:
+            return None
+        return f"CAMPAIGN FAULT: {self.fault.reason} - creates stopped; fix and reload it"
+
+    def restore(self, ledger: Ledger) -> None:
+        """After a restart: a fault recorded for this very campaign (same image, same jobs)
+        still holds; a changed campaign starts with a clean book."""
+        for ev in ledger.campaign_events(self.journal.campaign, K.CAMPAIGN_FAULT):
+            if ev.detail.get("signature") == self.signature:
+                self.fault = Blame(Party.CAMPAIGN, str(ev.detail.get("cause")), ev.reason)
+            else:
+                self.fault = None
+        if self.fault is not None:
+            self.journal.say(
+                f"FAULT  {self.fault.reason} (recorded earlier; the campaign is unchanged: "
+                "fix its image or job command and start it again)"
+            )
+
+    # -- evidence ------------------------------------------------------------------------------
+    def saw(self, a: Attempt, status_msg: str) -> None:
+        """A loading status line: layer progress proves the registry serves the image."""
+        if a.machine_id is not None and shows_layers(status_msg):
+            self.evidence = self.evidence.served(self.image, a.machine_id)
+
+    def ran(self, a: Attempt) -> None:
+        """The image reached `running` on this machine: it pulls."""
+        if a.machine_id is not None:
+            self.evidence = self.evidence.ran(self.image, a.machine_id)
+
+    @staticmethod
+    def job_key(run: str) -> str:
+        """Jobs compare by their command with its numbers blanked: the sweep's `train.py
+        --seed 1` and `--seed 2` are one command, and a failed job is not retried, so the same
+        job name never fails on a second machine."""
+        return normalise(run)[:120]
+
+    def job_finished(self, run: str) -> None:
+        self.evidence = self.evidence.job_finished(self.image, self.job_key(run))
+
+    def judge(
+        self,
+        a: Attempt,
+        stage: Stage,
+        text: str,
+        exit_code: int | None = None,
+        job: str | None = None,
+    ) -> Blame:
+        """Classify one failure on `a` against the evidence so far, then add it."""
+        failure = Failure(a.machine_id or -a.instance_id, self.image, stage, text, exit_code, job)
+        found = blame(failure, self.evidence)
+        self.evidence = self.evidence.failed(failure)
+        self.take(a, found)
+        return found
+
+    def job_failed(self, a: Attempt, run: str, exit_code: int, log_tail: str) -> Blame:
+        """A job that exited non-zero: its last error line, exit code and command."""
+        line = last_error_line(log_tail)
+        return self.judge(a, Stage.JOB, line, exit_code, self.job_key(run))
+
+    def take(self, a: Attempt, found: Blame) -> None:
+        """Act on a blame: spare the host unless it is the host's; a campaign fault stops."""
+        if found.party is Party.HOST:
+            return
+        self.spared[a.instance_id] = found
+        if found.party is Party.SUSPECT:
+            self.journal.say(
+                f"blame  i:{a.instance_id} m:{a.machine_id}: {found.reason} "
+                "(host spared: no quarantine)"
+            )
+            return
+        if self.fault is not None:
+            return
+        self.fault = found
+        self.journal.fact(
+            K.CAMPAIGN_FAULT,
+            a,
+            actor="rule:blame",
+            ok=False,
+            reason=found.reason,
+            detail={"cause": found.cause, "image": self.image, "signature": self.signature},
+        )
+        self.journal.say(
+            f"FAULT  campaign {self.journal.campaign}: {found.reason} - creates stopped, no host "
+            "blamed; fix the campaign (image, job command) and start it again"
+        )
+
+    # -- what the supervisor asks --------------------------------------------------------------
+    @property
+    def pull_in_doubt(self) -> bool:
+        """A registry refused the image on one machine and it has run on none: a machine
+        already in flight decides, and no new one is rented until it has (with none in
+        flight, one more is rented to decide)."""
+        ran = any(img == self.image for img, _ in self.evidence.image_ran_on)
+        return not ran and any(
+            b.party is Party.SUSPECT and b.cause == "pull_denied" for b in self.spared.values()
+        )
+
+    def holds_creates(self, others_in_flight: bool) -> bool:
+        """No create now: a campaign fault, or a pull in doubt that a machine in flight
+        will decide."""
+        return self.fault is not None or (self.pull_in_doubt and others_in_flight)
+
+    def gate(self, decisions: Sequence[Decision], snap: FleetSnapshot) -> list[Decision]:
+        """The rules' decisions under a campaign fault: no creates, and the attempts still
+        booting or unproven are given up (they run the same image and command; the host is
+        spared); once nothing is in flight and no job runs, the campaign ends, failed, with
+        the fault as its reason. While a pull is in doubt, creates wait."""
+        if self.fault is None:
+            leaving = {d.instance_id for d in decisions if isinstance(d, Abandon)}
+            deciding = any(
+                a.phase in IN_FLIGHT and a.instance_id not in leaving for a in snap.attempts
+            )
+            if self.holds_creates(deciding):
+                return [d for d in decisions if not isinstance(d, Create)]
+            return list(decisions)
+        out: list[Decision] = [d for d in decisions if not isinstance(d, Create)]
+        acted = {getattr(d, "instance_id", None) for d in out}
+        for a in snap.attempts:
+            if a.phase in IN_FLIGHT and not a.passed_preflight and a.instance_id not in acted:
+                self.spared.setdefault(a.instance_id, self.fault)
+                out.append(
+                    Abandon.of(a, "rule:blame", f"campaign fault: {self.fault.reason}", "cancelled")
+                )
+        busy = snap.jobs_running > 0 or any(
+            a.phase in IN_FLIGHT and a.passed_preflight for a in snap.attempts
+        )
+        if not busy and not any(isinstance(d, Finish) for d in out):
+            out.append(Finish(False, "rule:blame", f"campaign fault: {self.fault.reason}"))
+        return out
+
+    def on_abandon(self, a: Attempt, d: Abandon) -> Abandon:
+        """An abandon as it is about to be executed: a fatal status line is judged here (the
+        pull's failure, seen by the rules); a host spared by its blame loses the quarantine.
+        The class stays what the rules saw (`fatal`, ...); `detail` says whom it blames."""
+        if d.failure_class == "fatal" and a.instance_id not in self.spared:
+            self.judge(a, Stage.PULL, a.status_msg or "")
+        if a.instance_id not in self.spared:
+            return d
+        return replace(d, quarantine=None)
+
+    def detail(self, a: Attempt) -> dict[str, str]:
+        """What an abandon event carries about blame: `blame` (suspect / campaign) and its
+        cause, for an attempt the host is spared for; nothing for the host's own fault. The
+        machine record leaves such attempts out (no reputation penalty)."""
+        found = self.spared.get(a.instance_id)
+        return {} if found is None else {"blame": str(found.party), "cause": found.cause}

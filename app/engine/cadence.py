@@ -1,0 +1,266 @@
+"""The poll plan: which instances one poll asks the market about, under its paging and pacing.
+
+With pages of 25 and one list call a second (the documented limits), a full list of 1,000
+instances takes 40 s and of 10,000 several minutes, so a full list every poll would leave a
+booting instance unseen for minutes. A small fleet (its full list fits in `FULL_PAGES` pages)
+is still listed whole every poll. A larger one is asked about in two parts:
+
+- *hot* instances, every poll: those still booting, running but not proven, being abandoned,
+  and proven ones within a minute of the idle rule's stop (near a deadline). They are asked for by label with
+  the list call's own filter (`{"label": {"in": [...]}}`, as `vastai show instances --label`
+  sends it: vastai 1.9.1 `cli/commands/instances.py` show__instances); a hot instance without
+  a label of its own gets a one-instance call (`show`), a few per poll;
+- steady instances in trouble, every poll: one page of the list filtered by state
+  (`{"actual_status": {"in": ["exited", "offline"]}}`, as `vastai show instances --status`
+  sends it), so a proven rental whose container exited or whose host went offline is seen at
+  once, not when the sweep reaches it;
+- the rest by a *sweep*: the full list read a few pages per poll, its cursor kept between
+  polls. Only a finished sweep is a full list answer, so only then is an instance it left out
+  *unseen* (see `Observer.unlisted`); an instance a poll did not ask for is not unseen.
+
+A failed call costs what it asked for, not the poll (the market's errors: `market.py`): a show
+refused, or answered with a row that cannot be read, leaves that one instance unanswered this
+poll; a market that refuses a filter (a 4xx on a filtered list) is listed whole every poll from
+then on, said once; a filtered list whose `next_token` never ends is cut off after `HOT_PAGES`
+pages; a refused sweep page starts the sweep again. A market that does not answer at all, or a
+refused key, fails the poll (the supervisor says so; the next poll is the retry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..core.errors import BadRow
+from ..core.lifecycle import HELD, Phase
+from ..core.models import Instance
+from ..core.policy import Policy
+from ..market.protocol import REFUSALS, ApiError, AuthError, NotFound, polling
+from .attempt import Attempt
+from .fleet import Fleet
+
+PAGE = 25  # rows per list page, the documented maximum
+FULL_PAGES = 4  # a fleet whose full list fits in this many pages is listed whole every poll
+# list calls a poll spends on hot and sweep pages: 5 s of pacing, inside a 10 s poll interval
+LIST_CALLS = 6
+SHOWS = 4  # one-instance calls a poll spends at most on hot instances without a label
+# pages one chunk of hot labels may take: it asks for at most a page's worth of unique labels,
+# so a market whose next_token goes on past this loops (a whole list's bound: the client's)
+HOT_PAGES = 4
+# states a steady rental should not be in, asked for every poll (one page a poll, cursor kept)
+TROUBLE = {"actual_status": {"in": ["exited", "offline"]}}
+NEAR_S = 60.0  # market seconds before the idle rule's stop from which a rental is hot
+HOT_PHASES = frozenset({Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING})
+
+
+@runtime_checkable
+class PagedMarket(Protocol):
+    """A market that serves one filtered list page at a time (`VastClient` does)."""
+
+    async def list_page(
+        self,
+        select_filters: dict[str, Any] | None = None,
+        after_token: str | None = None,
+        page_size: int = PAGE,
+    ) -> tuple[list[Instance], str | None]: ...
+
+    async def show_instance(self, instance_id: int) -> Instance | None: ...
+
+
+@dataclass
+class Sight:
+    """What one poll saw. `full`: `rows` is a whole list answer (left out means unseen).
+    `asked`: instances asked for by name whose absence earns a closer look, not `unseen`.
+    `swept`: every id a sweep that ended this poll listed (None: no sweep ended)."""
+
+    rows: list[Instance]
+    full: bool
+    asked: frozenset[int] = frozenset()
+    swept: set[int] | None = None
+    calls: int = 0  # list and show calls this poll made
+    bad: list[tuple[int, str]] = field(default_factory=list)  # shown rows that cannot be read
+
+
+@dataclass
+class _Sweep:
+    token: str | None = None
+    seen: set[int] = field(default_factory=set)
+    started: bool = False
+
+
+def is_hot(a: Attempt, policy: Policy, now: float) -> bool:
+    """Asked about every poll: booting, unproven, being given up, or within `NEAR_S` of the
+    idle rule's stop (a fresh reading before a stop; an idle clock far from it needs none).
+    Of what rentwatch did not create and only shows: only while it boots."""
+    phase = a.life.phase
+    if not a.owned:  # only shown: a boot is worth watching, a settled instance is not
+        return phase in (Phase.REQUESTED, Phase.BOOTING)
+    if phase in HOT_PHASES or phase == Phase.ABANDONED:
+        return True
+    return (
+        phase == Phase.VERIFIED
+        and a.util_low_since is not None
+        and now - a.util_low_since >= policy.idle_grace_s - NEAR_S
+    )
+
+
+class Cadence:
+    """Plans and makes one poll's list calls (see the module's docstring)."""
+
+    def __init__(
+        self,
+        market: Any,
+        fleet: Fleet,
+        policy: Policy,
+        say: Callable[[str], None] = lambda _line: None,
+    ) -> None:
+        self.market = market
+        self.fleet = fleet
+        self.policy = policy
+        self.say = say  # the decision log (the journal's `say`)
+        self.listed = 0  # rows in the last full list answer (whole or swept)
+        self.refused: str | None = None  # why the market's filters are not used (it refused)
+        self._sweep = _Sweep()
+        self._show_turn = 0  # round robin over unlabelled hot instances
+        self._trouble: str | None = None  # the next page of the state-filtered list
+
+    def whole(self) -> bool:
+        """List everything this poll: a small fleet, or a market without filtered pages (or
+        one that refused them)."""
+        if not isinstance(self.market, PagedMarket) or self.refused is not None:
+            return True
+        # everything the poll must look at: supervised and observed alike
+        watched = [a for a in self.fleet.attempts.values() if a.life.phase in HELD]
+        size = max(len(watched), self.listed)
+        return size <= FULL_PAGES * PAGE and not self._sweep.started
+
+    async def fetch(self) -> Sight:
+        """This poll's list calls; a market that can (`VastClient.polling`) gives up on each
+        after a try or two, since the next poll retries it anyway."""
+        with polling(self.market):
+            return await self._fetch()
+
+    async def _fetch(self) -> Sight:
+        if self.whole():
+            return await self._whole()
+        try:
+            return await self._split()
+        except AuthError:
+            raise
+        except ApiError as exc:  # a filter refused: its part of the plan cannot be asked
+            self.refused = f"{exc}"
+            self._sweep = _Sweep()
+            self.say(
+                f"poll   the market refused a filtered list ({exc}): "
+                "the whole list every poll from now on"
+            )
+            return await self._whole()
+
+    async def _whole(self) -> Sight:
+        rows = await self.market.list_instances()
+        self.listed = len(rows)
+        return Sight(rows, True, calls=-(-max(1, len(rows)) // PAGE))
+
+    async def _split(self) -> Sight:
+        now = self.market.now()
+        hot = [a for a in self.fleet.attempts.values() if is_hot(a, self.policy, now)]
+        labels: dict[str, list[int]] = {}
+        for a in hot:
+            if a.label:
+                labels.setdefault(a.label, []).append(a.instance_id)
+        unlabelled = [a for a in hot if not a.label or len(labels.get(a.label, ())) > 1]
+        unique = sorted(label for label, ids in labels.items() if len(ids) == 1)
+        sight = Sight([], False)
+        asked: set[int] = set()
+        for i in range(0, len(unique), PAGE):  # every hot label, whatever the budget
+            chunk = unique[i : i + PAGE]
+            if await self._hot_pages({"label": {"in": chunk}}, sight):
+                asked.update(labels[label][0] for label in chunk)
+        if unlabelled:
+            start = self._show_turn % len(unlabelled)
+            turn = (unlabelled[start:] + unlabelled[:start])[:SHOWS]
+            self._show_turn += len(turn)
+            for a in turn:
+                if await self._show(a.instance_id, sight):
+                    asked.add(a.instance_id)
+        sight.asked = frozenset(asked)
+        await self._trouble_page(sight)
+        await self._sweep_pages(sight)
+        return sight
+
+    async def _hot_pages(self, filters: dict[str, Any], sight: Sight) -> bool:
+        """Every page of one filtered list into `sight`; False when it did not end (its
+        `next_token` loops, or a later page was refused), so what it left out is not known to
+        be missing. A refused first page is the filter refused: raised."""
+        token: str | None = None
+        for _ in range(HOT_PAGES):
+            try:
+                page, token = await self.market.list_page(filters, token)
+            except ApiError as exc:
+                if token is None or isinstance(exc, AuthError):
+                    raise
+                self.say(f"poll   the hot list's next page was refused ({exc})")
+                return False
+            sight.rows.extend(page)
+            sight.calls += 1
+            if not token:
+                return True
+        self.say(f"poll   the hot list did not end after {HOT_PAGES} pages (next_token loops)")
+        return False
+
+    async def _show(self, instance_id: int, sight: Sight) -> bool:
+        """One hot instance without a label of its own. True when the market answered for it
+        (its row, or that it is gone: the observer takes a closer look); a refusal leaves it
+        unanswered this poll, and a row that cannot be read is unread this poll."""
+        sight.calls += 1
+        try:
+            inst = await self.market.show_instance(instance_id)
+        except AuthError:
+            raise
+        except NotFound:
+            return True
+        except BadRow as exc:
+            sight.bad.append((instance_id, exc.problem))
+            return False
+        except REFUSALS as exc:
+            self.say(f"poll   i:{instance_id} unanswered this poll: {exc}")
+            return False
+        if inst is not None:
+            sight.rows.append(inst)
+        return True
+
+    async def _trouble_page(self, sight: Sight) -> None:
+        """One page of the state-filtered list; a refused cursor starts it again next poll."""
+        try:
+            page, token = await self.market.list_page(TROUBLE, self._trouble)
+        except ApiError as exc:
+            if self._trouble is None or isinstance(exc, AuthError):
+                raise  # the filter itself refused (or the key)
+            self.say(f"poll   the market refused the state list's cursor ({exc}): restarted")
+            self._trouble = None
+            return
+        self._trouble = token
+        sight.calls += 1
+        sight.rows.extend(page)
+
+    async def _sweep_pages(self, sight: Sight) -> None:
+        """A few pages of the full list; the sweep's end makes `sight.swept`."""
+        for _ in range(max(1, LIST_CALLS - sight.calls)):
+            try:
+                page, token = await self.market.list_page(None, self._sweep.token)
+            except AuthError:
+                raise
+            except ApiError as exc:  # its cursor refused: start again, next poll
+                self.say(f"poll   the market refused the sweep's page ({exc}): it starts again")
+                self._sweep = _Sweep()
+                return
+            sight.calls += 1
+            self._sweep.started = True
+            sight.rows.extend(page)
+            self._sweep.seen.update(i.id for i in page)
+            self._sweep.token = token
+            if not token:
+                sight.swept, self._sweep = self._sweep.seen, _Sweep()
+                self.listed = len(sight.swept)
+                return

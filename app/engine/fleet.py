@@ -1,0 +1,79 @@
+"""The fleet record: every attempt of the campaign, what is held, what was spent, how many
+creates were made, and which machines are quarantined (and the recent failures a policy
+without quarantine still skips once)."""
+
+from __future__ import annotations
+
+import collections
+
+from ..core.lifecycle import ALIVE, HELD, Phase
+from ..core.offer_choice import Quarantine
+from ..core.policy import Policy
+from ..ledger import EventKind, Ledger
+from .attempt import Attempt
+
+
+class Fleet:
+    def __init__(self, fleet_size: int) -> None:
+        self.attempts: dict[int, Attempt] = {}
+        self.creates = 0
+        self.quarantine: dict[int, str] = {}  # machine id -> why
+        # without quarantine, a failed machine is skipped for one retry only (as SkyPilot does)
+        self.recent_failures: collections.deque[int] = collections.deque(maxlen=max(1, fleet_size))
+
+    def restore(self, ledger: Ledger, campaign: str, policy: Policy, now: float) -> None:
+        """At a start: the quarantine in force under the policy's scope (ledger-wide and
+        unexpired, or this campaign's) and the creates this campaign already made."""
+        if policy.quarantine_persistent:
+            self.quarantine.update(ledger.quarantined(now))
+        elif policy.quarantine:
+            for ev in ledger.campaign_events(campaign, EventKind.QUARANTINE):
+                if ev.machine_id is not None:
+                    self.quarantine[ev.machine_id] = ev.reason
+        self.creates = ledger.creates_made(campaign)
+
+    def add(self, a: Attempt) -> None:
+        self.attempts[a.instance_id] = a
+
+    def get(self, instance_id: int) -> Attempt | None:
+        return self.attempts.get(instance_id)
+
+    def __getitem__(self, instance_id: int) -> Attempt:
+        return self.attempts[instance_id]
+
+    def held(self) -> list[Attempt]:
+        """What the controller must stop or destroy before it dies: only what it supervises
+        (an instance rentwatch did not create, and nobody handed over, is never touched)."""
+        return [a for a in self.attempts.values() if a.owned and a.life.phase in HELD]
+
+    def alive(self) -> list[Attempt]:
+        """The supervised instances alive now: what the rules decide on."""
+        return [a for a in self.attempts.values() if a.owned and a.life.phase in ALIVE]
+
+    def observed(self) -> list[Attempt]:
+        """Instances shown and priced but not supervised: only a person acts on them."""
+        return [a for a in self.attempts.values() if not a.owned]
+
+    def in_service(self) -> list[Attempt]:
+        """Proven by a preflight and in service now: the hosts jobs run on."""
+        return [
+            a
+            for a in self.attempts.values()
+            if a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED
+        ]
+
+    def held_machines(self) -> frozenset[int]:
+        return frozenset(a.machine_id for a in self.held() if a.machine_id is not None)
+
+    def spent(self, gpu_billing: str, now: float) -> float:
+        """USD billed so far by every supervised attempt, counted conservatively: at the highest
+        price the market has shown for each rental (see `Attempt.worst_charges`). An instance
+        someone else rented is not the campaign's spending."""
+        return sum(a.worst_charges(gpu_billing, now) for a in self.attempts.values() if a.owned)
+
+    def quarantined(self, q: Quarantine) -> None:
+        self.quarantine[q.machine_id] = q.reason
+
+    def failed_on(self, machine_id: int | None) -> None:
+        if machine_id is not None:
+            self.recent_failures.append(machine_id)

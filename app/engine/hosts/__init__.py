@@ -1,0 +1,1 @@
+"""The hosts: SSH to rented machines, their preflight, watchdog, heartbeat and NVML samples."""

@@ -1,0 +1,150 @@
+"""The one way the engine talks to a rented host: SSH commands and SFTP work on a pinned
+connection, within a bound on concurrent sessions, with market-time deadlines turned into
+wall time. A host that answers with another key than the one pinned for it is distrusted here,
+once, at this funnel (nothing more goes to it; the rules stop and quarantine it)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import asyncssh
+
+from ...ledger import EventKind
+from ...market.protocol import Market, wall_seconds
+from ..attempt import Attempt
+from ..journal import Journal
+from .ssh import (
+    HostKeyChanged,
+    RunResult,
+    SSHFailure,
+    SSHRunner,
+    loopback_handshakes,
+)
+
+T = TypeVar("T")
+
+# The wall-time floor of SSH waits. Real network and CPU latency does not speed up with a
+# simulator's clock, so a connect timeout of 20 market seconds is never under a floor in wall
+# seconds; a fixed one wall second was 10 market minutes at 600x, how long a host that never
+# answers lived. The floor is a few times the slowest of the latest connects that answered
+# (loopback handshakes measured at the start and after each preflight try a host did not
+# answer, then hosts'; it follows a loaded machine), at most IO_FLOOR_MAX_S (or the policy's
+# `io_floor_wall_s` where higher) and never under IO_FLOOR_MIN_S. Job sessions, heartbeats
+# and transfers connect with the ceiling: only a first contact is worth cutting short. At time
+# scale 1 (the real market) 20 s is over any of these, and nothing changes.
+IO_FLOOR_MAX_S = 1.0
+IO_FLOOR_MIN_S = 0.2
+IO_FLOOR_TIMES = 5.0
+IO_FLOOR_MEASURED = 3  # connects that answered before the floor follows them
+CONNECT_TIMEOUT_S = 20.0  # market seconds a preflight's connect waits for an answer
+
+
+class HostLink:
+    def __init__(
+        self, ssh: SSHRunner, market: Market, journal: Journal, max_parallel: int = 8
+    ) -> None:
+        self.ssh = ssh
+        self.market = market
+        self.journal = journal
+        self.slots = asyncio.Semaphore(max_parallel)
+        # the floor's ceiling: the policy's `io_floor_wall_s` where that is higher
+        self.io_floor_max = IO_FLOOR_MAX_S
+        self.measuring = False  # calibrated: the clock runs fast enough for the floor to matter
+
+    async def calibrate(self) -> None:
+        """Where the market's clock runs fast enough for the floor to matter (the simulator),
+        measure a few SSH handshakes on the loopback, so that the floor follows this machine
+        from the first host on: the first hosts to run are often the ones that never answer."""
+        if CONNECT_TIMEOUT_S / max(self.market.time_scale, 1e-9) >= self.io_floor_max:
+            return  # the real market: 20 s of connect timeout is over any floor
+        self.measuring = True
+        await self._measure(IO_FLOOR_MEASURED)
+
+    async def _measure(self, n: int) -> None:
+        self.ssh.connect_walls.extend(
+            await loopback_handshakes(self.ssh.key, n, self.io_floor_max, self.ssh.wall_clock)
+        )
+
+    def io_floor(self) -> float:
+        """Wall seconds an SSH wait does not fall under, from the connects measured so far."""
+        walls = self.ssh.connect_walls
+        if len(walls) < IO_FLOOR_MEASURED:
+            return self.io_floor_max
+        return min(self.io_floor_max, max(IO_FLOOR_MIN_S, IO_FLOOR_TIMES * max(walls)))
+
+    def wall(self, market_seconds: float, floor: float) -> float:
+        """Wall seconds for a span of market time (the sim runs its clock faster)."""
+        return wall_seconds(market_seconds, self.market.time_scale, floor)
+
+    async def run(
+        self, a: Attempt, command: str, stdin: bytes | None = None, timeout: float = 60
+    ) -> RunResult:
+        """One command on a proven host (market-seconds timeout)."""
+        assert a.ssh_host is not None and a.ssh_port is not None
+        async with self.slots, self._distrust_on_key_change(a):
+            return await self._ssh_run(
+                a, command, stdin, self.wall(timeout, 5.0), self.io_floor_max
+            )
+
+    async def probe(
+        self, a: Attempt, script: bytes, timeout_wall: float, command: str = "python3 -"
+    ) -> RunResult:
+        """The preflight: a first contact, so a changed key is the preflight's own verdict
+        (raised to the caller, not a distrust of a host never trusted)."""
+        assert a.ssh_host is not None and a.ssh_port is not None
+        async with self.slots:
+            try:
+                return await self._ssh_run(a, command, script, timeout_wall, self.io_floor())
+            except SSHFailure:
+                # a host that did not answer may be a machine too loaded to answer in time:
+                # the floor learns from connects that answered only, so measure the load
+                if self.measuring:
+                    await self._measure(1)
+                raise
+
+    async def _ssh_run(
+        self, a: Attempt, command: str, stdin: bytes | None, timeout_wall: float, floor: float
+    ) -> RunResult:
+        assert a.ssh_host is not None and a.ssh_port is not None
+        return await self.ssh.run(
+            a.instance_id,
+            a.ssh_host,
+            a.ssh_port,
+            command,
+            stdin=stdin,
+            timeout=timeout_wall,
+            connect_timeout=self.wall(CONNECT_TIMEOUT_S, floor),
+        )
+
+    async def on_connection(
+        self, a: Attempt, work: Callable[[asyncssh.SSHClientConnection], Awaitable[T]]
+    ) -> T:
+        """SFTP work on one pinned connection, within the concurrency bound and a deadline."""
+        assert a.ssh_host is not None and a.ssh_port is not None
+        async with self.slots, self._distrust_on_key_change(a):
+            conn = await self.ssh.connect(
+                a.instance_id,
+                a.ssh_host,
+                a.ssh_port,
+                self.wall(CONNECT_TIMEOUT_S, self.io_floor_max),
+            )
+            try:
+                return await asyncio.wait_for(work(conn), self.wall(600, 30))
+            finally:
+                conn.close()
+
+    @contextlib.asynccontextmanager
+    async def _distrust_on_key_change(self, a: Attempt) -> AsyncIterator[None]:
+        try:
+            yield
+        except HostKeyChanged as exc:
+            if not a.untrusted:
+                a.untrusted = str(exc)
+                self.journal.fact(
+                    EventKind.HOST_KEY_CHANGED, a, actor="engine", reason=str(exc), ok=False
+                )
+                self.journal.say(f"distrust i:{a.instance_id} m:{a.machine_id}: {exc}")
+            raise

@@ -1,0 +1,308 @@
+"""Running commands and probes on rented hosts over asyncssh, with pinned host keys, hard
+timeouts and capped output. The account's API key is never part of anything sent.
+
+An instance may have two SSH routes (Vast: a direct one on the host's public address, and a
+proxy through an sshN.vast.ai relay). Given the instance's routes (`set_routes`), the runner
+tries the direct one first and falls back to the proxy; a host counts as unreachable only when
+every route failed, and `route_used` says which one worked last, for the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from ...core.errors import RentwatchError
+
+
+class SSHFailure(RentwatchError):
+    title = "SSH failed"
+
+
+class HostKeyChanged(SSHFailure):
+    title = "host key changed"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_status: int | None
+    stdout: bytes
+    stderr: bytes
+    truncated: bool
+
+
+def load_or_create_key(path: Path) -> asyncssh.SSHKey:
+    """rentwatch's own SSH key (ed25519), created 0600 on first use."""
+    if path.exists():
+        return asyncssh.read_private_key(str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = asyncssh.generate_private_key("ssh-ed25519", comment="rentwatch")
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key.export_private_key())
+    return key
+
+
+@dataclass(frozen=True)
+class Route:
+    """One way in: "direct" or "proxy", and its host and port (always from the same route)."""
+
+    kind: str
+    host: str
+    port: int
+
+
+# told when an instance is reached by a route other than the last one that worked:
+# (instance id, route kind, "host:port")
+OnRoute = Callable[[int, str, str], None]
+
+
+def routes_of(instance: Any) -> tuple[Route, ...]:
+    """The usable routes of a parsed `Instance` (those with both a host and a port)."""
+    return tuple(
+        Route(r.kind, r.host, r.port)
+        for r in getattr(instance, "ssh_routes", ())
+        if r.host and r.port
+    )
+
+
+class SSHRunner:
+    def __init__(
+        self,
+        key: asyncssh.SSHKey,
+        connect_timeout: float = 10.0,
+        max_output: int = 1 << 20,
+        wall_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.key = key
+        self.wall_clock = wall_clock  # times connects (HostLink.io_floor)
+        self.connect_timeout = connect_timeout
+        self.max_output = max_output
+        self.pinned: dict[int, str] = {}  # instance id -> host key fingerprint
+        self.sent: list[bytes] = []  # everything written to hosts (kept short; tests read it)
+        self.record_sent = False
+        self.routes: dict[int, tuple[Route, ...]] = {}  # instance id -> its routes, best first
+        self.route_used: dict[int, Route] = {}  # instance id -> the route that worked last
+        self.on_route: OnRoute | None = None
+        # wall seconds the latest connects that answered took (HostLink.io_floor reads them)
+        self.connect_walls: collections.deque[float] = collections.deque(maxlen=32)
+
+    def set_routes(self, instance_id: int, routes: Sequence[Route] | Any) -> None:
+        """Tell the runner an instance's routes: a sequence of `Route`, or a parsed `Instance`
+        (its `ssh_routes`). Call it on every poll; routes change when an instance restarts."""
+        got = tuple(routes) if isinstance(routes, list | tuple) else routes_of(routes)
+        self.routes[instance_id] = tuple(r for r in got if isinstance(r, Route))
+
+    def forget(self, instance_id: int) -> None:
+        self.routes.pop(instance_id, None)
+        self.route_used.pop(instance_id, None)
+
+    def _candidates(self, instance_id: int, host: str, port: int) -> list[Route]:
+        """The given host and port first (the caller's pick), then the instance's other
+        routes: direct before proxy, the one that worked last before the rest."""
+        known = list(self.routes.get(instance_id, ()))
+        given = next(
+            (r for r in known if r.host == host and r.port == port), Route("given", host, port)
+        )
+        rest = [r for r in known if r != given]
+        last = self.route_used.get(instance_id)
+        rest.sort(key=lambda r: (r != last, r.kind != "direct"))
+        return [given, *rest]
+
+    def _note_route(self, instance_id: int, route: Route) -> None:
+        if self.route_used.get(instance_id) != route:
+            self.route_used[instance_id] = route
+            if self.on_route is not None:
+                self.on_route(instance_id, route.kind, f"{route.host}:{route.port}")
+
+    async def connect(
+        self, instance_id: int, host: str, port: int, connect_timeout: float | None = None
+    ) -> asyncssh.SSHClientConnection:
+        """A connection by the first route that answers; SSHFailure naming every route tried
+        when none did. A changed host key is never a reason to try another route.
+
+        The routes race, each a head start (a quarter of the connect timeout) behind the one
+        before it, as RFC 8305's happy eyeballs do for addresses: a direct route that never
+        answers (a firewalled port) costs the proxy a head start, not a whole timeout, so a
+        host that answers on no route is known after one timeout, not one per route.
+        `connect_timeout` is this call's (the runner's own when None)."""
+        limit = self.connect_timeout if connect_timeout is None else connect_timeout
+        routes = self._candidates(instance_id, host, port)
+        outcomes: dict[int, str] = {}
+
+        async def attempt(i: int, route: Route) -> tuple[Route, asyncssh.SSHClientConnection]:
+            await asyncio.sleep(i * limit / 4)
+            try:
+                return route, await self._connect(instance_id, route.host, route.port, limit)
+            except SSHFailure as exc:
+                if isinstance(exc, HostKeyChanged):
+                    raise
+                outcomes[i] = f"{route.kind} {exc}"
+                raise
+
+        tasks = [asyncio.create_task(attempt(i, r)) for i, r in enumerate(routes)]
+        won: asyncssh.SSHClientConnection | None = None
+        try:
+            for done in asyncio.as_completed(tasks):
+                try:
+                    route, won = await done
+                except HostKeyChanged:
+                    raise
+                except SSHFailure:
+                    continue
+                self._note_route(instance_id, route)
+                return won
+        finally:
+            for t in tasks:
+                t.cancel()
+            # a route that connected after the winner is closed, not leaked (a cancel of this
+            # call still propagates: gather raises it)
+            for got in await asyncio.gather(*tasks, return_exceptions=True):
+                if isinstance(got, tuple) and got[1] is not won:
+                    got[1].close()
+        said = [outcomes[i] for i in sorted(outcomes)]
+        raise SSHFailure("; ".join(said) if len(said) > 1 else said[0])
+
+    @property
+    def public_key(self) -> str:
+        return self.key.export_public_key().decode().strip()
+
+    async def _connect(
+        self, instance_id: int, host: str, port: int, limit: float
+    ) -> asyncssh.SSHClientConnection:
+        began = self.wall_clock()
+        try:
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    host,
+                    port,
+                    username="root",
+                    client_keys=[self.key],
+                    known_hosts=None,
+                    agent_path=None,
+                    config=None,
+                    keepalive_interval=0,
+                    login_timeout=limit,
+                ),
+                limit,
+            )
+        except TimeoutError:
+            raise SSHFailure(f"no SSH answer from {host}:{port} in {limit:.3g}s") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise SSHFailure(f"{host}:{port}: {type(exc).__name__}: {str(exc)[:160]}") from None
+        self.connect_walls.append(self.wall_clock() - began)
+        server_key = conn.get_server_host_key()
+        fp = server_key.get_fingerprint() if server_key else "none"
+        known = self.pinned.setdefault(instance_id, fp)
+        if known != fp:
+            conn.close()
+            raise HostKeyChanged(
+                f"instance {instance_id}'s host key changed ({known} -> {fp}): refused"
+            )
+        return conn
+
+    async def run(
+        self,
+        instance_id: int,
+        host: str,
+        port: int,
+        command: str,
+        *,
+        stdin: bytes | None = None,
+        timeout: float = 60.0,
+        connect_timeout: float | None = None,
+    ) -> RunResult:
+        """Run one command; the whole thing (connect included) ends within `timeout` seconds."""
+        if self.record_sent:
+            self.sent.append(command.encode() + b"\n" + (stdin or b""))
+        conn = await self.connect(instance_id, host, port, connect_timeout)
+        try:
+            return await asyncio.wait_for(self._run(conn, command, stdin), timeout)
+        except TimeoutError:
+            raise SSHFailure(f"'{command[:40]}' did not finish within {timeout:g}s") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise SSHFailure(f"session dropped: {type(exc).__name__}: {str(exc)[:160]}") from None
+        finally:
+            conn.close()
+
+    async def _run(
+        self, conn: asyncssh.SSHClientConnection, command: str, stdin: bytes | None
+    ) -> RunResult:
+        proc = await conn.create_process(command, encoding=None)
+        if stdin:
+            proc.stdin.write(stdin)
+        proc.stdin.write_eof()
+        out = bytearray()
+        truncated = False
+        while True:
+            chunk = await proc.stdout.read(65536)
+            if not chunk:
+                break
+            out += chunk
+            if len(out) > self.max_output:
+                truncated = True
+                proc.close()
+                break
+        err = b""
+        if not truncated:
+            err = await proc.stderr.read(65536)
+            await proc.wait_closed()
+        return RunResult(proc.exit_status, bytes(out[: self.max_output]), err, truncated)
+
+
+class _NoAuth(asyncssh.SSHServer):
+    def begin_auth(self, username: str) -> bool:
+        return False  # no auth: the handshake is what is measured (no session is served)
+
+
+async def loopback_handshakes(
+    key: asyncssh.SSHKey, n: int, timeout: float, clock: Callable[[], float] = time.monotonic
+) -> list[float]:
+    """Wall seconds of `n` SSH handshakes with a throwaway server on this machine's loopback:
+    what key exchange and this machine's load cost a connect, measured before any host has
+    answered. Empty when the loopback cannot be listened on or a handshake times out."""
+    walls: list[float] = []
+    try:
+        server = await asyncssh.listen(
+            "127.0.0.1",
+            0,
+            server_host_keys=[asyncssh.generate_private_key("ssh-ed25519")],
+            server_factory=_NoAuth,
+            keepalive_interval=0,
+        )
+    except (OSError, asyncssh.Error):
+        return walls
+    port = server.sockets[0].getsockname()[1]
+    try:
+        for _ in range(n):
+            began = clock()
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    "127.0.0.1",
+                    port,
+                    username="root",
+                    client_keys=[key],
+                    known_hosts=None,
+                    agent_path=None,
+                    config=None,
+                    keepalive_interval=0,
+                ),
+                timeout,
+            )
+            walls.append(clock() - began)
+            conn.close()
+            await conn.wait_closed()
+    except (TimeoutError, OSError, asyncssh.Error):
+        return []
+    finally:
+        server.close()
+        await server.wait_closed()
+    return walls

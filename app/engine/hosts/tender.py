@@ -1,0 +1,321 @@
+"""The host tender: what the engine does on a rented host over SSH, apart from jobs. The
+compute preflight of a running attempt; then, on a proven host, the dead-man's switch
+(watchdog), its heartbeat, NVML samples (throttle and idle evidence) and the job's check-ins."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from ...core.campaign import Campaign
+from ...core.host_checks import deep_checks, first_failure, xid_check
+from ...core.lifecycle import Phase
+from ...core.policy import Policy
+from ...core.rules import low_util_since
+from ...core.verdict import Verdict, detect_throttle, preflight_verdict
+from ...ledger import EventKind
+from ...market.protocol import Clock
+from ..attempt import Attempt
+from ..blame_book import BlameBook
+from ..jobs.work import JobWork
+from ..journal import Journal
+from .link import HostLink
+from .probe_io import (
+    NET_PROBE_URL,
+    ProbeError,
+    parse_probe_output,
+    preflight_command,
+    probe_run_blame,
+    probe_source,
+    sampler_command,
+)
+from .ssh import HostKeyChanged, RunResult, SSHFailure
+
+K = EventKind
+# told of a proven host that must be stopped and marked: (attempt, rule, reason, failure class)
+HostFault = Callable[[Attempt, str, str, str], Awaitable[None]]
+SAMPLE_FIELDS = (
+    "util",
+    "sm_clock",
+    "max_sm_clock",
+    "reasons_bits",
+    "temp",
+    "power_w",
+    "mem_used_mb",
+)
+
+
+SILENT_RETRIES = 3  # preflight sessions in a row without an answer before they count against it
+
+
+def no_answer(res: RunResult) -> bool:
+    """A session that ended without the host's answer: nothing on stdout (the probe always
+    prints its JSON line, even when CUDA fails) and either no exit status (the channel was cut)
+    or nothing on stderr either (a shell that says why, say `python3: not found`, answered)."""
+    return (
+        not res.truncated
+        and not res.stdout.strip()
+        and (res.exit_status is None or not res.stderr.strip())
+    )
+
+
+class HostTender:
+    def __init__(
+        self,
+        link: HostLink,
+        jobs: JobWork,
+        journal: Journal,
+        policy: Policy,
+        clock: Clock,
+        campaign: Campaign | None = None,
+        blame_book: BlameBook | None = None,
+        watchdog_window_s: float = 15 * 60.0,
+        beat_s: float = 120.0,
+        job_poll_s: float = 30.0,
+    ) -> None:
+        self.link = link
+        self.jobs = jobs
+        self.journal = journal
+        self.policy = policy
+        self.clock = clock
+        self.campaign = campaign  # its image and disk, which the preflight holds hosts to
+        self.blame_book = blame_book
+        self.host_fault: HostFault | None = None  # the supervisor's stop-and-quarantine
+        self.watchdog_window_s = watchdog_window_s  # market seconds of silence: host stops itself
+        self.beat_s = beat_s  # market seconds between heartbeats (and NVML samples)
+        self.job_poll_s = job_poll_s  # market seconds between looks at a running job
+
+    # -- preflight ---------------------------------------------------------------------------
+    def start_preflight(self, a: Attempt) -> None:
+        if a.life.phase == Phase.RUNNING:
+            self.journal.move(a, Phase.VERIFYING, self.clock.now(), "preflight started")
+        a.preflight_task = asyncio.create_task(self._preflight(a))
+
+    async def _preflight(self, a: Attempt) -> None:
+        script = probe_source("preflight")
+        command = preflight_command(self.policy.checks, NET_PROBE_URL)
+        dropped = 0
+        while True:
+            if a.ssh_host is None or a.ssh_port is None:
+                a.ssh_error = "no SSH port published yet"
+                await asyncio.sleep(self.link.wall(10, 0.05))
+                continue
+            if not dropped and (a.ssh_error is None or a.ssh_error.startswith("no SSH port")):
+                a.ssh_error = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
+            try:
+                res = await self.link.probe(
+                    a, script, self.link.wall(self.policy.preflight_timeout_s, 5.0), command
+                )
+            except HostKeyChanged as exc:
+                a.verdict = Verdict(False, "host_key_changed", str(exc))
+                return
+            except SSHFailure as exc:
+                if "did not finish" in str(exc):
+                    a.verdict = Verdict(False, "timeout", f"preflight hung: {exc}")
+                    return
+                a.ssh_error = str(exc)
+                a.ssh_failures += 1
+                await asyncio.sleep(self.link.wall(10, 0.05))
+                continue
+            a.ssh_error = None
+            if no_answer(res) and (res.exit_status is None or dropped < SILENT_RETRIES):
+                # a session cut before the probe answered says nothing about the host: look
+                # again. A cut channel is retried until the SSH deadline rule gives up on the
+                # host; a clean exit with nothing said at all is judged after a few tries.
+                dropped += 1
+                a.ssh_failures += 1
+                if res.exit_status is None and dropped >= SILENT_RETRIES:
+                    a.ssh_error = f"{dropped} preflight sessions in a row ended without an answer"
+                await asyncio.sleep(self.link.wall(10, 0.05))
+                continue
+            a.ssh_failures = 0
+            if self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
+                return
+            try:
+                doc = parse_probe_output(res.stdout, "preflight", res.truncated)
+            except ProbeError as exc:
+                a.verdict = Verdict(False, "bad_probe", str(exc))
+                return
+            a.preflight_doc = doc
+            a.verdict = preflight_verdict(
+                doc,
+                a.gpu_name,
+                self.policy.min_speed_share,
+                self.policy.check_gpu_name,
+                checks=self.policy.checks,
+            )
+            if a.verdict.ok:
+                self._deep_checks(a, doc)
+            if not a.verdict.ok:
+                self.journal.fact(
+                    K.PREFLIGHT_FAILED,
+                    a,
+                    actor="rule:preflight",
+                    reason=a.verdict.reason,
+                    ok=False,
+                    detail={
+                        "class": a.verdict.failure_class,
+                        "tflops": a.verdict.tflops,
+                        "probe": {k: doc.get(k) for k in ("device", "matmul", "error", "total_s")},
+                    },
+                )
+            return
+
+    def _campaign_fault(
+        self, a: Attempt, exit_status: int | None, stdout: bytes, stderr: bytes
+    ) -> bool:
+        """The probe could not run for a reason the image causes (no python3, no torch where
+        it was needed): the campaign's fault, so the host is spared and creates stop."""
+        image = self.campaign.image if self.campaign else ""
+        found = probe_run_blame(a.machine_id or -a.instance_id, image, exit_status, stdout, stderr)
+        if found is None:
+            return False
+        if self.blame_book is not None:
+            self.blame_book.take(a, found)
+        a.verdict = Verdict(False, "campaign_fault", found.reason)
+        self.journal.fact(
+            K.PREFLIGHT_FAILED,
+            a,
+            actor="rule:blame",
+            reason=found.reason,
+            ok=False,
+            detail={"class": "campaign_fault", "cause": found.cause},
+        )
+        return True
+
+    def _deep_checks(self, a: Attempt, doc: dict[str, object]) -> None:
+        """What one matmul does not exercise (PCIe link, VRAM, disk, download, XID), against
+        the offer as listed: the first measured shortfall fails the host."""
+        offer = a.offer
+        listed = {
+            "gpu_name": a.gpu_name,
+            "gpu_ram": offer.gpu_ram_mb if offer else None,
+            "disk_bw": offer.disk_bw if offer else None,
+            "inet_down": offer.inet_down if offer else None,
+        }
+        disk = self.campaign.disk_gb if self.campaign else None
+        bad = first_failure(deep_checks(doc, listed, disk, self.policy.checks))
+        if bad is None or a.verdict is None:
+            return
+        a.verdict = Verdict(
+            False, bad.failure_class or bad.name, bad.reason, a.verdict.tflops, a.verdict.expected
+        )
+
+    # -- proven hosts: watchdog, heartbeat, NVML samples, jobs -------------------------------
+    def retend(self, returned: list[Attempt]) -> None:
+        """Tend again a proven rental held again after its write-off (the observer's list)."""
+        for a in returned:
+            if a.life.phase == Phase.VERIFIED and (a.tend_task is None or a.tend_task.done()):
+                a.tend_task = asyncio.create_task(self.tend(a))
+        returned.clear()
+
+    async def tend(self, a: Attempt) -> None:
+        """Arm the host's dead-man's switch, then beat its heartbeat and read its GPU."""
+        await self._arm_watchdog(a)
+        nvml = probe_source("nvml_sample")
+        last_beat = -1e18
+        while a.life.phase == Phase.VERIFIED and not a.untrusted:
+            job = self.jobs.queue.on(a.instance_id)
+            await asyncio.sleep(self.link.wall(self.job_poll_s if job else self.beat_s, 0.05))
+            if a.life.phase != Phase.VERIFIED or a.untrusted:
+                break
+            if a.ssh_host is None:
+                # a list answer without the host's SSH route is no answer: wait for the next
+                # one (leaving would leave its job unwatched until the campaign's deadline)
+                continue
+            job = self.jobs.queue.on(a.instance_id)
+            if job is not None:
+                try:
+                    await self.jobs.check(a, job)
+                except SSHFailure as exc:
+                    self.journal.say(f"job    {job.name} on i:{a.instance_id}: no answer ({exc})")
+            if self.clock.now() - last_beat < self.beat_s:
+                continue
+            last_beat = self.clock.now()
+            try:
+                if a.watchdog_armed:
+                    await self.link.run(a, "touch ~/.rentwatch/heartbeat")
+                res = await self.link.run(a, sampler_command(), stdin=nvml)
+                doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
+            except (SSHFailure, ProbeError) as exc:
+                self.journal.say(f"sample i:{a.instance_id} failed: {exc}")
+                continue
+            self.take_samples(a, doc)
+            await self.check_xid(a, doc)
+
+    async def _arm_watchdog(self, a: Attempt) -> None:
+        try:
+            await self.link.run(
+                a,
+                "mkdir -p ~/.rentwatch && cat > ~/.rentwatch/watchdog.py"
+                " && touch ~/.rentwatch/heartbeat && { [ -f ~/.rentwatch/watchdog.pid ]"
+                " && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
+                " || (setsid nohup python3 ~/.rentwatch/watchdog.py"
+                f" --window-s {self.watchdog_window_s:g} --scale {self.link.market.time_scale:g}"
+                " >/dev/null 2>&1 </dev/null & echo $! > ~/.rentwatch/watchdog.pid); }",
+                stdin=probe_source("watchdog"),
+            )
+            a.watchdog_armed = True
+            self.journal.say(
+                f"watch  i:{a.instance_id} watchdog armed: stops itself after "
+                f"{self.watchdog_window_s / 60:.0f} min without a heartbeat"
+            )
+        except SSHFailure as exc:
+            self.journal.say(f"watch  i:{a.instance_id} could not arm the watchdog: {exc}")
+
+    async def check_xid(self, a: Attempt, doc: dict[str, object]) -> None:
+        """A fatal XID (the GPU fell off the bus, double-bit ECC) in the sampler's events: the
+        GPU is broken under load, so the instance is stopped and its machine quarantined."""
+        if not self.policy.checks.xid:
+            return
+        found = xid_check(doc)
+        if found.ok is not False:
+            return
+        self.journal.fact(
+            K.XID,
+            a,
+            actor="rule:xid",
+            ok=False,
+            reason=found.reason,
+            detail={"class": found.failure_class, "xid": found.measured},
+        )
+        self.journal.say(f"xid    i:{a.instance_id} m:{a.machine_id}: {found.reason}")
+        if self.host_fault is not None:
+            await self.host_fault(a, "rule:xid", found.reason, found.failure_class or "xid")
+
+    def take_samples(self, a: Attempt, doc: dict[str, object]) -> None:
+        now = self.clock.now()
+        rows = []
+        raw = doc.get("samples")
+        for smp in raw if isinstance(raw, list) else []:
+            if not isinstance(smp, dict):
+                continue
+            row = {
+                k: smp.get(k) if isinstance(smp.get(k), int | float) else None
+                for k in SAMPLE_FIELDS
+            }
+            row.update(
+                instance_id=a.instance_id,
+                ts=now,
+                reasons=[r for r in smp.get("reasons") or [] if isinstance(r, str)][:10],
+            )
+            rows.append(row)
+        if not rows:
+            return
+        self.journal.samples(rows)
+        a.samples = (a.samples + rows)[-120:]
+        util = rows[0]["util"]
+        if isinstance(util, int | float):
+            a.util_low_since = low_util_since(a.util_low_since, float(util), self.policy, now)
+        t = detect_throttle(a.samples[-10:], self.policy.throttle_ratio)
+        if t.throttled and not (a.throttle and a.throttle.throttled):
+            self.journal.fact(
+                K.THROTTLE,
+                a,
+                at=now,
+                actor="engine",
+                reason=t.reason,
+                detail={"slowdown": t.slowdown, "reasons": list(t.reasons)},
+            )
+            self.journal.say(f"throttle i:{a.instance_id} m:{a.machine_id}: {t.reason}")
+        a.throttle = t

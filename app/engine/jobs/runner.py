@@ -1,0 +1,178 @@
+"""Running jobs on hosts: detached (they survive a dropped SSH session or a controller restart),
+their state read back from files on the host, artifacts pulled off over SFTP with checksums.
+Nothing secret is sent: a job's environment was checked when the campaign was read."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from ...core.campaign import Job
+from ...core.errors import RentwatchError
+
+JOB_ROOT = "~/.rentwatch/jobs"
+
+
+class UnsafePath(RentwatchError):
+    title = "unsafe path"
+
+
+def job_dir(name: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:64]
+    return f"{JOB_ROOT}/{safe}"
+
+
+def launch_command(job: Job) -> str:
+    """Start the job detached; its exit code lands in a file when it ends."""
+    d = job_dir(job.name)
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in job.env.items() if k.isidentifier())
+    inner = f"cd {shlex.quote(job.workdir)} && {env + ' ' if env else ''}{job.run}"
+    # a newline, not ';': the command may end in a heredoc
+    script = f"{inner}\necho $? > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit"
+    return (
+        f"mkdir -p {d} && rm -f {d}/exit && (setsid nohup sh -c {shlex.quote(script)} "
+        f"> {d}/log 2>&1 < /dev/null & echo $! > {d}/pid)"
+    )
+
+
+def status_command(job: Job) -> str:
+    d = job_dir(job.name)
+    return (
+        f"if [ -f {d}/exit ]; then echo EXIT $(cat {d}/exit); "
+        f"elif [ -f {d}/pid ] && kill -0 $(cat {d}/pid) 2>/dev/null; then echo RUNNING; "
+        f"elif [ -f {d}/pid ]; then echo VANISHED; else echo NONE; fi; tail -c 1500 {d}/log 2>/dev/null"
+    )
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: str  # running, exited, vanished, none
+    exit_code: int | None
+    log_tail: str
+
+
+def parse_status(out: bytes) -> JobStatus:
+    text = out.decode("utf-8", errors="replace")
+    first, _, rest = text.partition("\n")
+    words = first.split()
+    if words[:1] == ["EXIT"]:
+        try:
+            code = int(words[1])
+        except (IndexError, ValueError):
+            code = -1
+        return JobStatus("exited", code, rest)
+    state = {"RUNNING": "running", "VANISHED": "vanished"}.get(first.strip(), "none")
+    return JobStatus(state, None, rest)
+
+
+def safe_relative(path: str) -> str:
+    """An artifact path must stay inside the job's folder on both ends."""
+    if not path or path.startswith(("/", "~")) or "\\" in path or "\x00" in path:
+        raise UnsafePath(f"artifact path {path!r} is not a relative path")
+    norm = posixpath.normpath(path)
+    if norm == ".." or norm.startswith("../") or "/../" in f"/{norm}/":
+        raise UnsafePath(f"artifact path {path!r} leaves the job's folder")
+    return norm
+
+
+def _local(dest_root: Path, rel: str) -> Path:
+    target = (dest_root / rel).resolve()
+    root = dest_root.resolve()
+    if root != target and root not in target.parents:
+        raise UnsafePath(f"{rel!r} would be written outside {root}")
+    return target
+
+
+async def fetch_artifacts(
+    conn: asyncssh.SSHClientConnection, job: Job, dest_root: Path, max_bytes: int = 2 << 30
+) -> list[dict[str, object]]:
+    """Pull each artifact (file or folder) off the host; regular files only, never through a
+    symlink, never outside `dest_root`. Returns one record per file with size and sha256."""
+    dest_root.mkdir(parents=True, exist_ok=True)
+    out: list[dict[str, object]] = []
+    total = 0
+    async with conn.start_sftp_client() as sftp:
+        base = job.workdir if job.workdir.startswith("/") else job.workdir
+        stack = [safe_relative(a.rstrip("/") or ".") for a in job.artifacts]
+        while stack:
+            rel = stack.pop()
+            remote = posixpath.join(base, rel)
+            try:
+                attrs = await sftp.lstat(remote)
+            except asyncssh.SFTPError:
+                out.append({"path": rel, "error": "missing"})
+                continue
+            if attrs.type == asyncssh.FILEXFER_TYPE_SYMLINK:
+                out.append({"path": rel, "error": "symlink refused"})
+                continue
+            if attrs.type == asyncssh.FILEXFER_TYPE_DIRECTORY:
+                for name in await sftp.listdir(remote):
+                    if name in (".", ".."):
+                        continue
+                    if "/" in name or "\\" in name:
+                        out.append({"path": f"{rel}/{name}", "error": "unsafe name refused"})
+                        continue
+                    stack.append(safe_relative(posixpath.join(rel, name)))
+                continue
+            if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
+                out.append({"path": rel, "error": "not a regular file"})
+                continue
+            size = attrs.size or 0
+            if total + size > max_bytes:
+                out.append({"path": rel, "error": "over the artifact size cap"})
+                continue
+            local = _local(dest_root, rel)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            await sftp.get(remote, str(local))
+            digest = hashlib.sha256(local.read_bytes()).hexdigest()
+            total += local.stat().st_size
+            out.append({"path": rel, "bytes": local.stat().st_size, "sha256": digest})
+    return out
+
+
+def summary(records: list[dict[str, object]]) -> str:
+    ok = [r for r in records if "sha256" in r]
+    bad = [r for r in records if "error" in r]
+    size = sum(int(str(r["bytes"])) for r in ok)
+    text = f"{len(ok)} file(s), {size} bytes"
+    if bad:
+        text += f"; refused or missing: {json.dumps(bad)[:200]}"
+    return text
+
+
+async def push_checkpoint(
+    conn: asyncssh.SSHClientConnection, job: Job, src_root: Path
+) -> list[str]:
+    """Put the last fetched checkpoint back under the job's folder on a new host."""
+    assert job.checkpoint is not None
+    rel = safe_relative(job.checkpoint.rstrip("/"))
+    local_base = src_root / rel
+    files = (
+        [local_base]
+        if local_base.is_file()
+        else sorted(p for p in local_base.rglob("*") if p.is_file())
+    )
+    pushed = []
+    async with conn.start_sftp_client() as sftp:
+        for path in files:
+            if path.is_symlink():
+                continue
+            sub = path.relative_to(src_root).as_posix()
+            remote = posixpath.join(job.workdir, safe_relative(sub))
+            parent = posixpath.dirname(remote)
+            if parent and parent != ".":
+                await sftp.makedirs(parent, exist_ok=True)
+            await sftp.put(str(path), remote)
+            pushed.append(sub)
+    return pushed
+
+
+def stop_command(job: Job) -> str:
+    d = job_dir(job.name)
+    return f"[ -f {d}/pid ] && kill -TERM -$(cat {d}/pid) 2>/dev/null; kill -TERM $(cat {d}/pid) 2>/dev/null; true"

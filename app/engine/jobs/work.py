@@ -1,0 +1,300 @@
+"""Jobs on proven hosts (hold and batch): dispatch, look in, time out, requeue when the host
+leaves service, pull artifacts and checkpoints off the box, push a checkpoint to a retry, and
+re-attach what a restart finds in the ledger."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from ...core.jobs import JobQueue, JobState
+from ...core.lifecycle import Phase
+from ...ledger import EventKind, Ledger
+from ...market.protocol import Clock
+from ..attempt import Attempt
+from ..blame_book import BlameBook
+from ..fleet import Fleet
+from ..hosts.link import HostLink
+from ..hosts.ssh import SSHFailure
+from ..journal import Journal
+from .runner import (
+    JobStatus,
+    UnsafePath,
+    fetch_artifacts,
+    launch_command,
+    parse_status,
+    push_checkpoint,
+    status_command,
+    stop_command,
+    summary,
+)
+
+K = EventKind
+GONE = ("vanished", "none")  # states that say the job's process is not there
+SFTP_ERRORS = (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError)
+
+
+class JobWork:
+    def __init__(
+        self,
+        queue: JobQueue,
+        fleet: Fleet,
+        link: HostLink,
+        journal: Journal,
+        clock: Clock,
+        artifacts_root: Path = Path("artifacts"),
+    ) -> None:
+        self.queue = queue
+        self.fleet = fleet
+        self.link = link
+        self.journal = journal
+        self.clock = clock
+        self.artifacts_root = artifacts_root
+        self._ckpt_at: dict[str, float] = {}  # job name -> market time of its last checkpoint
+        self.blame_book: BlameBook | None = None  # whose fault a failed job is (issue 16)
+
+    def restore(self, ledger: Ledger) -> None:
+        """After a restart: finished jobs stay finished; started ones are re-attached."""
+        for ev in ledger.campaign_events(self.journal.campaign, K.JOB_STARTED, K.JOB_FINISHED):
+            job = self.queue.by_name(str(ev.detail.get("job")))
+            if job is None:
+                continue
+            if ev.kind == K.JOB_STARTED:
+                job.status, job.instance_id, job.started_at = "running", ev.instance_id, ev.at
+                job.attempts = int(ev.detail.get("attempt", job.attempts + 1))
+            elif ev.detail.get("requeued"):
+                job.status, job.instance_id = "pending", None
+                job.host_losses += bool(ev.detail.get("host_loss"))
+            else:
+                self.queue.finished(job, int(ev.detail.get("exit_code", -1)), ev.at)
+
+    def reap(self, now: float) -> None:
+        """Requeue the jobs whose host left service."""
+        for job in list(self.queue.jobs):
+            if job.status != "running" or job.instance_id is None:
+                continue
+            a = self.fleet.get(job.instance_id)
+            if a is not None and a.life.phase == Phase.VERIFIED:
+                continue
+            self.requeue(
+                job,
+                now,
+                "its host left service" if a else "its host is not held any more",
+                host_fault=True,
+            )
+
+    def requeue(self, job: JobState, now: float, why: str, host_fault: bool = False) -> None:
+        iid = job.instance_id
+        losses = job.host_losses
+        if iid is not None:
+            self.queue.host_died(iid, now, host_fault=host_fault)
+        again = job.status == "pending"
+        free = job.host_losses > losses
+        self.journal.fact(
+            K.JOB_FINISHED,
+            None,
+            at=now,
+            actor="engine",
+            ok=False,
+            instance_id=iid,
+            reason=f"job {job.name} interrupted: {why}"
+            + (" - queued again" if again else " - out of retries")
+            + (" (an early host loss: no retry used)" if free else ""),
+            detail={
+                "job": job.name,
+                "requeued": again,
+                "attempt": job.attempts,
+                "host_loss": free,
+            },
+        )
+        self.journal.say(
+            f"job    {job.name} interrupted on i:{iid} ({why}); "
+            f"{'queued again' if again else 'failed'}"
+        )
+
+    async def dispatch(self, now: float) -> None:
+        """Give each proven, idle host the next pending job (none under a campaign fault:
+        the job or its image is what fails)."""
+        if self.blame_book is not None and self.blame_book.fault is not None:
+            return
+        for a in self.fleet.in_service():
+            if self.queue.pending == 0:
+                return
+            if self.queue.on(a.instance_id) is not None:
+                continue
+            if a.ssh_host is None or a.ssh_port is None:
+                continue  # no SSH route in the last list answer: nothing to start it over
+            now = self.clock.now()  # launches go one after another: each dated to its own
+            job = self.queue.take(a.instance_id, now)
+            if job is None:
+                continue
+            await self._resume_from_checkpoint(a, job)
+            if job.job.secret_env:
+                self.journal.fact(
+                    K.NOTE,
+                    a,
+                    at=now,
+                    actor="human",
+                    reason=f"operator opted in: job {job.name} sends "
+                    f"{', '.join(job.job.secret_env)} to a stranger's host",
+                    detail={"job": job.name, "secret_env": list(job.job.secret_env)},
+                )
+            try:
+                await self.link.run(a, launch_command(job.job))
+            except SSHFailure as exc:
+                # the session may have died after the host started the job: look before requeueing
+                try:
+                    started = (await self.look(a, job)).state != "none"
+                except SSHFailure:
+                    # no answer either way: held as started; `check` looks again (twice) before
+                    # calling it gone, so a dropped session never costs the job a retry
+                    started = True
+                if not started:
+                    self.requeue(job, now, f"could not start it: {exc}", host_fault=True)
+                    continue
+            self.journal.fact(
+                K.JOB_STARTED,
+                a,
+                at=now,
+                actor="engine",
+                reason=f"job {job.name} on a proven rental",
+                detail={"job": job.name, "attempt": job.attempts, "run": job.job.run[:300]},
+            )
+            self.journal.say(
+                f"job    {job.name} started on i:{a.instance_id} (attempt {job.attempts})"
+            )
+
+    async def check(self, a: Attempt, job: JobState) -> None:
+        """Look at a running job: its log line, its timeout, its checkpoint, its end."""
+        st = await self.look(a, job)
+        if st.state in GONE:
+            # a process found gone costs the job a retry: one look is not enough to say so
+            st = await self.look(a, job)
+        now = self.clock.now()
+        tail = [ln for ln in st.log_tail.splitlines() if ln.strip()]
+        a.job_line = f"{job.name}: {tail[-1] if tail else st.state}"
+        if st.state == "running":
+            if job.started_at is not None and now - job.started_at > job.job.timeout_s:
+                await self.link.run(a, stop_command(job.job))
+                self.queue.finished(job, 124, now)
+                self.journal.fact(
+                    K.JOB_FINISHED,
+                    a,
+                    at=now,
+                    actor="engine",
+                    ok=False,
+                    reason=f"job {job.name} stopped after its "
+                    f"{job.job.timeout_s / 60:.0f} min timeout",
+                    detail={"job": job.name, "exit_code": 124, "timeout": True},
+                )
+                self.journal.say(f"job    {job.name} timed out on i:{a.instance_id}")
+                return
+            last = self._ckpt_at.get(job.name, job.started_at or now)
+            if job.job.checkpoint and now - last >= job.job.checkpoint_every_s:
+                self._ckpt_at[job.name] = now
+                await self._pull(a, job, checkpoint=True)
+            return
+        if st.state != "exited" or st.exit_code is None:
+            self.requeue(job, now, f"the job's process is gone ({st.state})")
+            return
+        if self.queue.on(a.instance_id) is not job or job.status != "running":
+            return  # already accounted for
+        job.status = "finishing"  # the campaign is not done until its artifacts are off the box
+        duration = now - (job.started_at or now)
+        self.journal.fact(
+            K.JOB_FINISHED,
+            a,
+            at=now,
+            actor="engine",
+            ok=st.exit_code == 0,
+            reason=f"job {job.name} exited {st.exit_code} after {duration / 60:.1f} min",
+            detail={
+                "job": job.name,
+                "exit_code": st.exit_code,
+                "duration_s": duration,
+                "attempt": job.attempts,
+                "log_tail": st.log_tail[-500:],
+            },
+        )
+        self.journal.say(
+            f"job    {job.name} exited {st.exit_code} on i:{a.instance_id} "
+            f"after {duration / 60:.1f} min"
+        )
+        if self.blame_book is not None:
+            if st.exit_code == 0:
+                self.blame_book.job_finished(job.job.run)
+            else:  # the same last line and exit on two machines: the job's fault, not theirs
+                self.blame_book.job_failed(a, job.job.run, st.exit_code, st.log_tail)
+        if job.job.artifacts:
+            await self._pull(a, job)
+        self.queue.finished(job, st.exit_code, now)
+
+    async def look(self, a: Attempt, job: JobState) -> JobStatus:
+        """The job's state on its host. A session cut before the host answered (no exit status,
+        or nothing printed: the status command always prints its state first) is no answer, not
+        "the process is gone": it raises SSHFailure like a refused connection does."""
+        res = await self.link.run(a, status_command(job.job))
+        if res.exit_status is None or not res.stdout.strip():
+            raise SSHFailure(
+                "session dropped before the host answered"
+                if res.exit_status is None
+                else f"the status check printed nothing (exit {res.exit_status})"
+            )
+        return parse_status(res.stdout)
+
+    def _checkpoint_dir(self, job: JobState) -> Path:
+        return self.artifacts_root / self.journal.campaign / job.name / "checkpoint"
+
+    async def _resume_from_checkpoint(self, a: Attempt, job: JobState) -> None:
+        """A retried job starts from the last checkpoint pulled off its previous host."""
+        src = self._checkpoint_dir(job)
+        if not job.job.checkpoint or not src.exists() or job.attempts <= 1:
+            return
+        try:
+            pushed = await self.link.on_connection(
+                a, lambda conn: push_checkpoint(conn, job.job, src)
+            )
+        except SFTP_ERRORS as exc:
+            self.journal.say(f"resume {job.name}: checkpoint not pushed ({exc}); it starts over")
+            return
+        self._record(
+            a,
+            job,
+            True,
+            f"checkpoint of {job.name} pushed to its retry ({len(pushed)} file(s))",
+            checkpoint_pushed=pushed,
+        )
+        self.journal.say(f"resume {job.name} on i:{a.instance_id} from its last checkpoint")
+
+    async def _pull(self, a: Attempt, job: JobState, checkpoint: bool = False) -> None:
+        dest = self.artifacts_root / self.journal.campaign / job.name
+        spec = job.job
+        if checkpoint:
+            assert spec.checkpoint is not None
+            dest = self._checkpoint_dir(job)
+            spec = dataclasses.replace(spec, artifacts=(spec.checkpoint,))
+        try:
+            records = await self.link.on_connection(
+                a, lambda conn: fetch_artifacts(conn, spec, dest)
+            )
+        except SFTP_ERRORS as exc:
+            self._record(a, job, False, f"artifacts of {job.name} not pulled: {exc}")
+            self.journal.say(f"artifacts of {job.name} FAILED: {exc}")
+            return
+        self._record(
+            a,
+            job,
+            True,
+            f"artifacts of {job.name}: {summary(records)}",
+            files=records,
+            dest=str(dest),
+        )
+        self.journal.say(f"pull   {job.name}: {summary(records)} -> {dest}")
+
+    def _record(self, a: Attempt, job: JobState, ok: bool, reason: str, **detail: Any) -> None:
+        self.journal.fact(
+            K.ARTIFACTS, a, actor="engine", ok=ok, reason=reason, detail={"job": job.name, **detail}
+        )

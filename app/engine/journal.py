@@ -1,0 +1,160 @@
+"""The journal: the engine's only writer to the ledger and to the decision log.
+
+Every marketplace change is written as its intent, each try as it goes out (so a crash mid-call
+can be settled, see `Recovery`), then its outcome; everything else the engine learns is a fact.
+The decision log is the tail of human-readable lines the dashboard shows and headless prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..core.lifecycle import Phase
+from ..ledger import EventKind, Ledger
+
+if TYPE_CHECKING:
+    from ..market.protocol import Clock
+    from .attempt import Attempt
+
+K = EventKind
+
+
+class Journal:
+    def __init__(
+        self, ledger: Ledger, campaign: str, clock: Clock, log: Callable[[str], None] = print
+    ) -> None:
+        self.ledger = ledger
+        self.campaign = campaign
+        self.clock = clock
+        self.log = log
+        self.lines: list[str] = []  # the decision log's tail
+        self.lines_total = 0  # how many lines were said in all
+
+    # -- the decision log --------------------------------------------------------------------
+    def say(self, line: str) -> None:
+        self.lines_total += 1
+        self.lines.append(line)
+        del self.lines[:-500]
+        self.log(line)
+
+    # -- context -------------------------------------------------------------------------------
+    def ctx(self, a: Attempt) -> dict[str, Any]:
+        """The columns every event about an attempt carries."""
+        return {
+            "campaign": self.campaign,
+            "instance_id": a.instance_id,
+            "machine_id": a.machine_id,
+            "host_id": a.host_id,
+            "gpu_name": a.gpu_name,
+            "gpu_dph": a.gpu_dph,
+            "storage_dph": a.storage_dph,
+            "offer_id": a.offer.id if a.offer else None,
+        }
+
+    # -- facts ---------------------------------------------------------------------------------
+    def fact(
+        self,
+        kind: EventKind,
+        a: Attempt | None,
+        *,
+        actor: str,
+        reason: str,
+        at: float | None = None,
+        ok: bool | None = None,
+        detail: dict[str, Any] | None = None,
+        **context: Any,
+    ) -> int:
+        """A fact about an attempt (or, with `a=None`, about the campaign); dated now unless
+        `at` says when it happened."""
+        ctx = self.ctx(a) if a is not None else {"campaign": self.campaign}
+        ctx.update(context)
+        return self.ledger.record(
+            kind,
+            at=self.clock.now() if at is None else at,
+            actor=actor,
+            reason=reason,
+            ok=ok,
+            detail=detail,
+            **ctx,
+        )
+
+    def samples(self, rows: list[dict[str, Any]]) -> None:
+        self.ledger.add_samples(rows)
+
+    # -- a marketplace call: intent, tries, outcome ------------------------------------------
+    def intent(
+        self,
+        kind: EventKind,
+        ctx: dict[str, Any],
+        *,
+        actor: str,
+        reason: str,
+        detail: dict[str, Any] | None = None,
+    ) -> int:
+        return self.ledger.intent(
+            kind, at=self.clock.now(), actor=actor, reason=reason, detail=detail, **ctx
+        )
+
+    def sent(self, seq: int, a: Attempt, actor: str, at: float, previous: str | None) -> None:
+        """One try of a change, written as it leaves."""
+        self.ledger.record(
+            K.SENT,
+            at=at,
+            actor=actor,
+            reason="request sent" if previous is None else f"sent again: the last try {previous}",
+            intent_seq=seq,
+            detail={"after": previous},
+            **self.ctx(a),
+        )
+
+    def outcome(
+        self,
+        seq: int,
+        *,
+        at: float,
+        ok: bool,
+        error: str | None = None,
+        detail: dict[str, Any] | None = None,
+        **context: Any,
+    ) -> int:
+        return self.ledger.outcome(seq, at=at, ok=ok, error=error, detail=detail, **context)
+
+    # -- the lifecycle ---------------------------------------------------------------------------
+    def give_up(
+        self,
+        a: Attempt,
+        at: float,
+        actor: str,
+        reason: str,
+        failure_class: str,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Abandon `a` (never proven: its destroy is due), with the failure class on record."""
+        a.failure_class = failure_class
+        self.move(a, Phase.ABANDONED, at, reason)
+        self.fact(
+            K.ABANDON,
+            a,
+            at=at,
+            actor=actor,
+            reason=reason,
+            detail={"class": failure_class, **(detail or {})},
+        )
+
+    def move(self, a: Attempt, to: Phase, at: float, why: str) -> bool:
+        """Move `a` through its lifecycle; an illegal move is written down as an error."""
+        if a.life.move(to, at, why):
+            return True
+        t = a.life.refused[-1]
+        self.fact(
+            K.ERROR,
+            a,
+            actor="engine",
+            at=at,
+            ok=False,
+            reason=f"illegal lifecycle move {t.before} -> {t.after} refused ({why})",
+            detail={"before": str(t.before), "after": str(t.after), "why": why},
+        )
+        self.say(f"error  i:{a.instance_id} refused {t.before} -> {t.after}: {why}")
+        return False

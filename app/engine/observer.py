@@ -1,0 +1,428 @@
+"""Observe: fold one list answer into the fleet record, treating it as evidence, not truth.
+
+A row that fails validation (a number that is not finite, a negative price) costs that row
+this poll, recorded with its id (one without a usable id: once per distinct problem); the rest
+of the fleet is supervised as usual. An instance a full list answer (a whole list, or a sweep's
+pages together: `cadence.py`) leaves out is *unseen*, not gone (one a filtered answer was not
+asked for is neither): it stays held, billed and watched, and the market is asked for it
+directly (`show_instance`, under the poll's bound on tries, as the poll's lists are). It is
+written off (`lost`) only when the market says it no longer exists, or after
+`UNSEEN_WRITE_OFF` polls in which neither the list nor the direct question answered for it
+(with a warning in the decision log). A written-off instance that a list answer shows again
+was not gone: it is held again where it stood (`returned`), billed as if never written off,
+watched, and stopped or destroyed by the usual rules and at the end."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..core.billing import Mark
+from ..core.errors import BadRow
+from ..core.lifecycle import Phase
+from ..core.models import Instance
+from ..core.policy import Policy
+from ..core.rules import low_util_since
+from ..ledger import EventKind
+from ..market.protocol import REFUSALS, Market, NotFound, polling
+from .attempt import Attempt
+from .blame_book import BlameBook
+from .fleet import Fleet
+from .hosts.ssh import SSHRunner
+from .journal import Journal
+
+K = EventKind
+LOST_AFTER_S = 120.0  # a create may take this long to be listed before it counts as unseen
+PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last seen) is flagged
+UNSEEN_WRITE_OFF = 10  # polls unseen, and unanswered when asked directly, before a write-off
+
+
+def row_problem(inst: Instance) -> str | None:
+    """Why a market row cannot be believed (None: it can)."""
+    numbers = {
+        "dph_base": inst.dph_base,
+        "dph_total": inst.dph_total,
+        "storage_total_cost": inst.storage_total_cost,
+        "gpu_util": inst.gpu_util,
+        "start_date": inst.start_date,
+    }
+    for name, value in numbers.items():
+        if value is not None and not math.isfinite(value):
+            return f"{name} is not a finite number ({value!r})"
+    for name in ("dph_base", "dph_total", "storage_total_cost"):
+        if numbers[name] is not None and float(numbers[name] or 0) < 0:
+            return f"{name} is negative ({numbers[name]!r})"
+    return None
+
+
+class Observer:
+    def __init__(
+        self,
+        market: Market,
+        journal: Journal,
+        fleet: Fleet,
+        policy: Policy,
+        ssh: SSHRunner | None = None,
+        blame_book: BlameBook | None = None,
+    ) -> None:
+        self.market = market
+        self.journal = journal
+        self.fleet = fleet
+        self.policy = policy
+        self.ssh = ssh
+        self.blame_book = blame_book
+        self.bad_rows = 0  # rows skipped in all
+        self.returned: list[Attempt] = []  # held again this poll: the supervisor tends them
+        self._reported: set[int] = set()  # instances whose bad row is already in the ledger
+        self._reported_anon: set[str] = set()  # problems of rows without an id, in the ledger
+        self._client_bad = 0  # how many of the client's own skipped rows are in the ledger
+        if ssh is not None:
+            ssh.on_route = self._on_route
+
+    def _on_route(self, instance_id: int, kind: str, where: str) -> None:
+        """The ledger says which route (direct or proxy) each host was reached by."""
+        a = self.fleet.get(instance_id)
+        extra: dict[str, Any] = {} if a is not None else {"instance_id": instance_id}
+        self.journal.fact(
+            K.SSH_ROUTE,
+            a,
+            actor="engine",
+            reason=f"reached by its {kind} route {where}",
+            detail={"kind": kind, "where": where},
+            **extra,
+        )
+
+    async def observe(
+        self,
+        instances: list[Instance],
+        now: float,
+        full: bool = True,
+        asked: frozenset[int] = frozenset(),
+        unread: list[tuple[int, str]] | None = None,
+    ) -> None:
+        """Fold one poll's rows in. `full`: a whole list answer, so an instance it leaves out
+        is unseen. Otherwise (the poll plan's filtered pages, `app/cadence.py`) an instance
+        the poll did not ask for is simply not looked at, and one asked for by name but
+        left out gets a one-instance call, without counting as unseen. `unread`: instances
+        the poll's own shows answered for with a row that cannot be read (id, problem)."""
+        self._client_rows(now)
+        live: dict[int, Instance] = {}
+        bad: set[int] = set()
+        for iid, why in unread or ():
+            bad.add(iid)
+            self._bad_row(iid, why, now)
+        for inst in instances:
+            problem = row_problem(inst)
+            if problem is None:
+                live[inst.id] = inst
+            else:
+                bad.add(inst.id)
+                self._bad_row(inst.id, problem, now)
+        if not full:
+            await self._asked(live, bad, asked, now)
+            return
+        for a in list(self.fleet.attempts.values()):
+            if a.life.phase == Phase.LOST and a.instance_id in live:
+                self._returned(a, live[a.instance_id], now)
+                continue
+            if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in bad:
+                continue  # a bad row is still a row: there, unread this poll
+            listed = live.get(a.instance_id)
+            if listed is None:
+                if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
+                    continue
+                listed = await self._ask(a, now)
+                if listed is None:
+                    continue
+            a.unseen = 0
+            self._see(a, listed, now)
+
+    async def _asked(
+        self, live: dict[int, Instance], bad: set[int], asked: frozenset[int], now: float
+    ) -> None:
+        """A filtered answer: see what it listed; what it was asked for and left out gets a
+        closer look; the rest was not asked for and is not looked at."""
+        for iid, listed in live.items():
+            held = self.fleet.get(iid)
+            if held is not None and held.life.phase == Phase.LOST:
+                self._returned(held, listed, now)
+            elif held is not None and held.life.phase != Phase.DESTROYED:
+                held.unseen = 0
+                self._see(held, listed, now)
+        for iid in asked - live.keys() - bad:
+            held = self.fleet.get(iid)
+            if held is None or held.life.phase in (Phase.DESTROYED, Phase.LOST):
+                continue
+            if held.life.phase == Phase.REQUESTED and now - held.created_at <= LOST_AFTER_S:
+                continue
+            looked = await self._look(held, now)
+            if looked is not None:
+                self._see(held, looked, now)
+
+    async def unlisted(self, listed: set[int], now: float) -> None:
+        """After a sweep's pages, together a full list answer: every instance we hold that it
+        left out is unseen and asked for directly (as `observe` does for a whole list)."""
+        for a in list(self.fleet.attempts.values()):
+            if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in listed:
+                continue  # a bad row is still a row: there, unread this poll
+            if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
+                continue
+            seen = await self._ask(a, now)
+            if seen is not None:
+                a.unseen = 0
+                self._see(a, seen, now)
+
+    async def _look(self, a: Attempt, now: float) -> Instance | None:
+        """A closer look at one instance a filtered list left out: the market's word that it
+        is gone writes it off; a refusal leaves it to the next full list."""
+        try:
+            inst = await self._show(a.instance_id)
+        except BadRow as exc:
+            self._bad_row(a.instance_id, exc.problem, now)
+            return None
+        except NotFound:
+            inst = None
+        except REFUSALS:
+            return None
+        return self._answered(a, inst, now)
+
+    async def _show(self, instance_id: int) -> Instance | None:
+        """A closer look is part of the poll: it gives up as the poll's lists do (a try or
+        two), so many instances to look at cannot hold one poll for minutes of backoff."""
+        with polling(self.market):
+            return await self.market.show_instance(instance_id)
+
+    def _client_rows(self, now: float) -> None:
+        """Rows the client itself could not parse (`client.bad_rows`) go to the ledger too:
+        the market client drops them before the observer sees an `Instance`."""
+        raw = getattr(self.market, "bad_rows", None)
+        stats = getattr(getattr(self.market, "stats", None), "bad_rows", None)
+        if not isinstance(raw, list) or not isinstance(stats, int) or stats <= self._client_bad:
+            return
+        fresh = raw[-min(len(raw), stats - self._client_bad) :]
+        self._client_bad = stats
+        for iid, problem in fresh:
+            self._bad_row(iid if isinstance(iid, int) else None, f"unreadable: {problem}", now)
+
+    def _bad_row(self, iid: int | None, problem: str, now: float) -> None:
+        """Said every poll; in the ledger once per instance, or, for a row without a usable
+        id, once per distinct problem (such a row is in every list answer while it lasts)."""
+        self.bad_rows += 1
+        self.journal.say(f"row    i:{iid} skipped this poll: {problem}")
+        if iid is None:
+            if problem in self._reported_anon:
+                return
+            self._reported_anon.add(problem)
+        elif iid in self._reported:
+            return
+        else:
+            self._reported.add(iid)
+        a = self.fleet.get(iid) if iid is not None else None
+        extra: dict[str, Any] = {} if a is not None else {"instance_id": iid}
+        self.journal.fact(
+            K.BAD_ROW,
+            a,
+            at=now,
+            actor="engine",
+            ok=False,
+            reason=f"market row skipped: {problem}",
+            **extra,
+        )
+
+    async def _ask(self, a: Attempt, now: float) -> Instance | None:
+        """Left out of the list: ask for it directly. The instance when the market answers
+        for it; None when it is gone (written off) or still unseen."""
+        a.unseen += 1
+        if a.unseen == 1:
+            self.journal.fact(
+                K.UNSEEN,
+                a,
+                at=now,
+                actor="engine",
+                reason="left out of the market's list answer: still held, asked for directly",
+            )
+        try:
+            inst = await self._show(a.instance_id)
+        except BadRow as exc:
+            # answered for, so not unseen (never written off for it), but unread: a bad row
+            # (the client drops such rows from lists, so this is where they show)
+            a.unseen = 1
+            self._bad_row(a.instance_id, exc.problem, now)
+            return None
+        except NotFound:
+            inst = None
+        except REFUSALS as exc:
+            if a.unseen >= UNSEEN_WRITE_OFF:
+                self.journal.say(
+                    f"WARN   i:{a.instance_id} unseen for {a.unseen} polls and the market "
+                    f"would not answer for it ({exc}): written off"
+                )
+                self._lost(a, now, f"unseen for {a.unseen} polls; the market never answered")
+            return None
+        return self._answered(a, inst, now)
+
+    def _answered(self, a: Attempt, inst: Instance | None, now: float) -> Instance | None:
+        """The market's answer for one instance: gone writes it off; a bad row is unread."""
+        if inst is None:
+            self._lost(a, now, "the market says it no longer exists")
+            return None
+        problem = row_problem(inst)
+        if problem is not None:
+            self._bad_row(inst.id, problem, now)
+            return None
+        return inst
+
+    def _lost(self, a: Attempt, now: float, why: str) -> None:
+        self.journal.move(a, Phase.LOST, now, why)
+        a.marks.append(Mark(now, "destroy"))
+        self.journal.fact(
+            K.LOST,
+            a,
+            at=now,
+            actor="engine",
+            ok=True,
+            reason=f"instance gone without our destroy: {why}",
+        )
+        self.journal.say(f"lost   i:{a.instance_id} m:{a.machine_id}: {why}")
+
+    def _returned(self, a: Attempt, inst: Instance, now: float) -> None:
+        """Listed again after its write-off: the market lied, or would not answer, and the
+        rental went on billing. It is held again where it stood (given up: its destroy is due;
+        stopped: stays stopped; proven and running: in service, tended again; else booting),
+        and billed as if it had never been written off: the write-off's destroy mark is void
+        (the ledger's `standing_events` drops a `lost` that a later `returned` answers)."""
+        said = {(inst.intended_status or "").lower(), (inst.actual_status or "").lower()}
+        if said & {"destroyed", "destroying"}:
+            return  # listed on its way out: the write-off stands
+        gone = a.life.history[-1]  # the move into LOST
+        destroy = next((m for m in reversed(a.marks) if m.kind == "destroy"), None)
+        if destroy is not None:
+            a.marks.remove(destroy)
+        a.unseen = 0
+        phase: Phase
+        if gone.before in (Phase.ABANDONED, Phase.STOPPED):
+            phase = gone.before
+        elif a.life.proven and inst.known_status == "running":
+            phase = Phase.VERIFIED
+        else:
+            phase = Phase.BOOTING
+            if a.preflight_task is not None and a.preflight_task.done() and not a.life.proven:
+                a.preflight_task, a.verdict = None, None  # a fresh preflight once it runs
+        gap = now - gone.at
+        why = f"listed again {gap / 60:.1f} min after its write-off ({gone.why})"
+        self.journal.move(a, phase, now, why)
+        self.journal.fact(
+            K.RETURNED,
+            a,
+            at=now,
+            actor="engine",
+            ok=True,
+            reason=f"{why}: held again as {phase}, billed as if never written off",
+            detail={"lost_at": gone.at, "gap_s": gap, "status": inst.known_status},
+        )
+        self.journal.say(f"back   i:{a.instance_id} m:{a.machine_id}: {why}; held again ({phase})")
+        if phase == Phase.VERIFIED:
+            self.returned.append(a)
+        self._see(a, inst, now)
+
+    @staticmethod
+    def _ran_from(a: Attempt, inst: Instance, now: float) -> float:
+        """When a rental first seen running began running: the market's own `uptime_mins`
+        (what it bills the GPU from) where it is believable (never before its status last
+        changed as we saw it, never after now); otherwise now, as every status is dated. A
+        poll sees a change only when it lists the row: a slow poll, a lost answer or a gap
+        between a write-off and a return would otherwise shorten the GPU time billed."""
+        if inst.known_status != "running" or a.status == "running" or inst.uptime_mins is None:
+            return now
+        last = a.marks[-1].at if a.marks else a.created_at  # the marks stay in time order
+        return min(now, max(a.status_since, last, now - inst.uptime_mins * 60))
+
+    def _market_stop(self, a: Attempt, inst: Instance, now: float) -> None:
+        """A stop we did not ask for (a held instance never is STOPPED by us): the market's own,
+        at a contract's end or a zero balance. Recorded as the market's, so neither the
+        watchdog nor a person is blamed; the rules see one fewer in service and replace it."""
+        said = "/".join(s or "-" for s in (inst.intended_status, inst.cur_state, inst.next_state))
+        why = f"stopped by the market (intended/cur/next state: {said})"
+        keep = a.passed_preflight or a.life.phase == Phase.VERIFIED  # as release_all keeps
+        a.marks.append(Mark(now, "stop"))
+        if a.preflight_task:
+            a.preflight_task.cancel()
+        self.journal.fact(
+            K.STOP, a, at=now, actor="market", ok=True, reason=why, detail={"by": "market"}
+        )
+        self.journal.move(a, Phase.STOPPED, now, why)
+        self.journal.say(f"stop   i:{a.instance_id} m:{a.machine_id} by the market: {said}")
+        if not keep:
+            # never proven: nothing to keep, and its disk bills on; given up like a release
+            # gives up what it holds (says nothing of the host), so its destroy comes due
+            self.journal.give_up(
+                a,
+                now,
+                "engine",
+                f"{why} before it was proven: destroy it",
+                "cancelled",
+                {"by": "market"},
+            )
+
+    def _see(self, a: Attempt, inst: Instance, now: float) -> None:
+        if inst.dph_base > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:
+            self.journal.fact(
+                K.NOTE,
+                a,
+                at=now,
+                actor="engine",
+                ok=False,
+                reason=f"billed price ${inst.dph_base:.4f}/h contradicts the offer's "
+                f"${a.gpu_dph:.4f}/h: the budget counts the higher one",
+                detail={"dph_seen": inst.dph_base, "dph_offer": a.gpu_dph},
+            )
+            self.journal.say(
+                f"price  i:{a.instance_id} billed ${inst.dph_base:.4f}/h, offer said ${a.gpu_dph:.4f}/h"
+            )
+        a.dph_seen = max(a.dph_seen, inst.dph_base)
+        status = inst.known_status
+        if status != a.status:
+            changed = self._ran_from(a, inst, now) if status == "running" else now
+            self.journal.fact(
+                K.STATUS,
+                a,
+                at=changed,
+                actor="engine",
+                reason=f"status {a.status} -> {status}",
+                detail={"status": status, "msg": (inst.status_msg or "")[:300]},
+            )
+            # billing marks as Vast bills: nothing while offline (neither GPU nor storage)
+            if a.status == "offline" and status not in ("offline", "stopped"):
+                a.marks.append(Mark(changed, "online"))  # the host answers again
+            if status == "running" and a.status != "running":
+                a.marks.append(Mark(changed, "running"))
+            elif status == "offline":
+                a.marks.append(Mark(now, "offline"))
+            elif a.status == "running" and status in ("exited", "unknown"):
+                a.marks.append(Mark(now, "halt"))
+        if status != a.status or inst.status_msg != a.status_msg:
+            a.status_since = now
+        a.status, a.status_msg = status, inst.status_msg
+        if self.blame_book is not None and inst.status_msg and status != "running":
+            self.blame_book.saw(a, inst.status_msg)  # layer progress: the registry serves it
+        a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
+        if self.ssh is not None:
+            self.ssh.set_routes(a.instance_id, inst)  # direct first, the proxy as fallback
+        if inst.market_stopped and a.life.phase in (
+            Phase.REQUESTED,
+            Phase.BOOTING,
+            Phase.RUNNING,
+            Phase.VERIFYING,
+            Phase.VERIFIED,
+        ):
+            self._market_stop(a, inst, now)
+            return
+        if a.life.phase == Phase.REQUESTED:
+            self.journal.move(a, Phase.BOOTING, now, "listed by the marketplace")
+        if status == "running" and a.life.phase == Phase.BOOTING:
+            a.running_at = now
+            self.journal.move(a, Phase.RUNNING, now, "container running")
+            if self.blame_book is not None:
+                self.blame_book.ran(a)  # the image pulled and started here: evidence
+        if a.life.phase == Phase.VERIFIED:
+            a.util_low_since = low_util_since(a.util_low_since, inst.gpu_util, self.policy, now)

@@ -1,0 +1,84 @@
+"""The offer book: the last offer search's answer, when to search again, and the inputs the
+pure offer choice (`core.offer_choice`) needs: the campaign's terms, the machines to skip and
+our own record of each machine."""
+
+from __future__ import annotations
+
+from ..core.campaign import Campaign
+from ..core.models import Offer
+from ..core.offer_choice import Exclusions, History, OfferTerms, choose_offers, fit_offers
+from ..core.policy import Policy
+from ..ledger import Ledger
+from ..market.protocol import REFUSALS, Market
+from .fleet import Fleet
+from .journal import Journal
+
+OFFERS_FRESH_S = 60.0  # market seconds a search is reused while it still has a fit offer
+
+
+class OfferBook:
+    def __init__(
+        self,
+        market: Market,
+        ledger: Ledger,
+        journal: Journal,
+        fleet: Fleet,
+        campaign: Campaign,
+        policy: Policy,
+    ) -> None:
+        self.market = market
+        self.ledger = ledger
+        self.journal = journal
+        self.fleet = fleet
+        self.campaign = campaign
+        self.policy = policy
+        self.offers: tuple[Offer, ...] | None = (
+            None  # None: never searched (or every search failed)
+        )
+        self.searched_at = -1e18
+
+    def terms(self) -> OfferTerms:
+        return OfferTerms(self.campaign.max_dph, self.campaign.image_cuda)
+
+    def exclusions(self) -> Exclusions:
+        return Exclusions(
+            frozenset(self.fleet.quarantine),
+            self.fleet.held_machines(),
+            frozenset(self.fleet.recent_failures),
+        )
+
+    def history(self) -> History:
+        """Our own record per machine, read only when the policy ranks by it."""
+        return self.ledger.machine_record() if self.policy.rank == "expected_cost" else {}
+
+    def fit(self) -> list[Offer]:
+        """The offers last searched that the campaign could rent now."""
+        return fit_offers(self.offers or (), self.terms(), self.policy, self.exclusions())
+
+    def stale(self) -> bool:
+        return (
+            self.offers is None
+            or self.market.now() - self.searched_at >= OFFERS_FRESH_S
+            or not self.fit()
+        )
+
+    async def refresh(self) -> None:
+        """Search again; a failed search is said and leaves the last answer in place."""
+        query = dict(self.campaign.offer_query)
+        query.setdefault("rentable", {"eq": True})
+        try:
+            found = await self.market.search_offers(
+                query, storage_gb=self.campaign.disk_gb, limit=1000
+            )
+        except REFUSALS as exc:
+            self.journal.say(f"create skipped: offer search failed: {exc}")
+            return
+        self.offers, self.searched_at = tuple(found), self.market.now()
+
+    def best(self) -> tuple[Offer, str] | None:
+        chosen = choose_offers(self.fit(), 1, self.history(), self.policy.rank)
+        return chosen[0] if chosen else None
+
+    def tried(self, offer: Offer) -> None:
+        """Tried once per search: refused or rented, it is not offered again."""
+        self.offers = tuple(o for o in self.offers or () if o.id != offer.id)

@@ -1,0 +1,192 @@
+"""The operator's intents carried out: stop, start, destroy (with its typed confirmation, the
+only way a proven instance is ever destroyed), one more create, the wanted fleet size, and
+handing an instance rentwatch did not create over to automation.
+
+The operator's intent wins over automation: a start resets that rental's deadlines, a stop of
+a verified instance lowers the wanted fleet (rather than have the rules replace it), and each
+act is remembered on the attempt so that automation touching it soon after says so."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..core.lifecycle import Phase
+from ..core.rules import Create, Decision
+from ..ledger import EventKind
+from .actions import Actions
+from .attempt import Attempt
+from .fleet import Fleet
+from .intents import (
+    AutomationRefused,
+    CreateIntent,
+    DestroyConfirmation,
+    DestroyIntent,
+    FleetSizeIntent,
+    HandOverIntent,
+    Intent,
+    StartIntent,
+    StopIntent,
+)
+from .journal import Journal
+from .offers import OfferBook
+
+HUMAN = "human"
+STARTED_BY_PERSON = "started by a person"  # the act the drained rule's clock waits on
+HUMAN_RECENT_S = 10 * 60.0  # market seconds: a person's act this recent is named by automation
+Resize = Callable[[int, str, str], int]  # (size, actor, reason) -> the old size
+
+
+class Operator:
+    def __init__(
+        self,
+        actions: Actions,
+        fleet: Fleet,
+        offers: OfferBook,
+        journal: Journal,
+        resize: Resize,
+        policy: str,
+        wanted: Callable[[], int],
+    ) -> None:
+        self.actions = actions
+        self.fleet = fleet
+        self.offers = offers
+        self.journal = journal
+        self.resize = resize  # the supervisor's: records the change in the ledger
+        self.policy = policy
+        self.wanted = wanted  # the wanted fleet size now
+
+    async def apply(self, intent: Intent) -> bool:
+        """Carry out an intent; raises `AutomationRefused` when it may not be."""
+        if isinstance(intent, DestroyIntent):
+            return await self._destroy(intent.confirmation, intent.reason)
+        if isinstance(intent, StopIntent):
+            return await self._stop(self._held(intent.instance_id), intent.reason)
+        if isinstance(intent, StartIntent):
+            return await self._start(self._held(intent.instance_id), intent.reason)
+        if isinstance(intent, CreateIntent):
+            return await self._create(intent.reason)
+        if isinstance(intent, FleetSizeIntent):
+            if intent.size < 0:
+                raise AutomationRefused(f"a fleet of {intent.size} makes no sense")
+            self.resize(intent.size, HUMAN, intent.reason)
+            return True
+        if isinstance(intent, HandOverIntent):
+            return self._hand_over(self._held(intent.instance_id), intent.reason)
+        raise AutomationRefused(f"unknown intent {intent!r}")
+
+    def mind(self, d: Decision, now: float, fleet_set_at: float | None) -> None:
+        """An automated decision on something a person touched in the last
+        `HUMAN_RECENT_S` says so in the decision log, before it acts."""
+        if isinstance(d, Create):
+            if fleet_set_at is not None and now - fleet_set_at < HUMAN_RECENT_S:
+                self.journal.say(
+                    f"note   {d.rule} creates toward the fleet of {self.wanted()} a person "
+                    f"set {(now - fleet_set_at) / 60:.1f} min ago"
+                )
+            return
+        iid = getattr(d, "instance_id", None)
+        a = self.fleet.get(iid) if iid is not None else None
+        if a is None or a.human_at is None or now - a.human_at >= HUMAN_RECENT_S:
+            return
+        rule = getattr(d, "rule", type(d).__name__)
+        self.journal.say(
+            f"note   {rule} acts on i:{a.instance_id}, which a person touched "
+            f"{(now - a.human_at) / 60:.1f} min ago ({a.human_act})"
+        )
+
+    def _held(self, instance_id: int) -> Attempt:
+        a = self.fleet.get(instance_id)
+        if a is None:
+            raise AutomationRefused(f"instance {instance_id} is not held by this campaign")
+        return a
+
+    def _touched(self, a: Attempt, act: str) -> None:
+        a.human_at = self.actions.market.now()
+        a.human_act = act
+
+    async def _stop(self, a: Attempt, reason: str) -> bool:
+        """A stop. Of a verified, supervised instance it also lowers the wanted fleet, first,
+        so that no poll in between replaces it (at whatever price the market asks now)."""
+        in_service = a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED
+        shrink = in_service and self.wanted() > 0
+        if shrink:
+            self.resize(
+                self.wanted() - 1, HUMAN, f"stopped verified i:{a.instance_id}: not replaced"
+            )
+        self._touched(a, "stopped by a person")
+        done = await self.actions.stop(a, HUMAN, reason)
+        if shrink and not done:
+            self.resize(self.wanted() + 1, HUMAN, f"the stop of i:{a.instance_id} failed")
+        return done
+
+    async def _start(self, a: Attempt, reason: str) -> bool:
+        """A start: its deadlines count from now. A proven, supervised rental raises the wanted
+        fleet back by one (it is wanted again: the undo of a stop)."""
+        was_stopped = a.life.phase == Phase.STOPPED
+        at = await self.actions.start(a, HUMAN, reason)
+        a.clock_from = at
+        self._touched(a, STARTED_BY_PERSON)
+        self.journal.say(f"start  i:{a.instance_id} by human: its deadlines count from now")
+        if a.owned and a.passed_preflight and was_stopped:
+            self.resize(self.wanted() + 1, HUMAN, f"started proven i:{a.instance_id} again")
+        return True
+
+    async def _destroy(self, confirmation: DestroyConfirmation, reason: str) -> bool:
+        """The only path that may destroy a verified instance: the operator typed its id."""
+        if not confirmation.valid():
+            raise AutomationRefused(f"destroy of {confirmation.instance_id} not confirmed")
+        a = self._held(confirmation.instance_id)
+        if a.preflight_task:
+            a.preflight_task.cancel()
+        self._touched(a, "destroyed by a person")
+        done = await self.actions.destroy(a, HUMAN, reason)
+        cost = a.charges(self.actions.market.gpu_billing, self.actions.market.now()).total_usd
+        self.journal.say(
+            f"destroy i:{a.instance_id} m:{a.machine_id} by human: {reason} "
+            + (f"(${cost:.4f} in all)" if done else "FAILED (see the ledger)")
+        )
+        return done
+
+    def _hand_over(self, a: Attempt, reason: str) -> bool:
+        """An instance rentwatch did not create, handed over: from now automation supervises it
+        under the campaign's policy; recorded as a human act, with what now applies to it."""
+        if a.owned:
+            raise AutomationRefused(f"instance {a.instance_id} is already supervised")
+        now = self.actions.market.now()
+        a.owned = True
+        # its deadlines count from the hand-over: the boot deadline, the freeze window (its
+        # status line may have stood still for longer while only observed), the idle grace
+        a.clock_from = now
+        a.status_since = now
+        if a.running_at is not None:
+            a.running_at = now
+        if a.util_low_since is not None:
+            a.util_low_since = now
+        self._touched(a, "handed over by a person")
+        applies = (
+            f"policy {self.policy}: boot, freeze and fatal-status rules (an instance that never "
+            "verifies is destroyed), a compute preflight over SSH with rentwatch's key, the "
+            "watchdog, jobs, and stop-or-destroy when the session ends"
+        )
+        self.journal.fact(
+            EventKind.HAND_OVER,
+            a,
+            at=now,
+            actor=HUMAN,
+            reason=f"{reason}; now applies: {applies}",
+            detail={"policy": self.policy},
+        )
+        self.journal.say(f"handover i:{a.instance_id} by human: now supervised under {applies}")
+        return True
+
+    async def _create(self, reason: str) -> bool:
+        if self.offers.stale():
+            await self.offers.refresh()
+        best = self.offers.best()
+        if best is None:
+            self.journal.say("create skipped: no fit offer (price, CUDA, quarantine)")
+            return False
+        offer, why = best
+        rented = await self.actions.create(offer, HUMAN, reason, why)
+        self.offers.tried(offer)
+        return rented is not None

@@ -1,0 +1,395 @@
+"""Starting again after a crash: settle the calls a dead controller left unanswered, adopt
+the campaign's live instances (and, under `reuse_stopped`, proven rentals an earlier campaign
+stopped), and write down what changed while nobody watched.
+
+Ownership: only an instance carrying this campaign's label is supervised (automation may act
+on it). With `adopt_all` (the dashboard's `watch`) every other instance of the account is
+*observed*: shown, priced and logged, never stopped, destroyed, probed or released by
+automation; a person acts on it, or hands it over (`HandOverIntent`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+
+from ..core.billing import Mark, status_marks, took_effect_at
+from ..core.campaign import Campaign
+from ..core.lifecycle import Phase
+from ..core.models import Instance
+from ..core.policy import Policy
+from ..ledger import Event, EventKind, Ledger
+from ..market.protocol import REFUSALS, Market
+from .attempt import Attempt
+from .fleet import Fleet
+from .hosts.ssh import SSHRunner
+from .journal import Journal
+from .observer import row_problem
+
+LABEL_PREFIX = "rw"
+
+
+def finite(value: float | None, default: float) -> float:
+    """A market number if it is one (finite, not negative), else `default`."""
+    if value is None or not math.isfinite(value) or value < 0:
+        return default
+    return value
+
+
+K = EventKind
+
+Starter = Callable[[Attempt, str, str], Awaitable[float]]
+
+
+def campaign_label(campaign: str) -> str:
+    """The label prefix of a campaign's instances (each create adds a unique tag to it)."""
+    return f"{LABEL_PREFIX}:{campaign}"
+
+
+class Recovery:
+    def __init__(
+        self,
+        market: Market,
+        ledger: Ledger,
+        journal: Journal,
+        fleet: Fleet,
+        campaign: Campaign,
+        policy: Policy,
+        ssh: SSHRunner,
+        start: Starter,
+        adopt_all: bool = False,
+    ) -> None:
+        self.market = market
+        self.ledger = ledger  # read only: writes go through the journal
+        self.journal = journal
+        self.fleet = fleet
+        self.campaign = campaign
+        self.policy = policy
+        self.ssh = ssh
+        self.start = start  # the supervisor's start (intent, tries, outcome, lifecycle)
+        self.adopt_all = adopt_all  # watch: show every instance of the account (observed)
+        self.last_alive: float | None = None  # the earlier run's last sign of life
+
+    def ours(self, inst: Instance) -> bool:
+        """Whether this campaign created it (its label says so): the only instances automation
+        acts on without the operator handing them over."""
+        return (inst.label or "").startswith(campaign_label(self.campaign.name) + ":")
+
+    def adopt_strays(self, instances: list[Instance], now: float, adopt_all: bool) -> None:
+        """A rental carrying this campaign's label that we do not hold (a create whose answer
+        named another id) is adopted, a bad row too (its prices from the row only where they
+        are finite): a live rental is never unwatched nor off the ledger. Under `adopt_all`,
+        one that someone else made meanwhile is shown, observed only."""
+        for inst in instances:
+            if inst.id in self.fleet.attempts:
+                continue
+            if self.ours(inst):
+                self.adopt(inst, now)  # its create goes into the ledger there
+            elif adopt_all and row_problem(inst) is None:
+                self.adopt(inst, now, owned=False)
+
+    def _found_created(self, inst: Instance, now: float) -> Event | None:
+        """A rental carrying this campaign's label with no create in the ledger (its create's
+        answer named another id, or was lost, and the label lookup failed too; found now, or
+        at a restart): the rental is a fact, and its create is written down so the ledger
+        bills it."""
+        self.fleet.creates += 1
+        self.journal.fact(
+            K.CREATE,
+            None,
+            at=finite(inst.start_date, now),
+            actor="reconcile",
+            ok=True,
+            reason="found carrying this campaign's label with no create in the ledger: a "
+            "create whose answer was lost or named another id",
+            detail={"label": inst.label, "gpu_billing": self.market.gpu_billing},
+            instance_id=inst.id,
+            machine_id=inst.machine_id,
+            host_id=inst.host_id,
+            gpu_name=inst.gpu_name,
+            gpu_dph=finite(inst.dph_base, 0.0),
+            storage_dph=finite(inst.storage_total_cost, 0.0),
+        )
+        return next(
+            (e for e in self.ledger.instance_history(inst.id) if e.kind == K.CREATE and e.ok),
+            None,
+        )
+
+    def _took_effect_at(self, intent: Event) -> float:
+        """When a change the crash cut short took effect, from its tries in the ledger."""
+        tries = self.ledger.tries(intent.seq)
+        return took_effect_at(intent.at, [(t.at, t.detail.get("after")) for t in tries])
+
+    async def reconcile(self) -> None:
+        """Finish what a crash left half-done, and adopt this campaign's live instances."""
+        live = {i.id: i for i in await self.market.list_instances()}
+        now = self.market.answered_at()
+        by_label = {i.label: i for i in live.values() if i.label}
+        for ev in self.ledger.unfinished_intents():
+            if ev.campaign != self.campaign.name:
+                continue
+            self._settle(ev, live, by_label, now)
+        for inst in live.values():
+            if self.ours(inst):
+                self.adopt(inst, now)
+            elif self.adopt_all:
+                self.adopt(inst, now, owned=False)
+        if self.policy.reuse_stopped:
+            await self._reuse_stopped(live, now)
+
+    def _settle(
+        self, ev: Event, live: dict[int, Instance], by_label: dict[str, Instance], now: float
+    ) -> None:
+        # A call the crash cut short: where the list shows it took effect, it is dated by the
+        # tries written down as they went out (the market acts on a request as it arrives).
+        j = self.journal
+        if ev.kind == K.CREATE:
+            found = by_label.get(str(ev.detail.get("label")))
+            # an intent written before its storage price was (older ledgers): the row's
+            storage = finite(found.storage_total_cost, 0.0) if found else None
+            j.outcome(
+                ev.seq,
+                at=(found.start_date or now) if found else now,
+                ok=found is not None,
+                error=None if found else "never happened (reconciled after restart)",
+                instance_id=found.id if found else None,
+                storage_dph=storage if ev.storage_dph is None else None,
+                detail={"reconciled": True, "gpu_billing": self.market.gpu_billing},
+            )
+            if found:
+                self.fleet.creates += 1
+        elif ev.kind == K.DESTROY:
+            gone = ev.instance_id not in live
+            j.outcome(
+                ev.seq,
+                at=self._took_effect_at(ev) if gone else now,
+                ok=gone,
+                error=None if gone else "still there after restart",
+                detail={"reconciled": True},
+            )
+        elif ev.kind in (K.STOP, K.START) and ev.instance_id in live:
+            wanted = "stopped" if ev.kind == K.STOP else "running"
+            took = live[ev.instance_id].intended_status == wanted
+            j.outcome(
+                ev.seq,
+                at=self._took_effect_at(ev) if took else now,
+                ok=took,
+                error=None if took else f"not {wanted} after restart: it never happened",
+                detail={"reconciled": True},
+            )
+        else:
+            j.outcome(
+                ev.seq,
+                at=now,
+                ok=False,
+                error="outcome unknown: the controller died mid-call",
+                detail={"reconciled": True},
+            )
+
+    async def _reuse_stopped(self, live: dict[int, Instance], now: float) -> None:
+        """Hold and batch across campaigns: a stopped rental that passed its preflight before
+        (same image) is started again instead of rolling the dice on a new create, once the
+        campaign that last held it has ended (never one another controller still holds)."""
+        room = self.campaign.fleet - len(self.fleet.alive())
+        for inst in live.values():
+            if room <= 0:
+                return
+            seen = self.fleet.get(inst.id)
+            if (seen is not None and seen.owned) or inst.intended_status != "stopped":
+                continue
+            if (
+                not (inst.label or "").startswith(LABEL_PREFIX + ":")
+                or inst.image != self.campaign.image
+            ):
+                continue
+            history = self.ledger.instance_history(inst.id)
+            if not any(
+                e.kind == K.PREFLIGHT_PASSED and e.detail.get("by_preflight") for e in history
+            ):
+                continue
+            holders = {  # the campaigns that created, adopted, were handed or reused it
+                e.campaign
+                for e in history
+                if e.kind in (K.CREATE, K.HAND_OVER)
+                or (e.kind == K.ADOPTED and not e.detail.get("observed"))
+                or e.actor == "rule:reuse"
+            } - {self.campaign.name, None}
+            if any(self.ledger.campaign_holds_on(c) for c in holders if c):
+                continue  # another campaign still counts on it (running, crashed, or detached)
+            if inst.machine_id in self.fleet.quarantine:
+                continue
+            if seen is not None:  # shown as observed (adopt_all): held anew, with its history
+                del self.fleet.attempts[inst.id]
+            # our own proven rental (its ledger says so): this campaign takes it, proven, with
+            # its host key pinned, so automation may stop it but never destroy it
+            a = self.adopt(inst, now)
+            try:
+                a.clock_from = await self.start(
+                    a, "rule:reuse", "a proven rental, stopped: start it again rather than create"
+                )
+            except REFUSALS:
+                continue  # the failed start is in the ledger; the fleet creates instead
+            room -= 1
+            self.journal.say(f"reuse  i:{inst.id} m:{inst.machine_id} proven before: started again")
+
+    def _changed_elsewhere(self, a: Attempt, kind: EventKind, now: float) -> None:
+        """A stop or start the ledger did not see (the host's watchdog stopped it while no
+        controller ran, or a person used the web console): written down now, as a fact. When it
+        happened is unknown; dating it now bills the GPU time in between, never less."""
+        since = self.last_alive or a.created_at
+        self.journal.fact(
+            kind,
+            a,
+            at=now,
+            actor="reconcile",
+            reason=f"found {'stopped' if kind == K.STOP else 'running'}: changed outside this "
+            f"controller in the last {(now - since) / 60:.1f} min (the watchdog or the operator)",
+            ok=True,
+            detail={"noticed_between": [since, now]},
+        )
+        a.marks.append(Mark(now, str(kind)))
+
+    def adopt(self, inst: Instance, now: float, owned: bool = True) -> Attempt:
+        """Hold a live instance found on the market: supervised (`owned`), or only observed."""
+        history = self.ledger.instance_history(inst.id) if owned else []
+        create = next((e for e in history if e.kind == K.CREATE and e.ok), None)
+        if owned and create is None and self.ours(inst):
+            create = self._found_created(inst, now)
+        # the ledger's own figures first; the market's row only where they are finite
+        created_at = create.at if create else finite(inst.start_date, now)
+        a = Attempt(
+            instance_id=inst.id,
+            offer=None,
+            machine_id=inst.machine_id,
+            host_id=inst.host_id,
+            gpu_name=(create.gpu_name if create and create.gpu_name else inst.gpu_name)
+            or "unknown",
+            created_at=created_at,
+            gpu_dph=create.gpu_dph
+            if create and create.gpu_dph is not None
+            else finite(inst.dph_base, 0.0),
+            storage_dph=create.storage_dph
+            if create and create.storage_dph is not None
+            else finite(inst.storage_total_cost, 0.0),
+            label=inst.label,
+            owned=owned,
+            created_by=create.campaign if create else None,
+        )
+        a.verified_at = next(
+            (
+                e.at
+                for e in history
+                if e.kind == K.PREFLIGHT_PASSED and e.campaign == self.campaign.name
+            ),
+            None,
+        )
+        a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))
+        passed = any(e.kind == K.PREFLIGHT_PASSED for e in history)
+        pins = [e.detail["host_key"] for e in history if e.detail.get("host_key")]
+        if pins:  # the key it proved itself with: a host answering with another is refused
+            self.ssh.pinned[inst.id] = str(pins[-1])
+        stopped = inst.intended_status == "stopped"
+        said: str | None = None  # the last status the ledger holds for it
+        for e in history:  # the marks the ledger's billing_marks view reads, in order
+            if e.kind in (K.STOP, K.START) and e.phase != "intent" and e.ok:
+                a.marks.append(Mark(e.at, e.kind))
+            elif e.kind == K.STATUS:
+                said = e.detail.get("status")
+                a.marks.extend(status_marks(e.at, said))
+        if owned and inst.known_status is not None and inst.known_status != said:
+            self._status_found(a, inst, said, history, now)
+        held = next(
+            (m.kind == "start" for m in reversed(a.marks) if m.kind in ("stop", "start")), True
+        )
+        if held == stopped and owned:  # changed behind the ledger's back: the watchdog, or a person
+            self._changed_elsewhere(a, K.STOP if stopped else K.START, now)
+        move = self.journal.move
+        move(a, Phase.BOOTING, now, "adopted")
+        a.life.proven = passed  # proven once: automation may stop it, never destroy it
+        if inst.actual_status == "running":
+            move(a, Phase.RUNNING, now, "adopted running")
+            a.running_at = now
+            if passed:
+                move(a, Phase.VERIFIED, now, "adopted, verified before the restart")
+        if stopped:
+            move(a, Phase.STOPPED, now, "adopted stopped")
+        a.status, a.status_msg, a.status_since = inst.actual_status, inst.status_msg, now
+        a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
+        self.fleet.add(a)
+        written_off = [e for e in history if e.kind in (K.LOST, K.RETURNED)]
+        if written_off and written_off[-1].kind == K.LOST:  # an earlier run wrote it off
+            gone = written_off[-1]
+            self.journal.fact(
+                K.RETURNED,
+                a,
+                at=now,
+                actor="engine",
+                ok=True,
+                reason=f"written off {(now - gone.at) / 60:.1f} min ago ({gone.reason}), still "
+                "listed at the restart: billed as if never written off",
+                detail={"lost_at": gone.at, "gap_s": now - gone.at, "status": inst.known_status},
+            )
+        if owned:
+            self._record_adoption(a, inst, history, created_at, now)
+        else:
+            self._record_observed(a, inst, now)
+        return a
+
+    def _status_found(
+        self, a: Attempt, inst: Instance, said: str | None, history: list[Event], now: float
+    ) -> None:
+        """Its status changed while no controller watched: written down (the ledger bills
+        from it), dated now, or for a start of running by the market's `uptime_mins`, never
+        before the last thing the ledger knew of it."""
+        status = inst.known_status
+        at = now
+        if status == "running" and inst.uptime_mins is not None:
+            known = max([e.at for e in history] + [a.created_at, a.marks[-1].at if a.marks else 0])
+            at = min(now, max(known, now - inst.uptime_mins * 60))
+        self.journal.fact(
+            K.STATUS,
+            a,
+            at=at,
+            actor="reconcile",
+            reason=f"status {said} -> {status} (found at the restart)",
+            detail={"status": status, "msg": (inst.status_msg or "")[:300]},
+        )
+        a.marks.extend(status_marks(at, status))
+
+    def _record_observed(self, a: Attempt, inst: Instance, now: float) -> None:
+        label = repr((inst.label or "")[:60]) if inst.label else "no label"
+        why = (
+            f"observed, not supervised: not created by campaign {self.campaign.name} "
+            f"({label}); shown and priced, only a person acts on it"
+        )
+        self.journal.fact(
+            K.ADOPTED,
+            a,
+            at=now,
+            actor="engine",
+            reason=why,
+            detail={"observed": True, "status": inst.actual_status},
+        )
+        self.journal.say(f"observe i:{inst.id} m:{inst.machine_id} {inst.actual_status}: {why}")
+
+    def _record_adoption(
+        self, a: Attempt, inst: Instance, history: list[Event], created_at: float, now: float
+    ) -> None:
+        last_seen = max([e.at for e in history] + [created_at, self.last_alive or 0.0])
+        unwatched = max(0.0, now - last_seen)
+        mode = self.market.gpu_billing
+        cost = a.charges(mode, now).total_usd - a.charges(mode, last_seen).total_usd
+        self.journal.fact(
+            K.ADOPTED,
+            a,
+            at=now,
+            actor="engine",
+            reason=(
+                f"adopted after restart: {inst.actual_status}, unwatched for "
+                f"{unwatched / 60:.1f} min, ${cost:.4f} billed meanwhile"
+            ),
+            detail={"unwatched_s": unwatched, "usd_meanwhile": cost, "status": inst.actual_status},
+        )
+        self.journal.say(
+            f"adopt  i:{inst.id} m:{inst.machine_id} {inst.actual_status}, unwatched "
+            f"{unwatched / 60:.1f} min, ${cost:.4f} meanwhile"
+        )

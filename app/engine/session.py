@@ -1,0 +1,119 @@
+"""One session lifecycle, written once for headless runs, the dashboard's engine and the
+referee: open the market client, the SSH runner and the supervisor on a ledger; sync the
+market's clock and prepare (reconcile, adopt); at the end release what is held (or detach, on
+purpose and recorded), write `campaign_end`, and close what the session opened."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..core.campaign import Campaign
+from ..core.policy import Policy
+from ..ledger import EventKind, Ledger
+from ..market.protocol import Market
+from ..market.vast.client import VastClient
+from .hosts.ssh import SSHRunner, load_or_create_key
+from .supervisor import Supervisor
+
+
+def default_key_path() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("rentwatch")) / "id_ed25519"
+
+
+class Session:
+    def __init__(
+        self,
+        market: Market,
+        ledger: Ledger,
+        campaign: Campaign,
+        policy: Policy,
+        ssh: SSHRunner,
+        log: Callable[[str], None] = print,
+        adopt_all: bool = False,
+        owns_ledger: bool = False,
+        artifacts_root: Path = Path("artifacts"),
+        observe_only: bool = False,
+    ) -> None:
+        self.market = market
+        self.ledger = ledger
+        self.owns_ledger = owns_ledger  # close the ledger at the end (it was opened for us)
+        self.sup = Supervisor(
+            market,
+            ledger,
+            campaign,
+            policy,
+            ssh,
+            log=log,
+            adopt_all=adopt_all,
+            artifacts_root=artifacts_root,
+            observe_only=observe_only,
+        )
+        self.ended = False
+
+    @classmethod
+    def open(
+        cls,
+        market_url: str,
+        api_key: str,
+        ledger: Ledger,
+        campaign: Campaign,
+        policy: Policy,
+        key_path: Path | None = None,
+        log: Callable[[str], None] = print,
+        adopt_all: bool = False,
+        owns_ledger: bool = False,
+        artifacts_root: Path = Path("artifacts"),
+        http_timeout_s: float | None = None,
+        observe_only: bool = False,
+    ) -> Session:
+        """A session on the Vast API at `market_url` (the real one or the simulator). Each
+        market call's total deadline: `http_timeout_s` if given, else the campaign's
+        `http_timeout_s`, else the client's default."""
+        timeout = http_timeout_s if http_timeout_s is not None else campaign.http_timeout_s
+        client = VastClient(market_url, api_key, timeout=timeout)
+        ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))
+        return cls(
+            client,
+            ledger,
+            campaign,
+            policy,
+            ssh,
+            log,
+            adopt_all,
+            owns_ledger,
+            artifacts_root,
+            observe_only,
+        )
+
+    async def start(self) -> Supervisor:
+        """Sync the clock where the market has one to read (the simulator), then prepare."""
+        if isinstance(self.market, VastClient):
+            await self.market.sync_clock()
+        await self.sup.prepare()
+        return self.sup
+
+    async def release(self, actor: str, reason: str) -> None:
+        await self.sup.release_all(actor, reason)
+
+    async def detach(self, reason: str) -> None:
+        await self.sup.detach_all(reason)
+
+    async def end(self, reason: str) -> None:
+        """Write `campaign_end` and close what the session opened (once)."""
+        if self.ended:
+            return
+        self.ended = True
+        try:
+            self.sup.journal.fact(EventKind.CAMPAIGN_END, None, actor="engine", reason=reason)
+        finally:
+            try:
+                try:
+                    await self.sup.close()
+                finally:
+                    await self.market.aclose()
+            finally:  # a cancel during the awaits still closes the ledger (and its lock)
+                if self.owns_ledger:
+                    self.ledger.close()

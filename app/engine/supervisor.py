@@ -1,0 +1,447 @@
+"""The supervisor: observe the market, ask the pure rules to decide, execute their decisions.
+
+Each poll lists what its plan asks for (`cadence.py`: the whole fleet when small, otherwise
+the instances that need a look every poll and a few pages of a sweep); polls never overlap
+(one loop); preflights run in parallel with bounded concurrency (the host tender); every
+marketplace change goes through `Actions` (intent, tries, outcome). Automated destroys go through `_abandon`, which refuses an instance that passed its
+preflight; a human destroy is a `DestroyIntent`, which needs a `DestroyConfirmation` naming the
+instance. The parts (journal, fleet, actions, offer book, observer, host link and tender, job
+work, recovery, operator) are composed in `__init__`, each handed only what it needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.campaign import Campaign
+from ..core.errors import MalformedAnswer
+from ..core.jobs import JobQueue
+from ..core.lifecycle import Phase
+from ..core.offer_choice import Quarantine, quarantine_for
+from ..core.policy import Policy
+from ..core.reputation import ROUND_H
+from ..core.rules import (
+    Abandon,
+    Create,
+    Decision,
+    Finish,
+    FleetSnapshot,
+    StartPreflight,
+    Stop,
+    Verify,
+    decide,
+)
+from ..ledger import EventKind, Ledger
+from ..market.protocol import ApiError, AuthError, Market, MarketUnavailable
+from .actions import Actions
+from .attempt import Attempt
+from .blame_book import BlameBook
+from .cadence import Cadence
+from .fleet import Fleet
+from .hosts.link import HostLink
+from .hosts.ssh import SSHRunner
+from .hosts.tender import HostTender
+from .intents import AutomationRefused, DestroyConfirmation, Intent
+from .jobs.work import JobWork
+from .journal import Journal
+from .observer import Observer
+from .offers import OfferBook
+from .operator import HUMAN_RECENT_S, STARTED_BY_PERSON, Operator
+from .recovery import Recovery
+
+__all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
+K = EventKind
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    reason: str
+
+
+class Supervisor:
+    def __init__(
+        self,
+        market: Market,
+        ledger: Ledger,
+        campaign: Campaign,
+        policy: Policy,
+        ssh: SSHRunner,
+        log: Callable[[str], None] = print,
+        max_parallel_ssh: int = 8,
+        adopt_all: bool = False,
+        artifacts_root: Path = Path("artifacts"),
+        observe_only: bool = False,
+    ) -> None:
+        self.market = market
+        self.ledger = ledger
+        self.campaign = campaign
+        self.policy = policy
+        self.ssh = ssh
+        self.fleet = Fleet(campaign.fleet)
+        self.journal = Journal(ledger, campaign.name, market, log)
+        self.actions = Actions(market, self.journal, self.fleet, campaign)
+        self.link = HostLink(ssh, market, self.journal, max_parallel_ssh)
+        self.link.io_floor_max = max(self.link.io_floor_max, policy.io_floor_wall_s)
+        self.job_work = JobWork(
+            JobQueue(campaign.jobs), self.fleet, self.link, self.journal, market, artifacts_root
+        )
+        self.blame_book = BlameBook(self.journal, campaign)  # whose fault: host or campaign
+        self.job_work.blame_book = self.blame_book
+        self.tender = HostTender(
+            self.link, self.job_work, self.journal, policy, market, campaign, self.blame_book
+        )
+        self.tender.host_fault = self._host_fault
+        self.recovery = Recovery(
+            market,
+            ledger,
+            self.journal,
+            self.fleet,
+            campaign,
+            policy,
+            ssh,
+            self.actions.start,
+            adopt_all,
+        )
+        self.finished: Outcome | None = None
+        self.polls = 0
+        self.detached = False
+        self.detach_asked = False  # the operator's shutdown-and-detach (controller API)
+        self.listeners: list[Callable[[], None]] = []
+        self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
+        self.observer = Observer(market, self.journal, self.fleet, policy, ssh, self.blame_book)
+        self.cadence = Cadence(market, self.fleet, policy, self.journal.say)  # each poll's lists
+        self.operator = Operator(
+            self.actions,
+            self.fleet,
+            self.offer_book,
+            self.journal,
+            self.resize,
+            policy.name,
+            lambda: self.campaign.fleet,
+        )
+        self.started_at: float | None = None  # the campaign's first start, read once
+        self.adopt_all = adopt_all  # show every instance of the account (the rest observed)
+        # watch without a campaign: nothing is supervised unless the operator hands it over
+        self.observe_only = observe_only
+        self.fleet_set_at: float | None = None  # when a person last changed the wanted fleet
+        self.failure: str | None = None  # why polling fails now (a rejected key), for the header
+
+    # -- read-only views for the engine, the snapshot and tests ------------------------------
+    @property
+    def attempts(self) -> dict[int, Attempt]:
+        return self.fleet.attempts
+
+    @property
+    def quarantine(self) -> dict[int, str]:
+        return self.fleet.quarantine
+
+    @property
+    def jobs(self) -> JobQueue:
+        return self.job_work.queue
+
+    @property
+    def creates(self) -> int:
+        return self.fleet.creates
+
+    def now(self) -> float:
+        return self.market.now()
+
+    def poll_wait(self, cap: float, floor: float) -> float:
+        """Wall seconds until the next poll (the campaign's poll interval, in market time)."""
+        return min(cap, self.link.wall(self.campaign.poll_s, floor))
+
+    def spent(self, now: float) -> float:
+        return self.fleet.spent(self.market.gpu_billing, now)
+
+    def held(self) -> list[Attempt]:
+        return self.fleet.held()
+
+    # -- start: quarantine, key, reconcile, adopt -------------------------------------------
+    async def prepare(self) -> None:
+        """After the session synced the clock: the campaign's start, its quarantine and
+        creates so far, the SSH key, jobs re-attached, and a reconcile that adopts what lives."""
+        now = self.now()
+        name = self.campaign.name
+        # the last sign of life of an earlier run of this campaign: what it held was watched
+        # until then, and unwatched from then until this start adopts it
+        self.recovery.last_alive = self.ledger.last_event_at(name)
+        self.journal.fact(
+            K.CAMPAIGN_START,
+            None,
+            at=now,
+            actor="engine",
+            reason=f"campaign {name} under policy {self.policy.name}",
+            detail={"policy": self.policy.name, "fleet": self.campaign.fleet},
+        )
+        self.started_at = self.ledger.campaign_started_at(name)
+        self.fleet.restore(self.ledger, name, self.policy, now)
+        await self.market.add_ssh_key(self.ssh.public_key)
+        await self.link.calibrate()
+        self.job_work.restore(self.ledger)
+        self.blame_book.restore(self.ledger)
+        await self.recovery.reconcile()
+        for a in self.fleet.in_service():  # adopted proven rentals: watch them, re-attach jobs
+            if a.tend_task is None:
+                a.tend_task = asyncio.create_task(self.tender.tend(a))
+
+    # -- the poll: observe, decide, execute ---------------------------------------------------
+    async def poll_once(self) -> list[Decision]:
+        try:
+            sight = await self.cadence.fetch()
+        except AuthError as exc:
+            self.failure = f"the marketplace rejected the API key: {exc}"
+            raise
+        except (MarketUnavailable, MalformedAnswer) as exc:
+            self.journal.say(f"poll   market unavailable this round: {exc}")
+            return []
+        except ApiError as exc:  # refused (a 4xx): said, and the next poll asks again
+            self.journal.say(f"poll   market refused this round's list: {exc}")
+            return []
+        self.failure = None
+        now = self.market.answered_at()
+        self.polls += 1
+        instances = sight.rows
+        await self.observer.observe(instances, now, sight.full, sight.asked, sight.bad)
+        if sight.swept is not None:  # a sweep's pages together are a full list answer
+            await self.observer.unlisted(sight.swept, now)
+        self.recovery.adopt_strays(instances, now, self.adopt_all)
+        self.tender.retend(self.observer.returned)
+        await self.actions.destroy_due()
+        decisions = await self._decide(now)
+        for d in decisions:
+            await self._execute(d)
+        self.job_work.reap(now)
+        await self.job_work.dispatch(now)
+        for fn in self.listeners:
+            fn()
+        return decisions
+
+    async def _decide(self, now: float) -> list[Decision]:
+        snap = self.snapshot(now)
+        # would the rules create, offers aside? then search first if the last search is stale,
+        # and read our record of each machine, so each Create carries the offer it chose
+        probe = dataclasses.replace(snap, offers=None, offers_available=1_000_000)
+        if any(isinstance(d, Create) for d in decide(probe, self.policy, now)):
+            # a market not searched yet (or emptied) gets one create this poll, the rest the
+            # next: the first answer tests the key, the image and the offers before a fleet
+            first = not self.offer_book.offers
+            if self.offer_book.stale():
+                await self.offer_book.refresh()
+            snap = dataclasses.replace(
+                self.snapshot(now),
+                history=self.offer_book.history(),
+                create_cap=1 if first else None,
+            )
+        return self.blame_book.gate(decide(snap, self.policy, now), snap)
+
+    def _free_since(self, a: Attempt) -> float | None:
+        """Since when it has had no job (the drained rule's clock); a person's start holds
+        that clock off for `HUMAN_RECENT_S`: started by hand, it is not stopped a minute later
+        for want of a job (the idle rule, on its GPU, still applies)."""
+        free = self.job_work.queue.free_since(a.instance_id, a.life.last(Phase.VERIFIED))
+        if free is not None and a.human_at is not None and a.human_act == STARTED_BY_PERSON:
+            return max(free, a.human_at + HUMAN_RECENT_S)
+        return free
+
+    def snapshot(self, now: float) -> FleetSnapshot:
+        """Everything the rules decide on, in one immutable value (the machine record, a
+        ledger read, is added by `_decide` only when a create is in view)."""
+        deadline = None
+        if self.campaign.deadline_min is not None:
+            deadline = (self.started_at or now) + self.campaign.deadline_min * 60
+        jobs = self.job_work.queue
+        alive = tuple(
+            a.view(busy=jobs.holds(a.instance_id), free_since=self._free_since(a))
+            for a in self.fleet.alive()
+        )
+        book = self.offer_book
+        return FleetSnapshot(
+            fleet=self.campaign.fleet,
+            jobs_pending=jobs.pending,
+            jobs_running=jobs.running,
+            jobs_total=jobs.total,
+            jobs_failed=sum(1 for j in jobs.jobs if j.status == "failed"),
+            max_creates=self.campaign.max_creates,
+            creates=self.fleet.creates,
+            budget_usd=self.campaign.budget_usd,
+            spent_usd=self.spent(now),
+            attempts=alive,
+            deadline=deadline,
+            offers=book.offers,
+            terms=book.terms(),
+            exclusions=book.exclusions(),
+            job_h=jobs.hours_seen(now, ROUND_H),
+            io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())
+            * float(getattr(self.market, "time_scale", 1)),
+        )
+
+    async def _execute(self, d: Decision) -> None:
+        self.operator.mind(d, self.market.answered_at(), self.fleet_set_at)
+        if isinstance(d, Create):
+            await self._create(d)
+        elif isinstance(d, Abandon):
+            await self._abandon(d)
+        elif isinstance(d, Stop):
+            a = self.fleet[d.instance_id]
+            if d.quarantine is not None:
+                self._quarantine(a, d.rule, d.quarantine, self.market.answered_at())
+            await self.actions.stop(a, d.rule, d.reason)
+        elif isinstance(d, StartPreflight):
+            self.tender.start_preflight(self.fleet[d.instance_id])
+        elif isinstance(d, Verify):
+            self._verify(self.fleet[d.instance_id], d)
+        elif isinstance(d, Finish) and self.finished is None and not self.observe_only:
+            # (watching without a campaign has no goal to reach: it never "finishes", so the
+            # operator's keys are never refused as coming after the campaign's end)
+            self.finished = Outcome(d.ok, d.reason)
+            self.journal.say(f"done   {d.reason}")
+
+    async def _create(self, d: Create) -> None:
+        # a campaign fault, or a pull in doubt, found since this poll decided
+        if self.blame_book.holds_creates(bool(self.fleet.alive())):
+            return
+        if d.offer is None:
+            self.journal.say("create skipped: no fit offer (price, CUDA, quarantine)")
+            return
+        await self.actions.create(d.offer, d.rule, d.reason, d.why)
+        self.offer_book.tried(d.offer)
+
+    async def _abandon(self, d: Abandon) -> None:
+        a = self.fleet[d.instance_id]
+        if a.passed_preflight:  # the executor's own guard, beside the decision type's
+            raise AutomationRefused(f"automation may not destroy verified instance {a.instance_id}")
+        now = self.market.answered_at()
+        if a.life.phase != Phase.ABANDONED:
+            d = self.blame_book.on_abandon(a, d)  # the campaign's fault spares the host
+            spent = a.charges(self.market.gpu_billing, now).total_usd
+            extra = {"usd": spent, **self.blame_book.detail(a)}
+            self.journal.give_up(a, now, d.rule, d.reason, d.failure_class, extra)
+            if a.preflight_task:
+                a.preflight_task.cancel()
+            self.journal.say(
+                f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "
+                f"(${spent:.4f}, {(now - a.created_at) / 60:.1f} min)"
+            )
+            if d.failure_class != "cancelled" and a.instance_id not in self.blame_book.spared:
+                self.fleet.failed_on(a.machine_id)
+            if d.quarantine is not None:
+                self._quarantine(a, d.rule, d.quarantine, now)
+        await self.actions.destroy(a, d.rule, f"abandoned: {d.reason}")
+
+    async def _host_fault(self, a: Attempt, rule: str, reason: str, failure_class: str) -> None:
+        """A proven host the tender found broken (a fatal XID): stop it, mark its machine."""
+        if a.life.phase != Phase.VERIFIED:
+            return
+        now = self.market.answered_at()
+        q = quarantine_for(self.policy, a.machine_id, failure_class, reason, now, self.quarantine)
+        await self._execute(Stop(a.instance_id, rule, reason, failure_class, q))
+
+    def _quarantine(self, a: Attempt, rule: str, q: Quarantine, now: float) -> None:
+        self.fleet.quarantined(q)
+        self.journal.fact(
+            K.QUARANTINE,
+            a,
+            at=now,
+            actor=rule,
+            reason=q.reason,
+            detail={"until": q.until, "class": q.failure_class, "scope": q.scope},
+        )
+
+    def _verify(self, a: Attempt, d: Verify) -> None:
+        now = self.market.answered_at()
+        self.journal.move(a, Phase.VERIFIED, now, d.reason)
+        if a.verified_at is None:
+            a.verified_at = now
+        if d.by_preflight:
+            a.life.proven = True
+        self.journal.fact(
+            K.PREFLIGHT_PASSED,
+            a,
+            at=now,
+            actor=d.rule,
+            reason=d.reason,
+            ok=True,
+            detail={
+                "by_preflight": d.by_preflight,
+                "tflops": a.verdict.tflops if a.verdict else None,
+                "expected": a.verdict.expected if a.verdict else None,
+                # pinned here, held to after a restart (see Recovery.adopt)
+                "host_key": self.ssh.pinned.get(a.instance_id),
+            },
+        )
+        self.journal.say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {d.reason}")
+        if d.by_preflight and a.tend_task is None:
+            a.tend_task = asyncio.create_task(self.tender.tend(a))
+
+    # -- the run and its end ------------------------------------------------------------------
+    async def run(self) -> Outcome:
+        """Poll until the rules finish the campaign (the session prepares and ends it)."""
+        while self.finished is None:
+            await self.poll_once()
+            if self.finished is None:
+                await asyncio.sleep(self.link.wall(self.campaign.poll_s, 0.02))
+        return self.finished
+
+    async def release_all(self, actor: str, reason: str) -> None:
+        """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest."""
+        self._cancel_tasks()
+        for a in self.fleet.held():
+            try:
+                if a.life.phase == Phase.ABANDONED or not (
+                    a.passed_preflight or a.life.phase == Phase.VERIFIED
+                ):
+                    if a.life.phase != Phase.ABANDONED:
+                        self.journal.give_up(a, self.now(), actor, reason, "cancelled")
+                    await self.actions.destroy(a, actor, reason)
+                else:
+                    await self.actions.stop(a, actor, reason)
+            except Exception as exc:  # one failure must not keep the rest running
+                self.journal.say(f"release FAILED i:{a.instance_id}: {exc!r}")
+
+    async def detach_all(self, reason: str) -> None:
+        for a in self.fleet.held():
+            self.journal.fact(K.DETACHED, a, actor="human", reason=reason)
+        self.detached = True
+
+    # -- operator intents ---------------------------------------------------------------------
+    def resize(
+        self, size: int, actor: str = "human", reason: str = "operator set the fleet"
+    ) -> int:
+        """The operator's wanted fleet size; returns the old one. Recorded in the ledger as a
+        human act. The campaign record is replaced (it is immutable) where the fleet size is
+        read: here and in recovery."""
+        old = self.campaign.fleet
+        size = max(0, size)
+        self.campaign = dataclasses.replace(self.campaign, fleet=size)
+        self.recovery.campaign = self.campaign
+        self.fleet_set_at = now = self.now()
+        why = f"wanted fleet {old} -> {size}: {reason}"
+        detail = {"old": old, "new": size}
+        self.journal.fact(K.FLEET_SIZE, None, at=now, actor=actor, reason=why, detail=detail)
+        self.journal.say(f"fleet  {old} -> {size} by {actor}: {reason}")
+        return old
+
+    async def apply(self, intent: Intent) -> bool:
+        """Carry out what the operator asked; raises `AutomationRefused` when it may not be."""
+        return await self.operator.apply(intent)
+
+    def _tasks(self) -> list[asyncio.Task[None]]:
+        return [
+            t for a in self.fleet.attempts.values() for t in (a.preflight_task, a.tend_task) if t
+        ]
+
+    def _cancel_tasks(self) -> None:
+        for task in self._tasks():
+            task.cancel()
+
+    async def close(self) -> None:
+        tasks = self._tasks()
+        self._cancel_tasks()
+        # the tasks' own errors are theirs (each has said it); a cancel of close itself
+        # still reaches its caller
+        await asyncio.gather(*tasks, return_exceptions=True)

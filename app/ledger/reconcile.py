@@ -1,0 +1,171 @@
+"""The ledger's charges against the market's own bill, per instance (`rentwatch reconcile`
+fetches both: app/cli/reconcile.py).
+
+The ledger's charges against the market's own bill, per instance.
+
+The market's bill is what `vastai show invoices-v1 --charges` reads (`GET /api/v0/charges/`:
+one row per instance and day, `source` "instance-ID", `amount` in USD, sub-items per kind).
+The ledger's charges are its `instances` view (billing marks priced by the same rules). Every
+instance whose two figures differ by more than a cent is named, with the likely cause, so an
+operator can prove "every cent" against the invoice. Exit 0 with no difference, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+TOLERANCE_USD = 0.01
+
+
+@dataclass(frozen=True)
+class MarketCharge:
+    """One instance's bill on the market, split by kind where the market splits it."""
+
+    usd: float
+    by_kind: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Difference:
+    instance_id: int
+    ledger_usd: float
+    market_usd: float
+    cause: str
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    ledger_usd: float
+    market_usd: float
+    differences: list[Difference]
+    instances: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ledger_usd": round(self.ledger_usd, 6),
+            "market_usd": round(self.market_usd, 6),
+            "instances": self.instances,
+            "tolerance_usd": TOLERANCE_USD,
+            "differences": [
+                {
+                    **asdict(d),
+                    "ledger_usd": round(d.ledger_usd, 6),
+                    "market_usd": round(d.market_usd, 6),
+                }
+                for d in self.differences
+            ],
+        }
+
+
+def _instance_id(row: dict[str, Any]) -> int | None:
+    meta = row.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("instance_id"), int):
+        return int(meta["instance_id"])
+    source = row.get("source")
+    if isinstance(source, str) and "-" in source:
+        tail = source.rsplit("-", 1)[1].strip()
+        if tail.isdigit():
+            return int(tail)
+    return None
+
+
+def _amount(value: Any) -> float:
+    if isinstance(value, bool):
+        return 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip().lstrip("$"))
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
+def market_by_instance(rows: Iterable[dict[str, Any]]) -> dict[int, MarketCharge]:
+    """Sum the market's charge rows per instance (rows for volumes or serverless are skipped)."""
+    usd: dict[int, float] = {}
+    kinds: dict[int, dict[str, float]] = {}
+    for row in rows:
+        if str(row.get("type", "instance")).lower() != "instance":
+            continue
+        iid = _instance_id(row)
+        if iid is None:
+            continue
+        usd[iid] = usd.get(iid, 0.0) + _amount(row.get("amount"))
+        for item in row.get("items") or []:
+            if isinstance(item, dict):
+                k = str(item.get("type", "other")).lower()
+                kinds.setdefault(iid, {})[k] = kinds.get(iid, {}).get(k, 0.0) + _amount(
+                    item.get("amount")
+                )
+    return {iid: MarketCharge(v, kinds.get(iid, {})) for iid, v in usd.items()}
+
+
+def likely_cause(ledger_row: dict[str, Any] | None, market: MarketCharge | None) -> str:
+    """A sentence naming the most likely reason two figures differ."""
+    if ledger_row is None:
+        return "a rental the ledger never recorded (a create it did not see, or another tool's)"
+    if market is None:
+        return "the ledger bills a rental the market does not (its create never took effect)"
+    ledger_usd = float(ledger_row.get("total_usd") or 0.0)
+    gap = ledger_usd - market.usd
+    if ledger_row.get("written_off") and gap < 0:
+        return (
+            "written off (the market said it was gone, or never answered for it), yet the "
+            "market bills it on: a rental nobody watches"
+        )
+    if ledger_row.get("returns"):
+        return (
+            "written off, then listed again: what it did while unseen (a state change in the "
+            f"gap) was not seen (ledger {'over' if gap > 0 else 'under'} by ${abs(gap):.4f})"
+        )
+    if not ledger_row.get("destroyed_at") and gap < 0:
+        return "still held on the market: it keeps billing after the ledger's last event"
+    gpu = market.by_kind.get("gpu")
+    storage = market.by_kind.get("storage")
+    bandwidth = market.by_kind.get("bandwidth", 0.0)
+    parts = []
+    if gpu is not None:
+        parts.append(("GPU time", float(ledger_row.get("gpu_usd") or 0.0) - gpu))
+    if storage is not None:
+        parts.append(("storage", float(ledger_row.get("storage_usd") or 0.0) - storage))
+    if bandwidth > TOLERANCE_USD / 2:
+        parts.append(("bandwidth", -bandwidth))
+    if not parts:
+        return "the totals differ (the market gave no breakdown)"
+    what, diff = max(parts, key=lambda p: abs(p[1]))
+    if what == "GPU time":
+        return (
+            "GPU time differs: a billing rule the ledger did not apply (GPU from the create vs "
+            "only while running), a price the ledger recorded wrong, or a running/stop time "
+            f"recorded late (ledger {'over' if diff > 0 else 'under'} by ${abs(diff):.4f})"
+        )
+    if what == "storage":
+        return (
+            "storage differs: time offline (the market bills no storage then), a destroy "
+            f"recorded late, or a wrong disk price (ledger {'over' if diff > 0 else 'under'} "
+            f"by ${abs(diff):.4f})"
+        )
+    return f"bandwidth the ledger does not model (${bandwidth:.4f} of transfers)"
+
+
+def reconcile(ledger_rows: list[dict[str, Any]], market: dict[int, MarketCharge]) -> Reconciliation:
+    """Compare per instance; the market's rows for instances outside the ledger's campaign
+    count only when the ledger holds no campaign filter (`ledger_rows` is every instance)."""
+    by_id = {int(r["instance_id"]): r for r in ledger_rows if r.get("instance_id") is not None}
+    ids = sorted(set(by_id) | set(market))
+    diffs = []
+    ledger_total = market_total = 0.0
+    for iid in ids:
+        row = by_id.get(iid)
+        charge = market.get(iid)
+        lu = float(row.get("total_usd") or 0.0) if row else 0.0
+        mu = charge.usd if charge else 0.0
+        ledger_total += lu
+        market_total += mu
+        if abs(lu - mu) > TOLERANCE_USD:
+            diffs.append(Difference(iid, lu, mu, likely_cause(row, charge)))
+    return Reconciliation(ledger_total, market_total, diffs, len(ids))

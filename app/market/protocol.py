@@ -1,0 +1,137 @@
+"""The marketplace as the supervisor sees it: a small protocol, and the clock it runs on.
+
+The supervisor, recovery and the host tender only ever call what `Market` names, so a second
+marketplace plugs in by implementing it; `VastClient` (app/client.py) is the Vast.ai one and
+`tests/fake_market.py` an in-memory one. Simulator-only calls (`sync_clock` reading
+`/sim/v0/clock`, the referee's `/sim/v0/truth`) are not part of it: the session does the
+former, the referee the latter.
+
+Errors every method may raise (re-exported here so a caller never imports a client):
+- `AuthError` (an `ApiError`): the key was refused; nothing will work, stop.
+- `NotFound` (an `ApiError`): the instance or offer does not exist (any more).
+- `ApiError`: the market answered and refused (4xx/5xx with its message).
+- `MarketUnavailable`: no usable answer after the client's retries; `AnswerLost` (a subclass)
+  when a request went out and its answer never came back (it may have taken effect).
+- `MalformedAnswer`: an answer that did not have the promised shape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..core.errors import MalformedAnswer
+from ..core.models import Instance, Offer
+from .vast.client import (
+    Acted,
+    AnswerLost,
+    ApiError,
+    AuthError,
+    CreateResult,
+    MarketUnavailable,
+    NotFound,
+)
+
+__all__ = [
+    "Acted",
+    "AnswerLost",
+    "ApiError",
+    "AuthError",
+    "Clock",
+    "CreateResult",
+    "MalformedAnswer",
+    "Market",
+    "MarketUnavailable",
+    "NotFound",
+    "REFUSALS",
+    "polling",
+    "wall_seconds",
+]
+
+# what a change (stop, start, destroy) or a create may fail with, short of a refused key
+REFUSALS = (ApiError, MarketUnavailable, MalformedAnswer)
+
+OnTry = Callable[[float, str | None], None]
+
+
+class Clock(Protocol):
+    """Market time, injected into everything that dates an event (no module reads time itself).
+
+    `now()` is the market's clock as best known; `answered_at()` the market time stamped on
+    the last answer (what a poll's observations are dated to)."""
+
+    def now(self) -> float: ...
+
+    def answered_at(self) -> float: ...
+
+
+class Market(Clock, Protocol):
+    """One account on one GPU marketplace. Every call may raise the errors in the module doc."""
+
+    time_scale: float  # market seconds per wall second (1 on a real market)
+    gpu_billing: str  # "running" (Vast's documented rule) or "created"
+
+    async def search_offers(
+        self, query: dict[str, Any], *, limit: int | None = 200, storage_gb: float = 10.0
+    ) -> list[Offer]:
+        """Offers matching the query (the official CLI's query dict)."""
+        ...
+
+    async def create_instance(
+        self,
+        offer_id: int,
+        *,
+        image: str,
+        disk_gb: float,
+        label: str | None = None,
+        exact_label: bool = False,
+    ) -> CreateResult:
+        """Rent an offer. The label is unique, so a create whose answer was lost is found by
+        it (the result says so); raises when the create did not happen."""
+        ...
+
+    async def list_instances(self) -> list[Instance]:
+        """Every instance of the account (all pages), one poll's worth."""
+        ...
+
+    async def show_instance(self, instance_id: int) -> Instance | None:
+        """One instance; None when the market says it no longer exists."""
+        ...
+
+    async def stop_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted: ...
+
+    async def start_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted: ...
+
+    async def destroy_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
+        """Stop, start, destroy: `on_try(at, previous_failure)` is called as each try leaves,
+        so the ledger can date a change a crash cut short; `Acted` says when it took effect."""
+        ...
+
+    async def request_logs(self, instance_id: int, tail: int = 200) -> str: ...
+
+    async def add_ssh_key(self, public_key: str) -> None:
+        """Register the controller's public key with the account (idempotent)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def polling(market: object) -> AbstractContextManager[Any]:
+    """The bound on a poll's own calls: inside it, a market that can (`VastClient.polling`)
+    gives up on a list or show call after a try or two, since the next poll retries it
+    anyway; a market without it calls as usual."""
+    bound = getattr(market, "polling", None)
+    return bound() if callable(bound) else contextlib.nullcontext()
+
+
+def wall_seconds(market_seconds: float, time_scale: float, floor: float) -> float:
+    """Wall seconds to wait for `market_seconds` of market time, never under `floor`."""
+    return max(floor, market_seconds / max(time_scale, 1e-9))
+
+
+if TYPE_CHECKING:  # the Vast client implements the protocol (mypy checks this line)
+    from .vast.client import VastClient
+
+    _VAST: type[Market] = VastClient

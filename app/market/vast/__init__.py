@@ -1,0 +1,1 @@
+"""Vast.ai: the REST client behind the Market protocol."""

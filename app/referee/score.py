@@ -1,0 +1,253 @@
+"""Scoring one referee run from the simulator's truth: what the policy paid, what the market
+delivered, and when. Pure: the truth, the run's window and the policy's own acts go in, numbers
+come out. No I/O, no clock.
+
+What "delivering" means is the simulator's behaviour table (`app.sim.scenario.DELIVERING`, also
+served per row as `delivering` in `/sim/v0/truth`): healthy, slow_pull, throttled (computes,
+slower) and offline_midrun (computes until it drops). Every other behaviour never does useful
+work, whatever its status line or nvidia-smi says. See docs/referee.md.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..sim.scenario import DELIVERING
+
+# The run's figures, in the order of the referee's JSON contract (docs/referee.md).
+SCORE_KEYS = (
+    "dud_usd",
+    "duds",
+    "dud_mean_lifetime_min",
+    "false_kills",
+    "time_to_fleet_min",
+    "time_to_done_min",
+    "jobs_finished",
+    "total_usd",
+    "usd_per_gpu_hour",
+)
+# Keys where null means "never" (or "nothing delivered"): worse than any number.
+NULL_IS_WORST = frozenset({"time_to_fleet_min", "time_to_done_min", "usd_per_gpu_hour"})
+RATIO_KEYS = {
+    "dud_usd_vs_seed": "dud_usd",
+    "time_to_fleet_vs_seed": "time_to_fleet_min",
+    "time_to_done_vs_seed": "time_to_done_min",
+    "total_usd_vs_seed": "total_usd",
+}
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the referee knows about one run besides the truth: its market-time window, the
+    fleet it asked for, when the policy declared each instance verified (its act, not a fact
+    about the host), and each job the policy saw finish: (instance id, market time)."""
+
+    start: float
+    finish: float
+    fleet: int
+    verified_at: Mapping[int, float]
+    jobs_total: int = 0
+    jobs_done: tuple[tuple[int | None, float], ...] = ()
+    ended: str = ""  # the campaign's own reason for ending, or the referee's deadline
+
+
+def delivers(row: Mapping[str, Any]) -> bool:
+    """The sim's verdict on a machine (its own flag when served, else its behaviour table)."""
+    flag = row.get("delivering")
+    return bool(flag) if flag is not None else row["behaviour"] in DELIVERING
+
+
+def _held_end(row: Mapping[str, Any], finish: float) -> float:
+    """When the instance stopped working for the policy: destroyed, stopped, its host went dark,
+    or the run's end."""
+    ends = [finish]
+    for key in ("destroyed_at", "stopped_at", "offline_at"):
+        if row.get(key) is not None:
+            ends.append(float(row[key]))
+    return min(ends)
+
+
+def time_to_delivering_fleet(rows: Iterable[Mapping[str, Any]], facts: RunFacts) -> float | None:
+    """Market seconds from the start until `fleet` instances on delivering machines were at once
+    running (truth), verified by the policy and still held; None when that never happened."""
+    spans: list[tuple[float, float]] = []
+    for r in rows:
+        verified = facts.verified_at.get(int(r["id"])) if "id" in r else None
+        if verified is None or r.get("running_at") is None or not delivers(r):
+            continue
+        begin = max(float(verified), float(r["running_at"]))
+        end = _held_end(r, facts.finish)
+        if begin <= end + EPS:
+            spans.append((begin, end))
+    for t, _ in sorted(spans):
+        if sum(1 for b, e in spans if b <= t + EPS and t <= e + EPS) >= facts.fleet:
+            return t - facts.start
+    return None
+
+
+def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
+    """One run's figures from the truth: only instances created during the run count."""
+    now = float(truth["now"])
+    rows = [r for r in truth["instances"] if r["created_at"] >= facts.start - EPS]
+    duds = [r for r in rows if not delivers(r) or r["running_at"] is None]
+    # destroying a host that had already gone dark kills nothing that could still deliver
+    false_kills = [
+        r
+        for r in rows
+        if delivers(r)
+        and r["destroyed_at"] is not None
+        and r["destroyed_at"] < facts.finish - EPS
+        and not (r.get("offline_at") is not None and r["offline_at"] <= r["destroyed_at"] + EPS)
+    ]
+    lifetimes = [
+        ((r["destroyed_at"] or r["stopped_at"] or now) - r["created_at"]) / 60 for r in duds
+    ]
+    gpu_hours = 0.0
+    for r in rows:
+        if delivers(r) and r["running_at"] is not None:
+            end = _held_end(r, now)
+            gpu_hours += max(0.0, end - r["running_at"]) / 3600
+    total = sum(r["total_usd"] for r in rows)
+    to_fleet = time_to_delivering_fleet(rows, facts)
+    # A job "done" on a machine that cannot compute (a stale driver that still runs a shell, a
+    # misreported GPU) did no work: only jobs finished on delivering machines count.
+    good = {int(r["id"]) for r in rows if "id" in r and delivers(r)}
+    done_at = [at for iid, at in facts.jobs_done if iid is not None and iid in good]
+    to_done = (
+        max(done_at) - facts.start
+        if facts.jobs_total > 0 and len(done_at) >= facts.jobs_total
+        else None
+    )
+    return {
+        "dud_usd": round(sum(r["total_usd"] for r in duds), 6),
+        "duds": len(duds),
+        "dud_mean_lifetime_min": round(statistics.fmean(lifetimes), 3) if lifetimes else 0.0,
+        "false_kills": len(false_kills),
+        "time_to_fleet_min": round(to_fleet / 60, 3) if to_fleet is not None else None,
+        "time_to_done_min": round(to_done / 60, 3) if to_done is not None else None,
+        "jobs_finished": len(done_at),
+        "total_usd": round(total, 6),
+        "usd_per_gpu_hour": round(total / gpu_hours, 4) if gpu_hours > 0 else None,
+    }
+
+
+def median(values: Iterable[float | None], null_is_worst: bool) -> float | None:
+    """The median, counting null ("never") as worse than every number; null if it lands there."""
+    vals = list(values)
+    nums = [math.inf if v is None else float(v) for v in vals if v is not None or null_is_worst]
+    if not nums:
+        return None
+    m = statistics.median(nums)
+    return None if math.isinf(m) else round(m, 6)
+
+
+def ratio(mine: float | None, base: float | None) -> float | None:
+    """mine / base; null where undefined (either never, or the base is zero)."""
+    if mine is None or base is None or base <= 0:
+        return None
+    return round(mine / base, 3)
+
+
+def summarise(runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
+    """Per policy: medians of every figure over its runs, their ranges, ratios of medians to
+    `seed`'s, and per market the same ratios with the worst market named."""
+    summary: dict[str, Any] = {}
+    for policy in policies:
+        mine = [r for r in runs if r["policy"] == policy]
+        s: dict[str, Any] = {
+            k: median((r[k] for r in mine), k in NULL_IS_WORST) for k in SCORE_KEYS
+        }
+        s["runs"] = len(mine)
+        s["range"] = {
+            k: [min(vals), max(vals)] if vals else None
+            for k in SCORE_KEYS
+            for vals in [[r[k] for r in mine if r[k] is not None]]
+        }
+        s["never"] = {k: sum(1 for r in mine if r[k] is None) for k in NULL_IS_WORST}
+        summary[policy] = s
+    base = summary.get("seed")
+    for policy in policies:
+        s = summary[policy]
+        for name, key in RATIO_KEYS.items():
+            s[name] = ratio(s[key], base[key]) if base is not None else None
+        if base is not None:
+            s["per_market"] = per_market(runs, policy)
+            s["worst_market"] = worst_market(s["per_market"])
+    return summary
+
+
+def per_market(runs: list[dict[str, Any]], policy: str) -> list[dict[str, Any]]:
+    """For each market: the policy's medians over its seeds against seed's, as ratios."""
+    out = []
+    for market in sorted({r["market"] for r in runs}):
+        here = [r for r in runs if r["market"] == market]
+        row: dict[str, Any] = {"market": market}
+        for name, key in RATIO_KEYS.items():
+            nw = key in NULL_IS_WORST
+            mine = median((r[key] for r in here if r["policy"] == policy), nw)
+            theirs = median((r[key] for r in here if r["policy"] == "seed"), nw)
+            row[name] = ratio(mine, theirs)
+            if mine is None and theirs is not None and nw:
+                row.setdefault("never", []).append(key)  # seed got there: the worst case
+            if theirs is None and mine is not None and nw:
+                row.setdefault("seed_never", []).append(key)  # a win money cannot be set against
+        row["false_kills"] = sum(r["false_kills"] for r in here if r["policy"] == policy)
+        out.append(row)
+    return out
+
+
+def worst_market(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The market where the policy did worst against seed: a "never" where seed got there
+    first, then the highest ratio of money or time (to finish, else to a fleet). A market where
+    only this policy finished the work is no loss, whatever it paid for it."""
+
+    def badness(row: dict[str, Any]) -> float:
+        if row.get("never"):
+            return math.inf
+        if "time_to_done_min" in row.get("seed_never", ()):
+            return -1.0
+        vals = [
+            row[k]
+            for k in ("total_usd_vs_seed", "time_to_done_vs_seed", "time_to_fleet_vs_seed")
+            if row.get(k) is not None
+        ]
+        return max(vals) if vals else -1.0
+
+    if not rows:
+        return None
+    return max(rows, key=badness)
+
+
+def cost_of_work(run: Mapping[str, Any], usd_per_hour: float) -> float | None:
+    """What the work cost an operator who values an hour of waiting at `usd_per_hour`: the bill
+    plus the wait to done; null when the work never finished."""
+    done = run.get("time_to_done_min")
+    if done is None:
+        return None
+    return float(run["total_usd"]) + usd_per_hour * float(done) / 60
+
+
+def pareto_rows(
+    runs: list[dict[str, Any]], policies: list[str], values: Iterable[float] = (0.0, 1.0, 5.0, 20.0)
+) -> list[dict[str, Any]]:
+    """Per policy: median dud USD, median time to done, and the median cost of the work at each
+    value of time (never counts as worst), for docs/benchmarks.md's Pareto table."""
+    vals = list(values)
+    out = []
+    for policy in policies:
+        mine = [r for r in runs if r["policy"] == policy]
+        row: dict[str, Any] = {
+            "policy": policy,
+            "dud_usd": median((r["dud_usd"] for r in mine), False),
+            "time_to_done_min": median((r["time_to_done_min"] for r in mine), True),
+            "never": sum(1 for r in mine if r["time_to_done_min"] is None),
+        }
+        for v in vals:
+            row[f"cost_at_{v:g}_usd_per_h"] = median((cost_of_work(r, v) for r in mine), True)
+        out.append(row)
+    return out

@@ -1,0 +1,176 @@
+"""Wiring the dashboard: engine thread, ledger, app; and the demo's simulated market."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from ..core.campaign import Campaign, parse_campaign
+from ..core.policy import Policy, get_policy
+from ..engine.session import Session
+from ..ledger import Ledger
+from .engine_thread import EngineThread
+
+DEMO_CAMPAIGN = """
+name = "demo"
+image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+image_cuda = "12.4"
+disk_gb = 40
+offer_query = "num_gpus=1 rentable=true"
+max_dph = 0.60
+fleet = 3
+max_creates = 30
+budget_usd = 5.0
+
+[[jobs]]
+name = "demo-1"
+run = "python3 -c \\"import time; time.sleep(20)\\""
+
+[[jobs]]
+name = "demo-2"
+run = "python3 -c \\"import time; time.sleep(35)\\""
+
+[[jobs]]
+name = "demo-3"
+run = "python3 -c \\"import time; time.sleep(25)\\""
+
+[[jobs]]
+name = "demo-4"
+run = "python3 -c \\"import time; time.sleep(40)\\""
+
+[[jobs]]
+name = "demo-5"
+run = "python3 -c \\"import time; time.sleep(30)\\""
+
+[[jobs]]
+name = "demo-6"
+run = "python3 -c \\"import time; time.sleep(45)\\""
+"""
+
+
+def fresh_demo_name(ledger_path: Path, base: str = "demo") -> str:
+    """Each demo run is its own campaign: a ledger that already holds `base` gets `base-2`,
+    `base-3`, ... so two runs never mix their instances or receipts."""
+    if not ledger_path.exists():
+        return base
+    with Ledger(ledger_path) as ledger:
+        name, n = base, 1
+        while ledger.last_event_at(name) is not None:
+            n += 1
+            name = f"{base}-{n}"
+    return name
+
+
+def watch_campaign() -> Campaign:
+    """No campaign file: watch what the account runs, create nothing, supervise nothing that
+    the operator does not hand over (observe only)."""
+    return Campaign(
+        name="watch",
+        image="",
+        image_cuda=0.0,
+        disk_gb=10,
+        offer_query={},
+        max_dph=0.0,
+        fleet=0,
+        max_creates=0,
+        budget_usd=1e9,
+    )
+
+
+def make_engine(
+    market_url: str,
+    api_key: str,
+    campaign: Campaign,
+    policy: Policy,
+    ledger: Ledger,
+    key_path: Path,
+    adopt_all: bool = False,
+    observe_only: bool = False,
+    log: Callable[[str], None] = lambda _: None,
+) -> EngineThread:
+    def open_session() -> Session:
+        return Session.open(
+            market_url,
+            api_key,
+            ledger,
+            campaign,
+            policy,
+            key_path,
+            log=log,
+            adopt_all=adopt_all,
+            observe_only=observe_only,
+        )
+
+    return EngineThread(open_session, on_snapshot=lambda _: None, on_error=lambda _: None)
+
+
+def run_dashboard(
+    market_url: str,
+    api_key: str,
+    campaign: Campaign | None,
+    policy: Policy,
+    ledger_path: Path,
+    key_path: Path,
+) -> int:
+
+    ledger = Ledger(ledger_path)
+    engine = make_engine(
+        market_url,
+        api_key,
+        campaign or watch_campaign(),
+        policy,
+        ledger,
+        key_path,
+        # every instance of the account is shown; only what this campaign created (or the
+        # operator hands over) is supervised; without a campaign, nothing is: observe only
+        adopt_all=True,
+        observe_only=campaign is None,
+    )
+    from .service.controller import attach_in_process
+
+    app, finish = attach_in_process(
+        engine, ledger, ledger_path, (campaign or watch_campaign()).name
+    )
+    result = None
+    try:
+        result = app.run()
+    finally:
+        finish(result)  # the quit dialog's choice; without one (a crash), release what is held
+        if engine.loop is not None and engine.alive():
+            engine.shutdown("trap")  # the app died without the quit dialog: release what is held
+        ledger.close()
+    print(f"rentwatch: {result or 'closed'}; ledger at {ledger_path}")
+    if engine.failure:  # the engine never worked, or stopped working: not a clean exit
+        print(f"rentwatch: error: {engine.failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_demo(time_scale: float = 30.0, ledger_path: Path | None = None, seed: int = 7) -> int:
+    from platformdirs import user_data_dir
+
+    from ..sim.scenario import parse_scenario
+    from ..sim.server import SimServer
+
+    data = Path(user_data_dir("rentwatch"))
+    ledger_path = ledger_path or data / "demo-ledger.duckdb"
+    name = fresh_demo_name(ledger_path)
+    if name != "demo":
+        print(f"rentwatch: {ledger_path} holds earlier demo runs; this one is campaign {name!r}")
+    sim = SimServer(
+        parse_scenario({"seed": seed, "time_scale": time_scale, "name": "article"}),
+        api_key=secrets.token_hex(12),
+    ).start_in_thread()
+    try:
+        return run_dashboard(
+            sim.url,
+            sim.api_key,
+            parse_campaign(DEMO_CAMPAIGN.replace('name = "demo"', f"name = {name!r}", 1), "demo"),
+            get_policy("default"),
+            ledger_path,
+            data / "id_ed25519",
+        )
+    finally:
+        sim.stop_thread()

@@ -1,0 +1,131 @@
+"""The engine's own thread for the dashboard: the supervisor's loop runs there, so no
+marketplace, SSH or DuckDB call ever runs on the UI's event loop. The UI receives immutable
+snapshots and sends typed intents (`app.intents`) to apply here."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..engine.intents import Intent
+from ..engine.session import Session
+from ..market.protocol import AuthError
+from ..views.snapshot import FleetReadout, snapshot
+
+
+class EngineThread:
+    def __init__(
+        self,
+        open_session: Callable[[], Session],
+        on_snapshot: Callable[[FleetReadout], None],
+        on_error: Callable[[str], None],
+        max_wall_poll: float = 1.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._open = open_session
+        self.on_snapshot = on_snapshot
+        self.on_error = on_error
+        self.max_wall_poll = max_wall_poll
+        self._monotonic = monotonic  # wall pacing of polls only; events carry market time
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.session: Session | None = None
+        self._thread = threading.Thread(target=self._main, name="rentwatch-engine", daemon=True)
+        self._stop = threading.Event()
+        self.ready = threading.Event()
+        self.exit_mode = "stop"
+        # what keeps the engine from working (it could not start, the market rejects the key):
+        # shown until it clears, and the dashboard's exit status when it has not cleared
+        self.failure: str | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def alive(self) -> bool:
+        """Whether the engine's thread still runs (it owns instances until it ends)."""
+        return self._thread.is_alive()
+
+    def join(self, say: Callable[[str], None] | None = None, every: float = 10.0) -> None:
+        """Wait for the engine's thread to end: after a shutdown it releases what it holds, and
+        the process must not exit under it (its thread is a daemon: exiting would cut the
+        release short and leave rentals billing). `say` hears how long it has taken."""
+        waited = 0.0
+        while self._thread.is_alive():
+            self._thread.join(every)
+            waited += every
+            if self._thread.is_alive() and say is not None:
+                say(f"still releasing what is held ({waited:.0f} s)")
+
+    def _main(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        try:
+            self.loop.run_until_complete(self._run())
+        finally:
+            self.loop.close()
+
+    async def _run(self) -> None:
+        try:
+            session = self.session = self._open()
+            sup = await session.start()
+        except Exception as exc:
+            self.failure = f"engine could not start: {exc}"
+            self.on_error(self.failure)
+            self.ready.set()
+            if self.session is not None:
+                await self.session.end(f"engine could not start: {exc}")
+            return
+        self.ready.set()
+        try:
+            while not self._stop.is_set():
+                t0 = self._monotonic()
+                try:
+                    await sup.poll_once()
+                    self.failure = None
+                except AuthError as exc:  # said once, shown in the header until it clears
+                    if self.failure is None:
+                        self.failure = f"the marketplace rejected the API key: {exc}"
+                        self.on_error(self.failure)
+                except Exception as exc:  # shown once, the loop goes on
+                    self.on_error(f"poll failed: {type(exc).__name__}: {exc}")
+                self.on_snapshot(snapshot(sup, sup.now()))
+                wait = sup.poll_wait(self.max_wall_poll, 0.05) - (self._monotonic() - t0)
+                await asyncio.sleep(max(0.02, wait))
+        finally:
+            if self.exit_mode == "detach":
+                await session.detach("operator chose detach on quit")
+            else:
+                await session.release(
+                    "trap" if self.exit_mode == "trap" else "human",
+                    "dashboard closed: stop all held",
+                )
+            await session.end(f"dashboard closed ({self.exit_mode})")
+
+    def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
+        """Apply an operator intent on the engine's loop; the future carries its result or
+        error."""
+        if self.loop is None or self.session is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            fut.set_exception(RuntimeError("the engine is not running"))
+            return fut
+        return asyncio.run_coroutine_threadsafe(self.session.sup.apply(intent), self.loop)
+
+    def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
+        """One instance in depth (`rentwatch.views.detail.build`), built on the engine's loop."""
+        from ..views.detail import build
+
+        if self.loop is None or self.session is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            fut.set_exception(RuntimeError("the engine is not running"))
+            return fut
+        return asyncio.run_coroutine_threadsafe(
+            build(self.session.sup, instance_id, logs), self.loop
+        )
+
+    def shutdown(self, mode: str = "stop", say: Callable[[str], None] | None = None) -> None:
+        """End the engine with `mode` and wait until its release (or detach) is done."""
+        self.exit_mode = mode
+        self._stop.set()
+        self.join(say)

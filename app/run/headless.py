@@ -1,0 +1,214 @@
+"""`rentwatch run --headless`: the engine without the TUI, with the exit trap.
+
+Any way out (the campaign's end, Ctrl-C, SIGTERM, SIGHUP, an unhandled exception) releases
+every instance the controller holds: stopped if it passed its preflight, destroyed if it never
+did. Only `--detach` leaves instances running, and says so in the ledger.
+
+A market that fails for good in the middle of a run (the key revoked, or no successful list
+answer for `RENTWATCH_MARKET_DOWN_S` wall seconds, 15 minutes by default) ends the run through
+the same trap, with one line on stderr and exit code 4 (`MARKET_FAILED`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from ..core.campaign import Campaign
+from ..core.errors import RentwatchError
+from ..core.policy import Policy
+from ..core.text import clean
+from ..engine.session import Session, default_key_path
+from ..engine.supervisor import Outcome, Supervisor
+from ..ledger import EventKind, Ledger
+from ..market.protocol import REFUSALS
+
+__all__ = ["Trapped", "default_key_path", "run_headless"]
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+MARKET_FAILED = 4  # the exit code of a run the market ended (key revoked, down for too long)
+MARKET_DOWN_S = 15 * 60.0  # wall seconds without one successful poll before giving up
+
+
+class MarketDown(RentwatchError):
+    title = "marketplace unavailable"
+
+
+def _market_down_s() -> float:
+    try:
+        return float(os.environ.get("RENTWATCH_MARKET_DOWN_S") or MARKET_DOWN_S)
+    except ValueError:
+        return MARKET_DOWN_S
+
+
+async def _watch_market(
+    sup: Supervisor, limit_s: float, monotonic: Callable[[], float] = time.monotonic
+) -> None:
+    """Raise `MarketDown` once no poll has succeeded for `limit_s` wall seconds. The supervisor
+    rides out a market that fails now and then (a poll skipped, said in the log); this is for
+    one that stays gone, where waiting longer only bills unwatched rentals."""
+    seen, since = sup.polls, monotonic()
+    while True:
+        await asyncio.sleep(min(5.0, limit_s / 4))
+        if sup.polls != seen:
+            seen, since = sup.polls, monotonic()
+        elif monotonic() - since > limit_s:
+            raise MarketDown(
+                f"no answer from the market for {limit_s / 60:.0f} min "
+                f"(last successful poll #{seen}); giving up"
+            )
+
+
+async def _run_watched(sup: Supervisor) -> Outcome:
+    """The supervisor's run, ended early (its exception raised) if the market stays gone."""
+    run = asyncio.ensure_future(sup.run())
+    watch = asyncio.ensure_future(_watch_market(sup, _market_down_s()))
+    try:
+        await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (run, watch):
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(run, watch, return_exceptions=True)
+    if not run.cancelled() and run.done() and run.exception() is None:
+        return run.result()
+    if not run.cancelled() and run.exception() is not None:
+        raise run.exception()  # type: ignore[misc]
+    raise watch.exception()  # type: ignore[misc]
+
+
+class Trapped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+async def run_headless(
+    campaign: Campaign,
+    policy: Policy,
+    market_url: str,
+    api_key: str,
+    ledger_path: str,
+    detach: bool = False,
+    key_path: str | None = None,
+    on_supervisor: Callable[[Supervisor], None] | None = None,
+    http_timeout_s: float | None = None,
+) -> int:
+    t0: list[float] = []
+
+    def log(line: str) -> None:
+        now = session.market.now()
+        if not t0:
+            t0.append(now)
+        s = int(now - t0[0])
+        # lines quote host and market text (status lines, GPU names): one line, no escapes
+        text = clean(line, 2000)
+        print(f"[{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}] {text}", flush=True)
+
+    session = Session.open(
+        market_url,
+        api_key,
+        Ledger(ledger_path),
+        campaign,
+        policy,
+        Path(key_path) if key_path else None,
+        log=log,
+        owns_ledger=True,
+        http_timeout_s=http_timeout_s,
+    )
+    sup = session.sup
+    if on_supervisor is not None:  # the controller API (app/service) serves this supervisor
+        on_supervisor(sup)
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    caught: list[int] = []
+    # Once the run is ending (its own release or detach begun, or the trap fired), a signal is
+    # noted, not acted on: cancelling the main task then would cut a release short, a stop or
+    # destroy cancelled in flight (the trap's redo is bounded: a slow market could leave a
+    # rental billing), or escape from the session's close as a CancelledError.
+    ending = False
+
+    def on_signal(signum: int) -> None:
+        caught.append(signum)
+        if ending:
+            name = signal.Signals(signum).name
+            log(f"signal {name}: noted; the run is ending, nothing is cut short")
+        elif main is not None:
+            main.cancel()
+
+    for sig in SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+    fail_after = int(
+        os.environ.get("RENTWATCH_FAIL_AFTER_POLLS", "0") or 0
+    )  # test hook: an injected crash
+    if fail_after:
+
+        def crash() -> None:
+            if sup.polls >= fail_after:
+                raise RuntimeError(f"injected failure after {sup.polls} polls")
+
+        sup.listeners.append(crash)
+    code = 1
+    try:
+        try:
+            await session.start()
+            outcome = await _run_watched(sup)
+        except asyncio.CancelledError:
+            signum = caught[-1] if caught else signal.SIGINT
+            raise Trapped(signum) from None
+        log(f"end    {outcome.reason}")
+        ending = True
+        left = detach or sup.detach_asked  # or the operator's shutdown through the service API
+        if left:
+            await session.detach(
+                "--detach: left running on purpose"
+                if detach
+                else "operator shut the controller down, leaving the fleet running"
+            )
+            log("detach instances left running on purpose (recorded)")
+        else:
+            await session.release("rule:campaign_end", f"campaign ended: {outcome.reason}")
+        code = 0 if outcome.ok else 3
+        if caught:  # a signal as the campaign ended: the end went on; the exit code says it came
+            name = signal.Signals(caught[0]).name
+            sup.journal.fact(
+                EventKind.TRAP,
+                None,
+                actor="trap",
+                reason=f"signal {name} as the campaign ended: its "
+                f"{'detach' if left else 'release'} was not cut short",
+                detail={"held": [a.instance_id for a in sup.held()]},
+            )
+            code = 128 + caught[0]
+    except BaseException as exc:  # the trap: whatever happened, nothing keeps billing unwatched
+        ending = True  # a second Ctrl-C must not interrupt the release
+        why = f"signal {exc}" if isinstance(exc, Trapped) else f"{type(exc).__name__}: {exc}"
+        sup.journal.fact(
+            EventKind.TRAP,
+            None,
+            actor="trap",
+            reason=f"exit trap fired: {why}",
+            detail={"held": [a.instance_id for a in sup.held()]},
+        )
+        log(f"trap   {why}: releasing {len(sup.held())} held instance(s)")
+        try:
+            await session.release("trap", f"exit trap: {why}")  # however long it takes
+        except BaseException as exc2:
+            log(f"trap   release incomplete: {exc2!r}")
+        if isinstance(exc, RentwatchError):  # an error we name: one line, no traceback
+            print(f"rentwatch: {clean(exc.title, 80)}: {clean(exc, 1000)}", file=sys.stderr)
+            code = MARKET_FAILED if isinstance(exc, (MarketDown, *REFUSALS)) else 1
+        elif not isinstance(exc, Trapped):
+            traceback.print_exception(exc, file=sys.stderr)
+            code = 1
+        else:
+            code = 128 + exc.signum
+    finally:
+        await session.end(f"controller exits with code {code}")
+    return code

@@ -1,0 +1,432 @@
+"""The adapter between the service and the engine: the only module in `app/service/` that
+touches the supervisor, the headless run or the ledger's connection. When the engine's shape
+changes, this file changes and the server, client and wire format do not.
+
+The controller answers four kinds of question for the server: the fleet's snapshot (built here,
+cached per poll so ten attached dashboards cost one snapshot), an operator's typed intent, a
+read-only ledger query or receipt, and a shutdown (stop all, or leave the fleet running).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from ...core.campaign import Campaign
+from ...core.errors import RentwatchError
+from ...core.policy import Policy
+from ...engine.intents import (
+    AutomationRefused,
+    CreateIntent,
+    DestroyConfirmation,
+    DestroyIntent,
+    HandOverIntent,
+    StartIntent,
+    StopIntent,
+)
+from ...engine.supervisor import Outcome, Supervisor
+from ...ledger.readonly import QueryResult
+from ...views.snapshot import snapshot
+from ..engine_thread import EngineThread
+from . import api, registry
+from .api import NotHeld, NotReady, Refused
+
+SNAPSHOT_MAX_AGE_S = 1.0  # wall seconds a snapshot is reused between polls (timers still tick)
+
+
+class Controller:
+    def __init__(
+        self,
+        campaign: str,
+        ledger_path: Path,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.campaign = campaign
+        self.ledger_path = ledger_path
+        self._wall = wall  # wall-clock seconds: the start and uptime `rentwatch ls` shows
+        self._monotonic = monotonic  # the snapshot cache's age
+        self.started_at = wall()
+        self.closing = asyncio.Event()
+        self._sup: Supervisor | None = None
+        self._snap: tuple[tuple[int, int, int], float, dict[str, Any]] | None = None
+        self._ids = itertools.count(1)
+        self._end: Callable[[str], Awaitable[None]] | None = None
+        self._gen = 0  # bumped by each poll and each intent: streams wake on it
+        self.changed = asyncio.Event()
+
+    # -- binding ---------------------------------------------------------------------------
+    def bind(self, sup: Supervisor, end: Callable[[str], Awaitable[None]] | None = None) -> None:
+        """Called once the session's supervisor exists (the ledger is open by then). `end`
+        ends the session for a shutdown request; without it, the headless run's way."""
+        self._sup = sup
+        self._end = end
+        sup.listeners.append(self.touch)  # after each poll: push the new state at once
+        # Queries run in the ledger's own sandbox: a cursor per query in a read-only
+        # transaction with external access off (app/ledger/readonly.py); never the engine's
+        # write connection itself.
+
+    def touch(self) -> None:
+        """The fleet changed: wake every stream (they coalesce bursts themselves)."""
+        self._gen += 1
+        woken, self.changed = self.changed, asyncio.Event()
+        woken.set()
+
+    def _need(self) -> Supervisor:
+        if self._sup is None:
+            raise NotReady("the controller is still starting; try again in a moment")
+        return self._sup
+
+    def close(self) -> None:
+        self.closing.set()
+        if self._sup is not None:
+            self._sup.ledger.interrupt()
+
+    # -- reads -----------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        sup = self._need()
+        key = (sup.polls, sup.journal.lines_total, self._gen)
+        now = self._monotonic()
+        if self._snap is None or self._snap[0] != key or now - self._snap[1] > SNAPSHOT_MAX_AGE_S:
+            self._snap = (key, now, api.snap_to_json(snapshot(sup, sup.now())))
+        return self._snap[2]
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "api": api.API_VERSION,
+            "campaign": self.campaign,
+            "pid": os.getpid(),
+            "ledger": str(self.ledger_path),
+            "started_at": self.started_at,
+            "uptime_s": self._wall() - self.started_at,
+            "ready": self._sup is not None,
+            "queries": self.running_queries(),  # ledger queries running now, by id
+        }
+        if self._sup is not None:
+            snap = self.snapshot()
+            live = [i for i in snap["instances"] if i["ended_at"] is None]
+            out.update(
+                policy=snap["policy"],
+                fleet=snap["fleet"],
+                # its own live rentals: not the instances it only observes (the bar's count)
+                held=sum(1 for i in live if i.get("supervised", True)),
+                # its stopped rentals: not live, but billing storage until destroyed
+                stopped=sum(
+                    1
+                    for i in snap["instances"]
+                    if i.get("phase") == "stopped" and i.get("supervised", True)
+                ),
+                observed=snap.get("observed", 0),
+                verified=snap["verified"],
+                in_service=snap["in_service"],
+                spent_usd=snap["spent_usd"],
+                # as the dashboard's "$/h now": storage of stopped rentals counts, a booting
+                # one's GPU does not (the listed $/h of each live one overstated and missed both)
+                dph=snap["dph_now"],
+                finished=snap["finished"],
+            )
+        return out
+
+    async def detail(self, instance_id: int, logs: bool = True) -> dict[str, Any]:
+        """One instance in depth, for the detail screen (the market's logs included)."""
+        from ...views.detail import NoSuchInstance, build, detail_to_json
+
+        try:
+            return detail_to_json(await build(self._need(), instance_id, logs))
+        except NoSuchInstance as exc:
+            raise NotHeld(str(exc)) from None
+
+    # -- intents ---------------------------------------------------------------------------
+    async def apply(self, intent: api.Intent) -> str:
+        """Carry out one operator intent; returns what was done, raises why not."""
+        sup = self._need()
+        if sup.finished is not None:
+            raise Refused(f"the campaign has ended ({sup.finished.reason})")
+        iid = getattr(intent, "instance_id", None)
+        if iid is not None and iid not in sup.attempts:
+            raise NotHeld(f"instance {iid} is not held by this campaign")
+        try:
+            return await self._apply(sup, intent)
+        except AutomationRefused as exc:
+            raise Refused(str(exc)) from None
+        finally:
+            self.touch()  # the operator sees the outcome in the next snapshot, not a poll later
+
+    async def _apply(self, sup: Supervisor, intent: api.Intent) -> str:
+        if isinstance(intent, api.StopIntent):
+            await sup.apply(StopIntent(intent.instance_id))
+            return f"stopped {intent.instance_id}"
+        if isinstance(intent, api.StartIntent):
+            await sup.apply(StartIntent(intent.instance_id))
+            return f"started {intent.instance_id}"
+        if isinstance(intent, api.DestroyIntent):
+            conf = DestroyConfirmation(intent.instance_id, intent.typed)
+            if not conf.valid():  # checked here too: a client's word is not a confirmation
+                raise Refused(
+                    f"destroy of {intent.instance_id} refused: the typed id "
+                    f"{intent.typed.strip()[:20]!r} does not name it"
+                )
+            await sup.apply(DestroyIntent(conf, "operator destroy (through the controller API)"))
+            return f"destroyed {intent.instance_id}"
+        if isinstance(intent, api.CreateIntent):
+            await sup.apply(CreateIntent())
+            return "asked the market for one more instance"
+        if isinstance(intent, api.FleetSizeIntent):
+            old = sup.resize(intent.size, "human", "operator set the fleet (controller API)")
+            return f"fleet size {old} -> {intent.size}"
+        if isinstance(intent, api.HandOverIntent):
+            await sup.apply(HandOverIntent(intent.instance_id))
+            return f"handed {intent.instance_id} over to automation"
+        raise api.BadRequest(f"unhandled intent {intent!r}")
+
+    async def shutdown(self, mode: str) -> str:
+        """End the campaign now: `stop` releases everything held (as at a campaign's end),
+        `detach` leaves the fleet running, recorded, for a later controller to adopt."""
+        sup = self._need()
+        if self._end is not None:  # the dashboard's engine: it ends its own way
+            sup.journal.say(f"end    shutdown asked through the controller API: {mode}")
+            await self._end(mode)
+            return (
+                f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
+            )
+        if sup.finished is not None:
+            raise Refused(f"the campaign has already ended ({sup.finished.reason})")
+        if mode == "detach":
+            sup.detach_asked = True  # the headless run's end records each instance left running
+        sup.finished = Outcome(True, f"operator shut the controller down ({mode})")
+        sup.journal.say(f"end    shutdown asked through the controller API: {mode}")
+        return f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
+
+    # -- the ledger ------------------------------------------------------------------------
+    async def query(self, sql: str, limit: int, offset: int, query_id: str | None) -> QueryResult:
+        """One page of a read-only query in the ledger's sandbox, tagged so that cancelling it
+        (`cancel`, or the client hanging up) interrupts this query and nothing else."""
+        ledger = self._need().ledger
+        qid = query_id or f"q{next(self._ids)}"
+        if qid in ledger.queries_running():
+            raise api.BadRequest(f"query id {qid!r} is already running")
+        try:
+            return await asyncio.to_thread(ledger.query, sql, limit, offset, qid)
+        except asyncio.CancelledError:
+            ledger.interrupt(qid)
+            raise
+
+    def cancel(self, query_id: str) -> bool:
+        return self._need().ledger.interrupt(query_id)
+
+    def running_queries(self) -> list[str]:
+        return self._sup.ledger.queries_running() if self._sup is not None else []
+
+    async def receipt(self, campaign: str | None) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self._need().ledger.receipt, campaign)
+
+
+async def serve_headless(
+    campaign: Campaign,
+    policy: Policy,
+    market_url: str,
+    api_key: str,
+    ledger_path: str,
+    detach: bool = False,
+    key_path: str | None = None,
+    listen: str | None = None,
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+    http_timeout_s: float | None = None,
+) -> int:
+    """`rentwatch run --headless` with the controller API: the same run, exit trap and exit
+    codes, plus a socket that dashboards, `ls` and `ledger` can reach while it runs."""
+    from ..headless import run_headless
+    from .server import ServiceServer, parse_listen
+
+    path = Path(ledger_path)
+    ctrl = Controller(campaign.name, path)
+    server = ServiceServer(ctrl)
+    tcp = parse_listen(listen) if listen else None
+    try:
+        await server.start(registry.socket_path_for(path), tcp, path)
+    except api.AlreadyServed as exc:
+        raise RentwatchError(str(exc)) from None
+    except OSError as exc:
+        await server.stop()
+        if tcp is not None:  # asked for by name: not having it is an error
+            raise RentwatchError(f"cannot serve the controller API: {exc}") from None
+        # the campaign matters more than its API: run it, unserved, and say so
+        print(f"rentwatch: warning: not serving the controller API: {exc}", file=sys.stderr)
+        return await run_headless(
+            campaign,
+            policy,
+            market_url,
+            api_key,
+            ledger_path,
+            detach=detach,
+            key_path=key_path,
+            http_timeout_s=http_timeout_s,
+        )
+    entry = registry.Entry(
+        campaign=campaign.name,
+        pid=os.getpid(),
+        socket=str(server.socket_path),
+        ledger=str(path.resolve()),
+        started_at=ctrl.started_at,
+        url=server.url,
+        token_file=str(server.token_file) if server.token_file else None,
+    )
+    try:
+        registry.register(entry)
+    except OSError as exc:  # `ls` will not list it; the socket still answers
+        print(f"rentwatch: warning: not registered for `rentwatch ls`: {exc}", file=sys.stderr)
+    say(f"serving  controller API on unix:{server.socket_path}")
+    if server.url:
+        say(f"serving  controller API on {server.url} (token in {server.token_file})")
+        if tcp and tcp[0] not in ("127.0.0.1", "::1", "localhost"):
+            say("warning  the API is plain HTTP: reach it through SSH rather than the open network")
+    try:
+        return await run_headless(
+            campaign,
+            policy,
+            market_url,
+            api_key,
+            ledger_path,
+            detach=detach,
+            key_path=key_path,
+            on_supervisor=ctrl.bind,
+            http_timeout_s=http_timeout_s,
+        )
+    finally:
+        ctrl.close()
+        await server.stop()
+        with contextlib.suppress(OSError):
+            registry.unregister(entry.pid)
+
+
+# how long `EngineService.start` waits for the engine to be up, then for its socket to serve
+# (`spawn.START_S`, the wait for a spawned controller to register, covers both)
+READY_S = 120.0
+SERVE_S = 30.0
+
+
+class EngineFailed(RentwatchError):
+    title = "engine"
+
+
+class EngineService:
+    """The dashboard's engine thread, served: `watch` and `demo` run their engine in-process as
+    before, but the dashboard attaches to it over the socket like any other, so there is one
+    dashboard code path, `rentwatch ls` lists the session, a second dashboard can attach, and
+    `rentwatch ledger` answers while the session holds the file."""
+
+    def __init__(self, engine: EngineThread, ledger_path: Path, campaign: str) -> None:
+        from .server import ServiceServer
+
+        self.engine = engine
+        self.ctrl = Controller(campaign, ledger_path)
+        self.server = ServiceServer(self.ctrl)
+        self.entry: registry.Entry | None = None
+        self._ending: asyncio.Task[None] | None = None
+        self._end_mode = "stop"
+
+    def start(self, timeout: float = READY_S) -> str:
+        """Start the engine (if not yet), wait until it is up, serve it; returns the socket."""
+        said: list[str] = []
+        shown = self.engine.on_error
+        self.engine.on_error = said.append  # until a dashboard is there to show them
+        if not self.engine.alive():
+            self.engine.start()
+        self.engine.ready.wait(timeout)
+        self.engine.on_error = shown
+        session, loop = self.engine.session, self.engine.loop
+        sup = session.sup if session is not None else None
+        # before `ready`, the engine says something only when it could not start
+        if said or sup is None or loop is None or loop.is_closed():
+            raise EngineFailed(said[-1] if said else "the engine did not start in time")
+
+        async def serve() -> None:
+            self.ctrl.bind(sup, end=self._end)
+            await self.server.start(registry.socket_path_for(self.ctrl.ledger_path))
+
+        asyncio.run_coroutine_threadsafe(serve(), loop).result(SERVE_S)
+        self.entry = registry.Entry(
+            campaign=self.ctrl.campaign,
+            pid=os.getpid(),
+            socket=str(self.server.socket_path),
+            ledger=str(self.ctrl.ledger_path.resolve()),
+            started_at=self.ctrl.started_at,
+        )
+        registry.register(self.entry)
+        return str(self.server.socket_path)
+
+    async def _end(self, mode: str) -> None:
+        """A shutdown asked over the API: answer first, then close the server and let the
+        engine release (stop) or record (detach) what it holds, off the engine's own loop."""
+
+        async def later() -> None:
+            await asyncio.sleep(0.1)  # the shutdown request gets its answer
+            try:
+                await self.server.stop()
+            finally:  # the engine ends however the server's close went
+                threading.Thread(target=self.engine.shutdown, args=(mode,), daemon=True).start()
+
+        self._end_mode = mode
+        self._ending = asyncio.get_running_loop().create_task(later())
+
+    def stop(self, mode: str, say: Callable[[str], None] | None = None) -> None:
+        """The dashboard has quit with `mode`: close the server, then end the engine (a no-op
+        when a shutdown request already ended it), waiting as long as its release takes."""
+        loop = self.engine.loop
+        if loop is not None and loop.is_running() and not self.ctrl.closing.is_set():
+            try:
+                asyncio.run_coroutine_threadsafe(self.server.stop(), loop).result(10)
+            except Exception:  # the loop ended under us: the files below still go
+                pass
+        self.ctrl.close()
+        if self._ending is not None:  # a shutdown request already chose how to end: end so
+            # now, whether or not its own end got there (the engine's shutdown is idempotent)
+            self.engine.shutdown(self._end_mode, say)
+        elif self.engine.alive():
+            self.engine.shutdown(mode, say)
+        for path in (self.server.socket_path, self.server.token_file):
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        if self.entry is not None:
+            registry.unregister(self.entry.pid)
+
+
+def attach_in_process(
+    engine: EngineThread, ledger: Any, ledger_path: Path, campaign: str
+) -> tuple[Any, Callable[[str | None], None]]:
+    """The dashboard of `watch --foreground` and `demo --foreground`: the engine in this process,
+    served on a socket, and the app attached to it through the client (one dashboard code path);
+    quitting ends the engine with the dashboard (stop all, or detach the fleet). Returns the app and what to call once
+    it has quit, with the quit dialog's choice. Should serving fail (no socket here), the app
+    drives the engine directly, as before the service existed, and says why."""
+    from rentwatch.widgets.app import RentwatchApp
+
+    from .remote import RemoteEngine, RemoteLedger, Target
+
+    service = EngineService(engine, ledger_path, campaign)
+    print("rentwatch: starting the engine…", flush=True)
+    try:
+        sock = service.start()
+    except (OSError, api.ServiceError) as exc:
+        engine_app = RentwatchApp(engine, ledger)
+        if engine.alive():  # already started: the app's mount must not start it again
+            engine.start = lambda: None  # type: ignore[method-assign]
+        print(f"rentwatch: not serving the controller API ({exc}); dashboard in-process only")
+        return engine_app, lambda mode: None
+    target = Target(socket=sock)
+    remote = RemoteEngine(target, os.getpid(), campaign, outlives_dashboard=False)
+    app = RentwatchApp(remote, RemoteLedger(target, str(ledger_path)))
+
+    def finish(mode: str | None) -> None:
+        service.stop(mode if mode in ("stop", "detach") else "trap")
+
+    return app, finish

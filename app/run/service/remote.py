@@ -1,0 +1,450 @@
+"""Talking to a running controller over httpx: a plain client for the CLI (`ls`, `ledger`,
+`receipt`), and for the dashboard a `RemoteEngine` and `RemoteLedger` with the same surface as
+the in-process engine thread and ledger, so `widgets/app.py` runs unchanged against either."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from ...engine.intents import (
+    CreateIntent,
+    DestroyIntent,
+    FleetSizeIntent,
+    HandOverIntent,
+    Intent,
+    StartIntent,
+    StopIntent,
+)
+from ...ledger.readonly import QueryFailed, QueryRefused, QueryResult
+from ...views.snapshot import FleetReadout
+from . import api, registry
+
+if TYPE_CHECKING:
+    from ...views.detail import InstanceDetail
+
+RECONNECT_S = 1.0
+STREAM_READ_TIMEOUT_S = 15.0  # three keepalives missed: the link or the controller is dead
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a controller listens: its Unix socket, or a TCP URL with its token."""
+
+    socket: str | None = None
+    url: str | None = None
+    token: str | None = None
+
+    def describe(self) -> str:
+        return f"unix:{self.socket}" if self.socket else str(self.url)
+
+    def httpx_args(self, asynchronous: bool) -> dict[str, Any]:
+        headers = {api.TOKEN_HEADER: f"Bearer {self.token}"} if self.token else {}
+        if self.socket:
+            transport: Any = (
+                httpx.AsyncHTTPTransport(uds=self.socket)
+                if asynchronous
+                else httpx.HTTPTransport(uds=self.socket)
+            )
+            return {"base_url": "http://rentwatch", "transport": transport, "headers": headers}
+        return {"base_url": str(self.url), "headers": headers}
+
+
+def read_token(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        raise api.ServiceError(f"cannot read the token file {path}: {exc.strerror}") from None
+
+
+def resolve(
+    socket: str | None = None,
+    campaign: str | None = None,
+    url: str | None = None,
+    token_file: str | None = None,
+) -> Target:
+    """The controller the operator means: by socket, by URL, by campaign, or the only one."""
+    if url:
+        return Target(url=url, token=read_token(token_file) if token_file else None)
+    if socket:
+        return Target(socket=socket)
+    found = registry.find(campaign=campaign)
+    if len(found) == 1:
+        return Target(socket=found[0].socket)
+    if not found:
+        what = f"for campaign {campaign!r}" if campaign else "running"
+        raise api.ControllerGone(f"no controller {what} (see `rentwatch ls`)")
+    names = ", ".join(f"{e.campaign} (pid {e.pid})" for e in found)
+    raise api.ServiceError(
+        f"{len(found)} controllers are running ({names}): name one with --socket or --campaign"
+    )
+
+
+def raise_for(resp: httpx.Response) -> None:
+    """Turn an error answer into the exception the in-process code would have raised."""
+    if resp.status_code < 400:
+        return
+    try:
+        err = resp.json()["error"]
+        kind, message = str(err["type"]), str(err["message"])
+    except (ValueError, KeyError, TypeError):
+        kind, message = "error", resp.text[:300] or resp.reason_phrase
+    if kind == "query_refused":
+        raise QueryRefused(message)
+    if kind == "query_failed":
+        raise QueryFailed(message)
+    raise api.ServiceError(f"{message} ({resp.status_code})")
+
+
+class ControllerClient:
+    """Blocking calls, for the CLI and for the dashboard's thread workers."""
+
+    def __init__(self, target: Target, timeout: float = 30.0) -> None:
+        self.target = target
+        self._http = httpx.Client(timeout=timeout, **target.httpx_args(asynchronous=False))
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            resp = self._http.request(method, path, **kw)
+        except httpx.TransportError as exc:
+            raise api.ControllerGone(
+                f"no answer from the controller at {self.target.describe()}: {exc}"
+            ) from None
+        raise_for(resp)
+        return resp.json()
+
+    def status(self) -> dict[str, Any]:
+        return dict(self._call("GET", "/v1/status"))
+
+    def snapshot(self) -> FleetReadout:
+        return api.snap_from_json(self._call("GET", "/v1/snapshot"))
+
+    def detail(self, instance_id: int, logs: bool = True) -> InstanceDetail:
+        from ...views.detail import detail_from_json
+
+        path = f"/v1/instances/{int(instance_id)}" + ("" if logs else "?logs=0")
+        return detail_from_json(self._call("GET", path))
+
+    def intent(self, intent: api.Intent) -> str:
+        return str(self._call("POST", "/v1/intents", json=api.intent_to_json(intent))["done"])
+
+    def query(
+        self, sql: str, limit: int = 1000, offset: int = 0, query_id: str | None = None
+    ) -> QueryResult:
+        body = {"sql": sql, "limit": limit, "offset": offset, "id": query_id}
+        return api.result_from_json(self._call("POST", "/v1/query", json=body))
+
+    def query_all(
+        self, sql: str, limit: int, query_id: str | None = None, offset: int = 0
+    ) -> QueryResult:
+        """Up to `limit` rows from `offset` on, fetched a page at a time (the controller's pages
+        are bounded)."""
+        columns: list[str] = []
+        rows: list[tuple[Any, ...]] = []
+        while True:
+            page = self.query(
+                sql, min(api.MAX_QUERY_ROWS, limit - len(rows)), offset + len(rows), query_id
+            )
+            columns = page.columns
+            rows += page.rows
+            if not page.truncated or not page.rows or len(rows) >= limit:
+                return QueryResult(columns, rows, page.truncated)
+
+    def cancel(self, query_id: str) -> bool:
+        try:
+            return bool(self._call("DELETE", f"/v1/query/{query_id}")["ok"])
+        except api.ServiceError:
+            return False  # already finished
+
+    def receipt(self, campaign: str | None = None) -> list[dict[str, Any]]:
+        params = {"campaign": campaign} if campaign else {}
+        return list(self._call("GET", "/v1/receipt", params=params))
+
+    def shutdown(self, mode: str) -> str:
+        return str(self._call("POST", "/v1/shutdown", json={"mode": mode})["done"])
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class RemoteLedger:
+    """The ledger screens' surface (`query`, `interrupt`, `receipt`) answered by the controller,
+    which holds the file; queries run on its read-only connection."""
+
+    def __init__(self, target: Target, path: str = "") -> None:
+        self.target = target
+        self.path = Path(path)
+        self._client = ControllerClient(target, timeout=600.0)
+        self._running: str | None = None
+
+    def query(self, sql: str, limit: int = 10_000, offset: int = 0) -> QueryResult:
+        """As `Ledger.query`, paging included: the ledger screen asks for a page at `offset`
+        (without it, the screen's worker died on the argument and showed `running…` forever)."""
+        qid = self._running = f"d{uuid.uuid4().hex[:12]}"
+        try:
+            got = self._client.query_all(sql, limit, query_id=qid, offset=offset)
+            return QueryResult(got.columns, got.rows, got.truncated, offset)
+        finally:
+            self._running = None
+
+    def interrupt(self) -> None:
+        qid = self._running
+        if qid is not None:
+            side = ControllerClient(self.target, timeout=5.0)  # the main one is busy waiting
+            try:
+                side.cancel(qid)
+            finally:
+                side.close()
+
+    def receipt(self, campaign: str | None = None) -> list[dict[str, Any]]:
+        return self._client.receipt(campaign)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def wire_intent(intent: Intent | api.Intent) -> api.Intent:
+    """The dashboard's typed intent (app/intents.py, what the in-process engine applies) as the
+    API's; the controller checks each again before acting (a destroy's typed id included)."""
+    if isinstance(intent, StopIntent):
+        return api.StopIntent(intent.instance_id)
+    if isinstance(intent, StartIntent):
+        return api.StartIntent(intent.instance_id)
+    if isinstance(intent, DestroyIntent):  # the confirmation's fields travel, the check is remote
+        return api.DestroyIntent(intent.confirmation.instance_id, intent.confirmation.typed)
+    if isinstance(intent, CreateIntent):
+        return api.CreateIntent()
+    if isinstance(intent, FleetSizeIntent):
+        return api.FleetSizeIntent(intent.size)
+    if isinstance(intent, HandOverIntent):
+        return api.HandOverIntent(intent.instance_id)
+    if isinstance(intent, api.Intent):  # already the API's (a fleet size, say)
+        return intent
+    raise api.BadRequest(f"not an operator intent: {intent!r}")
+
+
+async def _send_intent(http: httpx.AsyncClient, target: Target, intent: api.Intent) -> str:
+    try:
+        resp = await http.post("/v1/intents", json=api.intent_to_json(intent))
+    except httpx.TransportError as exc:
+        raise api.ControllerGone(f"no answer from {target.describe()}: {exc}") from None
+    raise_for(resp)
+    return str(resp.json()["done"])
+
+
+class RemoteEngine:
+    """The dashboard's engine, remote: snapshots arrive over the event stream, intents leave
+    as requests. Same attributes and methods as `EngineThread` that the dashboard uses."""
+
+    def __init__(
+        self,
+        target: Target,
+        pid: int | None = None,
+        campaign: str | None = None,
+        outlives_dashboard: bool = True,
+    ) -> None:
+        self.target = target
+        self.pid = pid  # the controller's, when known: its death is then said as such
+        self.campaign = campaign
+        # whether the controller goes on when this dashboard quits (a process of its own), so
+        # quitting may leave it running; False for an engine served inside the dashboard's
+        # own process, which ends with it (`--foreground`)
+        self.outlives_dashboard = outlives_dashboard
+        self.stop_error: str | None = None  # why a "stop" on quitting did not reach it
+        self.on_snapshot: Callable[[FleetReadout], None] = lambda _: None
+        self.on_error: Callable[[str], None] = lambda _: None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.ready = threading.Event()
+        self.exit_mode = "leave"
+        self.connected = False
+        self.snapshots = 0  # how many snapshots arrived (tests and the benchmark read it)
+        self._thread = threading.Thread(target=self._main, name="rentwatch-remote", daemon=True)
+        self._stop: asyncio.Event | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._stream: asyncio.Task[None] | None = None
+        self._lost_said = False
+        self._death_said = False
+        self._bye: str | None = None  # why the controller said it was shutting down
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
+        """One instance in depth from the controller (`GET /v1/instances/{id}`)."""
+        if self.loop is None or self._http is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            fut.set_exception(api.ControllerGone("not connected to a controller yet"))
+            return fut
+        http = self._http
+        from ...views.detail import (
+            detail_from_json,  # the engine's shape, loaded when first asked
+        )
+
+        async def call() -> InstanceDetail:
+            try:
+                resp = await http.get(
+                    f"/v1/instances/{int(instance_id)}", params={} if logs else {"logs": "0"}
+                )
+            except httpx.TransportError as exc:
+                raise api.ControllerGone(
+                    f"no answer from {self.target.describe()}: {exc}"
+                ) from None
+            raise_for(resp)
+            return detail_from_json(resp.json())
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop)
+
+    def _main(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        try:
+            self.loop.run_until_complete(self._run())
+        finally:
+            self.loop.close()
+
+    async def _run(self) -> None:
+        self._stop = asyncio.Event()
+        self._http = httpx.AsyncClient(timeout=30.0, **self.target.httpx_args(asynchronous=True))
+        self.ready.set()
+        self._lost_said = False
+        try:
+            while not self._stop.is_set():
+                self._stream = asyncio.create_task(self._consume())
+                try:
+                    await self._stream
+                except asyncio.CancelledError:
+                    if not self._stop.is_set():
+                        raise
+                except (httpx.HTTPError, api.ServiceError, ValueError) as exc:
+                    # said again once its death shows (a killed process closes its sockets a
+                    # moment before it is dead to signal 0); after a `bye`, it exited: no death
+                    late_death = self._bye is None and not self._death_said and self._dead()
+                    if not self._lost_said or late_death:
+                        self.on_error(self._lost(exc))
+                        self._lost_said = True
+                self.connected = False
+                if self._stop.is_set():
+                    break
+                if not self._lost_said:
+                    self.on_error(
+                        f"the controller at {self.target.describe()} ended the stream; "
+                        "reconnecting…"
+                    )
+                    self._lost_said = True
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), RECONNECT_S)
+        finally:
+            await self._http.aclose()
+
+    def _dead(self) -> bool:
+        return self.pid is not None and not registry.pid_alive(self.pid)
+
+    def _lost(self, exc: Exception) -> str:
+        """The line that says the controller is gone: dead, or only out of reach."""
+        if self._dead():
+            self._death_said = True
+            return (
+                f"lost the controller: its process (pid {self.pid}) has died. Nothing supervises "
+                "the fleet now; verified hosts stop themselves once its heartbeat is silent, and "
+                "a controller started again on the same ledger adopts what is left "
+                "(reconnecting when one serves here…)"
+            )
+        return (
+            f"lost the controller at {self.target.describe()} ({type(exc).__name__}); the fleet "
+            "is in its hands, not this dashboard's: reconnecting…"
+        )
+
+    async def _consume(self) -> None:
+        async for event, data in self._events():
+            if event == "snapshot":
+                if not self.connected and self._lost_said:
+                    self.on_error(f"reconnected to the controller at {self.target.describe()}")
+                self.connected, self._lost_said, self._death_said = True, False, False
+                self._bye = None
+                self.snapshots += 1
+                self.on_snapshot(api.snap_from_json(data))
+            elif event == "bye":
+                self._bye = str(data.get("reason", ""))
+                self.on_error(f"the controller is shutting down: {self._bye}")
+                self._lost_said = True  # its end is said: no "lost" and no "died" after it
+
+    def _halt(self) -> None:
+        assert self._stop is not None
+        self._stop.set()
+        if self._stream is not None:
+            self._stream.cancel()
+
+    async def _events(self) -> AsyncIterator[tuple[str, Any]]:
+        assert self._http is not None and self._stop is not None
+        timeout = httpx.Timeout(10.0, read=STREAM_READ_TIMEOUT_S)
+        async with self._http.stream("GET", "/v1/events", timeout=timeout) as resp:
+            if resp.status_code >= 400:
+                await resp.aread()
+                raise_for(resp)
+            # events split by hand on the bytes: a snapshot is one line of half a megabyte
+            # at 1,000 instances, which a text line iterator handles far more slowly
+            buf = bytearray()
+            seen = 0  # bytes of buf already searched for the blank line that ends an event
+            async for chunk in resp.aiter_raw():
+                if self._stop.is_set():
+                    return
+                buf += chunk
+                while (end := buf.find(b"\n\n", max(0, seen - 1))) >= 0:
+                    block = bytes(buf[:end])
+                    del buf[: end + 2]
+                    seen = 0
+                    event, data = "message", b""
+                    for line in block.split(b"\n"):
+                        if line.startswith(b"event:"):
+                            event = line[6:].strip().decode()
+                        elif line.startswith(b"data:"):
+                            data += line[5:].strip()
+                    if data:
+                        yield event, json.loads(data)
+                seen = len(buf)
+
+    def submit(self, intent: Intent | api.Intent) -> concurrent.futures.Future[Any]:
+        """Send an operator intent to the controller, as the in-process engine's `submit`
+        applies one (the dashboard cannot tell them apart); the future carries its answer."""
+        if self.loop is None or self._http is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            fut.set_exception(api.ControllerGone("not connected to a controller yet"))
+            return fut
+        try:
+            wired = wire_intent(intent)
+        except api.ServiceError as exc:
+            fut = concurrent.futures.Future()
+            fut.set_exception(exc)
+            return fut
+        return asyncio.run_coroutine_threadsafe(
+            _send_intent(self._http, self.target, wired), self.loop
+        )
+
+    def shutdown(self, mode: str = "leave", timeout: float = 60.0) -> None:
+        """Leave. `stop` first asks the controller to end the campaign and stop what it holds
+        (why it could not is kept in `stop_error`); any other mode (leave, detach, trap) leaves
+        the controller and its fleet running."""
+        self.exit_mode = mode
+        if mode == "stop":
+            client = ControllerClient(self.target, timeout=timeout)
+            try:
+                client.shutdown("stop")
+            except api.ServiceError as exc:
+                self.stop_error = str(exc)
+            finally:
+                client.close()
+        if self.loop is not None and self._stop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._halt)
+        self._thread.join(timeout)

@@ -1,0 +1,323 @@
+"""The controller's HTTP API (aiohttp), on a Unix socket created 0600 and, when asked, on TCP
+where every request must carry the token from a 0600 token file.
+
+    GET    /v1/status              campaign, pid, ledger, uptime, fleet, spend, $/h
+    GET    /v1/snapshot            the fleet as the dashboard draws it
+    GET    /v1/instances/{id}      one instance in depth (the detail screen); ?logs=0: no market logs call
+    GET    /v1/events              server-sent events: `snapshot` (whole fleet), `log` (new lines)
+    POST   /v1/intents             {"intent": "stop"|"start"|"destroy"|"create"|"fleet", ...}
+    POST   /v1/query               {"sql", "limit", "offset", "id"} -> one page, read-only
+    DELETE /v1/query/{id}          cancel a running query
+    GET    /v1/receipt[?campaign=] the receipt, as `rentwatch receipt --json`
+    POST   /v1/shutdown            {"mode": "stop"|"detach"}
+
+Errors are JSON `{"error": {"type", "title", "message"}}` with a 4xx/5xx status. The market's
+API key is never part of any answer: nothing here can read it (the client holds it privately).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import os
+import secrets
+import socket
+import stat
+import sys
+import traceback
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from ...core.errors import RentwatchError
+from ...ledger.readonly import QueryFailed, QueryRefused
+from . import api, registry
+from .api import NotHeld, NotReady, Refused
+
+if TYPE_CHECKING:
+    from .controller import Controller
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SSE_MIN_GAP_S = 0.05  # a burst of polls (a fast time scale) is coalesced to this rate
+SSE_MAX_GAP_S = 1.0  # without any change, a fresh snapshot this often (timers tick)
+SSE_KEEPALIVE_S = 5.0  # a comment line this often, so a dead link is noticed
+
+
+def parse_listen(spec: str) -> tuple[str, int]:
+    """`tcp:HOST:PORT` -> (host, port)."""
+    kind, _, rest = spec.partition(":")
+    host, _, port = rest.rpartition(":")
+    if kind != "tcp" or not host or not port.isdigit():
+        raise RentwatchError(f"--listen wants tcp:HOST:PORT, not {spec!r}")
+    return host.strip("[]"), int(port)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str))
+
+
+def _error(status: int, kind: str, message: str, title: str | None = None) -> web.Response:
+    return _json(api.error_body(kind, message, title), status)
+
+
+def _is_tcp(request: web.Request) -> bool:
+    return isinstance(
+        request.transport.get_extra_info("sockname") if request.transport else None, tuple
+    )
+
+
+async def _first(*aws: Awaitable[Any]) -> None:
+    """Return when the first of `aws` is done; cancel the others."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+class ServiceServer:
+    def __init__(self, ctrl: Controller) -> None:
+        self.ctrl = ctrl
+        self.socket_path: Path | None = None
+        self.url: str | None = None
+        self.token_file: Path | None = None
+        self._token: str | None = None
+        self._runner: web.AppRunner | None = None
+        self._streams: set[asyncio.Task[Any]] = set()
+        self._stopping: asyncio.Future[None] | None = None
+
+    # -- the app ---------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=api.MAX_BODY_BYTES, middlewares=[self._guard])
+        app.add_routes(
+            [
+                web.get("/v1/status", self.status),
+                web.get("/v1/snapshot", self.snapshot),
+                web.get("/v1/instances/{iid}", self.instance),
+                web.get("/v1/events", self.events),
+                web.post("/v1/intents", self.intents),
+                web.post("/v1/query", self.query),
+                web.delete("/v1/query/{qid}", self.cancel),
+                web.get("/v1/receipt", self.receipt),
+                web.post("/v1/shutdown", self.shutdown),
+            ]
+        )
+        return app
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The token on TCP; every error as JSON with a clear message."""
+        if _is_tcp(request):
+            given = request.headers.get(api.TOKEN_HEADER, "")
+            want = f"Bearer {self._token}"
+            if not self._token or not hmac.compare_digest(given.encode(), want.encode()):
+                return _error(
+                    401,
+                    "unauthorized",
+                    "a TCP request needs 'Authorization: Bearer <token>' from the token file",
+                )
+        try:
+            return await handler(request)
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, "too_large", f"the body is over {api.MAX_BODY_BYTES} bytes")
+        except web.HTTPException as exc:
+            return _error(exc.status, exc.reason.lower().replace(" ", "_"), exc.text or exc.reason)
+        except api.BadRequest as exc:
+            return _error(400, "bad_request", str(exc))
+        except QueryRefused as exc:
+            return _error(400, "query_refused", str(exc), exc.title)
+        except QueryFailed as exc:
+            return _error(400, "query_failed", str(exc), exc.title)
+        except NotReady as exc:
+            return _error(503, "not_ready", str(exc), exc.title)
+        except NotHeld as exc:
+            return _error(404, "not_held", str(exc), exc.title)
+        except Refused as exc:
+            return _error(409, "refused", str(exc), exc.title)
+        except RentwatchError as exc:  # the market refused, a host failed: the operator's to see
+            return _error(502, "engine_error", str(exc), exc.title)
+        except Exception as exc:  # a bug here must not take the campaign down: say it, go on
+            traceback.print_exc(file=sys.stderr)
+            return _error(500, "internal", f"{type(exc).__name__}: {exc}"[:500])
+
+    async def _body(self, request: web.Request) -> Any:
+        if request.content_length is not None and request.content_length > api.MAX_BODY_BYTES:
+            raise web.HTTPRequestEntityTooLarge(
+                max_size=api.MAX_BODY_BYTES, actual_size=request.content_length
+            )
+        raw = await request.read()
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise api.BadRequest(f"the body is not valid JSON: {exc}") from None
+
+    # -- handlers --------------------------------------------------------------------------
+    async def status(self, request: web.Request) -> web.StreamResponse:
+        return _json(self.ctrl.status())
+
+    async def snapshot(self, request: web.Request) -> web.StreamResponse:
+        return _json(self.ctrl.snapshot())
+
+    async def instance(self, request: web.Request) -> web.StreamResponse:
+        raw = request.match_info["iid"]
+        if not raw.isdigit() or len(raw) > 15:
+            raise api.BadRequest("an instance id is a positive integer")
+        # shielded: a dashboard closing the screen must not cut the market's log call in half
+        logs = request.query.get("logs", "1") != "0"
+        return _json(await asyncio.shield(self.ctrl.detail(int(raw), logs)))
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(request)
+        task = asyncio.current_task()
+        if task is not None:
+            self._streams.add(task)
+        sent: dict[str, Any] | None = None
+        said = 0
+        last_write = 0.0
+        try:
+            while not self.ctrl.closing.is_set():
+                changed = self.ctrl.changed  # before the snapshot: a change after it wakes us
+                try:
+                    snap = self.ctrl.snapshot()
+                except NotReady:
+                    snap = None
+                loop = asyncio.get_running_loop()
+                if snap is not None and snap is not sent:
+                    total = snap["decisions_total"]
+                    fresh = snap["decisions"][-(total - said) :] if sent and total > said else []
+                    await resp.write(api.sse_event("snapshot", snap))
+                    for line in fresh:
+                        await resp.write(api.sse_event("log", line))
+                    sent, said, last_write = snap, total, loop.time()
+                elif loop.time() - last_write >= SSE_KEEPALIVE_S:
+                    await resp.write(b": alive\n\n")
+                    last_write = loop.time()
+                # wake on the next poll or intent, or after a while (ages and bills still
+                # tick between polls); never more often than SSE_MIN_GAP_S per stream
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        _first(changed.wait(), self.ctrl.closing.wait()), SSE_MAX_GAP_S
+                    )
+                gap = SSE_MIN_GAP_S - (loop.time() - last_write)
+                if gap > 0:  # a burst: wait out the rest of the gap, then send the latest
+                    await asyncio.sleep(gap)
+            # the campaign's end (its release, the trap) changes the fleet after the last poll:
+            # a dashboard still attached sees that final state before the goodbye
+            with contextlib.suppress(NotReady):
+                snap = self.ctrl.snapshot()
+                if snap is not sent:
+                    await resp.write(api.sse_event("snapshot", snap))
+            await resp.write(api.sse_event("bye", {"reason": "the controller is shutting down"}))
+        except ConnectionResetError:
+            pass  # the dashboard went away: nothing to clean up but this stream
+        finally:
+            if task is not None:
+                self._streams.discard(task)
+        return resp
+
+    async def intents(self, request: web.Request) -> web.StreamResponse:
+        intent = api.intent_from_json(await self._body(request))
+        # shielded: a dashboard that hangs up mid-intent must not cut a market call in half
+        done = await asyncio.shield(self.ctrl.apply(intent))
+        return _json({"ok": True, "done": done})
+
+    async def query(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
+        if not isinstance(body, dict) or not isinstance(body.get("sql"), str):
+            raise api.BadRequest('a query is {"sql": "SELECT ...", "limit": N, "offset": N}')
+        limit = body.get("limit", 1000)
+        offset = body.get("offset", 0)
+        qid = body.get("id")
+        for name, value in (("limit", limit), ("offset", offset)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise api.BadRequest(f"{name!r} must be a non-negative integer")
+        if limit > api.MAX_QUERY_ROWS:
+            raise api.BadRequest(f"'limit' is at most {api.MAX_QUERY_ROWS}; page with 'offset'")
+        if qid is not None and not isinstance(qid, str):
+            raise api.BadRequest("'id' must be a string")
+        result = await self.ctrl.query(body["sql"], limit, offset, qid)
+        return _json(api.result_to_json(result, offset))
+
+    async def cancel(self, request: web.Request) -> web.StreamResponse:
+        found = self.ctrl.cancel(request.match_info["qid"])
+        return _json({"ok": found}, 200 if found else 404)
+
+    async def receipt(self, request: web.Request) -> web.StreamResponse:
+        return _json(await self.ctrl.receipt(request.query.get("campaign")))
+
+    async def shutdown(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
+        mode = body.get("mode") if isinstance(body, dict) else None
+        if mode not in ("stop", "detach"):
+            raise api.BadRequest('shutdown needs {"mode": "stop"} or {"mode": "detach"}')
+        return _json({"ok": True, "done": await asyncio.shield(self.ctrl.shutdown(mode))})
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(
+        self, socket_path: Path, tcp: tuple[str, int] | None = None, ledger: Path | None = None
+    ) -> None:
+        if socket_path.exists() or socket_path.is_symlink():
+            if not stat.S_ISSOCK(socket_path.lstat().st_mode):
+                raise OSError(f"{socket_path} exists and is not a socket; not touching it")
+            if registry.socket_answers(str(socket_path)):
+                raise api.AlreadyServed(f"a controller already answers on {socket_path}")
+            socket_path.unlink()  # left behind by a controller that was killed
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # created 0600: no moment where another user could connect
+        try:
+            sock.bind(str(socket_path))
+        finally:
+            os.umask(old)
+        os.chmod(socket_path, 0o600)
+        self.socket_path = socket_path
+        # a client that hangs up cancels its request: a query stops running at once
+        self._runner = web.AppRunner(self.app(), access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        await web.SockSite(self._runner, sock).start()
+        if tcp is not None:
+            self._token = secrets.token_urlsafe(32)
+            base = ledger if ledger is not None else socket_path
+            self.token_file = base.with_name(base.name + ".token")
+            with contextlib.suppress(FileNotFoundError):
+                self.token_file.unlink()
+            fd = os.open(self.token_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self._token + "\n")
+            site = web.TCPSite(self._runner, tcp[0], tcp[1])
+            await site.start()
+            port = tcp[1]
+            server = getattr(site, "_server", None)
+            if port == 0 and server is not None and server.sockets:
+                port = server.sockets[0].getsockname()[1]
+            host = f"[{tcp[0]}]" if ":" in tcp[0] else tcp[0]
+            self.url = f"http://{host}:{port}"
+
+    async def stop(self) -> None:
+        """Close the server (once: a second call, from the dashboard's quit racing a shutdown
+        request, waits for the first to finish rather than clean the runner up twice)."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
+        self.ctrl.closing.set()
+        if self._streams:  # let each stream say goodbye, then cut the slow ones
+            _, slow = await asyncio.wait(set(self._streams), timeout=1.0)
+            for task in slow:
+                task.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self.socket_path is not None:
+            with contextlib.suppress(OSError):
+                self.socket_path.unlink()
+        if self.token_file is not None:
+            with contextlib.suppress(OSError):
+                self.token_file.unlink()

@@ -1,0 +1,253 @@
+"""One instance in depth, for the dashboard's detail screen: its status-line history, the
+preflight document, its GPU samples over time, its jobs, the marketplace's own logs for it, its
+money split GPU/storage, and its ledger events.
+
+Built in the engine's thread (`build`), as a typed answer to a typed request: the widget never
+calls the market or the ledger itself. The market's logs come through the `Market.request_logs`
+call (Vast's `PUT /api/v0/instances/request_logs/{id}/`, then a GET of the `result_url` it
+answers with, as the official vastai CLI's `logs` command does). Every host- or market-controlled
+string is cleaned here (`core.text.clean`) and again where it is drawn."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import RentwatchError
+from ..core.lifecycle import Phase
+from ..core.text import clean
+from ..engine.supervisor import Supervisor
+from ..ledger.kinds import EventKind as K
+from .snapshot import shown_phase
+
+LOG_TAIL = 40  # market log lines asked for
+LOG_TIMEOUT_S = 8.0  # wall seconds: a slow log answer must not hold the screen
+EVENTS_SHOWN = 60
+
+
+class NoSuchInstance(RentwatchError):
+    title = "not held"
+
+
+@dataclass(frozen=True)
+class StatusLine:
+    at: float
+    status: str
+    msg: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float
+    util: float | None
+    sm_clock: float | None
+    max_sm_clock: float | None
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JobLine:
+    name: str
+    status: str
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    last_line: str
+
+
+@dataclass(frozen=True)
+class LedgerLine:
+    seq: int
+    at: float
+    kind: str
+    actor: str
+    ok: bool | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class InstanceDetail:
+    instance_id: int
+    now: float
+    time_scale: float  # market seconds per wall second: 1 on the real market
+    gpu_name: str
+    machine_id: int | None
+    host_id: int | None
+    phase: str
+    status: str
+    status_msg: str
+    created_at: float
+    ended_at: float | None
+    gpu_dph: float
+    storage_dph: float
+    gpu_usd: float
+    storage_usd: float
+    bandwidth_usd: float
+    preflight: dict[str, Any]  # tflops, expected, ok, reason, name, driver, cuda (None unknown)
+    status_history: tuple[StatusLine, ...]
+    samples: tuple[Sample, ...]
+    jobs: tuple[JobLine, ...]
+    market_logs: tuple[str, ...]
+    market_logs_error: str
+    events: tuple[LedgerLine, ...]
+
+    @property
+    def total_usd(self) -> float:
+        return self.gpu_usd + self.storage_usd + self.bandwidth_usd
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _preflight(
+    doc: dict[str, Any] | None, verdict: Any, failed_probe: dict[str, Any]
+) -> dict[str, Any]:
+    """The preflight document's figures a person checks: speed against the model's expected
+    speed, and what the host said it is (NVML name, driver, CUDA)."""
+    src: dict[str, Any] = doc if isinstance(doc, dict) else failed_probe
+    raw_device, raw_matmul = src.get("device"), src.get("matmul")
+    device: dict[str, Any] = raw_device if isinstance(raw_device, dict) else {}
+    matmul: dict[str, Any] = raw_matmul if isinstance(raw_matmul, dict) else {}
+    out: dict[str, Any] = {
+        "ran": bool(src) or verdict is not None,
+        "ok": None if verdict is None else bool(verdict.ok),
+        "reason": "" if verdict is None else clean(verdict.reason, 200),
+        "tflops": _num(matmul.get("tflops"))
+        if matmul
+        else (None if verdict is None else verdict.tflops),
+        "expected": None if verdict is None else verdict.expected,
+        "name": clean(device.get("name"), 80) if device.get("name") else None,
+        "driver": clean(device.get("driver_version"), 40) if device.get("driver_version") else None,
+        "cuda": clean(device.get("cuda_version"), 20) if device.get("cuda_version") else None,
+        "backend": clean(matmul.get("backend"), 20) if matmul.get("backend") else None,
+    }
+    return out
+
+
+async def _market_logs(sup: Supervisor, instance_id: int) -> tuple[tuple[str, ...], str]:
+    try:
+        text = await asyncio.wait_for(
+            sup.market.request_logs(instance_id, tail=LOG_TAIL), LOG_TIMEOUT_S
+        )
+    except TimeoutError:
+        return (), f"the market did not answer within {LOG_TIMEOUT_S:.0f}s"
+    except (RentwatchError, OSError) as exc:
+        return (), clean(f"{type(exc).__name__}: {exc}", 200)
+    lines = [clean(line, 300) for line in text.splitlines() if line.strip()]
+    return tuple(lines[-LOG_TAIL:]), ""
+
+
+async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> InstanceDetail:
+    """Everything the detail screen shows about one held (or once held) instance. Runs on the
+    engine's loop; the ledger read is a named read of `rentwatch.ledger`. The market is asked
+    for logs only when `logs` and while the instance still exists there."""
+    a = sup.attempts.get(instance_id)
+    if a is None:
+        raise NoSuchInstance(f"instance {instance_id} is not part of this campaign")
+    with_logs = logs and a.life.phase not in (Phase.DESTROYED, Phase.LOST)  # stopped: still there
+    now = sup.now()
+    money = a.charges(sup.market.gpu_billing, now)
+    events = sup.ledger.instance_events(instance_id, sup.campaign.name, last=400)
+    history = [
+        StatusLine(
+            e.at, clean(e.detail.get("status") or "", 20), clean(e.detail.get("msg") or "", 200)
+        )
+        for e in events
+        if e.kind == K.STATUS
+    ]
+    failed_probe = next(
+        (
+            e.detail.get("probe") or {}
+            for e in reversed(events)
+            if e.kind == K.PREFLIGHT_FAILED and isinstance(e.detail.get("probe"), dict)
+        ),
+        {},
+    )
+    samples = tuple(
+        Sample(
+            at=float(s.get("ts") or 0.0),
+            util=_num(s.get("util")),
+            sm_clock=_num(s.get("sm_clock")),
+            max_sm_clock=_num(s.get("max_sm_clock")),
+            reasons=tuple(clean(r, 40) for r in s.get("reasons") or ()),
+        )
+        for s in a.samples[-120:]
+    )
+    jobs = tuple(
+        JobLine(
+            name=clean(j.name, 60),
+            status=j.status,
+            started_at=j.started_at,
+            finished_at=j.finished_at,
+            exit_code=j.exit_code,
+            last_line=clean(a.job_line, 200) if j.status == "running" else "",
+        )
+        for j in sup.jobs.jobs
+        if j.instance_id == instance_id
+    )
+    market_logs, logs_error = (
+        await _market_logs(sup, instance_id)
+        if with_logs
+        else ((), "not asked (the instance is gone)" if logs else "")
+    )
+    return InstanceDetail(
+        instance_id=instance_id,
+        now=now,
+        time_scale=float(getattr(sup.market, "time_scale", 1.0) or 1.0),
+        gpu_name=clean(a.gpu_name, 40),
+        machine_id=a.machine_id,
+        host_id=a.host_id,
+        phase=shown_phase(a),
+        status=clean(a.status, 20) if a.status else "",
+        status_msg=clean(a.status_msg, 200),
+        created_at=a.created_at,
+        ended_at=a.life.ended_at(),
+        gpu_dph=a.gpu_dph,
+        storage_dph=a.storage_dph,
+        gpu_usd=money.gpu_usd,
+        storage_usd=money.storage_usd,
+        bandwidth_usd=money.bandwidth_usd,
+        preflight=_preflight(a.preflight_doc, a.verdict, failed_probe),
+        status_history=tuple(history),
+        samples=samples,
+        jobs=jobs,
+        market_logs=market_logs,
+        market_logs_error=logs_error,
+        events=tuple(
+            LedgerLine(e.seq, e.at, str(e.kind), clean(e.actor, 40), e.ok, clean(e.reason, 200))
+            for e in events[-EVENTS_SHOWN:]
+        ),
+    )
+
+
+# -- the wire ------------------------------------------------------------------------------
+_PARTS = {
+    "status_history": StatusLine,
+    "samples": Sample,
+    "jobs": JobLine,
+    "events": LedgerLine,
+}
+
+
+def detail_to_json(d: InstanceDetail) -> dict[str, Any]:
+    return dataclasses.asdict(d)
+
+
+def detail_from_json(data: dict[str, Any]) -> InstanceDetail:
+    names = {f.name for f in dataclasses.fields(InstanceDetail)}
+    d = {k: v for k, v in data.items() if k in names}
+    for key, cls in _PARTS.items():
+        fields = {f.name for f in dataclasses.fields(cls)}
+        rows = []
+        for row in data.get(key) or ():
+            r = {k: v for k, v in row.items() if k in fields}
+            if cls is Sample:
+                r["reasons"] = tuple(r.get("reasons") or ())
+            rows.append(cls(**r))
+        d[key] = tuple(rows)
+    d["market_logs"] = tuple(data.get("market_logs") or ())
+    d["preflight"] = dict(data.get("preflight") or {})
+    return InstanceDetail(**d)

@@ -1,0 +1,33 @@
+"""What the dashboard needs of an engine and a ledger, whichever runs them: the engine thread
+in this process (app/run/engine_thread.py) or a controller over its socket
+(app/run/service/remote.py). The widgets depend on these, never on either implementation."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..engine.intents import Intent
+from .snapshot import FleetReadout
+
+
+class EnginePort(Protocol):
+    on_snapshot: Callable[[FleetReadout], None]
+    on_error: Callable[[str], None]
+
+    def start(self) -> None: ...
+
+    def submit(self, intent: Intent) -> concurrent.futures.Future[Any]: ...
+
+    def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]: ...
+
+    def shutdown(self, mode: str = "stop", say: Callable[[str], None] | None = None) -> None: ...
+
+
+class LedgerPort(Protocol):
+    def query(self, sql: str, *args: Any, **kwargs: Any) -> Any: ...
+
+    def receipt(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def interrupt(self) -> Any: ...

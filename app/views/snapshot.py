@@ -1,0 +1,269 @@
+"""Immutable snapshots of the engine's state: what the dashboard renders, built in the engine's
+thread and handed to the UI whole, so widgets never read live engine objects.
+
+The campaign's figures (spent, GPU-hours, duds, dud USD, verified) are the receipt's: each
+attempt the ledger counts becomes a `core.figures.Tenure` and `summarize` adds them up, the
+same code `rentwatch receipt` runs over the ledger's `tenures` view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.figures import Tenure, delivered_hours, summarize
+from ..core.lifecycle import Phase, Transition
+from ..core.rules import freeze_window
+from ..core.text import clean
+from ..engine.attempt import Attempt
+from ..engine.supervisor import Supervisor
+
+
+@dataclass(frozen=True)
+class InstanceSnap:
+    instance_id: int
+    gpu_name: str
+    machine_id: int | None
+    host_id: int | None
+    dph: float
+    phase: str
+    status: str | None
+    status_msg: str
+    status_age_s: float
+    freeze_window_s: float | None
+    util: float | None
+    util_history: tuple[float, ...]
+    sm_clock: float | None
+    max_sm_clock: float | None
+    throttle: str
+    billed_usd: float
+    verdict: str
+    created_at: float
+    ended_at: float | None
+    failure_class: str | None
+    passed_preflight: bool
+    job: str = ""  # the running job and its last log line
+    supervised: bool = True  # False: not rentwatch's; shown and priced, only a person acts
+    human: str = ""  # the operator's last act on it, if any
+
+
+@dataclass(frozen=True)
+class FleetReadout:
+    now: float
+    campaign: str
+    policy: str
+    fleet: int
+    creates: int
+    max_creates: int
+    instances: tuple[InstanceSnap, ...]
+    quarantined: int
+    duds: int
+    dud_usd: float
+    spent_usd: float
+    verified: int
+    gpu_hours: float
+    decisions: tuple[str, ...]
+    decisions_total: int  # how many lines the engine has said in all (the tuple is the tail)
+    finished: str | None
+    banner: str | None = None  # a campaign fault: creates stopped until the operator fixes it
+    in_service: int = 0  # supervised, proven and verified now (out of `fleet` wanted)
+    jobs_finished: int = 0
+    observe_only: bool = False  # watch without a campaign: automation touches nothing
+    observed: int = 0  # live instances shown but not supervised (not rentwatch's)
+    observed_dph: float = 0.0  # what those bill per hour now (storage, and GPU unless stopped)
+    engine_error: str | None = None  # why the engine cannot supervise now (a rejected key)
+    time_scale: float = 1.0  # market seconds per wall second (1: the real market)
+    budget_usd: float | None = None  # the campaign's spend cap
+    dph_now: float = 0.0  # what the instances held bill per hour right now, as billing counts
+
+    @property
+    def dud_share(self) -> float:
+        return self.duds / self.creates if self.creates else 0.0
+
+    @property
+    def usd_per_gpu_hour(self) -> float | None:
+        return self.spent_usd / self.gpu_hours if self.gpu_hours > 0 else None
+
+
+def fleet_rate(sup: Supervisor, now: float) -> float:
+    """$/h the campaign's instances bill right now, by the billing code itself: each one's
+    GPU and storage charge over the last second (storage only while stopped, nothing once
+    destroyed). Observed instances (not rentwatch's) are left out, as from the budget's
+    spend: they are shown apart (`observed_dph`)."""
+    mode = sup.market.gpu_billing
+    total = 0.0
+    for a in sup.attempts.values():
+        if not a.owned:
+            continue
+        c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
+        total += max(0.0, c.gpu_usd + c.storage_usd - before.gpu_usd - before.storage_usd)
+    return total * 3600
+
+
+def shown_phase(a: Attempt) -> str:
+    """The phase as the dashboard names it: a verified host at work is `working`, one whose
+    GPU has gone quiet `idle` (the pane, the table and the detail screen say the same)."""
+    p = a.life.phase
+    # the host's own last NVML sample first: the market's utilization figure lags behind it
+    if p == Phase.VERIFIED and a.samples and (a.samples[-1].get("util") or 0) >= 50:
+        return "working"
+    if p == Phase.VERIFIED and a.util_low_since is not None and a.samples:
+        return "idle"
+    return str(p)
+
+
+def _ended(a: Attempt) -> float | None:
+    return a.life.ended_at()
+
+
+# the billing marks that end delivery: the ledger's `tenures` view ends it at a stop, a destroy,
+# and a status of exited, unknown (the `halt` mark) or offline
+_HALTS = frozenset({"stop", "destroy", "halt", "offline"})
+_GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)
+
+
+def _standing_moves(a: Attempt) -> list[Transition]:
+    """`a`'s lifecycle moves as the ledger's `standing_events` keeps them: a write-off (a move
+    into LOST) is void when the instance was listed again after it (a later move out of LOST
+    other than a destroy: the observer's `returned`), so it ends neither delivery nor life."""
+    h = a.life.history
+    back = [i for i, t in enumerate(h) if t.before == Phase.LOST and t.after != Phase.DESTROYED]
+    last_back = max(back, default=-1)
+    return [t for i, t in enumerate(h) if not (t.after == Phase.LOST and i < last_back)]
+
+
+def _delivered_until(a: Attempt) -> float | None:
+    """The first moment after its verification it stopped delivering: stopped, destroyed,
+    lost, or its host went down (as the ledger's `tenures` view reads the same events)."""
+    if a.verified_at is None:
+        return None
+    v = a.verified_at
+    ends = [m.at for m in a.marks if m.kind in _HALTS and m.at >= v]
+    ends += [t.at for t in _standing_moves(a) if t.at >= v and t.after in (Phase.STOPPED, *_GONE)]
+    return min(ends) if ends else None
+
+
+def tenure(
+    a: Attempt, campaign: str, billed: float, now: float, jobs_done: int = 0
+) -> Tenure | None:
+    """What `a` adds to the campaign's receipt (None: the ledger holds no create for it, so
+    the receipt does not count it: an instance rentwatch did not create)."""
+    if a.offer is None and a.created_by is None:
+        return None
+    # as the ledger's `lifetime_min`: to its destroy (or vanishing), else its abandon, else now
+    moves = _standing_moves(a)
+    gone = [t.at for t in moves if t.after in (Phase.DESTROYED, Phase.LOST)]
+    gone_at = min(gone) if gone else a.life.since(Phase.ABANDONED)
+    return Tenure(
+        created=a.offer is not None or a.created_by == campaign,
+        verified=a.verified_at is not None,
+        gone=gone_at is not None,
+        gpu_hours=delivered_hours(a.verified_at, _delivered_until(a), now),
+        total_usd=billed,
+        lifetime_min=((gone_at if gone_at is not None else now) - a.created_at) / 60,
+        jobs_finished=jobs_done,
+        failure_class=a.failure_class,
+    )
+
+
+def figures(sup: Supervisor, now: float, billed: dict[int, float] | None = None) -> dict[str, Any]:
+    """The campaign's receipt, live: the same `summarize` over the attempts held now
+    (`billed`: each attempt's charges so far, when the caller has them already)."""
+    mode = sup.market.gpu_billing
+    if billed is None:
+        billed = {a.instance_id: a.charges(mode, now).total_usd for a in sup.attempts.values()}
+    done: dict[int, int] = {}
+    for j in sup.jobs.jobs:
+        if j.status == "done" and j.instance_id is not None:
+            done[j.instance_id] = done.get(j.instance_id, 0) + 1
+    name = sup.campaign.name
+    ts = (
+        tenure(a, name, billed[a.instance_id], now, done.get(a.instance_id, 0))
+        for a in sup.attempts.values()
+    )
+    return summarize(name, (t for t in ts if t is not None))
+
+
+def snapshot(sup: Supervisor, now: float) -> FleetReadout:
+    mode = sup.market.gpu_billing
+    rows = []
+    billed_by = {a.instance_id: a.charges(mode, now).total_usd for a in sup.attempts.values()}
+    fig = figures(sup, now, billed_by)
+    in_service = observed = 0
+    observed_dph = 0.0
+    for a in sup.attempts.values():
+        billed = billed_by[a.instance_id]
+        if a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED:
+            in_service += 1
+        if not a.owned and a.life.phase not in (Phase.DESTROYED, Phase.LOST):
+            observed += 1
+            observed_dph += a.storage_dph + (a.gpu_dph if a.life.phase != Phase.STOPPED else 0)
+        last = a.samples[-1] if a.samples else {}
+        v = a.verdict
+        verdict = ""
+        if v is not None:
+            verdict = (f"{v.tflops:.1f} TFLOP/s" if v.tflops is not None else "") + (
+                f" vs {v.expected:.0f} expected" if v.expected else ""
+            )
+            if not v.ok:
+                verdict = f"FAILED: {clean(v.reason, 90)}"
+        elif a.preflight_task is not None and a.life.phase == Phase.VERIFYING:
+            verdict = "running preflight…"
+        rows.append(
+            InstanceSnap(
+                instance_id=a.instance_id,
+                gpu_name=clean(a.gpu_name, 40),
+                machine_id=a.machine_id,
+                host_id=a.host_id,
+                dph=a.gpu_dph + a.storage_dph,
+                phase=shown_phase(a),
+                status=clean(a.status, 20) if a.status else None,
+                status_msg=clean(a.status_msg, 160),
+                status_age_s=max(0.0, now - a.status_since),
+                freeze_window_s=freeze_window(a.status_msg, sup.policy)
+                if sup.policy.freeze_window_s
+                else None,
+                util=last.get("util"),
+                util_history=tuple(float(s.get("util") or 0) for s in a.samples[-30:]),
+                sm_clock=last.get("sm_clock"),
+                max_sm_clock=last.get("max_sm_clock"),
+                throttle=a.throttle.reason if a.throttle and a.throttle.throttled else "",
+                billed_usd=billed,
+                verdict=verdict,
+                created_at=a.created_at,
+                ended_at=_ended(a),
+                failure_class=a.failure_class,
+                passed_preflight=a.passed_preflight,
+                job=clean(a.job_line, 120) if sup.jobs.on(a.instance_id) else "",
+                supervised=a.owned,
+                human=a.human_act,
+            )
+        )
+    rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
+    return FleetReadout(
+        time_scale=float(getattr(sup.market, "time_scale", 1.0) or 1.0),
+        budget_usd=sup.campaign.budget_usd,
+        dph_now=fleet_rate(sup, now),
+        now=now,
+        campaign=sup.campaign.name,
+        policy=sup.policy.name,
+        fleet=sup.campaign.fleet,
+        creates=sup.creates,
+        max_creates=sup.campaign.max_creates,
+        instances=tuple(rows),
+        quarantined=len(sup.quarantine),
+        duds=int(fig["duds"]),
+        dud_usd=float(fig["dud_usd"]),
+        spent_usd=float(fig["total_usd"]),
+        verified=int(fig["verified"]),
+        gpu_hours=float(fig["gpu_hours"]),
+        decisions=tuple(sup.journal.lines[-200:]),
+        decisions_total=sup.journal.lines_total,
+        finished=sup.finished.reason if sup.finished else None,
+        banner=sup.blame_book.banner,
+        in_service=in_service,
+        jobs_finished=int(fig["jobs_finished"]),
+        observe_only=sup.observe_only,
+        observed=observed,
+        observed_dph=observed_dph,
+        engine_error=clean(sup.failure, 300) if sup.failure else None,
+    )
