@@ -21,7 +21,7 @@ from rentwatch.ledger import EventKind, Ledger
 from rentwatch.referee.run import DEFAULT_JOB_MIN, JOBS_PER_INSTANCE, referee_campaign
 from rentwatch.referee.score import delivers
 from rentwatch.sim.family import draw_family
-from rentwatch.sim.market import Market
+from rentwatch.sim.market import SimMarket
 
 PARTS = (
     "work",
@@ -137,7 +137,7 @@ def work_floor(family_seed: int, index: int) -> float:
     ceiling = max(camp.max_dph, m.max_dph)
     prices = sorted(
         x.dph_base
-        for x in Market(m.scenario).machines
+        for x in SimMarket(m.scenario).machines
         if delivers({"behaviour": x.behaviour})
         and x.dph_base <= ceiling
         and x.cuda_max_good >= camp.image_cuda

@@ -10,7 +10,7 @@ from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.run.dashboard import make_engine
-from rentwatch.sim.market import Step
+from rentwatch.sim.boot import Step
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.ledger_screen import LedgerScreen

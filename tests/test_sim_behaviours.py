@@ -18,9 +18,9 @@ from rentwatch.engine.hosts.ssh import SSHRunner
 from rentwatch.market.vast.client import VastClient
 from rentwatch.sim import host_behaviours as hb
 from rentwatch.sim.images import ImageSpec, deny_unpullable, image_facts
-from rentwatch.sim.market import Market, SimClock
+from rentwatch.sim.market import SimClock, SimMarket
+from rentwatch.sim.probe_answers import nvml_answer, preflight_answer
 from rentwatch.sim.scenario import ALL_BEHAVIOURS, parse_scenario
-from rentwatch.sim.ssh_hosts import nvml_answer, preflight_answer
 
 NEW = ("narrow_pcie", "short_vram", "slow_disk", "slow_net", "xid_mid_job")
 CAUGHT_BY = {
@@ -51,7 +51,7 @@ def test_a_scenario_with_the_new_behaviours_and_images_parses():
     )
     assert set(NEW) <= set(ALL_BEHAVIOURS) and set(sc.shares()) == {"healthy", *NEW}
     assert sc.images[0] == ImageSpec("acme/private:*", True, True, None, False)
-    m = Market(sc)
+    m = SimMarket(sc)
     assert {x.behaviour for x in m.machines} == {"healthy", *NEW}
     slow_net = next(x for x in m.machines if x.behaviour == "slow_net")
     assert slow_net.knobs["pull_min"] == [40.0, 90.0]  # its pull drags too
@@ -98,7 +98,7 @@ def test_image_defaults(image, python, torch, cuda):
 def test_an_unpullable_image_fails_every_hosts_pull_with_the_registrys_denial():
     sc = _scenario(image=[{"name": "acme/private:*", "pullable": False}])
     clock = SimClock(1.0, origin=1_000_000.0)
-    m = Market(sc, clock)
+    m = SimMarket(sc, clock)
     healthy = [x for x in m.machines if x.behaviour == "healthy"][:3]
     insts = [m.create(x.offer_id, "acme/private:1", 20, None, {}, None) for x in healthy]
     other = m.create(m.machines[-1].offer_id, "pytorch/pytorch:latest", 20, None, {}, None)
@@ -122,13 +122,13 @@ def test_an_unpullable_image_fails_every_hosts_pull_with_the_registrys_denial():
 
 def test_deny_unpullable_leaves_pullable_images_alone():
     sc = _scenario()
-    m = Market(sc, SimClock(1.0, origin=1.0))
+    m = SimMarket(sc, SimClock(1.0, origin=1.0))
     inst = m.create(m.machines[0].offer_id, "pytorch/pytorch:x", 20, None, {}, None)
     before = list(inst.segments[-1].steps)
     assert deny_unpullable(inst.segments[-1], inst.image, sc.images).steps == before
 
 
-def _answers(m: Market, inst, command: str = "python3 - --net-url https://x", at: float = 0):
+def _answers(m: SimMarket, inst, command: str = "python3 - --net-url https://x", at: float = 0):
     gpu = m.gpu_state(inst, at)
     mach = inst.machine
     facts = hb.host_facts(
@@ -148,7 +148,7 @@ def _answers(m: Market, inst, command: str = "python3 - --net-url https://x", at
 def test_default_policy_catches_each_new_behaviour_with_no_false_kill(image):
     sc = _scenario()
     clock = SimClock(1.0, origin=1_000_000.0)
-    m = Market(sc, clock)
+    m = SimMarket(sc, clock)
     policy = CheckPolicy()
     seen = {b: 0 for b in ("healthy", *NEW)}
     for mach in m.machines:
@@ -186,7 +186,7 @@ def test_default_policy_catches_each_new_behaviour_with_no_false_kill(image):
 
 def test_narrow_pcie_shows_in_the_nvml_samples_too():
     sc = _scenario()
-    m = Market(sc, SimClock(1.0, origin=1.0))
+    m = SimMarket(sc, SimClock(1.0, origin=1.0))
     mach = next(x for x in m.machines if x.behaviour == "narrow_pcie")
     inst = m.create(mach.offer_id, "img", 20, None, {}, None)
     _, nvml, _ = _answers(m, inst)

@@ -17,15 +17,16 @@ from rentwatch.core.models import Instance
 from rentwatch.core.patterns import fatal_match
 from rentwatch.engine.hosts.ssh import Route, SSHFailure, SSHRunner
 from rentwatch.market.vast.client import VastClient
-from rentwatch.sim.market import BUILD_LINES, FATAL_TEXTS, Market, SimClock
+from rentwatch.sim.boot import BUILD_LINES, FATAL_TEXTS
+from rentwatch.sim.market import SimClock, SimMarket
 from rentwatch.sim.scenario import parse_scenario
 
 HEALTHY = [{"behaviour": "healthy", "share": 1}]
 
 
-def _market(**kw) -> Market:
+def _market(**kw) -> SimMarket:
     sc = parse_scenario(kw)
-    return Market(sc, SimClock(sc.time_scale, origin=1_764_400_000.0), api_key="k")
+    return SimMarket(sc, SimClock(sc.time_scale, origin=1_764_400_000.0), api_key="k")
 
 
 async def _running(c: VastClient, n: int, timeout: float = 40) -> list[Instance]:

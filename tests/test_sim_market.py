@@ -12,13 +12,13 @@ import pytest
 from rentwatch.core.billing import Mark, charges
 from rentwatch.core.errors import ConfigError
 from rentwatch.market.vast.client import VastClient
-from rentwatch.sim.market import Market, SimClock
+from rentwatch.sim.market import SimClock, SimMarket
 from rentwatch.sim.scenario import BEHAVIOURS, DELIVERING, load_scenario, parse_scenario
 
 
-def _market(**kw) -> Market:
+def _market(**kw) -> SimMarket:
     sc = parse_scenario(kw)
-    return Market(sc, SimClock(sc.time_scale, origin=1_764_400_000.0), api_key="k")
+    return SimMarket(sc, SimClock(sc.time_scale, origin=1_764_400_000.0), api_key="k")
 
 
 def test_default_mix_is_the_articles():

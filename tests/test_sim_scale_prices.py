@@ -10,13 +10,13 @@ import asyncssh
 import pytest
 from rentwatch.core.errors import ConfigError
 from rentwatch.market.vast.client import VastClient
-from rentwatch.sim.market import Market, SimClock
+from rentwatch.sim.market import SimClock, SimMarket
 from rentwatch.sim.scenario import GPU_DPH, parse_scenario
 
 
-def _market(**kw) -> Market:
+def _market(**kw) -> SimMarket:
     sc = parse_scenario(kw)
-    return Market(sc, SimClock(sc.time_scale, origin=1_764_400_000.0), api_key="k")
+    return SimMarket(sc, SimClock(sc.time_scale, origin=1_764_400_000.0), api_key="k")
 
 
 def test_prices_follow_the_gpu_model_unless_the_class_names_its_own():

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..core.offer_query import matches
 from .http import Request, Response
-from .market import Market, SimInstance
+from .market import SimMarket
+from .rental import SimInstance
 
 _INSTANCE = re.compile(r"^/api/v0/instances/(\d+)/?$")
 _ASK = re.compile(r"^/api/v0/asks/(\d+)/?$")
@@ -53,7 +54,7 @@ def error(status: int, code: str, msg: str) -> Response:
 class MarketAPI:
     """Routes requests to the market; `ssh_hosts` (set by the server) supplies SSH ports."""
 
-    def __init__(self, market: Market, base_url: str = "") -> None:
+    def __init__(self, market: SimMarket, base_url: str = "") -> None:
         self.market = market
         self.base_url = base_url
         self.fault_rng = random.Random(market.scenario.seed * 7919 + 17)

@@ -8,7 +8,7 @@ from typing import Any
 
 from .api import MarketAPI
 from .http import serve
-from .market import Market, SimClock
+from .market import SimClock, SimMarket
 from .scenario import Scenario
 from .ssh_hosts import SSHHosts
 
@@ -21,7 +21,7 @@ class SimServer:
         self, scenario: Scenario, port: int = 0, api_key: str | None = None, host: str = "127.0.0.1"
     ) -> None:
         self.scenario = scenario
-        self.market = Market(scenario, SimClock(scenario.time_scale), api_key=api_key)
+        self.market = SimMarket(scenario, SimClock(scenario.time_scale), api_key=api_key)
         self.host = host
         self.port = port
         self.api = MarketAPI(self.market)

@@ -10,14 +10,13 @@ codes and files are real and SFTP works), with CONTAINER_ID and the instance-sco
 CONTAINER_API_KEY in their environment (on `[ssh] container_env` of the instances: real
 sessions may lack them). The GPU is the one thing that cannot be real here:
 the two GPU probes (recognised by their `# rentwatch-probe:` header) are answered with what
-that probe would print on this machine's GPU, from `Market.gpu_state`.
+that probe would print on this machine's GPU, from `SimMarket.gpu_state`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import random
 import re
@@ -31,9 +30,10 @@ import asyncssh
 
 from . import host_behaviours as hb
 from .images import image_facts
-from .market import Market, SimInstance
+from .market import SimMarket
+from .probe_answers import PROBE_MARKER, probe_answer
+from .rental import SimInstance
 
-PROBE_MARKER = b"# rentwatch-probe:"
 _STDIN_SCRIPT = re.compile(r"^\s*python3?\s+-(\s|$)")
 
 
@@ -61,7 +61,7 @@ class _Server(asyncssh.SSHServer):
 class SSHHosts:
     """Starts and stops the SSH listeners of instances as they enter and leave `running`."""
 
-    def __init__(self, market: Market, market_url: str, workdir: str | None = None) -> None:
+    def __init__(self, market: SimMarket, market_url: str, workdir: str | None = None) -> None:
         self.market = market
         self.market_url = market_url
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rentwatch-sim-"))
@@ -225,7 +225,7 @@ class SSHHosts:
                         self.dropped += 1
                         proc.channel.abort()
                         return
-                    out = self._probe_answer(inst, stdin, command)
+                    out = probe_answer(self.market, inst, stdin, command, lambda: self._busy(inst))
                     self.market.bill_bytes(inst, down=len(out), up=len(stdin) + len(command))
                     proc.stdout.write(out)
                     proc.exit(0 if b'"ok": true' in out or b"nvml" in out else 1)
@@ -300,57 +300,6 @@ class SSHHosts:
                 return True
         return False
 
-    def _probe_answer(self, inst: SimInstance, script: bytes, command: str) -> bytes:
-        kind = (
-            script[len(PROBE_MARKER) : script.index(b"\n")].strip().decode()
-            if b"\n" in script
-            else ""
-        )
-        if kind == "nvml_sample" and self._busy(inst):
-            inst.busy_until = max(inst.busy_until, self.market.clock.now() + 1)
-        now = self.market.clock.now()
-        gpu = self.market.gpu_state(inst, now)
-        m = inst.machine
-        facts = hb.host_facts(
-            m.behaviour,
-            self.market.scenario.seed,
-            m.id,
-            inst.rental_no,
-            m.real_gpu,
-            m.offer_json(inst.disk_gb),
-            inst.disk_gb,
-        )
-        seg = inst.segments[-1]
-        lost_at = hb.xid_at(
-            m.behaviour, seg.running_at, m.knobs, (self.market.scenario.seed, inst.id)
-        )
-        lost = lost_at is not None and now >= lost_at
-        if kind == "preflight":
-            doc = hb.preflight_document(
-                preflight_answer(gpu),
-                facts,
-                image_facts(inst.image, self.market.scenario.images),
-                gpu,
-                m.real_gpu,
-                command,
-                lost,
-            )
-            return (json.dumps(doc) + "\n").encode()
-        if kind == "nvml_sample":
-            doc = hb.nvml_document(nvml_answer(gpu, now), facts, lost)
-            return (json.dumps(doc) + "\n").encode()
-        return (
-            json.dumps(
-                {
-                    "schema": 1,
-                    "probe": kind,
-                    "ok": False,
-                    "error": {"type": "UnknownProbe", "message": kind},
-                }
-            )
-            + "\n"
-        ).encode()
-
 
 async def _read_all(proc: asyncssh.SSHServerProcess[bytes]) -> bytes:
     chunks = []
@@ -389,90 +338,3 @@ async def _pump_in(
             sub.stdin.close()
         except Exception:
             pass
-
-
-def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
-    """What probes/preflight.py prints on a GPU in this state (same schema)."""
-    device = {
-        "name": gpu["name"],
-        "driver_version": gpu["driver_version"],
-        "cuda_version": gpu["cuda_version"],
-        "total_memory_mb": gpu["vram_mb"],
-    }
-    if not gpu["cuda_works"]:
-        return {
-            "schema": 1,
-            "probe": "preflight",
-            "ok": False,
-            "device": device,
-            "error": {
-                "type": "RuntimeError",
-                "message": "CUDA error: CUDA driver version is insufficient for CUDA runtime version",
-            },
-            "steps": {"cuda_init_s": 1.9},
-            "total_s": 2.1,
-        }
-    flops = 2 * n**3
-    iters = 10
-    secs = flops * iters / (gpu["tflops"] * 1e12)
-    return {
-        "schema": 1,
-        "probe": "preflight",
-        "ok": True,
-        "device": device,
-        "matmul": {
-            "n": n,
-            "dtype": "bfloat16",
-            "iters": iters,
-            "seconds": round(secs, 6),
-            "tflops": round(gpu["tflops"], 2),
-            "max_rel_err": 0.0021,
-            "result_ok": True,
-        },
-        "steps": {
-            "cuda_init_s": 1.2,
-            "alloc_s": 0.05,
-            "warmup_s": 0.3,
-            "timed_s": round(secs, 4),
-            "check_s": 0.4,
-        },
-        "total_s": round(1.95 + secs, 3),
-        "error": None,
-    }
-
-
-_REASON_BITS = {
-    "gpu_idle": 0x1,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-}
-
-
-def nvml_answer(gpu: dict[str, Any], now: float) -> dict[str, Any]:
-    """What probes/nvml_sample.py prints for one sample on a GPU in this state."""
-    bits = 0
-    for r in gpu["throttle_reasons"]:
-        bits |= _REASON_BITS.get(r, 0)
-    sample = {
-        "t": now,
-        "index": 0,
-        "name": gpu["name"],
-        "util": gpu["util"],
-        "mem_util": gpu["util"] // 2,
-        "mem_used_mb": 18000 if gpu["util"] else 300,
-        "mem_total_mb": gpu["vram_mb"],
-        "sm_clock": gpu["sm_clock"],
-        "max_sm_clock": gpu["max_sm_clock"],
-        "reasons_bits": bits,
-        "reasons": list(gpu["throttle_reasons"]),
-        "temp": gpu["temp"],
-        "power_w": gpu["power_w"],
-        "power_limit_w": gpu["power_limit_w"],
-        "pcie_gen": 4,
-        "pcie_width": 16,
-        "driver_version": gpu["driver_version"],
-    }
-    return {"schema": 1, "probe": "nvml_sample", "ok": True, "samples": [sample]}

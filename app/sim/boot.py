@@ -1,0 +1,178 @@
+"""One boot of an instance as its machine's behaviour dictates: the status lines it shows
+(`Step`s) from a create or a start until a stop (a `Segment`)."""
+
+from __future__ import annotations
+
+import bisect
+import random
+from dataclasses import dataclass
+
+from .machines import Machine, between
+from .scenario import States
+
+FATAL_TEXTS = (
+    ("loading", "Error response from daemon: manifest for {image} not found: manifest unknown"),
+    (
+        "loading",
+        "pull access denied for {repo}, repository does not exist or may require authorization",
+    ),
+    ("loading", "unauthorized: authentication required"),
+    ("created", "Error: container failed to start: OCI runtime create failed"),
+    (
+        "created",
+        "failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process",
+    ),
+    ("created", "failed to inject CDI devices: unresolvable CDI devices nvidia.com/gpu=all"),
+    ("loading", "unexpected fault address 0x7f3a2c000000"),
+)
+BUILD_LINES = (
+    "Step 2/7 : RUN apt-get update && apt-get install -y --no-install-recommends git",
+    "W: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/jammy-updates/InRelease"
+    "  Temporary failure resolving 'archive.ubuntu.com'",
+    "W: Some index files failed to download. They have been ignored, or old ones used instead.",
+    "Error-prone package versions pinned by the base image; continuing",
+    "WARNING: Running pip as the 'root' user can result in broken permissions",
+    "Step 5/7 : RUN pip install --no-cache-dir -r requirements.txt",
+)
+
+THROTTLE_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "sw_power_cap", "hw_thermal_slowdown")
+
+
+@dataclass
+class Step:
+    at: float
+    actual: str | None
+    msg: str | None
+
+
+@dataclass
+class Segment:
+    """One boot of an instance: from a create or a start until a stop (or for ever)."""
+
+    start: float
+    steps: list[Step]
+    end: float | None = None
+    running_at: float | None = None
+    halted_at: float | None = None  # exited / offline on its own
+    offline_at: float | None = None  # the host went dark (bills nothing from then)
+    throttle_at: float | None = None
+
+    def state_at(self, t: float) -> Step:
+        times = [s.at for s in self.steps]
+        i = bisect.bisect_right(times, t) - 1
+        return self.steps[max(i, 0)]
+
+
+def _layer_id(rng: random.Random) -> str:
+    return f"{rng.getrandbits(48):012x}"
+
+
+def boot_steps(
+    rng: random.Random,
+    machine: Machine,
+    image: str,
+    start: float,
+    restart: bool = False,
+    states: States | None = None,
+    extra: random.Random | None = None,
+) -> Segment:
+    """The status lines an instance shows from `start`, as its machine's behaviour dictates.
+
+    `states` adds the market's unkindness (a `scheduling` wait, a state no list names, build
+    output while loading), drawn from `extra` so the behaviour's own timings stay as seeded."""
+    k = machine.knobs
+    b = machine.behaviour
+    st = states or States(0.0, 0.0, "provisioning", 0.0)
+    ex = extra or random.Random(0)
+    scheduling = ex.random() < st.scheduling_share
+    unnamed = ex.random() < st.unnamed_share
+    build = ex.random() < st.build_output_share
+    steps: list[Step] = [Step(start, None, None)]
+    queue = between(rng, k["queue_min"]) * 60
+    if scheduling:  # the queue wait shows as Vast's `scheduling` (waiting for its GPU)
+        steps.append(Step(start + min(2.0, queue / 4), "scheduling", "Waiting for GPU"))
+    t = start + queue
+    seg = Segment(start=start, steps=steps)
+    if restart:
+        if b == "offline_midrun":
+            steps.append(Step(t, "offline", None))
+            seg.offline_at = t
+            return seg
+        steps.append(Step(t, "loading", "Starting container"))
+        t += between(rng, k["start_min"]) * 60
+    else:
+        steps.append(Step(t, "created", "Creating container"))
+        t += rng.uniform(3, 12)
+        if unnamed:  # a lifecycle state rentwatch has no name for
+            steps.append(Step(t, st.unnamed_name, "Preparing container"))
+            t += ex.uniform(20, 90)
+        if b == "fatal_pull":
+            fatal_at = t + between(rng, k["fatal_at_min"]) * 60
+        else:
+            fatal_at = None
+        pull = between(rng, k["pull_min"]) * 60
+        freeze_at = t + pull * between(rng, k["freeze_at"]) if b == "freeze_pull" else None
+        layers = [(_layer_id(rng), rng.uniform(5, 1800)) for _ in range(rng.randint(5, 9))]
+        total_mb = sum(mb for _, mb in layers)
+        for lid, _ in layers:
+            steps.append(Step(t, "loading", f"{lid}: Pulling fs layer"))
+            t += rng.uniform(0.5, 2)
+        for lid, mb in layers:
+            layer_time = pull * mb / total_mb
+            t_end = t + layer_time
+            while t < t_end:
+                if freeze_at is not None and t >= freeze_at:
+                    return seg  # the line never changes again
+                if fatal_at is not None and t >= fatal_at:
+                    actual, text = FATAL_TEXTS[rng.randrange(len(FATAL_TEXTS))]
+                    repo = image.split(":")[0]
+                    steps.append(Step(t, actual, text.format(image=image, repo=repo)))
+                    return seg
+                done = max(0.0, mb * (1 - (t_end - t) / max(layer_time, 1e-9)))  # never -0.0
+                steps.append(Step(t, "loading", f"{lid}: Downloading {done:7.1f}MB/{mb:.1f}MB"))
+                t += rng.uniform(3, 15)
+            t = t_end
+            steps.append(Step(t, "loading", f"{lid}: Download complete"))
+            t += rng.uniform(0.2, 1.5)
+        if fatal_at is not None:
+            actual, text = FATAL_TEXTS[rng.randrange(len(FATAL_TEXTS))]
+            steps.append(Step(t, actual, text.format(image=image, repo=image.split(":")[0])))
+            return seg
+        # Extraction: the line legitimately stays unchanged for minutes on healthy hosts.
+        steps.append(
+            Step(
+                t,
+                "loading",
+                f"{layers[-1][0]}: Extracting {layers[-1][1]:.1f}MB/{layers[-1][1]:.1f}MB",
+            )
+        )
+        extract = between(rng, k["extract_min"]) * 60
+        if build:  # the image's build output shows in the status line while it loads
+            first = ex.randrange(len(BUILD_LINES) - 2)
+            for i, line in enumerate(BUILD_LINES[first : first + 3]):
+                steps.append(Step(t + extract * (0.3 + 0.2 * i), "loading", line))
+        t += extract
+        steps.append(Step(t, "loading", f"Status: Downloaded newer image for {image}"))
+        t += rng.uniform(2, 8)
+        steps.append(Step(t, "loading", "Starting container"))
+        t += between(rng, k["start_min"]) * 60
+    steps.append(Step(t, "running", f"success, running {image}/ssh"))
+    seg.running_at = t
+    if b == "exited":
+        t_exit = t + between(rng, k["exit_after_min"]) * 60
+        steps.append(
+            Step(
+                t_exit,
+                "exited",
+                f"Exited ({rng.choice([1, 137, 139])}) container exited unexpectedly",
+            )
+        )
+        seg.halted_at = t_exit
+    elif b == "offline_midrun":
+        t_off = t + between(rng, k["offline_after_min"]) * 60
+        steps.append(Step(t_off, "offline", None))
+        seg.halted_at = t_off
+        seg.offline_at = t_off
+    elif b == "throttled":
+        seg.throttle_at = t + between(rng, k["throttle_after_min"]) * 60
+    return seg

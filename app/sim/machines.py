@@ -1,0 +1,235 @@
+"""The market's machines: what each host is (its behaviour, GPU, prices, routes) and the offer
+it lists. Randomness is keyed by (seed, machine, ...), so a seeded market is the same market
+whatever order a client rents it in."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.billing import storage_per_hour
+from ..core.gpu_specs import GPU_SPECS
+from .scenario import HostClass, Scenario
+
+DRIVER_FOR_CUDA = {
+    12.1: "530.41.03",
+    12.2: "535.183.01",
+    12.4: "550.54.14",
+    12.6: "560.35.03",
+    12.8: "570.124.04",
+}
+
+# Vast's geolocation reads "City, CC" (or just "CC" where the city is unknown)
+CITIES = {
+    "US": ("Dallas", "Ashburn", "San Jose", "Chicago", "Kansas City"),
+    "CA": ("Quebec", "Toronto", "Montreal"),
+    "DE": ("Frankfurt", "Nuremberg", "Berlin"),
+    "PL": ("Warsaw", "Krakow"),
+    "SE": ("Stockholm", "Gothenburg"),
+    "FR": ("Paris", "Roubaix"),
+    "GB": ("London", "Manchester"),
+    "JP": ("Tokyo", "Osaka"),
+    "BR": ("Sao Paulo",),
+    "VN": ("Hanoi", "Ho Chi Minh City"),
+    "RO": ("Bucharest",),
+    "ES": ("Madrid", "Valencia"),
+}
+# Build output an image prints while it loads (apt, Dockerfile steps): ordinary lines that
+# mention failures and errors without being fatal (Vast's status line carries them).
+
+
+def keyed_rng(*key: Any) -> random.Random:
+    digest = hashlib.sha256(repr(key).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def between(rng: random.Random, lo_hi: list[float] | tuple[float, float]) -> float:
+    lo, hi = lo_hi
+    return rng.uniform(lo, hi)
+
+
+@dataclass
+class Machine:
+    id: int
+    host_id: int
+    offer_id: int
+    behaviour: str
+    advertised_gpu: str
+    real_gpu: str
+    real_tflops: float
+    dph_base: float
+    storage_cost: float
+    cuda_max_good: float
+    driver_version: str
+    reliability: float
+    geolocation: str
+    inet_up: float
+    inet_down: float
+    knobs: dict[str, Any]
+    rentals: int = 0
+    direct: bool = False  # has a direct SSH route besides the proxy
+    proxy_addr: str = "127.0.0.2"  # the sshN relay this host's proxy route goes through
+    direct_addr: str = "127.1.0.2"  # the host's own (loopback) address
+    inet_up_cost: float = 0.0  # $/GB
+    inet_down_cost: float = 0.0
+    contract_end: float | None = None  # the host's listing ends: rentals are stopped then
+
+    def offer_json(self, allocated_storage: float, now: float | None = None) -> dict[str, Any]:
+        spec = GPU_SPECS.get(self.advertised_gpu)
+        storage_h = storage_per_hour(allocated_storage, self.storage_cost)
+        return {
+            "id": self.offer_id,
+            "ask_contract_id": self.offer_id,
+            "bundle_id": self.offer_id,
+            "machine_id": self.id,
+            "host_id": self.host_id,
+            "gpu_name": self.advertised_gpu,
+            "num_gpus": 1,
+            "gpu_ram": spec.vram_mb if spec else 24576,
+            "gpu_total_ram": spec.vram_mb if spec else 24576,
+            "dph_base": round(self.dph_base, 6),
+            "dph_total": round(self.dph_base + storage_h, 6),
+            "storage_cost": self.storage_cost,
+            "storage_total_cost": round(storage_h, 6),
+            "disk_space": 500.0,
+            "disk_bw": 2000.0,
+            "disk_name": "nvme",
+            "reliability": self.reliability,
+            "reliability2": self.reliability,
+            "verification": "verified",
+            "verified": True,
+            "external": False,
+            "rentable": True,
+            "rented": False,
+            "cuda_max_good": self.cuda_max_good,
+            "driver_version": self.driver_version,
+            "compute_cap": 860,
+            "dlperf": round(
+                self.real_tflops / 3
+                if self.behaviour == "misreported"
+                else (spec.bf16_tflops / 3 if spec else 20.0),
+                2,
+            ),
+            "total_flops": spec.bf16_tflops / 2 if spec else 30.0,
+            "dlperf_per_dphtotal": 0.0,
+            "inet_up": self.inet_up,
+            "inet_down": self.inet_down,
+            "inet_up_cost": self.inet_up_cost,
+            "inet_down_cost": self.inet_down_cost,
+            "geolocation": self.geolocation,
+            "score": round(self.reliability * 100 / max(self.dph_base, 0.01), 2),
+            "pcie_bw": 12.5,
+            "cpu_ghz": 3.6,
+            "cpu_cores_effective": 8.0,
+            "cpu_ram": 32000,
+            "cpu_name": "AMD Ryzen 9 5950X",
+            # seconds left on the host's listing (positive, as on the real market)
+            "duration": round(max(60.0, self.contract_end - now), 1)
+            if self.contract_end is not None and now is not None
+            else 30 * 86400.0,
+            "direct_port_count": 20 if self.direct else 0,
+            "min_bid": round(self.dph_base * 0.6, 6),
+            "is_bid": False,
+            "start_date": None,
+            "end_date": self.contract_end,
+            "hosting_type": 0,
+        }
+
+
+def nvml_name(model: str) -> str:
+    """How NVML spells a model: consumer cards carry "GeForce", the rest only "NVIDIA"."""
+    if model.startswith("RTX") and not model.startswith("RTX A"):
+        return f"NVIDIA GeForce {model}"
+    return f"NVIDIA {model}"
+
+
+def build_machines(sc: Scenario, now: Callable[[], float]) -> list[Machine]:
+    """The scenario's machines, their behaviours shared out as its host classes say."""
+    rng = keyed_rng(sc.seed, "market")
+    shares = sc.shares()
+    n = sc.offers
+    exact = {b: s * n for b, s in shares.items()}
+    counts = {b: int(v) for b, v in exact.items()}
+    for b in sorted(exact, key=lambda b: exact[b] - counts[b], reverse=True)[
+        : n - sum(counts.values())
+    ]:
+        counts[b] += 1
+    behaviours = [b for b, c in counts.items() for _ in range(c)]
+    rng.shuffle(behaviours)
+    classes: dict[str, list[HostClass]] = {}
+    for hc in sc.host_classes:
+        classes.setdefault(hc.behaviour, []).append(hc)
+    machines = []
+    machine_ids = rng.sample(range(1000, 60000), n)
+    host_ids = rng.sample(range(10000, 99999), max(1, n * 2 // 3))
+    countries = ["US", "CA", "DE", "PL", "SE", "FR", "GB", "JP", "BR", "VN", "RO", "ES"]
+    for i, behaviour in enumerate(behaviours):
+        hc = rng.choice(classes[behaviour])
+        gpu = rng.choice(hc.gpu)
+        spec = GPU_SPECS.get(gpu)
+        tflops = spec.bf16_tflops if spec else 50.0
+        real_gpu = gpu
+        if behaviour == "misreported":
+            slower = [s for s in GPU_SPECS.values() if s.bf16_tflops < tflops * 0.6]
+            if slower:
+                pick = rng.choice(slower)
+                real_gpu, tflops = pick.name, pick.bf16_tflops
+            else:
+                tflops *= between(rng, hc.knobs["misreport_speed"])
+        tflops *= rng.uniform(0.92, 1.05)
+        cuda = rng.choice([12.1, 12.2, 12.4, 12.4, 12.6, 12.8, 12.8])
+        driver = DRIVER_FOR_CUDA[cuda]
+        if behaviour == "stale_driver":
+            # an old driver under an offer that still claims a newer CUDA (the host's daemon
+            # reports what the image asked for; the driver cannot serve it)
+            cuda = rng.choice([12.4, 12.6, 12.8])
+            driver = rng.choice(["525.147.05", "530.41.03", "535.183.01"])
+        reliability = round(
+            rng.uniform(0.90, 0.999) if behaviour != "fatal_pull" else rng.uniform(0.80, 0.99),
+            4,
+        )
+        machines.append(
+            Machine(
+                id=machine_ids[i],
+                host_id=host_ids[i % len(host_ids)] if rng.random() < 0.5 else rng.choice(host_ids),
+                offer_id=2_000_000 + machine_ids[i] * 10 + rng.randrange(10),
+                behaviour=behaviour,
+                advertised_gpu=gpu,
+                real_gpu=real_gpu,
+                real_tflops=tflops,
+                dph_base=round(between(rng, hc.price_range(gpu)), 4),
+                storage_cost=round(between(rng, sc.storage_cost), 4),
+                cuda_max_good=cuda,
+                driver_version=driver,
+                reliability=reliability,
+                geolocation=rng.choice(countries),
+                inet_up=round(rng.uniform(50, 900), 1),
+                inet_down=round(rng.uniform(100, 1500), 1),
+                knobs=hc.knobs,
+            )
+        )
+    for m in machines:
+        _unkind(m, sc, now)
+    return machines
+
+
+def _unkind(m: Machine, sc: Scenario, now: Callable[[], float]) -> None:
+    """Routes, bandwidth prices, the city and the listing's end: drawn apart from the
+    behaviour's own draws, so adding them left every seeded market as it was."""
+    rng = keyed_rng(sc.seed, "unkind", m.id)
+    m.direct = rng.random() < sc.ssh.direct_share
+    m.proxy_addr = f"127.0.0.{2 + m.id % 8}"  # like ssh1..ssh8.vast.ai
+    m.direct_addr = f"127.1.{m.id // 250 % 250}.{m.id % 250 + 2}"
+    m.inet_up_cost = round(between(rng, sc.bandwidth_cost), 4)
+    m.inet_down_cost = round(between(rng, sc.bandwidth_cost), 4)
+    cities = CITIES.get(m.geolocation)
+    if cities:
+        m.geolocation = f"{rng.choice(cities)}, {m.geolocation}"
+    st = sc.states
+    if rng.random() < st.contract_end_share:
+        m.contract_end = now() + between(rng, st.contract_end_min) * 60
+    else:
+        m.contract_end = now() + rng.uniform(3, 90) * 86400

@@ -1,0 +1,85 @@
+"""A rental on the simulated market (`SimInstance`): its boots, its stops and what it owes.
+
+Billing follows Vast's guide (`core/billing.py`): the marks an instance leaves (create, running,
+halt, offline, stop, destroy, bandwidth) are the one record both its status and its charges are
+read from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.billing import Charges, Mark, charges
+from .boot import Segment
+from .machines import Machine
+
+
+@dataclass
+class SimInstance:
+    id: int
+    machine: Machine
+    image: str
+    disk_gb: float
+    label: str | None
+    env: dict[str, str]
+    onstart: str | None
+    created_at: float
+    gpu_dph: float
+    storage_dph: float
+    api_key: str
+    segments: list[Segment] = field(default_factory=list)
+    stops: list[float] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)
+    destroyed_at: float | None = None
+    ssh_port: int | None = None  # the proxy route's port (on machine.proxy_addr)
+    direct_port: int | None = None  # the direct route's port (on machine.direct_addr)
+    busy_until: float = 0.0
+    market_stop_at: float | None = None  # the market stopped it (contract end), not the renter
+    bandwidth: list[Mark] = field(default_factory=list)
+    rental_no: int = 0
+    throttle_drop: float = 0.0
+    throttle_reason: str = ""
+
+    @property
+    def intended(self) -> str:
+        if self.destroyed_at is not None:
+            return "destroyed"
+        return "stopped" if self.segments and self.segments[-1].end is not None else "running"
+
+    def status(self, now: float) -> tuple[str | None, str | None]:
+        if self.destroyed_at is not None and now >= self.destroyed_at:
+            return "destroyed", None
+        seg = self.segments[-1]
+        if seg.end is not None and now >= seg.end:
+            if self.market_stop_at is not None and seg.end == self.market_stop_at:
+                return "stopped", "Stopped: the host's rental contract has ended"
+            return "stopped", "Stopped by user"
+        step = seg.state_at(now)
+        return step.actual, step.msg
+
+    def running(self, now: float) -> bool:
+        return self.status(now)[0] == "running"
+
+    def marks(self) -> list[Mark]:
+        out = [Mark(self.created_at, "create", self.gpu_dph, self.storage_dph)]
+        for i, seg in enumerate(self.segments):
+            if i > 0:
+                out.append(Mark(seg.start, "start"))
+            end = seg.end if seg.end is not None else float("inf")
+            if self.destroyed_at is not None:
+                end = min(end, self.destroyed_at)
+            if seg.running_at is not None and seg.running_at < end:
+                out.append(Mark(seg.running_at, "running"))
+                if seg.halted_at is not None and seg.halted_at < end:
+                    out.append(Mark(seg.halted_at, "halt"))
+            if seg.offline_at is not None and seg.offline_at < end:
+                out.append(Mark(seg.offline_at, "offline"))
+            if seg.end is not None and (self.destroyed_at is None or seg.end < self.destroyed_at):
+                out.append(Mark(seg.end, "stop"))
+        if self.destroyed_at is not None:
+            out.append(Mark(self.destroyed_at, "destroy"))
+        out.extend(self.bandwidth)
+        out.sort(key=lambda m: m.at)
+        return out
+
+    def charges(self, now: float, mode: str) -> Charges:
+        return charges(self.marks(), "running" if mode == "running" else "created", now)
