@@ -11,7 +11,7 @@ from typing import Any
 
 from rentwatch.core.campaign import Campaign
 from rentwatch.core.models import Instance, Offer
-from rentwatch.market.vast.client import Acted, CreateResult, NotFound, OnTry
+from rentwatch.market.errors import Acted, CreateResult, NotFound, OnTry
 
 
 def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **more: Any) -> Offer:

@@ -8,13 +8,9 @@ import httpx
 import pytest
 from rentwatch.core.errors import MalformedAnswer
 from rentwatch.core.models import Instance, Offer
-from rentwatch.market.vast.client import (
-    AuthError,
-    MarketUnavailable,
-    NotFound,
-    VastClient,
-    find_api_key,
-)
+from rentwatch.market.errors import AuthError, MarketUnavailable, NotFound
+from rentwatch.market.vast.client import VastClient
+from rentwatch.market.vast.keys import find_api_key
 
 
 def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
@@ -211,7 +207,7 @@ def test_instance_parsing_coerces_and_tolerates():
 def test_api_key_sources(tmp_path, monkeypatch):
     monkeypatch.delenv("VAST_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    from rentwatch.market.vast.client import NoApiKey
+    from rentwatch.market.vast.keys import NoApiKey
 
     with pytest.raises(NoApiKey):
         find_api_key()

@@ -20,15 +20,15 @@ from rentwatch.engine.fleet import Fleet
 from rentwatch.engine.journal import Journal
 from rentwatch.engine.observer import Observer
 from rentwatch.ledger import Ledger
-from rentwatch.market.vast.client import (
-    POLL_ATTEMPTS,
+from rentwatch.market.errors import (
     AnswerTooLarge,
     ApiError,
     MarketUnavailable,
     NotFound,
     QuotaExceeded,
-    VastClient,
 )
+from rentwatch.market.vast.client import VastClient
+from rentwatch.market.vast.transport import POLL_ATTEMPTS
 
 
 def _client(handler, **kw) -> VastClient:

@@ -12,7 +12,7 @@ from rentwatch.cli.main import main
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.hosts.ssh import load_or_create_key
 from rentwatch.ledger import Ledger
-from rentwatch.market.vast.client import AuthError
+from rentwatch.market.errors import AuthError
 from rentwatch.run.dashboard import make_engine, watch_campaign
 from rentwatch.views.snapshot import snapshot
 from rentwatch.widgets.app import RentwatchApp

@@ -20,16 +20,19 @@ from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign, 
 
 
 def _start(
-    sim, tmp_path: Path, ledger: Path, env_extra: dict | None = None, fleet: int = 3
+    sim, tmp_path: Path, ledger: Path, crash_after: int = 0, fleet: int = 3
 ) -> subprocess.Popen:
     camp = tmp_path / "c.toml"
     camp.write_text(campaign_text("trap", fleet))
+    cmd = headless_cmd(sim, tmp_path, camp, ledger, "--policy", "default")
+    if crash_after:  # the same command through the fixture that injects a crash
+        cmd[1:3] = [str(Path(__file__).with_name("crash_after_polls.py")), str(crash_after)]
     return subprocess.Popen(
-        headless_cmd(sim, tmp_path, camp, ledger, "--policy", "default"),
+        cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=headless_env(sim, **(env_extra or {})),
+        env=headless_env(sim),
     )
 
 
@@ -140,7 +143,7 @@ def test_a_signal_as_the_campaign_ends_cuts_nothing_short(
 def test_injected_exception_releases_everything(make_sim, tmp_path):
     sim = make_sim(seed=7, offers=60, time_scale=120)
     ledger = tmp_path / "l.duckdb"
-    proc = _start(sim, tmp_path, ledger, {"RENTWATCH_FAIL_AFTER_POLLS": "40"})
+    proc = _start(sim, tmp_path, ledger, crash_after=40)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "injected failure" in out
     assert _live(sim) == []

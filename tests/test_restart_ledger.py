@@ -12,7 +12,7 @@ from rentwatch.core.policy import SEED
 from rentwatch.engine.hosts.ssh import SSHRunner
 from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
-from rentwatch.market.protocol import MarketUnavailable
+from rentwatch.market.errors import MarketUnavailable
 
 from .fake_market import FakeMarket, campaign, offer
 from .test_supervisor_unit import key as key  # the module's SSH key fixture

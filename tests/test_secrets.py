@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from rentwatch.ledger import Ledger
-from rentwatch.market.vast.client import AuthError, MarketUnavailable, VastClient
+from rentwatch.market.errors import AuthError, MarketUnavailable
+from rentwatch.market.vast.client import VastClient
 
 from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
 from .test_dashboard import _app, _until

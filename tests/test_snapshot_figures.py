@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from rentwatch.core.lifecycle import Phase
-from rentwatch.market.protocol import MarketUnavailable
+from rentwatch.market.errors import MarketUnavailable
 from rentwatch.views.snapshot import snapshot
 
 from .test_supervisor_unit import key as key  # the module's SSH key fixture

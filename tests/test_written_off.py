@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 from rentwatch.core.lifecycle import Phase
 from rentwatch.ledger import Ledger
-from rentwatch.market.protocol import MarketUnavailable
+from rentwatch.market.errors import MarketUnavailable
 
 from .campaigns import run_campaign
 from .test_supervisor_unit import key as key  # the module's SSH key fixture

@@ -154,7 +154,7 @@ def _read_campaign(path: str) -> Campaign:
 def cmd_run(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..ledger.store import default_ledger_path
-    from ..market.vast.client import find_api_key
+    from ..market.vast.keys import find_api_key
     from ..run.headless import run_headless
 
     if args.background:  # the same headless run, in its own session; returns once it serves
@@ -175,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     key = find_api_key(args.api_key)
     _check_ssh_key(args.ssh_key)
     # every market call's total deadline: the flag, else the campaign's key, else the default
-    from ..market.vast.client import DEFAULT_TIMEOUT
+    from ..market.vast.transport import DEFAULT_TIMEOUT
 
     timeout = args.http_timeout or campaign.http_timeout_s or DEFAULT_TIMEOUT
     asyncio.run(_check_market(args.market_url, key, timeout))
@@ -262,7 +262,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..engine.session import default_key_path
     from ..ledger.store import default_ledger_path
-    from ..market.vast.client import find_api_key
+    from ..market.vast.keys import find_api_key
 
     campaign = _read_campaign(args.campaign) if args.campaign else None
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})

@@ -70,7 +70,7 @@ def serve_engine(engine: Any, ledger: Ledger, ledger_path: Path, campaign: str) 
 def cmd_controller(args: argparse.Namespace) -> int:
     from ..core.campaign import parse_campaign
     from ..core.policy import get_policy
-    from ..market.vast.client import find_api_key
+    from ..market.vast.keys import find_api_key
     from ..run.dashboard import DEMO_CAMPAIGN, fresh_demo_name, make_engine, watch_campaign
 
     ledger_path = Path(args.ledger).resolve()

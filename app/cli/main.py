@@ -179,8 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     q.set_defaults(fn=commands.cmd_ledger)
 
-    from .reconcile import add_parser as add_reconcile
     from .controller import add_parser as add_controller
+    from .reconcile import add_parser as add_reconcile
 
     add_controller(sub, positive=_positive_float)
 

@@ -12,7 +12,8 @@ from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance, Offer
 from ..ledger import EventKind
-from ..market.protocol import REFUSALS, CreateResult, Market
+from ..market.errors import REFUSALS, CreateResult
+from ..market.protocol import Market
 from .attempt import Attempt
 from .fleet import Fleet
 from .journal import Journal

@@ -36,7 +36,8 @@ from ..core.errors import BadRow
 from ..core.lifecycle import HELD, Phase
 from ..core.models import Instance
 from ..core.policy import Policy
-from ..market.protocol import REFUSALS, ApiError, AuthError, NotFound, polling
+from ..market.errors import REFUSALS, ApiError, AuthError, NotFound
+from ..market.protocol import polling
 from .attempt import Attempt
 from .fleet import Fleet
 

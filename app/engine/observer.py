@@ -24,7 +24,8 @@ from ..core.models import Instance
 from ..core.policy import Policy
 from ..core.rules import low_util_since
 from ..ledger import EventKind
-from ..market.protocol import REFUSALS, Market, NotFound, polling
+from ..market.errors import REFUSALS, NotFound
+from ..market.protocol import Market, polling
 from .attempt import Attempt
 from .blame_book import BlameBook
 from .fleet import Fleet

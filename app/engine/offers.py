@@ -9,7 +9,8 @@ from ..core.models import Offer
 from ..core.offer_choice import Exclusions, History, OfferTerms, choose_offers, fit_offers
 from ..core.policy import Policy
 from ..ledger import Ledger
-from ..market.protocol import REFUSALS, Market
+from ..market.errors import REFUSALS
+from ..market.protocol import Market
 from .fleet import Fleet
 from .journal import Journal
 

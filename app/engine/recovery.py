@@ -18,7 +18,8 @@ from ..core.lifecycle import Phase
 from ..core.models import Instance
 from ..core.policy import Policy
 from ..ledger import Event, EventKind, Ledger
-from ..market.protocol import REFUSALS, Market
+from ..market.errors import REFUSALS
+from ..market.protocol import Market
 from .attempt import Attempt
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner

@@ -36,7 +36,8 @@ from ..core.rules import (
     decide,
 )
 from ..ledger import EventKind, Ledger
-from ..market.protocol import ApiError, AuthError, Market, MarketUnavailable
+from ..market.errors import ApiError, AuthError, MarketUnavailable
+from ..market.protocol import Market
 from .actions import Actions
 from .attempt import Attempt
 from .blame_book import BlameBook

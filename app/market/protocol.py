@@ -1,59 +1,23 @@
 """The marketplace as the supervisor sees it: a small protocol, and the clock it runs on.
 
 The supervisor, recovery and the host tender only ever call what `Market` names, so a second
-marketplace plugs in by implementing it; `VastClient` (app/client.py) is the Vast.ai one and
+marketplace plugs in by implementing it; `VastClient` (app/market/vast/client.py) is the Vast.ai one and
 `tests/fake_market.py` an in-memory one. Simulator-only calls (`sync_clock` reading
 `/sim/v0/clock`, the referee's `/sim/v0/truth`) are not part of it: the session does the
 former, the referee the latter.
 
-Errors every method may raise (re-exported here so a caller never imports a client):
-- `AuthError` (an `ApiError`): the key was refused; nothing will work, stop.
-- `NotFound` (an `ApiError`): the instance or offer does not exist (any more).
-- `ApiError`: the market answered and refused (4xx/5xx with its message).
-- `MarketUnavailable`: no usable answer after the client's retries; `AnswerLost` (a subclass)
-  when a request went out and its answer never came back (it may have taken effect).
-- `MalformedAnswer`: an answer that did not have the promised shape.
+Every method may raise the errors of `errors.py` (the protocol's own vocabulary, which each
+marketplace's client raises).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from ..core.errors import MalformedAnswer
 from ..core.models import Instance, Offer
-from .vast.client import (
-    Acted,
-    AnswerLost,
-    ApiError,
-    AuthError,
-    CreateResult,
-    MarketUnavailable,
-    NotFound,
-)
-
-__all__ = [
-    "Acted",
-    "AnswerLost",
-    "ApiError",
-    "AuthError",
-    "Clock",
-    "CreateResult",
-    "MalformedAnswer",
-    "Market",
-    "MarketUnavailable",
-    "NotFound",
-    "REFUSALS",
-    "polling",
-    "wall_seconds",
-]
-
-# what a change (stop, start, destroy) or a create may fail with, short of a refused key
-REFUSALS = (ApiError, MarketUnavailable, MalformedAnswer)
-
-OnTry = Callable[[float, str | None], None]
+from .errors import Acted, CreateResult, OnTry
 
 
 class Clock(Protocol):
@@ -129,9 +93,3 @@ def polling(market: object) -> AbstractContextManager[Any]:
 def wall_seconds(market_seconds: float, time_scale: float, floor: float) -> float:
     """Wall seconds to wait for `market_seconds` of market time, never under `floor`."""
     return max(floor, market_seconds / max(time_scale, 1e-9))
-
-
-if TYPE_CHECKING:  # the Vast client implements the protocol (mypy checks this line)
-    from .vast.client import VastClient
-
-    _VAST: type[Market] = VastClient

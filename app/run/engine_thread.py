@@ -13,7 +13,7 @@ from typing import Any
 
 from ..engine.intents import Intent
 from ..engine.session import Session
-from ..market.protocol import AuthError
+from ..market.errors import AuthError
 from ..views.snapshot import FleetReadout, snapshot
 
 

@@ -27,7 +27,7 @@ from ..core.text import clean
 from ..engine.session import Session, default_key_path
 from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import EventKind, Ledger
-from ..market.protocol import REFUSALS
+from ..market.errors import REFUSALS, AuthError
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
 
@@ -81,6 +81,30 @@ async def _run_watched(sup: Supervisor) -> Outcome:
     if not run.cancelled() and run.exception() is not None:
         raise run.exception()  # type: ignore[misc]
     raise watch.exception()  # type: ignore[misc]
+
+
+def key_refused(sup: Supervisor, exc: AuthError) -> str:
+    """The exit line of a run whose key the market refused: nothing can be stopped with it, so
+    say what is left and who stops it (a verified host's own watchdog; the person, the rest)."""
+    left = sup.held()
+    verified = sum(1 for a in left if a.passed_preflight)
+    window = sup.tender.watchdog_window_s / 60
+    tail = (
+        f"; {verified} verified host(s) stop themselves when their watchdog misses the "
+        f"heartbeat ({window:.0f} min)"
+        if verified
+        else ""
+    )
+    rest = len(left) - verified
+    if rest:
+        tail += f"; {rest} unverified rental(s) bill on: destroy them in the Vast console"
+    return (
+        f"the marketplace refused the API key ({clean(exc, 200)}): check VAST_API_KEY or "
+        f"~/.config/vastai/vast_api_key; nothing could be stopped with it{tail}"
+        if left
+        else f"the marketplace refused the API key ({clean(exc, 200)}): check VAST_API_KEY or "
+        "~/.config/vastai/vast_api_key; nothing was left billing"
+    )
 
 
 class Trapped(Exception):
@@ -144,16 +168,6 @@ async def run_headless(
 
     for sig in SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)
-    fail_after = int(
-        os.environ.get("RENTWATCH_FAIL_AFTER_POLLS", "0") or 0
-    )  # test hook: an injected crash
-    if fail_after:
-
-        def crash() -> None:
-            if sup.polls >= fail_after:
-                raise RuntimeError(f"injected failure after {sup.polls} polls")
-
-        sup.listeners.append(crash)
     code = 1
     try:
         try:
@@ -201,7 +215,10 @@ async def run_headless(
             await session.release("trap", f"exit trap: {why}")  # however long it takes
         except BaseException as exc2:
             log(f"trap   release incomplete: {exc2!r}")
-        if isinstance(exc, RentwatchError):  # an error we name: one line, no traceback
+        if isinstance(exc, AuthError):  # one line: the key, and what still bills
+            print(f"rentwatch: {key_refused(sup, exc)}", file=sys.stderr)
+            code = MARKET_FAILED
+        elif isinstance(exc, RentwatchError):  # an error we name: one line, no traceback
             print(f"rentwatch: {clean(exc.title, 80)}: {clean(exc, 1000)}", file=sys.stderr)
             code = MARKET_FAILED if isinstance(exc, (MarketDown, *REFUSALS)) else 1
         elif not isinstance(exc, Trapped):

@@ -1,0 +1,85 @@
+"""The market's vocabulary: what any marketplace's calls may raise, and what they return. The
+protocol (`protocol.py`) names these; each marketplace's client raises them.
+
+- `AuthError` (an `ApiError`): the key was refused; nothing will work with it, stop.
+- `NotFound` (an `ApiError`): the instance or offer does not exist (any more).
+- `ApiError`: the market answered and refused (4xx/5xx with its message).
+- `MarketUnavailable`: no usable answer after the client's retries; `AnswerLost` (a subclass)
+  when a request went out and its answer never came back (it may have taken effect).
+- `MalformedAnswer` (core): an answer that did not have the promised shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..core.errors import MalformedAnswer, RentwatchError
+
+
+class ApiError(RentwatchError):
+    """The marketplace refused a request (4xx) or kept failing (5xx) after retries."""
+
+    title = "marketplace error"
+
+    def __init__(self, status: int, code: str, msg: str) -> None:
+        super().__init__(f"{status} {code}: {msg}")
+        self.status = status
+        self.code = code
+        self.msg = msg
+
+
+class AuthError(ApiError):
+    title = "not authorised"
+
+
+class NotFound(ApiError):
+    title = "not found"
+
+
+class MarketUnavailable(RentwatchError):
+    """Timeouts, connection errors or rate limits that outlasted every retry."""
+
+    title = "marketplace unavailable"
+
+
+class AnswerLost(MarketUnavailable):
+    """A request went out and no answer came back: the market may have acted on it."""
+
+
+class QuotaExceeded(ApiError):
+    """The daily offer-search quota is spent (429 `search_quota_exceeded`). It resets at UTC
+    midnight, so retrying only burns requests; the official client does not retry it either
+    (vastai `api/client.py` is_search_quota_exceeded / retry_delay)."""
+
+    title = "search quota exceeded"
+
+
+class AnswerTooLarge(MalformedAnswer):
+    """An answer larger than the client's cap: read no further, believe none of it."""
+
+
+@dataclass(frozen=True)
+class Acted:
+    """A state change the market confirmed: when it took effect (market time), and whether the
+    instance was there to change (a destroy that finds it gone is done all the same)."""
+
+    at: float
+    existed: bool = True
+    answer_lost: bool = False  # dated to the send of a try whose answer never came
+
+
+# told of each try of a state change as it goes out: (market time, what became of the last try)
+OnTry = Callable[[float, str | None], None]
+
+
+# what a change (stop, start, destroy) or a create may fail with, short of a refused key
+REFUSALS = (ApiError, MarketUnavailable, MalformedAnswer)
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    instance_id: int
+    instance_api_key: str | None
+    label: str
+    created_at: float | None = None  # the market's own start_date, when the answer was lost

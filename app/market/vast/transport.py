@@ -1,0 +1,328 @@
+"""How rentwatch talks to Vast: one paced, retried, size-capped HTTP call at a time.
+
+Every call has one total deadline (connect, send and the whole answer read) and a cap on the
+answer's size, so a market that trickles or floods cannot hold the controller. Retries only
+what is safe to retry (429 and 5xx), with backoff in market time. The API key is held here and
+nowhere else; it never appears in a repr, a log line or an exception message. Refusals are read
+by what they say, not only by their status (`refusal`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+import httpx
+
+from ...core.errors import MalformedAnswer
+from ..errors import (
+    AnswerLost,
+    AnswerTooLarge,
+    ApiError,
+    AuthError,
+    MarketUnavailable,
+    NotFound,
+    QuotaExceeded,
+)
+
+RETRYABLE = frozenset({429, 500, 502, 503, 504})
+
+# Minimum intervals between calls of a kind (seconds of market time). Vast enforces a minimum
+# interval per endpoint and identity (docs: "Rate limits & errors"); list 1 s, create 4.5 s,
+# destroy 3 s and 10 searches a minute are documented (VAST_API.md). For the one-instance
+# calls (show, and the PUT that stops, starts or labels) no figure is published: 1 s each is
+# our assumption, the list's interval, and the simulator enforces the same table.
+DEFAULT_MIN_INTERVALS = {
+    "list": 1.0,
+    "show": 1.0,
+    "manage": 1.0,
+    "create": 4.5,
+    "destroy": 3.0,
+    "search": 6.0,
+}
+PAGE_SIZE = 25  # the list endpoint's documented maximum page
+POLL_ATTEMPTS = 2  # tries of a list or show call made for a poll (`VastClient.polling`)
+_POLLING: contextvars.ContextVar[bool] = contextvars.ContextVar("polling", default=False)
+DEFAULT_TIMEOUT = 20.0  # seconds for one call, whole answer included (`--http-timeout` overrides)
+MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a list of 25 full rows is about 100 kB
+
+
+@dataclass
+class ClientStats:
+    requests: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    timeouts: int = 0
+    malformed: int = 0
+    bad_rows: int = 0  # instance rows skipped as unreadable (the rest of the answer kept)
+    recovered_creates: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+class Transport:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | None = None,
+        max_attempts: int = 6,
+        backoff: float = 0.15,
+        min_intervals: dict[str, float] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.__key = api_key
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
+        self.max_answer_bytes = MAX_ANSWER_BYTES
+        # rows a list answer carried that could not be read: (instance id or None, why)
+        self.bad_rows: list[tuple[int | None, str]] = []
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.min_intervals = dict(DEFAULT_MIN_INTERVALS if min_intervals is None else min_intervals)
+        self._last_call: dict[str, float] = {}
+        self._pace_lock = asyncio.Lock()
+        self._http = httpx.AsyncClient(
+            timeout=self.timeout, transport=transport, headers={"User-Agent": "rentwatch/0.1"}
+        )
+        self.stats = ClientStats()
+        self.market_time: float | None = None  # the market's clock at the last answer
+        self._market_time_at = 0.0
+        self.time_scale = 1.0
+
+    def __repr__(self) -> str:
+        return f"VastClient({self.base_url!r}, api_key=<hidden>)"
+
+    @contextlib.contextmanager
+    def polling(self) -> Any:
+        """The poll's own list and show calls (in this task) give up after `POLL_ATTEMPTS`
+        tries: the next poll, a poll interval later, is the retry. A call that kept retrying
+        with backoff would leave every rental unwatched for its whole length (seconds of
+        wall time; minutes of a scaled market's)."""
+        token = _POLLING.set(True)
+        try:
+            yield
+        finally:
+            _POLLING.reset(token)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- clock ----------------------------------------------------------------------------
+    def now(self) -> float:
+        """Market time: the last answer's clock, advanced by local time since, scaled."""
+        if self.market_time is None:
+            return time.time()
+        return self.market_time + (time.monotonic() - self._market_time_at) * self.time_scale
+
+    def answered_at(self) -> float:
+        """Market time of the last answer (the sim stamps it; a real market falls back to now)."""
+        return self.market_time if self.market_time is not None else self.now()
+
+    async def sync_clock(self) -> float:
+        """Read the market's clock and terms; a real marketplace has none and keeps wall time."""
+        try:
+            r = await self._http.get(f"{self.base_url}/sim/v0/clock", timeout=self.timeout)
+            if r.status_code == 200:
+                data = r.json()
+                self.time_scale = float(data.get("time_scale", 1.0))
+                self.market_time, self._market_time_at = float(data["now"]), time.monotonic()
+                self.gpu_billing = str(data.get("gpu_billing", "running"))
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            pass
+        return self.now()
+
+    # Vast's documented rule (GPU bills only while running); a simulator says its own at
+    # sync_clock, where "created" is a what-if knob
+    gpu_billing = "running"
+
+    # -- transport ------------------------------------------------------------------------
+    async def _pace(self, kind: str) -> None:
+        interval = self.min_intervals.get(kind, 0.0) / max(self.time_scale, 1e-9)
+        if interval <= 0:
+            return
+        async with self._pace_lock:
+            wait = self._last_call.get(kind, 0.0) + interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._last_call[kind] = time.monotonic()
+
+    async def _back_off(self, delay: float) -> None:
+        """Wait before a retry: `delay` seconds of the market's time, jittered. The same on the
+        real market; on the simulator at time scale S a 1/S share of it (a backoff of seconds
+        would be minutes of market time there, billed to whatever waits on the call)."""
+        await asyncio.sleep(
+            max(0.001, delay * random.uniform(0.5, 1.5) / max(self.time_scale, 1.0))
+        )
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        kind: str = "other",
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        retry: bool = True,
+        on_send: Callable[[], None] | None = None,
+    ) -> Any:
+        url = f"{self.base_url}{path}"
+        attempts = self.max_attempts if retry else 1
+        if _POLLING.get() and kind in ("list", "show"):
+            attempts = min(attempts, POLL_ATTEMPTS)
+        delay = self.backoff
+        last: Exception | None = None
+        for attempt in range(attempts):
+            await self._pace(kind)
+            if on_send is not None:
+                on_send()
+            self.stats.requests += 1
+            self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
+            try:
+                r = await asyncio.wait_for(
+                    self._send(method, url, params, body), max(self.timeout, 1e-3)
+                )
+            except AnswerTooLarge:
+                self.stats.malformed += 1
+                raise
+            except (httpx.TimeoutException, TimeoutError):
+                self.stats.timeouts += 1
+                last = AnswerLost(f"{method} {path} timed out after {self.timeout:g}s")
+            except httpx.TransportError as exc:
+                last = AnswerLost(f"{method} {path}: {type(exc).__name__}")
+            else:
+                stamp = r.headers.get("X-Market-Time")
+                if stamp:
+                    try:
+                        self.market_time, self._market_time_at = float(stamp), time.monotonic()
+                    except ValueError:
+                        pass
+                if r.status_code < 400:
+                    try:
+                        data = r.json()
+                    except (json.JSONDecodeError, UnicodeDecodeError):
+                        self.stats.malformed += 1
+                        last = MalformedAnswer(
+                            f"{method} {path}: the answer is not JSON ({len(r.content)} bytes)"
+                        )
+                        if not retry or attempt + 1 == attempts:
+                            raise last from None
+                        continue  # every retried call is idempotent; ask again
+                    if isinstance(data, dict) and data.get("success") is False:
+                        # a refusal dressed as a 2xx (some endpoints answer 200 with it)
+                        raise self._error(r, data)
+                    return data
+                if self._quota_exceeded(r):
+                    self.stats.rate_limited += 1
+                    raise QuotaExceeded(429, "search_quota_exceeded", "daily search quota spent")
+                if r.status_code not in RETRYABLE:
+                    raise self._error(r)
+                if r.status_code == 429:
+                    self.stats.rate_limited += 1
+                last = self._error(r)
+                retry_after = r.headers.get("Retry-After")
+                if retry_after:
+                    try:
+                        delay = max(delay, min(float(retry_after), 60.0))
+                    except ValueError:
+                        pass
+            if attempt + 1 < attempts:
+                self.stats.retries += 1
+                await self._back_off(delay)
+                delay = min(delay * 2, 10.0)
+        if not retry and last is not None:
+            raise last  # a single try: the caller decides what the failure means
+        if isinstance(last, MalformedAnswer | ApiError) and not (
+            isinstance(last, ApiError) and last.status in RETRYABLE
+        ):
+            raise last
+        raise MarketUnavailable(f"{method} {path} failed after {attempts} attempts: {last}")
+
+    async def _send(
+        self, method: str, url: str, params: dict[str, Any] | None, body: Any
+    ) -> httpx.Response:
+        """One exchange, its answer read to the end but never past `max_answer_bytes`."""
+        req = self._http.build_request(
+            method, url, params=params, json=body, headers={"Authorization": f"Bearer {self.__key}"}
+        )
+        resp = await self._http.send(req, stream=True)
+        try:
+            declared = resp.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > self.max_answer_bytes:
+                raise AnswerTooLarge(f"{method} answer of {declared} bytes is over the cap")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in resp.aiter_bytes():
+                size += len(chunk)
+                if size > self.max_answer_bytes:
+                    raise AnswerTooLarge(
+                        f"{method} answer passed {self.max_answer_bytes} bytes: not read further"
+                    )
+                chunks.append(chunk)
+        finally:
+            await resp.aclose()
+        return httpx.Response(
+            resp.status_code, headers=resp.headers, content=b"".join(chunks), request=req
+        )
+
+    @staticmethod
+    def _quota_exceeded(r: httpx.Response) -> bool:
+        if r.status_code != 429:
+            return False
+        try:
+            data = r.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return False
+        return isinstance(data, dict) and data.get("error") == "search_quota_exceeded"
+
+    @staticmethod
+    def _error(r: httpx.Response, data: Any = None) -> ApiError:
+        code, msg = "http_error", r.reason_phrase
+        try:
+            if data is None:
+                data = r.json()
+            if isinstance(data, dict):
+                code = str(data.get("error") or code)
+                # the docs: "some omit error and return only msg or message"
+                msg = str(data.get("msg") or data.get("message") or data.get("detail") or msg)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            text = r.text[:200].strip()
+            msg = text or msg
+        return refusal(r.status_code, code, msg)
+
+
+# What Vast says when it refuses a key, whatever the status: 401 `auth_error` "Invalid user
+# key" on most endpoints, 404 with the same body on search (vast-ai/docs openapi.yaml), and 404
+# "Session expired. Please log in again." (vastai 1.9.1 `vast.py` _is_tfa_session_expired).
+AUTH_CODES = frozenset({"auth_error", "unauthorized", "invalid_api_key"})
+AUTH_TEXTS = ("invalid user key", "session expired", "invalid api key")
+
+
+def is_auth_refusal(status: int, code: str, msg: str) -> bool:
+    return status == 401 or code.lower() in AUTH_CODES or any(t in msg.lower() for t in AUTH_TEXTS)
+
+
+def refusal(status: int, code: str, msg: str) -> ApiError:
+    """A refusal by what it says, not by its status alone: a refused key is never "not found"
+    (a 404 read as gone would count a destroy as done while the rental bills on)."""
+    if is_auth_refusal(status, code, msg):
+        said = f": {msg[:120]}" if msg and "api key" not in msg.lower() else ""
+        return AuthError(
+            status if status >= 400 else 401, code, f"the marketplace rejected the API key{said}"
+        )
+    if status == 404 or code in ("no_such_instance", "no_such_ask"):
+        return NotFound(404 if status < 400 else status, code, msg)
+    return ApiError(status if status >= 400 else 400, code, msg)
