@@ -1,0 +1,415 @@
+"""What rentwatch tells a person, as values: the `Notice`, its level, one builder per event kind,
+and `scrub`, which every notice passes through before it leaves the process.
+
+Pure: no I/O, no clock. Each builder writes a one-line title and a body in three parts, what
+happened, what rentwatch did, what the person may want to do, from the facts the caller passes
+in (figures come from the ledger; the builders compute none). Host- and market-controlled
+strings are cleaned here; secrets are removed by `scrub`, which the notifier applies again with
+the secrets it was given.
+
+Levels, lowest first: `info` (routine: a dud replaced as usual), `notice` (worth reading, not
+urgent: the campaign's end), `warning` (a person should look soon: a verified host lost, the
+budget at 80%), `critical` (money may be burning unseen, or supervision stopped). The default
+minimum, `DEFAULT_MIN_LEVEL`, is `notice`: routine work wakes nobody, the end of a campaign and
+everything worse is sent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Final
+
+from ..core.text import clean
+
+LEVELS: Final = ("info", "notice", "warning", "critical")
+DEFAULT_MIN_LEVEL: Final = "notice"
+
+TITLE_LIMIT: Final = 120
+BODY_LIMIT: Final = 2000
+LINE_LIMIT: Final = 300
+FIELD_LIMIT: Final = 160  # one host- or market-controlled value inside a sentence
+REDACTED: Final = "[redacted]"
+# shorter "secrets" would blank ordinary words; a real key, token or key path is never this short
+MIN_SECRET_LEN: Final = 6
+
+CAMPAIGN_FAULT: Final = "campaign_fault"
+BUDGET_80: Final = "budget_80"
+BUDGET_100: Final = "budget_100"
+HOST_LOST: Final = "host_lost"
+XID_STOP: Final = "xid_stop"
+HOST_OFFLINE: Final = "host_offline"
+OUTBID: Final = "outbid"
+KEY_REFUSED: Final = "key_refused"
+MARKET_UNREACHABLE: Final = "market_unreachable"
+CONTROLLER_TRAPPED: Final = "controller_trapped"
+CONTROLLER_EXIT: Final = "controller_exit"
+JOB_FAILED: Final = "job_failed"
+CAMPAIGN_END: Final = "campaign_end"
+DUD_REPLACED: Final = "dud_replaced"
+
+DEFAULT_LEVELS: Final[Mapping[str, str]] = {
+    CAMPAIGN_FAULT: "critical",
+    BUDGET_80: "warning",
+    BUDGET_100: "critical",
+    HOST_LOST: "warning",
+    XID_STOP: "warning",
+    HOST_OFFLINE: "warning",
+    OUTBID: "warning",
+    KEY_REFUSED: "critical",
+    MARKET_UNREACHABLE: "critical",
+    CONTROLLER_TRAPPED: "critical",
+    CONTROLLER_EXIT: "critical",
+    JOB_FAILED: "warning",
+    CAMPAIGN_END: "notice",
+    DUD_REPLACED: "info",
+}
+KINDS: Final = tuple(DEFAULT_LEVELS)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One message for a person. `key` names what repeats of the same news share (the notifier
+    folds notices with one key inside its window); None: never folded."""
+
+    kind: str
+    level: str
+    title: str
+    body: str
+    key: str | None = None
+
+
+def level_rank(level: str) -> int:
+    """Position of `level` in `LEVELS`; ValueError naming the known ones otherwise."""
+    try:
+        return LEVELS.index(level)
+    except ValueError:
+        raise ValueError(
+            f"unknown notify level {level!r}; use one of {', '.join(LEVELS)}"
+        ) from None
+
+
+def should_send(notice: Notice, min_level: str) -> bool:
+    """Whether `notice` is at or above `min_level`."""
+    return level_rank(notice.level) >= level_rank(min_level)
+
+
+def with_levels(notice: Notice, overrides: Mapping[str, str]) -> Notice:
+    """`notice` with the campaign's own level for its kind, when the campaign chose one
+    (for example `{"host_offline": "info"}`); unknown levels raise ValueError."""
+    level = overrides.get(notice.kind)
+    if level is None:
+        return notice
+    level_rank(level)
+    return replace(notice, level=level)
+
+
+def scrub(text: object, secrets: Iterable[str | None] = (), limit: int = BODY_LIMIT) -> str:
+    """`text` safe to send: every secret given (API key, controller token, SSH key path...)
+    replaced by `[redacted]`, escape sequences and control characters removed line by line
+    (line breaks kept), each line and the whole capped.
+
+    Secrets are removed both before and after cleaning, so one split by an escape sequence
+    (`ab\\x1b[0mcd`) cannot reappear once the escape is gone, and before any cap, so a cut can
+    never leave half a secret."""
+    wanted = sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
+    s = _redact("" if text is None else str(text), wanted)
+    lines = [clean(line, limit=len(line) + 1) for line in s.splitlines()]
+    s = _redact("\n".join(lines), wanted)
+    lines = [_cap(line, LINE_LIMIT) for line in s.split("\n")]
+    return _cap("\n".join(lines).strip("\n"), limit)
+
+
+def campaign_fault(
+    campaign: str, cause: str, *, image: str | None = None, job: str | None = None
+) -> Notice:
+    """Every host failed the same way: the campaign's image or job is at fault, not the hosts."""
+    what = f"image {_v(image)}" if image else f"job {_v(job)}" if job else "the campaign"
+    return _notice(
+        CAMPAIGN_FAULT,
+        campaign,
+        f"{_v(campaign)}: campaign fault, {what}; creates stopped",
+        happened=f"Every host failed the same way with {what}: {_v(cause)}.",
+        did="Stopped creating new instances. Hosts were not blamed or quarantined for it.",
+        todo=f"Check {what} (name, registry access, what it carries), fix the campaign file "
+        "and start the campaign again.",
+        key=f"{CAMPAIGN_FAULT}:{campaign}",
+    )
+
+
+def budget_80(campaign: str, spent_usd: float, budget_usd: float) -> Notice:
+    """Spend crossed 80% of the campaign's budget."""
+    return _notice(
+        BUDGET_80,
+        campaign,
+        f"{_v(campaign)}: 80% of budget spent (${spent_usd:.2f} of ${budget_usd:.2f})",
+        happened=f"The ledger shows ${spent_usd:.2f} spent of the ${budget_usd:.2f} budget.",
+        did="Nothing yet: the campaign goes on; at 100% it stops creating.",
+        todo="Raise `budget_usd` if the work is worth it, or end the campaign.",
+        key=f"{BUDGET_80}:{campaign}",
+    )
+
+
+def budget_100(campaign: str, spent_usd: float, budget_usd: float, *, stopped: int = 0) -> Notice:
+    """Spend reached the campaign's budget."""
+    return _notice(
+        BUDGET_100,
+        campaign,
+        f"{_v(campaign)}: budget spent (${spent_usd:.2f} of ${budget_usd:.2f})",
+        happened=f"The ledger shows ${spent_usd:.2f} spent, at or over the ${budget_usd:.2f} "
+        "budget.",
+        did=f"Stopped creating; stopped {stopped} instance(s) it held.",
+        todo="Pull what you need from stopped instances (storage still bills) and end the "
+        "campaign, or raise `budget_usd` and start it again.",
+        key=f"{BUDGET_100}:{campaign}",
+    )
+
+
+def host_lost(
+    campaign: str,
+    instance_id: int,
+    reason: str,
+    *,
+    machine_id: int | None = None,
+    job: str | None = None,
+) -> Notice:
+    """A verified instance stopped delivering (exited, unreachable, stopped by the market)."""
+    return _notice(
+        HOST_LOST,
+        campaign,
+        f"{_v(campaign)}: verified instance {instance_id} lost",
+        happened=f"Verified instance {instance_id}{_machine(machine_id)} was lost: {_v(reason)}."
+        + _job(job),
+        did="Stopped it (nothing destroyed: it had passed preflight) and went on with the fleet.",
+        todo="Pull any artifacts still on it, then end or destroy it yourself.",
+        key=f"{HOST_LOST}:{campaign}:{instance_id}",
+    )
+
+
+def xid_stop(
+    campaign: str,
+    instance_id: int,
+    xid: int,
+    *,
+    machine_id: int | None = None,
+    job: str | None = None,
+) -> Notice:
+    """The GPU threw a fatal XID under load and rentwatch stopped the instance."""
+    return _notice(
+        XID_STOP,
+        campaign,
+        f"{_v(campaign)}: instance {instance_id} stopped, fatal XID {xid}",
+        happened=f"The GPU of instance {instance_id}{_machine(machine_id)} reported fatal "
+        f"XID {xid}." + _job(job),
+        did="Stopped the instance and quarantined its machine for this campaign.",
+        todo="Nothing, unless the job's artifacts on it matter: pull them, then destroy it.",
+        key=f"{XID_STOP}:{campaign}:{instance_id}",
+    )
+
+
+def host_offline(
+    campaign: str,
+    instance_id: int,
+    *,
+    machine_id: int | None = None,
+    since_s: float | None = None,
+) -> Notice:
+    """The market reports a held instance's host offline."""
+    since = f" for {_duration(since_s)}" if since_s is not None else ""
+    return _notice(
+        HOST_OFFLINE,
+        campaign,
+        f"{_v(campaign)}: host of instance {instance_id} offline",
+        happened=f"The market reports the host of instance {instance_id}{_machine(machine_id)} "
+        f"offline{since}. GPU time does not bill while offline; storage does not either.",
+        did="Kept watching it; its work is replaced on another host if it stays away.",
+        todo="Nothing unless it holds artifacts you need; the market may bring it back.",
+        key=f"{HOST_OFFLINE}:{campaign}:{instance_id}",
+    )
+
+
+def outbid(campaign: str, instance_id: int, *, job: str | None = None) -> Notice:
+    """An interruptible instance lost its bid."""
+    return _notice(
+        OUTBID,
+        campaign,
+        f"{_v(campaign)}: instance {instance_id} outbid",
+        happened=f"Interruptible instance {instance_id} was outbid and stopped by the market."
+        + _job(job),
+        did="Moved its work to the next host, from its last checkpoint where it has one.",
+        todo='Raise the bid or use `rental = "on-demand"` if outbids keep costing work.',
+        key=f"{OUTBID}:{campaign}:{instance_id}",
+    )
+
+
+def key_refused(campaign: str, *, status: int | None = None, detail: str = "") -> Notice:
+    """The market refused the API key: nothing can be created, stopped or watched."""
+    code = f" (HTTP {status})" if status is not None else ""
+    return _notice(
+        KEY_REFUSED,
+        campaign,
+        f"{_v(campaign)}: the market refused the API key{code}",
+        happened=f"The market refused rentwatch's API key{code}"
+        + (f": {_v(detail)}." if detail else "."),
+        did="Stopped creating. Instances already running go on billing and cannot be stopped "
+        "from here until the key works again.",
+        todo="Check the key (revoked, expired, missing scope) in the Vast console and restart "
+        "the controller with a working one; stop instances from the console meanwhile.",
+        key=f"{KEY_REFUSED}:{campaign}",
+    )
+
+
+def market_unreachable(campaign: str, error: str, *, since_s: float, held: int) -> Notice:
+    """The market has not answered for a while: supervision is blind."""
+    return _notice(
+        MARKET_UNREACHABLE,
+        campaign,
+        f"{_v(campaign)}: market unreachable for {_duration(since_s)}",
+        happened=f"The market has not answered for {_duration(since_s)}: {_v(error)}.",
+        did=f"Kept retrying. {held} instance(s) held go on billing, unsupervised; their host "
+        "watchdogs stop them if the controller's heartbeat goes silent.",
+        todo="Check the network and the market's status page; stop instances from the console "
+        "if this lasts.",
+        key=f"{MARKET_UNREACHABLE}:{campaign}",
+    )
+
+
+def controller_trapped(campaign: str, signal_name: str, *, stopped: int, left: int) -> Notice:
+    """The controller caught a signal or an unhandled error and stopped what it held."""
+    tail = (
+        f" {left} could not be stopped and may still bill."
+        if left
+        else " Nothing it held is left running."
+    )
+    return _notice(
+        CONTROLLER_TRAPPED,
+        campaign,
+        f"{_v(campaign)}: controller trapped ({_v(signal_name)}), {stopped} stopped, {left} left",
+        happened=f"The controller was interrupted by {_v(signal_name)}.",
+        did=f"Stopped {stopped} instance(s) it held.{tail}",
+        todo="Check the console for anything still running"
+        + (" and stop it" if left else "")
+        + "; start the controller again to adopt what remains.",
+        key=f"{CONTROLLER_TRAPPED}:{campaign}",
+    )
+
+
+def controller_exit(campaign: str, reason: str, *, stopped: int, detached: bool) -> Notice:
+    """The controller is exiting for a reason other than the campaign's end."""
+    did = (
+        "Left its instances running (--detach), as asked."
+        if detached
+        else f"Stopped {stopped} instance(s) it held."
+    )
+    return _notice(
+        CONTROLLER_EXIT,
+        campaign,
+        f"{_v(campaign)}: controller exiting, {_v(reason, 80)}",
+        happened=f"The controller is exiting before the campaign's end: {_v(reason)}.",
+        did=did,
+        todo="Read the reason, fix what it names and start the controller again; it adopts "
+        "what is still there.",
+        key=f"{CONTROLLER_EXIT}:{campaign}",
+    )
+
+
+def job_failed(campaign: str, job: str, *, attempts: int, last_error: str) -> Notice:
+    """A job failed on every try it was allowed."""
+    return _notice(
+        JOB_FAILED,
+        campaign,
+        f"{_v(campaign)}: job {_v(job, 60)} failed for good after {attempts} tries",
+        happened=f"Job {_v(job)} failed {attempts} time(s); last: {_v(last_error)}.",
+        did="Gave up on it; the other jobs go on and its hosts stay held for them.",
+        todo="Read the job's log (rentwatch ledger), fix the command and add it again.",
+        key=f"{JOB_FAILED}:{campaign}:{job}",
+    )
+
+
+def campaign_end(
+    campaign: str,
+    *,
+    creates: int,
+    duds: int,
+    spent_usd: float,
+    usd_per_gpu_hour: float | None,
+    jobs_finished: int | None = None,
+    stopped: int = 0,
+) -> Notice:
+    """The campaign is done; the body carries the receipt's figures as given (the ledger's)."""
+    rate = f"${usd_per_gpu_hour:.2f}/GPU-h" if usd_per_gpu_hour is not None else "no GPU-h"
+    jobs = f", {jobs_finished} job(s) finished" if jobs_finished is not None else ""
+    return _notice(
+        CAMPAIGN_END,
+        campaign,
+        f"{_v(campaign)}: done, ${spent_usd:.2f} spent, {rate}",
+        happened=f"The campaign ended: {creates} create(s), {duds} dud(s), ${spent_usd:.2f} "
+        f"spent, {rate}{jobs}.",
+        did=f"Stopped {stopped} instance(s) it still held.",
+        todo="Read the full receipt with `rentwatch receipt`; destroy what you no longer need "
+        "(stopped instances bill storage).",
+        key=f"{CAMPAIGN_END}:{campaign}",
+    )
+
+
+def dud_replaced(campaign: str, instance_id: int, cause: str) -> Notice:
+    """Routine: an attempt that never passed preflight was destroyed and replaced."""
+    return _notice(
+        DUD_REPLACED,
+        campaign,
+        f"{_v(campaign)}: dud {instance_id} replaced",
+        happened=f"Attempt {instance_id} never delivered: {_v(cause)}.",
+        did="Destroyed it (it never passed preflight) and created a replacement.",
+        todo="Nothing.",
+        key=f"{DUD_REPLACED}:{campaign}",
+    )
+
+
+_ELLIPSIS = "…"
+_SPACES = re.compile(r"\s+")
+
+
+def _notice(
+    kind: str, campaign: str, title: str, *, happened: str, did: str, todo: str, key: str
+) -> Notice:
+    body = f"What happened: {happened}\nWhat rentwatch did: {did}\nWhat you may want to do: {todo}"
+    return Notice(
+        kind=kind,
+        level=DEFAULT_LEVELS[kind],
+        title=_cap(clean(title, limit=TITLE_LIMIT + 1), TITLE_LIMIT),
+        body=scrub(body),
+        key=_cap(clean(key, limit=FIELD_LIMIT * 2), FIELD_LIMIT * 2),
+    )
+
+
+def _v(value: object, limit: int = FIELD_LIMIT) -> str:
+    """One untrusted value inside a sentence: cleaned, spaces collapsed, capped."""
+    return _SPACES.sub(" ", clean(value, limit=limit)).strip()
+
+
+def _machine(machine_id: int | None) -> str:
+    return f" (machine {machine_id})" if machine_id is not None else ""
+
+
+def _job(job: str | None) -> str:
+    return f" It was running job {_v(job)}." if job else ""
+
+
+def _duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def _cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + _ELLIPSIS

@@ -1,0 +1,272 @@
+"""Prometheus metrics of a controller, in a registry of their own (never the global one), with
+the names `DESIGN.md` fixes.
+
+The campaign's figures (instances by phase, spend, creates, duds, jobs by status, budget used)
+are the ledger's: the engine hands them to `update` after each poll and a custom collector
+exposes them as they are, so `/metrics` can never disagree with `rentwatch receipt`. Spend,
+creates and duds are counters in kind (they only grow) and are exposed as such: a counter
+family `rentwatch_spend_usd` is written `rentwatch_spend_usd_total`, the name in `DESIGN.md`.
+The poll histogram, the last poll's time and the notifier's failures are recorded here.
+
+Served by `serve(host, port)` (prometheus-client's own server, loopback by default) or mounted
+on an aiohttp app with `aiohttp_handler`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ..core.errors import ConfigError
+
+DEFAULT_HOST = "127.0.0.1"
+METRIC_NAMES = (
+    "rentwatch_instances",
+    "rentwatch_spend_usd_total",
+    "rentwatch_creates_total",
+    "rentwatch_duds_total",
+    "rentwatch_jobs",
+    "rentwatch_budget_used_ratio",
+    "rentwatch_poll_duration_seconds",
+    "rentwatch_last_poll_timestamp_seconds",
+    "rentwatch_notify_failures_total",
+)
+# a poll is one list call plus the rules: tens of ms on a small fleet, seconds at 10,000
+POLL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass
+class _CampaignFigures:
+    phases: dict[str, int] = field(default_factory=dict)
+    jobs: dict[str, int] = field(default_factory=dict)
+    spend: float = 0.0
+    creates: int = 0
+    duds: int = 0
+    budget_ratio: float | None = None
+
+
+class _LedgerFigures(Collector):
+    """Exposes the figures last given to `Metrics.update`, per campaign."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._campaigns: dict[str, _CampaignFigures] = {}
+
+    def set(
+        self,
+        campaign: str,
+        phases: Mapping[str, int],
+        spend: float,
+        creates: int,
+        duds: int,
+        jobs: Mapping[str, int],
+        budget_ratio: float | None,
+    ) -> None:
+        with self._lock:
+            old = self._campaigns.get(campaign, _CampaignFigures())
+            # a phase or status seen before and absent now reads 0, not a vanished series
+            self._campaigns[campaign] = _CampaignFigures(
+                phases={k: 0 for k in old.phases} | {str(k): int(v) for k, v in phases.items()},
+                jobs={k: 0 for k in old.jobs} | {str(k): int(v) for k, v in jobs.items()},
+                spend=float(spend),
+                creates=int(creates),
+                duds=int(duds),
+                budget_ratio=None if budget_ratio is None else float(budget_ratio),
+            )
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            campaigns = {name: fig for name, fig in sorted(self._campaigns.items())}
+        instances = GaugeMetricFamily(
+            "rentwatch_instances",
+            "Instances held, by lifecycle phase",
+            labels=["campaign", "phase"],
+        )
+        jobs = GaugeMetricFamily(
+            "rentwatch_jobs", "Jobs of the campaign, by status", labels=["campaign", "status"]
+        )
+        spend = CounterMetricFamily(
+            "rentwatch_spend_usd", "USD spent in all (the ledger's figure)", labels=["campaign"]
+        )
+        creates = CounterMetricFamily("rentwatch_creates", "Instances created", labels=["campaign"])
+        duds = CounterMetricFamily(
+            "rentwatch_duds", "Attempts that never delivered", labels=["campaign"]
+        )
+        budget = GaugeMetricFamily(
+            "rentwatch_budget_used_ratio",
+            "Spend over the campaign's budget (1 = all of it)",
+            labels=["campaign"],
+        )
+        for name, fig in campaigns.items():
+            for phase, n in sorted(fig.phases.items()):
+                instances.add_metric([name, phase], n)
+            for status, n in sorted(fig.jobs.items()):
+                jobs.add_metric([name, status], n)
+            spend.add_metric([name], fig.spend)
+            creates.add_metric([name], fig.creates)
+            duds.add_metric([name], fig.duds)
+            if fig.budget_ratio is not None:
+                budget.add_metric([name], fig.budget_ratio)
+        yield from (instances, spend, creates, duds, jobs, budget)
+
+
+class Metrics:
+    """The controller's metrics; thread-safe (the engine writes, the server's thread reads)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._figures = _LedgerFigures()
+        self.registry.register(self._figures)
+        self._poll = Histogram(
+            "rentwatch_poll_duration_seconds",
+            "Time one poll took (list call, rules, execution)",
+            buckets=POLL_BUCKETS,
+            registry=self.registry,
+        )
+        self._last_poll = Gauge(
+            "rentwatch_last_poll_timestamp_seconds",
+            "Unix time of the last successful poll",
+            registry=self.registry,
+        )
+        self._notify_failures = Counter(
+            "rentwatch_notify_failures",
+            "Notifications given up (after retries), over every URL",
+            registry=self.registry,
+        )
+        self._server: MetricsServer | None = None
+
+    def update(
+        self,
+        campaign: str,
+        phases: Mapping[str, int],
+        spend: float,
+        creates: int,
+        duds: int,
+        jobs: Mapping[str, int],
+        budget_ratio: float | None,
+    ) -> None:
+        """The campaign's figures as the ledger has them now; `phases` and `jobs` are complete
+        (a key seen before and absent now reads 0)."""
+        self._figures.set(campaign, phases, spend, creates, duds, jobs, budget_ratio)
+
+    def observe_poll(self, seconds: float, at: float) -> None:
+        """One successful poll: how long it took, and when it ended (Unix time)."""
+        self._poll.observe(max(0.0, seconds))
+        self._last_poll.set(at)
+
+    def notify_failed(self, *_: object) -> None:
+        """One notification given up; takes and ignores `Notifier`'s `on_failure` arguments so
+        it can be passed straight to it."""
+        self._notify_failures.inc()
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+    def serve(self, host: str = DEFAULT_HOST, port: int = 0) -> MetricsServer:
+        """Serve `GET /metrics` on `host:port` from a thread of prometheus-client's own server
+        (port 0: any free one, see `.port`)."""
+        httpd, thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = MetricsServer(httpd, thread)
+        return self._server
+
+
+class MetricsServer:
+    """A running metrics server: where it listens, and how to stop it."""
+
+    def __init__(self, httpd: Any, thread: threading.Thread) -> None:
+        self._httpd = httpd
+        self._thread = thread
+
+    @property
+    def host(self) -> str:
+        return str(self._httpd.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(5)
+
+
+def aiohttp_handler(
+    metrics: Metrics,
+) -> Callable[[web.Request], Coroutine[Any, Any, web.Response]]:
+    """A handler for `GET /metrics` on an aiohttp app (the controller's listener, which puts its
+    token check in front)."""
+
+    async def handle(request: web.Request) -> web.Response:
+        body = metrics.exposition()
+        response = web.Response(body=body)
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    return handle
+
+
+def parse_listen(value: str, default_host: str = DEFAULT_HOST) -> tuple[str, int]:
+    """`HOST:PORT` (or `PORT`, or `:PORT`: on `default_host`, loopback) as (host, port);
+    IPv6 as `[::1]:9464`. Port 0 means any free port. ConfigError saying what is wrong
+    otherwise."""
+    text = value.strip()
+    if not text:
+        raise ConfigError("--metrics: empty; give HOST:PORT, for example 127.0.0.1:9464")
+    if text.startswith("["):
+        host, sep, port_text = text[1:].partition("]:")
+        if not sep:
+            raise ConfigError(f"--metrics {value!r}: IPv6 needs brackets and a port: [::1]:9464")
+        _check_ip6(host, value)
+    elif text.count(":") > 1:
+        raise ConfigError(f"--metrics {value!r}: write an IPv6 address in brackets: [::1]:9464")
+    elif ":" in text:
+        host, _, port_text = text.partition(":")
+        host = host or default_host
+    else:
+        host, port_text = default_host, text
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ConfigError(f"--metrics {value!r}: port must be a number from 0 to 65535")
+    if not host.startswith("[") and not _is_host(host):
+        raise ConfigError(f"--metrics {value!r}: {host!r} is not a host name or address")
+    return host, int(port_text)
+
+
+def _check_ip6(host: str, value: str) -> None:
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        raise ConfigError(f"--metrics {value!r}: {host!r} is not an IPv6 address") from None
+
+
+def _is_host(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    labels = host.rstrip(".").split(".")
+    return len(host) <= 253 and all(
+        0 < len(label) <= 63
+        and label[0] != "-"
+        and label[-1] != "-"
+        and all(c.isascii() and (c.isalnum() or c == "-") for c in label)
+        for label in labels
+    )

@@ -1,0 +1,368 @@
+"""Delivery of notices through apprise URLs, off the engine's path, and the user's config file.
+
+`Notifier.notify` only filters by level and puts the notice on a bounded queue: it never blocks
+and never raises (a full queue drops the notice and counts it). One background thread sends:
+each send to each URL runs in a worker thread that it waits on for at most `deadline_s`; a
+refused send is retried a bounded number of times with backoff; a send that does not answer in
+time is given up at once (retrying a receiver that hangs would only hold the queue). Repeats of
+a notice with the same `key` inside `fold_window_s` are folded: the first goes out at once, the
+rest become one notice at the window's end, titled "... (N times)". A failure calls
+`on_failure(url_redacted, reason)` and counts in `failures`; nothing is raised to the caller.
+
+Every title and body is scrubbed of the secrets given before it is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import apprise
+
+from ..core.errors import ConfigError
+from .events import (
+    DEFAULT_MIN_LEVEL,
+    TITLE_LIMIT,
+    Notice,
+    level_rank,
+    scrub,
+    should_send,
+)
+
+log = logging.getLogger(__name__)
+
+OnFailure = Callable[[str, str], None]
+
+_APPRISE_TYPES = {
+    "info": apprise.NotifyType.INFO,
+    "notice": apprise.NotifyType.SUCCESS,
+    "warning": apprise.NotifyType.WARNING,
+    "critical": apprise.NotifyType.FAILURE,
+}
+# a send still running after its deadline keeps its thread; past this many per URL, the URL is
+# failed at once instead of piling up threads behind a receiver that never answers
+_MAX_STUCK_PER_URL = 2
+
+
+@dataclass
+class _Fold:
+    first: Notice
+    until: float
+    repeats: int = 0
+    last: Notice | None = None
+
+
+@dataclass
+class _Target:
+    url_redacted: str
+    apprise_obj: apprise.Apprise | None
+    stuck: list[threading.Thread] = field(default_factory=list)
+
+
+class Notifier:
+    """Sends notices to apprise URLs from a background thread; see the module docstring.
+
+    Counters (read from any thread): `sent` (deliveries that succeeded, per URL), `failures`
+    (deliveries given up, per URL), `dropped` (notices lost to a full queue), `filtered`
+    (below `min_level`), `folded` (repeats merged into a later notice).
+    """
+
+    def __init__(
+        self,
+        urls: Iterable[str],
+        min_level: str = DEFAULT_MIN_LEVEL,
+        secrets: Iterable[str | None] = (),
+        on_failure: OnFailure | None = None,
+        *,
+        queue_size: int = 100,
+        deadline_s: float = 5.0,
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        fold_window_s: float = 60.0,
+    ) -> None:
+        level_rank(min_level)
+        self.min_level = min_level
+        self._secrets = tuple(s for s in secrets if s)
+        self._on_failure = on_failure
+        self._deadline_s = deadline_s
+        self._retries = max(0, retries)
+        self._backoff_s = backoff_s
+        self._fold_window_s = fold_window_s
+        self._queue: queue.Queue[Notice | None] = queue.Queue(maxsize=queue_size)
+        self._folds: dict[str, _Fold] = {}
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self.sent = 0
+        self.failures = 0
+        self.dropped = 0
+        self.filtered = 0
+        self.folded = 0
+        self._targets = [self._target(url) for url in dict.fromkeys(urls)]
+        self._thread = threading.Thread(target=self._run, name="rentwatch-notifier", daemon=True)
+        self._thread.start()
+
+    @property
+    def urls_redacted(self) -> list[str]:
+        return [t.url_redacted for t in self._targets]
+
+    def notify(self, notice: Notice) -> bool:
+        """Queue `notice` for delivery; False when it was filtered, dropped or the notifier is
+        closed. Never blocks, never raises."""
+        try:
+            if not self._targets or self._closing.is_set():
+                return False
+            if not should_send(notice, self.min_level):
+                with self._lock:
+                    self.filtered += 1
+                return False
+            self._queue.put_nowait(notice)
+            return True
+        except queue.Full:
+            with self._lock:
+                self.dropped += 1
+            return False
+        except Exception:  # an unknown level in a notice must not reach the engine
+            log.exception("notice refused")
+            return False
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Send what is queued (folded repeats included), then stop; True when it drained in
+        `timeout` seconds. Sends still running after it are abandoned (daemon threads)."""
+        self._closing.set()
+        end = time.monotonic() + timeout
+        while self._thread.is_alive():
+            try:
+                self._queue.put(None, timeout=0.05)
+                break
+            except queue.Full:
+                if time.monotonic() >= end:
+                    break
+        self._thread.join(max(0.0, end - time.monotonic()))
+        return not self._thread.is_alive()
+
+    # the sending thread
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=self._next_wait())
+            except queue.Empty:
+                self._flush_folds(force=False)
+                continue
+            if item is None:  # close()'s sentinel: what is queued before it was sent
+                self._flush_folds(force=True)
+                return
+            self._take(item)
+            self._flush_folds(force=False)
+
+    def _next_wait(self) -> float:
+        if not self._folds:
+            return 1.0
+        soonest = min(f.until for f in self._folds.values())
+        return max(0.01, min(1.0, soonest - time.monotonic()))
+
+    def _take(self, notice: Notice) -> None:
+        now = time.monotonic()
+        if notice.key is None or self._fold_window_s <= 0:
+            self._send(notice)
+            return
+        fold = self._folds.get(notice.key)
+        if fold is not None and now < fold.until:
+            fold.repeats += 1
+            fold.last = notice
+            with self._lock:
+                self.folded += 1
+            return
+        self._folds[notice.key] = _Fold(first=notice, until=now + self._fold_window_s)
+        self._send(notice)
+
+    def _flush_folds(self, *, force: bool) -> None:
+        now = time.monotonic()
+        for key, fold in list(self._folds.items()):
+            if not force and now < fold.until:
+                continue
+            del self._folds[key]
+            if fold.repeats and fold.last is not None:
+                self._send(_folded(fold.last, fold.repeats))
+
+    def _send(self, notice: Notice) -> None:
+        title = scrub(notice.title, self._secrets, limit=TITLE_LIMIT).replace("\n", " ")
+        body = scrub(notice.body, self._secrets)
+        for target in self._targets:
+            reason = self._deliver(target, title, body, notice.level)
+            with self._lock:
+                if reason is None:
+                    self.sent += 1
+                else:
+                    self.failures += 1
+            if reason is not None:
+                self._report(target.url_redacted, reason)
+
+    def _deliver(self, target: _Target, title: str, body: str, level: str) -> str | None:
+        """None when delivered; else why not (after the retries it was allowed)."""
+        if target.apprise_obj is None:
+            return "not a URL apprise can send to"
+        reason = "refused"
+        for attempt in range(self._retries + 1):
+            if attempt:
+                if self._closing.is_set() and attempt > 1:
+                    break
+                time.sleep(self._backoff_s * 2 ** (attempt - 1))
+            target.stuck = [t for t in target.stuck if t.is_alive()]
+            if len(target.stuck) >= _MAX_STUCK_PER_URL:
+                return f"{len(target.stuck)} earlier sends still unanswered"
+            outcome: list[bool | BaseException] = []
+            worker = threading.Thread(
+                target=_send_once,
+                args=(target.apprise_obj, title, body, _APPRISE_TYPES[level], outcome),
+                name="rentwatch-notify-send",
+                daemon=True,
+            )
+            worker.start()
+            worker.join(self._deadline_s)
+            if worker.is_alive():
+                target.stuck.append(worker)
+                return f"no answer in {self._deadline_s:g}s"
+            result = outcome[0] if outcome else False
+            if result is True:
+                return None
+            reason = (
+                f"error: {type(result).__name__}"
+                if isinstance(result, BaseException)
+                else "refused"
+            )
+        return f"{reason} after {self._retries + 1} tries"
+
+    def _report(self, url_redacted: str, reason: str) -> None:
+        if self._on_failure is None:
+            return
+        try:
+            self._on_failure(url_redacted, scrub(reason, self._secrets, limit=200))
+        except Exception:
+            log.exception("on_failure callback raised")
+
+    def _target(self, url: str) -> _Target:
+        obj = apprise.Apprise()
+        if not obj.add(url):
+            return _Target(url_redacted=_redact_url(url, None), apprise_obj=None)
+        return _Target(url_redacted=_redact_url(url, obj), apprise_obj=obj)
+
+
+def _send_once(
+    obj: apprise.Apprise,
+    title: str,
+    body: str,
+    notify_type: apprise.NotifyType,
+    outcome: list[bool | BaseException],
+) -> None:
+    try:
+        outcome.append(
+            bool(
+                obj.notify(
+                    title=title,
+                    body=body,
+                    notify_type=notify_type,
+                    body_format=apprise.NotifyFormat.TEXT,
+                    interpret_escapes=False,
+                )
+            )
+        )
+    except BaseException as exc:  # noqa: BLE001 - reported as the send's failure
+        outcome.append(exc)
+
+
+def _folded(notice: Notice, repeats: int) -> Notice:
+    suffix = f" ({repeats} times)"
+    room = TITLE_LIMIT - len(suffix)
+    base = notice.title if len(notice.title) <= room else notice.title[: room - 1] + "…"
+    title = base + suffix
+    body = f"{notice.body}\n(The same news came {repeats} more time(s) inside the fold window.)"
+    return replace(notice, title=title, body=body)
+
+
+def _redact_url(url: str, obj: apprise.Apprise | None) -> str:
+    """The URL without its credentials or query: apprise's privacy form where it parsed,
+    else only the scheme."""
+    if obj is not None and len(obj) > 0:
+        try:
+            private_url: Callable[..., object] = obj[0].url
+            return str(private_url(privacy=True)).split("?", 1)[0]
+        except Exception:
+            pass
+    scheme = url.split("://", 1)[0] if "://" in url else "?"
+    return f"{scrub(scheme, limit=20)}://…"
+
+
+# the user's config file
+
+
+@dataclass(frozen=True)
+class UserNotifyConfig:
+    """The notification defaults of the user's config file."""
+
+    urls: tuple[str, ...] = ()
+    level: str = DEFAULT_MIN_LEVEL
+    path: Path | None = None
+
+
+def user_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_CONFIG_HOME/rentwatch/config.toml`, or `~/.config/rentwatch/config.toml` when the
+    variable is unset, empty or not absolute (as the XDG spec says)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME", "")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".config"
+    return root / "rentwatch" / "config.toml"
+
+
+def load_user_config(
+    path: Path | None = None, env: Mapping[str, str] | None = None
+) -> UserNotifyConfig:
+    """The user's defaults for every campaign.
+
+    Contract: a TOML file at `$XDG_CONFIG_HOME/rentwatch/config.toml` (default
+    `~/.config/rentwatch/config.toml`); both keys optional, other keys ignored here:
+
+        notify = ["ntfy://my-topic", "json://127.0.0.1:8099/hook"]   # apprise URLs
+        notify_level = "warning"   # info | notice | warning | critical; default "notice"
+
+    The URLs add to the campaign's `notify` and to `--notify`; the campaign's own
+    `notify_level`, when it has one, wins over this one. A missing file gives the defaults; a
+    file that is not TOML or holds the wrong types raises ConfigError naming the file.
+    """
+    path = user_config_path(env) if path is None else path
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return UserNotifyConfig(path=None)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    urls = data.get("notify", [])
+    if isinstance(urls, str):
+        urls = [urls]
+    if not isinstance(urls, list) or not all(isinstance(u, str) and u.strip() for u in urls):
+        raise ConfigError(f"{path}: `notify` must be a list of apprise URLs (strings)")
+    level = data.get("notify_level", DEFAULT_MIN_LEVEL)
+    if not isinstance(level, str):
+        raise ConfigError(f"{path}: `notify_level` must be a string")
+    try:
+        level_rank(level)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return UserNotifyConfig(urls=tuple(u.strip() for u in urls), level=level, path=path)
+
+
+def notify_urls(*sources: Sequence[str]) -> list[str]:
+    """The URLs of every source (campaign, `--notify`, user config), first seen first, each
+    once."""
+    return list(dict.fromkeys(u for source in sources for u in source))
