@@ -25,8 +25,11 @@ JOB_KEYS = frozenset(
         "retries",
         "checkpoint",
         "checkpoint_every_min",
+        "ref_gpu",
+        "ref_hours",
     }
 )
+RENTALS = ("on-demand", "interruptible", "auto")
 SECRET_HINTS = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
 
 
@@ -42,6 +45,9 @@ class Job:
     checkpoint: str | None = None  # a path the job writes; pulled while it runs, pushed to a retry
     checkpoint_every_s: float = 600.0
     secret_env: tuple[str, ...] = ()  # env names the operator allowed despite looking secret
+    # the job's size: how long it takes on a reference GPU (both or neither)
+    ref_gpu: str | None = None
+    ref_hours: float | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,8 @@ class Campaign:
     http_timeout_s: float | None = None
     policy: dict[str, Any] = field(default_factory=dict)
     jobs: tuple[Job, ...] = ()
+    rental: str = "on-demand"  # one of RENTALS: how its offers are rented
+    notify: tuple[str, ...] = ()  # where notices go (apprise URLs)
 
 
 def _line_of(text: str, key: str) -> str:
@@ -111,6 +119,8 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         "http_timeout_s",
         "policy",
         "jobs",
+        "rental",
+        "notify",
     }
     for key in data:
         if key not in known:
@@ -151,6 +161,12 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     poll = number("poll_s", 10.0, hi=86_400)
     http_timeout = number("http_timeout_s", hi=3600) if "http_timeout_s" in data else None
     policy = get("policy", dict, {})
+    rental = get("rental", str, "on-demand")
+    if rental not in RENTALS:
+        raise fail("rental", f"expected one of {', '.join(RENTALS)}, got {rental!r}")
+    notify = get("notify", list, [])
+    if not all(isinstance(n, str) and n.strip() for n in notify):
+        raise fail("notify", "expected a list of notification URLs (strings)")
     jobs_raw = get("jobs", list, [])
     jobs: list[Job] = []
     for i, raw in enumerate(jobs_raw):
@@ -177,6 +193,8 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         http_timeout_s=http_timeout,
         policy=policy,
         jobs=tuple(jobs),
+        rental=rental,
+        notify=tuple(notify),
     )
 
 
@@ -237,6 +255,13 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
     arts = raw.get("artifacts", [])
     if not isinstance(arts, list) or not all(isinstance(a, str) for a in arts):
         raise fail("artifacts", f"{where}.artifacts: expected a list of paths")
+    ref_gpu = raw.get("ref_gpu")
+    if ref_gpu is not None and (not isinstance(ref_gpu, str) or not ref_gpu.strip()):
+        raise fail("ref_gpu", f'{where}.ref_gpu: a GPU name, e.g. "RTX 4090"')
+    ref_hours = number("ref_hours", 1, 10_000) if "ref_hours" in raw else None
+    if (ref_gpu is None) != (ref_hours is None):
+        missing = "ref_hours" if ref_hours is None else "ref_gpu"
+        raise fail(missing, f"{where}.{missing}: ref_gpu and ref_hours size a job together")
     retries = field_of("retries", int, 1)
     if not 0 <= retries <= 1000:
         raise fail("retries", f"{where}.retries: must be between 0 and 1000")
@@ -251,4 +276,6 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
         checkpoint=ckpt,
         checkpoint_every_s=number("checkpoint_every_min", 10, 24 * 60) * 60,
         secret_env=tuple(k for k in env if k in allowed),
+        ref_gpu=ref_gpu.strip() if ref_gpu else None,
+        ref_hours=ref_hours,
     )

@@ -1,0 +1,48 @@
+"""Campaign keys read ahead of their behaviour: `rental`, `notify`, and a job's size
+(`ref_gpu`, `ref_hours`). Each is checked, and a wrong one names itself."""
+
+from __future__ import annotations
+
+import pytest
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.errors import ConfigError
+
+from tests.campaigns import campaign_text
+
+JOB = """
+[[jobs]]
+name = "j1"
+run = "true"
+{extra}
+"""
+
+
+def test_rental_notify_and_job_size_parse():
+    c = parse_campaign(
+        campaign_text(extra='rental = "auto"\nnotify = ["json://localhost/hook"]\n')
+        + JOB.format(extra='ref_gpu = "RTX 4090"\nref_hours = 0.2\ncheckpoint = "ckpt"')
+    )
+    assert c.rental == "auto" and c.notify == ("json://localhost/hook",)
+    assert c.jobs[0].ref_gpu == "RTX 4090" and c.jobs[0].ref_hours == 0.2
+    plain = parse_campaign(campaign_text())
+    assert plain.rental == "on-demand" and plain.notify == ()
+
+
+@pytest.mark.parametrize(
+    ("extra", "job", "says"),
+    [
+        ('rental = "spot"', "", "rental: expected one of on-demand, interruptible, auto"),
+        ("rental = 3", "", "rental: expected str"),
+        ('notify = "json://x"', "", "notify: expected list"),
+        ("notify = [1]", "", "notify: expected a list of notification URLs"),
+        ("", 'ref_gpu = "RTX 4090"\nref_hours = 0', "jobs[0].ref_hours: must be above 0"),
+        ("", 'ref_gpu = "RTX 4090"\nref_hours = -1', "jobs[0].ref_hours: must be above 0"),
+        ("", 'ref_gpu = ""\nref_hours = 1', "jobs[0].ref_gpu: a GPU name"),
+        ("", 'ref_gpu = "RTX 4090"', "jobs[0].ref_hours: ref_gpu and ref_hours size a job"),
+        ("", "ref_hours = 2", "jobs[0].ref_gpu: ref_gpu and ref_hours size a job"),
+    ],
+)
+def test_wrong_values_name_the_key(extra, job, says):
+    text = campaign_text(extra=extra + "\n") + (JOB.format(extra=job) if job else "")
+    with pytest.raises(ConfigError, match=says.replace("[", r"\[").replace("]", r"\]")):
+        parse_campaign(text)
