@@ -194,6 +194,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             detach=args.detach,
             key_path=args.ssh_key,
             http_timeout_s=timeout,
+            notify=args.notify,
+            metrics_listen=args.metrics,
             **extra,
         )
     )

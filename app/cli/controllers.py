@@ -127,6 +127,10 @@ def cmd_run_background(args: argparse.Namespace) -> int:
         argv += ["--http-timeout", str(args.http_timeout)]
     if args.detach:
         argv.append("--detach")
+    for url in getattr(args, "notify", None) or ():
+        argv += ["--notify", url]
+    if getattr(args, "metrics", None):
+        argv += ["--metrics", args.metrics]
     if args.ssh_key:
         argv += ["--ssh-key", str(Path(args.ssh_key).resolve())]
     if args.listen:

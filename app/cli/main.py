@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--listen", metavar="tcp:HOST:PORT", help="also serve the API on TCP (token)")
     h.add_argument("--no-api", action="store_true", help="serve no controller API")
+    add_alert_flags(h)
     h.add_argument(
         "--background",
         action="store_true",
@@ -186,6 +187,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_reconcile(sub)
     return p
+
+
+def add_alert_flags(p: argparse.ArgumentParser) -> None:
+    """`--notify URL` (repeatable) and `--metrics HOST:PORT`, for every command that runs an
+    engine (run, watch, controller)."""
+    p.add_argument(
+        "--notify",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="an apprise URL to notify (repeatable; adds to the campaign's `notify`)",
+    )
+    p.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (loopback by default)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

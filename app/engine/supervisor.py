@@ -112,7 +112,8 @@ class Supervisor:
         self.polls = 0
         self.detached = False
         self.detach_asked = False  # the operator's shutdown-and-detach (controller API)
-        self.listeners: list[Callable[[], None]] = []
+        self.listeners: list[Callable[[], None]] = []  # told after each poll
+        self.before_poll: list[Callable[[], None]] = []  # told as each poll begins
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.observer = Observer(market, self.journal, self.fleet, policy, ssh, self.blame_book)
         self.cadence = Cadence(market, self.fleet, policy, self.journal.say)  # each poll's lists
@@ -192,6 +193,8 @@ class Supervisor:
 
     # -- the poll: observe, decide, execute ---------------------------------------------------
     async def poll_once(self) -> list[Decision]:
+        for fn in self.before_poll:
+            fn()
         try:
             sight = await self.cadence.fetch()
         except AuthError as exc:

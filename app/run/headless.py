@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..core.campaign import Campaign
@@ -28,6 +28,7 @@ from ..engine.session import Session, default_key_path
 from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import EventKind, Ledger
 from ..market.errors import REFUSALS, AuthError
+from .alerts import open_alerts
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
 
@@ -123,6 +124,8 @@ async def run_headless(
     key_path: str | None = None,
     on_supervisor: Callable[[Supervisor], None] | None = None,
     http_timeout_s: float | None = None,
+    notify: Sequence[str] = (),
+    metrics_listen: str | None = None,
 ) -> int:
     t0: list[float] = []
 
@@ -147,6 +150,14 @@ async def run_headless(
         http_timeout_s=http_timeout_s,
     )
     sup = session.sup
+    alerts = open_alerts(
+        sup,
+        session.ledger,
+        notify,
+        metrics_listen,
+        secrets=(api_key, key_path or str(default_key_path())),
+    )
+    last_word = ("exit", "")  # what the notice at the end says
     if on_supervisor is not None:  # the controller API (app/service) serves this supervisor
         on_supervisor(sup)
     loop = asyncio.get_running_loop()
@@ -177,6 +188,12 @@ async def run_headless(
             signum = caught[-1] if caught else signal.SIGINT
             raise Trapped(signum) from None
         log(f"end    {outcome.reason}")
+        if outcome.ok:
+            last_word = ("end", outcome.reason)
+        elif not sup.blame_book.fault:  # a campaign fault has been told already, once
+            last_word = ("exit", outcome.reason)
+        else:
+            last_word = ("", "")
         ending = True
         left = detach or sup.detach_asked  # or the operator's shutdown through the service API
         if left:
@@ -215,8 +232,11 @@ async def run_headless(
             await session.release("trap", f"exit trap: {why}")  # however long it takes
         except BaseException as exc2:
             log(f"trap   release incomplete: {exc2!r}")
+        kind = "trapped" if isinstance(exc, Trapped) else "exit"
+        last_word = ("market_down" if isinstance(exc, MarketDown) else kind, why)
         if isinstance(exc, AuthError):  # one line: the key, and what still bills
-            print(f"rentwatch: {key_refused(sup, exc)}", file=sys.stderr)
+            last_word = ("key_refused", key_refused(sup, exc))
+            print(f"rentwatch: {last_word[1]}", file=sys.stderr)
             code = MARKET_FAILED
         elif isinstance(exc, RentwatchError):  # an error we name: one line, no traceback
             print(f"rentwatch: {clean(exc.title, 80)}: {clean(exc, 1000)}", file=sys.stderr)
@@ -227,5 +247,8 @@ async def run_headless(
         else:
             code = 128 + exc.signum
     finally:
+        if last_word[0]:
+            alerts.ended(code, last_word[1], last_word[0], left=len(sup.held()))
+        alerts.close()
         await session.end(f"controller exits with code {code}")
     return code

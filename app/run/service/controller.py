@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +240,8 @@ async def serve_headless(
     listen: str | None = None,
     say: Callable[[str], None] = lambda line: print(line, flush=True),
     http_timeout_s: float | None = None,
+    notify: Sequence[str] = (),
+    metrics_listen: str | None = None,
 ) -> int:
     """`rentwatch run --headless` with the controller API: the same run, exit trap and exit
     codes, plus a socket that dashboards, `ls` and `ledger` can reach while it runs."""
@@ -269,6 +271,8 @@ async def serve_headless(
             detach=detach,
             key_path=key_path,
             http_timeout_s=http_timeout_s,
+            notify=notify,
+            metrics_listen=metrics_listen,
         )
     entry = registry.Entry(
         campaign=campaign.name,
@@ -298,6 +302,8 @@ async def serve_headless(
             detach=detach,
             key_path=key_path,
             on_supervisor=ctrl.bind,
+            notify=notify,
+            metrics_listen=metrics_listen,
             http_timeout_s=http_timeout_s,
         )
     finally:

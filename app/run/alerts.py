@@ -1,0 +1,228 @@
+"""Telling the operator who is not watching: after each poll, what the engine recorded becomes
+notices (app/notify) and metrics, and the run's end becomes one last notice.
+
+The ledger is the source: the events written since the last look (a campaign fault, a fatal
+XID, a verified host written off) and the fleet's figures (the bar's: spend against the budget,
+instances by phase, jobs by status). Nothing here decides or acts; a failure here is logged and
+never reaches the engine's poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ..ledger import EventKind, Ledger
+from ..notify import events as ev
+from ..notify.metrics import Metrics, MetricsServer
+from ..notify.notifier import Notifier
+from ..views.snapshot import snapshot
+
+if TYPE_CHECKING:
+    from ..engine.supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+K = EventKind
+WATCHED = (K.CAMPAIGN_FAULT, K.XID, K.LOST, K.STATUS, K.PREFLIGHT_PASSED, K.JOB_FINISHED)
+BUDGET_MARKS = (0.8, 1.0)
+
+
+class Alerts:
+    def __init__(
+        self,
+        sup: Supervisor,
+        ledger: Ledger,
+        notifier: Notifier | None = None,
+        metrics: Metrics | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.sup = sup
+        self.ledger = ledger
+        self.notifier = notifier
+        self.metrics = metrics
+        self.monotonic = monotonic
+        self.wall = wall
+        self.campaign = sup.campaign.name
+        self.seen_seq = 0
+        self.verified: set[int] = set()
+        self.offline: set[int] = set()
+        self.marks_passed: set[float] = set()
+        self.failed_jobs: set[str] = set()
+        self.poll_began: float | None = None
+        self.failures: list[tuple[str, str]] = []  # appended by the notifier's thread
+        self.server: MetricsServer | None = None
+
+    def attach(self) -> Alerts:
+        """Start listening: events already in the ledger (an earlier run's) are not news."""
+        rows = self.ledger.events(
+            where="campaign = ? AND kind = ?", params=[self.campaign, str(K.PREFLIGHT_PASSED)]
+        )
+        self.verified = {e.instance_id for e in rows if e.instance_id is not None}
+        last = self.ledger.events(
+            where="seq = (SELECT max(seq) FROM events WHERE campaign = ?)", params=[self.campaign]
+        )
+        self.seen_seq = last[-1].seq if last else 0
+        self.sup.before_poll.append(self._began)
+        self.sup.listeners.append(self._done)
+        return self
+
+    def send(self, notice: ev.Notice) -> None:
+        if self.notifier is not None:
+            self.notifier.notify(notice)
+
+    # -- after each poll --------------------------------------------------------------------
+    def _began(self) -> None:
+        self.poll_began = self.monotonic()
+
+    def _done(self) -> None:
+        try:
+            self._after_poll()
+        except Exception:  # telling must never stop supervising
+            log.exception("alerts: after-poll update failed")
+
+    def _after_poll(self) -> None:
+        while self.failures:  # a notifier's failures (from its thread): ledger and log
+            url, why = self.failures.pop(0)
+            self.sup.journal.fact(
+                K.NOTE, None, actor="engine", reason=f"notify failed: {url}: {why}"
+            )
+            self.sup.journal.say(f"notify FAILED {url}: {why}")
+        if self.metrics is not None and self.poll_began is not None:
+            self.metrics.observe_poll(self.monotonic() - self.poll_began, self.wall())
+        events = self.ledger.events(
+            where=f"campaign = ? AND seq > ? AND kind IN ({', '.join('?' * len(WATCHED))})",
+            params=[self.campaign, self.seen_seq, *map(str, WATCHED)],
+        )
+        for e in events:
+            self.seen_seq = max(self.seen_seq, e.seq)
+            self._event(e)
+        view = snapshot(self.sup, self.sup.now())
+        budget = self.sup.campaign.budget_usd
+        ratio = view.spent_usd / budget if budget else 0.0
+        for mark in BUDGET_MARKS:
+            if ratio >= mark and mark not in self.marks_passed:
+                self.marks_passed.add(mark)
+                if mark >= 1.0:
+                    self.send(ev.budget_100(self.campaign, view.spent_usd, budget))
+                else:
+                    self.send(ev.budget_80(self.campaign, view.spent_usd, budget))
+        for job in self.sup.job_work.queue.jobs:
+            if job.status == "failed" and job.job.name not in self.failed_jobs:
+                self.failed_jobs.add(job.job.name)
+                self.send(
+                    ev.job_failed(
+                        self.campaign,
+                        job.job.name,
+                        attempts=job.attempts,
+                        last_error=f"exit code {job.exit_code}",
+                    )
+                )
+        if self.metrics is not None:
+            phases = Counter(i.phase for i in view.instances)
+            jobs = Counter(j.status for j in self.sup.job_work.queue.jobs)
+            self.metrics.update(
+                self.campaign,
+                dict(phases),
+                view.spent_usd,
+                view.creates,
+                view.duds,
+                dict(jobs),
+                ratio,
+            )
+
+    def _event(self, e: object) -> None:
+        kind, iid = getattr(e, "kind", ""), getattr(e, "instance_id", None)
+        reason, detail = getattr(e, "reason", "") or "", getattr(e, "detail", {}) or {}
+        if kind == K.PREFLIGHT_PASSED and iid is not None:
+            self.verified.add(iid)
+        elif kind == K.CAMPAIGN_FAULT:
+            self.send(ev.campaign_fault(self.campaign, reason, image=detail.get("image")))
+        elif kind == K.XID and iid is not None:
+            xid = detail.get("xid")
+            self.send(ev.xid_stop(self.campaign, iid, int(xid) if isinstance(xid, int) else 0))
+        elif kind == K.LOST and iid in self.verified:
+            self.send(ev.host_lost(self.campaign, iid, reason))
+        elif kind == K.STATUS and iid in self.verified:
+            if detail.get("status") == "offline" and iid not in self.offline:
+                self.offline.add(iid)
+                self.send(ev.host_offline(self.campaign, iid))
+            elif detail.get("status") != "offline":
+                self.offline.discard(iid)
+
+    # -- the end ------------------------------------------------------------------------------
+    def ended(self, code: int, why: str, kind: str, stopped: int = 0, left: int = 0) -> None:
+        """The run's last word: the campaign's end with its receipt, or why it stopped short
+        (`kind`: end, key_refused, market_down, trapped, exit)."""
+        try:
+            if kind == "end":
+                rows = self.ledger.receipt(self.campaign)
+                r = rows[0] if rows else {}
+                self.send(
+                    ev.campaign_end(
+                        self.campaign,
+                        creates=int(r.get("creates") or 0),
+                        duds=int(r.get("duds") or 0),
+                        spent_usd=float(r.get("total_usd") or 0.0),
+                        usd_per_gpu_hour=r.get("usd_per_gpu_hour"),
+                        jobs_finished=r.get("jobs_finished"),
+                        stopped=stopped,
+                    )
+                )
+            elif kind == "key_refused":
+                self.send(ev.key_refused(self.campaign, detail=why))
+            elif kind == "market_down":
+                self.send(ev.market_unreachable(self.campaign, why, since_s=0.0, held=left))
+            elif kind == "trapped":
+                self.send(ev.controller_trapped(self.campaign, why, stopped=stopped, left=left))
+            else:
+                self.send(ev.controller_exit(self.campaign, why, stopped=stopped, detached=False))
+        except Exception:
+            log.exception("alerts: end notice failed")
+
+    def close(self, timeout: float = 10.0) -> None:
+        if self.notifier is not None:
+            self.notifier.close(timeout)
+        if self.server is not None:
+            self.server.close()
+
+
+def open_alerts(
+    sup: Supervisor,
+    ledger: Ledger,
+    urls: Sequence[str] = (),
+    metrics_listen: str | None = None,
+    secrets: Sequence[str | None] = (),
+    level: str | None = None,
+) -> Alerts:
+    """The run's notifier (the campaign's `notify`, `--notify`, the user's config file) and
+    metrics server (`--metrics HOST:PORT`), listening to `sup`."""
+    from ..notify.metrics import parse_listen
+    from ..notify.notifier import load_user_config, notify_urls
+
+    user = load_user_config()
+    campaign_urls = tuple(getattr(sup.campaign, "notify", ()) or ())
+    all_urls = notify_urls(campaign_urls, tuple(urls), tuple(user.urls))
+    metrics = Metrics() if metrics_listen else None
+    alerts = Alerts(sup, ledger, metrics=metrics)
+    if all_urls:
+
+        def failed(url: str, why: str) -> None:
+            alerts.failures.append((url, why))
+            if metrics is not None:
+                metrics.notify_failed()
+
+        alerts.notifier = Notifier(
+            all_urls,
+            min_level=level or getattr(sup.campaign, "notify_level", None) or user.level,
+            secrets=tuple(s for s in secrets if s),
+            on_failure=failed,
+        )
+    if metrics is not None and metrics_listen:
+        host, port = parse_listen(metrics_listen)
+        alerts.server = metrics.serve(host, port)
+        sup.journal.say(f"metrics on http://{host}:{alerts.server.port}/metrics")
+    return alerts.attach()
