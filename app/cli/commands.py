@@ -277,6 +277,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from ..run.service.spawn import run_attached
 
     argv = ["--market-url", args.market_url, "--policy", args.policy]
+    for url in args.notify:
+        argv += ["--notify", url]
+    if args.metrics:
+        argv += ["--metrics", args.metrics]
     if args.campaign:
         argv += ["--campaign", str(Path(args.campaign).resolve())]
     env = dict(os.environ, VAST_API_KEY=key)  # through the environment, never argv

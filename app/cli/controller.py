@@ -111,9 +111,23 @@ def cmd_controller(args: argparse.Namespace) -> int:
         observe_only=not args.demo and not args.campaign,
         log=_say,
     )
+    alerts: list[Any] = []
+
+    def listen(sup: Any) -> None:
+        from ..run.alerts import open_alerts
+
+        secrets_ = (api_key, str(key_path or default_key_path()))
+        alerts.append(open_alerts(sup, ledger, args.notify, args.metrics, secrets=secrets_))
+
+    engine.on_supervisor = listen
+    code = 1
     try:
-        return serve_engine(engine, ledger, ledger_path, campaign.name)
+        code = serve_engine(engine, ledger, ledger_path, campaign.name)
+        return code
     finally:
+        for a in alerts:
+            a.ended(code, f"controller exits with code {code}", "exit" if code else "end")
+            a.close()
         ledger.close()
         if sim is not None:
             sim.stop_thread()
@@ -132,4 +146,7 @@ def add_parser(sub: Any, positive: Any = float) -> None:
     c.add_argument("--ledger", required=True, help="ledger file")
     c.add_argument("--policy", default="default")
     c.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
+    from .main import add_alert_flags
+
+    add_alert_flags(c)
     c.set_defaults(fn=cmd_controller)

@@ -40,6 +40,8 @@ class EngineThread:
         # what keeps the engine from working (it could not start, the market rejects the key):
         # shown until it clears, and the dashboard's exit status when it has not cleared
         self.failure: str | None = None
+        # told the supervisor once it started, on the engine's loop (the run's alerts listen)
+        self.on_supervisor: Callable[[Any], None] | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -77,6 +79,11 @@ class EngineThread:
             if self.session is not None:
                 await self.session.end(f"engine could not start: {exc}")
             return
+        if self.on_supervisor is not None:
+            try:
+                self.on_supervisor(sup)
+            except Exception as exc:  # alerts that cannot start must not stop supervision
+                self.on_error(f"alerts could not start: {exc}")
         self.ready.set()
         try:
             while not self._stop.is_set():
