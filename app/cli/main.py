@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     w.add_argument("--policy", default="default")
     w.add_argument("--foreground", action="store_true", help=FOREGROUND)
+    add_alert_flags(w)
     # the controller in its own process is the default now; the old flag is accepted
     w.add_argument("--background", action="store_true", help=argparse.SUPPRESS)
     w.set_defaults(fn=commands.cmd_watch)
