@@ -210,9 +210,9 @@ def test_states_build_output_and_market_stops():
     m.clock.advance(end - m.clock.now() + 60)
     truth = m.truth()["instances"][0]
     assert truth["market_stopped_at"] == end and truth["destroyed_at"] is None
-    from rentwatch.sim.api import MarketAPI
+    from rentwatch.sim.api_list import ListRoutes
 
-    row = Instance.from_api(MarketAPI(m).instance_json(inst))
+    row = Instance.from_api(ListRoutes(m).instance_json(inst))
     assert row.actual_status == "stopped" and row.market_stopped
     assert "contract" in (row.status_msg or "")
 
@@ -331,14 +331,14 @@ def test_full_list_cost_is_linear():
     every row: quadratic in the fleet), skips destroyed ones and loses none."""
     import json
 
-    from rentwatch.sim.api import MarketAPI
+    from rentwatch.sim.api_list import ListRoutes
 
     def full_list(n: int) -> tuple[int, int]:
         m = _market(seed=1, offers=n, host_class=HEALTHY)
         for machine in m.machines:
             m.create(machine.offer_id, "img", 10, None, {}, None)
         m.destroy(m.instances[m.order[3]])
-        api = MarketAPI(m)
+        api = ListRoutes(m)
         built = 0
         real = api.instance_json
 

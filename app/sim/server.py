@@ -6,8 +6,9 @@ import asyncio
 import threading
 from typing import Any
 
+from aiohttp import web
+
 from .api import MarketAPI
-from .http import serve
 from .market import SimClock, SimMarket
 from .scenario import Scenario
 from .ssh_hosts import SSHHosts
@@ -26,7 +27,7 @@ class SimServer:
         self.port = port
         self.api = MarketAPI(self.market)
         self.ssh: SSHHosts | None = None
-        self._server: asyncio.Server | None = None
+        self._runner: web.AppRunner | None = None
         self._ticker: asyncio.Task[Any] | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -41,8 +42,12 @@ class SimServer:
         return self.market.api_key
 
     async def start(self) -> None:
-        self._server = await serve(self.api.handle, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        # no access log; a stalled answer (a fault) must not hold the market's shutdown
+        self._runner = web.AppRunner(self.api.app(), access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
         self.api.base_url = self.url
         self.ssh = SSHHosts(self.market, self.url)
         self._ticker = asyncio.create_task(self._tick())
@@ -59,14 +64,14 @@ class SimServer:
     async def stop(self) -> None:
         if self._ticker:
             self._ticker.cancel()
-        if self._server:
-            self._server.close()
+        if self._runner:
+            await self._runner.cleanup()
         if self.ssh:
             await self.ssh.close_all()
 
     async def serve_forever(self) -> None:
         await self.start()
-        assert self._server is not None
+        assert self._runner is not None
         try:
             await asyncio.Event().wait()
         finally:

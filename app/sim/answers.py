@@ -1,0 +1,62 @@
+"""How the simulated marketplace answers: Vast's error shape, JSON and text answers, sorting and
+page tokens, shared by the route modules (`api_offers`, `api_list`, `api_instances`,
+`api_account`)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from aiohttp import web
+
+MAX_BODY = 4 * 1024 * 1024  # the largest request body the market reads
+
+
+def answer(data: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(data).encode(), status=status, content_type="application/json"
+    )
+
+
+def text(body: str, status: int = 200) -> web.Response:
+    return web.Response(text=body, status=status, content_type="text/plain")
+
+
+def error(status: int, code: str, msg: str, **extra: Any) -> web.Response:
+    """Vast's general error shape (vast-ai/docs `api-reference/rate-limits-and-errors.mdx`):
+    `{"success": false, "error": <code>, "msg": <text>}`."""
+    return answer({"success": False, "error": code, "msg": msg, **extra}, status)
+
+
+async def body_json(request: web.Request) -> Any:
+    """The request's JSON body ({} when empty); a body that is not JSON raises ValueError."""
+    raw = await request.read()
+    return json.loads(raw) if raw else {}
+
+
+def query_of(request: web.Request) -> dict[str, str]:
+    """The query string, the last value of a repeated name winning."""
+    return {k: request.query.getall(k)[-1] for k in request.query}
+
+
+def sort_key(col: str) -> Any:
+    def key(row: dict[str, Any]) -> tuple[bool, Any]:
+        value = row.get(col)
+        return (value is None, value if isinstance(value, int | float | str) else 0)
+
+    return key
+
+
+def offset_token(offset: int) -> str:
+    return base64.urlsafe_b64encode(str(offset).encode()).decode()
+
+
+def read_offset_token(token: str | None) -> int | None:
+    """The offset a page token names (0 without one); None for a token that names none."""
+    if not token:
+        return 0
+    try:
+        return int(base64.urlsafe_b64decode(token.encode()).decode())
+    except (ValueError, UnicodeDecodeError):
+        return None

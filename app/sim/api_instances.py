@@ -1,0 +1,115 @@
+"""What the account does to instances: rent an offer (`PUT /api/v0/asks/{id}/`), start, stop or
+label one (`PUT /api/v0/instances/{id}/`), destroy it, and ask for its logs."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from aiohttp import web
+
+from .answers import answer, body_json, error, text
+from .market import SimMarket
+
+
+class InstanceRoutes:
+    def __init__(self, market: SimMarket) -> None:
+        self.market = market
+        self.base_url = ""  # where the log results are served (set once the server listens)
+        self.log_results: dict[str, str] = {}
+
+    def _iid(self, request: web.Request) -> int:
+        return int(request.match_info["iid"])
+
+    async def rent(self, request: web.Request) -> web.Response:
+        return self.create(int(request.match_info["ask"]), await body_json(request))
+
+    async def manage(self, request: web.Request) -> web.Response:
+        return self.update(self._iid(request), await body_json(request))
+
+    async def delete(self, request: web.Request) -> web.Response:
+        return self.destroy(self._iid(request))
+
+    async def logs(self, request: web.Request) -> web.Response:
+        return self.request_logs(self._iid(request), await body_json(request))
+
+    async def log_result(self, request: web.Request) -> web.Response:
+        body = self.log_results.get(request.match_info["token"])
+        return text(body) if body is not None else text("not found", 404)
+
+    def create(self, offer_id: int, body: Any) -> web.Response:
+        if not isinstance(body, dict):
+            return error(400, "invalid_args", "body must be an object")
+        m = self.market.by_offer.get(offer_id)
+        if m is None or m.id in self.market.rented_machines():
+            return error(404, "no_such_ask", f"Instance type by id {offer_id} is not available.")
+        image = body.get("image")
+        if not isinstance(image, str) or not image:
+            return error(400, "invalid_args", "image is required")
+        disk = float(body.get("disk") or 10)
+        if not 1 <= disk <= 2000:
+            return error(400, "invalid_args", "disk must be between 1 and 2000 GB")
+        env = body.get("env") or {}
+        if not isinstance(env, dict):
+            env = {}
+        label = body.get("label")
+        inst = self.market.create(
+            offer_id,
+            image,
+            disk,
+            str(label) if label else None,
+            {str(k): str(v) for k, v in env.items()},
+            body.get("onstart"),
+        )
+        return answer({"success": True, "new_contract": inst.id, "instance_api_key": inst.api_key})
+
+    def update(self, iid: int, body: Any) -> web.Response:
+        inst = self.market.live(iid)
+        if inst is None:
+            return error(404, "no_such_instance", "Instance does not exist")
+        if not isinstance(body, dict):
+            return error(400, "invalid_args", "body must be an object")
+        if "label" in body:
+            inst.label = None if body["label"] is None else str(body["label"])[:256]
+        state = body.get("state")
+        if state == "stopped":
+            self.market.stop(inst)
+        elif state == "running":
+            if self.market.contract_over(inst):
+                return error(400, "invalid_args", "the host's rental contract has ended")
+            self.market.start(inst)
+        elif state is not None:
+            return error(400, "invalid_args", f"unknown state {state!r}")
+        elif "label" not in body:
+            return error(400, "invalid_args", "nothing to update")
+        return answer({"success": True})
+
+    def destroy(self, iid: int) -> web.Response:
+        inst = self.market.live(iid)
+        if inst is None:
+            return error(404, "no_such_instance", "Instance does not exist")
+        self.market.destroy(inst)
+        return answer({"success": True})
+
+    def request_logs(self, iid: int, body: Any) -> web.Response:
+        inst = self.market.live(iid)
+        if inst is None:
+            return error(404, "no_such_instance", "Instance does not exist")
+        tail = 1000
+        if isinstance(body, dict) and body.get("tail"):
+            tail = max(1, int(body["tail"]))
+        now = self.market.clock.now()
+        lines = []
+        for seg in inst.segments:
+            for step in seg.steps:
+                if step.at <= now and step.msg and (seg.end is None or step.at < seg.end):
+                    lines.append(step.msg)
+        token = secrets.token_hex(12)
+        self.log_results[token] = "\n".join(lines[-tail:]) + "\n"
+        return answer(
+            {
+                "success": True,
+                "result_url": f"{self.base_url}/sim/v0/logs/{token}",
+                "msg": "Logs are being prepared",
+            }
+        )

@@ -1,0 +1,207 @@
+"""What the account sees of its instances: the v1 list (pages of at most 25, its filters and
+cursor), one instance's row, and the row itself (`instance_json`, the fields the CLI and
+rentwatch read)."""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import json
+from typing import Any
+
+from aiohttp import web
+
+from ..core.gpu_specs import GPU_SPECS
+from ..core.offer_query import matches
+from .answers import answer, error, offset_token, query_of, read_offset_token, sort_key
+from .market import SimMarket
+from .rental import SimInstance
+
+MAX_PAGE = 25  # the list endpoint's documented maximum (VAST_API.md)
+
+
+class ListRoutes:
+    def __init__(self, market: SimMarket) -> None:
+        self.market = market
+
+    async def list_page(self, request: web.Request) -> web.Response:
+        return self.list_v1(query_of(request))
+
+    async def show(self, request: web.Request) -> web.Response:
+        inst = self.market.live(int(request.match_info["iid"]))
+        return answer({"instances": self.instance_json(inst) if inst else None})
+
+    async def filters(self, request: web.Request) -> web.Response:
+        states = sorted({str(self.instance_json(i)["actual_status"]) for i in self._visible()})
+        return answer({"filters": [{"col": "actual_status", "values": states}]})
+
+    async def list_v0(self, request: web.Request) -> web.Response:
+        return answer({"instances": [self.instance_json(i) for i in self._visible()]})
+
+    def _visible(self) -> list[SimInstance]:
+        return sorted(
+            (i for i in self.market.instances.values() if i.destroyed_at is None),
+            key=lambda i: i.id,
+        )
+
+    def _visible_by_id(self) -> list[SimInstance]:
+        """Live instances in id order, without a sort (creation order is id order)."""
+        out = []
+        for iid in self.market.order:
+            inst = self.market.instances[iid]
+            if inst.destroyed_at is None:
+                out.append(inst)
+        return out
+
+    def list_v1(self, query: dict[str, str]) -> web.Response:
+        filters = json.loads(query.get("select_filters") or "{}")
+        order_by = json.loads(query.get("order_by") or '[{"col": "id", "dir": "asc"}]')
+        limit = max(1, min(int(query.get("limit") or MAX_PAGE), MAX_PAGE))
+        if filters in ({}, None) and order_by == [{"col": "id", "dir": "asc"}]:
+            return self._list_by_id(query.get("after_token"), limit)
+        visible = self._visible_by_id()
+        wanted = filters.get("label") if isinstance(filters, dict) else None
+        if isinstance(wanted, dict) and set(wanted) == {"in"} and isinstance(wanted["in"], list):
+            # by label (the poll plan's hot list): pick before rendering, so the call costs
+            # the rows it returns, not the whole account
+            labels = {v for v in wanted["in"] if v is None or isinstance(v, str)}
+            visible = [i for i in visible if i.label in labels]
+        states = filters.get("actual_status") if isinstance(filters, dict) else None
+        if isinstance(states, dict) and set(states) == {"in"} and isinstance(states["in"], list):
+            now = self.market.clock.now()  # by state: the same pick, on the status alone
+            visible = [i for i in visible if i.status(now)[0] in states["in"]]
+        rows = [self.instance_json(i) for i in visible]
+        if isinstance(filters, dict):
+            rows = [r for r in rows if matches(r, filters)]
+        for spec in reversed(order_by if isinstance(order_by, list) else []):
+            if isinstance(spec, dict) and "col" in spec:
+                col = spec["col"]
+                rows.sort(
+                    key=sort_key(str(col)),
+                    reverse=str(spec.get("dir", "asc")).lower() == "desc",
+                )
+        start = read_offset_token(query.get("after_token"))
+        if start is None:
+            return error(400, "invalid_args", "bad after_token")
+        page = rows[start : start + limit]
+        nxt = start + limit
+        next_token = offset_token(nxt) if nxt < len(rows) else None
+        return answer(
+            {
+                "instances": page,
+                "next_token": next_token,
+                "total_instances": len(rows),
+                "label_counts": {},
+                "success": True,
+            }
+        )
+
+    def _list_by_id(self, token: str | None, limit: int) -> web.Response:
+        """The common list (no filter, by id): a cursor after the last id sent, so a full list
+        of n instances costs O(n) however many pages it takes (ids only grow, so the market's
+        creation order is id order)."""
+        after = 0
+        if token:
+            try:
+                text = base64.urlsafe_b64decode(token.encode()).decode()
+                after = int(text.removeprefix("id:")) if text.startswith("id:") else -1
+            except (ValueError, UnicodeDecodeError):
+                after = -1
+            if after < 0:
+                return error(400, "invalid_args", "bad after_token")
+        order = self.market.order
+        page: list[SimInstance] = []
+        more = False
+        for iid in order[bisect.bisect_right(order, after) :]:
+            inst = self.market.instances[iid]
+            if inst.destroyed_at is not None:
+                continue
+            if len(page) == limit:
+                more = True
+                break
+            page.append(inst)
+        next_token = (
+            base64.urlsafe_b64encode(f"id:{page[-1].id}".encode()).decode()
+            if more and page
+            else None
+        )
+        return answer(
+            {
+                "instances": [self.instance_json(i) for i in page],
+                "next_token": next_token,
+                "total_instances": self.market.live_count(),
+                "label_counts": {},
+                "success": True,
+            }
+        )
+
+    # -- instance JSON -------------------------------------------------------------------
+    def instance_json(self, inst: SimInstance) -> dict[str, Any]:
+        now = self.market.clock.now()
+        m = inst.machine
+        actual, msg = inst.status(now)
+        running = actual == "running"
+        seg = inst.segments[-1]
+        uptime = (now - seg.running_at) / 60 if running and seg.running_at else None
+        gpu = self.market.gpu_state(inst, now) if running else None
+        intended = inst.intended
+        port = inst.ssh_port if running else None  # the proxy route
+        direct = inst.direct_port if running and m.direct else None
+        return {
+            "id": inst.id,
+            "machine_id": m.id,
+            "host_id": m.host_id,
+            "label": inst.label,
+            "image_uuid": inst.image,
+            "image_runtype": "ssh",
+            "actual_status": actual,
+            "intended_status": intended,
+            "cur_state": "running" if intended == "running" else "stopped",
+            "next_state": intended,
+            "status_msg": msg,
+            "start_date": inst.created_at,
+            "extra_env": [[k, v] for k, v in inst.env.items()],
+            "onstart": inst.onstart,
+            "dph_base": inst.gpu_dph,
+            "dph_total": round(inst.gpu_dph + inst.storage_dph, 6),
+            "storage_total_cost": round(inst.storage_dph, 6),
+            "storage_cost": m.storage_cost,
+            "disk_space": inst.disk_gb,
+            "gpu_name": m.advertised_gpu,
+            "num_gpus": 1,
+            "gpu_ram": self._vram(m.advertised_gpu),
+            "gpu_util": gpu["util"] if gpu else None,
+            "gpu_temp": gpu["temp"] if gpu else None,
+            "vmem_usage": 0.4 if running else None,
+            "driver_version": m.driver_version,
+            "cuda_max_good": m.cuda_max_good,
+            "reliability2": m.reliability,
+            "verification": "verified",
+            "cpu_cores_effective": 8.0,
+            "cpu_ram": 32000,
+            "cpu_util": 3.0 if running else None,
+            "inet_up": m.inet_up,
+            "inet_down": m.inet_down,
+            "geolocation": m.geolocation,
+            # the proxy route, and the direct one only where the host has it: never one address
+            # with the other's port
+            "ssh_host": m.proxy_addr if port else None,
+            "ssh_port": port,
+            "ssh_idx": m.proxy_addr.rsplit(".", 1)[-1] if port else None,
+            "public_ipaddr": m.direct_addr,
+            "ports": {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(direct)}]}
+            if direct
+            else ({} if running else None),
+            "direct_port_count": 20 if m.direct else 0,
+            "uptime_mins": round(uptime, 2) if uptime is not None else None,
+            "is_bid": False,
+            "min_bid": round(m.dph_base * 0.6, 6),
+            "end_date": m.contract_end,
+            "template_id": None,
+            "template_hash_id": None,
+        }
+
+    @staticmethod
+    def _vram(gpu: str) -> int:
+        spec = GPU_SPECS.get(gpu)
+        return spec.vram_mb if spec else 24576

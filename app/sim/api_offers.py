@@ -1,0 +1,41 @@
+"""The offer search: `POST /api/v0/bundles/` (and the CLI's `--new` `PUT /api/v0/search/asks/`)
+over the market's free machines, matched by the CLI's query language (`core/offer_query`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from ..core.offer_query import matches
+from .answers import answer, body_json, error, sort_key
+from .market import SimMarket
+
+
+class OfferRoutes:
+    def __init__(self, market: SimMarket) -> None:
+        self.market = market
+
+    async def bundles(self, request: web.Request) -> web.Response:
+        return self.search(await body_json(request))
+
+    async def search_asks(self, request: web.Request) -> web.Response:
+        return self.search((await body_json(request) or {}).get("q", {}))
+
+    def search(self, q: Any) -> web.Response:
+        if not isinstance(q, dict):
+            return error(400, "invalid_args", "query must be an object")
+        order = q.get("order") or [["score", "desc"]]
+        limit = q.get("limit")
+        storage = float(q.get("allocated_storage") or 5.0)
+        now = self.market.clock.now()
+        offers = [m.offer_json(storage, now) for m in self.market.offers()]
+        filters = {k: v for k, v in q.items() if isinstance(v, dict)}
+        offers = [o for o in offers if matches(o, filters)]
+        for col, direction in reversed(
+            [tuple(o) for o in order if isinstance(o, list | tuple) and len(o) == 2]
+        ):
+            offers.sort(key=sort_key(col), reverse=str(direction).lower() == "desc")
+        if limit is not None:
+            offers = offers[: max(0, int(limit))]
+        return answer({"offers": offers})
