@@ -277,3 +277,28 @@ def test_a_refused_list_is_said_and_the_next_poll_asks_again(hostile, tmp_path):
         sup.ledger.close()
 
     asyncio.run(run())
+
+
+def test_an_instance_a_webhook_names_is_looked_at_next_poll(make_sim, tmp_path):
+    """[T] A verified webhook about one steady instance (its host went offline) gets it asked
+    for by the next poll, not when the sweep reaches it."""
+    sim = _sim(make_sim)
+
+    async def run() -> None:
+        sup = await _supervisor(sim.url, tmp_path)
+        steady = sorted(
+            a.instance_id for a in sup.fleet.attempts.values() if a.life.phase == Phase.VERIFIED
+        )
+        await sup.poll_once()  # the sweep's first pages
+        sight = await sup.cadence.fetch()
+        # one the sweep has just read: it would not be read again until the sweep comes round
+        named = next(i for i in steady if i in {r.id for r in sight.rows} - sight.asked)
+        sup.cadence.look_now.add(named)
+        sight = await sup.cadence.fetch()
+        assert named in {r.id for r in sight.rows} and named in sight.asked
+        sight = await sup.cadence.fetch()  # looked at once: the plan goes back to normal
+        assert named not in sight.asked
+        await sup.market.aclose()
+        sup.ledger.close()
+
+    asyncio.run(run())

@@ -125,6 +125,7 @@ class Cadence:
         self._sweep = _Sweep()
         self._show_turn = 0  # round robin over unlabelled hot instances
         self._trouble: str | None = None  # the next page of the state-filtered list
+        self.look_now: set[int] = set()  # asked for by evidence (a market webhook): next poll
 
     def whole(self) -> bool:
         """List everything this poll: a small fleet, or a market without filtered pages (or
@@ -159,6 +160,7 @@ class Cadence:
             return await self._whole()
 
     async def _whole(self) -> Sight:
+        self.look_now.clear()  # every instance is in the answer
         rows = await self.market.list_instances()
         self.listed = len(rows)
         return Sight(rows, True, calls=-(-max(1, len(rows)) // PAGE))
@@ -185,6 +187,10 @@ class Cadence:
             for a in turn:
                 if await self._show(a.instance_id, sight):
                     asked.add(a.instance_id)
+        for iid in sorted(self.look_now)[:SHOWS]:  # what a webhook named: a look of our own
+            self.look_now.discard(iid)
+            if await self._show(iid, sight):
+                asked.add(iid)
         sight.asked = frozenset(asked)
         await self._trouble_page(sight)
         await self._sweep_pages(sight)
