@@ -182,11 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(fn=commands.cmd_ledger)
 
     from .controller import add_parser as add_controller
+    from .offers import add_parser as add_offers
     from .reconcile import add_parser as add_reconcile
 
     add_controller(sub, positive=_positive_float)
 
     add_reconcile(sub)
+    add_offers(sub, positive_int=_positive_int)
     return p
 
 

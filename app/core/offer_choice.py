@@ -64,24 +64,33 @@ def price_sane(o: Offer) -> bool:
     return all(math.isfinite(p) and p >= 0 for p in prices)
 
 
+def unfit_reason(o: Offer, terms: OfferTerms, policy: Policy, skip: Exclusions) -> str | None:
+    """Why the campaign would not rent `o` now (None: it fits). The first reason that holds,
+    in the order the fit is checked; `rentwatch offers` shows it beside the offer."""
+    if not price_sane(o):
+        return "a price that is not a finite, non-negative number"
+    if o.dph_total > terms.max_dph:
+        return f"${o.dph_total:.3f}/h is over the campaign's max_dph ${terms.max_dph:g}/h"
+    if o.cuda_max_good is not None and o.cuda_max_good < terms.image_cuda:
+        return f"CUDA {o.cuda_max_good:g} is older than the image's {terms.image_cuda:g}"
+    if o.machine_id in skip.quarantined:
+        return f"machine {o.machine_id} is quarantined"
+    if o.machine_id in skip.held:
+        return f"machine {o.machine_id} is held already"
+    if o.machine_id in skip.recent_failures:
+        return f"machine {o.machine_id} failed just now"
+    if policy.offer_sanity:
+        if offer_contradicts_itself(o.gpu_name, o.dlperf):
+            return f"its own benchmark (dlperf {o.dlperf}) contradicts a {o.gpu_name}"
+        if driver_too_old(o.driver_version, terms.image_cuda):
+            return f"driver {o.driver_version} cannot run CUDA {terms.image_cuda:g}"
+    return None
+
+
 def fit_offers(
     offers: Sequence[Offer], terms: OfferTerms, policy: Policy, skip: Exclusions
 ) -> list[Offer]:
-    return [
-        o
-        for o in offers
-        if price_sane(o)
-        and o.dph_total <= terms.max_dph
-        and (o.cuda_max_good is None or o.cuda_max_good >= terms.image_cuda)
-        and o.machine_id not in skip
-        and not (
-            policy.offer_sanity
-            and (
-                offer_contradicts_itself(o.gpu_name, o.dlperf)
-                or driver_too_old(o.driver_version, terms.image_cuda)
-            )
-        )
-    ]
+    return [o for o in offers if unfit_reason(o, terms, policy, skip) is None]
 
 
 def choose_offers(

@@ -46,6 +46,19 @@ def offer_odds(
 ROUND_H = 0.25  # an attempt is verified or given up in about 15 market minutes
 
 
+def delivered_hour_usd(
+    dph: float, record: tuple[int, int, float] | None, pool: float | None
+) -> tuple[float, float]:
+    """The expected USD per delivered hour of an offer at `dph` on a machine with `record`
+    (delivered, failed, mean USD per dud; None: never rented), and its odds of delivering:
+    the price over the odds, plus the expected cost of the duds before a delivery. The odds
+    read only our own record (the machine's, over the market's pooled `pool`), as the
+    ranking by expected cost does."""
+    good, bad, dud_usd = record or (0, 0, 0.0)
+    p = offer_odds((good, bad, dud_usd), None, pool)
+    return dph / p + (1 - p) / p * (dud_usd or DEFAULT_DUD_USD) * 4, p
+
+
 def rank_offers(
     offers: Sequence[Offer],
     history: dict[int, tuple[int, int, float]],
@@ -68,10 +81,9 @@ def rank_offers(
     scored = []
     for o in offers:
         good, bad, dud_usd = history.get(o.machine_id, (0, 0, 0.0))
-        p = offer_odds((good, bad, dud_usd), None, pool)
         runs = good + bad
         if by == "expected_cost":
-            effective = o.dph_total / p + (1 - p) / p * (dud_usd or DEFAULT_DUD_USD) * 4
+            effective, p = delivered_hour_usd(o.dph_total, (good, bad, dud_usd), pool)
             if value_of_time_usd_per_h > 0 and pool is not None:
                 wait_h = ROUND_H / offer_odds((good, bad, dud_usd), None, pool)
                 effective += value_of_time_usd_per_h * wait_h
