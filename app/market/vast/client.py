@@ -319,7 +319,7 @@ class VastClient(Transport):
         }
         out: list[dict[str, Any]] = []
         for _ in range(10_000):
-            data = await self._request("GET", CHARGES_PATH, kind="show", params=params)
+            data = await self._request("GET", CHARGES_PATH, kind="charges", params=params)
             rows = data.get("results") if isinstance(data, dict) else None
             if not isinstance(rows, list):
                 raise MalformedAnswer("charges answered without a results list")

@@ -34,18 +34,18 @@ from ..errors import (
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
-# Minimum intervals between calls of a kind (seconds of market time). Vast enforces a minimum
-# interval per endpoint and identity (docs: "Rate limits & errors"); list 1 s, create 4.5 s,
-# destroy 3 s and 10 searches a minute are documented (VAST_API.md). For the one-instance
-# calls (show, and the PUT that stops, starts or labels) no figure is published: 1 s each is
-# our assumption, the list's interval, and the simulator enforces the same table.
+# Minimum intervals between calls of a kind (seconds of market time): the thresholds of the 429
+# examples in Vast's OpenAPI file (vast-ai/docs `api-reference/openapi.yaml`; the docs' "Rate
+# limits & errors": "a minimum interval between requests", per endpoint and identity). The
+# offer search (`POST /bundles/`) has none documented and is not paced here. The simulator
+# enforces the same table (`sim/api.py` PACING), with no burst.
 DEFAULT_MIN_INTERVALS = {
+    "show": 2.0,
     "list": 1.0,
-    "show": 1.0,
     "manage": 1.0,
     "create": 4.5,
     "destroy": 3.0,
-    "search": 6.0,
+    "charges": 1.0,
 }
 PAGE_SIZE = 25  # the list endpoint's documented maximum page
 POLL_ATTEMPTS = 2  # tries of a list or show call made for a poll (`VastClient.polling`)
@@ -160,6 +160,12 @@ class Transport:
                 await asyncio.sleep(wait)
             self._last_call[kind] = time.monotonic()
 
+    def _answered(self, kind: str) -> None:
+        """The interval runs from the answer too: the market counts it between arrivals, and
+        a call sent an interval after the last one went out may still arrive early."""
+        if kind in self.min_intervals:
+            self._last_call[kind] = max(self._last_call.get(kind, 0.0), time.monotonic())
+
     async def _back_off(self, delay: float) -> None:
         """Wait before a retry: `delay` seconds of the market's time, jittered. The same on the
         real market; on the simulator at time scale S a 1/S share of it (a backoff of seconds
@@ -204,6 +210,7 @@ class Transport:
             except httpx.TransportError as exc:
                 last = AnswerLost(f"{method} {path}: {type(exc).__name__}")
             else:
+                self._answered(kind)
                 stamp = r.headers.get("X-Market-Time")
                 if stamp:
                     try:
