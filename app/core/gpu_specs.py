@@ -6,6 +6,14 @@ torch matmul (measured figures where known, otherwise ~70% of the datasheet's de
 `fp32_tflops` is the datasheet's non-tensor FP32 rate (what the torch-free driver-path kernel
 is measured against), and `pcie_gen` x `pcie_width` the link the card is built for (NVIDIA's
 product pages). Names are spelled as Vast's offers spell them (`gpu_name`).
+
+Sources for the dense bf16 figures the measured rates are set against (tensor cores, FP32
+accumulate, no sparsity): A100 312 (NVIDIA A100 datasheet, nvidia-a100-datasheet-us-nvidia-
+1758950-r4-web.pdf, via glennklockwood.com/garden/processors/A100); L40S 362.05 and L40 181.05
+(NVIDIA's L40S/L40 datasheet tables, reproduced at mullet.se/product.html?product_id=355414);
+the others are NVIDIA's architecture whitepapers' dense rates (GA102 Ampere, AD102 Ada, GH100
+Hopper), not re-verified in stored pages (docs/fidelity.md): their measured figures below are
+kept as they were. `DPH_RANGE` holds the $/h each model rents for on Vast, with its sources.
 """
 
 from __future__ import annotations
@@ -43,7 +51,10 @@ GPU_SPECS: dict[str, GpuSpec] = {
         GpuSpec("RTX A4000", 35.0, 16384, 0.15, 19.2),
         GpuSpec("RTX A5000", 50.0, 24576, 0.22, 27.8),
         GpuSpec("RTX A6000", 72.0, 49152, 0.45, 38.7),
-        GpuSpec("L40S", 180.0, 46068, 0.75, 91.6),
+        # 362 TFLOP/s dense bf16 on the datasheet (the 180 this row had was ~50% of it, the
+        # sparse figure halved twice); ~69% of dense in a 4096^3 matmul, as the other
+        # datacenter rows here
+        GpuSpec("L40S", 250.0, 46068, 0.75, 91.6),
         GpuSpec("A100 SXM4", 230.0, 81920, 1.10, 19.5),
         GpuSpec("H100 SXM", 600.0, 81559, 2.20, 67.0, 5),
         GpuSpec("H200", 650.0, 143771, 2.90, 67.0, 5),
@@ -72,6 +83,61 @@ OTHER_SPECS: dict[str, GpuSpec] = {
         GpuSpec("H100 NVL", 520.0, 95830, 2.10, 60.0, 5),
     )
 }
+
+# $/h one GPU of each model rents for on Vast (single-GPU offers, 2026), low to high: what the
+# simulator's markets draw prices from. Sources, where a figure was published:
+#   [F] fairlane.systems/en/wissen/tool-vast-ai, "As of 2026-05": RTX 3090 from $0.18
+#       (interruptible), RTX 4090 $0.31-0.45, RTX A6000 from $0.55, A100-40GB from $0.40
+#       (interruptible), A100-80GB $0.78-1.20, H100-80GB $1.85-2.50, H200 from $3.50
+#   [U] usagepricing.com/blueprint/vast-ai, captured June 2026: RTX 4090 $0.682-0.875,
+#       RTX 5090 $0.865-1.141, A100 80GB $1.166-1.205, H100 NVL $2.525
+#   [C] chrisgmartin's Vast.ai notes, "Hardware & Tiers": RTX 3090 $0.20-0.30
+#   [D] deploybase.ai/articles/h100-vastai: H100 $2.50-4.00 (mean $3.15)
+#   [S] dstack issue #4026: RTX 4090 ~$0.24 on-demand, ~$0.12 min_bid
+#   [E] our estimate (no published Vast figure found): placed between the sourced models by
+#       speed and VRAM, cheap slow cards dearer per TFLOP as the sourced ones are
+# The sources disagree (live snapshots, months apart): a range spans the lower quotes, where
+# community offers sit, not the dearest snapshot.
+DPH_RANGE: dict[str, tuple[float, float]] = {
+    "RTX 3060": (0.10, 0.16),  # [E]
+    "RTX 3070": (0.12, 0.20),  # [E]
+    "RTX 3080": (0.16, 0.26),  # [E]
+    "RTX 3090": (0.18, 0.30),  # [F] [C]
+    "RTX 4070": (0.16, 0.26),  # [E]
+    "RTX 4080": (0.24, 0.38),  # [E]
+    "RTX 4090": (0.31, 0.45),  # [F] [S]; [U]'s 0.68-0.88 is a dearer snapshot
+    "RTX 5090": (0.45, 0.90),  # [U] 0.87-1.14 at its top; [E] below it
+    "RTX A4000": (0.12, 0.20),  # [E]
+    "RTX A5000": (0.20, 0.32),  # [E]
+    "RTX A6000": (0.45, 0.65),  # [F] from 0.55
+    "L40S": (0.55, 0.90),  # [E]
+    "L40": (0.50, 0.80),  # [E]
+    "A40": (0.35, 0.55),  # [E]
+    "A10": (0.20, 0.35),  # [E]
+    "L4": (0.20, 0.35),  # [E]
+    "A100 PCIE": (0.40, 0.90),  # [F] 40 GB from 0.40
+    "A100 SXM4": (0.78, 1.20),  # [F] 80 GB; [U] 1.17-1.21
+    "H100 PCIE": (1.60, 2.40),  # [E] under the SXM's
+    "H100 SXM": (1.85, 3.15),  # [F] 1.85-2.50; [D] 2.50-4.00, mean 3.15
+    "H100 NVL": (2.10, 2.60),  # [U] 2.525
+    "H200": (3.50, 4.50),  # [F] from 3.50
+}
+
+
+def dph_range(gpu_name: str) -> tuple[float, float] | None:
+    """The $/h range one GPU of this model rents for (`DPH_RANGE`), None if unknown."""
+    spec = spec_for(gpu_name)
+    return DPH_RANGE.get(spec.name) if spec is not None else None
+
+
+def work_rate(gpu_name: str, ref_gpu: str, share: float = 1.0) -> float | None:
+    """Reference GPU-hours one hour on `gpu_name` delivers, at `share` of its model's speed:
+    a sized job takes ref_hours / this many hours there. None if either model is unknown."""
+    mine, ref = expected_tflops(gpu_name), expected_tflops(ref_gpu)
+    if not mine or not ref:
+        return None
+    return mine * share / ref
+
 
 # A card measuring below this share of its model's rate is not the card the offer claims.
 MIN_SPEED_SHARE = 0.6

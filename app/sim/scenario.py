@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.gpu_specs import DPH_RANGE
 from .images import ImageSpec, parse_images
 
 BEHAVIOURS = (
@@ -64,19 +65,8 @@ SEED_MIX: tuple[dict[str, Any], ...] = (
 CONSUMER_GPUS = ["RTX 3060", "RTX 3070", "RTX 3080", "RTX 3090", "RTX 4070", "RTX 4080", "RTX 4090"]
 DEFAULT_DPH = [0.12, 0.55]  # a host class's price range when its GPU has no row below
 # $/h of one rented GPU by model, where a host class names no `dph` of its own: the real
-# market's range for single-GPU on-demand community offers in 2026. Sources: RTX 3090
-# $0.18-0.30 and RTX 4090 $0.31-0.45 (fairlane.systems "Vast.ai" tool page, 2026-05; 3090
-# $0.20-0.30 in chrisgmartin's Vast.ai notes, "Hardware & Tiers"); the other models are
-# placed between those by their speed (our estimate, not a published figure).
-GPU_DPH: dict[str, tuple[float, float]] = {
-    "RTX 3060": (0.10, 0.16),
-    "RTX 3070": (0.12, 0.20),
-    "RTX 3080": (0.16, 0.26),
-    "RTX 3090": (0.18, 0.30),
-    "RTX 4070": (0.16, 0.26),
-    "RTX 4080": (0.24, 0.38),
-    "RTX 4090": (0.31, 0.45),
-}
+# market's range for single-GPU offers in 2026, with its sources (core/gpu_specs.DPH_RANGE).
+GPU_DPH: dict[str, tuple[float, float]] = dict(DPH_RANGE)
 
 
 @dataclass(frozen=True)
