@@ -184,11 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     from .controller import add_parser as add_controller
     from .offers import add_parser as add_offers
     from .reconcile import add_parser as add_reconcile
+    from .ssh import add_parser as add_ssh
 
     add_controller(sub, positive=_positive_float)
 
     add_reconcile(sub)
     add_offers(sub, positive_int=_positive_int)
+    add_ssh(sub)
     return p
 
 

@@ -1,0 +1,30 @@
+"""Reading a ledger from a command, whoever holds it: through the controller that holds the
+file for writing when one runs (DuckDB lets no other process open it then), else from the file,
+read-only. Both answer through the ledger's read-only query sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def sql_text(value: str) -> str:
+    """A string as an SQL literal (the controller's query API takes no parameters)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def select(path: str | Path, sql: str, limit: int = 100_000) -> list[dict[str, Any]]:
+    """The rows of one read-only SELECT on the ledger at `path`, as dicts."""
+    from ..ledger import Ledger
+    from .controllers import controller_for_ledger
+
+    remote = controller_for_ledger(path)
+    if remote is None:
+        with Ledger(path, read_only=True) as ledger:
+            got = ledger.query(sql, limit)
+    else:
+        try:
+            got = remote.query_all(sql, limit)
+        finally:
+            remote.close()
+    return [dict(zip(got.columns, row, strict=True)) for row in got.rows]
