@@ -57,3 +57,66 @@ def test_the_client_keeps_to_the_intervals_at_a_scaled_clock(make_sim):
             assert c.stats.rate_limited == 0 and c.stats.retries == 0
 
     asyncio.run(run())
+
+
+def test_offers_as_the_official_cli_asks_for_them(make_sim):
+    """The market lists unverified and external offers too; rentwatch asks for
+    `verified=true external=false rentable=true` as the CLI does (vastai
+    `cli/commands/offers.py` search__offers), unless the campaign's query says otherwise."""
+    from rentwatch.core.campaign import parse_campaign
+
+    from tests.campaigns import campaign_text
+
+    sim = make_sim(seed=4, offers=20, host_class=HEALTHY)
+    everything = httpx.post(f"{sim.url}/api/v0/bundles/", json={}, headers=HDR).json()["offers"]
+    assert any(not o["verified"] for o in everything) and any(o["external"] for o in everything)
+
+    async def search(query: dict) -> list:
+        async with VastClient(sim.url, "test-key", min_intervals={}) as c:
+            return await c.search_offers(query, limit=None)
+
+    ours = asyncio.run(search({"num_gpus": {"eq": 1}}))
+    by_id = {o["id"]: o for o in everything}
+    assert ours and all(by_id[o.id]["verified"] and not by_id[o.id]["external"] for o in ours)
+    assert len(ours) == sum(o["verified"] and not o["external"] for o in everything)
+    anyone = parse_campaign(campaign_text(extra="").replace("rentable=true", "verified=any"))
+    wider = asyncio.run(search(anyone.offer_query))
+    assert any(not by_id[o.id]["verified"] for o in wider)
+
+
+def test_an_offer_taken_meanwhile_is_refused_as_vast_refuses_it(make_sim):
+    """Another renter took the offer between the search and the create: 404 with the
+    OpenAPI's body (`no_such_ask` inside `msg`), and the offer is gone from the search."""
+    sim = make_sim(seed=4, offers=5, host_class=HEALTHY, listing={"taken": 1.0})
+    offer = sim.market.machines[0].offer_id
+    r = httpx.put(f"{sim.url}/api/v0/asks/{offer}/", json={"image": "img"}, headers=HDR)
+    assert r.status_code == 404
+    assert r.json() == {
+        "success": False,
+        "error": "invalid_args",
+        "msg": f"error 404/3603: no_such_ask Instance type by id {offer} is not available.",
+        "ask_id": offer,
+    }
+    listed = httpx.post(f"{sim.url}/api/v0/bundles/", json={}, headers=HDR).json()["offers"]
+    assert offer not in {o["id"] for o in listed}
+
+
+def test_the_engine_takes_the_next_offer_and_spares_the_host(make_sim, tmp_path):
+    """Half the creates find their offer taken: the campaign still fills its fleet, and no
+    host whose offer was taken is counted a dud or quarantined for it."""
+    from rentwatch.ledger import Ledger
+
+    from tests.campaigns import run_campaign
+
+    sim = make_sim(seed=8, offers=16, time_scale=300, host_class=HEALTHY, listing={"taken": 0.5})
+    code, path = run_campaign(sim, tmp_path, fleet=2)
+    assert code == 0
+    led = Ledger(path, read_only=True)
+    refused = led.events(where="kind = 'create' AND phase <> 'intent' AND NOT ok")
+    record = led.machine_record()
+    abandons = led.events(where="kind = 'abandon'")
+    led.close()
+    assert refused and all("no_such_ask" in str(e.detail) + e.reason for e in refused)
+    taken = {m.id for m in sim.market.machines if m.taken_until is not None}
+    assert taken and not abandons
+    assert all(record.get(mid, (0, 0, 0.0))[1] == 0 for mid in taken)

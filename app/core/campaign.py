@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigError
-from .offer_query import parse_query
+from .offer_query import parse_query, wildcarded
 
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 JOB_KEYS = frozenset(
@@ -147,6 +147,8 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     query_text = get("offer_query", (str, dict), "")
     try:
         query = parse_query(query_text) if isinstance(query_text, str) else dict(query_text)
+        if isinstance(query_text, str):  # `field=any`: {} keeps the client's default off it
+            query.update({f: {} for f in wildcarded(query_text)})
     except ConfigError as exc:
         raise fail("offer_query", str(exc)) from None
     max_dph = number("max_dph", hi=1000)

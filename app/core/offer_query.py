@@ -102,6 +102,16 @@ def _number(field: str, raw: str) -> float:
     return out
 
 
+def wildcarded(text: str) -> set[str]:
+    """The fields the query text names with a wildcard (`verified=any`): no filter on them,
+    not even a default one (the CLI's `=any` drops its own default the same way)."""
+    return {
+        ALIASES.get(m.group(1), m.group(1))
+        for m in _TERM.finditer(text)
+        if m.group(3).lower() in WILDCARDS
+    }
+
+
 def parse_query(text: str) -> dict[str, dict[str, Any]]:
     """Parse the CLI's query text into the API's JSON query; a bad term raises ConfigError."""
     out: dict[str, dict[str, Any]] = {}

@@ -12,6 +12,17 @@ from .answers import answer, body_json, error, text
 from .market import SimMarket
 
 
+def no_such_ask(offer_id: int) -> web.Response:
+    """An offer no longer there (another renter took it), as Vast answers it (vast-ai/docs
+    `api-reference/openapi.yaml`, createInstance 404): the `no_such_ask` token is in `msg`."""
+    return error(
+        404,
+        "invalid_args",
+        f"error 404/3603: no_such_ask Instance type by id {offer_id} is not available.",
+        ask_id=offer_id,
+    )
+
+
 class InstanceRoutes:
     def __init__(self, market: SimMarket) -> None:
         self.market = market
@@ -41,8 +52,14 @@ class InstanceRoutes:
         if not isinstance(body, dict):
             return error(400, "invalid_args", "body must be an object")
         m = self.market.by_offer.get(offer_id)
-        if m is None or m.id in self.market.rented_machines():
-            return error(404, "no_such_ask", f"Instance type by id {offer_id} is not available.")
+        now = self.market.clock.now()
+        if (
+            m is None
+            or m.id in self.market.rented_machines()
+            or self.market.taken(m, now)
+            or self.market.taken_meanwhile(m)
+        ):
+            return no_such_ask(offer_id)
         image = body.get("image")
         if not isinstance(image, str) or not image:
             return error(400, "invalid_args", "image is required")

@@ -76,6 +76,10 @@ class Machine:
     inet_up_cost: float = 0.0  # $/GB
     inet_down_cost: float = 0.0
     contract_end: float | None = None  # the host's listing ends: rentals are stopped then
+    verified: bool = True  # Vast verified the machine
+    external: bool = False  # listed from outside Vast's own marketplace
+    taken_until: float | None = None  # another renter holds it until then
+    asked: int = 0  # creates asked of it (each may find it taken meanwhile)
 
     def offer_json(self, allocated_storage: float, now: float | None = None) -> dict[str, Any]:
         spec = GPU_SPECS.get(self.advertised_gpu)
@@ -99,9 +103,9 @@ class Machine:
             "disk_name": "nvme",
             "reliability": self.reliability,
             "reliability2": self.reliability,
-            "verification": "verified",
-            "verified": True,
-            "external": False,
+            "verification": "verified" if self.verified else "unverified",
+            "verified": self.verified,
+            "external": self.external,
             "rentable": True,
             "rented": False,
             "cuda_max_good": self.cuda_max_good,
@@ -146,11 +150,18 @@ def nvml_name(model: str) -> str:
     return f"NVIDIA {model}"
 
 
-def build_machines(sc: Scenario, now: Callable[[], float]) -> list[Machine]:
-    """The scenario's machines, their behaviours shared out as its host classes say."""
-    rng = keyed_rng(sc.seed, "market")
+def build_machines(
+    sc: Scenario,
+    now: Callable[[], float],
+    n: int | None = None,
+    key: str = "market",
+    ids: range = range(1000, 60000),
+) -> list[Machine]:
+    """The scenario's machines (or `n` more, drawn under `key` from `ids`), their behaviours
+    shared out as its host classes say."""
+    rng = keyed_rng(sc.seed, key)
     shares = sc.shares()
-    n = sc.offers
+    n = sc.offers if n is None else n
     exact = {b: s * n for b, s in shares.items()}
     counts = {b: int(v) for b, v in exact.items()}
     for b in sorted(exact, key=lambda b: exact[b] - counts[b], reverse=True)[
@@ -163,7 +174,7 @@ def build_machines(sc: Scenario, now: Callable[[], float]) -> list[Machine]:
     for hc in sc.host_classes:
         classes.setdefault(hc.behaviour, []).append(hc)
     machines = []
-    machine_ids = rng.sample(range(1000, 60000), n)
+    machine_ids = rng.sample(ids, n)
     host_ids = rng.sample(range(10000, 99999), max(1, n * 2 // 3))
     countries = ["US", "CA", "DE", "PL", "SE", "FR", "GB", "JP", "BR", "VN", "RO", "ES"]
     for i, behaviour in enumerate(behaviours):
@@ -233,3 +244,20 @@ def _unkind(m: Machine, sc: Scenario, now: Callable[[], float]) -> None:
         m.contract_end = now() + between(rng, st.contract_end_min) * 60
     else:
         m.contract_end = now() + rng.uniform(3, 90) * 86400
+
+
+def other_listings(sc: Scenario, now: Callable[[], float]) -> list[Machine]:
+    """The listings the CLI's default search leaves out: unverified and external machines,
+    `[listing]` shares of the scenario's offers on top of them (their own draws, so adding
+    them changed no seeded market's verified machines)."""
+    n_unverified = round(sc.offers * sc.listing.unverified)
+    n_external = round(sc.offers * sc.listing.external)
+    if n_unverified + n_external == 0:
+        return []
+    out = build_machines(sc, now, n_unverified + n_external, "listings", range(60000, 99999))
+    for i, m in enumerate(out):
+        if i < n_unverified:
+            m.verified = False
+        else:
+            m.external = True
+    return out

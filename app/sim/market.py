@@ -20,7 +20,7 @@ from ..core.billing import Mark, storage_per_hour
 from ..core.gpu_specs import GPU_SPECS
 from .boot import THROTTLE_REASONS, boot_steps
 from .images import deny_unpullable
-from .machines import Machine, between, build_machines, keyed_rng, nvml_name
+from .machines import Machine, between, build_machines, keyed_rng, nvml_name, other_listings
 from .rental import SimInstance
 from .scenario import DELIVERING, Scenario
 
@@ -62,7 +62,9 @@ class SimMarket:
         self.clock = clock or SimClock(scenario.time_scale)
         self.api_key = api_key or secrets.token_hex(16)
         self.machines: list[Machine] = build_machines(scenario, self.clock.now)
-        self.by_offer = {m.offer_id: m for m in self.machines}
+        # the listings the CLI's default search leaves out (`[listing]`), rentable all the same
+        self.others: list[Machine] = other_listings(scenario, self.clock.now)
+        self.by_offer = {m.offer_id: m for m in self.machines + self.others}
         self.instances: dict[int, SimInstance] = {}
         self.order: list[int] = []  # instance ids in creation order, which is id order
         self._live = 0
@@ -86,7 +88,25 @@ class SimMarket:
 
     def offers(self) -> list[Machine]:
         busy = self.rented_machines()
-        return [m for m in self.machines if m.id not in busy]
+        now = self.clock.now()
+        return [
+            m for m in self.machines + self.others if m.id not in busy and not self.taken(m, now)
+        ]
+
+    @staticmethod
+    def taken(m: Machine, now: float) -> bool:
+        """Another renter holds the machine (its offer is gone from the search meanwhile)."""
+        return m.taken_until is not None and now < m.taken_until
+
+    def taken_meanwhile(self, m: Machine) -> bool:
+        """Whether another renter took this offer between the search and this create (the
+        `[listing] taken` share of creates): if so it holds the machine for a while."""
+        m.asked += 1
+        rng = keyed_rng(self.scenario.seed, "taken", m.id, m.asked)
+        if rng.random() >= self.scenario.listing.taken:
+            return False
+        m.taken_until = self.clock.now() + rng.uniform(30, 180) * 60
+        return True
 
     # -- instances ------------------------------------------------------------------------
     def create(

@@ -89,6 +89,7 @@ class Faults:
     rate_timeout: float = 0.0
     rate_malformed: float = 0.0
     ssh_drop: float = 0.0
+    rate_redirect: float = 0.0  # answered with a 307 to the same call (it must keep its key)
     timeout_s: float = 15.0  # how long a "slow" answer stalls (wall seconds)
 
 
@@ -103,6 +104,18 @@ class SSHConfig:
     # share of instances whose SSH sessions carry CONTAINER_ID and CONTAINER_API_KEY (Vast
     # injects them into the container; an SSH session may not inherit them, issue 19)
     container_env: float = 1.0
+
+
+@dataclass(frozen=True)
+class Listing:
+    """`[listing]`: what the search shows besides the scenario's `offers` (verified, on Vast's
+    own hosts): `unverified` and `external` listings, each a share of `offers` on top (the
+    official CLI filters them out by default: vastai `cli/commands/offers.py` search__offers),
+    and the share of creates that find the offer just taken by another renter."""
+
+    unverified: float = 0.2
+    external: float = 0.1
+    taken: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -133,9 +146,10 @@ class Scenario:
     images: tuple[ImageSpec, ...] = ()  # [[image]]: before the defaults (app/sim/images.py)
     ssh: SSHConfig = field(default_factory=SSHConfig)
     states: States = field(default_factory=States)
+    listing: Listing = field(default_factory=Listing)
     # $/GB moved, per direction (Vast offers carry inet_up_cost / inet_down_cost)
     bandwidth_cost: tuple[float, float] = (0.002, 0.02)
-    pacing: bool = True  # enforce the documented minimum intervals (429 past a small burst)
+    pacing: bool = True  # enforce the documented minimum intervals (429 inside one)
     # an account that already rents a fleet at the start (scale benchmarks): `preload`
     # instances on the first offers, labelled "preload:<n>", rented an hour of market time
     # earlier; the last `preload_booting` of them are rented at the start and still boot
@@ -223,6 +237,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "image",
         "ssh",
         "states",
+        "listing",
         "bandwidth_cost",
         "pacing",
         "preload",
@@ -307,6 +322,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         images=parse_images(data.get("image")),
         ssh=ssh,
         states=states,
+        listing=Listing(**_shares(data.get("listing", {}), "listing", Listing)),
         bandwidth_cost=bandwidth,
         pacing=pacing,
         preload=preload,

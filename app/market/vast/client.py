@@ -28,6 +28,14 @@ from .transport import PAGE_SIZE, RETRYABLE, Transport
 # The market's own charges (`GET /api/v0/charges/`, as `vastai show invoices-v1 --charges`
 # reads them: vastai `api/billing.py` show_invoices_v1).
 CHARGES_PATH = "/api/v0/charges/"
+# What the official CLI searches for unless told otherwise (vastai 1.9.1
+# `cli/commands/offers.py` search__offers: "default: 'external=false rentable=true
+# verified=true'"); a campaign's offer_query that names one of these fields decides it.
+OFFER_DEFAULTS: dict[str, Any] = {
+    "verified": {"eq": True},
+    "external": {"eq": False},
+    "rentable": {"eq": True},
+}
 
 
 class VastClient(Transport):
@@ -42,7 +50,8 @@ class VastClient(Transport):
         limit: int | None = 200,
         storage_gb: float = 10.0,
     ) -> list[Offer]:
-        body: dict[str, Any] = dict(query)
+        # the query's own terms win; {} (the campaign's `field=any`) is no filter at all
+        body: dict[str, Any] = {k: v for k, v in {**OFFER_DEFAULTS, **query}.items() if v != {}}
         body["order"] = order or [["dph_total", "asc"]]
         body["type"] = "on-demand"
         body["allocated_storage"] = storage_gb
