@@ -11,14 +11,13 @@ and never kills a host. Only a measured shortfall does.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .gpu_specs import spec_for
-from .verdict import CheckPolicy
+from .verdict import CheckPolicy, finite
 
 # Usable bandwidth per lane, GB/s, after line encoding (PCI-SIG: 2.5/5 GT/s 8b/10b, then
 # 8/16/32 GT/s 128b/130b); a pinned host-to-device copy reaches ~80% of it in practice.
@@ -43,9 +42,9 @@ class Check:
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
+    """A finite number not negative from a host's document (see `verdict.finite`), or None."""
+    number = finite(value)
+    return number if number is not None and number >= 0 else None
 
 
 def _section(doc: Any, key: str) -> Mapping[str, Any] | None:

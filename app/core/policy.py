@@ -39,6 +39,10 @@ class Policy:
     # this: the engine lowers it to what its connects measure (host_link.HostLink.io_floor)
     io_floor_wall_s: float = 0.0
     preflight_timeout_s: float = 90.0  # wall seconds for the probe itself
+    # running -> a preflight verdict, at most, whatever the SSH state (a try in flight, a
+    # route never published, a task gone): past it the attempt is given up as `timeout`.
+    # Never under the SSH deadline, and never under PREFLIGHT_IO_FLOORS I/O floors beyond it
+    preflight_deadline_s: float = 30 * 60.0
     min_speed_share: float = 0.6
     check_gpu_name: bool = True
     # quarantine and replacement

@@ -63,6 +63,9 @@ SILENT_WORDS = (
 # `unknown` is not terminal: Vast adds lifecycle states rentwatch has no name for (SkyPilot
 # treats them as initialising), so an unknown status is left to the deadlines (issue 19)
 TERMINAL = frozenset({"exited", "offline"})
+# the preflight's deadline is never judged under this many I/O floors beyond the policy's
+# figure: at a fast market clock each probe try costs a wall second or more (issue 30)
+PREFLIGHT_IO_FLOORS = 10
 
 
 def low_util_since(
@@ -152,6 +155,18 @@ def _running_rules(
             "rule:ssh_deadline",
             f"SSH not answering {fmt_span(since)} after running: {a.ssh_error[:120]}",
             "ssh_dead",
+        )
+    deadline = max(policy.preflight_deadline_s, policy.ssh_deadline_s)
+    if a.preflight_started and since >= (
+        policy.preflight_after_s + deadline + PREFLIGHT_IO_FLOORS * io_floor_s
+    ):
+        # the backstop: no verdict in time, for whatever reason, is the attempt's end
+        return give_up(
+            a,
+            "rule:preflight_deadline",
+            f"no preflight verdict {fmt_span(since)} after running"
+            + (f": {a.ssh_error[:120]}" if a.ssh_error else ""),
+            "timeout",
         )
     return None
 

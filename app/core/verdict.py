@@ -50,20 +50,21 @@ def preflight_verdict(
         return Verdict(
             False,
             "cuda_error",
-            f"preflight failed: {str(err.get('type', 'error'))[:80]}: {str(err.get('message', ''))[:300]}",
+            f"preflight failed: {_text(err.get('type', 'error'), 80)}: "
+            f"{_text(err.get('message', ''), 300)}",
         )
     mm = result.get("matmul")
     device = result.get("device")
     if not isinstance(mm, dict) or not isinstance(device, dict):
         return Verdict(False, "bad_probe", "preflight output lacks matmul or device")
     if mm.get("result_ok") is not True:
-        return Verdict(
-            False, "wrong_result", f"matmul result is wrong (max rel err {mm.get('max_rel_err')})"
-        )
-    tflops = mm.get("tflops")
-    if not isinstance(tflops, int | float) or isinstance(tflops, bool) or not 0 <= tflops < 1e5:
+        err = finite(mm.get("max_rel_err"))
+        shown = "unknown" if err is None else f"{err:.3g}"
+        return Verdict(False, "wrong_result", f"matmul result is wrong (max rel err {shown})")
+    tflops = finite(mm.get("tflops"))
+    if tflops is None or not 0 <= tflops < 1e5:
         return Verdict(False, "bad_probe", "preflight reported no usable TFLOP/s")
-    name = str(device.get("name", ""))[:120]
+    name = _text(device.get("name", ""), 120)
     if check_name and name and not same_model(offer_gpu, name):
         return Verdict(
             False, "wrong_gpu", f"offer says {offer_gpu}, NVML says {name}", float(tflops)
@@ -138,7 +139,9 @@ def detect_throttle(
     reason is set, or a software one with the SM clock below `ratio` of max. Idle samples, and
     reasons that are no fault (idle, app clocks, display, sync boost), never count."""
     loaded = []
-    for s in samples:
+    for s in samples if isinstance(samples, list | tuple) else ():
+        if not isinstance(s, dict):
+            continue  # a host's list may hold anything
         util, clock, top = (_number(s.get(k)) for k in ("util", "sm_clock", "max_sm_clock"))
         if util is None or clock is None or top is None or util < min_util or top <= 0:
             continue
@@ -166,8 +169,30 @@ def detect_throttle(
     )
 
 
+def _text(value: Any, limit: int) -> str:
+    """A scalar from a host's document as text, cut short; a list or an object is not walked
+    (its repr could be anything long or deep) but named."""
+    if isinstance(value, list | dict | tuple):
+        return f"<{type(value).__name__}>"
+    try:
+        return str(value)[:limit]
+    except ValueError:  # an integer past Python's 4,300-digit limit for str()
+        return f"<{type(value).__name__}>"
+
+
 def _number(value: Any) -> float | None:
-    """A finite number from a host's document; anything else (bool, text, NaN) is no number."""
+    """A finite number from a host's document; anything else (bool, text, NaN, an integer too
+    large for a float) is no number."""
+    return finite(value)
+
+
+def finite(value: Any) -> float | None:
+    """A host's value as a finite float, or None: bools, text, NaN, infinities and integers
+    past a float's range (math.isfinite raises OverflowError on those) are no number."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None

@@ -16,6 +16,13 @@ from ...core.verdict import CheckPolicy
 NET_PROBE_URL = "https://speed.cloudflare.com/__down?bytes=50000000"
 
 MAX_PROBE_OUTPUT = 256 * 1024
+# A probe's document is a few levels deep; a host's can be anything. Deeper than this, or an
+# integer longer than this many digits, is no document of ours: nesting can exhaust the
+# recursion limit of whatever walks it next (json.loads itself raises RecursionError on 60,000
+# `[`), and a long integer makes float() and math.isfinite() raise OverflowError (over 4,300
+# digits json.loads raises a plain ValueError, no JSONDecodeError).
+MAX_DOC_DEPTH = 32
+MAX_INT_DIGITS = 20
 
 
 class ProbeError(RentwatchError):
@@ -28,8 +35,65 @@ def probe_source(name: str) -> bytes:
     return resources.files("rentwatch.probes").joinpath(f"{name}.py").read_bytes()
 
 
+def _host_int(digits: str) -> int | float:
+    """An integer from a host's JSON; one too long for any figure of ours reads as a float
+    (infinite past 308 digits), which every reader already treats as no number."""
+    return int(digits) if len(digits.lstrip("-")) <= MAX_INT_DIGITS else float(digits)
+
+
+def _depth(doc: Any) -> int:
+    """How deeply `doc` nests lists and objects, walked without recursion."""
+    deepest, todo = 0, [(doc, 1)]
+    while todo:
+        node, level = todo.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, level)
+            if deepest > MAX_DOC_DEPTH:
+                break
+            kids = node.values() if isinstance(node, dict) else node
+            todo.extend((kid, level + 1) for kid in kids)
+    return deepest
+
+
+def load_host_json(text: str) -> Any:
+    """One JSON value from a host, or ValueError for anything that is not a document we read:
+    not JSON, nested past MAX_DOC_DEPTH, or breaking the decoder in any way."""
+    try:
+        doc = json.loads(text, parse_int=_host_int)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"not JSON ({type(exc).__name__})") from None
+    if _depth(doc) > MAX_DOC_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DOC_DEPTH}")
+    return doc
+
+
+def shown_text(text: str, limit: int = 80) -> str:
+    """A host's text as a reason may quote it: cut short, non-printable characters as '?'."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
+
+
+def failure_text(exc: BaseException) -> str:
+    """An exception as a reason may say it: its type and its text, cut short and printable."""
+    try:
+        said = str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose own text fails still has a type
+        said = ""
+    return f"{type(exc).__name__}: {shown_text(said, 200)}"
+
+
+def bounded(value: Any, limit: int = 4000) -> Any:
+    """A piece of a host's document as a ledger event may hold it: itself when its JSON is
+    short, else that JSON cut to `limit` characters (a host chooses how long its text is)."""
+    try:
+        text = json.dumps(value, default=str)
+    except (ValueError, RecursionError):
+        return "<unreadable>"
+    return value if len(text) <= limit else text[:limit]
+
+
 def parse_probe_output(raw: bytes, probe: str, truncated: bool = False) -> dict[str, Any]:
-    """The probe's JSON document (its last non-empty line), validated; ProbeError otherwise."""
+    """The probe's JSON document (its last non-empty line), validated; ProbeError otherwise,
+    whatever the bytes are."""
     if truncated or len(raw) > MAX_PROBE_OUTPUT:
         raise ProbeError(f"{probe} printed more than {MAX_PROBE_OUTPUT // 1024} KiB: cut off")
     text = raw.decode("utf-8", errors="replace").strip()
@@ -37,11 +101,15 @@ def parse_probe_output(raw: bytes, probe: str, truncated: bool = False) -> dict[
         raise ProbeError(f"{probe} printed nothing")
     last = text.splitlines()[-1]
     try:
-        doc = json.loads(last)
-    except json.JSONDecodeError:
-        shown = "".join(ch if ch.isprintable() else "?" for ch in last[:80])
-        raise ProbeError(f"{probe} did not print JSON: {shown!r}") from None
-    if not isinstance(doc, dict) or doc.get("probe") != probe or doc.get("schema") != 1:
+        doc = load_host_json(last)
+    except ValueError as exc:
+        raise ProbeError(f"{probe} did not print JSON ({exc}): {shown_text(last)!r}") from None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("probe") != probe
+        or type(doc.get("schema")) is not int
+        or doc.get("schema") != 1
+    ):
         raise ProbeError(f"{probe} printed JSON of the wrong shape")
     return doc
 
@@ -76,8 +144,8 @@ def probe_run_blame(
     lines = stdout.decode("utf-8", errors="replace").strip().splitlines()
     if lines:
         try:
-            doc = json.loads(lines[-1][:MAX_PROBE_OUTPUT])
-        except json.JSONDecodeError:
+            doc = load_host_json(lines[-1][:MAX_PROBE_OUTPUT])
+        except ValueError:
             doc = None
         if isinstance(doc, dict) and doc.get("ok") is True:
             return None  # it computed: whatever stderr says is noise

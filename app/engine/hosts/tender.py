@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ...core.campaign import Campaign
 from ...core.host_checks import deep_checks, first_failure, xid_check
 from ...core.lifecycle import Phase
 from ...core.policy import Policy
 from ...core.rules import low_util_since
-from ...core.verdict import Verdict, detect_throttle, preflight_verdict
+from ...core.verdict import Verdict, detect_throttle, finite, preflight_verdict
 from ...ledger import EventKind
 from ...market.protocol import Clock
 from ..attempt import Attempt
@@ -23,11 +24,14 @@ from .link import HostLink
 from .probe_io import (
     NET_PROBE_URL,
     ProbeError,
+    bounded,
+    failure_text,
     parse_probe_output,
     preflight_command,
     probe_run_blame,
     probe_source,
     sampler_command,
+    shown_text,
 )
 from .ssh import HostKeyChanged, RunResult, SSHFailure
 
@@ -46,6 +50,8 @@ SAMPLE_FIELDS = (
 
 
 SILENT_RETRIES = 3  # preflight sessions in a row without an answer before they count against it
+NOTE_EVERY = 30  # failed looks in a row at a proven host between two ledger notes of them
+MAX_SAMPLES = 60  # NVML samples read from one sampler document (it sends a handful)
 
 
 def no_answer(res: RunResult) -> bool:
@@ -57,6 +63,15 @@ def no_answer(res: RunResult) -> bool:
         and not res.stdout.strip()
         and (res.exit_status is None or not res.stderr.strip())
     )
+
+
+def sample_value(field: str, value: Any) -> float | int | None:
+    """One NVML field as the ledger's samples table holds it: a finite number (DOUBLE), the
+    reasons bit mask an integer a BIGINT holds; anything else none."""
+    if field == "reasons_bits":
+        ok = type(value) is int and 0 <= value < 2**63
+        return value if ok else None
+    return finite(value)
 
 
 class HostTender:
@@ -84,6 +99,7 @@ class HostTender:
         self.watchdog_window_s = watchdog_window_s  # market seconds of silence: host stops itself
         self.beat_s = beat_s  # market seconds between heartbeats (and NVML samples)
         self.job_poll_s = job_poll_s  # market seconds between looks at a running job
+        self._look_failures: dict[int, int] = {}  # failed looks in a row, per instance
 
     # -- preflight ---------------------------------------------------------------------------
     def start_preflight(self, a: Attempt) -> None:
@@ -92,7 +108,27 @@ class HostTender:
         a.preflight_task = asyncio.create_task(self._preflight(a))
 
     async def _preflight(self, a: Attempt) -> None:
-        script = probe_source("preflight")
+        """The preflight's tries, supervised: whatever ends them without a verdict (an
+        exception no try expected, from the host's answer or from the controller's side)
+        becomes one, `bad_probe`, with its ledger event, so no rental is left unjudged."""
+        try:
+            await self._preflight_tries(a)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - supervision: every failure ends in a verdict
+            a.verdict = Verdict(
+                False, "bad_probe", f"preflight ended without a verdict: {failure_text(exc)}"
+            )
+            self._preflight_failed(a, a.verdict, {})
+            return
+        if (
+            a.verdict is not None
+            and not a.verdict.ok
+            and a.verdict.failure_class != "campaign_fault"
+        ):
+            self._preflight_failed(a, a.verdict, a.preflight_doc or {})
+
+    async def _preflight_tries(self, a: Attempt) -> None:
         command = preflight_command(self.policy.checks, NET_PROBE_URL)
         dropped = 0
         while True:
@@ -103,6 +139,7 @@ class HostTender:
             if not dropped and (a.ssh_error is None or a.ssh_error.startswith("no SSH port")):
                 a.ssh_error = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
             try:
+                script = probe_source("preflight")
                 res = await self.link.probe(
                     a, script, self.link.wall(self.policy.preflight_timeout_s, 5.0), command
                 )
@@ -114,6 +151,13 @@ class HostTender:
                     a.verdict = Verdict(False, "timeout", f"preflight hung: {exc}")
                     return
                 a.ssh_error = str(exc)
+                a.ssh_failures += 1
+                await asyncio.sleep(self.link.wall(10, 0.05))
+                continue
+            except OSError as exc:
+                # the controller's own side (out of descriptors, say): no word on the host;
+                # tried again until the preflight's deadline rule gives up on the attempt
+                a.ssh_error = f"controller could not try: {failure_text(exc)}"
                 a.ssh_failures += 1
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
@@ -146,20 +190,21 @@ class HostTender:
             )
             if a.verdict.ok:
                 self._deep_checks(a, doc)
-            if not a.verdict.ok:
-                self.journal.fact(
-                    K.PREFLIGHT_FAILED,
-                    a,
-                    actor="rule:preflight",
-                    reason=a.verdict.reason,
-                    ok=False,
-                    detail={
-                        "class": a.verdict.failure_class,
-                        "tflops": a.verdict.tflops,
-                        "probe": {k: doc.get(k) for k in ("device", "matmul", "error", "total_s")},
-                    },
-                )
             return
+
+    def _preflight_failed(self, a: Attempt, verdict: Verdict, doc: dict[str, Any]) -> None:
+        self.journal.fact(
+            K.PREFLIGHT_FAILED,
+            a,
+            actor="rule:preflight",
+            reason=verdict.reason,
+            ok=False,
+            detail={
+                "class": verdict.failure_class,
+                "tflops": verdict.tflops,
+                "probe": bounded({k: doc.get(k) for k in ("device", "matmul", "error", "total_s")}),
+            },
+        )
 
     def _campaign_fault(
         self, a: Attempt, exit_status: int | None, stdout: bytes, stderr: bytes
@@ -210,9 +255,11 @@ class HostTender:
         returned.clear()
 
     async def tend(self, a: Attempt) -> None:
-        """Arm the host's dead-man's switch, then beat its heartbeat and read its GPU."""
-        await self._arm_watchdog(a)
-        nvml = probe_source("nvml_sample")
+        """Arm the host's dead-man's switch, then beat its heartbeat and read its GPU.
+        Supervised: a look that fails in a way nobody expected (a host's hostile answer, a
+        bug) is a failed sample with a ledger note, and the tending goes on; only the rental
+        leaving service ends it."""
+        await self._guarded(a, "arming the watchdog", self._arm_watchdog(a))
         last_beat = -1e18
         while a.life.phase == Phase.VERIFIED and not a.untrusted:
             job = self.jobs.queue.on(a.instance_id)
@@ -225,23 +272,48 @@ class HostTender:
                 continue
             job = self.jobs.queue.on(a.instance_id)
             if job is not None:
-                try:
-                    await self.jobs.check(a, job)
-                except SSHFailure as exc:
-                    self.journal.say(f"job    {job.name} on i:{a.instance_id}: no answer ({exc})")
+                await self._guarded(a, f"checking job {job.name}", self.jobs.check(a, job))
             if self.clock.now() - last_beat < self.beat_s:
                 continue
             last_beat = self.clock.now()
-            try:
-                if a.watchdog_armed:
-                    await self.link.run(a, "touch ~/.rentwatch/heartbeat")
-                res = await self.link.run(a, sampler_command(), stdin=nvml)
-                doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
-            except (SSHFailure, ProbeError) as exc:
-                self.journal.say(f"sample i:{a.instance_id} failed: {exc}")
-                continue
-            self.take_samples(a, doc)
-            await self.check_xid(a, doc)
+            if await self._guarded(a, "sampling", self._beat_and_sample(a)):
+                self._look_failures.pop(a.instance_id, None)
+
+    async def _beat_and_sample(self, a: Attempt) -> None:
+        if a.watchdog_armed:
+            await self.link.run(a, "touch ~/.rentwatch/heartbeat")
+        res = await self.link.run(a, sampler_command(), stdin=probe_source("nvml_sample"))
+        doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
+        self.take_samples(a, doc)
+        await self.check_xid(a, doc)
+
+    async def _guarded(self, a: Attempt, what: str, look: Awaitable[None]) -> bool:
+        """One look at a proven host, whatever it raises: True when it went through. A
+        session without an answer is said in the log; anything else (a host's unreadable
+        document, an error of ours) is a failed sample, noted in the ledger once per streak."""
+        try:
+            await look
+        except asyncio.CancelledError:
+            raise
+        except SSHFailure as exc:
+            self.journal.say(f"{what} on i:{a.instance_id}: no answer ({exc})")
+            return False
+        except Exception as exc:  # noqa: BLE001 - supervision: the tending outlives any look
+            said = failure_text(exc)
+            self.journal.say(f"sample i:{a.instance_id} failed: {what}: {said}")
+            streak = self._look_failures.get(a.instance_id, 0) + 1
+            self._look_failures[a.instance_id] = streak
+            if streak == 1 or streak % NOTE_EVERY == 0:
+                self.journal.fact(
+                    K.NOTE,
+                    a,
+                    actor="engine",
+                    ok=False,
+                    reason=f"{what} failed ({streak} in a row): {said}",
+                    detail={"class": "sample_failed", "streak": streak},
+                )
+            return False
+        return True
 
     async def _arm_watchdog(self, a: Attempt) -> None:
         try:
@@ -284,20 +356,24 @@ class HostTender:
             await self.host_fault(a, "rule:xid", found.reason, found.failure_class or "xid")
 
     def take_samples(self, a: Attempt, doc: dict[str, object]) -> None:
+        """The sampler's readings, each field a finite number in its column's range or none
+        (a host's document may hold any JSON), then the idle and throttle evidence."""
         now = self.clock.now()
         rows = []
         raw = doc.get("samples")
-        for smp in raw if isinstance(raw, list) else []:
+        for smp in raw[:MAX_SAMPLES] if isinstance(raw, list) else []:
             if not isinstance(smp, dict):
                 continue
-            row = {
-                k: smp.get(k) if isinstance(smp.get(k), int | float) else None
-                for k in SAMPLE_FIELDS
-            }
+            row: dict[str, Any] = {k: sample_value(k, smp.get(k)) for k in SAMPLE_FIELDS}
+            reasons = smp.get("reasons")
             row.update(
                 instance_id=a.instance_id,
                 ts=now,
-                reasons=[r for r in smp.get("reasons") or [] if isinstance(r, str)][:10],
+                reasons=[
+                    shown_text(r, 40)
+                    for r in (reasons if isinstance(reasons, list) else [])[:10]
+                    if isinstance(r, str)
+                ],
             )
             rows.append(row)
         if not rows:
