@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.gpu_specs import DPH_RANGE
 from .scenario import BEHAVIOURS, CONSUMER_GPUS, DELIVERING, Scenario, parse_scenario
 
 TRAINING_FAMILY_SEEDS = (1, 2, 3)
@@ -44,6 +45,12 @@ FATAL_LATEST_MIN = (2.0, 10.0)  # fatal_pull: fatal_at_min = [0.5, this]
 PRICE_LOW = (0.08, 0.30)  # $/h; dph = [low, low * PRICE_SPREAD]
 PRICE_SPREAD = (1.5, 5.0)
 DUD_PRICE_FACTOR = (0.6, 1.1)  # duds' prices against the honest hosts' (often cheaper)
+# Prices follow the model, as on the real market: each model's $/h is its range in
+# core/gpu_specs.DPH_RANGE (sourced there), times the market's level, so dollars per delivered
+# TFLOP spread across a market's offers by 2x or more, the cheap cards the dear ones per TFLOP.
+FAMILY_GPUS = [*CONSUMER_GPUS, "RTX 5090", "RTX A5000", "RTX A6000", "L40S", "A100 SXM4"]
+FAMILY_GPU_COUNT = (2, 5)  # models listed on one market
+PRICE_LEVEL = (0.75, 1.4)  # the market's level against the sourced ranges
 FAULTS = {  # per-market API and SSH fault rates, each uniform in [0, high]
     "rate_429": 0.08,
     "rate_5xx": 0.05,
@@ -69,8 +76,9 @@ class FamilyMarket:
     data: dict[str, Any]  # the scenario as TOML-shaped data, to reproduce it with `rentwatch sim`
 
 
-def _rng(family_seed: int, index: int) -> random.Random:
-    digest = hashlib.sha256(f"rentwatch-family:{family_seed}:{index}".encode()).digest()
+def _rng(family_seed: int, index: int, tag: str = "") -> random.Random:
+    key = f"rentwatch-family:{family_seed}:{index}" + (f":{tag}" if tag else "")
+    digest = hashlib.sha256(key.encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
@@ -85,9 +93,10 @@ def draw_market(family_seed: int, index: int) -> FamilyMarket:
     duds = [b for b in BEHAVIOURS if b not in DELIVERING]
     dud_w = {b: rng.expovariate(1.0) for b in duds}
     good_w = {b: _u(rng, DELIVERING_WEIGHTS[b]) for b in DELIVERING_WEIGHTS if b in DELIVERING}
-    gpus = rng.sample(CONSUMER_GPUS, rng.randint(2, 4))
-    price_lo = _u(rng, PRICE_LOW)
-    price_hi = price_lo * _u(rng, PRICE_SPREAD)
+    # the flat price draws of the first families, still drawn (and unused: prices follow the
+    # model now) so that the draws after them stay as they were
+    rng.sample(CONSUMER_GPUS, rng.randint(2, 4))
+    _u(rng, PRICE_LOW), _u(rng, PRICE_SPREAD)
     dud_factor = _u(rng, DUD_PRICE_FACTOR)
     pull_lo = _u(rng, PULL_LOW_MIN)
     pull = [round(pull_lo, 2), round(pull_lo * _u(rng, PULL_SPREAD), 2)]
@@ -97,33 +106,39 @@ def draw_market(family_seed: int, index: int) -> FamilyMarket:
     extract = [round(ex_lo, 2), round(max(ex_lo + 0.5, _u(rng, EXTRACT_HIGH_MIN)), 2)]
     queue = [0.2, round(_u(rng, QUEUE_MAX_MIN), 2)]
     fatal = [0.5, round(_u(rng, FATAL_LATEST_MIN), 2)]
+    # drawn apart from the rest (its own key), so the other draws stay as they were
+    prng = _rng(family_seed, index, "prices")
+    gpus = prng.sample(FAMILY_GPUS, prng.randint(*FAMILY_GPU_COUNT))
+    level = _u(prng, PRICE_LEVEL)
+    prices = {
+        g: [
+            round(lo * level * _u(prng, (0.9, 1.1)), 3),
+            round(hi * level * _u(prng, (0.9, 1.1)), 3),
+        ]
+        for g in gpus
+        for lo, hi in [DPH_RANGE[g]]
+    }
+    price_hi = max(hi for _, hi in prices.values())
     classes: list[dict[str, Any]] = []
     good_total = sum(good_w.values()) or 1.0
     dud_total = sum(dud_w.values()) or 1.0
-    for b, w in good_w.items():
-        cls: dict[str, Any] = {
-            "behaviour": b,
-            "share": round((1 - dud_share) * w / good_total, 4),
-            "gpu": gpus,
-            "dph": [round(price_lo, 3), round(price_hi, 3)],
-            "queue_min": queue,
-            "extract_min": extract,
-            "pull_min": slow if b == "slow_pull" else pull,
-        }
-        classes.append(cls)
-    for b, w in dud_w.items():
-        cls = {
-            "behaviour": b,
-            "share": round(dud_share * w / dud_total, 4),
-            "gpu": gpus,
-            "dph": [round(price_lo * dud_factor, 3), round(price_hi * dud_factor, 3)],
-            "queue_min": queue,
-            "extract_min": extract,
-            "pull_min": pull,
-        }
-        if b == "fatal_pull":
-            cls["fatal_at_min"] = fatal
-        classes.append(cls)
+    weights = [(b, w / good_total * (1 - dud_share), 1.0) for b, w in good_w.items()]
+    weights += [(b, w / dud_total * dud_share, dud_factor) for b, w in dud_w.items()]
+    for b, share, factor in weights:
+        for g in gpus:
+            lo, hi = prices[g]
+            cls: dict[str, Any] = {
+                "behaviour": b,
+                "share": round(share / len(gpus), 4),
+                "gpu": [g],
+                "dph": [round(lo * factor, 3), round(max(hi * factor, lo * factor + 0.001), 3)],
+                "queue_min": queue,
+                "extract_min": extract,
+                "pull_min": slow if b == "slow_pull" else pull,
+            }
+            if b == "fatal_pull":
+                cls["fatal_at_min"] = fatal
+            classes.append(cls)
     classes = [c for c in classes if c["share"] > 0]
     data: dict[str, Any] = {
         "name": f"family-{family_seed}-{index}",

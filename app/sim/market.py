@@ -18,17 +18,22 @@ from typing import Any
 
 from ..core.billing import Mark, storage_per_hour
 from ..core.gpu_specs import GPU_SPECS
+from . import host_behaviours as hb
 from .boot import THROTTLE_REASONS, boot_steps
 from .images import deny_unpullable
 from .machines import Machine, between, build_machines, keyed_rng, nvml_name, other_listings
 from .rental import SimInstance
 from .scenario import DELIVERING, Scenario
+from .work_meter import WorkMeter, advance
 
 EPOCH_ORIGIN = float(
     int(time.time())
 )  # market time starts at the wall clock; sim time then runs `time_scale` times faster
 _ID_EPOCH = 1_735_689_600.0  # 2025-01-01T00:00:00Z
 _highest_id = 0  # the highest instance id any market in this process handed out
+# an expired contract's instance is deleted this long after the contract's end ("Expired
+# instances may be deleted 48 hours after expiration", vast-ai/docs manage-instances.mdx)
+EXPIRED_DELETE_S = 48 * 3600.0
 
 
 class SimClock:
@@ -71,6 +76,7 @@ class SimMarket:
         self.ssh_keys: list[dict[str, Any]] = []
         self._next_instance = self._first_id(id_base)
         self._instance_keys: dict[str, int] = {}
+        self.meters: list[WorkMeter] = []  # every sized job launched, in launch order
         self._preload()
 
     def _first_id(self, id_base: int | None) -> int:
@@ -214,6 +220,9 @@ class SimMarket:
                 seg.end = end
                 inst.stops.append(end)
                 inst.market_stop_at = end
+            if now >= end + EXPIRED_DELETE_S:  # "may be deleted 48 hours after expiration"
+                inst.expired_at = end + EXPIRED_DELETE_S
+                self.destroy(inst, at=inst.expired_at)
 
     def bill_bytes(self, inst: SimInstance, down: int, up: int) -> None:
         """Bytes moved in a session: the renter's download is the host's upload."""
@@ -222,11 +231,37 @@ class SimMarket:
         if usd > 0 and inst.destroyed_at is None:
             inst.bandwidth.append(Mark(self.clock.now(), "bandwidth", usd=usd))
 
-    def destroy(self, inst: SimInstance) -> None:
+    def destroy(self, inst: SimInstance, at: float | None = None) -> None:
         if inst.destroyed_at is None:
-            inst.destroyed_at = self.clock.now()
+            inst.destroyed_at = self.clock.now() if at is None else at
             self._live -= 1
             self._instance_keys.pop(inst.api_key, None)
+
+    # -- compute ---------------------------------------------------------------------------
+    def add_meter(self, meter: WorkMeter) -> None:
+        """A sized job launched: an earlier launch of it on the same host counts no more."""
+        for old in self.meters:
+            if (old.instance_id, old.job) == (meter.instance_id, meter.job) and old.done_at is None:
+                old.superseded = True
+        self.meters.append(meter)
+
+    def advance_work(self, now: float) -> list[WorkMeter]:
+        """Count every sized job's work up to `now`; the launches still to release."""
+        out = []
+        for meter in self.meters:
+            inst = self.instances.get(meter.instance_id)
+            if inst is None or meter.released:
+                continue
+            seg = inst.segments[-1]
+            key = (self.scenario.seed, inst.id)
+            advance(
+                meter,
+                inst,
+                now,
+                hb.xid_at(inst.machine.behaviour, seg.running_at, inst.machine.knobs, key),
+            )
+            out.append(meter)
+        return out
 
     # -- what the GPU would say -----------------------------------------------------------
     def gpu_state(self, inst: SimInstance, now: float) -> dict[str, Any]:
@@ -260,6 +295,7 @@ class SimMarket:
     def truth(self) -> dict[str, Any]:
         now = self.clock.now()
         self.market_stops(now)
+        self.advance_work(now)
         rows = []
         tot_gpu = tot_storage = tot_bw = 0.0
         for inst in self.instances.values():
@@ -304,6 +340,7 @@ class SimMarket:
                     "total_usd": round(c.total_usd, 6),
                     "direct_ssh": inst.machine.direct,
                     "market_stopped_at": inst.market_stop_at,
+                    "expired_at": inst.expired_at,
                 }
             )
             tot_gpu += c.gpu_usd
@@ -315,6 +352,8 @@ class SimMarket:
             "seed": self.scenario.seed,
             "gpu_billing": self.scenario.gpu_billing,
             "instances": rows,
+            # sized jobs: each launch's work delivered (reference GPU-hours), and when it was done
+            "jobs": [m.row() for m in self.meters],
             "totals": {
                 "gpu_usd": round(tot_gpu, 6),
                 "storage_usd": round(tot_storage, 6),

@@ -29,12 +29,17 @@ from typing import Any
 import asyncssh
 
 from . import host_behaviours as hb
+from . import work_meter
 from .images import image_facts
 from .market import SimMarket
 from .probe_answers import PROBE_MARKER, probe_answer
 from .rental import SimInstance
 
 _STDIN_SCRIPT = re.compile(r"^\s*python3?\s+-(\s|$)")
+
+
+VAST_IMAGES = ("vastai/", "docker.io/vastai/")  # images whose sessions see the container's env
+ROOTED = ("/etc/environment", "/proc/1/environ")  # container paths kept in a host's sandbox
 
 
 class _Server(asyncssh.SSHServer):
@@ -86,6 +91,10 @@ class SSHHosts:
         """Open SSH for instances now running; close it for those that are not."""
         now = self.market.clock.now()
         self.market.market_stops(now)
+        for meter in self.market.advance_work(now):  # sized jobs: progress, and their ends
+            work_meter.write_progress(meter)
+            if meter.done_at is not None:
+                work_meter.release(meter)
         for inst in list(self.market.instances.values()):
             up = inst.destroyed_at is None and inst.running(now)
             if up and inst.id not in self.listeners:
@@ -98,6 +107,7 @@ class SSHHosts:
         routes = [("proxy", m.proxy_addr)] + ([("direct", m.direct_addr)] if m.direct else [])
         servers: list[Any] = []
         self.listeners[inst.id] = servers
+        self.container_files(inst)
         for kind, addr in routes:
             server = await self._listen(inst, kind, addr)
             servers.append(server)
@@ -190,10 +200,42 @@ class SSHHosts:
             env.update({"CONTAINER_ID": str(inst.id), "CONTAINER_API_KEY": inst.api_key})
         return env
 
+    def container_files(self, inst: SimInstance) -> None:
+        """What a real container holds of its variables outside a session: /etc/environment
+        once onstart's recipe wrote it, and PID 1's environment (on `[ssh] proc_environ` of
+        the instances). Here both live under the host's sandbox, where its commands find them
+        (`_rooted`)."""
+        box = self.sandbox(inst)
+        pairs = {
+            "CONTAINER_ID": str(inst.id),
+            "CONTAINER_API_KEY": inst.api_key,
+            "VAST_URL": self.market_url,
+            **inst.env,
+        }
+        if inst.onstart and ">> /etc/environment" in inst.onstart:
+            (box / "etc").mkdir(exist_ok=True)
+            text = "".join(f"{k}={v}\n" for k, v in pairs.items())
+            (box / "etc" / "environment").write_text(text)
+        share = self.market.scenario.ssh.proc_environ
+        if random.Random(f"{self.market.scenario.seed}:pid1:{inst.id}").random() < share:
+            (box / "proc" / "1").mkdir(parents=True, exist_ok=True)
+            (box / "proc" / "1" / "environ").write_bytes(
+                b"".join(f"{k}={v}".encode() + b"\0" for k, v in pairs.items())
+            )
+
+    def _rooted(self, inst: SimInstance, command: str) -> str:
+        """A command's absolute container paths that a simulated host keeps in its sandbox."""
+        box = self.sandbox(inst)
+        for path in ROOTED:
+            command = command.replace(f" {path}", f" {box}{path}")
+        return command
+
     def container_env(self, inst: SimInstance) -> bool:
         """Whether this instance's sessions carry the container's variables (`[ssh]
         container_env` of the instances, the same for every session of one instance)."""
         share = self.market.scenario.ssh.container_env
+        if share is None:
+            return inst.image.startswith(VAST_IMAGES)
         return random.Random(f"{self.market.scenario.seed}:env:{inst.id}").random() < share
 
     async def _run(
@@ -201,7 +243,7 @@ class SSHHosts:
     ) -> None:
         self.sessions += 1
         self.by_route[route] = self.by_route.get(route, 0) + 1
-        command = proc.command or ""
+        command = self._rooted(inst, proc.command or "")
         try:
             faults = self.market.scenario.faults
             drop = faults.ssh_drop > 0 and self.drop_rng.random() < faults.ssh_drop
@@ -242,6 +284,10 @@ class SSHHosts:
         stdin: bytes,
         drop: bool,
     ) -> None:
+        # a sized job's launch: its work is metered at this host's speed, its end held till then
+        meter = work_meter.launch(inst, command, self.sandbox(inst), self.market.clock.now())
+        if meter is not None:
+            self.market.add_meter(meter)
         sub = await asyncio.create_subprocess_exec(
             "/bin/sh",
             "-c",

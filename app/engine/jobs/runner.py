@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import posixpath
 import shlex
 from dataclasses import dataclass
@@ -28,15 +29,39 @@ def job_dir(name: str) -> str:
     return f"{JOB_ROOT}/{safe}"
 
 
+def job_env(job: Job) -> dict[str, str]:
+    """What a job finds in its environment besides its own `env` (docs/campaigns.md, "What a
+    job sees"): its folder, the file it may write its progress to (a fraction, 0 to 1), and
+    for a sized job its size. Values are shell words, expanded on the host ($HOME)."""
+    home_dir = '"' + job_dir(job.name).replace("~", "$HOME", 1) + '"'
+    env = {
+        "RENTWATCH_JOB_DIR": home_dir,
+        "RENTWATCH_PROGRESS": home_dir[:-1] + '/progress"',
+    }
+    if job.ref_gpu and job.ref_hours:
+        env["RENTWATCH_REF_GPU"] = shlex.quote(job.ref_gpu)
+        env["RENTWATCH_REF_HOURS"] = f"{job.ref_hours:g}"
+    return env
+
+
 def launch_command(job: Job) -> str:
-    """Start the job detached; its exit code lands in a file when it ends."""
+    """Start the job detached; its exit code lands in a file when it ends. A host may hold a
+    finished job's completion by a FIFO named `hold` in the job's folder (the exit waits for its
+    end of file): the simulated host holds a sized job there until its compute is delivered; a
+    real host has none, and a job that failed is never held."""
     d = job_dir(job.name)
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in job.env.items() if k.isidentifier())
     inner = f"cd {shlex.quote(job.workdir)} && {env + ' ' if env else ''}{job.run}"
     # a newline, not ';': the command may end in a heredoc
-    script = f"{inner}\necho $? > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit"
+    script = (
+        f"{inner}\ncode=$?\n"
+        f"[ $code = 0 ] && [ -p {d}/hold ] && cat {d}/hold > /dev/null 2>&1\n"
+        f"echo $code > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit"
+    )
+    exports = " ".join(f"{k}={v}" for k, v in job_env(job).items())
     return (
-        f"mkdir -p {d} && rm -f {d}/exit && (setsid nohup sh -c {shlex.quote(script)} "
+        f"mkdir -p {d} && rm -f {d}/exit {d}/progress && (export {exports}; "
+        f"setsid nohup sh -c {shlex.quote(script)} "
         f"> {d}/log 2>&1 < /dev/null & echo $! > {d}/pid)"
     )
 
@@ -46,7 +71,9 @@ def status_command(job: Job) -> str:
     return (
         f"if [ -f {d}/exit ]; then echo EXIT $(cat {d}/exit); "
         f"elif [ -f {d}/pid ] && kill -0 $(cat {d}/pid) 2>/dev/null; then echo RUNNING; "
-        f"elif [ -f {d}/pid ]; then echo VANISHED; else echo NONE; fi; tail -c 1500 {d}/log 2>/dev/null"
+        f"elif [ -f {d}/pid ]; then echo VANISHED; else echo NONE; fi; "
+        f'[ -f {d}/progress ] && echo "PROGRESS $(head -c 32 {d}/progress | head -n 1)"; '
+        f"tail -c 1500 {d}/log 2>/dev/null"
     )
 
 
@@ -55,20 +82,39 @@ class JobStatus:
     state: str  # running, exited, vanished, none
     exit_code: int | None
     log_tail: str
+    progress: float | None = None  # what the job last wrote to its progress file (0..1)
+
+
+def parse_progress(text: str) -> float | None:
+    """A progress file's fraction: a number from 0 to 1 (a percentage over 1 is read as one,
+    up to 100); anything else is no reading."""
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        return None
+    if not math.isfinite(value) or value < 0:
+        return None
+    if value > 1:
+        value = value / 100 if value <= 100 else math.nan
+    return value if math.isfinite(value) else None
 
 
 def parse_status(out: bytes) -> JobStatus:
     text = out.decode("utf-8", errors="replace")
     first, _, rest = text.partition("\n")
+    progress = None
+    if rest.startswith("PROGRESS"):
+        line, _, rest = rest.partition("\n")
+        progress = parse_progress(line.removeprefix("PROGRESS"))
     words = first.split()
     if words[:1] == ["EXIT"]:
         try:
             code = int(words[1])
         except (IndexError, ValueError):
             code = -1
-        return JobStatus("exited", code, rest)
+        return JobStatus("exited", code, rest, progress)
     state = {"RUNNING": "running", "VANISHED": "vanished"}.get(first.strip(), "none")
-    return JobStatus(state, None, rest)
+    return JobStatus(state, None, rest, progress)
 
 
 def safe_relative(path: str) -> str:

@@ -1,0 +1,187 @@
+"""Compute on a simulated host: a sized job takes its work at the host's true delivered speed.
+
+A job sized as `ref_hours` on a healthy `ref_gpu` (the engine exports RENTWATCH_REF_GPU and
+RENTWATCH_REF_HOURS into its environment, docs/campaigns.md) needs `ref_hours x ref speed`
+TFLOP-hours of compute. The host delivers them at its machine's real speed: its true model (a
+misreported host is slower than its offer), the spread between hosts of one model (drawn per
+machine from the seed, `machines.py`), its throttling from the moment it sets in, and nothing
+while it is not running (stopped, gone dark, halted, after a fatal XID). The job's `run` command
+runs for real; its completion is held (a FIFO named `hold` in its folder, `engine/jobs/runner`)
+until the work is delivered, and the host writes the fraction done to its progress file as it
+goes. Pure arithmetic over the instance's segments, but for `launch` and `release`, which touch
+the sandbox's files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.gpu_specs import expected_tflops
+from .rental import SimInstance
+
+_HOURS = re.compile(r"\bRENTWATCH_REF_HOURS=([0-9][0-9.eE+-]*)")
+_GPU = re.compile(r"\bRENTWATCH_REF_GPU=(?:'([^']*)'|([^\s;'\"]+))")
+_DIR = re.compile(r'\bRENTWATCH_JOB_DIR="\$HOME/([^"]+)"')
+
+
+@dataclass
+class WorkMeter:
+    """One launch of a sized job on one instance: its work so far, in reference GPU-hours."""
+
+    instance_id: int
+    machine_id: int
+    job: str
+    ref_gpu: str
+    ref_hours: float
+    ref_tflops: float
+    started_at: float
+    folder: Path  # the job's folder in the host's sandbox
+    at: float  # market time the work is counted up to
+    work_ref_h: float = 0.0
+    done_at: float | None = None  # market time the last of its work was delivered
+    superseded: bool = False  # launched again on the same host: this launch counts no more
+    released: bool = False
+    written: float = -1.0  # the last fraction written to the progress file
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "instance_id": self.instance_id,
+            "machine_id": self.machine_id,
+            "job": self.job,
+            "ref_gpu": self.ref_gpu,
+            "ref_hours": self.ref_hours,
+            "started_at": self.started_at,
+            "done_at": self.done_at,
+            "work_ref_h": round(min(self.work_ref_h, self.ref_hours), 6),
+        }
+
+
+def sized_launch(command: str) -> tuple[str, float, str] | None:
+    """(ref_gpu, ref_hours, the job's folder under $HOME) of a command that launches a sized
+    job, None for any other command."""
+    hours, gpu, folder = _HOURS.search(command), _GPU.search(command), _DIR.search(command)
+    if not (hours and gpu and folder):
+        return None
+    try:
+        ref_hours = float(hours.group(1))
+    except ValueError:
+        return None
+    name = gpu.group(1) if gpu.group(1) is not None else gpu.group(2)
+    if not ref_hours > 0 or ".." in folder.group(1).split("/"):
+        return None
+    return name, ref_hours, folder.group(1)
+
+
+def launch(inst: SimInstance, command: str, sandbox: Path, now: float) -> WorkMeter | None:
+    """A meter for the sized job this command launches (None: not one), its completion held
+    by a FIFO the job's end waits on."""
+    found = sized_launch(command)
+    if found is None:
+        return None
+    ref_gpu, ref_hours, rel = found
+    ref_tflops = expected_tflops(ref_gpu)
+    if not ref_tflops:
+        return None  # a reference the table does not know: the job runs unheld
+    folder = sandbox / rel
+    folder.mkdir(parents=True, exist_ok=True)
+    hold = folder / "hold"
+    with contextlib.suppress(FileNotFoundError):
+        hold.unlink()
+    os.mkfifo(hold)
+    return WorkMeter(
+        inst.id,
+        inst.machine.id,
+        folder.name,
+        ref_gpu,
+        ref_hours,
+        ref_tflops,
+        now,
+        folder,
+        now,
+    )
+
+
+def speed_pieces(inst: SimInstance, lost_at: float | None) -> list[tuple[float, float, float]]:
+    """(from, to, TFLOP/s) over the instance's life: its machine's real speed while running,
+    less its throttle's drop once that sets in; nothing stopped, dark, halted or lost."""
+    m = inst.machine
+    if m.behaviour == "stale_driver":
+        return []  # no CUDA op runs there
+    out = []
+    for seg in inst.segments:
+        if seg.running_at is None:
+            continue
+        ends = [
+            e
+            for e in (seg.end, seg.halted_at, seg.offline_at, inst.destroyed_at, lost_at)
+            if e is not None
+        ]
+        end = min(ends, default=float("inf"))
+        start = seg.running_at
+        if end <= start:
+            continue
+        t = seg.throttle_at
+        if t is not None and start < t < end:
+            out += [(start, t, m.real_tflops), (t, end, m.real_tflops * (1 - inst.throttle_drop))]
+        elif t is not None and t <= start:
+            out.append((start, end, m.real_tflops * (1 - inst.throttle_drop)))
+        else:
+            out.append((start, end, m.real_tflops))
+    return out
+
+
+def advance(meter: WorkMeter, inst: SimInstance, now: float, lost_at: float | None) -> None:
+    """Count the work delivered from the meter's last reading up to `now`; the moment the last
+    of it was delivered, once it is."""
+    if meter.done_at is not None or meter.superseded or now <= meter.at:
+        meter.at = max(meter.at, now)
+        return
+    need = meter.ref_hours - meter.work_ref_h
+    for a, b, tflops in speed_pieces(inst, lost_at):
+        lo, hi = max(a, meter.at), min(b, now)
+        if hi <= lo or tflops <= 0:
+            continue
+        rate = tflops / meter.ref_tflops / 3600  # reference hours per market second
+        if rate * (hi - lo) >= need:
+            meter.work_ref_h = meter.ref_hours
+            meter.done_at = lo + need / rate
+            break
+        meter.work_ref_h += rate * (hi - lo)
+        need = meter.ref_hours - meter.work_ref_h
+    meter.at = now
+
+
+def write_progress(meter: WorkMeter) -> None:
+    """The fraction done, in the job's progress file (as a job's own loop would write it)."""
+    frac = min(1.0, meter.work_ref_h / meter.ref_hours)
+    if meter.superseded or abs(frac - meter.written) < 0.001:
+        return
+    path = meter.folder / "progress"
+    tmp = meter.folder / "progress.tmp"
+    with contextlib.suppress(OSError):
+        tmp.write_text(f"{frac:.4f}\n")
+        tmp.replace(path)
+        meter.written = frac
+
+
+def release(meter: WorkMeter) -> None:
+    """Let the job's end through: a writer opens the FIFO (on Linux O_RDWR never blocks), the
+    name goes, and closing it gives the waiting reader its end of file."""
+    if meter.released:
+        return
+    meter.released = True
+    hold = meter.folder / "hold"
+    try:
+        fd = os.open(hold, os.O_RDWR | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            hold.unlink()
+    finally:
+        os.close(fd)

@@ -1,0 +1,149 @@
+"""Jobs sized in compute: on a simulated host a sized job takes its reference hours at the
+host's true delivered speed (its real model, its throttling, the spread between machines),
+while its command runs for real; the host writes its progress as it goes."""
+
+from __future__ import annotations
+
+from rentwatch.core.gpu_specs import expected_tflops
+from rentwatch.ledger import Ledger
+
+from .campaigns import run_campaign
+
+SIZED = """
+[[jobs]]
+name = "big"
+run = "mkdir -p out && echo done > out/r.txt"
+artifacts = ["out/r.txt"]
+ref_gpu = "RTX 4090"
+ref_hours = 0.5
+"""
+
+
+def _market(make_sim, behaviour: str = "healthy", gpu: str = "RTX 3090"):
+    return make_sim(
+        seed=11,
+        offers=20,
+        time_scale=600,
+        host_class=[{"behaviour": behaviour, "share": 1.0, "gpu": [gpu], "dph": [0.2, 0.3]}],
+    )
+
+
+def test_a_sized_job_takes_its_compute_at_the_hosts_speed(make_sim, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sim = _market(make_sim)
+    code, ledger = run_campaign(sim, tmp_path, "default", name="sized", fleet=1, extra=SIZED)
+    assert code == 0
+    truth = sim.call(sim.market.truth)
+    [meter] = [j for j in truth["jobs"] if j["done_at"] is not None]
+    machine = next(m for m in sim.market.machines if m.id == meter["machine_id"])
+    want_s = 0.5 * (expected_tflops("RTX 4090") or 0) / machine.real_tflops * 3600
+    took = meter["done_at"] - meter["started_at"]
+    assert abs(took - want_s) < 0.01 * want_s  # ~70 market minutes on a 3090, not at once
+    assert meter["work_ref_h"] == 0.5
+    led = Ledger(ledger)
+    [fin] = led.events(where="kind = 'job_finished' AND ok")
+    assert fin.at >= meter["done_at"]  # the engine saw it end only once the work was done
+    assert (tmp_path / "artifacts" / "sized" / "big" / "out" / "r.txt").read_text() == "done\n"
+    # the spread between machines of one model is the machine's, drawn from the seed
+    speeds = {m.real_tflops for m in sim.market.machines}
+    assert len(speeds) > 1
+    assert all(0.9 * 64 <= s <= 1.06 * 64 for s in speeds)
+
+
+def _meter(market, inst, hours=1.0):
+    from rentwatch.sim.work_meter import WorkMeter
+
+    ref = expected_tflops("RTX 4090") or 1.0
+    t0 = inst.segments[-1].running_at
+    return WorkMeter(inst.id, inst.machine.id, "j", "RTX 4090", hours, ref, t0, tmp_folder(), t0)
+
+
+def tmp_folder():
+    import tempfile
+    from pathlib import Path
+
+    return Path(tempfile.mkdtemp())
+
+
+def _rented(behaviour: str, gpu: str = "RTX 4090"):
+    from rentwatch.sim.market import SimClock, SimMarket
+    from rentwatch.sim.scenario import parse_scenario
+
+    sc = parse_scenario(
+        {
+            "seed": 5,
+            "offers": 4,
+            "host_class": [{"behaviour": behaviour, "share": 1.0, "gpu": [gpu]}],
+        }
+    )
+    market = SimMarket(sc, SimClock(1.0, origin=1_000_000.0))
+    m = market.machines[0]
+    inst = market.create(m.offer_id, "img", 10.0, None, {}, None)
+    return market, inst
+
+
+def test_throttling_slows_the_work_from_the_moment_it_sets_in():
+    from rentwatch.sim.work_meter import advance
+
+    market, inst = _rented("throttled")
+    seg = inst.segments[-1]
+    assert seg.running_at is not None and seg.throttle_at is not None
+    meter = _meter(market, inst, hours=100.0)
+    full = inst.machine.real_tflops / meter.ref_tflops / 3600
+    advance(meter, inst, seg.throttle_at, None)
+    assert abs(meter.work_ref_h - full * (seg.throttle_at - seg.running_at)) < 1e-9
+    before = meter.work_ref_h
+    advance(meter, inst, seg.throttle_at + 3600, None)
+    assert abs((meter.work_ref_h - before) - full * 3600 * (1 - inst.throttle_drop)) < 1e-9
+
+
+def test_a_misreported_host_delivers_its_real_models_speed_and_a_dark_one_nothing():
+    from rentwatch.sim.work_meter import advance, speed_pieces
+
+    market, inst = _rented("misreported")
+    assert inst.machine.real_tflops < 0.6 * (expected_tflops("RTX 4090") or 0)
+    meter = _meter(market, inst, hours=100.0)
+    advance(meter, inst, meter.at + 3600, None)
+    assert meter.work_ref_h < 0.6
+    market, inst = _rented("offline_midrun")
+    seg = inst.segments[-1]
+    assert seg.offline_at is not None
+    assert max(b for _, b, _ in speed_pieces(inst, None)) == seg.offline_at
+    meter = _meter(market, inst, hours=100.0)
+    advance(meter, inst, seg.offline_at + 7200, None)
+    got = meter.work_ref_h
+    advance(meter, inst, seg.offline_at + 9 * 3600, None)
+    assert meter.work_ref_h == got and meter.done_at is None  # no work once it went dark
+
+
+def test_families_spread_dollars_per_delivered_tflop():
+    from rentwatch.sim.family import draw_market
+
+    spreads = []
+    for i in range(12):
+        m = draw_market(7, i)
+        per = [
+            sum(c.dph) / 2 / (expected_tflops(c.gpu[0]) or 1)
+            for c in m.scenario.host_classes
+            if c.behaviour == "healthy"
+        ]
+        spreads.append(max(per) / min(per))
+        assert all(c.dph[1] <= m.max_dph for c in m.scenario.host_classes)
+    spreads.sort()
+    assert spreads[len(spreads) // 2] >= 1.5  # dollars per TFLOP vary across a market's offers
+
+
+def test_the_engine_tells_a_job_its_size_and_reads_its_progress():
+    from rentwatch.core.campaign import Job
+    from rentwatch.engine.jobs.runner import launch_command, parse_status
+    from rentwatch.sim.work_meter import sized_launch
+
+    cmd = launch_command(Job("fit-1", "python train.py", ref_gpu="RTX 4090", ref_hours=1.5))
+    assert "RENTWATCH_REF_GPU='RTX 4090'" in cmd and "RENTWATCH_REF_HOURS=1.5" in cmd
+    assert 'RENTWATCH_PROGRESS="$HOME/.rentwatch/jobs/fit-1/progress"' in cmd
+    assert sized_launch(cmd) == ("RTX 4090", 1.5, ".rentwatch/jobs/fit-1")
+    assert sized_launch(launch_command(Job("plain", "true"))) is None
+    st = parse_status(b"RUNNING\nPROGRESS 0.42\nstep 420")
+    assert (st.state, st.progress, st.log_tail) == ("running", 0.42, "step 420")
+    assert parse_status(b"RUNNING\nPROGRESS nan\n").progress is None
+    assert parse_status(b"RUNNING\nPROGRESS 55%\n").progress == 0.55
