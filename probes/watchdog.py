@@ -87,17 +87,36 @@ def _append(path, event):
         f.write(json.dumps(event) + "\n")
 
 
-def container_env():
-    env = {k: os.environ.get(k) for k in ("CONTAINER_ID", "CONTAINER_API_KEY", "VAST_URL")}
-    if not (env["CONTAINER_ID"] and env["CONTAINER_API_KEY"]):
-        try:  # SSH sessions may lack the container's variables; PID 1 has them
-            with open("/proc/1/environ", "rb") as f:
-                for item in f.read().split(b"\0"):
-                    k, _, v = item.decode(errors="replace").partition("=")
-                    if k in env and not env[k]:
-                        env[k] = v
-        except OSError:
-            pass
+def _read_env_file(path, wanted, env):
+    """Fill what `env` lacks from a file of K=V entries: /etc/environment (lines, as Vast's
+    onstart recipe `env >> /etc/environment` writes it) or /proc/1/environ (NUL-separated)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
+        return
+    for item in data.replace(b"\0", b"\n").split(b"\n"):
+        line = item.decode(errors="replace").strip()
+        if line.startswith("export "):
+            line = line[7:].strip()
+        k, _, v = line.partition("=")
+        v = v.strip().strip("'\"")
+        if k in wanted and not env.get(k) and v:
+            env[k] = v
+
+
+ENV_FILES = ("/etc/environment", "/proc/1/environ")
+
+
+def container_env(files=()):
+    """The container's variables: this process's environment, else the files given, in order
+    (an SSH session sees them only on Vast's own images: vast-ai/docs docker-environment)."""
+    wanted = ("CONTAINER_ID", "CONTAINER_API_KEY", "VAST_URL")
+    env = {k: os.environ.get(k) for k in wanted}
+    for path in files:
+        if env["CONTAINER_ID"] and env["CONTAINER_API_KEY"]:
+            break
+        _read_env_file(path, wanted, env)
     return env
 
 
@@ -133,6 +152,13 @@ def main(argv=None):
         "--scale", type=float, default=1.0, help="market seconds per wall second (simulator)"
     )
     ap.add_argument("--check-s", type=float, default=15.0)
+    ap.add_argument(
+        "--env-file",
+        action="append",
+        default=None,
+        help="where the container's variables are when this session lacks them (repeatable; "
+        "default /etc/environment, then /proc/1/environ)",
+    )
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
     beat = os.path.join(args.dir, "heartbeat")
@@ -143,7 +169,7 @@ def main(argv=None):
         logf.write("%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S"), msg))
         logf.flush()
 
-    env = container_env()
+    env = container_env(args.env_file or ENV_FILES)
     if not (env["CONTAINER_ID"] and env["CONTAINER_API_KEY"]):
         log("no CONTAINER_ID/CONTAINER_API_KEY: cannot stop this instance, exiting")
         return 2

@@ -142,6 +142,7 @@ class FakeMarket:
         disk_gb: float,
         label: str | None = None,
         exact_label: bool = False,
+        onstart: str | None = None,
     ) -> CreateResult:
         self._call("create_instance", offer_id)
         o = next(o for o in self.offers if o.id == offer_id)

@@ -217,3 +217,32 @@ def test_watchdog_stops_verified_hosts_after_kill_9(make_sim, tmp_path):
         # a start of running up to 0.6 s early
         <= truth + (seen - row["stopped_at"] + 0.6) / 3600 * gpu_dph + 1e-6
     )
+
+
+@pytest.mark.parametrize(
+    "ssh",
+    [
+        {"proc_environ": 0.0},  # sessions lack the variables, PID 1 unreadable: onstart's file
+        {"proc_environ": 1.0, "container_env": 0.0},  # a pytorch host's fallback: PID 1
+    ],
+)
+def test_the_watchdog_arms_on_an_image_that_is_not_vasts(make_sim, tmp_path, ssh):
+    """[Q] SSH sessions on images that are not Vast's lack CONTAINER_ID/CONTAINER_API_KEY
+    (vast-ai/docs docker-environment): the create's onstart exports them to /etc/environment,
+    which the watchdog reads, and PID 1's environment stays its fallback."""
+    sim = make_sim(seed=7, offers=60, time_scale=120, ssh=ssh)
+    ledger = tmp_path / "l.duckdb"
+    proc = _start(sim, tmp_path, ledger, fleet=1)
+    lines = _wait_for(proc, "watchdog armed")
+    iid = int(lines[-1].split("i:")[1].split()[0])
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        row = next(r for r in sim.call(sim.market.truth)["instances"] if r["id"] == iid)
+        if row["stopped_at"]:
+            break
+        time.sleep(0.25)
+    assert row["stopped_at"], "the watchdog never stopped its instance"
+    _live_after = [r for r in _live(sim) if r["id"] == iid]
+    assert not _live_after

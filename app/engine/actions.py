@@ -20,6 +20,10 @@ from .journal import Journal
 from .recovery import campaign_label
 
 K = EventKind
+# Vast's documented recipe: SSH sessions see the container's variables (CONTAINER_ID,
+# CONTAINER_API_KEY: the watchdog's means to stop its own instance) only on Vast's own images,
+# unless onstart exports them (vast-ai/docs guides/instances/docker-environment.mdx)
+ONSTART = "env >> /etc/environment;"
 MAX_ID = 2**53  # an id past what a JSON number holds exactly is garbled
 
 
@@ -148,6 +152,7 @@ class Actions:
                 disk_gb=self.campaign.disk_gb,
                 label=label,
                 exact_label=True,
+                onstart=ONSTART,
             )
         except REFUSALS as exc:
             j.outcome(seq, at=self.market.answered_at(), ok=False, error=str(exc))

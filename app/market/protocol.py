@@ -51,6 +51,7 @@ class Market(Clock, Protocol):
         disk_gb: float,
         label: str | None = None,
         exact_label: bool = False,
+        onstart: str | None = None,
     ) -> CreateResult:
         """Rent an offer. The label is unique, so a create whose answer was lost is found by
         it (the result says so); raises when the create did not happen."""

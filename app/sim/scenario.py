@@ -101,9 +101,14 @@ class SSHConfig:
 
     direct_share: float = 0.5
     proxy_drop: float = 0.0
-    # share of instances whose SSH sessions carry CONTAINER_ID and CONTAINER_API_KEY (Vast
-    # injects them into the container; an SSH session may not inherit them, issue 19)
-    container_env: float = 1.0
+    # share of instances whose SSH sessions carry CONTAINER_ID and CONTAINER_API_KEY. None: as
+    # Vast does it, by image: only Vast's own images (`vastai/...`) export them to SSH sessions;
+    # on any other the container's variables reach a session only through the onstart recipe
+    # `env >> /etc/environment` (vast-ai/docs guides/instances/docker-environment.mdx)
+    container_env: float | None = None
+    # share of instances where a session can read PID 1's environment (/proc/1/environ: the
+    # watchdog's fallback; a host may run sessions as a user that cannot)
+    proc_environ: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,11 @@ def sample_value(field: str, value: Any) -> float | int | None:
 
 
 class HostTender:
+# where the watchdog finds the container's variables when its SSH session lacks them (every
+# image but Vast's own): the file the create's onstart recipe writes, then PID 1's environment
+WATCHDOG_ENV_FILES = "--env-file /etc/environment --env-file /proc/1/environ"
+
+
     def __init__(
         self,
         link: HostLink,
@@ -343,6 +348,7 @@ class HostTender:
         found = xid_check(doc)
         if found.ok is not False:
             return
+                f" {WATCHDOG_ENV_FILES}"
         self.journal.fact(
             K.XID,
             a,
