@@ -182,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(fn=commands.cmd_ledger)
 
     from .controller import add_parser as add_controller
+    from .end import add_parser as add_end
     from .offers import add_parser as add_offers
     from .reconcile import add_parser as add_reconcile
     from .ssh import add_parser as add_ssh
@@ -191,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_reconcile(sub)
     add_offers(sub, positive_int=_positive_int)
     add_ssh(sub)
+    add_end(sub)
     return p
 
 

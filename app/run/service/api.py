@@ -79,7 +79,28 @@ class HandOverIntent:
     instance_id: int  # an instance rentwatch did not create, handed over to automation
 
 
-Intent = StopIntent | StartIntent | DestroyIntent | CreateIntent | FleetSizeIntent | HandOverIntent
+@dataclass(frozen=True)
+class EndIntent:
+    """End the campaign: stop what it holds, or with `destroy`, destroy all of it, verified
+    rentals included; `typed` must then be the campaign's name, as the person typed it."""
+
+    destroy: bool = False
+    typed: str = ""
+
+
+Intent = (
+    StopIntent
+    | StartIntent
+    | DestroyIntent
+    | CreateIntent
+    | FleetSizeIntent
+    | HandOverIntent
+    | EndIntent
+)
+
+# what a campaign that has ended still takes: the person's own acts on what it holds (what
+# would set automation going again, a create, the wanted fleet, a hand-over, is refused)
+AFTER_END = (StopIntent, StartIntent, DestroyIntent, EndIntent)
 
 INTENTS: dict[str, type[Any]] = {
     "stop": StopIntent,
@@ -88,6 +109,7 @@ INTENTS: dict[str, type[Any]] = {
     "create": CreateIntent,
     "fleet": FleetSizeIntent,
     "handover": HandOverIntent,
+    "end": EndIntent,
 }
 _NAMES = {cls: name for name, cls in INTENTS.items()}
 
@@ -126,6 +148,11 @@ def intent_from_json(body: Any) -> Intent:
         return CreateIntent()
     if cls is FleetSizeIntent:
         return FleetSizeIntent(_int_field(body, "size", 0, 1000))
+    if cls is EndIntent:
+        destroy, typed = body.get("destroy", False), body.get("typed", "")
+        if not isinstance(destroy, bool) or not isinstance(typed, str):
+            raise BadRequest("'destroy' must be true or false, 'typed' the text typed")
+        return EndIntent(destroy, typed[:100])
     iid = _int_field(body, "instance_id", 1)
     if cls is DestroyIntent:
         typed = body.get("typed")

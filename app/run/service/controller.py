@@ -148,8 +148,11 @@ class Controller:
     async def apply(self, intent: api.Intent) -> str:
         """Carry out one operator intent; returns what was done, raises why not."""
         sup = self._need()
-        if sup.finished is not None:
-            raise Refused(f"the campaign has ended ({sup.finished.reason})")
+        if sup.finished is not None and not isinstance(intent, api.AFTER_END):
+            raise Refused(
+                f"the campaign has ended ({sup.finished.reason}): stop, start, destroy "
+                "and end still work on what it holds"
+            )
         iid = getattr(intent, "instance_id", None)
         if iid is not None and iid not in sup.attempts:
             raise NotHeld(f"instance {iid} is not held by this campaign")
@@ -185,6 +188,11 @@ class Controller:
         if isinstance(intent, api.HandOverIntent):
             await sup.apply(HandOverIntent(intent.instance_id))
             return f"handed {intent.instance_id} over to automation"
+        if isinstance(intent, api.EndIntent):
+            from ...engine.ending import end_campaign
+
+            done = await end_campaign(sup, intent.destroy, intent.typed)
+            return "; ".join(done) or "ended: it held nothing"
         raise api.BadRequest(f"unhandled intent {intent!r}")
 
     async def shutdown(self, mode: str) -> str:

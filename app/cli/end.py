@@ -1,0 +1,226 @@
+"""`rentwatch end --campaign NAME --ledger PATH`: end a campaign so that nothing of it keeps
+billing unwatched. Through its controller when one runs (the `end` intent), else directly
+against the market: the ledger's rentals of the campaign are stopped (verified ones) or
+destroyed (never verified, given up as cancelled); with `--destroy`, all of them are
+destroyed, verified ones included. Every act is the person's (actor `human`).
+
+Before it acts it lists what it would end (verified or not, outputs not pulled off, storage
+per day) and asks for the campaign's name typed (`--yes NAME` answers for scripts). Exit 0
+when nothing of the campaign is left billing; 1 when something is (a stopped rental's storage
+bills until it is destroyed), said with the command that ends it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import RentwatchError
+from ..ledger import EventKind
+from ..ledger.holdings import Holding, holdings_sql
+from .ledger_read import select, sql_text
+
+REAL_MARKET = "https://console.vast.ai"
+HUMAN = "human"
+K = EventKind
+SETTLE_S = 60.0  # wall seconds to wait for an ended controller to let go of the ledger
+
+
+class EndRefused(RentwatchError):
+    title = "not ended"
+
+
+def holdings(ledger: str | Path, campaign: str) -> list[Holding]:
+    return [Holding.from_row(r) for r in select(ledger, holdings_sql(campaign))]
+
+
+def _known(ledger: Path, campaign: str) -> bool:
+    rows = select(ledger, f"SELECT count(*) AS n FROM events WHERE campaign = {sql_text(campaign)}")
+    return bool(rows and rows[0]["n"])
+
+
+def _listing(name: str, held: list[Holding], destroy: bool) -> list[str]:
+    verified = sum(1 for h in held if h.verified)
+    unpulled = sum(1 for h in held if h.unpulled)
+    per_day = sum(h.storage_usd_per_day for h in held)
+    act = (
+        "would DESTROY all of them"
+        if destroy
+        else "would stop the verified ones and destroy the rest"
+    )
+    lines = [
+        f"{name} holds {len(held)} rental(s): {verified} verified, {unpulled} with outputs not "
+        f"pulled off, storage ${per_day:.3f}/day in all; it {act}:"
+    ]
+    lines += [f"  {h.line()}" for h in held]
+    if not destroy and any(h.verified for h in held):
+        lines.append("  (stopped rentals keep billing storage: --destroy ends them too)")
+    return lines
+
+
+def _confirm(name: str, yes: str | None, destroy: bool) -> None:
+    if yes is not None:
+        if yes.strip() != name:
+            raise EndRefused(f"--yes {yes!r} does not name the campaign {name!r}: nothing done")
+        return
+    what = "destroy everything listed" if destroy else "end it"
+    print(f"type the campaign's name ({name}) to {what}: ", end="", flush=True)
+    typed = sys.stdin.readline()
+    if typed.strip() != name:
+        raise EndRefused(f"{typed.strip()[:40]!r} is not {name!r}: nothing done")
+
+
+def _through_controller(remote: Any, name: str, destroy: bool) -> list[str]:
+    from ..run.service import api
+
+    try:
+        st = remote.status()
+        if st.get("campaign") != name:
+            raise EndRefused(
+                f"the ledger is held by the controller of campaign {st.get('campaign')!r} "
+                f"(pid {st.get('pid')}): end {name} once it has let go of the ledger"
+            )
+        done = remote.intent(api.EndIntent(destroy=destroy, typed=name if destroy else ""))
+    finally:
+        remote.close()
+    return [f"controller: {part}" for part in str(done).split("; ")]
+
+
+async def _direct(url: str, key: str, ledger_path: Path, name: str, held: list[Holding],
+                  destroy: bool) -> list[str]:  # fmt: skip
+    """No controller runs: act on the market ourselves and write each act to the ledger as
+    the engine does (intent, each try, outcome), as the person's."""
+    from ..ledger import Ledger
+    from ..market.errors import REFUSALS
+    from ..market.vast.client import VastClient
+
+    reason = f"the campaign was ended by a person ({'destroy' if destroy else 'stop'})"
+    out: list[str] = []
+    with Ledger(ledger_path) as ledger:
+        async with VastClient(url, key) as client:
+            await client.sync_clock()
+            listed = {i.id for i in await client.list_instances()}
+            for h in held:
+                ctx: dict[str, Any] = {
+                    "campaign": name,
+                    "instance_id": h.instance_id,
+                    "machine_id": h.machine_id,
+                    "gpu_name": h.gpu_name,
+                }
+                gone = h.instance_id not in listed
+                if h.verified and not destroy and not gone:
+                    if h.stopped:
+                        out.append(f"i:{h.instance_id} was stopped already")
+                        continue
+                    kind, call = K.STOP, client.stop_instance
+                else:
+                    if not h.verified:  # no fault of its host's: not a dud on its record
+                        ledger.record(
+                            K.ABANDON,
+                            at=client.now(),
+                            actor=HUMAN,
+                            reason=reason,
+                            detail={"class": "cancelled"},
+                            **ctx,
+                        )
+                    kind, call = K.DESTROY, client.destroy_instance
+                seq = ledger.intent(kind, at=client.now(), actor=HUMAN, reason=reason, **ctx)
+
+                def sent(
+                    at: float, prev: str | None, seq: int = seq, ctx: dict[str, Any] = ctx
+                ) -> None:
+                    ledger.record(
+                        K.SENT,
+                        at=at,
+                        actor=HUMAN,
+                        reason="request sent" if prev is None else f"sent again: {prev}",
+                        intent_seq=seq,
+                        detail={"after": prev},
+                        **ctx,
+                    )
+
+                try:
+                    acted = await call(h.instance_id, sent)
+                except REFUSALS as exc:
+                    ledger.outcome(seq, at=client.answered_at(), ok=False, error=str(exc))
+                    out.append(f"{kind} of i:{h.instance_id} FAILED: {exc}")
+                    continue
+                detail = {"already_gone": True} if not acted.existed else None
+                ledger.outcome(seq, at=acted.at, ok=True, detail=detail)
+                verb = "stopped" if kind == K.STOP else "destroyed"
+                which = "verified" if h.verified else "unverified"
+                out.append(
+                    f"{verb} {which} i:{h.instance_id}" + (" (gone already)" if gone else "")
+                )
+    return out
+
+
+def _left(ledger: Path, name: str) -> list[Holding]:
+    """What is left once the end is done; an ended controller may hold the ledger a moment
+    longer (it releases and closes), so a refused read is tried again for a while."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        try:
+            return holdings(ledger, name)
+        except RentwatchError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..market.vast.keys import find_api_key
+    from .controllers import controller_for_ledger
+
+    name, ledger = args.campaign, Path(args.ledger)
+    if not ledger.exists():
+        raise EndRefused(f"no ledger at {ledger}")
+    if not _known(ledger, name):
+        raise EndRefused(f"no campaign {name!r} in the ledger {ledger}")
+    remote = controller_for_ledger(ledger)
+    held = holdings(ledger, name)
+    if not held and remote is None:
+        print(f"nothing of {name} is left billing")
+        return 0
+    for line in _listing(name, held, args.destroy) if held else [f"{name} holds nothing"]:
+        print(line)
+    try:
+        _confirm(name, args.yes, args.destroy)
+    except BaseException:
+        if remote is not None:
+            remote.close()
+        raise
+    if remote is not None:
+        done = _through_controller(remote, name, args.destroy)
+    else:
+        key = find_api_key(args.api_key)
+        done = asyncio.run(_direct(args.market_url, key, ledger, name, held, args.destroy))
+    for line in done:
+        print(line)
+    left = _left(ledger, name)
+    if not left:
+        print(f"nothing of {name} is left billing")
+        return 0
+    per_day = sum(h.storage_usd_per_day for h in left)
+    print(f"left billing ({len(left)}, storage ${per_day:.3f}/day):")
+    for h in left:
+        print(f"  {h.line()}")
+    print(f"end them: rentwatch end --campaign {name} --ledger {ledger} --destroy")
+    return 1
+
+
+def add_parser(sub: Any) -> None:
+    """Register `rentwatch end` on the CLI's subparsers."""
+    p = sub.add_parser("end", help="end a campaign: stop, or destroy, everything it holds")
+    p.add_argument("--campaign", required=True, help="the campaign's name")
+    p.add_argument("--ledger", required=True, help="its ledger")
+    p.add_argument("--market-url", default=REAL_MARKET, help=f"default {REAL_MARKET}")
+    p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
+    p.add_argument(
+        "--destroy", action="store_true", help="destroy every rental it holds, verified ones too"
+    )
+    p.add_argument("--yes", metavar="NAME", help="confirm with the campaign's name (no prompt)")
+    p.set_defaults(fn=run)

@@ -1,0 +1,96 @@
+"""What a campaign still holds, as the ledger knows it: every rental it created (or reused)
+that is neither destroyed nor written off, whether it was ever verified, whether it is stopped,
+what its storage costs per day, and which jobs ran on it without their outputs pulled off.
+
+`rentwatch end` lists these before it destroys anything, and says what is left after; the
+dashboard's end action shows the same rows. One SELECT, so that it answers through a
+controller's read-only query API as well as from the file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+def _text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def holdings_sql(campaign: str) -> str:
+    """The rentals `campaign` still holds, one row each (see the module's doc)."""
+    c = _text(campaign)
+    return f"""
+WITH held AS (
+  SELECT i.* FROM instances i
+  WHERE i.destroyed_at IS NULL AND NOT coalesce(i.written_off, false)
+    AND i.instance_id IN (SELECT instance_id FROM tenures WHERE campaign = {c})
+), last_change AS (
+  SELECT instance_id, arg_max(kind, seq) AS change
+  FROM events WHERE phase <> 'intent' AND coalesce(ok, true)
+    AND kind IN ('stop', 'start', 'create') AND instance_id IN (SELECT instance_id FROM held)
+  GROUP BY instance_id
+), starts AS (
+  SELECT instance_id, detail->>'job' AS job, max(seq) AS started
+  FROM events WHERE kind = 'job_started' AND instance_id IN (SELECT instance_id FROM held)
+  GROUP BY ALL
+), pulled AS (
+  SELECT s.instance_id, s.job,
+    bool_or(a.seq IS NOT NULL) AS pulled,
+    bool_or(f.seq IS NOT NULL) AS finished
+  FROM starts s
+  LEFT JOIN events f ON f.kind = 'job_finished' AND f.instance_id = s.instance_id
+    AND f.detail->>'job' = s.job AND f.seq > s.started
+  LEFT JOIN events a ON a.kind = 'artifacts' AND a.ok AND a.instance_id = s.instance_id
+    AND a.detail->>'job' = s.job AND a.seq > coalesce(f.seq, s.started)
+    AND coalesce(a.detail->>'dest', '') NOT LIKE '%checkpoint'
+  GROUP BY ALL
+)
+SELECT h.instance_id, h.machine_id, h.gpu_name, h.verified_at IS NOT NULL AS verified,
+  coalesce(l.change, 'create') = 'stop' AS stopped,
+  coalesce(h.storage_dph, 0) * 24 AS storage_usd_per_day,
+  coalesce(h.gpu_dph, 0) AS gpu_usd_per_h, h.total_usd,
+  coalesce((SELECT string_agg(p.job || CASE WHEN p.finished THEN '' ELSE ' (running)' END,
+                              ', ' ORDER BY p.job)
+            FROM pulled p WHERE p.instance_id = h.instance_id AND NOT p.pulled), '') AS unpulled
+FROM held h LEFT JOIN last_change l USING (instance_id)
+ORDER BY h.instance_id
+"""
+
+
+@dataclass(frozen=True)
+class Holding:
+    instance_id: int
+    machine_id: int | None
+    gpu_name: str
+    verified: bool
+    stopped: bool
+    storage_usd_per_day: float
+    gpu_usd_per_h: float
+    total_usd: float
+    unpulled: str  # jobs that ran on it whose outputs were not pulled off ("" when none)
+
+    @classmethod
+    def from_row(cls, r: dict[str, Any]) -> Holding:
+        return cls(
+            instance_id=int(r["instance_id"]),
+            machine_id=None if r["machine_id"] is None else int(r["machine_id"]),
+            gpu_name=str(r["gpu_name"] or "?"),
+            verified=bool(r["verified"]),
+            stopped=bool(r["stopped"]),
+            storage_usd_per_day=float(r["storage_usd_per_day"] or 0),
+            gpu_usd_per_h=float(r["gpu_usd_per_h"] or 0),
+            total_usd=float(r["total_usd"] or 0),
+            unpulled=str(r["unpulled"] or ""),
+        )
+
+    def line(self) -> str:
+        """One line for a person deciding whether to destroy it."""
+        state = "stopped" if self.stopped else f"live, ${self.gpu_usd_per_h:.3f}/h GPU"
+        out = (
+            f"i:{self.instance_id} m:{self.machine_id} {self.gpu_name}: "
+            f"{'VERIFIED' if self.verified else 'never verified'}, {state}, "
+            f"storage ${self.storage_usd_per_day:.3f}/day, ${self.total_usd:.4f} so far"
+        )
+        if self.unpulled:
+            out += f"; outputs NOT pulled off: {self.unpulled}"
+        return out

@@ -1,0 +1,202 @@
+"""`rentwatch end`: a campaign ended with nothing of it left billing. Directly against the
+market when no controller runs, through the controller's `end` intent when one does; with
+`--destroy` verified rentals go too, as the person's act (actor `human`), after the campaign's
+name is typed; a controller whose campaign has ended still takes stop, start and destroy."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import subprocess
+import time
+
+import pytest
+from rentwatch.cli.end import holdings
+from rentwatch.cli.main import main
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.policy import get_policy
+from rentwatch.ledger import Ledger
+from rentwatch.run.headless import run_headless
+from rentwatch.run.service import api
+from rentwatch.run.service.remote import ControllerClient, Target
+
+from tests.campaigns import campaign_text, headless_cmd, headless_env
+from tests.test_service import Reader, _socket_of
+
+HEALTHY = [{"behaviour": "healthy", "share": 1.0}]
+JOB = """
+[[jobs]]
+name = "long"
+run = "sleep 600"
+artifacts = ["out/"]
+"""
+
+
+def _billing(sim, ids: set[int]) -> dict[int, str]:
+    """The campaign's rentals the market still bills (not destroyed), with their status."""
+    t = sim.call(sim.market.truth)
+    return {
+        r["id"]: r["actual_status"]
+        for r in t["instances"]
+        if r["id"] in ids and r["destroyed_at"] is None
+    }
+
+
+def _detached(sim, tmp_path, name: str, extra: str = ""):
+    ledger = tmp_path / "l.duckdb"
+    campaign = parse_campaign(campaign_text(name, 2, extra))
+    code = asyncio.run(
+        run_headless(
+            campaign, get_policy("default"), sim.url, sim.api_key, str(ledger),
+            detach=True, key_path=str(tmp_path / "key"),
+        )
+    )  # fmt: skip
+    assert code == 0
+    with Ledger(ledger, read_only=True) as led:
+        ids = {r["instance_id"] for r in led.instance_rows()}
+    return ledger, ids
+
+
+def _actors(ledger, kind: str) -> dict[int, str]:
+    with Ledger(ledger, read_only=True) as led:
+        evs = led.events(where=f"kind = '{kind}' AND phase = 'outcome' AND ok")
+    return {e.instance_id: e.actor for e in evs}
+
+
+def test_direct_end_stops_then_destroy_ends_everything(make_sim, tmp_path, capsys, monkeypatch):
+    sim = make_sim(seed=4, offers=20, time_scale=120, host_class=HEALTHY)
+    monkeypatch.setenv("VAST_API_KEY", sim.api_key)
+    ledger, ids = _detached(sim, tmp_path, "endd")
+    capsys.readouterr()
+    held = holdings(ledger, "endd")
+    verified = {h.instance_id for h in held if h.verified}
+    assert verified and all(not h.stopped for h in held)
+    base = ["end", "--campaign", "endd", "--ledger", str(ledger), "--market-url", sim.url]
+
+    # a wrong name typed: the listing, then nothing done
+    monkeypatch.setattr("sys.stdin", io.StringIO("endx\n"))
+    assert main([*base, "--destroy"]) == 2
+    out = capsys.readouterr()
+    assert "endd holds" in out.out and "would DESTROY all of them" in out.out
+    assert "VERIFIED" in out.out and "/day" in out.out and "nothing done" in out.err
+    assert set(_billing(sim, ids)) >= verified
+
+    # end (no destroy): verified ones stopped, storage still bills: exit 1 and the way out
+    assert main([*base, "--yes", "endd"]) == 1
+    out = capsys.readouterr().out
+    assert "left billing" in out and "--destroy" in out
+    assert set(_billing(sim, ids).values()) == {"stopped"}
+    assert _actors(ledger, "stop") == dict.fromkeys(verified, "human")
+
+    # end --destroy, the name typed at the prompt: nothing left, each destroy the person's
+    monkeypatch.setattr("sys.stdin", io.StringIO("endd\n"))
+    assert main([*base, "--destroy"]) == 0
+    out = capsys.readouterr().out
+    assert "type the campaign's name (endd)" in out and "nothing of endd is left billing" in out
+    assert _billing(sim, ids) == {}
+    destroys = _actors(ledger, "destroy")
+    assert verified <= set(destroys) and all(destroys[i] == "human" for i in verified)
+    assert holdings(ledger, "endd") == []
+    with Ledger(ledger, read_only=True) as led:  # the ledger's bill stopped where the market's did
+        assert all(r["destroyed_at"] is not None for r in led.instance_rows())
+
+    # again: nothing to do
+    assert main([*base, "--destroy", "--yes", "endd"]) == 0
+    assert main(["end", "--campaign", "nope", "--ledger", str(ledger)]) == 2
+
+
+def test_end_through_a_running_controller(make_sim, tmp_path, capsys):
+    sim = make_sim(seed=4, offers=20, time_scale=120, host_class=HEALTHY)
+    camp = tmp_path / "c.toml"
+    camp.write_text(campaign_text("endc", 2, JOB))
+    ledger = tmp_path / "l.duckdb"
+    proc = subprocess.Popen(
+        headless_cmd(sim, tmp_path, camp, ledger),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=headless_env(sim),
+    )  # fmt: skip
+    out = Reader(proc)
+    try:
+        sock = _socket_of(out.wait_for("controller API on unix:"))
+        out.wait_for("job    long started")
+        client = ControllerClient(Target(socket=sock))
+        with pytest.raises(api.ServiceError, match="not confirmed"):
+            client.intent(api.EndIntent(destroy=True, typed="endx"))
+        client.close()
+        held = holdings(ledger, "endc")  # read through the controller that holds the file
+        assert any(h.verified and "long (running)" in h.unpulled for h in held)
+        code = main(["end", "--campaign", "endc", "--ledger", str(ledger), "--destroy",
+                     "--yes", "endc"])  # fmt: skip
+        said = capsys.readouterr().out
+        assert code == 0, said
+        assert "outputs NOT pulled off: long (running)" in said
+        assert "controller: destroyed verified" in said
+        assert proc.wait(60) == 0  # the headless run ends: nothing left to release
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with Ledger(ledger, read_only=True) as led:
+        ids = {r["instance_id"] for r in led.instance_rows()}
+        human = {
+            e.instance_id
+            for e in led.events(where="kind = 'destroy' AND phase = 'outcome' AND ok")
+            if e.actor == "human"
+        }
+        verified = {r["instance_id"] for r in led.instance_rows() if r["verified_at"]}
+    assert verified and verified <= human
+    assert _billing(sim, ids) == {}
+    assert "the campaign was ended by a person" in out.text()
+
+
+def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, tmp_path):
+    """The dashboard's engine (demo, watch): its campaign ends, its controller goes on serving
+    the person; what would set automation going again is refused."""
+    from rentwatch.engine.session import Session
+    from rentwatch.run.engine_thread import EngineThread
+    from rentwatch.run.service.controller import EngineService
+
+    sim = make_sim(seed=4, offers=20, time_scale=240, host_class=HEALTHY)
+    campaign = parse_campaign(campaign_text("ended", 1))  # no jobs: done once one verifies
+    led = Ledger(tmp_path / "l.duckdb")
+    engine = EngineThread(
+        lambda: Session.open(
+            sim.url, sim.api_key, led, campaign, get_policy("default"), tmp_path / "key",
+            log=lambda line: None,
+        ),
+        on_snapshot=lambda s: None,
+        on_error=lambda e: None,
+        max_wall_poll=0.2,
+    )  # fmt: skip
+    service = EngineService(engine, tmp_path / "l.duckdb", "ended")
+    sock = service.start()
+    client = ControllerClient(Target(socket=sock), timeout=120)
+    try:
+        deadline = time.time() + 90
+        while client.status().get("finished") is None:
+            assert time.time() < deadline, "the campaign never finished"
+            time.sleep(0.2)
+        live = [
+            i for i in client.snapshot().instances if i.ended_at is None and i.phase == "verified"
+        ]
+        assert live
+        iid = live[0].instance_id
+        with pytest.raises(api.ServiceError, match="the campaign has ended"):
+            client.intent(api.CreateIntent())
+        with pytest.raises(api.ServiceError, match="the campaign has ended"):
+            client.intent(api.FleetSizeIntent(3))
+        assert "stopped" in client.intent(api.StopIntent(iid))
+        assert "started" in client.intent(api.StartIntent(iid))
+        with pytest.raises(api.ServiceError, match="does not name it"):
+            client.intent(api.DestroyIntent(iid, "nope"))
+        assert "destroyed" in client.intent(api.DestroyIntent(iid, str(iid)))
+        # then the clean end: everything else it holds destroyed, and it still serves
+        done = client.intent(api.EndIntent(destroy=True, typed="ended"))
+        assert "destroyed" in done or "held nothing" in done
+        assert client.status()["held"] == 0
+    finally:
+        client.close()
+        service.stop("stop")
+    with led:  # the engine's own ledger, still open in this process
+        ids = {r["instance_id"] for r in led.instance_rows()}
+        acts = {(e.instance_id, e.kind, e.actor) for e in led.events(where="phase = 'outcome'")}
+    assert (iid, "destroy", "human") in acts and (iid, "start", "human") in acts
+    assert _billing(sim, ids) == {}
