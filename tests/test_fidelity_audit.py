@@ -120,3 +120,166 @@ def test_the_engine_takes_the_next_offer_and_spares_the_host(make_sim, tmp_path)
     taken = {m.id for m in sim.market.machines if m.taken_until is not None}
     assert taken and not abandons
     assert all(record.get(mid, (0, 0, 0.0))[1] == 0 for mid in taken)
+
+
+def _market(**kw):
+    from rentwatch.sim.market import SimClock, SimMarket
+    from rentwatch.sim.scenario import parse_scenario
+
+    sc = parse_scenario({"host_class": HEALTHY, **kw})
+    return SimMarket(sc, SimClock(sc.time_scale, origin=1_764_400_000.0), api_key="k")
+
+
+def _running(m, inst) -> None:
+    running_at = inst.segments[-1].running_at
+    m.clock.advance(running_at - m.clock.now() + 60)
+    assert inst.status(m.clock.now())[0] == "running"
+
+
+def test_offline_is_not_a_list_filter(make_sim):
+    """`offline` is computed from the heartbeat, not stored (vast-ai/docs show-instance): the
+    market refuses a list filter on it, and the poll plan no longer asks for one (its state
+    page asks for `exited`; tests/test_cadence.py shows the plan keeps its filters)."""
+    import json
+
+    from rentwatch.engine.cadence import TROUBLE
+
+    sim = make_sim(seed=3, offers=3, host_class=HEALTHY, pacing=False)
+    ask = lambda f: httpx.get(  # noqa: E731
+        f"{sim.url}/api/v1/instances/", params={"select_filters": json.dumps(f)}, headers=HDR
+    )
+    refused = ask({"actual_status": {"in": ["exited", "offline"]}})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_args"
+    assert ask({"offline": {"eq": True}}).status_code == 400
+    assert ask(TROUBLE).status_code == 200
+
+
+def test_the_v0_list_is_deprecated(make_sim):
+    """The v0 list is superseded by v1 (the OpenAPI marks it deprecated); the market answers
+    it with an error, and rentwatch's list reads v1 only."""
+    sim = make_sim(seed=3, offers=3, host_class=HEALTHY, pacing=False)
+    r = httpx.get(f"{sim.url}/api/v0/instances/", headers=HDR)
+    assert r.status_code == 410 and r.json()["error"] == "deprecated_endpoint"
+
+    async def listed() -> list:
+        async with VastClient(sim.url, "test-key", min_intervals={}) as c:
+            return await c.list_instances()
+
+    assert asyncio.run(listed()) == []
+
+
+def test_a_start_shows_scheduling_first():
+    """After a start the instance waits in `scheduling` (vast-ai/docs manage-instances.mdx:
+    "Instance enters SCHEDULING status"), whatever the scenario's share for first boots."""
+    m = _market(seed=5, offers=3, states={"scheduling_share": 0.0})
+    inst = m.create(m.machines[0].offer_id, "img", 10, None, {}, None)
+    _running(m, inst)
+    m.stop(inst)
+    m.clock.advance(60)
+    m.start(inst)
+    assert inst.status(m.clock.now()) == ("scheduling", "Waiting for GPU")
+    m.clock.advance(inst.segments[-1].running_at - m.clock.now() + 1)
+    assert inst.status(m.clock.now())[0] == "running"
+
+
+def test_frozen_bills_the_gpu(make_sim):
+    """`frozen`: "Container is paused with memory preserved. GPU charges apply." (vast-ai/docs
+    show-instance): the market bills it as running, and so do rentwatch's billing marks."""
+    from rentwatch.core.billing import Mark, charges, status_marks
+
+    sim = make_sim(seed=5, offers=3, time_scale=1, host_class=HEALTHY, pacing=False)
+    m = sim.market
+    inst = sim.call(lambda: m.create(m.machines[0].offer_id, "img", 10, None, {}, None))
+    sim.call(lambda: _running(m, inst))
+    r = httpx.put(f"{sim.url}/api/v0/instances/{inst.id}/", json={"state": "frozen"}, headers=HDR)
+    assert r.status_code == 200
+    row = httpx.get(f"{sim.url}/api/v0/instances/{inst.id}/", headers=HDR).json()["instances"]
+    assert row["actual_status"] == "frozen" and row["intended_status"] == "frozen"
+    before = sim.call(lambda: inst.charges(m.clock.now(), "running").gpu_usd)
+    sim.call(lambda: m.clock.advance(3600))
+    after = sim.call(lambda: inst.charges(m.clock.now(), "running").gpu_usd)
+    assert after - before >= inst.gpu_dph * 0.99
+    marks = [Mark(0, "create", 1.0, 0.0), *status_marks(600, "frozen")]
+    assert charges(marks, "running", 4200).gpu_usd == 1.0
+
+
+def test_an_expired_contract_is_deleted_after_48_hours():
+    """ "Expired instances may be deleted 48 hours after expiration" (vast-ai/docs
+    manage-instances.mdx): stopped at the contract's end, gone 48 h later, billed no further."""
+    import json
+
+    from rentwatch.sim.api_list import ListRoutes
+
+    m = _market(
+        seed=6, offers=3, states={"contract_end_share": 1.0, "contract_end_min": [200, 300]}
+    )
+    inst = m.create(m.machines[0].offer_id, "img", 10, None, {}, None)
+    end = inst.machine.contract_end
+    m.clock.advance(end - m.clock.now() + 47 * 3600)
+    m.market_stops(m.clock.now())
+    assert m.live(inst.id) is not None and inst.intended == "stopped"
+    m.clock.advance(2 * 3600)
+    m.market_stops(m.clock.now())
+    assert m.live(inst.id) is None and inst.destroyed_at == end + 48 * 3600
+    assert json.loads(ListRoutes(m).list_v1({}).body)["instances"] == []
+    owed = inst.charges(m.clock.now(), "running").total_usd
+    m.clock.advance(86400)
+    assert inst.charges(m.clock.now(), "running").total_usd == owed
+
+
+def test_redirects_are_followed_with_the_key_and_never_acted(make_sim):
+    """Every call of this market moves once (a 307 to the same service): the client follows
+    it keeping its key, as the CLI's session does, so the stop happens; a redirect to another
+    service is not followed and is not a stop that happened."""
+    from rentwatch.market.errors import ApiError
+
+    sim = make_sim(
+        seed=7, offers=3, host_class=HEALTHY, pacing=False, faults={"rate_redirect": 1.0}
+    )
+    m = sim.market
+    inst = sim.call(lambda: m.create(m.machines[0].offer_id, "img", 10, None, {}, None))
+    assert httpx.get(f"{sim.url}/api/v1/instances/", headers=HDR).status_code == 307
+
+    async def stop() -> None:
+        async with VastClient(sim.url, "test-key", min_intervals={}) as c:
+            await c.stop_instance(inst.id)
+
+    asyncio.run(stop())
+    assert sim.call(lambda: inst.intended) == "stopped" and sim.api.faults_injected["redirect"] > 0
+
+    def elsewhere(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(307, headers={"Location": "http://other.example/api/v0/x"})
+
+    async def stop_moved() -> None:
+        async with VastClient(
+            "http://m", "k", min_intervals={}, transport=httpx.MockTransport(elsewhere)
+        ) as c:
+            await c.stop_instance(1)
+
+    try:
+        asyncio.run(stop_moved())
+    except ApiError as exc:
+        assert exc.status == 307
+    else:
+        raise AssertionError("a redirect elsewhere was taken for a stop")
+
+
+def test_the_create_waits_as_long_as_the_cli(make_sim):
+    """A create answered after 1 s, by a client whose other calls give up after 0.3 s: it
+    waits (the CLI waits 120 s for any call), and needs no recovery by label."""
+    sim = make_sim(
+        seed=7,
+        offers=3,
+        host_class=HEALTHY,
+        pacing=False,
+        faults={"rate_timeout": 1.0, "timeout_s": 1.0},
+    )
+
+    async def create() -> None:
+        async with VastClient(
+            sim.url, "test-key", min_intervals={}, timeout=0.3, max_attempts=2
+        ) as c:
+            res = await c.create_instance(sim.market.machines[0].offer_id, image="img", disk_gb=10)
+            assert res.instance_id in sim.market.instances and c.stats.recovered_creates == 0
+
+    asyncio.run(create())

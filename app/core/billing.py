@@ -55,7 +55,7 @@ def status_marks(at: float, status: str | None) -> list[Mark]:
         return []
     if status == "offline":
         return [Mark(at, "offline")]
-    if status == "running":
+    if status in ("running", "frozen"):  # frozen: "GPU charges apply" (Vast's show-instance)
         return [Mark(at, "online"), Mark(at, "running")]
     if status in ("exited", "unknown"):
         return [Mark(at, "online"), Mark(at, "halt")]

@@ -395,7 +395,8 @@ class Observer:
             # billing marks as Vast bills: nothing while offline (neither GPU nor storage)
             if a.status == "offline" and status not in ("offline", "stopped"):
                 a.marks.append(Mark(changed, "online"))  # the host answers again
-            if status == "running" and a.status != "running":
+            gpu_on = ("running", "frozen")  # frozen: "GPU charges apply" (Vast's show-instance)
+            if status in gpu_on and a.status not in gpu_on:
                 a.marks.append(Mark(changed, "running"))
             elif status == "offline":
                 a.marks.append(Mark(now, "offline"))

@@ -44,7 +44,7 @@ WHERE NOT (e.kind = 'lost' AND EXISTS (
 -- billing marks: acknowledged lifecycle changes, in order
 CREATE OR REPLACE VIEW billing_marks AS
 SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
-       CASE WHEN kind = 'status' AND detail->>'status' = 'running' THEN 'running'
+       CASE WHEN kind = 'status' AND detail->>'status' IN ('running', 'frozen') THEN 'running'
             WHEN kind = 'status' AND detail->>'status' IN ('exited', 'unknown') THEN 'halt'
             -- Vast's docs: no rental and no storage charges while offline
             WHEN kind = 'status' AND detail->>'status' = 'offline' THEN 'offline'

@@ -3,7 +3,7 @@ one route table (`MarketAPI.routes`), and one middleware that does what every ca
 
 As unkind as the real one: a key is checked on every call but the simulator's own (`/sim/v0/`);
 injected faults (429s of the bodies Vast sends, 5xx, stalls past a client's timeout, garbled
-bodies) hit as the scenario's `[faults]` say; a minimum interval per call kind is enforced as
+bodies, a call moved elsewhere by a 307) hit as the scenario's `[faults]` say; a minimum interval per call kind is enforced as
 429 `API requests too frequent`, as Vast's OpenAPI documents it; every answer carries the market's clock (`X-Market-Time`).
 """
 
@@ -76,6 +76,7 @@ class MarketAPI:
         self.account = AccountRoutes(market)
         self.base_url = base_url
         self.fault_rng = random.Random(market.scenario.seed * 7919 + 17)
+        self.redirect_rng = random.Random(market.scenario.seed * 7919 + 29)
         self.requests_seen = 0
         self.faults_injected: dict[str, int] = {}
         self.paced = market.scenario.pacing  # enforce PACING (the scenario may turn it off)
@@ -149,6 +150,11 @@ class MarketAPI:
         self, request: web.Request, handler: Handler, route: Any, now: float
     ) -> web.StreamResponse:
         key = self._key(request)
+        if self._redirect(request):
+            # the call moved (a 307 keeps the method and body): a client that follows it
+            # must send its key again, as the CLI's session does for the same service
+            where = request.rel_url.update_query({"moved": "1"})
+            return web.Response(status=307, headers={"Location": str(where)})
         scoped = self.market.instance_for_key(key) if key else None
         if key != self.market.api_key and scoped is None:
             return error(401, "auth_error", "Invalid user key")
@@ -169,6 +175,15 @@ class MarketAPI:
         return await self._post_fault(resp)
 
     @staticmethod
+    def _redirect(self, request: web.Request) -> bool:
+        rate = self.market.scenario.faults.rate_redirect
+        if rate <= 0 or "moved" in request.query:
+            return False
+        if self.redirect_rng.random() >= rate:
+            return False
+        self.faults_injected["redirect"] = self.faults_injected.get("redirect", 0) + 1
+        return True
+
     def _key(request: web.Request) -> str | None:
         auth = request.headers.get("Authorization", "")
         if auth.lower().startswith("bearer "):

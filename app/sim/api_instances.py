@@ -90,7 +90,14 @@ class InstanceRoutes:
             inst.label = None if body["label"] is None else str(body["label"])[:256]
         state = body.get("state")
         if state == "stopped":
+            inst.frozen_at = None
             self.market.stop(inst)
+        elif state == "frozen":  # paused, memory kept: only a running container can be
+            if not inst.running(self.market.clock.now()):
+                return error(400, "invalid_args", "only a running instance can be frozen")
+            inst.frozen_at = self.market.clock.now()
+        elif state == "running" and inst.frozen_at is not None:
+            inst.frozen_at = None  # resumed where it was
         elif state == "running":
             if self.market.contract_over(inst):
                 return error(400, "invalid_args", "the host's rental contract has ended")

@@ -20,6 +20,19 @@ from .rental import SimInstance
 MAX_PAGE = 25  # the list endpoint's documented maximum (VAST_API.md)
 
 
+def _offline_filter(filters: Any) -> bool:
+    """Does a list filter ask for `offline` (the field, or the status among its values)?"""
+    if not isinstance(filters, dict):
+        return False
+    if "offline" in filters:
+        return True
+    cond = filters.get("actual_status")
+    if not isinstance(cond, dict):
+        return False
+    values = [v for want in cond.values() for v in (want if isinstance(want, list) else [want])]
+    return "offline" in values
+
+
 class ListRoutes:
     def __init__(self, market: SimMarket) -> None:
         self.market = market
@@ -36,7 +49,14 @@ class ListRoutes:
         return answer({"filters": [{"col": "actual_status", "values": states}]})
 
     async def list_v0(self, request: web.Request) -> web.Response:
-        return answer({"instances": [self.instance_json(i) for i in self._visible()]})
+        """The v0 list is superseded by v1 (vast-ai/docs openapi.yaml marks it deprecated:
+        "Please migrate to v1"); the market answers it with that, in its error shape."""
+        return error(
+            410,
+            "deprecated_endpoint",
+            "GET /api/v0/instances/ has been superseded by /api/v1/instances/ "
+            "(keyset pagination): please migrate to v1",
+        )
 
     def _visible(self) -> list[SimInstance]:
         return sorted(
@@ -55,6 +75,12 @@ class ListRoutes:
 
     def list_v1(self, query: dict[str, str]) -> web.Response:
         filters = json.loads(query.get("select_filters") or "{}")
+        if _offline_filter(filters):
+            # `offline` is computed from the heartbeat, not stored (vast-ai/docs
+            # cli/reference/show-instance.mdx): no column to filter it by
+            return error(
+                400, "invalid_args", "actual_status 'offline' is computed, not stored: not a filter"
+            )
         order_by = json.loads(query.get("order_by") or '[{"col": "id", "dir": "asc"}]')
         limit = max(1, min(int(query.get("limit") or MAX_PAGE), MAX_PAGE))
         if filters in ({}, None) and order_by == [{"col": "id", "dir": "asc"}]:
@@ -156,7 +182,7 @@ class ListRoutes:
             "image_runtype": "ssh",
             "actual_status": actual,
             "intended_status": intended,
-            "cur_state": "running" if intended == "running" else "stopped",
+            "cur_state": "running" if intended in ("running", "frozen") else "stopped",
             "next_state": intended,
             "status_msg": msg,
             "start_date": inst.created_at,

@@ -89,7 +89,9 @@ def boot_steps(
     build = ex.random() < st.build_output_share
     steps: list[Step] = [Step(start, None, None)]
     queue = between(rng, k["queue_min"]) * 60
-    if scheduling:  # the queue wait shows as Vast's `scheduling` (waiting for its GPU)
+    if restart:  # a start waits for its GPU in `scheduling` (vast-ai/docs manage-instances)
+        steps[0] = Step(start, "scheduling", "Waiting for GPU")
+    elif scheduling:  # the queue wait shows as Vast's `scheduling` (waiting for its GPU)
         steps.append(Step(start + min(2.0, queue / 4), "scheduling", "Waiting for GPU"))
     t = start + queue
     seg = Segment(start=start, steps=steps)

@@ -38,11 +38,17 @@ class SimInstance:
     rental_no: int = 0
     throttle_drop: float = 0.0
     throttle_reason: str = ""
+    # paused with its memory kept (`frozen`: "GPU charges apply", vast-ai/docs
+    # cli/reference/show-instance.mdx): it bills as running does
+    frozen_at: float | None = None
+    expired_at: float | None = None  # the market deleted it 48 h after its contract ended
 
     @property
     def intended(self) -> str:
         if self.destroyed_at is not None:
             return "destroyed"
+        if self.frozen_at is not None:
+            return "frozen"
         return "stopped" if self.segments and self.segments[-1].end is not None else "running"
 
     def status(self, now: float) -> tuple[str | None, str | None]:
@@ -54,6 +60,8 @@ class SimInstance:
                 return "stopped", "Stopped: the host's rental contract has ended"
             return "stopped", "Stopped by user"
         step = seg.state_at(now)
+        if self.frozen_at is not None and step.actual == "running":
+            return "frozen", "Paused with memory preserved"
         return step.actual, step.msg
 
     def running(self, now: float) -> bool:

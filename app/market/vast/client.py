@@ -23,7 +23,7 @@ import httpx
 from ...core.errors import BadRow, MalformedAnswer
 from ...core.models import Instance, Offer
 from ..errors import Acted, AnswerLost, ApiError, CreateResult, MarketUnavailable, NotFound, OnTry
-from .transport import PAGE_SIZE, RETRYABLE, Transport
+from .transport import CREATE_TIMEOUT, PAGE_SIZE, RETRYABLE, Transport
 
 # The market's own charges (`GET /api/v0/charges/`, as `vastai show invoices-v1 --charges`
 # reads them: vastai `api/billing.py` show_invoices_v1).
@@ -170,7 +170,12 @@ class VastClient(Transport):
         for _ in range(self.max_attempts):
             try:
                 data = await self._request(
-                    "PUT", f"/api/v0/asks/{int(offer_id)}/", kind="create", body=body, retry=False
+                    "PUT",
+                    f"/api/v0/asks/{int(offer_id)}/",
+                    kind="create",
+                    body=body,
+                    retry=False,
+                    timeout=CREATE_TIMEOUT,
                 )
             except (MarketUnavailable, MalformedAnswer) as exc:
                 found = await self._find_label(label)

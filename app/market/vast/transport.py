@@ -51,6 +51,11 @@ PAGE_SIZE = 25  # the list endpoint's documented maximum page
 POLL_ATTEMPTS = 2  # tries of a list or show call made for a poll (`VastClient.polling`)
 _POLLING: contextvars.ContextVar[bool] = contextvars.ContextVar("polling", default=False)
 DEFAULT_TIMEOUT = 20.0  # seconds for one call, whole answer included (`--http-timeout` overrides)
+# a create waits as long as the official CLI waits for any call (vastai 1.9.1 `api/client.py`
+# _DEFAULT_TIMEOUT_SECONDS = 120: "slow operations like ... instance creation")
+CREATE_TIMEOUT = 120.0
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5
 MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a list of 25 full rows is about 100 kB
 
 
@@ -184,8 +189,10 @@ class Transport:
         body: Any = None,
         retry: bool = True,
         on_send: Callable[[], None] | None = None,
+        timeout: float | None = None,
     ) -> Any:
         url = f"{self.base_url}{path}"
+        deadline = self.timeout if timeout is None else max(self.timeout, timeout)
         attempts = self.max_attempts if retry else 1
         if _POLLING.get() and kind in ("list", "show"):
             attempts = min(attempts, POLL_ATTEMPTS)
@@ -199,14 +206,14 @@ class Transport:
             self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
             try:
                 r = await asyncio.wait_for(
-                    self._send(method, url, params, body), max(self.timeout, 1e-3)
+                    self._send(method, url, params, body, deadline), max(deadline, 1e-3)
                 )
             except AnswerTooLarge:
                 self.stats.malformed += 1
                 raise
             except (httpx.TimeoutException, TimeoutError):
                 self.stats.timeouts += 1
-                last = AnswerLost(f"{method} {path} timed out after {self.timeout:g}s")
+                last = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
             except httpx.TransportError as exc:
                 last = AnswerLost(f"{method} {path}: {type(exc).__name__}")
             else:
@@ -217,6 +224,12 @@ class Transport:
                         self.market_time, self._market_time_at = float(stamp), time.monotonic()
                     except ValueError:
                         pass
+                if r.status_code in REDIRECTS:  # moved where it was not followed: not done
+                    raise ApiError(
+                        r.status_code,
+                        "redirect",
+                        f"{method} {path} moved to {r.headers.get('Location', '?')[:200]}",
+                    )
                 if r.status_code < 400:
                     try:
                         data = r.json()
@@ -259,11 +272,36 @@ class Transport:
         raise MarketUnavailable(f"{method} {path} failed after {attempts} attempts: {last}")
 
     async def _send(
-        self, method: str, url: str, params: dict[str, Any] | None, body: Any
+        self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
+    ) -> httpx.Response:
+        """One call, following the market's redirects with the key as the official CLI does
+        (vastai 1.9.1 `api/client.py` VastSession.rebuild_auth keeps Authorization where the
+        target is the same service: same scheme and port, and the same host or both under
+        vast.ai); a redirect elsewhere is not followed and comes back as it is."""
+        resp = await self._exchange(method, url, params, body, timeout)
+        for _ in range(MAX_REDIRECTS):
+            where = resp.headers.get("Location")
+            if resp.status_code not in REDIRECTS or not where:
+                return resp
+            target = resp.request.url.join(where)
+            if not same_service(resp.request.url, target):
+                return resp
+            if resp.status_code == 303 or (resp.status_code in (301, 302) and method == "POST"):
+                method, body = "GET", None  # as requests and httpx rewrite them
+            resp = await self._exchange(method, str(target), None, body, timeout)
+        return resp
+
+    async def _exchange(
+        self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
     ) -> httpx.Response:
         """One exchange, its answer read to the end but never past `max_answer_bytes`."""
         req = self._http.build_request(
-            method, url, params=params, json=body, headers={"Authorization": f"Bearer {self.__key}"}
+            method,
+            url,
+            params=params,
+            json=body,
+            headers={"Authorization": f"Bearer {self.__key}"},
+            timeout=timeout,
         )
         resp = await self._http.send(req, stream=True)
         try:
@@ -309,6 +347,14 @@ class Transport:
             text = r.text[:200].strip()
             msg = text or msg
         return refusal(r.status_code, code, msg)
+
+
+def same_service(a: httpx.URL, b: httpx.URL) -> bool:
+    """Where the CLI keeps the key across a redirect: the same scheme and port, and the same
+    host or both under vast.ai ("candidate.vast.ai -> candidate-server.vast.ai")."""
+    if a.scheme != b.scheme or a.port != b.port:
+        return False
+    return a.host == b.host or (a.host.endswith(".vast.ai") and b.host.endswith(".vast.ai"))
 
 
 # What Vast says when it refuses a key, whatever the status: 401 `auth_error` "Invalid user
