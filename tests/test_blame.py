@@ -21,32 +21,49 @@ def _f(stage, text, machine=1, image=IMG, code=None, job=None):
 CASES = [
     # (why, failure, evidence, party, cause)
     (
-        "no python3 in the image: the shell's answer",
+        "no python3 in the image: the shell's answer, on two machines",
         _f(Stage.PROBE, "sh: 1: python3: not found", code=127),
-        Evidence(),
+        Evidence((_f(Stage.PROBE, "bash: line 1: python3: command not found", 2, code=127),)),
         Party.CAMPAIGN,
         "no_python",
     ),
     (
-        "bash's wording",
+        "bash's wording, one machine alone: a suspicion (issue 30)",
         _f(Stage.PROBE, "bash: python3: command not found", code=127),
         Evidence(),
-        Party.CAMPAIGN,
+        Party.SUSPECT,
         "no_python",
     ),
     (
-        "the probe could not import torch",
+        "no python3 on a host after a preflight with the image computed elsewhere",
+        _f(Stage.PROBE, "bash: line 1: python3: command not found", code=127),
+        Evidence(
+            (_f(Stage.PROBE, "sh: 1: python3: not found", 2, code=127),),
+            probe_ok_on=frozenset({(IMG, 3)}),
+        ),
+        Party.HOST,
+        "host",
+    ),
+    (
+        "the probe could not import torch, on two machines",
         _f(Stage.PROBE, "ModuleNotFoundError: No module named 'torch'"),
-        Evidence(),
+        Evidence((_f(Stage.PROBE, "No module named 'torch'", 2),)),
         Party.CAMPAIGN,
         "no_torch",
     ),
     (
-        "another module missing",
+        "another module missing, on two machines",
         _f(Stage.PROBE, "ModuleNotFoundError: No module named 'ctypes'"),
-        Evidence(),
+        Evidence((_f(Stage.PROBE, "ModuleNotFoundError: No module named 'ctypes'", 2),)),
         Party.CAMPAIGN,
         "module_missing",
+    ),
+    (
+        "two machines failing for different lacks prove neither",
+        _f(Stage.PROBE, "ModuleNotFoundError: No module named 'torch'"),
+        Evidence((_f(Stage.PROBE, "sh: 1: python3: not found", 2, code=127),)),
+        Party.SUSPECT,
+        "no_torch",
     ),
     (
         "a CUDA error is the host's",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 import asyncssh
 import pytest
@@ -232,7 +233,10 @@ def test_over_ssh_an_image_without_python_answers_like_a_shell_and_jax_uses_the_
                 h.id, h.ssh_host, h.ssh_port, "python3 -", stdin=script, timeout=10
             )
             assert res.exit_status == 127 and b"python3: command not found" in res.stderr
-            b = blame(Failure(1, images["cuda"], Stage.PROBE, res.stderr.decode(), res.exit_status))
+            said = Failure(1, images["cuda"], Stage.PROBE, res.stderr.decode(), res.exit_status)
+            b = blame(said)  # one machine: suspected; a second decides (issue 30)
+            assert b.party is Party.SUSPECT and b.cause == "no_python" and not b.quarantine
+            b = blame(replace(said, machine_id=2), Evidence().failed(said))
             assert b.party is Party.CAMPAIGN and b.cause == "no_python" and not b.quarantine
             j = insts["jax"]
             res = await runner.run(

@@ -2,9 +2,10 @@
 
 Pure: a failure and what the campaign has seen so far go in, a `Blame` comes out. The rule is
 evidence, not suspicion: a failure is the campaign's when it is deterministic in what the
-campaign ships (the image lacks python3 or torch), when the registry denies the image itself,
-or when the same failure shows on two distinct machines for the same image while no machine
-has shown the image working. Everything else is the host's, as before.
+campaign ships (the image lacks python3 or torch) and shows on two distinct machines while no
+preflight with the image computed, when the registry denies the image itself, or when the same
+failure shows on two distinct machines for the same image while no machine has shown the image
+working. One machine's word is a suspicion; everything else is the host's, as before.
 
 What the supervisor does with it (DESIGN.md rule 10): `CAMPAIGN` stops creating and tells the
 operator; `SUSPECT` neither quarantines the machine nor touches its reputation but keeps going
@@ -56,6 +57,11 @@ class Evidence:
     # (image, machine) where the registry served the image's layers: a denial comes before any
     # layer, so a host that downloads proves the registry lets us pull it
     served_on: frozenset[tuple[str, int]] = field(default_factory=frozenset)
+    # (image, machine) where a preflight computed: the image has what the probe needs
+    probe_ok_on: frozenset[tuple[str, int]] = field(default_factory=frozenset)
+
+    def probe_passed(self, image: str, machine_id: int) -> Evidence:
+        return replace(self, probe_ok_on=self.probe_ok_on | {(image, machine_id)})
 
     def failed(self, failure: Failure) -> Evidence:
         return replace(self, failures=(*self.failures, failure)[-200:])
@@ -197,14 +203,39 @@ def _image_ran(image: str, ran_on: Iterable[tuple[str, int]]) -> bool:
     return any(img == image for img, _ in ran_on)
 
 
+def _probe_stage(failure: Failure, evidence: Evidence, shown: str) -> Blame:
+    """A probe that could not run for what looks like the image's lack (issue 30, item 3):
+    the campaign's only on two or more machines, and only while no preflight with the image
+    has computed anywhere; one machine alone is a suspicion (the host spared, the next one
+    decides), and after a preflight with the image computed it is that host's own."""
+    found = probe_blame(failure.text, failure.exit_code)
+    if found is None:
+        return Blame(Party.HOST, "host", f"preflight failed on this host: {shown}")
+    if _image_ran(failure.image, evidence.probe_ok_on):
+        return Blame(
+            Party.HOST,
+            "host",
+            f"{found.reason} on this host only: a preflight with the image computed "
+            f"elsewhere ({shown})",
+        )
+    others = {
+        f.machine_id
+        for f in evidence.failures
+        if f.stage is Stage.PROBE
+        and f.image == failure.image
+        and f.machine_id != failure.machine_id
+        and getattr(probe_blame(f.text, f.exit_code), "cause", None) == found.cause
+    }
+    if others:
+        return replace(found, reason=f"{found.reason} (seen on {len(others) + 1} machines)")
+    return Blame(Party.SUSPECT, found.cause, f"{found.reason}? (one machine; a second decides)")
+
+
 def blame(failure: Failure, evidence: Evidence = Evidence()) -> Blame:
     """Classify one failure, given what the campaign saw before it."""
     shown = " ".join(failure.text.split())[:160]
     if failure.stage is Stage.PROBE:
-        found = probe_blame(failure.text, failure.exit_code)
-        if found is not None:
-            return found
-        return Blame(Party.HOST, "host", f"preflight failed on this host: {shown}")
+        return _probe_stage(failure, evidence, shown)
     ran = _image_ran(failure.image, evidence.image_ran_on)
     if failure.stage is Stage.PULL:
         if _host_only(failure.text) or ran:

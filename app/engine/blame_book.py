@@ -92,6 +92,12 @@ class BlameBook:
         if a.machine_id is not None:
             self.evidence = self.evidence.ran(self.image, a.machine_id)
 
+    def probe_passed(self, a: Attempt) -> None:
+        """A preflight computed here with the campaign's image: it has what the probe needs,
+        so a probe failing for want of python3 or torch elsewhere is that host's."""
+        if a.machine_id is not None:
+            self.evidence = self.evidence.probe_passed(self.image, a.machine_id)
+
     @staticmethod
     def job_key(run: str) -> str:
         """Jobs compare by their command with its numbers blanked: the sweep's `train.py

@@ -134,12 +134,10 @@ def sampler_command(xid_log: str = "~/.rentwatch/xid.jsonl") -> str:
     return f"python3 - --events-ms 0 --xid-log {xid_log}"
 
 
-def probe_run_blame(
-    machine_id: int, image: str, exit_status: int | None, stdout: bytes, stderr: bytes
-) -> Blame | None:
-    """The campaign's fault behind a probe run, or None when it is (or may be) the host's:
-    a shell without python3, a module the image lacks. Read from the shell's stderr and the
-    probe's own error, both host-controlled: only matched, never shown unescaped."""
+def probe_run_text(stdout: bytes, stderr: bytes) -> str | None:
+    """What a probe run said about why it could not run: the shell's stderr and the probe's
+    own error (`Type: message`); None when it computed (whatever stderr says is noise). Both
+    host-controlled: only matched, never shown unescaped."""
     text = stderr[-2000:].decode("utf-8", errors="replace")
     lines = stdout.decode("utf-8", errors="replace").strip().splitlines()
     if lines:
@@ -148,9 +146,21 @@ def probe_run_blame(
         except ValueError:
             doc = None
         if isinstance(doc, dict) and doc.get("ok") is True:
-            return None  # it computed: whatever stderr says is noise
+            return None
         err = doc.get("error") if isinstance(doc, dict) else None
         if isinstance(err, dict):
             text += f"\n{str(err.get('type'))[:80]}: {str(err.get('message'))[:300]}"
+    return text
+
+
+def probe_run_blame(
+    machine_id: int, image: str, exit_status: int | None, stdout: bytes, stderr: bytes
+) -> Blame | None:
+    """The campaign's fault (or, one machine alone, its suspicion) behind a probe run with no
+    other evidence, or None when it is (or may be) the host's: a shell without python3, a
+    module the image lacks."""
+    text = probe_run_text(stdout, stderr)
+    if text is None:
+        return None
     found = blame(Failure(machine_id, image, Stage.PROBE, text, exit_status))
     return found if found.party is not Party.HOST else None

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ...core.blame import Failure, Party, Stage, blame, probe_blame
 from ...core.campaign import Campaign
 from ...core.host_checks import deep_checks, first_failure, xid_check
 from ...core.lifecycle import Phase
@@ -28,7 +29,7 @@ from .probe_io import (
     failure_text,
     parse_probe_output,
     preflight_command,
-    probe_run_blame,
+    probe_run_text,
     probe_source,
     sampler_command,
     shown_text,
@@ -74,12 +75,12 @@ def sample_value(field: str, value: Any) -> float | int | None:
     return finite(value)
 
 
-class HostTender:
 # where the watchdog finds the container's variables when its SSH session lacks them (every
 # image but Vast's own): the file the create's onstart recipe writes, then PID 1's environment
 WATCHDOG_ENV_FILES = "--env-file /etc/environment --env-file /proc/1/environ"
 
 
+class HostTender:
     def __init__(
         self,
         link: HostLink,
@@ -194,6 +195,8 @@ WATCHDOG_ENV_FILES = "--env-file /etc/environment --env-file /proc/1/environ"
                 checks=self.policy.checks,
             )
             if a.verdict.ok:
+                if self.blame_book is not None:
+                    self.blame_book.probe_passed(a)  # the image has what the probe needs
                 self._deep_checks(a, doc)
             return
 
@@ -214,14 +217,30 @@ WATCHDOG_ENV_FILES = "--env-file /etc/environment --env-file /proc/1/environ"
     def _campaign_fault(
         self, a: Attempt, exit_status: int | None, stdout: bytes, stderr: bytes
     ) -> bool:
-        """The probe could not run for a reason the image causes (no python3, no torch where
-        it was needed): the campaign's fault, so the host is spared and creates stop."""
-        image = self.campaign.image if self.campaign else ""
-        found = probe_run_blame(a.machine_id or -a.instance_id, image, exit_status, stdout, stderr)
-        if found is None:
+        """The probe could not run for what looks like the image's lack (no python3, no torch
+        where it was needed), judged on the campaign's evidence (app/core/blame.py): the
+        campaign's on two machines and none verified with the image (the host is spared and
+        creates stop), suspected on one (the host is spared), the host's own once a preflight
+        with the image computed elsewhere (a `bad_probe`, as any host that cannot run it)."""
+        text = probe_run_text(stdout, stderr)
+        if text is None or probe_blame(text, exit_status) is None:
             return False
+        machine = a.machine_id or -a.instance_id
         if self.blame_book is not None:
-            self.blame_book.take(a, found)
+            found = self.blame_book.judge(a, Stage.PROBE, text, exit_status)
+        else:
+            found = blame(
+                Failure(
+                    machine,
+                    self.campaign.image if self.campaign else "",
+                    Stage.PROBE,
+                    text,
+                    exit_status,
+                )
+            )
+        if found.party is Party.HOST:
+            a.verdict = Verdict(False, "bad_probe", found.reason)
+            return True
         a.verdict = Verdict(False, "campaign_fault", found.reason)
         self.journal.fact(
             K.PREFLIGHT_FAILED,
@@ -229,7 +248,7 @@ WATCHDOG_ENV_FILES = "--env-file /etc/environment --env-file /proc/1/environ"
             actor="rule:blame",
             reason=found.reason,
             ok=False,
-            detail={"class": "campaign_fault", "cause": found.cause},
+            detail={"class": "campaign_fault", "cause": found.cause, "blame": str(found.party)},
         )
         return True
 
@@ -329,6 +348,7 @@ WATCHDOG_ENV_FILES = "--env-file /etc/environment --env-file /proc/1/environ"
                 " && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
                 " || (setsid nohup python3 ~/.rentwatch/watchdog.py"
                 f" --window-s {self.watchdog_window_s:g} --scale {self.link.market.time_scale:g}"
+                f" {WATCHDOG_ENV_FILES}"
                 " >/dev/null 2>&1 </dev/null & echo $! > ~/.rentwatch/watchdog.pid); }",
                 stdin=probe_source("watchdog"),
             )
@@ -348,7 +368,6 @@ WATCHDOG_ENV_FILES = "--env-file /etc/environment --env-file /proc/1/environ"
         found = xid_check(doc)
         if found.ok is not False:
             return
-                f" {WATCHDOG_ENV_FILES}"
         self.journal.fact(
             K.XID,
             a,
