@@ -110,6 +110,7 @@ class FakeMarket:
         self.denied: set[int] = set()  # asked for directly, said to exist no more (a lie)
         self.calls: list[tuple[str, Any]] = []
         self.keys: list[str] = []
+        self.attached: dict[int, list[str]] = {}  # instance id -> keys attached to it
         self.lie_create_id: int | None = None  # the next create answers with this id instead
         self.bad_rows: dict[int, dict[str, Any]] = {}  # instance id -> fields its row garbles
 
@@ -133,6 +134,14 @@ class FakeMarket:
         self._call("search_offers", query)
         rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
         return [o for o in self.offers if o.id not in rented][:limit]
+
+    async def attach_ssh_key(self, instance_id: int, public_key: str) -> None:
+        self._call("attach_ssh_key", instance_id)
+        self.attached.setdefault(instance_id, []).append(public_key)
+
+    async def instance_ssh_keys(self, instance_id: int) -> list[str]:
+        self._call("instance_ssh_keys", instance_id)
+        return list(self.attached.get(instance_id, []))
 
     async def create_instance(
         self,

@@ -76,6 +76,14 @@ class Market(Clock, Protocol):
 
     async def request_logs(self, instance_id: int, tail: int = 200) -> str: ...
 
+    async def attach_ssh_key(self, instance_id: int, public_key: str) -> None:
+        """Attach a key to one existing instance (account keys reach new instances only)."""
+        ...
+
+    async def instance_ssh_keys(self, instance_id: int) -> list[str]:
+        """The public keys one instance accepts."""
+        ...
+
     async def add_ssh_key(self, public_key: str) -> None:
         """Register the controller's public key with the account (idempotent)."""
         ...

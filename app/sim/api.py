@@ -110,6 +110,7 @@ class MarketAPI:
             web.post(f"/api/v0/instances/{ID}/ssh{S}", a.attach_key),
             web.put(r"/api/v0/asks/{ask:\d+}" + S, paced("create", i.rent)),
             web.get(f"/api/v0/charges{S}", paced("charges", a.list_charges)),
+            web.get(f"/api/v0/instances/{ID}/ssh{S}", a.instance_keys),
             web.get(f"/api/v0/gpu_names/unique{S}", a.gpu_names),
             web.get(f"/api/v0/users/current{S}", a.current_user),
             web.get(f"/api/v0/ssh{S}", a.list_keys),

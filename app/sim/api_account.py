@@ -5,7 +5,6 @@ instance), the GPU names the market lists, and the market's own charges
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from aiohttp import web
 
@@ -46,7 +45,24 @@ class AccountRoutes:
     async def attach_key(self, request: web.Request) -> web.Response:
         if self.market.live(int(request.match_info["iid"])) is None:
             return error(404, "no_such_instance", "Instance does not exist")
-        return self.add(str((await body_json(request)).get("ssh_key", "")))
+        key = str((await body_json(request)).get("ssh_key", "")).strip()
+        if not key.startswith(("ssh-", "ecdsa-")):
+            return error(400, "invalid_args", "not an OpenSSH public key")
+        if key not in inst.ssh_keys:
+            inst.ssh_keys.append(key)
+        return answer({"success": True, "msg": "SSH key attached successfully"})
+
+    async def instance_keys(self, request: web.Request) -> web.Response:
+        """`GET /api/v0/instances/{id}/ssh/`: `ssh_keys` is a JSON *string* of the key objects
+        (openapi.yaml showSshKeys), decoded a second time by the caller."""
+        inst = self.market.live(int(request.match_info["iid"]))
+        if inst is None:
+            return error(404, "no_such_instance", "Instance does not exist")
+        keys = [
+            {"id": n + 1, "name": f"key-{n + 1}", "public_key": k}
+            for n, k in enumerate(inst.ssh_keys)
+        ]
+        return answer({"success": True, "ssh_keys": json.dumps(keys)})
 
     def add(self, key: str) -> web.Response:
         key = key.strip()

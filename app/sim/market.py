@@ -148,6 +148,7 @@ class SimMarket:
             storage_dph=storage_per_hour(disk_gb, m.storage_cost),
             api_key=secrets.token_hex(24),
             rental_no=m.rentals,
+            ssh_keys=[k["key"] for k in self.ssh_keys],
         )
         extra = keyed_rng(self.scenario.seed, "states", m.id, m.rentals)
         seg = boot_steps(rng, m, image, now, False, self.scenario.states, extra)

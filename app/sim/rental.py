@@ -41,6 +41,9 @@ class SimInstance:
     # paused with its memory kept (`frozen`: "GPU charges apply", vast-ai/docs
     # cli/reference/show-instance.mdx): it bills as running does
     frozen_at: float | None = None
+    # the public keys its SSH accepts: the account's at the create, and those attached to it
+    # since (Vast: account keys reach new instances only; vast-ai/docs connect/ssh.mdx)
+    ssh_keys: list[str] = field(default_factory=list)
     expired_at: float | None = None  # the market deleted it 48 h after its contract ended
 
     @property

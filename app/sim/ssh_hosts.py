@@ -43,8 +43,9 @@ ROOTED = ("/etc/environment", "/proc/1/environ")  # container paths kept in a ho
 
 
 class _Server(asyncssh.SSHServer):
-    def __init__(self, hosts: SSHHosts) -> None:
+    def __init__(self, hosts: SSHHosts, inst: SimInstance) -> None:
         self.hosts = hosts
+        self.inst = inst
 
     def begin_auth(self, username: str) -> bool:
         return True
@@ -56,11 +57,7 @@ class _Server(asyncssh.SSHServer):
         if username != "root":
             return False
         wanted = key.export_public_key().decode().split()[1]
-        return any(
-            k["key"].split()[1:2] == [wanted]
-            for k in self.hosts.market.ssh_keys
-            if len(k["key"].split()) >= 2
-        )
+        return any(k.split()[1:2] == [wanted] for k in self.inst.ssh_keys)
 
 
 class SSHHosts:
@@ -136,7 +133,7 @@ class SSHHosts:
             addr,
             0,
             server_host_keys=[key],
-            server_factory=lambda: _Server(self),
+            server_factory=lambda: _Server(self, inst),
             process_factory=lambda proc: self._run(inst, proc, route),
             sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(sandbox).encode()),
             allow_scp=False,

@@ -13,6 +13,7 @@ from typing import TypeVar
 import asyncssh
 
 from ...ledger import EventKind
+from ...market.errors import REFUSALS
 from ...market.protocol import Market, wall_seconds
 from ..attempt import Attempt
 from ..journal import Journal
@@ -53,6 +54,7 @@ class HostLink:
         # the floor's ceiling: the policy's `io_floor_wall_s` where that is higher
         self.io_floor_max = IO_FLOOR_MAX_S
         self.measuring = False  # calibrated: the clock runs fast enough for the floor to matter
+        self.keyed: set[int] = set()  # instances whose key attach was tried this session
 
     async def calibrate(self) -> None:
         """Where the market's clock runs fast enough for the floor to matter (the simulator),
@@ -105,10 +107,39 @@ class HostLink:
                     await self._measure(1)
                 raise
 
+    async def key_on(self, a: Attempt) -> None:
+        """Vast's account keys reach new instances only (vast-ai/docs guides/instances/connect/
+        ssh.mdx): an instance this session did not create (adopted after a restart or a key
+        change, handed over, reused) gets rentwatch's key attached before its first session,
+        and the attach is checked against the instance's own key list. Once a session."""
+        if a.offer is not None or a.instance_id in self.keyed:
+            return
+        self.keyed.add(a.instance_id)
+        mine = self.ssh.public_key.split()[1:2]
+        try:
+            await self.market.attach_ssh_key(a.instance_id, self.ssh.public_key)
+            took = any(
+                k.split()[1:2] == mine for k in await self.market.instance_ssh_keys(a.instance_id)
+            )
+        except REFUSALS as exc:
+            took, why = False, f"{exc}"
+        else:
+            why = "" if took else "the instance's key list does not show it"
+        self.journal.fact(
+            EventKind.NOTE,
+            a,
+            actor="engine",
+            ok=took,
+            reason="rentwatch's SSH key attached to the instance"
+            + ("" if took else f": did not take ({why[:200]})"),
+            detail={"class": "ssh_key_attach"},
+        )
+
     async def _ssh_run(
         self, a: Attempt, command: str, stdin: bytes | None, timeout_wall: float, floor: float
     ) -> RunResult:
         assert a.ssh_host is not None and a.ssh_port is not None
+        await self.key_on(a)
         return await self.ssh.run(
             a.instance_id,
             a.ssh_host,
@@ -125,6 +156,7 @@ class HostLink:
         """SFTP work on one pinned connection, within the concurrency bound and a deadline."""
         assert a.ssh_host is not None and a.ssh_port is not None
         async with self.slots, self._distrust_on_key_change(a):
+            await self.key_on(a)
             conn = await self.ssh.connect(
                 a.instance_id,
                 a.ssh_host,

@@ -353,6 +353,30 @@ class VastClient(Transport):
             raise MalformedAnswer("ssh key list is not a list")
         return [k for k in data if isinstance(k, dict)]
 
+    async def attach_ssh_key(self, instance_id: int, public_key: str) -> None:
+        """Attach a key to one existing instance: the account's keys reach new instances only
+        (vast-ai/docs guides/instances/connect/ssh.mdx; openapi.yaml attachSshKey)."""
+        await self._request(
+            "POST",
+            f"/api/v0/instances/{int(instance_id)}/ssh/",
+            kind="manage",
+            body={"ssh_key": public_key},
+        )
+
+    async def instance_ssh_keys(self, instance_id: int) -> list[str]:
+        """The public keys one instance accepts (openapi.yaml showSshKeys: `ssh_keys` is a
+        JSON string of key objects, decoded a second time)."""
+        data = await self._request("GET", f"/api/v0/instances/{int(instance_id)}/ssh/", kind="show")
+        raw = data.get("ssh_keys") if isinstance(data, dict) else None
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                raise MalformedAnswer("an instance's ssh_keys is not JSON") from None
+        if not isinstance(raw, list):
+            raise MalformedAnswer("an instance's ssh_keys is not a list")
+        return [str(k.get("public_key") or k.get("key") or "") for k in raw if isinstance(k, dict)]
+
     async def add_ssh_key(self, public_key: str) -> None:
         keys = await self.ssh_keys()
         if any(str(k.get("key", "")).split()[1:2] == public_key.split()[1:2] for k in keys):
