@@ -283,3 +283,42 @@ def test_the_create_waits_as_long_as_the_cli(make_sim):
             assert res.instance_id in sim.market.instances and c.stats.recovered_creates == 0
 
     asyncio.run(create())
+
+
+def test_charges_are_one_row_per_contract_with_vasts_items(make_sim):
+    """showCharges (vast-ai/docs openapi.yaml): one row per contract over the queried range
+    (not one per day), items gpu/disk/bwd/bwu, amounts to three decimals; reconcile names a
+    difference's cause from those items (bandwidth in and out, which the ledger does not
+    model)."""
+    import json
+
+    from rentwatch.ledger.reconcile import likely_cause, market_by_instance
+
+    sim = make_sim(seed=5, offers=3, time_scale=1, host_class=HEALTHY, pacing=False)
+    m = sim.market
+    inst = sim.call(lambda: m.create(m.machines[0].offer_id, "img", 40, "lab", {}, None))
+    sim.call(lambda: _running(m, inst))
+    sim.call(lambda: m.bill_bytes(inst, down=3 * 10**9, up=2 * 10**9))
+    start = inst.created_at
+    sim.call(lambda: m.clock.advance(2.5 * 86400))
+    q = {"select_filters": json.dumps({"day": {"gte": int(start), "lte": int(m.clock.now())}})}
+    rows = httpx.get(f"{sim.url}/api/v0/charges/", params=q, headers=HDR).json()["results"]
+    assert [r["source"] for r in rows] == [f"instance-{inst.id}"]
+    row = rows[0]
+    kinds = {i["type"]: i["amount"] for i in row["items"]}
+    assert set(kinds) == {"gpu", "disk", "bwd", "bwu"}
+    for amount in [row["amount"], *kinds.values()]:
+        assert round(amount, 3) == amount
+    assert abs(sum(kinds.values()) - row["amount"]) <= 0.002
+    assert row["metadata"] == {"label": "lab"} and row["description"].startswith("Instance ")
+    charge = market_by_instance(rows)[inst.id]
+    ledger = {  # the ledger's GPU and disk agree; it has no bandwidth
+        "total_usd": kinds["gpu"] + kinds["disk"],
+        "gpu_usd": kinds["gpu"],
+        "storage_usd": kinds["disk"],
+        "destroyed_at": m.clock.now(),
+    }
+    cause = likely_cause(ledger, charge)
+    assert cause.startswith(("bwd:", "bwu:")) and "into the instance" in cause
+    ledger["storage_usd"] = kinds["disk"] + 5.0
+    assert likely_cause(ledger, charge).startswith("disk:")

@@ -4,7 +4,9 @@ fetches both: app/cli/reconcile.py).
 The ledger's charges against the market's own bill, per instance.
 
 The market's bill is what `vastai show invoices-v1 --charges` reads (`GET /api/v0/charges/`:
-one row per instance and day, `source` "instance-ID", `amount` in USD, sub-items per kind).
+one row per contract over the queried range, `source` "instance-ID", `amount` in USD to three
+decimals, items `gpu`, `disk`, `bwd` and `bwu`: vast-ai/docs `api-reference/openapi.yaml`
+showCharges). Each difference's cause is named from those items.
 The ledger's charges are its `instances` view (billing marks priced by the same rules). Every
 instance whose two figures differ by more than a cent is named, with the likely cause, so an
 operator can prove "every cent" against the invoice. Exit 0 with no difference, 1 otherwise.
@@ -124,32 +126,46 @@ def likely_cause(ledger_row: dict[str, Any] | None, market: MarketCharge | None)
         )
     if not ledger_row.get("destroyed_at") and gap < 0:
         return "still held on the market: it keeps billing after the ledger's last event"
-    gpu = market.by_kind.get("gpu")
-    storage = market.by_kind.get("storage")
-    bandwidth = market.by_kind.get("bandwidth", 0.0)
-    parts = []
-    if gpu is not None:
-        parts.append(("GPU time", float(ledger_row.get("gpu_usd") or 0.0) - gpu))
-    if storage is not None:
-        parts.append(("storage", float(ledger_row.get("storage_usd") or 0.0) - storage))
-    if bandwidth > TOLERANCE_USD / 2:
-        parts.append(("bandwidth", -bandwidth))
-    if not parts:
+    return item_cause(ledger_row, market)
+
+
+# the market's item kinds (showCharges: gpu, disk, bwd, bwu; older answers: storage, bandwidth)
+DISK_KINDS = ("disk", "storage")
+BANDWIDTH_KINDS = ("bwd", "bwu", "bandwidth")
+
+
+def item_cause(ledger_row: dict[str, Any], market: MarketCharge) -> str:
+    """The item (GPU time, disk, bandwidth in or out) whose gap to the ledger is the largest,
+    and what usually makes it."""
+    by = market.by_kind
+    if not by:
         return "the totals differ (the market gave no breakdown)"
+    disk = sum(by.get(k, 0.0) for k in DISK_KINDS)
+    into = by.get("bwd", 0.0)
+    out = by.get("bwu", 0.0) + by.get("bandwidth", 0.0)
+    parts = [
+        ("gpu", float(ledger_row.get("gpu_usd") or 0.0) - by.get("gpu", 0.0)),
+        ("disk", float(ledger_row.get("storage_usd") or 0.0) - disk),
+        ("bwd", -into),  # the ledger does not model bandwidth: all of it is a gap
+        ("bwu", -out),
+    ]
     what, diff = max(parts, key=lambda p: abs(p[1]))
-    if what == "GPU time":
+    side = f"ledger {'over' if diff > 0 else 'under'} by ${abs(diff):.4f}"
+    if what == "gpu":
         return (
-            "GPU time differs: a billing rule the ledger did not apply (GPU from the create vs "
-            "only while running), a price the ledger recorded wrong, or a running/stop time "
-            f"recorded late (ledger {'over' if diff > 0 else 'under'} by ${abs(diff):.4f})"
+            "gpu: GPU time differs: a billing rule the ledger did not apply (GPU from the create "
+            "vs only while running), a price the ledger recorded wrong, or a running/stop time "
+            f"recorded late ({side})"
         )
-    if what == "storage":
+    if what == "disk":
         return (
-            "storage differs: time offline (the market bills no storage then), a destroy "
-            f"recorded late, or a wrong disk price (ledger {'over' if diff > 0 else 'under'} "
-            f"by ${abs(diff):.4f})"
+            "disk: storage differs: time offline (the market bills no storage then), a destroy "
+            f"recorded late, or a wrong disk price ({side})"
         )
-    return f"bandwidth the ledger does not model (${bandwidth:.4f} of transfers)"
+    return (
+        f"{what}: bandwidth the ledger does not model (${into:.4f} into the instance, "
+        f"${out:.4f} out of it)"
+    )
 
 
 def reconcile(ledger_rows: list[dict[str, Any]], market: dict[int, MarketCharge]) -> Reconciliation:

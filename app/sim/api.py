@@ -3,8 +3,9 @@ one route table (`MarketAPI.routes`), and one middleware that does what every ca
 
 As unkind as the real one: a key is checked on every call but the simulator's own (`/sim/v0/`);
 injected faults (429s of the bodies Vast sends, 5xx, stalls past a client's timeout, garbled
-bodies, a call moved elsewhere by a 307) hit as the scenario's `[faults]` say; a minimum interval per call kind is enforced as
-429 `API requests too frequent`, as Vast's OpenAPI documents it; every answer carries the market's clock (`X-Market-Time`).
+bodies, a call moved by a 307) hit as the scenario's `[faults]` say; a minimum interval per call
+kind is enforced as 429 `API requests too frequent`, as Vast's OpenAPI documents it; every
+answer carries the market's clock (`X-Market-Time`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .api_account import AccountRoutes
 from .api_instances import InstanceRoutes
 from .api_list import ListRoutes
 from .api_offers import OfferRoutes
+from .charges import ChargeRoutes
 from .market import SimMarket
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -74,6 +76,7 @@ class MarketAPI:
         self.lists = ListRoutes(market)
         self.instances = InstanceRoutes(market)
         self.account = AccountRoutes(market)
+        self.charges = ChargeRoutes(market)
         self.base_url = base_url
         self.fault_rng = random.Random(market.scenario.seed * 7919 + 17)
         self.redirect_rng = random.Random(market.scenario.seed * 7919 + 29)
@@ -108,9 +111,9 @@ class MarketAPI:
             web.delete(f"/api/v0/instances/{ID}{S}", own_instance(paced("destroy", i.delete))),
             web.put(f"/api/v0/instances/request_logs/{ID}{S}", i.logs),
             web.post(f"/api/v0/instances/{ID}/ssh{S}", a.attach_key),
-            web.put(r"/api/v0/asks/{ask:\d+}" + S, paced("create", i.rent)),
-            web.get(f"/api/v0/charges{S}", paced("charges", a.list_charges)),
             web.get(f"/api/v0/instances/{ID}/ssh{S}", a.instance_keys),
+            web.put(r"/api/v0/asks/{ask:\d+}" + S, paced("create", i.rent)),
+            web.get(f"/api/v0/charges{S}", paced("charges", self.charges.list_charges)),
             web.get(f"/api/v0/gpu_names/unique{S}", a.gpu_names),
             web.get(f"/api/v0/users/current{S}", a.current_user),
             web.get(f"/api/v0/ssh{S}", a.list_keys),
@@ -150,12 +153,12 @@ class MarketAPI:
     async def _private(
         self, request: web.Request, handler: Handler, route: Any, now: float
     ) -> web.StreamResponse:
-        key = self._key(request)
         if self._redirect(request):
             # the call moved (a 307 keeps the method and body): a client that follows it
             # must send its key again, as the CLI's session does for the same service
             where = request.rel_url.update_query({"moved": "1"})
             return web.Response(status=307, headers={"Location": str(where)})
+        key = self._key(request)
         scoped = self.market.instance_for_key(key) if key else None
         if key != self.market.api_key and scoped is None:
             return error(401, "auth_error", "Invalid user key")
@@ -175,7 +178,6 @@ class MarketAPI:
             resp = error(400, "invalid_args", f"bad request: {exc}")
         return await self._post_fault(resp)
 
-    @staticmethod
     def _redirect(self, request: web.Request) -> bool:
         rate = self.market.scenario.faults.rate_redirect
         if rate <= 0 or "moved" in request.query:
@@ -185,6 +187,7 @@ class MarketAPI:
         self.faults_injected["redirect"] = self.faults_injected.get("redirect", 0) + 1
         return True
 
+    @staticmethod
     def _key(request: web.Request) -> str | None:
         auth = request.headers.get("Authorization", "")
         if auth.lower().startswith("bearer "):

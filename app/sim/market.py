@@ -228,9 +228,11 @@ class SimMarket:
     def bill_bytes(self, inst: SimInstance, down: int, up: int) -> None:
         """Bytes moved in a session: the renter's download is the host's upload."""
         m = inst.machine
-        usd = (up * m.inet_down_cost + down * m.inet_up_cost) / 1e9
-        if usd > 0 and inst.destroyed_at is None:
-            inst.bandwidth.append(Mark(self.clock.now(), "bandwidth", usd=usd))
+        into, out = up * m.inet_down_cost / 1e9, down * m.inet_up_cost / 1e9
+        if into + out > 0 and inst.destroyed_at is None:
+            now = self.clock.now()
+            inst.bandwidth.append(Mark(now, "bandwidth", usd=into + out))
+            inst.transfers.append((now, into, out))  # the charges' bwd and bwu items
 
     def destroy(self, inst: SimInstance, at: float | None = None) -> None:
         if inst.destroyed_at is None:

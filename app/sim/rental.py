@@ -35,15 +35,18 @@ class SimInstance:
     busy_until: float = 0.0
     market_stop_at: float | None = None  # the market stopped it (contract end), not the renter
     bandwidth: list[Mark] = field(default_factory=list)
+    # each transfer's price by direction, as the market's charges split it: (at, USD of bytes
+    # into the instance (`bwd`), USD of bytes out of it (`bwu`))
+    transfers: list[tuple[float, float, float]] = field(default_factory=list)
     rental_no: int = 0
     throttle_drop: float = 0.0
     throttle_reason: str = ""
-    # paused with its memory kept (`frozen`: "GPU charges apply", vast-ai/docs
-    # cli/reference/show-instance.mdx): it bills as running does
-    frozen_at: float | None = None
     # the public keys its SSH accepts: the account's at the create, and those attached to it
     # since (Vast: account keys reach new instances only; vast-ai/docs connect/ssh.mdx)
     ssh_keys: list[str] = field(default_factory=list)
+    # paused with its memory kept (`frozen`: "GPU charges apply", vast-ai/docs
+    # cli/reference/show-instance.mdx): it bills as running does
+    frozen_at: float | None = None
     expired_at: float | None = None  # the market deleted it 48 h after its contract ended
 
     @property

@@ -1,0 +1,123 @@
+"""The market's own charges, `GET /api/v0/charges/`, as Vast gives them (vast-ai/docs
+`api-reference/openapi.yaml` showCharges; `vastai show invoices-v1 --charges` asks for them:
+vastai 1.9.1 `api/billing.py` show_invoices_v1).
+
+One row per contract (an instance) over the queried range (`select_filters.day` `gte`/`lte`,
+unix seconds, read as whole UTC days), its items `gpu`, `disk`, `bwd` (bytes into the instance) and `bwu` (bytes out of
+it), every amount rounded to three decimals; `source` is "instance-ID", `metadata` carries the
+label only when it has one; pages of `limit` (at most 100 here, as the CLI asks) follow
+`next_token` through `after_token`, latest first unless `latest_first` is false.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from aiohttp import web
+
+from .answers import answer, error, offset_token, query_of, read_offset_token
+from .market import SimMarket
+from .rental import SimInstance
+
+DAY = 86400.0
+
+
+class ChargeRoutes:
+    def __init__(self, market: SimMarket) -> None:
+        self.market = market
+
+    async def list_charges(self, request: web.Request) -> web.Response:
+        return self.charges(query_of(request))
+
+    def charges(self, query: dict[str, str]) -> web.Response:
+        filters = json.loads(query.get("select_filters") or "{}")
+        if not isinstance(filters, dict):
+            return error(400, "invalid_args", "select_filters must be an object")
+        now = self.market.clock.now()
+        day = filters.get("day")
+        day = day if isinstance(day, dict) else {}
+        # the filter is on `day`: whole UTC days, from the one `gte` falls in to the end of
+        # the one `lte` falls in
+        lo = float(day.get("gte", now - 7 * DAY)) // DAY * DAY
+        hi = min((float(day.get("lte", now)) // DAY + 1) * DAY, now)
+        kinds = filters.get("type")
+        types = kinds.get("in") if isinstance(kinds, dict) else None
+        limit = max(1, min(int(query.get("limit") or 100), 100))
+        rows: list[dict[str, Any]] = []
+        if not types or "instance" in types:
+            mode = self.market.scenario.gpu_billing
+            for inst in sorted(self.market.instances.values(), key=lambda i: i.id):
+                row = contract_row(inst, mode, lo, hi)
+                if row is not None:
+                    rows.append(row)
+        rows.sort(key=lambda r: (r["start"], r["source"]))
+        if str(query.get("latest_first", "true")).lower() != "false":
+            rows.reverse()
+        start = read_offset_token(query.get("after_token"))
+        if start is None:
+            return error(400, "invalid_args", "bad after_token")
+        page = rows[start : start + limit]
+        nxt = start + limit
+        return answer(
+            {
+                "success": True,
+                "results": page,
+                "count": len(page),
+                "total": len(rows),
+                "next_token": offset_token(nxt) if nxt < len(rows) else None,
+            }
+        )
+
+
+def _item(kind: str, usd: float, t0: float, t1: float, description: str) -> dict[str, Any]:
+    return {
+        "start": t0,
+        "end": t1,
+        "type": kind,
+        "source": None,
+        "description": description,
+        "amount": round(usd, 3),
+        "metadata": {},
+        "items": [],
+    }
+
+
+def contract_row(inst: SimInstance, mode: str, lo: float, hi: float) -> dict[str, Any] | None:
+    """One contract's charges between `lo` and `hi` (None: it owes nothing there)."""
+    t0 = max(lo, inst.created_at)
+    t1 = min(hi, inst.destroyed_at if inst.destroyed_at is not None else hi)
+    if t1 <= t0:
+        return None
+    a, b = inst.charges(t0, mode), inst.charges(t1, mode)
+    gpu, disk = b.gpu_usd - a.gpu_usd, b.storage_usd - a.storage_usd
+    moved = [(into, out) for at, into, out in inst.transfers if t0 < at <= t1]
+    bwd, bwu = sum(i for i, _ in moved), sum(o for _, o in moved)
+    items = []
+    if gpu > 0:
+        hours = gpu / inst.gpu_dph if inst.gpu_dph > 0 else 0.0
+        items.append(_item("gpu", gpu, t0, t1, f"{hours:.3f} hours at ${inst.gpu_dph:.3f}/hour"))
+    if disk > 0:
+        hours = disk / inst.storage_dph if inst.storage_dph > 0 else 0.0
+        items.append(
+            _item("disk", disk, t0, t1, f"{inst.disk_gb:.0f} GB of disk for {hours:.3f} hours")
+        )
+    if bwd > 0:
+        items.append(_item("bwd", bwd, t0, t1, "bandwidth into the instance"))
+    if bwu > 0:
+        items.append(_item("bwu", bwu, t0, t1, "bandwidth out of the instance"))
+    total = gpu + disk + bwd + bwu
+    if round(total, 3) <= 0:
+        return None
+    days = max(1, math.ceil((t1 - t0) / DAY))
+    return {
+        "start": t0,
+        "end": t1,
+        "type": "instance",
+        "source": f"instance-{inst.id}",
+        "description": f"Instance {inst.id} Charges - {days} day{'s' if days > 1 else ''}",
+        "amount": round(total, 3),
+        "metadata": {"label": inst.label} if inst.label is not None else {},
+        "items": items,
+    }
