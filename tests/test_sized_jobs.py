@@ -44,6 +44,15 @@ def test_a_sized_job_takes_its_compute_at_the_hosts_speed(make_sim, tmp_path, mo
     [fin] = led.events(where="kind = 'job_finished' AND ok")
     assert fin.at >= meter["done_at"]  # the engine saw it end only once the work was done
     assert (tmp_path / "artifacts" / "sized" / "big" / "out" / "r.txt").read_text() == "done\n"
+    # the ledger keeps the job's size and the speed the host delivered to it
+    assert fin.detail["work_ref_h"] == 0.5 and fin.detail["ref_gpu"] == "RTX 4090"
+    assert abs(fin.detail["delivered_tflops"] - machine.real_tflops) < 0.05 * machine.real_tflops
+    assert 0.85 < fin.detail["speed_share"] < 1.06
+    [(work, per_ref_h)] = led.query(
+        f"SELECT work_ref_h, usd_per_ref_hour FROM hosts WHERE machine_id = {machine.id}"
+    ).rows
+    assert work == 0.5 and per_ref_h > 0
+    assert led.machine_speeds()[machine.id] == fin.detail["speed_share"]
     # the spread between machines of one model is the machine's, drawn from the seed
     speeds = {m.real_tflops for m in sim.market.machines}
     assert len(speeds) > 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rentwatch.core.text import clean
-from rentwatch.views.detail import InstanceDetail
+from rentwatch.views.detail import InstanceDetail, JobLine
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from .clock import ago, clock, speed, time_label
-from .render import PHASE_STYLE, sparkline
+from .render import PHASE_STYLE, progress_bar, span, sparkline
 
 REFRESH_S = 2.0  # wall seconds between refreshes of figures (the market's logs: on `g`)
 WAIT_S = 20.0  # the longest the worker waits for one answer
@@ -152,11 +152,24 @@ def render_status_history(d: InstanceDetail) -> Table:
     return table
 
 
+def job_progress(j: JobLine) -> Text:
+    """A running job's bar, ETA and delivered speed; '-' where nothing says."""
+    t = Text()
+    if j.progress is not None:
+        t.append(progress_bar(j.progress, 10), style="green")
+        t.append(f" {j.progress:.0%}")
+    if j.eta_s is not None:
+        t.append(f" ETA {'~' if j.eta_estimated else ''}{span(j.eta_s)}")
+    if j.tflops is not None:
+        t.append(f" {j.tflops:.0f} TFLOP/s")
+    return t if t.plain else Text("-")
+
+
 def render_jobs(d: InstanceDetail) -> Table | Text:
     if not d.jobs:
         return Text("jobs  none ran here", style="grey50")
     table = Table(title="jobs", title_justify="left", expand=True, show_edge=False)
-    for c in ("job", "state", "started", "ended", "exit", "last log line"):
+    for c in ("job", "state", "started", "ended", "exit", "progress", "last log line"):
         table.add_column(c, overflow="fold", ratio=1 if c == "last log line" else None)
     for j in d.jobs:
         table.add_row(
@@ -165,6 +178,7 @@ def render_jobs(d: InstanceDetail) -> Table | Text:
             clock(j.started_at),
             clock(j.finished_at),
             "-" if j.exit_code is None else str(j.exit_code),
+            job_progress(j),
             Text(j.last_line or "-"),
         )
     return table

@@ -84,7 +84,45 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
         gpu.append("  preflight: ")
         verdict = clean(s.verdict, 120)
         gpu.append(Text(verdict, style="red" if verdict.startswith("FAILED") else "green"))
-    return [head, status, gpu, Text("")]
+    lines = [head, status, gpu]
+    if not faded and s.job and (s.job_progress is not None or s.job_eta_s is not None):
+        lines.append(work_line(s))
+    return [*lines, Text("")]
+
+
+def progress_bar(frac: float, width: int = 20) -> str:
+    """A bar of `width` cells for a fraction done (eighths within the last cell)."""
+    frac = max(0.0, min(1.0, frac))
+    eighths = int(frac * width * 8)
+    full, part = divmod(eighths, 8)
+    bar = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part and full < width else "")
+    return bar + " " * (width - len(bar))
+
+
+def work_line(s: InstanceSnap) -> Text:
+    """The running job's progress bar, its ETA, and the host's delivered speed against its
+    model's (a share well under 1 is a host underdelivering: throttled, or not the card)."""
+    t = Text("   ")
+    if s.job_progress is not None:
+        t.append("work ▕", style="bold")
+        t.append(progress_bar(s.job_progress), style="green")
+        t.append(f"▏ {s.job_progress:4.0%}")
+    else:
+        t.append("work ", style="bold")
+        t.append("no progress file", style="grey50")
+    if s.job_eta_s is not None:
+        guess = "~" if s.job_eta_source != "progress" else ""
+        t.append(f"  ETA {guess}{span(s.job_eta_s)}")
+    if s.job_tflops is not None:
+        t.append(f"  delivering {s.job_tflops:.0f}")
+        if s.model_tflops:
+            share = s.job_tflops / s.model_tflops
+            colour = "red" if share < 0.8 else "yellow" if share < 0.93 else "green"
+            t.append(f"/{s.model_tflops:.0f} TFLOP/s ")
+            t.append(f"({share:.0%} of its model)", style=colour)
+        else:
+            t.append(" TFLOP/s")
+    return t
 
 
 ENDED = ("stopped", "abandoned", "destroyed", "lost")  # no GPU of these runs for us now

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .campaign import Job
+from .delivery import Delivery
 
 # A host that leaves service this soon after taking a job failed to deliver (a dud its
 # preflight missed), so the job is not charged a retry for it; managed-job schedulers treat a
@@ -28,10 +29,17 @@ class JobState:
     exit_code: int | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    progress: float | None = None  # the job's own progress reading on this attempt (0..1)
+    delivery: Delivery | None = None  # its host's delivery, as of the last look
 
     @property
     def name(self) -> str:
         return self.job.name
+
+    @property
+    def size(self) -> float:
+        """Its reference GPU-hours (0: not sized)."""
+        return self.job.ref_hours or 0.0 if self.job.ref_gpu else 0.0
 
 
 class JobQueue:
@@ -98,6 +106,7 @@ class JobQueue:
             job.status, job.instance_id, job.started_at = "running", instance_id, now
             job.attempts += 1
             job.exit_code = None
+            job.progress = job.delivery = None
         return job
 
     def finished(self, job: JobState, exit_code: int, now: float) -> None:

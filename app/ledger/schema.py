@@ -150,7 +150,12 @@ CREATE OR REPLACE VIEW hosts AS
 WITH ev AS (
   SELECT machine_id,
          count(DISTINCT instance_id) FILTER (WHERE kind = 'throttle') AS throttled,
-         count(DISTINCT instance_id) FILTER (WHERE kind = 'status' AND detail->>'status' = 'offline') AS went_offline
+         count(DISTINCT instance_id) FILTER (WHERE kind = 'status' AND detail->>'status' = 'offline') AS went_offline,
+         -- sized jobs finished there: their reference GPU-hours, the speed they got (a share of
+         -- the model's), and the work lost when the host left mid-job
+         sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)) FILTER (WHERE kind = 'job_finished' AND ok) AS work_ref_h,
+         avg(TRY_CAST(detail->>'speed_share' AS DOUBLE)) FILTER (WHERE kind = 'job_finished') AS speed_share,
+         sum(TRY_CAST(detail->>'work_lost_ref_h' AS DOUBLE)) FILTER (WHERE kind = 'job_finished') AS work_lost_ref_h
   FROM events WHERE machine_id IS NOT NULL GROUP BY machine_id
 )
 SELECT i.machine_id, any_value(i.host_id) AS host_id, count(*) AS creates,
@@ -165,7 +170,12 @@ SELECT i.machine_id, any_value(i.host_id) AS host_id, count(*) AS creates,
        string_agg(DISTINCT failure_class, ',') AS failure_classes,
        sum(CASE WHEN dud AND coalesce(failure_class, '') <> 'cancelled' THEN total_usd ELSE 0 END)
          AS dud_usd,
-       sum(total_usd) AS total_usd
+       sum(total_usd) AS total_usd,
+       coalesce(any_value(ev.work_ref_h), 0) AS work_ref_h,
+       any_value(ev.speed_share) AS speed_share,
+       coalesce(any_value(ev.work_lost_ref_h), 0) AS work_lost_ref_h,
+       -- dollars per delivered reference GPU-hour: all it billed over the work it finished
+       sum(total_usd) / nullif(any_value(ev.work_ref_h), 0) AS usd_per_ref_hour
 FROM instances i LEFT JOIN ev USING (machine_id) GROUP BY i.machine_id;
 
 -- the same record per host (one host may list several machines)

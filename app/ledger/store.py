@@ -348,6 +348,12 @@ class Ledger:
         )
         return {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in rows if m is not None}
 
+    def machine_speeds(self) -> dict[int, float]:
+        """Machine id -> the mean share of its model's speed its jobs got there (sized jobs
+        and jobs with a progress reading): what the ranking by delivered work reads."""
+        rows = self._rows("SELECT machine_id, speed_share FROM hosts WHERE speed_share IS NOT NULL")
+        return {int(m): float(v) for m, v in rows if m is not None and v is not None}
+
     def throttled_instances(self) -> set[int]:
         rows = self._rows("SELECT DISTINCT instance_id FROM events WHERE kind = 'throttle'")
         return {int(r[0]) for r in rows if r[0] is not None}

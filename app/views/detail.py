@@ -55,6 +55,10 @@ class JobLine:
     finished_at: float | None
     exit_code: int | None
     last_line: str
+    progress: float | None = None  # the job's own reading (0..1)
+    eta_s: float | None = None  # market seconds left ("~" estimated where no reading says)
+    eta_estimated: bool = False
+    tflops: float | None = None  # the host's delivered speed to it
 
 
 @dataclass(frozen=True)
@@ -184,9 +188,14 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
             finished_at=j.finished_at,
             exit_code=j.exit_code,
             last_line=clean(a.job_line, 200) if j.status == "running" else "",
+            progress=d.progress if d else None,
+            eta_s=d.eta_s if d else None,
+            eta_estimated=bool(d and d.source != "progress"),
+            tflops=d.tflops if d else None,
         )
         for j in sup.jobs.jobs
         if j.instance_id == instance_id
+        for d in [j.delivery if j.status == "running" else None]
     )
     market_logs, logs_error = (
         await _market_logs(sup, instance_id)

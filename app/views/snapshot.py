@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.figures import Tenure, delivered_hours, summarize
+from ..core.jobs import JobState
 from ..core.lifecycle import Phase, Transition
 from ..core.rules import freeze_window
 from ..core.text import clean
@@ -42,6 +43,13 @@ class InstanceSnap:
     failure_class: str | None
     passed_preflight: bool
     job: str = ""  # the running job and its last log line
+    # the running job's delivery (core/delivery.py): its progress (0..1; None: it writes none),
+    # the market seconds left, the host's delivered TFLOP/s against its model's
+    job_progress: float | None = None
+    job_eta_s: float | None = None
+    job_tflops: float | None = None
+    model_tflops: float | None = None
+    job_eta_source: str = ""  # "progress" (the job's own reading) or "preflight" (estimated)
     supervised: bool = True  # False: not rentwatch's; shown and priced, only a person acts
     human: str = ""  # the operator's last act on it, if any
 
@@ -183,6 +191,19 @@ def figures(sup: Supervisor, now: float, billed: dict[int, float] | None = None)
     return summarize(name, (t for t in ts if t is not None))
 
 
+def _delivery_fields(job: JobState | None) -> dict[str, Any]:
+    d = job.delivery if job is not None else None
+    if d is None:
+        return {}
+    return {
+        "job_progress": d.progress,
+        "job_eta_s": d.eta_s,
+        "job_tflops": d.tflops,
+        "model_tflops": d.model_tflops,
+        "job_eta_source": d.source,
+    }
+
+
 def snapshot(sup: Supervisor, now: float) -> FleetReadout:
     mode = sup.market.gpu_billing
     rows = []
@@ -234,6 +255,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 failure_class=a.failure_class,
                 passed_preflight=a.passed_preflight,
                 job=clean(a.job_line, 120) if sup.jobs.on(a.instance_id) else "",
+                **_delivery_fields(sup.jobs.on(a.instance_id)),
                 supervised=a.owned,
                 human=a.human_act,
             )

@@ -1,0 +1,64 @@
+"""What a host delivers to a job: its progress, its speed, when it will be done. Pure.
+
+A job may write the fraction it has done (0 to 1) to `$RENTWATCH_PROGRESS` (docs/campaigns.md);
+rentwatch reads it over the job's SSH session each poll. For a sized job (`ref_gpu`,
+`ref_hours`), progress over time is delivered speed: `progress x ref_hours` reference hours in
+the time it ran, times the reference's TFLOP/s. Without a progress file, delivered speed is the
+preflight's measured speed, less the slowdown throttling has shown since; the ETA then follows
+from the job's size. Reference GPU-hours are the unit of work (`work_rate` in gpu_specs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .campaign import Job
+from .gpu_specs import expected_tflops
+
+
+@dataclass(frozen=True)
+class Delivery:
+    progress: float | None  # the job's own reading (0..1), None without one
+    tflops: float | None  # delivered TFLOP/s, None where nothing says
+    model_tflops: float | None  # what a healthy card of the host's model does
+    eta_s: float | None  # market seconds left, None where nothing says
+    source: str  # "progress", "preflight" or "" (nothing to go on)
+    work_ref_h: float | None = None  # reference GPU-hours done so far (sized jobs)
+
+    @property
+    def share(self) -> float | None:
+        """Delivered speed as a share of the model's."""
+        if self.tflops is None or not self.model_tflops:
+            return None
+        return self.tflops / self.model_tflops
+
+
+def sized(job: Job) -> bool:
+    return bool(job.ref_gpu and job.ref_hours and expected_tflops(job.ref_gpu))
+
+
+def estimate(
+    job: Job,
+    started_at: float | None,
+    now: float,
+    progress: float | None,
+    gpu_name: str,
+    preflight_tflops: float | None,
+    slowdown: float = 0.0,
+) -> Delivery:
+    """The job's delivery on its host now (see the module's docstring)."""
+    model = expected_tflops(gpu_name)
+    elapsed = max(0.0, now - started_at) if started_at is not None else 0.0
+    ref = expected_tflops(job.ref_gpu) if job.ref_gpu else None
+    hours = job.ref_hours if ref else None
+    if progress is not None and progress > 0 and elapsed > 0:
+        eta = elapsed * (1 - min(progress, 1.0)) / progress
+        tflops = progress * hours * ref / (elapsed / 3600) if hours and ref else None
+        work = progress * hours if hours else None
+        return Delivery(progress, tflops, model, eta, "progress", work)
+    measured = preflight_tflops * (1 - max(0.0, min(slowdown, 1.0))) if preflight_tflops else None
+    if measured and hours and ref:
+        total_s = hours * ref / measured * 3600
+        work = min(hours, elapsed / total_s * hours)
+        return Delivery(progress, measured, model, max(0.0, total_s - elapsed), "preflight", work)
+    return Delivery(progress, measured, model, None, "preflight" if measured else "")
