@@ -391,8 +391,9 @@ def test_a_host_fault_and_a_rule_stopping_at_once_stop_it_once(key):
     async def body(sup, market, ledger):
         iid = await verified(sup, market)
         a = sup.attempts[iid]
+        a.found_broken("rule:xid", "fatal XID 79", "xid")  # the rules stop it this poll
         await asyncio.gather(
-            sup._host_fault(a, "rule:xid", "fatal XID 79", "xid"),
+            sup.poll_once(),
             sup.actions.stop(a, "rule:host_down", "the poll saw it go down"),
         )
         assert market.calls.count(("stop_instance", iid)) == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from .delivery import WorkOutlook
 from .lifecycle import Phase
 from .models import Offer
 from .offer_choice import Exclusions, History, OfferTerms, Quarantine
@@ -39,6 +40,8 @@ class AttemptView:
     untrusted: str | None = None  # why the host is no longer trusted (its SSH host key changed)
     dph: float = 0.0  # what it bills per hour at most (GPU and storage), for the budget
     clock_from: float | None = None  # its last start: deadlines count from here, not the create
+    # (rule, reason, failure class): a proven host the tender found broken (a fatal XID)
+    host_fault: tuple[str, str, str] | None = None
 
     @property
     def boot_clock(self) -> float:
@@ -69,6 +72,7 @@ class FleetSnapshot:
     # times the market's time scale (1 on a real market, where it changes nothing)
     io_floor_s: float = 0.0
     job_h: float = 0.0  # how long the campaign's jobs have taken so far (market hours)
+    work: WorkOutlook | None = None  # sized jobs: offers ranked by delivered work (delivery.py)
 
     @property
     def idle_rule_active(self) -> bool:

@@ -176,6 +176,9 @@ def _verified_rules(
 ) -> Decision | None:
     if a.untrusted:
         return Stop(a.instance_id, "rule:host_key", a.untrusted, "host_key_changed")
+    if a.host_fault is not None:  # its machine earns the quarantine its failure class says
+        rule, reason, failure_class = a.host_fault
+        return Stop(a.instance_id, rule, reason, failure_class)
     if a.status in TERMINAL:
         return Stop(
             a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified"
@@ -322,7 +325,9 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     chosen: list[tuple[Offer | None, str]] = [(None, "")] * n
     short_of_money = False
     if fit is not None:
-        ranked = choose_offers(fit, n, fleet.history, policy.rank, policy.value_of_time_usd_per_h)
+        ranked = choose_offers(
+            fit, n, fleet.history, policy.rank, policy.value_of_time_usd_per_h, fleet.work
+        )
         committed = fleet.spent_usd + sum(
             at_risk(a.dph, a.boot_clock, policy.boot_deadline_s, now)
             for a in fleet.attempts

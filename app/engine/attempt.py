@@ -52,6 +52,7 @@ class Attempt:
     watchdog_armed: bool = False
     throttle: Throttle | None = None
     untrusted: str | None = None  # set when its SSH host key changed after it was pinned
+    host_fault: tuple[str, str, str] | None = None  # (rule, reason, class): found broken
     unseen: int = 0  # consecutive polls the list answer left it out
     dph_seen: float = 0.0  # the highest GPU price the market has shown for it ($/h)
     # supervised: automation (rules, preflight, watchdog, jobs, release at the end) may act on
@@ -90,7 +91,14 @@ class Attempt:
             busy=busy,
             free_since=free_since,
             dph=self.gpu_dph + self.storage_dph,
+            host_fault=self.host_fault,
         )
+
+    def found_broken(self, rule: str, reason: str, failure_class: str) -> None:
+        """The tender saw this proven host break (a fatal XID): the next poll's rules stop it
+        and quarantine its machine."""
+        if self.host_fault is None:
+            self.host_fault = (rule, reason, failure_class)
 
     def charges(self, mode: str, now: float) -> Charges:
         return charges(self.marks, "running" if mode == "running" else "created", now)

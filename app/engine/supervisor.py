@@ -21,7 +21,7 @@ from ..core.campaign import Campaign
 from ..core.errors import MalformedAnswer
 from ..core.jobs import JobQueue
 from ..core.lifecycle import Phase
-from ..core.offer_choice import Quarantine, quarantine_for
+from ..core.offer_choice import Quarantine
 from ..core.policy import Policy
 from ..core.reputation import ROUND_H
 from ..core.rules import (
@@ -93,10 +93,10 @@ class Supervisor:
         )
         self.blame_book = BlameBook(self.journal, campaign)  # whose fault: host or campaign
         self.job_work.blame_book = self.blame_book
+        self.job_work.by_work = policy.rank == "expected_cost"  # biggest jobs, fastest hosts
         self.tender = HostTender(
             self.link, self.job_work, self.journal, policy, market, campaign, self.blame_book
         )
-        self.tender.host_fault = self._host_fault
         self.recovery = Recovery(
             market,
             ledger,
@@ -239,6 +239,7 @@ class Supervisor:
             snap = dataclasses.replace(
                 self.snapshot(now),
                 history=self.offer_book.history(),
+                work=self.offer_book.work_outlook(self.job_work.left(), self.campaign.fleet),
                 create_cap=1 if first else None,
             )
         return self.blame_book.gate(decide(snap, self.policy, now), snap)
@@ -336,14 +337,6 @@ class Supervisor:
             if d.quarantine is not None:
                 self._quarantine(a, d.rule, d.quarantine, now)
         await self.actions.destroy(a, d.rule, f"abandoned: {d.reason}")
-
-    async def _host_fault(self, a: Attempt, rule: str, reason: str, failure_class: str) -> None:
-        """A proven host the tender found broken (a fatal XID): stop it, mark its machine."""
-        if a.life.phase != Phase.VERIFIED:
-            return
-        now = self.market.answered_at()
-        q = quarantine_for(self.policy, a.machine_id, failure_class, reason, now, self.quarantine)
-        await self._execute(Stop(a.instance_id, rule, reason, failure_class, q))
 
     def _quarantine(self, a: Attempt, rule: str, q: Quarantine, now: float) -> None:
         self.fleet.quarantined(q)

@@ -5,7 +5,7 @@ compute preflight of a running attempt; then, on a proven host, the dead-man's s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 from ...core.blame import Failure, Party, Stage, blame, probe_blame
@@ -38,7 +38,6 @@ from .ssh import HostKeyChanged, RunResult, SSHFailure
 
 K = EventKind
 # told of a proven host that must be stopped and marked: (attempt, rule, reason, failure class)
-HostFault = Callable[[Attempt, str, str, str], Awaitable[None]]
 SAMPLE_FIELDS = (
     "util",
     "sm_clock",
@@ -101,7 +100,6 @@ class HostTender:
         self.clock = clock
         self.campaign = campaign  # its image and disk, which the preflight holds hosts to
         self.blame_book = blame_book
-        self.host_fault: HostFault | None = None  # the supervisor's stop-and-quarantine
         self.watchdog_window_s = watchdog_window_s  # market seconds of silence: host stops itself
         self.beat_s = beat_s  # market seconds between heartbeats (and NVML samples)
         self.job_poll_s = job_poll_s  # market seconds between looks at a running job
@@ -377,8 +375,7 @@ class HostTender:
             detail={"class": found.failure_class, "xid": found.measured},
         )
         self.journal.say(f"xid    i:{a.instance_id} m:{a.machine_id}: {found.reason}")
-        if self.host_fault is not None:
-            await self.host_fault(a, "rule:xid", found.reason, found.failure_class or "xid")
+        a.found_broken("rule:xid", found.reason, found.failure_class or "xid")
 
     def take_samples(self, a: Attempt, doc: dict[str, object]) -> None:
         """The sampler's readings, each field a finite number in its column's range or none
