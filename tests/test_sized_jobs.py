@@ -156,3 +156,39 @@ def test_the_engine_tells_a_job_its_size_and_reads_its_progress():
     assert (st.state, st.progress, st.log_tail) == ("running", 0.42, "step 420")
     assert parse_status(b"RUNNING\nPROGRESS nan\n").progress is None
     assert parse_status(b"RUNNING\nPROGRESS 55%\n").progress == 0.55
+
+
+def _offer(oid: int, gpu: str, dph: float, machine: int):
+    from rentwatch.core.models import Offer
+
+    return Offer(oid, machine, 1, gpu, 1, dph, dph, 0.1, 12.8, 0.98, None, 24576.0, "US")
+
+
+def test_default_ranks_by_dollars_per_delivered_work_and_seed_by_price():
+    from rentwatch.core.campaign import Job
+    from rentwatch.core.delivery import outlook
+    from rentwatch.core.offer_choice import choose_offers
+
+    slow = _offer(1, "RTX 3060", 0.10, 101)  # cheapest by the hour, dearest per TFLOP
+    fast = _offer(2, "RTX 4090", 0.35, 102)
+    jobs = [Job(f"j{i}", "true", ref_gpu="RTX 4090", ref_hours=1.5) for i in range(6)]
+    work = outlook(jobs, {}, 3)
+    assert work is not None and work.job_ref_h == 3.0
+    [(first, why)] = choose_offers([slow, fast], 1, {}, "expected_cost", 0.7, work)
+    assert first is fast and "per ref-h" in why
+    [(cheapest, _)] = choose_offers([slow, fast], 1, {}, "price", 0.7, work)
+    assert cheapest is slow  # seed: the article's, cheapest first on price
+    # a 4090 whose jobs ran at 30% of its model's speed is no better buy than a healthy 3060
+    slowed = outlook(jobs, {102: 0.15}, 3)
+    [(first, _)] = choose_offers([slow, fast], 1, {}, "expected_cost", 0.7, slowed)
+    assert first is slow
+    assert outlook([Job("plain", "true")], {}, 3) is None  # unsized: ranked as before
+
+
+def test_the_biggest_job_goes_first():
+    from rentwatch.core.campaign import Job
+    from rentwatch.core.jobs import JobQueue
+
+    q = JobQueue(tuple(Job(f"j{h}", "true", ref_gpu="RTX 4090", ref_hours=h) for h in (1, 3, 2)))
+    assert q.take(1, 0.0, biggest=True).name == "j3"
+    assert q.take(2, 0.0).name == "j1"  # in campaign order without it

@@ -10,7 +10,8 @@ from the job's size. Reference GPU-hours are the unit of work (`work_rate` in gp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from .campaign import Job
 from .gpu_specs import expected_tflops
@@ -62,3 +63,40 @@ def estimate(
         work = min(hours, elapsed / total_s * hours)
         return Delivery(progress, measured, model, max(0.0, total_s - elapsed), "preflight", work)
     return Delivery(progress, measured, model, None, "preflight" if measured else "")
+
+
+PRIOR_SHARE = 0.93  # the share of its model's speed a machine we never measured is expected at
+UNKNOWN_SHARE = 0.5  # a model the table does not know: half the reference, until measured
+
+
+@dataclass(frozen=True)
+class WorkOutlook:
+    """What ranking offers by delivered work needs: the campaign's reference speed, the work
+    one host is expected to take on (reference GPU-hours), our measured speed share per
+    machine (the ledger's), and the market hours a new host bills before it works."""
+
+    ref_tflops: float
+    job_ref_h: float
+    speeds: Mapping[int, float] = field(default_factory=dict)
+    boot_h: float = 0.25
+
+    def rate(self, gpu_name: str, machine_id: int | None) -> float:
+        """Reference GPU-hours per hour this offer is expected to deliver: its model's speed
+        times what this machine measured before (else a prior)."""
+        model = expected_tflops(gpu_name)
+        share = self.speeds.get(machine_id, PRIOR_SHARE) if machine_id is not None else PRIOR_SHARE
+        if not model:
+            return UNKNOWN_SHARE * share / PRIOR_SHARE
+        return model * share / self.ref_tflops
+
+
+def outlook(jobs: list[Job], speeds: Mapping[int, float], hosts: int) -> WorkOutlook | None:
+    """The outlook for the sized jobs still to run (None: none is sized), each host expected
+    to take an equal share of the work left, at least one job."""
+    left = [j for j in jobs if sized(j)]
+    if not left:
+        return None
+    ref = expected_tflops(left[0].ref_gpu or "") or 1.0
+    total = sum(j.ref_hours or 0 for j in left)
+    per_host = max(max(j.ref_hours or 0 for j in left), total / max(1, hosts))
+    return WorkOutlook(ref, per_host, dict(speeds))

@@ -97,11 +97,16 @@ class JobQueue:
             return max([sum(spans) / len(spans), *running]) / 3600
         return max([prior_h * 3600, *running]) / 3600
 
-    def take(self, instance_id: int, now: float) -> JobState | None:
-        """The next pending job for a free, proven instance (hold and batch)."""
+    def take(self, instance_id: int, now: float, biggest: bool = False) -> JobState | None:
+        """The next pending job for a free, proven instance (hold and batch): in campaign
+        order, or with `biggest` the largest sized job first (the longest work goes first to
+        the fastest host, so the last job does not start late on a slow one)."""
         if self.on(instance_id) is not None:
             return None
-        job = next((j for j in self.jobs if j.status == "pending"), None)
+        pending = [j for j in self.jobs if j.status == "pending"]
+        if biggest:
+            pending.sort(key=lambda j: -j.size)  # stable: campaign order among equals
+        job = pending[0] if pending else None
         if job is not None:
             job.status, job.instance_id, job.started_at = "running", instance_id, now
             job.attempts += 1

@@ -13,6 +13,7 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from .delivery import WorkOutlook
 from .gpu_specs import driver_too_old, offer_contradicts_itself
 from .hedge import HedgeInputs, WorkInputs, mean_odds, spare_attempts, work_hosts
 from .models import Offer
@@ -93,13 +94,56 @@ def fit_offers(
     return [o for o in offers if unfit_reason(o, terms, policy, skip) is None]
 
 
-def choose_offers(
-    fit: Sequence[Offer], n: int, history: History, by: str, value_of_time: float = 0.0
+def rank_by_work(
+    offers: Sequence[Offer], history: History, work: WorkOutlook, value_of_time: float = 0.0
 ) -> list[tuple[Offer, str]]:
-    """The best `n` offers, one per machine, each with the sentence the ledger records."""
+    """Offers best first by expected USD per delivered reference GPU-hour: the host's price
+    over the work it is expected to do (its model's speed times this machine's measured share,
+    `WorkOutlook.rate`) and the hours it bills booting and proving itself first, plus the duds
+    expected before one delivers (its odds from our own record, as `rank_offers`), plus the
+    wait at the operator's value of time (a slow host holds the campaign's end back)."""
+    pool = market_odds(history)
+    scored = []
+    for o in offers:
+        good, bad, dud_usd = history.get(o.machine_id, (0, 0, 0.0))
+        p = offer_odds((good, bad, dud_usd), None, pool)
+        rate = max(work.rate(o.gpu_name, o.machine_id), 1e-6)
+        host_h = work.job_ref_h / rate
+        usd = o.dph_total * (host_h + work.boot_h) + (1 - p) / p * (dud_usd or DEFAULT_DUD_USD)
+        wait = value_of_time * (host_h * WORK_TIME_WEIGHT + work.boot_h / p)
+        per_ref_h = (usd + wait) / work.job_ref_h
+        why = (
+            f"m:{o.machine_id} ${o.dph_total:.3f}/h, {rate:.2f} ref-h/h, p(deliver)={p:.2f} "
+            f"from {good + bad} run{'s' if good + bad != 1 else ''}: ${per_ref_h:.3f} per ref-h"
+        )
+        scored.append((per_ref_h, o.id, o, why))
+    scored.sort(key=lambda t: (t[0], t[1]))
+    return [(o, why) for _, _, o, why in scored]
+
+
+# how much of a host's working time counts as waiting: the fleet works in parallel, and the
+# work is paid for whoever does it; a slow host still holds the campaign's end back
+WORK_TIME_WEIGHT = 0.15
+
+
+def choose_offers(
+    fit: Sequence[Offer],
+    n: int,
+    history: History,
+    by: str,
+    value_of_time: float = 0.0,
+    work: WorkOutlook | None = None,
+) -> list[tuple[Offer, str]]:
+    """The best `n` offers, one per machine, each with the sentence the ledger records. With
+    sized jobs (`work`), ranking by expected cost is by cost per delivered unit of work."""
     out: list[tuple[Offer, str]] = []
     taken: set[int] = set()
-    for o, why in rank_offers(fit, history, by=by, value_of_time_usd_per_h=value_of_time):
+    ranked = (
+        rank_by_work(fit, history, work, value_of_time)
+        if work is not None and by == "expected_cost"
+        else rank_offers(fit, history, by=by, value_of_time_usd_per_h=value_of_time)
+    )
+    for o, why in ranked:
         if len(out) >= n:
             break
         if o.machine_id in taken:

@@ -4,7 +4,8 @@ our own record of each machine."""
 
 from __future__ import annotations
 
-from ..core.campaign import Campaign
+from ..core.campaign import Campaign, Job
+from ..core.delivery import WorkOutlook, outlook
 from ..core.models import Offer
 from ..core.offer_choice import Exclusions, History, OfferTerms, choose_offers, fit_offers
 from ..core.policy import Policy
@@ -51,6 +52,13 @@ class OfferBook:
     def history(self) -> History:
         """Our own record per machine, read only when the policy ranks by it."""
         return self.ledger.machine_record() if self.policy.rank == "expected_cost" else {}
+
+    def work_outlook(self, jobs: list[Job], hosts: int) -> WorkOutlook | None:
+        """For sized jobs still to run, under a policy that ranks by expected cost: what
+        ranking by delivered work needs, our measured speed per machine included."""
+        if self.policy.rank != "expected_cost":
+            return None
+        return outlook(jobs, self.ledger.machine_speeds() if jobs else {}, hosts)
 
     def fit(self) -> list[Offer]:
         """The offers last searched that the campaign could rent now."""

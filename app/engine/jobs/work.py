@@ -10,6 +10,7 @@ from typing import Any
 
 import asyncssh
 
+from ...core.campaign import Job
 from ...core.delivery import estimate, sized
 from ...core.gpu_specs import expected_tflops
 from ...core.jobs import JobQueue, JobState
@@ -57,6 +58,18 @@ class JobWork:
         self.artifacts_root = artifacts_root
         self._ckpt_at: dict[str, float] = {}  # job name -> market time of its last checkpoint
         self.blame_book: BlameBook | None = None  # whose fault a failed job is (issue 16)
+        # the policy buys delivered work: biggest jobs first, to the fastest proven hosts
+        self.by_work = False
+
+    def left(self) -> list[Job]:
+        """The jobs whose work is still to do: pending, or running (work not yet delivered)."""
+        return [j.job for j in self.queue.jobs if j.status in ("pending", "running")]
+
+    def speed(self, a: Attempt) -> float:
+        """A proven host's expected TFLOP/s: its preflight's, less the throttling seen."""
+        tflops = a.verdict.tflops if a.verdict is not None and a.verdict.tflops else 0.0
+        slowdown = a.throttle.slowdown if a.throttle and a.throttle.throttled else 0.0
+        return tflops * (1 - slowdown)
 
     def restore(self, ledger: Ledger) -> None:
         """After a restart: finished jobs stay finished; started ones are re-attached."""
@@ -129,7 +142,10 @@ class JobWork:
         the job or its image is what fails)."""
         if self.blame_book is not None and self.blame_book.fault is not None:
             return
-        for a in self.fleet.in_service():
+        hosts = self.fleet.in_service()
+        if self.by_work:
+            hosts = sorted(hosts, key=self.speed, reverse=True)
+        for a in hosts:
             if self.queue.pending == 0:
                 return
             if self.queue.on(a.instance_id) is not None:
@@ -137,7 +153,7 @@ class JobWork:
             if a.ssh_host is None or a.ssh_port is None:
                 continue  # no SSH route in the last list answer: nothing to start it over
             now = self.clock.now()  # launches go one after another: each dated to its own
-            job = self.queue.take(a.instance_id, now)
+            job = self.queue.take(a.instance_id, now, biggest=self.by_work)
             if job is None:
                 continue
             await self._resume_from_checkpoint(a, job)
