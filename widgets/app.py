@@ -20,7 +20,8 @@ from rentwatch.engine.intents import (
     StopIntent,
 )
 from rentwatch.ledger import Ledger
-from rentwatch.views.port import EnginePort, LedgerPort
+from rentwatch.ledger.holdings import Holding, holdings_sql
+from rentwatch.views.port import EndCampaign, EnginePort, LedgerPort
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
 from textual import work
@@ -30,6 +31,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, RichLog, Static
 
 from .detail_screen import DetailScreen
+from .end_dialog import EndConfirm
 from .fleet import SORT_NAMES, FleetTable, FleetView, visible
 from .header import fleet_line
 from .ledger_screen import CANNED, LedgerScreen
@@ -64,6 +66,9 @@ FLEET_ONLY = frozenset({"toggle_view", "filter", "sort"})
 # screen); on the receipt or the ledger `d` asked to destroy an instance the operator could
 # not see
 ON_AN_INSTANCE = frozenset({"stop", "destroy", "start", "hand_over", "detail"})
+# what would set automation going again: a campaign that has ended refuses these (stop, start,
+# destroy and the end itself still act on what it holds), so they are not offered then
+NOT_AFTER_END = frozenset({"create", "fleet_more", "fleet_less", "hand_over"})
 
 
 class RentwatchApp(App[str]):
@@ -89,6 +94,7 @@ class RentwatchApp(App[str]):
         Binding("plus", "fleet_more", "Fleet+", id="fleet.more", show=False),
         Binding("minus", "fleet_less", "Fleet-", id="fleet.less", show=False),
         Binding("D", "bulk_destroy", "Destroy duds", id="fleet.bulk_destroy", show=False),
+        Binding("E", "end_campaign", "End campaign", id="app.end", show=False),
     ]
 
     def __init__(
@@ -107,6 +113,7 @@ class RentwatchApp(App[str]):
         self._bar_height = 0
         self.table_mode = False
         self.notice: str | None = None  # said once the dashboard is up (a toast)
+        self._ui_thread = threading.get_ident()
         engine.on_snapshot = self._receive  # called in the engine's thread: only stores
         engine.on_error = lambda msg: self.call_from_thread(self._engine_error, msg)
 
@@ -117,6 +124,7 @@ class RentwatchApp(App[str]):
         ("Detail of the selected instance", "detail"),
         ("Sort the fleet: cycle new / cost / state / age / $/h", "sort"),
         ("Destroy stopped rentals that never verified or went offline (asks)", "bulk_destroy"),
+        ("End the campaign and destroy everything it holds (asks: type its name)", "end_campaign"),
         ("Create one more instance", "create"),
         ("Want one more verified instance (fleet +1)", "fleet_more"),
         ("Want one fewer verified instance (fleet -1)", "fleet_less"),
@@ -146,9 +154,7 @@ class RentwatchApp(App[str]):
                 screen.action_fetch_logs,
             )
         for title, action in self.PALETTE:
-            if action in FLEET_ONLY and not self._on_fleet(screen):
-                continue
-            if action in ON_AN_INSTANCE and not self._instance_in_sight(screen):
+            if not self._offered(action, screen):
                 continue
             yield SystemCommand(
                 title, f"rentwatch: {action.replace('_', ' ')}", getattr(self, f"action_{action}")
@@ -160,12 +166,18 @@ class RentwatchApp(App[str]):
     def _instance_in_sight(self, screen: Screen[Any]) -> bool:
         return self._on_fleet(screen) or isinstance(screen, DetailScreen)
 
+    def _ended(self) -> bool:
+        return self.latest is not None and self.latest.finished is not None
+
+    def _offered(self, action: str, screen: Screen[Any]) -> bool:
+        if action in FLEET_ONLY and not self._on_fleet(screen):
+            return False
+        if action in ON_AN_INSTANCE and not self._instance_in_sight(screen):
+            return False
+        return not (action in NOT_AFTER_END and self._ended())
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in FLEET_ONLY:
-            return self._on_fleet(self.screen)
-        if action in ON_AN_INSTANCE:
-            return self._instance_in_sight(self.screen)
-        return True
+        return self._offered(action, self.screen)
 
     def _receive(self, snap: FleetReadout) -> None:
         self.latest = snap
@@ -204,6 +216,8 @@ class RentwatchApp(App[str]):
         snap = self.latest
         if snap is None or snap is self._shown or len(self.screen_stack) > 1:
             return  # nothing new, or a modal/screen is on top: don't render under it
+        if (snap.finished is None) != (self._shown is None or self._shown.finished is None):
+            self.refresh_bindings()  # an ended campaign's footer offers what still acts
         self._shown = snap
         view = self.query_one(FleetView)
         bar = self.query_one("#bar", Static)
@@ -243,18 +257,19 @@ class RentwatchApp(App[str]):
         """Submit `intent`; say `done_text` when it took, `failed_text: why` when it did not."""
         fut = self.engine.submit(intent)
 
-        ui = threading.get_ident()
-
         def done(f: concurrent.futures.Future[Any]) -> None:
             exc = f.exception()
             text = done_text if exc is None else clean(f"{failed_text}: {exc}", 300)
-            severity = "information" if exc is None else "error"
-            if threading.get_ident() == ui:  # answered at once (the engine is not running)
-                self.notify(text, severity=severity)
-            else:  # answered on the engine's thread, or the controller client's
-                self.call_from_thread(self.notify, text, severity=severity)
+            self._tell(text, "information" if exc is None else "error")
 
         fut.add_done_callback(done)
+
+    def _tell(self, text: str, severity: str, timeout: float = 5) -> None:
+        """A toast from whichever thread an answer arrives on."""
+        if threading.get_ident() == self._ui_thread:  # answered at once (no engine running)
+            self.notify(text, severity=severity, timeout=timeout)  # type: ignore[arg-type]
+        else:  # answered on the engine's thread, or the controller client's
+            self.call_from_thread(self.notify, text, severity=severity, timeout=timeout)
 
     # -- intents -----------------------------------------------------------------------------
     def _gone(self, s: InstanceSnap) -> bool:
@@ -397,6 +412,48 @@ class RentwatchApp(App[str]):
 
         self.push_screen(BulkDestroyConfirm(tuple(doomed)), confirmed)
 
+    def action_end_campaign(self) -> None:
+        """End the campaign and destroy everything it holds: what it holds is read from the
+        ledger first (a thread worker), then listed in the dialog, confirmed by its name."""
+        if self.latest is not None:
+            self._read_holdings(self.latest.campaign)
+
+    @work(thread=True, exclusive=True, group="holdings", exit_on_error=False)
+    def _read_holdings(self, campaign: str) -> None:
+        held: list[Holding] = []
+        error = ""
+        try:
+            got = self.ledger.query(holdings_sql(campaign), limit=10_000)
+            held = [Holding.from_row(dict(zip(got.columns, r, strict=True))) for r in got.rows]
+        except Exception as exc:  # said in the dialog: the end still destroys what is held
+            error = f"{type(exc).__name__}: {exc}"
+        self.call_from_thread(self._ask_end, campaign, held, error)
+
+    def _ask_end(self, campaign: str, held: list[Holding], error: str) -> None:
+        def confirmed(typed: str | None) -> None:
+            if typed is None:
+                self.notify("end cancelled: nothing ended, nothing destroyed")
+                return
+            self._send_end(campaign, typed)
+
+        self.push_screen(EndConfirm(campaign, held, error), confirmed)
+
+    def _send_end(self, campaign: str, typed: str) -> None:
+        self.notify(f"ending {campaign}: destroying everything it holds…", timeout=10)
+        fut = self.engine.submit(EndCampaign(destroy=True, typed=typed))
+
+        def done(f: concurrent.futures.Future[Any]) -> None:
+            exc = f.exception()
+            if exc is None:
+                got = f.result()
+                lines = got if isinstance(got, list) else str(got).split("; ")
+                text = clean(f"ended {campaign}: " + ("; ".join(lines) or "it held nothing"), 600)
+            else:
+                text = clean(f"could not end {campaign}: {exc}", 300)
+            self._tell(text, "information" if exc is None else "error", 30)
+
+        fut.add_done_callback(done)
+
     def action_toggle_view(self) -> None:
         self.table_mode = not self.table_mode
         self.query_one(FleetView).display = not self.table_mode
@@ -447,8 +504,10 @@ class RentwatchApp(App[str]):
                 self._leave(mode)
 
         campaign = self.latest.campaign if self.latest else None
+        dph = self.latest.dph_now if self.latest else 0.0
         self.push_screen(
-            quit_choice(self._held(), self._stopped(), campaign, self._outlives(), focus), chosen
+            quit_choice(self._held(), self._stopped(), campaign, self._outlives(), focus, dph),
+            chosen,
         )
 
     def action_detach(self) -> None:

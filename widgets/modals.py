@@ -90,6 +90,20 @@ def storage_note(stopped: int) -> str:
     )
 
 
+def billing_note(campaign: str | None, dph: float, held: int, stopped: int) -> str:
+    """What keeps billing after this dialog, and how to end it: a stop leaves a disk billing
+    storage, so neither "stop" nor "leave" ends the bill; only a destroy does."""
+    if not held and not stopped:
+        return ""
+    name = campaign or "NAME"
+    return (
+        f"\n\nBilling now: ${dph:.3f}/h. Stopped rentals, and the verified ones a stop "
+        "keeps, bill storage until they are destroyed. To leave nothing billing: Cancel, "
+        f"then E (end the campaign and destroy everything), or `rentwatch end --campaign "
+        f"{name} --destroy` later."
+    )
+
+
 def holding(held: int, stopped: int) -> str:
     """What the campaign holds, as the quit question says it: live rentals (booting or
     running), and the stopped ones beside them ("holds 0 instance(s)" beside "5 stopped
@@ -145,6 +159,7 @@ def quit_choice(
     campaign: str | None = None,
     outlives: bool = False,
     focus: str = "stop",
+    dph: float = 0.0,
 ) -> ChoiceScreen:
     """Quit, attached to a controller of its own (`outlives`): stop the campaign, or leave it
     running in the background; with the engine in this process: stop all, or detach the fleet
@@ -157,7 +172,9 @@ def quit_choice(
             "and exits.\n"
             "Leave running: the controller keeps supervising in the background; re-attach "
             f"with `rentwatch attach --campaign {name}`.\n"
-            "Cancel: back to the dashboard." + storage_note(stopped)
+            "Cancel: back to the dashboard."
+            + storage_note(stopped)
+            + billing_note(campaign, dph, held, stopped)
         )
         choices = (
             Choice("stop", "Stop campaign and quit", "primary"),
@@ -171,7 +188,9 @@ def quit_choice(
             "Stop all: verified instances are stopped, the rest destroyed (default).\n"
             "Detach: leave them running, unsupervised but for their host watchdogs "
             "(recorded in the ledger).\n"
-            "Cancel: back to the dashboard." + storage_note(stopped)
+            "Cancel: back to the dashboard."
+            + storage_note(stopped)
+            + billing_note(campaign, dph, held, stopped)
         )
         choices = (
             Choice("stop", "Stop all and quit", "primary"),

@@ -14,6 +14,7 @@ from typing import Any
 from ..engine.intents import Intent
 from ..engine.session import Session
 from ..market.errors import AuthError
+from ..views.port import EndCampaign
 from ..views.snapshot import FleetReadout, snapshot
 
 
@@ -110,14 +111,21 @@ class EngineThread:
                 )
             await session.end(f"dashboard closed ({self.exit_mode})")
 
-    def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
+    def submit(self, intent: Intent | EndCampaign) -> concurrent.futures.Future[Any]:
         """Apply an operator intent on the engine's loop; the future carries its result or
-        error."""
+        error. Ending the campaign is the engine's `end_campaign`, as the controller's."""
         if self.loop is None or self.session is None:
             fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
             fut.set_exception(RuntimeError("the engine is not running"))
             return fut
-        return asyncio.run_coroutine_threadsafe(self.session.sup.apply(intent), self.loop)
+        sup = self.session.sup
+        if isinstance(intent, EndCampaign):
+            from ..engine.ending import end_campaign
+
+            return asyncio.run_coroutine_threadsafe(
+                end_campaign(sup, intent.destroy, intent.typed), self.loop
+            )
+        return asyncio.run_coroutine_threadsafe(sup.apply(intent), self.loop)
 
     def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
         """One instance in depth (`rentwatch.views.detail.build`), built on the engine's loop."""

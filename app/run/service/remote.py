@@ -27,6 +27,7 @@ from ...engine.intents import (
     StopIntent,
 )
 from ...ledger.readonly import QueryFailed, QueryRefused, QueryResult
+from ...views.port import EndCampaign
 from ...views.snapshot import FleetReadout
 from . import api, registry
 
@@ -213,7 +214,13 @@ class RemoteLedger:
         self._client.close()
 
 
-def wire_intent(intent: Intent | api.Intent) -> api.Intent:
+def _failed(exc: Exception) -> concurrent.futures.Future[Any]:
+    fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    fut.set_exception(exc)
+    return fut
+
+
+def wire_intent(intent: Intent | EndCampaign | api.Intent) -> api.Intent:
     """The dashboard's typed intent (app/intents.py, what the in-process engine applies) as the
     API's; the controller checks each again before acting (a destroy's typed id included)."""
     if isinstance(intent, StopIntent):
@@ -228,6 +235,8 @@ def wire_intent(intent: Intent | api.Intent) -> api.Intent:
         return api.FleetSizeIntent(intent.size)
     if isinstance(intent, HandOverIntent):
         return api.HandOverIntent(intent.instance_id)
+    if isinstance(intent, EndCampaign):  # the typed name travels; the controller checks it
+        return api.EndIntent(intent.destroy, intent.typed)
     if isinstance(intent, api.Intent):  # already the API's (a fleet size, say)
         return intent
     raise api.BadRequest(f"not an operator intent: {intent!r}")
@@ -285,13 +294,9 @@ class RemoteEngine:
     def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
         """One instance in depth from the controller (`GET /v1/instances/{id}`)."""
         if self.loop is None or self._http is None:
-            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            fut.set_exception(api.ControllerGone("not connected to a controller yet"))
-            return fut
+            return _failed(api.ControllerGone("not connected to a controller yet"))
         http = self._http
-        from ...views.detail import (
-            detail_from_json,  # the engine's shape, loaded when first asked
-        )
+        from ...views.detail import detail_from_json  # the engine's shape, loaded when asked
 
         async def call() -> InstanceDetail:
             try:
@@ -415,19 +420,14 @@ class RemoteEngine:
                         yield event, json.loads(data)
                 seen = len(buf)
 
-    def submit(self, intent: Intent | api.Intent) -> concurrent.futures.Future[Any]:
-        """Send an operator intent to the controller, as the in-process engine's `submit`
-        applies one (the dashboard cannot tell them apart); the future carries its answer."""
+    def submit(self, intent: Intent | EndCampaign | api.Intent) -> concurrent.futures.Future[Any]:
+        """An operator intent to the controller, as the in-process engine's `submit` applies it."""
         if self.loop is None or self._http is None:
-            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            fut.set_exception(api.ControllerGone("not connected to a controller yet"))
-            return fut
+            return _failed(api.ControllerGone("not connected to a controller yet"))
         try:
             wired = wire_intent(intent)
         except api.ServiceError as exc:
-            fut = concurrent.futures.Future()
-            fut.set_exception(exc)
-            return fut
+            return _failed(exc)
         return asyncio.run_coroutine_threadsafe(
             _send_intent(self._http, self.target, wired), self.loop
         )
