@@ -118,6 +118,30 @@ class BadRequest(ValueError):
     """A request the controller will not act on; the message says what was wrong."""
 
 
+MAX_BODY_DEPTH = 16  # an intent or a query is one flat object
+
+
+def parse_body(raw: bytes) -> Any:
+    """A request body as JSON, or BadRequest for anything else: bytes that are not UTF-8 or
+    not JSON, numbers the decoder refuses (an integer over 4,300 digits is a plain
+    ValueError), nesting that exhausts its recursion (60,000 `[` fit under the size cap) or
+    goes past MAX_BODY_DEPTH (what reads it next must not recurse either)."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise BadRequest(f"the body is not valid JSON: {type(exc).__name__}: {exc}"[:300]) from None
+    todo: list[tuple[Any, int]] = [(body, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, dict | list):
+            if depth > MAX_BODY_DEPTH:
+                raise BadRequest(f"the body nests deeper than {MAX_BODY_DEPTH} levels")
+            todo.extend(
+                (kid, depth + 1) for kid in (node.values() if isinstance(node, dict) else node)
+            )
+    return body
+
+
 def _int_field(body: dict[str, Any], name: str, low: int = 0, high: int = 2**53) -> int:
     value = body.get(name)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -137,7 +161,7 @@ def intent_from_json(body: Any) -> Intent:
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     name = body.get("intent")
-    if name not in INTENTS:
+    if not isinstance(name, str) or name not in INTENTS:  # a list or an object: no hash
         raise BadRequest(f"unknown intent {str(name)[:40]!r}; known: {', '.join(sorted(INTENTS))}")
     cls = INTENTS[name]
     allowed = {"intent", *(f.name for f in dataclasses.fields(cls))}

@@ -13,6 +13,10 @@ where every request must carry the token from a 0600 token file.
 
 Errors are JSON `{"error": {"type", "title", "message"}}` with a 4xx/5xx status. The market's
 API key is never part of any answer: nothing here can read it (the client holds it privately).
+
+Both sockets are served by `listener.Listener` (a cap on open connections, a deadline for a
+connection's first valid request, accept errors written once per burst), not by aiohttp's
+sites, which hold every connection with no limit and no timeout.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import secrets
 import socket
 import stat
 import sys
+import time
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -37,6 +42,7 @@ from ...core.errors import RentwatchError
 from ...ledger.readonly import QueryFailed, QueryRefused
 from . import api, registry
 from .api import NotHeld, NotReady, Refused
+from .listener import Listener, quiet_http_errors
 
 if TYPE_CHECKING:
     from .controller import Controller
@@ -90,6 +96,7 @@ class ServiceServer:
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
         self._stopping: asyncio.Future[None] | None = None
+        self.listeners: list[Listener] = []
 
     # -- the app ---------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -111,16 +118,21 @@ class ServiceServer:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """The token on TCP; every error as JSON with a clear message."""
+        """The token on TCP; every error as JSON with a clear message. A request that passes
+        is its connection's first valid one: the listener's deadline no longer applies."""
         if _is_tcp(request):
             given = request.headers.get(api.TOKEN_HEADER, "")
             want = f"Bearer {self._token}"
-            if not self._token or not hmac.compare_digest(given.encode(), want.encode()):
+            # a header's text may hold anything the client sent: compared as bytes, never raised
+            seen = given.encode("utf-8", errors="replace")
+            if not self._token or not hmac.compare_digest(seen, want.encode()):
                 return _error(
                     401,
                     "unauthorized",
                     "a TCP request needs 'Authorization: Bearer <token>' from the token file",
                 )
+        for listener in self.listeners:
+            listener.valid(request.transport)
         try:
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
@@ -150,11 +162,7 @@ class ServiceServer:
             raise web.HTTPRequestEntityTooLarge(
                 max_size=api.MAX_BODY_BYTES, actual_size=request.content_length
             )
-        raw = await request.read()
-        try:
-            return json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise api.BadRequest(f"the body is not valid JSON: {exc}") from None
+        return api.parse_body(await request.read())
 
     # -- handlers --------------------------------------------------------------------------
     async def status(self, request: web.Request) -> web.StreamResponse:
@@ -165,7 +173,8 @@ class ServiceServer:
 
     async def instance(self, request: web.Request) -> web.StreamResponse:
         raw = request.match_info["iid"]
-        if not raw.isdigit() or len(raw) > 15:
+        # ASCII digits only: '²' passes str.isdigit() and fails int()
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 15:
             raise api.BadRequest("an instance id is a positive integer")
         # shielded: a dashboard closing the screen must not cut the market's log call in half
         logs = request.query.get("logs", "1") != "0"
@@ -237,8 +246,8 @@ class ServiceServer:
         offset = body.get("offset", 0)
         qid = body.get("id")
         for name, value in (("limit", limit), ("offset", offset)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise api.BadRequest(f"{name!r} must be a non-negative integer")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+                raise api.BadRequest(f"{name!r} must be a non-negative integer under 2**53")
         if limit > api.MAX_QUERY_ROWS:
             raise api.BadRequest(f"'limit' is at most {api.MAX_QUERY_ROWS}; page with 'offset'")
         if qid is not None and not isinstance(qid, str):
@@ -281,7 +290,8 @@ class ServiceServer:
         # a client that hangs up cancels its request: a query stops running at once
         self._runner = web.AppRunner(self.app(), access_log=None, handler_cancellation=True)
         await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
+        quiet_http_errors(time.monotonic)  # a malformed request line: one log line a burst
+        self._listen(sock)
         if tcp is not None:
             self._token = secrets.token_urlsafe(32)
             base = ledger if ledger is not None else socket_path
@@ -291,14 +301,18 @@ class ServiceServer:
             fd = os.open(self.token_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(self._token + "\n")
-            site = web.TCPSite(self._runner, tcp[0], tcp[1])
-            await site.start()
-            port = tcp[1]
-            server = getattr(site, "_server", None)
-            if port == 0 and server is not None and server.sockets:
-                port = server.sockets[0].getsockname()[1]
+            family = socket.AF_INET6 if ":" in tcp[0] else socket.AF_INET
+            tcp_sock = socket.create_server(tcp, family=family, backlog=128)
+            port = tcp_sock.getsockname()[1]
+            self._listen(tcp_sock)
             host = f"[{tcp[0]}]" if ":" in tcp[0] else tcp[0]
             self.url = f"http://{host}:{port}"
+
+    def _listen(self, sock: socket.socket) -> None:
+        assert self._runner is not None and self._runner.server is not None
+        listener = Listener(sock, self._runner.server)
+        listener.start()
+        self.listeners.append(listener)
 
     async def stop(self) -> None:
         """Close the server (once: a second call, from the dashboard's quit racing a shutdown
@@ -313,6 +327,8 @@ class ServiceServer:
             _, slow = await asyncio.wait(set(self._streams), timeout=1.0)
             for task in slow:
                 task.cancel()
+        for listener in self.listeners:
+            await listener.close()  # no new connection while the open ones are closed
         if self._runner is not None:
             await self._runner.cleanup()
         if self.socket_path is not None:
