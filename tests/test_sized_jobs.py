@@ -53,6 +53,11 @@ def test_a_sized_job_takes_its_compute_at_the_hosts_speed(make_sim, tmp_path, mo
     ).rows
     assert work == 0.5 and per_ref_h > 0
     assert led.machine_speeds()[machine.id] == fin.detail["speed_share"]
+    # the receipt's work done is the truth's, and the referee scores it from the truth
+    r = led.receipt()[0]
+    assert r["work_done"] == meter["work_ref_h"] == 0.5
+    assert r["usd_per_work_hour"] == round(r["total_usd"] / 0.5, 4)
+    assert r["work_lost_host"] == 0.0
     # the spread between machines of one model is the machine's, drawn from the seed
     speeds = {m.real_tflops for m in sim.market.machines}
     assert len(speeds) > 1
@@ -192,3 +197,38 @@ def test_the_biggest_job_goes_first():
     q = JobQueue(tuple(Job(f"j{h}", "true", ref_gpu="RTX 4090", ref_hours=h) for h in (1, 3, 2)))
     assert q.take(1, 0.0, biggest=True).name == "j3"
     assert q.take(2, 0.0).name == "j1"  # in campaign order without it
+
+
+def test_the_referee_scores_work_once_per_job_from_the_truth():
+    from rentwatch.referee.score import RunFacts, score, summarise
+
+    inst = {
+        "id": 1,
+        "machine_id": 9,
+        "behaviour": "healthy",
+        "delivering": True,
+        "created_at": 0.0,
+        "running_at": 60.0,
+        "stopped_at": None,
+        "destroyed_at": 5000.0,
+        "offline_at": None,
+        "total_usd": 1.0,
+    }
+    dud = {**inst, "id": 2, "behaviour": "misreported", "delivering": False, "total_usd": 0.5}
+    jobs = [
+        {"instance_id": 1, "job": "a", "ref_hours": 1.5, "started_at": 100.0, "done_at": 900.0},
+        {"instance_id": 1, "job": "a", "ref_hours": 1.5, "started_at": 950.0, "done_at": 1900.0},
+        {"instance_id": 1, "job": "b", "ref_hours": 0.5, "started_at": 100.0, "done_at": None},
+        {"instance_id": 2, "job": "c", "ref_hours": 2.0, "started_at": 100.0, "done_at": 800.0},
+    ]
+    truth = {"now": 5000.0, "instances": [inst, dud], "jobs": jobs}
+    run = score(truth, RunFacts(0.0, 5000.0, 1, {1: 70.0}, 3, ((1, 900.0),)))
+    assert run["work_done"] == 1.5  # once per job, never on a machine that cannot compute
+    assert run["usd_per_work_hour"] == 1.0
+    runs = [
+        {**run, "policy": "seed", "market": 0},
+        {**run, "policy": "default", "market": 0, "usd_per_work_hour": 0.5},
+    ]
+    s = summarise(runs, ["seed", "default"])
+    assert s["default"]["usd_per_work_hour_vs_seed"] == 0.5
+    assert s["default"]["work_done"] == 1.5

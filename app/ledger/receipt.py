@@ -24,7 +24,45 @@ RECEIPT_KEYS = (
     "total_usd",
     "usd_per_gpu_hour",
     "creates_per_gpu_hour",
+    "work_done",
+    "usd_per_work_hour",
+    "work_lost_throttle",
+    "work_lost_host",
 )
+
+# Sized jobs (docs/campaigns.md): the reference GPU-hours of each job finished once (its last
+# good finish), the work lost when a host left mid-job, and the work throttling took: the time
+# a throttled host's jobs ran, times the share of its model's speed they did not get, in
+# reference hours (a finished job's delivered speed against its model's, from the ledger).
+_WORK_SQL = """
+WITH fin AS (
+  SELECT detail->>'job' AS job,
+         arg_max(TRY_CAST(detail->>'work_ref_h' AS DOUBLE), seq) AS work_ref_h
+  FROM events WHERE kind = 'job_finished' AND ok AND detail->>'work_ref_h' IS NOT NULL {c}
+  GROUP BY 1
+), lost AS (
+  SELECT sum(TRY_CAST(detail->>'work_lost_ref_h' AS DOUBLE)) AS h
+  FROM events WHERE kind = 'job_finished' AND detail->>'work_lost_ref_h' IS NOT NULL {c}
+), thr AS (
+  SELECT sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)
+             * greatest(0, 1 / least(1, TRY_CAST(detail->>'speed_share' AS DOUBLE)) - 1)) AS h
+  FROM events WHERE kind = 'job_finished' AND ok AND TRY_CAST(detail->>'speed_share' AS DOUBLE) > 0
+    AND instance_id IN (SELECT instance_id FROM events WHERE kind = 'throttle') {c}
+)
+SELECT (SELECT sum(work_ref_h) FROM fin), (SELECT h FROM lost), (SELECT h FROM thr)
+"""
+
+
+def work_figures(con: duckdb.DuckDBPyConnection, campaign: str, total_usd: float) -> dict[str, Any]:
+    """A campaign's work in reference GPU-hours, and what it cost per hour of it."""
+    row = con.execute(_WORK_SQL.format(c="AND campaign = ?"), [campaign] * 3).fetchone()
+    done, lost, throttled = (float(v or 0.0) for v in (row or (0, 0, 0)))
+    return {
+        "work_done": round(done, 6),
+        "usd_per_work_hour": round(total_usd / done, 4) if done > 0 else None,
+        "work_lost_throttle": round(throttled, 6),
+        "work_lost_host": round(lost, 6),
+    }
 
 
 def compute_receipt(
@@ -58,6 +96,7 @@ def compute_receipt(
     out = []
     for camp, tenures in by_campaign.items():
         r = summarize(clean(camp, 120), tenures)  # a campaign file's name: shown everywhere
+        r.update(work_figures(con, camp, float(r["total_usd"])))
         out.append(r)
     return out
 
@@ -79,6 +118,14 @@ def format_receipt(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("USD spent in all", f"${r['total_usd']:.2f}"),
         ("USD per delivered GPU-hour", f"${per_h:.3f}" if per_h is not None else "-"),
     ]
+    if r.get("work_done"):
+        per_w = r.get("usd_per_work_hour")
+        lines += [
+            ("work done (reference GPU-hours)", f"{r['work_done']:.2f}"),
+            ("USD per reference GPU-hour", f"${per_w:.3f}" if per_w is not None else "-"),
+            ("work lost to throttling", f"{r.get('work_lost_throttle', 0):.2f} ref-h"),
+            ("work lost to hosts gone mid-job", f"{r.get('work_lost_host', 0):.2f} ref-h"),
+        ]
     cph = r.get("creates_per_gpu_hour")
     if cph is not None:
         lines.append(("creates per GPU-hour of work", f"{cph:.1f}"))

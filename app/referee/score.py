@@ -29,14 +29,19 @@ SCORE_KEYS = (
     "jobs_finished",
     "total_usd",
     "usd_per_gpu_hour",
+    "work_done",
+    "usd_per_work_hour",
 )
 # Keys where null means "never" (or "nothing delivered"): worse than any number.
-NULL_IS_WORST = frozenset({"time_to_fleet_min", "time_to_done_min", "usd_per_gpu_hour"})
+NULL_IS_WORST = frozenset(
+    {"time_to_fleet_min", "time_to_done_min", "usd_per_gpu_hour", "usd_per_work_hour"}
+)
 RATIO_KEYS = {
     "dud_usd_vs_seed": "dud_usd",
     "time_to_fleet_vs_seed": "time_to_fleet_min",
     "time_to_done_vs_seed": "time_to_done_min",
     "total_usd_vs_seed": "total_usd",
+    "usd_per_work_hour_vs_seed": "usd_per_work_hour",
 }
 EPS = 1e-6
 
@@ -123,6 +128,7 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
         if facts.jobs_total > 0 and len(done_at) >= facts.jobs_total
         else None
     )
+    work = work_done(truth, rows, facts)
     return {
         "dud_usd": round(sum(r["total_usd"] for r in duds), 6),
         "duds": len(duds),
@@ -133,7 +139,26 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
         "jobs_finished": len(done_at),
         "total_usd": round(total, 6),
         "usd_per_gpu_hour": round(total / gpu_hours, 4) if gpu_hours > 0 else None,
+        "work_done": round(work, 6),
+        "usd_per_work_hour": round(total / work, 4) if work > 0 else None,
     }
+
+
+def work_done(
+    truth: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], facts: RunFacts
+) -> float:
+    """Reference GPU-hours of the sized jobs whose compute the simulator delivered within the
+    run, each job once (a job run again after a lost host counts its work once), on machines
+    that deliver (the truth's `jobs`, one row per launch)."""
+    good = {int(r["id"]) for r in rows if "id" in r and delivers(r)}
+    done: dict[str, float] = {}
+    for j in truth.get("jobs") or ():
+        at = j.get("done_at")
+        if at is None or at > facts.finish + EPS or j.get("started_at", 0) < facts.start - EPS:
+            continue
+        if int(j["instance_id"]) in good:
+            done[str(j["job"])] = float(j["ref_hours"])
+    return sum(done.values())
 
 
 def median(values: Iterable[float | None], null_is_worst: bool) -> float | None:
@@ -160,15 +185,15 @@ def summarise(runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]
     for policy in policies:
         mine = [r for r in runs if r["policy"] == policy]
         s: dict[str, Any] = {
-            k: median((r[k] for r in mine), k in NULL_IS_WORST) for k in SCORE_KEYS
+            k: median((r.get(k) for r in mine), k in NULL_IS_WORST) for k in SCORE_KEYS
         }
         s["runs"] = len(mine)
         s["range"] = {
             k: [min(vals), max(vals)] if vals else None
             for k in SCORE_KEYS
-            for vals in [[r[k] for r in mine if r[k] is not None]]
+            for vals in [[r[k] for r in mine if r.get(k) is not None]]
         }
-        s["never"] = {k: sum(1 for r in mine if r[k] is None) for k in NULL_IS_WORST}
+        s["never"] = {k: sum(1 for r in mine if r.get(k) is None) for k in NULL_IS_WORST}
         summary[policy] = s
     base = summary.get("seed")
     for policy in policies:
@@ -189,8 +214,8 @@ def per_market(runs: list[dict[str, Any]], policy: str) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"market": market}
         for name, key in RATIO_KEYS.items():
             nw = key in NULL_IS_WORST
-            mine = median((r[key] for r in here if r["policy"] == policy), nw)
-            theirs = median((r[key] for r in here if r["policy"] == "seed"), nw)
+            mine = median((r.get(key) for r in here if r["policy"] == policy), nw)
+            theirs = median((r.get(key) for r in here if r["policy"] == "seed"), nw)
             row[name] = ratio(mine, theirs)
             if mine is None and theirs is not None and nw:
                 row.setdefault("never", []).append(key)  # seed got there: the worst case
