@@ -14,6 +14,7 @@ import duckdb
 
 from ..core.errors import RentwatchError
 from ..core.text import clean
+from .private import private_replacement
 from .readonly import QueryResult
 
 CELL_LIMIT = 4000  # the ledger caps reasons at 2000; details are JSON of bounded fields
@@ -65,7 +66,8 @@ def print_result(result: QueryResult, fmt: str, limit: int) -> None:
 
 def export_result(result: QueryResult, path: str) -> None:
     """Write `result` to `path`, the operator's own choice, with rentwatch's code (a query
-    cannot write files: the sandbox has no file access)."""
+    cannot write files: the sandbox has no file access): 0600, to a file of its own renamed
+    over `path`; a symlink at `path` is refused, never followed (private.py)."""
     target = Path(path)
     suffix = target.suffix.lower()
     columns, rows = safe_rows(result)
@@ -73,29 +75,38 @@ def export_result(result: QueryResult, path: str) -> None:
         raise RentwatchError(f"export to .csv or .parquet, not {suffix or 'a file without suffix'}")
     if target.is_dir():
         raise RentwatchError(f"cannot export to {clean(path, 300)}: it is a folder")
-    if suffix == ".csv":
-        try:
-            with target.open("w", newline="") as f:
-                w = csv.writer(f)
-                w.writerow(columns)
-                w.writerows(rows)
-        except OSError as exc:
-            raise RentwatchError(f"cannot write {clean(path, 300)}: {exc.strerror}") from None
-    else:
-        # a private in-memory instance, not the ledger's: the ledger's cannot write files
-        con = duckdb.connect()
-        try:
-            quoted = [c.replace('"', '""') for c in columns]
-            cols = ", ".join(f'"{c}" VARCHAR' for c in quoted) or '"empty" VARCHAR'
-            con.execute(f"CREATE TABLE r ({cols})")
-            if rows:
-                con.executemany(
-                    f"INSERT INTO r VALUES ({', '.join('?' * len(columns))})",
-                    [[None if v is None else str(v) for v in row] for row in rows],
-                )
-            con.execute("COPY r TO ? (FORMAT parquet)", [str(target)])
-        except duckdb.Error as exc:
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise RentwatchError(f"cannot write {clean(path, 300)}: {clean(msg, 300)}") from None
-        finally:
-            con.close()
+    with private_replacement(target) as part:
+        if suffix == ".csv":
+            _write_csv(part, columns, rows, path)
+        else:
+            _write_parquet(part, columns, rows, path)
+
+
+def _write_csv(part: Path, columns: list[str], rows: list[list[object]], path: str) -> None:
+    try:
+        with part.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(columns)
+            w.writerows(rows)
+    except OSError as exc:
+        raise RentwatchError(f"cannot write {clean(path, 300)}: {exc.strerror}") from None
+
+
+def _write_parquet(part: Path, columns: list[str], rows: list[list[object]], path: str) -> None:
+    # a private in-memory instance, not the ledger's: the ledger's cannot write files
+    con = duckdb.connect()
+    try:
+        quoted = [c.replace('"', '""') for c in columns]
+        cols = ", ".join(f'"{c}" VARCHAR' for c in quoted) or '"empty" VARCHAR'
+        con.execute(f"CREATE TABLE r ({cols})")
+        if rows:
+            con.executemany(
+                f"INSERT INTO r VALUES ({', '.join('?' * len(columns))})",
+                [[None if v is None else str(v) for v in row] for row in rows],
+            )
+        con.execute("COPY r TO ? (FORMAT parquet)", [str(part)])
+    except duckdb.Error as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RentwatchError(f"cannot write {clean(path, 300)}: {clean(msg, 300)}") from None
+    finally:
+        con.close()

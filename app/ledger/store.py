@@ -4,7 +4,6 @@ its connection privately; nothing in rentwatch issues UPDATE or DELETE against i
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -16,6 +15,7 @@ import duckdb
 
 from ..core.errors import RentwatchError
 from .kinds import EVENT_KINDS, EventKind
+from .private import hold_private_umask, make_private, release_private_umask
 from .readonly import QUERY_TIMEOUT_S, QueryResult, QuerySandbox, connect_sandboxed
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
@@ -102,28 +102,24 @@ class Ledger:
         self._wall_clock = wall_clock  # the `wall` column: when the line was written, locally
         self.read_only = read_only
         self.__lock = threading.RLock()
+        self.__private = False  # holds the private umask (released at close)
         try:
             if str(path) == ":memory:":
                 self.__con = connect_sandboxed(":memory:", read_only=False)
             elif not read_only:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                if not self.path.exists():
-                    # created 0600: the ledger says what an account ran and spent
-                    fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-                    os.close(fd)
-                    os.unlink(self.path)
-                    old = os.umask(0o077)
-                    try:
-                        self.__con = connect_sandboxed(self.path, read_only=False)
-                    finally:
-                        os.umask(old)
-                else:
-                    self.__con = connect_sandboxed(self.path, read_only=False)
+                # 0600 for the writer's lifetime: the file and its WAL (made again after each
+                # checkpoint) say what an account ran and spent (private.py)
+                hold_private_umask()
+                self.__private = True
+                make_private(self.path)
+                self.__con = connect_sandboxed(self.path, read_only=False)
             else:
                 if not self.path.exists():
                     raise LedgerError(f"no ledger at {self.path}")
                 self.__con = connect_sandboxed(self.path, read_only=True)
         except duckdb.IOException as exc:
+            self._release()
             msg = str(exc).splitlines()[0]
             if "lock" in msg.lower():
                 raise LedgerError(
@@ -132,6 +128,7 @@ class Ledger:
                 ) from None
             raise LedgerError(f"cannot open {self.path}: {msg}") from None
         except OSError as exc:  # a folder that cannot be made, a read-only directory
+            self._release()
             raise LedgerError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         if not read_only:
             self._migrate()
@@ -424,6 +421,12 @@ class Ledger:
                 self.__con.close()
             except duckdb.Error:
                 pass
+            self._release()
+
+    def _release(self) -> None:
+        if self.__private:
+            self.__private = False
+            release_private_umask()
 
     def __enter__(self) -> Ledger:
         return self
