@@ -2,7 +2,11 @@
 find them: one small JSON file per controller in the user's runtime dir (the data dir when
 there is none), removed on a clean exit and swept when its process is gone (kill -9, a crash).
 
-`RENTWATCH_RUNTIME_DIR` overrides the directory (tests, or several users' tmux sessions)."""
+`RENTWATCH_RUNTIME_DIR` overrides the directory (tests, or several users' tmux sessions). It
+must be the user's own and writable by nobody else (issue 30, item 10: in a shared one another
+user planted an entry pointing at their own socket; `ls` listed the fake, `ledger` sent it the
+SQL, `attach` would have driven it). Entries and sockets that are not the user's are skipped,
+and a socket's peer is checked to run as the user (`SO_PEERCRED`, where there is one)."""
 
 from __future__ import annotations
 
@@ -10,13 +14,39 @@ import contextlib
 import json
 import os
 import socket
+import stat
+import struct
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ...core.errors import RentwatchError
+
 # sun_path is 108 bytes on Linux (104 on macOS), the terminating NUL included
 MAX_SOCKET_PATH = 100
+
+
+class UnsafeRuntimeDir(RentwatchError):
+    """A runtime directory another user owns or may write: its entries could be anyone's."""
+
+    title = "runtime directory"
+
+
+def unsafe_dir(path: Path) -> str | None:
+    """Why `path` may not hold the registry (None: it may): not a directory, owned by
+    another user, or writable by group or others."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid != os.getuid():
+        return f"belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
+    if st.st_mode & 0o022:
+        return f"can be written by others (mode {stat.S_IMODE(st.st_mode):o}; chmod 700 it)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -46,20 +76,51 @@ def runtime_dir() -> Path:
             warnings.simplefilter("ignore")
             candidates.append(Path(user_runtime_dir("rentwatch")))
         candidates.append(Path(user_data_dir("rentwatch")) / "run")
+    refused = []
     for path in candidates:
         try:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if os.access(path, os.W_OK):
-                return path
         except OSError:
             continue
+        why = unsafe_dir(path)
+        if why is not None:
+            refused.append(f"{path} {why}")
+            continue
+        if os.access(path, os.W_OK):
+            return path
+    if refused:
+        hint = " (RENTWATCH_RUNTIME_DIR)" if forced else ""
+        raise UnsafeRuntimeDir(f"refusing the runtime directory{hint}: {'; '.join(refused)}")
     raise OSError(f"no writable runtime directory among {', '.join(map(str, candidates))}")
 
 
 def _entries_dir() -> Path:
     d = runtime_dir() / "controllers"
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    why = unsafe_dir(d)
+    if why is not None:
+        raise UnsafeRuntimeDir(f"refusing {d}: it {why}")
     return d
+
+
+def _mine(path: Path, kind: int) -> bool:
+    """A file of this kind (regular, socket) that is the user's own; a link is no file."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_IFMT(st.st_mode) == kind and st.st_uid == os.getuid()
+
+
+def peer_uid(s: socket.socket) -> int | None:
+    """The uid of the process at the other end of a connected Unix socket (Linux)."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    with contextlib.suppress(OSError):
+        _, uid, _ = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i")))
+        return int(uid)
+    return None
 
 
 def socket_path_for(ledger: Path) -> Path:
@@ -105,28 +166,36 @@ def _zombie(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
-def socket_answers(path: str, timeout: float = 1.0) -> bool:
-    """Whether something accepts connections on the Unix socket at `path`."""
+def socket_answers(path: str, timeout: float = 1.0, mine: bool = False) -> bool:
+    """Whether something accepts connections on the Unix socket at `path`; with `mine`, only
+    a socket the user owns, served by a process running as the user."""
+    if mine and not _mine(Path(path), stat.S_IFSOCK):
+        return False
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         try:
             s.connect(path)
         except OSError:
             return False
-    return True
+        uid = peer_uid(s) if mine else None
+    return uid is None or uid == os.getuid()
 
 
 def live_entries() -> list[Entry]:
     """The controllers still running; entries whose process died are swept on the way."""
     out = []
     for f in sorted(_entries_dir().glob("*.json")):
+        if not _mine(f, stat.S_IFREG):
+            continue  # another user's file (or a link): neither listed nor deleted
         try:
             data = json.loads(f.read_text())
             entry = Entry(**{k: data.get(k) for k in Entry.__dataclass_fields__})
         except (OSError, ValueError, TypeError):
             continue  # half-written or foreign: not ours to delete either
+        if not isinstance(entry.pid, int) or not isinstance(entry.socket, str):
+            continue
         # a pid can be reused after kill -9: the socket must answer too
-        if pid_alive(entry.pid) and socket_answers(entry.socket):
+        if pid_alive(entry.pid) and socket_answers(entry.socket, mine=True):
             out.append(entry)
         elif not pid_alive(entry.pid):
             with contextlib.suppress(OSError):
