@@ -103,6 +103,9 @@ def test_destroy_cancel_confirm_stop_and_quit(make_sim, tmp_path):
             other = view.selected_id
             assert other != target
             await pilot.press("s")
+            await pilot.pause(0.3)
+            if getattr(app.screen, "purpose", None) == "stop":  # it asks first: answer Stop
+                await pilot.click("#stop")
             await _until(pilot, lambda: other not in _live_ids(sim))
             assert ledger.events(
                 where="kind = 'stop' AND actor = 'human' AND phase = 'outcome' AND ok"

@@ -423,6 +423,9 @@ def _dashboard_stops_one_and_detaches(sim, sock: str) -> None:
             view.cursor = next(i for i, s in enumerate(view.snaps) if s.ended_at is None)
             victim = view.selected_id
             await pilot.press("s")
+            await pilot.pause(0.3)
+            if getattr(app.screen, "purpose", None) == "stop":  # it asks first: answer Stop
+                await pilot.click("#stop")
             await until(pilot, lambda: victim not in _live(sim))
 
             def seen_stopped() -> bool:

@@ -42,6 +42,7 @@ from .modals import (
     detach_choice,
     hand_over_choice,
     quit_choice,
+    stop_choice,
 )
 from .receipt_screen import ReceiptScreen
 from .render import campaign_bar
@@ -280,13 +281,28 @@ class RentwatchApp(App[str]):
         return False
 
     def action_stop(self) -> None:
+        """A stop that interrupts a job or lowers the wanted fleet asks first, saying so (the
+        instance is the one shown when the key was pressed, whatever moves meanwhile)."""
         s = self.selected()
-        if s is not None and not self._gone(s):
+        snap = self.latest
+        if s is None or snap is None or self._gone(s):
+            return
+
+        def stop(choice: str | None = "stop") -> None:
+            if choice != "stop":
+                self.notify(f"stop cancelled: {s.instance_id} left as it is")
+                return
             self._send(
                 f"stopped {s.instance_id}",
                 StopIntent(s.instance_id),
                 f"could not stop {s.instance_id}",
             )
+
+        question = stop_choice(s, snap.fleet)
+        if question is None:
+            stop()
+        else:
+            self.push_screen(question, stop)
 
     def action_start(self) -> None:
         s = self.selected()
@@ -455,11 +471,21 @@ class RentwatchApp(App[str]):
         fut.add_done_callback(done)
 
     def action_toggle_view(self) -> None:
+        """The other view, with the same instance selected."""
+        chosen = self.selected()
         self.table_mode = not self.table_mode
         self.query_one(FleetView).display = not self.table_mode
         self.query_one(FleetTable).display = self.table_mode
         self._shown = None
         self.render_latest()
+        iid = chosen.instance_id if chosen else None
+        (self.query_one(FleetTable) if self.table_mode else self.query_one(FleetView)).select_id(
+            iid
+        )
+        if self.table_mode:
+            self.query_one(FleetTable).focus()
+        else:
+            self.query_one(FleetView).focus()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)

@@ -117,6 +117,13 @@ class FleetView(ScrollView, can_focus=True):
     def selected_id(self) -> int | None:
         return self.snaps[self.cursor].instance_id if self.snaps else None
 
+    def select_id(self, instance_id: int | None) -> None:
+        """Put the cursor on `instance_id` where it is shown (the other view's selection)."""
+        ids = [s.instance_id for s in self.snaps]
+        if instance_id in ids:
+            self.cursor = ids.index(instance_id)
+            self.action_move(0)
+
     def action_move(self, delta: int) -> None:
         if not self.snaps:
             return
@@ -174,6 +181,7 @@ class FleetTable(DataTable[str]):
     _rows_cached: list[Row[str]] = []
     _offsets_key: tuple[int, int] | None = None
     _offsets_cached: list[tuple[RowKey, int]] = []
+    _hidden: tuple[int, int] | None = None  # the selected id while it is not shown, and the row
 
     def add_row(self, *cells: str, **kw: Any) -> RowKey:  # type: ignore[override]
         key = super().add_row(*cells, **kw)
@@ -241,8 +249,13 @@ class FleetTable(DataTable[str]):
         )
 
     def show(self, snaps: tuple[InstanceSnap, ...]) -> None:
+        """Rows diffed by instance id; the cursor stays on the instance it was on, whatever
+        was added, removed or re-sorted above it (a key pressed next acts on that one)."""
         latest = {str(s.instance_id): s for s in snaps}
         order = list(latest)
+        selected = self.selected_id
+        if self._hidden is not None and self.cursor_row == self._hidden[1]:
+            selected = self._hidden[0]  # chosen, hidden a while (a filter), not moved off since
         with self.app.batch_update():
             for key in [k for k in self._cells if k not in latest]:
                 self.remove_row(key)
@@ -261,7 +274,19 @@ class FleetTable(DataTable[str]):
                 if now != order:
                     self.sort("id", key=lambda iid: where.get(iid, len(where)))  # type: ignore[arg-type]
                 self._order = order
+            self._hidden = None
+            if selected is not None and str(selected) not in self._cells:
+                self._hidden = (selected, self.cursor_row)
+            self.select_id(selected)
             self._freshen()
+
+    def select_id(self, instance_id: int | None) -> None:
+        """Put the cursor on the row of `instance_id`, where it has one."""
+        if instance_id is None or str(instance_id) not in self._cells:
+            return
+        row = self.get_row_index(str(instance_id))
+        if row != self.cursor_row:
+            self.move_cursor(row=row, animate=False)
 
     def _freshen(self) -> None:
         """Bring the rows on screen up to their latest snapshot, changed cells only."""

@@ -211,6 +211,36 @@ def detach_choice(held: int, stopped: int = 0) -> ChoiceScreen:
     return ChoiceScreen("detach", text, choices, "cancel")
 
 
+def stop_shrinks(snap: InstanceSnap, fleet: int) -> bool:
+    """Whether the engine lowers the wanted fleet for this stop (engine/operator.py: a stop of
+    a verified, supervised instance, so that no poll replaces it)."""
+    in_service = snap.phase in ("verified", "working", "idle") and snap.passed_preflight
+    return snap.supervised and in_service and fleet > 0
+
+
+def stop_choice(snap: InstanceSnap, fleet: int) -> ChoiceScreen | None:
+    """The question `s` asks before a stop that interrupts a job or lowers the wanted fleet
+    (None: a plain stop, nothing to say), naming both, Cancel focused."""
+    job = snap.job.split(": ", 1)[0] if snap.job else ""
+    shrinks = stop_shrinks(snap, fleet)
+    if not job and not shrinks:
+        return None
+    lines = [f"Stop instance {snap.instance_id} ({snap.gpu_name}, m:{snap.machine_id})?", ""]
+    if job:
+        lines.append(
+            f"Its job {job} is running: the stop interrupts it, and the job is queued again "
+            "(or fails, out of retries)."
+        )
+    if shrinks:
+        lines.append(
+            f"It is in service: the wanted fleet goes {fleet} -> {fleet - 1}, so it is not "
+            "replaced (+ raises it again; a start of it does too)."
+        )
+    lines.append("Its disk stays and bills storage until it is destroyed.")
+    choices = (CANCEL, Choice("stop", "Stop it", "warning"))
+    return ChoiceScreen("stop", "\n".join(lines), choices, "cancel")
+
+
 def hand_over_choice(snap: InstanceSnap, policy: str) -> ChoiceScreen:
     """Handing an observed instance over lets automation stop or destroy what rentwatch did not
     create: it asks first, saying so, with Cancel focused."""
