@@ -354,7 +354,7 @@ def test_executor_refuses_automated_destroy_of_a_verified_instance(tmp_path):
         a.life.move(Phase.VERIFIED, 2, "x")
         sup.fleet.add(a)
         with pytest.raises(AutomationRefused):
-            await sup._abandon(Abandon(7, 70, "rule:forged", "forged", "fatal"))
+            await sup.executor.execute(Abandon(7, 70, "rule:forged", "forged", "fatal"))
         with pytest.raises(AutomationRefused):
             await sup.apply(DestroyIntent(DestroyConfirmation(7, "8")))
         assert a.life.phase == Phase.VERIFIED

@@ -26,7 +26,11 @@ async def _running(c: VastClient, iid: int, timeout: float = 30):
 @pytest.mark.parametrize("behaviour", ["healthy", "stale_driver"])
 def test_ssh_command_sftp_and_probe(make_sim, tmp_path, behaviour):
     sim = make_sim(
-        seed=4, offers=4, time_scale=3000, host_class=[{"behaviour": behaviour, "share": 1}]
+        seed=4,
+        offers=4,
+        time_scale=3000,
+        host_class=[{"behaviour": behaviour, "share": 1}],
+        ssh={"container_env": 1.0},  # sessions carry the container variables (Vast images)
     )
     key = asyncssh.generate_private_key("ssh-ed25519")
 

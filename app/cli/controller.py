@@ -146,7 +146,7 @@ def add_parser(sub: Any, positive: Any = float) -> None:
     c.add_argument("--ledger", required=True, help="ledger file")
     c.add_argument("--policy", default="default")
     c.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
-    from .main import add_alert_flags
+    from .flags import add_alert_flags
 
     add_alert_flags(c)
     c.set_defaults(fn=cmd_controller)

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -158,15 +159,17 @@ async def _direct(url: str, key: str, ledger_path: Path, name: str, held: list[H
     return out
 
 
-def _left(ledger: Path, name: str) -> list[Holding]:
+def _left(
+    ledger: Path, name: str, monotonic: Callable[[], float] = time.monotonic
+) -> list[Holding]:
     """What is left once the end is done; an ended controller may hold the ledger a moment
     longer (it releases and closes), so a refused read is tried again for a while."""
-    deadline = time.monotonic() + SETTLE_S
+    deadline = monotonic() + SETTLE_S
     while True:
         try:
             return holdings(ledger, name)
         except RentwatchError:
-            if time.monotonic() > deadline:
+            if monotonic() > deadline:
                 raise
             time.sleep(0.5)
 

@@ -10,6 +10,7 @@ import sys
 from ..core.errors import RentwatchError
 from ..core.text import clean
 from . import commands
+from .flags import add_alert_flags
 
 
 def _positive_int(text: str) -> int:
@@ -194,23 +195,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_ssh(sub)
     add_end(sub)
     return p
-
-
-def add_alert_flags(p: argparse.ArgumentParser) -> None:
-    """`--notify URL` (repeatable) and `--metrics HOST:PORT`, for every command that runs an
-    engine (run, watch, controller)."""
-    p.add_argument(
-        "--notify",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="an apprise URL to notify (repeatable; adds to the campaign's `notify`)",
-    )
-    p.add_argument(
-        "--metrics",
-        metavar="HOST:PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (loopback by default)",
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from .attempt import Attempt
 
 class Fleet:
     def __init__(self, fleet_size: int) -> None:
+        self.wanted = fleet_size  # verified instances wanted now (the operator may change it)
         self.attempts: dict[int, Attempt] = {}
         self.creates = 0
         self.quarantine: dict[int, str] = {}  # machine id -> why

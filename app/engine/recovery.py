@@ -190,7 +190,7 @@ class Recovery:
         """Hold and batch across campaigns: a stopped rental that passed its preflight before
         (same image) is started again instead of rolling the dice on a new create, once the
         campaign that last held it has ended (never one another controller still holds)."""
-        room = self.campaign.fleet - len(self.fleet.alive())
+        room = self.fleet.wanted - len(self.fleet.alive())
         for inst in live.values():
             if room <= 0:
                 return

@@ -3,7 +3,8 @@
 Each poll lists what its plan asks for (`cadence.py`: the whole fleet when small, otherwise
 the instances that need a look every poll and a few pages of a sweep); polls never overlap
 (one loop); preflights run in parallel with bounded concurrency (the host tender); every
-marketplace change goes through `Actions` (intent, tries, outcome). Automated destroys go through `_abandon`, which refuses an instance that passed its
+marketplace change goes through `Actions` (intent, tries, outcome), each decision through the
+`Executor` (`executor.py`). Automated destroys go through its `abandon`, which refuses an instance that passed its
 preflight; a human destroy is a `DestroyIntent`, which needs a `DestroyConfirmation` naming the
 instance. The parts (journal, fleet, actions, offer book, observer, host link and tender, job
 work, recovery, operator) are composed in `__init__`, each handed only what it needs.
@@ -14,25 +15,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.campaign import Campaign
 from ..core.errors import MalformedAnswer
 from ..core.jobs import JobQueue
 from ..core.lifecycle import Phase
-from ..core.offer_choice import Quarantine
 from ..core.policy import Policy
 from ..core.reputation import ROUND_H
 from ..core.rules import (
-    Abandon,
     Create,
     Decision,
-    Finish,
     FleetSnapshot,
-    StartPreflight,
-    Stop,
-    Verify,
     decide,
 )
 from ..ledger import EventKind, Ledger
@@ -42,6 +36,7 @@ from .actions import Actions
 from .attempt import Attempt
 from .blame_book import BlameBook
 from .cadence import Cadence
+from .executor import Executor, Outcome
 from .fleet import Fleet
 from .hosts.link import HostLink
 from .hosts.ssh import SSHRunner
@@ -56,12 +51,6 @@ from .recovery import Recovery
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
 K = EventKind
-
-
-@dataclass
-class Outcome:
-    ok: bool
-    reason: str
 
 
 class Supervisor:
@@ -80,7 +69,7 @@ class Supervisor:
     ) -> None:
         self.market = market
         self.ledger = ledger
-        self.campaign = campaign
+        self.file_campaign = campaign  # as read; the wanted fleet lives in `fleet.wanted`
         self.policy = policy
         self.ssh = ssh
         self.fleet = Fleet(campaign.fleet)
@@ -124,7 +113,19 @@ class Supervisor:
             self.journal,
             self.resize,
             policy.name,
-            lambda: self.campaign.fleet,
+            lambda: self.fleet.wanted,
+        )
+        self.executor = Executor(
+            market,
+            self.fleet,
+            self.journal,
+            self.actions,
+            self.blame_book,
+            self.offer_book,
+            self.operator,
+            self.tender,
+            ssh,
+            policy,
         )
         self.started_at: float | None = None  # the campaign's first start, read once
         self.adopt_all = adopt_all  # show every instance of the account (the rest observed)
@@ -134,6 +135,18 @@ class Supervisor:
         self.failure: str | None = None  # why polling fails now (a rejected key), for the header
 
     # -- read-only views for the engine, the snapshot and tests ------------------------------
+    @property
+    def campaign(self) -> Campaign:
+        """The campaign as it stands: the file's, with the fleet the operator wants now."""
+        if self.file_campaign.fleet == self.fleet.wanted:
+            return self.file_campaign
+        return dataclasses.replace(self.file_campaign, fleet=self.fleet.wanted)
+
+    @campaign.setter
+    def campaign(self, campaign: Campaign) -> None:
+        self.file_campaign = campaign
+        self.fleet.wanted = campaign.fleet
+
     @property
     def attempts(self) -> dict[int, Attempt]:
         return self.fleet.attempts
@@ -218,7 +231,12 @@ class Supervisor:
         await self.actions.destroy_due()
         decisions = await self._decide(now)
         for d in decisions:
-            await self._execute(d)
+            done = await self.executor.execute(d, self.fleet_set_at)
+            if done is not None and self.finished is None and not self.observe_only:
+                # (watching without a campaign has no goal to reach: it never "finishes", so
+                # the operator's keys are never refused as coming after the campaign's end)
+                self.finished = done
+                self.journal.say(f"done   {done.reason}")
         self.job_work.reap(now)
         await self.job_work.dispatch(now)
         for fn in self.listeners:
@@ -285,96 +303,6 @@ class Supervisor:
             * float(getattr(self.market, "time_scale", 1)),
         )
 
-    async def _execute(self, d: Decision) -> None:
-        self.operator.mind(d, self.market.answered_at(), self.fleet_set_at)
-        if isinstance(d, Create):
-            await self._create(d)
-        elif isinstance(d, Abandon):
-            await self._abandon(d)
-        elif isinstance(d, Stop):
-            a = self.fleet[d.instance_id]
-            if d.quarantine is not None:
-                self._quarantine(a, d.rule, d.quarantine, self.market.answered_at())
-            await self.actions.stop(a, d.rule, d.reason)
-        elif isinstance(d, StartPreflight):
-            self.tender.start_preflight(self.fleet[d.instance_id])
-        elif isinstance(d, Verify):
-            self._verify(self.fleet[d.instance_id], d)
-        elif isinstance(d, Finish) and self.finished is None and not self.observe_only:
-            # (watching without a campaign has no goal to reach: it never "finishes", so the
-            # operator's keys are never refused as coming after the campaign's end)
-            self.finished = Outcome(d.ok, d.reason)
-            self.journal.say(f"done   {d.reason}")
-
-    async def _create(self, d: Create) -> None:
-        # a campaign fault, or a pull in doubt, found since this poll decided
-        if self.blame_book.holds_creates(bool(self.fleet.alive())):
-            return
-        if d.offer is None:
-            self.journal.say("create skipped: no fit offer (price, CUDA, quarantine)")
-            return
-        await self.actions.create(d.offer, d.rule, d.reason, d.why)
-        self.offer_book.tried(d.offer)
-
-    async def _abandon(self, d: Abandon) -> None:
-        a = self.fleet[d.instance_id]
-        if a.passed_preflight:  # the executor's own guard, beside the decision type's
-            raise AutomationRefused(f"automation may not destroy verified instance {a.instance_id}")
-        now = self.market.answered_at()
-        if a.life.phase != Phase.ABANDONED:
-            d = self.blame_book.on_abandon(a, d)  # the campaign's fault spares the host
-            spent = a.charges(self.market.gpu_billing, now).total_usd
-            extra = {"usd": spent, **self.blame_book.detail(a)}
-            self.journal.give_up(a, now, d.rule, d.reason, d.failure_class, extra)
-            if a.preflight_task:
-                a.preflight_task.cancel()
-            self.journal.say(
-                f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "
-                f"(${spent:.4f}, {(now - a.created_at) / 60:.1f} min)"
-            )
-            if d.failure_class != "cancelled" and a.instance_id not in self.blame_book.spared:
-                self.fleet.failed_on(a.machine_id)
-            if d.quarantine is not None:
-                self._quarantine(a, d.rule, d.quarantine, now)
-        await self.actions.destroy(a, d.rule, f"abandoned: {d.reason}")
-
-    def _quarantine(self, a: Attempt, rule: str, q: Quarantine, now: float) -> None:
-        self.fleet.quarantined(q)
-        self.journal.fact(
-            K.QUARANTINE,
-            a,
-            at=now,
-            actor=rule,
-            reason=q.reason,
-            detail={"until": q.until, "class": q.failure_class, "scope": q.scope},
-        )
-
-    def _verify(self, a: Attempt, d: Verify) -> None:
-        now = self.market.answered_at()
-        self.journal.move(a, Phase.VERIFIED, now, d.reason)
-        if a.verified_at is None:
-            a.verified_at = now
-        if d.by_preflight:
-            a.life.proven = True
-        self.journal.fact(
-            K.PREFLIGHT_PASSED,
-            a,
-            at=now,
-            actor=d.rule,
-            reason=d.reason,
-            ok=True,
-            detail={
-                "by_preflight": d.by_preflight,
-                "tflops": a.verdict.tflops if a.verdict else None,
-                "expected": a.verdict.expected if a.verdict else None,
-                # pinned here, held to after a restart (see Recovery.adopt)
-                "host_key": self.ssh.pinned.get(a.instance_id),
-            },
-        )
-        self.journal.say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {d.reason}")
-        if d.by_preflight and a.tend_task is None:
-            a.tend_task = asyncio.create_task(self.tender.tend(a))
-
     # -- the run and its end ------------------------------------------------------------------
     async def run(self) -> Outcome:
         """Poll until the rules finish the campaign (the session prepares and ends it)."""
@@ -410,12 +338,10 @@ class Supervisor:
         self, size: int, actor: str = "human", reason: str = "operator set the fleet"
     ) -> int:
         """The operator's wanted fleet size; returns the old one. Recorded in the ledger as a
-        human act. The campaign record is replaced (it is immutable) where the fleet size is
-        read: here and in recovery."""
-        old = self.campaign.fleet
+        human act. One value, `fleet.wanted`, read by everything that counts toward it."""
+        old = self.fleet.wanted
         size = max(0, size)
-        self.campaign = dataclasses.replace(self.campaign, fleet=size)
-        self.recovery.campaign = self.campaign
+        self.fleet.wanted = size
         self.fleet_set_at = now = self.now()
         why = f"wanted fleet {old} -> {size}: {reason}"
         detail = {"old": old, "new": size}

@@ -1,0 +1,149 @@
+"""The executor: each decision `decide()` returned, carried out. Nothing here decides: a
+`Create` rents the offer it carries, an `Abandon` destroys (never a verified instance: the
+executor's own guard, beside the decision type's), a `Stop` stops and quarantines what it says,
+`StartPreflight` and `Verify` hand the host to the tender, `Finish` is the campaign's outcome."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from ..core.lifecycle import Phase
+from ..core.offer_choice import Quarantine
+from ..core.policy import Policy
+from ..core.rules import Abandon, Create, Decision, Finish, StartPreflight, Stop, Verify
+from ..ledger import EventKind
+from ..market.protocol import Market
+from .actions import Actions
+from .attempt import Attempt
+from .blame_book import BlameBook
+from .fleet import Fleet
+from .hosts.ssh import SSHRunner
+from .hosts.tender import HostTender
+from .intents import AutomationRefused
+from .journal import Journal
+from .offers import OfferBook
+from .operator import Operator
+
+K = EventKind
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    reason: str
+
+
+class Executor:
+    def __init__(
+        self,
+        market: Market,
+        fleet: Fleet,
+        journal: Journal,
+        actions: Actions,
+        blame_book: BlameBook,
+        offer_book: OfferBook,
+        operator: Operator,
+        tender: HostTender,
+        ssh: SSHRunner,
+        policy: Policy,
+    ) -> None:
+        self.market = market
+        self.fleet = fleet
+        self.journal = journal
+        self.actions = actions
+        self.blame_book = blame_book
+        self.offer_book = offer_book
+        self.operator = operator
+        self.tender = tender
+        self.ssh = ssh
+        self.policy = policy
+
+    async def execute(self, d: Decision, fleet_set_at: float | None = None) -> Outcome | None:
+        """Carry out one decision; a `Finish` comes back as the campaign's outcome."""
+        self.operator.mind(d, self.market.answered_at(), fleet_set_at)
+        if isinstance(d, Create):
+            await self.create(d)
+        elif isinstance(d, Abandon):
+            await self.abandon(d)
+        elif isinstance(d, Stop):
+            a = self.fleet[d.instance_id]
+            if d.quarantine is not None:
+                self.quarantine(a, d.rule, d.quarantine, self.market.answered_at())
+            await self.actions.stop(a, d.rule, d.reason)
+        elif isinstance(d, StartPreflight):
+            self.tender.start_preflight(self.fleet[d.instance_id])
+        elif isinstance(d, Verify):
+            self.verify(self.fleet[d.instance_id], d)
+        elif isinstance(d, Finish):
+            return Outcome(d.ok, d.reason)
+        return None
+
+    async def create(self, d: Create) -> None:
+        # a campaign fault, or a pull in doubt, found since this poll decided
+        if self.blame_book.holds_creates(bool(self.fleet.alive())):
+            return
+        if d.offer is None:
+            self.journal.say("create skipped: no fit offer (price, CUDA, quarantine)")
+            return
+        await self.actions.create(d.offer, d.rule, d.reason, d.why)
+        self.offer_book.tried(d.offer)
+
+    async def abandon(self, d: Abandon) -> None:
+        a = self.fleet[d.instance_id]
+        if a.passed_preflight:  # the executor's own guard, beside the decision type's
+            raise AutomationRefused(f"automation may not destroy verified instance {a.instance_id}")
+        now = self.market.answered_at()
+        if a.life.phase != Phase.ABANDONED:
+            d = self.blame_book.on_abandon(a, d)  # the campaign's fault spares the host
+            spent = a.charges(self.market.gpu_billing, now).total_usd
+            extra = {"usd": spent, **self.blame_book.detail(a)}
+            self.journal.give_up(a, now, d.rule, d.reason, d.failure_class, extra)
+            if a.preflight_task:
+                a.preflight_task.cancel()
+            self.journal.say(
+                f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "
+                f"(${spent:.4f}, {(now - a.created_at) / 60:.1f} min)"
+            )
+            if d.failure_class != "cancelled" and a.instance_id not in self.blame_book.spared:
+                self.fleet.failed_on(a.machine_id)
+            if d.quarantine is not None:
+                self.quarantine(a, d.rule, d.quarantine, now)
+        await self.actions.destroy(a, d.rule, f"abandoned: {d.reason}")
+
+    def quarantine(self, a: Attempt, rule: str, q: Quarantine, now: float) -> None:
+        self.fleet.quarantined(q)
+        self.journal.fact(
+            K.QUARANTINE,
+            a,
+            at=now,
+            actor=rule,
+            reason=q.reason,
+            detail={"until": q.until, "class": q.failure_class, "scope": q.scope},
+        )
+
+    def verify(self, a: Attempt, d: Verify) -> None:
+        now = self.market.answered_at()
+        self.journal.move(a, Phase.VERIFIED, now, d.reason)
+        if a.verified_at is None:
+            a.verified_at = now
+        if d.by_preflight:
+            a.life.proven = True
+        self.journal.fact(
+            K.PREFLIGHT_PASSED,
+            a,
+            at=now,
+            actor=d.rule,
+            reason=d.reason,
+            ok=True,
+            detail={
+                "by_preflight": d.by_preflight,
+                "tflops": a.verdict.tflops if a.verdict else None,
+                "expected": a.verdict.expected if a.verdict else None,
+                # pinned here, held to after a restart (see Recovery.adopt)
+                "host_key": self.ssh.pinned.get(a.instance_id),
+            },
+        )
+        self.journal.say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {d.reason}")
+        if d.by_preflight and a.tend_task is None:
+            a.tend_task = asyncio.create_task(self.tender.tend(a))
