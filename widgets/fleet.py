@@ -236,8 +236,10 @@ class FleetTable(DataTable[str]):
             str(s.machine_id),
             f"{s.dph:.3f}",
             s.phase,
-            # a dead attempt's status age would keep growing: show the phase it ended in
-            (s.status or "-")
+            # a dead attempt's status age would keep growing: show why it ended instead
+            s.left_why
+            if s.ended_at is not None and s.left_why
+            else (s.status or "-")
             + (
                 f" {s.status_age_s / 60:.1f}m"
                 if s.status != "running" and s.ended_at is None

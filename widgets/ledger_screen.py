@@ -60,6 +60,11 @@ class LedgerScreen(Screen[None]):
         Binding("escape", "cancel_or_close", "Cancel / back", id="ledger.back"),
         # priority: the SQL editor would take these keys (end of line, ...) otherwise
         Binding("ctrl+e", "export", "Export CSV", id="ledger.export", priority=True),
+        # the editor's ctrl+a goes to the line's start: a query typed then went in front of
+        # the canned one instead of over it
+        Binding(
+            "ctrl+a", "select_all", "Select all", id="ledger.select_all", show=False, priority=True
+        ),
         Binding("ctrl+n", "page(1)", "Next page", id="ledger.next", show=False, priority=True),
         Binding(
             "ctrl+b", "page(-1)", "Previous page", id="ledger.previous", show=False, priority=True
@@ -98,6 +103,15 @@ class LedgerScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#sql", TextArea).focus()
         self.action_run()
+
+    def action_select_all(self) -> None:
+        export = self.query_one("#export-path", Input)
+        if export.has_focus:  # the path box keeps its own ctrl+a (to the start)
+            export.action_home()
+            return
+        editor = self.query_one("#sql", TextArea)
+        editor.focus()
+        editor.select_all()
 
     def action_canned(self, key: str) -> None:
         self.query_one("#sql", TextArea).text = CANNED[key][1]

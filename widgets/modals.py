@@ -8,7 +8,7 @@ from rentwatch.views.snapshot import InstanceSnap
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
@@ -329,9 +329,21 @@ rentwatch keys
   D         destroy stopped duds (asks)  + -  want one more / fewer
   l         ledger (SQL)                 r    receipt and hosts
   o         sort: new / cost / state / age / $/h
+  E         end the campaign, destroying all it holds (asks its name)
   x         leave it running (asks)
   q         quit (asks: stop the campaign / leave it running / cancel)
   ctrl+p    every action, by name        ?    this help
+
+on the detail screen (Enter)
+  g         fetch the market's logs again   Esc  back
+
+in the ledger (l)
+  ctrl+r    run the query                ctrl+a   select all of it
+  F2..F6    canned: receipt, duds, costliest, a machine, throttled
+  ctrl+n/b  next / previous page         ctrl+e   export CSV / Parquet
+  Esc       cancel a running query, or back
+
+on every screen: ↑/↓ PgUp/PgDn scroll
 """
 
 
@@ -339,7 +351,7 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
+        with VerticalScroll(id="dialog"):  # scrolls from the keyboard on a small terminal
             yield Static(HELP)
 
     def action_dismiss(self) -> None:  # type: ignore[override]

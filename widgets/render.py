@@ -50,10 +50,14 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
         head.append("  not rentwatch's: observed only", style="yellow")
 
     status = Text("   ", style=base)
-    status.append(
-        Text(f"{clean(s.status, 20) or 'provisioning'}: ", style="bold" if not faded else base)
-    )
-    status.append(Text(clean(s.status_msg, 160) or "-", style=base))
+    if faded and s.left_why:  # who ended it and why, not the market's last word before
+        status.append("left service: ", style=base)
+        status.append(Text(clean(s.left_why, 160), style=base))
+    else:
+        status.append(
+            Text(f"{clean(s.status, 20) or 'provisioning'}: ", style="bold" if not faded else base)
+        )
+        status.append(Text(clean(s.status_msg, 160) or "-", style=base))
     if not faded and s.status != "running" and s.freeze_window_s:
         frac = s.status_age_s / s.freeze_window_s
         colour = "red" if frac >= 0.8 else "yellow" if frac >= 0.5 else "green"

@@ -126,6 +126,9 @@ def cmd_receipt(args: argparse.Namespace) -> int:
     return 0
 
 
+PIPED_WIDTH = 2000  # columns of `rentwatch ledger`'s table when stdout is not a terminal
+
+
 def cmd_ledger(args: argparse.Namespace) -> int:
     from ..ledger.export import export_result, print_result
 
@@ -139,7 +142,10 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     if args.export:
         export_result(result, args.export)
         print(f"wrote {len(result.rows)} rows to {args.export}", file=sys.stderr)
-    print_result(result, "json" if args.json else "csv" if args.csv else "table", args.limit)
+    # piped, rich would squeeze the table into 80 columns (cells cut to "machi…"): a fixed
+    # width that no table of the ledger's fills, so each column keeps its natural width
+    width = None if sys.stdout.isatty() else PIPED_WIDTH
+    print_result(result, "json" if args.json else "csv" if args.csv else "table", args.limit, width)
     return 0
 
 
@@ -180,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     timeout = args.http_timeout or campaign.http_timeout_s or DEFAULT_TIMEOUT
     asyncio.run(_check_market(args.market_url, key, timeout))
     if not args.no_api:
-        from ..run.service.controller import serve_headless
+        from ..run.service.served import serve_headless
 
         run_headless = serve_headless  # type: ignore[assignment]  # the same run, served
     extra = {} if args.no_api else {"listen": args.listen}

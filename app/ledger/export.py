@@ -32,7 +32,8 @@ def safe_rows(result: QueryResult) -> tuple[list[str], list[list[object]]]:
     return columns, [[safe_value(v) for v in row] for row in result.rows]
 
 
-def print_result(result: QueryResult, fmt: str, limit: int) -> None:
+def print_result(result: QueryResult, fmt: str, limit: int, width: int | None = None) -> None:
+    """`width`: the table's most columns (None: the terminal's, as rich measures it)."""
     columns, rows = safe_rows(result)
     if fmt == "json":
         # NaN and infinities (a market's lie kept as evidence) are not JSON: null instead
@@ -56,7 +57,7 @@ def print_result(result: QueryResult, fmt: str, limit: int) -> None:
         table = Table(*columns)
         for row in rows:
             table.add_row(*(Text("" if v is None else str(v)) for v in row))  # text, not markup
-        Console().print(table)
+        Console(width=width).print(table)
     if result.truncated:
         print(
             f"(more than {limit} rows; showing the first {limit}, raise --limit to see more)",

@@ -52,6 +52,7 @@ class InstanceSnap:
     job_eta_source: str = ""  # "progress" (the job's own reading) or "preflight" (estimated)
     supervised: bool = True  # False: not rentwatch's; shown and priced, only a person acts
     human: str = ""  # the operator's last act on it, if any
+    left_why: str = ""  # why it left service (stopped, given up, gone): who, and what for
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,22 @@ def shown_phase(a: Attempt) -> str:
 
 def _ended(a: Attempt) -> float | None:
     return a.life.ended_at()
+
+
+_OUT = (Phase.STOPPED, Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)
+
+
+def left_why(a: Attempt) -> str:
+    """Why `a` is out of service now: the reason of its first move out since it last moved
+    in (a give-up's reason, not the destroy that followed it; the market's own stop as the
+    market's). Empty while it is in service."""
+    why = ""
+    for t in a.life.history:
+        if t.after not in _OUT:
+            why = ""
+        elif not why and t.before not in _OUT:
+            why = t.why
+    return clean(why, 160) if a.life.phase in _OUT else ""
 
 
 # the billing marks that end delivery: the ledger's `tenures` view ends it at a stop, a destroy,
@@ -258,6 +275,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 **_delivery_fields(sup.jobs.on(a.instance_id)),
                 supervised=a.owned,
                 human=a.human_act,
+                left_why=left_why(a),
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
