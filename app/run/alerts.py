@@ -197,6 +197,7 @@ def open_alerts(
     metrics_listen: str | None = None,
     secrets: Sequence[str | None] = (),
     level: str | None = None,
+    metrics: Metrics | None = None,
 ) -> Alerts:
     """The run's notifier (the campaign's `notify`, `--notify`, the user's config file) and
     metrics server (`--metrics HOST:PORT`), listening to `sup`."""
@@ -206,7 +207,8 @@ def open_alerts(
     user = load_user_config()
     campaign_urls = tuple(getattr(sup.campaign, "notify", ()) or ())
     all_urls = notify_urls(campaign_urls, tuple(urls), tuple(user.urls))
-    metrics = Metrics() if metrics_listen else None
+    if metrics is None and metrics_listen:
+        metrics = Metrics()
     alerts = Alerts(sup, ledger, metrics=metrics)
     if all_urls:
 

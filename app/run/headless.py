@@ -28,6 +28,7 @@ from ..engine.session import Session, default_key_path
 from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import EventKind, Ledger
 from ..market.errors import REFUSALS, AuthError
+from ..notify.metrics import Metrics
 from .alerts import open_alerts
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
@@ -127,6 +128,7 @@ async def run_headless(
     http_timeout_s: float | None = None,
     notify: Sequence[str] = (),
     metrics_listen: str | None = None,
+    metrics: Metrics | None = None,
 ) -> int:
     t0: list[float] = []
 
@@ -157,6 +159,7 @@ async def run_headless(
         notify,
         metrics_listen,
         secrets=(api_key, key_path or str(default_key_path())),
+        metrics=metrics,
     )
     last_word = ("exit", "")  # what the notice at the end says
     if on_supervisor is not None:  # the controller API (app/service) serves this supervisor

@@ -13,16 +13,13 @@ import asyncio
 import contextlib
 import itertools
 import os
-import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ...core.campaign import Campaign
 from ...core.errors import RentwatchError
-from ...core.policy import Policy
 from ...engine.intents import (
     AutomationRefused,
     CreateIntent,
@@ -230,95 +227,18 @@ class Controller:
     def cancel(self, query_id: str) -> bool:
         return self._need().ledger.interrupt(query_id)
 
+    def look_now(self, instance_id: int) -> bool:
+        """Evidence names an instance (a verified webhook): the next poll asks about it."""
+        if self._sup is None or instance_id not in self._sup.fleet.attempts:
+            return False
+        self._sup.cadence.look_now.add(instance_id)
+        return True
+
     def running_queries(self) -> list[str]:
         return self._sup.ledger.queries_running() if self._sup is not None else []
 
     async def receipt(self, campaign: str | None) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self._need().ledger.receipt, campaign)
-
-
-async def serve_headless(
-    campaign: Campaign,
-    policy: Policy,
-    market_url: str,
-    api_key: str,
-    ledger_path: str,
-    detach: bool = False,
-    key_path: str | None = None,
-    listen: str | None = None,
-    say: Callable[[str], None] = lambda line: print(line, flush=True),
-    http_timeout_s: float | None = None,
-    notify: Sequence[str] = (),
-    metrics_listen: str | None = None,
-) -> int:
-    """`rentwatch run --headless` with the controller API: the same run, exit trap and exit
-    codes, plus a socket that dashboards, `ls` and `ledger` can reach while it runs."""
-    from ..headless import run_headless
-    from .server import ServiceServer, parse_listen
-
-    path = Path(ledger_path)
-    ctrl = Controller(campaign.name, path)
-    server = ServiceServer(ctrl)
-    tcp = parse_listen(listen) if listen else None
-    try:
-        await server.start(registry.socket_path_for(path), tcp, path)
-    except api.AlreadyServed as exc:
-        raise RentwatchError(str(exc)) from None
-    except OSError as exc:
-        await server.stop()
-        if tcp is not None:  # asked for by name: not having it is an error
-            raise RentwatchError(f"cannot serve the controller API: {exc}") from None
-        # the campaign matters more than its API: run it, unserved, and say so
-        print(f"rentwatch: warning: not serving the controller API: {exc}", file=sys.stderr)
-        return await run_headless(
-            campaign,
-            policy,
-            market_url,
-            api_key,
-            ledger_path,
-            detach=detach,
-            key_path=key_path,
-            http_timeout_s=http_timeout_s,
-            notify=notify,
-            metrics_listen=metrics_listen,
-        )
-    entry = registry.Entry(
-        campaign=campaign.name,
-        pid=os.getpid(),
-        socket=str(server.socket_path),
-        ledger=str(path.resolve()),
-        started_at=ctrl.started_at,
-        url=server.url,
-        token_file=str(server.token_file) if server.token_file else None,
-    )
-    try:
-        registry.register(entry)
-    except OSError as exc:  # `ls` will not list it; the socket still answers
-        print(f"rentwatch: warning: not registered for `rentwatch ls`: {exc}", file=sys.stderr)
-    say(f"serving  controller API on unix:{server.socket_path}")
-    if server.url:
-        say(f"serving  controller API on {server.url} (token in {server.token_file})")
-        if tcp and tcp[0] not in ("127.0.0.1", "::1", "localhost"):
-            say("warning  the API is plain HTTP: reach it through SSH rather than the open network")
-    try:
-        return await run_headless(
-            campaign,
-            policy,
-            market_url,
-            api_key,
-            ledger_path,
-            detach=detach,
-            key_path=key_path,
-            on_supervisor=ctrl.bind,
-            notify=notify,
-            metrics_listen=metrics_listen,
-            http_timeout_s=http_timeout_s,
-        )
-    finally:
-        ctrl.close()
-        await server.stop()
-        with contextlib.suppress(OSError):
-            registry.unregister(entry.pid)
 
 
 # how long `EngineService.start` waits for the engine to be up, then for its socket to serve

@@ -32,7 +32,7 @@ import stat
 import sys
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,8 +87,17 @@ async def _first(*aws: Awaitable[Any]) -> None:
 
 
 class ServiceServer:
-    def __init__(self, ctrl: Controller) -> None:
+    def __init__(
+        self,
+        ctrl: Controller,
+        extra_routes: Sequence[web.RouteDef] = (),
+        open_paths: frozenset[str] = frozenset(),
+    ) -> None:
         self.ctrl = ctrl
+        # more routes on the same listener (the metrics, the market's webhooks); `open_paths`
+        # carry their own authentication (a webhook's signature) instead of the token
+        self.extra_routes = list(extra_routes)
+        self.open_paths = open_paths
         self.socket_path: Path | None = None
         self.url: str | None = None
         self.token_file: Path | None = None
@@ -112,6 +121,7 @@ class ServiceServer:
                 web.delete("/v1/query/{qid}", self.cancel),
                 web.get("/v1/receipt", self.receipt),
                 web.post("/v1/shutdown", self.shutdown),
+                *self.extra_routes,
             ]
         )
         return app
@@ -120,7 +130,7 @@ class ServiceServer:
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """The token on TCP; every error as JSON with a clear message. A request that passes
         is its connection's first valid one: the listener's deadline no longer applies."""
-        if _is_tcp(request):
+        if _is_tcp(request) and request.path not in self.open_paths:
             given = request.headers.get(api.TOKEN_HEADER, "")
             want = f"Bearer {self._token}"
             # a header's text may hold anything the client sent: compared as bytes, never raised
