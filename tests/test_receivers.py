@@ -58,3 +58,52 @@ async def test_metrics_need_the_token_and_webhooks_their_signature():
             )
         ).status == 413
         assert sum(verifier.refusals.values()) >= 4 and looked == [6056]
+
+
+def test_the_simulator_sends_signed_events_our_receiver_accepts(make_sim):
+    """The simulated market signs its webhooks as Vast does; rentwatch's receiver verifies them
+    and names the instance that went offline."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+    from rentwatch.market.vast.client import VastClient
+
+    looked: list[int] = []
+    extra, open_paths, verifier = routes(None, lambda iid: looked.append(iid) or True, SECRET)
+    server = ServiceServer(object(), extra, open_paths)  # type: ignore[arg-type]
+    ready = threading.Event()
+    box: dict[str, object] = {}
+
+    def serve() -> None:
+        loop = asyncio.new_event_loop()
+        runner = web.AppRunner(server.app())
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        box["port"] = runner.addresses[0][1]
+        box["loop"] = loop
+        ready.set()
+        loop.run_forever()
+
+    threading.Thread(target=serve, daemon=True).start()
+    ready.wait(10)
+    sim = make_sim(
+        seed=5,
+        offers=6,
+        time_scale=600,
+        host_class=[{"behaviour": "offline_midrun", "share": 1.0}],
+        webhooks={"url": f"http://127.0.0.1:{box['port']}{WEBHOOK_PATH}", "secret": SECRET},
+    )
+
+    async def rent() -> int:
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            offer = (await c.search_offers({}))[0]
+            return (await c.create_instance(offer.id, image="img", disk_gb=10)).instance_id
+
+    iid = asyncio.run(rent())
+    deadline = time.time() + 30
+    while time.time() < deadline and not looked:
+        time.sleep(0.1)
+    assert looked == [iid], (looked, sim.webhooks.sent if sim.webhooks else None)
+    assert verifier.accepted >= 1 and not verifier.refusals

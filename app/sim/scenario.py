@@ -160,6 +160,9 @@ class Scenario:
     # earlier; the last `preload_booting` of them are rented at the start and still boot
     preload: int = 0
     preload_booting: int = 0
+    # [webhooks] url and secret: where the market sends its signed events (sim/webhooks_out.py)
+    webhook_url: str | None = None
+    webhook_secret: str = ""
     preload_label: str = "preload"  # their labels are "<preload_label>:<n>" (a campaign's own,
     # "rw:<campaign>", makes them that campaign's rentals)
 
@@ -249,6 +252,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "preload_booting",
         "preload_label",
         "gpu",
+        "webhooks",
     }
     for key in data:
         if key not in known:
@@ -314,7 +318,17 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     preload_label = data.get("preload_label", "preload")
     if not isinstance(preload_label, str) or not preload_label.strip():
         raise ConfigError(f"preload_label: expected a label, got {preload_label!r}")
+    hooks = data.get("webhooks", {})
+    if not isinstance(hooks, dict) or set(hooks) - {"url", "secret"}:
+        raise ConfigError("webhooks: expected a table with url and secret")
+    url, secret = hooks.get("url"), hooks.get("secret", "")
+    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        raise ConfigError(f"webhooks.url: expected an http(s) URL, got {url!r}")
+    if not isinstance(secret, str) or (url and not secret):
+        raise ConfigError("webhooks.secret: expected the secret the events are signed with")
     return Scenario(
+        webhook_url=url,
+        webhook_secret=secret,
         seed=seed,
         time_scale=float(time_scale),
         offers=offers,

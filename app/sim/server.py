@@ -12,6 +12,7 @@ from .api import MarketAPI
 from .market import SimClock, SimMarket
 from .scenario import Scenario
 from .ssh_hosts import SSHHosts
+from .webhooks_out import WebhookSender
 
 
 class SimServer:
@@ -27,6 +28,7 @@ class SimServer:
         self.port = port
         self.api = MarketAPI(self.market)
         self.ssh: SSHHosts | None = None
+        self.webhooks: WebhookSender | None = None
         self._runner: web.AppRunner | None = None
         self._ticker: asyncio.Task[Any] | None = None
         self._thread: threading.Thread | None = None
@@ -50,6 +52,10 @@ class SimServer:
         self.port = self._runner.addresses[0][1]
         self.api.base_url = self.url
         self.ssh = SSHHosts(self.market, self.url)
+        if self.scenario.webhook_url:
+            self.webhooks = WebhookSender(
+                self.market, self.scenario.webhook_url, self.scenario.webhook_secret
+            )
         self._ticker = asyncio.create_task(self._tick())
 
     async def _tick(self) -> None:
@@ -57,6 +63,8 @@ class SimServer:
         while True:
             try:
                 await self.ssh.sync()
+                if self.webhooks is not None:
+                    self.webhooks.tick()
             except Exception as exc:  # keep the market alive; a broken host must not end it
                 print(f"sim: ssh sync failed: {exc!r}", flush=True)
             await asyncio.sleep(0.05)
@@ -68,6 +76,8 @@ class SimServer:
             await self._runner.cleanup()
         if self.ssh:
             await self.ssh.close_all()
+        if self.webhooks is not None:
+            await self.webhooks.close()
 
     async def serve_forever(self) -> None:
         await self.start()
