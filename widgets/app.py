@@ -504,7 +504,8 @@ class RentwatchApp(App[str]):
         self.push_screen(LedgerScreen(self.ledger))
 
     def action_receipt(self) -> None:
-        self.push_screen(ReceiptScreen(self.ledger))
+        chart = self.latest.campaign if self.latest else None
+        self.push_screen(ReceiptScreen(self.ledger, chart=chart))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -21,6 +21,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from .charts import column_chart
 from .clock import ago, clock, speed, time_label
 from .render import PHASE_STYLE, progress_bar, span, sparkline
 
@@ -109,9 +110,11 @@ def render_gpu(d: InstanceDetail, width: int = 60) -> Text:
     )
     throttled = "".join("!" if s.reasons else "·" for s in d.samples[-width:])
     last = d.samples[-1]
-    t.append("   util     ")
-    t.append(sparkline(util, width), style="cyan")
-    t.append(f"  {last.util or 0:.0f}%\n")
+    t.append(f"   utilization, now {last.util or 0:.0f}%\n")
+    for line in column_chart(util, width + 9, height=4):  # the samples as columns, in time
+        t.append("   ")
+        t.append(line)
+        t.append("\n")
     t.append("   SM clock ")
     t.append(sparkline(clocks, width), style="magenta")
     if last.sm_clock and last.max_sm_clock:

@@ -1,31 +1,71 @@
-"""The receipt and the hosts' delivery record, from the ledger."""
+"""The receipt, the campaign's spend over time (duds against the rest, from the ledger's billing
+spans), and the hosts' delivery record, all from the ledger; the screen scrolls from the
+keyboard (its tables outgrow a small terminal)."""
 
 from __future__ import annotations
 
+from rentwatch.core.text import clean
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.receipt import format_receipt
+from rentwatch.ledger.spend_curve import SpendPoint, spend_curve_sql
 from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from .charts import stacked_chart
 from .clock import clock
+
+CHART_HEIGHT = 6
+
+
+def render_spend(campaign: str, points: list[SpendPoint], width: int) -> Text:
+    """The campaign's spend so far as a stacked chart: duds (red) under the rest (green)."""
+    t = Text()
+    t.append(f"spend over time: {clean(campaign, 60)}", style="bold")
+    t.append("   ")
+    t.append("█ duds", style="red")
+    t.append("  ")
+    t.append("█ the rest (verified rentals, delivered work)", style="green")
+    if not points:
+        t.append("\n   nothing billed yet", style="grey50")
+        return t
+    last = points[-1]
+    t.append(
+        f"\n   by {clock(last.at)}: duds ${last.dud_usd:.4f}, the rest ${last.other_usd:.4f}\n"
+    )
+    lines = stacked_chart(
+        [p.dud_usd for p in points], [p.other_usd for p in points], width, CHART_HEIGHT
+    )
+    for line in lines:
+        t.append(line)
+        t.append("\n")
+    first = clock(points[0].at)
+    pad = max(1, width - len(first) - len(clock(last.at)) - 6)
+    t.append(f"      {first}{' ' * pad}{clock(last.at)}", style="dim")
+    return t
 
 
 class ReceiptScreen(Screen[None]):
     BINDINGS = [Binding("escape,r", "app.pop_screen", "Back", id="receipt.back")]
 
-    def __init__(self, ledger: Ledger, campaign: str | None = None) -> None:
+    def __init__(
+        self, ledger: Ledger, campaign: str | None = None, chart: str | None = None
+    ) -> None:
         super().__init__()
         self.ledger = ledger
         self.campaign = campaign
+        self.chart = chart or campaign  # whose spend the chart draws (the dashboard's)
 
     def compose(self) -> ComposeResult:
-        yield Static("reading the ledger…", id="receipt")
-        yield Static("", id="hosts")
+        with VerticalScroll(id="receipt-body"):
+            yield Static("reading the ledger…", id="receipt")
+            yield Static("", id="spend")
+            yield Static("", id="hosts")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -39,7 +79,9 @@ class ReceiptScreen(Screen[None]):
         as_of = self.ledger.query("select now from ledger_clock", limit=1).rows
         hosts = self.ledger.query(
             # p(deliver) with the prior of rentwatch.core.reputation (mean 0.4, weight 2)
-            "select h.machine_id, h.host_id, creates, booted, computed, finished, throttled, went_offline, duds, "
+            # short names: thirteen columns in 80 cells cut every header to "machi…"
+            "select h.machine_id machine, h.host_id host, creates, booted, computed, "
+            "finished, throttled, went_offline offline, duds, "
             "round((0.8 + computed) / (2 + computed + duds), 2) p_deliver, "
             "coalesce(failure_classes, '') classes, round(dud_usd, 4) dud_usd, "
             "q.machine_id is not null quarantined from hosts h "
@@ -47,9 +89,16 @@ class ReceiptScreen(Screen[None]):
             limit=200,
         )
         at = float(as_of[0][0]) if as_of and as_of[0][0] else None
-        self.app.call_from_thread(self._show, receipts, hosts, at)
+        chart = self.chart or (str(receipts[-1]["campaign"]) if receipts else None)
+        spend: tuple[str, list[SpendPoint]] | None = None
+        if chart is not None:
+            width = max(30, min(200, self.size.width - 2))
+            got = self.ledger.query(spend_curve_sql(chart, width - 10), limit=1000)
+            rows = [SpendPoint.from_row(dict(zip(got.columns, r, strict=True))) for r in got.rows]
+            spend = (chart, rows)
+        self.app.call_from_thread(self._show, receipts, hosts, at, spend)
 
-    def _show(self, receipts, hosts, at: float | None = None) -> None:  # type: ignore[no-untyped-def]
+    def _show(self, receipts, hosts, at: float | None = None, spend=None) -> None:  # type: ignore[no-untyped-def]
         t = Table(
             title="receipt" + (f" as of {clock(at)}" if at else ""),
             caption="the ledger's last event" if at else None,
@@ -61,7 +110,10 @@ class ReceiptScreen(Screen[None]):
             for label, value in format_receipt(r):
                 t.add_row(Text(label), Text(value))  # a campaign name is text, never markup
         self.query_one("#receipt", Static).update(t if receipts else Text("no creates yet"))
-        h = Table(title="hosts: renter-side delivery record")
+        if spend is not None:
+            width = max(30, min(200, self.size.width - 2))
+            self.query_one("#spend", Static).update(render_spend(spend[0], spend[1], width))
+        h = Table(title="hosts: renter-side delivery record", title_justify="left")
         for c in hosts.columns:
             h.add_column(c)
         for row in hosts.rows:
