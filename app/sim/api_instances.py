@@ -23,6 +23,13 @@ def no_such_ask(offer_id: int) -> web.Response:
     )
 
 
+def bad_bid(price: Any) -> web.Response | None:
+    """A bid outside the OpenAPI's range for a bid price ([0.001, 32.0] $/h), answered."""
+    if isinstance(price, bool) or not isinstance(price, int | float) or not 0.001 <= price <= 32:
+        return error(400, "invalid_args", "Please set a bid price >= 0.001.")
+    return None
+
+
 class InstanceRoutes:
     def __init__(self, market: SimMarket) -> None:
         self.market = market
@@ -70,6 +77,9 @@ class InstanceRoutes:
         if not isinstance(env, dict):
             env = {}
         label = body.get("label")
+        price = body.get("price")  # a bid: the interruptible tier (absent or null: on-demand)
+        if price is not None and (bad := bad_bid(price)) is not None:
+            return bad
         inst = self.market.create(
             offer_id,
             image,
@@ -77,8 +87,40 @@ class InstanceRoutes:
             str(label) if label else None,
             {str(k): str(v) for k, v in env.items()},
             body.get("onstart"),
+            price=None if price is None else float(price),
         )
+        if inst.paused_at is not None and inst.bid is not None:
+            # "Vast.ai creates spot instances in the stopped state and returns an error if the
+            # bid is insufficient" (dstack `vastai/api_client.py`): the error still names the
+            # instance. `invalid_price` is a create error of the OpenAPI; the text is ours.
+            low = self.market.min_bid(m, now)
+            return error(
+                400,
+                "invalid_price",
+                f"bid ${inst.bid:.4f}/h is under the machine's min_bid "
+                f"${low:.4f}/h: instance {inst.id} created stopped",
+                new_contract=inst.id,
+                instance_api_key=inst.api_key,
+            )
         return answer({"success": True, "new_contract": inst.id, "instance_api_key": inst.api_key})
+
+    async def bid_price(self, request: web.Request) -> web.Response:
+        """`PUT /api/v0/instances/bid_price/{id}/` with `{"client_id": "me", "price": p}`
+        (vast-ai/docs openapi.yaml, change bid: price in [0.001, 32.0])."""
+        body = await body_json(request)
+        inst = self.market.live(self._iid(request))
+        if inst is None:
+            return error(404, "no_such_instance", "Instance with that ID does not exist.")
+        if not isinstance(body, dict) or body.get("price") is None:
+            return error(400, "invalid_args", "Please set a bid price >= 0.001.")
+        if (bad := bad_bid(body["price"])) is not None:
+            return bad
+        if inst.bid is None:
+            # "The rental type cannot be changed after the create": an on-demand rental
+            # takes no bid (the simulator's words: no source gives Vast's)
+            return error(400, "invalid_args", "instance is not interruptible: no bid to change")
+        self.market.change_bid(inst, float(body["price"]))
+        return answer({"success": True})
 
     def update(self, iid: int, body: Any) -> web.Response:
         inst = self.market.live(iid)
@@ -91,6 +133,7 @@ class InstanceRoutes:
         state = body.get("state")
         if state == "stopped":
             inst.frozen_at = None
+            inst.paused_at = None  # a stop the renter asked for does not resume by itself
             self.market.stop(inst)
         elif state == "frozen":  # paused, memory kept: only a running container can be
             if not inst.running(self.market.clock.now()):

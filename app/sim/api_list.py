@@ -220,8 +220,7 @@ class ListRoutes:
             else ({} if running else None),
             "direct_port_count": 20 if m.direct else 0,
             "uptime_mins": round(uptime, 2) if uptime is not None else None,
-            "is_bid": False,
-            "min_bid": round(m.dph_base * 0.6, 6),
+            "min_bid": self.market.min_bid(m, now),  # the bid to beat now (app/sim/bids)
             "end_date": m.contract_end,
             "template_id": None,
             "template_hash_id": None,

@@ -1,5 +1,11 @@
 """The offer search: `POST /api/v0/bundles/` (and the CLI's `--new` `PUT /api/v0/search/asks/`)
-over the market's free machines, matched by the CLI's query language (`core/offer_query`)."""
+over the market's free machines, matched by the CLI's query language (`core/offer_query`).
+
+`type` picks the tier (vast-ai/docs `api-reference/openapi.yaml`, search offers: `ondemand`,
+`bid`, `reserved`; the CLI and the OpenAPI example send `on-demand`). Every offer carries its
+`min_bid`, the bid to beat now; under `type: "bid"` the offer is priced at it ("bid
+(interruptible): Uses minimum bid price"), and a machine an on-demand rental holds is not
+listed (no bid wins there)."""
 
 from __future__ import annotations
 
@@ -29,8 +35,16 @@ class OfferRoutes:
         limit = q.get("limit")
         storage = float(q.get("allocated_storage") or 5.0)
         now = self.market.clock.now()
-        offers = [m.offer_json(storage, now) for m in self.market.offers()]
-        filters = {k: v for k, v in q.items() if isinstance(v, dict)}
+        bid = str(q.get("type") or "").lower() in ("bid", "interruptible")
+        offers = []
+        for m in self.market.offers():
+            o = m.offer_json(storage, now, self.market.min_bid(m, now))
+            if bid:
+                if o["min_bid"] >= m.dph_base:  # held on-demand: no bid wins
+                    continue
+                o["dph_total"] = round(o["min_bid"] + o["storage_total_cost"], 6)
+            offers.append(o)
+        filters = {k: v for k, v in q.items() if isinstance(v, dict) and k != "type"}
         offers = [o for o in offers if matches(o, filters)]
         for col, direction in reversed(
             [tuple(o) for o in order if isinstance(o, list | tuple) and len(o) == 2]

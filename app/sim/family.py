@@ -62,6 +62,19 @@ FAULTS = {  # per-market API and SSH fault rates, each uniform in [0, high]
 # market minutes, already far longer than a real hang lasts (the client gives up on a call
 # after 20 s); 2 s was 20 market minutes of a poll held up, noise that swamped the policies.
 FAULT_TIMEOUT_S = 0.5
+# The interruptible tier ([bids], docs/scenarios.md), drawn apart from the rest (its own key):
+# a market's rivals per machine-hour, each listed model's own pressure a multiple of it, so
+# some markets and models are quiet and others are fought over.
+BID_PRESSURE = (0.05, 2.0)
+BID_MODEL_SPREAD = (0.25, 3.0)
+BID_FLOOR_LOW = (0.22, 0.45)  # min_bid floor = [low, low + width] of the on-demand price
+BID_FLOOR_WIDTH = (0.05, 0.25)
+BID_DRIFT = (0.05, 0.4)
+BID_DAY_SWING = (0.0, 0.8)
+BID_ONDEMAND = (0.05, 0.4)
+BID_RIVAL_HIGH = (1.2, 2.0)  # a rival's bid = [0.9, this] x the floor
+BID_HOLD_LOW_MIN = (5.0, 30.0)
+BID_HOLD_HIGH_MIN = (40.0, 240.0)
 
 
 @dataclass(frozen=True)
@@ -150,9 +163,28 @@ def draw_market(family_seed: int, index: int) -> FamilyMarket:
         "faults": {k: round(rng.uniform(0, hi), 4) for k, hi in FAULTS.items()}
         | {"timeout_s": FAULT_TIMEOUT_S},
     }
+    data["bids"] = _bids(family_seed, index, gpus)
     fleet = rng.choice(FLEET_SIZES)
     max_dph = round(max(price_hi, price_hi * dud_factor) * 1.01, 3)
     return FamilyMarket(index, parse_scenario(data, data["name"]), fleet, max_dph, data)
+
+
+def _bids(family_seed: int, index: int, gpus: list[str]) -> dict[str, Any]:
+    """One market's `[bids]`: pressure spread across markets and across its models."""
+    r = _rng(family_seed, index, "bids")
+    base = _u(r, BID_PRESSURE)
+    low = _u(r, BID_FLOOR_LOW)
+    return {
+        "pressure": round(base, 3),
+        "floor": [round(low, 3), round(low + _u(r, BID_FLOOR_WIDTH), 3)],
+        "drift": round(_u(r, BID_DRIFT), 3),
+        "day_swing": round(_u(r, BID_DAY_SWING), 3),
+        "peak_hour": round(r.uniform(0, 24), 2),
+        "ondemand": round(_u(r, BID_ONDEMAND), 3),
+        "rival_bid": [0.9, round(_u(r, BID_RIVAL_HIGH), 3)],
+        "hold_min": [round(_u(r, BID_HOLD_LOW_MIN), 1), round(_u(r, BID_HOLD_HIGH_MIN), 1)],
+        "gpu_pressure": {g: round(base * _u(r, BID_MODEL_SPREAD), 3) for g in gpus},
+    }
 
 
 def draw_family(family_seed: int, n: int) -> list[FamilyMarket]:
@@ -172,8 +204,14 @@ def to_toml(data: dict[str, Any]) -> str:
             return "[" + ", ".join(val(x) for x in v) + "]"
         return repr(v)
 
-    lines = [f"{k} = {val(v)}" for k, v in data.items() if k not in ("host_class", "faults")]
+    tables = ("host_class", "faults", "bids")
+    lines = [f"{k} = {val(v)}" for k, v in data.items() if k not in tables]
     lines += ["", "[faults]"] + [f"{k} = {val(v)}" for k, v in data["faults"].items()]
+    if "bids" in data:
+        b = data["bids"]
+        lines += ["", "[bids]"] + [f"{k} = {val(v)}" for k, v in b.items() if k != "gpu_pressure"]
+        lines += ["", "[bids.gpu_pressure]"]
+        lines += [f"{val(g)} = {val(p)}" for g, p in b.get("gpu_pressure", {}).items()]
     for cls in data["host_class"]:
         lines += ["", "[[host_class]]"] + [f"{k} = {val(v)}" for k, v in cls.items()]
     return "\n".join(lines) + "\n"

@@ -81,7 +81,9 @@ class Machine:
     taken_until: float | None = None  # another renter holds it until then
     asked: int = 0  # creates asked of it (each may find it taken meanwhile)
 
-    def offer_json(self, allocated_storage: float, now: float | None = None) -> dict[str, Any]:
+    def offer_json(
+        self, allocated_storage: float, now: float | None = None, min_bid: float | None = None
+    ) -> dict[str, Any]:
         spec = GPU_SPECS.get(self.advertised_gpu)
         storage_h = storage_per_hour(allocated_storage, self.storage_cost)
         return {
@@ -135,8 +137,8 @@ class Machine:
             if self.contract_end is not None and now is not None
             else 30 * 86400.0,
             "direct_port_count": 20 if self.direct else 0,
-            "min_bid": round(self.dph_base * 0.6, 6),
-            "is_bid": False,
+            # the bid to beat now (app/sim/bids.py; it moves); no `is_bid`: see fidelity.md
+            "min_bid": round(self.dph_base * 0.6, 6) if min_bid is None else min_bid,
             "start_date": None,
             "end_date": self.contract_end,
             "hosting_type": 0,

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..core.billing import Mark, storage_per_hour
 from ..core.gpu_specs import GPU_SPECS
+from . import bids
 from . import host_behaviours as hb
 from .boot import THROTTLE_REASONS, boot_steps
 from .images import deny_unpullable
@@ -124,7 +125,10 @@ class SimMarket:
         env: dict[str, str],
         onstart: str | None,
         at: float | None = None,
+        price: float | None = None,
     ) -> SimInstance:
+        """Rent an offer; with `price`, on the interruptible tier at that bid: a bid that does
+        not win now makes the instance stopped from its create, paused until it wins."""
         global _highest_id
         m = self.by_offer[offer_id]
         now = self.clock.now() if at is None else at
@@ -155,6 +159,10 @@ class SimMarket:
         inst.segments.append(deny_unpullable(seg, image, self.scenario.images))
         inst.throttle_drop = between(rng, m.knobs["throttle_drop"])
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
+        if price is not None:
+            inst.bid, inst.gpu_dph, inst.prices, inst.bid_seen = price, price, [(now, price)], now
+            if not bids.wins(self.scenario.seed, self.scenario.bids, m, now, price):
+                bids.pause(inst, now, outbid=False)
         self.instances[iid] = inst
         self.order.append(iid)
         self._live += 1
@@ -189,11 +197,17 @@ class SimMarket:
             seg.end = now
             inst.stops.append(now)
 
-    def start(self, inst: SimInstance) -> None:
+    def start(self, inst: SimInstance, at: float | None = None) -> None:
         seg = inst.segments[-1]
         if seg.end is None:
             return
-        now = self.clock.now()
+        now = self.clock.now() if at is None else at
+        if at is None and inst.bid is not None:
+            # a renter's start of a bid rental: it runs only while its bid wins, else it waits
+            self.settle_bids(now)
+            if not bids.wins(self.scenario.seed, self.scenario.bids, inst.machine, now, inst.bid):
+                inst.paused_at = now
+                return
         inst.starts.append(now)
         rng = keyed_rng(
             self.scenario.seed, inst.machine.id, inst.rental_no, "start", len(inst.segments)
@@ -209,9 +223,34 @@ class SimMarket:
         end = inst.machine.contract_end
         return end is not None and (self.clock.now() if now is None else now) >= end
 
+    def settle_bids(self, now: float) -> None:
+        """Every bid rental walked up to `now`: outbid, or resumed by itself (app/sim/bids)."""
+        for inst in self.instances.values():
+            bids.settle(self.scenario.seed, self.scenario.bids, inst, now, self.start)
+
+    def change_bid(self, inst: SimInstance, price: float) -> None:
+        """`PUT /api/v0/instances/bid_price/{id}/`: the GPU bills at the new bid from now, and
+        the rental runs or waits as the new bid wins or not."""
+        now = self.clock.now()
+        self.settle_bids(now)
+        inst.bid, inst.gpu_dph = price, price
+        inst.prices.append((now, price))
+        won = bids.wins(self.scenario.seed, self.scenario.bids, inst.machine, now, price)
+        if inst.segments[-1].end is None and not won:
+            bids.pause(inst, now)
+        elif inst.paused_at is not None and won and not self.contract_over(inst, now):
+            inst.paused_at = None
+            inst.resumes.append(now)
+            self.start(inst, at=now)
+
+    def min_bid(self, m: Machine, now: float) -> float:
+        return bids.min_bid(self.scenario.seed, self.scenario.bids, m, now)
+
     def market_stops(self, now: float) -> None:
         """Stop, as of the listing's end, every rental whose host's contract has ended: the
-        market's own stop (Vast stops, it does not destroy, at a contract's end date)."""
+        market's own stop (Vast stops, it does not destroy, at a contract's end date). Bid
+        rentals are settled first (outbids and resumes up to `now`)."""
+        self.settle_bids(now)
         for inst in self.instances.values():
             end = inst.machine.contract_end
             if inst.destroyed_at is not None or end is None or now < end:
@@ -344,6 +383,11 @@ class SimMarket:
                     "direct_ssh": inst.machine.direct,
                     "market_stopped_at": inst.market_stop_at,
                     "expired_at": inst.expired_at,
+                    # the interruptible tier: the bid in force (None: on-demand), each
+                    # outbid and each resume the market made by itself
+                    "bid": inst.bid,
+                    "outbid_at": list(inst.outbids),
+                    "resumed_at": list(inst.resumes),
                 }
             )
             tot_gpu += c.gpu_usd

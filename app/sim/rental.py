@@ -48,6 +48,15 @@ class SimInstance:
     # cli/reference/show-instance.mdx): it bills as running does
     frozen_at: float | None = None
     expired_at: float | None = None  # the market deleted it 48 h after its contract ended
+    # the interruptible tier (app/sim/bids.py): the bid ($/h, None: on-demand), each price it
+    # billed from (the create's, then each change of the bid), the outbid pause it is in
+    # (since when; it resumes by itself), every outbid and resume, and how far it was settled
+    bid: float | None = None
+    prices: list[tuple[float, float]] = field(default_factory=list)
+    paused_at: float | None = None
+    outbids: list[float] = field(default_factory=list)
+    resumes: list[float] = field(default_factory=list)
+    bid_seen: float = 0.0
 
     @property
     def intended(self) -> str:
@@ -55,6 +64,8 @@ class SimInstance:
             return "destroyed"
         if self.frozen_at is not None:
             return "frozen"
+        # an outbid rental reads stopped in intended, current and next state alike (dstack
+        # `vastai/compute.py` update_provisioning_data: "when a spot instance is outbid")
         return "stopped" if self.segments and self.segments[-1].end is not None else "running"
 
     def status(self, now: float) -> tuple[str | None, str | None]:
@@ -64,6 +75,9 @@ class SimInstance:
         if seg.end is not None and now >= seg.end:
             if self.market_stop_at is not None and seg.end == self.market_stop_at:
                 return "stopped", "Stopped: the host's rental contract has ended"
+            if self.paused_at is not None:
+                # the simulator's own words: no source gives Vast's text for an outbid
+                return "stopped", "Stopped: outbid; resumes when its bid regains priority"
             return "stopped", "Stopped by user"
         step = seg.state_at(now)
         if self.frozen_at is not None and step.actual == "running":
@@ -74,7 +88,10 @@ class SimInstance:
         return self.status(now)[0] == "running"
 
     def marks(self) -> list[Mark]:
-        out = [Mark(self.created_at, "create", self.gpu_dph, self.storage_dph)]
+        first = self.prices[0][1] if self.prices else self.gpu_dph
+        out = [Mark(self.created_at, "create", first, self.storage_dph)]
+        # a bid rental bills its GPU at the bid in force (a change of bid: a new price)
+        out.extend(Mark(at, "price", gpu_dph=p) for at, p in self.prices[1:])
         for i, seg in enumerate(self.segments):
             if i > 0:
                 out.append(Mark(seg.start, "start"))

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.gpu_specs import DPH_RANGE
+from .bid_table import Bids, parse_bids
 from .images import ImageSpec, parse_images
 
 BEHAVIOURS = (
@@ -165,6 +166,7 @@ class Scenario:
     webhook_secret: str = ""
     preload_label: str = "preload"  # their labels are "<preload_label>:<n>" (a campaign's own,
     # "rw:<campaign>", makes them that campaign's rentals)
+    bids: Bids = field(default_factory=Bids)  # `[bids]`: the interruptible tier's rivals
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -253,6 +255,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "preload_label",
         "gpu",
         "webhooks",
+        "bids",
     }
     for key in data:
         if key not in known:
@@ -347,6 +350,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         preload=preload,
         preload_booting=booting,
         preload_label=preload_label,
+        bids=parse_bids(data.get("bids")),
     )
 
 

@@ -75,6 +75,8 @@ class SSHHosts:
         self.dropped = 0  # sessions cut mid-command by the ssh_drop fault or the proxy
         self.by_route: dict[str, int] = {"direct": 0, "proxy": 0}  # sessions per route
         self._running: set[asyncio.subprocess.Process] = set()  # commands not yet done with
+        self._procs: dict[int, set[asyncio.subprocess.Process]] = {}  # instance id -> its own
+        self._outbids_seen: dict[int, int] = {}  # instance id -> the outbids whose kill ran
         self.received: list[bytes] | None = (
             None  # set to a list to record what renters send (tests)
         )
@@ -93,11 +95,21 @@ class SSHHosts:
             if meter.done_at is not None:
                 work_meter.release(meter)
         for inst in list(self.market.instances.values()):
+            if len(inst.outbids) > self._outbids_seen.get(inst.id, 0):
+                self._outbids_seen[inst.id] = len(inst.outbids)
+                self.kill_processes(inst.id)  # outbid: "stopped (killing running processes)"
             up = inst.destroyed_at is None and inst.running(now)
             if up and inst.id not in self.listeners:
                 await self._open(inst)
             elif not up and inst.id in self.listeners:
                 await self._close(inst.id)
+
+    def kill_processes(self, iid: int) -> None:
+        """Every command still running on the instance dies (its data stays in the sandbox)."""
+        for sub in list(self._procs.pop(iid, set())):
+            if sub.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(sub.pid, signal.SIGKILL)
 
     async def _open(self, inst: SimInstance) -> None:
         m = inst.machine
@@ -161,6 +173,8 @@ class SSHHosts:
         Output nobody read to its end keeps it listed, for `close_all` to drain."""
         if sub.stdin is not None:
             sub.stdin.close()
+        for own in self._procs.values():
+            own.discard(sub)
         if all(out is None or out.at_eof() for out in (sub.stdout, sub.stderr)):
             self._running.discard(sub)
 
@@ -297,6 +311,7 @@ class SSHHosts:
             start_new_session=True,
         )
         self._running.add(sub)
+        self._procs.setdefault(inst.id, set()).add(sub)
         asyncio.ensure_future(sub.wait()).add_done_callback(lambda _: self._reap(sub))
         inst.busy_until = float("inf")
         try:

@@ -1,0 +1,161 @@
+"""The interruptible tier of the simulated market: min_bid, the other renters, outbids, resumes.
+
+Vast's rules (vast-ai/docs `guides/instances/choosing/instance-types.mdx` and
+`guides/reference/faq/rental-types.mdx`): on-demand beats any bid, the higher bid wins, an
+outbid instance "is stopped (killing running processes)" with its data kept, and it resumes by
+itself when it regains priority, billing the GPU again from then.
+
+Everything here is a pure function of (seed, machine, time) and `[bids]` (app/sim/bid_table):
+- each machine's floor: a share of its on-demand price drawn per machine, moved window by
+  window (`drift`);
+- rivals: at most one arrives per machine and window, with the chance the pressure gives (per
+  model, swinging over the UTC day); it bids a multiple of the floor, or rents on-demand (a
+  share of them), and holds the machine for a while;
+- what a bid must beat at `t` (`need`): the floor and every rival bid then; an on-demand rival
+  beats every bid. The offers' `min_bid` is that.
+A rival that rents on-demand a machine nobody bids on is the `[listing] taken` share already;
+here they count only against bids, so that adding the tier changed no on-demand market.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .bid_table import Bids
+from .machines import Machine, keyed_rng
+from .rental import SimInstance
+
+TICK = 0.001  # $/h: the step a bid must clear a rival's by
+
+
+@dataclass(frozen=True)
+class Rival:
+    start: float
+    end: float
+    bid: float | None  # None: rented on-demand
+
+
+def _window_s(b: Bids) -> float:
+    return b.window_min * 60.0
+
+
+def floor_at(seed: int, b: Bids, m: Machine, t: float) -> float:
+    """The machine's min_bid floor at `t` ($/h), its own draw moved by the window's drift."""
+    share = keyed_rng(seed, "bid-floor", m.id).uniform(*b.floor)
+    k = math.floor(t / _window_s(b))
+    move = keyed_rng(seed, "bid-drift", m.id, k).uniform(-1.0, 1.0) * b.drift
+    return m.dph_base * share * (1.0 + move)
+
+
+def pressure_at(b: Bids, gpu: str, t: float) -> float:
+    """Rivals per machine-hour at `t`: the model's pressure, swinging over the UTC day."""
+    hour = (t % 86400.0) / 3600.0
+    swing = 1.0 + b.day_swing * math.cos(2 * math.pi * (hour - b.peak_hour) / 24.0)
+    return b.pressure_for(gpu) * max(0.0, swing)
+
+
+def _rival(seed: int, b: Bids, m: Machine, k: int) -> Rival | None:
+    w = _window_s(b)
+    rng = keyed_rng(seed, "bid-rival", m.id, k)
+    p = 1.0 - math.exp(-pressure_at(b, m.advertised_gpu, (k + 0.5) * w) * w / 3600.0)
+    if rng.random() >= p:
+        return None
+    start = k * w + rng.random() * w
+    hold = rng.uniform(*b.hold_min) * 60.0
+    if rng.random() < b.ondemand:
+        return Rival(start, start + hold, None)
+    return Rival(start, start + hold, floor_at(seed, b, m, start) * rng.uniform(*b.rival_bid))
+
+
+def rivals(seed: int, b: Bids, m: Machine, lo: float, hi: float) -> list[Rival]:
+    """Every rival on the machine whose hold meets [lo, hi]."""
+    w = _window_s(b)
+    back = math.ceil(b.hold_min[1] * 60.0 / w) + 1
+    out = []
+    for k in range(math.floor(lo / w) - back, math.floor(hi / w) + 1):
+        r = _rival(seed, b, m, k)
+        if r is not None and r.end > lo and r.start <= hi:
+            out.append(r)
+    return out
+
+
+def need(seed: int, b: Bids, m: Machine, t: float) -> float | None:
+    """What a bid must reach to hold the machine at `t` ($/h); None: an on-demand rental holds
+    it, and no bid does."""
+    top = floor_at(seed, b, m, t)
+    for r in rivals(seed, b, m, t, t):
+        if not r.start <= t < r.end:
+            continue
+        if r.bid is None:
+            return None
+        top = max(top, r.bid + TICK)
+    return top
+
+
+def min_bid(seed: int, b: Bids, m: Machine, t: float) -> float:
+    """The offer's `min_bid` at `t`: the need, or the on-demand price while a rival holds the
+    machine on-demand (no bid wins then; none at or above on-demand makes sense either)."""
+    n = need(seed, b, m, t)
+    if n is None:
+        return round(m.dph_base, 6)
+    return math.ceil(max(n, 0.001) * 1e6 - 1e-6) / 1e6  # rounded up: a bid of it wins
+
+
+def wins(seed: int, b: Bids, m: Machine, t: float, bid: float) -> bool:
+    n = need(seed, b, m, t)
+    return n is not None and bid + 1e-9 >= n
+
+
+def changes(seed: int, b: Bids, m: Machine, lo: float, hi: float) -> list[float]:
+    """The moments in (lo, hi] at which what a bid must beat may change: window edges (the
+    floor moves) and each rival's arrival and leaving."""
+    w = _window_s(b)
+    out = {k * w for k in range(math.floor(lo / w) + 1, math.floor(hi / w) + 1)}
+    for r in rivals(seed, b, m, lo, hi):
+        out.update(p for p in (r.start, r.end) if lo < p <= hi)
+    return sorted(out)
+
+
+def pause(inst: SimInstance, at: float, outbid: bool = True) -> None:
+    """Outbid at `at` (or, `outbid` false, created with a bid that does not win): stopped
+    there (its processes die with the container), data kept, waiting for priority."""
+    seg = inst.segments[-1]
+    if seg.end is None:
+        seg.end = at
+        inst.stops.append(at)
+    inst.paused_at = at
+    if outbid:
+        inst.outbids.append(at)
+
+
+def settle(
+    seed: int,
+    b: Bids,
+    inst: SimInstance,
+    now: float,
+    resume: Callable[[SimInstance, float], None],
+) -> None:
+    """Walk one bid rental from where it was last settled up to `now`: outbid where its bid
+    stops winning while it runs, resumed (`resume(inst, at)`: a new boot from `at`) where it
+    wins again while it waits. A rental stopped by its renter or the contract's end is not
+    the market's to resume."""
+    if inst.bid is None or inst.destroyed_at is not None or now <= inst.bid_seen:
+        inst.bid_seen = max(inst.bid_seen, now)
+        return
+    m = inst.machine
+    points = changes(seed, b, m, inst.bid_seen, now)
+    for p in points:
+        won = wins(seed, b, m, p, inst.bid)
+        running = inst.segments[-1].end is None
+        if running and not won:
+            pause(inst, p)
+        elif inst.paused_at is not None and won:
+            if m.contract_end is not None and p >= m.contract_end:
+                inst.paused_at = None  # the contract is over: nothing resumes
+                break
+            inst.paused_at = None
+            inst.resumes.append(p)
+            resume(inst, p)
+    inst.bid_seen = now
