@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .campaign import Job
 from .gpu_specs import expected_tflops
+from .work_cost import detect_prior_h
 
 
 @dataclass(frozen=True)
@@ -67,18 +68,23 @@ def estimate(
 
 PRIOR_SHARE = 0.93  # the share of its model's speed a machine we never measured is expected at
 UNKNOWN_SHARE = 0.5  # a model the table does not know: half the reference, until measured
+DEFAULT_DUD_H = detect_prior_h(45 * 60, 30 * 60)  # the seed's and default's deadlines
 
 
 @dataclass(frozen=True)
 class WorkOutlook:
     """What ranking offers by delivered work needs: the campaign's reference speed, the work
     one host is expected to take on (reference GPU-hours), our measured speed share per
-    machine (the ledger's), and the market hours a new host bills before it works."""
+    machine (the ledger's), the market hours a new host bills before it works, our record per
+    GPU model (delivered, duds) and the hours a dud is expected to bill before it is caught
+    (`work_cost.detect_h`)."""
 
     ref_tflops: float
     job_ref_h: float
     speeds: Mapping[int, float] = field(default_factory=dict)
     boot_h: float = 0.25
+    models: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    dud_h: float = DEFAULT_DUD_H
 
     def rate(self, gpu_name: str, machine_id: int | None) -> float:
         """Reference GPU-hours per hour this offer is expected to deliver: its model's speed
@@ -90,7 +96,13 @@ class WorkOutlook:
         return model * share / self.ref_tflops
 
 
-def outlook(jobs: list[Job], speeds: Mapping[int, float], hosts: int) -> WorkOutlook | None:
+def outlook(
+    jobs: list[Job],
+    speeds: Mapping[int, float],
+    hosts: int,
+    models: Mapping[str, tuple[int, int]] | None = None,
+    dud_h: float = DEFAULT_DUD_H,
+) -> WorkOutlook | None:
     """The outlook for the sized jobs still to run (None: none is sized), each host expected
     to take an equal share of the work left, at least one job."""
     left = [j for j in jobs if sized(j)]
@@ -99,4 +111,4 @@ def outlook(jobs: list[Job], speeds: Mapping[int, float], hosts: int) -> WorkOut
     ref = expected_tflops(left[0].ref_gpu or "") or 1.0
     total = sum(j.ref_hours or 0 for j in left)
     per_host = max(max(j.ref_hours or 0 for j in left), total / max(1, hosts))
-    return WorkOutlook(ref, per_host, dict(speeds))
+    return WorkOutlook(ref, per_host, dict(speeds), models=dict(models or {}), dud_h=dud_h)

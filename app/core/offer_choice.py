@@ -19,6 +19,7 @@ from .hedge import HedgeInputs, WorkInputs, mean_odds, spare_attempts, work_host
 from .models import Offer
 from .policy import Policy
 from .reputation import DEFAULT_DUD_USD, ROUND_H, market_odds, offer_odds, rank_offers
+from .work_cost import deliver_odds, host_cost
 
 History = dict[int, tuple[int, int, float]]  # machine id -> (delivered, duds, mean dud USD)
 
@@ -97,33 +98,29 @@ def fit_offers(
 def rank_by_work(
     offers: Sequence[Offer], history: History, work: WorkOutlook, value_of_time: float = 0.0
 ) -> list[tuple[Offer, str]]:
-    """Offers best first by expected USD per delivered reference GPU-hour: the host's price
-    over the work it is expected to do (its model's speed times this machine's measured share,
-    `WorkOutlook.rate`) and the hours it bills booting and proving itself first, plus the duds
-    expected before one delivers (its odds from our own record, as `rank_offers`), plus the
-    wait at the operator's value of time (a slow host holds the campaign's end back)."""
+    """Offers best first by expected USD per delivered reference GPU-hour (`work_cost`): the
+    host's price over the work it is expected to do (its model's speed times this machine's
+    measured share, `WorkOutlook.rate`) and the hours it bills booting and proving itself
+    first, plus the duds expected before one delivers (its odds from this machine's and this
+    model's record in our ledger), each billing this offer's price for the time the rules take
+    to catch a dud, plus the wait at the operator's value of time (a slow host holds the
+    campaign's end back)."""
     pool = market_odds(history)
     scored = []
     for o in offers:
-        good, bad, dud_usd = history.get(o.machine_id, (0, 0, 0.0))
-        p = offer_odds((good, bad, dud_usd), None, pool)
+        record = history.get(o.machine_id)
+        p = deliver_odds(record, work.models.get(o.gpu_name), pool)
         rate = max(work.rate(o.gpu_name, o.machine_id), 1e-6)
-        host_h = work.job_ref_h / rate
-        usd = o.dph_total * (host_h + work.boot_h) + (1 - p) / p * (dud_usd or DEFAULT_DUD_USD)
-        wait = value_of_time * (host_h * WORK_TIME_WEIGHT + work.boot_h / p)
-        per_ref_h = (usd + wait) / work.job_ref_h
+        cost = host_cost(o.dph_total, rate, p, work.dud_h, work.job_ref_h, work.boot_h)
+        per_ref_h = cost.per_ref_h(value_of_time)
+        runs = sum(record[:2]) if record else 0
         why = (
             f"m:{o.machine_id} ${o.dph_total:.3f}/h, {rate:.2f} ref-h/h, p(deliver)={p:.2f} "
-            f"from {good + bad} run{'s' if good + bad != 1 else ''}: ${per_ref_h:.3f} per ref-h"
+            f"from {runs} run{'s' if runs != 1 else ''}: ${per_ref_h:.3f} per ref-h"
         )
         scored.append((per_ref_h, o.id, o, why))
     scored.sort(key=lambda t: (t[0], t[1]))
     return [(o, why) for _, _, o, why in scored]
-
-
-# how much of a host's working time counts as waiting: the fleet works in parallel, and the
-# work is paid for whoever does it; a slow host still holds the campaign's end back
-WORK_TIME_WEIGHT = 0.15
 
 
 def choose_offers(

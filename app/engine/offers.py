@@ -9,6 +9,7 @@ from ..core.delivery import WorkOutlook, outlook
 from ..core.models import Offer
 from ..core.offer_choice import Exclusions, History, OfferTerms, choose_offers, fit_offers
 from ..core.policy import Policy
+from ..core.work_cost import detect_h, detect_prior_h, model_records
 from ..ledger import Ledger
 from ..market.errors import REFUSALS
 from ..market.protocol import Market
@@ -55,10 +56,17 @@ class OfferBook:
 
     def work_outlook(self, jobs: list[Job], hosts: int) -> WorkOutlook | None:
         """For sized jobs still to run, under a policy that ranks by expected cost: what
-        ranking by delivered work needs, our measured speed per machine included."""
-        if self.policy.rank != "expected_cost":
+        ranking by delivered work needs, our measured speed per machine, our record per GPU
+        model and how long our duds lived (over a prior from the policy's deadlines)."""
+        if self.policy.rank != "expected_cost" or not jobs:
             return None
-        return outlook(jobs, self.ledger.machine_speeds() if jobs else {}, hosts)
+        rows = self.ledger.model_record()
+        p = self.policy
+        prior = detect_prior_h(p.boot_deadline_s, max(p.preflight_deadline_s, p.ssh_deadline_s))
+        dud_h = detect_h(
+            prior, sum(m for _, _, m in rows.values()), sum(b for _, b, _ in rows.values())
+        )
+        return outlook(jobs, self.ledger.machine_speeds(), hosts, model_records(rows), dud_h)
 
     def fit(self) -> list[Offer]:
         """The offers last searched that the campaign could rent now."""

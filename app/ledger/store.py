@@ -17,6 +17,7 @@ from ..core.errors import RentwatchError
 from .kinds import EVENT_KINDS, EventKind
 from .private import hold_private_umask, make_private, release_private_umask
 from .readonly import QUERY_TIMEOUT_S, QueryResult, QuerySandbox, connect_sandboxed
+from .records import MODEL_RECORD_SQL, model_rows
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog", "market")
@@ -344,6 +345,10 @@ class Ledger:
             "GROUP BY machine_id"
         )
         return {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in rows if m is not None}
+
+    def model_record(self) -> dict[str, tuple[int, int, float]]:
+        """GPU model -> (delivered, duds, minutes its duds lived in all): see `records.py`."""
+        return model_rows(self._rows(MODEL_RECORD_SQL))
 
     def machine_speeds(self) -> dict[int, float]:
         """Machine id -> the mean share of its model's speed its jobs got there (sized jobs

@@ -1,0 +1,90 @@
+"""What a host is expected to cost per delivered unit of work (a reference GPU-hour), and
+whether a slow proven host is worth keeping against a fresh create. Pure.
+
+An offer is a gamble: with odds `p` it delivers, and then bills its price for the boot and
+preflight hours before it works plus the hours the work takes at its expected speed; otherwise
+it is a dud, and bills *its own* price for as long as the rules take to catch it. So a dud on a
+dear card costs more than one on a cheap card (issue 26: a flat $0.07 a dud let `default` rent
+A100s that lost 8x seed's dud money). Renting until one delivers, the expected number of duds
+before a delivery is (1 - p) / p.
+
+The odds read our own ledger only (DESIGN rule 6): this machine's record, shrunk towards its
+GPU model's record on this market, shrunk in turn towards the market's pooled record (a flat
+prior before any rental ended). The time to catch a dud is the ledger's mean dud life, shrunk
+towards a prior from the policy's own deadlines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .reputation import PRIOR_STRENGTH
+
+Record = tuple[int, int, float]  # (delivered, duds, mean dud USD): a machine's, as History
+
+PRIOR_ODDS = 0.4  # p(deliver) before any rental ended (reputation.p_deliver without a score)
+# The article's receipt: duds lived 13 minutes on average under the seed's watcher, whose boot
+# (45 min) and preflight (30 min) deadlines sum to 75 (docs/benchmarks.md, "Calibration"): most
+# duds are caught by a freeze, a fatal line or a failed check long before a deadline.
+DUD_DETECT_SHARE = 13 / 75
+# how much of a host's working time counts as waiting: the fleet works in parallel, and the
+# work is paid for whoever does it; a slow host still holds the campaign's end back
+WORK_TIME_WEIGHT = 0.15
+
+
+def detect_prior_h(boot_deadline_s: float, preflight_deadline_s: float) -> float:
+    """Hours a dud is expected to bill before the policy's rules give up on it, before the
+    ledger has seen one: a share of its boot and preflight deadlines."""
+    return DUD_DETECT_SHARE * max(0.0, boot_deadline_s + preflight_deadline_s) / 3600
+
+
+def detect_h(prior_h: float, dud_minutes: float, duds: int) -> float:
+    """The expected life of a dud in hours: the ledger's mean (its duds' lifetimes), shrunk
+    towards `prior_h` by PRIOR_STRENGTH duds' worth."""
+    n = max(0, duds)
+    return (prior_h * PRIOR_STRENGTH + max(0.0, dud_minutes) / 60) / (PRIOR_STRENGTH + n)
+
+
+def shrunk(prior: float, good: int, bad: int) -> float:
+    return (prior * PRIOR_STRENGTH + good) / (PRIOR_STRENGTH + good + bad)
+
+
+def deliver_odds(
+    machine: Record | None, model: tuple[int, int] | None, pool: float | None
+) -> float:
+    """p(deliver) of an offer: its machine's record over its model's, over the market's."""
+    model_p = shrunk(PRIOR_ODDS if pool is None else pool, *(model or (0, 0)))
+    good, bad, _ = machine or (0, 0, 0.0)
+    return shrunk(model_p, good, bad)
+
+
+def model_records(rows: Mapping[str, tuple[int, int, float]]) -> dict[str, tuple[int, int]]:
+    """GPU model -> (delivered, duds), from the ledger's rows (delivered, duds, dud minutes)."""
+    return {gpu: (int(g), int(b)) for gpu, (g, b, _) in rows.items()}
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """One host's expected cost of `work_ref_h` reference GPU-hours."""
+
+    usd: float  # what it bills: the work, its boot and preflight, the duds before it
+    wait_h: float  # the hours the campaign is expected to wait on it (weighted)
+    work_ref_h: float
+
+    def per_ref_h(self, value_of_time: float) -> float:
+        return (self.usd + value_of_time * self.wait_h) / max(self.work_ref_h, 1e-9)
+
+
+def host_cost(
+    dph: float, rate: float, p: float, dud_h: float, work_ref_h: float, boot_h: float
+) -> HostCost:
+    """The expected cost of doing `work_ref_h` on an offer at `dph` that delivers `rate`
+    reference GPU-hours an hour with odds `p`: its boot and working hours at its price, plus
+    (1 - p) / p duds, each billing its price for `dud_h` hours. A proven host is `p = 1`,
+    `boot_h = 0`: it only bills the work."""
+    p = min(1.0, max(p, 1e-3))
+    host_h = work_ref_h / max(rate, 1e-6)
+    duds = (1 - p) / p
+    usd = max(0.0, dph) * (host_h + boot_h + duds * dud_h)
+    return HostCost(usd, host_h * WORK_TIME_WEIGHT + boot_h + duds * dud_h, work_ref_h)
