@@ -69,6 +69,9 @@ class Box:
     ssh_host: str | None = "127.0.0.1"
     ssh_port: int | None = 9  # nothing listens: an SSH try fails at once
     uptime_mins: float | None = None  # how long the container has run, as the row says
+    bid: float | None = None  # the interruptible tier's bid (None: on-demand)
+    min_bid: float | None = None  # what the row says is the bid to beat now
+    end_date: float | None = None
 
     def row(self) -> Instance:
         return Instance(
@@ -91,6 +94,8 @@ class Box:
             ssh_port=self.ssh_port,
             image=self.image,
             uptime_mins=self.uptime_mins,
+            min_bid=self.min_bid,
+            end_date=self.end_date,
         )
 
 
@@ -129,9 +134,21 @@ class FakeMarket:
 
     # -- the protocol ----------------------------------------------------------------------
     async def search_offers(
-        self, query: dict[str, Any], *, limit: int | None = 200, storage_gb: float = 10.0
+        self,
+        query: dict[str, Any],
+        *,
+        limit: int | None = 200,
+        storage_gb: float = 10.0,
+        rental: str = "on-demand",
     ) -> list[Offer]:
         self._call("search_offers", query)
+        if rental == "interruptible":  # the bid tier: offers with a min_bid, priced at it
+            rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
+            return [
+                replace(o, dph_total=o.min_bid)
+                for o in self.offers
+                if o.id not in rented and o.min_bid is not None
+            ][:limit]
         rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
         return [o for o in self.offers if o.id not in rented][:limit]
 
@@ -152,14 +169,30 @@ class FakeMarket:
         label: str | None = None,
         exact_label: bool = False,
         onstart: str | None = None,
+        price: float | None = None,
     ) -> CreateResult:
         self._call("create_instance", offer_id)
         o = next(o for o in self.offers if o.id == offer_id)
-        box = Box(self.next_id, o, label, image, self.t)
+        box = Box(self.next_id, o, label, image, self.t, bid=price)
         self.boxes[box.id] = box
         self.next_id += 1
         lie, self.lie_create_id = self.lie_create_id, None
+        if price is not None and o.min_bid is not None and price < o.min_bid:
+            box.actual, box.intended, box.msg = "stopped", "stopped", "bid under min_bid"
+            return CreateResult(box.id, None, label or "", None, refused="bid under min_bid")
         return CreateResult(box.id if lie is None else lie, None, label or "", None)
+
+    async def change_bid(self, instance_id: int, price: float) -> None:
+        self._call("change_bid", (instance_id, price))
+        b = self.boxes.get(instance_id)
+        if b is None or b.intended == "destroyed":
+            raise NotFound(404, "no_such_instance", "Instance with that ID does not exist.")
+        b.bid = price
+
+    def outbid(self, iid: int, min_bid: float) -> None:
+        """The market stops a bid rental for a higher bid: stopped in every state field, as
+        dstack reads an outbid, with the machine's min_bid now over the bid."""
+        self.set(iid, actual="stopped", intended="stopped", msg=None, min_bid=min_bid)
 
     async def list_instances(self) -> list[Instance]:
         self._call("list_instances")

@@ -69,6 +69,9 @@ class Campaign:
     policy: dict[str, Any] = field(default_factory=dict)
     jobs: tuple[Job, ...] = ()
     rental: str = "on-demand"  # one of RENTALS: how its offers are rented
+    # the highest bid ($/h) the interruptible tier may place or raise to (None: under the
+    # same machine's on-demand price, and under max_dph)
+    max_bid_dph: float | None = None
     notify: tuple[str, ...] = ()  # where notices go (apprise URLs)
 
 
@@ -120,6 +123,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         "policy",
         "jobs",
         "rental",
+        "max_bid_dph",
         "notify",
     }
     for key in data:
@@ -166,6 +170,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     rental = get("rental", str, "on-demand")
     if rental not in RENTALS:
         raise fail("rental", f"expected one of {', '.join(RENTALS)}, got {rental!r}")
+    max_bid = number("max_bid_dph", lo=0.001, hi=32.0) if "max_bid_dph" in data else None
     notify = get("notify", list, [])
     if not all(isinstance(n, str) and n.strip() for n in notify):
         raise fail("notify", "expected a list of notification URLs (strings)")
@@ -196,6 +201,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         policy=policy,
         jobs=tuple(jobs),
         rental=rental,
+        max_bid_dph=max_bid,
         notify=tuple(notify),
     )
 

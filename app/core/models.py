@@ -128,6 +128,9 @@ class Offer:
     inet_down: float | None = None  # Mb/s the host claims for downloads (likewise)
     inet_up_cost: float = 0.0  # $/GB moved out of the host (Vast bills bandwidth per byte)
     inet_down_cost: float = 0.0  # $/GB moved into it
+    # the bid to beat now on the interruptible tier, $/h ("min_bid: Minimum bid price
+    # ($/hour)", openapi.yaml search offers); None where the market gave none
+    min_bid: float | None = None
 
     @classmethod
     def from_api(cls, row: Any) -> Offer:
@@ -157,6 +160,7 @@ class Offer:
             inet_down=_soft(row, "inet_down", 0.0),
             inet_up_cost=_num(row, "inet_up_cost", 0.0, lo=0.0, hi=MAX_INET_COST) or 0.0,
             inet_down_cost=_num(row, "inet_down_cost", 0.0, lo=0.0, hi=MAX_INET_COST) or 0.0,
+            min_bid=_soft(row, "min_bid", 0.0, MAX_DPH),
         )
 
 
@@ -218,6 +222,10 @@ class Instance:
     next_state: str | None = None
     ssh_routes: tuple[SSHRoute, ...] = ()
     uptime_mins: float | None = None  # how long the container has run (None: not running)
+    # the interruptible tier: the bid to beat now ("min_bid: Minimum bid price for the
+    # instance", openapi.yaml's instance schema) and the host's contract end (`end_date`)
+    min_bid: float | None = None
+    end_date: float | None = None
 
     @property
     def known_status(self) -> str | None:
@@ -269,4 +277,6 @@ class Instance:
             next_state=_text(row, "next_state"),
             ssh_routes=routes,
             uptime_mins=_soft(row, "uptime_mins", 0.0),
+            min_bid=_soft(row, "min_bid", 0.0, MAX_DPH),
+            end_date=_soft(row, "end_date", 0.0),
         )

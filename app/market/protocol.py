@@ -38,9 +38,15 @@ class Market(Clock, Protocol):
     gpu_billing: str  # "running" (Vast's documented rule) or "created"
 
     async def search_offers(
-        self, query: dict[str, Any], *, limit: int | None = 200, storage_gb: float = 10.0
+        self,
+        query: dict[str, Any],
+        *,
+        limit: int | None = 200,
+        storage_gb: float = 10.0,
+        rental: str = "on-demand",
     ) -> list[Offer]:
-        """Offers matching the query (the official CLI's query dict)."""
+        """Offers matching the query (the official CLI's query dict), of one tier: `rental`
+        "interruptible" lists the bid tier (each offer's `min_bid` the bid to beat)."""
         ...
 
     async def create_instance(
@@ -52,9 +58,16 @@ class Market(Clock, Protocol):
         label: str | None = None,
         exact_label: bool = False,
         onstart: str | None = None,
+        price: float | None = None,
     ) -> CreateResult:
-        """Rent an offer. The label is unique, so a create whose answer was lost is found by
-        it (the result says so); raises when the create did not happen."""
+        """Rent an offer (with `price`: on the interruptible tier at that bid). The label is
+        unique, so a create whose answer was lost is found by it (the result says so); raises
+        when the create did not happen. A bid too low still makes an instance, created
+        stopped: the result names it, with `refused` set."""
+        ...
+
+    async def change_bid(self, instance_id: int, price: float) -> None:
+        """Change an interruptible rental's bid ($/h)."""
         ...
 
     async def list_instances(self) -> list[Instance]:

@@ -80,6 +80,14 @@ class InstanceRoutes:
         price = body.get("price")  # a bid: the interruptible tier (absent or null: on-demand)
         if price is not None and (bad := bad_bid(price)) is not None:
             return bad
+        if price is not None and body.get("cancel_unavail") and self.market.min_bid(m, now) > price:
+            # "when cancel_unavail is true and instance cannot start" (openapi.yaml, 410)
+            return error(
+                410,
+                "no_such_ask",
+                f"error 410/3907: no_such_ask Instance type {offer_id} is no longer available.",
+                ask_id=offer_id,
+            )
         inst = self.market.create(
             offer_id,
             image,

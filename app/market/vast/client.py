@@ -49,11 +49,15 @@ class VastClient(Transport):
         order: list[list[str]] | None = None,
         limit: int | None = 200,
         storage_gb: float = 10.0,
+        rental: str = "on-demand",
     ) -> list[Offer]:
+        """Offers of one tier: `rental` "interruptible" searches `type: "bid"` (the OpenAPI's
+        enum: ondemand, bid, reserved; the CLI maps interruptible to bid), whose offers are
+        priced at their `min_bid`; anything else the CLI's `on-demand`."""
         # the query's own terms win; {} (the campaign's `field=any`) is no filter at all
         body: dict[str, Any] = {k: v for k, v in {**OFFER_DEFAULTS, **query}.items() if v != {}}
         body["order"] = order or [["dph_total", "asc"]]
-        body["type"] = "on-demand"
+        body["type"] = "bid" if rental == "interruptible" else "on-demand"
         body["allocated_storage"] = storage_gb
         if limit:
             body["limit"] = limit
@@ -147,10 +151,18 @@ class VastClient(Transport):
         env: dict[str, str] | None = None,
         onstart: str | None = None,
         exact_label: bool = False,
+        price: float | None = None,
     ) -> CreateResult:
         """Rent an offer. The label carries a unique tag, so after an answer that got lost
         (timeout, 5xx, garbled body) the instance list tells whether the create happened; it is
-        retried only when it did not."""
+        retried only when it did not.
+
+        With `price`, an interruptible rental at that bid ($/h): "Bid price per machine ...
+        Only for interruptible instances" (openapi.yaml createInstance; the CLI's
+        `--bid_price`, dstack and SkyPilot send it as `price`). Without it the rental is
+        on-demand, and the answer does not say which one was made (vast-cli PR #403). A bid
+        under min_bid still makes an instance, created stopped, the error naming it: the
+        result carries it with `refused` set."""
         if not (exact_label and label):
             tag = f"rw-{secrets.token_hex(5)}"
             label = f"{label}:{tag}" if label else tag
@@ -164,9 +176,12 @@ class VastClient(Transport):
             # direct and proxy SSH, as the CLI asks with --ssh --direct (vastai
             # `api/instances.py` resolve_runtype) and SkyPilot does; plain "ssh" is proxy-only
             "runtype": "ssh_direc ssh_proxy",
-            "price": None,
-            "cancel_unavail": True,
+            "price": price,
         }
+        if price is None:
+            # "Defaults to false for interruptibles" (openapi.yaml): a bid keeps the default,
+            # as dstack's does, so a bid that does not win now waits instead of failing
+            body["cancel_unavail"] = True
         for _ in range(self.max_attempts):
             try:
                 data = await self._request(
@@ -187,6 +202,8 @@ class VastClient(Transport):
                 await self._back_off(self.backoff)
                 continue
             except ApiError as exc:
+                if exc.new_contract is not None and exc.status < 500:
+                    return CreateResult(exc.new_contract, None, label, refused=exc.msg[:300])
                 if exc.status < 500 and exc.status != 429:
                     raise
                 found = await self._find_label(label)
@@ -291,6 +308,19 @@ class VastClient(Transport):
     async def start_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
         return await self._act(
             "PUT", self._instance_path(instance_id), {"state": "running"}, "manage", on_try
+        )
+
+    async def change_bid(self, instance_id: int, price: float) -> None:
+        """`PUT /api/v0/instances/bid_price/{id}/` with `{"client_id": "me", "price": P}`
+        (openapi.yaml change bid, P in [0.001, 32.0]; the CLI's `change bid`). Raises NotFound
+        for an instance no longer there, ApiError for a refused price."""
+        if not 0.001 <= price <= 32.0:
+            raise ValueError(f"a bid is $0.001-32/h, not {price!r}")
+        await self._request(
+            "PUT",
+            f"/api/v0/instances/bid_price/{int(instance_id)}/",
+            kind="bid",
+            body={"client_id": "me", "price": round(price, 6)},
         )
 
     async def label_instance(self, instance_id: int, label: str) -> None:

@@ -47,6 +47,8 @@ DEFAULT_MIN_INTERVALS = {
     "destroy": 3.0,
     "charges": 1.0,
 }
+# change bid (`PUT /api/v0/instances/bid_price/{id}/`): threshold 5.5 in the same file
+BID_MIN_INTERVAL = 5.5
 PAGE_SIZE = 25  # the list endpoint's documented maximum page
 POLL_ATTEMPTS = 2  # tries of a list or show call made for a poll (`VastClient.polling`)
 _POLLING: contextvars.ContextVar[bool] = contextvars.ContextVar("polling", default=False)
@@ -92,6 +94,8 @@ class Transport:
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.min_intervals = dict(DEFAULT_MIN_INTERVALS if min_intervals is None else min_intervals)
+        if min_intervals is None:
+            self.min_intervals["bid"] = BID_MIN_INTERVAL
         self._last_call: dict[str, float] = {}
         self._pace_lock = asyncio.Lock()
         self._http = httpx.AsyncClient(
@@ -346,7 +350,11 @@ class Transport:
         except (json.JSONDecodeError, UnicodeDecodeError):
             text = r.text[:200].strip()
             msg = text or msg
-        return refusal(r.status_code, code, msg)
+        err = refusal(r.status_code, code, msg)
+        named = data.get("new_contract") if isinstance(data, dict) else None
+        if isinstance(named, int) and not isinstance(named, bool):
+            err.new_contract = named
+        return err
 
 
 def same_service(a: httpx.URL, b: httpx.URL) -> bool:

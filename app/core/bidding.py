@@ -1,0 +1,197 @@
+"""The interruptible tier's decisions, pure: which jobs may go on it, what to bid, why a rental
+stopped, what to do on an outbid, and how often to pull a checkpoint.
+
+Vast's rules (vast-ai/docs `guides/instances/choosing/instance-types.mdx`, `guides/reference/
+faq/rental-types.mdx`): on-demand always has priority, the higher bid wins, an outbid instance
+is stopped with its running processes killed and its data kept, and it resumes by itself when
+it regains priority, billing again from then. An explicit stop does not resume by itself. So a
+job on the tier keeps only the work pulled off the box before the outbid, and a resumed rental
+that nobody needs bills until someone stops it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from .campaign import Campaign, Job
+from .models import Instance
+
+Tier = Literal["on-demand", "interruptible"]
+StopCause = Literal["us", "contract", "outbid", "host"]
+
+# what the policy assumes of a machine and model it knows nothing of: outbids per hour on bid
+PRIOR_OUTBID_RATE = 0.3
+PRIOR_WEIGHT_H = 2.0  # the prior counts as this many hours on bid, seen
+RESUME_H = 0.1  # hours a resume or a move costs before the job computes again (boot, push)
+BID_ROOM = 0.15  # a bid clears min_bid by at least this share, more where outbids are common
+BID_ROOM_PER_RATE = 0.3  # ... plus this share per outbid an hour, up to BID_ROOM_MAX
+BID_ROOM_MAX = 0.6
+OD_SHARE = 0.9  # a bid never reaches this share of the same machine's on-demand price
+WORTH = 0.8  # auto: bid only where the expected cost per useful hour is under this share
+WAIT_S = 600.0  # an outbid rental is waited for this long before its job moves
+REBID_STEP = 0.1  # a rebid clears the new min_bid by this share
+
+
+def eligible(job: Job) -> bool:
+    """Only sized jobs that checkpoint may go on the tier: an outbid kills the process, and what
+    survives is the checkpoint pulled before it."""
+    return job.ref_gpu is not None and job.ref_hours is not None and bool(job.checkpoint)
+
+
+def tier_for(job: Job | None, campaign: Campaign, policy: str) -> Tier:
+    """The tier a job may be rented on, before prices: `seed` always rents on-demand (the
+    article's pipeline), as does a campaign whose `rental` says so, and any job that is not
+    sized and checkpointing. `auto` still weighs the price per offer (`worth_bidding`)."""
+    if policy == "seed" or campaign.rental == "on-demand" or job is None or not eligible(job):
+        return "on-demand"
+    return "interruptible"
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """What the ledger saw of one machine (or model) on the tier: hours held on bid, outbids."""
+
+    hours: float = 0.0
+    outbids: int = 0
+
+
+def outbid_rate(machine: Exposure, model: Exposure) -> float:
+    """Outbids per hour on bid to expect: this machine's record, then its model's, then the
+    prior, each weighted by the hours behind it (a few hours say little)."""
+    hours = PRIOR_WEIGHT_H + model.hours + 2 * machine.hours
+    seen = PRIOR_OUTBID_RATE * PRIOR_WEIGHT_H + model.outbids + 2 * machine.outbids
+    return seen / hours
+
+
+def exposure(
+    rows: Iterable[tuple[int, str, float, int]], machine_id: int, gpu: str
+) -> tuple[Exposure, Exposure]:
+    """(machine, model) exposure from ledger rows (machine_id, gpu_name, hours on bid,
+    outbids)."""
+    rows = list(rows)
+    mine = [(h, n) for mid, _, h, n in rows if mid == machine_id]
+    model = [(h, n) for _, g, h, n in rows if g == gpu]
+    return (
+        Exposure(sum(h for h, _ in mine), sum(n for _, n in mine)),
+        Exposure(sum(h for h, _ in model), sum(n for _, n in model)),
+    )
+
+
+def checkpoint_every_s(base_s: float, rate_per_h: float) -> float:
+    """How often to pull a job's checkpoint on the tier: at least as often as the campaign says,
+    and a quarter of the expected time between outbids where that is sooner (never under a
+    minute: a pull costs bandwidth and time)."""
+    if rate_per_h <= 0:
+        return base_s
+    return max(60.0, min(base_s, 3600.0 / rate_per_h / 4.0))
+
+
+def useful_share(rate_per_h: float, ckpt_every_s: float) -> float:
+    """The share of billed hours that count on the tier: each outbid loses half a checkpoint
+    interval of work on average, and a resume or move's restart."""
+    lost_h = ckpt_every_s / 3600.0 / 2.0 + RESUME_H
+    return 1.0 / (1.0 + rate_per_h * lost_h)
+
+
+def bid_for(
+    min_bid: float | None, on_demand: float, rate_per_h: float, cap: float | None
+) -> float | None:
+    """What to bid on an offer: min_bid and some room, more where this machine and model are
+    outbid often; never at or over the same machine's on-demand price share (`OD_SHARE`), nor
+    the campaign's cap. None: no bid is worth placing (no min_bid, or none under the caps)."""
+    if min_bid is None or min_bid <= 0:
+        return None
+    room = min(BID_ROOM_MAX, BID_ROOM + BID_ROOM_PER_RATE * rate_per_h)
+    top = on_demand * OD_SHARE
+    if cap is not None:
+        top = min(top, cap)
+    if min_bid > top:
+        return None
+    return round(min(min_bid * (1 + room), top), 4)
+
+
+def worth_bidding(bid: float, on_demand: float, rate_per_h: float, ckpt_every_s: float) -> bool:
+    """`auto`: whether the bid's expected cost per useful hour beats on-demand by a margin."""
+    return bid / useful_share(rate_per_h, ckpt_every_s) < on_demand * WORTH
+
+
+def stop_cause(
+    inst: Instance, *, bid: float | None, we_stopped: bool, now: float
+) -> StopCause | None:
+    """Why a rental reads stopped (None: it does not). The row alone cannot say: dstack
+    (`vastai/compute.py` update_provisioning_data) reads `cur_state == intended_status ==
+    next_state == "stopped"` as "among other cases, when a spot instance is outbid", and the
+    create's answer does not say the tier (vast-cli PR #403). So: a stop we asked for is ours;
+    past the contract's `end_date` it is the contract's; a bid rental's other stops are outbids
+    (its `min_bid` above our bid confirms it); an on-demand rental's, the host's or the
+    market's."""
+    if not inst.market_stopped and inst.known_status != "stopped":
+        return None
+    if we_stopped:
+        return "us"
+    if inst.end_date is not None and inst.end_date <= now:
+        return "contract"
+    if bid is not None:
+        return "outbid"
+    return "host"
+
+
+Act = Literal["rebid", "wait", "move", "hold"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutbidMove:
+    act: Act
+    price: float | None  # the new bid for "rebid"
+    reason: str
+
+
+def on_outbid(
+    *,
+    bid: float,
+    min_bid: float | None,
+    on_demand: float,
+    cap: float | None,
+    paused_s: float,
+    verified: bool,
+    has_job: bool,
+    rebids: int,
+) -> OutbidMove:
+    """What to do with a bid rental that reads outbid:
+    - raise the bid over the new min_bid where that stays under the caps (twice at most: a
+      machine fought over twice is better left);
+    - else wait for the resume a while (`WAIT_S`): a resume keeps its disk, image and data;
+    - then move its job from its last checkpoint to another host. A verified rental stays
+      stopped for the operator (automation never destroys one); an unverified one is given up.
+    A rental with no job waits (`hold`) only while nothing else needs deciding."""
+    top = on_demand * OD_SHARE if cap is None else min(cap, on_demand * OD_SHARE)
+    if min_bid is not None and rebids < 2 and min_bid > bid:
+        price = round(min(min_bid * (1 + REBID_STEP), top), 4)
+        if price >= min_bid and price > bid:
+            return OutbidMove(
+                "rebid", price, f"min_bid ${min_bid:.4f}/h over our ${bid:.4f}/h: rebid"
+            )
+    if paused_s < WAIT_S:
+        return OutbidMove("wait", None, f"outbid {paused_s / 60:.1f} min: waiting to resume")
+    if not has_job:
+        return OutbidMove("hold", None, "outbid with no job: left stopped, not resumed for us")
+    why = "no rebid under the cap" if min_bid is None or min_bid > top else "rebids spent"
+    keep = " (verified: stays stopped for the operator)" if verified else ""
+    return OutbidMove(
+        "move", None, f"outbid {paused_s / 60:.1f} min, {why}: job moves from its checkpoint{keep}"
+    )
+
+
+def stop_unneeded_resume(*, resumed: bool, has_job: bool, wanted: bool) -> bool:
+    """A rental that resumed by itself bills again: stop it explicitly (an explicit stop does
+    not resume by itself) unless a job runs or is wanted on it. A resume nobody catches leaks."""
+    return resumed and not has_job and not wanted
+
+
+def work_lost_s(outbid_at: float, job_started_at: float, last_pull_at: float | None) -> float:
+    """The work an outbid cost a job: the time since the last checkpoint that came off the box
+    (or since the job started, when none did)."""
+    since = job_started_at if last_pull_at is None else max(last_pull_at, job_started_at)
+    return max(0.0, outbid_at - since)

@@ -1,0 +1,150 @@
+"""The interruptible tier, renter's side: the client searches the bid tier, creates with a
+bid (a bid under min_bid still names its stopped instance), changes a bid, and the core tells
+an outbid from other stops and decides which jobs bid, what to bid and what to do on an
+outbid."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+from rentwatch.core import bidding as B
+from rentwatch.core.campaign import Job
+from rentwatch.core.models import Instance
+from rentwatch.market.vast.client import VastClient
+
+from tests.fake_market import FakeMarket, campaign, offer
+
+HEALTHY = [{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"], "dph": [0.3, 0.4]}]
+
+
+def test_client_searches_bids_creates_changes_and_sees_the_outbid(make_sim):
+    sim = make_sim(
+        seed=4, offers=6, time_scale=1, host_class=HEALTHY, pacing=False, bids={"pressure": 0.0}
+    )
+
+    async def run() -> None:
+        async with VastClient(sim.url, "test-key", min_intervals={}) as c:
+            plain = {o.id: o for o in await c.search_offers({})}
+            spot = await c.search_offers({}, rental="interruptible")
+            o = spot[0]
+            assert o.min_bid is not None and o.min_bid < o.dph_base
+            assert o.dph_total < plain[o.id].dph_total  # priced at min_bid
+            low = await c.create_instance(o.id, image="img", disk_gb=10, price=o.min_bid / 2)
+            assert low.refused and "min_bid" in low.refused
+            inst = await c.show_instance(low.instance_id)
+            assert inst is not None and inst.market_stopped and inst.min_bid > o.min_bid / 2
+            assert B.stop_cause(inst, bid=o.min_bid / 2, we_stopped=False, now=c.now()) == "outbid"
+            await c.change_bid(low.instance_id, o.min_bid + 0.05)
+            inst = await c.show_instance(low.instance_id)
+            assert inst is not None and not inst.market_stopped
+            assert inst.dph_base == pytest.approx(o.min_bid + 0.05)
+            ok = await c.create_instance(spot[1].id, image="img", disk_gb=10, price=spot[1].min_bid)
+            assert ok.refused is None
+
+    asyncio.run(run())
+    sent = sim.market.instances
+    assert all(i.bid is not None for i in sent.values())
+
+
+def _row(**kw) -> Instance:
+    base = dict(
+        id=1,
+        machine_id=2,
+        host_id=3,
+        label=None,
+        actual_status="stopped",
+        intended_status="stopped",
+        status_msg=None,
+        start_date=0.0,
+        gpu_name="RTX 4090",
+        num_gpus=1,
+        dph_base=0.2,
+        dph_total=0.21,
+        storage_total_cost=0.01,
+        disk_space=10.0,
+        gpu_util=None,
+        ssh_host=None,
+        ssh_port=None,
+        image="img",
+        cur_state="stopped",
+        next_state="stopped",
+    )
+    return Instance(**{**base, **kw})
+
+
+def test_stop_causes_apart():
+    now = 1000.0
+    assert B.stop_cause(_row(), bid=0.1, we_stopped=True, now=now) == "us"
+    assert B.stop_cause(_row(end_date=900.0), bid=0.1, we_stopped=False, now=now) == "contract"
+    assert B.stop_cause(_row(min_bid=0.2), bid=0.1, we_stopped=False, now=now) == "outbid"
+    assert B.stop_cause(_row(), bid=None, we_stopped=False, now=now) == "host"
+    running = _row(
+        actual_status="running",
+        intended_status="running",
+        cur_state="running",
+        next_state="running",
+    )
+    assert B.stop_cause(running, bid=0.1, we_stopped=False, now=now) is None
+
+
+def test_which_jobs_bid():
+    sized = Job(name="a", run="x", ref_gpu="RTX 4090", ref_hours=1.0, checkpoint="ckpt")
+    unsized = Job(name="b", run="x", checkpoint="ckpt")
+    no_ckpt = dataclasses.replace(sized, checkpoint=None)
+    auto = campaign(rental="auto")
+    assert B.tier_for(sized, auto, "default") == "interruptible"
+    assert B.tier_for(sized, auto, "seed") == "on-demand"
+    assert B.tier_for(unsized, auto, "default") == "on-demand"
+    assert B.tier_for(no_ckpt, auto, "default") == "on-demand"
+    assert B.tier_for(sized, campaign(rental="on-demand"), "default") == "on-demand"
+
+
+def test_what_to_bid_and_when_it_pays():
+    calm = B.bid_for(0.10, 0.30, 0.0, None)
+    fought = B.bid_for(0.10, 0.30, 2.0, None)
+    assert calm is not None and fought is not None and 0.10 < calm < fought <= 0.27
+    assert B.bid_for(0.10, 0.30, 0.0, 0.105) == 0.105  # the campaign's cap
+    assert B.bid_for(0.29, 0.30, 0.0, None) is None  # over 90% of on-demand: rent on-demand
+    assert B.worth_bidding(0.12, 0.30, 0.3, 600)
+    assert not B.worth_bidding(0.25, 0.30, 3.0, 1800)
+    # the ledger's record moves the rate: this machine more than its model
+    quiet = B.outbid_rate(B.Exposure(), B.Exposure())
+    m, g = B.exposure([(7, "RTX 4090", 4.0, 8), (8, "RTX 4090", 10.0, 1)], 7, "RTX 4090")
+    assert B.outbid_rate(m, g) > quiet
+    assert B.checkpoint_every_s(600, 0.0) == 600
+    assert B.checkpoint_every_s(600, 2.0) == pytest.approx(450)
+
+
+def test_on_an_outbid_rebid_wait_or_move():
+    kw = dict(bid=0.10, on_demand=0.30, cap=None, verified=True, has_job=True)
+    r = B.on_outbid(min_bid=0.12, paused_s=0, rebids=0, **kw)
+    assert r.act == "rebid" and r.price == pytest.approx(0.132)
+    assert B.on_outbid(min_bid=0.12, paused_s=0, rebids=2, **kw).act == "wait"
+    assert B.on_outbid(min_bid=0.30, paused_s=0, rebids=0, **kw).act == "wait"  # held on-demand
+    moved = B.on_outbid(min_bid=0.30, paused_s=900, rebids=0, **kw)
+    assert moved.act == "move" and "operator" in moved.reason
+    assert (
+        B.on_outbid(min_bid=0.30, paused_s=900, rebids=0, **{**kw, "has_job": False}).act == "hold"
+    )
+    assert B.stop_unneeded_resume(resumed=True, has_job=False, wanted=False)
+    assert not B.stop_unneeded_resume(resumed=True, has_job=True, wanted=False)
+    assert B.work_lost_s(1000.0, 100.0, 700.0) == 300.0
+    assert B.work_lost_s(1000.0, 100.0, None) == 900.0
+
+
+def test_fake_market_speaks_the_tier():
+    fm = FakeMarket([offer(1, 11, dph=0.3, min_bid=0.12)])
+
+    async def run() -> None:
+        spot = await fm.search_offers({}, rental="interruptible")
+        assert spot[0].dph_total == 0.12
+        low = await fm.create_instance(1, image="i", disk_gb=10, price=0.05)
+        assert low.refused
+        await fm.change_bid(low.instance_id, 0.2)
+        fm.outbid(low.instance_id, 0.25)
+        row = (await fm.list_instances())[0]
+        assert B.stop_cause(row, bid=0.2, we_stopped=False, now=fm.now()) == "outbid"
+
+    asyncio.run(run())
