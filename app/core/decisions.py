@@ -42,6 +42,7 @@ class AttemptView:
     clock_from: float | None = None  # its last start: deadlines count from here, not the create
     # (rule, reason, failure class): a proven host the tender found broken (a fatal XID)
     host_fault: tuple[str, str, str] | None = None
+    market_stop: str | None = None  # why the market stopped it before it was proven
 
     @property
     def boot_clock(self) -> float:

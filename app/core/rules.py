@@ -242,6 +242,12 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             d = _running_rules(
                 a, policy, now, fleet.io_floor_s
             )  # trusted on sight, not yet proven (naive's late look)
+        elif a.phase == Phase.STOPPED and a.market_stop and not a.passed_preflight:
+            # never proven: nothing on it to keep, and its disk bills on; given up as a release
+            # gives up what it holds (it says nothing of the host), so its destroy comes due
+            d = give_up(
+                a, "rule:market_stop", f"{a.market_stop} before it was proven", "cancelled"
+            )
         if d is not None:
             out.append(d)
             if isinstance(d, Abandon | Stop):

@@ -53,6 +53,7 @@ class Attempt:
     throttle: Throttle | None = None
     untrusted: str | None = None  # set when its SSH host key changed after it was pinned
     host_fault: tuple[str, str, str] | None = None  # (rule, reason, class): found broken
+    market_stop: str | None = None  # why the market stopped it before it was proven
     unseen: int = 0  # consecutive polls the list answer left it out
     dph_seen: float = 0.0  # the highest GPU price the market has shown for it ($/h)
     # supervised: automation (rules, preflight, watchdog, jobs, release at the end) may act on
@@ -92,7 +93,12 @@ class Attempt:
             free_since=free_since,
             dph=self.gpu_dph + self.storage_dph,
             host_fault=self.host_fault,
+            market_stop=self.market_stop,
         )
+
+    def stopped_by_market(self, why: str) -> None:
+        """The market stopped it before it proved itself (a contract's end, a zero balance)."""
+        self.market_stop = why
 
     def found_broken(self, rule: str, reason: str, failure_class: str) -> None:
         """The tender saw this proven host break (a fatal XID): the next poll's rules stop it

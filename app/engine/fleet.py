@@ -51,6 +51,16 @@ class Fleet:
         """The supervised instances alive now: what the rules decide on."""
         return [a for a in self.attempts.values() if a.owned and a.life.phase in ALIVE]
 
+    def to_decide(self) -> list[Attempt]:
+        """What the rules decide on: the alive, and what the market stopped before it was
+        proven (its destroy is theirs to decide)."""
+        return [
+            a
+            for a in self.attempts.values()
+            if a.owned
+            and (a.life.phase in ALIVE or (a.market_stop and a.life.phase == Phase.STOPPED))
+        ]
+
     def observed(self) -> list[Attempt]:
         """Instances shown and priced but not supervised: only a person acts on them."""
         return [a for a in self.attempts.values() if not a.owned]

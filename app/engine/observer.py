@@ -353,17 +353,8 @@ class Observer:
         )
         self.journal.move(a, Phase.STOPPED, now, why)
         self.journal.say(f"stop   i:{a.instance_id} m:{a.machine_id} by the market: {said}")
-        if not keep:
-            # never proven: nothing to keep, and its disk bills on; given up like a release
-            # gives up what it holds (says nothing of the host), so its destroy comes due
-            self.journal.give_up(
-                a,
-                now,
-                "engine",
-                f"{why} before it was proven: destroy it",
-                "cancelled",
-                {"by": "market"},
-            )
+        if not keep:  # never proven: nothing to keep, its disk bills on; the rules decide
+            a.stopped_by_market(why)
 
     def _see(self, a: Attempt, inst: Instance, now: float) -> None:
         if inst.dph_base > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:

@@ -280,7 +280,7 @@ class Supervisor:
         jobs = self.job_work.queue
         alive = tuple(
             a.view(busy=jobs.holds(a.instance_id), free_since=self._free_since(a))
-            for a in self.fleet.alive()
+            for a in self.fleet.to_decide()
         )
         book = self.offer_book
         return FleetSnapshot(
