@@ -148,3 +148,45 @@ def test_fake_market_speaks_the_tier():
         assert B.stop_cause(row, bid=0.2, we_stopped=False, now=fm.now()) == "outbid"
 
     asyncio.run(run())
+
+
+def test_receipt_splits_spend_by_tier_and_counts_work_lost_to_outbids(tmp_path):
+    from rentwatch.ledger.receipt import format_receipt
+    from rentwatch.ledger.store import Ledger
+
+    led = Ledger(tmp_path / "l.duckdb")
+    for iid, bid in ((1, None), (2, 0.12)):
+        s = led.intent(
+            "create",
+            at=0,
+            actor="rule:replace",
+            reason="fleet short",
+            campaign="c",
+            machine_id=10 + iid,
+            offer_id=iid + 50,
+            gpu_dph=bid or 0.3,
+            storage_dph=0.01,
+            gpu_name="RTX 4090",
+        )
+        detail = {"gpu_billing": "created"} | ({"bid": bid} if bid else {})
+        led.outcome(s, at=0, ok=True, instance_id=iid, detail=detail)
+    led.record(
+        "outbid",
+        at=1800,
+        actor="market",
+        reason="min_bid over our bid",
+        instance_id=2,
+        campaign="c",
+        detail={"bid": 0.12, "min_bid": 0.2, "work_lost_s": 240},
+    )
+    for iid in (1, 2):
+        s = led.intent(
+            "destroy", at=3600, actor="human", reason="done", instance_id=iid, campaign="c"
+        )
+        led.outcome(s, at=3600, ok=True, instance_id=iid)
+    [r] = led.receipt("c")
+    assert r["usd_on_demand"] == pytest.approx(0.31, abs=0.005)
+    assert r["usd_interruptible"] == pytest.approx(0.13, abs=0.005)
+    assert (r["interruptions"], r["work_lost_interrupt_min"]) == (1, 4.0)
+    lines = dict(format_receipt(r))
+    assert lines["work lost to interruptions"] == "4.0 min (4.0 each)"

@@ -8,13 +8,16 @@ strongest automated act is `Stop`. `rules.py` decides; these are its inputs and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from .delivery import WorkOutlook
 from .lifecycle import Phase
 from .models import Offer
 from .offer_choice import Exclusions, History, OfferTerms, Quarantine
 from .verdict import Throttle, Verdict
+
+if TYPE_CHECKING:
+    from .swap import Slow
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class FleetSnapshot:
     io_floor_s: float = 0.0
     job_h: float = 0.0  # how long the campaign's jobs have taken so far (market hours)
     work: WorkOutlook | None = None  # sized jobs: offers ranked by delivered work (delivery.py)
+    slow: dict[int, Slow] = field(default_factory=dict)  # proven hosts slow for their price
 
     @property
     def idle_rule_active(self) -> bool:

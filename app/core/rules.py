@@ -36,6 +36,7 @@ from .offer_choice import (
 )
 from .patterns import compile_patterns, fatal_match
 from .policy import Policy
+from .swap import swap_out
 
 __all__ = [
     "Abandon",
@@ -237,7 +238,9 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         elif a.phase in (Phase.RUNNING, Phase.VERIFYING):
             d = _running_rules(a, policy, now, fleet.io_floor_s)
         elif a.phase == Phase.VERIFIED and a.passed_preflight:
-            d = _verified_rules(a, policy, now, fleet.idle_rule_active)
+            d = _verified_rules(a, policy, now, fleet.idle_rule_active) or swap_out(
+                a, fleet.slow.get(a.instance_id), fleet.jobs_pending > 0, now
+            )
         elif a.phase == Phase.VERIFIED and a.running_at is not None:
             d = _running_rules(
                 a, policy, now, fleet.io_floor_s

@@ -244,6 +244,8 @@ class Supervisor:
         return decisions
 
     async def _decide(self, now: float) -> list[Decision]:
+        can_create = self.fleet.creates < self.campaign.max_creates
+        self.job_work.swaps.look(now, self.offer_book, can_create)  # slow hosts (core/swap)
         snap = self.snapshot(now)
         # would the rules create, offers aside? then search first if the last search is stale,
         # and read our record of each machine, so each Create carries the offer it chose
@@ -298,6 +300,7 @@ class Supervisor:
             offers=book.offers,
             terms=book.terms(),
             exclusions=book.exclusions(),
+            slow=dict(self.job_work.swaps.slow),
             job_h=jobs.hours_seen(now, ROUND_H),
             io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())
             * float(getattr(self.market, "time_scale", 1)),

@@ -28,7 +28,40 @@ RECEIPT_KEYS = (
     "usd_per_work_hour",
     "work_lost_throttle",
     "work_lost_host",
+    "usd_on_demand",
+    "usd_interruptible",
+    "interruptions",
+    "work_lost_interrupt_min",
 )
+
+# The interruptible tier: an instance is on it when its create says the bid (`detail.bid`,
+# the price it was created with); each `outbid` event carries the work that outbid cost
+# (`detail.work_lost_s`: the time since the last checkpoint that came off the box).
+_TIER_SQL = """
+WITH bid AS (
+  SELECT DISTINCT instance_id FROM events
+  WHERE kind = 'create' AND instance_id IS NOT NULL AND detail->>'bid' IS NOT NULL
+    AND campaign = ?
+)
+SELECT coalesce(sum(total_usd) FILTER (WHERE instance_id NOT IN (SELECT instance_id FROM bid)), 0),
+       coalesce(sum(total_usd) FILTER (WHERE instance_id IN (SELECT instance_id FROM bid)), 0),
+       (SELECT count(*) FROM events WHERE kind = 'outbid' AND campaign = ?),
+       (SELECT sum(TRY_CAST(detail->>'work_lost_s' AS DOUBLE)) FROM events
+        WHERE kind = 'outbid' AND campaign = ?)
+FROM tenures WHERE campaign = ?
+"""
+
+
+def tier_figures(con: duckdb.DuckDBPyConnection, campaign: str) -> dict[str, Any]:
+    """A campaign's spend by tier, its interruptions and the work they cost (minutes)."""
+    row = con.execute(_TIER_SQL, [campaign] * 4).fetchone() or (0, 0, 0, 0)
+    return {
+        "usd_on_demand": round(float(row[0] or 0.0), 6),
+        "usd_interruptible": round(float(row[1] or 0.0), 6),
+        "interruptions": int(row[2] or 0),
+        "work_lost_interrupt_min": round(float(row[3] or 0.0) / 60, 3),
+    }
+
 
 # Sized jobs (docs/campaigns.md): the reference GPU-hours of each job finished once (its last
 # good finish), the work lost when a host left mid-job, and the work throttling took: the time
@@ -97,6 +130,7 @@ def compute_receipt(
     for camp, tenures in by_campaign.items():
         r = summarize(clean(camp, 120), tenures)  # a campaign file's name: shown everywhere
         r.update(work_figures(con, camp, float(r["total_usd"])))
+        r.update(tier_figures(con, camp))
         out.append(r)
     return out
 
@@ -125,6 +159,18 @@ def format_receipt(r: dict[str, Any]) -> list[tuple[str, str]]:
             ("USD per reference GPU-hour", f"${per_w:.3f}" if per_w is not None else "-"),
             ("work lost to throttling", f"{r.get('work_lost_throttle', 0):.2f} ref-h"),
             ("work lost to hosts gone mid-job", f"{r.get('work_lost_host', 0):.2f} ref-h"),
+        ]
+    if r.get("usd_interruptible") or r.get("interruptions"):
+        lost = r.get("work_lost_interrupt_min", 0.0)
+        n = r.get("interruptions", 0)
+        lines += [
+            ("USD on-demand", f"${r.get('usd_on_demand', 0):.2f}"),
+            ("USD interruptible (bids)", f"${r.get('usd_interruptible', 0):.2f}"),
+            ("interruptions (outbid)", str(n)),
+            (
+                "work lost to interruptions",
+                f"{lost:.1f} min" + (f" ({lost / n:.1f} each)" if n else ""),
+            ),
         ]
     cph = r.get("creates_per_gpu_hour")
     if cph is not None:

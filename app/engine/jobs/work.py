@@ -34,6 +34,7 @@ from .runner import (
     stop_command,
     summary,
 )
+from .swap_watch import SwapWatch
 
 K = EventKind
 GONE = ("vanished", "none")  # states that say the job's process is not there
@@ -60,6 +61,7 @@ class JobWork:
         self.blame_book: BlameBook | None = None  # whose fault a failed job is (issue 16)
         # the policy buys delivered work: biggest jobs first, to the fastest proven hosts
         self.by_work = False
+        self.swaps = SwapWatch(fleet, queue)  # proven hosts slow for their price (core/swap)
 
     def left(self) -> list[Job]:
         """The jobs whose work is still to do: pending, or running (work not yet delivered)."""
@@ -148,8 +150,8 @@ class JobWork:
         for a in hosts:
             if self.queue.pending == 0:
                 return
-            if self.queue.on(a.instance_id) is not None:
-                continue
+            if self.queue.on(a.instance_id) is not None or self.swaps.due(a.instance_id, now):
+                continue  # busy, or to be stopped for a faster host once free (core/swap)
             if a.ssh_host is None or a.ssh_port is None:
                 continue  # no SSH route in the last list answer: nothing to start it over
             now = self.clock.now()  # launches go one after another: each dated to its own
