@@ -98,7 +98,15 @@ def fit_offers(
 def rank_by_work(
     offers: Sequence[Offer], history: History, work: WorkOutlook, value_of_time: float = 0.0
 ) -> list[tuple[Offer, str]]:
-    """Offers best first by expected USD per delivered reference GPU-hour (`work_cost`): the
+    """Offers best first by expected USD per delivered reference GPU-hour (`work_scores`)."""
+    return [(o, why) for _, o, why in work_scores(offers, history, work, value_of_time)]
+
+
+def work_scores(
+    offers: Sequence[Offer], history: History, work: WorkOutlook, value_of_time: float = 0.0
+) -> list[tuple[float, Offer, str]]:
+    """Offers best first, each with its expected USD per delivered reference GPU-hour
+    (`work_cost`) and the sentence the ledger records: the
     host's price over the work it is expected to do (its model's speed times this machine's
     measured share, `WorkOutlook.rate`) and the hours it bills booting and proving itself
     first, plus the duds expected before one delivers (its odds from this machine's and this
@@ -120,7 +128,7 @@ def rank_by_work(
         )
         scored.append((per_ref_h, o.id, o, why))
     scored.sort(key=lambda t: (t[0], t[1]))
-    return [(o, why) for _, _, o, why in scored]
+    return [(usd, o, why) for usd, _, o, why in scored]
 
 
 def choose_offers(
