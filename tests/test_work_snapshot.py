@@ -36,7 +36,7 @@ async def _shot(fleet) -> str:
         app.latest = fleet
         await pilot.pause(0.3)
         for _ in range(50):
-            if "ETA" in (text := _text(app.export_screenshot())):
+            if "ETA" in (text := _text(app.export_screenshot())) and "palette" in text:
                 break
             await pilot.pause(0.1)
         return text

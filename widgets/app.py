@@ -32,8 +32,8 @@ from textual.widgets import Footer, Input, RichLog, Static
 
 from .detail_screen import DetailScreen
 from .end_dialog import EndConfirm
-from .fleet import SORT_NAMES, FleetTable, FleetView, visible
-from .header import fleet_line
+from .fleet import PANE_HEIGHT, SORT_NAMES, FleetTable, FleetView, visible
+from .header import fleet_fields, wrap_fields
 from .ledger_screen import CANNED, LedgerScreen
 from .modals import (
     BulkDestroyConfirm,
@@ -45,7 +45,7 @@ from .modals import (
     stop_choice,
 )
 from .receipt_screen import ReceiptScreen
-from .render import campaign_bar
+from .render import campaign_fields, engine_failed
 
 
 class FilterInput(Input):
@@ -203,8 +203,11 @@ class RentwatchApp(App[str]):
         yield FilterInput(placeholder="filter: id, GPU, phase or machine", id="filter")
         yield FleetView(id="fleet")
         yield FleetTable(id="table")
-        yield RichLog(id="log", markup=False, highlight=False, wrap=False, max_lines=500)
-        yield Footer()
+        # wrapped: a decision's reason ends with its why, which a cut line lost
+        yield RichLog(
+            id="log", markup=False, highlight=False, wrap=True, min_width=20, max_lines=500
+        )
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.engine.start()
@@ -222,24 +225,46 @@ class RentwatchApp(App[str]):
         self._shown = snap
         view = self.query_one(FleetView)
         bar = self.query_one("#bar", Static)
-        text = Text("\n").join((campaign_bar(snap), fleet_line(snap, view.sort, view.filter)))
-        # a new layout (the whole screen's, costly at 10,000 instances) only when the bar's
-        # height may change: its figures change every poll, its wrapped line count rarely
-        width = max(1, bar.size.width)
-        height = sum(max(1, -(-line.cell_len // width)) for line in text.split())
+        # wrapped here a field at a time, never inside one; a new layout (the whole screen's,
+        # costly at 10,000 instances) only when the bar's line count changes
+        width = max(20, bar.size.width or self.size.width)
+        failed = engine_failed(snap)
+        cells = 20 if width >= 100 else 10  # the budget bar gives way on a narrow terminal
+        first = campaign_fields(snap)
+        second = fleet_fields(snap, view.sort, view.filter, cells)
+        # narrow, the two lines run on as one (80x24 gave the bar five lines of 24)
+        parts = [first + second] if width < 100 else [first, second]
+        lines = [
+            *([failed] if failed is not None else []),
+            *(line for part in parts for line in wrap_fields(part, width)),
+        ]
+        text = Text("\n").join(lines)
+        height = len(lines)
         bar.update(text, layout=height != self._bar_height)
         self._bar_height = height
         if self.table_mode:
-            self.query_one(FleetTable).show(
-                visible(snap.instances, snap.now, view.filter, view.sort)
-            )
+            shown = visible(snap.instances, snap.now, view.filter, view.sort)
+            self.query_one(FleetTable).show(shown)
+            rows = len(shown) + 1  # the header
         else:
-            self.query_one(FleetView).show(snap.instances, snap.now)
+            view.show(snap.instances, snap.now)
+            rows = len(view.snaps) * PANE_HEIGHT
+        self._fit_log(height, rows)
         log = self.query_one("#log", RichLog)
         fresh = min(len(snap.decisions), snap.decisions_total - self._log_seen)
         for line in snap.decisions[len(snap.decisions) - fresh :] if fresh > 0 else ():
             log.write(Text(clean(line, 400)))
         self._log_seen = snap.decisions_total
+
+    def _fit_log(self, bar: int, fleet_rows: int) -> None:
+        """The decision log takes what the fleet does not need (at 200x50 half the screen was
+        empty under a few panes), never less than a few lines, never more than half."""
+        free = self.size.height - bar - 1  # the footer's line
+        least = 6 if self.size.height < 30 else 9
+        want = max(least, min(free // 2, free - fleet_rows - 2))  # 2: the fleet's border
+        log = self.query_one("#log", RichLog)
+        if log.styles.height is None or log.styles.height.value != want:
+            log.styles.height = want
 
     # -- selection ---------------------------------------------------------------------------
     def selected(self) -> InstanceSnap | None:

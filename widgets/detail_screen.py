@@ -23,6 +23,7 @@ from textual.widgets import Footer, Static
 
 from .charts import column_chart
 from .clock import ago, clock, speed, time_label
+from .header import wrap_fields
 from .render import PHASE_STYLE, progress_bar, span, sparkline
 
 REFRESH_S = 2.0  # wall seconds between refreshes of figures (the market's logs: on `g`)
@@ -39,20 +40,26 @@ def _line(*parts: tuple[str, str] | str) -> Text:
     return t
 
 
-def render_head(d: InstanceDetail) -> Text:
-    t = Text()
-    t.append(f" i:{d.instance_id} ", style="bold reverse")
-    t.append(Text(f" {d.gpu_name}  m:{d.machine_id} h:{d.host_id}  "))
-    t.append(f"{d.phase.upper()}", style=PHASE_STYLE.get(d.phase, ""))
-    t.append(f"  ${d.gpu_dph + d.storage_dph:.3f}/h")
-    t.append(f"  created {clock(d.created_at)}")
-    t.append(f" ({ago(d.now - d.created_at)} ago)")
+def head_fields(d: InstanceDetail) -> list[Text]:
+    """The screen's head as fields, wrapped a field at a time to the screen's width."""
+    out = [
+        Text(f" i:{d.instance_id} ", style="bold reverse"),
+        Text(f"{d.gpu_name}  m:{d.machine_id} h:{d.host_id}"),
+        Text(f"{d.phase.upper()}", style=PHASE_STYLE.get(d.phase, "")),
+        Text(f"${d.gpu_dph + d.storage_dph:.3f}/h"),
+        Text(f"created {clock(d.created_at)} ({ago(d.now - d.created_at)} ago)"),
+    ]
     if d.ended_at is not None:
-        t.append(f"  left service {clock(d.ended_at)}", style="grey62")
-    t.append(f"   times: {time_label(d.time_scale)}", style="dim")
+        out.append(Text(f"left service {clock(d.ended_at)}", style="grey62"))
+    times = f"times: {time_label(d.time_scale)}"
     if speed(d.time_scale):
-        t.append(f", {speed(d.time_scale)}", style="dim")
-    return t
+        times += f", {speed(d.time_scale)}"
+    out.append(Text(times, style="dim"))
+    return out
+
+
+def render_head(d: InstanceDetail, width: int = 1000) -> Text:
+    return Text("\n").join(wrap_fields(head_fields(d), width))
 
 
 def render_money(d: InstanceDetail) -> Text:
@@ -300,7 +307,7 @@ class DetailScreen(Screen[None]):
                 "market_logs_error": self.logs[1],
             }
         )
-        self.query_one("#detail-head", Static).update(render_head(shown))
+        self.query_one("#detail-head", Static).update(render_head(shown, self.size.width))
         self.query_one("#detail-money", Static).update(render_money(shown))
         self.query_one("#detail-preflight", Static).update(render_preflight(shown))
         width = max(16, min(120, self.size.width - 30))

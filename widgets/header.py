@@ -28,19 +28,48 @@ def budget_bar(spent: float, budget: float | None, cells: int = BUDGET_CELLS) ->
     return t
 
 
-def fleet_line(f: FleetReadout, sort_name: str, filter_text: str = "") -> Text:
-    t = Text(" ")
-    t.append(f"${f.dph_now:.3f}/h now", style="bold")
+def fleet_fields(
+    f: FleetReadout, sort_name: str, filter_text: str = "", cells: int = 20
+) -> list[Text]:
+    """The bar's second line as fields, each kept whole when the bar wraps."""
+    rate = Text(f"${f.dph_now:.3f}/h now", style="bold")
     stopped = sum(1 for s in f.instances if s.phase == "stopped")
     if stopped:
-        t.append(f" ({stopped} stopped: storage only)", style="grey62")
-    t.append("   ")
-    t.append(budget_bar(f.spent_usd, f.budget_usd))
+        rate.append(f" ({stopped} stopped: storage only)", style="grey62")
+    out = [rate, budget_bar(f.spent_usd, f.budget_usd, cells)]
     if simulated(f.time_scale):
-        t.append(f"   {speed(f.time_scale)}, market time {clock(f.now)}", style="magenta")
+        out.append(Text(f"{speed(f.time_scale)}, market time {clock(f.now)}", style="magenta"))
     else:
-        t.append(f"   {clock(f.now)} local")
-    t.append(f"   sort: {sort_name} (o)", style="dim")
+        out.append(Text(f"{clock(f.now)} local"))
+    out.append(Text(f"sort: {sort_name} (o)", style="dim"))
     if filter_text:  # else a filtered fleet reads as the whole of it
-        t.append(f"   filter: {clean(filter_text, 40)} (/)", style="bold yellow")
-    return t
+        out.append(Text(f"filter: {clean(filter_text, 40)} (/)", style="bold yellow"))
+    return out
+
+
+def fleet_line(f: FleetReadout, sort_name: str, filter_text: str = "") -> Text:
+    return Text(" ") + Text("   ").join(fleet_fields(f, sort_name, filter_text))
+
+
+SEP = "   "
+
+
+def wrap_fields(fields: list[Text], width: int, indent: str = " ") -> list[Text]:
+    """Fields on as few lines of `width` cells as they fit, never one split across two (a
+    field wider than the line is cut with an ellipsis, on a line of its own); under 100
+    columns two spaces apart, not three."""
+    sep = SEP if width >= 100 else "  "
+    lines: list[Text] = []
+    line = Text(indent)
+    for field in fields:
+        if line.plain.strip() and line.cell_len + len(sep) + field.cell_len > width:
+            lines.append(line)
+            line = Text(indent)
+        if line.plain.strip():
+            line.append(sep)
+        line.append_text(field)
+    if line.plain.strip():
+        lines.append(line)
+    for t in lines:
+        t.truncate(width, overflow="ellipsis")
+    return lines

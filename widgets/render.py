@@ -55,15 +55,17 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
         status.append(Text(clean(s.left_why, 160), style=base))
     else:
         status.append(
-            Text(f"{clean(s.status, 20) or 'provisioning'}: ", style="bold" if not faded else base)
+            Text(f"{clean(s.status, 20) or 'provisioning'}", style="bold" if not faded else base)
         )
+        # the freeze timer before the market's text, which is long and cut at the pane's edge
+        if not faded and s.status != "running" and s.freeze_window_s:
+            frac = s.status_age_s / s.freeze_window_s
+            colour = "red" if frac >= 0.8 else "yellow" if frac >= 0.5 else "green"
+            status.append(
+                f" (unchanged {span(s.status_age_s)} / {span(s.freeze_window_s)})", style=colour
+            )
+        status.append(": ", style="bold" if not faded else base)
         status.append(Text(clean(s.status_msg, 160) or "-", style=base))
-    if not faded and s.status != "running" and s.freeze_window_s:
-        frac = s.status_age_s / s.freeze_window_s
-        colour = "red" if frac >= 0.8 else "yellow" if frac >= 0.5 else "green"
-        status.append(
-            f"  unchanged {span(s.status_age_s)} / {span(s.freeze_window_s)}", style=colour
-        )
 
     if s.job and not faded:
         status.append("  job ", style="bold")
@@ -138,16 +140,16 @@ def live_util(s: InstanceSnap) -> float | None:
     return None if s.phase in ENDED else s.util
 
 
-def campaign_bar(f: FleetReadout) -> Text:
-    t = Text()
-    if f.engine_error:
-        t.append(" ENGINE FAILED ", style="bold reverse red")
-        t.append(f" {clean(f.engine_error, 200)}\n", style="bold red")
-    t.append(f" {clean(f.campaign, 60)} ", style="bold reverse")
+def campaign_fields(f: FleetReadout) -> list[Text]:
+    """The bar's first line as fields, each kept whole when the bar wraps (header.wrap_fields):
+    at 120 columns "spent" and its figure were on two lines."""
+    out = [Text(f" {clean(f.campaign, 60)} ", style="bold reverse")]
     if f.observe_only:
-        t.append(
-            "  OBSERVE ONLY: automation touches nothing (hand an instance over to change that)",
-            style="bold yellow",
+        out.append(
+            Text(
+                "OBSERVE ONLY: automation touches nothing (hand an instance over to change that)",
+                style="bold yellow",
+            )
         )
     # "verified" is the receipt's (passed a preflight in this campaign); the fleet is what is
     # in service now out of what the operator wants
@@ -158,21 +160,39 @@ def campaign_bar(f: FleetReadout) -> Text:
         if f.in_service <= f.fleet
         else f"{f.in_service} ({f.fleet} wanted)"
     )
-    t.append(
-        f"  policy {f.policy}   in service {serving}   verified {f.verified}"
-        f"   creates {f.creates}/{f.max_creates}"
-    )
-    t.append(f"   duds {f.duds} ({f.dud_share:.0%})")
-    t.append(f"  lost on duds ${f.dud_usd:.3f}", style="red" if f.dud_usd else "")
-    t.append(f"   spent ${f.spent_usd:.3f}", style="bold")
-    t.append(f"   GPU-h {f.gpu_hours:.2f}")
+    out += [
+        Text(f"policy {f.policy}"),
+        Text(f"in service {serving}"),
+        Text(f"verified {f.verified}"),
+        Text(f"creates {f.creates}/{f.max_creates}"),
+        Text(f"duds {f.duds} ({f.dud_share:.0%})"),
+        Text(f"lost on duds ${f.dud_usd:.3f}", style="red" if f.dud_usd else ""),
+        Text(f"spent ${f.spent_usd:.3f}", style="bold"),
+        Text(f"GPU-h {f.gpu_hours:.2f}"),
+    ]
     per = f.usd_per_gpu_hour
-    t.append(f"   $/GPU-h {per:.3f}" if per is not None else "   $/GPU-h -")
-    t.append(f"   quarantined {f.quarantined}")
+    out.append(Text(f"$/GPU-h {per:.3f}" if per is not None else "$/GPU-h -"))
+    out.append(Text(f"quarantined {f.quarantined}"))
     if f.banner:  # host-controlled text inside (a status line): plain, cleaned, cut
-        t.append(f"   ⚠ {clean(f.banner, 160)}", style="bold red")
+        out.append(Text(f"⚠ {clean(f.banner, 160)}", style="bold red"))
     if f.observed:
-        t.append(f"   not rentwatch's {f.observed} (${f.observed_dph:.3f}/h)", style="yellow")
+        out.append(Text(f"not rentwatch's {f.observed} (${f.observed_dph:.3f}/h)", style="yellow"))
     if f.finished:
-        t.append(f"   ✔ done: {clean(f.finished, 120)}", style="green")
+        out.append(Text(f"✔ done: {clean(f.finished, 120)}", style="green"))
+    return out
+
+
+def engine_failed(f: FleetReadout) -> Text | None:
+    """The bar's first line while the engine cannot supervise, else None."""
+    if not f.engine_error:
+        return None
+    t = Text(" ENGINE FAILED ", style="bold reverse red")
+    t.append(f" {clean(f.engine_error, 200)}", style="bold red")
     return t
+
+
+def campaign_bar(f: FleetReadout) -> Text:
+    """The fields on one line (the dashboard wraps them to its width, a field at a time)."""
+    fields = Text("   ").join(campaign_fields(f))
+    failed = engine_failed(f)
+    return fields if failed is None else Text("\n").join((failed, fields))
