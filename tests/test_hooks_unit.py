@@ -155,7 +155,8 @@ def test_a_fatal_xid_on_a_proven_host_stops_it_and_marks_its_machine(key):
         iid = await verified(sup, market)
         a = sup.attempts[iid]
         doc = {"xid": {"supported": True, "events": [{"type": "xid", "xid": 79}]}}
-        await sup.tender.check_xid(a, doc)
+        await sup.tender.check_xid(a, doc)  # what the sampler saw; the rules stop it this poll
+        await sup.poll_once()
         assert a.life.phase == Phase.STOPPED
         assert kinds(ledger, "xid") and kinds(ledger, "quarantine")[0].detail["class"] == "xid"
         assert a.machine_id in sup.quarantine

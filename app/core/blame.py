@@ -271,3 +271,14 @@ def blame(failure: Failure, evidence: Evidence = Evidence()) -> Blame:
             f"(exit {failure.exit_code}): {shown}",
         )
     return Blame(Party.SUSPECT, "repeated_job", f"job {failure.job} failed: {shown}")
+
+
+@dataclass(frozen=True)
+class BlameView:
+    """What the blame book knows, as the rules read it."""
+
+    image: str
+    evidence: Evidence = field(default_factory=Evidence)
+    fault: str | None = None  # the campaign fault's reason, once proven
+    pull_in_doubt: bool = False
+    spared: frozenset[int] = frozenset()  # instances whose hosts are not blamed

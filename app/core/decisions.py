@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
+from .blame import BlameView
 from .delivery import WorkOutlook
 from .lifecycle import Phase
 from .models import Offer
@@ -77,6 +78,7 @@ class FleetSnapshot:
     io_floor_s: float = 0.0
     job_h: float = 0.0  # how long the campaign's jobs have taken so far (market hours)
     work: WorkOutlook | None = None  # sized jobs: offers ranked by delivered work (delivery.py)
+    blame: BlameView | None = None  # what the blame book knows (blame_rules.py)
     slow: dict[int, Slow] = field(default_factory=dict)  # proven hosts slow for their price
 
     @property

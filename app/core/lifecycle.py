@@ -51,6 +51,7 @@ LEGAL: dict[Phase, frozenset[Phase]] = {
 }
 ALIVE = frozenset({P.REQUESTED, P.BOOTING, P.RUNNING, P.VERIFYING, P.VERIFIED})
 HELD = ALIVE | {P.ABANDONED}  # things the controller must stop or destroy before it dies
+IN_FLIGHT = frozenset({P.REQUESTED, P.BOOTING, P.RUNNING, P.VERIFYING})  # not in service yet
 
 
 ENDED_UNDELIVERED = frozenset({P.ABANDONED, P.DESTROYED, P.LOST})

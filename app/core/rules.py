@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .blame_rules import under_blame
 from .decisions import (
     Abandon,
     AttemptView,
@@ -225,7 +226,8 @@ def _with_quarantine(d: Decision, fleet: FleetSnapshot, policy: Policy, now: flo
 
 def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     out: list[Decision] = _decide(fleet, policy, now)
-    return [_with_quarantine(d, fleet, policy, now) for d in out]
+    out = [_with_quarantine(d, fleet, policy, now) for d in out]
+    return under_blame(out, fleet.attempts, fleet.jobs_running, fleet.blame)
 
 
 def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
@@ -248,9 +250,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         elif a.phase == Phase.STOPPED and a.market_stop and not a.passed_preflight:
             # never proven: nothing on it to keep, and its disk bills on; given up as a release
             # gives up what it holds (it says nothing of the host), so its destroy comes due
-            d = give_up(
-                a, "rule:market_stop", f"{a.market_stop} before it was proven", "cancelled"
-            )
+            d = give_up(a, "rule:market_stop", f"{a.market_stop} before it was proven", "cancelled")
         if d is not None:
             out.append(d)
             if isinstance(d, Abandon | Stop):

@@ -17,12 +17,11 @@ finds the fault in the ledger and stays stopped.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..core.blame import (
     Blame,
+    BlameView,
     Evidence,
     Failure,
     Party,
@@ -33,8 +32,7 @@ from ..core.blame import (
     shows_layers,
 )
 from ..core.campaign import Campaign
-from ..core.lifecycle import Phase
-from ..core.rules import Abandon, Create, Decision, Finish, FleetSnapshot
+from ..core.rules import Abandon
 from ..ledger import EventKind, Ledger
 
 if TYPE_CHECKING:
@@ -42,7 +40,6 @@ if TYPE_CHECKING:
     from .journal import Journal
 
 K = EventKind
-IN_FLIGHT = frozenset({Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING})
 
 
 def signature(campaign: Campaign) -> str:
@@ -171,43 +168,24 @@ class BlameBook:
         will decide."""
         return self.fault is not None or (self.pull_in_doubt and others_in_flight)
 
-    def gate(self, decisions: Sequence[Decision], snap: FleetSnapshot) -> list[Decision]:
-        """The rules' decisions under a campaign fault: no creates, and the attempts still
-        booting or unproven are given up (they run the same image and command; the host is
-        spared); once nothing is in flight and no job runs, the campaign ends, failed, with
-        the fault as its reason. While a pull is in doubt, creates wait."""
-        if self.fault is None:
-            leaving = {d.instance_id for d in decisions if isinstance(d, Abandon)}
-            deciding = any(
-                a.phase in IN_FLIGHT and a.instance_id not in leaving for a in snap.attempts
-            )
-            if self.holds_creates(deciding):
-                return [d for d in decisions if not isinstance(d, Create)]
-            return list(decisions)
-        out: list[Decision] = [d for d in decisions if not isinstance(d, Create)]
-        acted = {getattr(d, "instance_id", None) for d in out}
-        for a in snap.attempts:
-            if a.phase in IN_FLIGHT and not a.passed_preflight and a.instance_id not in acted:
-                self.spared.setdefault(a.instance_id, self.fault)
-                out.append(
-                    Abandon.of(a, "rule:blame", f"campaign fault: {self.fault.reason}", "cancelled")
-                )
-        busy = snap.jobs_running > 0 or any(
-            a.phase in IN_FLIGHT and a.passed_preflight for a in snap.attempts
+    def view(self) -> BlameView:
+        """What the rules read of the blame so far (`core/blame_rules.py` decides with it)."""
+        return BlameView(
+            image=self.image,
+            evidence=self.evidence,
+            fault=self.fault.reason if self.fault is not None else None,
+            pull_in_doubt=self.pull_in_doubt,
+            spared=frozenset(self.spared),
         )
-        if not busy and not any(isinstance(d, Finish) for d in out):
-            out.append(Finish(False, "rule:blame", f"campaign fault: {self.fault.reason}"))
-        return out
 
-    def on_abandon(self, a: Attempt, d: Abandon) -> Abandon:
-        """An abandon as it is about to be executed: a fatal status line is judged here (the
-        pull's failure, seen by the rules); a host spared by its blame loses the quarantine.
-        The class stays what the rules saw (`fatal`, ...); `detail` says whom it blames."""
-        if d.failure_class == "fatal" and a.instance_id not in self.spared:
+    def on_abandon(self, a: Attempt, d: Abandon) -> None:
+        """Record what an abandon being carried out says of blame: a fatal status line judged
+        against the evidence (as the rules judged it, so its host was spared or not there), an
+        attempt given up for the campaign's fault spared."""
+        if d.rule == "rule:blame" and self.fault is not None:
+            self.spared.setdefault(a.instance_id, self.fault)
+        elif d.failure_class == "fatal" and a.instance_id not in self.spared:
             self.judge(a, Stage.PULL, a.status_msg or "")
-        if a.instance_id not in self.spared:
-            return d
-        return replace(d, quarantine=None)
 
     def detail(self, a: Attempt) -> dict[str, str]:
         """What an abandon event carries about blame: `blame` (suspect / campaign) and its

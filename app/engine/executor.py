@@ -95,7 +95,7 @@ class Executor:
             raise AutomationRefused(f"automation may not destroy verified instance {a.instance_id}")
         now = self.market.answered_at()
         if a.life.phase != Phase.ABANDONED:
-            d = self.blame_book.on_abandon(a, d)  # the campaign's fault spares the host
+            self.blame_book.on_abandon(a, d)  # what it says of blame, recorded
             spent = a.charges(self.market.gpu_billing, now).total_usd
             extra = {"usd": spent, **self.blame_book.detail(a)}
             self.journal.give_up(a, now, d.rule, d.reason, d.failure_class, extra)

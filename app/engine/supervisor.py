@@ -262,7 +262,7 @@ class Supervisor:
                 work=self.offer_book.work_outlook(self.job_work.left(), self.campaign.fleet),
                 create_cap=1 if first else None,
             )
-        return self.blame_book.gate(decide(snap, self.policy, now), snap)
+        return decide(snap, self.policy, now)
 
     def _free_since(self, a: Attempt) -> float | None:
         """Since when it has had no job (the drained rule's clock); a person's start holds
@@ -300,6 +300,7 @@ class Supervisor:
             offers=book.offers,
             terms=book.terms(),
             exclusions=book.exclusions(),
+            blame=self.blame_book.view(),
             slow=dict(self.job_work.swaps.slow),
             job_h=jobs.hours_seen(now, ROUND_H),
             io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())

@@ -1,0 +1,62 @@
+"""The rules' decisions under the campaign's blame (`blame.py`): part of `decide()`, so no
+shell module rewrites a decision.
+
+- An abandon of an attempt whose host is spared (the failure is the campaign's, or suspected to
+  be) earns its machine no quarantine; a fatal status line is judged here against the evidence
+  so far, as the blame book will record it when the abandon is carried out.
+- Under a campaign fault: no creates; the attempts still booting or unproven are given up
+  (`rule:blame`, cancelled: they run the same image and command, their hosts spared); once
+  nothing is in flight and no job runs, the campaign ends, failed, with the fault as its reason.
+- While a pull is in doubt (one registry refusal, the image run nowhere yet), creates wait for
+  a machine in flight to decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from .blame import BlameView, Failure, Stage, blame
+from .decisions import Abandon, AttemptView, Create, Decision, Finish
+from .lifecycle import IN_FLIGHT
+
+
+def spares_host(a: AttemptView, d: Abandon, view: BlameView) -> bool:
+    if a.instance_id in view.spared:
+        return True
+    if d.failure_class != "fatal":
+        return False
+    failure = Failure(a.machine_id or -a.instance_id, view.image, Stage.PULL, a.status_msg or "")
+    return not blame(failure, view.evidence).quarantine
+
+
+def under_blame(
+    decisions: Sequence[Decision],
+    attempts: Sequence[AttemptView],
+    jobs_running: int,
+    view: BlameView | None,
+) -> list[Decision]:
+    if view is None:
+        return list(decisions)
+    by_id = {a.instance_id: a for a in attempts}
+    out: list[Decision] = []
+    for d in decisions:
+        a = by_id.get(d.instance_id) if isinstance(d, Abandon) else None
+        if isinstance(d, Abandon) and a is not None and spares_host(a, d, view):
+            d = replace(d, quarantine=None)
+        out.append(d)
+    if view.fault is None:
+        leaving = {d.instance_id for d in out if isinstance(d, Abandon)}
+        deciding = any(a.phase in IN_FLIGHT and a.instance_id not in leaving for a in attempts)
+        if view.pull_in_doubt and deciding:
+            return [d for d in out if not isinstance(d, Create)]
+        return out
+    out = [d for d in out if not isinstance(d, Create)]
+    acted = {getattr(d, "instance_id", None) for d in out}
+    for a in attempts:
+        if a.phase in IN_FLIGHT and not a.passed_preflight and a.instance_id not in acted:
+            out.append(Abandon.of(a, "rule:blame", f"campaign fault: {view.fault}", "cancelled"))
+    busy = jobs_running > 0 or any(a.phase in IN_FLIGHT and a.passed_preflight for a in attempts)
+    if not busy and not any(isinstance(d, Finish) for d in out):
+        out.append(Finish(False, "rule:blame", f"campaign fault: {view.fault}"))
+    return out
