@@ -85,6 +85,12 @@ async def main() -> None:
         app.save_screenshot("destroy-confirm.svg", str(OUT))
         await pilot.press("escape")
         await pilot.pause(0.3)
+        await pilot.press("E")  # end the campaign: what it holds, listed from the ledger
+        await until(pilot, lambda: type(app.screen).__name__ == "EndConfirm", timeout=10)
+        await pilot.pause(0.5)
+        app.save_screenshot("end-confirm.svg", str(OUT))
+        await pilot.press("escape")
+        await pilot.pause(0.3)
         await pilot.press("l")
         await pilot.pause(0.3)
         await pilot.press("f3")  # canned query 2: duds by failure class
