@@ -309,3 +309,25 @@ def test_an_instance_a_webhook_names_is_looked_at_next_poll(make_sim, tmp_path):
         sup.ledger.close()
 
     asyncio.run(run())
+
+
+def test_a_host_whose_heartbeat_gets_no_answer_is_looked_at_next_poll(make_sim, tmp_path):
+    """[Q] `offline` is computed, not stored: the list cannot be filtered by it. A verified
+    host whose heartbeat got no answer is asked about by the next poll instead."""
+    sim = _sim(make_sim)
+
+    async def run() -> None:
+        sup = await _supervisor(sim.url, tmp_path)
+        steady = sorted(
+            a.instance_id for a in sup.fleet.attempts.values() if a.life.phase == Phase.VERIFIED
+        )
+        await sup.poll_once()
+        sight = await sup.cadence.fetch()
+        named = next(i for i in steady if i in {r.id for r in sight.rows} - sight.asked)
+        sup.fleet[named].went_silent()  # what the tender records when a session goes unanswered
+        sight = await sup.cadence.fetch()
+        assert named in sight.asked and not sup.fleet[named].look_wanted
+        await sup.market.aclose()
+        sup.ledger.close()
+
+    asyncio.run(run())

@@ -54,6 +54,7 @@ class Attempt:
     untrusted: str | None = None  # set when its SSH host key changed after it was pinned
     host_fault: tuple[str, str, str] | None = None  # (rule, reason, class): found broken
     market_stop: str | None = None  # why the market stopped it before it was proven
+    look_wanted: bool = False  # its host stopped answering: the next poll asks the market
     unseen: int = 0  # consecutive polls the list answer left it out
     dph_seen: float = 0.0  # the highest GPU price the market has shown for it ($/h)
     # supervised: automation (rules, preflight, watchdog, jobs, release at the end) may act on
@@ -95,6 +96,14 @@ class Attempt:
             host_fault=self.host_fault,
             market_stop=self.market_stop,
         )
+
+    def went_silent(self) -> None:
+        """A session to its host got no answer: the host may be offline, which the market's
+        list cannot be asked for (offline is computed, not stored), so the poll looks."""
+        self.look_wanted = True
+
+    def looked_at(self) -> None:
+        self.look_wanted = False
 
     def stopped_by_market(self, why: str) -> None:
         """The market stopped it before it proved itself (a contract's end, a zero balance)."""

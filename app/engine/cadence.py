@@ -163,6 +163,8 @@ class Cadence:
 
     async def _whole(self) -> Sight:
         self.look_now.clear()  # every instance is in the answer
+        for a in self.fleet.attempts.values():
+            a.looked_at()
         rows = await self.market.list_instances()
         self.listed = len(rows)
         return Sight(rows, True, calls=-(-max(1, len(rows)) // PAGE))
@@ -189,8 +191,13 @@ class Cadence:
             for a in turn:
                 if await self._show(a.instance_id, sight):
                     asked.add(a.instance_id)
-        for iid in sorted(self.look_now)[:SHOWS]:  # what a webhook named: a look of our own
-            self.look_now.discard(iid)
+        # what evidence named (a webhook; a heartbeat without an answer): a look of our own
+        silent = [a for a in self.fleet.attempts.values() if a.look_wanted]
+        for a in silent:
+            a.looked_at()
+        wanted = sorted(self.look_now | {a.instance_id for a in silent} - asked)
+        self.look_now = set(wanted[2 * SHOWS :])  # the rest next poll
+        for iid in wanted[: 2 * SHOWS]:
             if await self._show(iid, sight):
                 asked.add(iid)
         sight.asked = frozenset(asked)

@@ -319,6 +319,7 @@ class HostTender:
             raise
         except SSHFailure as exc:
             self.journal.say(f"{what} on i:{a.instance_id}: no answer ({exc})")
+            a.went_silent()  # the heartbeat's silence: the next poll asks the market about it
             return False
         except Exception as exc:  # noqa: BLE001 - supervision: the tending outlives any look
             said = failure_text(exc)
