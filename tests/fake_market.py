@@ -85,7 +85,7 @@ class Box:
             start_date=self.created_at,
             gpu_name=self.offer.gpu_name,
             num_gpus=1,
-            dph_base=self.offer.dph_base,
+            dph_base=self.offer.dph_base if self.bid is None else self.bid,  # billed at the bid
             dph_total=self.offer.dph_total,
             storage_total_cost=0.01,
             disk_space=40.0,

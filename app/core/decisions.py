@@ -18,6 +18,7 @@ from .offer_choice import Exclusions, History, OfferTerms, Quarantine
 from .verdict import Throttle, Verdict
 
 if TYPE_CHECKING:
+    from .bid_rules import BidTerms
     from .swap import Slow
 
 
@@ -47,6 +48,16 @@ class AttemptView:
     # (rule, reason, failure class): a proven host the tender found broken (a fatal XID)
     host_fault: tuple[str, str, str] | None = None
     market_stop: str | None = None  # why the market stopped it before it was proven
+    # the interruptible tier (bid_rules.py): its bid ($/h; None: on-demand), the min_bid the
+    # market last showed, the same machine's on-demand price, since when it has been paused
+    # by an outbid (None: not paused), whether it runs again by itself after one (a resume
+    # nobody has taken back into service yet) and how often its bid was raised
+    bid: float | None = None
+    min_bid: float | None = None
+    on_demand_dph: float = 0.0
+    outbid_at: float | None = None
+    resumed: bool = False
+    rebids: int = 0
 
     @property
     def boot_clock(self) -> float:
@@ -80,6 +91,7 @@ class FleetSnapshot:
     work: WorkOutlook | None = None  # sized jobs: offers ranked by delivered work (delivery.py)
     blame: BlameView | None = None  # what the blame book knows (blame_rules.py)
     slow: dict[int, Slow] = field(default_factory=dict)  # proven hosts slow for their price
+    bidding: BidTerms | None = None  # the interruptible tier's terms (None: on-demand only)
 
     @property
     def idle_rule_active(self) -> bool:
@@ -94,6 +106,7 @@ class Create:
     reason: str
     offer: Offer | None = None  # the offer chosen (fit, sane, best ranked)
     why: str = ""  # why that offer: the sentence the ledger records with the choice
+    bid: float | None = None  # rent it on the interruptible tier at this bid ($/h)
 
 
 @dataclass(frozen=True)
@@ -147,7 +160,38 @@ class Finish:
     reason: str
 
 
-Decision = Union[Create, Abandon, Stop, StartPreflight, Verify, Finish]  # noqa: UP007
+@dataclass(frozen=True)
+class Rebid:
+    """Raise an outbid rental's bid (the market's change-bid call)."""
+
+    instance_id: int
+    price: float
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Move:
+    """Stop waiting for an outbid rental: its job moved on from its last checkpoint; the
+    rental is stopped explicitly (an explicit stop never resumes by itself), never destroyed."""
+
+    instance_id: int
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Resume:
+    """A proven rental that resumed by itself after an outbid, taken back into service."""
+
+    instance_id: int
+    rule: str
+    reason: str
+
+
+Decision = Union[  # noqa: UP007
+    Create, Abandon, Stop, StartPreflight, Verify, Finish, Rebid, Move, Resume
+]
 
 
 def fmt_span(seconds: float) -> str:

@@ -120,17 +120,22 @@ class JobQueue:
         job.status = "done" if exit_code == 0 else "failed"
 
     def host_died(
-        self, instance_id: int, now: float | None = None, host_fault: bool = False
+        self,
+        instance_id: int,
+        now: float | None = None,
+        host_fault: bool = False,
+        outbid: bool = False,
     ) -> list[JobState]:
         """Jobs interrupted by their host's death go back to the queue while retries last. With
         `host_fault` (the host left service, or the job never started there), a host that went
-        within `EARLY_LOSS_S` of the job's start costs the job no retry, up to `FREE_LOSSES`."""
+        within `EARLY_LOSS_S` of the job's start costs the job no retry, up to `FREE_LOSSES`.
+        An outbid (the interruptible tier's risk, taken on purpose) never costs one."""
         out = []
         for job in self.jobs:
             if job.status == "running" and job.instance_id == instance_id:
                 job.instance_id = None
                 early = now is None or job.started_at is None or now - job.started_at < EARLY_LOSS_S
-                if host_fault and early and job.host_losses < FREE_LOSSES:
+                if outbid or (host_fault and early and job.host_losses < FREE_LOSSES):
                     job.host_losses += 1
                 charged = job.attempts - job.host_losses
                 job.status = "pending" if charged <= job.job.retries else "failed"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .bid_rules import priced, tier_rules
 from .blame_rules import under_blame
 from .decisions import (
     Abandon,
@@ -226,7 +227,7 @@ def _with_quarantine(d: Decision, fleet: FleetSnapshot, policy: Policy, now: flo
 
 def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     out: list[Decision] = _decide(fleet, policy, now)
-    out = [_with_quarantine(d, fleet, policy, now) for d in out]
+    out = [_with_quarantine(d, fleet, policy, now) for d in priced(out, fleet.bidding)]
     return under_blame(out, fleet.attempts, fleet.jobs_running, fleet.blame)
 
 
@@ -251,6 +252,8 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             # never proven: nothing on it to keep, and its disk bills on; given up as a release
             # gives up what it holds (it says nothing of the host), so its destroy comes due
             d = give_up(a, "rule:market_stop", f"{a.market_stop} before it was proven", "cancelled")
+        elif a.phase == Phase.STOPPED and a.bid is not None:  # outbid or resumed (bid_rules)
+            d = tier_rules(a, fleet.bidding, fleet.jobs_pending > 0, now)
         if d is not None:
             out.append(d)
             if isinstance(d, Abandon | Stop):

@@ -60,14 +60,18 @@ class Actions:
 
     async def start(self, a: Attempt, actor: str, reason: str) -> float:
         at = await self.change(a, K.START, actor, reason)
+        a.stopped_by_us = False
         self.journal.move(a, Phase.BOOTING, at, reason)
         a.status_since = at
         return at
 
     async def stop(self, a: Attempt, actor: str, reason: str) -> bool:
         async with a.acting:
-            if a.life.phase in (Phase.STOPPED, Phase.DESTROYED):
+            if a.life.phase == Phase.DESTROYED or (
+                a.life.phase == Phase.STOPPED and not a.resumes_by_itself
+            ):
                 return True  # another task's stop or destroy got there first
+            # (a bid rental the market paused is stopped again by us: ours never resumes)
             return await self._stop(a, actor, reason)
 
     async def _stop(self, a: Attempt, actor: str, reason: str) -> bool:
@@ -76,7 +80,9 @@ class Actions:
         except REFUSALS as exc:
             self.journal.say(f"stop FAILED i:{a.instance_id}: {exc}")
             return False
-        self.journal.move(a, Phase.STOPPED, at, reason)
+        a.stopped_by_us, a.outbid_at, a.resumed = True, None, False
+        if a.life.phase != Phase.STOPPED:
+            self.journal.move(a, Phase.STOPPED, at, reason)
         if a.preflight_task:
             a.preflight_task.cancel()
         cost = a.charges(self.market.gpu_billing, at).total_usd
@@ -128,8 +134,13 @@ class Actions:
             None,
         )
 
-    async def create(self, offer: Offer, actor: str, reason: str, why: str) -> Attempt | None:
-        """Rent `offer`; the new attempt, or None when the market refused (said and recorded)."""
+    async def create(
+        self, offer: Offer, actor: str, reason: str, why: str, bid: float | None = None
+    ) -> Attempt | None:
+        """Rent `offer` (with `bid`: on the interruptible tier at that price); the new attempt,
+        or None when the market refused (said and recorded). A bid the market refused still
+        made an instance, created stopped (`CreateResult.refused`): it never ran, so it is
+        given up and destroyed at once, as nothing said against its host."""
         j = self.journal
         storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
         ctx: dict[str, Any] = {
@@ -138,13 +149,14 @@ class Actions:
             "host_id": offer.host_id,
             "offer_id": offer.id,
             "gpu_name": offer.gpu_name,
-            "gpu_dph": offer.dph_base,
+            "gpu_dph": offer.dph_base if bid is None else bid,
             # in the intent too: an outcome settled after a crash (Recovery) copies it from here
             "storage_dph": storage_dph,
         }
         j.fact(K.OFFER_CHOSEN, None, actor=actor, reason=why, **ctx)
         label = f"{campaign_label(self.campaign.name)}:{secrets.token_hex(5)}"
-        seq = j.intent(K.CREATE, ctx, actor=actor, reason=reason, detail={"label": label})
+        tier = {} if bid is None else {"bid": bid, "min_bid": offer.min_bid}
+        seq = j.intent(K.CREATE, ctx, actor=actor, reason=reason, detail={"label": label, **tier})
         try:
             res = await self.market.create_instance(
                 offer.id,
@@ -153,6 +165,7 @@ class Actions:
                 label=label,
                 exact_label=True,
                 onstart=ONSTART,
+                **({} if bid is None else {"price": bid}),
             )
         except REFUSALS as exc:
             j.outcome(seq, at=self.market.answered_at(), ok=False, error=str(exc))
@@ -181,10 +194,12 @@ class Actions:
             host_id=offer.host_id,
             gpu_name=offer.gpu_name,
             created_at=at,
-            gpu_dph=offer.dph_base,
+            gpu_dph=offer.dph_base if bid is None else bid,
             storage_dph=storage_dph,
             status_since=at,
             label=res.label,
+            bid=bid,
+            min_bid=offer.min_bid,
         )
         a.marks.append(Mark(at, "create", a.gpu_dph, a.storage_dph))
         self.fleet.add(a)
@@ -194,10 +209,23 @@ class Actions:
             ok=True,
             instance_id=a.instance_id,
             storage_dph=storage_dph,
-            detail={"label": res.label, "gpu_billing": self.market.gpu_billing},
+            detail={"label": res.label, "gpu_billing": self.market.gpu_billing, **tier},
         )
+        if res.refused is not None:
+            await self._refused_bid(a, actor, res.refused)
+            return None
         j.say(
             f"create i:{a.instance_id} m:{offer.machine_id} {offer.gpu_name} "
             f"${offer.dph_total:.3f}/h ({self.fleet.creates}/{self.campaign.max_creates}) - {why}"
         )
         return a
+
+    async def _refused_bid(self, a: Attempt, actor: str, said: str) -> None:
+        """A bid under min_bid: the instance exists, stopped, and would start by itself once
+        its bid wins (dstack #4036 cleans such rentals up). It never ran: given up as
+        cancelled (no fault of the host) and destroyed."""
+        at = self.market.answered_at()
+        why = f"bid ${a.bid or 0:.4f}/h refused at create ({said[:160]}): created stopped"
+        self.journal.give_up(a, at, actor, why, "cancelled", {"bid": a.bid, "refused": True})
+        self.journal.say(f"create i:{a.instance_id} m:{a.machine_id} {why}: destroyed")
+        await self.destroy(a, actor, f"abandoned: {why}")

@@ -65,6 +65,15 @@ class Attempt:
     clock_from: float | None = None  # a start resets the boot deadline: it counts from here
     human_at: float | None = None  # the operator's last act on it (market time), and what
     human_act: str = ""
+    # the interruptible tier (engine/tier.py): the bid in force ($/h; None: on-demand), the
+    # min_bid last shown, since when an outbid has paused it, whether it resumed by itself,
+    # how often its bid was raised, and whether its last stop was ours (ours never resumes)
+    bid: float | None = None
+    min_bid: float | None = None
+    outbid_at: float | None = None
+    resumed: bool = False
+    rebids: int = 0
+    stopped_by_us: bool = False
 
     @property
     def passed_preflight(self) -> bool:
@@ -95,7 +104,19 @@ class Attempt:
             dph=self.gpu_dph + self.storage_dph,
             host_fault=self.host_fault,
             market_stop=self.market_stop,
+            bid=self.bid,
+            min_bid=self.min_bid,
+            on_demand_dph=self.offer.dph_base if self.offer is not None else self.gpu_dph,
+            outbid_at=self.outbid_at,
+            resumed=self.resumed,
+            rebids=self.rebids,
         )
+
+    @property
+    def resumes_by_itself(self) -> bool:
+        """A bid rental the market stopped (an outbid): unless we stop it ourselves it runs, and
+        bills, again once its bid wins."""
+        return self.bid is not None and not self.stopped_by_us
 
     def went_silent(self) -> None:
         """A session to its host got no answer: the host may be offline, which the market's

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from ..core.decisions import Move, Rebid, Resume
 from ..core.lifecycle import Phase
 from ..core.offer_choice import Quarantine
 from ..core.policy import Policy
@@ -24,6 +25,7 @@ from .intents import AutomationRefused
 from .journal import Journal
 from .offers import OfferBook
 from .operator import Operator
+from .tier import TierWatch
 
 K = EventKind
 
@@ -47,6 +49,7 @@ class Executor:
         tender: HostTender,
         ssh: SSHRunner,
         policy: Policy,
+        tier: TierWatch | None = None,
     ) -> None:
         self.market = market
         self.fleet = fleet
@@ -58,6 +61,7 @@ class Executor:
         self.tender = tender
         self.ssh = ssh
         self.policy = policy
+        self.tier = tier  # the interruptible tier's rebid, move and resume
 
     async def execute(self, d: Decision, fleet_set_at: float | None = None) -> Outcome | None:
         """Carry out one decision; a `Finish` comes back as the campaign's outcome."""
@@ -77,7 +81,20 @@ class Executor:
             self.verify(self.fleet[d.instance_id], d)
         elif isinstance(d, Finish):
             return Outcome(d.ok, d.reason)
+        elif isinstance(d, Rebid | Move | Resume) and self.tier is not None:
+            await self.on_tier(d)
         return None
+
+    async def on_tier(self, d: Rebid | Move | Resume) -> None:
+        """An outbid rental's rebid or move, or a resumed one back in service (engine/tier)."""
+        assert self.tier is not None
+        a = self.fleet[d.instance_id]
+        if isinstance(d, Rebid):
+            await self.tier.rebid(a, d)
+        elif isinstance(d, Move):
+            await self.tier.move(a, d)
+        elif self.tier.resume(a, d):
+            self.tender.retend([a])  # watched again: its watchdog, heartbeat and jobs
 
     async def create(self, d: Create) -> None:
         # a campaign fault, or a pull in doubt, found since this poll decided
@@ -86,7 +103,7 @@ class Executor:
         if d.offer is None:
             self.journal.say("create skipped: no fit offer (price, CUDA, quarantine)")
             return
-        await self.actions.create(d.offer, d.rule, d.reason, d.why)
+        await self.actions.create(d.offer, d.rule, d.reason, d.why, d.bid)
         self.offer_book.tried(d.offer)
 
     async def abandon(self, d: Abandon) -> None:

@@ -44,21 +44,34 @@ class Fleet:
 
     def held(self) -> list[Attempt]:
         """What the controller must stop or destroy before it dies: only what it supervises
-        (an instance rentwatch did not create, and nobody handed over, is never touched)."""
-        return [a for a in self.attempts.values() if a.owned and a.life.phase in HELD]
+        (an instance rentwatch did not create, and nobody handed over, is never touched). A
+        bid rental the market paused is held too: it resumes, and bills, unless we stop it."""
+        return [
+            a
+            for a in self.attempts.values()
+            if a.owned
+            and (a.life.phase in HELD or (a.life.phase == Phase.STOPPED and a.resumes_by_itself))
+        ]
 
     def alive(self) -> list[Attempt]:
         """The supervised instances alive now: what the rules decide on."""
         return [a for a in self.attempts.values() if a.owned and a.life.phase in ALIVE]
 
     def to_decide(self) -> list[Attempt]:
-        """What the rules decide on: the alive, and what the market stopped before it was
-        proven (its destroy is theirs to decide)."""
+        """What the rules decide on: the alive, what the market stopped before it was proven
+        (its destroy is theirs to decide), and a bid rental the market paused or resumed (it
+        runs again by itself unless we stop it: core/bid_rules)."""
         return [
             a
             for a in self.attempts.values()
             if a.owned
-            and (a.life.phase in ALIVE or (a.market_stop and a.life.phase == Phase.STOPPED))
+            and (
+                a.life.phase in ALIVE
+                or (
+                    a.life.phase == Phase.STOPPED
+                    and (a.market_stop is not None or a.resumes_by_itself)
+                )
+            )
         ]
 
     def observed(self) -> list[Attempt]:

@@ -15,8 +15,9 @@ watched, and stopped or destroyed by the usual rules and at the end."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..core.bidding import stop_cause
 from ..core.billing import Mark
 from ..core.errors import BadRow
 from ..core.lifecycle import Phase
@@ -31,6 +32,9 @@ from .blame_book import BlameBook
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
+
+if TYPE_CHECKING:
+    from .tier import TierWatch
 
 K = EventKind
 LOST_AFTER_S = 120.0  # a create may take this long to be listed before it counts as unseen
@@ -77,6 +81,7 @@ class Observer:
         self._reported: set[int] = set()  # instances whose bad row is already in the ledger
         self._reported_anon: set[str] = set()  # problems of rows without an id, in the ledger
         self._client_bad = 0  # how many of the client's own skipped rows are in the ledger
+        self.tier: TierWatch | None = None  # the interruptible tier: outbids and resumes
         if ssh is not None:
             ssh.on_route = self._on_route
 
@@ -355,6 +360,9 @@ class Observer:
         self.journal.say(f"stop   i:{a.instance_id} m:{a.machine_id} by the market: {said}")
         if not keep:  # never proven: nothing to keep, its disk bills on; the rules decide
             a.stopped_by_market(why)
+        cause = stop_cause(inst, bid=a.bid, we_stopped=False, now=now)
+        if cause == "outbid" and self.tier is not None:  # its job requeued; the rules decide
+            self.tier.outbid(a, inst, now)
 
     def _see(self, a: Attempt, inst: Instance, now: float) -> None:
         if inst.dph_base > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:
@@ -401,6 +409,8 @@ class Observer:
         a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
         if self.ssh is not None:
             self.ssh.set_routes(a.instance_id, inst)  # direct first, the proxy as fallback
+        if a.bid is not None and self.tier is not None:
+            self.tier.saw(a, inst, now)  # min_bid; a resume by itself, an outbid again
         if inst.market_stopped and a.life.phase in (
             Phase.REQUESTED,
             Phase.BOOTING,

@@ -39,6 +39,10 @@ class OfferBook:
             None  # None: never searched (or every search failed)
         )
         self.searched_at = -1e18
+        # the tier searched for (bidding.tier_for, set before each search): "interruptible"
+        # searches type bid, whose offers carry min_bid
+        self.rental = "on-demand"
+        self.searched_rental = "on-demand"
 
     def terms(self) -> OfferTerms:
         return OfferTerms(self.campaign.max_dph, self.campaign.image_cuda)
@@ -77,6 +81,7 @@ class OfferBook:
             self.offers is None
             or self.market.now() - self.searched_at >= OFFERS_FRESH_S
             or not self.fit()
+            or self.rental != self.searched_rental
         )
 
     async def refresh(self) -> None:
@@ -85,12 +90,16 @@ class OfferBook:
         query.setdefault("rentable", {"eq": True})
         try:
             found = await self.market.search_offers(
-                query, storage_gb=self.campaign.disk_gb, limit=1000
+                query,
+                storage_gb=self.campaign.disk_gb,
+                limit=1000,
+                **({"rental": self.rental} if self.rental != "on-demand" else {}),
             )
         except REFUSALS as exc:
             self.journal.say(f"create skipped: offer search failed: {exc}")
             return
         self.offers, self.searched_at = tuple(found), self.market.now()
+        self.searched_rental = self.rental
 
     def best(self) -> tuple[Offer, str] | None:
         chosen = choose_offers(self.fit(), 1, self.history(), self.policy.rank)

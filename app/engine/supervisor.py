@@ -48,6 +48,7 @@ from .observer import Observer
 from .offers import OfferBook
 from .operator import HUMAN_RECENT_S, STARTED_BY_PERSON, Operator
 from .recovery import Recovery
+from .tier import TierWatch
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
 K = EventKind
@@ -115,6 +116,10 @@ class Supervisor:
             policy.name,
             lambda: self.fleet.wanted,
         )
+        self.tier = TierWatch(
+            market, self.journal, self.fleet, self.job_work, self.actions, campaign, policy.name
+        )
+        self.observer.tier = self.tier  # outbids and resumes, seen in the list answer
         self.executor = Executor(
             market,
             self.fleet,
@@ -126,6 +131,7 @@ class Supervisor:
             self.tender,
             ssh,
             policy,
+            self.tier,
         )
         self.started_at: float | None = None  # the campaign's first start, read once
         self.adopt_all = adopt_all  # show every instance of the account (the rest observed)
@@ -254,6 +260,7 @@ class Supervisor:
             # a market not searched yet (or emptied) gets one create this poll, the rest the
             # next: the first answer tests the key, the image and the offers before a fleet
             first = not self.offer_book.offers
+            self.offer_book.rental = snap.bidding.tier if snap.bidding else "on-demand"
             if self.offer_book.stale():
                 await self.offer_book.refresh()
             snap = dataclasses.replace(
@@ -302,6 +309,7 @@ class Supervisor:
             exclusions=book.exclusions(),
             blame=self.blame_book.view(),
             slow=dict(self.job_work.swaps.slow),
+            bidding=self.tier.terms(now),
             job_h=jobs.hours_seen(now, ROUND_H),
             io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())
             * float(getattr(self.market, "time_scale", 1)),

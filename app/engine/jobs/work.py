@@ -5,6 +5,7 @@ re-attach what a restart finds in the ledger."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,8 @@ class JobWork:
         # the policy buys delivered work: biggest jobs first, to the fastest proven hosts
         self.by_work = False
         self.swaps = SwapWatch(fleet, queue)  # proven hosts slow for their price (core/swap)
+        # how often a job's checkpoint is pulled on its host (the tier's: oftener on a bid)
+        self.ckpt_every: Callable[[Attempt, JobState], float] | None = None
 
     def left(self) -> list[Job]:
         """The jobs whose work is still to do: pending, or running (work not yet delivered)."""
@@ -103,12 +106,18 @@ class JobWork:
                 host_fault=True,
             )
 
-    def requeue(self, job: JobState, now: float, why: str, host_fault: bool = False) -> None:
+    def last_checkpoint(self, job: JobState) -> float | None:
+        """When the job's checkpoint was last pulled off a host (None: never)."""
+        return self._ckpt_at.get(job.name)
+
+    def requeue(
+        self, job: JobState, now: float, why: str, host_fault: bool = False, outbid: bool = False
+    ) -> None:
         iid = job.instance_id
         st_done = job.status != "running"
         losses = job.host_losses
         if iid is not None:
-            self.queue.host_died(iid, now, host_fault=host_fault)
+            self.queue.host_died(iid, now, host_fault=host_fault, outbid=outbid)
         again = job.status == "pending"
         free = job.host_losses > losses
         self.journal.fact(
@@ -221,7 +230,10 @@ class JobWork:
                 self.journal.say(f"job    {job.name} timed out on i:{a.instance_id}")
                 return
             last = self._ckpt_at.get(job.name, job.started_at or now)
-            if job.job.checkpoint and now - last >= job.job.checkpoint_every_s:
+            every = (
+                job.job.checkpoint_every_s if self.ckpt_every is None else self.ckpt_every(a, job)
+            )
+            if job.job.checkpoint and now - last >= every:
                 self._ckpt_at[job.name] = now
                 await self._pull(a, job, checkpoint=True)
             return

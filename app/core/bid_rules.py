@@ -1,0 +1,115 @@
+"""The interruptible tier inside `decide()`: the bid each create carries, and what becomes of a
+bid rental that an outbid paused or that resumed by itself. Pure: `bidding.py` holds the
+figures (what to bid, wait or move, a resume nobody needs); this module turns them into
+decisions over the fleet snapshot.
+
+A verified rental is never destroyed here either: an outbid one is rebid, waited for, or let
+go with an explicit stop (`Move`, or a `Stop` when no work is left), so it cannot resume by
+itself and bill unwatched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from .bidding import (
+    Tier,
+    bid_for,
+    checkpoint_every_s,
+    exposure,
+    on_outbid,
+    outbid_rate,
+    stop_unneeded_resume,
+    worth_bidding,
+)
+from .decisions import AttemptView, Create, Decision, Move, Rebid, Resume, Stop
+from .lifecycle import Phase
+from .models import Offer
+
+
+@dataclass(frozen=True, slots=True)
+class BidTerms:
+    """What the rules need of the tier: where the next job may go (`bidding.tier_for`), the
+    campaign's `rental` ("interruptible" or "auto") and bid cap, the checkpoint interval the
+    campaign asks for, and what was seen of each machine on bid (machine_id, gpu_name, hours
+    on bid, outbids)."""
+
+    tier: Tier
+    rental: str
+    cap: float | None = None
+    checkpoint_s: float = 600.0
+    exposure: tuple[tuple[int, str, float, int], ...] = ()
+
+    def rate(self, machine_id: int | None, gpu: str) -> float:
+        mine, model = exposure(self.exposure, -1 if machine_id is None else machine_id, gpu)
+        return outbid_rate(mine, model)
+
+
+def offer_bid(offer: Offer, terms: BidTerms) -> tuple[float | None, str]:
+    """The bid to create `offer` with (None: on-demand), and why."""
+    rate = terms.rate(offer.machine_id, offer.gpu_name)
+    bid = bid_for(offer.min_bid, offer.dph_base, rate, terms.cap)
+    if bid is None:
+        return None, "no bid under the caps: on-demand"
+    ckpt = checkpoint_every_s(terms.checkpoint_s, rate)
+    if terms.rental == "auto" and not worth_bidding(bid, offer.dph_base, rate, ckpt):
+        return None, (
+            f"auto: a bid of ${bid:.4f}/h at {rate:.2f} outbids/h does not beat "
+            f"on-demand ${offer.dph_base:.4f}/h: on-demand"
+        )
+    return bid, (
+        f"bid ${bid:.4f}/h (min_bid ${offer.min_bid or 0:.4f}/h, on-demand "
+        f"${offer.dph_base:.4f}/h, {rate:.2f} outbids/h expected)"
+    )
+
+
+def priced(out: Sequence[Decision], terms: BidTerms | None) -> list[Decision]:
+    """Each create on the tier carries its bid; the rest pass as they are."""
+    if terms is None or terms.tier != "interruptible":
+        return list(out)
+    done: list[Decision] = []
+    for d in out:
+        if isinstance(d, Create) and d.offer is not None and d.bid is None:
+            bid, why = offer_bid(d.offer, terms)
+            d = replace(d, bid=bid, why=f"{d.why}; {why}" if d.why else why)
+        done.append(d)
+    return done
+
+
+def tier_rules(
+    a: AttemptView, terms: BidTerms | None, work_waiting: bool, now: float
+) -> Decision | None:
+    """A proven bid rental out of service (phase STOPPED): paused by an outbid, rebid, wait or
+    let go; resumed by itself, back into service when work waits for it, else stopped."""
+    if a.bid is None or a.phase != Phase.STOPPED or not a.passed_preflight:
+        return None
+    if a.resumed:
+        if stop_unneeded_resume(resumed=True, has_job=a.busy, wanted=work_waiting):
+            return Stop(
+                a.instance_id,
+                "rule:resume_unneeded",
+                f"resumed by itself at ${a.bid:.4f}/h with no work for it: stopped before it bills",
+            )
+        return Resume(
+            a.instance_id, "rule:resumed", f"resumed by itself at ${a.bid:.4f}/h: work waits"
+        )
+    if a.outbid_at is None:
+        return None
+    move = on_outbid(
+        bid=a.bid,
+        min_bid=a.min_bid,
+        on_demand=a.on_demand_dph,
+        cap=terms.cap if terms is not None else None,
+        paused_s=now - a.outbid_at,
+        verified=a.passed_preflight,
+        has_job=work_waiting,
+        rebids=a.rebids,
+    )
+    if move.act == "rebid" and move.price is not None:
+        return Rebid(a.instance_id, move.price, "rule:rebid", move.reason)
+    if move.act == "move":
+        return Move(a.instance_id, "rule:outbid_move", move.reason)
+    if move.act == "hold":
+        return Stop(a.instance_id, "rule:outbid_hold", move.reason)
+    return None  # wait: it may resume with its disk, image and data

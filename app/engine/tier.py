@@ -1,0 +1,208 @@
+"""The interruptible tier in the engine: the terms the rules bid under, what the observer saw
+of bid rentals (an outbid, a resume), and the tier's decisions carried out (a rebid, a move,
+a resume taken back into service). The choices are the pure core's (`core/bidding.py`,
+`core/bid_rules.py`); this module records and acts.
+
+An outbid kills the job's processes at once (Vast's docs: "Your instance is stopped (killing
+running processes)", `guides/reference/faq/rental-types.mdx`), so the job goes back to the
+queue at once, from the last checkpoint pulled off the box, without costing it a retry. The
+rental itself stays, stopped: a verified one is never destroyed by automation, and the rules
+decide whether to raise its bid, wait for its resume or let it go with an explicit stop (an
+explicit stop does not resume by itself: the same page).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..core.bid_rules import BidTerms
+from ..core.bidding import checkpoint_every_s, tier_for, work_lost_s
+from ..core.billing import Mark
+from ..core.campaign import Campaign
+from ..core.decisions import Move, Rebid, Resume
+from ..core.jobs import JobState
+from ..core.lifecycle import Phase
+from ..core.models import Instance
+from ..ledger import EventKind
+from ..market.errors import REFUSALS
+from ..market.protocol import Market
+from .actions import Actions
+from .attempt import Attempt
+from .fleet import Fleet
+from .jobs.work import JobWork
+from .journal import Journal
+
+K = EventKind
+
+
+class TierWatch:
+    def __init__(
+        self,
+        market: Market,
+        journal: Journal,
+        fleet: Fleet,
+        jobs: JobWork,
+        actions: Actions,
+        campaign: Campaign,
+        policy_name: str,
+    ) -> None:
+        self.market = market
+        self.journal = journal
+        self.fleet = fleet
+        self.jobs = jobs
+        self.actions = actions
+        self.campaign = campaign
+        self.policy_name = policy_name
+        self.outbids: Counter[int] = Counter()  # instance id -> outbids seen
+        jobs.ckpt_every = self.checkpoint_every
+
+    # -- what the rules decide under ----------------------------------------------------------
+    def terms(self, now: float) -> BidTerms | None:
+        """The tier's terms, or None where the campaign (or the policy: seed) rents on-demand."""
+        if self.campaign.rental == "on-demand" or self.policy_name == "seed":
+            return None
+        pending = [j for j in self.jobs.queue.jobs if j.status == "pending"]
+        if self.jobs.by_work:  # the dispatch's order: the biggest job first
+            pending.sort(key=lambda j: -j.size)
+        job = pending[0].job if pending else None
+        return BidTerms(
+            tier_for(job, self.campaign, self.policy_name),
+            self.campaign.rental,
+            self.campaign.max_bid_dph,
+            job.checkpoint_every_s if job is not None else 600.0,
+            self.exposure(now),
+        )
+
+    def exposure(self, now: float) -> tuple[tuple[int, str, float, int], ...]:
+        """What this run saw of each bid rental: (machine, model, hours on bid, outbids)."""
+        return tuple(
+            (a.machine_id, a.gpu_name, max(0.0, now - a.created_at) / 3600, self.outbids[iid])
+            for iid, a in self.fleet.attempts.items()
+            if a.bid is not None and a.machine_id is not None
+        )
+
+    def checkpoint_every(self, a: Attempt, job: JobState) -> float:
+        """A job on a bid rental pulls its checkpoint oftener where outbids are common."""
+        base = job.job.checkpoint_every_s
+        if a.bid is None:
+            return base
+        terms = self.terms(self.market.now())
+        return (
+            base
+            if terms is None
+            else checkpoint_every_s(base, terms.rate(a.machine_id, a.gpu_name))
+        )
+
+    # -- what the observer saw ----------------------------------------------------------------
+    def outbid(self, a: Attempt, inst: Instance, now: float) -> None:
+        """A bid rental the market stopped for a higher bid (or an on-demand renter): the job
+        on it goes back to the queue from its last checkpoint; the rental waits, stopped."""
+        job = self.jobs.queue.on(a.instance_id)
+        lost = None
+        if job is not None:
+            lost = work_lost_s(now, job.started_at or now, self.jobs.last_checkpoint(job))
+        a.outbid_at, a.resumed, a.min_bid = now, False, inst.min_bid or a.min_bid
+        self.outbids[a.instance_id] += 1
+        low = f"${inst.min_bid:.4f}/h" if inst.min_bid is not None else "unknown"
+        self.journal.fact(
+            K.OUTBID,
+            a,
+            at=now,
+            actor="market",
+            ok=True,
+            reason=f"outbid: our bid ${a.bid or 0:.4f}/h against min_bid {low}"
+            + (
+                f"; job {job.name} lost {lost / 60:.1f} min since its last checkpoint"
+                if job and lost is not None
+                else ""
+            ),
+            detail={
+                "bid": a.bid,
+                "min_bid": inst.min_bid,
+                "work_lost_s": lost,
+                "job": job.name if job is not None else None,
+                "verified": a.passed_preflight,
+            },
+        )
+        self.journal.say(
+            f"outbid i:{a.instance_id} m:{a.machine_id} bid ${a.bid or 0:.4f}/h < {low}"
+        )
+        if job is not None:
+            self.jobs.requeue(
+                job, now, "its bid rental was outbid: from its last checkpoint", outbid=True
+            )
+
+    def saw(self, a: Attempt, inst: Instance, now: float) -> None:
+        """Each row of a bid rental: its min_bid; out of service, a resume by itself (it bills
+        again from now), or a resumed one outbid again before the rules took it back."""
+        if inst.min_bid is not None:
+            a.min_bid = inst.min_bid
+        if a.life.phase != Phase.STOPPED or not a.resumes_by_itself:
+            return
+        if inst.known_status == "running" and not a.resumed:
+            paused = now - a.outbid_at if a.outbid_at is not None else None
+            a.resumed, a.outbid_at = True, None
+            self.journal.fact(
+                K.RESUMED,
+                a,
+                at=now,
+                actor="market",
+                ok=True,
+                reason=f"resumed by itself at ${a.bid or 0:.4f}/h: it bills again from now",
+                detail={"bid": a.bid, "min_bid": inst.min_bid, "paused_s": paused},
+            )
+            self.journal.say(f"resume i:{a.instance_id} m:{a.machine_id} ran again by itself")
+        elif a.resumed and inst.market_stopped:
+            self.outbid(a, inst, now)
+
+    # -- the tier's decisions, carried out ----------------------------------------------------
+    async def rebid(self, a: Attempt, d: Rebid) -> None:
+        now = self.market.answered_at()
+        old = a.bid
+        a.rebids += 1
+        detail = {"price": d.price, "old": old, "min_bid": a.min_bid}
+        try:
+            await self.market.change_bid(a.instance_id, d.price)
+        except REFUSALS as exc:
+            self.journal.fact(
+                K.REBID,
+                a,
+                at=now,
+                actor=d.rule,
+                ok=False,
+                reason=f"{d.reason}: refused ({exc})",
+                detail=detail,
+            )
+            self.journal.say(f"rebid FAILED i:{a.instance_id} ${d.price:.4f}/h: {exc}")
+            return
+        a.bid = a.gpu_dph = d.price
+        a.dph_seen = max(a.dph_seen, d.price)
+        a.marks.append(Mark(now, "price", gpu_dph=d.price))
+        self.journal.fact(K.REBID, a, at=now, actor=d.rule, ok=True, reason=d.reason, detail=detail)
+        self.journal.say(
+            f"rebid  i:{a.instance_id} ${old or 0:.4f} -> ${d.price:.4f}/h: {d.reason}"
+        )
+
+    async def move(self, a: Attempt, d: Move) -> None:
+        """Its job has moved on: stop waiting, and stop it ourselves so it never resumes."""
+        now = self.market.answered_at()
+        paused = now - a.outbid_at if a.outbid_at is not None else None
+        self.journal.fact(
+            K.MOVED,
+            a,
+            at=now,
+            actor=d.rule,
+            ok=True,
+            reason=d.reason,
+            detail={"price": a.bid, "min_bid": a.min_bid, "paused_s": paused},
+        )
+        await self.actions.stop(a, d.rule, d.reason)
+
+    def resume(self, a: Attempt, d: Resume) -> bool:
+        """Back into service (its proof stands: the same machine, its disk kept). True when it
+        moved, so the caller tends it again."""
+        a.resumed = False
+        now = self.market.answered_at()
+        a.running_at, a.util_low_since = now, None
+        self.journal.say(f"resume i:{a.instance_id} back in service: {d.reason}")
+        return self.journal.move(a, Phase.VERIFIED, now, d.reason)

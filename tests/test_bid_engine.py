@@ -1,0 +1,194 @@
+"""The interruptible tier wired into the engine, against the fake market: creates on the tier
+carry their bid, a bid under min_bid is cleaned up, an outbid requeues the job from its last
+checkpoint and is rebid, waited for or let go (never destroyed once verified), and a rental
+that resumes by itself is taken back or stopped within the poll that sees it."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from rentwatch.core.campaign import Job
+from rentwatch.core.decisions import Move, Rebid, Resume
+from rentwatch.core.lifecycle import Phase
+from rentwatch.core.policy import DEFAULT, SEED
+from rentwatch.core.rules import Create, Stop
+from rentwatch.core.verdict import Verdict
+from rentwatch.engine.hosts.ssh import load_or_create_key
+
+from .fake_market import FakeMarket, offer
+from .test_supervisor_unit import kinds, only, run, to_running
+
+JOB = Job(name="j", run="true", checkpoint="ckpt", ref_gpu="RTX 3090", ref_hours=2.0)
+PLAIN = Job(name="p", run="true")
+
+
+@pytest.fixture(scope="module")
+def key(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return load_or_create_key(tmp_path_factory.mktemp("k") / "key")
+
+
+def bid_market() -> FakeMarket:
+    return FakeMarket([offer(1, 10, 0.40, min_bid=0.10), offer(2, 20, 0.45, min_bid=0.12)])
+
+
+async def proven(sup: Any, market: FakeMarket) -> int:
+    """The first attempt, running and proven (its tending stopped: no SSH here)."""
+    await sup.poll_once()
+    iid = next(iter(sup.attempts))
+    await to_running(sup, market, iid)
+    a = sup.attempts[iid]
+    if a.preflight_task is not None:
+        a.preflight_task.cancel()
+    a.verdict = Verdict(True, None, "ok", 70.0, 71.0)
+    market.t += 10
+    await sup.poll_once()
+    assert a.life.phase == Phase.VERIFIED and a.passed_preflight
+    if a.tend_task is not None:
+        a.tend_task.cancel()
+    return iid
+
+
+def test_a_create_on_the_tier_carries_its_bid(key):
+    async def body(sup, market, ledger):
+        ds = await sup.poll_once()
+        (c,) = only(ds, Create)
+        assert c.bid is not None and c.offer.min_bid < c.bid < c.offer.dph_base
+        (box,) = market.boxes.values()
+        assert box.bid == c.bid  # the create sent the price
+        done = [e for e in kinds(ledger, "create") if e.instance_id == box.id]
+        assert done and done[-1].detail["bid"] == c.bid
+        a = sup.attempts[box.id]
+        assert a.bid == c.bid == a.gpu_dph
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_on_demand_where_the_campaign_the_policy_or_the_job_say_so(key):
+    for policy, rental, job in (
+        (DEFAULT, "on-demand", JOB),
+        (SEED, "auto", JOB),
+        (DEFAULT, "interruptible", PLAIN),
+    ):
+
+        async def body(sup, market, ledger):
+            (c,) = only(await sup.poll_once(), Create)
+            assert c.bid is None and all(b.bid is None for b in market.boxes.values())
+            assert not any("bid" in e.detail for e in kinds(ledger, "create"))
+
+        run(key, body, market=bid_market(), policy=policy, rental=rental, jobs=(job,))
+
+
+def test_a_bid_under_min_bid_is_destroyed_at_no_cost_to_the_host(key):
+    async def body(sup, market, ledger):
+        o = dataclasses.replace(market.offers[0], min_bid=0.30)
+        market.offers[0] = o
+        await sup.executor.execute(Create("rule:replace", "r", o, "w", bid=0.2))
+        (box,) = market.boxes.values()
+        assert box.intended == "destroyed"  # created stopped, never ran: cleaned up
+        a = sup.attempts[box.id]
+        assert a.life.phase == Phase.DESTROYED and a.failure_class == "cancelled"
+        assert o.machine_id not in sup.fleet.recent_failures
+        assert o.machine_id not in sup.quarantine
+        (ab,) = kinds(ledger, "abandon")
+        assert ab.detail["refused"] is True and ab.detail["bid"] == 0.2
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_an_outbid_requeues_the_job_and_is_rebid_within_the_poll(key):
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        a = sup.attempts[iid]
+        job = sup.jobs.jobs[0]
+        if sup.jobs.on(iid) is None:
+            sup.jobs.take(iid, market.t)
+        free_before = job.host_losses
+        market.t += 300
+        market.outbid(iid, min_bid=a.bid * 1.2)
+        ds = await sup.poll_once()
+        (ev,) = kinds(ledger, "outbid")
+        assert ev.detail["bid"] < ev.detail["min_bid"] and ev.detail["job"] == "j"
+        assert ev.detail["work_lost_s"] >= 300  # no checkpoint came off: since the job began
+        assert job.status == "pending" and job.host_losses == free_before + 1  # no retry used
+        (rb,) = only(ds, Rebid)  # acted on in the poll that saw it
+        assert rb.price > ev.detail["min_bid"]
+        assert ("change_bid", (iid, rb.price)) in market.calls
+        (r,) = kinds(ledger, "rebid")
+        assert r.ok and r.detail["price"] == rb.price == a.bid
+        assert a.life.phase == Phase.STOPPED and ("destroy_instance", iid) not in market.calls
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_an_outbid_with_no_rebid_waits_then_moves_with_an_explicit_stop(key):
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        market.t += 60
+        market.outbid(iid, min_bid=0.44)  # past the on-demand share: no rebid pays
+        ds = await sup.poll_once()
+        assert not only(ds, Rebid) and not only(ds, Move)  # waiting for the resume
+        assert ("stop_instance", iid) not in market.calls
+        market.t += 700
+        ds = await sup.poll_once()
+        (mv,) = only(ds, Move)
+        assert ("stop_instance", iid) in market.calls  # ours: it never resumes by itself
+        assert ("destroy_instance", iid) not in market.calls
+        (ev,) = kinds(ledger, "moved")
+        assert ev.detail["paused_s"] >= 700 and "verified" in ev.reason
+        a = sup.attempts[iid]
+        assert a.stopped_by_us and not a.resumes_by_itself
+
+    jobs = (JOB, dataclasses.replace(JOB, name="k"))
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=jobs)
+
+
+def test_a_resume_nobody_needs_is_stopped_in_the_poll_that_sees_it(key):
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        market.t += 60
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        for j in sup.jobs.jobs:  # the work got done elsewhere meanwhile
+            sup.jobs.finished(j, 0, market.t)
+        market.t += 60
+        market.set(iid, actual="running", intended="running")
+        ds = await sup.poll_once()
+        assert len(kinds(ledger, "resumed")) == 1
+        (st,) = [d for d in ds if isinstance(d, Stop)]
+        assert st.rule == "rule:resume_unneeded"
+        assert market.boxes[iid].intended == "stopped"
+        assert ("destroy_instance", iid) not in market.calls
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_a_resume_with_work_waiting_goes_back_into_service(key):
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        market.t += 60
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        market.t += 60
+        market.set(iid, actual="running", intended="running")
+        ds = await sup.poll_once()
+        assert only(ds, Resume) and sup.attempts[iid].life.phase == Phase.VERIFIED
+        assert ("stop_instance", iid) not in market.calls
+
+    jobs = (JOB, dataclasses.replace(JOB, name="k"))
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=jobs)
+
+
+def test_the_end_stops_a_paused_rental_so_it_cannot_resume_unwatched(key):
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        market.t += 60
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        assert ("stop_instance", iid) not in market.calls
+        await sup.release_all("engine", "campaign over")
+        assert ("stop_instance", iid) in market.calls
+        assert ("destroy_instance", iid) not in market.calls
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
