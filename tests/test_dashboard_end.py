@@ -10,14 +10,12 @@ import dataclasses
 
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
-from rentwatch.engine.intents import StopIntent
+from rentwatch.engine.intents import EndIntent, StopIntent
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding
 from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service import api
 from rentwatch.run.service.controller import attach_in_process
-from rentwatch.run.service.remote import wire_intent
-from rentwatch.views.port import EndCampaign
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm, holdings_text
 from rentwatch.widgets.modals import ChoiceScreen
@@ -36,8 +34,8 @@ def _billing(sim) -> dict[int, str]:
 
 
 def test_the_end_intent_travels_to_the_controller_as_its_own():
-    assert wire_intent(EndCampaign(True, "qlora")) == api.EndIntent(True, "qlora")
-    assert wire_intent(StopIntent(5)) == api.StopIntent(5)
+    for intent in (EndIntent(True, "qlora"), StopIntent(5)):
+        assert api.intent_from_json(api.intent_to_json(intent)) == intent
 
 
 def test_the_end_dialog_lists_verified_unpulled_and_storage():

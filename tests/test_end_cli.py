@@ -15,6 +15,15 @@ from rentwatch.cli.end import holdings
 from rentwatch.cli.main import main
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
+from rentwatch.engine.intents import (
+    CreateIntent,
+    DestroyConfirmation,
+    DestroyIntent,
+    EndIntent,
+    FleetSizeIntent,
+    StartIntent,
+    StopIntent,
+)
 from rentwatch.ledger import Ledger
 from rentwatch.run.headless import run_headless
 from rentwatch.run.service import api
@@ -120,7 +129,7 @@ def test_end_through_a_running_controller(make_sim, tmp_path, capsys):
         out.wait_for("job    long started")
         client = ControllerClient(Target(socket=sock))
         with pytest.raises(api.ServiceError, match="not confirmed"):
-            client.intent(api.EndIntent(destroy=True, typed="endx"))
+            client.intent(EndIntent(destroy=True, typed="endx"))
         client.close()
         held = holdings(ledger, "endc")  # read through the controller that holds the file
         assert any(h.verified and "long (running)" in h.unpulled for h in held)
@@ -180,16 +189,16 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
         assert live
         iid = live[0].instance_id
         with pytest.raises(api.ServiceError, match="the campaign has ended"):
-            client.intent(api.CreateIntent())
+            client.intent(CreateIntent())
         with pytest.raises(api.ServiceError, match="the campaign has ended"):
-            client.intent(api.FleetSizeIntent(3))
-        assert "stopped" in client.intent(api.StopIntent(iid))
-        assert "started" in client.intent(api.StartIntent(iid))
+            client.intent(FleetSizeIntent(3))
+        assert "stopped" in client.intent(StopIntent(iid))
+        assert "started" in client.intent(StartIntent(iid))
         with pytest.raises(api.ServiceError, match="does not name it"):
-            client.intent(api.DestroyIntent(iid, "nope"))
-        assert "destroyed" in client.intent(api.DestroyIntent(iid, str(iid)))
+            client.intent(DestroyIntent(DestroyConfirmation(iid, "nope")))
+        assert "destroyed" in client.intent(DestroyIntent(DestroyConfirmation(iid, str(iid))))
         # then the clean end: everything else it holds destroyed, and it still serves
-        done = client.intent(api.EndIntent(destroy=True, typed="ended"))
+        done = client.intent(EndIntent(destroy=True, typed="ended"))
         assert "destroyed" in done or "held nothing" in done
         assert client.status()["held"] == 0
     finally:

@@ -13,6 +13,7 @@ from rentwatch.engine.intents import (
     CreateIntent,
     DestroyConfirmation,
     DestroyIntent,
+    EndIntent,
     FleetSizeIntent,
     HandOverIntent,
     Intent,
@@ -21,7 +22,7 @@ from rentwatch.engine.intents import (
 )
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding, holdings_sql
-from rentwatch.views.port import EndCampaign, EnginePort, LedgerPort
+from rentwatch.views.port import EnginePort, LedgerPort
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
 from textual import work
@@ -481,7 +482,7 @@ class RentwatchApp(App[str]):
 
     def _send_end(self, campaign: str, typed: str) -> None:
         self.notify(f"ending {campaign}: destroying everything it holds…", timeout=10)
-        fut = self.engine.submit(EndCampaign(destroy=True, typed=typed))
+        fut = self.engine.submit(EndIntent(destroy=True, typed=typed))
 
         def done(f: concurrent.futures.Future[Any]) -> None:
             exc = f.exception()

@@ -75,7 +75,7 @@ def _confirm(name: str, yes: str | None, destroy: bool) -> None:
 
 
 def _through_controller(remote: Any, name: str, destroy: bool) -> list[str]:
-    from ..run.service import api
+    from ..engine.intents import EndIntent
 
     try:
         st = remote.status()
@@ -84,7 +84,7 @@ def _through_controller(remote: Any, name: str, destroy: bool) -> list[str]:
                 f"the ledger is held by the controller of campaign {st.get('campaign')!r} "
                 f"(pid {st.get('pid')}): end {name} once it has let go of the ledger"
             )
-        done = remote.intent(api.EndIntent(destroy=destroy, typed=name if destroy else ""))
+        done = remote.intent(EndIntent(destroy=destroy, typed=name if destroy else ""))
     finally:
         remote.close()
     return [f"controller: {part}" for part in str(done).split("; ")]

@@ -4,7 +4,7 @@ is the person's (actor `human`); automation still never destroys a verified rent
 destroy of one goes through the operator's confirmed destroy, the only path that may).
 
 After the end the controller keeps serving the person: stop, start and a confirmed destroy
-still work on what is left (`service.api.AFTER_END`); creates, the wanted fleet and hand-overs, which
+still work on what is left (`intents.AFTER_END`); creates, the wanted fleet and hand-overs, which
 would set automation going again, are refused."""
 
 from __future__ import annotations

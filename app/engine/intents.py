@@ -1,5 +1,6 @@
 """What an operator may ask of the engine, as typed intents (the dashboard's keys become these;
-the engine's thread applies them with `Supervisor.apply`). Destroy is the only intent that can
+the engine's thread applies them with `Supervisor.apply`; the controller API carries them
+as they are, app/run/service/api.py). Destroy is the only intent that can
 remove a proven instance, and it carries the operator's typed confirmation."""
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class DestroyIntent:
     confirmation: DestroyConfirmation
     reason: str = "operator destroy"
 
+    @property
+    def instance_id(self) -> int:
+        return self.confirmation.instance_id
+
 
 @dataclass(frozen=True)
 class CreateIntent:
@@ -65,6 +70,26 @@ class HandOverIntent:
     reason: str = "operator handed it over to automation"
 
 
+@dataclass(frozen=True)
+class EndIntent:
+    """End the campaign: stop what it holds, or with `destroy`, destroy all of it, verified
+    rentals included (the person's act); `typed` must then be the campaign's name as the person
+    typed it, checked where it is applied (app/engine/ending.py)."""
+
+    destroy: bool = False
+    typed: str = ""
+
+
 Intent = Union[  # noqa: UP007
-    StopIntent, StartIntent, DestroyIntent, CreateIntent, FleetSizeIntent, HandOverIntent
+    StopIntent,
+    StartIntent,
+    DestroyIntent,
+    CreateIntent,
+    FleetSizeIntent,
+    HandOverIntent,
+    EndIntent,
 ]
+
+# what a campaign that has ended still takes: the person's own acts on what it holds (what
+# would set automation going again, a create, the wanted fleet, a hand-over, is refused)
+AFTER_END = (StopIntent, StartIntent, DestroyIntent, EndIntent)

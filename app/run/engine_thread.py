@@ -11,10 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..engine.intents import Intent
+from ..engine.intents import EndIntent, Intent
 from ..engine.session import Session
 from ..market.errors import AuthError
-from ..views.port import EndCampaign
 from ..views.snapshot import FleetReadout, snapshot
 
 
@@ -111,7 +110,7 @@ class EngineThread:
                 )
             await session.end(f"dashboard closed ({self.exit_mode})")
 
-    def submit(self, intent: Intent | EndCampaign) -> concurrent.futures.Future[Any]:
+    def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
         """Apply an operator intent on the engine's loop; the future carries its result or
         error. Ending the campaign is the engine's `end_campaign`, as the controller's."""
         if self.loop is None or self.session is None:
@@ -119,7 +118,7 @@ class EngineThread:
             fut.set_exception(RuntimeError("the engine is not running"))
             return fut
         sup = self.session.sup
-        if isinstance(intent, EndCampaign):
+        if isinstance(intent, EndIntent):
             from ..engine.ending import end_campaign
 
             return asyncio.run_coroutine_threadsafe(

@@ -14,22 +14,13 @@ from .snapshot import FleetReadout
 
 
 @dataclass(frozen=True)
-class EndCampaign:
-    """End the campaign (`rentwatch end` from the dashboard): stop what it holds, or with
-    `destroy`, destroy all of it, verified rentals included; `typed` is the campaign's name as
-    the person typed it, checked again where it is applied (app/engine/ending.py)."""
-
-    destroy: bool = False
-    typed: str = ""
-
-
 class EnginePort(Protocol):
     on_snapshot: Callable[[FleetReadout], None]
     on_error: Callable[[str], None]
 
     def start(self) -> None: ...
 
-    def submit(self, intent: Intent | EndCampaign) -> concurrent.futures.Future[Any]: ...
+    def submit(self, intent: Intent) -> concurrent.futures.Future[Any]: ...
 
     def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]: ...
 

@@ -8,10 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from ...core.errors import RentwatchError
+from ...engine.intents import (
+    CreateIntent,
+    DestroyConfirmation,
+    DestroyIntent,
+    EndIntent,
+    FleetSizeIntent,
+    HandOverIntent,
+    Intent,
+    StartIntent,
+    StopIntent,
+)
 from ...ledger.readonly import QueryResult
 from ...views.snapshot import FleetReadout, InstanceSnap
 
@@ -47,61 +57,7 @@ class AlreadyServed(OSError):
     """Another live controller answers on this socket (it holds this ledger)."""
 
 
-# -- intents --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class StopIntent:
-    instance_id: int
-
-
-@dataclass(frozen=True)
-class StartIntent:
-    instance_id: int
-
-
-@dataclass(frozen=True)
-class DestroyIntent:
-    instance_id: int
-    typed: str  # what the operator typed; the controller checks it names the instance again
-
-
-@dataclass(frozen=True)
-class CreateIntent:
-    pass
-
-
-@dataclass(frozen=True)
-class FleetSizeIntent:
-    size: int
-
-
-@dataclass(frozen=True)
-class HandOverIntent:
-    instance_id: int  # an instance rentwatch did not create, handed over to automation
-
-
-@dataclass(frozen=True)
-class EndIntent:
-    """End the campaign: stop what it holds, or with `destroy`, destroy all of it, verified
-    rentals included; `typed` must then be the campaign's name, as the person typed it."""
-
-    destroy: bool = False
-    typed: str = ""
-
-
-Intent = (
-    StopIntent
-    | StartIntent
-    | DestroyIntent
-    | CreateIntent
-    | FleetSizeIntent
-    | HandOverIntent
-    | EndIntent
-)
-
-# what a campaign that has ended still takes: the person's own acts on what it holds (what
-# would set automation going again, a create, the wanted fleet, a hand-over, is refused)
-AFTER_END = (StopIntent, StartIntent, DestroyIntent, EndIntent)
-
+# -- intents: the engine's own (app/engine/intents.py), on the wire by name ------------------
 INTENTS: dict[str, type[Any]] = {
     "stop": StopIntent,
     "start": StartIntent,
@@ -112,6 +68,17 @@ INTENTS: dict[str, type[Any]] = {
     "end": EndIntent,
 }
 _NAMES = {cls: name for name, cls in INTENTS.items()}
+# the fields each carries on the wire (a destroy's confirmation travels as its two fields; the
+# reason is the controller's to write)
+WIRE_FIELDS: dict[str, tuple[str, ...]] = {
+    "stop": ("instance_id",),
+    "start": ("instance_id",),
+    "destroy": ("instance_id", "typed"),
+    "create": (),
+    "fleet": ("size",),
+    "handover": ("instance_id",),
+    "end": ("destroy", "typed"),
+}
 
 
 class BadRequest(ValueError):
@@ -152,7 +119,14 @@ def _int_field(body: dict[str, Any], name: str, low: int = 0, high: int = 2**53)
 
 
 def intent_to_json(intent: Intent) -> dict[str, Any]:
-    return {"intent": _NAMES[type(intent)], **dataclasses.asdict(intent)}
+    name = _NAMES[type(intent)]
+    if isinstance(intent, DestroyIntent):
+        return {
+            "intent": name,
+            "instance_id": intent.instance_id,
+            "typed": intent.confirmation.typed,
+        }
+    return {"intent": name, **{f: getattr(intent, f) for f in WIRE_FIELDS[name]}}
 
 
 def intent_from_json(body: Any) -> Intent:
@@ -163,27 +137,26 @@ def intent_from_json(body: Any) -> Intent:
     name = body.get("intent")
     if not isinstance(name, str) or name not in INTENTS:  # a list or an object: no hash
         raise BadRequest(f"unknown intent {str(name)[:40]!r}; known: {', '.join(sorted(INTENTS))}")
-    cls = INTENTS[name]
-    allowed = {"intent", *(f.name for f in dataclasses.fields(cls))}
-    extra = set(body) - allowed
+    extra = set(body) - {"intent", *WIRE_FIELDS[name]}
     if extra:
         raise BadRequest(f"unknown fields for {name}: {', '.join(sorted(map(str, extra)))[:200]}")
-    if cls is CreateIntent:
-        return CreateIntent()
-    if cls is FleetSizeIntent:
-        return FleetSizeIntent(_int_field(body, "size", 0, 1000))
-    if cls is EndIntent:
-        destroy, typed = body.get("destroy", False), body.get("typed", "")
-        if not isinstance(destroy, bool) or not isinstance(typed, str):
-            raise BadRequest("'destroy' must be true or false, 'typed' the text typed")
-        return EndIntent(destroy, typed[:100])
+    match name:
+        case "create":
+            return CreateIntent()
+        case "fleet":
+            return FleetSizeIntent(_int_field(body, "size", 0, 1000))
+        case "end":
+            destroy, typed = body.get("destroy", False), body.get("typed", "")
+            if not isinstance(destroy, bool) or not isinstance(typed, str):
+                raise BadRequest("'destroy' must be true or false, 'typed' the text typed")
+            return EndIntent(destroy, typed[:100])
     iid = _int_field(body, "instance_id", 1)
-    if cls is DestroyIntent:
+    if name == "destroy":
         typed = body.get("typed")
         if not isinstance(typed, str):
             raise BadRequest("'typed' must be the text the operator typed to confirm")
-        return DestroyIntent(iid, typed[:100])
-    return cls(iid)  # type: ignore[no-any-return]
+        return DestroyIntent(DestroyConfirmation(iid, typed[:100]))
+    return INTENTS[name](iid)  # type: ignore[no-any-return]
 
 
 # -- snapshots ------------------------------------------------------------------------------

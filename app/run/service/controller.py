@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import os
 import threading
@@ -21,11 +22,14 @@ from typing import Any
 
 from ...core.errors import RentwatchError
 from ...engine.intents import (
+    AFTER_END,
     AutomationRefused,
     CreateIntent,
-    DestroyConfirmation,
     DestroyIntent,
+    EndIntent,
+    FleetSizeIntent,
     HandOverIntent,
+    Intent,
     StartIntent,
     StopIntent,
 )
@@ -142,10 +146,10 @@ class Controller:
             raise NotHeld(str(exc)) from None
 
     # -- intents ---------------------------------------------------------------------------
-    async def apply(self, intent: api.Intent) -> str:
+    async def apply(self, intent: Intent) -> str:
         """Carry out one operator intent; returns what was done, raises why not."""
         sup = self._need()
-        if sup.finished is not None and not isinstance(intent, api.AFTER_END):
+        if sup.finished is not None and not isinstance(intent, AFTER_END):
             raise Refused(
                 f"the campaign has ended ({sup.finished.reason}): stop, start, destroy "
                 "and end still work on what it holds"
@@ -160,36 +164,40 @@ class Controller:
         finally:
             self.touch()  # the operator sees the outcome in the next snapshot, not a poll later
 
-    async def _apply(self, sup: Supervisor, intent: api.Intent) -> str:
-        if isinstance(intent, api.StopIntent):
-            await sup.apply(StopIntent(intent.instance_id))
-            return f"stopped {intent.instance_id}"
-        if isinstance(intent, api.StartIntent):
-            await sup.apply(StartIntent(intent.instance_id))
-            return f"started {intent.instance_id}"
-        if isinstance(intent, api.DestroyIntent):
-            conf = DestroyConfirmation(intent.instance_id, intent.typed)
-            if not conf.valid():  # checked here too: a client's word is not a confirmation
-                raise Refused(
-                    f"destroy of {intent.instance_id} refused: the typed id "
-                    f"{intent.typed.strip()[:20]!r} does not name it"
+    async def _apply(self, sup: Supervisor, intent: Intent) -> str:
+        match intent:
+            case StopIntent(instance_id=iid):
+                await sup.apply(intent)
+                return f"stopped {iid}"
+            case StartIntent(instance_id=iid):
+                await sup.apply(intent)
+                return f"started {iid}"
+            case DestroyIntent(confirmation=conf):
+                if not conf.valid():  # checked here too: a client's word is not a confirmation
+                    raise Refused(
+                        f"destroy of {conf.instance_id} refused: the typed id "
+                        f"{conf.typed.strip()[:20]!r} does not name it"
+                    )
+                await sup.apply(
+                    dataclasses.replace(
+                        intent, reason="operator destroy (through the controller API)"
+                    )
                 )
-            await sup.apply(DestroyIntent(conf, "operator destroy (through the controller API)"))
-            return f"destroyed {intent.instance_id}"
-        if isinstance(intent, api.CreateIntent):
-            await sup.apply(CreateIntent())
-            return "asked the market for one more instance"
-        if isinstance(intent, api.FleetSizeIntent):
-            old = sup.resize(intent.size, "human", "operator set the fleet (controller API)")
-            return f"fleet size {old} -> {intent.size}"
-        if isinstance(intent, api.HandOverIntent):
-            await sup.apply(HandOverIntent(intent.instance_id))
-            return f"handed {intent.instance_id} over to automation"
-        if isinstance(intent, api.EndIntent):
-            from ...engine.ending import end_campaign
+                return f"destroyed {conf.instance_id}"
+            case CreateIntent():
+                await sup.apply(intent)
+                return "asked the market for one more instance"
+            case FleetSizeIntent(size=size):
+                old = sup.resize(size, "human", "operator set the fleet (controller API)")
+                return f"fleet size {old} -> {size}"
+            case HandOverIntent(instance_id=iid):
+                await sup.apply(intent)
+                return f"handed {iid} over to automation"
+            case EndIntent(destroy=destroy, typed=typed):
+                from ...engine.ending import end_campaign
 
-            done = await end_campaign(sup, intent.destroy, intent.typed)
-            return "; ".join(done) or "ended: it held nothing"
+                done = await end_campaign(sup, destroy, typed)
+                return "; ".join(done) or "ended: it held nothing"
         raise api.BadRequest(f"unhandled intent {intent!r}")
 
     async def shutdown(self, mode: str) -> str:

@@ -18,16 +18,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ...engine.intents import (
-    CreateIntent,
-    DestroyIntent,
-    FleetSizeIntent,
-    HandOverIntent,
     Intent,
-    StartIntent,
-    StopIntent,
 )
 from ...ledger.readonly import QueryFailed, QueryRefused, QueryResult
-from ...views.port import EndCampaign
 from ...views.snapshot import FleetReadout
 from . import api, registry
 
@@ -136,7 +129,7 @@ class ControllerClient:
         path = f"/v1/instances/{int(instance_id)}" + ("" if logs else "?logs=0")
         return detail_from_json(self._call("GET", path))
 
-    def intent(self, intent: api.Intent) -> str:
+    def intent(self, intent: Intent) -> str:
         return str(self._call("POST", "/v1/intents", json=api.intent_to_json(intent))["done"])
 
     def query(
@@ -220,29 +213,7 @@ def _failed(exc: Exception) -> concurrent.futures.Future[Any]:
     return fut
 
 
-def wire_intent(intent: Intent | EndCampaign | api.Intent) -> api.Intent:
-    """The dashboard's typed intent (app/intents.py, what the in-process engine applies) as the
-    API's; the controller checks each again before acting (a destroy's typed id included)."""
-    if isinstance(intent, StopIntent):
-        return api.StopIntent(intent.instance_id)
-    if isinstance(intent, StartIntent):
-        return api.StartIntent(intent.instance_id)
-    if isinstance(intent, DestroyIntent):  # the confirmation's fields travel, the check is remote
-        return api.DestroyIntent(intent.confirmation.instance_id, intent.confirmation.typed)
-    if isinstance(intent, CreateIntent):
-        return api.CreateIntent()
-    if isinstance(intent, FleetSizeIntent):
-        return api.FleetSizeIntent(intent.size)
-    if isinstance(intent, HandOverIntent):
-        return api.HandOverIntent(intent.instance_id)
-    if isinstance(intent, EndCampaign):  # the typed name travels; the controller checks it
-        return api.EndIntent(intent.destroy, intent.typed)
-    if isinstance(intent, api.Intent):  # already the API's (a fleet size, say)
-        return intent
-    raise api.BadRequest(f"not an operator intent: {intent!r}")
-
-
-async def _send_intent(http: httpx.AsyncClient, target: Target, intent: api.Intent) -> str:
+async def _send_intent(http: httpx.AsyncClient, target: Target, intent: Intent) -> str:
     try:
         resp = await http.post("/v1/intents", json=api.intent_to_json(intent))
     except httpx.TransportError as exc:
@@ -420,16 +391,13 @@ class RemoteEngine:
                         yield event, json.loads(data)
                 seen = len(buf)
 
-    def submit(self, intent: Intent | EndCampaign | api.Intent) -> concurrent.futures.Future[Any]:
-        """An operator intent to the controller, as the in-process engine's `submit` applies it."""
+    def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
+        """An operator intent to the controller, as the in-process engine's `submit` applies it
+        (the engine's own intent, on the wire as it is)."""
         if self.loop is None or self._http is None:
             return _failed(api.ControllerGone("not connected to a controller yet"))
-        try:
-            wired = wire_intent(intent)
-        except api.ServiceError as exc:
-            return _failed(exc)
         return asyncio.run_coroutine_threadsafe(
-            _send_intent(self._http, self.target, wired), self.loop
+            _send_intent(self._http, self.target, intent), self.loop
         )
 
     def shutdown(self, mode: str = "leave", timeout: float = 60.0) -> None:
