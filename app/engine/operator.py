@@ -57,21 +57,22 @@ class Operator:
 
     async def apply(self, intent: Intent) -> bool:
         """Carry out an intent; raises `AutomationRefused` when it may not be."""
-        if isinstance(intent, DestroyIntent):
-            return await self._destroy(intent.confirmation, intent.reason)
-        if isinstance(intent, StopIntent):
-            return await self._stop(self._held(intent.instance_id), intent.reason)
-        if isinstance(intent, StartIntent):
-            return await self._start(self._held(intent.instance_id), intent.reason)
-        if isinstance(intent, CreateIntent):
-            return await self._create(intent.reason)
-        if isinstance(intent, FleetSizeIntent):
-            if intent.size < 0:
-                raise AutomationRefused(f"a fleet of {intent.size} makes no sense")
-            self.resize(intent.size, HUMAN, intent.reason)
-            return True
-        if isinstance(intent, HandOverIntent):
-            return self._hand_over(self._held(intent.instance_id), intent.reason)
+        match intent:
+            case DestroyIntent(confirmation=confirmation, reason=reason):
+                return await self._destroy(confirmation, reason)
+            case StopIntent(instance_id=iid, reason=reason):
+                return await self._stop(self._held(iid), reason)
+            case StartIntent(instance_id=iid, reason=reason):
+                return await self._start(self._held(iid), reason)
+            case CreateIntent(reason=reason):
+                return await self._create(reason)
+            case FleetSizeIntent(size=size, reason=reason):
+                if size < 0:
+                    raise AutomationRefused(f"a fleet of {size} makes no sense")
+                self.resize(size, HUMAN, reason)
+                return True
+            case HandOverIntent(instance_id=iid, reason=reason):
+                return self._hand_over(self._held(iid), reason)
         raise AutomationRefused(f"unknown intent {intent!r}")
 
     def mind(self, d: Decision, now: float, fleet_set_at: float | None) -> None:
