@@ -4,7 +4,6 @@ Nothing secret is sent: a job's environment was checked when the campaign was re
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import posixpath
@@ -16,6 +15,7 @@ import asyncssh
 
 from ...core.campaign import Job
 from ...core.errors import RentwatchError
+from .pull import OverCap, private_dirs, stream_file
 
 JOB_ROOT = "~/.rentwatch/jobs"
 
@@ -136,14 +136,22 @@ def _local(dest_root: Path, rel: str) -> Path:
 
 
 async def fetch_artifacts(
-    conn: asyncssh.SSHClientConnection, job: Job, dest_root: Path, max_bytes: int = 2 << 30
+    conn: asyncssh.SSHClientConnection,
+    job: Job,
+    dest_root: Path,
+    max_bytes: int = 2 << 30,
+    max_files: int = 10_000,
 ) -> list[dict[str, object]]:
     """Pull each artifact (file or folder) off the host; regular files only, never through a
-    symlink, never outside `dest_root`. Returns one record per file with size and sha256."""
-    dest_root.mkdir(parents=True, exist_ok=True)
+    symlink, never outside `dest_root`. Returns one record per file with size and sha256.
+    Each file is streamed (pull.py): the cap on `max_bytes` and `max_files` counts what
+    arrives, not what the host's lstat says; folders are 0700, files 0600."""
+    private_dirs(dest_root, dest_root)
     out: list[dict[str, object]] = []
     total = 0
-    async with conn.start_sftp_client() as sftp:
+    files = 0
+    sftp = await conn.start_sftp_client()
+    try:
         base = job.workdir if job.workdir.startswith("/") else job.workdir
         stack = [safe_relative(a.rstrip("/") or ".") for a in job.artifacts]
         while stack:
@@ -169,16 +177,23 @@ async def fetch_artifacts(
             if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
                 out.append({"path": rel, "error": "not a regular file"})
                 continue
-            size = attrs.size or 0
-            if total + size > max_bytes:
-                out.append({"path": rel, "error": "over the artifact size cap"})
+            if files >= max_files:
+                out.append({"path": rel, "error": f"over the cap of {max_files} files"})
                 continue
             local = _local(dest_root, rel)
-            local.parent.mkdir(parents=True, exist_ok=True)
-            await sftp.get(remote, str(local))
-            digest = hashlib.sha256(local.read_bytes()).hexdigest()
-            total += local.stat().st_size
-            out.append({"path": rel, "bytes": local.stat().st_size, "sha256": digest})
+            private_dirs(dest_root, local.parent)
+            files += 1
+            try:
+                size, digest = await stream_file(sftp, remote, local, max_bytes - total)
+            except OverCap:
+                out.append({"path": rel, "error": "over the artifact size cap"})
+                continue
+            total += size
+            out.append({"path": rel, "bytes": size, "sha256": digest})
+    finally:
+        # not `async with`: its exit waits for the host's answer, which a hostile host (or one
+        # whose pull was cut by its deadline) never sends; the caller closes the connection
+        sftp.exit()
     return out
 
 
