@@ -192,3 +192,25 @@ def test_the_end_stops_a_paused_rental_so_it_cannot_resume_unwatched(key):
         assert ("destroy_instance", iid) not in market.calls
 
     run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_the_pane_shows_outbid_with_the_bid_min_bid_and_the_pause(key):
+    from rentwatch.views.snapshot import snapshot
+
+    from widgets.render import pane_lines
+
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        bid = sup.attempts[iid].bid
+        market.t += 60
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        market.t += 185
+        (s,) = [r for r in snapshot(sup, market.t).instances if r.instance_id == iid]
+        assert s.phase == "outbid" and s.bid == bid and s.min_bid == 0.44
+        assert s.paused_s == 185
+        text = "\n".join(line.plain for line in pane_lines(s, False))
+        assert "OUTBID" in text and f"${bid:.4f}/h vs min_bid $0.4400/h" in text
+        assert "paused 3m05s" in text
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))

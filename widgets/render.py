@@ -18,6 +18,7 @@ PHASE_STYLE = {
     "working": "bold green",
     "idle": "green",
     "stopped": "grey62",
+    "outbid": "bold magenta",
     "abandoned": "red",
     "destroyed": "grey42",
     "lost": "bold red",
@@ -50,7 +51,11 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
         head.append("  not rentwatch's: observed only", style="yellow")
 
     status = Text("   ", style=base)
-    if faded and s.left_why:  # who ended it and why, not the market's last word before
+    if s.phase == "outbid":  # the bid against what beats it now, and the pause so far
+        low = f"${s.min_bid:.4f}/h" if s.min_bid is not None else "unknown"
+        status.append(f"OUTBID: bid ${s.bid or 0:.4f}/h vs min_bid {low}", style="magenta")
+        status.append(f", paused {span(s.paused_s or 0)}", style="magenta")
+    elif faded and s.left_why:  # who ended it and why, not the market's last word before
         status.append("left service: ", style=base)
         status.append(Text(clean(s.left_why, 160), style=base))
     else:

@@ -53,6 +53,11 @@ class InstanceSnap:
     supervised: bool = True  # False: not rentwatch's; shown and priced, only a person acts
     human: str = ""  # the operator's last act on it, if any
     left_why: str = ""  # why it left service (stopped, given up, gone): who, and what for
+    # the interruptible tier: the bid in force and the min_bid last shown ($/h), and, while an
+    # outbid pauses it (phase `outbid`), how long it has been paused (market seconds)
+    bid: float | None = None
+    min_bid: float | None = None
+    paused_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,8 @@ def shown_phase(a: Attempt) -> str:
     """The phase as the dashboard names it: a verified host at work is `working`, one whose
     GPU has gone quiet `idle` (the pane, the table and the detail screen say the same)."""
     p = a.life.phase
+    if p == Phase.STOPPED and a.outbid_at is not None and a.resumes_by_itself:
+        return "outbid"  # paused by a higher bid: it resumes (and bills) by itself
     # the host's own last NVML sample first: the market's utilization figure lags behind it
     if p == Phase.VERIFIED and a.samples and (a.samples[-1].get("util") or 0) >= 50:
         return "working"
@@ -276,6 +283,9 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 supervised=a.owned,
                 human=a.human_act,
                 left_why=left_why(a),
+                bid=a.bid,
+                min_bid=a.min_bid,
+                paused_s=None if a.outbid_at is None else max(0.0, now - a.outbid_at),
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
