@@ -214,3 +214,28 @@ def test_the_pane_shows_outbid_with_the_bid_min_bid_and_the_pause(key):
         assert "paused 3m05s" in text
 
     run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_a_restart_holds_a_paused_bid_rental_and_the_end_stops_it(key):
+    from rentwatch.ledger import Ledger
+
+    market, ledger = bid_market(), Ledger(":memory:")
+    held: list[int] = []
+
+    async def first(sup, market, ledger):  # the controller dies while it is paused
+        iid = await proven(sup, market)
+        market.t += 60
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        held.append(iid)
+
+    async def second(sup, market, ledger):
+        a = sup.attempts[held[0]]
+        assert a.bid is not None and a.outbid_at is not None and a.resumes_by_itself
+        await sup.release_all("engine", "campaign over")
+        assert ("stop_instance", held[0]) in market.calls
+
+    camp = dict(rental="interruptible", jobs=(JOB,))
+    run(key, first, market=market, ledger=ledger, policy=DEFAULT, **camp)
+    market.t += 60
+    run(key, second, market=market, ledger=ledger, policy=DEFAULT, **camp)

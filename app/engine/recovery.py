@@ -329,6 +329,12 @@ class Recovery:
                 "listed at the restart: billed as if never written off",
                 detail={"lost_at": gone.at, "gap_s": now - gone.at, "status": inst.known_status},
             )
+        if create is not None and create.detail.get("bid") is not None:  # the tier's
+            a.bid, a.min_bid = float(create.detail["bid"]), inst.min_bid
+            tier = [e for e in history if e.kind in (K.OUTBID, K.RESUMED, K.STOP, K.START)]
+            a.stopped_by_us = bool(tier) and tier[-1].kind == K.STOP and tier[-1].actor != "market"
+            if stopped and tier and tier[-1].kind in (K.OUTBID, K.STOP) and not a.stopped_by_us:
+                a.outbid_at = tier[-1].at  # paused when the last controller died: still is
         if owned:
             self._record_adoption(a, inst, history, created_at, now)
         else:
