@@ -20,10 +20,10 @@ from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign, 
 
 
 def _start(
-    sim, tmp_path: Path, ledger: Path, crash_after: int = 0, fleet: int = 3
+    sim, tmp_path: Path, ledger: Path, crash_after: int = 0, fleet: int = 3, extra: str = ""
 ) -> subprocess.Popen:
     camp = tmp_path / "c.toml"
-    camp.write_text(campaign_text("trap", fleet))
+    camp.write_text(campaign_text("trap", fleet, extra))
     cmd = headless_cmd(sim, tmp_path, camp, ledger, "--policy", "default")
     if crash_after:  # the same command through the fixture that injects a crash
         cmd[1:3] = [str(Path(__file__).with_name("crash_after_polls.py")), str(crash_after)]
@@ -47,6 +47,18 @@ def _wait_for(proc: subprocess.Popen, word: str, timeout: float = 60) -> list[st
         if word in line:
             return lines
     raise AssertionError(f"never saw {word!r}: {''.join(lines[-20:])}")
+
+
+def _stopped_by_its_watchdog(sim, iid: int, wait_s: float = 30) -> dict:
+    """The instance's truth row once its stop came (the controller is gone: its watchdog's)."""
+    deadline = time.time() + wait_s
+    while True:
+        row = next(r for r in sim.call(sim.market.truth)["instances"] if r["id"] == iid)
+        if row["stopped_at"] or time.time() > deadline:
+            break
+        time.sleep(0.25)
+    assert row["stopped_at"], "the watchdog never stopped its instance"
+    return row
 
 
 def _live(sim) -> list[dict]:
@@ -184,13 +196,7 @@ def test_watchdog_stops_verified_hosts_after_kill_9(make_sim, tmp_path):
     proc.kill()
     proc.wait()
     killed_at = sim.call(sim.market.clock.now)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        row = next(r for r in sim.call(sim.market.truth)["instances"] if r["id"] == iid)
-        if row["stopped_at"]:
-            break
-        time.sleep(0.25)
-    assert row["stopped_at"], "the watchdog never stopped its instance"
+    row = _stopped_by_its_watchdog(sim, iid)
     silent_min = (row["stopped_at"] - killed_at) / 60
     assert silent_min <= 15 + 2, silent_min  # the window, plus its check interval and one beat
     # the next start finds it stopped behind the ledger's back and writes that down, so the
@@ -232,17 +238,11 @@ def test_the_watchdog_arms_on_an_image_that_is_not_vasts(make_sim, tmp_path, ssh
     which the watchdog reads, and PID 1's environment stays its fallback."""
     sim = make_sim(seed=7, offers=60, time_scale=120, ssh=ssh)
     ledger = tmp_path / "l.duckdb"
-    proc = _start(sim, tmp_path, ledger, fleet=1)
+    busy = '\n[[jobs]]\nname = "busy"\nrun = "sleep 60"\n'  # the campaign outlives the verify
+    proc = _start(sim, tmp_path, ledger, fleet=1, extra=busy)
     lines = _wait_for(proc, "watchdog armed")
     iid = int(lines[-1].split("i:")[1].split()[0])
     proc.kill()
     proc.wait()
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        row = next(r for r in sim.call(sim.market.truth)["instances"] if r["id"] == iid)
-        if row["stopped_at"]:
-            break
-        time.sleep(0.25)
-    assert row["stopped_at"], "the watchdog never stopped its instance"
-    _live_after = [r for r in _live(sim) if r["id"] == iid]
-    assert not _live_after
+    _stopped_by_its_watchdog(sim, iid)
+    assert not [r for r in _live(sim) if r["id"] == iid]

@@ -60,12 +60,9 @@ def _healthy_market(make_sim):
     )
 
 
-def test_kill_9_mid_jobs_reattaches(make_sim, tmp_path):
-    sim = make_sim(seed=7, offers=60, time_scale=120)
-    camp = tmp_path / "c.toml"
-    slow = JOBS.replace("time.sleep(1.0)", "time.sleep(2.5)")
-    camp.write_text(campaign_text("reattach", 2) + slow)
-    ledger = tmp_path / "l.duckdb"
+def kill_9_mid_jobs_then_restart(sim, tmp_path, camp, ledger, between=lambda: None):
+    """A headless run killed (SIGKILL) once two jobs have started, then the same command
+    again to its end; `between` runs while nothing watches (a key change, say)."""
     env = headless_env(sim)
     cmd = headless_cmd(sim, tmp_path, camp, ledger)
     proc = subprocess.Popen(
@@ -77,7 +74,17 @@ def test_kill_9_mid_jobs_reattaches(make_sim, tmp_path):
         seen += proc.stdout.readline()
     proc.kill()
     proc.wait()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    between()
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+
+
+def test_kill_9_mid_jobs_reattaches(make_sim, tmp_path):
+    sim = make_sim(seed=7, offers=60, time_scale=120)
+    camp = tmp_path / "c.toml"
+    slow = JOBS.replace("time.sleep(1.0)", "time.sleep(2.5)")
+    camp.write_text(campaign_text("reattach", 2) + slow)
+    ledger = tmp_path / "l.duckdb"
+    proc = kill_9_mid_jobs_then_restart(sim, tmp_path, camp, ledger)
     assert proc.returncode == 0, proc.stdout[-3000:]
     led = Ledger(ledger)
     done = [e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")]

@@ -6,15 +6,12 @@ their jobs are reattached, none lost or run twice."""
 
 from __future__ import annotations
 
-import subprocess
-import time
-
 import asyncssh
 import httpx
 from rentwatch.ledger import Ledger
 
-from .campaigns import campaign_text, headless_cmd, headless_env
-from .test_jobs import JOBS
+from .campaigns import campaign_text
+from .test_jobs import JOBS, kill_9_mid_jobs_then_restart
 
 
 def test_an_account_key_added_later_does_not_reach_an_existing_instance(make_sim):
@@ -41,19 +38,10 @@ def test_a_restart_with_a_new_key_attaches_it_to_what_it_adopts(make_sim, tmp_pa
     camp = tmp_path / "c.toml"
     camp.write_text(campaign_text("rekey", 2) + JOBS.replace("time.sleep(1.0)", "time.sleep(2.5)"))
     ledger = tmp_path / "l.duckdb"
-    env = headless_env(sim)
-    cmd = headless_cmd(sim, tmp_path, camp, ledger)
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
+    # a key change while nothing watches: the next start makes a new key
+    proc = kill_9_mid_jobs_then_restart(
+        sim, tmp_path, camp, ledger, between=(tmp_path / "key").unlink
     )
-    deadline = time.time() + 90
-    seen = ""
-    while time.time() < deadline and seen.count(" started on ") < 2:
-        seen += proc.stdout.readline()
-    proc.kill()
-    proc.wait()
-    (tmp_path / "key").unlink()  # a key change: the next start makes a new one
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:]
     led = Ledger(ledger)
     adopted = {e.instance_id for e in led.events(where="kind = 'adopted'")}
