@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..ledger import EventKind, Ledger
+from ..ledger.store import Event
 from ..notify import events as ev
 from ..notify.metrics import Metrics, MetricsServer
 from ..notify.notifier import Notifier
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 K = EventKind
-WATCHED = (K.CAMPAIGN_FAULT, K.XID, K.LOST, K.STATUS, K.PREFLIGHT_PASSED, K.JOB_FINISHED)
+WATCHED = (K.CAMPAIGN_FAULT, K.XID, K.LOST, K.STATUS, K.PREFLIGHT_PASSED, K.OUTBID)
 BUDGET_MARKS = (0.8, 1.0)
 
 
@@ -134,10 +135,12 @@ class Alerts:
                 ratio,
             )
 
-    def _event(self, e: object) -> None:
-        kind, iid = getattr(e, "kind", ""), getattr(e, "instance_id", None)
-        reason, detail = getattr(e, "reason", "") or "", getattr(e, "detail", {}) or {}
-        if kind == K.PREFLIGHT_PASSED and iid is not None:
+    def _event(self, e: Event) -> None:
+        kind, iid, reason, detail = e.kind, e.instance_id, e.reason or "", e.detail or {}
+        if kind == K.OUTBID and iid is not None:
+            job = detail.get("job")
+            self.send(ev.outbid(self.campaign, iid, job=str(job) if job else None))
+        elif kind == K.PREFLIGHT_PASSED and iid is not None:
             self.verified.add(iid)
         elif kind == K.CAMPAIGN_FAULT:
             self.send(ev.campaign_fault(self.campaign, reason, image=detail.get("image")))
