@@ -80,7 +80,7 @@ def test_non_utf8_scenario(tmp_path, capsys, command):
 
 def test_unreachable_market_in_headless_mode(tmp_path, capsys, no_env_key):
     assert main(_run(tmp_path, _campaign(tmp_path), "http://127.0.0.1:9")) == 2
-    _one_line(capsys, "cannot use the market")
+    _one_line(capsys, "cannot reach the market at http://127.0.0.1:9 (network: connection refused)")
 
 
 def test_wrong_key_in_headless_mode(tmp_path, capsys, make_sim, no_env_key):

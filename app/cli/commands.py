@@ -179,12 +179,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     campaign = _read_campaign(args.campaign)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
-    _check_ssh_key(args.ssh_key)
     # every market call's total deadline: the flag, else the campaign's key, else the default
+    from ..market.reach import check_market
     from ..market.vast.transport import DEFAULT_TIMEOUT
 
     timeout = args.http_timeout or campaign.http_timeout_s or DEFAULT_TIMEOUT
-    asyncio.run(_check_market(args.market_url, key, timeout))
+    # the market first: one that cannot be used leaves no SSH key or ledger made for it
+    asyncio.run(check_market(args.market_url, key, timeout))
+    _check_ssh_key(args.ssh_key)
     if not args.no_api:
         from ..run.service.served import serve_headless
 
@@ -207,22 +209,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
 
 
-async def _check_market(url: str, key: str, timeout: float) -> None:
-    """One authenticated read before anything is created or recorded: an unreachable market
-    or a rejected key is one line and exit 2, not a trap and a traceback."""
-    import httpx
-
-    from ..market.vast.client import VastClient
-
-    try:
-        async with VastClient(url, key, timeout=timeout) as client:  # retries as the engine does
-            await client.ssh_keys()
-    except RentwatchError as exc:
-        raise MarketCheckFailed(f"{url}: {exc}") from None
-    except (httpx.HTTPError, ValueError) as exc:  # a URL httpx cannot use at all
-        raise MarketCheckFailed(f"{url}: {type(exc).__name__}: {exc}") from None
-
-
 def _check_ssh_key(path: str | None) -> None:
     """rentwatch's SSH key, loaded (or made) now: a path that cannot hold it is one line."""
     from pathlib import Path
@@ -237,10 +223,6 @@ def _check_ssh_key(path: str | None) -> None:
     except (OSError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
         raise ConfigError(f"cannot use the SSH key {target}: {why}") from None
-
-
-class MarketCheckFailed(RentwatchError):
-    title = "cannot use the market"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -276,6 +258,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
     ledger = Path(args.ledger).resolve() if args.ledger else default_ledger_path()
     key = find_api_key(None, flag=None)  # watch takes no --api-key: the key stays off `ps`
+    from ..market.reach import check_market
+    from ..market.vast.transport import DEFAULT_TIMEOUT
+
+    # before the controller, its log, its ledger and its SSH key: one line if the market is out
+    timeout = (campaign.http_timeout_s if campaign else None) or DEFAULT_TIMEOUT
+    asyncio.run(check_market(args.market_url, key, timeout))
     if args.foreground:  # the engine inside this process: it ends with the dashboard
         from ..run.dashboard import run_dashboard
 

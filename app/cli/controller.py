@@ -97,6 +97,14 @@ def cmd_controller(args: argparse.Namespace) -> int:
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     from ..engine.session import default_key_path
 
+    if sim is None:  # the market first: one that cannot be used leaves no ledger or SSH key
+        import asyncio
+
+        from ..market.reach import check_market
+        from ..market.vast.transport import DEFAULT_TIMEOUT
+
+        timeout = campaign.http_timeout_s or DEFAULT_TIMEOUT
+        asyncio.run(check_market(market_url, api_key, timeout))
     ledger = Ledger(ledger_path)
     engine = make_engine(
         market_url,

@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.fn(args) or 0)
     except RentwatchError as exc:
         # messages quote files, answers and host text: one clean line
-        print(f"rentwatch: {clean(exc.title, 80)}: {clean(exc, 1000)}", file=sys.stderr)
+        head = "" if getattr(exc, "whole_line", False) else f"{clean(exc.title, 80)}: "
+        print(f"rentwatch: {head}{clean(exc, 1000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -200,6 +200,11 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"rentwatch: {line}", file=sys.stderr)
 
+    from ..market.reach import check_market
+    from ..market.vast.transport import DEFAULT_TIMEOUT
+
+    # one line naming the market and the cause when it cannot be used, before any search
+    asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s or DEFAULT_TIMEOUT))
     rows = asyncio.run(preview(campaign, policy, args.market_url, key, ledger, note))
     shown = rows if args.all else [r for r in rows if r.rank is not None]
     if args.json:

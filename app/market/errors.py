@@ -11,6 +11,8 @@ protocol (`protocol.py`) names these; each marketplace's client raises them.
 
 from __future__ import annotations
 
+import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -41,9 +43,37 @@ class NotFound(ApiError):
 
 
 class MarketUnavailable(RentwatchError):
-    """Timeouts, connection errors or rate limits that outlasted every retry."""
+    """Timeouts, connection errors or rate limits that outlasted every retry. `network` says
+    what the network did when that was the cause ("connection refused"), else None."""
 
     title = "marketplace unavailable"
+    network: str | None = None
+
+
+def network_cause(exc: BaseException) -> str:
+    """What a failed connection met, in a person's words, from the chain of causes under the
+    HTTP library's error (httpx wraps the OS error twice: ConnectError <- OSError <- ...)."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(e, ConnectionResetError):
+            return "connection reset"
+        if isinstance(e, socket.gaierror):
+            return "name not resolved"
+        if isinstance(e, TimeoutError):
+            return "timed out"
+        if isinstance(e, ssl.SSLError):
+            return f"TLS: {e.reason or e}"
+        todo += [c for c in (e.__cause__, e.__context__) if c is not None]
+        todo += [a for a in e.args if isinstance(a, BaseException)]
+        todo += list(getattr(e, "exceptions", ()))
+    return str(exc).strip() or type(exc).__name__
 
 
 class AnswerLost(MarketUnavailable):

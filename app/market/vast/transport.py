@@ -30,6 +30,7 @@ from ..errors import (
     MarketUnavailable,
     NotFound,
     QuotaExceeded,
+    network_cause,
 )
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
@@ -218,8 +219,10 @@ class Transport:
             except (httpx.TimeoutException, TimeoutError):
                 self.stats.timeouts += 1
                 last = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
+                last.network = f"timed out after {deadline:g}s"
             except httpx.TransportError as exc:
                 last = AnswerLost(f"{method} {path}: {type(exc).__name__}")
+                last.network = network_cause(exc)
             else:
                 self._answered(kind)
                 stamp = r.headers.get("X-Market-Time")
@@ -273,7 +276,9 @@ class Transport:
             isinstance(last, ApiError) and last.status in RETRYABLE
         ):
             raise last
-        raise MarketUnavailable(f"{method} {path} failed after {attempts} attempts: {last}")
+        failed = MarketUnavailable(f"{method} {path} failed after {attempts} attempts: {last}")
+        failed.network = getattr(last, "network", None)
+        raise failed
 
     async def _send(
         self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
