@@ -318,3 +318,36 @@ def test_a_preflight_without_a_verdict_has_a_deadline_whatever_its_ssh_state(ssh
     assert not [d for d in decide(snap(a), DEFAULT, late - 60) if isinstance(d, Abandon)]
     (ab,) = [d for d in decide(snap(a), DEFAULT, late) if isinstance(d, Abandon)]
     assert ab.rule == "rule:preflight_deadline" and ab.failure_class == "timeout"
+
+
+def test_a_watchdog_found_gone_at_the_heartbeat_is_armed_again_with_a_note():
+    """Issue 30, item 7: a job that killed the watchdog (an OOM kill does) went unnoticed and
+    the rental billed on past the promised window after a kill -9 of the controller."""
+
+    class Market:
+        time_scale = 600.0
+
+    class Link(ScriptedLink):
+        market = Market()
+        watchdog = "gone"
+
+        async def run(self, a, command, **kw):
+            self.calls.append(command)
+            if "echo WATCHDOG" in command:
+                return said(f"WATCHDOG {self.watchdog}\n")
+            if "watchdog.py" in command:
+                self.watchdog = "alive"  # armed again
+            return said("")
+
+    link = Link([said("")])
+    tender, ledger = tender_for(link)
+    a = attempt()
+    a.watchdog_armed = True
+    asyncio.run(tender._beat(a))
+    arms = [c for c in link.calls if "cat > ~/.rentwatch/watchdog.py" in c]
+    assert len(arms) == 1 and a.watchdog_armed
+    (note,) = [e for e in ledger.events() if e.detail.get("class") == "watchdog_rearmed"]
+    assert note.ok and "not running" in note.reason
+    asyncio.run(tender._beat(a))  # alive now: no second arm, no second note
+    assert len([c for c in link.calls if "cat > ~/.rentwatch/watchdog.py" in c]) == 1
+    assert len([e for e in ledger.events() if e.detail.get("class") == "watchdog_rearmed"]) == 1

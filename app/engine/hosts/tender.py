@@ -50,6 +50,12 @@ SAMPLE_FIELDS = (
 
 
 SILENT_RETRIES = 3  # preflight sessions in a row without an answer before they count against it
+# the heartbeat, and whether the watchdog it feeds still runs (its pid file, signal 0)
+HEARTBEAT = (
+    "touch ~/.rentwatch/heartbeat && { [ -f ~/.rentwatch/watchdog.pid ]"
+    " && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
+    " && echo WATCHDOG alive || echo WATCHDOG gone; }"
+)
 NOTE_EVERY = 30  # failed looks in a row at a proven host between two ledger notes of them
 MAX_SAMPLES = 60  # NVML samples read from one sampler document (it sends a handful)
 
@@ -302,8 +308,7 @@ class HostTender:
                 self._look_failures.pop(a.instance_id, None)
 
     async def _beat_and_sample(self, a: Attempt) -> None:
-        if a.watchdog_armed:
-            await self.link.run(a, "touch ~/.rentwatch/heartbeat")
+        await self._beat(a)
         res = await self.link.run(a, sampler_command(), stdin=probe_source("nvml_sample"))
         doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
         self.take_samples(a, doc)
@@ -337,6 +342,29 @@ class HostTender:
                 )
             return False
         return True
+
+    async def _beat(self, a: Attempt) -> None:
+        """The heartbeat, and a look at the watchdog it feeds (issue 30, item 7): one that is
+        gone (an OOM kill, a job that killed it) or was never armed is armed again, with a
+        ledger note; a host cannot be trusted to stop itself with nothing watching."""
+        if a.watchdog_armed:
+            res = await self.link.run(a, HEARTBEAT)
+            said = res.stdout.decode("utf-8", errors="replace").split()
+            if said[-2:] != ["WATCHDOG", "gone"]:
+                return  # alive, or an answer that says nothing: the next beat looks again
+            a.watchdog_armed, why = False, "the host's watchdog was not running"
+        else:
+            why = "the watchdog could not be armed before"  # noted once it is
+        await self._arm_watchdog(a)
+        if a.watchdog_armed or why.startswith("the host's"):
+            self.journal.fact(
+                K.NOTE,
+                a,
+                actor="engine",
+                ok=a.watchdog_armed,
+                reason=f"{why}: " + ("armed again" if a.watchdog_armed else "could not arm it"),
+                detail={"class": "watchdog_rearmed"},
+            )
 
     async def _arm_watchdog(self, a: Attempt) -> None:
         try:
