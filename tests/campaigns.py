@@ -21,6 +21,7 @@ max_dph = 0.60
 fleet = {fleet}
 max_creates = 60
 budget_usd = 20.0
+artifacts_dir = "artifacts"   # beside the test (its cwd), not in the user data directory
 """
 
 

@@ -94,11 +94,7 @@ def _remote_ledger(path: str | None):  # type: ignore[no-untyped-def]
 def cmd_receipt(args: argparse.Namespace) -> int:
     import json
 
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from ..ledger.receipt import format_receipt
+    from ..run.receipt_text import print_receipts
 
     remote = _remote_ledger(args.ledger)
     if remote is not None:  # a running controller holds the file: it answers
@@ -113,16 +109,7 @@ def cmd_receipt(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(receipts[0] if args.campaign else receipts, indent=2))
         return 0
-    console = Console()
-    if not receipts:
-        console.print("the ledger holds no creates yet")
-    for r in receipts:
-        table = Table(title=Text(f"receipt: {r['campaign']}"), show_header=False)
-        table.add_column("what")
-        table.add_column("figure", justify="right")
-        for label, value in format_receipt(r):
-            table.add_row(Text(label), Text(value))  # text, never markup
-        console.print(table)
+    print_receipts(receipts)
     return 0
 
 

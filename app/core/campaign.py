@@ -73,6 +73,8 @@ class Campaign:
     # same machine's on-demand price, and under max_dph)
     max_bid_dph: float | None = None
     notify: tuple[str, ...] = ()  # where notices go (apprise URLs)
+    # where jobs' artifacts and checkpoints land (None: the user data directory's artifacts/)
+    artifacts_dir: str | None = None
 
 
 def _line_of(text: str, key: str) -> str:
@@ -125,6 +127,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         "rental",
         "max_bid_dph",
         "notify",
+        "artifacts_dir",
     }
     for key in data:
         if key not in known:
@@ -174,6 +177,9 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     notify = get("notify", list, [])
     if not all(isinstance(n, str) and n.strip() for n in notify):
         raise fail("notify", "expected a list of notification URLs (strings)")
+    artifacts_dir = get("artifacts_dir", str, None)
+    if artifacts_dir is not None and not artifacts_dir.strip():
+        raise fail("artifacts_dir", "expected a folder path, got an empty string")
     jobs_raw = get("jobs", list, [])
     jobs: list[Job] = []
     for i, raw in enumerate(jobs_raw):
@@ -203,6 +209,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         rental=rental,
         max_bid_dph=max_bid,
         notify=tuple(notify),
+        artifacts_dir=artifacts_dir,
     )
 
 

@@ -23,6 +23,17 @@ def default_key_path() -> Path:
     return Path(user_data_dir("rentwatch")) / "id_ed25519"
 
 
+def artifacts_folder(campaign: Campaign) -> Path:
+    """Where a campaign's artifacts land, whatever the controller's working directory: the
+    campaign's `artifacts_dir` (a relative one from where it starts), else the user data
+    directory's `artifacts/` (beside the default ledger and SSH key)."""
+    from platformdirs import user_data_dir
+
+    if campaign.artifacts_dir:
+        return Path(campaign.artifacts_dir).expanduser().resolve()
+    return Path(user_data_dir("rentwatch")) / "artifacts"
+
+
 class Session:
     def __init__(
         self,
@@ -34,10 +45,12 @@ class Session:
         log: Callable[[str], None] = print,
         adopt_all: bool = False,
         owns_ledger: bool = False,
-        artifacts_root: Path = Path("artifacts"),
+        artifacts_root: Path | None = None,
         observe_only: bool = False,
     ) -> None:
         self.market = market
+        # (None: the campaign's folder, `artifacts_folder`)
+        self.artifacts_root = artifacts_root or artifacts_folder(campaign)
         self.ledger = ledger
         self.owns_ledger = owns_ledger  # close the ledger at the end (it was opened for us)
         self.sup = Supervisor(
@@ -48,7 +61,7 @@ class Session:
             ssh,
             log=log,
             adopt_all=adopt_all,
-            artifacts_root=artifacts_root,
+            artifacts_root=self.artifacts_root,
             observe_only=observe_only,
         )
         self.ended = False
@@ -65,7 +78,7 @@ class Session:
         log: Callable[[str], None] = print,
         adopt_all: bool = False,
         owns_ledger: bool = False,
-        artifacts_root: Path = Path("artifacts"),
+        artifacts_root: Path | None = None,
         http_timeout_s: float | None = None,
         observe_only: bool = False,
     ) -> Session:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import sys
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 from ..core.campaign import Campaign, parse_campaign
@@ -13,41 +14,8 @@ from ..engine.session import Session
 from ..ledger import Ledger
 from .engine_thread import EngineThread
 
-DEMO_CAMPAIGN = """
-name = "demo"
-image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
-image_cuda = "12.4"
-disk_gb = 40
-offer_query = "num_gpus=1 rentable=true"
-max_dph = 0.60
-fleet = 3
-max_creates = 30
-budget_usd = 5.0
-
-[[jobs]]
-name = "demo-1"
-run = "python3 -c \\"import time; time.sleep(20)\\""
-
-[[jobs]]
-name = "demo-2"
-run = "python3 -c \\"import time; time.sleep(35)\\""
-
-[[jobs]]
-name = "demo-3"
-run = "python3 -c \\"import time; time.sleep(25)\\""
-
-[[jobs]]
-name = "demo-4"
-run = "python3 -c \\"import time; time.sleep(40)\\""
-
-[[jobs]]
-name = "demo-5"
-run = "python3 -c \\"import time; time.sleep(30)\\""
-
-[[jobs]]
-name = "demo-6"
-run = "python3 -c \\"import time; time.sleep(45)\\""
-"""
+# the demo's campaign, shipped as a file in the package (pyproject's package-data)
+DEMO_CAMPAIGN = (resources.files(__package__) / "demo.toml").read_text(encoding="utf-8")
 
 
 def fresh_demo_name(ledger_path: Path, base: str = "demo") -> str:

@@ -19,6 +19,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..core.campaign import Campaign
 from ..core.errors import RentwatchError
@@ -30,6 +31,7 @@ from ..ledger import EventKind, Ledger
 from ..market.errors import REFUSALS, AuthError
 from ..notify.metrics import Metrics
 from .alerts import open_alerts
+from .receipt_text import print_receipts
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
 
@@ -255,4 +257,19 @@ async def run_headless(
             alerts.ended(code, last_word[1], last_word[0], left=len(sup.held()))
         alerts.close()
         await session.end(f"controller exits with code {code}")
+        receipts = _receipts(ledger_path, campaign.name)  # as `rentwatch receipt` reads it
+        if receipts is not None:
+            print_receipts(receipts)
+        if campaign.jobs:
+            print(f"artifacts in {session.artifacts_root / campaign.name}", flush=True)
     return code
+
+
+def _receipts(ledger_path: str, campaign: str) -> list[dict[str, Any]] | None:
+    """What the campaign cost, from the ledger as the end left it (its campaign_end written)."""
+    try:
+        with Ledger(ledger_path, read_only=True) as ledger:
+            return ledger.receipt(campaign)
+    except Exception as exc:  # the run's end must not fail on its summary
+        print(f"rentwatch: no receipt: {type(exc).__name__}: {clean(exc, 300)}", file=sys.stderr)
+        return None

@@ -1,0 +1,77 @@
+"""The first real campaign's pieces (issue 29 item 7): the example campaign with jobs runs
+headless against the simulator; its end prints the receipt (`rentwatch receipt`'s text) and
+the folder its artifacts are in, which is the user data directory's unless the campaign names
+one; the demo's campaign is a file shipped in the package."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from importlib import resources
+from pathlib import Path
+
+from rentwatch.cli.main import main
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.run.dashboard import DEMO_CAMPAIGN
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "first-campaign.toml"
+
+
+def _run(sim, tmp_path, campaign: Path, capsys) -> tuple[int, str]:
+    ledger = tmp_path / "l.duckdb"
+    code = main(
+        ["run", "--headless", "--no-api", "--campaign", str(campaign), "--market-url", sim.url,
+         "--api-key", sim.api_key, "--ledger", str(ledger), "--ssh-key", str(tmp_path / "id")]
+    )  # fmt: skip
+    return code, capsys.readouterr().out
+
+
+def test_example_campaign_ends_with_its_receipt_and_artifacts_folder(
+    make_sim, tmp_path, monkeypatch, capsys
+):
+    data = tmp_path / "data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    monkeypatch.chdir(tmp_path / "..")  # the controller's working directory is not the data dir
+    campaign = parse_campaign(EXAMPLE.read_text(), str(EXAMPLE))
+    assert len(campaign.jobs) >= 3 and campaign.artifacts_dir is None
+    sim = make_sim(seed=7, offers=60, time_scale=200)
+    code, out = _run(sim, tmp_path, EXAMPLE, capsys)
+    assert code == 0, out[-3000:]
+    folder = data / "rentwatch" / "artifacts" / campaign.name
+    assert out.rstrip().endswith(f"artifacts in {folder}"), out[-1500:]
+    for job in campaign.jobs:
+        result = json.loads((folder / job.name / "out" / "result.json").read_text())
+        assert job.name.endswith(str(result["rank"]))
+    # the receipt at the end is `rentwatch receipt`'s, to the character
+    assert (
+        main(["receipt", "--ledger", str(tmp_path / "l.duckdb"), "--campaign", campaign.name]) == 0
+    )
+    receipt = capsys.readouterr().out
+    assert f"receipt: {campaign.name}" in receipt
+    tail = out[: out.rindex("artifacts in ")]
+    assert tail.endswith(receipt), (tail[-1500:], receipt)
+
+
+def test_campaign_names_its_artifacts_folder(make_sim, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    text = EXAMPLE.read_text().replace(
+        '# artifacts_dir = "~/finetune-out"', f'artifacts_dir = "{tmp_path / "mine"}"'
+    )
+    text = text.replace("fleet = 2", "fleet = 1")
+    camp = tmp_path / "c.toml"
+    camp.write_text(text)
+    sim = make_sim(seed=7, offers=60, time_scale=200)
+    code, out = _run(sim, tmp_path, camp, capsys)
+    assert code == 0, out[-3000:]
+    assert out.rstrip().endswith(f"artifacts in {tmp_path / 'mine' / 'first-finetune'}")
+    assert (tmp_path / "mine" / "first-finetune" / "lora-r8" / "out" / "result.json").exists()
+    assert not (tmp_path / "data").exists()
+
+
+def test_demo_campaign_is_a_file_in_the_package():
+    shipped = (resources.files("rentwatch.run") / "demo.toml").read_text(encoding="utf-8")
+    assert shipped == DEMO_CAMPAIGN
+    demo = parse_campaign(shipped, "demo")
+    assert demo.name == "demo" and len(demo.jobs) == 6
+    pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    assert "*.toml" in pyproject["tool"]["setuptools"]["package-data"]["rentwatch.run"]
