@@ -129,7 +129,8 @@ class SimServer:
         return fut.result(30)
 
     def stop_thread(self) -> None:
-        if self._loop is not None and self._thread is not None:
+        """Stop the market and every process its hosts started; a second call is a no-op."""
+        if self._loop is not None and self._thread is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(30)
 

@@ -30,6 +30,7 @@ import asyncssh
 
 from . import host_behaviours as hb
 from . import work_meter
+from .host_procs import kill_groups
 from .images import image_facts
 from .market import SimMarket
 from .probe_answers import PROBE_MARKER, probe_answer
@@ -103,6 +104,8 @@ class SSHHosts:
                 await self._open(inst)
             elif not up and inst.id in self.listeners:
                 await self._close(inst.id)
+                if inst.destroyed_at is not None:  # a destroyed host's processes end with it
+                    kill_groups(self.sandbox(inst))
 
     def kill_processes(self, iid: int) -> None:
         """Every command still running on the instance dies (its data stays in the sandbox)."""
@@ -193,6 +196,9 @@ class SSHHosts:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(sub.wait(), 5)
             self._reap(sub)
+        # what the commands left behind: jobs and watchdogs detach (setsid nohup), each in a
+        # process group of its own that outlived the command that launched it
+        kill_groups(self.workdir)
         await asyncio.sleep(0.05)  # let the pipes' last callbacks run on this loop
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
