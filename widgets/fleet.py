@@ -78,6 +78,11 @@ def visible(
     return tuple(shown)
 
 
+def _cut(text: str, most: int) -> str:
+    """`text` in at most `most` cells, an ellipsis where it was cut (Enter shows it whole)."""
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
 class FleetView(ScrollView, can_focus=True):
     """One widget for all panes: `render_line` draws the line it is asked for, so a thousand
     instances cost what the screen shows, not a thousand widgets."""
@@ -110,7 +115,10 @@ class FleetView(ScrollView, can_focus=True):
         if selected in ids:
             self.cursor = ids.index(selected)
         self.cursor = min(self.cursor, max(0, len(self.snaps) - 1))
-        self.virtual_size = Size(self.size.width, len(self.snaps) * PANE_HEIGHT)
+        # as wide as the room beside the scrollbar: the full width made a horizontal scrollbar
+        # take the last pane's last line once the panes outgrew the view (80x24)
+        width = self.scrollable_content_region.width
+        self.virtual_size = Size(width, len(self.snaps) * PANE_HEIGHT)
         self.refresh()
 
     @property
@@ -145,7 +153,7 @@ class FleetView(ScrollView, can_focus=True):
         return " no instances yet: the engine is renting…"
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.scrollable_content_region.width
         index, line = divmod(y + self.scroll_offset.y, PANE_HEIGHT)
         if index >= len(self.snaps):
             if not self.snaps and y == 0:
@@ -170,7 +178,12 @@ class FleetTable(DataTable[str]):
     BINDINGS = [  # as in the pane view (the help says j/k select an instance)
         Binding("j", "cursor_down", "Next", show=False),
         Binding("k", "cursor_up", "Previous", show=False),
+        # the table's own Enter (a hidden "select") hid the app's Detail from the footer
+        Binding("enter", "select_cursor", "Detail", id="table.detail"),
     ]
+    # a column grows to its longest cell and never shrinks: one long reason (a fatal status
+    # line quoted whole) pushed util, throttle and billed off a 120-column screen for good
+    WIDEST = {"status": 28, "throttle": 18}
 
     # DataTable keys its row order and line offsets on a counter that every cell update bumps,
     # so one changed cell rebuilds both lists over all rows (about 100 ms a poll at 10,000).
@@ -237,16 +250,19 @@ class FleetTable(DataTable[str]):
             f"{s.dph:.3f}",
             s.phase,
             # a dead attempt's status age would keep growing: show why it ended instead
-            s.left_why
-            if s.ended_at is not None and s.left_why
-            else (s.status or "-")
-            + (
-                f" {s.status_age_s / 60:.1f}m"
-                if s.status != "running" and s.ended_at is None
-                else ""
+            _cut(
+                s.left_why
+                if s.ended_at is not None and s.left_why
+                else (s.status or "-")
+                + (
+                    f" {s.status_age_s / 60:.1f}m"
+                    if s.status != "running" and s.ended_at is None
+                    else ""
+                ),
+                FleetTable.WIDEST["status"],
             ),
             "-" if live_util(s) is None else f"{live_util(s):.0f}%",
-            "-" if s.phase in ENDED else s.throttle or "-",
+            _cut("-" if s.phase in ENDED else s.throttle or "-", FleetTable.WIDEST["throttle"]),
             f"{s.billed_usd:.4f}",
         )
 
