@@ -245,6 +245,7 @@ class Supervisor:
                 self.journal.say(f"done   {done.reason}")
         self.job_work.reap(now)
         await self.job_work.dispatch(now)
+        self.ledger.tick(self.market.answered_at())  # what the ledger's figures compute to
         for fn in self.listeners:
             fn()
         return decisions

@@ -3,7 +3,8 @@
 The views implement the billing rules of `rentwatch.core.billing.charges` in SQL (a property
 test keeps the two equal): storage from the create to the destroy in every state; GPU time while
 held (not stopped) from the create in `created` billing, or only while running in `running`
-billing. An instance still alive is billed up to the ledger's latest event.
+billing. An instance still alive is billed up to the ledger's clock: its latest event, or
+the moment of the engine's last poll if later.
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ ALTER TABLE events ADD COLUMN IF NOT EXISTS intent_seq BIGINT;
 }
 
 VIEWS = r"""
-CREATE OR REPLACE VIEW ledger_clock AS SELECT coalesce(max(ts), 0) AS now FROM events;
+-- the moment the ledger computes to: its latest event, or the last poll's moment if later
+-- (`Ledger.tick`: a rental still alive bills up to where the engine last looked)
+CREATE OR REPLACE VIEW ledger_clock AS
+SELECT greatest(coalesce(max(ts), 0), coalesce(
+  (SELECT TRY_CAST(value AS DOUBLE) FROM meta WHERE key = 'clock'), 0)) AS now FROM events;
 
 -- the events that stand: a write-off (`lost`) is void when the instance was listed again after
 -- it (`returned`): it never stopped existing, nor billing

@@ -162,6 +162,18 @@ class Ledger:
         row = self.__con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
         return int(row[0]) if row else 0
 
+    # -- the moment it computes to ---------------------------------------------------------
+    def tick(self, now: float) -> None:
+        """The market moment the engine has seen up to (each poll): the views bill what is
+        still alive up to here, so the receipt, the views and the live figures agree at one
+        instant, and a finished campaign's figures stop where its controller last looked."""
+        if self.read_only:
+            return
+        with self.__lock:
+            self.__con.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('clock', ?)", [repr(float(now))]
+            )
+
     # -- appends ---------------------------------------------------------------------------
     def record(
         self,
