@@ -13,7 +13,7 @@ from rentwatch.widgets.fleet import FleetTable, FleetView
 from textual.widgets import Footer
 
 from .test_pictures import StillLedger
-from .test_snapshots import FLEET, StillEngine, _utc  # noqa: F401
+from .test_snapshots import FLEET, StillEngine, _text, _utc  # noqa: F401
 
 LONG = (
     "fatal status line: 'pull access denied for vastai/broken-image, repository does not "
@@ -76,6 +76,27 @@ def test_a_long_reason_does_not_push_billed_off_the_table_and_enter_is_offered()
             assert row[5].endswith("…") and row[5].startswith("fatal status line")
             keys = [k.key for k in app.screen.query_one(Footer).query("FooterKey")]
             assert "enter" in keys  # Detail, as in the pane view
+        finally:
+            await ctx.__aexit__(None, None, None)
+
+    asyncio.run(run())
+
+
+def test_the_ledger_screen_names_every_canned_key_at_80_columns():
+    async def run():
+        app, ctx = await _app((80, 24), ("l",))
+        try:
+            for _ in range(50):
+                text = _text(app.export_screenshot())
+                if "row(s)" in text or "query failed" in text:
+                    break
+                await asyncio.sleep(0.1)
+            lines = text.splitlines()
+            for key in ("F2 receipt", "F3 duds", "F4 costliest", "F5 a machine", "F6 throttled"):
+                assert any(key in line for line in lines[:-1]), (key, text)
+            footer = lines[-1]  # what acts on the query, whole: the F-keys are named above
+            for key in ("Run", "esc", "Export"):
+                assert key in footer, (key, footer)
         finally:
             await ctx.__aexit__(None, None, None)
 

@@ -54,6 +54,14 @@ def canned_key(key: str) -> str:
     return f"f{int(key) + 1}"
 
 
+SHORT = {"1": "receipt", "2": "duds", "3": "costliest", "4": "a machine", "5": "throttled"}
+
+
+def canned_legend() -> str:
+    """The canned queries' keys on one line that fits 80 columns."""
+    return "  ".join(f"F{int(k) + 1} {SHORT[k]}" for k in CANNED) + "  · or ctrl+p"
+
+
 class LedgerScreen(Screen[None]):
     BINDINGS = [
         Binding("ctrl+r", "run", "Run", id="ledger.run"),  # F2..F6 are the canned queries
@@ -71,8 +79,17 @@ class LedgerScreen(Screen[None]):
         ),
         # function keys, not ctrl+digit: terminals and tmux send no distinct ctrl+digit, and
         # the SQL editor has the focus, so plain digits are text. All are in the palette too.
+        # not in the footer: there the editor's own f6 came first and the rest were cut at
+        # "f4 most" (120 columns); the line under the status names all five instead
         *[
-            Binding(canned_key(k), f"canned('{k}')", name, id=f"ledger.canned{k}", priority=True)
+            Binding(
+                canned_key(k),
+                f"canned('{k}')",
+                name,
+                id=f"ledger.canned{k}",
+                priority=True,
+                show=False,
+            )
             for k, (name, _) in CANNED.items()
         ],
     ]
@@ -94,6 +111,7 @@ class LedgerScreen(Screen[None]):
             "ctrl+r runs · F2..F6 canned queries (or ctrl+p) · ctrl+e exports · esc back",
             id="query-status",
         )
+        yield Static(Text(canned_legend(), style="dim"), id="canned-keys")
         yield DataTable(id="results")
         export = Input(placeholder="export to FILE.csv or FILE.parquet", id="export-path")
         export.display = False
