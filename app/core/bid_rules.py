@@ -21,6 +21,7 @@ from .bidding import (
     on_outbid,
     outbid_rate,
     stop_unneeded_resume,
+    tier_cost,
     worth_bidding,
 )
 from .decisions import AttemptView, Create, Decision, Move, Rebid, Resume, Stop
@@ -54,9 +55,11 @@ def offer_bid(offer: Offer, terms: BidTerms) -> tuple[float | None, str]:
         return None, "no bid under the caps: on-demand"
     ckpt = checkpoint_every_s(terms.checkpoint_s, rate)
     if terms.rental == "auto" and not worth_bidding(bid, offer.dph_base, rate, ckpt):
+        cost = tier_cost(1.0, bid, offer.dph_base, rate, ckpt)
         return None, (
-            f"auto: a bid of ${bid:.4f}/h at {rate:.2f} outbids/h does not beat "
-            f"on-demand ${offer.dph_base:.4f}/h: on-demand"
+            f"auto: a bid of ${bid:.4f}/h at {rate:.2f} outbids/h (the ledger's) costs "
+            f"${cost:.4f} an hour of work, work lost and moves in, over on-demand "
+            f"${offer.dph_base:.4f}/h: on-demand"
         )
     return bid, (
         f"bid ${bid:.4f}/h (min_bid ${offer.min_bid or 0:.4f}/h, on-demand "

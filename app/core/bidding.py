@@ -25,12 +25,15 @@ StopCause = Literal["us", "contract", "outbid", "host"]
 PRIOR_OUTBID_RATE = 0.3
 PRIOR_WEIGHT_H = 2.0  # the prior counts as this many hours on bid, seen
 RESUME_H = 0.1  # hours a resume or a move costs before the job computes again (boot, push)
+MOVE_BOOT_H = 0.25  # a move's fresh host: its boot and preflight before the job runs there
 BID_ROOM = 0.15  # a bid clears min_bid by at least this share, more where outbids are common
 BID_ROOM_PER_RATE = 0.3  # ... plus this share per outbid an hour, up to BID_ROOM_MAX
 BID_ROOM_MAX = 0.6
 OD_SHARE = 0.9  # a bid never reaches this share of the same machine's on-demand price
-WORTH = 0.8  # auto: bid only where the expected cost per useful hour is under this share
 WAIT_S = 600.0  # an outbid rental is waited for this long before its job moves
+# what one outbid costs beside the work it throws away, in hours billed at on-demand: a fresh
+# host's boot and preflight and the checkpoint's push (the wait for a resume bills storage only)
+MOVE_H = MOVE_BOOT_H + RESUME_H
 REBID_STEP = 0.1  # a rebid clears the new min_bid by this share
 
 
@@ -112,9 +115,27 @@ def bid_for(
     return round(min(min_bid * (1 + room), top), 4)
 
 
+def tier_cost(
+    hours: float, bid: float, on_demand: float, rate_per_h: float, ckpt_every_s: float
+) -> float:
+    """The expected USD of `hours` of a job's work on a bid: it runs R hours, the work plus what
+    each outbid (rate x R of them) throws away, half a checkpoint interval on average, so
+    R = hours / (1 - rate x ckpt / 2); each outbid also costs a move (`MOVE_H`: a
+    fresh host's boot and preflight, the push), at on-demand, the worst of where the job goes.
+    Infinite where outbids come faster than the work between them survives."""
+    lost_h = ckpt_every_s / 3600.0 / 2.0
+    kept = 1.0 - rate_per_h * lost_h
+    if kept <= 0:
+        return float("inf")
+    running = hours / kept
+    return bid * running + rate_per_h * running * MOVE_H * on_demand
+
+
 def worth_bidding(bid: float, on_demand: float, rate_per_h: float, ckpt_every_s: float) -> bool:
-    """`auto`: whether the bid's expected cost per useful hour beats on-demand by a margin."""
-    return bid / useful_share(rate_per_h, ckpt_every_s) < on_demand * WORTH
+    """`auto`: whether a job's expected cost on the tier (`tier_cost`) is under its cost
+    on-demand; otherwise the job falls back to on-demand. Linear in the job's hours, so one
+    hour stands for any job."""
+    return tier_cost(1.0, bid, on_demand, rate_per_h, ckpt_every_s) < on_demand
 
 
 def stop_cause(

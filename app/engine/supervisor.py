@@ -204,6 +204,7 @@ class Supervisor:
         await self.market.add_ssh_key(self.ssh.public_key)
         await self.link.calibrate()
         self.job_work.restore(self.ledger)
+        self.tier.restore(self.ledger, now)  # the tier's outbid record, every campaign
         self.blame_book.restore(self.ledger)
         await self.recovery.reconcile()
         for a in self.fleet.in_service():  # adopted proven rentals: watch them, re-attach jobs

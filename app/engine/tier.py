@@ -23,7 +23,7 @@ from ..core.decisions import Move, Rebid, Resume
 from ..core.jobs import JobState
 from ..core.lifecycle import Phase
 from ..core.models import Instance
-from ..ledger import EventKind
+from ..ledger import EventKind, Ledger
 from ..market.errors import REFUSALS
 from ..market.protocol import Market
 from .actions import Actions
@@ -33,6 +33,7 @@ from .jobs.work import JobWork
 from .journal import Journal
 
 K = EventKind
+GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)  # a pause reads STOPPED: not gone
 
 
 class TierWatch:
@@ -54,7 +55,18 @@ class TierWatch:
         self.campaign = campaign
         self.policy_name = policy_name
         self.outbids: Counter[int] = Counter()  # instance id -> outbids seen
+        # the ledger's record of the tier over every campaign, read at the start
+        # (`restore`); this run adds what it sees from then on (`exposure`)
+        self.past: tuple[tuple[int, str, float, int], ...] = ()
+        self.since = float("-inf")
+        self.paused_s: dict[int, float] = {}  # instance id -> seconds paused since `since`
+        self.ended: dict[int, float] = {}  # instance id -> when it was seen stopped or gone
         jobs.ckpt_every = self.checkpoint_every
+
+    def restore(self, ledger: Ledger, now: float) -> None:
+        """The outbid record of every campaign before this start: the rate the bids and
+        `auto`'s choice read, as the machine record is read for the ranking."""
+        self.past, self.since = tuple(ledger.bid_exposure()), now
 
     # -- what the rules decide under ----------------------------------------------------------
     def terms(self, now: float) -> BidTerms | None:
@@ -74,12 +86,21 @@ class TierWatch:
         )
 
     def exposure(self, now: float) -> tuple[tuple[int, str, float, int], ...]:
-        """What this run saw of each bid rental: (machine, model, hours on bid, outbids)."""
-        return tuple(
-            (a.machine_id, a.gpu_name, max(0.0, now - a.created_at) / 3600, self.outbids[iid])
-            for iid, a in self.fleet.attempts.items()
-            if a.bid is not None and a.machine_id is not None
-        )
+        """The ledger's record at the start and what this run saw since of each bid rental:
+        (machine, model, hours running on bid, outbids). Paused hours are no exposure: an
+        outbid rental cannot be outbid again until it resumes."""
+        mine = []
+        for iid, a in self.fleet.attempts.items():
+            if a.bid is None or a.machine_id is None:
+                continue
+            if iid not in self.ended and (a.stopped_by_us or a.life.phase in GONE):
+                self.ended[iid] = now
+            end = self.ended.get(iid, now)
+            ran = max(0.0, end - max(a.created_at, self.since)) - self.paused_s.get(iid, 0.0)
+            if a.outbid_at is not None:  # paused now, or its job moved on from the pause
+                ran -= max(0.0, end - max(a.outbid_at, self.since))
+            mine.append((a.machine_id, a.gpu_name, max(0.0, ran) / 3600, self.outbids[iid]))
+        return self.past + tuple(mine)
 
     def checkpoint_every(self, a: Attempt, job: JobState) -> float:
         """A job on a bid rental pulls its checkpoint oftener where outbids are common."""
@@ -141,6 +162,9 @@ class TierWatch:
             return
         if inst.known_status == "running" and not a.resumed:
             paused = now - a.outbid_at if a.outbid_at is not None else None
+            if a.outbid_at is not None:
+                was = self.paused_s.get(a.instance_id, 0.0)
+                self.paused_s[a.instance_id] = was + max(0.0, now - max(a.outbid_at, self.since))
             a.resumed, a.outbid_at = True, None
             self.journal.fact(
                 K.RESUMED,

@@ -197,6 +197,32 @@ SELECT machine_id, arg_max(reason, seq) AS reason, max(ts) AS since,
        date_trunc('second', to_timestamp(arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq))) AS until_time
 FROM events WHERE kind = 'quarantine' AND machine_id IS NOT NULL GROUP BY machine_id;
 
+-- the interruptible tier's record, one row per bid rental (its create names `detail.bid`) over
+-- every campaign: the hours it ran on its bid (from the create to its last event, less the
+-- spans an outbid paused it: from the outbid to its resume, a start, or its stop or end) and
+-- its outbids. core/bidding.outbid_rate reads outbids per running hour per machine and model.
+CREATE OR REPLACE VIEW bid_exposure AS
+WITH b AS (
+  SELECT instance_id, any_value(machine_id) AS machine_id, any_value(gpu_name) AS gpu_name
+  FROM events WHERE kind = 'create' AND phase <> 'intent' AND ok AND instance_id IS NOT NULL
+    AND detail->>'bid' IS NOT NULL
+  GROUP BY instance_id
+), m AS (
+  SELECT e.instance_id, e.kind, e.ts,
+    last_value(CASE WHEN e.kind IN ('create', 'resumed', 'start') THEN 1
+                    WHEN e.kind IN ('outbid', 'stop', 'destroy', 'lost') THEN 0 END IGNORE NULLS)
+      OVER (PARTITION BY e.instance_id ORDER BY e.ts, e.seq
+            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS on_bid,
+    lead(e.ts) OVER (PARTITION BY e.instance_id ORDER BY e.ts, e.seq) AS next_at
+  FROM standing_events e JOIN b USING (instance_id)
+  WHERE e.phase <> 'intent' AND coalesce(e.ok, true)
+)
+SELECT b.instance_id, b.machine_id, b.gpu_name,
+       coalesce(sum(CASE WHEN m.on_bid = 1 THEN coalesce(m.next_at, m.ts) - m.ts END), 0) / 3600
+         AS run_h,
+       count(*) FILTER (WHERE m.kind = 'outbid') AS outbids
+FROM b JOIN m USING (instance_id) GROUP BY b.instance_id, b.machine_id, b.gpu_name;
+
 -- the events with their time as a timestamp beside the epoch seconds, for people reading them
 CREATE OR REPLACE VIEW timeline AS
 SELECT seq, date_trunc('second', to_timestamp(ts)) AS time, ts, campaign, instance_id, machine_id, host_id, kind, phase,

@@ -362,6 +362,11 @@ class Ledger:
         """GPU model -> (delivered, duds, minutes its duds lived in all): see `records.py`."""
         return model_rows(self._rows(MODEL_RECORD_SQL))
 
+    def bid_exposure(self) -> list[tuple[int, str, float, int]]:
+        """Per bid rental, every campaign: (machine, model, hours running on bid, outbids)."""
+        rows = self._rows("SELECT machine_id, gpu_name, run_h, outbids FROM bid_exposure")
+        return [(int(m), str(g), float(h), int(n)) for m, g, h, n in rows if m is not None]
+
     def machine_speeds(self) -> dict[int, float]:
         """Machine id -> the mean share of its model's speed its jobs got there (sized jobs
         and jobs with a progress reading): what the ranking by delivered work reads."""
