@@ -324,7 +324,7 @@ def test_a_host_whose_heartbeat_gets_no_answer_is_looked_at_next_poll(make_sim, 
         await sup.poll_once()
         sight = await sup.cadence.fetch()
         named = next(i for i in steady if i in {r.id for r in sight.rows} - sight.asked)
-        sup.fleet[named].went_silent()  # what the tender records when a session goes unanswered
+        sup.fleet[named].went_silent(sup.market.now())  # what the tender records: no answer
         sight = await sup.cadence.fetch()
         assert named in sight.asked and not sup.fleet[named].look_wanted
         await sup.market.aclose()

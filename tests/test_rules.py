@@ -388,3 +388,20 @@ def _unreachable(failures: int, since: float) -> AttemptView:
 def test_ssh_deadline_needs_tries_and_a_wall_floor(policy, failures, since, floor, gives_up):
     snap = fleet(_unreachable(failures, since), io_floor_s=floor)
     assert bool(only(decide(snap, policy, NOW), Abandon)) == gives_up
+
+
+def test_a_verified_host_silent_past_the_window_is_stopped_never_destroyed():
+    """[V] A host is not trusted to stop itself: a verified rental whose sessions have had no
+    answer for the policy's window is stopped by the rules (its machine quarantined), not
+    destroyed; a shorter silence is only looked at."""
+    quiet = dict(
+        phase=Phase.VERIFIED, status="running", running_at=NOW - 3600, passed_preflight=True
+    )
+    window = DEFAULT.silent_stop_s
+    assert window
+    late = decide(fleet(att(silent_since=NOW - window - 1, **quiet)), DEFAULT, NOW)
+    stops = only(late, Stop)
+    assert [s.rule for s in stops] == ["rule:silent"] and not only(late, Abandon)
+    assert stops[0].quarantine is not None
+    early = decide(fleet(att(silent_since=NOW - window / 2, **quiet)), DEFAULT, NOW)
+    assert not only(early, Stop) and not only(early, Abandon)

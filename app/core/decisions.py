@@ -48,6 +48,7 @@ class AttemptView:
     # (rule, reason, failure class): a proven host the tender found broken (a fatal XID)
     host_fault: tuple[str, str, str] | None = None
     market_stop: str | None = None  # why the market stopped it before it was proven
+    silent_since: float | None = None  # since when its host's sessions get no answer
     # the interruptible tier (bid_rules.py): its bid ($/h; None: on-demand), the min_bid the
     # market last showed, the same machine's on-demand price, since when it has been paused
     # by an outbid (None: not paused), whether it runs again by itself after one (a resume

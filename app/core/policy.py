@@ -66,6 +66,9 @@ class Policy:
     # idle rule, on the GPU's own utilisation, stops it)
     drained_grace_s: float | None = None
     stop_on_throttle: bool = False
+    # a verified host whose sessions get no answer this long is stopped (never destroyed) and
+    # its job requeued: its own watchdog may be dead or the host partitioned (None: off)
+    silent_stop_s: float | None = 10 * 60.0
     throttle_ratio: float = 0.85
     # the deeper host checks (PCIe, VRAM, disk, download, XID) and their thresholds
     checks: CheckPolicy = CheckPolicy()

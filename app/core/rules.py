@@ -179,6 +179,11 @@ def _verified_rules(
 ) -> Decision | None:
     if a.untrusted:
         return Stop(a.instance_id, "rule:host_key", a.untrusted, "host_key_changed")
+    silent = None if a.silent_since is None else now - a.silent_since
+    if silent is not None and policy.silent_stop_s is not None and silent >= policy.silent_stop_s:
+        return Stop(
+            a.instance_id, "rule:silent", f"no SSH answer for {fmt_span(silent)}", "ssh_dead"
+        )
     if a.host_fault is not None:  # its machine earns the quarantine its failure class says
         rule, reason, failure_class = a.host_fault
         return Stop(a.instance_id, rule, reason, failure_class)

@@ -55,6 +55,7 @@ class Attempt:
     host_fault: tuple[str, str, str] | None = None  # (rule, reason, class): found broken
     market_stop: str | None = None  # why the market stopped it before it was proven
     look_wanted: bool = False  # its host stopped answering: the next poll asks the market
+    silent_since: float | None = None  # since when its host's sessions get no answer
     unseen: int = 0  # consecutive polls the list answer left it out
     dph_seen: float = 0.0  # the highest GPU price the market has shown for it ($/h)
     # supervised: automation (rules, preflight, watchdog, jobs, release at the end) may act on
@@ -118,10 +119,16 @@ class Attempt:
         bills, again once its bid wins."""
         return self.bid is not None and not self.stopped_by_us
 
-    def went_silent(self) -> None:
+    def went_silent(self, now: float) -> None:
         """A session to its host got no answer: the host may be offline, which the market's
-        list cannot be asked for (offline is computed, not stored), so the poll looks."""
+        list cannot be asked for (offline is computed, not stored), so the poll looks; the
+        rules stop it when the silence lasts (a host not trusted to stop itself)."""
         self.look_wanted = True
+        if self.silent_since is None:
+            self.silent_since = now
+
+    def answered(self) -> None:
+        self.silent_since = None
 
     def looked_at(self) -> None:
         self.look_wanted = False

@@ -324,7 +324,7 @@ class HostTender:
             raise
         except SSHFailure as exc:
             self.journal.say(f"{what} on i:{a.instance_id}: no answer ({exc})")
-            a.went_silent()  # the heartbeat's silence: the next poll asks the market about it
+            a.went_silent(self.clock.now())  # the next poll asks the market; the rules time it
             return False
         except Exception as exc:  # noqa: BLE001 - supervision: the tending outlives any look
             said = failure_text(exc)
@@ -341,6 +341,7 @@ class HostTender:
                     detail={"class": "sample_failed", "streak": streak},
                 )
             return False
+        a.answered()
         return True
 
     async def _beat(self, a: Attempt) -> None:
