@@ -1,4 +1,4 @@
-"""`rentwatch end --campaign NAME --ledger PATH`: end a campaign so that nothing of it keeps
+"""`rentwatch end --campaign NAME [--ledger PATH]`: end a campaign so that nothing of it keeps
 billing unwatched. Through its controller when one runs (the `end` intent), else directly
 against the market: the ledger's rentals of the campaign are stopped (verified ones) or
 destroyed (never verified, given up as cancelled); with `--destroy`, all of them are
@@ -177,8 +177,10 @@ def _left(
 def run(args: argparse.Namespace) -> int:
     from ..market.vast.keys import find_api_key
     from .controllers import controller_for_ledger
+    from .ledger_pick import ledger_for
 
-    name, ledger = args.campaign, Path(args.ledger)
+    name = args.campaign
+    ledger = ledger_for(args.ledger, campaign=name)  # the user's ledger that knows it
     if not ledger.exists():
         raise EndRefused(f"no ledger at {ledger}")
     if not _known(ledger, name):
@@ -219,7 +221,9 @@ def add_parser(sub: Any) -> None:
     """Register `rentwatch end` on the CLI's subparsers."""
     p = sub.add_parser("end", help="end a campaign: stop, or destroy, everything it holds")
     p.add_argument("--campaign", required=True, help="the campaign's name")
-    p.add_argument("--ledger", required=True, help="its ledger")
+    # optional: the quit dialog's own hint (`rentwatch end --campaign demo --destroy`) was
+    # refused for want of it
+    p.add_argument("--ledger", help="its ledger (default: the user's ledger that knows it)")
     p.add_argument("--market-url", default=REAL_MARKET, help=f"default {REAL_MARKET}")
     p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
     p.add_argument(

@@ -56,7 +56,7 @@ def route_of(ledger: str | Path, instance_id: int) -> tuple[str, str, int, str]:
     if r["last_change"] == "stop":
         raise NoRoute(
             f"instance {instance_id} ({r['campaign']}) is stopped: start it first "
-            "(`s` in the dashboard), then wait for it to run"
+            "(`a` in the dashboard), then wait for it to run"
         )
     where = r["route_where"]
     if not where or ":" not in str(where):
@@ -92,9 +92,9 @@ def _instance_id(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..engine.session import default_key_path
-    from ..ledger.store import default_ledger_path
+    from .ledger_pick import ledger_for
 
-    ledger = Path(args.ledger) if args.ledger else default_ledger_path()
+    ledger = ledger_for(args.ledger, instance=args.id)  # the user's ledger that holds it
     if not ledger.exists():
         raise NoRoute(f"no ledger at {ledger} (--ledger PATH names the campaign's)")
     kind, host, port, campaign = route_of(ledger, args.id)
@@ -121,7 +121,9 @@ def add_parser(sub: Any) -> None:
         "ssh", help="an SSH session to a held instance, by the route that works, with our key"
     )
     p.add_argument("id", type=_instance_id, metavar="ID", help="the instance id")
-    p.add_argument("--ledger", help="the campaign's ledger (default: in the user's data dir)")
+    p.add_argument(
+        "--ledger", help="the campaign's ledger (default: the user's ledger that holds ID)"
+    )
     p.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
     p.add_argument("--print", action="store_true", help="print the ssh command, run nothing")
     p.add_argument(

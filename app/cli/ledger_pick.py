@@ -1,0 +1,72 @@
+"""Which ledger a command reads when `--ledger` is not given: the one of the user's ledgers
+(those in the user's data dir, the default and the demo's, and those of the running
+controllers) that knows what the command is about. A newcomer's `rentwatch ssh ID` or
+`rentwatch end --campaign demo` after the demo met "no ledger at .../ledger.duckdb": the
+demo's ledger is demo-ledger.duckdb beside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.errors import RentwatchError
+from .ledger_read import select, sql_text
+
+
+class NoLedger(RentwatchError):
+    title = "which ledger"
+
+
+def user_ledgers() -> list[Path]:
+    """The default ledger first, then the rest in the user's data dir, then the running
+    controllers' ledgers kept elsewhere; each once."""
+    from ..ledger.store import default_ledger_path
+    from ..run.service import registry
+
+    default = default_ledger_path()
+    found = [default, *sorted(p for p in default.parent.glob("*.duckdb") if p != default)]
+    try:
+        found += [Path(e.ledger) for e in registry.live_entries() if e.ledger]
+    except OSError:  # no runtime dir: no controller runs
+        pass
+    seen: set[Path] = set()
+    out = []
+    for p in found:
+        key = p.resolve()
+        if key not in seen and p.exists():
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def _knows(path: Path, where: str) -> bool:
+    try:
+        rows = select(path, f"SELECT count(*) AS n FROM events WHERE {where}", 1)
+    except RentwatchError:  # held by a process that is not a controller, or not a ledger
+        return False
+    return bool(rows and rows[0]["n"])
+
+
+def ledger_for(
+    given: str | None, *, campaign: str | None = None, instance: int | None = None
+) -> Path:
+    """The ledger named, else the one user ledger that knows `campaign` (or `instance`); the
+    default one when it does. NoLedger says which exist when none or several do."""
+    if given:
+        return Path(given)
+    from ..ledger.store import default_ledger_path
+
+    if instance is not None:
+        where, what = f"instance_id = {int(instance)}", f"instance {int(instance)}"
+    elif campaign is not None:
+        where, what = f"campaign = {sql_text(campaign)}", f"campaign {campaign!r}"
+    else:
+        where, what = "true", "any campaign"
+    ledgers = user_ledgers()
+    knowing = [p for p in ledgers if _knows(p, where)]
+    default = default_ledger_path()
+    if default in knowing or len(knowing) == 1:
+        return default if default in knowing else knowing[0]
+    names = ", ".join(str(p) for p in (knowing or ledgers)) or f"none in {default.parent}"
+    if knowing:
+        raise NoLedger(f"{what} is in {len(knowing)} ledgers ({names}): name one with --ledger")
+    raise NoLedger(f"no ledger here knows {what} (ledgers: {names}); name one with --ledger PATH")
