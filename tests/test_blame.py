@@ -11,7 +11,12 @@ DENIED = (
     "pull access denied for acme/private, repository does not exist or may require 'docker login'"
 )
 MANIFEST = f"Error response from daemon: manifest for {IMG} not found: manifest unknown"
-OCI = "failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process"
+# an OCI failure the image causes (its entrypoint does not exist); a bare runtime failure is the
+# host's (test_the_same_oci_runtime_failure_on_two_machines_blames_the_hosts)
+OCI = (
+    "failed to create shim task: OCI runtime create failed: runc create failed: unable to start"
+    ' container process: exec: "/entrypoint.sh": no such file or directory'
+)
 
 
 def _f(stage, text, machine=1, image=IMG, code=None, job=None):
@@ -251,3 +256,17 @@ def test_a_denial_after_the_registry_served_layers_elsewhere_is_the_hosts() -> N
     assert blame(second, ev.failed(first)).party is Party.HOST
     # without the layers seen anywhere, two machines make it the campaign's, as before
     assert blame(second, Evidence().failed(first)).party is Party.CAMPAIGN
+
+
+def test_the_same_oci_runtime_failure_on_two_machines_blames_the_hosts():
+    """A container runtime that cannot start the container is the host's (the referee saw two
+    machines with the same OCI line end a healthy campaign as the image's fault); an image
+    whose entrypoint does not exist still reads as the image's."""
+    from rentwatch.core.blame import Evidence, Failure, Party, Stage, blame
+
+    line = "failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process"
+    ev = Evidence().failed(Failure(1, "img", Stage.PULL, line))
+    assert blame(Failure(2, "img", Stage.PULL, line), ev).party is Party.HOST
+    own = 'OCI runtime create failed: exec: "train.sh": executable file not found in $PATH'
+    ev = Evidence().failed(Failure(1, "img", Stage.PULL, own))
+    assert blame(Failure(2, "img", Stage.PULL, own), ev).party is Party.CAMPAIGN

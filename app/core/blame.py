@@ -118,6 +118,13 @@ HOST_SIGNATURES = (
     re.compile(r"no CUDA-capable device", re.I),
     re.compile(r"connection (reset|refused|timed out)", re.I),
     re.compile(r"i/o timeout", re.I),
+    # the container runtime on the host failed to start the container (runc, its GPU hooks);
+    # an image's own fault reads differently (no such executable, the wrong architecture)
+    re.compile(
+        r"OCI runtime (create|exec|start) failed"
+        r"(?!.*(executable file not found|exec format error|no such file or directory))",
+        re.I,
+    ),
 )
 
 _NO_PYTHON = re.compile(
