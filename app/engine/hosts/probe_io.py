@@ -134,6 +134,23 @@ def sampler_command(xid_log: str = "~/.rentwatch/xid.jsonl") -> str:
     return f"python3 - --events-ms 0 --xid-log {xid_log}"
 
 
+# where the watchdog finds the container's variables when its SSH session lacks them (every
+# image but Vast's own): the file the create's onstart recipe writes, then PID 1's environment
+WATCHDOG_ENV_FILES = "--env-file /etc/environment --env-file /proc/1/environ"
+
+
+def watchdog_command(window_s: float, scale: float) -> str:
+    """Install the watchdog (its script on stdin) and start it unless one already runs."""
+    return (
+        "mkdir -p ~/.rentwatch && cat > ~/.rentwatch/watchdog.py"
+        " && touch ~/.rentwatch/heartbeat && { [ -f ~/.rentwatch/watchdog.pid ]"
+        " && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
+        " || (setsid nohup python3 ~/.rentwatch/watchdog.py"
+        f" --window-s {window_s:g} --scale {scale:g} {WATCHDOG_ENV_FILES}"
+        " >/dev/null 2>&1 </dev/null & echo $! > ~/.rentwatch/watchdog.pid); }"
+    )
+
+
 def probe_run_text(stdout: bytes, stderr: bytes) -> str | None:
     """What a probe run said about why it could not run: the shell's stderr and the probe's
     own error (`Type: message`); None when it computed (whatever stderr says is noise). Both

@@ -33,6 +33,7 @@ from .probe_io import (
     probe_source,
     sampler_command,
     shown_text,
+    watchdog_command,
 )
 from .ssh import HostKeyChanged, RunResult, SSHFailure
 
@@ -80,9 +81,7 @@ def sample_value(field: str, value: Any) -> float | int | None:
     return finite(value)
 
 
-# where the watchdog finds the container's variables when its SSH session lacks them (every
-# image but Vast's own): the file the create's onstart recipe writes, then PID 1's environment
-WATCHDOG_ENV_FILES = "--env-file /etc/environment --env-file /proc/1/environ"
+WATCHDOG_FLOORS = 20  # the watchdog's window is at least this many I/O floors of wall time
 
 
 class HostTender:
@@ -368,22 +367,16 @@ class HostTender:
             )
 
     async def _arm_watchdog(self, a: Attempt) -> None:
+        # the window in wall seconds never falls under WATCHDOG_FLOORS I/O floors: on a fast
+        # clock a loaded controller's beats come late in market time (not a dead controller)
+        scale = self.link.market.time_scale
+        window = max(self.watchdog_window_s, WATCHDOG_FLOORS * self.link.io_floor() * scale)
         try:
-            await self.link.run(
-                a,
-                "mkdir -p ~/.rentwatch && cat > ~/.rentwatch/watchdog.py"
-                " && touch ~/.rentwatch/heartbeat && { [ -f ~/.rentwatch/watchdog.pid ]"
-                " && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
-                " || (setsid nohup python3 ~/.rentwatch/watchdog.py"
-                f" --window-s {self.watchdog_window_s:g} --scale {self.link.market.time_scale:g}"
-                f" {WATCHDOG_ENV_FILES}"
-                " >/dev/null 2>&1 </dev/null & echo $! > ~/.rentwatch/watchdog.pid); }",
-                stdin=probe_source("watchdog"),
-            )
+            await self.link.run(a, watchdog_command(window, scale), stdin=probe_source("watchdog"))
             a.watchdog_armed = True
             self.journal.say(
                 f"watch  i:{a.instance_id} watchdog armed: stops itself after "
-                f"{self.watchdog_window_s / 60:.0f} min without a heartbeat"
+                f"{window / 60:.0f} min without a heartbeat"
             )
         except SSHFailure as exc:
             self.journal.say(f"watch  i:{a.instance_id} could not arm the watchdog: {exc}")
