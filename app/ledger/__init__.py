@@ -1,7 +1,8 @@
 """The append-only DuckDB ledger: events, GPU samples, derived views, the receipt, and the
 named reads the engine uses (no `where=` text outside this package)."""
 
+from .event import Event
 from .kinds import EventKind
-from .store import Event, Ledger, LedgerError
+from .store import Ledger, LedgerError
 
 __all__ = ["Event", "EventKind", "Ledger", "LedgerError"]

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from ..core.errors import RentwatchError
+from .event import Event
 from .kinds import EVENT_KINDS, EventKind
 from .private import hold_private_umask, make_private, release_private_umask
 from .readonly import QUERY_TIMEOUT_S, QueryResult, QuerySandbox, connect_sandboxed
@@ -59,28 +59,6 @@ _SAMPLE_COLUMNS = (
 
 class LedgerError(RentwatchError):
     title = "ledger error"
-
-
-@dataclass(frozen=True)
-class Event:
-    seq: int
-    at: float
-    kind: str
-    actor: str
-    phase: str
-    ok: bool | None
-    reason: str
-    campaign: str | None = None
-    instance_id: int | None = None
-    machine_id: int | None = None
-    host_id: int | None = None
-    offer_id: int | None = None
-    gpu_name: str | None = None
-    gpu_dph: float | None = None
-    storage_dph: float | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
-    intent_seq: int | None = None
-    wall: float | None = None
 
 
 def default_ledger_path() -> Path:
@@ -455,8 +433,3 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def bulk_events(rows: Iterable[dict[str, Any]]) -> list[list[Any]]:
-    """Rows in column order, for benchmarks that load recorded events in bulk."""
-    return [[r.get(c) for c in _COLUMNS] for r in rows]

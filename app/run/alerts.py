@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..ledger import EventKind, Ledger
-from ..ledger.store import Event
+from ..ledger.event import Event
 from ..notify import events as ev
 from ..notify.metrics import Metrics, MetricsServer
 from ..notify.notifier import Notifier
