@@ -54,6 +54,7 @@ class Attempt:
     untrusted: str | None = None  # set when its SSH host key changed after it was pinned
     host_fault: tuple[str, str, str] | None = None  # (rule, reason, class): found broken
     market_stop: str | None = None  # why the market stopped it before it was proven
+    market_stopped: bool = False  # the market stopped it (proven or not)
     look_wanted: bool = False  # its host stopped answering: the next poll asks the market
     silent_since: float | None = None  # since when its host's sessions get no answer
     unseen: int = 0  # consecutive polls the list answer left it out
@@ -132,6 +133,10 @@ class Attempt:
 
     def looked_at(self) -> None:
         self.look_wanted = False
+
+    def left_by_market(self) -> None:
+        """The market stopped it (a contract's end, an outbid): no fault of the job's."""
+        self.market_stopped = True
 
     def stopped_by_market(self, why: str) -> None:
         """The market stopped it before it proved itself (a contract's end, a zero balance)."""

@@ -358,6 +358,7 @@ class Observer:
         )
         self.journal.move(a, Phase.STOPPED, now, why)
         self.journal.say(f"stop   i:{a.instance_id} m:{a.machine_id} by the market: {said}")
+        a.left_by_market()  # its job, if any, goes back to the queue at no retry's cost
         if not keep:  # never proven: nothing to keep, its disk bills on; the rules decide
             a.stopped_by_market(why)
         cause = stop_cause(inst, bid=a.bid, we_stopped=False, now=now)

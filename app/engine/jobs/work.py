@@ -104,6 +104,8 @@ class JobWork:
                 now,
                 "its host left service" if a else "its host is not held any more",
                 host_fault=True,
+                # the market's own stop (a contract's end) is no fault of the job's: no retry
+                outbid=a is not None and a.market_stopped,
             )
 
     def last_checkpoint(self, job: JobState) -> float | None:
