@@ -71,6 +71,8 @@ ON_AN_INSTANCE = frozenset({"stop", "destroy", "start", "hand_over", "detail"})
 # what would set automation going again: a campaign that has ended refuses these (stop, start,
 # destroy and the end itself still act on what it holds), so they are not offered then
 NOT_AFTER_END = frozenset({"create", "fleet_more", "fleet_less", "hand_over"})
+# what `a` may start: a rental not running (lifecycle: only a stopped one boots again)
+STARTABLE = frozenset({"stopped", "outbid"})
 
 
 class RentwatchApp(App[str]):
@@ -331,13 +333,22 @@ class RentwatchApp(App[str]):
             self.push_screen(question, stop)
 
     def action_start(self) -> None:
+        """A start of a stopped rental (or one an outbid paused). On one that runs, `a` said
+        "started" while the engine wrote an illegal move into the ledger: it says so instead."""
         s = self.selected()
-        if s is not None and not self._gone(s):
-            self._send(
-                f"started {s.instance_id}",
-                StartIntent(s.instance_id),
-                f"could not start {s.instance_id}",
+        if s is None or self._gone(s):
+            return
+        if s.phase not in STARTABLE:
+            self.notify(
+                f"{s.instance_id} is {s.phase}: nothing to start (a starts a stopped rental)",
+                severity="warning",
             )
+            return
+        self._send(
+            f"started {s.instance_id}",
+            StartIntent(s.instance_id),
+            f"could not start {s.instance_id}",
+        )
 
     def _resize(self, delta: int) -> None:
         snap = self.latest
