@@ -81,7 +81,7 @@ def sample_value(field: str, value: Any) -> float | int | None:
     return finite(value)
 
 
-WATCHDOG_FLOORS = 20  # the watchdog's window is at least this many I/O floors of wall time
+WATCHDOG_FLOORS = 10  # the watchdog's window is at least this many I/O floors of wall time
 
 
 class HostTender:
