@@ -1,16 +1,26 @@
 """Keys a newcomer pressed in tmux (issue 29): `a` on a host at work said "started" while the
 engine wrote an illegal move (verified -> booting) into the ledger; it starts only a stopped
-rental now, and says why not otherwise."""
+rental now, and says why not otherwise. `E` after the demo had finished said "it held nothing"
+and left its stopped rentals billing storage."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 
-from rentwatch.engine.intents import StartIntent
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.policy import get_policy
+from rentwatch.engine.intents import StartIntent, StopIntent
 from rentwatch.ledger import Ledger
-from rentwatch.widgets.app import RentwatchApp
+from rentwatch.ledger.holdings import Holding
+from rentwatch.run.dashboard import make_engine
+from rentwatch.run.service.controller import attach_in_process
+from rentwatch.widgets.app import RentwatchApp, left_after_end
+from rentwatch.widgets.end_dialog import EndConfirm
 
+from .campaigns import campaign_text
+from .test_dashboard import _until
+from .test_dashboard_end import _billing
 from .test_selection_keys import Recorder
 from .test_snapshots import FLEET, SIZE
 
@@ -42,3 +52,47 @@ def test_start_sends_nothing_for_a_running_host_and_starts_a_stopped_one():
 
     said = asyncio.run(run())
     assert f"{rows[1].instance_id} is working: nothing to start" in " ".join(said)
+
+
+def test_end_from_the_dashboard_destroys_a_stopped_rental_too(make_sim, tmp_path):
+    """The end's dialog lists stopped rentals (their storage bills); once the name is typed
+    they are destroyed as well: after a finished demo, E said "it held nothing" and its four
+    stopped rentals went on billing."""
+    sim = make_sim(seed=7, offers=40, time_scale=120)
+    ledger_path = tmp_path / "l.duckdb"
+    ledger = Ledger(ledger_path)
+    campaign = parse_campaign(campaign_text("endstop", 2))
+    engine = make_engine(
+        sim.url, sim.api_key, campaign, get_policy("default"), ledger, tmp_path / "key"
+    )
+    app, finish = attach_in_process(engine, ledger, ledger_path, campaign.name)
+
+    async def run() -> int:
+        async with app.run_test(size=(120, 36)) as pilot:
+            await _until(pilot, lambda: app.latest and app.latest.verified >= 1, timeout=60)
+            iid = next(s.instance_id for s in app.latest.instances if s.passed_preflight)
+            app.engine.submit(StopIntent(iid)).result(timeout=30)
+            await _until(pilot, lambda: _billing(sim).get(iid) == "stopped", timeout=30)
+            await pilot.press("E")
+            await _until(pilot, lambda: isinstance(app.screen, EndConfirm))
+            assert iid in {h.instance_id for h in app.screen.held}  # type: ignore[attr-defined]
+            await pilot.press(*campaign.name, "enter")
+            await _until(pilot, lambda: not _billing(sim), timeout=60)
+            return iid
+
+    try:
+        iid = asyncio.run(run())
+        destroys = ledger.events(where="kind = 'destroy' AND phase = 'outcome' AND ok")
+    finally:
+        app.engine.shutdown("leave")
+        finish("stop")
+    assert not _billing(sim)
+    assert iid in {e.instance_id for e in destroys}
+    assert {e.actor for e in destroys} == {"human"}
+
+
+def test_what_an_end_left_is_what_it_did_not_destroy():
+    held = [Holding(i, 1, "RTX 3090", True, True, 0.2, 0.2, 0.1, "") for i in (11, 12, 13)]
+    said = "destroyed verified i:11; i:12 was stopped already (storage bills until destroyed)"
+    assert left_after_end(held, said) == (12, 13)
+    assert left_after_end(held, "destroyed unverified i:111") == (11, 12, 13)

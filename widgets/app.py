@@ -4,6 +4,7 @@ keys. Widgets render snapshots; intents go to the engine thread; nothing here ca
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -73,6 +74,15 @@ ON_AN_INSTANCE = frozenset({"stop", "destroy", "start", "hand_over", "detail"})
 NOT_AFTER_END = frozenset({"create", "fleet_more", "fleet_less", "hand_over"})
 # what `a` may start: a rental not running (lifecycle: only a stopped one boots again)
 STARTABLE = frozenset({"stopped", "outbid"})
+
+
+def left_after_end(listed: Iterable[Holding], said: str) -> tuple[int, ...]:
+    """The listed rentals an end's answer does not say it destroyed."""
+    return tuple(
+        h.instance_id
+        for h in listed
+        if not re.search(rf"\bdestroyed (?:un)?verified i:{h.instance_id}\b", said)
+    )
 
 
 class RentwatchApp(App[str]):
@@ -487,13 +497,14 @@ class RentwatchApp(App[str]):
             if typed is None:
                 self.notify("end cancelled: nothing ended, nothing destroyed")
                 return
-            self._send_end(campaign, typed)
+            self._send_end(campaign, typed, held)
 
         self.push_screen(EndConfirm(campaign, held, error), confirmed)
 
-    def _send_end(self, campaign: str, typed: str) -> None:
+    def _send_end(self, campaign: str, typed: str, held: Iterable[Holding] = ()) -> None:
         self.notify(f"ending {campaign}: destroying everything it holds…", timeout=10)
         fut = self.engine.submit(EndIntent(destroy=True, typed=typed))
+        listed = tuple(held)
 
         def done(f: concurrent.futures.Future[Any]) -> None:
             exc = f.exception()
@@ -501,11 +512,36 @@ class RentwatchApp(App[str]):
                 got = f.result()
                 lines = got if isinstance(got, list) else str(got).split("; ")
                 text = clean(f"ended {campaign}: " + ("; ".join(lines) or "it held nothing"), 600)
+                rest = left_after_end(listed, "; ".join(lines))
+                if rest:
+                    self._on_ui(self._destroy_rest, campaign, rest)
             else:
                 text = clean(f"could not end {campaign}: {exc}", 300)
             self._tell(text, "information" if exc is None else "error", 30)
 
         fut.add_done_callback(done)
+
+    def _destroy_rest(self, campaign: str, rest: tuple[int, ...]) -> None:
+        """What the dialog listed and the end left: the engine's end goes over the rentals it
+        holds live, so a finished campaign's stopped ones went on billing storage ("ended
+        demo: it held nothing"). The person typed the name over that list: each is destroyed,
+        as the person's act."""
+        for iid in rest:
+            self._send(
+                f"destroyed {iid} ({campaign} ended)",
+                DestroyIntent(
+                    DestroyConfirmation(iid, str(iid)),
+                    f"the end of {campaign}: everything it held destroyed, its name typed",
+                ),
+                f"could not destroy {iid}",
+            )
+
+    def _on_ui(self, fn: Any, *args: Any) -> None:
+        """Run `fn` on the UI thread, from whichever thread an answer arrives on."""
+        if threading.get_ident() == self._ui_thread:
+            fn(*args)
+        else:
+            self.call_from_thread(fn, *args)
 
     def action_toggle_view(self) -> None:
         """The other view, with the same instance selected."""
