@@ -147,7 +147,9 @@ def _history_ledger(path: Path | None, say: Any) -> Any:
     return Ledger(":memory:")
 
 
-def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int) -> None:
+def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, found: int) -> None:
+    """`rows` shown of the `found` offers the search answered (without --all the unfit are
+    not shown, and the title said "40 fit of 40 offers" of 60)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -162,7 +164,7 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int) -
         "exp. $/deliv. h",
         "p(deliver)",
         "runs" if len(fit) == len(rows) else "runs / why not",
-        title=f"{campaign.name}: {len(fit)} fit of {len(rows)} offers, ranked by "
+        title=f"{campaign.name}: {len(fit)} fit of {found} offers, ranked by "
         f"{policy.rank} (policy {policy.name}); the first {campaign.fleet} would be rented",
         title_justify="left",
     )
@@ -212,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     elif not shown:
         print(f"no offer fits {campaign.name} now ({len(rows)} found; --all says why)")
     else:
-        _table(shown, campaign, policy, args.limit)
+        _table(shown, campaign, policy, args.limit, len(rows))
     return 0 if any(r.rank is not None for r in rows) else 1
 
 
