@@ -67,6 +67,9 @@ class ScriptedLink:
     def wall(self, market_seconds: float, floor: float) -> float:
         return 0.0
 
+    def io_floor(self) -> float:
+        return 0.2
+
 
 def attempt(iid: int = 7) -> Attempt:
     a = Attempt(iid, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)

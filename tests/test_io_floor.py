@@ -63,7 +63,12 @@ def test_a_try_without_an_answer_measures_the_load_again(key):
         port = closed.sockets[0].getsockname()[1]
         closed.close()
         await closed.wait_closed()  # nothing listens there now: refused at once
-        host: Any = SimpleNamespace(instance_id=1, ssh_host="127.0.0.1", ssh_port=port)
+        host: Any = SimpleNamespace(
+            instance_id=1,
+            ssh_host="127.0.0.1",
+            ssh_port=port,
+            offer=object(),  # ours: no attach
+        )
         with pytest.raises(SSHFailure):
             await link.probe(host, b"", 5.0)
 
