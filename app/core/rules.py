@@ -175,12 +175,13 @@ def _running_rules(
 
 
 def _verified_rules(
-    a: AttemptView, policy: Policy, now: float, idle_active: bool
+    a: AttemptView, policy: Policy, now: float, idle_active: bool, io_floor_s: float = 0.0
 ) -> Decision | None:
     if a.untrusted:
         return Stop(a.instance_id, "rule:host_key", a.untrusted, "host_key_changed")
     silent = None if a.silent_since is None else now - a.silent_since
-    if silent is not None and policy.silent_stop_s is not None and silent >= policy.silent_stop_s:
+    window = None if policy.silent_stop_s is None else max(policy.silent_stop_s, 30 * io_floor_s)
+    if silent is not None and window is not None and silent >= window:
         return Stop(
             a.instance_id, "rule:silent", f"no SSH answer for {fmt_span(silent)}", "ssh_dead"
         )
@@ -246,9 +247,9 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         elif a.phase in (Phase.RUNNING, Phase.VERIFYING):
             d = _running_rules(a, policy, now, fleet.io_floor_s)
         elif a.phase == Phase.VERIFIED and a.passed_preflight:
-            d = _verified_rules(a, policy, now, fleet.idle_rule_active) or swap_out(
-                a, fleet.slow.get(a.instance_id), fleet.jobs_pending > 0, now
-            )
+            d = _verified_rules(
+                a, policy, now, fleet.idle_rule_active, fleet.io_floor_s
+            ) or swap_out(a, fleet.slow.get(a.instance_id), fleet.jobs_pending > 0, now)
         elif a.phase == Phase.VERIFIED and a.running_at is not None:
             d = _running_rules(
                 a, policy, now, fleet.io_floor_s
