@@ -72,8 +72,11 @@ for row in json.load(sys.stdin):
 }
 trap cleanup EXIT
 
+# a tmux server already running gives a new session its own environment, not this script's:
+# without these on the command line the demo used that server's data and runtime dirs
+envs="env XDG_DATA_HOME='$XDG_DATA_HOME' RENTWATCH_RUNTIME_DIR='$RENTWATCH_RUNTIME_DIR' TZ=UTC"
 tmux new-session -d -s "$session" -x 160 -y 48 \
-  "cd '$work' && '$rentwatch' demo; echo rentwatch-left=\$?; sleep 5; '$rentwatch' demo; echo rentwatch-exit=\$?; sleep 600"
+  "cd '$work' && $envs '$rentwatch' demo; echo rentwatch-left=\$?; sleep 5; $envs '$rentwatch' demo; echo rentwatch-exit=\$?; sleep 600"
 wait_for 'VERIFIED|WORKING|IDLE' 240
 capture fleet
 select_in_service
@@ -90,7 +93,8 @@ grep -q "i:$iid " "$last" || { echo "tmux_session: the detail is not i:$iid's" >
 keys Escape
 capture fleet-after-detail
 
-keys s # stop it
+keys s # stop it: a host at work (or in service) asks first, Cancel focused; Tab to Stop it
+if tmux capture-pane -p -t "$session" | grep -q "Stop it"; then keys Tab Enter; fi
 wait_for "i:$iid .*STOPPED" 90
 capture stopped
 keys a # and start it again: the engine must not stop it at once (the operator's intent wins)
