@@ -209,3 +209,28 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
         acts = {(e.instance_id, e.kind, e.actor) for e in led.events(where="phase = 'outcome'")}
     assert (iid, "destroy", "human") in acts and (iid, "start", "human") in acts
     assert _billing(sim, ids) == {}
+
+
+def test_an_end_refuses_another_market_than_the_campaigns(make_sim, tmp_path, capsys, monkeypatch):
+    """A demo's simulated rentals are never sent as destroys to another market (the real
+    account, by default): the ledger says which market the campaign rented on."""
+    sim = make_sim(seed=4, offers=20, time_scale=120, host_class=HEALTHY)
+    monkeypatch.setenv("VAST_API_KEY", sim.api_key)
+    ledger, ids = _detached(sim, tmp_path, "endm")
+    capsys.readouterr()
+    code = main(
+        [
+            "end",
+            "--campaign",
+            "endm",
+            "--ledger",
+            str(ledger),
+            "--destroy",
+            "--yes",
+            "endm",
+            "--market-url",
+            "http://127.0.0.1:9",
+        ]
+    )
+    assert code != 0 and "rented on" in capsys.readouterr().err
+    assert all(s != "destroyed" for s in _billing(sim, ids).values())

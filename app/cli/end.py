@@ -174,6 +174,23 @@ def _left(
             time.sleep(0.5)
 
 
+def _same_market(ledger: Path, name: str, url: str) -> None:
+    """Refuse to act on another market than the one the campaign rented on (a demo's simulated
+    rentals sent as destroys to the real account, say): the ledger's campaign_start says it."""
+    from ..ledger import Ledger
+
+    with Ledger(ledger, read_only=True) as led:
+        starts = led.campaign_events(name, EventKind.CAMPAIGN_START)
+    ran_on = next(
+        (e.detail.get("market") for e in reversed(starts) if e.detail.get("market")), None
+    )
+    if ran_on and str(ran_on).rstrip("/") != url.rstrip("/"):
+        raise EndRefused(
+            f"{name} rented on {ran_on}, not {url}: nothing sent; pass --market-url {ran_on}"
+            " if that market still runs"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from ..market.vast.keys import find_api_key
     from .controllers import controller_for_ledger
@@ -201,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
     if remote is not None:
         done = _through_controller(remote, name, args.destroy)
     else:
+        _same_market(ledger, name, args.market_url)
         key = find_api_key(args.api_key)
         done = asyncio.run(_direct(args.market_url, key, ledger, name, held, args.destroy))
     for line in done:

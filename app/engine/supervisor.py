@@ -197,7 +197,11 @@ class Supervisor:
             at=now,
             actor="engine",
             reason=f"campaign {name} under policy {self.policy.name}",
-            detail={"policy": self.policy.name, "fleet": self.campaign.fleet},
+            detail={
+                "policy": self.policy.name,
+                "fleet": self.campaign.fleet,
+                "market": getattr(self.market, "base_url", None),  # whose rentals these are
+            },
         )
         self.started_at = self.ledger.campaign_started_at(name)
         self.fleet.restore(self.ledger, name, self.policy, now)
