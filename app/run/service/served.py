@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ...core.campaign import Campaign
 from ...core.errors import RentwatchError
@@ -38,10 +39,20 @@ async def serve_headless(
     from .receivers import routes
     from .server import ServiceServer, parse_listen
 
+    # the same run, served or not (the controller API binds to its supervisor when served)
+    run_args = (campaign, policy, market_url, api_key, ledger_path)
+    run_kw: dict[str, Any] = dict(
+        detach=detach,
+        key_path=key_path,
+        http_timeout_s=http_timeout_s,
+        notify=notify,
+        metrics_listen=metrics_listen,
+    )
     path = Path(ledger_path)
     ctrl = Controller(campaign.name, path)
     tcp = parse_listen(listen) if listen else None
     metrics = Metrics() if (tcp or metrics_listen) else None
+    run_kw["metrics"] = metrics
     extra, open_paths, _ = routes(metrics, ctrl.look_now) if tcp else ([], frozenset(), None)
     server = ServiceServer(ctrl, extra, open_paths)
     try:
@@ -54,19 +65,7 @@ async def serve_headless(
             raise RentwatchError(f"cannot serve the controller API: {exc}") from None
         # the campaign matters more than its API: run it, unserved, and say so
         print(f"rentwatch: warning: not serving the controller API: {exc}", file=sys.stderr)
-        return await run_headless(
-            campaign,
-            policy,
-            market_url,
-            api_key,
-            ledger_path,
-            detach=detach,
-            key_path=key_path,
-            http_timeout_s=http_timeout_s,
-            notify=notify,
-            metrics_listen=metrics_listen,
-            metrics=metrics,
-        )
+        return await run_headless(*run_args, **run_kw)
     entry = registry.Entry(
         campaign=campaign.name,
         pid=os.getpid(),
@@ -86,20 +85,7 @@ async def serve_headless(
         if tcp and tcp[0] not in ("127.0.0.1", "::1", "localhost"):
             say("warning  the API is plain HTTP: reach it through SSH rather than the open network")
     try:
-        return await run_headless(
-            campaign,
-            policy,
-            market_url,
-            api_key,
-            ledger_path,
-            detach=detach,
-            key_path=key_path,
-            on_supervisor=ctrl.bind,
-            notify=notify,
-            metrics_listen=metrics_listen,
-            metrics=metrics,
-            http_timeout_s=http_timeout_s,
-        )
+        return await run_headless(*run_args, **run_kw, on_supervisor=ctrl.bind)
     finally:
         ctrl.close()
         await server.stop()
