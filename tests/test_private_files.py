@@ -48,6 +48,25 @@ def test_the_wal_and_all_a_writer_creates_are_private_for_its_lifetime(tmp_path,
         assert mode(tmp_path / "after") == 0o644, "the umask is given back when the writer closes"
 
 
+def test_a_writer_opened_after_the_umask_was_loosened_is_still_private(tmp_path):
+    """The umask is the process's: with one writer already open, something else loosens it
+    (a library, a test fixture); the next writer must not trust the hold it finds."""
+    old = os.umask(0o022)
+    try:
+        first = Ledger(tmp_path / "first.duckdb")
+        os.umask(0o022)
+        path = tmp_path / "second.duckdb"
+        led = Ledger(path)
+        for i in range(50):
+            led.record("note", at=float(i), actor="engine", reason="secret " * 20)
+        wal = path.with_name(path.name + ".wal")
+        assert wal.exists() and mode(wal) == 0o600 and mode(path) == 0o600
+        led.close()
+        first.close()
+    finally:
+        os.umask(old)
+
+
 def test_a_ledger_left_readable_by_an_older_version_is_made_private(tmp_path, open_umask):
     path = tmp_path / "l.duckdb"
     Ledger(path).close()

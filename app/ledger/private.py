@@ -31,9 +31,12 @@ def hold_private_umask() -> None:
     """Files this process creates from now on are its owner's only (until the last release)."""
     global _holders, _saved
     with _lock:
+        # asserted on every hold, not only the first: the umask is the whole process's, and
+        # anything may have loosened it since an earlier writer opened
+        current = os.umask(PRIVATE_UMASK)
+        os.umask(current | PRIVATE_UMASK)
         if _holders == 0:
-            _saved = os.umask(PRIVATE_UMASK)
-            os.umask(_saved | PRIVATE_UMASK)
+            _saved = current
         _holders += 1
 
 
