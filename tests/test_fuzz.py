@@ -21,6 +21,8 @@ from rentwatch.engine.jobs.runner import parse_status
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
 
+from tests.fuzzing import examples
+
 json_scalars = (
     st.none()
     | st.booleans()
@@ -56,7 +58,7 @@ FIELDS = [
 api_rows = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=len(FIELDS)) | json_values
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(3000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(api_rows)
 def test_marketplace_json(row):
     for parse in (Instance.from_api, Offer.from_api):
@@ -67,7 +69,7 @@ def test_marketplace_json(row):
         assert isinstance(obj.id, int)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(st.binary(max_size=400) | st.text(max_size=300).map(str.encode))
 def test_probe_output_and_job_logs(raw):
     try:
@@ -79,7 +81,7 @@ def test_probe_output_and_job_logs(raw):
     assert parse_status(raw).state in ("running", "exited", "vanished", "none")
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from(["probe", "schema", "ok", "matmul", "device", "error"]), json_values
@@ -90,7 +92,7 @@ def test_preflight_documents(doc):
     assert v.ok in (True, False) and isinstance(v.reason, str)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(
     st.lists(
         st.dictionaries(
@@ -163,7 +165,7 @@ def campaign_files(draw) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(campaign_files())
 def test_campaign_files_with_wrong_values(text):
     """A wrong value ends in a ConfigError naming its field; what parses is safe to run."""
@@ -183,7 +185,7 @@ def test_campaign_files_with_wrong_values(text):
     assert policy.rank in ("price", "expected_cost")
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(st.text(max_size=400))
 def test_campaign_files_and_queries(text):
     try:
@@ -197,7 +199,7 @@ def test_campaign_files_and_queries(text):
     assert matches({"num_gpus": 1, "gpu_name": "RTX 3090"}, q) in (True, False)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(st.text(max_size=300))
 def test_host_text_is_made_safe(text):
     out = clean(text, 120)
@@ -221,7 +223,7 @@ _ESCAPE_PARTS = [
 ]
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(st.lists(st.sampled_from(_ESCAPE_PARTS) | st.text(max_size=4), max_size=20))
 def test_escape_soup_is_made_safe(parts):
     out = clean("".join(parts), 400)
@@ -236,7 +238,7 @@ def fuzz_ledger(tmp_path_factory):
     led.close()
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(
     st.text(max_size=120)
     | st.sampled_from(
@@ -342,7 +344,7 @@ def _snapshot(d) -> tuple[str, list[str], list[str]]:
     return digest, sorted(os.listdir(d)), sorted(os.listdir("."))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sql_pieces)
 def test_sql_through_the_sandbox_changes_nothing(sandbox_dir, pieces):
     """Random SQL, typed into `rentwatch ledger`'s path (the file opened read-only) and into a

@@ -12,6 +12,8 @@ from rentwatch.core.policy import DEFAULT, SEED
 from rentwatch.core.reputation import market_odds, rank_offers
 from rentwatch.core.rules import AttemptView, Create, FleetSnapshot, decide
 
+from tests.fuzzing import examples
+
 from .fake_market import offer
 
 NOW = 100_000.0
@@ -59,7 +61,7 @@ def test_expected_shortfall():
     assert abs(expected_shortfall(3, 2, 0.5) - 0.625) < 1e-12  # 2*(1/8) + 1*(3/8)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.integers(0, 5),
     st.floats(0.0, 1.0),

@@ -20,6 +20,8 @@ from rentwatch.ledger import Ledger, LedgerError
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
 from rentwatch.ledger.schema import V1_TABLES
 
+from tests.fuzzing import examples
+
 
 def _create(
     led: Ledger,
@@ -178,7 +180,7 @@ def test_hand_computed_receipt(tmp_path):
 _kinds = st.sampled_from(["running", "halt", "stop", "start"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(st.tuples(_kinds, st.integers(1, 5000)), max_size=12),
     st.sampled_from(["created", "running"]),

@@ -34,6 +34,7 @@ from rentwatch.engine.hosts.probe_io import (
 )
 from rentwatch.engine.hosts.tender import HostTender
 
+from tests.fuzzing import examples
 from tests.test_empty_answers import ScriptedLink, attempt, job_work, said
 
 HUGE = 10**5000  # json.loads of its text raises a plain ValueError (over 4,300 digits)
@@ -101,7 +102,7 @@ lines = (
 )
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines, st.sampled_from(["preflight", "nvml_sample"]), st.binary(max_size=50))
 def test_any_output_is_a_document_or_a_probe_error(line, probe, noise):
     raw = noise + b"\n" + line.encode("utf-8", errors="surrogatepass")
@@ -113,7 +114,7 @@ def test_any_output_is_a_document_or_a_probe_error(line, probe, noise):
     assert isinstance(doc, dict) and doc["probe"] == probe
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents, st.sampled_from(["RTX 4090", "RTX 3090", "H100 SXM"]), st.booleans())
 def test_any_preflight_document_gets_a_verdict(doc, gpu, name_check):
     v = preflight_verdict({"probe": "preflight", "schema": 1, **doc}, gpu, 0.6, name_check)
@@ -121,7 +122,7 @@ def test_any_preflight_document_gets_a_verdict(doc, gpu, name_check):
     assert v.ok or v.failure_class
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents | values, values, values, values)
 def test_every_deep_check_reads_any_document(doc, ram, disk, bw):
     policy = CheckPolicy()
@@ -138,13 +139,13 @@ def test_every_deep_check_reads_any_document(doc, ram, disk, bw):
     assert all(c.ok in (True, False, None) and isinstance(c.reason, str) for c in checks)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.dictionaries(st.sampled_from(FIELDS), values, max_size=5) | values, max_size=8))
 def test_any_samples_give_a_throttle_reading(samples):
     assert detect_throttle(samples).throttled in (True, False)  # type: ignore[arg-type]
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines, st.text(max_size=100), st.none() | st.integers(-(2**40), 2**40))
 def test_any_probe_run_is_blamed_or_not(line, err, code):
     found = probe_run_blame(7, "img", code, line.encode(), err.encode())
@@ -173,7 +174,7 @@ sample_docs = st.dictionaries(
 )
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sample_docs)
 def test_any_sampler_document_is_taken_or_refused_whole(doc):
     """take_samples (the ledger's samples table included) and the XID check read anything."""

@@ -22,6 +22,8 @@ from rentwatch.core.rules import (
 )
 from rentwatch.core.verdict import Verdict
 
+from tests.fuzzing import examples
+
 NOW = 100_000.0
 
 
@@ -211,7 +213,7 @@ views = st.builds(
 )
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(
     st.lists(views, max_size=8, unique_by=lambda v: v.instance_id),
     st.integers(1, 5),

@@ -20,6 +20,8 @@ from rentwatch.run.service import api
 from rentwatch.run.service.controller import Controller
 from rentwatch.run.service.server import ServiceServer
 
+from tests.fuzzing import examples
+
 
 class Served:
     def __init__(self, d: Path) -> None:
@@ -150,7 +152,7 @@ bodies = (
 
 
 @settings(
-    max_examples=400,
+    max_examples=examples(400),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )

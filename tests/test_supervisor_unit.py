@@ -23,6 +23,7 @@ from rentwatch.engine.operator import HUMAN_RECENT_S, STARTED_BY_PERSON
 from rentwatch.engine.session import Session
 from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
+from rentwatch.market.errors import MarketUnavailable
 from rentwatch.market.protocol import Market
 
 from .fake_market import FakeMarket, offer
@@ -144,6 +145,37 @@ def test_a_frozen_pull_is_abandoned_destroyed_and_quarantined(key):
         assert sup.quarantine == {20: ab.reason}
         assert kinds(ledger, "quarantine")[0].machine_id == 20
         assert only(ds, Create)[0].offer.machine_id != 20  # replaced at once, elsewhere
+
+    run(key, body)
+
+
+def test_a_destroy_that_failed_is_asked_again_by_the_rules(key):
+    """The market refuses an abandon's destroy: the rental is given up but still billing.
+    The next poll's rules ask for its destroy again (rule:abandon), and its machine is
+    quarantined once, by the first decision only."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        market.t += 10
+        await sup.poll_once()
+        market.t += 6 * 60 + 5
+        market.fail["destroy_instance"] = MarketUnavailable("the market timed out")
+        ds = await sup.poll_once()
+        assert only(ds, Abandon)[0].rule == "rule:freeze"
+        assert sup.attempts[iid].life.phase == Phase.ABANDONED, "its destroy failed"
+        market.t += 10
+        ds = await sup.poll_once()
+        (again,) = [d for d in only(ds, Abandon) if d.instance_id == iid]
+        assert again.rule == "rule:abandon" and again.quarantine is None
+        assert sup.attempts[iid].life.phase == Phase.DESTROYED
+        assert [c for c in market.calls if c == ("destroy_instance", iid)] == [
+            ("destroy_instance", iid)
+        ] * 2
+        assert len(kinds(ledger, "quarantine")) == 1
+        market.t += 10
+        ds = await sup.poll_once()  # destroyed: nothing more is asked of it
+        assert not [d for d in only(ds, Abandon) if d.instance_id == iid]
 
     run(key, body)
 

@@ -14,6 +14,8 @@ from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT, SEED
 from rentwatch.core.rules import AttemptView, Create, Finish, FleetSnapshot, Stop, decide
 
+from tests.fuzzing import examples
+
 from .test_hedge import GOOD_MARKET, OFFERS, OfferTerms
 
 NOW = 100_000.0
@@ -51,7 +53,7 @@ def test_hosts_for_the_work(kw, expect):
     assert hosts(**kw) == expect
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.integers(0, 5),
     st.integers(0, 12),

@@ -93,6 +93,8 @@ class FleetSnapshot:
     blame: BlameView | None = None  # what the blame book knows (blame_rules.py)
     slow: dict[int, Slow] = field(default_factory=dict)  # proven hosts slow for their price
     bidding: BidTerms | None = None  # the interruptible tier's terms (None: on-demand only)
+    # held rentals already given up whose destroy failed (or that came back): destroyed again
+    destroys_due: tuple[int, ...] = ()
 
     @property
     def idle_rule_active(self) -> bool:

@@ -141,3 +141,34 @@ class JobQueue:
                 job.status = "pending" if charged <= job.job.retries else "failed"
                 out.append(job)
         return out
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A proven host as the dispatch rule sees it."""
+
+    instance_id: int
+    speed: float  # expected TFLOP/s (its preflight's, less the throttling seen)
+    busy: bool  # a job is on it (running, or its artifacts coming off)
+    swap_due: bool  # to be stopped for a faster host once free (core/swap)
+    routed: bool  # the last list answer gave an SSH route to start a job over
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Start the next pending job on this host."""
+
+    instance_id: int
+    rule: str = "rule:dispatch"
+
+
+def dispatches(slots: list[Slot], pending: int, by_work: bool, fault: bool) -> list[Dispatch]:
+    """Which proven hosts get the next pending jobs, in the order they get them: none under a
+    campaign fault (the job or its image is what fails, not the host); with `by_work` the
+    fastest host first (it takes the biggest job). A host that is busy, due for a swap or has
+    no SSH route gets none. Every free host is listed: a job that fails to start is queued
+    again, and the next host on the list may take it this same round."""
+    if fault or pending <= 0:
+        return []
+    order = sorted(slots, key=lambda s: s.speed, reverse=True) if by_work else slots
+    return [Dispatch(s.instance_id) for s in order if s.routed and not (s.busy or s.swap_due)]

@@ -238,7 +238,11 @@ def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
 
 
 def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
-    out: list[Decision] = []
+    # a destroy that failed is asked again every poll, rather than left billing to the end
+    out: list[Decision] = [
+        Abandon(iid, None, "rule:abandon", "its destroy is still due", "cancelled")
+        for iid in fleet.destroys_due
+    ]
     abandoned_now: set[int] = set()
     for a in fleet.attempts:
         d: Decision | None = None

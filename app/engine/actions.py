@@ -91,13 +91,6 @@ class Actions:
         )
         return True
 
-    async def destroy_due(self) -> None:
-        """Destroy again an abandoned rental whose destroy failed (or that came back), rather
-        than leave it billing to the campaign's end."""
-        for a in self.fleet.held():
-            if a.life.phase == Phase.ABANDONED and not a.passed_preflight:
-                await self.destroy(a, "rule:abandon", "abandoned: its destroy is still due")
-
     async def destroy(self, a: Attempt, actor: str, reason: str) -> bool:
         async with a.acting:
             if a.life.phase == Phase.DESTROYED:

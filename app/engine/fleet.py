@@ -86,6 +86,15 @@ class Fleet:
             if a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED
         ]
 
+    def destroys_due(self) -> tuple[int, ...]:
+        """Given up, never proven, and still held: a destroy that failed, or a rental that
+        came back after its destroy (core/rules asks for it again)."""
+        return tuple(
+            a.instance_id
+            for a in self.held()
+            if a.life.phase == Phase.ABANDONED and not a.passed_preflight
+        )
+
     def held_machines(self) -> frozenset[int]:
         return frozenset(a.machine_id for a in self.held() if a.machine_id is not None)
 

@@ -239,7 +239,6 @@ class Supervisor:
             await self.observer.unlisted(sight.swept, now)
         self.recovery.adopt_strays(instances, now, self.adopt_all)
         self.tender.retend(self.observer.returned)
-        await self.actions.destroy_due()
         decisions = await self._decide(now)
         for d in decisions:
             done = await self.executor.execute(d, self.fleet_set_at)
@@ -316,6 +315,7 @@ class Supervisor:
             blame=self.blame_book.view(),
             slow=dict(self.job_work.swaps.slow),
             bidding=self.tier.terms(now),
+            destroys_due=self.fleet.destroys_due(),
             job_h=jobs.hours_seen(now, ROUND_H),
             io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())
             * float(getattr(self.market, "time_scale", 1)),

@@ -14,7 +14,7 @@ import asyncssh
 from ...core.campaign import Job
 from ...core.delivery import estimate, sized
 from ...core.gpu_specs import expected_tflops
-from ...core.jobs import JobQueue, JobState
+from ...core.jobs import JobQueue, JobState, Slot, dispatches
 from ...core.lifecycle import Phase
 from ...ledger import EventKind, Ledger
 from ...market.protocol import Clock
@@ -151,20 +151,23 @@ class JobWork:
         )
 
     async def dispatch(self, now: float) -> None:
-        """Give each proven, idle host the next pending job (none under a campaign fault:
-        the job or its image is what fails)."""
-        if self.blame_book is not None and self.blame_book.fault is not None:
-            return
-        hosts = self.fleet.in_service()
-        if self.by_work:
-            hosts = sorted(hosts, key=self.speed, reverse=True)
-        for a in hosts:
+        """Start the next pending job on each host the dispatch rule names (core/jobs)."""
+        fault = self.blame_book is not None and self.blame_book.fault is not None
+        hosts = {a.instance_id: a for a in self.fleet.in_service()}
+        slots = [
+            Slot(
+                a.instance_id,
+                self.speed(a),
+                busy=self.queue.on(a.instance_id) is not None,
+                swap_due=self.swaps.due(a.instance_id, now),
+                routed=a.ssh_host is not None and a.ssh_port is not None,
+            )
+            for a in hosts.values()
+        ]
+        for d in dispatches(slots, self.queue.pending, self.by_work, fault):
             if self.queue.pending == 0:
-                return
-            if self.queue.on(a.instance_id) is not None or self.swaps.due(a.instance_id, now):
-                continue  # busy, or to be stopped for a faster host once free (core/swap)
-            if a.ssh_host is None or a.ssh_port is None:
-                continue  # no SSH route in the last list answer: nothing to start it over
+                return  # a start that failed may have queued one again; none has
+            a = hosts[d.instance_id]
             now = self.clock.now()  # launches go one after another: each dated to its own
             job = self.queue.take(a.instance_id, now, biggest=self.by_work)
             if job is None:
