@@ -19,14 +19,14 @@ disk_gb = 40
 offer_query = "num_gpus=1 rentable=true"
 max_dph = 0.60
 fleet = {fleet}
-max_creates = 60
+max_creates = {max_creates}
 budget_usd = 20.0
 artifacts_dir = "artifacts"   # beside the test (its cwd), not in the user data directory
 """
 
 
-def campaign_text(name: str = "t", fleet: int = 4, extra: str = "") -> str:
-    return CAMPAIGN.format(name=name, fleet=fleet) + extra
+def campaign_text(name: str = "t", fleet: int = 4, extra: str = "", max_creates: int = 60) -> str:
+    return CAMPAIGN.format(name=name, fleet=fleet, max_creates=max_creates) + extra
 
 
 def run_campaign(
@@ -37,9 +37,10 @@ def run_campaign(
     fleet: int = 4,
     ledger: Path | None = None,
     extra: str = "",
+    max_creates: int = 60,
 ) -> tuple[int, Path]:
     ledger = ledger or tmp_path / f"{policy}.duckdb"
-    campaign = parse_campaign(campaign_text(name, fleet, extra))
+    campaign = parse_campaign(campaign_text(name, fleet, extra, max_creates))
     code = asyncio.run(
         run_headless(
             campaign,

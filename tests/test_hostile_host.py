@@ -84,9 +84,11 @@ def test_throttling_host_is_stopped_when_the_policy_says_so(make_sim, tmp_path):
         ],
     )
     job = '\n[[jobs]]\nname = "hot"\nrun = "python3 -c \\"import time; time.sleep(8)\\""\nretries = 0\n'
+    # two creates: every host throttles, and a lost host is not charged to the job's retries
     code, ledger = run_campaign(
-        sim, tmp_path, "default", fleet=1, extra="[policy]\nstop_on_throttle = true\n" + job
-    )
+        sim, tmp_path, "default", fleet=1, extra="[policy]\nstop_on_throttle = true\n" + job,
+        max_creates=2,
+    )  # fmt: skip
     led = Ledger(ledger)
     [throttle] = led.events(where="kind = 'throttle'", limit=1) or [None]
     assert throttle is not None, "no throttle was detected"
