@@ -119,8 +119,11 @@ def run(tmp: Path) -> int:
     ).start_in_thread()
     camp, ledger = tmp / "hour.toml", tmp / "hour.duckdb"
     # jobs are real `sleep`s on the simulated hosts (wall seconds): one of 10 market minutes,
-    # two that outlast the hour, so the fleet works the whole time
-    camp.write_text(CAMPAIGN.format(short=f"{600 / scale:.1f}", long=f"{2 * span / scale:.0f}"))
+    # two that outlast the hour, so the fleet works the whole time. The long ones are made far
+    # longer than the hour (they are stopped with the fleet): the checks below take wall time
+    # of their own, and on a loaded machine twenty CLI queries took longer than a sleep of two
+    # market hours at 240x, so the campaign had ended before the hour did
+    camp.write_text(CAMPAIGN.format(short=f"{600 / scale:.1f}", long=f"{40 * span / scale:.0f}"))
     cmd = [sys.executable, "-m", "rentwatch", "run", "--headless", "--campaign", str(camp)]
     cmd += ["--market-url", sim.url, "--ledger", str(ledger), "--ssh-key", str(tmp / "key")]
     env = dict(os.environ, VAST_API_KEY=sim.api_key, PYTHONUNBUFFERED="1")

@@ -58,8 +58,23 @@ def _reference_rows(n, rows):
     return out
 
 
-def run(n, iters, device_kind, backend="auto", cu=None):
-    """The matmul part: torch when importable (or asked for), else the driver API."""
+def sample_positions(nonce, n, k=8):
+    """The entries of C the controller checks, picked by the nonce it sent with this run (an
+    LCG the controller computes too): a document made before the nonce existed cannot name
+    them, let alone their values."""
+    out = []
+    x = nonce % 2**31
+    for _ in range(k):
+        x = (1103515245 * x + 12345) % 2**31
+        r = x % n
+        x = (1103515245 * x + 12345) % 2**31
+        out.append((r, x % n))
+    return out
+
+
+def run(n, iters, device_kind, backend="auto", cu=None, nonce=None):
+    """The matmul part: torch when importable (or asked for), else the driver API. With a
+    `nonce`, the document carries the product's entries at the positions it picks."""
     torch = None
     if backend != "driver":
         try:
@@ -75,15 +90,15 @@ def run(n, iters, device_kind, backend="auto", cu=None):
                     "error": _err(exc),
                 }
     if torch is None:
-        return run_driver(n, iters, cu)
-    return _run_torch(torch, n, iters, device_kind)
+        return run_driver(n, iters, cu, nonce)
+    return _run_torch(torch, n, iters, device_kind, nonce)
 
 
 def _err(exc):
     return {"type": type(exc).__name__, "message": str(exc)[:500]}
 
 
-def _run_torch(torch, n, iters, device_kind):
+def _run_torch(torch, n, iters, device_kind, nonce=None):
     steps = {}
     t0 = time.perf_counter()
     result = {
@@ -152,6 +167,13 @@ def _run_torch(torch, n, iters, device_kind):
             for g, r in zip(gr, rr):
                 err = max(err, abs(g - r) / max(1.0, abs(r)))
         finite = bool(torch.isfinite(c.float()).all().item())
+        samples = None
+        if nonce is not None:
+            at = sample_positions(nonce, n)
+            r_idx = torch.tensor([r for r, _ in at], device=c.device)
+            c_idx = torch.tensor([q for _, q in at], device=c.device)
+            vals = c[r_idx, c_idx].float().cpu().tolist()
+            samples = [[r, q, v] for (r, q), v in zip(at, vals)]
         steps["check_s"] = time.perf_counter() - t
         tflops = 2.0 * n**3 * iters / max(seconds, 1e-12) / 1e12
         ok = finite and err <= 0.02  # bf16 output rounding stays well inside 2%
@@ -164,6 +186,8 @@ def _run_torch(torch, n, iters, device_kind):
             "max_rel_err": err,
             "result_ok": ok,
         }
+        if samples is not None:
+            result["matmul"].update(nonce=nonce, samples=samples)
         result["ok"] = ok
         if not ok:
             result["error"] = {
@@ -395,7 +419,7 @@ def check_columns(n):
     return sorted({0, 1, n // 3, n // 2, (2 * n) // 3, n - 2, n - 1, (7 * n) // 11} & set(range(n)))
 
 
-def run_driver(n, iters, cu=None):
+def run_driver(n, iters, cu=None, nonce=None):
     """The matmul through the driver API: same document as torch's, `backend: "driver"`."""
     steps = {}
     t0 = time.perf_counter()
@@ -457,6 +481,12 @@ def run_driver(n, iters, cu=None):
         cols = check_columns(n)
         rows = {r: cu.row(c, n, r) for r in sorted({0, 1, n // 2, n - 1})}
         err = check_rows(rows, n, cols)
+        samples = None
+        if nonce is not None:
+            at = sample_positions(nonce, n)
+            for r in {r for r, _ in at} - set(rows):
+                rows[r] = cu.row(c, n, r)
+            samples = [[r, q, rows[r][q]] for r, q in at]
         steps["check_s"] = time.perf_counter() - t
         for ptr in (a, b, c):
             cu.free(ptr)
@@ -470,6 +500,8 @@ def run_driver(n, iters, cu=None):
             "max_rel_err": err if err != float("inf") else None,
             "result_ok": ok,
         }
+        if samples is not None:
+            result["matmul"].update(nonce=nonce, samples=samples)
         result["ok"] = ok
         if not ok:
             result["error"] = {
@@ -795,11 +827,12 @@ def main(argv=None):
     ap.add_argument("--disk-path", default=".")
     ap.add_argument("--net-url", default=None, help="time a download from here (off without)")
     ap.add_argument("--net-mb", type=int, default=50)
+    ap.add_argument("--nonce", type=int, default=None, help="report C's entries it picks")
     args = ap.parse_args(argv)
     nvml = Nvml() if args.device == "cuda" else None
     if nvml is not None:
         nvml.watch()  # XIDs from here to the end of the checks are caught
-    result = run(args.n, args.iters, args.device, args.backend)
+    result = run(args.n, args.iters, args.device, args.backend, nonce=args.nonce)
     if result.get("device") is not None:
         result = deeper_checks(result, args, nvml=nvml)
     print(json.dumps(result))

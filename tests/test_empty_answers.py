@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobQueue
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT
+from rentwatch.core.proof import exact_entry, sample_positions
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.fleet import Fleet
 from rentwatch.engine.hosts.ssh import RunResult, SSHFailure
@@ -42,6 +44,23 @@ class Clock:
         return self.t
 
 
+def proven(res: RunResult, command: str) -> RunResult:
+    """A scripted good preflight document, answered to the nonce on this run's command line
+    as the real probe answers it (core/proof): the host in these tests computes honestly."""
+    nonce = re.search(r"--nonce (\d+)", command)
+    try:
+        doc = json.loads(res.stdout.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return res
+    mm = doc.get("matmul") if isinstance(doc, dict) else None
+    if nonce is None or not doc.get("ok") or not isinstance(mm, dict) or "samples" in mm:
+        return res
+    n, seed = mm.setdefault("n", 256), int(nonce.group(1))
+    mm["nonce"] = seed
+    mm["samples"] = [[r, c, float(exact_entry(n, r, c))] for r, c in sample_positions(seed, n)]
+    return RunResult(res.exit_status, (json.dumps(doc) + "\n").encode(), res.stderr, res.truncated)
+
+
 class ScriptedLink:
     """Answers each command with the next scripted result (then repeats the last)."""
 
@@ -62,7 +81,7 @@ class ScriptedLink:
         self, a: Attempt, script: bytes, timeout_wall: float, command: str = "python3 -"
     ) -> RunResult:
         self.calls.append("preflight")
-        return self._next()
+        return proven(self._next(), command)
 
     def wall(self, market_seconds: float, floor: float) -> float:
         return 0.0

@@ -35,7 +35,7 @@ from rentwatch.engine.hosts.probe_io import (
 from rentwatch.engine.hosts.tender import HostTender
 
 from tests.fuzzing import examples
-from tests.test_empty_answers import ScriptedLink, attempt, job_work, said
+from tests.test_empty_answers import ScriptedLink, attempt, job_work, proven, said
 
 HUGE = 10**5000  # json.loads of its text raises a plain ValueError (over 4,300 digits)
 HUGE_TEXT = "9" * 5000
@@ -250,7 +250,7 @@ def test_a_controller_side_os_error_is_tried_again_not_judged():
             self.calls.append("preflight")
             if len(self.calls) < 3:
                 raise OSError(24, "Too many open files")
-            return said(json.dumps(OK_DOC) + "\n")
+            return proven(said(json.dumps(OK_DOC) + "\n"), command)
 
     link = NoFiles([said("")])
     a, _ = run_preflight(link)

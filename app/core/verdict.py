@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .gpu_specs import expected_tflops, same_model
+from .proof import MAX_SPEED_SHARE, check_samples
 
 PROBE_SCHEMA = 1
 
@@ -32,10 +33,13 @@ def preflight_verdict(
     min_share: float,
     check_name: bool = True,
     checks: CheckPolicy | None = None,
+    nonce: int | None = None,
 ) -> Verdict:
     """Judge a validated preflight document against the offer's GPU model. A document from the
     torch-free driver path (`backend: "driver"`, an FP32 kernel) is held to the driver kernel's
-    expected speed and `checks.driver_min_speed_share`."""
+    expected speed and `checks.driver_min_speed_share`. With the `nonce` the run was sent, its
+    reported entries of the product are checked here (core/proof), and a bf16 speed well
+    above the model's is not believed."""
     checks = checks or CheckPolicy()
     if (
         not isinstance(result, dict)
@@ -64,15 +68,33 @@ def preflight_verdict(
     tflops = finite(mm.get("tflops"))
     if tflops is None or not 0 <= tflops < 1e5:
         return Verdict(False, "bad_probe", "preflight reported no usable TFLOP/s")
+    backend = "driver" if result.get("backend") == "driver" else "torch"
+    if nonce is not None:
+        why = check_samples(mm, nonce, backend)
+        if why is not None:
+            return Verdict(False, "wrong_result", f"the matmul's proof does not check out: {why}")
     name = _text(device.get("name", ""), 120)
     if check_name and name and not same_model(offer_gpu, name):
         return Verdict(
             False, "wrong_gpu", f"offer says {offer_gpu}, NVML says {name}", float(tflops)
         )
-    backend = "driver" if result.get("backend") == "driver" else "torch"
     if backend == "driver":
         min_share = checks.driver_min_speed_share
     expected = expected_tflops(offer_gpu, backend)
+    if (
+        nonce is not None
+        and backend == "torch"
+        and expected
+        and tflops > expected * MAX_SPEED_SHARE
+    ):
+        return Verdict(
+            False,
+            "bad_probe",
+            f"{tflops:.1f} TFLOP/s is {tflops / expected:.0%} of a {offer_gpu}'s {expected:.0f}: "
+            "not believable",
+            float(tflops),
+            expected,
+        )
     if expected and tflops < expected * min_share:
         return Verdict(
             False,

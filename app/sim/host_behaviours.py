@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from typing import Any
 
 from ..core.gpu_specs import expected_tflops, spec_for
 from ..core.host_checks import link_gbps
+from ..core.proof import exact_entry, sample_positions
 from .images import ImageSpec
 
 NO_PYTHON_STDERR = b"bash: line 1: python3: command not found\n"
@@ -98,12 +100,24 @@ def preflight_document(
     real_gpu: str,
     command: str,
     lost: bool,
+    forged_as: str | None = None,
 ) -> dict[str, Any]:
     """The preflight's document on this host: the torch one (`base`) or, for an image without
-    torch, the driver path's; then the deeper checks' sections as the probe adds them."""
+    torch, the driver path's; then the deeper checks' sections as the probe adds them. With
+    the `--nonce` the controller sent, the product's entries it picks, as the probe reports
+    them. `forged_as`: a host whose CUDA calls all fail, printing a document it keeps for
+    the purpose (a good run on a card of this model, replayed: its nonce is not this run's)."""
+    if forged_as is not None:
+        return _forged_document(base, forged_as)
     doc = {**base, "backend": "torch"}
     if not image.torch:
         doc = _driver_document(base, gpu, real_gpu)
+    nonce = re.search(r"--nonce (\d+)", command)
+    if nonce is not None and isinstance(doc.get("matmul"), dict) and doc.get("ok") and not lost:
+        mm = doc["matmul"] = dict(doc["matmul"])
+        n, at = mm["n"], sample_positions(int(nonce.group(1)), mm["n"])
+        mm["nonce"] = int(nonce.group(1))
+        mm["samples"] = [[r, c, float(exact_entry(n, r, c))] for r, c in at]
     if lost:
         doc.update(
             ok=False,
@@ -129,6 +143,33 @@ def preflight_document(
         doc["net"] = {"url": "sim", "mb": 50.0, "mbps": facts["net_mbps"]}
     doc["xid"] = {"supported": True, "events": [], "gpu_lost": False}
     return doc
+
+
+def _forged_document(base: dict[str, Any], gpu: str) -> dict[str, Any]:
+    rate = round((expected_tflops(gpu) or 60.0) * 1.41, 2)
+    n = 4096
+    replayed = 1234567  # the nonce of the run it was copied from
+    return {
+        **base,
+        "backend": "torch",
+        "ok": True,
+        "error": None,
+        "device": {**(base.get("device") or {}), "name": gpu},
+        "matmul": {
+            "n": n,
+            "dtype": "bfloat16",
+            "iters": 10,
+            "seconds": round(2 * n**3 * 10 / (rate * 1e12), 6),
+            "tflops": rate,
+            "max_rel_err": 0.0021,
+            "result_ok": True,
+            "nonce": replayed,
+            "samples": [
+                [r, c, float(exact_entry(n, r, c))] for r, c in sample_positions(replayed, n)
+            ],
+        },
+        "xid": {"supported": True, "events": [], "gpu_lost": False},
+    }
 
 
 def _driver_document(base: dict[str, Any], gpu: dict[str, Any], real_gpu: str) -> dict[str, Any]:

@@ -317,7 +317,7 @@ class SimMarket:
             "name": nvml_name(m.real_gpu),
             "driver_version": m.driver_version,
             "cuda_version": str(m.cuda_max_good),
-            "cuda_works": m.behaviour != "stale_driver",
+            "cuda_works": m.behaviour not in ("stale_driver", "forged_preflight"),
             "tflops": m.real_tflops * (1 - inst.throttle_drop if throttled else 1.0),
             "vram_mb": spec.vram_mb if spec else 24576,
             "max_sm_clock": 1950,

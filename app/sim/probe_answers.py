@@ -50,6 +50,7 @@ def probe_answer(
             m.real_gpu,
             command,
             lost,
+            forged_as=m.advertised_gpu if m.behaviour == "forged_preflight" else None,
         )
         return (json.dumps(doc) + "\n").encode()
     if kind == "nvml_sample":

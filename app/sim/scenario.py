@@ -27,7 +27,14 @@ BEHAVIOURS = (
 )
 # What a matmul does not exercise (their probe output: app/sim/host_behaviours.py). Not in the
 # article's default mix, so the default market stays the article's; a scenario names them.
-CHECK_BEHAVIOURS = ("narrow_pcie", "short_vram", "slow_disk", "slow_net", "xid_mid_job")
+CHECK_BEHAVIOURS = (
+    "narrow_pcie",
+    "short_vram",
+    "slow_disk",
+    "slow_net",
+    "xid_mid_job",
+    "forged_preflight",  # every CUDA call fails; it prints a good document kept for the purpose
+)
 ALL_BEHAVIOURS = BEHAVIOURS + CHECK_BEHAVIOURS
 DELIVERING = frozenset({"healthy", "slow_pull", "throttled", "offline_midrun"})
 

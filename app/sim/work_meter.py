@@ -110,7 +110,7 @@ def speed_pieces(inst: SimInstance, lost_at: float | None) -> list[tuple[float, 
     """(from, to, TFLOP/s) over the instance's life: its machine's real speed while running,
     less its throttle's drop once that sets in; nothing stopped, dark, halted or lost."""
     m = inst.machine
-    if m.behaviour == "stale_driver":
+    if m.behaviour in ("stale_driver", "forged_preflight"):
         return []  # no CUDA op runs there
     out = []
     for seg in inst.segments:

@@ -114,10 +114,15 @@ def parse_probe_output(raw: bytes, probe: str, truncated: bool = False) -> dict[
     return doc
 
 
-def preflight_command(checks: CheckPolicy, net_url: str | None = None) -> str:
+def preflight_command(
+    checks: CheckPolicy, net_url: str | None = None, nonce: int | None = None
+) -> str:
     """The command line the preflight runs under (its script comes on stdin): the deeper
-    checks the policy turns off are skipped on the host, costing nothing."""
+    checks the policy turns off are skipped on the host, costing nothing; `nonce` picks the
+    product's entries it reports (core/proof)."""
     args = ["python3", "-"]
+    if nonce is not None:
+        args += ["--nonce", str(nonce)]
     if not checks.pcie:
         args += ["--pcie-mb", "0"]
     if not checks.vram:

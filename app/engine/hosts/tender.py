@@ -13,6 +13,7 @@ from ...core.campaign import Campaign
 from ...core.host_checks import deep_checks, first_failure, xid_check
 from ...core.lifecycle import Phase
 from ...core.policy import Policy
+from ...core.proof import new_nonce
 from ...core.rules import low_util_since
 from ...core.verdict import Verdict, detect_throttle, finite, preflight_verdict
 from ...ledger import EventKind
@@ -138,9 +139,10 @@ class HostTender:
             self._preflight_failed(a, a.verdict, a.preflight_doc or {})
 
     async def _preflight_tries(self, a: Attempt) -> None:
-        command = preflight_command(self.policy.checks, NET_PROBE_URL)
         dropped = 0
         while True:
+            nonce = new_nonce()  # fresh for every try: an answer is to this run, none other
+            command = preflight_command(self.policy.checks, NET_PROBE_URL, nonce)
             if a.ssh_host is None or a.ssh_port is None:
                 a.ssh_error = "no SSH port published yet"
                 await asyncio.sleep(self.link.wall(10, 0.05))
@@ -196,6 +198,7 @@ class HostTender:
                 self.policy.min_speed_share,
                 self.policy.check_gpu_name,
                 checks=self.policy.checks,
+                nonce=nonce,
             )
             if a.verdict.ok:
                 if self.blame_book is not None:
