@@ -89,3 +89,42 @@ def test_leaving_a_controller_whose_entry_is_gone_says_so(tmp_path, runtime, cap
     out = capsys.readouterr().out
     assert code == 0 and "gone" in out and "re-attach" not in out
     assert "no longer serves" in out
+
+
+def test_two_controllers_of_one_name_are_told_apart_by_pid(tmp_path, runtime):
+    """Two demos on one account (issue 29, item 6): `attach --campaign demo` names both and
+    says how to choose, `--pid` picks one, and the line a dashboard leaves on quitting
+    carries the pid, so it works however many are running."""
+    import socket as sk
+
+    from rentwatch.run.service import api
+    from rentwatch.run.service.remote import Target, resolve
+
+    sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    listeners = []
+    try:
+        for i, p in enumerate(sleepers):
+            path = str(tmp_path / f"c{i}.sock")
+            s = sk.socket(sk.AF_UNIX, sk.SOCK_STREAM)
+            s.bind(path)
+            s.listen(8)
+            listeners.append(s)
+            registry.register(
+                registry.Entry("demo", p.pid, path, str(tmp_path / f"l{i}.duckdb"), time.time())
+            )
+        with pytest.raises(api.ServiceError, match="2 controllers are running") as exc:
+            resolve(campaign="demo")
+        assert "--pid" in str(exc.value) and all(str(p.pid) in str(exc.value) for p in sleepers)
+        assert resolve(campaign="demo", pid=sleepers[1].pid).socket == str(tmp_path / "c1.sock")
+        assert resolve(pid=sleepers[0].pid).socket == str(tmp_path / "c0.sock")
+        with pytest.raises(api.ControllerGone, match="with pid 1\\b"):
+            resolve(campaign="demo", pid=1)
+        again = spawn._attach_args(Target(socket=str(tmp_path / "c1.sock")), local=True)
+        assert again == f"--campaign demo --pid {sleepers[1].pid}"
+        assert resolve(*[None] * 4, pid=int(again.split()[-1])).socket.endswith("c1.sock")
+    finally:
+        for s in listeners:
+            s.close()
+        for p in sleepers:
+            p.kill()
+            p.wait(10)

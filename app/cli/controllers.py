@@ -108,7 +108,7 @@ def controller_for_ledger(ledger: str | Path) -> ControllerClient | None:
 def cmd_attach(args: argparse.Namespace) -> int:
     from ..run.service.spawn import run_dashboard
 
-    return run_dashboard(resolve(args.socket, args.campaign, args.url, args.token_file))
+    return run_dashboard(resolve(args.socket, args.campaign, args.url, args.token_file, args.pid))
 
 
 def cmd_run_background(args: argparse.Namespace) -> int:
@@ -146,5 +146,5 @@ def cmd_run_background(args: argparse.Namespace) -> int:
     entry = started.entry
     print(f"started  {entry.campaign}: pid {entry.pid}, socket {entry.socket}")
     print(f"log      {started.log}")
-    print(f"attach   rentwatch attach --campaign {entry.campaign}")
+    print(f"attach   rentwatch attach --campaign {entry.campaign} --pid {entry.pid}")
     return 0

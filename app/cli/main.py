@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     at = sub.add_parser("attach", help="the dashboard of a running controller")
     at.add_argument("--socket", help="its Unix socket (default: the only one running)")
     at.add_argument("--campaign", help="the controller running this campaign")
+    at.add_argument("--pid", type=int, help="the controller with this pid (`rentwatch ls`)")
     at.add_argument("--url", help="http://HOST:PORT of a controller started with --listen")
     at.add_argument("--token-file", help="the token file for --url")
     at.set_defaults(fn=lambda a: commands.service_cmd("cmd_attach", a))

@@ -204,10 +204,15 @@ def live_entries() -> list[Entry]:
 
 
 def find(
-    socket_path: str | None = None, campaign: str | None = None, ledger: str | Path | None = None
+    socket_path: str | None = None,
+    campaign: str | None = None,
+    ledger: str | Path | None = None,
+    pid: int | None = None,
 ) -> list[Entry]:
     """Running controllers matching every criterion given."""
     found = live_entries()
+    if pid is not None:
+        found = [e for e in found if e.pid == pid]
     if socket_path:
         want = str(Path(socket_path).resolve())
         found = [e for e in found if str(Path(e.socket).resolve()) == want]

@@ -66,21 +66,31 @@ def resolve(
     campaign: str | None = None,
     url: str | None = None,
     token_file: str | None = None,
+    pid: int | None = None,
 ) -> Target:
-    """The controller the operator means: by socket, by URL, by campaign, or the only one."""
+    """The controller the operator means: by socket, by URL, by campaign and/or pid (two
+    controllers may run campaigns of one name), or the only one."""
     if url:
         return Target(url=url, token=read_token(token_file) if token_file else None)
     if socket:
         return Target(socket=socket)
-    found = registry.find(campaign=campaign)
+    found = registry.find(campaign=campaign, pid=pid)
     if len(found) == 1:
         return Target(socket=found[0].socket)
     if not found:
-        what = f"for campaign {campaign!r}" if campaign else "running"
-        raise api.ControllerGone(f"no controller {what} (see `rentwatch ls`)")
+        what = " ".join(
+            w
+            for w in (
+                f"for campaign {campaign!r}" if campaign else "",
+                f"with pid {pid}" if pid else "",
+            )
+            if w
+        )
+        raise api.ControllerGone(f"no controller {what or 'running'} (see `rentwatch ls`)")
     names = ", ".join(f"{e.campaign} (pid {e.pid})" for e in found)
     raise api.ServiceError(
-        f"{len(found)} controllers are running ({names}): name one with --socket or --campaign"
+        f"{len(found)} controllers are running ({names}): name one with --pid, --socket "
+        "or --campaign"
     )
 
 

@@ -149,7 +149,8 @@ def _attach_args(target: Target, local: bool) -> str | None:
             found = registry.find(socket_path=target.socket)
         except OSError:
             found = []
-        return f"--campaign {found[0].campaign}" if found else None
+        # the pid too: another controller may run a campaign of the same name
+        return f"--campaign {found[0].campaign} --pid {found[0].pid}" if found else None
     if target.socket:
         return f"--socket {target.socket}"
     return f"--url {target.url} --token-file FILE"
@@ -225,7 +226,7 @@ def connect(
         if campaign is not None and entry.campaign != campaign:
             raise ControllerFailed(
                 f"{ledger} is held by the controller of campaign {entry.campaign!r} "
-                f"(pid {entry.pid}): `rentwatch attach --campaign {entry.campaign}`, "
+                f"(pid {entry.pid}): `rentwatch attach --pid {entry.pid}`, "
                 "or give this one another --ledger"
             )
         print(f"rentwatch: {entry.campaign} is already running (pid {entry.pid}); attaching")
