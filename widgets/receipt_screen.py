@@ -74,8 +74,8 @@ class ReceiptScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="receipt", exit_on_error=False)
     def load(self) -> None:
         receipts = self.ledger.receipt(self.campaign)
-        # the receipt is the ledger's, as of its last event: once the campaign is done, the
-        # bar's "spent" goes on with the storage of stopped rentals and the receipt does not
+        # the receipt is the ledger's, to its clock (the engine's last poll, `Ledger.tick`):
+        # once the controller has exited, stopped rentals' storage bills on past that clock
         as_of = self.ledger.query("select now from ledger_clock", limit=1).rows
         hosts = self.ledger.query(
             # p(deliver) with the prior of rentwatch.core.reputation (mean 0.4, weight 2)
@@ -101,7 +101,7 @@ class ReceiptScreen(Screen[None]):
     def _show(self, receipts, hosts, at: float | None = None, spend=None) -> None:  # type: ignore[no-untyped-def]
         t = Table(
             title="receipt" + (f" as of {clock(at)}" if at else ""),
-            caption="the ledger's last event" if at else None,
+            caption="the ledger's clock: the engine's last poll" if at else None,
             show_header=False,
         )
         t.add_column("what")
