@@ -92,9 +92,12 @@ def test_the_log_takes_what_the_fleet_leaves_at_200x50():
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(200, 50)) as pilot:
             app.latest = FLEET
-            await pilot.pause(0.4)
-            fleet = app.query_one("FleetView").size.height
-            log = app.query_one("#log").size.height
+            for _ in range(100):  # the panes are laid out a refresh or two later (slower loaded)
+                await pilot.pause(0.05)
+                fleet = app.query_one("FleetView").size.height
+                log = app.query_one("#log").size.height
+                if fleet >= len(FLEET.instances) * 4:
+                    break
             return fleet, log
 
     fleet, log = asyncio.run(run())
