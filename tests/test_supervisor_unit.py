@@ -652,3 +652,39 @@ def test_a_stopped_instances_detail_still_asks_the_market_for_its_logs(key):
         assert ("request_logs", iid) in market.calls
 
     run(key, body, fleet=1)
+
+
+def test_a_hosts_tending_that_died_is_said_and_started_again(key):
+    """Issue 30: the supervisor watches its tasks. A proven host's tending that ended by an
+    error its guards did not catch is noted in the ledger and tended again on the next poll;
+    one cancelled on purpose is left alone."""
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)  # its tending cancelled, as on purpose
+        a = sup.attempts[iid]
+        cancelled = a.tend_task
+        await asyncio.sleep(0)
+        market.t += 10
+        await sup.poll_once()
+        assert a.tend_task is cancelled and cancelled.cancelled(), "cancelled, yet started again"
+        tended: list[int] = []
+
+        async def dies(att):
+            tended.append(att.instance_id)
+            if len(tended) == 1:
+                raise RuntimeError("a bug of ours")
+            await asyncio.sleep(3600)
+
+        sup.tender.tend = dies
+        a.tend_task = asyncio.create_task(dies(a))
+        await asyncio.sleep(0)
+        market.t += 10
+        await sup.poll_once()
+        await asyncio.sleep(0)
+        assert tended == [iid, iid] and not a.tend_task.done()
+        (note,) = [e for e in kinds(ledger, "note") if "tending" in e.reason]
+        assert "RuntimeError: a bug of ours; tended again" in note.reason
+        assert note.instance_id == iid and note.actor == "engine"
+        a.tend_task.cancel()
+
+    run(key, body, fleet=2)

@@ -29,6 +29,7 @@ from ..core.rules import (
     FleetSnapshot,
     decide,
 )
+from ..core.text import clean
 from ..ledger import EventKind, Ledger
 from ..market.errors import ApiError, AuthError, MarketUnavailable
 from ..market.protocol import Market
@@ -239,6 +240,7 @@ class Supervisor:
             await self.observer.unlisted(sight.swept, now)
         self.recovery.adopt_strays(instances, now, self.adopt_all)
         self.tender.retend(self.observer.returned)
+        self._revive_tending(now)
         decisions = await self._decide(now)
         for d in decisions:
             done = await self.executor.execute(d, self.fleet_set_at)
@@ -253,6 +255,29 @@ class Supervisor:
         for fn in self.listeners:
             fn()
         return decisions
+
+    def _revive_tending(self, now: float) -> None:
+        """A proven host whose tending ended by an error while it is still in service (one
+        its guards did not catch: a bug of ours) is tended again, and the ledger says so: a
+        host nobody tends has a watchdog nobody feeds, and a job nobody checks."""
+        for a in self.fleet.in_service():
+            t = a.tend_task
+            if t is None or not t.done() or t.cancelled() or t.exception() is None:
+                continue
+            if a.life.phase != Phase.VERIFIED or a.untrusted:
+                continue
+            exc = t.exception()
+            self.journal.fact(
+                K.NOTE,
+                a,
+                at=now,
+                actor="engine",
+                reason=f"tending i:{a.instance_id} ended: {type(exc).__name__}: "
+                f"{clean(str(exc), 200)}; tended again",
+                detail={"task": "tend", "error": type(exc).__name__},
+            )
+            self.journal.say(f"error  tending i:{a.instance_id} ended ({exc!r}): tended again")
+            a.tend_task = asyncio.create_task(self.tender.tend(a))
 
     async def _decide(self, now: float) -> list[Decision]:
         can_create = self.fleet.creates < self.campaign.max_creates
