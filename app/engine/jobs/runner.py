@@ -13,6 +13,7 @@ from pathlib import Path
 
 import asyncssh
 
+from ...core.artifact_room import PULL_MAX_BYTES, PULL_MAX_FILES
 from ...core.campaign import Job
 from ...core.errors import RentwatchError
 from .pull import OverCap, private_dirs, stream_file
@@ -139,8 +140,8 @@ async def fetch_artifacts(
     conn: asyncssh.SSHClientConnection,
     job: Job,
     dest_root: Path,
-    max_bytes: int = 2 << 30,
-    max_files: int = 10_000,
+    max_bytes: int = PULL_MAX_BYTES,
+    max_files: int = PULL_MAX_FILES,
 ) -> list[dict[str, object]]:
     """Pull each artifact (file or folder) off the host; regular files only, never through a
     symlink, never outside `dest_root`. Returns one record per file with size and sha256.

@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncssh
 
+from ...core.artifact_room import ArtifactRoom
 from ...core.campaign import Job
 from ...core.delivery import estimate, sized
 from ...core.gpu_specs import expected_tflops
@@ -63,6 +64,7 @@ class JobWork:
         # the policy buys delivered work: biggest jobs first, to the fastest proven hosts
         self.by_work = False
         self.swaps = SwapWatch(fleet, queue)  # proven hosts slow for their price (core/swap)
+        self.room = ArtifactRoom()  # what the campaign may still pull off its hosts
         # how often a job's checkpoint is pulled on its host (the tier's: oftener on a bid)
         self.ckpt_every: Callable[[Attempt, JobState], float] | None = None
 
@@ -90,6 +92,12 @@ class JobWork:
                 job.host_losses += bool(ev.detail.get("host_loss"))
             else:
                 self.queue.finished(job, int(ev.detail.get("exit_code", -1)), ev.at)
+        for ev in ledger.campaign_events(self.journal.campaign, K.ARTIFACTS):
+            files = ev.detail.get("files")
+            if ev.ok and isinstance(files, list):  # what is on the controller's disk already
+                dest = str(ev.detail.get("dest", ""))
+                kind = "checkpoint" if dest.endswith("/checkpoint") else "artifacts"
+                self.room.pulled(str(ev.detail.get("job")), kind, files)
 
     def reap(self, now: float) -> None:
         """Requeue the jobs whose host left service."""
@@ -354,14 +362,17 @@ class JobWork:
             assert spec.checkpoint is not None
             dest = self._checkpoint_dir(job)
             spec = dataclasses.replace(spec, artifacts=(spec.checkpoint,))
+        kind = "checkpoint" if checkpoint else "artifacts"
+        room, files = self.room.left_for(job.name, kind)
         try:
             records = await self.link.on_connection(
-                a, lambda conn: fetch_artifacts(conn, spec, dest)
+                a, lambda conn: fetch_artifacts(conn, spec, dest, room, files)
             )
         except SFTP_ERRORS as exc:
             self._record(a, job, False, f"artifacts of {job.name} not pulled: {exc}")
             self.journal.say(f"artifacts of {job.name} FAILED: {exc}")
             return
+        self.room.pulled(job.name, kind, records)
         self._record(
             a,
             job,
