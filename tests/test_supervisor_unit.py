@@ -688,3 +688,34 @@ def test_a_hosts_tending_that_died_is_said_and_started_again(key):
         a.tend_task.cancel()
 
     run(key, body, fleet=2)
+
+
+def test_one_poll_loop_goes_on_past_an_error_only_when_told(key):
+    """`Supervisor.rounds` is the one poll loop: the dashboard's engine gives it an error
+    handler and it polls on; headless gives none and the error ends the run."""
+
+    async def body(sup, market, ledger):
+        real = sup.poll_once
+        polls: list[int] = []
+        errors: list[str] = []
+        after: list[int] = []
+
+        async def flaky():
+            polls.append(len(polls))
+            if len(polls) == 2:
+                raise RuntimeError("a poll that failed")
+            return await real()
+
+        sup.poll_once = flaky
+        await sup.rounds(
+            lambda: len(polls) >= 4,
+            lambda: after.append(len(polls)),
+            lambda e: errors.append(str(e)),
+        )
+        assert errors == ["a poll that failed"] and after == [1, 2, 3, 4]
+        polls.clear()
+        with pytest.raises(RuntimeError, match="a poll that failed"):
+            await sup.rounds(lambda: len(polls) >= 4)
+        assert len(polls) == 2
+
+    run(key, body)

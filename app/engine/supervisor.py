@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -349,11 +350,37 @@ class Supervisor:
     # -- the run and its end ------------------------------------------------------------------
     async def run(self) -> Outcome:
         """Poll until the rules finish the campaign (the session prepares and ends it)."""
-        while self.finished is None:
-            await self.poll_once()
-            if self.finished is None:
-                await asyncio.sleep(self.link.wall(self.campaign.poll_s, 0.02))
+        await self.rounds(lambda: self.finished is not None)
+        assert self.finished is not None
         return self.finished
+
+    async def rounds(
+        self,
+        until: Callable[[], bool],
+        after: Callable[[], None] | None = None,
+        on_error: Callable[[Exception], None] | None = None,
+        cap_s: float = float("inf"),
+        monotonic: Callable[[], float] = time.monotonic,
+        floor_s: float = 0.02,
+    ) -> None:
+        """The one poll loop (headless and the controller through `run`, the dashboard's
+        engine thread with its own `until`): a poll, then `after` (a dashboard's snapshot),
+        then the wait to the next poll, start to start, `floor_s` to `cap_s` wall seconds. A
+        poll's error goes to `on_error` and the loop goes on; without one it is raised."""
+        while not until():
+            t0 = monotonic()
+            try:
+                await self.poll_once()
+            except Exception as exc:
+                if on_error is None:
+                    raise
+                on_error(exc)
+            if after is not None:
+                after()
+            if until():
+                return
+            wait = self.poll_wait(cap_s, floor_s) - (monotonic() - t0)
+            await asyncio.sleep(max(floor_s, wait))
 
     async def release_all(self, actor: str, reason: str) -> None:
         """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest."""

@@ -85,21 +85,24 @@ class EngineThread:
             except Exception as exc:  # alerts that cannot start must not stop supervision
                 self.on_error(f"alerts could not start: {exc}")
         self.ready.set()
+
+        def failed(exc: Exception) -> None:
+            if isinstance(exc, AuthError):  # said once, shown in the header until it clears
+                if self.failure is None:
+                    self.failure = f"the marketplace rejected the API key: {exc}"
+                    self.on_error(self.failure)
+            else:  # shown, and the loop goes on
+                self.on_error(f"poll failed: {type(exc).__name__}: {exc}")
+
+        def polled() -> None:
+            if sup.failure is None:
+                self.failure = None  # the key works again
+            self.on_snapshot(snapshot(sup, sup.now()))
+
         try:
-            while not self._stop.is_set():
-                t0 = self._monotonic()
-                try:
-                    await sup.poll_once()
-                    self.failure = None
-                except AuthError as exc:  # said once, shown in the header until it clears
-                    if self.failure is None:
-                        self.failure = f"the marketplace rejected the API key: {exc}"
-                        self.on_error(self.failure)
-                except Exception as exc:  # shown once, the loop goes on
-                    self.on_error(f"poll failed: {type(exc).__name__}: {exc}")
-                self.on_snapshot(snapshot(sup, sup.now()))
-                wait = sup.poll_wait(self.max_wall_poll, 0.05) - (self._monotonic() - t0)
-                await asyncio.sleep(max(0.02, wait))
+            await sup.rounds(
+                self._stop.is_set, polled, failed, self.max_wall_poll, self._monotonic, floor_s=0.05
+            )
         finally:
             if self.exit_mode == "detach":
                 await session.detach("operator chose detach on quit")
