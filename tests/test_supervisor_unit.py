@@ -719,3 +719,23 @@ def test_one_poll_loop_goes_on_past_an_error_only_when_told(key):
         assert len(polls) == 2
 
     run(key, body)
+
+
+def test_ending_a_finished_campaign_destroys_its_stopped_rentals(key):
+    """Issue 29, item 1: a campaign ended (its rentals stopped, their storage billing on);
+    the person's "end and destroy everything" destroys them from the engine, not only what
+    is live, and each destroy is the person's."""
+    from rentwatch.engine.ending import end_campaign
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        done = await end_campaign(sup, destroy=False)
+        assert done == [f"stopped verified i:{iid}"] and market.boxes[iid].intended == "stopped"
+        assert sup.attempts[iid].life.phase == Phase.STOPPED
+        done = await end_campaign(sup, destroy=True, typed="u")
+        assert done == [f"destroyed verified i:{iid}"], done
+        assert market.boxes[iid].intended == "destroyed"
+        (d,) = [e for e in kinds(ledger, "destroy") if e.phase == "outcome" and e.ok]
+        assert d.instance_id == iid and d.actor == "human"
+
+    run(key, body)

@@ -522,10 +522,10 @@ class RentwatchApp(App[str]):
         fut.add_done_callback(done)
 
     def _destroy_rest(self, campaign: str, rest: tuple[int, ...]) -> None:
-        """What the dialog listed and the end left: the engine's end goes over the rentals it
-        holds live, so a finished campaign's stopped ones went on billing storage ("ended
-        demo: it held nothing"). The person typed the name over that list: each is destroyed,
-        as the person's act."""
+        """What the dialog listed and the end left (a controller from before the engine's
+        end went over stopped rentals too: they went on billing storage, "ended demo: it
+        held nothing"). The person typed the name over that list: each is destroyed, as the
+        person's act."""
         for iid in rest:
             self._send(
                 f"destroyed {iid} ({campaign} ended)",

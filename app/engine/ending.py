@@ -48,7 +48,9 @@ async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> list[
     if sup.campaign.max_creates > sup.fleet.creates:
         sup.campaign = dataclasses.replace(sup.campaign, max_creates=sup.fleet.creates)
     done: list[str] = []
-    for a in list(sup.fleet.held()):
+    # what it has on the market, stopped rentals too: a finished campaign's stopped ones
+    # bill storage, and "end and destroy everything" is the way to stop that
+    for a in list(sup.fleet.on_market()):
         done.append(await _end_one(sup, a, destroy, reason))
     if sup.finished is None:
         sup.finished = Outcome(True, reason)

@@ -86,6 +86,15 @@ class Fleet:
             if a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED
         ]
 
+    def on_market(self) -> list[Attempt]:
+        """What the campaign still has on the market, billing something: what it holds, and
+        its stopped rentals (their storage bills until they are destroyed)."""
+        return [
+            a
+            for a in self.attempts.values()
+            if a.owned and (a.life.phase in HELD or a.life.phase == Phase.STOPPED)
+        ]
+
     def destroys_due(self) -> tuple[int, ...]:
         """Given up, never proven, and still held: a destroy that failed, or a rental that
         came back after its destroy (core/rules asks for it again)."""
