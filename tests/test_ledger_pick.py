@@ -77,3 +77,18 @@ def test_ssh_into_a_stopped_rental_names_the_start_key(data, capsys):
     assert main(["ssh", "77", "--print"]) == 2
     err = capsys.readouterr().err
     assert "is stopped" in err and "`a` in the dashboard" in err  # `s` is Stop
+
+
+def test_receipt_and_ledger_without_ledger_read_the_demos(data, capsys):
+    """After `rentwatch demo`, `rentwatch receipt` and `rentwatch ledger SQL` read its
+    ledger, not a missing default one; with two ledgers and no campaign they say which."""
+    _ledger(data / "demo-ledger.duckdb", "demo", 77)
+    assert main(["receipt", "--json"]) == 0
+    assert '"demo"' in capsys.readouterr().out
+    assert main(["ledger", "--json", "select count(*) n from events"]) == 0
+    assert '"n": 3' in capsys.readouterr().out  # the demo's three events
+    _ledger(data / "ledger.duckdb", "sweep", 88)  # the default one, as a real run makes
+    assert main(["receipt", "--campaign", "demo", "--json"]) == 0
+    assert '"demo"' in capsys.readouterr().out
+    assert main(["receipt", "--json"]) == 0  # the default is read when it has anything
+    assert '"sweep"' in capsys.readouterr().out

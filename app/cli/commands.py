@@ -95,7 +95,11 @@ def cmd_receipt(args: argparse.Namespace) -> int:
     import json
 
     from ..run.receipt_text import print_receipts
+    from .ledger_pick import ledger_for
 
+    # without --ledger: the user's ledger that knows the campaign (after `rentwatch demo`,
+    # the demo's), or the only one with anything in it
+    args.ledger = str(ledger_for(args.ledger, campaign=args.campaign))
     remote = _remote_ledger(args.ledger)
     if remote is not None:  # a running controller holds the file: it answers
         receipts = remote.receipt(args.campaign)
@@ -118,7 +122,9 @@ PIPED_WIDTH = 2000  # columns of `rentwatch ledger`'s table when stdout is not a
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from ..ledger.export import export_result, print_result
+    from .ledger_pick import ledger_for
 
+    args.ledger = str(ledger_for(args.ledger))  # without --ledger: the one the user has
     remote = _remote_ledger(args.ledger)
     if remote is not None:  # a running controller holds the file: it answers
         result = remote.query_all(args.sql, args.limit)
