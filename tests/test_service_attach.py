@@ -289,3 +289,43 @@ def test_quitting_with_stop_waits_on_a_remote_controller_by_its_answers(tmp_path
         assert await asyncio.to_thread(_wait_gone, target, None, None, 5.0)
 
     asyncio.run(main())
+
+
+def test_a_demo_nobody_watches_or_kept_ends_itself(tmp_path, runtime):
+    """Issue 29, item 8: a demo whose terminal was closed left its controller running for
+    over an hour. One nobody watches, and nobody chose to leave running, stops what it holds
+    and exits once its window passes; one a person left running ("Leave running") does not."""
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"))
+    window = ["--end-unwatched-min", "0.1"]  # six seconds
+    argv = ["--demo", "--time-scale", "120", "--seed", "7", *window]
+    kept_ledger = (tmp_path / "kept.duckdb").resolve()
+    target, kept = connect(argv, kept_ledger, None, env)
+    ledger = (tmp_path / "demo.duckdb").resolve()
+    _, proc = connect(argv, ledger, None, env)
+    assert kept is not None and proc is not None
+    try:
+        watcher = RemoteEngine(target, pid=kept.pid)
+        got: list = []
+        watcher.on_snapshot = got.append
+        watcher.start()
+        _until(lambda: got, 30, "a snapshot")
+        time.sleep(8)  # past the window, watched all along: it runs on
+        assert kept.poll() is None
+        from rentwatch.run.service.remote import ControllerClient
+
+        client = ControllerClient(target)
+        client.keep()  # what the quit dialog's Leave running sends
+        client.close()
+        watcher.shutdown("leave")
+        _until(lambda: proc.poll() is not None, 90, "the unwatched demo's end")
+        assert proc.returncode == 0
+        log = Path(str(ledger) + ".log").read_text()
+        assert "nobody has watched for" in log
+        rows = Ledger(ledger, read_only=True).instance_rows()
+        assert rows and all(r["stopped_at"] or r["destroyed_at"] for r in rows), rows
+        time.sleep(7)  # the kept one, unwatched past its window too, runs on
+        assert kept.poll() is None
+    finally:
+        _kill(kept.pid)
+        _kill(proc.pid)
+    _until(lambda: kept.poll() is not None, 60, "the kept demo's stop")

@@ -29,8 +29,16 @@ def _say(line: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {clean(line, 2000)}", flush=True)
 
 
-def serve_engine(engine: Any, ledger: Ledger, ledger_path: Path, campaign: str) -> int:
-    """Serve `engine` on the ledger's socket until a shutdown request or a signal ends it."""
+def serve_engine(
+    engine: Any,
+    ledger: Ledger,
+    ledger_path: Path,
+    campaign: str,
+    end_unwatched_s: float | None = None,
+) -> int:
+    """Serve `engine` on the ledger's socket until a shutdown request or a signal ends it;
+    with `end_unwatched_s`, also once no dashboard has watched that long and nobody chose
+    to leave it running (a demo whose terminal was closed)."""
     from ..run.service.controller import EngineService
 
     caught: list[int] = []
@@ -53,11 +61,21 @@ def serve_engine(engine: Any, ledger: Ledger, ledger_path: Path, campaign: str) 
         return 2
     engine.on_error = lambda msg: _say(f"error  {msg}")
     _say(f"serving  controller API on unix:{sock} for campaign {campaign}")
+    unwatched = False
     try:
         while engine.alive() and not caught:
             woken.wait(0.5)
+            ctrl = service.ctrl
+            if end_unwatched_s is not None and not ctrl.kept:
+                unwatched = ctrl.unwatched_for() >= end_unwatched_s
+                if unwatched:
+                    _say(
+                        f"end    nobody has watched for {end_unwatched_s / 60:.0f} min and "
+                        "nobody chose to leave it running: stopping what it holds"
+                    )
+                    break
     finally:
-        mode = "trap" if caught else engine.exit_mode
+        mode = "trap" if caught else ("stop" if unwatched else engine.exit_mode)
         if caught:
             _say(f"trap   signal {signal.Signals(caught[-1]).name}: releasing what is held")
         service.stop(mode, _say)
@@ -130,7 +148,9 @@ def cmd_controller(args: argparse.Namespace) -> int:
     engine.on_supervisor = listen
     code = 1
     try:
-        code = serve_engine(engine, ledger, ledger_path, campaign.name)
+        # a demo nobody watches and nobody kept ends itself (another campaign never does)
+        unwatched = args.end_unwatched_min * 60 if args.demo else None
+        code = serve_engine(engine, ledger, ledger_path, campaign.name, unwatched)
         return code
     finally:
         for a in alerts:
@@ -154,6 +174,12 @@ def add_parser(sub: Any, positive: Any = float) -> None:
     c.add_argument("--ledger", required=True, help="ledger file")
     c.add_argument("--policy", default="default")
     c.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
+    c.add_argument(
+        "--end-unwatched-min",
+        type=positive,
+        default=15.0,
+        help="--demo: end once no dashboard has watched this long and nobody left it running",
+    )
     from .flags import add_alert_flags
 
     add_alert_flags(c)

@@ -63,6 +63,23 @@ class Controller:
         self._end: Callable[[str], Awaitable[None]] | None = None
         self._gen = 0  # bumped by each poll and each intent: streams wake on it
         self.changed = asyncio.Event()
+        # who watches: dashboards streaming now, since when none has, and whether a person
+        # chose to leave it running (a demo nobody watches and nobody kept ends itself)
+        self.watchers = 0
+        self._unwatched_since = monotonic()
+        self.kept = False
+
+    def watch_started(self) -> None:
+        self.watchers += 1
+
+    def watch_ended(self) -> None:
+        self.watchers = max(0, self.watchers - 1)
+        if self.watchers == 0:
+            self._unwatched_since = self._monotonic()
+
+    def unwatched_for(self) -> float:
+        """Seconds since the last dashboard stopped watching (0 while one watches)."""
+        return 0.0 if self.watchers else self._monotonic() - self._unwatched_since
 
     # -- binding ---------------------------------------------------------------------------
     def bind(self, sup: Supervisor, end: Callable[[str], Awaitable[None]] | None = None) -> None:

@@ -177,6 +177,10 @@ class ControllerClient:
     def shutdown(self, mode: str) -> str:
         return str(self._call("POST", "/v1/shutdown", json={"mode": mode})["done"])
 
+    def keep(self) -> None:
+        """Say a person left it running on purpose (the quit dialog's Leave running)."""
+        self._call("POST", "/v1/keep")
+
     def close(self) -> None:
         self._http.close()
 

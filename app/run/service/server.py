@@ -10,6 +10,7 @@ where every request must carry the token from a 0600 token file.
     DELETE /v1/query/{id}          cancel a running query
     GET    /v1/receipt[?campaign=] the receipt, as `rentwatch receipt --json`
     POST   /v1/shutdown            {"mode": "stop"|"detach"}
+    POST   /v1/keep                a person left it running: no end for want of a watcher
 
 Errors are JSON `{"error": {"type", "title", "message"}}` with a 4xx/5xx status. The market's
 API key is never part of any answer: nothing here can read it (the client holds it privately).
@@ -121,6 +122,7 @@ class ServiceServer:
                 web.delete("/v1/query/{qid}", self.cancel),
                 web.get("/v1/receipt", self.receipt),
                 web.post("/v1/shutdown", self.shutdown),
+                web.post("/v1/keep", self.keep),
                 *self.extra_routes,
             ]
         )
@@ -198,6 +200,7 @@ class ServiceServer:
         task = asyncio.current_task()
         if task is not None:
             self._streams.add(task)
+        self.ctrl.watch_started()
         sent: dict[str, Any] | None = None
         said = 0
         last_write = 0.0
@@ -238,6 +241,7 @@ class ServiceServer:
         except ConnectionResetError:
             pass  # the dashboard went away: nothing to clean up but this stream
         finally:
+            self.ctrl.watch_ended()
             if task is not None:
                 self._streams.discard(task)
         return resp
@@ -271,6 +275,11 @@ class ServiceServer:
 
     async def receipt(self, request: web.Request) -> web.StreamResponse:
         return _json(await self.ctrl.receipt(request.query.get("campaign")))
+
+    async def keep(self, request: web.Request) -> web.StreamResponse:
+        """A person chose to leave it running: it does not end itself for want of a watcher."""
+        self.ctrl.kept = True
+        return _json({"ok": True})
 
     async def shutdown(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)

@@ -9,6 +9,7 @@ running in the background, supervised, for a later `rentwatch attach`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -175,6 +176,13 @@ def attach_dashboard(
     app = RentwatchApp(engine, ledger)
 
     def finish(result: str | None) -> int:
+        if result == "leave":  # chosen: a demo left this way does not end itself unwatched
+            with contextlib.suppress(api.ServiceError):
+                keeper = ControllerClient(target, timeout=5.0)
+                try:
+                    keeper.keep()
+                finally:
+                    keeper.close()
         if engine.alive():
             engine.shutdown("leave")  # a crashed dashboard never stops a campaign
         ledger.close()
