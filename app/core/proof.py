@@ -43,12 +43,6 @@ def exact_entry(n: int, r: int, c: int) -> int:
     return sum(((r + k) % 7 - 3) * ((k + 2 * c) % 5 - 2) for k in range(n))
 
 
-def new_nonce() -> int:
-    import secrets
-
-    return secrets.randbelow(2**31 - 1) + 1
-
-
 def check_samples(mm: dict[str, Any], nonce: int, backend: str) -> str | None:
     """None when the document's entries are the product's at this nonce's positions; else
     what is wrong with them, in words. The driver path's fp32 sums are integers under 2^24,

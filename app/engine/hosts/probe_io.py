@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import shlex
 from importlib import resources
 from typing import Any
@@ -112,6 +113,11 @@ def parse_probe_output(raw: bytes, probe: str, truncated: bool = False) -> dict[
     ):
         raise ProbeError(f"{probe} printed JSON of the wrong shape")
     return doc
+
+
+def new_nonce() -> int:
+    """A fresh nonce for one preflight run (core/proof): unguessable, never 0."""
+    return secrets.randbelow(2**31 - 1) + 1
 
 
 def preflight_command(

@@ -13,7 +13,6 @@ from ...core.campaign import Campaign
 from ...core.host_checks import deep_checks, first_failure, xid_check
 from ...core.lifecycle import Phase
 from ...core.policy import Policy
-from ...core.proof import new_nonce
 from ...core.rules import low_util_since
 from ...core.verdict import Verdict, detect_throttle, finite, preflight_verdict
 from ...ledger import EventKind
@@ -28,6 +27,7 @@ from .probe_io import (
     ProbeError,
     bounded,
     failure_text,
+    new_nonce,
     parse_probe_output,
     preflight_command,
     probe_run_text,
