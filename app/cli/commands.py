@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import RentwatchError
@@ -145,9 +146,20 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 def _read_campaign(path: str) -> Campaign:
     """A campaign file, parsed; an unreadable or non-UTF-8 one is a ConfigError (a message, no
     traceback)."""
-    from ..core.campaign import parse_campaign
+    import dataclasses
 
-    return parse_campaign(_read_text(path, "campaign"), path)
+    from ..core.campaign import parse_campaign
+    from ..core.errors import ConfigError
+
+    camp = parse_campaign(_read_text(path, "campaign"), path)
+    # uploads are the operator's files beside the campaign: found from its folder, wherever
+    # the controller runs (a `run --background` controller has a cwd of its own)
+    here = Path(path).resolve().parent
+    upload = tuple(str(here / u) for u in camp.upload)
+    missing = [u for u in upload if not Path(u).exists()]
+    if missing:  # said before anything is rented, not on the first host
+        raise ConfigError(f"{path}: upload: no such file or folder: {', '.join(missing)}")
+    return dataclasses.replace(camp, upload=upload)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

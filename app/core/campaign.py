@@ -75,6 +75,12 @@ class Campaign:
     notify: tuple[str, ...] = ()  # where notices go (apprise URLs)
     # where jobs' artifacts and checkpoints land (None: the user data directory's artifacts/)
     artifacts_dir: str | None = None
+    # local files and folders pushed over SFTP into each job's workdir on a proven host before
+    # its first job there (relative paths: from the campaign file's folder)
+    upload: tuple[str, ...] = ()
+
+
+MAX_UPLOADS = 64
 
 
 def _line_of(text: str, key: str) -> str:
@@ -128,6 +134,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         "max_bid_dph",
         "notify",
         "artifacts_dir",
+        "upload",
     }
     for key in data:
         if key not in known:
@@ -180,6 +187,11 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     artifacts_dir = get("artifacts_dir", str, None)
     if artifacts_dir is not None and not artifacts_dir.strip():
         raise fail("artifacts_dir", "expected a folder path, got an empty string")
+    upload = get("upload", list, [])
+    if len(upload) > MAX_UPLOADS or not all(
+        isinstance(u, str) and u.strip() and "\0" not in u for u in upload
+    ):
+        raise fail("upload", f"expected a list of up to {MAX_UPLOADS} local paths (strings)")
     jobs_raw = get("jobs", list, [])
     jobs: list[Job] = []
     for i, raw in enumerate(jobs_raw):
@@ -210,6 +222,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         max_bid_dph=max_bid,
         notify=tuple(notify),
         artifacts_dir=artifacts_dir,
+        upload=tuple(upload),
     )
 
 

@@ -81,7 +81,13 @@ class Supervisor:
         self.link = HostLink(ssh, market, self.journal, max_parallel_ssh)
         self.link.io_floor_max = max(self.link.io_floor_max, policy.io_floor_wall_s)
         self.job_work = JobWork(
-            JobQueue(campaign.jobs), self.fleet, self.link, self.journal, market, artifacts_root
+            JobQueue(campaign.jobs),
+            self.fleet,
+            self.link,
+            self.journal,
+            market,
+            artifacts_root,
+            uploads=campaign.upload,
         )
         self.blame_book = BlameBook(self.journal, campaign)  # whose fault: host or campaign
         self.job_work.blame_book = self.blame_book

@@ -32,6 +32,7 @@ class EventKind(StrEnum):
     JOB_STARTED = "job_started"
     JOB_FINISHED = "job_finished"
     ARTIFACTS = "artifacts"
+    UPLOADED = "uploaded"  # the campaign's `upload` pushed to a host's job folder, checksummed
     TRAP = "trap"
     ADOPTED = "adopted"
     DETACHED = "detached"

@@ -37,6 +37,7 @@ from .runner import (
     summary,
 )
 from .swap_watch import SwapWatch
+from .upload import UploadError, push_uploads
 
 K = EventKind
 GONE = ("vanished", "none")  # states that say the job's process is not there
@@ -52,8 +53,11 @@ class JobWork:
         journal: Journal,
         clock: Clock,
         artifacts_root: Path = Path("artifacts"),
+        uploads: tuple[str, ...] = (),
     ) -> None:
         self.queue = queue
+        self.uploads = uploads  # the campaign's `upload`: pushed once per host and job folder
+        self._uploaded: set[tuple[int, str]] = set()
         self.fleet = fleet
         self.link = link
         self.journal = journal
@@ -180,6 +184,8 @@ class JobWork:
             job = self.queue.take(a.instance_id, now, biggest=self.by_work)
             if job is None:
                 continue
+            if not await self._upload(a, job, now):
+                continue
             await self._resume_from_checkpoint(a, job)
             if job.job.secret_env:
                 self.journal.fact(
@@ -215,6 +221,36 @@ class JobWork:
             self.journal.say(
                 f"job    {job.name} started on i:{a.instance_id} (attempt {job.attempts})"
             )
+
+    async def _upload(self, a: Attempt, job: JobState, now: float) -> bool:
+        """The campaign's uploads into this job's folder on this host, once (a restart pushes
+        them again: it overwrites). False when they could not be pushed: the job is queued
+        again, the host's fault unless a local file is what failed."""
+        key = (a.instance_id, job.job.workdir)
+        if not self.uploads or key in self._uploaded:
+            return True
+        try:
+            records = await self.link.on_connection(
+                a, lambda conn: push_uploads(conn, self.uploads, job.job.workdir)
+            )
+        except UploadError as exc:  # the operator's files: each host would fail alike
+            self.requeue(job, now, f"could not upload: {exc}")
+            return False
+        except SFTP_ERRORS as exc:
+            self.requeue(job, now, f"could not upload to its host: {exc}", host_fault=True)
+            return False
+        self._uploaded.add(key)
+        size = sum(int(str(r["bytes"])) for r in records)
+        self.journal.fact(
+            K.UPLOADED,
+            a,
+            at=now,
+            actor="engine",
+            reason=f"uploaded {len(records)} file(s), {size} bytes to {job.job.workdir}",
+            detail={"workdir": job.job.workdir, "files": records[:500], "job": job.name},
+        )
+        self.journal.say(f"upload {len(records)} file(s), {size} bytes -> i:{a.instance_id}")
+        return True
 
     async def check(self, a: Attempt, job: JobState) -> None:
         """Look at a running job: its log line, its timeout, its checkpoint, its end."""

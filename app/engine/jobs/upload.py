@@ -1,0 +1,74 @@
+"""The campaign's `upload`: the operator's local files and folders, pushed over SFTP into a
+job's folder on a proven host before the first job there (issue 29, item 7: a first real
+campaign had no way to get its code onto the host). Regular files only, never through a
+symlink; each file's sha256 is computed from what was read and sent, and goes to the ledger."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import asyncssh
+
+from ...core.errors import RentwatchError
+from .runner import safe_relative
+
+CHUNK = 256 * 1024
+MAX_UPLOAD_BYTES = 4 << 30  # over all of a campaign's uploads, each time they are pushed
+MAX_UPLOAD_FILES = 20_000
+
+
+class UploadError(RentwatchError):
+    title = "upload"
+
+
+def local_files(paths: Sequence[str]) -> Iterator[tuple[Path, str]]:
+    """(local file, its path under the job folder) for each upload: a file lands under its
+    own name, a folder under its name with what is below it. Symlinks are skipped."""
+    for raw in paths:
+        top = Path(raw)
+        if top.is_symlink() or not top.exists():
+            raise UploadError(f"{raw}: no such file or folder (or a symlink, not followed)")
+        if top.is_file():
+            yield top, top.name
+            continue
+        for folder, subs, names in os.walk(top):  # a linked folder is never entered
+            subs.sort()
+            for name in sorted(names):
+                p = Path(folder) / name
+                if p.is_file() and not p.is_symlink():
+                    yield p, posixpath.join(top.name, p.relative_to(top).as_posix())
+
+
+async def push_uploads(
+    conn: asyncssh.SSHClientConnection, paths: Sequence[str], workdir: str
+) -> list[dict[str, object]]:
+    """Every upload into `workdir` on the host; a record (path, bytes, sha256) per file."""
+    files = list(local_files(paths))
+    if len(files) > MAX_UPLOAD_FILES:
+        raise UploadError(f"{len(files)} files to upload, over the cap of {MAX_UPLOAD_FILES}")
+    total = sum(p.stat().st_size for p, _ in files)
+    if total > MAX_UPLOAD_BYTES:
+        raise UploadError(f"{total} bytes to upload, over the cap of {MAX_UPLOAD_BYTES}")
+    out: list[dict[str, object]] = []
+    sftp = await conn.start_sftp_client()
+    try:
+        for local, rel in files:
+            remote = posixpath.join(workdir, safe_relative(rel))
+            parent = posixpath.dirname(remote)
+            if parent and parent != ".":
+                await sftp.makedirs(parent, exist_ok=True)
+            digest, size = hashlib.sha256(), 0
+            async with sftp.open(remote, "wb") as f:
+                with local.open("rb") as src:
+                    while chunk := src.read(CHUNK):
+                        digest.update(chunk)
+                        size += len(chunk)
+                        await f.write(chunk)
+            out.append({"path": rel, "bytes": size, "sha256": digest.hexdigest()})
+    finally:
+        sftp.exit()
+    return out
