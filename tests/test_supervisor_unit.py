@@ -20,6 +20,7 @@ from rentwatch.core.verdict import Throttle, Verdict
 from rentwatch.engine.hosts.ssh import HostKeyChanged, RunResult, SSHRunner, load_or_create_key
 from rentwatch.engine.intents import CreateIntent, StartIntent
 from rentwatch.engine.operator import HUMAN_RECENT_S, STARTED_BY_PERSON
+from rentwatch.engine.rounds import rounds
 from rentwatch.engine.session import Session
 from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
@@ -691,7 +692,7 @@ def test_a_hosts_tending_that_died_is_said_and_started_again(key):
 
 
 def test_one_poll_loop_goes_on_past_an_error_only_when_told(key):
-    """`Supervisor.rounds` is the one poll loop: the dashboard's engine gives it an error
+    """`engine.rounds` is the one poll loop: the dashboard's engine gives it an error
     handler and it polls on; headless gives none and the error ends the run."""
 
     async def body(sup, market, ledger):
@@ -707,7 +708,8 @@ def test_one_poll_loop_goes_on_past_an_error_only_when_told(key):
             return await real()
 
         sup.poll_once = flaky
-        await sup.rounds(
+        await rounds(
+            sup,
             lambda: len(polls) >= 4,
             lambda: after.append(len(polls)),
             lambda e: errors.append(str(e)),
@@ -715,7 +717,7 @@ def test_one_poll_loop_goes_on_past_an_error_only_when_told(key):
         assert errors == ["a poll that failed"] and after == [1, 2, 3, 4]
         polls.clear()
         with pytest.raises(RuntimeError, match="a poll that failed"):
-            await sup.rounds(lambda: len(polls) >= 4)
+            await rounds(sup, lambda: len(polls) >= 4)
         assert len(polls) == 2
 
     run(key, body)
@@ -739,3 +741,73 @@ def test_ending_a_finished_campaign_destroys_its_stopped_rentals(key):
         assert d.instance_id == iid and d.actor == "human"
 
     run(key, body)
+
+
+def test_close_never_hangs_on_a_task_that_lost_its_cancel(key, monkeypatch):
+    """A detached run's exit hung: a host's tend task had lost its cancel (Python 3.11's
+    wait_for drops one landing as its inner call ends) and slept on forever. Close cancels
+    again; a task that still will not end is said and left behind."""
+    from rentwatch.engine import supervisor as sv
+
+    monkeypatch.setattr(sv, "CLOSE_WAIT_S", 0.05)
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        a = sup.attempts[iid]
+        swallowed: list[int] = []
+
+        async def loses_one_cancel():
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                swallowed.append(1)  # as if the cancel had gone astray
+            await asyncio.sleep(3600)  # cancelled again by close: ends here
+
+        release = asyncio.Event()
+
+        async def never_ends():
+            while not release.is_set():
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    continue
+
+        a.tend_task = asyncio.create_task(loses_one_cancel())
+        await asyncio.sleep(0)
+        await asyncio.wait_for(sup.close(), 5)
+        assert swallowed == [1] and a.tend_task.cancelled()
+        a.tend_task = asyncio.create_task(never_ends())
+        await asyncio.sleep(0)
+        said: list[str] = []
+        sup.journal.log = said.append
+        await asyncio.wait_for(sup.close(), 5)
+        assert any("would not end" in s for s in said), said
+        release.set()  # the test's own: let it end now
+        a.tend_task.cancel()
+        await asyncio.wait_for(a.tend_task, 5)
+
+    run(key, body)
+
+
+def test_a_loop_whose_cancel_was_lost_still_ends():
+    from rentwatch.engine.rounds import raise_if_cancelled
+
+    async def main() -> list[str]:
+        seen: list[str] = []
+
+        async def loop() -> None:
+            while True:
+                raise_if_cancelled()
+                try:
+                    await asyncio.sleep(0.01)
+                except asyncio.CancelledError:
+                    seen.append("lost")  # a library swallowed it; the task still cancelling
+
+        t = asyncio.create_task(loop())
+        await asyncio.sleep(0.02)
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(t, 2)
+        return seen
+
+    assert asyncio.run(main()) == ["lost"]

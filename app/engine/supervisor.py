@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,10 +49,12 @@ from .observer import Observer
 from .offers import OfferBook
 from .operator import HUMAN_RECENT_S, STARTED_BY_PERSON, Operator
 from .recovery import Recovery
+from .rounds import rounds
 from .tier import TierWatch
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
 K = EventKind
+CLOSE_TRIES, CLOSE_WAIT_S = 4, 2.0  # cancels of a host task at close, and the wait after each
 
 
 class Supervisor:
@@ -356,37 +357,9 @@ class Supervisor:
     # -- the run and its end ------------------------------------------------------------------
     async def run(self) -> Outcome:
         """Poll until the rules finish the campaign (the session prepares and ends it)."""
-        await self.rounds(lambda: self.finished is not None)
+        await rounds(self, lambda: self.finished is not None)
         assert self.finished is not None
         return self.finished
-
-    async def rounds(
-        self,
-        until: Callable[[], bool],
-        after: Callable[[], None] | None = None,
-        on_error: Callable[[Exception], None] | None = None,
-        cap_s: float = float("inf"),
-        monotonic: Callable[[], float] = time.monotonic,
-        floor_s: float = 0.02,
-    ) -> None:
-        """The one poll loop (headless and the controller through `run`, the dashboard's
-        engine thread with its own `until`): a poll, then `after` (a dashboard's snapshot),
-        then the wait to the next poll, start to start, `floor_s` to `cap_s` wall seconds. A
-        poll's error goes to `on_error` and the loop goes on; without one it is raised."""
-        while not until():
-            t0 = monotonic()
-            try:
-                await self.poll_once()
-            except Exception as exc:
-                if on_error is None:
-                    raise
-                on_error(exc)
-            if after is not None:
-                after()
-            if until():
-                return
-            wait = self.poll_wait(cap_s, floor_s) - (monotonic() - t0)
-            await asyncio.sleep(max(floor_s, wait))
 
     async def release_all(self, actor: str, reason: str) -> None:
         """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest."""
@@ -439,8 +412,20 @@ class Supervisor:
             task.cancel()
 
     async def close(self) -> None:
+        """Every host task cancelled and waited for. One that lost its cancel (Python 3.11's
+        `wait_for` drops one that lands as its inner call finishes: a detached run's exit hung
+        on a tend task sleeping on) is cancelled again; one that still will not end is left,
+        said, so an exit never hangs on it. A cancel of close itself reaches its caller."""
         tasks = self._tasks()
         self._cancel_tasks()
-        # the tasks' own errors are theirs (each has said it); a cancel of close itself
-        # still reaches its caller
-        await asyncio.gather(*tasks, return_exceptions=True)
+        pending = set(tasks)
+        for _ in range(CLOSE_TRIES):
+            if not pending:
+                break
+            _, pending = await asyncio.wait(pending, timeout=CLOSE_WAIT_S)
+            for t in pending:
+                t.cancel()
+        if pending:
+            self.journal.say(f"close  {len(pending)} host task(s) would not end: left behind")
+        # the tasks' own errors are theirs (each has said it)
+        await asyncio.gather(*(t for t in tasks if t not in pending), return_exceptions=True)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..engine.intents import EndIntent, Intent
+from ..engine.rounds import rounds
 from ..engine.session import Session
 from ..market.errors import AuthError
 from ..views.snapshot import FleetReadout, snapshot
@@ -100,8 +101,8 @@ class EngineThread:
             self.on_snapshot(snapshot(sup, sup.now()))
 
         try:
-            await sup.rounds(
-                self._stop.is_set, polled, failed, self.max_wall_poll, self._monotonic, floor_s=0.05
+            await rounds(
+                sup, self._stop.is_set, polled, failed, self.max_wall_poll, self._monotonic, 0.05
             )
         finally:
             if self.exit_mode == "detach":

@@ -21,6 +21,7 @@ from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..jobs.work import JobWork
 from ..journal import Journal
+from ..rounds import raise_if_cancelled
 from .link import HostLink
 from .probe_io import (
     NET_PROBE_URL,
@@ -292,6 +293,7 @@ class HostTender:
         await self._guarded(a, "arming the watchdog", self._arm_watchdog(a))
         last_beat = -1e18
         while a.life.phase == Phase.VERIFIED and not a.untrusted:
+            raise_if_cancelled()
             job = self.jobs.queue.on(a.instance_id)
             await asyncio.sleep(self.link.wall(self.job_poll_s if job else self.beat_s, 0.05))
             if a.life.phase != Phase.VERIFIED or a.untrusted:
