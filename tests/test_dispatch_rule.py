@@ -31,3 +31,19 @@ def test_no_job_goes_out_under_a_campaign_fault_or_with_nothing_pending():
     slots = [slot(1), slot(2)]
     assert dispatches(slots, 2, by_work=False, fault=True) == []
     assert dispatches(slots, 0, by_work=False, fault=False) == []
+
+
+def test_a_host_whose_last_job_is_finishing_gets_no_next_one():
+    """A job exited and its artifacts are coming off the host's folder: the next job there
+    would write over them. The example campaign pulled lora-r32's out/result.json as
+    lora-r8's (both wrote out/result.json in one workdir; the host looked free)."""
+    from rentwatch.core.campaign import Job
+    from rentwatch.core.jobs import JobQueue
+
+    queue = JobQueue((Job("a", "true"), Job("b", "true")))
+    first = queue.take(7, 1.0)
+    assert first is not None
+    first.status = "finishing"  # exited; its pull under way
+    assert queue.take(7, 2.0) is None, "a second job on a host still pulling the first"
+    queue.finished(first, 0, 3.0)
+    assert queue.take(7, 4.0) is not None

@@ -96,7 +96,7 @@ def test_the_log_takes_what_the_fleet_leaves_at_200x50():
                 await pilot.pause(0.05)
                 fleet = app.query_one("FleetView").size.height
                 log = app.query_one("#log").size.height
-                if fleet >= len(FLEET.instances) * 4:
+                if fleet >= len(FLEET.instances) * 4 and log > 9:
                     break
             return fleet, log
 

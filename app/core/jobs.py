@@ -101,7 +101,7 @@ class JobQueue:
         """The next pending job for a free, proven instance (hold and batch): in campaign
         order, or with `biggest` the largest sized job first (the longest work goes first to
         the fastest host, so the last job does not start late on a slow one)."""
-        if self.on(instance_id) is not None:
+        if self.holds(instance_id):  # running, or its last job's artifacts coming off
             return None
         pending = [j for j in self.jobs if j.status == "pending"]
         if biggest:
@@ -149,7 +149,7 @@ class Slot:
 
     instance_id: int
     speed: float  # expected TFLOP/s (its preflight's, less the throttling seen)
-    busy: bool  # a job is on it (running, or its artifacts coming off)
+    busy: bool  # a job is on it (running, or its artifacts coming off: `JobQueue.holds`)
     swap_due: bool  # to be stopped for a faster host once free (core/swap)
     routed: bool  # the last list answer gave an SSH route to start a job over
 

@@ -170,7 +170,9 @@ class JobWork:
             Slot(
                 a.instance_id,
                 self.speed(a),
-                busy=self.queue.on(a.instance_id) is not None,
+                # finishing too: its artifacts are still coming off that folder, and a next
+                # job there would write over them (two jobs' out/result.json, one file)
+                busy=self.queue.holds(a.instance_id),
                 swap_due=self.swaps.due(a.instance_id, now),
                 routed=a.ssh_host is not None and a.ssh_port is not None,
             )
@@ -318,9 +320,11 @@ class JobWork:
                 self.blame_book.job_finished(job.job.run)
             else:  # the same last line and exit on two machines: the job's fault, not theirs
                 self.blame_book.job_failed(a, job.job.run, st.exit_code, st.log_tail)
-        if job.job.artifacts:
-            await self._pull(a, job)
-        self.queue.finished(job, st.exit_code, now)
+        try:
+            if job.job.artifacts:
+                await self._pull(a, job)
+        finally:  # a pull cut short (its host stopped mid-pull) still settles the job
+            self.queue.finished(job, st.exit_code, now)
 
     def _delivery(self, a: Attempt, job: JobState, progress: float | None, now: float) -> None:
         """The host's delivery to this job: from the job's progress when it writes one, else
