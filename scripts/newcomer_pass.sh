@@ -396,7 +396,9 @@ capture left
 check has 'rentwatch-left=0'
 check hasnt 'stopping demo'
 tmux kill-session -t "$session"
-"$rentwatch" ls --json | grep -q '"campaign": "demo' || fail "the demo left running is not listed"
+# to a file first: `grep -q` stops reading at its match, and a pipe's writer then fails (pipefail)
+"$rentwatch" ls --json > "$out/ls-left.json"
+grep -q '"campaign": "demo' "$out/ls-left.json" || fail "the demo left running is not listed"
 
 tmux new-session -d -s "$session" -x 120 -y 36 \
   "cd '$work' && $envs '$rentwatch' attach --campaign demo; echo attach-left=\$?; sleep 600"

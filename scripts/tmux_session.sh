@@ -129,7 +129,8 @@ capture leave-dialog
 keys Enter
 wait_for 'rentwatch-left=' 60
 capture left
-"$rentwatch" ls --json | grep -q '"campaign": "demo' || {
+"$rentwatch" ls --json > "$work/ls-left.json" # not piped: `grep -q` stops reading at its match
+grep -q '"campaign": "demo' "$work/ls-left.json" || {
   echo "tmux_session: the demo left running is not listed" >&2
   exit 1
 }

@@ -169,3 +169,24 @@ def test_sim_on_a_port_already_taken(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["sim", "--port", "99999"])
     assert exc.value.code == 2
+
+
+def test_a_reader_that_goes_away_costs_no_traceback(tmp_path):
+    """`rentwatch ledger ... | head -1` and `rentwatch ls --json | grep -q`: the reader
+    stops reading; the command ends quietly (141, as a shell tool killed by SIGPIPE)."""
+    import subprocess
+    import sys
+
+    from rentwatch.ledger import Ledger
+
+    ledger = tmp_path / "l.duckdb"
+    Ledger(ledger).close()
+    cmd = [sys.executable, "-m", "rentwatch", "ledger", "--ledger", str(ledger), "--csv"]
+    cmd.append("select range as n, repeat('x', 200) as pad from range(200000)")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -212,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`| head`, `| grep -q`): nothing more to say, and no traceback;
+        # stdout goes to /dev/null so the interpreter's own flush at exit does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell tool that died of it
 
 
 if __name__ == "__main__":
