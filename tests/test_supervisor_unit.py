@@ -18,7 +18,7 @@ from rentwatch.core.policy import NAIVE, SEED, Policy
 from rentwatch.core.rules import Abandon, Create, Finish, StartPreflight, Stop, Verify
 from rentwatch.core.verdict import Throttle, Verdict
 from rentwatch.engine.hosts.ssh import HostKeyChanged, RunResult, SSHRunner, load_or_create_key
-from rentwatch.engine.intents import CreateIntent, StartIntent
+from rentwatch.engine.intents import CreateIntent, StartIntent, StopIntent
 from rentwatch.engine.operator import HUMAN_RECENT_S, STARTED_BY_PERSON
 from rentwatch.engine.rounds import rounds
 from rentwatch.engine.session import Session
@@ -811,3 +811,50 @@ def test_a_loop_whose_cancel_was_lost_still_ends():
         return seen
 
     assert asyncio.run(main()) == ["lost"]
+
+
+def test_every_figure_agrees_at_one_instant(key, tmp_path):
+    """Issue 29, item 3: the bar, the table's billed column, the detail screen, the receipt
+    (`rentwatch receipt`, the receipt screen), the ledger's `receipt` view and
+    `instances.total_usd` compute spend to the same moment, to the cent. The fake market's
+    clock stands still between polls: one instant, a fleet of booting, verified, stopped
+    and abandoned rentals, with storage billing on the stopped one."""
+    from rentwatch.views.detail import build
+    from rentwatch.views.snapshot import snapshot
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)  # verified, working
+        for _ in range(3):  # more creates: one frozen pull abandoned, one stopped by hand
+            market.t += 400
+            await sup.poll_once()
+        others = [i for i in sup.attempts if i != iid]
+        alive = [
+            i for i in others if sup.attempts[i].life.phase in (Phase.BOOTING, Phase.REQUESTED)
+        ]
+        if alive:
+            market.set(alive[0], actual="running", msg="")
+        market.t += 900
+        await sup.poll_once()
+        await sup.apply(StopIntent(iid, "stopped by hand"))  # storage bills on
+        market.t += 1800
+        await sup.poll_once()
+        now = sup.now()  # the instant: no poll, no clock movement below
+        bar = snapshot(sup, now)
+        (receipt,) = ledger.receipt(sup.campaign.name)
+        view = ledger.query("select total_usd from receipt").rows[0][0]
+        rows = {r["instance_id"]: r for r in ledger.instance_rows()}
+        per = dict(ledger.query("select instance_id, total_usd from instances").rows)
+        assert len(rows) >= 3 and any(r["stopped_at"] for r in rows.values())
+        for figure in (receipt["total_usd"], view, sum(per.values())):
+            assert figure == pytest.approx(bar.spent_usd, abs=0.005)
+        assert bar.spent_usd > 0.05, "nothing billed: the comparison would prove nothing"
+        compared = 0
+        for inst in bar.instances:
+            if inst.instance_id in per:
+                assert inst.billed_usd == pytest.approx(per[inst.instance_id], abs=0.005)
+                detail = await build(sup, inst.instance_id, logs=False)
+                assert detail.total_usd == pytest.approx(per[inst.instance_id], abs=0.005)
+                compared += 1
+        assert compared == len(per) >= 3
+
+    run(key, body, fleet=2, ledger=Ledger(tmp_path / "l.duckdb"))
