@@ -155,6 +155,20 @@ def test_destroying_a_host_that_had_already_gone_dark_is_no_false_kill():
     assert abs(s["usd_per_gpu_hour"] - 0.15 / (2200 / 3600)) < 1e-3
 
 
+def test_destroying_a_rental_the_market_had_stopped_is_no_false_kill():
+    """An outbid while it booted, then destroyed (nothing on it to keep): the market ended
+    it. One outbid and resumed before the destroy was running again: that one counts."""
+    paused = _row(1, "healthy", 0.0, destroyed=900.0, usd=0.02)
+    paused["outbid_at"] = [600.0]
+    resumed = _row(2, "healthy", 0.0, running=300.0, destroyed=2000.0, usd=0.1)
+    resumed["outbid_at"], resumed["resumed_at"] = [600.0], [700.0]
+    ended = _row(3, "healthy", 0.0, running=300.0, destroyed=1500.0, usd=0.1)
+    ended["market_stopped_at"] = 1400.0  # its contract's end
+    truth = {"now": 5000.0, "instances": [paused, resumed, ended]}
+    s = score(truth, RunFacts(0.0, 4000.0, 2, {2: 400.0, 3: 400.0}))
+    assert s["false_kills"] == 1
+
+
 def test_summary_counts_never_as_worst_and_names_the_worst_market():
     from rentwatch.referee.score import summarise
 

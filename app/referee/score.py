@@ -67,6 +67,27 @@ def delivers(row: Mapping[str, Any]) -> bool:
     return bool(flag) if flag is not None else row["behaviour"] in DELIVERING
 
 
+def _times(value: Any) -> list[float]:
+    """A truth field that holds one market time, a list of them, or nothing."""
+    items = value if isinstance(value, list) else [value]
+    return [float(t) for t in items if isinstance(t, int | float)]
+
+
+def market_had_stopped(row: Mapping[str, Any]) -> bool:
+    """The market had stopped it when it was destroyed (an outbid, a contract's end) and it
+    had not run again since: the destroy ended a pause, it killed nothing that delivered."""
+    gone = float(row["destroyed_at"])
+    stops = [
+        t
+        for key in ("outbid_at", "market_stopped_at", "expired_at")
+        for t in _times(row.get(key))
+        if t <= gone + EPS
+    ]
+    if not stops:
+        return False
+    return not any(max(stops) < t <= gone for t in _times(row.get("resumed_at")))
+
+
 def _held_end(row: Mapping[str, Any], finish: float) -> float:
     """When the instance stopped working for the policy: destroyed, stopped, its host went dark,
     or the run's end."""
@@ -100,7 +121,8 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
     now = float(truth["now"])
     rows = [r for r in truth["instances"] if r["created_at"] >= facts.start - EPS]
     duds = [r for r in rows if not delivers(r) or r["running_at"] is None]
-    # destroying a host that had already gone dark kills nothing that could still deliver
+    # destroying a host that had already gone dark kills nothing that could still deliver,
+    # nor does destroying one the market had stopped (outbid while it booted, say)
     false_kills = [
         r
         for r in rows
@@ -108,6 +130,7 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
         and r["destroyed_at"] is not None
         and r["destroyed_at"] < facts.finish - EPS
         and not (r.get("offline_at") is not None and r["offline_at"] <= r["destroyed_at"] + EPS)
+        and not market_had_stopped(r)
     ]
     lifetimes = [
         ((r["destroyed_at"] or r["stopped_at"] or now) - r["created_at"]) / 60 for r in duds
