@@ -239,3 +239,22 @@ def test_a_restart_holds_a_paused_bid_rental_and_the_end_stops_it(key):
     run(key, first, market=market, ledger=ledger, policy=DEFAULT, **camp)
     market.t += 60
     run(key, second, market=market, ledger=ledger, policy=DEFAULT, **camp)
+
+
+def test_under_auto_a_dry_bid_search_is_no_reason_to_end(key):
+    """A bid search leaves out machines held on-demand. A held-out market's `auto` campaign
+    ended "no fit offer left" after three creates while on-demand offers remained: now the
+    on-demand offers are searched before the rules may end for want of offers."""
+    held_on_demand = FakeMarket([offer(1, 10, 0.40), offer(2, 20, 0.45)])  # no min_bid: no bid
+
+    async def body(sup, market, ledger):
+        ds = await sup.poll_once()
+        assert not [d for d in ds if getattr(d, "rule", "") == "rule:no_offers"], ds
+        (c,) = only(ds, Create)
+        assert c.bid is None and c.offer is not None  # rented on-demand
+        (box,) = market.boxes.values()
+        assert box.bid is None
+        searched = [c for c in market.calls if c[0] == "search_offers"]
+        assert len(searched) >= 2  # the tier's, then on-demand's
+
+    run(key, body, market=held_on_demand, policy=DEFAULT, rental="auto", jobs=(JOB,))

@@ -24,7 +24,7 @@ from .bidding import (
     tier_cost,
     worth_bidding,
 )
-from .decisions import AttemptView, Create, Decision, Move, Rebid, Resume, Stop
+from .decisions import AttemptView, Create, Decision, Finish, Move, Rebid, Resume, Stop
 from .lifecycle import Phase
 from .models import Offer
 
@@ -78,6 +78,18 @@ def priced(out: Sequence[Decision], terms: BidTerms | None) -> list[Decision]:
             d = replace(d, bid=bid, why=f"{d.why}; {why}" if d.why else why)
         done.append(d)
     return done
+
+
+def tier_ran_dry(terms: BidTerms, out: Sequence[Decision]) -> bool:
+    """Under `auto`, the rules would end for want of fit offers on the tier. A bid search
+    leaves out every machine held on-demand (the real one, and the simulator, as it), so that
+    is no reason to end while on-demand offers remain: search those and decide again (a
+    held-out market ended after three creates and $0.04 so)."""
+    return (
+        terms.rental == "auto"
+        and terms.tier == "interruptible"
+        and any(isinstance(d, Finish) and d.rule == "rule:no_offers" for d in out)
+    )
 
 
 def tier_rules(

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core.bid_rules import tier_ran_dry
 from ..core.campaign import Campaign
 from ..core.errors import MalformedAnswer
 from ..core.jobs import JobQueue
@@ -307,7 +308,20 @@ class Supervisor:
                 work=self.offer_book.work_outlook(self.job_work.left(), self.campaign.fleet),
                 create_cap=1 if first else None,
             )
-        return decide(snap, self.policy, now)
+        out = decide(snap, self.policy, now)
+        if snap.bidding is not None and tier_ran_dry(snap.bidding, out):  # on-demand, then
+            self.offer_book.rental = "on-demand"
+            await self.offer_book.refresh()
+            snap = dataclasses.replace(
+                snap,
+                offers=self.offer_book.offers,
+                terms=self.offer_book.terms(),
+                history=self.offer_book.history(),
+                work=self.offer_book.work_outlook(self.job_work.left(), self.campaign.fleet),
+                bidding=dataclasses.replace(snap.bidding, tier="on-demand"),
+            )
+            out = decide(snap, self.policy, now)
+        return out
 
     def _free_since(self, a: Attempt) -> float | None:
         """Since when it has had no job (the drained rule's clock); a person's start holds
