@@ -30,11 +30,17 @@ def _market(**kw) -> SimMarket:
 
 
 async def _running(c: VastClient, n: int, timeout: float = 40) -> list[Instance]:
+    """`n` instances running, their routes as two list answers in a row give them (a direct
+    port is published a little after the proxy's: under load a test read one answer without
+    it and the next, raw, with it)."""
     deadline = time.monotonic() + timeout
+    last: list[tuple[int, tuple]] | None = None
     while time.monotonic() < deadline:
         live = [i for i in await c.list_instances() if i.actual_status == "running" and i.ssh_port]
-        if len(live) >= n:
+        seen = sorted((i.id, tuple(i.ssh_routes)) for i in live)
+        if len(live) >= n and seen == last:
             return live
+        last = seen
         await asyncio.sleep(0.1)
     raise AssertionError("never running")
 
