@@ -82,8 +82,8 @@ def priced(out: Sequence[Decision], terms: BidTerms | None) -> list[Decision]:
 
 def tier_ran_dry(terms: BidTerms, out: Sequence[Decision]) -> bool:
     """Under `auto`, the rules would end for want of fit offers on the tier. A bid search
-    leaves out every machine held on-demand (the real one, and the simulator, as it), so that
-    is no reason to end while on-demand offers remain: search those and decide again (a
+    leaves out every machine held on-demand (Vast's does, and so does the simulator's), so
+    that is no reason to end while on-demand offers remain: search those and decide again (a
     held-out market ended after three creates and $0.04 so)."""
     return (
         terms.rental == "auto"
