@@ -271,9 +271,8 @@ class Supervisor:
         host nobody tends has a watchdog nobody feeds, and a job nobody checks."""
         for a in self.fleet.in_service():
             t = a.tend_task
-            if t is None or not t.done() or t.cancelled() or t.exception() is None:
-                continue
-            if a.life.phase != Phase.VERIFIED or a.untrusted:
+            # (in service: verified now; an untrusted host's tending ends on purpose)
+            if t is None or not t.done() or t.cancelled() or t.exception() is None or a.untrusted:
                 continue
             exc = t.exception()
             self.journal.fact(
