@@ -7,7 +7,6 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from ..core.billing import Mark
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance, Offer
@@ -55,14 +54,13 @@ class Actions:
         if acted.answer_lost:
             detail["answer_lost"] = True  # dated to the send of the try that got no answer
         j.outcome(seq, at=acted.at, ok=True, detail=detail or None)
-        a.marks.append(Mark(acted.at, str(kind)))
+        a.mark(acted.at, str(kind))
         return acted.at
 
     async def start(self, a: Attempt, actor: str, reason: str) -> float:
         at = await self.change(a, K.START, actor, reason)
-        a.stopped_by_us = False
         self.journal.move(a, Phase.BOOTING, at, reason)
-        a.status_since = at
+        a.started(at)
         return at
 
     async def stop(self, a: Attempt, actor: str, reason: str) -> bool:
@@ -80,7 +78,7 @@ class Actions:
         except REFUSALS as exc:
             self.journal.say(f"stop FAILED i:{a.instance_id}: {exc}")
             return False
-        a.stopped_by_us, a.outbid_at, a.resumed = True, None, False
+        a.stopped_ourselves()
         if a.life.phase != Phase.STOPPED:
             self.journal.move(a, Phase.STOPPED, at, reason)
         if a.preflight_task:
@@ -194,7 +192,7 @@ class Actions:
             bid=bid,
             min_bid=offer.min_bid,
         )
-        a.marks.append(Mark(at, "create", a.gpu_dph, a.storage_dph))
+        a.mark(at, "create")
         self.fleet.add(a)
         j.outcome(
             seq,

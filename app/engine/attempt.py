@@ -120,6 +120,192 @@ class Attempt:
         bills, again once its bid wins."""
         return self.bid is not None and not self.stopped_by_us
 
+    # -- what happened to it: the only writers of its fields (tests/test_attempt_writers.py) --
+    def mark(self, at: float, kind: str, gpu_dph: float | None = None) -> None:
+        """A billing mark (core/billing): a create, stop, start, status change or price."""
+        if kind == "create":
+            self.marks.append(Mark(at, kind, self.gpu_dph, self.storage_dph))
+        elif gpu_dph is not None:
+            self.marks.append(Mark(at, kind, gpu_dph=gpu_dph))
+        else:
+            self.marks.append(Mark(at, kind))
+
+    def marked(self, marks: list[Mark]) -> None:
+        self.marks.extend(marks)
+
+    def unwritten_off(self) -> None:
+        """Listed again after its write-off: the write-off's destroy mark is void."""
+        destroy = next((m for m in reversed(self.marks) if m.kind == "destroy"), None)
+        if destroy is not None:
+            self.marks.remove(destroy)
+        self.unseen = 0
+
+    def found(
+        self,
+        inst_status: str | None,
+        msg: str | None,
+        host: str | None,
+        port: int | None,
+        now: float,
+        proven: bool,
+    ) -> None:
+        """Adopted from the market (engine/recovery.py): where it stands now, and whether the
+        ledger holds a passed preflight for it (automation may stop it, never destroy it)."""
+        self.status, self.status_msg, self.status_since = inst_status, msg, now
+        self.ssh_host, self.ssh_port = host, port
+        self.life.proven = proven
+
+    def listed(self) -> None:
+        self.unseen = 0
+
+    def left_out(self) -> int:
+        """One more poll whose list left it out; how many in a row."""
+        self.unseen += 1
+        return self.unseen
+
+    def answered_unread(self) -> None:
+        """The market answered for it with a row it could not read: not unseen, not seen."""
+        self.unseen = 1
+
+    def preflight_again(self) -> None:
+        """A finished preflight that proved nothing is forgotten: a fresh one once it runs."""
+        self.preflight_task, self.verdict = None, None
+
+    def billed_at(self, dph: float) -> None:
+        self.dph_seen = max(self.dph_seen, dph)
+
+    def status_seen(self, status: str | None, msg: str | None, now: float) -> None:
+        if status != self.status or msg != self.status_msg:
+            self.status_since = now
+        self.status, self.status_msg = status, msg
+
+    def routed(self, host: str | None, port: int | None) -> None:
+        self.ssh_host, self.ssh_port = host, port
+
+    def came_up(self, now: float) -> None:
+        """Its container runs (booted, resumed, adopted running): the idle clock restarts."""
+        self.running_at = now
+
+    def util_seen(self, since: float | None) -> None:
+        """Since when its GPU has been idle by the policy (None: busy), from a row or sample."""
+        self.util_low_since = since
+
+    def deadlines_from(self, at: float) -> None:
+        """A start or a hand-over: its boot deadline counts from `at`."""
+        self.clock_from = at
+
+    def touched(self, at: float, act: str) -> None:
+        self.human_at, self.human_act = at, act
+
+    def handed_over(self, now: float) -> None:
+        """Supervised from now on: its deadlines, freeze window and idle grace count from now
+        (its status line may have stood still for longer while only observed)."""
+        self.owned = True
+        self.clock_from = self.status_since = now
+        if self.running_at is not None:
+            self.running_at = now
+        if self.util_low_since is not None:
+            self.util_low_since = now
+
+    def started(self, at: float) -> None:
+        """Our start went through: its status line counts from now; a stop of ours is undone."""
+        self.stopped_by_us = False
+        self.status_since = at
+
+    def stopped_ourselves(self) -> None:
+        """Our stop went through: an explicit stop never resumes by itself."""
+        self.stopped_by_us, self.outbid_at, self.resumed = True, None, False
+
+    def verified(self, now: float, by_preflight: bool) -> None:
+        if self.verified_at is None:
+            self.verified_at = now
+        if by_preflight:
+            self.life.proven = True
+
+    def tended_by(self, task: asyncio.Task[Any]) -> None:
+        self.tend_task = task
+
+    def abandoned_as(self, failure_class: str) -> None:
+        self.failure_class = failure_class
+
+    def key_changed(self, why: str) -> bool:
+        """Its SSH host key changed after it was pinned: distrusted for good. True the first
+        time."""
+        if self.untrusted:
+            return False
+        self.untrusted = why
+        return True
+
+    def job_said(self, line: str) -> None:
+        self.job_line = line
+
+    # the preflight's tries (engine/hosts/tender.py)
+    def preflight_running(self, task: asyncio.Task[Any]) -> None:
+        self.preflight_task = task
+
+    def ssh_waiting(self, why: str) -> None:
+        """No try made (no port yet) or none answered yet: what the pane shows meanwhile."""
+        self.ssh_error = why
+
+    def ssh_failed(self, why: str | None = None) -> None:
+        """A try that ended without the host's answer; `why` replaces the shown error."""
+        self.ssh_failures += 1
+        if why is not None:
+            self.ssh_error = why
+
+    def ssh_reached(self) -> None:
+        self.ssh_error = None
+
+    def probe_answered(self) -> None:
+        self.ssh_failures = 0
+
+    def judged(self, verdict: Verdict, doc: dict[str, Any] | None = None) -> None:
+        """The preflight's verdict, with the probe's document when it answered."""
+        self.verdict = verdict
+        if doc is not None:
+            self.preflight_doc = doc
+
+    def watchdog_seen(self, armed: bool) -> None:
+        """Armed on the host; False: a heartbeat found it gone."""
+        self.watchdog_armed = armed
+
+    def sampled(self, rows: list[dict[str, Any]], keep: int = 120) -> None:
+        self.samples = (self.samples + rows)[-keep:]
+
+    def throttle_seen(self, t: Throttle) -> None:
+        self.throttle = t
+
+    # the interruptible tier (engine/tier.py)
+    def outbid(self, now: float, min_bid: float | None) -> None:
+        self.outbid_at, self.resumed = now, False
+        self.min_bid = min_bid or self.min_bid
+
+    def min_bid_seen(self, min_bid: float) -> None:
+        self.min_bid = min_bid
+
+    def resumed_itself(self) -> None:
+        self.resumed, self.outbid_at = True, None
+
+    def rebid_tried(self) -> None:
+        self.rebids += 1
+
+    def rebid_to(self, price: float, at: float) -> None:
+        self.bid = self.gpu_dph = price
+        self.billed_at(price)
+        self.mark(at, "price", gpu_dph=price)
+
+    def back_in_service(self, now: float) -> None:
+        """A resumed bid rental taken back: running from now, not idle yet."""
+        self.resumed = False
+        self.running_at, self.util_low_since = now, None
+
+    def bid_held(
+        self, bid: float, min_bid: float | None, ours: bool, paused_at: float | None
+    ) -> None:
+        """Its bid from the ledger (an adopted bid rental): whether its last stop was ours, and
+        since when an outbid has paused it."""
+        self.bid, self.min_bid, self.stopped_by_us, self.outbid_at = bid, min_bid, ours, paused_at
+
     def went_silent(self, now: float) -> None:
         """A session to its host got no answer: the host may be offline, which the market's
         list cannot be asked for (offline is computed, not stored), so the poll looks; the

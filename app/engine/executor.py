@@ -142,10 +142,7 @@ class Executor:
     def verify(self, a: Attempt, d: Verify) -> None:
         now = self.market.answered_at()
         self.journal.move(a, Phase.VERIFIED, now, d.reason)
-        if a.verified_at is None:
-            a.verified_at = now
-        if d.by_preflight:
-            a.life.proven = True
+        a.verified(now, d.by_preflight)
         self.journal.fact(
             K.PREFLIGHT_PASSED,
             a,
@@ -163,4 +160,4 @@ class Executor:
         )
         self.journal.say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {d.reason}")
         if d.by_preflight and a.tend_task is None:
-            a.tend_task = asyncio.create_task(self.tender.tend(a))
+            a.tended_by(asyncio.create_task(self.tender.tend(a)))

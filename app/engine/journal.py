@@ -131,7 +131,7 @@ class Journal:
         detail: dict[str, Any] | None = None,
     ) -> None:
         """Abandon `a` (never proven: its destroy is due), with the failure class on record."""
-        a.failure_class = failure_class
+        a.abandoned_as(failure_class)
         self.move(a, Phase.ABANDONED, at, reason)
         self.fact(
             K.ABANDON,

@@ -18,7 +18,6 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..core.bidding import stop_cause
-from ..core.billing import Mark
 from ..core.errors import BadRow
 from ..core.lifecycle import Phase
 from ..core.models import Instance
@@ -140,7 +139,7 @@ class Observer:
                 listed = await self._ask(a, now)
                 if listed is None:
                     continue
-            a.unseen = 0
+            a.listed()
             self._see(a, listed, now)
 
     async def _asked(
@@ -153,7 +152,7 @@ class Observer:
             if held is not None and held.life.phase == Phase.LOST:
                 self._returned(held, listed, now)
             elif held is not None and held.life.phase != Phase.DESTROYED:
-                held.unseen = 0
+                held.listed()
                 self._see(held, listed, now)
         for iid in asked - live.keys() - bad:
             held = self.fleet.get(iid)
@@ -175,7 +174,7 @@ class Observer:
                 continue
             seen = await self._ask(a, now)
             if seen is not None:
-                a.unseen = 0
+                a.listed()
                 self._see(a, seen, now)
 
     async def _look(self, a: Attempt, now: float) -> Instance | None:
@@ -238,8 +237,7 @@ class Observer:
     async def _ask(self, a: Attempt, now: float) -> Instance | None:
         """Left out of the list: ask for it directly. The instance when the market answers
         for it; None when it is gone (written off) or still unseen."""
-        a.unseen += 1
-        if a.unseen == 1:
+        if a.left_out() == 1:
             self.journal.fact(
                 K.UNSEEN,
                 a,
@@ -252,7 +250,7 @@ class Observer:
         except BadRow as exc:
             # answered for, so not unseen (never written off for it), but unread: a bad row
             # (the client drops such rows from lists, so this is where they show)
-            a.unseen = 1
+            a.answered_unread()
             self._bad_row(a.instance_id, exc.problem, now)
             return None
         except NotFound:
@@ -280,7 +278,7 @@ class Observer:
 
     def _lost(self, a: Attempt, now: float, why: str) -> None:
         self.journal.move(a, Phase.LOST, now, why)
-        a.marks.append(Mark(now, "destroy"))
+        a.mark(now, "destroy")
         self.journal.fact(
             K.LOST,
             a,
@@ -301,10 +299,7 @@ class Observer:
         if said & {"destroyed", "destroying"}:
             return  # listed on its way out: the write-off stands
         gone = a.life.history[-1]  # the move into LOST
-        destroy = next((m for m in reversed(a.marks) if m.kind == "destroy"), None)
-        if destroy is not None:
-            a.marks.remove(destroy)
-        a.unseen = 0
+        a.unwritten_off()
         phase: Phase
         if gone.before in (Phase.ABANDONED, Phase.STOPPED):
             phase = gone.before
@@ -313,7 +308,7 @@ class Observer:
         else:
             phase = Phase.BOOTING
             if a.preflight_task is not None and a.preflight_task.done() and not a.life.proven:
-                a.preflight_task, a.verdict = None, None  # a fresh preflight once it runs
+                a.preflight_again()
         gap = now - gone.at
         why = f"listed again {gap / 60:.1f} min after its write-off ({gone.why})"
         self.journal.move(a, phase, now, why)
@@ -350,7 +345,7 @@ class Observer:
         said = "/".join(s or "-" for s in (inst.intended_status, inst.cur_state, inst.next_state))
         why = f"stopped by the market (intended/cur/next state: {said})"
         keep = a.passed_preflight or a.life.phase == Phase.VERIFIED  # as release_all keeps
-        a.marks.append(Mark(now, "stop"))
+        a.mark(now, "stop")
         if a.preflight_task:
             a.preflight_task.cancel()
         self.journal.fact(
@@ -380,7 +375,7 @@ class Observer:
             self.journal.say(
                 f"price  i:{a.instance_id} billed ${inst.dph_base:.4f}/h, offer said ${a.gpu_dph:.4f}/h"
             )
-        a.dph_seen = max(a.dph_seen, inst.dph_base)
+        a.billed_at(inst.dph_base)
         status = inst.known_status
         if status != a.status:
             changed = self._ran_from(a, inst, now) if status == "running" else now
@@ -394,20 +389,18 @@ class Observer:
             )
             # billing marks as Vast bills: nothing while offline (neither GPU nor storage)
             if a.status == "offline" and status not in ("offline", "stopped"):
-                a.marks.append(Mark(changed, "online"))  # the host answers again
+                a.mark(changed, "online")  # the host answers again
             gpu_on = ("running", "frozen")  # frozen: "GPU charges apply" (Vast's show-instance)
             if status in gpu_on and a.status not in gpu_on:
-                a.marks.append(Mark(changed, "running"))
+                a.mark(changed, "running")
             elif status == "offline":
-                a.marks.append(Mark(now, "offline"))
+                a.mark(now, "offline")
             elif a.status == "running" and status in ("exited", "unknown"):
-                a.marks.append(Mark(now, "halt"))
-        if status != a.status or inst.status_msg != a.status_msg:
-            a.status_since = now
-        a.status, a.status_msg = status, inst.status_msg
+                a.mark(now, "halt")
+        a.status_seen(status, inst.status_msg, now)
         if self.blame_book is not None and inst.status_msg and status != "running":
             self.blame_book.saw(a, inst.status_msg)  # layer progress: the registry serves it
-        a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
+        a.routed(inst.ssh_host, inst.ssh_port)
         if self.ssh is not None:
             self.ssh.set_routes(a.instance_id, inst)  # direct first, the proxy as fallback
         if a.bid is not None and self.tier is not None:
@@ -424,9 +417,9 @@ class Observer:
         if a.life.phase == Phase.REQUESTED:
             self.journal.move(a, Phase.BOOTING, now, "listed by the marketplace")
         if status == "running" and a.life.phase == Phase.BOOTING:
-            a.running_at = now
+            a.came_up(now)
             self.journal.move(a, Phase.RUNNING, now, "container running")
             if self.blame_book is not None:
                 self.blame_book.ran(a)  # the image pulled and started here: evidence
         if a.life.phase == Phase.VERIFIED:
-            a.util_low_since = low_util_since(a.util_low_since, inst.gpu_util, self.policy, now)
+            a.util_seen(low_util_since(a.util_low_since, inst.gpu_util, self.policy, now))

@@ -102,8 +102,7 @@ class Operator:
         return a
 
     def _touched(self, a: Attempt, act: str) -> None:
-        a.human_at = self.actions.market.now()
-        a.human_act = act
+        a.touched(self.actions.market.now(), act)
 
     async def _stop(self, a: Attempt, reason: str) -> bool:
         """A stop. Of a verified, supervised instance it also lowers the wanted fleet, first,
@@ -125,7 +124,7 @@ class Operator:
         fleet back by one (it is wanted again: the undo of a stop)."""
         was_stopped = a.life.phase == Phase.STOPPED
         at = await self.actions.start(a, HUMAN, reason)
-        a.clock_from = at
+        a.deadlines_from(at)
         self._touched(a, STARTED_BY_PERSON)
         self.journal.say(f"start  i:{a.instance_id} by human: its deadlines count from now")
         if a.owned and a.passed_preflight and was_stopped:
@@ -154,15 +153,7 @@ class Operator:
         if a.owned:
             raise AutomationRefused(f"instance {a.instance_id} is already supervised")
         now = self.actions.market.now()
-        a.owned = True
-        # its deadlines count from the hand-over: the boot deadline, the freeze window (its
-        # status line may have stood still for longer while only observed), the idle grace
-        a.clock_from = now
-        a.status_since = now
-        if a.running_at is not None:
-            a.running_at = now
-        if a.util_low_since is not None:
-            a.util_low_since = now
+        a.handed_over(now)
         self._touched(a, "handed over by a person")
         applies = (
             f"policy {self.policy}: boot, freeze and fatal-status rules (an instance that never "

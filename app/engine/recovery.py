@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 
-from ..core.billing import Mark, status_marks, took_effect_at
+from ..core.billing import status_marks, took_effect_at
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance
@@ -224,8 +224,12 @@ class Recovery:
             # its host key pinned, so automation may stop it but never destroy it
             a = self.adopt(inst, now)
             try:
-                a.clock_from = await self.start(
-                    a, "rule:reuse", "a proven rental, stopped: start it again rather than create"
+                a.deadlines_from(
+                    await self.start(
+                        a,
+                        "rule:reuse",
+                        "a proven rental, stopped: start it again rather than create",
+                    )
                 )
             except REFUSALS:
                 continue  # the failed start is in the ledger; the fleet creates instead
@@ -247,7 +251,7 @@ class Recovery:
             ok=True,
             detail={"noticed_between": [since, now]},
         )
-        a.marks.append(Mark(now, str(kind)))
+        a.mark(now, str(kind))
 
     def adopt(self, inst: Instance, now: float, owned: bool = True) -> Attempt:
         """Hold a live instance found on the market: supervised (`owned`), or only observed."""
@@ -274,16 +278,16 @@ class Recovery:
             label=inst.label,
             owned=owned,
             created_by=create.campaign if create else None,
-        )
-        a.verified_at = next(
-            (
-                e.at
-                for e in history
-                if e.kind == K.PREFLIGHT_PASSED and e.campaign == self.campaign.name
+            verified_at=next(
+                (
+                    e.at
+                    for e in history
+                    if e.kind == K.PREFLIGHT_PASSED and e.campaign == self.campaign.name
+                ),
+                None,
             ),
-            None,
         )
-        a.marks.append(Mark(created_at, "create", a.gpu_dph, a.storage_dph))
+        a.mark(created_at, "create")
         passed = any(e.kind == K.PREFLIGHT_PASSED for e in history)
         pins = [e.detail["host_key"] for e in history if e.detail.get("host_key")]
         if pins:  # the key it proved itself with: a host answering with another is refused
@@ -292,10 +296,10 @@ class Recovery:
         said: str | None = None  # the last status the ledger holds for it
         for e in history:  # the marks the ledger's billing_marks view reads, in order
             if e.kind in (K.STOP, K.START) and e.phase != "intent" and e.ok:
-                a.marks.append(Mark(e.at, e.kind))
+                a.mark(e.at, e.kind)
             elif e.kind == K.STATUS:
                 said = e.detail.get("status")
-                a.marks.extend(status_marks(e.at, said))
+                a.marked(status_marks(e.at, said))
         if owned and inst.known_status is not None and inst.known_status != said:
             self._status_found(a, inst, said, history, now)
         held = next(
@@ -305,16 +309,14 @@ class Recovery:
             self._changed_elsewhere(a, K.STOP if stopped else K.START, now)
         move = self.journal.move
         move(a, Phase.BOOTING, now, "adopted")
-        a.life.proven = passed  # proven once: automation may stop it, never destroy it
+        a.found(inst.actual_status, inst.status_msg, inst.ssh_host, inst.ssh_port, now, passed)
         if inst.actual_status == "running":
             move(a, Phase.RUNNING, now, "adopted running")
-            a.running_at = now
+            a.came_up(now)
             if passed:
                 move(a, Phase.VERIFIED, now, "adopted, verified before the restart")
         if stopped:
             move(a, Phase.STOPPED, now, "adopted stopped")
-        a.status, a.status_msg, a.status_since = inst.actual_status, inst.status_msg, now
-        a.ssh_host, a.ssh_port = inst.ssh_host, inst.ssh_port
         self.fleet.add(a)
         written_off = [e for e in history if e.kind in (K.LOST, K.RETURNED)]
         if written_off and written_off[-1].kind == K.LOST:  # an earlier run wrote it off
@@ -330,11 +332,13 @@ class Recovery:
                 detail={"lost_at": gone.at, "gap_s": now - gone.at, "status": inst.known_status},
             )
         if create is not None and create.detail.get("bid") is not None:  # the tier's
-            a.bid, a.min_bid = float(create.detail["bid"]), inst.min_bid
             tier = [e for e in history if e.kind in (K.OUTBID, K.RESUMED, K.STOP, K.START)]
-            a.stopped_by_us = bool(tier) and tier[-1].kind == K.STOP and tier[-1].actor != "market"
-            if stopped and tier and tier[-1].kind in (K.OUTBID, K.STOP) and not a.stopped_by_us:
-                a.outbid_at = tier[-1].at  # paused when the last controller died: still is
+            ours = bool(tier) and tier[-1].kind == K.STOP and tier[-1].actor != "market"
+            paused = stopped and bool(tier) and tier[-1].kind in (K.OUTBID, K.STOP) and not ours
+            # paused when the last controller died: still is
+            a.bid_held(
+                float(create.detail["bid"]), inst.min_bid, ours, tier[-1].at if paused else None
+            )
         if owned:
             self._record_adoption(a, inst, history, created_at, now)
         else:
@@ -360,7 +364,7 @@ class Recovery:
             reason=f"status {said} -> {status} (found at the restart)",
             detail={"status": status, "msg": (inst.status_msg or "")[:300]},
         )
-        a.marks.extend(status_marks(at, status))
+        a.marked(status_marks(at, status))
 
     def _record_observed(self, a: Attempt, inst: Instance, now: float) -> None:
         label = repr((inst.label or "")[:60]) if inst.label else "no label"

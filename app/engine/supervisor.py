@@ -223,7 +223,7 @@ class Supervisor:
         await self.recovery.reconcile()
         for a in self.fleet.in_service():  # adopted proven rentals: watch them, re-attach jobs
             if a.tend_task is None:
-                a.tend_task = asyncio.create_task(self.tender.tend(a))
+                a.tended_by(asyncio.create_task(self.tender.tend(a)))
 
     # -- the poll: observe, decide, execute ---------------------------------------------------
     async def poll_once(self) -> list[Decision]:
@@ -285,7 +285,7 @@ class Supervisor:
                 detail={"task": "tend", "error": type(exc).__name__},
             )
             self.journal.say(f"error  tending i:{a.instance_id} ended ({exc!r}): tended again")
-            a.tend_task = asyncio.create_task(self.tender.tend(a))
+            a.tended_by(asyncio.create_task(self.tender.tend(a)))
 
     async def _decide(self, now: float) -> list[Decision]:
         can_create = self.fleet.creates < self.campaign.max_creates

@@ -17,7 +17,6 @@ from collections import Counter
 
 from ..core.bid_rules import BidTerms
 from ..core.bidding import checkpoint_every_s, tier_for, work_lost_s
-from ..core.billing import Mark
 from ..core.campaign import Campaign
 from ..core.decisions import Move, Rebid, Resume
 from ..core.jobs import JobState
@@ -122,7 +121,7 @@ class TierWatch:
         lost = None
         if job is not None:
             lost = work_lost_s(now, job.started_at or now, self.jobs.last_checkpoint(job))
-        a.outbid_at, a.resumed, a.min_bid = now, False, inst.min_bid or a.min_bid
+        a.outbid(now, inst.min_bid)
         self.outbids[a.instance_id] += 1
         low = f"${inst.min_bid:.4f}/h" if inst.min_bid is not None else "unknown"
         self.journal.fact(
@@ -157,7 +156,7 @@ class TierWatch:
         """Each row of a bid rental: its min_bid; out of service, a resume by itself (it bills
         again from now), or a resumed one outbid again before the rules took it back."""
         if inst.min_bid is not None:
-            a.min_bid = inst.min_bid
+            a.min_bid_seen(inst.min_bid)
         if a.life.phase != Phase.STOPPED or not a.resumes_by_itself:
             return
         if inst.known_status == "running" and not a.resumed:
@@ -165,7 +164,7 @@ class TierWatch:
             if a.outbid_at is not None:
                 was = self.paused_s.get(a.instance_id, 0.0)
                 self.paused_s[a.instance_id] = was + max(0.0, now - max(a.outbid_at, self.since))
-            a.resumed, a.outbid_at = True, None
+            a.resumed_itself()
             self.journal.fact(
                 K.RESUMED,
                 a,
@@ -183,7 +182,7 @@ class TierWatch:
     async def rebid(self, a: Attempt, d: Rebid) -> None:
         now = self.market.answered_at()
         old = a.bid
-        a.rebids += 1
+        a.rebid_tried()
         detail = {"price": d.price, "old": old, "min_bid": a.min_bid}
         try:
             await self.market.change_bid(a.instance_id, d.price)
@@ -199,9 +198,7 @@ class TierWatch:
             )
             self.journal.say(f"rebid FAILED i:{a.instance_id} ${d.price:.4f}/h: {exc}")
             return
-        a.bid = a.gpu_dph = d.price
-        a.dph_seen = max(a.dph_seen, d.price)
-        a.marks.append(Mark(now, "price", gpu_dph=d.price))
+        a.rebid_to(d.price, now)
         self.journal.fact(K.REBID, a, at=now, actor=d.rule, ok=True, reason=d.reason, detail=detail)
         self.journal.say(
             f"rebid  i:{a.instance_id} ${old or 0:.4f} -> ${d.price:.4f}/h: {d.reason}"
@@ -225,8 +222,7 @@ class TierWatch:
     def resume(self, a: Attempt, d: Resume) -> bool:
         """Back into service (its proof stands: the same machine, its disk kept). True when it
         moved, so the caller tends it again."""
-        a.resumed = False
         now = self.market.answered_at()
-        a.running_at, a.util_low_since = now, None
+        a.back_in_service(now)
         self.journal.say(f"resume i:{a.instance_id} back in service: {d.reason}")
         return self.journal.move(a, Phase.VERIFIED, now, d.reason)

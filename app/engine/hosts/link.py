@@ -173,8 +173,7 @@ class HostLink:
         try:
             yield
         except HostKeyChanged as exc:
-            if not a.untrusted:
-                a.untrusted = str(exc)
+            if a.key_changed(str(exc)):
                 self.journal.fact(
                     EventKind.HOST_KEY_CHANGED, a, actor="engine", reason=str(exc), ok=False
                 )

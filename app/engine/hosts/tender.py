@@ -116,7 +116,7 @@ class HostTender:
     def start_preflight(self, a: Attempt) -> None:
         if a.life.phase == Phase.RUNNING:
             self.journal.move(a, Phase.VERIFYING, self.clock.now(), "preflight started")
-        a.preflight_task = asyncio.create_task(self._preflight(a))
+        a.preflight_running(asyncio.create_task(self._preflight(a)))
 
     async def _preflight(self, a: Attempt) -> None:
         """The preflight's tries, supervised: whatever ends them without a verdict (an
@@ -127,10 +127,11 @@ class HostTender:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - supervision: every failure ends in a verdict
-            a.verdict = Verdict(
+            verdict = Verdict(
                 False, "bad_probe", f"preflight ended without a verdict: {failure_text(exc)}"
             )
-            self._preflight_failed(a, a.verdict, {})
+            a.judged(verdict)
+            self._preflight_failed(a, verdict, {})
             return
         if (
             a.verdict is not None
@@ -145,55 +146,54 @@ class HostTender:
             nonce = new_nonce()  # fresh for every try: an answer is to this run, none other
             command = preflight_command(self.policy.checks, NET_PROBE_URL, nonce)
             if a.ssh_host is None or a.ssh_port is None:
-                a.ssh_error = "no SSH port published yet"
+                a.ssh_waiting("no SSH port published yet")
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             if not dropped and (a.ssh_error is None or a.ssh_error.startswith("no SSH port")):
-                a.ssh_error = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
+                a.ssh_waiting(f"no answer yet from {a.ssh_host}:{a.ssh_port}")
             try:
                 script = probe_source("preflight")
                 res = await self.link.probe(
                     a, script, self.link.wall(self.policy.preflight_timeout_s, 5.0), command
                 )
             except HostKeyChanged as exc:
-                a.verdict = Verdict(False, "host_key_changed", str(exc))
+                a.judged(Verdict(False, "host_key_changed", str(exc)))
                 return
             except SSHFailure as exc:
                 if "did not finish" in str(exc):
-                    a.verdict = Verdict(False, "timeout", f"preflight hung: {exc}")
+                    a.judged(Verdict(False, "timeout", f"preflight hung: {exc}"))
                     return
-                a.ssh_error = str(exc)
-                a.ssh_failures += 1
+                a.ssh_failed(str(exc))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             except OSError as exc:
                 # the controller's own side (out of descriptors, say): no word on the host;
                 # tried again until the preflight's deadline rule gives up on the attempt
-                a.ssh_error = f"controller could not try: {failure_text(exc)}"
-                a.ssh_failures += 1
+                a.ssh_failed(f"controller could not try: {failure_text(exc)}")
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
-            a.ssh_error = None
+            a.ssh_reached()
             if no_answer(res) and (res.exit_status is None or dropped < SILENT_RETRIES):
                 # a session cut before the probe answered says nothing about the host: look
                 # again. A cut channel is retried until the SSH deadline rule gives up on the
                 # host; a clean exit with nothing said at all is judged after a few tries.
                 dropped += 1
-                a.ssh_failures += 1
-                if res.exit_status is None and dropped >= SILENT_RETRIES:
-                    a.ssh_error = f"{dropped} preflight sessions in a row ended without an answer"
+                a.ssh_failed(
+                    f"{dropped} preflight sessions in a row ended without an answer"
+                    if res.exit_status is None and dropped >= SILENT_RETRIES
+                    else None
+                )
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
-            a.ssh_failures = 0
+            a.probe_answered()
             if self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
                 return
             try:
                 doc = parse_probe_output(res.stdout, "preflight", res.truncated)
             except ProbeError as exc:
-                a.verdict = Verdict(False, "bad_probe", str(exc))
+                a.judged(Verdict(False, "bad_probe", str(exc)))
                 return
-            a.preflight_doc = doc
-            a.verdict = preflight_verdict(
+            verdict = preflight_verdict(
                 doc,
                 a.gpu_name,
                 self.policy.min_speed_share,
@@ -201,7 +201,8 @@ class HostTender:
                 checks=self.policy.checks,
                 nonce=nonce,
             )
-            if a.verdict.ok:
+            a.judged(verdict, doc)
+            if verdict.ok:
                 if self.blame_book is not None:
                     self.blame_book.probe_passed(a)  # the image has what the probe needs
                 self._deep_checks(a, doc)
@@ -246,9 +247,9 @@ class HostTender:
                 )
             )
         if found.party is Party.HOST:
-            a.verdict = Verdict(False, "bad_probe", found.reason)
+            a.judged(Verdict(False, "bad_probe", found.reason))
             return True
-        a.verdict = Verdict(False, "campaign_fault", found.reason)
+        a.judged(Verdict(False, "campaign_fault", found.reason))
         self.journal.fact(
             K.PREFLIGHT_FAILED,
             a,
@@ -273,8 +274,14 @@ class HostTender:
         bad = first_failure(deep_checks(doc, listed, disk, self.policy.checks))
         if bad is None or a.verdict is None:
             return
-        a.verdict = Verdict(
-            False, bad.failure_class or bad.name, bad.reason, a.verdict.tflops, a.verdict.expected
+        a.judged(
+            Verdict(
+                False,
+                bad.failure_class or bad.name,
+                bad.reason,
+                a.verdict.tflops,
+                a.verdict.expected,
+            )
         )
 
     # -- proven hosts: watchdog, heartbeat, NVML samples, jobs -------------------------------
@@ -282,7 +289,7 @@ class HostTender:
         """Tend again a proven rental held again after its write-off (the observer's list)."""
         for a in returned:
             if a.life.phase == Phase.VERIFIED and (a.tend_task is None or a.tend_task.done()):
-                a.tend_task = asyncio.create_task(self.tend(a))
+                a.tended_by(asyncio.create_task(self.tend(a)))
         returned.clear()
 
     async def tend(self, a: Attempt) -> None:
@@ -357,7 +364,8 @@ class HostTender:
             said = res.stdout.decode("utf-8", errors="replace").split()
             if said[-2:] != ["WATCHDOG", "gone"]:
                 return  # alive, or an answer that says nothing: the next beat looks again
-            a.watchdog_armed, why = False, "the host's watchdog was not running"
+            a.watchdog_seen(False)
+            why = "the host's watchdog was not running"
         else:
             why = "the watchdog could not be armed before"  # noted once it is
         await self._arm_watchdog(a)
@@ -378,7 +386,7 @@ class HostTender:
         window = max(self.watchdog_window_s, WATCHDOG_FLOORS * self.link.io_floor() * scale)
         try:
             await self.link.run(a, watchdog_command(window, scale), stdin=probe_source("watchdog"))
-            a.watchdog_armed = True
+            a.watchdog_seen(True)
             self.journal.say(
                 f"watch  i:{a.instance_id} watchdog armed: stops itself after "
                 f"{window / 60:.0f} min without a heartbeat"
@@ -429,10 +437,10 @@ class HostTender:
         if not rows:
             return
         self.journal.samples(rows)
-        a.samples = (a.samples + rows)[-120:]
+        a.sampled(rows)
         util = rows[0]["util"]
         if isinstance(util, int | float):
-            a.util_low_since = low_util_since(a.util_low_since, float(util), self.policy, now)
+            a.util_seen(low_util_since(a.util_low_since, float(util), self.policy, now))
         t = detect_throttle(a.samples[-10:], self.policy.throttle_ratio)
         if t.throttled and not (a.throttle and a.throttle.throttled):
             self.journal.fact(
@@ -444,4 +452,4 @@ class HostTender:
                 detail={"slowdown": t.slowdown, "reasons": list(t.reasons)},
             )
             self.journal.say(f"throttle i:{a.instance_id} m:{a.machine_id}: {t.reason}")
-        a.throttle = t
+        a.throttle_seen(t)

@@ -262,7 +262,7 @@ class JobWork:
             st = await self.look(a, job)
         now = self.clock.now()
         tail = [ln for ln in st.log_tail.splitlines() if ln.strip()]
-        a.job_line = f"{job.name}: {tail[-1] if tail else st.state}"
+        a.job_said(f"{job.name}: {tail[-1] if tail else st.state}")
         self._delivery(a, job, st.progress, now)
         if st.state == "running":
             if job.started_at is not None and now - job.started_at > job.job.timeout_s:
