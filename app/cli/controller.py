@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import secrets
-import signal
 import sys
 import threading
 import time
@@ -21,8 +20,7 @@ from typing import Any
 from ..core.errors import RentwatchError
 from ..core.text import clean
 from ..ledger import Ledger
-
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from ..run.exit_trap import ExitTrap
 
 
 def _say(line: str) -> None:
@@ -39,18 +37,22 @@ def serve_engine(
     """Serve `engine` on the ledger's socket until a shutdown request or a signal ends it;
     with `end_unwatched_s`, also once no dashboard has watched that long and nobody chose
     to leave it running (a demo whose terminal was closed)."""
+    woken = threading.Event()
+    trap = ExitTrap(lambda _signum: woken.set(), _say)
+    with trap.installed():
+        return _serve(engine, ledger_path, campaign, end_unwatched_s, trap, woken)
+
+
+def _serve(
+    engine: Any,
+    ledger_path: Path,
+    campaign: str,
+    end_unwatched_s: float | None,
+    trap: ExitTrap,
+    woken: threading.Event,
+) -> int:
     from ..run.service.controller import EngineService
 
-    caught: list[int] = []
-    woken = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        if caught:  # a second signal must not cut the release short: say so and go on
-            _say(f"trap   {signal.Signals(signum).name} again: still releasing what is held")
-        caught.append(signum)
-        woken.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in SIGNALS}
     service = EngineService(engine, ledger_path, campaign)
     try:
         sock = service.start()
@@ -63,7 +65,7 @@ def serve_engine(
     _say(f"serving  controller API on unix:{sock} for campaign {campaign}")
     unwatched = False
     try:
-        while engine.alive() and not caught:
+        while engine.alive() and not trap.fired:
             woken.wait(0.5)
             ctrl = service.ctrl
             if end_unwatched_s is not None and not ctrl.kept:
@@ -75,14 +77,13 @@ def serve_engine(
                     )
                     break
     finally:
-        mode = "trap" if caught else ("stop" if unwatched else engine.exit_mode)
-        if caught:
-            _say(f"trap   signal {signal.Signals(caught[-1]).name}: releasing what is held")
+        trap.ending = True
+        mode = "trap" if trap.fired else ("stop" if unwatched else engine.exit_mode)
+        if trap.fired:
+            _say(f"trap   signal {trap.name()}: releasing what is held")
         service.stop(mode, _say)
-        for sig, old in previous.items():
-            signal.signal(sig, old)
     _say(f"end    controller exits ({mode})")
-    return 128 + caught[-1] if caught else (1 if engine.failure else 0)
+    return trap.exit_code() if trap.fired else (1 if engine.failure else 0)
 
 
 def cmd_controller(args: argparse.Namespace) -> int:

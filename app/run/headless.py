@@ -30,12 +30,12 @@ from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import EventKind, Ledger
 from ..market.errors import REFUSALS, AuthError
 from ..notify.metrics import Metrics
-from .alerts import open_alerts
+from .alerts import Alerts, open_alerts
+from .exit_trap import ExitTrap, Trapped
 from .receipt_text import print_receipts
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 MARKET_FAILED = 4  # the exit code of a run the market ended (key revoked, down for too long)
 MARKET_DOWN_S = 15 * 60.0  # wall seconds without one successful poll before giving up
 
@@ -112,12 +112,6 @@ def key_refused(sup: Supervisor, exc: AuthError) -> str:
     )
 
 
-class Trapped(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
 async def run_headless(
     campaign: Campaign,
     policy: Policy,
@@ -163,35 +157,40 @@ async def run_headless(
         secrets=(api_key, key_path or str(default_key_path())),
         metrics=metrics,
     )
-    last_word = ("exit", "")  # what the notice at the end says
     if on_supervisor is not None:  # the controller API (app/service) serves this supervisor
         on_supervisor(sup)
-    loop = asyncio.get_running_loop()
     main = asyncio.current_task()
-    caught: list[int] = []
-    # Once the run is ending (its own release or detach begun, or the trap fired), a signal is
-    # noted, not acted on: cancelling the main task then would cut a release short, a stop or
-    # destroy cancelled in flight (the trap's redo is bounded: a slow market could leave a
-    # rental billing), or escape from the session's close as a CancelledError.
-    ending = False
 
-    def on_signal(signum: int) -> None:
-        caught.append(signum)
-        if ending:
-            name = signal.Signals(signum).name
-            log(f"signal {name}: noted; the run is ending, nothing is cut short")
-        elif main is not None:
+    def cancel_main(_signum: int) -> None:
+        if main is not None:
             main.cancel()
 
-    for sig in SIGNALS:
-        loop.add_signal_handler(sig, on_signal, sig)
+    # once the run is ending (its own release or detach begun, or the trap fired) a signal is
+    # noted, not acted on: cancelling the main task then would cut a release short, or escape
+    # from the session's close as a CancelledError
+    trap = ExitTrap(cancel_main, log)
+    with trap.installed(asyncio.get_running_loop()):
+        return await _trapped_run(sup, session, alerts, trap, log, campaign, ledger_path, detach)
+
+
+async def _trapped_run(
+    sup: Supervisor,
+    session: Session,
+    alerts: Alerts,
+    trap: ExitTrap,
+    log: Callable[[str], None],
+    campaign: Campaign,
+    ledger_path: str,
+    detach: bool,
+) -> int:
+    last_word = ("exit", "")  # what the notice at the end says
     code = 1
     try:
         try:
             await session.start()
             outcome = await _run_watched(sup)
         except asyncio.CancelledError:
-            signum = caught[-1] if caught else signal.SIGINT
+            signum = trap.caught[-1] if trap.caught else signal.SIGINT
             raise Trapped(signum) from None
         log(f"end    {outcome.reason}")
         if outcome.ok:
@@ -200,7 +199,7 @@ async def run_headless(
             last_word = ("exit", outcome.reason)
         else:
             last_word = ("", "")
-        ending = True
+        trap.ending = True
         left = detach or sup.detach_asked  # or the operator's shutdown through the service API
         if left:
             await session.detach(
@@ -212,8 +211,8 @@ async def run_headless(
         else:
             await session.release("rule:campaign_end", f"campaign ended: {outcome.reason}")
         code = 0 if outcome.ok else 3
-        if caught:  # a signal as the campaign ended: the end went on; the exit code says it came
-            name = signal.Signals(caught[0]).name
+        if trap.fired:  # a signal as the campaign ended: the end went on; the exit code says so
+            name = trap.name(0)
             sup.journal.fact(
                 EventKind.TRAP,
                 None,
@@ -222,9 +221,9 @@ async def run_headless(
                 f"{'detach' if left else 'release'} was not cut short",
                 detail={"held": [a.instance_id for a in sup.held()]},
             )
-            code = 128 + caught[0]
+            code = trap.exit_code(0)
     except BaseException as exc:  # the trap: whatever happened, nothing keeps billing unwatched
-        ending = True  # a second Ctrl-C must not interrupt the release
+        trap.ending = True  # a second Ctrl-C must not interrupt the release
         why = f"signal {exc}" if isinstance(exc, Trapped) else f"{type(exc).__name__}: {exc}"
         sup.journal.fact(
             EventKind.TRAP,
