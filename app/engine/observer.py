@@ -68,6 +68,7 @@ class Observer:
         policy: Policy,
         ssh: SSHRunner | None = None,
         blame_book: BlameBook | None = None,
+        tier: TierWatch | None = None,
     ) -> None:
         self.market = market
         self.journal = journal
@@ -80,22 +81,7 @@ class Observer:
         self._reported: set[int] = set()  # instances whose bad row is already in the ledger
         self._reported_anon: set[str] = set()  # problems of rows without an id, in the ledger
         self._client_bad = 0  # how many of the client's own skipped rows are in the ledger
-        self.tier: TierWatch | None = None  # the interruptible tier: outbids and resumes
-        if ssh is not None:
-            ssh.on_route = self._on_route
-
-    def _on_route(self, instance_id: int, kind: str, where: str) -> None:
-        """The ledger says which route (direct or proxy) each host was reached by."""
-        a = self.fleet.get(instance_id)
-        extra: dict[str, Any] = {} if a is not None else {"instance_id": instance_id}
-        self.journal.fact(
-            K.SSH_ROUTE,
-            a,
-            actor="engine",
-            reason=f"reached by its {kind} route {where}",
-            detail={"kind": kind, "where": where},
-            **extra,
-        )
+        self.tier = tier  # the interruptible tier: outbids and resumes
 
     async def observe(
         self,

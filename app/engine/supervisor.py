@@ -115,7 +115,6 @@ class Supervisor:
         self.listeners: list[Callable[[], None]] = []  # told after each poll
         self.before_poll: list[Callable[[], None]] = []  # told as each poll begins
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
-        self.observer = Observer(market, self.journal, self.fleet, policy, ssh, self.blame_book)
         self.cadence = Cadence(market, self.fleet, policy, self.journal.say)  # each poll's lists
         self.operator = Operator(
             self.actions,
@@ -129,7 +128,10 @@ class Supervisor:
         self.tier = TierWatch(
             market, self.journal, self.fleet, self.job_work, self.actions, campaign, policy.name
         )
-        self.observer.tier = self.tier  # outbids and resumes, seen in the list answer
+        # outbids and resumes are seen in the list answer
+        self.observer = Observer(
+            market, self.journal, self.fleet, policy, ssh, self.blame_book, self.tier
+        )
         self.executor = Executor(
             market,
             self.fleet,

@@ -19,6 +19,7 @@ from ..attempt import Attempt
 from ..journal import Journal
 from .ssh import (
     HostKeyChanged,
+    Route,
     RunResult,
     SSHFailure,
     SSHRunner,
@@ -55,6 +56,7 @@ class HostLink:
         self.io_floor_max = IO_FLOOR_MAX_S
         self.measuring = False  # calibrated: the clock runs fast enough for the floor to matter
         self.keyed: set[int] = set()  # instances whose key attach was tried this session
+        self.routes_noted: dict[int, Route] = {}  # the route the ledger last names, per host
 
     async def calibrate(self) -> None:
         """Where the market's clock runs fast enough for the floor to matter (the simulator),
@@ -140,14 +142,33 @@ class HostLink:
     ) -> RunResult:
         assert a.ssh_host is not None and a.ssh_port is not None
         await self.key_on(a)
-        return await self.ssh.run(
-            a.instance_id,
-            a.ssh_host,
-            a.ssh_port,
-            command,
-            stdin=stdin,
-            timeout=timeout_wall,
-            connect_timeout=self.wall(CONNECT_TIMEOUT_S, floor),
+        try:
+            return await self.ssh.run(
+                a.instance_id,
+                a.ssh_host,
+                a.ssh_port,
+                command,
+                stdin=stdin,
+                timeout=timeout_wall,
+                connect_timeout=self.wall(CONNECT_TIMEOUT_S, floor),
+            )
+        finally:
+            self._note_route(a)
+
+    def _note_route(self, a: Attempt) -> None:
+        """The ledger says which route (direct or proxy) each host was reached by, and when
+        that changes (the runner falls back from a route that stopped answering)."""
+        route = self.ssh.route_used.get(a.instance_id)
+        if route is None or self.routes_noted.get(a.instance_id) == route:
+            return
+        self.routes_noted[a.instance_id] = route
+        where = f"{route.host}:{route.port}"
+        self.journal.fact(
+            EventKind.SSH_ROUTE,
+            a,
+            actor="engine",
+            reason=f"reached by its {route.kind} route {where}",
+            detail={"kind": route.kind, "where": where},
         )
 
     async def on_connection(
@@ -163,6 +184,7 @@ class HostLink:
                 a.ssh_port,
                 self.wall(CONNECT_TIMEOUT_S, self.io_floor_max),
             )
+            self._note_route(a)
             try:
                 return await asyncio.wait_for(work(conn), self.wall(600, 30))
             finally:
