@@ -7,7 +7,8 @@ marketplace change goes through `Actions` (intent, tries, outcome), each decisio
 `Executor` (`executor.py`). Automated destroys go through its `abandon`, which refuses an instance that passed its
 preflight; a human destroy is a `DestroyIntent`, which needs a `DestroyConfirmation` naming the
 instance. The parts (journal, fleet, actions, offer book, observer, host link and tender, job
-work, recovery, operator) are composed in `__init__`, each handed only what it needs.
+work, recovery, operator, and the decider that builds each poll's snapshot and asks the rules,
+`deciding.py`) are composed in `__init__`, each handed only what it needs.
 """
 
 from __future__ import annotations
@@ -17,18 +18,14 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from ..core.bid_rules import tier_ran_dry
 from ..core.campaign import Campaign
 from ..core.errors import MalformedAnswer
 from ..core.jobs import JobQueue
 from ..core.lifecycle import Phase
 from ..core.policy import Policy
-from ..core.reputation import ROUND_H
 from ..core.rules import (
-    Create,
     Decision,
     FleetSnapshot,
-    decide,
 )
 from ..core.text import clean
 from ..ledger import EventKind, Ledger
@@ -38,6 +35,7 @@ from .actions import Actions
 from .attempt import Attempt
 from .blame_book import BlameBook
 from .cadence import Cadence
+from .deciding import Decider
 from .executor import Executor, Outcome
 from .fleet import Fleet
 from .hosts.link import HostLink
@@ -48,7 +46,7 @@ from .jobs.work import JobWork
 from .journal import Journal
 from .observer import Observer
 from .offers import OfferBook
-from .operator import HUMAN_RECENT_S, STARTED_BY_PERSON, Operator
+from .operator import Operator
 from .recovery import Recovery
 from .rounds import rounds
 from .tier import TierWatch
@@ -151,6 +149,18 @@ class Supervisor:
         self.observe_only = observe_only
         self.fleet_set_at: float | None = None  # when a person last changed the wanted fleet
         self.failure: str | None = None  # why polling fails now (a rejected key), for the header
+        self.decider = Decider(
+            market,
+            policy,
+            self.fleet,
+            self.job_work,
+            self.offer_book,
+            self.blame_book,
+            self.tier,
+            self.link,
+            lambda: self.campaign,
+            lambda: self.started_at,
+        )
 
     # -- read-only views for the engine, the snapshot and tests ------------------------------
     @property
@@ -252,7 +262,7 @@ class Supervisor:
         self.recovery.adopt_strays(instances, now, self.adopt_all)
         self.tender.retend(self.observer.returned)
         self._revive_tending(now)
-        decisions = await self._decide(now)
+        decisions = await self.decider.decide(now)
         for d in decisions:
             done = await self.executor.execute(d, self.fleet_set_at)
             if done is not None and self.finished is None and not self.observe_only:
@@ -289,85 +299,9 @@ class Supervisor:
             self.journal.say(f"error  tending i:{a.instance_id} ended ({exc!r}): tended again")
             a.tended_by(asyncio.create_task(self.tender.tend(a)))
 
-    async def _decide(self, now: float) -> list[Decision]:
-        can_create = self.fleet.creates < self.campaign.max_creates
-        self.job_work.swaps.look(now, self.offer_book, can_create)  # slow hosts (core/swap)
-        snap = self.snapshot(now)
-        # would the rules create, offers aside? then search first if the last search is stale,
-        # and read our record of each machine, so each Create carries the offer it chose
-        probe = dataclasses.replace(snap, offers=None, offers_available=1_000_000)
-        if any(isinstance(d, Create) for d in decide(probe, self.policy, now)):
-            # a market not searched yet (or emptied) gets one create this poll, the rest the
-            # next: the first answer tests the key, the image and the offers before a fleet
-            first = not self.offer_book.offers
-            self.offer_book.rental = snap.bidding.tier if snap.bidding else "on-demand"
-            if self.offer_book.stale():
-                await self.offer_book.refresh()
-            snap = dataclasses.replace(
-                self.snapshot(now),
-                history=self.offer_book.history(),
-                work=self.offer_book.work_outlook(self.job_work.left(), self.campaign.fleet),
-                create_cap=1 if first else None,
-            )
-        out = decide(snap, self.policy, now)
-        if snap.bidding is not None and tier_ran_dry(snap.bidding, out):  # on-demand, then
-            self.offer_book.rental = "on-demand"
-            await self.offer_book.refresh()
-            snap = dataclasses.replace(
-                snap,
-                offers=self.offer_book.offers,
-                terms=self.offer_book.terms(),
-                history=self.offer_book.history(),
-                work=self.offer_book.work_outlook(self.job_work.left(), self.campaign.fleet),
-                bidding=dataclasses.replace(snap.bidding, tier="on-demand"),
-            )
-            out = decide(snap, self.policy, now)
-        return out
-
-    def _free_since(self, a: Attempt) -> float | None:
-        """Since when it has had no job (the drained rule's clock); a person's start holds
-        that clock off for `HUMAN_RECENT_S`: started by hand, it is not stopped a minute later
-        for want of a job (the idle rule, on its GPU, still applies)."""
-        free = self.job_work.queue.free_since(a.instance_id, a.life.last(Phase.VERIFIED))
-        if free is not None and a.human_at is not None and a.human_act == STARTED_BY_PERSON:
-            return max(free, a.human_at + HUMAN_RECENT_S)
-        return free
-
     def snapshot(self, now: float) -> FleetSnapshot:
-        """Everything the rules decide on, in one immutable value (the machine record, a
-        ledger read, is added by `_decide` only when a create is in view)."""
-        deadline = None
-        if self.campaign.deadline_min is not None:
-            deadline = (self.started_at or now) + self.campaign.deadline_min * 60
-        jobs = self.job_work.queue
-        alive = tuple(
-            a.view(busy=jobs.holds(a.instance_id), free_since=self._free_since(a))
-            for a in self.fleet.to_decide()
-        )
-        book = self.offer_book
-        return FleetSnapshot(
-            fleet=self.campaign.fleet,
-            jobs_pending=jobs.pending,
-            jobs_running=jobs.running,
-            jobs_total=jobs.total,
-            jobs_failed=sum(1 for j in jobs.jobs if j.status == "failed"),
-            max_creates=self.campaign.max_creates,
-            creates=self.fleet.creates,
-            budget_usd=self.campaign.budget_usd,
-            spent_usd=self.spent(now),
-            attempts=alive,
-            deadline=deadline,
-            offers=book.offers,
-            terms=book.terms(),
-            exclusions=book.exclusions(),
-            blame=self.blame_book.view(),
-            slow=dict(self.job_work.swaps.slow),
-            bidding=self.tier.terms(now),
-            destroys_due=self.fleet.destroys_due(),
-            job_h=jobs.hours_seen(now, ROUND_H),
-            io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())
-            * float(getattr(self.market, "time_scale", 1)),
-        )
+        """Everything the rules decide on now, in one immutable value (engine/deciding.py)."""
+        return self.decider.snapshot(now)
 
     # -- the run and its end ------------------------------------------------------------------
     async def run(self) -> Outcome:

@@ -1,6 +1,7 @@
 """The host tender: what the engine does on a rented host over SSH, apart from jobs. The
-compute preflight of a running attempt; then, on a proven host, the dead-man's switch
-(watchdog), its heartbeat, NVML samples (throttle and idle evidence) and the job's check-ins."""
+compute preflight of a running attempt (its runner, preflight_run.py); then, on a proven host,
+the dead-man's switch (watchdog), its heartbeat, NVML samples (throttle and idle evidence) and
+the job's check-ins."""
 
 from __future__ import annotations
 
@@ -8,13 +9,12 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
-from ...core.blame import Failure, Party, Stage, blame, probe_blame
 from ...core.campaign import Campaign
-from ...core.host_checks import deep_checks, first_failure, xid_check
+from ...core.host_checks import xid_check
 from ...core.lifecycle import Phase
 from ...core.policy import Policy
 from ...core.rules import low_util_since
-from ...core.verdict import Verdict, detect_throttle, finite, preflight_verdict
+from ...core.verdict import detect_throttle, finite
 from ...ledger import EventKind
 from ...market.protocol import Clock
 from ..attempt import Attempt
@@ -23,24 +23,18 @@ from ..jobs.work import JobWork
 from ..journal import Journal
 from ..rounds import raise_if_cancelled
 from .link import HostLink
+from .preflight_run import PreflightRunner
 from .probe_io import (
-    NET_PROBE_URL,
-    ProbeError,
-    bounded,
     failure_text,
-    new_nonce,
     parse_probe_output,
-    preflight_command,
-    probe_run_text,
     probe_source,
     sampler_command,
     shown_text,
     watchdog_command,
 )
-from .ssh import HostKeyChanged, RunResult, SSHFailure
+from .ssh import SSHFailure
 
 K = EventKind
-# told of a proven host that must be stopped and marked: (attempt, rule, reason, failure class)
 SAMPLE_FIELDS = (
     "util",
     "sm_clock",
@@ -52,7 +46,6 @@ SAMPLE_FIELDS = (
 )
 
 
-SILENT_RETRIES = 3  # preflight sessions in a row without an answer before they count against it
 # the heartbeat, and whether the watchdog it feeds still runs (its pid file, signal 0)
 HEARTBEAT = (
     "touch ~/.rentwatch/heartbeat && { [ -f ~/.rentwatch/watchdog.pid ]"
@@ -61,17 +54,6 @@ HEARTBEAT = (
 )
 NOTE_EVERY = 30  # failed looks in a row at a proven host between two ledger notes of them
 MAX_SAMPLES = 60  # NVML samples read from one sampler document (it sends a handful)
-
-
-def no_answer(res: RunResult) -> bool:
-    """A session that ended without the host's answer: nothing on stdout (the probe always
-    prints its JSON line, even when CUDA fails) and either no exit status (the channel was cut)
-    or nothing on stderr either (a shell that says why, say `python3: not found`, answered)."""
-    return (
-        not res.truncated
-        and not res.stdout.strip()
-        and (res.exit_status is None or not res.stderr.strip())
-    )
 
 
 def sample_value(field: str, value: Any) -> float | int | None:
@@ -86,7 +68,7 @@ def sample_value(field: str, value: Any) -> float | int | None:
 WATCHDOG_FLOORS = 10  # the watchdog's window is at least this many I/O floors of wall time
 
 
-class HostTender:
+class HostTender(PreflightRunner):
     def __init__(
         self,
         link: HostLink,
@@ -100,189 +82,12 @@ class HostTender:
         beat_s: float = 120.0,
         job_poll_s: float = 30.0,
     ) -> None:
-        self.link = link
+        super().__init__(link, journal, policy, clock, campaign, blame_book)
         self.jobs = jobs
-        self.journal = journal
-        self.policy = policy
-        self.clock = clock
-        self.campaign = campaign  # its image and disk, which the preflight holds hosts to
-        self.blame_book = blame_book
         self.watchdog_window_s = watchdog_window_s  # market seconds of silence: host stops itself
         self.beat_s = beat_s  # market seconds between heartbeats (and NVML samples)
         self.job_poll_s = job_poll_s  # market seconds between looks at a running job
         self._look_failures: dict[int, int] = {}  # failed looks in a row, per instance
-
-    # -- preflight ---------------------------------------------------------------------------
-    def start_preflight(self, a: Attempt) -> None:
-        if a.life.phase == Phase.RUNNING:
-            self.journal.move(a, Phase.VERIFYING, self.clock.now(), "preflight started")
-        a.preflight_running(asyncio.create_task(self._preflight(a)))
-
-    async def _preflight(self, a: Attempt) -> None:
-        """The preflight's tries, supervised: whatever ends them without a verdict (an
-        exception no try expected, from the host's answer or from the controller's side)
-        becomes one, `bad_probe`, with its ledger event, so no rental is left unjudged."""
-        try:
-            await self._preflight_tries(a)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - supervision: every failure ends in a verdict
-            verdict = Verdict(
-                False, "bad_probe", f"preflight ended without a verdict: {failure_text(exc)}"
-            )
-            a.judged(verdict)
-            self._preflight_failed(a, verdict, {})
-            return
-        if (
-            a.verdict is not None
-            and not a.verdict.ok
-            and a.verdict.failure_class != "campaign_fault"
-        ):
-            self._preflight_failed(a, a.verdict, a.preflight_doc or {})
-
-    async def _preflight_tries(self, a: Attempt) -> None:
-        dropped = 0
-        while True:
-            nonce = new_nonce()  # fresh for every try: an answer is to this run, none other
-            command = preflight_command(self.policy.checks, NET_PROBE_URL, nonce)
-            if a.ssh_host is None or a.ssh_port is None:
-                a.ssh_waiting("no SSH port published yet")
-                await asyncio.sleep(self.link.wall(10, 0.05))
-                continue
-            if not dropped and (a.ssh_error is None or a.ssh_error.startswith("no SSH port")):
-                a.ssh_waiting(f"no answer yet from {a.ssh_host}:{a.ssh_port}")
-            try:
-                script = probe_source("preflight")
-                res = await self.link.probe(
-                    a, script, self.link.wall(self.policy.preflight_timeout_s, 5.0), command
-                )
-            except HostKeyChanged as exc:
-                a.judged(Verdict(False, "host_key_changed", str(exc)))
-                return
-            except SSHFailure as exc:
-                if "did not finish" in str(exc):
-                    a.judged(Verdict(False, "timeout", f"preflight hung: {exc}"))
-                    return
-                a.ssh_failed(str(exc))
-                await asyncio.sleep(self.link.wall(10, 0.05))
-                continue
-            except OSError as exc:
-                # the controller's own side (out of descriptors, say): no word on the host;
-                # tried again until the preflight's deadline rule gives up on the attempt
-                a.ssh_failed(f"controller could not try: {failure_text(exc)}")
-                await asyncio.sleep(self.link.wall(10, 0.05))
-                continue
-            a.ssh_reached()
-            if no_answer(res) and (res.exit_status is None or dropped < SILENT_RETRIES):
-                # a session cut before the probe answered says nothing about the host: look
-                # again. A cut channel is retried until the SSH deadline rule gives up on the
-                # host; a clean exit with nothing said at all is judged after a few tries.
-                dropped += 1
-                a.ssh_failed(
-                    f"{dropped} preflight sessions in a row ended without an answer"
-                    if res.exit_status is None and dropped >= SILENT_RETRIES
-                    else None
-                )
-                await asyncio.sleep(self.link.wall(10, 0.05))
-                continue
-            a.probe_answered()
-            if self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
-                return
-            try:
-                doc = parse_probe_output(res.stdout, "preflight", res.truncated)
-            except ProbeError as exc:
-                a.judged(Verdict(False, "bad_probe", str(exc)))
-                return
-            verdict = preflight_verdict(
-                doc,
-                a.gpu_name,
-                self.policy.min_speed_share,
-                self.policy.check_gpu_name,
-                checks=self.policy.checks,
-                nonce=nonce,
-            )
-            a.judged(verdict, doc)
-            if verdict.ok:
-                if self.blame_book is not None:
-                    self.blame_book.probe_passed(a)  # the image has what the probe needs
-                self._deep_checks(a, doc)
-            return
-
-    def _preflight_failed(self, a: Attempt, verdict: Verdict, doc: dict[str, Any]) -> None:
-        self.journal.fact(
-            K.PREFLIGHT_FAILED,
-            a,
-            actor="rule:preflight",
-            reason=verdict.reason,
-            ok=False,
-            detail={
-                "class": verdict.failure_class,
-                "tflops": verdict.tflops,
-                "probe": bounded({k: doc.get(k) for k in ("device", "matmul", "error", "total_s")}),
-            },
-        )
-
-    def _campaign_fault(
-        self, a: Attempt, exit_status: int | None, stdout: bytes, stderr: bytes
-    ) -> bool:
-        """The probe could not run for what looks like the image's lack (no python3, no torch
-        where it was needed), judged on the campaign's evidence (app/core/blame.py): the
-        campaign's on two machines and none verified with the image (the host is spared and
-        creates stop), suspected on one (the host is spared), the host's own once a preflight
-        with the image computed elsewhere (a `bad_probe`, as any host that cannot run it)."""
-        text = probe_run_text(stdout, stderr)
-        if text is None or probe_blame(text, exit_status) is None:
-            return False
-        machine = a.machine_id or -a.instance_id
-        if self.blame_book is not None:
-            found = self.blame_book.judge(a, Stage.PROBE, text, exit_status)
-        else:
-            found = blame(
-                Failure(
-                    machine,
-                    self.campaign.image if self.campaign else "",
-                    Stage.PROBE,
-                    text,
-                    exit_status,
-                )
-            )
-        if found.party is Party.HOST:
-            a.judged(Verdict(False, "bad_probe", found.reason))
-            return True
-        a.judged(Verdict(False, "campaign_fault", found.reason))
-        self.journal.fact(
-            K.PREFLIGHT_FAILED,
-            a,
-            actor="rule:blame",
-            reason=found.reason,
-            ok=False,
-            detail={"class": "campaign_fault", "cause": found.cause, "blame": str(found.party)},
-        )
-        return True
-
-    def _deep_checks(self, a: Attempt, doc: dict[str, object]) -> None:
-        """What one matmul does not exercise (PCIe link, VRAM, disk, download, XID), against
-        the offer as listed: the first measured shortfall fails the host."""
-        offer = a.offer
-        listed = {
-            "gpu_name": a.gpu_name,
-            "gpu_ram": offer.gpu_ram_mb if offer else None,
-            "disk_bw": offer.disk_bw if offer else None,
-            "inet_down": offer.inet_down if offer else None,
-        }
-        disk = self.campaign.disk_gb if self.campaign else None
-        bad = first_failure(deep_checks(doc, listed, disk, self.policy.checks))
-        if bad is None or a.verdict is None:
-            return
-        a.judged(
-            Verdict(
-                False,
-                bad.failure_class or bad.name,
-                bad.reason,
-                a.verdict.tflops,
-                a.verdict.expected,
-            )
-        )
 
     # -- proven hosts: watchdog, heartbeat, NVML samples, jobs -------------------------------
     def retend(self, returned: list[Attempt]) -> None:

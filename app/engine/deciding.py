@@ -1,0 +1,134 @@
+"""What the rules decide on and the asking: every poll's `FleetSnapshot` (the fleet's views,
+the job queue, offers and their terms, the blame, the tier, the machine record when a create is
+in view), built from the engine's parts, and `decide()` asked on it. Nothing here acts: the
+supervisor hands the decisions to its executor."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from ..core.bid_rules import tier_ran_dry
+from ..core.campaign import Campaign
+from ..core.lifecycle import Phase
+from ..core.policy import Policy
+from ..core.reputation import ROUND_H
+from ..core.rules import Create, Decision, FleetSnapshot, decide
+from ..market.protocol import Market
+from .attempt import Attempt
+from .blame_book import BlameBook
+from .fleet import Fleet
+from .hosts.link import HostLink
+from .jobs.work import JobWork
+from .offers import OfferBook
+from .operator import HUMAN_RECENT_S, STARTED_BY_PERSON
+from .tier import TierWatch
+
+
+class Decider:
+    def __init__(
+        self,
+        market: Market,
+        policy: Policy,
+        fleet: Fleet,
+        job_work: JobWork,
+        offer_book: OfferBook,
+        blame_book: BlameBook,
+        tier: TierWatch,
+        link: HostLink,
+        campaign: Callable[[], Campaign],
+        started_at: Callable[[], float | None],
+    ) -> None:
+        self.market = market
+        self.policy = policy
+        self.fleet = fleet
+        self.job_work = job_work
+        self.offer_book = offer_book
+        self.blame_book = blame_book
+        self.tier = tier
+        self.link = link
+        self.campaign = campaign  # as it stands: the file's, with the fleet wanted now
+        self.started_at = started_at  # the campaign's first start (the deadline counts from it)
+
+    async def decide(self, now: float) -> list[Decision]:
+        """The rules' decisions this poll; when a create is in view, on offers searched fresh
+        (and, under the auto tier, on on-demand offers when the bid search ran dry)."""
+        can_create = self.fleet.creates < self.campaign().max_creates
+        self.job_work.swaps.look(now, self.offer_book, can_create)  # slow hosts (core/swap)
+        snap = self.snapshot(now)
+        # would the rules create, offers aside? then search first if the last search is stale,
+        # and read our record of each machine, so each Create carries the offer it chose
+        probe = dataclasses.replace(snap, offers=None, offers_available=1_000_000)
+        if any(isinstance(d, Create) for d in decide(probe, self.policy, now)):
+            # a market not searched yet (or emptied) gets one create this poll, the rest the
+            # next: the first answer tests the key, the image and the offers before a fleet
+            first = not self.offer_book.offers
+            self.offer_book.rental = snap.bidding.tier if snap.bidding else "on-demand"
+            if self.offer_book.stale():
+                await self.offer_book.refresh()
+            snap = dataclasses.replace(
+                self.snapshot(now),
+                history=self.offer_book.history(),
+                work=self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet),
+                create_cap=1 if first else None,
+            )
+        out = decide(snap, self.policy, now)
+        if snap.bidding is not None and tier_ran_dry(snap.bidding, out):  # on-demand, then
+            self.offer_book.rental = "on-demand"
+            await self.offer_book.refresh()
+            snap = dataclasses.replace(
+                snap,
+                offers=self.offer_book.offers,
+                terms=self.offer_book.terms(),
+                history=self.offer_book.history(),
+                work=self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet),
+                bidding=dataclasses.replace(snap.bidding, tier="on-demand"),
+            )
+            out = decide(snap, self.policy, now)
+        return out
+
+    def _free_since(self, a: Attempt) -> float | None:
+        """Since when it has had no job (the drained rule's clock); a person's start holds
+        that clock off for `HUMAN_RECENT_S`: started by hand, it is not stopped a minute later
+        for want of a job (the idle rule, on its GPU, still applies)."""
+        free = self.job_work.queue.free_since(a.instance_id, a.life.last(Phase.VERIFIED))
+        if free is not None and a.human_at is not None and a.human_act == STARTED_BY_PERSON:
+            return max(free, a.human_at + HUMAN_RECENT_S)
+        return free
+
+    def snapshot(self, now: float) -> FleetSnapshot:
+        """Everything the rules decide on, in one immutable value (the machine record, a
+        ledger read, is added by `decide` only when a create is in view)."""
+        campaign = self.campaign()
+        deadline = None
+        if campaign.deadline_min is not None:
+            deadline = (self.started_at() or now) + campaign.deadline_min * 60
+        jobs = self.job_work.queue
+        alive = tuple(
+            a.view(busy=jobs.holds(a.instance_id), free_since=self._free_since(a))
+            for a in self.fleet.to_decide()
+        )
+        book = self.offer_book
+        return FleetSnapshot(
+            fleet=campaign.fleet,
+            jobs_pending=jobs.pending,
+            jobs_running=jobs.running,
+            jobs_total=jobs.total,
+            jobs_failed=sum(1 for j in jobs.jobs if j.status == "failed"),
+            max_creates=campaign.max_creates,
+            creates=self.fleet.creates,
+            budget_usd=campaign.budget_usd,
+            spent_usd=self.fleet.spent(self.market.gpu_billing, now),
+            attempts=alive,
+            deadline=deadline,
+            offers=book.offers,
+            terms=book.terms(),
+            exclusions=book.exclusions(),
+            blame=self.blame_book.view(),
+            slow=dict(self.job_work.swaps.slow),
+            bidding=self.tier.terms(now),
+            destroys_due=self.fleet.destroys_due(),
+            job_h=jobs.hours_seen(now, ROUND_H),
+            io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())
+            * float(getattr(self.market, "time_scale", 1)),
+        )
