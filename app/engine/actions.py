@@ -10,13 +10,13 @@ from typing import Any
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance, Offer
+from ..core.rows import campaign_label
 from ..ledger import EventKind
 from ..market.errors import REFUSALS, CreateResult
 from ..market.protocol import Market
 from .attempt import Attempt
 from .fleet import Fleet
 from .journal import Journal
-from .recovery import campaign_label
 
 K = EventKind
 # Vast's documented recipe: SSH sessions see the container's variables (CONTAINER_ID,

@@ -14,7 +14,6 @@ watched, and stopped or destroyed by the usual rules and at the end."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from ..core.bidding import stop_cause
@@ -22,6 +21,7 @@ from ..core.errors import BadRow
 from ..core.lifecycle import Phase
 from ..core.models import Instance
 from ..core.policy import Policy
+from ..core.rows import row_problem
 from ..core.rules import low_util_since
 from ..ledger import EventKind
 from ..market.errors import REFUSALS, NotFound
@@ -39,24 +39,6 @@ K = EventKind
 LOST_AFTER_S = 120.0  # a create may take this long to be listed before it counts as unseen
 PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last seen) is flagged
 UNSEEN_WRITE_OFF = 10  # polls unseen, and unanswered when asked directly, before a write-off
-
-
-def row_problem(inst: Instance) -> str | None:
-    """Why a market row cannot be believed (None: it can)."""
-    numbers = {
-        "dph_base": inst.dph_base,
-        "dph_total": inst.dph_total,
-        "storage_total_cost": inst.storage_total_cost,
-        "gpu_util": inst.gpu_util,
-        "start_date": inst.start_date,
-    }
-    for name, value in numbers.items():
-        if value is not None and not math.isfinite(value):
-            return f"{name} is not a finite number ({value!r})"
-    for name in ("dph_base", "dph_total", "storage_total_cost"):
-        if numbers[name] is not None and float(numbers[name] or 0) < 0:
-            return f"{name} is negative ({numbers[name]!r})"
-    return None
 
 
 class Observer:

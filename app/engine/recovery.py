@@ -9,7 +9,6 @@ automation; a person acts on it, or hands it over (`HandOverIntent`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable
 
 from ..core.billing import status_marks, took_effect_at
@@ -17,6 +16,7 @@ from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance
 from ..core.policy import Policy
+from ..core.rows import LABEL_PREFIX, campaign_label, finite, row_problem
 from ..ledger import Event, EventKind, Ledger
 from ..market.errors import REFUSALS
 from ..market.protocol import Market
@@ -24,26 +24,10 @@ from .attempt import Attempt
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
-from .observer import row_problem
-
-LABEL_PREFIX = "rw"
-
-
-def finite(value: float | None, default: float) -> float:
-    """A market number if it is one (finite, not negative), else `default`."""
-    if value is None or not math.isfinite(value) or value < 0:
-        return default
-    return value
-
 
 K = EventKind
 
 Starter = Callable[[Attempt, str, str], Awaitable[float]]
-
-
-def campaign_label(campaign: str) -> str:
-    """The label prefix of a campaign's instances (each create adds a unique tag to it)."""
-    return f"{LABEL_PREFIX}:{campaign}"
 
 
 class Recovery:

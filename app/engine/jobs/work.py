@@ -13,8 +13,6 @@ import asyncssh
 
 from ...core.artifact_room import ArtifactRoom
 from ...core.campaign import Job
-from ...core.delivery import estimate, sized
-from ...core.gpu_specs import expected_tflops
 from ...core.jobs import JobQueue, JobState, Slot, dispatches
 from ...core.lifecycle import Phase
 from ...ledger import EventKind, Ledger
@@ -25,6 +23,7 @@ from ..fleet import Fleet
 from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
+from .delivered import note_delivery, work_detail
 from .runner import (
     JobStatus,
     UnsafePath,
@@ -263,7 +262,7 @@ class JobWork:
         now = self.clock.now()
         tail = [ln for ln in st.log_tail.splitlines() if ln.strip()]
         a.job_said(f"{job.name}: {tail[-1] if tail else st.state}")
-        self._delivery(a, job, st.progress, now)
+        note_delivery(a, job, st.progress, now)
         if st.state == "running":
             if job.started_at is not None and now - job.started_at > job.job.timeout_s:
                 await self.link.run(a, stop_command(job.job))
@@ -308,7 +307,7 @@ class JobWork:
                 "duration_s": duration,
                 "attempt": job.attempts,
                 "log_tail": st.log_tail[-500:],
-                **self._work_detail(a, job, duration, st.exit_code == 0),
+                **work_detail(a, job, duration, st.exit_code == 0),
             },
         )
         self.journal.say(
@@ -325,38 +324,6 @@ class JobWork:
                 await self._pull(a, job)
         finally:  # a pull cut short (its host stopped mid-pull) still settles the job
             self.queue.finished(job, st.exit_code, now)
-
-    def _delivery(self, a: Attempt, job: JobState, progress: float | None, now: float) -> None:
-        """The host's delivery to this job: from the job's progress when it writes one, else
-        from the preflight's speed less the throttling seen since."""
-        if progress is not None:
-            job.progress = progress
-        slowdown = a.throttle.slowdown if a.throttle and a.throttle.throttled else 0.0
-        tflops = a.verdict.tflops if a.verdict is not None else None
-        job.delivery = estimate(
-            job.job, job.started_at, now, job.progress, a.gpu_name, tflops, slowdown
-        )
-
-    def _work_detail(self, a: Attempt, job: JobState, duration: float, ok: bool) -> dict[str, Any]:
-        """What a finished job says of its host's delivery, for the ledger (and the hosts
-        view's dollars per reference hour): its size, and the speed it got there."""
-        d = job.delivery
-        out: dict[str, Any] = {}
-        tflops, source = (d.tflops, d.source) if d is not None else (None, "")
-        if sized(job.job):
-            out.update(ref_gpu=job.job.ref_gpu, ref_hours=job.job.ref_hours)
-            ref = expected_tflops(job.job.ref_gpu or "")
-            if ok and ref and duration > 0:
-                out["work_ref_h"] = job.job.ref_hours
-                # the speed the whole run got: its size over its time
-                tflops, source = (job.job.ref_hours or 0) / (duration / 3600) * ref, "size"
-        if tflops is not None:
-            out["delivered_tflops"] = round(tflops, 3)
-            out["speed_source"] = source
-            model = expected_tflops(a.gpu_name)
-            if model:
-                out["speed_share"] = round(tflops / model, 4)
-        return out
 
     async def look(self, a: Attempt, job: JobState) -> JobStatus:
         """The job's state on its host. A session cut before the host answered (no exit status,

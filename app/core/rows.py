@@ -1,0 +1,42 @@
+"""What a market's instance row can be believed for, and how rentwatch's own rows are known:
+a row whose numbers are not finite or are negative is unread (never acted on), a market number
+falls back to a default where it is not one, and every instance a campaign creates carries its
+label (`rw:<campaign>:<tag>`)."""
+
+from __future__ import annotations
+
+import math
+
+from .models import Instance
+
+LABEL_PREFIX = "rw"
+
+
+def row_problem(inst: Instance) -> str | None:
+    """Why a market row cannot be believed (None: it can)."""
+    numbers = {
+        "dph_base": inst.dph_base,
+        "dph_total": inst.dph_total,
+        "storage_total_cost": inst.storage_total_cost,
+        "gpu_util": inst.gpu_util,
+        "start_date": inst.start_date,
+    }
+    for name, value in numbers.items():
+        if value is not None and not math.isfinite(value):
+            return f"{name} is not a finite number ({value!r})"
+    for name in ("dph_base", "dph_total", "storage_total_cost"):
+        if numbers[name] is not None and float(numbers[name] or 0) < 0:
+            return f"{name} is negative ({numbers[name]!r})"
+    return None
+
+
+def finite(value: float | None, default: float) -> float:
+    """A market number if it is one (finite, not negative), else `default`."""
+    if value is None or not math.isfinite(value) or value < 0:
+        return default
+    return value
+
+
+def campaign_label(campaign: str) -> str:
+    """The label prefix of a campaign's instances (each create adds a unique tag to it)."""
+    return f"{LABEL_PREFIX}:{campaign}"

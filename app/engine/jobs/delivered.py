@@ -1,0 +1,47 @@
+"""What a job's host delivers, as the engine notes it: the job's delivery estimate on each
+look (from the progress it writes, else the preflight's speed less the throttling seen since),
+and what a finished job's ledger event says of its host's speed (the hosts view's dollars per
+reference hour read it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core.delivery import estimate, sized
+from ...core.gpu_specs import expected_tflops
+from ...core.jobs import JobState
+from ..attempt import Attempt
+
+
+def note_delivery(a: Attempt, job: JobState, progress: float | None, now: float) -> None:
+    """The host's delivery to this job: from the job's progress when it writes one, else
+    from the preflight's speed less the throttling seen since."""
+    if progress is not None:
+        job.progress = progress
+    slowdown = a.throttle.slowdown if a.throttle and a.throttle.throttled else 0.0
+    tflops = a.verdict.tflops if a.verdict is not None else None
+    job.delivery = estimate(
+        job.job, job.started_at, now, job.progress, a.gpu_name, tflops, slowdown
+    )
+
+
+def work_detail(a: Attempt, job: JobState, duration: float, ok: bool) -> dict[str, Any]:
+    """What a finished job says of its host's delivery, for the ledger (and the hosts
+    view's dollars per reference hour): its size, and the speed it got there."""
+    d = job.delivery
+    out: dict[str, Any] = {}
+    tflops, source = (d.tflops, d.source) if d is not None else (None, "")
+    if sized(job.job):
+        out.update(ref_gpu=job.job.ref_gpu, ref_hours=job.job.ref_hours)
+        ref = expected_tflops(job.job.ref_gpu or "")
+        if ok and ref and duration > 0:
+            out["work_ref_h"] = job.job.ref_hours
+            # the speed the whole run got: its size over its time
+            tflops, source = (job.job.ref_hours or 0) / (duration / 3600) * ref, "size"
+    if tflops is not None:
+        out["delivered_tflops"] = round(tflops, 3)
+        out["speed_source"] = source
+        model = expected_tflops(a.gpu_name)
+        if model:
+            out["speed_share"] = round(tflops / model, 4)
+    return out
