@@ -51,41 +51,53 @@ class Decider:
         self.started_at = started_at  # the campaign's first start (the deadline counts from it)
 
     async def decide(self, now: float) -> list[Decision]:
-        """The rules' decisions this poll; when a create is in view, on offers searched fresh
-        (and, under the auto tier, on on-demand offers when the bid search ran dry)."""
+        """The rules' decisions this poll, in three steps: the snapshot; when the rules would
+        create, the snapshot again on offers searched fresh with our record of each machine;
+        under the auto tier, on on-demand offers when the bid search ran dry."""
         can_create = self.fleet.creates < self.campaign().max_creates
         self.job_work.swaps.look(now, self.offer_book, can_create)  # slow hosts (core/swap)
         snap = self.snapshot(now)
-        # would the rules create, offers aside? then search first if the last search is stale,
-        # and read our record of each machine, so each Create carries the offer it chose
-        probe = dataclasses.replace(snap, offers=None, offers_available=1_000_000)
-        if any(isinstance(d, Create) for d in decide(probe, self.policy, now)):
-            # a market not searched yet (or emptied) gets one create this poll, the rest the
-            # next: the first answer tests the key, the image and the offers before a fleet
-            first = not self.offer_book.offers
-            self.offer_book.rental = snap.bidding.tier if snap.bidding else "on-demand"
-            if self.offer_book.stale():
-                await self.offer_book.refresh()
-            snap = dataclasses.replace(
-                self.snapshot(now),
-                history=self.offer_book.history(),
-                work=self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet),
-                create_cap=1 if first else None,
-            )
+        if self._would_create(snap, now):
+            snap = await self._with_offers(snap, now)
         out = decide(snap, self.policy, now)
-        if snap.bidding is not None and tier_ran_dry(snap.bidding, out):  # on-demand, then
-            self.offer_book.rental = "on-demand"
-            await self.offer_book.refresh()
-            snap = dataclasses.replace(
-                snap,
-                offers=self.offer_book.offers,
-                terms=self.offer_book.terms(),
-                history=self.offer_book.history(),
-                work=self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet),
-                bidding=dataclasses.replace(snap.bidding, tier="on-demand"),
-            )
-            out = decide(snap, self.policy, now)
+        if snap.bidding is not None and tier_ran_dry(snap.bidding, out):
+            out = decide(await self._on_demand_instead(snap), self.policy, now)
         return out
+
+    def _would_create(self, snap: FleetSnapshot, now: float) -> bool:
+        """Would the rules create, offers aside? (then a search is worth its call)"""
+        probe = dataclasses.replace(snap, offers=None, offers_available=1_000_000)
+        return any(isinstance(d, Create) for d in decide(probe, self.policy, now))
+
+    async def _with_offers(self, snap: FleetSnapshot, now: float) -> FleetSnapshot:
+        """Offers searched again if the last search is stale, on the tier the campaign rents,
+        and our record of each machine, so each Create carries the offer it chose. A market not
+        searched yet (or emptied) gets one create this poll, the rest the next: the first
+        answer tests the key, the image and the offers before a fleet."""
+        first = not self.offer_book.offers
+        self.offer_book.rental = snap.bidding.tier if snap.bidding else "on-demand"
+        if self.offer_book.stale():
+            await self.offer_book.refresh()
+        return dataclasses.replace(
+            self.snapshot(now),
+            history=self.offer_book.history(),
+            work=self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet),
+            create_cap=1 if first else None,
+        )
+
+    async def _on_demand_instead(self, snap: FleetSnapshot) -> FleetSnapshot:
+        """Under `rental = "auto"` a bid search with nothing to bid on: on-demand offers."""
+        assert snap.bidding is not None
+        self.offer_book.rental = "on-demand"
+        await self.offer_book.refresh()
+        return dataclasses.replace(
+            snap,
+            offers=self.offer_book.offers,
+            terms=self.offer_book.terms(),
+            history=self.offer_book.history(),
+            work=self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet),
+            bidding=dataclasses.replace(snap.bidding, tier="on-demand"),
+        )
 
     def _free_since(self, a: Attempt) -> float | None:
         """Since when it has had no job (the drained rule's clock); a person's start holds
