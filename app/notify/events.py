@@ -4,8 +4,8 @@ and `scrub`, which every notice passes through before it leaves the process.
 Pure: no I/O, no clock. Each builder writes a one-line title and a body in three parts, what
 happened, what rentwatch did, what the person may want to do, from the facts the caller passes
 in (figures come from the ledger; the builders compute none). Host- and market-controlled
-strings are cleaned here; secrets are removed by `scrub`, which the notifier applies again with
-the secrets it was given.
+strings are cleaned here (with `wording.safe`); secrets are removed by `scrub`, which the
+notifier applies again with the secrets it was given.
 
 Levels, lowest first: `info` (routine: a dud replaced as usual), `notice` (worth reading, not
 urgent: the campaign's end), `warning` (a person should look soon: a verified host lost, the
@@ -16,12 +16,12 @@ everything worse is sent.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
 from ..core.text import clean
+from .wording import FIELD_LIMIT, cap, duration, job_clause, machine_clause, redact, safe
 
 LEVELS: Final = ("info", "notice", "warning", "critical")
 DEFAULT_MIN_LEVEL: Final = "notice"
@@ -29,8 +29,6 @@ DEFAULT_MIN_LEVEL: Final = "notice"
 TITLE_LIMIT: Final = 120
 BODY_LIMIT: Final = 2000
 LINE_LIMIT: Final = 300
-FIELD_LIMIT: Final = 160  # one host- or market-controlled value inside a sentence
-REDACTED: Final = "[redacted]"
 # shorter "secrets" would blank ordinary words; a real key, token or key path is never this short
 MIN_SECRET_LEN: Final = 6
 
@@ -114,23 +112,23 @@ def scrub(text: object, secrets: Iterable[str | None] = (), limit: int = BODY_LI
     (`ab\\x1b[0mcd`) cannot reappear once the escape is gone, and before any cap, so a cut can
     never leave half a secret."""
     wanted = sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
-    s = _redact("" if text is None else str(text), wanted)
+    s = redact("" if text is None else str(text), wanted)
     lines = [clean(line, limit=len(line) + 1) for line in s.splitlines()]
-    s = _redact("\n".join(lines), wanted)
-    lines = [_cap(line, LINE_LIMIT) for line in s.split("\n")]
-    return _cap("\n".join(lines).strip("\n"), limit)
+    s = redact("\n".join(lines), wanted)
+    lines = [cap(line, LINE_LIMIT) for line in s.split("\n")]
+    return cap("\n".join(lines).strip("\n"), limit)
 
 
 def campaign_fault(
     campaign: str, cause: str, *, image: str | None = None, job: str | None = None
 ) -> Notice:
     """Every host failed the same way: the campaign's image or job is at fault, not the hosts."""
-    what = f"image {_v(image)}" if image else f"job {_v(job)}" if job else "the campaign"
+    what = f"image {safe(image)}" if image else f"job {safe(job)}" if job else "the campaign"
     return _notice(
         CAMPAIGN_FAULT,
         campaign,
-        f"{_v(campaign)}: campaign fault, {what}; creates stopped",
-        happened=f"Every host failed the same way with {what}: {_v(cause)}.",
+        f"{safe(campaign)}: campaign fault, {what}; creates stopped",
+        happened=f"Every host failed the same way with {what}: {safe(cause)}.",
         did="Stopped creating new instances. Hosts were not blamed or quarantined for it.",
         todo=f"Check {what} (name, registry access, what it carries), fix the campaign file "
         "and start the campaign again.",
@@ -143,7 +141,7 @@ def budget_80(campaign: str, spent_usd: float, budget_usd: float) -> Notice:
     return _notice(
         BUDGET_80,
         campaign,
-        f"{_v(campaign)}: 80% of budget spent (${spent_usd:.2f} of ${budget_usd:.2f})",
+        f"{safe(campaign)}: 80% of budget spent (${spent_usd:.2f} of ${budget_usd:.2f})",
         happened=f"The ledger shows ${spent_usd:.2f} spent of the ${budget_usd:.2f} budget.",
         did="Nothing yet: the campaign goes on; at 100% it stops creating.",
         todo="Raise `budget_usd` if the work is worth it, or end the campaign.",
@@ -156,7 +154,7 @@ def budget_100(campaign: str, spent_usd: float, budget_usd: float, *, stopped: i
     return _notice(
         BUDGET_100,
         campaign,
-        f"{_v(campaign)}: budget spent (${spent_usd:.2f} of ${budget_usd:.2f})",
+        f"{safe(campaign)}: budget spent (${spent_usd:.2f} of ${budget_usd:.2f})",
         happened=f"The ledger shows ${spent_usd:.2f} spent, at or over the ${budget_usd:.2f} "
         "budget.",
         did=f"Stopped creating; stopped {stopped} instance(s) it held.",
@@ -178,9 +176,9 @@ def host_lost(
     return _notice(
         HOST_LOST,
         campaign,
-        f"{_v(campaign)}: verified instance {instance_id} lost",
-        happened=f"Verified instance {instance_id}{_machine(machine_id)} was lost: {_v(reason)}."
-        + _job(job),
+        f"{safe(campaign)}: verified instance {instance_id} lost",
+        happened=f"Verified instance {instance_id}{machine_clause(machine_id)} was lost: "
+        f"{safe(reason)}." + job_clause(job),
         did="Stopped it (nothing destroyed: it had passed preflight) and went on with the fleet.",
         todo="Pull any artifacts still on it, then end or destroy it yourself.",
         key=f"{HOST_LOST}:{campaign}:{instance_id}",
@@ -199,9 +197,9 @@ def xid_stop(
     return _notice(
         XID_STOP,
         campaign,
-        f"{_v(campaign)}: instance {instance_id} stopped, fatal XID {xid}",
-        happened=f"The GPU of instance {instance_id}{_machine(machine_id)} reported fatal "
-        f"XID {xid}." + _job(job),
+        f"{safe(campaign)}: instance {instance_id} stopped, fatal XID {xid}",
+        happened=f"The GPU of instance {instance_id}{machine_clause(machine_id)} reported fatal "
+        f"XID {xid}." + job_clause(job),
         did="Stopped the instance and quarantined its machine for this campaign.",
         todo="Nothing, unless the job's artifacts on it matter: pull them, then destroy it.",
         key=f"{XID_STOP}:{campaign}:{instance_id}",
@@ -216,13 +214,14 @@ def host_offline(
     since_s: float | None = None,
 ) -> Notice:
     """The market reports a held instance's host offline."""
-    since = f" for {_duration(since_s)}" if since_s is not None else ""
+    since = f" for {duration(since_s)}" if since_s is not None else ""
     return _notice(
         HOST_OFFLINE,
         campaign,
-        f"{_v(campaign)}: host of instance {instance_id} offline",
-        happened=f"The market reports the host of instance {instance_id}{_machine(machine_id)} "
-        f"offline{since}. GPU time does not bill while offline; storage does not either.",
+        f"{safe(campaign)}: host of instance {instance_id} offline",
+        happened=f"The market reports the host of instance {instance_id}"
+        f"{machine_clause(machine_id)} offline{since}. GPU time does not bill while offline; "
+        "storage does not either.",
         did="Kept watching it; its work is replaced on another host if it stays away.",
         todo="Nothing unless it holds artifacts you need; the market may bring it back.",
         key=f"{HOST_OFFLINE}:{campaign}:{instance_id}",
@@ -234,9 +233,9 @@ def outbid(campaign: str, instance_id: int, *, job: str | None = None) -> Notice
     return _notice(
         OUTBID,
         campaign,
-        f"{_v(campaign)}: instance {instance_id} outbid",
+        f"{safe(campaign)}: instance {instance_id} outbid",
         happened=f"Interruptible instance {instance_id} was outbid and stopped by the market."
-        + _job(job),
+        + job_clause(job),
         did="Moved its work to the next host, from its last checkpoint where it has one.",
         todo='Raise the bid or use `rental = "on-demand"` if outbids keep costing work.',
         key=f"{OUTBID}:{campaign}:{instance_id}",
@@ -249,9 +248,9 @@ def key_refused(campaign: str, *, status: int | None = None, detail: str = "") -
     return _notice(
         KEY_REFUSED,
         campaign,
-        f"{_v(campaign)}: the market refused the API key{code}",
+        f"{safe(campaign)}: the market refused the API key{code}",
         happened=f"The market refused rentwatch's API key{code}"
-        + (f": {_v(detail)}." if detail else "."),
+        + (f": {safe(detail)}." if detail else "."),
         did="Stopped creating. Instances already running go on billing and cannot be stopped "
         "from here until the key works again.",
         todo="Check the key (revoked, expired, missing scope) in the Vast console and restart "
@@ -265,8 +264,8 @@ def market_unreachable(campaign: str, error: str, *, since_s: float, held: int) 
     return _notice(
         MARKET_UNREACHABLE,
         campaign,
-        f"{_v(campaign)}: market unreachable for {_duration(since_s)}",
-        happened=f"The market has not answered for {_duration(since_s)}: {_v(error)}.",
+        f"{safe(campaign)}: market unreachable for {duration(since_s)}",
+        happened=f"The market has not answered for {duration(since_s)}: {safe(error)}.",
         did=f"Kept retrying. {held} instance(s) held go on billing, unsupervised; their host "
         "watchdogs stop them if the controller's heartbeat goes silent.",
         todo="Check the network and the market's status page; stop instances from the console "
@@ -285,8 +284,9 @@ def controller_trapped(campaign: str, signal_name: str, *, stopped: int, left: i
     return _notice(
         CONTROLLER_TRAPPED,
         campaign,
-        f"{_v(campaign)}: controller trapped ({_v(signal_name)}), {stopped} stopped, {left} left",
-        happened=f"The controller was interrupted by {_v(signal_name)}.",
+        f"{safe(campaign)}: controller trapped ({safe(signal_name)}), {stopped} stopped, "
+        f"{left} left",
+        happened=f"The controller was interrupted by {safe(signal_name)}.",
         did=f"Stopped {stopped} instance(s) it held.{tail}",
         todo="Check the console for anything still running"
         + (" and stop it" if left else "")
@@ -305,8 +305,8 @@ def controller_exit(campaign: str, reason: str, *, stopped: int, detached: bool)
     return _notice(
         CONTROLLER_EXIT,
         campaign,
-        f"{_v(campaign)}: controller exiting, {_v(reason, 80)}",
-        happened=f"The controller is exiting before the campaign's end: {_v(reason)}.",
+        f"{safe(campaign)}: controller exiting, {safe(reason, 80)}",
+        happened=f"The controller is exiting before the campaign's end: {safe(reason)}.",
         did=did,
         todo="Read the reason, fix what it names and start the controller again; it adopts "
         "what is still there.",
@@ -319,8 +319,8 @@ def job_failed(campaign: str, job: str, *, attempts: int, last_error: str) -> No
     return _notice(
         JOB_FAILED,
         campaign,
-        f"{_v(campaign)}: job {_v(job, 60)} failed for good after {attempts} tries",
-        happened=f"Job {_v(job)} failed {attempts} time(s); last: {_v(last_error)}.",
+        f"{safe(campaign)}: job {safe(job, 60)} failed for good after {attempts} tries",
+        happened=f"Job {safe(job)} failed {attempts} time(s); last: {safe(last_error)}.",
         did="Gave up on it; the other jobs go on and its hosts stay held for them.",
         todo="Read the job's log (rentwatch ledger), fix the command and add it again.",
         key=f"{JOB_FAILED}:{campaign}:{job}",
@@ -343,7 +343,7 @@ def campaign_end(
     return _notice(
         CAMPAIGN_END,
         campaign,
-        f"{_v(campaign)}: done, ${spent_usd:.2f} spent, {rate}",
+        f"{safe(campaign)}: done, ${spent_usd:.2f} spent, {rate}",
         happened=f"The campaign ended: {creates} create(s), {duds} dud(s), ${spent_usd:.2f} "
         f"spent, {rate}{jobs}.",
         did=f"Stopped {stopped} instance(s) it still held.",
@@ -358,16 +358,12 @@ def dud_replaced(campaign: str, instance_id: int, cause: str) -> Notice:
     return _notice(
         DUD_REPLACED,
         campaign,
-        f"{_v(campaign)}: dud {instance_id} replaced",
-        happened=f"Attempt {instance_id} never delivered: {_v(cause)}.",
+        f"{safe(campaign)}: dud {instance_id} replaced",
+        happened=f"Attempt {instance_id} never delivered: {safe(cause)}.",
         did="Destroyed it (it never passed preflight) and created a replacement.",
         todo="Nothing.",
         key=f"{DUD_REPLACED}:{campaign}",
     )
-
-
-_ELLIPSIS = "…"
-_SPACES = re.compile(r"\s+")
 
 
 def _notice(
@@ -377,39 +373,7 @@ def _notice(
     return Notice(
         kind=kind,
         level=DEFAULT_LEVELS[kind],
-        title=_cap(clean(title, limit=TITLE_LIMIT + 1), TITLE_LIMIT),
+        title=cap(clean(title, limit=TITLE_LIMIT + 1), TITLE_LIMIT),
         body=scrub(body),
-        key=_cap(clean(key, limit=FIELD_LIMIT * 2), FIELD_LIMIT * 2),
+        key=cap(clean(key, limit=FIELD_LIMIT * 2), FIELD_LIMIT * 2),
     )
-
-
-def _v(value: object, limit: int = FIELD_LIMIT) -> str:
-    """One untrusted value inside a sentence: cleaned, spaces collapsed, capped."""
-    return _SPACES.sub(" ", clean(value, limit=limit)).strip()
-
-
-def _machine(machine_id: int | None) -> str:
-    return f" (machine {machine_id})" if machine_id is not None else ""
-
-
-def _job(job: str | None) -> str:
-    return f" It was running job {_v(job)}." if job else ""
-
-
-def _duration(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
-def _redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, REDACTED)
-    return text
-
-
-def _cap(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + _ELLIPSIS

@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass
 
 from .machines import Machine, between
-from .scenario import States
+from .scenario_tables import States
 
 FATAL_TEXTS = (
     ("loading", "Error response from daemon: manifest for {image} not found: manifest unknown"),

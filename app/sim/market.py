@@ -24,7 +24,8 @@ from .boot import THROTTLE_REASONS, boot_steps
 from .images import deny_unpullable
 from .machines import Machine, between, build_machines, keyed_rng, nvml_name, other_listings
 from .rental import SimInstance
-from .scenario import DELIVERING, Scenario
+from .scenario import Scenario
+from .truth import truth_row
 from .work_meter import WorkMeter, advance
 
 EPOCH_ORIGIN = float(
@@ -342,54 +343,7 @@ class SimMarket:
         tot_gpu = tot_storage = tot_bw = 0.0
         for inst in self.instances.values():
             c = inst.charges(now, self.scenario.gpu_billing)
-            running_at = next(
-                (
-                    s.running_at
-                    for s in inst.segments
-                    if s.running_at is not None and s.running_at <= now
-                ),
-                None,
-            )
-            actual, _ = inst.status(now)
-            dropped = [
-                s.offline_at
-                for s in inst.segments
-                if s.offline_at is not None and s.offline_at <= now
-            ]
-            rows.append(
-                {
-                    "id": inst.id,
-                    "machine_id": inst.machine.id,
-                    "host_id": inst.machine.host_id,
-                    "offer_id": inst.machine.offer_id,
-                    "behaviour": inst.machine.behaviour,
-                    "delivering": inst.machine.behaviour in DELIVERING,
-                    "gpu_name": inst.machine.advertised_gpu,
-                    "real_gpu": inst.machine.real_gpu,
-                    "actual_status": actual,
-                    "created_at": inst.created_at,
-                    "running_at": running_at,
-                    "stopped_at": inst.stops[-1]
-                    if inst.stops and inst.intended == "stopped"
-                    else None,
-                    "destroyed_at": inst.destroyed_at,
-                    "offline_at": dropped[0] if dropped else None,  # the host went dark
-                    "gpu_dph": inst.gpu_dph,
-                    "storage_dph": inst.storage_dph,
-                    "gpu_usd": round(c.gpu_usd, 6),
-                    "storage_usd": round(c.storage_usd, 6),
-                    "bandwidth_usd": round(c.bandwidth_usd, 6),
-                    "total_usd": round(c.total_usd, 6),
-                    "direct_ssh": inst.machine.direct,
-                    "market_stopped_at": inst.market_stop_at,
-                    "expired_at": inst.expired_at,
-                    # the interruptible tier: the bid in force (None: on-demand), each
-                    # outbid and each resume the market made by itself
-                    "bid": inst.bid,
-                    "outbid_at": list(inst.outbids),
-                    "resumed_at": list(inst.resumes),
-                }
-            )
+            rows.append(truth_row(inst, now, c))
             tot_gpu += c.gpu_usd
             tot_storage += c.storage_usd
             tot_bw += c.bandwidth_usd

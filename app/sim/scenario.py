@@ -12,6 +12,7 @@ from ..core.errors import ConfigError
 from ..core.gpu_specs import DPH_RANGE
 from .bid_table import Bids, parse_bids
 from .images import ImageSpec, parse_images
+from .scenario_tables import Faults, Listing, SSHConfig, States
 
 BEHAVIOURS = (
     "healthy",
@@ -88,61 +89,6 @@ class HostClass:
 
     def price_range(self, gpu: str) -> tuple[float, float]:
         return GPU_DPH.get(gpu, self.dph) if self.by_gpu else self.dph
-
-
-@dataclass(frozen=True)
-class Faults:
-    rate_429: float = 0.0
-    rate_5xx: float = 0.0
-    rate_timeout: float = 0.0
-    rate_malformed: float = 0.0
-    ssh_drop: float = 0.0
-    rate_redirect: float = 0.0  # answered with a 307 to the same call (it must keep its key)
-    timeout_s: float = 15.0  # how long a "slow" answer stalls (wall seconds)
-
-
-@dataclass(frozen=True)
-class SSHConfig:
-    """`[ssh]`: like Vast, every running instance has a proxy route; a share of hosts also has
-    a direct one (the host's own address and a mapped port); the proxy drops a share of
-    sessions."""
-
-    direct_share: float = 0.5
-    proxy_drop: float = 0.0
-    # share of instances whose SSH sessions carry CONTAINER_ID and CONTAINER_API_KEY. None: as
-    # Vast does it, by image: only Vast's own images (`vastai/...`) export them to SSH sessions;
-    # on any other the container's variables reach a session only through the onstart recipe
-    # `env >> /etc/environment` (vast-ai/docs guides/instances/docker-environment.mdx)
-    container_env: float | None = None
-    # share of instances where a session can read PID 1's environment (/proc/1/environ: the
-    # watchdog's fallback; a host may run sessions as a user that cannot)
-    proc_environ: float = 1.0
-
-
-@dataclass(frozen=True)
-class Listing:
-    """`[listing]`: what the search shows besides the scenario's `offers` (verified, on Vast's
-    own hosts): `unverified` and `external` listings, each a share of `offers` on top (the
-    official CLI filters them out by default: vastai `cli/commands/offers.py` search__offers),
-    and the share of creates that find the offer just taken by another renter."""
-
-    unverified: float = 0.2
-    external: float = 0.1
-    taken: float = 0.0
-
-
-@dataclass(frozen=True)
-class States:
-    """`[states]`: how unkind the boot is. `scheduling` (a boot waiting for its GPU, Vast docs),
-    a state no list names (Vast adds lifecycle states), Docker build output in the status line
-    while loading, and stops the market makes itself at a contract's end date."""
-
-    scheduling_share: float = 0.3
-    unnamed_share: float = 0.1  # rentwatch leaves unknown states to its deadlines
-    unnamed_name: str = "provisioning"
-    build_output_share: float = 0.5
-    contract_end_share: float = 0.0
-    contract_end_min: tuple[float, float] = (20.0, 240.0)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from .images import image_facts
 from .market import SimMarket
 from .probe_answers import PROBE_MARKER, probe_answer
 from .rental import SimInstance
+from .ssh_streams import pump_in, read_all
 
 _STDIN_SCRIPT = re.compile(r"^\s*python3?\s+-(\s|$)")
 
@@ -271,7 +272,7 @@ class SSHHosts:
             if self.received is not None:
                 self.received.append(command.encode())
             if _STDIN_SCRIPT.match(command):
-                stdin = await _read_all(proc)
+                stdin = await read_all(proc)
                 if self.received is not None:
                     self.received.append(stdin)
                 if not image_facts(inst.image, self.market.scenario.images).python:
@@ -326,7 +327,7 @@ class SSHHosts:
                 sub.stdin.write(stdin)
                 sub.stdin.close()
             else:
-                asyncio.ensure_future(_pump_in(proc, sub, self.received))
+                asyncio.ensure_future(pump_in(proc, sub, self.received))
 
             moved = [0]
 
@@ -363,42 +364,3 @@ class SSHHosts:
             if cwd.startswith(root) and b"watchdog.py" not in cmd:
                 return True
         return False
-
-
-async def _read_all(proc: asyncssh.SSHServerProcess[bytes]) -> bytes:
-    chunks = []
-    total = 0
-    while True:
-        try:
-            chunk = await proc.stdin.read(65536)
-        except asyncssh.BreakReceived:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk if isinstance(chunk, bytes) else chunk.encode())
-        total += len(chunk)
-        if total > 16 * 1024 * 1024:
-            break
-    return b"".join(chunks)
-
-
-async def _pump_in(
-    proc: asyncssh.SSHServerProcess[bytes],
-    sub: asyncio.subprocess.Process,
-    received: list[bytes] | None = None,
-) -> None:
-    assert sub.stdin is not None
-    try:
-        while chunk := await proc.stdin.read(65536):
-            data = chunk if isinstance(chunk, bytes) else chunk.encode()
-            if received is not None:
-                received.append(data)
-            sub.stdin.write(data)
-            await sub.stdin.drain()
-    except (asyncssh.Error, ConnectionError, BrokenPipeError):
-        pass
-    finally:
-        try:
-            sub.stdin.close()
-        except Exception:
-            pass

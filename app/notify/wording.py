@@ -1,0 +1,51 @@
+"""The pieces the notice builders (`events`) write their sentences with: one host- or
+market-controlled value made fit to quote inside a sentence (`safe`), the machine and job
+clauses, a duration in words, and the cap and redaction that `events.scrub` applies.
+
+Pure: no I/O, no clock. A cut text ends in an ellipsis, so a capped line reads as cut.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from ..core.text import clean
+
+FIELD_LIMIT: Final = 160  # one host- or market-controlled value inside a sentence
+REDACTED: Final = "[redacted]"
+
+_ELLIPSIS = "…"
+_SPACES = re.compile(r"\s+")
+
+
+def safe(value: object, limit: int = FIELD_LIMIT) -> str:
+    """One untrusted value inside a sentence: cleaned, spaces collapsed, capped."""
+    return _SPACES.sub(" ", clean(value, limit=limit)).strip()
+
+
+def machine_clause(machine_id: int | None) -> str:
+    return f" (machine {machine_id})" if machine_id is not None else ""
+
+
+def job_clause(job: str | None) -> str:
+    return f" It was running job {safe(job)}." if job else ""
+
+
+def duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + _ELLIPSIS

@@ -1,0 +1,55 @@
+"""One rental's row of the market's truth (`SimMarket.truth`): what the simulator knows of an
+instance that the renter's API never says in full, the machine's behaviour and real GPU, the
+status it is really in, when it ran, stopped, went dark or was destroyed, its bids and outbids,
+and its charges as the market bills them. The referee scores a run against these rows, never
+against the engine's own ledger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.billing import Charges
+from .rental import SimInstance
+from .scenario import DELIVERING
+
+
+def truth_row(inst: SimInstance, now: float, c: Charges) -> dict[str, Any]:
+    """The truth about `inst` at `now`, with `c` its charges up to then."""
+    running_at = next(
+        (s.running_at for s in inst.segments if s.running_at is not None and s.running_at <= now),
+        None,
+    )
+    actual, _ = inst.status(now)
+    dropped = [
+        s.offline_at for s in inst.segments if s.offline_at is not None and s.offline_at <= now
+    ]
+    return {
+        "id": inst.id,
+        "machine_id": inst.machine.id,
+        "host_id": inst.machine.host_id,
+        "offer_id": inst.machine.offer_id,
+        "behaviour": inst.machine.behaviour,
+        "delivering": inst.machine.behaviour in DELIVERING,
+        "gpu_name": inst.machine.advertised_gpu,
+        "real_gpu": inst.machine.real_gpu,
+        "actual_status": actual,
+        "created_at": inst.created_at,
+        "running_at": running_at,
+        "stopped_at": inst.stops[-1] if inst.stops and inst.intended == "stopped" else None,
+        "destroyed_at": inst.destroyed_at,
+        "offline_at": dropped[0] if dropped else None,  # the host went dark
+        "gpu_dph": inst.gpu_dph,
+        "storage_dph": inst.storage_dph,
+        "gpu_usd": round(c.gpu_usd, 6),
+        "storage_usd": round(c.storage_usd, 6),
+        "bandwidth_usd": round(c.bandwidth_usd, 6),
+        "total_usd": round(c.total_usd, 6),
+        "direct_ssh": inst.machine.direct,
+        "market_stopped_at": inst.market_stop_at,
+        "expired_at": inst.expired_at,
+        # the interruptible tier: the bid in force (None: on-demand), each outbid and each
+        # resume the market made by itself
+        "bid": inst.bid,
+        "outbid_at": list(inst.outbids),
+        "resumed_at": list(inst.resumes),
+    }
