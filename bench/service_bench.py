@@ -23,8 +23,9 @@ from typing import Any
 from rentwatch.engine.intents import StopIntent
 from rentwatch.run.service import api
 from rentwatch.run.service.controller import Controller
-from rentwatch.run.service.remote import RemoteEngine, RemoteLedger, Target
+from rentwatch.run.service.remote import RemoteEngine, RemoteLedger
 from rentwatch.run.service.server import ServiceServer
+from rentwatch.run.service.target import Target
 
 from bench.tui_bench import fleet, measure
 

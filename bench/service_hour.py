@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from rentwatch.ledger import Ledger
-from rentwatch.run.service.remote import ControllerClient, RemoteEngine, Target
+from rentwatch.run.service.remote import ControllerClient, RemoteEngine
+from rentwatch.run.service.target import Target
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
 

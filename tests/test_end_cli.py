@@ -27,7 +27,8 @@ from rentwatch.engine.intents import (
 from rentwatch.ledger import Ledger
 from rentwatch.run.headless import run_headless
 from rentwatch.run.service import api
-from rentwatch.run.service.remote import ControllerClient, Target
+from rentwatch.run.service.remote import ControllerClient
+from rentwatch.run.service.target import Target
 
 from tests.campaigns import campaign_text, headless_cmd, headless_env
 from tests.test_service import Reader, _socket_of

@@ -24,7 +24,7 @@ APP = Path(__file__).resolve().parent.parent / "app"
 CORE = APP / "core"
 # modules other developers own that are still over the size bar (tracked in their issues)
 LONG_ELSEWHERE: set[str] = set()
-MAX_LINES = 450  # ~400 as issue 13 asks; supervisor.py and core/rules.py sit near 440
+MAX_LINES = 400  # issue 24: ~400 lines a module, the simulator included
 # where the clocks come from: the market client is the market clock; the simulator runs one
 CLOCK_SOURCES = {"market/vast/transport.py", "notify/notifier.py"}
 

@@ -29,8 +29,9 @@ from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
 from rentwatch.run.service import api
 from rentwatch.run.service.controller import Controller
-from rentwatch.run.service.remote import ControllerClient, RemoteEngine, RemoteLedger, Target
+from rentwatch.run.service.remote import ControllerClient, RemoteEngine, RemoteLedger
 from rentwatch.run.service.server import ServiceServer
+from rentwatch.run.service.target import Target
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 
 from .campaigns import campaign_text, headless_cmd, headless_env, truth_at

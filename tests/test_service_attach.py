@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from rentwatch.ledger import Ledger
 from rentwatch.run.service import registry
-from rentwatch.run.service.remote import RemoteEngine, Target, resolve
+from rentwatch.run.service.remote import RemoteEngine
 from rentwatch.run.service.spawn import ControllerFailed, attach_dashboard, connect
+from rentwatch.run.service.target import Target, resolve
 from rentwatch.widgets.fleet import FleetView
 
 from .campaigns import campaign_text

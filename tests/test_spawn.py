@@ -68,8 +68,8 @@ def test_leaving_a_controller_whose_entry_is_gone_says_so(tmp_path, runtime, cap
     import asyncio
 
     from rentwatch.run.service.controller import Controller
-    from rentwatch.run.service.remote import Target
     from rentwatch.run.service.server import ServiceServer
+    from rentwatch.run.service.target import Target
 
     async def main() -> int:
         server = ServiceServer(Controller("gone", tmp_path / "l.duckdb"))
@@ -98,7 +98,7 @@ def test_two_controllers_of_one_name_are_told_apart_by_pid(tmp_path, runtime):
     import socket as sk
 
     from rentwatch.run.service import api
-    from rentwatch.run.service.remote import Target, resolve
+    from rentwatch.run.service.target import Target, resolve
 
     sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
     listeners = []

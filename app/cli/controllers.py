@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..run.service import api, registry
-from ..run.service.remote import ControllerClient, Target, resolve
+from ..run.service.remote import ControllerClient
+from ..run.service.target import Target, resolve
 
 
 def _fmt_uptime(seconds: float) -> str:

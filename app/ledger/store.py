@@ -14,10 +14,10 @@ import duckdb
 
 from ..core.errors import RentwatchError
 from .event import Event
-from .kinds import EVENT_KINDS, EventKind
+from .kinds import EVENT_KINDS
 from .private import hold_private_umask, make_private, release_private_umask
 from .readonly import QUERY_TIMEOUT_S, QueryResult, QuerySandbox, connect_sandboxed
-from .records import MODEL_RECORD_SQL, model_rows
+from .reads import NamedReads
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog", "market")
@@ -67,8 +67,9 @@ def default_ledger_path() -> Path:
     return Path(user_data_dir("rentwatch")) / "ledger.duckdb"
 
 
-class Ledger:
-    """One DuckDB file. `record` appends a fact; `intent` + `outcome` bracket a marketplace call."""
+class Ledger(NamedReads):
+    """One DuckDB file. `record` appends a fact; `intent` + `outcome` bracket a marketplace call.
+    The named reads the engine asks for (never `where=` text) are `NamedReads`'s (reads.py)."""
 
     def __init__(
         self,
@@ -264,115 +265,6 @@ class Ledger:
             d["detail"] = json.loads(d["detail"]) if d["detail"] else {}
             out.append(Event(**d))
         return out
-
-    # -- named reads: the engine asks for these, never for `where=` text -------------------
-    def campaign_events(self, campaign: str, *kinds: EventKind) -> list[Event]:
-        """This campaign's events of the given kinds, oldest first."""
-        marks = ", ".join("?" * len(kinds))
-        return self.events(
-            where=f"campaign = ? AND kind IN ({marks})", params=[campaign, *map(str, kinds)]
-        )
-
-    def campaign_started_at(self, campaign: str) -> float | None:
-        """When this campaign first started (its deadline counts from there)."""
-        rows = self.events(
-            where="kind = 'campaign_start' AND campaign = ?", params=[campaign], limit=1
-        )
-        return rows[0].at if rows else None
-
-    def creates_made(self, campaign: str) -> int:
-        """Creates of this campaign that happened (outcome ok)."""
-        row = self._rows(
-            "SELECT count(*) FROM events WHERE kind = 'create' AND phase = 'outcome' AND ok "
-            "AND campaign = ?",
-            [campaign],
-        )
-        return int(row[0][0]) if row else 0
-
-    def campaign_holds_on(self, campaign: str) -> bool:
-        """Whether `campaign` may still count on what it holds: started and never ended (its
-        controller runs, or died and will adopt its rentals again), or ended by leaving its
-        fleet to a later attach (detached)."""
-        ends = self.events(
-            where="campaign = ? AND kind IN ('campaign_start', 'campaign_end', 'detached')",
-            params=[campaign],
-        )
-        last_start = max((e.seq for e in ends if e.kind == "campaign_start"), default=None)
-        if last_start is None:
-            return False
-        after = [e.kind for e in ends if e.seq > last_start]
-        return "campaign_end" not in after or "detached" in after
-
-    def instance_history(self, instance_id: int) -> list[Event]:
-        return self.events(where="instance_id = ?", params=[instance_id])
-
-    def instance_events(self, instance_id: int, campaign: str, last: int = 200) -> list[Event]:
-        """One instance's events in one campaign, the newest `last` of them, oldest first (the
-        detail screen's ledger section and its status-line history)."""
-        rows = self.events(
-            where="instance_id = ? AND campaign = ? AND seq >= coalesce((SELECT min(seq) FROM "
-            "(SELECT seq FROM events WHERE instance_id = ? AND campaign = ? "
-            "ORDER BY seq DESC LIMIT ?)), 0)",
-            params=[instance_id, campaign, instance_id, campaign, int(last)],
-        )
-        return rows
-
-    def tries(self, intent_seq: int) -> list[Event]:
-        """The tries of one change, as they went out."""
-        return self.events(where="kind = 'sent' AND intent_seq = ?", params=[intent_seq])
-
-    def machine_record(self) -> dict[int, tuple[int, int, float]]:
-        """Machine id -> (verified rentals, duds, mean USD of a dud): our own memory of hosts.
-        An attempt given up for the campaign's fault, or suspected of it (its abandon names a
-        `blame`), or cancelled (the campaign ended, or its operator quit, while it booted)
-        says nothing of its host and costs it no reputation."""
-        rows = self._rows(
-            "SELECT machine_id, count(*) FILTER (WHERE verified_at IS NOT NULL), "
-            "count(*) FILTER (WHERE dud), avg(total_usd) FILTER (WHERE dud) "
-            "FROM instances WHERE instance_id NOT IN (SELECT instance_id FROM events "
-            "WHERE kind = 'abandon' AND instance_id IS NOT NULL "
-            "AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled')) "
-            "GROUP BY machine_id"
-        )
-        return {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in rows if m is not None}
-
-    def model_record(self) -> dict[str, tuple[int, int, float]]:
-        """GPU model -> (delivered, duds, minutes its duds lived in all): see `records.py`."""
-        return model_rows(self._rows(MODEL_RECORD_SQL))
-
-    def bid_exposure(self) -> list[tuple[int, str, float, int]]:
-        """Per bid rental, every campaign: (machine, model, hours running on bid, outbids)."""
-        rows = self._rows("SELECT machine_id, gpu_name, run_h, outbids FROM bid_exposure")
-        return [(int(m), str(g), float(h), int(n)) for m, g, h, n in rows if m is not None]
-
-    def machine_speeds(self) -> dict[int, float]:
-        """Machine id -> the mean share of its model's speed its jobs got there (sized jobs
-        and jobs with a progress reading): what the ranking by delivered work reads."""
-        rows = self._rows("SELECT machine_id, speed_share FROM hosts WHERE speed_share IS NOT NULL")
-        return {int(m): float(v) for m, v in rows if m is not None and v is not None}
-
-    def throttled_instances(self) -> set[int]:
-        rows = self._rows("SELECT DISTINCT instance_id FROM events WHERE kind = 'throttle'")
-        return {int(r[0]) for r in rows if r[0] is not None}
-
-    def unfinished_intents(self) -> list[Event]:
-        return self.events(
-            where="phase = 'intent' AND seq NOT IN "
-            "(SELECT intent_seq FROM events WHERE intent_seq IS NOT NULL AND phase = 'outcome')"
-        )
-
-    def quarantined(self, now: float) -> dict[int, str]:
-        """Machine id -> reason, for every quarantine still in force at `now`."""
-        rows = self._rows("SELECT machine_id, reason, until FROM quarantine")
-        return {int(m): str(r) for m, r, until in rows if until is None or until > now}
-
-    def last_event_at(self, campaign: str) -> float | None:
-        """When this campaign last recorded anything (its controller's last sign of life)."""
-        with self.__lock:
-            row = self.__con.execute(
-                "SELECT max(ts) FROM events WHERE campaign = ?", [campaign]
-            ).fetchone()
-        return None if row is None or row[0] is None else float(row[0])
 
     def query(
         self,

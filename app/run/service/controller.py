@@ -369,7 +369,8 @@ def attach_in_process(
     drives the engine directly, as before the service existed, and says why."""
     from rentwatch.widgets.app import RentwatchApp
 
-    from .remote import RemoteEngine, RemoteLedger, Target
+    from .remote import RemoteEngine, RemoteLedger
+    from .target import Target
 
     service = EngineService(engine, ledger_path, campaign)
     print("rentwatch: starting the engine…", flush=True)

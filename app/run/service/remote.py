@@ -1,6 +1,7 @@
 """Talking to a running controller over httpx: a plain client for the CLI (`ls`, `ledger`,
 `receipt`), and for the dashboard a `RemoteEngine` and `RemoteLedger` with the same surface as
-the in-process engine thread and ledger, so `widgets/app.py` runs unchanged against either."""
+the in-process engine thread and ledger, so `widgets/app.py` runs unchanged against either.
+Which controller, and where it listens, is a `Target` (target.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import json
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,75 +23,13 @@ from ...engine.intents import (
 from ...ledger.readonly import QueryFailed, QueryRefused, QueryResult
 from ...views.snapshot import FleetReadout
 from . import api, registry
+from .target import Target
 
 if TYPE_CHECKING:
     from ...views.detail import InstanceDetail
 
 RECONNECT_S = 1.0
 STREAM_READ_TIMEOUT_S = 15.0  # three keepalives missed: the link or the controller is dead
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a controller listens: its Unix socket, or a TCP URL with its token."""
-
-    socket: str | None = None
-    url: str | None = None
-    token: str | None = None
-
-    def describe(self) -> str:
-        return f"unix:{self.socket}" if self.socket else str(self.url)
-
-    def httpx_args(self, asynchronous: bool) -> dict[str, Any]:
-        headers = {api.TOKEN_HEADER: f"Bearer {self.token}"} if self.token else {}
-        if self.socket:
-            transport: Any = (
-                httpx.AsyncHTTPTransport(uds=self.socket)
-                if asynchronous
-                else httpx.HTTPTransport(uds=self.socket)
-            )
-            return {"base_url": "http://rentwatch", "transport": transport, "headers": headers}
-        return {"base_url": str(self.url), "headers": headers}
-
-
-def read_token(path: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError as exc:
-        raise api.ServiceError(f"cannot read the token file {path}: {exc.strerror}") from None
-
-
-def resolve(
-    socket: str | None = None,
-    campaign: str | None = None,
-    url: str | None = None,
-    token_file: str | None = None,
-    pid: int | None = None,
-) -> Target:
-    """The controller the operator means: by socket, by URL, by campaign and/or pid (two
-    controllers may run campaigns of one name), or the only one."""
-    if url:
-        return Target(url=url, token=read_token(token_file) if token_file else None)
-    if socket:
-        return Target(socket=socket)
-    found = registry.find(campaign=campaign, pid=pid)
-    if len(found) == 1:
-        return Target(socket=found[0].socket)
-    if not found:
-        what = " ".join(
-            w
-            for w in (
-                f"for campaign {campaign!r}" if campaign else "",
-                f"with pid {pid}" if pid else "",
-            )
-            if w
-        )
-        raise api.ControllerGone(f"no controller {what or 'running'} (see `rentwatch ls`)")
-    names = ", ".join(f"{e.campaign} (pid {e.pid})" for e in found)
-    raise api.ServiceError(
-        f"{len(found)} controllers are running ({names}): name one with --pid, --socket "
-        "or --campaign"
-    )
 
 
 def raise_for(resp: httpx.Response) -> None:

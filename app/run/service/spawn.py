@@ -21,7 +21,8 @@ from typing import Any
 
 from . import api, registry
 from .controller import READY_S, SERVE_S
-from .remote import ControllerClient, RemoteEngine, RemoteLedger, Target
+from .remote import ControllerClient, RemoteEngine, RemoteLedger
+from .target import Target
 
 # a controller registers itself within this many wall seconds, or it failed: its engine's
 # ready and serve waits, and a margin for its start (imports, the ledger, a demo's market)

@@ -1,0 +1,76 @@
+"""Which controller the operator means, and where it listens: a `Target` (its Unix socket, or
+a TCP URL with the token from its token file), found by `resolve` from a socket, a URL, or a
+campaign and/or pid among the controllers running here (`registry.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from . import api, registry
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a controller listens: its Unix socket, or a TCP URL with its token."""
+
+    socket: str | None = None
+    url: str | None = None
+    token: str | None = None
+
+    def describe(self) -> str:
+        return f"unix:{self.socket}" if self.socket else str(self.url)
+
+    def httpx_args(self, asynchronous: bool) -> dict[str, Any]:
+        headers = {api.TOKEN_HEADER: f"Bearer {self.token}"} if self.token else {}
+        if self.socket:
+            transport: Any = (
+                httpx.AsyncHTTPTransport(uds=self.socket)
+                if asynchronous
+                else httpx.HTTPTransport(uds=self.socket)
+            )
+            return {"base_url": "http://rentwatch", "transport": transport, "headers": headers}
+        return {"base_url": str(self.url), "headers": headers}
+
+
+def read_token(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        raise api.ServiceError(f"cannot read the token file {path}: {exc.strerror}") from None
+
+
+def resolve(
+    socket: str | None = None,
+    campaign: str | None = None,
+    url: str | None = None,
+    token_file: str | None = None,
+    pid: int | None = None,
+) -> Target:
+    """The controller the operator means: by socket, by URL, by campaign and/or pid (two
+    controllers may run campaigns of one name), or the only one."""
+    if url:
+        return Target(url=url, token=read_token(token_file) if token_file else None)
+    if socket:
+        return Target(socket=socket)
+    found = registry.find(campaign=campaign, pid=pid)
+    if len(found) == 1:
+        return Target(socket=found[0].socket)
+    if not found:
+        what = " ".join(
+            w
+            for w in (
+                f"for campaign {campaign!r}" if campaign else "",
+                f"with pid {pid}" if pid else "",
+            )
+            if w
+        )
+        raise api.ControllerGone(f"no controller {what or 'running'} (see `rentwatch ls`)")
+    names = ", ".join(f"{e.campaign} (pid {e.pid})" for e in found)
+    raise api.ServiceError(
+        f"{len(found)} controllers are running ({names}): name one with --pid, --socket "
+        "or --campaign"
+    )
