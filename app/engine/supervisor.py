@@ -78,8 +78,10 @@ class Supervisor:
         self.fleet = Fleet(campaign.fleet)
         self.journal = Journal(ledger, campaign.name, market, log)
         self.actions = Actions(market, self.journal, self.fleet, campaign)
-        self.link = HostLink(ssh, market, self.journal, max_parallel_ssh)
-        self.link.io_floor_max = max(self.link.io_floor_max, policy.io_floor_wall_s)
+        self.link = HostLink(
+            ssh, market, self.journal, max_parallel_ssh, policy_io_floor_s=policy.io_floor_wall_s
+        )
+        self.blame_book = BlameBook(self.journal, campaign)  # whose fault: host or campaign
         self.job_work = JobWork(
             JobQueue(campaign.jobs),
             self.fleet,
@@ -88,10 +90,9 @@ class Supervisor:
             market,
             artifacts_root,
             uploads=campaign.upload,
+            blame_book=self.blame_book,
+            by_work=policy.rank == "expected_cost",  # biggest jobs, fastest hosts
         )
-        self.blame_book = BlameBook(self.journal, campaign)  # whose fault: host or campaign
-        self.job_work.blame_book = self.blame_book
-        self.job_work.by_work = policy.rank == "expected_cost"  # biggest jobs, fastest hosts
         self.tender = HostTender(
             self.link, self.job_work, self.journal, policy, market, campaign, self.blame_book
         )

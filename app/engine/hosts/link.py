@@ -46,14 +46,19 @@ CONNECT_TIMEOUT_S = 20.0  # market seconds a preflight's connect waits for an an
 
 class HostLink:
     def __init__(
-        self, ssh: SSHRunner, market: Market, journal: Journal, max_parallel: int = 8
+        self,
+        ssh: SSHRunner,
+        market: Market,
+        journal: Journal,
+        max_parallel: int = 8,
+        policy_io_floor_s: float = 0.0,
     ) -> None:
         self.ssh = ssh
         self.market = market
         self.journal = journal
         self.slots = asyncio.Semaphore(max_parallel)
         # the floor's ceiling: the policy's `io_floor_wall_s` where that is higher
-        self.io_floor_max = IO_FLOOR_MAX_S
+        self.io_floor_max = max(IO_FLOOR_MAX_S, policy_io_floor_s)
         self.measuring = False  # calibrated: the clock runs fast enough for the floor to matter
         self.keyed: set[int] = set()  # instances whose key attach was tried this session
         self.routes_noted: dict[int, Route] = {}  # the route the ledger last names, per host

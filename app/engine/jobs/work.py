@@ -53,6 +53,8 @@ class JobWork:
         clock: Clock,
         artifacts_root: Path = Path("artifacts"),
         uploads: tuple[str, ...] = (),
+        blame_book: BlameBook | None = None,
+        by_work: bool = False,
     ) -> None:
         self.queue = queue
         self.uploads = uploads  # the campaign's `upload`: pushed once per host and job folder
@@ -63,9 +65,9 @@ class JobWork:
         self.clock = clock
         self.artifacts_root = artifacts_root
         self._ckpt_at: dict[str, float] = {}  # job name -> market time of its last checkpoint
-        self.blame_book: BlameBook | None = None  # whose fault a failed job is (issue 16)
+        self.blame_book = blame_book  # whose fault a failed job is (issue 16)
         # the policy buys delivered work: biggest jobs first, to the fastest proven hosts
-        self.by_work = False
+        self.by_work = by_work
         self.swaps = SwapWatch(fleet, queue)  # proven hosts slow for their price (core/swap)
         self.room = ArtifactRoom()  # what the campaign may still pull off its hosts
         # how often a job's checkpoint is pulled on its host (the tier's: oftener on a bid)
