@@ -2,9 +2,11 @@
 stated in, and a row per market (docs/benchmarks.md, "Buying delivered work").
 
     python -m bench.referee_compare R11.json:11 R4242.json:4242 [--deadline-min 900]
+        [--policy 'default+value_of_time_usd_per_h=0.25']
 
 Each argument is a `rentwatch referee --json` output and the family seed it ran (for the
-row names). Ratios are default over seed per market, then the median; a run never done is
+row names). Ratios are default (or `--policy`, a name as the referee was given it) over seed
+per market, then the median; a run never done is
 counted at the deadline in the second time figure."""
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b
 
 
-def pairs(paths: list[str]) -> list[tuple[str, int, dict[str, Any], dict[str, Any]]]:
+def pairs(
+    paths: list[str], policy: str = "default"
+) -> list[tuple[str, int, dict[str, Any], dict[str, Any]]]:
     out = []
     for arg in paths:
         path, _, family = arg.partition(":")
@@ -28,8 +32,8 @@ def pairs(paths: list[str]) -> list[tuple[str, int, dict[str, Any], dict[str, An
         for r in json.loads(Path(path).read_text())["runs"]:
             by.setdefault(r["market"], {})[r["policy"]] = r
         for m, pr in sorted(by.items()):
-            if "seed" in pr and "default" in pr:
-                out.append((family or path, m, pr["seed"], pr["default"]))
+            if "seed" in pr and policy in pr:
+                out.append((family or path, m, pr["seed"], pr[policy]))
     return out
 
 
@@ -83,8 +87,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.referee_compare")
     ap.add_argument("runs", nargs="+", help="referee JSON[:family seed]")
     ap.add_argument("--deadline-min", type=float, default=900.0)
+    ap.add_argument("--policy", default="default", help="the policy set against seed")
     args = ap.parse_args()
-    print(report(pairs(args.runs), args.deadline_min))
+    print(report(pairs(args.runs, args.policy), args.deadline_min))
 
 
 if __name__ == "__main__":
