@@ -5,13 +5,16 @@ one; the demo's campaign is a file shipped in the package."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import tomllib
 from importlib import resources
 from pathlib import Path
 
 from rentwatch.cli.main import main
 from rentwatch.core.campaign import parse_campaign
+from rentwatch.ledger import Ledger
 from rentwatch.run.dashboard import DEMO_CAMPAIGN
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "first-campaign.toml"
@@ -34,6 +37,7 @@ def test_example_campaign_ends_with_its_receipt_and_artifacts_folder(
     monkeypatch.chdir(tmp_path / "..")  # the controller's working directory is not the data dir
     campaign = parse_campaign(EXAMPLE.read_text(), str(EXAMPLE))
     assert len(campaign.jobs) >= 3 and campaign.artifacts_dir is None
+    assert campaign.upload == ("finetune.py",)  # the user's code, pushed to each host
     sim = make_sim(seed=7, offers=60, time_scale=200)
     code, out = _run(sim, tmp_path, EXAMPLE, capsys)
     assert code == 0, out[-3000:]
@@ -42,6 +46,13 @@ def test_example_campaign_ends_with_its_receipt_and_artifacts_folder(
     for job in campaign.jobs:
         result = json.loads((folder / job.name / "out" / "result.json").read_text())
         assert job.name.endswith(str(result["rank"]))
+    # the script ran from the upload, which the ledger holds with each file's checksum
+    script = hashlib.sha256((EXAMPLE.parent / "finetune.py").read_bytes()).hexdigest()
+    with Ledger(tmp_path / "l.duckdb", read_only=True) as led:
+        uploads = led.events(where="kind = 'uploaded'")
+    assert uploads and all([f["sha256"] for f in e.detail["files"]] == [script] for e in uploads), [
+        e.detail for e in uploads
+    ]
     # the receipt at the end is `rentwatch receipt`'s, to the character
     assert (
         main(["receipt", "--ledger", str(tmp_path / "l.duckdb"), "--campaign", campaign.name]) == 0
@@ -60,6 +71,7 @@ def test_campaign_names_its_artifacts_folder(make_sim, tmp_path, monkeypatch, ca
     text = text.replace("fleet = 2", "fleet = 1")
     camp = tmp_path / "c.toml"
     camp.write_text(text)
+    shutil.copy(EXAMPLE.parent / "finetune.py", tmp_path)  # its upload, beside it
     sim = make_sim(seed=7, offers=60, time_scale=200)
     code, out = _run(sim, tmp_path, camp, capsys)
     assert code == 0, out[-3000:]
