@@ -117,14 +117,11 @@ def test_decide_hedges_on_a_bad_market_and_says_why():
 
 
 def test_the_default_hedges_a_small_fleet_on_a_bad_market_only():
-    """At $0.70 an hour of waiting (default's value of time before the referee measured $0.25
-    cheaper): a fleet of one on a 40% market gets a spare; the same fleet on a market where
-    everything delivered does not. At default's own $0.25 the spare does not pay for itself."""
+    """At default's own value of time: a fleet of one on a 40% market gets a spare; the same
+    fleet on a market where everything delivered does not."""
     fleet_only = DEFAULT.with_overrides({"max_extra_hosts": 0})  # spares alone, no extra host
-    waiting = fleet_only.with_overrides({"value_of_time_usd_per_h": 0.7})
-    assert len(creates(snapshot(BAD_MARKET, n=1, jobs_pending=2), waiting)) == 2
-    assert len(creates(snapshot(GOOD_MARKET, n=1, jobs_pending=2), waiting)) == 1
-    assert len(creates(snapshot(BAD_MARKET, n=1, jobs_pending=2), fleet_only)) == 1
+    assert len(creates(snapshot(BAD_MARKET, n=1, jobs_pending=2), fleet_only)) == 2
+    assert len(creates(snapshot(GOOD_MARKET, n=1, jobs_pending=2), fleet_only)) == 1
 
 
 def test_decide_does_not_hedge_on_an_honest_market_without_work_for_a_spare():

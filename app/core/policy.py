@@ -164,9 +164,7 @@ DEFAULT = Policy(
     quarantine_persistent=True,
     quarantine_hours=24 * 7,
     spare_attempts=0,
-    # the operator's price of an hour's wait: 0.25 measured cheaper than 0.7 on the training
-    # family (docs/benchmarks.md, "The price of waiting"), still well within the time target
-    value_of_time_usd_per_h=0.25,
+    value_of_time_usd_per_h=0.7,
     max_spare_attempts=3,
     max_extra_hosts=0,
     reuse_stopped=True,
