@@ -1,5 +1,6 @@
 """One rental attempt as the supervisor holds it: what was rented, where it stands, what it
-cost so far; `view()` is the immutable slice the pure rules decide on.
+cost so far; `view()` is the immutable slice the pure rules decide on. Its fields change only
+through its methods, each named for what happened (`status_seen`, `judged`, `outbid`, ...).
 
 "Proven" (passed a compute preflight) lives in one place, `life.proven`; `passed_preflight`
 reads it."""
@@ -239,7 +240,7 @@ class Attempt:
     def job_said(self, line: str) -> None:
         self.job_line = line
 
-    # the preflight's tries (engine/hosts/tender.py)
+    # the preflight's tries (engine/hosts/preflight_run.py)
     def preflight_running(self, task: asyncio.Task[Any]) -> None:
         self.preflight_task = task
 
