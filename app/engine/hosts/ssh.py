@@ -81,6 +81,7 @@ class SSHRunner:
         connect_timeout: float = 10.0,
         max_output: int = 1 << 20,
         wall_clock: Callable[[], float] = time.monotonic,
+        on_route: OnRoute | None = None,
     ) -> None:
         self.key = key
         self.wall_clock = wall_clock  # times connects (HostLink.io_floor)
@@ -91,7 +92,9 @@ class SSHRunner:
         self.record_sent = False
         self.routes: dict[int, tuple[Route, ...]] = {}  # instance id -> its routes, best first
         self.route_used: dict[int, Route] = {}  # instance id -> the route that worked last
-        self.on_route: OnRoute | None = None
+        # told of a route change as it happens (the engine reads `route_used` at its SSH funnel
+        # after each session instead: HostLink writes the ledger's `ssh_route`)
+        self.on_route = on_route
         # wall seconds the latest connects that answered took (HostLink.io_floor reads them)
         self.connect_walls: collections.deque[float] = collections.deque(maxlen=32)
 
