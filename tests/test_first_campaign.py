@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import tomllib
 from importlib import resources
@@ -50,6 +51,14 @@ def test_example_campaign_ends_with_its_receipt_and_artifacts_folder(
     script = hashlib.sha256((EXAMPLE.parent / "finetune.py").read_bytes()).hexdigest()
     with Ledger(tmp_path / "l.duckdb", read_only=True) as led:
         uploads = led.events(where="kind = 'uploaded'")
+        kept = [r for r in led.instance_rows() if r["stopped_at"] and not r["destroyed_at"]]
+    # the proven hosts are left stopped, and the end says what they bill and how to end them
+    said = re.search(
+        r"(\d+) stopped rental\(s\) still bill storage, \$[0-9.]+/day: rentwatch end "
+        rf"--campaign {campaign.name} --ledger \S+ --destroy",
+        out,
+    )
+    assert kept and said and int(said.group(1)) == len(kept), out[-3000:]
     assert uploads and all([f["sha256"] for f in e.detail["files"]] == [script] for e in uploads), [
         e.detail for e in uploads
     ]

@@ -321,11 +321,22 @@ class Supervisor:
                 ):
                     if a.life.phase != Phase.ABANDONED:
                         self.journal.give_up(a, self.now(), actor, reason, "cancelled")
-                    await self.actions.destroy(a, actor, reason)
+                    if await self.actions.destroy(a, actor, reason):
+                        self.journal.say(
+                            f"destroy i:{a.instance_id} m:{a.machine_id} by {actor}: {reason} "
+                            "(never proven)"
+                        )
                 else:
                     await self.actions.stop(a, actor, reason)
             except Exception as exc:  # one failure must not keep the rest running
                 self.journal.say(f"release FAILED i:{a.instance_id}: {exc!r}")
+
+    def still_billing(self) -> list[Attempt]:
+        """Its stopped rentals, which bill storage until someone destroys them (automation
+        never destroys a proven one)."""
+        return [
+            a for a in self.fleet.attempts.values() if a.owned and a.life.phase == Phase.STOPPED
+        ]
 
     async def detach_all(self, reason: str) -> None:
         for a in self.fleet.held():

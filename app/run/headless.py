@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
 import sys
 import time
@@ -210,6 +211,7 @@ async def _trapped_run(
             log("detach instances left running on purpose (recorded)")
         else:
             await session.release("rule:campaign_end", f"campaign ended: {outcome.reason}")
+            _say_what_bills(sup, log, campaign.name, ledger_path)
         code = 0 if outcome.ok else 3
         if trap.fired:  # a signal as the campaign ended: the end went on; the exit code says so
             name = trap.name(0)
@@ -262,6 +264,21 @@ async def _trapped_run(
         if campaign.jobs:
             print(f"artifacts in {session.artifacts_root / campaign.name}", flush=True)
     return code
+
+
+def _say_what_bills(
+    sup: Supervisor, log: Callable[[str], None], campaign: str, ledger_path: str
+) -> None:
+    """The end leaves proven rentals stopped (automation never destroys them): say what they
+    bill and how to end them, so a finished run is not mistaken for one that left nothing."""
+    stopped = sup.still_billing()
+    if stopped:
+        per_day = sum(a.storage_dph for a in stopped) * 24
+        log(
+            f"end    {len(stopped)} stopped rental(s) still bill storage, ${per_day:.3f}/day: "
+            f"rentwatch end --campaign {shlex.quote(campaign)} --ledger "
+            f"{shlex.quote(ledger_path)} --destroy"
+        )
 
 
 def _receipts(ledger_path: str, campaign: str) -> list[dict[str, Any]] | None:
