@@ -331,13 +331,6 @@ class Supervisor:
             except Exception as exc:  # one failure must not keep the rest running
                 self.journal.say(f"release FAILED i:{a.instance_id}: {exc!r}")
 
-    def still_billing(self) -> list[Attempt]:
-        """Its stopped rentals, which bill storage until someone destroys them (automation
-        never destroys a proven one)."""
-        return [
-            a for a in self.fleet.attempts.values() if a.owned and a.life.phase == Phase.STOPPED
-        ]
-
     async def detach_all(self, reason: str) -> None:
         for a in self.fleet.held():
             self.journal.fact(K.DETACHED, a, actor="human", reason=reason)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..core.campaign import Campaign
 from ..core.errors import RentwatchError
+from ..core.lifecycle import Phase
 from ..core.policy import Policy
 from ..core.text import clean
 from ..engine.session import Session, default_key_path
@@ -271,7 +272,7 @@ def _say_what_bills(
 ) -> None:
     """The end leaves proven rentals stopped (automation never destroys them): say what they
     bill and how to end them, so a finished run is not mistaken for one that left nothing."""
-    stopped = sup.still_billing()
+    stopped = [a for a in sup.fleet.on_market() if a.life.phase == Phase.STOPPED]
     if stopped:
         per_day = sum(a.storage_dph for a in stopped) * 24
         log(
