@@ -28,6 +28,7 @@ async def rounds(
     the next poll, start to start, `floor_s` to `cap_s` wall seconds. A poll's error goes to
     `on_error` and the loop goes on; without one it is raised."""
     while not until():
+        raise_if_cancelled()  # a cancel a poll's wait_for lost still ends the loop
         t0 = monotonic()
         try:
             await sup.poll_once()
@@ -35,6 +36,7 @@ async def rounds(
             if on_error is None:
                 raise
             on_error(exc)
+        raise_if_cancelled()
         if after is not None:
             after()
         if until():
