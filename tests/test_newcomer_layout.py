@@ -35,6 +35,12 @@ async def _app(size: tuple[int, int], keys: tuple[str, ...] = (), fleet=FLEET):
         if keys_shown and all(k.region.width for k in keys_shown if k.display):
             break
         await pilot.pause(0.1)
+    view = app.query_one(FleetView)
+    for _ in range(50):  # and may not have laid the panes out either (CI under load)
+        if view.snaps and view.size.height and view.virtual_size.height >= len(view.snaps):
+            break
+        await pilot.pause(0.1)
+    await pilot.pause(0.1)
     return app, ctx
 
 

@@ -29,6 +29,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Input, RichLog, Static
 
@@ -236,6 +237,12 @@ class RentwatchApp(App[str]):
         if (snap.finished is None) != (self._shown is None or self._shown.finished is None):
             self.refresh_bindings()  # an ended campaign's footer offers what still acts
         self._shown = snap
+        try:
+            self._render(snap)
+        except NoMatches:  # the app is closing: its widgets go before its timers stop
+            return
+
+    def _render(self, snap: FleetReadout) -> None:
         view = self.query_one(FleetView)
         bar = self.query_one("#bar", Static)
         # wrapped here a field at a time, never inside one; a new layout (the whole screen's,
