@@ -39,11 +39,11 @@ from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
 JOBS = """
 [[jobs]]
 name = "a"
-run = "sleep {s}"
+run = "{run}"
 
 [[jobs]]
 name = "b"
-run = "sleep {s}"
+run = "{run}"
 """
 
 
@@ -57,9 +57,14 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def _start(sim, tmp_path: Path, ledger: Path, job_s: float, fleet: int = 2) -> subprocess.Popen:
+def _start(
+    sim, tmp_path: Path, ledger: Path, job_s: float, fleet: int = 2, gate: Path | None = None
+) -> subprocess.Popen:
+    """A controller whose two jobs sleep `job_s` wall seconds, or with a `gate` run until
+    that file exists (a test as long as its checks, not as its worst case under load)."""
     camp = tmp_path / "c.toml"
-    camp.write_text(campaign_text("svc", fleet, JOBS.format(s=job_s)))
+    run = f"sleep {job_s}" if gate is None else f"until [ -e {gate} ]; do sleep 0.2; done"
+    camp.write_text(campaign_text("svc", fleet, JOBS.format(run=run)))
     return subprocess.Popen(
         headless_cmd(sim, tmp_path, camp, ledger),
         stdout=subprocess.PIPE,
@@ -234,9 +239,10 @@ def test_bad_requests_get_clear_errors(tmp_path):
 def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
     sim = make_sim(seed=7, offers=60, time_scale=240)
     ledger = tmp_path / "l.duckdb"
-    # the jobs outlast the checks below (about 30 wall seconds under load): an operator's stop
+    # the jobs outlast the checks below (they run until the gate opens): an operator's stop
     # after the campaign's end is refused, and this test is about the stop
-    proc = _start(sim, tmp_path, ledger, job_s=60)
+    gate = tmp_path / "jobs-may-end"
+    proc = _start(sim, tmp_path, ledger, job_s=0, gate=gate)
     out = Reader(proc)
     try:
         sock = _socket_of(out.wait_for("controller API on unix:"))
@@ -356,6 +362,7 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
         remote.close()
         client.close()
 
+        gate.touch()
         proc.wait(timeout=240)
     finally:
         if proc.poll() is None:
@@ -708,7 +715,7 @@ def test_run_in_the_background_outlives_its_terminal(make_sim, tmp_path, runtime
 
     sim = make_sim(seed=7, offers=60, time_scale=240)
     camp = tmp_path / "c.toml"
-    camp.write_text(campaign_text("bg", 1, JOBS.format(s=600)))
+    camp.write_text(campaign_text("bg", 1, JOBS.format(run="sleep 600")))
     ledger = tmp_path / "l.duckdb"
     out = subprocess.run(
         [

@@ -288,6 +288,13 @@ class SimMarket:
                 old.superseded = True
         self.meters.append(meter)
 
+    def end_meters(self, instance_id: int) -> None:
+        """The instance stopped: its jobs died with their processes and count no more work
+        (a start later runs nothing of theirs until they are launched again)."""
+        for meter in self.meters:
+            if meter.instance_id == instance_id and meter.done_at is None:
+                meter.superseded = True
+
     def advance_work(self, now: float) -> list[WorkMeter]:
         """Count every sized job's work up to `now`; the launches still to release."""
         out = []

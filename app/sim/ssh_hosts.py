@@ -78,7 +78,7 @@ class SSHHosts:
         self.by_route: dict[str, int] = {"direct": 0, "proxy": 0}  # sessions per route
         self._running: set[asyncio.subprocess.Process] = set()  # commands not yet done with
         self._procs: dict[int, set[asyncio.subprocess.Process]] = {}  # instance id -> its own
-        self._outbids_seen: dict[int, int] = {}  # instance id -> the outbids whose kill ran
+        self._stops_seen: dict[int, int] = {}  # instance id -> the stops whose kill ran
         self.received: list[bytes] | None = (
             None  # set to a list to record what renters send (tests)
         )
@@ -97,9 +97,15 @@ class SSHHosts:
             if meter.done_at is not None:
                 work_meter.release(meter)
         for inst in list(self.market.instances.values()):
-            if len(inst.outbids) > self._outbids_seen.get(inst.id, 0):
-                self._outbids_seen[inst.id] = len(inst.outbids)
-                self.kill_processes(inst.id)  # outbid: "stopped (killing running processes)"
+            stops = sum(1 for seg in inst.segments if seg.end is not None and now >= seg.end)
+            if stops > self._stops_seen.get(inst.id, 0):
+                # a stop (ours, an outbid, a contract's end) stops the container: every process
+                # in it dies, a detached job's too ("stopped (killing running processes)",
+                # rental-types.mdx), and its data stays
+                self._stops_seen[inst.id] = stops
+                self.kill_processes(inst.id)
+                kill_groups(self.sandbox(inst))
+                self.market.end_meters(inst.id)
             up = inst.destroyed_at is None and inst.running(now)
             if up and inst.id not in self.listeners:
                 await self._open(inst)

@@ -27,6 +27,16 @@ from .rental import SimInstance
 _HOURS = re.compile(r"\bRENTWATCH_REF_HOURS=([0-9][0-9.eE+-]*)")
 _GPU = re.compile(r"\bRENTWATCH_REF_GPU=(?:'([^']*)'|([^\s;'\"]+))")
 _DIR = re.compile(r'\bRENTWATCH_JOB_DIR="\$HOME/([^"]+)"')
+_CKPT = re.compile(r"""\bRENTWATCH_CHECKPOINT="\$HOME"/(?:'([^']*)'|([^\s;'"]+))""")
+# The simulated job's training state, saved in its checkpoint folder as it goes (a real job
+# saves its weights there): the reference GPU-hours done. A launch that finds it (the state a
+# retry was given, pulled off the job's last host and pushed back) starts from it. Named per
+# job: jobs that share one checkpoint path on a host do not resume from each other's state.
+STATE = ".sim-trained"
+
+
+def state_file(folder: Path, job: str) -> Path:
+    return folder / f"{STATE}.{job}"
 
 
 @dataclass
@@ -44,9 +54,11 @@ class WorkMeter:
     at: float  # market time the work is counted up to
     work_ref_h: float = 0.0
     done_at: float | None = None  # market time the last of its work was delivered
-    superseded: bool = False  # launched again on the same host: this launch counts no more
+    superseded: bool = False  # counts no more: launched again on its host, or the host stopped
     released: bool = False
     written: float = -1.0  # the last fraction written to the progress file
+    checkpoint: Path | None = None  # the job's checkpoint folder in the sandbox, if it has one
+    resumed_ref_h: float = 0.0  # the work its checkpoint held at launch
 
     def row(self) -> dict[str, Any]:
         return {
@@ -58,6 +70,7 @@ class WorkMeter:
             "started_at": self.started_at,
             "done_at": self.done_at,
             "work_ref_h": round(min(self.work_ref_h, self.ref_hours), 6),
+            "resumed_ref_h": round(self.resumed_ref_h, 6),
         }
 
 
@@ -77,6 +90,30 @@ def sized_launch(command: str) -> tuple[str, float, str] | None:
     return name, ref_hours, folder.group(1)
 
 
+def checkpoint_folder(command: str, sandbox: Path) -> Path | None:
+    """The launched job's checkpoint folder in the sandbox ($HOME): None without one, or one
+    outside the sandbox (an absolute path: the simulated host keeps no state there)."""
+    found = _CKPT.search(command)
+    if found is None:
+        return None
+    rel = found.group(1) if found.group(1) is not None else found.group(2)
+    if not rel or ".." in rel.split("/"):
+        return None
+    return sandbox / rel
+
+
+def saved_work(folder: Path | None, job: str, ref_hours: float) -> float:
+    """The reference GPU-hours of `job` the checkpoint in `folder` holds (0: none, or
+    unreadable)."""
+    if folder is None:
+        return 0.0
+    try:
+        done = float(state_file(folder, job).read_text().strip())
+    except (OSError, ValueError):
+        return 0.0
+    return min(max(done, 0.0), ref_hours) if done == done else 0.0
+
+
 def launch(inst: SimInstance, command: str, sandbox: Path, now: float) -> WorkMeter | None:
     """A meter for the sized job this command launches (None: not one), its completion held
     by a FIFO the job's end waits on."""
@@ -93,6 +130,8 @@ def launch(inst: SimInstance, command: str, sandbox: Path, now: float) -> WorkMe
     with contextlib.suppress(FileNotFoundError):
         hold.unlink()
     os.mkfifo(hold)
+    ckpt = checkpoint_folder(command, sandbox)
+    done = saved_work(ckpt, folder.name, ref_hours)
     return WorkMeter(
         inst.id,
         inst.machine.id,
@@ -103,6 +142,9 @@ def launch(inst: SimInstance, command: str, sandbox: Path, now: float) -> WorkMe
         now,
         folder,
         now,
+        work_ref_h=done,
+        checkpoint=ckpt,
+        resumed_ref_h=done,
     )
 
 
@@ -157,16 +199,24 @@ def advance(meter: WorkMeter, inst: SimInstance, now: float, lost_at: float | No
 
 
 def write_progress(meter: WorkMeter) -> None:
-    """The fraction done, in the job's progress file (as a job's own loop would write it)."""
+    """The fraction done, in the job's progress file (as a job's own loop would write it), and
+    its training state in its checkpoint folder, if it has one."""
     frac = min(1.0, meter.work_ref_h / meter.ref_hours)
     if meter.superseded or abs(frac - meter.written) < 0.001:
         return
-    path = meter.folder / "progress"
-    tmp = meter.folder / "progress.tmp"
     with contextlib.suppress(OSError):
-        tmp.write_text(f"{frac:.4f}\n")
-        tmp.replace(path)
+        _replace(meter.folder / "progress", f"{frac:.4f}\n")
+        if meter.checkpoint is not None:
+            meter.checkpoint.mkdir(parents=True, exist_ok=True)
+            done = min(meter.work_ref_h, meter.ref_hours)
+            _replace(state_file(meter.checkpoint, meter.job), f"{done:.6f}\n")
         meter.written = frac
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def release(meter: WorkMeter) -> None:

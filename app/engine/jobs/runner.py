@@ -42,7 +42,22 @@ def job_env(job: Job) -> dict[str, str]:
     if job.ref_gpu and job.ref_hours:
         env["RENTWATCH_REF_GPU"] = shlex.quote(job.ref_gpu)
         env["RENTWATCH_REF_HOURS"] = f"{job.ref_hours:g}"
+    if job.checkpoint:
+        env["RENTWATCH_CHECKPOINT"] = checkpoint_word(job)
     return env
+
+
+def checkpoint_word(job: Job) -> str:
+    """The job's checkpoint path on the host as a shell word: where it saves its state and,
+    on a retry, finds the state pulled off its last host. From the job's workdir, which a
+    relative path starts from the login folder ($HOME)."""
+    assert job.checkpoint is not None
+    path = posixpath.normpath(posixpath.join(job.workdir, job.checkpoint.rstrip("/")))
+    if path.startswith("/"):
+        return shlex.quote(path)
+    if path == "~" or path.startswith("~/"):
+        path = path[2:] or "."
+    return '"$HOME"/' + shlex.quote(path)
 
 
 def launch_command(job: Job) -> str:
