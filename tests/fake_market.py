@@ -189,6 +189,11 @@ class FakeMarket:
             raise NotFound(404, "no_such_instance", "Instance with that ID does not exist.")
         b.bid = price
 
+    async def copy_between(self, src_id: int, src_path: str, dst_id: int, dst_path: str) -> None:
+        self._call("copy_between", (src_id, src_path, dst_id, dst_path))
+        if any(self.boxes.get(i) is None for i in (src_id, dst_id)):
+            raise NotFound(404, "no_such_user", "No such user.")
+
     def outbid(self, iid: int, min_bid: float) -> None:
         """The market stops a bid rental for a higher bid: stopped in every state field, as
         dstack reads an outbid, with the machine's min_bid now over the bid."""

@@ -216,3 +216,20 @@ def work_lost_s(outbid_at: float, job_started_at: float, last_pull_at: float | N
     (or since the job started, when none did)."""
     since = job_started_at if last_pull_at is None else max(last_pull_at, job_started_at)
     return max(0.0, outbid_at - since)
+
+
+# A moved job's newer work, copied off its paused rental (Vast's copy between instances works
+# on a stopped one: `engine/jobs/rescue.py`). The copy starts ~30 s after it is asked
+# (vast-ai/docs `data-movement.mdx`) and is looked for each job check after that, so less work
+# than this is not worth the next host's wait; past RESCUE_WAIT_S the job starts from what
+# was pulled.
+RESCUE_MIN_S = 180.0
+RESCUE_WAIT_S = 600.0
+RESCUE_SETTLE_S = 20.0  # the copied folder unchanged this long between two looks: it is in
+
+
+def rescue_worth(lost_s: float | None, has_checkpoint: bool, source_kept: bool) -> bool:
+    """Whether to copy a job's state off the rental an outbid paused, onto its next host: it
+    checkpoints, the rental still holds its disk (ours, not destroyed, not the next host
+    itself), and the work since the last pull is worth more than the wait."""
+    return has_checkpoint and source_kept and lost_s is not None and lost_s >= RESCUE_MIN_S

@@ -92,6 +92,7 @@ class Supervisor:
             uploads=campaign.upload,
             blame_book=self.blame_book,
             by_work=policy.rank == "expected_cost",  # biggest jobs, fastest hosts
+            market=market,  # a moved job's state copied off its paused rental
         )
         self.tender = HostTender(
             self.link, self.job_work, self.journal, policy, market, campaign, self.blame_book

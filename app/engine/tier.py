@@ -151,6 +151,7 @@ class TierWatch:
             self.jobs.requeue(
                 job, now, "its bid rental was outbid: from its last checkpoint", outbid=True
             )
+            self.jobs.rescues.outbid(job, a.instance_id, lost)  # its newer state stays there
 
     def saw(self, a: Attempt, inst: Instance, now: float) -> None:
         """Each row of a bid rental: its min_bid; out of service, a resume by itself (it bills

@@ -50,6 +50,9 @@ class EventKind(StrEnum):
     RESUMED = "resumed"  # an outbid rental running again by itself (it bills again from then)
     REBID = "rebid"  # the bid of a rental changed (PUT instances/bid_price)
     MOVED = "moved"  # an outbid rental's job moved to another host from its last checkpoint
+    # a moved job's newer state copied off its paused rental onto its next host
+    # (PUT commands/copy_direct): asked (`phase` intent), landed or given up (outcome)
+    RESCUED = "rescued"
 
 
 EVENT_KINDS = frozenset(k.value for k in EventKind)

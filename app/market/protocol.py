@@ -70,6 +70,11 @@ class Market(Clock, Protocol):
         """Change an interruptible rental's bid ($/h)."""
         ...
 
+    async def copy_between(self, src_id: int, src_path: str, dst_id: int, dst_path: str) -> None:
+        """Ask the market to copy `src_path` off one of our instances (a stopped one too: its
+        disk is kept) to `dst_path` on another. Returns once asked; the data lands later."""
+        ...
+
     async def list_instances(self) -> list[Instance]:
         """Every instance of the account (all pages), one poll's worth."""
         ...

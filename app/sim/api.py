@@ -34,9 +34,10 @@ ID = r"{iid:\d+}"
 # as a minimum interval between requests"). The client's DEFAULT_MIN_INTERVALS is this table.
 # The offer search has no documented threshold and is not paced.
 PACING = {"show": 2.0, "list": 1.0, "manage": 1.0, "create": 4.5, "destroy": 3.0, "charges": 1.0}
-# change bid (`PUT /api/v0/instances/bid_price/{id}/`): 5.5 in the same file; the client
-# paces it as the same `bid` kind (market/vast/transport.BID_MIN_INTERVAL)
-BID_PACING = {"bid": 5.5}
+# change bid (`PUT /api/v0/instances/bid_price/{id}/`): 5.5 in the same file; copy between
+# instances (`PUT /api/v0/commands/copy_direct/`): 3.5 (`copy.yaml` x-rateLimit); the client
+# paces them as the same kinds (market/vast/transport.BID_MIN_INTERVAL, COPY_MIN_INTERVAL)
+CALL_PACING = {"bid": 5.5, "copy": 3.5}
 
 RATE_LIMIT_BODIES = (
     lambda: text("API requests too frequent", 429),
@@ -114,6 +115,7 @@ class MarketAPI:
             web.delete(f"/api/v0/instances/{ID}{S}", own_instance(paced("destroy", i.delete))),
             web.put(f"/api/v0/instances/request_logs/{ID}{S}", i.logs),
             web.put(f"/api/v0/instances/bid_price/{ID}{S}", paced("bid", i.bid_price)),
+            web.put(f"/api/v0/commands/copy_direct{S}", paced("copy", i.copy_direct)),
             web.post(f"/api/v0/instances/{ID}/ssh{S}", a.attach_key),
             web.get(f"/api/v0/instances/{ID}/ssh{S}", a.instance_keys),
             web.put(r"/api/v0/asks/{ask:\d+}" + S, paced("create", i.rent)),
@@ -218,7 +220,7 @@ class MarketAPI:
         past it, the OpenAPI's 429 body."""
         if not self.paced or kind is None:
             return None
-        interval = PACING.get(kind) or BID_PACING[kind]
+        interval = PACING.get(kind) or CALL_PACING[kind]
         last = self._last.get((key, kind))
         if last is not None and now - last < interval:
             self.too_frequent += 1

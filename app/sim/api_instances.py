@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from .answers import answer, body_json, error, text
+from .copies import Copy
 from .market import SimMarket
 
 
@@ -129,6 +130,39 @@ class InstanceRoutes:
             return error(400, "invalid_args", "instance is not interruptible: no bid to change")
         self.market.change_bid(inst, float(body["price"]))
         return answer({"success": True})
+
+    async def copy_direct(self, request: web.Request) -> web.Response:
+        """`PUT /api/v0/commands/copy_direct/` with `{"client_id": "me", "src_id", "dst_id",
+        "src_path", "dst_path"}` (vast-ai/docs `api-reference/openapi/yaml/copy.yaml`; the CLI's
+        `copy` between two instances): answered at once, the data lands later (sim/copies.py).
+        A stopped source is fine: its disk is kept."""
+        body = await body_json(request)
+        if not isinstance(body, dict):
+            return error(400, "invalid_args", "Invalid src_path.")
+        for key in ("src_path", "dst_path"):
+            path = body.get(key)
+            if not isinstance(path, str) or not path or "\0" in path:
+                return error(400, "invalid_args", f"Invalid {key}.")
+        ids = []
+        for key in ("src_id", "dst_id"):
+            try:
+                ids.append(int(str(body.get(key))))
+            except ValueError:
+                return error(400, "invalid_args", f"Invalid {key}.")
+        src, dst = (self.market.live(i) for i in ids)
+        if src is None or dst is None:
+            # the OpenAPI's 404 for "Source or destination ID not found or access denied"
+            return error(404, "no_such_user", "No such user.")
+        self.market.copies.append(
+            Copy(src.id, body["src_path"], dst.id, body["dst_path"], self.market.clock.now())
+        )
+        return answer(
+            {
+                "success": True,
+                "msg": "Remote to Remote copy initiated - check instance status bar for "
+                "progress updates (~30 seconds delayed).",
+            }
+        )
 
     def update(self, iid: int, body: Any) -> web.Response:
         inst = self.market.live(iid)

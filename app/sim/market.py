@@ -21,6 +21,7 @@ from ..core.gpu_specs import GPU_SPECS
 from . import bids
 from . import host_behaviours as hb
 from .boot import THROTTLE_REASONS, boot_steps
+from .copies import Copy
 from .images import deny_unpullable
 from .machines import Machine, between, build_machines, keyed_rng, nvml_name, other_listings
 from .rental import SimInstance
@@ -79,6 +80,7 @@ class SimMarket:
         self._next_instance = self._first_id(id_base)
         self._instance_keys: dict[str, int] = {}
         self.meters: list[WorkMeter] = []  # every sized job launched, in launch order
+        self.copies: list[Copy] = []  # instance to instance copies asked (sim/copies.py)
         self._preload()
 
     def _first_id(self, id_base: int | None) -> int:

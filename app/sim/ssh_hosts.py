@@ -28,8 +28,8 @@ from typing import Any
 
 import asyncssh
 
+from . import copies, work_meter
 from . import host_behaviours as hb
-from . import work_meter
 from .host_procs import kill_groups
 from .images import image_facts
 from .market import SimMarket
@@ -92,6 +92,15 @@ class SSHHosts:
         """Open SSH for instances now running; close it for those that are not."""
         now = self.market.clock.now()
         self.market.market_stops(now)
+        # copies between instances land (before a stop below kills anything)
+        copies.run_due(
+            self.market.copies,
+            self.market.instances,
+            self.sandbox,
+            self.workdir,
+            now,
+            self.market.bill_bytes,
+        )
         for meter in self.market.advance_work(now):  # sized jobs: progress, and their ends
             work_meter.write_progress(meter)
             if meter.done_at is not None:

@@ -16,6 +16,7 @@ import asyncssh
 from ...core.artifact_room import PULL_MAX_BYTES, PULL_MAX_FILES
 from ...core.campaign import Job
 from ...core.errors import RentwatchError
+from ..hosts.ssh import SSHFailure
 from .pull import OverCap, private_dirs, stream_file
 
 JOB_ROOT = "~/.rentwatch/jobs"
@@ -23,6 +24,9 @@ JOB_ROOT = "~/.rentwatch/jobs"
 
 class UnsafePath(RentwatchError):
     title = "unsafe path"
+
+
+SFTP_ERRORS = (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError)
 
 
 def job_dir(name: str) -> str:
@@ -47,17 +51,21 @@ def job_env(job: Job) -> dict[str, str]:
     return env
 
 
-def checkpoint_word(job: Job) -> str:
-    """The job's checkpoint path on the host as a shell word: where it saves its state and,
-    on a retry, finds the state pulled off its last host. From the job's workdir, which a
-    relative path starts from the login folder ($HOME)."""
+def checkpoint_path(job: Job) -> str:
+    """The job's checkpoint on the host: absolute, or from the login folder ($HOME), where a
+    relative workdir starts."""
     assert job.checkpoint is not None
     path = posixpath.normpath(posixpath.join(job.workdir, job.checkpoint.rstrip("/")))
-    if path.startswith("/"):
-        return shlex.quote(path)
     if path == "~" or path.startswith("~/"):
         path = path[2:] or "."
-    return '"$HOME"/' + shlex.quote(path)
+    return path
+
+
+def checkpoint_word(job: Job) -> str:
+    """The job's checkpoint path as a shell word: where it saves its state and, on a retry,
+    finds the state pulled off its last host."""
+    path = checkpoint_path(job)
+    return shlex.quote(path) if path.startswith("/") else '"$HOME"/' + shlex.quote(path)
 
 
 def launch_command(job: Job) -> str:

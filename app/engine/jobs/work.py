@@ -9,14 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import asyncssh
-
 from ...core.artifact_room import ArtifactRoom
 from ...core.campaign import Job
 from ...core.jobs import JobQueue, JobState, Slot, dispatches
 from ...core.lifecycle import Phase
 from ...ledger import EventKind, Ledger
-from ...market.protocol import Clock
+from ...market.protocol import Clock, Market
 from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..fleet import Fleet
@@ -24,13 +22,13 @@ from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
 from .delivered import note_delivery, work_detail
+from .rescue import Rescues
 from .runner import (
+    SFTP_ERRORS,
     JobStatus,
-    UnsafePath,
     fetch_artifacts,
     launch_command,
     parse_status,
-    push_checkpoint,
     status_command,
     stop_command,
     summary,
@@ -40,7 +38,6 @@ from .upload import UploadError, push_uploads
 
 K = EventKind
 GONE = ("vanished", "none")  # states that say the job's process is not there
-SFTP_ERRORS = (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError)
 
 
 class JobWork:
@@ -55,6 +52,7 @@ class JobWork:
         uploads: tuple[str, ...] = (),
         blame_book: BlameBook | None = None,
         by_work: bool = False,
+        market: Market | None = None,
     ) -> None:
         self.queue = queue
         self.uploads = uploads  # the campaign's `upload`: pushed once per host and job folder
@@ -72,6 +70,8 @@ class JobWork:
         self.room = ArtifactRoom()  # what the campaign may still pull off its hosts
         # how often a job's checkpoint is pulled on its host (the tier's: oftener on a bid)
         self.ckpt_every: Callable[[Attempt, JobState], float] | None = None
+        # a moved job's newer state, copied off the rental an outbid paused (jobs/rescue.py)
+        self.rescues = Rescues(market, fleet, link, journal)
 
     def left(self) -> list[Job]:
         """The jobs whose work is still to do: pending, or running (work not yet delivered)."""
@@ -129,6 +129,7 @@ class JobWork:
         self, job: JobState, now: float, why: str, host_fault: bool = False, outbid: bool = False
     ) -> None:
         iid = job.instance_id
+        self.rescues.forget(job)
         st_done = job.status != "running"
         losses = job.host_losses
         if iid is not None:
@@ -189,41 +190,47 @@ class JobWork:
                 continue
             if not await self._upload(a, job, now):
                 continue
-            await self._resume_from_checkpoint(a, job)
-            if job.job.secret_env:
-                self.journal.fact(
-                    K.NOTE,
-                    a,
-                    at=now,
-                    actor="human",
-                    reason=f"operator opted in: job {job.name} sends "
-                    f"{', '.join(job.job.secret_env)} to a stranger's host",
-                    detail={"job": job.name, "secret_env": list(job.job.secret_env)},
-                )
-            try:
-                await self.link.run(a, launch_command(job.job))
-            except SSHFailure as exc:
-                # the session may have died after the host started the job: look before requeueing
-                try:
-                    started = (await self.look(a, job)).state != "none"
-                except SSHFailure:
-                    # no answer either way: held as started; `check` looks again (twice) before
-                    # calling it gone, so a dropped session never costs the job a retry
-                    started = True
-                if not started:
-                    self.requeue(job, now, f"could not start it: {exc}", host_fault=True)
-                    continue
+            if job.attempts > 1 and job.job.checkpoint:  # a retry: from its last state
+                await self.rescues.push_pulled(a, job, self._checkpoint_dir(job), now)
+            if not await self.rescues.begin(a, job, now):
+                await self._launch(a, job, now)
+
+    async def _launch(self, a: Attempt, job: JobState, now: float) -> None:
+        """Start the job on its host, detached, and record it."""
+        if job.job.secret_env:
             self.journal.fact(
-                K.JOB_STARTED,
+                K.NOTE,
                 a,
                 at=now,
-                actor="engine",
-                reason=f"job {job.name} on a proven rental",
-                detail={"job": job.name, "attempt": job.attempts, "run": job.job.run[:300]},
+                actor="human",
+                reason=f"operator opted in: job {job.name} sends "
+                f"{', '.join(job.job.secret_env)} to a stranger's host",
+                detail={"job": job.name, "secret_env": list(job.job.secret_env)},
             )
-            self.journal.say(
-                f"job    {job.name} started on i:{a.instance_id} (attempt {job.attempts})"
-            )
+        try:
+            await self.link.run(a, launch_command(job.job))
+        except SSHFailure as exc:
+            # the session may have died after the host started the job: look before requeueing
+            try:
+                started = (await self.look(a, job)).state != "none"
+            except SSHFailure:
+                # no answer either way: held as started; `check` looks again (twice) before
+                # calling it gone, so a dropped session never costs the job a retry
+                started = True
+            if not started:
+                self.requeue(job, now, f"could not start it: {exc}", host_fault=True)
+                return
+        job.started_at = now  # after a rescue's wait, the job computes from here
+        self.rescues.last_host[job.name] = a.instance_id
+        self.journal.fact(
+            K.JOB_STARTED,
+            a,
+            at=now,
+            actor="engine",
+            reason=f"job {job.name} on a proven rental",
+            detail={"job": job.name, "attempt": job.attempts, "run": job.job.run[:300]},
+        )
+        self.journal.say(f"job    {job.name} started on i:{a.instance_id} (attempt {job.attempts})")
 
     async def _upload(self, a: Attempt, job: JobState, now: float) -> bool:
         """The campaign's uploads into this job's folder on this host, once (a restart pushes
@@ -257,6 +264,10 @@ class JobWork:
 
     async def check(self, a: Attempt, job: JobState) -> None:
         """Look at a running job: its log line, its timeout, its checkpoint, its end."""
+        if self.rescues.waiting(job):  # not started yet: its state is coming over
+            if await self.rescues.step(a, job, self.clock.now()):
+                await self._launch(a, job, self.clock.now())
+            return
         st = await self.look(a, job)
         if st.state in GONE:
             # a process found gone costs the job a retry: one look is not enough to say so
@@ -342,27 +353,6 @@ class JobWork:
 
     def _checkpoint_dir(self, job: JobState) -> Path:
         return self.artifacts_root / self.journal.campaign / job.name / "checkpoint"
-
-    async def _resume_from_checkpoint(self, a: Attempt, job: JobState) -> None:
-        """A retried job starts from the last checkpoint pulled off its previous host."""
-        src = self._checkpoint_dir(job)
-        if not job.job.checkpoint or not src.exists() or job.attempts <= 1:
-            return
-        try:
-            pushed = await self.link.on_connection(
-                a, lambda conn: push_checkpoint(conn, job.job, src)
-            )
-        except SFTP_ERRORS as exc:
-            self.journal.say(f"resume {job.name}: checkpoint not pushed ({exc}); it starts over")
-            return
-        self._record(
-            a,
-            job,
-            True,
-            f"checkpoint of {job.name} pushed to its retry ({len(pushed)} file(s))",
-            checkpoint_pushed=pushed,
-        )
-        self.journal.say(f"resume {job.name} on i:{a.instance_id} from its last checkpoint")
 
     async def _pull(self, a: Attempt, job: JobState, checkpoint: bool = False) -> None:
         dest = self.artifacts_root / self.journal.campaign / job.name

@@ -102,6 +102,30 @@ class StateChanges(Transport):
             body={"client_id": "me", "price": round(price, 6)},
         )
 
+    async def copy_between(self, src_id: int, src_path: str, dst_id: int, dst_path: str) -> None:
+        """`PUT /api/v0/commands/copy_direct/` with `{"client_id": "me", "src_id", "dst_id",
+        "src_path", "dst_path"}` (vast-ai/docs `api-reference/openapi/yaml/copy.yaml`; the CLI's
+        `copy` between two instances, which sends the ids as given). Answered `{"success":
+        true, "msg": ...}` once the copy is under way; an answer with `success` false is a
+        refusal (ApiError 400) carrying the market's `msg`, as the CLI prints it."""
+        for path in (src_path, dst_path):
+            if not path.startswith("/") or "\0" in path:
+                raise ValueError(f"a copy's path is absolute in the container, not {path!r}")
+        data = await self._request(
+            "PUT",
+            "/api/v0/commands/copy_direct/",
+            kind="copy",
+            body={
+                "client_id": "me",
+                "src_id": str(int(src_id)),
+                "dst_id": str(int(dst_id)),
+                "src_path": src_path,
+                "dst_path": dst_path,
+            },
+        )
+        if isinstance(data, dict) and data.get("success") is False:
+            raise ApiError(400, str(data.get("error") or "copy_refused"), str(data.get("msg")))
+
     async def label_instance(self, instance_id: int, label: str) -> None:
         await self._act("PUT", self._instance_path(instance_id), {"label": label}, "manage", None)
 

@@ -50,6 +50,8 @@ DEFAULT_MIN_INTERVALS = {
 }
 # change bid (`PUT /api/v0/instances/bid_price/{id}/`): threshold 5.5 in the same file
 BID_MIN_INTERVAL = 5.5
+# copy between instances (`PUT /api/v0/commands/copy_direct/`): x-rateLimit 3.5 (`copy.yaml`)
+COPY_MIN_INTERVAL = 3.5
 PAGE_SIZE = 25  # the list endpoint's documented maximum page
 POLL_ATTEMPTS = 2  # tries of a list or show call made for a poll (`VastClient.polling`)
 _POLLING: contextvars.ContextVar[bool] = contextvars.ContextVar("polling", default=False)
@@ -97,6 +99,7 @@ class Transport:
         self.min_intervals = dict(DEFAULT_MIN_INTERVALS if min_intervals is None else min_intervals)
         if min_intervals is None:
             self.min_intervals["bid"] = BID_MIN_INTERVAL
+            self.min_intervals["copy"] = COPY_MIN_INTERVAL
         self._last_call: dict[str, float] = {}
         self._pace_lock = asyncio.Lock()
         self._http = httpx.AsyncClient(

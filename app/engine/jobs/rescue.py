@@ -1,0 +1,212 @@
+"""A moved job's newer work, copied off the rental an outbid paused (issue 28, item 4).
+
+An outbid kills the job at once, but the rental keeps its disk, and on it the state the job
+saved after the last checkpoint rentwatch pulled. Vast copies data between two instances even
+when the source is stopped (vast-ai/docs `guides/instances/storage/data-movement.mdx`; the
+CLI's `copy`, `PUT /api/v0/commands/copy_direct/`), so before the job starts on its next host
+that state is asked for, into a folder of the job's own there, and the job waits for it.
+
+The market only says a copy has begun; its end shows in the destination's status bar, in words
+no source gives. So the copied folder is looked at over SSH at each job check: there, and the
+same at two looks `RESCUE_SETTLE_S` apart, it is in, and goes into the checkpoint's place.
+Past `RESCUE_WAIT_S`, or on any refusal, the job starts from the checkpoint that was pulled.
+Paths are the container's: the next host's `$HOME`, which a copy of one image shares.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...core.bidding import RESCUE_SETTLE_S, RESCUE_WAIT_S, rescue_worth
+from ...core.campaign import Job
+from ...core.jobs import JobState
+from ...core.lifecycle import Phase
+from ...ledger import EventKind
+from ...market.errors import REFUSALS
+from ...market.protocol import Market
+from ..attempt import Attempt
+from ..fleet import Fleet
+from ..hosts.link import HostLink
+from ..hosts.ssh import SSHFailure
+from ..journal import Journal
+from .runner import SFTP_ERRORS, checkpoint_path, checkpoint_word, job_dir, push_checkpoint
+
+K = EventKind
+
+
+@dataclass
+class Paused:
+    """Where a requeued job's newer state waits: the rental an outbid paused."""
+
+    instance_id: int
+    lost_s: float | None  # the work since the last pull, when the outbid came
+
+
+@dataclass
+class Copying:
+    source: int
+    asked_at: float
+    listing: bytes | None = None  # what the copied folder held at the last look
+    seen_at: float = 0.0  # since when it has held that
+
+
+def checkpoint_abs(job: Job, home: str) -> str:
+    """The job's checkpoint as an absolute container path, under `home` unless absolute."""
+    path = checkpoint_path(job)
+    return path if path.startswith("/") else posixpath.normpath(posixpath.join(home, path))
+
+
+def landing(job: Job) -> str:
+    return f"{job_dir(job.name)}/rescue"
+
+
+class Rescues:
+    def __init__(self, market: Market | None, fleet: Fleet, link: HostLink, journal: Journal):
+        self.market = market
+        self.fleet = fleet
+        self.link = link
+        self.journal = journal
+        self.paused: dict[str, Paused] = {}  # job name -> its newer state's rental
+        self.copying: dict[str, Copying] = {}  # job name -> a copy to the host it waits on
+        self.last_host: dict[str, int] = {}  # job name -> the instance it last started on
+
+    async def push_pulled(self, a: Attempt, job: JobState, src: Path, now: float) -> None:
+        """A retried job starts from the last checkpoint pulled off its previous host, pushed
+        back under its folder; on the same rental again (resumed after an outbid) from the
+        state on its disk, newer than the pulled copy, which would overwrite it."""
+        if not src.exists():
+            return
+        if self.last_host.get(job.name) == a.instance_id:
+            self.journal.say(f"resume {job.name} on i:{a.instance_id} from the state on its disk")
+            return
+        try:
+            pushed = await self.link.on_connection(
+                a, lambda conn: push_checkpoint(conn, job.job, src)
+            )
+        except SFTP_ERRORS as exc:
+            self.journal.say(f"resume {job.name}: checkpoint not pushed ({exc}); it starts over")
+            return
+        self.journal.fact(
+            K.ARTIFACTS,
+            a,
+            at=now,
+            actor="engine",
+            ok=True,
+            reason=f"checkpoint of {job.name} pushed to its retry ({len(pushed)} file(s))",
+            detail={"job": job.name, "checkpoint_pushed": pushed},
+        )
+        self.journal.say(f"resume {job.name} on i:{a.instance_id} from its last checkpoint")
+
+    def outbid(self, job: JobState, instance_id: int, lost_s: float | None) -> None:
+        self.paused[job.name] = Paused(instance_id, lost_s)
+
+    def forget(self, job: JobState) -> None:
+        """The job left its host (requeued, failed): no copy is waited for there any more."""
+        self.copying.pop(job.name, None)
+
+    def waiting(self, job: JobState) -> bool:
+        return job.name in self.copying
+
+    async def begin(self, a: Attempt, job: JobState, now: float) -> bool:
+        """Ask for the job's state off its paused rental, onto `a`. True: asked, and the job
+        waits for it (`step`); False: start it now from what was pulled."""
+        paused = self.paused.pop(job.name, None)
+        if paused is None or self.market is None or not job.job.checkpoint:
+            return False
+        source = self.fleet.get(paused.instance_id)
+        kept = (
+            source is not None
+            and paused.instance_id != a.instance_id
+            and source.life.phase == Phase.STOPPED
+        )
+        if not rescue_worth(paused.lost_s, True, kept):
+            return False
+        try:
+            res = await self.link.run(a, f'rm -rf {landing(job.job)} && printf "%s" "$HOME"')
+        except SSHFailure:
+            return False
+        home = res.stdout.decode(errors="replace").strip()
+        if res.exit_status != 0 or not home.startswith("/"):
+            return False
+        src = checkpoint_abs(job.job, home) + "/"
+        dst = posixpath.join(home, landing(job.job).removeprefix("~/")) + "/"
+        lost_min = (paused.lost_s or 0) / 60
+        detail = {"job": job.name, "source": paused.instance_id, "src_path": src, "dst_path": dst}
+        try:
+            await self.market.copy_between(paused.instance_id, src, a.instance_id, dst)
+        except REFUSALS as exc:
+            self.journal.fact(
+                K.RESCUED,
+                a,
+                at=now,
+                actor="engine",
+                ok=False,
+                reason=f"copy of job {job.name}'s state off i:{paused.instance_id} refused "
+                f"({exc}): it starts from its last pulled checkpoint",
+                detail={**detail, "stage": "refused"},
+            )
+            return False
+        self.copying[job.name] = Copying(paused.instance_id, now)
+        self.journal.fact(
+            K.RESCUED,
+            a,
+            at=now,
+            actor="engine",
+            ok=True,
+            reason=f"copy asked of job {job.name}'s state off paused i:{paused.instance_id} "
+            f"({lost_min:.1f} min of work since its last pulled checkpoint)",
+            detail={**detail, "stage": "asked", "work_since_pull_s": paused.lost_s},
+        )
+        self.journal.say(f"rescue {job.name}: copy asked off i:{paused.instance_id}")
+        return True
+
+    async def step(self, a: Attempt, job: JobState, now: float) -> bool:
+        """One look at a copy under way. True: done with it (landed, or given up), the job
+        may start; False: still waiting."""
+        c = self.copying[job.name]
+        folder = landing(job.job)
+        try:
+            res = await self.link.run(a, f"ls -lnAR {folder} 2>/dev/null; true")
+            listing = res.stdout if res.exit_status == 0 else None
+        except SSHFailure:
+            listing = None
+        settled = (
+            listing is not None
+            and listing.strip() != b""
+            and listing == c.listing
+            and now - c.seen_at >= RESCUE_SETTLE_S
+        )
+        if not settled and now - c.asked_at < RESCUE_WAIT_S:
+            if listing is not None and listing != c.listing:
+                c.listing, c.seen_at = listing, now
+            return False
+        del self.copying[job.name]
+        landed = False
+        if settled:
+            ckpt = checkpoint_word(job.job)
+            try:
+                res = await self.link.run(
+                    a, f"mkdir -p {ckpt} && cp -a {folder}/. {ckpt}/ && rm -rf {folder}"
+                )
+                landed = res.exit_status == 0
+            except SSHFailure:
+                pass
+        waited = (now - c.asked_at) / 60
+        self.journal.fact(
+            K.RESCUED,
+            a,
+            at=now,
+            actor="engine",
+            ok=landed,
+            reason=f"job {job.name}'s state from i:{c.source} in place after {waited:.1f} min"
+            if landed
+            else f"job {job.name}'s state from i:{c.source} not in after {waited:.1f} min: "
+            "it starts from its last pulled checkpoint",
+            detail={"job": job.name, "source": c.source, "stage": "landed" if landed else "lost"},
+        )
+        self.journal.say(
+            f"rescue {job.name}: {'in place' if landed else 'given up'} after {waited:.1f} min"
+        )
+        return True

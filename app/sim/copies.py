@@ -1,0 +1,102 @@
+"""Instance to instance copies (`PUT /api/v0/commands/copy_direct/`): Vast's way to get data
+off a stopped instance (vast-ai/docs `guides/instances/storage/data-movement.mdx`: the copy
+methods "offer ways to copy data to/from a _stopped instance_"; `copy.yaml`; the CLI's `copy`).
+
+A copy is asked, answered at once ("Remote to Remote copy initiated"), and lands later: after
+the docs' "~30 seconds" and the bytes over the slower of the source's upload and the
+destination's download. It is rsync's: a source path ending in `/` copies what the folder
+holds into the destination folder. The data moved bills bandwidth on both machines (the docs:
+"Copying data between instances accrues internet bandwidth usage charges"). The source may be
+stopped (its disk is kept) but not destroyed; nothing lands on a destroyed destination.
+
+Paths are the container's. On Vast every container of an image shares its home (/root); each
+simulated container's home is its own sandbox folder, so a path under any sandbox, or under
+/root, is read from the instance's own sandbox.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .rental import SimInstance
+
+START_S = 30.0  # "check instance status bar for progress updates (~30 seconds delayed)"
+
+
+@dataclass
+class Copy:
+    src_id: int
+    src_path: str
+    dst_id: int
+    dst_path: str
+    asked_at: float
+    due_at: float | None = None  # set when the simulator first sizes it
+    bytes: int = 0
+    done: bool = False
+    landed: bool = False  # False when done: the source or its path was not there
+
+
+def in_sandbox(path: str, sandbox: Path, workdir: Path) -> Path | None:
+    """The container path `path` inside this instance's sandbox (None: not one it can hold)."""
+    p = Path(path)
+    if not p.is_absolute() or ".." in p.parts:
+        return None
+    for home in (Path("/root"), *(s for s in workdir.glob("i*") if s.is_dir())):
+        if p == home or home in p.parents:
+            return sandbox / p.relative_to(home)
+    return None
+
+
+def tree_bytes(src: Path) -> int:
+    if src.is_file():
+        return src.stat().st_size
+    return sum(f.stat().st_size for f in src.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def copy_tree(src: Path, dst: Path, contents: bool) -> None:
+    """rsync's rule: `src/` copies what it holds into `dst`, `src` copies the folder itself."""
+    if src.is_file():
+        target = dst / src.name if dst.is_dir() else dst
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+        return
+    shutil.copytree(src, dst if contents else dst / src.name, symlinks=True, dirs_exist_ok=True)
+
+
+def run_due(
+    copies: list[Copy],
+    instances: dict[int, SimInstance],
+    sandbox: Callable[[SimInstance], Path],
+    workdir: Path,
+    now: float,
+    bill: Callable[[SimInstance, int, int], None],
+) -> None:
+    """Size each new copy, and land each one whose time has come."""
+    for c in copies:
+        if c.done:
+            continue
+        src, dst = instances.get(c.src_id), instances.get(c.dst_id)
+        here = None if src is None else in_sandbox(c.src_path, sandbox(src), workdir)
+        if c.due_at is None:
+            c.bytes = tree_bytes(here) if here is not None and here.exists() else 0
+            mbps = min(src.machine.inet_up, dst.machine.inet_down) if src and dst else 100.0
+            c.due_at = c.asked_at + START_S + c.bytes * 8 / (max(mbps, 1.0) * 1e6)
+        if now < c.due_at:
+            continue
+        c.done = True
+        if src is None or dst is None or src.destroyed_at is not None:
+            continue
+        if dst.destroyed_at is not None or here is None or not here.exists():
+            continue
+        there = in_sandbox(c.dst_path, sandbox(dst), workdir)
+        if there is None:
+            continue
+        if c.dst_path.endswith("/"):
+            there.mkdir(parents=True, exist_ok=True)
+        copy_tree(here, there, contents=c.src_path.endswith("/"))
+        c.landed = True
+        bill(src, c.bytes, 0)  # the source's upload
+        bill(dst, 0, c.bytes)  # the destination's download

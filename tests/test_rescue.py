@@ -1,0 +1,60 @@
+"""A moved job keeps the work it did after its last pulled checkpoint: the outbid rental keeps
+its disk, rentwatch asks the market to copy the job's state off it onto the next host, and the
+job starts there from that state (the simulator's truth), not from the older pulled copy."""
+
+from __future__ import annotations
+
+from rentwatch.ledger import Ledger
+
+from .campaigns import run_campaign
+
+JOBS = "".join(
+    f"""
+[[jobs]]
+name = "j{i}"
+run = "mkdir -p ckpt out && echo {i} > ckpt/step && echo done > out/r.txt"
+artifacts = ["out/r.txt"]
+checkpoint = "ckpt"
+checkpoint_every_min = 30
+retries = 2
+ref_gpu = "RTX 4090"
+ref_hours = 0.75
+"""
+    for i in range(4)
+)
+
+
+def test_a_moved_job_starts_from_the_state_copied_off_its_paused_rental(
+    make_sim, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    sim = make_sim(
+        seed=28,
+        offers=24,
+        time_scale=600,
+        host_class=[
+            {"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"], "dph": [0.35, 0.5]}
+        ],
+        bids={"pressure": 1.0, "ondemand": 0.2, "day_swing": 0.0, "hold_min": [20, 60]},
+    )
+    extra = 'rental = "interruptible"\n' + JOBS
+    code, path = run_campaign(sim, tmp_path, "default", name="rescue", fleet=3, extra=extra)
+    assert code == 0
+    led = Ledger(path)
+    done = [e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")]
+    assert sorted(done) == [f"j{i}" for i in range(4)]
+    rescues = led.events(where="kind = 'rescued'")
+    landed = [e for e in rescues if e.detail["stage"] == "landed" and e.ok]
+    assert landed, f"no rescue landed: the test proves nothing ({[e.reason for e in rescues]})"
+    launches = sim.call(sim.market.truth)["jobs"]
+    for ev in landed:
+        job, src = ev.detail["job"], ev.detail["source"]
+        [there] = [j for j in launches if j["job"] == job and j["instance_id"] == src]
+        after = [
+            j
+            for j in launches
+            if j["job"] == job and j["instance_id"] == ev.instance_id and j["started_at"] >= ev.at
+        ]
+        assert after, "the job never started on the host its state was copied to"
+        # it starts from all the work it did on the paused rental, not from the last pull
+        assert abs(after[0]["resumed_ref_h"] - there["work_ref_h"]) < 0.002

@@ -1,0 +1,101 @@
+"""Copy between instances (`PUT /api/v0/commands/copy_direct/`, Vast's way to get data off a
+stopped instance): asked through the client (and the official CLI), answered at once, landed
+about 30 s of market time later, billed as bandwidth on both machines; refusals carry the
+market's words."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from rentwatch.market.errors import ApiError
+from rentwatch.market.vast.client import VastClient
+
+from .test_vastai_cli import vastai
+
+HEALTHY = [{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"], "dph": [0.3, 0.4]}]
+
+
+def _until(cond, timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition never met")
+
+
+def test_a_stopped_instances_folder_is_copied_to_another(make_sim, tmp_path):
+    sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False)
+    assert sim.ssh is not None
+    ids: list[int] = []
+
+    async def rent() -> None:
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            for o in (await c.search_offers({}))[:2]:
+                ids.append((await c.create_instance(o.id, image="img", disk_gb=10)).instance_id)
+
+    asyncio.run(rent())
+    src, dst = (sim.market.instances[i] for i in ids)
+    _until(lambda: all(sim.call(lambda i=i: i.running(sim.market.clock.now())) for i in (src, dst)))
+    home = sim.ssh.sandbox(src)
+    (home / "ckpt" / "sub").mkdir(parents=True)
+    (home / "ckpt" / "w.bin").write_bytes(b"x" * 5000)
+    (home / "ckpt" / "sub" / "step").write_text("41\n")
+    sim.call(lambda: sim.market.stop(src))  # stopped: its disk is kept, and can be copied off
+
+    async def copy() -> float:
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            with pytest.raises(ApiError, match="No such user"):
+                await c.copy_between(999, "/root/ckpt/", dst.id, "/root/in/")
+            with pytest.raises(ValueError, match="absolute"):
+                await c.copy_between(src.id, "ckpt/", dst.id, "/root/in/")
+            await c.copy_between(src.id, f"{home}/ckpt/", dst.id, "/root/in/")
+            return c.now()
+
+    asked = asyncio.run(copy())
+    landed = sim.ssh.sandbox(dst) / "in"
+    assert not (landed / "w.bin").exists()  # answered at once, landed later
+    _until(lambda: (landed / "sub" / "step").exists())
+    assert (landed / "w.bin").read_bytes() == b"x" * 5000  # what the folder held, inside "in/"
+    [c] = sim.market.copies
+    assert c.landed and c.due_at is not None and c.due_at - asked >= 29
+    # billed as the source's upload and the destination's download: (at, into, out) USD
+    size = c.bytes
+    assert size == 5003
+    assert [t[1:] for t in src.transfers] == [(0.0, size * src.machine.inet_up_cost / 1e9)]
+    assert [t[1:] for t in dst.transfers] == [(size * dst.machine.inet_down_cost / 1e9, 0.0)]
+
+
+def test_the_official_cli_asks_a_copy_and_bad_bodies_are_refused(make_sim, tmp_path):
+    sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False)
+    ids: list[int] = []
+
+    async def rent() -> None:
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            for o in (await c.search_offers({}))[:2]:
+                ids.append((await c.create_instance(o.id, image="img", disk_gb=10)).instance_id)
+
+    asyncio.run(rent())
+    out = vastai(sim, "copy", f"{ids[0]}:/root/ckpt/", f"{ids[1]}:/root/in/", tmp_path=tmp_path)
+    assert "Remote to Remote copy initiated" in out, out
+    [c] = sim.market.copies
+    assert (c.src_id, c.src_path, c.dst_id, c.dst_path) == (
+        ids[0],
+        "/root/ckpt/",
+        ids[1],
+        "/root/in/",
+    )
+    for body, word in (
+        ({"src_id": ids[0], "dst_id": ids[1], "dst_path": "/x/"}, "src_path"),
+        ({"src_id": "abc", "dst_id": ids[1], "src_path": "/a/", "dst_path": "/x/"}, "src_id"),
+        ([1, 2], "src_path"),
+    ):
+        r = httpx.put(
+            f"{sim.url}/api/v0/commands/copy_direct/",
+            json=body,
+            headers={"Authorization": f"Bearer {sim.api_key}"},
+        )
+        assert r.status_code == 400 and word in r.json()["msg"]
