@@ -49,7 +49,15 @@ def test_a_moved_job_starts_from_the_state_copied_off_its_paused_rental(
     launches = sim.call(sim.market.truth)["jobs"]
     for ev in landed:
         job, src = ev.detail["job"], ev.detail["source"]
-        [there] = [j for j in launches if j["job"] == job and j["instance_id"] == src]
+        # its last launch on the paused rental (a rental resumed may have run it twice)
+        there = max(
+            (
+                j
+                for j in launches
+                if j["job"] == job and j["instance_id"] == src and j["started_at"] < ev.at
+            ),
+            key=lambda j: j["started_at"],
+        )
         after = [
             j
             for j in launches
@@ -58,3 +66,9 @@ def test_a_moved_job_starts_from_the_state_copied_off_its_paused_rental(
         assert after, "the job never started on the host its state was copied to"
         # it starts from all the work it did on the paused rental, not from the last pull
         assert abs(after[0]["resumed_ref_h"] - there["work_ref_h"]) < 0.002
+    # the receipt's work lost to interruptions nets out what the copies took back
+    raw = sum(e.detail["work_lost_s"] or 0 for e in led.events(where="kind = 'outbid'"))
+    kept = sum(e.detail["work_kept_s"] for e in landed)
+    assert kept > 0
+    r = led.receipt()[0]
+    assert r["work_lost_interrupt_min"] == round(max(0.0, raw - kept) / 60, 3)

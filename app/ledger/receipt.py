@@ -36,7 +36,8 @@ RECEIPT_KEYS = (
 
 # The interruptible tier: an instance is on it when its create says the bid (`detail.bid`,
 # the price it was created with); each `outbid` event carries the work that outbid cost
-# (`detail.work_lost_s`: the time since the last checkpoint that came off the box).
+# (`detail.work_lost_s`: the time since the last checkpoint that came off the box), less what
+# a copy off the paused rental took back (`rescued` events, `detail.work_kept_s`).
 _TIER_SQL = """
 WITH bid AS (
   SELECT DISTINCT instance_id FROM events
@@ -47,19 +48,22 @@ SELECT coalesce(sum(total_usd) FILTER (WHERE instance_id NOT IN (SELECT instance
        coalesce(sum(total_usd) FILTER (WHERE instance_id IN (SELECT instance_id FROM bid)), 0),
        (SELECT count(*) FROM events WHERE kind = 'outbid' AND campaign = ?),
        (SELECT sum(TRY_CAST(detail->>'work_lost_s' AS DOUBLE)) FROM events
-        WHERE kind = 'outbid' AND campaign = ?)
+        WHERE kind = 'outbid' AND campaign = ?),
+       (SELECT sum(TRY_CAST(detail->>'work_kept_s' AS DOUBLE)) FROM events
+        WHERE kind = 'rescued' AND ok AND campaign = ?)
 FROM tenures WHERE campaign = ?
 """
 
 
 def tier_figures(con: duckdb.DuckDBPyConnection, campaign: str) -> dict[str, Any]:
     """A campaign's spend by tier, its interruptions and the work they cost (minutes)."""
-    row = con.execute(_TIER_SQL, [campaign] * 4).fetchone() or (0, 0, 0, 0)
+    row = con.execute(_TIER_SQL, [campaign] * 5).fetchone() or (0, 0, 0, 0, 0)
+    lost = max(0.0, float(row[3] or 0.0) - float(row[4] or 0.0))
     return {
         "usd_on_demand": round(float(row[0] or 0.0), 6),
         "usd_interruptible": round(float(row[1] or 0.0), 6),
         "interruptions": int(row[2] or 0),
-        "work_lost_interrupt_min": round(float(row[3] or 0.0) / 60, 3),
+        "work_lost_interrupt_min": round(lost / 60, 3),
     }
 
 

@@ -44,6 +44,14 @@ IO_FLOOR_MEASURED = 3  # connects that answered before the floor follows them
 CONNECT_TIMEOUT_S = 20.0  # market seconds a preflight's connect waits for an answer
 
 
+def routed(a: Attempt) -> tuple[str, int]:
+    """The host's SSH route, or SSHFailure: an instance that stopped (an outbid, say) is
+    listed without one, and a look under way when that is seen finds no host to reach."""
+    if a.ssh_host is None or a.ssh_port is None:
+        raise SSHFailure(f"i:{a.instance_id} has no SSH route now (the market lists none)")
+    return a.ssh_host, a.ssh_port
+
+
 class HostLink:
     def __init__(
         self,
@@ -92,7 +100,7 @@ class HostLink:
         self, a: Attempt, command: str, stdin: bytes | None = None, timeout: float = 60
     ) -> RunResult:
         """One command on a proven host (market-seconds timeout)."""
-        assert a.ssh_host is not None and a.ssh_port is not None
+        routed(a)
         async with self.slots, self._distrust_on_key_change(a):
             return await self._ssh_run(
                 a, command, stdin, self.wall(timeout, 5.0), self.io_floor_max
@@ -103,7 +111,7 @@ class HostLink:
     ) -> RunResult:
         """The preflight: a first contact, so a changed key is the preflight's own verdict
         (raised to the caller, not a distrust of a host never trusted)."""
-        assert a.ssh_host is not None and a.ssh_port is not None
+        routed(a)
         async with self.slots:
             try:
                 return await self._ssh_run(a, command, script, timeout_wall, self.io_floor())
@@ -145,13 +153,13 @@ class HostLink:
     async def _ssh_run(
         self, a: Attempt, command: str, stdin: bytes | None, timeout_wall: float, floor: float
     ) -> RunResult:
-        assert a.ssh_host is not None and a.ssh_port is not None
+        host, port = routed(a)  # again: the route may have gone while a slot was awaited
         await self.key_on(a)
         try:
             return await self.ssh.run(
                 a.instance_id,
-                a.ssh_host,
-                a.ssh_port,
+                host,
+                port,
                 command,
                 stdin=stdin,
                 timeout=timeout_wall,
@@ -180,13 +188,14 @@ class HostLink:
         self, a: Attempt, work: Callable[[asyncssh.SSHClientConnection], Awaitable[T]]
     ) -> T:
         """SFTP work on one pinned connection, within the concurrency bound and a deadline."""
-        assert a.ssh_host is not None and a.ssh_port is not None
+        routed(a)
         async with self.slots, self._distrust_on_key_change(a):
             await self.key_on(a)
+            host, port = routed(a)
             conn = await self.ssh.connect(
                 a.instance_id,
-                a.ssh_host,
-                a.ssh_port,
+                host,
+                port,
                 self.wall(CONNECT_TIMEOUT_S, self.io_floor_max),
             )
             self._note_route(a)

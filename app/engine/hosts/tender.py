@@ -119,6 +119,8 @@ class HostTender(PreflightRunner):
                 await self._guarded(a, f"checking job {job.name}", self.jobs.check(a, job))
             if self.clock.now() - last_beat < self.beat_s:
                 continue
+            if a.life.phase != Phase.VERIFIED or a.ssh_host is None:
+                continue  # it left service (an outbid, say) while its job was looked at
             last_beat = self.clock.now()
             if await self._guarded(a, "sampling", self._beat_and_sample(a)):
                 self._look_failures.pop(a.instance_id, None)

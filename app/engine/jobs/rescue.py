@@ -48,6 +48,7 @@ class Paused:
 class Copying:
     source: int
     asked_at: float
+    lost_s: float | None  # the work since the last pull, which a landed copy keeps
     listing: bytes | None = None  # what the copied folder held at the last look
     seen_at: float = 0.0  # since when it has held that
 
@@ -148,7 +149,7 @@ class Rescues:
                 detail={**detail, "stage": "refused"},
             )
             return False
-        self.copying[job.name] = Copying(paused.instance_id, now)
+        self.copying[job.name] = Copying(paused.instance_id, now, paused.lost_s)
         self.journal.fact(
             K.RESCUED,
             a,
@@ -204,7 +205,13 @@ class Rescues:
             if landed
             else f"job {job.name}'s state from i:{c.source} not in after {waited:.1f} min: "
             "it starts from its last pulled checkpoint",
-            detail={"job": job.name, "source": c.source, "stage": "landed" if landed else "lost"},
+            detail={
+                "job": job.name,
+                "source": c.source,
+                "stage": "landed" if landed else "lost",
+                # the outbid's loss this copy took back (the receipt's work lost nets it out)
+                **({"work_kept_s": c.lost_s} if landed else {}),
+            },
         )
         self.journal.say(
             f"rescue {job.name}: {'in place' if landed else 'given up'} after {waited:.1f} min"

@@ -72,6 +72,8 @@ class JobWork:
         self.ckpt_every: Callable[[Attempt, JobState], float] | None = None
         # a moved job's newer state, copied off the rental an outbid paused (jobs/rescue.py)
         self.rescues = Rescues(market, fleet, link, journal)
+        # jobs whose launch is under way (uploads, a push): a look meanwhile finds no process
+        self._starting: set[str] = set()
 
     def left(self) -> list[Job]:
         """The jobs whose work is still to do: pending, or running (work not yet delivered)."""
@@ -188,12 +190,20 @@ class JobWork:
             job = self.queue.take(a.instance_id, now, biggest=self.by_work)
             if job is None:
                 continue
-            if not await self._upload(a, job, now):
-                continue
-            if job.attempts > 1 and job.job.checkpoint:  # a retry: from its last state
-                await self.rescues.push_pulled(a, job, self._checkpoint_dir(job), now)
-            if not await self.rescues.begin(a, job, now):
-                await self._launch(a, job, now)
+            self._starting.add(job.name)
+            try:
+                await self._start(a, job, now)
+            finally:
+                self._starting.discard(job.name)
+
+    async def _start(self, a: Attempt, job: JobState, now: float) -> None:
+        """Its uploads, its last state, then the launch (or a wait for its state's copy)."""
+        if not await self._upload(a, job, now):
+            return
+        if job.attempts > 1 and job.job.checkpoint:  # a retry: from its last state
+            await self.rescues.push_pulled(a, job, self._checkpoint_dir(job), now)
+        if not await self.rescues.begin(a, job, now):
+            await self._launch(a, job, now)
 
     async def _launch(self, a: Attempt, job: JobState, now: float) -> None:
         """Start the job on its host, detached, and record it."""
@@ -264,6 +274,8 @@ class JobWork:
 
     async def check(self, a: Attempt, job: JobState) -> None:
         """Look at a running job: its log line, its timeout, its checkpoint, its end."""
+        if job.name in self._starting:
+            return
         if self.rescues.waiting(job):  # not started yet: its state is coming over
             if await self.rescues.step(a, job, self.clock.now()):
                 await self._launch(a, job, self.clock.now())
