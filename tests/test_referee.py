@@ -167,6 +167,11 @@ def test_destroying_a_rental_the_market_had_stopped_is_no_false_kill():
     truth = {"now": 5000.0, "instances": [paused, resumed, ended]}
     s = score(truth, RunFacts(0.0, 4000.0, 2, {2: 400.0, 3: 400.0}))
     assert s["false_kills"] == 1
+    # created stopped, its bid under min_bid, and destroyed before it ever ran (dstack #4036)
+    lost = _row(4, "healthy", 0.0, destroyed=10.0, usd=0.0001)
+    lost["bid_lost_at"] = [0.0]
+    truth = {"now": 5000.0, "instances": [paused, resumed, ended, lost]}
+    assert score(truth, RunFacts(0.0, 4000.0, 2, {2: 400.0, 3: 400.0}))["false_kills"] == 1
 
 
 def test_summary_counts_never_as_worst_and_names_the_worst_market():

@@ -74,12 +74,13 @@ def _times(value: Any) -> list[float]:
 
 
 def market_had_stopped(row: Mapping[str, Any]) -> bool:
-    """The market had stopped it when it was destroyed (an outbid, a contract's end) and it
-    had not run again since: the destroy ended a pause, it killed nothing that delivered."""
+    """The market had stopped it when it was destroyed (an outbid, a bid that lost at its
+    create, a contract's end) and it had not run again since: the destroy ended a pause, it
+    killed nothing that delivered."""
     gone = float(row["destroyed_at"])
     stops = [
         t
-        for key in ("outbid_at", "market_stopped_at", "expired_at")
+        for key in ("outbid_at", "bid_lost_at", "market_stopped_at", "expired_at")
         for t in _times(row.get(key))
         if t <= gone + EPS
     ]

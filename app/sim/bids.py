@@ -126,8 +126,7 @@ def pause(inst: SimInstance, at: float, outbid: bool = True) -> None:
         seg.end = at
         inst.stops.append(at)
     inst.paused_at = at
-    if outbid:
-        inst.outbids.append(at)
+    (inst.outbids if outbid else inst.lost_bids).append(at)
 
 
 def settle(

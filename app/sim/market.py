@@ -210,6 +210,7 @@ class SimMarket:
             self.settle_bids(now)
             if not bids.wins(self.scenario.seed, self.scenario.bids, inst.machine, now, inst.bid):
                 inst.paused_at = now
+                inst.lost_bids.append(now)
                 return
         inst.starts.append(now)
         rng = keyed_rng(

@@ -55,6 +55,7 @@ class SimInstance:
     prices: list[tuple[float, float]] = field(default_factory=list)
     paused_at: float | None = None
     outbids: list[float] = field(default_factory=list)
+    lost_bids: list[float] = field(default_factory=list)  # a start or create whose bid lost
     resumes: list[float] = field(default_factory=list)
     bid_seen: float = 0.0
 

@@ -51,5 +51,7 @@ def truth_row(inst: SimInstance, now: float, c: Charges) -> dict[str, Any]:
         # resume the market made by itself
         "bid": inst.bid,
         "outbid_at": list(inst.outbids),
+        # held stopped from a create (or a start) whose bid did not win: the market's pause too
+        "bid_lost_at": list(inst.lost_bids),
         "resumed_at": list(inst.resumes),
     }
