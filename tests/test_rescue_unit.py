@@ -134,10 +134,13 @@ def test_a_copy_that_never_lands_is_given_up_at_its_deadline():
     assert not any("cp -a" in c for c in link.sent)
 
 
-def test_a_job_requeued_while_it_waits_waits_no_more():
-    r, _, _, _ = _rescues()
+def test_a_job_requeued_while_it_waits_waits_no_more_and_its_next_host_asks_again():
+    r, market, _, _ = _rescues()
     job = JobState(JOB)
     r.outbid(job, SRC, 600.0)
     assert _go(r.begin(HOST, job, 0.0)) and r.waiting(job)
-    r.forget(job)
+    r.forget(job)  # its host went down while the copy was coming
     assert not r.waiting(job)
+    other = SimpleNamespace(instance_id=33)
+    assert _go(r.begin(other, job, 50.0)) and r.waiting(job)
+    assert [a[2] for a in market.asked] == [DST, 33]

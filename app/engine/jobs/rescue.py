@@ -106,8 +106,11 @@ class Rescues:
         self.paused[job.name] = Paused(instance_id, lost_s)
 
     def forget(self, job: JobState) -> None:
-        """The job left its host (requeued, failed): no copy is waited for there any more."""
-        self.copying.pop(job.name, None)
+        """The job left its host (requeued, failed): no copy is waited for there any more; its
+        state still waits on the paused rental, for the next host to ask for."""
+        c = self.copying.pop(job.name, None)
+        if c is not None:
+            self.paused[job.name] = Paused(c.source, c.lost_s)
 
     def waiting(self, job: JobState) -> bool:
         return job.name in self.copying
