@@ -27,17 +27,21 @@ def _until(cond, timeout: float = 30.0) -> None:
     raise AssertionError("condition never met")
 
 
+def _rent_two(sim) -> list[int]:
+    async def rent() -> list[int]:
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            offers = (await c.search_offers({}))[:2]
+            return [
+                (await c.create_instance(o.id, image="img", disk_gb=10)).instance_id for o in offers
+            ]
+
+    return asyncio.run(rent())
+
+
 def test_a_stopped_instances_folder_is_copied_to_another(make_sim, tmp_path):
     sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False)
     assert sim.ssh is not None
-    ids: list[int] = []
-
-    async def rent() -> None:
-        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
-            for o in (await c.search_offers({}))[:2]:
-                ids.append((await c.create_instance(o.id, image="img", disk_gb=10)).instance_id)
-
-    asyncio.run(rent())
+    ids = _rent_two(sim)
     src, dst = (sim.market.instances[i] for i in ids)
     _until(lambda: all(sim.call(lambda i=i: i.running(sim.market.clock.now())) for i in (src, dst)))
     home = sim.ssh.sandbox(src)
@@ -71,14 +75,7 @@ def test_a_stopped_instances_folder_is_copied_to_another(make_sim, tmp_path):
 
 def test_the_official_cli_asks_a_copy_and_bad_bodies_are_refused(make_sim, tmp_path):
     sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False)
-    ids: list[int] = []
-
-    async def rent() -> None:
-        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
-            for o in (await c.search_offers({}))[:2]:
-                ids.append((await c.create_instance(o.id, image="img", disk_gb=10)).instance_id)
-
-    asyncio.run(rent())
+    ids = _rent_two(sim)
     out = vastai(sim, "copy", f"{ids[0]}:/root/ckpt/", f"{ids[1]}:/root/in/", tmp_path=tmp_path)
     assert "Remote to Remote copy initiated" in out, out
     [c] = sim.market.copies
