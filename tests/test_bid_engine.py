@@ -258,3 +258,41 @@ def test_under_auto_a_dry_bid_search_is_no_reason_to_end(key):
         assert len(searched) >= 2  # the tier's, then on-demand's
 
     run(key, body, market=held_on_demand, policy=DEFAULT, rental="auto", jobs=(JOB,))
+
+
+def test_an_outbid_job_never_seen_running_leaves_no_state_worth_copying(key):
+    """A launch whose session dropped, with no answer to the look either, is held as started
+    (a dropped session must not cost a retry) but was never seen running: the outbid that
+    follows counts its time as lost, yet no copy is asked for state that may not exist."""
+
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        job = sup.jobs.jobs[0]
+        if sup.jobs.on(iid) is None:
+            sup.jobs.take(iid, market.t)
+        assert job.seen_running_at is None
+        market.t += 600
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        (ev,) = kinds(ledger, "outbid")
+        assert ev.detail["work_lost_s"] >= 600
+        paused = sup.job_work.rescues.paused["j"]
+        assert paused.instance_id == iid and paused.lost_s is None
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_an_outbid_job_seen_running_leaves_its_work_to_copy(key):
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        job = sup.jobs.jobs[0]
+        if sup.jobs.on(iid) is None:
+            sup.jobs.take(iid, market.t)
+        job.seen_running_at = market.t + 500  # a job check found it running
+        market.t += 600
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        paused = sup.job_work.rescues.paused["j"]
+        assert paused.lost_s is not None and paused.lost_s >= 600
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))

@@ -28,6 +28,7 @@ class JobState:
     host_losses: int = 0  # starts lost to a host that died early (not charged as retries)
     exit_code: int | None = None
     started_at: float | None = None
+    seen_running_at: float | None = None  # this attempt last seen running (None: never)
     finished_at: float | None = None
     progress: float | None = None  # the job's own progress reading on this attempt (0..1)
     delivery: Delivery | None = None  # its host's delivery, as of the last look
@@ -109,6 +110,7 @@ class JobQueue:
         job = pending[0] if pending else None
         if job is not None:
             job.status, job.instance_id, job.started_at = "running", instance_id, now
+            job.seen_running_at = None
             job.attempts += 1
             job.exit_code = None
             job.progress = job.delivery = None

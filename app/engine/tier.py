@@ -151,7 +151,9 @@ class TierWatch:
             self.jobs.requeue(
                 job, now, "its bid rental was outbid: from its last checkpoint", outbid=True
             )
-            self.jobs.rescues.outbid(job, a.instance_id, lost)  # its newer state stays there
+            # its newer state stays there; none worth a copy if it was never seen running
+            sure = lost if job.seen_running_at is not None else None
+            self.jobs.rescues.outbid(job, a.instance_id, sure)
 
     def saw(self, a: Attempt, inst: Instance, now: float) -> None:
         """Each row of a bid rental: its min_bid; out of service, a resume by itself (it bills

@@ -217,6 +217,7 @@ class JobWork:
                 f"{', '.join(job.job.secret_env)} to a stranger's host",
                 detail={"job": job.name, "secret_env": list(job.job.secret_env)},
             )
+        seen: float | None = now
         try:
             await self.link.run(a, launch_command(job.job))
         except SSHFailure as exc:
@@ -225,12 +226,14 @@ class JobWork:
                 started = (await self.look(a, job)).state != "none"
             except SSHFailure:
                 # no answer either way: held as started; `check` looks again (twice) before
-                # calling it gone, so a dropped session never costs the job a retry
-                started = True
+                # calling it gone, so a dropped session never costs the job a retry. Not seen
+                # running, though: an outbid now finds no state of it worth copying off
+                started, seen = True, None
             if not started:
                 self.requeue(job, now, f"could not start it: {exc}", host_fault=True)
                 return
         job.started_at = now  # after a rescue's wait, the job computes from here
+        job.seen_running_at = seen
         self.rescues.last_host[job.name] = a.instance_id
         self.journal.fact(
             K.JOB_STARTED,
@@ -289,6 +292,7 @@ class JobWork:
         a.job_said(f"{job.name}: {tail[-1] if tail else st.state}")
         note_delivery(a, job, st.progress, now)
         if st.state == "running":
+            job.seen_running_at = now
             if job.started_at is not None and now - job.started_at > job.job.timeout_s:
                 await self.link.run(a, stop_command(job.job))
                 self.queue.finished(job, 124, now)
