@@ -46,3 +46,35 @@ def test_wrong_values_name_the_key(extra, job, says):
     text = campaign_text(extra=extra + "\n") + (JOB.format(extra=job) if job else "")
     with pytest.raises(ConfigError, match=says.replace("[", r"\[").replace("]", r"\]")):
         parse_campaign(text)
+
+
+def _two(a: str, b: str) -> str:
+    """Two jobs with these extra lines (a checkpoint, a workdir)."""
+    return campaign_text() + JOB.format(extra=a) + JOB.replace("j1", "j2").format(extra=b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "folder"),
+    [
+        ('checkpoint = "ckpt"', 'checkpoint = "ckpt/"', "ckpt"),
+        ('checkpoint = "ckpt"', 'checkpoint = "ckpt/inner"', "ckpt"),
+        ('checkpoint = "ckpt"\nworkdir = "~/w"', 'checkpoint = "ckpt"\nworkdir = "w"', "w/ckpt"),
+        ('checkpoint = "ckpt"\nworkdir = "~/w"', 'checkpoint = "w/ckpt"', "w/ckpt"),
+        ('checkpoint = "."', 'checkpoint = "ckpt"\nworkdir = "w"', "."),
+    ],
+)
+def test_two_jobs_may_not_checkpoint_into_one_folder(a, b, folder):
+    """Jobs run one after another on a host: a second job whose checkpoint folder is the
+    first's (or inside it) would start from the first job's state, as if it were its own."""
+    with pytest.raises(ConfigError, match=f"jobs j1 and j2 share the checkpoint folder '{folder}'"):
+        parse_campaign(_two(a, b))
+
+
+def test_jobs_with_their_own_checkpoint_folders_parse():
+    for a, b in (
+        ('checkpoint = "ckpt-1"', 'checkpoint = "ckpt-2"'),
+        ('checkpoint = "ckpt"\nworkdir = "w1"', 'checkpoint = "ckpt"\nworkdir = "w2"'),
+        ('checkpoint = "ckpt"\nworkdir = "/data/a"', 'checkpoint = "ckpt"'),
+        ('checkpoint = "ckpt"', ""),
+    ):
+        assert len(parse_campaign(_two(a, b)).jobs) == 2

@@ -14,9 +14,9 @@ JOBS = "".join(
     f"""
 [[jobs]]
 name = "j{i}"
-run = "mkdir -p ckpt out && echo {i} > ckpt/step && echo done > out/r.txt"
+run = "mkdir -p ckpt{i} out && echo {i} > ckpt{i}/step && echo done > out/r.txt"
 artifacts = ["out/r.txt"]
-checkpoint = "ckpt"
+checkpoint = "ckpt{i}"
 checkpoint_every_min = 30
 retries = 2
 ref_gpu = "RTX 4090"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 import tomllib
 from collections.abc import Callable
@@ -203,6 +204,14 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise fail("name", f"job names must be unique; repeated: {', '.join(dup)}")
+    clash = shared_checkpoint(jobs)
+    if clash is not None:
+        a, b, path = clash
+        raise fail(
+            "checkpoint",
+            f"jobs {a} and {b} share the checkpoint folder {path!r} on a host: one would "
+            "resume from the other's state (give each job its own checkpoint or workdir)",
+        )
     return Campaign(
         name=name,
         image=image,
@@ -224,6 +233,30 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         artifacts_dir=artifacts_dir,
         upload=tuple(upload),
     )
+
+
+def _home_path(workdir: str, path: str) -> str:
+    """`path` under `workdir` as a path from the login folder (a relative workdir starts there)."""
+    out = posixpath.normpath(posixpath.join(workdir, path))
+    return out[2:] or "." if out == "~" or out.startswith("~/") else out
+
+
+def shared_checkpoint(jobs: list[Job]) -> tuple[str, str, str] | None:
+    """Two jobs whose checkpoint folders are one, or one inside the other, on a host that runs
+    both in turn (the first such pair, with the outer folder): the later job would start from
+    the earlier one's state, and a retry's pushed state would land in the other's folder."""
+    seen: list[tuple[str, str]] = []
+    for job in jobs:
+        if job.checkpoint is None:
+            continue
+        mine = _home_path(job.workdir, job.checkpoint.rstrip("/"))
+        for name, other in seen:
+            inner, outer = sorted((mine, other), key=len, reverse=True)
+            under = outer == "." and not inner.startswith("/")  # the login folder holds it
+            if inner == outer or inner.startswith(outer.rstrip("/") + "/") or under:
+                return name, job.name, outer
+        seen.append((job.name, mine))
+    return None
 
 
 def _in_range(
