@@ -614,6 +614,16 @@ def test_a_restart_adopts_our_rental_even_from_a_bad_row(key):
     market = FakeMarket(list(OFFERS))
     iid = market.adopt("rw:u:nan", OFFERS[1], actual="running", msg="")
     market.bad_rows[iid] = {"dph_base": float("nan"), "storage_total_cost": float("inf")}
+    # its create's intent is in the ledger (the answer was lost): the label is this ledger's
+    led.record(
+        "create",
+        at=0.0,
+        actor="engine",
+        reason="create",
+        phase="intent",
+        detail={"label": "rw:u:nan"},
+        campaign="u",
+    )
 
     async def body(sup, market, ledger):
         assert iid in sup.attempts
@@ -625,6 +635,25 @@ def test_a_restart_adopts_our_rental_even_from_a_bad_row(key):
         assert ("destroy_instance", iid) in market.calls
 
     run(key, body, market=market, ledger=led)
+
+
+def test_a_fresh_ledger_owns_none_of_the_rentals_another_ledger_made_under_its_name(key):
+    """Two setups on one account, each with its own ledger, run a campaign of the same name:
+    one's rentals carry the name's label but no create of this ledger, so this controller
+    never adopts, stops or destroys them (they are the other's)."""
+    market = FakeMarket(list(OFFERS))
+    theirs = market.adopt("rw:u:0a1b2c3d4e", OFFERS[1], actual="running", msg="")
+
+    async def body(sup, market, ledger):
+        assert theirs not in sup.attempts
+        market.t += 60
+        await sup.poll_once()
+        await sup.release_all("rule:campaign_end", "over")
+        assert theirs not in sup.attempts
+        touched = [c for c in market.calls if len(c) > 1 and c[1] == theirs]
+        assert touched == [] and not ledger.instance_history(theirs)
+
+    run(key, body, market=market)
 
 
 def test_a_host_a_person_started_is_not_drained_a_minute_later(key):

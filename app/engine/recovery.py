@@ -2,9 +2,9 @@
 the campaign's live instances (and, under `reuse_stopped`, proven rentals an earlier campaign
 stopped), and write down what changed while nobody watched.
 
-Ownership: only an instance carrying this campaign's label is supervised (automation may act
-on it). With `adopt_all` (the dashboard's `watch`) every other instance of the account is
-*observed*: shown, priced and logged, never stopped, destroyed, probed or released by
+Ownership: only an instance carrying a label this ledger gave one of this campaign's creates
+is supervised (automation may act on it). With `adopt_all` (the dashboard's `watch`) every
+other instance of the account is *observed*: shown, priced and logged, never stopped, destroyed, probed or released by
 automation; a person acts on it, or hands it over (`HandOverIntent`)."""
 
 from __future__ import annotations
@@ -55,9 +55,14 @@ class Recovery:
         self.last_alive: float | None = None  # the earlier run's last sign of life
 
     def ours(self, inst: Instance) -> bool:
-        """Whether this campaign created it (its label says so): the only instances automation
-        acts on without the operator handing them over."""
-        return (inst.label or "").startswith(campaign_label(self.campaign.name) + ":")
+        """Whether this campaign created it: it carries this campaign's label, one this ledger
+        wrote into a create (a fresh ledger, or another setup's running a campaign of the same
+        name on the account, owns none of it). The only instances automation acts on without
+        the operator handing them over."""
+        label = inst.label or ""
+        return label.startswith(
+            campaign_label(self.campaign.name) + ":"
+        ) and self.ledger.wrote_label(self.campaign.name, label)
 
     def adopt_strays(self, instances: list[Instance], now: float, adopt_all: bool) -> None:
         """A rental carrying this campaign's label that we do not hold (a create whose answer

@@ -47,6 +47,16 @@ class NamedReads:
         )
         return int(row[0][0]) if row else 0
 
+    def wrote_label(self, campaign: str, label: str) -> bool:
+        """Whether a create of `campaign` in this ledger carried `label` (its intent names
+        the label before the market answers, so a create whose answer was lost counts)."""
+        row = self._rows(
+            "SELECT count(*) FROM events WHERE kind = 'create' AND campaign = ? "
+            "AND json_extract_string(detail, '$.label') = ?",
+            [campaign, label],
+        )
+        return bool(row and row[0][0])
+
     def campaign_holds_on(self, campaign: str) -> bool:
         """Whether `campaign` may still count on what it holds: started and never ended (its
         controller runs, or died and will adopt its rentals again), or ended by leaving its
