@@ -5,10 +5,15 @@ settles each lead to. The end to end run is `tests/test_rescue.py`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
+import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from rentwatch.core.bidding import RESCUE_SETTLE_S, RESCUE_WAIT_S
 from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobState
@@ -16,6 +21,7 @@ from rentwatch.core.lifecycle import Phase
 from rentwatch.engine.hosts.ssh import SSHFailure
 from rentwatch.engine.jobs.rescue import Rescues
 from rentwatch.market.errors import ApiError
+from rentwatch.sim.copies import copy_tree
 
 JOB = Job(name="fit", run="train", checkpoint="ckpt", ref_gpu="RTX 4090", ref_hours=1.0)
 SRC, DST = 11, 22
@@ -90,7 +96,8 @@ def test_asked_only_for_work_worth_the_wait_off_a_rental_that_keeps_its_disk():
         assert bool(market.asked) is want
         if want:
             [(src, src_path, dst, dst_path)] = market.asked
-            assert (src, src_path, dst) == (SRC, "/root/ckpt/", DST)
+            # the checkpoint itself, no trailing slash (it may be a file: rsync refuses `file/`)
+            assert (src, src_path, dst) == (SRC, "/root/ckpt", DST)
             assert dst_path == "/root/.rentwatch/jobs/fit/rescue/"
             assert journal.facts[-1]["detail"]["stage"] == "asked" and r.waiting(job)
     r, market, _, _ = _rescues()
@@ -120,7 +127,7 @@ def test_it_waits_while_the_folder_grows_or_a_look_fails_and_lands_once_settled(
     t += RESCUE_SETTLE_S + 1
     assert _go(r.step(HOST, job, t)) and not r.waiting(job)
     assert journal.facts[-1]["detail"]["stage"] == "landed" and journal.facts[-1]["ok"]
-    assert any("cp -a" in c and '"$HOME"/ckpt/' in c for c in link.sent)
+    assert any('cp -a ~/.rentwatch/jobs/fit/rescue/ckpt "$HOME"/ckpt' in c for c in link.sent)
 
 
 def test_a_copy_that_never_lands_is_given_up_at_its_deadline():
@@ -144,3 +151,70 @@ def test_a_job_requeued_while_it_waits_waits_no_more_and_its_next_host_asks_agai
     other = SimpleNamespace(instance_id=33)
     assert _go(r.begin(other, job, 50.0)) and r.waiting(job)
     assert [a[2] for a in market.asked] == [DST, 33]
+
+
+class ShellLink:
+    """Runs the rescue's commands in a real shell whose $HOME is a folder of the test's."""
+
+    def __init__(self, home: Path):
+        self.home = home
+        self.sent: list[str] = []
+
+    async def run(self, a, command: str, stdin=None, timeout: float = 60):
+        self.sent.append(command)
+        p = subprocess.run(
+            ["sh", "-c", command], capture_output=True, env={**os.environ, "HOME": str(self.home)}
+        )
+        return SimpleNamespace(stdout=p.stdout, exit_status=p.returncode)
+
+
+class SimCopies:
+    """The simulator's copy rule (rsync's), between two homes, landing at once."""
+
+    def __init__(self, src_home: Path, dst_home: Path):
+        self.src_home, self.dst_home = src_home, dst_home
+
+    async def copy_between(self, src_id, src_path, dst_id, dst_path) -> None:
+        here = self.src_home / Path(src_path).relative_to(self.dst_home)
+        there = self.dst_home / Path(dst_path).relative_to(self.dst_home)
+        there.mkdir(parents=True, exist_ok=True)
+        copy_tree(here, there, contents=src_path.endswith("/"))
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_the_copied_state_replaces_the_pushed_one_a_file_for_a_file(tmp_path, kind):
+    """A checkpoint may be one file (`ckpt.pt`) or a folder: the state copied off the paused
+    rental takes the checkpoint's place as what it was, over the older pushed copy, with no
+    stale file of the pushed copy left beside it."""
+    src_home, dst_home = tmp_path / "a", tmp_path / "b"
+    name = "ckpt.pt" if kind == "file" else "ckpt"
+    if kind == "file":
+        src_home.mkdir()
+        (src_home / name).write_bytes(b"step 9")
+        dst_home.mkdir()
+        (dst_home / name).write_bytes(b"step 3")  # what was pulled, pushed back
+    else:
+        (src_home / name).mkdir(parents=True)
+        (src_home / name / "step").write_text("9")
+        (dst_home / name).mkdir(parents=True)
+        (dst_home / name / "step").write_text("3")
+        (dst_home / name / "old-only").write_text("stale")
+    job = JobState(dataclasses.replace(JOB, checkpoint=name))
+    source = SimpleNamespace(life=SimpleNamespace(phase=Phase.STOPPED))
+    fleet = SimpleNamespace(get=lambda iid: source if iid == SRC else None)
+    link = ShellLink(dst_home)
+    r = Rescues(SimCopies(src_home, dst_home), fleet, link, FakeJournal())  # type: ignore[arg-type]
+    r.outbid(job, SRC, 600.0)
+    assert _go(r.begin(HOST, job, 0.0))
+    t = 0.0
+    while r.waiting(job):
+        t += RESCUE_SETTLE_S + 1
+        _go(r.step(HOST, job, t))
+    assert r.journal.facts[-1]["detail"]["stage"] == "landed"  # type: ignore[attr-defined]
+    there = dst_home / name
+    if kind == "file":
+        assert there.is_file() and there.read_bytes() == b"step 9"
+    else:
+        assert sorted(p.name for p in there.iterdir()) == ["step"]
+        assert (there / "step").read_text() == "9"
+    assert not (dst_home / ".rentwatch/jobs/fit/rescue").exists()

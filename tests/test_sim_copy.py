@@ -72,6 +72,19 @@ def test_a_stopped_instances_folder_is_copied_to_another(make_sim, tmp_path):
     assert [t[1:] for t in src.transfers] == [(0.0, size * src.machine.inet_up_cost / 1e9)]
     assert [t[1:] for t in dst.transfers] == [(size * dst.machine.inet_down_cost / 1e9, 0.0)]
 
+    async def more() -> None:  # rsync's rules for the source's trailing slash
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            await c.copy_between(src.id, f"{home}/ckpt/w.bin/", dst.id, "/root/f/")
+            await c.copy_between(src.id, f"{home}/ckpt", dst.id, "/root/whole/")
+
+    asyncio.run(more())
+    _until(lambda: sim.call(lambda: all(c.done for c in sim.market.copies)))
+    file_slash, whole = sim.market.copies[1:]
+    assert not file_slash.landed  # `file/`: "Not a directory", nothing copied
+    assert not any((sim.ssh.sandbox(dst) / "f").glob("*"))
+    assert whole.landed  # no slash: the folder itself, under its name
+    assert (sim.ssh.sandbox(dst) / "whole" / "ckpt" / "sub" / "step").read_text() == "41\n"
+
 
 def test_the_official_cli_asks_a_copy_and_bad_bodies_are_refused(make_sim, tmp_path):
     sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False)

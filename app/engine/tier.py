@@ -119,8 +119,12 @@ class TierWatch:
         on it goes back to the queue from its last checkpoint; the rental waits, stopped."""
         job = self.jobs.queue.on(a.instance_id)
         lost = None
+        # a job still waiting here for its state's copy never ran here: it lost nothing here,
+        # and its state still waits where it was (`Rescues.forget` puts it back)
+        waiting = job is not None and self.jobs.rescues.waiting(job)
         if job is not None:
-            lost = work_lost_s(now, job.started_at or now, self.jobs.last_checkpoint(job))
+            began = now if job.started_at is None or waiting else job.started_at
+            lost = work_lost_s(now, began, self.jobs.last_checkpoint(job))
         a.outbid(now, inst.min_bid)
         self.outbids[a.instance_id] += 1
         low = f"${inst.min_bid:.4f}/h" if inst.min_bid is not None else "unknown"
@@ -152,8 +156,9 @@ class TierWatch:
                 job, now, "its bid rental was outbid: from its last checkpoint", outbid=True
             )
             # its newer state stays there; none worth a copy if it was never seen running
-            sure = lost if job.seen_running_at is not None else None
-            self.jobs.rescues.outbid(job, a.instance_id, sure)
+            if not waiting:
+                sure = lost if job.seen_running_at is not None else None
+                self.jobs.rescues.outbid(job, a.instance_id, sure)
 
     def saw(self, a: Attempt, inst: Instance, now: float) -> None:
         """Each row of a bid rental: its min_bid; out of service, a resume by itself (it bills

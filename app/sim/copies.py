@@ -5,7 +5,8 @@ methods "offer ways to copy data to/from a _stopped instance_"; `copy.yaml`; the
 A copy is asked, answered at once ("Remote to Remote copy initiated"), and lands later: after
 the docs' "~30 seconds" and the bytes over the slower of the source's upload and the
 destination's download. It is rsync's: a source path ending in `/` copies what the folder
-holds into the destination folder. The data moved bills bandwidth on both machines (the docs:
+holds into the destination folder, and a file named with a trailing `/` is refused (rsync:
+"Not a directory"). The data moved bills bandwidth on both machines (the docs:
 "Copying data between instances accrues internet bandwidth usage charges"). The source may be
 stopped (its disk is kept) but not destroyed; nothing lands on a destroyed destination.
 
@@ -91,6 +92,8 @@ def run_due(
             continue
         if dst.destroyed_at is not None or here is None or not here.exists():
             continue
+        if c.src_path.endswith("/") and not here.is_dir():
+            continue  # rsync: `file/` is "Not a directory", and nothing is copied
         there = in_sandbox(c.dst_path, sandbox(dst), workdir)
         if there is None:
             continue

@@ -18,6 +18,7 @@ Paths are the container's: the next host's `$HOME`, which a copy of one image sh
 from __future__ import annotations
 
 import posixpath
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from ...core.campaign import Job
 from ...core.jobs import JobState
 from ...core.lifecycle import Phase
 from ...ledger import EventKind
-from ...market.errors import REFUSALS
+from ...market.errors import REFUSALS, AnswerLost, ApiError
 from ...market.protocol import Market
 from ..attempt import Attempt
 from ..fleet import Fleet
@@ -59,6 +60,12 @@ def checkpoint_abs(job: Job, home: str) -> str:
     """The job's checkpoint as an absolute container path, under `home` unless absolute."""
     path = checkpoint_path(job)
     return path if path.startswith("/") else posixpath.normpath(posixpath.join(home, path))
+
+
+def unanswered(exc: Exception) -> bool:
+    """A copy's ask that may have been acted on: its answer lost, or a 5xx (the market's
+    front may fail after its back started the transfer). Asking again would start another."""
+    return isinstance(exc, AnswerLost) or (isinstance(exc, ApiError) and exc.status >= 500)
 
 
 def landing(job: Job) -> str:
@@ -136,24 +143,29 @@ class Rescues:
         home = res.stdout.decode(errors="replace").strip()
         if res.exit_status != 0 or not home.startswith("/"):
             return False
-        src = checkpoint_abs(job.job, home) + "/"
+        # the checkpoint itself (no trailing slash: it may be a file, which rsync refuses as
+        # `file/`), into the landing folder: it lands there under its own name
+        src = checkpoint_abs(job.job, home)
         dst = posixpath.join(home, landing(job.job).removeprefix("~/")) + "/"
         lost_min = (paused.lost_s or 0) / 60
         detail = {"job": job.name, "source": paused.instance_id, "src_path": src, "dst_path": dst}
+        lost_answer = None
         try:
             await self.market.copy_between(paused.instance_id, src, a.instance_id, dst)
         except REFUSALS as exc:
-            self.journal.fact(
-                K.RESCUED,
-                a,
-                at=now,
-                actor="engine",
-                ok=False,
-                reason=f"copy of job {job.name}'s state off i:{paused.instance_id} refused "
-                f"({exc}): it starts from its last pulled checkpoint",
-                detail={**detail, "stage": "refused"},
-            )
-            return False
+            if not unanswered(exc):
+                self.journal.fact(
+                    K.RESCUED,
+                    a,
+                    at=now,
+                    actor="engine",
+                    ok=False,
+                    reason=f"copy of job {job.name}'s state off i:{paused.instance_id} refused "
+                    f"({exc}): it starts from its last pulled checkpoint",
+                    detail={**detail, "stage": "refused"},
+                )
+                return False
+            lost_answer = str(exc)  # the market may have acted: the copy may be landing
         self.copying[job.name] = Copying(paused.instance_id, now, paused.lost_s)
         self.journal.fact(
             K.RESCUED,
@@ -162,8 +174,18 @@ class Rescues:
             actor="engine",
             ok=True,
             reason=f"copy asked of job {job.name}'s state off paused i:{paused.instance_id} "
-            f"({lost_min:.1f} min of work since its last pulled checkpoint)",
-            detail={**detail, "stage": "asked", "work_since_pull_s": paused.lost_s},
+            f"({lost_min:.1f} min of work since its last pulled checkpoint)"
+            + (
+                ""
+                if lost_answer is None
+                else f"; no answer came ({lost_answer}): looked for all the same, not asked again"
+            ),
+            detail={
+                **detail,
+                "stage": "asked",
+                "work_since_pull_s": paused.lost_s,
+                **({} if lost_answer is None else {"answer_lost": True}),
+            },
         )
         self.journal.say(f"rescue {job.name}: copy asked off i:{paused.instance_id}")
         return True
@@ -191,10 +213,15 @@ class Rescues:
         del self.copying[job.name]
         landed = False
         if settled:
+            # the copied state replaces what was pushed (it is the job's whole state at the
+            # outbid, the pushed files included): a file for a file, a folder for a folder
             ckpt = checkpoint_word(job.job)
+            got = f"{folder}/{shlex.quote(posixpath.basename(checkpoint_path(job.job)))}"
             try:
                 res = await self.link.run(
-                    a, f"mkdir -p {ckpt} && cp -a {folder}/. {ckpt}/ && rm -rf {folder}"
+                    a,
+                    f'[ -e {got} ] && rm -rf {ckpt} && mkdir -p "$(dirname {ckpt})" '
+                    f"&& cp -a {got} {ckpt} && rm -rf {folder}",
                 )
                 landed = res.exit_status == 0
             except SSHFailure:

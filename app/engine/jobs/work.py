@@ -62,7 +62,8 @@ class JobWork:
         self.journal = journal
         self.clock = clock
         self.artifacts_root = artifacts_root
-        self._ckpt_at: dict[str, float] = {}  # job name -> market time of its last checkpoint
+        self._ckpt_at: dict[str, float] = {}  # job name -> its last checkpoint pull, tried
+        self._pulled_at: dict[str, float] = {}  # job name -> its last checkpoint pulled whole
         self.blame_book = blame_book  # whose fault a failed job is (issue 16)
         # the policy buys delivered work: biggest jobs first, to the fastest proven hosts
         self.by_work = by_work
@@ -94,6 +95,8 @@ class JobWork:
             if ev.kind == K.JOB_STARTED:
                 job.status, job.instance_id, job.started_at = "running", ev.instance_id, ev.at
                 job.attempts = int(ev.detail.get("attempt", job.attempts + 1))
+                if ev.instance_id is not None:  # its state is on that disk, newer than a pull
+                    self.rescues.last_host[job.name] = ev.instance_id
             elif ev.detail.get("requeued"):
                 job.status, job.instance_id = "pending", None
                 job.host_losses += bool(ev.detail.get("host_loss"))
@@ -105,6 +108,8 @@ class JobWork:
                 dest = str(ev.detail.get("dest", ""))
                 kind = "checkpoint" if dest.endswith("/checkpoint") else "artifacts"
                 self.room.pulled(str(ev.detail.get("job")), kind, files)
+                if kind == "checkpoint":
+                    self._pulled_at[str(ev.detail.get("job"))] = ev.at
 
     def reap(self, now: float) -> None:
         """Requeue the jobs whose host left service."""
@@ -124,8 +129,9 @@ class JobWork:
             )
 
     def last_checkpoint(self, job: JobState) -> float | None:
-        """When the job's checkpoint was last pulled off a host (None: never)."""
-        return self._ckpt_at.get(job.name)
+        """When the job's checkpoint was last pulled off a host (None: never; a pull that
+        failed is none: the work since the last one that came off is what an outbid loses)."""
+        return self._pulled_at.get(job.name)
 
     def requeue(
         self, job: JobState, now: float, why: str, host_fault: bool = False, outbid: bool = False
@@ -308,13 +314,14 @@ class JobWork:
                 )
                 self.journal.say(f"job    {job.name} timed out on i:{a.instance_id}")
                 return
-            last = self._ckpt_at.get(job.name, job.started_at or now)
+            last = self._ckpt_at.get(job.name, now if job.started_at is None else job.started_at)
             every = (
                 job.job.checkpoint_every_s if self.ckpt_every is None else self.ckpt_every(a, job)
             )
             if job.job.checkpoint and now - last >= every:
                 self._ckpt_at[job.name] = now
-                await self._pull(a, job, checkpoint=True)
+                if await self._pull(a, job, checkpoint=True):
+                    self._pulled_at[job.name] = now
             return
         if st.state != "exited" or st.exit_code is None:
             self.requeue(job, now, f"the job's process is gone ({st.state})")
@@ -370,7 +377,8 @@ class JobWork:
     def _checkpoint_dir(self, job: JobState) -> Path:
         return self.artifacts_root / self.journal.campaign / job.name / "checkpoint"
 
-    async def _pull(self, a: Attempt, job: JobState, checkpoint: bool = False) -> None:
+    async def _pull(self, a: Attempt, job: JobState, checkpoint: bool = False) -> bool:
+        """Pull the job's artifacts (or its checkpoint) off its host; False: not pulled."""
         dest = self.artifacts_root / self.journal.campaign / job.name
         spec = job.job
         if checkpoint:
@@ -386,7 +394,7 @@ class JobWork:
         except SFTP_ERRORS as exc:
             self._record(a, job, False, f"artifacts of {job.name} not pulled: {exc}")
             self.journal.say(f"artifacts of {job.name} FAILED: {exc}")
-            return
+            return False
         self.room.pulled(job.name, kind, records)
         self._record(
             a,
@@ -397,6 +405,7 @@ class JobWork:
             dest=str(dest),
         )
         self.journal.say(f"pull   {job.name}: {summary(records)} -> {dest}")
+        return True
 
     def _record(self, a: Attempt, job: JobState, ok: bool, reason: str, **detail: Any) -> None:
         self.journal.fact(

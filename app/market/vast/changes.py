@@ -107,22 +107,34 @@ class StateChanges(Transport):
         "src_path", "dst_path"}` (vast-ai/docs `api-reference/openapi/yaml/copy.yaml`; the CLI's
         `copy` between two instances, which sends the ids as given). Answered `{"success":
         true, "msg": ...}` once the copy is under way; an answer with `success` false is a
-        refusal (ApiError 400) carrying the market's `msg`, as the CLI prints it."""
+        refusal (ApiError 400) carrying the market's `msg`, as the CLI prints it.
+
+        Not idempotent: each ask starts a transfer that bills bandwidth on both machines. So
+        only a 429 (not acted on) is asked again; a lost answer (AnswerLost) or a 5xx is raised
+        after one try, for the caller to treat as a copy that may be under way."""
         for path in (src_path, dst_path):
             if not path.startswith("/") or "\0" in path:
                 raise ValueError(f"a copy's path is absolute in the container, not {path!r}")
-        data = await self._request(
-            "PUT",
-            "/api/v0/commands/copy_direct/",
-            kind="copy",
-            body={
-                "client_id": "me",
-                "src_id": str(int(src_id)),
-                "dst_id": str(int(dst_id)),
-                "src_path": src_path,
-                "dst_path": dst_path,
-            },
-        )
+        body = {
+            "client_id": "me",
+            "src_id": str(int(src_id)),
+            "dst_id": str(int(dst_id)),
+            "src_path": src_path,
+            "dst_path": dst_path,
+        }
+        delay = self.backoff
+        for attempt in range(self.max_attempts):
+            try:
+                data = await self._request(
+                    "PUT", "/api/v0/commands/copy_direct/", kind="copy", body=body, retry=False
+                )
+                break
+            except ApiError as exc:
+                if exc.status != 429 or attempt + 1 == self.max_attempts:
+                    raise
+            self.stats.retries += 1
+            await self._back_off(delay)
+            delay = min(delay * 2, 10.0)
         if isinstance(data, dict) and data.get("success") is False:
             raise ApiError(400, str(data.get("error") or "copy_refused"), str(data.get("msg")))
 
