@@ -77,6 +77,17 @@ async def preloaded_supervisor(
     ledger = Ledger(tmp / f"l{n}{paced}.duckdb")
     now = client.now()
     for row in await client.list_instances():
+        if row.label:  # created by this ledger's campaign: its own, supervised
+            ledger.record(
+                EventKind.CREATE,
+                at=row.start_date if row.start_date is not None else now,
+                actor="engine",
+                reason="created by an earlier run",
+                ok=True,
+                detail={"label": row.label},
+                campaign="watch",
+                instance_id=row.id,
+            )
         if row.label and int(row.label.rsplit(":", 1)[1]) < n - booting:
             ledger.record(
                 EventKind.PREFLIGHT_PASSED,

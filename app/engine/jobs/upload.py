@@ -14,7 +14,12 @@ from pathlib import Path
 import asyncssh
 
 from ...core.errors import RentwatchError
-from .runner import safe_relative
+from ...core.jobs import JobState
+from ...ledger import EventKind
+from ..attempt import Attempt
+from ..hosts.link import HostLink
+from ..journal import Journal
+from .runner import SFTP_ERRORS, safe_relative
 
 CHUNK = 256 * 1024
 MAX_UPLOAD_BYTES = 4 << 30  # over all of a campaign's uploads, each time they are pushed
@@ -72,3 +77,41 @@ async def push_uploads(
     finally:
         sftp.exit()
     return out
+
+
+class Uploads:
+    """The campaign's uploads, pushed into a job's folder on a host once per host and folder
+    (a restarted controller pushes them again: it overwrites), each push in the ledger."""
+
+    def __init__(self, paths: tuple[str, ...], link: HostLink, journal: Journal) -> None:
+        self.paths = paths
+        self.link = link
+        self.journal = journal
+        self._done: set[tuple[int, str]] = set()
+
+    async def push(self, a: Attempt, job: JobState, now: float) -> tuple[str, bool] | None:
+        """None: in place (or nothing to push). Else why not, and whether it is the host's
+        fault (a local file that cannot be read would fail on every host alike)."""
+        key = (a.instance_id, job.job.workdir)
+        if not self.paths or key in self._done:
+            return None
+        try:
+            records = await self.link.on_connection(
+                a, lambda conn: push_uploads(conn, self.paths, job.job.workdir)
+            )
+        except UploadError as exc:
+            return f"could not upload: {exc}", False
+        except SFTP_ERRORS as exc:
+            return f"could not upload to its host: {exc}", True
+        self._done.add(key)
+        size = sum(int(str(r["bytes"])) for r in records)
+        self.journal.fact(
+            EventKind.UPLOADED,
+            a,
+            at=now,
+            actor="engine",
+            reason=f"uploaded {len(records)} file(s), {size} bytes to {job.job.workdir}",
+            detail={"workdir": job.job.workdir, "files": records[:500], "job": job.name},
+        )
+        self.journal.say(f"upload {len(records)} file(s), {size} bytes -> i:{a.instance_id}")
+        return None

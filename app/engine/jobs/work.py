@@ -34,7 +34,7 @@ from .runner import (
     summary,
 )
 from .swap_watch import SwapWatch
-from .upload import UploadError, push_uploads
+from .upload import Uploads
 
 K = EventKind
 GONE = ("vanished", "none")  # states that say the job's process is not there
@@ -55,8 +55,7 @@ class JobWork:
         market: Market | None = None,
     ) -> None:
         self.queue = queue
-        self.uploads = uploads  # the campaign's `upload`: pushed once per host and job folder
-        self._uploaded: set[tuple[int, str]] = set()
+        self.uploads = Uploads(uploads, link, journal)  # the campaign's `upload`
         self.fleet = fleet
         self.link = link
         self.journal = journal
@@ -204,7 +203,9 @@ class JobWork:
 
     async def _start(self, a: Attempt, job: JobState, now: float) -> None:
         """Its uploads, its last state, then the launch (or a wait for its state's copy)."""
-        if not await self._upload(a, job, now):
+        failed = await self.uploads.push(a, job, now)
+        if failed is not None:  # queued again; the host's fault unless a local file failed
+            self.requeue(job, now, failed[0], host_fault=failed[1])
             return
         if job.attempts > 1 and job.job.checkpoint:  # a retry: from its last state
             await self.rescues.push_pulled(a, job, self._checkpoint_dir(job), now)
@@ -250,36 +251,6 @@ class JobWork:
             detail={"job": job.name, "attempt": job.attempts, "run": job.job.run[:300]},
         )
         self.journal.say(f"job    {job.name} started on i:{a.instance_id} (attempt {job.attempts})")
-
-    async def _upload(self, a: Attempt, job: JobState, now: float) -> bool:
-        """The campaign's uploads into this job's folder on this host, once (a restart pushes
-        them again: it overwrites). False when they could not be pushed: the job is queued
-        again, the host's fault unless a local file is what failed."""
-        key = (a.instance_id, job.job.workdir)
-        if not self.uploads or key in self._uploaded:
-            return True
-        try:
-            records = await self.link.on_connection(
-                a, lambda conn: push_uploads(conn, self.uploads, job.job.workdir)
-            )
-        except UploadError as exc:  # the operator's files: each host would fail alike
-            self.requeue(job, now, f"could not upload: {exc}")
-            return False
-        except SFTP_ERRORS as exc:
-            self.requeue(job, now, f"could not upload to its host: {exc}", host_fault=True)
-            return False
-        self._uploaded.add(key)
-        size = sum(int(str(r["bytes"])) for r in records)
-        self.journal.fact(
-            K.UPLOADED,
-            a,
-            at=now,
-            actor="engine",
-            reason=f"uploaded {len(records)} file(s), {size} bytes to {job.job.workdir}",
-            detail={"workdir": job.job.workdir, "files": records[:500], "job": job.name},
-        )
-        self.journal.say(f"upload {len(records)} file(s), {size} bytes -> i:{a.instance_id}")
-        return True
 
     async def check(self, a: Attempt, job: JobState) -> None:
         """Look at a running job: its log line, its timeout, its checkpoint, its end."""
