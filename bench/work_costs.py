@@ -86,6 +86,15 @@ def main() -> None:
         ratio = statistics.median(r["total"] / r["floor"] for r in mine)
         cells = " | ".join(f"{v:.3f}" for v in meds)
         print(f"| {policy} | {len(mine)} | {cells} | {ratio:.2f}x |")
+    # the bound: an oracle that rents the floor's machine at once, nothing else billed, against
+    # seed's bill on the same market (no policy can go under it; issue 26's 0.75x asks for it)
+    bound = [r["floor"] / r["total"] for r in rows if r["policy"] == "seed" and r["total"] > 0]
+    if bound:
+        print(
+            f"\nfloor / seed's bill, median over {len(bound)} markets: "
+            f"{statistics.median(bound):.3f}x; markets where even the floor is over 0.75x of "
+            f"seed's bill: {sum(b > 0.75 for b in bound)}"
+        )
 
 
 if __name__ == "__main__":
