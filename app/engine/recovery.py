@@ -5,7 +5,8 @@ stopped), and write down what changed while nobody watched.
 Ownership: only an instance carrying a label this ledger gave one of this campaign's creates
 is supervised (automation may act on it). With `adopt_all` (the dashboard's `watch`) every
 other instance of the account is *observed*: shown, priced and logged, never stopped,
-destroyed, probed or released by automation; a person acts on it, or hands it over (`HandOverIntent`)."""
+destroyed, probed or released by automation; a person acts on it, or hands it over
+(`HandOverIntent`)."""
 
 from __future__ import annotations
 
