@@ -235,7 +235,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     )
 
 
-def _home_path(workdir: str, path: str) -> str:
+def home_path(workdir: str, path: str) -> str:
     """`path` under `workdir` as a path from the login folder (a relative workdir starts there)."""
     out = posixpath.normpath(posixpath.join(workdir, path))
     return out[2:] or "." if out == "~" or out.startswith("~/") else out
@@ -249,7 +249,7 @@ def shared_checkpoint(jobs: list[Job]) -> tuple[str, str, str] | None:
     for job in jobs:
         if job.checkpoint is None:
             continue
-        mine = _home_path(job.workdir, job.checkpoint.rstrip("/"))
+        mine = home_path(job.workdir, job.checkpoint.rstrip("/"))
         for name, other in seen:
             inner, outer = sorted((mine, other), key=len, reverse=True)
             under = outer == "." and not inner.startswith("/")  # the login folder holds it

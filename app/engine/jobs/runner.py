@@ -14,7 +14,7 @@ from pathlib import Path
 import asyncssh
 
 from ...core.artifact_room import PULL_MAX_BYTES, PULL_MAX_FILES
-from ...core.campaign import Job
+from ...core.campaign import Job, home_path
 from ...core.errors import RentwatchError
 from ..hosts.ssh import SSHFailure
 from .pull import OverCap, private_dirs, stream_file
@@ -55,10 +55,7 @@ def checkpoint_path(job: Job) -> str:
     """The job's checkpoint on the host: absolute, or from the login folder ($HOME), where a
     relative workdir starts."""
     assert job.checkpoint is not None
-    path = posixpath.normpath(posixpath.join(job.workdir, job.checkpoint.rstrip("/")))
-    if path == "~" or path.startswith("~/"):
-        path = path[2:] or "."
-    return path
+    return home_path(job.workdir, job.checkpoint.rstrip("/"))
 
 
 def checkpoint_word(job: Job) -> str:

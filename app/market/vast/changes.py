@@ -122,19 +122,9 @@ class StateChanges(Transport):
             "src_path": src_path,
             "dst_path": dst_path,
         }
-        delay = self.backoff
-        for attempt in range(self.max_attempts):
-            try:
-                data = await self._request(
-                    "PUT", "/api/v0/commands/copy_direct/", kind="copy", body=body, retry=False
-                )
-                break
-            except ApiError as exc:
-                if exc.status != 429 or attempt + 1 == self.max_attempts:
-                    raise
-            self.stats.retries += 1
-            await self._back_off(delay)
-            delay = min(delay * 2, 10.0)
+        data = await self._request(
+            "PUT", "/api/v0/commands/copy_direct/", kind="copy", body=body, idempotent=False
+        )
         if isinstance(data, dict) and data.get("success") is False:
             raise ApiError(400, str(data.get("error") or "copy_refused"), str(data.get("msg")))
 

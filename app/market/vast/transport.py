@@ -198,7 +198,12 @@ class Transport:
         retry: bool = True,
         on_send: Callable[[], None] | None = None,
         timeout: float | None = None,
+        idempotent: bool = True,
     ) -> Any:
+        """One call, retried (`retry`) on what is safe to ask again: 429 and 5xx, a lost or
+        malformed answer. A call that is not `idempotent` (each ask starts something billed)
+        is asked again only on a 429, which the market did not act on; anything else that
+        may have been acted on is raised after its one try."""
         url = f"{self.base_url}{path}"
         deadline = self.timeout if timeout is None else max(self.timeout, timeout)
         attempts = self.max_attempts if retry else 1
@@ -223,9 +228,13 @@ class Transport:
                 self.stats.timeouts += 1
                 last = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
                 last.network = f"timed out after {deadline:g}s"
+                if not idempotent:
+                    raise last from None
             except httpx.TransportError as exc:
                 last = AnswerLost(f"{method} {path}: {type(exc).__name__}")
                 last.network = network_cause(exc)
+                if not idempotent:
+                    raise last from None
             else:
                 self._answered(kind)
                 stamp = r.headers.get("X-Market-Time")
@@ -248,7 +257,7 @@ class Transport:
                         last = MalformedAnswer(
                             f"{method} {path}: the answer is not JSON ({len(r.content)} bytes)"
                         )
-                        if not retry or attempt + 1 == attempts:
+                        if not retry or not idempotent or attempt + 1 == attempts:
                             raise last from None
                         continue  # every retried call is idempotent; ask again
                     if isinstance(data, dict) and data.get("success") is False:
@@ -258,7 +267,7 @@ class Transport:
                 if self._quota_exceeded(r):
                     self.stats.rate_limited += 1
                     raise QuotaExceeded(429, "search_quota_exceeded", "daily search quota spent")
-                if r.status_code not in RETRYABLE:
+                if r.status_code not in RETRYABLE or (not idempotent and r.status_code != 429):
                     raise self._error(r)
                 if r.status_code == 429:
                     self.stats.rate_limited += 1
