@@ -188,6 +188,8 @@ def test_a_copy_whose_answer_was_lost_is_not_asked_again_and_a_429_is():
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request.url.path)
         status = answers.pop(0)
+        if status == 0:
+            raise httpx.ReadError("connection reset", request=request)
         if status != 200:
             return httpx.Response(status, json={"msg": "no"})
         return httpx.Response(200, json={"success": True, "msg": "Remote to Remote copy initiated"})
@@ -206,6 +208,11 @@ def test_a_copy_whose_answer_was_lost_is_not_asked_again_and_a_429_is():
     answers[:] = [429, 200]
     asyncio.run(go())
     assert len(seen) == 2
+    seen.clear()
+    answers[:] = [0]  # the connection drops: no answer at all
+    with pytest.raises(AnswerLost):
+        asyncio.run(go())
+    assert len(seen) == 1
 
 
 def test_a_copy_whose_answer_was_lost_is_looked_for_all_the_same():
