@@ -1,10 +1,10 @@
 """How rentwatch talks to Vast: one paced, retried, size-capped HTTP call at a time.
 
 Every call has one total deadline (connect, send and the whole answer read) and a cap on the
-answer's size, so a market that trickles or floods cannot hold the controller. Retries only
-what is safe to retry (429 and 5xx), with backoff in market time. The API key is held here and
-nowhere else; it never appears in a repr, a log line or an exception message. Refusals are read
-by what they say, not only by their status (`refusal`).
+answer's size, so a market that trickles or floods cannot hold the controller. Retries what is
+safe to (429 and 5xx; a call each ask of which bills, a 429 only), backing off in market time.
+The API key is held here and nowhere else: never in a repr, a log line or an exception message.
+Refusals are read by what they say, not only by their status (`refusal`).
 """
 
 from __future__ import annotations
@@ -200,10 +200,7 @@ class Transport:
         timeout: float | None = None,
         idempotent: bool = True,
     ) -> Any:
-        """One call, retried (`retry`) on what is safe to ask again: 429 and 5xx, a lost or
-        malformed answer. A call that is not `idempotent` (each ask starts something billed)
-        is asked again only on a 429, which the market did not act on; anything else that
-        may have been acted on is raised after its one try."""
+        """One call, retried on 429, 5xx, lost or malformed answers; not `idempotent`: 429 only."""
         url = f"{self.base_url}{path}"
         deadline = self.timeout if timeout is None else max(self.timeout, timeout)
         attempts = self.max_attempts if retry else 1
@@ -228,21 +225,15 @@ class Transport:
                 self.stats.timeouts += 1
                 last = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
                 last.network = f"timed out after {deadline:g}s"
-                if not idempotent:
-                    raise last from None
             except httpx.TransportError as exc:
                 last = AnswerLost(f"{method} {path}: {type(exc).__name__}")
                 last.network = network_cause(exc)
-                if not idempotent:
-                    raise last from None
             else:
                 self._answered(kind)
                 stamp = r.headers.get("X-Market-Time")
                 if stamp:
-                    try:
+                    with contextlib.suppress(ValueError):
                         self.market_time, self._market_time_at = float(stamp), time.monotonic()
-                    except ValueError:
-                        pass
                 if r.status_code in REDIRECTS:  # moved where it was not followed: not done
                     raise ApiError(
                         r.status_code,
@@ -259,7 +250,7 @@ class Transport:
                         )
                         if not retry or not idempotent or attempt + 1 == attempts:
                             raise last from None
-                        continue  # every retried call is idempotent; ask again
+                        continue  # an idempotent call: ask again
                     if isinstance(data, dict) and data.get("success") is False:
                         # a refusal dressed as a 2xx (some endpoints answer 200 with it)
                         raise self._error(r, data)
@@ -278,6 +269,8 @@ class Transport:
                         delay = max(delay, min(float(retry_after), 60.0))
                     except ValueError:
                         pass
+            if isinstance(last, AnswerLost) and not idempotent:
+                raise last  # the market may have acted on it
             if attempt + 1 < attempts:
                 self.stats.retries += 1
                 await self._back_off(delay)
