@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 
 import pytest
 from rentwatch.ledger import Ledger
@@ -20,6 +21,16 @@ from .test_pictures import StillLedger
 from .test_snapshots import FLEET, HERE, StillEngine, _text, _utc  # noqa: F401
 
 SIZES = ((80, 24), (120, 36), (200, 50))
+# A scrollbar's thumb shows in text only as the block glyph at its fractional end, and where
+# that falls depends on when the last layout ran (CI caught one frame without it): the
+# snapshots keep the text, not the thumb. A run of partial blocks right against the border is a thumb.
+THUMB = re.compile(r"(?<=[^\u2581-\u2588 ])[\u2581-\u2587]+(?=│$)", re.MULTILINE)
+
+
+def _without_thumbs(text: str) -> str:
+    return THUMB.sub("", text)
+
+
 VIEWS = {
     "fleet": (),
     "table": ("t",),
@@ -56,6 +67,7 @@ async def _drive(size: tuple[int, int], keys: tuple[str, ...], then: tuple[str, 
 @pytest.mark.parametrize("view", list(VIEWS))
 def test_each_view_at_each_size(view, size):
     text, _ = asyncio.run(_drive(size, VIEWS[view]))
+    text = _without_thumbs(text)
     path = HERE / "sizes" / f"{view}-{size[0]}x{size[1]}.txt"
     if os.environ.get("RENTWATCH_UPDATE_SNAPSHOTS") == "1":
         path.parent.mkdir(exist_ok=True)
