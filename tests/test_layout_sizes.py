@@ -23,7 +23,7 @@ from .test_snapshots import FLEET, HERE, StillEngine, _text, _utc  # noqa: F401
 SIZES = ((80, 24), (120, 36), (200, 50))
 # A scrollbar's thumb shows in text only as the block glyph at its fractional end, and where
 # that falls depends on when the last layout ran (CI caught one frame without it): the
-# snapshots keep the text, not the thumb. A run of partial blocks right against the border is a thumb.
+# snapshots keep the text, not the thumb. A run of partial blocks against the border is one.
 THUMB = re.compile(r"(?<=[^\u2581-\u2588 ])[\u2581-\u2587]+(?=│$)", re.MULTILINE)
 
 
