@@ -45,7 +45,9 @@ def test_example_campaign_ends_with_its_receipt_and_artifacts_folder(
     folder = data / "rentwatch" / "artifacts" / campaign.name
     assert out.rstrip().endswith(f"artifacts in {folder}"), out[-1500:]
     for job in campaign.jobs:
-        result = json.loads((folder / job.name / "out" / "result.json").read_text())
+        got = folder / job.name / "out" / "result.json"
+        assert got.is_file(), out[-4000:]
+        result = json.loads(got.read_text())
         assert job.name.endswith(str(result["rank"]))
     # the script ran from the upload, which the ledger holds with each file's checksum
     script = hashlib.sha256((EXAMPLE.parent / "finetune.py").read_bytes()).hexdigest()

@@ -82,3 +82,46 @@ def test_a_policy_floor_over_a_second_is_the_ceiling(key):
     assert link.io_floor() == 3.0
     link.ssh.connect_walls.extend([0.5, 0.5, 0.5])
     assert link.io_floor() == 2.5  # five times the slowest, under the policy's own ceiling
+
+
+def test_sessions_with_proven_hosts_wait_longer_on_a_loaded_machine(key):
+    # a fixed one-second ceiling made a proven host look dead when a handshake took most of a
+    # second (3 pytest workers and a TUI pass on 2 cores): the ceiling follows the slowest
+    # recent connect, up to its cap, and never falls under the floor's ceiling
+    from rentwatch.engine.hosts.link import IO_CEILING_CAP_S
+
+    link = _link(key, 600)
+    assert link.io_ceiling() == IO_FLOOR_MAX_S
+    link.ssh.connect_walls.extend([0.01, 0.02, 0.01])
+    assert link.io_ceiling() == IO_FLOOR_MAX_S  # an idle machine: as before
+    link.ssh.connect_walls.append(0.6)
+    assert link.io_ceiling() == pytest.approx(3.0)
+    assert link.io_floor() == IO_FLOOR_MAX_S  # a first contact is still cut short at the cap
+    link.ssh.connect_walls.append(5.0)
+    assert link.io_ceiling() == IO_CEILING_CAP_S
+    # the walls are the latest connects: once the load is gone, so is the longer wait
+    link.ssh.connect_walls.extend([0.01] * link.ssh.connect_walls.maxlen)  # type: ignore[operator]
+    assert link.io_ceiling() == IO_FLOOR_MAX_S
+
+
+def test_a_session_without_an_answer_measures_the_load_again_now_and_then(key):
+    from rentwatch.engine.hosts.ssh import SSHFailure
+
+    link = _link(key, 600)
+    clock = [100.0]
+    link.ssh.wall_clock = lambda: clock[0]  # type: ignore[method-assign]
+
+    async def run() -> None:
+        await link.calibrate()
+        host: Any = SimpleNamespace(instance_id=1, ssh_host="127.0.0.1", ssh_port=1, offer=object())
+        assert len(link.ssh.connect_walls) == 3
+        for _ in range(3):  # a dead host fails each look; the load is measured once a while
+            clock[0] += 1.0
+            with pytest.raises(SSHFailure):
+                await link.run(host, "true", timeout=1)
+        assert len(link.ssh.connect_walls) == 3 + 1  # at 102 s, 2 s after the calibration
+        with pytest.raises(SSHFailure):
+            await link.run(host, "true", timeout=1)
+        assert len(link.ssh.connect_walls) == 4  # 1 s after that: not again yet
+
+    asyncio.run(run())

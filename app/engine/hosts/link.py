@@ -35,12 +35,19 @@ T = TypeVar("T")
 # (loopback handshakes measured at the start and after each preflight try a host did not
 # answer, then hosts'; it follows a loaded machine), at most IO_FLOOR_MAX_S (or the policy's
 # `io_floor_wall_s` where higher) and never under IO_FLOOR_MIN_S. Job sessions, heartbeats
-# and transfers connect with the ceiling: only a first contact is worth cutting short. At time
-# scale 1 (the real market) 20 s is over any of these, and nothing changes.
+# and transfers connect with the ceiling: only a first contact is worth cutting short. The
+# ceiling follows load too: on a machine so loaded that a handshake takes a good part of a
+# second, a fixed second made a proven host look dead (CI's clean clone, 3 pytest workers and
+# a TUI pass on 2 cores: a job host given up as `ssh_dead`), so it is a few times the slowest
+# recent connect, up to IO_CEILING_CAP_S, and a session that got no answer measures the
+# loopback again. At time scale 1 (the real market) 20 s is over any of these, and nothing
+# changes.
 IO_FLOOR_MAX_S = 1.0
 IO_FLOOR_MIN_S = 0.2
 IO_FLOOR_TIMES = 5.0
 IO_FLOOR_MEASURED = 3  # connects that answered before the floor follows them
+IO_CEILING_CAP_S = 6.0  # wall seconds: what a loaded machine may stretch the ceiling to
+REMEASURE_EVERY_S = 2.0  # wall seconds between loopback measurements after failed sessions
 CONNECT_TIMEOUT_S = 20.0  # market seconds a preflight's connect waits for an answer
 
 
@@ -68,6 +75,7 @@ class HostLink:
         # the floor's ceiling: the policy's `io_floor_wall_s` where that is higher
         self.io_floor_max = max(IO_FLOOR_MAX_S, policy_io_floor_s)
         self.measuring = False  # calibrated: the clock runs fast enough for the floor to matter
+        self.measured_at = float("-inf")  # wall clock of the latest loopback measurement
         self.keyed: set[int] = set()  # instances whose key attach was tried this session
         self.routes_noted: dict[int, Route] = {}  # the route the ledger last names, per host
 
@@ -81,9 +89,16 @@ class HostLink:
         await self._measure(IO_FLOOR_MEASURED)
 
     async def _measure(self, n: int) -> None:
+        self.measured_at = self.ssh.wall_clock()
         self.ssh.connect_walls.extend(
-            await loopback_handshakes(self.ssh.key, n, self.io_floor_max, self.ssh.wall_clock)
+            await loopback_handshakes(self.ssh.key, n, IO_CEILING_CAP_S, self.ssh.wall_clock)
         )
+
+    async def _remeasure(self) -> None:
+        """After a session that got no answer: one loopback handshake, at most every few wall
+        seconds (a dead host fails every look; the load is worth one measurement a while)."""
+        if self.measuring and self.ssh.wall_clock() - self.measured_at >= REMEASURE_EVERY_S:
+            await self._measure(1)
 
     def io_floor(self) -> float:
         """Wall seconds an SSH wait does not fall under, from the connects measured so far."""
@@ -91,6 +106,12 @@ class HostLink:
         if len(walls) < IO_FLOOR_MEASURED:
             return self.io_floor_max
         return min(self.io_floor_max, max(IO_FLOOR_MIN_S, IO_FLOOR_TIMES * max(walls)))
+
+    def io_ceiling(self) -> float:
+        """Wall seconds a session with a proven host waits to connect: the floor's ceiling, or
+        a few times the slowest recent connect where this machine's load makes that longer."""
+        slowest = max(self.ssh.connect_walls, default=0.0)
+        return max(self.io_floor_max, min(IO_CEILING_CAP_S, IO_FLOOR_TIMES * slowest))
 
     def wall(self, market_seconds: float, floor: float) -> float:
         """Wall seconds for a span of market time (the sim runs its clock faster)."""
@@ -102,9 +123,14 @@ class HostLink:
         """One command on a proven host (market-seconds timeout)."""
         routed(a)
         async with self.slots, self._distrust_on_key_change(a):
-            return await self._ssh_run(
-                a, command, stdin, self.wall(timeout, 5.0), self.io_floor_max
-            )
+            ceiling = self.io_ceiling()
+            try:  # the whole command's floor: its connect's, and 4 s to run (5 s unloaded)
+                return await self._ssh_run(
+                    a, command, stdin, self.wall(timeout, 4.0 + ceiling), ceiling
+                )
+            except SSHFailure:
+                await self._remeasure()
+                raise
 
     async def probe(
         self, a: Attempt, script: bytes, timeout_wall: float, command: str = "python3 -"
@@ -192,12 +218,13 @@ class HostLink:
         async with self.slots, self._distrust_on_key_change(a):
             await self.key_on(a)
             host, port = routed(a)
-            conn = await self.ssh.connect(
-                a.instance_id,
-                host,
-                port,
-                self.wall(CONNECT_TIMEOUT_S, self.io_floor_max),
-            )
+            try:
+                conn = await self.ssh.connect(
+                    a.instance_id, host, port, self.wall(CONNECT_TIMEOUT_S, self.io_ceiling())
+                )
+            except SSHFailure:
+                await self._remeasure()
+                raise
             self._note_route(a)
             try:
                 return await asyncio.wait_for(work(conn), self.wall(600, 30))
