@@ -9,13 +9,21 @@ import asyncio
 import hashlib
 import os
 import stat
+import subprocess
+import time
 import tracemalloc
 from pathlib import Path
 
 import asyncssh
 import pytest
 from rentwatch.core.campaign import Job
-from rentwatch.engine.jobs.runner import fetch_artifacts
+from rentwatch.engine.jobs.runner import (
+    fetch_artifacts,
+    job_dir,
+    launch_command,
+    parse_stale,
+    stale_command,
+)
 
 
 class Lying(asyncssh.SFTPServer):
@@ -130,3 +138,48 @@ def test_a_cap_on_files_per_pull(host, tmp_path):
     records = asyncio.run(_pull(host, tmp_path / "dest", ("out",), max_files=3))
     assert sum(1 for r in records if "sha256" in r) == 3
     assert sum(1 for r in records if "files" in str(r.get("error", ""))) == 4
+
+
+def test_files_unchanged_since_the_jobs_start_are_left_as_anothers(host, tmp_path):
+    # two jobs sharing a workdir on one host: the later one's out/ still holds the earlier
+    # one's files. The host says which (stale_command); the pull leaves those and says so
+    stale = frozenset({"out/small"})
+    by = {r["path"]: r for r in asyncio.run(_pull(host, tmp_path / "d", ("out",), stale=stale))}
+    assert by["out/small"] == {
+        "path": "out/small",
+        "error": "unchanged since the job started here: not its output",
+    }
+    assert "sha256" in by["out/sub/big"] and not (tmp_path / "d" / "out" / "small").exists()
+
+
+def test_the_stale_files_are_those_no_change_touched_since_the_start_mark(tmp_path):
+    # the real command in a real shell: by change time, so a file this job extracted or copied
+    # with an old mtime (tar x, cp -p) is still its own, and an earlier job's is not
+    home = tmp_path / "home"
+    (home / "work" / "out").mkdir(parents=True)
+    job = Job("j", "true", artifacts=("out/", "one.txt"), workdir="work")
+    earlier = home / "work" / "out" / "earlier.bin"
+    earlier.write_bytes(b"x")
+    (home / "work" / "one.txt").write_text("earlier")
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+
+    def sh(cmd: str) -> bytes:
+        return subprocess.run(["sh", "-c", cmd], cwd=home, env=env, capture_output=True).stdout
+
+    assert parse_stale(sh(stale_command(job))) == frozenset()  # no mark yet: all its own
+    time.sleep(0.05)
+    sh(launch_command(job).split(" && (export")[0])  # the launch's mark, not the job itself
+    assert (home / job_dir("j").removeprefix("~/") / "started").is_file()
+    time.sleep(0.05)
+    mine = home / "work" / "out" / "mine.bin"
+    mine.write_bytes(b"y")
+    os.utime(mine, (1_000_000_000, 1_000_000_000))  # an mtime from 2001, as tar x leaves it
+    assert parse_stale(sh(stale_command(job))) == {"out/earlier.bin", "one.txt"}
+    # a retry keeps the first attempt's mark: what that attempt wrote is still the job's
+    time.sleep(0.05)
+    sh(launch_command(job, first=False).split(" && (export")[0])
+    assert parse_stale(sh(stale_command(job))) == {"out/earlier.bin", "one.txt"}
+    time.sleep(0.05)
+    sh(launch_command(job, first=True).split(" && (export")[0])  # a new campaign's first
+    assert parse_stale(sh(stale_command(job))) == {"out/earlier.bin", "one.txt", "out/mine.bin"}
+    assert parse_stale(b"out//a\0/etc/passwd\0\0./b\0") == {"out/a", "b"}

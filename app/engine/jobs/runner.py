@@ -65,12 +65,35 @@ def checkpoint_word(job: Job) -> str:
     return shlex.quote(path) if path.startswith("/") else '"$HOME"/' + shlex.quote(path)
 
 
-def launch_command(job: Job) -> str:
+def stale_command(job: Job) -> str:
+    """The job's artifact files on this host that nothing changed since the job first started
+    here (its `started` mark, touched at launch), NUL-separated: another job's, left in a shared
+    workdir. By change time (ctime), which `tar x`, `cp -p` or a download that keeps a server's
+    date cannot set back, not by mtime, which they do. Nothing where there is no mark (a job
+    launched by an older rentwatch): then every file is the job's."""
+    mark = f"{job_dir(job.name)}/started"
+    paths = " ".join(shlex.quote(safe_relative(a.rstrip("/") or ".")) for a in job.artifacts)
+    return (
+        f"cd {shlex.quote(job.workdir)} && [ -f {mark} ] && "
+        f"find {paths} -type f ! -cnewer {mark} -print0 2>/dev/null; true"
+    )
+
+
+def parse_stale(out: bytes) -> frozenset[str]:
+    """`stale_command`'s answer as the artifact paths `fetch_artifacts` records."""
+    names = out.decode("utf-8", errors="replace").split("\0")
+    return frozenset(posixpath.normpath(n) for n in names if n and not n.startswith("/"))
+
+
+def launch_command(job: Job, first: bool = True) -> str:
     """Start the job detached; its exit code lands in a file when it ends. A host may hold a
     finished job's completion by a FIFO named `hold` in the job's folder (the exit waits for its
     end of file): the simulated host holds a sized job there until its compute is delivered; a
-    real host has none, and a job that failed is never held."""
+    real host has none, and a job that failed is never held. A first attempt marks its start
+    afresh (a reused rental may hold an earlier campaign's run of this job); a retry keeps the
+    mark where one is, so what an earlier attempt of this job wrote there is still its own."""
     d = job_dir(job.name)
+    mark = f"touch {d}/started" if first else f"{{ [ -f {d}/started ] || touch {d}/started; }}"
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in job.env.items() if k.isidentifier())
     inner = f"cd {shlex.quote(job.workdir)} && {env + ' ' if env else ''}{job.run}"
     # a newline, not ';': the command may end in a heredoc
@@ -81,7 +104,7 @@ def launch_command(job: Job) -> str:
     )
     exports = " ".join(f"{k}={v}" for k, v in job_env(job).items())
     return (
-        f"mkdir -p {d} && rm -f {d}/exit {d}/progress && (export {exports}; "
+        f"mkdir -p {d} && rm -f {d}/exit {d}/progress && {mark} && (export {exports}; "
         f"setsid nohup sh -c {shlex.quote(script)} "
         f"> {d}/log 2>&1 < /dev/null & echo $! > {d}/pid)"
     )
@@ -162,11 +185,14 @@ async def fetch_artifacts(
     dest_root: Path,
     max_bytes: int = PULL_MAX_BYTES,
     max_files: int = PULL_MAX_FILES,
+    stale: frozenset[str] = frozenset(),
 ) -> list[dict[str, object]]:
     """Pull each artifact (file or folder) off the host; regular files only, never through a
     symlink, never outside `dest_root`. Returns one record per file with size and sha256.
     Each file is streamed (pull.py): the cap on `max_bytes` and `max_files` counts what
-    arrives, not what the host's lstat says; folders are 0700, files 0600."""
+    arrives, not what the host's lstat says; folders are 0700, files 0600. A file in `stale`
+    (`stale_command`: unchanged since the job started on this host) is left there and
+    recorded as another's."""
     private_dirs(dest_root, dest_root)
     out: list[dict[str, object]] = []
     total = 0
@@ -197,6 +223,11 @@ async def fetch_artifacts(
                 continue
             if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
                 out.append({"path": rel, "error": "not a regular file"})
+                continue
+            if rel in stale:
+                out.append(
+                    {"path": rel, "error": "unchanged since the job started here: not its output"}
+                )
                 continue
             if files >= max_files:
                 out.append({"path": rel, "error": f"over the cap of {max_files} files"})

@@ -28,7 +28,9 @@ from .runner import (
     JobStatus,
     fetch_artifacts,
     launch_command,
+    parse_stale,
     parse_status,
+    stale_command,
     status_command,
     stop_command,
     summary,
@@ -225,8 +227,9 @@ class JobWork:
                 detail={"job": job.name, "secret_env": list(job.job.secret_env)},
             )
         seen: float | None = now
+        launched = self.clock.now()
         try:
-            await self.link.run(a, launch_command(job.job))
+            await self.link.run(a, launch_command(job.job, first=job.attempts <= 1))
         except SSHFailure as exc:
             # the session may have died after the host started the job: look before requeueing
             try:
@@ -239,8 +242,12 @@ class JobWork:
             if not started:
                 self.requeue(job, now, f"could not start it: {exc}", host_fault=True)
                 return
-        job.started_at = now  # after a rescue's wait, the job computes from here
-        job.seen_running_at = seen
+        # after a rescue's wait, the job computes from here: from the launch session's middle,
+        # which is when the host started it as nearly as one look can say (on a loaded machine
+        # a session takes minutes of a fast simulated clock, and a delivered speed measured from
+        # its start or end is that much off)
+        job.started_at = (launched + self.clock.now()) / 2
+        job.seen_running_at = seen if seen is None else job.started_at
         self.rescues.last_host[job.name] = a.instance_id
         self.journal.fact(
             K.JOB_STARTED,
@@ -260,16 +267,18 @@ class JobWork:
             if await self.rescues.step(a, job, self.clock.now()):
                 await self._launch(a, job, self.clock.now())
             return
+        asked = self.clock.now()
         st = await self.look(a, job)
         if st.state in GONE:
             # a process found gone costs the job a retry: one look is not enough to say so
             st = await self.look(a, job)
         now = self.clock.now()
+        looked = (asked + now) / 2  # when the host answered, as nearly as the session says
         tail = [ln for ln in st.log_tail.splitlines() if ln.strip()]
         a.job_said(f"{job.name}: {tail[-1] if tail else st.state}")
         note_delivery(a, job, st.progress, now)
         if st.state == "running":
-            job.seen_running_at = now
+            job.seen_running_at = looked
             if job.started_at is not None and now - job.started_at > job.job.timeout_s:
                 await self.link.run(a, stop_command(job.job))
                 self.queue.finished(job, 124, now)
@@ -300,7 +309,11 @@ class JobWork:
         if self.queue.on(a.instance_id) is not job or job.status != "running":
             return  # already accounted for
         job.status = "finishing"  # the campaign is not done until its artifacts are off the box
-        duration = now - (job.started_at or now)
+        # it ended between the look that last saw it running and this one: the middle of that
+        # span, not this look's end, so a slow poll does not read as a slow host
+        began = job.started_at if job.started_at is not None else now
+        ended = (max(job.seen_running_at or began, began) + looked) / 2
+        duration = max(0.0, ended - began)
         self.journal.fact(
             K.JOB_FINISHED,
             a,
@@ -312,6 +325,8 @@ class JobWork:
                 "job": job.name,
                 "exit_code": st.exit_code,
                 "duration_s": duration,
+                # how sure that is: the span between the looks the end fell between
+                "ended_within_s": round(looked - max(job.seen_running_at or began, began), 1),
                 "attempt": job.attempts,
                 "log_tail": st.log_tail[-500:],
                 **work_detail(a, job, duration, st.exit_code == 0),
@@ -358,9 +373,12 @@ class JobWork:
             spec = dataclasses.replace(spec, artifacts=(spec.checkpoint,))
         kind = "checkpoint" if checkpoint else "artifacts"
         room, files = self.room.left_for(job.name, kind)
+        stale: frozenset[str] = frozenset()
         try:
+            if not checkpoint:  # a shared workdir's earlier files are not this job's output
+                stale = parse_stale((await self.link.run(a, stale_command(spec))).stdout)
             records = await self.link.on_connection(
-                a, lambda conn: fetch_artifacts(conn, spec, dest, room, files)
+                a, lambda conn: fetch_artifacts(conn, spec, dest, room, files, stale)
             )
         except SFTP_ERRORS as exc:
             self._record(a, job, False, f"artifacts of {job.name} not pulled: {exc}")

@@ -1,0 +1,47 @@
+"""Jobs that share a workdir on one host share its folders: the later job's `out/` still holds
+what the earlier one wrote there. Each job's pull takes only the files written since it
+started on that host (its start mark, on the host's clock), and the ledger says what it left."""
+
+from __future__ import annotations
+
+from rentwatch.ledger import Ledger
+
+from .campaigns import run_campaign
+
+# the first job outlives its file by two seconds, so the second starts in a later second
+TWO_JOBS = """
+[[jobs]]
+name = "first"
+run = "mkdir -p out && echo first > out/first.txt && sleep 2"
+artifacts = ["out/"]
+
+[[jobs]]
+name = "second"
+run = "mkdir -p out && echo second > out/second.txt"
+artifacts = ["out/"]
+"""
+
+
+def test_a_job_pulls_its_own_files_not_those_an_earlier_job_left(make_sim, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sim = make_sim(
+        seed=3,
+        offers=12,
+        time_scale=120,
+        host_class=[{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"]}],
+    )
+    code, ledger = run_campaign(sim, tmp_path, "default", name="share", fleet=1, extra=TWO_JOBS)
+    assert code == 0
+    led = Ledger(ledger)
+    ran_on = {e.detail["job"]: e.instance_id for e in led.events(where="kind = 'job_started'")}
+    assert ran_on["first"] == ran_on["second"]  # one host ran both, one workdir
+    root = tmp_path / "artifacts" / "share"
+    assert sorted(p.name for p in (root / "first" / "out").iterdir()) == ["first.txt"]
+    assert sorted(p.name for p in (root / "second" / "out").iterdir()) == ["second.txt"]
+    [pull] = [
+        e for e in led.events(where="kind = 'artifacts' AND ok") if e.detail["job"] == "second"
+    ]
+    left = [f for f in pull.detail["files"] if "error" in f]
+    assert left == [
+        {"path": "out/first.txt", "error": "unchanged since the job started here: not its output"}
+    ]
