@@ -194,6 +194,9 @@ class FakeMarket:
         if any(self.boxes.get(i) is None for i in (src_id, dst_id)):
             raise NotFound(404, "no_such_user", "No such user.")
 
+    async def cancel_copies_to(self, dst_id: int) -> None:
+        self._call("cancel_copies_to", (dst_id,))
+
     def outbid(self, iid: int, min_bid: float) -> None:
         """The market stops a bid rental for a higher bid: stopped in every state field, as
         dstack reads an outbid, with the machine's min_bid now over the bid."""

@@ -54,6 +54,11 @@ class FakeMarket:
         if self.refuse:
             raise ApiError(404, "no_such_user", "No such user.")
 
+    async def cancel_copies_to(self, dst_id: int) -> None:
+        self.asked.append(("cancel", dst_id))
+        if self.refuse:
+            raise ApiError(400, "invalid_args", "Remote instance does not have an open port")
+
 
 class FakeJournal:
     def __init__(self) -> None:
@@ -130,15 +135,31 @@ def test_it_waits_while_the_folder_grows_or_a_look_fails_and_lands_once_settled(
     assert any('cp -a ~/.rentwatch/jobs/fit/rescue/ckpt "$HOME"/ckpt' in c for c in link.sent)
 
 
-def test_a_copy_that_never_lands_is_given_up_at_its_deadline():
-    r, _, link, journal = _rescues(listings=[b""] * 100)
+def test_a_copy_that_never_lands_is_given_up_at_its_deadline_and_cancelled():
+    r, market, link, journal = _rescues(listings=[b""] * 100)
     job = JobState(JOB)
     r.outbid(job, SRC, 600.0)
     assert _go(r.begin(HOST, job, 0.0))
     assert not _go(r.step(HOST, job, RESCUE_WAIT_S - 1))
+    assert ("cancel", DST) not in market.asked
     assert _go(r.step(HOST, job, RESCUE_WAIT_S + 1))
     assert journal.facts[-1]["detail"]["stage"] == "lost" and journal.facts[-1]["ok"] is False
     assert not any("cp -a" in c for c in link.sent)
+    # it bills bandwidth on both machines while it runs: cancelled, and what landed removed
+    assert market.asked[-1] == ("cancel", DST)
+    assert journal.facts[-1]["detail"]["cancel"] == "asked"
+    assert link.sent[-1] == "rm -rf ~/.rentwatch/jobs/fit/rescue"
+
+
+def test_a_cancel_the_market_refuses_is_said_and_the_job_starts_all_the_same():
+    r, market, _, journal = _rescues(listings=[b""] * 100)
+    job = JobState(JOB)
+    r.outbid(job, SRC, 600.0)
+    assert _go(r.begin(HOST, job, 0.0))
+    market.refuse = True
+    assert _go(r.step(HOST, job, RESCUE_WAIT_S + 1)) and not r.waiting(job)
+    said = journal.facts[-1]["detail"]["cancel"]
+    assert said.startswith("not taken") and "open port" in said
 
 
 def test_a_job_requeued_while_it_waits_waits_no_more_and_its_next_host_asks_again():

@@ -109,3 +109,39 @@ def test_the_official_cli_asks_a_copy_and_bad_bodies_are_refused(make_sim, tmp_p
             headers={"Authorization": f"Bearer {sim.api_key}"},
         )
         assert r.status_code == 400 and word in r.json()["msg"]
+
+
+def test_a_copy_cancelled_before_it_lands_never_lands_nor_bills(make_sim, tmp_path):
+    sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False)
+    assert sim.ssh is not None
+    src_id, dst_id = _rent_two(sim)
+    src, dst = sim.market.instances[src_id], sim.market.instances[dst_id]
+    _until(lambda: all(sim.call(lambda i=i: i.running(sim.market.clock.now())) for i in (src, dst)))
+    home = sim.ssh.sandbox(src)
+    (home / "ckpt").mkdir()
+    (home / "ckpt" / "w.bin").write_bytes(b"x" * 5000)
+
+    async def go() -> None:
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            await c.copy_between(src.id, f"{home}/ckpt/", dst.id, "/root/in/")
+            await c.cancel_copies_to(dst.id)  # within the ~30 s before anything lands
+            with pytest.raises(ApiError, match="open port"):
+                await c.cancel_copies_to(987654)  # the OpenAPI's 400 for no such destination
+
+    asyncio.run(go())
+    [c] = sim.market.copies
+    assert c.cancelled and c.done and not c.landed
+    time.sleep(1.0)  # 60 market seconds: past when it was due
+    assert not (sim.ssh.sandbox(dst) / "in").exists()
+    assert not src.transfers and not dst.transfers
+    # the official CLI's `cancel copy DST` is the same call (its success message is printed
+    # only for `success: true`; with nothing under way there is nothing to end)
+    out = vastai(sim, "cancel", "copy", str(dst.id), tmp_path=tmp_path)
+    assert "Remote copy canceled" in out, out
+    r = httpx.request(
+        "DELETE",
+        f"{sim.url}/api/v0/commands/copy_direct/",
+        json={"client_id": "me", "dst_id": "x"},
+        headers={"Authorization": f"Bearer {sim.api_key}"},
+    )
+    assert r.status_code == 400 and r.json()["msg"] == "Invalid dst_id."

@@ -75,6 +75,11 @@ class Market(Clock, Protocol):
         disk is kept) to `dst_path` on another. Returns once asked; the data lands later."""
         ...
 
+    async def cancel_copies_to(self, dst_id: int) -> None:
+        """Cancel every copy under way into one of our instances (a rescue that gave up on
+        one). Returns once the market has the cancel; a copy may still be landing."""
+        ...
+
     async def list_instances(self) -> list[Instance]:
         """Every instance of the account (all pages), one poll's worth."""
         ...

@@ -116,6 +116,7 @@ class MarketAPI:
             web.put(f"/api/v0/instances/request_logs/{ID}{S}", i.logs),
             web.put(f"/api/v0/instances/bid_price/{ID}{S}", paced("bid", i.bid_price)),
             web.put(f"/api/v0/commands/copy_direct{S}", paced("copy", i.copy_direct)),
+            web.delete(f"/api/v0/commands/copy_direct{S}", paced("copy", i.cancel_copy)),
             web.post(f"/api/v0/instances/{ID}/ssh{S}", a.attach_key),
             web.get(f"/api/v0/instances/{ID}/ssh{S}", a.instance_keys),
             web.put(r"/api/v0/asks/{ask:\d+}" + S, paced("create", i.rent)),

@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from .answers import answer, body_json, error, text
-from .copies import Copy
+from .copies import Copy, cancel_into
 from .market import SimMarket
 
 
@@ -163,6 +163,22 @@ class InstanceRoutes:
                 "progress updates (~30 seconds delayed).",
             }
         )
+
+    async def cancel_copy(self, request: web.Request) -> web.Response:
+        """`DELETE /api/v0/commands/copy_direct/` with `{"client_id": "me", "dst_id"}`: every
+        copy into `dst_id` not landed yet ends (the CLI's `cancel copy DST`). The 400s are the
+        OpenAPI file's (`auto_delete_api_v0_commands_copy_direct_6443b6.yaml`)."""
+        body = await body_json(request)
+        try:
+            dst_id = int(str(body.get("dst_id"))) if isinstance(body, dict) else None
+        except ValueError:
+            dst_id = None
+        if dst_id is None:
+            return error(400, "invalid_args", "Invalid dst_id.")
+        if self.market.live(dst_id) is None:
+            return error(400, "invalid_args", "Remote instance does not have an open port")
+        cancel_into(self.market.copies, dst_id)
+        return answer({"success": True})
 
     def update(self, iid: int, body: Any) -> web.Response:
         inst = self.market.live(iid)

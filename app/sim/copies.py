@@ -9,6 +9,9 @@ holds into the destination folder, and a file named with a trailing `/` is refus
 "Not a directory"). The data moved bills bandwidth on both machines (the docs:
 "Copying data between instances accrues internet bandwidth usage charges"). The source may be
 stopped (its disk is kept) but not destroyed; nothing lands on a destroyed destination.
+A cancel (`DELETE`, "Cancel Direct Copy", `auto_delete_api_v0_commands_copy_direct_6443b6.yaml`)
+ends every copy into its destination that has not landed; the simulator bills a copy's bytes
+when it lands, so a cancelled one bills none (the real market may bill what moved before).
 
 Paths are the container's. On Vast every container of an image shares its home (/root); each
 simulated container's home is its own sandbox folder, so a path under any sandbox, or under
@@ -38,6 +41,7 @@ class Copy:
     bytes: int = 0
     done: bool = False
     landed: bool = False  # False when done: the source or its path was not there
+    cancelled: bool = False  # `DELETE /api/v0/commands/copy_direct/` before it landed
 
 
 def in_sandbox(path: str, sandbox: Path, workdir: Path) -> Path | None:
@@ -103,3 +107,13 @@ def run_due(
         c.landed = True
         bill(src, c.bytes, 0)  # the source's upload
         bill(dst, 0, c.bytes)  # the destination's download
+
+
+def cancel_into(copies: list[Copy], dst_id: int) -> int:
+    """End every copy into `dst_id` that has not landed; how many there were."""
+    n = 0
+    for c in copies:
+        if c.dst_id == dst_id and not c.done:
+            c.done = c.cancelled = True
+            n += 1
+    return n

@@ -190,6 +190,21 @@ class Rescues:
         self.journal.say(f"rescue {job.name}: copy asked off i:{paused.instance_id}")
         return True
 
+    async def _cancel(self, a: Attempt, folder: str) -> str:
+        """A copy given up on is cancelled (it bills bandwidth on both machines while it runs)
+        and what of it landed is removed; what the ledger says of that."""
+        said = "asked"
+        if self.market is not None:
+            try:
+                await self.market.cancel_copies_to(a.instance_id)
+            except REFUSALS as exc:  # an answer lost among them: the copy may run on
+                said = f"not taken: {exc}"[:200]
+        try:
+            await self.link.run(a, f"rm -rf {folder}")
+        except SSHFailure:
+            pass
+        return said
+
     async def step(self, a: Attempt, job: JobState, now: float) -> bool:
         """One look at a copy under way. True: done with it (landed, or given up), the job
         may start; False: still waiting."""
@@ -226,6 +241,7 @@ class Rescues:
                 landed = res.exit_status == 0
             except SSHFailure:
                 pass
+        cancelled = None if settled else await self._cancel(a, folder)
         waited = (now - c.asked_at) / 60
         self.journal.fact(
             K.RESCUED,
@@ -243,6 +259,7 @@ class Rescues:
                 "stage": "landed" if landed else "lost",
                 # the outbid's loss this copy took back (the receipt's work lost nets it out)
                 **({"work_kept_s": c.lost_s} if landed else {}),
+                **({} if cancelled is None else {"cancel": cancelled}),
             },
         )
         self.journal.say(

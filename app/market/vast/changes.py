@@ -128,6 +128,21 @@ class StateChanges(Transport):
         if isinstance(data, dict) and data.get("success") is False:
             raise ApiError(400, str(data.get("error") or "copy_refused"), str(data.get("msg")))
 
+    async def cancel_copies_to(self, dst_id: int) -> None:
+        """`DELETE /api/v0/commands/copy_direct/` with `{"client_id": "me", "dst_id"}` (vast-ai/docs
+        `api-reference/openapi/yaml/auto_delete_api_v0_commands_copy_direct_6443b6.yaml`, "Cancel
+        Direct Copy", x-rateLimit 3.5; the CLI's `cancel copy DST`, which cancels every copy
+        into DST). Answered `{"success": true}` once the cancel is sent; `success` false (or
+        the documented 400 `invalid_args`, "Invalid dst_id." or "Remote instance does not
+        have an open port") is a refusal, ApiError. Asking twice cancels nothing twice, so it
+        is retried like any idempotent call."""
+        body = {"client_id": "me", "dst_id": str(int(dst_id))}
+        data = await self._request(
+            "DELETE", "/api/v0/commands/copy_direct/", kind="copy", body=body
+        )
+        if isinstance(data, dict) and data.get("success") is False:
+            raise ApiError(400, str(data.get("error") or "cancel_refused"), str(data.get("msg")))
+
     async def label_instance(self, instance_id: int, label: str) -> None:
         await self._act("PUT", self._instance_path(instance_id), {"label": label}, "manage", None)
 
