@@ -32,6 +32,7 @@ class JobState:
     finished_at: float | None = None
     progress: float | None = None  # the job's own progress reading on this attempt (0..1)
     delivery: Delivery | None = None  # its host's delivery, as of the last look
+    pull_tries: int = 0  # this attempt's end: pulls of its artifacts that failed
 
     @property
     def name(self) -> str:
@@ -114,7 +115,15 @@ class JobQueue:
             job.attempts += 1
             job.exit_code = None
             job.progress = job.delivery = None
+            job.pull_tries = 0
         return job
+
+    def finishing_on(self, instance_id: int) -> JobState | None:
+        """The job that exited on this instance and whose artifacts are still to come off."""
+        return next(
+            (j for j in self.jobs if j.status == "finishing" and j.instance_id == instance_id),
+            None,
+        )
 
     def finished(self, job: JobState, exit_code: int, now: float) -> None:
         """A job that exits non-zero on a healthy host failed on its own: not retried blindly."""
@@ -131,10 +140,12 @@ class JobQueue:
         """Jobs interrupted by their host's death go back to the queue while retries last. With
         `host_fault` (the host left service, or the job never started there), a host that went
         within `EARLY_LOSS_S` of the job's start costs the job no retry, up to `FREE_LOSSES`.
-        An outbid (the interruptible tier's risk, taken on purpose) never costs one."""
+        An outbid (the interruptible tier's risk, taken on purpose) never costs one. A job that
+        exited there but whose artifacts never came off goes back too: its output went with
+        the host."""
         out = []
         for job in self.jobs:
-            if job.status == "running" and job.instance_id == instance_id:
+            if job.status in ("running", "finishing") and job.instance_id == instance_id:
                 job.instance_id = None
                 early = now is None or job.started_at is None or now - job.started_at < EARLY_LOSS_S
                 if outbid or (host_fault and early and job.host_losses < FREE_LOSSES):

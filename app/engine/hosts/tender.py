@@ -106,7 +106,7 @@ class HostTender(PreflightRunner):
         last_beat = -1e18
         while a.life.phase == Phase.VERIFIED and not a.untrusted:
             raise_if_cancelled()
-            job = self.jobs.queue.on(a.instance_id)
+            job = self.jobs.queue.on(a.instance_id) or self.jobs.queue.finishing_on(a.instance_id)
             await asyncio.sleep(self.link.wall(self.job_poll_s if job else self.beat_s, 0.05))
             if a.life.phase != Phase.VERIFIED or a.untrusted:
                 break
@@ -114,7 +114,7 @@ class HostTender(PreflightRunner):
                 # a list answer without the host's SSH route is no answer: wait for the next
                 # one (leaving would leave its job unwatched until the campaign's deadline)
                 continue
-            job = self.jobs.queue.on(a.instance_id)
+            job = self.jobs.queue.on(a.instance_id) or self.jobs.queue.finishing_on(a.instance_id)
             if job is not None:
                 await self._guarded(a, f"checking job {job.name}", self.jobs.check(a, job))
             if self.clock.now() - last_beat < self.beat_s:

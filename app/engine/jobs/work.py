@@ -4,12 +4,9 @@ re-attach what a restart finds in the ledger."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from ...core.artifact_room import ArtifactRoom
 from ...core.campaign import Job
 from ...core.jobs import JobQueue, JobState, Slot, dispatches
 from ...core.lifecycle import Phase
@@ -22,24 +19,15 @@ from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
 from .delivered import note_delivery, work_detail
+from .pulls import Pulls
 from .rescue import Rescues
-from .runner import (
-    SFTP_ERRORS,
-    JobStatus,
-    fetch_artifacts,
-    launch_command,
-    parse_stale,
-    parse_status,
-    stale_command,
-    status_command,
-    stop_command,
-    summary,
-)
+from .runner import JobStatus, launch_command, parse_status, status_command, stop_command
 from .swap_watch import SwapWatch
 from .upload import Uploads
 
 K = EventKind
 GONE = ("vanished", "none")  # states that say the job's process is not there
+PULL_TRIES = 3  # looks that try to pull an exited job's artifacts before it settles without
 
 
 class JobWork:
@@ -62,20 +50,29 @@ class JobWork:
         self.link = link
         self.journal = journal
         self.clock = clock
-        self.artifacts_root = artifacts_root
         self._ckpt_at: dict[str, float] = {}  # job name -> its last checkpoint pull, tried
         self._pulled_at: dict[str, float] = {}  # job name -> its last checkpoint pulled whole
         self.blame_book = blame_book  # whose fault a failed job is (issue 16)
         # the policy buys delivered work: biggest jobs first, to the fastest proven hosts
         self.by_work = by_work
         self.swaps = SwapWatch(fleet, queue)  # proven hosts slow for their price (core/swap)
-        self.room = ArtifactRoom()  # what the campaign may still pull off its hosts
+        self.pulls = Pulls(link, journal, artifacts_root)  # output off the box
         # how often a job's checkpoint is pulled on its host (the tier's: oftener on a bid)
         self.ckpt_every: Callable[[Attempt, JobState], float] | None = None
         # a moved job's newer state, copied off the rental an outbid paused (jobs/rescue.py)
         self.rescues = Rescues(market, fleet, link, journal)
         # jobs whose launch is under way (uploads, a push): a look meanwhile finds no process
         self._starting: set[str] = set()
+
+    @property
+    def link(self) -> HostLink:
+        return self._link
+
+    @link.setter
+    def link(self, link: HostLink) -> None:  # the pulls go over the same one
+        self._link = link
+        if hasattr(self, "pulls"):
+            self.pulls.link = link
 
     def left(self) -> list[Job]:
         """The jobs whose work is still to do: pending, or running (work not yet delivered)."""
@@ -108,14 +105,14 @@ class JobWork:
             if ev.ok and isinstance(files, list):  # what is on the controller's disk already
                 dest = str(ev.detail.get("dest", ""))
                 kind = "checkpoint" if dest.endswith("/checkpoint") else "artifacts"
-                self.room.pulled(str(ev.detail.get("job")), kind, files)
+                self.pulls.room.pulled(str(ev.detail.get("job")), kind, files)
                 if kind == "checkpoint":
                     self._pulled_at[str(ev.detail.get("job"))] = ev.at
 
     def reap(self, now: float) -> None:
         """Requeue the jobs whose host left service."""
         for job in list(self.queue.jobs):
-            if job.status != "running" or job.instance_id is None:
+            if job.status not in ("running", "finishing") or job.instance_id is None:
                 continue
             a = self.fleet.get(job.instance_id)
             if a is not None and a.life.phase == Phase.VERIFIED:
@@ -210,7 +207,7 @@ class JobWork:
             self.requeue(job, now, failed[0], host_fault=failed[1])
             return
         if job.attempts > 1 and job.job.checkpoint:  # a retry: from its last state
-            await self.rescues.push_pulled(a, job, self._checkpoint_dir(job), now)
+            await self.rescues.push_pulled(a, job, self.pulls.checkpoint_dir(job), now)
         if not await self.rescues.begin(a, job, now):
             await self._launch(a, job, now)
 
@@ -263,6 +260,9 @@ class JobWork:
         """Look at a running job: its log line, its timeout, its checkpoint, its end."""
         if job.name in self._starting:
             return
+        if job.status == "finishing":  # exited; a pull of its artifacts failed last time
+            await self._settle(a, job)
+            return
         if self.rescues.waiting(job):  # not started yet: its state is coming over
             if await self.rescues.step(a, job, self.clock.now()):
                 await self._launch(a, job, self.clock.now())
@@ -300,7 +300,7 @@ class JobWork:
             )
             if job.job.checkpoint and now - last >= every:
                 self._ckpt_at[job.name] = now
-                if await self._pull(a, job, checkpoint=True):
+                if await self.pulls.pull(a, job, checkpoint=True):
                     self._pulled_at[job.name] = now
             return
         if st.state != "exited" or st.exit_code is None:
@@ -341,11 +341,20 @@ class JobWork:
                 self.blame_book.job_finished(job.job.run)
             else:  # the same last line and exit on two machines: the job's fault, not theirs
                 self.blame_book.job_failed(a, job.job.run, st.exit_code, st.log_tail)
-        try:
-            if job.job.artifacts:
-                await self._pull(a, job)
-        finally:  # a pull cut short (its host stopped mid-pull) still settles the job
-            self.queue.finished(job, st.exit_code, now)
+        job.exit_code = st.exit_code
+        await self._settle(a, job)
+
+    async def _settle(self, a: Attempt, job: JobState) -> None:
+        """An exited job's end: its artifacts off the box, then done (or failed, by its exit).
+        A pull that failed is tried again at the next looks, and past PULL_TRIES the job settles
+        without them (the ledger has each failure); a host that leaves service first (or stops
+        mid-pull) takes the job back to the queue (`reap`): its output went with the host."""
+        if job.job.artifacts and not await self.pulls.pull(a, job):
+            job.pull_tries += 1
+            if job.pull_tries < PULL_TRIES:
+                return
+        code = job.exit_code if job.exit_code is not None else -1
+        self.queue.finished(job, code, self.clock.now())
 
     async def look(self, a: Attempt, job: JobState) -> JobStatus:
         """The job's state on its host. A session cut before the host answered (no exit status,
@@ -359,44 +368,3 @@ class JobWork:
                 else f"the status check printed nothing (exit {res.exit_status})"
             )
         return parse_status(res.stdout)
-
-    def _checkpoint_dir(self, job: JobState) -> Path:
-        return self.artifacts_root / self.journal.campaign / job.name / "checkpoint"
-
-    async def _pull(self, a: Attempt, job: JobState, checkpoint: bool = False) -> bool:
-        """Pull the job's artifacts (or its checkpoint) off its host; False: not pulled."""
-        dest = self.artifacts_root / self.journal.campaign / job.name
-        spec = job.job
-        if checkpoint:
-            assert spec.checkpoint is not None
-            dest = self._checkpoint_dir(job)
-            spec = dataclasses.replace(spec, artifacts=(spec.checkpoint,))
-        kind = "checkpoint" if checkpoint else "artifacts"
-        room, files = self.room.left_for(job.name, kind)
-        stale: frozenset[str] = frozenset()
-        try:
-            if not checkpoint:  # a shared workdir's earlier files are not this job's output
-                stale = parse_stale((await self.link.run(a, stale_command(spec))).stdout)
-            records = await self.link.on_connection(
-                a, lambda conn: fetch_artifacts(conn, spec, dest, room, files, stale)
-            )
-        except SFTP_ERRORS as exc:
-            self._record(a, job, False, f"artifacts of {job.name} not pulled: {exc}")
-            self.journal.say(f"artifacts of {job.name} FAILED: {exc}")
-            return False
-        self.room.pulled(job.name, kind, records)
-        self._record(
-            a,
-            job,
-            True,
-            f"artifacts of {job.name}: {summary(records)}",
-            files=records,
-            dest=str(dest),
-        )
-        self.journal.say(f"pull   {job.name}: {summary(records)} -> {dest}")
-        return True
-
-    def _record(self, a: Attempt, job: JobState, ok: bool, reason: str, **detail: Any) -> None:
-        self.journal.fact(
-            K.ARTIFACTS, a, actor="engine", ok=ok, reason=reason, detail={"job": job.name, **detail}
-        )

@@ -1,0 +1,71 @@
+"""Pulling a job's output off its host: its artifacts when it ends (only the files it wrote
+there: a shared workdir's earlier files are another job's), its checkpoint as it runs, each
+pull recorded in the ledger with its files' sizes and checksums, within the campaign's room."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ...core.artifact_room import ArtifactRoom
+from ...core.jobs import JobState
+from ...ledger import EventKind
+from ..attempt import Attempt
+from ..hosts.link import HostLink
+from ..journal import Journal
+from .runner import SFTP_ERRORS, fetch_artifacts, parse_stale, stale_command, summary
+
+
+class Pulls:
+    def __init__(self, link: HostLink, journal: Journal, artifacts_root: Path) -> None:
+        self.link = link
+        self.journal = journal
+        self.artifacts_root = artifacts_root
+        self.room = ArtifactRoom()  # what the campaign may still pull off its hosts
+
+    def checkpoint_dir(self, job: JobState) -> Path:
+        return self.artifacts_root / self.journal.campaign / job.name / "checkpoint"
+
+    async def pull(self, a: Attempt, job: JobState, checkpoint: bool = False) -> bool:
+        """Pull the job's artifacts (or its checkpoint) off its host; False: not pulled."""
+        dest = self.artifacts_root / self.journal.campaign / job.name
+        spec = job.job
+        if checkpoint:
+            assert spec.checkpoint is not None
+            dest = self.checkpoint_dir(job)
+            spec = dataclasses.replace(spec, artifacts=(spec.checkpoint,))
+        kind = "checkpoint" if checkpoint else "artifacts"
+        room, files = self.room.left_for(job.name, kind)
+        stale: frozenset[str] = frozenset()
+        try:
+            if not checkpoint:  # a shared workdir's earlier files are not this job's output
+                stale = parse_stale((await self.link.run(a, stale_command(spec))).stdout)
+            records = await self.link.on_connection(
+                a, lambda conn: fetch_artifacts(conn, spec, dest, room, files, stale)
+            )
+        except SFTP_ERRORS as exc:
+            self._record(a, job, False, f"artifacts of {job.name} not pulled: {exc}")
+            self.journal.say(f"artifacts of {job.name} FAILED: {exc}")
+            return False
+        self.room.pulled(job.name, kind, records)
+        self._record(
+            a,
+            job,
+            True,
+            f"artifacts of {job.name}: {summary(records)}",
+            files=records,
+            dest=str(dest),
+        )
+        self.journal.say(f"pull   {job.name}: {summary(records)} -> {dest}")
+        return True
+
+    def _record(self, a: Attempt, job: JobState, ok: bool, reason: str, **detail: Any) -> None:
+        self.journal.fact(
+            EventKind.ARTIFACTS,
+            a,
+            actor="engine",
+            ok=ok,
+            reason=reason,
+            detail={"job": job.name, **detail},
+        )
