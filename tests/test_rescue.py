@@ -52,7 +52,14 @@ def _campaign(make_sim, tmp_path: Path, seed: int) -> int:
     assert code == 0
     led = Ledger(path)
     done = [e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")]
-    assert sorted(done) == [f"j{i}" for i in range(4)]
+    assert sorted(set(done)) == [f"j{i}" for i in range(4)]
+    for name in {n for n in done if done.count(n) > 1}:
+        # run to the end twice only when the first run's output never came off its host (an
+        # outbid paused it before the pull, as on a loaded machine): requeued, not lost
+        events = led.events(where="kind IN ('artifacts', 'job_finished')")
+        mine = [e for e in events if e.detail.get("job") == name]
+        assert any(e.kind == "artifacts" and not e.ok for e in mine), name
+        assert any(e.detail.get("requeued") for e in mine), name
     rescues = led.events(where="kind = 'rescued'")
     landed = [e for e in rescues if e.detail["stage"] == "landed" and e.ok]
     launches = sim.call(sim.market.truth)["jobs"]
