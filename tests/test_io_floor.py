@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncssh
 import pytest
-from rentwatch.engine.hosts.link import IO_FLOOR_MAX_S, IO_FLOOR_MIN_S, HostLink
+from rentwatch.engine.hosts.link import IO_CEILING_CAP_S, IO_FLOOR_MAX_S, IO_FLOOR_MIN_S, HostLink
 from rentwatch.engine.hosts.ssh import SSHRunner, loopback_handshakes
 
 
@@ -38,8 +38,10 @@ def test_the_floor_follows_the_slowest_connect_within_its_bounds(key):
     assert link.io_floor() == IO_FLOOR_MIN_S  # fast connects: never under the least floor
     link.ssh.connect_walls.append(0.09)  # one slow connect on a loaded machine lifts it
     assert IO_FLOOR_MIN_S < link.io_floor() < IO_FLOOR_MAX_S
-    link.ssh.connect_walls.append(3.0)
-    assert link.io_floor() == IO_FLOOR_MAX_S  # and never over the cap
+    link.ssh.connect_walls.append(0.4)  # handshakes that take most of a second: the load's
+    assert link.io_floor() == pytest.approx(2.0)
+    link.ssh.connect_walls.append(3.0)  # and never over the ceiling's cap
+    assert link.io_floor() == IO_CEILING_CAP_S
 
 
 def test_calibration_runs_only_where_the_floor_can_matter(key):
@@ -88,15 +90,13 @@ def test_sessions_with_proven_hosts_wait_longer_on_a_loaded_machine(key):
     # a fixed one-second ceiling made a proven host look dead when a handshake took most of a
     # second (3 pytest workers and a TUI pass on 2 cores): the ceiling follows the slowest
     # recent connect, up to its cap, and never falls under the floor's ceiling
-    from rentwatch.engine.hosts.link import IO_CEILING_CAP_S
-
     link = _link(key, 600)
     assert link.io_ceiling() == IO_FLOOR_MAX_S
     link.ssh.connect_walls.extend([0.01, 0.02, 0.01])
     assert link.io_ceiling() == IO_FLOOR_MAX_S  # an idle machine: as before
     link.ssh.connect_walls.append(0.6)
     assert link.io_ceiling() == pytest.approx(3.0)
-    assert link.io_floor() == IO_FLOOR_MAX_S  # a first contact is still cut short at the cap
+    assert link.io_floor() == pytest.approx(3.0)  # a first contact waits as long, no longer
     link.ssh.connect_walls.append(5.0)
     assert link.io_ceiling() == IO_CEILING_CAP_S
     # the walls are the latest connects: once the load is gone, so is the longer wait

@@ -34,7 +34,8 @@ T = TypeVar("T")
 # answers lived. The floor is a few times the slowest of the latest connects that answered
 # (loopback handshakes measured at the start and after each preflight try a host did not
 # answer, then hosts'; it follows a loaded machine), at most IO_FLOOR_MAX_S (or the policy's
-# `io_floor_wall_s` where higher) and never under IO_FLOOR_MIN_S. Job sessions, heartbeats
+# `io_floor_wall_s` where higher) unless the load itself says more (the ceiling, below), and
+# never under IO_FLOOR_MIN_S. Job sessions, heartbeats
 # and transfers connect with the ceiling: only a first contact is worth cutting short. The
 # ceiling follows load too: on a machine so loaded that a handshake takes a good part of a
 # second, a fixed second made a proven host look dead (CI's clean clone, 3 pytest workers and
@@ -105,7 +106,8 @@ class HostLink:
         walls = self.ssh.connect_walls
         if len(walls) < IO_FLOOR_MEASURED:
             return self.io_floor_max
-        return min(self.io_floor_max, max(IO_FLOOR_MIN_S, IO_FLOOR_TIMES * max(walls)))
+        # under the ceiling, which passes the cap only where this machine's load says so
+        return min(self.io_ceiling(), max(IO_FLOOR_MIN_S, IO_FLOOR_TIMES * max(walls)))
 
     def io_ceiling(self) -> float:
         """Wall seconds a session with a proven host waits to connect: the floor's ceiling, or
