@@ -38,6 +38,10 @@ def test_rental_notify_and_job_size_parse():
         ("", 'ref_gpu = "RTX 4090"\nref_hours = 0', "jobs[0].ref_hours: must be above 0"),
         ("", 'ref_gpu = "RTX 4090"\nref_hours = -1', "jobs[0].ref_hours: must be above 0"),
         ("", 'ref_gpu = ""\nref_hours = 1', "jobs[0].ref_gpu: a GPU name"),
+        # an artifact path the pull would refuse is refused before anything is rented
+        ("", 'artifacts = ["out/", "../x"]', "jobs[0].artifacts: '../x' is not a relative path"),
+        ("", 'artifacts = ["/etc/passwd"]', "jobs[0].artifacts: '/etc/passwd' is not a rel"),
+        ("", 'artifacts = [""]', "jobs[0].artifacts: '' is not a relative path"),
         ("", 'ref_gpu = "RTX 4090"', "jobs[0].ref_hours: ref_gpu and ref_hours size a job"),
         ("", "ref_hours = 2", "jobs[0].ref_gpu: ref_gpu and ref_hours size a job"),
     ],

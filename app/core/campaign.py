@@ -235,6 +235,15 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     )
 
 
+def _inside_job_folder(path: str) -> bool:
+    """An artifact path the pull takes (engine/jobs/runner.py `safe_relative`'s rule): relative,
+    no backslash or NUL, and not leaving the folder once normalised."""
+    if not path or path.startswith(("/", "~")) or "\\" in path or "\x00" in path:
+        return False
+    norm = posixpath.normpath(path)
+    return norm != ".." and not norm.startswith("../")
+
+
 def home_path(workdir: str, path: str) -> str:
     """`path` under `workdir` as a path from the login folder (a relative workdir starts there)."""
     out = posixpath.normpath(posixpath.join(workdir, path))
@@ -316,6 +325,12 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
     arts = raw.get("artifacts", [])
     if not isinstance(arts, list) or not all(isinstance(a, str) for a in arts):
         raise fail("artifacts", f"{where}.artifacts: expected a list of paths")
+    for art in arts:  # refused here, before anything is rented, not at the job's end
+        if not _inside_job_folder(art):
+            raise fail(
+                "artifacts",
+                f"{where}.artifacts: {art!r} is not a relative path inside the job's folder",
+            )
     ref_gpu = raw.get("ref_gpu")
     if ref_gpu is not None and (not isinstance(ref_gpu, str) or not ref_gpu.strip()):
         raise fail("ref_gpu", f'{where}.ref_gpu: a GPU name, e.g. "RTX 4090"')
