@@ -45,3 +45,19 @@ def test_a_job_pulls_its_own_files_not_those_an_earlier_job_left(make_sim, tmp_p
     assert left == [
         {"path": "out/first.txt", "error": "unchanged since the job started here: not its output"}
     ]
+
+
+def test_a_job_without_artifacts_is_not_listed_as_output_left_on_its_host(make_sim, tmp_path):
+    # `rentwatch end` and the dashboard's end dialog said "outputs NOT pulled off" for every
+    # job that declared none (the demo's): its start now says it has nothing to pull
+    from rentwatch.cli.end import holdings
+
+    sim = make_sim(
+        seed=3, offers=8, time_scale=300, host_class=[{"behaviour": "healthy", "share": 1.0}]
+    )
+    jobs = '[[jobs]]\nname = "plain"\nrun = "true"\n'
+    jobs += '[[jobs]]\nname = "kept"\nrun = "mkdir -p out && date > out/x"\nartifacts = ["out/"]\n'
+    code, ledger = run_campaign(sim, tmp_path, "default", name="none", fleet=1, extra=jobs)
+    assert code == 0
+    held = holdings(ledger, "none")
+    assert held and all(h.unpulled == "" for h in held), [h.line() for h in held]

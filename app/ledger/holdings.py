@@ -30,8 +30,10 @@ WITH held AS (
     AND kind IN ('stop', 'start', 'create') AND instance_id IN (SELECT instance_id FROM held)
   GROUP BY instance_id
 ), starts AS (
+  -- a job whose start says it declares no artifacts has none to pull (older ledgers: unsaid)
   SELECT instance_id, detail->>'job' AS job, max(seq) AS started
   FROM events WHERE kind = 'job_started' AND instance_id IN (SELECT instance_id FROM held)
+    AND coalesce(json_array_length(detail->'artifacts'), 1) > 0
   GROUP BY ALL
 ), pulled AS (
   SELECT s.instance_id, s.job,

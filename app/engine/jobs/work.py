@@ -252,7 +252,12 @@ class JobWork:
             at=now,
             actor="engine",
             reason=f"job {job.name} on a proven rental",
-            detail={"job": job.name, "attempt": job.attempts, "run": job.job.run[:300]},
+            detail={
+                "job": job.name,
+                "attempt": job.attempts,
+                "run": job.job.run[:300],
+                "artifacts": list(job.job.artifacts),  # none: nothing of its to pull off
+            },
         )
         self.journal.say(f"job    {job.name} started on i:{a.instance_id} (attempt {job.attempts})")
 
