@@ -200,10 +200,13 @@ def test_a_human_start_resets_the_boot_deadline(key):
 
     async def body(sup, market, ledger):
         iid = await verified(sup, market)
+        sup.attempts[iid].util_low_since = market.t  # idle when it was stopped
         await sup.apply(StopIntent(iid))
         market.t += 50 * 60
         await sup.poll_once()
         await sup.apply(StartIntent(iid))
+        # the 50 stopped minutes are no idle time: the idle rule stopped it again at once
+        assert sup.attempts[iid].util_low_since is None
         stops = []
         for _ in range(3):
             market.t += 60
@@ -217,6 +220,8 @@ def test_a_human_start_resets_the_boot_deadline(key):
         await sup.poll_once()
         assert sup.attempts[iid].life.phase == Phase.VERIFIED  # back in service
         assert sup.campaign.fleet == 1  # the stop lowered it, the start raised it back
+        market.t += 60
+        assert not [d for d in await sup.poll_once() if isinstance(d, Stop)]
 
     go(key, body, FakeMarket(list(OFFERS)))
 

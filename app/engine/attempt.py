@@ -186,6 +186,7 @@ class Attempt:
     def came_up(self, now: float) -> None:
         """Its container runs (booted, resumed, adopted running): the idle clock restarts."""
         self.running_at = now
+        self.util_low_since = None  # idle readings from before it ran say nothing now
 
     def util_seen(self, since: float | None) -> None:
         """Since when its GPU has been idle by the policy (None: busy), from a row or sample."""
@@ -209,9 +210,12 @@ class Attempt:
             self.util_low_since = now
 
     def started(self, at: float) -> None:
-        """Our start went through: its status line counts from now; a stop of ours is undone."""
+        """Our start went through: its status line counts from now; a stop of ours is undone,
+        and so is the idle time seen before it (a restarted host was stopped for most of it:
+        the idle rule stopped one again at once, "GPU below 10% for 1h13m")."""
         self.stopped_by_us = False
         self.status_since = at
+        self.util_low_since = None
 
     def stopped_ourselves(self) -> None:
         """Our stop went through: an explicit stop never resumes by itself."""
