@@ -109,6 +109,14 @@ def test_the_official_cli_asks_a_copy_and_bad_bodies_are_refused(make_sim, tmp_p
             headers={"Authorization": f"Bearer {sim.api_key}"},
         )
         assert r.status_code == 400 and word in r.json()["msg"]
+    # the CLI's container form, `C.ID:/path`, names the same instances
+    out = vastai(
+        sim, "copy", f"C.{ids[0]}:/root/ckpt/", f"C.{ids[1]}:/root/in2/", tmp_path=tmp_path
+    )
+    assert "Remote to Remote copy initiated" in out, out
+    assert (sim.market.copies[-1].src_id, sim.market.copies[-1].dst_id) == (ids[0], ids[1])
+    out = vastai(sim, "cancel", "copy", f"C.{ids[1]}", tmp_path=tmp_path)
+    assert "Remote copy canceled" in out, out
 
 
 def test_a_copy_cancelled_before_it_lands_never_lands_nor_bills(make_sim, tmp_path):

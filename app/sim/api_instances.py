@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from .answers import answer, body_json, error, text
-from .copies import Copy, cancel_into
+from .copies import Copy, cancel_into, container_id
 from .market import SimMarket
 
 
@@ -145,10 +145,10 @@ class InstanceRoutes:
                 return error(400, "invalid_args", f"Invalid {key}.")
         ids = []
         for key in ("src_id", "dst_id"):
-            try:
-                ids.append(int(str(body.get(key))))
-            except ValueError:
+            iid = container_id(body.get(key))
+            if iid is None:
                 return error(400, "invalid_args", f"Invalid {key}.")
+            ids.append(iid)
         src, dst = (self.market.live(i) for i in ids)
         if src is None or dst is None:
             # the OpenAPI's 404 for "Source or destination ID not found or access denied"
@@ -169,10 +169,7 @@ class InstanceRoutes:
         copy into `dst_id` not landed yet ends (the CLI's `cancel copy DST`). The 400s are the
         OpenAPI file's (`auto_delete_api_v0_commands_copy_direct_6443b6.yaml`)."""
         body = await body_json(request)
-        try:
-            dst_id = int(str(body.get("dst_id"))) if isinstance(body, dict) else None
-        except ValueError:
-            dst_id = None
+        dst_id = container_id(body.get("dst_id")) if isinstance(body, dict) else None
         if dst_id is None:
             return error(400, "invalid_args", "Invalid dst_id.")
         if self.market.live(dst_id) is None:

@@ -44,6 +44,16 @@ class Copy:
     cancelled: bool = False  # `DELETE /api/v0/commands/copy_direct/` before it landed
 
 
+def container_id(value: object) -> int | None:
+    """An instance id as a copy names it: `123` or `"123"` (the legacy form), or the CLI's
+    container form `"C.123"` (vastai/api/storage.py `copy`: "C.instance_id", "container copy
+    format"). Volumes (`V.`) and cloud services are not simulated: None, an invalid id."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    text = str(value).strip().removeprefix("C.")
+    return int(text) if text.isdigit() and len(text) < 19 else None
+
+
 def in_sandbox(path: str, sandbox: Path, workdir: Path) -> Path | None:
     """The container path `path` inside this instance's sandbox (None: not one it can hold)."""
     p = Path(path)
