@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,8 +56,14 @@ def cmd_sim(args: argparse.Namespace) -> int:
             f"time scale {scenario.time_scale:g}x, gpu billing from {scenario.gpu_billing}",
             flush=True,
         )
+        # SIGTERM (a `kill`, a service manager) ends it as ^C does: its hosts' folders under
+        # the temporary directory (sparse files of many GB) are removed on the way out
+        done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, done.set)
         try:
-            await asyncio.Event().wait()
+            await done.wait()
         finally:
             await server.stop()
 
