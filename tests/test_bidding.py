@@ -179,6 +179,15 @@ def test_receipt_splits_spend_by_tier_and_counts_work_lost_to_outbids(tmp_path):
         campaign="c",
         detail={"bid": 0.12, "min_bid": 0.2, "work_lost_s": 240},
     )
+    led.record(  # outbid while it booted: no job there, no work lost
+        "outbid",
+        at=600,
+        actor="market",
+        reason="min_bid over our bid",
+        instance_id=2,
+        campaign="c",
+        detail={"bid": 0.12, "min_bid": 0.2, "work_lost_s": None, "job": None},
+    )
     for iid in (1, 2):
         s = led.intent(
             "destroy", at=3600, actor="human", reason="done", instance_id=iid, campaign="c"
@@ -187,6 +196,8 @@ def test_receipt_splits_spend_by_tier_and_counts_work_lost_to_outbids(tmp_path):
     [r] = led.receipt("c")
     assert r["usd_on_demand"] == pytest.approx(0.31, abs=0.005)
     assert r["usd_interruptible"] == pytest.approx(0.13, abs=0.005)
-    assert (r["interruptions"], r["work_lost_interrupt_min"]) == (1, 4.0)
+    assert (r["interruptions"], r["work_lost_interrupt_min"]) == (2, 4.0)
+    assert r["interruptions_of_jobs"] == 1
     lines = dict(format_receipt(r))
-    assert lines["work lost to interruptions"] == "4.0 min (4.0 each)"
+    assert lines["interruptions (outbid)"] == "2 (1 of a running job)"
+    assert lines["work lost to interruptions"] == "4.0 min (4.0 each)"  # of the one with a job

@@ -133,6 +133,12 @@ def test_a_failed_checkpoint_pull_is_not_a_pull():
     tier.outbid(_bid_host(A), SimpleNamespace(min_bid=0.3), 100.0 + 16 * 60)
     lost = [f["detail"]["work_lost_s"] for f in journal.facts if f["kind"] == "outbid"]
     assert lost[-1] == 16 * 60  # since the job began: the one pull tried failed
+    [ev] = [f for f in journal.facts if f["kind"] == "outbid"]
+    assert "since it started (no checkpoint came off yet)" in ev["reason"]
+    # the outbid event holds the work it cost; the requeue does not count it again
+    [requeue] = [f for f in journal.facts if f["kind"] == "job_finished"]
+    assert "from the start" in requeue["reason"]
+    assert "work_lost_ref_h" not in requeue["detail"]
 
 
 def test_a_restart_remembers_the_last_host_and_keeps_the_state_on_its_disk(tmp_path):

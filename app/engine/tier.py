@@ -136,7 +136,12 @@ class TierWatch:
             ok=True,
             reason=f"outbid: our bid ${a.bid or 0:.4f}/h against min_bid {low}"
             + (
-                f"; job {job.name} lost {lost / 60:.1f} min since its last checkpoint"
+                f"; job {job.name} lost {lost / 60:.1f} min since "
+                + (
+                    "its last checkpoint"
+                    if self.jobs.last_checkpoint(job) is not None
+                    else "it started (no checkpoint came off yet)"
+                )
                 if job and lost is not None
                 else ""
             ),
@@ -153,7 +158,13 @@ class TierWatch:
         )
         if job is not None:
             self.jobs.requeue(
-                job, now, "its bid rental was outbid: from its last checkpoint", outbid=True
+                job,
+                now,
+                "its bid rental was outbid: from its last checkpoint"
+                if self.jobs.last_checkpoint(job) is not None
+                else "its bid rental was outbid: from the start (no checkpoint came off yet)",
+                outbid=True,
+                lost_counted=True,  # the outbid event has the work it cost: counted once
             )
             # its newer state stays there; none worth a copy if it was never seen running
             if not waiting:

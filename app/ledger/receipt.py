@@ -31,6 +31,7 @@ RECEIPT_KEYS = (
     "usd_on_demand",
     "usd_interruptible",
     "interruptions",
+    "interruptions_of_jobs",
     "work_lost_interrupt_min",
 )
 
@@ -50,19 +51,22 @@ SELECT coalesce(sum(total_usd) FILTER (WHERE instance_id NOT IN (SELECT instance
        (SELECT sum(TRY_CAST(detail->>'work_lost_s' AS DOUBLE)) FROM events
         WHERE kind = 'outbid' AND campaign = ?),
        (SELECT sum(TRY_CAST(detail->>'work_kept_s' AS DOUBLE)) FROM events
-        WHERE kind = 'rescued' AND ok AND campaign = ?)
+        WHERE kind = 'rescued' AND ok AND campaign = ?),
+       (SELECT count(*) FROM events WHERE kind = 'outbid' AND campaign = ?
+        AND detail->>'work_lost_s' IS NOT NULL)
 FROM tenures WHERE campaign = ?
 """
 
 
 def tier_figures(con: duckdb.DuckDBPyConnection, campaign: str) -> dict[str, Any]:
     """A campaign's spend by tier, its interruptions and the work they cost (minutes)."""
-    row = con.execute(_TIER_SQL, [campaign] * 5).fetchone() or (0, 0, 0, 0, 0)
+    row = con.execute(_TIER_SQL, [campaign] * 6).fetchone() or (0, 0, 0, 0, 0, 0)
     lost = max(0.0, float(row[3] or 0.0) - float(row[4] or 0.0))
     return {
         "usd_on_demand": round(float(row[0] or 0.0), 6),
         "usd_interruptible": round(float(row[1] or 0.0), 6),
         "interruptions": int(row[2] or 0),
+        "interruptions_of_jobs": int(row[5] or 0),  # those that cost a running job its work
         "work_lost_interrupt_min": round(lost / 60, 3),
     }
 
@@ -166,14 +170,14 @@ def format_receipt(r: dict[str, Any]) -> list[tuple[str, str]]:
         ]
     if r.get("usd_interruptible") or r.get("interruptions"):
         lost = r.get("work_lost_interrupt_min", 0.0)
-        n = r.get("interruptions", 0)
+        n, k = r.get("interruptions", 0), r.get("interruptions_of_jobs", 0)
         lines += [
             ("USD on-demand", f"${r.get('usd_on_demand', 0):.2f}"),
             ("USD interruptible (bids)", f"${r.get('usd_interruptible', 0):.2f}"),
-            ("interruptions (outbid)", str(n)),
+            ("interruptions (outbid)", f"{n}" + (f" ({k} of a running job)" if k != n else "")),
             (
                 "work lost to interruptions",
-                f"{lost:.1f} min" + (f" ({lost / n:.1f} each)" if n else ""),
+                f"{lost:.1f} min" + (f" ({lost / k:.1f} each)" if k else ""),
             ),
         ]
     cph = r.get("creates_per_gpu_hour")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,8 @@ def landing(job: Job) -> str:
 class Rescues:
     def __init__(self, market: Market | None, fleet: Fleet, link: HostLink, journal: Journal):
         self.market = market
+        # when the job's checkpoint last came off a host (JobWork's), for what a retry starts from
+        self.pulled_at: Callable[[JobState], float | None] | None = None
         self.fleet = fleet
         self.link = link
         self.journal = journal
@@ -161,7 +164,7 @@ class Rescues:
                     actor="engine",
                     ok=False,
                     reason=f"copy of job {job.name}'s state off i:{paused.instance_id} refused "
-                    f"({exc}): it starts from its last pulled checkpoint",
+                    f"({exc}): it starts from {self.start_point(job)}",
                     detail={**detail, "stage": "refused"},
                 )
                 return False
@@ -189,6 +192,11 @@ class Rescues:
         )
         self.journal.say(f"rescue {job.name}: copy asked off i:{paused.instance_id}")
         return True
+
+    def start_point(self, job: JobState) -> str:
+        """What a job starts from without the copy, in the ledger's words."""
+        pulled = self.pulled_at is not None and self.pulled_at(job) is not None
+        return "its last pulled checkpoint" if pulled else "the start (no checkpoint came off)"
 
     async def _cancel(self, a: Attempt, folder: str) -> str:
         """A copy given up on is cancelled (it bills bandwidth on both machines while it runs)
@@ -252,7 +260,7 @@ class Rescues:
             reason=f"job {job.name}'s state from i:{c.source} in place after {waited:.1f} min"
             if landed
             else f"job {job.name}'s state from i:{c.source} not in after {waited:.1f} min: "
-            "it starts from its last pulled checkpoint",
+            f"it starts from {self.start_point(job)}",
             detail={
                 "job": job.name,
                 "source": c.source,

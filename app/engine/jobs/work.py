@@ -61,6 +61,7 @@ class JobWork:
         self.ckpt_every: Callable[[Attempt, JobState], float] | None = None
         # a moved job's newer state, copied off the rental an outbid paused (jobs/rescue.py)
         self.rescues = Rescues(market, fleet, link, journal)
+        self.rescues.pulled_at = self.last_checkpoint
         # jobs whose launch is under way (uploads, a push): a look meanwhile finds no process
         self._starting: set[str] = set()
 
@@ -132,7 +133,13 @@ class JobWork:
         return self._pulled_at.get(job.name)
 
     def requeue(
-        self, job: JobState, now: float, why: str, host_fault: bool = False, outbid: bool = False
+        self,
+        job: JobState,
+        now: float,
+        why: str,
+        host_fault: bool = False,
+        outbid: bool = False,
+        lost_counted: bool = False,
     ) -> None:
         iid = job.instance_id
         self.rescues.forget(job)
@@ -160,7 +167,10 @@ class JobWork:
                 # the work this attempt had done, lost with its host (reference GPU-hours)
                 **(
                     {"work_lost_ref_h": round(job.delivery.work_ref_h, 6)}
-                    if job.delivery is not None and job.delivery.work_ref_h and not st_done
+                    if job.delivery is not None
+                    and job.delivery.work_ref_h
+                    and not st_done
+                    and not lost_counted
                     else {}
                 ),
             },
