@@ -242,7 +242,8 @@ def test_job_timeout_and_secret_opt_in(make_sim, tmp_path, monkeypatch):
     extra = """
 [[jobs]]
 name = "stuck"
-run = "sleep 60"
+run = "mkdir -p out && echo partial > out/log.txt && sleep 60"
+artifacts = ["out/"]
 timeout_min = 1
 env = { HF_TOKEN = "hf_not_really" }
 allow_secret_env = ["HF_TOKEN"]
@@ -252,6 +253,10 @@ allow_secret_env = ["HF_TOKEN"]
     led = Ledger(ledger)
     [fin] = led.events(where="kind = 'job_finished'")
     assert fin.ok is False and fin.detail["timeout"] is True
+    # what it wrote before its timeout still came off the box
+    assert (tmp_path / "artifacts" / "stuck" / "stuck" / "out" / "log.txt").read_text() == (
+        "partial\n"
+    )
     [warn] = led.events(where="kind = 'note' AND actor = 'human'")
     assert "HF_TOKEN" in warn.reason and "hf_not_really" not in warn.reason
 

@@ -296,7 +296,8 @@ class JobWork:
             job.seen_running_at = looked
             if job.started_at is not None and now - job.started_at > job.job.timeout_s:
                 await self.link.run(a, stop_command(job.job))
-                self.queue.finished(job, 124, now)
+                # what it wrote by then (logs, a partial result) still comes off the box
+                job.status, job.exit_code = "finishing", 124
                 self.journal.fact(
                     K.JOB_FINISHED,
                     a,
@@ -308,6 +309,7 @@ class JobWork:
                     detail={"job": job.name, "exit_code": 124, "timeout": True},
                 )
                 self.journal.say(f"job    {job.name} timed out on i:{a.instance_id}")
+                await self._settle(a, job)
                 return
             last = self._ckpt_at.get(job.name, now if job.started_at is None else job.started_at)
             every = (
