@@ -4,9 +4,16 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis  # noqa: F401  (imported now, not by its plugin's end-of-run summary)
 import pytest
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
+
+# Why hypothesis is imported above: under CPython 3.11.7, after `test_artifact_pull`'s pull cut
+# by its deadline ran after another pull in one process, a later compile failed "AST constructor
+# recursion depth mismatch" (an interpreter fault; its cause was not found). Hypothesis's plugin
+# imported it lazily at the run's summary, so a run whose tests all passed ended in that
+# traceback. Imported here, it is compiled before any test runs.
 
 
 def free_port() -> int:

@@ -65,7 +65,8 @@ async def _pull(host_root: Path, dest: Path, artifacts: tuple[str, ...], **kw: o
         async with asyncssh.connect(
             "127.0.0.1", port, known_hosts=None, username="u", client_keys=None
         ) as conn:
-            job = Job("j", "true", artifacts=artifacts, workdir="/")
+            workdir = str(kw.pop("workdir", "/"))
+            job = Job("j", "true", artifacts=artifacts, workdir=workdir)
             timeout = kw.pop("timeout", None)
             work = fetch_artifacts(conn, job, dest, **kw)  # type: ignore[arg-type]
             return await (asyncio.wait_for(work, timeout) if timeout else work)
@@ -183,3 +184,13 @@ def test_the_stale_files_are_those_no_change_touched_since_the_start_mark(tmp_pa
     sh(launch_command(job, first=True).split(" && (export")[0])  # a new campaign's first
     assert parse_stale(sh(stale_command(job))) == {"out/earlier.bin", "one.txt", "out/mine.bin"}
     assert parse_stale(b"out//a\0/etc/passwd\0\0./b\0") == {"out/a", "b"}
+
+
+def test_the_whole_home_as_an_artifact_leaves_rentwatchs_own_folder(host, tmp_path):
+    # `artifacts = ["."]` from the login folder: rentwatch's job files (exit, log, pid, the
+    # start mark) are not the job's output
+    (host / ".rentwatch" / "jobs" / "j").mkdir(parents=True)
+    (host / ".rentwatch" / "jobs" / "j" / "exit").write_text("0\n")
+    records = asyncio.run(_pull(host, tmp_path / "d", (".",), workdir="."))
+    paths = {r["path"] for r in records}
+    assert paths == {"out/small", "out/sub/big"}, paths

@@ -219,7 +219,10 @@ async def fetch_artifacts(
                     if "/" in name or "\\" in name:
                         out.append({"path": f"{rel}/{name}", "error": "unsafe name refused"})
                         continue
-                    stack.append(safe_relative(posixpath.join(rel, name)))
+                    child = safe_relative(posixpath.join(rel, name))
+                    if home_path(job.workdir, child) == JOB_ROOT.removeprefix("~/").split("/")[0]:
+                        continue  # rentwatch's own folder on the host (`artifacts = ["."]`)
+                    stack.append(child)
                 continue
             if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
                 out.append({"path": rel, "error": "not a regular file"})
