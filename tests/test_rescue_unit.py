@@ -167,11 +167,14 @@ def test_a_job_requeued_while_it_waits_waits_no_more_and_its_next_host_asks_agai
     job = JobState(JOB)
     r.outbid(job, SRC, 600.0)
     assert _go(r.begin(HOST, job, 0.0)) and r.waiting(job)
+    job.instance_id = DST
     r.forget(job)  # its host went down while the copy was coming
     assert not r.waiting(job)
+    _go(r.sweep())  # and the copy into it, which bills bandwidth while it runs, is cancelled
+    assert market.asked[-1] == ("cancel", DST) and not r.orphans
     other = SimpleNamespace(instance_id=33)
     assert _go(r.begin(other, job, 50.0)) and r.waiting(job)
-    assert [a[2] for a in market.asked] == [DST, 33]
+    assert [a[2] for a in market.asked if a[0] != "cancel"] == [DST, 33]
 
 
 class ShellLink:

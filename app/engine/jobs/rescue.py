@@ -76,6 +76,7 @@ def landing(job: Job) -> str:
 class Rescues:
     def __init__(self, market: Market | None, fleet: Fleet, link: HostLink, journal: Journal):
         self.market = market
+        self.orphans: set[int] = set()  # hosts left while a copy into them ran: to cancel
         # when the job's checkpoint last came off a host (JobWork's), for what a retry starts from
         self.pulled_at: Callable[[JobState], float | None] | None = None
         self.fleet = fleet
@@ -121,6 +122,17 @@ class Rescues:
         c = self.copying.pop(job.name, None)
         if c is not None:
             self.paused[job.name] = Paused(c.source, c.lost_s)
+            if job.instance_id is not None:  # the copy into the host it left runs on: cancel it
+                self.orphans.add(job.instance_id)
+
+    async def sweep(self) -> None:
+        """Cancel the copies into hosts their job left while it waited for them (`forget`)."""
+        while self.orphans and self.market is not None:
+            dst = self.orphans.pop()
+            try:
+                await self.market.cancel_copies_to(dst)
+            except REFUSALS as exc:  # a destroyed host's copies end with it
+                self.journal.say(f"rescue: copies into i:{dst} not cancelled: {exc}")
 
     def waiting(self, job: JobState) -> bool:
         return job.name in self.copying

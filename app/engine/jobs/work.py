@@ -182,6 +182,7 @@ class JobWork:
 
     async def dispatch(self, now: float) -> None:
         """Start the next pending job on each host the dispatch rule names (core/jobs)."""
+        await self.rescues.sweep()
         fault = self.blame_book is not None and self.blame_book.fault is not None
         hosts = {a.instance_id: a for a in self.fleet.in_service()}
         slots = [
