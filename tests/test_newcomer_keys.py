@@ -96,3 +96,26 @@ def test_what_an_end_left_is_what_it_did_not_destroy():
     said = "destroyed verified i:11; i:12 was stopped already (storage bills until destroyed)"
     assert left_after_end(held, said) == (12, 13)
     assert left_after_end(held, "destroyed unverified i:111") == (11, 12, 13)
+
+
+def test_stop_on_a_stopped_host_says_why_not():
+    # an outsider's pass: `s` on a stopped host said "stopped ID" and wrote nothing
+    engine = Recorder()
+    rows = list(FLEET.instances)
+    rows[1] = dataclasses.replace(rows[1], phase="stopped", ended_at=4000.0)
+    fleet = dataclasses.replace(FLEET, instances=tuple(rows))
+
+    async def run() -> list[str]:
+        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        said: list[str] = []
+        app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            app.latest = fleet
+            await pilot.pause(0.3)
+            await pilot.press("j", "s")
+            await pilot.pause(0.3)
+        assert engine.sent == []
+        return said
+
+    said = " ".join(asyncio.run(run()))
+    assert f"{rows[1].instance_id} is stopped already: nothing to stop" in said

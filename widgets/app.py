@@ -332,6 +332,9 @@ class RentwatchApp(App[str]):
         snap = self.latest
         if s is None or snap is None or self._gone(s):
             return
+        if s.phase == "stopped":  # `s` said "stopped" and nothing happened: say so instead
+            self.notify(f"{s.instance_id} is stopped already: nothing to stop", severity="warning")
+            return
 
         def stop(choice: str | None = "stop") -> None:
             if choice != "stop":
