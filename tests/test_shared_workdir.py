@@ -61,3 +61,36 @@ def test_a_job_without_artifacts_is_not_listed_as_output_left_on_its_host(make_s
     assert code == 0
     held = holdings(ledger, "none")
     assert held and all(h.unpulled == "" for h in held), [h.line() for h in held]
+
+
+def test_what_a_job_left_running_stops_when_it_ends(make_sim, tmp_path, monkeypatch):
+    # an outsider's pass: j1's background child went on after j1 exited and wrote into the
+    # folder j2 shared, and j2's pull took the file as its own (a leftover could as well hold
+    # GPU memory the next job needs). The job's process group is stopped at its end
+    monkeypatch.chdir(tmp_path)
+    sim = make_sim(
+        seed=3,
+        offers=12,
+        time_scale=120,
+        host_class=[{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"]}],
+    )
+    jobs = """
+[[jobs]]
+name = "j1"
+run = "mkdir -p out; (sleep 12; echo late > out/late.txt) & echo one > out/one.txt"
+artifacts = ["out/"]
+
+[[jobs]]
+name = "j2"
+run = "sleep 18 && mkdir -p out && echo two > out/two.txt"
+artifacts = ["out/"]
+"""
+    code, ledger = run_campaign(sim, tmp_path, "default", name="left", fleet=1, extra=jobs)
+    assert code == 0
+    led = Ledger(ledger)
+    ran_on = {e.detail["job"]: e.instance_id for e in led.events(where="kind = 'job_started'")}
+    assert sim.ssh is not None
+    home = sim.ssh.sandbox(sim.market.instances[ran_on["j1"]])
+    assert (home / "out" / "one.txt").exists() and not (home / "out" / "late.txt").exists()
+    got = {p.name for p in (tmp_path / "artifacts" / "left" / "j2" / "out").iterdir()}
+    assert "late.txt" not in got and "two.txt" in got

@@ -14,7 +14,14 @@ from ...ledger import EventKind
 from ..attempt import Attempt
 from ..hosts.link import HostLink
 from ..journal import Journal
-from .runner import SFTP_ERRORS, fetch_artifacts, parse_stale, stale_command, summary
+from .runner import (
+    SFTP_ERRORS,
+    fetch_artifacts,
+    parse_stale,
+    stale_command,
+    stop_command,
+    summary,
+)
 
 
 class Pulls:
@@ -39,8 +46,12 @@ class Pulls:
         room, files = self.room.left_for(job.name, kind)
         stale: frozenset[str] = frozenset()
         try:
-            if not checkpoint:  # a shared workdir's earlier files are not this job's output
-                stale = parse_stale((await self.link.run(a, stale_command(spec))).stdout)
+            if not checkpoint:
+                # its end: what it left running is stopped (a background child went on writing
+                # into the next job's folder, or holds GPU memory the next job needs), and a
+                # shared workdir's earlier files are not this job's output
+                ended = f"{stop_command(spec)}; {stale_command(spec)}"
+                stale = parse_stale((await self.link.run(a, ended)).stdout)
             records = await self.link.on_connection(
                 a, lambda conn: fetch_artifacts(conn, spec, dest, room, files, stale)
             )

@@ -4,6 +4,7 @@ re-attach what a restart finds in the ledger."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -371,6 +372,9 @@ class JobWork:
             job.pull_tries += 1
             if job.pull_tries < PULL_TRIES:
                 return
+        if not job.job.artifacts:  # what it left running stops with it (the pull does that)
+            with contextlib.suppress(SSHFailure):
+                await self.link.run(a, stop_command(job.job))
         code = job.exit_code if job.exit_code is not None else -1
         self.queue.finished(job, code, self.clock.now())
 
