@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
+from ...core.artifact_room import ArtifactRoom
 from ...core.campaign import Job
 from ...core.jobs import JobQueue, JobState, Slot, dispatches
 from ...core.lifecycle import Phase
@@ -75,6 +76,11 @@ class JobWork:
         self._link = link
         if hasattr(self, "pulls"):
             self.pulls.link = link
+
+    @property
+    def room(self) -> ArtifactRoom:
+        """What the campaign may still pull off its hosts (the pulls' own)."""
+        return self.pulls.room
 
     def left(self) -> list[Job]:
         """The jobs whose work is still to do: pending, or running (work not yet delivered)."""
