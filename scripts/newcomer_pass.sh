@@ -274,14 +274,15 @@ instance_keys() { # the keys that act on the selected instance, each cancelled, 
   fi
   back 'money so far'
   keys s
-  wait_for 'Stop instance|stopped [0-9]|could not stop|already gone' 10
+  # the instance may have stopped (an idle rule) between its selection and the key
+  wait_for 'Stop instance|stopped [0-9]|could not stop|already gone|is stopped already' 10
   capture stop
   if grep -q "Stop instance" "$last"; then
     check has "Stop instance $iid \\("
     back 'Stop instance'
     expect stop-cancelled "stop cancelled: $iid"
   else
-    expect stopped "(stopped|could not stop) $iid|$iid is already gone"
+    expect stopped "(stopped|could not stop) $iid|$iid is already gone|$iid is stopped already"
   fi
   keys d
   wait_for 'Type [0-9]+ and press Enter' 10
