@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobQueue
 from rentwatch.core.lifecycle import Phase
+from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.jobs.work import PULL_TRIES, JobWork
 
 from .test_rescue_unit import FakeJournal
@@ -45,6 +46,7 @@ def _host():
         bid=None,
         life=SimpleNamespace(phase=Phase.VERIFIED),
         market_stopped=False,
+        paused=False,
     )
 
 
@@ -92,3 +94,75 @@ def test_a_host_that_leaves_service_before_the_pull_takes_the_job_back(tmp_path)
         f for f in journal.facts if f["kind"] == "job_finished" and f["detail"].get("requeued")
     ]
     assert again, journal.facts
+
+
+def _bid_host() -> Attempt:
+    a = Attempt(A, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)
+    for k, to in enumerate((Phase.BOOTING, Phase.RUNNING, Phase.VERIFIED)):
+        assert a.life.move(to, 10.0 * (k + 1), "up")
+    a.bid_held(0.2, 0.15, ours=False, paused_at=None)
+    return a
+
+
+def test_an_outbid_after_the_exit_keeps_the_job_until_the_resume_brings_its_output(tmp_path):
+    # found in CI: a bid rental was outbid between its job's exit and the pull; the job was
+    # queued again and ran to the end twice, though its output waited on the paused disk
+    work, job, _, link, journal = _world(tmp_path)
+    host = _bid_host()
+    work.fleet = SimpleNamespace(get=lambda iid: host if iid == A else None)
+    asyncio.run(work.check(host, job))  # exited; the pull fails
+    assert job.status == "finishing"
+    host.outbid(1050.0, 0.25)
+    assert host.life.move(Phase.STOPPED, 1050.0, "outbid")
+    assert host.paused
+    work.reap(1100.0)
+    assert job.status == "finishing" and job.instance_id == A  # waits for the resume
+    assert host.life.move(Phase.VERIFIED, 1400.0, "resumed by itself")
+    link.sftp_down = False
+    asyncio.run(work.check(host, job))
+    assert job.status == "done"
+    assert [f["ok"] for f in journal.facts if f["kind"] == "job_finished"] == [True]
+
+
+def test_a_paused_rental_we_stop_ourselves_gives_its_finishing_job_back_to_the_queue(tmp_path):
+    work, job, _, link, journal = _world(tmp_path)
+    host = _bid_host()
+    work.fleet = SimpleNamespace(get=lambda iid: host if iid == A else None)
+    asyncio.run(work.check(host, job))
+    host.outbid(1050.0, 0.25)
+    assert host.life.move(Phase.STOPPED, 1050.0, "outbid")
+    host.stopped_ourselves()  # the tier moved on: it never resumes, its output is lost
+    assert not host.paused
+    work.reap(1700.0)
+    assert job.status == "pending" and not work.queue.holds(A)
+
+
+def test_a_pull_that_lands_after_its_host_left_leaves_the_requeued_job_alone(tmp_path):
+    # found in CI: the host left service while the pull ran; the job was queued again and
+    # taken by the next host, then the pull landed and marked it finished (exit -1: "failed"),
+    # so the drained rule stopped the host it was running on
+    work, job, host, link, journal = _world(tmp_path)
+    link.sftp_down = False
+    landed = asyncio.Event()
+    pulled = link.on_connection
+
+    async def slow_pull(a, fn):
+        await landed.wait()
+        return await pulled(a, fn)
+
+    link.on_connection = slow_pull
+
+    async def run() -> None:
+        check = asyncio.create_task(work.check(host, job))
+        await asyncio.sleep(0.05)
+        assert job.status == "finishing"
+        host.life.phase = Phase.STOPPED
+        work.reap(1100.0)
+        assert job.status == "pending"
+        assert work.queue.take(12, 1200.0) is job  # the next host has it
+        landed.set()
+        await check
+
+    asyncio.run(run())
+    assert job.status == "running" and job.instance_id == 12
+    assert work.queue.on(12) is job

@@ -263,7 +263,8 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             # gives up what it holds (it says nothing of the host), so its destroy comes due
             d = give_up(a, "rule:market_stop", f"{a.market_stop} before it was proven", "cancelled")
         elif a.phase == Phase.STOPPED and a.bid is not None:  # outbid or resumed (bid_rules)
-            d = tier_rules(a, fleet.bidding, fleet.jobs_pending > 0, now)
+            # work waits on it too where an exited job's output is still on its disk
+            d = tier_rules(a, fleet.bidding, fleet.jobs_pending > 0 or a.busy, now)
         if d is not None:
             out.append(d)
             if isinstance(d, Abandon | Stop):

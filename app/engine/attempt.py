@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.billing import Charges, Mark, charges
-from ..core.lifecycle import Lifecycle
+from ..core.lifecycle import Lifecycle, Phase
 from ..core.models import Offer
 from ..core.rules import AttemptView
 from ..core.verdict import Throttle, Verdict
@@ -120,6 +120,12 @@ class Attempt:
         """A bid rental the market stopped (an outbid): unless we stop it ourselves it runs, and
         bills, again once its bid wins."""
         return self.bid is not None and not self.stopped_by_us
+
+    @property
+    def paused(self) -> bool:
+        """Stopped by an outbid and not by us: its disk, and what a job left on it, come back
+        with the resume."""
+        return self.life.phase == Phase.STOPPED and self.resumes_by_itself
 
     # -- what happened to it: the only writers of its fields (tests/test_attempt_writers.py) --
     def mark(self, at: float, kind: str, gpu_dph: float | None = None) -> None:

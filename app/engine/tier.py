@@ -156,6 +156,9 @@ class TierWatch:
         self.journal.say(
             f"outbid i:{a.instance_id} m:{a.machine_id} bid ${a.bid or 0:.4f}/h < {low}"
         )
+        held = self.jobs.queue.finishing_on(a.instance_id)
+        if held is not None:  # exited there: its output waits on the disk (JobWork.reap)
+            self.journal.say(f"output of {held.name} waits on i:{a.instance_id} for its resume")
         if job is not None:
             self.jobs.requeue(
                 job,

@@ -13,6 +13,13 @@ from ...core.jobs import JobState
 from ..attempt import Attempt
 
 
+def host_speed(a: Attempt) -> float:
+    """A proven host's expected TFLOP/s: its preflight's, less the throttling seen."""
+    tflops = a.verdict.tflops if a.verdict is not None and a.verdict.tflops else 0.0
+    slowdown = a.throttle.slowdown if a.throttle and a.throttle.throttled else 0.0
+    return tflops * (1 - slowdown)
+
+
 def note_delivery(a: Attempt, job: JobState, progress: float | None, now: float) -> None:
     """The host's delivery to this job: from the job's progress when it writes one, else
     from the preflight's speed less the throttling seen since."""

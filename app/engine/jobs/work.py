@@ -20,7 +20,7 @@ from ..fleet import Fleet
 from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
-from .delivered import note_delivery, work_detail
+from .delivered import host_speed, note_delivery, work_detail
 from .pulls import Pulls
 from .rescue import Rescues
 from .runner import JobStatus, launch_command, parse_status, status_command, stop_command
@@ -55,8 +55,7 @@ class JobWork:
         self._ckpt_at: dict[str, float] = {}  # job name -> its last checkpoint pull, tried
         self._pulled_at: dict[str, float] = {}  # job name -> its last checkpoint pulled whole
         self.blame_book = blame_book  # whose fault a failed job is (issue 16)
-        # the policy buys delivered work: biggest jobs first, to the fastest proven hosts
-        self.by_work = by_work
+        self.by_work = by_work  # buying delivered work: biggest jobs to the fastest hosts
         self.swaps = SwapWatch(fleet, queue)  # proven hosts slow for their price (core/swap)
         self.pulls = Pulls(link, journal, artifacts_root)  # output off the box
         # how often a job's checkpoint is pulled on its host (the tier's: oftener on a bid)
@@ -86,12 +85,6 @@ class JobWork:
         """The jobs whose work is still to do: pending, or running (work not yet delivered)."""
         return [j.job for j in self.queue.jobs if j.status in ("pending", "running")]
 
-    def speed(self, a: Attempt) -> float:
-        """A proven host's expected TFLOP/s: its preflight's, less the throttling seen."""
-        tflops = a.verdict.tflops if a.verdict is not None and a.verdict.tflops else 0.0
-        slowdown = a.throttle.slowdown if a.throttle and a.throttle.throttled else 0.0
-        return tflops * (1 - slowdown)
-
     def restore(self, ledger: Ledger) -> None:
         """After a restart: finished jobs stay finished; started ones are re-attached."""
         for ev in ledger.campaign_events(self.journal.campaign, K.JOB_STARTED, K.JOB_FINISHED):
@@ -118,12 +111,15 @@ class JobWork:
                     self._pulled_at[str(ev.detail.get("job"))] = ev.at
 
     def reap(self, now: float) -> None:
-        """Requeue the jobs whose host left service."""
+        """Requeue the jobs whose host left service, but an exited job's output on a paused bid
+        rental's disk: that waits for the resume (or the tier's move, a stop of ours)."""
         for job in list(self.queue.jobs):
             if job.status not in ("running", "finishing") or job.instance_id is None:
                 continue
             a = self.fleet.get(job.instance_id)
-            if a is not None and a.life.phase == Phase.VERIFIED:
+            if a is not None and (
+                a.life.phase == Phase.VERIFIED or (job.status == "finishing" and a.paused)
+            ):
                 continue
             self.requeue(
                 job,
@@ -195,7 +191,7 @@ class JobWork:
         slots = [
             Slot(
                 a.instance_id,
-                self.speed(a),
+                host_speed(a),
                 # finishing too: its artifacts are still coming off that folder, and a next
                 # job there would write over them (two jobs' out/result.json, one file)
                 busy=self.queue.holds(a.instance_id),
@@ -295,6 +291,8 @@ class JobWork:
         if st.state in GONE:
             # a process found gone costs the job a retry: one look is not enough to say so
             st = await self.look(a, job)
+        if job.status != "running" or job.instance_id != a.instance_id:
+            return  # requeued while the host answered (it left service): not this host's now
         now = self.clock.now()
         looked = (asked + now) / 2  # when the host answered, as nearly as the session says
         tail = [ln for ln in st.log_tail.splitlines() if ln.strip()]
@@ -331,8 +329,6 @@ class JobWork:
         if st.state != "exited" or st.exit_code is None:
             self.requeue(job, now, f"the job's process is gone ({st.state})")
             return
-        if self.queue.on(a.instance_id) is not job or job.status != "running":
-            return  # already accounted for
         job.status = "finishing"  # the campaign is not done until its artifacts are off the box
         # it ended between the look that last saw it running and this one: the middle of that
         # span, not this look's end, so a slow poll does not read as a slow host
@@ -381,6 +377,8 @@ class JobWork:
         if not job.job.artifacts:  # what it left running stops with it (the pull does that)
             with contextlib.suppress(SSHFailure):
                 await self.link.run(a, stop_command(job.job))
+        if job.status != "finishing" or job.instance_id != a.instance_id:
+            return  # requeued while it pulled (found in CI: "done" then, on its next host)
         code = job.exit_code if job.exit_code is not None else -1
         self.queue.finished(job, code, self.clock.now())
 
