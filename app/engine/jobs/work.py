@@ -23,6 +23,7 @@ from ..journal import Journal
 from .delivered import host_speed, note_delivery, work_detail
 from .pulls import Pulls
 from .rescue import Rescues
+from .restore import restore_jobs
 from .runner import JobStatus, launch_command, parse_status, status_command, stop_command
 from .swap_watch import SwapWatch
 from .upload import Uploads
@@ -86,29 +87,11 @@ class JobWork:
         return [j.job for j in self.queue.jobs if j.status in ("pending", "running")]
 
     def restore(self, ledger: Ledger) -> None:
-        """After a restart: finished jobs stay finished; started ones are re-attached."""
-        for ev in ledger.campaign_events(self.journal.campaign, K.JOB_STARTED, K.JOB_FINISHED):
-            job = self.queue.by_name(str(ev.detail.get("job")))
-            if job is None:
-                continue
-            if ev.kind == K.JOB_STARTED:
-                job.status, job.instance_id, job.started_at = "running", ev.instance_id, ev.at
-                job.attempts = int(ev.detail.get("attempt", job.attempts + 1))
-                if ev.instance_id is not None:  # its state is on that disk, newer than a pull
-                    self.rescues.last_host[job.name] = ev.instance_id
-            elif ev.detail.get("requeued"):
-                job.status, job.instance_id = "pending", None
-                job.host_losses += bool(ev.detail.get("host_loss"))
-            else:
-                self.queue.finished(job, int(ev.detail.get("exit_code", -1)), ev.at)
-        for ev in ledger.campaign_events(self.journal.campaign, K.ARTIFACTS):
-            files = ev.detail.get("files")
-            if ev.ok and isinstance(files, list):  # what is on the controller's disk already
-                dest = str(ev.detail.get("dest", ""))
-                kind = "checkpoint" if dest.endswith("/checkpoint") else "artifacts"
-                self.pulls.room.pulled(str(ev.detail.get("job")), kind, files)
-                if kind == "checkpoint":
-                    self._pulled_at[str(ev.detail.get("job"))] = ev.at
+        """After a restart: the campaign's jobs as its ledger left them (jobs/restore.py)."""
+        restore_jobs(self, ledger)
+
+    def last_pulled(self, name: str, at: float) -> None:
+        self._pulled_at[name] = at
 
     def reap(self, now: float) -> None:
         """Requeue the jobs whose host left service, but an exited job's output on a paused bid
