@@ -166,3 +166,28 @@ def test_a_pull_that_lands_after_its_host_left_leaves_the_requeued_job_alone(tmp
     asyncio.run(run())
     assert job.status == "running" and job.instance_id == 12
     assert work.queue.on(12) is job
+
+
+def test_a_host_that_leaves_while_its_job_launches_records_no_start(tmp_path):
+    # the launch is an await: the host left service meanwhile and the job was queued again;
+    # its start was still written to the ledger, on a host it never ran on
+    work, job, host, link, journal = _world(tmp_path)
+    go = asyncio.Event()
+
+    async def slow_run(a, command, stdin=None, timeout=60):
+        await go.wait()
+        return SimpleNamespace(stdout=b"", exit_status=0)
+
+    link.run = slow_run
+
+    async def run() -> None:
+        launch = asyncio.create_task(work._launch(host, job, 1000.0))
+        await asyncio.sleep(0.05)
+        host.life.phase = Phase.STOPPED
+        work.reap(1100.0)
+        go.set()
+        await launch
+
+    asyncio.run(run())
+    assert job.status == "pending" and job.instance_id is None
+    assert not [f for f in journal.facts if f["kind"] == "job_started"]
