@@ -87,6 +87,13 @@ def _go(coro):
 HOST = SimpleNamespace(instance_id=DST)
 
 
+def _taken() -> JobState:
+    """The job as the engine holds it while its state comes over: taken by its next host."""
+    job = JobState(JOB)
+    job.status, job.instance_id = "running", DST
+    return job
+
+
 def test_asked_only_for_work_worth_the_wait_off_a_rental_that_keeps_its_disk():
     for lost, phase, want in (
         (600.0, Phase.STOPPED, True),
@@ -95,7 +102,7 @@ def test_asked_only_for_work_worth_the_wait_off_a_rental_that_keeps_its_disk():
         (600.0, Phase.DESTROYED, False),  # its disk went with it
     ):
         r, market, _, journal = _rescues(phase)
-        job = JobState(JOB)
+        job = _taken()
         r.outbid(job, SRC, lost)
         assert _go(r.begin(HOST, job, 100.0)) is want
         assert bool(market.asked) is want
@@ -106,14 +113,14 @@ def test_asked_only_for_work_worth_the_wait_off_a_rental_that_keeps_its_disk():
             assert dst_path == "/root/.rentwatch/jobs/fit/rescue/"
             assert journal.facts[-1]["detail"]["stage"] == "asked" and r.waiting(job)
     r, market, _, _ = _rescues()
-    job = JobState(JOB)
+    job = _taken()
     r.outbid(job, DST, 600.0)  # the same rental again: its disk is right there
     assert not _go(r.begin(HOST, job, 100.0)) and not market.asked
 
 
 def test_a_refused_copy_starts_the_job_from_what_was_pulled():
     r, _, _, journal = _rescues(refuse=True)
-    job = JobState(JOB)
+    job = _taken()
     r.outbid(job, SRC, 600.0)
     assert not _go(r.begin(HOST, job, 100.0)) and not r.waiting(job)
     assert journal.facts[-1]["ok"] is False and "No such user" in journal.facts[-1]["reason"]
@@ -122,7 +129,7 @@ def test_a_refused_copy_starts_the_job_from_what_was_pulled():
 def test_it_waits_while_the_folder_grows_or_a_look_fails_and_lands_once_settled():
     grown = [b"", b"a 10\n", SSHFailure("dropped"), b"a 20\n", b"a 20\n"]
     r, _, link, journal = _rescues(listings=grown)
-    job = JobState(JOB)
+    job = _taken()
     r.outbid(job, SRC, 600.0)
     assert _go(r.begin(HOST, job, 0.0))
     t = 0.0
@@ -137,7 +144,7 @@ def test_it_waits_while_the_folder_grows_or_a_look_fails_and_lands_once_settled(
 
 def test_a_copy_that_never_lands_is_given_up_at_its_deadline_and_cancelled():
     r, market, link, journal = _rescues(listings=[b""] * 100)
-    job = JobState(JOB)
+    job = _taken()
     r.outbid(job, SRC, 600.0)
     assert _go(r.begin(HOST, job, 0.0))
     assert not _go(r.step(HOST, job, RESCUE_WAIT_S - 1))
@@ -153,7 +160,7 @@ def test_a_copy_that_never_lands_is_given_up_at_its_deadline_and_cancelled():
 
 def test_a_cancel_the_market_refuses_is_said_and_the_job_starts_all_the_same():
     r, market, _, journal = _rescues(listings=[b""] * 100)
-    job = JobState(JOB)
+    job = _taken()
     r.outbid(job, SRC, 600.0)
     assert _go(r.begin(HOST, job, 0.0))
     market.refuse = True
@@ -164,7 +171,7 @@ def test_a_cancel_the_market_refuses_is_said_and_the_job_starts_all_the_same():
 
 def test_a_job_requeued_while_it_waits_waits_no_more_and_its_next_host_asks_again():
     r, market, _, _ = _rescues()
-    job = JobState(JOB)
+    job = _taken()
     r.outbid(job, SRC, 600.0)
     assert _go(r.begin(HOST, job, 0.0)) and r.waiting(job)
     job.instance_id = DST
@@ -224,6 +231,7 @@ def test_the_copied_state_replaces_the_pushed_one_a_file_for_a_file(tmp_path, ki
         (dst_home / name / "step").write_text("3")
         (dst_home / name / "old-only").write_text("stale")
     job = JobState(dataclasses.replace(JOB, checkpoint=name))
+    job.status, job.instance_id = "running", DST
     source = SimpleNamespace(life=SimpleNamespace(phase=Phase.STOPPED))
     fleet = SimpleNamespace(get=lambda iid: source if iid == SRC else None)
     link = ShellLink(dst_home)
@@ -242,3 +250,24 @@ def test_the_copied_state_replaces_the_pushed_one_a_file_for_a_file(tmp_path, ki
         assert sorted(p.name for p in there.iterdir()) == ["step"]
         assert (there / "step").read_text() == "9"
     assert not (dst_home / ".rentwatch/jobs/fit/rescue").exists()
+
+
+def test_a_job_that_leaves_its_host_while_the_copy_settles_is_not_started_there():
+    # the look and the move into place are awaits: an outbid of the next host meanwhile queues
+    # the job again; a "landed" there (and a launch) named a host the job had left
+    r, _, link, journal = _rescues(listings=[b"a 20\n"] * 10)
+    job = _taken()
+    r.outbid(job, SRC, 600.0)
+    assert _go(r.begin(HOST, job, 0.0))
+    assert not _go(r.step(HOST, job, RESCUE_SETTLE_S + 1))  # seen once
+    moved = link.run
+
+    async def outbid_mid_move(a, command, stdin=None, timeout=60.0):
+        if "cp -a" in command:
+            job.status, job.instance_id = "pending", None  # `reap`, while the host answered
+        return await moved(a, command, stdin, timeout)
+
+    link.run = outbid_mid_move  # type: ignore[method-assign]
+    assert not _go(r.step(HOST, job, 2 * RESCUE_SETTLE_S + 2))
+    assert not [f for f in journal.facts if f["detail"].get("stage") == "landed"]
+    assert r.paused[job.name].instance_id == SRC  # its state still waits there, for the next

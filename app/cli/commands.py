@@ -47,6 +47,13 @@ def cmd_sim(args: argparse.Namespace) -> int:
     server = SimServer(scenario, port=args.port, api_key=args.api_key)
 
     async def main() -> None:
+        # SIGTERM (a `kill`, a service manager) ends it as ^C does: its hosts' folders under
+        # the temporary directory (sparse files of many GB) are removed on the way out. Caught
+        # before anything is made or said (a SIGTERM just after the URL killed it, folders left)
+        done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, done.set)
         await server.start()
         print(server.url, flush=True)
         if not args.api_key:
@@ -56,12 +63,6 @@ def cmd_sim(args: argparse.Namespace) -> int:
             f"time scale {scenario.time_scale:g}x, gpu billing from {scenario.gpu_billing}",
             flush=True,
         )
-        # SIGTERM (a `kill`, a service manager) ends it as ^C does: its hosts' folders under
-        # the temporary directory (sparse files of many GB) are removed on the way out
-        done = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGTERM, done.set)
         try:
             await done.wait()
         finally:

@@ -235,6 +235,8 @@ class Rescues:
             listing = res.stdout if res.exit_status == 0 else None
         except SSHFailure:
             listing = None
+        if self.copying.get(job.name) is not c:
+            return False  # the job left this host meanwhile (`forget`): nothing to start here
         settled = (
             listing is not None
             and listing.strip() != b""
@@ -261,6 +263,10 @@ class Rescues:
                 landed = res.exit_status == 0
             except SSHFailure:
                 pass
+        if job.status != "running" or job.instance_id != a.instance_id:
+            # it left this host meanwhile: its state still waits on the paused rental
+            self.paused[job.name] = Paused(c.source, c.lost_s)
+            return False
         cancelled = None if settled else await self._cancel(a, folder)
         waited = (now - c.asked_at) / 60
         self.journal.fact(
