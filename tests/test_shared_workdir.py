@@ -47,11 +47,14 @@ def test_a_job_pulls_its_own_files_not_those_an_earlier_job_left(make_sim, tmp_p
     ]
 
 
-def test_a_job_without_artifacts_is_not_listed_as_output_left_on_its_host(make_sim, tmp_path):
+def test_a_job_without_artifacts_is_not_listed_as_output_left_on_its_host(
+    make_sim, tmp_path, monkeypatch
+):
     # `rentwatch end` and the dashboard's end dialog said "outputs NOT pulled off" for every
     # job that declared none (the demo's): its start now says it has nothing to pull
     from rentwatch.cli.end import holdings
 
+    monkeypatch.chdir(tmp_path)  # its artifacts folder is the working directory's
     sim = make_sim(
         seed=3, offers=8, time_scale=300, host_class=[{"behaviour": "healthy", "share": 1.0}]
     )
