@@ -180,6 +180,7 @@ def test_a_job_requeued_while_it_waits_waits_no_more_and_its_next_host_asks_agai
     _go(r.sweep())  # and the copy into it, which bills bandwidth while it runs, is cancelled
     assert market.asked[-1] == ("cancel", DST) and not r.orphans
     other = SimpleNamespace(instance_id=33)
+    job.instance_id = 33  # the next host takes it
     assert _go(r.begin(other, job, 50.0)) and r.waiting(job)
     assert [a[2] for a in market.asked if a[0] != "cancel"] == [DST, 33]
 

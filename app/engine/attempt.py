@@ -123,9 +123,10 @@ class Attempt:
 
     @property
     def paused(self) -> bool:
-        """Stopped by an outbid and not by us: its disk, and what a job left on it, come back
-        with the resume."""
-        return self.life.phase == Phase.STOPPED and self.resumes_by_itself
+        """Stopped by an outbid (or resumed since, not yet back in service), and not by us: its
+        disk, and what a job left on it, come back with the resume. Not a contract's end."""
+        outbid = self.outbid_at is not None or self.resumed
+        return self.life.phase == Phase.STOPPED and self.resumes_by_itself and outbid
 
     # -- what happened to it: the only writers of its fields (tests/test_attempt_writers.py) --
     def mark(self, at: float, kind: str, gpu_dph: float | None = None) -> None:

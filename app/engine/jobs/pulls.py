@@ -23,6 +23,8 @@ from .runner import (
     summary,
 )
 
+PULL_TRIES = 3  # looks that try to pull an exited job's artifacts before it settles without
+
 
 class Pulls:
     def __init__(self, link: HostLink, journal: Journal, artifacts_root: Path) -> None:
@@ -56,7 +58,7 @@ class Pulls:
                 a, lambda conn: fetch_artifacts(conn, spec, dest, room, files, stale)
             )
         except SFTP_ERRORS as exc:
-            self._record(a, job, False, f"artifacts of {job.name} not pulled: {exc}")
+            self._record(a, job, False, f"artifacts of {job.name} not pulled: {exc}", kind=kind)
             self.journal.say(f"artifacts of {job.name} FAILED: {exc}")
             return False
         self.room.pulled(job.name, kind, records)
@@ -67,6 +69,7 @@ class Pulls:
             f"artifacts of {job.name}: {summary(records)}",
             files=records,
             dest=str(dest),
+            kind=kind,
         )
         self.journal.say(f"pull   {job.name}: {summary(records)} -> {dest}")
         return True

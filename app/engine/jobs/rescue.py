@@ -69,6 +69,11 @@ def unanswered(exc: Exception) -> bool:
     return isinstance(exc, AnswerLost) or (isinstance(exc, ApiError) and exc.status >= 500)
 
 
+def _left(a: Attempt, job: JobState) -> bool:
+    """The job left `a` while a call to it or the market was out (`JobWork.reap`)."""
+    return job.status != "running" or job.instance_id != a.instance_id
+
+
 def landing(job: Job) -> str:
     return f"{job_dir(job.name)}/rescue"
 
@@ -134,6 +139,12 @@ class Rescues:
             except REFUSALS as exc:  # a destroyed host's copies end with it
                 self.journal.say(f"rescue: copies into i:{dst} not cancelled: {exc}")
 
+    def _hand_back(self, job: JobState, paused: Paused) -> None:
+        """The job left the host its state was coming to: where that state waits, for the
+        next host to ask for, unless a next host has the job already (it started without)."""
+        if job.status == "pending":
+            self.paused[job.name] = paused
+
     def waiting(self, job: JobState) -> bool:
         return job.name in self.copying
 
@@ -154,6 +165,9 @@ class Rescues:
         try:
             res = await self.link.run(a, f'rm -rf {landing(job.job)} && printf "%s" "$HOME"')
         except SSHFailure:
+            return False
+        if _left(a, job):  # queued again meanwhile (its host gone)
+            self._hand_back(job, paused)
             return False
         home = res.stdout.decode(errors="replace").strip()
         if res.exit_status != 0 or not home.startswith("/"):
@@ -181,6 +195,10 @@ class Rescues:
                 )
                 return False
             lost_answer = str(exc)  # the market may have acted: the copy may be landing
+        if _left(a, job):  # the copy runs into a host the job left: cancelled (`sweep`)
+            self._hand_back(job, paused)
+            self.orphans.add(a.instance_id)
+            return False
         self.copying[job.name] = Copying(paused.instance_id, now, paused.lost_s)
         self.journal.fact(
             K.RESCUED,
@@ -263,9 +281,8 @@ class Rescues:
                 landed = res.exit_status == 0
             except SSHFailure:
                 pass
-        if job.status != "running" or job.instance_id != a.instance_id:
-            # it left this host meanwhile: its state still waits on the paused rental
-            self.paused[job.name] = Paused(c.source, c.lost_s)
+        if _left(a, job):  # it left this host meanwhile: its state still waits on the rental
+            self._hand_back(job, Paused(c.source, c.lost_s))
             return False
         cancelled = None if settled else await self._cancel(a, folder)
         waited = (now - c.asked_at) / 60

@@ -21,7 +21,7 @@ from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
 from .delivered import host_speed, note_delivery, work_detail
-from .pulls import Pulls
+from .pulls import PULL_TRIES, Pulls
 from .rescue import Rescues
 from .restore import restore_jobs
 from .runner import JobStatus, launch_command, parse_status, status_command, stop_command
@@ -30,7 +30,6 @@ from .upload import Uploads
 
 K = EventKind
 GONE = ("vanished", "none")  # states that say the job's process is not there
-PULL_TRIES = 3  # looks that try to pull an exited job's artifacts before it settles without
 
 
 def mine(a: Attempt, job: JobState, status: str = "running") -> bool:
@@ -294,6 +293,8 @@ class JobWork:
             job.seen_running_at = looked
             if job.started_at is not None and now - job.started_at > job.job.timeout_s:
                 await self.link.run(a, stop_command(job.job))
+                if not mine(a, job):
+                    return  # its host left service during the stop: queued again (`reap`)
                 # what it wrote by then (logs, a partial result) still comes off the box
                 job.status, job.exit_code = "finishing", 124
                 self.journal.fact(
