@@ -128,6 +128,11 @@ def test_on_an_outbid_rebid_wait_or_move():
     assert (
         B.on_outbid(min_bid=0.30, paused_s=900, rebids=0, **{**kw, "has_job": False}).act == "hold"
     )
+    # all it holds is an exited job's output: a pause bills storage only, a move reruns the job
+    kept = B.on_outbid(min_bid=0.30, paused_s=900, rebids=0, output_only=True, **kw)
+    assert kept.act == "wait" and "output" in kept.reason
+    late = B.on_outbid(min_bid=0.30, paused_s=B.OUTPUT_WAIT_S + 1, rebids=0, output_only=True, **kw)
+    assert late.act == "move"
     assert B.stop_unneeded_resume(resumed=True, has_job=False, wanted=False)
     assert not B.stop_unneeded_resume(resumed=True, has_job=True, wanted=False)
     assert B.work_lost_s(1000.0, 100.0, 700.0) == 300.0
@@ -201,3 +206,24 @@ def test_receipt_splits_spend_by_tier_and_counts_work_lost_to_outbids(tmp_path):
     lines = dict(format_receipt(r))
     assert lines["interruptions (outbid)"] == "2 (1 of a running job)"
     assert lines["work lost to interruptions"] == "4.0 min (4.0 each)"  # of the one with a job
+
+
+def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():
+    from rentwatch.core.bid_rules import tier_rules
+    from rentwatch.core.decisions import Move
+    from rentwatch.core.lifecycle import Phase
+    from rentwatch.engine.attempt import Attempt
+
+    a = Attempt(5, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)
+    for k, to in enumerate((Phase.BOOTING, Phase.RUNNING, Phase.VERIFIED, Phase.STOPPED)):
+        assert a.life.move(to, 10.0 * (k + 1), "up")
+    a.life.proven = True
+    a.bid_held(0.10, 0.30, ours=False, paused_at=100.0)  # outbid at 100, min_bid over any cap
+    a.rebids = 2
+    later = 100.0 + B.WAIT_S + 60
+    # a running job's rental: its job moves on from its checkpoint after WAIT_S
+    assert isinstance(tier_rules(a.view(busy=False), None, True, later), Move)
+    # an exited job's output on its disk (work waiting on it, as `rules` passes it): waited
+    # for longer (a pause bills storage only), then moved on like any other
+    assert tier_rules(a.view(busy=True), None, True, later) is None
+    assert isinstance(tier_rules(a.view(busy=True), None, True, 100 + B.OUTPUT_WAIT_S + 1), Move)

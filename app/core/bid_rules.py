@@ -120,6 +120,7 @@ def tier_rules(
         verified=a.passed_preflight,
         has_job=work_waiting,
         rebids=a.rebids,
+        output_only=a.busy,  # its running job moved on at the outbid: an exited one's output
     )
     if move.act == "rebid" and move.price is not None:
         return Rebid(a.instance_id, move.price, "rule:rebid", move.reason)

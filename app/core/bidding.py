@@ -31,6 +31,9 @@ BID_ROOM_PER_RATE = 0.3  # ... plus this share per outbid an hour, up to BID_ROO
 BID_ROOM_MAX = 0.6
 OD_SHARE = 0.9  # a bid never reaches this share of the same machine's on-demand price
 WAIT_S = 600.0  # an outbid rental is waited for this long before its job moves
+# ... and this long when what it holds is an exited job's output, not yet pulled: a pause bills
+# storage only, and a move runs the finished job again from its last checkpoint
+OUTPUT_WAIT_S = 3 * WAIT_S
 # what one outbid costs beside the work it throws away, in hours billed at on-demand: a fresh
 # host's boot and preflight and the checkpoint's push (the wait for a resume bills storage only)
 MOVE_H = MOVE_BOOT_H + RESUME_H
@@ -179,11 +182,13 @@ def on_outbid(
     verified: bool,
     has_job: bool,
     rebids: int,
+    output_only: bool = False,
 ) -> OutbidMove:
     """What to do with a bid rental that reads outbid:
     - raise the bid over the new min_bid where that stays under the caps (twice at most: a
       machine fought over twice is better left);
-    - else wait for the resume a while (`WAIT_S`): a resume keeps its disk, image and data;
+    - else wait for the resume a while (`WAIT_S`; `OUTPUT_WAIT_S` where all it holds is an
+      exited job's output, `output_only`): a resume keeps its disk, image and data;
     - then move its job from its last checkpoint to another host. A verified rental stays
       stopped for the operator (automation never destroys one); an unverified one is given up.
     A rental with no job waits (`hold`) only while nothing else needs deciding."""
@@ -194,8 +199,9 @@ def on_outbid(
             return OutbidMove(
                 "rebid", price, f"min_bid ${min_bid:.4f}/h over our ${bid:.4f}/h: rebid"
             )
-    if paused_s < WAIT_S:
-        return OutbidMove("wait", None, f"outbid {paused_s / 60:.1f} min: waiting to resume")
+    if paused_s < (OUTPUT_WAIT_S if output_only else WAIT_S):
+        held = ", an exited job's output on its disk" if output_only else ""
+        return OutbidMove("wait", None, f"outbid {paused_s / 60:.1f} min{held}: waiting to resume")
     if not has_job:
         return OutbidMove("hold", None, "outbid with no job: left stopped, not resumed for us")
     why = "no rebid under the cap" if min_bid is None or min_bid > top else "rebids spent"
