@@ -59,6 +59,8 @@ class AttemptView:
     outbid_at: float | None = None
     resumed: bool = False
     rebids: int = 0
+    # stopped by us for want of work (rule:drained, rule:idle): proven, nothing wrong with it
+    reusable: bool = False
 
     @property
     def boot_clock(self) -> float:
@@ -192,8 +194,18 @@ class Resume:
     reason: str
 
 
+@dataclass(frozen=True)
+class Restart:
+    """Start a proven rental we stopped for want of work again, before renting a new one: it
+    boots in a minute with its image and data, and it has delivered (policy `reuse_stopped`)."""
+
+    instance_id: int
+    rule: str
+    reason: str
+
+
 Decision = Union[  # noqa: UP007
-    Create, Abandon, Stop, StartPreflight, Verify, Finish, Rebid, Move, Resume
+    Create, Abandon, Stop, StartPreflight, Verify, Finish, Rebid, Move, Resume, Restart
 ]
 
 

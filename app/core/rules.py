@@ -38,6 +38,7 @@ from .offer_choice import (
 )
 from .patterns import compile_patterns, fatal_match
 from .policy import Policy
+from .reuse import restarts
 from .swap import swap_out
 
 __all__ = [
@@ -324,6 +325,9 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             return out
         target = fleet.fleet
     need = max(0, target - verified)
+    if policy.reuse_stopped and need > in_flight:  # proven rentals we stopped, before creates
+        out += (again := restarts(fleet, need - in_flight, verified, target))
+        in_flight += len(again)
     room = fleet.max_creates - fleet.creates
     fit = None
     available = fleet.offers_available

@@ -78,7 +78,7 @@ class Actions:
         except REFUSALS as exc:
             self.journal.say(f"stop FAILED i:{a.instance_id}: {exc}")
             return False
-        a.stopped_ourselves()
+        a.stopped_ourselves(actor)
         if a.life.phase != Phase.STOPPED:
             self.journal.move(a, Phase.STOPPED, at, reason)
         if a.preflight_task:

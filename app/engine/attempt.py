@@ -17,6 +17,8 @@ from ..core.models import Offer
 from ..core.rules import AttemptView
 from ..core.verdict import Throttle, Verdict
 
+REUSABLE_STOPS = ("rule:drained", "rule:idle")  # stops for want of work: the host was fine
+
 
 @dataclass
 class Attempt:
@@ -77,6 +79,7 @@ class Attempt:
     resumed: bool = False
     rebids: int = 0
     stopped_by_us: bool = False
+    stop_rule: str = ""  # the rule (or actor) of our last stop
 
     @property
     def passed_preflight(self) -> bool:
@@ -113,6 +116,12 @@ class Attempt:
             outbid_at=self.outbid_at,
             resumed=self.resumed,
             rebids=self.rebids,
+            reusable=self.life.phase == Phase.STOPPED
+            and self.passed_preflight
+            and self.bid is None
+            and self.stop_rule in REUSABLE_STOPS
+            and self.host_fault is None
+            and not self.untrusted,
         )
 
     @property
@@ -220,13 +229,18 @@ class Attempt:
         """Our start went through: its status line counts from now; a stop of ours is undone,
         and so is the idle time seen before it (a restarted host was stopped for most of it:
         the idle rule stopped one again at once, "GPU below 10% for 1h13m")."""
-        self.stopped_by_us = False
+        self.stopped_by_us, self.stop_rule = False, ""
         self.status_since = at
         self.util_low_since = None
 
-    def stopped_ourselves(self) -> None:
+    def stopped_ourselves(self, rule: str = "") -> None:
         """Our stop went through: an explicit stop never resumes by itself."""
         self.stopped_by_us, self.outbid_at, self.resumed = True, None, False
+        self.stop_rule = rule
+
+    def restart_refused(self) -> None:
+        """The market would not start it again: not tried again by the rules."""
+        self.stop_rule = ""
 
     def verified(self, now: float, by_preflight: bool) -> None:
         if self.verified_at is None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from ..core.decisions import Move, Rebid, Resume
+from ..core.decisions import Move, Rebid, Restart, Resume
 from ..core.lifecycle import Phase
 from ..core.offer_choice import Quarantine
 from ..core.policy import Policy
 from ..core.rules import Abandon, Create, Decision, Finish, StartPreflight, Stop, Verify
 from ..ledger import EventKind
+from ..market.errors import REFUSALS
 from ..market.protocol import Market
 from .actions import Actions
 from .attempt import Attempt
@@ -81,9 +82,23 @@ class Executor:
             self.verify(self.fleet[d.instance_id], d)
         elif isinstance(d, Finish):
             return Outcome(d.ok, d.reason)
+        elif isinstance(d, Restart):
+            await self.restart(self.fleet[d.instance_id], d)
         elif isinstance(d, Rebid | Move | Resume) and self.tier is not None:
             await self.on_tier(d)
         return None
+
+    async def restart(self, a: Attempt, d: Restart) -> None:
+        """A proven rental stopped for want of work, started again (core/reuse.py): it boots
+        and is checked as any start is; one the market refuses is not asked again."""
+        try:
+            at = await self.actions.start(a, d.rule, d.reason)
+        except REFUSALS as exc:
+            a.restart_refused()
+            self.journal.say(f"start  i:{a.instance_id} by {d.rule} refused: {exc}")
+            return
+        a.deadlines_from(at)
+        self.journal.say(f"start  i:{a.instance_id} m:{a.machine_id} by {d.rule}: {d.reason}")
 
     async def on_tier(self, d: Rebid | Move | Resume) -> None:
         """An outbid rental's rebid or move, or a resumed one back in service (engine/tier)."""
@@ -159,5 +174,6 @@ class Executor:
             },
         )
         self.journal.say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {d.reason}")
-        if d.by_preflight and a.tend_task is None:
+        # a rental started again was tended before: its last tending ended with its stop
+        if d.by_preflight and (a.tend_task is None or a.tend_task.done()):
             a.tended_by(asyncio.create_task(self.tender.tend(a)))

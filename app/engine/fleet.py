@@ -10,7 +10,7 @@ from ..core.lifecycle import ALIVE, HELD, Phase
 from ..core.offer_choice import Quarantine
 from ..core.policy import Policy
 from ..ledger import EventKind, Ledger
-from .attempt import Attempt
+from .attempt import REUSABLE_STOPS, Attempt
 
 
 class Fleet:
@@ -60,7 +60,8 @@ class Fleet:
     def to_decide(self) -> list[Attempt]:
         """What the rules decide on: the alive, what the market stopped before it was proven
         (its destroy is theirs to decide), and a bid rental the market paused or resumed (it
-        runs again by itself unless we stop it: core/bid_rules)."""
+        runs again by itself unless we stop it: core/bid_rules), and a proven rental we stopped
+        for want of work (started again when work comes back: core/reuse)."""
         return [
             a
             for a in self.attempts.values()
@@ -69,7 +70,11 @@ class Fleet:
                 a.life.phase in ALIVE
                 or (
                     a.life.phase == Phase.STOPPED
-                    and (a.market_stop is not None or a.resumes_by_itself)
+                    and (
+                        a.market_stop is not None
+                        or a.resumes_by_itself
+                        or a.stop_rule in REUSABLE_STOPS
+                    )
                 )
             )
         ]

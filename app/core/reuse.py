@@ -1,0 +1,23 @@
+"""Proven rentals we stopped for want of work, started again before anything new is rented
+(policy `reuse_stopped`): work came back (a job requeued off a host that died) after the
+drained or idle rule had stopped them. A stopped rental bills storage only, boots in a minute
+with its image and data, and has delivered; a create boots for many minutes and may be a dud.
+Pure."""
+
+from __future__ import annotations
+
+from .decisions import FleetSnapshot, Restart
+
+
+def restarts(fleet: FleetSnapshot, n: int, verified: int, target: int) -> list[Restart]:
+    """Up to `n` starts, the cheapest rentals first."""
+    pick = sorted((a for a in fleet.attempts if a.reusable), key=lambda a: (a.dph, a.instance_id))
+    return [
+        Restart(
+            a.instance_id,
+            "rule:reuse",
+            f"{verified} of {target} verified: proven i:{a.instance_id}, stopped for want of "
+            "work, started again before renting a new one",
+        )
+        for a in pick[: max(0, n)]
+    ]
