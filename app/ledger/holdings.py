@@ -44,7 +44,9 @@ WITH held AS (
     AND f.detail->>'job' = s.job AND f.seq > s.started
   LEFT JOIN events a ON a.kind = 'artifacts' AND a.ok AND a.instance_id = s.instance_id
     AND a.detail->>'job' = s.job AND a.seq > coalesce(f.seq, s.started)
-    AND coalesce(a.detail->>'dest', '') NOT LIKE '%checkpoint'
+    -- a job's own output, not its checkpoint (by the pull's kind; before pulls said, by dest)
+    AND coalesce(a.detail->>'kind', CASE WHEN coalesce(a.detail->>'dest', '') LIKE '%/checkpoint'
+                                         THEN 'checkpoint' END, 'artifacts') = 'artifacts'
   GROUP BY ALL
 )
 SELECT h.instance_id, h.machine_id, h.gpu_name, h.verified_at IS NOT NULL AS verified,
