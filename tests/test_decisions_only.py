@@ -17,6 +17,7 @@ ASKED: dict[tuple[str, str], str] = {
     ("executor.py", "Executor.execute"): "d: Decision (a Stop)",
     ("executor.py", "Executor.create"): "d: Create",
     ("executor.py", "Executor.abandon"): "d: Abandon",
+    ("executor.py", "Executor.restart"): "d: Restart",
     ("tier.py", "TierWatch.move"): "d: Move",
     ("operator.py", "Operator._stop"): "a person: StopIntent, through Operator.apply",
     ("operator.py", "Operator._start"): "a person: StartIntent, through Operator.apply",
@@ -26,7 +27,7 @@ ASKED: dict[tuple[str, str], str] = {
     ("supervisor.py", "Supervisor.release_all"): "the exit trap: a dying controller leaks nothing",
 }
 # decision executors must take the decision they carry out
-DECISION_TYPES = {"Decision", "Create", "Abandon", "Stop", "Move"}
+DECISION_TYPES = {"Decision", "Create", "Abandon", "Stop", "Move", "Restart"}
 
 
 def call_sites(root: Path = ENGINE) -> dict[tuple[str, str], set[str]]:
