@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
+from rentwatch.run.alerts import Alerts
 from rentwatch.run.headless import run_headless
 
 from .campaigns import campaign_text
@@ -89,7 +90,9 @@ def test_an_unpullable_image_notifies_once_naming_the_image(make_sim, tmp_path, 
     assert "secret-key-4242" not in json.dumps(receiver.got)
 
 
-def test_a_campaign_end_tells_the_receipt_and_metrics_match_it(make_sim, tmp_path, receiver):
+def test_a_campaign_end_tells_the_receipt_and_metrics_match_it(
+    make_sim, tmp_path, receiver, monkeypatch
+):
     sim = make_sim(
         seed=7, offers=40, time_scale=240, host_class=[{"behaviour": "healthy", "share": 1.0}]
     )
@@ -114,6 +117,15 @@ def test_a_campaign_end_tells_the_receipt_and_metrics_match_it(make_sim, tmp_pat
 
     t = threading.Thread(target=scrape, daemon=True)
     t.start()
+    told_after_end: list[int] = []
+    ended = Alerts.ended
+
+    def spy(self: Alerts, *args: object, **kw: object) -> None:
+        q = "SELECT count(*) FROM events WHERE kind = 'campaign_end'"
+        told_after_end.append(self.ledger.query(q).rows[0][0])
+        ended(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Alerts, "ended", spy)
     code, ledger = _run(
         sim,
         tmp_path,
@@ -127,7 +139,16 @@ def test_a_campaign_end_tells_the_receipt_and_metrics_match_it(make_sim, tmp_pat
     assert len(receiver.got) == 1, receiver.got  # routine work (creates, a verify) is not news
     ends = [n for n in receiver.got if "spent" in n["title"]]
     assert len(ends) == 1, receiver.got
-    receipt = Ledger(ledger, read_only=True).receipt("alerts")[0]
+    with Ledger(ledger, read_only=True) as book:
+        receipt = book.receipt("alerts")[0]
+        # the figures stop at the campaign's end, and the notice was told after it was written
+        # (told before it, a stopped rental's storage moved $0.005 to $0.01 in between)
+        ((clock, end_ts),) = book.query(
+            "SELECT (SELECT now FROM ledger_clock), "
+            "(SELECT max(ts) FROM events WHERE kind = 'campaign_end')"
+        ).rows
+        assert clock == end_ts
+    assert told_after_end == [1]
     assert f"${receipt['total_usd']:.2f} spent" in ends[0]["title"]
     assert scraped, "never scraped /metrics"
     families = {f.name: f for f in text_string_to_metric_families(scraped[-1])}

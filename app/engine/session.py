@@ -65,6 +65,7 @@ class Session:
             observe_only=observe_only,
         )
         self.ended = False
+        self.end_marked = False
 
     @classmethod
     def open(
@@ -114,13 +115,20 @@ class Session:
     async def detach(self, reason: str) -> None:
         await self.sup.detach_all(reason)
 
+    def mark_end(self, reason: str) -> None:
+        """Write `campaign_end` (once): the ledger's figures stop there, so what is told of the
+        end after this (a notice, the printed receipt) is one figure."""
+        if not self.end_marked:
+            self.end_marked = True
+            self.sup.journal.fact(EventKind.CAMPAIGN_END, None, actor="engine", reason=reason)
+
     async def end(self, reason: str) -> None:
-        """Write `campaign_end` and close what the session opened (once)."""
+        """Write `campaign_end` (unless written) and close what the session opened (once)."""
         if self.ended:
             return
         self.ended = True
         try:
-            self.sup.journal.fact(EventKind.CAMPAIGN_END, None, actor="engine", reason=reason)
+            self.mark_end(reason)
         finally:
             try:
                 try:

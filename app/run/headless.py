@@ -255,10 +255,14 @@ async def _trapped_run(
         else:
             code = 128 + exc.signum
     finally:
-        if last_word[0]:
-            alerts.ended(code, last_word[1], last_word[0], left=len(sup.held()))
-        alerts.close()
-        await session.end(f"controller exits with code {code}")
+        end_reason = f"controller exits with code {code}"
+        try:
+            session.mark_end(end_reason)  # first: the notice tells the receipt printed below
+        finally:
+            if last_word[0]:
+                alerts.ended(code, last_word[1], last_word[0], left=len(sup.held()))
+            alerts.close()
+            await session.end(end_reason)
         receipts = _receipts(ledger_path, campaign.name)  # as `rentwatch receipt` reads it
         if receipts is not None:
             print_receipts(receipts)
