@@ -79,7 +79,7 @@ _WORK_SQL = """
 WITH fin AS (
   SELECT detail->>'job' AS job,
          arg_max(TRY_CAST(detail->>'work_ref_h' AS DOUBLE), seq) AS work_ref_h
-  FROM events WHERE kind = 'job_finished' AND ok AND detail->>'work_ref_h' IS NOT NULL {c}
+  FROM job_exits WHERE detail->>'work_ref_h' IS NOT NULL {c}
   GROUP BY 1
 ), lost AS (
   SELECT sum(TRY_CAST(detail->>'work_lost_ref_h' AS DOUBLE)) AS h
@@ -87,7 +87,7 @@ WITH fin AS (
 ), thr AS (
   SELECT sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)
              * greatest(0, 1 / least(1, TRY_CAST(detail->>'speed_share' AS DOUBLE)) - 1)) AS h
-  FROM events WHERE kind = 'job_finished' AND ok AND TRY_CAST(detail->>'speed_share' AS DOUBLE) > 0
+  FROM job_exits WHERE TRY_CAST(detail->>'speed_share' AS DOUBLE) > 0
     AND instance_id IN (SELECT instance_id FROM events WHERE kind = 'throttle') {c}
 )
 SELECT (SELECT sum(work_ref_h) FROM fin), (SELECT h FROM lost), (SELECT h FROM thr)

@@ -46,6 +46,26 @@ SELECT * FROM events e
 WHERE NOT (e.kind = 'lost' AND EXISTS (
   SELECT 1 FROM events r WHERE r.kind = 'returned' AND r.instance_id = e.instance_id AND r.seq > e.seq));
 
+-- a job's exit 0 that does not stand: a later row on the same instance requeued that job before
+-- it started again anywhere (its output went with the host before it came off: `JobWork.requeue`
+-- while the job was finishing), so only the rerun that delivers counts as the job finished
+CREATE OR REPLACE VIEW voided_exits AS
+SELECT f.seq, f.campaign, f.instance_id, f.detail->>'job' AS job FROM events f
+WHERE f.kind = 'job_finished' AND f.ok AND EXISTS (
+  SELECT 1 FROM events q
+  WHERE q.kind = 'job_finished' AND q.detail->>'requeued' IS NOT NULL AND q.seq > f.seq
+    AND q.instance_id = f.instance_id AND q.detail->>'job' = f.detail->>'job'
+    AND q.campaign IS NOT DISTINCT FROM f.campaign
+    AND NOT EXISTS (
+      SELECT 1 FROM events s
+      WHERE s.kind = 'job_started' AND s.seq > f.seq AND s.seq < q.seq
+        AND s.detail->>'job' = f.detail->>'job' AND s.campaign IS NOT DISTINCT FROM f.campaign));
+
+-- the job ends that count as a job finished (with its work): exit 0 and not voided
+CREATE OR REPLACE VIEW job_exits AS
+SELECT * FROM standing_events
+WHERE kind = 'job_finished' AND ok AND seq NOT IN (SELECT seq FROM voided_exits);
+
 -- billing marks: acknowledged lifecycle changes, in order
 CREATE OR REPLACE VIEW billing_marks AS
 SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
@@ -118,7 +138,7 @@ WITH c AS (
     arg_min(reason, seq) FILTER (WHERE kind = 'abandon') AS failure_reason,
     max(ts) FILTER (WHERE kind = 'stop' AND phase <> 'intent' AND ok) AS stopped_at,
     min(ts) FILTER (WHERE kind IN ('destroy', 'lost') AND phase <> 'intent' AND ok) AS destroyed_at,
-    count(*) FILTER (WHERE kind = 'job_finished' AND ok) AS jobs_finished,
+    count(*) FILTER (WHERE kind = 'job_finished' AND ok AND seq NOT IN (SELECT seq FROM voided_exits)) AS jobs_finished,
     count(*) FILTER (WHERE kind = 'returned') AS returns,
     bool_or(kind = 'lost') AS written_off,
     max(ts) AS last_seen
@@ -158,7 +178,8 @@ WITH ev AS (
          count(DISTINCT instance_id) FILTER (WHERE kind = 'status' AND detail->>'status' = 'offline') AS went_offline,
          -- sized jobs finished there: their reference GPU-hours, the speed they got (a share of
          -- the model's), and the work lost when the host left mid-job
-         sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)) FILTER (WHERE kind = 'job_finished' AND ok) AS work_ref_h,
+         sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)) FILTER (WHERE kind = 'job_finished' AND ok AND seq NOT IN (SELECT seq FROM voided_exits))
+           AS work_ref_h,
          avg(TRY_CAST(detail->>'speed_share' AS DOUBLE)) FILTER (WHERE kind = 'job_finished') AS speed_share,
          sum(TRY_CAST(detail->>'work_lost_ref_h' AS DOUBLE)) FILTER (WHERE kind = 'job_finished') AS work_lost_ref_h
   FROM events WHERE machine_id IS NOT NULL GROUP BY machine_id
@@ -239,7 +260,7 @@ WITH t AS (
     min(ts) FILTER (WHERE kind = 'abandon') AS abandoned_at,
     arg_min(detail->>'class', seq) FILTER (WHERE kind = 'abandon') AS failure_class,
     min(ts) FILTER (WHERE kind IN ('destroy', 'lost') AND phase <> 'intent' AND ok) AS destroyed_at,
-    count(*) FILTER (WHERE kind = 'job_finished' AND ok) AS jobs_finished,
+    count(*) FILTER (WHERE kind = 'job_finished' AND ok AND seq NOT IN (SELECT seq FROM voided_exits)) AS jobs_finished,
     max(ts) AS last_seen
   FROM standing_events WHERE instance_id IS NOT NULL GROUP BY ALL
 ), d AS (

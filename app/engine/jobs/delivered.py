@@ -52,3 +52,14 @@ def work_detail(a: Attempt, job: JobState, duration: float, ok: bool) -> dict[st
         if model:
             out["speed_share"] = round(tflops / model, 4)
     return out
+
+
+def work_lost(job: JobState) -> float | None:
+    """The reference GPU-hours a requeue takes from `job` (its host left service): what a
+    running job had done, or all of an exited-0 job whose output had not come off (the
+    ledger voids that exit, `voided_exits`, so its work is lost, not done)."""
+    if job.status == "finishing" and job.exit_code == 0:
+        return job.job.ref_hours if sized(job.job) else None
+    if job.status == "running" and job.delivery is not None and job.delivery.work_ref_h:
+        return job.delivery.work_ref_h
+    return None

@@ -20,7 +20,7 @@ from ..fleet import Fleet
 from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
-from .delivered import host_speed, note_delivery, work_detail
+from .delivered import host_speed, note_delivery, work_detail, work_lost
 from .pulls import PULL_TRIES, Pulls
 from .rescue import Rescues
 from .restore import restore_jobs
@@ -134,7 +134,7 @@ class JobWork:
     ) -> None:
         iid = job.instance_id
         self.rescues.forget(job)
-        st_done = job.status != "running"
+        lost = None if lost_counted else work_lost(job)
         losses = job.host_losses
         if iid is not None:
             self.queue.host_died(iid, now, host_fault=host_fault, outbid=outbid)
@@ -156,14 +156,7 @@ class JobWork:
                 "attempt": job.attempts,
                 "host_loss": free,
                 # the work this attempt had done, lost with its host (reference GPU-hours)
-                **(
-                    {"work_lost_ref_h": round(job.delivery.work_ref_h, 6)}
-                    if job.delivery is not None
-                    and job.delivery.work_ref_h
-                    and not st_done
-                    and not lost_counted
-                    else {}
-                ),
+                **({"work_lost_ref_h": round(lost, 6)} if lost else {}),
             },
         )
         self.journal.say(
