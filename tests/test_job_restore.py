@@ -74,3 +74,20 @@ def test_a_restart_after_the_pull_finds_the_job_done(tmp_path):
     work.restore(ledger)
     assert [j.status for j in work.queue.jobs] == ["done", "done"]
     assert work.queue.finishing_on(7) is None
+
+
+def test_failed_pulls_in_rows_that_do_not_say_their_kind_count_toward_the_tries(tmp_path):
+    # a ledger written before pulls said their kind: after the exit, a pull is of the output
+    from rentwatch.engine.jobs.pulls import PULL_TRIES
+
+    ledger = Ledger(":memory:")
+    _exit_both(ledger, tmp_path, sftp_up=False)  # one failed pull, with its kind
+    for k in range(PULL_TRIES - 1):
+        ledger.record(
+            "artifacts", at=2_000.0 + k, actor="engine", ok=False, reason="pull failed",
+            instance_id=7, campaign="c", detail={"job": "train"},
+        )  # fmt: skip
+    work = _work(ledger, PullLink(sftp_up=True), tmp_path)
+    work.restore(ledger)
+    train = work.queue.by_name("train")
+    assert train is not None and train.status == "done"  # its tries were spent: settled

@@ -43,6 +43,12 @@ class JobState:
         """Its reference GPU-hours (0: not sized)."""
         return self.job.ref_hours or 0.0 if self.job.ref_gpu else 0.0
 
+    def held_by(self, instance_id: int, status: str = "running") -> bool:
+        """Still in `status` on that instance: the engine's job code asks again after each of
+        its awaits (a look, a pull, a push), since `JobWork.reap` may have queued the job
+        again meanwhile (its host gone) and another host taken it."""
+        return self.status == status and self.instance_id == instance_id
+
 
 class JobQueue:
     def __init__(self, jobs: tuple[Job, ...]) -> None:

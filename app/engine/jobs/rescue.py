@@ -69,11 +69,6 @@ def unanswered(exc: Exception) -> bool:
     return isinstance(exc, AnswerLost) or (isinstance(exc, ApiError) and exc.status >= 500)
 
 
-def _left(a: Attempt, job: JobState) -> bool:
-    """The job left `a` while a call to it or the market was out (`JobWork.reap`)."""
-    return job.status != "running" or job.instance_id != a.instance_id
-
-
 def landing(job: Job) -> str:
     return f"{job_dir(job.name)}/rescue"
 
@@ -166,7 +161,7 @@ class Rescues:
             res = await self.link.run(a, f'rm -rf {landing(job.job)} && printf "%s" "$HOME"')
         except SSHFailure:
             return False
-        if _left(a, job):  # queued again meanwhile (its host gone)
+        if not job.held_by(a.instance_id):  # queued again meanwhile (its host gone)
             self._hand_back(job, paused)
             return False
         home = res.stdout.decode(errors="replace").strip()
@@ -195,7 +190,9 @@ class Rescues:
                 )
                 return False
             lost_answer = str(exc)  # the market may have acted: the copy may be landing
-        if _left(a, job):  # the copy runs into a host the job left: cancelled (`sweep`)
+        if not job.held_by(
+            a.instance_id
+        ):  # the copy runs into a host the job left: cancelled (`sweep`)
             self._hand_back(job, paused)
             self.orphans.add(a.instance_id)
             return False
@@ -281,7 +278,9 @@ class Rescues:
                 landed = res.exit_status == 0
             except SSHFailure:
                 pass
-        if _left(a, job):  # it left this host meanwhile: its state still waits on the rental
+        if not job.held_by(
+            a.instance_id
+        ):  # it left this host meanwhile: its state still waits on the rental
             self._hand_back(job, Paused(c.source, c.lost_s))
             return False
         cancelled = None if settled else await self._cancel(a, folder)

@@ -61,7 +61,8 @@ def restore_jobs(work: JobWork, ledger: Ledger) -> None:
                 work.last_pulled(name, ev.at)
             elif name in exited and ev.at >= exited[name][0]:
                 del exited[name]  # its output came off after its exit
-        elif not ev.ok and kind == "artifacts" and name in exited and ev.at >= exited[name][0]:
+        elif not ev.ok and name in exited and ev.at >= exited[name][0] and kind != "checkpoint":
+            # after its exit a job's pulls are of its output (older rows do not say their kind)
             failed[name] = failed.get(name, 0) + 1
     for name, (_, host) in exited.items():
         job = work.queue.by_name(name)

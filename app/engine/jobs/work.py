@@ -32,12 +32,6 @@ K = EventKind
 GONE = ("vanished", "none")  # states that say the job's process is not there
 
 
-def mine(a: Attempt, job: JobState, status: str = "running") -> bool:
-    """The job is still this host's (a look or a push is an await: `reap` may have queued it
-    again meanwhile, its host gone, and another host taken it)."""
-    return job.status == status and job.instance_id == a.instance_id
-
-
 class JobWork:
     def __init__(
         self,
@@ -198,14 +192,18 @@ class JobWork:
     async def _start(self, a: Attempt, job: JobState, now: float) -> None:
         """Its uploads, its last state, then the launch (or a wait for its state's copy)."""
         failed = await self.uploads.push(a, job, now)
-        if not mine(a, job):
+        if not job.held_by(a.instance_id):
             return  # its host left service meanwhile, and `reap` queued it again
         if failed is not None:  # queued again; the host's fault unless a local file failed
             self.requeue(job, now, failed[0], host_fault=failed[1])
             return
         if job.attempts > 1 and job.job.checkpoint:  # a retry: from its last state
             await self.rescues.push_pulled(a, job, self.pulls.checkpoint_dir(job), now)
-        if mine(a, job) and not await self.rescues.begin(a, job, now) and mine(a, job):
+        if (
+            job.held_by(a.instance_id)
+            and not await self.rescues.begin(a, job, now)
+            and job.held_by(a.instance_id)
+        ):
             await self._launch(a, job, now)
 
     async def _launch(self, a: Attempt, job: JobState, now: float) -> None:
@@ -233,9 +231,9 @@ class JobWork:
                 # calling it gone, so a dropped session never costs the job a retry. Not seen
                 # running, though: an outbid now finds no state of it worth copying off
                 started, seen = True, None
-            if not started and mine(a, job):
+            if not started and job.held_by(a.instance_id):
                 self.requeue(job, now, f"could not start it: {exc}", host_fault=True)
-        if not mine(a, job):
+        if not job.held_by(a.instance_id):
             return  # not started, or its host left service while it started (`reap`)
         # after a rescue's wait, the job computes from here: from the launch session's middle,
         # which is when the host started it as nearly as one look can say (on a loaded machine
@@ -267,7 +265,7 @@ class JobWork:
             await self._settle(a, job)
             return
         if self.rescues.waiting(job):  # not started yet: its state is coming over
-            if await self.rescues.step(a, job, self.clock.now()) and mine(a, job):
+            if await self.rescues.step(a, job, self.clock.now()) and job.held_by(a.instance_id):
                 await self._launch(a, job, self.clock.now())
             return
         asked = self.clock.now()
@@ -275,7 +273,7 @@ class JobWork:
         if st.state in GONE:
             # a process found gone costs the job a retry: one look is not enough to say so
             st = await self.look(a, job)
-        if not mine(a, job):
+        if not job.held_by(a.instance_id):
             return  # requeued while the host answered (it left service): not this host's now
         now = self.clock.now()
         looked = (asked + now) / 2  # when the host answered, as nearly as the session says
@@ -286,7 +284,7 @@ class JobWork:
             job.seen_running_at = looked
             if job.started_at is not None and now - job.started_at > job.job.timeout_s:
                 await self.link.run(a, stop_command(job.job))
-                if not mine(a, job):
+                if not job.held_by(a.instance_id):
                     return  # its host left service during the stop: queued again (`reap`)
                 # what it wrote by then (logs, a partial result) still comes off the box
                 job.status, job.exit_code = "finishing", 124
@@ -363,7 +361,7 @@ class JobWork:
         if not job.job.artifacts:  # what it left running stops with it (the pull does that)
             with contextlib.suppress(SSHFailure):
                 await self.link.run(a, stop_command(job.job))
-        if not mine(a, job, "finishing"):
+        if not job.held_by(a.instance_id, "finishing"):
             return  # requeued while it pulled (found in CI: "done" then, on its next host)
         code = job.exit_code if job.exit_code is not None else -1
         self.queue.finished(job, code, self.clock.now())
