@@ -244,6 +244,26 @@ def test_a_human_stop_of_a_verified_instance_lowers_the_fleet_instead_of_replaci
     go(key, body, FakeMarket(list(OFFERS)), fleet=2)
 
 
+@pytest.mark.parametrize("stopper", ["rule:idle", "human"])
+def test_a_start_raises_the_fleet_only_to_undo_a_stop_that_lowered_it(key, stopper):
+    # a rental the drained or idle rule stopped was never counted out of the fleet: starting it
+    # by hand raised the wanted fleet past the campaign's, and the rules rented one more
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        if stopper == "human":
+            await sup.apply(StopIntent(iid))  # lowers the fleet: the start undoes that
+            assert snapshot(sup, market.t).fleet == 0
+        else:
+            assert await sup.actions.stop(sup.attempts[iid], stopper, "GPU idle")
+        market.t += 10
+        await sup.apply(StartIntent(iid))
+        assert snapshot(sup, market.t).fleet == 1
+        sizes = [e.detail for e in ledger.events() if e.kind == EventKind.FLEET_SIZE]
+        assert sizes == ([{"old": 1, "new": 0}, {"old": 0, "new": 1}] if stopper == "human" else [])
+
+    go(key, body, FakeMarket(list(OFFERS)), fleet=1)
+
+
 def test_a_fleet_size_intent_changes_the_fleet_recorded_and_named_by_automation(key):
     async def body(sup, market, ledger):
         await verified(sup, market)

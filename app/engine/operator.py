@@ -54,6 +54,7 @@ class Operator:
         self.resize = resize  # the supervisor's: records the change in the ledger
         self.policy = policy
         self.wanted = wanted  # the wanted fleet size now
+        self.lowered: set[int] = set()  # rentals whose stop by a person lowered the fleet
 
     async def apply(self, intent: Intent) -> bool:
         """Carry out an intent; raises `AutomationRefused` when it may not be."""
@@ -117,17 +118,20 @@ class Operator:
         done = await self.actions.stop(a, HUMAN, reason)
         if shrink and not done:
             self.resize(self.wanted() + 1, HUMAN, f"the stop of i:{a.instance_id} failed")
+        elif shrink:
+            self.lowered.add(a.instance_id)
         return done
 
     async def _start(self, a: Attempt, reason: str) -> bool:
-        """A start: its deadlines count from now. A proven, supervised rental raises the wanted
-        fleet back by one (it is wanted again: the undo of a stop)."""
-        was_stopped = a.life.phase == Phase.STOPPED
+        """A start: its deadlines count from now. A rental whose stop by a person lowered the
+        wanted fleet raises it back by one (the undo of that stop); one that automation stopped
+        (drained, idle) leaves it as it is: the fleet never counted it out."""
         at = await self.actions.start(a, HUMAN, reason)
         a.deadlines_from(at)
         self._touched(a, STARTED_BY_PERSON)
         self.journal.say(f"start  i:{a.instance_id} by human: its deadlines count from now")
-        if a.owned and a.passed_preflight and was_stopped:
+        if a.instance_id in self.lowered:
+            self.lowered.discard(a.instance_id)
             self.resize(self.wanted() + 1, HUMAN, f"started proven i:{a.instance_id} again")
         return True
 
