@@ -268,7 +268,7 @@ def test_sort_key_cycles_and_orders_both_views():
     dear = dataclasses.replace(SNAP, instance_id=2, billed_usd=0.50, created_at=20.0, dph=0.4)
     old = dataclasses.replace(SNAP, instance_id=3, billed_usd=0.20, created_at=1.0, dph=0.2)
     snaps = (cheap, dear, old)
-    assert [s.instance_id for s in visible(snaps, 100.0, "", "cost")] == [2, 3, 1]
+    assert [s.instance_id for s in visible(snaps, 100.0, "", "billed")] == [2, 3, 1]
     assert [s.instance_id for s in visible(snaps, 100.0, "", "age")] == [3, 1, 2]
     assert [s.instance_id for s in visible(snaps, 100.0, "", "$/h")] == [2, 3, 1]
 
@@ -277,10 +277,10 @@ def test_sort_key_cycles_and_orders_both_views():
         async with app.run_test(size=(140, 40)) as pilot:
             app.latest = _fleet(*snaps)
             await pilot.pause(0.2)
-            await pilot.press("o")  # new -> cost
+            await pilot.press("o")  # new -> billed
             await pilot.pause(0.2)
             assert [s.instance_id for s in app.query_one(FleetView).snaps] == [2, 3, 1]
-            assert "sort: cost (o)" in str(app.query_one("#bar").render())
+            assert "sort: billed (o)" in str(app.query_one("#bar").render())
             await pilot.press("t")
             await pilot.pause(0.3)
             table = app.query_one("#table")

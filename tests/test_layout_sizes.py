@@ -13,6 +13,7 @@ import re
 import pytest
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.footer import fitted
 from rentwatch.widgets.header import fleet_fields
 from rentwatch.widgets.render import campaign_fields
 from textual.containers import VerticalScroll
@@ -50,7 +51,7 @@ async def _drive(size: tuple[int, int], keys: tuple[str, ...], then: tuple[str, 
             await pilot.press(k)
             await pilot.pause(0.4)
         for _ in range(50):  # a loaded machine may not have drawn the footer yet
-            if "palette" in (text := _text(app.export_screenshot())):
+            if "palette" in (text := _text(app.export_screenshot())) and fitted(app.screen):
                 break
             await pilot.pause(0.1)
         scrolled = None

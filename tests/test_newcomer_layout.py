@@ -10,6 +10,7 @@ import dataclasses
 
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetTable, FleetView
+from rentwatch.widgets.footer import fitted
 from textual.widgets import Footer
 
 from .test_pictures import StillLedger
@@ -32,7 +33,11 @@ async def _app(size: tuple[int, int], keys: tuple[str, ...] = (), fleet=FLEET):
         await pilot.pause(0.3)
     for _ in range(50):  # a loaded machine may not have laid the footer out yet
         keys_shown = app.screen.query_one(Footer).query("FooterKey")
-        if keys_shown and all(k.region.width for k in keys_shown if k.display):
+        if (
+            keys_shown
+            and fitted(app.screen)
+            and all(k.region.width for k in keys_shown if k.display)
+        ):
             break
         await pilot.pause(0.1)
     view = app.query_one(FleetView)

@@ -18,6 +18,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.views.detail import InstanceDetail, JobLine, LedgerLine, Sample, StatusLine
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.footer import fitted
 
 HERE = Path(__file__).parent / "snapshots"
 SIZE = (140, 36)
@@ -226,7 +227,7 @@ async def _shot(keys: tuple[str, ...]) -> str:
             await pilot.press(k)
             await pilot.pause(0.3)
         for _ in range(50):  # a loaded machine may not have drawn the footer yet
-            if "^p palette" in (text := _text(app.export_screenshot())):
+            if "^p palette" in (text := _text(app.export_screenshot())) and fitted(app.screen):
                 break
             await pilot.pause(0.1)
         return text

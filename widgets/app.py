@@ -31,11 +31,12 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, Input, RichLog, Static
+from textual.widgets import Input, RichLog, Static
 
 from .detail_screen import DetailScreen
 from .end_dialog import EndConfirm
 from .fleet import PANE_HEIGHT, SORT_NAMES, FleetTable, FleetView, visible
+from .footer import FittedFooter
 from .header import fleet_fields, wrap_fields
 from .ledger_screen import CANNED, LedgerScreen
 from .modals import (
@@ -89,9 +90,9 @@ def left_after_end(listed: Iterable[Holding], said: str) -> tuple[int, ...]:
 class RentwatchApp(App[str]):
     CSS_PATH = "app.tcss"
     TITLE = "rentwatch"
-    # Quit and Help first, then what acts on the selected instance: the footer shows only what
-    # fits (at 120 columns it ended before Enter and Sort); the fleet size keys and the bulk
-    # destroy are in the help (?) and the palette (ctrl+p)
+    # Quit and Help first, then what acts on the selected instance, the ledger and the receipt:
+    # the footer shows the keys that fit whole, in this order (at 80 columns through Receipt);
+    # the rest, the fleet size keys and the bulk destroy are in the help (?) and the palette
     BINDINGS = [
         Binding("q", "quit_ask", "Quit", id="app.quit"),
         Binding("question_mark", "help", "Help", id="app.help"),
@@ -99,13 +100,13 @@ class RentwatchApp(App[str]):
         Binding("s", "stop", "Stop", id="fleet.stop"),
         Binding("d", "destroy", "Destroy", id="fleet.destroy"),
         Binding("a", "start", "Start", id="fleet.start"),
+        Binding("l", "ledger", "Ledger", id="app.ledger"),
+        Binding("r", "receipt", "Receipt", id="app.receipt"),
+        Binding("x", "detach", "Detach", id="app.detach"),
         Binding("c", "create", "Create", id="fleet.create"),
         Binding("t", "toggle_view", "Table", id="fleet.toggle"),
         Binding("slash", "filter", "Filter", id="fleet.filter"),
         Binding("o", "sort", "Sort", id="fleet.sort"),
-        Binding("l", "ledger", "Ledger", id="app.ledger"),
-        Binding("r", "receipt", "Receipt", id="app.receipt"),
-        Binding("x", "detach", "Detach", id="app.detach"),
         Binding("plus", "fleet_more", "Fleet+", id="fleet.more", show=False),
         Binding("minus", "fleet_less", "Fleet-", id="fleet.less", show=False),
         Binding("D", "bulk_destroy", "Destroy duds", id="fleet.bulk_destroy", show=False),
@@ -137,7 +138,7 @@ class RentwatchApp(App[str]):
         ("Destroy the selected instance (asks)", "destroy"),
         ("Start the selected instance", "start"),
         ("Detail of the selected instance", "detail"),
-        ("Sort the fleet: cycle new / cost / state / age / $/h", "sort"),
+        ("Sort the fleet: cycle new / billed / state / age / $/h", "sort"),
         ("Destroy stopped rentals that never verified or went offline (asks)", "bulk_destroy"),
         ("End the campaign and destroy everything it holds (asks: type its name)", "end_campaign"),
         ("Create one more instance", "create"),
@@ -221,7 +222,7 @@ class RentwatchApp(App[str]):
         yield RichLog(
             id="log", markup=False, highlight=False, wrap=True, min_width=20, max_lines=500
         )
-        yield Footer(compact=True)
+        yield FittedFooter(compact=True)
 
     def on_mount(self) -> None:
         self.engine.start()

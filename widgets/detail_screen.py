@@ -19,10 +19,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from .charts import column_chart
 from .clock import ago, clock, speed, time_label
+from .footer import FittedFooter
 from .header import wrap_fields
 from .render import PHASE_STYLE, progress_bar, span, sparkline
 
@@ -262,7 +263,7 @@ class DetailScreen(Screen[None]):
             yield Static("", id="detail-jobs")
             yield Static("", id="detail-logs")
             yield Static("", id="detail-events")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.load(True)

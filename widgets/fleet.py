@@ -47,7 +47,7 @@ STATE_ORDER = {
 # `o` cycles these; "new" is the engine's own order (live first, newest first)
 SORTS: dict[str, Callable[[InstanceSnap], Any] | None] = {
     "new": None,
-    "cost": lambda s: -s.billed_usd,
+    "billed": lambda s: -s.billed_usd,
     "state": lambda s: (STATE_ORDER.get(s.phase, 99), -s.created_at),
     "age": lambda s: s.created_at,
     "$/h": lambda s: (-s.dph, -s.billed_usd),

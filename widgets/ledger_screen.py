@@ -20,8 +20,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static, TextArea
+from textual.widgets import DataTable, Input, Static, TextArea
 from textual.worker import get_current_worker
+
+from .footer import FittedFooter
 
 ROW_LIMIT = 500
 CANNED = {
@@ -116,7 +118,7 @@ class LedgerScreen(Screen[None]):
         export = Input(placeholder="export to FILE.csv or FILE.parquet", id="export-path")
         export.display = False
         yield export
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.query_one("#sql", TextArea).focus()

@@ -15,10 +15,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from .charts import stacked_chart
 from .clock import clock
+from .footer import FittedFooter
 
 CHART_HEIGHT = 6
 
@@ -66,7 +67,7 @@ class ReceiptScreen(Screen[None]):
             yield Static("reading the ledger…", id="receipt")
             yield Static("", id="spend")
             yield Static("", id="hosts")
-        yield Footer()
+        yield FittedFooter()
 
     def on_mount(self) -> None:
         self.load()
