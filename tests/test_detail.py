@@ -438,3 +438,21 @@ def test_the_left_service_row_sits_in_time_order():
         "left service",
         "Stopped by user",
     ]
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_an_events_reason_keeps_most_of_an_80_column_screen(width):
+    # at 80 columns the seq, kind, actor and ok columns left the reason 13: a word a line
+    from rentwatch.views.detail import LedgerLine
+    from rentwatch.widgets.detail_screen import render_events
+    from rich.console import Console
+
+    reason = "0 of 3 verified, 0 booting: rent one more (1 spare(s) for 3 missing)"
+    d = _gone(events=(LedgerLine(212, 100.0, "create", "rule:replace", True, reason),))
+    console = Console(width=width, record=True, color_system=None)
+    console.print(render_events(d, width))
+    lines = [ln for ln in console.export_text().splitlines() if ln.strip()]
+    body = lines[lines.index(next(ln for ln in lines if "━" in ln)) + 1 :]
+    assert len(body) <= 2, body  # the reason in two lines at most
+    text = " ".join(body)
+    assert "212" in text and "rule:replace" in text and "✔" in text

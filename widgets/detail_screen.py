@@ -214,28 +214,34 @@ def render_logs(d: InstanceDetail, fetched_at: float | None) -> Text:
     return t
 
 
-def render_events(d: InstanceDetail) -> Table:
+def render_events(d: InstanceDetail, width: int = 200) -> Table:
+    """The instance's ledger events; under 110 columns the seq, kind, actor and ok share one
+    column, so the reason keeps most of the width (at 80 it had 13 columns, a word a line)."""
     table = Table(
         title=f"ledger events ({time_label(d.time_scale)})",
         title_justify="left",
         expand=True,
         show_edge=False,
     )
-    table.add_column("seq", justify="right", width=6)
-    table.add_column("at", width=8, no_wrap=True)
-    table.add_column("kind", width=16, no_wrap=True)
-    table.add_column("actor", width=16, no_wrap=True)
-    table.add_column("ok", width=3)
+    narrow = width < 110
+    if narrow:
+        table.add_column("at", width=8, no_wrap=True)
+        table.add_column("event", width=20, no_wrap=True, overflow="ellipsis")
+    else:
+        table.add_column("seq", justify="right", width=6)
+        table.add_column("at", width=8, no_wrap=True)
+        table.add_column("kind", width=16, no_wrap=True)
+        table.add_column("actor", width=16, no_wrap=True)
+        table.add_column("ok", width=3)
     table.add_column("reason", ratio=1, overflow="fold")
     for e in d.events[-30:]:
-        table.add_row(
-            str(e.seq),
-            clock(e.at),
-            Text(e.kind),
-            Text(e.actor),
-            "-" if e.ok is None else "✔" if e.ok else "✘",
-            Text(e.reason),
-        )
+        ok = "-" if e.ok is None else "✔" if e.ok else "✘"
+        if narrow:
+            event = Text(f"{e.kind}\n")
+            event.append(f"#{e.seq} {ok} {e.actor}", style="grey50")
+            table.add_row(clock(e.at), event, Text(e.reason))
+        else:
+            table.add_row(str(e.seq), clock(e.at), Text(e.kind), Text(e.actor), ok, Text(e.reason))
     return table
 
 
@@ -316,4 +322,4 @@ class DetailScreen(Screen[None]):
         self.query_one("#detail-status", Static).update(render_status_history(shown))
         self.query_one("#detail-jobs", Static).update(render_jobs(shown))
         self.query_one("#detail-logs", Static).update(render_logs(shown, self.logs[2]))
-        self.query_one("#detail-events", Static).update(render_events(shown))
+        self.query_one("#detail-events", Static).update(render_events(shown, self.size.width))
