@@ -36,68 +36,72 @@ RECEIPT_KEYS = (
 )
 
 # The interruptible tier: an instance is on it when its create says the bid (`detail.bid`,
-# the price it was created with); each `outbid` event carries the work that outbid cost
+# the price it was created with; Vast's rental type cannot change after the create), whichever
+# campaign holds it later; each `outbid` event carries the work that outbid cost
 # (`detail.work_lost_s`: the time since the last checkpoint that came off the box), less what
 # a copy off the paused rental took back (`rescued` events, `detail.work_kept_s`).
+_BIDS_SQL = """
+SELECT DISTINCT instance_id FROM events
+WHERE kind = 'create' AND instance_id IS NOT NULL AND detail->>'bid' IS NOT NULL
+"""
 _TIER_SQL = """
-WITH bid AS (
-  SELECT DISTINCT instance_id FROM events
-  WHERE kind = 'create' AND instance_id IS NOT NULL AND detail->>'bid' IS NOT NULL
-    AND campaign = ?
-)
-SELECT coalesce(sum(total_usd) FILTER (WHERE instance_id NOT IN (SELECT instance_id FROM bid)), 0),
-       coalesce(sum(total_usd) FILTER (WHERE instance_id IN (SELECT instance_id FROM bid)), 0),
-       (SELECT count(*) FROM events WHERE kind = 'outbid' AND campaign = ?),
-       (SELECT sum(TRY_CAST(detail->>'work_lost_s' AS DOUBLE)) FROM events
-        WHERE kind = 'outbid' AND campaign = ?),
-       (SELECT sum(TRY_CAST(detail->>'work_kept_s' AS DOUBLE)) FROM events
-        WHERE kind = 'rescued' AND ok AND campaign = ?),
-       (SELECT count(*) FROM events WHERE kind = 'outbid' AND campaign = ?
-        AND detail->>'work_lost_s' IS NOT NULL)
-FROM tenures WHERE campaign = ?
+SELECT coalesce(campaign, ''),
+       count(*) FILTER (WHERE kind = 'outbid'),
+       sum(TRY_CAST(detail->>'work_lost_s' AS DOUBLE)) FILTER (WHERE kind = 'outbid'),
+       sum(TRY_CAST(detail->>'work_kept_s' AS DOUBLE)) FILTER (WHERE kind = 'rescued' AND ok),
+       count(*) FILTER (WHERE kind = 'outbid' AND detail->>'work_lost_s' IS NOT NULL)
+FROM events WHERE kind IN ('outbid', 'rescued') {c} GROUP BY 1
 """
 
 
-def tier_figures(con: duckdb.DuckDBPyConnection, campaign: str) -> dict[str, Any]:
-    """A campaign's spend by tier, its interruptions and the work they cost (minutes)."""
-    row = con.execute(_TIER_SQL, [campaign] * 6).fetchone() or (0, 0, 0, 0, 0, 0)
-    lost = max(0.0, float(row[3] or 0.0) - float(row[4] or 0.0))
+def tier_figures(row: tuple[Any, ...] | None, on_demand: float, on_bids: float) -> dict[str, Any]:
+    """A campaign's spend by tier, its interruptions and the work they cost (minutes), from
+    its `_TIER_SQL` row (None: it had none)."""
+    _, outbids, lost_s, kept_s, of_jobs = row or ("", 0, 0, 0, 0)
+    lost = max(0.0, float(lost_s or 0.0) - float(kept_s or 0.0))
     return {
-        "usd_on_demand": round(float(row[0] or 0.0), 6),
-        "usd_interruptible": round(float(row[1] or 0.0), 6),
-        "interruptions": int(row[2] or 0),
-        "interruptions_of_jobs": int(row[5] or 0),  # those that cost a running job its work
+        "usd_on_demand": round(on_demand, 6),
+        "usd_interruptible": round(on_bids, 6),
+        "interruptions": int(outbids or 0),
+        "interruptions_of_jobs": int(of_jobs or 0),  # those that cost a running job its work
         "work_lost_interrupt_min": round(lost / 60, 3),
     }
 
 
 # Sized jobs (docs/campaigns.md): the reference GPU-hours of each job finished once (its last
-# good finish), the work lost when a host left mid-job, and the work throttling took: the time
-# a throttled host's jobs ran, times the share of its model's speed they did not get, in
-# reference hours (a finished job's delivered speed against its model's, from the ledger).
+# good finish that stands, `job_exits`), the work lost when a host left mid-job, and the work
+# throttling took: the time a throttled host's jobs ran, times the share of its model's speed
+# they did not get, in reference hours (a finished job's delivered speed against its model's).
 _WORK_SQL = """
 WITH fin AS (
-  SELECT detail->>'job' AS job,
-         arg_max(TRY_CAST(detail->>'work_ref_h' AS DOUBLE), seq) AS work_ref_h
+  SELECT coalesce(campaign, '') AS campaign, detail->>'job' AS job,
+         arg_max(TRY_CAST(detail->>'work_ref_h' AS DOUBLE), seq) AS h
   FROM job_exits WHERE detail->>'work_ref_h' IS NOT NULL {c}
-  GROUP BY 1
+  GROUP BY 1, 2
+), done AS (
+  SELECT campaign, sum(h) AS done FROM fin GROUP BY 1
 ), lost AS (
-  SELECT sum(TRY_CAST(detail->>'work_lost_ref_h' AS DOUBLE)) AS h
+  SELECT coalesce(campaign, '') AS campaign,
+         sum(TRY_CAST(detail->>'work_lost_ref_h' AS DOUBLE)) AS lost
   FROM events WHERE kind = 'job_finished' AND detail->>'work_lost_ref_h' IS NOT NULL {c}
+  GROUP BY 1
 ), thr AS (
-  SELECT sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)
-             * greatest(0, 1 / least(1, TRY_CAST(detail->>'speed_share' AS DOUBLE)) - 1)) AS h
+  SELECT coalesce(campaign, '') AS campaign,
+         sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)
+             * greatest(0, 1 / least(1, TRY_CAST(detail->>'speed_share' AS DOUBLE)) - 1)) AS thr
   FROM job_exits WHERE TRY_CAST(detail->>'speed_share' AS DOUBLE) > 0
     AND instance_id IN (SELECT instance_id FROM events WHERE kind = 'throttle') {c}
-)
-SELECT (SELECT sum(work_ref_h) FROM fin), (SELECT h FROM lost), (SELECT h FROM thr)
+  GROUP BY 1
+), k AS (SELECT campaign FROM done UNION SELECT campaign FROM lost UNION SELECT campaign FROM thr)
+SELECT k.campaign, done, lost, thr FROM k
+LEFT JOIN done USING (campaign) LEFT JOIN lost USING (campaign) LEFT JOIN thr USING (campaign)
 """
 
 
-def work_figures(con: duckdb.DuckDBPyConnection, campaign: str, total_usd: float) -> dict[str, Any]:
-    """A campaign's work in reference GPU-hours, and what it cost per hour of it."""
-    row = con.execute(_WORK_SQL.format(c="AND campaign = ?"), [campaign] * 3).fetchone()
-    done, lost, throttled = (float(v or 0.0) for v in (row or (0, 0, 0)))
+def work_figures(row: tuple[Any, ...] | None, total_usd: float) -> dict[str, Any]:
+    """A campaign's work in reference GPU-hours, and what it cost per hour of it, from its
+    `_WORK_SQL` row (None: it had none)."""
+    done, lost, throttled = (float(v or 0.0) for v in (row or ("", 0, 0, 0))[1:])
     return {
         "work_done": round(done, 6),
         "usd_per_work_hour": round(total_usd / done, 4) if done > 0 else None,
@@ -110,18 +114,23 @@ def compute_receipt(
     con: duckdb.DuckDBPyConnection, campaign: str | None = None
 ) -> list[dict[str, Any]]:
     """Each campaign's receipt: its tenures read from the `tenures` view, added up by
-    `core.figures.summarize`, the same code that adds up the dashboard's live figures."""
+    `core.figures.summarize`, the same code that adds up the dashboard's live figures. Each
+    view is read once for all the campaigns asked (per campaign, 20 campaigns of a million
+    events took 23 s: DuckDB computes the billing windows whole for each filtered read)."""
     where = " WHERE campaign = ?" if campaign else ""
+    c = "AND campaign = ?" if campaign else ""
     params = [campaign] if campaign else []
-    cur = con.execute(
-        "SELECT campaign, created, verified_at IS NOT NULL, "
+    rows = con.execute(
+        "SELECT campaign, instance_id, created, verified_at IS NOT NULL, "
         "abandoned_at IS NOT NULL OR destroyed_at IS NOT NULL, gpu_hours, total_usd, "
         f"lifetime_min, jobs_finished, failure_class FROM tenures{where} "
         "ORDER BY campaign, instance_id",
         params,
-    )
+    ).fetchall()  # before the next execute: the connection holds one result at a time
+    bids = {r[0] for r in con.execute(_BIDS_SQL).fetchall()}
     by_campaign: dict[str, list[Tenure]] = {}
-    for camp, created, verified, gone, hours, usd, life, jobs, cls in cur.fetchall():
+    on_bids: dict[str, float] = {}
+    for camp, iid, created, verified, gone, hours, usd, life, jobs, cls in rows:
         by_campaign.setdefault(camp, []).append(
             Tenure(
                 created=bool(created),
@@ -134,11 +143,17 @@ def compute_receipt(
                 failure_class=clean(cls, 60) if cls else None,
             )
         )
+        if iid in bids:
+            on_bids[camp] = on_bids.get(camp, 0.0) + float(usd or 0.0)
+    work = {r[0]: r for r in con.execute(_WORK_SQL.format(c=c), params * 3).fetchall()}
+    tier = {r[0]: r for r in con.execute(_TIER_SQL.format(c=c), params).fetchall()}
     out = []
     for camp, tenures in by_campaign.items():
         r = summarize(clean(camp, 120), tenures)  # a campaign file's name: shown everywhere
-        r.update(work_figures(con, camp, float(r["total_usd"])))
-        r.update(tier_figures(con, camp))
+        total = float(r["total_usd"])
+        r.update(work_figures(work.get(camp), total))
+        bid_usd = on_bids.get(camp, 0.0)
+        r.update(tier_figures(tier.get(camp), total - bid_usd, bid_usd))
         out.append(r)
     return out
 

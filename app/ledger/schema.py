@@ -42,9 +42,12 @@ SELECT greatest(coalesce(max(ts), 0), coalesce(
 -- the events that stand: a write-off (`lost`) is void when the instance was listed again after
 -- it (`returned`): it never stopped existing, nor billing
 CREATE OR REPLACE VIEW standing_events AS
-SELECT * FROM events e
-WHERE NOT (e.kind = 'lost' AND EXISTS (
-  SELECT 1 FROM events r WHERE r.kind = 'returned' AND r.instance_id = e.instance_id AND r.seq > e.seq));
+SELECT * FROM events
+WHERE kind <> 'lost' OR seq NOT IN (
+  SELECT l.seq FROM events l
+  JOIN (SELECT instance_id, max(seq) AS back FROM events WHERE kind = 'returned' GROUP BY 1) r
+    ON r.instance_id = l.instance_id
+  WHERE l.kind = 'lost' AND r.back > l.seq);
 
 -- a job's exit 0 that does not stand: a later row on the same instance requeued that job before
 -- it started again anywhere (its output went with the host before it came off: `JobWork.requeue`
