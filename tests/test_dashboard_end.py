@@ -18,6 +18,7 @@ from rentwatch.run.service import api
 from rentwatch.run.service.controller import attach_in_process
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm, holdings_text
+from rentwatch.widgets.footer import fitted
 from rentwatch.widgets.modals import ChoiceScreen
 
 from .campaigns import campaign_text
@@ -79,6 +80,7 @@ def test_end_from_the_dashboard_destroys_everything_through_the_controller(make_
             await _until(pilot, lambda: not _billing(sim), timeout=60)
             await _until(pilot, lambda: app.latest.finished is not None)
             await pilot.pause(0.5)
+            await _until(pilot, lambda: fitted(app.screen))
             footer = _text(app.export_screenshot()).splitlines()[-1]
             assert "Create" not in footer and "Stop" in footer and "Destroy" in footer
             assert app.check_action("create", ()) is False

@@ -17,6 +17,7 @@ from rentwatch.ledger.spend_curve import SpendPoint, spend_curve_sql
 from rentwatch.run.headless import run_headless
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.charts import column_chart, resample, stacked_chart
+from rentwatch.widgets.footer import fitted
 
 from .campaigns import campaign_text
 from .test_snapshots import FLEET, HERE, SIZE, StillEngine, _text, _utc  # noqa: F401
@@ -83,6 +84,10 @@ async def _shot(keys: tuple[str, ...], ledger=None, size=SIZE) -> tuple[str, str
         for k in keys:
             await pilot.press(k)
             await pilot.pause(0.4)
+        for _ in range(50):  # a loaded machine may not have fitted the footer yet
+            if fitted(app.screen):
+                break
+            await pilot.pause(0.1)
         svg = app.export_screenshot()
         return svg, _text(svg)
 

@@ -78,7 +78,8 @@ def _run(tmp_path, rerun_code: int) -> dict:
     asyncio.run(work.check(hosts[B], job))
     rows = led.receipt(C)
     assert len(rows) == 1
-    return rows[0] | {"job": job}
+    hosts = led.query("SELECT machine_id, work_ref_h, work_lost_ref_h FROM hosts ORDER BY 1")
+    return rows[0] | {"job": job, "hosts": hosts.rows}
 
 
 def test_a_rerun_that_delivers_is_the_one_job_finished(tmp_path):
@@ -87,6 +88,7 @@ def test_a_rerun_that_delivers_is_the_one_job_finished(tmp_path):
     assert r["jobs_finished"] == 1
     assert r["work_done"] == 1.0
     assert r["work_lost_host"] == 1.0  # the first run's work, lost with its host
+    assert r["hosts"] == [(A + 100, 0.0, 1.0), (B + 100, 1.0, 0.0)]  # and lost on that machine
 
 
 def test_a_rerun_that_fails_leaves_no_job_finished_and_no_work_done(tmp_path):

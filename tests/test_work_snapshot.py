@@ -10,6 +10,7 @@ import os
 
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.footer import fitted
 from rentwatch.widgets.render import progress_bar
 
 from .test_snapshots import FLEET, HERE, SIZE, StillEngine, _text, _utc  # noqa: F401
@@ -36,7 +37,8 @@ async def _shot(fleet) -> str:
         app.latest = fleet
         await pilot.pause(0.3)
         for _ in range(50):
-            if "ETA" in (text := _text(app.export_screenshot())) and "palette" in text:
+            text = _text(app.export_screenshot())
+            if "ETA" in text and "palette" in text and fitted(app.screen):
                 break
             await pilot.pause(0.1)
         return text

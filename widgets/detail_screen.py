@@ -226,12 +226,12 @@ def render_events(d: InstanceDetail, width: int = 200) -> Table:
     narrow = width < 110
     if narrow:
         table.add_column("at", width=8, no_wrap=True)
-        table.add_column("event", width=20, no_wrap=True, overflow="ellipsis")
+        table.add_column("event", width=24, overflow="fold")  # a long actor wraps, whole
     else:
-        table.add_column("seq", justify="right", width=6)
+        table.add_column("seq", justify="right", min_width=6, no_wrap=True)
         table.add_column("at", width=8, no_wrap=True)
-        table.add_column("kind", width=16, no_wrap=True)
-        table.add_column("actor", width=16, no_wrap=True)
+        table.add_column("kind", min_width=16, no_wrap=True)
+        table.add_column("actor", min_width=16, no_wrap=True)
         table.add_column("ok", width=3)
     table.add_column("reason", ratio=1, overflow="fold")
     for e in d.events[-30:]:

@@ -134,9 +134,10 @@ class JobWork:
             self.queue.host_died(iid, now, host_fault=host_fault, outbid=outbid)
         again = job.status == "pending"
         free = job.host_losses > losses
+        host = self.fleet.get(iid) if iid is not None else None
         self.journal.fact(
             K.JOB_FINISHED,
-            None,
+            host,  # its machine's columns: the hosts view counts the work lost there
             at=now,
             actor="engine",
             ok=False,
