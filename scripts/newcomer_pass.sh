@@ -270,7 +270,8 @@ instance_keys() { # the keys that act on the selected instance, each cancelled, 
   if [ "$deep" = deep ]; then
     keys g
     keys NPage
-    scroll_check detail '(?m)^ *[0-9]+ │ [0-9:]{8} │'
+    # a ledger event's row: "seq │ at │" wide, "at │" under 110 columns (its seq beside the kind)
+    scroll_check detail '(?m)^ *([0-9]+ │ )?[0-9:]{8} │ '
   fi
   back 'money so far'
   keys s
