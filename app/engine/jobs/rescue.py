@@ -190,9 +190,8 @@ class Rescues:
                 )
                 return False
             lost_answer = str(exc)  # the market may have acted: the copy may be landing
-        if not job.held_by(
-            a.instance_id
-        ):  # the copy runs into a host the job left: cancelled (`sweep`)
+        # the copy runs into a host the job left: cancelled (`sweep`)
+        if not job.held_by(a.instance_id):
             self._hand_back(job, paused)
             self.orphans.add(a.instance_id)
             return False
@@ -278,9 +277,8 @@ class Rescues:
                 landed = res.exit_status == 0
             except SSHFailure:
                 pass
-        if not job.held_by(
-            a.instance_id
-        ):  # it left this host meanwhile: its state still waits on the rental
+        # it left this host meanwhile: its state still waits on the rental
+        if not job.held_by(a.instance_id):
             self._hand_back(job, Paused(c.source, c.lost_s))
             return False
         cancelled = None if settled else await self._cancel(a, folder)
