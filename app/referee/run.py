@@ -7,9 +7,7 @@ See docs/referee.md."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
-import multiprocessing
 import os
 import re
 import shutil
@@ -32,6 +30,7 @@ from ..sim.market import SimClock
 from ..sim.scenario import Scenario
 from ..sim.server import SimServer
 from .score import RATIO_KEYS, SCORE_KEYS, RunFacts, score, summarise
+from .workers import run_all
 
 __all__ = ["SCORE_KEYS", "default_jobs", "format_table", "policy_from_spec", "referee", "score"]
 
@@ -101,17 +100,25 @@ async def _run_until(
     task = asyncio.ensure_future(run)
     # The deadline is market time; the clock runs at the scale, so wait in wall seconds.
     wall = max(0.0, deadline - clock.now()) / clock.time_scale
-    done, _ = await asyncio.wait({task}, timeout=wall)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=wall)
+    except asyncio.CancelledError:  # ^C: the run ends before the session closes its client
+        await _cancel(task)
+        raise
     if task in done:
         return task.result().reason, min(clock.now(), deadline)
-    # cancel until the run has ended: asyncio.wait_for before Python 3.12 can swallow a cancel
-    # that lands as its inner call completes, and the run would go on polling for good
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=1.0)
+    await _cancel(task)
     if not task.cancelled() and task.exception() is not None:
         raise task.exception()  # type: ignore[misc]
     return "referee: the market-time deadline passed", deadline
+
+
+async def _cancel(task: asyncio.Future[Any]) -> None:
+    """Cancel until the run has ended (before Python 3.12, asyncio.wait_for can swallow a
+    cancel that lands as its inner call completes: the run would go on polling for good)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
 
 
 def _facts(sup: Supervisor, start: float, finish: float, ended: str) -> RunFacts:
@@ -317,13 +324,7 @@ def plan(
 
 def run_tasks(tasks: list[Task], workers: int | None = None) -> list[dict[str, Any]]:
     """Every run, in `workers` processes (1: here, one after another); results in task order."""
-    workers = workers or min(len(tasks), os.cpu_count() or 1)
-    if workers <= 1 or len(tasks) <= 1:
-        return [run_task(t) for t in tasks]
-    # spawn: a fresh interpreter per worker; forking a process that holds sim threads is unsafe
-    ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        return list(pool.map(run_task, tasks))
+    return run_all(run_task, tasks, workers or min(len(tasks), os.cpu_count() or 1))
 
 
 def referee(
