@@ -98,14 +98,18 @@ def _portable(exc: Exception) -> Exception:
     return exc
 
 
-def _end(procs: Sequence[multiprocessing.process.BaseProcess], wait_s: float) -> None:
+def _end(
+    procs: Sequence[multiprocessing.process.BaseProcess],
+    wait_s: float,
+    clock: Callable[[], float] = time.monotonic,  # wall time: processes, not the market
+) -> None:
     """SIGTERM to each, a bounded wait for their cleanup, then SIGKILL to what is left."""
     for p in procs:
         if p.is_alive():
             p.terminate()
-    deadline = time.monotonic() + wait_s
+    deadline = clock() + wait_s
     for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
+        p.join(max(0.0, deadline - clock()))
     for p in procs:
         if p.is_alive():
             p.kill()
