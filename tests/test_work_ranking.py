@@ -150,54 +150,6 @@ def test_the_ledger_counts_each_models_deliveries_duds_and_dud_minutes():
     led.close()
 
 
-def test_a_rental_verified_and_gone_before_its_first_job_is_a_failure_not_a_delivery():
-    """A host that passes its preflight and leaves service minutes later (it went `exited`,
-    stopped answering, changed its key) delivered nothing: its machine and its model are
-    charged a failure, the minutes it lived and what it billed. One that finished a job and
-    left after, or one we stopped ourselves, delivered."""
-    led = Ledger(":memory:")
-
-    def rental(iid: int, stop_actor: str | None, finished: bool, gpu_dph: float = 0.6) -> None:
-        s = led.intent(
-            "create",
-            at=0,
-            actor="rule:t",
-            reason="r",
-            campaign="c",
-            gpu_name=REF,
-            machine_id=iid,
-            gpu_dph=gpu_dph,
-        )
-        led.outcome(s, at=0, ok=True, instance_id=iid)
-        led.record("preflight_passed", at=600, actor="rule:preflight", reason="ok", instance_id=iid)
-        if finished:
-            led.record(
-                "job_finished",
-                at=1200,
-                actor="engine",
-                reason="done",
-                ok=True,
-                instance_id=iid,
-                detail={"job": "j"},
-            )
-        if stop_actor:
-            s = led.intent("stop", at=1500, actor=stop_actor, reason="x", instance_id=iid)
-            led.outcome(s, at=1500, ok=True)
-
-    rental(1, "rule:host_down", finished=False)  # verified, gone 15 min later: a failure
-    rental(2, "rule:silent", finished=False)  # stopped answering before a job ended
-    rental(3, "rule:host_down", finished=True)  # delivered a job, then left
-    rental(4, "rule:drained", finished=False)  # a spare we stopped: nothing against it
-    rental(5, None, finished=False)  # still at work
-    record = led.machine_record()
-    assert record[1][:2] == (0, 1) and record[1][2] > 0  # what it billed is the failure's cost
-    assert record[2][:2] == (0, 1)
-    assert {m: record[m][:2] for m in (3, 4, 5)} == {3: (1, 0), 4: (1, 0), 5: (1, 0)}
-    # its model: 3 delivered, 2 failed, each failure living from its create to the stop
-    assert led.model_record()[REF] == (3, 2, pytest.approx(50.0))
-    led.close()
-
-
 def test_the_outlook_carries_the_model_record_and_dud_time():
     jobs = [Job(f"j{i}", "true", ref_gpu=REF, ref_hours=1.0) for i in range(3)]
     work = outlook(jobs, {}, 3, {REF: (1, 2)}, 0.5)

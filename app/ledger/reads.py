@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .event import Event
 from .kinds import EventKind
-from .records import MACHINE_RECORD_SQL, MODEL_RECORD_SQL, model_rows
+from .records import MODEL_RECORD_SQL, model_rows
 
 
 class NamedReads:
@@ -90,12 +90,18 @@ class NamedReads:
         return self.events(where="kind = 'sent' AND intent_seq = ?", params=[intent_seq])
 
     def machine_record(self) -> dict[int, tuple[int, int, float]]:
-        """Machine id -> (rentals that delivered, rentals that failed, their mean USD): our own
-        memory of hosts (`records.py`: a rental verified and gone before its first job failed).
+        """Machine id -> (verified rentals, duds, mean USD of a dud): our own memory of hosts.
         An attempt given up for the campaign's fault, or suspected of it (its abandon names a
         `blame`), or cancelled (the campaign ended, or its operator quit, while it booted)
         says nothing of its host and costs it no reputation."""
-        rows = self._rows(MACHINE_RECORD_SQL)
+        rows = self._rows(
+            "SELECT machine_id, count(*) FILTER (WHERE verified_at IS NOT NULL), "
+            "count(*) FILTER (WHERE dud), avg(total_usd) FILTER (WHERE dud) "
+            "FROM instances WHERE instance_id NOT IN (SELECT instance_id FROM events "
+            "WHERE kind = 'abandon' AND instance_id IS NOT NULL "
+            "AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled')) "
+            "GROUP BY machine_id"
+        )
         return {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in rows if m is not None}
 
     def model_record(self) -> dict[str, tuple[int, int, float]]:
