@@ -77,7 +77,13 @@ class ReceiptScreen(Screen[None]):
         receipts = self.ledger.receipt(self.campaign)
         # the receipt is the ledger's, to its clock (the engine's last poll, `Ledger.tick`):
         # once the controller has exited, stopped rentals' storage bills on past that clock
-        as_of = self.ledger.query("select now from ledger_clock", limit=1).rows
+        # (its campaign's clock: one ledger may hold several markets' clocks, as the demo's)
+        mine = (self.campaign or "").replace("'", "''")
+        as_of = self.ledger.query(
+            f"select coalesce((select now from campaign_clocks where campaign = '{mine}'), "
+            "(select now from ledger_clock))",
+            limit=1,
+        ).rows
         hosts = self.ledger.query(
             # p(deliver) with the prior of rentwatch.core.reputation (mean 0.4, weight 2)
             # short names: thirteen columns in 80 cells cut every header to "machi…"

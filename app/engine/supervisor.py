@@ -274,7 +274,8 @@ class Supervisor:
                 self.journal.say(f"done   {done.reason}")
         self.job_work.reap(now)
         await self.job_work.dispatch(now)
-        self.ledger.tick(self.market.answered_at())  # what the ledger's figures compute to
+        # what the ledger's figures compute to, on this market's clock
+        self.ledger.tick(self.market.answered_at(), getattr(self.market, "base_url", None))
         for fn in self.listeners:
             fn()
         return decisions

@@ -3,8 +3,8 @@
 The views implement the billing rules of `rentwatch.core.billing.charges` in SQL (a property
 test keeps the two equal): storage from the create to the destroy in every state; GPU time while
 held (not stopped) from the create in `created` billing, or only while running in `running`
-billing. An instance still alive is billed up to the ledger's clock: its latest event, or
-the moment of the engine's last poll if later.
+billing. An instance still alive is billed up to its campaign's clock: the latest event of the
+campaigns on its market, or the moment of that market's engine's last poll if later.
 """
 
 from __future__ import annotations
@@ -38,6 +38,27 @@ VIEWS = r"""
 CREATE OR REPLACE VIEW ledger_clock AS
 SELECT greatest(coalesce(max(ts), 0), coalesce(
   (SELECT TRY_CAST(value AS DOUBLE) FROM meta WHERE key = 'clock'), 0)) AS now FROM events;
+
+-- each campaign's clock: the same, over the campaigns that rented on its market (its
+-- campaign_start names it; '' where none does). One ledger may hold several markets' clocks:
+-- the demo's simulated markets each start at the wall clock and run 30x, so a live rental of
+-- today's demo was billed up to where yesterday's demo had run to (hours ahead)
+CREATE OR REPLACE VIEW campaign_clocks AS
+WITH cm AS (
+  SELECT coalesce(campaign, '') AS campaign, max(ts) AS last_ts,
+         coalesce(arg_max(detail->>'market', seq) FILTER (
+           WHERE kind = 'campaign_start' AND detail->>'market' IS NOT NULL), '') AS market
+  FROM events GROUP BY 1
+), mk AS (
+  SELECT market, max(last_ts) AS ts FROM cm GROUP BY market
+), ticks AS (
+  SELECT substr(key, 7) AS market, TRY_CAST(value AS DOUBLE) AS ts FROM meta WHERE key LIKE 'clock@%'
+  UNION ALL SELECT '', TRY_CAST(value AS DOUBLE) FROM meta WHERE key = 'clock'
+), tk AS (
+  SELECT market, max(ts) AS ts FROM ticks GROUP BY market
+)
+SELECT cm.campaign, cm.market, greatest(coalesce(mk.ts, 0), coalesce(tk.ts, 0)) AS now
+FROM cm JOIN mk USING (market) LEFT JOIN tk USING (market);
 
 -- the events that stand: a write-off (`lost`) is void when the instance was listed again after
 -- it (`returned`): it never stopped existing, nor billing
@@ -103,12 +124,13 @@ WITH m AS (
   FROM billing_marks
   WINDOW w AS (PARTITION BY instance_id ORDER BY ts, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 )
-SELECT instance_id, ts, campaign, greatest(coalesce(next_at, (SELECT now FROM ledger_clock)) - ts, 0) AS span_s,
+SELECT m.instance_id, m.ts, m.campaign,
+       greatest(coalesce(m.next_at, k.now, (SELECT now FROM ledger_clock)) - m.ts, 0) AS span_s,
        created = 1 AND destroyed = 0 AND coalesce(online, 1) = 1 AS storage_on,
        created = 1 AND destroyed = 0 AND coalesce(online, 1) = 1 AND coalesce(held, 0) = 1
          AND (mode = 'created' OR coalesce(running, 0) = 1) AS gpu_on,
        coalesce(p_gpu, 0) AS gpu_dph, coalesce(p_storage, 0) AS storage_dph
-FROM m;
+FROM m LEFT JOIN campaign_clocks k ON k.campaign = coalesce(m.campaign, '');
 
 CREATE OR REPLACE VIEW instance_charges AS
 SELECT instance_id,
@@ -162,7 +184,7 @@ SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.fail
        e.verified_at IS NULL AND (e.abandoned_at IS NOT NULL OR e.destroyed_at IS NOT NULL) AS dud,
        (coalesce(e.destroyed_at, e.abandoned_at, e.last_seen) - c.created_at) / 60 AS lifetime_min,
        CASE WHEN e.verified_at IS NOT NULL THEN
-         (coalesce(d.delivered_until, (SELECT now FROM ledger_clock)) - e.verified_at) / 3600 ELSE 0 END AS gpu_hours,
+         (coalesce(d.delivered_until, k.now, (SELECT now FROM ledger_clock)) - e.verified_at) / 3600 ELSE 0 END AS gpu_hours,
        coalesce(ch.gpu_usd, 0) AS gpu_usd, coalesce(ch.storage_usd, 0) AS storage_usd,
        coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0) AS total_usd,
        -- the same moments as a person reads them (TIMESTAMPTZ to the second, in the session's zone)
@@ -172,7 +194,8 @@ SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.fail
        date_trunc('second', to_timestamp(e.destroyed_at)) AS destroyed_time
 FROM c JOIN e USING (instance_id)
 LEFT JOIN d USING (instance_id)
-LEFT JOIN instance_charges ch USING (instance_id);
+LEFT JOIN instance_charges ch USING (instance_id)
+LEFT JOIN campaign_clocks k ON k.campaign = coalesce(c.campaign, '');
 
 CREATE OR REPLACE VIEW hosts AS
 WITH ev AS (
@@ -278,10 +301,11 @@ SELECT t.*,
        t.verified_at IS NULL AND (t.abandoned_at IS NOT NULL OR t.destroyed_at IS NOT NULL) AS dud,
        (coalesce(t.destroyed_at, t.abandoned_at, t.last_seen) - t.began) / 60 AS lifetime_min,
        CASE WHEN t.verified_at IS NOT NULL THEN
-         (coalesce(d.delivered_until, (SELECT now FROM ledger_clock)) - t.verified_at) / 3600 ELSE 0 END AS gpu_hours,
+         (coalesce(d.delivered_until, k.now, (SELECT now FROM ledger_clock)) - t.verified_at) / 3600 ELSE 0 END AS gpu_hours,
        coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0) AS total_usd
 FROM t LEFT JOIN d USING (campaign, instance_id)
 LEFT JOIN tenure_charges ch USING (campaign, instance_id)
+LEFT JOIN campaign_clocks k ON k.campaign = t.campaign
 WHERE t.instance_id IN (SELECT instance_id FROM events WHERE kind = 'create' AND phase <> 'intent' AND ok);
 
 CREATE OR REPLACE VIEW receipt_classes AS

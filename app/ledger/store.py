@@ -142,7 +142,7 @@ class Ledger(NamedReads):
         return int(row[0]) if row else 0
 
     # -- the moment it computes to ---------------------------------------------------------
-    def tick(self, now: float) -> None:
+    def tick(self, now: float, market: str | None = None) -> None:
         """The market moment the engine has seen up to (each poll): the views bill what is
         still alive up to here, so the receipt, the views and the live figures agree at one
         instant, and a finished campaign's figures stop where its controller last looked."""
@@ -152,6 +152,11 @@ class Ledger(NamedReads):
             self.__con.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('clock', ?)", [repr(float(now))]
             )
+            if market:  # the clock of that market's campaigns (view campaign_clocks)
+                self.__con.execute(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    [f"clock@{market}", repr(float(now))],
+                )
 
     # -- appends ---------------------------------------------------------------------------
     def record(
