@@ -322,8 +322,13 @@ def test_a_demo_nobody_watches_or_kept_ends_itself(tmp_path, runtime):
         assert proc.returncode == 0
         log = Path(str(ledger) + ".log").read_text()
         assert "nobody has watched for" in log
-        rows = Ledger(ledger, read_only=True).instance_rows()
+        led = Ledger(ledger, read_only=True)
+        rows = led.instance_rows()
         assert rows and all(r["stopped_at"] or r["destroyed_at"] for r in rows), rows
+        # no person stopped anything: the stops are the rule's (they read `human` before)
+        actors = {e.actor for e in led.events(where="kind IN ('stop', 'destroy')")}
+        assert actors and "human" not in actors, actors
+        led.close()
         time.sleep(7)  # the kept one, unwatched past its window too, runs on
         assert kept.poll() is None
     finally:

@@ -78,7 +78,7 @@ def _serve(
                     break
     finally:
         trap.ending = True
-        mode = "trap" if trap.fired else ("stop" if unwatched else engine.exit_mode)
+        mode = "trap" if trap.fired else ("unwatched" if unwatched else engine.exit_mode)
         if trap.fired:
             _say(f"trap   signal {trap.name()}: releasing what is held")
         service.stop(mode, _say)

@@ -17,6 +17,15 @@ from ..engine.session import Session
 from ..market.errors import AuthError
 from ..views.snapshot import FleetReadout, snapshot
 
+# how each way of ending releases what is held: (actor, reason) of its stops
+RELEASES = {
+    "stop": ("human", "dashboard closed: stop all held"),
+    "trap": ("trap", "dashboard closed: stop all held"),
+    # a demo's controller that nobody watched nor chose to leave running ends itself: no person
+    # stopped anything
+    "unwatched": ("rule:unwatched", "nobody watched this demo and nobody chose to keep it"),
+}
+
 
 class EngineThread:
     def __init__(
@@ -108,10 +117,7 @@ class EngineThread:
             if self.exit_mode == "detach":
                 await session.detach("operator chose detach on quit")
             else:
-                await session.release(
-                    "trap" if self.exit_mode == "trap" else "human",
-                    "dashboard closed: stop all held",
-                )
+                await session.release(*RELEASES.get(self.exit_mode, RELEASES["stop"]))
             await session.end(f"dashboard closed ({self.exit_mode})")
 
     def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
