@@ -57,10 +57,12 @@ def test_example_campaign_ends_with_its_receipt_and_artifacts_folder(
     # the proven hosts are left stopped, and the end says what they bill and how to end them
     said = re.search(
         r"(\d+) stopped rental\(s\) still bill storage, \$[0-9.]+/day: rentwatch end "
-        rf"--campaign {campaign.name} --ledger \S+ --destroy",
+        rf"--campaign {campaign.name} --ledger \S+ --market-url (\S+) --destroy",
         out,
     )
     assert kept and said and int(said.group(1)) == len(kept), out[-3000:]
+    # pasted as it is, `end` reaches the market the campaign rented on (the simulator's)
+    assert said.group(2) == sim.url.rstrip("/"), said.group(0)
     assert uploads and all([f["sha256"] for f in e.detail["files"]] == [script] for e in uploads), [
         e.detail for e in uploads
     ]

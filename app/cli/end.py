@@ -22,9 +22,9 @@ from typing import Any
 from ..core.errors import RentwatchError
 from ..ledger import EventKind
 from ..ledger.holdings import Holding, holdings_sql
+from ..market.vast.client import REAL_MARKET
 from .ledger_read import select, sql_text
 
-REAL_MARKET = "https://console.vast.ai"
 HUMAN = "human"
 K = EventKind
 SETTLE_S = 60.0  # wall seconds to wait for an ended controller to let go of the ledger

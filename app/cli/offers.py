@@ -22,8 +22,7 @@ from ..core.models import Offer
 from ..core.offer_choice import choose_offers, unfit_reason
 from ..core.policy import Policy
 from ..core.reputation import delivered_hour_usd, market_odds
-
-REAL_MARKET = "https://console.vast.ai"
+from ..market.vast.client import REAL_MARKET
 
 
 class OfferSearchFailed(RentwatchError):

@@ -10,10 +10,9 @@ import sys
 from typing import Any
 
 from ..ledger.reconcile import TOLERANCE_USD, MarketCharge, market_by_instance, reconcile
-from ..market.vast.client import VastClient
+from ..market.vast.client import REAL_MARKET, VastClient
 from ..market.vast.keys import find_api_key
 
-REAL_MARKET = "https://console.vast.ai"
 DAY = 86400.0
 
 

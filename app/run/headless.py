@@ -31,6 +31,7 @@ from ..engine.session import Session, default_key_path
 from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import EventKind, Ledger
 from ..market.errors import REFUSALS, AuthError
+from ..market.vast.client import REAL_MARKET
 from ..notify.metrics import Metrics
 from .alerts import Alerts, open_alerts
 from .exit_trap import ExitTrap, Trapped
@@ -279,10 +280,13 @@ def _say_what_bills(
     stopped = [a for a in sup.fleet.on_market() if a.life.phase == Phase.STOPPED]
     if stopped:
         per_day = sum(a.storage_dph for a in stopped) * 24
+        # `end` refuses another market than the campaign's: name it where it is not Vast's own
+        url = str(getattr(sup.market, "base_url", "") or "").rstrip("/")
+        market = f" --market-url {shlex.quote(url)}" if url and url != REAL_MARKET else ""
         log(
             f"end    {len(stopped)} stopped rental(s) still bill storage, ${per_day:.3f}/day: "
             f"rentwatch end --campaign {shlex.quote(campaign)} --ledger "
-            f"{shlex.quote(ledger_path)} --destroy"
+            f"{shlex.quote(ledger_path)}{market} --destroy"
         )
 
 

@@ -28,6 +28,7 @@ from .transport import CREATE_TIMEOUT, PAGE_SIZE
 
 # The market's own charges (`GET /api/v0/charges/`, as `vastai show invoices-v1 --charges`
 # reads them: vastai `api/billing.py` show_invoices_v1).
+REAL_MARKET = "https://console.vast.ai"  # the API's base, as the official CLI's default
 CHARGES_PATH = "/api/v0/charges/"
 # What the official CLI searches for unless told otherwise (vastai 1.9.1
 # `cli/commands/offers.py` search__offers: "default: 'external=false rentable=true
