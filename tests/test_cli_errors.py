@@ -148,6 +148,8 @@ def test_export_to_a_place_that_cannot_be_written(tmp_path, capsys):
         ["demo", "--time-scale", "-1"],
         ["demo", "--time-scale", "nan"],
         ["referee", "--seeds", "0"],
+        ["referee", "--family", "0"],  # it ran nine runs of the article's market instead
+        ["referee", "--family", "-3"],
     ],
 )
 def test_bad_numbers_are_usage_errors(capsys, args):

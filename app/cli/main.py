@@ -134,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--seeds", type=_positive_int, help="seeds per market (default 3; 1 with --family)"
     )
-    f.add_argument("--family", type=int, default=0, help="N markets drawn from the family")
+    f.add_argument(
+        "--family", type=_positive_int, default=0, help="N markets drawn from the family"
+    )
     f.add_argument("--family-seed", type=int, default=1, help="which family (docs/referee.md)")
     f.add_argument("--deadline-min", type=float, default=360.0, help="market minutes per run")
     f.add_argument("--workers", type=int, help="parallel processes (default: the CPU count)")
