@@ -69,10 +69,20 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print("no controller is running")
         return 0
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
     from rich.text import Text
 
-    table = Table("campaign", "pid", "uptime", "fleet", "spend", "$/h", "socket")
+    # the campaign and the socket (what `attach --socket` and an SSH forward take) are folded
+    # whole onto more lines, never cut with an ellipsis (at 120 columns the socket was cut)
+    table = Table(
+        Column("campaign", overflow="fold"),
+        "pid",
+        "uptime",
+        "fleet",
+        "spend",
+        "$/h",
+        Column("socket", overflow="fold"),
+    )
     for r in rows:
         # in service now out of wanted, as the dashboard's bar (`verified` counts every rental
         # that ever passed a preflight, stopped ones too: "4/3" over a fleet of stopped ones)
