@@ -1,6 +1,6 @@
 """The referee's workers end with it (app/referee/workers.py). Before, a SIGTERM to `rentwatch
 referee` left its worker processes running whole campaigns, with their simulated hosts'
-processes and folders, long after it was gone; a ^C waited for every queued run."""
+processes and folders, long after it was gone."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from rentwatch.referee.workers import run_in_workers
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -335,3 +335,33 @@ def test_a_demo_nobody_watches_or_kept_ends_itself(tmp_path, runtime):
         _kill(kept.pid)
         _kill(proc.pid)
     _until(lambda: kept.poll() is not None, 60, "the kept demo's stop")
+
+
+def test_a_second_demo_started_before_the_first_registered_attaches_to_it(
+    tmp_path, runtime, monkeypatch
+):
+    """Two `rentwatch demo` started within a second: the second looked before the first had
+    registered, started its own controller, which found the ledger locked, and it failed
+    ("is open in another rentwatch process", exit 2) instead of attaching, as the README says
+    a second demo does."""
+    from rentwatch.run.service import spawn
+
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"))
+    argv = ["--demo", "--time-scale", "120", "--seed", "7"]
+    ledger = (tmp_path / "demo.duckdb").resolve()
+    first, proc = connect(argv, ledger, None, env)
+    assert proc is not None
+    try:
+        looks = []
+        real_find = registry.find
+
+        def late_find(**kw):  # the first look comes before the first demo registered
+            looks.append(kw)
+            return [] if len(looks) == 1 else real_find(**kw)
+
+        monkeypatch.setattr(spawn.registry, "find", late_find)
+        second, proc2 = connect(argv, ledger, None, env)
+        assert proc2 is None and second.socket == first.socket
+    finally:
+        _kill(proc.pid)
+    _until(lambda: proc.poll() is not None, 60, "the demo's stop")

@@ -241,8 +241,35 @@ def connect(
         print(f"rentwatch: {entry.campaign} is already running (pid {entry.pid}); attaching")
         return Target(socket=entry.socket), None
     print("rentwatch: starting the controller…", flush=True)
-    started = spawn_controller(["controller", *argv, "--ledger", str(ledger)], ledger, env)
+    try:
+        started = spawn_controller(["controller", *argv, "--ledger", str(ledger)], ledger, env)
+    except ControllerFailed as exc:
+        # two started within a second: the other one opened the ledger first and had not
+        # registered yet when this one looked; once it has, attach to it as above
+        if LEDGER_TAKEN not in str(exc):
+            raise
+        holder = _holder(ledger, campaign)
+        if holder is None:
+            raise
+        print(f"rentwatch: {holder.campaign} started meanwhile (pid {holder.pid}); attaching")
+        return Target(socket=holder.socket), None
     return Target(socket=started.entry.socket), started.proc
+
+
+LEDGER_TAKEN = "is open in another rentwatch process"  # ledger.store's refusal
+
+
+def _holder(
+    ledger: Path, campaign: str | None, wait_s: float = 15.0, step_s: float = 0.2
+) -> registry.Entry | None:
+    """The controller that holds `ledger` for `campaign` (any, for None), once it registers."""
+    for _ in range(int(wait_s / step_s)):
+        with contextlib.suppress(OSError):
+            for entry in registry.find(ledger=ledger):
+                if campaign is None or entry.campaign == campaign:
+                    return entry
+        time.sleep(step_s)
+    return None
 
 
 def run_attached(
