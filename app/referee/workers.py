@@ -13,7 +13,8 @@ market, which kills its hosts' processes and removes their folders. So:
   that its parent changed, and ends itself the same way.
 A pool of our own, not `multiprocessing.Pool` (whose `terminate` waits without bound, and whose
 worker handler starts a fresh worker that takes the next run while the others are ended) nor
-`ProcessPoolExecutor` (which runs every queued run to its end after a ^C).
+`ProcessPoolExecutor` (which ended nothing: after a SIGTERM to the referee its workers ran
+their campaigns on, minutes after it was gone).
 """
 
 from __future__ import annotations
