@@ -6,7 +6,7 @@ from __future__ import annotations
 class RentwatchError(Exception):
     """Base of every error rentwatch raises on purpose; `title` is what a person sees first."""
 
-    title = "rentwatch error"
+    title = "error"  # printed as "rentwatch: error: ...": the prefix names the tool once
 
 
 class MalformedAnswer(RentwatchError):
