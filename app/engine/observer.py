@@ -352,7 +352,7 @@ class Observer:
                 a,
                 at=changed,
                 actor="engine",
-                reason=f"status {a.status} -> {status}",
+                reason=f"status {a.status or 'none yet'} -> {status}",
                 detail={"status": status, "msg": (inst.status_msg or "")[:300]},
             )
             # billing marks as Vast bills: nothing while offline (neither GPU nor storage)

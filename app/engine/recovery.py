@@ -351,7 +351,7 @@ class Recovery:
             a,
             at=at,
             actor="reconcile",
-            reason=f"status {said} -> {status} (found at the restart)",
+            reason=f"status {said or 'none yet'} -> {status} (found at the restart)",
             detail={"status": status, "msg": (inst.status_msg or "")[:300]},
         )
         a.marked(status_marks(at, status))
