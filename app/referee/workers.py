@@ -27,7 +27,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -50,16 +50,28 @@ def _as_sigint(_signum: int, frame: Any) -> None:
 
 
 @contextmanager
-def sigterm_is_sigint() -> Iterator[None]:
-    """In the main thread: SIGTERM does what ^C does, while inside."""
+def _signals(handlers: dict[signal.Signals, Any]) -> Iterator[None]:
+    """These handlers while inside, the earlier ones back after (main thread only: Python
+    runs signal handlers there alone)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _as_sigint)
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def sigterm_is_sigint() -> AbstractContextManager[None]:
+    """SIGTERM does what ^C does, while inside."""
+    return _signals({signal.SIGTERM: _as_sigint})
+
+
+def _shielded() -> AbstractContextManager[None]:
+    """^C and SIGTERM ignored while inside: the workers' cleanup is not cut short."""
+    return _signals({signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: signal.SIG_IGN})
 
 
 def _watch_parent(parent: int, poll_s: float) -> None:
@@ -115,20 +127,6 @@ def _end(
         if p.is_alive():
             p.kill()
             p.join(5)
-
-
-@contextmanager
-def _shielded() -> Iterator[None]:
-    """^C and SIGTERM ignored while inside: the workers' cleanup is not cut short."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def run_in_workers(
