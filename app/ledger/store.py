@@ -20,6 +20,8 @@ from .readonly import QUERY_TIMEOUT_S, QueryResult, QuerySandbox, connect_sandbo
 from .reads import NamedReads
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
+# the refusal of a ledger another process writes (`run.service.spawn` waits on it to attach)
+HELD_ELSEWHERE = "is open in another rentwatch process"
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog", "market")
 
 _COLUMNS = (
@@ -103,7 +105,7 @@ class Ledger(NamedReads):
             msg = str(exc).splitlines()[0]
             if "lock" in msg.lower():
                 raise LedgerError(
-                    f"{self.path} is open in another rentwatch process (DuckDB allows "
+                    f"{self.path} {HELD_ELSEWHERE} (DuckDB allows "
                     "one writer); query it from that process's ledger screen"
                 ) from None
             raise LedgerError(f"cannot open {self.path}: {msg}") from None

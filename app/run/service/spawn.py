@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...ledger.store import HELD_ELSEWHERE
 from . import api, registry
 from .controller import READY_S, SERVE_S
 from .remote import ControllerClient, RemoteEngine, RemoteLedger
@@ -246,7 +247,7 @@ def connect(
     except ControllerFailed as exc:
         # two started within a second: the other one opened the ledger first and had not
         # registered yet when this one looked; once it has, attach to it as above
-        if LEDGER_TAKEN not in str(exc):
+        if HELD_ELSEWHERE not in str(exc):
             raise
         holder = _holder(ledger, campaign)
         if holder is None:
@@ -254,9 +255,6 @@ def connect(
         print(f"rentwatch: {holder.campaign} started meanwhile (pid {holder.pid}); attaching")
         return Target(socket=holder.socket), None
     return Target(socket=started.entry.socket), started.proc
-
-
-LEDGER_TAKEN = "is open in another rentwatch process"  # ledger.store's refusal
 
 
 def _holder(
