@@ -128,3 +128,28 @@ def test_receipt_screen_says_as_of_when(tmp_path):
     shown = f"{getattr(table, 'title', '')} / {getattr(table, 'caption', '')}"
     assert shown == f"receipt as of {clock(at + 60)} / the ledger's clock: the engine's last poll"
     led.close()
+
+
+def test_receipt_screen_is_as_of_the_charted_campaigns_clock(tmp_path):
+    """A ledger of two demos: the second's simulated market runs hours behind the first's.
+    The receipt says the moment the chart (the newest campaign's) ends at, not the first's."""
+    from rentwatch.widgets.clock import clock
+
+    led = Ledger(tmp_path / "l.duckdb")
+    at = 1_796_064_903.0
+    for name, port, end in (("demo", 9001, at + 7200), ("demo-2", 9002, at + 600)):
+        led.record(
+            "campaign_start",
+            at=at,
+            actor="engine",
+            reason="s",
+            campaign=name,
+            detail={"market": f"http://127.0.0.1:{port}"},
+        )
+        s = led.intent(
+            "create", at=at, actor="rule:replace", reason="r", campaign=name, gpu_dph=0.2
+        )
+        led.outcome(s, at=end, ok=True, instance_id=port)
+    _, table = _receipt_shown(led)
+    assert getattr(table, "title", "") == f"receipt as of {clock(at + 600)}"
+    led.close()

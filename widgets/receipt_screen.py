@@ -77,8 +77,10 @@ class ReceiptScreen(Screen[None]):
         receipts = self.ledger.receipt(self.campaign)
         # the receipt is the ledger's, to its clock (the engine's last poll, `Ledger.tick`):
         # once the controller has exited, stopped rentals' storage bills on past that clock
-        # (its campaign's clock: one ledger may hold several markets' clocks, as the demo's)
-        mine = (self.campaign or "").replace("'", "''")
+        # (the charted campaign's clock, where the chart ends: one ledger may hold several
+        # markets' clocks, as the demo's, whose second demo's market runs hours behind the first)
+        chart = self.chart or (str(receipts[-1]["campaign"]) if receipts else None)
+        mine = (self.campaign or chart or "").replace("'", "''")
         as_of = self.ledger.query(
             f"select coalesce((select now from campaign_clocks where campaign = '{mine}'), "
             "(select now from ledger_clock))",
@@ -96,7 +98,6 @@ class ReceiptScreen(Screen[None]):
             limit=200,
         )
         at = float(as_of[0][0]) if as_of and as_of[0][0] else None
-        chart = self.chart or (str(receipts[-1]["campaign"]) if receipts else None)
         spend: tuple[str, list[SpendPoint]] | None = None
         if chart is not None:
             width = max(30, min(200, self.size.width - 2))
