@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+from importlib.metadata import version
 
+import pytest
 from rentwatch.cli.main import main
 
 from tests.campaigns import campaign_text
@@ -27,3 +29,12 @@ def test_offers_title_counts_every_offer_found_not_only_the_fit(
     out = " ".join(capsys.readouterr().out.split())
     got = re.search(r"(\d+) fit of (\d+) offers", out)
     assert got and (int(got[1]), int(got[2])) == (len(fit), len(every)), out[:200]
+
+
+def test_version_names_the_installed_distribution(capsys):
+    """`rentwatch --version` answered with the top-level usage and exit 2; it now prints the
+    version the installed package's metadata carries (pyproject.toml's, not a second copy)."""
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"rentwatch {version('rentwatch')}"

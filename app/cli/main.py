@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from .. import __version__
 from ..core.errors import RentwatchError
 from ..core.text import clean
 from . import commands
@@ -51,6 +52,7 @@ FOREGROUND = (
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
+    p.add_argument("--version", action="version", version=f"rentwatch {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     d = sub.add_parser(
