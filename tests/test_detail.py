@@ -14,8 +14,9 @@ from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service.remote import ControllerClient, RemoteEngine
+from rentwatch.views.detail import InstanceDetail, Sample
 from rentwatch.widgets.app import RentwatchApp
-from rentwatch.widgets.detail_screen import DetailScreen
+from rentwatch.widgets.detail_screen import DetailScreen, render_gpu
 from rentwatch.widgets.fleet import FleetView, visible
 from rentwatch.widgets.ledger_screen import CANNED, LedgerScreen, canned_key
 from rentwatch.widgets.modals import BulkDestroyConfirm, ChoiceScreen
@@ -457,3 +458,18 @@ def test_an_events_reason_keeps_most_of_an_80_column_screen(width):
     assert len(body) <= 3, body  # the reason in two lines at most, the event's in three
     text = "".join(ln.replace("│", "").replace(" ", "") for ln in body)
     assert "1000123" in text and actor in text and "✔" in text and "…" not in text
+
+
+def test_a_stopped_hosts_last_sample_is_not_called_its_utilization_now():
+    """A newcomer's stopped instance read "utilization, now 97%": the last sample before the
+    stop, shown as if the GPU were busy still."""
+    at = 1_800_000_000.0
+    samples = tuple(Sample(at + 60 * i, 97.0, 2500.0, 2520.0, ()) for i in range(3))
+    d = InstanceDetail(
+        7, at + 600, 1.0, "RTX 4090", 1, 1, "working", "running", "", at, None,
+        0.3, 0.01, 0.1, 0.0, 0.0, {}, (), samples, (), (), "", (),
+    )  # fmt: skip
+    assert "utilization, now 97%" in render_gpu(d).plain
+    stopped = render_gpu(dataclasses.replace(d, phase="stopped", ended_at=at + 300)).plain
+    assert "now 97%" not in stopped
+    assert "utilization 97% at the last sample" in stopped and "stopped now" in stopped

@@ -105,6 +105,11 @@ def render_preflight(d: InstanceDetail) -> Text:
     return t
 
 
+SAMPLED_NOW = frozenset(
+    {"running", "verifying", "verified", "working", "idle"}
+)  # phases whose samples go on
+
+
 def render_gpu(d: InstanceDetail, width: int = 60) -> Text:
     t = Text()
     t.append("GPU over time", style="bold")
@@ -118,7 +123,11 @@ def render_gpu(d: InstanceDetail, width: int = 60) -> Text:
     )
     throttled = "".join("!" if s.reasons else "·" for s in d.samples[-width:])
     last = d.samples[-1]
-    t.append(f"   utilization, now {last.util or 0:.0f}%\n")
+    if d.phase in SAMPLED_NOW:
+        t.append(f"   utilization, now {last.util or 0:.0f}%\n")
+    else:  # a stopped or gone host's last sample is history, not its state
+        t.append(f"   utilization {last.util or 0:.0f}% at the last sample, {clock(last.at)}")
+        t.append(f" (the instance is {d.phase} now)\n", style="dim")
     for line in column_chart(util, width + 9, height=4):  # the samples as columns, in time
         t.append("   ")
         t.append(line)
