@@ -192,3 +192,21 @@ def test_a_reader_that_goes_away_costs_no_traceback(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(60) == 141, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["receipt", "--nosuch"], "usage: rentwatch receipt "),
+        (["scenario", "from-ledger", "--zzz"], "usage: rentwatch scenario from-ledger "),
+        (["--zzz"], "usage: rentwatch [-h]"),
+    ],
+)
+def test_a_flag_a_command_does_not_know_shows_that_commands_usage(argv, usage, capsys):
+    """`rentwatch receipt --nosuch` printed the top level's usage, which lists no flag of
+    `receipt`: the error now comes from the command that was given the flag."""
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and f"unrecognized arguments: {argv[-1]}" in err

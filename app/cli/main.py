@@ -202,9 +202,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _own_usage(parser: argparse.ArgumentParser) -> None:
+    """Each (sub)command's parser names itself in the namespace, so a flag it does not know is
+    reported with its usage line, not the top level's."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(usage_parser=sub)
+                _own_usage(sub)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)  # a usage error: argparse's one line and SystemExit(2)
+    _own_usage(parser)
+    # a usage error: argparse's one line and SystemExit(2)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        getattr(args, "usage_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "fn", None):
         args = parser.parse_args(["watch"])  # plain `rentwatch` is `rentwatch watch`
     try:
