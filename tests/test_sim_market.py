@@ -223,8 +223,9 @@ def test_billing_function_stop_start_and_price_change():
 def test_broken_scenarios_are_named(tmp_path, text, needle):
     p = tmp_path / "s.toml"
     p.write_text(text)
-    with pytest.raises(ConfigError, match=needle):
+    with pytest.raises(ConfigError, match=needle) as err:
         load_scenario(p)
+    assert str(p) in str(err.value)  # which file, whether TOML or a setting is wrong
 
 
 def test_truth_endpoint_and_auth(make_sim):

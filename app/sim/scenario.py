@@ -353,4 +353,7 @@ def load_scenario(path: str | Path | None) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: {exc}") from None
-    return parse_scenario(data, p.stem)
+    try:
+        return parse_scenario(data, p.stem)
+    except ConfigError as exc:
+        raise ConfigError(f"{p}: {exc}") from None  # which file, as the TOML error says
