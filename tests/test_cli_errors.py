@@ -210,3 +210,14 @@ def test_a_flag_a_command_does_not_know_shows_that_commands_usage(argv, usage, c
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(usage) and f"unrecognized arguments: {argv[-1]}" in err
+
+
+def test_csv_on_standard_output_ends_lines_as_the_terminal_does(tmp_path, capsys):
+    """`rentwatch ledger --csv ... | cut -d, -f2` got "x\\r": csv's RFC line ending on a
+    terminal's pipe. The file export (`--export x.csv`) keeps RFC 4180's CRLF."""
+    from rentwatch.ledger import Ledger
+
+    ledger = tmp_path / "l.duckdb"
+    Ledger(ledger).close()
+    assert main(["ledger", "--ledger", str(ledger), "--csv", "select 1 as a, 'x' as b"]) == 0
+    assert capsys.readouterr().out == "a,b\n1,x\n"

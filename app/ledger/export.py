@@ -46,7 +46,7 @@ def print_result(result: QueryResult, fmt: str, limit: int, width: int | None = 
         ]
         print(json.dumps(dicts, default=lambda v: clean(v, CELL_LIMIT), indent=1, allow_nan=False))
     elif fmt == "csv":
-        w = csv.writer(sys.stdout)
+        w = csv.writer(sys.stdout, lineterminator="\n")  # a pipe to cut or awk: plain lines
         w.writerow(columns)
         w.writerows(rows)
     else:
