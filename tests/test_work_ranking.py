@@ -18,6 +18,7 @@ from rentwatch.core.work_cost import (
     detect_prior_h,
     host_cost,
 )
+from rentwatch.engine.offers import OfferBook
 from rentwatch.ledger import Ledger
 
 REF = "RTX 4090"
@@ -154,3 +155,28 @@ def test_the_outlook_carries_the_model_record_and_dud_time():
     jobs = [Job(f"j{i}", "true", ref_gpu=REF, ref_hours=1.0) for i in range(3)]
     work = outlook(jobs, {}, 3, {REF: (1, 2)}, 0.5)
     assert work is not None and work.models[REF] == (1, 2) and work.dud_h == 0.5
+
+
+def test_duds_at_a_models_cheap_end_do_not_send_the_work_to_a_card_twice_as_dear():
+    """Training family 2026:6: the nine cheapest 4090s were duds. After four of them (and two
+    3070s) the pooled record and the 4090's own record, each counting two runs against a flat
+    prior, compounded to p(deliver) 0.03, and `default` worked on 3060s at 2.5x the healthy
+    4090s' price per unit. The policy's `odds_prior_runs` sets how far a few failures move
+    each level; at the default policy's strength the next 4090 still ranks first."""
+    history = {100 + i: (0, 1, 0.08) for i in range(4)} | {200: (0, 1, 0.05), 201: (0, 1, 0.05)}
+    models = {REF: (0, 4), "RTX 3070": (0, 2)}
+    offers = [_offer(1, REF, 0.379, 1), _offer(2, "RTX 3060", 0.15, 2)]
+    offers.append(_offer(3, "RTX 3070", 0.135, 3))
+
+    def first(strength: float) -> str:
+        work = _work(1.55, models=models, prior_runs=strength)
+        return rank_by_work(offers, history, work, 0.7)[0][0].gpu_name
+
+    assert first(2.0) == "RTX 3060"  # the compounding, as it was
+    assert first(DEFAULT.odds_prior_runs) == REF
+    # the engine's outlook carries the policy's strength (`--policies default+odds_prior_runs=5`)
+    book = OfferBook(None, Ledger(":memory:"), None, None, None, DEFAULT)  # type: ignore[arg-type]
+    jobs = [Job("a", "true", ref_gpu=REF, ref_hours=1.0)]
+    assert book.work_outlook(jobs, 2).prior_runs == DEFAULT.odds_prior_runs  # type: ignore[union-attr]
+    book.policy = DEFAULT.with_overrides({"odds_prior_runs": 5})
+    assert book.work_outlook(jobs, 2).prior_runs == 5  # type: ignore[union-attr]

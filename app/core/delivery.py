@@ -85,6 +85,7 @@ class WorkOutlook:
     boot_h: float = 0.25
     models: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     dud_h: float = DEFAULT_DUD_H
+    prior_runs: float = 2.0  # work_cost.deliver_odds's strength of each prior
 
     def rate(self, gpu_name: str, machine_id: int | None) -> float:
         """Reference GPU-hours per hour this offer is expected to deliver: its model's speed
@@ -102,6 +103,7 @@ def outlook(
     hosts: int,
     models: Mapping[str, tuple[int, int]] | None = None,
     dud_h: float = DEFAULT_DUD_H,
+    prior_runs: float = 2.0,
 ) -> WorkOutlook | None:
     """The outlook for the sized jobs still to run (None: none is sized), each host expected
     to take an equal share of the work left, at least one job."""
@@ -111,4 +113,6 @@ def outlook(
     ref = expected_tflops(left[0].ref_gpu or "") or 1.0
     total = sum(j.ref_hours or 0 for j in left)
     per_host = max(max(j.ref_hours or 0 for j in left), total / max(1, hosts))
-    return WorkOutlook(ref, per_host, dict(speeds), models=dict(models or {}), dud_h=dud_h)
+    return WorkOutlook(
+        ref, per_host, dict(speeds), models=dict(models or {}), dud_h=dud_h, prior_runs=prior_runs
+    )

@@ -113,11 +113,11 @@ def work_scores(
     model's record in our ledger), each billing this offer's price for the time the rules take
     to catch a dud, plus the wait at the operator's value of time (a slow host holds the
     campaign's end back)."""
-    pool = market_odds(history)
+    pool = market_odds(history, work.prior_runs)
     scored = []
     for o in offers:
         record = history.get(o.machine_id)
-        p = deliver_odds(record, work.models.get(o.gpu_name), pool)
+        p = deliver_odds(record, work.models.get(o.gpu_name), pool, work.prior_runs)
         rate = max(work.rate(o.gpu_name, o.machine_id), 1e-6)
         cost = host_cost(o.dph_total, rate, p, work.dud_h, work.job_ref_h, work.boot_h)
         per_ref_h = cost.per_ref_h(value_of_time)

@@ -59,6 +59,9 @@ class Policy:
     reuse_stopped: bool = False  # start a stopped, proven rental again before creating
     offer_sanity: bool = False  # skip offers whose own benchmark contradicts the GPU they claim
     rank: str = "price"  # price | expected_cost
+    # how many runs' worth the market's pooled record counts for beside a GPU model's own
+    # record, and a flat prior beside the pool, when ranking by delivered work
+    odds_prior_runs: float = 2.0
     # stop rules for verified instances
     idle_util_pct: float = 10.0
     idle_grace_s: float = 15 * 60.0
@@ -171,6 +174,7 @@ DEFAULT = Policy(
     drained_grace_s=60.0,
     offer_sanity=True,
     rank="expected_cost",
+    odds_prior_runs=8.0,
 )
 POLICIES = {p.name: p for p in (NAIVE, SEED, DEFAULT)}
 

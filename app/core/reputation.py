@@ -21,14 +21,16 @@ def p_deliver(good: int, bad: int, platform_score: float | None) -> float:
     return alpha / (alpha + beta)
 
 
-def market_odds(history: dict[int, tuple[int, int, float]]) -> float | None:
+def market_odds(
+    history: dict[int, tuple[int, int, float]], strength: float = PRIOR_STRENGTH
+) -> float | None:
     """The share of our rentals on this market that delivered, over every machine in our
-    ledger (shrunk towards the prior by PRIOR_STRENGTH runs); None before any run ended."""
+    ledger (shrunk towards the prior by `strength` runs); None before any run ended."""
     good = sum(g for g, _, _ in history.values())
     bad = sum(b for _, b, _ in history.values())
     if good + bad == 0:
         return None
-    return (0.4 * PRIOR_STRENGTH + good) / (PRIOR_STRENGTH + good + bad)
+    return (0.4 * strength + good) / (strength + good + bad)
 
 
 def offer_odds(

@@ -46,15 +46,19 @@ def detect_h(prior_h: float, dud_minutes: float, duds: int) -> float:
     return (prior_h * PRIOR_STRENGTH + max(0.0, dud_minutes) / 60) / (PRIOR_STRENGTH + n)
 
 
-def shrunk(prior: float, good: int, bad: int) -> float:
-    return (prior * PRIOR_STRENGTH + good) / (PRIOR_STRENGTH + good + bad)
+def shrunk(prior: float, good: int, bad: int, strength: float = PRIOR_STRENGTH) -> float:
+    return (prior * strength + good) / (strength + good + bad)
 
 
 def deliver_odds(
-    machine: Record | None, model: tuple[int, int] | None, pool: float | None
+    machine: Record | None,
+    model: tuple[int, int] | None,
+    pool: float | None,
+    strength: float = PRIOR_STRENGTH,
 ) -> float:
-    """p(deliver) of an offer: its machine's record over its model's, over the market's."""
-    model_p = shrunk(PRIOR_ODDS if pool is None else pool, *(model or (0, 0)))
+    """p(deliver) of an offer: its machine's record over its model's (the market's pool
+    counting `strength` runs), over the market's."""
+    model_p = shrunk(PRIOR_ODDS if pool is None else pool, *(model or (0, 0)), strength)
     good, bad, _ = machine or (0, 0, 0.0)
     return shrunk(model_p, good, bad)
 

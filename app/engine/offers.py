@@ -70,7 +70,9 @@ class OfferBook:
         dud_h = detect_h(
             prior, sum(m for _, _, m in rows.values()), sum(b for _, b, _ in rows.values())
         )
-        return outlook(jobs, self.ledger.machine_speeds(), hosts, model_records(rows), dud_h)
+        return outlook(
+            jobs, self.ledger.machine_speeds(), hosts, model_records(rows), dud_h, p.odds_prior_runs
+        )
 
     def fit(self) -> list[Offer]:
         """The offers last searched that the campaign could rent now."""
