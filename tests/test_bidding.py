@@ -10,8 +10,13 @@ import dataclasses
 
 import pytest
 from rentwatch.core import bidding as B
+from rentwatch.core.bid_rules import BidTerms, as_rented, offer_bid
 from rentwatch.core.campaign import Job
-from rentwatch.core.models import Instance
+from rentwatch.core.decisions import Create, FleetSnapshot
+from rentwatch.core.models import Instance, Offer
+from rentwatch.core.offer_choice import OfferTerms
+from rentwatch.core.policy import DEFAULT
+from rentwatch.core.rules import decide
 from rentwatch.market.vast.client import VastClient
 
 from tests.fake_market import FakeMarket, campaign, offer
@@ -227,3 +232,39 @@ def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():
     # for longer (a pause bills storage only), then moved on like any other
     assert tier_rules(a.view(busy=True), None, True, later) is None
     assert isinstance(tier_rules(a.view(busy=True), None, True, 100 + B.OUTPUT_WAIT_S + 1), Move)
+
+
+def _bid_offer(oid: int, machine: int, gpu: str, min_bid: float, on_demand: float) -> Offer:
+    """An offer as a bid search lists it: `dph_total` is its min_bid plus storage."""
+    return Offer(oid, machine, 1, gpu, 1, min_bid + 0.01, on_demand, 0.1, 12.8, 0.98, None,
+                 24576.0, "US", min_bid=min_bid)  # fmt: skip
+
+
+def test_offers_are_ranked_and_capped_at_the_price_their_create_pays():
+    """Held-out 777:6: an A6000 listed at its min_bid ($0.29/h) ranked first, `auto` found a
+    bid there not worth it (the model outbid 1.3 times an hour) and rented it on-demand at
+    $0.70/h, 3.1x the floor's price per unit. Each offer is now priced as its create will be:
+    its bid, or its on-demand price where no bid is placed; and the campaign's ceiling reads
+    that price."""
+    a6000 = _bid_offer(1, 46959, "RTX A6000", 0.29, 0.704)
+    r3070 = _bid_offer(2, 36336, "RTX 3070", 0.054, 0.12)
+    calm = BidTerms("interruptible", "auto")
+    fought = BidTerms("interruptible", "auto", exposure=((46959, "RTX A6000", 2.0, 3),))
+    bid, _ = offer_bid(a6000, calm)
+    assert bid is not None and [o.dph_total for o in as_rented([a6000], calm) or ()] == [
+        pytest.approx(bid + 0.01)
+    ]
+    assert offer_bid(a6000, fought)[0] is None  # on-demand: the bid costs more with its outbids
+    priced_a, priced_b = as_rented([a6000, r3070], fought) or ()
+    assert priced_a.dph_total == pytest.approx(0.714) and priced_b.dph_total < 0.1
+    assert (priced_a.id, priced_a.min_bid, priced_a.dph_base) == (1, 0.29, 0.704)
+    assert as_rented([a6000], BidTerms("on-demand", "auto")) == (a6000,)  # nothing to change
+    # through decide(): under a $0.50/h ceiling the A6000 is not rented on-demand at $0.70/h
+    snap = FleetSnapshot(
+        fleet=1, max_creates=40, creates=0, budget_usd=20, spent_usd=0, attempts=(),
+        offers=(a6000,), terms=OfferTerms(max_dph=0.5, image_cuda=12.4), bidding=fought,
+    )  # fmt: skip
+    assert not [d for d in decide(snap, DEFAULT, 1000.0) if isinstance(d, Create)]
+    [made] = [d for d in decide(dataclasses.replace(snap, bidding=calm), DEFAULT, 1000.0)
+              if isinstance(d, Create)]  # fmt: skip
+    assert made.bid == pytest.approx(bid) and made.offer is not None and made.offer.id == 1

@@ -67,6 +67,24 @@ def offer_bid(offer: Offer, terms: BidTerms) -> tuple[float | None, str]:
     )
 
 
+def as_rented(offers: Sequence[Offer] | None, terms: BidTerms | None) -> tuple[Offer, ...] | None:
+    """Under the tier, each offer at the price its create would pay (`offer_bid`): its bid, or
+    its machine's on-demand price where no bid is placed. A bid search prices each offer at
+    its `min_bid` (`dph_total`; Vast's `search offers --type bid`, and the simulator's), so
+    the ceiling and the ranking read a price the rental never pays: on held-out 777:6 an
+    A6000 ranked at $0.29/h was rented on-demand at $0.70/h, 3.1x the floor's price per unit
+    (docs/benchmarks.md). Storage, the rest of `dph_total`, is kept as it was."""
+    if offers is None or terms is None or terms.tier != "interruptible":
+        return None if offers is None else tuple(offers)
+    out = []
+    for o in offers:
+        listed = o.min_bid if o.min_bid is not None and o.min_bid > 0 else o.dph_base
+        bid, _ = offer_bid(o, terms)
+        paid = o.dph_base if bid is None else bid
+        out.append(replace(o, dph_total=round(paid + max(0.0, o.dph_total - listed), 6)))
+    return tuple(out)
+
+
 def priced(out: Sequence[Decision], terms: BidTerms | None) -> list[Decision]:
     """Each create on the tier carries its bid; the rest pass as they are."""
     if terms is None or terms.tier != "interruptible":

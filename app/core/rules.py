@@ -1,16 +1,15 @@
 """The rules: `decide(fleet, policy, now) -> decisions`. Pure: no I/O, no clock reads.
 
-Automation's vocabulary is the decision types of `decisions.py` (re-exported here). None of
-them destroys an instance that passed its preflight: `Abandon` (destroy and quarantine) can only
-be built for an attempt that never passed, and for everything else the strongest automated act
-is `Stop`.
+Automation's vocabulary is the decision types of `decisions.py` (re-exported here). None
+destroys an instance that passed its preflight: `Abandon` (destroy and quarantine) is only
+built for an attempt that never passed; for anything else the strongest automated act is `Stop`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from .bid_rules import priced, tier_rules
+from .bid_rules import as_rented, priced, tier_rules
 from .blame_rules import under_blame
 from .decisions import (
     Abandon,
@@ -233,6 +232,7 @@ def _with_quarantine(d: Decision, fleet: FleetSnapshot, policy: Policy, now: flo
 
 
 def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
+    fleet = replace(fleet, offers=as_rented(fleet.offers, fleet.bidding))  # as each create pays
     out: list[Decision] = _decide(fleet, policy, now)
     out = [_with_quarantine(d, fleet, policy, now) for d in priced(out, fleet.bidding)]
     return under_blame(out, fleet.attempts, fleet.jobs_running, fleet.blame)
