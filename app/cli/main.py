@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from .. import __version__
 from ..core.errors import RentwatchError
@@ -50,8 +51,18 @@ FOREGROUND = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """Each (sub)command's parser names itself in the namespace (the innermost given wins), so
+    a flag it does not know is reported with its usage line, not the top level's. Subparsers
+    are made of their parent's class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.set_defaults(usage_parser=self)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rentwatch", description=__doc__)
+    p = _Parser(prog="rentwatch", description=__doc__)
     p.add_argument("--version", action="version", version=f"rentwatch {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
@@ -202,19 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _own_usage(parser: argparse.ArgumentParser) -> None:
-    """Each (sub)command's parser names itself in the namespace, so a flag it does not know is
-    reported with its usage line, not the top level's."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                sub.set_defaults(usage_parser=sub)
-                _own_usage(sub)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    _own_usage(parser)
     # a usage error: argparse's one line and SystemExit(2)
     args, extra = parser.parse_known_args(argv)
     if extra:
