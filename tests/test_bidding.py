@@ -136,6 +136,14 @@ def test_on_an_outbid_rebid_wait_or_move():
     # all it holds is an exited job's output: a pause bills storage only, a move reruns the job
     kept = B.on_outbid(min_bid=0.30, paused_s=900, rebids=0, output_only=True, **kw)
     assert kept.act == "wait" and "output" in kept.reason
+    # ... also when no work waits, and past an hour: stopping it would queue the job again, and
+    # a chain of rivals outlasts half an hour (a CI run saw a job run twice to the end so)
+    idle = {**kw, "has_job": False}
+    for paused in (900, 3600, 2 * 3600):
+        assert (
+            B.on_outbid(min_bid=0.30, paused_s=paused, rebids=0, output_only=True, **idle).act
+            == "wait"
+        )
     late = B.on_outbid(min_bid=0.30, paused_s=B.OUTPUT_WAIT_S + 1, rebids=0, output_only=True, **kw)
     assert late.act == "move"
     assert B.stop_unneeded_resume(resumed=True, has_job=False, wanted=False)

@@ -32,8 +32,11 @@ BID_ROOM_MAX = 0.6
 OD_SHARE = 0.9  # a bid never reaches this share of the same machine's on-demand price
 WAIT_S = 600.0  # an outbid rental is waited for this long before its job moves
 # ... and this long when what it holds is an exited job's output, not yet pulled: a pause bills
-# storage only, and a move runs the finished job again from its last checkpoint
-OUTPUT_WAIT_S = 3 * WAIT_S
+# storage only, while giving up runs the finished job again, all of it, and makes two ends of
+# one job. Rivals hold a machine minutes to hours (the simulator's 10-120 min, its families' up
+# to 240; Vast gives no figure), and a chain of them outlasted the half hour this once was (a
+# campaign test that failed one CI run in many: the job ran twice to the end)
+OUTPUT_WAIT_S = 4 * 3600.0
 # what one outbid costs beside the work it throws away, in hours billed at on-demand: a fresh
 # host's boot and preflight and the checkpoint's push (the wait for a resume bills storage only)
 MOVE_H = MOVE_BOOT_H + RESUME_H
