@@ -112,6 +112,9 @@ def test_what_to_bid_and_when_it_pays():
     assert calm is not None and fought is not None and 0.10 < calm < fought <= 0.27
     assert B.bid_for(0.10, 0.30, 0.0, 0.105) == 0.105  # the campaign's cap
     assert B.bid_for(0.29, 0.30, 0.0, None) is None  # over 90% of on-demand: rent on-demand
+    # a market's min_bid so small that the bid rounds under it: a create that would lose at once
+    assert B.bid_for(1e-9, 0.30, 0.0, None) is None
+    assert B.bid_for(0.0001, 0.30, 0.0, None) == 0.0001
     assert B.worth_bidding(0.12, 0.30, 0.3, 600)
     assert not B.worth_bidding(0.25, 0.30, 3.0, 1800)
     # the ledger's record moves the rate: this machine more than its model

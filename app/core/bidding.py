@@ -118,7 +118,8 @@ def bid_for(
         top = min(top, cap)
     if min_bid > top:
         return None
-    return round(min(min_bid * (1 + room), top), 4)
+    bid = round(min(min_bid * (1 + room), top), 4)
+    return bid if bid >= min_bid else None  # a min_bid under $0.0001/h rounds to a losing bid
 
 
 def tier_cost(
