@@ -226,7 +226,7 @@ def test_receipt_splits_spend_by_tier_and_counts_work_lost_to_outbids(tmp_path):
 
 def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():
     from rentwatch.core.bid_rules import tier_rules
-    from rentwatch.core.decisions import Move
+    from rentwatch.core.decisions import Move, Stop
     from rentwatch.core.lifecycle import Phase
     from rentwatch.engine.attempt import Attempt
 
@@ -242,6 +242,9 @@ def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():
     # an exited job's output on its disk (work waiting on it, as `rules` passes it): waited
     # for longer (a pause bills storage only), then moved on like any other
     assert tier_rules(a.view(busy=True), None, True, later) is None
+    # ... with no work waiting either: not stopped (`hold`), which would queue the job again
+    assert tier_rules(a.view(busy=True), None, False, 100 + 2 * 3600) is None
+    assert isinstance(tier_rules(a.view(busy=False), None, False, later), Stop)
     assert isinstance(tier_rules(a.view(busy=True), None, True, 100 + B.OUTPUT_WAIT_S + 1), Move)
 
 
