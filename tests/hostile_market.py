@@ -8,6 +8,8 @@ demand, one class of trouble per knob (issue 14's list).
   rental exists under its own id, unreported: exactly what a lying market would leave behind)
 - `bad_numbers`: NaN / negative / huge numbers in instance rows (`dph_total`, `dph_base`, ...)
 - `negative_offers`: offers whose `dph_base` / `storage_cost` are negative
+- `bad_min_bid`: offers and instance rows whose `min_bid` is NaN, negative, huge, tiny, a
+  string or null (the bid tier's one number the policy bids from)
 - `trickle_s`: list answers sent one byte at a time with this pause between bytes
 - `escapes`: terminal escapes (OSC 52, title change, screen clear, bidi) in status lines;
   `escape_gpu_names`: the same in GPU names of instance rows and offers
@@ -59,6 +61,7 @@ class Hostility:
     sticky_bad: int = 0  # the first N instances reported carry `sticky_kind` in every answer
     sticky_kind: str = "nan"
     negative_offers: float = 0.0
+    bad_min_bid: float = 0.0
     trickle_s: float = 0.0
     trickle_answers: int = 0  # how many list answers to trickle (0: every one)
     escapes: bool = False
@@ -322,6 +325,7 @@ class HostileMarket:
 
     def row_numbers(self, r: dict[str, Any]) -> None:
         h = self.h
+        self.min_bid(r)
         kind = h.bad_numbers.get(r.get("id", -1)) if isinstance(r.get("id"), int) else None
         if kind is None and h.bad_number_rate and self.rng.random() < h.bad_number_rate:
             kind = self.rng.choice(["nan", "neg", "huge"])
@@ -346,8 +350,16 @@ class HostileMarket:
             doc["new_contract"] = self.running[0] if self.running else self.held[-1]
         self.count("create_repeat_id")
 
+    def min_bid(self, doc: dict[str, Any]) -> None:
+        if self.h.bad_min_bid and "min_bid" in doc and self.rng.random() < self.h.bad_min_bid:
+            doc["min_bid"] = self.rng.choice(
+                [float("nan"), -0.2, 1e12, 1e-9, "0.05", None, float("inf")]
+            )
+            self.count("bad_min_bid")
+
     def offer(self, offer: dict[str, Any]) -> None:
         h = self.h
+        self.min_bid(offer)
         if h.negative_offers and self.rng.random() < h.negative_offers:
             # dph_total left as it was: the lie hides in the parts (as the issue found it)
             offer["dph_base"] = -abs(float(offer.get("dph_base") or 0.3))

@@ -222,3 +222,49 @@ def test_a_market_lost_mid_run_is_one_line_and_exit_4(hostile, tmp_path, status,
     with Ledger(tmp_path / "l.duckdb", read_only=True) as led:
         trapped = led.query("select count(*) from events where kind = 'trap'").rows[0][0]
     assert trapped == 1, "the exit trap did not fire"
+
+
+def test_lying_min_bids_place_no_losing_or_absurd_bid_and_leak_nothing(hostile, tmp_path):
+    # the bid tier's one number, min_bid, is NaN, negative, huge, tiny, a string or missing in
+    # half the offers and rows: a bad one is no bid (on-demand, or the offer unfit), every bid
+    # placed is a finite price under the machine's on-demand one, and nothing is left billing
+    sim, proxy = hostile(
+        Hostility(bad_min_bid=0.5),
+        bids={"pressure": 1.0, "ondemand": 0.2, "day_swing": 0.0, "hold_min": [5, 30]},
+    )
+    code, ledger = _run(sim, proxy, tmp_path, fleet=2, extra='rental = "auto"\n' + BID_JOBS)
+    assert proxy.injected.get("bad_min_bid", 0) > 0
+    assert code == 0
+    with Ledger(ledger, read_only=True) as led:
+        bids = led.query(
+            "select TRY_CAST(detail->>'bid' AS DOUBLE), gpu_dph from events "
+            "where kind = 'create' and phase = 'intent' and detail->>'bid' IS NOT NULL"
+        ).rows
+        done = led.query("select count(*) from job_exits").rows[0][0]
+    assert bids, "no bid was placed: the test proves nothing"
+    assert all(b is not None and math.isfinite(b) and 0 < b <= 0.6 for b, _ in bids), bids
+    assert done == 2
+
+    def leaks() -> list[int]:  # a paused bid rental resumes, and bills, by itself
+        return [
+            i.id
+            for i in sim.market.instances.values()
+            if i.destroyed_at is None and (i.paused_at is not None or i.intended == "running")
+        ]
+
+    assert sim.call(leaks) == []
+
+
+BID_JOBS = "".join(
+    f"""
+[[jobs]]
+name = "b{i}"
+run = "mkdir -p ck{i} out && echo {i} > ck{i}/step && echo done > out/r{i}.txt"
+artifacts = ["out/r{i}.txt"]
+checkpoint = "ck{i}"
+checkpoint_every_min = 1
+ref_gpu = "RTX 4090"
+ref_hours = 0.3
+"""
+    for i in range(2)
+)
