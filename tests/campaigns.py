@@ -25,6 +25,24 @@ artifacts_dir = "artifacts"   # beside the test (its cwd), not in the user data 
 """
 
 
+def checkpointing_jobs(n: int, every_min: int, retries: int, ref_hours: float) -> str:
+    """`n` sized jobs (j0, j1, ...) that save a checkpoint: what may go on the bid tier."""
+    return "".join(
+        f"""
+[[jobs]]
+name = "j{i}"
+run = "mkdir -p ckpt{i} out && echo {i} > ckpt{i}/step && echo done > out/r.txt"
+artifacts = ["out/r.txt"]
+checkpoint = "ckpt{i}"
+checkpoint_every_min = {every_min}
+retries = {retries}
+ref_gpu = "RTX 4090"
+ref_hours = {ref_hours}
+"""
+        for i in range(n)
+    )
+
+
 def campaign_text(name: str = "t", fleet: int = 4, extra: str = "", max_creates: int = 60) -> str:
     return CAMPAIGN.format(name=name, fleet=fleet, max_creates=max_creates) + extra
 

@@ -17,7 +17,7 @@ from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.run.headless import run_headless
 
-from tests.campaigns import campaign_text, headless_cmd, headless_env, truth_at
+from tests.campaigns import campaign_text, checkpointing_jobs, headless_cmd, headless_env, truth_at
 from tests.hostile_market import ESCAPES, HostileMarket, Hostility
 
 BAD = ("\x1b", "\x9b", "\x9d", "\x07", "\u202e")
@@ -232,7 +232,9 @@ def test_lying_min_bids_place_no_losing_or_absurd_bid_and_leak_nothing(hostile, 
         Hostility(bad_min_bid=0.5),
         bids={"pressure": 1.0, "ondemand": 0.2, "day_swing": 0.0, "hold_min": [5, 30]},
     )
-    code, ledger = _run(sim, proxy, tmp_path, fleet=2, extra='rental = "auto"\n' + BID_JOBS)
+    code, ledger = _run(
+        sim, proxy, tmp_path, fleet=2, extra='rental = "auto"\n' + checkpointing_jobs(2, 1, 1, 0.3)
+    )
     assert proxy.injected.get("bad_min_bid", 0) > 0
     assert code == 0
     with Ledger(ledger, read_only=True) as led:
@@ -253,18 +255,3 @@ def test_lying_min_bids_place_no_losing_or_absurd_bid_and_leak_nothing(hostile, 
         ]
 
     assert sim.call(leaks) == []
-
-
-BID_JOBS = "".join(
-    f"""
-[[jobs]]
-name = "b{i}"
-run = "mkdir -p ck{i} out && echo {i} > ck{i}/step && echo done > out/r{i}.txt"
-artifacts = ["out/r{i}.txt"]
-checkpoint = "ck{i}"
-checkpoint_every_min = 1
-ref_gpu = "RTX 4090"
-ref_hours = 0.3
-"""
-    for i in range(2)
-)

@@ -8,22 +8,9 @@ from pathlib import Path
 
 from rentwatch.ledger import Ledger
 
-from .campaigns import run_campaign
+from .campaigns import checkpointing_jobs, run_campaign
 
-JOBS = "".join(
-    f"""
-[[jobs]]
-name = "j{i}"
-run = "mkdir -p ckpt{i} out && echo {i} > ckpt{i}/step && echo done > out/r.txt"
-artifacts = ["out/r.txt"]
-checkpoint = "ckpt{i}"
-checkpoint_every_min = 30
-retries = 2
-ref_gpu = "RTX 4090"
-ref_hours = 0.75
-"""
-    for i in range(4)
-)
+JOBS = checkpointing_jobs(4, every_min=30, retries=2, ref_hours=0.75)
 
 
 def _campaign(make_sim, tmp_path: Path, seed: int) -> int:
