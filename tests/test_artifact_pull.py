@@ -186,6 +186,25 @@ def test_the_stale_files_are_those_no_change_touched_since_the_start_mark(tmp_pa
     assert parse_stale(b"out//a\0/etc/passwd\0\0./b\0") == {"out/a", "b"}
 
 
+def test_output_written_at_once_after_the_start_mark_is_the_jobs_own(tmp_path):
+    # a change time is read from the kernel's tick: a file a quick job writes in the tick of
+    # the mark has the mark's time, and `! -cnewer` called it an earlier job's (a CI failure:
+    # a one-line job's only artifact left on the host)
+    home = tmp_path / "home"
+    (home / "work" / "out").mkdir(parents=True)
+    job = Job("j", "true", artifacts=("out/",), workdir="work")
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    for first in (True, False):  # a first attempt's mark, and a retry's where none is yet
+        for i in range(20):
+            launch = launch_command(job, first=first).split(" && (export")[0]
+            script = f"rm -f {job_dir('j')}/started && {launch} && echo {i} > work/out/quick{i}.bin"
+            subprocess.run(["sh", "-c", script], cwd=home, env=env, check=True)
+            out = subprocess.run(
+                ["sh", "-c", stale_command(job)], cwd=home, env=env, capture_output=True
+            ).stdout
+            assert f"out/quick{i}.bin" not in parse_stale(out)
+
+
 def test_the_whole_home_as_an_artifact_leaves_rentwatchs_own_folder(host, tmp_path):
     # `artifacts = ["."]` from the login folder: rentwatch's job files (exit, log, pid, the
     # start mark) are not the job's output

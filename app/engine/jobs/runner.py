@@ -85,6 +85,13 @@ def parse_stale(out: bytes) -> frozenset[str]:
     return frozenset(posixpath.normpath(n) for n in names if n and not n.startswith("/"))
 
 
+# A file's change time comes from a coarse clock (the kernel's tick, 1-10 ms), so output that a
+# quick job writes in the tick of its start mark reads "unchanged since the job started" and is
+# left behind as another's (one CI run in many: a one-line job's only artifact). The launch waits
+# a tick out after the mark; `sleep 1` where a shell's sleep takes no fraction.
+TICK_WAIT = "{ sleep 0.02 2>/dev/null || sleep 1; }"
+
+
 def launch_command(job: Job, first: bool = True) -> str:
     """Start the job detached; its exit code lands in a file when it ends. A host may hold a
     finished job's completion by a FIFO named `hold` in the job's folder (the exit waits for its
@@ -93,7 +100,8 @@ def launch_command(job: Job, first: bool = True) -> str:
     afresh (a reused rental may hold an earlier campaign's run of this job); a retry keeps the
     mark where one is, so what an earlier attempt of this job wrote there is still its own."""
     d = job_dir(job.name)
-    mark = f"touch {d}/started" if first else f"{{ [ -f {d}/started ] || touch {d}/started; }}"
+    touch = f"touch {d}/started && {TICK_WAIT}"
+    mark = touch if first else f"{{ [ -f {d}/started ] || {{ {touch}; }}; }}"
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in job.env.items() if k.isidentifier())
     inner = f"cd {shlex.quote(job.workdir)} && {env + ' ' if env else ''}{job.run}"
     # a newline, not ';': the command may end in a heredoc
