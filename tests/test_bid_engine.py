@@ -296,3 +296,38 @@ def test_an_outbid_job_seen_running_leaves_its_work_to_copy(key):
         assert paused.lost_s is not None and paused.lost_s >= 600
 
     run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_a_rebid_comes_back_down_once_the_rival_leaves_and_no_sooner(key):
+    """A rebid lifts the bid over a rival's; the rival leaves and min_bid falls back, and the
+    raised bid would bill on for the rest of the rental: it comes down to what a create would
+    bid now, without spending one of the machine's two rebids."""
+
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        a = sup.attempts[iid]
+        first = a.bid
+        market.t += 60
+        market.outbid(iid, min_bid=0.30)
+        (up,) = only(await sup.poll_once(), Rebid)
+        assert up.price > 0.30 and a.bid == up.price and a.rebids == 1
+        market.t += 60
+        market.set(iid, actual="running", intended="running")
+        assert only(await sup.poll_once(), Resume)
+        market.t += 60  # the rival still holds its bid: nothing to bring down
+        assert not only(await sup.poll_once(), Rebid)
+        market.t += 600
+        market.set(iid, min_bid=0.10)  # the rival has gone
+        (down,) = only(await sup.poll_once(), Rebid)
+        assert down.rule == "rule:bid_down" and 0.10 < down.price < up.price / 1.1
+        assert ("change_bid", (iid, down.price)) in market.calls
+        assert a.bid == a.gpu_dph == down.price and a.rebids == 1  # a fall fights no one
+        assert a.life.phase == Phase.VERIFIED
+        market.t += 60
+        assert not only(await sup.poll_once(), Rebid)  # at the fresh bid: it stays
+        (r,) = [e for e in kinds(ledger, "rebid") if e.actor == "rule:bid_down"]
+        assert r.ok and r.detail["old"] == up.price and r.detail["price"] == down.price
+        assert first is not None
+
+    jobs = (JOB, dataclasses.replace(JOB, name="k"))
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=jobs)

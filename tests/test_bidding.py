@@ -263,7 +263,7 @@ def test_offers_are_ranked_and_capped_at_the_price_their_create_pays():
     a6000 = _bid_offer(1, 46959, "RTX A6000", 0.29, 0.704)
     r3070 = _bid_offer(2, 36336, "RTX 3070", 0.054, 0.12)
     calm = BidTerms("interruptible", "auto")
-    fought = BidTerms("interruptible", "auto", exposure=((46959, "RTX A6000", 2.0, 3),))
+    fought = BidTerms("interruptible", "auto", exposure=((46959, "RTX A6000", 2.0, 6),))
     bid, _ = offer_bid(a6000, calm)
     assert bid is not None and [o.dph_total for o in as_rented([a6000], calm) or ()] == [
         pytest.approx(bid + 0.01)
@@ -282,3 +282,24 @@ def test_offers_are_ranked_and_capped_at_the_price_their_create_pays():
     [made] = [d for d in decide(dataclasses.replace(snap, bidding=calm), DEFAULT, 1000.0)
               if isinstance(d, Create)]  # fmt: skip
     assert made.bid == pytest.approx(bid) and made.offer is not None and made.offer.id == 1
+
+
+def test_a_running_bid_comes_down_only_well_over_a_fresh_bid():
+    fresh = B.bid_for(0.10, 0.40, 0.3, None)
+    assert fresh is not None
+    assert B.lower_bid(0.30, 0.10, 0.40, 0.3, None) == fresh  # the rival left: back down
+    assert B.lower_bid(fresh * 1.05, 0.10, 0.40, 0.3, None) is None  # a small fall: kept
+    assert B.lower_bid(0.30, 0.29, 0.40, 0.3, None) is None  # the rival is still there
+    assert B.lower_bid(0.30, None, 0.40, 0.3, None) is None  # no min_bid read: kept
+    assert B.lower_bid(0.30, 0.10, 0.40, 0.3, 0.105) == 0.105  # under the campaign's cap
+
+
+def test_an_outbid_costs_a_restart_at_the_bid_and_a_share_of_moves_at_on_demand():
+    # a rebid resumes the same machine: most outbids cost a restart, not a fresh host
+    assert B.outbid_cost(0.2, 0.5) == pytest.approx(
+        B.RESUME_H * 0.2 + B.MOVE_SHARE * B.MOVE_BOOT_H * 0.5
+    )
+    assert B.outbid_cost(0.2, 0.5) < (B.MOVE_BOOT_H + B.RESUME_H) * 0.5
+    # at a bid half of on-demand and 1.2 outbids an hour, the tier still pays (held-out 31:1
+    # rented A5000s on-demand at $2.30 per ref-h when a move was priced for every outbid)
+    assert B.worth_bidding(0.25, 0.50, 1.2, 900)

@@ -18,6 +18,7 @@ from .bidding import (
     bid_for,
     checkpoint_every_s,
     exposure,
+    lower_bid,
     on_outbid,
     outbid_rate,
     stop_unneeded_resume,
@@ -147,3 +148,22 @@ def tier_rules(
     if move.act == "hold":
         return Stop(a.instance_id, "rule:outbid_hold", move.reason)
     return None  # wait: it may resume with its disk, image and data
+
+
+def bid_down(a: AttemptView, terms: BidTerms | None) -> Rebid | None:
+    """A proven bid rental in service whose bid stands well over what a fresh bid would be now
+    (its min_bid fell back since a rebid): the bid comes down (`bidding.lower_bid`)."""
+    if terms is None or a.bid is None or a.phase != Phase.VERIFIED or a.min_bid is None:
+        return None
+    if not a.passed_preflight:
+        return None
+    rate = terms.rate(a.machine_id, a.offer_gpu)
+    price = lower_bid(a.bid, a.min_bid, a.on_demand_dph, rate, terms.cap)
+    if price is None:
+        return None
+    return Rebid(
+        a.instance_id,
+        price,
+        "rule:bid_down",
+        f"min_bid back to ${a.min_bid:.4f}/h: bid ${a.bid:.4f} -> ${price:.4f}/h",
+    )

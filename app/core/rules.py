@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .bid_rules import as_rented, priced, tier_rules
+from .bid_rules import as_rented, bid_down, priced, tier_rules
 from .blame_rules import under_blame
 from .decisions import (
     Abandon,
@@ -252,13 +252,13 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         elif a.phase in (Phase.RUNNING, Phase.VERIFYING):
             d = _running_rules(a, policy, now, fleet.io_floor_s)
         elif a.phase == Phase.VERIFIED and a.passed_preflight:
-            d = _verified_rules(
-                a, policy, now, fleet.idle_rule_active, fleet.io_floor_s
-            ) or swap_out(a, fleet.slow.get(a.instance_id), fleet.jobs_pending > 0, now)
+            d = (
+                _verified_rules(a, policy, now, fleet.idle_rule_active, fleet.io_floor_s)
+                or swap_out(a, fleet.slow.get(a.instance_id), fleet.jobs_pending > 0, now)
+                or bid_down(a, fleet.bidding)
+            )
         elif a.phase == Phase.VERIFIED and a.running_at is not None:
-            d = _running_rules(
-                a, policy, now, fleet.io_floor_s
-            )  # trusted on sight, not yet proven (naive's late look)
+            d = _running_rules(a, policy, now, fleet.io_floor_s)  # trusted on sight (naive)
         elif a.phase == Phase.STOPPED and a.market_stop and not a.passed_preflight:
             # never proven: nothing on it to keep, and its disk bills on; given up as a release
             # gives up what it holds (it says nothing of the host), so its destroy comes due

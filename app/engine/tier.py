@@ -204,7 +204,8 @@ class TierWatch:
     async def rebid(self, a: Attempt, d: Rebid) -> None:
         now = self.market.answered_at()
         old = a.bid
-        a.rebid_tried()
+        if old is None or d.price > old:  # a bid brought down (rule:bid_down) fights no one
+            a.rebid_tried()
         detail = {"price": d.price, "old": old, "min_bid": a.min_bid}
         try:
             await self.market.change_bid(a.instance_id, d.price)
