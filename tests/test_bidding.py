@@ -300,6 +300,6 @@ def test_an_outbid_costs_a_restart_at_the_bid_and_a_share_of_moves_at_on_demand(
         B.RESUME_H * 0.2 + B.MOVE_SHARE * B.MOVE_BOOT_H * 0.5
     )
     assert B.outbid_cost(0.2, 0.5) < (B.MOVE_BOOT_H + B.RESUME_H) * 0.5
-    # at a bid half of on-demand and 1.2 outbids an hour, the tier still pays (held-out 31:1
-    # rented A5000s on-demand at $2.30 per ref-h when a move was priced for every outbid)
+    # at a bid half of on-demand and 1.2 outbids an hour, the tier still pays (family 31's
+    # market 1 rented A5000s on-demand at $2.30 per ref-h when every outbid cost a move)
     assert B.worth_bidding(0.25, 0.50, 1.2, 900)
