@@ -308,6 +308,9 @@ def test_a_rebid_comes_back_down_once_the_rival_leaves_and_no_sooner(key):
         a = sup.attempts[iid]
         first = a.bid
         market.t += 60
+        market.set(iid, min_bid=0.05)  # the floor drifts down: a bid never raised stays
+        assert not only(await sup.poll_once(), Rebid) and a.bid == first
+        market.t += 60
         market.outbid(iid, min_bid=0.30)
         (up,) = only(await sup.poll_once(), Rebid)
         assert up.price > 0.30 and a.bid == up.price and a.rebids == 1
@@ -327,7 +330,7 @@ def test_a_rebid_comes_back_down_once_the_rival_leaves_and_no_sooner(key):
         assert not only(await sup.poll_once(), Rebid)  # at the fresh bid: it stays
         (r,) = [e for e in kinds(ledger, "rebid") if e.actor == "rule:bid_down"]
         assert r.ok and r.detail["old"] == up.price and r.detail["price"] == down.price
-        assert first is not None
+        assert first is not None and down.price >= first
 
     jobs = (JOB, dataclasses.replace(JOB, name="k"))
     run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=jobs)

@@ -284,14 +284,16 @@ def test_offers_are_ranked_and_capped_at_the_price_their_create_pays():
     assert made.bid == pytest.approx(bid) and made.offer is not None and made.offer.id == 1
 
 
-def test_a_running_bid_comes_down_only_well_over_a_fresh_bid():
+def test_a_raised_bid_comes_down_to_a_fresh_bid_and_never_under_where_it_rose_from():
     fresh = B.bid_for(0.10, 0.40, 0.3, None)
     assert fresh is not None
-    assert B.lower_bid(0.30, 0.10, 0.40, 0.3, None) == fresh  # the rival left: back down
-    assert B.lower_bid(fresh * 1.05, 0.10, 0.40, 0.3, None) is None  # a small fall: kept
-    assert B.lower_bid(0.30, 0.29, 0.40, 0.3, None) is None  # the rival is still there
-    assert B.lower_bid(0.30, None, 0.40, 0.3, None) is None  # no min_bid read: kept
-    assert B.lower_bid(0.30, 0.10, 0.40, 0.3, 0.105) == 0.105  # under the campaign's cap
+    assert B.lower_bid(0.30, 0.11, 0.10, 0.40, 0.3, None) == fresh  # the rival left: back down
+    assert B.lower_bid(0.30, 0.20, 0.10, 0.40, 0.3, None) == 0.20  # not under its old bid
+    assert B.lower_bid(0.21, 0.20, 0.10, 0.40, 0.3, None) is None  # a small fall: kept
+    assert B.lower_bid(fresh * 1.05, 0.1, 0.10, 0.40, 0.3, None) is None
+    assert B.lower_bid(0.30, 0.11, 0.29, 0.40, 0.3, None) is None  # the rival is still there
+    assert B.lower_bid(0.30, 0.11, None, 0.40, 0.3, None) is None  # no min_bid read: kept
+    assert B.lower_bid(0.30, 0.1, 0.10, 0.40, 0.3, 0.105) == 0.105  # under the campaign's cap
 
 
 def test_an_outbid_costs_a_restart_at_the_bid_and_a_share_of_moves_at_on_demand():

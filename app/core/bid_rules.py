@@ -151,14 +151,14 @@ def tier_rules(
 
 
 def bid_down(a: AttemptView, terms: BidTerms | None) -> Rebid | None:
-    """A proven bid rental in service whose bid stands well over what a fresh bid would be now
-    (its min_bid fell back since a rebid): the bid comes down (`bidding.lower_bid`)."""
-    if terms is None or a.bid is None or a.phase != Phase.VERIFIED or a.min_bid is None:
+    """A proven bid rental in service that a rebid raised, whose min_bid has fallen back since
+    (the rival left): the bid comes down (`bidding.lower_bid`)."""
+    if terms is None or a.bid is None or a.raised_from is None or a.min_bid is None:
         return None
-    if not a.passed_preflight:
+    if a.phase != Phase.VERIFIED or not a.passed_preflight:
         return None
     rate = terms.rate(a.machine_id, a.offer_gpu)
-    price = lower_bid(a.bid, a.min_bid, a.on_demand_dph, rate, terms.cap)
+    price = lower_bid(a.bid, a.raised_from, a.min_bid, a.on_demand_dph, rate, terms.cap)
     if price is None:
         return None
     return Rebid(

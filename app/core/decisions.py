@@ -59,6 +59,7 @@ class AttemptView:
     outbid_at: float | None = None
     resumed: bool = False
     rebids: int = 0
+    raised_from: float | None = None  # the bid before a rebid raised it (None: not raised)
     # stopped by us for want of work (rule:drained, rule:idle): proven, nothing wrong with it
     reusable: bool = False
 

@@ -72,12 +72,14 @@ class Attempt:
     human_act: str = ""
     # the interruptible tier (engine/tier.py): the bid in force ($/h; None: on-demand), the
     # min_bid last shown, since when an outbid has paused it, whether it resumed by itself,
-    # how often its bid was raised, and whether its last stop was ours (ours never resumes)
+    # how often its bid was raised and from what bid, and whether its last stop was ours
+    # (ours never resumes)
     bid: float | None = None
     min_bid: float | None = None
     outbid_at: float | None = None
     resumed: bool = False
     rebids: int = 0
+    raised_from: float | None = None
     stopped_by_us: bool = False
     stop_rule: str = ""  # the rule (or actor) of our last stop
 
@@ -116,6 +118,7 @@ class Attempt:
             outbid_at=self.outbid_at,
             resumed=self.resumed,
             rebids=self.rebids,
+            raised_from=self.raised_from,
             reusable=self.life.phase == Phase.STOPPED
             and self.passed_preflight
             and self.bid is None
@@ -316,6 +319,12 @@ class Attempt:
         self.rebids += 1
 
     def rebid_to(self, price: float, at: float) -> None:
+        """Its bid changed: a raise remembers the bid it rose from (where a lowering stops,
+        `bidding.lower_bid`), and a lowering back to that bid forgets it."""
+        if self.bid is not None and price > self.bid and self.raised_from is None:
+            self.raised_from = self.bid
+        elif self.raised_from is not None and price <= self.raised_from:
+            self.raised_from = None
         self.bid = self.gpu_dph = price
         self.billed_at(price)
         self.mark(at, "price", gpu_dph=price)
