@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 import pytest
 from rentwatch.core import bidding as B
@@ -305,3 +306,32 @@ def test_an_outbid_costs_a_restart_at_the_bid_and_a_share_of_moves_at_on_demand(
     # at a bid half of on-demand and 1.2 outbids an hour, the tier still pays (family 31's
     # market 1 rented A5000s on-demand at $2.30 per ref-h when every outbid cost a move)
     assert B.worth_bidding(0.25, 0.50, 1.2, 900)
+
+
+def test_output_held_on_a_paused_rental_asks_for_no_other_host():
+    """Family 31's market 9: a job exited on a bid rental that an outbid then paused, so its
+    output waited there for the resume while nothing was queued. The job counted as work, no
+    host in service held it, so a proven rental stopped for want of work was started, stopped
+    again a minute later for want of a job, and the next started: 100 minutes of it, $1.66 of
+    on-demand GPU for nothing."""
+    from rentwatch.core.decisions import AttemptView, Finish, Restart
+    from rentwatch.core.lifecycle import Phase
+    from rentwatch.core.policy import DEFAULT
+    from rentwatch.core.rules import decide
+
+    def stopped(iid: int, **kw: Any) -> AttemptView:
+        return AttemptView(iid, iid, "RTX 3080", Phase.STOPPED, "stopped", None, 0.0, 0.0,
+                           passed_preflight=True, **kw)  # fmt: skip
+
+    held = stopped(1, busy=True, bid=0.18, min_bid=0.25, on_demand_dph=0.3, outbid_at=1000.0)
+    spare = stopped(2, reusable=True, dph=0.57)
+    snap = FleetSnapshot(
+        fleet=3, max_creates=40, creates=5, budget_usd=40, spent_usd=3, attempts=(held, spare),
+        jobs_pending=0, jobs_running=1, jobs_total=6, bidding=BidTerms("interruptible", "auto"),
+    )  # fmt: skip
+    assert snap.jobs_held == 1
+    out = decide(snap, DEFAULT, 1200.0)
+    assert not [d for d in out if isinstance(d, Restart | Create | Finish)]  # not over either
+    # work queued again: the stopped rental is the first to take it
+    out = decide(dataclasses.replace(snap, jobs_pending=1), DEFAULT, 1200.0)
+    assert [d.instance_id for d in out if isinstance(d, Restart)] == [2]

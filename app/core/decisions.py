@@ -105,6 +105,14 @@ class FleetSnapshot:
         watchdog applies once there was work and the queue is empty."""
         return self.jobs_total > 0 and self.jobs_pending == 0
 
+    @property
+    def jobs_held(self) -> int:
+        """Jobs that exited on a bid rental an outbid has paused since: their output waits on
+        its disk for the resume (`bidding.OUTPUT_WAIT_S`), and no other host can take them."""
+        return sum(
+            1 for a in self.attempts if a.phase == Phase.STOPPED and a.bid is not None and a.busy
+        )
+
 
 @dataclass(frozen=True)
 class Create:

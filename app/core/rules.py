@@ -308,9 +308,9 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
                 )
             )
             return out
-        # hold and batch: never more instances than there is work for; more than the fleet
-        # only while queued jobs would wait and the wait saved pays (core/hedge.work_hosts)
-        work = fleet.jobs_pending + fleet.jobs_running
+        # hold and batch: no more instances than there is work for (output held on a paused
+        # rental is none); more than the fleet only while the wait saved pays (hedge.work_hosts)
+        work = fleet.jobs_pending + fleet.jobs_running - fleet.jobs_held
         target, wider = min(fleet.fleet, work), ""
         if work > fleet.fleet:
             fit = None
