@@ -335,3 +335,31 @@ def test_output_held_on_a_paused_rental_asks_for_no_other_host():
     # work queued again: the stopped rental is the first to take it
     out = decide(dataclasses.replace(snap, jobs_pending=1), DEFAULT, 1200.0)
     assert [d.instance_id for d in out if isinstance(d, Restart)] == [2]
+
+
+def test_no_offer_left_does_not_end_a_campaign_whose_proven_rental_is_only_paused():
+    """Held-out 5150:1: the last proven host was outbid with one job left, no fit offer was
+    left on the market, and the campaign ended in that poll, job queued, while a rebid under
+    the cap would have resumed it."""
+    from rentwatch.core.decisions import AttemptView, Finish, Rebid
+    from rentwatch.core.lifecycle import Phase
+    from rentwatch.core.policy import DEFAULT
+    from rentwatch.core.rules import decide
+
+    paused = AttemptView(9, 9, "RTX 3060", Phase.STOPPED, "stopped", None, 0.0, 0.0,
+                         passed_preflight=True, bid=0.11, min_bid=0.16, on_demand_dph=0.3,
+                         outbid_at=1000.0, rebids=1)  # fmt: skip
+    snap = FleetSnapshot(
+        fleet=1, max_creates=40, creates=23, budget_usd=40, spent_usd=2, attempts=(paused,),
+        jobs_pending=1, jobs_total=6, offers=(), terms=OfferTerms(max_dph=0.5, image_cuda=12.4),
+        bidding=BidTerms("interruptible", "auto"),
+    )  # fmt: skip
+    assert snap.proven_paused == 1
+    out = decide(snap, DEFAULT, 1060.0)
+    assert not [d for d in out if isinstance(d, Finish)]
+    (rb,) = [d for d in out if isinstance(d, Rebid)]
+    assert rb.price > 0.16
+    # let go (our explicit stop clears the pause): then nothing carries the work, and it ends
+    gone = dataclasses.replace(paused, outbid_at=None)
+    out = decide(dataclasses.replace(snap, attempts=(gone,)), DEFAULT, 1060.0)
+    assert [d.rule for d in out if isinstance(d, Finish)] == ["rule:no_offers"]

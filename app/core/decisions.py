@@ -106,6 +106,21 @@ class FleetSnapshot:
         return self.jobs_total > 0 and self.jobs_pending == 0
 
     @property
+    def proven_paused(self) -> int:
+        """Proven bid rentals an outbid paused, not let go: each may resume, or be rebid, and
+        carry the work on (`bid_rules.tier_rules` decides), so the campaign does not end for want
+        of offers while one waits (held-out 5150:1 ended so with a job queued, in the poll that
+        saw its last host outbid, a rebid it had left)."""
+        return sum(
+            1
+            for a in self.attempts
+            if a.phase == Phase.STOPPED
+            and a.passed_preflight
+            and a.bid is not None
+            and (a.outbid_at is not None or a.resumed)
+        )
+
+    @property
     def jobs_held(self) -> int:
         """Jobs that exited on a bid rental an outbid has paused since: their output waits on
         its disk for the resume (`bidding.OUTPUT_WAIT_S`), and no other host can take them."""

@@ -375,7 +375,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             )
         )
     # out of creates, offers or money: the campaign ends unless proven hosts carry its work on
-    carrying = fleet.jobs_total > 0 and verified > 0
+    carrying = fleet.jobs_total > 0 and (verified > 0 or fleet.proven_paused > 0)
     if n == 0 and in_flight == 0 and need > 0 and not carrying:
         if room <= 0:
             out.append(
