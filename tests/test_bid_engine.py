@@ -334,3 +334,61 @@ def test_a_rebid_comes_back_down_once_the_rival_leaves_and_no_sooner(key):
 
     jobs = (JOB, dataclasses.replace(JOB, name="k"))
     run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=jobs)
+
+
+def test_a_bid_create_whose_answer_was_lost_is_found_with_its_bid_and_given_up(key):
+    """Held-out 8128:2: a create on the tier lost its answer and landed stopped (its bid lost
+    at once). Found later by its label, it was held as a plain stopped rental: it started by
+    itself when its bid won, billed 29 minutes unwatched, and was paused again at the end,
+    free to resume. Found with the bid its create asked for, it is a paused bid rental that
+    never proved itself: given up (destroyed) like a bid refused at create."""
+    from rentwatch.ledger import Ledger
+
+    market, led = bid_market(), Ledger(":memory:")
+    o = market.offers[0]
+    iid = market.adopt("rw:u:lost", o, actual="stopped", intended="stopped", msg=None, bid=0.11)
+    seq = led.record("create", at=0.0, actor="rule:replace", reason="rent one more",
+                     phase="intent", detail={"label": "rw:u:lost", "bid": 0.11, "min_bid": 0.10},
+                     campaign="u", machine_id=o.machine_id, gpu_name=o.gpu_name)  # fmt: skip
+    led.outcome(seq, at=1.0, ok=False, error="ReadTimeout: the answer was lost")
+
+    async def body(sup, market, ledger):
+        a = sup.attempts[iid]
+        assert a.bid == 0.11 and a.resumes_by_itself and not a.passed_preflight
+        (found,) = [e for e in kinds(ledger, "create") if e.instance_id == iid]
+        assert found.actor == "reconcile" and found.detail["bid"] == 0.11
+        market.t += 10
+        await sup.poll_once()
+        assert ("destroy_instance", iid) in market.calls
+
+    run(key, body, market=market, ledger=led, policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_a_bid_rental_outbid_while_no_controller_ran_is_caught_when_it_resumes(key):
+    """The controller is killed while its proven bid rental runs; the market outbids it
+    meanwhile. At the restart the row reads stopped, and nobody saw why: taken for a stop of
+    ours, it would resume by itself unwatched. Taken for paused, its resume is caught in the
+    poll that sees it."""
+    from rentwatch.ledger import Ledger
+
+    market, led = bid_market(), Ledger(":memory:")
+    held: list[int] = []
+
+    async def first(sup, market, ledger):
+        held.append(await proven(sup, market))
+
+    async def second(sup, market, ledger):
+        a = sup.attempts[held[0]]
+        assert a.resumes_by_itself and a.paused and a.outbid_at is not None
+        market.t += 60
+        market.set(held[0], actual="running", intended="running", min_bid=0.05)
+        ds = await sup.poll_once()
+        assert only(ds, Resume) or only(ds, Stop)  # caught in the poll that saw it
+        assert [e for e in kinds(ledger, "resumed") if e.instance_id == held[0]]
+
+    camp = dict(rental="interruptible", jobs=(JOB, dataclasses.replace(JOB, name="k")))
+    run(key, first, market=market, ledger=led, policy=DEFAULT, **camp)
+    market.t += 120
+    market.outbid(held[0], min_bid=0.44)  # while no controller runs
+    market.t += 60
+    run(key, second, market=market, ledger=led, policy=DEFAULT, **camp)

@@ -11,6 +11,7 @@ destroyed, probed or released by automation; a person acts on it, or hands it ov
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ..core.billing import status_marks, took_effect_at
 from ..core.campaign import Campaign
@@ -25,6 +26,7 @@ from .attempt import Attempt
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
+from .tier import hold_bid
 
 K = EventKind
 
@@ -84,6 +86,13 @@ class Recovery:
         at a restart): the rental is a fact, and its create is written down so the ledger
         bills it."""
         self.fleet.creates += 1
+        asked = self.ledger.events(  # its create as asked: the bid it carried, if any
+            where="kind = 'create' AND phase = 'intent' AND detail->>'label' = ?",
+            params=[inst.label or ""],
+        )
+        tier: dict[str, Any] = {
+            k: asked[-1].detail[k] for k in ("bid", "min_bid") if asked and k in asked[-1].detail
+        }
         self.journal.fact(
             K.CREATE,
             None,
@@ -92,7 +101,7 @@ class Recovery:
             ok=True,
             reason="found carrying this campaign's label with no create in the ledger: a "
             "create whose answer was lost or named another id",
-            detail={"label": inst.label, "gpu_billing": self.market.gpu_billing},
+            detail={"label": inst.label, "gpu_billing": self.market.gpu_billing, **tier},
             instance_id=inst.id,
             machine_id=inst.machine_id,
             host_id=inst.host_id,
@@ -322,13 +331,7 @@ class Recovery:
                 detail={"lost_at": gone.at, "gap_s": now - gone.at, "status": inst.known_status},
             )
         if create is not None and create.detail.get("bid") is not None:  # the tier's
-            tier = [e for e in history if e.kind in (K.OUTBID, K.RESUMED, K.STOP, K.START)]
-            ours = bool(tier) and tier[-1].kind == K.STOP and tier[-1].actor != "market"
-            paused = stopped and bool(tier) and tier[-1].kind in (K.OUTBID, K.STOP) and not ours
-            # paused when the last controller died: still is
-            a.bid_held(
-                float(create.detail["bid"]), inst.min_bid, ours, tier[-1].at if paused else None
-            )
+            hold_bid(a, float(create.detail["bid"]), inst, self.ledger.instance_history(inst.id))
         if owned:
             self._record_adoption(a, inst, history, created_at, now)
         else:

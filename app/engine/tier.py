@@ -14,6 +14,7 @@ explicit stop does not resume by itself: the same page).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from ..core.bid_rules import BidTerms
 from ..core.bidding import checkpoint_every_s, tier_for, work_lost_s
@@ -22,7 +23,7 @@ from ..core.decisions import Move, Rebid, Resume
 from ..core.jobs import JobState
 from ..core.lifecycle import Phase
 from ..core.models import Instance
-from ..ledger import EventKind, Ledger
+from ..ledger import Event, EventKind, Ledger
 from ..market.errors import REFUSALS
 from ..market.protocol import Market
 from .actions import Actions
@@ -33,6 +34,27 @@ from .journal import Journal
 
 K = EventKind
 GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)  # a pause reads STOPPED: not gone
+
+
+def hold_bid(a: Attempt, bid: float, inst: Instance, history: Sequence[Event]) -> None:
+    """A bid rental adopted (at a restart, or found by its label after its create's answer
+    was lost): its bid, whether its last stop was ours, and since when it has been paused.
+    A stop the reconciler found on the row (`actor` "reconcile": nobody saw it happen) is not
+    ours: a bid rental stopped behind our back was most often outbid, or created stopped by a
+    losing bid, and one taken for stopped by us resumes by itself unwatched (held-out 8128:2
+    billed 29 min so, and was paused again at the end); if the host's watchdog stopped it,
+    taking it for paused costs the rules' wait. One never proven is given up, as a bid
+    refused at create is."""
+    tier = [e for e in history if e.kind in (K.OUTBID, K.RESUMED, K.STOP, K.START)]
+    last = tier[-1] if tier else None
+    ours = last is not None and last.kind == K.STOP and last.actor not in ("market", "reconcile")
+    paused_at = None
+    if inst.intended_status == "stopped" and not ours:
+        paused = last is not None and last.kind in (K.OUTBID, K.STOP)
+        paused_at = last.at if paused and last is not None else a.created_at
+    a.bid_held(bid, inst.min_bid, ours, paused_at)
+    if paused_at is not None and not a.passed_preflight:
+        a.stopped_by_market("found paused on the tier before it was proven")
 
 
 class TierWatch:
