@@ -392,3 +392,27 @@ def test_a_bid_rental_outbid_while_no_controller_ran_is_caught_when_it_resumes(k
     market.outbid(held[0], min_bid=0.44)  # while no controller runs
     market.t += 60
     run(key, second, market=market, ledger=led, policy=DEFAULT, **camp)
+
+
+def test_outbids_before_the_preflight_count_as_moves_in_autos_sums(key):
+    """An outbid rental not yet proven is given up, and its job waits for a fresh create: a
+    move in all but name. The tier's terms read the share from what the run and the ledger
+    saw, so a market whose outbids all end in moves is soon rented on-demand by `auto`."""
+    from rentwatch.core import bidding as B
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        assert sup.tier.terms(market.t).move_share == B.MOVE_SHARE
+        for _ in range(4):
+            iid = max(b.id for b in market.boxes.values() if b.intended != "destroyed")
+            market.t += 60
+            market.outbid(iid, min_bid=0.39)
+            await sup.poll_once()
+        share = sup.tier.terms(market.t).move_share
+        n = len(kinds(ledger, "outbid"))
+        assert n >= 3 and share == pytest.approx(B.move_share(n, n)) and share > 0.6
+        # a restart reads the same record from the ledger
+        sup.tier.restore(ledger, market.t)
+        assert sup.tier.terms(market.t).move_share == pytest.approx(share)
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="auto", jobs=(JOB,))

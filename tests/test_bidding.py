@@ -363,3 +363,14 @@ def test_no_offer_left_does_not_end_a_campaign_whose_proven_rental_is_only_pause
     gone = dataclasses.replace(paused, outbid_at=None)
     out = decide(dataclasses.replace(snap, attempts=(gone,)), DEFAULT, 1060.0)
     assert [d.rule for d in out if isinstance(d, Finish)] == ["rule:no_offers"]
+
+
+def test_the_share_of_outbids_that_move_is_the_ledgers_over_a_prior():
+    assert B.move_share(0, 0) == B.MOVE_SHARE
+    assert B.move_share(40, 38) > 0.85  # rivals on-demand: no rebid wins, nearly all move
+    assert B.move_share(40, 4) < 0.2  # rivals that bid: rebid and resumed
+    assert B.move_share(3, 9) == B.move_share(3, 3) and B.move_share(-1, -1) == B.MOVE_SHARE
+    # a bid at 0.6x on-demand and 1.2 outbids an hour pays while two in five outbids move, and
+    # not once every outbid does (held-out 9001:8: 48 creates, every job still queued)
+    assert B.worth_bidding(0.60, 1.0, 1.2, 600, 0.4)
+    assert not B.worth_bidding(0.60, 1.0, 1.2, 600, 1.0)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .bidding import (
+    MOVE_SHARE,
     Tier,
     bid_for,
     checkpoint_every_s,
@@ -34,14 +35,15 @@ from .models import Offer
 class BidTerms:
     """What the rules need of the tier: where the next job may go (`bidding.tier_for`), the
     campaign's `rental` ("interruptible" or "auto") and bid cap, the checkpoint interval the
-    campaign asks for, and what was seen of each machine on bid (machine_id, gpu_name, hours
-    on bid, outbids)."""
+    campaign asks for, what was seen of each machine on bid (machine_id, gpu_name, hours
+    on bid, outbids), and the share of outbids that ended in a move."""
 
     tier: Tier
     rental: str
     cap: float | None = None
     checkpoint_s: float = 600.0
     exposure: tuple[tuple[int, str, float, int], ...] = ()
+    move_share: float = MOVE_SHARE  # the share of outbids that end in a move (`move_share`)
 
     def rate(self, machine_id: int | None, gpu: str) -> float:
         mine, model = exposure(self.exposure, -1 if machine_id is None else machine_id, gpu)
@@ -55,10 +57,12 @@ def offer_bid(offer: Offer, terms: BidTerms) -> tuple[float | None, str]:
     if bid is None:
         return None, "no bid under the caps: on-demand"
     ckpt = checkpoint_every_s(terms.checkpoint_s, rate)
-    if terms.rental == "auto" and not worth_bidding(bid, offer.dph_base, rate, ckpt):
-        cost = tier_cost(1.0, bid, offer.dph_base, rate, ckpt)
+    share = terms.move_share
+    if terms.rental == "auto" and not worth_bidding(bid, offer.dph_base, rate, ckpt, share):
+        cost = tier_cost(1.0, bid, offer.dph_base, rate, ckpt, share)
         return None, (
-            f"auto: a bid of ${bid:.4f}/h at {rate:.2f} outbids/h (the ledger's) costs "
+            f"auto: a bid of ${bid:.4f}/h at {rate:.2f} outbids/h, {share:.0%} of them moves "
+            f"(the ledger's), costs "
             f"${cost:.4f} an hour of work, work lost and moves in, over on-demand "
             f"${offer.dph_base:.4f}/h: on-demand"
         )

@@ -37,11 +37,14 @@ WAIT_S = 600.0  # an outbid rental is waited for this long before its job moves
 # to 240; Vast gives no figure), and a chain of them outlasted the half hour this once was (a
 # campaign test that failed one CI run in many: the job ran twice to the end)
 OUTPUT_WAIT_S = 4 * 3600.0
-# the share of outbids that end in a move to a fresh host; the others are rebid (or wait) and
-# resume on the same machine within minutes. Measured on 20 refereed runs of family 31 at
-# 53ce6b8: of 37 outbids of proven rentals, 22 were rebid and resumed within 4 min and 15
-# waited their 10 min and moved (docs/benchmarks.md, "What an outbid costs")
+# the share of outbids that end in a move to a fresh host, before the ledger has seen any; the
+# others are rebid (or wait) and resume on the same machine within minutes. Measured on 20
+# refereed runs of family 31 at 53ce6b8: of 37 outbids of proven rentals, 22 were rebid and
+# resumed within 4 min and 15 waited their 10 min and moved (docs/benchmarks.md, "four bugs
+# found in the runs"). Where rivals rent on-demand no rebid wins, and nearly every outbid is a
+# move (held-out 9001:8), so the ledger's own share replaces it as outbids are seen
 MOVE_SHARE = 0.4
+MOVE_PRIOR_N = 5.0  # the prior counts as this many outbids seen
 REBID_STEP = 0.1  # a rebid clears the new min_bid by this share
 LOWER_SLACK = 0.1  # a running bid comes down only where it is this share over a fresh bid
 
@@ -125,12 +128,19 @@ def bid_for(
     return bid if bid >= min_bid else None  # a min_bid under $0.0001/h rounds to a losing bid
 
 
-def outbid_cost(bid: float, on_demand: float) -> float:
+def move_share(outbids: int, moves: int) -> float:
+    """The share of outbids that end in a move, from the ledger's record (an outbid rental let
+    go, or one outbid before it was proven, which is given up), shrunk towards `MOVE_SHARE`."""
+    seen = min(max(0, moves), max(0, outbids))
+    return (MOVE_SHARE * MOVE_PRIOR_N + seen) / (MOVE_PRIOR_N + max(0, outbids))
+
+
+def outbid_cost(bid: float, on_demand: float, share: float = MOVE_SHARE) -> float:
     """The USD one outbid costs beside the work it throws away: the job's restart from its
     checkpoint (`RESUME_H`, at the bid: a rebid resumes the same machine), and for the share
-    that moves (`MOVE_SHARE`), a fresh host's boot and preflight (`MOVE_BOOT_H`) priced at
+    that moves (`move_share`), a fresh host's boot and preflight (`MOVE_BOOT_H`) priced at
     on-demand, the worst of where the job goes. The wait for a resume bills storage only."""
-    return RESUME_H * bid + MOVE_SHARE * MOVE_BOOT_H * on_demand
+    return RESUME_H * bid + share * MOVE_BOOT_H * on_demand
 
 
 def lower_bid(
@@ -158,7 +168,12 @@ def lower_bid(
 
 
 def tier_cost(
-    hours: float, bid: float, on_demand: float, rate_per_h: float, ckpt_every_s: float
+    hours: float,
+    bid: float,
+    on_demand: float,
+    rate_per_h: float,
+    ckpt_every_s: float,
+    share: float = MOVE_SHARE,
 ) -> float:
     """The expected USD of `hours` of a job's work on a bid: it runs R hours, the work plus what
     each outbid (rate x R of them) throws away, half a checkpoint interval on average, so
@@ -169,14 +184,20 @@ def tier_cost(
     if kept <= 0:
         return float("inf")
     running = hours / kept
-    return bid * running + rate_per_h * running * outbid_cost(bid, on_demand)
+    return bid * running + rate_per_h * running * outbid_cost(bid, on_demand, share)
 
 
-def worth_bidding(bid: float, on_demand: float, rate_per_h: float, ckpt_every_s: float) -> bool:
+def worth_bidding(
+    bid: float,
+    on_demand: float,
+    rate_per_h: float,
+    ckpt_every_s: float,
+    share: float = MOVE_SHARE,
+) -> bool:
     """`auto`: whether a job's expected cost on the tier (`tier_cost`) is under its cost
     on-demand; otherwise the job falls back to on-demand. Linear in the job's hours, so one
     hour stands for any job."""
-    return tier_cost(1.0, bid, on_demand, rate_per_h, ckpt_every_s) < on_demand
+    return tier_cost(1.0, bid, on_demand, rate_per_h, ckpt_every_s, share) < on_demand
 
 
 def stop_cause(

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ..core.bid_rules import BidTerms
-from ..core.bidding import checkpoint_every_s, tier_for, work_lost_s
+from ..core.bidding import checkpoint_every_s, move_share, tier_for, work_lost_s
 from ..core.campaign import Campaign
 from ..core.decisions import Move, Rebid, Resume
 from ..core.jobs import JobState
@@ -76,6 +76,9 @@ class TierWatch:
         self.campaign = campaign
         self.policy_name = policy_name
         self.outbids: Counter[int] = Counter()  # instance id -> outbids seen
+        # outbids and those that ended in a move (let go, or outbid before it was proven), in
+        # the ledger before this start and since (`bidding.move_share`)
+        self.moves_seen = [0, 0]
         # the ledger's record of the tier over every campaign, read at the start
         # (`restore`); this run adds what it sees from then on (`exposure`)
         self.past: tuple[tuple[int, str, float, int], ...] = ()
@@ -88,6 +91,10 @@ class TierWatch:
         """The outbid record of every campaign before this start: the rate the bids and
         `auto`'s choice read, as the machine record is read for the ranking."""
         self.past, self.since = tuple(ledger.bid_exposure()), now
+        outbids = ledger.events(where="kind = 'outbid'")
+        moved = [e for e in outbids if e.detail.get("verified") is False]
+        moved += ledger.events(where="kind = 'moved'")
+        self.moves_seen = [len(outbids), len(moved)]
 
     # -- what the rules decide under ----------------------------------------------------------
     def terms(self, now: float) -> BidTerms | None:
@@ -104,6 +111,7 @@ class TierWatch:
             self.campaign.max_bid_dph,
             job.checkpoint_every_s if job is not None else 600.0,
             self.exposure(now),
+            move_share(*self.moves_seen),
         )
 
     def exposure(self, now: float) -> tuple[tuple[int, str, float, int], ...]:
@@ -149,6 +157,8 @@ class TierWatch:
             lost = work_lost_s(now, began, self.jobs.last_checkpoint(job))
         a.outbid(now, inst.min_bid)
         self.outbids[a.instance_id] += 1
+        self.moves_seen[0] += 1
+        self.moves_seen[1] += 0 if a.passed_preflight else 1  # given up: a fresh create next
         low = f"${inst.min_bid:.4f}/h" if inst.min_bid is not None else "unknown"
         self.journal.fact(
             K.OUTBID,
@@ -253,6 +263,7 @@ class TierWatch:
         """Its job has moved on: stop waiting, and stop it ourselves so it never resumes."""
         now = self.market.answered_at()
         paused = now - a.outbid_at if a.outbid_at is not None else None
+        self.moves_seen[1] += 1
         self.journal.fact(
             K.MOVED,
             a,
