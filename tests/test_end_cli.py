@@ -201,8 +201,8 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
         # then the clean end: everything else it holds destroyed, and it still serves
         done = client.intent(EndIntent(destroy=True, typed="ended"))
         assert "destroyed" in done or "held nothing" in done
-        # a destroy the loaded market answered late is tried again by the next polls (one CI
-        # run, beside two referees on two cores, still held one when asked at once)
+        # read until it settles: under load (one CI run, beside two referees on two cores)
+        # it still read 1 right after the end's answer
         deadline = time.time() + 60
         while client.status()["held"] and time.time() < deadline:
             time.sleep(0.2)
