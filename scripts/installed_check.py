@@ -26,10 +26,12 @@ def fail(why: str) -> None:
     raise SystemExit(1)
 
 
-def run(cmd: list[str], timeout: float = 60) -> str:
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def run(cmd: list[str], timeout: float = 60, env: dict[str, str] | None = None) -> str:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if p.returncode != 0:
         fail(f"{' '.join(cmd[1:])} exited {p.returncode}: {(p.stderr or p.stdout)[-400:]}")
+    if "Warning:" in p.stderr:  # a dependency's warnings ahead of every command's output
+        fail(f"{' '.join(cmd[1:])} printed warnings: {p.stderr[-400:]}")
     return p.stdout
 
 
@@ -56,6 +58,8 @@ def main() -> int:
     for name in subcommands:
         run([*rw, name, "--help"])
     print(f"installed-check: --help of rentwatch and its {len(subcommands)} commands answered")
+    with tempfile.TemporaryDirectory() as tmp:  # a command that loads the SSH side, quietly
+        run([*rw, "ls"], env=dict(os.environ, XDG_RUNTIME_DIR=tmp, RENTWATCH_RUNTIME_DIR=tmp))
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, HOME=tmp, XDG_RUNTIME_DIR=tmp, RENTWATCH_RUNTIME_DIR=tmp)
         ledger = Path(tmp) / "demo.duckdb"
