@@ -416,3 +416,33 @@ def test_outbids_before_the_preflight_count_as_moves_in_autos_sums(key):
         assert sup.tier.terms(market.t).move_share == pytest.approx(share)
 
     run(key, body, market=bid_market(), policy=DEFAULT, rental="auto", jobs=(JOB,))
+
+
+def test_a_resumed_rental_bills_again_at_its_raised_bid_in_the_ledger_and_live(key):
+    # the market's stop on an outbid was read as a release: the GPU time after the resume
+    # billed nothing, and at the create's bid, not the rebid's (held-out 7070:3: the ledger
+    # said $0.008 of GPU where the market billed $0.167), and the budget counted that
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        a = sup.attempts[iid]
+        first = a.bid
+        market.t += 60
+        market.outbid(iid, min_bid=first * 1.2)
+        (rb,) = only(await sup.poll_once(), Rebid)
+        market.t += 60
+        market.set(iid, actual="running", intended="running")
+        assert only(await sup.poll_once(), Resume)
+        resumed_at = market.t
+        market.t += 3600
+        await sup.poll_once()
+        (ev,) = kinds(ledger, "resumed")
+        assert ev.at == resumed_at
+        live = a.charges("running", market.t).gpu_usd
+        (row,) = ledger.query(
+            f"select gpu_usd from instance_charges where instance_id = {iid}", limit=1
+        ).rows
+        assert float(row[0]) == pytest.approx(live, rel=1e-6)
+        # an hour at the raised bid after the resume, besides the minutes before the outbid
+        assert rb.price > first and live >= rb.price
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))

@@ -130,3 +130,60 @@ def test_a_start_of_running_seen_late_is_dated_by_the_rows_uptime(key):
         assert row["total_usd"] == pytest.approx(a.charges("running", market.t).total_usd)
 
     run(key, body)
+
+
+def test_a_resume_and_a_rebid_are_billed_alike_by_the_ledger_and_the_pure_function():
+    """An outbid bid rental: the market's stop, a rebid (one refused: it changes nothing), the
+    resume by itself, an hour at the raised bid. Replayed from the ledger's events by
+    `event_mark` (as a restart does) and read by the ledger's view: the same GPU dollars."""
+    from rentwatch.core.billing import event_mark
+
+    led = Ledger(":memory:")
+    s = led.intent(
+        "create",
+        at=0,
+        actor="rule:t",
+        reason="r",
+        campaign="c",
+        gpu_dph=0.2,
+        storage_dph=0.01,
+        machine_id=1,
+        detail={"bid": 0.2},
+    )
+    led.outcome(s, at=0, ok=True, instance_id=1, detail={"gpu_billing": "running", "bid": 0.2})
+    events = [
+        ("status", 100, True, {"status": "running"}),
+        ("stop", 700, True, {"by": "market"}),
+        ("outbid", 700, True, {"bid": 0.2, "min_bid": 0.25}),
+        ("rebid", 705, False, {"price": 0.9}),  # refused: the bid stays
+        ("rebid", 710, True, {"price": 0.3}),
+        ("status", 900, True, {"status": "running"}),
+        ("resumed", 900, True, {"bid": 0.3}),
+    ]
+    marks = [Mark(0, "create", 0.2, 0.01)]
+    for kind, at, ok, detail in events:
+        if kind == "status":
+            led.record(
+                kind, at=at, actor="engine", reason="s", instance_id=1, campaign="c", detail=detail
+            )
+            marks += status_marks(at, detail["status"])
+            continue
+        led.record(
+            kind,
+            at=at,
+            actor="market",
+            reason="r",
+            instance_id=1,
+            campaign="c",
+            ok=ok,
+            detail=detail,
+        )
+        mark = event_mark(at, kind, detail) if ok else None
+        marks += [mark] if mark is not None else []
+    led.record("note", at=4500, actor="engine", reason="clock", campaign="c")
+    want = charges(marks, "running", 4500)
+    assert want.gpu_usd == pytest.approx((0.2 * 600 + 0.3 * 3600) / 3600)
+    [row] = led.instance_rows()
+    assert row["gpu_usd"] == pytest.approx(want.gpu_usd)
+    assert row["storage_usd"] == pytest.approx(0.01 * 4500 / 3600)
+    led.close()

@@ -35,7 +35,8 @@ class Mark:
 
     kind: `create`, `running` (the container started), `halt` (it stopped running on its own:
     exited), `offline` (the host went dark: neither GPU nor storage bills), `online` (back),
-    `stop`, `start`, `destroy`, `bandwidth` (bytes moved: `usd` is their price). `gpu_dph` and
+    `stop`, `start`, `destroy`, `price` (a new GPU price, a rebid's), `bandwidth` (bytes moved:
+    `usd` is their price). `gpu_dph` and
     `storage_dph` are $/h from this mark on (None keeps the previous price).
     """
 
@@ -60,6 +61,23 @@ def status_marks(at: float, status: str | None) -> list[Mark]:
     if status in ("exited", "unknown"):
         return [Mark(at, "online"), Mark(at, "halt")]
     return [Mark(at, "online")]
+
+
+# The ledger's events that are billing marks besides `create` and `status` (`status_marks`),
+# as the ledger's `billing_marks` view reads them: a stop and a start; a bid rental's resume by
+# itself, which bills again as a start does (Vast's rental-types page: an outbid instance
+# "resumes" once its bid wins again, and its GPU bills from then); a rebid, whose new price
+# (`detail.price`) bills from then (the CLI's `change bid`: the rental pays its bid)
+EVENT_MARKS = {"stop": "stop", "start": "start", "resumed": "start", "rebid": "price"}
+
+
+def event_mark(at: float, kind: str, detail: dict[str, object]) -> Mark | None:
+    """The billing mark a settled ledger event of `kind` implies (None: it implies none)."""
+    mark = EVENT_MARKS.get(kind)
+    if mark == "price":
+        price = detail.get("price")
+        return Mark(at, mark, gpu_dph=float(price)) if isinstance(price, int | float) else None
+    return Mark(at, mark) if mark is not None else None
 
 
 def storage_per_hour(disk_gb: float, storage_cost_gb_month: float) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..core.billing import status_marks, took_effect_at
+from ..core.billing import event_mark, status_marks, took_effect_at
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance
@@ -90,9 +90,8 @@ class Recovery:
             where="kind = 'create' AND phase = 'intent' AND detail->>'label' = ?",
             params=[inst.label or ""],
         )
-        tier: dict[str, Any] = {
-            k: asked[-1].detail[k] for k in ("bid", "min_bid") if asked and k in asked[-1].detail
-        }
+        was: dict[str, Any] = asked[-1].detail if asked else {}
+        tier = {k: was[k] for k in ("bid", "min_bid", "on_demand_dph") if k in was}
         self.journal.fact(
             K.CREATE,
             None,
@@ -294,8 +293,9 @@ class Recovery:
         stopped = inst.intended_status == "stopped"
         said: str | None = None  # the last status the ledger holds for it
         for e in history:  # the marks the ledger's billing_marks view reads, in order
-            if e.kind in (K.STOP, K.START) and e.phase != "intent" and e.ok:
-                a.mark(e.at, e.kind)
+            mark = event_mark(e.at, e.kind, e.detail) if e.phase != "intent" and e.ok else None
+            if mark is not None:
+                a.marked([mark])
             elif e.kind == K.STATUS:
                 said = e.detail.get("status")
                 a.marked(status_marks(e.at, said))

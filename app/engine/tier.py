@@ -214,18 +214,24 @@ class TierWatch:
         if a.life.phase != Phase.STOPPED or not a.resumes_by_itself:
             return
         if inst.known_status == "running" and not a.resumed:
-            paused = now - a.outbid_at if a.outbid_at is not None else None
+            # it bills again from when it ran (the status mark the observer just made, never
+            # before its last mark): a start, as the market's stop was a stop (the ledger reads
+            # the event alike, `billing.EVENT_MARKS`)
+            ran = next((m.at for m in reversed(a.marks) if m.kind == "running"), now)
+            at = min(now, max(ran, a.marks[-1].at if a.marks else ran))
+            paused = at - a.outbid_at if a.outbid_at is not None else None
             if a.outbid_at is not None:
                 was = self.paused_s.get(a.instance_id, 0.0)
-                self.paused_s[a.instance_id] = was + max(0.0, now - max(a.outbid_at, self.since))
+                self.paused_s[a.instance_id] = was + max(0.0, at - max(a.outbid_at, self.since))
             a.resumed_itself()
+            a.mark(at, "start")
             self.journal.fact(
                 K.RESUMED,
                 a,
-                at=now,
+                at=at,
                 actor="market",
                 ok=True,
-                reason=f"resumed by itself at ${a.bid or 0:.4f}/h: it bills again from now",
+                reason=f"resumed by itself at ${a.bid or 0:.4f}/h: it bills again from here",
                 detail={"bid": a.bid, "min_bid": inst.min_bid, "paused_s": paused},
             )
             self.journal.say(f"resume i:{a.instance_id} m:{a.machine_id} ran again by itself")

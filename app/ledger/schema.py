@@ -101,13 +101,17 @@ SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
             WHEN kind = 'status' AND detail->>'status' = 'stopped' THEN 'seen'
             WHEN kind = 'status' THEN 'online'
             WHEN kind = 'lost' THEN 'destroy'
+            -- core.billing.EVENT_MARKS: a bid rental's resume bills as a start; a rebid's price
+            WHEN kind = 'resumed' THEN 'start'
+            WHEN kind = 'rebid' THEN 'price'
             ELSE kind END AS mark,
-       CASE WHEN kind = 'create' THEN gpu_dph END AS gpu_dph,
+       CASE WHEN kind = 'create' THEN gpu_dph
+            WHEN kind = 'rebid' THEN TRY_CAST(detail->>'price' AS DOUBLE) END AS gpu_dph,
        CASE WHEN kind = 'create' THEN storage_dph END AS storage_dph,
        CASE WHEN kind = 'create' THEN coalesce(detail->>'gpu_billing', 'created') END AS billing
 FROM standing_events
 WHERE instance_id IS NOT NULL AND coalesce(ok, true) AND phase <> 'intent'
-  AND (kind IN ('create', 'stop', 'start', 'destroy', 'lost') OR kind = 'status');
+  AND (kind IN ('create', 'stop', 'start', 'destroy', 'lost', 'resumed', 'rebid') OR kind = 'status');
 
 CREATE OR REPLACE VIEW billing_spans AS
 WITH m AS (
