@@ -190,8 +190,8 @@ def test_receipt_splits_spend_by_tier_and_counts_work_lost_to_outbids(tmp_path):
             storage_dph=0.01,
             gpu_name="RTX 4090",
         )
-        detail = {"gpu_billing": "created"} | ({"bid": bid} if bid else {})
-        led.outcome(s, at=0, ok=True, instance_id=iid, detail=detail)
+        tier = {"bid": bid, "on_demand_dph": 0.3} if bid else {}
+        led.outcome(s, at=0, ok=True, instance_id=iid, detail={"gpu_billing": "created"} | tier)
     led.record(
         "outbid",
         at=1800,
@@ -223,6 +223,10 @@ def test_receipt_splits_spend_by_tier_and_counts_work_lost_to_outbids(tmp_path):
     lines = dict(format_receipt(r))
     assert lines["interruptions (outbid)"] == "2 (1 of a running job)"
     assert lines["work lost to interruptions"] == "4.0 min (4.0 each)"  # of the one with a job
+    # the same work all on-demand: the bid's hour less the 4 min an outbid threw away, at the
+    # machine's $0.30/h, in place of the bid's $0.12
+    assert r["usd_all_on_demand"] == pytest.approx(0.44 - 0.12 + 0.3 * (56 / 60), abs=0.001)
+    assert lines["USD the same work all on-demand"] == "$0.600"
 
 
 def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():

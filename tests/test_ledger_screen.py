@@ -83,14 +83,14 @@ def test_ledger_screen_pages_cleans_and_exports_where_asked(tmp_path, monkeypatc
     led.close()
 
 
-def _receipt_shown(led: Ledger) -> tuple[bool, object]:
+def _receipt_shown(led: Ledger, chart: str | None = None) -> tuple[bool, object]:
     """The receipt screen on `led`, once it has read the ledger: whether the app still runs
     (nothing in the ledger's text broke it), and what the receipt panel shows."""
     from rentwatch.widgets.receipt_screen import ReceiptScreen
 
     class _Receipt(App[None]):
         def on_mount(self) -> None:
-            self.push_screen(ReceiptScreen(led))
+            self.push_screen(ReceiptScreen(led, chart=chart))
 
     app = _Receipt()
 
@@ -152,4 +152,22 @@ def test_receipt_screen_is_as_of_the_charted_campaigns_clock(tmp_path):
         led.outcome(s, at=end, ok=True, instance_id=port)
     _, table = _receipt_shown(led)
     assert getattr(table, "title", "") == f"receipt as of {clock(at + 600)}"
+    led.close()
+
+
+def test_receipt_screen_puts_the_dashboards_campaign_first(tmp_path):
+    # a newcomer's second demo: the ledger's first campaign filled the screen's top, and its
+    # 50% duds read as the dashboard's figure (its header said 0%)
+    from rich.table import Table
+
+    led = Ledger(tmp_path / "l.duckdb")
+    for i, name in enumerate(("demo", "demo-2")):
+        s = led.intent("create", at=i, actor="rule:replace", reason="r", campaign=name, gpu_dph=0.2)
+        led.outcome(s, at=i, ok=True, instance_id=i + 1)
+    _, table = _receipt_shown(led, chart="demo-2")
+    assert isinstance(table, Table)
+    cells = [str(c) for c in table.columns[1]._cells]
+    labels = [str(c) for c in table.columns[0]._cells]
+    assert cells[0] == "demo-2" and "demo" in cells[1:]
+    assert "other campaigns in this ledger" in labels
     led.close()

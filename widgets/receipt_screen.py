@@ -80,6 +80,9 @@ class ReceiptScreen(Screen[None]):
         # (the charted campaign's clock, where the chart ends: one ledger may hold several
         # markets' clocks, as the demo's, whose second demo's market runs hours behind the first)
         chart = self.chart or (str(receipts[-1]["campaign"]) if receipts else None)
+        # the dashboard's campaign first: the others in the ledger (earlier demos, campaigns
+        # run before) follow, each in its own section, and read as another's figures
+        receipts.sort(key=lambda r: r["campaign"] != chart)
         mine = (self.campaign or chart or "").replace("'", "''")
         as_of = self.ledger.query(
             f"select coalesce((select now from campaign_clocks where campaign = '{mine}'), "
@@ -114,7 +117,12 @@ class ReceiptScreen(Screen[None]):
         )
         t.add_column("what")
         t.add_column("figure", justify="right")
-        for r in receipts:
+        for i, r in enumerate(receipts):
+            if i == 1:
+                t.add_section()
+                t.add_row(Text("other campaigns in this ledger", style="bold"), Text(""))
+            elif i:
+                t.add_section()
             for label, value in format_receipt(r):
                 t.add_row(Text(label), Text(value))  # a campaign name is text, never markup
         self.query_one("#receipt", Static).update(t if receipts else Text("no creates yet"))

@@ -146,7 +146,12 @@ class Actions:
         }
         j.fact(K.OFFER_CHOSEN, None, actor=actor, reason=why, **ctx)
         label = f"{campaign_label(self.campaign.name)}:{secrets.token_hex(5)}"
-        tier = {} if bid is None else {"bid": bid, "min_bid": offer.min_bid}
+        # the on-demand price too: what the receipt prices the same work at (`usd_all_on_demand`)
+        tier = (
+            {}
+            if bid is None
+            else {"bid": bid, "min_bid": offer.min_bid, "on_demand_dph": offer.dph_base}
+        )
         seq = j.intent(K.CREATE, ctx, actor=actor, reason=reason, detail={"label": label, **tier})
         try:
             res = await self.market.create_instance(

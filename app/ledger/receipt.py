@@ -33,6 +33,7 @@ RECEIPT_KEYS = (
     "interruptions",
     "interruptions_of_jobs",
     "work_lost_interrupt_min",
+    "usd_all_on_demand",
 )
 
 # The interruptible tier: an instance is on it when its create says the bid (`detail.bid`,
@@ -53,18 +54,47 @@ SELECT coalesce(campaign, ''),
 FROM events WHERE kind IN ('outbid', 'rescued') {c} GROUP BY 1
 """
 
+# What the bid rentals' GPU time was billed, and what it would have been at each machine's
+# on-demand price (`detail.on_demand_dph` of the create, the offer's `dph_base`); NULL where
+# a create did not say (a ledger older than the figure)
+_AS_ON_DEMAND_SQL = """
+WITH b AS (
+  SELECT instance_id, max(TRY_CAST(detail->>'on_demand_dph' AS DOUBLE)) AS od
+  FROM events WHERE kind = 'create' AND instance_id IS NOT NULL AND detail->>'bid' IS NOT NULL
+  GROUP BY 1
+)
+SELECT s.campaign, sum(s.span_s / 3600) FILTER (WHERE s.gpu_on),
+       sum(s.span_s * s.gpu_dph / 3600) FILTER (WHERE s.gpu_on),
+       sum(s.span_s * b.od / 3600) FILTER (WHERE s.gpu_on), bool_and(b.od IS NOT NULL)
+FROM billing_spans s JOIN b USING (instance_id) {c} GROUP BY 1
+"""
 
-def tier_figures(row: tuple[Any, ...] | None, on_demand: float, on_bids: float) -> dict[str, Any]:
+
+def tier_figures(
+    row: tuple[Any, ...] | None,
+    on_demand: float,
+    on_bids: float,
+    as_on_demand: tuple[Any, ...] | None = None,
+) -> dict[str, Any]:
     """A campaign's spend by tier, its interruptions and the work they cost (minutes), from
-    its `_TIER_SQL` row (None: it had none)."""
+    its `_TIER_SQL` row (None: it had none); and what the same work would have cost all
+    on-demand, from its `_AS_ON_DEMAND_SQL` row: the bids' GPU time, less the work outbids
+    threw away (an on-demand rental is never outbid), at the machines' on-demand prices, in
+    place of what the bids billed (None where a create did not record its on-demand price)."""
     _, outbids, lost_s, kept_s, of_jobs = row or ("", 0, 0, 0, 0)
     lost = max(0.0, float(lost_s or 0.0) - float(kept_s or 0.0))
+    total = on_demand + on_bids
+    _, hours, bid_gpu, od_gpu, known = as_on_demand or ("", 0, 0, 0, True)
+    hours, bid_gpu, od_gpu = (float(v or 0.0) for v in (hours, bid_gpu, od_gpu))
+    kept_h = max(0.0, hours - lost / 3600)
+    same = total - bid_gpu + (od_gpu / hours * kept_h if hours > 0 else 0.0)
     return {
         "usd_on_demand": round(on_demand, 6),
         "usd_interruptible": round(on_bids, 6),
         "interruptions": int(outbids or 0),
         "interruptions_of_jobs": int(of_jobs or 0),  # those that cost a running job its work
         "work_lost_interrupt_min": round(lost / 60, 3),
+        "usd_all_on_demand": round(same, 6) if known else None,
     }
 
 
@@ -147,32 +177,41 @@ def compute_receipt(
             on_bids[camp] = on_bids.get(camp, 0.0) + float(usd or 0.0)
     work = {r[0]: r for r in con.execute(_WORK_SQL.format(c=c), params * 3).fetchall()}
     tier = {r[0]: r for r in con.execute(_TIER_SQL.format(c=c), params).fetchall()}
+    c = "WHERE s.campaign = ?" if campaign else ""
+    as_od = {r[0]: r for r in con.execute(_AS_ON_DEMAND_SQL.format(c=c), params).fetchall()}
     out = []
     for camp, tenures in by_campaign.items():
         r = summarize(clean(camp, 120), tenures)  # a campaign file's name: shown everywhere
         total = float(r["total_usd"])
         r.update(work_figures(work.get(camp), total))
         bid_usd = on_bids.get(camp, 0.0)
-        r.update(tier_figures(tier.get(camp), total - bid_usd, bid_usd))
+        r.update(tier_figures(tier.get(camp), total - bid_usd, bid_usd, as_od.get(camp)))
         out.append(r)
     return out
+
+
+def usd(x: float) -> str:
+    """A receipt's USD, to the tenth of a cent the fleet header shows: a campaign's first
+    minutes bill a fraction of a cent, and "$0.00" lost on duds read as nothing lost."""
+    return f"${x:.3f}"
 
 
 def format_receipt(r: dict[str, Any]) -> list[tuple[str, str]]:
     """Label/value lines of one campaign's receipt, as the table shows them (text cleaned
     again here: a receipt dict may come from elsewhere than `compute_receipt`)."""
     per_h = r.get("usd_per_gpu_hour")
+    lifetime = f"{r['dud_mean_lifetime_min']:.1f} min" if r["duds"] else "-"
     lines = [
         ("campaign", clean(r["campaign"], 120)),
         ("instance creates", str(r["creates"])),
         ("proven rentals reused", str(r.get("reused", 0))),
         ("never delivered", f"{r['duds']} ({r['dud_share']:.0%})"),
-        ("USD billed on them", f"${r['dud_usd']:.2f}"),
-        ("mean dead-host lifetime", f"{r['dud_mean_lifetime_min']:.1f} min"),
+        ("USD billed on them", usd(r["dud_usd"])),
+        ("mean dead-host lifetime", lifetime),
         ("verified instances", str(r["verified"])),
         ("GPU-hours delivered", f"{r['gpu_hours']:.2f}"),
         ("jobs finished", str(r["jobs_finished"])),
-        ("USD spent in all", f"${r['total_usd']:.2f}"),
+        ("USD spent in all", usd(r["total_usd"])),
         ("USD per delivered GPU-hour", f"${per_h:.3f}" if per_h is not None else "-"),
     ]
     if r.get("work_done"):
@@ -186,9 +225,11 @@ def format_receipt(r: dict[str, Any]) -> list[tuple[str, str]]:
     if r.get("usd_interruptible") or r.get("interruptions"):
         lost = r.get("work_lost_interrupt_min", 0.0)
         n, k = r.get("interruptions", 0), r.get("interruptions_of_jobs", 0)
+        same = r.get("usd_all_on_demand")
         lines += [
-            ("USD on-demand", f"${r.get('usd_on_demand', 0):.2f}"),
-            ("USD interruptible (bids)", f"${r.get('usd_interruptible', 0):.2f}"),
+            ("USD on-demand", usd(r.get("usd_on_demand", 0))),
+            ("USD interruptible (bids)", usd(r.get("usd_interruptible", 0))),
+            ("USD the same work all on-demand", usd(same) if same is not None else "-"),
             ("interruptions (outbid)", f"{n}" + (f" ({k} of a running job)" if k != n else "")),
             (
                 "work lost to interruptions",
