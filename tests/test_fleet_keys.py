@@ -85,3 +85,19 @@ def test_plus_minus_send_the_fleet_size_and_hand_over_sends_its_intent():
         FleetSizeIntent(FLEET.fleet - 1),
         HandOverIntent(iid),
     ]
+
+
+def test_minus_at_a_wanted_fleet_of_0_sends_nothing():
+    # a newcomer's `-` past 0 recorded "fleet 0 -> 0 by human" in the ledger
+    engine = RecordingEngine()
+    app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            app.latest = dataclasses.replace(FLEET, fleet=0)
+            await pilot.pause(0.3)
+            await pilot.press("minus")
+            await pilot.pause(0.2)
+
+    asyncio.run(run())
+    assert engine.sent == []

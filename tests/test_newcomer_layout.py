@@ -103,7 +103,7 @@ def test_the_ledger_screen_names_every_canned_key_at_80_columns():
                     break
                 await asyncio.sleep(0.1)
             lines = text.splitlines()
-            for key in ("F2 receipt", "F3 duds", "F4 costliest", "F5 a machine", "F6 throttled"):
+            for key in ("F2 receipt", "F3 duds", "F4 dud cost", "F5 a machine", "F6 throttled"):
                 assert any(key in line for line in lines[:-1]), (key, text)
             footer = lines[-1]  # what acts on the query, whole: the F-keys are named above
             for key in ("Run", "esc", "Export"):

@@ -376,6 +376,9 @@ class RentwatchApp(App[str]):
         if snap is None:
             return
         size = max(0, snap.fleet + delta)
+        if size == snap.fleet:  # `-` at 0: nothing to ask the controller, nothing to record
+            self.notify(f"the wanted fleet is {size} already", severity="warning")
+            return
         self._send(
             f"wanted fleet {snap.fleet} -> {size}",
             FleetSizeIntent(size),

@@ -56,7 +56,7 @@ def canned_key(key: str) -> str:
     return f"f{int(key) + 1}"
 
 
-SHORT = {"1": "receipt", "2": "duds", "3": "costliest", "4": "a machine", "5": "throttled"}
+SHORT = {"1": "receipt", "2": "duds", "3": "dud cost", "4": "a machine", "5": "throttled"}
 
 
 def canned_legend() -> str:

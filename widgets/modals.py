@@ -339,7 +339,7 @@ on the detail screen (Enter)
 
 in the ledger (l)
   ctrl+r    run the query                ctrl+a   select all of it
-  F2..F6    canned: receipt, duds, costliest, a machine, throttled
+  F2..F6    canned: receipt, duds, dud cost, a machine, throttled
   ctrl+n/b  next / previous page         ctrl+e   export CSV / Parquet
   Esc       cancel a running query, or back
 
