@@ -33,6 +33,7 @@ def test_rental_notify_and_job_size_parse():
     [
         ('rental = "spot"', "", "rental: expected one of on-demand, interruptible, auto"),
         ("rental = 3", "", "rental: expected str"),
+        ('policy = "seed"', "", "choose the policy itself with --policy .seed."),
         ('notify = "json://x"', "", "notify: expected list"),
         ("notify = [1]", "", "notify: expected a list of notification URLs"),
         ("", 'ref_gpu = "RTX 4090"\nref_hours = 0', "jobs[0].ref_hours: must be above 0"),
@@ -82,3 +83,16 @@ def test_jobs_with_their_own_checkpoint_folders_parse():
         ('checkpoint = "ckpt"', ""),
     ):
         assert len(parse_campaign(_two(a, b)).jobs) == 2
+
+
+def test_a_jobs_error_points_at_the_jobs_line_not_the_campaigns_name():
+    # a newcomer's `name = 3` in their second job said "line 1: name:", the campaign's name
+    base = 'name = "c"\nimage = "img"\nmax_dph = 0.5\nbudget_usd = 10\n'
+    jobs = '\n[[jobs]]\nname = "a"\nrun = "true"\n\n[[jobs]]\nrun = "true"\nname = {}\n'
+    with pytest.raises(ConfigError, match=r"^campaign: line 12: jobs\[1\]\.name: letters"):
+        parse_campaign(base + jobs.format(3))
+    with pytest.raises(ConfigError, match=r"line 12: jobs\[1\]\.name: job names must be unique"):
+        parse_campaign(base + jobs.format('"a"'))
+    # a key the job lacks points at the job's header
+    with pytest.raises(ConfigError, match=r"line 10: jobs\[1\]\.run: a command is required"):
+        parse_campaign(base + jobs.format('"b"').replace('run = "true"\nname', "name"))

@@ -91,6 +91,23 @@ def _line_of(text: str, key: str) -> str:
     return ""
 
 
+def _job_line_of(text: str, index: int, key: str) -> str:
+    """The line of `key` in the `index`-th `[[jobs]]` table (its header's where the key is
+    not there): a job's error points at the job, not at the campaign's own `name`."""
+    seen, header = -1, 0
+    for i, line in enumerate(text.splitlines(), 1):
+        if re.match(r"\s*\[", line):
+            if seen == index:
+                break
+            if re.match(r"\s*\[\[\s*jobs\s*\]\]", line):
+                seen += 1
+                header = i
+            continue
+        if seen == index and re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return f"line {i}: "
+    return f"line {header}: " if seen >= index and header else ""
+
+
 def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     try:
         data = tomllib.loads(text)
@@ -177,6 +194,12 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     deadline = number("deadline_min") if "deadline_min" in data else None
     poll = number("poll_s", 10.0, hi=86_400)
     http_timeout = number("http_timeout_s", hi=3600) if "http_timeout_s" in data else None
+    if isinstance(data.get("policy"), str):  # `policy = "seed"`: the preset is a flag
+        raise fail(
+            "policy",
+            f"[policy] is a table of settings to override; choose the policy itself with "
+            f"--policy {data['policy']!r}",
+        )
     policy = get("policy", dict, {})
     rental = get("rental", str, "on-demand")
     if rental not in RENTALS:
@@ -199,11 +222,14 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
         where = f"jobs[{i}]"
         if not isinstance(raw, dict):
             raise fail("jobs", f"{where} is not a table")
-        jobs.append(_job(raw, i, where, fail))
+        jobs.append(_job(raw, i, where, _job_fail(text, source, i)))
     names = [j.name for j in jobs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise fail("name", f"job names must be unique; repeated: {', '.join(dup)}")
+        again = next(k for k, n in enumerate(names) if n in names[:k])
+        raise _job_fail(text, source, again)(
+            "name", f"jobs[{again}].name: job names must be unique; repeated: {', '.join(dup)}"
+        )
     clash = shared_checkpoint(jobs)
     if clash is not None:
         a, b, path = clash
@@ -276,6 +302,11 @@ def _in_range(
     if value < lo or (open_lo and value == lo) or value > hi:
         raise error(f"must be {'above' if open_lo else 'at least'} {lo:g} and at most {hi:g}")
     return value
+
+
+def _job_fail(text: str, source: str, index: int) -> Callable[[str, str], ConfigError]:
+    """The error of the `index`-th job's `key`, at its line (its message names the job)."""
+    return lambda key, msg: ConfigError(f"{source}: {_job_line_of(text, index, key)}{msg}")
 
 
 def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], ConfigError]) -> Job:
