@@ -215,7 +215,9 @@ class RentwatchApp(App[str]):
 
     def compose(self) -> ComposeResult:
         yield Static(Text(" starting the engine…"), id="bar")
-        yield FilterInput(placeholder="filter: id, GPU, phase or machine", id="filter")
+        yield FilterInput(
+            placeholder="filter: id, GPU, phase or machine (Enter on empty clears it)", id="filter"
+        )
         yield FleetView(id="fleet")
         yield FleetTable(id="table")
         # wrapped: a decision's reason ends with its why, which a cut line lost

@@ -280,8 +280,8 @@ def run_attached(
     notice = (
         None
         if proc is not None
-        else "attached to the controller already running on this ledger: its own settings "
-        "stand (the options given here were not applied); another one needs another --ledger"
+        else "attached to the controller already running on this ledger: it keeps its own "
+        "settings (options given here, if any, do not apply); another one needs another --ledger"
     )
     return run_dashboard(target, proc, notice)
 
