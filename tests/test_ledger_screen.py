@@ -126,7 +126,7 @@ def test_receipt_screen_says_as_of_when(tmp_path):
     led.outcome(s, at=at + 60, ok=True, instance_id=1)
     _, table = _receipt_shown(led)
     shown = f"{getattr(table, 'title', '')} / {getattr(table, 'caption', '')}"
-    assert shown == f"receipt as of {clock(at + 60)} / the time of the controller's last look at the market"
+    assert shown == f"receipt as of {clock(at + 60)} / the controller's last look at the market"
     led.close()
 
 

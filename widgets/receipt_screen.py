@@ -112,7 +112,7 @@ class ReceiptScreen(Screen[None]):
     def _show(self, receipts, hosts, at: float | None = None, spend=None) -> None:  # type: ignore[no-untyped-def]
         t = Table(
             title="receipt" + (f" as of {clock(at)}" if at else ""),
-            caption="the time of the controller's last look at the market" if at else None,
+            caption="the controller's last look at the market" if at else None,
             show_header=False,
         )
         t.add_column("what")
