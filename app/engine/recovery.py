@@ -91,7 +91,7 @@ class Recovery:
             params=[inst.label or ""],
         )
         was: dict[str, Any] = asked[-1].detail if asked else {}
-        tier = {k: was[k] for k in ("bid", "min_bid", "on_demand_dph") if k in was}
+        tier: dict[str, Any] = {k: was[k] for k in ("bid", "min_bid", "on_demand_dph") if k in was}
         self.journal.fact(
             K.CREATE,
             None,
