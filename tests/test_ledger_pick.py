@@ -92,3 +92,14 @@ def test_receipt_and_ledger_without_ledger_read_the_demos(data, capsys):
     assert '"demo"' in capsys.readouterr().out
     assert main(["receipt", "--json"]) == 0  # the default is read when it has anything
     assert '"sweep"' in capsys.readouterr().out
+
+
+def test_reconcile_without_ledger_reads_the_campaigns(data, capsys):
+    # a newcomer's `rentwatch reconcile --campaign demo-2` said "no ledger at .../ledger.duckdb"
+    _ledger(data / "demo-ledger.duckdb", "demo", 77)
+    code = main(
+        ["reconcile", "--campaign", "demo", "--market-url", "http://127.0.0.1:9", "--api-key", "k"]
+    )
+    err = capsys.readouterr().err
+    assert "no ledger" not in err and "no campaign" not in err
+    assert code != 0 and "charges" in err  # it got as far as asking the market for its bill

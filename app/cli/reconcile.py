@@ -44,9 +44,10 @@ def ledger_rows(path: str, campaign: str | None) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..ledger.store import default_ledger_path
+    from .ledger_pick import ledger_for
 
-    rows = ledger_rows(str(args.ledger or default_ledger_path()), args.campaign)
+    # without --ledger: the user's ledger that knows the campaign, as `receipt` picks it
+    rows = ledger_rows(str(ledger_for(args.ledger, campaign=args.campaign)), args.campaign)
     if args.campaign and not rows:
         print(f"rentwatch: no campaign {args.campaign!r} in the ledger", file=sys.stderr)
         return 2
