@@ -473,3 +473,15 @@ def test_a_stopped_hosts_last_sample_is_not_called_its_utilization_now():
     stopped = render_gpu(dataclasses.replace(d, phase="stopped", ended_at=at + 300)).plain
     assert "now 97%" not in stopped
     assert "utilization 97% at the last sample" in stopped and "stopped now" in stopped
+
+
+def test_the_head_says_what_the_rental_bills_now():
+    # a stopped rental's head said "$0.110/h", its running price: it bills storage only
+    from rentwatch.widgets.detail_screen import head_fields
+
+    def billed(**kw) -> str:
+        return " ".join(t.plain for t in head_fields(_gone(**kw)))
+
+    assert "$0.110/h" in billed(phase="verified", ended_at=None)
+    assert "$0.0100/h storage only" in billed(phase="stopped")
+    assert "billing nothing" in billed(phase="destroyed") and "$0.110" not in billed()

@@ -47,7 +47,14 @@ def head_fields(d: InstanceDetail) -> list[Text]:
         Text(f" i:{d.instance_id} ", style="bold reverse"),
         Text(f"{d.gpu_name}  m:{d.machine_id} h:{d.host_id}"),
         Text(f"{d.phase.upper()}", style=PHASE_STYLE.get(d.phase, "")),
-        Text(f"${d.gpu_dph + d.storage_dph:.3f}/h"),
+        # what it bills now: a stopped rental bills storage only, a destroyed one nothing
+        Text(
+            "billing nothing"
+            if d.phase in ("destroyed", "lost")
+            else f"${d.storage_dph:.4f}/h storage only"
+            if d.phase in ("stopped", "abandoned")
+            else f"${d.gpu_dph + d.storage_dph:.3f}/h"
+        ),
         Text(f"created {clock(d.created_at)} ({ago(d.now - d.created_at)} ago)"),
     ]
     if d.ended_at is not None:
