@@ -47,6 +47,15 @@ def test_a_dark_host_stopped_while_dark_bills_nothing_after_it_went_dark(key):
     run(key, body, fleet=1)
 
 
+def _created(gpu_dph: float, storage_dph: float, **tier: float) -> Ledger:
+    """A ledger holding instance 1, created at 0 under `running` billing (`tier`: its bid)."""
+    led = Ledger(":memory:")
+    ctx = dict(campaign="c", gpu_dph=gpu_dph, storage_dph=storage_dph, machine_id=1)
+    s = led.intent("create", at=0, actor="rule:t", reason="r", detail=dict(tier), **ctx)
+    led.outcome(s, at=0, ok=True, instance_id=1, detail={"gpu_billing": "running", **tier})
+    return led
+
+
 def test_status_marks_are_the_ledgers():
     """The pure function and the ledger's view read a status alike: a stopped status after an
     offline one does not bring the storage meter back."""
@@ -54,18 +63,7 @@ def test_status_marks_are_the_ledgers():
     for at, st in [(100, "loading"), (200, "running"), (300, "offline"), (400, "stopped")]:
         marks += status_marks(at, st)
     marks.append(Mark(400, "stop"))
-    led = Ledger(":memory:")
-    s = led.intent(
-        "create",
-        at=0,
-        actor="rule:t",
-        reason="r",
-        campaign="c",
-        gpu_dph=0.36,
-        storage_dph=0.036,
-        machine_id=1,
-    )
-    led.outcome(s, at=0, ok=True, instance_id=1, detail={"gpu_billing": "running"})
+    led = _created(0.36, 0.036)
     for at, st in [(100, "loading"), (200, "running"), (300, "offline"), (400, "stopped")]:
         led.record("status", at=at, actor="engine", reason=st, instance_id=1, detail={"status": st})
     s = led.intent("stop", at=400, actor="rule:t", reason="r", instance_id=1, campaign="c")
@@ -138,19 +136,7 @@ def test_a_resume_and_a_rebid_are_billed_alike_by_the_ledger_and_the_pure_functi
     `event_mark` (as a restart does) and read by the ledger's view: the same GPU dollars."""
     from rentwatch.core.billing import event_mark
 
-    led = Ledger(":memory:")
-    s = led.intent(
-        "create",
-        at=0,
-        actor="rule:t",
-        reason="r",
-        campaign="c",
-        gpu_dph=0.2,
-        storage_dph=0.01,
-        machine_id=1,
-        detail={"bid": 0.2},
-    )
-    led.outcome(s, at=0, ok=True, instance_id=1, detail={"gpu_billing": "running", "bid": 0.2})
+    led = _created(0.2, 0.01, bid=0.2)
     events = [
         ("status", 100, True, {"status": "running"}),
         ("stop", 700, True, {"by": "market"}),
