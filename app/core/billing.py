@@ -36,8 +36,8 @@ class Mark:
     kind: `create`, `running` (the container started), `halt` (it stopped running on its own:
     exited), `offline` (the host went dark: neither GPU nor storage bills), `online` (back),
     `stop`, `start`, `destroy`, `price` (a new GPU price, a rebid's), `bandwidth` (bytes moved:
-    `usd` is their price). `gpu_dph` and
-    `storage_dph` are $/h from this mark on (None keeps the previous price).
+    `usd` is their price). `gpu_dph` and `storage_dph` are $/h from this mark on (None keeps
+    the previous price).
     """
 
     at: float

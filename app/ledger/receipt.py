@@ -177,8 +177,8 @@ def compute_receipt(
             on_bids[camp] = on_bids.get(camp, 0.0) + float(usd or 0.0)
     work = {r[0]: r for r in con.execute(_WORK_SQL.format(c=c), params * 3).fetchall()}
     tier = {r[0]: r for r in con.execute(_TIER_SQL.format(c=c), params).fetchall()}
-    c = "WHERE s.campaign = ?" if campaign else ""
-    as_od = {r[0]: r for r in con.execute(_AS_ON_DEMAND_SQL.format(c=c), params).fetchall()}
+    spans = "WHERE s.campaign = ?" if campaign else ""
+    as_od = {r[0]: r for r in con.execute(_AS_ON_DEMAND_SQL.format(c=spans), params).fetchall()}
     out = []
     for camp, tenures in by_campaign.items():
         r = summarize(clean(camp, 120), tenures)  # a campaign file's name: shown everywhere
