@@ -446,3 +446,106 @@ def test_a_resumed_rental_bills_again_at_its_raised_bid_in_the_ledger_and_live(k
         assert rb.price > first and live >= rb.price
 
     run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def _gpu_usd(ledger: Any, iid: int) -> float:
+    (row,) = ledger.query(
+        f"select gpu_usd from instance_charges where instance_id = {iid}", limit=1
+    ).rows
+    return float(row[0])
+
+
+def test_a_resume_outbid_again_before_the_rules_stop_it_stops_billing(key):
+    # found by an attack on the resume's billing: the stop of an unneeded resume was refused,
+    # the rental was outbid again, and the ledger and the live figure billed its GPU on
+    from rentwatch.market.errors import MarketUnavailable
+
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        a = sup.attempts[iid]
+        start = market.t
+        market.t += 600
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        for j in sup.jobs.jobs:
+            sup.jobs.finished(j, 0, market.t)
+        market.t += 300
+        resumed = market.t
+        market.set(iid, actual="running", intended="running")
+        market.fail["stop_instance"] = MarketUnavailable("down")  # the rules' stop fails
+        await sup.poll_once()
+        market.t += 300
+        market.outbid(iid, min_bid=0.5)
+        await sup.poll_once()
+        for _ in range(3):
+            market.t += 600
+            await sup.poll_once()
+        live = a.charges("running", market.t).gpu_usd
+        running_at = next(m.at for m in a.marks if m.kind == "running")
+        ran = (start + 600 - running_at) + 300  # before the outbid, and after the resume
+        assert resumed - start == 900
+        assert live == pytest.approx(a.bid * ran / 3600, rel=1e-6)
+        assert _gpu_usd(ledger, iid) == pytest.approx(live, rel=1e-9)
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_a_row_still_running_under_a_market_stop_is_no_resume(key):
+    # the market means it stopped (intended, current, next) while its status lags at
+    # running: no resume is recorded, and under `created` billing nothing bills its GPU on
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        a = sup.attempts[iid]
+        market.t += 600
+        market.outbid(iid, min_bid=0.44)
+        market.set(iid, actual="running")
+        await sup.poll_once()
+        stopped = market.t
+        market.t += 300
+        await sup.poll_once()
+        assert not kinds(ledger, "resumed")
+        market.t += 300
+        market.set(iid, actual="stopped")
+        await sup.poll_once()
+        market.t += 600
+        await sup.poll_once()
+        live = a.charges("created", market.t).gpu_usd
+        assert live == pytest.approx(a.bid * (stopped - a.created_at) / 3600, rel=1e-6)
+        assert _gpu_usd(ledger, iid) == pytest.approx(live, rel=1e-9)
+
+    market = bid_market()
+    market.gpu_billing = "created"
+    run(key, body, market=market, policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+@pytest.mark.parametrize(
+    "price", [10**400, "0.5", True, float("nan"), -1.0], ids=["1e400", "text", "true", "nan", "neg"]
+)
+def test_a_restart_reads_a_rebids_price_as_the_ledger_does(key, price):
+    # a ledger's rebid price the view and the replay read apart (a string, True), or that
+    # crashed the restart (10**400): both take a finite, non-negative number or its text
+    from rentwatch.ledger import Ledger
+
+    market, led, held = bid_market(), Ledger(":memory:"), []
+
+    async def first(sup, market, ledger):
+        iid = await proven(sup, market)
+        held.append(iid)
+        market.t += 60
+        detail = {"price": price, "old": sup.attempts[iid].bid}
+        ledger.record(
+            "rebid", at=market.t, actor="rule:rebid", reason="r", instance_id=iid,
+            campaign=sup.campaign.name, ok=True, detail=detail,
+        )  # fmt: skip
+
+    async def second(sup, market, ledger):
+        a = sup.attempts[held[0]]
+        market.t += 600
+        await sup.poll_once()
+        live = a.charges("running", market.t).gpu_usd
+        assert live == pytest.approx(_gpu_usd(ledger, held[0]), rel=1e-9)
+        assert a.bid == (0.5 if price == "0.5" else a.marks[0].gpu_dph)
+
+    run(key, first, market=market, ledger=led, policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+    market.t += 60
+    run(key, second, market=market, ledger=led, policy=DEFAULT, rental="interruptible", jobs=(JOB,))

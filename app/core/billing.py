@@ -10,6 +10,7 @@ byte in every state, as one-off `bandwidth` marks carrying their USD.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -35,8 +36,9 @@ class Mark:
 
     kind: `create`, `running` (the container started), `halt` (it stopped running on its own:
     exited), `offline` (the host went dark: neither GPU nor storage bills), `online` (back),
-    `stop`, `start`, `destroy`, `price` (a new GPU price, a rebid's), `bandwidth` (bytes moved:
-    `usd` is their price). `gpu_dph` and `storage_dph` are $/h from this mark on (None keeps
+    `stop`, `start`, `resume` (an outbid bid rental running again by itself: held and running),
+    `destroy`, `price` (a new GPU price, a rebid's), `bandwidth` (bytes moved: `usd` is their
+    price). `gpu_dph` and `storage_dph` are $/h from this mark on (None keeps
     the previous price).
     """
 
@@ -65,18 +67,30 @@ def status_marks(at: float, status: str | None) -> list[Mark]:
 
 # The ledger's events that are billing marks besides `create` and `status` (`status_marks`),
 # as the ledger's `billing_marks` view reads them: a stop and a start; a bid rental's resume by
-# itself, which bills again as a start does (Vast's rental-types page: an outbid instance
-# "resumes" once its bid wins again, and its GPU bills from then); a rebid, whose new price
-# (`detail.price`) bills from then (the CLI's `change bid`: the rental pays its bid)
-EVENT_MARKS = {"stop": "stop", "start": "start", "resumed": "start", "rebid": "price"}
+# itself, seen running (Vast's rental-types page: an outbid instance "resumes" once its bid
+# wins again, and its GPU bills from then); a rebid, whose new price (`detail.price`) bills
+# from then (the CLI's `change bid`: the rental pays its bid)
+EVENT_MARKS = {"stop": "stop", "start": "start", "resumed": "resume", "rebid": "price"}
+
+
+def price_of(value: object) -> float | None:
+    """A rebid's `detail.price` as the ledger's view reads it (`TRY_CAST` of its text, finite
+    and not negative): a number, or a number's text; None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        price = float(str(value))
+    except ValueError:
+        return None
+    return price if math.isfinite(price) and price >= 0 else None
 
 
 def event_mark(at: float, kind: str, detail: dict[str, object]) -> Mark | None:
     """The billing mark a settled ledger event of `kind` implies (None: it implies none)."""
     mark = EVENT_MARKS.get(kind)
     if mark == "price":
-        price = detail.get("price")
-        return Mark(at, mark, gpu_dph=float(price)) if isinstance(price, int | float) else None
+        price = price_of(detail.get("price"))
+        return Mark(at, mark, gpu_dph=price) if price is not None else None
     return Mark(at, mark) if mark is not None else None
 
 
@@ -124,6 +138,8 @@ def charges(marks: Sequence[Mark] | Iterable[Mark], mode: GpuBilling, now: float
             held, running = False, False
         elif m.kind == "start":
             held, online = True, True
+        elif m.kind == "resume":
+            held, running, online = True, True, True
         elif m.kind == "destroy":
             destroyed = True
         gpu_on = held and (mode == "created" or running) and created and not destroyed and online

@@ -293,7 +293,8 @@ class Recovery:
         stopped = inst.intended_status == "stopped"
         said: str | None = None  # the last status the ledger holds for it
         for e in history:  # the marks the ledger's billing_marks view reads, in order
-            mark = event_mark(e.at, e.kind, e.detail) if e.phase != "intent" and e.ok else None
+            settled = e.phase != "intent" and e.ok is not False  # as the view's coalesce(ok)
+            mark = event_mark(e.at, e.kind, e.detail) if settled else None
             if mark is not None:
                 a.marked([mark])
             elif e.kind == K.STATUS:

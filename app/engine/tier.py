@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from ..core.bid_rules import BidTerms
 from ..core.bidding import checkpoint_every_s, move_share, tier_for, work_lost_s
+from ..core.billing import price_of
 from ..core.campaign import Campaign
 from ..core.decisions import Move, Rebid, Resume
 from ..core.jobs import JobState
@@ -53,6 +54,11 @@ def hold_bid(a: Attempt, bid: float, inst: Instance, history: Sequence[Event]) -
         paused = last is not None and last.kind in (K.OUTBID, K.STOP)
         paused_at = last.at if paused and last is not None else a.created_at
     a.bid_held(bid, inst.min_bid, ours, paused_at)
+    rebids = [e for e in history if e.kind == K.REBID and e.ok is not False and e.phase != "intent"]
+    price = price_of(rebids[-1].detail.get("price")) if rebids else None
+    if price is not None:  # the bid in force is its last rebid's (a raise remembers its start)
+        a.raised_from = bid if price > bid else None
+        a.bid = a.gpu_dph = price
     if paused_at is not None and not a.passed_preflight:
         a.stopped_by_market("found paused on the tier before it was proven")
 
@@ -213,18 +219,19 @@ class TierWatch:
             a.min_bid_seen(inst.min_bid)
         if a.life.phase != Phase.STOPPED or not a.resumes_by_itself:
             return
-        if inst.known_status == "running" and not a.resumed:
-            # it bills again from when it ran (the status mark the observer just made, never
-            # before its last mark): a start, as the market's stop was a stop (the ledger reads
-            # the event alike, `billing.EVENT_MARKS`)
-            ran = next((m.at for m in reversed(a.marks) if m.kind == "running"), now)
-            at = min(now, max(ran, a.marks[-1].at if a.marks else ran))
+        if inst.known_status == "running" and not inst.market_stopped and not a.resumed:
+            # it bills again from when it ran: the status mark the observer just made, where
+            # one came after the stop (a row whose status never left running dates it now);
+            # the ledger reads the event alike (`billing.EVENT_MARKS`)
+            stop = next((m.at for m in reversed(a.marks) if m.kind == "stop"), a.created_at)
+            ran = next((m.at for m in reversed(a.marks) if m.kind == "running"), None)
+            at = min(now, ran if ran is not None and ran >= stop else now)
             paused = at - a.outbid_at if a.outbid_at is not None else None
             if a.outbid_at is not None:
                 was = self.paused_s.get(a.instance_id, 0.0)
                 self.paused_s[a.instance_id] = was + max(0.0, at - max(a.outbid_at, self.since))
             a.resumed_itself()
-            a.mark(at, "start")
+            a.mark(at, "resume")
             self.journal.fact(
                 K.RESUMED,
                 a,
@@ -235,7 +242,11 @@ class TierWatch:
                 detail={"bid": a.bid, "min_bid": inst.min_bid, "paused_s": paused},
             )
             self.journal.say(f"resume i:{a.instance_id} m:{a.machine_id} ran again by itself")
-        elif a.resumed and inst.market_stopped:
+        elif a.resumed and inst.market_stopped:  # outbid again before the rules took it back
+            a.mark(now, "stop")
+            self.journal.fact(
+                K.STOP, a, at=now, actor="market", ok=True, reason="outbid again after its resume"
+            )
             self.outbid(a, inst, now)
 
     # -- the tier's decisions, carried out ----------------------------------------------------

@@ -101,12 +101,15 @@ SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
             WHEN kind = 'status' AND detail->>'status' = 'stopped' THEN 'seen'
             WHEN kind = 'status' THEN 'online'
             WHEN kind = 'lost' THEN 'destroy'
-            -- core.billing.EVENT_MARKS: a bid rental's resume bills as a start; a rebid's price
-            WHEN kind = 'resumed' THEN 'start'
+            -- core.billing.EVENT_MARKS: a bid rental's resume (held and running); a rebid's
+            -- price (core.billing.price_of: finite and not negative, else no mark's price)
+            WHEN kind = 'resumed' THEN 'resume'
             WHEN kind = 'rebid' THEN 'price'
             ELSE kind END AS mark,
        CASE WHEN kind = 'create' THEN gpu_dph
-            WHEN kind = 'rebid' THEN TRY_CAST(detail->>'price' AS DOUBLE) END AS gpu_dph,
+            WHEN kind = 'rebid' AND isfinite(TRY_CAST(detail->>'price' AS DOUBLE))
+                 AND TRY_CAST(detail->>'price' AS DOUBLE) >= 0
+              THEN TRY_CAST(detail->>'price' AS DOUBLE) END AS gpu_dph,
        CASE WHEN kind = 'create' THEN storage_dph END AS storage_dph,
        CASE WHEN kind = 'create' THEN coalesce(detail->>'gpu_billing', 'created') END AS billing
 FROM standing_events
@@ -121,9 +124,9 @@ WITH m AS (
     last_value(billing IGNORE NULLS) OVER w AS mode,
     max(CASE WHEN mark = 'create' THEN 1 ELSE 0 END) OVER w AS created,
     max(CASE WHEN mark = 'destroy' THEN 1 ELSE 0 END) OVER w AS destroyed,
-    last_value(CASE WHEN mark IN ('create', 'start') THEN 1 WHEN mark = 'stop' THEN 0 END IGNORE NULLS) OVER w AS held,
-    last_value(CASE WHEN mark = 'running' THEN 1 WHEN mark IN ('halt', 'stop', 'create', 'offline') THEN 0 END IGNORE NULLS) OVER w AS running,
-    last_value(CASE WHEN mark = 'offline' THEN 0 WHEN mark IN ('online', 'running', 'halt', 'create', 'start') THEN 1 END IGNORE NULLS) OVER w AS online,
+    last_value(CASE WHEN mark IN ('create', 'start', 'resume') THEN 1 WHEN mark = 'stop' THEN 0 END IGNORE NULLS) OVER w AS held,
+    last_value(CASE WHEN mark IN ('running', 'resume') THEN 1 WHEN mark IN ('halt', 'stop', 'create', 'offline') THEN 0 END IGNORE NULLS) OVER w AS running,
+    last_value(CASE WHEN mark = 'offline' THEN 0 WHEN mark IN ('online', 'running', 'halt', 'create', 'start', 'resume') THEN 1 END IGNORE NULLS) OVER w AS online,
     lead(ts) OVER (PARTITION BY instance_id ORDER BY ts, seq) AS next_at
   FROM billing_marks
   WINDOW w AS (PARTITION BY instance_id ORDER BY ts, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
