@@ -549,3 +549,42 @@ def test_a_restart_reads_a_rebids_price_as_the_ledger_does(key, price):
     run(key, first, market=market, ledger=led, policy=DEFAULT, rental="interruptible", jobs=(JOB,))
     market.t += 60
     run(key, second, market=market, ledger=led, policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_a_resume_while_no_controller_ran_bills_from_when_it_ran(key):
+    # found by the attack: the restart dated the start it found to the restart itself, and
+    # the half hour the rental had run since its resume billed nothing
+    from rentwatch.ledger import Ledger
+
+    market, led, held = bid_market(), Ledger(":memory:"), []
+
+    async def first(sup, market, ledger):
+        iid = await proven(sup, market)
+        market.t += 600
+        market.outbid(iid, min_bid=sup.attempts[iid].bid * 1.1)
+        await sup.poll_once()
+        held.append(
+            (
+                iid,
+                sup.attempts[iid].bid,
+                next(m.at for m in sup.attempts[iid].marks if m.kind == "running"),
+            )
+        )
+
+    async def second(sup, market, ledger):
+        iid, bid, ran = held[0]
+        a = sup.attempts[iid]
+        market.t += 60
+        await sup.poll_once()
+        live = a.charges("running", market.t).gpu_usd
+        before = (outbid_at - ran) * a.marks[0].gpu_dph
+        assert live == pytest.approx((before + bid * (1800 + 60)) / 3600, rel=1e-3)
+        assert _gpu_usd(ledger, iid) == pytest.approx(live, rel=1e-9)
+
+    camp = dict(rental="interruptible", jobs=(JOB,))
+    run(key, first, market=market, ledger=led, policy=DEFAULT, **camp)
+    outbid_at = market.t
+    market.t += 60
+    market.set(held[0][0], actual="running", intended="running", uptime_mins=30.0, min_bid=0.05)
+    market.t += 1800
+    run(key, second, market=market, ledger=led, policy=DEFAULT, **camp)

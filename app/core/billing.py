@@ -94,6 +94,18 @@ def event_mark(at: float, kind: str, detail: dict[str, object]) -> Mark | None:
     return Mark(at, mark) if mark is not None else None
 
 
+def found_at(kind: str, marks: Sequence[Mark], since: float, now: float) -> float:
+    """When a stop or start found at a restart (made while no controller ran, after `since`)
+    is dated so that the GPU time in between bills never less: a stop now; a start at the
+    running status seen since (dated by the row's uptime), else at `since` (a bid rental that
+    resumed by itself while the controller was down billed from the restart: 30 min missed)."""
+    if kind != "start":
+        return now
+    ran = next((m.at for m in reversed(marks) if m.kind == "running"), None)
+    at = ran if ran is not None and ran >= since else since
+    return min(now, max(at, marks[-1].at if marks else at))  # the marks stay in time order
+
+
 def storage_per_hour(disk_gb: float, storage_cost_gb_month: float) -> float:
     """Vast quotes storage in $/GB/month; a month is 30 days there."""
     return disk_gb * storage_cost_gb_month / (30 * 24)

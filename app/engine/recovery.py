@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..core.billing import event_mark, status_marks, took_effect_at
+from ..core.billing import event_mark, found_at, status_marks, took_effect_at
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance
@@ -235,21 +235,21 @@ class Recovery:
             self.journal.say(f"reuse  i:{inst.id} m:{inst.machine_id} proven before: started again")
 
     def _changed_elsewhere(self, a: Attempt, kind: EventKind, now: float) -> None:
-        """A stop or start the ledger did not see (the host's watchdog stopped it while no
-        controller ran, or a person used the web console): written down now, as a fact. When it
-        happened is unknown; dating it now bills the GPU time in between, never less."""
+        """A stop or start the ledger did not see (the watchdog, a person, a bid's resume),
+        written down as a fact, dated to bill never less (`billing.found_at`)."""
         since = self.last_alive or a.created_at
+        at = found_at(str(kind), a.marks, since, now)
         self.journal.fact(
             kind,
             a,
-            at=now,
+            at=at,
             actor="reconcile",
             reason=f"found {'stopped' if kind == K.STOP else 'running'}: changed outside this "
             f"controller in the last {(now - since) / 60:.1f} min (the watchdog or the operator)",
             ok=True,
             detail={"noticed_between": [since, now]},
         )
-        a.mark(now, str(kind))
+        a.mark(at, str(kind))
 
     def adopt(self, inst: Instance, now: float, owned: bool = True) -> Attempt:
         """Hold a live instance found on the market: supervised (`owned`), or only observed."""
