@@ -418,6 +418,13 @@ def test_outbids_before_the_preflight_count_as_moves_in_autos_sums(key):
     run(key, body, market=bid_market(), policy=DEFAULT, rental="auto", jobs=(JOB,))
 
 
+def _gpu_usd(ledger: Any, iid: int) -> float:
+    (row,) = ledger.query(
+        f"select gpu_usd from instance_charges where instance_id = {iid}", limit=1
+    ).rows
+    return float(row[0])
+
+
 def test_a_resumed_rental_bills_again_at_its_raised_bid_in_the_ledger_and_live(key):
     # the market's stop on an outbid was read as a release: the GPU time after the resume
     # billed nothing, and at the create's bid, not the rebid's (held-out 7070:3: the ledger
@@ -438,21 +445,11 @@ def test_a_resumed_rental_bills_again_at_its_raised_bid_in_the_ledger_and_live(k
         (ev,) = kinds(ledger, "resumed")
         assert ev.at == resumed_at
         live = a.charges("running", market.t).gpu_usd
-        (row,) = ledger.query(
-            f"select gpu_usd from instance_charges where instance_id = {iid}", limit=1
-        ).rows
-        assert float(row[0]) == pytest.approx(live, rel=1e-6)
+        assert _gpu_usd(ledger, iid) == pytest.approx(live, rel=1e-6)
         # an hour at the raised bid after the resume, besides the minutes before the outbid
         assert rb.price > first and live >= rb.price
 
     run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
-
-
-def _gpu_usd(ledger: Any, iid: int) -> float:
-    (row,) = ledger.query(
-        f"select gpu_usd from instance_charges where instance_id = {iid}", limit=1
-    ).rows
-    return float(row[0])
 
 
 def test_a_resume_outbid_again_before_the_rules_stop_it_stops_billing(key):
