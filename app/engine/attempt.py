@@ -335,11 +335,20 @@ class Attempt:
         self.running_at, self.util_low_since = now, None
 
     def bid_held(
-        self, bid: float, min_bid: float | None, ours: bool, paused_at: float | None
+        self,
+        bid: float,
+        min_bid: float | None,
+        ours: bool,
+        paused_at: float | None,
+        rebid: float | None = None,
     ) -> None:
-        """Its bid from the ledger (an adopted bid rental): whether its last stop was ours, and
-        since when an outbid has paused it."""
+        """Its bid from the ledger (an adopted bid rental): whether its last stop was ours,
+        since when an outbid has paused it, and the bid in force, its last rebid's where one
+        changed it (a raise remembers the create's bid, where `bid_down` stops)."""
         self.bid, self.min_bid, self.stopped_by_us, self.outbid_at = bid, min_bid, ours, paused_at
+        if rebid is not None:
+            self.raised_from = bid if rebid > bid else None
+            self.bid = self.gpu_dph = rebid
 
     def went_silent(self, now: float) -> None:
         """A session to its host got no answer: the host may be offline, which the market's

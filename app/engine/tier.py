@@ -53,12 +53,14 @@ def hold_bid(a: Attempt, bid: float, inst: Instance, history: Sequence[Event]) -
     if inst.intended_status == "stopped" and not ours:
         paused = last is not None and last.kind in (K.OUTBID, K.STOP)
         paused_at = last.at if paused and last is not None else a.created_at
-    a.bid_held(bid, inst.min_bid, ours, paused_at)
     rebids = [e for e in history if e.kind == K.REBID and e.ok is not False and e.phase != "intent"]
-    price = price_of(rebids[-1].detail.get("price")) if rebids else None
-    if price is not None:  # the bid in force is its last rebid's (a raise remembers its start)
-        a.raised_from = bid if price > bid else None
-        a.bid = a.gpu_dph = price
+    a.bid_held(
+        bid,
+        inst.min_bid,
+        ours,
+        paused_at,
+        price_of(rebids[-1].detail.get("price")) if rebids else None,
+    )
     if paused_at is not None and not a.passed_preflight:
         a.stopped_by_market("found paused on the tier before it was proven")
 
