@@ -585,3 +585,36 @@ def test_a_resume_while_no_controller_ran_bills_from_when_it_ran(key):
     market.set(held[0][0], actual="running", intended="running", uptime_mins=30.0, min_bid=0.05)
     market.t += 1800
     run(key, second, market=market, ledger=led, policy=DEFAULT, **camp)
+
+
+def test_a_resumed_rentals_hours_count_as_delivered_live_and_in_the_receipt(key):
+    # found by the attack: delivery ended at the first stop after the preflight, so a rental
+    # outbid at 10 min and back in service for an hour counted 0.17 GPU-hours it billed 1.2 for
+    from rentwatch.views.snapshot import figures
+
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        a = sup.attempts[iid]
+        market.t += 600
+        outbid = market.t
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        market.t += 300
+        back = market.t
+        market.set(iid, actual="running", intended="running")
+        assert only(await sup.poll_once(), Resume)
+        market.t += 3600
+        await sup.poll_once()
+        ledger.record("note", at=market.t, actor="engine", reason="clock", campaign="u")
+        want = ((outbid - a.verified_at) + (market.t - back)) / 3600
+        live = figures(sup, market.t)["gpu_hours"]
+        [receipt] = ledger.receipt(sup.campaign.name)
+        assert live == pytest.approx(want, rel=1e-6)
+        assert receipt["gpu_hours"] == pytest.approx(live, rel=1e-6)
+        (row,) = ledger.query(
+            f"select gpu_hours from instances where instance_id = {iid}", limit=1
+        ).rows
+        assert float(row[0]) == pytest.approx(live, rel=1e-6)
+
+    jobs = (JOB, dataclasses.replace(JOB, name="k"))
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=jobs)

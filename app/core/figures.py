@@ -9,7 +9,7 @@ are one computation over the same definitions, and cannot drift apart by wording
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,14 +34,21 @@ class Tenure:
         return is_dud(self.verified, self.gone)
 
 
-def delivered_hours(verified_at: float | None, delivered_until: float | None, now: float) -> float:
+def delivered_hours(
+    verified_at: float | None,
+    delivered_until: float | None,
+    now: float,
+    resumed: Sequence[tuple[float, float | None]] = (),
+) -> float:
     """GPU-hours an instance delivered: from its verification to the first time it stopped
-    delivering (stopped, destroyed, lost, or its host went down), or until now. The ledger's
-    `instances` and `tenures` views compute the same in SQL."""
+    delivering (stopped, destroyed, lost, or its host went down), or until now; and a bid
+    rental's runs after each resume by itself (`resumed`: from the resume to its end, None:
+    on until now). The ledger's `instances` and `tenures` views compute the same in SQL."""
     if verified_at is None:
         return 0.0
     end = now if delivered_until is None else delivered_until
-    return max(0.0, end - verified_at) / 3600
+    again = sum(max(0.0, (now if e is None else e) - b) for b, e in resumed)
+    return (max(0.0, end - verified_at) + again) / 3600
 
 
 def summarize(campaign: str, tenures: Iterable[Tenure]) -> dict[str, Any]:

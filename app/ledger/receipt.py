@@ -36,15 +36,9 @@ RECEIPT_KEYS = (
     "usd_all_on_demand",
 )
 
-# The interruptible tier: an instance is on it when its create says the bid (`detail.bid`,
-# the price it was created with; Vast's rental type cannot change after the create), whichever
-# campaign holds it later; each `outbid` event carries the work that outbid cost
+# The interruptible tier's outbids: each `outbid` event carries the work that outbid cost
 # (`detail.work_lost_s`: the time since the last checkpoint that came off the box), less what
 # a copy off the paused rental took back (`rescued` events, `detail.work_kept_s`).
-_BIDS_SQL = """
-SELECT DISTINCT instance_id FROM events
-WHERE kind = 'create' AND instance_id IS NOT NULL AND detail->>'bid' IS NOT NULL
-"""
 _TIER_SQL = """
 SELECT coalesce(campaign, ''),
        count(*) FILTER (WHERE kind = 'outbid'),
@@ -54,19 +48,14 @@ SELECT coalesce(campaign, ''),
 FROM events WHERE kind IN ('outbid', 'rescued') {c} GROUP BY 1
 """
 
-# What the bid rentals' GPU time was billed, and what it would have been at each machine's
-# on-demand price (`detail.on_demand_dph` of the create, the offer's `dph_base`); NULL where
-# a create did not say (a ledger older than the figure)
-_AS_ON_DEMAND_SQL = """
-WITH b AS (
-  SELECT instance_id, max(TRY_CAST(detail->>'on_demand_dph' AS DOUBLE)) AS od
-  FROM events WHERE kind = 'create' AND instance_id IS NOT NULL AND detail->>'bid' IS NOT NULL
-  GROUP BY 1
-)
-SELECT s.campaign, sum(s.span_s / 3600) FILTER (WHERE s.gpu_on),
-       sum(s.span_s * s.gpu_dph / 3600) FILTER (WHERE s.gpu_on),
-       sum(s.span_s * b.od / 3600) FILTER (WHERE s.gpu_on), bool_and(b.od IS NOT NULL)
-FROM billing_spans s JOIN b USING (instance_id) {c} GROUP BY 1
+# The bid rentals: an instance is on the tier when its create says the bid (`detail.bid`, the
+# price it was created with; Vast's rental type cannot change after the create), whichever
+# campaign holds it later. With each, its on-demand price (`detail.on_demand_dph`, the offer's
+# `dph_base`; NULL where a ledger older than the figure did not say), at which
+# `usd_all_on_demand` prices its billed GPU hours.
+_BIDS_SQL = """
+SELECT instance_id, max(TRY_CAST(detail->>'on_demand_dph' AS DOUBLE)) FROM events
+WHERE kind = 'create' AND instance_id IS NOT NULL AND detail->>'bid' IS NOT NULL GROUP BY 1
 """
 
 
@@ -78,13 +67,14 @@ def tier_figures(
 ) -> dict[str, Any]:
     """A campaign's spend by tier, its interruptions and the work they cost (minutes), from
     its `_TIER_SQL` row (None: it had none); and what the same work would have cost all
-    on-demand, from its `_AS_ON_DEMAND_SQL` row: the bids' GPU time, less the work outbids
-    threw away (an on-demand rental is never outbid), at the machines' on-demand prices, in
+    on-demand, from `as_on_demand` (the bids' billed GPU hours, their GPU USD, those hours at
+    the machines' on-demand prices, whether every create said its price): the bids' GPU time,
+    less the work outbids threw away (an on-demand rental is never outbid), at on-demand, in
     place of what the bids billed (None where a create did not record its on-demand price)."""
     _, outbids, lost_s, kept_s, of_jobs = row or ("", 0, 0, 0, 0)
     lost = max(0.0, float(lost_s or 0.0) - float(kept_s or 0.0))
     total = on_demand + on_bids
-    _, hours, bid_gpu, od_gpu, known = as_on_demand or ("", 0, 0, 0, True)
+    hours, bid_gpu, od_gpu, known = as_on_demand or (0, 0, 0, True)
     hours, bid_gpu, od_gpu = (float(v or 0.0) for v in (hours, bid_gpu, od_gpu))
     kept_h = max(0.0, hours - lost / 3600)
     same = total - bid_gpu + (od_gpu / hours * kept_h if hours > 0 else 0.0)
@@ -153,14 +143,15 @@ def compute_receipt(
     rows = con.execute(
         "SELECT campaign, instance_id, created, verified_at IS NOT NULL, "
         "abandoned_at IS NOT NULL OR destroyed_at IS NOT NULL, gpu_hours, total_usd, "
-        f"lifetime_min, jobs_finished, failure_class FROM tenures{where} "
+        f"lifetime_min, jobs_finished, failure_class, gpu_usd, gpu_billed_h FROM tenures{where} "
         "ORDER BY campaign, instance_id",
         params,
     ).fetchall()  # before the next execute: the connection holds one result at a time
-    bids = {r[0] for r in con.execute(_BIDS_SQL).fetchall()}
+    od = dict(con.execute(_BIDS_SQL).fetchall())  # the bid rentals, and their on-demand prices
     by_campaign: dict[str, list[Tenure]] = {}
     on_bids: dict[str, float] = {}
-    for camp, iid, created, verified, gone, hours, usd, life, jobs, cls in rows:
+    as_od: dict[str, tuple[float, float, float, bool]] = {}
+    for camp, iid, created, verified, gone, hours, usd, life, jobs, cls, gpu, gpu_h in rows:
         by_campaign.setdefault(camp, []).append(
             Tenure(
                 created=bool(created),
@@ -173,12 +164,19 @@ def compute_receipt(
                 failure_class=clean(cls, 60) if cls else None,
             )
         )
-        if iid in bids:
+        if iid in od:
             on_bids[camp] = on_bids.get(camp, 0.0) + float(usd or 0.0)
+            h, g, o, known = as_od.get(camp, (0.0, 0.0, 0.0, True))
+            price = od.get(iid)
+            gpu_h = float(gpu_h or 0.0)
+            as_od[camp] = (
+                h + gpu_h,
+                g + float(gpu or 0.0),
+                o + gpu_h * (price or 0.0),
+                known and price is not None,
+            )
     work = {r[0]: r for r in con.execute(_WORK_SQL.format(c=c), params * 3).fetchall()}
     tier = {r[0]: r for r in con.execute(_TIER_SQL.format(c=c), params).fetchall()}
-    spans = "WHERE s.campaign = ?" if campaign else ""
-    as_od = {r[0]: r for r in con.execute(_AS_ON_DEMAND_SQL.format(c=spans), params).fetchall()}
     out = []
     for camp, tenures in by_campaign.items():
         r = summarize(clean(camp, 120), tenures)  # a campaign file's name: shown everywhere

@@ -150,8 +150,31 @@ FROM billing_spans GROUP BY instance_id;
 CREATE OR REPLACE VIEW tenure_charges AS
 SELECT campaign, instance_id,
        sum(CASE WHEN gpu_on THEN span_s * gpu_dph / 3600 ELSE 0 END) AS gpu_usd,
-       sum(CASE WHEN storage_on THEN span_s * storage_dph / 3600 ELSE 0 END) AS storage_usd
+       sum(CASE WHEN storage_on THEN span_s * storage_dph / 3600 ELSE 0 END) AS storage_usd,
+       sum(CASE WHEN gpu_on THEN span_s / 3600 ELSE 0 END) AS gpu_billed_h
 FROM billing_spans GROUP BY campaign, instance_id;
+
+-- a verified bid rental's runs after a resume by itself: each from its `resumed` event to the
+-- next event that ends delivery (as `instances`' and `tenures`' delivered_until read them), or
+-- open (NULL); the delivered GPU-hours add them (core.figures.delivered_hours, `resumed`)
+CREATE OR REPLACE VIEW resumed_spans AS
+WITH v AS (
+  SELECT instance_id, min(ts) AS verified_at FROM standing_events
+  WHERE kind = 'preflight_passed' AND instance_id IS NOT NULL GROUP BY 1
+), r AS (
+  SELECT ev.instance_id, coalesce(ev.campaign, '') AS campaign, ev.seq, ev.ts
+  FROM standing_events ev JOIN v USING (instance_id)
+  WHERE ev.kind = 'resumed' AND ev.phase <> 'intent' AND coalesce(ev.ok, true)
+    AND ev.ts >= v.verified_at
+)
+SELECT r.instance_id, r.campaign, r.ts AS began,
+       (SELECT min(h.ts) FROM standing_events h
+        WHERE h.instance_id = r.instance_id AND h.ts >= r.ts AND h.seq > r.seq
+          AND h.phase <> 'intent' AND coalesce(h.ok, true)
+          AND (h.kind IN ('stop', 'destroy', 'lost', 'abandon')
+               OR (h.kind = 'status' AND h.detail->>'status' IN ('exited', 'offline', 'unknown')))
+       ) AS ended
+FROM r;
 
 CREATE OR REPLACE VIEW instances AS
 WITH c AS (
@@ -191,7 +214,10 @@ SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.fail
        e.verified_at IS NULL AND (e.abandoned_at IS NOT NULL OR e.destroyed_at IS NOT NULL) AS dud,
        (coalesce(e.destroyed_at, e.abandoned_at, e.last_seen) - c.created_at) / 60 AS lifetime_min,
        CASE WHEN e.verified_at IS NOT NULL THEN
-         (coalesce(d.delivered_until, k.now, (SELECT now FROM ledger_clock)) - e.verified_at) / 3600 ELSE 0 END AS gpu_hours,
+         (coalesce(d.delivered_until, k.now, (SELECT now FROM ledger_clock)) - e.verified_at
+          + coalesce((SELECT sum(coalesce(rs.ended, k.now, (SELECT now FROM ledger_clock)) - rs.began)
+                      FROM resumed_spans rs WHERE rs.instance_id = c.instance_id), 0)) / 3600
+         ELSE 0 END AS gpu_hours,
        coalesce(ch.gpu_usd, 0) AS gpu_usd, coalesce(ch.storage_usd, 0) AS storage_usd,
        coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0) AS total_usd,
        -- the same moments as a person reads them (TIMESTAMPTZ to the second, in the session's zone)
@@ -308,8 +334,13 @@ SELECT t.*,
        t.verified_at IS NULL AND (t.abandoned_at IS NOT NULL OR t.destroyed_at IS NOT NULL) AS dud,
        (coalesce(t.destroyed_at, t.abandoned_at, t.last_seen) - t.began) / 60 AS lifetime_min,
        CASE WHEN t.verified_at IS NOT NULL THEN
-         (coalesce(d.delivered_until, k.now, (SELECT now FROM ledger_clock)) - t.verified_at) / 3600 ELSE 0 END AS gpu_hours,
-       coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0) AS total_usd
+         (coalesce(d.delivered_until, k.now, (SELECT now FROM ledger_clock)) - t.verified_at
+          + coalesce((SELECT sum(coalesce(rs.ended, k.now, (SELECT now FROM ledger_clock)) - rs.began)
+                      FROM resumed_spans rs
+                      WHERE rs.instance_id = t.instance_id AND rs.campaign = t.campaign), 0)) / 3600
+         ELSE 0 END AS gpu_hours,
+       coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0) AS total_usd,
+       coalesce(ch.gpu_usd, 0) AS gpu_usd, coalesce(ch.gpu_billed_h, 0) AS gpu_billed_h
 FROM t LEFT JOIN d USING (campaign, instance_id)
 LEFT JOIN tenure_charges ch USING (campaign, instance_id)
 LEFT JOIN campaign_clocks k ON k.campaign = t.campaign

@@ -174,6 +174,21 @@ def _delivered_until(a: Attempt) -> float | None:
     return min(ends) if ends else None
 
 
+def _resumed_runs(a: Attempt) -> tuple[tuple[float, float | None], ...]:
+    """A verified bid rental's runs after each resume by itself: from the resume mark to the
+    next mark or move that ends delivery (None: on), as the ledger's `resumed_spans` reads."""
+    if a.verified_at is None:
+        return ()
+    moves = [t.at for t in _standing_moves(a) if t.after in (Phase.STOPPED, *_GONE)]
+    out: list[tuple[float, float | None]] = []
+    for i, m in enumerate(a.marks):
+        if m.kind == "resume" and m.at >= a.verified_at:
+            ends = [n.at for n in a.marks[i + 1 :] if n.kind in _HALTS]
+            ends += [t for t in moves if t > m.at]
+            out.append((m.at, min(ends) if ends else None))
+    return tuple(out)
+
+
 def tenure(
     a: Attempt, campaign: str, billed: float, now: float, jobs_done: int = 0
 ) -> Tenure | None:
@@ -189,7 +204,7 @@ def tenure(
         created=a.offer is not None or a.created_by == campaign,
         verified=a.verified_at is not None,
         gone=gone_at is not None,
-        gpu_hours=delivered_hours(a.verified_at, _delivered_until(a), now),
+        gpu_hours=delivered_hours(a.verified_at, _delivered_until(a), now, _resumed_runs(a)),
         total_usd=billed,
         lifetime_min=((gone_at if gone_at is not None else now) - a.created_at) / 60,
         jobs_finished=jobs_done,
