@@ -5,6 +5,8 @@ type is set at the create)."""
 
 from __future__ import annotations
 
+import duckdb
+import pytest
 from rentwatch.ledger import Ledger
 
 
@@ -49,3 +51,20 @@ def test_each_campaign_reads_the_same_alone_and_among_others(tmp_path):
     assert b["usd_on_demand"] == 0 and b["usd_interruptible"] == round(b["total_usd"], 6) > 0
     assert (a["jobs_finished"], b["jobs_finished"]) == (1, 1)
     assert (a["work_done"], b["work_done"]) == (0.5, 0.5)
+
+
+def test_a_ledger_an_older_rentwatch_wrote_reads_its_receipt_read_only(tmp_path):
+    # the receipt asks `tenures` for columns an older rentwatch's view lacks; opened read-only
+    # (`rentwatch receipt --ledger FILE`), the file's views cannot be rewritten
+    path = tmp_path / "old.duckdb"
+    with Ledger(path) as led:
+        s = led.intent("create", at=0, actor="rule:replace", reason="r", campaign="c", gpu_dph=0.2)
+        led.outcome(s, at=0, ok=True, instance_id=1)
+        led.record("note", at=3600, actor="engine", reason="clock", campaign="c")
+    con = duckdb.connect(str(path))  # the view as an older rentwatch left it
+    con.execute("ALTER VIEW tenures RENAME TO tenures_now")
+    con.execute("CREATE VIEW tenures AS SELECT * EXCLUDE (gpu_usd, gpu_billed_h) FROM tenures_now")
+    con.close()
+    with Ledger(path, read_only=True) as led:
+        [r] = led.receipt("c")
+    assert r["creates"] == 1 and r["total_usd"] == pytest.approx(0.2)

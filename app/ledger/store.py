@@ -3,6 +3,7 @@ its connection privately; nothing in rentwatch issues UPDATE or DELETE against i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -114,6 +115,8 @@ class Ledger(NamedReads):
             raise LedgerError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         if not read_only:
             self._migrate()
+        else:
+            self._own_views()
         # operator queries get cursors of their own, never this connection (readonly.py)
         self.__sandbox = QuerySandbox(self.__con, self.__lock)
         self.__seq = self._max_seq()
@@ -134,6 +137,15 @@ class Ledger(NamedReads):
             "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
         )
         con.execute(VIEWS)
+
+    def _own_views(self) -> None:
+        """Opened read-only, the file holds the views its last writer made, maybe an older
+        rentwatch's (the receipt then asked them for columns they lack): this rentwatch's own
+        shadow them, as temporary views of this connection, where the file's tables allow.
+        Operator queries run on cursors of their own and read the file's views."""
+        own = VIEWS.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
+        with contextlib.suppress(duckdb.Error):
+            self.__con.execute(own)
 
     def schema_version(self) -> int:
         row = self.__con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
