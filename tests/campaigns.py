@@ -84,6 +84,7 @@ def truth_at(sim, t: float) -> dict[int, dict]:
                 "usd": i.charges(t, mode).total_usd,
                 "destroyed": i.destroyed_at is not None,
                 "stopped": i.intended == "stopped",
+                "market_stop_at": i.market_stop_at,  # a stop of the market's own (contract end)
             }
             for iid, i in sim.market.instances.items()
         }

@@ -127,15 +127,25 @@ def _assert_ledger_is_the_truth(sim, ledger: Path) -> None:
     led = Ledger(ledger, read_only=True)
     try:
         rows = led.instance_rows()
-        end = max(e.at for e in led.events())
+        events = led.events()
+        end = max(e.at for e in events)
     finally:
         led.close()
     truth = truth_at(sim, end)
-    assert rows and sum(r["total_usd"] for r in rows) == pytest.approx(
-        sum(t["usd"] for t in truth.values()), abs=0.01
-    )
+    # a stop the market made (a contract's end) is dated by the poll that saw it, so the ledger
+    # bills the GPU up to then, never less: at 240x a poll a wall second late is $0.008 at
+    # $0.12/h (one CI run under load: $0.006 over on such a rental)
+    seen = {e.instance_id: e.at for e in events if e.kind == "stop" and e.actor == "market"}
+    late = {}
     for r in rows:
-        assert r["total_usd"] == pytest.approx(truth[r["instance_id"]]["usd"], abs=0.005)
+        at = truth[r["instance_id"]]["market_stop_at"]
+        lag = max(0.0, seen.get(r["instance_id"], at) - at) if at is not None else 0.0
+        late[r["instance_id"]] = lag * float(r["gpu_dph"]) / 3600
+    total, want = sum(r["total_usd"] for r in rows), sum(t["usd"] for t in truth.values())
+    assert rows and want - 0.01 <= total <= want + sum(late.values()) + 0.01
+    for r in rows:
+        usd, got = truth[r["instance_id"]]["usd"], r["total_usd"]
+        assert usd - 0.005 <= got <= usd + late[r["instance_id"]] + 0.005, (r, usd)
 
 
 # -- no campaign ------------------------------------------------------------------------------
