@@ -887,18 +887,3 @@ def test_every_figure_agrees_at_one_instant(key, tmp_path):
         assert compared == len(per) >= 3
 
     run(key, body, fleet=2, ledger=Ledger(tmp_path / "l.duckdb"))
-
-
-def test_a_finished_campaign_rents_nothing_more(key):
-    # a dashboard's campaign, done: the person destroyed its rental, and the next poll rented
-    # a replacement, whose create was in flight when the person then ended the campaign (it
-    # outlived the end, held by nobody: one CI run in several)
-    from rentwatch.engine.supervisor import Outcome
-
-    async def body(sup, market, ledger):
-        sup.finished = Outcome(True, "the campaign is done")
-        decisions = await sup.poll_once()
-        assert not only(decisions, Create)
-        assert not [c for c in market.calls if c[0] == "create_instance"]
-
-    run(key, body)

@@ -24,7 +24,6 @@ from ..core.jobs import JobQueue
 from ..core.lifecycle import Phase
 from ..core.policy import Policy
 from ..core.rules import (
-    Create,
     Decision,
     FleetSnapshot,
 )
@@ -266,9 +265,6 @@ class Supervisor:
         self.tender.retend(self.observer.returned)
         self._revive_tending(now)
         decisions = await self.decider.decide(now)
-        if self.finished is not None:  # ended: no rule rents again (a person's create is refused
-            # too), or a create in flight when a person then ends it outlives the end unheld
-            decisions = [d for d in decisions if not isinstance(d, Create)]
         for d in decisions:
             done = await self.executor.execute(d, self.fleet_set_at)
             if done is not None and self.finished is None and not self.observe_only:
