@@ -772,6 +772,38 @@ def test_ending_a_finished_campaign_destroys_its_stopped_rentals(key):
     run(key, body)
 
 
+def test_a_create_in_flight_at_the_end_is_ended_as_it_lands(key):
+    """A create sent just before a person ended the campaign, answered just after: the end's
+    sweep of the fleet could not see it, and it outlived the end, billing unheld (test_end_cli
+    met it as a flake). It is given up and destroyed as it lands, in the person's name."""
+    from rentwatch.engine.ending import end_campaign
+
+    async def body(sup, market, ledger):
+        sent, answer = asyncio.Event(), asyncio.Event()
+        real = market.create_instance
+
+        async def slow_create(*args: Any, **kw: Any) -> Any:
+            sent.set()
+            await answer.wait()
+            return await real(*args, **kw)
+
+        market.create_instance = slow_create
+        poll = asyncio.create_task(sup.poll_once())
+        await sent.wait()
+        assert await end_campaign(sup, destroy=False) == []  # nothing held yet
+        answer.set()
+        await poll
+        (iid,) = market.boxes
+        assert market.boxes[iid].intended == "destroyed"
+        assert sup.attempts[iid].life.phase == Phase.DESTROYED
+        (d,) = [e for e in kinds(ledger, "destroy") if e.phase == "outcome" and e.ok]
+        assert d.instance_id == iid and d.actor == "human" and "after the end" in d.reason
+        (g,) = kinds(ledger, "abandon")
+        assert g.actor == "human" and g.instance_id == iid
+
+    run(key, body)
+
+
 def test_close_never_hangs_on_a_task_that_lost_its_cancel(key, monkeypatch):
     """A detached run's exit hung: a host's tend task had lost its cancel (Python 3.11's
     wait_for drops one landing as its inner call ends) and slept on forever. Close cancels

@@ -32,6 +32,9 @@ class Actions:
         self.journal = journal
         self.fleet = fleet
         self.campaign = campaign
+        # (actor, reason) once a person ended the campaign: a create still in flight then
+        # lands on a campaign that holds nothing, and is ended as it lands
+        self.ended: tuple[str, str] | None = None
 
     async def change(self, a: Attempt, kind: EventKind, actor: str, reason: str) -> float:
         """Stop, start or destroy `a`: returns when it took effect; raises what the market
@@ -210,11 +213,23 @@ class Actions:
         if res.refused is not None:
             await self._refused_bid(a, actor, res.refused)
             return None
+        if self.ended is not None:
+            await self._landed_after_end(a, *self.ended)
+            return None
         j.say(
             f"create i:{a.instance_id} m:{offer.machine_id} {offer.gpu_name} "
             f"${offer.dph_total:.3f}/h ({self.fleet.creates}/{self.campaign.max_creates}) - {why}"
         )
         return a
+
+    async def _landed_after_end(self, a: Attempt, actor: str, reason: str) -> None:
+        """A create sent before the campaign's end and answered after it: the end's sweep of
+        the fleet missed it, so it is given up (cancelled: no fault of its host) and destroyed
+        here, in the end's name. It never ran a job."""
+        why = f"created after the end ({reason})"
+        self.journal.give_up(a, self.market.answered_at(), actor, why, "cancelled")
+        self.journal.say(f"create i:{a.instance_id} m:{a.machine_id} landed {why}: destroyed")
+        await self.destroy(a, actor, why)
 
     async def _refused_bid(self, a: Attempt, actor: str, said: str) -> None:
         """A bid under min_bid: the instance exists, stopped, and would start by itself once

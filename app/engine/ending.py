@@ -47,6 +47,8 @@ async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> list[
     # no poll from here on may rent a replacement for what is stopped or destroyed below
     if sup.campaign.max_creates > sup.fleet.creates:
         sup.campaign = dataclasses.replace(sup.campaign, max_creates=sup.fleet.creates)
+    # and a create already sent is ended as its answer lands (`Actions.create`)
+    sup.actions.ended = (HUMAN, reason)
     done: list[str] = []
     # what it has on the market, stopped rentals too: a finished campaign's stopped ones
     # bill storage, and "end and destroy everything" is the way to stop that
