@@ -24,6 +24,7 @@ from .decisions import (
     fmt_span,
     give_up,
 )
+from .fleet_width import narrowed
 from .lifecycle import Phase
 from .models import Offer
 from .offer_choice import (
@@ -296,7 +297,10 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     if fleet.deadline is not None and now >= fleet.deadline:
         out.append(Finish(False, "rule:deadline", "the campaign's deadline passed"))
         return out
-    wider = ""
+    wider = narrow = ""
+    fit = None
+    if fleet.offers is not None and fleet.terms is not None:
+        fit = fit_offers(fleet.offers, fleet.terms, policy, fleet.exclusions)
     if fleet.jobs_total > 0:
         if fleet.jobs_pending == 0 and fleet.jobs_running == 0:
             done = fleet.jobs_total - fleet.jobs_failed
@@ -309,16 +313,15 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             )
             return out
         # hold and batch: no more instances than there is work for (output held on a paused
-        # rental is none); more than the fleet only while the wait saved pays (hedge.work_hosts)
+        # rental is none); more than the fleet only while the wait saved pays (hedge.work_hosts),
+        # fewer while the next host is not worth its bill (fleet_width)
         work = fleet.jobs_pending + fleet.jobs_running - fleet.jobs_held
         target, wider = min(fleet.fleet, work), ""
         if work > fleet.fleet:
-            fit = None
-            if fleet.offers is not None and fleet.terms is not None:
-                fit = fit_offers(fleet.offers, fleet.terms, policy, fleet.exclusions)
             target, wider = hosts_for_work(
                 fit, fleet.fleet, work, fleet.history, policy, fleet.job_h
             )
+        target, narrow = narrowed(fleet, fit, policy, target, abandoned_now, now)
     else:
         if verified >= fleet.fleet:
             out.append(Finish(True, "rule:goal", f"fleet of {fleet.fleet} verified"))
@@ -329,22 +332,18 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         out += (again := restarts(fleet, need - in_flight, verified, target))
         in_flight += len(again)
     room = fleet.max_creates - fleet.creates
-    fit = None
-    available = fleet.offers_available
+    available = fleet.offers_available if fit is None else len(fit)
     hedged, hedge_why = 0, ""
-    if fleet.offers is not None and fleet.terms is not None:
-        fit = fit_offers(fleet.offers, fleet.terms, policy, fleet.exclusions)
-        available = len(fit)
-        if need > 0:  # hedging needs the offers at hand: their odds decide it
-            hedged, hedge_why = hedge_for(
-                fit,
-                need,
-                fleet.history,
-                policy,
-                fleet_size=target,
-                spare_has_work=fleet.jobs_pending > need,
-                deadline_set=fleet.deadline is not None,
-            )
+    if fit is not None and need > 0 and not narrow:  # hedging needs the offers' odds
+        hedged, hedge_why = hedge_for(
+            fit,
+            need,
+            fleet.history,
+            policy,
+            fleet_size=target,
+            spare_has_work=fleet.jobs_pending > need,
+            deadline_set=fleet.deadline is not None,
+        )
     want = need + (policy.spare_attempts + hedged if need > 0 else 0)
     n = max(0, min(want - in_flight, room, available))
     if fleet.create_cap is not None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ..core.bid_rules import tier_ran_dry
 from ..core.campaign import Campaign
+from ..core.delivery import WorkOutlook
 from ..core.lifecycle import Phase
 from ..core.policy import Policy
 from ..core.reputation import ROUND_H
@@ -81,7 +82,7 @@ class Decider:
         return dataclasses.replace(
             self.snapshot(now),
             history=self.offer_book.history(),
-            work=self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet),
+            work=self._outlook(),
             create_cap=1 if first else None,
         )
 
@@ -95,8 +96,25 @@ class Decider:
             offers=self.offer_book.offers,
             terms=self.offer_book.terms(),
             history=self.offer_book.history(),
-            work=self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet),
+            work=self._outlook(),
             bidding=dataclasses.replace(snap.bidding, tier="on-demand"),
+        )
+
+    def _outlook(self) -> WorkOutlook | None:
+        """What ranking by delivered work needs, and the queue for `fleet_width` to play out."""
+        work = self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet)
+        if work is None:
+            return None
+        jobs = self.job_work.queue.jobs
+        pending = [j.size for j in jobs if j.status == "pending"]
+        return dataclasses.replace(
+            work,
+            queue_ref_h=tuple(pending) if all(s > 0 for s in pending) else None,
+            running={
+                j.instance_id: (j.size, j.started_at)
+                for j in jobs
+                if j.status == "running" and j.instance_id is not None and j.started_at is not None
+            },
         )
 
     def _free_since(self, a: Attempt) -> float | None:
