@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from rentwatch.core.decisions import Hold
 from rentwatch.core.delivery import WorkOutlook
 from rentwatch.core.fleet_width import Host, narrowed, play_out, worth_another
 from rentwatch.core.lifecycle import Phase
@@ -96,7 +97,11 @@ def test_the_rules_rent_no_slow_host_beside_two_fast_ones_under_default():
     only_slow = dataclasses.replace(_snapshot(fast), offers=(offer(2, 20, 0.12, gpu="RTX 3060"),))
     target, why = narrowed(only_slow, only_slow.offers, DEFAULT, 3, (), 1000.0)
     assert target == 2 and "sooner" in why
-    assert not [d for d in decide(only_slow, DEFAULT, 1000.0) if isinstance(d, Create)]
+    out = decide(only_slow, DEFAULT, 1000.0)
+    assert not [d for d in out if isinstance(d, Create)]
+    # and the rules say so: the log's `hold` line (engine/executor says it once per change)
+    (hold,) = [d for d in out if isinstance(d, Hold)]
+    assert (hold.hosts, hold.fleet, hold.rule) == (2, 3, "rule:fleet_width") and "sooner" in why
     # the seed (the article's script) fills its fleet whatever the host
     assert [d for d in decide(only_slow, SEED, 1000.0) if isinstance(d, Create)]
     # with unsized work queued the queue cannot be played out: the fleet is filled

@@ -228,8 +228,19 @@ class Restart:
     reason: str
 
 
+@dataclass(frozen=True)
+class Hold:
+    """Nothing to do but say why: the work holds `hosts` of the fleet's `fleet`, the next host
+    not being worth its bill (core/fleet_width)."""
+
+    hosts: int
+    fleet: int
+    rule: str
+    reason: str
+
+
 Decision = Union[  # noqa: UP007
-    Create, Abandon, Stop, StartPreflight, Verify, Finish, Rebid, Move, Resume, Restart
+    Create, Abandon, Stop, StartPreflight, Verify, Finish, Rebid, Move, Resume, Restart, Hold
 ]
 
 

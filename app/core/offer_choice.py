@@ -95,6 +95,13 @@ def fit_offers(
     return [o for o in offers if unfit_reason(o, terms, policy, skip) is None]
 
 
+def fit_of(
+    offers: Sequence[Offer] | None, terms: OfferTerms | None, policy: Policy, skip: Exclusions
+) -> list[Offer] | None:
+    """`fit_offers`, or None where the market was not searched this poll."""
+    return None if offers is None or terms is None else fit_offers(offers, terms, policy, skip)
+
+
 def rank_by_work(
     offers: Sequence[Offer], history: History, work: WorkOutlook, value_of_time: float = 0.0
 ) -> list[tuple[Offer, str]]:

@@ -18,6 +18,7 @@ from .decisions import (
     Decision,
     Finish,
     FleetSnapshot,
+    Hold,
     StartPreflight,
     Stop,
     Verify,
@@ -30,7 +31,7 @@ from .models import Offer
 from .offer_choice import (
     at_risk,
     choose_offers,
-    fit_offers,
+    fit_of,
     hedge_for,
     hosts_for_work,
     quarantine_for,
@@ -298,9 +299,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         out.append(Finish(False, "rule:deadline", "the campaign's deadline passed"))
         return out
     wider = narrow = ""
-    fit = None
-    if fleet.offers is not None and fleet.terms is not None:
-        fit = fit_offers(fleet.offers, fleet.terms, policy, fleet.exclusions)
+    fit = fit_of(fleet.offers, fleet.terms, policy, fleet.exclusions)
     if fleet.jobs_total > 0:
         if fleet.jobs_pending == 0 and fleet.jobs_running == 0:
             done = fleet.jobs_total - fleet.jobs_failed
@@ -322,6 +321,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
                 fit, fleet.fleet, work, fleet.history, policy, fleet.job_h
             )
         target, narrow = narrowed(fleet, fit, policy, target, abandoned_now, now)
+        out += [Hold(target, fleet.fleet, "rule:fleet_width", narrow)] if narrow else []
     else:
         if verified >= fleet.fleet:
             out.append(Finish(True, "rule:goal", f"fleet of {fleet.fleet} verified"))
