@@ -120,3 +120,31 @@ def test_the_rules_still_rent_the_first_host_and_a_second_fast_one():
         offer_gpu="RTX 4090", dph=0.3,
     )  # fmt: skip
     assert narrowed(_snapshot([one]), _snapshot([one]).offers, DEFAULT, 3, (), 1000.0)[0] >= 2
+
+
+def test_a_proven_rental_stopped_for_want_of_work_is_started_again_all_the_same():
+    """The play-out prices fresh creates (a boot, the duds on the way): a proven rental we
+    stopped boots in a minute with its data, so the rules start it again as before."""
+    from rentwatch.core.decisions import Restart
+
+    fast = [
+        att(
+            instance_id=100 + i,
+            machine_id=1 + i,
+            phase=Phase.VERIFIED,
+            passed_preflight=True,
+            offer_gpu="RTX 4090",
+            dph=0.3,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    stopped = att(
+        instance_id=300, machine_id=30, phase=Phase.STOPPED, passed_preflight=True,
+        offer_gpu="RTX 3060", dph=0.12, reusable=True,
+    )  # fmt: skip
+    snap = dataclasses.replace(
+        _snapshot([*fast, stopped]), offers=(offer(2, 20, 0.12, gpu="RTX 3060"),)
+    )
+    out = decide(snap, DEFAULT, 1000.0)
+    assert [d.instance_id for d in out if isinstance(d, Restart)] == [300]
+    assert not [d for d in out if isinstance(d, Create)]

@@ -320,8 +320,6 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             target, wider = hosts_for_work(
                 fit, fleet.fleet, work, fleet.history, policy, fleet.job_h
             )
-        target, narrow = narrowed(fleet, fit, policy, target, abandoned_now, now)
-        out += [Hold(target, fleet.fleet, "rule:fleet_width", narrow)] if narrow else []
     else:
         if verified >= fleet.fleet:
             out.append(Finish(True, "rule:goal", f"fleet of {fleet.fleet} verified"))
@@ -331,6 +329,9 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     if policy.reuse_stopped and need > in_flight:  # proven rentals we stopped, before creates
         out += (again := restarts(fleet, need - in_flight, verified, target))
         in_flight += len(again)
+    width, narrow = narrowed(fleet, fit, policy, target, abandoned_now, now)  # creates only
+    need = min(need, max(0, width - verified))
+    out += [Hold(width, fleet.fleet, "rule:fleet_width", narrow)] if narrow else []
     room = fleet.max_creates - fleet.creates
     available = fleet.offers_available if fit is None else len(fit)
     hedged, hedge_why = 0, ""
