@@ -17,6 +17,7 @@ from rentwatch.core.rules import Create, FleetSnapshot, decide
 from .fake_market import offer
 from .test_rules import att
 
+WORTH = DEFAULT.with_overrides({"fleet_by_worth": True})  # off in default: an operator's choice
 JOBS = (0.8, 0.6, 0.5, 0.5, 0.4, 0.3)  # bench/bid_campaign.toml's six jobs
 
 
@@ -82,7 +83,7 @@ def _snapshot(attempts, pending=JOBS, running=None, **kw):
     )
 
 
-def test_the_rules_rent_no_slow_host_beside_two_fast_ones_under_default():
+def test_the_rules_rent_no_slow_host_beside_two_fast_ones():
     fast = [
         att(
             instance_id=100 + i,
@@ -95,31 +96,32 @@ def test_the_rules_rent_no_slow_host_beside_two_fast_ones_under_default():
         for i in range(2)
     ]
     only_slow = dataclasses.replace(_snapshot(fast), offers=(offer(2, 20, 0.12, gpu="RTX 3060"),))
-    target, why = narrowed(only_slow, only_slow.offers, DEFAULT, 3, (), 1000.0)
+    target, why = narrowed(only_slow, only_slow.offers, WORTH, 3, (), 1000.0)
     assert target == 2 and "sooner" in why
-    out = decide(only_slow, DEFAULT, 1000.0)
+    out = decide(only_slow, WORTH, 1000.0)
     assert not [d for d in out if isinstance(d, Create)]
     # and the rules say so: the log's `hold` line (engine/executor says it once per change)
     (hold,) = [d for d in out if isinstance(d, Hold)]
     assert (hold.hosts, hold.fleet, hold.rule) == (2, 3, "rule:fleet_width") and "sooner" in why
-    # the seed (the article's script) fills its fleet whatever the host
+    # `default` as shipped and the seed (the article's script) fill the fleet whatever the host
+    assert [d for d in decide(only_slow, DEFAULT, 1000.0) if isinstance(d, Create)]
     assert [d for d in decide(only_slow, SEED, 1000.0) if isinstance(d, Create)]
     # with unsized work queued the queue cannot be played out: the fleet is filled
     unsized = dataclasses.replace(
         only_slow, work=dataclasses.replace(only_slow.work, queue_ref_h=None)
     )
-    assert narrowed(unsized, unsized.offers, DEFAULT, 3, (), 1000.0)[0] == 3
+    assert narrowed(unsized, unsized.offers, WORTH, 3, (), 1000.0)[0] == 3
 
 
 def test_the_rules_still_rent_the_first_host_and_a_second_fast_one():
     snap = _snapshot([])
-    creates = [d for d in decide(snap, DEFAULT, 1000.0) if isinstance(d, Create)]
+    creates = [d for d in decide(snap, WORTH, 1000.0) if isinstance(d, Create)]
     assert creates and creates[0].offer.gpu_name == "RTX 4090"
     one = att(
         instance_id=100, machine_id=99, phase=Phase.VERIFIED, passed_preflight=True,
         offer_gpu="RTX 4090", dph=0.3,
     )  # fmt: skip
-    assert narrowed(_snapshot([one]), _snapshot([one]).offers, DEFAULT, 3, (), 1000.0)[0] >= 2
+    assert narrowed(_snapshot([one]), _snapshot([one]).offers, WORTH, 3, (), 1000.0)[0] >= 2
 
 
 def test_a_proven_rental_stopped_for_want_of_work_is_started_again_all_the_same():
@@ -145,6 +147,6 @@ def test_a_proven_rental_stopped_for_want_of_work_is_started_again_all_the_same(
     snap = dataclasses.replace(
         _snapshot([*fast, stopped]), offers=(offer(2, 20, 0.12, gpu="RTX 3060"),)
     )
-    out = decide(snap, DEFAULT, 1000.0)
+    out = decide(snap, WORTH, 1000.0)
     assert [d.instance_id for d in out if isinstance(d, Restart)] == [300]
     assert not [d for d in out if isinstance(d, Create)]

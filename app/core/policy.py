@@ -57,7 +57,8 @@ class Policy:
     # the value of time (core/hedge.work_hosts); 0: the fleet is the most ever held
     max_extra_hosts: int = 0
     # sized work: hold fewer hosts than the fleet while the next is not worth what it costs
-    # (core/fleet_width: the time it saves at the value of time, against its bill)
+    # (core/fleet_width: the time it saves at the value of time, against its bill). Off in
+    # `default`: on fresh families it saved 1% and took longer (docs/benchmarks.md)
     fleet_by_worth: bool = False
     reuse_stopped: bool = False  # start a stopped, proven rental again before creating
     offer_sanity: bool = False  # skip offers whose own benchmark contradicts the GPU they claim
@@ -173,7 +174,6 @@ DEFAULT = Policy(
     value_of_time_usd_per_h=0.7,
     max_spare_attempts=3,
     max_extra_hosts=0,
-    fleet_by_worth=True,
     reuse_stopped=True,
     drained_grace_s=60.0,
     offer_sanity=True,
