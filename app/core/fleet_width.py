@@ -13,6 +13,10 @@ job, biggest first, goes to the host that is free first (the dispatch rule's ord
 host's expected speed. The host is worth renting when the value of the time it takes off the
 end (the operator's value of time) is more than what it adds to the bill: its own boot and
 expected duds, and the work it takes over at its price instead of the others'.
+
+Policy `fleet_by_worth`, off in every shipped policy: on fresh families 5309 and 8642 it saved
+1% and the work ended later. Its play-out has no outbids in it, so on the interruptible tier it
+counts on held bid hosts that are then paused.
 """
 
 from __future__ import annotations
