@@ -9,6 +9,7 @@ from typing import Any
 
 from ..core.text import clean
 from ..ledger import Ledger
+from .fit_tier import fit_bids
 
 CLASS_TO_BEHAVIOUR = {
     "freeze": "freeze_pull",
@@ -70,7 +71,7 @@ def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> 
             # the simulator's boot = queue + pull + extraction + start; give the pull most of it
             hc["pull_min"] = [round(boot[0] * 0.7, 2), round(max(boot[1] * 0.7, boot[0] * 0.7), 2)]
         classes.append(hc)
-    return {
+    data: dict[str, Any] = {
         "name": clean(f"fitted-{campaign or 'all'}", 120),
         "seed": seed,
         "time_scale": 60,
@@ -78,6 +79,10 @@ def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> 
         "gpu_billing": "created",
         "host_class": classes,
     }
+    bids = fit_bids(ledger, campaign)
+    if bids:  # the interruptible tier's pressure, where the operator rented on it
+        data["bids"] = bids
+    return data
 
 
 def to_toml(data: dict[str, Any]) -> str:
@@ -89,10 +94,14 @@ def to_toml(data: dict[str, Any]) -> str:
             return "true" if v else "false"
         if isinstance(v, list):
             return "[" + ", ".join(val(x) for x in v) + "]"
+        if isinstance(v, dict):  # an inline table; its keys (GPU names) quoted
+            return "{ " + ", ".join(f"{val(str(k))} = {val(x)}" for k, x in v.items()) + " }"
         return repr(v)
 
     lines = ["# fitted by `rentwatch scenario from-ledger`"]
-    lines += [f"{k} = {val(v)}" for k, v in data.items() if k != "host_class"]
+    lines += [f"{k} = {val(v)}" for k, v in data.items() if k not in ("host_class", "bids")]
     for hc in data["host_class"]:
         lines += ["", "[[host_class]]"] + [f"{k} = {val(v)}" for k, v in hc.items()]
+    if "bids" in data:
+        lines += ["", "[bids]"] + [f"{k} = {val(v)}" for k, v in data["bids"].items()]
     return "\n".join(lines) + "\n"
