@@ -95,8 +95,9 @@ def fit_bids(ledger: Ledger, campaign: str | None = None) -> dict[str, Any] | No
     paused = []
     for e in ledger.events(where="kind = 'resumed'"):
         p = _finite(e.detail.get("paused_s"))
-        ours = any(e.at - p <= t <= e.at for t in rebids.get(e.instance_id, ())) if p else True
-        if campaign in (None, e.campaign) and p is not None and not ours:
+        if p is None or campaign not in (None, e.campaign):
+            continue
+        if not any(e.at - p <= t <= e.at for t in rebids.get(e.instance_id, ())):
             paused.append(p / 60)
     if spread := _spread(paused, 7 * 1440.0):
         out["hold_min"] = spread
