@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .lifecycle import Phase
-from .offer_choice import DEADLINE_VALUE_USD_PER_H, choose_offers
-from .reputation import market_odds
-from .work_cost import deliver_odds
+from .offer_choice import DEADLINE_VALUE_USD_PER_H, choose_offers, work_odds
 
 if TYPE_CHECKING:
     from .decisions import AttemptView, FleetSnapshot
@@ -108,12 +106,7 @@ def narrowed(
         value = max(value, DEADLINE_VALUE_USD_PER_H)
     if not policy.fleet_by_worth or work is None or work.queue_ref_h is None or not fit:
         return target, ""
-    pool = market_odds(fleet.history, work.prior_runs)
-
-    def odds(gpu: str, machine_id: int | None) -> float:
-        record = fleet.history.get(machine_id) if machine_id is not None else None
-        return deliver_odds(record, work.models.get(gpu), pool, work.prior_runs)
-
+    odds = work_odds(fleet.history, work)
     held = [
         _held(a, work, now, odds(a.offer_gpu, a.machine_id))
         for a in fleet.attempts

@@ -10,7 +10,7 @@ expected cost from our own ledger (see `reputation.rank_offers`).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from .delivery import WorkOutlook
@@ -102,6 +102,18 @@ def fit_of(
     return None if offers is None or terms is None else fit_offers(offers, terms, policy, skip)
 
 
+def work_odds(history: History, work: WorkOutlook) -> Callable[[str, int | None], float]:
+    """p(deliver) of a machine of a GPU model, as the ranking by delivered work reads it: the
+    machine's record over its model's, over the market's pooled record."""
+    pool = market_odds(history, work.prior_runs)
+
+    def odds(gpu: str, machine_id: int | None) -> float:
+        record = history.get(machine_id) if machine_id is not None else None
+        return deliver_odds(record, work.models.get(gpu), pool, work.prior_runs)
+
+    return odds
+
+
 def rank_by_work(
     offers: Sequence[Offer], history: History, work: WorkOutlook, value_of_time: float = 0.0
 ) -> list[tuple[Offer, str]]:
@@ -120,11 +132,11 @@ def work_scores(
     model's record in our ledger), each billing this offer's price for the time the rules take
     to catch a dud, plus the wait at the operator's value of time (a slow host holds the
     campaign's end back)."""
-    pool = market_odds(history, work.prior_runs)
+    odds = work_odds(history, work)
     scored = []
     for o in offers:
         record = history.get(o.machine_id)
-        p = deliver_odds(record, work.models.get(o.gpu_name), pool, work.prior_runs)
+        p = odds(o.gpu_name, o.machine_id)
         rate = max(work.rate(o.gpu_name, o.machine_id), 1e-6)
         cost = host_cost(o.dph_total, rate, p, work.dud_h, work.job_ref_h, work.boot_h)
         per_ref_h = cost.per_ref_h(value_of_time)
