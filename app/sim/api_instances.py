@@ -59,14 +59,9 @@ class InstanceRoutes:
     def create(self, offer_id: int, body: Any) -> web.Response:
         if not isinstance(body, dict):
             return error(400, "invalid_args", "body must be an object")
-        m = self.market.by_offer.get(offer_id)
         now = self.market.clock.now()
-        if (
-            m is None
-            or m.id in self.market.rented_machines()
-            or self.market.taken(m, now)
-            or self.market.taken_meanwhile(m)
-        ):
+        m = self.market.rentable(offer_id, now)
+        if m is None or self.market.taken_meanwhile(m):
             return no_such_ask(offer_id)
         image = body.get("image")
         if not isinstance(image, str) or not image:

@@ -202,7 +202,7 @@ class ListRoutes:
             "driver_version": m.driver_version,
             "cuda_max_good": m.cuda_max_good,
             "reliability2": m.reliability,
-            "verification": "verified" if m.verified else "unverified",
+            "verification": m.verification,
             "cpu_cores_effective": 8.0,
             "cpu_ram": 32000,
             "cpu_util": 3.0 if running else None,

@@ -5,7 +5,8 @@ over the market's free machines, matched by the CLI's query language (`core/offe
 `bid`, `reserved`; the CLI and the OpenAPI example send `on-demand`). Every offer carries its
 `min_bid`, the bid to beat now; under `type: "bid"` the offer is priced at it ("bid
 (interruptible): Uses minimum bid price"), and a machine an on-demand rental holds is not
-listed (no bid wins there)."""
+listed (no bid wins there). A machine `[churn]` does not list now is in neither search, and
+each listing shows the id it carries now (app/sim/churn.py)."""
 
 from __future__ import annotations
 
@@ -38,10 +39,12 @@ class OfferRoutes:
         bid = str(q.get("type") or "").lower() in ("bid", "interruptible")
         offers = []
         for m in self.market.offers():
-            o = m.offer_json(storage, now, self.market.min_bid(m, now))
+            quote = self.market.bid_quote(m, now)
+            if bid and quote is None:  # held on-demand by a rival: no bid wins
+                continue
+            listed = round(m.dph_base, 6) if quote is None else quote
+            o = m.offer_json(storage, now, listed, self.market.offer_id(m, now))
             if bid:
-                if o["min_bid"] >= m.dph_base:  # held on-demand: no bid wins
-                    continue
                 o["dph_total"] = round(o["min_bid"] + o["storage_total_cost"], 6)
             offers.append(o)
         filters = {k: v for k, v in q.items() if isinstance(v, dict) and k != "type"}

@@ -29,6 +29,12 @@ class Bids:
     rival_bid: tuple[float, float] = (0.9, 1.7)  # a rival's bid, times the floor
     ondemand: float = 0.2  # share of rivals who rent on-demand (they beat any bid)
     hold_min: tuple[float, float] = (10.0, 120.0)  # how long a rival holds the machine
+    # the share of hosts whose floor is not a discount but `near` x their on-demand price
+    near_share: float = 0.0
+    near: tuple[float, float] = (0.85, 1.0)
+    # what a winning bid pays: "bid" (its own bid: pay-as-bid) or "clearing" (what it had to
+    # beat: the floor or the best rival bid, never above its own). No source says which
+    pricing: str = "bid"
 
     def pressure_for(self, gpu: str) -> float:
         return self.gpu_pressure.get(gpu, self.pressure)
@@ -68,19 +74,24 @@ def parse_bids(raw: Any) -> Bids:
         "day_swing": (0.0, 1.0),
         "peak_hour": (0.0, 24.0),
         "ondemand": (0.0, 1.0),
+        "near_share": (0.0, 1.0),
     }
-    pairs = {"floor": 1.0, "rival_bid": 10.0, "hold_min": 7 * 1440.0}
+    pairs = {"floor": 1.0, "rival_bid": 10.0, "hold_min": 7 * 1440.0, "near": 2.0}
     for key in raw:
         if key in limits:
             kw[key] = _number(raw, key, *limits[key])
         elif key in pairs:
             kw[key] = _pair(raw, key, pairs[key])
+        elif key == "pricing":
+            if raw[key] not in ("bid", "clearing"):
+                raise ConfigError(f'bids.pricing: expected "bid" or "clearing", got {raw[key]!r}')
+            kw[key] = raw[key]
         elif key == "gpu_pressure":
             table = raw[key]
             if not isinstance(table, dict):
                 raise ConfigError("bids.gpu_pressure: expected a table of model = rivals/hour")
             kw[key] = {str(g): _number(table, g, 0.0, 60.0) for g in table}
         else:
-            known = sorted([*limits, *pairs, "gpu_pressure"])
+            known = sorted([*limits, *pairs, "gpu_pressure", "pricing"])
             raise ConfigError(f"bids: unknown key {key!r} (known: {', '.join(known)})")
     return Bids(**kw)

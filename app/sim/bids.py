@@ -43,7 +43,10 @@ def _window_s(b: Bids) -> float:
 
 def floor_at(seed: int, b: Bids, m: Machine, t: float) -> float:
     """The machine's min_bid floor at `t` ($/h), its own draw moved by the window's drift."""
-    share = keyed_rng(seed, "bid-floor", m.id).uniform(*b.floor)
+    rng = keyed_rng(seed, "bid-floor", m.id)
+    share = rng.uniform(*b.floor)
+    if b.near_share > 0 and rng.random() < b.near_share:
+        share = rng.uniform(*b.near)  # a host whose floor sits at or near its on-demand price
     k = math.floor(t / _window_s(b))
     move = keyed_rng(seed, "bid-drift", m.id, k).uniform(-1.0, 1.0) * b.drift
     return m.dph_base * share * (1.0 + move)
@@ -94,13 +97,22 @@ def need(seed: int, b: Bids, m: Machine, t: float) -> float | None:
     return top
 
 
-def min_bid(seed: int, b: Bids, m: Machine, t: float) -> float:
-    """The offer's `min_bid` at `t`: the need, or the on-demand price while a rival holds the
-    machine on-demand (no bid wins then; none at or above on-demand makes sense either)."""
+def quote(seed: int, b: Bids, m: Machine, t: float) -> float | None:
+    """The offer's `min_bid` at `t`: the need, rounded up so that a bid of it wins; None while
+    a rival holds the machine on-demand (no bid wins then). It may exceed the on-demand price:
+    a host's floor near it and a rival's bid above it (the public evidence has bid prices up
+    to 3x the on-demand ones: docs/fidelity.md)."""
     n = need(seed, b, m, t)
     if n is None:
-        return round(m.dph_base, 6)
-    return math.ceil(max(n, 0.001) * 1e6 - 1e-6) / 1e6  # rounded up: a bid of it wins
+        return None
+    return math.ceil(max(n, 0.001) * 1e6 - 1e-6) / 1e6
+
+
+def min_bid(seed: int, b: Bids, m: Machine, t: float) -> float:
+    """The offer's `min_bid` at `t` (`quote`), or the on-demand price while a rival holds the
+    machine on-demand."""
+    q = quote(seed, b, m, t)
+    return round(m.dph_base, 6) if q is None else q
 
 
 def wins(seed: int, b: Bids, m: Machine, t: float, bid: float) -> bool:
@@ -116,6 +128,25 @@ def changes(seed: int, b: Bids, m: Machine, lo: float, hi: float) -> list[float]
     for r in rivals(seed, b, m, lo, hi):
         out.update(p for p in (r.start, r.end) if lo < p <= hi)
     return sorted(out)
+
+
+def paid(seed: int, b: Bids, m: Machine, t: float, bid: float) -> float:
+    """What a winning bid pays per hour at `t`: its own bid (`pricing = "bid"`), or what it had
+    to beat then, never above itself (`"clearing"`)."""
+    if b.pricing != "clearing":
+        return bid
+    n = need(seed, b, m, t)
+    return bid if n is None else min(bid, round(n, 6))
+
+
+def reprice(seed: int, b: Bids, inst: SimInstance, t: float) -> None:
+    """Under clearing prices, a new price mark where what the rental pays has moved."""
+    if b.pricing != "clearing" or inst.bid is None:
+        return
+    price = paid(seed, b, inst.machine, t, inst.bid)
+    if not inst.prices or inst.prices[-1][1] != price:
+        inst.prices.append((t, price))
+        inst.gpu_dph = price
 
 
 def pause(inst: SimInstance, at: float, outbid: bool = True) -> None:
@@ -157,4 +188,6 @@ def settle(
             inst.paused_at = None
             inst.resumes.append(p)
             resume(inst, p)
+        if won:
+            reprice(seed, b, inst, p)
     inst.bid_seen = now

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core.billing import storage_per_hour
 from ..core.gpu_specs import GPU_SPECS
-from .scenario import HostClass, Scenario
+from .scenario import DELIVERING, HostClass, Scenario
 
 DRIVER_FOR_CUDA = {
     12.1: "530.41.03",
@@ -76,20 +76,32 @@ class Machine:
     inet_up_cost: float = 0.0  # $/GB
     inet_down_cost: float = 0.0
     contract_end: float | None = None  # the host's listing ends: rentals are stopped then
-    verified: bool = True  # Vast verified the machine
+    verification: str = "verified"  # Vast's verdict: "verified", "unverified", "deverified"
     external: bool = False  # listed from outside Vast's own marketplace
     taken_until: float | None = None  # another renter holds it until then
     asked: int = 0  # creates asked of it (each may find it taken meanwhile)
+    presence: float | None = None  # share of the time it is listed (`[churn]`, sim/churn.py)
+
+    @property
+    def verified(self) -> bool:
+        """What the offer's `verified` says: a deverified machine is not verified either (the
+        CLI's default `verified=true` search leaves both out)."""
+        return self.verification == "verified"
 
     def offer_json(
-        self, allocated_storage: float, now: float | None = None, min_bid: float | None = None
+        self,
+        allocated_storage: float,
+        now: float | None = None,
+        min_bid: float | None = None,
+        offer_id: int | None = None,
     ) -> dict[str, Any]:
         spec = GPU_SPECS.get(self.advertised_gpu)
         storage_h = storage_per_hour(allocated_storage, self.storage_cost)
+        oid = self.offer_id if offer_id is None else offer_id
         return {
-            "id": self.offer_id,
-            "ask_contract_id": self.offer_id,
-            "bundle_id": self.offer_id,
+            "id": oid,
+            "ask_contract_id": oid,
+            "bundle_id": oid,
             "machine_id": self.id,
             "host_id": self.host_id,
             "gpu_name": self.advertised_gpu,
@@ -105,7 +117,7 @@ class Machine:
             "disk_name": "nvme",
             "reliability": self.reliability,
             "reliability2": self.reliability,
-            "verification": "verified" if self.verified else "unverified",
+            "verification": self.verification,
             "verified": self.verified,
             "external": self.external,
             "rentable": True,
@@ -214,7 +226,7 @@ def build_machines(
                 real_gpu=real_gpu,
                 real_tflops=tflops,
                 dph_base=round(between(rng, hc.price_range(gpu)), 4),
-                storage_cost=round(between(rng, sc.storage_cost), 4),
+                storage_cost=_storage(between(rng, sc.storage_cost), sc),
                 cuda_max_good=cuda,
                 driver_version=driver,
                 reliability=reliability,
@@ -227,6 +239,16 @@ def build_machines(
     for m in machines:
         _unkind(m, sc, now)
     return machines
+
+
+def _storage(x: float, sc: Scenario) -> float:
+    """A machine's storage $/GB-month from its uniform draw `x` over `storage_cost`, mapped
+    log-uniformly where `[hosts] storage_spread` says so (the same draw: the markets without
+    it stay as they were)."""
+    lo, hi = sc.storage_cost
+    if sc.hosts.storage_spread == "log" and hi > lo > 0:
+        x = lo * (hi / lo) ** ((x - lo) / (hi - lo))
+    return round(x, 4)
 
 
 def _unkind(m: Machine, sc: Scenario, now: Callable[[], float]) -> None:
@@ -246,20 +268,44 @@ def _unkind(m: Machine, sc: Scenario, now: Callable[[], float]) -> None:
         m.contract_end = now() + between(rng, st.contract_end_min) * 60
     else:
         m.contract_end = now() + rng.uniform(3, 90) * 86400
+    _host_line(m, sc)
+
+
+def _host_line(m: Machine, sc: Scenario) -> None:
+    """`[hosts]`: a bimodal line speed, and a listed reliability that tells the hosts that
+    never deliver apart as far as `reliability_signal` says (their own draws)."""
+    h = sc.hosts
+    if h.inet_fast_share is not None:
+        rng = keyed_rng(sc.seed, "line", m.id)
+        fast = rng.random() < h.inet_fast_share
+        down = rng.uniform(1500, 2600) if fast else rng.uniform(80, 700)
+        m.inet_down = round(down, 1)
+        m.inet_up = round(down * (rng.uniform(0.8, 1.1) if fast else rng.uniform(0.6, 1.0)), 1)
+    if h.reliability_signal is not None:
+        rng = keyed_rng(sc.seed, "listed-reliability", m.id)
+        s = h.reliability_signal
+        told = rng.uniform(0.97, 0.999) if m.behaviour in DELIVERING else rng.uniform(0.80, 0.97)
+        m.reliability = round((1 - s) * m.reliability + s * told, 4)
 
 
 def other_listings(sc: Scenario, now: Callable[[], float]) -> list[Machine]:
-    """The listings the CLI's default search leaves out: unverified and external machines,
-    `[listing]` shares of the scenario's offers on top of them (their own draws, so adding
-    them changed no seeded market's verified machines)."""
+    """The listings the CLI's default search leaves out: unverified, external and deverified
+    machines, `[listing]` shares of the scenario's offers on top of them (their own draws, so
+    adding them changed no seeded market's verified machines)."""
     n_unverified = round(sc.offers * sc.listing.unverified)
     n_external = round(sc.offers * sc.listing.external)
-    if n_unverified + n_external == 0:
-        return []
-    out = build_machines(sc, now, n_unverified + n_external, "listings", range(60000, 99999))
+    n_deverified = round(sc.offers * sc.listing.deverified)
+    out = []
+    if n_unverified + n_external:
+        out = build_machines(sc, now, n_unverified + n_external, "listings", range(60000, 99999))
     for i, m in enumerate(out):
         if i < n_unverified:
-            m.verified = False
+            m.verification = "unverified"
         else:
             m.external = True
+    if n_deverified:
+        dever = build_machines(sc, now, n_deverified, "deverified", range(100_000, 160_000))
+        for m in dever:
+            m.verification = "deverified"
+        out += dever
     return out

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..core.billing import Mark, storage_per_hour
 from ..core.gpu_specs import GPU_SPECS
-from . import bids
+from . import bids, churn
 from . import host_behaviours as hb
 from .boot import THROTTLE_REASONS, boot_steps
 from .copies import Copy
@@ -72,7 +72,15 @@ class SimMarket:
         self.machines: list[Machine] = build_machines(scenario, self.clock.now)
         # the listings the CLI's default search leaves out (`[listing]`), rentable all the same
         self.others: list[Machine] = other_listings(scenario, self.clock.now)
-        self.by_offer = {m.offer_id: m for m in self.machines + self.others}
+        ch = scenario.churn
+        for m in self.machines + self.others:
+            m.presence = churn.presence(scenario.seed, ch, m)
+        # every id a machine's listings may carry (`[churn] relist_new_id`) names it
+        self.by_offer = {
+            oid: m
+            for m in self.machines + self.others
+            for oid in (churn.offer_ids(m) if ch.relist_new_id else [m.offer_id])
+        }
         self.instances: dict[int, SimInstance] = {}
         self.order: list[int] = []  # instance ids in creation order, which is id order
         self._live = 0
@@ -100,8 +108,28 @@ class SimMarket:
         busy = self.rented_machines()
         now = self.clock.now()
         return [
-            m for m in self.machines + self.others if m.id not in busy and not self.taken(m, now)
+            m
+            for m in self.machines + self.others
+            if m.id not in busy and not self.taken(m, now) and self.listed(m, now)
         ]
+
+    def listed(self, m: Machine, now: float) -> bool:
+        """Whether `[churn]` lists the machine at `now` (other renters hold it otherwise)."""
+        return churn.listed(self.scenario.seed, self.scenario.churn, m, now)
+
+    def offer_id(self, m: Machine, now: float) -> int:
+        """The id the machine's listing carries at `now` (it changes on a relist)."""
+        return churn.offer_id_at(self.scenario.seed, self.scenario.churn, m, now)
+
+    def rentable(self, offer_id: int, now: float) -> Machine | None:
+        """The machine an offer id names, if a create on it can succeed at `now`: listed under
+        that very id, and neither rented nor taken by another renter."""
+        m = self.by_offer.get(offer_id)
+        if m is None or m.id in self.rented_machines() or self.taken(m, now):
+            return None
+        if not self.listed(m, now) or self.offer_id(m, now) != offer_id:
+            return None
+        return m
 
     @staticmethod
     def taken(m: Machine, now: float) -> bool:
@@ -163,7 +191,8 @@ class SimMarket:
         inst.throttle_drop = between(rng, m.knobs["throttle_drop"])
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         if price is not None:
-            inst.bid, inst.gpu_dph, inst.prices, inst.bid_seen = price, price, [(now, price)], now
+            pay = bids.paid(self.scenario.seed, self.scenario.bids, m, now, price)
+            inst.bid, inst.gpu_dph, inst.prices, inst.bid_seen = price, pay, [(now, pay)], now
             if not bids.wins(self.scenario.seed, self.scenario.bids, m, now, price):
                 bids.pause(inst, now, outbid=False)
         self.instances[iid] = inst
@@ -237,8 +266,9 @@ class SimMarket:
         the rental runs or waits as the new bid wins or not."""
         now = self.clock.now()
         self.settle_bids(now)
-        inst.bid, inst.gpu_dph = price, price
-        inst.prices.append((now, price))
+        pay = bids.paid(self.scenario.seed, self.scenario.bids, inst.machine, now, price)
+        inst.bid, inst.gpu_dph = price, pay
+        inst.prices.append((now, pay))
         won = bids.wins(self.scenario.seed, self.scenario.bids, inst.machine, now, price)
         if inst.segments[-1].end is None and not won:
             bids.pause(inst, now)
@@ -249,6 +279,11 @@ class SimMarket:
 
     def min_bid(self, m: Machine, now: float) -> float:
         return bids.min_bid(self.scenario.seed, self.scenario.bids, m, now)
+
+    def bid_quote(self, m: Machine, now: float) -> float | None:
+        """The offer's `min_bid` on the bid tier at `now`; None while a rival holds the machine
+        on-demand (no bid wins: a bid search leaves it out)."""
+        return bids.quote(self.scenario.seed, self.scenario.bids, m, now)
 
     def market_stops(self, now: float) -> None:
         """Stop, as of the listing's end, every rental whose host's contract has ended: the

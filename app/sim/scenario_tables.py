@@ -1,7 +1,8 @@
 """The smaller tables of a scenario, as frozen values with their defaults: `[faults]` (the
 market API's and the SSH sessions' failures), `[ssh]` (the routes to a host and what a session
-finds in its environment), `[listing]` (what the search shows besides the scenario's offers)
-and `[states]` (how unkind the boot is). `scenario.parse_scenario` reads and checks them; the
+finds in its environment), `[listing]` (what the search shows besides the scenario's offers),
+`[churn]` (how long each machine stays listed, and its offer id on a relist), `[hosts]` (what the
+offers say of a host and how far it holds) and `[states]` (how unkind the boot is). `scenario.parse_scenario` reads and checks them; the
 format is in docs/scenarios.md.
 """
 
@@ -42,13 +43,43 @@ class SSHConfig:
 @dataclass(frozen=True)
 class Listing:
     """`[listing]`: what the search shows besides the scenario's `offers` (verified, on Vast's
-    own hosts): `unverified` and `external` listings, each a share of `offers` on top (the
-    official CLI filters them out by default: vastai `cli/commands/offers.py` search__offers),
-    and the share of creates that find the offer just taken by another renter."""
+    own hosts): `unverified`, `deverified` (Vast tested the machine and it failed: the offer's
+    `verification` reads "deverified", `verified` false) and `external` listings, each a share
+    of `offers` on top (the official CLI filters them out by default: vastai
+    `cli/commands/offers.py` search__offers), and the share of creates that find the offer just
+    taken by another renter."""
 
     unverified: float = 0.2
     external: float = 0.1
     taken: float = 0.0
+    deverified: float = 0.0
+
+
+@dataclass(frozen=True)
+class Churn:
+    """`[churn]`: other renters take machines and list them again. Each machine is listed a
+    share of the time (`presence`, drawn per machine, log-uniform in [low, high]), decided
+    window by window (`window_min`); with `relist_new_id`, each listing of a machine carries one
+    of its three offer ids (an id is a listing, not a machine: a create on the id of an earlier
+    listing finds nothing). The default (always listed, one id) is the market before churn."""
+
+    presence: tuple[float, float] = (1.0, 1.0)
+    window_min: float = 30.0
+    relist_new_id: bool = False
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """`[hosts]`: what the offers say of a host. `inet_fast_share`: the share of hosts on a fast
+    line (1.5-2.6 Gbps down), the rest on a slow one (80-700 Mbps); None keeps the one flat
+    draw (50-900 up, 100-1500 down). `reliability_signal`: how far the listed `reliability2`
+    predicts delivery, 0 (none) to 1 (the hosts that never deliver list the lower scores); None
+    keeps the flat draw. `storage_spread`: "uniform" or "log" (log-uniform) over
+    `storage_cost`."""
+
+    inet_fast_share: float | None = None
+    reliability_signal: float | None = None
+    storage_spread: str = "uniform"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,80 @@
+"""Listings that come and go: other renters take machines off the market and the hosts list them
+again, under another offer id (`[churn]`, app/sim/scenario_tables.Churn).
+
+The public evidence (brandonros/vastai-scraper `docs/analysis.md`, 78 scrapes of RTX 5090
+offers five minutes apart): the median machine was listed in 13 of them (17%), and 172 of 416
+machine/GPU-count pairs changed offer id when they came back, an old id sometimes reappearing.
+
+Everything here is a pure function of (seed, machine, time), as the bid tier is: whether a
+machine is listed in a window is one keyed draw against the machine's presence.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from .machines import Machine, keyed_rng
+from .scenario_tables import Churn
+
+RELIST_IDS = 3  # offer ids a machine's listings take turns with
+_WALK_BACK = 96  # windows looked back for where the current listing began
+
+
+def presence(seed: int, c: Churn, m: Machine) -> float:
+    """The machine's share of time listed: log-uniform over `c.presence` (the median machine at
+    the geometric mean of the two ends)."""
+    lo, hi = c.presence
+    if lo >= 1.0:
+        return 1.0
+    u = keyed_rng(seed, "presence", m.id).random()
+    return float(lo * (hi / lo) ** u)
+
+
+@lru_cache(maxsize=262_144)
+def _listed(seed: int, machine_id: int, share: float, k: int) -> bool:
+    return keyed_rng(seed, "listed", machine_id, k).random() < share
+
+
+def window(c: Churn, t: float) -> int:
+    return math.floor(t / (c.window_min * 60.0))
+
+
+def listed(seed: int, c: Churn, m: Machine, t: float) -> bool:
+    """Whether the machine is on the market at `t` (another renter holds it otherwise)."""
+    share = presence(seed, c, m) if m.presence is None else m.presence
+    return share >= 1.0 or _listed(seed, m.id, share, window(c, t))
+
+
+def offer_ids(m: Machine) -> list[int]:
+    """The ids the machine's listings take turns with (the first is the one it starts with)."""
+    last = m.offer_id % 10
+    base = m.offer_id - last
+    return [base + (last + 3 * j) % 10 for j in range(RELIST_IDS)]
+
+
+def offer_id_at(seed: int, c: Churn, m: Machine, t: float) -> int:
+    """The offer id the machine is listed under at `t`: one id per listing, drawn when the
+    listing began (so a machine listed again may show another id, or an old one again)."""
+    share = presence(seed, c, m) if m.presence is None else m.presence
+    if not c.relist_new_id or share >= 1.0:
+        return m.offer_id
+    k = window(c, t)
+    start = k
+    while start > k - _WALK_BACK and _listed(seed, m.id, share, start - 1):
+        start -= 1
+    pick = keyed_rng(seed, "relist", m.id, start).randrange(RELIST_IDS)
+    return offer_ids(m)[pick]
+
+
+def listed_share(seed: int, c: Churn, m: Machine, lo: float, hi: float) -> float:
+    """The share of [lo, hi] the machine is listed, window by window."""
+    if hi <= lo:
+        return 0.0
+    w = c.window_min * 60.0
+    total = 0.0
+    for k in range(window(c, lo), window(c, hi) + 1):
+        a, b = max(lo, k * w), min(hi, (k + 1) * w)
+        if b > a and listed(seed, c, m, a):
+            total += b - a
+    return total / (hi - lo)
