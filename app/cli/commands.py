@@ -343,3 +343,13 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             return 1
     print(to_toml(data), end="")
     return 0
+
+
+def cmd_scenario_describe(args: argparse.Namespace) -> int:
+    import json
+
+    from ..sim.describe import describe_family, format_description
+
+    d = describe_family(args.family_seed, args.family)
+    print(json.dumps(d, indent=1) if args.json else format_description(d, args.family_seed))
+    return 0

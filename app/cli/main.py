@@ -179,6 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--campaign", help="one campaign only")
     fl.add_argument("--seed", type=int, default=7)
     fl.set_defaults(fn=commands.cmd_scenario)
+    de = sc_sub.add_parser(
+        "describe", help="what a market family drew, against the public evidence (docs/referee.md)"
+    )
+    de.add_argument("--family", type=_positive_int, required=True, help="N markets of the family")
+    de.add_argument("--family-seed", type=int, default=1, help="which family")
+    de.add_argument("--json", action="store_true")
+    de.set_defaults(fn=commands.cmd_scenario_describe)
 
     r = sub.add_parser("receipt", help="the campaign receipt, computed from the ledger")
     r.add_argument("--ledger", help="ledger file (default: in the user's data dir)")

@@ -2,6 +2,11 @@
 judge a policy on markets it was never shaped on. Deterministic: the same family seed and index
 give the same market. The ranges are the module's constants and are listed in docs/referee.md.
 
+Where public evidence exists (../shared/MARKET_EVIDENCE.md, cited in docs/fidelity.md) a range
+follows it: each model's price, the min_bid mixture, churn, verification, storage, bandwidth,
+line speeds. Where none does, the range is an assumption, named in `UNKNOWNS` (what
+`rentwatch scenario describe` lists) and a scenario knob, never a constant.
+
 Tuning a policy happens on TRAINING_FAMILY_SEEDS only; figures are reported on fresh seeds
 (REPORT_FAMILY_SEEDS, never used for tuning), as a held-out set should be.
 """
@@ -13,7 +18,6 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.gpu_specs import DPH_RANGE
 from .scenario import BEHAVIOURS, CONSUMER_GPUS, DELIVERING, Scenario, parse_scenario
 
 TRAINING_FAMILY_SEEDS = (1, 2, 3)
@@ -30,7 +34,7 @@ DELIVERING_WEIGHTS = {
     "offline_midrun": (0.0, 0.1),
 }
 # Dud mix: each non-delivering behaviour gets an exponential weight (a flat Dirichlet).
-OFFERS = (30, 120)
+OFFERS = (60, 240)  # verified machines; about a quarter of them listed at once (CHURN_*)
 FLEET_SIZES = (1, 2, 3, 4)
 GPU_BILLING = ("running", "created")
 QUEUE_MAX_MIN = (0.5, 3.0)  # queue_min = [0.2, this]
@@ -42,15 +46,59 @@ SLOW_SPREAD = (1.2, 1.8)
 EXTRACT_LOW_MIN = (0.5, 3.0)  # extract_min = [low, high]
 EXTRACT_HIGH_MIN = (2.0, 10.0)
 FATAL_LATEST_MIN = (2.0, 10.0)  # fatal_pull: fatal_at_min = [0.5, this]
-PRICE_LOW = (0.08, 0.30)  # $/h; dph = [low, low * PRICE_SPREAD]
+PRICE_LOW = (0.08, 0.30)  # drawn and unused (see draw_market), so later draws stay put
 PRICE_SPREAD = (1.5, 5.0)
-DUD_PRICE_FACTOR = (0.6, 1.1)  # duds' prices against the honest hosts' (often cheaper)
-# Prices follow the model, as on the real market: each model's $/h is its range in
-# core/gpu_specs.DPH_RANGE (sourced there), times the market's level, so dollars per delivered
-# TFLOP spread across a market's offers by 2x or more, the cheap cards the dear ones per TFLOP.
-FAMILY_GPUS = [*CONSUMER_GPUS, "RTX 5090", "RTX A5000", "RTX A6000", "L40S", "A100 SXM4"]
+DUD_PRICE_FACTOR = (0.6, 1.1)  # duds' prices against the honest hosts' (an assumption)
+# Each model's median on-demand $/h per GPU on a market falls in this band (uniform), from
+# MARKET_EVIDENCE.md: SkyPilot's catalog v6/v7/v8 (median `search.totalHour` per type), dstack
+# #4026, the RTX 5090 scraper. [E]: no public figure; placed between the sourced models by
+# speed and VRAM.
+MODEL_DPH: dict[str, tuple[float, float]] = {
+    "RTX 3060": (0.15, 0.27),  # v6 spot 0.15, v6/v8 price 0.27
+    "RTX 3070": (0.15, 0.26),  # [E]
+    "RTX 3080": (0.17, 0.30),  # [E]
+    "RTX 3090": (0.17, 0.40),  # v8 0.165 per GPU of a 2x, v6 0.40
+    "RTX 4070": (0.16, 0.28),  # [E]
+    "RTX 4080": (0.20, 0.36),  # [E]
+    "RTX 4090": (0.24, 0.40),  # dstack #4026 ~0.24, v6/v8 0.40
+    "RTX 5090": (0.48, 0.67),  # v8 0.48, v6 0.67, scraper median 0.535
+    "RTX A5000": (0.18, 0.32),  # [E]
+    "RTX A6000": (0.42, 0.56),  # v8 0.425 per GPU, v6 0.56
+    "L40S": (0.55, 0.70),  # v8 0.60
+    "A100 SXM4": (0.76, 0.90),  # v8 A100 SXM4 40G 0.76; A100 80G PCIe 0.87
+    "H100 SXM": (1.80, 2.13),  # v7 1.80, v8 1.87, v6 2.13
+    "H200": (2.47, 3.00),  # v7 2.47, v8 2.65
+}
+FAMILY_GPUS = list(MODEL_DPH)
 FAMILY_GPU_COUNT = (2, 5)  # models listed on one market
-PRICE_LEVEL = (0.75, 1.4)  # the market's level against the sourced ranges
+# Offers of one model spread around its median: [m x (1 - w), m x (1 + w)] (the scraper's
+# 1-GPU 5090s: min 0.53x and max 2.5x of the median; we keep the tails shorter)
+PRICE_WIDTH = (0.25, 0.5)
+# min_bid / on-demand (MARKET_EVIDENCE.md "The interruptible floor"): many hosts at or near
+# on-demand (single offers 0.81, 0.99, 1.00, 1.00), a tail of deep discounts (Vast's FAQ:
+# "saves 50-80%"); the scraper's median bid/ask ratio 0.60.
+BID_NEAR_SHARE = (0.35, 0.65)
+BID_NEAR = (0.85, 1.0)
+# Churn (the scraper): each machine's share of time listed, log-uniform in [low, 1]; the median
+# machine at sqrt(low): 0.14-0.22 (the scraper: 17%, 44% of machines under 13%, 8% over 90%)
+CHURN_PRESENCE_LOW = (0.02, 0.05)
+# Verification of offer rows (philipchu/vast_monitor): ~52% verified, ~28% deverified, ~20%
+# unverified; `verification` is Vast's field ("verified" / "deverified" / "unverified")
+UNVERIFIED_SHARE = (0.17, 0.23)
+DEVERIFIED_SHARE = (0.25, 0.31)
+EXTERNAL_SHARE = 0.1  # of the verified offers, as the default scenario's `[listing]`
+# Storage $/GB-month on single offers: 0.0013, 0.149, 0.60, 0.93 (log-uniform between the ends)
+STORAGE_LOW = (0.001, 0.005)
+STORAGE_HIGH = (0.6, 0.93)
+# Bandwidth $/GB on single offers: 0, 0.0012, 0.0020; egress "$0-50/TB" (ccir.io)
+BANDWIDTH_HIGH = (0.002, 0.05)
+# Line speeds are bimodal (78/106, 289/476, 450/677, 2241/2118 Mbps up/down on single offers)
+INET_FAST_SHARE = (0.15, 0.45)
+# What no public source shows: each a range the family samples (and a scenario knob).
+RELIABILITY_SIGNAL = (0.0, 0.6)  # [hosts] reliability_signal
+CHURN_WINDOW_MIN = (15.0, 90.0)  # [churn] window_min: how long one listing state lasts
+TAKEN_SHARE = (0.0, 0.1)  # [listing] taken: a create that finds the offer just taken
+BID_PRICING = ("bid", "clearing")  # [bids] pricing
 FAULTS = {  # per-market API and SSH fault rates, each uniform in [0, high]
     "rate_429": 0.08,
     "rate_5xx": 0.05,
@@ -67,14 +115,63 @@ FAULT_TIMEOUT_S = 0.5
 # some markets and models are quiet and others are fought over.
 BID_PRESSURE = (0.05, 2.0)
 BID_MODEL_SPREAD = (0.25, 3.0)
-BID_FLOOR_LOW = (0.22, 0.45)  # min_bid floor = [low, low + width] of the on-demand price
-BID_FLOOR_WIDTH = (0.05, 0.25)
+# the deep-discount tail: min_bid floor = [low, low + width] of the on-demand price
+BID_FLOOR_LOW = (0.15, 0.35)
+BID_FLOOR_WIDTH = (0.1, 0.3)
 BID_DRIFT = (0.05, 0.4)
 BID_DAY_SWING = (0.0, 0.8)
 BID_ONDEMAND = (0.05, 0.4)
 BID_RIVAL_HIGH = (1.2, 2.0)  # a rival's bid = [0.9, this] x the floor
 BID_HOLD_LOW_MIN = (5.0, 30.0)
 BID_HOLD_HIGH_MIN = (40.0, 240.0)
+
+# Every assumption above with no public source: the range each market samples, and the knob
+# that sets it in a scenario file (`rentwatch scenario describe` prints them).
+UNKNOWNS: dict[str, dict[str, Any]] = {
+    "dud_share": {
+        "range": DUD_SHARE,
+        "knob": "[[host_class]] share",
+        "about": "share of machines that never deliver (the article: 62 of 100 creates)",
+    },
+    "bad_day_chance": {"range": (BAD_DAY_CHANCE, BAD_DAY_CHANCE), "knob": "bad_day"},
+    "dud_price_factor": {
+        "range": DUD_PRICE_FACTOR,
+        "knob": "[[host_class]] dph",
+        "about": "a dud's price against its model's honest hosts",
+    },
+    "outbid_pressure": {
+        "range": BID_PRESSURE,
+        "knob": "[bids] pressure",
+        "about": "rivals arriving per machine-hour on the bid tier",
+    },
+    "outbid_model_spread": {"range": BID_MODEL_SPREAD, "knob": "[bids] gpu_pressure"},
+    "outbid_day_swing": {"range": BID_DAY_SWING, "knob": "[bids] day_swing"},
+    "rival_bid_high": {"range": BID_RIVAL_HIGH, "knob": "[bids] rival_bid"},
+    "rival_ondemand_share": {"range": BID_ONDEMAND, "knob": "[bids] ondemand"},
+    "rival_hold_min": {
+        "range": (BID_HOLD_LOW_MIN[0], BID_HOLD_HIGH_MIN[1]),
+        "knob": "[bids] hold_min",
+    },
+    "min_bid_drift": {"range": BID_DRIFT, "knob": "[bids] drift"},
+    "bid_pricing": {
+        "range": BID_PRICING,
+        "knob": "[bids] pricing",
+        "about": "a winning bid pays its own bid or what it had to beat",
+    },
+    "reliability_signal": {
+        "range": RELIABILITY_SIGNAL,
+        "knob": "[hosts] reliability_signal",
+        "about": "how far the listed reliability2 tells the hosts that never deliver apart",
+    },
+    "churn_window_min": {"range": CHURN_WINDOW_MIN, "knob": "[churn] window_min"},
+    "taken_share": {"range": TAKEN_SHARE, "knob": "[listing] taken"},
+    "inet_fast_share": {
+        "range": INET_FAST_SHARE,
+        "knob": "[hosts] inet_fast_share",
+        "about": "lines are bimodal on four single offers; the share of fast ones is unknown",
+    },
+    **{f"fault_{k}": {"range": (0.0, hi), "knob": f"[faults] {k}"} for k, hi in FAULTS.items()},
+}
 
 
 @dataclass(frozen=True)
@@ -122,15 +219,13 @@ def draw_market(family_seed: int, index: int) -> FamilyMarket:
     # drawn apart from the rest (its own key), so the other draws stay as they were
     prng = _rng(family_seed, index, "prices")
     gpus = prng.sample(FAMILY_GPUS, prng.randint(*FAMILY_GPU_COUNT))
-    level = _u(prng, PRICE_LEVEL)
-    prices = {
-        g: [
-            round(lo * level * _u(prng, (0.9, 1.1)), 3),
-            round(hi * level * _u(prng, (0.9, 1.1)), 3),
-        ]
-        for g in gpus
-        for lo, hi in [DPH_RANGE[g]]
-    }
+    # each model's median across all its offers lands in its band: the honest hosts are
+    # priced up by what the duds' discount takes off the mixture
+    honest = 1.0 / ((1 - dud_share) + dud_share * dud_factor)
+    prices = {}
+    for g in gpus:
+        mid, w = _u(prng, MODEL_DPH[g]) * honest, _u(prng, PRICE_WIDTH)
+        prices[g] = [round(mid * (1 - w), 3), round(mid * (1 + w), 3)]
     price_hi = max(hi for _, hi in prices.values())
     classes: list[dict[str, Any]] = []
     good_total = sum(good_w.values()) or 1.0
@@ -164,9 +259,38 @@ def draw_market(family_seed: int, index: int) -> FamilyMarket:
         | {"timeout_s": FAULT_TIMEOUT_S},
     }
     data["bids"] = _bids(family_seed, index, gpus)
+    data.update(_supply(family_seed, index))
     fleet = rng.choice(FLEET_SIZES)
     max_dph = round(max(price_hi, price_hi * dud_factor) * 1.01, 3)
     return FamilyMarket(index, parse_scenario(data, data["name"]), fleet, max_dph, data)
+
+
+def _supply(family_seed: int, index: int) -> dict[str, Any]:
+    """One market's listings as the evidence shows them: verification, churn, storage,
+    bandwidth and lines (drawn apart from the rest: its own key)."""
+    r = _rng(family_seed, index, "supply")
+    unverified, deverified = _u(r, UNVERIFIED_SHARE), _u(r, DEVERIFIED_SHARE)
+    verified_rows = (1 - unverified - deverified) / (1 + EXTERNAL_SHARE)  # of all rows
+    return {
+        "storage_cost": [round(_u(r, STORAGE_LOW), 4), round(_u(r, STORAGE_HIGH), 3)],
+        "bandwidth_cost": [0.0, round(_u(r, BANDWIDTH_HIGH), 4)],
+        "listing": {
+            "unverified": round(unverified / verified_rows, 4),
+            "deverified": round(deverified / verified_rows, 4),
+            "external": EXTERNAL_SHARE,
+            "taken": round(_u(r, TAKEN_SHARE), 4),
+        },
+        "churn": {
+            "presence": [round(_u(r, CHURN_PRESENCE_LOW), 4), 1.0],
+            "window_min": round(_u(r, CHURN_WINDOW_MIN), 1),
+            "relist_new_id": True,
+        },
+        "hosts": {
+            "inet_fast_share": round(_u(r, INET_FAST_SHARE), 3),
+            "reliability_signal": round(_u(r, RELIABILITY_SIGNAL), 3),
+            "storage_spread": "log",
+        },
+    }
 
 
 def _bids(family_seed: int, index: int, gpus: list[str]) -> dict[str, Any]:
@@ -175,6 +299,9 @@ def _bids(family_seed: int, index: int, gpus: list[str]) -> dict[str, Any]:
     base = _u(r, BID_PRESSURE)
     low = _u(r, BID_FLOOR_LOW)
     return {
+        "near_share": round(_u(r, BID_NEAR_SHARE), 3),
+        "near": list(BID_NEAR),
+        "pricing": r.choice(BID_PRICING),
         "pressure": round(base, 3),
         "floor": [round(low, 3), round(low + _u(r, BID_FLOOR_WIDTH), 3)],
         "drift": round(_u(r, BID_DRIFT), 3),
@@ -204,9 +331,12 @@ def to_toml(data: dict[str, Any]) -> str:
             return "[" + ", ".join(val(x) for x in v) + "]"
         return repr(v)
 
-    tables = ("host_class", "faults", "bids")
+    tables = ("host_class", "faults", "bids", "listing", "churn", "hosts")
     lines = [f"{k} = {val(v)}" for k, v in data.items() if k not in tables]
     lines += ["", "[faults]"] + [f"{k} = {val(v)}" for k, v in data["faults"].items()]
+    for table in ("listing", "churn", "hosts"):
+        if table in data:
+            lines += ["", f"[{table}]"] + [f"{k} = {val(v)}" for k, v in data[table].items()]
     if "bids" in data:
         b = data["bids"]
         lines += ["", "[bids]"] + [f"{k} = {val(v)}" for k, v in b.items() if k != "gpu_pressure"]
