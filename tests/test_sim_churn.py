@@ -224,3 +224,26 @@ def test_lines_are_bimodal_and_storage_spreads_over_decades():
         parse_scenario({"churn": {"presence": [0.0, 1.0]}})
     with pytest.raises(ConfigError):
         parse_scenario({"churn": {"relist": True}})
+
+
+def test_the_engine_fills_its_fleet_on_a_market_that_churns(make_sim, tmp_path):
+    """Listings come and go every market minute and come back under other ids: a create on a
+    listing gone since the search is refused as Vast refuses it, and the engine takes another
+    offer, blaming no host for it."""
+    from rentwatch.ledger import Ledger
+
+    from tests.campaigns import run_campaign
+
+    fast = {"presence": [0.3, 0.6], "window_min": 1, "relist_new_id": True}
+    sim = make_sim(seed=8, offers=40, time_scale=300, host_class=HEALTHY, churn=fast)
+    code, path = run_campaign(sim, tmp_path, fleet=2)
+    assert code == 0
+    led = Ledger(path, read_only=True)
+    refused = led.events(where="kind = 'create' AND phase <> 'intent' AND NOT ok")
+    record = led.machine_record()
+    abandons = led.events(where="kind = 'abandon'")
+    led.close()
+    assert not abandons
+    assert all("no_such_ask" in str(e.detail) + e.reason for e in refused)
+    gone = {e.machine_id for e in refused}
+    assert all(record.get(mid, (0, 0, 0.0))[1] == 0 for mid in gone)
