@@ -94,6 +94,8 @@ def test_a_relisted_machine_carries_another_id_and_a_create_on_the_old_one_finds
     assert stale.status_code == 404 and "no_such_ask" in stale.json()["msg"]
     ok = httpx.put(f"{sim.url}/api/v0/asks/{new_id}/", json={"image": "img"}, headers=AUTH)
     assert ok.json()["success"] is True
+    [row] = [r for r in sim.call(mk.truth)["instances"] if r["id"] == ok.json()["new_contract"]]
+    assert row["offer_id"] == new_id  # the listing rented, not the machine's first id
     # a machine not listed now: gone from the search, and a create on its id finds nothing
     gone = next(x for x in mk.machines if not mk.listed(x, mk.clock.now()) and x.id != m.id)
     assert gone.id not in {o["machine_id"] for o in offers}

@@ -184,6 +184,7 @@ class SimMarket:
             api_key=secrets.token_hex(24),
             rental_no=m.rentals,
             ssh_keys=[k["key"] for k in self.ssh_keys],
+            offer_id=offer_id,
         )
         extra = keyed_rng(self.scenario.seed, "states", m.id, m.rentals)
         seg = boot_steps(rng, m, image, now, False, self.scenario.states, extra)

@@ -58,6 +58,7 @@ class SimInstance:
     lost_bids: list[float] = field(default_factory=list)  # a start or create whose bid lost
     resumes: list[float] = field(default_factory=list)
     bid_seen: float = 0.0
+    offer_id: int | None = None  # the listing rented (`[churn]`: a machine's id changes)
 
     @property
     def intended(self) -> str:

@@ -27,7 +27,7 @@ def truth_row(inst: SimInstance, now: float, c: Charges) -> dict[str, Any]:
         "id": inst.id,
         "machine_id": inst.machine.id,
         "host_id": inst.machine.host_id,
-        "offer_id": inst.machine.offer_id,
+        "offer_id": inst.offer_id if inst.offer_id is not None else inst.machine.offer_id,
         "behaviour": inst.machine.behaviour,
         "delivering": inst.machine.behaviour in DELIVERING,
         "gpu_name": inst.machine.advertised_gpu,
