@@ -243,9 +243,7 @@ def test_the_engine_fills_its_fleet_on_a_market_that_churns(make_sim, tmp_path):
     led = Ledger(path, read_only=True)
     refused = led.events(where="kind = 'create' AND phase <> 'intent' AND NOT ok")
     record = led.machine_record()
-    abandons = led.events(where="kind = 'abandon'")
     led.close()
-    assert not abandons
     assert all("no_such_ask" in str(e.detail) + e.reason for e in refused)
     gone = {e.machine_id for e in refused}
     assert all(record.get(mid, (0, 0, 0.0))[1] == 0 for mid in gone)

@@ -6,13 +6,14 @@ outbid instance "is stopped (killing running processes)" with its data kept, and
 itself when it regains priority, billing the GPU again from then.
 
 Everything here is a pure function of (seed, machine, time) and `[bids]` (app/sim/bid_table):
-- each machine's floor: a share of its on-demand price drawn per machine, moved window by
-  window (`drift`);
+- each machine's floor: a share of its on-demand price drawn per machine (a discount, or near
+  on-demand on `near_share` of hosts), moved window by window (`drift`);
 - rivals: at most one arrives per machine and window, with the chance the pressure gives (per
   model, swinging over the UTC day); it bids a multiple of the floor, or rents on-demand (a
   share of them), and holds the machine for a while;
 - what a bid must beat at `t` (`need`): the floor and every rival bid then; an on-demand rival
-  beats every bid. The offers' `min_bid` is that.
+  beats every bid. The offers' `min_bid` is that;
+- what a winning bid pays: its bid, or under `pricing = "clearing"` the need, never above it.
 A rival that rents on-demand a machine nobody bids on is the `[listing] taken` share already;
 here they count only against bids, so that adding the tier changed no on-demand market.
 """

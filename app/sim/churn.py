@@ -53,6 +53,13 @@ def offer_ids(m: Machine) -> list[int]:
     return [base + (last + 3 * j) % 10 for j in range(RELIST_IDS)]
 
 
+def index(seed: int, c: Churn, machines: list[Machine]) -> dict[int, Machine]:
+    """Each machine's presence set on it, and every id its listings may carry -> the machine."""
+    for m in machines:
+        m.presence = presence(seed, c, m)
+    return {oid: m for m in machines for oid in (offer_ids(m) if c.relist_new_id else [m.offer_id])}
+
+
 def offer_id_at(seed: int, c: Churn, m: Machine, t: float) -> int:
     """The offer id the machine is listed under at `t`: one id per listing, drawn when the
     listing began (so a machine listed again may show another id, or an old one again)."""

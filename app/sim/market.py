@@ -72,15 +72,7 @@ class SimMarket:
         self.machines: list[Machine] = build_machines(scenario, self.clock.now)
         # the listings the CLI's default search leaves out (`[listing]`), rentable all the same
         self.others: list[Machine] = other_listings(scenario, self.clock.now)
-        ch = scenario.churn
-        for m in self.machines + self.others:
-            m.presence = churn.presence(scenario.seed, ch, m)
-        # every id a machine's listings may carry (`[churn] relist_new_id`) names it
-        self.by_offer = {
-            oid: m
-            for m in self.machines + self.others
-            for oid in (churn.offer_ids(m) if ch.relist_new_id else [m.offer_id])
-        }
+        self.by_offer = churn.index(scenario.seed, scenario.churn, self.machines + self.others)
         self.instances: dict[int, SimInstance] = {}
         self.order: list[int] = []  # instance ids in creation order, which is id order
         self._live = 0
@@ -127,9 +119,7 @@ class SimMarket:
         m = self.by_offer.get(offer_id)
         if m is None or m.id in self.rented_machines() or self.taken(m, now):
             return None
-        if not self.listed(m, now) or self.offer_id(m, now) != offer_id:
-            return None
-        return m
+        return m if self.listed(m, now) and self.offer_id(m, now) == offer_id else None
 
     @staticmethod
     def taken(m: Machine, now: float) -> bool:

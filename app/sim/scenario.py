@@ -12,7 +12,16 @@ from ..core.errors import ConfigError
 from ..core.gpu_specs import DPH_RANGE
 from .bid_table import Bids, parse_bids
 from .images import ImageSpec, parse_images
-from .scenario_tables import Churn, Faults, Hosts, Listing, SSHConfig, States
+from .scenario_tables import (
+    Churn,
+    Faults,
+    Hosts,
+    Listing,
+    SSHConfig,
+    States,
+    parse_churn,
+    parse_hosts,
+)
 
 BEHAVIOURS = (
     "healthy",
@@ -308,8 +317,8 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         preload_booting=booting,
         preload_label=preload_label,
         bids=parse_bids(data.get("bids")),
-        churn=_churn(data.get("churn", {})),
-        hosts=_hosts(data.get("hosts", {}), storage),
+        churn=parse_churn(data.get("churn", {})),
+        hosts=parse_hosts(data.get("hosts", {}), storage),
     )
 
 
@@ -344,43 +353,6 @@ def _states(raw: Any) -> States:
     if "contract_end_min" in raw:
         extra["contract_end_min"] = _range(raw.pop("contract_end_min"), "states.contract_end_min")
     return States(**_shares(raw, "states", States), **extra)
-
-
-def _churn(raw: Any) -> Churn:
-    if not isinstance(raw, dict):
-        raise ConfigError("churn: expected a table")
-    kw: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key == "presence":
-            lo, hi = _range(value, "churn.presence")
-            if not 0 < lo <= hi <= 1:
-                raise ConfigError("churn.presence: expected [low, high] with 0 < low <= high <= 1")
-            kw[key] = (lo, hi)
-        elif key == "window_min":
-            if not isinstance(value, int | float) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"churn.window_min: expected minutes >= 1, got {value!r}")
-            kw[key] = float(value)
-        elif key == "relist_new_id":
-            if not isinstance(value, bool):
-                raise ConfigError(f"churn.relist_new_id: expected true or false, got {value!r}")
-            kw[key] = value
-        else:
-            raise ConfigError(
-                f"churn: unknown key {key!r} (known: presence, window_min, relist_new_id)"
-            )
-    return Churn(**kw)
-
-
-def _hosts(raw: Any, storage: tuple[float, float]) -> Hosts:
-    if not isinstance(raw, dict):
-        raise ConfigError("hosts: expected a table")
-    raw = dict(raw)
-    spread = raw.pop("storage_spread", "uniform")
-    if spread not in ("uniform", "log"):
-        raise ConfigError(f'hosts.storage_spread: expected "uniform" or "log", got {spread!r}')
-    if spread == "log" and storage[0] <= 0:
-        raise ConfigError("hosts.storage_spread: a log spread needs storage_cost above 0")
-    return Hosts(**_shares(raw, "hosts", Hosts), storage_spread=spread)
 
 
 def load_scenario(path: str | Path | None) -> Scenario:

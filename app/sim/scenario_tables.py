@@ -2,13 +2,17 @@
 market API's and the SSH sessions' failures), `[ssh]` (the routes to a host and what a session
 finds in its environment), `[listing]` (what the search shows besides the scenario's offers),
 `[churn]` (how long each machine stays listed, and its offer id on a relist), `[hosts]` (what the
-offers say of a host and how far it holds) and `[states]` (how unkind the boot is). `scenario.parse_scenario` reads and checks them; the
-format is in docs/scenarios.md.
+offers say of a host and how far it holds) and `[states]` (how unkind the boot is).
+`scenario.parse_scenario` reads and checks them (`[churn]` and `[hosts]` here); the format is in
+docs/scenarios.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..core.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -94,3 +98,56 @@ class States:
     build_output_share: float = 0.5
     contract_end_share: float = 0.0
     contract_end_min: tuple[float, float] = (20.0, 240.0)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def parse_churn(raw: Any) -> Churn:
+    """`[churn]`, checked."""
+    if not isinstance(raw, dict):
+        raise ConfigError("churn: expected a table")
+    kw: dict[str, Any] = {}
+    for key, v in raw.items():
+        if key == "presence":
+            if not (isinstance(v, list) and len(v) == 2 and all(_number(x) for x in v)):
+                v = None
+            if v is None or not 0 < v[0] <= v[1] <= 1:
+                raise ConfigError("churn.presence: expected [low, high] with 0 < low <= high <= 1")
+            kw[key] = (float(v[0]), float(v[1]))
+        elif key == "window_min":
+            if not _number(v) or v < 1:
+                raise ConfigError(f"churn.window_min: expected minutes >= 1, got {v!r}")
+            kw[key] = float(v)
+        elif key == "relist_new_id":
+            if not isinstance(v, bool):
+                raise ConfigError(f"churn.relist_new_id: expected true or false, got {v!r}")
+            kw[key] = v
+        else:
+            known = ", ".join(f.name for f in fields(Churn))
+            raise ConfigError(f"churn: unknown key {key!r} (known: {known})")
+    return Churn(**kw)
+
+
+def parse_hosts(raw: Any, storage: tuple[float, float]) -> Hosts:
+    """`[hosts]`, checked (`storage`: the scenario's `storage_cost`, which a log spread needs
+    above 0)."""
+    if not isinstance(raw, dict):
+        raise ConfigError("hosts: expected a table")
+    kw: dict[str, Any] = {}
+    for key, v in raw.items():
+        if key == "storage_spread":
+            if v not in ("uniform", "log"):
+                raise ConfigError(f'hosts.storage_spread: expected "uniform" or "log", got {v!r}')
+            if v == "log" and storage[0] <= 0:
+                raise ConfigError("hosts.storage_spread: a log spread needs storage_cost above 0")
+        elif key in ("inet_fast_share", "reliability_signal"):
+            if not _number(v) or not 0 <= v <= 1:
+                raise ConfigError(f"hosts.{key}: expected a share between 0 and 1, got {v!r}")
+            v = float(v)
+        else:
+            known = ", ".join(f.name for f in fields(Hosts))
+            raise ConfigError(f"hosts: unknown key {key!r} (known: {known})")
+        kw[key] = v
+    return Hosts(**kw)
