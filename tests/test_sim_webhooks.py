@@ -9,7 +9,7 @@ from rentwatch.notify.webhooks import named_instances
 from rentwatch.sim import bids
 from rentwatch.sim.market import SimClock, SimMarket
 from rentwatch.sim.scenario import parse_scenario
-from rentwatch.sim.webhooks_out import WebhookSender, payload
+from rentwatch.sim.webhooks_out import WebhookSender
 
 FIELDS = {"event_id", "user_id", "notif_type", "subject", "message", "timestamp"}
 
@@ -26,8 +26,8 @@ class Recorder(WebhookSender):
         super().__init__(market, "http://127.0.0.1:9/hook", "s", wall=lambda: 1_700_000_000.0)
         self.bodies: list[dict] = []
 
-    def _send(self, kind, inst, min_bid=None):  # type: ignore[no-untyped-def]
-        self.bodies.append(payload(kind, inst, self.wall(), min_bid))
+    def _post(self, body_obj: dict) -> None:  # recorded, not delivered
+        self.bodies.append(body_obj)
 
     def kinds(self) -> list[str]:
         return [b["notif_type"] for b in self.bodies]

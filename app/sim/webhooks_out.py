@@ -73,29 +73,36 @@ def signature(secret: str, body: bytes, ts: int) -> str:
 
 
 def payload(
-    kind: str, inst: SimInstance, at: float, min_bid: float | None = None
+    kind: str,
+    iid: int,
+    machine_id: int,
+    at: float,
+    *,
+    image: str = "",
+    bid: float | None = None,
+    dph: float = 0.0,
+    min_bid: float | None = None,
 ) -> dict[str, Any]:
-    """The body of one event about `inst` at wall time `at`: Vast's six fields. The outbid's
-    and the start's words are as delivered by Vast (docs/fidelity.md); the rest are the
-    catalog's title and the docs' sentence, with the instance's number as those two name it."""
-    iid, mid = inst.id, inst.machine.id
+    """The body of one event about instance `iid` at wall time `at`: Vast's six fields. The
+    outbid's and the start's words are as Vast delivered them (docs/fidelity.md); the rest are
+    the catalog's title and the docs' sentence, naming the instance as those two do."""
     if kind == "outbid":
         subject = f"Your Interruptible Instance #{iid} Has Been Outbid"
         floor = f" and the current minimum bid is ${min_bid:.2f}/hr" if min_bid else ""
         message = (
-            f"Your interruptible instance {iid} on machine {mid} has been outbid and will be "
-            f"stopped. Your bid was ${inst.bid or 0.0:.2f}/hr{floor}. Update your bid at "
+            f"Your interruptible instance {iid} on machine {machine_id} has been outbid and "
+            f"will be stopped. Your bid was ${bid or 0.0:.2f}/hr{floor}. Update your bid at "
             f"{CONSOLE} to keep it running."
         )
     elif kind == "instance_started":
         subject = f"Your Vast.ai Instance #{iid} Is Now Running"
         message = (
-            f"Your instance {iid} running {inst.image} on machine {mid} has started. You are "
-            f"being charged ${inst.gpu_dph:.3f}/hr. View it at: {CONSOLE}"
+            f"Your instance {iid} running {image} on machine {machine_id} has started. You are "
+            f"being charged ${dph:.3f}/hr. View it at: {CONSOLE}"
         )
     else:
         subject = f"Your Vast.ai Instance #{iid}: {TITLES[kind]}"
-        message = f"Your instance {iid} on machine {mid} {SAYS[kind]}"
+        message = f"Your instance {iid} on machine {machine_id} {SAYS[kind]}"
     return {
         "event_id": secrets.token_hex(16),
         "user_id": USER_ID,
@@ -187,7 +194,20 @@ class WebhookSender:
         seen.actual = actual
 
     def _send(self, kind: str, inst: SimInstance, min_bid: float | None = None) -> None:
-        body_obj = payload(kind, inst, self.wall(), min_bid)
+        self._post(
+            payload(
+                kind,
+                inst.id,
+                inst.machine.id,
+                self.wall(),
+                image=inst.image,
+                bid=inst.bid,
+                dph=inst.gpu_dph,
+                min_bid=min_bid,
+            )
+        )
+
+    def _post(self, body_obj: dict[str, Any]) -> None:
         body = json.dumps(body_obj).encode()
         task = asyncio.ensure_future(self._deliver(body, body_obj["event_id"]))
         self._tasks.add(task)
