@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
+from rentwatch.notify.wording import released
 from rentwatch.run.alerts import Alerts
 from rentwatch.run.headless import run_headless
 
@@ -150,6 +151,17 @@ def test_a_campaign_end_tells_the_receipt_and_metrics_match_it(
         assert clock == end_ts
     assert told_after_end == [1]
     assert f"${receipt['total_usd']:.2f} spent" in ends[0]["title"]
+    # [AC 7] what the end did, from the same record as its log: the release's own stops and
+    # destroys (it stopped the proven hosts; a notice once said "Stopped 0")
+    with Ledger(ledger, read_only=True) as book:
+        acts = book.events(
+            where="actor = 'rule:campaign_end' AND kind IN ('stop', 'destroy') "
+            "AND phase = 'outcome' AND ok"
+        )
+    destroyed = {e.instance_id for e in acts if e.kind == "destroy"}
+    stopped = {e.instance_id for e in acts if e.kind == "stop"} - destroyed
+    assert stopped, acts
+    assert released(len(stopped), len(destroyed)) in ends[0]["message"]
     assert scraped, "never scraped /metrics"
     families = {f.name: f for f in text_string_to_metric_families(scraped[-1])}
     assert "rentwatch_instances" in families and "rentwatch_poll_duration_seconds" in families

@@ -95,6 +95,9 @@ def test_direct_end_stops_then_destroy_ends_everything(make_sim, tmp_path, capsy
     assert main([*base, "--yes", "endd"]) == 1
     out = capsys.readouterr().out
     assert "left billing" in out and "--destroy" in out
+    # [AC 7] the hint works as printed: it names the campaign's market (not Vast's own)
+    hint = next(line for line in out.splitlines() if line.startswith("end them: "))
+    assert f"--market-url {sim.url}" in hint and f"--ledger {ledger}" in hint
     assert set(_billing(sim, ids).values()) == {"stopped"}
     assert _actors(ledger, "stop") == dict.fromkeys(verified, "human")
 
@@ -241,3 +244,10 @@ def test_an_end_refuses_another_market_than_the_campaigns(make_sim, tmp_path, ca
     )
     assert code != 0 and "rented on" in capsys.readouterr().err
     assert before and set(_billing(sim, ids)) == before  # nothing destroyed
+    # [AC 7] refused before the campaign's name is asked for, not after it was typed
+    monkeypatch.setattr("sys.stdin", io.StringIO("endm\n"))
+    args = ["end", "--campaign", "endm", "--ledger", str(ledger), "--destroy"]
+    assert main([*args, "--market-url", "http://127.0.0.1:9"]) != 0
+    out = capsys.readouterr()
+    assert "rented on" in out.err and "type the campaign's name" not in out.out
+    assert set(_billing(sim, ids)) == before

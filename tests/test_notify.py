@@ -128,12 +128,28 @@ def test_campaign_end_carries_the_receipt_figures(receiver) -> None:
             usd_per_gpu_hour=0.4123,
             jobs_finished=3,
             stopped=2,
+            destroyed=1,
+            apart=4,
         )
     )
     assert n.close(10)
     (msg,) = r.messages()
     assert msg["title"] == "qlora-sweep: done, $3.46 spent, $0.41/GPU-h"
-    assert "12 create(s), 7 dud(s), $3.46 spent, $0.41/GPU-h, 3 job(s) finished" in msg["message"]
+    assert (
+        "12 creates, 7 duds (and 4 more never delivered: outbid or cancelled), $3.46 spent, "
+        "$0.41/GPU-h, 3 job(s) finished" in msg["message"]
+    )
+    # [AC 7] what the end did, as it was recorded: one stopped and one destroyed is not "0"
+    assert "Stopped 2 instances and destroyed 1 instance it still held." in msg["message"]
+
+
+def test_what_an_end_did_is_said_in_plain_counts() -> None:
+    from rentwatch.notify.wording import released
+
+    assert released(1, 1) == "Stopped 1 instance and destroyed 1 instance it still held."
+    assert released(0, 2) == "Destroyed 2 instances it still held."
+    assert released(3, 0) == "Stopped 3 instances it still held."
+    assert released(0, 0) == "Stopped nothing: none of its instances was still running."
 
 
 @pytest.mark.parametrize("mode", ["hang", "refuse"])
@@ -186,7 +202,7 @@ def test_repeats_with_one_key_are_folded_into_one(receiver) -> None:
     n.close(5)
     titles = [m["title"] for m in r.messages()]
     assert titles.count("c: host of instance 42 offline") == 1
-    assert "c: host of instance 42 offline (3 times)" in titles
+    assert "c: host of instance 42 offline (again, 3 more times)" in titles
     assert "c: host of instance 43 offline" in titles
     assert len(titles) == 3 and n.folded == 3
 
@@ -199,7 +215,7 @@ def test_pending_folds_are_sent_on_close(receiver) -> None:
     assert n.close(5)
     assert [m["title"] for m in r.messages()] == [
         "c: 80% of budget spent ($16.00 of $20.00)",
-        "c: 80% of budget spent ($16.50 of $20.00) (1 times)",
+        "c: 80% of budget spent ($16.50 of $20.00) (again, 1 more time)",
     ]
 
 
@@ -381,5 +397,5 @@ def test_a_folded_long_title_keeps_its_count(receiver) -> None:
         n.notify(events.job_failed("c", long_job, attempts=3, last_error="exit 1"))
     assert n.close(5)
     titles = [m["title"] for m in r.messages()]
-    assert len(titles) == 2 and titles[1].endswith("(2 times)")
+    assert len(titles) == 2 and titles[1].endswith("(again, 2 more times)")
     assert all(len(t) <= events.TITLE_LIMIT for t in titles)

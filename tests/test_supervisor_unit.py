@@ -457,8 +457,9 @@ def test_a_session_records_campaign_end_and_closes(key, tmp_path: Path):
 
 
 def test_the_dashboard_counts_duds_as_the_receipt_does(key):
-    """One definition of a dud: a frozen pull abandoned, and a booting one cancelled at the
-    end, are both duds on screen and in the receipt."""
+    """One definition of a dud, a rental that never delivered through its host's fault: a
+    frozen pull abandoned is one; a booting one cancelled at the campaign's end is not, and is
+    counted apart, on screen and in the receipt alike ([AC] 7)."""
     from rentwatch.views.snapshot import snapshot
 
     async def body(sup, market, ledger):
@@ -470,7 +471,9 @@ def test_the_dashboard_counts_duds_as_the_receipt_does(key):
         await sup.release_all("rule:campaign_end", "over")  # the replacement: cancelled
         snap = snapshot(sup, market.t)
         receipt = ledger.receipt()[0]
-        assert snap.duds == receipt["duds"] == 2
+        assert snap.duds == receipt["duds"] == 1
+        assert snap.cancelled == receipt["cancelled"] == 1
+        assert snap.stopped_by_market == receipt["stopped_by_market"] == 0
         assert snap.dud_usd == pytest.approx(receipt["dud_usd"], abs=1e-6)
 
     run(key, body)

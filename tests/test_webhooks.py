@@ -1,6 +1,7 @@
-"""The market's signed webhooks: a genuine one is accepted with its instance; forged, replayed,
-stale, oversized and malformed ones are refused and counted; the aiohttp receiver answers as
-Vast's retry rules expect."""
+"""The market's signed webhooks: a genuine one is accepted with the instances its text names;
+forged, replayed, stale, oversized and malformed ones are refused and counted; the aiohttp
+receiver answers as Vast's retry rules expect, reads a body whole, and remembers an event only
+once its request succeeded."""
 
 from __future__ import annotations
 
@@ -22,19 +23,33 @@ SECRET = "whsec_test_0123456789"
 NOW = 1772490000.0
 
 
-def body(event_id: str = "7e9a2c4e", notif_type: str = "outbid", **data: object) -> bytes:
+def body(
+    event_id: str = "7e9a2c4e",
+    notif_type: str = "outbid",
+    subject: str = "Your Interruptible Instance #1001 Has Been Outbid",
+    message: str = "Your interruptible instance 1001 on machine 46110 has been outbid.",
+    **more: object,
+) -> bytes:
+    """Vast's payload: its six fields, no instance field (the words as Vast sent them)."""
     return json.dumps(
         {
             "event_id": event_id,
             "user_id": 123,
             "notif_type": notif_type,
-            "subject": "Your instance was outbid",
-            "message": "Instance 1001 was outbid.",
-            "data": data or {"instance_id": 1001},
-            "data_truncated": False,
+            "subject": subject,
+            "message": message,
             "timestamp": NOW - 1.5,
+            **more,
         }
     ).encode()
+
+
+def taken(v: WebhookVerifier, headers: dict, raw: bytes, now: float = NOW) -> WebhookEvent:
+    """Verified, and its request answered 2xx (what the handler does)."""
+    event = v.verify(headers, raw, now)
+    assert isinstance(event, WebhookEvent), event
+    v.taken(event, now)
+    return event
 
 
 def delivery(raw: bytes, ts: float = NOW, event_id: str = "7e9a2c4e", secret: str = SECRET):
@@ -54,12 +69,11 @@ def test_sign_matches_vasts_documented_scheme() -> None:
     assert headers["X-Vast-Event-Id"] == "ev1" and headers["X-Vast-Delivery-Attempt"] == "2"
 
 
-def test_genuine_is_accepted_with_its_instance() -> None:
+def test_genuine_is_accepted_with_the_instance_its_text_names() -> None:
     v = WebhookVerifier(SECRET)
     headers, raw = delivery(body())
-    event = v.verify(headers, raw, NOW + 10)
-    assert isinstance(event, WebhookEvent)
-    assert (event.event_id, event.notif_type, event.instance_id) == ("7e9a2c4e", "outbid", 1001)
+    event = taken(v, headers, raw, NOW + 10)
+    assert (event.event_id, event.notif_type, event.named) == ("7e9a2c4e", "outbid", (1001,))
     assert event.timestamp == NOW - 1.5 and event.attempt == 1
     assert v.accepted == 1 and not v.refusals
 
@@ -71,21 +85,31 @@ def test_header_names_are_case_insensitive() -> None:
 
 
 @pytest.mark.parametrize(
-    "data, instance_id",
+    "subject, message, named",
     [
-        ({"instance_id": 5}, 5),
-        ({"instance_id": "77"}, 77),
-        ({"contract_id": 9}, 9),
-        ({"instance_id": True}, None),
-        ({"instance_id": -3}, None),
-        ({"instance_id": "1; drop"}, None),
-        ({"balance": 4.82}, None),
+        ("Your Vast.ai Instance #48927380 Is Now Running", "", (48927380,)),
+        ("", "Your instance 48927380 running img on machine 46110 has started.", (48927380,)),
+        ("Instance #5 and instance 7", "instance 5 again", (5, 7)),
+        ("Warning - Your Vast.ai Credit Balance Is Getting Low", "below your threshold", ()),
+        ("machine 46110 is offline", "instances 12 and more", ()),
+        ("Instance #0", "instance 99999999999999999999", ()),
+        ("Instance #1²", "instance ١٢٣", ()),
     ],
 )
-def test_instance_id_is_read_defensively(data: dict, instance_id: int | None) -> None:
-    headers, raw = delivery(body(**data))
+def test_instances_are_read_from_the_words_defensively(
+    subject: str, message: str, named: tuple[int, ...]
+) -> None:
+    headers, raw = delivery(body(subject=subject, message=message))
     event = WebhookVerifier(SECRET).verify(headers, raw, NOW)
-    assert isinstance(event, WebhookEvent) and event.instance_id == instance_id
+    assert isinstance(event, WebhookEvent) and event.named == named
+
+
+def test_an_undocumented_data_field_names_nothing() -> None:
+    """`data`'s keys are not documented: an id there is not believed, only the words are."""
+    raw = body(subject="Low balance", message="below threshold", data={"instance_id": 5})
+    headers, _ = delivery(raw)
+    event = WebhookVerifier(SECRET).verify(headers, raw, NOW)
+    assert isinstance(event, WebhookEvent) and event.named == ()
 
 
 def refused(v: WebhookVerifier, headers: dict, raw: bytes, now: float = NOW) -> str:
@@ -110,7 +134,7 @@ def test_forged_is_refused() -> None:
 def test_replay_is_refused_and_counted() -> None:
     v = WebhookVerifier(SECRET)
     headers, raw = delivery(body())
-    assert isinstance(v.verify(headers, raw, NOW), WebhookEvent)
+    taken(v, headers, raw)
     assert refused(v, headers, raw, NOW + 5) == wh.REPLAYED
     # a retry from Vast is the same event id with a fresh signature: still not news twice
     retry = signed_headers(SECRET, raw, int(NOW + 30), "7e9a2c4e", attempt=2)
@@ -144,6 +168,10 @@ def test_oversized_is_refused_before_anything_else() -> None:
         ({"X-Vast-Timestamp": "17724.5"}, wh.MALFORMED_HEADERS),
         ({"X-Vast-Timestamp": "9" * 40}, wh.MALFORMED_HEADERS),
         ({"X-Vast-Signature-256": "md5=abc"}, wh.MALFORMED_HEADERS),
+        ({"X-Vast-Timestamp": "²"}, wh.MALFORMED_HEADERS),
+        ({"X-Vast-Timestamp": "١٧٧٢٤٩٠٠٠٠"}, wh.MALFORMED_HEADERS),
+        ({"X-Vast-Delivery-Attempt": "²"}, wh.MALFORMED_HEADERS),
+        ({"X-Vast-Delivery-Attempt": "1" * 40}, wh.MALFORMED_HEADERS),
         ({"X-Vast-Event-Id": "someone-else"}, wh.MALFORMED_BODY),
     ],
 )
@@ -168,11 +196,11 @@ def test_replay_memory_is_bounded() -> None:
     v = WebhookVerifier(SECRET, replay_memory=3)
     for i in range(10):
         headers, raw = delivery(body(event_id=f"ev{i}"), event_id=f"ev{i}")
-        assert isinstance(v.verify(headers, raw, NOW), WebhookEvent)
+        taken(v, headers, raw)
     assert v.remembered == 3
     # ids older than twice the window are forgotten: they could only come back stale
     headers, raw = delivery(body(event_id="late"), ts=NOW + 700, event_id="late")
-    assert isinstance(v.verify(headers, raw, NOW + 700), WebhookEvent)
+    taken(v, headers, raw, NOW + 700)
     assert v.remembered == 1
 
 
@@ -198,6 +226,85 @@ async def test_receiver_over_http() -> None:
         assert resp.status == 401
         resp = await client.post("/vast/webhook", data=b"x" * 5000, headers=headers)
         assert resp.status == 413
-    assert [e.instance_id for e in seen] == [1001]
+    assert [e.named for e in seen] == [(1001,)]
     assert v.accepted == 1
     assert dict(v.refusals) == {wh.REPLAYED: 1, wh.BAD_SIGNATURE: 1, wh.TOO_LARGE: 1}
+
+
+async def test_a_malformed_header_is_400_and_its_retry_is_taken() -> None:
+    """[Y 11, 14] '²' passes str.isdigit() and fails int(): a 400 (never a 500), and nothing
+    remembered, so Vast's retry of the same event is taken, not answered "replayed"."""
+    v = WebhookVerifier(SECRET)
+    seen: list[WebhookEvent] = []
+    app = web.Application()
+    app.router.add_post("/hook", wh.webhook_handler(v, seen.append, clock=lambda: NOW))
+    async with TestClient(TestServer(app)) as client:
+        headers, raw = delivery(body())
+        for name in ("X-Vast-Delivery-Attempt", "X-Vast-Timestamp"):
+            resp = await client.post("/hook", data=raw, headers=headers | {name: "²"})
+            assert resp.status == 400, name
+        retry = signed_headers(SECRET, raw, int(NOW), "7e9a2c4e", attempt=2)
+        assert (await client.post("/hook", data=raw, headers=retry)).status == 204
+    assert [e.attempt for e in seen] == [2] and v.accepted == 1
+
+
+async def test_an_event_whose_handing_on_failed_is_taken_on_retry() -> None:
+    """[Y 14] The event id is remembered only after the request fully succeeded: a 500 leaves
+    it unremembered, and the retry is acted on."""
+    v = WebhookVerifier(SECRET)
+    seen: list[WebhookEvent] = []
+
+    def on_event(event: WebhookEvent) -> None:
+        if not seen:
+            seen.append(event)
+            raise RuntimeError("the engine could not take it")
+        seen.append(event)
+
+    async def guard(request: web.Request) -> web.StreamResponse:
+        try:
+            return await wh.webhook_handler(v, on_event, clock=lambda: NOW)(request)
+        except RuntimeError:
+            return web.Response(status=500)
+
+    app = web.Application()
+    app.router.add_post("/hook", guard)
+    async with TestClient(TestServer(app)) as client:
+        headers, raw = delivery(body())
+        assert (await client.post("/hook", data=raw, headers=headers)).status == 500
+        assert v.remembered == 0
+        assert (await client.post("/hook", data=raw, headers=headers)).status == 204
+        assert (await client.post("/hook", data=raw, headers=headers)).status == 200
+    assert len(seen) == 2 and v.accepted == 1 and v.refusals[wh.REPLAYED] == 1
+
+
+async def test_a_body_in_two_segments_is_read_whole() -> None:
+    """[Y 13] `content.read(n)` returns what has arrived so far: a genuine body sent in two
+    TCP segments, a moment apart, is still verified whole (not refused 401, which Vast takes
+    as permanent)."""
+    import asyncio
+
+    v = WebhookVerifier(SECRET)
+    seen: list[WebhookEvent] = []
+    app = web.Application()
+    app.router.add_post("/hook", wh.webhook_handler(v, seen.append, clock=lambda: NOW))
+    server = TestServer(app)
+    await server.start_server()
+    try:
+        headers, raw = delivery(body())
+        head = "".join(f"{k}: {val}\r\n" for k, val in headers.items())
+        request = (
+            f"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Length: {len(raw)}\r\n{head}"
+            "Connection: close\r\n\r\n"
+        ).encode()
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        writer.write(request + raw[:40])
+        await writer.drain()
+        await asyncio.sleep(0.3)  # the handler is reading by now, with part of the body
+        writer.write(raw[40:])
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 10)
+        writer.close()
+        assert status_line.split()[1] == b"204", status_line
+    finally:
+        await server.close()
+    assert [e.named for e in seen] == [(1001,)]

@@ -65,8 +65,10 @@ def test_a_booting_instance_written_off_and_listed_again_is_held_and_released(ke
         assert row["storage_usd"] == pytest.approx(a.storage_dph * (end - created) / 3600)
         assert row["total_usd"] == pytest.approx(a.charges("running", end).total_usd)
         assert row["destroyed_at"] == pytest.approx(end)  # not the write-off's time
-        # a replacement was made while it was written off; both cancelled, neither proven
-        assert ledger.receipt()[0]["duds"] == len(sup.attempts) == 2
+        # a replacement was made while it was written off; both cancelled, neither proven:
+        # no fault of their hosts', so no duds, counted apart ([AC] 7)
+        r = ledger.receipt()[0]
+        assert (r["duds"], r["cancelled"]) == (0, len(sup.attempts)) == (0, 2)
 
     run(key, body)
 
@@ -212,4 +214,10 @@ def test_a_rental_the_market_stops_before_it_is_proven_is_destroyed(make_sim, tm
     proven = {e.instance_id for e in led.events(where="kind = 'preflight_passed'")}
     left = [r["id"] for r in cut if r["id"] not in proven and r["destroyed_at"] is None]
     assert left == [], f"stopped by the market, never proven, still billing storage: {left}"
+    # [AC 7] no fault of their hosts': counted apart from the duds, not as duds
+    stopped_unproven = {r["id"] for r in cut if r["id"] not in proven}
+    r = led.receipt("ends")[0]
+    assert r["stopped_by_market"] == len(stopped_unproven) > 0
+    given_up = led.events(where="kind = 'abandon' AND actor = 'rule:market_stop'")
+    assert {e.instance_id for e in given_up} == stopped_unproven
     assert code == 0

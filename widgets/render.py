@@ -172,6 +172,13 @@ def campaign_fields(f: FleetReadout) -> list[Text]:
         Text(f"creates {f.creates}/{f.max_creates}"),
         Text(f"duds {f.duds} ({f.dud_share:.0%})"),
         Text(f"lost on duds ${f.dud_usd:.3f}", style="red" if f.dud_usd else ""),
+    ]
+    # never delivered, no fault of the host's: apart from the duds, as the receipt counts them
+    if f.stopped_by_market:
+        out.append(Text(f"outbid or market-stopped {f.stopped_by_market}"))
+    if f.cancelled:
+        out.append(Text(f"cancelled unproven {f.cancelled}"))
+    out += [
         Text(f"spent ${f.spent_usd:.3f}", style="bold"),
         Text(f"GPU-h {f.gpu_hours:.2f}"),
     ]

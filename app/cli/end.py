@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -174,9 +175,8 @@ def _left(
             time.sleep(0.5)
 
 
-def _same_market(ledger: Path, name: str, url: str) -> None:
-    """Refuse to act on another market than the one the campaign rented on (a demo's simulated
-    rentals sent as destroys to the real account, say): the ledger's campaign_start says it."""
+def _ran_on(ledger: Path, name: str) -> str | None:
+    """The market the campaign rented on, as the ledger's latest campaign_start says."""
     from ..ledger import Ledger
 
     with Ledger(ledger, read_only=True) as led:
@@ -184,11 +184,27 @@ def _same_market(ledger: Path, name: str, url: str) -> None:
     ran_on = next(
         (e.detail.get("market") for e in reversed(starts) if e.detail.get("market")), None
     )
-    if ran_on and str(ran_on).rstrip("/") != url.rstrip("/"):
+    return str(ran_on) if ran_on else None
+
+
+def _same_market(ran_on: str | None, name: str, url: str) -> None:
+    """Refuse to act on another market than the one the campaign rented on (a demo's simulated
+    rentals sent as destroys to the real account, say): the ledger's campaign_start says it."""
+    if ran_on and ran_on.rstrip("/") != url.rstrip("/"):
         raise EndRefused(
             f"{name} rented on {ran_on}, not {url}: nothing sent; pass --market-url {ran_on}"
             " if that market still runs"
         )
+
+
+def end_hint(name: str, ledger: Path, market: str | None) -> str:
+    """The command that ends what is left, as it works when pasted: quoted, and naming the
+    market where it is not Vast's own (`end` refuses another market than the campaign's)."""
+    url = f" --market-url {shlex.quote(market)}" if market and market != REAL_MARKET else ""
+    return (
+        f"rentwatch end --campaign {shlex.quote(name)} --ledger {shlex.quote(str(ledger))}"
+        f"{url} --destroy"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -207,6 +223,9 @@ def run(args: argparse.Namespace) -> int:
     if not held and remote is None:
         print(f"nothing of {name} is left billing")
         return 0
+    ran_on = _ran_on(ledger, name)
+    if remote is None:  # refused before the name is asked for, not after
+        _same_market(ran_on, name, args.market_url)
     for line in _listing(name, held, args.destroy) if held else [f"{name} holds nothing"]:
         print(line)
     try:
@@ -218,7 +237,6 @@ def run(args: argparse.Namespace) -> int:
     if remote is not None:
         done = _through_controller(remote, name, args.destroy)
     else:
-        _same_market(ledger, name, args.market_url)
         key = find_api_key(args.api_key)
         done = asyncio.run(_direct(args.market_url, key, ledger, name, held, args.destroy))
     for line in done:
@@ -231,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"left billing ({len(left)}, storage ${per_day:.3f}/day):")
     for h in left:
         print(f"  {h.line()}")
-    print(f"end them: rentwatch end --campaign {name} --ledger {ledger} --destroy")
+    print(f"end them: {end_hint(name, ledger, (ran_on or args.market_url).rstrip('/'))}")
     return 1
 
 

@@ -1,6 +1,11 @@
 """The receipt's figures, defined once: what one campaign's hold on one instance (a tenure)
 contributes, and how tenures add up to spent, GPU-hours, duds, dud USD and verified.
 
+A rental that never delivered is one of three: a dud (its host's fault: `is_dud`), stopped by
+the market before it was proven (outbid, or its contract ended), or cancelled by the campaign
+(its end, a person, the campaign's own fault). Only duds are the hosts' record; the other two
+are counted apart, here, so the receipt, the header and the metrics say the same.
+
 Both sides call `summarize`: the ledger's receipt (`app/ledger/receipt.py`) with tenures read
 from the `tenures` view, and the dashboard's live snapshot (`app/snapshot.py`) with tenures
 built from the attempts it holds. So a figure on screen and the same figure on the receipt
@@ -13,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .lifecycle import is_dud
+from .lifecycle import CANCELLED, is_dud
 
 
 @dataclass(frozen=True)
@@ -28,10 +33,20 @@ class Tenure:
     lifetime_min: float  # from its start to its end (or now)
     jobs_finished: int = 0
     failure_class: str | None = None
+    market_stopped: bool = False  # given up because the market stopped it before it proved
 
     @property
     def dud(self) -> bool:
-        return is_dud(self.verified, self.gone)
+        return is_dud(self.verified, self.gone, self.failure_class)
+
+    @property
+    def undelivered_apart(self) -> str | None:
+        """Why a rental that never delivered is no dud: "market" (outbid, or stopped by the
+        market, before it was proven) or "cancelled" (by the campaign or a person); None for
+        a dud or a rental that delivered or still lives."""
+        if self.verified or not self.gone or self.failure_class != CANCELLED:
+            return None
+        return "market" if self.market_stopped else "cancelled"
 
 
 def delivered_hours(
@@ -70,6 +85,8 @@ def summarize(campaign: str, tenures: Iterable[Tenure]) -> dict[str, Any]:
         "dud_share": len(duds) / len(ts) if ts else 0.0,
         "dud_usd": sum(t.total_usd for t in duds),
         "dud_mean_lifetime_min": (sum(t.lifetime_min for t in duds) / len(duds) if duds else 0.0),
+        "stopped_by_market": sum(1 for t in ts if t.undelivered_apart == "market"),
+        "cancelled": sum(1 for t in ts if t.undelivered_apart == "cancelled"),
         "verified": sum(1 for t in ts if t.verified),
         "gpu_hours": gpu_hours,
         "jobs_finished": sum(t.jobs_finished for t in ts),

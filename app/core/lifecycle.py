@@ -57,13 +57,20 @@ IN_FLIGHT = frozenset({P.REQUESTED, P.BOOTING, P.RUNNING, P.VERIFYING})  # not i
 ENDED_UNDELIVERED = frozenset({P.ABANDONED, P.DESTROYED, P.LOST})
 
 
-def is_dud(verified: bool, given_up_or_gone: bool) -> bool:
+# the failure class of a give-up that says nothing of the host: the campaign's end, a person,
+# the campaign's own fault, a bid refused at create, the market's stop before it was proven
+CANCELLED = "cancelled"
+
+
+def is_dud(verified: bool, given_up_or_gone: bool, failure_class: str | None = None) -> bool:
     """The one definition of a dud: a rental that never delivered (never verified, whether by
-    a preflight or trusted on sight) and was given up on or is gone. A rental cancelled at the
-    campaign's end before it proved itself counts: it billed and delivered nothing. The ledger's
-    `instances` view computes the same (`dud` column) from the events, and the receipt, the
-    dashboard and the scenario fit all read it from there or from here."""
-    return not verified and given_up_or_gone
+    a preflight or trusted on sight) through its host's fault: given up for a host's failure,
+    or gone. One given up as `CANCELLED` (outbid or stopped by the market before it was proven,
+    cancelled at the campaign's end or by a person) never delivered either, but is no dud: it
+    is counted apart (`core.figures`). The ledger's `instances` and `tenures` views compute the
+    same (`dud` column) from the events, and the receipt, the dashboard, the metrics and the
+    scenario fit all read it from there or from here."""
+    return not verified and given_up_or_gone and failure_class != CANCELLED
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +108,6 @@ class Lifecycle:
     def last(self, phase: Phase) -> float | None:
         """When the latest move into `phase` happened (None: never)."""
         return max((t.at for t in self.history if t.after == phase), default=None)
-
-    @property
-    def dud(self) -> bool:
-        """See `is_dud`."""
-        return is_dud(self.since(P.VERIFIED) is not None, self.phase in ENDED_UNDELIVERED)
 
     def ended_at(self) -> float | None:
         """When it last left service (stopped, abandoned, destroyed, lost); None if never, or

@@ -26,11 +26,15 @@ poll; a market that refuses a filter (a 4xx on a filtered list) is listed whole 
 then on, said once; a filtered list whose `next_token` never ends is cut off after `HOT_PAGES`
 pages; a refused sweep page starts the sweep again. A market that does not answer at all, or a
 refused key, fails the poll (the supervisor says so; the next poll is the retry).
+
+Evidence from outside the poll (a verified market webhook) asks for a poll now (`soon`): the
+poll loop wakes early (`rounds`), and the instances the evidence named are asked about by it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -128,6 +132,13 @@ class Cadence:
         self._show_turn = 0  # round robin over unlabelled hot instances
         self._trouble: str | None = None  # the next page of the state-filtered list
         self.look_now: set[int] = set()  # asked for by evidence (a market webhook): next poll
+        self.wake = asyncio.Event()  # set: the poll loop polls now instead of at its interval
+
+    def soon(self, named: Iterable[int]) -> None:
+        """Evidence says look now: a poll at once (`rounds` waits on `wake`), asking about
+        `named` (instances the campaign knows)."""
+        self.look_now.update(named)
+        self.wake.set()
 
     def whole(self) -> bool:
         """List everything this poll: a small fleet, or a market without filtered pages (or

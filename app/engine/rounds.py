@@ -4,9 +4,14 @@ dashboard's engine thread (its own `until`, error handler and snapshot) all poll
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
+
+# a poll asked for early (`wake`) starts no sooner than this share of the interval after the
+# last one began: a burst of webhooks is one early poll, and the market's pacing is kept
+EARLY_SHARE = 0.25
 
 
 class Polled(Protocol):
@@ -23,10 +28,12 @@ async def rounds(
     cap_s: float = float("inf"),
     monotonic: Callable[[], float] = time.monotonic,
     floor_s: float = 0.02,
+    wake: asyncio.Event | None = None,
 ) -> None:
     """Poll until `until()`: a poll, then `after` (a dashboard's snapshot), then the wait to
-    the next poll, start to start, `floor_s` to `cap_s` wall seconds. A poll's error goes to
-    `on_error` and the loop goes on; without one it is raised."""
+    the next poll, start to start, `floor_s` to `cap_s` wall seconds; cut short when `wake`
+    is set (evidence asked for a look now), though not below `EARLY_SHARE` of the interval.
+    A poll's error goes to `on_error` and the loop goes on; without one it is raised."""
     while not until():
         raise_if_cancelled()  # a cancel a poll's wait_for lost still ends the loop
         t0 = monotonic()
@@ -41,8 +48,17 @@ async def rounds(
             after()
         if until():
             return
-        wait = sup.poll_wait(cap_s, floor_s) - (monotonic() - t0)
-        await asyncio.sleep(max(floor_s, wait))
+        interval = sup.poll_wait(cap_s, floor_s)
+        wait = max(floor_s, interval - (monotonic() - t0))
+        if wake is None:
+            await asyncio.sleep(wait)
+            continue
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), wait)
+        wake.clear()
+        early = EARLY_SHARE * interval - (monotonic() - t0)
+        if early > 0:
+            await asyncio.sleep(early)
 
 
 def raise_if_cancelled() -> None:

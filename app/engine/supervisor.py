@@ -312,7 +312,7 @@ class Supervisor:
     # -- the run and its end ------------------------------------------------------------------
     async def run(self) -> Outcome:
         """Poll until the rules finish the campaign (the session prepares and ends it)."""
-        await rounds(self, lambda: self.finished is not None)
+        await rounds(self, lambda: self.finished is not None, wake=self.cadence.wake)
         assert self.finished is not None
         return self.finished
 

@@ -18,6 +18,8 @@ RECEIPT_KEYS = (
     "dud_share",
     "dud_usd",
     "dud_mean_lifetime_min",
+    "stopped_by_market",
+    "cancelled",
     "verified",
     "gpu_hours",
     "jobs_finished",
@@ -143,7 +145,8 @@ def compute_receipt(
     rows = con.execute(
         "SELECT campaign, instance_id, created, verified_at IS NOT NULL, "
         "abandoned_at IS NOT NULL OR destroyed_at IS NOT NULL, gpu_hours, total_usd, "
-        f"lifetime_min, jobs_finished, failure_class, gpu_usd, gpu_billed_h FROM tenures{where} "
+        "lifetime_min, jobs_finished, failure_class, gpu_usd, gpu_billed_h, market_stopped "
+        f"FROM tenures{where} "
         "ORDER BY campaign, instance_id",
         params,
     ).fetchall()  # before the next execute: the connection holds one result at a time
@@ -151,7 +154,7 @@ def compute_receipt(
     by_campaign: dict[str, list[Tenure]] = {}
     on_bids: dict[str, float] = {}
     as_od: dict[str, tuple[float, float, float, bool]] = {}
-    for camp, iid, created, verified, gone, hours, usd, life, jobs, cls, gpu, gpu_h in rows:
+    for camp, iid, created, verified, gone, hours, usd, life, jobs, cls, gpu, gpu_h, mkt in rows:
         by_campaign.setdefault(camp, []).append(
             Tenure(
                 created=bool(created),
@@ -162,6 +165,7 @@ def compute_receipt(
                 lifetime_min=float(life or 0.0),
                 jobs_finished=int(jobs or 0),
                 failure_class=clean(cls, 60) if cls else None,
+                market_stopped=bool(mkt),
             )
         )
         if iid in od:
@@ -203,9 +207,18 @@ def format_receipt(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("campaign", clean(r["campaign"], 120)),
         ("instance creates", str(r["creates"])),
         ("proven rentals reused", str(r.get("reused", 0))),
-        ("never delivered", f"{r['duds']} ({r['dud_share']:.0%})"),
+        ("never delivered (host)", f"{r['duds']} ({r['dud_share']:.0%})"),
         ("USD billed on them", usd(r["dud_usd"])),
         ("mean dead-host lifetime", lifetime),
+        # never delivered, and no fault of the host's: counted apart from the duds
+        *[
+            (label, str(r[key]))
+            for key, label in (
+                ("stopped_by_market", "never delivered (market)"),
+                ("cancelled", "never delivered (cancelled)"),
+            )
+            if r.get(key)
+        ],
         ("verified instances", str(r["verified"])),
         ("GPU-hours delivered", f"{r['gpu_hours']:.2f}"),
         ("jobs finished", str(r["jobs_finished"])),

@@ -211,7 +211,9 @@ SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.fail
        CASE WHEN e.jobs_finished > 0 THEN 'finished' WHEN e.verified_at IS NOT NULL THEN 'computed'
             WHEN e.running_at IS NOT NULL THEN 'booted' WHEN e.listed_at IS NOT NULL THEN 'booting'
             ELSE 'requested' END AS phase_reached,
-       e.verified_at IS NULL AND (e.abandoned_at IS NOT NULL OR e.destroyed_at IS NOT NULL) AS dud,
+       -- as core.lifecycle.is_dud: never delivered, through its host's fault (not cancelled)
+       e.verified_at IS NULL AND (e.abandoned_at IS NOT NULL OR e.destroyed_at IS NOT NULL)
+         AND coalesce(e.failure_class, '') <> 'cancelled' AS dud,
        (coalesce(e.destroyed_at, e.abandoned_at, e.last_seen) - c.created_at) / 60 AS lifetime_min,
        CASE WHEN e.verified_at IS NOT NULL THEN
          (coalesce(d.delivered_until, k.now, (SELECT now FROM ledger_clock)) - e.verified_at
@@ -318,6 +320,8 @@ WITH t AS (
     min(ts) FILTER (WHERE kind = 'preflight_passed') AS verified_at,
     min(ts) FILTER (WHERE kind = 'abandon') AS abandoned_at,
     arg_min(detail->>'class', seq) FILTER (WHERE kind = 'abandon') AS failure_class,
+    -- given up because the market stopped it before it was proven (outbid, contract end)
+    coalesce(bool_or(kind = 'abandon' AND actor = 'rule:market_stop'), false) AS market_stopped,
     min(ts) FILTER (WHERE kind IN ('destroy', 'lost') AND phase <> 'intent' AND ok) AS destroyed_at,
     count(*) FILTER (WHERE kind = 'job_finished' AND ok AND seq NOT IN (SELECT seq FROM voided_exits)) AS jobs_finished,
     max(ts) AS last_seen
@@ -331,7 +335,8 @@ WITH t AS (
   GROUP BY ALL
 )
 SELECT t.*,
-       t.verified_at IS NULL AND (t.abandoned_at IS NOT NULL OR t.destroyed_at IS NOT NULL) AS dud,
+       t.verified_at IS NULL AND (t.abandoned_at IS NOT NULL OR t.destroyed_at IS NOT NULL)
+         AND coalesce(t.failure_class, '') <> 'cancelled' AS dud,
        (coalesce(t.destroyed_at, t.abandoned_at, t.last_seen) - t.began) / 60 AS lifetime_min,
        CASE WHEN t.verified_at IS NOT NULL THEN
          (coalesce(d.delivered_until, k.now, (SELECT now FROM ledger_clock)) - t.verified_at
@@ -358,6 +363,10 @@ SELECT campaign, count(*) FILTER (WHERE created) AS creates,
        count(*) FILTER (WHERE dud) / count(*) AS dud_share,
        coalesce(sum(total_usd) FILTER (WHERE dud), 0) AS dud_usd,
        coalesce(avg(lifetime_min) FILTER (WHERE dud), 0) AS dud_mean_lifetime_min,
+       count(*) FILTER (WHERE verified_at IS NULL AND failure_class = 'cancelled' AND market_stopped)
+         AS stopped_by_market,
+       count(*) FILTER (WHERE verified_at IS NULL AND failure_class = 'cancelled' AND NOT market_stopped)
+         AS cancelled,
        count(*) FILTER (WHERE verified_at IS NOT NULL) AS verified,
        sum(gpu_hours) AS gpu_hours,
        sum(jobs_finished) AS jobs_finished,

@@ -21,7 +21,17 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from ..core.text import clean
-from .wording import FIELD_LIMIT, cap, duration, job_clause, machine_clause, redact, safe
+from .wording import (
+    FIELD_LIMIT,
+    cap,
+    duration,
+    job_clause,
+    machine_clause,
+    plural,
+    redact,
+    released,
+    safe,
+)
 
 LEVELS: Final = ("info", "notice", "warning", "critical")
 DEFAULT_MIN_LEVEL: Final = "notice"
@@ -274,8 +284,11 @@ def market_unreachable(campaign: str, error: str, *, since_s: float, held: int) 
     )
 
 
-def controller_trapped(campaign: str, signal_name: str, *, stopped: int, left: int) -> Notice:
-    """The controller caught a signal or an unhandled error and stopped what it held."""
+def controller_trapped(
+    campaign: str, signal_name: str, *, stopped: int, left: int, destroyed: int = 0
+) -> Notice:
+    """The controller caught a signal or an unhandled error and stopped what it held (and
+    destroyed what never proved itself), as its stops and destroys were recorded."""
     tail = (
         f" {left} could not be stopped and may still bill."
         if left
@@ -285,9 +298,10 @@ def controller_trapped(campaign: str, signal_name: str, *, stopped: int, left: i
         CONTROLLER_TRAPPED,
         campaign,
         f"{safe(campaign)}: controller trapped ({safe(signal_name)}), {stopped} stopped, "
-        f"{left} left",
+        + (f"{destroyed} destroyed, " if destroyed else "")
+        + f"{left} left",
         happened=f"The controller was interrupted by {safe(signal_name)}.",
-        did=f"Stopped {stopped} instance(s) it held.{tail}",
+        did=f"{released(stopped, destroyed)}{tail}",
         todo="Check the console for anything still running"
         + (" and stop it" if left else "")
         + "; start the controller again to adopt what remains.",
@@ -295,12 +309,14 @@ def controller_trapped(campaign: str, signal_name: str, *, stopped: int, left: i
     )
 
 
-def controller_exit(campaign: str, reason: str, *, stopped: int, detached: bool) -> Notice:
+def controller_exit(
+    campaign: str, reason: str, *, stopped: int, detached: bool, destroyed: int = 0
+) -> Notice:
     """The controller is exiting for a reason other than the campaign's end."""
     did = (
         "Left its instances running (--detach), as asked."
         if detached
-        else f"Stopped {stopped} instance(s) it held."
+        else released(stopped, destroyed)
     )
     return _notice(
         CONTROLLER_EXIT,
@@ -336,17 +352,23 @@ def campaign_end(
     usd_per_gpu_hour: float | None,
     jobs_finished: int | None = None,
     stopped: int = 0,
+    destroyed: int = 0,
+    apart: int = 0,
 ) -> Notice:
-    """The campaign is done; the body carries the receipt's figures as given (the ledger's)."""
+    """The campaign is done; the body carries the receipt's figures as given (the ledger's):
+    duds (its hosts' fault) and, apart, the rentals that never delivered for no fault of
+    their hosts' (`apart`: outbid or stopped by the market before proven, or cancelled); what
+    its end stopped and destroyed, as recorded."""
     rate = f"${usd_per_gpu_hour:.2f}/GPU-h" if usd_per_gpu_hour is not None else "no GPU-h"
     jobs = f", {jobs_finished} job(s) finished" if jobs_finished is not None else ""
     return _notice(
         CAMPAIGN_END,
         campaign,
         f"{safe(campaign)}: done, ${spent_usd:.2f} spent, {rate}",
-        happened=f"The campaign ended: {creates} create(s), {duds} dud(s), ${spent_usd:.2f} "
-        f"spent, {rate}{jobs}.",
-        did=f"Stopped {stopped} instance(s) it still held.",
+        happened=f"The campaign ended: {plural(creates, 'create')}, {plural(duds, 'dud')}"
+        + (f" (and {apart} more never delivered: outbid or cancelled)" if apart else "")
+        + f", ${spent_usd:.2f} spent, {rate}{jobs}.",
+        did=released(stopped, destroyed),
         todo="Read the full receipt with `rentwatch receipt`; destroy what you no longer need "
         "(stopped instances bill storage).",
         key=f"{CAMPAIGN_END}:{campaign}",

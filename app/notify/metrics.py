@@ -106,7 +106,10 @@ class _LedgerFigures(Collector):
         )
         creates = CounterMetricFamily("rentwatch_creates", "Instances created", labels=["campaign"])
         duds = CounterMetricFamily(
-            "rentwatch_duds", "Attempts that never delivered", labels=["campaign"]
+            "rentwatch_duds",
+            "Rentals that never delivered through their host's fault (outbids and "
+            "cancellations are no duds)",
+            labels=["campaign"],
         )
         budget = GaugeMetricFamily(
             "rentwatch_budget_used_ratio",

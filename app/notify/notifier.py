@@ -6,7 +6,7 @@ each send to each URL runs in a worker thread that it waits on for at most `dead
 refused send is retried a bounded number of times with backoff; a send that does not answer in
 time is given up at once (retrying a receiver that hangs would only hold the queue). Repeats of
 a notice with the same `key` inside `fold_window_s` are folded: the first goes out at once, the
-rest become one notice at the window's end, titled "... (N times)". A failure calls
+rest become one notice at the window's end, titled "... (again, N more times)". A failure calls
 `on_failure(url_redacted, reason)` and counts in `failures`; nothing is raised to the caller.
 
 Every title and body is scrubbed of the secrets given before it is sent.
@@ -35,6 +35,7 @@ from .events import (
     scrub,
     should_send,
 )
+from .wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -279,11 +280,13 @@ def _send_once(
 
 
 def _folded(notice: Notice, repeats: int) -> Notice:
-    suffix = f" ({repeats} times)"
+    """The repeats after the first (which went out at once) as one notice."""
+    more = plural(repeats, "more time")
+    suffix = f" (again, {more})"
     room = TITLE_LIMIT - len(suffix)
     base = notice.title if len(notice.title) <= room else notice.title[: room - 1] + "…"
     title = base + suffix
-    body = f"{notice.body}\n(The same news came {repeats} more time(s) inside the fold window.)"
+    body = f"{notice.body}\n(The same news came {more} inside the fold window.)"
     return replace(notice, title=title, body=body)
 
 

@@ -5,13 +5,18 @@ Vast's contract (vast-ai/docs `guides/reference/notification-webhooks.mdx`): a J
 with headers `X-Vast-Event-Id`, `X-Vast-Delivery-Attempt`, `X-Vast-Timestamp` (integer Unix
 seconds) and `X-Vast-Signature-256` (`sha256=` + hex HMAC-SHA256 with the webhook's secret over
 `<X-Vast-Timestamp>.<raw body bytes>`); a body with `event_id`, `user_id`, `notif_type` (short
-slug: `outbid`, `low_credit`...), `subject`, `message`, `data` (object or null; keys vary by
-type), `data_truncated`, `timestamp` (float). Delivery is at least once, with a 10 s timeout;
-3xx and most 4xx are permanent failures, 408, 429 and 5xx are retried.
+slug: `outbid`, `low_credit`...), `subject`, `message` and `timestamp` (float). The body names
+no instance in a field of its own: only its text for people does ("Your Interruptible Instance
+#48926820 Has Been Outbid", observed; docs/fidelity.md). A later revision of the docs adds
+`data` (keys vary by type, none documented): it is never read here. Delivery is at least once,
+with a 10 s timeout; 3xx and most 4xx are permanent failures, 408, 429 and 5xx are retried.
 
-A verified event is evidence, not a verdict: it tells the engine which instance to look at now.
-`WebhookVerifier.verify` is pure (the time is an argument); `webhook_handler` is the thin aiohttp
-shell around it.
+A verified event is a reason to look now, never a verdict: the engine polls at once and asks
+about the instances its text names; what the market answers then is what counts.
+`WebhookVerifier.verify` is pure (the time is an argument) and remembers nothing;
+`WebhookVerifier.taken` remembers an event id once its request fully succeeded, so that a
+delivery answered 4xx/5xx is not answered "replayed" when Vast retries it. `webhook_handler`
+is the thin aiohttp shell around both.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import hashlib
 import hmac
 import json
 import math
+import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +45,10 @@ MAX_AGE_S: Final = 300.0
 MAX_BODY: Final = 64 * 1024  # Vast caps `data` at 4096 bytes; the rest of a body is small
 REPLAY_MEMORY: Final = 10_000
 _ID_LIMIT: Final = 128
+_TEXT_LIMIT: Final = 1000  # subject and message, as kept and searched for instance numbers
+# an instance named in an event's text: "Instance #48927380", "instance 48927380 on machine"
+_NAMED = re.compile(r"\binstance\s+#?([0-9]{1,15})\b", re.IGNORECASE)
+_MAX_NAMED: Final = 8
 
 # refusal reasons, as counted
 TOO_LARGE: Final = "too_large"
@@ -54,7 +64,7 @@ REPLAYED: Final = "replayed"
 STATUS_FOR: Final[Mapping[str, int]] = {
     TOO_LARGE: 413,
     MISSING_HEADERS: 401,
-    MALFORMED_HEADERS: 401,
+    MALFORMED_HEADERS: 400,
     BAD_SIGNATURE: 401,
     STALE: 401,
     MALFORMED_BODY: 400,
@@ -64,15 +74,17 @@ STATUS_FOR: Final[Mapping[str, int]] = {
 
 @dataclass(frozen=True)
 class WebhookEvent:
-    """A verified event. `instance_id` is None when its `data` names no instance."""
+    """A verified event. `named`: the instance numbers its subject or message names (none for
+    an account event such as low credit), in the order they appear."""
 
     event_id: str
     notif_type: str
-    instance_id: int | None
     timestamp: float
     subject: str = ""
-    data: Mapping[str, Any] = field(default_factory=dict)
+    message: str = ""
+    named: tuple[int, ...] = field(default_factory=tuple)
     attempt: int = 1
+    signed_at: float = 0.0  # its X-Vast-Timestamp: how long its id is worth remembering
 
 
 @dataclass(frozen=True)
@@ -108,10 +120,10 @@ def signed_headers(
 
 
 class WebhookVerifier:
-    """Checks deliveries against one shared secret; remembers accepted event ids (at most
-    `replay_memory`, and none older than twice `max_age_s`: older ones are refused as stale
-    anyway). Counts: `accepted`, and `refusals` by reason. Not thread-safe: one receiver owns
-    it (the aiohttp handler runs on one loop)."""
+    """Checks deliveries against one shared secret; remembers the event ids it was told were
+    taken (at most `replay_memory`, and none older than twice `max_age_s`: older ones are
+    refused as stale anyway). Counts: `accepted`, and `refusals` by reason. Not thread-safe:
+    one receiver owns it (the aiohttp handler runs on one loop)."""
 
     def __init__(
         self,
@@ -133,19 +145,25 @@ class WebhookVerifier:
 
     @property
     def remembered(self) -> int:
-        """How many accepted event ids are kept for the replay check."""
+        """How many taken event ids are kept for the replay check."""
         return len(self._seen)
 
     def verify(self, headers: Mapping[str, str], body: bytes, now: float) -> WebhookEvent | Refusal:
-        """The event `body` carries, when it is genuine, fresh and new; else a Refusal (counted).
-        Order: size, headers, signature (over the raw bytes), age, body, replay; an event id is
-        remembered only once everything else passed."""
+        """The event `body` carries, when it is genuine, fresh and not already taken; else a
+        Refusal (counted). Order: size, headers, signature (over the raw bytes), age, body,
+        replay. Nothing is remembered here: `taken` does that once the event was handed on."""
         outcome = self._check(headers, body, now)
         if isinstance(outcome, Refusal):
             self.refusals[outcome.reason] += 1
-        else:
-            self.accepted += 1
         return outcome
+
+    def taken(self, event: WebhookEvent, now: float) -> None:
+        """`event` was handed on and its request is answered 2xx: a retry of it is a replay."""
+        self.accepted += 1
+        self._forget(now)
+        self._seen[event.event_id] = event.signed_at
+        while len(self._seen) > self._replay_memory:
+            self._seen.popitem(last=False)
 
     def _check(self, headers: Mapping[str, str], body: bytes, now: float) -> WebhookEvent | Refusal:
         if len(body) > self.max_body:
@@ -153,10 +171,16 @@ class WebhookVerifier:
         h = {str(k).lower(): str(v) for k, v in headers.items()}
         ts_text = h.get(TIMESTAMP_HEADER.lower(), "").strip()
         signature = h.get(SIGNATURE_HEADER.lower(), "").strip()
+        attempt_text = h.get(ATTEMPT_HEADER.lower(), "1").strip()
         if not ts_text or not signature:
             return Refusal(MISSING_HEADERS, f"needs {TIMESTAMP_HEADER} and {SIGNATURE_HEADER}")
-        if not ts_text.isdigit() or len(ts_text) > 12 or not signature.startswith(SIGNATURE_PREFIX):
-            return Refusal(MALFORMED_HEADERS, "timestamp or signature not in Vast's form")
+        # ASCII digits only: '²' passes str.isdigit() and fails int()
+        if (
+            not _digits(ts_text, 12)
+            or not _digits(attempt_text, 6)
+            or not signature.startswith(SIGNATURE_PREFIX)
+        ):
+            return Refusal(MALFORMED_HEADERS, "a header is not in Vast's form")
         ts = int(ts_text)
         if not hmac.compare_digest(signature.encode(), sign(self._secret, body, ts).encode()):
             return Refusal(BAD_SIGNATURE)
@@ -175,10 +199,7 @@ class WebhookVerifier:
         self._forget(now)
         if event_id in self._seen:
             return Refusal(REPLAYED, clean(event_id, limit=40))
-        self._seen[event_id] = float(ts)
-        while len(self._seen) > self._replay_memory:
-            self._seen.popitem(last=False)
-        return _event(event_id, payload, ts, h.get(ATTEMPT_HEADER.lower(), "1"))
+        return _event(event_id, payload, ts, int(attempt_text))
 
     def _forget(self, now: float) -> None:
         horizon = now - 2 * self.max_age_s
@@ -194,9 +215,11 @@ def webhook_handler(
     on_event: Callable[[WebhookEvent], None],
     clock: Callable[[], float],
 ) -> Callable[[web.Request], Coroutine[Any, Any, web.Response]]:
-    """An aiohttp `POST` handler: reads at most the cap (refusing a larger declared or actual
-    body without reading it all), verifies, hands a verified event to `on_event` (which must
-    only enqueue) and answers 204; refusals get the status `Refusal.status`."""
+    """An aiohttp `POST` handler: reads the whole body up to the cap (refusing a larger
+    declared or actual body without reading it all), verifies, hands a verified event to
+    `on_event` (which must only enqueue) and answers 204; only then is its id remembered.
+    Refusals get the status `Refusal.status`; an `on_event` that raises leaves the event
+    unremembered, so Vast's retry of the 500 is taken."""
 
     async def handle(request: web.Request) -> web.Response:
         if request.method != "POST":
@@ -206,14 +229,46 @@ def webhook_handler(
             refusal = Refusal(TOO_LARGE, f"declared {declared} bytes")
             verifier.refusals[refusal.reason] += 1
             return web.Response(status=refusal.status, text=refusal.reason)
-        body = await request.content.read(verifier.max_body + 1)
-        outcome = verifier.verify(request.headers, body, clock())
+        body = await read_capped(request, verifier.max_body + 1)
+        now = clock()
+        outcome = verifier.verify(request.headers, body, now)
         if isinstance(outcome, Refusal):
             return web.Response(status=outcome.status, text=outcome.reason)
         on_event(outcome)
+        verifier.taken(outcome, now)
         return web.Response(status=204)
 
     return handle
+
+
+async def read_capped(request: web.Request, cap: int) -> bytes:
+    """The body up to `cap` bytes, however many TCP segments it came in (`read(n)` alone
+    returns what has arrived so far)."""
+    parts: list[bytes] = []
+    size = 0
+    while size < cap:
+        chunk = await request.content.read(cap - size)
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts)
+
+
+def named_instances(*texts: str) -> tuple[int, ...]:
+    """The instance numbers `texts` name ("Instance #48927380", "instance 48927380"), first
+    seen first, at most a few; a number too large to be an id is none."""
+    out: list[int] = []
+    for text in texts:
+        for m in _NAMED.finditer(text):
+            iid = int(m.group(1))
+            if 0 < iid < 2**63 and iid not in out:
+                out.append(iid)
+    return tuple(out[:_MAX_NAMED])
+
+
+def _digits(text: str, most: int) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= most
 
 
 def _parse(body: bytes) -> dict[str, Any] | None:
@@ -224,36 +279,22 @@ def _parse(body: bytes) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
-def _event(event_id: str, payload: Mapping[str, Any], ts: int, attempt_text: str) -> WebhookEvent:
-    data = payload.get("data")
-    data = data if isinstance(data, dict) else {}
+def _event(event_id: str, payload: Mapping[str, Any], ts: int, attempt: int) -> WebhookEvent:
     stamp = payload.get("timestamp")
     timestamp = (
         float(stamp)
         if isinstance(stamp, int | float) and not isinstance(stamp, bool) and math.isfinite(stamp)
         else float(ts)
     )
-    attempt = int(attempt_text) if attempt_text.strip().isdigit() else 1
+    subject = clean(payload.get("subject", ""), limit=_TEXT_LIMIT)
+    message = clean(payload.get("message", ""), limit=_TEXT_LIMIT)
     return WebhookEvent(
         event_id=event_id,
         notif_type=clean(payload.get("notif_type", ""), limit=64),
-        instance_id=_instance_id(data),
         timestamp=timestamp,
-        subject=clean(payload.get("subject", ""), limit=200),
-        data=data,
+        subject=subject,
+        message=message,
+        named=named_instances(subject, message),
         attempt=min(attempt, 1000),
+        signed_at=float(ts),
     )
-
-
-def _instance_id(data: Mapping[str, Any]) -> int | None:
-    """The instance an event is about; the docs leave `data`'s keys to each type, so the names
-    the API uses for an instance elsewhere are tried. Anything but a positive integer is no id."""
-    for key in ("instance_id", "contract_id", "instance"):
-        value = data.get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int) and 0 < value < 2**63:
-            return value
-        if isinstance(value, str) and value.isdigit() and 0 < int(value) < 2**63:
-            return int(value)
-    return None

@@ -32,6 +32,25 @@ def job_clause(job: str | None) -> str:
     return f" It was running job {safe(job)}." if job else ""
 
 
+def plural(n: int, word: str) -> str:
+    """`1 instance`, `2 instances`, `0 instances`."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def released(stopped: int, destroyed: int) -> str:
+    """What an end did to the rentals it held, from its recorded stops and destroys: "Stopped
+    1 instance and destroyed 1 instance it still held."."""
+    done = [
+        f"{verb} {plural(n, 'instance')}"
+        for verb, n in (("stopped", stopped), ("destroyed", destroyed))
+        if n
+    ]
+    if not done:
+        return "Stopped nothing: none of its instances was still running."
+    said = " and ".join(done)
+    return f"{said[0].upper()}{said[1:]} it still held."
+
+
 def duration(seconds: float) -> str:
     s = max(0, int(seconds))
     if s < 60:

@@ -49,6 +49,7 @@ class Alerts:
         self.wall = wall
         self.campaign = sup.campaign.name
         self.seen_seq = 0
+        self.acted_seq = 0  # the last stop or destroy a poll saw: what the end did comes after
         self.verified: set[int] = set()
         self.offline: set[int] = set()
         self.marks_passed: set[float] = set()
@@ -66,7 +67,7 @@ class Alerts:
         last = self.ledger.events(
             where="seq = (SELECT max(seq) FROM events WHERE campaign = ?)", params=[self.campaign]
         )
-        self.seen_seq = last[-1].seq if last else 0
+        self.seen_seq = self.acted_seq = last[-1].seq if last else 0
         self.sup.before_poll.append(self._began)
         self.sup.listeners.append(self._done)
         return self
@@ -101,6 +102,7 @@ class Alerts:
         for e in events:
             self.seen_seq = max(self.seen_seq, e.seq)
             self._event(e)
+        self.acted_seq = max([self.seen_seq, self.acted_seq, *(e.seq for e in self._acted())])
         view = snapshot(self.sup, self.sup.now())
         budget = self.sup.campaign.budget_usd
         ratio = view.spent_usd / budget if budget else 0.0
@@ -157,10 +159,30 @@ class Alerts:
                 self.offline.discard(iid)
 
     # -- the end ------------------------------------------------------------------------------
-    def ended(self, code: int, why: str, kind: str, stopped: int = 0, left: int = 0) -> None:
+    def _acted(self) -> list[Event]:
+        """The stops and destroys that went through since the last poll was read (the market's
+        own stops excepted)."""
+        return self.ledger.events(
+            where="campaign = ? AND seq > ? AND kind IN (?, ?) AND phase <> 'intent' AND ok "
+            "AND actor <> 'market'",
+            params=[self.campaign, self.acted_seq, str(K.STOP), str(K.DESTROY)],
+        )
+
+    def released(self) -> tuple[int, int]:
+        """The instances the run's end stopped and destroyed, from the same record as its log
+        lines: the stops and destroys after the last poll's (an instance stopped, then
+        destroyed, counts once, as destroyed)."""
+        rows = self._acted()
+        stopped = {e.instance_id for e in rows if e.kind == K.STOP}
+        destroyed = {e.instance_id for e in rows if e.kind == K.DESTROY}
+        return len(stopped - destroyed), len(destroyed)
+
+    def ended(self, code: int, why: str, kind: str, left: int = 0) -> None:
         """The run's last word: the campaign's end with its receipt, or why it stopped short
-        (`kind`: end, key_refused, market_down, trapped, exit)."""
+        (`kind`: end, key_refused, market_down, trapped, exit), with what its end stopped and
+        destroyed as the ledger recorded it."""
         try:
+            stopped, destroyed = self.released()
             if kind == "end":
                 rows = self.ledger.receipt(self.campaign)
                 r = rows[0] if rows else {}
@@ -173,6 +195,8 @@ class Alerts:
                         usd_per_gpu_hour=r.get("usd_per_gpu_hour"),
                         jobs_finished=r.get("jobs_finished"),
                         stopped=stopped,
+                        destroyed=destroyed,
+                        apart=int(r.get("stopped_by_market") or 0) + int(r.get("cancelled") or 0),
                     )
                 )
             elif kind == "key_refused":
@@ -180,9 +204,17 @@ class Alerts:
             elif kind == "market_down":
                 self.send(ev.market_unreachable(self.campaign, why, since_s=0.0, held=left))
             elif kind == "trapped":
-                self.send(ev.controller_trapped(self.campaign, why, stopped=stopped, left=left))
+                self.send(
+                    ev.controller_trapped(
+                        self.campaign, why, stopped=stopped, left=left, destroyed=destroyed
+                    )
+                )
             else:
-                self.send(ev.controller_exit(self.campaign, why, stopped=stopped, detached=False))
+                self.send(
+                    ev.controller_exit(
+                        self.campaign, why, stopped=stopped, detached=False, destroyed=destroyed
+                    )
+                )
         except Exception:
             log.exception("alerts: end notice failed")
 

@@ -2,11 +2,19 @@
 notification-webhooks.mdx): a POST per event with `X-Vast-Event-Id`, `X-Vast-Delivery-Attempt`,
 `X-Vast-Timestamp` (integer Unix seconds) and `X-Vast-Signature-256` (`sha256=` + the hex
 HMAC-SHA256 of `<timestamp>.<raw body>` with the webhook's secret); a body with `event_id`,
-`user_id`, `notif_type`, `subject`, `message`, `timestamp`. Events here: `instance_offline` and
-`instance_online` as a host drops off and comes back. Vast documents no instance id in the
-body; the simulator puts it in `data.instance_id` (an assumption, docs/fidelity.md). Retries as
-documented: 408, 429, 5xx, timeouts and connection errors, a few times; a 3xx or another 4xx
-is final."""
+`user_id`, `notif_type`, `subject`, `message`, `timestamp` and nothing else: no field names the
+instance, only the text for people does.
+
+Events: the renter's instance events (vast-ai/docs guides/reference/notifications.mdx; their
+slugs from `GET /notification-types/` as one renter enumerated it) that the simulator has:
+created, started (the first boot only), stopped, resumed, deleted, outbid, offline, back
+online, error detected (a fatal pull or an exited container) and expiring (a day before the
+host's contract ends). It has no maintenance, downtime notice, disk use, idle GPU day,
+contract extension or balance, so those are never sent. Wording: docs/fidelity.md.
+
+Retries as documented: 408, 429, 5xx, timeouts and connection errors, a few times; a 3xx or
+another 4xx is final. Plain http to loopback is the simulator's convenience: Vast delivers only
+to public https addresses."""
 
 from __future__ import annotations
 
@@ -17,19 +25,105 @@ import json
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from .boot import FATAL_TEXTS
 from .market import SimMarket
+from .rental import SimInstance
 
 RETRIES = 3
 TIMEOUT_S = 10.0  # Vast's documented request timeout
+USER_ID = 4242
+EXPIRING_S = 24 * 3600.0  # an assumption: no source gives how early "expiring" is sent
+CONSOLE = "https://cloud.vast.ai/instances/"
+
+# the catalog's display name per slug (the renter's enumeration of `GET /notification-types/`)
+TITLES = {
+    "instance_created": "Instance created",
+    "instance_started": "Instance started",
+    "instance_stopped": "Instance stopped",
+    "instance_resumed": "Instance resumed",
+    "instance_deleted": "Instance deleted",
+    "outbid": "Instance outbid",
+    "instance_offline": "Instance offline",
+    "instance_online": "Instance back online",
+    "error_msgs": "Instance error detected",
+    "near_end_date": "Instance expiring soon",
+}
+# what each tells the renter (vast-ai/docs notifications.mdx, "All Renter Notifications")
+SAYS = {
+    "instance_created": "was created and is being set up.",
+    "instance_stopped": "was stopped. Stopped instances still incur storage charges.",
+    "instance_resumed": "got its GPU back and is running again.",
+    "instance_deleted": "was destroyed and its data removed.",
+    "instance_offline": "went down because of a problem on the host machine.",
+    "instance_online": "recovered after an outage.",
+    "error_msgs": "had errors detected, such as a container that failed to start.",
+    "near_end_date": "is nearing the end date of its rental contract.",
+}
+_FATAL = tuple(text.split("{")[0] for _, text in FATAL_TEXTS)
 
 
 def signature(secret: str, body: bytes, ts: int) -> str:
     mac = hmac.new(secret.encode(), str(ts).encode() + b"." + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
+
+
+def payload(
+    kind: str,
+    iid: int,
+    machine_id: int,
+    at: float,
+    *,
+    image: str = "",
+    bid: float | None = None,
+    dph: float = 0.0,
+    min_bid: float | None = None,
+) -> dict[str, Any]:
+    """The body of one event about instance `iid` at wall time `at`: Vast's six fields. The
+    outbid's and the start's words are as Vast delivered them (docs/fidelity.md); the rest are
+    the catalog's title and the docs' sentence, naming the instance as those two do."""
+    if kind == "outbid":
+        subject = f"Your Interruptible Instance #{iid} Has Been Outbid"
+        floor = f" and the current minimum bid is ${min_bid:.2f}/hr" if min_bid else ""
+        message = (
+            f"Your interruptible instance {iid} on machine {machine_id} has been outbid and "
+            f"will be stopped. Your bid was ${bid or 0.0:.2f}/hr{floor}. Update your bid at "
+            f"{CONSOLE} to keep it running."
+        )
+    elif kind == "instance_started":
+        subject = f"Your Vast.ai Instance #{iid} Is Now Running"
+        message = (
+            f"Your instance {iid} running {image} on machine {machine_id} has started. You are "
+            f"being charged ${dph:.3f}/hr. View it at: {CONSOLE}"
+        )
+    else:
+        subject = f"Your Vast.ai Instance #{iid}: {TITLES[kind]}"
+        message = f"Your instance {iid} on machine {machine_id} {SAYS[kind]}"
+    return {
+        "event_id": secrets.token_hex(16),
+        "user_id": USER_ID,
+        "notif_type": kind,
+        "subject": subject,
+        "message": message,
+        "timestamp": at,
+    }
+
+
+@dataclass
+class _Seen:
+    """What was already told about one instance."""
+
+    actual: str | None
+    stops: int
+    outbids: int
+    resumes: int
+    started: bool
+    failed: bool
+    expiring: bool
 
 
 class WebhookSender:
@@ -40,39 +134,82 @@ class WebhookSender:
         self.url = url
         self.secret = secret
         self.wall = wall
-        self.seen: dict[int, str | None] = {}  # instance id -> its actual status last tick
+        self.seen: dict[int, _Seen] = {}
+        self.baseline = False  # the rentals before the first tick are not news
         self.sent: list[dict[str, Any]] = []  # bodies delivered (2xx)
         self.failed = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
     def tick(self) -> None:
         now = self.market.clock.now()
+        self.market.market_stops(now)  # outbids, resumes and contract ends up to now
         for inst in self.market.instances.values():
-            if inst.destroyed_at is not None:
-                self.seen.pop(inst.id, None)
+            seen = self.seen.get(inst.id)
+            if inst.destroyed_at is not None and now >= inst.destroyed_at:
+                if seen is not None:
+                    del self.seen[inst.id]
+                    self._send("instance_deleted", inst)
                 continue
-            actual, _ = inst.status(now)
-            before = self.seen.get(inst.id, actual)
-            self.seen[inst.id] = actual
-            if actual == "offline" and before != "offline":
-                self._send("instance_offline", inst.id, "went offline")
-            elif before == "offline" and actual != "offline":
-                self._send("instance_online", inst.id, "is back online")
+            actual, msg = inst.status(now)
+            if seen is None:
+                seen = _Seen(actual, len(inst.stops), len(inst.outbids), len(inst.resumes),
+                             False, False, False)  # fmt: skip
+                self.seen[inst.id] = seen
+                if not self.baseline:
+                    seen.started = any(s.running_at is not None for s in inst.segments)
+                    continue
+                self._send("instance_created", inst)
+            self._changes(inst, seen, now, actual, msg)
+        self.baseline = True
 
-    def _send(self, kind: str, iid: int, what: str) -> None:
-        event_id = secrets.token_hex(8)
-        body = json.dumps(
-            {
-                "event_id": event_id,
-                "user_id": 4242,
-                "notif_type": kind,
-                "subject": f"Instance {iid} {what}",
-                "message": f"Instance {iid} {what}.",
-                "timestamp": self.wall(),
-                "data": {"instance_id": iid},
-            }
-        ).encode()
-        task = asyncio.ensure_future(self._deliver(body, event_id))
+    def _changes(
+        self, inst: SimInstance, seen: _Seen, now: float, actual: str | None, msg: str | None
+    ) -> None:
+        if len(inst.outbids) > seen.outbids:
+            self._send("outbid", inst, self.market.min_bid(inst.machine, now))
+        elif len(inst.stops) > seen.stops:
+            self._send("instance_stopped", inst)
+        if len(inst.resumes) > seen.resumes:
+            self._send("instance_resumed", inst)
+        seen.stops, seen.outbids, seen.resumes = (
+            len(inst.stops),
+            len(inst.outbids),
+            len(inst.resumes),
+        )
+        if not seen.started and actual == "running":
+            seen.started = True
+            self._send("instance_started", inst)
+        if actual == "offline" and seen.actual != "offline":
+            self._send("instance_offline", inst)
+        elif seen.actual == "offline" and actual != "offline":
+            self._send("instance_online", inst)
+        fatal = actual == "exited" or (msg is not None and msg.startswith(_FATAL))
+        if fatal and not seen.failed:
+            self._send("error_msgs", inst)
+        seen.failed = fatal
+        end = inst.machine.contract_end
+        if end is not None and not seen.expiring and now < end <= now + EXPIRING_S:
+            seen.expiring = True
+            self._send("near_end_date", inst)
+        seen.actual = actual
+
+    def _send(self, kind: str, inst: SimInstance, min_bid: float | None = None) -> None:
+        self._post(
+            payload(
+                kind,
+                inst.id,
+                inst.machine.id,
+                self.wall(),
+                image=inst.image,
+                bid=inst.bid,
+                dph=inst.gpu_dph,
+                min_bid=min_bid,
+            )
+        )
+
+    def _post(self, body_obj: dict[str, Any]) -> None:
+        body = json.dumps(body_obj).encode()
+        task = asyncio.ensure_future(self._deliver(body, body_obj["event_id"]))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

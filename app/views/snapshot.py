@@ -88,6 +88,10 @@ class FleetReadout:
     time_scale: float = 1.0  # market seconds per wall second (1: the real market)
     budget_usd: float | None = None  # the campaign's spend cap
     dph_now: float = 0.0  # what the instances held bill per hour right now, as billing counts
+    # never delivered and no dud (`core.figures`): outbid or stopped by the market before it
+    # was proven, and cancelled by the campaign or a person; counted apart from the duds
+    stopped_by_market: int = 0
+    cancelled: int = 0
 
     @property
     def dud_share(self) -> float:
@@ -209,6 +213,7 @@ def tenure(
         lifetime_min=((gone_at if gone_at is not None else now) - a.created_at) / 60,
         jobs_finished=jobs_done,
         failure_class=a.failure_class,
+        market_stopped=a.market_stop is not None,
     )
 
 
@@ -318,6 +323,8 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         quarantined=len(sup.quarantine),
         duds=int(fig["duds"]),
         dud_usd=float(fig["dud_usd"]),
+        stopped_by_market=int(fig["stopped_by_market"]),
+        cancelled=int(fig["cancelled"]),
         spent_usd=float(fig["total_usd"]),
         verified=int(fig["verified"]),
         gpu_hours=float(fig["gpu_hours"]),

@@ -252,12 +252,14 @@ class Controller:
     def cancel(self, query_id: str) -> bool:
         return self._need().ledger.interrupt(query_id)
 
-    def look_now(self, instance_id: int) -> bool:
-        """Evidence names an instance (a verified webhook): the next poll asks about it."""
-        if self._sup is None or instance_id not in self._sup.fleet.attempts:
-            return False
-        self._sup.cadence.look_now.add(instance_id)
-        return True
+    def look(self, named: tuple[int, ...]) -> list[int]:
+        """A verified webhook: a poll now, asking about the instances it names that the
+        campaign holds or watches (the rest are left to the list). Returns those."""
+        if self._sup is None:
+            return []
+        held = [i for i in named if i in self._sup.fleet.attempts]
+        self._sup.cadence.soon(held)
+        return held
 
     def running_queries(self) -> list[str]:
         return self._sup.ledger.queries_running() if self._sup is not None else []

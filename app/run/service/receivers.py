@@ -3,8 +3,9 @@ behind the token on TCP like every route) and, when `VAST_WEBHOOK_SECRET` is set
 webhooks at `POST /v1/webhooks/vast` (authenticated by their HMAC signature instead of the
 token: Vast cannot send ours; vast-ai/docs guides/reference/notification-webhooks.mdx).
 
-A verified webhook is evidence, never belief: the instance it names is asked about by the next
-poll (`Cadence.look_now`), and what the market answers then is what counts."""
+A verified webhook is a reason to look now, never a verdict: the engine polls at once, asking
+about any instance its subject or message names (`Cadence.soon`); what the market answers then
+is what counts. The payload itself never changes a rental."""
 
 from __future__ import annotations
 
@@ -24,12 +25,13 @@ SECRET_ENV = "VAST_WEBHOOK_SECRET"
 
 def routes(
     metrics: Metrics | None,
-    look_now: Callable[[int], bool],
+    look: Callable[[tuple[int, ...]], list[int]],
     secret: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> tuple[list[web.RouteDef], frozenset[str], WebhookVerifier | None]:
     """The extra routes, the paths that carry their own authentication, and the verifier (its
-    refusals counted by reason)."""
+    refusals counted by reason). `look(named)` asks the engine for a poll now, with the held
+    instances among `named` asked about, and returns those."""
     out: list[web.RouteDef] = []
     if metrics is not None:
         out.append(web.get("/metrics", aiohttp_handler(metrics)))
@@ -39,12 +41,9 @@ def routes(
     verifier = WebhookVerifier(secret)
 
     def on_event(event: WebhookEvent) -> None:
-        if event.instance_id is not None and look_now(event.instance_id):
-            print(
-                f"webhook {event.notif_type[:40]} names i:{event.instance_id}: "
-                "looked at the next poll",
-                file=sys.stderr,
-            )
+        asked = look(event.named)
+        about = f", asking about {' '.join(f'i:{i}' for i in asked)}" if asked else ""
+        print(f"webhook {event.notif_type[:40]}: polling now{about}", file=sys.stderr)
 
     out.append(web.post(WEBHOOK_PATH, webhook_handler(verifier, on_event, clock)))
     return out, frozenset({WEBHOOK_PATH}), verifier

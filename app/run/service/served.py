@@ -53,7 +53,7 @@ async def serve_headless(
     tcp = parse_listen(listen) if listen else None
     metrics = Metrics() if (tcp or metrics_listen) else None
     run_kw["metrics"] = metrics
-    extra, open_paths, _ = routes(metrics, ctrl.look_now) if tcp else ([], frozenset(), None)
+    extra, open_paths, _ = routes(metrics, ctrl.look) if tcp else ([], frozenset(), None)
     server = ServiceServer(ctrl, extra, open_paths)
     try:
         await server.start(registry.socket_path_for(path), tcp, path)

@@ -52,6 +52,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SSE_MIN_GAP_S = 0.05  # a burst of polls (a fast time scale) is coalesced to this rate
 SSE_MAX_GAP_S = 1.0  # without any change, a fresh snapshot this often (timers tick)
 SSE_KEEPALIVE_S = 5.0  # a comment line this often, so a dead link is noticed
+TRACE_BURST_S = 60.0  # wall seconds between two tracebacks of failed requests
 
 
 def parse_listen(spec: str) -> tuple[str, int]:
@@ -107,6 +108,8 @@ class ServiceServer:
         self._streams: set[asyncio.Task[Any]] = set()
         self._stopping: asyncio.Future[None] | None = None
         self.listeners: list[Listener] = []
+        self._traced_at: float | None = None
+        self._traces_held = 0
 
     # -- the app ---------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -131,8 +134,15 @@ class ServiceServer:
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """The token on TCP; every error as JSON with a clear message. A request that passes
-        is its connection's first valid one: the listener's deadline no longer applies."""
-        if _is_tcp(request) and request.path not in self.open_paths:
+        is its connection's first valid one: the listener's deadline no longer applies. On a
+        path that authenticates itself (a webhook's signature) that is known only from its
+        answer: a 2xx, never a refusal or a 405."""
+        if request.path in self.open_paths:
+            response = await self._answer(request, handler)
+            if 200 <= response.status < 300:
+                self._valid(request)
+            return response
+        if _is_tcp(request):
             given = request.headers.get(api.TOKEN_HEADER, "")
             want = f"Bearer {self._token}"
             # a header's text may hold anything the client sent: compared as bytes, never raised
@@ -143,8 +153,14 @@ class ServiceServer:
                     "unauthorized",
                     "a TCP request needs 'Authorization: Bearer <token>' from the token file",
                 )
+        self._valid(request)
+        return await self._answer(request, handler)
+
+    def _valid(self, request: web.Request) -> None:
         for listener in self.listeners:
             listener.valid(request.transport)
+
+    async def _answer(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
@@ -166,8 +182,20 @@ class ServiceServer:
         except RentwatchError as exc:  # the market refused, a host failed: the operator's to see
             return _error(502, "engine_error", str(exc), exc.title)
         except Exception as exc:  # a bug here must not take the campaign down: say it, go on
-            traceback.print_exc(file=sys.stderr)
+            self._trace(exc)
             return _error(500, "internal", f"{type(exc).__name__}: {exc}"[:500])
+
+    def _trace(self, exc: Exception) -> None:
+        """A request's unexpected error on stderr: its traceback once per `TRACE_BURST_S`, the
+        rest counted (a client chooses how often it sends what fails)."""
+        now = time.monotonic()
+        if self._traced_at is not None and now - self._traced_at < TRACE_BURST_S:
+            self._traces_held += 1
+            return
+        more = f" ({self._traces_held} more held back)" if self._traces_held else ""
+        self._traced_at, self._traces_held = now, 0
+        print(f"controller: a request failed{more}:", file=sys.stderr)
+        traceback.print_exception(exc, file=sys.stderr)
 
     async def _body(self, request: web.Request) -> Any:
         if request.content_length is not None and request.content_length > api.MAX_BODY_BYTES:
