@@ -88,6 +88,8 @@ def test_on_the_tier_work_that_may_bid_pays_what_a_bid_must_reach():
 
 def test_nothing_delivered_owes_nothing_and_has_no_ratio():
     assert floor([_m(1, 0.2)], [], "created").usd == 0.0
+    # jobs of unknown length still took a host: one boot
+    assert floor([_m(1, 0.2)], [Work(0.0)], "created").usd == pytest.approx(600 / H * 0.21)
     assert floor([], [Work(1.0, REF)], "created").usd == 0.0
     assert ratio(1.0, 0.0) is None
     assert ratio(1.0, 0.5) == 2.0
@@ -315,6 +317,7 @@ def test_delivered_counts_finished_work_on_delivering_hosts_only():
     late = delivered(truth, {1}, 0.0, 800.0, camp, 0, 0.5)  # a finished after the run's end
     assert late == []
     assert delivered({"jobs": []}, set(), 0.0, 1.0, camp, 3, 0.5) == [Work(1.5)]
+    assert delivered({"jobs": []}, set(), 0.0, 1.0, camp, 0, 0.5) == []
 
 
 def _job(name, iid, started, done, work, resumed):

@@ -119,15 +119,17 @@ def _cost(piece: tuple[float, float, bool]) -> float:
 def floor(machines: Sequence[Rentable], work: Iterable[Work], gpu_billing: str) -> Floor:
     """The least a policy could pay for `work` on these machines: each kind of work filled
     cheapest first (each fill counts every machine's whole window: a relaxation, so still a
-    floor), plus the cheapest one boot and preflight. Nothing delivered: nothing owed."""
+    floor), plus the cheapest one boot and preflight. Nothing delivered: nothing owed; work
+    of unknown length: one boot."""
+    work = list(work)
+    usable = [m for m in machines if m.tflops > 0]
+    if not work or not usable:
+        return Floor(0.0, 0.0, 0.0, 0.0)
     kinds: dict[tuple[float | None, bool], float] = {}
-    for w in work:
+    for w in work:  # work of unknown length (0 hours) still took a host
         if w.hours > 0:
             key = (w.ref_tflops, w.bid)
             kinds[key] = kinds.get(key, 0.0) + w.hours
-    usable = [m for m in machines if m.tflops > 0]
-    if not kinds or not usable:
-        return Floor(0.0, 0.0, 0.0, 0.0)
     work_usd = units = tier = 0.0
     for (ref, bid), hours in kinds.items():
         usd, on_tier = _fill(usable, Work(hours, ref, bid))
@@ -206,7 +208,7 @@ def delivered(
     """The work a run delivered on delivering machines (`good`: their instance ids): each
     sized job it finished within [start, finish], counted as the work delivering hosts did
     for it (its whole size, unless part came from a checkpoint made on a dud), and
-    `unsized_done` jobs of `unsized_hours` market hours each."""
+    `unsized_done` jobs of `unsized_hours` market hours each (0: of unknown length)."""
     jobs = {job_dir(j.name).rsplit("/", 1)[-1]: j for j in campaign.jobs}  # as the sim names them
     tier_ok = campaign.rental != "on-demand"
     finished: set[str] = set()
@@ -233,9 +235,9 @@ def delivered(
                 tier_ok and job is not None and eligible(job),
             )
         )
-    if unsized_done and unsized_hours > 0:
+    if unsized_done:  # of unknown length (0 hours): they still needed a host
         out.append(Work(unsized_done * unsized_hours))
-    return [w for w in out if w.hours > 0 and (w.ref_tflops is None or w.ref_tflops > 0)]
+    return out
 
 
 def ratio(total: float, floor_usd: float) -> float | None:
