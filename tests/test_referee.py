@@ -42,8 +42,16 @@ RUN_KEYS = {
     "jobs_finished",
     "total_usd",
     "usd_per_gpu_hour",
+    "floor_usd",
+    "vs_floor",
 }
-RATIOS = {"dud_usd_vs_seed", "time_to_fleet_vs_seed", "time_to_done_vs_seed", "total_usd_vs_seed"}
+RATIOS = {
+    "dud_usd_vs_seed",
+    "time_to_fleet_vs_seed",
+    "time_to_done_vs_seed",
+    "total_usd_vs_seed",
+    "vs_floor",
+}
 
 
 def _referee_json(tmp_path, capsys, *more: str, campaign: str = CAMPAIGN + SHORT_JOB) -> dict:
@@ -84,6 +92,8 @@ def test_referee_json_against_truth(tmp_path, capsys):
         assert run["time_to_done_min"] >= run["time_to_fleet_min"]
         assert run["jobs_finished"] == 1
         assert run["usd_per_gpu_hour"] > 0
+        # a job of unknown length: the floor is one boot, under every bill
+        assert run["total_usd"] >= run["floor_usd"] > 0
     for s in out["summary"].values():
         assert set(s) >= RATIOS
     assert out["summary"]["seed"]["total_usd_vs_seed"] == 1.0

@@ -154,7 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--deadline-min", type=float, default=360.0, help="market minutes per run")
     f.add_argument("--workers", type=int, help="parallel processes (default: the CPU count)")
     f.add_argument(
-        "--warm", action="store_true", help="run each policy twice on one ledger; score the second"
+        "--warm",
+        action="store_true",
+        help="run an earlier campaign (renamed, same jobs' shapes) on the same market and "
+        "ledger first; score the campaign under test",
     )
     f.add_argument(
         "--time-scale",

@@ -18,18 +18,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..core.bidding import eligible
 from ..core.campaign import Campaign, Job
 from ..core.errors import ConfigError
 from ..core.lifecycle import Phase
 from ..core.policy import Policy, get_policy
+from ..engine.ending import end_campaign
 from ..engine.session import Session
 from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import Ledger
 from ..sim.family import draw_family
-from ..sim.market import SimClock
+from ..sim.market import SimClock, SimMarket
 from ..sim.scenario import Scenario
 from ..sim.server import SimServer
-from .score import RATIO_KEYS, SCORE_KEYS, RunFacts, score, summarise
+from .floor import delivered, floor, rentables
+from .floor import ratio as floor_ratio
+from .score import RATIO_KEYS, SCORE_KEYS, RunFacts, delivers, score, summarise
 from .workers import run_all
 
 __all__ = ["SCORE_KEYS", "default_jobs", "format_table", "policy_from_spec", "referee", "score"]
@@ -50,6 +54,9 @@ class Task:
     warm: bool
     deadline_s: float
     keep_logs: str | None = None  # a folder: each run's log, ledger, truth and jobs kept there
+    job_min: float = (
+        0.0  # market minutes each unsized job takes (the referee's own set; 0: unknown)
+    )
 
 
 def referee_campaign() -> Campaign:
@@ -145,9 +152,12 @@ async def _one_run(
     tmp: Path,
     deadline_s: float,
     log: Callable[[str], None],
+    destroy_after: bool = False,
 ) -> tuple[RunFacts, list[dict[str, Any]]]:
-    """Run a campaign to its end or to the market-time deadline, then release what it holds;
-    its facts, and every job as the policy last saw it (for a kept log)."""
+    """Run a campaign to its end or to the market-time deadline, then release what it holds
+    (`destroy_after`: end it as a person would before the next campaign, destroying every
+    rental it holds, so none stays stopped on a machine, billing storage); its facts, and every
+    job as the policy last saw it (for a kept log)."""
     session = Session.open(
         sim.url,
         sim.api_key,
@@ -169,7 +179,10 @@ async def _one_run(
             # it must not take the other runs of the referee down with it
             ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"
             finish = min(sim.market.clock.now(), start + deadline_s)
-        await session.release("rule:campaign_end", "referee: campaign ended")
+        if destroy_after:
+            await end_campaign(sup, True, sup.campaign.name)
+        else:
+            await session.release("rule:campaign_end", "referee: campaign ended")
     finally:
         await session.end(f"referee: run over ({ended})")
     jobs = [
@@ -219,8 +232,49 @@ def _keep(
     (out / "truth.json").write_text(json.dumps(truth, indent=1))
 
 
+def warmup_campaign(campaign: Campaign) -> Campaign:
+    """The earlier campaign of a warm run: the same terms and the same jobs' shapes, under
+    another name and with its jobs renamed, so the scored campaign adopts none of its rentals
+    or jobs and learns from it only what the shared ledger remembers."""
+    jobs = tuple(replace(j, name=f"w-{j.name}"[:64]) for j in campaign.jobs)
+    return replace(campaign, name=f"w-{campaign.name}"[:64], jobs=jobs)
+
+
+def scored(
+    task: Task, market: SimMarket, truth: dict[str, Any], facts: RunFacts, warm: bool
+) -> dict[str, Any]:
+    """One campaign's figures: its score from the truth, why it ended, and its floor."""
+    result = {
+        "policy": task.policy,
+        "seed": task.scenario.seed,
+        "warm": warm,
+        "market": task.market,
+        **score(truth, facts),
+        "ended": facts.ended,  # why the run stopped (not scored; for reading)
+    }
+    rows = [r for r in truth["instances"] if r["created_at"] >= facts.start - 1e-6]
+    good = {int(r["id"]) for r in rows if delivers(r)}
+    camp = task.campaign
+    sized = any(j.ref_hours for j in camp.jobs)
+    unsized = 0 if sized else sum(1 for iid, _ in facts.jobs_done if iid in good)
+    work = delivered(truth, good, facts.start, facts.finish, camp, unsized, task.job_min / 60)
+    tier = camp.rental != "on-demand" and any(eligible(j) for j in camp.jobs)
+    hi = facts.start + task.deadline_s
+    machines = rentables(
+        market.machines + market.others, task.scenario, camp, facts.start, hi, tier
+    )
+    f = floor(machines, work, task.scenario.gpu_billing)
+    result["floor_usd"] = round(f.usd, 6)
+    result["vs_floor"] = floor_ratio(result["total_usd"], f.usd)
+    result["floor"] = f.json()
+    return result
+
+
 def run_task(task: Task) -> dict[str, Any]:
-    """One policy on one market (its own sim, ledger and key): the scored run."""
+    """One policy on one market (its own sim, ledger and key): the scored run. Warm: an
+    earlier campaign (`warmup_campaign`) runs first on the same market and ledger, and is
+    ended and destroyed as its operator would; then the campaign under test is scored, with
+    the earlier one's own figures under `warmup`."""
     with tempfile.TemporaryDirectory(prefix="rentwatch-referee-") as tmp_s:
         tmp = Path(tmp_s)
         sim = SimServer(task.scenario, api_key="referee").start_in_thread()
@@ -231,40 +285,42 @@ def run_task(task: Task) -> dict[str, Any]:
         def keep_line(line: str) -> None:  # stamped with market minutes since the market began
             lines.append(f"{(sim.market.clock.now() - t0) / 60:7.2f}  {line}")
 
-        kept: tuple[dict[str, Any], RunFacts, Any] | None = None
+        log = keep_line if task.keep_logs else (lambda _: None)
+        warmup: dict[str, Any] | None = None
         try:
-            result: dict[str, Any] | None = None
-            for _ in range(2 if task.warm else 1):
-                lines.clear()  # a warm run keeps the scored (second) run's log
-                facts, jobs = asyncio.run(
+            if task.warm:
+                early = warmup_campaign(task.campaign)
+                w_facts, _ = asyncio.run(
                     _one_run(
                         sim,
-                        task.campaign,
+                        early,
                         task.policy,
                         ledger,
                         tmp / "key",
                         tmp,
                         task.deadline_s,
-                        keep_line if task.keep_logs else (lambda _: None),
+                        log,
+                        destroy_after=True,
                     )
                 )
-                truth = sim.call(sim.market.truth)
-                result = score(truth, facts)
-                result["ended"] = facts.ended  # why the run stopped (not scored; for reading)
-                kept = (truth, facts, jobs)
-            assert result is not None
+                w_truth = sim.call(sim.market.truth)
+                warmup = scored(replace(task, campaign=early), sim.market, w_truth, w_facts, False)
+                lines.clear()  # the kept log is the scored campaign's
+            facts, jobs = asyncio.run(
+                _one_run(
+                    sim, task.campaign, task.policy, ledger, tmp / "key", tmp, task.deadline_s, log
+                )
+            )
+            truth = sim.call(sim.market.truth)
+            result = scored(task, sim.market, truth, facts, task.warm)
         finally:
             ledger.close()
             sim.stop_thread()
-        if task.keep_logs and kept is not None:
-            _keep(task, tmp, lines, *kept)
-    return {
-        "policy": task.policy,
-        "seed": task.scenario.seed,
-        "warm": task.warm,
-        "market": task.market,
-        **result,
-    }
+        if task.keep_logs:
+            _keep(task, tmp, lines, truth, facts, jobs)
+    if warmup is not None:
+        result["warmup"] = warmup
+    return result
 
 
 def _with_jobs(campaign: Campaign, time_scale: float) -> Campaign:
@@ -273,6 +329,12 @@ def _with_jobs(campaign: Campaign, time_scale: float) -> Campaign:
         if campaign.jobs
         else replace(campaign, jobs=default_jobs(campaign.fleet, time_scale))
     )
+
+
+def _job_min(campaign: Campaign) -> float:
+    """Market minutes each of the campaign's unsized jobs takes, where the referee knows it:
+    its own default set's (a campaign's own unsized jobs take what their commands take)."""
+    return 0.0 if campaign.jobs else DEFAULT_JOB_MIN
 
 
 def plan(
@@ -312,13 +374,17 @@ def plan(
             for k in range(seeds):
                 sc = replace(m.scenario, seed=m.scenario.seed + k, time_scale=time_scale or 600.0)
                 camp_k = _with_jobs(camp, sc.time_scale)  # default jobs sized to this fleet
-                tasks += [Task(m.index, sc, camp_k, p, warm, deadline_s) for p in policies]
+                tasks += [
+                    Task(m.index, sc, camp_k, p, warm, deadline_s, job_min=_job_min(camp))
+                    for p in policies
+                ]
         return tasks
     assert scenario is not None
     for k in range(seeds):
         sc = replace(scenario, seed=scenario.seed + k, time_scale=time_scale or scenario.time_scale)
         camp = _with_jobs(campaign, sc.time_scale)
-        tasks += [Task(0, sc, camp, p, warm, deadline_s) for p in policies]
+        job_min = _job_min(campaign)
+        tasks += [Task(0, sc, camp, p, warm, deadline_s, job_min=job_min) for p in policies]
     return tasks
 
 
@@ -366,7 +432,7 @@ def format_table(result: dict[str, Any]) -> str:
     lines.append(
         f"{'policy':8} {'total $':>8} {'to done min':>11} {'dud $':>7} {'duds':>5} "
         f"{'dud life':>8} {'false kills':>11} {'to fleet min':>12} {'$/GPU-h':>8} "
-        f"{'$ vs seed':>9} {'done vs':>8} {'dud$ vs':>8} {'fleet vs':>8}"
+        f"{'$ vs seed':>9} {'done vs':>8} {'dud$ vs':>8} {'fleet vs':>8} {'vs floor':>8}"
     )
     for policy, s in result["summary"].items():
 
@@ -379,7 +445,7 @@ def format_table(result: dict[str, Any]) -> str:
             f"{_fmt(s['dud_mean_lifetime_min'], '.1f'):>8} {_fmt(s['false_kills'], '.0f'):>11} "
             f"{_fmt(s['time_to_fleet_min'], '.0f'):>12} {_fmt(s['usd_per_gpu_hour'], '.3f'):>8} "
             f"{x('total_usd_vs_seed'):>9} {x('time_to_done_vs_seed'):>8} "
-            f"{x('dud_usd_vs_seed'):>8} {x('time_to_fleet_vs_seed'):>8}"
+            f"{x('dud_usd_vs_seed'):>8} {x('time_to_fleet_vs_seed'):>8} {x('vs_floor'):>8}"
         )
     for policy, s in result["summary"].items():
         w = s.get("worst_market")

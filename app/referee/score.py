@@ -31,10 +31,12 @@ SCORE_KEYS = (
     "usd_per_gpu_hour",
     "work_done",
     "usd_per_work_hour",
+    "floor_usd",  # the run's honest floor (app/referee/floor.py), added beside the score
+    "vs_floor",
 )
 # Keys where null means "never" (or "nothing delivered"): worse than any number.
 NULL_IS_WORST = frozenset(
-    {"time_to_fleet_min", "time_to_done_min", "usd_per_gpu_hour", "usd_per_work_hour"}
+    {"time_to_fleet_min", "time_to_done_min", "usd_per_gpu_hour", "usd_per_work_hour", "vs_floor"}
 )
 RATIO_KEYS = {
     "dud_usd_vs_seed": "dud_usd",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from .machines import Machine, between
 from .scenario_tables import States
@@ -36,6 +37,10 @@ BUILD_LINES = (
 )
 
 THROTTLE_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "sw_power_cap", "hw_thermal_slowdown")
+# What a create's boot takes besides its knobs, at the least `boot_steps` draws: the created
+# line (3 s), five layers (0.5 s to list each, 0.2 s after each download) and the image's
+# "Downloaded newer image" line (2 s)
+BOOT_LEAST_FIXED_S = 3.0 + 5 * (0.5 + 0.2) + 2.0
 
 
 @dataclass
@@ -178,3 +183,11 @@ def boot_steps(
     elif b == "throttled":
         seg.throttle_at = t + between(rng, k["throttle_after_min"]) * 60
     return seg
+
+
+def least_boot_s(knobs: dict[str, Any]) -> float:
+    """The least market seconds a create takes to reach `running` under `boot_steps` on a
+    machine with these knobs: the lows of its queue, pull, extraction and start, and the rest
+    at their least (the referee's floor: app/referee/floor.py)."""
+    lows = sum(float(knobs[k][0]) for k in ("queue_min", "pull_min", "extract_min", "start_min"))
+    return 60.0 * lows + BOOT_LEAST_FIXED_S

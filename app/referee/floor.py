@@ -1,0 +1,247 @@
+"""The honest floor of a referee run: the least any policy could have paid the market for the
+work the run delivered, read from the market's truth (the machines' real speeds, behaviours,
+prices and the tier's drawn rivals), never from what a policy could know.
+
+Why it is a floor (docs/referee.md, "The floor"): every hour of work ran on some delivering
+machine, one job at a time per host, and paid that machine's GPU price and its storage while it
+ran. On-demand that is the machine's price; on the tier the bid in force, which is at least
+what the market asked of a bid at that moment (`sim/bids.need`). So the work costs at least the
+cheapest machine-hours the market offered within the run's window, taken cheapest first per
+unit of work (a fractional fill: splitting work over hosts and times only makes it cheaper).
+Every play rents at least one host, and each host boots before it runs: one boot at the least
+the simulator's boot can take, billed as the market bills it (storage from the create; the GPU
+too where it bills from the create), on the machine whose boot costs least. The simulator
+answers the preflight at once, so it adds no market time here. No fleet: a policy may do the
+work on fewer hosts than its fleet (its first proven host takes jobs while the others boot),
+and a floor that spreads the work over the fleet would be beaten by it.
+
+Pure: `Rentable` machines and the `Work` delivered go in, a `Floor` comes out. `rentables` and
+`delivered` read those off a simulated market and its truth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.bidding import eligible
+from ..core.billing import storage_per_hour
+from ..core.campaign import Campaign
+from ..core.gpu_specs import expected_tflops
+from ..engine.jobs.runner import job_dir
+from ..sim import bids
+from ..sim.boot import least_boot_s
+from ..sim.machines import Machine
+from ..sim.scenario import DELIVERING, Scenario
+
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class Rentable:
+    """One delivering machine the campaign may rent, as the floor sees it."""
+
+    machine_id: int
+    dph: float  # on-demand $/h
+    storage_dph: float  # $/h of the campaign's disk on it
+    tflops: float  # its real speed, before any throttling
+    boot_s: float  # the least market seconds from a create to running
+    window_s: float  # the market seconds of the run's window: it runs no longer than that
+    # the tier: (seconds, the least $/h a bid pays then), piece by piece over the window,
+    # the on-demand price where an on-demand rival holds it; () where no work may bid
+    bid_pieces: tuple[tuple[float, float], ...] = ()
+
+    def low_dph(self) -> float:
+        """The least $/h it bills its GPU at, at any moment of the window."""
+        return min([self.dph, *(p for _, p in self.bid_pieces)])
+
+
+@dataclass(frozen=True)
+class Work:
+    """Work a run delivered: reference GPU-hours of sized jobs (`ref_tflops` the reference
+    GPU's speed), or market hours of jobs that take as long on any GPU (`ref_tflops` None)."""
+
+    hours: float
+    ref_tflops: float | None = None
+    bid: bool = False  # may run on the interruptible tier
+
+
+@dataclass(frozen=True)
+class Floor:
+    usd: float
+    work_usd: float  # the work's machine-hours, GPU and storage
+    boot_usd: float  # one boot (and preflight) on the machine whose boot costs least
+    bid_share: float  # the share of the work's units the fill put on the tier
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "work_usd": round(self.work_usd, 6),
+            "boot_usd": round(self.boot_usd, 6),
+            "bid_share": round(self.bid_share, 3),
+        }
+
+
+def _offers(m: Rentable, w: Work) -> list[tuple[float, float, bool]]:
+    """(units of `w` it can deliver, $ per unit, on the tier) on machine `m`, piece by piece."""
+    hours_per_unit = w.ref_tflops / m.tflops if w.ref_tflops is not None else 1.0
+    if w.bid and m.bid_pieces:
+        spans = [(s / 3600, min(m.dph, p), p < m.dph) for s, p in m.bid_pieces]
+    else:
+        spans = [(max(0.0, m.window_s - m.boot_s) / 3600, m.dph, False)]
+    return [
+        (h / hours_per_unit, (price + m.storage_dph) * hours_per_unit, tier)
+        for h, price, tier in spans
+        if h > 0
+    ]
+
+
+def _fill(machines: Sequence[Rentable], w: Work) -> tuple[float, float]:
+    """(USD, units on the tier) of `w`'s units bought cheapest first from every machine's
+    pieces; units no machine could take within the window are left unpriced (a floor)."""
+    pieces = sorted((p for m in machines if m.tflops > 0 for p in _offers(m, w)), key=_cost)
+    need, usd, tier = w.hours, 0.0, 0.0
+    for units, per_unit, on_tier in pieces:
+        if need <= EPS:
+            break
+        take = min(units, need)
+        usd += take * per_unit
+        tier += take if on_tier else 0.0
+        need -= take
+    return usd, tier
+
+
+def _cost(piece: tuple[float, float, bool]) -> float:
+    return piece[1]
+
+
+def floor(machines: Sequence[Rentable], work: Iterable[Work], gpu_billing: str) -> Floor:
+    """The least a policy could pay for `work` on these machines: each kind of work filled
+    cheapest first (each fill counts every machine's whole window: a relaxation, so still a
+    floor), plus the cheapest one boot and preflight. Nothing delivered: nothing owed; work
+    of unknown length: one boot."""
+    work = list(work)
+    usable = [m for m in machines if m.tflops > 0]
+    if not work or not usable:
+        return Floor(0.0, 0.0, 0.0, 0.0)
+    kinds: dict[tuple[float | None, bool], float] = {}
+    for w in work:  # work of unknown length (0 hours) still took a host
+        if w.hours > 0:
+            key = (w.ref_tflops, w.bid)
+            kinds[key] = kinds.get(key, 0.0) + w.hours
+    work_usd = units = tier = 0.0
+    for (ref, bid), hours in kinds.items():
+        usd, on_tier = _fill(usable, Work(hours, ref, bid))
+        work_usd, units, tier = work_usd + usd, units + hours, tier + on_tier
+    bids_any = any(bid for _, bid in kinds)
+
+    def boot(m: Rentable) -> float:
+        gpu = (m.low_dph() if bids_any else m.dph) if gpu_billing == "created" else 0.0
+        return m.boot_s / 3600 * (gpu + m.storage_dph)
+
+    boot_usd = min(boot(m) for m in usable)
+    return Floor(work_usd + boot_usd, work_usd, boot_usd, tier / units if units else 0.0)
+
+
+# -- reading it off a simulated market ------------------------------------------------------
+
+
+def bid_pieces(
+    scenario: Scenario, m: Machine, lo: float, hi: float
+) -> tuple[tuple[float, float], ...]:
+    """What a bid on `m` must reach, piece by piece over [lo, hi] (seconds, $/h): the sim's
+    own `need`, constant between the moments it may change; the on-demand price where an
+    on-demand rival holds the machine (no bid runs then)."""
+    seed, b = scenario.seed, scenario.bids
+    points = [lo, *(t for t in bids.changes(seed, b, m, lo, hi) if t < hi), hi]
+    out = []
+    for a, z in zip(points, points[1:], strict=False):
+        if z > a:
+            need = bids.need(seed, b, m, a)
+            out.append((z - a, m.dph_base if need is None else need))
+    return tuple(out)
+
+
+def rentables(
+    machines: Iterable[Machine],
+    scenario: Scenario,
+    campaign: Campaign,
+    lo: float,
+    hi: float,
+    tier: bool,
+) -> list[Rentable]:
+    """The delivering machines the campaign may rent (under its price ceiling, CUDA new
+    enough: the engine's own fit, `core/offer_choice`), over the window [lo, hi]; with
+    `tier`, their bid pieces. Listings the default search leaves out count too (a campaign's
+    query may ask for them): more machines only lower the floor."""
+    out = []
+    for m in machines:
+        if m.behaviour not in DELIVERING or m.real_tflops <= 0:
+            continue
+        storage = storage_per_hour(campaign.disk_gb, m.storage_cost)
+        if m.dph_base + storage > campaign.max_dph + EPS or m.cuda_max_good < campaign.image_cuda:
+            continue
+        out.append(
+            Rentable(
+                m.id,
+                m.dph_base,
+                storage,
+                m.real_tflops,
+                least_boot_s(m.knobs),
+                hi - lo,
+                bid_pieces(scenario, m, lo, hi) if tier else (),
+            )
+        )
+    return out
+
+
+def delivered(
+    truth: Mapping[str, Any],
+    good: set[int],
+    start: float,
+    finish: float,
+    campaign: Campaign,
+    unsized_done: int,
+    unsized_hours: float,
+) -> list[Work]:
+    """The work a run delivered on delivering machines (`good`: their instance ids): each
+    sized job it finished within [start, finish], counted as the work delivering hosts did
+    for it (its whole size, unless part came from a checkpoint made on a dud), and
+    `unsized_done` jobs of `unsized_hours` market hours each (0: of unknown length)."""
+    jobs = {job_dir(j.name).rsplit("/", 1)[-1]: j for j in campaign.jobs}  # as the sim names them
+    tier_ok = campaign.rental != "on-demand"
+    finished: set[str] = set()
+    did: dict[str, float] = {}
+    size: dict[str, tuple[float, str]] = {}
+    for row in truth.get("jobs") or ():
+        if row.get("started_at", 0.0) < start - EPS or int(row["instance_id"]) not in good:
+            continue
+        name = str(row["job"])
+        size[name] = (float(row["ref_hours"]), str(row["ref_gpu"]))
+        did[name] = did.get(name, 0.0) + max(
+            0.0, float(row["work_ref_h"]) - float(row.get("resumed_ref_h") or 0.0)
+        )
+        if row.get("done_at") is not None and row["done_at"] <= finish + EPS:
+            finished.add(name)
+    out = []
+    for name in sorted(finished):
+        ref_hours, ref_gpu = size[name]
+        job = jobs.get(name)
+        out.append(
+            Work(
+                min(ref_hours, did[name]),
+                expected_tflops(ref_gpu),
+                tier_ok and job is not None and eligible(job),
+            )
+        )
+    if unsized_done:  # of unknown length (0 hours): they still needed a host
+        out.append(Work(unsized_done * unsized_hours))
+    return out
+
+
+def ratio(total: float, floor_usd: float) -> float | None:
+    """total / floor; null where the floor is nothing (nothing was delivered)."""
+    if floor_usd <= 0 or not math.isfinite(floor_usd):
+        return None
+    return round(total / floor_usd, 3)
