@@ -7,11 +7,9 @@ in (figures come from the ledger; the builders compute none). Host- and market-c
 strings are cleaned here (with `wording.safe`); secrets are removed by `scrub`, which the
 notifier applies again with the secrets it was given.
 
-Levels, lowest first: `info` (routine: a dud replaced as usual), `notice` (worth reading, not
-urgent: the campaign's end), `warning` (a person should look soon: a verified host lost, the
-budget at 80%), `critical` (money may be burning unseen, or supervision stopped). The default
-minimum, `DEFAULT_MIN_LEVEL`, is `notice`: routine work wakes nobody, the end of a campaign and
-everything worse is sent.
+Levels, lowest first: `info` (a dud replaced as usual), `notice` (the campaign's end),
+`warning` (look soon: a verified host lost, the budget at 80%), `critical` (money may be burning
+unseen, or supervision stopped). `DEFAULT_MIN_LEVEL` is `notice`: routine work wakes nobody.
 """
 
 from __future__ import annotations

@@ -94,8 +94,10 @@ class ServiceServer:
         ctrl: Controller,
         extra_routes: Sequence[web.RouteDef] = (),
         open_paths: frozenset[str] = frozenset(),
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ctrl = ctrl
+        self._monotonic = monotonic
         # more routes on the same listener (the metrics, the market's webhooks); `open_paths`
         # carry their own authentication (a webhook's signature) instead of the token
         self.extra_routes = list(extra_routes)
@@ -188,7 +190,7 @@ class ServiceServer:
     def _trace(self, exc: Exception) -> None:
         """A request's unexpected error on stderr: its traceback once per `TRACE_BURST_S`, the
         rest counted (a client chooses how often it sends what fails)."""
-        now = time.monotonic()
+        now = self._monotonic()
         if self._traced_at is not None and now - self._traced_at < TRACE_BURST_S:
             self._traces_held += 1
             return
