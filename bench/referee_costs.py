@@ -39,9 +39,9 @@ TIMES = ("first_verified", "first_job", "last_job", "requeues", "work_dph", "hos
 
 def _spans(
     ledger_path: Path, campaign: str = "referee"
-) -> tuple[dict[int, list[tuple[float, float]]], int]:
+) -> tuple[dict[int, list[tuple[float, float]]], int, dict[int, float]]:
     """Every job attempt's (start, end) per instance, requeued ones included, from the ledger;
-    and how many attempts were requeued."""
+    how many attempts were requeued; and the seconds each instance ran attempts that were."""
     ledger = Ledger(ledger_path)
     try:
         events = ledger.campaign_events(campaign, EventKind.JOB_STARTED, EventKind.JOB_FINISHED)
@@ -50,16 +50,20 @@ def _spans(
     open_at: dict[tuple[int | None, str], float] = {}
     requeued = sum(1 for ev in events if ev.detail.get("requeued"))
     out: dict[int, list[tuple[float, float]]] = {}
+    redone: dict[int, float] = {}
     for ev in events:
         job = str(ev.detail.get("job"))
         if ev.kind == EventKind.JOB_STARTED:
             open_at[(ev.instance_id, job)] = ev.at
         elif (ev.instance_id, job) in open_at and ev.instance_id is not None:
-            out.setdefault(ev.instance_id, []).append((open_at.pop((ev.instance_id, job)), ev.at))
+            began = open_at.pop((ev.instance_id, job))
+            out.setdefault(ev.instance_id, []).append((began, ev.at))
+            if ev.detail.get("requeued"):
+                redone[ev.instance_id] = redone.get(ev.instance_id, 0.0) + ev.at - began
     for (iid, _), at in open_at.items():
         if iid is not None:
             out.setdefault(iid, []).append((at, float("inf")))
-    return out, requeued
+    return out, requeued, redone
 
 
 def decompose(run_dir: Path) -> dict[str, Any]:
@@ -67,7 +71,8 @@ def decompose(run_dir: Path) -> dict[str, Any]:
     truth = json.loads((run_dir / "truth.json").read_text())
     run = json.loads((run_dir / "run.json").read_text())
     start, finish, now = float(run["start"]), float(run["finish"]), float(truth["now"])
-    spans, requeues = _spans(run_dir / "ledger.duckdb", run.get("campaign", "referee"))
+    spans, requeues, redone = _spans(run_dir / "ledger.duckdb", run.get("campaign", "referee"))
+    rerun = 0.0
     parts = dict.fromkeys(PARTS, 0.0)
     work_h = work_usd = 0.0
     hosts = 0
@@ -80,6 +85,7 @@ def decompose(run_dir: Path) -> dict[str, Any]:
             continue
         hosts += 1
         gpu_dph, st_dph = float(r["gpu_dph"]), float(r["storage_dph"])
+        rerun += redone.get(r["id"], 0.0) * gpu_dph / 3600
         end = min(x for x in (r["destroyed_at"], r["stopped_at"], now) if x is not None)
         stopped = 0.0
         if r["stopped_at"] is not None:
@@ -122,6 +128,7 @@ def decompose(run_dir: Path) -> dict[str, Any]:
         "fleet": run["fleet"],
         "billing": run["gpu_billing"],
         "total": total,
+        "rerun": rerun,  # job attempts later requeued, already inside "work"
         **parts,
         **times,
     }
