@@ -374,6 +374,7 @@ def test_a_warm_run_scores_a_second_campaign_whose_jobs_really_run():
         assert r["jobs_finished"] == 2 and r["work_done"] == pytest.approx(0.75)
         assert r["time_to_done_min"] is not None and r["time_to_done_min"] > 5
         assert r["total_usd"] >= r["floor_usd"] > 0
+    assert out["summary"]["default"]["warmup"]["total_usd"] == early["total_usd"]
 
 
 def test_the_warmup_campaign_is_another_with_the_same_shape():

@@ -206,7 +206,8 @@ def ratio(mine: float | None, base: float | None) -> float | None:
 
 def summarise(runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
     """Per policy: medians of every figure over its runs, their ranges, ratios of medians to
-    `seed`'s, and per market the same ratios with the worst market named."""
+    `seed`'s, and per market the same ratios with the worst market named; for warm runs, the
+    medians of their earlier campaigns' figures under `warmup`."""
     summary: dict[str, Any] = {}
     for policy in policies:
         mine = [r for r in runs if r["policy"] == policy]
@@ -220,6 +221,11 @@ def summarise(runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]
             for vals in [[r[k] for r in mine if r.get(k) is not None]]
         }
         s["never"] = {k: sum(1 for r in mine if r.get(k) is None) for k in NULL_IS_WORST}
+        earlier = [r["warmup"] for r in mine if "warmup" in r]
+        if earlier:  # warm runs: the earlier (cold) campaigns' medians too
+            s["warmup"] = {
+                k: median((r.get(k) for r in earlier), k in NULL_IS_WORST) for k in SCORE_KEYS
+            }
         summary[policy] = s
     base = summary.get("seed")
     for policy in policies:
