@@ -12,8 +12,14 @@ booting; the rest proven by an earlier run, as the ledger says):
   interval, or at once when a poll took longer), with the
   simulator enforcing the documented intervals and the client pacing itself like the real one.
 
+- *engine CPU per poll with jobs queued*: the same, for a campaign whose sized jobs outnumber
+  its proven hosts (`--queue HOSTS:JOBS`), at a time scale where each poll spans a market
+  minute or more, so the swap watch (`engine/jobs/swap_watch.py`) and the ranking by delivered
+  work read our record as often as they would in a fast referee run.
+
 The watchdogs of the proven rentals are not started (they are SSH work, not the poll's).
-Run: python -m bench.engine_bench [--sizes 100,1000,10000] [--seconds 120]
+Run: python -m bench.engine_bench [--sizes 100,1000,10000] [--seconds 120] [--queue 10:40]
+(`--sizes 0` leaves out the fleet sizes: the queue case alone)
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from rentwatch.core.campaign import Campaign, Job
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
 from rentwatch.engine.supervisor import Supervisor
@@ -67,7 +75,13 @@ def _sim(tmp: Path, n: int, paced: bool, scale: float) -> tuple[subprocess.Popen
 
 
 async def preloaded_supervisor(
-    url: str, tmp: Path, n: int, booting: int = BOOTING, paced: bool = False, key: str = "b"
+    url: str,
+    tmp: Path,
+    n: int,
+    booting: int = BOOTING,
+    paced: bool = False,
+    key: str = "b",
+    campaign: Campaign | None = None,
 ) -> Supervisor:
     """A supervisor that adopts a preloaded fleet (labels `rw:watch:I`): the first `n -
     booting` proven by an earlier run, as its ledger says; their watchdogs are not started.
@@ -99,7 +113,7 @@ async def preloaded_supervisor(
     sup = Supervisor(
         client,
         ledger,
-        watch_campaign(),
+        campaign or watch_campaign(),
         get_policy("default"),
         SSHRunner(load_or_create_key(tmp / "key")),
         log=lambda _: None,
@@ -128,6 +142,58 @@ async def engine_cpu(n: int, tmp: Path) -> tuple[float, float, float]:
             cpu.append(time.process_time() - c0)
         await sup.close()
         return statistics.median(cpu), max(cpu), rss_mb()
+    finally:
+        sim.terminate()
+        sim.wait()
+
+
+QUEUE_SCALE = 1200.0  # market seconds per wall second in the queue case: a poll spans a minute
+
+
+def queued_campaign(hosts: int, jobs: int) -> Campaign:
+    """The preloaded account's own campaign ("watch", whose labels the preload carries), with
+    `jobs` sized jobs for its `hosts` proven rentals: most of them wait in the queue."""
+    sized = tuple(
+        Job(name=f"q-{i}", run="true", ref_gpu="RTX 4090", ref_hours=2.0, retries=1)
+        for i in range(jobs)
+    )
+    return replace(
+        watch_campaign(),
+        image="pytorch/pytorch",
+        max_dph=1.0,
+        fleet=hosts,
+        max_creates=hosts,
+        jobs=sized,
+    )
+
+
+async def queue_cpu(
+    hosts: int, jobs: int, tmp: Path, polls: int = 20, reread: bool = False
+) -> tuple[float, float]:
+    """Median and max CPU seconds of one poll while `jobs` sized jobs wait for `hosts` proven
+    rentals (the jobs are dispatched over the first polls, which are not counted). `reread`:
+    our record is read from the ledger at every ask, as a ledger another process writes is
+    (what every ledger did before the record reads were kept between events)."""
+    sim, url = _sim(tmp, hosts + BOOTING, paced=False, scale=QUEUE_SCALE)
+    try:
+        sup = await preloaded_supervisor(
+            url, tmp, hosts + BOOTING, campaign=queued_campaign(hosts, jobs)
+        )
+        if reread:
+            sup.ledger._written = lambda: None  # type: ignore[method-assign]
+        for _ in range(3):
+            await sup.poll_once()
+        cpu = []
+        for _ in range(polls):
+            c0 = time.process_time()
+            await sup.poll_once()
+            cpu.append(time.process_time() - c0)
+            await asyncio.sleep(0.02)  # the loop's floor between polls
+        queued = sum(1 for j in sup.jobs.jobs if j.status == "pending")
+        await sup.close()
+        if queued == 0:
+            raise RuntimeError("no job was left queued: the case measured nothing")
+        return statistics.median(cpu), max(cpu)
     finally:
         sim.terminate()
         sim.wait()
@@ -170,8 +236,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,1000,10000")
     ap.add_argument("--seconds", type=float, default=120.0, help="market seconds per run")
+    ap.add_argument("--queue", default="10:40", help="HOSTS:JOBS for the queue case ('' skips)")
     args = ap.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if int(s) > 0]
     # the ledger commits each event durably; on tmpfs when there is one, so the setup's
     # thousands of adoption facts do not take minutes (the poll writes few)
     base = "/dev/shm" if Path("/dev/shm").is_dir() else None
@@ -181,6 +248,21 @@ def main() -> None:
         for n in sizes:
             med, worst, rss = asyncio.run(engine_cpu(n, tmp))
             print(f"{n:9d} {med * 1000:13.0f} ms {worst * 1000:5.0f} ms {rss:4.0f} MB")
+        if args.queue:
+            hosts, jobs = (int(x) for x in args.queue.split(":"))
+            print(
+                f"\njobs queued: {jobs} sized jobs on {hosts} proven hosts, time scale "
+                f"{QUEUE_SCALE:g}, CPU per poll"
+            )
+            got = {}
+            for reread in (True, False):
+                med, worst = asyncio.run(queue_cpu(hosts, jobs, tmp, reread=reread))
+                got[reread] = med
+                how = "record read at every ask" if reread else "record kept between events"
+                print(f"{how:>27}: median {med * 1000:5.0f} ms (max {worst * 1000:.0f} ms)")
+            print(f"{'ratio':>27}: {got[True] / max(got[False], 1e-9):.1f}x")
+        if not sizes:
+            return
         print(
             f"\nfreshness of a booting instance, market seconds (paced, time scale {TIME_SCALE:g})"
         )

@@ -327,6 +327,7 @@ def cmd_referee(args: argparse.Namespace) -> int:
         deadline_min=args.deadline_min,
         workers=args.workers,
         keep_logs=args.keep_logs,
+        lag_bound_s=args.max_lag_s,
     )
     print(json.dumps(result, indent=1) if args.json else format_table(result))
     return 0

@@ -165,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=600.0,
         help="override the scenario's time scale",
     )
+    f.add_argument(
+        "--max-lag-s",
+        type=_positive_float,
+        default=120.0,
+        help="market seconds a run's lag may reach before it is rerun slower, then invalid",
+    )
     f.add_argument("--json", action="store_true")
     f.add_argument(
         "--keep-logs",

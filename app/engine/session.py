@@ -13,6 +13,7 @@ from ..core.policy import Policy
 from ..ledger import EventKind, Ledger
 from ..market.protocol import Market
 from ..market.vast.client import VastClient
+from ..market.vast.transport import SharedClock
 from .hosts.ssh import SSHRunner, load_or_create_key
 from .supervisor import Supervisor
 
@@ -82,12 +83,16 @@ class Session:
         artifacts_root: Path | None = None,
         http_timeout_s: float | None = None,
         observe_only: bool = False,
+        market_clock: SharedClock | None = None,
     ) -> Session:
         """A session on the Vast API at `market_url` (the real one or the simulator). Each
         market call's total deadline: `http_timeout_s` if given, else the campaign's
-        `http_timeout_s`, else the client's default."""
+        `http_timeout_s`, else the client's default. `market_clock`: a simulator's clock in
+        this process, read directly (the referee's, whose scale it may change)."""
         timeout = http_timeout_s if http_timeout_s is not None else campaign.http_timeout_s
         client = VastClient(market_url, api_key, timeout=timeout)
+        if market_clock is not None:
+            client.share_clock(market_clock)
         ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))
         return cls(
             client,

@@ -5,12 +5,15 @@ text. `Ledger` (store.py) inherits them and supplies the two reads they are buil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .event import Event
 from .kinds import EventKind
 from .records import MODEL_RECORD_SQL, model_rows
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class NamedReads:
@@ -23,6 +26,25 @@ class NamedReads:
         def events(
             self, where: str = "true", params: Sequence[Any] = (), limit: int | None = None
         ) -> list[Event]: ...
+
+        def _written(self) -> int | None: ...
+
+        _records: dict[str, tuple[int, Any]]
+
+    def _record_read(self, name: str, read: Callable[[], dict[K, V]]) -> dict[K, V]:
+        """Our record of machines and models, read again only once this ledger wrote an event
+        since the last read (each is a query over the `instances` view, tenths of a second:
+        the swap watch and the ranking asked it every market minute, and at a referee's time
+        scale that is many times a wall second). Between two events only a dud whose destroy
+        is under way still ages, by the seconds until its destroy's outcome is written. A
+        ledger another process writes (`_written` None) is read every time."""
+        seq = self._written()
+        hit = self._records.get(name)
+        if seq is None or hit is None or hit[0] != seq:
+            hit = (seq if seq is not None else -1, read())
+            if seq is not None:
+                self._records[name] = hit
+        return dict(hit[1])  # a copy: a caller's change never reaches the next caller
 
     def campaign_events(self, campaign: str, *kinds: EventKind) -> list[Event]:
         """This campaign's events of the given kinds, oldest first."""
@@ -94,6 +116,9 @@ class NamedReads:
         An attempt given up for the campaign's fault, or suspected of it (its abandon names a
         `blame`), or cancelled (the campaign ended, or its operator quit, while it booted)
         says nothing of its host and costs it no reputation."""
+        return self._record_read("machine_record", self._machine_record)
+
+    def _machine_record(self) -> dict[int, tuple[int, int, float]]:
         rows = self._rows(
             "SELECT machine_id, count(*) FILTER (WHERE verified_at IS NOT NULL), "
             "count(*) FILTER (WHERE dud), avg(total_usd) FILTER (WHERE dud) "
@@ -106,7 +131,7 @@ class NamedReads:
 
     def model_record(self) -> dict[str, tuple[int, int, float]]:
         """GPU model -> (delivered, duds, minutes its duds lived in all): see `records.py`."""
-        return model_rows(self._rows(MODEL_RECORD_SQL))
+        return self._record_read("model_record", lambda: model_rows(self._rows(MODEL_RECORD_SQL)))
 
     def bid_exposure(self) -> list[tuple[int, str, float, int]]:
         """Per bid rental, every campaign: (machine, model, hours running on bid, outbids)."""
@@ -116,6 +141,9 @@ class NamedReads:
     def machine_speeds(self) -> dict[int, float]:
         """Machine id -> the mean share of its model's speed its jobs got there (sized jobs
         and jobs with a progress reading): what the ranking by delivered work reads."""
+        return self._record_read("machine_speeds", self._machine_speeds)
+
+    def _machine_speeds(self) -> dict[int, float]:
         rows = self._rows("SELECT machine_id, speed_share FROM hosts WHERE speed_share IS NOT NULL")
         return {int(m): float(v) for m, v in rows if m is not None and v is not None}
 

@@ -120,6 +120,7 @@ class Ledger(NamedReads):
         # operator queries get cursors of their own, never this connection (readonly.py)
         self.__sandbox = QuerySandbox(self.__con, self.__lock)
         self.__seq = self._max_seq()
+        self._records: dict[str, tuple[int, Any]] = {}  # record reads by the seq they saw
 
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -150,6 +151,10 @@ class Ledger(NamedReads):
     def schema_version(self) -> int:
         row = self.__con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row else 1
+
+    def _written(self) -> int | None:
+        """The last event this ledger wrote (None: opened read-only, another process writes)."""
+        return None if self.read_only else self.__seq
 
     def _max_seq(self) -> int:
         row = self.__con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()

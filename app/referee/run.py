@@ -33,7 +33,9 @@ from ..sim.scenario import Scenario
 from ..sim.server import SimServer
 from .floor import delivered, floor, rentables
 from .floor import ratio as floor_ratio
-from .score import RATIO_KEYS, SCORE_KEYS, RunFacts, delivers, score, summarise
+from .lag import LAG_BOUND_S, summarise_valid
+from .pacing import Governor, governed, rerun_if_late, timing
+from .score import RATIO_KEYS, SCORE_KEYS, RunFacts, delivers, score
 from .workers import run_all
 
 __all__ = ["SCORE_KEYS", "default_jobs", "format_table", "policy_from_spec", "referee", "score"]
@@ -57,6 +59,7 @@ class Task:
     job_min: float = (
         0.0  # market minutes each unsized job takes (the referee's own set; 0: unknown)
     )
+    lag_bound_s: float = LAG_BOUND_S  # a run whose lag max passes this is invalid
 
 
 def referee_campaign() -> Campaign:
@@ -105,14 +108,15 @@ async def _run_until(
 ) -> tuple[str, float]:
     """Await a campaign's run, cancelled at market time `deadline`; (why it ended, when)."""
     task = asyncio.ensure_future(run)
-    # The deadline is market time; the clock runs at the scale, so wait in wall seconds.
-    wall = max(0.0, deadline - clock.now()) / clock.time_scale
     try:
-        done, _ = await asyncio.wait({task}, timeout=wall)
+        # the deadline is market time and the clock's scale may change: wait in wall slices
+        while not task.done() and clock.now() < deadline:
+            wall = (deadline - clock.now()) / clock.time_scale
+            await asyncio.wait({task}, timeout=min(max(wall, 0.0), 1.0))
     except asyncio.CancelledError:  # ^C: the run ends before the session closes its client
         await _cancel(task)
         raise
-    if task in done:
+    if task.done():
         return task.result().reason, min(clock.now(), deadline)
     await _cancel(task)
     if not task.cancelled() and task.exception() is not None:
@@ -153,11 +157,13 @@ async def _one_run(
     deadline_s: float,
     log: Callable[[str], None],
     destroy_after: bool = False,
-) -> tuple[RunFacts, list[dict[str, Any]]]:
+    lag_bound_s: float = LAG_BOUND_S,
+) -> tuple[RunFacts, list[dict[str, Any]], Governor]:
     """Run a campaign to its end or to the market-time deadline, then release what it holds
     (`destroy_after`: end it as a person would before the next campaign, destroying every
-    rental it holds, so none stays stopped on a machine, billing storage); its facts, and every
-    job as the policy last saw it (for a kept log)."""
+    rental it holds, so none stays stopped on a machine, billing storage); its facts, every
+    job as the policy last saw it (for a kept log), and the governor that paced its market
+    (its lag: app/referee/pacing.py)."""
     session = Session.open(
         sim.url,
         sim.api_key,
@@ -167,18 +173,20 @@ async def _one_run(
         key,
         log=log,
         artifacts_root=tmp / "artifacts",  # a campaign's own artifacts stay in the run's folder
+        market_clock=sim.market.clock,  # the engine reads the clock the governor steers
     )
     sup = session.sup
     start = sim.market.clock.now()
     ended, finish = "the run failed before its end", start
     try:
         await session.start()
-        try:
-            ended, finish = await _run_until(sup.run(), sim.market.clock, start + deadline_s)
-        except Exception as exc:  # an engine error ends this run, scored as far as it got;
-            # it must not take the other runs of the referee down with it
-            ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"
-            finish = min(sim.market.clock.now(), start + deadline_s)
+        async with governed(sim, sup, start, lag_bound_s) as gov:
+            try:
+                ended, finish = await _run_until(sup.run(), sim.market.clock, start + deadline_s)
+            except Exception as exc:  # an engine error ends this run, scored as far as it got;
+                # it must not take the other runs of the referee down with it
+                ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"
+                finish = min(sim.market.clock.now(), start + deadline_s)
         if destroy_after:
             await end_campaign(sup, True, sup.campaign.name)
         else:
@@ -196,7 +204,7 @@ async def _one_run(
         }
         for j in sup.jobs.jobs
     ]
-    return _facts(sup, start, finish, ended), jobs
+    return _facts(sup, start, finish, ended), jobs, gov
 
 
 def run_name(task: Task) -> str:
@@ -271,6 +279,23 @@ def scored(
 
 
 def run_task(task: Task) -> dict[str, Any]:
+    """One policy on one market, judged for lag: a run the engine could not keep up with is
+    run once more at half the time scale, and marked invalid if it still lags
+    (docs/referee.md, "Time")."""
+    return rerun_if_late(task, _run_task_once, _slower)
+
+
+def _slower(task: Task) -> Task:
+    """The same run at half the time scale (default jobs resized to it)."""
+    sc = task.scenario
+    slower = replace(sc, time_scale=sc.time_scale / 2)
+    camp = task.campaign
+    if camp.jobs == default_jobs(camp.fleet, sc.time_scale):
+        camp = replace(camp, jobs=default_jobs(camp.fleet, slower.time_scale))
+    return replace(task, scenario=slower, campaign=camp)
+
+
+def _run_task_once(task: Task) -> dict[str, Any]:
     """One policy on one market (its own sim, ledger and key): the scored run. Warm: an
     earlier campaign (`warmup_campaign`) runs first on the same market and ledger, and is
     ended and destroyed as its operator would; then the campaign under test is scored, with
@@ -290,7 +315,7 @@ def run_task(task: Task) -> dict[str, Any]:
         try:
             if task.warm:
                 early = warmup_campaign(task.campaign)
-                w_facts, _ = asyncio.run(
+                w_facts, _, w_gov = asyncio.run(
                     _one_run(
                         sim,
                         early,
@@ -301,18 +326,31 @@ def run_task(task: Task) -> dict[str, Any]:
                         task.deadline_s,
                         log,
                         destroy_after=True,
+                        lag_bound_s=task.lag_bound_s,
                     )
                 )
                 w_truth = sim.call(sim.market.truth)
                 warmup = scored(replace(task, campaign=early), sim.market, w_truth, w_facts, False)
+                warmup.update(timing(w_gov, w_truth, w_facts.finish))
                 lines.clear()  # the kept log is the scored campaign's
-            facts, jobs = asyncio.run(
+            facts, jobs, gov = asyncio.run(
                 _one_run(
-                    sim, task.campaign, task.policy, ledger, tmp / "key", tmp, task.deadline_s, log
+                    sim,
+                    task.campaign,
+                    task.policy,
+                    ledger,
+                    tmp / "key",
+                    tmp,
+                    task.deadline_s,
+                    log,
+                    lag_bound_s=task.lag_bound_s,
                 )
             )
             truth = sim.call(sim.market.truth)
             result = scored(task, sim.market, truth, facts, task.warm)
+            result.update(timing(gov, truth, facts.finish))
+            if warmup is not None and not warmup["valid"] and result["valid"]:
+                result["valid"], result["why"] = False, f"its warm-up: {warmup.get('why')}"
         finally:
             ledger.close()
             sim.stop_thread()
@@ -405,18 +443,21 @@ def referee(
     deadline_min: float = DEFAULT_DEADLINE_MIN,
     workers: int | None = None,
     keep_logs: str | None = None,
+    lag_bound_s: float = LAG_BOUND_S,
 ) -> dict[str, Any]:
     """Run every policy on every market and seed; the referee's JSON (docs/referee.md).
-    `keep_logs`: a folder where each run's log, ledger and truth are kept."""
+    `keep_logs`: a folder where each run's log, ledger and truth are kept; `lag_bound_s`:
+    the lag past which a run is rerun slower, then invalid."""
     tasks = plan(
         scenario, campaign, policies, seeds, warm, time_scale, family, family_seed, deadline_min
     )
+    tasks = [replace(t, lag_bound_s=lag_bound_s) for t in tasks]
     if keep_logs:
         Path(keep_logs).mkdir(parents=True, exist_ok=True)
         tasks = [replace(t, keep_logs=str(Path(keep_logs).resolve())) for t in tasks]
     runs = run_tasks(tasks, workers)
     name = f"family:{family_seed}:{family}" if family else (scenario.name if scenario else "")
-    return {"scenario": name, "runs": runs, "summary": summarise(runs, policies)}
+    return {"scenario": name, "runs": runs, "summary": summarise_valid(runs, policies)}
 
 
 def _fmt(v: Any, fmt: str, never: str = "never") -> str:

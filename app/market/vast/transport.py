@@ -13,11 +13,12 @@ import asyncio
 import contextlib
 import contextvars
 import json
+import math
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import httpx
 
@@ -76,6 +77,15 @@ class ClientStats:
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
+class SharedClock(Protocol):
+    """A market clock read in-process (`sim.market.SimClock` has this shape)."""
+
+    @property
+    def time_scale(self) -> float: ...
+
+    def now(self) -> float: ...
+
+
 class Transport:
     def __init__(
         self,
@@ -108,7 +118,8 @@ class Transport:
         self.stats = ClientStats()
         self.market_time: float | None = None  # the market's clock at the last answer
         self._market_time_at = 0.0
-        self.time_scale = 1.0
+        self._time_scale = 1.0
+        self._shared: SharedClock | None = None
 
     def __repr__(self) -> str:
         return f"VastClient({self.base_url!r}, api_key=<hidden>)"
@@ -135,8 +146,25 @@ class Transport:
         await self.aclose()
 
     # -- clock ----------------------------------------------------------------------------
+    def share_clock(self, clock: SharedClock) -> None:
+        """Read the market's clock itself: a simulator in this very process (the referee's),
+        whose scale may change as it runs; extrapolating from the last answer at the old scale
+        would run ahead of the market and then step back."""
+        self._shared = clock
+
+    @property
+    def time_scale(self) -> float:
+        """Market seconds per wall second (1 on a real market)."""
+        return self._shared.time_scale if self._shared is not None else self._time_scale
+
+    @time_scale.setter
+    def time_scale(self, value: float) -> None:
+        self._time_scale = value
+
     def now(self) -> float:
         """Market time: the last answer's clock, advanced by local time since, scaled."""
+        if self._shared is not None:
+            return self._shared.now()
         if self.market_time is None:
             return time.time()
         return self.market_time + (time.monotonic() - self._market_time_at) * self.time_scale
@@ -164,6 +192,9 @@ class Transport:
 
     # -- transport ------------------------------------------------------------------------
     async def _pace(self, kind: str) -> None:
+        if self._shared is not None:
+            await self._pace_market(kind)
+            return
         interval = self.min_intervals.get(kind, 0.0) / max(self.time_scale, 1e-9)
         if interval <= 0:
             return
@@ -173,11 +204,23 @@ class Transport:
                 await asyncio.sleep(wait)
             self._last_call[kind] = time.monotonic()
 
+    async def _pace_market(self, kind: str) -> None:
+        """Pacing on a shared clock, in its own market seconds: it may run slower than its
+        scale says (the referee holds it while the engine cannot run)."""
+        interval = self.min_intervals.get(kind, 0.0)
+        if interval <= 0:
+            return
+        async with self._pace_lock:
+            while (wait := self._last_call.get(kind, -math.inf) + interval - self.now()) > 0:
+                await asyncio.sleep(wait / max(self.time_scale, 1e-9))
+            self._last_call[kind] = self.now()
+
     def _answered(self, kind: str) -> None:
         """The interval runs from the answer too: the market counts it between arrivals, and
         a call sent an interval after the last one went out may still arrive early."""
         if kind in self.min_intervals:
-            self._last_call[kind] = max(self._last_call.get(kind, 0.0), time.monotonic())
+            at = self.now() if self._shared is not None else time.monotonic()
+            self._last_call[kind] = max(self._last_call.get(kind, -math.inf), at)
 
     async def _back_off(self, delay: float) -> None:
         """Wait before a retry: `delay` seconds of the market's time, jittered. The same on the

@@ -1,0 +1,149 @@
+"""How late the engine noticed what its hosts did: each run's lag, and whether it is valid.
+
+A host's event is dated by the simulator (the truth): a boot reaching `running`, the market
+stopping a rental by itself (an outbid, a contract's end), a sized job's last work delivered.
+The engine's notice is dated by the engine: the phase move its poll made on seeing the row, or
+the job it marked done. The lag of one event is the market seconds between the two. An event
+still unnoticed counts with its age so far, but only while the engine could still see it (the
+instance still in the state the event put it in): a job finished on a host that then went dark
+is work lost, not lag.
+
+Pure: truth rows and the engine's notices in, figures out (docs/referee.md, "Lag").
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.lifecycle import Phase
+from .score import summarise
+
+# market seconds a run's lag may reach (its max) before the run is invalid: a few polls at the
+# default 10 s interval, plus a job check's round trip
+LAG_BOUND_S = 120.0
+# market seconds by which an engine's stamp may precede the truth's time of the same event: a
+# poll's answer is stamped as the market starts to serve it, the row's status a moment later
+STAMP_SLACK_S = 30.0
+
+_BEFORE_RUNNING = frozenset({Phase.REQUESTED, Phase.BOOTING})
+_GONE = frozenset({Phase.STOPPED, Phase.ABANDONED, Phase.DESTROYED, Phase.LOST})
+
+
+@dataclass(frozen=True)
+class HostEvent:
+    kind: str  # "boot", "stop" or "job_exit"
+    instance_id: int
+    at: float  # market time, the truth's
+    job: str | None = None
+
+
+@dataclass(frozen=True)
+class Notices:
+    """What the engine did that dates its notice: each instance's phase moves (market time,
+    phase entered), in order, and each job it saw finish, by (job, instance)."""
+
+    moves: Mapping[int, tuple[tuple[float, Phase], ...]]
+    jobs_done: Mapping[tuple[str, int], float]
+
+
+def host_events(truth: Mapping[str, Any], start: float, until: float) -> list[HostEvent]:
+    """The events of the run's own instances (created from `start`) up to `until`."""
+    ours = {int(r["id"]): r for r in truth.get("instances", []) if float(r["created_at"]) >= start}
+    events: list[HostEvent] = []
+    for iid, r in ours.items():
+        if r.get("running_at") is not None:
+            events.append(HostEvent("boot", iid, float(r["running_at"])))
+        stops = list(r.get("outbid_at") or [])
+        if r.get("market_stopped_at") is not None:
+            stops.append(r["market_stopped_at"])
+        events += [HostEvent("stop", iid, float(t)) for t in stops]
+    for j in truth.get("jobs", []):
+        if j.get("done_at") is not None and int(j["instance_id"]) in ours:
+            events.append(
+                HostEvent("job_exit", int(j["instance_id"]), float(j["done_at"]), j["job"])
+            )
+    return sorted((e for e in events if e.at <= until), key=lambda e: e.at)
+
+
+def _phase_at(moves: Iterable[tuple[float, Phase]], at: float) -> Phase | None:
+    phase = None
+    for t, p in moves:
+        if t > at:
+            break
+        phase = p
+    return phase
+
+
+def noticed_at(event: HostEvent, notices: Notices) -> float | None:
+    """When the engine noticed `event` (None: not yet, or it never could: the engine had let
+    the rental go before the market stopped it)."""
+    if event.kind == "job_exit":
+        assert event.job is not None
+        return notices.jobs_done.get((event.job, event.instance_id))
+    moves = notices.moves.get(event.instance_id, ())
+    after = event.at - STAMP_SLACK_S
+    if event.kind == "boot":
+        return next((t for t, p in moves if p not in _BEFORE_RUNNING and t >= after), None)
+    if _phase_at(moves, event.at) in _GONE:
+        return event.at  # already let go by the engine: nothing to notice
+    return next((t for t, p in moves if p in _GONE and t >= after), None)
+
+
+def still_visible(event: HostEvent, row: Mapping[str, Any] | None) -> bool:
+    """Whether the engine could still notice an event it has not: its instance is still in
+    the state the event put it in (running after a boot or a job's end, stopped after a stop)."""
+    if row is None or row.get("destroyed_at") is not None:
+        return False
+    running = row.get("actual_status") == "running"
+    return not running if event.kind == "stop" else running
+
+
+def lags(truth: Mapping[str, Any], notices: Notices, start: float, now: float) -> list[float]:
+    """Market seconds from each event to its notice; an event still unnoticed but visible
+    counts with its age at `now` (it was at least that late)."""
+    rows = {int(r["id"]): r for r in truth.get("instances", [])}
+    out: list[float] = []
+    for e in host_events(truth, start, now):
+        seen = noticed_at(e, notices)
+        if seen is not None:
+            out.append(max(0.0, seen - e.at))
+        elif still_visible(e, rows.get(e.instance_id)):
+            out.append(now - e.at)
+    return out
+
+
+def lag_figures(values: list[float]) -> dict[str, Any]:
+    """`{"median", "max", "events"}` in market seconds (null when there was no event)."""
+    if not values:
+        return {"median": None, "max": None, "events": 0}
+    return {
+        "median": round(statistics.median(values), 1),
+        "max": round(max(values), 1),
+        "events": len(values),
+    }
+
+
+def judge(lag_s: Mapping[str, Any], bound_s: float) -> tuple[bool, str | None]:
+    """(valid, why not): a run whose lag max passed the bound measured the box, not the
+    policy."""
+    worst = lag_s.get("max")
+    if worst is not None and worst > bound_s:
+        return False, (
+            f"the engine noticed a host's event {worst:.0f} market s late "
+            f"(bound {bound_s:g} s): the box was too slow for this time scale"
+        )
+    return True, None
+
+
+def summarise_valid(runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
+    """The summary over valid runs only, each policy saying how many of its runs were set
+    aside as invalid (`invalid`): a lagging run is never scored silently."""
+    summary = summarise([r for r in runs if r.get("valid", True)], policies)
+    for policy in policies:
+        summary[policy]["invalid"] = sum(
+            1 for r in runs if r["policy"] == policy and not r.get("valid", True)
+        )
+    return summary
