@@ -247,3 +247,21 @@ def test_the_engine_fills_its_fleet_on_a_market_that_churns(make_sim, tmp_path):
     assert all("no_such_ask" in str(e.detail) + e.reason for e in refused)
     gone = {e.machine_id for e in refused}
     assert all(record.get(mid, (0, 0, 0.0))[1] == 0 for mid in gone)
+
+
+def test_a_listing_keeps_its_id_as_long_as_it_lasts():
+    mk = _market(
+        offers=200, churn={"presence": [0.5, 1.0], "window_min": 15, "relist_new_id": True}
+    )
+    sc = mk.scenario
+    w = sc.churn.window_min * 60
+    k0 = churn.window(sc.churn, T0)
+    for m in mk.machines:
+        run: set[int] = set()
+        for k in range(k0, k0 + 300):  # 75 hours: past the walk back of long listings
+            if mk.listed(m, k * w):
+                run.add(mk.offer_id(m, k * w))
+            else:
+                assert len(run) <= 1, m.id  # one id per listing, however long it lasts
+                run = set()
+        assert len(run) <= 1

@@ -70,6 +70,10 @@ def offer_id_at(seed: int, c: Churn, m: Machine, t: float) -> int:
     start = k
     while start > k - _WALK_BACK and _listed(seed, m.id, share, start - 1):
         start -= 1
+    # a listing that lasts the whole walk keeps the machine's standing id, so that one id holds
+    # however long the listing lasts (seen from its start or from past the walk)
+    if all(_listed(seed, m.id, share, j) for j in range(start, start + _WALK_BACK)):
+        return m.offer_id
     pick = keyed_rng(seed, "relist", m.id, start).randrange(RELIST_IDS)
     return offer_ids(m)[pick]
 
