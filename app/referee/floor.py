@@ -100,7 +100,7 @@ def _offers(m: Rentable, w: Work) -> list[tuple[float, float, bool]]:
 def _fill(machines: Sequence[Rentable], w: Work) -> tuple[float, float]:
     """(USD, units on the tier) of `w`'s units bought cheapest first from every machine's
     pieces; units no machine could take within the window are left unpriced (a floor)."""
-    pieces = sorted((p for m in machines if m.tflops > 0 for p in _offers(m, w)), key=_cost)
+    pieces = sorted((p for m in machines for p in _offers(m, w)), key=lambda p: p[1])
     need, usd, tier = w.hours, 0.0, 0.0
     for units, per_unit, on_tier in pieces:
         if need <= EPS:
@@ -110,10 +110,6 @@ def _fill(machines: Sequence[Rentable], w: Work) -> tuple[float, float]:
         tier += take if on_tier else 0.0
         need -= take
     return usd, tier
-
-
-def _cost(piece: tuple[float, float, bool]) -> float:
-    return piece[1]
 
 
 def floor(machines: Sequence[Rentable], work: Iterable[Work], gpu_billing: str) -> Floor:

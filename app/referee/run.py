@@ -1,8 +1,8 @@
 """The policy referee: the same markets, the same seeds, several policies, scored from the
 simulator's truth (never from the engine's own ledger). One shipped scenario (`--scenario`) or a
 family of drawn markets (`--family N`, see app/sim/family.py). Each run has a market-time
-deadline, runs go to parallel processes, and the scoring lives in app/referee_score.py.
-See docs/referee.md."""
+deadline, runs go to parallel processes; the scoring lives in score.py, each run's floor in
+floor.py, the campaigns played in campaigns.py, the table in table.py. See docs/referee.md."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.bidding import eligible
-from ..core.campaign import Campaign, Job
+from ..core.campaign import Campaign
 from ..core.errors import ConfigError
 from ..core.lifecycle import Phase
 from ..core.policy import Policy, get_policy
@@ -31,18 +31,37 @@ from ..sim.family import draw_family
 from ..sim.market import SimClock, SimMarket
 from ..sim.scenario import Scenario
 from ..sim.server import SimServer
+from .campaigns import (
+    DEFAULT_JOB_MIN,
+    JOBS_PER_INSTANCE,
+    default_jobs,
+    known_job_min,
+    referee_campaign,
+    warmup_campaign,
+    with_jobs,
+)
 from .floor import delivered, floor, rentables
 from .floor import ratio as floor_ratio
 from .lag import LAG_BOUND_S, summarise_valid
 from .pacing import Governor, governed, rerun_if_late, timing
-from .score import RATIO_KEYS, SCORE_KEYS, RunFacts, delivers, score
+from .score import SCORE_KEYS, RunFacts, delivers, score
+from .table import format_table
 from .workers import run_all
 
-__all__ = ["SCORE_KEYS", "default_jobs", "format_table", "policy_from_spec", "referee", "score"]
+__all__ = [
+    "DEFAULT_JOB_MIN",
+    "JOBS_PER_INSTANCE",
+    "SCORE_KEYS",
+    "default_jobs",
+    "format_table",
+    "policy_from_spec",
+    "referee",
+    "referee_campaign",
+    "score",
+    "warmup_campaign",
+]
 
 DEFAULT_DEADLINE_MIN = 360.0  # market minutes a run may take before it scores "never"
-DEFAULT_JOB_MIN = 30.0  # market minutes each default job computes
-JOBS_PER_INSTANCE = 2  # default job set: two jobs per fleet slot (hold and batch pays)
 
 
 @dataclass(frozen=True)
@@ -56,35 +75,9 @@ class Task:
     warm: bool
     deadline_s: float
     keep_logs: str | None = None  # a folder: each run's log, ledger, truth and jobs kept there
-    job_min: float = (
-        0.0  # market minutes each unsized job takes (the referee's own set; 0: unknown)
-    )
+    # market minutes each unsized job takes (the referee's own default set; 0: unknown)
+    job_min: float = 0.0
     lag_bound_s: float = LAG_BOUND_S  # a run whose lag max passes this is invalid
-
-
-def referee_campaign() -> Campaign:
-    """The campaign refereed when none is given: the demo's terms (image, disk, price ceiling)
-    without the demo's own jobs, which are sized in wall seconds for watching the dashboard
-    (at the referee's 600x, a 40-second sleep is 400 market minutes: no policy would finish the
-    work within the deadline). Each market then gets the default job set, sized to its fleet."""
-    from ..core.campaign import parse_campaign
-    from ..run.dashboard import DEMO_CAMPAIGN
-
-    text = DEMO_CAMPAIGN.replace('"demo"', '"referee"')
-    return replace(parse_campaign(text, "referee campaign"), jobs=())
-
-
-def default_jobs(
-    fleet: int, time_scale: float, job_min: float = DEFAULT_JOB_MIN
-) -> tuple[Job, ...]:
-    """The referee's job set for a campaign that brings none: JOBS_PER_INSTANCE jobs per fleet
-    slot, each computing `job_min` market minutes (a sleep: the sim runs jobs in wall time, so the
-    wall length follows the time scale)."""
-    wall = max(0.2, job_min * 60 / time_scale)
-    run = f'python3 -c "import time; time.sleep({wall:.3f})"'
-    return tuple(
-        Job(name=f"ref-{i + 1}", run=run, retries=3) for i in range(JOBS_PER_INSTANCE * fleet)
-    )
 
 
 def policy_from_spec(spec: str) -> Policy:
@@ -240,14 +233,6 @@ def _keep(
     (out / "truth.json").write_text(json.dumps(truth, indent=1))
 
 
-def warmup_campaign(campaign: Campaign) -> Campaign:
-    """The earlier campaign of a warm run: the same terms and the same jobs' shapes, under
-    another name and with its jobs renamed, so the scored campaign adopts none of its rentals
-    or jobs and learns from it only what the shared ledger remembers."""
-    jobs = tuple(replace(j, name=f"w-{j.name}"[:64]) for j in campaign.jobs)
-    return replace(campaign, name=f"w-{campaign.name}"[:64], jobs=jobs)
-
-
 def scored(
     task: Task, market: SimMarket, truth: dict[str, Any], facts: RunFacts, warm: bool
 ) -> dict[str, Any]:
@@ -361,20 +346,6 @@ def _run_task_once(task: Task) -> dict[str, Any]:
     return result
 
 
-def _with_jobs(campaign: Campaign, time_scale: float) -> Campaign:
-    return (
-        campaign
-        if campaign.jobs
-        else replace(campaign, jobs=default_jobs(campaign.fleet, time_scale))
-    )
-
-
-def _job_min(campaign: Campaign) -> float:
-    """Market minutes each of the campaign's unsized jobs takes, where the referee knows it:
-    its own default set's (a campaign's own unsized jobs take what their commands take)."""
-    return 0.0 if campaign.jobs else DEFAULT_JOB_MIN
-
-
 def plan(
     scenario: Scenario | None,
     campaign: Campaign,
@@ -411,17 +382,17 @@ def plan(
             )
             for k in range(seeds):
                 sc = replace(m.scenario, seed=m.scenario.seed + k, time_scale=time_scale or 600.0)
-                camp_k = _with_jobs(camp, sc.time_scale)  # default jobs sized to this fleet
+                camp_k = with_jobs(camp, sc.time_scale)  # default jobs sized to this fleet
                 tasks += [
-                    Task(m.index, sc, camp_k, p, warm, deadline_s, job_min=_job_min(camp))
+                    Task(m.index, sc, camp_k, p, warm, deadline_s, job_min=known_job_min(camp))
                     for p in policies
                 ]
         return tasks
     assert scenario is not None
     for k in range(seeds):
         sc = replace(scenario, seed=scenario.seed + k, time_scale=time_scale or scenario.time_scale)
-        camp = _with_jobs(campaign, sc.time_scale)
-        job_min = _job_min(campaign)
+        camp = with_jobs(campaign, sc.time_scale)
+        job_min = known_job_min(campaign)
         tasks += [Task(0, sc, camp, p, warm, deadline_s, job_min=job_min) for p in policies]
     return tasks
 
@@ -458,48 +429,3 @@ def referee(
     runs = run_tasks(tasks, workers)
     name = f"family:{family_seed}:{family}" if family else (scenario.name if scenario else "")
     return {"scenario": name, "runs": runs, "summary": summarise_valid(runs, policies)}
-
-
-def _fmt(v: Any, fmt: str, never: str = "never") -> str:
-    return never if v is None else f"{v:{fmt}}"
-
-
-def format_table(result: dict[str, Any]) -> str:
-    markets = len({r["market"] for r in result["runs"]})
-    lines = [
-        f"referee: {result['scenario']}, {markets} market(s), {len(result['runs'])} run(s); "
-        "medians over runs (never = not within the deadline)"
-    ]
-    lines.append(
-        f"{'policy':8} {'total $':>8} {'to done min':>11} {'dud $':>7} {'duds':>5} "
-        f"{'dud life':>8} {'false kills':>11} {'to fleet min':>12} {'$/GPU-h':>8} "
-        f"{'$ vs seed':>9} {'done vs':>8} {'dud$ vs':>8} {'fleet vs':>8} {'vs floor':>8}"
-    )
-    for policy, s in result["summary"].items():
-
-        def x(key: str, s: dict[str, Any] = s) -> str:
-            return _fmt(s.get(key), ".2f", "-") + ("x" if s.get(key) is not None else "")
-
-        lines.append(
-            f"{policy:8} {_fmt(s['total_usd'], '.3f'):>8} {_fmt(s['time_to_done_min'], '.0f'):>11} "
-            f"{_fmt(s['dud_usd'], '.3f'):>7} {_fmt(s['duds'], '.0f'):>5} "
-            f"{_fmt(s['dud_mean_lifetime_min'], '.1f'):>8} {_fmt(s['false_kills'], '.0f'):>11} "
-            f"{_fmt(s['time_to_fleet_min'], '.0f'):>12} {_fmt(s['usd_per_gpu_hour'], '.3f'):>8} "
-            f"{x('total_usd_vs_seed'):>9} {x('time_to_done_vs_seed'):>8} "
-            f"{x('dud_usd_vs_seed'):>8} {x('time_to_fleet_vs_seed'):>8} {x('vs_floor'):>8}"
-        )
-    for policy, s in result["summary"].items():
-        w = s.get("worst_market")
-        if policy != "seed" and w is not None and markets > 1:
-
-            def shown(k: str, w: dict[str, Any] = w) -> str:
-                if w[k] is not None:
-                    return f"{w[k]:.2f}x"
-                return "never" if RATIO_KEYS[k] in w.get("never", ()) else "-"
-
-            ratios = ", ".join(
-                f"{k.removesuffix('_vs_seed')} {shown(k)}"
-                for k in ("total_usd_vs_seed", "time_to_done_vs_seed", "dud_usd_vs_seed")
-            )
-            lines.append(f"{policy}: worst market {w['market']} against seed: {ratios}")
-    return "\n".join(lines)

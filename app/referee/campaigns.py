@@ -1,0 +1,59 @@
+"""The campaigns the referee plays: the one refereed when none is given, the default job set
+a campaign without jobs gets, and a warm run's earlier campaign."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..core.campaign import Campaign, Job
+
+DEFAULT_JOB_MIN = 30.0  # market minutes each default job computes
+JOBS_PER_INSTANCE = 2  # default job set: two jobs per fleet slot (hold and batch pays)
+
+
+def referee_campaign() -> Campaign:
+    """The campaign refereed when none is given: the demo's terms (image, disk, price ceiling)
+    without the demo's own jobs, which are sized in wall seconds for watching the dashboard
+    (at the referee's 600x, a 40-second sleep is 400 market minutes: no policy would finish the
+    work within the deadline). Each market then gets the default job set, sized to its fleet."""
+    from ..core.campaign import parse_campaign
+    from ..run.dashboard import DEMO_CAMPAIGN
+
+    text = DEMO_CAMPAIGN.replace('"demo"', '"referee"')
+    return replace(parse_campaign(text, "referee campaign"), jobs=())
+
+
+def default_jobs(
+    fleet: int, time_scale: float, job_min: float = DEFAULT_JOB_MIN
+) -> tuple[Job, ...]:
+    """The referee's job set for a campaign that brings none: JOBS_PER_INSTANCE jobs per fleet
+    slot, each computing `job_min` market minutes (a sleep: the sim runs jobs in wall time, so the
+    wall length follows the time scale)."""
+    wall = max(0.2, job_min * 60 / time_scale)
+    run = f'python3 -c "import time; time.sleep({wall:.3f})"'
+    return tuple(
+        Job(name=f"ref-{i + 1}", run=run, retries=3) for i in range(JOBS_PER_INSTANCE * fleet)
+    )
+
+
+def with_jobs(campaign: Campaign, time_scale: float) -> Campaign:
+    """The campaign with its own jobs, or the default set sized to its fleet."""
+    return (
+        campaign
+        if campaign.jobs
+        else replace(campaign, jobs=default_jobs(campaign.fleet, time_scale))
+    )
+
+
+def known_job_min(campaign: Campaign) -> float:
+    """Market minutes each of the campaign's unsized jobs takes, where the referee knows it:
+    its own default set's (a campaign's own unsized jobs take what their commands take)."""
+    return 0.0 if campaign.jobs else DEFAULT_JOB_MIN
+
+
+def warmup_campaign(campaign: Campaign) -> Campaign:
+    """The earlier campaign of a warm run: the same terms and the same jobs' shapes, under
+    another name and with its jobs renamed, so the scored campaign adopts none of its rentals
+    or jobs and learns from it only what the shared ledger remembers."""
+    jobs = tuple(replace(j, name=f"w-{j.name}"[:64]) for j in campaign.jobs)
+    return replace(campaign, name=f"w-{campaign.name}"[:64], jobs=jobs)
