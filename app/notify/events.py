@@ -21,17 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from ..core.text import clean
-from .wording import (
-    FIELD_LIMIT,
-    cap,
-    duration,
-    job_clause,
-    machine_clause,
-    plural,
-    redact,
-    released,
-    safe,
-)
+from . import wording
+from .wording import FIELD_LIMIT, cap, duration, job_clause, machine_clause, redact, safe
 
 LEVELS: Final = ("info", "notice", "warning", "critical")
 DEFAULT_MIN_LEVEL: Final = "notice"
@@ -301,7 +292,7 @@ def controller_trapped(
         + (f"{destroyed} destroyed, " if destroyed else "")
         + f"{left} left",
         happened=f"The controller was interrupted by {safe(signal_name)}.",
-        did=f"{released(stopped, destroyed)}{tail}",
+        did=f"{wording.released(stopped, destroyed)}{tail}",
         todo="Check the console for anything still running"
         + (" and stop it" if left else "")
         + "; start the controller again to adopt what remains.",
@@ -316,7 +307,7 @@ def controller_exit(
     did = (
         "Left its instances running (--detach), as asked."
         if detached
-        else released(stopped, destroyed)
+        else wording.released(stopped, destroyed)
     )
     return _notice(
         CONTROLLER_EXIT,
@@ -365,10 +356,10 @@ def campaign_end(
         CAMPAIGN_END,
         campaign,
         f"{safe(campaign)}: done, ${spent_usd:.2f} spent, {rate}",
-        happened=f"The campaign ended: {plural(creates, 'create')}, {plural(duds, 'dud')}"
+        happened=f"The campaign ended: {wording.plural(creates, 'create')}, {wording.plural(duds, 'dud')}"
         + (f" (and {apart} more never delivered: outbid or cancelled)" if apart else "")
         + f", ${spent_usd:.2f} spent, {rate}{jobs}.",
-        did=released(stopped, destroyed),
+        did=wording.released(stopped, destroyed),
         todo="Read the full receipt with `rentwatch receipt`; destroy what you no longer need "
         "(stopped instances bill storage).",
         key=f"{CAMPAIGN_END}:{campaign}",

@@ -120,6 +120,10 @@ class Scenario:
     preload_label: str = "preload"  # their labels are "<preload_label>:<n>" (a campaign's own,
     # "rw:<campaign>", makes them that campaign's rentals)
     bids: Bids = field(default_factory=Bids)  # `[bids]`: the interruptible tier's rivals
+    # the share of bid creates the market rents on-demand instead, at the on-demand price (a
+    # create without its bid price rents on-demand, and its answer does not say which type it
+    # rented: vast-cli SKILL.md, PR #403); 0: every bid create is a bid rental
+    bid_rents_on_demand: float = 0.0
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -209,6 +213,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "gpu",
         "webhooks",
         "bids",
+        "bid_rents_on_demand",
     }
     for key in data:
         if key not in known:
@@ -274,6 +279,13 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     preload_label = data.get("preload_label", "preload")
     if not isinstance(preload_label, str) or not preload_label.strip():
         raise ConfigError(f"preload_label: expected a label, got {preload_label!r}")
+    on_demand = data.get("bid_rents_on_demand", 0.0)
+    if (
+        not isinstance(on_demand, int | float)
+        or isinstance(on_demand, bool)
+        or not 0 <= on_demand <= 1
+    ):
+        raise ConfigError(f"bid_rents_on_demand: expected a share in 0..1, got {on_demand!r}")
     hooks = data.get("webhooks", {})
     if not isinstance(hooks, dict) or set(hooks) - {"url", "secret"}:
         raise ConfigError("webhooks: expected a table with url and secret")
@@ -283,6 +295,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     if not isinstance(secret, str) or (url and not secret):
         raise ConfigError("webhooks.secret: expected the secret the events are signed with")
     return Scenario(
+        bid_rents_on_demand=float(on_demand),
         webhook_url=url,
         webhook_secret=secret,
         seed=seed,

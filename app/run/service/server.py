@@ -110,6 +110,7 @@ class ServiceServer:
         self.listeners: list[Listener] = []
         self._traced_at: float | None = None
         self._traces_held = 0
+        self.monotonic = time.monotonic  # the clock the traceback's rate limit reads
 
     # -- the app ---------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -188,7 +189,7 @@ class ServiceServer:
     def _trace(self, exc: Exception) -> None:
         """A request's unexpected error on stderr: its traceback once per `TRACE_BURST_S`, the
         rest counted (a client chooses how often it sends what fails)."""
-        now = time.monotonic()
+        now = self.monotonic()
         if self._traced_at is not None and now - self._traced_at < TRACE_BURST_S:
             self._traces_held += 1
             return
