@@ -352,13 +352,14 @@ def campaign_end(
     its end stopped and destroyed, as recorded."""
     rate = f"${usd_per_gpu_hour:.2f}/GPU-h" if usd_per_gpu_hour is not None else "no GPU-h"
     jobs = f", {jobs_finished} job(s) finished" if jobs_finished is not None else ""
+    counts = f"{wording.plural(creates, 'create')}, {wording.plural(duds, 'dud')}"
+    if apart:
+        counts += f" (and {apart} more never delivered: outbid or cancelled)"
     return _notice(
         CAMPAIGN_END,
         campaign,
         f"{safe(campaign)}: done, ${spent_usd:.2f} spent, {rate}",
-        happened=f"The campaign ended: {wording.plural(creates, 'create')}, {wording.plural(duds, 'dud')}"
-        + (f" (and {apart} more never delivered: outbid or cancelled)" if apart else "")
-        + f", ${spent_usd:.2f} spent, {rate}{jobs}.",
+        happened=f"The campaign ended: {counts}, ${spent_usd:.2f} spent, {rate}{jobs}.",
         did=wording.released(stopped, destroyed),
         todo="Read the full receipt with `rentwatch receipt`; destroy what you no longer need "
         "(stopped instances bill storage).",
