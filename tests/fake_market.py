@@ -96,6 +96,7 @@ class Box:
             uptime_mins=self.uptime_mins,
             min_bid=self.min_bid,
             end_date=self.end_date,
+            is_bid=self.bid is not None,
         )
 
 
@@ -118,6 +119,10 @@ class FakeMarket:
         self.attached: dict[int, list[str]] = {}  # instance id -> keys attached to it
         self.lie_create_id: int | None = None  # the next create answers with this id instead
         self.bad_rows: dict[int, dict[str, Any]] = {}  # instance id -> fields its row garbles
+        # the next bid creates: rented on-demand instead (a create that lost its bid price),
+        # or held at this bid instead of the one sent
+        self.rents_on_demand = False
+        self.holds_bid_at: float | None = None
 
     # -- clock ---------------------------------------------------------------------------
     def now(self) -> float:
@@ -173,7 +178,8 @@ class FakeMarket:
     ) -> CreateResult:
         self._call("create_instance", offer_id)
         o = next(o for o in self.offers if o.id == offer_id)
-        box = Box(self.next_id, o, label, image, self.t, bid=price)
+        held = None if self.rents_on_demand else (self.holds_bid_at or price)
+        box = Box(self.next_id, o, label, image, self.t, bid=price if price is None else held)
         self.boxes[box.id] = box
         self.next_id += 1
         lie, self.lie_create_id = self.lie_create_id, None

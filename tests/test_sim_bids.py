@@ -109,7 +109,8 @@ def test_bid_api_search_create_too_low_and_change(make_sim):
     iid = low.json()["new_contract"]
     row = httpx.get(f"{url}/api/v0/instances/{iid}/", headers=AUTH).json()["instances"]
     assert (row["actual_status"], row["intended_status"], row["cur_state"]) == ("stopped",) * 3
-    assert "is_bid" not in row and row["min_bid"] > 0
+    # the instance row says its type (`is_bid`, the OpenAPI's example field; [AC] 3): a bid
+    assert row["is_bid"] is True and row["min_bid"] > 0
     # the truth says the market held it stopped from its create (no outbid: it never ran)
     [t] = [r for r in sim.call(sim.market.truth)["instances"] if r["id"] == iid]
     assert t["outbid_at"] == [] and t["bid_lost_at"] == [pytest.approx(t["created_at"])]

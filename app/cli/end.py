@@ -223,7 +223,8 @@ def run(args: argparse.Namespace) -> int:
     if not held and remote is None:
         print(f"nothing of {name} is left billing")
         return 0
-    ran_on = _ran_on(ledger, name)
+    # the market the campaign rented on (a controller holding the ledger rents on its own)
+    ran_on = _ran_on(ledger, name) if remote is None else None
     if remote is None:  # refused before the name is asked for, not after
         _same_market(ran_on, name, args.market_url)
     for line in _listing(name, held, args.destroy) if held else [f"{name} holds nothing"]:

@@ -226,6 +226,8 @@ class Instance:
     # instance", openapi.yaml's instance schema) and the host's contract end (`end_date`)
     min_bid: float | None = None
     end_date: float | None = None
+    # the rental's type: a bid (interruptible) rental or not; None where the row does not say
+    is_bid: bool | None = None
 
     @property
     def known_status(self) -> str | None:
@@ -279,4 +281,5 @@ class Instance:
             uptime_mins=_soft(row, "uptime_mins", 0.0),
             min_bid=_soft(row, "min_bid", 0.0, MAX_DPH),
             end_date=_soft(row, "end_date", 0.0),
+            is_bid=row["is_bid"] if isinstance(row.get("is_bid"), bool) else None,
         )

@@ -10,6 +10,7 @@ from typing import Any
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance, Offer
+from ..core.rental_check import rental_mismatch
 from ..core.rows import campaign_label
 from ..ledger import EventKind
 from ..market.errors import REFUSALS, CreateResult
@@ -220,7 +221,60 @@ class Actions:
             f"create i:{a.instance_id} m:{offer.machine_id} {offer.gpu_name} "
             f"${offer.dph_total:.3f}/h ({self.fleet.creates}/{self.campaign.max_creates}) - {why}"
         )
+        if not await self._as_asked(a, offer, actor):
+            return None
         return a
+
+    async def _as_asked(self, a: Attempt, offer: Offer, actor: str) -> bool:
+        """Show the new rental and check it is what the create asked for: its type (bid or
+        on-demand) and its price (`core.rental_check`). A mismatch is a `rental_mismatch`
+        event with its fix: the wrong type (or an on-demand price over the ceiling) given up
+        and destroyed, the rules renting again (False); a bid held at another price bid again
+        at ours. A row the market does not show yet is checked by nothing more (said)."""
+        try:
+            inst = await self.market.show_instance(a.instance_id)
+        except REFUSALS as exc:
+            self.journal.say(f"create i:{a.instance_id} not shown ({exc}): its type is unchecked")
+            return True
+        if inst is None:
+            return True
+        miss = rental_mismatch(a.bid, offer.dph_base, self.campaign.max_dph, inst)
+        if miss is None:
+            return True
+        at = self.market.answered_at()
+        detail = {
+            "what": miss.what,
+            "fix": miss.fix,
+            "asked_bid": a.bid,
+            "offer_dph": offer.dph_base,
+            "dph": miss.dph,
+            "is_bid": miss.rented_bid,
+        }
+        self.journal.fact(
+            K.RENTAL_MISMATCH, a, at=at, actor=actor, ok=False, reason=miss.reason, detail=detail
+        )
+        self.journal.say(f"create i:{a.instance_id} NOT AS ASKED: {miss.reason} ({miss.fix})")
+        if miss.fix == "rebid" and a.bid is not None:
+            try:
+                await self.market.change_bid(a.instance_id, a.bid)
+            except REFUSALS as exc:
+                self.journal.fact(
+                    K.REBID, a, at=at, actor=actor, ok=False, reason=f"refused ({exc})",
+                    detail={"price": a.bid, "old": miss.dph},
+                )  # fmt: skip
+                return True
+            self.journal.fact(
+                K.REBID, a, at=self.market.answered_at(), actor=actor, ok=True,
+                reason=f"the rental is held at ${miss.dph:.4f}/h, asked ${a.bid:.4f}/h",
+                detail={"price": a.bid, "old": miss.dph},
+            )  # fmt: skip
+            return True
+        if miss.fix == "replace":
+            why = f"not as asked: {miss.reason}"
+            self.journal.give_up(a, at, actor, why, "cancelled", {"mismatch": miss.what})
+            await self.destroy(a, actor, why)
+            return False
+        return True
 
     async def _landed_after_end(self, a: Attempt, actor: str, reason: str) -> None:
         """A create sent before the campaign's end and answered after it: the end's sweep of

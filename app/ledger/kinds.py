@@ -53,6 +53,9 @@ class EventKind(StrEnum):
     # a moved job's newer state copied off its paused rental onto its next host
     # (PUT commands/copy_direct): asked (`phase` intent), landed or given up (outcome)
     RESCUED = "rescued"
+    # a rental that is not what its create asked for (its type or price, read off the market's
+    # row right after the create: core/rental_check.py), and the fix it got
+    RENTAL_MISMATCH = "rental_mismatch"
 
 
 EVENT_KINDS = frozenset(k.value for k in EventKind)

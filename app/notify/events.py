@@ -19,17 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from ..core.text import clean
-from .wording import (
-    FIELD_LIMIT,
-    cap,
-    duration,
-    job_clause,
-    machine_clause,
-    plural,
-    redact,
-    released,
-    safe,
-)
+from . import wording
+from .wording import FIELD_LIMIT, cap, duration, job_clause, machine_clause, redact, safe
 
 LEVELS: Final = ("info", "notice", "warning", "critical")
 DEFAULT_MIN_LEVEL: Final = "notice"
@@ -299,7 +290,7 @@ def controller_trapped(
         + (f"{destroyed} destroyed, " if destroyed else "")
         + f"{left} left",
         happened=f"The controller was interrupted by {safe(signal_name)}.",
-        did=f"{released(stopped, destroyed)}{tail}",
+        did=f"{wording.released(stopped, destroyed)}{tail}",
         todo="Check the console for anything still running"
         + (" and stop it" if left else "")
         + "; start the controller again to adopt what remains.",
@@ -314,7 +305,7 @@ def controller_exit(
     did = (
         "Left its instances running (--detach), as asked."
         if detached
-        else released(stopped, destroyed)
+        else wording.released(stopped, destroyed)
     )
     return _notice(
         CONTROLLER_EXIT,
@@ -359,14 +350,15 @@ def campaign_end(
     its end stopped and destroyed, as recorded."""
     rate = f"${usd_per_gpu_hour:.2f}/GPU-h" if usd_per_gpu_hour is not None else "no GPU-h"
     jobs = f", {jobs_finished} job(s) finished" if jobs_finished is not None else ""
+    counts = f"{wording.plural(creates, 'create')}, {wording.plural(duds, 'dud')}"
+    if apart:
+        counts += f" (and {apart} more never delivered: outbid or cancelled)"
     return _notice(
         CAMPAIGN_END,
         campaign,
         f"{safe(campaign)}: done, ${spent_usd:.2f} spent, {rate}",
-        happened=f"The campaign ended: {plural(creates, 'create')}, {plural(duds, 'dud')}"
-        + (f" (and {apart} more never delivered: outbid or cancelled)" if apart else "")
-        + f", ${spent_usd:.2f} spent, {rate}{jobs}.",
-        did=released(stopped, destroyed),
+        happened=f"The campaign ended: {counts}, ${spent_usd:.2f} spent, {rate}{jobs}.",
+        did=wording.released(stopped, destroyed),
         todo="Read the full receipt with `rentwatch receipt`; destroy what you no longer need "
         "(stopped instances bill storage).",
         key=f"{CAMPAIGN_END}:{campaign}",

@@ -188,7 +188,8 @@ class ListRoutes:
             "start_date": inst.created_at,
             "extra_env": [[k, v] for k, v in inst.env.items()],
             "onstart": inst.onstart,
-            "dph_base": inst.gpu_dph,
+            "dph_base": inst.gpu_dph,  # a bid rental's: its bid
+            "is_bid": inst.bid is not None,  # the rental's type (docs/fidelity.md)
             "dph_total": round(inst.gpu_dph + inst.storage_dph, 6),
             "storage_total_cost": round(inst.storage_dph, 6),
             "storage_cost": m.storage_cost,

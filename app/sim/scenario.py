@@ -131,6 +131,10 @@ class Scenario:
     bids: Bids = field(default_factory=Bids)  # `[bids]`: the interruptible tier's rivals
     churn: Churn = field(default_factory=Churn)  # `[churn]`: listings taken and relisted
     hosts: Hosts = field(default_factory=Hosts)  # `[hosts]`: lines, listed reliability
+    # the share of bid creates the market rents on-demand instead, at the on-demand price (a
+    # create without its bid price rents on-demand, and its answer does not say which type it
+    # rented: vast-cli SKILL.md, PR #403); 0: every bid create is a bid rental
+    bid_rents_on_demand: float = 0.0
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -222,6 +226,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "bids",
         "churn",
         "hosts",
+        "bid_rents_on_demand",
     }
     for key in data:
         if key not in known:
@@ -287,6 +292,13 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     preload_label = data.get("preload_label", "preload")
     if not isinstance(preload_label, str) or not preload_label.strip():
         raise ConfigError(f"preload_label: expected a label, got {preload_label!r}")
+    on_demand = data.get("bid_rents_on_demand", 0.0)
+    if (
+        not isinstance(on_demand, int | float)
+        or isinstance(on_demand, bool)
+        or not 0 <= on_demand <= 1
+    ):
+        raise ConfigError(f"bid_rents_on_demand: expected a share in 0..1, got {on_demand!r}")
     hooks = data.get("webhooks", {})
     if not isinstance(hooks, dict) or set(hooks) - {"url", "secret"}:
         raise ConfigError("webhooks: expected a table with url and secret")
@@ -296,6 +308,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     if not isinstance(secret, str) or (url and not secret):
         raise ConfigError("webhooks.secret: expected the secret the events are signed with")
     return Scenario(
+        bid_rents_on_demand=float(on_demand),
         webhook_url=url,
         webhook_secret=secret,
         seed=seed,

@@ -94,10 +94,8 @@ class ServiceServer:
         ctrl: Controller,
         extra_routes: Sequence[web.RouteDef] = (),
         open_paths: frozenset[str] = frozenset(),
-        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ctrl = ctrl
-        self._monotonic = monotonic
         # more routes on the same listener (the metrics, the market's webhooks); `open_paths`
         # carry their own authentication (a webhook's signature) instead of the token
         self.extra_routes = list(extra_routes)
@@ -112,6 +110,7 @@ class ServiceServer:
         self.listeners: list[Listener] = []
         self._traced_at: float | None = None
         self._traces_held = 0
+        self.monotonic = time.monotonic  # the clock the traceback's rate limit reads
 
     # -- the app ---------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -190,7 +189,7 @@ class ServiceServer:
     def _trace(self, exc: Exception) -> None:
         """A request's unexpected error on stderr: its traceback once per `TRACE_BURST_S`, the
         rest counted (a client chooses how often it sends what fails)."""
-        now = self._monotonic()
+        now = self.monotonic()
         if self._traced_at is not None and now - self._traced_at < TRACE_BURST_S:
             self._traces_held += 1
             return
