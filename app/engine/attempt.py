@@ -107,6 +107,7 @@ class Attempt:
             util_low_since=self.util_low_since,
             throttle=self.throttle,
             untrusted=self.untrusted,
+            silent_since=self.silent_since,
             busy=busy,
             free_since=free_since,
             dph=self.gpu_dph + self.storage_dph,
@@ -359,6 +360,7 @@ class Attempt:
             self.silent_since = now
 
     def answered(self) -> None:
+        """A command on its host ran to its end (a connect alone is not an answer)."""
         self.silent_since = None
 
     def looked_at(self) -> None:
