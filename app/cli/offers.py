@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     from ..market.vast.keys import find_api_key
     from .commands import _read_campaign
 
-    campaign = _read_campaign(args.campaign)
+    campaign = _read_campaign(args.campaign, args.upload_root)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
     ledger = Path(args.ledger) if args.ledger else default_ledger_path()
@@ -237,4 +237,7 @@ def add_parser(sub: Any, positive_int: Any = int) -> None:
     p.add_argument("--all", action="store_true", help="also the offers that do not fit, and why")
     p.add_argument("--limit", type=positive_int, default=20, help="table rows (default 20)")
     p.add_argument("--json", action="store_true", help="every offer shown, as a JSON list")
+    from .flags import add_upload_root_flag
+
+    add_upload_root_flag(p)  # the campaign is read as `run` reads it, its upload rule included
     p.set_defaults(fn=run)
