@@ -6,6 +6,7 @@ controller can still open SSH connections and files."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -101,3 +102,70 @@ def test_250_idle_metrics_connections_under_a_256_descriptor_limit(tmp_path):
             s.close()
         proc.kill()
         proc.wait()
+
+
+JOBS = "".join(
+    f'\n[[jobs]]\nname = "j{i}"\nrun = "python3 -c \\"import time; time.sleep(2)\\""\nretries = 2\n'
+    for i in range(3)
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="descriptor limits as on Linux")
+def test_a_campaign_finishes_its_jobs_with_250_idle_metrics_connections(make_sim, tmp_path):
+    """The report's run: `run --headless --metrics` under a 256-descriptor limit, with 250
+    connections to /metrics held open and silent the whole campaign. Its jobs finish on its
+    hosts, and none is given up for "Too many open files"."""
+    import resource
+
+    from rentwatch.ledger import Ledger
+
+    from .campaigns import campaign_text, headless_cmd, headless_env
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    sim = make_sim(
+        seed=3, offers=30, time_scale=120, host_class=[{"behaviour": "healthy", "share": 1}]
+    )
+    camp = tmp_path / "c.toml"
+    camp.write_text(campaign_text("scraped", 2) + JOBS)
+    ledger = tmp_path / "l.duckdb"
+    cmd = headless_cmd(sim, tmp_path, camp, ledger, "--metrics", "127.0.0.1:0", "--no-api")
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=headless_env(sim),
+        cwd=tmp_path,
+        preexec_fn=limited,
+    )
+    idle: list[socket.socket] = []
+    seen = ""
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen += line
+            if "metrics on http://" in line:
+                port = int(line.split("metrics on http://")[1].split("/")[0].rsplit(":", 1)[1])
+                break
+        else:
+            raise AssertionError(f"no metrics line:\n{seen[-2000:]}")
+        for _ in range(250):
+            with contextlib.suppress(OSError):  # refused at the cap: the guard at work
+                idle.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        out, _ = proc.communicate(timeout=400)
+        out = seen + out
+    finally:
+        for s in idle:
+            s.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out[-3000:]
+    assert "Too many open files" not in out
+    with Ledger(ledger, read_only=True) as led:
+        done = led.events(where="kind = 'job_finished' AND ok")
+        dead = led.query("select count(*) from instances where failure_class = 'ssh_dead'")
+    assert len({e.detail.get("job") for e in done}) == 3
+    assert dead.rows[0][0] == 0
