@@ -367,3 +367,4 @@ class HostileMarket:
             self.count("negative_offer")
         if h.escape_gpu_names and isinstance(offer.get("gpu_name"), str):
             offer["gpu_name"] = f"{offer['gpu_name']}{self.rng.choice(ESCAPES)}"
+            self.count("offer_escapes")

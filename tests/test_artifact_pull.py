@@ -57,8 +57,9 @@ class NoAuth(asyncssh.SSHServer):
 async def _pull(host_root: Path, dest: Path, artifacts: tuple[str, ...], **kw: object):
     Lying.root = host_root
     key = asyncssh.generate_private_key("ssh-ed25519")
+    factory = kw.pop("server", Lying)
     server = await asyncssh.create_server(
-        NoAuth, "127.0.0.1", 0, server_host_keys=[key], sftp_factory=Lying
+        NoAuth, "127.0.0.1", 0, server_host_keys=[key], sftp_factory=factory
     )
     port = server.sockets[0].getsockname()[1]
     try:
@@ -213,3 +214,77 @@ def test_the_whole_home_as_an_artifact_leaves_rentwatchs_own_folder(host, tmp_pa
     records = asyncio.run(_pull(host, tmp_path / "d", (".",), workdir="."))
     paths = {r["path"] for r in records}
     assert paths == {"out/small", "out/sub/big"}, paths
+
+
+class Bottomless(asyncssh.SFTPServer):
+    """A hostile host's tree (issue 45, item 5): `out` and every folder under it list `width`
+    sub-folders, without end, with a long name each. After `listings` listings it answers
+    with an error, so a walk that would go on for ever ends (and fails) within the test: a
+    bounded walk is refused within 13 listings (wide) or 33 (deep)."""
+
+    width = 400
+    pad = 40
+    listings = 40
+    served = 0
+
+    def __init__(self, chan: asyncssh.SSHServerChannel) -> None:
+        super().__init__(chan)
+
+    def lstat(self, path: bytes) -> asyncssh.SFTPAttrs:
+        return asyncssh.SFTPAttrs(type=asyncssh.FILEXFER_TYPE_DIRECTORY, permissions=0o40755)
+
+    async def scandir(self, path: bytes):
+        Bottomless.served += 1
+        if Bottomless.served > self.listings:
+            raise asyncssh.SFTPFailure("no more")
+        attrs = asyncssh.SFTPAttrs(type=asyncssh.FILEXFER_TYPE_DIRECTORY, permissions=0o40755)
+        for i in range(self.width):
+            yield asyncssh.SFTPName(f"folder-{i:04d}-{'x' * self.pad}".encode(), None, attrs)
+
+
+@pytest.mark.parametrize(
+    "width, pad, cap",
+    [(400, 40, "over 5000 folders"), (1, 0, "folders over 32 deep")],
+    ids=["wide", "deep"],
+)
+def test_a_bottomless_tree_fails_the_pull_with_memory_flat(tmp_path, monkeypatch, width, pad, cap):
+    from rentwatch.engine.jobs.pull import TreeRefused
+
+    monkeypatch.setattr(Bottomless, "width", width)
+    monkeypatch.setattr(Bottomless, "pad", pad)
+    monkeypatch.setattr(Bottomless, "served", 0)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TreeRefused, match=cap):
+            asyncio.run(_pull(tmp_path, tmp_path / "dest", ("out",), server=Bottomless))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # bounded by the caps, not by the tree: 5,000 folders queued of 60-character paths
+    assert peak < 40 * 1024 * 1024, f"peak {peak / 1e6:.1f} MB"
+    assert not [p for p in (tmp_path / "dest").rglob("*") if p.is_file()]
+
+
+def test_path_length_and_names_listed_are_capped(tmp_path, monkeypatch):
+    from rentwatch.engine.jobs.pull import TreeBounds, TreeRefused
+
+    monkeypatch.setattr(Bottomless, "width", 3)
+    monkeypatch.setattr(Bottomless, "served", 0)
+    with pytest.raises(TreeRefused, match="a path over 200 characters"):
+        asyncio.run(
+            _pull(
+                tmp_path, tmp_path / "d", ("out",), server=Bottomless, bounds=TreeBounds(path=200)
+            )
+        )
+    monkeypatch.setattr(Bottomless, "width", 400)
+    monkeypatch.setattr(Bottomless, "served", 0)
+    with pytest.raises(TreeRefused, match="listed over 1000 names"):
+        asyncio.run(
+            _pull(
+                tmp_path,
+                tmp_path / "d",
+                ("out",),
+                server=Bottomless,
+                bounds=TreeBounds(listed=1000),
+            )
+        )

@@ -20,7 +20,7 @@ def key() -> asyncssh.SSHKey:
 
 
 def _link(key: asyncssh.SSHKey, time_scale: float) -> HostLink:
-    market: Any = SimpleNamespace(time_scale=time_scale)
+    market: Any = SimpleNamespace(time_scale=time_scale, now=lambda: 0.0)
     return HostLink(SSHRunner(key), market, journal=None)  # type: ignore[arg-type]
 
 
@@ -113,7 +113,13 @@ def test_a_session_without_an_answer_measures_the_load_again_now_and_then(key):
 
     async def run() -> None:
         await link.calibrate()
-        host: Any = SimpleNamespace(instance_id=1, ssh_host="127.0.0.1", ssh_port=1, offer=object())
+        host: Any = SimpleNamespace(
+            instance_id=1,
+            ssh_host="127.0.0.1",
+            ssh_port=1,
+            offer=object(),
+            went_silent=lambda now: None,
+        )
         assert len(link.ssh.connect_walls) == 3
         for _ in range(3):  # a dead host fails each look; the load is measured once a while
             clock[0] += 1.0

@@ -130,3 +130,30 @@ def test_unfit_reasons():
     assert "CUDA 12.1" in unfit_reason(_offer(cuda_max_good=12.1), terms, pol, none)
     assert "quarantined" in unfit_reason(_offer(), terms, pol, Exclusions(frozenset({9})))
     assert "not a finite" in unfit_reason(_offer(dph_total=float("nan")), terms, pol, none)
+
+
+def test_escapes_in_offers_reach_no_terminal(make_sim, tmp_path, capsys, monkeypatch):
+    # a market whose GPU names carry an OSC 52 clipboard write, a title change, a clear-screen
+    from rentwatch.core.text import is_clean
+
+    from tests.hostile_market import HostileMarket, Hostility
+
+    sim = make_sim(seed=3, offers=30, time_scale=5)
+    proxy = HostileMarket(sim.url, Hostility(escape_gpu_names=True, seed=3)).start()
+    try:
+        monkeypatch.setenv("VAST_API_KEY", sim.api_key)
+        f = tmp_path / "c.toml"
+        f.write_text(campaign_text(name="esc", fleet=2))
+        base = ["offers", "--campaign", str(f), "--market-url", proxy.url]
+        base += ["--ledger", str(tmp_path / "none.duckdb"), "--all"]
+        main([*base, "--limit", "100"])
+        table = capsys.readouterr()
+        main([*base, "--json"])
+        rows = json.loads(capsys.readouterr().out)
+    finally:
+        proxy.stop()
+    assert proxy.injected.get("offer_escapes", 0) > 0
+    for bad in ("\x1b", "\x9b", "\x07", "\u202e"):
+        assert bad not in table.out and bad not in table.err, repr(bad)
+    assert rows and all(is_clean(r["gpu"]) for r in rows)
+    assert all(is_clean(r["why"] or r["unfit"] or "") for r in rows)

@@ -101,3 +101,55 @@ def test_a_failed_export_leaves_nothing_behind(tmp_path, open_umask):
     with pytest.raises(RentwatchError, match="cannot write"):
         export_result(short_row, str(tmp_path / "o.parquet"))
     assert list(tmp_path.iterdir()) == []
+
+
+def _swap_everything_beside(target, victim) -> int:
+    """Another user in a shared folder without the sticky bit: every name beside `target` is
+    swapped for a symlink to `victim`; a folder is renamed away and replaced by one whose
+    entries are such symlinks. Returns how many names were swapped."""
+    swapped = 0
+    for entry in list(target.parent.iterdir()):
+        if entry.name in (target.name, victim.name):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            inside = [p.name for p in entry.iterdir()] or ["export.part"]
+            entry.rename(entry.with_name(entry.name + ".theirs"))
+            entry.mkdir()
+            for name in inside:
+                (entry / name).symlink_to(victim)
+        else:
+            entry.unlink()
+            entry.symlink_to(victim)
+        swapped += 1
+    return swapped
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_an_export_follows_no_name_swapped_while_it_writes(
+    tmp_path, open_umask, suffix, monkeypatch
+):
+    from rentwatch.ledger import export
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    victim = shared / "victim.txt"
+    victim.write_text("precious")
+    target = shared / f"out{suffix}"
+    swaps: list[int] = []
+    writer = "_write_csv" if suffix == ".csv" else "_write_parquet"
+    real = getattr(export, writer)
+
+    def raced(*args, **kwargs):
+        swaps.append(_swap_everything_beside(target, victim))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(export, writer, raced)
+    export_result(RESULT, str(target))
+    assert swaps and swaps[0] >= 1  # the race found what the export had made beside its target
+    assert victim.read_text() == "precious"
+    assert not target.is_symlink() and stat.S_ISREG(os.lstat(target).st_mode)
+    assert mode(target) == 0o600
+    if suffix == ".csv":
+        assert target.read_text().splitlines() == ["a,b", "1,x", "2,y"]
+    else:
+        assert target.read_bytes().startswith(b"PAR1")

@@ -191,3 +191,12 @@ def test_a_stopped_rentals_pane_shows_no_gpu_reading():
     assert "GPU  97%" in "".join(line.plain for line in pane_lines(busy, selected=False))
     text = "".join(line.plain for line in pane_lines(stopped, selected=False))
     assert "GPU -" in text and "97%" not in text
+
+
+def test_end_listing_cleans_the_markets_gpu_name():
+    # `rentwatch end` lists what a campaign holds with the GPU name the market gave
+    from rentwatch.ledger.holdings import Holding
+
+    h = Holding(7, 3, "RTX 4090\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J", True, False, 0.1, 0.2, 0.3, "")
+    line = h.line()
+    assert is_clean(line) and "RTX 4090" in line

@@ -152,22 +152,33 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_campaign(path: str) -> Campaign:
+def _read_campaign(
+    path: str, upload_root: str | None = None, ssh_key: str | None = None
+) -> Campaign:
     """A campaign file, parsed; an unreadable or non-UTF-8 one is a ConfigError (a message, no
-    traceback)."""
+    traceback). Its uploads are checked against the upload rule (`engine/jobs/upload_rule.py`)
+    before anything is rented: inside the campaign file's folder (or `upload_root`), never a
+    dotfile or a key (rentwatch's own, `ssh_key` or the default, included)."""
     import dataclasses
 
     from ..core.campaign import parse_campaign
     from ..core.errors import ConfigError
+    from ..core.text import clean
+    from ..engine.jobs.upload_rule import check_uploads
+    from ..engine.session import default_key_path
 
     camp = parse_campaign(_read_text(path, "campaign"), path)
+    if not camp.upload:
+        return camp
     # uploads are the operator's files beside the campaign: found from its folder, wherever
     # the controller runs (a `run --background` controller has a cwd of its own)
     here = Path(path).resolve().parent
-    upload = tuple(str(here / u) for u in camp.upload)
-    missing = [u for u in upload if not Path(u).exists()]
-    if missing:  # said before anything is rented, not on the first host
-        raise ConfigError(f"{path}: upload: no such file or folder: {', '.join(missing)}")
+    root = Path(upload_root) if upload_root else None
+    keys = [default_key_path()] + ([Path(ssh_key)] if ssh_key else [])
+    try:
+        upload = check_uploads(camp.upload, here, root, keys)
+    except ConfigError as exc:
+        raise ConfigError(f"{clean(path, 300)}: {exc}") from None
     return dataclasses.replace(camp, upload=upload)
 
 
@@ -190,7 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "rentwatch: warning: --api-key is visible in the process list; prefer VAST_API_KEY",
             file=sys.stderr,
         )
-    campaign = _read_campaign(args.campaign)
+    campaign = _read_campaign(args.campaign, args.upload_root, args.ssh_key)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
     # every market call's total deadline: the flag, else the campaign's key, else the default
@@ -268,7 +279,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from ..ledger.store import default_ledger_path
     from ..market.vast.keys import find_api_key
 
-    campaign = _read_campaign(args.campaign) if args.campaign else None
+    campaign = _read_campaign(args.campaign, args.upload_root) if args.campaign else None
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
     ledger = Path(args.ledger).resolve() if args.ledger else default_ledger_path()
     key = find_api_key(None, flag=None)  # watch takes no --api-key: the key stays off `ps`
@@ -291,6 +302,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         argv += ["--metrics", args.metrics]
     if args.campaign:
         argv += ["--campaign", str(Path(args.campaign).resolve())]
+    if args.upload_root:
+        argv += ["--upload-root", str(Path(args.upload_root).resolve())]
     env = dict(os.environ, VAST_API_KEY=key)  # through the environment, never argv
     return run_attached(argv, ledger, campaign.name if campaign else "watch", env)
 

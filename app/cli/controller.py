@@ -111,7 +111,11 @@ def cmd_controller(args: argparse.Namespace) -> int:
     else:
         from .commands import _read_campaign
 
-        campaign = _read_campaign(args.campaign) if args.campaign else watch_campaign()
+        campaign = (
+            _read_campaign(args.campaign, args.upload_root, args.ssh_key)
+            if args.campaign
+            else watch_campaign()
+        )
         market_url, api_key = args.market_url, find_api_key(None)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     from ..engine.session import default_key_path
@@ -181,7 +185,8 @@ def add_parser(sub: Any, positive: Any = float) -> None:
         default=15.0,
         help="--demo: end once no dashboard has watched this long and nobody left it running",
     )
-    from .flags import add_alert_flags
+    from .flags import add_alert_flags, add_upload_root_flag
 
     add_alert_flags(c)
+    add_upload_root_flag(c)
     c.set_defaults(fn=cmd_controller)

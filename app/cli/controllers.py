@@ -144,6 +144,8 @@ def cmd_run_background(args: argparse.Namespace) -> int:
         argv += ["--metrics", args.metrics]
     if args.ssh_key:
         argv += ["--ssh-key", str(Path(args.ssh_key).resolve())]
+    if args.upload_root:
+        argv += ["--upload-root", str(Path(args.upload_root).resolve())]
     if args.listen:
         argv += ["--listen", args.listen]
     env = dict(os.environ)

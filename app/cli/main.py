@@ -12,7 +12,7 @@ from .. import __version__
 from ..core.errors import RentwatchError
 from ..core.text import clean
 from . import commands
-from .flags import add_alert_flags
+from .flags import add_alert_flags, add_upload_root_flag
 
 
 def _positive_int(text: str) -> int:
@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--policy", default="default")
     w.add_argument("--foreground", action="store_true", help=FOREGROUND)
     add_alert_flags(w)
+    add_upload_root_flag(w)
     # the controller in its own process is the default now; the old flag is accepted
     w.add_argument("--background", action="store_true", help=argparse.SUPPRESS)
     w.set_defaults(fn=commands.cmd_watch)
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--listen", metavar="tcp:HOST:PORT", help="also serve the API on TCP (token)")
     h.add_argument("--no-api", action="store_true", help="serve no controller API")
     add_alert_flags(h)
+    add_upload_root_flag(h)
     h.add_argument(
         "--background",
         action="store_true",

@@ -22,6 +22,7 @@ from ..core.models import Offer
 from ..core.offer_choice import choose_offers, unfit_reason
 from ..core.policy import Policy
 from ..core.reputation import delivered_hour_usd, market_odds
+from ..core.text import clean
 from ..market.vast.client import REAL_MARKET
 
 
@@ -41,22 +42,23 @@ class Ranked:
     why: str  # the ranking's sentence (what the ledger records when it is rented), or unfit
 
     def as_json(self) -> dict[str, Any]:
+        """The market's words cleaned, as on every output path (`core.text.clean`)."""
         o = self.offer
         return {
             "rank": self.rank,
             "offer_id": o.id,
             "machine_id": o.machine_id,
             "host_id": o.host_id,
-            "gpu": o.gpu_name,
+            "gpu": clean(o.gpu_name),
             "num_gpus": o.num_gpus,
             "dph": o.dph_total,
             "expected_usd_per_delivered_hour": round(self.expected_usd_per_h, 6),
             "p_deliver": round(self.p_deliver, 4),
             "runs_on_record": self.runs,
             "reliability": o.reliability,
-            "geolocation": o.geolocation,
-            "why": self.why if self.rank is not None else None,
-            "unfit": self.why if self.rank is None else None,
+            "geolocation": None if o.geolocation is None else clean(o.geolocation),
+            "why": clean(self.why, 400) if self.rank is not None else None,
+            "unfit": clean(self.why, 400) if self.rank is None else None,
         }
 
 
@@ -122,7 +124,9 @@ async def preview(
             book = OfferBook(client, ledger, journal, fleet, campaign, policy)
             await book.refresh()
             if book.offers is None:  # the book says a failed search and keeps going; we stop
-                raise OfferSearchFailed(f"{market_url}: {said[-1] if said else 'no answer'}")
+                raise OfferSearchFailed(
+                    f"{clean(market_url)}: {clean(said[-1], 400) if said else 'no answer'}"
+                )
             offers = list(book.offers)
             fit = book.fit()
             history = ledger.machine_record()  # the record, whichever way the policy ranks
@@ -169,17 +173,18 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
     )
     for r in rows[:limit]:
         o = r.offer
+        gpu = clean(o.gpu_name, 60)
         table.add_row(
             str(r.rank) if r.rank is not None else "-",
             str(o.id),
             str(o.machine_id),
-            Text(f"{o.num_gpus}x {o.gpu_name}" if o.num_gpus > 1 else o.gpu_name),
+            Text(f"{o.num_gpus}x {gpu}" if o.num_gpus > 1 else gpu),
             f"{o.dph_total:.3f}",
             f"{r.expected_usd_per_h:.3f}",
             f"{r.p_deliver:.2f}",
             # the runs our ledger has seen on the machine (what its odds come from), or why
-            # not; market text is never markup
-            str(r.runs) if r.rank is not None else Text(r.why),
+            # not; market text is never markup, and never an escape sequence
+            str(r.runs) if r.rank is not None else Text(clean(r.why, 400)),
             style=None if r.rank is not None else "dim",
         )
     Console().print(table)
@@ -193,13 +198,13 @@ def run(args: argparse.Namespace) -> int:
     from ..market.vast.keys import find_api_key
     from .commands import _read_campaign
 
-    campaign = _read_campaign(args.campaign)
+    campaign = _read_campaign(args.campaign, args.upload_root)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     key = find_api_key(args.api_key)
     ledger = Path(args.ledger) if args.ledger else default_ledger_path()
 
     def note(line: str) -> None:
-        print(f"rentwatch: {line}", file=sys.stderr)
+        print(f"rentwatch: {clean(line, 400)}", file=sys.stderr)
 
     from ..market.reach import check_market
     from ..market.vast.transport import DEFAULT_TIMEOUT
@@ -232,4 +237,7 @@ def add_parser(sub: Any, positive_int: Any = int) -> None:
     p.add_argument("--all", action="store_true", help="also the offers that do not fit, and why")
     p.add_argument("--limit", type=positive_int, default=20, help="table rows (default 20)")
     p.add_argument("--json", action="store_true", help="every offer shown, as a JSON list")
+    from .flags import add_upload_root_flag
+
+    add_upload_root_flag(p)  # the campaign is read as `run` reads it, its upload rule included
     p.set_defaults(fn=run)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import RentwatchError
+from ..core.text import clean
 from .ledger_read import select
 
 
@@ -109,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     exe = shutil.which("ssh")
     if exe is None:
         raise NoRoute("no `ssh` command on PATH (install OpenSSH's client)")
-    print(f"rentwatch: i:{args.id} ({campaign}) by its {kind} route {host}:{port}", file=sys.stderr)
+    route = clean(f"{host}:{port}")  # the market's words
+    print(f"rentwatch: i:{args.id} ({campaign}) by its {kind} route {route}", file=sys.stderr)
     sys.stdout.flush()
     os.execv(exe, cmd)  # the session is ssh's own from here: its exit status is ours
     return 0  # not reached

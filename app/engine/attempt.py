@@ -107,6 +107,7 @@ class Attempt:
             util_low_since=self.util_low_since,
             throttle=self.throttle,
             untrusted=self.untrusted,
+            silent_since=self.silent_since,
             busy=busy,
             free_since=free_since,
             dph=self.gpu_dph + self.storage_dph,
@@ -198,6 +199,8 @@ class Attempt:
         if status != self.status or msg != self.status_msg:
             self.status_since = now
         self.status, self.status_msg = status, msg
+        if status != "running":
+            self.silent_since = None  # not running by the market's word: no answer is owed
 
     def routed(self, host: str | None, port: int | None) -> None:
         self.ssh_host, self.ssh_port = host, port
@@ -206,6 +209,7 @@ class Attempt:
         """Its container runs (booted, resumed, adopted running): the idle clock restarts."""
         self.running_at = now
         self.util_low_since = None  # idle readings from before it ran say nothing now
+        self.silent_since = None
 
     def util_seen(self, since: float | None) -> None:
         """Since when its GPU has been idle by the policy (None: busy), from a row or sample."""
@@ -235,6 +239,7 @@ class Attempt:
         self.stopped_by_us, self.stop_rule = False, ""
         self.status_since = at
         self.util_low_since = None
+        self.silent_since = None
 
     def stopped_ourselves(self, rule: str = "") -> None:
         """Our stop went through: an explicit stop never resumes by itself."""
@@ -252,7 +257,9 @@ class Attempt:
             self.life.proven = True
 
     def tended_by(self, task: asyncio.Task[Any]) -> None:
+        """Tended from now (in service again): silence counts from its next unanswered look."""
         self.tend_task = task
+        self.silent_since = None
 
     def abandoned_as(self, failure_class: str) -> None:
         self.failure_class = failure_class
@@ -333,6 +340,7 @@ class Attempt:
         """A resumed bid rental taken back: running from now, not idle yet."""
         self.resumed = False
         self.running_at, self.util_low_since = now, None
+        self.silent_since = None
 
     def bid_held(
         self,
@@ -353,12 +361,14 @@ class Attempt:
     def went_silent(self, now: float) -> None:
         """A session to its host got no answer: the host may be offline, which the market's
         list cannot be asked for (offline is computed, not stored), so the poll looks; the
-        rules stop it when the silence lasts (a host not trusted to stop itself)."""
+        rules stop it when the silence lasts (a host not trusted to stop itself). Silence
+        counts only while the market says it runs: a host booting or stopped owes no answer."""
         self.look_wanted = True
-        if self.silent_since is None:
+        if self.silent_since is None and self.status == "running":
             self.silent_since = now
 
     def answered(self) -> None:
+        """A command on its host ran to its end (a connect alone is not an answer)."""
         self.silent_since = None
 
     def looked_at(self) -> None:

@@ -5,10 +5,14 @@ names, error messages) that must not reach a terminal or a file as escape sequen
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import shutil
 import sys
+import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import duckdb
 
@@ -67,8 +71,9 @@ def print_result(result: QueryResult, fmt: str, limit: int, width: int | None = 
 
 def export_result(result: QueryResult, path: str) -> None:
     """Write `result` to `path`, the operator's own choice, with rentwatch's code (a query
-    cannot write files: the sandbox has no file access): 0600, to a file of its own renamed
-    over `path`; a symlink at `path` is refused, never followed (private.py)."""
+    cannot write files: the sandbox has no file access): 0600, to a file of its own in a
+    private folder, renamed over `path`; a symlink at `path` is refused, and no name swapped
+    meanwhile is followed (private.py)."""
     target = Path(path)
     suffix = target.suffix.lower()
     columns, rows = safe_rows(result)
@@ -76,24 +81,36 @@ def export_result(result: QueryResult, path: str) -> None:
         raise RentwatchError(f"export to .csv or .parquet, not {suffix or 'a file without suffix'}")
     if target.is_dir():
         raise RentwatchError(f"cannot export to {clean(path, 300)}: it is a folder")
-    with private_replacement(target) as part:
+    with private_replacement(target) as out:
         if suffix == ".csv":
-            _write_csv(part, columns, rows, path)
+            _write_csv(out, columns, rows, path)
         else:
-            _write_parquet(part, columns, rows, path)
+            _write_parquet(out, columns, rows, path)
 
 
-def _write_csv(part: Path, columns: list[str], rows: list[list[object]], path: str) -> None:
+def _write_csv(out: BinaryIO, columns: list[str], rows: list[list[object]], path: str) -> None:
     try:
-        with part.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(columns)
-            w.writerows(rows)
+        f = io.TextIOWrapper(out, encoding="utf-8", newline="")
+        w = csv.writer(f)
+        w.writerow(columns)
+        w.writerows(rows)
+        f.flush()
+        f.detach()  # the file is private_replacement's to close
     except OSError as exc:
         raise RentwatchError(f"cannot write {clean(path, 300)}: {exc.strerror}") from None
 
 
-def _write_parquet(part: Path, columns: list[str], rows: list[list[object]], path: str) -> None:
+def _write_parquet(out: BinaryIO, columns: list[str], rows: list[list[object]], path: str) -> None:
+    """DuckDB writes only to a path: to one in a folder of our own under the system's
+    temporary folder (sticky, so no one else can swap it), copied from there into `out`."""
+    with tempfile.TemporaryDirectory(prefix="rentwatch-export-") as room:
+        made = Path(room) / "export.parquet"
+        _parquet_file(made, columns, rows, path)
+        with made.open("rb") as f:
+            shutil.copyfileobj(f, out)
+
+
+def _parquet_file(part: Path, columns: list[str], rows: list[list[object]], path: str) -> None:
     # a private in-memory instance, not the ledger's: the ledger's cannot write files
     con = duckdb.connect()
     try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.text import clean
+
 
 def _text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
@@ -91,7 +93,7 @@ class Holding:
         """One line for a person deciding whether to destroy it."""
         state = "stopped" if self.stopped else f"live, ${self.gpu_usd_per_h:.3f}/h GPU"
         out = (
-            f"i:{self.instance_id} m:{self.machine_id} {self.gpu_name}: "
+            f"i:{self.instance_id} m:{self.machine_id} {clean(self.gpu_name, 60)}: "
             f"{'VERIFIED' if self.verified else 'never verified'}, {state}, "
             f"storage ${self.storage_usd_per_day:.3f}/day, ${self.total_usd:.4f} so far"
         )

@@ -4,8 +4,9 @@ The ledger says what an account ran and spent, and a job's `run` text (issue 30,
 live `.wal` was 0644 because the umask was set only around the first connect, and DuckDB
 creates the WAL again after every checkpoint). So while a writer is open, the process's umask
 takes away every bit for group and others; the last writer to close gives the old one back.
-An export goes to a file created exclusively, 0600, beside its target, then renamed over it:
-a symlink planted at the target's path is refused, and never followed (item 9).
+An export goes to a file created exclusively, 0600, in a private folder beside its target,
+then renamed over it through descriptors: a symlink planted at the target's path is refused,
+and no name another user swaps meanwhile is ever followed (`private_replacement`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from ..core.errors import RentwatchError
 from ..core.text import clean
@@ -62,10 +64,17 @@ def make_private(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def private_replacement(target: Path) -> Iterator[Path]:
-    """A new file beside `target` (created exclusively, 0600) to write the export to; on
-    success it is renamed over `target`, on failure removed. A symlink, or anything but a
-    regular file, at `target` is refused: another user may have planted it there."""
+def private_replacement(target: Path) -> Iterator[BinaryIO]:
+    """An open file to write the export to, renamed over `target` on success, removed on
+    failure. A symlink, or anything but a regular file, at `target` is refused: another user
+    may have planted it there.
+
+    The file is created exclusively (O_EXCL, O_NOFOLLOW, 0600) inside a directory of our own
+    made beside `target` (mkdtemp: 0700), and everything after the create goes through
+    descriptors: the write through the file's, the rename through the two folders'. In a shared
+    folder without the sticky bit another user may rename or swap any name in it, our private
+    directory's included; what we hold open is still ours, so the export never follows their
+    symlink and never ends as one."""
     shown = clean(str(target), 300)
     with contextlib.suppress(FileNotFoundError):
         st = os.lstat(target)
@@ -74,16 +83,59 @@ def private_replacement(target: Path) -> Iterator[Path]:
         if not stat.S_ISREG(st.st_mode):
             raise RentwatchError(f"cannot export to {shown}: not a regular file")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+        parent = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise RentwatchError(f"cannot write {shown}: {exc.strerror or exc}") from None
-    os.close(fd)
-    part = Path(tmp)
     try:
-        yield part
-        os.chmod(part, 0o600)  # whatever wrote it (DuckDB's COPY) may have made it anew
-        os.replace(part, target)  # a rename: it replaces a path, never follows one
-    except BaseException:
+        room = _private_room(target, parent, shown)
+        try:
+            yield from _write_then_rename(target.name, parent, room, shown)
+        finally:
+            os.close(room[1])
+            with contextlib.suppress(OSError):
+                os.rmdir(room[0], dir_fd=parent)  # only ever empty; a stranger's is not ours
+    finally:
+        os.close(parent)
+
+
+_PART = "export.part"
+
+
+def _private_room(target: Path, parent: int, shown: str) -> tuple[str, int]:
+    """A fresh 0700 directory beside `target`: its name and a descriptor on it, refused unless
+    the descriptor is on a directory of ours that no one else may enter."""
+    try:
+        path = tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent)
+        name = os.path.basename(path)
+        fd = os.open(
+            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent
+        )
+    except OSError as exc:
+        raise RentwatchError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        os.close(fd)
+        raise RentwatchError(f"cannot write {shown}: its private folder was swapped")
+    return name, fd
+
+
+def _write_then_rename(
+    name: str, parent: int, room: tuple[str, int], shown: str
+) -> Iterator[BinaryIO]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(_PART, flags, 0o600, dir_fd=room[1])
+    except OSError as exc:
+        raise RentwatchError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        # a rename: it replaces whatever the name now holds, never follows it
+        os.rename(_PART, name, src_dir_fd=room[1], dst_dir_fd=parent)
+    except OSError as exc:
+        raise RentwatchError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    finally:
         with contextlib.suppress(OSError):
-            part.unlink()
-        raise
+            os.unlink(_PART, dir_fd=room[1])

@@ -8,8 +8,9 @@ creates and duds are counters in kind (they only grow) and are exposed as such: 
 family `rentwatch_spend_usd` is written `rentwatch_spend_usd_total`, the name in `DESIGN.md`.
 The poll histogram, the last poll's time and the notifier's failures are recorded here.
 
-Served by `serve(host, port)` (prometheus-client's own server, loopback by default) or mounted
-on an aiohttp app with `aiohttp_handler`.
+Mounted on an aiohttp app with `aiohttp_handler`: the controller's API, and `--metrics
+HOST:PORT` (`run/metrics_server.py`: capped connections and an idle timeout, which
+prometheus-client's own threaded server has neither of).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
-    start_http_server,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -152,7 +152,6 @@ class Metrics:
             "Notifications given up (after retries), over every URL",
             registry=self.registry,
         )
-        self._server: MetricsServer | None = None
 
     def update(
         self,
@@ -181,34 +180,6 @@ class Metrics:
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""
         return generate_latest(self.registry)
-
-    def serve(self, host: str = DEFAULT_HOST, port: int = 0) -> MetricsServer:
-        """Serve `GET /metrics` on `host:port` from a thread of prometheus-client's own server
-        (port 0: any free one, see `.port`)."""
-        httpd, thread = start_http_server(port, addr=host, registry=self.registry)
-        self._server = MetricsServer(httpd, thread)
-        return self._server
-
-
-class MetricsServer:
-    """A running metrics server: where it listens, and how to stop it."""
-
-    def __init__(self, httpd: Any, thread: threading.Thread) -> None:
-        self._httpd = httpd
-        self._thread = thread
-
-    @property
-    def host(self) -> str:
-        return str(self._httpd.server_address[0])
-
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1])
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(5)
 
 
 def aiohttp_handler(

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 from ..ledger import EventKind, Ledger
 from ..ledger.event import Event
 from ..notify import events as ev
-from ..notify.metrics import Metrics, MetricsServer
+from ..notify.metrics import Metrics
 from ..notify.notifier import Notifier
 from ..views.snapshot import snapshot
+from .metrics_server import MetricsServer, serve_metrics
 
 if TYPE_CHECKING:
     from ..engine.supervisor import Supervisor
@@ -260,6 +261,6 @@ def open_alerts(
         )
     if metrics is not None and metrics_listen:
         host, port = parse_listen(metrics_listen)
-        alerts.server = metrics.serve(host, port)
+        alerts.server = serve_metrics(metrics, host, port)
         sup.journal.say(f"metrics on http://{host}:{alerts.server.port}/metrics")
     return alerts.attach()

@@ -91,6 +91,9 @@ class SSHHosts:
         self.received: list[bytes] | None = (
             None  # set to a list to record what renters send (tests)
         )
+        # instances whose sessions connect, authenticate and then hang: no command ever
+        # answers (tests; `hang_sessions`)
+        self.hung: set[int] = set()
 
     def sandbox(self, inst: SimInstance) -> Path:
         path = self.workdir / f"i{inst.id}"
@@ -180,6 +183,13 @@ class SSHHosts:
             keepalive_interval=0,
             encoding=None,
         )
+
+    def hang_sessions(self, iid: int) -> None:
+        """From now on instance `iid` accepts SSH and hangs every command it is sent, and
+        what it ran dies (its watchdog included): a box wedged under its sshd."""
+        self.hung.add(iid)
+        self.kill_processes(iid)
+        kill_groups(self.sandbox(self.market.instances[iid]))
 
     async def replace_host_key(self, iid: int) -> None:
         """Serve instance `iid` with a new host key (an impostor, or a host re-imaged under
@@ -286,6 +296,10 @@ class SSHHosts:
         self.sessions += 1
         self.by_route[route] = self.by_route.get(route, 0) + 1
         command = self._rooted(inst, proc.command or "")
+        if inst.id in self.hung:
+            with contextlib.suppress(asyncssh.Error, ConnectionError, BrokenPipeError):
+                await proc.channel.wait_closed()  # never a word, never an exit status
+            return
         try:
             faults = self.market.scenario.faults
             drop = faults.ssh_drop > 0 and self.drop_rng.random() < faults.ssh_drop

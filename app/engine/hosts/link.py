@@ -122,17 +122,28 @@ class HostLink:
     async def run(
         self, a: Attempt, command: str, stdin: bytes | None = None, timeout: float = 60
     ) -> RunResult:
-        """One command on a proven host (market-seconds timeout)."""
+        """One command on a proven host (market-seconds timeout). Silence is judged here, by
+        answers: a command that ran to its end (an exit status) is one; a session that
+        connected and then hung, or was cut, is not, whoever called and whatever it does with
+        the failure (the silent rule stops a host whose silence lasts)."""
         routed(a)
         async with self.slots, self._distrust_on_key_change(a):
             ceiling = self.io_ceiling()
             try:  # the whole command's floor: its connect's, and 4 s to run (5 s unloaded)
-                return await self._ssh_run(
+                res = await self._ssh_run(
                     a, command, stdin, self.wall(timeout, 4.0 + ceiling), ceiling
                 )
+            except HostKeyChanged:
+                raise  # an answer, from another host: distrusted, not silent
             except SSHFailure:
+                a.went_silent(self.market.now())
                 await self._remeasure()
                 raise
+            if res.exit_status is None:
+                a.went_silent(self.market.now())  # cut before its end: no answer
+            else:
+                a.answered()
+            return res
 
     async def probe(
         self, a: Attempt, script: bytes, timeout_wall: float, command: str = "python3 -"

@@ -1,5 +1,6 @@
 """One artifact file off a host, streamed: the byte cap counted on what arrives, the sha256
-computed as it arrives, written 0600 to a part file renamed into place only when whole.
+computed as it arrives, written 0600 to a part file renamed into place only when whole. And
+the folders a pull walks, bounded in everything the host controls.
 
 Why (issue 30, item 5): a host's SFTP server reported a file as 10 bytes to the first `lstat`
 and then served 2.4 GB, pulled against a 2 GiB cap and recorded as ok, while a real 3-byte
@@ -13,8 +14,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import posixpath
+from collections import deque
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import asyncssh
+
+from ...core.errors import RentwatchError
+from ...core.text import clean
 
 CHUNK = 256 * 1024  # bytes per SFTP read: memory held per pull, whatever the file's size
 
@@ -78,3 +88,132 @@ async def stream_file(sftp: Any, remote: str, local: Path, budget: int) -> tuple
             part.unlink()
         raise
     return got, digest.hexdigest()
+
+
+# What one pull's walk may take of a host's tree (issue 45, item 5: every folder under `out/`
+# listed 400 sub-folders without end, and the walk kept every path it had yet to visit, so the
+# controller's memory grew with the square of the pull's length). Files and bytes have their
+# caps in core/artifact_room.py; these bound the rest: folders, depth, one path's length, a
+# name's, and the names listed over the whole walk. Past one of them the pull fails, with the
+# cap named; memory held is bounded by them, whatever the host serves.
+PULL_MAX_FOLDERS = 5_000
+PULL_MAX_DEPTH = 32  # folders below an artifact's own
+PULL_MAX_PATH = 1024  # characters of a path under the job's folder
+PULL_MAX_NAME = 255  # characters of one name (NAME_MAX on Linux)
+PULL_MAX_LISTED = 100_000  # names over every listing of the walk
+PULL_MAX_LISTED_CHARS = 8 << 20  # their characters
+
+
+class TreeRefused(RentwatchError):
+    """A host's folder tree over one of the walk's caps: the pull fails, costing that host."""
+
+    title = "artifact tree refused"
+
+
+@dataclass(frozen=True)
+class TreeBounds:
+    folders: int = PULL_MAX_FOLDERS
+    depth: int = PULL_MAX_DEPTH
+    path: int = PULL_MAX_PATH
+    name: int = PULL_MAX_NAME
+    listed: int = PULL_MAX_LISTED
+    listed_chars: int = PULL_MAX_LISTED_CHARS
+
+
+PULL_BOUNDS = TreeBounds()
+
+
+@dataclass
+class _Walked:
+    folders: int = 0
+    listed: int = 0
+    listed_chars: int = 0
+
+
+async def walk_tree(
+    sftp: Any,
+    base: str,
+    tops: list[str],
+    skip: Callable[[str], bool] = lambda rel: False,
+    bounds: TreeBounds = PULL_BOUNDS,
+) -> AsyncGenerator[tuple[str, str | None], None]:
+    """(path, None) for each regular file under the artifacts `tops` (paths relative to
+    `base`), (path, why) for each entry refused; folders walked breadth-first, each listing
+    read as it streams. The folders still to visit are the walk's only memory, and every
+    folder queued counts against `bounds.folders`, so it stays bounded. TreeRefused past a
+    cap. `skip(path)`: entries passed over in silence (rentwatch's own folder)."""
+    seen = _Walked()
+    queue: deque[tuple[str, int]] = deque()
+    for rel in tops:
+        kind = await _kind(sftp, posixpath.join(base, rel))
+        if kind == asyncssh.FILEXFER_TYPE_DIRECTORY:
+            _count_folder(seen, rel, bounds)
+            queue.append((rel, 0))
+        else:
+            yield rel, _why_not(kind)
+    while queue:
+        rel, depth = queue.popleft()
+        found: list[tuple[str, str | None]] = []
+        names = sftp.scandir(posixpath.join(base, rel))
+        async with contextlib.aclosing(names):
+            async for entry in names:
+                name = entry.filename
+                if name in (".", ".."):
+                    continue
+                seen.listed += 1
+                seen.listed_chars += len(name)
+                if seen.listed > bounds.listed or seen.listed_chars > bounds.listed_chars:
+                    raise TreeRefused(
+                        f"the host listed over {bounds.listed} names or {bounds.listed_chars} "
+                        f"characters under {clean(rel, 80)}: not pulled"
+                    )
+                child = name if rel == "." else f"{rel}/{name}"
+                if "/" in name or "\\" in name or "\0" in name or len(name) > bounds.name:
+                    found.append((f"{rel}/{clean(name, 80)}", "unsafe name refused"))
+                    continue
+                if len(child) > bounds.path:
+                    raise TreeRefused(
+                        f"a path over {bounds.path} characters ({clean(child, 80)}): not pulled"
+                    )
+                if skip(child):
+                    continue
+                kind = entry.attrs.type
+                if kind == asyncssh.FILEXFER_TYPE_UNKNOWN:  # a server that left it out
+                    kind = await _kind(sftp, posixpath.join(base, child))
+                if kind == asyncssh.FILEXFER_TYPE_DIRECTORY:
+                    if depth + 1 > bounds.depth:
+                        raise TreeRefused(
+                            f"folders over {bounds.depth} deep ({clean(child, 80)}): not pulled"
+                        )
+                    _count_folder(seen, child, bounds)
+                    queue.append((child, depth + 1))
+                else:
+                    found.append((child, _why_not(kind)))
+        for item in found:
+            yield item
+
+
+def _count_folder(seen: _Walked, rel: str, bounds: TreeBounds) -> None:
+    seen.folders += 1
+    if seen.folders > bounds.folders:
+        raise TreeRefused(f"over {bounds.folders} folders (at {clean(rel, 80)}): not pulled")
+
+
+async def _kind(sftp: Any, remote: str) -> int | None:
+    """What the host says is at `remote` (None: nothing)."""
+    try:
+        attrs = await sftp.lstat(remote)
+    except asyncssh.SFTPError:
+        return None
+    return int(attrs.type)
+
+
+def _why_not(kind: int | None) -> str | None:
+    """Why an entry that is not a folder is not pulled (None: a regular file, pulled)."""
+    if kind is None:
+        return "missing"
+    if kind == asyncssh.FILEXFER_TYPE_SYMLINK:
+        return "symlink refused"
+    if kind != asyncssh.FILEXFER_TYPE_REGULAR:
+        return "not a regular file"
+    return None

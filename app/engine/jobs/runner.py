@@ -4,6 +4,7 @@ Nothing secret is sent: a job's environment was checked when the campaign was re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import posixpath
@@ -17,7 +18,15 @@ from ...core.artifact_room import PULL_MAX_BYTES, PULL_MAX_FILES
 from ...core.campaign import Job, home_path
 from ...core.errors import RentwatchError
 from ..hosts.ssh import SSHFailure
-from .pull import OverCap, private_dirs, stream_file
+from .pull import (
+    PULL_BOUNDS,
+    OverCap,
+    TreeBounds,
+    TreeRefused,
+    private_dirs,
+    stream_file,
+    walk_tree,
+)
 
 JOB_ROOT = "~/.rentwatch/jobs"
 
@@ -26,7 +35,8 @@ class UnsafePath(RentwatchError):
     title = "unsafe path"
 
 
-SFTP_ERRORS = (SSHFailure, UnsafePath, asyncssh.Error, OSError, TimeoutError)
+SFTP_ERRORS = (SSHFailure, UnsafePath, TreeRefused, asyncssh.Error, OSError, TimeoutError)
+MAX_REFUSALS = 200  # entries refused that a pull's record names one by one
 
 
 def job_dir(name: str) -> str:
@@ -194,65 +204,58 @@ async def fetch_artifacts(
     max_bytes: int = PULL_MAX_BYTES,
     max_files: int = PULL_MAX_FILES,
     stale: frozenset[str] = frozenset(),
+    bounds: TreeBounds = PULL_BOUNDS,
 ) -> list[dict[str, object]]:
     """Pull each artifact (file or folder) off the host; regular files only, never through a
     symlink, never outside `dest_root`. Returns one record per file with size and sha256.
+    Folders are walked breadth-first within `bounds` (pull.py): a tree past them fails the
+    pull (TreeRefused).
     Each file is streamed (pull.py): the cap on `max_bytes` and `max_files` counts what
     arrives, not what the host's lstat says; folders are 0700, files 0600. A file in `stale`
     (`stale_command`: unchanged since the job started on this host) is left there and
     recorded as another's."""
     private_dirs(dest_root, dest_root)
     out: list[dict[str, object]] = []
+    refused = 0  # refusals past the first MAX_REFUSALS are counted, not each recorded
     total = 0
     files = 0
+    own = JOB_ROOT.removeprefix("~/").split("/")[0]
     sftp = await conn.start_sftp_client()
     try:
-        base = job.workdir if job.workdir.startswith("/") else job.workdir
-        stack = [safe_relative(a.rstrip("/") or ".") for a in job.artifacts]
-        while stack:
-            rel = stack.pop()
-            remote = posixpath.join(base, rel)
-            try:
-                attrs = await sftp.lstat(remote)
-            except asyncssh.SFTPError:
-                out.append({"path": rel, "error": "missing"})
-                continue
-            if attrs.type == asyncssh.FILEXFER_TYPE_SYMLINK:
-                out.append({"path": rel, "error": "symlink refused"})
-                continue
-            if attrs.type == asyncssh.FILEXFER_TYPE_DIRECTORY:
-                for name in await sftp.listdir(remote):
-                    if name in (".", ".."):
-                        continue
-                    if "/" in name or "\\" in name:
-                        out.append({"path": f"{rel}/{name}", "error": "unsafe name refused"})
-                        continue
-                    child = safe_relative(posixpath.join(rel, name))
-                    if home_path(job.workdir, child) == JOB_ROOT.removeprefix("~/").split("/")[0]:
-                        continue  # rentwatch's own folder on the host (`artifacts = ["."]`)
-                    stack.append(child)
-                continue
-            if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
-                out.append({"path": rel, "error": "not a regular file"})
-                continue
-            if rel in stale:
-                out.append(
-                    {"path": rel, "error": "unchanged since the job started here: not its output"}
-                )
-                continue
-            if files >= max_files:
-                out.append({"path": rel, "error": f"over the cap of {max_files} files"})
-                continue
-            local = _local(dest_root, rel)
-            private_dirs(dest_root, local.parent)
-            files += 1
-            try:
-                size, digest = await stream_file(sftp, remote, local, max_bytes - total)
-            except OverCap:
-                out.append({"path": rel, "error": "over the artifact size cap"})
-                continue
-            total += size
-            out.append({"path": rel, "bytes": size, "sha256": digest})
+        base = job.workdir
+        tops = [safe_relative(a.rstrip("/") or ".") for a in job.artifacts]
+        walk = walk_tree(
+            sftp,
+            base,
+            tops,
+            # rentwatch's own folder on the host (`artifacts = ["."]`)
+            skip=lambda rel: home_path(job.workdir, rel) == own,
+            bounds=bounds,
+        )
+        async with contextlib.aclosing(walk):
+            async for rel, why in walk:
+                if why is None and rel in stale:
+                    why = "unchanged since the job started here: not its output"
+                if why is None and files >= max_files:
+                    why = f"over the cap of {max_files} files"
+                if why is not None:
+                    refused += 1
+                    if refused <= MAX_REFUSALS:
+                        out.append({"path": rel, "error": why})
+                    continue
+                remote = posixpath.join(base, rel)
+                local = _local(dest_root, rel)
+                private_dirs(dest_root, local.parent)
+                files += 1
+                try:
+                    size, digest = await stream_file(sftp, remote, local, max_bytes - total)
+                except OverCap:
+                    out.append({"path": rel, "error": "over the artifact size cap"})
+                    continue
+                total += size
+                out.append({"path": rel, "bytes": size, "sha256": digest})
+        if refused > MAX_REFUSALS:
+            out.append({"path": "", "error": f"{refused - MAX_REFUSALS} more refused"})
     finally:
         # not `async with`: its exit waits for the host's answer, which a hostile host (or one
         # whose pull was cut by its deadline) never sends; the caller closes the connection

@@ -20,6 +20,7 @@ from ..attempt import Attempt
 from ..hosts.link import HostLink
 from ..journal import Journal
 from .runner import SFTP_ERRORS, safe_relative
+from .upload_rule import HEAD_BYTES, folder_files, looks_like_key
 
 CHUNK = 256 * 1024
 MAX_UPLOAD_BYTES = 4 << 30  # over all of a campaign's uploads, each time they are pushed
@@ -32,7 +33,8 @@ class UploadError(RentwatchError):
 
 def local_files(paths: Sequence[str]) -> Iterator[tuple[Path, str]]:
     """(local file, its path under the job folder) for each upload: a file lands under its
-    own name, a folder under its name with what is below it. Symlinks are skipped."""
+    own name, a folder under its name with what is below it. Symlinks, dotfiles and
+    dot-folders inside a folder are skipped (upload_rule.py)."""
     for raw in paths:
         top = Path(raw)
         if top.is_symlink() or not top.exists():
@@ -40,12 +42,8 @@ def local_files(paths: Sequence[str]) -> Iterator[tuple[Path, str]]:
         if top.is_file():
             yield top, top.name
             continue
-        for folder, subs, names in os.walk(top):  # a linked folder is never entered
-            subs.sort()
-            for name in sorted(names):
-                p = Path(folder) / name
-                if p.is_file() and not p.is_symlink():
-                    yield p, posixpath.join(top.name, p.relative_to(top).as_posix())
+        for p in folder_files(top):
+            yield p, posixpath.join(top.name, p.relative_to(top).as_posix())
 
 
 async def push_uploads(
@@ -67,12 +65,19 @@ async def push_uploads(
             if parent and parent != ".":
                 await sftp.makedirs(parent, exist_ok=True)
             digest, size = hashlib.sha256(), 0
-            async with sftp.open(remote, "wb") as f:
-                with local.open("rb") as src:
-                    while chunk := src.read(CHUNK):
+            with open(os.open(local, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as src:
+                head = src.read(CHUNK)
+                # checked again as it is read: the file may have changed since the campaign
+                # was checked
+                if looks_like_key(head[:HEAD_BYTES], local.name):
+                    raise UploadError(f"{local} is a private key: keys never go to a host")
+                async with sftp.open(remote, "wb") as f:
+                    chunk = head
+                    while chunk:
                         digest.update(chunk)
                         size += len(chunk)
                         await f.write(chunk)
+                        chunk = src.read(CHUNK)
             out.append({"path": rel, "bytes": size, "sha256": digest.hexdigest()})
     finally:
         sftp.exit()

@@ -1,0 +1,133 @@
+"""`--metrics HOST:PORT`: `GET /metrics` served through the controller's guarded listener
+(`service/listener.py`), on a thread and event loop of its own so that a scrape never waits on
+a poll and a poll never waits on a scrape.
+
+Why not prometheus-client's own server (issue 45, item 4): it is a thread per connection with
+no cap and no timeout. 250 idle connections to it under a 256-descriptor limit held 250
+descriptors for as long as they stayed open: SSH failed with "Too many open files", proven
+hosts were given up as `ssh_dead` and the campaign ended with none verified. Here at most
+`cap` connections are open at once (a small share of the descriptor limit, the rest kept for
+SSH and the ledger), a connection that asks for nothing within `idle_s` is dropped, and so is
+a kept-alive one idle that long. Only a `GET /metrics` answered counts as a valid request
+(what frees a connection from the first deadline); anything else is answered and dropped like
+silence at that deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from ..notify.metrics import Metrics, aiohttp_handler
+from .service.listener import Listener, quiet_http_errors
+
+IDLE_S = 5.0  # wall seconds a connection may wait to ask, or sit idle between scrapes
+CAP_SHARE = 16  # at most a sixteenth of the descriptor limit goes to metrics connections
+CAP_MIN, CAP_MAX = 2, 16  # a Prometheus server scrapes over one connection
+
+
+def metrics_cap() -> int:
+    """Metrics connections allowed at once: a small share of this process's descriptor
+    limit (16 at 256), the rest kept for SSH sessions, the ledger and the controller's API."""
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return CAP_MIN
+    if soft == resource.RLIM_INFINITY:
+        return CAP_MAX
+    return max(CAP_MIN, min(CAP_MAX, soft // CAP_SHARE))
+
+
+class MetricsServer:
+    """A running metrics server: where it listens, what its listener holds, how to stop it."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        host: str,
+        port: int = 0,
+        *,
+        cap: int | None = None,
+        idle_s: float = IDLE_S,
+    ) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        # bound here, in the caller's thread: a port in use is the caller's error, at once
+        self._sock = socket.create_server((host, port), family=family, backlog=128)
+        self.host, self.port = self._sock.getsockname()[:2]
+        self.cap = cap if cap is not None else metrics_cap()
+        self.idle_s = idle_s
+        self._metrics = metrics
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+        self.listener: Listener | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread = threading.Thread(target=self._run, name="rentwatch-metrics", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+        if self._failed is not None:
+            raise self._failed
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._start())
+        except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+            self._failed = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.run_until_complete(self._stop())
+            self._loop.close()
+
+    async def _start(self) -> None:
+        app = web.Application(middlewares=[self._count_valid])
+        app.router.add_get("/metrics", aiohttp_handler(self._metrics))
+        # keep-alive connections idle this long are closed by aiohttp itself
+        self._runner = web.AppRunner(app, access_log=None, keepalive_timeout=self.idle_s)
+        await self._runner.setup()
+        quiet_http_errors(time.monotonic)
+        assert self._runner.server is not None
+        self.listener = Listener(
+            self._sock, self._runner.server, cap=self.cap, first_request_s=self.idle_s
+        )
+        self.listener.start()
+
+    @web.middleware
+    async def _count_valid(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        response = await handler(request)
+        if self.listener is not None and request.path == "/metrics" and response.status == 200:
+            self.listener.valid(request.transport)
+        return response
+
+    async def _stop(self) -> None:
+        if self.listener is not None:
+            await self.listener.close()
+        else:
+            self._sock.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop stopped already
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+def serve_metrics(metrics: Metrics, host: str, port: int = 0) -> MetricsServer:
+    """Serve `GET /metrics` on `host:port` (port 0: any free one, see `.port`)."""
+    return MetricsServer(metrics, host, port)
