@@ -4,6 +4,7 @@ effect. Create, stop, start, destroy; nothing here decides anything."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
 
@@ -35,6 +36,9 @@ class Actions:
         # (actor, reason) once a person ended the campaign: a create still in flight then
         # lands on a campaign that holds nothing, and is ended as it lands
         self.ended: tuple[str, str] | None = None
+        # creates sent and not yet answered: a signal that cancels their caller does not
+        # cancel them (the market may be making the rental), and the release waits for them
+        self.creating: set[asyncio.Task[Attempt | None]] = set()
 
     async def change(self, a: Attempt, kind: EventKind, actor: str, reason: str) -> float:
         """Stop, start or destroy `a`: returns when it took effect; raises what the market
@@ -134,7 +138,23 @@ class Actions:
         """Rent `offer` (with `bid`: on the interruptible tier at that price); the new attempt,
         or None when the market refused (said and recorded). A bid the market refused still
         made an instance, created stopped (`CreateResult.refused`): it never ran, so it is
-        given up and destroyed at once, as nothing said against its host."""
+        given up and destroyed at once, as nothing said against its host.
+
+        The create runs to its answer even when its caller is cancelled (the exit trap's
+        signal): its rental then lands in the fleet, where the release finds it (`landed`)."""
+        task = asyncio.ensure_future(self._create(offer, actor, reason, why, bid))
+        self.creating.add(task)
+        task.add_done_callback(self.creating.discard)
+        return await asyncio.shield(task)
+
+    async def landed(self) -> None:
+        """Wait for every create in flight to be answered (its rental is then in the fleet)."""
+        while self.creating:
+            await asyncio.gather(*list(self.creating), return_exceptions=True)
+
+    async def _create(
+        self, offer: Offer, actor: str, reason: str, why: str, bid: float | None
+    ) -> Attempt | None:
         j = self.journal
         storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
         ctx: dict[str, Any] = {

@@ -50,6 +50,7 @@ from .offers import OfferBook
 from .operator import Operator
 from .recovery import Recovery
 from .rounds import rounds
+from .strays import hold_strays
 from .tier import TierWatch
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
@@ -317,8 +318,10 @@ class Supervisor:
         return self.finished
 
     async def release_all(self, actor: str, reason: str) -> None:
-        """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest."""
+        """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest;
+        creates in flight answered and the market's rentals under our label included."""
         self._cancel_tasks()
+        await hold_strays(self.market, self.actions, self.recovery, self.journal, "release")
         for a in self.fleet.held():
             try:
                 if a.life.phase == Phase.ABANDONED or not (

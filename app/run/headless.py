@@ -229,18 +229,22 @@ async def _trapped_run(
     except BaseException as exc:  # the trap: whatever happened, nothing keeps billing unwatched
         trap.ending = True  # a second Ctrl-C must not interrupt the release
         why = f"signal {exc}" if isinstance(exc, Trapped) else f"{type(exc).__name__}: {exc}"
+        held = {a.instance_id for a in sup.held()}
+        before = set(sup.fleet.attempts)
+        # the release first, the ledger after: a release must not wait on a disk that fails
+        log(f"trap   {why}: releasing {len(held)} held instance(s) and any create in flight")
+        try:
+            await session.release("trap", f"exit trap: {why}")  # however long it takes
+        except BaseException as exc2:
+            log(f"trap   release incomplete: {exc2!r}")
+        held |= set(sup.fleet.attempts) - before  # found under the label, or landed meanwhile
         sup.journal.fact(
             EventKind.TRAP,
             None,
             actor="trap",
             reason=f"exit trap fired: {why}",
-            detail={"held": [a.instance_id for a in sup.held()]},
+            detail={"held": sorted(held)},
         )
-        log(f"trap   {why}: releasing {len(sup.held())} held instance(s)")
-        try:
-            await session.release("trap", f"exit trap: {why}")  # however long it takes
-        except BaseException as exc2:
-            log(f"trap   release incomplete: {exc2!r}")
         kind = "trapped" if isinstance(exc, Trapped) else "exit"
         last_word = ("market_down" if isinstance(exc, MarketDown) else kind, why)
         if isinstance(exc, AuthError):  # one line: the key, and what still bills

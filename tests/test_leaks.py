@@ -1,0 +1,175 @@
+"""Nothing bills unwatched (issue 45): every rental under the campaign's label is the
+campaign's until the market shows it gone, whatever cut a create short; an outbid pause gets
+our own stop. Each test fails with its protection removed."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from rentwatch.cli.main import main
+from rentwatch.core.policy import DEFAULT
+from rentwatch.engine.ending import end_campaign
+from rentwatch.engine.hosts.ssh import load_or_create_key
+from rentwatch.ledger import Ledger
+
+from .campaigns import campaign_text, headless_cmd, headless_env
+from .hostile_market import HostileMarket, Hostility
+from .test_bid_engine import JOB, bid_market, proven
+from .test_supervisor_unit import run
+
+HEALTHY = [{"behaviour": "healthy", "share": 1.0}]
+HOLD_S = 20.0  # the slow market's create answer, as the issue's report held it
+
+
+@pytest.fixture(scope="module")
+def key(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return load_or_create_key(tmp_path_factory.mktemp("k") / "key")
+
+
+def _billing(sim) -> list[dict]:
+    """Every rental the market still bills GPU for (neither destroyed nor stopped)."""
+    t = sim.call(sim.market.truth)
+    return [
+        r for r in t["instances"] if r["destroyed_at"] is None and r["actual_status"] != "stopped"
+    ]
+
+
+def _slow_create_run(make_sim, tmp_path: Path, name: str):
+    """A headless run behind a market that holds every create's answer for HOLD_S; returns
+    the sim, the proxy, the process and the ledger once a create is being held."""
+    sim = make_sim(seed=7, offers=30, time_scale=60, host_class=HEALTHY)
+    proxy = HostileMarket(sim.url, Hostility(hold_create_s=HOLD_S)).start()
+    camp = tmp_path / "c.toml"
+    camp.write_text(campaign_text(name, 1))
+    ledger = tmp_path / "l.duckdb"
+    cmd = headless_cmd(SimpleNamespace(url=proxy.url), tmp_path, camp, ledger)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=headless_env(sim)
+    )
+    assert proxy.creates_held.wait(60), "no create was sent"
+    time.sleep(1.0)  # well inside the hold: the rental exists, its id not yet answered
+    assert _billing(sim), "the held create made no rental"
+    return sim, proxy, proc, ledger
+
+
+def test_a_signal_while_a_create_is_answered_slowly_releases_that_rental(make_sim, tmp_path):
+    """SIGTERM while the market holds a create's answer: the trap waits for the answer (the
+    create is not cancelled with its caller) and sweeps the label, so the rental being made
+    is destroyed, not left running with a `create` intent and no outcome."""
+    sim, proxy, proc, ledger = _slow_create_run(make_sim, tmp_path, "slowc")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=HOLD_S + 60)
+    finally:
+        proxy.stop()
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert _billing(sim) == [], out
+    with Ledger(ledger, read_only=True) as led:
+        assert led.unfinished_intents() == []
+        made = {e.instance_id for e in led.events(where="kind = 'create' AND ok")}
+        ended = {
+            e.instance_id for e in led.events(where="kind = 'destroy' AND actor = 'trap' AND ok")
+        }
+    assert made and made <= ended, out
+
+
+def test_kill_9_mid_create_then_end_finds_it_by_its_label(make_sim, tmp_path, capsys):
+    """kill -9 while a create's answer is held: the ledger holds the intent alone. `end` asks
+    the market for the campaign's label, settles the create, destroys the rental, and only
+    then says that nothing is left."""
+    sim, proxy, proc, ledger = _slow_create_run(make_sim, tmp_path, "killc")
+    proc.kill()
+    proc.wait()
+    try:
+        with Ledger(ledger, read_only=True) as led:
+            assert [e.kind for e in led.unfinished_intents()] == ["create"]
+        [running] = _billing(sim)
+        capsys.readouterr()
+        code = main(
+            ["end", "--campaign", "killc", "--ledger", str(ledger), "--market-url", proxy.url,
+             "--api-key", sim.api_key, "--yes", "killc"]
+        )  # fmt: skip
+    finally:
+        proxy.stop()
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"destroyed unverified i:{running['id']}" in out
+    assert "nothing of killc is left billing" in out.splitlines()[-1]
+    assert _billing(sim) == []
+    with Ledger(ledger, read_only=True) as led:
+        assert led.unfinished_intents() == []
+
+
+def test_end_through_the_controller_sends_our_stop_to_an_outbid_pause(key):
+    """A verified bid rental the market paused (outbid) resumes by itself: a person's end
+    sends our own stop, and never says it "was stopped already"."""
+
+    async def body(sup, market, ledger):
+        iid = await proven(sup, market)
+        market.t += 60
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        assert ("stop_instance", iid) not in market.calls
+        done = await end_campaign(sup, destroy=False)
+        assert ("stop_instance", iid) in market.calls
+        assert not any("stopped already" in line for line in done), done
+        assert ("destroy_instance", iid) not in market.calls
+
+    run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
+def test_end_without_a_controller_sends_our_stop_to_an_outbid_pause(key, tmp_path, capsys,
+                                                                     monkeypatch):  # fmt: skip
+    """The controller killed while its verified bid rental is paused; `end` (no controller,
+    straight to the market) reads the ledger's last stop as the market's and stops it."""
+    import rentwatch.market.vast.client as vast
+
+    market, path = bid_market(), tmp_path / "l.duckdb"
+    held: list[int] = []
+
+    async def first(sup, market, ledger):
+        iid = await proven(sup, market)
+        market.t += 60
+        market.outbid(iid, min_bid=0.44)
+        await sup.poll_once()
+        held.append(iid)
+
+    ledger = Ledger(path)
+    run(
+        key,
+        first,
+        market=market,
+        ledger=ledger,
+        policy=DEFAULT,
+        rental="interruptible",
+        jobs=(JOB,),
+    )
+    ledger.close()  # kill -9: no release, no campaign_end
+
+    async def no_clock() -> float:
+        return market.now()
+
+    class Client:  # `end` talks to the fake market as to Vast's client
+        def __init__(self, *_: Any, **__: Any) -> None:
+            market.sync_clock = no_clock
+
+        async def __aenter__(self) -> Any:
+            return market
+
+        async def __aexit__(self, *_: Any) -> None:
+            return None
+
+    monkeypatch.setattr(vast, "VastClient", Client)
+    capsys.readouterr()
+    code = main(["end", "--campaign", "u", "--ledger", str(path), "--api-key", "k", "--yes", "u"])
+    out = capsys.readouterr().out
+    assert ("stop_instance", held[0]) in market.calls, out
+    assert "stopped already" not in out
+    assert f"stopped verified i:{held[0]}" in out
+    assert code == 1  # a stopped verified rental still bills its storage: said, exit 1
