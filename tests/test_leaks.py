@@ -173,3 +173,63 @@ def test_end_without_a_controller_sends_our_stop_to_an_outbid_pause(key, tmp_pat
     assert "stopped already" not in out
     assert f"stopped verified i:{held[0]}" in out
     assert code == 1  # a stopped verified rental still bills its storage: said, exit 1
+
+
+SLOW_JOBS = "".join(
+    f"""
+[[jobs]]
+name = "job-{i}"
+run = "mkdir -p out && python3 -c \\"import time; time.sleep(2.5); open('out/r{i}.txt', 'w').write('{i}')\\""
+artifacts = ["out/r{i}.txt"]
+"""
+    for i in range(8)
+)
+
+
+def test_a_restart_after_ctrl_c_starts_its_proven_rentals_before_creating(make_sim, tmp_path):
+    """Ctrl-C with jobs running leaves the proven hosts stopped (the trap's stop). The same
+    command again starts them (rule:reuse) before anything new is created, runs the jobs on
+    them, and creates nothing while they suffice."""
+    sim = make_sim(seed=7, offers=60, time_scale=60, host_class=HEALTHY)
+    camp, ledger = tmp_path / "c.toml", tmp_path / "l.duckdb"
+    camp.write_text(campaign_text("carry", 2) + SLOW_JOBS)
+    cmd, env = headless_cmd(sim, tmp_path, camp, ledger), headless_env(sim)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
+    )
+    seen, deadline = "", time.time() + 120
+    while time.time() < deadline and seen.count(" started on ") < 2:
+        seen += proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, seen + out
+    with Ledger(ledger, read_only=True) as led:
+        proven = {e.instance_id for e in led.events(where="kind = 'preflight_passed'")}
+        trapped = {e.instance_id for e in led.events(where="kind = 'stop' AND actor = 'trap'")}
+        first_done = len(led.events(where="kind = 'job_finished' AND ok"))
+    assert len(proven) == 2 and proven <= trapped, seen + out
+    assert first_done < 8
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    assert again.returncode == 0, again.stdout[-3000:]
+    with Ledger(ledger, read_only=True) as led:
+        [_, start] = led.events(where="kind = 'campaign_start'")
+        later = [e for e in led.events(where="seq > ?", params=[start.seq])]
+        finished = {e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")}
+    reused = {
+        e.instance_id
+        for e in later
+        if e.kind == "start" and e.actor == "rule:reuse" and e.phase == "outcome" and e.ok
+    }
+    assert reused == proven, again.stdout[-3000:]
+    # nothing created while they suffice: a create only once one of them left service (on
+    # a loaded machine a watchdog may miss its heartbeat and stop its host)
+    creates = [e.seq for e in later if e.kind == "create"]
+    left = [
+        e.seq
+        for e in later
+        if e.instance_id in proven and e.kind in ("stop", "destroy", "abandon", "lost")
+    ]
+    assert not creates or (left and min(left) < min(creates)), again.stdout[-6000:]
+    ran_on = {e.instance_id for e in later if e.kind == "job_started"}
+    assert proven <= ran_on, again.stdout[-6000:]
+    assert finished == {f"job-{i}" for i in range(8)}
