@@ -39,6 +39,7 @@ class Actions:
         # creates sent and not yet answered: a signal that cancels their caller does not
         # cancel them (the market may be making the rental), and the release waits for them
         self.creating: set[asyncio.Task[Attempt | None]] = set()
+        self.labels_in_flight: set[str] = set()  # their labels (the market may list them)
 
     async def change(self, a: Attempt, kind: EventKind, actor: str, reason: str) -> float:
         """Stop, start or destroy `a`: returns when it took effect; raises what the market
@@ -156,6 +157,9 @@ class Actions:
         self, offer: Offer, actor: str, reason: str, why: str, bid: float | None
     ) -> Attempt | None:
         j = self.journal
+        if j.ledger.unwritable:  # no rental whose create the ledger cannot hold
+            j.say(f"create skipped: the ledger cannot be written ({j.ledger.unwritable})")
+            return None
         storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
         ctx: dict[str, Any] = {
             "campaign": self.campaign.name,
@@ -176,6 +180,7 @@ class Actions:
             else {"bid": bid, "min_bid": offer.min_bid, "on_demand_dph": offer.dph_base}
         )
         seq = j.intent(K.CREATE, ctx, actor=actor, reason=reason, detail={"label": label, **tier})
+        self.labels_in_flight.add(label)
         try:
             res = await self.market.create_instance(
                 offer.id,
@@ -190,6 +195,8 @@ class Actions:
             j.outcome(seq, at=self.market.answered_at(), ok=False, error=str(exc))
             j.say(f"create FAILED on offer {offer.id} m:{offer.machine_id}: {exc}")
             return None
+        finally:
+            self.labels_in_flight.discard(label)
         if not self._believable(res.instance_id):
             found = await self._by_label(label)
             if found is None:

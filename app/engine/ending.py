@@ -51,7 +51,7 @@ async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> list[
     # and a create already sent is ended as its answer lands (`Actions.create`)
     sup.actions.ended = (HUMAN, reason)
     # what the market holds under the campaign's label and the fleet does not, held first
-    await hold_strays(sup.market, sup.actions, sup.recovery, sup.journal, "end   ")
+    await hold_strays(sup.market, sup.actions, sup.recovery, sup.journal, "end   ", wait=False)
     done: list[str] = []
     # what it has on the market, stopped rentals too: a finished campaign's stopped ones
     # bill storage, and "end and destroy everything" is the way to stop that

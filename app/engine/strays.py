@@ -12,18 +12,21 @@ from .recovery import Recovery
 
 
 async def hold_strays(
-    market: Market, actions: Actions, recovery: Recovery, journal: Journal, why: str
+    market: Market, actions: Actions, recovery: Recovery, journal: Journal, why: str, wait: bool
 ) -> int:
-    """Wait for every create in flight to be answered (its rental lands in the fleet), then
-    hold every rental the market lists under this campaign's label that is not held. Returns
-    how many were taken; a market that cannot be listed is said, not raised."""
-    await actions.landed()
+    """Hold every rental the market lists under this campaign's label that is not held;
+    with `wait`, every create in flight answered first (its rental lands in the fleet), else
+    those left to land (a person's end destroys them as they do). Returns how many were
+    taken; a market that cannot be listed is said, not raised."""
+    if wait:
+        await actions.landed()
     before = len(recovery.fleet.attempts)
     try:
         rows = await market.list_instances()
     except REFUSALS as exc:
         journal.say(f"{why} could not list the market for the campaign's label: {exc}")
         return 0
+    rows = [r for r in rows if r.label not in actions.labels_in_flight]
     recovery.adopt_strays(rows, market.answered_at(), adopt_all=False)
     found = len(recovery.fleet.attempts) - before
     if found:
