@@ -4,6 +4,7 @@ our own stop. Each test fails with its protection removed."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
 import time
@@ -233,3 +234,82 @@ def test_a_restart_after_ctrl_c_starts_its_proven_rentals_before_creating(make_s
     ran_on = {e.instance_id for e in later if e.kind == "job_started"}
     assert proven <= ran_on, again.stdout[-6000:]
     assert finished == {f"job-{i}" for i in range(8)}
+
+
+def _last_lines(out: str) -> list[str]:
+    """The run's closing block: from its `left billing` line to the end."""
+    lines = out.rstrip().splitlines()
+    start = max(i for i, ln in enumerate(lines) if ln.startswith("left billing"))
+    return lines[start:]
+
+
+def test_a_market_down_exit_names_each_rental_still_billing(make_sim, tmp_path):
+    """The market goes down for good (exit 4): the trap's stops and destroys fail, and the last
+    lines name every rental the market still holds, its state and $/h, and the `end` command
+    with `--market-url` (not Vast's) and the ledger."""
+    sim = make_sim(seed=7, offers=40, time_scale=600, host_class=HEALTHY)
+    proxy = HostileMarket(sim.url, Hostility(fail_status=503, fail_after_lists=6)).start()
+    try:
+        camp, ledger = tmp_path / "c.toml", tmp_path / "l.duckdb"
+        camp.write_text(campaign_text("gone", 2, '\n[[jobs]]\nname = "a"\nrun = "sleep 300"\n'))
+        cmd = headless_cmd(SimpleNamespace(url=proxy.url), tmp_path, camp, ledger)
+        env = headless_env(sim, RENTWATCH_MARKET_DOWN_S="5")
+        r = subprocess.run(cmd + ["--http-timeout", "1.0"], capture_output=True, text=True,
+                           env=env, cwd=tmp_path, timeout=240)  # fmt: skip
+    finally:
+        proxy.stop()
+    assert r.returncode == 4, r.stderr[-2000:]
+    left = [row for row in sim.call(sim.market.truth)["instances"] if row["destroyed_at"] is None]
+    assert left, "the market held nothing when it went down: the test proves nothing"
+    tail = _last_lines(r.stdout)
+    assert tail[0] == f"left billing: {len(left)} rental(s) of gone still on the market:", tail
+    for row in left:
+        [line] = [ln for ln in tail if ln.startswith(f"  i:{row['id']} ")]
+        assert "/h" in line and "$" in line, line
+    end = next(ln for ln in tail if ln.startswith("end them: "))
+    assert end == (
+        f"end them: rentwatch end --campaign gone --ledger {ledger.resolve()} "
+        f"--market-url {proxy.url}"
+    ), tail
+
+
+def test_ctrl_c_names_its_stopped_rentals_and_the_printed_end_works(
+    make_sim, tmp_path, monkeypatch, capsys
+):
+    """Ctrl-C with proven hosts running jobs: the trap stops them, and the last lines list
+    them stopped, at their storage's $/h, with the command that ends them; that command,
+    pasted as printed (and confirmed), leaves nothing on the market."""
+    sim = make_sim(seed=7, offers=60, time_scale=60, host_class=HEALTHY)
+    camp, ledger = tmp_path / "c.toml", tmp_path / "l.duckdb"
+    camp.write_text(
+        campaign_text("ctrlc", 2) + SLOW_JOBS.replace("time.sleep(2.5)", "time.sleep(60)")
+    )
+    cmd, env = headless_cmd(sim, tmp_path, camp, ledger), headless_env(sim)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
+    )
+    seen, deadline = "", time.time() + 120
+    while time.time() < deadline and seen.count(" started on ") < 2:
+        seen += proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, seen + out
+    with Ledger(ledger, read_only=True) as led:
+        stopped = {
+            r["instance_id"]: r["storage_dph"]
+            for r in led.instance_rows()
+            if r["stopped_at"] and not r["destroyed_at"]
+        }
+    assert len(stopped) == 2, out
+    tail = _last_lines(out)
+    for iid, dph in stopped.items():
+        [line] = [ln for ln in tail if ln.startswith(f"  i:{iid} ")]
+        assert "stopped (storage only)" in line and line.endswith(f"${dph:.4f}/h"), line
+    printed = next(ln for ln in tail if ln.startswith("end them: ")).removeprefix("end them: ")
+    assert printed.endswith("--destroy")
+    monkeypatch.setenv("VAST_API_KEY", sim.api_key)
+    monkeypatch.chdir("/")  # pasted anywhere
+    capsys.readouterr()
+    assert main(shlex.split(printed)[1:] + ["--yes", "ctrlc"]) == 0, capsys.readouterr().out
+    left = [row for row in sim.call(sim.market.truth)["instances"] if row["destroyed_at"] is None]
+    assert left == []
