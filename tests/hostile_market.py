@@ -18,6 +18,9 @@ demand, one class of trouble per knob (issue 14's list).
   status (401: the key revoked, 503: the market down), for good
 - `refuse_filter`: list requests whose `select_filters` name this field refused (400), as a
   market that does not serve that filter would; `refuse_show`: shows of these ids refused (400)
+- `hold_create_s`: create answers held this long after the simulator made the rental (a slow
+  market: the rental exists and bills while rentwatch waits for its id); `creates_held` is set
+  once one is being held
 - `loop_filter`: list answers to requests filtered on this field point their `next_token` back
   at their first page, for good (a market whose paging loops)
 
@@ -72,6 +75,7 @@ class Hostility:
     refuse_filter: str | None = None
     refuse_show: set[int] = field(default_factory=set)
     loop_filter: str | None = None
+    hold_create_s: float = 0.0
     seed: int = 14
 
 
@@ -92,6 +96,7 @@ class HostileMarket:
         self._trickled = 0
         self._lists = 0  # list answers passed on, for `fail_after_lists`
         self._server: ThreadingHTTPServer | None = None
+        self.creates_held = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> HostileMarket:
@@ -149,6 +154,10 @@ class HostileMarket:
         data, trickle = self.rewrite(rq.command, path, status, data)
         if self.h.loop_filter and self.h.loop_filter in self.filters(rq) and status < 400:
             data = self.loop(data)
+        if self.h.hold_create_s and rq.command == "PUT" and path.startswith("/api/v0/asks/"):
+            self.count("create_held")
+            self.creates_held.set()
+            time.sleep(self.h.hold_create_s)
         rq.send_response(status)
         for k, v in out_headers.items():
             rq.send_header(k, v)

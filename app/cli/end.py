@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import RentwatchError
+from ..core.text import clean
 from ..ledger import EventKind
 from ..ledger.holdings import Holding, holdings_sql
 from ..market.vast.client import REAL_MARKET
@@ -91,13 +92,28 @@ def _through_controller(remote: Any, name: str, destroy: bool) -> list[str]:
     return [f"controller: {part}" for part in str(done).split("; ")]
 
 
+async def _look(url: str, key: str, ledger_path: Path, name: str) -> None:
+    """Before anything is listed: the market asked for the campaign's label, the creates a
+    dead controller left unanswered settled (`end_market.settle_creates`)."""
+    from ..ledger import Ledger
+    from ..market.vast.client import VastClient
+    from .end_market import settle_creates
+
+    with Ledger(ledger_path) as ledger:
+        async with VastClient(url, key) as client:
+            await client.sync_clock()
+            await settle_creates(client, ledger, name, print)
+
+
 async def _direct(url: str, key: str, ledger_path: Path, name: str, held: list[Holding],
-                  destroy: bool) -> list[str]:  # fmt: skip
+                  destroy: bool) -> tuple[list[str], list[Any]]:  # fmt: skip
     """No controller runs: act on the market ourselves and write each act to the ledger as
-    the engine does (intent, each try, outcome), as the person's."""
+    the engine does (intent, each try, outcome), as the person's. Returns what was done and
+    the rentals the market still lists under the campaign's label afterwards."""
     from ..ledger import Ledger
     from ..market.errors import REFUSALS
     from ..market.vast.client import VastClient
+    from .end_market import labelled
 
     reason = f"the campaign was ended by a person ({'destroy' if destroy else 'stop'})"
     out: list[str] = []
@@ -114,7 +130,9 @@ async def _direct(url: str, key: str, ledger_path: Path, name: str, held: list[H
                 }
                 gone = h.instance_id not in listed
                 if h.verified and not destroy and not gone:
-                    if h.stopped:
+                    # a bid rental the market paused (outbid) resumes by itself: only our
+                    # own stop ends the bid
+                    if h.stopped and not h.paused:
                         out.append(f"i:{h.instance_id} was stopped already")
                         continue
                     kind, call = K.STOP, client.stop_instance
@@ -154,10 +172,14 @@ async def _direct(url: str, key: str, ledger_path: Path, name: str, held: list[H
                 ledger.outcome(seq, at=acted.at, ok=True, detail=detail)
                 verb = "stopped" if kind == K.STOP else "destroyed"
                 which = "verified" if h.verified else "unverified"
+                paused = " (the market had paused it: our stop ends the bid)" if h.paused else ""
                 out.append(
-                    f"{verb} {which} i:{h.instance_id}" + (" (gone already)" if gone else "")
+                    f"{verb} {which} i:{h.instance_id}"
+                    + (" (gone already)" if gone else paused if kind == K.STOP else "")
                 )
-    return out
+            # the market's word on what is left: every row still under the label
+            still = labelled(ledger, name, await client.list_instances())
+    return out, [i for i in still.values() if i.intended_status != "destroyed"]
 
 
 def _left(
@@ -219,14 +241,19 @@ def run(args: argparse.Namespace) -> int:
     if not _known(ledger, name):
         raise EndRefused(f"no campaign {name!r} in the ledger {ledger}")
     remote = controller_for_ledger(ledger)
-    held = holdings(ledger, name)
-    if not held and remote is None:
-        print(f"nothing of {name} is left billing")
-        return 0
+    key: str | None = None
     # the market the campaign rented on (a controller holding the ledger rents on its own)
     ran_on = _ran_on(ledger, name) if remote is None else None
-    if remote is None:  # refused before the name is asked for, not after
+    if remote is None:  # refused before anything is asked; then the market first: what runs
+        # under the label is the campaign's too
         _same_market(ran_on, name, args.market_url)
+        key = find_api_key(args.api_key)
+        asyncio.run(_look(args.market_url, key, ledger, name))
+    held = holdings(ledger, name)
+    if not held and remote is None:
+        # (the look found nothing under the label that the ledger does not hold)
+        print(f"nothing of {name} is left billing")
+        return 0
     for line in _listing(name, held, args.destroy) if held else [f"{name} holds nothing"]:
         print(line)
     try:
@@ -235,21 +262,28 @@ def run(args: argparse.Namespace) -> int:
         if remote is not None:
             remote.close()
         raise
+    on_market: list[Any] = []
     if remote is not None:
         done = _through_controller(remote, name, args.destroy)
     else:
-        key = find_api_key(args.api_key)
-        done = asyncio.run(_direct(args.market_url, key, ledger, name, held, args.destroy))
+        assert key is not None
+        done, on_market = asyncio.run(
+            _direct(args.market_url, key, ledger, name, held, args.destroy)
+        )
     for line in done:
         print(line)
     left = _left(ledger, name)
-    if not left:
+    unheld = [i for i in on_market if i.id not in {h.instance_id for h in left}]
+    if not left and not unheld:
         print(f"nothing of {name} is left billing")
         return 0
     per_day = sum(h.storage_usd_per_day for h in left)
-    print(f"left billing ({len(left)}, storage ${per_day:.3f}/day):")
+    print(f"left billing ({len(left) + len(unheld)}, storage ${per_day:.3f}/day):")
     for h in left:
         print(f"  {h.line()}")
+    for i in unheld:  # the market lists it under our label, the ledger has it gone
+        status = clean(i.actual_status or "unknown", 40)
+        print(f"  i:{i.id} m:{i.machine_id}: still listed by the market under the label ({status})")
     print(f"end them: {end_hint(name, ledger, (ran_on or args.market_url).rstrip('/'))}")
     return 1
 

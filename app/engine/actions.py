@@ -4,6 +4,7 @@ effect. Create, stop, start, destroy; nothing here decides anything."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from typing import Any
 
@@ -36,6 +37,10 @@ class Actions:
         # (actor, reason) once a person ended the campaign: a create still in flight then
         # lands on a campaign that holds nothing, and is ended as it lands
         self.ended: tuple[str, str] | None = None
+        # creates sent and not yet answered: a signal that cancels their caller does not
+        # cancel them (the market may be making the rental), and the release waits for them
+        self.creating: set[asyncio.Task[Attempt | None]] = set()
+        self.labels_in_flight: set[str] = set()  # their labels (the market may list them)
 
     async def change(self, a: Attempt, kind: EventKind, actor: str, reason: str) -> float:
         """Stop, start or destroy `a`: returns when it took effect; raises what the market
@@ -135,8 +140,27 @@ class Actions:
         """Rent `offer` (with `bid`: on the interruptible tier at that price); the new attempt,
         or None when the market refused (said and recorded). A bid the market refused still
         made an instance, created stopped (`CreateResult.refused`): it never ran, so it is
-        given up and destroyed at once, as nothing said against its host."""
+        given up and destroyed at once, as nothing said against its host.
+
+        The create runs to its answer even when its caller is cancelled (the exit trap's
+        signal): its rental then lands in the fleet, where the release finds it (`landed`)."""
+        task = asyncio.ensure_future(self._create(offer, actor, reason, why, bid))
+        self.creating.add(task)
+        task.add_done_callback(self.creating.discard)
+        return await asyncio.shield(task)
+
+    async def landed(self) -> None:
+        """Wait for every create in flight to be answered (its rental is then in the fleet)."""
+        while self.creating:
+            await asyncio.gather(*list(self.creating), return_exceptions=True)
+
+    async def _create(
+        self, offer: Offer, actor: str, reason: str, why: str, bid: float | None
+    ) -> Attempt | None:
         j = self.journal
+        if j.ledger.unwritable:  # no rental whose create the ledger cannot hold
+            j.say(f"create skipped: the ledger cannot be written ({j.ledger.unwritable})")
+            return None
         storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
         ctx: dict[str, Any] = {
             "campaign": self.campaign.name,
@@ -157,6 +181,7 @@ class Actions:
             else {"bid": bid, "min_bid": offer.min_bid, "on_demand_dph": offer.dph_base}
         )
         seq = j.intent(K.CREATE, ctx, actor=actor, reason=reason, detail={"label": label, **tier})
+        self.labels_in_flight.add(label)
         try:
             res = await self.market.create_instance(
                 offer.id,
@@ -171,6 +196,8 @@ class Actions:
             j.outcome(seq, at=self.market.answered_at(), ok=False, error=str(exc))
             j.say(f"create FAILED on offer {offer.id} m:{offer.machine_id}: {exc}")
             return None
+        finally:
+            self.labels_in_flight.discard(label)
         if not self._believable(res.instance_id):
             found = await self._by_label(label)
             if found is None:

@@ -17,7 +17,8 @@ from ..core.models import Offer
 from ..core.rules import AttemptView
 from ..core.verdict import Throttle, Verdict
 
-REUSABLE_STOPS = ("rule:drained", "rule:idle")  # stops for want of work: the host was fine
+# stops for want of work, and an earlier run's own end (its trap, its release): the host was fine
+REUSABLE_STOPS = ("rule:drained", "rule:idle", "trap", "rule:campaign_end")
 
 
 @dataclass

@@ -19,6 +19,7 @@ from .intents import (
     DestroyIntent,
 )
 from .operator import HUMAN
+from .strays import hold_strays
 
 if TYPE_CHECKING:
     from .attempt import Attempt
@@ -49,6 +50,8 @@ async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> list[
         sup.campaign = dataclasses.replace(sup.campaign, max_creates=sup.fleet.creates)
     # and a create already sent is ended as its answer lands (`Actions.create`)
     sup.actions.ended = (HUMAN, reason)
+    # what the market holds under the campaign's label and the fleet does not, held first
+    await hold_strays(sup.market, sup.actions, sup.recovery, sup.journal, "end   ", wait=False)
     done: list[str] = []
     # what it has on the market, stopped rentals too: a finished campaign's stopped ones
     # bill storage, and "end and destroy everything" is the way to stop that
@@ -67,10 +70,13 @@ async def _end_one(sup: Supervisor, a: Attempt, destroy: bool, reason: str) -> s
             ok = await sup.apply(DestroyIntent(DestroyConfirmation(iid, str(iid)), reason))
             return f"destroyed verified i:{iid}" if ok else f"destroy of i:{iid} FAILED"
         if proven:
-            if a.life.phase == Phase.STOPPED:
+            paused = a.life.phase == Phase.STOPPED and a.resumes_by_itself
+            if a.life.phase == Phase.STOPPED and not paused:
                 return f"i:{iid} was stopped already (storage bills until it is destroyed)"
+            # a bid rental the market paused (outbid) resumes by itself: only our stop ends it
             ok = await sup.actions.stop(a, HUMAN, reason)
-            return f"stopped verified i:{iid}" if ok else f"stop of i:{iid} FAILED"
+            what = " (the market had paused it: our stop ends the bid)" if paused else ""
+            return f"stopped verified i:{iid}{what}" if ok else f"stop of i:{iid} FAILED"
         # never proven: given up as cancelled (no fault of its host's), then destroyed
         if a.life.phase != Phase.ABANDONED:
             if a.preflight_task:

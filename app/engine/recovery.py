@@ -1,6 +1,6 @@
-"""Starting again after a crash: settle the calls a dead controller left unanswered, adopt
-the campaign's live instances (and, under `reuse_stopped`, proven rentals an earlier campaign
-stopped), and write down what changed while nobody watched.
+"""Starting again after a crash: settle the calls a dead controller left unanswered, adopt the
+campaign's instances (under `reuse_stopped`, also proven rentals an earlier campaign stopped),
+and write down what changed while nobody watched (`carry_on.py`: our own stops kept).
 
 Ownership: only an instance carrying a label this ledger gave one of this campaign's creates
 is supervised (automation may act on it). With `adopt_all` (the dashboard's `watch`) every
@@ -23,6 +23,7 @@ from ..ledger import Event, EventKind, Ledger
 from ..market.errors import REFUSALS
 from ..market.protocol import Market
 from .attempt import Attempt
+from .carry_on import keep_our_stop
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
@@ -124,9 +125,8 @@ class Recovery:
         now = self.market.answered_at()
         by_label = {i.label: i for i in live.values() if i.label}
         for ev in self.ledger.unfinished_intents():
-            if ev.campaign != self.campaign.name:
-                continue
-            self._settle(ev, live, by_label, now)
+            if ev.campaign == self.campaign.name:
+                self._settle(ev, live, by_label, now)
         for inst in live.values():
             if self.ours(inst):
                 self.adopt(inst, now)
@@ -317,6 +317,8 @@ class Recovery:
                 move(a, Phase.VERIFIED, now, "adopted, verified before the restart")
         if stopped:
             move(a, Phase.STOPPED, now, "adopted stopped")
+            if owned:  # our own stop's rule kept: the reuse rule may start it again
+                keep_our_stop(a, history)
         self.fleet.add(a)
         written_off = [e for e in history if e.kind in (K.LOST, K.RETURNED)]
         if written_off and written_off[-1].kind == K.LOST:  # an earlier run wrote it off
@@ -366,14 +368,8 @@ class Recovery:
             f"observed, not supervised: not created by campaign {self.campaign.name} "
             f"({label}); shown and priced, only a person acts on it"
         )
-        self.journal.fact(
-            K.ADOPTED,
-            a,
-            at=now,
-            actor="engine",
-            reason=why,
-            detail={"observed": True, "status": inst.actual_status},
-        )
+        observed = {"observed": True, "status": inst.actual_status}
+        self.journal.fact(K.ADOPTED, a, at=now, actor="engine", reason=why, detail=observed)
         self.journal.say(f"observe i:{inst.id} m:{inst.machine_id} {inst.actual_status}: {why}")
 
     def _record_adoption(

@@ -29,7 +29,7 @@ from ..core.rules import (
     FleetSnapshot,
 )
 from ..core.text import clean
-from ..ledger import EventKind, Ledger
+from ..ledger import EventKind, Ledger, LedgerUnwritable
 from ..market.errors import ApiError, AuthError, MarketUnavailable
 from ..market.protocol import Market
 from .actions import Actions
@@ -50,6 +50,7 @@ from .offers import OfferBook
 from .operator import Operator
 from .recovery import Recovery
 from .rounds import rounds
+from .strays import hold_strays
 from .tier import TierWatch
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
@@ -229,6 +230,9 @@ class Supervisor:
             },
         )
         self.started_at = self.ledger.campaign_started_at(name)
+        if note := self.ledger.fallback_note:  # an earlier run's events the disk did not take
+            self.journal.fact(K.NOTE, None, at=now, actor="engine", reason=note)
+            self.journal.say(f"ledger {note}")
         self.fleet.restore(self.ledger, name, self.policy, now)
         await self.market.add_ssh_key(self.ssh.public_key)
         await self.link.calibrate()
@@ -242,6 +246,8 @@ class Supervisor:
 
     # -- the poll: observe, decide, execute ---------------------------------------------------
     async def poll_once(self) -> list[Decision]:
+        if why := self.ledger.unwritable:  # nothing more without a ledger: the end releases
+            raise LedgerUnwritable(f"{self.ledger.path}: {why}; the campaign stops here")
         for fn in self.before_poll:
             fn()
         try:
@@ -317,8 +323,10 @@ class Supervisor:
         return self.finished
 
     async def release_all(self, actor: str, reason: str) -> None:
-        """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest."""
+        """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest;
+        creates in flight answered and the market's rentals under our label included."""
         self._cancel_tasks()
+        await hold_strays(self.market, self.actions, self.recovery, self.journal, "release", True)
         for a in self.fleet.held():
             try:
                 if a.life.phase == Phase.ABANDONED or not (

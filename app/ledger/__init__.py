@@ -3,6 +3,6 @@ named reads the engine uses (no `where=` text outside this package)."""
 
 from .event import Event
 from .kinds import EventKind
-from .store import Ledger, LedgerError
+from .store import Ledger, LedgerError, LedgerUnwritable
 
-__all__ = ["Event", "EventKind", "Ledger", "LedgerError"]
+__all__ = ["Event", "EventKind", "Ledger", "LedgerError", "LedgerUnwritable"]

@@ -27,9 +27,15 @@ WITH held AS (
   WHERE i.destroyed_at IS NULL AND NOT coalesce(i.written_off, false)
     AND i.instance_id IN (SELECT instance_id FROM tenures WHERE campaign = {c})
 ), last_change AS (
-  SELECT instance_id, arg_max(kind, seq) AS change
+  -- a resume by itself (a paused bid running again) is a start of the market's
+  SELECT instance_id, arg_max(kind, seq) AS change, arg_max(actor, seq) AS change_actor
   FROM events WHERE phase <> 'intent' AND coalesce(ok, true)
-    AND kind IN ('stop', 'start', 'create') AND instance_id IN (SELECT instance_id FROM held)
+    AND kind IN ('stop', 'start', 'create', 'resumed')
+    AND instance_id IN (SELECT instance_id FROM held)
+  GROUP BY instance_id
+), bids AS (
+  SELECT instance_id, bool_or(detail->>'bid' IS NOT NULL) AS bid
+  FROM events WHERE kind = 'create' AND instance_id IN (SELECT instance_id FROM held)
   GROUP BY instance_id
 ), starts AS (
   -- a job whose start says it declares no artifacts has none to pull (older ledgers: unsaid)
@@ -53,12 +59,16 @@ WITH held AS (
 )
 SELECT h.instance_id, h.machine_id, h.gpu_name, h.verified_at IS NOT NULL AS verified,
   coalesce(l.change, 'create') = 'stop' AS stopped,
+  -- a bid rental stopped by the market (outbid) or found stopped with nobody's stop seen:
+  -- it resumes by itself unless we stop it (only our own stop ends a bid)
+  coalesce(l.change, 'create') = 'stop' AND coalesce(b.bid, false)
+    AND l.change_actor IN ('market', 'reconcile') AS paused,
   coalesce(h.storage_dph, 0) * 24 AS storage_usd_per_day,
   coalesce(h.gpu_dph, 0) AS gpu_usd_per_h, h.total_usd,
   coalesce((SELECT string_agg(p.job || CASE WHEN p.finished THEN '' ELSE ' (running)' END,
                               ', ' ORDER BY p.job)
             FROM pulled p WHERE p.instance_id = h.instance_id AND NOT p.pulled), '') AS unpulled
-FROM held h LEFT JOIN last_change l USING (instance_id)
+FROM held h LEFT JOIN last_change l USING (instance_id) LEFT JOIN bids b USING (instance_id)
 ORDER BY h.instance_id
 """
 
@@ -74,6 +84,7 @@ class Holding:
     gpu_usd_per_h: float
     total_usd: float
     unpulled: str  # jobs that ran on it whose outputs were not pulled off ("" when none)
+    paused: bool = False  # a bid rental the market stopped: it resumes unless we stop it
 
     @classmethod
     def from_row(cls, r: dict[str, Any]) -> Holding:
@@ -87,11 +98,18 @@ class Holding:
             gpu_usd_per_h=float(r["gpu_usd_per_h"] or 0),
             total_usd=float(r["total_usd"] or 0),
             unpulled=str(r["unpulled"] or ""),
+            paused=bool(r.get("paused")),
         )
 
     def line(self) -> str:
         """One line for a person deciding whether to destroy it."""
-        state = "stopped" if self.stopped else f"live, ${self.gpu_usd_per_h:.3f}/h GPU"
+        state = (
+            f"paused by the market (a bid: resumes by itself, ${self.gpu_usd_per_h:.3f}/h GPU)"
+            if self.paused
+            else "stopped"
+            if self.stopped
+            else f"live, ${self.gpu_usd_per_h:.3f}/h GPU"
+        )
         out = (
             f"i:{self.instance_id} m:{self.machine_id} {clean(self.gpu_name, 60)}: "
             f"{'VERIFIED' if self.verified else 'never verified'}, {state}, "

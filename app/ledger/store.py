@@ -7,7 +7,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ import duckdb
 
 from ..core.errors import RentwatchError
 from .event import Event
+from .fallback import add_back, write_fallback
 from .kinds import EVENT_KINDS
 from .private import hold_private_umask, make_private, release_private_umask
 from .readonly import QUERY_TIMEOUT_S, QueryResult, QuerySandbox, connect_sandboxed
@@ -23,6 +24,9 @@ from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
 # the refusal of a ledger another process writes (`run.service.spawn` waits on it to attach)
 HELD_ELSEWHERE = "is open in another rentwatch process"
+# a write the disk refused ("No space left on device"), or a database that a failed write
+# left invalidated: the event waits (fallback.py); any other error is a bug, and raised
+DISK_FAILURES = (duckdb.IOException, duckdb.FatalException, OSError)
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog", "market")
 
 _COLUMNS = (
@@ -62,6 +66,17 @@ _SAMPLE_COLUMNS = (
 
 class LedgerError(RentwatchError):
     title = "ledger error"
+
+
+class LedgerUnwritable(LedgerError):
+    title = "the ledger cannot be written"
+
+
+def _event(row: Sequence[Any]) -> Event:
+    d = dict(zip(_COLUMNS, row, strict=True))
+    d["at"] = d.pop("ts")
+    d["detail"] = json.loads(d["detail"]) if d["detail"] else {}
+    return Event(**d)
 
 
 def default_ledger_path() -> Path:
@@ -121,6 +136,16 @@ class Ledger(NamedReads):
         self.__sandbox = QuerySandbox(self.__con, self.__lock)
         self.__seq = self._max_seq()
         self._records: dict[str, tuple[int, Any]] = {}  # record reads by the seq they saw
+        # events a failed write left unwritten, in order (fallback.py), and why writes fail
+        self.__pending: list[list[Any]] = []
+        self.unwritable: str | None = None
+        self.fallback_note: str | None = None  # where the unwritten events went, or came from
+        if not read_only and str(path) != ":memory:":
+            try:
+                self.fallback_note = add_back(self.path, _COLUMNS, self.__seq, self._insert)
+            except DISK_FAILURES as exc:  # still no room: they wait in their file
+                self.fallback_note = f"events an earlier run could not write wait in a file: {exc}"
+            self.__seq = self._max_seq()
 
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -167,7 +192,7 @@ class Ledger(NamedReads):
         instant, and a finished campaign's figures stop where its controller last looked."""
         if self.read_only:
             return
-        with self.__lock:
+        with self.__lock, self._unless_unwritable():
             self.__con.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('clock', ?)", [repr(float(now))]
             )
@@ -176,6 +201,15 @@ class Ledger(NamedReads):
                     "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                     [f"clock@{market}", repr(float(now))],
                 )
+
+    @contextlib.contextmanager
+    def _unless_unwritable(self) -> Iterator[None]:
+        """A write that may be lost (a clock tick, a batch of GPU readings): a failure only
+        says the ledger cannot be written (`unwritable`)."""
+        try:
+            yield
+        except DISK_FAILURES as exc:
+            self.unwritable = self.unwritable or str(exc).splitlines()[0][:300]
 
     # -- appends ---------------------------------------------------------------------------
     def record(
@@ -216,11 +250,31 @@ class Ledger(NamedReads):
                 "intent_seq": intent_seq,
                 **context,
             }
-            self.__con.execute(
-                f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-                [values.get(c) for c in _COLUMNS],
-            )
+            self.__pending.append([values.get(c) for c in _COLUMNS])
+            self.flush()
             return self.__seq
+
+    def _insert(self, row: list[Any]) -> None:
+        self.__con.execute(
+            f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+            row,
+        )
+
+    def flush(self) -> int:
+        """Write what is pending, in order, up to the first write that fails (a full disk:
+        kept, and `unwritable` says why); returns how many events are still unwritten."""
+        with self.__lock:
+            while self.__pending:
+                try:
+                    self._insert(self.__pending[0])
+                except DISK_FAILURES as exc:
+                    self.unwritable = self.unwritable or str(exc).splitlines()[0][:300]
+                    break
+                except duckdb.Error:
+                    self.__pending.pop(0)  # a bad row, not the disk: never blocks the rest
+                    raise
+                self.__pending.pop(0)
+            return len(self.__pending)
 
     def intent(self, kind: str, *, at: float, actor: str, reason: str, **context: Any) -> int:
         return self.record(kind, at=at, actor=actor, reason=reason, phase="intent", **context)
@@ -261,7 +315,7 @@ class Ledger(NamedReads):
         """Append a batch of GPU readings."""
         if not rows:
             return
-        with self.__lock:
+        with self.__lock, self._unless_unwritable():
             self.__con.executemany(
                 f"INSERT INTO samples VALUES ({', '.join('?' * len(_SAMPLE_COLUMNS))})",
                 [[r.get(c) for c in _SAMPLE_COLUMNS] for r in rows],
@@ -274,7 +328,8 @@ class Ledger(NamedReads):
 
     def event(self, seq: int) -> Event | None:
         rows = self.events(where="seq = ?", params=[seq])
-        return rows[0] if rows else None
+        unwritten = [_event(r) for r in self.__pending if r[0] == seq]
+        return rows[0] if rows else unwritten[0] if unwritten else None
 
     def events(
         self, where: str = "true", params: Sequence[Any] = (), limit: int | None = None
@@ -282,13 +337,7 @@ class Ledger(NamedReads):
         sql = f"SELECT {', '.join(_COLUMNS)} FROM events WHERE {where} ORDER BY seq"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        out = []
-        for r in self._rows(sql, params):
-            d = dict(zip(_COLUMNS, r, strict=True))
-            d["at"] = d.pop("ts")
-            d["detail"] = json.loads(d["detail"]) if d["detail"] else {}
-            out.append(Event(**d))
-        return out
+        return [_event(r) for r in self._rows(sql, params)]
 
     def query(
         self,
@@ -333,6 +382,9 @@ class Ledger(NamedReads):
 
     def close(self) -> None:
         with self.__lock:
+            if self.flush():  # what the disk never took goes beside the ledger
+                self.fallback_note = write_fallback(self.path, _COLUMNS, self.__pending)
+                self.__pending.clear()
             try:
                 self.__con.close()
             except duckdb.Error:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import signal
 import sys
 import time
@@ -31,11 +30,11 @@ from ..engine.session import Session, default_key_path
 from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import EventKind, Ledger
 from ..market.errors import REFUSALS, AuthError
-from ..market.vast.client import REAL_MARKET
 from ..notify.metrics import Metrics
 from .alerts import Alerts, open_alerts
 from .exit_trap import ExitTrap, Trapped
 from .receipt_text import print_receipts
+from .still_billing import end_command, still_billing
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
 
@@ -229,18 +228,22 @@ async def _trapped_run(
     except BaseException as exc:  # the trap: whatever happened, nothing keeps billing unwatched
         trap.ending = True  # a second Ctrl-C must not interrupt the release
         why = f"signal {exc}" if isinstance(exc, Trapped) else f"{type(exc).__name__}: {exc}"
+        held = {a.instance_id for a in sup.held()}
+        before = set(sup.fleet.attempts)
+        # the release first, the ledger after: a release must not wait on a disk that fails
+        log(f"trap   {why}: releasing {len(held)} held instance(s) and any create in flight")
+        try:
+            await session.release("trap", f"exit trap: {why}")  # however long it takes
+        except BaseException as exc2:
+            log(f"trap   release incomplete: {exc2!r}")
+        held |= set(sup.fleet.attempts) - before  # found under the label, or landed meanwhile
         sup.journal.fact(
             EventKind.TRAP,
             None,
             actor="trap",
             reason=f"exit trap fired: {why}",
-            detail={"held": [a.instance_id for a in sup.held()]},
+            detail={"held": sorted(held)},
         )
-        log(f"trap   {why}: releasing {len(sup.held())} held instance(s)")
-        try:
-            await session.release("trap", f"exit trap: {why}")  # however long it takes
-        except BaseException as exc2:
-            log(f"trap   release incomplete: {exc2!r}")
         kind = "trapped" if isinstance(exc, Trapped) else "exit"
         last_word = ("market_down" if isinstance(exc, MarketDown) else kind, why)
         if isinstance(exc, AuthError):  # one line: the key, and what still bills
@@ -264,11 +267,15 @@ async def _trapped_run(
                 alerts.ended(code, last_word[1], last_word[0], left=len(sup.held()))
             alerts.close()
             await session.end(end_reason)
+        if session.ledger.fallback_note:  # the disk refused events: where they are now
+            print(f"rentwatch: {session.ledger.fallback_note}", file=sys.stderr, flush=True)
         receipts = _receipts(ledger_path, campaign.name)  # as `rentwatch receipt` reads it
         if receipts is not None:
             print_receipts(receipts)
         if campaign.jobs:
             print(f"artifacts in {session.artifacts_root / campaign.name}", flush=True)
+        if code != 0:  # whatever ended it, the last lines say what still bills
+            print("\n".join(still_billing(sup, campaign.name, ledger_path)), flush=True)
     return code
 
 
@@ -280,13 +287,9 @@ def _say_what_bills(
     stopped = [a for a in sup.fleet.on_market() if a.life.phase == Phase.STOPPED]
     if stopped:
         per_day = sum(a.storage_dph for a in stopped) * 24
-        # `end` refuses another market than the campaign's: name it where it is not Vast's own
-        url = str(getattr(sup.market, "base_url", "") or "").rstrip("/")
-        market = f" --market-url {shlex.quote(url)}" if url and url != REAL_MARKET else ""
         log(
             f"end    {len(stopped)} stopped rental(s) still bill storage, ${per_day:.3f}/day: "
-            f"rentwatch end --campaign {shlex.quote(campaign)} --ledger "
-            f"{shlex.quote(ledger_path)}{market} --destroy"
+            f"{end_command(sup, campaign, ledger_path, destroy=True)}"
         )
 
 

@@ -1,0 +1,30 @@
+"""A restart carries on: a proven rental that an earlier run of the campaign stopped itself
+(its exit trap, its end, or for want of work) keeps that stop's rule when it is adopted, so
+the reuse rule (`core/reuse.py`) starts it again, before anything new is created, while work
+remains. A stop nobody here made (the market's, one found at a restart: the watchdog or a
+person in the console) or a person's own stop is not undone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..ledger import Event, EventKind
+from .attempt import Attempt
+
+K = EventKind
+NOT_OURS = ("market", "reconcile", "watchdog")
+
+
+def keep_our_stop(a: Attempt, history: Sequence[Event]) -> None:
+    """`a` was adopted stopped: where the ledger's last change of it is a stop of ours, it
+    is taken as that stop left it (`Attempt.stop_rule`)."""
+    changes = [
+        e
+        for e in history
+        if e.kind in (K.STOP, K.START, K.CREATE, K.RESUMED)
+        and e.phase != "intent"
+        and e.ok is not False
+    ]
+    last = changes[-1] if changes else None
+    if last is not None and last.kind == K.STOP and not last.actor.startswith(NOT_OURS):
+        a.stopped_ourselves(last.actor)
