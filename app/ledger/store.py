@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -20,6 +20,9 @@ from .private import hold_private_umask, make_private, release_private_umask
 from .readonly import QUERY_TIMEOUT_S, QueryResult, QuerySandbox, connect_sandboxed
 from .reads import NamedReads
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
+
+if TYPE_CHECKING:
+    from .team.replica import Replica
 
 # the refusal of a ledger another process writes (`run.service.spawn` waits on it to attach)
 HELD_ELSEWHERE = "is open in another rentwatch process"
@@ -120,6 +123,7 @@ class Ledger(NamedReads):
         # operator queries get cursors of their own, never this connection (readonly.py)
         self.__sandbox = QuerySandbox(self.__con, self.__lock)
         self.__seq = self._max_seq()
+        self.__replica: Replica | None = None  # the team's events, once a team is joined
 
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -317,6 +321,36 @@ class Ledger(NamedReads):
             cols = [d[0] for d in cur.description or []]
             return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
+    def raw_events(self, after: int, limit: int) -> list[tuple[Any, ...]]:
+        """Events after seq `after`, as stored (detail as its JSON text), in the team chain's
+        field order (`team.chain.FIELDS`): what the team sync ships."""
+        from .team.chain import FIELDS
+
+        return self._rows(
+            f"SELECT {', '.join(FIELDS)} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            [int(after), int(limit)],
+        )
+
+    def replica(self) -> Replica:
+        """The team's events in this file (team/replica.py), made on first use."""
+        if self.__replica is None:
+            from .team.replica import Replica
+
+            self.__replica = Replica(self.__con, self.__lock)
+        return self.__replica
+
+    def memory(self) -> NamedReads:
+        """Where the record of machines, models and quarantines is read: this ledger, or the
+        union with the team's events once this ledger joined a team."""
+        return self.__replica.reads() if self.__replica is not None else self
+
+    def teammates_quarantined(self, now: float) -> dict[int, str]:
+        """Machines a teammate's controller quarantined, still in force at `now` ({} without
+        a team)."""
+        if self.__replica is None:
+            return {}
+        return self.__replica.reads().teammates_quarantined(now)
+
     def interrupt(self, tag: str | None = None) -> bool:
         """Cancel the operator queries running on this ledger (all, or the one tagged `tag`),
         from another thread; whether any was running."""
@@ -328,6 +362,8 @@ class Ledger(NamedReads):
 
     def close(self) -> None:
         with self.__lock:
+            if self.__replica is not None:
+                self.__replica.close()
             try:
                 self.__con.close()
             except duckdb.Error:

@@ -1,0 +1,219 @@
+"""The team store against a real PostgreSQL server (tests/team_pg.py): the schema and its
+roles, each ledger's events shipped once and in order, the hash chain that names an edited or
+missing event, and a server that goes away mid-campaign."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from rentwatch.ledger import Ledger
+from rentwatch.ledger.team import TeamConfig
+from rentwatch.ledger.team.store import StoreRefused, TeamStore
+from rentwatch.ledger.team.sync import TeamSync
+
+from .team_pg import PgServer, pg_server, team_db  # noqa: F401  (fixtures)
+
+MARKET = "http://127.0.0.1:9/market"
+
+
+@pytest.fixture
+def store_env(pg_server: PgServer, team_db: str, monkeypatch: pytest.MonkeyPatch):  # noqa: F811
+    """A store made by its owner, and two controllers' login roles granted the controller
+    role; PGPASSWORD is the one password of every role here."""
+    monkeypatch.setenv("PGPASSWORD", pg_server.password)
+    for user in ("alice", "bob"):
+        pg_server.admin(
+            f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{user}') THEN "
+            f"CREATE ROLE {user} LOGIN PASSWORD '{pg_server.password}'; END IF; END $$"
+        )
+    owner = TeamStore(TeamConfig(pg_server.url(db=team_db), "owner"))
+    assert owner.init(grant=["alice", "bob"]) == [1]
+    assert owner.init() == []  # again: nothing to apply
+    owner.close()
+    return pg_server, team_db
+
+
+def _conf(server: PgServer, db: str, user: str) -> TeamConfig:
+    return TeamConfig(server.url(user, db), user)
+
+
+def _campaign(ledger: Ledger, name: str, market: str = MARKET, at: float = 100.0) -> None:
+    ledger.record(
+        "campaign_start", at=at, actor="engine", reason="start", campaign=name,
+        detail={"market": market, "policy": "default"},
+    )
+
+
+def _dud(ledger: Ledger, name: str, iid: int, machine: int, at: float, until: float | None) -> None:
+    """A rental that never computed, abandoned and its machine quarantined."""
+    seq = ledger.intent("create", at=at, actor="rule:create", reason="c", campaign=name,
+                        instance_id=iid, machine_id=machine, gpu_name="RTX 3090", gpu_dph=0.2,
+                        storage_dph=0.01)
+    ledger.outcome(seq, at=at + 1, ok=True, detail={"gpu_billing": "running"})
+    ledger.record("abandon", at=at + 300, actor="rule:freeze", reason="frozen pull",
+                  campaign=name, instance_id=iid, machine_id=machine, detail={"class": "freeze"})
+    ledger.record("quarantine", at=at + 300, actor="rule:freeze", reason="frozen pull",
+                  campaign=name, instance_id=iid, machine_id=machine,
+                  detail={"until": until, "class": "freeze", "scope": "ledger"})
+    d = ledger.intent("destroy", at=at + 301, actor="rule:freeze", reason="d", campaign=name,
+                      instance_id=iid, machine_id=machine)
+    ledger.outcome(d, at=at + 302, ok=True)
+
+
+def _store_rows(server: PgServer, db: str) -> list[tuple]:
+    with psycopg.connect(server.url(db=db), password=server.password) as c:
+        return c.execute(
+            "SELECT ledger_id, seq, kind FROM rentwatch.events ORDER BY ledger_id, seq"
+        ).fetchall()
+
+
+def test_a_controller_role_may_insert_and_select_never_update_or_delete(store_env, tmp_path):
+    server, db = store_env
+    with Ledger(tmp_path / "a.duckdb") as ledger:
+        _campaign(ledger, "c1")
+        sync = TeamSync(ledger, _conf(server, db, "alice"), MARKET, "c1")
+        assert sync.round()
+        assert sync.shipped == 1
+    with psycopg.connect(server.url("alice", db)) as c:
+        assert c.execute("SELECT count(*) FROM rentwatch.events").fetchone() == (1,)
+        for stmt in (
+            "UPDATE rentwatch.events SET reason = 'x'",
+            "DELETE FROM rentwatch.events",
+            "TRUNCATE rentwatch.events",
+            "UPDATE rentwatch.heartbeats SET ended = true",
+            "DELETE FROM rentwatch.ledgers",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(stmt)
+            c.rollback()
+
+
+def test_events_ship_once_in_order_and_the_chain_names_an_edit_and_a_loss(store_env, tmp_path):
+    server, db = store_env
+    with Ledger(tmp_path / "a.duckdb") as ledger:
+        _campaign(ledger, "c1")
+        _dud(ledger, "c1", 11, 77, 200.0, None)
+        sync = TeamSync(ledger, _conf(server, db, "alice"), MARKET, "c1")
+        assert sync.round() and sync.round()  # the second round ships nothing again
+        local = ledger.raw_events(0, 1000)
+        sync.head = None  # as after a restart: the store's head is asked again
+        assert sync.round()
+    rows = _store_rows(server, db)
+    assert [r[1] for r in rows] == [r[0] for r in local] == list(range(1, len(local) + 1))
+    owner = TeamStore(TeamConfig(server.url(db=db), "owner"))
+    assert owner.check_chains()[2] == []
+    # the owner edits one event's reason: that event, and only it, is named
+    server.admin("UPDATE rentwatch.events SET reason = 'fine host' WHERE seq = 4", db=db)
+    found = owner.check_chains()[2]
+    assert [(f.seq, f.problem) for f in found] == [(4, "edited")]
+    # and drops the last one: the heartbeat said it was shipped
+    server.admin(f"DELETE FROM rentwatch.events WHERE seq = {len(local)}", db=db)
+    found = owner.check_chains()[2]
+    assert (len(local), "missing") in [(f.seq, f.problem) for f in found]
+    owner.close()
+
+
+def test_the_store_refuses_an_event_that_does_not_follow_its_ledger(store_env, tmp_path):
+    server, db = store_env
+    with Ledger(tmp_path / "a.duckdb") as ledger:
+        _campaign(ledger, "c1")
+        sync = TeamSync(ledger, _conf(server, db, "alice"), MARKET, "c1")
+        assert sync.round()
+        store = TeamStore(_conf(server, db, "alice"))
+        row = ledger.raw_events(0, 1)[0]
+        forged = (3, *row[1:])  # a gap: no event 2
+        with pytest.raises(StoreRefused, match="no event before it"):
+            store.ship(sync.ledger_id, "alice", [(forged, "0" * 64, "f" * 64)])
+        store.close()
+
+
+def test_a_store_down_mid_campaign_loses_nothing_and_duplicates_nothing(store_env, tmp_path):
+    server, db = store_env
+    lines: list[str] = []
+    with Ledger(tmp_path / "a.duckdb") as ledger:
+        _campaign(ledger, "c1")
+        sync = TeamSync(ledger, _conf(server, db, "alice"), MARKET, "c1", log=lines.append)
+        assert sync.round()
+        server.stop()
+        try:
+            _dud(ledger, "c1", 12, 78, 400.0, None)  # the campaign goes on, on its ledger
+            assert not sync.round()
+            assert any("the campaign goes on" in line for line in lines)
+            assert server.password not in "\n".join(lines)
+        finally:
+            server.start()
+        _dud(ledger, "c1", 13, 79, 900.0, None)
+        assert sync.round()
+        # killed with -9 and started again: the next rounds catch up as well
+        server.kill9()
+        _dud(ledger, "c1", 14, 80, 1500.0, None)
+        assert not sync.round()
+        server.start()
+        assert sync.round()
+        local = [r[0] for r in ledger.raw_events(0, 10_000)]
+    assert [r[1] for r in _store_rows(server, db)] == local
+    owner = TeamStore(TeamConfig(server.url(db=db), "owner"))
+    assert owner.check_chains()[2] == []
+    owner.close()
+
+
+SHIPPER = """
+import sys
+from rentwatch.ledger import Ledger
+from rentwatch.ledger.team import TeamConfig
+from rentwatch.ledger.team import sync as s
+s.SHIP_BATCH = 500
+ledger = Ledger(sys.argv[1])
+t = s.TeamSync(ledger, TeamConfig(sys.argv[2], "alice"), None, "big")
+print("shipping", flush=True)
+t.round()
+print("done", flush=True)
+"""
+
+
+def test_a_controller_killed_mid_ship_loses_and_duplicates_nothing(store_env, tmp_path):
+    server, db = store_env
+    path = tmp_path / "big.duckdb"
+    n = 60_000
+    with Ledger(path) as ledger:
+        _campaign(ledger, "big")
+    import duckdb
+
+    con = duckdb.connect(str(path))  # many events at once (the ledger writes one at a time)
+    con.execute(
+        "INSERT INTO events (seq, ts, campaign, actor, kind, phase, reason, detail) "
+        "SELECT i, i, 'big', 'engine', 'note', 'fact', 'note ' || i, '{}' "
+        f"FROM range(2, {n + 1}) t(i)"
+    )
+    con.close()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SHIPPER, str(path), server.url("alice", db)],
+        stdout=subprocess.PIPE, text=True, env=dict(os.environ),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        got = 0
+        while time.monotonic() < deadline:
+            got = len(_store_rows(server, db))
+            if got >= 2000 or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert 0 < got < n, f"the kill came {'before' if not got else 'after'} the ship ({got})"
+    with Ledger(path) as ledger:
+        sync = TeamSync(ledger, _conf(server, db, "alice"), None, "big")
+        assert sync.round()
+        local = [r[0] for r in ledger.raw_events(0, n + 10)]
+    assert [r[1] for r in _store_rows(server, db)] == local == list(range(1, n + 1))
+    owner = TeamStore(TeamConfig(server.url(db=db), "owner"))
+    assert owner.check_chains()[2] == []
+    owner.close()
