@@ -22,7 +22,7 @@ from .reads import NamedReads
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
 if TYPE_CHECKING:
-    from .team.replica import Replica
+    from .team.replica import Replica, TeamMemory
 
 # the refusal of a ledger another process writes (`run.service.spawn` waits on it to attach)
 HELD_ELSEWHERE = "is open in another rentwatch process"
@@ -334,15 +334,19 @@ class Ledger(NamedReads):
     def replica(self) -> Replica:
         """The team's events in this file (team/replica.py), made on first use."""
         if self.__replica is None:
-            from .team.replica import Replica
+            from .team.replica import Replica, TeamMemory
 
             self.__replica = Replica(self.__con, self.__lock)
         return self.__replica
 
-    def memory(self) -> NamedReads:
-        """Where the record of machines, models and quarantines is read: this ledger, or the
-        union with the team's events once this ledger joined a team."""
-        return self.__replica.reads() if self.__replica is not None else self
+    def memory(self) -> NamedReads | TeamMemory:
+        """Where the ranking reads its record of machines and GPU models: this ledger's, with
+        its teammates' duds added once this ledger joined a team (team/replica.py)."""
+        if self.__replica is None:
+            return self
+        from .team.replica import TeamMemory
+
+        return TeamMemory(self, self.__replica.reads())
 
     def teammates_quarantined(self, now: float) -> dict[int, str]:
         """Machines a teammate's controller quarantined, still in force at `now` ({} without

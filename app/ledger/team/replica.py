@@ -4,8 +4,8 @@
 in order, each event once. The `team` schema holds the ledger's own views again (`instances`,
 `hosts`, `quarantine`, ...) over `team.events`, the union of this ledger's events and its
 teammates' on the same market, with an `operator` column. The engine reads its record of
-machines, GPU models and quarantines there when the controller is part of a team
-(`Ledger.memory()`); everything that acts on rentals (holdings, recovery, the receipt) keeps
+machines, GPU models and quarantines with the teammates' duds and quarantines added when the
+controller is part of a team (`Ledger.memory()`); everything that acts on rentals (holdings, recovery, the receipt) keeps
 reading this ledger's own events.
 
 In the union each event keeps a unique `seq`: a teammate's is its ledger's number in this
@@ -16,13 +16,11 @@ teammate's demo) is another machine."""
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..event import Event
 from ..reads import NamedReads
 from ..schema import VIEWS
 from .chain import FIELDS
@@ -171,9 +169,20 @@ class Replica:
             self._reads.close()
 
 
-class TeamReads(NamedReads):
-    """`NamedReads` over the union (the `team` schema): what the ranking, the odds and the
-    quarantine read when the controller is part of a team."""
+# teammates' rentals in the union (their creates), less those that say nothing of the host: the
+# campaign's fault or cancelled (as `NamedReads.machine_record` leaves them out)
+_THEIRS = f"""instance_id IN (SELECT instance_id FROM events WHERE kind = 'create'
+    AND seq >= {SEQ_SPAN} AND instance_id IS NOT NULL)
+  AND instance_id NOT IN (SELECT instance_id FROM events WHERE kind = 'abandon'
+    AND instance_id IS NOT NULL
+    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))"""
+
+
+class TeamReads:
+    """The teammates' evidence, read on the union (the `team` schema). It can only count
+    against a machine or a model: their duds and quarantines, never their successes or
+    speeds, so a teammate's ledger can lower a machine's odds and never raise them (nor make
+    one of this controller's hosts look slow enough to replace)."""
 
     def __init__(self, cur: duckdb.DuckDBPyConnection, lock: threading.RLock) -> None:
         self._cur = cur
@@ -183,23 +192,25 @@ class TeamReads(NamedReads):
         with self._lock:
             return [tuple(r) for r in self._cur.execute(sql, list(params)).fetchall()]
 
-    def events(
-        self, where: str = "true", params: Sequence[Any] = (), limit: int | None = None
-    ) -> list[Event]:
-        sql = f"SELECT {', '.join(FIELDS)} FROM events WHERE {where} ORDER BY seq"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
-        out = []
-        for r in self._rows(sql, params):
-            d = dict(zip(FIELDS, r, strict=True))
-            d["at"] = d.pop("ts")
-            d["detail"] = json.loads(d["detail"]) if d["detail"] else {}
-            out.append(Event(**d))
-        return out
+    def machine_duds(self) -> dict[int, tuple[int, float]]:
+        """Machine id -> (teammates' duds there, their mean USD)."""
+        rows = self._rows(
+            "SELECT machine_id, count(*), avg(total_usd) FROM instances "
+            f"WHERE dud AND machine_id IS NOT NULL AND {_THEIRS} GROUP BY machine_id"
+        )
+        return {int(m): (int(n), float(u or 0)) for m, n, u in rows}
+
+    def model_duds(self) -> dict[str, tuple[int, float]]:
+        """GPU model -> (teammates' duds of that model, minutes they lived in all)."""
+        rows = self._rows(
+            "SELECT gpu_name, count(*), coalesce(sum(lifetime_min), 0) FROM instances "
+            f"WHERE dud AND gpu_name IS NOT NULL AND {_THEIRS} GROUP BY gpu_name"
+        )
+        return {str(g): (int(n), float(m or 0)) for g, n, m in rows}
 
     def teammates_quarantined(self, now: float) -> dict[int, str]:
-        """Machine id -> reason, for each quarantine a teammate's controller put in force on
-        this market and that has not lapsed by `now` (one without an end lasts)."""
+        """Machine id -> who and why, for each quarantine a teammate's controller put in force
+        on this market and that has not lapsed by `now` (one without an end lasts)."""
         rows = self._rows(
             "SELECT machine_id, arg_max(reason, seq), arg_max(operator, seq), "
             "arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq) FROM events "
@@ -217,3 +228,28 @@ class TeamReads(NamedReads):
                 self._cur.close()
             except Exception:  # already closed with its connection
                 pass
+
+
+class TeamMemory:
+    """A ledger's own record of machines and GPU models with its teammates' duds added: what
+    the ranking and the odds read when the controller is part of a team."""
+
+    def __init__(self, own: NamedReads, team: TeamReads) -> None:
+        self.own = own
+        self.team = team
+
+    def machine_record(self) -> dict[int, tuple[int, int, float]]:
+        """As `NamedReads.machine_record`: (verified, duds, mean USD of a dud) per machine."""
+        out = dict(self.own.machine_record())
+        for m, (n, usd) in self.team.machine_duds().items():
+            good, bad, mean = out.get(m, (0, 0, 0.0))
+            out[m] = (good, bad + n, (bad * mean + n * usd) / (bad + n))
+        return out
+
+    def model_record(self) -> dict[str, tuple[int, int, float]]:
+        """As `NamedReads.model_record`: (delivered, duds, minutes its duds lived) per model."""
+        out = dict(self.own.model_record())
+        for g, (n, minutes) in self.team.model_duds().items():
+            good, bad, lived = out.get(g, (0, 0, 0.0))
+            out[g] = (good, bad + n, lived + minutes)
+        return out
