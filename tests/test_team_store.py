@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -46,24 +45,59 @@ def _conf(server: PgServer, db: str, user: str) -> TeamConfig:
 
 def _campaign(ledger: Ledger, name: str, market: str = MARKET, at: float = 100.0) -> None:
     ledger.record(
-        "campaign_start", at=at, actor="engine", reason="start", campaign=name,
+        "campaign_start",
+        at=at,
+        actor="engine",
+        reason="start",
+        campaign=name,
         detail={"market": market, "policy": "default"},
     )
 
 
 def _dud(ledger: Ledger, name: str, iid: int, machine: int, at: float, until: float | None) -> None:
     """A rental that never computed, abandoned and its machine quarantined."""
-    seq = ledger.intent("create", at=at, actor="rule:create", reason="c", campaign=name,
-                        instance_id=iid, machine_id=machine, gpu_name="RTX 3090", gpu_dph=0.2,
-                        storage_dph=0.01)
+    seq = ledger.intent(
+        "create",
+        at=at,
+        actor="rule:create",
+        reason="c",
+        campaign=name,
+        instance_id=iid,
+        machine_id=machine,
+        gpu_name="RTX 3090",
+        gpu_dph=0.2,
+        storage_dph=0.01,
+    )
     ledger.outcome(seq, at=at + 1, ok=True, detail={"gpu_billing": "running"})
-    ledger.record("abandon", at=at + 300, actor="rule:freeze", reason="frozen pull",
-                  campaign=name, instance_id=iid, machine_id=machine, detail={"class": "freeze"})
-    ledger.record("quarantine", at=at + 300, actor="rule:freeze", reason="frozen pull",
-                  campaign=name, instance_id=iid, machine_id=machine,
-                  detail={"until": until, "class": "freeze", "scope": "ledger"})
-    d = ledger.intent("destroy", at=at + 301, actor="rule:freeze", reason="d", campaign=name,
-                      instance_id=iid, machine_id=machine)
+    ledger.record(
+        "abandon",
+        at=at + 300,
+        actor="rule:freeze",
+        reason="frozen pull",
+        campaign=name,
+        instance_id=iid,
+        machine_id=machine,
+        detail={"class": "freeze"},
+    )
+    ledger.record(
+        "quarantine",
+        at=at + 300,
+        actor="rule:freeze",
+        reason="frozen pull",
+        campaign=name,
+        instance_id=iid,
+        machine_id=machine,
+        detail={"until": until, "class": "freeze", "scope": "ledger"},
+    )
+    d = ledger.intent(
+        "destroy",
+        at=at + 301,
+        actor="rule:freeze",
+        reason="d",
+        campaign=name,
+        instance_id=iid,
+        machine_id=machine,
+    )
     ledger.outcome(d, at=at + 302, ok=True)
 
 
@@ -195,7 +229,9 @@ def test_a_controller_killed_mid_ship_loses_and_duplicates_nothing(store_env, tm
     con.close()
     proc = subprocess.Popen(
         [sys.executable, "-c", SHIPPER, str(path), server.url("alice", db)],
-        stdout=subprocess.PIPE, text=True, env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
     )
     try:
         deadline = time.monotonic() + 120
@@ -220,19 +256,41 @@ def test_a_controller_killed_mid_ship_loses_and_duplicates_nothing(store_env, tm
 
 
 def _verified(ledger: Ledger, name: str, iid: int, machine: int, at: float) -> None:
-    seq = ledger.intent("create", at=at, actor="rule:create", reason="c", campaign=name,
-                        instance_id=iid, machine_id=machine, gpu_name="RTX 4090", gpu_dph=0.3,
-                        storage_dph=0.01)
+    seq = ledger.intent(
+        "create",
+        at=at,
+        actor="rule:create",
+        reason="c",
+        campaign=name,
+        instance_id=iid,
+        machine_id=machine,
+        gpu_name="RTX 4090",
+        gpu_dph=0.3,
+        storage_dph=0.01,
+    )
     ledger.outcome(seq, at=at + 1, ok=True, detail={"gpu_billing": "running"})
-    ledger.record("status", at=at + 60, actor="market", reason="running", campaign=name,
-                  instance_id=iid, machine_id=machine, detail={"status": "running"})
-    ledger.record("preflight_passed", at=at + 90, actor="rule:preflight", reason="ok",
-                  campaign=name, instance_id=iid, machine_id=machine)
+    ledger.record(
+        "status",
+        at=at + 60,
+        actor="market",
+        reason="running",
+        campaign=name,
+        instance_id=iid,
+        machine_id=machine,
+        detail={"status": "running"},
+    )
+    ledger.record(
+        "preflight_passed",
+        at=at + 90,
+        actor="rule:preflight",
+        reason="ok",
+        campaign=name,
+        instance_id=iid,
+        machine_id=machine,
+    )
 
 
-def test_a_teammates_duds_and_quarantines_count_against_a_machine_never_for_it(
-    store_env, tmp_path
-):
+def test_a_teammates_duds_and_quarantines_count_against_a_machine_never_for_it(store_env, tmp_path):
     server, db = store_env
     with Ledger(tmp_path / "a.duckdb") as a, Ledger(tmp_path / "b.duckdb") as b:
         _campaign(a, "alice-1")
@@ -259,9 +317,7 @@ def test_a_teammates_duds_and_quarantines_count_against_a_machine_never_for_it(
         models = b.memory().model_record()
         assert models["RTX 3090"][1] == 2 and models["RTX 4090"][0] == 1
         # the union keeps DuckDB's SQL: bob's ledger answers for the team, with operators
-        got = b.query(
-            "SELECT operator, count(*) AS n FROM team.events GROUP BY 1 ORDER BY 1"
-        ).rows
+        got = b.query("SELECT operator, count(*) AS n FROM team.events GROUP BY 1 ORDER BY 1").rows
         assert [r[0] for r in got] == ["alice", "bob"]
         # alice's quarantine is hers: bob's ledger holds none of its own
         assert b.quarantined(600.0) == {}

@@ -130,10 +130,22 @@ def cmd_receipt(args: argparse.Namespace) -> int:
 PIPED_WIDTH = 2000  # columns of `rentwatch ledger`'s table when stdout is not a terminal
 
 
+def cmd_ls(args: argparse.Namespace) -> int:
+    if args.team:  # the team's live controllers, from their heartbeats
+        from .team import cmd_ls_team
+
+        return cmd_ls_team(args)
+    return service_cmd("cmd_ls", args)
+
+
 def cmd_ledger(args: argparse.Namespace) -> int:
     from ..ledger.export import export_result, print_result
     from .ledger_pick import ledger_for
 
+    if args.team:  # the union of the team's events, from the store
+        from .team import cmd_ledger_team
+
+        return cmd_ledger_team(args)
     args.ledger = str(ledger_for(args.ledger))  # without --ledger: the one the user has
     remote = _remote_ledger(args.ledger)
     if remote is not None:  # a running controller holds the file: it answers
@@ -190,8 +202,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             "rentwatch: warning: --api-key is visible in the process list; prefer VAST_API_KEY",
             file=sys.stderr,
         )
+    from .team import team_config
+
     campaign = _read_campaign(args.campaign)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
+    team = team_config(args)  # before the market: a bad team setting is said first
     key = find_api_key(args.api_key)
     # every market call's total deadline: the flag, else the campaign's key, else the default
     from ..market.reach import check_market
@@ -218,6 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             http_timeout_s=timeout,
             notify=args.notify,
             metrics_listen=args.metrics,
+            team=team,
             **extra,
         )
     )
@@ -242,6 +258,9 @@ def _check_ssh_key(path: str | None) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .team import team_argv, team_config
+
+    team = team_config(args)
     if args.foreground:  # the engine and the simulated market inside this process
         from ..run.dashboard import run_demo
 
@@ -249,6 +268,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             time_scale=args.time_scale,
             ledger_path=Path(args.ledger) if args.ledger else None,
             seed=args.seed,
+            team=team,
         )
     from platformdirs import user_data_dir
 
@@ -256,6 +276,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     ledger = Path(args.ledger or Path(user_data_dir("rentwatch")) / "demo-ledger.duckdb")
     argv = ["--demo", "--time-scale", str(args.time_scale), "--seed", str(args.seed)]
+    argv += team_argv(team)
     return run_attached(argv, ledger.resolve(), None)  # a demo already running: attach to it
 
 
@@ -267,9 +288,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from ..engine.session import default_key_path
     from ..ledger.store import default_ledger_path
     from ..market.vast.keys import find_api_key
+    from .team import team_argv, team_config
 
     campaign = _read_campaign(args.campaign) if args.campaign else None
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
+    team = team_config(args)
     ledger = Path(args.ledger).resolve() if args.ledger else default_ledger_path()
     key = find_api_key(None, flag=None)  # watch takes no --api-key: the key stays off `ps`
     from ..market.reach import check_market
@@ -281,7 +304,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.foreground:  # the engine inside this process: it ends with the dashboard
         from ..run.dashboard import run_dashboard
 
-        return run_dashboard(args.market_url, key, campaign, policy, ledger, default_key_path())
+        return run_dashboard(
+            args.market_url, key, campaign, policy, ledger, default_key_path(), team
+        )
     from ..run.service.spawn import run_attached
 
     argv = ["--market-url", args.market_url, "--policy", args.policy]
@@ -291,6 +316,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         argv += ["--metrics", args.metrics]
     if args.campaign:
         argv += ["--campaign", str(Path(args.campaign).resolve())]
+    argv += team_argv(team)
     env = dict(os.environ, VAST_API_KEY=key)  # through the environment, never argv
     return run_attached(argv, ledger, campaign.name if campaign else "watch", env)
 

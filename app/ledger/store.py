@@ -296,9 +296,14 @@ class Ledger(NamedReads):
         offset: int = 0,
         tag: str | None = None,
         timeout_s: float = QUERY_TIMEOUT_S,
+        team: bool = False,
     ) -> QueryResult:
         """A read-only query (one SELECT) in the sandbox; anything else raises QueryRefused.
-        A `tag` lets `interrupt(tag)` cancel this query alone; past `timeout_s` it stops."""
+        A `tag` lets `interrupt(tag)` cancel this query alone; past `timeout_s` it stops.
+        With `team`, its tables are the team's union first (`events` with `operator`)."""
+        if team:
+            sandbox = QuerySandbox(self.__con, self.__lock, search_path="team,main")
+            return sandbox.run(sql, limit, offset, tag, timeout_s)
         return self.__sandbox.run(sql, limit, offset, tag, timeout_s)
 
     def queries_running(self) -> list[str]:
@@ -334,7 +339,7 @@ class Ledger(NamedReads):
     def replica(self) -> Replica:
         """The team's events in this file (team/replica.py), made on first use."""
         if self.__replica is None:
-            from .team.replica import Replica, TeamMemory
+            from .team.replica import Replica
 
             self.__replica = Replica(self.__con, self.__lock)
         return self.__replica

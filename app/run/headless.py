@@ -30,6 +30,8 @@ from ..core.text import clean
 from ..engine.session import Session, default_key_path
 from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import EventKind, Ledger
+from ..ledger.team.config import TeamConfig
+from ..ledger.team.sync import TeamSync
 from ..market.errors import REFUSALS, AuthError
 from ..market.vast.client import REAL_MARKET
 from ..notify.metrics import Metrics
@@ -128,6 +130,7 @@ async def run_headless(
     notify: Sequence[str] = (),
     metrics_listen: str | None = None,
     metrics: Metrics | None = None,
+    team: TeamConfig | None = None,
 ) -> int:
     t0: list[float] = []
 
@@ -140,10 +143,11 @@ async def run_headless(
         text = clean(line, 2000)
         print(f"[{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}] {text}", flush=True)
 
+    ledger = Ledger(ledger_path)
     session = Session.open(
         market_url,
         api_key,
-        Ledger(ledger_path),
+        ledger,
         campaign,
         policy,
         Path(key_path) if key_path else None,
@@ -152,6 +156,8 @@ async def run_headless(
         http_timeout_s=http_timeout_s,
     )
     sup = session.sup
+    # the team store: shipped and pulled beside the run, never in its way
+    sync = TeamSync(ledger, team, market_url, campaign.name, log).start() if team else None
     alerts = open_alerts(
         sup,
         session.ledger,
@@ -173,7 +179,9 @@ async def run_headless(
     # from the session's close as a CancelledError
     trap = ExitTrap(cancel_main, log)
     with trap.installed(asyncio.get_running_loop()):
-        return await _trapped_run(sup, session, alerts, trap, log, campaign, ledger_path, detach)
+        return await _trapped_run(
+            sup, session, alerts, trap, log, campaign, ledger_path, detach, sync
+        )
 
 
 async def _trapped_run(
@@ -185,6 +193,7 @@ async def _trapped_run(
     campaign: Campaign,
     ledger_path: str,
     detach: bool,
+    sync: TeamSync | None = None,
 ) -> int:
     last_word = ("exit", "")  # what the notice at the end says
     code = 1
@@ -263,6 +272,8 @@ async def _trapped_run(
             if last_word[0]:
                 alerts.ended(code, last_word[1], last_word[0], left=len(sup.held()))
             alerts.close()
+            if sync is not None:  # the end's events shipped (when the store answers)
+                await asyncio.to_thread(sync.stop)
             await session.end(end_reason)
         receipts = _receipts(ledger_path, campaign.name)  # as `rentwatch receipt` reads it
         if receipts is not None:

@@ -101,5 +101,9 @@ def verify(
             say(seq, "edited", f"event {seq} ({fields[12]}) differs from what was shipped")
         last_seq, last_hash = seq, h
     if shipped_to > last_seq:
-        say(last_seq + 1, "missing", f"events {last_seq + 1}..{shipped_to} were shipped and are gone")
+        say(
+            last_seq + 1,
+            "missing",
+            f"events {last_seq + 1}..{shipped_to} were shipped and are gone",
+        )
     return out

@@ -61,9 +61,10 @@ SELECT t.seq, t.ts, t.wall, t.campaign, t.instance_id, t.machine_id, t.host_id, 
        t.gpu_name, t.gpu_dph, t.storage_dph, t.actor, t.kind, t.phase, t.ok, t.reason, t.detail,
        t.intent_seq, t.operator
 FROM main.team_events t
-JOIN markets m ON m.ledger_id = t.ledger_id AND m.campaign = coalesce(t.campaign, '')
-WHERE m.market = (SELECT market FROM me);
+LEFT JOIN markets m ON m.ledger_id = t.ledger_id AND m.campaign = coalesce(t.campaign, '')
+WHERE {market_filter};
 """
+SAME_MARKET = "m.market = (SELECT market FROM me)"
 
 _INSERT = (
     "INSERT OR IGNORE INTO team_events (seq, ledger_id, source_seq, operator, "
@@ -85,9 +86,7 @@ class Replica:
             con.execute(TABLES)
             row = con.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
             if row is None:
-                con.execute(
-                    "INSERT INTO meta VALUES ('ledger_id', ?)", [uuid.uuid4().hex]
-                )
+                con.execute("INSERT INTO meta VALUES ('ledger_id', ?)", [uuid.uuid4().hex])
 
     @property
     def ledger_id(self) -> str:
@@ -97,13 +96,16 @@ class Replica:
         assert row is not None
         return str(row[0])
 
-    def join(self, operator: str, market: str | None) -> None:
-        """Whose this ledger's events are and which market its teammates' must share; the
+    def join(self, operator: str, market: str | None, every_market: bool = False) -> None:
+        """Whose this ledger's events are and which market its teammates' must share (with
+        `every_market`, none: the whole store, as `rentwatch ledger --team` reads it); the
         `team` views made (again, so this rentwatch's own views are the ones read)."""
         with self._lock:
             for key, value in (("team_operator", operator), ("team_market", market or "")):
                 self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
-            self._con.execute(UNION_VIEW)
+            self._con.execute(
+                UNION_VIEW.format(market_filter="true" if every_market else SAME_MARKET)
+            )
             cur = self._con.cursor()
             try:
                 cur.execute("SET search_path = 'team,main'")
@@ -145,8 +147,15 @@ class Replica:
                 seq = int(fields.pop("seq"))
                 intent = fields.pop("intent_seq")
                 values.append(
-                    [base + seq, ledger_id, seq, operator, *fields.values(),
-                     None if intent is None else base + int(intent), r[len(FIELDS)]]
+                    [
+                        base + seq,
+                        ledger_id,
+                        seq,
+                        operator,
+                        *fields.values(),
+                        None if intent is None else base + int(intent),
+                        r[len(FIELDS)],
+                    ]
                 )
             self._con.executemany(_INSERT, values)
             return self._count() - before
@@ -218,9 +227,7 @@ class TeamReads:
             "GROUP BY machine_id",
             [SEQ_SPAN],
         )
-        return {
-            int(m): f"{op}: {r}" for m, r, op, until in rows if until is None or until > now
-        }
+        return {int(m): f"{op}: {r}" for m, r, op, until in rows if until is None or until > now}
 
     def close(self) -> None:
         with self._lock:

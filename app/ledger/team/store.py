@@ -151,8 +151,9 @@ class TeamStore:
             row = cur.fetchone()
             have = int(row[0]) if row else 0
             if have > SCHEMA_VERSION:
-                raise StoreRefused(f"the store has schema {have}; this rentwatch knows up to "
-                                   f"{SCHEMA_VERSION}")
+                raise StoreRefused(
+                    f"the store has schema {have}; this rentwatch knows up to {SCHEMA_VERSION}"
+                )
             for v in range(have + 1, SCHEMA_VERSION + 1):
                 cur.execute(MIGRATIONS[v])
                 cur.execute(f"INSERT INTO {SCHEMA}.migrations (version) VALUES (%s)", [v])
@@ -167,7 +168,9 @@ class TeamStore:
                         )
                     )
                 except psycopg.errors.UndefinedObject:
-                    raise StoreRefused(f"no role {user!r} to grant the controller role to") from None
+                    raise StoreRefused(
+                        f"no role {user!r} to grant the controller role to"
+                    ) from None
         return applied
 
     # -- a controller's side -------------------------------------------------------------
@@ -251,7 +254,9 @@ class TeamStore:
                 [live_s],
             )
             rows = cur.fetchall()
-        return [Controller(str(o), c, str(h), int(p), float(t), str(lid)) for o, c, h, p, t, lid in rows]
+        return [
+            Controller(str(o), c, str(h), int(p), float(t), str(lid)) for o, c, h, p, t, lid in rows
+        ]
 
     def all_events(self, batch: int = 20_000) -> Iterator[tuple[Any, ...]]:
         """Every event in the store, per ledger in order: (operator, ledger_id, fields...)."""
@@ -291,15 +296,22 @@ class TeamStore:
                 users = sorted(str(r[0]) for r in cur.fetchall())
             if len(users) > 1:
                 findings.append(
-                    Finding(operator, ledger_id, 0, "foreign",
-                            f"its events were inserted by several roles: {', '.join(users)}")
+                    Finding(
+                        operator,
+                        ledger_id,
+                        0,
+                        "foreign",
+                        f"its events were inserted by several roles: {', '.join(users)}",
+                    )
                 )
             rows = list(self._chain_rows(ledger_id, batch))
             n_events += len(rows)
             findings += verify(ledger_id, operator, rows, shipped)
         return len(ledgers), n_events, findings
 
-    def _chain_rows(self, ledger_id: str, batch: int) -> Iterator[tuple[Sequence[Any], str, str, str]]:
+    def _chain_rows(
+        self, ledger_id: str, batch: int
+    ) -> Iterator[tuple[Sequence[Any], str, str, str]]:
         after = 0
         while True:
             with self._tx() as cur:

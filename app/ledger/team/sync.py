@@ -80,14 +80,15 @@ class TeamSync:
             why = f"{exc.title}: {exc}"
             if why != self.down:
                 self.log(
-                    f"team   {clean(why, 300)}; the campaign goes on, its events wait in the "
-                    "ledger"
+                    f"team   {clean(why, 300)}; the campaign goes on, its events wait in the ledger"
                 )
             self.down = why
             return False
         if self.down is not None:
-            self.log(f"team   store back: {self.config.shown()} (head of this ledger: "
-                     f"{self.head[0] if self.head else 0})")
+            self.log(
+                f"team   store back: {self.config.shown()} (head of this ledger: "
+                f"{self.head[0] if self.head else 0})"
+            )
             self.down = None
         self.rounds += 1
         return True
