@@ -137,10 +137,14 @@ class TeamSync:
 
     # -- the thread ----------------------------------------------------------------------
     def start(self) -> TeamSync:
+        """One round now, so a campaign starts from what the team knows when the store answers
+        (a store that does not costs the connect timeout once), then rounds on a thread."""
         self.log(
             f"team   shipping to {self.config.shown()} as operator {self.config.operator} "
             f"(ledger {self.ledger_id[:8]})"
         )
+        if self.round():
+            self.log(f"team   {self.pulled} teammates' event(s) in the replica")
         self._thread = threading.Thread(target=self._run, name="rentwatch-team-sync", daemon=True)
         self._thread.start()
         return self

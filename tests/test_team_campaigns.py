@@ -1,0 +1,85 @@
+"""Two controllers, separate ledgers, one team store, one simulated market: the second rents
+none of the machines the first found dead, and neither acts on the other's rentals."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.policy import get_policy
+from rentwatch.ledger import Ledger
+from rentwatch.ledger.team import TeamConfig
+from rentwatch.ledger.team.store import TeamStore
+from rentwatch.run.headless import run_headless
+
+from .campaigns import campaign_text
+from .team_pg import PgServer, pg_server, team_db  # noqa: F401  (fixtures)
+
+# cheap machines that die in the pull, dearer healthy ones: by price alone, every newcomer
+# rents the duds first
+MARKET = [
+    {"behaviour": "fatal_pull", "share": 0.5, "gpu": ["RTX 3090"], "dph": [0.05, 0.09]},
+    {"behaviour": "healthy", "share": 0.5, "gpu": ["RTX 3090"], "dph": [0.20, 0.40]},
+]
+
+
+def _run(sim, tmp_path, name: str, team: TeamConfig) -> int:
+    campaign = parse_campaign(campaign_text(name, fleet=1, max_creates=20))
+    return asyncio.run(
+        run_headless(
+            campaign,
+            get_policy("default").with_overrides(campaign.policy),
+            sim.url,
+            sim.api_key,
+            str(tmp_path / f"{name}.duckdb"),
+            key_path=str(tmp_path / "key"),
+            team=team,
+        )
+    )
+
+
+def _created(path) -> list[int]:
+    with Ledger(path, read_only=True) as ledger:
+        rows = ledger.query(
+            "SELECT machine_id FROM events WHERE kind = 'create' AND phase = 'outcome' AND ok"
+        ).rows
+    return [int(r[0]) for r in rows]
+
+
+def _quarantined(path) -> set[int]:
+    with Ledger(path, read_only=True) as ledger:
+        rows = ledger.query("SELECT machine_id FROM quarantine").rows
+    return {int(r[0]) for r in rows}
+
+
+def test_the_second_controller_rents_none_of_the_machines_the_first_found_dead(
+    make_sim,
+    pg_server: PgServer,
+    team_db: str,
+    tmp_path,
+    monkeypatch,  # noqa: F811
+):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PGPASSWORD", pg_server.password)
+    owner = TeamStore(TeamConfig(pg_server.url(db=team_db), "owner"))
+    owner.init()
+    owner.close()
+    sim = make_sim(seed=11, offers=12, time_scale=300, host_class=MARKET)
+    url = pg_server.url(db=team_db)  # the owner's login, for brevity: roles are tested elsewhere
+    assert _run(sim, tmp_path, "alice-1", TeamConfig(url, "alice")) == 0
+    dead = _quarantined(tmp_path / "alice-1.duckdb")
+    assert dead, "the first controller found no dead machine: the test proves nothing"
+    assert _run(sim, tmp_path, "bob-1", TeamConfig(url, "bob")) == 0
+    bob = _created(tmp_path / "bob-1.duckdb")
+    assert bob and not set(bob) & dead, (bob, dead)
+    # each ledger's events are in the store, once, and bob's ledger never wrote a quarantine
+    # on alice's word
+    assert _quarantined(tmp_path / "bob-1.duckdb").isdisjoint(dead)
+    with psycopg.connect(url, password=pg_server.password) as c:
+        stored = dict(
+            c.execute("SELECT operator, count(*) FROM rentwatch.events GROUP BY 1").fetchall()
+        )
+    for who in ("alice", "bob"):
+        with Ledger(tmp_path / f"{who}-1.duckdb", read_only=True) as ledger:
+            assert stored[who] == ledger.query("SELECT count(*) FROM events").rows[0][0]
