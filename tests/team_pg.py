@@ -15,6 +15,7 @@ import os
 import pwd
 import secrets
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -22,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from .conftest import free_port
 
 ADMIN = "rw_owner"  # the cluster's superuser: owns the store, runs `rentwatch team init`
 
@@ -68,6 +67,12 @@ class PgServer:
             c.execute(sql)  # type: ignore[arg-type]
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _bindir() -> Path | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if found:
@@ -76,26 +81,24 @@ def _bindir() -> Path | None:
     return Path(initdb).parent if initdb else None
 
 
-def _unavailable(why: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"PostgreSQL is needed in CI: {why}")
-    pytest.skip(why)
+class Unavailable(Exception):
+    """No server binaries, or no user to run them as."""
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
+def start_cluster() -> PgServer:
+    """A new cluster in a temporary folder, started; `stop_cluster` ends and removes it."""
     bindir = _bindir()
     if bindir is None:
-        _unavailable("no PostgreSQL server binaries (apt-get install postgresql)")
-        raise AssertionError  # unreachable: skip/fail raise
+        raise Unavailable("no PostgreSQL server binaries (apt-get install postgresql)")
     as_user: list[str] = []
     root = Path(tempfile.mkdtemp(prefix="rw-pg-"))
     if os.geteuid() == 0:
         try:
             pw = pwd.getpwnam("postgres")
         except KeyError:
-            _unavailable("running as root and no `postgres` user to run the server as")
-            raise AssertionError from None
+            raise Unavailable(
+                "running as root and no `postgres` user to run the server as"
+            ) from None
         os.chown(root, pw.pw_uid, pw.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
     password = secrets.token_hex(12)
@@ -132,11 +135,26 @@ def pg_server() -> Iterator[PgServer]:
         )
     server = PgServer(bindir, data, port, password, as_user)
     server.start()
+    return server
+
+
+def stop_cluster(server: PgServer) -> None:
+    server.pg_ctl("-w", "-m", "immediate", "stop", check=False)
+    shutil.rmtree(server.data.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    try:
+        server = start_cluster()
+    except Unavailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"PostgreSQL is needed in CI: {exc}")
+        pytest.skip(str(exc))
     try:
         yield server
     finally:
-        server.pg_ctl("-w", "-m", "immediate", "stop", check=False)
-        shutil.rmtree(root, ignore_errors=True)
+        stop_cluster(server)
 
 
 @pytest.fixture
