@@ -351,14 +351,14 @@ class Ledger(NamedReads):
             return self
         from .team.replica import TeamMemory
 
-        return TeamMemory(self, self.__replica.reads())
+        return TeamMemory(self, self.__replica.evidence)
 
     def teammates_quarantined(self, now: float) -> dict[int, str]:
         """Machines a teammate's controller quarantined, still in force at `now` ({} without
         a team)."""
         if self.__replica is None:
             return {}
-        return self.__replica.reads().teammates_quarantined(now)
+        return self.__replica.evidence.quarantined(now)
 
     def interrupt(self, tag: str | None = None) -> bool:
         """Cancel the operator queries running on this ledger (all, or the one tagged `tag`),

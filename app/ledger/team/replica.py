@@ -5,7 +5,7 @@ in order, each event once. The `team` schema holds the ledger's own views again 
 `hosts`, `quarantine`, ...) over `team.events`, the union of this ledger's events and its
 teammates' on the same market, with an `operator` column. The engine reads its record of
 machines, GPU models and quarantines with the teammates' duds and quarantines added when the
-controller is part of a team (`Ledger.memory()`); everything that acts on rentals (holdings, recovery, the receipt) keeps
+controller is part of a team (`Ledger.memory()`), as of the sync's last pull; everything that acts on rentals (holdings, recovery, the receipt) keeps
 reading this ledger's own events.
 
 In the union each event keeps a unique `seq`: a teammate's is its ledger's number in this
@@ -16,9 +16,11 @@ teammate's demo) is another machine."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..reads import NamedReads
@@ -39,49 +41,109 @@ CREATE TABLE IF NOT EXISTS team_events (
     instance_id BIGINT, machine_id BIGINT, host_id BIGINT, offer_id BIGINT, gpu_name VARCHAR,
     gpu_dph DOUBLE, storage_dph DOUBLE, actor VARCHAR NOT NULL, kind VARCHAR NOT NULL,
     phase VARCHAR NOT NULL, ok BOOLEAN, reason VARCHAR, detail JSON, intent_seq BIGINT,
-    hash VARCHAR NOT NULL);
+    hash VARCHAR NOT NULL, market VARCHAR NOT NULL);
 CREATE SCHEMA IF NOT EXISTS team;
+CREATE SCHEMA IF NOT EXISTS mates;
 """
 
 # the union: this ledger's events (its operator's) and its teammates' on the same market
-UNION_VIEW = """
-CREATE OR REPLACE VIEW team.events AS
-WITH me AS (
-  SELECT coalesce((SELECT value FROM main.meta WHERE key = 'team_operator'), '') AS operator,
-         rtrim(coalesce((SELECT value FROM main.meta WHERE key = 'team_market'), ''), '/')
-           AS market
-), markets AS (
-  SELECT ledger_id, coalesce(campaign, '') AS campaign,
-         rtrim(coalesce(arg_max(detail->>'market', seq), ''), '/') AS market
-  FROM main.team_events WHERE kind = 'campaign_start' GROUP BY ALL
-)
-SELECT e.*, me.operator FROM main.events e, me
-UNION ALL BY NAME
-SELECT t.seq, t.ts, t.wall, t.campaign, t.instance_id, t.machine_id, t.host_id, t.offer_id,
+# a teammate's event carries the market its campaign started on (`market`, set as it is
+# added), so keeping a teammate's events to this controller's market is a plain filter
+_COLS = """t.seq, t.ts, t.wall, t.campaign, t.instance_id, t.machine_id, t.host_id, t.offer_id,
        t.gpu_name, t.gpu_dph, t.storage_dph, t.actor, t.kind, t.phase, t.ok, t.reason, t.detail,
-       t.intent_seq, t.operator
-FROM main.team_events t
-LEFT JOIN markets m ON m.ledger_id = t.ledger_id AND m.campaign = coalesce(t.campaign, '')
-WHERE {market_filter};
+       t.intent_seq, t.operator"""
+_HERE = """t.market = rtrim(coalesce(
+    (SELECT value FROM main.meta WHERE key = 'team_market'), ''), '/')"""
+UNION_VIEW = f"""
+CREATE OR REPLACE VIEW team.events AS
+SELECT e.*, coalesce((SELECT value FROM main.meta WHERE key = 'team_operator'), '') AS operator
+FROM main.events e
+UNION ALL BY NAME
+SELECT {_COLS} FROM main.team_events t WHERE {{market_filter}};
 """
-SAME_MARKET = "m.market = (SELECT market FROM me)"
+SAME_MARKET = _HERE
 
-_INSERT = (
-    "INSERT OR IGNORE INTO team_events (seq, ledger_id, source_seq, operator, "
-    + ", ".join(f for f in FIELDS if f != "seq")
-    + ", hash) VALUES ("
-    + ", ".join(["?"] * (len(FIELDS) + 4))
-    + ")"
+# the teammates' events alone (on this market): what their evidence is read from, apart from
+# this ledger's, so computing it costs what their events cost
+MATES_VIEW = f"""
+CREATE OR REPLACE VIEW mates.events AS
+SELECT {_COLS} FROM main.team_events t WHERE {_HERE};
+"""
+
+# (column, type) in the order `add` passes them: one list per column, unnested in one statement
+# (DuckDB binds a list at once; row by row, a pull of thousands took seconds)
+_TYPES = {
+    "seq": "BIGINT",
+    "ledger_id": "VARCHAR",
+    "source_seq": "BIGINT",
+    "operator": "VARCHAR",
+    "ts": "DOUBLE",
+    "wall": "DOUBLE",
+    "campaign": "VARCHAR",
+    "instance_id": "BIGINT",
+    "machine_id": "BIGINT",
+    "host_id": "BIGINT",
+    "offer_id": "BIGINT",
+    "gpu_name": "VARCHAR",
+    "gpu_dph": "DOUBLE",
+    "storage_dph": "DOUBLE",
+    "actor": "VARCHAR",
+    "kind": "VARCHAR",
+    "phase": "VARCHAR",
+    "ok": "BOOLEAN",
+    "reason": "VARCHAR",
+    "detail": "VARCHAR",
+    "intent_seq": "BIGINT",
+    "hash": "VARCHAR",
+    "market": "VARCHAR",
+}
+_INSERT = f"INSERT OR IGNORE INTO team_events ({', '.join(_TYPES)}) SELECT " + ", ".join(
+    f"unnest(?::{t}[])" for t in _TYPES.values()
 )
+
+# the teammates' rentals that say something of their host: not given up for the campaign's
+# fault, nor cancelled (as `NamedReads.machine_record` leaves them out)
+_EXCUSED = """instance_id NOT IN (SELECT instance_id FROM events WHERE kind = 'abandon'
+    AND instance_id IS NOT NULL
+    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))"""
+
+
+def _market_of(detail: Any) -> str:
+    """The market a `campaign_start` names (its detail's `market`), as the views compare it."""
+    try:
+        got = json.loads(detail).get("market") if detail else None
+    except (ValueError, AttributeError):
+        got = None
+    return str(got or "").rstrip("/")
+
+
+@dataclass(frozen=True)
+class TeamEvidence:
+    """What the teammates' events say against machines and models, as of the last pull: it can
+    only count against one (their duds and quarantines, never their successes or speeds), so
+    a teammate's ledger lowers a machine's odds and never raises them, nor makes one of this
+    controller's hosts look slow enough to replace."""
+
+    machine_duds: dict[int, tuple[int, float]] = field(default_factory=dict)  # n, mean USD
+    model_duds: dict[str, tuple[int, float]] = field(default_factory=dict)  # n, minutes lived
+    # (machine, "operator: reason", until): until None lasts
+    quarantines: tuple[tuple[int, str, float | None], ...] = ()
+
+    def quarantined(self, now: float) -> dict[int, str]:
+        """Machine id -> who and why, for each teammate's quarantine in force at `now`."""
+        return {m: why for m, why, until in self.quarantines if until is None or until > now}
 
 
 class Replica:
-    """The team's side of one ledger file; `con` and `lock` are the ledger's own."""
+    """The team's side of one ledger file; `con` and `lock` are the ledger's own. The sync's
+    thread writes it (`add`) and reads the evidence (`refresh`, on a cursor of its own, so a
+    read never holds the ledger's lock); the engine reads `evidence`, as last computed."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock) -> None:
         self._con = con
         self._lock = lock
-        self._reads: TeamReads | None = None
+        self._cur: duckdb.DuckDBPyConnection | None = None
+        self.evidence = TeamEvidence()
         with lock:
             con.execute(TABLES)
             row = con.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
@@ -99,19 +161,22 @@ class Replica:
     def join(self, operator: str, market: str | None, every_market: bool = False) -> None:
         """Whose this ledger's events are and which market its teammates' must share (with
         `every_market`, none: the whole store, as `rentwatch ledger --team` reads it); the
-        `team` views made (again, so this rentwatch's own views are the ones read)."""
+        `team` and `mates` views made (again, so this rentwatch's own views are read)."""
         with self._lock:
             for key, value in (("team_operator", operator), ("team_market", market or "")):
                 self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
             self._con.execute(
                 UNION_VIEW.format(market_filter="true" if every_market else SAME_MARKET)
             )
-            cur = self._con.cursor()
-            try:
-                cur.execute("SET search_path = 'team,main'")
-                cur.execute(VIEWS)
-            finally:
-                cur.close()
+            self._con.execute(MATES_VIEW)
+            for schema in ("team", "mates"):
+                cur = self._con.cursor()
+                try:
+                    cur.execute(f"SET search_path = '{schema},main'")
+                    cur.execute(VIEWS)
+                finally:
+                    cur.close()
+        self.refresh()
 
     def cursors(self) -> dict[str, int]:
         """Each teammate's ledger -> the last of its events held here."""
@@ -141,114 +206,93 @@ class Replica:
                 return 0
             before = self._count()
             base = no * SEQ_SPAN
-            values = []
+            markets = dict(
+                self._con.execute(
+                    "SELECT coalesce(campaign, ''), arg_max(market, seq) FROM team_events "
+                    "WHERE ledger_id = ? AND kind = 'campaign_start' GROUP BY 1",
+                    [ledger_id],
+                ).fetchall()
+            )
+            cols: dict[str, list[Any]] = {c: [] for c in _TYPES}
             for r in rows:
                 fields = dict(zip(FIELDS, r, strict=False))
-                seq = int(fields.pop("seq"))
-                intent = fields.pop("intent_seq")
-                values.append(
-                    [
-                        base + seq,
-                        ledger_id,
-                        seq,
-                        operator,
-                        *fields.values(),
-                        None if intent is None else base + int(intent),
-                        r[len(FIELDS)],
-                    ]
+                campaign = fields["campaign"] or ""
+                if fields["kind"] == "campaign_start":
+                    markets[campaign] = _market_of(fields["detail"])
+                seq = int(fields["seq"])
+                intent = fields["intent_seq"]
+                fields.update(
+                    seq=base + seq,
+                    intent_seq=None if intent is None else base + int(intent),
+                    ledger_id=ledger_id,
+                    source_seq=seq,
+                    operator=operator,
+                    hash=r[len(FIELDS)],
+                    market=markets.get(campaign, ""),
                 )
-            self._con.executemany(_INSERT, values)
+                for c in _TYPES:
+                    cols[c].append(fields[c])
+            self._con.execute(_INSERT, list(cols.values()))
             return self._count() - before
 
     def _count(self) -> int:
         row = self._con.execute("SELECT count(*) FROM team_events").fetchone()
         return int(row[0]) if row else 0
 
-    def reads(self) -> TeamReads:
-        """The engine's named reads over the union (made once)."""
-        if self._reads is None:
+    def refresh(self, records: bool = True) -> TeamEvidence:
+        """Read the teammates' evidence again (after a pull brought events): their quarantines
+        (a cheap read), and with `records` their duds per machine and model (the `instances`
+        view over their events: a cost that grows with them, so the sync spaces it out)."""
+        if self._cur is None:
             with self._lock:
-                cur = self._con.cursor()
-                cur.execute("SET search_path = 'team,main'")
-            self._reads = TeamReads(cur, self._lock)
-        return self._reads
-
-    def close(self) -> None:
-        if self._reads is not None:
-            self._reads.close()
-
-
-# teammates' rentals in the union (their creates), less those that say nothing of the host: the
-# campaign's fault or cancelled (as `NamedReads.machine_record` leaves them out)
-_THEIRS = f"""instance_id IN (SELECT instance_id FROM events WHERE kind = 'create'
-    AND seq >= {SEQ_SPAN} AND instance_id IS NOT NULL)
-  AND instance_id NOT IN (SELECT instance_id FROM events WHERE kind = 'abandon'
-    AND instance_id IS NOT NULL
-    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))"""
-
-
-class TeamReads:
-    """The teammates' evidence, read on the union (the `team` schema). It can only count
-    against a machine or a model: their duds and quarantines, never their successes or
-    speeds, so a teammate's ledger can lower a machine's odds and never raise them (nor make
-    one of this controller's hosts look slow enough to replace)."""
-
-    def __init__(self, cur: duckdb.DuckDBPyConnection, lock: threading.RLock) -> None:
-        self._cur = cur
-        self._lock = lock
-
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return [tuple(r) for r in self._cur.execute(sql, list(params)).fetchall()]
-
-    def machine_duds(self) -> dict[int, tuple[int, float]]:
-        """Machine id -> (teammates' duds there, their mean USD)."""
-        rows = self._rows(
-            "SELECT machine_id, count(*), avg(total_usd) FROM instances "
-            f"WHERE dud AND machine_id IS NOT NULL AND {_THEIRS} GROUP BY machine_id"
-        )
-        return {int(m): (int(n), float(u or 0)) for m, n, u in rows}
-
-    def model_duds(self) -> dict[str, tuple[int, float]]:
-        """GPU model -> (teammates' duds of that model, minutes they lived in all)."""
-        rows = self._rows(
-            "SELECT gpu_name, count(*), coalesce(sum(lifetime_min), 0) FROM instances "
-            f"WHERE dud AND gpu_name IS NOT NULL AND {_THEIRS} GROUP BY gpu_name"
-        )
-        return {str(g): (int(n), float(m or 0)) for g, n, m in rows}
-
-    def teammates_quarantined(self, now: float) -> dict[int, str]:
-        """Machine id -> who and why, for each quarantine a teammate's controller put in force
-        on this market and that has not lapsed by `now` (one without an end lasts)."""
-        rows = self._rows(
-            "SELECT machine_id, arg_max(reason, seq), arg_max(operator, seq), "
+                self._cur = self._con.cursor()
+            self._cur.execute("SET search_path = 'mates,main'")
+        cur = self._cur
+        quarantines = cur.execute(
+            "SELECT machine_id, arg_max(operator || ': ' || reason, seq), "
             "arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq) FROM events "
-            "WHERE kind = 'quarantine' AND machine_id IS NOT NULL AND seq >= ? "
-            "GROUP BY machine_id",
-            [SEQ_SPAN],
+            "WHERE kind = 'quarantine' AND machine_id IS NOT NULL GROUP BY machine_id"
+        ).fetchall()
+        machine_duds, model_duds = self.evidence.machine_duds, self.evidence.model_duds
+        if records:
+            machines = cur.execute(
+                "SELECT machine_id, count(*), avg(total_usd) FROM instances "
+                f"WHERE dud AND machine_id IS NOT NULL AND {_EXCUSED} GROUP BY machine_id"
+            ).fetchall()
+            models = cur.execute(
+                "SELECT gpu_name, count(*), coalesce(sum(lifetime_min), 0) FROM instances "
+                f"WHERE dud AND gpu_name IS NOT NULL AND {_EXCUSED} GROUP BY gpu_name"
+            ).fetchall()
+            machine_duds = {int(m): (int(n), float(u or 0)) for m, n, u in machines}
+            model_duds = {str(g): (int(n), float(x or 0)) for g, n, x in models}
+        self.evidence = TeamEvidence(
+            machine_duds,
+            model_duds,
+            tuple((int(m), str(why), None if u is None else float(u)) for m, why, u in quarantines),
         )
-        return {int(m): f"{op}: {r}" for m, r, op, until in rows if until is None or until > now}
+        return self.evidence
 
     def close(self) -> None:
-        with self._lock:
-            try:
-                self._cur.close()
-            except Exception:  # already closed with its connection
-                pass
+        if self._cur is not None:
+            with self._lock:
+                try:
+                    self._cur.close()
+                except Exception:  # already closed with its connection
+                    pass
 
 
 class TeamMemory:
     """A ledger's own record of machines and GPU models with its teammates' duds added: what
     the ranking and the odds read when the controller is part of a team."""
 
-    def __init__(self, own: NamedReads, team: TeamReads) -> None:
+    def __init__(self, own: NamedReads, team: TeamEvidence) -> None:
         self.own = own
         self.team = team
 
     def machine_record(self) -> dict[int, tuple[int, int, float]]:
         """As `NamedReads.machine_record`: (verified, duds, mean USD of a dud) per machine."""
         out = dict(self.own.machine_record())
-        for m, (n, usd) in self.team.machine_duds().items():
+        for m, (n, usd) in self.team.machine_duds.items():
             good, bad, mean = out.get(m, (0, 0, 0.0))
             out[m] = (good, bad + n, (bad * mean + n * usd) / (bad + n))
         return out
@@ -256,7 +300,7 @@ class TeamMemory:
     def model_record(self) -> dict[str, tuple[int, int, float]]:
         """As `NamedReads.model_record`: (delivered, duds, minutes its duds lived) per model."""
         out = dict(self.own.model_record())
-        for g, (n, minutes) in self.team.model_duds().items():
+        for g, (n, minutes) in self.team.model_duds.items():
             good, bad, lived = out.get(g, (0, 0, 0.0))
             out[g] = (good, bad + n, lived + minutes)
         return out

@@ -28,6 +28,9 @@ BEAT_S = 20.0  # wall seconds between heartbeats
 SHIP_BATCH = 2000  # events per transaction
 PULL_BATCH = 5000
 BACKOFF_MAX_S = 30.0
+# wall seconds between reads of the teammates' dud records (a quarantine is read every pull):
+# their cost grows with the team's events (docs/team.md)
+RECORDS_S = 30.0
 
 
 class TeamSync:
@@ -61,6 +64,7 @@ class TeamSync:
         self.shipped = 0  # events shipped by this process
         self.pulled = 0  # teammates' events pulled by this process
         self._beat_at = -1e18
+        self._records_at = -1e18  # when the teammates' dud records were last read
 
     # -- one round -----------------------------------------------------------------------
     def round(self) -> bool:
@@ -93,6 +97,14 @@ class TeamSync:
         self.rounds += 1
         return True
 
+    def _ship_all(self) -> None:
+        """Ship everything not in the store yet (the bench times it alone)."""
+        if self.head is None:
+            seq, h = self.store.head(self.ledger_id)
+            self.head = (seq, h or GENESIS)
+        while self._ship_batch():
+            pass
+
     def _ship_batch(self) -> bool:
         """Ship the next batch after the store's head; whether a full batch went."""
         assert self.head is not None
@@ -111,7 +123,9 @@ class TeamSync:
         return len(rows) == SHIP_BATCH
 
     def _pull(self) -> None:
+        """The teammates' new events into the replica; their evidence read again if any came."""
         have = self.replica.cursors()
+        before = self.pulled
         for ledger_id, operator in self.store.ledgers():
             if ledger_id == self.ledger_id:
                 continue
@@ -122,6 +136,11 @@ class TeamSync:
                 if len(rows) < PULL_BATCH:
                     break
                 after = int(rows[-1][0])
+        if self.pulled != before:
+            records = self._monotonic() - self._records_at >= RECORDS_S
+            self.replica.refresh(records)
+            if records:
+                self._records_at = self._monotonic()
 
     def _beat(self, ended: bool) -> None:
         self.store.beat(
