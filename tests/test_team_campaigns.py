@@ -14,7 +14,7 @@ from rentwatch.ledger.team.store import TeamStore
 from rentwatch.run.headless import run_headless
 
 from .campaigns import campaign_text
-from .team_pg import PgServer, pg_server, team_db  # noqa: F401  (fixtures)
+from .team_pg import PgServer
 
 # cheap machines that die in the pull, dearer healthy ones: by price alone, every newcomer
 # rents the duds first
@@ -58,7 +58,7 @@ def test_the_second_controller_rents_none_of_the_machines_the_first_found_dead(
     pg_server: PgServer,
     team_db: str,
     tmp_path,
-    monkeypatch,  # noqa: F811
+    monkeypatch,
 ):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PGPASSWORD", pg_server.password)

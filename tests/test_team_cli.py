@@ -12,7 +12,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.ledger.team import TeamConfig
 from rentwatch.ledger.team.sync import TeamSync
 
-from .team_pg import PgServer, pg_server, team_db  # noqa: F401  (fixtures)
+from .team_pg import PgServer
 from .test_team_store import MARKET, _campaign, _dud
 
 
@@ -71,7 +71,7 @@ def test_init_ledger_ls_and_reconcile_against_the_store(
     tmp_path,
     capsys,
     monkeypatch,
-    no_user_config,  # noqa: F811
+    no_user_config,
 ):
     server, db = pg_server, team_db
     monkeypatch.setenv("PGPASSWORD", server.password)

@@ -17,13 +17,13 @@ from rentwatch.ledger.team import TeamConfig
 from rentwatch.ledger.team.store import StoreRefused, TeamStore
 from rentwatch.ledger.team.sync import TeamSync
 
-from .team_pg import PgServer, pg_server, team_db  # noqa: F401  (fixtures)
+from .team_pg import PgServer
 
 MARKET = "http://127.0.0.1:9/market"
 
 
 @pytest.fixture
-def store_env(pg_server: PgServer, team_db: str, monkeypatch: pytest.MonkeyPatch):  # noqa: F811
+def store_env(pg_server: PgServer, team_db: str, monkeypatch: pytest.MonkeyPatch):
     """A store made by its owner, and two controllers' login roles granted the controller
     role; PGPASSWORD is the one password of every role here."""
     monkeypatch.setenv("PGPASSWORD", pg_server.password)
