@@ -109,6 +109,24 @@ def test_init_ledger_ls_and_reconcile_against_the_store(
     assert json.loads(capsys.readouterr().out) == [{"operator": "carol", "n": n}]
     assert main(["ledger", "--team", "--json", "SELECT machine_id, duds FROM hosts"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"machine_id": 77, "duds": 1}]
+    # the team's receipt per operator, as docs/team.md spells it
+    per_operator = (
+        "SELECT operator, sum(total_usd) AS usd FROM tenures JOIN (SELECT DISTINCT campaign, "
+        "operator FROM events) USING (campaign) GROUP BY 1"
+    )
+    assert main(["ledger", "--team", "--json", per_operator]) == 0
+    assert [r["operator"] for r in json.loads(capsys.readouterr().out)] == ["carol"]
+    # a controller's own ledger holds the union too, in its `team` schema
+    code = main(
+        [
+            "ledger",
+            "--ledger",
+            str(tmp_path / "c.duckdb"),
+            "--json",
+            "SELECT machine_id, duds FROM team.hosts",
+        ]
+    )
+    assert code == 0 and json.loads(capsys.readouterr().out) == [{"machine_id": 77, "duds": 1}]
     assert main(["reconcile", "--team", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert (got["ledgers"], got["events"], got["findings"]) == (1, n, [])
