@@ -169,7 +169,7 @@ def run(url: str, args: argparse.Namespace) -> None:
     team = timed(lambda: lg.memory().machine_record())
     quarantine = timed(lambda: lg.teammates_quarantined(0.0))
     print(
-        f"poll cost   teammates' quarantines {quarantine * 1000:.0f} ms each poll; the machine "
+        f"poll cost   teammates' quarantines {quarantine * 1e6:.0f} us each poll; the machine "
         f"record with their duds {team * 1000:.0f} ms against {own * 1000:.0f} ms alone "
         f"(when a create is in view)"
     )

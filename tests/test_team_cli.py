@@ -139,3 +139,23 @@ def test_init_ledger_ls_and_reconcile_against_the_store(
         TeamSync(ledger, carol, MARKET, "carol-1").stop()
     assert main(["ls", "--team", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_teammates_hostile_text_reaches_no_terminal_raw(
+    pg_server: PgServer, team_db: str, capsys, monkeypatch, no_user_config
+):
+    """Any controller role may write the store: its operator, campaign and host names are text
+    to clean, as a host's are."""
+    server, db = pg_server, team_db
+    monkeypatch.setenv("PGPASSWORD", server.password)
+    assert main(["team", "init", server.url(db=db)]) == 0
+    capsys.readouterr()
+    evil = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u202eevil"
+    server.admin(
+        "INSERT INTO rentwatch.heartbeats (ledger_id, operator, campaign, host, pid) "
+        f"VALUES ('x', '{evil}', '{evil}', '{evil}', 1)",
+        db=db,
+    )
+    assert main(["ls", "--team", "--team-url", server.url(db=db)]) == 0
+    out = capsys.readouterr().out
+    assert "evil" in out and "\x1b" not in out and "\x07" not in out and "\u202e" not in out

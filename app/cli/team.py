@@ -145,13 +145,15 @@ def cmd_ls_team(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from ..core.text import clean
+
     table = Table("operator", "campaign", "host", "pid", "seen")
     now = time.time()
-    for r in rows:  # names are people's and hosts' text: never markup
+    for r in rows:  # any controller role wrote these: text, never markup, never escapes
         table.add_row(
-            Text(str(r["operator"])),
-            Text(str(r["campaign"] or "")),
-            Text(str(r["host"])),
+            Text(clean(r["operator"], 64)),
+            Text(clean(r["campaign"] or "", 100)),
+            Text(clean(r["host"], 100)),
             str(r["pid"]),
             f"{max(0, now - r['last_seen']):.0f}s ago",
         )

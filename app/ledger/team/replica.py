@@ -17,6 +17,7 @@ teammate's demo) is another machine."""
 from __future__ import annotations
 
 import json
+import math
 import threading
 import uuid
 from collections.abc import Sequence
@@ -106,6 +107,13 @@ _INSERT = f"INSERT OR IGNORE INTO team_events ({', '.join(_TYPES)}) SELECT " + "
 _EXCUSED = """instance_id NOT IN (SELECT instance_id FROM events WHERE kind = 'abandon'
     AND instance_id IS NOT NULL
     AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))"""
+
+
+def _finite(x: Any) -> float:
+    """A teammate's figure as the ranking may use it: a number, finite, not negative (their
+    ledger is evidence, as a market's answer is)."""
+    v = float(x or 0)
+    return v if math.isfinite(v) and v > 0 else 0.0
 
 
 def _market_of(detail: Any) -> str:
@@ -263,8 +271,8 @@ class Replica:
                 "SELECT gpu_name, count(*), coalesce(sum(lifetime_min), 0) FROM instances "
                 f"WHERE dud AND gpu_name IS NOT NULL AND {_EXCUSED} GROUP BY gpu_name"
             ).fetchall()
-            machine_duds = {int(m): (int(n), float(u or 0)) for m, n, u in machines}
-            model_duds = {str(g): (int(n), float(x or 0)) for g, n, x in models}
+            machine_duds = {int(m): (int(n), _finite(u)) for m, n, u in machines}
+            model_duds = {str(g): (int(n), _finite(x)) for g, n, x in models}
         self.evidence = TeamEvidence(
             machine_duds,
             model_duds,
