@@ -38,7 +38,11 @@ def fill(path: Path, who: int, rentals: int) -> None:
     whose machine is quarantined; machine ids shared across controllers (one market)."""
     with Ledger(path) as ledger:
         ledger.record(
-            "campaign_start", at=0.0, actor="engine", reason="bench", campaign=f"c{who}",
+            "campaign_start",
+            at=0.0,
+            actor="engine",
+            reason="bench",
+            campaign=f"c{who}",
             detail={"market": MARKET},
         )
     con = duckdb.connect(str(path))
@@ -113,9 +117,7 @@ def run(url: str, args: argparse.Namespace) -> None:
     for k in range(n):
         fill(tmp / f"l{k}.duckdb", k, args.rentals)
     ledgers = [Ledger(tmp / f"l{k}.duckdb") for k in range(n)]
-    syncs = [
-        TeamSync(ledgers[k], TeamConfig(url, f"op{k}"), MARKET, f"c{k}") for k in range(n)
-    ]
+    syncs = [TeamSync(ledgers[k], TeamConfig(url, f"op{k}"), MARKET, f"c{k}") for k in range(n)]
     events = sum(len(lg.raw_events(0, 10**9)) for lg in ledgers)
 
     def every(method: str) -> float:
