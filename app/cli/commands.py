@@ -10,7 +10,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import RentwatchError
 
@@ -140,20 +140,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from ..ledger.export import export_result, print_result
-    from .ledger_pick import ledger_for
 
     if args.team:  # the union of the team's events, from the store
-        from .team import cmd_ledger_team
+        from .team import team_query
 
-        return cmd_ledger_team(args)
-    args.ledger = str(ledger_for(args.ledger))  # without --ledger: the one the user has
-    remote = _remote_ledger(args.ledger)
-    if remote is not None:  # a running controller holds the file: it answers
-        result = remote.query_all(args.sql, args.limit)
-        remote.close()
+        result = team_query(args)
     else:
-        with _open_ledger(args.ledger) as ledger:
-            result = ledger.query(args.sql, limit=args.limit)
+        result = _ledger_query(args)
     if args.export:
         export_result(result, args.export)
         print(f"wrote {len(result.rows)} rows to {args.export}", file=sys.stderr)
@@ -162,6 +155,19 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     width = None if sys.stdout.isatty() else PIPED_WIDTH
     print_result(result, "json" if args.json else "csv" if args.csv else "table", args.limit, width)
     return 0
+
+
+def _ledger_query(args: argparse.Namespace) -> Any:
+    from .ledger_pick import ledger_for
+
+    args.ledger = str(ledger_for(args.ledger))  # without --ledger: the one the user has
+    remote = _remote_ledger(args.ledger)
+    if remote is not None:  # a running controller holds the file: it answers
+        result = remote.query_all(args.sql, args.limit)
+        remote.close()
+        return result
+    with _open_ledger(args.ledger) as ledger:
+        return ledger.query(args.sql, limit=args.limit)
 
 
 def _read_campaign(path: str) -> Campaign:

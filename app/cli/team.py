@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -127,8 +126,6 @@ def _store(args: argparse.Namespace) -> Any:
 
 
 def cmd_ls_team(args: argparse.Namespace) -> int:
-    import time
-
     store = _store(args)
     try:
         live = store.live_controllers()
@@ -148,24 +145,24 @@ def cmd_ls_team(args: argparse.Namespace) -> int:
     from ..core.text import clean
 
     table = Table("operator", "campaign", "host", "pid", "seen")
-    now = time.time()
-    for r in rows:  # any controller role wrote these: text, never markup, never escapes
+    for r, c in zip(
+        rows, live, strict=True
+    ):  # any controller role wrote these: text, never markup, never escapes
         table.add_row(
             Text(clean(r["operator"], 64)),
             Text(clean(r["campaign"] or "", 100)),
             Text(clean(r["host"], 100)),
             str(r["pid"]),
-            f"{max(0, now - r['last_seen']):.0f}s ago",
+            f"{c.age_s:.0f}s ago",
         )
     Console().print(table)
     return 0
 
 
-def cmd_ledger_team(args: argparse.Namespace) -> int:
+def team_query(args: argparse.Namespace) -> Any:
     """`rentwatch ledger --team "SQL"`: the store's events (every operator's) pulled into a
-    DuckDB of this process, queried with the ledger's views over their union."""
+    DuckDB of this process, and the query run over their union with the ledger's views."""
     from ..ledger import Ledger
-    from ..ledger.export import export_result, print_result
 
     store = _store(args)
     with Ledger(":memory:") as db:
@@ -182,15 +179,7 @@ def cmd_ledger_team(args: argparse.Namespace) -> int:
                     after = int(rows[-1][0])
         finally:
             store.close()
-        result = db.query(args.sql, limit=args.limit, team=True)
-    if args.export:
-        export_result(result, args.export)
-        print(f"wrote {len(result.rows)} rows to {args.export}", file=sys.stderr)
-    from .commands import PIPED_WIDTH
-
-    width = None if sys.stdout.isatty() else PIPED_WIDTH
-    print_result(result, "json" if args.json else "csv" if args.csv else "table", args.limit, width)
-    return 0
+        return db.query(args.sql, limit=args.limit, team=True)
 
 
 def cmd_reconcile_team(args: argparse.Namespace) -> int:

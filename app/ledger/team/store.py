@@ -39,6 +39,7 @@ class Controller:
     pid: int
     last_seen: float  # epoch seconds (the server's clock)
     ledger_id: str
+    age_s: float = 0.0  # since its last heartbeat (the server's clock)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -246,7 +247,8 @@ class TeamStore:
         say it ended."""
         with self._tx() as cur:
             cur.execute(
-                f"""SELECT operator, campaign, host, pid, extract(epoch FROM at), ledger_id
+                f"""SELECT operator, campaign, host, pid, extract(epoch FROM at), ledger_id,
+                       extract(epoch FROM now() - at)
                 FROM (SELECT DISTINCT ON (ledger_id, host, pid) * FROM {SCHEMA}.heartbeats
                       WHERE at > now() - make_interval(secs => %s)
                       ORDER BY ledger_id, host, pid, at DESC) b
@@ -255,7 +257,8 @@ class TeamStore:
             )
             rows = cur.fetchall()
         return [
-            Controller(str(o), c, str(h), int(p), float(t), str(lid)) for o, c, h, p, t, lid in rows
+            Controller(str(o), c, str(h), int(p), float(t), str(lid), float(a))
+            for o, c, h, p, t, lid, a in rows
         ]
 
     def all_events(self, batch: int = 20_000) -> Iterator[tuple[Any, ...]]:
