@@ -4,6 +4,7 @@ missing event, and a server that goes away mid-campaign."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -321,3 +322,106 @@ def test_a_teammates_duds_and_quarantines_count_against_a_machine_never_for_it(s
         assert [r[0] for r in got] == ["alice", "bob"]
         # alice's quarantine is hers: bob's ledger holds none of its own
         assert b.quarantined(600.0) == {}
+
+
+def test_a_teammates_malformed_rows_cost_their_detail_not_the_pull(store_env, tmp_path):
+    """Any controller role may write the store: a detail that is not JSON, a price that is not
+    a number, text full of escapes. The pull takes each row; the evidence stays finite."""
+    from rentwatch.ledger.team.chain import GENESIS, chain
+
+    server, db = store_env
+    evil = "\x1b]52;c;eA==\x07"
+    rows = [
+        (
+            1,
+            10.0,
+            None,
+            "m-1",
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            "engine",
+            "campaign_start",
+            "fact",
+            None,
+            evil,
+            json.dumps({"market": MARKET}),
+            None,
+        ),
+        (
+            2,
+            11.0,
+            None,
+            "m-1",
+            5,
+            77,
+            1,
+            1,
+            evil,
+            float("nan"),
+            -1.0,
+            "rule:create",
+            "create",
+            "outcome",
+            True,
+            evil,
+            "{not json",
+            None,
+        ),
+        (
+            3,
+            12.0,
+            None,
+            "m-1",
+            5,
+            77,
+            1,
+            1,
+            evil,
+            None,
+            None,
+            "rule:freeze",
+            "abandon",
+            "fact",
+            None,
+            evil,
+            '["a list"]',
+            None,
+        ),
+        (
+            4,
+            12.0,
+            None,
+            "m-1",
+            5,
+            77,
+            None,
+            None,
+            None,
+            None,
+            None,
+            "rule:freeze",
+            "quarantine",
+            "fact",
+            None,
+            evil,
+            "{}",
+            None,
+        ),
+    ]
+    links = chain(GENESIS, "mallory-ledger", "mallory", rows)
+    store = TeamStore(_conf(server, db, "alice"))  # a controller role, writing as mallory
+    store.ship(
+        "mallory-ledger", "mallory", [(r, p, h) for r, (p, h) in zip(rows, links, strict=True)]
+    )
+    store.close()
+    with Ledger(tmp_path / "b.duckdb") as b:
+        sync = TeamSync(b, _conf(server, db, "bob"), MARKET, "bob-1")
+        assert sync.round() and sync.pulled == 4
+        assert 77 in b.teammates_quarantined(0.0)
+        good, bad, usd = b.memory().machine_record()[77]
+        assert (good, bad) == (0, 1) and usd == usd and usd >= 0  # finite, not negative

@@ -116,6 +116,15 @@ def _finite(x: Any) -> float:
     return v if math.isfinite(v) and v > 0 else 0.0
 
 
+def _object_json(detail: Any) -> str:
+    """A teammate's `detail` as the views can read it: a JSON object, else `{}` (any controller
+    role may write the store; one bad row costs its detail, not the pull)."""
+    try:
+        return detail if isinstance(json.loads(detail or "{}"), dict) else "{}"
+    except (TypeError, ValueError):
+        return "{}"
+
+
 def _market_of(detail: Any) -> str:
     """The market a `campaign_start` names (its detail's `market`), as the views compare it."""
     try:
@@ -230,6 +239,7 @@ class Replica:
                 seq = int(fields["seq"])
                 intent = fields["intent_seq"]
                 fields.update(
+                    detail=_object_json(fields["detail"]),
                     seq=base + seq,
                     intent_seq=None if intent is None else base + int(intent),
                     ledger_id=ledger_id,

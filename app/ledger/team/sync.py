@@ -171,7 +171,12 @@ class TeamSync:
     def _run(self) -> None:
         wait = self.sync_s
         while not self._stop.is_set():
-            ok = self.round()
+            try:
+                ok = self.round()
+            except Exception as exc:  # a bug of ours or a row we cannot take: said, not fatal
+                self.head = None
+                self.log(f"team   sync round failed: {type(exc).__name__}: {clean(str(exc), 300)}")
+                ok = False
             wait = self.sync_s if ok else min(BACKOFF_MAX_S, max(wait * 2, self.sync_s))
             self._stop.wait(wait)
 
