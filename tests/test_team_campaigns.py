@@ -1,9 +1,12 @@
 """Two controllers, separate ledgers, one team store, one simulated market: the second rents
-none of the machines the first found dead, and neither acts on the other's rentals."""
+none of the machines the first found dead, and the store killed with -9 during the first
+campaign loses and duplicates nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import psycopg
 from rentwatch.core.campaign import parse_campaign
@@ -39,6 +42,22 @@ def _run(sim, tmp_path, name: str, team: TeamConfig) -> int:
     )
 
 
+def _kill_once_shipping(server: PgServer, url: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with psycopg.connect(url, password=server.password) as c:
+                row = c.execute("SELECT count(*) FROM rentwatch.events").fetchone()
+            if row and row[0]:
+                break
+        except psycopg.Error:
+            pass
+        time.sleep(0.1)
+    server.kill9()
+    time.sleep(3.0)
+    server.start()
+
+
 def _created(path) -> list[int]:
     with Ledger(path, read_only=True) as ledger:
         rows = ledger.query(
@@ -55,6 +74,7 @@ def _quarantined(path) -> set[int]:
 
 def test_the_second_controller_rents_none_of_the_machines_the_first_found_dead(
     make_sim,
+    capsys,
     pg_server: PgServer,
     team_db: str,
     tmp_path,
@@ -67,7 +87,16 @@ def test_the_second_controller_rents_none_of_the_machines_the_first_found_dead(
     owner.close()
     sim = make_sim(seed=11, offers=12, time_scale=300, host_class=MARKET)
     url = pg_server.url(db=team_db)  # the owner's login, for brevity: roles are tested elsewhere
-    assert _run(sim, tmp_path, "alice-1", TeamConfig(url, "alice")) == 0
+    # the server killed with -9 once the first campaign's sync has shipped, and started again
+    # 3 s later, while the campaign runs
+    fault = threading.Thread(target=_kill_once_shipping, args=(pg_server, url))
+    fault.start()
+    try:
+        assert _run(sim, tmp_path, "alice-1", TeamConfig(url, "alice")) == 0
+    finally:
+        fault.join()
+    out = capsys.readouterr().out
+    assert "the campaign goes on" in out  # it noticed, and went on
     dead = _quarantined(tmp_path / "alice-1.duckdb")
     assert dead, "the first controller found no dead machine: the test proves nothing"
     assert _run(sim, tmp_path, "bob-1", TeamConfig(url, "bob")) == 0
