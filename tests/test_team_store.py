@@ -425,3 +425,40 @@ def test_a_teammates_malformed_rows_cost_their_detail_not_the_pull(store_env, tm
         assert 77 in b.teammates_quarantined(0.0)
         good, bad, usd = b.memory().machine_record()[77]
         assert (good, bad) == (0, 1) and usd == usd and usd >= 0  # finite, not negative
+
+
+def test_a_rewrite_the_chain_cannot_see_is_named_against_the_ledger(
+    store_env, tmp_path, capsys, monkeypatch
+):
+    """An owner who rewrites the last event and its hash leaves a chain that checks; the
+    controller's own ledger names the event (`reconcile --team --ledger PATH`)."""
+    from rentwatch.cli.main import main
+    from rentwatch.ledger.team.chain import event_hash
+
+    server, db = store_env
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user config here
+    path = tmp_path / "a.duckdb"
+    with Ledger(path) as ledger:
+        _campaign(ledger, "c1")
+        _dud(ledger, "c1", 11, 77, 200.0, until=None)
+        sync = TeamSync(ledger, _conf(server, db, "alice"), MARKET, "c1")
+        assert sync.round()
+        ledger.record("note", at=900.0, actor="engine", reason="not shipped", campaign="c1")
+        last = ledger.raw_events(0, 100)[-2]
+        ledger_id = sync.ledger_id
+    with psycopg.connect(server.url(db=db), password=server.password) as c:
+        prev = c.execute(
+            "SELECT prev_hash FROM rentwatch.events WHERE seq = %s", [last[0]]
+        ).fetchone()[0]
+        forged = (*last[:15], "a healthy host, honest", *last[16:])
+        c.execute(
+            "UPDATE rentwatch.events SET reason = %s, hash = %s WHERE seq = %s",
+            [forged[15], event_hash(prev, ledger_id, "alice", forged), last[0]],
+        )
+    url = ["--team-url", server.url(db=db)]
+    assert main(["reconcile", "--team", *url, "--json"]) == 0  # the chain alone checks
+    capsys.readouterr()
+    assert main(["reconcile", "--team", *url, "--ledger", str(path), "--json"]) == 1
+    got = json.loads(capsys.readouterr().out)
+    assert [(f["seq"], f["problem"]) for f in got["findings"]] == [(last[0], "differs")]
+    assert got["unshipped"] == 1 and got["ledger_events"] == last[0] + 1

@@ -186,14 +186,23 @@ def cmd_reconcile_team(args: argparse.Namespace) -> int:
     """Every operator's hash chain checked; each edited or missing event named. Exit 1 when
     anything is wrong."""
     store = _store(args)
+    extra: dict[str, Any] = {}
     try:
         ledgers, events, findings = store.check_chains()
+        if args.ledger:  # and one ledger's own events against the store's copy
+            more, extra = _against_ledger(store, Path(args.ledger))
+            findings += more
     finally:
         store.close()
     if args.json:
         print(
             json.dumps(
-                {"ledgers": ledgers, "events": events, "findings": [f.as_json() for f in findings]},
+                {
+                    "ledgers": ledgers,
+                    "events": events,
+                    "findings": [f.as_json() for f in findings],
+                    **extra,
+                },
                 indent=2,
             )
         )
@@ -201,12 +210,32 @@ def cmd_reconcile_team(args: argparse.Namespace) -> int:
         from ..core.text import clean
 
         print(f"team store: {ledgers} ledger(s), {events} event(s): {len(findings)} finding(s)")
+        if extra:
+            print(
+                f"ledger {args.ledger}: {extra['ledger_events']} event(s), "
+                f"{extra['unshipped']} not shipped yet"
+            )
         for f in findings:
             print(
                 f"  {clean(f.operator, 64)} ledger {f.ledger_id[:8]} event {f.seq}: "
                 f"{f.problem}: {clean(f.detail, 300)}"
             )
     return 1 if findings else 0
+
+
+def _against_ledger(store: Any, path: Path) -> tuple[list[Any], dict[str, Any]]:
+    """The ledger at `path` against the store's copy of its events (its chain recomputed)."""
+    from ..ledger import Ledger
+    from ..ledger.team.chain import compare
+
+    with Ledger(path, read_only=True) as ledger:
+        meta = dict(ledger.query("SELECT key, value FROM meta").rows)
+        local = ledger.raw_events(0, 1 << 62)
+    ledger_id, operator = meta.get("ledger_id"), meta.get("team_operator")
+    if not ledger_id or operator is None:
+        raise TeamConfigError(f"{path} never joined a team: nothing of it is in the store")
+    findings, unshipped = compare(ledger_id, operator, local, store.hashes(ledger_id))
+    return findings, {"ledger_events": len(local), "unshipped": unshipped}
 
 
 def add_parser(sub: Any) -> None:

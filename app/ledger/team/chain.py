@@ -107,3 +107,46 @@ def verify(
             f"events {last_seq + 1}..{shipped_to} were shipped and are gone",
         )
     return out
+
+
+def compare(
+    ledger_id: str,
+    operator: str,
+    local: Iterable[Sequence[Any]],
+    stored: dict[int, tuple[str, str]],
+) -> tuple[list[Finding], int]:
+    """A ledger's own events (fields in `FIELDS` order, oldest first) against what the store
+    holds for it (seq -> (hash, the operator it was shipped as; `operator` for the rest)): the
+    events whose stored hash is not the one this ledger's
+    chain gives (`differs`: the store's copy was rewritten, hash and all), those the store holds
+    and this ledger never wrote (`foreign`), and how many of the ledger's are not shipped yet."""
+    out: list[Finding] = []
+    prev, seen, unshipped = GENESIS, set(), 0
+    for row in local:
+        seq = int(row[0])
+        h, named = stored.get(seq, ("", operator))
+        prev = event_hash(prev, ledger_id, named, row)
+        seen.add(seq)
+        if seq not in stored:
+            unshipped += 1
+        elif h != prev:
+            out.append(
+                Finding(
+                    operator,
+                    ledger_id,
+                    seq,
+                    "differs",
+                    f"event {seq} in the store is not the one this ledger wrote",
+                )
+            )
+    for seq in sorted(set(stored) - seen):
+        out.append(
+            Finding(
+                operator,
+                ledger_id,
+                seq,
+                "foreign",
+                f"the store holds an event {seq} this ledger never wrote",
+            )
+        )
+    return out, unshipped

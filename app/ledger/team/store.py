@@ -278,6 +278,15 @@ class TeamStore:
                 yield from (tuple(r) for r in rows)
                 after = int(rows[-1][2])
 
+    def hashes(self, ledger_id: str) -> dict[int, tuple[str, str]]:
+        """One ledger's events in the store: seq -> (hash, operator)."""
+        with self._tx() as cur:
+            cur.execute(
+                f"SELECT seq, hash, operator FROM {SCHEMA}.events WHERE ledger_id = %s",
+                [ledger_id],
+            )
+            return {int(a): (str(b), str(c)) for a, b, c in cur.fetchall()}
+
     def check_chains(self, batch: int = 20_000) -> tuple[int, int, list[Finding]]:
         """Every ledger's chain checked: (ledgers, events, findings)."""
         findings: list[Finding] = []
