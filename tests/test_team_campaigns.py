@@ -112,3 +112,77 @@ def test_the_second_controller_rents_none_of_the_machines_the_first_found_dead(
     for who in ("alice", "bob"):
         with Ledger(tmp_path / f"{who}-1.duckdb", read_only=True) as ledger:
             assert stored[who] == ledger.query("SELECT count(*) FROM events").rows[0][0]
+
+
+def test_the_controller_of_watch_and_demo_joins_the_team_and_says_when_it_ends(
+    pg_server: PgServer, team_db: str, tmp_path, monkeypatch
+):
+    """`rentwatch controller --demo --team URL` (what `rentwatch demo --team URL` starts): it
+    is live in `ls --team` while it serves, ships as it goes, and its end (a SIGTERM) is in
+    the store with a last heartbeat that takes it off the list."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("PGPASSWORD", pg_server.password)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    url = pg_server.url(db=team_db)
+    owner = TeamStore(TeamConfig(url, "owner"))
+    owner.init()
+    owner.close()
+    ledger = tmp_path / "demo.duckdb"
+    cmd = [
+        sys.executable,
+        "-m",
+        "rentwatch",
+        "controller",
+        "--demo",
+        "--time-scale",
+        "60",
+        "--ledger",
+        str(ledger),
+        "--ssh-key",
+        str(tmp_path / "key"),
+        "--team",
+        url,
+        "--operator",
+        "dora",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ)
+    )
+
+    def live() -> list[dict]:
+        out = subprocess.run(
+            [sys.executable, "-m", "rentwatch", "ls", "--team", "--team-url", url, "--json"],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            timeout=60,
+        )
+        return json.loads(out.stdout) if out.returncode == 0 else []
+
+    try:
+        deadline = time.monotonic() + 120
+        seen: list[dict] = []
+        while time.monotonic() < deadline and not seen:
+            seen = live()
+            time.sleep(0.5)
+        assert [(c["operator"], c["pid"]) for c in seen] == [("dora", proc.pid)]
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "team   shipping to" in out and pg_server.password not in out
+    assert live() == []
+    with psycopg.connect(url, password=pg_server.password) as c:
+        stored = c.execute(
+            "SELECT count(*), count(*) FILTER (WHERE kind = 'campaign_end') FROM rentwatch.events "
+            "WHERE operator = 'dora'"
+        ).fetchone()
+    with Ledger(ledger, read_only=True) as lg:
+        here = lg.query("SELECT count(*) FROM events").rows[0][0]
+    assert stored == (here, 1)
