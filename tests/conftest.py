@@ -9,6 +9,8 @@ import pytest
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
 
+from .team_pg import pg_server, team_db  # noqa: F401  (the team store's PostgreSQL fixtures)
+
 # Why hypothesis is imported above: under CPython 3.11.7, after `test_artifact_pull`'s pull cut
 # by its deadline ran after another pull in one process, a later compile failed "AST constructor
 # recursion depth mismatch" (an interpreter fault; its cause was not found). Hypothesis's plugin

@@ -10,7 +10,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import RentwatchError
 
@@ -130,18 +130,23 @@ def cmd_receipt(args: argparse.Namespace) -> int:
 PIPED_WIDTH = 2000  # columns of `rentwatch ledger`'s table when stdout is not a terminal
 
 
+def cmd_ls(args: argparse.Namespace) -> int:
+    if args.team:  # the team's live controllers, from their heartbeats
+        from .team import cmd_ls_team
+
+        return cmd_ls_team(args)
+    return service_cmd("cmd_ls", args)
+
+
 def cmd_ledger(args: argparse.Namespace) -> int:
     from ..ledger.export import export_result, print_result
-    from .ledger_pick import ledger_for
 
-    args.ledger = str(ledger_for(args.ledger))  # without --ledger: the one the user has
-    remote = _remote_ledger(args.ledger)
-    if remote is not None:  # a running controller holds the file: it answers
-        result = remote.query_all(args.sql, args.limit)
-        remote.close()
+    if args.team:  # the union of the team's events, from the store
+        from .team import team_query
+
+        result = team_query(args)
     else:
-        with _open_ledger(args.ledger) as ledger:
-            result = ledger.query(args.sql, limit=args.limit)
+        result = _ledger_query(args)
     if args.export:
         export_result(result, args.export)
         print(f"wrote {len(result.rows)} rows to {args.export}", file=sys.stderr)
@@ -150,6 +155,19 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     width = None if sys.stdout.isatty() else PIPED_WIDTH
     print_result(result, "json" if args.json else "csv" if args.csv else "table", args.limit, width)
     return 0
+
+
+def _ledger_query(args: argparse.Namespace) -> Any:
+    from .ledger_pick import ledger_for
+
+    args.ledger = str(ledger_for(args.ledger))  # without --ledger: the one the user has
+    remote = _remote_ledger(args.ledger)
+    if remote is not None:  # a running controller holds the file: it answers
+        result = remote.query_all(args.sql, args.limit)
+        remote.close()
+        return result
+    with _open_ledger(args.ledger) as ledger:
+        return ledger.query(args.sql, limit=args.limit)
 
 
 def _read_campaign(
@@ -201,8 +219,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             "rentwatch: warning: --api-key is visible in the process list; prefer VAST_API_KEY",
             file=sys.stderr,
         )
+    from .team import team_config
+
     campaign = _read_campaign(args.campaign, args.upload_root, args.ssh_key)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
+    team = team_config(args)  # before the market: a bad team setting is said first
     key = find_api_key(args.api_key)
     # every market call's total deadline: the flag, else the campaign's key, else the default
     from ..market.reach import check_market
@@ -229,6 +250,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             http_timeout_s=timeout,
             notify=args.notify,
             metrics_listen=args.metrics,
+            team=team,
             **extra,
         )
     )
@@ -253,6 +275,9 @@ def _check_ssh_key(path: str | None) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .team import team_argv, team_config
+
+    team = team_config(args)
     if args.foreground:  # the engine and the simulated market inside this process
         from ..run.dashboard import run_demo
 
@@ -260,6 +285,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             time_scale=args.time_scale,
             ledger_path=Path(args.ledger) if args.ledger else None,
             seed=args.seed,
+            team=team,
         )
     from platformdirs import user_data_dir
 
@@ -267,6 +293,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     ledger = Path(args.ledger or Path(user_data_dir("rentwatch")) / "demo-ledger.duckdb")
     argv = ["--demo", "--time-scale", str(args.time_scale), "--seed", str(args.seed)]
+    argv += team_argv(team)
     return run_attached(argv, ledger.resolve(), None)  # a demo already running: attach to it
 
 
@@ -278,9 +305,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from ..engine.session import default_key_path
     from ..ledger.store import default_ledger_path
     from ..market.vast.keys import find_api_key
+    from .team import team_argv, team_config
 
     campaign = _read_campaign(args.campaign, args.upload_root) if args.campaign else None
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
+    team = team_config(args)
     ledger = Path(args.ledger).resolve() if args.ledger else default_ledger_path()
     key = find_api_key(None, flag=None)  # watch takes no --api-key: the key stays off `ps`
     from ..market.reach import check_market
@@ -292,7 +321,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.foreground:  # the engine inside this process: it ends with the dashboard
         from ..run.dashboard import run_dashboard
 
-        return run_dashboard(args.market_url, key, campaign, policy, ledger, default_key_path())
+        return run_dashboard(
+            args.market_url, key, campaign, policy, ledger, default_key_path(), team
+        )
     from ..run.service.spawn import run_attached
 
     argv = ["--market-url", args.market_url, "--policy", args.policy]
@@ -304,6 +335,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         argv += ["--campaign", str(Path(args.campaign).resolve())]
     if args.upload_root:
         argv += ["--upload-root", str(Path(args.upload_root).resolve())]
+    argv += team_argv(team)
     env = dict(os.environ, VAST_API_KEY=key)  # through the environment, never argv
     return run_attached(argv, ledger, campaign.name if campaign else "watch", env)
 

@@ -91,9 +91,11 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..market.vast.keys import find_api_key
     from ..run.dashboard import DEMO_CAMPAIGN, fresh_demo_name, make_engine, watch_campaign
+    from .team import team_config
 
     ledger_path = Path(args.ledger).resolve()
     key_path = Path(args.ssh_key) if args.ssh_key else None
+    team = team_config(args)
     sim = None
     if args.demo:
         from ..sim.scenario import parse_scenario
@@ -151,6 +153,11 @@ def cmd_controller(args: argparse.Namespace) -> int:
         alerts.append(open_alerts(sup, ledger, args.notify, args.metrics, secrets=secrets_))
 
     engine.on_supervisor = listen
+    sync = None
+    if team is not None:  # shipped and pulled beside the engine, never in its way
+        from ..ledger.team.sync import TeamSync
+
+        sync = TeamSync(ledger, team, market_url, campaign.name, _say).start()
     code = 1
     try:
         # a demo nobody watches and nobody kept ends itself (another campaign never does)
@@ -161,6 +168,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
         for a in alerts:
             a.ended(code, f"controller exits with code {code}", "exit" if code else "end")
             a.close()
+        if sync is not None:  # the end's events shipped (when the store answers)
+            sync.stop()
         ledger.close()
         if sim is not None:
             sim.stop_thread()
@@ -186,7 +195,9 @@ def add_parser(sub: Any, positive: Any = float) -> None:
         help="--demo: end once no dashboard has watched this long and nobody left it running",
     )
     from .flags import add_alert_flags, add_upload_root_flag
+    from .team import add_team_flags
 
     add_alert_flags(c)
     add_upload_root_flag(c)
+    add_team_flags(c)
     c.set_defaults(fn=cmd_controller)

@@ -148,6 +148,9 @@ def cmd_run_background(args: argparse.Namespace) -> int:
         argv += ["--upload-root", str(Path(args.upload_root).resolve())]
     if args.listen:
         argv += ["--listen", args.listen]
+    from .team import team_argv, team_config
+
+    argv += team_argv(team_config(args))
     env = dict(os.environ)
     if args.api_key:  # through the environment: a flag would show in the process list
         env["VAST_API_KEY"] = args.api_key

@@ -13,6 +13,7 @@ from ..core.errors import RentwatchError
 from ..core.text import clean
 from . import commands
 from .flags import add_alert_flags, add_upload_root_flag
+from .team import add_team_flags
 
 
 def _positive_int(text: str) -> int:
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ledger", help="ledger file (default: demo-ledger.duckdb in the user's data dir)"
     )
     d.add_argument("--foreground", action="store_true", help=FOREGROUND)
+    add_team_flags(d)
     d.set_defaults(fn=commands.cmd_demo)
 
     w = sub.add_parser(
@@ -89,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--foreground", action="store_true", help=FOREGROUND)
     add_alert_flags(w)
     add_upload_root_flag(w)
+    add_team_flags(w)
     # the controller in its own process is the default now; the old flag is accepted
     w.add_argument("--background", action="store_true", help=argparse.SUPPRESS)
     w.set_defaults(fn=commands.cmd_watch)
@@ -120,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--no-api", action="store_true", help="serve no controller API")
     add_alert_flags(h)
     add_upload_root_flag(h)
+    add_team_flags(h)
     h.add_argument(
         "--background",
         action="store_true",
@@ -129,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("ls", help="the running controllers")
     ls.add_argument("--json", action="store_true")
-    ls.set_defaults(fn=lambda a: commands.service_cmd("cmd_ls", a))
+    add_team_flags(ls, reader=True)
+    ls.set_defaults(fn=commands.cmd_ls)
     at = sub.add_parser("attach", help="the dashboard of a running controller")
     at.add_argument("--socket", help="its Unix socket (default: the only one running)")
     at.add_argument("--campaign", help="the controller running this campaign")
@@ -214,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--export", metavar="FILE", help="also write the result to FILE.csv or FILE.parquet"
     )
+    add_team_flags(q, reader=True)
     q.set_defaults(fn=commands.cmd_ledger)
 
     from .controller import add_parser as add_controller
@@ -221,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .offers import add_parser as add_offers
     from .reconcile import add_parser as add_reconcile
     from .ssh import add_parser as add_ssh
+    from .team import add_parser as add_team
 
     add_controller(sub, positive=_positive_float)
 
@@ -228,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_offers(sub, positive_int=_positive_int)
     add_ssh(sub)
     add_end(sub)
+    add_team(sub)
     return p
 
 

@@ -46,6 +46,10 @@ def ledger_rows(path: str, campaign: str | None) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     from .ledger_pick import ledger_for
 
+    if args.team:  # every operator's hash chain in the team store
+        from .team import cmd_reconcile_team
+
+        return cmd_reconcile_team(args)
     # without --ledger: the user's ledger that knows the campaign, as `receipt` picks it
     rows = ledger_rows(str(ledger_for(args.ledger, campaign=args.campaign)), args.campaign)
     if args.campaign and not rows:
@@ -85,4 +89,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
     p.add_argument("--http-timeout", type=float, default=None, help="seconds per market call")
     p.add_argument("--json", action="store_true")
+    from .team import add_team_flags
+
+    add_team_flags(p, reader=True)
     p.set_defaults(fn=run)

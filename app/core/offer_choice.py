@@ -39,12 +39,16 @@ class Exclusions:
     quarantined: frozenset[int] = frozenset()
     held: frozenset[int] = frozenset()
     recent_failures: frozenset[int] = frozenset()
+    # quarantined by a teammate's controller (the team store): skipped, never quarantined here
+    # on their word, so this ledger's own quarantine stays its own evidence
+    team: frozenset[int] = frozenset()
 
     def __contains__(self, machine_id: object) -> bool:
         return (
             machine_id in self.quarantined
             or machine_id in self.held
             or machine_id in self.recent_failures
+            or machine_id in self.team
         )
 
 
@@ -77,6 +81,8 @@ def unfit_reason(o: Offer, terms: OfferTerms, policy: Policy, skip: Exclusions) 
         return f"CUDA {o.cuda_max_good:g} is older than the image's {terms.image_cuda:g}"
     if o.machine_id in skip.quarantined:
         return f"machine {o.machine_id} is quarantined"
+    if o.machine_id in skip.team:
+        return f"machine {o.machine_id} is quarantined by a teammate"
     if o.machine_id in skip.held:
         return f"machine {o.machine_id} is held already"
     if o.machine_id in skip.recent_failures:

@@ -19,6 +19,9 @@ class Fleet:
         self.attempts: dict[int, Attempt] = {}
         self.creates = 0
         self.quarantine: dict[int, str] = {}  # machine id -> why
+        # machines a teammate's controller quarantined (the team store): not rented, and
+        # nothing more (they never act on what this fleet holds)
+        self.team_quarantine: dict[int, str] = {}
         # without quarantine, a failed machine is skipped for one retry only (as SkyPilot does)
         self.recent_failures: collections.deque[int] = collections.deque(maxlen=max(1, fleet_size))
 
@@ -32,6 +35,10 @@ class Fleet:
                 if ev.machine_id is not None:
                     self.quarantine[ev.machine_id] = ev.reason
         self.creates = ledger.creates_made(campaign)
+
+    def heed_team(self, ledger: Ledger, policy: Policy, now: float) -> None:
+        """Each poll: the teammates' quarantines in force, under a policy that quarantines."""
+        self.team_quarantine = ledger.teammates_quarantined(now) if policy.quarantine else {}
 
     def add(self, a: Attempt) -> None:
         self.attempts[a.instance_id] = a

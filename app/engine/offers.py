@@ -52,11 +52,13 @@ class OfferBook:
             frozenset(self.fleet.quarantine),
             self.fleet.held_machines(),
             frozenset(self.fleet.recent_failures),
+            frozenset(self.fleet.team_quarantine),
         )
 
     def history(self) -> History:
-        """Our own record per machine, read only when the policy ranks by it."""
-        return self.ledger.machine_record() if self.policy.rank == "expected_cost" else {}
+        """Our own record per machine (with a team's duds added: `Ledger.memory`), read only
+        when the policy ranks by it."""
+        return self.ledger.memory().machine_record() if self.policy.rank == "expected_cost" else {}
 
     def work_outlook(self, jobs: list[Job], hosts: int) -> WorkOutlook | None:
         """For sized jobs still to run, under a policy that ranks by expected cost: what
@@ -64,7 +66,7 @@ class OfferBook:
         model and how long our duds lived (over a prior from the policy's deadlines)."""
         if self.policy.rank != "expected_cost" or not jobs:
             return None
-        rows = self.ledger.model_record()
+        rows = self.ledger.memory().model_record()
         p = self.policy
         prior = detect_prior_h(p.boot_deadline_s, max(p.preflight_deadline_s, p.ssh_deadline_s))
         dud_h = detect_h(

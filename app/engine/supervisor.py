@@ -115,7 +115,11 @@ class Supervisor:
         self.detached = False
         self.detach_asked = False  # the operator's shutdown-and-detach (controller API)
         self.listeners: list[Callable[[], None]] = []  # told after each poll
-        self.before_poll: list[Callable[[], None]] = []  # told as each poll begins
+        # told as each poll begins; first, what the team store says (the replica as the team
+        # sync last left it: a teammate's quarantine reaches the next create)
+        self.before_poll: list[Callable[[], None]] = [
+            lambda: self.fleet.heed_team(self.ledger, self.policy, self.now())
+        ]
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.cadence = Cadence(market, self.fleet, policy, self.journal.say)  # each poll's lists
         self.operator = Operator(

@@ -185,9 +185,12 @@ class QuerySandbox:
     statement is executed on it here.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock) -> None:
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, lock: threading.RLock, search_path: str | None = None
+    ) -> None:
         self._con = con
         self._lock = lock
+        self._search_path = search_path  # "team,main": the team store's union (ledger/team)
         self._running: dict[duckdb.DuckDBPyConnection, str | None] = {}  # cursor -> its tag
         self._mu = threading.Lock()
 
@@ -222,6 +225,8 @@ class QuerySandbox:
         timer.daemon = True
         timer.start()
         try:
+            if self._search_path:
+                cur.execute("SET search_path = ?", [self._search_path])
             cur.execute("BEGIN TRANSACTION READ ONLY")
             try:
                 cur.execute(sql)

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -21,6 +21,9 @@ from .private import hold_private_umask, make_private, release_private_umask
 from .readonly import QUERY_TIMEOUT_S, QueryResult, QuerySandbox, connect_sandboxed
 from .reads import NamedReads
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
+
+if TYPE_CHECKING:
+    from .team.replica import Replica, TeamMemory
 
 # the refusal of a ledger another process writes (`run.service.spawn` waits on it to attach)
 HELD_ELSEWHERE = "is open in another rentwatch process"
@@ -146,6 +149,7 @@ class Ledger(NamedReads):
             except DISK_FAILURES as exc:  # still no room: they wait in their file
                 self.fallback_note = f"events an earlier run could not write wait in a file: {exc}"
             self.__seq = self._max_seq()
+        self.__replica: Replica | None = None  # the team's events, once a team is joined
 
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -346,9 +350,14 @@ class Ledger(NamedReads):
         offset: int = 0,
         tag: str | None = None,
         timeout_s: float = QUERY_TIMEOUT_S,
+        team: bool = False,
     ) -> QueryResult:
         """A read-only query (one SELECT) in the sandbox; anything else raises QueryRefused.
-        A `tag` lets `interrupt(tag)` cancel this query alone; past `timeout_s` it stops."""
+        A `tag` lets `interrupt(tag)` cancel this query alone; past `timeout_s` it stops.
+        With `team`, its tables are the team's union first (`events` with `operator`)."""
+        if team:
+            sandbox = QuerySandbox(self.__con, self.__lock, search_path="team,main")
+            return sandbox.run(sql, limit, offset, tag, timeout_s)
         return self.__sandbox.run(sql, limit, offset, tag, timeout_s)
 
     def queries_running(self) -> list[str]:
@@ -371,6 +380,40 @@ class Ledger(NamedReads):
             cols = [d[0] for d in cur.description or []]
             return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
+    def raw_events(self, after: int, limit: int) -> list[tuple[Any, ...]]:
+        """Events after seq `after`, as stored (detail as its JSON text), in the team chain's
+        field order (`team.chain.FIELDS`): what the team sync ships."""
+        from .team.chain import FIELDS
+
+        return self._rows(
+            f"SELECT {', '.join(FIELDS)} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            [int(after), int(limit)],
+        )
+
+    def replica(self) -> Replica:
+        """The team's events in this file (team/replica.py), made on first use."""
+        if self.__replica is None:
+            from .team.replica import Replica
+
+            self.__replica = Replica(self.__con, self.__lock)
+        return self.__replica
+
+    def memory(self) -> NamedReads | TeamMemory:
+        """Where the ranking reads its record of machines and GPU models: this ledger's, with
+        its teammates' duds added once this ledger joined a team (team/replica.py)."""
+        if self.__replica is None:
+            return self
+        from .team.replica import TeamMemory
+
+        return TeamMemory(self, self.__replica.evidence)
+
+    def teammates_quarantined(self, now: float) -> dict[int, str]:
+        """Machines a teammate's controller quarantined, still in force at `now` ({} without
+        a team)."""
+        if self.__replica is None:
+            return {}
+        return self.__replica.evidence.quarantined(now)
+
     def interrupt(self, tag: str | None = None) -> bool:
         """Cancel the operator queries running on this ledger (all, or the one tagged `tag`),
         from another thread; whether any was running."""
@@ -385,6 +428,8 @@ class Ledger(NamedReads):
             if self.flush():  # what the disk never took goes beside the ledger
                 self.fallback_note = write_fallback(self.path, _COLUMNS, self.__pending)
                 self.__pending.clear()
+            if self.__replica is not None:
+                self.__replica.close()
             try:
                 self.__con.close()
             except duckdb.Error:

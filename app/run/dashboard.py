@@ -12,6 +12,8 @@ from ..core.campaign import Campaign, parse_campaign
 from ..core.policy import Policy, get_policy
 from ..engine.session import Session
 from ..ledger import Ledger
+from ..ledger.team.config import TeamConfig
+from ..ledger.team.sync import TeamSync
 from .engine_thread import EngineThread
 
 # the demo's campaign, shipped as a file in the package (pyproject's package-data)
@@ -81,9 +83,13 @@ def run_dashboard(
     policy: Policy,
     ledger_path: Path,
     key_path: Path,
+    team: TeamConfig | None = None,
 ) -> int:
 
     ledger = Ledger(ledger_path)
+    name = (campaign or watch_campaign()).name
+    # the team sync says nothing on a terminal the dashboard draws on
+    sync = TeamSync(ledger, team, market_url, name).start() if team else None
     engine = make_engine(
         market_url,
         api_key,
@@ -108,6 +114,8 @@ def run_dashboard(
         finish(result)  # the quit dialog's choice; without one (a crash), release what is held
         if engine.loop is not None and engine.alive():
             engine.shutdown("trap")  # the app died without the quit dialog: release what is held
+        if sync is not None:
+            sync.stop()
         ledger.close()
     print(f"rentwatch: {result or 'closed'}; ledger at {ledger_path}")
     if engine.failure:  # the engine never worked, or stopped working: not a clean exit
@@ -116,7 +124,12 @@ def run_dashboard(
     return 0
 
 
-def run_demo(time_scale: float = 30.0, ledger_path: Path | None = None, seed: int = 7) -> int:
+def run_demo(
+    time_scale: float = 30.0,
+    ledger_path: Path | None = None,
+    seed: int = 7,
+    team: TeamConfig | None = None,
+) -> int:
     from platformdirs import user_data_dir
 
     from ..sim.scenario import parse_scenario
@@ -139,6 +152,7 @@ def run_demo(time_scale: float = 30.0, ledger_path: Path | None = None, seed: in
             get_policy("default"),
             ledger_path,
             data / "id_ed25519",
+            team,
         )
     finally:
         sim.stop_thread()

@@ -29,6 +29,8 @@ from ..core.text import clean
 from ..engine.session import Session, default_key_path
 from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import EventKind, Ledger
+from ..ledger.team.config import TeamConfig
+from ..ledger.team.sync import TeamSync
 from ..market.errors import REFUSALS, AuthError
 from ..notify.metrics import Metrics
 from .alerts import Alerts, open_alerts
@@ -127,6 +129,7 @@ async def run_headless(
     notify: Sequence[str] = (),
     metrics_listen: str | None = None,
     metrics: Metrics | None = None,
+    team: TeamConfig | None = None,
 ) -> int:
     t0: list[float] = []
 
@@ -139,10 +142,11 @@ async def run_headless(
         text = clean(line, 2000)
         print(f"[{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}] {text}", flush=True)
 
+    ledger = Ledger(ledger_path)
     session = Session.open(
         market_url,
         api_key,
-        Ledger(ledger_path),
+        ledger,
         campaign,
         policy,
         Path(key_path) if key_path else None,
@@ -151,6 +155,8 @@ async def run_headless(
         http_timeout_s=http_timeout_s,
     )
     sup = session.sup
+    # the team store: shipped and pulled beside the run, never in its way
+    sync = TeamSync(ledger, team, market_url, campaign.name, log).start() if team else None
     alerts = open_alerts(
         sup,
         session.ledger,
@@ -172,7 +178,9 @@ async def run_headless(
     # from the session's close as a CancelledError
     trap = ExitTrap(cancel_main, log)
     with trap.installed(asyncio.get_running_loop()):
-        return await _trapped_run(sup, session, alerts, trap, log, campaign, ledger_path, detach)
+        return await _trapped_run(
+            sup, session, alerts, trap, log, campaign, ledger_path, detach, sync
+        )
 
 
 async def _trapped_run(
@@ -184,6 +192,7 @@ async def _trapped_run(
     campaign: Campaign,
     ledger_path: str,
     detach: bool,
+    sync: TeamSync | None = None,
 ) -> int:
     last_word = ("exit", "")  # what the notice at the end says
     code = 1
@@ -266,6 +275,8 @@ async def _trapped_run(
             if last_word[0]:
                 alerts.ended(code, last_word[1], last_word[0], left=len(sup.held()))
             alerts.close()
+            if sync is not None:  # the end's events shipped (when the store answers)
+                await asyncio.to_thread(sync.stop)
             await session.end(end_reason)
         if session.ledger.fallback_note:  # the disk refused events: where they are now
             print(f"rentwatch: {session.ledger.fallback_note}", file=sys.stderr, flush=True)

@@ -14,6 +14,7 @@ from typing import Any
 from ...core.campaign import Campaign
 from ...core.errors import RentwatchError
 from ...core.policy import Policy
+from ...ledger.team.config import TeamConfig
 from . import api, registry
 from .controller import Controller
 
@@ -31,6 +32,7 @@ async def serve_headless(
     http_timeout_s: float | None = None,
     notify: Sequence[str] = (),
     metrics_listen: str | None = None,
+    team: TeamConfig | None = None,
 ) -> int:
     """`rentwatch run --headless` with the controller API: the same run, exit trap and exit
     codes, plus a socket that dashboards, `ls` and `ledger` can reach while it runs."""
@@ -47,6 +49,7 @@ async def serve_headless(
         http_timeout_s=http_timeout_s,
         notify=notify,
         metrics_listen=metrics_listen,
+        team=team,
     )
     path = Path(ledger_path)
     ctrl = Controller(campaign.name, path)

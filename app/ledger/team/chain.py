@@ -1,0 +1,152 @@
+"""Each ledger's events as a hash chain: an event's hash covers its fields and the hash of the
+ledger's event before it, so the store cannot edit, drop or reorder an event of one controller
+without `rentwatch reconcile --team` naming it. Pure: rows in, hashes and findings out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+GENESIS = "0" * 64  # the "previous hash" of a ledger's first event
+
+# the event fields a chain covers, in the order a row carries them (the store's columns too)
+FIELDS = (
+    "seq",
+    "ts",
+    "wall",
+    "campaign",
+    "instance_id",
+    "machine_id",
+    "host_id",
+    "offer_id",
+    "gpu_name",
+    "gpu_dph",
+    "storage_dph",
+    "actor",
+    "kind",
+    "phase",
+    "ok",
+    "reason",
+    "detail",
+    "intent_seq",
+)
+
+
+def event_hash(prev: str, ledger_id: str, operator: str, row: Sequence[Any]) -> str:
+    """The hash of one event: its ledger, operator and fields (`FIELDS` order), and `prev`."""
+    body = json.dumps([prev, ledger_id, operator, *row], separators=(",", ":"), default=str)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def chain(
+    prev: str, ledger_id: str, operator: str, rows: Iterable[Sequence[Any]]
+) -> list[tuple[str, str]]:
+    """(previous hash, hash) of each row in turn, following `prev`."""
+    out = []
+    for row in rows:
+        h = event_hash(prev, ledger_id, operator, row)
+        out.append((prev, h))
+        prev = h
+    return out
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong with a ledger's chain in the store."""
+
+    operator: str
+    ledger_id: str
+    seq: int  # the first event it concerns
+    problem: str  # "edited" | "missing" | "relinked" | "foreign"
+    detail: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "operator": self.operator,
+            "ledger_id": self.ledger_id,
+            "seq": self.seq,
+            "problem": self.problem,
+            "detail": self.detail,
+        }
+
+
+def verify(
+    ledger_id: str,
+    operator: str,
+    rows: Iterable[tuple[Sequence[Any], str, str, str]],
+    shipped_to: int = 0,
+) -> list[Finding]:
+    """Check one ledger's chain as the store holds it. Each row: (fields in `FIELDS` order,
+    previous hash, hash, the operator the row names), in `seq` order. `shipped_to` is the
+    furthest event its controller said it shipped (its heartbeats): the store must hold up to
+    there. Each finding names the event; one edit names one event, not all after it."""
+    out: list[Finding] = []
+    last_seq, last_hash = 0, GENESIS
+
+    def say(seq: int, problem: str, detail: str) -> None:
+        out.append(Finding(operator, ledger_id, seq, problem, detail))
+
+    for fields, prev, h, named in rows:
+        seq = int(fields[0])
+        if named != operator:
+            say(seq, "foreign", f"event {seq} names operator {named!r}, not {operator!r}")
+        if seq != last_seq + 1:
+            say(last_seq + 1, "missing", f"events {last_seq + 1}..{seq - 1} are not in the store")
+        elif prev != last_hash:
+            say(seq, "relinked", f"event {seq} does not follow the event before it")
+        if event_hash(prev, ledger_id, named, fields) != h:
+            say(seq, "edited", f"event {seq} ({fields[12]}) differs from what was shipped")
+        last_seq, last_hash = seq, h
+    if shipped_to > last_seq:
+        say(
+            last_seq + 1,
+            "missing",
+            f"events {last_seq + 1}..{shipped_to} were shipped and are gone",
+        )
+    return out
+
+
+def compare(
+    ledger_id: str,
+    operator: str,
+    local: Iterable[Sequence[Any]],
+    stored: dict[int, tuple[str, str]],
+) -> tuple[list[Finding], int]:
+    """A ledger's own events (fields in `FIELDS` order, oldest first) against what the store
+    holds for it (seq -> (hash, the operator it was shipped as; `operator` for the rest)): the
+    events whose stored hash is not the one this ledger's
+    chain gives (`differs`: the store's copy was rewritten, hash and all), those the store holds
+    and this ledger never wrote (`foreign`), and how many of the ledger's are not shipped yet."""
+    out: list[Finding] = []
+    prev, seen, unshipped = GENESIS, set(), 0
+    for row in local:
+        seq = int(row[0])
+        h, named = stored.get(seq, ("", operator))
+        prev = event_hash(prev, ledger_id, named, row)
+        seen.add(seq)
+        if seq not in stored:
+            unshipped += 1
+        elif h != prev:
+            out.append(
+                Finding(
+                    operator,
+                    ledger_id,
+                    seq,
+                    "differs",
+                    f"event {seq} in the store is not the one this ledger wrote",
+                )
+            )
+    for seq in sorted(set(stored) - seen):
+        out.append(
+            Finding(
+                operator,
+                ledger_id,
+                seq,
+                "foreign",
+                f"the store holds an event {seq} this ledger never wrote",
+            )
+        )
+    return out, unshipped

@@ -1,0 +1,324 @@
+"""The team's events inside the local DuckDB ledger, so every read keeps DuckDB's SQL.
+
+`team_events` holds what the sync pulled from the store: the teammates' events, each ledger's
+in order, each event once. The `team` schema holds the ledger's own views again (`instances`,
+`hosts`, `quarantine`, ...) over `team.events`, the union of this ledger's events and its
+teammates' on the same market, with an `operator` column. The engine reads its record of
+machines, GPU models and quarantines with the teammates' duds and quarantines added when the
+controller is part of a team (`Ledger.memory()`), as of the sync's last pull; everything that acts on rentals (holdings, recovery, the receipt) keeps
+reading this ledger's own events.
+
+In the union each event keeps a unique `seq`: a teammate's is its ledger's number in this
+replica times 2^40 plus its own seq (the order within a ledger holds; across ledgers, seq
+orders nothing). A teammate's events count only for the campaigns it ran on this
+controller's market (their `campaign_start` names it): a machine id of another market (a
+teammate's demo) is another machine."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..reads import NamedReads
+from ..schema import VIEWS
+from .chain import FIELDS
+
+if TYPE_CHECKING:
+    import duckdb
+
+SEQ_SPAN = 1 << 40  # a teammate's seq in the union: its ledger's number x 2^40 + its own seq
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS team_ledgers (
+    no INTEGER PRIMARY KEY, ledger_id VARCHAR UNIQUE NOT NULL, operator VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS team_events (
+    seq BIGINT PRIMARY KEY, ledger_id VARCHAR NOT NULL, source_seq BIGINT NOT NULL,
+    operator VARCHAR NOT NULL, ts DOUBLE NOT NULL, wall DOUBLE, campaign VARCHAR,
+    instance_id BIGINT, machine_id BIGINT, host_id BIGINT, offer_id BIGINT, gpu_name VARCHAR,
+    gpu_dph DOUBLE, storage_dph DOUBLE, actor VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+    phase VARCHAR NOT NULL, ok BOOLEAN, reason VARCHAR, detail JSON, intent_seq BIGINT,
+    hash VARCHAR NOT NULL, market VARCHAR NOT NULL);
+CREATE SCHEMA IF NOT EXISTS team;
+CREATE SCHEMA IF NOT EXISTS mates;
+"""
+
+# the union: this ledger's events (its operator's) and its teammates' on the same market
+# a teammate's event carries the market its campaign started on (`market`, set as it is
+# added), so keeping a teammate's events to this controller's market is a plain filter
+_COLS = """t.seq, t.ts, t.wall, t.campaign, t.instance_id, t.machine_id, t.host_id, t.offer_id,
+       t.gpu_name, t.gpu_dph, t.storage_dph, t.actor, t.kind, t.phase, t.ok, t.reason, t.detail,
+       t.intent_seq, t.operator"""
+_HERE = """t.market = rtrim(coalesce(
+    (SELECT value FROM main.meta WHERE key = 'team_market'), ''), '/')"""
+UNION_VIEW = f"""
+CREATE OR REPLACE VIEW team.events AS
+SELECT e.*, coalesce((SELECT value FROM main.meta WHERE key = 'team_operator'), '') AS operator
+FROM main.events e
+UNION ALL BY NAME
+SELECT {_COLS} FROM main.team_events t WHERE {{market_filter}};
+"""
+SAME_MARKET = _HERE
+
+# the teammates' events alone (on this market): what their evidence is read from, apart from
+# this ledger's, so computing it costs what their events cost
+MATES_VIEW = f"""
+CREATE OR REPLACE VIEW mates.events AS
+SELECT {_COLS} FROM main.team_events t WHERE {_HERE};
+"""
+
+# (column, type) in the order `add` passes them: one list per column, unnested in one statement
+# (DuckDB binds a list at once; row by row, a pull of thousands took seconds)
+_TYPES = {
+    "seq": "BIGINT",
+    "ledger_id": "VARCHAR",
+    "source_seq": "BIGINT",
+    "operator": "VARCHAR",
+    "ts": "DOUBLE",
+    "wall": "DOUBLE",
+    "campaign": "VARCHAR",
+    "instance_id": "BIGINT",
+    "machine_id": "BIGINT",
+    "host_id": "BIGINT",
+    "offer_id": "BIGINT",
+    "gpu_name": "VARCHAR",
+    "gpu_dph": "DOUBLE",
+    "storage_dph": "DOUBLE",
+    "actor": "VARCHAR",
+    "kind": "VARCHAR",
+    "phase": "VARCHAR",
+    "ok": "BOOLEAN",
+    "reason": "VARCHAR",
+    "detail": "VARCHAR",
+    "intent_seq": "BIGINT",
+    "hash": "VARCHAR",
+    "market": "VARCHAR",
+}
+_INSERT = f"INSERT OR IGNORE INTO team_events ({', '.join(_TYPES)}) SELECT " + ", ".join(
+    f"unnest(?::{t}[])" for t in _TYPES.values()
+)
+
+# the teammates' rentals that say something of their host: not given up for the campaign's
+# fault, nor cancelled (as `NamedReads.machine_record` leaves them out)
+_EXCUSED = """instance_id NOT IN (SELECT instance_id FROM events WHERE kind = 'abandon'
+    AND instance_id IS NOT NULL
+    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))"""
+
+
+def _finite(x: Any) -> float:
+    """A teammate's figure as the ranking may use it: a number, finite, not negative (their
+    ledger is evidence, as a market's answer is)."""
+    v = float(x or 0)
+    return v if math.isfinite(v) and v > 0 else 0.0
+
+
+def _object_json(detail: Any) -> str:
+    """A teammate's `detail` as the views can read it: a JSON object, else `{}` (any controller
+    role may write the store; one bad row costs its detail, not the pull)."""
+    try:
+        return detail if isinstance(json.loads(detail or "{}"), dict) else "{}"
+    except (TypeError, ValueError):
+        return "{}"
+
+
+def _market_of(detail: Any) -> str:
+    """The market a `campaign_start` names (its detail's `market`), as the views compare it."""
+    try:
+        got = json.loads(detail).get("market") if detail else None
+    except (ValueError, AttributeError):
+        got = None
+    return str(got or "").rstrip("/")
+
+
+@dataclass(frozen=True)
+class TeamEvidence:
+    """What the teammates' events say against machines and models, as of the last pull: it can
+    only count against one (their duds and quarantines, never their successes or speeds), so
+    a teammate's ledger lowers a machine's odds and never raises them, nor makes one of this
+    controller's hosts look slow enough to replace."""
+
+    machine_duds: dict[int, tuple[int, float]] = field(default_factory=dict)  # n, mean USD
+    model_duds: dict[str, tuple[int, float]] = field(default_factory=dict)  # n, minutes lived
+    # (machine, "operator: reason", until): until None lasts
+    quarantines: tuple[tuple[int, str, float | None], ...] = ()
+
+    def quarantined(self, now: float) -> dict[int, str]:
+        """Machine id -> who and why, for each teammate's quarantine in force at `now`."""
+        return {m: why for m, why, until in self.quarantines if until is None or until > now}
+
+
+class Replica:
+    """The team's side of one ledger file; `con` and `lock` are the ledger's own. The sync's
+    thread writes it (`add`) and reads the evidence (`refresh`, on a cursor of its own, so a
+    read never holds the ledger's lock); the engine reads `evidence`, as last computed."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock) -> None:
+        self._con = con
+        self._lock = lock
+        self._cur: duckdb.DuckDBPyConnection | None = None
+        self.evidence = TeamEvidence()
+        with lock:
+            con.execute(TABLES)
+            row = con.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
+            if row is None:
+                con.execute("INSERT INTO meta VALUES ('ledger_id', ?)", [uuid.uuid4().hex])
+
+    @property
+    def ledger_id(self) -> str:
+        """This ledger's name in the store: made once, kept in its `meta`."""
+        with self._lock:
+            row = self._con.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
+        assert row is not None
+        return str(row[0])
+
+    def join(self, operator: str, market: str | None, every_market: bool = False) -> None:
+        """Whose this ledger's events are and which market its teammates' must share (with
+        `every_market`, none: the whole store, as `rentwatch ledger --team` reads it); the
+        `team` and `mates` views made (again, so this rentwatch's own views are read)."""
+        with self._lock:
+            for key, value in (("team_operator", operator), ("team_market", market or "")):
+                self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
+            self._con.execute(
+                UNION_VIEW.format(market_filter="true" if every_market else SAME_MARKET)
+            )
+            self._con.execute(MATES_VIEW)
+            for schema in ("team", "mates"):
+                cur = self._con.cursor()
+                try:
+                    cur.execute(f"SET search_path = '{schema},main'")
+                    cur.execute(VIEWS)
+                finally:
+                    cur.close()
+        self.refresh()
+
+    def cursors(self) -> dict[str, int]:
+        """Each teammate's ledger -> the last of its events held here."""
+        with self._lock:
+            rows = self._con.execute(
+                "SELECT l.ledger_id, coalesce(max(e.source_seq), 0) FROM team_ledgers l "
+                "LEFT JOIN team_events e USING (ledger_id) GROUP BY l.ledger_id"
+            ).fetchall()
+        return {str(a): int(b) for a, b in rows}
+
+    def add(self, ledger_id: str, operator: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Append a teammate ledger's events pulled in order (fields in `FIELDS` order, then
+        the hash); those already here are skipped. Returns how many were new."""
+        with self._lock:
+            got = self._con.execute(
+                "SELECT no FROM team_ledgers WHERE ledger_id = ?", [ledger_id]
+            ).fetchone()
+            if got is None:
+                nxt = self._con.execute("SELECT coalesce(max(no), 0) + 1 FROM team_ledgers")
+                no = int(nxt.fetchone()[0])  # type: ignore[index]
+                self._con.execute(
+                    "INSERT INTO team_ledgers VALUES (?, ?, ?)", [no, ledger_id, operator]
+                )
+            else:
+                no = int(got[0])
+            if not rows:
+                return 0
+            before = self._count()
+            base = no * SEQ_SPAN
+            markets = dict(
+                self._con.execute(
+                    "SELECT coalesce(campaign, ''), arg_max(market, seq) FROM team_events "
+                    "WHERE ledger_id = ? AND kind = 'campaign_start' GROUP BY 1",
+                    [ledger_id],
+                ).fetchall()
+            )
+            cols: dict[str, list[Any]] = {c: [] for c in _TYPES}
+            for r in rows:
+                fields = dict(zip(FIELDS, r, strict=False))
+                campaign = fields["campaign"] or ""
+                if fields["kind"] == "campaign_start":
+                    markets[campaign] = _market_of(fields["detail"])
+                seq = int(fields["seq"])
+                intent = fields["intent_seq"]
+                fields.update(
+                    detail=_object_json(fields["detail"]),
+                    seq=base + seq,
+                    intent_seq=None if intent is None else base + int(intent),
+                    ledger_id=ledger_id,
+                    source_seq=seq,
+                    operator=operator,
+                    hash=r[len(FIELDS)],
+                    market=markets.get(campaign, ""),
+                )
+                for c in _TYPES:
+                    cols[c].append(fields[c])
+            self._con.execute(_INSERT, list(cols.values()))
+            return self._count() - before
+
+    def _count(self) -> int:
+        row = self._con.execute("SELECT count(*) FROM team_events").fetchone()
+        return int(row[0]) if row else 0
+
+    def refresh(self, records: bool = True) -> TeamEvidence:
+        """Read the teammates' evidence again (after a pull brought events): their quarantines
+        (a cheap read), and with `records` their duds per machine and model (the `instances`
+        view over their events: a cost that grows with them, so the sync spaces it out)."""
+        if self._cur is None:
+            with self._lock:
+                self._cur = self._con.cursor()
+            self._cur.execute("SET search_path = 'mates,main'")
+        cur = self._cur
+        quarantines = cur.execute(
+            "SELECT machine_id, arg_max(operator || ': ' || reason, seq), "
+            "arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq) FROM events "
+            "WHERE kind = 'quarantine' AND machine_id IS NOT NULL GROUP BY machine_id"
+        ).fetchall()
+        machine_duds, model_duds = self.evidence.machine_duds, self.evidence.model_duds
+        if records:
+            machines = cur.execute(
+                "SELECT machine_id, count(*), avg(total_usd) FROM instances "
+                f"WHERE dud AND machine_id IS NOT NULL AND {_EXCUSED} GROUP BY machine_id"
+            ).fetchall()
+            models = cur.execute(
+                "SELECT gpu_name, count(*), coalesce(sum(lifetime_min), 0) FROM instances "
+                f"WHERE dud AND gpu_name IS NOT NULL AND {_EXCUSED} GROUP BY gpu_name"
+            ).fetchall()
+            machine_duds = {int(m): (int(n), _finite(u)) for m, n, u in machines}
+            model_duds = {str(g): (int(n), _finite(x)) for g, n, x in models}
+        self.evidence = TeamEvidence(
+            machine_duds,
+            model_duds,
+            tuple((int(m), str(why), None if u is None else float(u)) for m, why, u in quarantines),
+        )
+        return self.evidence
+
+    def close(self) -> None:
+        if self._cur is not None:
+            with self._lock:
+                try:
+                    self._cur.close()
+                except Exception:  # already closed with its connection
+                    pass
+
+
+class TeamMemory:
+    """A ledger's own record of machines and GPU models with its teammates' duds added: what
+    the ranking and the odds read when the controller is part of a team."""
+
+    def __init__(self, own: NamedReads, team: TeamEvidence) -> None:
+        self.own = own
+        self.team = team
+
+    def machine_record(self) -> dict[int, tuple[int, int, float]]:
+        """As `NamedReads.machine_record`: (verified, duds, mean USD of a dud) per machine."""
+        out = dict(self.own.machine_record())
+        for m, (n, usd) in self.team.machine_duds.items():
+            good, bad, mean = out.get(m, (0, 0, 0.0))
+            out[m] = (good, bad + n, (bad * mean + n * usd) / (bad + n))
+        return out
+
+    def model_record(self) -> dict[str, tuple[int, int, float]]:
+        """As `NamedReads.model_record`: (delivered, duds, minutes its duds lived) per model."""
+        out = dict(self.own.model_record())
+        for g, (n, minutes) in self.team.model_duds.items():
+            good, bad, lived = out.get(g, (0, 0, 0.0))
+            out[g] = (good, bad + n, lived + minutes)
+        return out

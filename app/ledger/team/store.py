@@ -1,0 +1,341 @@
+"""The team store over psycopg 3: what a controller ships (its ledger's events, hash-chained,
+each once), what it pulls (its teammates' events, per ledger in order), its heartbeats, and
+what `rentwatch reconcile --team` and `rentwatch ls --team` read. Every call raises
+`StoreUnavailable` when the server cannot be reached or answers too slowly, with the driver's
+message and never the password."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.errors import RentwatchError
+from .chain import FIELDS, Finding, verify
+from .config import TeamConfig
+from .migrations import CONTROLLER_ROLE, MIGRATIONS, SCHEMA, SCHEMA_VERSION, role_sql
+
+CONNECT_TIMEOUT_S = 5
+STATEMENT_TIMEOUT_MS = 15_000  # a slow server fails a sync round; the next round tries again
+LIVE_S = 90  # a controller whose last heartbeat is older is not listed as live
+
+_COLS = ", ".join(FIELDS)
+
+
+class StoreUnavailable(RentwatchError):
+    title = "team store unavailable"
+
+
+class StoreRefused(RentwatchError):
+    title = "team store refused"
+
+
+@dataclass(frozen=True)
+class Controller:
+    operator: str
+    campaign: str | None
+    host: str
+    pid: int
+    last_seen: float  # epoch seconds (the server's clock)
+    ledger_id: str
+    age_s: float = 0.0  # since its last heartbeat (the server's clock)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "operator": self.operator,
+            "campaign": self.campaign,
+            "host": self.host,
+            "pid": self.pid,
+            "last_seen": self.last_seen,
+            "ledger_id": self.ledger_id,
+        }
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    text = str(text).splitlines()[0] if str(text) else ""
+    return text.replace(secret, "***") if secret else text
+
+
+class TeamStore:
+    """One connection to the store, opened on first use and again after a failure."""
+
+    def __init__(self, config: TeamConfig) -> None:
+        self.config = config
+        self._conn: Any = None
+        self._secret: str | None = None
+
+    # -- the connection ------------------------------------------------------------------
+    def _connect(self) -> Any:
+        import psycopg
+
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        kwargs = self.config.connect_kwargs()
+        self._secret = kwargs.get("password")
+        try:
+            self._conn = psycopg.connect(
+                self.config.url,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                application_name="rentwatch",
+                options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+                **kwargs,
+            )
+        except psycopg.Error as exc:
+            raise StoreUnavailable(_scrub(str(exc), self._secret)) from None
+        return self._conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        """A cursor in one transaction; any driver error closes the connection (the next call
+        opens a fresh one) and comes out as StoreUnavailable, or StoreRefused for a refusal."""
+        import psycopg
+
+        conn = self._connect()
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                yield cur
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            self.close()
+            raise StoreUnavailable(_scrub(str(exc), self._secret)) from None
+        except psycopg.Error as exc:
+            self.close()
+            raise StoreRefused(_scrub(str(exc), self._secret)) from None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # a connection the server already dropped
+                pass
+            self._conn = None
+
+    # -- the schema ----------------------------------------------------------------------
+    def version(self) -> int:
+        """The schema version the store holds (0: not made yet)."""
+        with self._tx() as cur:
+            cur.execute("SELECT to_regclass(%s)", [f"{SCHEMA}.migrations"])
+            row = cur.fetchone()
+            if row is None or row[0] is None:
+                return 0
+            cur.execute(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.migrations")
+            got = cur.fetchone()
+            return int(got[0]) if got else 0
+
+    def check_schema(self) -> None:
+        v = self.version()
+        if v == 0:
+            raise StoreRefused(
+                f"{self.config.shown()} holds no rentwatch store: its owner runs "
+                "`rentwatch team init URL` once"
+            )
+        if v > SCHEMA_VERSION:
+            raise StoreRefused(
+                f"the store has schema {v}; this rentwatch knows up to {SCHEMA_VERSION}"
+            )
+
+    def init(self, grant: Sequence[str] = ()) -> list[int]:
+        """Make or migrate the store (as its owner) and the controller role; grant that role
+        to each login role in `grant`. Returns the versions applied now."""
+        import psycopg
+        from psycopg import sql
+
+        applied = []
+        with self._tx() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext('rentwatch.migrations'))")
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {SCHEMA}.migrations (version INTEGER PRIMARY KEY, "
+                "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            cur.execute(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.migrations")
+            row = cur.fetchone()
+            have = int(row[0]) if row else 0
+            if have > SCHEMA_VERSION:
+                raise StoreRefused(
+                    f"the store has schema {have}; this rentwatch knows up to {SCHEMA_VERSION}"
+                )
+            for v in range(have + 1, SCHEMA_VERSION + 1):
+                cur.execute(MIGRATIONS[v])
+                cur.execute(f"INSERT INTO {SCHEMA}.migrations (version) VALUES (%s)", [v])
+                applied.append(v)
+            for stmt in role_sql():
+                cur.execute(stmt)
+            for user in grant:
+                try:
+                    cur.execute(
+                        sql.SQL("GRANT {} TO {}").format(
+                            sql.Identifier(CONTROLLER_ROLE), sql.Identifier(user)
+                        )
+                    )
+                except psycopg.errors.UndefinedObject:
+                    raise StoreRefused(
+                        f"no role {user!r} to grant the controller role to"
+                    ) from None
+        return applied
+
+    # -- a controller's side -------------------------------------------------------------
+    def head(self, ledger_id: str) -> tuple[int, str | None]:
+        """How far this ledger's events are in the store: (last seq, its hash) or (0, None)."""
+        with self._tx() as cur:
+            cur.execute(
+                f"SELECT seq, hash FROM {SCHEMA}.events WHERE ledger_id = %s "
+                "ORDER BY seq DESC LIMIT 1",
+                [ledger_id],
+            )
+            row = cur.fetchone()
+        return (int(row[0]), str(row[1])) if row else (0, None)
+
+    def ship(
+        self,
+        ledger_id: str,
+        operator: str,
+        rows: Sequence[tuple[Sequence[Any], str, str]],
+    ) -> None:
+        """Store events (fields in `chain.FIELDS` order, previous hash, hash), in one
+        transaction: all or none. An event already there is left as it is (the same event
+        shipped again after a crash between the commit and the ship's end)."""
+        marks = ", ".join(["%s"] * (len(FIELDS) + 4))
+        with self._tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.ledgers (ledger_id, operator) VALUES (%s, %s) "
+                "ON CONFLICT (ledger_id) DO NOTHING",
+                [ledger_id, operator],
+            )
+            cur.executemany(
+                f"INSERT INTO {SCHEMA}.events (ledger_id, operator, {_COLS}, prev_hash, hash) "
+                f"VALUES ({marks}) ON CONFLICT (ledger_id, seq) DO NOTHING",
+                [[ledger_id, operator, *fields, prev, h] for fields, prev, h in rows],
+            )
+
+    def ledgers(self) -> list[tuple[str, str]]:
+        """Every ledger that shipped to the store: (ledger id, operator)."""
+        with self._tx() as cur:
+            cur.execute(f"SELECT ledger_id, operator FROM {SCHEMA}.ledgers ORDER BY first_seen")
+            return [(str(a), str(b)) for a, b in cur.fetchall()]
+
+    def pull(self, ledger_id: str, after: int, limit: int = 5000) -> list[tuple[Any, ...]]:
+        """One ledger's events after `after`, in order: (fields..., hash)."""
+        with self._tx() as cur:
+            cur.execute(
+                f"SELECT {_COLS}, hash FROM {SCHEMA}.events WHERE ledger_id = %s AND seq > %s "
+                "ORDER BY seq LIMIT %s",
+                [ledger_id, after, limit],
+            )
+            return [tuple(r) for r in cur.fetchall()]
+
+    def beat(
+        self,
+        ledger_id: str,
+        operator: str,
+        campaign: str | None,
+        host: str,
+        pid: int,
+        shipped_seq: int,
+        ended: bool = False,
+    ) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.heartbeats (ledger_id, operator, campaign, host, pid, "
+                "shipped_seq, ended) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [ledger_id, operator, campaign, host, pid, shipped_seq, ended],
+            )
+
+    # -- what the team reads -------------------------------------------------------------
+    def live_controllers(self, live_s: float = LIVE_S) -> list[Controller]:
+        """The controllers whose latest heartbeat is recent (the server's clock) and did not
+        say it ended."""
+        with self._tx() as cur:
+            cur.execute(
+                f"""SELECT operator, campaign, host, pid, extract(epoch FROM at), ledger_id,
+                       extract(epoch FROM now() - at)
+                FROM (SELECT DISTINCT ON (ledger_id, host, pid) * FROM {SCHEMA}.heartbeats
+                      WHERE at > now() - make_interval(secs => %s)
+                      ORDER BY ledger_id, host, pid, at DESC) b
+                WHERE NOT ended ORDER BY operator, campaign, host, pid""",
+                [live_s],
+            )
+            rows = cur.fetchall()
+        return [
+            Controller(str(o), c, str(h), int(p), float(t), str(lid), float(a))
+            for o, c, h, p, t, lid, a in rows
+        ]
+
+    def all_events(self, batch: int = 20_000) -> Iterator[tuple[Any, ...]]:
+        """Every event in the store, per ledger in order: (operator, ledger_id, fields...)."""
+        for ledger_id, _ in self.ledgers():
+            after = 0
+            while True:
+                with self._tx() as cur:
+                    cur.execute(
+                        f"SELECT operator, ledger_id, {_COLS} FROM {SCHEMA}.events "
+                        "WHERE ledger_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+                        [ledger_id, after, batch],
+                    )
+                    rows = cur.fetchall()
+                if not rows:
+                    break
+                yield from (tuple(r) for r in rows)
+                after = int(rows[-1][2])
+
+    def hashes(self, ledger_id: str) -> dict[int, tuple[str, str]]:
+        """One ledger's events in the store: seq -> (hash, operator)."""
+        with self._tx() as cur:
+            cur.execute(
+                f"SELECT seq, hash, operator FROM {SCHEMA}.events WHERE ledger_id = %s",
+                [ledger_id],
+            )
+            return {int(a): (str(b), str(c)) for a, b, c in cur.fetchall()}
+
+    def check_chains(self, batch: int = 20_000) -> tuple[int, int, list[Finding]]:
+        """Every ledger's chain checked: (ledgers, events, findings)."""
+        findings: list[Finding] = []
+        n_events = 0
+        ledgers = self.ledgers()
+        for ledger_id, operator in ledgers:
+            with self._tx() as cur:
+                cur.execute(
+                    f"SELECT coalesce(max(shipped_seq), 0) FROM {SCHEMA}.heartbeats "
+                    "WHERE ledger_id = %s",
+                    [ledger_id],
+                )
+                row = cur.fetchone()
+                shipped = int(row[0]) if row else 0
+                cur.execute(
+                    f"SELECT DISTINCT db_user FROM {SCHEMA}.events WHERE ledger_id = %s",
+                    [ledger_id],
+                )
+                users = sorted(str(r[0]) for r in cur.fetchall())
+            if len(users) > 1:
+                findings.append(
+                    Finding(
+                        operator,
+                        ledger_id,
+                        0,
+                        "foreign",
+                        f"its events were inserted by several roles: {', '.join(users)}",
+                    )
+                )
+            rows = list(self._chain_rows(ledger_id, batch))
+            n_events += len(rows)
+            findings += verify(ledger_id, operator, rows, shipped)
+        return len(ledgers), n_events, findings
+
+    def _chain_rows(
+        self, ledger_id: str, batch: int
+    ) -> Iterator[tuple[Sequence[Any], str, str, str]]:
+        after = 0
+        while True:
+            with self._tx() as cur:
+                cur.execute(
+                    f"SELECT {_COLS}, prev_hash, hash, operator FROM {SCHEMA}.events "
+                    "WHERE ledger_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+                    [ledger_id, after, batch],
+                )
+                rows = cur.fetchall()
+            if not rows:
+                return
+            n = len(FIELDS)
+            for r in rows:
+                yield tuple(r[:n]), str(r[n]), str(r[n + 1]), str(r[n + 2])
+            after = int(rows[-1][0])
