@@ -45,6 +45,16 @@ class Sample:
     sm_clock: float | None
     max_sm_clock: float | None
     reasons: tuple[str, ...]
+    # vital signs (core/vitals.py): None where the card does not report one
+    mem_used_mb: float | None = None
+    mem_total_mb: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    fan_pct: float | None = None
+    ecc_corrected: float | None = None
+    ecc_uncorrected: float | None = None
+    retired_pages: float | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +187,15 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
             sm_clock=_num(s.get("sm_clock")),
             max_sm_clock=_num(s.get("max_sm_clock")),
             reasons=tuple(clean(r, 40) for r in s.get("reasons") or ()),
+            mem_used_mb=_num(s.get("mem_used_mb")),
+            mem_total_mb=_num(s.get("mem_total_mb")),
+            temp_c=_num(s.get("temp")),
+            power_w=_num(s.get("power_w")),
+            power_limit_w=_num(s.get("power_limit_w")),
+            fan_pct=_num(s.get("fan_pct")),
+            ecc_corrected=_num(s.get("ecc_corrected")),
+            ecc_uncorrected=_num(s.get("ecc_uncorrected")),
+            retired_pages=_num(s.get("retired_pages")),
         )
         for s in a.samples[-120:]
     )

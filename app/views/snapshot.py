@@ -58,6 +58,13 @@ class InstanceSnap:
     bid: float | None = None
     min_bid: float | None = None
     paused_s: float | None = None
+    # the last NVML sample's vital signs (core/vitals.py; None: not reported or not believed)
+    mem_used_mb: float | None = None
+    mem_total_mb: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    fan_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -243,6 +250,18 @@ def _delivery_fields(job: JobState | None) -> dict[str, Any]:
     }
 
 
+def _vital_fields(sample: dict[str, Any]) -> dict[str, Any]:
+    """The vital signs of a sample the tender kept (already read by `core.vitals`)."""
+    return {
+        "mem_used_mb": sample.get("mem_used_mb"),
+        "mem_total_mb": sample.get("mem_total_mb"),
+        "temp_c": sample.get("temp"),
+        "power_w": sample.get("power_w"),
+        "power_limit_w": sample.get("power_limit_w"),
+        "fan_pct": sample.get("fan_pct"),
+    }
+
+
 def snapshot(sup: Supervisor, now: float) -> FleetReadout:
     mode = sup.market.gpu_billing
     rows = []
@@ -301,6 +320,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 bid=a.bid,
                 min_bid=a.min_bid,
                 paused_s=None if a.outbid_at is None else max(0.0, now - a.outbid_at),
+                **_vital_fields(last),
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
