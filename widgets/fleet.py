@@ -83,6 +83,15 @@ def _cut(text: str, most: int) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
+def _util_cell(s: InstanceSnap) -> str:
+    """Utilization, and the card's temperature where it reported one (a hot card delivers
+    less): both only while the GPU runs for us."""
+    util = live_util(s)
+    if util is None:
+        return "-"
+    return f"{util:.0f}%" + (f" {s.temp_c:.0f}°C" if s.temp_c is not None else "")
+
+
 class FleetView(ScrollView, can_focus=True):
     """One widget for all panes: `render_line` draws the line it is asked for, so a thousand
     instances cost what the screen shows, not a thousand widgets."""
@@ -261,7 +270,7 @@ class FleetTable(DataTable[str]):
                 ),
                 FleetTable.WIDEST["status"],
             ),
-            "-" if live_util(s) is None else f"{live_util(s):.0f}%",
+            _util_cell(s),
             _cut("-" if s.phase in ENDED else s.throttle or "-", FleetTable.WIDEST["throttle"]),
             f"{s.billed_usd:.4f}",
         )

@@ -6,6 +6,7 @@ safe whatever snapshot it is handed)."""
 from __future__ import annotations
 
 from rentwatch.core.text import clean
+from rentwatch.core.vitals import HOT_C
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
 
@@ -83,6 +84,7 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
         gpu.append(sparkline(s.util_history), style="cyan" if not faded else base)
         if s.sm_clock and s.max_sm_clock:
             gpu.append(f"  SM {s.sm_clock:.0f}/{s.max_sm_clock:.0f} MHz")
+        gpu.append(vitals_text(s))
     else:
         gpu.append("GPU -", style="grey50")
     gpu.append("  throttle: ")
@@ -99,6 +101,26 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     if not faded and s.job and (s.job_progress is not None or s.job_eta_s is not None):
         lines.append(work_line(s))
     return [*lines, Text("")]
+
+
+def gib(mb: float) -> str:
+    return f"{mb / 1024:.1f}"
+
+
+def vitals_text(s: InstanceSnap) -> Text:
+    """The last sample's temperature, power against its limit and memory, as fits a pane's
+    line: hot in red, drawing at its cap in yellow; what the card did not report is left out."""
+    t = Text()
+    if s.temp_c is not None:
+        t.append(f"  {s.temp_c:.0f}°C", style="bold red" if s.temp_c >= HOT_C else "")
+    if s.power_w is not None:
+        capped = s.power_limit_w is not None and s.power_w >= 0.97 * s.power_limit_w
+        limit = f"/{s.power_limit_w:.0f}" if s.power_limit_w is not None else ""
+        t.append(f"  {s.power_w:.0f}{limit} W", style="yellow" if capped else "")
+    if s.mem_used_mb is not None:
+        total = f"/{gib(s.mem_total_mb)}" if s.mem_total_mb is not None else ""
+        t.append(f"  mem {gib(s.mem_used_mb)}{total} GiB")
+    return t
 
 
 def progress_bar(frac: float, width: int = 20) -> str:
