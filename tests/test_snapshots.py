@@ -381,7 +381,7 @@ def test_instance_keys_do_nothing_where_no_instance_is_in_sight():
             assert not isinstance(app.screen, DestroyConfirm)
             await pilot.press("escape")
             await pilot.pause(0.3)
-            await pilot.press("j", "enter")
+            await pilot.press("down", "enter")
             await pilot.pause(0.3)
             assert isinstance(app.screen, DetailScreen)
             shown = app.screen.instance_id

@@ -97,8 +97,8 @@ class FleetView(ScrollView, can_focus=True):
     instances cost what the screen shows, not a thousand widgets."""
 
     BINDINGS = [
-        Binding("down,j", "move(1)", "Next", show=False),
-        Binding("up,k", "move(-1)", "Previous", show=False),
+        Binding("down", "move(1)", "Next", show=False),
+        Binding("up", "move(-1)", "Previous", show=False),
     ]
 
     class Selected(Message):
@@ -184,9 +184,7 @@ class FleetTable(DataTable[str]):
 
     COLUMNS = ("id", "gpu", "machine", "$/h", "phase", "status", "util", "throttle", "billed")
     MARGIN = 2  # rows above and below the window kept fresh, for a smooth cursor move
-    BINDINGS = [  # as in the pane view (the help says j/k select an instance)
-        Binding("j", "cursor_down", "Next", show=False),
-        Binding("k", "cursor_up", "Previous", show=False),
+    BINDINGS = [
         # the table's own Enter (a hidden "select") hid the app's Detail from the footer
         Binding("enter", "select_cursor", "Detail", id="table.detail"),
     ]

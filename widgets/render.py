@@ -84,7 +84,6 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
         gpu.append(sparkline(s.util_history), style="cyan" if not faded else base)
         if s.sm_clock and s.max_sm_clock:
             gpu.append(f"  SM {s.sm_clock:.0f}/{s.max_sm_clock:.0f} MHz")
-        gpu.append(vitals_text(s))
     else:
         gpu.append("GPU -", style="grey50")
     gpu.append("  throttle: ")
@@ -93,6 +92,8 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     else:
         throttle = clean(s.throttle, 200)
         gpu.append(Text(throttle or "none", style="bold red" if throttle else "grey50"))
+    if util is not None:  # after the throttle, which says more when the line is cut
+        gpu.append(vitals_text(s))
     if s.verdict:
         gpu.append("  preflight: ")
         verdict = clean(s.verdict, 120)

@@ -162,6 +162,21 @@ class Controller:
         except NoSuchInstance as exc:
             raise NotHeld(str(exc)) from None
 
+    async def jobs(self) -> list[dict[str, Any]]:
+        """The campaign's jobs now (views/jobs.py)."""
+        from ...views.jobs import live, to_json
+
+        return to_json(live(self._need()))
+
+    async def job_log(self, name: str) -> dict[str, Any]:
+        """A job's output now (engine/jobs/output.py); a name the campaign lacks is a 404."""
+        from ...engine.jobs.output import NoSuchJob, read_output
+
+        try:
+            return dataclasses.asdict(await read_output(self._need(), name))
+        except NoSuchJob as exc:
+            raise NotHeld(str(exc)) from None
+
     # -- intents ---------------------------------------------------------------------------
     async def apply(self, intent: Intent) -> str:
         """Carry out one operator intent; returns what was done, raises why not."""
