@@ -167,7 +167,7 @@ class EngineThread:
 
     def job_log(self, name: str) -> concurrent.futures.Future[Any]:
         """A job's output now (`rentwatch.engine.jobs.output.read_output`)."""
-        from ..engine.jobs.output import read_output
+        from ..views.jobs import read_output
 
         return self._on_loop(lambda sup: read_output(sup, name))
 

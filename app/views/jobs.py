@@ -15,7 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..core.errors import RentwatchError
+from ..core.lifecycle import Phase
 from ..core.text import clean
+from ..engine.hosts.ssh import SSHFailure
+from ..engine.jobs.output import LOG_SHOWN, log_command, log_path, read_kept
 from ..engine.supervisor import Supervisor
 from ..ledger.kinds import EventKind
 
@@ -237,3 +241,61 @@ def from_json(data: Any) -> list[JobRow]:
         if isinstance(row, dict):
             out.append(JobRow(**{k: v for k, v in row.items() if k in names}))
     return out
+
+
+# -- a job's output -------------------------------------------------------------------------
+class NoSuchJob(RentwatchError):
+    title = "no such job"
+
+
+@dataclass(frozen=True)
+class JobOutput:
+    job: str
+    text: str  # the host's bytes, decoded; not cleaned
+    source: str  # where it came from, as a person reads it
+    live: bool  # read off its host now: a follow asks again
+
+
+async def read_output(sup: Supervisor, name: str, most: int = LOG_SHOWN) -> JobOutput:
+    """The job's output now: off its host while it runs on a rental in service, else the log
+    kept at its end, else the tail of its last end in the ledger."""
+    job = sup.jobs.by_name(name)
+    if job is None:
+        raise NoSuchJob(f"the campaign {sup.campaign.name} has no job {name!r}")
+    a = sup.attempts.get(job.instance_id) if job.instance_id is not None else None
+    if (
+        job.status in ("running", "finishing")
+        and a is not None
+        and a.life.phase == Phase.VERIFIED
+        and a.ssh_host is not None
+    ):
+        try:
+            res = await sup.link.run(a, log_command(job.job, most))
+            text = res.stdout.decode("utf-8", errors="replace")
+            return JobOutput(name, text, f"its host i:{a.instance_id}", True)
+        except SSHFailure as exc:
+            said = f"its host i:{a.instance_id} did not answer ({exc})"
+            return JobOutput(name, "", said, True)
+    kept = read_kept(log_path(sup.job_work.pulls.artifacts_root, sup.campaign.name, name), most)
+    if kept is not None:
+        return JobOutput(name, kept, "its output kept when it ended", False)
+    ends = sup.ledger.campaign_events(sup.campaign.name, EventKind.JOB_FINISHED)
+    tail = next(
+        (
+            str(e.detail.get("log_tail") or "")
+            for e in reversed(ends)
+            if e.detail.get("job") == name and e.detail.get("log_tail")
+        ),
+        None,
+    )
+    if tail is not None:
+        return JobOutput(name, tail, "the tail its end left in the ledger", False)
+    said = "not started yet" if job.status == "pending" else "no output recorded"
+    return JobOutput(name, "", said, job.status == "pending")
+
+
+def output_from_json(got: Any, name: str) -> JobOutput:
+    """A job's output from the controller's answer."""
+    got = got if isinstance(got, dict) else {}
+    text, source = str(got.get("text", "")), str(got.get("source", ""))
+    return JobOutput(str(got.get("job", name)), text, source, bool(got.get("live")))

@@ -1,19 +1,15 @@
-"""A job's output (what it printed: its `log` on the host): read off its host while it runs
-there, kept on the controller's disk once it ended (pulled when it settles, with its artifacts),
-and otherwise the tail its last end recorded in the ledger. The text is the host's: the caller
-cleans it before it reaches a terminal."""
+"""A job's output (what it printed: its `log` on the host): the command that reads it there, and
+its last part kept on the controller's disk once the job ended (pulled when it settles, with its
+artifacts). `views.jobs.read_output` reads whichever there is. The text is the host's: whoever
+shows it cleans it first."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ...core.campaign import Job
-from ...core.errors import RentwatchError
-from ...core.lifecycle import Phase
 from ...ledger import EventKind
 from ..attempt import Attempt
 from ..hosts.link import HostLink
@@ -22,24 +18,9 @@ from ..journal import Journal
 from .pull import private_dirs
 from .runner import job_dir
 
-if TYPE_CHECKING:
-    from ..supervisor import Supervisor
-
 LOG_KEEP = 512 * 1024  # bytes of a job's log kept when it is pulled off (its end)
 LOG_SHOWN = 64 * 1024  # bytes read off a host at one look (a screen, a follow's step)
 LOG_NAME = "rentwatch-job.log"  # beside the job's artifacts on the controller
-
-
-class NoSuchJob(RentwatchError):
-    title = "no such job"
-
-
-@dataclass(frozen=True)
-class JobOutput:
-    job: str
-    text: str  # the host's bytes, decoded; not cleaned
-    source: str  # where it came from, as a person reads it
-    live: bool  # read off its host now: a follow asks again
 
 
 def log_command(job: Job, most: int = LOG_SHOWN) -> str:
@@ -89,41 +70,3 @@ def read_kept(path: Path, most: int = LOG_SHOWN) -> str | None:
             return f.read().decode("utf-8", errors="replace")
     except OSError:
         return None
-
-
-async def read_output(sup: Supervisor, name: str, most: int = LOG_SHOWN) -> JobOutput:
-    """The job's output now: off its host while it runs on a rental in service, else the log
-    kept at its end, else the tail of its last end in the ledger."""
-    job = sup.jobs.by_name(name)
-    if job is None:
-        raise NoSuchJob(f"the campaign {sup.campaign.name} has no job {name!r}")
-    a = sup.attempts.get(job.instance_id) if job.instance_id is not None else None
-    if (
-        job.status in ("running", "finishing")
-        and a is not None
-        and a.life.phase == Phase.VERIFIED
-        and a.ssh_host is not None
-    ):
-        try:
-            res = await sup.link.run(a, log_command(job.job, most))
-            text = res.stdout.decode("utf-8", errors="replace")
-            return JobOutput(name, text, f"its host i:{a.instance_id}", True)
-        except SSHFailure as exc:
-            said = f"its host i:{a.instance_id} did not answer ({exc})"
-            return JobOutput(name, "", said, True)
-    kept = read_kept(log_path(sup.job_work.pulls.artifacts_root, sup.campaign.name, name), most)
-    if kept is not None:
-        return JobOutput(name, kept, "its output kept when it ended", False)
-    ends = sup.ledger.campaign_events(sup.campaign.name, EventKind.JOB_FINISHED)
-    tail = next(
-        (
-            str(e.detail.get("log_tail") or "")
-            for e in reversed(ends)
-            if e.detail.get("job") == name and e.detail.get("log_tail")
-        ),
-        None,
-    )
-    if tail is not None:
-        return JobOutput(name, tail, "the tail its end left in the ledger", False)
-    said = "not started yet" if job.status == "pending" else "no output recorded"
-    return JobOutput(name, "", said, job.status == "pending")

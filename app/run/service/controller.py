@@ -35,6 +35,7 @@ from ...engine.intents import (
 )
 from ...engine.supervisor import Outcome, Supervisor
 from ...ledger.readonly import QueryResult
+from ...views.jobs import live, read_output, to_json
 from ...views.snapshot import snapshot
 from ..engine_thread import EngineThread
 from . import api, registry
@@ -163,19 +164,10 @@ class Controller:
             raise NotHeld(str(exc)) from None
 
     async def jobs(self) -> list[dict[str, Any]]:
-        """The campaign's jobs now (views/jobs.py)."""
-        from ...views.jobs import live, to_json
-
         return to_json(live(self._need()))
 
-    async def job_log(self, name: str) -> dict[str, Any]:
-        """A job's output now (engine/jobs/output.py); a name the campaign lacks is a 404."""
-        from ...engine.jobs.output import NoSuchJob, read_output
-
-        try:
-            return dataclasses.asdict(await read_output(self._need(), name))
-        except NoSuchJob as exc:
-            raise NotHeld(str(exc)) from None
+    async def job_log(self, name: str) -> dict[str, Any]:  # NoSuchJob: the server's 404
+        return dataclasses.asdict(await read_output(self._need(), name))
 
     # -- intents ---------------------------------------------------------------------------
     async def apply(self, intent: Intent) -> str:

@@ -22,14 +22,13 @@ from ...engine.intents import (
     Intent,
 )
 from ...ledger.readonly import QueryFailed, QueryRefused, QueryResult
+from ...views.jobs import JobOutput, JobRow, from_json, output_from_json
 from ...views.snapshot import FleetReadout
 from . import api, registry
 from .target import Target
 
 if TYPE_CHECKING:
-    from ...engine.jobs.output import JobOutput
     from ...views.detail import InstanceDetail
-    from ...views.jobs import JobRow
 
 RECONNECT_S = 1.0
 STREAM_READ_TIMEOUT_S = 15.0  # three keepalives missed: the link or the controller is dead
@@ -81,18 +80,10 @@ class ControllerClient:
         return detail_from_json(self._call("GET", path))
 
     def jobs(self) -> list[JobRow]:
-        from ...views.jobs import from_json
-
         return from_json(self._call("GET", "/v1/jobs"))
 
     def job_log(self, name: str) -> JobOutput:
-        from ...engine.jobs.output import JobOutput
-
-        got = self._call("GET", f"/v1/jobs/{quote(name, safe='')}/log")
-        return JobOutput(
-            str(got.get("job", name)), str(got.get("text", "")), str(got.get("source", "")),
-            bool(got.get("live")),
-        )  # fmt: skip
+        return output_from_json(self._call("GET", f"/v1/jobs/{quote(name, safe='')}/log"), name)
 
     def intent(self, intent: Intent) -> str:
         return str(self._call("POST", "/v1/intents", json=api.intent_to_json(intent))["done"])
@@ -233,24 +224,10 @@ class RemoteEngine:
 
     def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
         """One instance in depth from the controller (`GET /v1/instances/{id}`)."""
-        if self.loop is None or self._http is None:
-            return _failed(api.ControllerGone("not connected to a controller yet"))
-        http = self._http
         from ...views.detail import detail_from_json  # the engine's shape, loaded when asked
 
-        async def call() -> InstanceDetail:
-            try:
-                resp = await http.get(
-                    f"/v1/instances/{int(instance_id)}", params={} if logs else {"logs": "0"}
-                )
-            except httpx.TransportError as exc:
-                raise api.ControllerGone(
-                    f"no answer from {self.target.describe()}: {exc}"
-                ) from None
-            raise_for(resp)
-            return detail_from_json(resp.json())
-
-        return asyncio.run_coroutine_threadsafe(call(), self.loop)
+        path = f"/v1/instances/{int(instance_id)}" + ("" if logs else "?logs=0")
+        return self._get(path, detail_from_json)
 
     def _get(self, path: str, parse: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
         """One GET to the controller on this client's loop, its JSON through `parse`."""
@@ -272,21 +249,12 @@ class RemoteEngine:
 
     def jobs(self) -> concurrent.futures.Future[Any]:
         """The campaign's jobs (`GET /v1/jobs`)."""
-        from ...views.jobs import from_json
-
         return self._get("/v1/jobs", from_json)
 
     def job_log(self, name: str) -> concurrent.futures.Future[Any]:
         """A job's output now (`GET /v1/jobs/{name}/log`)."""
-        from ...engine.jobs.output import JobOutput
-
-        def parse(got: Any) -> JobOutput:
-            return JobOutput(
-                str(got.get("job", name)), str(got.get("text", "")), str(got.get("source", "")),
-                bool(got.get("live")),
-            )  # fmt: skip
-
-        return self._get(f"/v1/jobs/{quote(name, safe='')}/log", parse)
+        path = f"/v1/jobs/{quote(name, safe='')}/log"
+        return self._get(path, lambda got: output_from_json(got, name))
 
     def _main(self) -> None:
         self.loop = asyncio.new_event_loop()

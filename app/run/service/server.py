@@ -43,6 +43,7 @@ from aiohttp import web
 
 from ...core.errors import RentwatchError
 from ...ledger.readonly import QueryFailed, QueryRefused
+from ...views.jobs import NoSuchJob
 from . import api, registry
 from .api import NotHeld, NotReady, Refused
 from .listener import Listener, quiet_http_errors
@@ -163,7 +164,7 @@ class ServiceServer:
             return _error(400, "query_failed", str(exc), exc.title)
         except NotReady as exc:
             return _error(503, "not_ready", str(exc), exc.title)
-        except NotHeld as exc:
+        except (NotHeld, NoSuchJob) as exc:
             return _error(404, "not_held", str(exc), exc.title)
         except Refused as exc:
             return _error(409, "refused", str(exc), exc.title)
