@@ -43,20 +43,27 @@ def _line(*parts: tuple[str, str] | str) -> Text:
     return t
 
 
+def billed_now(d: InstanceDetail) -> str:
+    """What it bills per hour now, as the pane, the table and the header say it
+    (`snapshot.rate_now`): storage only while its GPU does not bill, nothing once gone."""
+    if d.dph_now is None:  # an answer without the figure: by its phase
+        if d.phase in ("destroyed", "lost"):
+            return "billing nothing"
+        if d.phase in ("stopped", "abandoned"):
+            return f"${d.storage_dph:.4f}/h storage only"
+        return f"${d.gpu_dph + d.storage_dph:.3f}/h"
+    if d.gpu_billing_now:
+        return f"${d.dph_now:.3f}/h"
+    return "billing nothing" if d.dph_now == 0 else f"${d.dph_now:.4f}/h storage only"
+
+
 def head_fields(d: InstanceDetail) -> list[Text]:
     """The screen's head as fields, wrapped a field at a time to the screen's width."""
     out = [
         Text(f" i:{d.instance_id} ", style="bold reverse"),
         Text(f"{d.gpu_name}  m:{d.machine_id} h:{d.host_id}"),
         Text(f"{d.phase.upper()}", style=PHASE_STYLE.get(d.phase, "")),
-        # what it bills now: a stopped rental bills storage only, a destroyed one nothing
-        Text(
-            "billing nothing"
-            if d.phase in ("destroyed", "lost")
-            else f"${d.storage_dph:.4f}/h storage only"
-            if d.phase in ("stopped", "abandoned")
-            else f"${d.gpu_dph + d.storage_dph:.3f}/h"
-        ),
+        Text(billed_now(d)),
         Text(f"created {clock(d.created_at)} ({ago(d.now - d.created_at)} ago)"),
     ]
     if d.ended_at is not None:

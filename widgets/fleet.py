@@ -50,7 +50,7 @@ SORTS: dict[str, Callable[[InstanceSnap], Any] | None] = {
     "billed": lambda s: -s.billed_usd,
     "state": lambda s: (STATE_ORDER.get(s.phase, 99), -s.created_at),
     "age": lambda s: s.created_at,
-    "$/h": lambda s: (-s.dph, -s.billed_usd),
+    "$/h": lambda s: (-s.rate, -s.billed_usd),
 }
 SORT_NAMES = tuple(SORTS)
 
@@ -254,7 +254,7 @@ class FleetTable(DataTable[str]):
             str(s.instance_id),
             s.gpu_name,
             str(s.machine_id),
-            f"{s.dph:.3f}",
+            f"{s.rate:.3f}" if s.gpu_billing_now or s.dph_now is None else f"{s.rate:.4f}",
             s.phase,
             # a dead attempt's status age would keep growing: show why it ended instead
             _cut(

@@ -328,7 +328,7 @@ rentwatch keys
   d         destroy (asks: type its id)  c    create one more
   D         destroy stopped duds (asks)  + -  want one more / fewer
   l         ledger (SQL)                 r    receipt and hosts
-  j         jobs: state, host, progress, ETA, $ so far (Enter follows its output)
+  j         the jobs: state, host, progress, ETA, $ so far, tries
   o         sort: new / billed / state / age / $/h
   E         end the campaign, destroying all it holds (asks its name)
   x         leave it running (asks)

@@ -43,7 +43,7 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     head = Text(style=("reverse " if selected else "") + base)
     head.append(f" i:{s.instance_id} ", style="bold")
     head.append(Text(clean(s.gpu_name, 40)))
-    head.append(f"  m:{s.machine_id} h:{s.host_id}  ${s.dph:.3f}/h  ")
+    head.append(f"  m:{s.machine_id} h:{s.host_id}  {rate_text(s)}  ")
     head.append(f"{s.phase.upper():<9}", style=PHASE_STYLE.get(s.phase, ""))
     head.append(f"  billed ${s.billed_usd:.4f}", style="bold" if not faded else base)
     if s.failure_class:
@@ -102,6 +102,13 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     if not faded and s.job and (s.job_progress is not None or s.job_eta_s is not None):
         lines.append(work_line(s))
     return [*lines, Text("")]
+
+
+def rate_text(s: InstanceSnap) -> str:
+    """What it bills per hour now (`InstanceSnap.rate`): storage only said as such."""
+    if s.dph_now is not None and not s.gpu_billing_now:
+        return "billing nothing" if s.dph_now == 0 else f"${s.dph_now:.4f}/h storage only"
+    return f"${s.rate:.3f}/h"
 
 
 def gib(mb: float) -> str:

@@ -76,6 +76,6 @@ def gpu_vitals(
         "fan_pct": None if model in PASSIVE_BOARDS else fan,
         "ecc_corrected": 0 if ecc else None,
         "ecc_uncorrected": 0 if ecc else None,
-        # these boards remap rows instead of retiring pages: NotSupported, as on Ampere and later
+        # not modelled: null, as a board without page retirement answers (docs/fidelity.md)
         "retired_pages": None,
     }

@@ -20,7 +20,7 @@ from ..core.lifecycle import Phase
 from ..core.text import clean
 from ..engine.supervisor import Supervisor
 from ..ledger.kinds import EventKind as K
-from .snapshot import shown_phase
+from .snapshot import rate_now, shown_phase
 
 LOG_TAIL = 40  # market log lines asked for
 LOG_TIMEOUT_S = 8.0  # wall seconds: a slow log answer must not hold the screen
@@ -106,6 +106,8 @@ class InstanceDetail:
     market_logs: tuple[str, ...]
     market_logs_error: str
     events: tuple[LedgerLine, ...]
+    dph_now: float | None = None  # what it bills per hour now (`snapshot.rate_now`)
+    gpu_billing_now: bool = True
 
     @property
     def total_usd(self) -> float:
@@ -164,6 +166,7 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
     with_logs = logs and a.life.phase not in (Phase.DESTROYED, Phase.LOST)  # stopped: still there
     now = sup.now()
     money = a.charges(sup.market.gpu_billing, now)
+    dph_now, gpu_now = rate_now(a, sup.market.gpu_billing, now)
     events = sup.ledger.instance_events(instance_id, sup.campaign.name, last=400)
     history = [
         StatusLine(
@@ -248,6 +251,8 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
             LedgerLine(e.seq, e.at, str(e.kind), clean(e.actor, 40), e.ok, clean(e.reason, 200))
             for e in events[-EVENTS_SHOWN:]
         ),
+        dph_now=dph_now,
+        gpu_billing_now=gpu_now,
     )
 
 

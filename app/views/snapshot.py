@@ -65,6 +65,15 @@ class InstanceSnap:
     power_w: float | None = None
     power_limit_w: float | None = None
     fan_pct: float | None = None
+    # what it bills per hour right now, by the billing code (`rate_now`): storage only while
+    # stopped (or while its GPU does not bill yet), nothing once destroyed; None: not known
+    dph_now: float | None = None
+    gpu_billing_now: bool = True
+
+    @property
+    def rate(self) -> float:
+        """$/h now where known, else the listed GPU and storage price."""
+        return self.dph if self.dph_now is None else self.dph_now
 
 
 @dataclass(frozen=True)
@@ -105,19 +114,21 @@ class FleetReadout:
         return self.spent_usd / self.gpu_hours if self.gpu_hours > 0 else None
 
 
+def rate_now(a: Attempt, mode: str, now: float) -> tuple[float, bool]:
+    """The one definition of what a rental bills per hour now: its GPU and storage charge over
+    the last second, by the billing code itself (storage only while stopped, or while loading
+    where the GPU bills from running; nothing once destroyed), and whether the GPU is in it."""
+    c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
+    gpu = max(0.0, c.gpu_usd - before.gpu_usd) * 3600
+    return gpu + max(0.0, c.storage_usd - before.storage_usd) * 3600, gpu > 0
+
+
 def fleet_rate(sup: Supervisor, now: float) -> float:
-    """$/h the campaign's instances bill right now, by the billing code itself: each one's
-    GPU and storage charge over the last second (storage only while stopped, nothing once
-    destroyed). Observed instances (not rentwatch's) are left out, as from the budget's
-    spend: they are shown apart (`observed_dph`)."""
+    """$/h the campaign's instances bill right now (`rate_now` of each). Observed instances
+    (not rentwatch's) are left out, as from the budget's spend: they are shown apart
+    (`observed_dph`)."""
     mode = sup.market.gpu_billing
-    total = 0.0
-    for a in sup.attempts.values():
-        if not a.owned:
-            continue
-        c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
-        total += max(0.0, c.gpu_usd + c.storage_usd - before.gpu_usd - before.storage_usd)
-    return total * 3600
+    return sum(rate_now(a, mode, now)[0] for a in sup.attempts.values() if a.owned)
 
 
 def shown_phase(a: Attempt) -> str:
@@ -277,6 +288,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
             observed += 1
             observed_dph += a.storage_dph + (a.gpu_dph if a.life.phase != Phase.STOPPED else 0)
         last = a.samples[-1] if a.samples else {}
+        dph_now, gpu_now = rate_now(a, mode, now)
         v = a.verdict
         verdict = ""
         if v is not None:
@@ -321,6 +333,8 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 min_bid=a.min_bid,
                 paused_s=None if a.outbid_at is None else max(0.0, now - a.outbid_at),
                 **_vital_fields(last),
+                dph_now=dph_now,
+                gpu_billing_now=gpu_now,
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
