@@ -131,6 +131,18 @@ def fleet_rate(sup: Supervisor, now: float) -> float:
     return sum(rate_now(a, mode, now)[0] for a in sup.attempts.values() if a.owned)
 
 
+_BREAKS = frozenset({"stop", "halt", "offline"})
+
+
+def run_samples(a: Attempt) -> list[dict[str, Any]]:
+    """Its samples since its last stop (or exit, or outage): a restarted, booting host's GPU
+    is not the one that read 97% before the stop."""
+    cut = max((m.at for m in a.marks if m.kind in _BREAKS), default=None)
+    if cut is None:
+        return a.samples
+    return [s for s in a.samples if not isinstance(s.get("ts"), int | float) or s["ts"] > cut]
+
+
 def shown_phase(a: Attempt) -> str:
     """The phase as the dashboard names it: a verified host at work is `working`, one whose
     GPU has gone quiet `idle` (the pane, the table and the detail screen say the same)."""
@@ -138,9 +150,10 @@ def shown_phase(a: Attempt) -> str:
     if p == Phase.STOPPED and a.outbid_at is not None and a.resumes_by_itself:
         return "outbid"  # paused by a higher bid: it resumes (and bills) by itself
     # the host's own last NVML sample first: the market's utilization figure lags behind it
-    if p == Phase.VERIFIED and a.samples and (a.samples[-1].get("util") or 0) >= 50:
+    samples = run_samples(a)
+    if p == Phase.VERIFIED and samples and (samples[-1].get("util") or 0) >= 50:
         return "working"
-    if p == Phase.VERIFIED and a.util_low_since is not None and a.samples:
+    if p == Phase.VERIFIED and a.util_low_since is not None and samples:
         return "idle"
     return str(p)
 
@@ -287,7 +300,8 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         if not a.owned and a.life.phase not in (Phase.DESTROYED, Phase.LOST):
             observed += 1
             observed_dph += a.storage_dph + (a.gpu_dph if a.life.phase != Phase.STOPPED else 0)
-        last = a.samples[-1] if a.samples else {}
+        samples = run_samples(a)
+        last = samples[-1] if samples else {}
         dph_now, gpu_now = rate_now(a, mode, now)
         v = a.verdict
         verdict = ""
@@ -314,7 +328,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 if sup.policy.freeze_window_s
                 else None,
                 util=last.get("util"),
-                util_history=tuple(float(s.get("util") or 0) for s in a.samples[-30:]),
+                util_history=tuple(float(s.get("util") or 0) for s in samples[-30:]),
                 sm_clock=last.get("sm_clock"),
                 max_sm_clock=last.get("max_sm_clock"),
                 throttle=a.throttle.reason if a.throttle and a.throttle.throttled else "",
