@@ -328,7 +328,7 @@ rentwatch keys
   d         destroy (asks: type its id)  c    create one more
   D         destroy stopped duds (asks)  + -  want one more / fewer
   l         ledger (SQL)                 r    receipt and hosts
-  j         the jobs: state, host, progress, ETA, $ so far, tries
+  j         the jobs; Enter on one follows its output live
   o         sort: new / billed / state / age / $/h
   E         end the campaign, destroying all it holds (asks its name)
   x         leave it running (asks)
@@ -337,9 +337,6 @@ rentwatch keys
 
 on the detail screen (Enter)
   g         fetch the market's logs again   Esc  back
-
-on the jobs screen (j)
-  Enter     follow the job's output live    Esc  back
 
 in the ledger (l)
   ctrl+r    run the query                ctrl+a   select all of it
