@@ -40,7 +40,8 @@ def test_a_stopped_rental_bills_storage_only_wherever_it_is_shown():
     snap = dataclasses.replace(
         SNAP, phase="stopped", dph=0.1365, dph_now=0.0085, gpu_billing_now=False
     )
-    assert "$0.0085/h storage only" in pane_lines(snap, False)[0].plain
+    head = pane_lines(snap, False)[0].plain
+    assert "$0.0085/h  STOPPED" in head and "storage only" in head
     assert "$0.137/h" not in pane_lines(snap, False)[0].plain
     assert FleetTable._row(snap)[FleetTable.COLUMNS.index("$/h")] == "0.0085"
     detail = _gone(phase="stopped", dph_now=0.0085, gpu_billing_now=False)

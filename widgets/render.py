@@ -46,6 +46,8 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     head.append(f"  m:{s.machine_id} h:{s.host_id}  {rate_text(s)}  ")
     head.append(f"{s.phase.upper():<9}", style=PHASE_STYLE.get(s.phase, ""))
     head.append(f"  billed ${s.billed_usd:.4f}", style="bold" if not faded else base)
+    if s.dph_now and not s.gpu_billing_now:  # what its $/h is: no GPU in it
+        head.append("  $/h storage only", style="dim")
     if s.failure_class:
         head.append(f"  [{clean(s.failure_class, 40)}]", style="red")
     if not s.supervised:
@@ -105,9 +107,10 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
 
 
 def rate_text(s: InstanceSnap) -> str:
-    """What it bills per hour now (`InstanceSnap.rate`): storage only said as such."""
+    """What it bills per hour now (`InstanceSnap.rate`); four places where the GPU does not
+    bill (storage only: a stopped rental's cents)."""
     if s.dph_now is not None and not s.gpu_billing_now:
-        return "billing nothing" if s.dph_now == 0 else f"${s.dph_now:.4f}/h storage only"
+        return f"${s.dph_now:.4f}/h"
     return f"${s.rate:.3f}/h"
 
 
