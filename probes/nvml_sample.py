@@ -4,9 +4,14 @@
 Standalone (stdlib + pynvml from nvidia-ml-py), Python 3.8+. A function an old driver lacks
 gives null for its fields, never a crash.
 
+Each sample carries the GPU's vital signs as nvitop shows them: memory used and total (MiB),
+temperature (C), power draw and its enforced limit (W), fan (%), and ECC error and retired-page
+counts. A reading the card does not have (NVML's NotSupported, common on consumer cards) is
+null, never 0: absent is not healthy.
+
 With `--events-ms N` it also registers an NVML event set for XID and double-bit ECC events and
 reports what arrives (waiting up to N ms) in an `xid` section; a GPU that NVML reports lost
-(XID 79, fallen off the bus) sets `xid.gpu_lost`. Volatile uncorrected ECC counts ride along.
+(XID 79, fallen off the bus) sets `xid.gpu_lost`.
 """
 
 import argparse
@@ -102,6 +107,26 @@ def _text(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _mib(v):
+    return v // 2**20 if isinstance(v, int) else None
+
+
+def retired_pages(nv, handle):
+    """Pages the driver retired for ECC errors (both causes), or None where the board retires
+    none: consumer cards without ECC, and Ampere and later, which remap rows instead."""
+    fn = getattr(nv, "nvmlDeviceGetRetiredPages", None)
+    if fn is None:
+        return None
+    causes = (
+        getattr(nv, "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0),
+        getattr(nv, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1),
+    )
+    pages = [_try(fn, handle, cause) for cause in causes]
+    if any(p is None for p in pages):
+        return None
+    return sum(len(p) for p in pages)
+
+
 def sample(nv, handle, index):
     util = _try(nv.nvmlDeviceGetUtilizationRates, handle)
     mem = _try(nv.nvmlDeviceGetMemoryInfo, handle)
@@ -113,14 +138,17 @@ def sample(nv, handle, index):
     power = _try(nv.nvmlDeviceGetPowerUsage, handle)
     limit = _try(nv.nvmlDeviceGetEnforcedPowerLimit, handle)
     temp_sensor = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
+    ecc_corr = getattr(nv, "NVML_MEMORY_ERROR_TYPE_CORRECTED", 0)
+    ecc_unc = getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+    volatile = getattr(nv, "NVML_VOLATILE_ECC", 0)
     return {
         "t": time.time(),
         "index": index,
         "name": _text(_try(nv.nvmlDeviceGetName, handle)),
         "util": getattr(util, "gpu", None),
         "mem_util": getattr(util, "memory", None),
-        "mem_used_mb": mem.used // 2**20 if mem is not None else None,
-        "mem_total_mb": mem.total // 2**20 if mem is not None else None,
+        "mem_used_mb": _mib(getattr(mem, "used", None)),
+        "mem_total_mb": _mib(getattr(mem, "total", None)),
         "sm_clock": _try(nv.nvmlDeviceGetClockInfo, handle, sm_type),
         "max_sm_clock": _try(nv.nvmlDeviceGetMaxClockInfo, handle, sm_type),
         "reasons_bits": bits,
@@ -128,12 +156,16 @@ def sample(nv, handle, index):
         "temp": _try(nv.nvmlDeviceGetTemperature, handle, temp_sensor),
         "power_w": power / 1000.0 if power is not None else None,
         "power_limit_w": limit / 1000.0 if limit is not None else None,
+        # percent of the fan's top speed; None on a passively cooled card (NotSupported)
+        "fan_pct": _opt(nv, "nvmlDeviceGetFanSpeed", handle),
         "pcie_gen": _try(nv.nvmlDeviceGetCurrPcieLinkGeneration, handle),
         "pcie_width": _try(nv.nvmlDeviceGetCurrPcieLinkWidth, handle),
         "pcie_max_gen": _opt(nv, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
         "pcie_max_width": _opt(nv, "nvmlDeviceGetMaxPcieLinkWidth", handle),
-        # volatile (since boot) uncorrected ECC errors; None on boards without ECC
-        "ecc_uncorrected": _opt(nv, "nvmlDeviceGetTotalEccErrors", handle, 1, 0),
+        # volatile (since boot) ECC error counts; None on boards without ECC (NotSupported)
+        "ecc_uncorrected": _opt(nv, "nvmlDeviceGetTotalEccErrors", handle, ecc_unc, volatile),
+        "ecc_corrected": _opt(nv, "nvmlDeviceGetTotalEccErrors", handle, ecc_corr, volatile),
+        "retired_pages": retired_pages(nv, handle),
         "driver_version": _text(_try(nv.nvmlSystemGetDriverVersion)),
     }
 

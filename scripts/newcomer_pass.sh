@@ -4,11 +4,11 @@
 # the second, `rentwatch demo` again (it attaches) at the third. At each size every screen is
 # visited and every key its footer and the help offer is pressed: the fleet's panes and table
 # (t), the detail (Enter, g), the help (?), the palette (ctrl+p), the ledger (l, F2..F6, ctrl+a,
-# ctrl+e), the receipt (r), sort (o), filter (/), the stop, destroy, start, bulk-destroy, end,
-# detach and quit dialogs (s d a D E x q, each cancelled). Then the README's commands (ls,
-# receipt, ssh, offers against a simulator of its own), the end of the demo from the dashboard
-# (E, the name typed) and Stop campaign and quit; `rentwatch end --campaign demo` after it
-# finds nothing left billing.
+# ctrl+e), the receipt (r), the jobs (j, Enter), sort (o), filter (/), the stop, destroy,
+# start, bulk-destroy, end, detach and quit dialogs (s d a D E x q, each cancelled). Then the
+# README's commands (ls, receipt, jobs, logs, ssh, offers against a simulator of its own), the
+# end of the demo from the dashboard (E, the name typed) and Stop campaign and quit;
+# `rentwatch end --campaign demo` after it finds nothing left billing.
 # Fails on a traceback on any screen, a field of the bar split or cut, a footer that does not
 # end at "^p palette", a key that names another instance than the one selected, a screen
 # that does not scroll from the keyboard, or anything left running.
@@ -248,8 +248,7 @@ EOF
 
 scroll_check() { # scroll_check NAME REGEX: End on a screen brings REGEX (its end) into sight
   keys End
-  capture "$1-end"
-  check has "$2"
+  expect "$1-end" "$2" # within a few seconds: a loaded machine scrolls late
 }
 
 instance_keys() { # the keys that act on the selected instance, each cancelled, names checked
@@ -371,6 +370,18 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
   check footer
   scroll_check receipt 'hosts: renter-side'
   back 'hosts: renter-side'
+  keys j
+  wait_for ' jobs .*in all|this campaign has none' 20
+  wait_for '\^p palette' 10
+  capture jobs
+  check footer
+  check has 'demo-1'
+  keys Enter # the selected job's output, followed
+  wait_for 'output from|could not read it' 20
+  capture job-output
+  check hasnt 'could not read it'
+  back 'output from'
+  back ' in all '
 
   keys x
   wait_for 'Leave running' 10
@@ -424,6 +435,11 @@ grep -q demo "$out/cli-ls.txt" || fail "rentwatch ls does not list the demo"
 ledger=$("$rentwatch" ls --json | "$python" -c 'import json,sys; print(json.load(sys.stdin)[0]["ledger"])')
 "$rentwatch" receipt --ledger "$ledger" > "$out/cli-receipt.txt"
 grep -q "USD spent in all" "$out/cli-receipt.txt" || fail "rentwatch receipt"
+"$rentwatch" jobs --ledger "$ledger" --json > "$out/cli-jobs.json"
+"$python" -c 'import json,sys; rows = json.load(open(sys.argv[1]))
+assert rows and {"job", "state", "instance_id", "progress", "eta_min", "usd"} <= set(rows[0])' \
+  "$out/cli-jobs.json" || fail "rentwatch jobs --json: $(head -c 300 "$out/cli-jobs.json")"
+"$rentwatch" logs demo-1 --ledger "$ledger" > "$out/cli-logs.txt" 2>&1 || fail "rentwatch logs demo-1"
 held=$("$rentwatch" ledger --ledger "$ledger" --csv \
   "select instance_id from instances where verified_at is not null and destroyed_at is null limit 1" | tail -n 1)
 if [ -n "$held" ] && [ "$held" != instance_id ]; then

@@ -18,6 +18,7 @@ from rentwatch.sim.server import SimServer
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.fleet import FleetView
+from rentwatch.widgets.jobs_screen import JobsScreen
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SIZE = (150, 44)
@@ -101,6 +102,12 @@ async def main() -> None:
         await pilot.press("r")
         await pilot.pause(1.5)
         app.save_screenshot("receipt.svg", str(OUT))
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+        await pilot.press("j")  # the jobs: one running with its progress, the rest queued
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen) and bool(app.screen.rows))
+        await pilot.pause(2.5)  # a second read: the running job's progress in
+        app.save_screenshot("jobs.svg", str(OUT))
         await pilot.press("escape")
         engine.shutdown("stop")
     ledger.close()

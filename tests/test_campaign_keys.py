@@ -96,3 +96,19 @@ def test_a_jobs_error_points_at_the_jobs_line_not_the_campaigns_name():
     # a key the job lacks points at the job's header
     with pytest.raises(ConfigError, match=r"line 10: jobs\[1\]\.run: a command is required"):
         parse_campaign(base + jobs.format('"b"').replace('run = "true"\nname', "name"))
+
+
+def test_an_unknown_key_is_named_with_its_line_and_the_key_meant():
+    base = 'name = "c"\nimage = "img"\nmax_dph = 0.5\nbudget_usd = 10\n'
+    jobs = '\n[[jobs]]\nname = "a"\nrun = "true"\n\n[[jobs]]\nname = "b"\nrnu = "x"\n'
+    with pytest.raises(
+        ConfigError, match=r"^campaign: line 12: jobs\[1\]\.rnu: unknown key: did you mean 'run'\?"
+    ):
+        parse_campaign(base + jobs)
+    # `[[job]]` for `[[jobs]]`: a table header, not `key = value`, still has its line
+    with pytest.raises(
+        ConfigError, match=r"^campaign: line 6: job: unknown key: did you mean 'jobs'\?"
+    ):
+        parse_campaign(base + '\n[[job]]\nname = "a"\nrun = "true"\n')
+    with pytest.raises(ConfigError, match=r"^campaign: line 5: colour: unknown key: \(known: "):
+        parse_campaign(base + 'colour = "red"\n')

@@ -219,9 +219,9 @@ async def test_a_cleared_filter_brings_rows_back_in_order_and_drawn() -> None:
         drawn = [table.render_line(y).text for y in range(1, 1 + len(want))]
         assert [line.split()[0] for line in drawn] == want, drawn
         table.focus()
-        await pilot.press("j", "j")
+        await pilot.press("down", "down")
         assert table.cursor_row == 2
-        await pilot.press("k")
+        await pilot.press("up")
         assert table.cursor_row == 1
 
 

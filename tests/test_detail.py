@@ -88,6 +88,10 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
             assert d.preflight["ok"] is True and d.preflight["tflops"] > 0
             assert d.preflight["expected"] and d.preflight["name"]
             assert d.samples and d.samples[-1].max_sm_clock
+            # its vital signs, carried whole through the controller too
+            last = d.samples[-1]
+            assert last.mem_total_mb and last.mem_used_mb is not None
+            assert last.temp_c and last.power_w and last.power_limit_w
             assert [s.status for s in d.status_history][-1] == "running"
             kinds = {e.kind for e in d.events}
             assert {"create", "status", "preflight_passed"} <= kinds
@@ -99,6 +103,7 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
             assert abs(d.total_usd - snap.billed_usd) < 0.01
             shown = "\n".join(str(w.render()) for w in screen.query("Static"))
             assert "money so far" in shown and "market logs" in shown
+            assert "memory" in shown and "°C" in shown and f"/{last.power_limit_w:.0f} W" in shown
             await pilot.press("escape")
             await _until(pilot, lambda: not isinstance(app.screen, DetailScreen), 5, "back")
             # the ledger screen's canned query answers, in-process or through the controller
@@ -473,6 +478,29 @@ def test_a_stopped_hosts_last_sample_is_not_called_its_utilization_now():
     stopped = render_gpu(dataclasses.replace(d, phase="stopped", ended_at=at + 300)).plain
     assert "now 97%" not in stopped
     assert "utilization 97% at the last sample" in stopped and "stopped now" in stopped
+
+
+def test_the_detail_charts_vital_signs_and_says_what_the_card_does_not_report():
+    at = 1_800_000_000.0
+    samples = tuple(
+        Sample(
+            at + 60 * i, 97.0, 2500.0, 2520.0, (), mem_used_mb=18432.0, mem_total_mb=24576.0,
+            temp_c=70.0 + 5 * i, power_w=200.0 + 80 * i, power_limit_w=450.0, fan_pct=60.0,
+        )
+        for i in range(4)
+    )  # fmt: skip
+    d = InstanceDetail(
+        7, at + 600, 1.0, "RTX 4090", 1, 1, "working", "running", "", at, None,
+        0.3, 0.01, 0.1, 0.0, 0.0, {}, (), samples, (), (), "", (),
+    )  # fmt: skip
+    text = render_gpu(d).plain
+    assert "18.0/24.0 GiB" in text and "85°C" in text
+    assert "fan 60%" in text and "not reported (no ECC)" in text and "retired pages -" in text
+    power = next(ln for ln in text.splitlines() if ln.strip().startswith("power"))
+    assert power.rstrip().endswith("440/450 W")
+    # the power sparkline rises with the draw, over time
+    spark = power.split()[1]
+    assert list(spark) == sorted(spark) and spark[0] != spark[-1]
 
 
 def test_the_head_says_what_the_rental_bills_now():

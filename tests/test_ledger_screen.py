@@ -4,6 +4,7 @@ answers, show hostile text cleaned, and export only to the file the operator typ
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.ledger_screen import ROW_LIMIT, LedgerScreen
@@ -74,6 +75,17 @@ def test_ledger_screen_pages_cleans_and_exports_where_asked(tmp_path, monkeypatc
             await pilot.press("ctrl+r")
             await _until(pilot, lambda: table.row_count == 1)
             assert [str(table.get_cell_at((0, c))) for c in (0, 1)] == ["21.2", "0.3333"]
+            # a moment in epoch seconds reads as the local time it is, in a time column only
+            screen.query_one(
+                "#sql", TextArea
+            ).text = (
+                "select 1796556967.405 as ts, 1796556967.405 as verified_at, 1796556967.405 as x"
+            )
+            await pilot.press("ctrl+r")
+            await _until(pilot, lambda: table.row_count == 1 and screen.result.columns[0] == "ts")
+            local = datetime.fromtimestamp(1796556967.405).astimezone()
+            shown = [str(table.get_cell_at((0, c))) for c in (0, 1, 2)]
+            assert shown == [local.strftime("%Y-%m-%d %H:%M:%S")] * 2 + ["1796556967.405"]
             screen.query_one("#sql", TextArea).text = "select nonsense from nowhere"
             await pilot.press("ctrl+r")
             await _until(pilot, lambda: screen.result is None)

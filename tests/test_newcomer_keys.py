@@ -38,12 +38,12 @@ def test_start_sends_nothing_for_a_running_host_and_starts_a_stopped_one():
         async with app.run_test(size=SIZE) as pilot:
             app.latest = fleet
             await pilot.pause(0.3)
-            await pilot.press("j")  # the host at work
+            await pilot.press("down")  # the host at work
             await pilot.pause(0.2)
             await pilot.press("a")
             await pilot.pause(0.3)
             assert engine.sent == []
-            await pilot.press("j")  # the stopped one
+            await pilot.press("down")  # the stopped one
             await pilot.pause(0.2)
             await pilot.press("a")
             await pilot.pause(0.3)
@@ -112,7 +112,7 @@ def test_stop_on_a_stopped_host_says_why_not():
         async with app.run_test(size=SIZE) as pilot:
             app.latest = fleet
             await pilot.pause(0.3)
-            await pilot.press("j", "s")
+            await pilot.press("down", "s")
             await pilot.pause(0.3)
         assert engine.sent == []
         return said

@@ -116,7 +116,11 @@ def test_the_receipt_charts_spend_over_time_duds_against_the_rest():
 def test_chart_cells():
     assert resample([1, 2, 3, 4, 5, 6], 3) == [2, 4, 6]  # the last of each bucket
     lines = [t.plain for t in column_chart([0, 50, 100], 8, height=2)]
-    assert lines == ["100%▕  █", "  0%▕ ██"]
+    # a zero is a dot on the axis (a blank read as the series ending before it)
+    assert lines == ["100%▕  █", "  0%▕·██"]
+    # an idle host after busy ones: its last samples show, to the right edge of the series
+    idle = [t.plain for t in column_chart([97, 97, 0, 0], 9, height=2)]
+    assert idle == ["100%▕██  ", "  0%▕██··"]
     rows = stacked_chart([1, 1], [0, 1], 8, height=2)
     assert [t.plain for t in rows] == ["$2.00▕ █", "   $0▕██"]
     # the lower series owns the cells it reaches, the upper one the rest

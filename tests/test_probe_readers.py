@@ -62,6 +62,7 @@ SECTIONS += ["disk", "net", "xid", "samples", "total_s"]
 FIELDS = ["tflops", "result_ok", "max_rel_err", "name", "width", "max_width", "h2d_gbps"]
 FIELDS += ["allocated_mb", "free_gb", "write_mb_s", "mbps", "events", "gpu_lost", "supported"]
 FIELDS += ["util", "sm_clock", "max_sm_clock", "reasons", "reasons_bits", "temp", "xid", "type"]
+FIELDS += ["mem_used_mb", "mem_total_mb", "power_w", "power_limit_w", "fan_pct", "retired_pages"]
 section = st.dictionaries(st.sampled_from(FIELDS), values, max_size=6) | values
 documents = st.dictionaries(st.sampled_from(SECTIONS), section, max_size=8)
 
@@ -194,6 +195,48 @@ def test_a_sample_whose_reasons_are_true_is_taken_not_raised():
         tender.take_samples(a, doc)
     assert a.samples and all(r["reasons"] == [] and r["sm_clock"] is None for r in a.samples)
     assert ledger.query("SELECT count(*) FROM samples").rows == [(4,)]
+
+
+def test_vital_signs_a_host_cannot_mean_are_dropped_with_a_reason_noted_once():
+    tender, ledger = tender_for(ScriptedLink([said("")]))
+    a = attempt()
+    hostile = {
+        "util": 90,
+        "mem_used_mb": 30000,  # more than the card has
+        "mem_total_mb": 24576,
+        "temp": float("nan"),
+        "power_w": -5,
+        "power_limit_w": 450,
+        "fan_pct": 250,
+        "ecc_uncorrected": "0",
+        "retired_pages": None,  # not reported: absent, no reason
+    }
+    for _ in range(3):
+        tender.take_samples(a, {"samples": [hostile]})
+    row = a.samples[-1]
+    assert (row["mem_total_mb"], row["power_limit_w"]) == (24576, 450)
+    for kept_out in ("mem_used_mb", "temp", "power_w", "fan_pct", "ecc_uncorrected"):
+        assert row[kept_out] is None, kept_out
+    notes = ledger.query(
+        "SELECT reason, detail->>'fields' FROM events WHERE detail->>'class' = 'vitals_dropped'"
+    ).rows
+    assert len(notes) == 1  # the same drops again are no news
+    reason = notes[0][0]
+    assert "mem_used_mb: 30000 is over the card's 24576" in reason
+    assert "fan_pct: 250 is outside 0..100" in reason and "temp: not a finite number" in reason
+    assert "retired_pages" not in reason
+    # a sane sample is believed whole
+    good = {**hostile, "mem_used_mb": 18000, "temp": 71, "power_w": 300, "fan_pct": 55}
+    tender.take_samples(a, {"samples": [{**good, "ecc_uncorrected": 0}]})
+    row = a.samples[-1]
+    assert [row[k] for k in ("mem_used_mb", "temp", "power_w", "fan_pct", "ecc_uncorrected")] == [
+        18000,
+        71,
+        300,
+        55,
+        0,
+    ]
+    ledger.close()
 
 
 def run_preflight(link: ScriptedLink) -> tuple[Any, Any]:

@@ -123,6 +123,44 @@ def _sample(fake, capsys) -> dict:
     return parse_probe_output(capsys.readouterr().out.encode(), "nvml_sample")["samples"][0]
 
 
+class DatacenterNVML(FakeNVML):
+    """A board with a fan, ECC and page retirement (a datacenter card before Ampere)."""
+
+    def nvmlDeviceGetFanSpeed(self, h):
+        return 47
+
+    def nvmlDeviceGetTotalEccErrors(self, h, error_type, counter):
+        assert counter == 0  # volatile: since the driver loaded
+        return {0: 12, 1: 0}[error_type]
+
+    def nvmlDeviceGetRetiredPages(self, h, cause):
+        return [0x1000, 0x2000] if cause == 0 else [0x3000]
+
+
+def test_nvml_sample_reads_vital_signs_and_absent_ones_are_null(capsys):
+    s = _sample(DatacenterNVML(0), capsys)
+    assert (s["mem_used_mb"], s["mem_total_mb"], s["temp"]) == (18432, 24576, 84)
+    assert (s["fan_pct"], s["ecc_corrected"], s["ecc_uncorrected"], s["retired_pages"]) == (
+        47,
+        12,
+        0,
+        3,
+    )
+    # a consumer card: no fan reading, no ECC, no page retirement (NotSupported or missing)
+    consumer = FakeNVML(0)
+
+    def unsupported(*a):
+        raise _NVMLError("NVMLError_NotSupported")
+
+    consumer.nvmlDeviceGetFanSpeed = unsupported
+    consumer.nvmlDeviceGetTotalEccErrors = unsupported
+    consumer.nvmlDeviceGetRetiredPages = unsupported
+    c = _sample(consumer, capsys)
+    assert [c[k] for k in ("fan_pct", "ecc_corrected", "ecc_uncorrected", "retired_pages")] == [
+        None
+    ] * 4
+
+
 def test_nvml_sample_decodes_reasons_and_degrades(capsys):
     s = _sample(FakeNVML(0x20 | 0x8), capsys)
     assert s["reasons"] == ["hw_slowdown", "sw_thermal_slowdown"] and s["power_w"] is None

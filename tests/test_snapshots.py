@@ -73,6 +73,12 @@ DETAIL = InstanceDetail(
             1900.0 + k,
             2520.0,
             ("hw_slowdown",) if k % 7 == 6 else (),
+            mem_used_mb=300.0 + 750 * k,
+            mem_total_mb=24576.0,
+            temp_c=40.0 + 2 * k,
+            power_w=30.0 + 15 * k,
+            power_limit_w=450.0,
+            fan_pct=30.0 + k,
         )
         for k in range(24)
     ),
@@ -375,7 +381,7 @@ def test_instance_keys_do_nothing_where_no_instance_is_in_sight():
             assert not isinstance(app.screen, DestroyConfirm)
             await pilot.press("escape")
             await pilot.pause(0.3)
-            await pilot.press("j", "enter")
+            await pilot.press("down", "enter")
             await pilot.pause(0.3)
             assert isinstance(app.screen, DetailScreen)
             shown = app.screen.instance_id

@@ -38,6 +38,7 @@ from .end_dialog import EndConfirm
 from .fleet import PANE_HEIGHT, SORT_NAMES, FleetTable, FleetView, visible
 from .footer import FittedFooter
 from .header import fleet_fields, wrap_fields
+from .jobs_screen import JobOutputScreen, JobsScreen
 from .ledger_screen import CANNED, LedgerScreen
 from .modals import (
     BulkDestroyConfirm,
@@ -102,6 +103,7 @@ class RentwatchApp(App[str]):
         Binding("a", "start", "Start", id="fleet.start"),
         Binding("l", "ledger", "Ledger", id="app.ledger"),
         Binding("r", "receipt", "Receipt", id="app.receipt"),
+        Binding("j", "jobs", "Jobs", id="app.jobs"),
         Binding("x", "detach", "Detach", id="app.detach"),
         Binding("c", "create", "Create", id="fleet.create"),
         Binding("t", "toggle_view", "Table", id="fleet.toggle"),
@@ -149,6 +151,7 @@ class RentwatchApp(App[str]):
         ("Filter the fleet", "filter"),
         ("Help: the keys", "help"),
         ("Ledger (SQL)", "ledger"),
+        ("Jobs: state, host, progress, ETA, dollars; Enter follows one's output", "jobs"),
         ("Receipt and hosts", "receipt"),
         ("Leave: the controller runs on (in-process: detach the fleet; asks)", "detach"),
         ("Quit (asks)", "quit_ask"),
@@ -591,6 +594,10 @@ class RentwatchApp(App[str]):
 
     def action_ledger(self) -> None:
         self.push_screen(LedgerScreen(self.ledger))
+
+    def action_jobs(self) -> None:
+        if not isinstance(self.screen, JobsScreen | JobOutputScreen):
+            self.push_screen(JobsScreen(self.engine))
 
     def action_receipt(self) -> None:
         chart = self.latest.campaign if self.latest else None

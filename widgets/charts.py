@@ -46,7 +46,11 @@ def column_chart(
     for row in range(height - 1, -1, -1):
         label = f"{top:.0f}{unit}" if row == height - 1 else f"0{unit}" if row == 0 else ""
         t = Text(f"{label:>{label_w}}▕", style="dim")
-        t.append("".join(_cell(h, row) for h in levels), style=style)
+        if row:
+            t.append("".join(_cell(h, row) for h in levels), style=style)
+        else:  # a zero is a dot on the axis: blank, the series would seem to end before it
+            for h in levels:
+                t.append(_cell(h, 0), style=style) if h else t.append("·", style="dim")
         lines.append(t)
     return lines
 

@@ -1,6 +1,7 @@
 """One instance in depth (Enter on a pane or a table row): status-line history with times, the
-preflight document, utilization, clocks and throttle reasons over time, jobs, the market's own
-logs for it, the money so far split GPU/storage, and its ledger events.
+preflight document, utilization, clocks, throttle reasons, memory, temperature and power over
+time, jobs, the market's own logs for it, the money so far split GPU/storage, and its ledger
+events.
 
 The screen asks the engine (`engine.detail(id)`: in-process, or `GET /v1/instances/{id}` through
 a controller) in a thread worker; it never calls the market or the ledger itself. Every string
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rentwatch.core.text import clean
+from rentwatch.core.vitals import HOT_C
 from rentwatch.views.detail import InstanceDetail, JobLine
 from rich.table import Table
 from rich.text import Text
@@ -25,7 +27,7 @@ from .charts import column_chart
 from .clock import ago, clock, speed, time_label
 from .footer import FittedFooter
 from .header import wrap_fields
-from .render import PHASE_STYLE, progress_bar, span, sparkline
+from .render import PHASE_STYLE, gib, progress_bar, span, sparkline
 
 REFRESH_S = 2.0  # wall seconds between refreshes of figures (the market's logs: on `g`)
 WAIT_S = 20.0  # the longest the worker waits for one answer
@@ -41,20 +43,27 @@ def _line(*parts: tuple[str, str] | str) -> Text:
     return t
 
 
+def billed_now(d: InstanceDetail) -> str:
+    """What it bills per hour now, as the pane, the table and the header say it
+    (`snapshot.rate_now`): storage only while its GPU does not bill, nothing once gone."""
+    if d.dph_now is None:  # an answer without the figure: by its phase
+        if d.phase in ("destroyed", "lost"):
+            return "billing nothing"
+        if d.phase in ("stopped", "abandoned"):
+            return f"${d.storage_dph:.4f}/h storage only"
+        return f"${d.gpu_dph + d.storage_dph:.3f}/h"
+    if d.gpu_billing_now:
+        return f"${d.dph_now:.3f}/h"
+    return "billing nothing" if d.dph_now == 0 else f"${d.dph_now:.4f}/h storage only"
+
+
 def head_fields(d: InstanceDetail) -> list[Text]:
     """The screen's head as fields, wrapped a field at a time to the screen's width."""
     out = [
         Text(f" i:{d.instance_id} ", style="bold reverse"),
         Text(f"{d.gpu_name}  m:{d.machine_id} h:{d.host_id}"),
         Text(f"{d.phase.upper()}", style=PHASE_STYLE.get(d.phase, "")),
-        # what it bills now: a stopped rental bills storage only, a destroyed one nothing
-        Text(
-            "billing nothing"
-            if d.phase in ("destroyed", "lost")
-            else f"${d.storage_dph:.4f}/h storage only"
-            if d.phase in ("stopped", "abandoned")
-            else f"${d.gpu_dph + d.storage_dph:.3f}/h"
-        ),
+        Text(billed_now(d)),
         Text(f"created {clock(d.created_at)} ({ago(d.now - d.created_at)} ago)"),
     ]
     if d.ended_at is not None:
@@ -147,8 +156,84 @@ def render_gpu(d: InstanceDetail, width: int = 60) -> Text:
     t.append(throttled, style="red" if "!" in throttled else "grey50")
     t.append("  now: ")
     t.append(Text(", ".join(last.reasons) or "none", style="red" if last.reasons else "grey50"))
+    t.append(render_vitals(d, width))
     t.append(f"\n   from {clock(d.samples[0].at)} to {clock(last.at)}", style="dim")
     return t
+
+
+def _series(values: list[float | None], top: float) -> tuple[float, ...]:
+    """A series as percentages of `top` for a sparkline; a sample without it reads 0."""
+    return tuple(100 * v / top if v is not None and top else 0.0 for v in values)
+
+
+def render_vitals(d: InstanceDetail, width: int = 60) -> Text:
+    """Memory, temperature and power over the samples (each a sparkline against its own top:
+    the card's memory, 100 C, the enforced power limit), then fan and ECC as last read. A
+    figure the card did not report says so, never 0."""
+    t = Text()
+    samples = d.samples[-width:]
+    last = samples[-1]
+    if not any(s.mem_used_mb or s.temp_c or s.power_w for s in samples):
+        t.append("\n   memory, temperature, power: ")
+        t.append("not reported by the host's NVML", style="grey50")
+        return t
+    mem_top = max((s.mem_total_mb or 0.0 for s in samples), default=0.0)
+    power_top = max((s.power_limit_w or s.power_w or 0.0 for s in samples), default=0.0)
+    rows: list[tuple[str, tuple[float, ...], str, str]] = [
+        (
+            "memory  ",
+            _series([s.mem_used_mb for s in samples], mem_top),
+            "-"
+            if last.mem_used_mb is None
+            else f"{gib(last.mem_used_mb)}"
+            + (f"/{gib(last.mem_total_mb)}" if last.mem_total_mb is not None else "")
+            + " GiB",
+            "",
+        ),
+        (
+            "temp    ",
+            _series([s.temp_c for s in samples], 100.0),
+            "-" if last.temp_c is None else f"{last.temp_c:.0f}°C",
+            "bold red" if last.temp_c is not None and last.temp_c >= HOT_C else "",
+        ),
+        (
+            "power   ",
+            _series([s.power_w for s in samples], power_top),
+            "-"
+            if last.power_w is None
+            else f"{last.power_w:.0f}"
+            + (f"/{last.power_limit_w:.0f}" if last.power_limit_w is not None else "")
+            + " W",
+            "yellow"
+            if last.power_w is not None
+            and last.power_limit_w
+            and last.power_w >= 0.97 * last.power_limit_w
+            else "",
+        ),
+    ]
+    for label, series, now, style in rows:
+        t.append(f"\n   {label}")
+        t.append(sparkline(series, width), style="green")
+        t.append("  ")
+        t.append(now or "-", style=style)
+    t.append("\n   fan ")
+    t.append("-" if last.fan_pct is None else f"{last.fan_pct:.0f}%")
+    t.append("   ECC errors ")
+    if last.ecc_corrected is None and last.ecc_uncorrected is None:
+        t.append("not reported (no ECC)", style="grey50")
+    else:
+        unc = last.ecc_uncorrected
+        t.append(
+            f"corrected {_count(last.ecc_corrected)}, uncorrected {_count(unc)}",
+            style="bold red" if unc else "",
+        )
+    t.append("   retired pages ")
+    t.append(_count(last.retired_pages), style="bold red" if last.retired_pages else "")
+    return t
+
+
+def _count(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
 
 
 def render_status_history(d: InstanceDetail) -> Table:

@@ -50,7 +50,7 @@ SORTS: dict[str, Callable[[InstanceSnap], Any] | None] = {
     "billed": lambda s: -s.billed_usd,
     "state": lambda s: (STATE_ORDER.get(s.phase, 99), -s.created_at),
     "age": lambda s: s.created_at,
-    "$/h": lambda s: (-s.dph, -s.billed_usd),
+    "$/h": lambda s: (-s.rate, -s.billed_usd),
 }
 SORT_NAMES = tuple(SORTS)
 
@@ -83,13 +83,22 @@ def _cut(text: str, most: int) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
 
+def _util_cell(s: InstanceSnap) -> str:
+    """Utilization, and the card's temperature where it reported one (a hot card delivers
+    less): both only while the GPU runs for us."""
+    util = live_util(s)
+    if util is None:
+        return "-"
+    return f"{util:.0f}%" + (f" {s.temp_c:.0f}°C" if s.temp_c is not None else "")
+
+
 class FleetView(ScrollView, can_focus=True):
     """One widget for all panes: `render_line` draws the line it is asked for, so a thousand
     instances cost what the screen shows, not a thousand widgets."""
 
     BINDINGS = [
-        Binding("down,j", "move(1)", "Next", show=False),
-        Binding("up,k", "move(-1)", "Previous", show=False),
+        Binding("down", "move(1)", "Next", show=False),
+        Binding("up", "move(-1)", "Previous", show=False),
     ]
 
     class Selected(Message):
@@ -175,9 +184,7 @@ class FleetTable(DataTable[str]):
 
     COLUMNS = ("id", "gpu", "machine", "$/h", "phase", "status", "util", "throttle", "billed")
     MARGIN = 2  # rows above and below the window kept fresh, for a smooth cursor move
-    BINDINGS = [  # as in the pane view (the help says j/k select an instance)
-        Binding("j", "cursor_down", "Next", show=False),
-        Binding("k", "cursor_up", "Previous", show=False),
+    BINDINGS = [
         # the table's own Enter (a hidden "select") hid the app's Detail from the footer
         Binding("enter", "select_cursor", "Detail", id="table.detail"),
     ]
@@ -247,7 +254,7 @@ class FleetTable(DataTable[str]):
             str(s.instance_id),
             s.gpu_name,
             str(s.machine_id),
-            f"{s.dph:.3f}",
+            f"{s.rate:.3f}" if s.gpu_billing_now or s.dph_now is None else f"{s.rate:.4f}",
             s.phase,
             # a dead attempt's status age would keep growing: show why it ended instead
             _cut(
@@ -261,7 +268,7 @@ class FleetTable(DataTable[str]):
                 ),
                 FleetTable.WIDEST["status"],
             ),
-            "-" if live_util(s) is None else f"{live_util(s):.0f}%",
+            _util_cell(s),
             _cut("-" if s.phase in ENDED else s.throttle or "-", FleetTable.WIDEST["throttle"]),
             f"{s.billed_usd:.4f}",
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from rentwatch.core.errors import RentwatchError
@@ -176,8 +177,14 @@ class LedgerScreen(Screen[None]):
         self.result = result
         table.clear(columns=True)
         table.add_columns(*(Text(clean(c, 60)) for c in result.columns))
+        timed = [is_time_column(c) for c in result.columns]
         for row in result.rows:
-            table.add_row(*(Text("" if v is None else clean(_fmt(v), 2000)) for v in row))
+            table.add_row(
+                *(
+                    Text("" if v is None else clean(_fmt(v, t), 2000))
+                    for v, t in zip(row, timed, strict=False)
+                )
+            )
         first = result.offset + 1
         note = f"{len(result.rows)} row(s)"
         if result.truncated or result.offset:
@@ -234,9 +241,26 @@ class LedgerScreen(Screen[None]):
         self._status(f"wrote {len(self.result.rows)} rows to {clean(path, 200)}")
 
 
-def _fmt(v: Any) -> str:
+TIME_COLUMNS = frozenset({"ts", "wall", "now", "began", "ended", "last_seen"})
+EPOCH_RANGE = (1e9, 4e9)  # 2001 to 2096: a number there in a time column is a moment
+
+
+def is_time_column(name: str) -> bool:
+    """A column that holds a moment as epoch seconds: the events' `ts` and `wall`, the
+    views' `*_at` (the ledger keeps time as seconds; SQL and exports see them so)."""
+    return name in TIME_COLUMNS or name.endswith(("_at", "_ts"))
+
+
+def _fmt(v: Any, time_column: bool = False) -> str:
     if isinstance(v, datetime):  # the views' *_time columns: local time, to the second
         return v.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    if (
+        time_column
+        and isinstance(v, int | float | Decimal)
+        and not isinstance(v, bool)
+        and EPOCH_RANGE[0] <= v <= EPOCH_RANGE[1]
+    ):  # epoch seconds, shown as the local time they are (the raw figure is in SQL and exports)
+        return datetime.fromtimestamp(float(v)).astimezone().strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(v, float):  # four decimals at most: round(x, 1) reads 21.2, not 21.2000
         return f"{v:.4f}".rstrip("0").rstrip(".") if math.isfinite(v) else str(v)
     return str(v)

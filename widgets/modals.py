@@ -322,12 +322,13 @@ class BulkDestroyConfirm(ModalScreen[bool]):
 HELP = """\
 rentwatch keys
 
-  ↑/↓ j/k   select an instance           t    table view / pane view
+  ↑/↓       select an instance           t    table view / pane view
   Enter     detail of the selected one   /    filter the fleet
   s         stop the selected instance   a    start it again
   d         destroy (asks: type its id)  c    create one more
   D         destroy stopped duds (asks)  + -  want one more / fewer
   l         ledger (SQL)                 r    receipt and hosts
+  j         the jobs; Enter on one follows its output live
   o         sort: new / billed / state / age / $/h
   E         end the campaign, destroying all it holds (asks its name)
   x         leave it running (asks)

@@ -6,6 +6,7 @@ safe whatever snapshot it is handed)."""
 from __future__ import annotations
 
 from rentwatch.core.text import clean
+from rentwatch.core.vitals import HOT_C
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
 
@@ -42,9 +43,11 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     head = Text(style=("reverse " if selected else "") + base)
     head.append(f" i:{s.instance_id} ", style="bold")
     head.append(Text(clean(s.gpu_name, 40)))
-    head.append(f"  m:{s.machine_id} h:{s.host_id}  ${s.dph:.3f}/h  ")
+    head.append(f"  m:{s.machine_id} h:{s.host_id}  {rate_text(s)}  ")
     head.append(f"{s.phase.upper():<9}", style=PHASE_STYLE.get(s.phase, ""))
     head.append(f"  billed ${s.billed_usd:.4f}", style="bold" if not faded else base)
+    if s.dph_now and not s.gpu_billing_now:  # what its $/h is: no GPU in it
+        head.append("  $/h storage only", style="dim")
     if s.failure_class:
         head.append(f"  [{clean(s.failure_class, 40)}]", style="red")
     if not s.supervised:
@@ -91,6 +94,8 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     else:
         throttle = clean(s.throttle, 200)
         gpu.append(Text(throttle or "none", style="bold red" if throttle else "grey50"))
+    if util is not None:  # after the throttle, which says more when the line is cut
+        gpu.append(vitals_text(s))
     if s.verdict:
         gpu.append("  preflight: ")
         verdict = clean(s.verdict, 120)
@@ -99,6 +104,34 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
     if not faded and s.job and (s.job_progress is not None or s.job_eta_s is not None):
         lines.append(work_line(s))
     return [*lines, Text("")]
+
+
+def rate_text(s: InstanceSnap) -> str:
+    """What it bills per hour now (`InstanceSnap.rate`); four places where the GPU does not
+    bill (storage only: a stopped rental's cents)."""
+    if s.dph_now is not None and not s.gpu_billing_now:
+        return f"${s.dph_now:.4f}/h"
+    return f"${s.rate:.3f}/h"
+
+
+def gib(mb: float) -> str:
+    return f"{mb / 1024:.1f}"
+
+
+def vitals_text(s: InstanceSnap) -> Text:
+    """The last sample's temperature, power against its limit and memory, as fits a pane's
+    line: hot in red, drawing at its cap in yellow; what the card did not report is left out."""
+    t = Text()
+    if s.temp_c is not None:
+        t.append(f"  {s.temp_c:.0f}°C", style="bold red" if s.temp_c >= HOT_C else "")
+    if s.power_w is not None:
+        capped = s.power_limit_w is not None and s.power_w >= 0.97 * s.power_limit_w
+        limit = f"/{s.power_limit_w:.0f}" if s.power_limit_w is not None else ""
+        t.append(f"  {s.power_w:.0f}{limit} W", style="yellow" if capped else "")
+    if s.mem_used_mb is not None:
+        total = f"/{gib(s.mem_total_mb)}" if s.mem_total_mb is not None else ""
+        t.append(f"  mem {gib(s.mem_used_mb)}{total} GiB")
+    return t
 
 
 def progress_bar(frac: float, width: int = 20) -> str:

@@ -224,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .controller import add_parser as add_controller
     from .end import add_parser as add_end
+    from .jobs import add_parser as add_jobs
     from .offers import add_parser as add_offers
     from .reconcile import add_parser as add_reconcile
     from .ssh import add_parser as add_ssh
@@ -234,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_reconcile(sub)
     add_offers(sub, positive_int=_positive_int)
     add_ssh(sub)
+    add_jobs(sub)
     add_end(sub)
     add_team(sub)
     return p

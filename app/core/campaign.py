@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import posixpath
 import re
@@ -85,10 +86,20 @@ MAX_UPLOADS = 64
 
 
 def _line_of(text: str, key: str) -> str:
+    """Where `key` is set at the top level: `key = ...`, or a `[key]` / `[[key]]` header."""
     for i, line in enumerate(text.splitlines(), 1):
-        if re.match(rf"\s*{re.escape(key)}\s*=", line):
+        k = re.escape(key)
+        if re.match(rf"\s*{k}\s*=", line) or re.match(rf"\s*\[\[?\s*{k}\s*\]", line):
             return f"line {i}: "
     return ""
+
+
+def unknown_key(key: str, known: frozenset[str] | set[str]) -> str:
+    """An unknown key's message: the likeliest meant key first (a typo: `rnu`, `[[job]]`),
+    then every key that is known."""
+    near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return f"unknown key: {hint}(known: {', '.join(sorted(known))})"
 
 
 def _job_line_of(text: str, index: int, key: str) -> str:
@@ -156,7 +167,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     }
     for key in data:
         if key not in known:
-            raise fail(key, f"unknown key (known: {', '.join(sorted(known))})")
+            raise fail(key, unknown_key(key, known))
 
     def number(
         key: str, default: Any = ..., *, lo: float = 0.0, hi: float = 1e12, open_lo: bool = True
@@ -322,7 +333,7 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
 
     unknown = sorted(set(raw) - JOB_KEYS)
     if unknown:
-        raise fail(unknown[0], f"{where}: unknown key (known: {', '.join(sorted(JOB_KEYS))})")
+        raise fail(unknown[0], f"{where}.{unknown[0]}: {unknown_key(unknown[0], JOB_KEYS)}")
     jname = raw.get("name", f"job-{i + 1}")
     if not isinstance(jname, str) or not NAME.fullmatch(jname):
         raise fail("name", f"{where}.name: letters, digits, '.', '_' or '-' (it names a folder)")

@@ -231,6 +231,7 @@ class Supervisor:
                 "policy": self.policy.name,
                 "fleet": self.campaign.fleet,
                 "market": getattr(self.market, "base_url", None),  # whose rentals these are
+                "jobs": [j.name for j in self.campaign.jobs],  # `rentwatch jobs` lists them
             },
         )
         self.started_at = self.ledger.campaign_started_at(name)

@@ -148,6 +148,29 @@ class EngineThread:
             build(self.session.sup, instance_id, logs), self.loop
         )
 
+    def _on_loop(self, make: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
+        """`make(supervisor)`'s coroutine run on the engine's loop."""
+        if self.loop is None or self.session is None:
+            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            fut.set_exception(RuntimeError("the engine is not running"))
+            return fut
+        return asyncio.run_coroutine_threadsafe(make(self.session.sup), self.loop)
+
+    def jobs(self) -> concurrent.futures.Future[Any]:
+        """The campaign's jobs (`rentwatch.views.jobs.live`), read on the engine's loop."""
+        from ..views.jobs import live
+
+        async def read(sup: Any) -> Any:
+            return live(sup)
+
+        return self._on_loop(read)
+
+    def job_log(self, name: str) -> concurrent.futures.Future[Any]:
+        """A job's output now (`rentwatch.engine.jobs.output.read_output`)."""
+        from ..views.jobs import read_output
+
+        return self._on_loop(lambda sup: read_output(sup, name))
+
     def shutdown(self, mode: str = "stop", say: Callable[[str], None] | None = None) -> None:
         """End the engine with `mode` and wait until its release (or detach) is done."""
         self.exit_mode = mode

@@ -226,7 +226,6 @@ def nvml_document(base: dict[str, Any], facts: dict[str, Any], lost: bool) -> di
                 "pcie_width": pcie["width"],
                 "pcie_max_gen": pcie["max_gen"],
                 "pcie_max_width": pcie["max_width"],
-                "ecc_uncorrected": 0,
             }
         )
     doc["samples"] = samples

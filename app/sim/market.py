@@ -24,6 +24,7 @@ from . import bids, churn
 from . import host_behaviours as hb
 from .boot import THROTTLE_REASONS, boot_steps
 from .copies import Copy
+from .gpu_vitals import gpu_vitals
 from .images import deny_unpullable
 from .machines import Machine, between, build_machines, keyed_rng, nvml_name, other_listings
 from .rental import SimInstance
@@ -422,9 +423,13 @@ class SimMarket:
             if throttled
             else ([] if busy else ["gpu_idle"]),
             "util": 97 if busy else 0,
-            "temp": 83 if throttled else (71 if busy else 38),
-            "power_w": 310.0 if busy else 22.0,
-            "power_limit_w": 350.0,
+            **gpu_vitals(
+                m.real_gpu,
+                spec.vram_mb if spec else 24576,
+                busy,
+                inst.throttle_reason if throttled else None,
+                (self.scenario.seed, m.id),
+            ),
         }
 
     # -- truth ----------------------------------------------------------------------------

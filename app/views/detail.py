@@ -20,7 +20,7 @@ from ..core.lifecycle import Phase
 from ..core.text import clean
 from ..engine.supervisor import Supervisor
 from ..ledger.kinds import EventKind as K
-from .snapshot import shown_phase
+from .snapshot import rate_now, shown_phase
 
 LOG_TAIL = 40  # market log lines asked for
 LOG_TIMEOUT_S = 8.0  # wall seconds: a slow log answer must not hold the screen
@@ -45,6 +45,16 @@ class Sample:
     sm_clock: float | None
     max_sm_clock: float | None
     reasons: tuple[str, ...]
+    # vital signs (core/vitals.py): None where the card does not report one
+    mem_used_mb: float | None = None
+    mem_total_mb: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    fan_pct: float | None = None
+    ecc_corrected: float | None = None
+    ecc_uncorrected: float | None = None
+    retired_pages: float | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,8 @@ class InstanceDetail:
     market_logs: tuple[str, ...]
     market_logs_error: str
     events: tuple[LedgerLine, ...]
+    dph_now: float | None = None  # what it bills per hour now (`snapshot.rate_now`)
+    gpu_billing_now: bool = True
 
     @property
     def total_usd(self) -> float:
@@ -154,6 +166,7 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
     with_logs = logs and a.life.phase not in (Phase.DESTROYED, Phase.LOST)  # stopped: still there
     now = sup.now()
     money = a.charges(sup.market.gpu_billing, now)
+    dph_now, gpu_now = rate_now(a, sup.market.gpu_billing, now)
     events = sup.ledger.instance_events(instance_id, sup.campaign.name, last=400)
     history = [
         StatusLine(
@@ -177,6 +190,15 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
             sm_clock=_num(s.get("sm_clock")),
             max_sm_clock=_num(s.get("max_sm_clock")),
             reasons=tuple(clean(r, 40) for r in s.get("reasons") or ()),
+            mem_used_mb=_num(s.get("mem_used_mb")),
+            mem_total_mb=_num(s.get("mem_total_mb")),
+            temp_c=_num(s.get("temp")),
+            power_w=_num(s.get("power_w")),
+            power_limit_w=_num(s.get("power_limit_w")),
+            fan_pct=_num(s.get("fan_pct")),
+            ecc_corrected=_num(s.get("ecc_corrected")),
+            ecc_uncorrected=_num(s.get("ecc_uncorrected")),
+            retired_pages=_num(s.get("retired_pages")),
         )
         for s in a.samples[-120:]
     )
@@ -229,6 +251,8 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
             LedgerLine(e.seq, e.at, str(e.kind), clean(e.actor, 40), e.ok, clean(e.reason, 200))
             for e in events[-EVENTS_SHOWN:]
         ),
+        dph_now=dph_now,
+        gpu_billing_now=gpu_now,
     )
 
 

@@ -58,6 +58,22 @@ class InstanceSnap:
     bid: float | None = None
     min_bid: float | None = None
     paused_s: float | None = None
+    # the last NVML sample's vital signs (core/vitals.py; None: not reported or not believed)
+    mem_used_mb: float | None = None
+    mem_total_mb: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    fan_pct: float | None = None
+    # what it bills per hour right now, by the billing code (`rate_now`): storage only while
+    # stopped (or while its GPU does not bill yet), nothing once destroyed; None: not known
+    dph_now: float | None = None
+    gpu_billing_now: bool = True
+
+    @property
+    def rate(self) -> float:
+        """$/h now where known, else the listed GPU and storage price."""
+        return self.dph if self.dph_now is None else self.dph_now
 
 
 @dataclass(frozen=True)
@@ -102,19 +118,33 @@ class FleetReadout:
         return self.spent_usd / self.gpu_hours if self.gpu_hours > 0 else None
 
 
+def rate_now(a: Attempt, mode: str, now: float) -> tuple[float, bool]:
+    """The one definition of what a rental bills per hour now: its GPU and storage charge over
+    the last second, by the billing code itself (storage only while stopped, or while loading
+    where the GPU bills from running; nothing once destroyed), and whether the GPU is in it."""
+    c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
+    gpu = max(0.0, c.gpu_usd - before.gpu_usd) * 3600
+    return gpu + max(0.0, c.storage_usd - before.storage_usd) * 3600, gpu > 0
+
+
 def fleet_rate(sup: Supervisor, now: float) -> float:
-    """$/h the campaign's instances bill right now, by the billing code itself: each one's
-    GPU and storage charge over the last second (storage only while stopped, nothing once
-    destroyed). Observed instances (not rentwatch's) are left out, as from the budget's
-    spend: they are shown apart (`observed_dph`)."""
+    """$/h the campaign's instances bill right now (`rate_now` of each). Observed instances
+    (not rentwatch's) are left out, as from the budget's spend: they are shown apart
+    (`observed_dph`)."""
     mode = sup.market.gpu_billing
-    total = 0.0
-    for a in sup.attempts.values():
-        if not a.owned:
-            continue
-        c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
-        total += max(0.0, c.gpu_usd + c.storage_usd - before.gpu_usd - before.storage_usd)
-    return total * 3600
+    return sum(rate_now(a, mode, now)[0] for a in sup.attempts.values() if a.owned)
+
+
+_BREAKS = frozenset({"stop", "halt", "offline"})
+
+
+def run_samples(a: Attempt) -> list[dict[str, Any]]:
+    """Its samples since its last stop (or exit, or outage): a restarted, booting host's GPU
+    is not the one that read 97% before the stop."""
+    cut = max((m.at for m in a.marks if m.kind in _BREAKS), default=None)
+    if cut is None:
+        return a.samples
+    return [s for s in a.samples if not isinstance(s.get("ts"), int | float) or s["ts"] > cut]
 
 
 def shown_phase(a: Attempt) -> str:
@@ -124,9 +154,10 @@ def shown_phase(a: Attempt) -> str:
     if p == Phase.STOPPED and a.outbid_at is not None and a.resumes_by_itself:
         return "outbid"  # paused by a higher bid: it resumes (and bills) by itself
     # the host's own last NVML sample first: the market's utilization figure lags behind it
-    if p == Phase.VERIFIED and a.samples and (a.samples[-1].get("util") or 0) >= 50:
+    samples = run_samples(a)
+    if p == Phase.VERIFIED and samples and (samples[-1].get("util") or 0) >= 50:
         return "working"
-    if p == Phase.VERIFIED and a.util_low_since is not None and a.samples:
+    if p == Phase.VERIFIED and a.util_low_since is not None and samples:
         return "idle"
     return str(p)
 
@@ -248,6 +279,18 @@ def _delivery_fields(job: JobState | None) -> dict[str, Any]:
     }
 
 
+def _vital_fields(sample: dict[str, Any]) -> dict[str, Any]:
+    """The vital signs of a sample the tender kept (already read by `core.vitals`)."""
+    return {
+        "mem_used_mb": sample.get("mem_used_mb"),
+        "mem_total_mb": sample.get("mem_total_mb"),
+        "temp_c": sample.get("temp"),
+        "power_w": sample.get("power_w"),
+        "power_limit_w": sample.get("power_limit_w"),
+        "fan_pct": sample.get("fan_pct"),
+    }
+
+
 def snapshot(sup: Supervisor, now: float) -> FleetReadout:
     mode = sup.market.gpu_billing
     rows = []
@@ -262,7 +305,9 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         if not a.owned and a.life.phase not in (Phase.DESTROYED, Phase.LOST):
             observed += 1
             observed_dph += a.storage_dph + (a.gpu_dph if a.life.phase != Phase.STOPPED else 0)
-        last = a.samples[-1] if a.samples else {}
+        samples = run_samples(a)
+        last = samples[-1] if samples else {}
+        dph_now, gpu_now = rate_now(a, mode, now)
         v = a.verdict
         verdict = ""
         if v is not None:
@@ -288,7 +333,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 if sup.policy.freeze_window_s
                 else None,
                 util=last.get("util"),
-                util_history=tuple(float(s.get("util") or 0) for s in a.samples[-30:]),
+                util_history=tuple(float(s.get("util") or 0) for s in samples[-30:]),
                 sm_clock=last.get("sm_clock"),
                 max_sm_clock=last.get("max_sm_clock"),
                 throttle=a.throttle.reason if a.throttle and a.throttle.throttled else "",
@@ -306,6 +351,9 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 bid=a.bid,
                 min_bid=a.min_bid,
                 paused_s=None if a.outbid_at is None else max(0.0, now - a.outbid_at),
+                **_vital_fields(last),
+                dph_now=dph_now,
+                gpu_billing_now=gpu_now,
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))

@@ -15,6 +15,7 @@ from ...core.lifecycle import Phase
 from ...core.policy import Policy
 from ...core.rules import low_util_since
 from ...core.verdict import detect_throttle, finite
+from ...core.vitals import read_vitals
 from ...ledger import EventKind
 from ...market.protocol import Clock
 from ..attempt import Attempt
@@ -40,9 +41,6 @@ SAMPLE_FIELDS = (
     "sm_clock",
     "max_sm_clock",
     "reasons_bits",
-    "temp",
-    "power_w",
-    "mem_used_mb",
 )
 
 
@@ -88,6 +86,7 @@ class HostTender(PreflightRunner):
         self.beat_s = beat_s  # market seconds between heartbeats (and NVML samples)
         self.job_poll_s = job_poll_s  # market seconds between looks at a running job
         self._look_failures: dict[int, int] = {}  # failed looks in a row, per instance
+        self._vitals_dropped: dict[int, frozenset[str]] = {}  # what was last noted, per instance
 
     # -- proven hosts: watchdog, heartbeat, NVML samples, jobs -------------------------------
     def retend(self, returned: list[Attempt]) -> None:
@@ -224,11 +223,15 @@ class HostTender(PreflightRunner):
         (a host's document may hold any JSON), then the idle and throttle evidence."""
         now = self.clock.now()
         rows = []
+        dropped: set[str] = set()
         raw = doc.get("samples")
         for smp in raw[:MAX_SAMPLES] if isinstance(raw, list) else []:
             if not isinstance(smp, dict):
                 continue
             row: dict[str, Any] = {k: sample_value(k, smp.get(k)) for k in SAMPLE_FIELDS}
+            vitals, why = read_vitals(smp)
+            row.update(vars(vitals))
+            dropped.update(why)
             reasons = smp.get("reasons")
             row.update(
                 instance_id=a.instance_id,
@@ -240,6 +243,7 @@ class HostTender(PreflightRunner):
                 ],
             )
             rows.append(row)
+        self._note_dropped(a, now, frozenset(dropped))
         if not rows:
             return
         self.journal.samples(rows)
@@ -259,3 +263,25 @@ class HostTender(PreflightRunner):
             )
             self.journal.say(f"throttle i:{a.instance_id} m:{a.machine_id}: {t.reason}")
         a.throttle_seen(t)
+
+    def _note_dropped(self, a: Attempt, now: float, dropped: frozenset[str]) -> None:
+        """Vital signs a host reported that could not be believed: said in the log each time,
+        and in the ledger when what is dropped changes (not at every sample)."""
+        if dropped:
+            self.journal.say(f"sample i:{a.instance_id} dropped: {'; '.join(sorted(dropped))}")
+        if dropped == self._vitals_dropped.get(a.instance_id, frozenset()):
+            return
+        self._vitals_dropped[a.instance_id] = dropped
+        if dropped:
+            self.journal.fact(
+                K.NOTE,
+                a,
+                at=now,
+                actor="engine",
+                ok=False,
+                reason="vital signs not believed: " + shown_text("; ".join(sorted(dropped)), 300),
+                detail={
+                    "class": "vitals_dropped",
+                    "fields": sorted(d.split(":")[0] for d in dropped),
+                },
+            )

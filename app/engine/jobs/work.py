@@ -21,6 +21,7 @@ from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
 from .delivered import host_speed, note_delivery, work_detail, work_lost
+from .output import pull_log
 from .pulls import PULL_TRIES, Pulls
 from .rescue import Rescues
 from .restore import restore_jobs
@@ -65,6 +66,7 @@ class JobWork:
         self.rescues.pulled_at = self.last_checkpoint
         # jobs whose launch is under way (uploads, a push): a look meanwhile finds no process
         self._starting: set[str] = set()
+        self._log_kept: set[tuple[str, int]] = set()  # (job, attempt) whose output was kept
 
     @property
     def link(self) -> HostLink:
@@ -355,6 +357,11 @@ class JobWork:
         A pull that failed is tried again at the next looks, and past PULL_TRIES the job settles
         without them (the ledger has each failure); a host that leaves service first (or stops
         mid-pull) takes the job back to the queue (`reap`): its output went with the host."""
+        if (job.name, job.attempts) not in self._log_kept:  # its output, once per end
+            self._log_kept.add((job.name, job.attempts))
+            await pull_log(self.link, self.journal, self.pulls.artifacts_root, a, job.job)
+            if not job.held_by(a.instance_id, "finishing"):
+                return  # its host left service meanwhile: `reap` queued it again
         if job.job.artifacts and not await self.pulls.pull(a, job):
             job.pull_tries += 1
             if job.pull_tries < PULL_TRIES:

@@ -35,6 +35,7 @@ from ...engine.intents import (
 )
 from ...engine.supervisor import Outcome, Supervisor
 from ...ledger.readonly import QueryResult
+from ...views.jobs import live, read_output, to_json
 from ...views.snapshot import snapshot
 from ..engine_thread import EngineThread
 from . import api, registry
@@ -161,6 +162,12 @@ class Controller:
             return detail_to_json(await build(self._need(), instance_id, logs))
         except NoSuchInstance as exc:
             raise NotHeld(str(exc)) from None
+
+    async def jobs(self) -> list[dict[str, Any]]:
+        return to_json(live(self._need()))
+
+    async def job_log(self, name: str) -> dict[str, Any]:  # NoSuchJob: the server's 404
+        return dataclasses.asdict(await read_output(self._need(), name))
 
     # -- intents ---------------------------------------------------------------------------
     async def apply(self, intent: Intent) -> str:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 
@@ -21,6 +22,7 @@ from ...engine.intents import (
     Intent,
 )
 from ...ledger.readonly import QueryFailed, QueryRefused, QueryResult
+from ...views.jobs import JobOutput, JobRow, from_json, output_from_json
 from ...views.snapshot import FleetReadout
 from . import api, registry
 from .target import Target
@@ -76,6 +78,12 @@ class ControllerClient:
 
         path = f"/v1/instances/{int(instance_id)}" + ("" if logs else "?logs=0")
         return detail_from_json(self._call("GET", path))
+
+    def jobs(self) -> list[JobRow]:
+        return from_json(self._call("GET", "/v1/jobs"))
+
+    def job_log(self, name: str) -> JobOutput:
+        return output_from_json(self._call("GET", f"/v1/jobs/{quote(name, safe='')}/log"), name)
 
     def intent(self, intent: Intent) -> str:
         return str(self._call("POST", "/v1/intents", json=api.intent_to_json(intent))["done"])
@@ -216,24 +224,37 @@ class RemoteEngine:
 
     def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
         """One instance in depth from the controller (`GET /v1/instances/{id}`)."""
+        from ...views.detail import detail_from_json  # the engine's shape, loaded when asked
+
+        path = f"/v1/instances/{int(instance_id)}" + ("" if logs else "?logs=0")
+        return self._get(path, detail_from_json)
+
+    def _get(self, path: str, parse: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
+        """One GET to the controller on this client's loop, its JSON through `parse`."""
         if self.loop is None or self._http is None:
             return _failed(api.ControllerGone("not connected to a controller yet"))
         http = self._http
-        from ...views.detail import detail_from_json  # the engine's shape, loaded when asked
 
-        async def call() -> InstanceDetail:
+        async def call() -> Any:
             try:
-                resp = await http.get(
-                    f"/v1/instances/{int(instance_id)}", params={} if logs else {"logs": "0"}
-                )
+                resp = await http.get(path)
             except httpx.TransportError as exc:
                 raise api.ControllerGone(
                     f"no answer from {self.target.describe()}: {exc}"
                 ) from None
             raise_for(resp)
-            return detail_from_json(resp.json())
+            return parse(resp.json())
 
         return asyncio.run_coroutine_threadsafe(call(), self.loop)
+
+    def jobs(self) -> concurrent.futures.Future[Any]:
+        """The campaign's jobs (`GET /v1/jobs`)."""
+        return self._get("/v1/jobs", from_json)
+
+    def job_log(self, name: str) -> concurrent.futures.Future[Any]:
+        """A job's output now (`GET /v1/jobs/{name}/log`)."""
+        path = f"/v1/jobs/{quote(name, safe='')}/log"
+        return self._get(path, lambda got: output_from_json(got, name))
 
     def _main(self) -> None:
         self.loop = asyncio.new_event_loop()

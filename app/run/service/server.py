@@ -4,6 +4,8 @@ where every request must carry the token from a 0600 token file.
     GET    /v1/status              campaign, pid, ledger, uptime, fleet, spend, $/h
     GET    /v1/snapshot            the fleet as the dashboard draws it
     GET    /v1/instances/{id}      one instance in depth (the detail screen); ?logs=0: no market logs call
+    GET    /v1/jobs                the campaign's jobs (`rentwatch jobs`, the jobs screen)
+    GET    /v1/jobs/{name}/log     a job's output now: off its host, else kept at its end
     GET    /v1/events              server-sent events: `snapshot` (whole fleet), `log` (new lines)
     POST   /v1/intents             {"intent": "stop"|"start"|"destroy"|"create"|"fleet", ...}
     POST   /v1/query               {"sql", "limit", "offset", "id"} -> one page, read-only
@@ -41,6 +43,7 @@ from aiohttp import web
 
 from ...core.errors import RentwatchError
 from ...ledger.readonly import QueryFailed, QueryRefused
+from ...views.jobs import NoSuchJob
 from . import api, registry
 from .api import NotHeld, NotReady, Refused
 from .listener import Listener, quiet_http_errors
@@ -120,6 +123,8 @@ class ServiceServer:
                 web.get("/v1/status", self.status),
                 web.get("/v1/snapshot", self.snapshot),
                 web.get("/v1/instances/{iid}", self.instance),
+                web.get("/v1/jobs", self.jobs),
+                web.get("/v1/jobs/{name}/log", self.job_log),
                 web.get("/v1/events", self.events),
                 web.post("/v1/intents", self.intents),
                 web.post("/v1/query", self.query),
@@ -176,7 +181,7 @@ class ServiceServer:
             return _error(400, "query_failed", str(exc), exc.title)
         except NotReady as exc:
             return _error(503, "not_ready", str(exc), exc.title)
-        except NotHeld as exc:
+        except (NotHeld, NoSuchJob) as exc:
             return _error(404, "not_held", str(exc), exc.title)
         except Refused as exc:
             return _error(409, "refused", str(exc), exc.title)
@@ -220,6 +225,16 @@ class ServiceServer:
         # shielded: a dashboard closing the screen must not cut the market's log call in half
         logs = request.query.get("logs", "1") != "0"
         return _json(await asyncio.shield(self.ctrl.detail(int(raw), logs)))
+
+    async def jobs(self, request: web.Request) -> web.StreamResponse:
+        return _json(await self.ctrl.jobs())
+
+    async def job_log(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        if not name or len(name) > 64:
+            raise api.BadRequest("a job name is 1 to 64 characters")
+        # shielded: a screen closing must not cut an SSH session in half
+        return _json(await asyncio.shield(self.ctrl.job_log(name)))
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(

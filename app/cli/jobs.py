@@ -1,0 +1,268 @@
+"""`rentwatch jobs`: a campaign's jobs, as `sky queue` lists them (state, host, progress, ETA,
+dollars so far, attempts); `rentwatch logs JOB [-f]`: one job's output, as `sky logs` prints it.
+
+Both ask the controller that holds the ledger when one runs that campaign (its answer is live:
+progress and ETA, and the output off the host by the engine's own SSH route). Without one they
+read the ledger: the jobs' starts and ends, and a job's output off its host by the route the
+engine last reached it by (as `rentwatch ssh`), or, once it ended, the output kept on this
+machine (else the tail its end recorded). A host's text is cleaned before it is printed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import RentwatchError
+from ..core.text import clean
+from ..ledger import job_reads
+from ..views.jobs import JobRow, fold, names_of, rows_from_ledger, to_json
+from .ledger_read import select
+
+FOLLOW_S = 2.0  # wall seconds between two looks while following through a controller
+LOG_BYTES = 64 * 1024
+
+
+class NoJob(RentwatchError):
+    title = "no such job"
+
+
+def _controller(ledger: Path, campaign: str | None) -> tuple[Any, str] | None:
+    """The controller holding `ledger` and its campaign, when it runs `campaign` (any, if None)."""
+    from .controllers import controller_for_ledger
+
+    remote = controller_for_ledger(ledger)
+    if remote is None:
+        return None
+    running = str(remote.status().get("campaign") or "")
+    if campaign is not None and campaign != running:
+        remote.close()
+        return None
+    return remote, running
+
+
+def ledger_rows(ledger: Path, campaign: str | None) -> list[tuple[str, JobRow]]:
+    """(campaign, row) for each job the ledger knows, from its events alone."""
+    events = select(ledger, job_reads.job_events(campaign))
+    starts = {
+        r["campaign"]: names_of(r["jobs"])
+        for r in select(ledger, job_reads.campaign_jobs(campaign))
+    }
+    ids = {int(e["instance_id"]) for e in events if e["instance_id"] is not None}
+    billed: dict[int, list[dict[str, Any]]] = {}
+    for b in select(ledger, job_reads.billing_spans(ids)) if ids else []:
+        billed.setdefault(int(b["instance_id"]), []).append(b)
+    hosts = {int(h["instance_id"]): h for h in select(ledger, job_reads.hosts(ids))} if ids else {}
+    clocks = {
+        r["campaign"]: float(r["now"])
+        for r in select(ledger, "SELECT campaign, now FROM campaign_clocks")
+    }
+    out = []
+    for name in sorted({*starts, *(e["campaign"] for e in events)} - {None}):
+        mine = [e for e in events if e["campaign"] == name]
+        folded = fold(mine, starts.get(name, ()))
+        now = clocks.get(name, 0.0)
+        out += [(name, r) for r in rows_from_ledger(folded, billed, hosts, now)]
+    return out
+
+
+def _cell(row: JobRow) -> list[str]:
+    bar = ""
+    if row.progress is not None:
+        done = int(max(0.0, min(1.0, row.progress)) * 10)
+        bar = "#" * done + "." * (10 - done) + f" {row.progress:4.0%}"
+    eta = "-" if row.eta_min is None else f"{'~' if row.eta_estimated else ''}{row.eta_min:.0f}m"
+    host = f"i:{row.instance_id} {row.host}" if row.instance_id is not None else "-"
+    return [row.job, row.state, host, bar or "-", eta, f"${row.usd:.4f}", str(row.attempts)]
+
+
+def print_table(rows: list[tuple[str, JobRow]], out: Callable[[str], None] = print) -> None:
+    head = ["JOB", "STATE", "HOST", "PROGRESS", "ETA", "USD", "TRIES"]
+    by_campaign: dict[str, list[JobRow]] = {}
+    for campaign, row in rows:
+        by_campaign.setdefault(campaign, []).append(row)
+    for campaign, mine in by_campaign.items():
+        cells = [head, *(_cell(r) for r in mine)]
+        widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+        out(f"campaign {clean(campaign, 64)}")
+        for c in cells:
+            out("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from .ledger_pick import ledger_for
+
+    ledger = ledger_for(args.ledger, campaign=args.campaign)
+    found = _controller(ledger, args.campaign)
+    if found is not None:
+        remote, running = found
+        try:
+            rows = [(running, r) for r in remote.jobs()]
+        finally:
+            remote.close()
+    else:
+        rows = ledger_rows(ledger, args.campaign)
+    if args.campaign is not None and not rows:
+        raise NoJob(f"the ledger {ledger} has no jobs of campaign {args.campaign!r}")
+    if args.json:
+        print(json.dumps([{"campaign": c, **to_json([r])[0]} for c, r in rows], indent=1))
+    elif not rows:
+        print(f"no jobs in the ledger {ledger}")
+    else:
+        print_table(rows)
+    return 0
+
+
+# -- logs ----------------------------------------------------------------------------------
+def shown_lines(text: str) -> list[str]:
+    """A host's output as lines a terminal may show: each cleaned (no escapes, no controls);
+    a carriage return (a progress bar redrawn) starts a line, as it would on the screen."""
+    return [clean(line, 2000) for line in text.splitlines()]
+
+
+def _new_part(before: str, now: str) -> str:
+    """What `now` (a tail of a growing log) adds after `before` (the last tail read)."""
+    if not before:
+        return now
+    if now.startswith(before):
+        return now[len(before) :]
+    for cut in range(min(len(before), len(now)), 0, -1):  # the tail window moved on
+        if before.endswith(now[:cut]):
+            return now[cut:]
+    return now
+
+
+def _emit(text: str, out: Callable[[str], None]) -> None:
+    for line in shown_lines(text):
+        out(line)
+
+
+def follow_controller(remote: Any, job: str, follow: bool, out: Callable[[str], None]) -> int:
+    """The job's output through the controller; with `follow`, new output every FOLLOW_S until
+    the job is no longer on a host (Ctrl-C ends it sooner)."""
+    got = remote.job_log(job)
+    print(f"rentwatch: job {job}: {clean(got.source, 200)}", file=sys.stderr)
+    _emit(got.text, out)
+    seen = got.text
+    while follow and got.live:
+        time.sleep(FOLLOW_S)
+        got = remote.job_log(job)
+        _emit(_new_part(seen, got.text), out)
+        seen = got.text or seen
+    return 0
+
+
+def _where(ledger: Path, campaign: str | None, job: str) -> tuple[str, JobRow]:
+    rows = [(c, r) for c, r in ledger_rows(ledger, campaign) if r.job == job]
+    if not rows:
+        which = f"campaign {campaign!r}" if campaign else "any campaign"
+        raise NoJob(f"no job {job!r} in {which} of the ledger {ledger}")
+    if len({c for c, _ in rows}) > 1:
+        names = ", ".join(sorted({c for c, _ in rows}))
+        raise NoJob(f"job {job!r} is in several campaigns ({names}): name one with --campaign")
+    return rows[0]
+
+
+def over_ssh(ledger: Path, row: JobRow, follow: bool, key: Path, out: Callable[[str], None]) -> int:
+    """The job's log on its host, by the route the engine last reached it by, through the
+    system ssh; its output cleaned line by line."""
+    from ..engine.jobs.runner import job_dir
+    from .ssh import route_of, ssh_command
+
+    assert row.instance_id is not None
+    kind, host, port, _ = route_of(ledger, row.instance_id)
+    log = f"{job_dir(row.job)}/log"
+    remote = f"tail -c {LOG_BYTES} {'-f ' if follow else ''}{log}"
+    cmd = ssh_command(row.instance_id, host, port, key, key.parent / "known_hosts", [remote])
+    cmd.insert(1, "-T")  # no terminal: the host's bytes come to us, not to the screen
+    exe = shutil.which("ssh")
+    if exe is None:
+        raise NoJob("no `ssh` command on PATH (install OpenSSH's client)")
+    print(
+        f"rentwatch: job {row.job} on i:{row.instance_id} by its {kind} route {host}:{port}",
+        file=sys.stderr,
+    )
+    with subprocess.Popen([exe, *cmd[1:]], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL) as p:
+        assert p.stdout is not None
+        try:
+            for raw in _lines(p.stdout):
+                out(clean(raw.decode("utf-8", errors="replace"), 2000))
+        except KeyboardInterrupt:
+            p.terminate()
+            return 130
+        return p.wait()
+
+
+def _lines(stream: Any) -> Iterable[bytes]:
+    for raw in iter(stream.readline, b""):
+        yield from raw.replace(b"\r", b"\n").splitlines()
+
+
+def kept_output(ledger: Path, campaign: str, row: JobRow) -> tuple[str, str]:
+    """(text, where from) of an ended job: the output kept when it ended, else its last
+    end's tail in the ledger."""
+    from ..engine.jobs.output import read_kept
+
+    got = select(ledger, job_reads.pulled_log(campaign, row.job))
+    path = got[0]["path"] if got else None
+    text = read_kept(Path(path), LOG_BYTES) if path else None
+    if text is not None:
+        return text, f"its output kept at {path}"
+    tail = [
+        str(e["log_tail"])
+        for e in select(ledger, job_reads.job_events(campaign, row.job))
+        if e["log_tail"]
+    ]
+    if tail:
+        return tail[-1], "the tail its end left in the ledger (its full output was not kept)"
+    return "", "no output recorded"
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from ..engine.session import default_key_path
+    from .ledger_pick import ledger_for
+
+    ledger = ledger_for(args.ledger, campaign=args.campaign)
+    found = _controller(ledger, args.campaign)
+    if found is not None:
+        from ..run.service.api import ServiceError
+
+        remote, _ = found
+        try:
+            return follow_controller(remote, args.job, args.follow, print)
+        except ServiceError as exc:
+            if "has no job" not in str(exc):
+                raise
+            # not the running campaign's: an earlier campaign's job, from the ledger
+        finally:
+            remote.close()
+    campaign, row = _where(ledger, args.campaign, args.job)
+    if row.state == "running" and row.instance_id is not None:
+        key = Path(args.ssh_key) if args.ssh_key else default_key_path()
+        return over_ssh(ledger, row, args.follow, key, print)
+    text, source = kept_output(ledger, campaign, row)
+    print(f"rentwatch: job {row.job} ({row.state}): {source}", file=sys.stderr)
+    _emit(text, print)
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Register `rentwatch jobs` and `rentwatch logs` on the CLI's subparsers."""
+    j = sub.add_parser("jobs", help="a campaign's jobs: state, host, progress, ETA, USD, tries")
+    j.add_argument("--campaign", help="one campaign only")
+    j.add_argument("--ledger", help="the campaign's ledger (default: the user's that has it)")
+    j.add_argument("--json", action="store_true")
+    j.set_defaults(fn=cmd_jobs)
+    lg = sub.add_parser("logs", help="a job's output, off its host or kept at its end (-f follows)")
+    lg.add_argument("job", metavar="JOB", help="the job's name")
+    lg.add_argument("--campaign", help="its campaign (when several have a job of that name)")
+    lg.add_argument("--ledger", help="the campaign's ledger (default: the user's that has it)")
+    lg.add_argument("-f", "--follow", action="store_true", help="follow it while it runs")
+    lg.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
+    lg.set_defaults(fn=cmd_logs)

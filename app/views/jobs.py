@@ -1,0 +1,301 @@
+"""A campaign's jobs as the operator reads them (`rentwatch jobs`, the dashboard's jobs screen):
+each job's state, host, progress, ETA, dollars so far and attempts.
+
+Two sources, one shape. Live, from the engine (`live`): the queue as it stands, with each
+running job's delivery (its progress and ETA). From the ledger alone (`fold`, when no
+controller runs the campaign): the job starts and ends recorded, folded the way the engine's
+restore reads them. A job's dollars are what its hosts billed while it ran on them (from each
+start to its end), by the billing rules the receipt uses: the engine's `Attempt.charges` live,
+the ledger's `billing_spans` view from the file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..core.errors import RentwatchError
+from ..core.lifecycle import Phase
+from ..core.text import clean
+from ..engine.hosts.ssh import SSHFailure
+from ..engine.jobs.output import LOG_SHOWN, log_command, log_path, read_kept
+from ..engine.supervisor import Supervisor
+from ..ledger.kinds import EventKind
+
+STATES = ("running", "finishing", "pending", "done", "failed")
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job: str
+    state: str  # pending, running, finishing (its output coming off), done, failed
+    instance_id: int | None  # its host now, or the last one it ran on
+    host: str  # that host's GPU and machine ("" before its first start)
+    progress: float | None  # 0..1: the job's own reading, 1 once done; None: nothing says
+    eta_min: float | None  # market minutes left (None: nothing says)
+    usd: float  # what its hosts billed while it ran on them
+    attempts: int
+    started_at: float | None = None  # this attempt's start (market time)
+    finished_at: float | None = None
+    exit_code: int | None = None
+    last_line: str = ""  # the last line of its output rentwatch saw
+    eta_estimated: bool = False  # the ETA comes from the preflight's speed, not its progress
+
+
+@dataclass(frozen=True)
+class Span:
+    """One run of a job on one host: from its start to its end (None: running still)."""
+
+    instance_id: int
+    start: float
+    end: float | None
+
+
+@dataclass
+class _Fold:
+    state: str = "pending"
+    instance_id: int | None = None
+    attempts: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    exit_code: int | None = None
+    last_line: str = ""
+    spans: list[Span] = field(default_factory=list)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() in ("true", "1")
+
+
+def fold(events: Iterable[Mapping[str, Any]], names: Sequence[str] = ()) -> dict[str, _Fold]:
+    """Each job's state from its starts and ends, oldest first (`ledger.job_reads.job_events`
+    rows): a start runs it on that host; an end that queued it again leaves it pending; any
+    other end settles it, done on exit 0. `names` are the campaign's jobs never started."""
+    jobs: dict[str, _Fold] = {n: _Fold() for n in names}
+    for ev in events:
+        name = str(ev["job"])
+        j = jobs.setdefault(name, _Fold())
+        at = float(ev["ts"])
+        if ev["kind"] == "job_started":
+            iid = _int(ev["instance_id"])
+            j.state, j.instance_id, j.started_at = "running", iid, at
+            j.finished_at, j.exit_code = None, None
+            j.attempts = _int(ev["attempt"]) or j.attempts + 1
+            if iid is not None:
+                j.spans.append(Span(iid, at, None))
+            continue
+        if j.spans and j.spans[-1].end is None:
+            j.spans[-1] = Span(j.spans[-1].instance_id, j.spans[-1].start, at)
+        if _truthy(ev["requeued"]):
+            j.state = "pending"
+            continue
+        code = _int(ev["exit_code"])
+        if code is None and not ev["ok"] and j.state != "running":
+            continue  # an interruption after its end was recorded (out of retries, say)
+        j.exit_code = code if code is not None else j.exit_code
+        j.state = "done" if ev["ok"] else "failed"
+        j.finished_at = at
+        tail = [ln for ln in str(ev.get("log_tail") or "").splitlines() if ln.strip()]
+        if tail:
+            j.last_line = clean(tail[-1], 200)
+    return jobs
+
+
+def span_usd(
+    spans: Iterable[Span], billed: Mapping[int, Sequence[Mapping[str, Any]]], now: float
+) -> float:
+    """What the spans' hosts billed during them, from the ledger's billing spans per instance
+    (`ledger.job_reads.billing_spans` rows): each overlap at the rates that span bills."""
+    total = 0.0
+    for s in spans:
+        end = now if s.end is None else s.end
+        for b in billed.get(s.instance_id, ()):
+            lo = max(s.start, float(b["ts"]))
+            hi = min(end, float(b["ts"]) + float(b["span_s"]))
+            if hi <= lo:
+                continue
+            rate = (float(b["gpu_dph"]) if b["gpu_on"] else 0.0) + (
+                float(b["storage_dph"]) if b["storage_on"] else 0.0
+            )
+            total += (hi - lo) * rate / 3600
+    return total
+
+
+def host_label(gpu_name: Any, machine_id: Any) -> str:
+    gpu = clean(gpu_name, 40) if gpu_name else "?"
+    return f"{gpu} m:{machine_id}" if machine_id is not None else gpu
+
+
+def rows_from_ledger(
+    folded: Mapping[str, _Fold],
+    billed: Mapping[int, Sequence[Mapping[str, Any]]],
+    hosts: Mapping[int, Mapping[str, Any]],
+    now: float,
+) -> list[JobRow]:
+    """The ledger's jobs as rows (no live delivery: progress is 1 once done, else unknown)."""
+    out = []
+    for name, j in folded.items():
+        h = hosts.get(j.instance_id) if j.instance_id is not None else None
+        # a running job whose host is gone from the ledger's view is not running any more
+        state = j.state
+        if state == "running" and h is not None and h.get("destroyed_at") is not None:
+            state = "failed"
+        out.append(
+            JobRow(
+                job=clean(name, 64),
+                state=state,
+                instance_id=j.instance_id,
+                host=host_label(h.get("gpu_name"), h.get("machine_id")) if h else "",
+                progress=1.0 if state == "done" else None,
+                eta_min=0.0 if state == "done" else None,
+                usd=round(span_usd(j.spans, billed, now), 6),
+                attempts=j.attempts,
+                started_at=j.started_at,
+                finished_at=j.finished_at,
+                exit_code=j.exit_code,
+                last_line=j.last_line,
+            )
+        )
+    return out
+
+
+def live(sup: Supervisor) -> list[JobRow]:
+    """The campaign's jobs as the engine holds them now. Runs on the engine's loop."""
+    now = sup.now()
+    mode = sup.market.gpu_billing
+    events = sup.ledger.campaign_events(
+        sup.campaign.name, EventKind.JOB_STARTED, EventKind.JOB_FINISHED
+    )
+    spans = fold(
+        {
+            "job": e.detail.get("job"),
+            "ts": e.at,
+            "kind": str(e.kind),
+            "instance_id": e.instance_id,
+            "requeued": e.detail.get("requeued"),
+            "exit_code": e.detail.get("exit_code"),
+            "attempt": e.detail.get("attempt"),
+            "ok": e.ok,
+        }
+        for e in events
+        if e.detail.get("job") is not None
+    )
+    out = []
+    for j in sup.jobs.jobs:
+        a = sup.attempts.get(j.instance_id) if j.instance_id is not None else None
+        usd = 0.0
+        for s in spans.get(j.name, _Fold()).spans:
+            held = sup.attempts.get(s.instance_id)
+            if held is not None:
+                end = now if s.end is None else s.end
+                usd += held.charges(mode, end).total_usd - held.charges(mode, s.start).total_usd
+        d = j.delivery if j.status == "running" else None
+        progress = 1.0 if j.status == "done" else (d.progress if d else j.progress)
+        eta = 0.0 if j.status == "done" else (d.eta_s / 60 if d and d.eta_s is not None else None)
+        out.append(
+            JobRow(
+                job=clean(j.name, 64),
+                state=j.status,
+                instance_id=j.instance_id,
+                host=host_label(a.gpu_name, a.machine_id) if a is not None else "",
+                progress=progress,
+                eta_min=eta,
+                usd=round(max(0.0, usd), 6),
+                attempts=j.attempts,
+                started_at=j.started_at,
+                finished_at=j.finished_at,
+                exit_code=j.exit_code,
+                last_line=clean(a.job_line, 200) if a is not None and j.status == "running" else "",
+                eta_estimated=bool(d and d.source != "progress"),
+            )
+        )
+    return out
+
+
+def names_of(raw: Any) -> list[str]:
+    """A campaign start's job list (`detail.jobs`, JSON text from SQL); none if unreadable."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return []
+    return [str(n) for n in value] if isinstance(value, list) else []
+
+
+def to_json(rows: Iterable[JobRow]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]
+
+
+def from_json(data: Any) -> list[JobRow]:
+    """Rows from the controller's answer; a field this version lacks is left out."""
+    names = set(JobRow.__dataclass_fields__)
+    out = []
+    for row in data if isinstance(data, list) else []:
+        if isinstance(row, dict):
+            out.append(JobRow(**{k: v for k, v in row.items() if k in names}))
+    return out
+
+
+# -- a job's output -------------------------------------------------------------------------
+class NoSuchJob(RentwatchError):
+    title = "no such job"
+
+
+@dataclass(frozen=True)
+class JobOutput:
+    job: str
+    text: str  # the host's bytes, decoded; not cleaned
+    source: str  # where it came from, as a person reads it
+    live: bool  # read off its host now: a follow asks again
+
+
+async def read_output(sup: Supervisor, name: str, most: int = LOG_SHOWN) -> JobOutput:
+    """The job's output now: off its host while it runs on a rental in service, else the log
+    kept at its end, else the tail of its last end in the ledger."""
+    job = sup.jobs.by_name(name)
+    if job is None:
+        raise NoSuchJob(f"the campaign {sup.campaign.name} has no job {name!r}")
+    a = sup.attempts.get(job.instance_id) if job.instance_id is not None else None
+    if (
+        job.status in ("running", "finishing")
+        and a is not None
+        and a.life.phase == Phase.VERIFIED
+        and a.ssh_host is not None
+    ):
+        try:
+            res = await sup.link.run(a, log_command(job.job, most))
+            text = res.stdout.decode("utf-8", errors="replace")
+            return JobOutput(name, text, f"its host i:{a.instance_id}", True)
+        except SSHFailure as exc:
+            said = f"its host i:{a.instance_id} did not answer ({exc})"
+            return JobOutput(name, "", said, True)
+    kept = read_kept(log_path(sup.job_work.pulls.artifacts_root, sup.campaign.name, name), most)
+    if kept is not None:
+        return JobOutput(name, kept, "its output kept when it ended", False)
+    ends = sup.ledger.campaign_events(sup.campaign.name, EventKind.JOB_FINISHED)
+    tail = next(
+        (
+            str(e.detail.get("log_tail") or "")
+            for e in reversed(ends)
+            if e.detail.get("job") == name and e.detail.get("log_tail")
+        ),
+        None,
+    )
+    if tail is not None:
+        return JobOutput(name, tail, "the tail its end left in the ledger", False)
+    said = "not started yet" if job.status == "pending" else "no output recorded"
+    return JobOutput(name, "", said, job.status == "pending")
+
+
+def output_from_json(got: Any, name: str) -> JobOutput:
+    """A job's output from the controller's answer."""
+    got = got if isinstance(got, dict) else {}
+    text, source = str(got.get("text", "")), str(got.get("source", ""))
+    return JobOutput(str(got.get("job", name)), text, source, bool(got.get("live")))
