@@ -33,7 +33,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..engine.supervisor import Supervisor
+from ..engine.rounds import rounds
+from ..engine.supervisor import Outcome, Supervisor
 from ..sim.market import SimClock
 from ..sim.server import SimServer
 from .lag import Notices, host_events, judge, lag_figures, lags, noticed_at, still_visible
@@ -172,6 +173,29 @@ async def _beat(clock: SimClock) -> None:
     while True:
         clock.beat()
         await asyncio.sleep(BEAT_S)
+
+
+class _HeldPolls:
+    """The supervisor's polls, each with the market's clock held: the market stands while the
+    engine looks at it and decides (its own CPU, its ledger, its calls), and runs while the
+    engine waits for its next poll."""
+
+    def __init__(self, sup: Supervisor, clock: SimClock) -> None:
+        self.sup, self.clock = sup, clock
+
+    async def poll_once(self) -> object:
+        with self.clock.held():
+            return await self.sup.poll_once()
+
+    def poll_wait(self, cap: float, floor: float) -> float:
+        return self.sup.poll_wait(cap, floor)
+
+
+async def run_held(sup: Supervisor, clock: SimClock) -> Outcome:
+    """`Supervisor.run`, each poll with `clock` held (`_HeldPolls`)."""
+    await rounds(_HeldPolls(sup, clock), lambda: sup.finished is not None)
+    assert sup.finished is not None
+    return sup.finished
 
 
 def _drain(walls: deque[float]) -> list[float]:

@@ -30,7 +30,7 @@ from ..sim.market import SimClock
 from ..sim.scenario import Scenario
 from ..sim.server import SimServer
 from .lag import LAG_BOUND_S, summarise_valid
-from .pacing import Governor, governed, rerun_if_late, timing
+from .pacing import Governor, governed, rerun_if_late, run_held, timing
 from .score import RATIO_KEYS, SCORE_KEYS, RunFacts, score
 from .workers import run_all
 
@@ -172,7 +172,9 @@ async def _one_run(
         await session.start()
         async with governed(sim, sup, start, lag_bound_s) as gov:
             try:
-                ended, finish = await _run_until(sup.run(), sim.market.clock, start + deadline_s)
+                ended, finish = await _run_until(
+                    run_held(sup, sim.market.clock), sim.market.clock, start + deadline_s
+                )
             except Exception as exc:  # an engine error ends this run, scored as far as it got;
                 # it must not take the other runs of the referee down with it
                 ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"

@@ -12,10 +12,11 @@ gaps between a run's ids come from the seed, so within a run they are determinis
 
 from __future__ import annotations
 
+import contextlib
 import math
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..core.billing import Mark, storage_per_hour
@@ -48,7 +49,9 @@ class SimClock:
     market whose engine falls behind): market time then bends, never jumps, and never runs
     backwards. With `hold_after(cap)` the clock also stands still once `cap` wall seconds
     passed without a `beat()`: the referee beats it from the engine's own event loop, so wall
-    time the engine could not run (its own CPU work, a busy box) does not pass in the market.
+    time the engine could not run (its own CPU work, a busy box) does not pass in the market;
+    and beats do not count while the clock is `held` (the engine's poll, a call to the market
+    out), so the market stands while the engine looks at it.
     Read from the sim's thread and the engine's alike, so the whole state is one tuple swapped
     at once."""
 
@@ -64,6 +67,7 @@ class SimClock:
         # (market time at the last fold, wall clock then, scale since, wall seconds it may run
         # without a beat)
         self._at: tuple[float, float, float, float] = (origin, monotonic(), time_scale, math.inf)
+        self._holds = 0  # calls to the market out (`held`), from the thread that beats
 
     @property
     def time_scale(self) -> float:
@@ -97,8 +101,31 @@ class SimClock:
         self._fold(cap=cap_wall_s)
 
     def beat(self) -> None:
-        """Whoever the clock waits for is running: what passed counts (up to the cap)."""
-        self._fold()
+        """Whoever the clock waits for is running: what passed counts (up to the cap), unless
+        a call to the market is out (`held`)."""
+        if not self._holds:
+            self._fold()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """While a call to the market is out, beats do not count: the market's answer costs
+        its market time only up to the cap, as a real market answers in a fraction of the
+        seconds that a scaled clock would make of a loaded box's wall time."""
+        self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
+
+    @contextlib.contextmanager
+    def waited_on(self) -> Iterator[None]:
+        """Inside `held`, whoever holds waits on the clock itself (a call paced in market
+        seconds): the hold lifts meanwhile, or the wait would never end."""
+        self._holds -= 1
+        try:
+            yield
+        finally:
+            self._holds += 1
 
     def advance(self, seconds: float) -> None:
         """Jump the market forward (tests and benchmarks)."""

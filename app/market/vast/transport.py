@@ -78,12 +78,17 @@ class ClientStats:
 
 
 class SharedClock(Protocol):
-    """A market clock read in-process (`sim.market.SimClock` has this shape)."""
+    """A market clock read in-process (`sim.market.SimClock` has this shape); `held()` is
+    entered for each exchange with the market, `waited_on()` for each wait on its time."""
 
     @property
     def time_scale(self) -> float: ...
 
     def now(self) -> float: ...
+
+    def held(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def waited_on(self) -> contextlib.AbstractContextManager[None]: ...
 
 
 class Transport:
@@ -205,6 +210,7 @@ class Transport:
             self._last_call[kind] = time.monotonic()
 
     async def _pace_market(self, kind: str) -> None:
+        assert self._shared is not None
         """Pacing on a shared clock, in its own market seconds: it may run slower than its
         scale says (the referee holds it while the engine cannot run)."""
         interval = self.min_intervals.get(kind, 0.0)
@@ -212,7 +218,8 @@ class Transport:
             return
         async with self._pace_lock:
             while (wait := self._last_call.get(kind, -math.inf) + interval - self.now()) > 0:
-                await asyncio.sleep(wait / max(self.time_scale, 1e-9))
+                with self._shared.waited_on():
+                    await asyncio.sleep(wait / max(self.time_scale, 1e-9))
             self._last_call[kind] = self.now()
 
     def _answered(self, kind: str) -> None:
@@ -352,6 +359,14 @@ class Transport:
         self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
     ) -> httpx.Response:
         """One exchange, its answer read to the end but never past `max_answer_bytes`."""
+        if self._shared is not None:
+            with self._shared.held():
+                return await self._exchange_once(method, url, params, body, timeout)
+        return await self._exchange_once(method, url, params, body, timeout)
+
+    async def _exchange_once(
+        self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
+    ) -> httpx.Response:
         req = self._http.build_request(
             method,
             url,
