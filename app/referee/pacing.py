@@ -1,4 +1,5 @@
-"""The referee's governor: a market that slows down while its engine or the box falls behind.
+"""The market's clock while a referee run goes: it stands while the engine polls, and slows
+down while the engine or the box falls behind.
 
 The simulator's clock runs at a time scale over wall time, while the engine, SSH and the
 hosts' commands run in wall time; on a busy box a wall second of SSH costs its scale in market
@@ -11,9 +12,11 @@ box. Every `TICK_S` wall seconds the governor looks at two things:
   times the scale in force), against `SSH_BOUND_S`.
 
 Besides, the clock is beaten from the engine's own event loop every `BEAT_S` and stands still
-once `BEAT_CAP_S` passed without a beat (`SimClock.hold_after`): a poll that holds the loop for
-a wall second of its own CPU, or a box that gives the engine's process no CPU for a while,
-costs the market `BEAT_CAP_S` of its time, not a second.
+once `BEAT_CAP_S` passed without a beat (`SimClock.hold_after`): a box that gives the engine's
+process no CPU for a while costs the market `BEAT_CAP_S` of its time, not the while. And each
+poll holds the clock (`run_held`; the client holds it too while a call to the market is out):
+beats do not count meanwhile, so a poll that takes a loaded wall second of CPU, ledger and
+calls costs the market at most `BEAT_CAP_S` of its time.
 
 When either look is over, the market's scale drops (by `SLOW`, never under the nominal scale over
 `MAX_SLOWDOWN`); when both were well under, it climbs back (by `SPEED_UP`, never over the
