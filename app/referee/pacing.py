@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 from ..engine.rounds import rounds
 from ..engine.supervisor import Outcome, Supervisor
-from ..sim.market import SimClock
+from ..sim.clock import SimClock
 from ..sim.server import SimServer
 from .lag import Notices, host_events, judge, lag_figures, lags, noticed_at, still_visible
 
@@ -95,7 +95,8 @@ class Governor:
     start: float
     ssh_walls: Callable[[], list[float]] = list  # wall seconds of SSH sessions since last asked
     lowest: float = field(init=False)
-    wall0: float = field(default_factory=time.monotonic)
+    wall: Callable[[], float] = time.monotonic
+    wall0: float = field(init=False)
     market0: float = field(init=False)
     slowdowns: int = 0
     notices_final: Notices = field(default_factory=lambda: Notices({}, {}))
@@ -103,7 +104,7 @@ class Governor:
 
     def __post_init__(self) -> None:
         self.lowest = self.clock.time_scale
-        self.market0 = self.clock.now()
+        self.market0, self.wall0 = self.clock.now(), self.wall()
 
     def step(self, worst: float, ssh_wall: float = 0.0) -> None:
         """Change the scale after a look whose worst lag was `worst` market seconds and whose
@@ -135,7 +136,7 @@ class Governor:
 
     def figures(self) -> dict[str, Any]:
         """The run's time scales: asked, lowest used, and market over wall time overall."""
-        wall = max(time.monotonic() - self.wall0, 1e-9)
+        wall = max(self.wall() - self.wall0, 1e-9)
         return {
             "nominal": self.clock.nominal_scale,
             "lowest": round(self.lowest, 1),
@@ -176,6 +177,33 @@ async def _beat(clock: SimClock) -> None:
     while True:
         clock.beat()
         await asyncio.sleep(BEAT_S)
+
+
+async def run_until(run: Awaitable[Outcome], clock: SimClock, deadline: float) -> tuple[str, float]:
+    """Await a campaign's run, cancelled at market time `deadline`; (why it ended, when)."""
+    task = asyncio.ensure_future(run)
+    try:
+        # the deadline is market time and the clock's scale may change: wait in wall slices
+        while not task.done() and clock.now() < deadline:
+            wall = (deadline - clock.now()) / clock.time_scale
+            await asyncio.wait({task}, timeout=min(max(wall, 0.0), 1.0))
+    except asyncio.CancelledError:  # ^C: the run ends before the session closes its client
+        await _cancel(task)
+        raise
+    if task.done():
+        return task.result().reason, min(clock.now(), deadline)
+    await _cancel(task)
+    if not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
+    return "referee: the market-time deadline passed", deadline
+
+
+async def _cancel(task: asyncio.Future[Any]) -> None:
+    """Cancel until the run has ended (before Python 3.12, asyncio.wait_for can swallow a
+    cancel that lands as its inner call completes: the run would go on polling for good)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
 
 
 class _HeldPolls:
