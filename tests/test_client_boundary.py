@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 
 import httpx
@@ -114,14 +113,15 @@ def test_a_trickling_answer_meets_the_total_deadline():
     def handler(request):
         return httpx.Response(200, content=trickle())
 
-    async def run() -> float:
+    async def run() -> None:
         c = _client(handler, timeout=0.5, max_attempts=2, backoff=0.01)
-        t0 = time.monotonic()
-        with pytest.raises(MarketUnavailable):
+        # each try cut at its whole-answer deadline (the error says so), not read to the end
+        # of 3.7 s of trickle, which would have been an answer
+        with pytest.raises(MarketUnavailable, match="timed out after 0.5s"):
             await c.list_instances()
-        return time.monotonic() - t0
+        assert c.stats.timeouts == 2
 
-    assert asyncio.run(run()) < 2.5  # two tries of 0.5 s, not 2 x 3.7 s of trickle
+    asyncio.run(run())
 
 
 def test_an_oversized_answer_is_not_read():

@@ -4,7 +4,6 @@ the truth's, not the policy's belief; runs are bounded by a market-time deadline
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -243,10 +242,9 @@ def test_a_run_that_cannot_finish_scores_never_within_its_deadline(tmp_path):
         }
     )
     camp = parse_campaign(CAMPAIGN.replace("max_creates = 12", "max_creates = 500"))
-    t0 = time.monotonic()
     out = referee(scen, camp, ["naive", "seed"], 1, time_scale=600, deadline_min=20, workers=1)
-    assert time.monotonic() - t0 < 60  # 20 market minutes at 600x is 2 s per run, plus setup
-    for run in out["runs"]:
+    for run in out["runs"]:  # ended by the market-time deadline, not by running out of work
+        assert run["ended"] == "referee: the market-time deadline passed"
         assert run["time_to_fleet_min"] is None and run["time_to_done_min"] is None
         assert run["usd_per_gpu_hour"] is None and run["jobs_finished"] == 0
         assert run["dud_usd"] == run["total_usd"]

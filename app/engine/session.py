@@ -13,7 +13,7 @@ from ..core.policy import Policy
 from ..ledger import EventKind, Ledger
 from ..market.protocol import Market
 from ..market.vast.client import VastClient
-from ..market.vast.transport import SharedClock
+from ..market.vast.pacing import SharedClock
 from .hosts.ssh import SSHRunner, load_or_create_key
 from .supervisor import Supervisor
 

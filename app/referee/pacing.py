@@ -1,4 +1,5 @@
-"""The referee's governor: a market that slows down while its engine or the box falls behind.
+"""The market's clock while a referee run goes: it stands while the engine polls, and slows
+down while the engine or the box falls behind.
 
 The simulator's clock runs at a time scale over wall time, while the engine, SSH and the
 hosts' commands run in wall time; on a busy box a wall second of SSH costs its scale in market
@@ -11,9 +12,11 @@ box. Every `TICK_S` wall seconds the governor looks at two things:
   times the scale in force), against `SSH_BOUND_S`.
 
 Besides, the clock is beaten from the engine's own event loop every `BEAT_S` and stands still
-once `BEAT_CAP_S` passed without a beat (`SimClock.hold_after`): a poll that holds the loop for
-a wall second of its own CPU, or a box that gives the engine's process no CPU for a while,
-costs the market `BEAT_CAP_S` of its time, not a second.
+once `BEAT_CAP_S` passed without a beat (`SimClock.hold_after`): a box that gives the engine's
+process no CPU for a while costs the market `BEAT_CAP_S` of its time, not the while. And each
+poll holds the clock (`run_held`; the client holds it too while a call to the market is out):
+beats do not count meanwhile, so a poll that takes a loaded wall second of CPU, ledger and
+calls costs the market at most `BEAT_CAP_S` of its time.
 
 When either look is over, the market's scale drops (by `SLOW`, never under the nominal scale over
 `MAX_SLOWDOWN`); when both were well under, it climbs back (by `SPEED_UP`, never over the
@@ -33,8 +36,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..engine.supervisor import Supervisor
-from ..sim.market import SimClock
+from ..engine.rounds import rounds
+from ..engine.supervisor import Outcome, Supervisor
+from ..sim.clock import SimClock
 from ..sim.server import SimServer
 from .lag import Notices, host_events, judge, lag_figures, lags, noticed_at, still_visible
 
@@ -91,7 +95,8 @@ class Governor:
     start: float
     ssh_walls: Callable[[], list[float]] = list  # wall seconds of SSH sessions since last asked
     lowest: float = field(init=False)
-    wall0: float = field(default_factory=time.monotonic)
+    wall: Callable[[], float] = time.monotonic
+    wall0: float = field(init=False)
     market0: float = field(init=False)
     slowdowns: int = 0
     notices_final: Notices = field(default_factory=lambda: Notices({}, {}))
@@ -99,7 +104,7 @@ class Governor:
 
     def __post_init__(self) -> None:
         self.lowest = self.clock.time_scale
-        self.market0 = self.clock.now()
+        self.market0, self.wall0 = self.clock.now(), self.wall()
 
     def step(self, worst: float, ssh_wall: float = 0.0) -> None:
         """Change the scale after a look whose worst lag was `worst` market seconds and whose
@@ -131,7 +136,7 @@ class Governor:
 
     def figures(self) -> dict[str, Any]:
         """The run's time scales: asked, lowest used, and market over wall time overall."""
-        wall = max(time.monotonic() - self.wall0, 1e-9)
+        wall = max(self.wall() - self.wall0, 1e-9)
         return {
             "nominal": self.clock.nominal_scale,
             "lowest": round(self.lowest, 1),
@@ -172,6 +177,56 @@ async def _beat(clock: SimClock) -> None:
     while True:
         clock.beat()
         await asyncio.sleep(BEAT_S)
+
+
+async def run_until(run: Awaitable[Outcome], clock: SimClock, deadline: float) -> tuple[str, float]:
+    """Await a campaign's run, cancelled at market time `deadline`; (why it ended, when)."""
+    task = asyncio.ensure_future(run)
+    try:
+        # the deadline is market time and the clock's scale may change: wait in wall slices
+        while not task.done() and clock.now() < deadline:
+            wall = (deadline - clock.now()) / clock.time_scale
+            await asyncio.wait({task}, timeout=min(max(wall, 0.0), 1.0))
+    except asyncio.CancelledError:  # ^C: the run ends before the session closes its client
+        await _cancel(task)
+        raise
+    if task.done():
+        return task.result().reason, min(clock.now(), deadline)
+    await _cancel(task)
+    if not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
+    return "referee: the market-time deadline passed", deadline
+
+
+async def _cancel(task: asyncio.Future[Any]) -> None:
+    """Cancel until the run has ended (before Python 3.12, asyncio.wait_for can swallow a
+    cancel that lands as its inner call completes: the run would go on polling for good)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+
+
+class _HeldPolls:
+    """The supervisor's polls, each with the market's clock held: the market stands while the
+    engine looks at it and decides (its own CPU, its ledger, its calls), and runs while the
+    engine waits for its next poll."""
+
+    def __init__(self, sup: Supervisor, clock: SimClock) -> None:
+        self.sup, self.clock = sup, clock
+
+    async def poll_once(self) -> object:
+        with self.clock.held():
+            return await self.sup.poll_once()
+
+    def poll_wait(self, cap: float, floor: float) -> float:
+        return self.sup.poll_wait(cap, floor)
+
+
+async def run_held(sup: Supervisor, clock: SimClock) -> Outcome:
+    """`Supervisor.run`, each poll with `clock` held (`_HeldPolls`)."""
+    await rounds(_HeldPolls(sup, clock), lambda: sup.finished is not None)
+    assert sup.finished is not None
+    return sup.finished
 
 
 def _drain(walls: deque[float]) -> list[float]:

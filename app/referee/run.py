@@ -13,7 +13,7 @@ import re
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,10 +25,10 @@ from ..core.lifecycle import Phase
 from ..core.policy import Policy, get_policy
 from ..engine.ending import end_campaign
 from ..engine.session import Session
-from ..engine.supervisor import Outcome, Supervisor
+from ..engine.supervisor import Supervisor
 from ..ledger import Ledger
 from ..sim.family import draw_family
-from ..sim.market import SimClock, SimMarket
+from ..sim.market import SimMarket
 from ..sim.scenario import Scenario
 from ..sim.server import SimServer
 from .campaigns import (
@@ -43,7 +43,7 @@ from .campaigns import (
 from .floor import delivered, floor, rentables
 from .floor import ratio as floor_ratio
 from .lag import LAG_BOUND_S, summarise_valid
-from .pacing import Governor, governed, rerun_if_late, timing
+from .pacing import Governor, governed, rerun_if_late, run_held, run_until, timing
 from .score import SCORE_KEYS, RunFacts, delivers, score
 from .table import format_table
 from .workers import run_all
@@ -96,35 +96,6 @@ def policy_from_spec(spec: str) -> Policy:
     return get_policy(name.strip()).with_overrides(overrides)
 
 
-async def _run_until(
-    run: Awaitable[Outcome], clock: SimClock, deadline: float
-) -> tuple[str, float]:
-    """Await a campaign's run, cancelled at market time `deadline`; (why it ended, when)."""
-    task = asyncio.ensure_future(run)
-    try:
-        # the deadline is market time and the clock's scale may change: wait in wall slices
-        while not task.done() and clock.now() < deadline:
-            wall = (deadline - clock.now()) / clock.time_scale
-            await asyncio.wait({task}, timeout=min(max(wall, 0.0), 1.0))
-    except asyncio.CancelledError:  # ^C: the run ends before the session closes its client
-        await _cancel(task)
-        raise
-    if task.done():
-        return task.result().reason, min(clock.now(), deadline)
-    await _cancel(task)
-    if not task.cancelled() and task.exception() is not None:
-        raise task.exception()  # type: ignore[misc]
-    return "referee: the market-time deadline passed", deadline
-
-
-async def _cancel(task: asyncio.Future[Any]) -> None:
-    """Cancel until the run has ended (before Python 3.12, asyncio.wait_for can swallow a
-    cancel that lands as its inner call completes: the run would go on polling for good)."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=1.0)
-
-
 def _facts(sup: Supervisor, start: float, finish: float, ended: str) -> RunFacts:
     """What the policy did that the truth cannot say: what it verified, which jobs it saw end."""
     verified = {
@@ -175,7 +146,9 @@ async def _one_run(
         await session.start()
         async with governed(sim, sup, start, lag_bound_s) as gov:
             try:
-                ended, finish = await _run_until(sup.run(), sim.market.clock, start + deadline_s)
+                ended, finish = await run_until(
+                    run_held(sup, sim.market.clock), sim.market.clock, start + deadline_s
+                )
             except Exception as exc:  # an engine error ends this run, scored as far as it got;
                 # it must not take the other runs of the referee down with it
                 ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"

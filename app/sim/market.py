@@ -12,10 +12,8 @@ gaps between a run's ids come from the seed, so within a run they are determinis
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ..core.billing import Mark, storage_per_hour
@@ -23,6 +21,7 @@ from ..core.gpu_specs import GPU_SPECS
 from . import bids, churn
 from . import host_behaviours as hb
 from .boot import THROTTLE_REASONS, boot_steps
+from .clock import SimClock
 from .copies import Copy
 from .gpu_vitals import gpu_vitals
 from .images import deny_unpullable
@@ -32,79 +31,11 @@ from .scenario import Scenario
 from .truth import truth_row
 from .work_meter import WorkMeter, advance
 
-EPOCH_ORIGIN = float(
-    int(time.time())
-)  # market time starts at the wall clock; sim time then runs `time_scale` times faster
 _ID_EPOCH = 1_735_689_600.0  # 2025-01-01T00:00:00Z
 _highest_id = 0  # the highest instance id any market in this process handed out
 # an expired contract's instance is deleted this long after the contract's end ("Expired
 # instances may be deleted 48 hours after expiration", vast-ai/docs manage-instances.mdx)
 EXPIRED_DELETE_S = 48 * 3600.0
-
-
-class SimClock:
-    """Market time: EPOCH_ORIGIN plus wall time elapsed since start, times the scale.
-
-    The scale may change while the market runs (`set_scale`: the referee's governor slows a
-    market whose engine falls behind): market time then bends, never jumps, and never runs
-    backwards. With `hold_after(cap)` the clock also stands still once `cap` wall seconds
-    passed without a `beat()`: the referee beats it from the engine's own event loop, so wall
-    time the engine could not run (its own CPU work, a busy box) does not pass in the market.
-    Read from the sim's thread and the engine's alike, so the whole state is one tuple swapped
-    at once."""
-
-    def __init__(
-        self,
-        time_scale: float,
-        origin: float = EPOCH_ORIGIN,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.origin = origin
-        self._monotonic = monotonic
-        self.nominal_scale = time_scale  # the scale asked for; `time_scale` is the one in force
-        # (market time at the last fold, wall clock then, scale since, wall seconds it may run
-        # without a beat)
-        self._at: tuple[float, float, float, float] = (origin, monotonic(), time_scale, math.inf)
-
-    @property
-    def time_scale(self) -> float:
-        return self._at[2]
-
-    def now(self) -> float:
-        base, mono0, scale, cap = self._at
-        return base + min(self._monotonic() - mono0, cap) * scale
-
-    def _fold(self, scale: float | None = None, cap: float | None = None) -> None:
-        base, mono0, old_scale, old_cap = self._at
-        mono = self._monotonic()
-        self._at = (
-            base + min(mono - mono0, old_cap) * old_scale,
-            mono,
-            old_scale if scale is None else scale,
-            old_cap if cap is None else cap,
-        )
-
-    def set_scale(self, time_scale: float) -> None:
-        """Run at `time_scale` from now on, continuing from the current market time."""
-        if not time_scale > 0:
-            raise ValueError(f"time scale must be above 0, got {time_scale!r}")
-        self._fold(scale=time_scale)
-
-    def hold_after(self, cap_wall_s: float) -> None:
-        """From now on stand still once `cap_wall_s` wall seconds pass without a `beat()`
-        (math.inf: never)."""
-        if not cap_wall_s > 0:
-            raise ValueError(f"cap must be above 0, got {cap_wall_s!r}")
-        self._fold(cap=cap_wall_s)
-
-    def beat(self) -> None:
-        """Whoever the clock waits for is running: what passed counts (up to the cap)."""
-        self._fold()
-
-    def advance(self, seconds: float) -> None:
-        """Jump the market forward (tests and benchmarks)."""
-        base, mono0, scale, cap = self._at
-        self._at = (base + seconds, mono0, scale, cap)
 
 
 class SimMarket:

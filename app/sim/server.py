@@ -9,7 +9,8 @@ from typing import Any
 from aiohttp import web
 
 from .api import MarketAPI
-from .market import SimClock, SimMarket
+from .clock import SimClock
+from .market import SimMarket
 from .scenario import Scenario
 from .ssh_hosts import SSHHosts
 from .webhooks_out import WebhookSender

@@ -13,12 +13,11 @@ import asyncio
 import contextlib
 import contextvars
 import json
-import math
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Self
+from typing import Any, Self, cast
 
 import httpx
 
@@ -33,6 +32,7 @@ from ..errors import (
     QuotaExceeded,
     network_cause,
 )
+from .pacing import Pacer, SharedClock
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
@@ -77,15 +77,6 @@ class ClientStats:
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
-class SharedClock(Protocol):
-    """A market clock read in-process (`sim.market.SimClock` has this shape)."""
-
-    @property
-    def time_scale(self) -> float: ...
-
-    def now(self) -> float: ...
-
-
 class Transport:
     def __init__(
         self,
@@ -110,16 +101,14 @@ class Transport:
         if min_intervals is None:
             self.min_intervals["bid"] = BID_MIN_INTERVAL
             self.min_intervals["copy"] = COPY_MIN_INTERVAL
-        self._last_call: dict[str, float] = {}
-        self._pace_lock = asyncio.Lock()
+        self._pacer = Pacer(self.min_intervals, lambda: self.time_scale, lambda: self._shared)
         self._http = httpx.AsyncClient(
             timeout=self.timeout, transport=transport, headers={"User-Agent": "rentwatch/0.1"}
         )
         self.stats = ClientStats()
         self.market_time: float | None = None  # the market's clock at the last answer
         self._market_time_at = 0.0
-        self._time_scale = 1.0
-        self._shared: SharedClock | None = None
+        self._time_scale, self._shared = 1.0, cast("SharedClock | None", None)
 
     def __repr__(self) -> str:
         return f"VastClient({self.base_url!r}, api_key=<hidden>)"
@@ -147,14 +136,12 @@ class Transport:
 
     # -- clock ----------------------------------------------------------------------------
     def share_clock(self, clock: SharedClock) -> None:
-        """Read the market's clock itself: a simulator in this very process (the referee's),
-        whose scale may change as it runs; extrapolating from the last answer at the old scale
-        would run ahead of the market and then step back."""
+        """Read the clock of a simulator in this process (the referee's, whose scale changes:
+        extrapolating the last answer at the old scale would run ahead, then step back)."""
         self._shared = clock
 
     @property
-    def time_scale(self) -> float:
-        """Market seconds per wall second (1 on a real market)."""
+    def time_scale(self) -> float:  # market seconds per wall second (1 on a real market)
         return self._shared.time_scale if self._shared is not None else self._time_scale
 
     @time_scale.setter
@@ -191,37 +178,6 @@ class Transport:
     gpu_billing = "running"
 
     # -- transport ------------------------------------------------------------------------
-    async def _pace(self, kind: str) -> None:
-        if self._shared is not None:
-            await self._pace_market(kind)
-            return
-        interval = self.min_intervals.get(kind, 0.0) / max(self.time_scale, 1e-9)
-        if interval <= 0:
-            return
-        async with self._pace_lock:
-            wait = self._last_call.get(kind, 0.0) + interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            self._last_call[kind] = time.monotonic()
-
-    async def _pace_market(self, kind: str) -> None:
-        """Pacing on a shared clock, in its own market seconds: it may run slower than its
-        scale says (the referee holds it while the engine cannot run)."""
-        interval = self.min_intervals.get(kind, 0.0)
-        if interval <= 0:
-            return
-        async with self._pace_lock:
-            while (wait := self._last_call.get(kind, -math.inf) + interval - self.now()) > 0:
-                await asyncio.sleep(wait / max(self.time_scale, 1e-9))
-            self._last_call[kind] = self.now()
-
-    def _answered(self, kind: str) -> None:
-        """The interval runs from the answer too: the market counts it between arrivals, and
-        a call sent an interval after the last one went out may still arrive early."""
-        if kind in self.min_intervals:
-            at = self.now() if self._shared is not None else time.monotonic()
-            self._last_call[kind] = max(self._last_call.get(kind, -math.inf), at)
-
     async def _back_off(self, delay: float) -> None:
         """Wait before a retry: `delay` seconds of the market's time, jittered. The same on the
         real market; on the simulator at time scale S a 1/S share of it (a backoff of seconds
@@ -252,7 +208,7 @@ class Transport:
         delay = self.backoff
         last: Exception | None = None
         for attempt in range(attempts):
-            await self._pace(kind)
+            await self._pacer.before(kind)
             if on_send is not None:
                 on_send()
             self.stats.requests += 1
@@ -272,7 +228,7 @@ class Transport:
                 last = AnswerLost(f"{method} {path}: {type(exc).__name__}")
                 last.network = network_cause(exc)
             else:
-                self._answered(kind)
+                self._pacer.answered(kind)
                 stamp = r.headers.get("X-Market-Time")
                 if stamp:
                     with contextlib.suppress(ValueError):
@@ -334,19 +290,21 @@ class Transport:
         """One call, following the market's redirects with the key as the official CLI does
         (vastai 1.9.1 `api/client.py` VastSession.rebuild_auth keeps Authorization where the
         target is the same service: same scheme and port, and the same host or both under
-        vast.ai); a redirect elsewhere is not followed and comes back as it is."""
-        resp = await self._exchange(method, url, params, body, timeout)
-        for _ in range(MAX_REDIRECTS):
-            where = resp.headers.get("Location")
-            if resp.status_code not in REDIRECTS or not where:
-                return resp
-            target = resp.request.url.join(where)
-            if not same_service(resp.request.url, target):
-                return resp
-            if resp.status_code == 303 or (resp.status_code in (301, 302) and method == "POST"):
-                method, body = "GET", None  # as requests and httpx rewrite them
-            resp = await self._exchange(method, str(target), None, body, timeout)
-        return resp
+        vast.ai); a redirect elsewhere is not followed and comes back as it is. A shared
+        clock is held meanwhile (`pacing.SharedClock`)."""
+        with self._shared.held() if self._shared is not None else contextlib.nullcontext():
+            resp = await self._exchange(method, url, params, body, timeout)
+            for _ in range(MAX_REDIRECTS):
+                where = resp.headers.get("Location")
+                if resp.status_code not in REDIRECTS or not where:
+                    return resp
+                target = resp.request.url.join(where)
+                if not same_service(resp.request.url, target):
+                    return resp
+                if resp.status_code == 303 or (resp.status_code in (301, 302) and method == "POST"):
+                    method, body = "GET", None  # as requests and httpx rewrite them
+                resp = await self._exchange(method, str(target), None, body, timeout)
+            return resp
 
     async def _exchange(
         self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
