@@ -1,5 +1,6 @@
 """Where the team store's settings come from (flags over the config file's `[team]`), what a
-controller is handed, and the chain's check on rows made by hand: no server needed."""
+controller is handed, the chain's check on rows made by hand, and what a teammate's quarantine
+may do in the rules: no server needed."""
 
 from __future__ import annotations
 
@@ -83,3 +84,46 @@ def test_the_chain_check_names_each_fault_once():
     ]
     swapped = [stored[0], stored[2], stored[1], *stored[3:]]
     assert {f.problem for f in verify("L", "alice", swapped)} >= {"missing"}
+
+
+def test_a_teammates_quarantine_skips_offers_and_never_acts_on_a_held_host():
+    """The rules on their own (core): a machine in `Exclusions.team` is not rented; a host this
+    fleet holds there gets the very decisions it would get without it; and a failure of ours
+    there is quarantined in our own ledger, not skipped as already quarantined."""
+    from rentwatch.core.lifecycle import Phase
+    from rentwatch.core.offer_choice import Exclusions, OfferTerms, unfit_reason
+    from rentwatch.core.policy import DEFAULT
+    from rentwatch.core.rules import Abandon, decide
+    from rentwatch.core.verdict import Verdict
+
+    from .test_reputation import offer
+    from .test_rules import NOW, att, fleet
+
+    o = offer(1, 10, 0.10)
+    terms = OfferTerms(1.0, 12.0)
+    assert unfit_reason(o, terms, DEFAULT, Exclusions()) is None
+    assert "quarantined by a teammate" in unfit_reason(
+        o, terms, DEFAULT, Exclusions(team=frozenset({10}))
+    )
+    held = [
+        att(phase=Phase.VERIFIED, status="running", running_at=NOW - 500, passed_preflight=True),
+        att(phase=Phase.VERIFIED, status="offline", running_at=NOW - 500, passed_preflight=True),
+        att(phase=Phase.BOOTING, status="loading", status_since=NOW - 3000),
+    ]
+    for a in held:
+        mine = decide(fleet(a), DEFAULT, NOW)
+        theirs = decide(fleet(a, exclusions=Exclusions(team=frozenset({10}))), DEFAULT, NOW)
+        assert [type(d) for d in theirs] == [type(d) for d in mine]
+    failing = att(
+        phase=Phase.VERIFYING,
+        status="running",
+        running_at=NOW - 50,
+        preflight_started=True,
+        verdict=Verdict(False, "cuda_error", "driver too old"),
+    )
+    [gave_up] = [
+        d
+        for d in decide(fleet(failing, exclusions=Exclusions(team=frozenset({10}))), DEFAULT, NOW)
+        if isinstance(d, Abandon)
+    ]
+    assert gave_up.quarantine is not None and gave_up.quarantine.machine_id == 10

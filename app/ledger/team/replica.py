@@ -65,9 +65,12 @@ SELECT {_COLS} FROM main.team_events t WHERE {{market_filter}};
 SAME_MARKET = _HERE
 
 # the teammates' events alone (on this market): what their evidence is read from, apart from
-# this ledger's, so computing it costs what their events cost
+# this ledger's, so computing it costs what their events cost (the empty first branch gives it
+# every column `events` has, so the views made over it stand whatever a later schema adds)
 MATES_VIEW = f"""
 CREATE OR REPLACE VIEW mates.events AS
+SELECT e.*, NULL::VARCHAR AS operator FROM main.events e WHERE false
+UNION ALL BY NAME
 SELECT {_COLS} FROM main.team_events t WHERE {_HERE};
 """
 
