@@ -1,6 +1,7 @@
 """Proven rentals we stopped for want of work, started again before anything new is rented
 (policy `reuse_stopped`): work came back (a job requeued off a host that died) after the
-drained or idle rule had stopped them. A stopped rental bills storage only, boots in a minute
+drained or idle rule had stopped them, or a restart found them stopped by an earlier run's
+trap or end (`engine/carry_on.py`). A stopped rental bills storage only, boots in a minute
 with its image and data, and has delivered; a create boots for many minutes and may be a dud.
 Pure."""
 
@@ -16,8 +17,8 @@ def restarts(fleet: FleetSnapshot, n: int, verified: int, target: int) -> list[R
         Restart(
             a.instance_id,
             "rule:reuse",
-            f"{verified} of {target} verified: proven i:{a.instance_id}, stopped for want of "
-            "work, started again before renting a new one",
+            f"{verified} of {target} verified: proven i:{a.instance_id}, stopped by us with its "
+            "host fine (for want of work, or a run's end), started again before renting a new one",
         )
         for a in pick[: max(0, n)]
     ]
