@@ -42,6 +42,8 @@ async def pull_log(
     except SSHFailure as exc:
         journal.say(f"log    {job.name}: not pulled ({exc})")
         return
+    if not res.stdout:
+        return  # it printed nothing: nothing to keep
     path = log_path(artifacts_root, journal.campaign, job.name)
     private_dirs(artifacts_root, path.parent)
     part = path.with_name(f".{path.name}.part")
