@@ -300,3 +300,32 @@ def test_every_run_reports_its_lag_its_validity_and_the_scales_it_ran_at(tmp_pat
     scales = run["time_scale"]
     assert scales["nominal"] == 600 and 0 < scales["lowest"] <= 600
     assert out["summary"]["seed"]["invalid"] == (0 if run["valid"] else 1)
+
+
+def test_the_governor_hears_the_sims_ssh_sessions():
+    from collections import deque
+    from types import SimpleNamespace
+
+    from rentwatch.referee.pacing import governed
+
+    clock, _ = _clock()
+    walls: deque[float] = deque()
+
+    async def truth() -> dict[str, object]:
+        return {}
+
+    sim = SimpleNamespace(
+        market=SimpleNamespace(clock=clock, truth=dict),
+        ssh=SimpleNamespace(session_walls=walls),
+        acall=lambda fn: truth(),
+    )
+    sup = SimpleNamespace(attempts={}, jobs=SimpleNamespace(jobs=[]))
+
+    async def main() -> list[float]:
+        async with governed(sim, sup, START, 120.0) as gov:  # type: ignore[arg-type]
+            walls.extend([0.02, 0.3])  # the sim's thread appends as sessions close
+            heard = gov.ssh_walls()
+            assert gov.ssh_walls() == []  # each session heard once
+            return heard
+
+    assert asyncio.run(main()) == [0.02, 0.3]

@@ -51,8 +51,8 @@ SLOW = 0.6  # the scale's factor when the engine is late
 SPEED_UP = 1.1  # the scale's factor when it keeps up
 MAX_SLOWDOWN = 64.0  # the scale never drops under nominal / this
 # market seconds one SSH session (connect, one command, close) may cost: a real host answers
-# in seconds; at 600x an idle loopback session of 20-40 ms costs 12-24
-SSH_BOUND_S = 30.0
+# in seconds; at 600x an idle loopback session of 20-40 ms costs 12-24, a loaded one 60-180
+SSH_BOUND_S = 60.0
 
 
 def notices_of(sup: Supervisor) -> Notices:
@@ -156,6 +156,7 @@ async def governed(
         lambda: sim.acall(sim.market.truth),
         lambda: notices_of(sup),
         start,
+        lambda: _drain(sim.ssh.session_walls if sim.ssh is not None else deque()),
     )
     clock = sim.market.clock
     clock.hold_after(BEAT_CAP_S)
