@@ -45,7 +45,7 @@ def test_the_table_keeps_the_cursor_on_the_instance_across_resorts_and_replaceme
             await pilot.press("t")
             await pilot.pause(0.3)
             table = app.query_one(FleetTable)
-            await pilot.press("j", "j")
+            await pilot.press("down", "down")
             await pilot.pause(0.2)
             chosen = table.selected_id
             assert chosen == FLEET.instances[2].instance_id
@@ -66,7 +66,7 @@ def test_the_table_keeps_the_cursor_on_the_instance_across_resorts_and_replaceme
             await pilot.press("t")
             await pilot.pause(0.3)
             assert app.query_one(FleetView).selected_id == chosen
-            await pilot.press("k")
+            await pilot.press("up")
             await pilot.press("t")
             await pilot.pause(0.3)
             assert table.selected_id == app.query_one(FleetView).selected_id != chosen
@@ -84,7 +84,7 @@ def test_stop_on_a_host_with_a_job_asks_naming_it_and_the_smaller_fleet():
         async with app.run_test(size=SIZE) as pilot:
             app.latest = fleet
             await pilot.pause(0.3)
-            await pilot.press("j", "s")
+            await pilot.press("down", "s")
             await pilot.pause(0.3)
             assert isinstance(app.screen, ChoiceScreen) and app.screen.purpose == "stop"
             text = app.screen.text
@@ -100,7 +100,7 @@ def test_stop_on_a_host_with_a_job_asks_naming_it_and_the_smaller_fleet():
             await pilot.pause(0.3)
             assert engine.sent == [StopIntent(worker.instance_id)]
             # a booting instance: no job, not in service, nothing to ask
-            await pilot.press("k", "s")
+            await pilot.press("up", "s")
             await pilot.pause(0.3)
             assert len(app.screen_stack) == 1
             assert engine.sent[-1] == StopIntent(fleet.instances[0].instance_id)
