@@ -350,7 +350,9 @@ TIER_SCENARIO = {
 def test_every_policys_bill_is_at_or_above_its_runs_floor():
     scen = parse_scenario(TIER_SCENARIO)
     camp = parse_campaign(CAMPAIGN.replace("fleet = 2", "fleet = 1"))
-    out = referee(scen, camp, ["naive", "seed", "default"], 1, time_scale=600, workers=2)
+    out = referee(
+        scen, camp, ["naive", "seed", "default"], 1, time_scale=600, workers=2, lag_bound_s=600.0
+    )
     for run in out["runs"]:
         assert run["total_usd"] >= run["floor_usd"] >= 0, run
         assert set(run["floor"]) == {"work_usd", "boot_usd", "bid_share"}
