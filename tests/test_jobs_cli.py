@@ -120,8 +120,11 @@ def test_jobs_and_logs_through_the_controller_then_from_the_ledger(make_sim, tmp
 
 def test_a_running_jobs_output_off_its_host_when_no_controller_runs(make_sim, tmp_path, runtime):
     """The controller died (SIGKILL): its job still runs on the host, reached by the route
-    the engine recorded, with rentwatch's key, as `rentwatch ssh` does."""
-    sim = make_sim(seed=7, offers=60, time_scale=240)
+    the engine recorded, with rentwatch's key, as `rentwatch ssh` does. The job runs on only
+    until the host's watchdog misses the dead controller's heartbeat (15 market minutes: 3.75
+    wall seconds at 240x, less than two of this test's CLI processes take to start on a loaded
+    box); at 60x it has 15 s, and the host's log is read first."""
+    sim = make_sim(seed=7, offers=60, time_scale=60)
     ledger, gate = tmp_path / "l.duckdb", tmp_path / "gate"
     proc = _start(sim, tmp_path, ledger, gate)
     try:
@@ -136,10 +139,10 @@ def test_a_running_jobs_output_off_its_host_when_no_controller_runs(make_sim, tm
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
+    got = _cli("logs", "a", "--ledger", str(ledger), "--ssh-key", str(tmp_path / "key"))
     rows = _jobs(ledger)  # from the ledger: the job's last start stands
     a = next(r for r in rows if r["job"] == "a")
     assert a["state"] == "running" and a["progress"] is None
-    got = _cli("logs", "a", "--ledger", str(ledger), "--ssh-key", str(tmp_path / "key"))
     assert got.returncode == 0, got.stderr
     assert f"on i:{a['instance_id']} by its" in got.stderr
     assert "hello-from-a" in got.stdout and "xyz" in got.stdout and "\x1b" not in got.stdout

@@ -58,17 +58,21 @@ def test_the_one_ledger_that_knows_the_campaign_or_instance_is_read(data):
         ledger_for(None, campaign="demo")
 
 
-def test_ssh_and_end_without_ledger_find_the_demos(data, capsys):
+def test_ssh_and_end_without_ledger_find_the_demos(data, capsys, make_sim, monkeypatch):
     _ledger(data / "demo-ledger.duckdb", "demo", 77)
     (data / "id_ed25519").write_text("not a real key\n")
     assert main(["ssh", "77", "--print"]) == 0
     assert "root@127.0.0.1" in capsys.readouterr().out
-    # nothing of it held (no controller, no rental the ledger still bills): nothing to do
+    # nothing of it held (no controller, no rental the ledger still bills, none the market
+    # lists under its label; without a controller, end asks the market first): nothing to do
+    sim = make_sim(seed=1, offers=5)
+    monkeypatch.setenv("VAST_API_KEY", sim.api_key)
     _ledger(data / "ended.duckdb", "done", 55)
     with Ledger(data / "ended.duckdb") as led:
         seq = led.intent("destroy", at=140.0, actor="human", reason="end", campaign="done")
         led.outcome(seq, at=141.0, ok=True, instance_id=55, campaign="done")
-    assert main(["end", "--campaign", "done", "--yes", "done"]) == 0
+    end = ["end", "--campaign", "done", "--market-url", sim.url, "--yes", "done"]
+    assert main(end) == 0
     assert "nothing of done is left billing" in capsys.readouterr().out
 
 
