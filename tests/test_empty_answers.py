@@ -174,6 +174,45 @@ def test_a_launch_whose_session_dropped_and_no_answer_after_is_not_requeued():
     assert queue.on(7) is not None and interruptions(ledger) == []
 
 
+def test_a_launch_that_got_no_answer_and_never_ran_costs_no_retry():
+    """The launch and the look after it got no answer (a bid rental paused under the engine:
+    its SSH refused), and later looks find no trace of the job: it never started there, so it
+    goes back to the queue without costing a retry (a retry-less job is not failed). Found
+    under load: two such launches failed a job whose one retry no run of it had used."""
+
+    class Refused(ScriptedLink):
+        async def run(self, a: Attempt, command: str, **kw: Any) -> RunResult:
+            self.calls.append(command)
+            if len(self.calls) <= 2:  # the launch, and the look after it
+                raise SSHFailure("ConnectionRefusedError: [Errno 111]")
+            return said("NONE\n")
+
+    link = Refused([said("NONE\n")])
+    work, queue, ledger = job_work(link, retries=0)
+    a = attempt()
+    a.life.phase = Phase.VERIFIED
+    work.fleet.in_service = lambda: [a]  # type: ignore[method-assign]
+    asyncio.run(work.dispatch(1_000.0))
+    job = queue.on(7)
+    assert job is not None and job.seen_running_at is None  # held as started, never seen
+    asyncio.run(work.check(a, job))
+    assert job.status == "pending" and job.host_losses == 1
+    (ev,) = interruptions(ledger)
+    assert "never started" in ev.reason and ev.detail["requeued"]
+
+
+def test_a_job_seen_running_then_gone_still_costs_a_retry():
+    link = ScriptedLink([said("RUNNING\n"), said("NONE\n")])
+    work, queue, ledger = job_work(link, retries=0)
+    job = queue.take(7, 1_000.0)
+    assert job is not None
+    asyncio.run(work.check(attempt(), job))  # seen running
+    asyncio.run(work.check(attempt(), job))  # then gone, on two looks
+    assert job.status == "failed"
+    (ev,) = interruptions(ledger)
+    assert "process is gone" in ev.reason
+
+
 def preflight_doc() -> str:
     return json.dumps(
         {

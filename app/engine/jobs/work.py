@@ -313,6 +313,12 @@ class JobWork:
                 if await self.pulls.pull(a, job, checkpoint=True):
                     self._pulled_at[job.name] = now
             return
+        if st.state == "none" and job.seen_running_at is None:
+            # its launch got no answer (held as started, `_launch`) and the host has no trace
+            # of it: it never started there, so it costs no retry (its host's fault, not its)
+            job.started_at = None
+            self.requeue(job, now, "it never started there (its launch got no answer)", True)
+            return
         if st.state != "exited" or st.exit_code is None:
             self.requeue(job, now, f"the job's process is gone ({st.state})")
             return
