@@ -244,6 +244,15 @@ def run(args: argparse.Namespace) -> int:
     key: str | None = None
     # the market the campaign rented on (a controller holding the ledger rents on its own)
     ran_on = _ran_on(ledger, name) if remote is None else None
+    elsewhere = ran_on is not None and ran_on.rstrip("/") != args.market_url.rstrip("/")
+    if remote is None and elsewhere and not holdings(ledger, name):
+        # another market than the one given (a demo's simulator, gone with its controller):
+        # it cannot be asked here, and the ledger holds nothing of the campaign
+        print(
+            f"nothing of {name} is left billing in its ledger; its market {ran_on} was not "
+            f"asked (pass --market-url {shlex.quote(str(ran_on))} to ask it)"
+        )
+        return 0
     if remote is None:  # refused before anything is asked; then the market first: what runs
         # under the label is the campaign's too
         _same_market(ran_on, name, args.market_url)
