@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ..core.errors import RentwatchError
+from .columns import EVENT_COLUMNS
 from .event import Event
 from .fallback import add_back, write_fallback
 from .kinds import EVENT_KINDS
@@ -32,26 +33,7 @@ HELD_ELSEWHERE = "is open in another rentwatch process"
 DISK_FAILURES = (duckdb.IOException, duckdb.FatalException, OSError)
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog", "market")
 
-_COLUMNS = (
-    "seq",
-    "ts",
-    "wall",
-    "campaign",
-    "instance_id",
-    "machine_id",
-    "host_id",
-    "offer_id",
-    "gpu_name",
-    "gpu_dph",
-    "storage_dph",
-    "actor",
-    "kind",
-    "phase",
-    "ok",
-    "reason",
-    "detail",
-    "intent_seq",
-)
+_COLUMNS = EVENT_COLUMNS
 # what an outcome inherits from its intent
 _CONTEXT = _COLUMNS[_COLUMNS.index("campaign") : _COLUMNS.index("storage_dph") + 1]
 _SAMPLE_COLUMNS = (

@@ -10,29 +10,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..columns import EVENT_COLUMNS
+
 GENESIS = "0" * 64  # the "previous hash" of a ledger's first event
 
 # the event fields a chain covers, in the order a row carries them (the store's columns too)
-FIELDS = (
-    "seq",
-    "ts",
-    "wall",
-    "campaign",
-    "instance_id",
-    "machine_id",
-    "host_id",
-    "offer_id",
-    "gpu_name",
-    "gpu_dph",
-    "storage_dph",
-    "actor",
-    "kind",
-    "phase",
-    "ok",
-    "reason",
-    "detail",
-    "intent_seq",
-)
+FIELDS = EVENT_COLUMNS
 
 
 def event_hash(prev: str, ledger_id: str, operator: str, row: Sequence[Any]) -> str:
