@@ -217,3 +217,32 @@ async def test_a_failing_webhook_writes_one_traceback_a_burst(capsys):
     err = capsys.readouterr().err
     assert err.count("Traceback") == 1 and "RuntimeError" in err
     assert verifier.remembered == 0  # none was taken: Vast's retries are acted on
+
+
+def test_a_hostile_event_kind_reaches_the_log_cleaned(capsys):
+    """The event's kind is the sender's string (cleaned where the payload is parsed): an escape
+    sequence in it never reaches the controller's stderr raw."""
+    looked: list[tuple[int, ...]] = []
+    extra, _, verifier = routes(None, _look(looked), secret=SECRET)
+    body = json.dumps(
+        {
+            "event_id": "ev-9",
+            "user_id": 1,
+            "notif_type": "\x1b]52;c;cGF3bmVk\x07offline\x1b[2J",
+            "subject": "Your Vast.ai Instance #41: Instance offline",
+            "message": "",
+            "timestamp": time.time(),
+        }
+    ).encode()
+
+    async def post() -> int:
+        server = ServiceServer(object(), extra, frozenset({WEBHOOK_PATH}))  # type: ignore[arg-type]
+        async with TestClient(TestServer(server.app())) as client:
+            headers = signed_headers(SECRET, body, int(time.time()), "ev-9")
+            return (await client.post(WEBHOOK_PATH, data=body, headers=headers)).status
+
+    import asyncio
+
+    assert asyncio.run(post()) == 204 and looked == [(41,)]
+    err = capsys.readouterr().err
+    assert "webhook" in err and "\x1b" not in err and "\x07" not in err
