@@ -3,7 +3,7 @@
 vastai 1.9.1 `api/billing.py` show_invoices_v1).
 
 One row per contract (an instance) over the queried range (`select_filters.day` `gte`/`lte`,
-unix seconds, read as whole UTC days), its items `gpu`, `disk`, `bwd` (bytes into the instance) and `bwu` (bytes out of
+unix seconds, read as whole UTC days; a query without both is refused, 400), its items `gpu`, `disk`, `bwd` (bytes into the instance) and `bwu` (bytes out of
 it), every amount rounded to three decimals; `source` is "instance-ID", `metadata` carries the
 label only when it has one; pages of `limit` (at most 100 here, as the CLI asks) follow
 `next_token` through `after_token`, latest first unless `latest_first` is false.
@@ -37,11 +37,18 @@ class ChargeRoutes:
             return error(400, "invalid_args", "select_filters must be an object")
         now = self.market.clock.now()
         day = filters.get("day")
-        day = day if isinstance(day, dict) else {}
+        bounds = [day.get(k) for k in ("gte", "lte")] if isinstance(day, dict) else []
+        if not bounds or not all(
+            isinstance(b, int | float) and not isinstance(b, bool) and math.isfinite(b)
+            for b in bounds
+        ):
+            # the real endpoint refuses a query without its day range (issue 46's audit of
+            # openapi.yaml); the CLI always sends one (vastai `api/billing.py`: the last 7 days)
+            return error(400, "invalid_args", "select_filters.day needs gte and lte (unix seconds)")
         # the filter is on `day`: whole UTC days, from the one `gte` falls in to the end of
         # the one `lte` falls in
-        lo = float(day.get("gte", now - 7 * DAY)) // DAY * DAY
-        hi = min((float(day.get("lte", now)) // DAY + 1) * DAY, now)
+        lo = float(bounds[0]) // DAY * DAY
+        hi = min((float(bounds[1]) // DAY + 1) * DAY, now)
         kinds = filters.get("type")
         types = kinds.get("in") if isinstance(kinds, dict) else None
         limit = max(1, min(int(query.get("limit") or 100), 100))
