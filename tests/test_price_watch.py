@@ -120,3 +120,55 @@ def test_an_unreadable_pending_list_costs_nothing_but_a_line(key):
         assert sup.attempts[iid].owned
 
     run(key, body)
+
+
+def test_a_restart_keeps_an_accepted_increase_due_and_a_price_in_force(key):
+    import asyncio
+
+    from rentwatch.core.policy import SEED
+    from rentwatch.engine.hosts.ssh import SSHRunner
+    from rentwatch.engine.supervisor import Supervisor
+    from rentwatch.ledger import Ledger
+
+    from .fake_market import FakeMarket, offer
+    from .test_supervisor_unit import campaign
+
+    market = FakeMarket([offer(1, 10, 0.3)])
+    ledger = Ledger(":memory:")
+
+    def sup() -> Supervisor:
+        return Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)
+
+    async def go() -> None:
+        first = sup()
+        await first.prepare()
+        iid = await verified(first, market)
+        old = first.attempts[iid].gpu_dph
+        inc = _rise(iid, market.t, new=old * 1.5)
+        market.increases.append(inc)
+        market.t += LOOK_EVERY_S
+        await first.poll_once()
+        assert market.answers == {7: True}
+        await first.close()  # killed before the contract's end
+        again = sup()
+        await again.prepare()
+        assert again.attempts[iid].price_due == (inc.takes_effect_at, old * 1.5, 7)
+        market.t = inc.takes_effect_at + 60
+        market.set(iid, dph_base=old * 1.5)
+        await again.poll_once()
+        [price] = kinds(ledger, "price")
+        assert price.at == inc.takes_effect_at
+        await again.close()
+        third = sup()  # after the price is written: in force, no contradiction said
+        await third.prepare()
+        market.t += 60
+        await third.poll_once()
+        assert third.attempts[iid].gpu_dph == old * 1.5
+        assert not [e for e in kinds(ledger, "note") if "contradicts" in e.reason]
+        ledger.record("note", at=market.t, actor="engine", reason="clock", campaign="u")
+        row = next(r for r in ledger.instance_rows() if r["instance_id"] == iid)
+        a = third.attempts[iid]
+        assert row["gpu_usd"] == pytest.approx(a.charges("running", market.t).gpu_usd)
+        await third.close()
+
+    asyncio.run(go())

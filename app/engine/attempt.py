@@ -344,6 +344,11 @@ class Attempt:
         """Its host's price increase accepted: the new GPU price applies from `at`."""
         self.price_due = (at, price, pending_id)
 
+    def price_known(self, price: float) -> None:
+        """A new GPU price the ledger holds for it (a restart's replay: the mark is made)."""
+        self.gpu_dph = price
+        self.billed_at(price)
+
     def repriced(self, at: float, price: float) -> None:
         """A new GPU price in force from `at` (an accepted increase, at its contract's end)."""
         self.price_due = None

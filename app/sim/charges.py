@@ -37,18 +37,15 @@ class ChargeRoutes:
             return error(400, "invalid_args", "select_filters must be an object")
         now = self.market.clock.now()
         day = filters.get("day")
-        bounds = [day.get(k) for k in ("gte", "lte")] if isinstance(day, dict) else []
-        if not bounds or not all(
-            isinstance(b, int | float) and not isinstance(b, bool) and math.isfinite(b)
-            for b in bounds
-        ):
+        gte, lte = _bound(day, "gte"), _bound(day, "lte")
+        if gte is None or lte is None:
             # the real endpoint refuses a query without its day range (issue 46's audit of
             # openapi.yaml); the CLI always sends one (vastai `api/billing.py`: the last 7 days)
             return error(400, "invalid_args", "select_filters.day needs gte and lte (unix seconds)")
         # the filter is on `day`: whole UTC days, from the one `gte` falls in to the end of
         # the one `lte` falls in
-        lo = float(bounds[0]) // DAY * DAY
-        hi = min((float(bounds[1]) // DAY + 1) * DAY, now)
+        lo = gte // DAY * DAY
+        hi = min((lte // DAY + 1) * DAY, now)
         kinds = filters.get("type")
         types = kinds.get("in") if isinstance(kinds, dict) else None
         limit = max(1, min(int(query.get("limit") or 100), 100))
@@ -76,6 +73,14 @@ class ChargeRoutes:
                 "next_token": offset_token(nxt) if nxt < len(rows) else None,
             }
         )
+
+
+def _bound(day: Any, key: str) -> float | None:
+    """One end of the `day` range: a finite number of unix seconds, else None."""
+    v = day.get(key) if isinstance(day, dict) else None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return float(v)
 
 
 def _item(kind: str, usd: float, t0: float, t1: float, description: str) -> dict[str, Any]:
