@@ -163,3 +163,22 @@ async def test_the_routes_refuse_a_body_other_than_the_pending_id(make_sim):
             assert r.status_code == 400, body
         r = await c.put(url, json={"pending_price_increase_id": 999}, headers=auth)
         assert r.status_code == 404 and r.json()["error"] == "no_pending_price_increase"
+
+
+def test_the_listing_runs_on_for_the_next_renter_once_the_ended_rental_is_gone():
+    mk = _market()
+    inst = _rent(mk)
+    mk.clock.advance(11 * 60)
+    mk.market_stops(mk.clock.now())
+    (row,) = mk.rises.pending_for([inst])
+    mk.rises.answer(row.id, accept=False)
+    mk.clock.advance(40 * 60)
+    mk.market_stops(mk.clock.now())
+    assert inst.machine.contract_end == row.contract_end  # the held contract ended there
+    mk.destroy(inst)
+    mk.market_stops(mk.clock.now())
+    assert inst.machine.contract_end == row.ask_end
+    again = mk.create(inst.machine.offer_id, "img", 10.0, "l", {}, None)
+    mk.clock.advance(60)
+    mk.market_stops(mk.clock.now())
+    assert again.market_stop_at is None  # not stopped at once by the old contract's end

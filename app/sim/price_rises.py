@@ -41,6 +41,7 @@ class Pending:
     ask_end: float
     created_at: float
     status: str = "pending"  # accepted, rejected, expired (unanswered at its end), applied
+    relisted: bool = False  # its rental is gone: the host's listing runs to `ask_end` again
 
     def row(self) -> dict[str, Any]:
         gpus = 1  # the simulator's offers are one GPU each (machines.py)
@@ -95,6 +96,13 @@ class PriceRises:
         for p in self.rows.values():
             if p.status in ("pending", "accepted", "rejected") and now >= p.contract_end:
                 self._cutover(p)
+            gone = p.instance.destroyed_at is not None and p.instance.destroyed_at <= now
+            if gone and not p.relisted:
+                # the held contract ended with its rental; the host's listing goes on to its
+                # new end date for the next renter, as before the rise
+                p.relisted = True
+                m = p.instance.machine
+                m.contract_end = max(m.contract_end or p.ask_end, p.ask_end)
 
     def _raise(self, inst: SimInstance, at: float) -> None:
         m = inst.machine
