@@ -11,7 +11,6 @@ import json
 import pytest
 from rentwatch.cli.main import main
 from rentwatch.ledger import Ledger
-from rentwatch.sim.price_rises import PriceRises
 
 from .campaigns import run_campaign
 
@@ -24,30 +23,35 @@ checkpoint = "ckpt"
 checkpoint_every_min = 5
 ref_gpu = "RTX 4090"
 ref_hours = 1.5
+
+[policy]
+value_of_time_usd_per_h = 0.0  # no spare hedged beside the one rental
 """
 
 
-def _market(make_sim, factor: float, after_min: float = 15):
+def _market(make_sim, factor: float):
+    """A market where one host raises its price, 10 market minutes into the job it runs (the
+    first rental whose job started: under load a host may fail its checks, and the next one
+    takes the job), with an hour's notice."""
     sim = make_sim(
         seed=21,
         offers=12,
-        time_scale=600,
+        time_scale=300,
         host_class=[{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"], "dph": [0.3, 0.4]}],
-        price_rise={
-            "share": 1.0,
-            "factor": [factor, factor],
-            "after_min": [after_min, after_min],
-            "notice_min": [20, 20],
-        },
+        price_rise={"share": 1.0, "factor": [factor, factor], "notice_min": [60, 60]},
     )
     rises = sim.market.rises
-    plan = PriceRises._plan
 
-    def first_only(inst):  # only the first rental's host raises: the move then finds peace
-        first = min(sim.market.instances)
-        return plan(rises, inst) if inst.id == first else None
+    def working(inst):  # replaces the scenario's draw of when (and on which rental) it rises
+        if inst.id in rises._planned or rises._planned:
+            return rises._planned.get(inst.id)
+        meter = next((m for m in sim.market.meters if m.instance_id == inst.id), None)
+        if meter is None:
+            return None  # asked again at the market's next step
+        rises._planned[inst.id] = meter.started_at + 600
+        return rises._planned[inst.id]
 
-    rises._plan = first_only
+    rises._plan = working
     return sim
 
 
@@ -71,17 +75,19 @@ def test_an_increase_still_worth_it_is_accepted_billed_and_reconciled(
     [answer] = led.events(where="kind = 'price_increase' AND phase = 'outcome'")
     assert answer.ok and answer.detail["decision"] == "accept"
     assert answer.actor == "rule:price_accept" and "still the better buy" in answer.reason
-    first = min(sim.market.instances)
-    row = next(p for p in sim.market.rises.rows.values() if p.instance.id == first)
+    [row] = sim.market.rises.rows.values()
+    first = row.instance.id
+    assert answer.instance_id == first
     assert row.status == "applied"
     assert answer.detail["new_gpu_dph"] == pytest.approx(row.new_dph)
     assert answer.detail["old_gpu_dph"] == pytest.approx(row.old_dph)
     [price] = led.events(where="kind = 'price'")
     assert price.at == pytest.approx(row.contract_end) and price.instance_id == first
     assert price.detail["price"] == pytest.approx(row.new_dph)
-    # the job ran on past the end date at the new price: the market billed both prices
+    # the market bills the new price from the end date on; so does the ledger (reconcile)
+    assert sim.market.instances[first].prices[-1] == (row.contract_end, row.new_dph)
     [done] = led.events(where="kind = 'job_finished' AND ok")
-    assert done.instance_id == first and done.at > row.contract_end
+    assert done.instance_id == first and done.at > row.contract_end  # at the new price
     led.close()
     out = _reconciled(capsys, sim, path, monkeypatch)
     assert out["differences"] == [] and out["market_usd"] > 0
@@ -91,7 +97,7 @@ def test_an_increase_dearer_than_a_move_is_rejected_and_the_work_moves(
     make_sim, tmp_path, capsys, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    sim = _market(make_sim, 4.0, after_min=45)  # once its job runs there
+    sim = _market(make_sim, 4.0)
     code, path = run_campaign(sim, tmp_path, name="pr", fleet=1, extra=JOB)
     assert code == 0
     led = Ledger(path)

@@ -1,5 +1,5 @@
-"""Hosts' price increases on our rentals (vast-cli PR #401), decided and carried out: once a
-market minute the pending increases are read; each on a rental this campaign owns is weighed by
+"""Hosts' price increases on our rentals (vast-cli PR #401), decided and carried out: every
+five market minutes the pending increases are read; each on a rental this campaign owns is weighed by
 the pure rule (`core/price_rules.py`: the new price per delivered reference GPU-hour against a
 move to the best fit offer, boot, duds and the work since the last checkpoint in), answered
 (accept or reject), and written to the ledger before and after the call with both prices and
@@ -30,7 +30,8 @@ from .journal import Journal
 from .offers import OfferBook
 
 K = EventKind
-LOOK_EVERY_S = 60.0  # market seconds between two reads of the pending increases
+LOOK_EVERY_S = 300.0  # market seconds between two reads of the pending increases (a rise
+# waits for its contract's end date: minutes late costs nothing, a call each poll would)
 GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST, Phase.STOPPED)
 
 
