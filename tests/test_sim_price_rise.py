@@ -182,3 +182,23 @@ def test_the_listing_runs_on_for_the_next_renter_once_the_ended_rental_is_gone()
     mk.clock.advance(60)
     mk.market_stops(mk.clock.now())
     assert again.market_stop_at is None  # not stopped at once by the old contract's end
+
+
+def test_a_test_can_raise_one_rentals_price_now(make_sim, tmp_path):
+    import httpx
+
+    sim = make_sim(time_scale=1, offers=4, seed=5, host_class=HEALTHY, pacing=False)
+    mk = sim.market
+    inst = sim.call(lambda: mk.create(mk.machines[0].offer_id, "img", 10.0, "l", {}, None))
+    url = f"{sim.url}/sim/v0/price_rise"
+    for bad in ({"instance_id": inst.id, "factor": 0.9, "notice_min": 30}, {"instance_id": 1}):
+        assert httpx.post(url, json=bad).status_code in (400, 404)
+    r = httpx.post(url, json={"instance_id": inst.id, "factor": 2.0, "notice_min": 30})
+    assert r.status_code == 200
+    row = r.json()
+    assert row["contract_id"] == inst.id
+    assert row["new_gpu_costpersec"] == pytest.approx(2 * row["old_gpu_costpersec"], rel=1e-4)
+    again = httpx.post(url, json={"instance_id": inst.id, "factor": 3.0, "notice_min": 30})
+    assert again.status_code == 409  # one rise pending at a time
+    raw = json.loads(vastai(sim, "show", "pending-price-increases", "--raw", tmp_path=tmp_path))
+    assert [r["contract_id"] for r in raw["pending_price_increases"]] == [inst.id]

@@ -106,6 +106,7 @@ class MarketAPI:
         return [
             web.get("/sim/v0/truth", public(self.truth)),
             web.get("/sim/v0/clock", public(self.clock)),
+            web.post("/sim/v0/price_rise", public(self.prices.raise_price)),
             web.get("/sim/v0/logs/{token:[0-9a-f]+}", public(i.log_result)),
             web.post(f"/api/v0/bundles{S}", o.bundles),
             web.put("/api/v0/search/asks/", o.search_asks),

@@ -105,17 +105,30 @@ class PriceRises:
                 m.contract_end = max(m.contract_end or p.ask_end, p.ask_end)
 
     def _raise(self, inst: SimInstance, at: float) -> None:
+        rng = keyed_rng(self.seed, "price_rise_terms", inst.machine.id, inst.rental_no)
+        factor, notice_s = between(rng, self.table.factor), between(rng, self.table.notice_min) * 60
+        self.raise_now(inst, at, factor, notice_s)
+
+    def raise_now(
+        self, inst: SimInstance, at: float, factor: float, notice_s: float
+    ) -> Pending | None:
+        """The host raises the held contract's GPU price by `factor`, to apply `notice_s` from
+        `at` (None: the contract ends before that, or a rise is already pending on it)."""
         m = inst.machine
-        rng = keyed_rng(self.seed, "price_rise_terms", m.id, inst.rental_no)
         old = inst.gpu_dph
-        new = round(old * between(rng, self.table.factor), 6)
-        end = at + between(rng, self.table.notice_min) * 60
+        new = round(old * factor, 6)
+        end = at + notice_s
         if m.contract_end is not None and m.contract_end <= end:
-            return  # the contract ends before the notice would: no rise to bargain over
+            return None  # the contract ends before the notice would: no rise to bargain over
+        if any(
+            p.instance is inst and p.status in ("pending", "accepted") for p in self.rows.values()
+        ):
+            return None
         ask_end = m.contract_end if m.contract_end is not None else end + NEW_TERM_S
         m.contract_end = end  # the held contract's current end date
         pid, self._next_id = self._next_id, self._next_id + 1
         self.rows[pid] = Pending(pid, inst, old, new, end, ask_end, at)
+        return self.rows[pid]
 
     def _cutover(self, p: Pending) -> None:
         inst, m = p.instance, p.instance.machine
