@@ -12,6 +12,7 @@ from rentwatch.core.errors import ConfigError
 from rentwatch.sim.market import SimClock, SimMarket
 from rentwatch.sim.scenario import parse_scenario
 
+from tests.test_vastai_cli import pytestmark as needs_cli
 from tests.test_vastai_cli import vastai
 
 HEALTHY = [{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"], "dph": [0.3, 0.4]}]
@@ -115,6 +116,7 @@ def test_bad_tables_are_refused(table):
         parse_scenario({"price_rise": table})
 
 
+@needs_cli
 def test_the_official_cli_lists_accepts_and_rejects(make_sim, tmp_path):
     sim = make_sim(
         time_scale=1, offers=4, seed=5, host_class=HEALTHY, price_rise=RISE, pacing=False
@@ -184,6 +186,7 @@ def test_the_listing_runs_on_for_the_next_renter_once_the_ended_rental_is_gone()
     assert again.market_stop_at is None  # not stopped at once by the old contract's end
 
 
+@needs_cli
 def test_a_test_can_raise_one_rentals_price_now(make_sim, tmp_path):
     import httpx
 
