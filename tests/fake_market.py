@@ -11,6 +11,7 @@ from typing import Any
 
 from rentwatch.core.campaign import Campaign
 from rentwatch.core.models import Instance, Offer
+from rentwatch.core.price_rules import PriceIncrease
 from rentwatch.market.errors import Acted, CreateResult, NotFound, OnTry
 
 
@@ -123,6 +124,9 @@ class FakeMarket:
         # or held at this bid instead of the one sent
         self.rents_on_demand = False
         self.holds_bid_at: float | None = None
+        # hosts' price increases pending on our rentals, and our answers (pending id -> accept)
+        self.increases: list[PriceIncrease] = []
+        self.answers: dict[int, bool] = {}
 
     # -- clock ---------------------------------------------------------------------------
     def now(self) -> float:
@@ -202,6 +206,17 @@ class FakeMarket:
 
     async def cancel_copies_to(self, dst_id: int) -> None:
         self._call("cancel_copies_to", (dst_id,))
+
+    async def pending_price_increases(self) -> list[PriceIncrease]:
+        self._call("pending_price_increases")
+        return [p for p in self.increases if p.pending_id not in self.answers]
+
+    async def answer_price_increase(self, pending_id: int, accept: bool) -> bool:
+        self._call("answer_price_increase", (pending_id, accept))
+        if pending_id in self.answers or all(p.pending_id != pending_id for p in self.increases):
+            return False
+        self.answers[pending_id] = accept
+        return True
 
     def outbid(self, iid: int, min_bid: float) -> None:
         """The market stops a bid rental for a higher bid: stopped in every state field, as

@@ -19,6 +19,7 @@ ASKED: dict[tuple[str, str], str] = {
     ("executor.py", "Executor.abandon"): "d: Abandon",
     ("executor.py", "Executor.restart"): "d: Restart",
     ("tier.py", "TierWatch.move"): "d: Move",
+    ("prices.py", "PriceWatch.move_off"): "v: PriceVerdict (a rejected price increase)",
     ("operator.py", "Operator._stop"): "a person: StopIntent, through Operator.apply",
     ("operator.py", "Operator._start"): "a person: StartIntent, through Operator.apply",
     ("operator.py", "Operator._destroy"): "a person: DestroyIntent with its confirmation",
@@ -27,7 +28,7 @@ ASKED: dict[tuple[str, str], str] = {
     ("supervisor.py", "Supervisor.release_all"): "the exit trap: a dying controller leaks nothing",
 }
 # decision executors must take the decision they carry out
-DECISION_TYPES = {"Decision", "Create", "Abandon", "Stop", "Move", "Restart"}
+DECISION_TYPES = {"Decision", "Create", "Abandon", "Stop", "Move", "Restart", "PriceVerdict"}
 
 
 def call_sites(root: Path = ENGINE) -> dict[tuple[str, str], set[str]]:
@@ -64,7 +65,7 @@ def test_every_change_to_a_rental_was_asked_for():
 
 def test_each_decision_executor_takes_the_decision_it_carries_out():
     for (rel, qual), why in ASKED.items():
-        if not why.startswith("d: "):
+        if not why.startswith(("d: ", "v: ")):
             continue
         tree = ast.parse((ENGINE / rel).read_text())
         cls, name = qual.split(".")

@@ -5,6 +5,7 @@ are named in docs/fidelity.md)."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 from rentwatch.market.vast.client import VastClient
@@ -35,8 +36,10 @@ def test_pacing_is_the_openapi_table_with_no_burst(make_sim):
         assert h.get(show).status_code == 429
         m.clock.advance(1.0)
         assert h.get(show).status_code == 200
-        assert h.get("/api/v0/charges/").status_code == 200
-        assert h.get("/api/v0/charges/").status_code == 429
+        now = int(m.clock.now())
+        week = {"select_filters": json.dumps({"day": {"gte": now - 7 * 86400, "lte": now}})}
+        assert h.get("/api/v0/charges/", params=week).status_code == 200
+        assert h.get("/api/v0/charges/", params=week).status_code == 429
 
 
 def test_the_client_keeps_to_the_intervals_at_a_scaled_clock(make_sim):

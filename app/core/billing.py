@@ -69,12 +69,20 @@ def status_marks(at: float, status: str | None) -> list[Mark]:
 # as the ledger's `billing_marks` view reads them: a stop and a start; a bid rental's resume by
 # itself, seen running (Vast's rental-types page: an outbid instance "resumes" once its bid
 # wins again, and its GPU bills from then); a rebid, whose new price (`detail.price`) bills
-# from then (the CLI's `change bid`: the rental pays its bid)
-EVENT_MARKS = {"stop": "stop", "start": "start", "resumed": "resume", "rebid": "price"}
+# from then (the CLI's `change bid`: the rental pays its bid); a host's accepted price
+# increase, whose new price (`detail.price`) bills from its contract's end date (vast-cli
+# PR #401: "the new rate applies only after each contract's current end_date")
+EVENT_MARKS = {
+    "stop": "stop",
+    "start": "start",
+    "resumed": "resume",
+    "rebid": "price",
+    "price": "price",
+}
 
 
 def price_of(value: object) -> float | None:
-    """A rebid's `detail.price` as the ledger's view reads it (`TRY_CAST` of its text, finite
+    """A rebid's (or a price's) `detail.price` as the ledger's view reads it (`TRY_CAST` of its text, finite
     and not negative): a number, or a number's text; None for anything else."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None

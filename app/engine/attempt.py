@@ -83,6 +83,9 @@ class Attempt:
     raised_from: float | None = None
     stopped_by_us: bool = False
     stop_rule: str = ""  # the rule (or actor) of our last stop
+    # a host's price increase we accepted, not yet in force: (from when, the new GPU $/h, its
+    # pending row's id); engine/prices.py writes the new price once that moment has passed
+    price_due: tuple[float, float, int] | None = None
 
     @property
     def passed_preflight(self) -> bool:
@@ -334,6 +337,22 @@ class Attempt:
         elif self.raised_from is not None and price <= self.raised_from:
             self.raised_from = None
         self.bid = self.gpu_dph = price
+        self.billed_at(price)
+        self.mark(at, "price", gpu_dph=price)
+
+    def increase_accepted(self, at: float, price: float, pending_id: int) -> None:
+        """Its host's price increase accepted: the new GPU price applies from `at`."""
+        self.price_due = (at, price, pending_id)
+
+    def price_known(self, price: float) -> None:
+        """A new GPU price the ledger holds for it (a restart's replay: the mark is made)."""
+        self.gpu_dph = price
+        self.billed_at(price)
+
+    def repriced(self, at: float, price: float) -> None:
+        """A new GPU price in force from `at` (an accepted increase, at its contract's end)."""
+        self.price_due = None
+        self.gpu_dph = price
         self.billed_at(price)
         self.mark(at, "price", gpu_dph=price)
 

@@ -297,6 +297,8 @@ class Recovery:
             mark = event_mark(e.at, e.kind, e.detail) if settled else None
             if mark is not None:
                 a.marked([mark])
+                if e.kind == K.PRICE and mark.gpu_dph is not None:  # an accepted increase
+                    a.price_known(mark.gpu_dph)
             elif e.kind == K.STATUS:
                 said = e.detail.get("status")
                 a.marked(status_marks(e.at, said))

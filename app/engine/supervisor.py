@@ -48,6 +48,7 @@ from .journal import Journal
 from .observer import Observer
 from .offers import OfferBook
 from .operator import Operator
+from .prices import PriceWatch
 from .recovery import Recovery
 from .rounds import rounds
 from .strays import hold_strays
@@ -151,6 +152,16 @@ class Supervisor:
             policy,
             self.tier,
         )
+        self.prices = PriceWatch(
+            market,
+            self.journal,
+            self.fleet,
+            self.job_work,
+            self.actions,
+            self.offer_book,
+            campaign,
+            policy,
+        )  # hosts' price increases (core/price_rules.py)
         self.started_at: float | None = None  # the campaign's first start, read once
         self.adopt_all = adopt_all  # show every instance of the account (the rest observed)
         # watch without a campaign: nothing is supervised unless the operator hands it over
@@ -245,6 +256,7 @@ class Supervisor:
         self.tier.restore(self.ledger, now)  # the tier's outbid record, every campaign
         self.blame_book.restore(self.ledger)
         await self.recovery.reconcile()
+        self.prices.restore(self.ledger)  # increases accepted, not yet in force
         for a in self.fleet.in_service():  # adopted proven rentals: watch them, re-attach jobs
             if a.tend_task is None:
                 a.tended_by(asyncio.create_task(self.tender.tend(a)))
@@ -270,6 +282,7 @@ class Supervisor:
         now = self.market.answered_at()
         self.polls += 1
         instances = sight.rows
+        self.prices.apply_due(now)  # an accepted increase's new price, before the rows show it
         await self.observer.observe(instances, now, sight.full, sight.asked, sight.bad)
         if sight.swept is not None:  # a sweep's pages together are a full list answer
             await self.observer.unlisted(sight.swept, now)
@@ -286,6 +299,7 @@ class Supervisor:
                 self.journal.say(f"done   {done.reason}")
         if not any(isinstance(d, Hold) for d in decisions):
             self.executor.holding = None  # the next hold is said again
+        await self.prices.look(now)
         self.job_work.reap(now)
         await self.job_work.dispatch(now)
         # what the ledger's figures compute to, on this market's clock

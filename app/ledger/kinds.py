@@ -56,6 +56,12 @@ class EventKind(StrEnum):
     # a rental that is not what its create asked for (its type or price, read off the market's
     # row right after the create: core/rental_check.py), and the fix it got
     RENTAL_MISMATCH = "rental_mismatch"
+    # a host's price increase pending on a rental (vast-cli PR #401), and our answer to it
+    # (`phase` intent, then outcome): the old and new prices, the rule's weighing, its reason
+    PRICE_INCREASE = "price_increase"
+    # a new GPU price in force from `ts` (`detail.price`): an accepted increase, at its
+    # contract's end date; a billing mark as a rebid is (core/billing.EVENT_MARKS)
+    PRICE = "price"
 
 
 EVENT_KINDS = frozenset(k.value for k in EventKind)

@@ -102,19 +102,21 @@ SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
             WHEN kind = 'status' THEN 'online'
             WHEN kind = 'lost' THEN 'destroy'
             -- core.billing.EVENT_MARKS: a bid rental's resume (held and running); a rebid's
-            -- price (core.billing.price_of: finite and not negative, else no mark's price)
+            -- or an accepted price increase's price (core.billing.price_of: finite and not
+            -- negative, else no mark's price)
             WHEN kind = 'resumed' THEN 'resume'
-            WHEN kind = 'rebid' THEN 'price'
+            WHEN kind IN ('rebid', 'price') THEN 'price'
             ELSE kind END AS mark,
        CASE WHEN kind = 'create' THEN gpu_dph
-            WHEN kind = 'rebid' AND isfinite(TRY_CAST(detail->>'price' AS DOUBLE))
+            WHEN kind IN ('rebid', 'price') AND isfinite(TRY_CAST(detail->>'price' AS DOUBLE))
                  AND TRY_CAST(detail->>'price' AS DOUBLE) >= 0
               THEN TRY_CAST(detail->>'price' AS DOUBLE) END AS gpu_dph,
        CASE WHEN kind = 'create' THEN storage_dph END AS storage_dph,
        CASE WHEN kind = 'create' THEN coalesce(detail->>'gpu_billing', 'created') END AS billing
 FROM standing_events
 WHERE instance_id IS NOT NULL AND coalesce(ok, true) AND phase <> 'intent'
-  AND (kind IN ('create', 'stop', 'start', 'destroy', 'lost', 'resumed', 'rebid') OR kind = 'status');
+  AND (kind IN ('create', 'stop', 'start', 'destroy', 'lost', 'resumed', 'rebid', 'price')
+       OR kind = 'status');
 
 CREATE OR REPLACE VIEW billing_spans AS
 WITH m AS (

@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..core.models import Instance, Offer
+from ..core.price_rules import PriceIncrease
 from .errors import Acted, CreateResult, OnTry
 
 
@@ -78,6 +79,15 @@ class Market(Clock, Protocol):
     async def cancel_copies_to(self, dst_id: int) -> None:
         """Cancel every copy under way into one of our instances (a rescue that gave up on
         one). Returns once the market has the cancel; a copy may still be landing."""
+        ...
+
+    async def pending_price_increases(self) -> list[PriceIncrease]:
+        """The hosts' price increases pending on the account's rentals (rows that cannot be
+        read are skipped)."""
+        ...
+
+    async def answer_price_increase(self, pending_id: int, accept: bool) -> bool:
+        """Accept or reject one pending increase; False when it is no longer pending."""
         ...
 
     async def list_instances(self) -> list[Instance]:

@@ -22,6 +22,7 @@ from .api_account import AccountRoutes
 from .api_instances import InstanceRoutes
 from .api_list import ListRoutes
 from .api_offers import OfferRoutes
+from .api_prices import PriceRoutes
 from .charges import ChargeRoutes
 from .market import SimMarket
 
@@ -81,6 +82,7 @@ class MarketAPI:
         self.instances = InstanceRoutes(market)
         self.account = AccountRoutes(market)
         self.charges = ChargeRoutes(market)
+        self.prices = PriceRoutes(market)
         self.base_url = base_url
         self.fault_rng = random.Random(market.scenario.seed * 7919 + 17)
         self.redirect_rng = random.Random(market.scenario.seed * 7919 + 29)
@@ -104,6 +106,7 @@ class MarketAPI:
         return [
             web.get("/sim/v0/truth", public(self.truth)),
             web.get("/sim/v0/clock", public(self.clock)),
+            web.post("/sim/v0/price_rise", public(self.prices.raise_price)),
             web.get("/sim/v0/logs/{token:[0-9a-f]+}", public(i.log_result)),
             web.post(f"/api/v0/bundles{S}", o.bundles),
             web.put("/api/v0/search/asks/", o.search_asks),
@@ -115,6 +118,9 @@ class MarketAPI:
             web.delete(f"/api/v0/instances/{ID}{S}", own_instance(paced("destroy", i.delete))),
             web.put(f"/api/v0/instances/request_logs/{ID}{S}", i.logs),
             web.put(f"/api/v0/instances/bid_price/{ID}{S}", paced("bid", i.bid_price)),
+            web.get(f"/api/v0/instances/pending-price-increases{S}", self.prices.pending),
+            web.put(f"/api/v0/instances/accept-price-increase{S}", self.prices.accept),
+            web.put(f"/api/v0/instances/reject-price-increase{S}", self.prices.reject),
             web.put(f"/api/v0/commands/copy_direct{S}", paced("copy", i.copy_direct)),
             web.delete(f"/api/v0/commands/copy_direct{S}", paced("copy", i.cancel_copy)),
             web.post(f"/api/v0/instances/{ID}/ssh{S}", a.attach_key),

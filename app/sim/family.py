@@ -99,6 +99,13 @@ RELIABILITY_SIGNAL = (0.0, 0.6)  # [hosts] reliability_signal
 CHURN_WINDOW_MIN = (15.0, 90.0)  # [churn] window_min: how long one listing state lasts
 TAKEN_SHARE = (0.0, 0.1)  # [listing] taken: a create that finds the offer just taken
 BID_PRICING = ("bid", "clearing")  # [bids] pricing
+# [price_rise]: hosts that raise their price under a held rental (vast-cli PR #401 shows the
+# flow; no source shows how often, by how much, with how much notice, or whether a rejected
+# rise's contract ever runs on at the old price)
+PRICE_RISE_SHARE = (0.0, 0.15)
+PRICE_RISE_FACTOR_HIGH = (1.1, 2.0)
+PRICE_RISE_NOTICE_MIN = (15.0, 240.0)
+PRICE_RISE_KEEP_OLD = (0.0, 0.5)
 FAULTS = {  # per-market API and SSH fault rates, each uniform in [0, high]
     "rate_429": 0.08,
     "rate_5xx": 0.05,
@@ -169,6 +176,26 @@ UNKNOWNS: dict[str, dict[str, Any]] = {
         "range": INET_FAST_SHARE,
         "knob": "[hosts] inet_fast_share",
         "about": "lines are bimodal on four single offers; the share of fast ones is unknown",
+    },
+    "price_rise_share": {
+        "range": PRICE_RISE_SHARE,
+        "knob": "[price_rise] share",
+        "about": "share of on-demand rentals whose host raises its price while rented",
+    },
+    "price_rise_factor": {
+        "range": (1.05, PRICE_RISE_FACTOR_HIGH[1]),
+        "knob": "[price_rise] factor",
+        "about": "a rise's new price over the old",
+    },
+    "price_rise_notice_min": {
+        "range": PRICE_RISE_NOTICE_MIN,
+        "knob": "[price_rise] notice_min",
+        "about": "minutes from a rise to the contract's end date, when it would apply",
+    },
+    "price_rise_keep_old": {
+        "range": PRICE_RISE_KEEP_OLD,
+        "knob": "[price_rise] keep_old",
+        "about": "share of rejected or unanswered rises whose contract runs on at the old price",
     },
     **{f"fault_{k}": {"range": (0.0, hi), "knob": f"[faults] {k}"} for k, hi in FAULTS.items()},
 }
@@ -259,6 +286,7 @@ def draw_market(family_seed: int, index: int) -> FamilyMarket:
         | {"timeout_s": FAULT_TIMEOUT_S},
     }
     data["bids"] = _bids(family_seed, index, gpus)
+    data["price_rise"] = _price_rise(family_seed, index)
     data.update(_supply(family_seed, index))
     fleet = rng.choice(FLEET_SIZES)
     max_dph = round(max(price_hi, price_hi * dud_factor) * 1.01, 3)
@@ -314,6 +342,19 @@ def _bids(family_seed: int, index: int, gpus: list[str]) -> dict[str, Any]:
     }
 
 
+def _price_rise(family_seed: int, index: int) -> dict[str, Any]:
+    """One market's `[price_rise]` (drawn apart from the rest: its own key)."""
+    r = _rng(family_seed, index, "price_rise")
+    notice = sorted(round(_u(r, PRICE_RISE_NOTICE_MIN), 1) for _ in range(2))
+    return {
+        "share": round(_u(r, PRICE_RISE_SHARE), 3),
+        "factor": [1.05, round(_u(r, PRICE_RISE_FACTOR_HIGH), 3)],
+        "after_min": [10.0, 240.0],
+        "notice_min": notice,
+        "keep_old": round(_u(r, PRICE_RISE_KEEP_OLD), 3),
+    }
+
+
 def draw_family(family_seed: int, n: int) -> list[FamilyMarket]:
     """Markets 0..n-1 of family `family_seed`."""
     return [draw_market(family_seed, i) for i in range(n)]
@@ -331,10 +372,10 @@ def to_toml(data: dict[str, Any]) -> str:
             return "[" + ", ".join(val(x) for x in v) + "]"
         return repr(v)
 
-    tables = ("host_class", "faults", "bids", "listing", "churn", "hosts")
+    tables = ("host_class", "faults", "bids", "listing", "churn", "hosts", "price_rise")
     lines = [f"{k} = {val(v)}" for k, v in data.items() if k not in tables]
     lines += ["", "[faults]"] + [f"{k} = {val(v)}" for k, v in data["faults"].items()]
-    for table in ("listing", "churn", "hosts"):
+    for table in ("listing", "churn", "hosts", "price_rise"):
         if table in data:
             lines += ["", f"[{table}]"] + [f"{k} = {val(v)}" for k, v in data[table].items()]
     if "bids" in data:

@@ -26,6 +26,7 @@ from .copies import Copy
 from .gpu_vitals import gpu_vitals
 from .images import deny_unpullable
 from .machines import Machine, between, build_machines, keyed_rng, nvml_name, other_listings
+from .price_rises import PriceRises
 from .rental import SimInstance
 from .scenario import Scenario
 from .truth import truth_row
@@ -63,6 +64,7 @@ class SimMarket:
         self._instance_keys: dict[str, int] = {}
         self.meters: list[WorkMeter] = []  # every sized job launched, in launch order
         self.copies: list[Copy] = []  # instance to instance copies asked (sim/copies.py)
+        self.rises = PriceRises(scenario.seed, scenario.price_rise)  # hosts' price increases
         self._preload()
 
     def _first_id(self, id_base: int | None) -> int:
@@ -268,8 +270,10 @@ class SimMarket:
     def market_stops(self, now: float) -> None:
         """Stop, as of the listing's end, every rental whose host's contract has ended: the
         market's own stop (Vast stops, it does not destroy, at a contract's end date). Bid
-        rentals are settled first (outbids and resumes up to `now`)."""
+        rentals are settled first (outbids and resumes up to `now`), and the hosts' price
+        rises (an accepted one extends its contract)."""
         self.settle_bids(now)
+        self.rises.settle(list(self.instances.values()), now)
         for inst in self.instances.values():
             end = inst.machine.contract_end
             if inst.destroyed_at is not None or end is None or now < end:

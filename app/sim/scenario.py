@@ -12,6 +12,7 @@ from ..core.errors import ConfigError
 from ..core.gpu_specs import DPH_RANGE
 from .bid_table import Bids, parse_bids
 from .images import ImageSpec, parse_images
+from .price_rise_table import PriceRise, parse_price_rise
 from .scenario_tables import (
     Churn,
     Faults,
@@ -135,6 +136,8 @@ class Scenario:
     # create without its bid price rents on-demand, and its answer does not say which type it
     # rented: vast-cli SKILL.md, PR #403); 0: every bid create is a bid rental
     bid_rents_on_demand: float = 0.0
+    # `[price_rise]`: hosts that raise their price under a held rental (sim/price_rises.py)
+    price_rise: PriceRise = field(default_factory=PriceRise)
 
     def shares(self) -> dict[str, float]:
         """Behaviour -> share of the machines, after the bad-day scaling."""
@@ -227,6 +230,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         "churn",
         "hosts",
         "bid_rents_on_demand",
+        "price_rise",
     }
     for key in data:
         if key not in known:
@@ -330,6 +334,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         preload_booting=booting,
         preload_label=preload_label,
         bids=parse_bids(data.get("bids")),
+        price_rise=parse_price_rise(data.get("price_rise")),
         churn=parse_churn(data.get("churn", {})),
         hosts=parse_hosts(data.get("hosts", {}), storage),
     )

@@ -24,6 +24,7 @@ from ...core.errors import BadRow, MalformedAnswer
 from ...core.models import Instance, Offer
 from ..errors import ApiError, CreateResult, MarketUnavailable, NotFound
 from .changes import StateChanges
+from .price_increases import PriceIncreases
 from .transport import CREATE_TIMEOUT, PAGE_SIZE
 
 # The market's own charges (`GET /api/v0/charges/`, as `vastai show invoices-v1 --charges`
@@ -40,9 +41,10 @@ OFFER_DEFAULTS: dict[str, Any] = {
 }
 
 
-class VastClient(StateChanges):
+class VastClient(StateChanges, PriceIncreases):
     """The Vast.ai endpoints rentwatch uses, each a typed call over the paced transport (the
-    changes to an existing instance come from `StateChanges`, changes.py)."""
+    changes to an existing instance come from `StateChanges`, changes.py; a host's price
+    increases from `PriceIncreases`, price_increases.py)."""
 
     # -- offers ---------------------------------------------------------------------------
     async def search_offers(

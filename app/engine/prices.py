@@ -1,0 +1,203 @@
+"""Hosts' price increases on our rentals (vast-cli PR #401), decided and carried out: every
+five market minutes the pending increases are read; each on a rental this campaign owns is weighed by
+the pure rule (`core/price_rules.py`: the new price per delivered reference GPU-hour against a
+move to the best fit offer, boot, duds and the work since the last checkpoint in), answered
+(accept or reject), and written to the ledger before and after the call with both prices and
+the rule's reason, and to the decision log.
+
+An accepted increase applies at its contract's end date: from then the rental bills at the new
+price (a `price` event dated to that moment, which the ledger's billing reads as it reads a
+rebid). A rejected one ends the contract at that date (no cutover follows): the work moves now,
+its job back to the queue from its last checkpoint, and the rental is stopped, never destroyed.
+"""
+
+from __future__ import annotations
+
+from ..core.campaign import Campaign
+from ..core.lifecycle import Phase
+from ..core.models import Offer
+from ..core.policy import Policy
+from ..core.price_rules import IncreaseCase, PriceIncrease, PriceVerdict, decide_increase
+from ..core.swap import fresh_usd_per_ref_h
+from ..ledger import EventKind, Ledger
+from ..market.errors import REFUSALS
+from ..market.protocol import Market
+from .actions import Actions
+from .attempt import Attempt
+from .fleet import Fleet
+from .jobs.work import JobWork
+from .journal import Journal
+from .offers import OfferBook
+
+K = EventKind
+LOOK_EVERY_S = 300.0  # market seconds between two reads of the pending increases (a rise
+# waits for its contract's end date: minutes late costs nothing, a call each poll would)
+GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST, Phase.STOPPED)
+
+
+class PriceWatch:
+    def __init__(
+        self,
+        market: Market,
+        journal: Journal,
+        fleet: Fleet,
+        jobs: JobWork,
+        actions: Actions,
+        book: OfferBook,
+        campaign: Campaign,
+        policy: Policy,
+    ) -> None:
+        self.market = market
+        self.journal = journal
+        self.fleet = fleet
+        self.jobs = jobs
+        self.actions = actions
+        self.book = book
+        self.campaign = campaign
+        self.policy = policy
+        self.answered: set[int] = set()  # pending ids answered (or refused: not asked again)
+        self.looked_at = -1e18
+
+    def restore(self, ledger: Ledger) -> None:
+        """Increases accepted before a restart whose new price is not yet written: still due."""
+        accepted = {
+            e.instance_id: e
+            for e in ledger.events(where="kind = 'price_increase' AND phase = 'outcome' AND ok")
+            if e.detail.get("decision") == "accept"
+        }
+        priced = {e.instance_id for e in ledger.events(where="kind = 'price'")}
+        for iid, e in accepted.items():
+            a = self.fleet.attempts.get(iid) if iid is not None else None
+            at, price, pid = (e.detail.get(k) for k in ("takes_effect_at", "new_gpu_dph", "id"))
+            if a is None or iid in priced or not isinstance(at, int | float):
+                continue
+            if isinstance(price, int | float) and isinstance(pid, int):
+                a.increase_accepted(float(at), float(price), pid)
+                self.answered.add(pid)
+
+    def apply_due(self, now: float) -> None:
+        """Each accepted increase whose moment has come: the new price, dated to it (before the
+        observer reads the rows, which show the new price from then)."""
+        for a in self.fleet.attempts.values():
+            due = a.price_due
+            if due is None or now < due[0]:
+                continue
+            at, price, pid = due
+            old = a.gpu_dph
+            a.repriced(at, price)
+            self.journal.fact(
+                K.PRICE,
+                a,
+                at=at,
+                actor="market",
+                ok=True,
+                reason=f"the host's increase accepted: ${old:.4f}/h -> ${price:.4f}/h from "
+                "its contract's end date",
+                detail={"price": price, "old": old, "pending_id": pid},
+            )
+            self.journal.say(
+                f"price  i:{a.instance_id} ${old:.4f} -> ${price:.4f}/h from the contract's end"
+            )
+
+    async def look(self, now: float) -> None:
+        if now - self.looked_at < LOOK_EVERY_S:
+            return
+        self.looked_at = now
+        try:
+            pending = await self.market.pending_price_increases()
+        except REFUSALS as exc:
+            self.journal.say(f"prices pending increases could not be read: {exc}")
+            return
+        for inc in pending:
+            a = self.fleet.attempts.get(inc.instance_id)
+            if inc.pending_id in self.answered or a is None or not a.owned:
+                continue
+            if a.life.phase in GONE:
+                continue
+            if self.book.stale():
+                await self.book.refresh()
+            await self.carry_out(a, decide_increase(self.case(a, inc, now)), now)
+
+    def case(self, a: Attempt, inc: PriceIncrease, now: float) -> IncreaseCase:
+        """What the rule weighs: the rental's prices now and after, its delivered speed, the
+        work ahead, a fresh create's cost per unit and what a move would redo."""
+        gpus = a.offer.num_gpus if isinstance(a.offer, Offer) and a.offer.num_gpus else 1
+        gpu = inc.new_gpu_dph * gpus if inc.new_gpu_dph is not None else a.gpu_dph
+        storage = a.storage_dph
+        if inc.new_storage_gb_h is not None:
+            storage = inc.new_storage_gb_h * self.campaign.disk_gb
+        queue = self.jobs.queue
+        on = queue.on(a.instance_id)
+        ahead = [j.job for j in queue.jobs if j.status == "pending" or j is on]
+        hosts = self.fleet.in_service()
+        work = self.book.work_outlook(ahead, max(1, len(hosts))) if ahead else None
+        rate = fresh = None
+        redo = 0.0
+        value = self.policy.value_of_time_usd_per_h
+        if work is not None:
+            rate = self.jobs.swaps.rate(a, work)
+            fresh = fresh_usd_per_ref_h(self.book.fit(), self.book.history(), work, value)
+            if on is not None and on.started_at is not None:
+                since = max(on.started_at, self.jobs.last_checkpoint(on) or on.started_at)
+                redo = max(0.0, now - since) / 3600 * rate
+        return IncreaseCase(
+            inc,
+            old_dph=a.gpu_dph + a.storage_dph,
+            new_dph=gpu + storage,
+            rate=rate,
+            work_ref_h=work.job_ref_h if work is not None else 0.0,
+            fresh=fresh,
+            redo_ref_h=redo,
+            value_of_time=value,
+        )
+
+    async def carry_out(self, a: Attempt, v: PriceVerdict, now: float) -> None:
+        inc = v.increase
+        self.answered.add(inc.pending_id)
+        gpus = a.offer.num_gpus if isinstance(a.offer, Offer) and a.offer.num_gpus else 1
+        new_gpu = inc.new_gpu_dph * gpus if inc.new_gpu_dph is not None else a.gpu_dph
+        detail = {
+            "id": inc.pending_id,
+            "decision": "accept" if v.accept else "reject",
+            "old_gpu_dph": a.gpu_dph,
+            "new_gpu_dph": new_gpu,
+            "old_storage_dph": a.storage_dph,
+            "new_storage_gb_h": inc.new_storage_gb_h,
+            "others_changed": list(inc.others_changed),
+            "takes_effect_at": inc.takes_effect_at,
+            "new_end": inc.new_end,
+            "keep_usd_per_ref_h": v.keep,
+            "move_usd_per_ref_h": v.move,
+        }
+        seq = self.journal.intent(
+            K.PRICE_INCREASE, self.journal.ctx(a), actor=v.rule, reason=v.reason, detail=detail
+        )
+        try:
+            live = await self.market.answer_price_increase(inc.pending_id, v.accept)
+        except REFUSALS as exc:
+            self.journal.outcome(seq, at=self.market.answered_at(), ok=False, error=str(exc)[:300])
+            self.journal.say(f"price  i:{a.instance_id} answer FAILED: {exc}")
+            return
+        at = self.market.answered_at()
+        if not live:
+            self.journal.outcome(seq, at=at, ok=False, error="no longer pending")
+            self.journal.say(f"price  i:{a.instance_id} increase no longer pending")
+            return
+        self.journal.outcome(seq, at=at, ok=True, detail=detail)
+        verb = "accept" if v.accept else "reject"
+        self.journal.say(
+            f"price  i:{a.instance_id} {verb} ${a.gpu_dph:.4f} -> ${new_gpu:.4f}/h: {v.reason}"
+        )
+        if v.accept:
+            if inc.takes_effect_at is not None and inc.new_gpu_dph is not None:
+                a.increase_accepted(max(inc.takes_effect_at, at), new_gpu, inc.pending_id)
+            return
+        await self.move_off(a, v, at)
+
+    async def move_off(self, a: Attempt, v: PriceVerdict, now: float) -> None:
+        """A rejected increase: its contract ends at its end date, so its work moves now (the
+        job from its last checkpoint) and the rental is stopped, never destroyed."""
+        job = self.jobs.queue.on(a.instance_id)
+        if job is not None:
+            self.jobs.requeue(job, now, "its host raised its price and we rejected it")
+        await self.actions.stop(a, v.rule, v.reason)

@@ -1,0 +1,126 @@
+"""A host's price increases pending on our rentals, and our answer to each (vast-cli PR #401:
+vastai 1.9.1 `api/price_increase.py`, `cli/commands/price_increase.py`).
+
+`GET /api/v0/instances/pending-price-increases/` answers `{"success", "count", "truncated",
+"pending_price_increases": [...]}`; each row names its `pending_price_increase_id`, the rental
+(`contract_id`), `host_id`, old and new per-second prices (`*_gpu_costpersec` per GPU,
+`*_disk_ram_costpersec` per GB, `*_bwu_cost` / `*_bwd_cost` per GB, `*_platform_fee` a
+fraction; a null `new_*` means that price is unchanged), `contract_end_date` (when the new price
+would apply), `ask_end_date` and `created_at`. `PUT .../accept-price-increase/` and
+`.../reject-price-increase/` take exactly `{"pending_price_increase_id": <int>}`; a row no longer
+pending answers 404 `no_pending_price_increase` (older backends: 409).
+
+Every row is evidence: one that cannot be read (a missing id, a price that is not a finite,
+non-negative number, a wrong type) is skipped and counted, never the whole answer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ...core.errors import MalformedAnswer
+from ...core.models import MAX_DPH
+from ...core.price_rules import PriceIncrease
+from ..errors import ApiError
+from .transport import Transport
+
+PENDING_PATH = "/api/v0/instances/pending-price-increases/"
+NO_PENDING = "no_pending_price_increase"
+OTHERS = ("bwu_cost", "bwd_cost", "platform_fee")
+# no source gives these routes a minimum interval: their own kind, not paced (transport.py)
+KIND = "price_increase"
+
+
+def _id(row: dict[str, Any], key: str) -> int:
+    v = row.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise MalformedAnswer(f"pending price increase: {key} is not a positive integer")
+    return v
+
+
+def _rate(row: dict[str, Any], key: str) -> float | None:
+    """A per-second price: None when absent or null (unchanged), else finite and >= 0."""
+    v = row.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        raise MalformedAnswer(f"pending price increase: {key} is not a price")
+    if v * 3600 > MAX_DPH:
+        raise MalformedAnswer(f"pending price increase: {key} is beyond any market's price")
+    return float(v)
+
+
+def _time(row: dict[str, Any], key: str) -> float | None:
+    v = row.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        raise MalformedAnswer(f"pending price increase: {key} is not a time")
+    return float(v)
+
+
+def _hourly(v: float | None, scale: float) -> float | None:
+    return None if v is None else v * 3600 * scale
+
+
+def read_row(row: Any, gpus: int = 1) -> PriceIncrease:
+    """One pending row, its GPU prices scaled to the rental's `gpus` (the market's are per GPU)."""
+    if not isinstance(row, dict):
+        raise MalformedAnswer("pending price increase: a row is not an object")
+    others = tuple(k for k in OTHERS if _rate(row, f"new_{k}") is not None)
+    return PriceIncrease(
+        pending_id=_id(row, "pending_price_increase_id"),
+        instance_id=_id(row, "contract_id"),
+        old_gpu_dph=_hourly(_rate(row, "old_gpu_costpersec"), gpus),
+        new_gpu_dph=_hourly(_rate(row, "new_gpu_costpersec"), gpus),
+        old_storage_gb_h=_hourly(_rate(row, "old_disk_ram_costpersec"), 1),
+        new_storage_gb_h=_hourly(_rate(row, "new_disk_ram_costpersec"), 1),
+        takes_effect_at=_time(row, "contract_end_date"),
+        new_end=_time(row, "ask_end_date"),
+        others_changed=others,
+    )
+
+
+def read_pending(data: Any) -> tuple[list[PriceIncrease], int]:
+    """The rows of an answer that can be read, and how many could not."""
+    rows = data.get("pending_price_increases") if isinstance(data, dict) else None
+    if rows is None and isinstance(data, dict) and data.get("success") is not False:
+        return [], 0  # "No pending price increases." (the CLI reads a missing list as none)
+    if not isinstance(rows, list):
+        raise MalformedAnswer("pending price increases answered without a list")
+    out, bad = [], 0
+    for row in rows:
+        try:
+            out.append(read_row(row))
+        except MalformedAnswer:
+            bad += 1
+    return out, bad
+
+
+class PriceIncreases(Transport):
+    """The price-increase calls `VastClient` inherits."""
+
+    async def pending_price_increases(self) -> list[PriceIncrease]:
+        data = await self._request("GET", PENDING_PATH, kind=KIND)
+        rows, bad = read_pending(data)
+        if bad:
+            self.stats.malformed += bad
+        return rows
+
+    async def answer_price_increase(self, pending_id: int, accept: bool) -> bool:
+        """Accept or reject one pending row; False when the market says it is no longer
+        pending (answered already, or its contract ended first)."""
+        verb = "accept" if accept else "reject"
+        try:
+            await self._request(
+                "PUT",
+                f"/api/v0/instances/{verb}-price-increase/",
+                kind=KIND,
+                body={"pending_price_increase_id": int(pending_id)},
+            )
+        except ApiError as exc:
+            if exc.status == 409 or (exc.status == 404 and NO_PENDING in (exc.code + exc.msg)):
+                return False
+            raise
+        return True
