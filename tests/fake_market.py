@@ -188,7 +188,7 @@ class FakeMarket:
             return CreateResult(box.id, None, label or "", None, refused="bid under min_bid")
         return CreateResult(box.id if lie is None else lie, None, label or "", None)
 
-    async def change_bid(self, instance_id: int, price: float) -> None:
+    async def change_bid(self, instance_id: int, price: float | None, num_gpus: int = 1) -> None:
         self._call("change_bid", (instance_id, price))
         b = self.boxes.get(instance_id)
         if b is None or b.intended == "destroyed":
