@@ -182,6 +182,11 @@ def test_a_source_without_an_open_port_is_refused_and_an_offline_one_sends_nothi
         async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
             await c.copy_between(src.id, f"{home}/ckpt/", dst.id, "/root/in/")
 
+    async def ports() -> set[int | None]:  # what rentwatch reads to ask no such copy
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            return {o.direct_port_count for o in await c.search_offers({})}
+
+    assert asyncio.run(ports()) == {0}
     # data-movement.mdx: copies run over SSH; the API's words for a host without open ports
     with pytest.raises(ApiError, match="Remote instance does not have an open port"):
         asyncio.run(ask())
