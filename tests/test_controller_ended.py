@@ -38,6 +38,25 @@ def test_the_end_command_names_the_ledger_and_a_market_other_than_vasts(tmp_path
     assert real == f"rentwatch end --campaign 'my run' --ledger {ledger}"
 
 
+def test_the_snapshot_carries_the_campaigns_own_end_command(tmp_path):
+    # what the quit dialog prints comes from the engine: its ledger, its market
+    from rentwatch.engine.hosts.ssh import load_or_create_key
+    from rentwatch.views.snapshot import snapshot
+
+    from .test_supervisor_unit import run
+
+    seen: list[str] = []
+
+    async def body(sup, market, ledger):
+        market.base_url = SIM  # a simulator's, not Vast's own
+        seen.append(snapshot(sup, sup.now()).end_command)
+
+    book = tmp_path / "u.duckdb"
+    run(load_or_create_key(tmp_path / "key"), body, ledger=Ledger(book)).close()
+    assert seen == [end_command("u", book, SIM)]
+    assert f"--ledger {book.resolve()}" in seen[0] and f"--market-url {SIM}" in seen[0]
+
+
 def _controller(tmp_path: Path, finished: str | None, failure: str | None = None) -> Controller:
     ctrl = Controller("sweep", tmp_path / "l.duckdb")
     sup = SimpleNamespace(
