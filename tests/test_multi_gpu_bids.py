@@ -14,10 +14,11 @@ from rentwatch.core.bid_rules import BidTerms, as_rented, offer_bid
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.models import Offer
+from rentwatch.ledger import Ledger
 from rentwatch.market.errors import ApiError
 from rentwatch.market.vast.client import VastClient
 
-from .campaigns import campaign_text
+from .campaigns import campaign_text, checkpointing_jobs, run_headless_text
 from .test_vastai_cli import vastai
 
 RTX3090 = [{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 3090"], "dph": [0.15, 0.2]}]
@@ -126,3 +127,47 @@ def test_a_campaigns_bid_cap_is_per_machine_up_to_an_8_gpu_machines():
     assert c.max_bid_dph == 40.0
     with pytest.raises(ConfigError, match="max_bid_dph"):
         parse_campaign(campaign_text(extra="max_bid_dph = 300.0\n"))
+
+
+TWO_GPU_CAMPAIGN = """
+name = "two"
+image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+image_cuda = "12.4"
+disk_gb = 40
+offer_query = "num_gpus=2 rentable=true"
+max_dph = 1.0
+fleet = 2
+max_creates = 20
+budget_usd = 20.0
+artifacts_dir = "artifacts"
+rental = "interruptible"
+"""
+
+
+def test_a_bid_campaign_on_two_gpu_machines_rents_them_at_the_machines_bid(
+    make_sim, tmp_path, monkeypatch
+):
+    """The whole engine on a market of multi-GPU machines: each create bids the machine's
+    price (at or over its `min_bid`, which a per-GPU bid would lose), and the jobs finish."""
+    monkeypatch.chdir(tmp_path)
+    sim = make_sim(
+        seed=5,
+        offers=16,
+        time_scale=600,
+        host_class=RTX3090,
+        bids={"pressure": 0.0},
+        hosts={"multi_gpu_share": 1.0},
+    )
+    text = TWO_GPU_CAMPAIGN + checkpointing_jobs(2, every_min=30, retries=2, ref_hours=0.3)
+    code, path = run_headless_text(sim, tmp_path, text)
+    assert code == 0
+    led = Ledger(path)
+    creates = led.events(where="kind = 'create' AND ok")
+    assert creates
+    for e in creates:
+        assert e.detail["bid"] >= e.detail["min_bid"] > 0, e.detail
+    done = {e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")}
+    assert done == {"j0", "j1"}
+    rented = [i for i in sim.market.instances.values()]
+    assert rented and all(i.machine.num_gpus == 2 and i.bid is not None for i in rented)
+    assert not any(i.lost_bids for i in rented)  # no create's bid lost the machine
