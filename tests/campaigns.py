@@ -72,6 +72,23 @@ def run_campaign(
     return code, ledger
 
 
+def run_headless_text(sim, tmp_path: Path, text: str, policy: str = "default") -> tuple[int, Path]:
+    """`run_campaign` for a campaign written whole (its own offer query, say)."""
+    ledger = tmp_path / f"{policy}.duckdb"
+    campaign = parse_campaign(text)
+    code = asyncio.run(
+        run_headless(
+            campaign,
+            get_policy(policy).with_overrides(campaign.policy),
+            sim.url,
+            sim.api_key,
+            str(ledger),
+            key_path=str(tmp_path / "key"),
+        )
+    )
+    return code, ledger
+
+
 def truth_at(sim, t: float) -> dict[int, dict]:
     """Per-instance charges as the market bills them up to market time `t`."""
 

@@ -116,6 +116,7 @@ class FakeMarket:
         self.hidden: set[int] = set()  # left out of list answers
         self.denied: set[int] = set()  # asked for directly, said to exist no more (a lie)
         self.calls: list[tuple[str, Any]] = []
+        self.bid_gpus: dict[int, int] = {}
         self.keys: list[str] = []
         self.attached: dict[int, list[str]] = {}  # instance id -> keys attached to it
         self.lie_create_id: int | None = None  # the next create answers with this id instead
@@ -192,8 +193,9 @@ class FakeMarket:
             return CreateResult(box.id, None, label or "", None, refused="bid under min_bid")
         return CreateResult(box.id if lie is None else lie, None, label or "", None)
 
-    async def change_bid(self, instance_id: int, price: float) -> None:
+    async def change_bid(self, instance_id: int, price: float | None, num_gpus: int = 1) -> None:
         self._call("change_bid", (instance_id, price))
+        self.bid_gpus[instance_id] = num_gpus  # the GPUs the client caps the price by
         b = self.boxes.get(instance_id)
         if b is None or b.intended == "destroyed":
             raise NotFound(404, "no_such_instance", "Instance with that ID does not exist.")

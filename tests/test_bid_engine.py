@@ -122,6 +122,36 @@ def test_an_outbid_requeues_the_job_and_is_rebid_within_the_poll(key):
     run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
 
 
+def test_a_two_gpu_machine_is_bid_on_and_rebid_at_the_machines_price(key):
+    """Vast's bid is the machine's price ("per machine bid price", capped at 32 x its GPUs):
+    on a 2-GPU offer the create bids over the machine's min_bid, and a rebid is sent with the
+    machine's GPU count, which the client's cap reads (a $40 bid is a 2-GPU machine's to make,
+    never a one-GPU one's)."""
+
+    async def body(sup, market, ledger):
+        (c,) = only(await sup.poll_once(), Create)
+        assert c.offer.num_gpus == 2 and c.bid is not None
+        assert c.offer.min_bid <= c.bid < c.offer.dph_base  # not half of it, per GPU
+        iid = next(iter(sup.attempts))
+        await to_running(sup, market, iid)
+        a = sup.attempts[iid]
+        if a.preflight_task is not None:
+            a.preflight_task.cancel()
+        a.verdict = Verdict(True, None, "ok", 70.0, 71.0)
+        market.t += 10
+        await sup.poll_once()
+        if a.tend_task is not None:
+            a.tend_task.cancel()
+        market.t += 300
+        market.outbid(iid, min_bid=a.bid * 1.2)
+        (rb,) = only(await sup.poll_once(), Rebid)
+        assert ("change_bid", (iid, rb.price)) in market.calls
+        assert market.bid_gpus[iid] == 2
+
+    two = FakeMarket([offer(1, 10, 0.80, num_gpus=2, min_bid=0.40)])
+    run(key, body, market=two, policy=DEFAULT, rental="interruptible", jobs=(JOB,))
+
+
 def test_an_outbid_with_no_rebid_waits_then_moves_with_an_explicit_stop(key):
     async def body(sup, market, ledger):
         iid = await proven(sup, market)

@@ -41,6 +41,8 @@ def _host(iid: int, phase: Phase = Phase.VERIFIED) -> SimpleNamespace:
         paused=False,
         ssh_host="h",
         ssh_port=1,
+        offer=None,
+        status=phase.value,
     )
 
 

@@ -31,6 +31,7 @@ def _campaign(make_sim, tmp_path: Path, seed: int) -> int:
             "day_swing": 0.0,
             "hold_min": [120, 240],
         },
+        ssh={"direct_share": 1.0},  # a copy comes only off a host with open ports
     )
     extra = 'rental = "interruptible"\n' + JOBS
     here = tmp_path / str(seed)

@@ -31,7 +31,9 @@ def _go(coro):
 class Fleet:
     def __init__(self, phases: dict[int, Phase]):
         self.attempts = {
-            i: SimpleNamespace(life=SimpleNamespace(phase=p), instance_id=i)
+            i: SimpleNamespace(
+                life=SimpleNamespace(phase=p), instance_id=i, offer=None, status="stopped"
+            )
             for i, p in phases.items()
         }
 
@@ -227,7 +229,9 @@ def test_a_copy_whose_answer_was_lost_is_looked_for_all_the_same():
             self.asked.append(args)
             raise AnswerLost("PUT /api/v0/commands/copy_direct/ timed out after 30s")
 
-    source = SimpleNamespace(life=SimpleNamespace(phase=Phase.STOPPED))
+    source = SimpleNamespace(
+        life=SimpleNamespace(phase=Phase.STOPPED), offer=None, status="stopped"
+    )
     fleet = SimpleNamespace(get=lambda iid: source if iid == A else None)
     market, journal = Lost(), FakeJournal()
     r = Rescues(market, fleet, FakeLink(), journal)  # type: ignore[arg-type]

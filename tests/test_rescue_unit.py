@@ -72,8 +72,14 @@ class FakeJournal:
         pass
 
 
-def _rescues(phase=Phase.STOPPED, refuse=False, listings=()):
-    source = SimpleNamespace(life=SimpleNamespace(phase=phase))
+def _source(phase=Phase.STOPPED, ports: int | None = 20, status: str = "stopped"):
+    """The paused rental as the fleet holds it: its phase, its offer's open ports, its status."""
+    offer = SimpleNamespace(direct_port_count=ports)
+    return SimpleNamespace(life=SimpleNamespace(phase=phase), offer=offer, status=status)
+
+
+def _rescues(phase=Phase.STOPPED, refuse=False, listings=(), source=None):
+    source = source or _source(phase)
     fleet = SimpleNamespace(get=lambda iid: source if iid == SRC else None)
     link = FakeLink(list(listings))
     market, journal = FakeMarket(refuse), FakeJournal()
@@ -124,6 +130,59 @@ def test_a_refused_copy_starts_the_job_from_what_was_pulled():
     r.outbid(job, SRC, 600.0)
     assert not _go(r.begin(HOST, job, 100.0)) and not r.waiting(job)
     assert journal.facts[-1]["ok"] is False and "No such user" in journal.facts[-1]["reason"]
+
+
+def test_no_copy_is_asked_off_a_host_without_open_ports_or_offline():
+    """Vast copies between instances over SSH (data-movement.mdx): a proxy-only host
+    (`direct_port_count` 0) or one offline sends nothing; the job starts from what was pulled,
+    the ledger saying why, and no copy is asked that would be refused or never land."""
+    for source, word in (
+        (_source(ports=0), "no open port"),
+        (_source(status="offline"), "offline"),
+    ):
+        r, market, _, journal = _rescues(source=source)
+        job = _taken()
+        r.outbid(job, SRC, 600.0)
+        assert not _go(r.begin(HOST, job, 100.0)) and not r.waiting(job)
+        assert not market.asked
+        [fact] = journal.facts
+        assert fact["ok"] is False and fact["detail"]["stage"] == "skipped"
+        assert word in fact["reason"] and "it starts from" in fact["reason"]
+    # ports unknown (an offer the ledger did not keep): asked, and the market decides
+    r, market, _, _ = _rescues(source=_source(ports=None))
+    job = _taken()
+    r.outbid(job, SRC, 600.0)
+    assert _go(r.begin(HOST, job, 100.0)) and market.asked
+
+
+def test_the_markets_open_port_refusal_is_said_as_such():
+    r, market, _, journal = _rescues()
+
+    async def no_port(*args) -> None:
+        raise ApiError(400, "invalid_args", "Remote instance does not have an open port")
+
+    market.copy_between = no_port  # type: ignore[method-assign]
+    job = _taken()
+    r.outbid(job, SRC, 600.0)
+    assert not _go(r.begin(HOST, job, 100.0)) and not r.waiting(job)
+    fact = journal.facts[-1]
+    assert fact["detail"]["stage"] == "refused"
+    assert "no open port for the copy's SSH" in fact["reason"]
+
+
+def test_a_wait_ends_at_once_when_the_source_goes_offline():
+    source = _source()
+    r, market, _, journal = _rescues(listings=[b""] * 100, source=source)
+    job = _taken()
+    r.outbid(job, SRC, 600.0)
+    assert _go(r.begin(HOST, job, 0.0))
+    assert not _go(r.step(HOST, job, 60.0))
+    source.status = "offline"  # nothing comes off a dark host: no point waiting it out
+    assert _go(r.step(HOST, job, 120.0)) and not r.waiting(job)
+    fact = journal.facts[-1]
+    assert fact["detail"]["stage"] == "lost" and fact["detail"]["source_offline"]
+    assert "went offline" in fact["reason"] and "it starts from" in fact["reason"]
+    assert market.asked[-1] == ("cancel", DST)
 
 
 def test_it_waits_while_the_folder_grows_or_a_look_fails_and_lands_once_settled():
@@ -233,7 +292,7 @@ def test_the_copied_state_replaces_the_pushed_one_a_file_for_a_file(tmp_path, ki
         (dst_home / name / "old-only").write_text("stale")
     job = JobState(dataclasses.replace(JOB, checkpoint=name))
     job.status, job.instance_id = "running", DST
-    source = SimpleNamespace(life=SimpleNamespace(phase=Phase.STOPPED))
+    source = _source()
     fleet = SimpleNamespace(get=lambda iid: source if iid == SRC else None)
     link = ShellLink(dst_home)
     r = Rescues(SimCopies(src_home, dst_home), fleet, link, FakeJournal())  # type: ignore[arg-type]

@@ -1,7 +1,8 @@
 """Copy between instances (`PUT /api/v0/commands/copy_direct/`, Vast's way to get data off a
 stopped instance): asked through the client (and the official CLI), answered at once, landed
 about 30 s of market time later, billed as bandwidth on both machines; refusals carry the
-market's words."""
+market's words. A copy needs the source's host up and with open ports (it runs over SSH), and
+bills nothing between two instances on one machine or one host's local network."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from rentwatch.market.vast.client import VastClient
 from .test_vastai_cli import vastai
 
 HEALTHY = [{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"], "dph": [0.3, 0.4]}]
+OPEN = {"direct_share": 1.0}  # every host has open ports: a copy may come off any of them
 
 
 def _until(cond, timeout: float = 30.0) -> None:
@@ -39,7 +41,7 @@ def _rent_two(sim) -> list[int]:
 
 
 def test_a_stopped_instances_folder_is_copied_to_another(make_sim, tmp_path):
-    sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False)
+    sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False, ssh=OPEN)
     assert sim.ssh is not None
     ids = _rent_two(sim)
     src, dst = (sim.market.instances[i] for i in ids)
@@ -87,7 +89,7 @@ def test_a_stopped_instances_folder_is_copied_to_another(make_sim, tmp_path):
 
 
 def test_the_official_cli_asks_a_copy_and_bad_bodies_are_refused(make_sim, tmp_path):
-    sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False)
+    sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False, ssh=OPEN)
     ids = _rent_two(sim)
     out = vastai(sim, "copy", f"{ids[0]}:/root/ckpt/", f"{ids[1]}:/root/in/", tmp_path=tmp_path)
     assert "Remote to Remote copy initiated" in out, out
@@ -120,7 +122,7 @@ def test_the_official_cli_asks_a_copy_and_bad_bodies_are_refused(make_sim, tmp_p
 
 
 def test_a_copy_cancelled_before_it_lands_never_lands_nor_bills(make_sim, tmp_path):
-    sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False)
+    sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False, ssh=OPEN)
     assert sim.ssh is not None
     src_id, dst_id = _rent_two(sim)
     src, dst = sim.market.instances[src_id], sim.market.instances[dst_id]
@@ -153,3 +155,79 @@ def test_a_copy_cancelled_before_it_lands_never_lands_nor_bills(make_sim, tmp_pa
         headers={"Authorization": f"Bearer {sim.api_key}"},
     )
     assert r.status_code == 400 and r.json()["msg"] == "Invalid dst_id."
+
+
+def _running(sim, ids: list[int]) -> list:
+    insts = [sim.market.instances[i] for i in ids]
+    _until(lambda: all(sim.call(lambda i=i: i.running(sim.market.clock.now())) for i in insts))
+    return insts
+
+
+def test_a_source_without_an_open_port_is_refused_and_an_offline_one_sends_nothing(make_sim):
+    sim = make_sim(
+        seed=6,
+        offers=4,
+        time_scale=60,
+        host_class=HEALTHY,
+        pacing=False,
+        ssh={"direct_share": 0.0},  # proxy only: no host has an open port
+    )
+    assert sim.ssh is not None
+    src, dst = _running(sim, _rent_two(sim))
+    home = sim.ssh.sandbox(src)
+    (home / "ckpt").mkdir()
+    (home / "ckpt" / "w.bin").write_bytes(b"x" * 5000)
+
+    async def ask() -> None:
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            await c.copy_between(src.id, f"{home}/ckpt/", dst.id, "/root/in/")
+
+    async def ports() -> set[int | None]:  # what rentwatch reads to ask no such copy
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            return {o.direct_port_count for o in await c.search_offers({})}
+
+    assert asyncio.run(ports()) == {0}
+    # data-movement.mdx: copies run over SSH; the API's words for a host without open ports
+    with pytest.raises(ApiError, match="Remote instance does not have an open port"):
+        asyncio.run(ask())
+    assert not sim.market.copies
+    # its host opens ports, then goes offline before the copy is through: nothing comes off
+    sim.call(lambda: setattr(src.machine, "direct", True))
+    asyncio.run(ask())
+
+    def dark() -> None:
+        src.segments[-1].offline_at = sim.market.clock.now()
+
+    sim.call(dark)
+    _until(lambda: sim.call(lambda: all(c.done for c in sim.market.copies)))
+    [c] = sim.market.copies
+    assert not c.landed and not c.billed
+    assert not (sim.ssh.sandbox(dst) / "in").exists()
+    assert not src.transfers and not dst.transfers
+
+
+def test_a_copy_within_one_hosts_network_bills_no_bandwidth(make_sim):
+    sim = make_sim(seed=6, offers=4, time_scale=60, host_class=HEALTHY, pacing=False, ssh=OPEN)
+    assert sim.ssh is not None
+    src, dst = _running(sim, _rent_two(sim))
+    assert src.machine.id != dst.machine.id
+
+    def one_network() -> None:  # "same provider and location" (data-movement.mdx)
+        dst.machine.host_id, dst.machine.geolocation = src.machine.host_id, src.machine.geolocation
+
+    sim.call(one_network)
+    home = sim.ssh.sandbox(src)
+    (home / "ckpt").mkdir()
+    (home / "ckpt" / "w.bin").write_bytes(b"x" * 5000)
+
+    async def ask() -> None:
+        async with VastClient(sim.url, sim.api_key, min_intervals={}) as c:
+            await c.copy_between(src.id, f"{home}/ckpt/", dst.id, "/root/in/")
+
+    asyncio.run(ask())
+    _until(lambda: sim.call(lambda: all(c.done for c in sim.market.copies)))
+    [c] = sim.market.copies
+    assert c.landed and c.bytes == 5000 and not c.billed
+    assert (sim.ssh.sandbox(dst) / "in" / "w.bin").read_bytes() == b"x" * 5000
+    assert not src.transfers and not dst.transfers
+    assert src.machine.inet_up_cost > 0 or dst.machine.inet_down_cost > 0  # it would have billed

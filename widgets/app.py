@@ -45,6 +45,7 @@ from .modals import (
     DestroyConfirm,
     HelpScreen,
     detach_choice,
+    ended_choice,
     hand_over_choice,
     quit_choice,
     stop_choice,
@@ -75,6 +76,14 @@ ON_AN_INSTANCE = frozenset({"stop", "destroy", "start", "hand_over", "detail"})
 # what would set automation going again: a campaign that has ended refuses these (stop, start,
 # destroy and the end itself still act on what it holds), so they are not offered then
 NOT_AFTER_END = frozenset({"create", "fleet_more", "fleet_less", "hand_over"})
+# what asks the controller: once it has ended (its socket gone) none of these can work, so a
+# dashboard that outlived it offers only what it shows itself, and quitting
+NEEDS_CONTROLLER = frozenset(
+    {
+        "stop", "destroy", "start", "hand_over", "detail", "bulk_destroy", "end_campaign",
+        "create", "fleet_more", "fleet_less", "jobs", "ledger", "receipt",
+    }
+)  # fmt: skip
 # what `a` may start: a rental not running (lifecycle: only a stopped one boots again)
 STARTABLE = frozenset({"stopped", "outbid"})
 
@@ -188,10 +197,18 @@ class RentwatchApp(App[str]):
     def _ended(self) -> bool:
         return self.latest is not None and self.latest.finished is not None
 
+    def _controller_ended(self) -> str | None:
+        """Why the controller this dashboard is attached to ended on its own (None: it
+        serves, or the engine runs in this process)."""
+        gone = getattr(self.engine, "ended", None)
+        return gone if isinstance(gone, str) else None
+
     def _offered(self, action: str, screen: Screen[Any]) -> bool:
         if action in FLEET_ONLY and not self._on_fleet(screen):
             return False
         if action in ON_AN_INSTANCE and not self._instance_in_sight(screen):
+            return False
+        if action in NEEDS_CONTROLLER and self._controller_ended() is not None:
             return False
         return not (action in NOT_AFTER_END and self._ended())
 
@@ -208,10 +225,16 @@ class RentwatchApp(App[str]):
         if text.startswith("reconnected"):  # good news: the next snapshot redraws the bar
             self.notify(text, timeout=10)
             return
-        self.notify(text, severity="error", timeout=30)
+        gone = self._controller_ended()
+        self.notify(text, severity="warning" if gone else "error", timeout=30)
         # a snapshot that arrived before this must not be drawn over it at the next refresh
         self._shown = self.latest
-        if self.latest is None or self.latest.engine_error is None:
+        if gone is not None:  # it ended on its own and said why: no failure of this screen's
+            bar = Text(" CONTROLLER ENDED ", style="bold reverse yellow")
+            bar.append(f" {clean(gone, 300)}  (q quits)", style="bold yellow")
+            self.query_one("#bar", Static).update(bar)
+            self.refresh_bindings()  # what acted through it is offered no more
+        elif self.latest is None or self.latest.engine_error is None:
             bar = Text(" ENGINE FAILED ", style="bold reverse red")
             bar.append(f" {text}  (q quits)", style="bold red")
             self.query_one("#bar", Static).update(bar)
@@ -628,8 +651,14 @@ class RentwatchApp(App[str]):
 
         campaign = self.latest.campaign if self.latest else None
         dph = self.latest.dph_now if self.latest else 0.0
+        end = self.latest.end_command if self.latest else ""
+        gone = self._controller_ended()
+        if gone is not None:
+            hint = getattr(self.engine, "end_hint", "") or end
+            self.push_screen(ended_choice(gone, campaign, hint), chosen)
+            return
         self.push_screen(
-            quit_choice(self._held(), self._stopped(), campaign, self._outlives(), focus, dph),
+            quit_choice(self._held(), self._stopped(), campaign, self._outlives(), focus, dph, end),
             chosen,
         )
 
@@ -658,6 +687,7 @@ class RentwatchApp(App[str]):
             "stop": "stopping everything held…",
             "leave": "leaving the controller running…",
             "detach": "detaching (recorded)…",
+            "ended": "quitting: the controller has ended…",
         }
         self.notify(doing.get(mode, mode), timeout=30)
         self._release_and_exit(mode)

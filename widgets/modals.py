@@ -90,17 +90,17 @@ def storage_note(stopped: int) -> str:
     )
 
 
-def billing_note(campaign: str | None, dph: float, held: int, stopped: int) -> str:
+def billing_note(campaign: str | None, dph: float, held: int, stopped: int, end: str = "") -> str:
     """What keeps billing after this dialog, and how to end it: a stop leaves a disk billing
-    storage, so neither "stop" nor "leave" ends the bill; only a destroy does."""
+    storage, so neither "stop" nor "leave" ends the bill; only a destroy does. `end` is the
+    engine's own `rentwatch end` command (its ledger and market named), as it works pasted."""
     if not held and not stopped:
         return ""
-    name = campaign or "NAME"
+    command = end or f"rentwatch end --campaign {campaign or 'NAME'} --destroy"
     return (
         f"\n\nBilling now: ${dph:.3f}/h. Stopped rentals, and the verified ones a stop "
         "keeps, bill storage until they are destroyed. To leave nothing billing: Cancel, "
-        f"then E (end the campaign and destroy everything), or `rentwatch end --campaign "
-        f"{name} --destroy` later."
+        f"then E (end the campaign and destroy everything), or `{command}` later."
     )
 
 
@@ -153,6 +153,19 @@ class ChoiceScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+def ended_choice(reason: str, campaign: str | None, end: str) -> ChoiceScreen:
+    """Quit, once the controller this dashboard was attached to has ended on its own: why, in
+    its own words, and only quitting (there is nothing left to stop or leave running), with
+    the command that ends what the campaign left on the market."""
+    text = (
+        f"The controller of {campaign or 'the campaign'} has ended: {reason}.\n\n"
+        "Nothing supervises the campaign now, and nothing here can stop it or leave it "
+        "running: quit. Whatever it left on the market still bills until ended"
+        + (f":\n  {end}" if end else ".")
+    )
+    return ChoiceScreen("quit", text, (Choice("ended", "Quit", "primary"), CANCEL), "ended")
+
+
 def quit_choice(
     held: int,
     stopped: int = 0,
@@ -160,6 +173,7 @@ def quit_choice(
     outlives: bool = False,
     focus: str = "stop",
     dph: float = 0.0,
+    end: str = "",
 ) -> ChoiceScreen:
     """Quit, attached to a controller of its own (`outlives`): stop the campaign, or leave it
     running in the background; with the engine in this process: stop all, or detach the fleet
@@ -174,7 +188,7 @@ def quit_choice(
             f"with `rentwatch attach --campaign {name}`.\n"
             "Cancel: back to the dashboard."
             + storage_note(stopped)
-            + billing_note(campaign, dph, held, stopped)
+            + billing_note(campaign, dph, held, stopped, end)
         )
         choices = (
             Choice("stop", "Stop campaign and quit", "primary"),
@@ -190,7 +204,7 @@ def quit_choice(
             "(recorded in the ledger).\n"
             "Cancel: back to the dashboard."
             + storage_note(stopped)
-            + billing_note(campaign, dph, held, stopped)
+            + billing_note(campaign, dph, held, stopped, end)
         )
         choices = (
             Choice("stop", "Stop all and quit", "primary"),

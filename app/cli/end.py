@@ -220,13 +220,10 @@ def _same_market(ran_on: str | None, name: str, url: str) -> None:
 
 
 def end_hint(name: str, ledger: Path, market: str | None) -> str:
-    """The command that ends what is left, as it works when pasted: quoted, and naming the
-    market where it is not Vast's own (`end` refuses another market than the campaign's)."""
-    url = f" --market-url {shlex.quote(market)}" if market and market != REAL_MARKET else ""
-    return (
-        f"rentwatch end --campaign {shlex.quote(name)} --ledger {shlex.quote(str(ledger))}"
-        f"{url} --destroy"
-    )
+    """The command that ends what is left, as it works when pasted (`ending.end_command`)."""
+    from ..engine.ending import end_command
+
+    return end_command(name, ledger, market or "", destroy=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -215,7 +215,8 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     rental = get("rental", str, "on-demand")
     if rental not in RENTALS:
         raise fail("rental", f"expected one of {', '.join(RENTALS)}, got {rental!r}")
-    max_bid = number("max_bid_dph", lo=0.001, hi=32.0) if "max_bid_dph" in data else None
+    # a bid is the machine's price, capped at $32/h per GPU: 256 on an 8-GPU machine
+    max_bid = number("max_bid_dph", lo=0.001, hi=256.0) if "max_bid_dph" in data else None
     notify = get("notify", list, [])
     if not all(isinstance(n, str) and n.strip() for n in notify):
         raise fail("notify", "expected a list of notification URLs (strings)")

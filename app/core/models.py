@@ -131,6 +131,9 @@ class Offer:
     # the bid to beat now on the interruptible tier, $/h ("min_bid: Minimum bid price
     # ($/hour)", openapi.yaml search offers); None where the market gave none
     min_bid: float | None = None
+    # "open ports on host's router" (the CLI's `search offers` fields): 0 is a host reached
+    # through Vast's SSH proxy only, which a copy between instances cannot come off
+    direct_port_count: int | None = None
 
     @classmethod
     def from_api(cls, row: Any) -> Offer:
@@ -161,7 +164,14 @@ class Offer:
             inet_up_cost=_num(row, "inet_up_cost", 0.0, lo=0.0, hi=MAX_INET_COST) or 0.0,
             inet_down_cost=_num(row, "inet_down_cost", 0.0, lo=0.0, hi=MAX_INET_COST) or 0.0,
             min_bid=_soft(row, "min_bid", 0.0, MAX_DPH),
+            direct_port_count=_count(row, "direct_port_count"),
         )
+
+
+def _count(row: dict[str, Any], key: str) -> int | None:
+    """A count the market shows (no decision fails on it): None when absent or not one."""
+    value = _soft(row, key, 0.0, 1e6)
+    return None if value is None else int(value)
 
 
 @dataclass(frozen=True, slots=True)

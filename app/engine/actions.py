@@ -283,7 +283,7 @@ class Actions:
         self.journal.say(f"create i:{a.instance_id} NOT AS ASKED: {miss.reason} ({miss.fix})")
         if miss.fix == "rebid" and a.bid is not None:
             try:
-                await self.market.change_bid(a.instance_id, a.bid)
+                await self.market.change_bid(a.instance_id, a.bid, a.num_gpus)
             except REFUSALS as exc:
                 self.journal.fact(
                     K.REBID, a, at=at, actor=actor, ok=False, reason=f"refused ({exc})",

@@ -91,6 +91,11 @@ class Attempt:
     def passed_preflight(self) -> bool:
         return self.life.proven
 
+    @property
+    def num_gpus(self) -> int:
+        """The GPUs its machine is rented with (a bid is the machine's price for all of them)."""
+        return self.offer.num_gpus if self.offer is not None else 1
+
     def view(self, busy: bool = False, free_since: float | None = None) -> AttemptView:
         return AttemptView(
             instance_id=self.instance_id,

@@ -10,9 +10,12 @@ would set automation going again, are refused."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.lifecycle import Phase
+from ..market.vast.client import REAL_MARKET
 from .intents import (
     AutomationRefused,
     DestroyConfirmation,
@@ -24,6 +27,23 @@ from .strays import hold_strays
 if TYPE_CHECKING:
     from .attempt import Attempt
     from .supervisor import Supervisor
+
+
+def end_command(campaign: str, ledger: str | Path, market_url: str, destroy: bool = True) -> str:
+    """The `rentwatch end` command for a campaign, as it works when pasted: quoted, the
+    ledger's absolute path, and `--market-url` where the market is not Vast's own (`end`
+    refuses another market than the one the campaign rented on)."""
+    url = market_url.rstrip("/")
+    market = f" --market-url {shlex.quote(url)}" if url and url != REAL_MARKET else ""
+    where = str(ledger)
+    book = "" if where in ("", ":memory:") else f" --ledger {shlex.quote(_absolute(where))}"
+    return f"rentwatch end --campaign {shlex.quote(campaign)}{book}{market}" + (
+        " --destroy" if destroy else ""
+    )
+
+
+def _absolute(path: str) -> str:
+    return str(Path(path).expanduser().resolve())
 
 
 def confirmed(campaign: str, typed: str) -> bool:

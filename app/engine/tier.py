@@ -259,7 +259,7 @@ class TierWatch:
             a.rebid_tried()
         detail = {"price": d.price, "old": old, "min_bid": a.min_bid}
         try:
-            await self.market.change_bid(a.instance_id, d.price)
+            await self.market.change_bid(a.instance_id, d.price, a.num_gpus)
         except REFUSALS as exc:
             self.journal.fact(
                 K.REBID,

@@ -67,8 +67,9 @@ class Market(Clock, Protocol):
         stopped: the result names it, with `refused` set."""
         ...
 
-    async def change_bid(self, instance_id: int, price: float) -> None:
-        """Change an interruptible rental's bid ($/h)."""
+    async def change_bid(self, instance_id: int, price: float | None, num_gpus: int = 1) -> None:
+        """Change an interruptible rental's bid: the machine's price ($/h for all its
+        `num_gpus` GPUs), or None for the market's own winning bid."""
         ...
 
     async def copy_between(self, src_id: int, src_path: str, dst_id: int, dst_path: str) -> None:

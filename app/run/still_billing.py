@@ -6,22 +6,15 @@ absolute path."""
 
 from __future__ import annotations
 
-import shlex
-from pathlib import Path
-
 from ..core.lifecycle import Phase
+from ..engine import ending
 from ..engine.attempt import Attempt
 from ..engine.supervisor import Supervisor
-from ..market.vast.client import REAL_MARKET
 
 
 def end_command(sup: Supervisor, campaign: str, ledger_path: str, destroy: bool) -> str:
-    url = str(getattr(sup.market, "base_url", "") or "").rstrip("/")
-    market = f" --market-url {shlex.quote(url)}" if url and url != REAL_MARKET else ""
-    ledger = shlex.quote(str(Path(ledger_path).expanduser().resolve()))
-    return f"rentwatch end --campaign {shlex.quote(campaign)} --ledger {ledger}{market}" + (
-        " --destroy" if destroy else ""
-    )
+    url = str(getattr(sup.market, "base_url", "") or "")
+    return ending.end_command(campaign, ledger_path, url, destroy)
 
 
 def _state(a: Attempt) -> tuple[str, float]:

@@ -24,10 +24,21 @@ def no_such_ask(offer_id: int) -> web.Response:
     )
 
 
-def bad_bid(price: Any) -> web.Response | None:
-    """A bid outside the OpenAPI's range for a bid price ([0.001, 32.0] $/h), answered."""
-    if isinstance(price, bool) or not isinstance(price, int | float) or not 0.001 <= price <= 32:
+BID_CAP_PER_GPU = 32.0  # "Bid price must be >= 0.001 and <= 32.0 * number of GPUs"
+
+
+def bad_bid(price: Any, num_gpus: int) -> web.Response | None:
+    """A bid outside the range the OpenAPI gives a bid price, answered. The price is the
+    machine's ("per machine bid price", the CLI's `--bid_price` and `change bid --price`), so
+    its cap grows with the machine's GPUs (`change_bid.yaml` x-input-validation: "<= 32.0 *
+    number of GPUs"). The text over the cap is ours: no source gives Vast's."""
+    if isinstance(price, bool) or not isinstance(price, int | float) or not price >= 0.001:
         return error(400, "invalid_args", "Please set a bid price >= 0.001.")
+    cap = BID_CAP_PER_GPU * num_gpus
+    if price > cap:
+        return error(
+            400, "invalid_args", f"Please set a bid price <= {cap:g} (32.0 x {num_gpus} GPUs)."
+        )
     return None
 
 
@@ -74,7 +85,7 @@ class InstanceRoutes:
             env = {}
         label = body.get("label")
         price = body.get("price")  # a bid: the interruptible tier (absent or null: on-demand)
-        if price is not None and (bad := bad_bid(price)) is not None:
+        if price is not None and (bad := bad_bid(price, m.num_gpus)) is not None:
             return bad
         if price is not None and body.get("cancel_unavail") and self.market.min_bid(m, now) > price:
             # "when cancel_unavail is true and instance cannot start" (openapi.yaml, 410)
@@ -110,27 +121,32 @@ class InstanceRoutes:
 
     async def bid_price(self, request: web.Request) -> web.Response:
         """`PUT /api/v0/instances/bid_price/{id}/` with `{"client_id": "me", "price": p}`
-        (vast-ai/docs openapi.yaml, change bid: price in [0.001, 32.0])."""
+        (vast-ai/docs openapi.yaml, change bid: price from 0.001 to 32.0 x the machine's GPUs).
+        A null or absent price bids "a winning bid price" (the CLI's `change bid` with no
+        `--price`, which sends `"price": null`): the machine's `min_bid` now."""
         body = await body_json(request)
         inst = self.market.live(self._iid(request))
         if inst is None:
             return error(404, "no_such_instance", "Instance with that ID does not exist.")
-        if not isinstance(body, dict) or body.get("price") is None:
+        if not isinstance(body, dict):
             return error(400, "invalid_args", "Please set a bid price >= 0.001.")
-        if (bad := bad_bid(body["price"])) is not None:
+        price = body.get("price")
+        if price is None:
+            price = self.market.min_bid(inst.machine, self.market.clock.now())
+        if (bad := bad_bid(price, inst.machine.num_gpus)) is not None:
             return bad
         if inst.bid is None:
             # "The rental type cannot be changed after the create": an on-demand rental
             # takes no bid (the simulator's words: no source gives Vast's)
             return error(400, "invalid_args", "instance is not interruptible: no bid to change")
-        self.market.change_bid(inst, float(body["price"]))
+        self.market.change_bid(inst, float(price))
         return answer({"success": True})
 
     async def copy_direct(self, request: web.Request) -> web.Response:
         """`PUT /api/v0/commands/copy_direct/` with `{"client_id": "me", "src_id", "dst_id",
         "src_path", "dst_path"}` (vast-ai/docs `api-reference/openapi/yaml/copy.yaml`; the CLI's
         `copy` between two instances): answered at once, the data lands later (sim/copies.py).
-        A stopped source is fine: its disk is kept."""
+        A stopped source is fine: its disk is kept; one whose host has no open port is not."""
         body = await body_json(request)
         if not isinstance(body, dict):
             return error(400, "invalid_args", "Invalid src_path.")
@@ -148,6 +164,10 @@ class InstanceRoutes:
         if src is None or dst is None:
             # the OpenAPI's 404 for "Source or destination ID not found or access denied"
             return error(404, "no_such_user", "No such user.")
+        if not src.machine.direct:
+            # the copy runs over SSH between the hosts (data-movement.mdx: copies "use ssh
+            # authentication"); a host without open ports (`direct_port_count` 0) takes none
+            return error(400, "invalid_args", "Remote instance does not have an open port")
         self.market.copies.append(
             Copy(src.id, body["src_path"], dst.id, body["dst_path"], self.market.clock.now())
         )

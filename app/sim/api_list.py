@@ -195,7 +195,7 @@ class ListRoutes:
             "storage_cost": m.storage_cost,
             "disk_space": inst.disk_gb,
             "gpu_name": m.advertised_gpu,
-            "num_gpus": 1,
+            "num_gpus": m.num_gpus,
             "gpu_ram": self._vram(m.advertised_gpu),
             "gpu_util": gpu["util"] if gpu else None,
             "gpu_temp": gpu["temp"] if gpu else None,

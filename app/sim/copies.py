@@ -7,8 +7,14 @@ the docs' "~30 seconds" and the bytes over the slower of the source's upload and
 destination's download. It is rsync's: a source path ending in `/` copies what the folder
 holds into the destination folder, and a file named with a trailing `/` is refused (rsync:
 "Not a directory"). The data moved bills bandwidth on both machines (the docs:
-"Copying data between instances accrues internet bandwidth usage charges"). The source may be
-stopped (its disk is kept) but not destroyed; nothing lands on a destroyed destination.
+"Copying data between instances accrues internet bandwidth usage charges"), "unless the copy is
+between two instances on the same machine or local network" ("same provider and location":
+the same `machine_id`, or the same `host_id` and `geolocation`, `same_network`). The source
+may be stopped (its disk is kept) but not destroyed, and its host must be up: the copy runs
+over SSH between the hosts ("as they use ssh authentication"), so it is asked only of a source
+whose host has open ports (`direct_port_count`; the API's "Remote instance does not have an
+open port", `api_instances.py`), and a source whose host went offline sends nothing: the copy
+never lands. Nothing lands on a destroyed destination.
 A cancel (`DELETE`, "Cancel Direct Copy", `auto_delete_api_v0_commands_copy_direct_6443b6.yaml`)
 ends every copy into its destination that has not landed; the simulator bills a copy's bytes
 when it lands, so a cancelled one bills none (the real market may bill what moved before).
@@ -42,6 +48,7 @@ class Copy:
     done: bool = False
     landed: bool = False  # False when done: the source or its path was not there
     cancelled: bool = False  # `DELETE /api/v0/commands/copy_direct/` before it landed
+    billed: bool = False  # its bytes billed as bandwidth (never within one machine or network)
 
 
 def container_id(value: object) -> int | None:
@@ -63,6 +70,22 @@ def in_sandbox(path: str, sandbox: Path, workdir: Path) -> Path | None:
         if p == home or home in p.parents:
             return sandbox / p.relative_to(home)
     return None
+
+
+def same_network(src: SimInstance, dst: SimInstance) -> bool:
+    """Two instances on one machine, or on one host's machines in one place (the docs' "same
+    provider and location"): a copy between them moves no bytes over the internet."""
+    a, b = src.machine, dst.machine
+    return a.id == b.id or (a.host_id == b.host_id and a.geolocation == b.geolocation)
+
+
+def host_down(inst: SimInstance, now: float) -> bool:
+    """Its host went offline during its last boot (before any stop ended it), as of `now`."""
+    if not inst.segments:
+        return False
+    seg = inst.segments[-1]
+    off = seg.offline_at
+    return off is not None and off <= now and (seg.end is None or off < seg.end)
 
 
 def tree_bytes(src: Path) -> int:
@@ -104,6 +127,8 @@ def run_due(
         c.done = True
         if src is None or dst is None or src.destroyed_at is not None:
             continue
+        if host_down(src, c.due_at):
+            continue  # its host went offline before the copy was through: nothing came off
         if dst.destroyed_at is not None or here is None or not here.exists():
             continue
         if c.src_path.endswith("/") and not here.is_dir():
@@ -115,8 +140,10 @@ def run_due(
             there.mkdir(parents=True, exist_ok=True)
         copy_tree(here, there, contents=c.src_path.endswith("/"))
         c.landed = True
-        bill(src, c.bytes, 0)  # the source's upload
-        bill(dst, 0, c.bytes)  # the destination's download
+        if not same_network(src, dst):
+            c.billed = True
+            bill(src, c.bytes, 0)  # the source's upload
+            bill(dst, 0, c.bytes)  # the destination's download
 
 
 def cancel_into(copies: list[Copy], dst_id: int) -> int:

@@ -81,6 +81,7 @@ class Machine:
     taken_until: float | None = None  # another renter holds it until then
     asked: int = 0  # creates asked of it (each may find it taken meanwhile)
     presence: float | None = None  # share of the time it is listed (`[churn]`, sim/churn.py)
+    num_gpus: int = 1  # rented whole: `dph_base` and `min_bid` are the machine's, all its GPUs
 
     @property
     def verified(self) -> bool:
@@ -105,9 +106,9 @@ class Machine:
             "machine_id": self.id,
             "host_id": self.host_id,
             "gpu_name": self.advertised_gpu,
-            "num_gpus": 1,
+            "num_gpus": self.num_gpus,
             "gpu_ram": spec.vram_mb if spec else 24576,
-            "gpu_total_ram": spec.vram_mb if spec else 24576,
+            "gpu_total_ram": (spec.vram_mb if spec else 24576) * self.num_gpus,
             "dph_base": round(self.dph_base, 6),
             "dph_total": round(self.dph_base + storage_h, 6),
             "storage_cost": self.storage_cost,
@@ -269,6 +270,20 @@ def _unkind(m: Machine, sc: Scenario, now: Callable[[], float]) -> None:
     else:
         m.contract_end = now() + rng.uniform(3, 90) * 86400
     _host_line(m, sc)
+    _gpu_count(m, sc)
+
+
+def _gpu_count(m: Machine, sc: Scenario) -> None:
+    """`[hosts] multi_gpu_share`: a share of machines listed with 2, 4 or 8 GPUs (their own
+    draws). Such an offer is rented whole and priced per machine, as Vast lists `dph_total`
+    (MARKET_EVIDENCE.md: an RTX 3090 listed at $0.165 per GPU of a 2x): the host class's price
+    is per GPU, times the count; `min_bid` follows from `dph_base` (sim/bids.py)."""
+    if sc.hosts.multi_gpu_share <= 0:
+        return
+    rng = keyed_rng(sc.seed, "gpus", m.id)
+    if rng.random() < sc.hosts.multi_gpu_share:
+        m.num_gpus = rng.choice((2, 4, 8))
+        m.dph_base = round(m.dph_base * m.num_gpus, 4)
 
 
 def _host_line(m: Machine, sc: Scenario) -> None:

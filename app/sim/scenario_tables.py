@@ -79,11 +79,13 @@ class Hosts:
     draw (50-900 up, 100-1500 down). `reliability_signal`: how far the listed `reliability2`
     predicts delivery, 0 (none) to 1 (the hosts that never deliver list the lower scores); None
     keeps the flat draw. `storage_spread`: "uniform" or "log" (log-uniform) over
-    `storage_cost`."""
+    `storage_cost`. `multi_gpu_share`: the share of machines listed with 2, 4 or 8 GPUs,
+    rented whole at a price per machine (0: every offer has one GPU)."""
 
     inet_fast_share: float | None = None
     reliability_signal: float | None = None
     storage_spread: str = "uniform"
+    multi_gpu_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ def parse_hosts(raw: Any, storage: tuple[float, float]) -> Hosts:
                 raise ConfigError(f'hosts.storage_spread: expected "uniform" or "log", got {v!r}')
             if v == "log" and storage[0] <= 0:
                 raise ConfigError("hosts.storage_spread: a log spread needs storage_cost above 0")
-        elif key in ("inet_fast_share", "reliability_signal"):
+        elif key in ("inet_fast_share", "reliability_signal", "multi_gpu_share"):
             if not _number(v) or not 0 <= v <= 1:
                 raise ConfigError(f"hosts.{key}: expected a share between 0 and 1, got {v!r}")
             v = float(v)

@@ -16,6 +16,7 @@ from ..core.lifecycle import Phase, Transition
 from ..core.rules import freeze_window
 from ..core.text import clean
 from ..engine.attempt import Attempt
+from ..engine.ending import end_command
 from ..engine.supervisor import Supervisor
 
 
@@ -108,6 +109,8 @@ class FleetReadout:
     # was proven, and cancelled by the campaign or a person; counted apart from the duds
     stopped_by_market: int = 0
     cancelled: int = 0
+    # `rentwatch end` for this campaign as it works when pasted (its ledger, its market)
+    end_command: str = ""
 
     @property
     def dud_share(self) -> float:
@@ -386,4 +389,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         observed=observed,
         observed_dph=observed_dph,
         engine_error=clean(sup.failure, 300) if sup.failure else None,
+        end_command=end_command(
+            sup.campaign.name, sup.ledger.path, str(getattr(sup.market, "base_url", "") or "")
+        ),
     )

@@ -12,6 +12,11 @@ The market only says a copy has begun; its end shows in the destination's status
 no source gives. So the copied folder is looked at over SSH at each job check: there, and the
 same at two looks `RESCUE_SETTLE_S` apart, it is in, and goes into the checkpoint's place.
 Past `RESCUE_WAIT_S`, or on any refusal, the job starts from the checkpoint that was pulled.
+A copy runs over SSH between the two hosts (data-movement.mdx: copies "use ssh
+authentication"), so none is asked off a host without open ports (its offer's
+`direct_port_count` 0: the market's "Remote instance does not have an open port") or one seen
+offline, and a wait ends as soon as the source is seen offline: the job starts from the pulled
+checkpoint at once, the ledger saying why.
 Paths are the container's: the next host's `$HOME`, which a copy of one image shares.
 """
 
@@ -67,6 +72,23 @@ def unanswered(exc: Exception) -> bool:
     """A copy's ask that may have been acted on: its answer lost, or a 5xx (the market's
     front may fail after its back started the transfer). Asking again would start another."""
     return isinstance(exc, AnswerLost) or (isinstance(exc, ApiError) and exc.status >= 500)
+
+
+def cannot_copy_off(source: Attempt) -> str | None:
+    """Why no copy can come off `source` now, in the ledger's words (None: one may)."""
+    if source.offer is not None and source.offer.direct_port_count == 0:
+        return "its host has no open port (Vast copies between instances over SSH)"
+    if source.status == "offline":
+        return "its host is offline"
+    return None
+
+
+def refusal(exc: Exception) -> str:
+    """A refused copy's reason, the market's words kept."""
+    said = str(exc)[:200]
+    if "open port" in said:
+        return f"its host has no open port for the copy's SSH: {said}"
+    return said
 
 
 def landing(job: Job) -> str:
@@ -155,7 +177,21 @@ class Rescues:
             and paused.instance_id != a.instance_id
             and source.life.phase == Phase.STOPPED
         )
-        if not rescue_worth(paused.lost_s, True, kept):
+        if source is None or not rescue_worth(paused.lost_s, True, kept):
+            return False
+        why_not = cannot_copy_off(source)
+        if why_not is not None:
+            self.journal.fact(
+                K.RESCUED,
+                a,
+                at=now,
+                actor="engine",
+                ok=False,
+                reason=f"no copy of job {job.name}'s state off i:{paused.instance_id}: "
+                f"{why_not}; it starts from {self.start_point(job)}",
+                detail={"job": job.name, "source": paused.instance_id, "stage": "skipped"},
+            )
+            self.journal.say(f"rescue {job.name}: no copy off i:{paused.instance_id}: {why_not}")
             return False
         try:
             res = await self.link.run(a, f'rm -rf {landing(job.job)} && printf "%s" "$HOME"')
@@ -185,7 +221,7 @@ class Rescues:
                     actor="engine",
                     ok=False,
                     reason=f"copy of job {job.name}'s state off i:{paused.instance_id} refused "
-                    f"({exc}): it starts from {self.start_point(job)}",
+                    f"({refusal(exc)}): it starts from {self.start_point(job)}",
                     detail={**detail, "stage": "refused"},
                 )
                 return False
@@ -257,7 +293,9 @@ class Rescues:
             and listing == c.listing
             and now - c.seen_at >= RESCUE_SETTLE_S
         )
-        if not settled and now - c.asked_at < RESCUE_WAIT_S:
+        source = self.fleet.get(c.source)
+        dark = source is not None and source.status == "offline" and not settled
+        if not settled and not dark and now - c.asked_at < RESCUE_WAIT_S:
             if listing is not None and listing != c.listing:
                 c.listing, c.seen_at = listing, now
             return False
@@ -291,12 +329,14 @@ class Rescues:
             ok=landed,
             reason=f"job {job.name}'s state from i:{c.source} in place after {waited:.1f} min"
             if landed
-            else f"job {job.name}'s state from i:{c.source} not in after {waited:.1f} min: "
-            f"it starts from {self.start_point(job)}",
+            else f"job {job.name}'s state from i:{c.source} not in after {waited:.1f} min"
+            + (": its host went offline" if dark else "")
+            + f": it starts from {self.start_point(job)}",
             detail={
                 "job": job.name,
                 "source": c.source,
                 "stage": "landed" if landed else "lost",
+                **({"source_offline": True} if dark else {}),
                 # the outbid's loss this copy took back (the receipt's work lost nets it out)
                 **({"work_kept_s": c.lost_s} if landed else {}),
                 **({} if cancelled is None else {"cancel": cancelled}),

@@ -89,17 +89,22 @@ class StateChanges(Transport):
             "PUT", self._instance_path(instance_id), {"state": "running"}, "manage", on_try
         )
 
-    async def change_bid(self, instance_id: int, price: float) -> None:
+    async def change_bid(self, instance_id: int, price: float | None, num_gpus: int = 1) -> None:
         """`PUT /api/v0/instances/bid_price/{id}/` with `{"client_id": "me", "price": P}`
-        (openapi.yaml change bid, P in [0.001, 32.0]; the CLI's `change bid`). Raises NotFound
-        for an instance no longer there, ApiError for a refused price."""
-        if not 0.001 <= price <= 32.0:
-            raise ValueError(f"a bid is $0.001-32/h, not {price!r}")
+        (openapi.yaml change bid; the CLI's `change bid`). P is the machine's price, all its
+        GPUs ("per machine bid price in $/hour", the CLI's `--price`; the CLI then prints "Per
+        gpu bid price changed", which the API's cap contradicts): from $0.001/h to 32.0 x its
+        number of GPUs (`change_bid.yaml` x-input-validation). None sends `"price": null`,
+        as the CLI does with no `--price`: the market bids "a winning bid price". Raises
+        NotFound for an instance no longer there, ApiError for a refused price."""
+        cap = 32.0 * max(1, num_gpus)
+        if price is not None and not 0.001 <= price <= cap:
+            raise ValueError(f"a bid on {num_gpus} GPU(s) is $0.001-{cap:g}/h, not {price!r}")
         await self._request(
             "PUT",
             f"/api/v0/instances/bid_price/{int(instance_id)}/",
             kind="bid",
-            body={"client_id": "me", "price": round(price, 6)},
+            body={"client_id": "me", "price": None if price is None else round(price, 6)},
         )
 
     async def copy_between(self, src_id: int, src_path: str, dst_id: int, dst_path: str) -> None:

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import RentwatchError
+from ...core.text import clean
+from ...engine.ending import end_command
 from ...engine.intents import (
     AFTER_END,
     AutomationRefused,
@@ -108,6 +110,27 @@ class Controller:
         self.closing.set()
         if self._sup is not None:
             self._sup.ledger.interrupt()
+
+    def farewell(self) -> dict[str, Any]:
+        """What a dashboard still attached is told as the controller goes: why, in the
+        campaign's own words (its end, or the engine's failure), and the command that ends
+        what the campaign leaves on the market, as it works when pasted."""
+        sup = self._sup
+        if sup is None:
+            return {"reason": "the controller is shutting down", "ended": False, "end": ""}
+        if sup.finished is not None:
+            why = f"campaign ended: {sup.finished.reason}"
+        elif sup.failure:
+            why = f"the engine failed: {sup.failure}"
+        else:
+            why = "the controller is shutting down"
+        return {
+            "reason": clean(why, 300),
+            "ended": sup.finished is not None,
+            "end": end_command(
+                self.campaign, self.ledger_path, str(getattr(sup.market, "base_url", "") or "")
+            ),
+        }
 
     # -- reads -----------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

@@ -215,6 +215,10 @@ class RemoteEngine:
         self._lost_said = False
         self._death_said = False
         self._bye: str | None = None  # why the controller said it was shutting down
+        # the controller ended on its own (it said why, `bye`): nothing it served works any
+        # more; what ends the campaign's leftovers is `end_hint`, which it sent as it went
+        self.ended: str | None = None
+        self.end_hint = ""
 
     def start(self) -> None:
         self._thread.start()
@@ -321,11 +325,12 @@ class RemoteEngine:
                 if not self.connected and self._lost_said:
                     self.on_error(f"reconnected to the controller at {self.target.describe()}")
                 self.connected, self._lost_said, self._death_said = True, False, False
-                self._bye = None
+                self._bye = self.ended = None  # serving again (a controller restarted here)
                 self.snapshots += 1
                 self.on_snapshot(api.snap_from_json(data))
             elif event == "bye":
                 self._bye = str(data.get("reason", ""))
+                self.ended, self.end_hint = self._bye, str(data.get("end") or "")
                 self.on_error(f"the controller is shutting down: {self._bye}")
                 self._lost_said = True  # its end is said: no "lost" and no "died" after it
 

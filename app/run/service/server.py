@@ -281,7 +281,7 @@ class ServiceServer:
                 snap = self.ctrl.snapshot()
                 if snap is not sent:
                     await resp.write(api.sse_event("snapshot", snap))
-            await resp.write(api.sse_event("bye", {"reason": "the controller is shutting down"}))
+            await resp.write(api.sse_event("bye", self.ctrl.farewell()))
         except ConnectionResetError:
             pass  # the dashboard went away: nothing to clean up but this stream
         finally:
