@@ -220,6 +220,10 @@ def run(args: argparse.Namespace) -> int:
     # one line naming the market and the cause when it cannot be used, before any search
     asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s or DEFAULT_TIMEOUT))
     view = asyncio.run(preview(campaign, policy, args.market_url, key, ledger, note))
+    if args.plan:
+        from .plan import show
+
+        return show(view, campaign, policy, args.json)
     rows = rank_for(view)
     shown = rows if args.all else [r for r in rows if r.rank is not None]
     if args.json:
@@ -232,10 +236,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any, positive_int: Any = int) -> None:
-    """Register `rentwatch offers` on the CLI's subparsers."""
+    """Register `rentwatch offers` and its alias for the plan, `rentwatch plan`."""
     p = sub.add_parser(
         "offers", help="the offers a campaign would rent, ranked as its policy ranks them"
     )
+    _flags(p, positive_int)
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="the job set's expected cost and time as a range, with the floor, instead",
+    )
+    q = sub.add_parser(
+        "plan", help="what a campaign's job set is expected to cost and take (offers --plan)"
+    )
+    _flags(q, positive_int)
+    q.set_defaults(plan=True)
+
+
+def _flags(p: Any, positive_int: Any) -> None:
     p.add_argument("--campaign", required=True, help="campaign TOML")
     p.add_argument("--market-url", default=REAL_MARKET, help=f"default {REAL_MARKET}")
     p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")

@@ -35,6 +35,7 @@ class Preview:
     decisions: tuple[Decision, ...]
     picks: tuple[Pick, ...]  # every fit offer, in the order the rules would rent them
     unfit: dict[int, str]  # offer id -> why it would not be rented
+    gpu_billing: str = "running"  # the market's rule (`Market.gpu_billing`)
 
     @property
     def offers(self) -> tuple[Offer, ...]:
@@ -67,4 +68,4 @@ async def preview(market: Market, ledger: Ledger, campaign: Campaign, policy: Po
         if why is None and o.machine_id in first_on:
             why = f"offer {first_on[o.machine_id]} on the same machine ranks first"
         unfit[o.id] = why or "not ranked"
-    return Preview(snap, tuple(out), tuple(ranked), unfit)
+    return Preview(snap, tuple(out), tuple(ranked), unfit, market.gpu_billing)
