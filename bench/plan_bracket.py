@@ -42,7 +42,9 @@ async def _plan_on(url: str, key: str, task: Task) -> dict[str, Any] | None:
             view = await preview(client, ledger, task.campaign, policy)
     finally:
         ledger.close()
-    made = plan_inputs(view.snapshot, view.picks, task.campaign, policy, view.gpu_billing)
+    made = plan_inputs(
+        view.snapshot, view.picks, task.campaign, policy, view.gpu_billing, view.jobs_left
+    )
     if made is None:
         return None
     result = plan(made[0], random.Random(PLAN_SEED))

@@ -71,3 +71,50 @@ def test_bid_campaign_rents_what_offers_named_first(make_sim, tmp_path, capsys, 
         assert r["tier"] == "interruptible" and r["min_bid"] is not None
         assert r["min_bid"] <= r["bid"] < r["on_demand_dph"]
         assert r["usd_per_ref_hour"] is not None and r["dph"] >= r["bid"]
+
+
+def _plan(capsys, sim, campaign, ledger, *how: str) -> tuple[int, dict | str]:
+    capsys.readouterr()
+    args = [*how, "--campaign", str(campaign), "--market-url", sim.url, "--ledger", str(ledger)]
+    code = main(args)
+    out = capsys.readouterr().out
+    return code, json.loads(out) if "--json" in how else out
+
+
+def test_plan_prices_the_job_set_from_the_policy_odds_and_the_ledger(
+    make_sim, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    sim = make_sim(seed=11, **MARKET)
+    monkeypatch.setenv("VAST_API_KEY", sim.api_key)
+    f = tmp_path / "c.toml"
+    f.write_text(campaign_text(name="pv", fleet=2, extra=BID))
+    ledger = tmp_path / "l.duckdb"
+    code, cold = _plan(capsys, sim, f, ledger, "offers", "--plan", "--json")
+    assert code == 0
+    c, h = cold["cost_usd"], cold["hours"]
+    assert cold["floor_usd"] < c["p10"] <= c["median"] <= c["p90"]
+    assert 0 < h["p10"] <= h["median"] <= h["p90"]
+    assert cold["sized_jobs"] == 3 and cold["work_ref_h"] == 0.3 and cold["unsized_jobs"] == []
+    assert cold["odds"]["odds_runs"] == 8.0  # the default policy's prior alone: no run seen
+    # the first rentals as the preview names them, a bid with its min_bid and price per ref-h
+    bids = [r for r in cold["first"] if r["bid"] is not None]
+    assert bids and all(r["min_bid"] <= r["bid"] and r["usd_per_ref_hour"] for r in bids)
+    code, text = _plan(capsys, sim, f, ledger, "plan")  # the alias, as text
+    assert code == 0 and "p10-p90" in text and "floor" in text and "bid $" in text
+
+    # after a campaign, the ledger's record of runs stands behind the next campaign's odds;
+    # the campaign itself has nothing left to run
+    run_campaign(sim, tmp_path, name="pv", fleet=2, ledger=ledger, extra=BID)
+    nxt = tmp_path / "next.toml"
+    nxt.write_text(campaign_text(name="pv2", fleet=2, extra=BID))
+    code, warm = _plan(capsys, sim, nxt, ledger, "plan", "--json")
+    assert code == 0 and warm["odds"]["odds_runs"] > cold["odds"]["odds_runs"]
+    code, done = _plan(capsys, sim, f, ledger, "plan")
+    assert code == 1 and "no job left to run has a size" in done
+
+    # nothing sized: nothing to price, said so
+    g = tmp_path / "u.toml"
+    g.write_text(campaign_text(name="un", fleet=1, extra='[[jobs]]\nname = "a"\nrun = "true"\n'))
+    code, text = _plan(capsys, sim, g, ledger, "plan")
+    assert code == 1 and "no job left to run has a size" in text

@@ -60,6 +60,7 @@ def as_json(
         "campaign": clean(campaign.name),
         "policy": policy.name,
         "jobs": len(campaign.jobs),
+        "jobs_left": len(view.jobs_left),
         "sized_jobs": 0 if jobs is None else len(jobs.ref_h),
         "unsized_jobs": [] if jobs is None else list(jobs.unsized),
         "work_ref_h": None if jobs is None else round(sum(jobs.ref_h), 4),
@@ -83,7 +84,9 @@ def as_json(
 
 def show(view: Preview, campaign: Campaign, policy: Policy, want_json: bool) -> int:
     """Print the plan; 0 when one could be made (a sized job and an offer to rent)."""
-    made = plan_inputs(view.snapshot, view.picks, campaign, policy, view.gpu_billing)
+    made = plan_inputs(
+        view.snapshot, view.picks, campaign, policy, view.gpu_billing, view.jobs_left
+    )
     inputs, jobs = made if made is not None else (None, None)
     result = plan(inputs, random.Random(PLAN_SEED)) if inputs is not None else None
     if want_json:
@@ -91,7 +94,7 @@ def show(view: Preview, campaign: Campaign, policy: Policy, want_json: bool) -> 
         return 0 if result is not None else 1
     name = clean(campaign.name, 80)
     if jobs is None or inputs is None:
-        print(f"no plan for {name}: no job has a size (ref_gpu and ref_hours) to price")
+        print(f"no plan for {name}: no job left to run has a size (ref_gpu and ref_hours)")
         return 1
     if result is None:
         print(f"no plan for {name}: no offer fits now (rentwatch offers --all says why)")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .bidding import checkpoint_every_s, outbid_cost
 from .billing import storage_per_hour
-from .campaign import Campaign
+from .campaign import Campaign, Job
 from .decisions import FleetSnapshot
 from .delivery import WorkOutlook, outlook, sized
 from .gpu_specs import expected_tflops
@@ -28,10 +28,10 @@ class Sized:
     unsized: tuple[str, ...]  # jobs with no size: their run time is not known
 
 
-def sized_jobs(campaign: Campaign, work: WorkOutlook | None) -> Sized:
+def sized_jobs(jobs: Sequence[Job], work: WorkOutlook | None) -> Sized:
     ref = work.ref_tflops if work is not None else None
     out, unsized = [], []
-    for j in campaign.jobs:
+    for j in jobs:
         if not sized(j):
             unsized.append(j.name)
             continue
@@ -40,7 +40,9 @@ def sized_jobs(campaign: Campaign, work: WorkOutlook | None) -> Sized:
     return Sized(tuple(out), tuple(unsized))
 
 
-def outlook_for(snap: FleetSnapshot, campaign: Campaign, policy: Policy) -> WorkOutlook | None:
+def outlook_for(
+    snap: FleetSnapshot, jobs: Sequence[Job], fleet: int, policy: Policy
+) -> WorkOutlook | None:
     """The engine's outlook where it ranks by work; else one from the policy's deadlines (a
     policy that ranks by price reads no speeds, but its hosts still work at them)."""
     if snap.work is not None:
@@ -48,7 +50,7 @@ def outlook_for(snap: FleetSnapshot, campaign: Campaign, policy: Policy) -> Work
     prior = detect_prior_h(
         policy.boot_deadline_s, max(policy.preflight_deadline_s, policy.ssh_deadline_s)
     )
-    return outlook(list(campaign.jobs), {}, campaign.fleet, dud_h=prior)
+    return outlook(list(jobs), {}, fleet, dud_h=prior, prior_runs=policy.odds_prior_runs)
 
 
 def plan_inputs(
@@ -57,13 +59,16 @@ def plan_inputs(
     campaign: Campaign,
     policy: Policy,
     gpu_billing: str = "running",
+    jobs_left: Sequence[Job] | None = None,
 ) -> tuple[PlanInputs, Sized] | None:
-    """The plan's inputs (None: no sized job, so no work to price). `gpu_billing`: the
-    market's rule (`Market.gpu_billing`)."""
-    work = outlook_for(snap, campaign, policy)
+    """The plan's inputs (None: no sized job left, so no work to price). `gpu_billing`: the
+    market's rule (`Market.gpu_billing`); `jobs_left`: the jobs a start would run (default:
+    the campaign's)."""
+    left = campaign.jobs if jobs_left is None else jobs_left
+    work = outlook_for(snap, left, campaign.fleet, policy)
     if work is None:
         return None
-    jobs = sized_jobs(campaign, work)
+    jobs = sized_jobs(left, work)
     if not jobs.ref_h:
         return None
     odds = work_odds(snap.history, work)

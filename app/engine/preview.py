@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import asyncssh
 
 from ..core.bid_rules import as_rented
-from ..core.campaign import Campaign
+from ..core.campaign import Campaign, Job
 from ..core.decisions import Decision, FleetSnapshot
 from ..core.models import Offer
 from ..core.offer_choice import unfit_reason
@@ -36,6 +36,9 @@ class Preview:
     picks: tuple[Pick, ...]  # every fit offer, in the order the rules would rent them
     unfit: dict[int, str]  # offer id -> why it would not be rented
     gpu_billing: str = "running"  # the market's rule (`Market.gpu_billing`)
+    # the jobs still to run, as a start would restore them from the ledger (all of them for a
+    # campaign not started yet)
+    jobs_left: tuple[Job, ...] = ()
 
     @property
     def offers(self) -> tuple[Offer, ...]:
@@ -68,4 +71,5 @@ async def preview(market: Market, ledger: Ledger, campaign: Campaign, policy: Po
         if why is None and o.machine_id in first_on:
             why = f"offer {first_on[o.machine_id]} on the same machine ranks first"
         unfit[o.id] = why or "not ranked"
-    return Preview(snap, tuple(out), tuple(ranked), unfit, market.gpu_billing)
+    left = tuple(sup.job_work.left())
+    return Preview(snap, tuple(out), tuple(ranked), unfit, market.gpu_billing, left)
