@@ -5,9 +5,11 @@ the market as it opens, with an empty ledger; then the referee runs the campaign
 truth says what it cost.
 
     python -m bench.plan_bracket --family-seed 8317 --family 6 \
-        [--campaign bench/bid_campaign.toml] [--policy default] [--json]
+        [--campaign bench/bid_campaign.toml] [--policy default] [--json] [--runs FILE]
 
-It prints one line per market (the plan's p10-p90, the run's cost, inside or not, the floor)
+With `--runs FILE` the runs are read from `rentwatch referee --json --campaign ... --policies
+default --family N --family-seed S` instead (the same markets, scenarios and seeds), and only
+the plans are made here. It prints one line per market (the plan's p10-p90, the run's cost, inside or not, the floor)
 and the count inside the range. Runs go one after another in this process (CPU is shared).
 """
 
@@ -17,6 +19,7 @@ import argparse
 import asyncio
 import json
 import random
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,7 +54,9 @@ async def _plan_on(url: str, key: str, task: Task) -> dict[str, Any] | None:
     return None if result is None else result.json()
 
 
-def one(task: Task, plan_only: bool = False) -> dict[str, Any]:
+def one(task: Task, plan_only: bool = False, ran: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The plan on market `task.market`, and the campaign's run there (`ran`: one the referee
+    already made, from its `--json`)."""
     # the market as it opens: the same scenario and seed, its clock nearly standing still
     sim = SimServer(replace(task.scenario, time_scale=1.0), api_key="plan").start_in_thread()
     try:
@@ -60,7 +65,7 @@ def one(task: Task, plan_only: bool = False) -> dict[str, Any]:
         sim.stop_thread()
     if plan_only:
         return {"market": task.market, "plan": planned}
-    run = run_task(task)
+    run = ran if ran is not None else run_task(task)
     cost = run["total_usd"]
     lo = hi = None
     if planned is not None:
@@ -87,29 +92,37 @@ def main() -> None:
     ap.add_argument("--policy", default="default")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--plan-only", action="store_true", help="the plans alone, no campaign run")
+    ap.add_argument(
+        "--runs",
+        help="the runs of `rentwatch referee --json` with the same campaign, policy and family"
+        " (instead of running them here)",
+    )
     args = ap.parse_args()
     campaign = parse_campaign(Path(args.campaign).read_text())
     tasks = referee_tasks(
         None, campaign, [args.policy], 1, family=args.family, family_seed=args.family_seed
     )
+    ran: dict[int, dict[str, Any]] = {}
+    if args.runs:
+        ran = {r["market"]: r for r in json.loads(Path(args.runs).read_text())["runs"]}
     rows = []
     for task in tasks:
-        r = one(task, args.plan_only)
+        r = one(task, args.plan_only, ran.get(task.market) if args.runs else None)
         rows.append(r)
         if args.plan_only:
             print(json.dumps(r), flush=True)
             continue
-        if not args.json:
-            p = r["plan"] or {}
-            c = p.get("cost_usd", {})
-            print(
-                f"market {r['market']}: plan ${c.get('p10')} - ${c.get('p90')} "
-                f"(median ${c.get('median')}), ran ${r['total_usd']:.4f} ({r['side']}), "
-                f"floor listed ${p.get('floor_usd')} / truth ${r['floor_usd']}, "
-                f"done in {r['time_to_done_min']} min (plan {p.get('hours')} h)"
-                + ("" if r["valid"] else " [run invalid: lag]"),
-                flush=True,
-            )
+        p = r["plan"] or {}
+        c = p.get("cost_usd", {})
+        print(  # each market as it ends (on stderr under --json)
+            f"market {r['market']}: plan ${c.get('p10')} - ${c.get('p90')} "
+            f"(median ${c.get('median')}), ran ${r['total_usd']:.4f} ({r['side']}), "
+            f"floor listed ${p.get('floor_usd')} / truth ${r['floor_usd']}, "
+            f"done in {r['time_to_done_min']} min (plan {p.get('hours')} h)"
+            + ("" if r["valid"] else " [run invalid: lag]"),
+            flush=True,
+            file=sys.stderr if args.json else sys.stdout,
+        )
     inside = sum(1 for r in rows if r.get("inside"))
     if args.json:
         print(json.dumps({"family_seed": args.family_seed, "runs": rows, "inside": inside}))

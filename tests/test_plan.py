@@ -53,6 +53,7 @@ def test_the_range_follows_the_odds():
     assert sure.creates[1] < base.creates[1] < poor.creates[1]
     # more evidence behind the same odds: a narrower range
     known = _plan(_inputs(odds_runs=200.0))
+    assert known.creates[2] - known.creates[0] < base.creates[2] - base.creates[0]
     assert known.cost_usd[2] - known.cost_usd[0] < base.cost_usd[2] - base.cost_usd[0]
     # twice the work costs more and takes longer
     double = _plan(_inputs(jobs_ref_h=_inputs().jobs_ref_h * 2))
@@ -76,7 +77,7 @@ def test_outbids_and_gpu_billing_count():
 
 
 def test_floor_is_the_cheapest_per_reference_hour():
-    cheap_slow = _cand(rate=0.25, floor_per_h=0.10)  # $0.40 per ref-h
-    dear_fast = _cand(rate=2.0, floor_per_h=0.60, storage_per_h=0.02)  # $0.30 per ref-h
+    cheap_slow = _cand(rate=0.2, full_rate=0.25, floor_per_h=0.10)  # $0.40 per ref-h
+    dear_fast = _cand(rate=1.8, full_rate=2.0, floor_per_h=0.60, storage_per_h=0.02)  # $0.30
     inputs = _inputs(candidates=(cheap_slow, dear_fast), jobs_ref_h=(1.0, 1.0))
     assert abs(floor_usd(inputs) - (2.0 * 0.30 + 0.01 * 0.25)) < 1e-9

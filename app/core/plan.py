@@ -14,10 +14,12 @@ drained host is stopped.
 
 What the policy cannot know is drawn too, so the range is honest about it: the market's odds
 (a Beta around the ranking's odds, as strong as the runs behind them), each dud's life, each
-host's speed, the outbid rate, and where the GPU bills only while running (Vast's rule), the
-share of a boot and of a dud's life that runs. The floor beside it: the job set on the cheapest listed
+host's speed (never over its model's full speed), the outbid rate, what a winning bid pays (its bid, or down to the `min_bid` it beat: no source
+says which), and where the GPU bills only while running (Vast's rule), the share of a boot and
+of a dud's life that runs (a quarter at most for a dud: most die pulling; half at most for a
+boot: a preflight is minutes). The floor beside it: the job set on the cheapest listed
 machine-hours per reference hour (its on-demand price, or its `min_bid` where the job may bid,
-and its storage), at the speed its model is expected to deliver, plus the cheapest boot's
+and its storage), at its model's full speed, plus the cheapest boot's
 storage. A listing is all the CLI sees; the referee's floor (`referee/floor.py`) reads the
 simulator's truth instead.
 """
@@ -28,7 +30,7 @@ import heapq
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .bidding import RESUME_H
 
@@ -43,10 +45,16 @@ class Candidate:
     storage_per_h: float
     rate: float  # reference GPU-hours it is expected to deliver an hour
     p: float  # p(deliver), as the ranking reads it
+    full_rate: float = 0.0  # the rate at its model's full speed, the most it delivers (0: `rate`)
     outbid_per_h: float = 0.0  # 0: on-demand
     ckpt_h: float = 0.0  # the checkpoint interval on the tier (hours)
     outbid_usd: float = 0.0  # what one outbid costs beside the work it loses
     floor_per_h: float = 0.0  # the least it lists at an hour (GPU and storage), for the floor
+    beat_per_h: float | None = None  # on the tier: what its bid beats an hour (min_bid, storage)
+
+    @property
+    def top(self) -> float:
+        return max(self.rate, self.full_rate)
 
 
 @dataclass(frozen=True)
@@ -93,7 +101,7 @@ def floor_usd(inputs: PlanInputs) -> float:
     if not inputs.candidates:
         return 0.0
     work = sum(inputs.jobs_ref_h)
-    per_ref = min(c.floor_per_h / max(c.rate, 1e-6) for c in inputs.candidates)
+    per_ref = min(c.floor_per_h / max(c.top, 1e-6) for c in inputs.candidates)
     boot = min(c.storage_per_h for c in inputs.candidates) * inputs.boot_h
     return work * per_ref + boot
 
@@ -124,8 +132,10 @@ def play(inputs: PlanInputs, rng: random.Random) -> tuple[float, float, int]:
     # the share of a boot, and of a dud's life, its GPU bills: all of it where the GPU bills
     # from the create; else only its running part (a preflight; a dud that runs and fails it,
     # not one that dies pulling), a share nothing in the ledger says
-    boot_gpu = 1.0 if inputs.gpu_from_create else rng.uniform(0.25, 0.75)
-    dud_gpu = 1.0 if inputs.gpu_from_create else rng.random()
+    boot_gpu = 1.0 if inputs.gpu_from_create else rng.uniform(0.0, 0.5)
+    dud_gpu = 1.0 if inputs.gpu_from_create else rng.uniform(0.0, 0.25)
+    # what a winning bid pays: its own bid, or down to what it had to beat (no source says)
+    clearing = rng.random()
     usd, creates, nxt = 0.0, 0, 0
     proven: list[tuple[float, Candidate, float]] = []  # (ready at, offer, speed)
     tries: list[tuple[float, int]] = [(0.0, i) for i in range(max(1, inputs.first))]
@@ -140,7 +150,9 @@ def play(inputs: PlanInputs, rng: random.Random) -> tuple[float, float, int]:
         gpu = max(0.0, c.usd_per_h - c.storage_per_h)
         if rng.random() < min(0.99, max(0.01, c.p * scale)):
             usd += (c.storage_per_h + gpu * boot_gpu) * inputs.boot_h
-            speed = c.rate * math.exp(rng.gauss(0.0, 0.15))
+            speed = min(c.top, c.rate * math.exp(rng.gauss(0.0, 0.15)))
+            if c.beat_per_h is not None:
+                c = replace(c, usd_per_h=c.usd_per_h - clearing * (c.usd_per_h - c.beat_per_h))
             proven.append((t + inputs.boot_h, c, speed))
         else:
             life = inputs.dud_h * rng.expovariate(1.0)

@@ -11,7 +11,7 @@ from .bidding import checkpoint_every_s, outbid_cost
 from .billing import storage_per_hour
 from .campaign import Campaign, Job
 from .decisions import FleetSnapshot
-from .delivery import WorkOutlook, outlook, sized
+from .delivery import PRIOR_SHARE, WorkOutlook, outlook, sized
 from .gpu_specs import expected_tflops
 from .offer_choice import work_odds
 from .picks import Pick
@@ -91,11 +91,13 @@ def plan_inputs(
                 usd_per_h=p.paid.dph_total,
                 storage_per_h=storage,
                 rate=work.rate(o.gpu_name, o.machine_id),
+                full_rate=work.rate(o.gpu_name, None) / PRIOR_SHARE,
                 p=odds(o.gpu_name, o.machine_id),
                 outbid_per_h=ob,
                 ckpt_h=ckpt,
                 outbid_usd=ob_usd,
                 floor_per_h=low + storage,
+                beat_per_h=o.min_bid + storage if p.bid is not None and o.min_bid else None,
             )
         )
     runs = sum(g + b for g, b, _ in snap.history.values())
