@@ -20,6 +20,9 @@ MARKET = dict(
         {"behaviour": "healthy", "share": 0.7, "gpu": ["RTX 3060", "RTX 4090"], "dph": [0.1, 0.5]},
         {"behaviour": "freeze_pull", "share": 0.3, "gpu": ["RTX 3060"], "dph": [0.05, 0.2]},
     ],
+    # min_bid holds still between the preview and the campaign's first search (a few wall
+    # seconds, many market minutes on a loaded box): the same market for both
+    bids={"drift": 0.0, "day_swing": 0.0, "pressure": 0.05},
 )
 
 
