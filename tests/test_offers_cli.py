@@ -98,7 +98,7 @@ def test_table_and_no_fit(make_sim, tmp_path, capsys, monkeypatch):
     args = ["offers", "--campaign", str(f), "--market-url", sim.url, "--ledger", str(f) + ".x"]
     assert main([*args, "--limit", "3"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "ranked by expected_cost" in out and "the engine would rent the 2 marked * first" in out
+    assert "ranked by expected_cost" in out and "the 2 marked * would be rented first" in out
     assert "more: --limit N" in out
     cheap = tmp_path / "cheap.toml"
     cheap.write_text(campaign_text(name="tbl", fleet=2).replace("max_dph = 0.60", "max_dph = 0.01"))

@@ -167,11 +167,7 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
         "runs" if len(fit) == len(rows) else "runs / why not",
         title=f"{campaign.name}: {len(fit)} fit of {found} offers, ranked by "
         f"{policy.rank} (policy {policy.name}); "
-        + (
-            f"the engine would rent the {first} marked * first"
-            if first
-            else "the engine would rent none now"
-        ),
+        + (f"the {first} marked * would be rented first" if first else "none would be rented now"),
         title_justify="left",
     )
     for r in rows[:limit]:
