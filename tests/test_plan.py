@@ -81,3 +81,11 @@ def test_floor_is_the_cheapest_per_reference_hour():
     dear_fast = _cand(rate=1.8, full_rate=2.0, floor_per_h=0.60, storage_per_h=0.02)  # $0.30
     inputs = _inputs(candidates=(cheap_slow, dear_fast), jobs_ref_h=(1.0, 1.0))
     assert abs(floor_usd(inputs) - (2.0 * 0.30 + 0.01 * 0.25)) < 1e-9
+
+
+def test_creates_stop_at_the_campaigns_max():
+    hopeless = _inputs(candidates=tuple(_cand(p=0.02) for _ in range(20)), max_creates=6)
+    out = _plan(hopeless)
+    assert out.creates[2] <= 6
+    assert out.hours[2] == float("inf")  # most draws never prove a host: the campaign fails
+    assert out.json()["hours"]["p90"] is None

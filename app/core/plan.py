@@ -69,6 +69,7 @@ class PlanInputs:
     odds_runs: float  # how many runs' worth of evidence the odds stand on (their strength)
     # the GPU bills from the create (the what-if), not only while running (Vast's rule)
     gpu_from_create: bool = False
+    max_creates: int = 10_000  # creates left to the campaign: the engine gives up after them
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ def play(inputs: PlanInputs, rng: random.Random) -> tuple[float, float, int]:
     proven: list[tuple[float, Candidate, float]] = []  # (ready at, offer, speed)
     tries: list[tuple[float, int]] = [(0.0, i) for i in range(max(1, inputs.first))]
     heapq.heapify(tries)
-    while tries and nxt < 50 * max(1, len(cands)):
+    while tries and creates < inputs.max_creates:
         t, slot = heapq.heappop(tries)
         if len(proven) >= inputs.hosts and t > 0:
             continue  # proven enough: the rules stop replacing
@@ -182,6 +183,8 @@ def _pct(xs: Sequence[float], q: float) -> float:
     s = sorted(xs)
     k = (len(s) - 1) * q
     lo, hi = math.floor(k), math.ceil(k)
+    if math.isinf(s[hi]):  # draws that never proved a host: no interpolation into infinity
+        return s[hi] if k > lo else s[lo]
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 

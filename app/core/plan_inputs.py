@@ -112,5 +112,6 @@ def plan_inputs(
         tail_h=grace / 3600,
         odds_runs=work.prior_runs + runs,
         gpu_from_create=gpu_billing == "created",
+        max_creates=max(1, snap.max_creates - snap.creates),
     )
     return inputs, jobs
