@@ -47,9 +47,12 @@ def test_preview_ranks_rents_nothing_and_names_what_does_not_fit(
     assert code == 0 and rows
     ranked = [r for r in rows if r["rank"] is not None]
     assert [r["rank"] for r in ranked] == list(range(1, len(ranked) + 1))
-    # the default policy ranks by expected cost: the figure shown is the order
+    # the default policy ranks sized jobs by expected cost per delivered reference hour, as
+    # the engine's rules do: the figure shown is the order
+    per_ref = [r["usd_per_ref_hour"] for r in ranked]
+    assert per_ref == sorted(per_ref)
     costs = [r["expected_usd_per_delivered_hour"] for r in ranked]
-    assert costs == sorted(costs) and all(c > r["dph"] for c, r in zip(costs, ranked, strict=True))
+    assert all(c > r["dph"] for c, r in zip(costs, ranked, strict=True))
     assert len({r["machine_id"] for r in ranked}) == len(ranked)  # one offer per machine
     assert all(r["dph"] <= 0.60 and r["unfit"] is None for r in ranked)
     unfit = [r for r in rows if r["rank"] is None]
@@ -95,7 +98,7 @@ def test_table_and_no_fit(make_sim, tmp_path, capsys, monkeypatch):
     args = ["offers", "--campaign", str(f), "--market-url", sim.url, "--ledger", str(f) + ".x"]
     assert main([*args, "--limit", "3"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "ranked by expected_cost" in out and "the first 2 would be rented" in out
+    assert "ranked by expected_cost" in out and "the 2 marked * would be rented first" in out
     assert "more: --limit N" in out
     cheap = tmp_path / "cheap.toml"
     cheap.write_text(campaign_text(name="tbl", fleet=2).replace("max_dph = 0.60", "max_dph = 0.01"))

@@ -1,10 +1,12 @@
 """`rentwatch offers`: the offers a campaign would rent now, before any money is spent.
 
-The same search, fit and ranking the engine's offer book uses (`engine/offers.py`,
-`core/offer_choice.py`): the campaign's query and disk, its price ceiling and CUDA, the
-policy's sanity checks and ranking, and our own record of each machine from the ledger (with
-its quarantine where the policy keeps one). Each offer carries its expected cost per delivered
-hour (`core.reputation.delivered_hour_usd`). Nothing is rented or recorded."""
+The engine's own choice (`engine/preview.py`): a supervisor built as a start builds it searches
+as its first poll does (on the tier the campaign's next job may go on), and the rules decide
+on that snapshot; `core/picks.py` orders every fit offer as the rules rank creates, each with
+the tier and bid its create would carry. The rows marked first are the creates the rules
+returned. Each offer also carries its expected cost per delivered hour
+(`core.reputation.delivered_hour_usd`), and with sized jobs per reference hour. Nothing is
+rented or recorded."""
 
 from __future__ import annotations
 
@@ -14,16 +16,19 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.campaign import Campaign
 from ..core.errors import RentwatchError
 from ..core.models import Offer
-from ..core.offer_choice import choose_offers, unfit_reason
+from ..core.picks import Pick
 from ..core.policy import Policy
 from ..core.reputation import delivered_hour_usd, market_odds
 from ..core.text import clean
 from ..market.vast.client import REAL_MARKET
+
+if TYPE_CHECKING:
+    from ..engine.preview import Preview
 
 
 class OfferSearchFailed(RentwatchError):
@@ -32,69 +37,66 @@ class OfferSearchFailed(RentwatchError):
 
 @dataclass(frozen=True)
 class Ranked:
-    """One offer as the campaign sees it: its rank (None: not rented), or why it does not fit."""
+    """One offer as the campaign sees it: the engine's pick (`core.picks.Pick`) with its rank,
+    tier and bid, or (pick None) why it would not be rented."""
 
-    offer: Offer
-    rank: int | None
+    offer: Offer  # as the create would pay it (its bid on the tier), or as listed when unfit
+    listed: Offer
+    pick: Pick | None
     expected_usd_per_h: float
     p_deliver: float
     runs: int  # rentals of its machine our ledger has seen end (delivered or not)
     why: str  # the ranking's sentence (what the ledger records when it is rented), or unfit
 
+    @property
+    def rank(self) -> int | None:
+        return None if self.pick is None else self.pick.rank
+
+    @property
+    def first(self) -> bool:
+        return self.pick is not None and self.pick.first
+
     def as_json(self) -> dict[str, Any]:
         """The market's words cleaned, as on every output path (`core.text.clean`)."""
-        o = self.offer
+        o, p = self.offer, self.pick
         return {
             "rank": self.rank,
+            "rents_first": self.first,
             "offer_id": o.id,
             "machine_id": o.machine_id,
             "host_id": o.host_id,
             "gpu": clean(o.gpu_name),
             "num_gpus": o.num_gpus,
+            "tier": p.tier if p is not None else None,
+            "bid": p.bid if p is not None else None,
+            "min_bid": self.listed.min_bid,
+            "on_demand_dph": self.listed.dph_base,
             "dph": o.dph_total,
+            "usd_per_ref_hour": None if p is None or p.per_ref_h is None else round(p.per_ref_h, 6),
             "expected_usd_per_delivered_hour": round(self.expected_usd_per_h, 6),
             "p_deliver": round(self.p_deliver, 4),
             "runs_on_record": self.runs,
             "reliability": o.reliability,
             "geolocation": None if o.geolocation is None else clean(o.geolocation),
-            "why": clean(self.why, 400) if self.rank is not None else None,
-            "unfit": clean(self.why, 400) if self.rank is None else None,
+            "why": clean(self.why, 400) if p is not None else None,
+            "tier_why": clean(p.bid_why, 400) if p is not None and p.bid_why else None,
+            "unfit": clean(self.why, 400) if p is None else None,
         }
 
 
-def rank_for(
-    offers: list[Offer],
-    fit: list[Offer],
-    history: dict[int, tuple[int, int, float]],
-    policy: Policy,
-    unfit: dict[int, str],
-) -> list[Ranked]:
-    """The fit offers in the order the offer book would rent them (one per machine, as
-    `OfferBook.best` picks), then every other offer with why it would not be rented."""
+def rank_for(view: Preview) -> list[Ranked]:
+    """The fit offers in the order the engine would rent them, then every other offer with
+    why it would not be rented."""
+    history = view.snapshot.history
     pool = market_odds(history)
-    out: list[Ranked] = []
-    chosen = choose_offers(fit, len(fit), history, policy.rank)
-    first_on: dict[int, int] = {}
 
-    def runs(o: Offer) -> int:
-        good, bad, _ = history.get(o.machine_id, (0, 0, 0.0))
-        return good + bad
+    def row(o: Offer, listed: Offer, pick: Pick | None, why: str) -> Ranked:
+        record = history.get(o.machine_id)
+        usd, p = delivered_hour_usd(o.dph_total, record, pool)
+        return Ranked(o, listed, pick, usd, p, sum(record[:2]) if record else 0, why)
 
-    for n, (o, why) in enumerate(chosen, 1):
-        usd, p = delivered_hour_usd(o.dph_total, history.get(o.machine_id), pool)
-        out.append(Ranked(o, n, usd, p, runs(o), why))
-        first_on[o.machine_id] = o.id
-    ranked = {o.id for o, _ in chosen}
-    for o in offers:
-        if o.id in ranked:
-            continue
-        usd, p = delivered_hour_usd(o.dph_total, history.get(o.machine_id), pool)
-        why = unfit.get(o.id) or (
-            f"offer {first_on[o.machine_id]} on the same machine ranks first"
-            if o.machine_id in first_on
-            else "not ranked"
-        )
-        out.append(Ranked(o, None, usd, p, runs(o), why))
+    out = [row(p.paid, p.listed, p, p.why) for p in view.picks]
+    out += [row(o, o, None, view.unfit[o.id]) for o in view.offers if o.id in view.unfit]
     return out
 
 
@@ -105,36 +107,22 @@ async def preview(
     api_key: str,
     ledger_path: Path | None,
     say: Any = print,
-) -> list[Ranked]:
-    """Search as the engine's offer book does, and rank the answer; rents nothing."""
-    from ..engine.fleet import Fleet
-    from ..engine.journal import Journal
-    from ..engine.offers import OfferBook
+) -> Preview:
+    """The engine's own choice now (`engine.preview`): rents nothing, writes nothing."""
+    from ..engine.preview import SearchFailed
+    from ..engine.preview import preview as engine_preview
     from ..market.vast.client import VastClient
 
     ledger = _history_ledger(ledger_path, say)
-    said: list[str] = []
     try:
         async with VastClient(market_url, api_key, timeout=campaign.http_timeout_s) as client:
             await client.sync_clock()
-            fleet = Fleet(campaign.fleet)
-            # the quarantine in force under the policy, as a start of this campaign reads it
-            fleet.restore(ledger, campaign.name, policy, client.now())
-            journal = Journal(ledger, campaign.name, client, log=said.append)
-            book = OfferBook(client, ledger, journal, fleet, campaign, policy)
-            await book.refresh()
-            if book.offers is None:  # the book says a failed search and keeps going; we stop
-                raise OfferSearchFailed(
-                    f"{clean(market_url)}: {clean(said[-1], 400) if said else 'no answer'}"
-                )
-            offers = list(book.offers)
-            fit = book.fit()
-            history = ledger.machine_record()  # the record, whichever way the policy ranks
-            terms, skip = book.terms(), book.exclusions()
+            try:
+                return await engine_preview(client, ledger, campaign, policy)
+            except SearchFailed as exc:
+                raise OfferSearchFailed(f"{clean(market_url)}: {clean(str(exc), 400)}") from None
     finally:
         ledger.close()
-    unfit = {o.id: why for o in offers if (why := unfit_reason(o, terms, policy, skip)) is not None}
-    return rank_for(offers, fit, history, policy, unfit)
 
 
 def _history_ledger(path: Path | None, say: Any) -> Any:
@@ -150,6 +138,10 @@ def _history_ledger(path: Path | None, say: Any) -> Any:
     return Ledger(":memory:")
 
 
+def _money(x: float | None, digits: int = 4) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
 def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, found: int) -> None:
     """`rows` shown of the `found` offers the search answered (without --all the unfit are
     not shown, and the title said "40 fit of 40 offers" of 60)."""
@@ -158,29 +150,41 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
     from rich.text import Text
 
     fit = [r for r in rows if r.rank is not None]
+    first = sum(1 for r in fit if r.first)
+    sized = any(r.pick is not None and r.pick.per_ref_h is not None for r in fit)
     table = Table(
         "rank",
         "offer",
         "machine",
         "gpu",
+        "tier",
+        "bid",
+        "min_bid",
+        "on-dem. $/h",
         "$/h",
-        "exp. $/deliv. h",
+        "$/ref-h" if sized else "exp. $/deliv. h",
         "p(deliver)",
         "runs" if len(fit) == len(rows) else "runs / why not",
         title=f"{campaign.name}: {len(fit)} fit of {found} offers, ranked by "
-        f"{policy.rank} (policy {policy.name}); the first {campaign.fleet} would be rented",
+        f"{policy.rank} (policy {policy.name}); "
+        + (f"the {first} marked * would be rented first" if first else "none would be rented now"),
         title_justify="left",
     )
     for r in rows[:limit]:
-        o = r.offer
+        o, p = r.offer, r.pick
         gpu = clean(o.gpu_name, 60)
+        cost = p.per_ref_h if p is not None and sized else r.expected_usd_per_h
         table.add_row(
-            str(r.rank) if r.rank is not None else "-",
+            "-" if r.rank is None else f"{r.rank}{' *' if r.first else ''}",
             str(o.id),
             str(o.machine_id),
             Text(f"{o.num_gpus}x {gpu}" if o.num_gpus > 1 else gpu),
+            "-" if p is None else ("bid" if p.bid is not None else "on-demand"),
+            _money(p.bid if p is not None else None),
+            _money(r.listed.min_bid),
+            f"{r.listed.dph_base:.3f}",
             f"{o.dph_total:.3f}",
-            f"{r.expected_usd_per_h:.3f}",
+            _money(cost, 3),
             f"{r.p_deliver:.2f}",
             # the runs our ledger has seen on the machine (what its odds come from), or why
             # not; market text is never markup, and never an escape sequence
@@ -211,7 +215,12 @@ def run(args: argparse.Namespace) -> int:
 
     # one line naming the market and the cause when it cannot be used, before any search
     asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s or DEFAULT_TIMEOUT))
-    rows = asyncio.run(preview(campaign, policy, args.market_url, key, ledger, note))
+    view = asyncio.run(preview(campaign, policy, args.market_url, key, ledger, note))
+    if args.plan:
+        from .plan import show
+
+        return show(view, campaign, policy, args.json)
+    rows = rank_for(view)
     shown = rows if args.all else [r for r in rows if r.rank is not None]
     if args.json:
         print(json.dumps([r.as_json() for r in shown], indent=1))
@@ -223,10 +232,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any, positive_int: Any = int) -> None:
-    """Register `rentwatch offers` on the CLI's subparsers."""
+    """Register `rentwatch offers` and its alias for the plan, `rentwatch plan`."""
     p = sub.add_parser(
         "offers", help="the offers a campaign would rent, ranked as its policy ranks them"
     )
+    _flags(p, positive_int)
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="the job set's expected cost and time as a range, with the floor, instead",
+    )
+    q = sub.add_parser(
+        "plan", help="what a campaign's job set is expected to cost and take (offers --plan)"
+    )
+    _flags(q, positive_int)
+    q.set_defaults(plan=True)
+
+
+def _flags(p: Any, positive_int: Any) -> None:
     p.add_argument("--campaign", required=True, help="campaign TOML")
     p.add_argument("--market-url", default=REAL_MARKET, help=f"default {REAL_MARKET}")
     p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")

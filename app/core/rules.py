@@ -30,7 +30,6 @@ from .lifecycle import Phase
 from .models import Offer
 from .offer_choice import (
     at_risk,
-    choose_offers,
     fit_of,
     hedge_for,
     hosts_for_work,
@@ -38,6 +37,7 @@ from .offer_choice import (
     within_budget,
 )
 from .patterns import compile_patterns, fatal_match
+from .picks import rank_creates
 from .policy import Policy
 from .reuse import restarts
 from .swap import swap_out
@@ -352,9 +352,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     chosen: list[tuple[Offer | None, str]] = [(None, "")] * n
     short_of_money = False
     if fit is not None:
-        ranked = choose_offers(
-            fit, n, fleet.history, policy.rank, policy.value_of_time_usd_per_h, fleet.work
-        )
+        ranked = rank_creates(fit, n, fleet, policy)
         committed = fleet.spent_usd + sum(
             at_risk(a.dph, a.boot_clock, policy.boot_deadline_s, now)
             for a in fleet.attempts

@@ -59,23 +59,36 @@ class Decider:
         self.job_work.swaps.look(now, self.offer_book, can_create)  # slow hosts (core/swap)
         snap = self.snapshot(now)
         if self._would_create(snap, now):
-            snap = await self._with_offers(snap, now)
+            return (await self.on_offers(now))[1]
+        return decide(snap, self.policy, now)
+
+    async def on_offers(
+        self, now: float, first_alone: bool = True
+    ) -> tuple[FleetSnapshot, list[Decision]]:
+        """The rules' decisions on offers searched fresh, and the snapshot they were made on
+        (`rentwatch offers` shows that snapshot's ranking and creates). `first_alone`: a market
+        not searched yet gets one create this poll (the engine's way; the preview lifts it to
+        show the whole first round)."""
+        snap = await self._with_offers(self.snapshot(now), now, first_alone)
         out = decide(snap, self.policy, now)
         if snap.bidding is not None and tier_ran_dry(snap.bidding, out):
-            out = decide(await self._on_demand_instead(snap), self.policy, now)
-        return out
+            snap = await self._on_demand_instead(snap)
+            out = decide(snap, self.policy, now)
+        return snap, out
 
     def _would_create(self, snap: FleetSnapshot, now: float) -> bool:
         """Would the rules create, offers aside? (then a search is worth its call)"""
         probe = dataclasses.replace(snap, offers=None, offers_available=1_000_000)
         return any(isinstance(d, Create) for d in decide(probe, self.policy, now))
 
-    async def _with_offers(self, snap: FleetSnapshot, now: float) -> FleetSnapshot:
+    async def _with_offers(
+        self, snap: FleetSnapshot, now: float, first_alone: bool = True
+    ) -> FleetSnapshot:
         """Offers searched again if the last search is stale, on the tier the campaign rents,
         and our record of each machine, so each Create carries the offer it chose. A market not
         searched yet (or emptied) gets one create this poll, the rest the next: the first
         answer tests the key, the image and the offers before a fleet."""
-        first = not self.offer_book.offers
+        first = first_alone and not self.offer_book.offers
         self.offer_book.rental = snap.bidding.tier if snap.bidding else "on-demand"
         if self.offer_book.stale():
             await self.offer_book.refresh()
