@@ -14,6 +14,7 @@ from rentwatch.core.policy import DEFAULT
 from rentwatch.core.rental_check import rental_mismatch, rented_bid
 from rentwatch.core.rules import Create
 from rentwatch.engine.hosts.ssh import load_or_create_key
+from rentwatch.market.vast.rows import parse_instance
 
 from .test_bid_engine import JOB, bid_market
 from .test_supervisor_unit import kinds, only, run
@@ -26,7 +27,7 @@ def row(dph_base: float, is_bid: bool | None = None) -> Instance:
     data: dict[str, Any] = {"id": 7, "actual_status": "loading", "dph_base": dph_base}
     if is_bid is not None:
         data["is_bid"] = is_bid
-    return Instance.from_api(data)
+    return parse_instance(data)
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from ...core.errors import BadRow, MalformedAnswer
 from ...core.models import Instance, Offer
 from ..errors import ApiError, CreateResult, MarketUnavailable, NotFound
 from .changes import StateChanges
+from .rows import parse_instance, parse_offer
 from .transport import CREATE_TIMEOUT, PAGE_SIZE
 
 # The market's own charges (`GET /api/v0/charges/`, as `vastai show invoices-v1 --charges`
@@ -71,7 +72,7 @@ class VastClient(StateChanges):
         out = []
         for row in rows:
             try:
-                out.append(Offer.from_api(row))
+                out.append(parse_offer(row))
             except MalformedAnswer:
                 self.stats.malformed += 1  # one bad offer does not spoil the list
         return out
@@ -116,7 +117,7 @@ class VastClient(StateChanges):
         out: list[Instance] = []
         for row in data["instances"]:
             try:
-                out.append(Instance.from_api(row))
+                out.append(parse_instance(row))
             except MalformedAnswer as exc:
                 self._bad_row(row, exc)
         token = data.get("next_token")
@@ -140,7 +141,7 @@ class VastClient(StateChanges):
         if row is None:
             return None
         try:
-            return Instance.from_api(row)
+            return parse_instance(row)
         except MalformedAnswer as exc:  # it exists; this row of it cannot be read
             raise BadRow(int(instance_id), str(exc)[:200]) from None
 
