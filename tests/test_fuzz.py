@@ -19,6 +19,7 @@ from rentwatch.engine.hosts.probe_io import ProbeError, parse_probe_output
 from rentwatch.engine.jobs.runner import parse_status
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
+from rentwatch.market.vast.rows import parse_instance, parse_offer
 
 from tests.fuzzing import examples
 
