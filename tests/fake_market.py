@@ -22,7 +22,7 @@ def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **mor
         gpu_name=gpu,
         num_gpus=1,
         dph_total=dph,
-        dph_base=dph,
+        gpu_dph=dph,
         storage_cost=0.1,
         cuda_max_good=12.4,
         reliability=0.99,
@@ -70,7 +70,7 @@ class Box:
     ssh_port: int | None = 9  # nothing listens: an SSH try fails at once
     uptime_mins: float | None = None  # how long the container has run, as the row says
     bid: float | None = None  # the interruptible tier's bid (None: on-demand)
-    min_bid: float | None = None  # what the row says is the bid to beat now
+    bid_floor: float | None = None  # what the row says is the bid to beat now
     end_date: float | None = None
 
     def row(self) -> Instance:
@@ -79,13 +79,13 @@ class Box:
             machine_id=self.offer.machine_id,
             host_id=self.offer.host_id,
             label=self.label,
-            actual_status=self.actual,
-            intended_status=self.intended,
+            status=self.actual,
+            target_state=self.intended,
             status_msg=self.msg,
             start_date=self.created_at,
             gpu_name=self.offer.gpu_name,
             num_gpus=1,
-            dph_base=self.offer.dph_base if self.bid is None else self.bid,  # billed at the bid
+            gpu_dph=self.offer.gpu_dph if self.bid is None else self.bid,  # billed at the bid
             dph_total=self.offer.dph_total,
             storage_total_cost=0.01,
             disk_space=40.0,
@@ -94,9 +94,9 @@ class Box:
             ssh_port=self.ssh_port,
             image=self.image,
             uptime_mins=self.uptime_mins,
-            min_bid=self.min_bid,
+            bid_floor=self.bid_floor,
             end_date=self.end_date,
-            is_bid=self.bid is not None,
+            interruptible=self.bid is not None,
         )
 
 
@@ -147,12 +147,12 @@ class FakeMarket:
         rental: str = "on-demand",
     ) -> list[Offer]:
         self._call("search_offers", query)
-        if rental == "interruptible":  # the bid tier: offers with a min_bid, priced at it
+        if rental == "interruptible":  # the bid tier: offers with a bid_floor, priced at it
             rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
             return [
-                replace(o, dph_total=o.min_bid)
+                replace(o, dph_total=o.bid_floor)
                 for o in self.offers
-                if o.id not in rented and o.min_bid is not None
+                if o.id not in rented and o.bid_floor is not None
             ][:limit]
         rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
         return [o for o in self.offers if o.id not in rented][:limit]
@@ -183,9 +183,9 @@ class FakeMarket:
         self.boxes[box.id] = box
         self.next_id += 1
         lie, self.lie_create_id = self.lie_create_id, None
-        if price is not None and o.min_bid is not None and price < o.min_bid:
-            box.actual, box.intended, box.msg = "stopped", "stopped", "bid under min_bid"
-            return CreateResult(box.id, None, label or "", None, refused="bid under min_bid")
+        if price is not None and o.bid_floor is not None and price < o.bid_floor:
+            box.actual, box.intended, box.msg = "stopped", "stopped", "bid under bid_floor"
+            return CreateResult(box.id, None, label or "", None, refused="bid under bid_floor")
         return CreateResult(box.id if lie is None else lie, None, label or "", None)
 
     async def change_bid(self, instance_id: int, price: float) -> None:
@@ -203,10 +203,10 @@ class FakeMarket:
     async def cancel_copies_to(self, dst_id: int) -> None:
         self._call("cancel_copies_to", (dst_id,))
 
-    def outbid(self, iid: int, min_bid: float) -> None:
+    def outbid(self, iid: int, bid_floor: float) -> None:
         """The market stops a bid rental for a higher bid: stopped in every state field, as
-        dstack reads an outbid, with the machine's min_bid now over the bid."""
-        self.set(iid, actual="stopped", intended="stopped", msg=None, min_bid=min_bid)
+        dstack reads an outbid, with the machine's bid_floor now over the bid."""
+        self.set(iid, actual="stopped", intended="stopped", msg=None, bid_floor=bid_floor)
 
     async def list_instances(self) -> list[Instance]:
         self._call("list_instances")

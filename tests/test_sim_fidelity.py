@@ -37,7 +37,7 @@ async def _running(c: VastClient, n: int, timeout: float = 40) -> list[Instance]
     deadline = time.monotonic() + timeout
     last: list[tuple[int, tuple]] | None = None
     while time.monotonic() < deadline:
-        live = [i for i in await c.list_instances() if i.actual_status == "running" and i.ssh_port]
+        live = [i for i in await c.list_instances() if i.status == "running" and i.ssh_port]
         seen = sorted((i.id, tuple(i.ssh_routes)) for i in live)
         if len(live) >= n and seen == last:
             return live
@@ -231,7 +231,7 @@ def test_states_build_output_and_market_stops():
     from rentwatch.sim.api_list import ListRoutes
 
     row = parse_instance(ListRoutes(m).instance_json(inst))
-    assert row.actual_status == "stopped" and row.market_stopped
+    assert row.status == "stopped" and row.market_stopped
     assert "contract" in (row.status_msg or "")
 
 

@@ -179,7 +179,7 @@ async def _direct(url: str, key: str, ledger_path: Path, name: str, held: list[H
                 )
             # the market's word on what is left: every row still under the label
             still = labelled(ledger, name, await client.list_instances())
-    return out, [i for i in still.values() if i.intended_status != "destroyed"]
+    return out, [i for i in still.values() if i.target_state != "destroyed"]
 
 
 def _left(
@@ -291,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
     for h in left:
         print(f"  {h.line()}")
     for i in unheld:  # the market lists it under our label, the ledger has it gone
-        status = clean(i.actual_status or "unknown", 40)
+        status = clean(i.status or "unknown", 40)
         print(f"  i:{i.id} m:{i.machine_id}: still listed by the market under the label ({status})")
     print(f"end them: {end_hint(name, ledger, (ran_on or args.market_url).rstrip('/'))}")
     return 1

@@ -83,7 +83,7 @@ def _found_created(ledger: Ledger, name: str, inst: Instance, now: float) -> Non
         "machine_id": inst.machine_id,
         "host_id": inst.host_id,
         "gpu_name": inst.gpu_name,
-        "gpu_dph": finite(inst.dph_base, 0.0),
+        "gpu_dph": finite(inst.gpu_dph, 0.0),
         "storage_dph": finite(inst.storage_total_cost, 0.0),
     }
     ledger.record(

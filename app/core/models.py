@@ -38,7 +38,7 @@ class Offer:
     gpu_name: str
     num_gpus: int
     dph_total: float
-    dph_base: float
+    gpu_dph: float
     storage_cost: float  # $/GB/month
     cuda_max_good: float | None
     reliability: float | None
@@ -50,9 +50,8 @@ class Offer:
     inet_down: float | None = None  # Mb/s the host claims for downloads (likewise)
     inet_up_cost: float = 0.0  # $/GB moved out of the host (Vast bills bandwidth per byte)
     inet_down_cost: float = 0.0  # $/GB moved into it
-    # the bid to beat now on the interruptible tier, $/h ("min_bid: Minimum bid price
-    # ($/hour)", openapi.yaml search offers); None where the market gave none
-    min_bid: float | None = None
+    # the bid to beat now on the interruptible tier, $/h; None where the market gave none
+    bid_floor: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +71,13 @@ class Instance:
     machine_id: int | None
     host_id: int | None
     label: str | None
-    actual_status: str | None  # None while provisioning
-    intended_status: str | None
+    status: str | None  # None while provisioning
+    target_state: str | None
     status_msg: str | None
     start_date: float | None
     gpu_name: str | None
     num_gpus: int
-    dph_base: float
+    gpu_dph: float
     dph_total: float
     storage_total_cost: float  # $/h for the disk
     disk_space: float | None
@@ -86,20 +85,19 @@ class Instance:
     ssh_host: str | None  # the preferred route's host and port (see `ssh_routes`)
     ssh_port: int | None
     image: str | None
-    cur_state: str | None = None
+    current_state: str | None = None
     next_state: str | None = None
     ssh_routes: tuple[SSHRoute, ...] = ()
     uptime_mins: float | None = None  # how long the container has run (None: not running)
-    # the interruptible tier: the bid to beat now ("min_bid: Minimum bid price for the
-    # instance", openapi.yaml's instance schema) and the host's contract end (`end_date`)
-    min_bid: float | None = None
+    # the interruptible tier: the bid to beat now ($/h) and the host's contract end
+    bid_floor: float | None = None
     end_date: float | None = None
     # the rental's type: a bid (interruptible) rental or not; None where the row does not say
-    is_bid: bool | None = None
+    interruptible: bool | None = None
 
     @property
     def known_status(self) -> Status | None:
-        s = self.actual_status
+        s = self.status
         if s is None:
             return None
         s = s.lower()
@@ -110,6 +108,6 @@ class Instance:
         """The market means this instance to be stopped: its intended, current and next state
         all say so (dstack's `vastai/compute.py` reads the same three). A stop rentwatch did
         not ask for is then the market's own: a contract's end date or a zero balance."""
-        states = (self.intended_status, self.cur_state, self.next_state)
+        states = (self.target_state, self.current_state, self.next_state)
         said = [s.lower() for s in states if s]
         return bool(said) and all(s in STOPPED_STATES for s in said)

@@ -11,7 +11,7 @@ is still listed whole every poll. A larger one is asked about in two parts:
   sends it: vastai 1.9.1 `cli/commands/instances.py` show__instances); a hot instance without
   a label of its own gets a one-instance call (`show`), a few per poll;
 - steady instances in trouble, every poll: one page of the list filtered by state
-  (`{"actual_status": {"in": ["exited"]}}`, as `vastai show instances --status` sends it), so
+  (`{"status": {"in": ["exited"]}}`, as `vastai show instances --status` sends it), so
   a proven rental whose container exited is seen at once, not when the sweep reaches it. Not
   `offline`: Vast computes it from the host's heartbeat and does not store it (vast-ai/docs
   `cli/reference/show-instance.mdx`), so no list can filter by it; a dark host is found by
@@ -56,7 +56,7 @@ SHOWS = 4  # one-instance calls a poll spends at most on hot instances without a
 # so a market whose next_token goes on past this loops (a whole list's bound: the client's)
 HOT_PAGES = 4
 # states a steady rental should not be in, asked for every poll (one page a poll, cursor kept)
-TROUBLE = {"actual_status": {"in": ["exited"]}}
+TROUBLE = {"status": {"in": ["exited"]}}
 NEAR_S = 60.0  # market seconds before the idle rule's stop from which a rental is hot
 HOT_PHASES = frozenset({Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING})
 

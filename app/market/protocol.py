@@ -46,7 +46,7 @@ class Market(Clock, Protocol):
         rental: str = "on-demand",
     ) -> list[Offer]:
         """Offers matching the query (the official CLI's query dict), of one tier: `rental`
-        "interruptible" lists the bid tier (each offer's `min_bid` the bid to beat)."""
+        "interruptible" lists the bid tier (each offer's `bid_floor` the bid to beat)."""
         ...
 
     async def create_instance(

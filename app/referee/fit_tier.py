@@ -67,7 +67,9 @@ def fit_bids(ledger: Ledger, campaign: str | None = None) -> dict[str, Any] | No
         return None
     floors, over = [], []
     for e in creates:
-        bid, low, od = (_finite(e.detail.get(k)) for k in ("bid", "min_bid", "on_demand_dph"))
+        bid, od = _finite(e.detail.get("bid")), _finite(e.detail.get("on_demand_dph"))
+        # "min_bid": the key a ledger written before the market's words left the engine holds
+        low = _finite(e.detail.get("bid_floor", e.detail.get("min_bid")))
         if low is not None and od is not None:
             floors.append(low / od)
         if bid is not None and low is not None:

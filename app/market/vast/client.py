@@ -206,8 +206,8 @@ class VastClient(StateChanges):
                 await self._back_off(self.backoff)
                 continue
             except ApiError as exc:
-                if exc.new_contract is not None and exc.status < 500:
-                    return CreateResult(exc.new_contract, None, label, refused=exc.msg[:300])
+                if exc.named_instance is not None and exc.status < 500:
+                    return CreateResult(exc.named_instance, None, label, refused=exc.msg[:300])
                 if exc.status < 500 and exc.status != 429:
                     raise
                 found = await self._find_label(label)

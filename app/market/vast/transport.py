@@ -364,7 +364,7 @@ class Transport:
         err = refusal(r.status_code, code, msg)
         named = data.get("new_contract") if isinstance(data, dict) else None
         if isinstance(named, int) and not isinstance(named, bool):
-            err.new_contract = named
+            err.named_instance = named
         return err
 
 
