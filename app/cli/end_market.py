@@ -14,7 +14,7 @@ from typing import Any
 from ..core.models import Instance
 from ..core.rows import campaign_label, finite
 from ..ledger import EventKind, Ledger
-from ..market.vast.client import VastClient
+from ..market.protocol import Market
 
 K = EventKind
 CREATE_SETTLE_S = 30.0  # wall seconds a create without an outcome is waited for by its label
@@ -32,7 +32,7 @@ def labelled(ledger: Ledger, name: str, rows: list[Instance]) -> dict[str, Insta
 
 
 async def settle_creates(
-    client: VastClient,
+    client: Market,
     ledger: Ledger,
     name: str,
     say: Callable[[str], None],

@@ -23,7 +23,7 @@ from ..core.offer_choice import choose_offers, unfit_reason
 from ..core.policy import Policy
 from ..core.reputation import delivered_hour_usd, market_odds
 from ..core.text import clean
-from ..market.vast.client import REAL_MARKET
+from ..market.factory import DEFAULT_URL
 
 
 class OfferSearchFailed(RentwatchError):
@@ -110,13 +110,12 @@ async def preview(
     from ..engine.fleet import Fleet
     from ..engine.journal import Journal
     from ..engine.offers import OfferBook
-    from ..market.vast.client import VastClient
+    from ..market.factory import market_at
 
     ledger = _history_ledger(ledger_path, say)
     said: list[str] = []
     try:
-        async with VastClient(market_url, api_key, timeout=campaign.http_timeout_s) as client:
-            await client.sync_clock()
+        async with market_at(market_url, api_key, timeout=campaign.http_timeout_s) as client:
             fleet = Fleet(campaign.fleet)
             # the quarantine in force under the policy, as a start of this campaign reads it
             fleet.restore(ledger, campaign.name, policy, client.now())
@@ -195,7 +194,7 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
 def run(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..ledger.store import default_ledger_path
-    from ..market.vast.keys import find_api_key
+    from ..market.factory import find_api_key
     from .commands import _read_campaign
 
     campaign = _read_campaign(args.campaign, args.upload_root)
@@ -206,8 +205,8 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"rentwatch: {clean(line, 400)}", file=sys.stderr)
 
+    from ..market.factory import DEFAULT_TIMEOUT
     from ..market.reach import check_market
-    from ..market.vast.transport import DEFAULT_TIMEOUT
 
     # one line naming the market and the cause when it cannot be used, before any search
     asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s or DEFAULT_TIMEOUT))
@@ -228,7 +227,7 @@ def add_parser(sub: Any, positive_int: Any = int) -> None:
         "offers", help="the offers a campaign would rent, ranked as its policy ranks them"
     )
     p.add_argument("--campaign", required=True, help="campaign TOML")
-    p.add_argument("--market-url", default=REAL_MARKET, help=f"default {REAL_MARKET}")
+    p.add_argument("--market-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
     p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
     p.add_argument("--policy", default="default", help="naive, seed or default")
     p.add_argument(

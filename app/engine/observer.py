@@ -25,7 +25,7 @@ from ..core.rows import row_problem
 from ..core.rules import low_util_since
 from ..ledger import EventKind
 from ..market.errors import REFUSALS, NotFound
-from ..market.protocol import Market, polling
+from ..market.protocol import Market
 from .attempt import Attempt
 from .blame_book import BlameBook
 from .fleet import Fleet
@@ -162,15 +162,14 @@ class Observer:
     async def _show(self, instance_id: int) -> Instance | None:
         """A closer look is part of the poll: it gives up as the poll's lists do (a try or
         two), so many instances to look at cannot hold one poll for minutes of backoff."""
-        with polling(self.market):
+        with self.market.polling():
             return await self.market.show_instance(instance_id)
 
     def _client_rows(self, now: float) -> None:
-        """Rows the client itself could not parse (`client.bad_rows`) go to the ledger too:
+        """Rows the client itself could not parse (`Market.unread_rows`) go to the ledger too:
         the market client drops them before the observer sees an `Instance`."""
-        raw = getattr(self.market, "bad_rows", None)
-        stats = getattr(getattr(self.market, "stats", None), "bad_rows", None)
-        if not isinstance(raw, list) or not isinstance(stats, int) or stats <= self._client_bad:
+        stats, raw = self.market.unread_rows()
+        if stats <= self._client_bad:
             return
         fresh = raw[-min(len(raw), stats - self._client_bad) :]
         self._client_bad = stats

@@ -12,12 +12,12 @@ from pathlib import Path
 from ..core.lifecycle import Phase
 from ..engine.attempt import Attempt
 from ..engine.supervisor import Supervisor
-from ..market.vast.client import REAL_MARKET
+from ..market.factory import DEFAULT_URL
 
 
 def end_command(sup: Supervisor, campaign: str, ledger_path: str, destroy: bool) -> str:
-    url = str(getattr(sup.market, "base_url", "") or "").rstrip("/")
-    market = f" --market-url {shlex.quote(url)}" if url and url != REAL_MARKET else ""
+    url = sup.market.base_url.rstrip("/")
+    market = f" --market-url {shlex.quote(url)}" if url and url != DEFAULT_URL else ""
     ledger = shlex.quote(str(Path(ledger_path).expanduser().resolve()))
     return f"rentwatch end --campaign {shlex.quote(campaign)} --ledger {ledger}{market}" + (
         " --destroy" if destroy else ""
