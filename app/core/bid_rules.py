@@ -75,7 +75,7 @@ def offer_bid(offer: Offer, terms: BidTerms) -> tuple[float | None, str]:
 def as_rented(offers: Sequence[Offer] | None, terms: BidTerms | None) -> tuple[Offer, ...] | None:
     """Under the tier, each offer at the price its create would pay (`offer_bid`): its bid, or
     its machine's on-demand price where no bid is placed. A bid search prices each offer at
-    its `bid_floor` (`dph_total`; Vast's `search offers --type bid`, and the simulator's), so
+    its bid floor (the bid tier's search answers so, on Vast and the simulator alike), so
     the ceiling and the ranking read a price the rental never pays: on held-out 777:6 an
     A6000 ranked at $0.29/h was rented on-demand at $0.70/h, 3.1x the floor's price per unit
     (docs/benchmarks.md). Storage, the rest of `dph_total`, is kept as it was."""

@@ -204,8 +204,8 @@ def stop_cause(
     inst: Instance, *, bid: float | None, we_stopped: bool, now: float
 ) -> StopCause | None:
     """Why a rental reads stopped (None: it does not). The row alone cannot say: dstack
-    (`vastai/compute.py` update_provisioning_data) reads `current_state == target_state ==
-    next_state == "stopped"` as "among other cases, when a spot instance is outbid", and the
+    (`vastai/compute.py` update_provisioning_data) reads the intended, current and next state
+    all "stopped" as "among other cases, when a spot instance is outbid", and the
     create's answer does not say the tier (vast-cli PR #403). So: a stop we asked for is ours;
     past the contract's `end_date` it is the contract's; a bid rental's other stops are outbids
     (its `bid_floor` above our bid confirms it); an on-demand rental's, the host's or the

@@ -57,7 +57,7 @@ class Offer:
 @dataclass(frozen=True, slots=True)
 class SSHRoute:
     """One way into an instance: `kind` is "direct" (the host's own public address and the port
-    its 22/tcp is mapped to) or "proxy" (Vast's sshN.vast.ai relay and its port). A host and a
+    its 22/tcp is mapped to) or "proxy" (the market's SSH relay and its port). A host and a
     port always come from the same route; mixing them names a machine that does not exist."""
 
     kind: str

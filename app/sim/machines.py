@@ -83,6 +83,11 @@ class Machine:
     presence: float | None = None  # share of the time it is listed (`[churn]`, sim/churn.py)
 
     @property
+    def gpu_dph(self) -> float:
+        """The GPU's on-demand $/h, in the engine's words (the referee reads it)."""
+        return self.dph_base
+
+    @property
     def verified(self) -> bool:
         """What the offer's `verified` says: a deverified machine is not verified either (the
         CLI's default `verified=true` search leaves both out)."""
