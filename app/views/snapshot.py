@@ -358,7 +358,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
     return FleetReadout(
-        time_scale=float(getattr(sup.market, "time_scale", 1.0) or 1.0),
+        time_scale=float(sup.market.time_scale or 1.0),
         budget_usd=sup.campaign.budget_usd,
         dph_now=fleet_rate(sup, now),
         now=now,
