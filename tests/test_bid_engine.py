@@ -30,7 +30,7 @@ def key(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def bid_market() -> FakeMarket:
-    return FakeMarket([offer(1, 10, 0.40, min_bid=0.10), offer(2, 20, 0.45, min_bid=0.12)])
+    return FakeMarket([offer(1, 10, 0.40, bid_floor=0.10), offer(2, 20, 0.45, bid_floor=0.12)])
 
 
 async def proven(sup: Any, market: FakeMarket) -> int:
@@ -54,7 +54,7 @@ def test_a_create_on_the_tier_carries_its_bid(key):
     async def body(sup, market, ledger):
         ds = await sup.poll_once()
         (c,) = only(ds, Create)
-        assert c.bid is not None and c.offer.min_bid < c.bid < c.offer.dph_base
+        assert c.bid is not None and c.offer.bid_floor < c.bid < c.offer.gpu_dph
         (box,) = market.boxes.values()
         assert box.bid == c.bid  # the create sent the price
         done = [e for e in kinds(ledger, "create") if e.instance_id == box.id]
@@ -82,7 +82,7 @@ def test_on_demand_where_the_campaign_the_policy_or_the_job_say_so(key):
 
 def test_a_bid_under_min_bid_is_destroyed_at_no_cost_to_the_host(key):
     async def body(sup, market, ledger):
-        o = dataclasses.replace(market.offers[0], min_bid=0.30)
+        o = dataclasses.replace(market.offers[0], bid_floor=0.30)
         market.offers[0] = o
         await sup.executor.execute(Create("rule:replace", "r", o, "w", bid=0.2))
         (box,) = market.boxes.values()
@@ -106,14 +106,14 @@ def test_an_outbid_requeues_the_job_and_is_rebid_within_the_poll(key):
             sup.jobs.take(iid, market.t)
         free_before = job.host_losses
         market.t += 300
-        market.outbid(iid, min_bid=a.bid * 1.2)
+        market.outbid(iid, bid_floor=a.bid * 1.2)
         ds = await sup.poll_once()
         (ev,) = kinds(ledger, "outbid")
-        assert ev.detail["bid"] < ev.detail["min_bid"] and ev.detail["job"] == "j"
+        assert ev.detail["bid"] < ev.detail["bid_floor"] and ev.detail["job"] == "j"
         assert ev.detail["work_lost_s"] >= 300  # no checkpoint came off: since the job began
         assert job.status == "pending" and job.host_losses == free_before + 1  # no retry used
         (rb,) = only(ds, Rebid)  # acted on in the poll that saw it
-        assert rb.price > ev.detail["min_bid"]
+        assert rb.price > ev.detail["bid_floor"]
         assert ("change_bid", (iid, rb.price)) in market.calls
         (r,) = kinds(ledger, "rebid")
         assert r.ok and r.detail["price"] == rb.price == a.bid
@@ -131,7 +131,7 @@ def test_a_two_gpu_machine_is_bid_on_and_rebid_at_the_machines_price(key):
     async def body(sup, market, ledger):
         (c,) = only(await sup.poll_once(), Create)
         assert c.offer.num_gpus == 2 and c.bid is not None
-        assert c.offer.min_bid <= c.bid < c.offer.dph_base  # not half of it, per GPU
+        assert c.offer.bid_floor <= c.bid < c.offer.gpu_dph  # not half of it, per GPU
         iid = next(iter(sup.attempts))
         await to_running(sup, market, iid)
         a = sup.attempts[iid]
@@ -143,12 +143,12 @@ def test_a_two_gpu_machine_is_bid_on_and_rebid_at_the_machines_price(key):
         if a.tend_task is not None:
             a.tend_task.cancel()
         market.t += 300
-        market.outbid(iid, min_bid=a.bid * 1.2)
+        market.outbid(iid, bid_floor=a.bid * 1.2)
         (rb,) = only(await sup.poll_once(), Rebid)
         assert ("change_bid", (iid, rb.price)) in market.calls
         assert market.bid_gpus[iid] == 2
 
-    two = FakeMarket([offer(1, 10, 0.80, num_gpus=2, min_bid=0.40)])
+    two = FakeMarket([offer(1, 10, 0.80, num_gpus=2, bid_floor=0.40)])
     run(key, body, market=two, policy=DEFAULT, rental="interruptible", jobs=(JOB,))
 
 
@@ -156,7 +156,7 @@ def test_an_outbid_with_no_rebid_waits_then_moves_with_an_explicit_stop(key):
     async def body(sup, market, ledger):
         iid = await proven(sup, market)
         market.t += 60
-        market.outbid(iid, min_bid=0.44)  # past the on-demand share: no rebid pays
+        market.outbid(iid, bid_floor=0.44)  # past the on-demand share: no rebid pays
         ds = await sup.poll_once()
         assert not only(ds, Rebid) and not only(ds, Move)  # waiting for the resume
         assert ("stop_instance", iid) not in market.calls
@@ -178,7 +178,7 @@ def test_a_resume_nobody_needs_is_stopped_in_the_poll_that_sees_it(key):
     async def body(sup, market, ledger):
         iid = await proven(sup, market)
         market.t += 60
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         for j in sup.jobs.jobs:  # the work got done elsewhere meanwhile
             sup.jobs.finished(j, 0, market.t)
@@ -198,7 +198,7 @@ def test_a_resume_with_work_waiting_goes_back_into_service(key):
     async def body(sup, market, ledger):
         iid = await proven(sup, market)
         market.t += 60
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         market.t += 60
         market.set(iid, actual="running", intended="running")
@@ -214,7 +214,7 @@ def test_the_end_stops_a_paused_rental_so_it_cannot_resume_unwatched(key):
     async def body(sup, market, ledger):
         iid = await proven(sup, market)
         market.t += 60
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         assert ("stop_instance", iid) not in market.calls
         await sup.release_all("engine", "campaign over")
@@ -233,14 +233,14 @@ def test_the_pane_shows_outbid_with_the_bid_min_bid_and_the_pause(key):
         iid = await proven(sup, market)
         bid = sup.attempts[iid].bid
         market.t += 60
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         market.t += 185
         (s,) = [r for r in snapshot(sup, market.t).instances if r.instance_id == iid]
-        assert s.phase == "outbid" and s.bid == bid and s.min_bid == 0.44
+        assert s.phase == "outbid" and s.bid == bid and s.bid_floor == 0.44
         assert s.paused_s == 185
         text = "\n".join(line.plain for line in pane_lines(s, False))
-        assert "OUTBID" in text and f"${bid:.4f}/h vs min_bid $0.4400/h" in text
+        assert "OUTBID" in text and f"${bid:.4f}/h vs bid floor $0.4400/h" in text
         assert "paused 3m05s" in text
 
     run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))
@@ -255,7 +255,7 @@ def test_a_restart_holds_a_paused_bid_rental_and_the_end_stops_it(key):
     async def first(sup, market, ledger):  # the controller dies while it is paused
         iid = await proven(sup, market)
         market.t += 60
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         held.append(iid)
 
@@ -302,7 +302,7 @@ def test_an_outbid_job_never_seen_running_leaves_no_state_worth_copying(key):
             sup.jobs.take(iid, market.t)
         assert job.seen_running_at is None
         market.t += 600
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         (ev,) = kinds(ledger, "outbid")
         assert ev.detail["work_lost_s"] >= 600
@@ -320,7 +320,7 @@ def test_an_outbid_job_seen_running_leaves_its_work_to_copy(key):
             sup.jobs.take(iid, market.t)
         job.seen_running_at = market.t + 500  # a job check found it running
         market.t += 600
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         paused = sup.job_work.rescues.paused["j"]
         assert paused.lost_s is not None and paused.lost_s >= 600
@@ -338,10 +338,10 @@ def test_a_rebid_comes_back_down_once_the_rival_leaves_and_no_sooner(key):
         a = sup.attempts[iid]
         first = a.bid
         market.t += 60
-        market.set(iid, min_bid=0.05)  # the floor drifts down: a bid never raised stays
+        market.set(iid, bid_floor=0.05)  # the floor drifts down: a bid never raised stays
         assert not only(await sup.poll_once(), Rebid) and a.bid == first
         market.t += 60
-        market.outbid(iid, min_bid=0.30)
+        market.outbid(iid, bid_floor=0.30)
         (up,) = only(await sup.poll_once(), Rebid)
         assert up.price > 0.30 and a.bid == up.price and a.rebids == 1
         market.t += 60
@@ -350,7 +350,7 @@ def test_a_rebid_comes_back_down_once_the_rival_leaves_and_no_sooner(key):
         market.t += 60  # the rival still holds its bid: nothing to bring down
         assert not only(await sup.poll_once(), Rebid)
         market.t += 600
-        market.set(iid, min_bid=0.10)  # the rival has gone
+        market.set(iid, bid_floor=0.10)  # the rival has gone
         (down,) = only(await sup.poll_once(), Rebid)
         assert down.rule == "rule:bid_down" and 0.10 < down.price < up.price / 1.1
         assert ("change_bid", (iid, down.price)) in market.calls
@@ -378,7 +378,7 @@ def test_a_bid_create_whose_answer_was_lost_is_found_with_its_bid_and_given_up(k
     o = market.offers[0]
     iid = market.adopt("rw:u:lost", o, actual="stopped", intended="stopped", msg=None, bid=0.11)
     seq = led.record("create", at=0.0, actor="rule:replace", reason="rent one more",
-                     phase="intent", detail={"label": "rw:u:lost", "bid": 0.11, "min_bid": 0.10},
+                     phase="intent", detail={"label": "rw:u:lost", "bid": 0.11, "bid_floor": 0.10},
                      campaign="u", machine_id=o.machine_id, gpu_name=o.gpu_name)  # fmt: skip
     led.outcome(seq, at=1.0, ok=False, error="ReadTimeout: the answer was lost")
 
@@ -411,7 +411,7 @@ def test_a_bid_rental_outbid_while_no_controller_ran_is_caught_when_it_resumes(k
         a = sup.attempts[held[0]]
         assert a.resumes_by_itself and a.paused and a.outbid_at is not None
         market.t += 60
-        market.set(held[0], actual="running", intended="running", min_bid=0.05)
+        market.set(held[0], actual="running", intended="running", bid_floor=0.05)
         ds = await sup.poll_once()
         assert only(ds, Resume) or only(ds, Stop)  # caught in the poll that saw it
         assert [e for e in kinds(ledger, "resumed") if e.instance_id == held[0]]
@@ -419,7 +419,7 @@ def test_a_bid_rental_outbid_while_no_controller_ran_is_caught_when_it_resumes(k
     camp = dict(rental="interruptible", jobs=(JOB, dataclasses.replace(JOB, name="k")))
     run(key, first, market=market, ledger=led, policy=DEFAULT, **camp)
     market.t += 120
-    market.outbid(held[0], min_bid=0.44)  # while no controller runs
+    market.outbid(held[0], bid_floor=0.44)  # while no controller runs
     market.t += 60
     run(key, second, market=market, ledger=led, policy=DEFAULT, **camp)
 
@@ -436,7 +436,7 @@ def test_outbids_before_the_preflight_count_as_moves_in_autos_sums(key):
         for _ in range(4):
             iid = max(b.id for b in market.boxes.values() if b.intended != "destroyed")
             market.t += 60
-            market.outbid(iid, min_bid=0.39)
+            market.outbid(iid, bid_floor=0.39)
             await sup.poll_once()
         share = sup.tier.terms(market.t).move_share
         n = len(kinds(ledger, "outbid"))
@@ -464,7 +464,7 @@ def test_a_resumed_rental_bills_again_at_its_raised_bid_in_the_ledger_and_live(k
         a = sup.attempts[iid]
         first = a.bid
         market.t += 60
-        market.outbid(iid, min_bid=first * 1.2)
+        market.outbid(iid, bid_floor=first * 1.2)
         (rb,) = only(await sup.poll_once(), Rebid)
         market.t += 60
         market.set(iid, actual="running", intended="running")
@@ -492,7 +492,7 @@ def test_a_resume_outbid_again_before_the_rules_stop_it_stops_billing(key):
         a = sup.attempts[iid]
         start = market.t
         market.t += 600
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         for j in sup.jobs.jobs:
             sup.jobs.finished(j, 0, market.t)
@@ -502,7 +502,7 @@ def test_a_resume_outbid_again_before_the_rules_stop_it_stops_billing(key):
         market.fail["stop_instance"] = MarketUnavailable("down")  # the rules' stop fails
         await sup.poll_once()
         market.t += 300
-        market.outbid(iid, min_bid=0.5)
+        market.outbid(iid, bid_floor=0.5)
         await sup.poll_once()
         for _ in range(3):
             market.t += 600
@@ -524,7 +524,7 @@ def test_a_row_still_running_under_a_market_stop_is_no_resume(key):
         iid = await proven(sup, market)
         a = sup.attempts[iid]
         market.t += 600
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         market.set(iid, actual="running")
         await sup.poll_once()
         stopped = market.t
@@ -588,7 +588,7 @@ def test_a_resume_while_no_controller_ran_bills_from_when_it_ran(key):
     async def first(sup, market, ledger):
         iid = await proven(sup, market)
         market.t += 600
-        market.outbid(iid, min_bid=sup.attempts[iid].bid * 1.1)
+        market.outbid(iid, bid_floor=sup.attempts[iid].bid * 1.1)
         await sup.poll_once()
         held.append(
             (
@@ -612,7 +612,7 @@ def test_a_resume_while_no_controller_ran_bills_from_when_it_ran(key):
     run(key, first, market=market, ledger=led, policy=DEFAULT, **camp)
     outbid_at = market.t
     market.t += 60
-    market.set(held[0][0], actual="running", intended="running", uptime_mins=30.0, min_bid=0.05)
+    market.set(held[0][0], actual="running", intended="running", uptime_mins=30.0, bid_floor=0.05)
     market.t += 1800
     run(key, second, market=market, ledger=led, policy=DEFAULT, **camp)
 
@@ -627,7 +627,7 @@ def test_a_resumed_rentals_hours_count_as_delivered_live_and_in_the_receipt(key)
         a = sup.attempts[iid]
         market.t += 600
         outbid = market.t
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         market.t += 300
         back = market.t

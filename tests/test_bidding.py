@@ -35,18 +35,22 @@ def test_client_searches_bids_creates_changes_and_sees_the_outbid(make_sim):
             plain = {o.id: o for o in await c.search_offers({})}
             spot = await c.search_offers({}, rental="interruptible")
             o = spot[0]
-            assert o.min_bid is not None and o.min_bid < o.dph_base
+            assert o.bid_floor is not None and o.bid_floor < o.gpu_dph
             assert o.dph_total < plain[o.id].dph_total  # priced at min_bid
-            low = await c.create_instance(o.id, image="img", disk_gb=10, price=o.min_bid / 2)
+            low = await c.create_instance(o.id, image="img", disk_gb=10, price=o.bid_floor / 2)
             assert low.refused and "min_bid" in low.refused
             inst = await c.show_instance(low.instance_id)
-            assert inst is not None and inst.market_stopped and inst.min_bid > o.min_bid / 2
-            assert B.stop_cause(inst, bid=o.min_bid / 2, we_stopped=False, now=c.now()) == "outbid"
-            await c.change_bid(low.instance_id, o.min_bid + 0.05)
+            assert inst is not None and inst.market_stopped and inst.bid_floor > o.bid_floor / 2
+            assert (
+                B.stop_cause(inst, bid=o.bid_floor / 2, we_stopped=False, now=c.now()) == "outbid"
+            )
+            await c.change_bid(low.instance_id, o.bid_floor + 0.05)
             inst = await c.show_instance(low.instance_id)
             assert inst is not None and not inst.market_stopped
-            assert inst.dph_base == pytest.approx(o.min_bid + 0.05)
-            ok = await c.create_instance(spot[1].id, image="img", disk_gb=10, price=spot[1].min_bid)
+            assert inst.gpu_dph == pytest.approx(o.bid_floor + 0.05)
+            ok = await c.create_instance(
+                spot[1].id, image="img", disk_gb=10, price=spot[1].bid_floor
+            )
             assert ok.refused is None
 
     asyncio.run(run())
@@ -60,13 +64,13 @@ def _row(**kw) -> Instance:
         machine_id=2,
         host_id=3,
         label=None,
-        actual_status="stopped",
-        intended_status="stopped",
+        status="stopped",
+        target_state="stopped",
         status_msg=None,
         start_date=0.0,
         gpu_name="RTX 4090",
         num_gpus=1,
-        dph_base=0.2,
+        gpu_dph=0.2,
         dph_total=0.21,
         storage_total_cost=0.01,
         disk_space=10.0,
@@ -74,7 +78,7 @@ def _row(**kw) -> Instance:
         ssh_host=None,
         ssh_port=None,
         image="img",
-        cur_state="stopped",
+        current_state="stopped",
         next_state="stopped",
     )
     return Instance(**{**base, **kw})
@@ -84,12 +88,12 @@ def test_stop_causes_apart():
     now = 1000.0
     assert B.stop_cause(_row(), bid=0.1, we_stopped=True, now=now) == "us"
     assert B.stop_cause(_row(end_date=900.0), bid=0.1, we_stopped=False, now=now) == "contract"
-    assert B.stop_cause(_row(min_bid=0.2), bid=0.1, we_stopped=False, now=now) == "outbid"
+    assert B.stop_cause(_row(bid_floor=0.2), bid=0.1, we_stopped=False, now=now) == "outbid"
     assert B.stop_cause(_row(), bid=None, we_stopped=False, now=now) == "host"
     running = _row(
-        actual_status="running",
-        intended_status="running",
-        cur_state="running",
+        status="running",
+        target_state="running",
+        current_state="running",
         next_state="running",
     )
     assert B.stop_cause(running, bid=0.1, we_stopped=False, now=now) is None
@@ -128,27 +132,30 @@ def test_what_to_bid_and_when_it_pays():
 
 def test_on_an_outbid_rebid_wait_or_move():
     kw = dict(bid=0.10, on_demand=0.30, cap=None, verified=True, has_job=True)
-    r = B.on_outbid(min_bid=0.12, paused_s=0, rebids=0, **kw)
+    r = B.on_outbid(bid_floor=0.12, paused_s=0, rebids=0, **kw)
     assert r.act == "rebid" and r.price == pytest.approx(0.132)
-    assert B.on_outbid(min_bid=0.12, paused_s=0, rebids=2, **kw).act == "wait"
-    assert B.on_outbid(min_bid=0.30, paused_s=0, rebids=0, **kw).act == "wait"  # held on-demand
-    moved = B.on_outbid(min_bid=0.30, paused_s=900, rebids=0, **kw)
+    assert B.on_outbid(bid_floor=0.12, paused_s=0, rebids=2, **kw).act == "wait"
+    assert B.on_outbid(bid_floor=0.30, paused_s=0, rebids=0, **kw).act == "wait"  # held on-demand
+    moved = B.on_outbid(bid_floor=0.30, paused_s=900, rebids=0, **kw)
     assert moved.act == "move" and "operator" in moved.reason
     assert (
-        B.on_outbid(min_bid=0.30, paused_s=900, rebids=0, **{**kw, "has_job": False}).act == "hold"
+        B.on_outbid(bid_floor=0.30, paused_s=900, rebids=0, **{**kw, "has_job": False}).act
+        == "hold"
     )
     # all it holds is an exited job's output: a pause bills storage only, a move reruns the job
-    kept = B.on_outbid(min_bid=0.30, paused_s=900, rebids=0, output_only=True, **kw)
+    kept = B.on_outbid(bid_floor=0.30, paused_s=900, rebids=0, output_only=True, **kw)
     assert kept.act == "wait" and "output" in kept.reason
     # ... also when no work waits, and past an hour: stopping it would queue the job again, and
     # a chain of rivals outlasts half an hour (a CI run saw a job run twice to the end so)
     idle = {**kw, "has_job": False}
     for paused in (900, 3600, 2 * 3600):
         assert (
-            B.on_outbid(min_bid=0.30, paused_s=paused, rebids=0, output_only=True, **idle).act
+            B.on_outbid(bid_floor=0.30, paused_s=paused, rebids=0, output_only=True, **idle).act
             == "wait"
         )
-    late = B.on_outbid(min_bid=0.30, paused_s=B.OUTPUT_WAIT_S + 1, rebids=0, output_only=True, **kw)
+    late = B.on_outbid(
+        bid_floor=0.30, paused_s=B.OUTPUT_WAIT_S + 1, rebids=0, output_only=True, **kw
+    )
     assert late.act == "move"
     assert B.stop_unneeded_resume(resumed=True, has_job=False, wanted=False)
     assert not B.stop_unneeded_resume(resumed=True, has_job=True, wanted=False)
@@ -157,7 +164,7 @@ def test_on_an_outbid_rebid_wait_or_move():
 
 
 def test_fake_market_speaks_the_tier():
-    fm = FakeMarket([offer(1, 11, dph=0.3, min_bid=0.12)])
+    fm = FakeMarket([offer(1, 11, dph=0.3, bid_floor=0.12)])
 
     async def run() -> None:
         spot = await fm.search_offers({}, rental="interruptible")
@@ -196,19 +203,19 @@ def test_receipt_splits_spend_by_tier_and_counts_work_lost_to_outbids(tmp_path):
         "outbid",
         at=1800,
         actor="market",
-        reason="min_bid over our bid",
+        reason="bid floor over our bid",
         instance_id=2,
         campaign="c",
-        detail={"bid": 0.12, "min_bid": 0.2, "work_lost_s": 240},
+        detail={"bid": 0.12, "bid_floor": 0.2, "work_lost_s": 240},
     )
     led.record(  # outbid while it booted: no job there, no work lost
         "outbid",
         at=600,
         actor="market",
-        reason="min_bid over our bid",
+        reason="bid floor over our bid",
         instance_id=2,
         campaign="c",
-        detail={"bid": 0.12, "min_bid": 0.2, "work_lost_s": None, "job": None},
+        detail={"bid": 0.12, "bid_floor": 0.2, "work_lost_s": None, "job": None},
     )
     for iid in (1, 2):
         s = led.intent(
@@ -256,7 +263,7 @@ def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():
 def _bid_offer(oid: int, machine: int, gpu: str, min_bid: float, on_demand: float) -> Offer:
     """An offer as a bid search lists it: `dph_total` is its min_bid plus storage."""
     return Offer(oid, machine, 1, gpu, 1, min_bid + 0.01, on_demand, 0.1, 12.8, 0.98, None,
-                 24576.0, "US", min_bid=min_bid)  # fmt: skip
+                 24576.0, "US", bid_floor=min_bid)  # fmt: skip
 
 
 def test_offers_are_ranked_and_capped_at_the_price_their_create_pays():
@@ -276,7 +283,7 @@ def test_offers_are_ranked_and_capped_at_the_price_their_create_pays():
     assert offer_bid(a6000, fought)[0] is None  # on-demand: the bid costs more with its outbids
     priced_a, priced_b = as_rented([a6000, r3070], fought) or ()
     assert priced_a.dph_total == pytest.approx(0.714) and priced_b.dph_total < 0.1
-    assert (priced_a.id, priced_a.min_bid, priced_a.dph_base) == (1, 0.29, 0.704)
+    assert (priced_a.id, priced_a.bid_floor, priced_a.gpu_dph) == (1, 0.29, 0.704)
     assert as_rented([a6000], BidTerms("on-demand", "auto")) == (a6000,)  # nothing to change
     # through decide(): under a $0.50/h ceiling the A6000 is not rented on-demand at $0.70/h
     snap = FleetSnapshot(
@@ -327,7 +334,7 @@ def test_output_held_on_a_paused_rental_asks_for_no_other_host():
         return AttemptView(iid, iid, "RTX 3080", Phase.STOPPED, "stopped", None, 0.0, 0.0,
                            passed_preflight=True, **kw)  # fmt: skip
 
-    held = stopped(1, busy=True, bid=0.18, min_bid=0.25, on_demand_dph=0.3, outbid_at=1000.0)
+    held = stopped(1, busy=True, bid=0.18, bid_floor=0.25, on_demand_dph=0.3, outbid_at=1000.0)
     spare = stopped(2, reusable=True, dph=0.57)
     snap = FleetSnapshot(
         fleet=3, max_creates=40, creates=5, budget_usd=40, spent_usd=3, attempts=(held, spare),
@@ -351,7 +358,7 @@ def test_no_offer_left_does_not_end_a_campaign_whose_proven_rental_is_only_pause
     from rentwatch.core.rules import decide
 
     paused = AttemptView(9, 9, "RTX 3060", Phase.STOPPED, "stopped", None, 0.0, 0.0,
-                         passed_preflight=True, bid=0.11, min_bid=0.16, on_demand_dph=0.3,
+                         passed_preflight=True, bid=0.11, bid_floor=0.16, on_demand_dph=0.3,
                          outbid_at=1000.0, rebids=1)  # fmt: skip
     snap = FleetSnapshot(
         fleet=1, max_creates=40, creates=23, budget_usd=40, spent_usd=2, attempts=(paused,),

@@ -140,7 +140,7 @@ def test_a_resume_and_a_rebid_are_billed_alike_by_the_ledger_and_the_pure_functi
     events = [
         ("status", 100, True, {"status": "running"}),
         ("stop", 700, True, {"by": "market"}),
-        ("outbid", 700, True, {"bid": 0.2, "min_bid": 0.25}),
+        ("outbid", 700, True, {"bid": 0.2, "bid_floor": 0.25}),
         ("rebid", 705, False, {"price": 0.9}),  # refused: the bid stays
         ("rebid", 710, True, {"price": 0.3}),
         ("status", 900, True, {"status": "running"}),

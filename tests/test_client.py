@@ -7,10 +7,10 @@ import asyncio
 import httpx
 import pytest
 from rentwatch.core.errors import MalformedAnswer
-from rentwatch.core.models import Instance, Offer
 from rentwatch.market.errors import AuthError, MarketUnavailable, NotFound
 from rentwatch.market.vast.client import VastClient
 from rentwatch.market.vast.keys import find_api_key
+from rentwatch.market.vast.rows import parse_instance, parse_offer
 
 
 def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
@@ -187,11 +187,11 @@ def test_paging_follows_next_token():
 )
 def test_instance_parsing_rejects_garbage(row):
     with pytest.raises(MalformedAnswer):
-        Instance.from_api(row)
+        parse_instance(row)
 
 
 def test_instance_parsing_coerces_and_tolerates():
-    i = Instance.from_api(
+    i = parse_instance(
         {
             "id": "7",
             "dph_total": "0.5",
@@ -203,7 +203,7 @@ def test_instance_parsing_coerces_and_tolerates():
     assert i.id == 7 and i.dph_total == 0.5 and i.known_status == "unknown"
     assert len(i.status_msg) == 4096 and i.ssh_port == 2222
     with pytest.raises(MalformedAnswer):
-        Offer.from_api({"id": 1, "machine_id": 2})
+        parse_offer({"id": 1, "machine_id": 2})
 
 
 def test_api_key_sources(tmp_path, monkeypatch):

@@ -12,7 +12,6 @@ import httpx
 import pytest
 from rentwatch.core.errors import MalformedAnswer
 from rentwatch.core.lifecycle import Phase
-from rentwatch.core.models import Offer
 from rentwatch.core.policy import DEFAULT
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.fleet import Fleet
@@ -27,6 +26,7 @@ from rentwatch.market.errors import (
     QuotaExceeded,
 )
 from rentwatch.market.vast.client import VastClient
+from rentwatch.market.vast.rows import parse_offer
 from rentwatch.market.vast.transport import POLL_ATTEMPTS
 
 
@@ -169,7 +169,7 @@ def test_create_asks_for_direct_and_proxy_ssh_and_new_accounts_have_no_keys():
 def test_negative_or_non_finite_prices_make_an_offer_invalid(bad):
     row = {"id": 1, "machine_id": 2, "dph_total": 0.3, **bad}
     with pytest.raises(MalformedAnswer):
-        Offer.from_api(row)
+        parse_offer(row)
 
 
 def test_not_found_inside_a_200_is_not_found():

@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.errors import ConfigError, MalformedAnswer
-from rentwatch.core.models import Instance, Offer
 from rentwatch.core.offer_query import matches, parse_query
 from rentwatch.core.policy import get_policy
 from rentwatch.core.text import clean, is_clean
@@ -20,6 +19,7 @@ from rentwatch.engine.hosts.probe_io import ProbeError, parse_probe_output
 from rentwatch.engine.jobs.runner import parse_status
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
+from rentwatch.market.vast.rows import parse_instance, parse_offer
 
 from tests.fuzzing import examples
 
@@ -61,7 +61,7 @@ api_rows = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=len(FI
 @settings(max_examples=examples(3000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(api_rows)
 def test_marketplace_json(row):
-    for parse in (Instance.from_api, Offer.from_api):
+    for parse in (parse_instance, parse_offer):
         try:
             obj = parse(row)
         except MalformedAnswer:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import types
 from typing import Any
 
 import pytest
@@ -129,17 +128,19 @@ def test_routes_are_set_each_poll_and_the_route_used_is_in_the_ledger(key):
 
 class ClientRows(FakeMarket):
     """A market whose client, like `VastClient`, drops rows it cannot parse and says which
-    (`bad_rows`, counted in `stats.bad_rows`)."""
+    (`Market.unread_rows`: how many so far, and the latest)."""
 
     def __init__(self) -> None:
         super().__init__(list(OFFERS))
-        self.stats = types.SimpleNamespace(bad_rows=0)
+        self.unread: tuple[int, list[tuple[int | None, str]]] = (0, [])
 
     async def list_instances(self) -> list[Instance]:
         self._call("list_instances")
-        self.bad_rows = [(4242, "dph_total is not a number")]
-        self.stats.bad_rows = 1
+        self.unread = (1, [(4242, "dph_total is not a number")])
         return [b.row() for b in self.boxes.values() if b.intended != "destroyed"]
+
+    def unread_rows(self) -> tuple[int, list[tuple[int | None, str]]]:
+        return self.unread
 
 
 def test_rows_the_client_could_not_read_are_in_the_ledger(key):

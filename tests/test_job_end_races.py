@@ -51,7 +51,7 @@ def test_a_contract_end_under_an_exited_job_sends_it_back_to_the_queue(key):  # 
     # so the job whose output was on it must not wait for a resume (it waited for ever, and
     # the rules kept renting for a job that could never be dispatched)
     out = dataclasses.replace(JOB, artifacts=("out/",))
-    market = FakeMarket([offer(i, 10 * i, 0.40, min_bid=0.10) for i in range(1, 9)])
+    market = FakeMarket([offer(i, 10 * i, 0.40, bid_floor=0.10) for i in range(1, 9)])
 
     async def body(sup, market, ledger):
         iid = await proven(sup, market)

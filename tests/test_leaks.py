@@ -115,7 +115,7 @@ def test_end_through_the_controller_sends_our_stop_to_an_outbid_pause(key):
     async def body(sup, market, ledger):
         iid = await proven(sup, market)
         market.t += 60
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         assert ("stop_instance", iid) not in market.calls
         done = await end_campaign(sup, destroy=False)
@@ -138,7 +138,7 @@ def test_end_without_a_controller_sends_our_stop_to_an_outbid_pause(key, tmp_pat
     async def first(sup, market, ledger):
         iid = await proven(sup, market)
         market.t += 60
-        market.outbid(iid, min_bid=0.44)
+        market.outbid(iid, bid_floor=0.44)
         await sup.poll_once()
         held.append(iid)
 

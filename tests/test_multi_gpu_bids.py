@@ -17,6 +17,7 @@ from rentwatch.core.models import Offer
 from rentwatch.ledger import Ledger
 from rentwatch.market.errors import ApiError
 from rentwatch.market.vast.client import VastClient
+from rentwatch.market.vast.rows import parse_offer
 
 from .campaigns import campaign_text, checkpointing_jobs, run_headless_text
 from .test_vastai_cli import vastai
@@ -29,7 +30,7 @@ TERMS = BidTerms(tier="interruptible", rental="interruptible")
 def _two_gpu_offer() -> Offer:
     # a 2x RTX 3090 at $0.165 per GPU on demand (MARKET_EVIDENCE.md), listed per machine by
     # a bid search (`dph_total` = min_bid + storage)
-    return Offer.from_api(
+    return parse_offer(
         {
             "id": 7,
             "machine_id": 70,
@@ -46,8 +47,8 @@ def test_a_bid_on_a_two_gpu_offer_is_the_machines_price():
     o = _two_gpu_offer()
     bid, why = offer_bid(o, TERMS)
     # the machine's min_bid and headroom: a per-GPU bid (half of it) would lose the machine
-    assert bid is not None and o.min_bid is not None
-    assert o.min_bid <= bid < o.dph_base, why
+    assert bid is not None and o.bid_floor is not None
+    assert o.bid_floor <= bid < o.gpu_dph, why
     [priced] = as_rented([o], TERMS) or ()
     assert priced.dph_total == pytest.approx(bid + 0.01)  # the bid and the machine's storage
 
@@ -71,14 +72,14 @@ def test_a_two_gpu_machine_is_bid_on_whole_capped_per_gpu_and_rebid_without_a_pr
             assert spot and {o.num_gpus for o in spot} <= {2, 4, 8}
             o = next(o for o in spot if o.num_gpus == 2)
             # listed per machine: the host class's per-GPU price, twice
-            assert 0.3 - 1e-9 <= o.dph_base <= 0.4 + 1e-9
+            assert 0.3 - 1e-9 <= o.gpu_dph <= 0.4 + 1e-9
             bid, why = offer_bid(o, TERMS)
-            assert bid is not None and o.min_bid is not None and bid >= o.min_bid, why
+            assert bid is not None and o.bid_floor is not None and bid >= o.bid_floor, why
             made = await c.create_instance(o.id, image="img", disk_gb=10, price=bid)
             assert made.refused is None  # the machine's price wins the machine
             inst = await c.show_instance(made.instance_id)
             assert inst is not None and inst.num_gpus == 2 and not inst.market_stopped
-            assert inst.dph_base == pytest.approx(bid)
+            assert inst.gpu_dph == pytest.approx(bid)
             # over $32/h, under 32 x 2: a bid the API takes on two GPUs
             await c.change_bid(made.instance_id, 40.0, num_gpus=2)
             with pytest.raises(ValueError, match="0.001-64"):
@@ -165,7 +166,7 @@ def test_a_bid_campaign_on_two_gpu_machines_rents_them_at_the_machines_bid(
     creates = led.events(where="kind = 'create' AND ok")
     assert creates
     for e in creates:
-        assert e.detail["bid"] >= e.detail["min_bid"] > 0, e.detail
+        assert e.detail["bid"] >= e.detail["bid_floor"] > 0, e.detail
     done = {e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")}
     assert done == {"j0", "j1"}
     rented = [i for i in sim.market.instances.values()]

@@ -114,7 +114,7 @@ def _offer(**kw) -> Offer:
         gpu_name="RTX 4090",
         num_gpus=1,
         dph_total=0.3,
-        dph_base=0.3,
+        gpu_dph=0.3,
         storage_cost=0.1,
         cuda_max_good=12.4,
         reliability=0.99,

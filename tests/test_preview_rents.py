@@ -71,8 +71,8 @@ def test_bid_campaign_rents_what_offers_named_first(make_sim, tmp_path, capsys, 
     bids = [r for r in ranked if r["bid"] is not None]
     assert bids, "auto bid nowhere: the test proves nothing"
     for r in bids:  # the fields a bid row carries, and the bid's price under on-demand
-        assert r["tier"] == "interruptible" and r["min_bid"] is not None
-        assert r["min_bid"] <= r["bid"] < r["on_demand_dph"]
+        assert r["tier"] == "interruptible" and r["bid_floor"] is not None
+        assert r["bid_floor"] <= r["bid"] < r["on_demand_dph"]
         assert r["usd_per_ref_hour"] is not None and r["dph"] >= r["bid"]
 
 
@@ -102,7 +102,7 @@ def test_plan_prices_the_job_set_from_the_policy_odds_and_the_ledger(
     assert cold["odds"]["odds_runs"] == 8.0  # the default policy's prior alone: no run seen
     # the first rentals as the preview names them, a bid with its min_bid and price per ref-h
     bids = [r for r in cold["first"] if r["bid"] is not None]
-    assert bids and all(r["min_bid"] <= r["bid"] and r["usd_per_ref_hour"] for r in bids)
+    assert bids and all(r["bid_floor"] <= r["bid"] and r["usd_per_ref_hour"] for r in bids)
     code, text = _plan(capsys, sim, f, ledger, "plan")  # the alias, as text
     assert code == 0 and "p10-p90" in text and "floor" in text and "bid $" in text
 

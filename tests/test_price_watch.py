@@ -73,7 +73,7 @@ def test_an_accepted_increase_is_answered_once_and_billed_from_its_date(key):
             ("answer_price_increase", (7, True))
         ]
         market.t = inc.takes_effect_at + 300
-        market.set(iid, dph_base=old * 1.2)  # the market's row shows it from then
+        market.set(iid, gpu_dph=old * 1.2)  # the market's row shows it from then
         await sup.poll_once()
         [price] = kinds(ledger, "price")
         assert price.at == inc.takes_effect_at and price.detail["price"] == old * 1.2
@@ -154,7 +154,7 @@ def test_a_restart_keeps_an_accepted_increase_due_and_a_price_in_force(key):
         await again.prepare()
         assert again.attempts[iid].price_due == (inc.takes_effect_at, old * 1.5, 7)
         market.t = inc.takes_effect_at + 60
-        market.set(iid, dph_base=old * 1.5)
+        market.set(iid, gpu_dph=old * 1.5)
         await again.poll_once()
         [price] = kinds(ledger, "price")
         assert price.at == inc.takes_effect_at

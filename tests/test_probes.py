@@ -261,7 +261,7 @@ def test_hostile_host_over_real_ssh(make_sim):
                     b: i
                     for b in ids
                     for i in [await c.show_instance(ids[b])]
-                    if i and i.actual_status == "running" and i.ssh_port
+                    if i and i.status == "running" and i.ssh_port
                 }
                 await asyncio.sleep(0.1)
             h = insts["healthy"]

@@ -14,6 +14,7 @@ from rentwatch.core.policy import DEFAULT
 from rentwatch.core.rental_check import rental_mismatch, rented_bid
 from rentwatch.core.rules import Create
 from rentwatch.engine.hosts.ssh import load_or_create_key
+from rentwatch.market.vast.rows import parse_instance
 
 from .test_bid_engine import JOB, bid_market
 from .test_supervisor_unit import kinds, only, run
@@ -26,7 +27,7 @@ def row(dph_base: float, is_bid: bool | None = None) -> Instance:
     data: dict[str, Any] = {"id": 7, "actual_status": "loading", "dph_base": dph_base}
     if is_bid is not None:
         data["is_bid"] = is_bid
-    return Instance.from_api(data)
+    return parse_instance(data)
 
 
 @pytest.mark.parametrize(
@@ -68,7 +69,7 @@ def test_a_bid_create_rented_on_demand_is_caught_and_replaced(key):
         (miss,) = kinds(ledger, "rental_mismatch")
         assert miss.instance_id == box.id and miss.ok is False
         assert (miss.detail["what"], miss.detail["fix"]) == ("type", "replace")
-        assert miss.detail["asked_bid"] == c.bid and miss.detail["is_bid"] is False
+        assert miss.detail["asked_bid"] == c.bid and miss.detail["interruptible"] is False
         assert "on-demand" in miss.reason
         assert ("destroy_instance", box.id) in market.calls  # never proven: destroyed
         (gave_up,) = [e for e in kinds(ledger, "abandon") if e.instance_id == box.id]
@@ -105,16 +106,16 @@ def test_the_simulator_says_the_type_and_its_knob_rents_a_bid_on_demand(make_sim
 
     async def rent(url: str, key: str) -> tuple[Instance, float, float]:
         async with VastClient(url, key, min_intervals={}) as c:
-            o = next(o for o in await c.search_offers({}) if o.min_bid)
-            bid = round(max(o.min_bid or 0.0, o.dph_base * 0.6) + 0.01, 4)
+            o = next(o for o in await c.search_offers({}) if o.bid_floor)
+            bid = round(max(o.bid_floor or 0.0, o.gpu_dph * 0.6) + 0.01, 4)
             res = await c.create_instance(o.id, image="img", disk_gb=10, price=bid)
             inst = await c.show_instance(res.instance_id)
             assert inst is not None
-            return inst, bid, o.dph_base
+            return inst, bid, o.gpu_dph
 
     plain = make_sim(seed=3, offers=6, host_class=[{"behaviour": "healthy", "share": 1.0}])
     inst, bid, od = asyncio.run(rent(plain.url, plain.api_key))
-    assert inst.is_bid is True and inst.dph_base == pytest.approx(bid)
+    assert inst.interruptible is True and inst.gpu_dph == pytest.approx(bid)
     assert rental_mismatch(bid, od, 1.0, inst) is None
     knob = make_sim(
         seed=3,
@@ -123,6 +124,6 @@ def test_the_simulator_says_the_type_and_its_knob_rents_a_bid_on_demand(make_sim
         bid_rents_on_demand=1.0,
     )
     inst, bid, od = asyncio.run(rent(knob.url, knob.api_key))
-    assert inst.is_bid is False and inst.dph_base == pytest.approx(od)
+    assert inst.interruptible is False and inst.gpu_dph == pytest.approx(od)
     miss = rental_mismatch(bid, od, 1.0, inst)
     assert miss is not None and (miss.what, miss.fix) == ("type", "replace")

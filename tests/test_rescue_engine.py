@@ -77,10 +77,10 @@ def test_an_outbid_while_a_job_waits_for_its_copy_keeps_where_its_state_is():
     work, tier, market, journal = _world(job)
     js = work.queue.take(A, 100.0)
     js.seen_running_at = 800.0  # seen running on A
-    tier.outbid(_bid_host(A), SimpleNamespace(min_bid=0.3), 900.0)
+    tier.outbid(_bid_host(A), SimpleNamespace(bid_floor=0.3), 900.0)
     js = work.queue.take(B, 1000.0)
     assert _go(work.rescues.begin(SimpleNamespace(instance_id=B), js, 1000.0))  # asked off A
-    tier.outbid(_bid_host(B), SimpleNamespace(min_bid=0.3), 1300.0)  # B outbid mid-wait
+    tier.outbid(_bid_host(B), SimpleNamespace(bid_floor=0.3), 1300.0)  # B outbid mid-wait
     js = work.queue.take(C, 1400.0)
     asked_again = _go(work.rescues.begin(SimpleNamespace(instance_id=C), js, 1400.0))
     assert asked_again and market.asked[-1][0] == A  # the state on paused A, asked again
@@ -91,10 +91,10 @@ def test_an_outbid_while_a_job_waits_for_its_copy_costs_no_work():
     work, tier, market, journal = _world(job)
     js = work.queue.take(A, 100.0)
     js.seen_running_at = 800.0
-    tier.outbid(_bid_host(A), SimpleNamespace(min_bid=0.3), 900.0)
+    tier.outbid(_bid_host(A), SimpleNamespace(bid_floor=0.3), 900.0)
     js = work.queue.take(B, 1000.0)
     assert _go(work.rescues.begin(SimpleNamespace(instance_id=B), js, 1000.0))
-    tier.outbid(_bid_host(B), SimpleNamespace(min_bid=0.3), 1300.0)
+    tier.outbid(_bid_host(B), SimpleNamespace(bid_floor=0.3), 1300.0)
     lost = [f["detail"]["work_lost_s"] for f in journal.facts if f["kind"] == "outbid"]
     assert lost[-1] == 0.0  # the job never ran on B: its wait there is no work lost
 
@@ -132,7 +132,7 @@ def test_a_failed_checkpoint_pull_is_not_a_pull():
             js,
         )
     )
-    tier.outbid(_bid_host(A), SimpleNamespace(min_bid=0.3), 100.0 + 16 * 60)
+    tier.outbid(_bid_host(A), SimpleNamespace(bid_floor=0.3), 100.0 + 16 * 60)
     lost = [f["detail"]["work_lost_s"] for f in journal.facts if f["kind"] == "outbid"]
     assert lost[-1] == 16 * 60  # since the job began: the one pull tried failed
     [ev] = [f for f in journal.facts if f["kind"] == "outbid"]

@@ -37,7 +37,7 @@ def _tier_ledger():
     t = 1000.0
     led.record(
         "create", at=t, actor="rule:replace", reason="bid", ok=True, instance_id=301,
-        detail={"bid": 0.069, "min_bid": 0.06, "on_demand_dph": 0.2}, **ctx,
+        detail={"bid": 0.069, "bid_floor": 0.06, "on_demand_dph": 0.2}, **ctx,
     )  # fmt: skip
     led.record("outbid", at=t + 7200, actor="market", reason="o", ok=True, instance_id=301, **ctx)
     led.record(
@@ -57,7 +57,7 @@ def _tier_ledger():
     led.record(
         "create", at=t, actor="rule:replace", reason="bid", ok=True, instance_id=302,
         campaign="tier", machine_id=40, gpu_name='RTX "4090"\x1b[31m',
-        detail={"bid": 0.092, "min_bid": 0.08, "on_demand_dph": 0.2},
+        detail={"bid": 0.092, "bid_floor": 0.08, "on_demand_dph": 0.2},
     )  # fmt: skip
     led.record(
         "destroy", at=t + 7200, actor="engine", reason="end", ok=True, instance_id=302,
@@ -66,7 +66,7 @@ def _tier_ledger():
     led.record(  # a garbled create: its prices say nothing
         "create", at=t, actor="rule:replace", reason="bid", ok=True, instance_id=303,
         campaign="tier", machine_id=50, gpu_name="RTX 3090",
-        detail={"bid": 0.1, "min_bid": float("nan"), "on_demand_dph": "lots"},
+        detail={"bid": 0.1, "bid_floor": float("nan"), "on_demand_dph": "lots"},
     )  # fmt: skip
     return led
 

@@ -224,7 +224,7 @@ def test_over_ssh_an_image_without_python_answers_like_a_shell_and_jax_uses_the_
                     k: i
                     for k in ids
                     for i in [await c.show_instance(ids[k])]
-                    if i and i.actual_status == "running" and i.ssh_port
+                    if i and i.status == "running" and i.ssh_port
                 }
                 await asyncio.sleep(0.1)
             script = probe_source("preflight")

@@ -17,6 +17,7 @@ from rentwatch.core.models import Instance
 from rentwatch.core.patterns import fatal_match
 from rentwatch.engine.hosts.ssh import Route, SSHFailure, SSHRunner
 from rentwatch.market.vast.client import VastClient
+from rentwatch.market.vast.rows import parse_instance
 from rentwatch.sim.boot import BUILD_LINES, FATAL_TEXTS
 from rentwatch.sim.market import SimClock, SimMarket
 from rentwatch.sim.scenario import parse_scenario
@@ -36,7 +37,7 @@ async def _running(c: VastClient, n: int, timeout: float = 40) -> list[Instance]
     deadline = time.monotonic() + timeout
     last: list[tuple[int, tuple]] | None = None
     while time.monotonic() < deadline:
-        live = [i for i in await c.list_instances() if i.actual_status == "running" and i.ssh_port]
+        live = [i for i in await c.list_instances() if i.status == "running" and i.ssh_port]
         seen = sorted((i.id, tuple(i.ssh_routes)) for i in live)
         if len(live) >= n and seen == last:
             return live
@@ -101,13 +102,13 @@ def test_instance_routes_are_never_mixed():
         "ports": {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": "41311"}]},
         "label": "  lab  ",
     }
-    i = Instance.from_api(row)
+    i = parse_instance(row)
     assert [(r.kind, r.host, r.port) for r in i.ssh_routes] == [
         ("direct", "203.0.113.9", 41311),
         ("proxy", "ssh4.vast.ai", 31022),
     ]
     assert (i.ssh_host, i.ssh_port) == ("203.0.113.9", 41311) and i.label == "lab"
-    proxy_only = Instance.from_api({**row, "ports": {}})
+    proxy_only = parse_instance({**row, "ports": {}})
     assert (proxy_only.ssh_host, proxy_only.ssh_port) == ("ssh4.vast.ai", 31022)
 
 
@@ -213,8 +214,8 @@ def test_states_build_output_and_market_stops():
     statuses = [s.actual for s in steps]
     assert statuses.index("scheduling") < statuses.index("created") < statuses.index("running")
     assert "provisioning" in statuses
-    assert Instance.from_api({"id": 1, "actual_status": "provisioning"}).known_status == "unknown"
-    assert Instance.from_api({"id": 1, "actual_status": "Scheduling"}).known_status == "scheduling"
+    assert parse_instance({"id": 1, "actual_status": "provisioning"}).known_status == "unknown"
+    assert parse_instance({"id": 1, "actual_status": "Scheduling"}).known_status == "scheduling"
     lines = [s.msg for s in steps if s.msg in BUILD_LINES]
     assert len(lines) == 3
     for s in steps:  # a healthy boot never reads as fatal, build output included
@@ -229,8 +230,8 @@ def test_states_build_output_and_market_stops():
     assert truth["market_stopped_at"] == end and truth["destroyed_at"] is None
     from rentwatch.sim.api_list import ListRoutes
 
-    row = Instance.from_api(ListRoutes(m).instance_json(inst))
-    assert row.actual_status == "stopped" and row.market_stopped
+    row = parse_instance(ListRoutes(m).instance_json(inst))
+    assert row.status == "stopped" and row.market_stopped
     assert "contract" in (row.status_msg or "")
 
 

@@ -80,7 +80,7 @@ def test_sessions_may_lack_the_container_variables(make_sim):
                 await c.create_instance(offer.id, image="img", disk_gb=10)
             deadline = time.monotonic() + 40
             while time.monotonic() < deadline:
-                live = [i for i in await c.list_instances() if i.actual_status == "running"]
+                live = [i for i in await c.list_instances() if i.status == "running"]
                 if len(live) == 12 and all(i.ssh_port for i in live):
                     break
                 await asyncio.sleep(0.1)

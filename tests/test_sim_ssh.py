@@ -17,7 +17,7 @@ async def _running(c: VastClient, iid: int, timeout: float = 30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         inst = await c.show_instance(iid)
-        if inst and inst.actual_status == "running" and inst.ssh_port:
+        if inst and inst.status == "running" and inst.ssh_port:
             return inst
         await asyncio.sleep(0.1)
     raise AssertionError("never running")
@@ -67,7 +67,7 @@ def test_ssh_command_sftp_and_probe(make_sim, tmp_path, behaviour):
                 )
                 assert '"success": true' in r.stdout, r.stderr
             row = await c.show_instance(res.instance_id)
-            assert row.intended_status == "stopped"
+            assert row.target_state == "stopped"
             scoped = await asyncio.to_thread(lambda: sim.market.instances[res.instance_id].api_key)
             r = httpx.get(
                 f"{sim.url}/api/v1/instances/", headers={"Authorization": f"Bearer {scoped}"}

@@ -547,14 +547,14 @@ def test_one_bad_row_costs_one_row_not_the_poll(key):
         market.t += 10
         await sup.poll_once()
         first, second = list(sup.attempts)
-        market.bad_rows[first] = {"dph_base": float("nan")}
+        market.bad_rows[first] = {"gpu_dph": float("nan")}
         market.set(second, actual="running", msg="")
         market.t += 10
         await sup.poll_once()
         assert sup.attempts[second].life.phase in (Phase.RUNNING, Phase.VERIFYING)
         assert sup.attempts[first].life.phase == Phase.BOOTING  # held, not lost
         (bad,) = kinds(ledger, "bad_row")
-        assert bad.instance_id == first and "dph_base" in bad.reason
+        assert bad.instance_id == first and "gpu_dph" in bad.reason
 
     run(key, body, fleet=2)
 
@@ -583,7 +583,7 @@ def test_spend_counts_the_highest_price_the_market_showed(key):
         await sup.poll_once()
         (iid,) = sup.attempts
         await to_running(sup, market, iid)
-        market.bad_rows[iid] = {"dph_base": 2.0}  # the offer said $0.20/h
+        market.bad_rows[iid] = {"gpu_dph": 2.0}  # the offer said $0.20/h
         market.t += 10
         await sup.poll_once()
         (note,) = [e for e in kinds(ledger, "note") if "contradicts" in e.reason]
@@ -620,7 +620,7 @@ def test_a_restart_adopts_our_rental_even_from_a_bad_row(key):
     led = Ledger(":memory:")
     market = FakeMarket(list(OFFERS))
     iid = market.adopt("rw:u:nan", OFFERS[1], actual="running", msg="")
-    market.bad_rows[iid] = {"dph_base": float("nan"), "storage_total_cost": float("inf")}
+    market.bad_rows[iid] = {"gpu_dph": float("nan"), "storage_total_cost": float("inf")}
     # its create's intent is in the ledger (the answer was lost): the label is this ledger's
     led.record(
         "create",

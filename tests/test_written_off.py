@@ -189,7 +189,7 @@ def test_a_row_on_its_way_out_is_not_a_return(key):
         await sup.poll_once()
         await _write_off(sup, market, iid)
         market.t += 10
-        page = [dataclasses.replace(market.boxes[iid].row(), intended_status="destroyed")]
+        page = [dataclasses.replace(market.boxes[iid].row(), target_state="destroyed")]
         await sup.observer.observe(page, market.t, full=False, asked=frozenset())
         assert sup.attempts[iid].life.phase == Phase.LOST and not kinds(ledger, "returned")
 

@@ -55,8 +55,8 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
 
     status = Text("   ", style=base)
     if s.phase == "outbid":  # the bid against what beats it now, and the pause so far
-        low = f"${s.min_bid:.4f}/h" if s.min_bid is not None else "unknown"
-        status.append(f"OUTBID: bid ${s.bid or 0:.4f}/h vs min_bid {low}", style="magenta")
+        low = f"${s.bid_floor:.4f}/h" if s.bid_floor is not None else "unknown"
+        status.append(f"OUTBID: bid ${s.bid or 0:.4f}/h vs bid floor {low}", style="magenta")
         status.append(f", paused {span(s.paused_s or 0)}", style="magenta")
     elif faded and s.left_why:  # who ended it and why, not the market's last word before
         status.append("left service: ", style=base)

@@ -203,7 +203,7 @@ def _read_campaign(
 def cmd_run(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..ledger.store import default_ledger_path
-    from ..market.vast.keys import find_api_key
+    from ..market.factory import find_api_key
     from ..run.headless import run_headless
 
     if args.background:  # the same headless run, in its own session; returns once it serves
@@ -226,8 +226,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     team = team_config(args)  # before the market: a bad team setting is said first
     key = find_api_key(args.api_key)
     # every market call's total deadline: the flag, else the campaign's key, else the default
+    from ..market.factory import DEFAULT_TIMEOUT
     from ..market.reach import check_market
-    from ..market.vast.transport import DEFAULT_TIMEOUT
 
     timeout = args.http_timeout or campaign.http_timeout_s or DEFAULT_TIMEOUT
     # the market first: one that cannot be used leaves no SSH key or ledger made for it
@@ -304,7 +304,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..engine.session import default_key_path
     from ..ledger.store import default_ledger_path
-    from ..market.vast.keys import find_api_key
+    from ..market.factory import find_api_key
     from .team import team_argv, team_config
 
     campaign = _read_campaign(args.campaign, args.upload_root) if args.campaign else None
@@ -312,8 +312,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     team = team_config(args)
     ledger = Path(args.ledger).resolve() if args.ledger else default_ledger_path()
     key = find_api_key(None, flag=None)  # watch takes no --api-key: the key stays off `ps`
+    from ..market.factory import DEFAULT_TIMEOUT
     from ..market.reach import check_market
-    from ..market.vast.transport import DEFAULT_TIMEOUT
 
     # before the controller, its log, its ledger and its SSH key: one line if the market is out
     timeout = (campaign.http_timeout_s if campaign else None) or DEFAULT_TIMEOUT

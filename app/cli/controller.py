@@ -20,6 +20,7 @@ from typing import Any
 from ..core.errors import RentwatchError
 from ..core.text import clean
 from ..ledger import Ledger
+from ..market.factory import DEFAULT_URL
 from ..run.exit_trap import ExitTrap
 
 
@@ -89,7 +90,7 @@ def _serve(
 def cmd_controller(args: argparse.Namespace) -> int:
     from ..core.campaign import parse_campaign
     from ..core.policy import get_policy
-    from ..market.vast.keys import find_api_key
+    from ..market.factory import find_api_key
     from ..run.dashboard import DEMO_CAMPAIGN, fresh_demo_name, make_engine, watch_campaign
     from .team import team_config
 
@@ -125,8 +126,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
     if sim is None:  # the market first: one that cannot be used leaves no ledger or SSH key
         import asyncio
 
+        from ..market.factory import DEFAULT_TIMEOUT
         from ..market.reach import check_market
-        from ..market.vast.transport import DEFAULT_TIMEOUT
 
         timeout = campaign.http_timeout_s or DEFAULT_TIMEOUT
         asyncio.run(check_market(market_url, api_key, timeout))
@@ -184,7 +185,7 @@ def add_parser(sub: Any, positive: Any = float) -> None:
     c.add_argument("--time-scale", type=positive, default=30.0, help="--demo: sim s per wall s")
     c.add_argument("--seed", type=int, default=7, help="--demo: the market's seed")
     c.add_argument("--campaign", help="campaign TOML; without one (and --demo), observe only")
-    c.add_argument("--market-url", default="https://console.vast.ai")
+    c.add_argument("--market-url", default=DEFAULT_URL)
     c.add_argument("--ledger", required=True, help="ledger file")
     c.add_argument("--policy", default="default")
     c.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")

@@ -24,7 +24,7 @@ from ..core.errors import RentwatchError
 from ..core.text import clean
 from ..ledger import EventKind
 from ..ledger.holdings import Holding, holdings_sql
-from ..market.vast.client import REAL_MARKET
+from ..market.factory import DEFAULT_URL
 from .ledger_read import select, sql_text
 
 HUMAN = "human"
@@ -96,12 +96,11 @@ async def _look(url: str, key: str, ledger_path: Path, name: str) -> None:
     """Before anything is listed: the market asked for the campaign's label, the creates a
     dead controller left unanswered settled (`end_market.settle_creates`)."""
     from ..ledger import Ledger
-    from ..market.vast.client import VastClient
+    from ..market.factory import market_at
     from .end_market import settle_creates
 
     with Ledger(ledger_path) as ledger:
-        async with VastClient(url, key) as client:
-            await client.sync_clock()
+        async with market_at(url, key) as client:
             await settle_creates(client, ledger, name, print)
 
 
@@ -112,14 +111,13 @@ async def _direct(url: str, key: str, ledger_path: Path, name: str, held: list[H
     the rentals the market still lists under the campaign's label afterwards."""
     from ..ledger import Ledger
     from ..market.errors import REFUSALS
-    from ..market.vast.client import VastClient
+    from ..market.factory import market_at
     from .end_market import labelled
 
     reason = f"the campaign was ended by a person ({'destroy' if destroy else 'stop'})"
     out: list[str] = []
     with Ledger(ledger_path) as ledger:
-        async with VastClient(url, key) as client:
-            await client.sync_clock()
+        async with market_at(url, key) as client:
             listed = {i.id for i in await client.list_instances()}
             for h in held:
                 ctx: dict[str, Any] = {
@@ -179,7 +177,7 @@ async def _direct(url: str, key: str, ledger_path: Path, name: str, held: list[H
                 )
             # the market's word on what is left: every row still under the label
             still = labelled(ledger, name, await client.list_instances())
-    return out, [i for i in still.values() if i.intended_status != "destroyed"]
+    return out, [i for i in still.values() if i.target_state != "destroyed"]
 
 
 def _left(
@@ -227,7 +225,7 @@ def end_hint(name: str, ledger: Path, market: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..market.vast.keys import find_api_key
+    from ..market.factory import find_api_key
     from .controllers import controller_for_ledger
     from .ledger_pick import ledger_for
 
@@ -288,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     for h in left:
         print(f"  {h.line()}")
     for i in unheld:  # the market lists it under our label, the ledger has it gone
-        status = clean(i.actual_status or "unknown", 40)
+        status = clean(i.status or "unknown", 40)
         print(f"  i:{i.id} m:{i.machine_id}: still listed by the market under the label ({status})")
     print(f"end them: {end_hint(name, ledger, (ran_on or args.market_url).rstrip('/'))}")
     return 1
@@ -301,7 +299,7 @@ def add_parser(sub: Any) -> None:
     # optional: the quit dialog's own hint (`rentwatch end --campaign demo --destroy`) was
     # refused for want of it
     p.add_argument("--ledger", help="its ledger (default: the user's ledger that knows it)")
-    p.add_argument("--market-url", default=REAL_MARKET, help=f"default {REAL_MARKET}")
+    p.add_argument("--market-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
     p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
     p.add_argument(
         "--destroy", action="store_true", help="destroy every rental it holds, verified ones too"

@@ -14,7 +14,7 @@ from typing import Any
 from ..core.models import Instance
 from ..core.rows import campaign_label, finite
 from ..ledger import EventKind, Ledger
-from ..market.vast.client import VastClient
+from ..market.protocol import Market
 
 K = EventKind
 CREATE_SETTLE_S = 30.0  # wall seconds a create without an outcome is waited for by its label
@@ -32,7 +32,7 @@ def labelled(ledger: Ledger, name: str, rows: list[Instance]) -> dict[str, Insta
 
 
 async def settle_creates(
-    client: VastClient,
+    client: Market,
     ledger: Ledger,
     name: str,
     say: Callable[[str], None],
@@ -83,7 +83,7 @@ def _found_created(ledger: Ledger, name: str, inst: Instance, now: float) -> Non
         "machine_id": inst.machine_id,
         "host_id": inst.host_id,
         "gpu_name": inst.gpu_name,
-        "gpu_dph": finite(inst.dph_base, 0.0),
+        "gpu_dph": finite(inst.gpu_dph, 0.0),
         "storage_dph": finite(inst.storage_total_cost, 0.0),
     }
     ledger.record(

@@ -11,6 +11,7 @@ from typing import Any
 from .. import __version__
 from ..core.errors import RentwatchError
 from ..core.text import clean
+from ..market.factory import DEFAULT_URL
 from . import commands
 from .flags import add_alert_flags, add_upload_root_flag
 from .team import add_team_flags
@@ -85,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "watch", help="the dashboard against the real marketplace (key from VAST_API_KEY)"
     )
     w.add_argument("--campaign", help="campaign TOML; without one, watch what the account runs")
-    w.add_argument("--market-url", default="https://console.vast.ai")
+    w.add_argument("--market-url", default=DEFAULT_URL)
     w.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     w.add_argument("--policy", default="default")
     w.add_argument("--foreground", action="store_true", help=FOREGROUND)
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     h = sub.add_parser("run", help="run a campaign (headless: no TUI)")
     h.add_argument("--headless", action="store_true", help="no TUI: log lines to stdout")
     h.add_argument("--campaign", required=True, help="campaign TOML")
-    h.add_argument("--market-url", default="https://console.vast.ai")
+    h.add_argument("--market-url", default=DEFAULT_URL)
     h.add_argument("--api-key", help="prefer VAST_API_KEY: a flag shows in the process list")
     h.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     h.add_argument("--policy", default="default", help="naive, seed or default")

@@ -25,7 +25,7 @@ from ..core.picks import Pick
 from ..core.policy import Policy
 from ..core.reputation import delivered_hour_usd, market_odds
 from ..core.text import clean
-from ..market.vast.client import REAL_MARKET
+from ..market.factory import DEFAULT_URL
 
 if TYPE_CHECKING:
     from ..engine.preview import Preview
@@ -69,8 +69,8 @@ class Ranked:
             "num_gpus": o.num_gpus,
             "tier": p.tier if p is not None else None,
             "bid": p.bid if p is not None else None,
-            "min_bid": self.listed.min_bid,
-            "on_demand_dph": self.listed.dph_base,
+            "bid_floor": self.listed.bid_floor,
+            "on_demand_dph": self.listed.gpu_dph,
             "dph": o.dph_total,
             "usd_per_ref_hour": None if p is None or p.per_ref_h is None else round(p.per_ref_h, 6),
             "expected_usd_per_delivered_hour": round(self.expected_usd_per_h, 6),
@@ -111,12 +111,11 @@ async def preview(
     """The engine's own choice now (`engine.preview`): rents nothing, writes nothing."""
     from ..engine.preview import SearchFailed
     from ..engine.preview import preview as engine_preview
-    from ..market.vast.client import VastClient
+    from ..market.factory import market_at
 
     ledger = _history_ledger(ledger_path, say)
     try:
-        async with VastClient(market_url, api_key, timeout=campaign.http_timeout_s) as client:
-            await client.sync_clock()
+        async with market_at(market_url, api_key, timeout=campaign.http_timeout_s) as client:
             try:
                 return await engine_preview(client, ledger, campaign, policy)
             except SearchFailed as exc:
@@ -159,7 +158,7 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
         "gpu",
         "tier",
         "bid",
-        "min_bid",
+        "min bid",
         "on-dem. $/h",
         "$/h",
         "$/ref-h" if sized else "exp. $/deliv. h",
@@ -181,8 +180,8 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
             Text(f"{o.num_gpus}x {gpu}" if o.num_gpus > 1 else gpu),
             "-" if p is None else ("bid" if p.bid is not None else "on-demand"),
             _money(p.bid if p is not None else None),
-            _money(r.listed.min_bid),
-            f"{r.listed.dph_base:.3f}",
+            _money(r.listed.bid_floor),
+            f"{r.listed.gpu_dph:.3f}",
             f"{o.dph_total:.3f}",
             _money(cost, 3),
             f"{r.p_deliver:.2f}",
@@ -199,7 +198,7 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
 def run(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..ledger.store import default_ledger_path
-    from ..market.vast.keys import find_api_key
+    from ..market.factory import find_api_key
     from .commands import _read_campaign
 
     campaign = _read_campaign(args.campaign, args.upload_root)
@@ -210,8 +209,8 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"rentwatch: {clean(line, 400)}", file=sys.stderr)
 
+    from ..market.factory import DEFAULT_TIMEOUT
     from ..market.reach import check_market
-    from ..market.vast.transport import DEFAULT_TIMEOUT
 
     # one line naming the market and the cause when it cannot be used, before any search
     asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s or DEFAULT_TIMEOUT))
@@ -251,7 +250,7 @@ def add_parser(sub: Any, positive_int: Any = int) -> None:
 
 def _flags(p: Any, positive_int: Any) -> None:
     p.add_argument("--campaign", required=True, help="campaign TOML")
-    p.add_argument("--market-url", default=REAL_MARKET, help=f"default {REAL_MARKET}")
+    p.add_argument("--market-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
     p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
     p.add_argument("--policy", default="default", help="naive, seed or default")
     p.add_argument(

@@ -39,8 +39,8 @@ def _first(view: Preview) -> list[dict[str, Any]]:
                 "gpu": clean(o.gpu_name),
                 "tier": p.tier,
                 "bid": p.bid,
-                "min_bid": o.min_bid,
-                "on_demand_dph": o.dph_base,
+                "bid_floor": o.bid_floor,
+                "on_demand_dph": o.gpu_dph,
                 "dph": p.paid.dph_total,
                 "usd_per_ref_hour": None if p.per_ref_h is None else round(p.per_ref_h, 6),
             }
@@ -125,7 +125,7 @@ def show(view: Preview, campaign: Campaign, policy: Policy, want_json: bool) -> 
     print("  first rentals:")
     for r in _first(view):
         tier = (
-            f"bid ${r['bid']:.4f}/h (min_bid ${r['min_bid']:.4f}/h)"
+            f"bid ${r['bid']:.4f}/h (bid_floor ${r['bid_floor']:.4f}/h)"
             if r["bid"] is not None
             else "on-demand"
         )

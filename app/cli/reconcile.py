@@ -10,8 +10,7 @@ import sys
 from typing import Any
 
 from ..ledger.reconcile import TOLERANCE_USD, MarketCharge, market_by_instance, reconcile
-from ..market.vast.client import REAL_MARKET, VastClient
-from ..market.vast.keys import find_api_key
+from ..market.factory import DEFAULT_URL, find_api_key, market_at
 
 DAY = 86400.0
 
@@ -19,9 +18,10 @@ DAY = 86400.0
 async def fetch_market(
     url: str, key: str, since: float, timeout: float | None = None
 ) -> dict[int, MarketCharge]:
-    async with VastClient(url, key, timeout=timeout) as client:
-        await client.sync_clock()
-        rows = await client.charges(since, client.now() + DAY)
+    async with market_at(url, key, timeout=timeout) as market:
+        if not market.caps.charges:
+            raise SystemExit(f"the market at {url} serves no bill to reconcile with")
+        rows = await market.charges(since, market.now() + DAY)
     return market_by_instance(rows)
 
 
@@ -85,7 +85,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("reconcile", help="the ledger's charges against the market's own bill")
     p.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     p.add_argument("--campaign", help="one campaign only")
-    p.add_argument("--market-url", default=REAL_MARKET, help=f"default {REAL_MARKET}")
+    p.add_argument("--market-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
     p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
     p.add_argument("--http-timeout", type=float, default=None, help="seconds per market call")
     p.add_argument("--json", action="store_true")

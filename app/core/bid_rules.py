@@ -53,29 +53,29 @@ class BidTerms:
 def offer_bid(offer: Offer, terms: BidTerms) -> tuple[float | None, str]:
     """The bid to create `offer` with (None: on-demand), and why."""
     rate = terms.rate(offer.machine_id, offer.gpu_name)
-    bid = bid_for(offer.min_bid, offer.dph_base, rate, terms.cap)
+    bid = bid_for(offer.bid_floor, offer.gpu_dph, rate, terms.cap)
     if bid is None:
         return None, "no bid under the caps: on-demand"
     ckpt = checkpoint_every_s(terms.checkpoint_s, rate)
     share = terms.move_share
-    if terms.rental == "auto" and not worth_bidding(bid, offer.dph_base, rate, ckpt, share):
-        cost = tier_cost(1.0, bid, offer.dph_base, rate, ckpt, share)
+    if terms.rental == "auto" and not worth_bidding(bid, offer.gpu_dph, rate, ckpt, share):
+        cost = tier_cost(1.0, bid, offer.gpu_dph, rate, ckpt, share)
         return None, (
             f"auto: a bid of ${bid:.4f}/h at {rate:.2f} outbids/h, {share:.0%} of them moves "
             f"(the ledger's), costs "
             f"${cost:.4f} an hour of work, work lost and moves in, over on-demand "
-            f"${offer.dph_base:.4f}/h: on-demand"
+            f"${offer.gpu_dph:.4f}/h: on-demand"
         )
     return bid, (
-        f"bid ${bid:.4f}/h (min_bid ${offer.min_bid or 0:.4f}/h, on-demand "
-        f"${offer.dph_base:.4f}/h, {rate:.2f} outbids/h expected)"
+        f"bid ${bid:.4f}/h (bid_floor ${offer.bid_floor or 0:.4f}/h, on-demand "
+        f"${offer.gpu_dph:.4f}/h, {rate:.2f} outbids/h expected)"
     )
 
 
 def as_rented(offers: Sequence[Offer] | None, terms: BidTerms | None) -> tuple[Offer, ...] | None:
     """Under the tier, each offer at the price its create would pay (`offer_bid`): its bid, or
     its machine's on-demand price where no bid is placed. A bid search prices each offer at
-    its `min_bid` (`dph_total`; Vast's `search offers --type bid`, and the simulator's), so
+    its bid floor (the bid tier's search answers so, on Vast and the simulator alike), so
     the ceiling and the ranking read a price the rental never pays: on held-out 777:6 an
     A6000 ranked at $0.29/h was rented on-demand at $0.70/h, 3.1x the floor's price per unit
     (docs/benchmarks.md). Storage, the rest of `dph_total`, is kept as it was."""
@@ -83,9 +83,9 @@ def as_rented(offers: Sequence[Offer] | None, terms: BidTerms | None) -> tuple[O
         return None if offers is None else tuple(offers)
     out = []
     for o in offers:
-        listed = o.min_bid if o.min_bid is not None and o.min_bid > 0 else o.dph_base
+        listed = o.bid_floor if o.bid_floor is not None and o.bid_floor > 0 else o.gpu_dph
         bid, _ = offer_bid(o, terms)
-        paid = o.dph_base if bid is None else bid
+        paid = o.gpu_dph if bid is None else bid
         out.append(replace(o, dph_total=round(paid + max(0.0, o.dph_total - listed), 6)))
     return tuple(out)
 
@@ -136,7 +136,7 @@ def tier_rules(
         return None
     move = on_outbid(
         bid=a.bid,
-        min_bid=a.min_bid,
+        bid_floor=a.bid_floor,
         on_demand=a.on_demand_dph,
         cap=terms.cap if terms is not None else None,
         paused_s=now - a.outbid_at,
@@ -155,19 +155,19 @@ def tier_rules(
 
 
 def bid_down(a: AttemptView, terms: BidTerms | None) -> Rebid | None:
-    """A proven bid rental in service that a rebid raised, whose min_bid has fallen back since
+    """A proven bid rental in service that a rebid raised, whose bid_floor has fallen back since
     (the rival left): the bid comes down (`bidding.lower_bid`)."""
-    if terms is None or a.bid is None or a.raised_from is None or a.min_bid is None:
+    if terms is None or a.bid is None or a.raised_from is None or a.bid_floor is None:
         return None
     if a.phase != Phase.VERIFIED or not a.passed_preflight:
         return None
     rate = terms.rate(a.machine_id, a.offer_gpu)
-    price = lower_bid(a.bid, a.raised_from, a.min_bid, a.on_demand_dph, rate, terms.cap)
+    price = lower_bid(a.bid, a.raised_from, a.bid_floor, a.on_demand_dph, rate, terms.cap)
     if price is None:
         return None
     return Rebid(
         a.instance_id,
         price,
         "rule:bid_down",
-        f"min_bid back to ${a.min_bid:.4f}/h: bid ${a.bid:.4f} -> ${price:.4f}/h",
+        f"bid_floor back to ${a.bid_floor:.4f}/h: bid ${a.bid:.4f} -> ${price:.4f}/h",
     )

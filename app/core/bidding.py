@@ -26,7 +26,7 @@ PRIOR_OUTBID_RATE = 0.3
 PRIOR_WEIGHT_H = 2.0  # the prior counts as this many hours on bid, seen
 RESUME_H = 0.1  # hours a resume or a move costs before the job computes again (boot, push)
 MOVE_BOOT_H = 0.25  # a move's fresh host: its boot and preflight before the job runs there
-BID_ROOM = 0.15  # a bid clears min_bid by at least this share, more where outbids are common
+BID_ROOM = 0.15  # a bid clears bid_floor by at least this share, more where outbids are common
 BID_ROOM_PER_RATE = 0.3  # ... plus this share per outbid an hour, up to BID_ROOM_MAX
 BID_ROOM_MAX = 0.6
 OD_SHARE = 0.9  # a bid never reaches this share of the same machine's on-demand price
@@ -45,7 +45,7 @@ OUTPUT_WAIT_S = 4 * 3600.0
 # move (held-out 9001:8), so the ledger's own share replaces it as outbids are seen
 MOVE_SHARE = 0.4
 MOVE_PRIOR_N = 5.0  # the prior counts as this many outbids seen
-REBID_STEP = 0.1  # a rebid clears the new min_bid by this share
+REBID_STEP = 0.1  # a rebid clears the new bid_floor by this share
 LOWER_SLACK = 0.1  # a running bid comes down only where it is this share over a fresh bid
 
 
@@ -111,21 +111,21 @@ def useful_share(rate_per_h: float, ckpt_every_s: float) -> float:
 
 
 def bid_for(
-    min_bid: float | None, on_demand: float, rate_per_h: float, cap: float | None
+    bid_floor: float | None, on_demand: float, rate_per_h: float, cap: float | None
 ) -> float | None:
-    """What to bid on an offer: min_bid and some room, more where this machine and model are
+    """What to bid on an offer: bid_floor and some room, more where this machine and model are
     outbid often; never at or over the same machine's on-demand price share (`OD_SHARE`), nor
-    the campaign's cap. None: no bid is worth placing (no min_bid, or none under the caps)."""
-    if min_bid is None or min_bid <= 0:
+    the campaign's cap. None: no bid is worth placing (no bid_floor, or none under the caps)."""
+    if bid_floor is None or bid_floor <= 0:
         return None
     room = min(BID_ROOM_MAX, BID_ROOM + BID_ROOM_PER_RATE * rate_per_h)
     top = on_demand * OD_SHARE
     if cap is not None:
         top = min(top, cap)
-    if min_bid > top:
+    if bid_floor > top:
         return None
-    bid = round(min(min_bid * (1 + room), top), 4)
-    return bid if bid >= min_bid else None  # a min_bid under $0.0001/h rounds to a losing bid
+    bid = round(min(bid_floor * (1 + room), top), 4)
+    return bid if bid >= bid_floor else None  # a bid_floor under $0.0001/h rounds to a losing bid
 
 
 def move_share(outbids: int, moves: int) -> float:
@@ -146,7 +146,7 @@ def outbid_cost(bid: float, on_demand: float, share: float = MOVE_SHARE) -> floa
 def lower_bid(
     bid: float,
     raised_from: float,
-    min_bid: float | None,
+    bid_floor: float | None,
     on_demand: float,
     rate_per_h: float,
     cap: float | None,
@@ -159,8 +159,8 @@ def lower_bid(
     outbid when the floor drifts back (family 31: lowered 38 times in 10 runs, 57 outbids
     against 45, and a dearer bill). Vast changes a running rental's bid with
     `PUT /api/v0/instances/bid_price/{id}/` (the CLI's `change bid`); an instance row's
-    `min_bid` is the price to beat for it now. None: keep the bid."""
-    fresh = bid_for(min_bid, on_demand, rate_per_h, cap)
+    `bid_floor` is the price to beat for it now. None: keep the bid."""
+    fresh = bid_for(bid_floor, on_demand, rate_per_h, cap)
     if fresh is None:
         return None
     to = max(fresh, raised_from)
@@ -204,11 +204,11 @@ def stop_cause(
     inst: Instance, *, bid: float | None, we_stopped: bool, now: float
 ) -> StopCause | None:
     """Why a rental reads stopped (None: it does not). The row alone cannot say: dstack
-    (`vastai/compute.py` update_provisioning_data) reads `cur_state == intended_status ==
-    next_state == "stopped"` as "among other cases, when a spot instance is outbid", and the
+    (`vastai/compute.py` update_provisioning_data) reads the intended, current and next state
+    all "stopped" as "among other cases, when a spot instance is outbid", and the
     create's answer does not say the tier (vast-cli PR #403). So: a stop we asked for is ours;
     past the contract's `end_date` it is the contract's; a bid rental's other stops are outbids
-    (its `min_bid` above our bid confirms it); an on-demand rental's, the host's or the
+    (its `bid_floor` above our bid confirms it); an on-demand rental's, the host's or the
     market's."""
     if not inst.market_stopped and inst.known_status != "stopped":
         return None
@@ -234,7 +234,7 @@ class OutbidMove:
 def on_outbid(
     *,
     bid: float,
-    min_bid: float | None,
+    bid_floor: float | None,
     on_demand: float,
     cap: float | None,
     paused_s: float,
@@ -244,7 +244,7 @@ def on_outbid(
     output_only: bool = False,
 ) -> OutbidMove:
     """What to do with a bid rental that reads outbid:
-    - raise the bid over the new min_bid where that stays under the caps (twice at most: a
+    - raise the bid over the new bid_floor where that stays under the caps (twice at most: a
       machine fought over twice is better left);
     - else wait for the resume a while (`WAIT_S`; `OUTPUT_WAIT_S` where all it holds is an
       exited job's output, `output_only`): a resume keeps its disk, image and data;
@@ -252,18 +252,18 @@ def on_outbid(
       stopped for the operator (automation never destroys one); an unverified one is given up.
     A rental with no job waits (`hold`) only while nothing else needs deciding."""
     top = on_demand * OD_SHARE if cap is None else min(cap, on_demand * OD_SHARE)
-    if min_bid is not None and rebids < 2 and min_bid > bid:
-        price = round(min(min_bid * (1 + REBID_STEP), top), 4)
-        if price >= min_bid and price > bid:
+    if bid_floor is not None and rebids < 2 and bid_floor > bid:
+        price = round(min(bid_floor * (1 + REBID_STEP), top), 4)
+        if price >= bid_floor and price > bid:
             return OutbidMove(
-                "rebid", price, f"min_bid ${min_bid:.4f}/h over our ${bid:.4f}/h: rebid"
+                "rebid", price, f"bid_floor ${bid_floor:.4f}/h over our ${bid:.4f}/h: rebid"
             )
     if paused_s < (OUTPUT_WAIT_S if output_only else WAIT_S):
         held = ", an exited job's output on its disk" if output_only else ""
         return OutbidMove("wait", None, f"outbid {paused_s / 60:.1f} min{held}: waiting to resume")
     if not has_job:
         return OutbidMove("hold", None, "outbid with no job: left stopped, not resumed for us")
-    why = "no rebid under the cap" if min_bid is None or min_bid > top else "rebids spent"
+    why = "no rebid under the cap" if bid_floor is None or bid_floor > top else "rebids spent"
     keep = " (verified: stays stopped for the operator)" if verified else ""
     return OutbidMove(
         "move", None, f"outbid {paused_s / 60:.1f} min, {why}: job moves from its checkpoint{keep}"

@@ -49,12 +49,12 @@ class AttemptView:
     host_fault: tuple[str, str, str] | None = None
     market_stop: str | None = None  # why the market stopped it before it was proven
     silent_since: float | None = None  # since when its host's sessions get no answer
-    # the interruptible tier (bid_rules.py): its bid ($/h; None: on-demand), the min_bid the
+    # the interruptible tier (bid_rules.py): its bid ($/h; None: on-demand), the bid_floor the
     # market last showed, the same machine's on-demand price, since when it has been paused
     # by an outbid (None: not paused), whether it runs again by itself after one (a resume
     # nobody has taken back into service yet) and how often its bid was raised
     bid: float | None = None
-    min_bid: float | None = None
+    bid_floor: float | None = None
     on_demand_dph: float = 0.0
     outbid_at: float | None = None
     resumed: bool = False

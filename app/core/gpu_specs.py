@@ -93,7 +93,7 @@ OTHER_SPECS: dict[str, GpuSpec] = {
 #       RTX 5090 $0.865-1.141, A100 80GB $1.166-1.205, H100 NVL $2.525
 #   [C] chrisgmartin's Vast.ai notes, "Hardware & Tiers": RTX 3090 $0.20-0.30
 #   [D] deploybase.ai/articles/h100-vastai: H100 $2.50-4.00 (mean $3.15)
-#   [S] dstack issue #4026: RTX 4090 ~$0.24 on-demand, ~$0.12 min_bid
+#   [S] dstack issue #4026: RTX 4090 ~$0.24 on-demand, ~$0.12 bid floor
 #   [E] our estimate (no published Vast figure found): placed between the sourced models by
 #       speed and VRAM, cheap slow cards dearer per TFLOP as the sourced ones are
 # The sources disagree (live snapshots, months apart): a range spans the lower quotes, where

@@ -66,7 +66,7 @@ class Quarantine:
 def price_sane(o: Offer) -> bool:
     """Every price the offer carries is a finite number, not negative: GPU time, storage and
     bandwidth (a negative one would pay us, and defeat the budget's arithmetic)."""
-    prices = (o.dph_total, o.dph_base, o.storage_cost, o.inet_up_cost, o.inet_down_cost)
+    prices = (o.dph_total, o.gpu_dph, o.storage_cost, o.inet_up_cost, o.inet_down_cost)
     return all(math.isfinite(p) and p >= 0 for p in prices)
 
 

@@ -49,7 +49,7 @@ class Pick:
 
     @property
     def on_demand_dph(self) -> float:
-        return self.listed.dph_base
+        return self.listed.gpu_dph
 
 
 def picks(fleet: FleetSnapshot, policy: Policy, decided: Sequence[Decision]) -> list[Pick]:

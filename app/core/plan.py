@@ -14,11 +14,11 @@ drained host is stopped.
 
 What the policy cannot know is drawn too, so the range is honest about it: the market's odds
 (a Beta around the ranking's odds, as strong as the runs behind them), each dud's life, each
-host's speed (never over its model's full speed), the outbid rate, what a winning bid pays (its bid, or down to the `min_bid` it beat: no source
+host's speed (never over its model's full speed), the outbid rate, what a winning bid pays (its bid, or down to the `bid_floor` it beat: no source
 says which), and where the GPU bills only while running (Vast's rule), the share of a boot and
 of a dud's life that runs (a quarter at most for a dud: most die pulling; half at most for a
 boot: a preflight is minutes). The floor beside it: the job set on the cheapest listed
-machine-hours per reference hour (its on-demand price, or its `min_bid` where the job may bid,
+machine-hours per reference hour (its on-demand price, or its `bid_floor` where the job may bid,
 and its storage), at its model's full speed, plus the cheapest boot's
 storage. A listing is all the CLI sees; the referee's floor (`referee/floor.py`) reads the
 simulator's truth instead.
@@ -50,7 +50,7 @@ class Candidate:
     ckpt_h: float = 0.0  # the checkpoint interval on the tier (hours)
     outbid_usd: float = 0.0  # what one outbid costs beside the work it loses
     floor_per_h: float = 0.0  # the least it lists at an hour (GPU and storage), for the floor
-    beat_per_h: float | None = None  # on the tier: what its bid beats an hour (min_bid, storage)
+    beat_per_h: float | None = None  # on the tier: what its bid beats an hour (bid_floor, storage)
 
     @property
     def top(self) -> float:

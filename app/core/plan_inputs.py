@@ -78,14 +78,14 @@ def plan_inputs(
     for p in picks:
         o = p.listed
         storage = storage_per_hour(campaign.disk_gb, o.storage_cost)
-        low = o.dph_base
-        if may_bid and o.min_bid is not None and o.min_bid > 0:
-            low = min(low, o.min_bid)
+        low = o.gpu_dph
+        if may_bid and o.bid_floor is not None and o.bid_floor > 0:
+            low = min(low, o.bid_floor)
         ob = ckpt = ob_usd = 0.0
         if p.bid is not None and tier is not None:
             ob = tier.rate(o.machine_id, o.gpu_name)
             ckpt = checkpoint_every_s(tier.checkpoint_s, ob) / 3600
-            ob_usd = outbid_cost(p.bid, o.dph_base, tier.move_share)
+            ob_usd = outbid_cost(p.bid, o.gpu_dph, tier.move_share)
         cands.append(
             Candidate(
                 usd_per_h=p.paid.dph_total,
@@ -97,7 +97,7 @@ def plan_inputs(
                 ckpt_h=ckpt,
                 outbid_usd=ob_usd,
                 floor_per_h=low + storage,
-                beat_per_h=o.min_bid + storage if p.bid is not None and o.min_bid else None,
+                beat_per_h=o.bid_floor + storage if p.bid is not None and o.bid_floor else None,
             )
         )
     runs = sum(g + b for g, b, _ in snap.history.values())

@@ -3,8 +3,8 @@ on-demand) and its price, read off the market's own row of it right after the cr
 
 Why: a create without its bid price rents on-demand, and the create's answer does not say which
 type was rented (vast-cli `SKILL.md`, PR #403); Vast's rental type cannot change after the create
-(vast-ai/docs `instance-types.mdx`). The row says the type in `is_bid` where it carries it, and
-a bid rental's `dph_base` is its bid (one renter's measurement, docs/fidelity.md); where `is_bid`
+(vast-ai/docs `instance-types.mdx`). The row says the type in `interruptible` where it carries it, and
+a bid rental's `gpu_dph` is its bid (one renter's measurement, docs/fidelity.md); where `interruptible`
 is absent the price tells a bid from an on-demand rental when the two prices differ.
 
 The fix each mismatch gets: the wrong type is replaced (never proven, so its destroy is the
@@ -37,15 +37,15 @@ def _same(a: float, b: float) -> bool:
 
 
 def rented_bid(asked_bid: float | None, offer_dph: float, inst: Instance) -> bool | None:
-    """The rental's type as its row says it: `is_bid` where present; else, for a bid create,
+    """The rental's type as its row says it: `interruptible` where present; else, for a bid create,
     its price (its bid, or the offer's on-demand price where those differ); else unknown."""
-    if inst.is_bid is not None:
-        return inst.is_bid
+    if inst.interruptible is not None:
+        return inst.interruptible
     if asked_bid is None or _same(asked_bid, offer_dph):
         return None
-    if _same(inst.dph_base, asked_bid):
+    if _same(inst.gpu_dph, asked_bid):
         return True
-    if _same(inst.dph_base, offer_dph):
+    if _same(inst.gpu_dph, offer_dph):
         return False
     return None
 
@@ -55,19 +55,19 @@ def rental_mismatch(
 ) -> Mismatch | None:
     """What is not as asked of the rental `inst` (None: it is as asked). `asked_bid`: the bid
     the create sent (None: on-demand); `offer_dph`: the offer's on-demand GPU price."""
-    is_bid = rented_bid(asked_bid, offer_dph, inst)
-    dph = inst.dph_base
-    if asked_bid is not None and is_bid is False:
+    interruptible = rented_bid(asked_bid, offer_dph, inst)
+    dph = inst.gpu_dph
+    if asked_bid is not None and interruptible is False:
         why = (
             f"asked for a bid at ${asked_bid:.4f}/h; the market rented it on-demand at ${dph:.4f}/h"
         )
         return Mismatch("type", "replace", why, False, dph)
-    if asked_bid is None and is_bid is True:
+    if asked_bid is None and interruptible is True:
         why = (
             f"asked for on-demand; the market rented it as a bid (it can be outbid) at ${dph:.4f}/h"
         )
         return Mismatch("type", "replace", why, True, dph)
-    if asked_bid is not None and is_bid and not _same(dph, asked_bid):
+    if asked_bid is not None and interruptible and not _same(dph, asked_bid):
         why = f"asked for a bid at ${asked_bid:.4f}/h; the market holds it at ${dph:.4f}/h"
         return Mismatch("price", "rebid", why, True, dph)
     if asked_bid is None and dph > offer_dph and not _same(dph, offer_dph):
@@ -75,5 +75,5 @@ def rental_mismatch(
         why = f"priced ${dph:.4f}/h; its offer said ${offer_dph:.4f}/h" + (
             f", over the campaign's ${max_dph:.4f}/h ceiling" if over else ""
         )
-        return Mismatch("price", "replace" if over else "keep", why, is_bid, dph)
+        return Mismatch("price", "replace" if over else "keep", why, interruptible, dph)
     return None

@@ -15,7 +15,7 @@ LABEL_PREFIX = "rw"
 def row_problem(inst: Instance) -> str | None:
     """Why a market row cannot be believed (None: it can)."""
     numbers = {
-        "dph_base": inst.dph_base,
+        "gpu_dph": inst.gpu_dph,
         "dph_total": inst.dph_total,
         "storage_total_cost": inst.storage_total_cost,
         "gpu_util": inst.gpu_util,
@@ -24,7 +24,7 @@ def row_problem(inst: Instance) -> str | None:
     for name, value in numbers.items():
         if value is not None and not math.isfinite(value):
             return f"{name} is not a finite number ({value!r})"
-    for name in ("dph_base", "dph_total", "storage_total_cost"):
+    for name in ("gpu_dph", "dph_total", "storage_total_cost"):
         if numbers[name] is not None and float(numbers[name] or 0) < 0:
             return f"{name} is negative ({numbers[name]!r})"
     return None

@@ -168,7 +168,7 @@ class Actions:
             "host_id": offer.host_id,
             "offer_id": offer.id,
             "gpu_name": offer.gpu_name,
-            "gpu_dph": offer.dph_base if bid is None else bid,
+            "gpu_dph": offer.gpu_dph if bid is None else bid,
             # in the intent too: an outcome settled after a crash (Recovery) copies it from here
             "storage_dph": storage_dph,
         }
@@ -178,7 +178,7 @@ class Actions:
         tier = (
             {}
             if bid is None
-            else {"bid": bid, "min_bid": offer.min_bid, "on_demand_dph": offer.dph_base}
+            else {"bid": bid, "bid_floor": offer.bid_floor, "on_demand_dph": offer.gpu_dph}
         )
         seq = j.intent(K.CREATE, ctx, actor=actor, reason=reason, detail={"label": label, **tier})
         self.labels_in_flight.add(label)
@@ -221,12 +221,12 @@ class Actions:
             host_id=offer.host_id,
             gpu_name=offer.gpu_name,
             created_at=at,
-            gpu_dph=offer.dph_base if bid is None else bid,
+            gpu_dph=offer.gpu_dph if bid is None else bid,
             storage_dph=storage_dph,
             status_since=at,
             label=res.label,
             bid=bid,
-            min_bid=offer.min_bid,
+            bid_floor=offer.bid_floor,
         )
         a.mark(at, "create")
         self.fleet.add(a)
@@ -265,7 +265,7 @@ class Actions:
             return True
         if inst is None:
             return True
-        miss = rental_mismatch(a.bid, offer.dph_base, self.campaign.max_dph, inst)
+        miss = rental_mismatch(a.bid, offer.gpu_dph, self.campaign.max_dph, inst)
         if miss is None:
             return True
         at = self.market.answered_at()
@@ -273,9 +273,9 @@ class Actions:
             "what": miss.what,
             "fix": miss.fix,
             "asked_bid": a.bid,
-            "offer_dph": offer.dph_base,
+            "offer_dph": offer.gpu_dph,
             "dph": miss.dph,
-            "is_bid": miss.rented_bid,
+            "interruptible": miss.rented_bid,
         }
         self.journal.fact(
             K.RENTAL_MISMATCH, a, at=at, actor=actor, ok=False, reason=miss.reason, detail=detail
@@ -313,7 +313,7 @@ class Actions:
         await self.destroy(a, actor, why)
 
     async def _refused_bid(self, a: Attempt, actor: str, said: str) -> None:
-        """A bid under min_bid: the instance exists, stopped, and would start by itself once
+        """A bid under bid_floor: the instance exists, stopped, and would start by itself once
         its bid wins (dstack #4036 cleans such rentals up). It never ran: given up as
         cancelled (no fault of the host) and destroyed."""
         at = self.market.answered_at()

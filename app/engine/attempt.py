@@ -72,11 +72,11 @@ class Attempt:
     human_at: float | None = None  # the operator's last act on it (market time), and what
     human_act: str = ""
     # the interruptible tier (engine/tier.py): the bid in force ($/h; None: on-demand), the
-    # min_bid last shown, since when an outbid has paused it, whether it resumed by itself,
+    # bid_floor last shown, since when an outbid has paused it, whether it resumed by itself,
     # how often its bid was raised and from what bid, and whether its last stop was ours
     # (ours never resumes)
     bid: float | None = None
-    min_bid: float | None = None
+    bid_floor: float | None = None
     outbid_at: float | None = None
     resumed: bool = False
     rebids: int = 0
@@ -123,8 +123,8 @@ class Attempt:
             host_fault=self.host_fault,
             market_stop=self.market_stop,
             bid=self.bid,
-            min_bid=self.min_bid,
-            on_demand_dph=self.offer.dph_base if self.offer is not None else self.gpu_dph,
+            bid_floor=self.bid_floor,
+            on_demand_dph=self.offer.gpu_dph if self.offer is not None else self.gpu_dph,
             outbid_at=self.outbid_at,
             resumed=self.resumed,
             rebids=self.rebids,
@@ -321,12 +321,12 @@ class Attempt:
         self.throttle = t
 
     # the interruptible tier (engine/tier.py)
-    def outbid(self, now: float, min_bid: float | None) -> None:
+    def outbid(self, now: float, bid_floor: float | None) -> None:
         self.outbid_at, self.resumed = now, False
-        self.min_bid = min_bid or self.min_bid
+        self.bid_floor = bid_floor or self.bid_floor
 
-    def min_bid_seen(self, min_bid: float) -> None:
-        self.min_bid = min_bid
+    def bid_floor_seen(self, bid_floor: float) -> None:
+        self.bid_floor = bid_floor
 
     def resumed_itself(self) -> None:
         self.resumed, self.outbid_at = True, None
@@ -370,7 +370,7 @@ class Attempt:
     def bid_held(
         self,
         bid: float,
-        min_bid: float | None,
+        bid_floor: float | None,
         ours: bool,
         paused_at: float | None,
         rebid: float | None = None,
@@ -378,7 +378,12 @@ class Attempt:
         """Its bid from the ledger (an adopted bid rental): whether its last stop was ours,
         since when an outbid has paused it, and the bid in force, its last rebid's where one
         changed it (a raise remembers the create's bid, where `bid_down` stops)."""
-        self.bid, self.min_bid, self.stopped_by_us, self.outbid_at = bid, min_bid, ours, paused_at
+        self.bid, self.bid_floor, self.stopped_by_us, self.outbid_at = (
+            bid,
+            bid_floor,
+            ours,
+            paused_at,
+        )
         if rebid is not None:
             self.raised_from = bid if rebid > bid else None
             self.bid = self.gpu_dph = rebid

@@ -7,14 +7,12 @@ is still listed whole every poll. A larger one is asked about in two parts:
 
 - *hot* instances, every poll: those still booting, running but not proven, being abandoned,
   and proven ones within a minute of the idle rule's stop (near a deadline). They are asked for by label with
-  the list call's own filter (`{"label": {"in": [...]}}`, as `vastai show instances --label`
-  sends it: vastai 1.9.1 `cli/commands/instances.py` show__instances); a hot instance without
+  the list call's own filter (`ListFilter(labels=...)`); a hot instance without
   a label of its own gets a one-instance call (`show`), a few per poll;
 - steady instances in trouble, every poll: one page of the list filtered by state
-  (`{"actual_status": {"in": ["exited"]}}`, as `vastai show instances --status` sends it), so
-  a proven rental whose container exited is seen at once, not when the sweep reaches it. Not
-  `offline`: Vast computes it from the host's heartbeat and does not store it (vast-ai/docs
-  `cli/reference/show-instance.mdx`), so no list can filter by it; a dark host is found by
+  (`ListFilter(statuses=("exited",))`), so a proven rental whose container exited is seen at
+  once, not when the sweep reaches it. Not `offline`: a market may compute it from the host's
+  heartbeat and not store it (Vast does), so no list can filter by it; a dark host is found by
   its heartbeat (the tender's) and by the sweep;
 - the rest by a *sweep*: the full list read a few pages per poll, its cursor kept between
   polls. Only a finished sweep is a full list answer, so only then is an instance it left out
@@ -36,18 +34,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
 
 from ..core.errors import BadRow
 from ..core.lifecycle import HELD, Phase
-from ..core.models import Instance
+from ..core.models import Instance, Status
 from ..core.policy import Policy
 from ..market.errors import REFUSALS, ApiError, AuthError, NotFound
-from ..market.protocol import polling
+from ..market.protocol import PAGE, ListFilter, Market
 from .attempt import Attempt
 from .fleet import Fleet
 
-PAGE = 25  # rows per list page, the documented maximum
 FULL_PAGES = 4  # a fleet whose full list fits in this many pages is listed whole every poll
 # list calls a poll spends on hot and sweep pages: 5 s of pacing, inside a 10 s poll interval
 LIST_CALLS = 6
@@ -56,23 +52,9 @@ SHOWS = 4  # one-instance calls a poll spends at most on hot instances without a
 # so a market whose next_token goes on past this loops (a whole list's bound: the client's)
 HOT_PAGES = 4
 # states a steady rental should not be in, asked for every poll (one page a poll, cursor kept)
-TROUBLE = {"actual_status": {"in": ["exited"]}}
+TROUBLE = ListFilter(statuses=(Status.EXITED,))
 NEAR_S = 60.0  # market seconds before the idle rule's stop from which a rental is hot
 HOT_PHASES = frozenset({Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING})
-
-
-@runtime_checkable
-class PagedMarket(Protocol):
-    """A market that serves one filtered list page at a time (`VastClient` does)."""
-
-    async def list_page(
-        self,
-        select_filters: dict[str, Any] | None = None,
-        after_token: str | None = None,
-        page_size: int = PAGE,
-    ) -> tuple[list[Instance], str | None]: ...
-
-    async def show_instance(self, instance_id: int) -> Instance | None: ...
 
 
 @dataclass
@@ -117,7 +99,7 @@ class Cadence:
 
     def __init__(
         self,
-        market: Any,
+        market: Market,
         fleet: Fleet,
         policy: Policy,
         say: Callable[[str], None] = lambda _line: None,
@@ -143,7 +125,7 @@ class Cadence:
     def whole(self) -> bool:
         """List everything this poll: a small fleet, or a market without filtered pages (or
         one that refused them)."""
-        if not isinstance(self.market, PagedMarket) or self.refused is not None:
+        if not self.market.caps.paging or self.refused is not None:
             return True
         # everything the poll must look at: supervised and observed alike
         watched = [a for a in self.fleet.attempts.values() if a.life.phase in HELD]
@@ -151,9 +133,9 @@ class Cadence:
         return size <= FULL_PAGES * PAGE and not self._sweep.started
 
     async def fetch(self) -> Sight:
-        """This poll's list calls; a market that can (`VastClient.polling`) gives up on each
-        after a try or two, since the next poll retries it anyway."""
-        with polling(self.market):
+        """This poll's list calls; a market may give up on each after a try or two
+        (`Market.polling`), since the next poll retries it anyway."""
+        with self.market.polling():
             return await self._fetch()
 
     async def _fetch(self) -> Sight:
@@ -193,7 +175,7 @@ class Cadence:
         asked: set[int] = set()
         for i in range(0, len(unique), PAGE):  # every hot label, whatever the budget
             chunk = unique[i : i + PAGE]
-            if await self._hot_pages({"label": {"in": chunk}}, sight):
+            if await self._hot_pages(ListFilter(labels=chunk), sight):
                 asked.update(labels[label][0] for label in chunk)
         if unlabelled:
             start = self._show_turn % len(unlabelled)
@@ -216,7 +198,7 @@ class Cadence:
         await self._sweep_pages(sight)
         return sight
 
-    async def _hot_pages(self, filters: dict[str, Any], sight: Sight) -> bool:
+    async def _hot_pages(self, filters: ListFilter, sight: Sight) -> bool:
         """Every page of one filtered list into `sight`; False when it did not end (its
         `next_token` loops, or a later page was refused), so what it left out is not known to
         be missing. A refused first page is the filter refused: raised."""

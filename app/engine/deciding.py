@@ -173,5 +173,5 @@ class Decider:
             destroys_due=self.fleet.destroys_due(),
             job_h=jobs.hours_seen(now, ROUND_H),
             io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())
-            * float(getattr(self.market, "time_scale", 1)),
+            * float(self.market.time_scale),
         )

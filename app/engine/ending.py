@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.lifecycle import Phase
-from ..market.vast.client import REAL_MARKET
+from ..market.factory import DEFAULT_URL
 from .intents import (
     AutomationRefused,
     DestroyConfirmation,
@@ -34,7 +34,7 @@ def end_command(campaign: str, ledger: str | Path, market_url: str, destroy: boo
     ledger's absolute path, and `--market-url` where the market is not Vast's own (`end`
     refuses another market than the one the campaign rented on)."""
     url = market_url.rstrip("/")
-    market = f" --market-url {shlex.quote(url)}" if url and url != REAL_MARKET else ""
+    market = f" --market-url {shlex.quote(url)}" if url and url != DEFAULT_URL else ""
     where = str(ledger)
     book = "" if where in ("", ":memory:") else f" --ledger {shlex.quote(_absolute(where))}"
     return f"rentwatch end --campaign {shlex.quote(campaign)}{book}{market}" + (

@@ -25,7 +25,7 @@ from ..core.rows import row_problem
 from ..core.rules import low_util_since
 from ..ledger import EventKind
 from ..market.errors import REFUSALS, NotFound
-from ..market.protocol import Market, polling
+from ..market.protocol import Market
 from .attempt import Attempt
 from .blame_book import BlameBook
 from .fleet import Fleet
@@ -162,15 +162,14 @@ class Observer:
     async def _show(self, instance_id: int) -> Instance | None:
         """A closer look is part of the poll: it gives up as the poll's lists do (a try or
         two), so many instances to look at cannot hold one poll for minutes of backoff."""
-        with polling(self.market):
+        with self.market.polling():
             return await self.market.show_instance(instance_id)
 
     def _client_rows(self, now: float) -> None:
-        """Rows the client itself could not parse (`client.bad_rows`) go to the ledger too:
+        """Rows the client itself could not parse (`Market.unread_rows`) go to the ledger too:
         the market client drops them before the observer sees an `Instance`."""
-        raw = getattr(self.market, "bad_rows", None)
-        stats = getattr(getattr(self.market, "stats", None), "bad_rows", None)
-        if not isinstance(raw, list) or not isinstance(stats, int) or stats <= self._client_bad:
+        stats, raw = self.market.unread_rows()
+        if stats <= self._client_bad:
             return
         fresh = raw[-min(len(raw), stats - self._client_bad) :]
         self._client_bad = stats
@@ -263,7 +262,7 @@ class Observer:
         stopped: stays stopped; proven and running: in service, tended again; else booting),
         and billed as if it had never been written off: the write-off's destroy mark is void
         (the ledger's `standing_events` drops a `lost` that a later `returned` answers)."""
-        said = {(inst.intended_status or "").lower(), (inst.actual_status or "").lower()}
+        said = {(inst.target_state or "").lower(), (inst.status or "").lower()}
         if said & {"destroyed", "destroying"}:
             return  # listed on its way out: the write-off stands
         gone = a.life.history[-1]  # the move into LOST
@@ -310,7 +309,7 @@ class Observer:
         """A stop we did not ask for (a held instance never is STOPPED by us): the market's own,
         at a contract's end or a zero balance. Recorded as the market's, so neither the
         watchdog nor a person is blamed; the rules see one fewer in service and replace it."""
-        said = "/".join(s or "-" for s in (inst.intended_status, inst.cur_state, inst.next_state))
+        said = "/".join(s or "-" for s in (inst.target_state, inst.current_state, inst.next_state))
         why = f"stopped by the market (intended/cur/next state: {said})"
         keep = a.passed_preflight or a.life.phase == Phase.VERIFIED  # as release_all keeps
         a.mark(now, "stop")
@@ -329,21 +328,21 @@ class Observer:
             self.tier.outbid(a, inst, now)
 
     def _see(self, a: Attempt, inst: Instance, now: float) -> None:
-        if inst.dph_base > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:
+        if inst.gpu_dph > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:
             self.journal.fact(
                 K.NOTE,
                 a,
                 at=now,
                 actor="engine",
                 ok=False,
-                reason=f"billed price ${inst.dph_base:.4f}/h contradicts the offer's "
+                reason=f"billed price ${inst.gpu_dph:.4f}/h contradicts the offer's "
                 f"${a.gpu_dph:.4f}/h: the budget counts the higher one",
-                detail={"dph_seen": inst.dph_base, "dph_offer": a.gpu_dph},
+                detail={"dph_seen": inst.gpu_dph, "dph_offer": a.gpu_dph},
             )
             self.journal.say(
-                f"price  i:{a.instance_id} billed ${inst.dph_base:.4f}/h, offer said ${a.gpu_dph:.4f}/h"
+                f"price  i:{a.instance_id} billed ${inst.gpu_dph:.4f}/h, offer said ${a.gpu_dph:.4f}/h"
             )
-        a.billed_at(inst.dph_base)
+        a.billed_at(inst.gpu_dph)
         status = inst.known_status
         if status != a.status:
             changed = self._ran_from(a, inst, now) if status == "running" else now
@@ -372,7 +371,7 @@ class Observer:
         if self.ssh is not None:
             self.ssh.set_routes(a.instance_id, inst)  # direct first, the proxy as fallback
         if a.bid is not None and self.tier is not None:
-            self.tier.saw(a, inst, now)  # min_bid; a resume by itself, an outbid again
+            self.tier.saw(a, inst, now)  # bid_floor; a resume by itself, an outbid again
         if inst.market_stopped and a.life.phase in (
             Phase.REQUESTED,
             Phase.BOOTING,

@@ -40,7 +40,7 @@ class OfferBook:
         )
         self.searched_at = -1e18
         # the tier searched for (bidding.tier_for, set before each search): "interruptible"
-        # searches type bid, whose offers carry min_bid
+        # searches type bid, whose offers carry bid_floor
         self.rental = "on-demand"
         self.searched_rental = "on-demand"
 
@@ -91,7 +91,6 @@ class OfferBook:
     async def refresh(self) -> None:
         """Search again; a failed search is said and leaves the last answer in place."""
         query = dict(self.campaign.offer_query)
-        query.setdefault("rentable", {"eq": True})
         try:
             found = await self.market.search_offers(
                 query,

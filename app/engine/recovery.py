@@ -92,7 +92,9 @@ class Recovery:
             params=[inst.label or ""],
         )
         was: dict[str, Any] = asked[-1].detail if asked else {}
-        tier: dict[str, Any] = {k: was[k] for k in ("bid", "min_bid", "on_demand_dph") if k in was}
+        tier: dict[str, Any] = {
+            k: was[k] for k in ("bid", "bid_floor", "on_demand_dph") if k in was
+        }
         self.journal.fact(
             K.CREATE,
             None,
@@ -106,7 +108,7 @@ class Recovery:
             machine_id=inst.machine_id,
             host_id=inst.host_id,
             gpu_name=inst.gpu_name,
-            gpu_dph=finite(inst.dph_base, 0.0),
+            gpu_dph=finite(inst.gpu_dph, 0.0),
             storage_dph=finite(inst.storage_total_cost, 0.0),
         )
         return next(
@@ -167,7 +169,7 @@ class Recovery:
             )
         elif ev.kind in (K.STOP, K.START) and ev.instance_id in live:
             wanted = "stopped" if ev.kind == K.STOP else "running"
-            took = live[ev.instance_id].intended_status == wanted
+            took = live[ev.instance_id].target_state == wanted
             j.outcome(
                 ev.seq,
                 at=self._took_effect_at(ev) if took else now,
@@ -193,7 +195,7 @@ class Recovery:
             if room <= 0:
                 return
             seen = self.fleet.get(inst.id)
-            if (seen is not None and seen.owned) or inst.intended_status != "stopped":
+            if (seen is not None and seen.owned) or inst.target_state != "stopped":
                 continue
             if (
                 not (inst.label or "").startswith(LABEL_PREFIX + ":")
@@ -269,7 +271,7 @@ class Recovery:
             created_at=created_at,
             gpu_dph=create.gpu_dph
             if create and create.gpu_dph is not None
-            else finite(inst.dph_base, 0.0),
+            else finite(inst.gpu_dph, 0.0),
             storage_dph=create.storage_dph
             if create and create.storage_dph is not None
             else finite(inst.storage_total_cost, 0.0),
@@ -290,7 +292,7 @@ class Recovery:
         pins = [e.detail["host_key"] for e in history if e.detail.get("host_key")]
         if pins:  # the key it proved itself with: a host answering with another is refused
             self.ssh.pinned[inst.id] = str(pins[-1])
-        stopped = inst.intended_status == "stopped"
+        stopped = inst.target_state == "stopped"
         said: str | None = None  # the last status the ledger holds for it
         for e in history:  # the marks the ledger's billing_marks view reads, in order
             settled = e.phase != "intent" and e.ok is not False  # as the view's coalesce(ok)
@@ -311,8 +313,8 @@ class Recovery:
             self._changed_elsewhere(a, K.STOP if stopped else K.START, now)
         move = self.journal.move
         move(a, Phase.BOOTING, now, "adopted")
-        a.found(inst.actual_status, inst.status_msg, inst.ssh_host, inst.ssh_port, now, passed)
-        if inst.actual_status == "running":
+        a.found(inst.status, inst.status_msg, inst.ssh_host, inst.ssh_port, now, passed)
+        if inst.status == "running":
             move(a, Phase.RUNNING, now, "adopted running")
             a.came_up(now)
             if passed:
@@ -370,9 +372,9 @@ class Recovery:
             f"observed, not supervised: not created by campaign {self.campaign.name} "
             f"({label}); shown and priced, only a person acts on it"
         )
-        observed = {"observed": True, "status": inst.actual_status}
+        observed = {"observed": True, "status": inst.status}
         self.journal.fact(K.ADOPTED, a, at=now, actor="engine", reason=why, detail=observed)
-        self.journal.say(f"observe i:{inst.id} m:{inst.machine_id} {inst.actual_status}: {why}")
+        self.journal.say(f"observe i:{inst.id} m:{inst.machine_id} {inst.status}: {why}")
 
     def _record_adoption(
         self, a: Attempt, inst: Instance, history: list[Event], created_at: float, now: float
@@ -387,12 +389,12 @@ class Recovery:
             at=now,
             actor="engine",
             reason=(
-                f"adopted after restart: {inst.actual_status}, unwatched for "
+                f"adopted after restart: {inst.status}, unwatched for "
                 f"{unwatched / 60:.1f} min, ${cost:.4f} billed meanwhile"
             ),
-            detail={"unwatched_s": unwatched, "usd_meanwhile": cost, "status": inst.actual_status},
+            detail={"unwatched_s": unwatched, "usd_meanwhile": cost, "status": inst.status},
         )
         self.journal.say(
-            f"adopt  i:{inst.id} m:{inst.machine_id} {inst.actual_status}, unwatched "
+            f"adopt  i:{inst.id} m:{inst.machine_id} {inst.status}, unwatched "
             f"{unwatched / 60:.1f} min, ${cost:.4f} meanwhile"
         )

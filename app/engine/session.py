@@ -11,9 +11,8 @@ from pathlib import Path
 from ..core.campaign import Campaign
 from ..core.policy import Policy
 from ..ledger import EventKind, Ledger
-from ..market.protocol import Market
-from ..market.vast.client import VastClient
-from ..market.vast.pacing import SharedClock
+from ..market.factory import open_market
+from ..market.protocol import Market, SharedClock
 from .hosts.ssh import SSHRunner, load_or_create_key
 from .supervisor import Supervisor
 
@@ -85,14 +84,12 @@ class Session:
         observe_only: bool = False,
         market_clock: SharedClock | None = None,
     ) -> Session:
-        """A session on the Vast API at `market_url` (the real one or the simulator). Each
+        """A session on the market at `market_url` (the real one or the simulator). Each
         market call's total deadline: `http_timeout_s` if given, else the campaign's
         `http_timeout_s`, else the client's default. `market_clock`: a simulator's clock in
         this process, read directly (the referee's, whose scale it may change)."""
         timeout = http_timeout_s if http_timeout_s is not None else campaign.http_timeout_s
-        client = VastClient(market_url, api_key, timeout=timeout)
-        if market_clock is not None:
-            client.share_clock(market_clock)
+        client = open_market(market_url, api_key, timeout=timeout, clock=market_clock)
         ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))
         return cls(
             client,
@@ -109,7 +106,7 @@ class Session:
 
     async def start(self) -> Supervisor:
         """Sync the clock where the market has one to read (the simulator), then prepare."""
-        if isinstance(self.market, VastClient):
+        if self.market.caps.market_clock:
             await self.market.sync_clock()
         await self.sup.prepare()
         return self.sup

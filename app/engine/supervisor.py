@@ -241,7 +241,7 @@ class Supervisor:
             detail={
                 "policy": self.policy.name,
                 "fleet": self.campaign.fleet,
-                "market": getattr(self.market, "base_url", None),  # whose rentals these are
+                "market": self.market.base_url,  # whose rentals these are
                 "jobs": [j.name for j in self.campaign.jobs],  # `rentwatch jobs` lists them
             },
         )
@@ -303,7 +303,7 @@ class Supervisor:
         self.job_work.reap(now)
         await self.job_work.dispatch(now)
         # what the ledger's figures compute to, on this market's clock
-        self.ledger.tick(self.market.answered_at(), getattr(self.market, "base_url", None))
+        self.ledger.tick(self.market.answered_at(), self.market.base_url)
         for fn in self.listeners:
             fn()
         return decisions

@@ -50,13 +50,13 @@ def hold_bid(a: Attempt, bid: float, inst: Instance, history: Sequence[Event]) -
     last = tier[-1] if tier else None
     ours = last is not None and last.kind == K.STOP and last.actor not in ("market", "reconcile")
     paused_at = None
-    if inst.intended_status == "stopped" and not ours:
+    if inst.target_state == "stopped" and not ours:
         paused = last is not None and last.kind in (K.OUTBID, K.STOP)
         paused_at = last.at if paused and last is not None else a.created_at
     rebids = [e for e in history if e.kind == K.REBID and e.ok is not False and e.phase != "intent"]
     a.bid_held(
         bid,
-        inst.min_bid,
+        inst.bid_floor,
         ours,
         paused_at,
         price_of(rebids[-1].detail.get("price")) if rebids else None,
@@ -163,18 +163,18 @@ class TierWatch:
         if job is not None:
             began = now if job.started_at is None or waiting else job.started_at
             lost = work_lost_s(now, began, self.jobs.last_checkpoint(job))
-        a.outbid(now, inst.min_bid)
+        a.outbid(now, inst.bid_floor)
         self.outbids[a.instance_id] += 1
         self.moves_seen[0] += 1
         self.moves_seen[1] += 0 if a.passed_preflight else 1  # given up: a fresh create next
-        low = f"${inst.min_bid:.4f}/h" if inst.min_bid is not None else "unknown"
+        low = f"${inst.bid_floor:.4f}/h" if inst.bid_floor is not None else "unknown"
         self.journal.fact(
             K.OUTBID,
             a,
             at=now,
             actor="market",
             ok=True,
-            reason=f"outbid: our bid ${a.bid or 0:.4f}/h against min_bid {low}"
+            reason=f"outbid: our bid ${a.bid or 0:.4f}/h against bid_floor {low}"
             + (
                 f"; job {job.name} lost {lost / 60:.1f} min since "
                 + (
@@ -187,7 +187,7 @@ class TierWatch:
             ),
             detail={
                 "bid": a.bid,
-                "min_bid": inst.min_bid,
+                "bid_floor": inst.bid_floor,
                 "work_lost_s": lost,
                 "job": job.name if job is not None else None,
                 "verified": a.passed_preflight,
@@ -215,10 +215,10 @@ class TierWatch:
                 self.jobs.rescues.outbid(job, a.instance_id, sure)
 
     def saw(self, a: Attempt, inst: Instance, now: float) -> None:
-        """Each row of a bid rental: its min_bid; out of service, a resume by itself (it bills
+        """Each row of a bid rental: its bid_floor; out of service, a resume by itself (it bills
         again from now), or a resumed one outbid again before the rules took it back."""
-        if inst.min_bid is not None:
-            a.min_bid_seen(inst.min_bid)
+        if inst.bid_floor is not None:
+            a.bid_floor_seen(inst.bid_floor)
         if a.life.phase != Phase.STOPPED or not a.resumes_by_itself:
             return
         if inst.known_status == "running" and not inst.market_stopped and not a.resumed:
@@ -241,7 +241,7 @@ class TierWatch:
                 actor="market",
                 ok=True,
                 reason=f"resumed by itself at ${a.bid or 0:.4f}/h: it bills again from here",
-                detail={"bid": a.bid, "min_bid": inst.min_bid, "paused_s": paused},
+                detail={"bid": a.bid, "bid_floor": inst.bid_floor, "paused_s": paused},
             )
             self.journal.say(f"resume i:{a.instance_id} m:{a.machine_id} ran again by itself")
         elif a.resumed and inst.market_stopped:  # outbid again before the rules took it back
@@ -257,7 +257,7 @@ class TierWatch:
         old = a.bid
         if old is None or d.price > old:  # a bid brought down (rule:bid_down) fights no one
             a.rebid_tried()
-        detail = {"price": d.price, "old": old, "min_bid": a.min_bid}
+        detail = {"price": d.price, "old": old, "bid_floor": a.bid_floor}
         try:
             await self.market.change_bid(a.instance_id, d.price, a.num_gpus)
         except REFUSALS as exc:
@@ -290,7 +290,7 @@ class TierWatch:
             actor=d.rule,
             ok=True,
             reason=d.reason,
-            detail={"price": a.bid, "min_bid": a.min_bid, "paused_s": paused},
+            detail={"price": a.bid, "bid_floor": a.bid_floor, "paused_s": paused},
         )
         await self.actions.stop(a, d.rule, d.reason)
 

@@ -45,7 +45,7 @@ class EventKind(StrEnum):
     FLEET_SIZE = "fleet_size"  # the wanted fleet changed (a person, or their stop of one)
     HAND_OVER = "hand_over"  # a person handed an instance rentwatch did not create to automation
     ERROR = "error"  # the engine refused something of its own (an illegal lifecycle move)
-    # the interruptible tier (core/bidding.py): each with the bid, min_bid and the reason
+    # the interruptible tier (core/bidding.py): each with the bid, bid_floor and the reason
     OUTBID = "outbid"  # a bid rental stopped by the market for a higher bid or on-demand
     RESUMED = "resumed"  # an outbid rental running again by itself (it bills again from then)
     REBID = "rebid"  # the bid of a rental changed (PUT instances/bid_price)

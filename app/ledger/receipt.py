@@ -53,7 +53,7 @@ FROM events WHERE kind IN ('outbid', 'rescued') {c} GROUP BY 1
 # The bid rentals: an instance is on the tier when its create says the bid (`detail.bid`, the
 # price it was created with; Vast's rental type cannot change after the create), whichever
 # campaign holds it later. With each, its on-demand price (`detail.on_demand_dph`, the offer's
-# `dph_base`; NULL where a ledger older than the figure did not say), at which
+# `gpu_dph`; NULL where a ledger older than the figure did not say), at which
 # `usd_all_on_demand` prices its billed GPU hours.
 _BIDS_SQL = """
 SELECT instance_id, max(TRY_CAST(detail->>'on_demand_dph' AS DOUBLE)) FROM events

@@ -29,9 +29,9 @@ class ApiError(RentwatchError):
         self.status = status
         self.code = code
         self.msg = msg
-        # an instance the refusal still names (a bid under min_bid: "Vast.ai creates spot
+        # an instance the refusal still names (a bid under the bid floor: "Vast.ai creates spot
         # instances in the stopped state and returns an error", dstack `vastai/api_client.py`)
-        self.new_contract: int | None = None
+        self.named_instance: int | None = None
 
 
 class AuthError(ApiError):
@@ -116,6 +116,6 @@ class CreateResult:
     instance_api_key: str | None
     label: str
     created_at: float | None = None  # the market's own start_date, when the answer was lost
-    # the market made the instance but refused to run it (a bid under min_bid: created
+    # the market made the instance but refused to run it (a bid under the bid floor: created
     # stopped, the error naming it): what it said. The instance exists and bills storage.
     refused: str | None = None

@@ -1,10 +1,11 @@
 """The marketplace as the supervisor sees it: a small protocol, and the clock it runs on.
 
 The supervisor, recovery and the host tender only ever call what `Market` names, so a second
-marketplace plugs in by implementing it; `VastClient` (app/market/vast/client.py) is the Vast.ai one and
-`tests/fake_market.py` an in-memory one. Simulator-only calls (`sync_clock` reading
-`/sim/v0/clock`, the referee's `/sim/v0/truth`) are not part of it: the session does the
-former, the referee the latter.
+marketplace plugs in by implementing it: `VastClient` (`vast/`) is the Vast.ai one and
+`MemoryMarket` (`memory/`) an in-memory one the engine's unit tests run on. What a market can
+do beyond the common calls it declares in `caps` (`Capabilities`), and the engine reads that,
+never the market's type. `factory.open_market` picks the market for the CLI, the controller
+and reconcile.
 
 Every method may raise the errors of `errors.py` (the protocol's own vocabulary, which each
 marketplace's client raises).
@@ -12,8 +13,9 @@ marketplace's client raises).
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..core.models import Instance, Offer
@@ -32,11 +34,78 @@ class Clock(Protocol):
     def answered_at(self) -> float: ...
 
 
+PAGE = 25  # rows per list page (Vast's documented maximum)
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a market can do beyond the calls every market answers."""
+
+    paging: bool = False  # `list_page`: one filtered page of the list at a time
+    bids: bool = False  # an interruptible tier: searched by tier, rented at a bid, `change_bid`
+    copies: bool = False  # `copy_between` / `cancel_copies_to`: data moved between rentals
+    market_clock: bool = False  # a clock of its own to read (`sync_clock`): a simulator's
+    charges: bool = False  # `charges`: the market's own bill, per rental
+
+
+@dataclass(frozen=True, slots=True)
+class ListFilter:
+    """Which rentals one list page is about: those with one of `labels`, or in one of
+    `statuses` (the engine's `Status` words); None: not filtered on that."""
+
+    labels: Sequence[str] | None = None
+    statuses: Sequence[str] | None = None
+
+
+class SharedClock(Protocol):
+    """A market clock read in-process (`sim.clock.SimClock` has this shape: the referee's,
+    whose scale it may change); `held()` is entered for each exchange with the market,
+    `waited_on()` for each wait on its time."""
+
+    @property
+    def time_scale(self) -> float: ...
+
+    def now(self) -> float: ...
+
+    def held(self) -> AbstractContextManager[None]: ...
+
+    def waited_on(self) -> AbstractContextManager[None]: ...
+
+
 class Market(Clock, Protocol):
     """One account on one GPU marketplace. Every call may raise the errors in the module doc."""
 
+    caps: Capabilities
+    base_url: str  # where the market answers: recorded as the ledger's market
     time_scale: float  # market seconds per wall second (1 on a real market)
     gpu_billing: str  # "running" (Vast's documented rule) or "created"
+
+    def polling(self) -> AbstractContextManager[Any]:
+        """The bound on a poll's own calls: inside it, a market may give up on a list or show
+        call after a try or two, since the next poll retries it anyway."""
+        ...
+
+    def unread_rows(self) -> tuple[int, list[tuple[int | None, str]]]:
+        """Rows the client could not read: how many so far, and the latest (id, problem)."""
+        ...
+
+    async def sync_clock(self) -> float:
+        """Read the market's own clock where it has one (`caps.market_clock`); market time."""
+        ...
+
+    async def list_page(
+        self,
+        where: ListFilter | None = None,
+        after_token: str | None = None,
+        page_size: int = PAGE,
+    ) -> tuple[list[Instance], str | None]:
+        """One page of the list (by id) and the next page's token (None: the last one);
+        only where `caps.paging`."""
+        ...
+
+    async def charges(self, start: float, end: float) -> list[dict[str, Any]]:
+        """The market's own charges between two epoch times (only where `caps.charges`)."""
+        ...
 
     async def search_offers(
         self,
@@ -47,7 +116,7 @@ class Market(Clock, Protocol):
         rental: str = "on-demand",
     ) -> list[Offer]:
         """Offers matching the query (the official CLI's query dict), of one tier: `rental`
-        "interruptible" lists the bid tier (each offer's `min_bid` the bid to beat)."""
+        "interruptible" lists the bid tier (each offer's `bid_floor` the bid to beat)."""
         ...
 
     async def create_instance(
@@ -123,14 +192,6 @@ class Market(Clock, Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-def polling(market: object) -> AbstractContextManager[Any]:
-    """The bound on a poll's own calls: inside it, a market that can (`VastClient.polling`)
-    gives up on a list or show call after a try or two, since the next poll retries it
-    anyway; a market without it calls as usual."""
-    bound = getattr(market, "polling", None)
-    return bound() if callable(bound) else contextlib.nullcontext()
 
 
 def wall_seconds(market_seconds: float, time_scale: float, floor: float) -> float:

@@ -3,12 +3,12 @@ renters pressed on the operator's own bid rentals, so a policy can be refereed a
 tier as their market ran it.
 
 From the ledger's own record (nothing here is the market's word):
-- `floor`: each bid create's `min_bid` over the same machine's on-demand price (the create's
+- `floor`: each bid create's bid floor over the same machine's on-demand price (the create's
   detail carries both);
 - `gpu_pressure` and `pressure`: the outbids per hour each model ran on a bid (the
   `bid_exposure` view), over the chance that a rival beats our bid. The simulator's rivals
   bid `rival_bid` times the floor, or rent on-demand (`ondemand`) and beat any bid; ours sat
-  at the creates' median bid over `min_bid`. So a model outbid 0.3 times an hour at a bid
+  at the creates' median bid over the floor. So a model outbid 0.3 times an hour at a bid
   that one rival in two beats had about 0.6 rivals an hour;
 - `hold_min`: how long an outbid kept a rental paused before it resumed by itself (the
   `resumed` events' `paused_s`) with no rebid of ours in between: a rival's hold. A resume
@@ -67,7 +67,7 @@ def fit_bids(ledger: Ledger, campaign: str | None = None) -> dict[str, Any] | No
         return None
     floors, over = [], []
     for e in creates:
-        bid, low, od = (_finite(e.detail.get(k)) for k in ("bid", "min_bid", "on_demand_dph"))
+        bid, low, od = (_finite(e.detail.get(k)) for k in ("bid", "bid_floor", "on_demand_dph"))
         if low is not None and od is not None:
             floors.append(low / od)
         if bid is not None and low is not None:

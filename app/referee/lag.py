@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.lifecycle import Phase
+from ..sim.truth import running
 from .score import summarise
 
 # market seconds a run's lag may reach (its max) before the run is invalid: a few polls at the
@@ -97,8 +98,8 @@ def still_visible(event: HostEvent, row: Mapping[str, Any] | None) -> bool:
     the state the event put it in (running after a boot or a job's end, stopped after a stop)."""
     if row is None or row.get("destroyed_at") is not None:
         return False
-    running = row.get("actual_status") == "running"
-    return not running if event.kind == "stop" else running
+    up = running(row)
+    return not up if event.kind == "stop" else up
 
 
 def lags(truth: Mapping[str, Any], notices: Notices, start: float, now: float) -> list[float]:

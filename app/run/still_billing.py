@@ -13,7 +13,7 @@ from ..engine.supervisor import Supervisor
 
 
 def end_command(sup: Supervisor, campaign: str, ledger_path: str, destroy: bool) -> str:
-    url = str(getattr(sup.market, "base_url", "") or "")
+    url = sup.market.base_url
     return ending.end_command(campaign, ledger_path, url, destroy)
 
 

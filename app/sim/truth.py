@@ -6,11 +6,17 @@ against the engine's own ledger."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..core.billing import Charges
 from .rental import SimInstance
 from .scenario import DELIVERING
+
+
+def running(row: Mapping[str, Any]) -> bool:
+    """Whether a truth row's instance runs now."""
+    return row.get("actual_status") == "running"
 
 
 def truth_row(inst: SimInstance, now: float, c: Charges) -> dict[str, Any]:

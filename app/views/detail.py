@@ -227,7 +227,7 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
     return InstanceDetail(
         instance_id=instance_id,
         now=now,
-        time_scale=float(getattr(sup.market, "time_scale", 1.0) or 1.0),
+        time_scale=float(sup.market.time_scale or 1.0),
         gpu_name=clean(a.gpu_name, 40),
         machine_id=a.machine_id,
         host_id=a.host_id,

@@ -54,10 +54,10 @@ class InstanceSnap:
     supervised: bool = True  # False: not rentwatch's; shown and priced, only a person acts
     human: str = ""  # the operator's last act on it, if any
     left_why: str = ""  # why it left service (stopped, given up, gone): who, and what for
-    # the interruptible tier: the bid in force and the min_bid last shown ($/h), and, while an
+    # the interruptible tier: the bid in force and the bid_floor last shown ($/h), and, while an
     # outbid pauses it (phase `outbid`), how long it has been paused (market seconds)
     bid: float | None = None
-    min_bid: float | None = None
+    bid_floor: float | None = None
     paused_s: float | None = None
     # the last NVML sample's vital signs (core/vitals.py; None: not reported or not believed)
     mem_used_mb: float | None = None
@@ -352,7 +352,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 human=a.human_act,
                 left_why=left_why(a),
                 bid=a.bid,
-                min_bid=a.min_bid,
+                bid_floor=a.bid_floor,
                 paused_s=None if a.outbid_at is None else max(0.0, now - a.outbid_at),
                 **_vital_fields(last),
                 dph_now=dph_now,
@@ -361,7 +361,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
     return FleetReadout(
-        time_scale=float(getattr(sup.market, "time_scale", 1.0) or 1.0),
+        time_scale=float(sup.market.time_scale or 1.0),
         budget_usd=sup.campaign.budget_usd,
         dph_now=fleet_rate(sup, now),
         now=now,
@@ -389,7 +389,5 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         observed=observed,
         observed_dph=observed_dph,
         engine_error=clean(sup.failure, 300) if sup.failure else None,
-        end_command=end_command(
-            sup.campaign.name, sup.ledger.path, str(getattr(sup.market, "base_url", "") or "")
-        ),
+        end_command=end_command(sup.campaign.name, sup.ledger.path, sup.market.base_url),
     )

@@ -2,7 +2,7 @@
 timeouts and capped output. The account's API key is never part of anything sent.
 
 An instance may have two SSH routes (Vast: a direct one on the host's public address, and a
-proxy through an sshN.vast.ai relay). Given the instance's routes (`set_routes`), the runner
+proxy through the market's relay). Given the instance's routes (`set_routes`), the runner
 tries the direct one first and falls back to the proxy; a host counts as unreachable only when
 every route failed, and `route_used` says which one worked last, for the ledger.
 """

@@ -23,13 +23,14 @@ import httpx
 from ...core.errors import BadRow, MalformedAnswer
 from ...core.models import Instance, Offer
 from ..errors import ApiError, CreateResult, MarketUnavailable, NotFound
+from ..protocol import Capabilities, ListFilter
 from .changes import StateChanges
 from .price_increases import PriceIncreases
+from .rows import parse_instance, parse_offer
 from .transport import CREATE_TIMEOUT, PAGE_SIZE
 
 # The market's own charges (`GET /api/v0/charges/`, as `vastai show invoices-v1 --charges`
 # reads them: vastai `api/billing.py` show_invoices_v1).
-REAL_MARKET = "https://console.vast.ai"  # the API's base, as the official CLI's default
 CHARGES_PATH = "/api/v0/charges/"
 # What the official CLI searches for unless told otherwise (vastai 1.9.1
 # `cli/commands/offers.py` search__offers: "default: 'external=false rentable=true
@@ -41,10 +42,22 @@ OFFER_DEFAULTS: dict[str, Any] = {
 }
 
 
+def select_filters(where: ListFilter | None) -> dict[str, Any]:
+    """A list filter in the words of Vast's `select_filters`."""
+    out: dict[str, Any] = {}
+    if where is not None and where.labels is not None:
+        out["label"] = {"in": list(where.labels)}
+    if where is not None and where.statuses is not None:
+        out["actual_status"] = {"in": [str(s) for s in where.statuses]}
+    return out
+
+
 class VastClient(StateChanges, PriceIncreases):
     """The Vast.ai endpoints rentwatch uses, each a typed call over the paced transport (the
     changes to an existing instance come from `StateChanges`, changes.py; a host's price
     increases from `PriceIncreases`, price_increases.py)."""
+
+    caps = Capabilities(paging=True, bids=True, copies=True, market_clock=True, charges=True)
 
     # -- offers ---------------------------------------------------------------------------
     async def search_offers(
@@ -73,23 +86,23 @@ class VastClient(StateChanges, PriceIncreases):
         out = []
         for row in rows:
             try:
-                out.append(Offer.from_api(row))
+                out.append(parse_offer(row))
             except MalformedAnswer:
                 self.stats.malformed += 1  # one bad offer does not spoil the list
         return out
 
     # -- instances ------------------------------------------------------------------------
     async def list_instances(
-        self, page_size: int = PAGE_SIZE, select_filters: dict[str, Any] | None = None
+        self, page_size: int = PAGE_SIZE, where: ListFilter | None = None
     ) -> list[Instance]:
-        """Every instance of the account (or those `select_filters` picks, e.g.
-        `{"label": {"in": [...]}}`), following next_token in pages of at most 25, the
+        """Every instance of the account (or those `where` picks), following next_token in
+        pages of at most 25, the
         documented maximum. A row that cannot be read is skipped and noted in `bad_rows` (with
         its id when it has one); the rest of the fleet is kept."""
         out: list[Instance] = []
         token: str | None = None
         for _ in range(10_000):
-            rows, token = await self.list_page(select_filters, token, page_size)
+            rows, token = await self.list_page(where, token, page_size)
             out.extend(rows)
             if not token:
                 return out
@@ -97,16 +110,16 @@ class VastClient(StateChanges, PriceIncreases):
 
     async def list_page(
         self,
-        select_filters: dict[str, Any] | None = None,
+        where: ListFilter | None = None,
         after_token: str | None = None,
         page_size: int = PAGE_SIZE,
     ) -> tuple[list[Instance], str | None]:
         """One page of the list (by id, ascending) and the token of the next (None: the last).
-        The filters are the ones `vastai show instances` sends (vastai 1.9.1
+        The filter is sent as `vastai show instances` sends its own (vastai 1.9.1
         `cli/commands/instances.py` show__instances: `{"actual_status": {"in": [...]}}`,
-        `{"label": {"in": [...]}}`, gpu_name, verification), so a real market serves them."""
+        `{"label": {"in": [...]}}`), so a real market serves it."""
         params: dict[str, Any] = {
-            "select_filters": json.dumps(select_filters or {}),
+            "select_filters": json.dumps(select_filters(where)),
             "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
             "limit": str(max(1, min(page_size, PAGE_SIZE))),
         }
@@ -118,11 +131,14 @@ class VastClient(StateChanges, PriceIncreases):
         out: list[Instance] = []
         for row in data["instances"]:
             try:
-                out.append(Instance.from_api(row))
+                out.append(parse_instance(row))
             except MalformedAnswer as exc:
                 self._bad_row(row, exc)
         token = data.get("next_token")
         return out, (str(token) if token else None)
+
+    def unread_rows(self) -> tuple[int, list[tuple[int | None, str]]]:
+        return self.stats.bad_rows, self.bad_rows
 
     def _bad_row(self, row: Any, exc: MalformedAnswer) -> None:
         self.stats.malformed += 1
@@ -142,7 +158,7 @@ class VastClient(StateChanges, PriceIncreases):
         if row is None:
             return None
         try:
-            return Instance.from_api(row)
+            return parse_instance(row)
         except MalformedAnswer as exc:  # it exists; this row of it cannot be read
             raise BadRow(int(instance_id), str(exc)[:200]) from None
 
@@ -207,8 +223,8 @@ class VastClient(StateChanges, PriceIncreases):
                 await self._back_off(self.backoff)
                 continue
             except ApiError as exc:
-                if exc.new_contract is not None and exc.status < 500:
-                    return CreateResult(exc.new_contract, None, label, refused=exc.msg[:300])
+                if exc.named_instance is not None and exc.status < 500:
+                    return CreateResult(exc.named_instance, None, label, refused=exc.msg[:300])
                 if exc.status < 500 and exc.status != 429:
                     raise
                 found = await self._find_label(label)

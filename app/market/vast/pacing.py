@@ -7,25 +7,13 @@ is read in-process (`SharedClock`: the referee's, which may run slower than its 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
 from collections.abc import Callable
-from typing import Protocol
 
+from ..protocol import SharedClock
 
-class SharedClock(Protocol):
-    """A market clock read in-process (`sim.clock.SimClock` has this shape); `held()` is
-    entered for each exchange with the market, `waited_on()` for each wait on its time."""
-
-    @property
-    def time_scale(self) -> float: ...
-
-    def now(self) -> float: ...
-
-    def held(self) -> contextlib.AbstractContextManager[None]: ...
-
-    def waited_on(self) -> contextlib.AbstractContextManager[None]: ...
+__all__ = ["Pacer", "SharedClock"]
 
 
 class Pacer:

@@ -20,9 +20,9 @@ import math
 from typing import Any
 
 from ...core.errors import MalformedAnswer
-from ...core.models import MAX_DPH
 from ...core.price_rules import PriceIncrease
 from ..errors import ApiError
+from .rows import MAX_DPH
 from .transport import Transport
 
 PENDING_PATH = "/api/v0/instances/pending-price-increases/"

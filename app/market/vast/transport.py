@@ -32,6 +32,7 @@ from ..errors import (
     QuotaExceeded,
     network_cause,
 )
+from .defaults import DEFAULT_TIMEOUT
 from .pacing import Pacer, SharedClock
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
@@ -56,7 +57,6 @@ COPY_MIN_INTERVAL = 3.5
 PAGE_SIZE = 25  # the list endpoint's documented maximum page
 POLL_ATTEMPTS = 2  # tries of a list or show call made for a poll (`VastClient.polling`)
 _POLLING: contextvars.ContextVar[bool] = contextvars.ContextVar("polling", default=False)
-DEFAULT_TIMEOUT = 20.0  # seconds for one call, whole answer included (`--http-timeout` overrides)
 # a create waits as long as the official CLI waits for any call (vastai 1.9.1 `api/client.py`
 # _DEFAULT_TIMEOUT_SECONDS = 120: "slow operations like ... instance creation")
 CREATE_TIMEOUT = 120.0
@@ -364,7 +364,7 @@ class Transport:
         err = refusal(r.status_code, code, msg)
         named = data.get("new_contract") if isinstance(data, dict) else None
         if isinstance(named, int) and not isinstance(named, bool):
-            err.new_contract = named
+            err.named_instance = named
         return err
 
 

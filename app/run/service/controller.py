@@ -127,9 +127,7 @@ class Controller:
         return {
             "reason": clean(why, 300),
             "ended": sup.finished is not None,
-            "end": end_command(
-                self.campaign, self.ledger_path, str(getattr(sup.market, "base_url", "") or "")
-            ),
+            "end": end_command(self.campaign, self.ledger_path, sup.market.base_url),
         }
 
     # -- reads -----------------------------------------------------------------------------

@@ -1,0 +1,58 @@
+"""The one place a market is picked: the CLI, the controller, the engine's session and
+reconcile ask `open_market` for one, and never name a market's client themselves.
+
+Today every URL names the Vast.ai API at that address: the real one (`DEFAULT_URL`) or a
+simulator of it (`rentwatch sim`). The in-memory market (`memory/`) is built by the tests
+that use it, with the offers and faults they need.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from .protocol import Market, SharedClock
+from .vast.defaults import DEFAULT_TIMEOUT, REAL_MARKET
+from .vast.keys import NoApiKey, find_api_key
+
+DEFAULT_URL = REAL_MARKET  # the market a command acts on unless given `--market-url`
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_URL",
+    "NoApiKey",
+    "find_api_key",
+    "market_at",
+    "open_market",
+]
+
+
+def open_market(
+    url: str | None,
+    api_key: str,
+    *,
+    timeout: float | None = None,
+    clock: SharedClock | None = None,
+) -> Market:
+    """The market at `url` (None: `DEFAULT_URL`), on `api_key`. `clock`: a simulator's clock
+    in this process, read directly (the referee's, whose scale it may change)."""
+    from .vast.client import VastClient
+
+    client = VastClient(url or DEFAULT_URL, api_key, timeout=timeout)
+    if clock is not None:
+        client.share_clock(clock)
+    return client
+
+
+@contextlib.asynccontextmanager
+async def market_at(
+    url: str | None, api_key: str, *, timeout: float | None = None
+) -> AsyncIterator[Market]:
+    """`open_market` for one command's while, its clock read where it has one, then closed."""
+    market = open_market(url, api_key, timeout=timeout)
+    try:
+        if market.caps.market_clock:
+            await market.sync_clock()
+        yield market
+    finally:
+        await market.aclose()

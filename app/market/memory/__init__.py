@@ -1,0 +1,1 @@
+"""The in-memory market (`market.py`): the engine's unit tests run on it."""
