@@ -15,6 +15,8 @@ from rentwatch.engine.hosts.probe_io import probe_source, watchdog_command
 from rentwatch.market.vast.client import VastClient
 from rentwatch.probes import watchdog
 
+from .conftest import market_stands
+
 HOUR = 3600.0
 
 
@@ -120,7 +122,8 @@ def test_a_held_market_clock_holds_a_simulated_hosts_watchdog(make_sim):
             home = await asyncio.to_thread(
                 sim.call, lambda: sim.ssh.sandbox(sim.market.instances[iid])
             )
-            await asyncio.to_thread(sim.call, lambda: sim.market.clock.hold_after(1e-6))
+            stands = market_stands(sim)
+            await asyncio.to_thread(stands.__enter__)
             held = await asyncio.to_thread(sim.call, sim.market.clock.now)
             async with asyncssh.connect(
                 inst.ssh_host, inst.ssh_port, username="root", client_keys=[key], known_hosts=None
@@ -141,7 +144,7 @@ def test_a_held_market_clock_holds_a_simulated_hosts_watchdog(make_sim):
                     break
                 await asyncio.sleep(0.05)
             released = await asyncio.to_thread(sim.call, sim.market.clock.now)
-            await asyncio.to_thread(sim.call, lambda: sim.market.clock.hold_after(float("inf")))
+            await asyncio.to_thread(stands.__exit__, None, None, None)
             for _ in range(1200):
                 if await stopped_at() is not None:
                     break
