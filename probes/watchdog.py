@@ -142,6 +142,58 @@ def stop_self(env, log):
     return False
 
 
+SIM_CLOCK_ENV = "RENTWATCH_SIM_CLOCK"
+
+
+def sim_clock(path):
+    """On a simulated host, the market's time (epoch seconds) from the file the simulator keeps
+    it in: its clock runs at a scale that may bend or stand (a referee's pacing), so a window
+    of market seconds is judged in market seconds, not in wall seconds over the scale it was
+    armed at. An unreadable file reads as the last time read: time that cannot be seen to pass
+    never stops a host."""
+    last = [None]
+
+    def now():
+        try:
+            with open(path) as f:
+                last[0] = float(f.read(64))
+        except (OSError, ValueError):
+            pass
+        return last[0]
+
+    return now
+
+
+def silence_watch(beat, stand_down, window, check_s, log, now=None, sleep=time.sleep, rounds=None):
+    """Watch the heartbeat file until it has been silent for `window` or a stand-down file
+    appears: "silent" or "stand-down" ("watching" after `rounds` checks, in tests). With no
+    `now`, silence is wall time since the file was touched (a real host, where wall time is
+    market time); with a market clock (`sim_clock`), it is market time since a touch was first
+    seen, to within one check."""
+    seen_mtime, beat_at = None, None
+    n = 0
+    while rounds is None or n < rounds:
+        n += 1
+        if os.path.exists(stand_down):
+            return "stand-down"
+        try:
+            mtime = os.path.getmtime(beat)
+        except OSError:
+            mtime = None
+        if now is None:
+            silent = window + 1 if mtime is None else time.time() - mtime
+        else:
+            t = now()
+            if mtime != seen_mtime or beat_at is None:
+                seen_mtime, beat_at = mtime, t
+            silent = 0.0 if t is None or beat_at is None else t - beat_at
+        if silent > window:
+            log("heartbeat silent for %.0f s: stopping the instance" % silent)
+            return "silent"
+        sleep(check_s)
+    return "watching"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="watchdog")
     ap.add_argument("--dir", default=os.path.expanduser("~/.rentwatch"))
@@ -173,7 +225,10 @@ def main(argv=None):
     if not (env["CONTAINER_ID"] and env["CONTAINER_API_KEY"]):
         log("no CONTAINER_ID/CONTAINER_API_KEY: cannot stop this instance, exiting")
         return 2
-    window = args.window_s / max(args.scale, 1e-9)
+    clock_file = os.environ.get(SIM_CLOCK_ENV)
+    now = sim_clock(clock_file) if clock_file else None
+    # in market seconds on a simulated host's market clock, else in wall seconds
+    window = args.window_s if now else args.window_s / max(args.scale, 1e-9)
     check = max(0.05, args.check_s / max(args.scale, 1e-9))
     if not os.path.exists(beat):
         open(beat, "a").close()
@@ -181,19 +236,11 @@ def main(argv=None):
     threading.Thread(
         target=watch_xids, args=(os.path.join(args.dir, "xid.jsonl"), log), daemon=True
     ).start()
-    while True:
-        if os.path.exists(stand_down):
-            log("stand-down: exiting")
-            return 0
-        try:
-            silent = time.time() - os.path.getmtime(beat)
-        except OSError:
-            silent = window + 1
-        if silent > window:
-            log("heartbeat silent for %.0f s: stopping the instance" % silent)
-            stop_self(env, log)
-            return 0
-        time.sleep(check)
+    if silence_watch(beat, stand_down, window, check, log, now) == "stand-down":
+        log("stand-down: exiting")
+        return 0
+    stop_self(env, log)
+    return 0
 
 
 if __name__ == "__main__":

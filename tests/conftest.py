@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+import math
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +34,18 @@ def runtime(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monkey
     d = tmp_path_factory.mktemp("run") / "rentwatch"
     monkeypatch.setenv("RENTWATCH_RUNTIME_DIR", str(d))
     return d
+
+
+@contextlib.contextmanager
+def market_stands(sim: SimServer) -> Iterator[None]:
+    """The simulator's clock stands still inside (its market time passes no more), then runs
+    on from where it stood: a test's wall-time step (a CLI process starting on a loaded box)
+    costs the market nothing, so what the test means happens before the market moves on."""
+    sim.call(lambda: sim.market.clock.hold_after(1e-6))  # no beats come: it stands at once
+    try:
+        yield
+    finally:
+        sim.call(lambda: sim.market.clock.hold_after(math.inf))
 
 
 @pytest.fixture

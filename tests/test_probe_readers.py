@@ -395,3 +395,62 @@ def test_a_watchdog_found_gone_at_the_heartbeat_is_armed_again_with_a_note():
     asyncio.run(tender._beat(a))  # alive now: no second arm, no second note
     assert len([c for c in link.calls if "cat > ~/.rentwatch/watchdog.py" in c]) == 1
     assert len([e for e in ledger.events() if e.detail.get("class") == "watchdog_rearmed"]) == 1
+
+
+def test_the_heartbeat_goes_on_while_a_jobs_look_takes_long():
+    """Found under load: a job's end pulls its artifacts in the same look, and the heartbeat
+    waited behind it; a pull longer than the watchdog's window (a big artifact on a real host,
+    a few slow SSH connects at a fast time scale) let the watchdog stop the host mid-pull, and
+    the pull was refused. The look is held here as long as the test likes, while market time
+    passes: the heartbeat goes on beside it."""
+
+    class Market:
+        time_scale = 600.0
+
+    class Link(ScriptedLink):
+        market = Market()
+
+        async def run(self, a, command, **kw):
+            self.calls.append(command)
+            return said("WATCHDOG alive\n" if "heartbeat" in command else "")
+
+    link = Link([said("")])
+    tender, ledger = tender_for(link)
+    clock, work = tender.clock, tender.jobs
+    a = attempt()
+    a.life.phase = Phase.VERIFIED
+    a.watchdog_armed = True
+    job = work.queue.take(a.instance_id, clock.now())
+    assert job is not None
+    pulled = asyncio.Event()
+    looks: list[float] = []
+
+    async def long_look(a, job) -> None:  # the artifacts coming off the box, slowly
+        looks.append(clock.now())
+        await pulled.wait()
+
+    work.check = long_look  # type: ignore[method-assign]
+
+    def beats() -> int:
+        return len([c for c in link.calls if c.startswith("touch ~/.rentwatch/heartbeat")])
+
+    async def go() -> None:
+        task = asyncio.create_task(tender.tend(a))
+        for _ in range(500):  # a ceiling on a hang only
+            if looks:
+                break
+            await asyncio.sleep(0.001)
+        assert looks and beats() == 0
+        for n in range(1, 6):  # five beat intervals of market time pass during the one look
+            clock.t += tender.beat_s
+            for _ in range(500):
+                if beats() >= n:
+                    break
+                await asyncio.sleep(0.001)
+        got = beats()
+        pulled.set()
+        a.life.phase = Phase.STOPPED
+        await asyncio.wait_for(task, 2)
+        assert len(looks) == 1 and got == 5, (looks, link.calls)
+
+    asyncio.run(go())

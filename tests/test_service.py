@@ -40,10 +40,12 @@ JOBS = """
 [[jobs]]
 name = "a"
 run = "{run}"
+timeout_min = {timeout_min}
 
 [[jobs]]
 name = "b"
 run = "{run}"
+timeout_min = {timeout_min}
 """
 
 
@@ -64,7 +66,11 @@ def _start(
     that file exists (a test as long as its checks, not as its worst case under load)."""
     camp = tmp_path / "c.toml"
     run = f"sleep {job_s}" if gate is None else f"until [ -e {gate} ]; do sleep 0.2; done"
-    camp.write_text(campaign_text("svc", fleet, JOBS.format(run=run)))
+    # a gated job ends at the gate, not at its timeout (6 market hours: 90 wall seconds at
+    # 240x, which a loaded box's CLI checks outlasted: both jobs timed out, the campaign
+    # ended and its socket was gone before the test asked it)
+    timeout_min = 360 if gate is None else 10 * 24 * 60
+    camp.write_text(campaign_text("svc", fleet, JOBS.format(run=run, timeout_min=timeout_min)))
     return subprocess.Popen(
         headless_cmd(sim, tmp_path, camp, ledger),
         stdout=subprocess.PIPE,
@@ -725,7 +731,7 @@ def test_run_in_the_background_outlives_its_terminal(make_sim, tmp_path, runtime
 
     sim = make_sim(seed=7, offers=60, time_scale=240)
     camp = tmp_path / "c.toml"
-    camp.write_text(campaign_text("bg", 1, JOBS.format(run="sleep 600")))
+    camp.write_text(campaign_text("bg", 1, JOBS.format(run="sleep 600", timeout_min=360)))
     ledger = tmp_path / "l.duckdb"
     out = subprocess.run(
         [

@@ -44,6 +44,15 @@ _STDIN_SCRIPT = re.compile(r"^\s*python3?\s+-(\s|$)")
 
 VAST_IMAGES = ("vastai/", "docker.io/vastai/")  # images whose sessions see the container's env
 ROOTED = ("/etc/environment", "/proc/1/environ")  # container paths kept in a host's sandbox
+SIM_CLOCK_ENV = "RENTWATCH_SIM_CLOCK"  # the market clock's file, as probes/watchdog.py reads it
+
+
+def write_clock(path: Path, now: float) -> None:
+    """The market's time in `path`, replaced whole so that a reader never sees half of it."""
+    tmp = path.with_name(path.name + ".new")
+    with contextlib.suppress(OSError):
+        tmp.write_text(f"{now:.3f}\n")
+        os.replace(tmp, path)
 
 
 class _Server(asyncssh.SSHServer):
@@ -76,6 +85,9 @@ class SSHHosts:
         self.market_url = market_url
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="rentwatch-sim-"))
         self._own_workdir = workdir is None
+        # the market's time, for the hosts' watchdogs (probes/watchdog.py `sim_clock`): a
+        # scaled clock that bends or stands is not wall time over one scale
+        self.clock_file = self.workdir / "market_clock"
         self.listeners: dict[int, list[Any]] = {}  # instance id -> its listeners (one a route)
         self.host_keys: dict[int, asyncssh.SSHKey] = {}
         self.drop_rng = random.Random(market.scenario.seed * 31 + 5)
@@ -103,6 +115,7 @@ class SSHHosts:
     async def sync(self) -> None:
         """Open SSH for instances now running; close it for those that are not."""
         now = self.market.clock.now()
+        write_clock(self.clock_file, now)
         self.market.market_stops(now)
         # copies between instances land (before a stop below kills anything)
         copies.run_due(
@@ -246,6 +259,7 @@ class SSHHosts:
                 "HOME": str(self.sandbox(inst)),
                 "VAST_URL": self.market_url,
                 "RENTWATCH_SIM_HOST": "1",
+                SIM_CLOCK_ENV: str(self.clock_file),
             }
         )
         if self.container_env(inst):

@@ -19,6 +19,7 @@ from ..attempt import Attempt
 from ..journal import Journal
 from .ssh import (
     HostKeyChanged,
+    NoAnswer,
     Route,
     RunResult,
     SSHFailure,
@@ -79,6 +80,7 @@ class HostLink:
         self.measured_at = float("-inf")  # wall clock of the latest loopback measurement
         self.keyed: set[int] = set()  # instances whose key attach was tried this session
         self.routes_noted: dict[int, Route] = {}  # the route the ledger last names, per host
+        self.unanswered: dict[int, int] = {}  # first contacts in a row no route answered
 
     async def calibrate(self) -> None:
         """Where the market's clock runs fast enough for the floor to matter (the simulator),
@@ -108,6 +110,15 @@ class HostLink:
             return self.io_floor_max
         # under the ceiling, which passes the cap only where this machine's load says so
         return min(self.io_ceiling(), max(IO_FLOOR_MIN_S, IO_FLOOR_TIMES * max(walls)))
+
+    def first_contact_floor(self, unanswered: int) -> float:
+        """The floor of a first contact's connect after `unanswered` tries in a row that no
+        route of the host answered in time: doubled for each, up to IO_CEILING_CAP_S. The
+        loopback measures this process's handshake; a loaded box's host may take longer than
+        any multiple of it (seen in the suite under load: healthy hosts tried again and again
+        at the same floor until their SSH deadline called them dead)."""
+        floor = self.io_floor()
+        return min(floor * 2.0**unanswered, max(floor, IO_CEILING_CAP_S))
 
     def io_ceiling(self) -> float:
         """Wall seconds a session with a proven host waits to connect: the floor's ceiling, or
@@ -152,14 +163,24 @@ class HostLink:
         (raised to the caller, not a distrust of a host never trusted)."""
         routed(a)
         async with self.slots:
+            unanswered = self.unanswered.get(a.instance_id, 0)
             try:
-                return await self._ssh_run(a, command, script, timeout_wall, self.io_floor())
+                res = await self._ssh_run(
+                    a, command, script, timeout_wall, self.first_contact_floor(unanswered)
+                )
+            except NoAnswer:
+                self.unanswered[a.instance_id] = unanswered + 1
+                if self.measuring:
+                    await self._measure(1)
+                raise
             except SSHFailure:
                 # a host that did not answer may be a machine too loaded to answer in time:
                 # the floor learns from connects that answered only, so measure the load
                 if self.measuring:
                     await self._measure(1)
                 raise
+            self.unanswered.pop(a.instance_id, None)
+            return res
 
     async def key_on(self, a: Attempt) -> None:
         """Vast's account keys reach new instances only (vast-ai/docs guides/instances/connect/

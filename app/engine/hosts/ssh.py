@@ -31,6 +31,12 @@ class HostKeyChanged(SSHFailure):
     title = "host key changed"
 
 
+class NoAnswer(SSHFailure):
+    """No route of the host finished a handshake within the connect timeout."""
+
+    title = "no SSH answer"
+
+
 @dataclass(frozen=True)
 class RunResult:
     exit_status: int | None
@@ -149,9 +155,12 @@ class SSHRunner:
                 if isinstance(exc, HostKeyChanged):
                     raise
                 outcomes[i] = f"{route.kind} {exc}"
+                if isinstance(exc, NoAnswer):
+                    timed_out.add(i)
                 raise
 
         tasks = [asyncio.create_task(attempt(i, r)) for i, r in enumerate(routes)]
+        timed_out: set[int] = set()
         won: asyncssh.SSHClientConnection | None = None
         try:
             for done in asyncio.as_completed(tasks):
@@ -172,7 +181,8 @@ class SSHRunner:
                 if isinstance(got, tuple) and got[1] is not won:
                     got[1].close()
         said = [outcomes[i] for i in sorted(outcomes)]
-        raise SSHFailure("; ".join(said) if len(said) > 1 else said[0])
+        failure = NoAnswer if timed_out == set(outcomes) else SSHFailure
+        raise failure("; ".join(said) if len(said) > 1 else said[0])
 
     @property
     def public_key(self) -> str:
@@ -198,7 +208,7 @@ class SSHRunner:
                 limit,
             )
         except TimeoutError:
-            raise SSHFailure(f"no SSH answer from {host}:{port} in {limit:.3g}s") from None
+            raise NoAnswer(f"no SSH answer from {host}:{port} in {limit:.3g}s") from None
         except (OSError, asyncssh.Error) as exc:
             raise SSHFailure(f"{host}:{port}: {type(exc).__name__}: {str(exc)[:160]}") from None
         self.connect_walls.append(self.wall_clock() - began)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ...core.campaign import Campaign
 from ...core.host_checks import xid_check
+from ...core.jobs import JobState
 from ...core.lifecycle import Phase
 from ...core.policy import Policy
 from ...core.rules import low_util_since
@@ -97,30 +98,51 @@ class HostTender(PreflightRunner):
         returned.clear()
 
     async def tend(self, a: Attempt) -> None:
-        """Arm the host's dead-man's switch, then beat its heartbeat and read its GPU.
-        Supervised: a look that fails in a way nobody expected (a host's hostile answer, a
-        bug) is a failed sample with a ledger note, and the tending goes on; only the rental
-        leaving service ends it."""
+        """Arm the host's dead-man's switch, then beat its heartbeat and read its GPU, and look
+        at its job. Supervised: a look that fails in a way nobody expected (a host's hostile
+        answer, a bug) is a failed sample with a ledger note, and the tending goes on; only the
+        rental leaving service ends it. The heartbeat keeps its own time beside the job's looks:
+        one look may take long (an artifact pull of many minutes), and a heartbeat that waited
+        for it let the watchdog stop the host it was being pulled from."""
         await self._guarded(a, "arming the watchdog", self._arm_watchdog(a))
-        last_beat = -1e18
-        while a.life.phase == Phase.VERIFIED and not a.untrusted:
+        beating = asyncio.create_task(self._keep_beating(a))
+        try:
+            while self._in_service(a):
+                raise_if_cancelled()
+                job = self._job_on(a)
+                await asyncio.sleep(self.link.wall(self.job_poll_s if job else self.beat_s, 0.05))
+                if not self._in_service(a):
+                    break
+                if a.ssh_host is None:
+                    # a list answer without the host's SSH route is no answer: wait for the
+                    # next one (leaving would leave its job unwatched until the deadline)
+                    continue
+                job = self._job_on(a)
+                if job is not None:
+                    await self._guarded(a, f"checking job {job.name}", self.jobs.check(a, job))
+        finally:
+            beating.cancel()
+            await asyncio.gather(beating, return_exceptions=True)
+
+    @staticmethod
+    def _in_service(a: Attempt) -> bool:
+        return a.life.phase == Phase.VERIFIED and not a.untrusted
+
+    def _job_on(self, a: Attempt) -> JobState | None:
+        return self.jobs.queue.on(a.instance_id) or self.jobs.queue.finishing_on(a.instance_id)
+
+    async def _keep_beating(self, a: Attempt) -> None:
+        """The heartbeat and an NVML sample every `beat_s` market seconds while in service."""
+        last = self.clock.now()  # the arming touched the heartbeat
+        while self._in_service(a):
             raise_if_cancelled()
-            job = self.jobs.queue.on(a.instance_id) or self.jobs.queue.finishing_on(a.instance_id)
-            await asyncio.sleep(self.link.wall(self.job_poll_s if job else self.beat_s, 0.05))
-            if a.life.phase != Phase.VERIFIED or a.untrusted:
-                break
-            if a.ssh_host is None:
-                # a list answer without the host's SSH route is no answer: wait for the next
-                # one (leaving would leave its job unwatched until the campaign's deadline)
+            due = last + self.beat_s - self.clock.now()
+            await asyncio.sleep(self.link.wall(max(due, 0.0), 0.05))
+            if not self._in_service(a) or a.ssh_host is None:
+                continue  # no route in the last list answer: the next look tries again
+            if self.clock.now() - last < self.beat_s:
                 continue
-            job = self.jobs.queue.on(a.instance_id) or self.jobs.queue.finishing_on(a.instance_id)
-            if job is not None:
-                await self._guarded(a, f"checking job {job.name}", self.jobs.check(a, job))
-            if self.clock.now() - last_beat < self.beat_s:
-                continue
-            if a.life.phase != Phase.VERIFIED or a.ssh_host is None:
-                continue  # it left service (an outbid, say) while its job was looked at
-            last_beat = self.clock.now()
+            last = self.clock.now()
             if await self._guarded(a, "sampling", self._beat_and_sample(a)):
                 self._look_failures.pop(a.instance_id, None)
 
