@@ -116,7 +116,7 @@ def test_a_held_market_clock_holds_a_simulated_hosts_watchdog(make_sim):
             iid = (await c.create_instance(offer.id, image="img", disk_gb=10)).instance_id
             for _ in range(600):  # a ceiling on a hang only
                 inst = await c.show_instance(iid)
-                if inst and inst.actual_status == "running" and inst.ssh_port:
+                if inst and inst.status == "running" and inst.ssh_port:
                     break
                 await asyncio.sleep(0.1)
             home = await asyncio.to_thread(
