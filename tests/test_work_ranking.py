@@ -4,6 +4,8 @@ this machine's and this GPU model's record in our ledger, and `seed` still ranks
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from rentwatch.core.campaign import Job
 from rentwatch.core.delivery import PRIOR_SHARE, WorkOutlook, outlook
@@ -175,7 +177,8 @@ def test_duds_at_a_models_cheap_end_do_not_send_the_work_to_a_card_twice_as_dear
     assert first(2.0) == "RTX 3060"  # the compounding, as it was
     assert first(DEFAULT.odds_prior_runs) == REF
     # the engine's outlook carries the policy's strength (`--policies default+odds_prior_runs=5`)
-    book = OfferBook(None, Ledger(":memory:"), None, None, None, DEFAULT)  # type: ignore[arg-type]
+    market = SimpleNamespace(now=lambda: 0.0)  # the book fades the record to the market's now
+    book = OfferBook(market, Ledger(":memory:"), None, None, None, DEFAULT)  # type: ignore[arg-type]
     jobs = [Job("a", "true", ref_gpu=REF, ref_hours=1.0)]
     assert book.work_outlook(jobs, 2).prior_runs == DEFAULT.odds_prior_runs  # type: ignore[union-attr]
     book.policy = DEFAULT.with_overrides({"odds_prior_runs": 5})

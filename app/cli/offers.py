@@ -65,7 +65,7 @@ class Ranked:
 def rank_for(
     offers: list[Offer],
     fit: list[Offer],
-    history: dict[int, tuple[int, int, float]],
+    history: dict[int, tuple[float, float, float]],
     policy: Policy,
     unfit: dict[int, str],
 ) -> list[Ranked]:
@@ -78,7 +78,7 @@ def rank_for(
 
     def runs(o: Offer) -> int:
         good, bad, _ = history.get(o.machine_id, (0, 0, 0.0))
-        return good + bad
+        return round(good + bad)  # rentals' worth, faded with age
 
     for n, (o, why) in enumerate(chosen, 1):
         usd, p = delivered_hour_usd(o.dph_total, history.get(o.machine_id), pool)
@@ -129,7 +129,7 @@ async def preview(
                 )
             offers = list(book.offers)
             fit = book.fit()
-            history = ledger.machine_record()  # the record, whichever way the policy ranks
+            history = book.remembered().history()  # the record, whichever way the policy ranks
             terms, skip = book.terms(), book.exclusions()
     finally:
         ledger.close()

@@ -10,8 +10,9 @@ expected cost from our own ledger (see `reputation.rank_offers`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .delivery import WorkOutlook
 from .gpu_specs import driver_too_old, offer_contradicts_itself
@@ -21,7 +22,8 @@ from .policy import Policy
 from .reputation import DEFAULT_DUD_USD, ROUND_H, market_odds, offer_odds, rank_offers
 from .work_cost import deliver_odds, host_cost
 
-History = dict[int, tuple[int, int, float]]  # machine id -> (delivered, duds, mean dud USD)
+# machine id -> (delivered, duds, mean dud USD): rentals' worth, faded (track_record.py)
+History = dict[int, tuple[float, float, float]]
 
 
 @dataclass(frozen=True)
@@ -108,12 +110,31 @@ def fit_of(
     return None if offers is None or terms is None else fit_offers(offers, terms, policy, skip)
 
 
-def work_odds(history: History, work: WorkOutlook) -> Callable[[str, int | None], float]:
-    """p(deliver) of a machine of a GPU model, as the ranking by delivered work reads it: the
+class Odds(Protocol):
+    def __call__(
+        self, gpu: str, machine_id: int | None, dph: float | None = None, host: int | None = None
+    ) -> float: ...
+
+
+def work_odds(history: History, work: WorkOutlook) -> Odds:
+    """p(deliver) of a machine of a GPU model at `dph` on `host`, as the ranking by delivered
+    work reads it: with our faded record (`work.memory`), the machine's over its host's, over
+    its price band's, its model's and the market's (`track_record.Memory.odds`); else the
     machine's record over its model's, over the market's pooled record."""
+    memory = work.memory
+    if memory is not None:
+
+        def remembered(
+            gpu: str, machine_id: int | None, dph: float | None = None, host: int | None = None
+        ) -> float:
+            return memory.odds(gpu, dph, machine_id, host, work.prior_runs)
+
+        return remembered
     pool = market_odds(history, work.prior_runs)
 
-    def odds(gpu: str, machine_id: int | None) -> float:
+    def odds(
+        gpu: str, machine_id: int | None, dph: float | None = None, host: int | None = None
+    ) -> float:
         record = history.get(machine_id) if machine_id is not None else None
         return deliver_odds(record, work.models.get(gpu), pool, work.prior_runs)
 
@@ -142,7 +163,7 @@ def work_scores(
     scored = []
     for o in offers:
         record = history.get(o.machine_id)
-        p = odds(o.gpu_name, o.machine_id)
+        p = odds(o.gpu_name, o.machine_id, o.dph_total, o.host_id)
         rate = max(work.rate(o.gpu_name, o.machine_id), 1e-6)
         cost = host_cost(o.dph_total, rate, p, work.dud_h, work.job_ref_h, work.boot_h)
         per_ref_h = cost.per_ref_h(value_of_time)

@@ -66,6 +66,9 @@ class Policy:
     # how many runs' worth the market's pooled record counts for beside a GPU model's own
     # record, and a flat prior beside the pool, when ranking by delivered work
     odds_prior_runs: float = 2.0
+    # market hours for a rental's evidence to weigh half in the record (core/track_record.py;
+    # 0: it never fades)
+    memory_half_life_h: float = 72.0
     # stop rules for verified instances
     idle_util_pct: float = 10.0
     idle_grace_s: float = 15 * 60.0

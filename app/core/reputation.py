@@ -11,7 +11,7 @@ PRIOR_STRENGTH = 2.0  # how many runs' worth the platform's score counts for
 DEFAULT_DUD_USD = 0.07  # the article's cost of a dud, used until our ledger knows better
 
 
-def p_deliver(good: int, bad: int, platform_score: float | None) -> float:
+def p_deliver(good: float, bad: float, platform_score: float | None) -> float:
     """Beta-Bernoulli: prior mean from the platform's reliability (weak), updated by our runs."""
     prior_mean = (
         0.4 if platform_score is None else min(0.9, max(0.1, 0.4 + (platform_score - 0.95)))
@@ -22,7 +22,7 @@ def p_deliver(good: int, bad: int, platform_score: float | None) -> float:
 
 
 def market_odds(
-    history: dict[int, tuple[int, int, float]], strength: float = PRIOR_STRENGTH
+    history: dict[int, tuple[float, float, float]], strength: float = PRIOR_STRENGTH
 ) -> float | None:
     """The share of our rentals on this market that delivered, over every machine in our
     ledger (shrunk towards the prior by `strength` runs); None before any run ended."""
@@ -34,7 +34,7 @@ def market_odds(
 
 
 def offer_odds(
-    record: tuple[int, int, float] | None, platform_score: float | None, pool: float | None
+    record: tuple[float, float, float] | None, platform_score: float | None, pool: float | None
 ) -> float:
     """p(deliver) of one offer for hedging: its machine's own record, over a prior that is the
     market's pooled record when there is one (a new machine on a market where most creates fail
@@ -49,7 +49,7 @@ ROUND_H = 0.25  # an attempt is verified or given up in about 15 market minutes
 
 
 def delivered_hour_usd(
-    dph: float, record: tuple[int, int, float] | None, pool: float | None
+    dph: float, record: tuple[float, float, float] | None, pool: float | None
 ) -> tuple[float, float]:
     """The expected USD per delivered hour of an offer at `dph` on a machine with `record`
     (delivered, failed, mean USD per dud; None: never rented), and its odds of delivering:
@@ -63,7 +63,7 @@ def delivered_hour_usd(
 
 def rank_offers(
     offers: Sequence[Offer],
-    history: dict[int, tuple[int, int, float]],
+    history: dict[int, tuple[float, float, float]],
     by: str = "price",
     value_of_time_usd_per_h: float = 0.0,
 ) -> list[tuple[Offer, str]]:

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..core.track_record import Rental
 from .event import Event
 from .kinds import EventKind
-from .records import MODEL_RECORD_SQL, model_rows
+from .records import MODEL_RECORD_SQL, RENTAL_RECORD_SQL, model_rows, rental_rows
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -132,6 +133,14 @@ class NamedReads:
     def model_record(self) -> dict[str, tuple[int, int, float]]:
         """GPU model -> (delivered, duds, minutes its duds lived in all): see `records.py`."""
         return self._record_read("model_record", lambda: model_rows(self._rows(MODEL_RECORD_SQL)))
+
+    def rentals(self) -> list[Rental]:
+        """Every rental that is evidence of its host, every campaign, with what it delivered
+        (`records.RENTAL_RECORD_SQL`): what `core.track_record` fades and sums."""
+        rows = self._record_read(
+            "rentals", lambda: dict(enumerate(rental_rows(self._rows(RENTAL_RECORD_SQL))))
+        )
+        return list(rows.values())
 
     def bid_exposure(self) -> list[tuple[int, str, float, int]]:
         """Per bid rental, every campaign: (machine, model, hours running on bid, outbids)."""
