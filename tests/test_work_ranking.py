@@ -183,3 +183,33 @@ def test_duds_at_a_models_cheap_end_do_not_send_the_work_to_a_card_twice_as_dear
     assert book.work_outlook(jobs, 2).prior_runs == DEFAULT.odds_prior_runs  # type: ignore[union-attr]
     book.policy = DEFAULT.with_overrides({"odds_prior_runs": 5})
     assert book.work_outlook(jobs, 2).prior_runs == 5  # type: ignore[union-attr]
+
+
+def test_a_spare_that_would_work_on_a_dearer_offer_is_not_free():
+    """A delivering spare with a job waiting takes that job; on an offer ranked below the
+    fleet's, its share of the work costs the difference (`spare_work_premium`), and the hedge
+    keeps fewer spares for it than when the work were paid alike wherever it ran."""
+    from rentwatch.core.offer_choice import hedge_for, spare_work_premium
+
+    cheap = [_offer(i, REF, 0.20, i) for i in range(1, 4)]
+    dear = [_offer(10 + i, REF, 0.60, 10 + i) for i in range(3)]
+    poor = _poor_market()  # most creates fail: the hedge wants spares
+    work = _work(1.0)
+    assert spare_work_premium(cheap + dear, 3, poor, work) > 0.5
+    assert spare_work_premium(cheap * 2, 3, poor, work) == 0.0  # alike: nothing extra
+    assert spare_work_premium(cheap + dear, 3, poor, None) == 0.0  # unsized work: none known
+    impatient = DEFAULT.with_overrides({"value_of_time_usd_per_h": 2.0})
+    args = (cheap[:1] + dear, 1, poor, impatient, 1, True)
+    with_premium, _ = hedge_for(*args, work=work)
+    without, _ = hedge_for(*args)
+    assert without > 0 and with_premium < without
+    alike, _ = hedge_for(
+        cheap[:1] + [_offer(20 + i, REF, 0.20, 20 + i) for i in range(3)],
+        1,
+        poor,
+        impatient,
+        1,
+        True,
+        work=work,
+    )
+    assert alike == without  # spares as cheap as the host they hedge for: no premium

@@ -215,10 +215,13 @@ def hedge_for(
     fleet_size: int,
     spare_has_work: bool,
     deadline_set: bool = False,
+    work: WorkOutlook | None = None,
 ) -> tuple[int, str]:
     """Spare attempts to keep in flight now (see `hedge`): from the odds of the offers that
     would be rented next (our ledger's record of each machine, pooled over the market for the
-    machines it has not seen) and the operator's value of time."""
+    machines it has not seen) and the operator's value of time. With sized work, a spare that
+    takes a job costs the premium its work pays over the hosts ranked before it
+    (`spare_work_premium`), not nothing."""
     value = policy.value_of_time_usd_per_h
     if deadline_set and value > 0:
         value = max(value, DEADLINE_VALUE_USD_PER_H)
@@ -228,12 +231,13 @@ def hedge_for(
     best = [
         o
         for o, _ in choose_offers(
-            fit, need + policy.max_spare_attempts, history, policy.rank, value
+            fit, need + policy.max_spare_attempts, history, policy.rank, value, work
         )
     ]
     odds = [offer_odds(history.get(o.machine_id), o.reliability, pool) for o in best]
     duds = [u for _, bad, u in history.values() if bad and u > 0]
     dph = mean_odds([o.dph_total for o in best], 0.0)
+    premium = spare_work_premium(best, need, history, work) if spare_has_work else 0.0
     spares, why = spare_attempts(
         HedgeInputs(
             need=need,
@@ -242,12 +246,32 @@ def hedge_for(
             dud_usd=mean_odds(duds, DEFAULT_DUD_USD),
             # a delivering spare with a job waiting takes it (the work is paid for either way:
             # only its boot is extra); otherwise it idles until the idle rule stops it
-            surplus_usd=dph * (ROUND_H + (0 if spare_has_work else policy.idle_grace_s / 3600)),
+            # and, where the work is sized, what its share of the work costs more on a spare
+            # (an offer further down the ranking) than on the hosts it would have waited for
+            surplus_usd=dph * (ROUND_H + (0 if spare_has_work else policy.idle_grace_s / 3600))
+            + premium,
             fleet=fleet_size,
             max_spares=min(policy.max_spare_attempts, max(0, len(fit) - need)),
         )
     )
     return spares, why
+
+
+def spare_work_premium(
+    ranked: Sequence[Offer], need: int, history: History, work: WorkOutlook | None
+) -> float:
+    """What a spare's share of the work (`work.job_ref_h`) is expected to cost beyond the same
+    work on the hosts it hedges for: the mean expected USD per delivered reference GPU-hour
+    of the offers ranked after the first `need` (the spares), less that of the first `need`,
+    times the work one host takes (0 without sized work, or without a spare to rent). The
+    hedge otherwise reads a delivering spare with a job waiting as free, "the work is paid for
+    either way"; on a market whose next offers are dear or slow it is paid twice as dear."""
+    if work is None or need <= 0 or len(ranked) <= need:
+        return 0.0
+    by_offer = {o.id: usd for usd, o, _ in work_scores(ranked, history, work, 0.0)}
+    first = [by_offer[o.id] for o in ranked[:need]]
+    spares = [by_offer[o.id] for o in ranked[need:]]
+    return max(0.0, mean_odds(spares, 0.0) - mean_odds(first, 0.0)) * work.job_ref_h
 
 
 def hosts_for_work(
