@@ -213,3 +213,23 @@ def test_a_spare_that_would_work_on_a_dearer_offer_is_not_free():
         work=work,
     )
     assert alike == without  # spares as cheap as the host they hedge for: no premium
+
+
+def test_a_fresh_ledger_explores_on_the_cheap_card_before_the_dear_one():
+    """A fast, dear card that does the work at half the cheap card's price per reference
+    GPU-hour, when it works: with nothing learned, a dud there bills its own price while the
+    rules catch it (and its boot bills as much), so the cheap card is tried first; once the
+    dear card's model has delivered, it is trusted with the work."""
+    from rentwatch.core.track_record import Rental, remember
+
+    cheap = _offer(1, "RTX 3090", 0.20, 101)
+    rate = (expected_tflops("RTX 3090") or 0) / (expected_tflops("H100 SXM") or 1)
+    dear = _offer(2, "H100 SXM", 0.10 / rate, 102)  # half as dear per unit of work, if it works
+    work = _work(1.0, memory=remember([], 0.0))
+    assert rank_by_work([dear, cheap], {}, work)[0][0] is cheap
+    proven = [
+        Rental(200 + i, 200 + i, "H100 SXM", dear.dph_total, 0.0, True, False, jobs_finished=1)
+        for i in range(6)
+    ]
+    learned = _work(1.0, memory=remember(proven, 0.0))
+    assert rank_by_work([cheap, dear], {}, learned)[0][0] is dear
