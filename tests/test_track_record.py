@@ -174,3 +174,30 @@ def test_odds_stay_a_probability(rows) -> None:
     for m in range(6):
         p = mem.odds("RTX 4090", 0.3, m, m % 3, 8.0)
         assert 0 < p < 1 and math.isfinite(p)
+
+
+def test_the_ranking_per_delivered_hour_reads_the_record_by_band_and_host() -> None:
+    """Unsized work ranks by expected USD per delivered hour (`rank_offers`): with the record,
+    a fresh offer in the band where every rental was a dud ranks below a dearer one in a band
+    that delivered, and a machine on a host whose other machine failed ranks below a stranger."""
+    from rentwatch.core.models import Offer
+    from rentwatch.core.offer_choice import choose_offers
+
+    def offer(oid: int, machine: int, host: int, dph: float) -> Offer:
+        return Offer(oid, machine, host, "RTX 4090", 1, dph, dph, 0.1, 12.8, 0.98, None, 1.0, "US")
+
+    cheap = [rental(i, dph=0.15, dud=True, verified=False) for i in range(4)]
+    dear = [rental(10 + i, dph=0.22, jobs_finished=1) for i in range(4)]
+    mem = remember(cheap + dear, NOW)
+    history = mem.history()
+    cheap_new, dear_new = offer(1, 50, 50, 0.15), offer(2, 51, 51, 0.22)
+    got = choose_offers([cheap_new, dear_new], 2, history, "expected_cost", memory=mem, strength=8)
+    assert [o for o, _ in got] == [dear_new, cheap_new]
+    # without the record by band, the cheap one ranks first (the pool alone cannot tell them)
+    blind = choose_offers([cheap_new, dear_new], 2, history, "expected_cost")
+    assert blind[0][0] is cheap_new
+    # a host's other machine failed twice: its next machine ranks below a stranger's
+    host = remember([rental(60, host_id=7, dph=0.22, dud=True, verified=False)] * 2 + dear, NOW)
+    same = [offer(3, 61, 7, 0.22), offer(4, 62, 8, 0.22)]
+    ranked = choose_offers(same, 2, host.history(), "expected_cost", memory=host, strength=8)
+    assert ranked[0][0].host_id == 8

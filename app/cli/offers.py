@@ -21,8 +21,9 @@ from ..core.errors import RentwatchError
 from ..core.models import Offer
 from ..core.offer_choice import choose_offers, unfit_reason
 from ..core.policy import Policy
-from ..core.reputation import delivered_hour_usd, market_odds
+from ..core.reputation import delivered_hour_usd, market_odds, usd_at_odds
 from ..core.text import clean
+from ..core.track_record import Memory
 from ..market.vast.client import REAL_MARKET
 
 
@@ -68,12 +69,22 @@ def rank_for(
     history: dict[int, tuple[float, float, float]],
     policy: Policy,
     unfit: dict[int, str],
+    memory: Memory | None = None,
 ) -> list[Ranked]:
     """The fit offers in the order the offer book would rent them (one per machine, as
     `OfferBook.best` picks), then every other offer with why it would not be rented."""
     pool = market_odds(history)
     out: list[Ranked] = []
-    chosen = choose_offers(fit, len(fit), history, policy.rank)
+    chosen = choose_offers(
+        fit, len(fit), history, policy.rank, memory=memory, strength=policy.odds_prior_runs
+    )
+
+    def priced(o: Offer) -> tuple[float, float]:
+        if memory is None:
+            return delivered_hour_usd(o.dph_total, history.get(o.machine_id), pool)
+        p = memory.odds(o.gpu_name, o.dph_total, o.machine_id, o.host_id, policy.odds_prior_runs)
+        return usd_at_odds(o.dph_total, p, history.get(o.machine_id, (0, 0, 0.0))[2]), p
+
     first_on: dict[int, int] = {}
 
     def runs(o: Offer) -> int:
@@ -81,14 +92,14 @@ def rank_for(
         return round(good + bad)  # rentals' worth, faded with age
 
     for n, (o, why) in enumerate(chosen, 1):
-        usd, p = delivered_hour_usd(o.dph_total, history.get(o.machine_id), pool)
+        usd, p = priced(o)
         out.append(Ranked(o, n, usd, p, runs(o), why))
         first_on[o.machine_id] = o.id
     ranked = {o.id for o, _ in chosen}
     for o in offers:
         if o.id in ranked:
             continue
-        usd, p = delivered_hour_usd(o.dph_total, history.get(o.machine_id), pool)
+        usd, p = priced(o)
         why = unfit.get(o.id) or (
             f"offer {first_on[o.machine_id]} on the same machine ranks first"
             if o.machine_id in first_on
@@ -129,12 +140,13 @@ async def preview(
                 )
             offers = list(book.offers)
             fit = book.fit()
-            history = book.remembered().history()  # the record, whichever way the policy ranks
+            memory = book.remembered()  # the record, whichever way the policy ranks
+            history = memory.history()
             terms, skip = book.terms(), book.exclusions()
     finally:
         ledger.close()
     unfit = {o.id: why for o in offers if (why := unfit_reason(o, terms, policy, skip)) is not None}
-    return rank_for(offers, fit, history, policy, unfit)
+    return rank_for(offers, fit, history, policy, unfit, memory)
 
 
 def _history_ledger(path: Path | None, say: Any) -> Any:

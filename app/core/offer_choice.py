@@ -19,7 +19,15 @@ from .gpu_specs import driver_too_old, offer_contradicts_itself
 from .hedge import HedgeInputs, WorkInputs, mean_odds, spare_attempts, work_hosts
 from .models import Offer
 from .policy import Policy
-from .reputation import DEFAULT_DUD_USD, ROUND_H, market_odds, offer_odds, rank_offers
+from .reputation import (
+    DEFAULT_DUD_USD,
+    PRIOR_STRENGTH,
+    ROUND_H,
+    market_odds,
+    offer_odds,
+    rank_offers,
+)
+from .track_record import Memory
 from .work_cost import deliver_odds, host_cost
 
 # machine id -> (delivered, duds, mean dud USD): rentals' worth, faded (track_record.py)
@@ -184,15 +192,18 @@ def choose_offers(
     by: str,
     value_of_time: float = 0.0,
     work: WorkOutlook | None = None,
+    memory: Memory | None = None,
+    strength: float = PRIOR_STRENGTH,
 ) -> list[tuple[Offer, str]]:
     """The best `n` offers, one per machine, each with the sentence the ledger records. With
-    sized jobs (`work`), ranking by expected cost is by cost per delivered unit of work."""
+    sized jobs (`work`), ranking by expected cost is by cost per delivered unit of work;
+    otherwise per delivered hour, from our faded record (`memory`) where there is one."""
     out: list[tuple[Offer, str]] = []
     taken: set[int] = set()
     ranked = (
         rank_by_work(fit, history, work, value_of_time)
         if work is not None and by == "expected_cost"
-        else rank_offers(fit, history, by=by, value_of_time_usd_per_h=value_of_time)
+        else rank_offers(fit, history, by, value_of_time, memory, strength)
     )
     for o, why in ranked:
         if len(out) >= n:

@@ -354,7 +354,14 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     short_of_money = False
     if fit is not None:
         ranked = choose_offers(
-            fit, n, fleet.history, policy.rank, policy.value_of_time_usd_per_h, fleet.work
+            fit,
+            n,
+            fleet.history,
+            policy.rank,
+            policy.value_of_time_usd_per_h,
+            fleet.work,
+            fleet.memory,
+            policy.odds_prior_runs,
         )
         committed = fleet.spent_usd + sum(
             at_risk(a.dph, a.boot_clock, policy.boot_deadline_s, now)

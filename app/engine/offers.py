@@ -63,6 +63,10 @@ class OfferBook:
             self.ledger.memory().rentals(), self.market.now(), self.policy.memory_half_life_h
         )
 
+    def memory(self) -> Memory | None:
+        """The faded record, for a policy that ranks by it (None otherwise)."""
+        return self.remembered() if self.policy.rank == "expected_cost" else None
+
     def history(self) -> History:
         """Our own record per machine, faded, read only when the policy ranks by it."""
         return self.remembered().history() if self.policy.rank == "expected_cost" else {}
@@ -118,7 +122,10 @@ class OfferBook:
         self.searched_rental = self.rental
 
     def best(self) -> tuple[Offer, str] | None:
-        chosen = choose_offers(self.fit(), 1, self.history(), self.policy.rank)
+        p = self.policy
+        chosen = choose_offers(
+            self.fit(), 1, self.history(), p.rank, memory=self.memory(), strength=p.odds_prior_runs
+        )
         return chosen[0] if chosen else None
 
     def tried(self, offer: Offer) -> None:
