@@ -175,10 +175,10 @@ def work_scores(
         rate = max(work.rate(o.gpu_name, o.machine_id), 1e-6)
         cost = host_cost(o.dph_total, rate, p, work.dud_h, work.job_ref_h, work.boot_h)
         per_ref_h = cost.per_ref_h(value_of_time)
-        runs = sum(record[:2]) if record else 0
+        runs = round(sum(record[:2]), 1) if record else 0  # rentals' worth, faded
         why = (
             f"m:{o.machine_id} ${o.dph_total:.3f}/h, {rate:.2f} ref-h/h, p(deliver)={p:.2f} "
-            f"from {runs} run{'s' if runs != 1 else ''}: ${per_ref_h:.3f} per ref-h"
+            f"from {runs:g} run{'s' if runs != 1 else ''}: ${per_ref_h:.3f} per ref-h"
         )
         scored.append((per_ref_h, o.id, o, why))
     scored.sort(key=lambda t: (t[0], t[1]))

@@ -99,7 +99,7 @@ def rank_offers(
     scored = []
     for o in offers:
         good, bad, dud_usd = history.get(o.machine_id, (0, 0, 0.0))
-        runs = good + bad
+        runs = round(good + bad, 1)  # rentals' worth, faded
         if by == "expected_cost":
             effective, p = delivered_hour_usd(o.dph_total, (good, bad, dud_usd), pool)
             if memory is not None:
@@ -108,7 +108,7 @@ def rank_offers(
             if value_of_time_usd_per_h > 0 and pool is not None:
                 effective += value_of_time_usd_per_h * ROUND_H / p
             why = (
-                f"m:{o.machine_id} ${o.dph_total:.3f}/h, p(deliver)={p:.2f} from {runs} run"
+                f"m:{o.machine_id} ${o.dph_total:.3f}/h, p(deliver)={p:.2f} from {runs:g} run"
                 f"{'s' if runs != 1 else ''}, effective ${effective:.3f}/h"
             )
         else:
