@@ -13,6 +13,7 @@ from .event import Event
 from .kinds import EventKind
 from .records import MODEL_RECORD_SQL, RENTAL_RECORD_SQL, model_rows, rental_rows
 
+SPEED_SHARE_MAX = 1.25  # as engine/jobs/delivered.RESUMED_OVER
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -154,7 +155,14 @@ class NamedReads:
 
     def _machine_speeds(self) -> dict[int, float]:
         rows = self._rows("SELECT machine_id, speed_share FROM hosts WHERE speed_share IS NOT NULL")
-        return {int(m): float(v) for m, v in rows if m is not None and v is not None}
+        # a ledger written before resumed jobs were told apart may hold a share many times
+        # the model's (a job's size over the minutes it took after a checkpoint): no card
+        # computes a quarter above its model, so none is read as faster
+        return {
+            int(m): min(float(v), SPEED_SHARE_MAX)
+            for m, v in rows
+            if m is not None and v is not None
+        }
 
     def throttled_instances(self) -> set[int]:
         rows = self._rows("SELECT DISTINCT instance_id FROM events WHERE kind = 'throttle'")
