@@ -32,7 +32,7 @@ def _counting(led: Ledger) -> list[str]:
     return asked
 
 
-@pytest.mark.parametrize("read", ["machine_record", "model_record", "machine_speeds"])
+@pytest.mark.parametrize("read", ["machine_record", "model_record", "machine_speeds", "rentals"])
 def test_a_record_read_twice_with_nothing_written_is_one_query(read):
     led = Ledger(":memory:")
     _dud(led, 1, 600)
@@ -73,3 +73,48 @@ def test_a_ledger_another_process_writes_is_read_at_every_ask(tmp_path):
     ro.model_record()
     assert len(asked) == 2
     ro.close()
+
+
+def _delivered(led: Ledger, iid: int, at: float, exits: list[dict]) -> None:
+    """A rental that was proven at `at`, then had each of `exits` (a job_finished's fields)."""
+    s = led.intent(
+        "create",
+        at=at,
+        actor="rule:t",
+        reason="r",
+        campaign="c",
+        gpu_name=REF,
+        machine_id=iid,
+        host_id=iid + 100,
+        gpu_dph=0.3,
+    )
+    led.outcome(s, at=at, ok=True, instance_id=iid)
+    led.record("preflight_passed", at=at + 60, actor="rule:t", reason="ok", instance_id=iid)
+    for n, ex in enumerate(exits):
+        led.record(
+            "job_finished",
+            at=at + 120 + n,
+            actor="engine",
+            reason="j",
+            instance_id=iid,
+            machine_id=iid,
+            ok=ex.pop("ok"),
+            detail=ex,
+        )
+
+
+def test_the_rentals_read_counts_jobs_finished_and_lost_for_the_hosts_fault_only():
+    """A job lost because its host died counts against the machine; one lost to an outbid
+    does not (the tier keeps outbids apart); a dud reads as a dud, dated at its last event."""
+    led = Ledger(":memory:")
+    _dud(led, 1, 600)
+    _delivered(led, 2, 1000, [{"ok": True, "job": "a", "work_ref_h": 0.5}])
+    lost = {"ok": False, "job": "b", "requeued": True, "host_fault": True}
+    outbid = {"ok": False, "job": "c", "requeued": True, "host_fault": False}
+    _delivered(led, 3, 2000, [lost, outbid, {"ok": True, "job": "b", "work_ref_h": 1.0}])
+    got = {r.machine_id: r for r in led.rentals()}
+    assert got[1].dud and not got[1].verified and got[1].at == 600
+    assert (got[2].jobs_finished, got[2].jobs_lost, got[2].work_ref_h) == (1, 0, 0.5)
+    assert (got[3].jobs_finished, got[3].jobs_lost, got[3].work_ref_h) == (1, 1, 1.0)
+    assert got[3].host_id == 103 and got[3].dph == pytest.approx(0.3)
+    led.close()

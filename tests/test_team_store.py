@@ -317,6 +317,10 @@ def test_a_teammates_duds_and_quarantines_count_against_a_machine_never_for_it(s
         assert b.machine_record().get(77, (1, 0, 0))[1] == 0  # bob's own ledger is his alone
         models = b.memory().model_record()
         assert models["RTX 3090"][1] == 2 and models["RTX 4090"][0] == 1
+        # the faded delivery record reads the same union: alice's duds, never her success
+        rentals = b.memory().rentals()
+        assert sorted(r.machine_id for r in rentals if r.dud) == [77, 78]
+        assert {r.machine_id for r in rentals if not r.dud} == {77}
         # the union keeps DuckDB's SQL: bob's ledger answers for the team, with operators
         got = b.query("SELECT operator, count(*) AS n FROM team.events GROUP BY 1 ORDER BY 1").rows
         assert [r[0] for r in got] == ["alice", "bob"]

@@ -87,3 +87,26 @@ def test_the_pane_shows_a_new_progress_reading_after_one_poll(key, tmp_path):  #
     assert _work_line(0.25) in shots["before"] and _work_line(0.60) not in shots["before"]
     # after it: 60% in 24 market minutes, so 16 left
     assert _work_line(0.60) in shots["after"] and "ETA 16m00s" in shots["after"]
+
+
+def test_a_job_resumed_from_another_hosts_checkpoint_does_not_credit_this_host_with_its_speed():
+    """A sized job that came with most of its work done elsewhere ends in minutes: its size
+    over this host's time would be many times what the host computes. The ledger then keeps
+    the host's measured speed (its preflight's), not that (training family 1: a 4090 that
+    finished a resumed job in 209 s was remembered at 13.7x its model's speed)."""
+    from rentwatch.core.campaign import Job
+    from rentwatch.core.gpu_specs import expected_tflops
+    from rentwatch.core.jobs import JobState
+    from rentwatch.core.verdict import Verdict
+    from rentwatch.engine.attempt import Attempt
+    from rentwatch.engine.jobs.delivered import work_detail
+
+    model = expected_tflops("RTX 4090") or 1.0
+    a = Attempt(5, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)
+    a.verdict = Verdict(True, None, "ok", tflops=model * 0.97, expected=model)
+    job = JobState(Job("fit", "true", ref_gpu="RTX 4090", ref_hours=0.8))
+    whole = work_detail(a, job, duration=0.8 * 3600 / 0.95, ok=True)  # ran from zero here
+    assert whole["speed_source"] == "size" and whole["speed_share"] == 0.95
+    resumed = work_detail(a, job, duration=209.0, ok=True)
+    assert resumed["speed_source"] == "preflight" and resumed["speed_share"] == 0.97
+    assert resumed["work_ref_h"] == 0.8

@@ -4,6 +4,8 @@ this machine's and this GPU model's record in our ledger, and `seed` still ranks
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from rentwatch.core.campaign import Job
 from rentwatch.core.delivery import PRIOR_SHARE, WorkOutlook, outlook
@@ -175,8 +177,59 @@ def test_duds_at_a_models_cheap_end_do_not_send_the_work_to_a_card_twice_as_dear
     assert first(2.0) == "RTX 3060"  # the compounding, as it was
     assert first(DEFAULT.odds_prior_runs) == REF
     # the engine's outlook carries the policy's strength (`--policies default+odds_prior_runs=5`)
-    book = OfferBook(None, Ledger(":memory:"), None, None, None, DEFAULT)  # type: ignore[arg-type]
+    market = SimpleNamespace(now=lambda: 0.0)  # the book fades the record to the market's now
+    book = OfferBook(market, Ledger(":memory:"), None, None, None, DEFAULT)  # type: ignore[arg-type]
     jobs = [Job("a", "true", ref_gpu=REF, ref_hours=1.0)]
     assert book.work_outlook(jobs, 2).prior_runs == DEFAULT.odds_prior_runs  # type: ignore[union-attr]
     book.policy = DEFAULT.with_overrides({"odds_prior_runs": 5})
     assert book.work_outlook(jobs, 2).prior_runs == 5  # type: ignore[union-attr]
+
+
+def test_a_spare_that_would_work_on_a_dearer_offer_is_not_free():
+    """A delivering spare with a job waiting takes that job; on an offer ranked below the
+    fleet's, its share of the work costs the difference (`spare_work_premium`), and the hedge
+    keeps fewer spares for it than when the work were paid alike wherever it ran."""
+    from rentwatch.core.offer_choice import hedge_for, spare_work_premium
+
+    cheap = [_offer(i, REF, 0.20, i) for i in range(1, 4)]
+    dear = [_offer(10 + i, REF, 0.60, 10 + i) for i in range(3)]
+    poor = _poor_market()  # most creates fail: the hedge wants spares
+    work = _work(1.0)
+    assert spare_work_premium(cheap + dear, 3, poor, work) > 0.5
+    assert spare_work_premium(cheap * 2, 3, poor, work) == 0.0  # alike: nothing extra
+    assert spare_work_premium(cheap + dear, 3, poor, None) == 0.0  # unsized work: none known
+    impatient = DEFAULT.with_overrides({"value_of_time_usd_per_h": 2.0})
+    args = (cheap[:1] + dear, 1, poor, impatient, 1, True)
+    with_premium, _ = hedge_for(*args, work=work)
+    without, _ = hedge_for(*args)
+    assert without > 0 and with_premium < without
+    alike, _ = hedge_for(
+        cheap[:1] + [_offer(20 + i, REF, 0.20, 20 + i) for i in range(3)],
+        1,
+        poor,
+        impatient,
+        1,
+        True,
+        work=work,
+    )
+    assert alike == without  # spares as cheap as the host they hedge for: no premium
+
+
+def test_a_fresh_ledger_explores_on_the_cheap_card_before_the_dear_one():
+    """A fast, dear card that does the work at half the cheap card's price per reference
+    GPU-hour, when it works: with nothing learned, a dud there bills its own price while the
+    rules catch it (and its boot bills as much), so the cheap card is tried first; once the
+    dear card's model has delivered, it is trusted with the work."""
+    from rentwatch.core.track_record import Rental, remember
+
+    cheap = _offer(1, "RTX 3090", 0.20, 101)
+    rate = (expected_tflops("RTX 3090") or 0) / (expected_tflops("H100 SXM") or 1)
+    dear = _offer(2, "H100 SXM", 0.10 / rate, 102)  # half as dear per unit of work, if it works
+    work = _work(1.0, memory=remember([], 0.0))
+    assert rank_by_work([dear, cheap], {}, work)[0][0] is cheap
+    proven = [
+        Rental(200 + i, 200 + i, "H100 SXM", dear.dph_total, 0.0, True, False, jobs_finished=1)
+        for i in range(6)
+    ]
+    learned = _work(1.0, memory=remember(proven, 0.0))
+    assert rank_by_work([cheap, dear], {}, learned)[0][0] is dear

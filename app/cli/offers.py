@@ -23,7 +23,7 @@ from ..core.errors import RentwatchError
 from ..core.models import Offer
 from ..core.picks import Pick
 from ..core.policy import Policy
-from ..core.reputation import delivered_hour_usd, market_odds
+from ..core.reputation import delivered_hour_usd, market_odds, usd_at_odds
 from ..core.text import clean
 from ..market.factory import DEFAULT_URL
 
@@ -84,16 +84,23 @@ class Ranked:
         }
 
 
-def rank_for(view: Preview) -> list[Ranked]:
+def rank_for(view: Preview, policy: Policy) -> list[Ranked]:
     """The fit offers in the order the engine would rent them, then every other offer with
-    why it would not be rented."""
+    why it would not be rented; the odds from the snapshot's faded record where it has one."""
     history = view.snapshot.history
+    memory = view.snapshot.memory
     pool = market_odds(history)
 
     def row(o: Offer, listed: Offer, pick: Pick | None, why: str) -> Ranked:
         record = history.get(o.machine_id)
-        usd, p = delivered_hour_usd(o.dph_total, record, pool)
-        return Ranked(o, listed, pick, usd, p, sum(record[:2]) if record else 0, why)
+        if memory is None:
+            usd, p = delivered_hour_usd(o.dph_total, record, pool)
+        else:
+            p = memory.odds(
+                o.gpu_name, o.dph_total, o.machine_id, o.host_id, policy.odds_prior_runs
+            )
+            usd = usd_at_odds(o.dph_total, p, record[2] if record else 0.0)
+        return Ranked(o, listed, pick, usd, p, round(sum(record[:2])) if record else 0, why)
 
     out = [row(p.paid, p.listed, p, p.why) for p in view.picks]
     out += [row(o, o, None, view.unfit[o.id]) for o in view.offers if o.id in view.unfit]
@@ -219,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         from .plan import show
 
         return show(view, campaign, policy, args.json)
-    rows = rank_for(view)
+    rows = rank_for(view, policy)
     shown = rows if args.all else [r for r in rows if r.rank is not None]
     if args.json:
         print(json.dumps([r.as_json() for r in shown], indent=1))

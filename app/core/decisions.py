@@ -15,6 +15,7 @@ from .delivery import WorkOutlook
 from .lifecycle import Phase
 from .models import Offer
 from .offer_choice import Exclusions, History, OfferTerms, Quarantine
+from .track_record import Memory
 from .verdict import Throttle, Verdict
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ class FleetSnapshot:
     terms: OfferTerms | None = None
     exclusions: Exclusions = field(default_factory=Exclusions)
     history: History = field(default_factory=dict)  # our own record per machine, for ranking
+    memory: Memory | None = None  # our faded record per machine, host, model and price band
     create_cap: int | None = None  # at most this many creates now (one while the market is new)
     # market seconds an I/O deadline is never judged under: the policy's floor in wall seconds
     # times the market's time scale (1 on a real market, where it changes nothing)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .campaign import Job
 from .gpu_specs import expected_tflops
+from .track_record import Memory
 from .work_cost import detect_prior_h
 
 
@@ -83,9 +84,12 @@ class WorkOutlook:
     job_ref_h: float
     speeds: Mapping[int, float] = field(default_factory=dict)
     boot_h: float = 0.25
-    models: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    models: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     dud_h: float = DEFAULT_DUD_H
     prior_runs: float = 2.0  # work_cost.deliver_odds's strength of each prior
+    # our faded record per machine, host, model and price band (track_record.py); None: the
+    # odds read `models` and the machine history alone
+    memory: Memory | None = None
     # the queue as `fleet_width` plays it out: the pending jobs' sizes (None: one is not sized,
     # so the queue cannot be played out) and each running job's (size, start) by instance
     queue_ref_h: tuple[float, ...] | None = None
@@ -105,9 +109,10 @@ def outlook(
     jobs: list[Job],
     speeds: Mapping[int, float],
     hosts: int,
-    models: Mapping[str, tuple[int, int]] | None = None,
+    models: Mapping[str, tuple[float, float]] | None = None,
     dud_h: float = DEFAULT_DUD_H,
     prior_runs: float = 2.0,
+    memory: Memory | None = None,
 ) -> WorkOutlook | None:
     """The outlook for the sized jobs still to run (None: none is sized), each host expected
     to take an equal share of the work left, at least one job."""
@@ -118,5 +123,11 @@ def outlook(
     total = sum(j.ref_hours or 0 for j in left)
     per_host = max(max(j.ref_hours or 0 for j in left), total / max(1, hosts))
     return WorkOutlook(
-        ref, per_host, dict(speeds), models=dict(models or {}), dud_h=dud_h, prior_runs=prior_runs
+        ref,
+        per_host,
+        dict(speeds),
+        models=dict(models or {}),
+        dud_h=dud_h,
+        prior_runs=prior_runs,
+        memory=memory,
     )

@@ -116,7 +116,7 @@ def narrowed(
         return target, ""
     offers = choose_offers(fit, target - len(held), fleet.history, policy.rank, value, work)
     for offer, _ in offers:
-        p = max(odds(offer.gpu_name, offer.machine_id), 1e-3)
+        p = max(odds(offer.gpu_name, offer.machine_id, offer.dph_total, offer.host_id), 1e-3)
         ready_h = work.boot_h + (1 - p) / p * work.dud_h
         host = Host(work.rate(offer.gpu_name, offer.machine_id), offer.dph_total, ready_h)
         worth, why = worth_another(held, host, offer.dph_total * ready_h, work.queue_ref_h, value)

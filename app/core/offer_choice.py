@@ -10,18 +10,28 @@ expected cost from our own ledger (see `reputation.rank_offers`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .delivery import WorkOutlook
 from .gpu_specs import driver_too_old, offer_contradicts_itself
 from .hedge import HedgeInputs, WorkInputs, mean_odds, spare_attempts, work_hosts
 from .models import Offer
 from .policy import Policy
-from .reputation import DEFAULT_DUD_USD, ROUND_H, market_odds, offer_odds, rank_offers
+from .reputation import (
+    DEFAULT_DUD_USD,
+    PRIOR_STRENGTH,
+    ROUND_H,
+    market_odds,
+    offer_odds,
+    rank_offers,
+)
+from .track_record import Memory
 from .work_cost import deliver_odds, host_cost
 
-History = dict[int, tuple[int, int, float]]  # machine id -> (delivered, duds, mean dud USD)
+# machine id -> (delivered, duds, mean dud USD): rentals' worth, faded (track_record.py)
+History = dict[int, tuple[float, float, float]]
 
 
 @dataclass(frozen=True)
@@ -108,12 +118,31 @@ def fit_of(
     return None if offers is None or terms is None else fit_offers(offers, terms, policy, skip)
 
 
-def work_odds(history: History, work: WorkOutlook) -> Callable[[str, int | None], float]:
-    """p(deliver) of a machine of a GPU model, as the ranking by delivered work reads it: the
+class Odds(Protocol):
+    def __call__(
+        self, gpu: str, machine_id: int | None, dph: float | None = None, host: int | None = None
+    ) -> float: ...
+
+
+def work_odds(history: History, work: WorkOutlook) -> Odds:
+    """p(deliver) of a machine of a GPU model at `dph` on `host`, as the ranking by delivered
+    work reads it: with our faded record (`work.memory`), the machine's over its host's, over
+    its price band's, its model's and the market's (`track_record.Memory.odds`); else the
     machine's record over its model's, over the market's pooled record."""
+    memory = work.memory
+    if memory is not None:
+
+        def remembered(
+            gpu: str, machine_id: int | None, dph: float | None = None, host: int | None = None
+        ) -> float:
+            return memory.odds(gpu, dph, machine_id, host, work.prior_runs)
+
+        return remembered
     pool = market_odds(history, work.prior_runs)
 
-    def odds(gpu: str, machine_id: int | None) -> float:
+    def odds(
+        gpu: str, machine_id: int | None, dph: float | None = None, host: int | None = None
+    ) -> float:
         record = history.get(machine_id) if machine_id is not None else None
         return deliver_odds(record, work.models.get(gpu), pool, work.prior_runs)
 
@@ -142,14 +171,14 @@ def work_scores(
     scored = []
     for o in offers:
         record = history.get(o.machine_id)
-        p = odds(o.gpu_name, o.machine_id)
+        p = odds(o.gpu_name, o.machine_id, o.dph_total, o.host_id)
         rate = max(work.rate(o.gpu_name, o.machine_id), 1e-6)
         cost = host_cost(o.dph_total, rate, p, work.dud_h, work.job_ref_h, work.boot_h)
         per_ref_h = cost.per_ref_h(value_of_time)
-        runs = sum(record[:2]) if record else 0
+        runs = round(sum(record[:2]), 1) if record else 0  # rentals' worth, faded
         why = (
             f"m:{o.machine_id} ${o.dph_total:.3f}/h, {rate:.2f} ref-h/h, p(deliver)={p:.2f} "
-            f"from {runs} run{'s' if runs != 1 else ''}: ${per_ref_h:.3f} per ref-h"
+            f"from {runs:g} run{'s' if runs != 1 else ''}: ${per_ref_h:.3f} per ref-h"
         )
         scored.append((per_ref_h, o.id, o, why))
     scored.sort(key=lambda t: (t[0], t[1]))
@@ -163,15 +192,18 @@ def choose_offers(
     by: str,
     value_of_time: float = 0.0,
     work: WorkOutlook | None = None,
+    memory: Memory | None = None,
+    strength: float = PRIOR_STRENGTH,
 ) -> list[tuple[Offer, str]]:
     """The best `n` offers, one per machine, each with the sentence the ledger records. With
-    sized jobs (`work`), ranking by expected cost is by cost per delivered unit of work."""
+    sized jobs (`work`), ranking by expected cost is by cost per delivered unit of work;
+    otherwise per delivered hour, from our faded record (`memory`) where there is one."""
     out: list[tuple[Offer, str]] = []
     taken: set[int] = set()
     ranked = (
         rank_by_work(fit, history, work, value_of_time)
         if work is not None and by == "expected_cost"
-        else rank_offers(fit, history, by=by, value_of_time_usd_per_h=value_of_time)
+        else rank_offers(fit, history, by, value_of_time, memory, strength)
     )
     for o, why in ranked:
         if len(out) >= n:
@@ -194,10 +226,13 @@ def hedge_for(
     fleet_size: int,
     spare_has_work: bool,
     deadline_set: bool = False,
+    work: WorkOutlook | None = None,
 ) -> tuple[int, str]:
     """Spare attempts to keep in flight now (see `hedge`): from the odds of the offers that
     would be rented next (our ledger's record of each machine, pooled over the market for the
-    machines it has not seen) and the operator's value of time."""
+    machines it has not seen) and the operator's value of time. With sized work, a spare that
+    takes a job costs the premium its work pays over the hosts ranked before it
+    (`spare_work_premium`), not nothing."""
     value = policy.value_of_time_usd_per_h
     if deadline_set and value > 0:
         value = max(value, DEADLINE_VALUE_USD_PER_H)
@@ -207,12 +242,13 @@ def hedge_for(
     best = [
         o
         for o, _ in choose_offers(
-            fit, need + policy.max_spare_attempts, history, policy.rank, value
+            fit, need + policy.max_spare_attempts, history, policy.rank, value, work
         )
     ]
     odds = [offer_odds(history.get(o.machine_id), o.reliability, pool) for o in best]
     duds = [u for _, bad, u in history.values() if bad and u > 0]
     dph = mean_odds([o.dph_total for o in best], 0.0)
+    premium = spare_work_premium(best, need, history, work) if spare_has_work else 0.0
     spares, why = spare_attempts(
         HedgeInputs(
             need=need,
@@ -221,12 +257,32 @@ def hedge_for(
             dud_usd=mean_odds(duds, DEFAULT_DUD_USD),
             # a delivering spare with a job waiting takes it (the work is paid for either way:
             # only its boot is extra); otherwise it idles until the idle rule stops it
-            surplus_usd=dph * (ROUND_H + (0 if spare_has_work else policy.idle_grace_s / 3600)),
+            # and, where the work is sized, what its share of the work costs more on a spare
+            # (an offer further down the ranking) than on the hosts it would have waited for
+            surplus_usd=dph * (ROUND_H + (0 if spare_has_work else policy.idle_grace_s / 3600))
+            + premium,
             fleet=fleet_size,
             max_spares=min(policy.max_spare_attempts, max(0, len(fit) - need)),
         )
     )
     return spares, why
+
+
+def spare_work_premium(
+    ranked: Sequence[Offer], need: int, history: History, work: WorkOutlook | None
+) -> float:
+    """What a spare's share of the work (`work.job_ref_h`) is expected to cost beyond the same
+    work on the hosts it hedges for: the mean expected USD per delivered reference GPU-hour
+    of the offers ranked after the first `need` (the spares), less that of the first `need`,
+    times the work one host takes (0 without sized work, or without a spare to rent). The
+    hedge otherwise reads a delivering spare with a job waiting as free, "the work is paid for
+    either way"; on a market whose next offers are dear or slow it is paid twice as dear."""
+    if work is None or need <= 0 or len(ranked) <= need:
+        return 0.0
+    by_offer = {o.id: usd for usd, o, _ in work_scores(ranked, history, work, 0.0)}
+    first = [by_offer[o.id] for o in ranked[:need]]
+    spares = [by_offer[o.id] for o in ranked[need:]]
+    return max(0.0, mean_odds(spares, 0.0) - mean_odds(first, 0.0)) * work.job_ref_h
 
 
 def hosts_for_work(

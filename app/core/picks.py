@@ -26,7 +26,14 @@ def rank_creates(
     """The best `n` fit offers for the next creates, one per machine, each with the sentence
     the ledger records (`fleet.offers` already priced as rented)."""
     return choose_offers(
-        fit, n, fleet.history, policy.rank, policy.value_of_time_usd_per_h, fleet.work
+        fit,
+        n,
+        fleet.history,
+        policy.rank,
+        policy.value_of_time_usd_per_h,
+        fleet.work,
+        fleet.memory,
+        policy.odds_prior_runs,
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .patterns import DEFAULT_FATAL_PATTERNS
+from .track_record import HALF_LIFE_H
 from .verdict import CheckPolicy
 
 
@@ -66,6 +67,9 @@ class Policy:
     # how many runs' worth the market's pooled record counts for beside a GPU model's own
     # record, and a flat prior beside the pool, when ranking by delivered work
     odds_prior_runs: float = 2.0
+    # market hours for a rental's evidence to weigh half in the record (core/track_record.py;
+    # 0: it never fades)
+    memory_half_life_h: float = HALF_LIFE_H
     # stop rules for verified instances
     idle_util_pct: float = 10.0
     idle_grace_s: float = 15 * 60.0

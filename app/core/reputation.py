@@ -4,14 +4,18 @@ platform's uptime score."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .models import Offer
+
+if TYPE_CHECKING:  # track_record reads work_cost, which reads this module
+    from .track_record import Memory
 
 PRIOR_STRENGTH = 2.0  # how many runs' worth the platform's score counts for
 DEFAULT_DUD_USD = 0.07  # the article's cost of a dud, used until our ledger knows better
 
 
-def p_deliver(good: int, bad: int, platform_score: float | None) -> float:
+def p_deliver(good: float, bad: float, platform_score: float | None) -> float:
     """Beta-Bernoulli: prior mean from the platform's reliability (weak), updated by our runs."""
     prior_mean = (
         0.4 if platform_score is None else min(0.9, max(0.1, 0.4 + (platform_score - 0.95)))
@@ -22,7 +26,7 @@ def p_deliver(good: int, bad: int, platform_score: float | None) -> float:
 
 
 def market_odds(
-    history: dict[int, tuple[int, int, float]], strength: float = PRIOR_STRENGTH
+    history: dict[int, tuple[float, float, float]], strength: float = PRIOR_STRENGTH
 ) -> float | None:
     """The share of our rentals on this market that delivered, over every machine in our
     ledger (shrunk towards the prior by `strength` runs); None before any run ended."""
@@ -34,7 +38,7 @@ def market_odds(
 
 
 def offer_odds(
-    record: tuple[int, int, float] | None, platform_score: float | None, pool: float | None
+    record: tuple[float, float, float] | None, platform_score: float | None, pool: float | None
 ) -> float:
     """p(deliver) of one offer for hedging: its machine's own record, over a prior that is the
     market's pooled record when there is one (a new machine on a market where most creates fail
@@ -49,7 +53,7 @@ ROUND_H = 0.25  # an attempt is verified or given up in about 15 market minutes
 
 
 def delivered_hour_usd(
-    dph: float, record: tuple[int, int, float] | None, pool: float | None
+    dph: float, record: tuple[float, float, float] | None, pool: float | None
 ) -> tuple[float, float]:
     """The expected USD per delivered hour of an offer at `dph` on a machine with `record`
     (delivered, failed, mean USD per dud; None: never rented), and its odds of delivering:
@@ -58,14 +62,24 @@ def delivered_hour_usd(
     ranking by expected cost does."""
     good, bad, dud_usd = record or (0, 0, 0.0)
     p = offer_odds((good, bad, dud_usd), None, pool)
-    return dph / p + (1 - p) / p * (dud_usd or DEFAULT_DUD_USD) * 4, p
+    return usd_at_odds(dph, p, dud_usd), p
+
+
+def usd_at_odds(dph: float, p: float, dud_usd: float) -> float:
+    """The expected USD per delivered hour at `dph` with odds `p`: the price over the odds, plus
+    the expected cost of the duds before a delivery (`dud_usd` each, our default before the
+    ledger knows one)."""
+    p = max(p, 1e-3)
+    return dph / p + (1 - p) / p * (dud_usd or DEFAULT_DUD_USD) * 4
 
 
 def rank_offers(
     offers: Sequence[Offer],
-    history: dict[int, tuple[int, int, float]],
+    history: dict[int, tuple[float, float, float]],
     by: str = "price",
     value_of_time_usd_per_h: float = 0.0,
+    memory: Memory | None = None,
+    strength: float = PRIOR_STRENGTH,
 ) -> list[tuple[Offer, str]]:
     """Offers best first, each with the sentence the ledger records for the choice.
 
@@ -77,20 +91,24 @@ def rank_offers(
     prior before any rental ended): the platform's score says little about delivery (DESIGN
     rule 6), and ranking by it made `default` rent pricier hosts for the same work on markets
     it had not seen (docs/benchmarks.md). So on a market we know nothing of, the ranking is by
-    price, as the article's; our ledger reorders it.
+    price, as the article's; our ledger reorders it. With our faded delivery record (`memory`)
+    the odds are `Memory.odds`: the machine's over its host's, its price band's, its model's
+    and the pool's, the pool weighed against `strength` rentals.
     """
     pool = market_odds(history)
     scored = []
     for o in offers:
         good, bad, dud_usd = history.get(o.machine_id, (0, 0, 0.0))
-        runs = good + bad
+        runs = round(good + bad, 1)  # rentals' worth, faded
         if by == "expected_cost":
             effective, p = delivered_hour_usd(o.dph_total, (good, bad, dud_usd), pool)
+            if memory is not None:
+                p = memory.odds(o.gpu_name, o.dph_total, o.machine_id, o.host_id, strength)
+                effective = usd_at_odds(o.dph_total, p, dud_usd)
             if value_of_time_usd_per_h > 0 and pool is not None:
-                wait_h = ROUND_H / offer_odds((good, bad, dud_usd), None, pool)
-                effective += value_of_time_usd_per_h * wait_h
+                effective += value_of_time_usd_per_h * ROUND_H / p
             why = (
-                f"m:{o.machine_id} ${o.dph_total:.3f}/h, p(deliver)={p:.2f} from {runs} run"
+                f"m:{o.machine_id} ${o.dph_total:.3f}/h, p(deliver)={p:.2f} from {runs:g} run"
                 f"{'s' if runs != 1 else ''}, effective ${effective:.3f}/h"
             )
         else:

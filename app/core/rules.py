@@ -344,6 +344,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             fleet_size=target,
             spare_has_work=fleet.jobs_pending > need,
             deadline_set=fleet.deadline is not None,
+            work=fleet.work,
         )
     want = need + (policy.spare_attempts + hedged if need > 0 else 0)
     n = max(0, min(want - in_flight, room, available))

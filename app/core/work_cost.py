@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .reputation import PRIOR_STRENGTH
 
-Record = tuple[int, int, float]  # (delivered, duds, mean dud USD): a machine's, as History
+Record = tuple[float, float, float]  # (delivered, duds, mean dud USD): a machine's, as History
 
 PRIOR_ODDS = 0.4  # p(deliver) before any rental ended (reputation.p_deliver without a score)
 # The article's receipt: duds lived 13 minutes on average under the seed's watcher, whose boot
@@ -39,26 +39,27 @@ def detect_prior_h(boot_deadline_s: float, preflight_deadline_s: float) -> float
     return DUD_DETECT_SHARE * max(0.0, boot_deadline_s + preflight_deadline_s) / 3600
 
 
-def detect_h(prior_h: float, dud_minutes: float, duds: int) -> float:
+def detect_h(prior_h: float, dud_minutes: float, duds: float) -> float:
     """The expected life of a dud in hours: the ledger's mean (its duds' lifetimes), shrunk
     towards `prior_h` by PRIOR_STRENGTH duds' worth."""
     n = max(0, duds)
     return (prior_h * PRIOR_STRENGTH + max(0.0, dud_minutes) / 60) / (PRIOR_STRENGTH + n)
 
 
-def shrunk(prior: float, good: int, bad: int, strength: float = PRIOR_STRENGTH) -> float:
+def shrunk(prior: float, good: float, bad: float, strength: float = PRIOR_STRENGTH) -> float:
     return (prior * strength + good) / (strength + good + bad)
 
 
 def deliver_odds(
     machine: Record | None,
-    model: tuple[int, int] | None,
+    model: tuple[float, float] | None,
     pool: float | None,
     strength: float = PRIOR_STRENGTH,
 ) -> float:
     """p(deliver) of an offer: its machine's record over its model's (the market's pool
     counting `strength` runs), over the market's."""
-    model_p = shrunk(PRIOR_ODDS if pool is None else pool, *(model or (0, 0)), strength)
+    model_good, model_bad = model or (0.0, 0.0)
+    model_p = shrunk(PRIOR_ODDS if pool is None else pool, model_good, model_bad, strength)
     good, bad, _ = machine or (0, 0, 0.0)
     return shrunk(model_p, good, bad)
 

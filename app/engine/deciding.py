@@ -95,6 +95,7 @@ class Decider:
         return dataclasses.replace(
             self.snapshot(now),
             history=self.offer_book.history(),
+            memory=self.offer_book.memory(),
             work=self._outlook(),
             create_cap=1 if first else None,
         )
@@ -109,6 +110,7 @@ class Decider:
             offers=self.offer_book.offers,
             terms=self.offer_book.terms(),
             history=self.offer_book.history(),
+            memory=self.offer_book.memory(),
             work=self._outlook(),
             bidding=dataclasses.replace(snap.bidding, tier="on-demand"),
         )

@@ -9,7 +9,8 @@ from ..core.delivery import WorkOutlook, outlook
 from ..core.models import Offer
 from ..core.offer_choice import Exclusions, History, OfferTerms, choose_offers, fit_offers
 from ..core.policy import Policy
-from ..core.work_cost import detect_h, detect_prior_h, model_records
+from ..core.track_record import Memory, remember
+from ..core.work_cost import detect_h, detect_prior_h
 from ..ledger import Ledger
 from ..market.errors import REFUSALS
 from ..market.protocol import Market
@@ -55,25 +56,40 @@ class OfferBook:
             frozenset(self.fleet.team_quarantine),
         )
 
+    def remembered(self) -> Memory:
+        """Our faded record of every rental this ledger knows, earlier campaigns' included
+        (with a team's duds added: `Ledger.memory`), as of the market's now."""
+        return remember(
+            self.ledger.memory().rentals(), self.market.now(), self.policy.memory_half_life_h
+        )
+
+    def memory(self) -> Memory | None:
+        """The faded record, for a policy that ranks by it (None otherwise)."""
+        return self.remembered() if self.policy.rank == "expected_cost" else None
+
     def history(self) -> History:
-        """Our own record per machine (with a team's duds added: `Ledger.memory`), read only
-        when the policy ranks by it."""
-        return self.ledger.memory().machine_record() if self.policy.rank == "expected_cost" else {}
+        """Our own record per machine, faded, read only when the policy ranks by it."""
+        return self.remembered().history() if self.policy.rank == "expected_cost" else {}
 
     def work_outlook(self, jobs: list[Job], hosts: int) -> WorkOutlook | None:
         """For sized jobs still to run, under a policy that ranks by expected cost: what
-        ranking by delivered work needs, our measured speed per machine, our record per GPU
-        model and how long our duds lived (over a prior from the policy's deadlines)."""
+        ranking by delivered work needs, our measured speed per machine, our faded record
+        per machine, host, GPU model and price band, and how long our duds lived (over a
+        prior from the policy's deadlines)."""
         if self.policy.rank != "expected_cost" or not jobs:
             return None
-        rows = self.ledger.memory().model_record()
+        memory = self.remembered()
         p = self.policy
         prior = detect_prior_h(p.boot_deadline_s, max(p.preflight_deadline_s, p.ssh_deadline_s))
-        dud_h = detect_h(
-            prior, sum(m for _, _, m in rows.values()), sum(b for _, b, _ in rows.values())
-        )
+        dud_h = detect_h(prior, *memory.dud_life())
         return outlook(
-            jobs, self.ledger.machine_speeds(), hosts, model_records(rows), dud_h, p.odds_prior_runs
+            jobs,
+            self.ledger.machine_speeds(),
+            hosts,
+            memory.model_counts(),
+            dud_h,
+            p.odds_prior_runs,
+            memory,
         )
 
     def fit(self) -> list[Offer]:
@@ -105,7 +121,10 @@ class OfferBook:
         self.searched_rental = self.rental
 
     def best(self) -> tuple[Offer, str] | None:
-        chosen = choose_offers(self.fit(), 1, self.history(), self.policy.rank)
+        p = self.policy
+        chosen = choose_offers(
+            self.fit(), 1, self.history(), p.rank, memory=self.memory(), strength=p.odds_prior_runs
+        )
         return chosen[0] if chosen else None
 
     def tried(self, offer: Offer) -> None:

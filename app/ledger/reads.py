@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..core.track_record import Rental
 from .event import Event
 from .kinds import EventKind
-from .records import MODEL_RECORD_SQL, model_rows
+from .records import MODEL_RECORD_SQL, RENTAL_RECORD_SQL, model_rows, rental_rows
 
+SPEED_SHARE_MAX = 1.25  # as engine/jobs/delivered.RESUMED_OVER
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -133,6 +135,14 @@ class NamedReads:
         """GPU model -> (delivered, duds, minutes its duds lived in all): see `records.py`."""
         return self._record_read("model_record", lambda: model_rows(self._rows(MODEL_RECORD_SQL)))
 
+    def rentals(self) -> list[Rental]:
+        """Every rental that is evidence of its host, every campaign, with what it delivered
+        (`records.RENTAL_RECORD_SQL`): what `core.track_record` fades and sums."""
+        rows = self._record_read(
+            "rentals", lambda: dict(enumerate(rental_rows(self._rows(RENTAL_RECORD_SQL))))
+        )
+        return list(rows.values())
+
     def bid_exposure(self) -> list[tuple[int, str, float, int]]:
         """Per bid rental, every campaign: (machine, model, hours running on bid, outbids)."""
         rows = self._rows("SELECT machine_id, gpu_name, run_h, outbids FROM bid_exposure")
@@ -145,7 +155,14 @@ class NamedReads:
 
     def _machine_speeds(self) -> dict[int, float]:
         rows = self._rows("SELECT machine_id, speed_share FROM hosts WHERE speed_share IS NOT NULL")
-        return {int(m): float(v) for m, v in rows if m is not None and v is not None}
+        # a ledger written before resumed jobs were told apart may hold a share many times
+        # the model's (a job's size over the minutes it took after a checkpoint): no card
+        # computes a quarter above its model, so none is read as faster
+        return {
+            int(m): min(float(v), SPEED_SHARE_MAX)
+            for m, v in rows
+            if m is not None and v is not None
+        }
 
     def throttled_instances(self) -> set[int]:
         rows = self._rows("SELECT DISTINCT instance_id FROM events WHERE kind = 'throttle'")

@@ -1,12 +1,16 @@
-"""Our record per GPU model, for ranking offers by delivered work (`core.work_cost`): how many
-of its rentals delivered, how many were duds, and how long its duds lived before the rules
-caught them. Counted as `Ledger.machine_record` counts a machine: an attempt given up for the
-campaign's fault (its abandon names a `blame`) or cancelled says nothing of its host."""
+"""Our record of hosts, for ranking offers (`core.work_cost`, `core.track_record`): per GPU
+model, how many of its rentals delivered, how many were duds, and how long its duds lived
+before the rules caught them; and per rental, what it delivered (the evidence
+`core.track_record` fades and sums per machine, host, model and price band). Counted as
+`Ledger.machine_record` counts a machine: an attempt given up for the campaign's fault (its
+abandon names a `blame`) or cancelled says nothing of its host."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
+from ..core.track_record import Rental
 
 MODEL_RECORD_SQL = """
 SELECT gpu_name,
@@ -19,6 +23,55 @@ WHERE gpu_name IS NOT NULL AND instance_id NOT IN (
     AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))
 GROUP BY gpu_name
 """
+
+
+# one row per rental that is evidence of its host, every campaign: what it delivered (jobs
+# finished, reference GPU-hours), the jobs it lost for its host's fault (not an outbid, whose
+# count is kept apart), whether it throttled, dated by its last event
+RENTAL_RECORD_SQL = """
+WITH j AS (
+  SELECT instance_id,
+    count(*) FILTER (WHERE kind = 'job_finished' AND NOT ok
+                     AND coalesce(TRY_CAST(detail->>'host_fault' AS BOOLEAN), false)) AS jobs_lost,
+    coalesce(sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)) FILTER (WHERE kind = 'job_finished' AND ok
+      AND seq NOT IN (SELECT seq FROM voided_exits)), 0) AS work_ref_h,
+    count(*) FILTER (WHERE kind = 'outbid') AS outbids,
+    bool_or(kind = 'throttle') AS throttled,
+    max(ts) AS last_at
+  FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
+)
+SELECT i.machine_id, i.host_id, i.gpu_name, coalesce(i.gpu_dph, 0), coalesce(j.last_at, i.created_at),
+       i.verified_at IS NOT NULL, i.dud, i.total_usd, coalesce(i.lifetime_min, 0),
+       i.jobs_finished, coalesce(j.jobs_lost, 0), coalesce(j.work_ref_h, 0),
+       coalesce(j.outbids, 0), coalesce(j.throttled, false)
+FROM instances i LEFT JOIN j USING (instance_id)
+WHERE i.machine_id IS NOT NULL AND i.gpu_name IS NOT NULL AND i.instance_id NOT IN (
+  SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL
+    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))
+"""
+
+
+def rental_rows(rows: Iterable[tuple[Any, ...]]) -> list[Rental]:
+    """The ledger's rentals as `core.track_record` reads them."""
+    return [
+        Rental(
+            machine_id=int(m),
+            host_id=None if h is None else int(h),
+            gpu_name=str(g),
+            dph=float(dph or 0),
+            at=float(at or 0),
+            verified=bool(verified),
+            dud=bool(dud),
+            usd=float(usd or 0),
+            lifetime_min=float(life or 0),
+            jobs_finished=int(done or 0),
+            jobs_lost=int(lost or 0),
+            work_ref_h=float(work or 0),
+            outbids=int(outbids or 0),
+            throttled=bool(throttled),
+        )
+        for m, h, g, dph, at, verified, dud, usd, life, done, lost, work, outbids, throttled in rows
+    ]
 
 
 def model_rows(rows: Iterable[tuple[Any, ...]]) -> dict[str, tuple[int, int, float]]:

@@ -12,6 +12,8 @@ from ...core.gpu_specs import expected_tflops
 from ...core.jobs import JobState
 from ..attempt import Attempt
 
+RESUMED_OVER = 1.25  # a run this much faster than its host's preflight did not start from zero
+
 
 def host_speed(a: Attempt) -> float:
     """A proven host's expected TFLOP/s: its preflight's, less the throttling seen."""
@@ -43,8 +45,16 @@ def work_detail(a: Attempt, job: JobState, duration: float, ok: bool) -> dict[st
         ref = expected_tflops(job.job.ref_gpu or "")
         if ok and ref and duration > 0:
             out["work_ref_h"] = job.job.ref_hours
-            # the speed the whole run got: its size over its time
-            tflops, source = (job.job.ref_hours or 0) / (duration / 3600) * ref, "size"
+            # the speed the whole run got: its size over its time, unless that is faster than
+            # the host computes (its preflight's matmul): then part of the work came from a
+            # checkpoint made on another host, and the size over this host's time would
+            # credit this machine with work it never did
+            whole = (job.job.ref_hours or 0) / (duration / 3600) * ref
+            measured = a.verdict.tflops if a.verdict is not None else None
+            if not measured or whole <= measured * RESUMED_OVER:
+                tflops, source = whole, "size"
+            else:
+                tflops, source = host_speed(a), "preflight"
     if tflops is not None:
         out["delivered_tflops"] = round(tflops, 3)
         out["speed_source"] = source

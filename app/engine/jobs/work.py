@@ -152,6 +152,9 @@ class JobWork:
                 "requeued": again,
                 "attempt": job.attempts,
                 "host_loss": free,
+                # the host's fault (it died, dropped, never started the job), not a bid lost:
+                # the job lost counts against the machine's record (ledger/records.py)
+                "host_fault": host_fault and not outbid,
                 # the work this attempt had done, lost with its host (reference GPU-hours)
                 **({"work_lost_ref_h": round(lost, 6)} if lost else {}),
             },

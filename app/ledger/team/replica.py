@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...core.track_record import Rental
 from ..reads import NamedReads
 from ..schema import VIEWS
 from .chain import FIELDS
@@ -148,6 +149,8 @@ class TeamEvidence:
     model_duds: dict[str, tuple[int, float]] = field(default_factory=dict)  # n, minutes lived
     # (machine, "operator: reason", until): until None lasts
     quarantines: tuple[tuple[int, str, float | None], ...] = ()
+    # their duds one by one, dated, for the faded record (core/track_record.py)
+    duds: tuple[Rental, ...] = ()
 
     def quarantined(self, now: float) -> dict[int, str]:
         """Machine id -> who and why, for each teammate's quarantine in force at `now`."""
@@ -275,7 +278,27 @@ class Replica:
             "WHERE kind = 'quarantine' AND machine_id IS NOT NULL GROUP BY machine_id"
         ).fetchall()
         machine_duds, model_duds = self.evidence.machine_duds, self.evidence.model_duds
+        duds = self.evidence.duds
         if records:
+            duds = tuple(
+                Rental(
+                    int(m),
+                    None if h is None else int(h),
+                    str(g),
+                    _finite(dph),
+                    _finite(at),
+                    verified=False,
+                    dud=True,
+                    usd=_finite(u),
+                    lifetime_min=_finite(life),
+                )
+                for m, h, g, dph, at, u, life in cur.execute(
+                    "SELECT machine_id, host_id, gpu_name, gpu_dph, created_at + "
+                    "coalesce(lifetime_min, 0) * 60, total_usd, lifetime_min FROM instances "
+                    "WHERE dud AND machine_id IS NOT NULL AND gpu_name IS NOT NULL "
+                    f"AND {_EXCUSED}"
+                ).fetchall()
+            )
             machines = cur.execute(
                 "SELECT machine_id, count(*), avg(total_usd) FROM instances "
                 f"WHERE dud AND machine_id IS NOT NULL AND {_EXCUSED} GROUP BY machine_id"
@@ -290,6 +313,7 @@ class Replica:
             machine_duds,
             model_duds,
             tuple((int(m), str(why), None if u is None else float(u)) for m, why, u in quarantines),
+            duds,
         )
         return self.evidence
 
@@ -317,6 +341,11 @@ class TeamMemory:
             good, bad, mean = out.get(m, (0, 0, 0.0))
             out[m] = (good, bad + n, (bad * mean + n * usd) / (bad + n))
         return out
+
+    def rentals(self) -> list[Rental]:
+        """As `NamedReads.rentals`, with each of the teammates' duds (their successes never
+        count: a teammate can lower a machine's odds, never raise them)."""
+        return [*self.own.rentals(), *self.team.duds]
 
     def model_record(self) -> dict[str, tuple[int, int, float]]:
         """As `NamedReads.model_record`: (delivered, duds, minutes its duds lived) per model."""

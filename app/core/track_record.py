@@ -1,0 +1,215 @@
+"""What each rental delivered, and the record it earns its machine, its host, its GPU model and
+its price band, with old evidence fading. Pure: the ledger reads the rentals, `now` is passed in.
+
+A rental is evidence of delivery, not of verification: one that finished its jobs counts as a
+delivery, one that lost a job it held (its host dropped mid-run, an XID) counts against its
+machine in the share of the jobs it lost, one that was proven and never given work counts
+half a delivery (it booted and computed, nothing more), a dud counts as a failure. Throttling
+and outbids are kept beside the counts: the speed a host delivered already prices its
+throttling (`delivery.WorkOutlook.rate`), and the tier reads outbids per running hour itself
+(`bidding.outbid_rate`).
+
+Evidence fades: each rental weighs `0.5 ** (age / half_life)`, its age in market hours from its
+last sign to `now`. Hosts change drivers, disks and lines; a dud of last month says less about
+the machine listed today than one of this morning (docs/campaigns.md, "Memory").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .work_cost import PRIOR_ODDS, shrunk
+
+HALF_LIFE_H = 72.0  # market hours for a rental's evidence to weigh half (docs/campaigns.md)
+VERIFIED_ONLY = 0.5  # a proven rental that never got work: half a delivery
+BAND_RATIO = 1.25  # a price band spans this factor of $/h (bands are per GPU model)
+MACHINE_STRENGTH = 2.0  # how many rentals' worth the level above counts for a machine or host
+
+
+@dataclass(frozen=True)
+class Rental:
+    """One rental as the ledger remembers it (one instance of any earlier or current
+    campaign); rentals given up for the campaign's fault or cancelled are not evidence and
+    never reach here."""
+
+    machine_id: int
+    host_id: int | None
+    gpu_name: str
+    dph: float
+    at: float  # market time of its last sign: its evidence is dated there
+    verified: bool
+    dud: bool
+    usd: float = 0.0  # what it billed
+    lifetime_min: float = 0.0
+    jobs_finished: int = 0
+    jobs_lost: int = 0  # jobs it held that went back to the queue for its host's fault
+    work_ref_h: float = 0.0  # reference GPU-hours it delivered (sized jobs)
+    outbids: int = 0
+    throttled: bool = False
+
+
+def weight(at: float, now: float, half_life_h: float = HALF_LIFE_H) -> float:
+    """How much a piece of evidence dated `at` weighs at `now`: 1 when fresh, half after one
+    half-life, a quarter after two (evidence from the future weighs 1). A half-life of 0 or
+    less keeps every piece at full weight."""
+    if half_life_h <= 0:
+        return 1.0
+    age_h = max(0.0, now - at) / 3600
+    return math.pow(0.5, age_h / half_life_h)
+
+
+def outcome(r: Rental) -> tuple[float, float]:
+    """(delivered, failed) one rental is worth, before fading (see the module's docstring)."""
+    if r.dud:
+        return 0.0, 1.0
+    if not r.verified:
+        return 0.0, 0.0
+    done, lost = max(0, r.jobs_finished), max(0, r.jobs_lost)
+    if done + lost == 0:
+        return VERIFIED_ONLY, 0.0
+    return done / (done + lost), lost / (done + lost)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A faded record: rentals' worth delivered and failed, what the failures billed and how
+    long they lived, and what was delivered (jobs, reference GPU-hours) and lost."""
+
+    delivered: float = 0.0
+    failed: float = 0.0
+    duds: float = 0.0
+    dud_usd: float = 0.0  # faded sum of what the duds billed
+    dud_min: float = 0.0  # faded sum of their lifetimes
+    jobs_finished: float = 0.0
+    jobs_lost: float = 0.0
+    work_ref_h: float = 0.0
+    outbids: float = 0.0
+    throttled: float = 0.0
+
+    def add(self, r: Rental, w: float) -> Record:
+        good, bad = outcome(r)
+        return Record(
+            self.delivered + w * good,
+            self.failed + w * bad,
+            self.duds + (w if r.dud else 0.0),
+            self.dud_usd + (w * r.usd if r.dud else 0.0),
+            self.dud_min + (w * r.lifetime_min if r.dud else 0.0),
+            self.jobs_finished + w * r.jobs_finished,
+            self.jobs_lost + w * r.jobs_lost,
+            self.work_ref_h + w * r.work_ref_h,
+            self.outbids + w * r.outbids,
+            self.throttled + (w if r.throttled else 0.0),
+        )
+
+    def minus(self, part: Record | None) -> Record:
+        """This record without `part` (a level below it), so no rental counts twice."""
+        if part is None:
+            return self
+        return Record(*(max(0.0, a - b) for a, b in zip(self.counts(), part.counts(), strict=True)))
+
+    def counts(self) -> tuple[float, ...]:
+        return (
+            self.delivered,
+            self.failed,
+            self.duds,
+            self.dud_usd,
+            self.dud_min,
+            self.jobs_finished,
+            self.jobs_lost,
+            self.work_ref_h,
+            self.outbids,
+            self.throttled,
+        )
+
+    @property
+    def runs(self) -> float:
+        return self.delivered + self.failed
+
+    @property
+    def mean_dud_usd(self) -> float:
+        return self.dud_usd / self.duds if self.duds > 0 else 0.0
+
+
+def band(gpu_name: str, dph: float) -> tuple[str, int]:
+    """The price band an offer falls in: its GPU model, and its $/h in steps of BAND_RATIO."""
+    return gpu_name, math.floor(math.log(max(dph, 1e-4)) / math.log(BAND_RATIO))
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Every level's faded record: per machine, per host, per GPU model, per (model, price
+    band), and the market's pool (every rental)."""
+
+    machines: Mapping[int, Record] = field(default_factory=dict)
+    hosts: Mapping[int, Record] = field(default_factory=dict)
+    models: Mapping[str, Record] = field(default_factory=dict)
+    bands: Mapping[tuple[str, int], Record] = field(default_factory=dict)
+    pool: Record = Record()
+
+    def pool_odds(self, strength: float) -> float | None:
+        """The share of our rentals that delivered, shrunk towards PRIOR_ODDS by `strength`
+        rentals; None before any rental ended."""
+        if self.pool.runs <= 0:
+            return None
+        return shrunk(PRIOR_ODDS, self.pool.delivered, self.pool.failed, strength)
+
+    def odds(
+        self,
+        gpu_name: str,
+        dph: float | None,
+        machine_id: int | None,
+        host_id: int | None,
+        strength: float,
+    ) -> float:
+        """p(deliver) of an offer: its machine's record over its host's, over its price band's
+        (within its model; skipped without a price), over its model's, over the market's pool
+        (a flat prior before any rental ended). The pool counts `strength` rentals beside a model and a model beside a
+        band; a host and a machine take MACHINE_STRENGTH of the level above."""
+        pool = self.pool_odds(strength)
+        p = PRIOR_ODDS if pool is None else pool
+        machine = self.machines.get(machine_id) if machine_id is not None else None
+        host = self.hosts.get(host_id) if host_id is not None else None
+        in_band = self.bands.get(band(gpu_name, dph)) if dph is not None else None
+        model = self.models.get(gpu_name)
+        # each level without the level below it: no rental counts twice on the way down
+        for rec, k in (
+            (model.minus(in_band) if model else None, strength),
+            (in_band.minus(machine) if in_band else None, strength),
+            (host.minus(machine) if host else None, MACHINE_STRENGTH),
+            (machine, MACHINE_STRENGTH),
+        ):
+            if rec is not None and rec.runs > 0:
+                p = shrunk(p, rec.delivered, rec.failed, k)
+        return p
+
+    def history(self) -> dict[int, tuple[float, float, float]]:
+        """Machine id -> (delivered, failed, mean USD of a dud): the ranking's per-machine view."""
+        return {m: (r.delivered, r.failed, r.mean_dud_usd) for m, r in self.machines.items()}
+
+    def model_counts(self) -> dict[str, tuple[float, float]]:
+        return {g: (r.delivered, r.failed) for g, r in self.models.items()}
+
+    def dud_life(self) -> tuple[float, float]:
+        """(minutes every dud lived, duds), faded: how long the rules take to catch one."""
+        return self.pool.dud_min, self.pool.duds
+
+
+def remember(rentals: Iterable[Rental], now: float, half_life_h: float = HALF_LIFE_H) -> Memory:
+    """Every rental's evidence, faded to `now`, summed per machine, host, model and band."""
+    machines: dict[int, Record] = {}
+    hosts: dict[int, Record] = {}
+    models: dict[str, Record] = {}
+    bands: dict[tuple[str, int], Record] = {}
+    pool = Record()
+    for r in rentals:
+        w = weight(r.at, now, half_life_h)
+        machines[r.machine_id] = machines.get(r.machine_id, Record()).add(r, w)
+        if r.host_id is not None:
+            hosts[r.host_id] = hosts.get(r.host_id, Record()).add(r, w)
+        models[r.gpu_name] = models.get(r.gpu_name, Record()).add(r, w)
+        key = band(r.gpu_name, r.dph)
+        bands[key] = bands.get(key, Record()).add(r, w)
+        pool = pool.add(r, w)
+    return Memory(machines, hosts, models, bands, pool)
