@@ -254,7 +254,7 @@ class FleetTable(DataTable[str]):
             str(s.instance_id),
             s.gpu_name,
             str(s.machine_id),
-            f"{s.rate:.3f}" if s.gpu_billing_now or s.dph_now is None else f"{s.rate:.4f}",
+            s.rate_figure,
             s.phase,
             # a dead attempt's status age would keep growing: show why it ended instead
             _cut(
