@@ -35,7 +35,7 @@ from textual.widgets import Input, RichLog, Static
 
 from .detail_screen import DetailScreen
 from .end_dialog import EndConfirm
-from .fleet import PANE_HEIGHT, SORT_NAMES, FleetTable, FleetView, visible
+from .fleet import PANE_HEIGHT, SORT_NAMES, FleetTable, FleetView, column_sort, sort_label, visible
 from .footer import FittedFooter
 from .header import fleet_fields, wrap_fields
 from .jobs_screen import JobOutputScreen, JobsScreen
@@ -67,7 +67,7 @@ class FilterInput(Input):
 
 # keys that act on the fleet view itself: off on other screens, where they would change a
 # view the operator cannot see (and `/` would move the focus behind the screen)
-FLEET_ONLY = frozenset({"toggle_view", "filter", "sort"})
+FLEET_ONLY = frozenset({"toggle_view", "filter", "sort", "sort_column"})
 # act on the selected instance: only where it is in sight (the fleet, or its own detail
 # screen); on the receipt or the ledger `d` asked to destroy an instance the operator could
 # not see
@@ -109,6 +109,17 @@ class RentwatchApp(App[str]):
         Binding("t", "toggle_view", "Table", id="fleet.toggle"),
         Binding("slash", "filter", "Filter", id="fleet.filter"),
         Binding("o", "sort", "Sort", id="fleet.sort"),
+        # a key per table column, as the header's click: 1 id ... 9 status; again reverses
+        *(
+            Binding(
+                str(i + 1),
+                f"sort_column({i})",
+                f"Sort by {c}",
+                id=f"fleet.sort_{i + 1}",
+                show=False,
+            )
+            for i, c in enumerate(FleetTable.COLUMNS)
+        ),
         Binding("plus", "fleet_more", "Fleet+", id="fleet.more", show=False),
         Binding("minus", "fleet_less", "Fleet-", id="fleet.less", show=False),
         Binding("D", "bulk_destroy", "Destroy duds", id="fleet.bulk_destroy", show=False),
@@ -257,7 +268,7 @@ class RentwatchApp(App[str]):
         failed = engine_failed(snap)
         cells = 20 if width >= 100 else 10  # the budget bar gives way on a narrow terminal
         first = campaign_fields(snap)
-        second = fleet_fields(snap, view.sort, view.filter, cells)
+        second = fleet_fields(snap, sort_label(view.sort, view.reverse), view.filter, cells)
         # narrow, the two lines run on as one (80x24 gave the bar five lines of 24)
         parts = [first + second] if width < 100 else [first, second]
         lines = [
@@ -269,8 +280,10 @@ class RentwatchApp(App[str]):
         bar.update(text, layout=height != self._bar_height)
         self._bar_height = height
         if self.table_mode:
-            shown = visible(snap.instances, snap.now, view.filter, view.sort)
-            self.query_one(FleetTable).show(shown)
+            shown = visible(snap.instances, snap.now, view.filter, view.sort, view.reverse)
+            table = self.query_one(FleetTable)
+            table.show_sort(view.sort, view.reverse)
+            table.show(shown)
             rows = len(shown) + 1  # the header
         else:
             view.show(snap.instances, snap.now)
@@ -450,8 +463,27 @@ class RentwatchApp(App[str]):
 
     def action_sort(self) -> None:
         view = self.query_one(FleetView)
-        view.sort = SORT_NAMES[(SORT_NAMES.index(view.sort) + 1) % len(SORT_NAMES)]
-        self.notify(f"sorted by {view.sort}", timeout=2)
+        at = SORT_NAMES.index(view.sort) if view.sort in SORT_NAMES else -1
+        self._sort_by(SORT_NAMES[(at + 1) % len(SORT_NAMES)], reverse=False)
+
+    def action_sort_column(self, index: int) -> None:
+        """Sort by the table's column `index` (its number key), or the other way if the fleet
+        is sorted by it already: as a click on its header does."""
+        self._sort_column(FleetTable.COLUMNS[index])
+
+    def on_data_table_header_selected(self, event: FleetTable.HeaderSelected) -> None:
+        if isinstance(event.data_table, FleetTable):
+            self._sort_column(str(event.column_key.value))
+
+    def _sort_column(self, column: str) -> None:
+        view = self.query_one(FleetView)
+        sort = column_sort(column)
+        self._sort_by(sort, reverse=not view.reverse if view.sort == sort else False)
+
+    def _sort_by(self, sort: str, reverse: bool) -> None:
+        view = self.query_one(FleetView)
+        view.sort, view.reverse = sort, reverse
+        self.notify(f"sorted by {sort_label(sort, reverse)}", timeout=2)
         self._shown = None
         self.render_latest()
 

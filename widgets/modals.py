@@ -330,6 +330,7 @@ rentwatch keys
   l         ledger (SQL)                 r    receipt and hosts
   j         the jobs; Enter on one follows its output live
   o         sort: new / billed / state / age / $/h
+  1-9       sort by table column 1..9 (or its header); twice: reversed
   E         end the campaign, destroying all it holds (asks its name)
   x         leave it running (asks)
   q         quit (asks: stop the campaign / leave it running / cancel)
