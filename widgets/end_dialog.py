@@ -46,11 +46,11 @@ def holdings_text(campaign: str, held: Sequence[Holding], error: str = "") -> Te
     if len(held) > SHOWN:
         t.append(f"  … and {len(held) - SHOWN} more\n")
     t.append(
-        "\nNo more creates. Every rental above is destroyed, verified ones included: their "
-        "disks and anything not pulled off are lost, and nothing of the campaign bills "
-        "after. Recorded in the ledger as your act. It cannot be undone.\n\n"
+        "No more creates; every rental above is destroyed, verified ones too: their disks "
+        "and what was not pulled off are lost, and nothing bills after. Recorded as your act; "
+        "it cannot be undone. "
     )
-    t.append(f"Type the campaign's name ({name}) and press Enter.")
+    t.append(f"Type the campaign's name ({name}) and press Enter.", style="bold")
     return t
 
 
@@ -69,13 +69,19 @@ class EndConfirm(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog"):
             yield Static(holdings_text(self.campaign, self.held, self.error))
-            yield Input(placeholder=f"type {clean(self.campaign, 60)} to confirm", id="typed")
+            # one line each (compact): at 80x24 the list of five rentals fits whole with them
+            yield Input(
+                placeholder=f"type {clean(self.campaign, 60)} to confirm", id="typed", compact=True
+            )
             with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                yield Button("End and destroy everything", id="end", variant="error")
+                yield Button("Cancel", id="cancel", variant="primary", compact=True)
+                yield Button("End and destroy everything", id="end", variant="error", compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#typed", Input).focus()
+        self.query_one("#typed", Input).focus(scroll_visible=False)
+        # opened at its heading: a list too long to fit scrolls down to the name's box, not
+        # the question and the first rentals off screen
+        self.call_after_refresh(self.query_one("#dialog").scroll_home, animate=False)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if not event.value.strip():
