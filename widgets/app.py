@@ -93,38 +93,108 @@ class RentwatchApp(App[str]):
     TITLE = "rentwatch"
     # Quit and Help first, then what acts on the selected instance, the ledger and the receipt:
     # the footer shows the keys that fit whole, in this order (at 80 columns through Receipt);
-    # the rest, the fleet size keys and the bulk destroy are in the help (?) and the palette
+    # the rest, the fleet size keys and the bulk destroy are in the help (?) and the palette.
+    # Each key is written once: the command palette lists these (the tooltip is its title)
     BINDINGS = [
-        Binding("q", "quit_ask", "Quit", id="app.quit"),
-        Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("enter", "detail", "Detail", id="fleet.detail"),
-        Binding("s", "stop", "Stop", id="fleet.stop"),
-        Binding("d", "destroy", "Destroy", id="fleet.destroy"),
-        Binding("a", "start", "Start", id="fleet.start"),
-        Binding("l", "ledger", "Ledger", id="app.ledger"),
-        Binding("r", "receipt", "Receipt", id="app.receipt"),
-        Binding("j", "jobs", "Jobs", id="app.jobs"),
-        Binding("x", "detach", "Detach", id="app.detach"),
-        Binding("c", "create", "Create", id="fleet.create"),
-        Binding("t", "toggle_view", "Table", id="fleet.toggle"),
-        Binding("slash", "filter", "Filter", id="fleet.filter"),
-        Binding("o", "sort", "Sort", id="fleet.sort"),
+        Binding("q", "quit_ask", "Quit", tooltip="Quit (asks)", id="app.quit"),
+        Binding("question_mark", "help", "Help", tooltip="Help: the keys", id="app.help"),
+        Binding(
+            "enter",
+            "detail",
+            "Detail",
+            tooltip="Detail of the selected instance",
+            id="fleet.detail",
+        ),
+        Binding("s", "stop", "Stop", tooltip="Stop the selected instance", id="fleet.stop"),
+        Binding(
+            "d",
+            "destroy",
+            "Destroy",
+            tooltip="Destroy the selected instance (asks)",
+            id="fleet.destroy",
+        ),
+        Binding("a", "start", "Start", tooltip="Start the selected instance", id="fleet.start"),
+        Binding("l", "ledger", "Ledger", tooltip="Ledger (SQL)", id="app.ledger"),
+        Binding("r", "receipt", "Receipt", tooltip="Receipt and hosts", id="app.receipt"),
+        Binding(
+            "j",
+            "jobs",
+            "Jobs",
+            tooltip="Jobs: state, host, progress, ETA, dollars; Enter follows one's output",
+            id="app.jobs",
+        ),
+        Binding(
+            "x",
+            "detach",
+            "Detach",
+            tooltip="Leave: the controller runs on (in-process: detach the fleet; asks)",
+            id="app.detach",
+        ),
+        Binding("c", "create", "Create", tooltip="Create one more instance", id="fleet.create"),
+        Binding("t", "toggle_view", "Table", tooltip="Toggle table / pane view", id="fleet.toggle"),
+        Binding("slash", "filter", "Filter", tooltip="Filter the fleet", id="fleet.filter"),
+        Binding(
+            "o",
+            "sort",
+            "Sort",
+            tooltip="Sort the fleet: cycle new / billed / state / age / $/h",
+            id="fleet.sort",
+        ),
         # a key per table column, as the header's click: 1 id ... 9 status; again reverses
         *(
             Binding(
                 str(i + 1),
                 f"sort_column({i})",
                 f"Sort by {c}",
+                tooltip=f"Sort the fleet by its {c} column (again: the other way)",
                 id=f"fleet.sort_{i + 1}",
                 show=False,
             )
             for i, c in enumerate(FleetTable.COLUMNS)
         ),
-        Binding("plus", "fleet_more", "Fleet+", id="fleet.more", show=False),
-        Binding("minus", "fleet_less", "Fleet-", id="fleet.less", show=False),
-        Binding("D", "bulk_destroy", "Destroy duds", id="fleet.bulk_destroy", show=False),
-        Binding("E", "end_campaign", "End campaign", id="app.end", show=False),
+        Binding(
+            "plus",
+            "fleet_more",
+            "Fleet+",
+            tooltip="Want one more verified instance (fleet +1)",
+            id="fleet.more",
+            show=False,
+        ),
+        Binding(
+            "minus",
+            "fleet_less",
+            "Fleet-",
+            tooltip="Want one fewer verified instance (fleet -1)",
+            id="fleet.less",
+            show=False,
+        ),
+        Binding(
+            "D",
+            "bulk_destroy",
+            "Destroy duds",
+            tooltip="Destroy stopped rentals that never verified or went offline (asks)",
+            id="fleet.bulk_destroy",
+            show=False,
+        ),
+        Binding(
+            "E",
+            "end_campaign",
+            "End campaign",
+            tooltip="End the campaign and destroy everything it holds (asks: type its name)",
+            id="app.end",
+            show=False,
+        ),
+        Binding(
+            "H",
+            "hand_over",
+            "Hand over",
+            tooltip="Hand the selected instance over to automation (recorded)",
+            id="fleet.hand_over",
+            show=False,
+        ),
     ]
+    # the command palette's entries: each binding's title and action, written once above
+    PALETTE = tuple((b.tooltip or b.description, b.action) for b in BINDINGS)
 
     def __init__(
         self,
@@ -146,28 +216,6 @@ class RentwatchApp(App[str]):
         engine.on_snapshot = self._receive  # called in the engine's thread: only stores
         engine.on_error = lambda msg: self.call_from_thread(self._engine_error, msg)
 
-    PALETTE = (
-        ("Stop the selected instance", "stop"),
-        ("Destroy the selected instance (asks)", "destroy"),
-        ("Start the selected instance", "start"),
-        ("Detail of the selected instance", "detail"),
-        ("Sort the fleet: cycle new / billed / state / age / $/h", "sort"),
-        ("Destroy stopped rentals that never verified or went offline (asks)", "bulk_destroy"),
-        ("End the campaign and destroy everything it holds (asks: type its name)", "end_campaign"),
-        ("Create one more instance", "create"),
-        ("Want one more verified instance (fleet +1)", "fleet_more"),
-        ("Want one fewer verified instance (fleet -1)", "fleet_less"),
-        ("Hand the selected instance over to automation (recorded)", "hand_over"),
-        ("Toggle table / pane view", "toggle_view"),
-        ("Filter the fleet", "filter"),
-        ("Help: the keys", "help"),
-        ("Ledger (SQL)", "ledger"),
-        ("Jobs: state, host, progress, ETA, dollars; Enter follows one's output", "jobs"),
-        ("Receipt and hosts", "receipt"),
-        ("Leave: the controller runs on (in-process: detach the fleet; asks)", "detach"),
-        ("Quit (asks)", "quit_ask"),
-    )
-
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         if isinstance(screen, LedgerScreen):  # its canned queries, without a chord to learn
@@ -186,8 +234,11 @@ class RentwatchApp(App[str]):
         for title, action in self.PALETTE:
             if not self._offered(action, screen):
                 continue
+            name = action.split("(")[0].replace("_", " ")
             yield SystemCommand(
-                title, f"rentwatch: {action.replace('_', ' ')}", getattr(self, f"action_{action}")
+                title,
+                f"rentwatch: {name}",
+                lambda action=action: self.run_action(action),  # type: ignore[misc]
             )
 
     def _on_fleet(self, screen: Screen[Any]) -> bool:
@@ -200,6 +251,7 @@ class RentwatchApp(App[str]):
         return self.latest is not None and self.latest.finished is not None
 
     def _offered(self, action: str, screen: Screen[Any]) -> bool:
+        action = action.split("(")[0]  # sort_column(3): the action's name
         if action in FLEET_ONLY and not self._on_fleet(screen):
             return False
         if action in ON_AN_INSTANCE and not self._instance_in_sight(screen):

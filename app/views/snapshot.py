@@ -339,7 +339,9 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         dph_now, gpu_now = rate_now(a, mode, now)
         if not a.owned and a.life.phase not in (Phase.DESTROYED, Phase.LOST):
             observed += 1
-            observed_dph += dph_now
+            # by its phase: an adopted rental's billing marks start at adoption, without the
+            # market's "running" the billing code needs to count its GPU
+            observed_dph += a.storage_dph + (a.gpu_dph if a.life.phase != Phase.STOPPED else 0)
         samples = run_samples(a)
         last = samples[-1] if samples else {}
         v = a.verdict
