@@ -90,3 +90,15 @@ def test_the_spend_is_one_figure_beside_its_budget():
     fields = [t.plain for t in (*campaign_fields(f), *fleet_fields(f, "new"))]
     assert "spent $0.025" in fields
     assert any(t.startswith("budget ") and t.endswith(" $0.025/$5.00 (0%)") for t in fields)
+
+
+def test_the_bulk_destroy_and_quit_counts_are_the_read_models():
+    """What D offers and what quit counts, from the snapshot (views), not the widget."""
+    dud = _inst(1, phase="stopped", ended_at=1.0)
+    offline = _inst(2, phase="stopped", ended_at=1.0, passed_preflight=True, status="offline")
+    kept = _inst(3, phase="stopped", ended_at=1.0, passed_preflight=True, status="exited")
+    theirs = dataclasses.replace(dud, instance_id=99, supervised=False)
+    live = _inst(4)
+    f = dataclasses.replace(FLEET, instances=(dud, offline, kept, theirs, live))
+    assert [s.instance_id for s in f.bulk_candidates()] == [33771, 33772]
+    assert (f.held, f.stopped) == (1, 3)

@@ -540,17 +540,7 @@ class RentwatchApp(App[str]):
         self.render_latest()
 
     def bulk_candidates(self) -> list[InstanceSnap]:
-        """Stopped rentals of the campaign's still billing storage that never verified or went
-        offline: the ones an operator clears out in one go. Never an instance rentwatch did
-        not create (it was never preflighted here, so "never verified" says nothing of it)."""
-        snap = self.latest
-        return [
-            s
-            for s in (snap.instances if snap else ())
-            if s.supervised
-            and s.phase == "stopped"
-            and (not s.passed_preflight or s.status == "offline")
-        ]
+        return self.latest.bulk_candidates() if self.latest else []
 
     def action_bulk_destroy(self) -> None:
         doomed = self.bulk_candidates()
@@ -691,15 +681,10 @@ class RentwatchApp(App[str]):
         self.push_screen(HelpScreen())
 
     def _held(self) -> int:
-        """What quit acts on: supervised instances only (the rest are not rentwatch's)."""
-        rows = self.latest.instances if self.latest else ()
-        return sum(1 for s in rows if s.ended_at is None and s.supervised)
+        return self.latest.held if self.latest else 0
 
     def _stopped(self) -> int:
-        """The campaign's stopped rentals: not running, but their storage bills until
-        destroyed (an observed one is not the campaign's to count)."""
-        rows = self.latest.instances if self.latest else ()
-        return sum(1 for s in rows if s.phase == "stopped" and s.supervised)
+        return self.latest.stopped if self.latest else 0
 
     def _outlives(self) -> bool:
         """Whether the controller goes on when this dashboard quits (a process of its own)."""

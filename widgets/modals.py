@@ -307,6 +307,7 @@ rentwatch keys
   s         stop the selected instance   a    start it again
   d         destroy (asks: type its id)  c    create one more
   D         destroy stopped duds (asks)  + -  want one more / fewer
+  H         hand an observed instance over to automation (asks)
   l         ledger (SQL)                 r    receipt and hosts
   j         the jobs; Enter on one follows its output live
   o         sort: new / billed / state / age / $/h

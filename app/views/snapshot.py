@@ -129,6 +129,24 @@ class FleetReadout:
         return sum(1 for s in self.instances if s.supervised and s.phase in ("stopped", "outbid"))
 
     @property
+    def held(self) -> int:
+        """What quit acts on: the campaign's live rentals (the rest are not rentwatch's)."""
+        return sum(1 for s in self.instances if s.ended_at is None and s.supervised)
+
+    def bulk_candidates(self) -> list[InstanceSnap]:
+        """Stopped rentals of the campaign's still billing storage that never verified or
+        went offline: the ones an operator clears out in one go. Never an instance rentwatch
+        did not create (it was never preflighted here, so "never verified" says nothing of
+        it)."""
+        return [
+            s
+            for s in self.instances
+            if s.supervised
+            and s.phase == "stopped"
+            and (not s.passed_preflight or s.status == "offline")
+        ]
+
+    @property
     def dud_share(self) -> float:
         return self.duds / self.creates if self.creates else 0.0
 
