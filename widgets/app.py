@@ -22,7 +22,7 @@ from rentwatch.engine.intents import (
     StopIntent,
 )
 from rentwatch.ledger import Ledger
-from rentwatch.ledger.holdings import Holding, holdings_sql
+from rentwatch.ledger.holdings import Holding, read_holdings
 from rentwatch.views.port import EnginePort, LedgerPort
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
@@ -579,8 +579,7 @@ class RentwatchApp(App[str]):
         held: list[Holding] = []
         error = ""
         try:
-            got = self.ledger.query(holdings_sql(campaign), limit=10_000)
-            held = [Holding.from_row(dict(zip(got.columns, r, strict=True))) for r in got.rows]
+            held = read_holdings(self.ledger, campaign)
         except Exception as exc:  # said in the dialog: the end still destroys what is held
             error = f"{type(exc).__name__}: {exc}"
         self.call_from_thread(self._ask_end, campaign, held, error)
