@@ -236,9 +236,11 @@ elif kind == "has":  # the screen shows ARG (a regex), in its text or in a toast
     )
     if not (re.search(arg, text) or re.search(arg, toasts)):
         no(f"/{arg}/ not on screen")
-elif kind == "table":  # every column header in sight from 120 columns
+elif kind == "table":  # the money columns at every size, the status (last) from 100 columns
     head = next((line for line in lines if line.startswith(" id ")), "")
-    want = ("id", "gpu", "phase", "status") + (("billed",) if width >= 120 else ())
+    want = ("id", "gpu", "phase", "util", "throttle", "billed") + (
+        ("status",) if width >= 100 else ()
+    )
     missing = [c for c in want if c not in head.split()]
     if missing:
         no(f"table columns out of sight: {missing} in {head!r}")

@@ -137,7 +137,8 @@ async def test_table_view_honours_the_filter_and_freezes_dead_ages() -> None:
         await pilot.pause()
         assert table.row_count == 1
         row = table.get_row("5151")
-        assert row[5] == "loading"  # no age that keeps growing after the end
+        # no age that keeps growing after the end
+        assert row[FleetTable.COLUMNS.index("status")] == "loading"
 
 
 def test_a_stopped_rental_never_folds_away() -> None:
@@ -233,4 +234,4 @@ def test_a_stopped_rentals_last_throttle_is_not_shown_as_now() -> None:
     stopped = dataclasses.replace(hot, phase="stopped", ended_at=100.0)
     gpu = pane_lines(stopped, False)[2].plain
     assert "below max" not in gpu and "throttle: -" in gpu
-    assert FleetTable._row(stopped)[7] == "-"
+    assert FleetTable._row(stopped)[FleetTable.COLUMNS.index("throttle")] == "-"

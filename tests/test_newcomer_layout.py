@@ -84,7 +84,8 @@ def test_a_long_reason_does_not_push_billed_off_the_table_and_enter_is_offered()
             widths = {c.key.value: c.get_render_width(table) for c in table.columns.values()}
             assert sum(widths.values()) <= table.scrollable_content_region.width
             row = table.get_row(str(dead.instance_id))
-            assert row[5].endswith("…") and row[5].startswith("fatal status line")
+            status = row[FleetTable.COLUMNS.index("status")]
+            assert status.endswith("…") and status.startswith("fatal status line")
             keys = [k.key for k in app.screen.query_one(Footer).query("FooterKey")]
             assert "enter" in keys  # Detail, as in the pane view
         finally:

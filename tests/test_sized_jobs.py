@@ -4,6 +4,9 @@ while its command runs for real; the host writes its progress as it goes."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from rentwatch.core.gpu_specs import expected_tflops
 from rentwatch.ledger import Ledger
 
@@ -239,3 +242,36 @@ def test_the_referee_scores_work_once_per_job_from_the_truth():
     s = summarise(runs, ["seed", "default"])
     assert s["default"]["usd_per_work_hour_vs_seed"] == 0.5
     assert s["default"]["work_done"] == 1.5
+
+
+def test_a_resumed_job_is_credited_only_the_work_its_new_host_did():
+    """A retry that restored a checkpoint at half done: its host's speed is what it added
+    since, not the restored half as if computed in the minutes it ran ("122% of its model")."""
+    from types import SimpleNamespace
+
+    from rentwatch.core.campaign import Job
+    from rentwatch.core.gpu_specs import expected_tflops
+    from rentwatch.core.jobs import JobState
+    from rentwatch.engine.jobs.delivered import note_delivery
+
+    model = expected_tflops("RTX 3080")
+    job = JobState(
+        Job("fit", "python fit.py", checkpoint="ckpt.pt", ref_gpu="RTX 3080", ref_hours=1.0)
+    )
+    job.status, job.attempts, job.started_at = "running", 2, 1000.0
+    host: Any = SimpleNamespace(
+        gpu_name="RTX 3080", verdict=SimpleNamespace(tflops=0.95 * model), throttle=None
+    )
+    note_delivery(host, job, 0.5, 1060.0)  # the checkpoint read back: half done
+    assert job.delivery is not None and job.delivery.source == "preflight"
+    assert job.delivery.eta_s == pytest.approx(0.5 * 3600 / 0.95)
+    note_delivery(host, job, 0.5 + 0.095, 1060.0 + 360)  # 0.1 h at 95% of the model
+    d = job.delivery
+    assert d is not None and d.source == "progress"
+    assert d.share == pytest.approx(0.95)
+    assert d.eta_s == pytest.approx(360 * 0.405 / 0.095)
+    # a first attempt counts from its start, as before
+    fresh = JobState(Job("new", "python fit.py", ref_gpu="RTX 3080", ref_hours=1.0))
+    fresh.status, fresh.attempts, fresh.started_at = "running", 1, 0.0
+    note_delivery(host, fresh, 0.095, 360.0)
+    assert fresh.delivery is not None and fresh.delivery.share == pytest.approx(0.95)

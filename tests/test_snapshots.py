@@ -265,7 +265,7 @@ def test_view_snapshot(name, keys):
     if name == "fleet":
         assert "[bold red]x[/]" in got  # host text shown literally
         assert "unchanged 1m10s / 1m30s" in got
-        assert "$0.430/h now" in got and "market clock ×30" in got and "$0.44/$5.00" in got
+        assert "$0.430/h now" in got and "market clock ×30" in got and "$0.441/$5.00" in got
     if name == "detail":
         assert "[bold red]x[/]" in got and "[/]" in got  # host text shown literally
         assert "118.0 TFLOP/s vs 150 expected" in got and "550.54.14" in got

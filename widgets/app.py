@@ -22,7 +22,7 @@ from rentwatch.engine.intents import (
     StopIntent,
 )
 from rentwatch.ledger import Ledger
-from rentwatch.ledger.holdings import Holding, holdings_sql
+from rentwatch.ledger.holdings import Holding, read_holdings
 from rentwatch.views.port import EnginePort, LedgerPort
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
@@ -35,7 +35,7 @@ from textual.widgets import Input, RichLog, Static
 
 from .detail_screen import DetailScreen
 from .end_dialog import EndConfirm
-from .fleet import PANE_HEIGHT, SORT_NAMES, FleetTable, FleetView, visible
+from .fleet import PANE_HEIGHT, SORT_NAMES, FleetTable, FleetView, column_sort, sort_label, visible
 from .footer import FittedFooter
 from .header import fleet_fields, wrap_fields
 from .jobs_screen import JobOutputScreen, JobsScreen
@@ -68,7 +68,7 @@ class FilterInput(Input):
 
 # keys that act on the fleet view itself: off on other screens, where they would change a
 # view the operator cannot see (and `/` would move the focus behind the screen)
-FLEET_ONLY = frozenset({"toggle_view", "filter", "sort"})
+FLEET_ONLY = frozenset({"toggle_view", "filter", "sort", "sort_column"})
 # act on the selected instance: only where it is in sight (the fleet, or its own detail
 # screen); on the receipt or the ledger `d` asked to destroy an instance the operator could
 # not see
@@ -102,27 +102,108 @@ class RentwatchApp(App[str]):
     TITLE = "rentwatch"
     # Quit and Help first, then what acts on the selected instance, the ledger and the receipt:
     # the footer shows the keys that fit whole, in this order (at 80 columns through Receipt);
-    # the rest, the fleet size keys and the bulk destroy are in the help (?) and the palette
+    # the rest, the fleet size keys and the bulk destroy are in the help (?) and the palette.
+    # Each key is written once: the command palette lists these (the tooltip is its title)
     BINDINGS = [
-        Binding("q", "quit_ask", "Quit", id="app.quit"),
-        Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("enter", "detail", "Detail", id="fleet.detail"),
-        Binding("s", "stop", "Stop", id="fleet.stop"),
-        Binding("d", "destroy", "Destroy", id="fleet.destroy"),
-        Binding("a", "start", "Start", id="fleet.start"),
-        Binding("l", "ledger", "Ledger", id="app.ledger"),
-        Binding("r", "receipt", "Receipt", id="app.receipt"),
-        Binding("j", "jobs", "Jobs", id="app.jobs"),
-        Binding("x", "detach", "Detach", id="app.detach"),
-        Binding("c", "create", "Create", id="fleet.create"),
-        Binding("t", "toggle_view", "Table", id="fleet.toggle"),
-        Binding("slash", "filter", "Filter", id="fleet.filter"),
-        Binding("o", "sort", "Sort", id="fleet.sort"),
-        Binding("plus", "fleet_more", "Fleet+", id="fleet.more", show=False),
-        Binding("minus", "fleet_less", "Fleet-", id="fleet.less", show=False),
-        Binding("D", "bulk_destroy", "Destroy duds", id="fleet.bulk_destroy", show=False),
-        Binding("E", "end_campaign", "End campaign", id="app.end", show=False),
+        Binding("q", "quit_ask", "Quit", tooltip="Quit (asks)", id="app.quit"),
+        Binding("question_mark", "help", "Help", tooltip="Help: the keys", id="app.help"),
+        Binding(
+            "enter",
+            "detail",
+            "Detail",
+            tooltip="Detail of the selected instance",
+            id="fleet.detail",
+        ),
+        Binding("s", "stop", "Stop", tooltip="Stop the selected instance", id="fleet.stop"),
+        Binding(
+            "d",
+            "destroy",
+            "Destroy",
+            tooltip="Destroy the selected instance (asks)",
+            id="fleet.destroy",
+        ),
+        Binding("a", "start", "Start", tooltip="Start the selected instance", id="fleet.start"),
+        Binding("l", "ledger", "Ledger", tooltip="Ledger (SQL)", id="app.ledger"),
+        Binding("r", "receipt", "Receipt", tooltip="Receipt and hosts", id="app.receipt"),
+        Binding(
+            "j",
+            "jobs",
+            "Jobs",
+            tooltip="Jobs: state, host, progress, ETA, dollars; Enter follows one's output",
+            id="app.jobs",
+        ),
+        Binding(
+            "x",
+            "detach",
+            "Detach",
+            tooltip="Leave: the controller runs on (in-process: detach the fleet; asks)",
+            id="app.detach",
+        ),
+        Binding("c", "create", "Create", tooltip="Create one more instance", id="fleet.create"),
+        Binding("t", "toggle_view", "Table", tooltip="Toggle table / pane view", id="fleet.toggle"),
+        Binding("slash", "filter", "Filter", tooltip="Filter the fleet", id="fleet.filter"),
+        Binding(
+            "o",
+            "sort",
+            "Sort",
+            tooltip="Sort the fleet: cycle new / billed / state / age / $/h",
+            id="fleet.sort",
+        ),
+        # a key per table column, as the header's click: 1 id ... 9 status; again reverses
+        *(
+            Binding(
+                str(i + 1),
+                f"sort_column({i})",
+                f"Sort by {c}",
+                tooltip=f"Sort the fleet by its {c} column (again: the other way)",
+                id=f"fleet.sort_{i + 1}",
+                show=False,
+            )
+            for i, c in enumerate(FleetTable.COLUMNS)
+        ),
+        Binding(
+            "plus",
+            "fleet_more",
+            "Fleet+",
+            tooltip="Want one more verified instance (fleet +1)",
+            id="fleet.more",
+            show=False,
+        ),
+        Binding(
+            "minus",
+            "fleet_less",
+            "Fleet-",
+            tooltip="Want one fewer verified instance (fleet -1)",
+            id="fleet.less",
+            show=False,
+        ),
+        Binding(
+            "D",
+            "bulk_destroy",
+            "Destroy duds",
+            tooltip="Destroy stopped rentals that never verified or went offline (asks)",
+            id="fleet.bulk_destroy",
+            show=False,
+        ),
+        Binding(
+            "E",
+            "end_campaign",
+            "End campaign",
+            tooltip="End the campaign and destroy everything it holds (asks: type its name)",
+            id="app.end",
+            show=False,
+        ),
+        Binding(
+            "H",
+            "hand_over",
+            "Hand over",
+            tooltip="Hand the selected instance over to automation (recorded)",
+            id="fleet.hand_over",
+            show=False,
+        ),
     ]
+    # the command palette's entries: each binding's title and action, written once above
+    PALETTE = tuple((b.tooltip or b.description, b.action) for b in BINDINGS)
 
     def __init__(
         self,
@@ -144,28 +225,6 @@ class RentwatchApp(App[str]):
         engine.on_snapshot = self._receive  # called in the engine's thread: only stores
         engine.on_error = lambda msg: self.call_from_thread(self._engine_error, msg)
 
-    PALETTE = (
-        ("Stop the selected instance", "stop"),
-        ("Destroy the selected instance (asks)", "destroy"),
-        ("Start the selected instance", "start"),
-        ("Detail of the selected instance", "detail"),
-        ("Sort the fleet: cycle new / billed / state / age / $/h", "sort"),
-        ("Destroy stopped rentals that never verified or went offline (asks)", "bulk_destroy"),
-        ("End the campaign and destroy everything it holds (asks: type its name)", "end_campaign"),
-        ("Create one more instance", "create"),
-        ("Want one more verified instance (fleet +1)", "fleet_more"),
-        ("Want one fewer verified instance (fleet -1)", "fleet_less"),
-        ("Hand the selected instance over to automation (recorded)", "hand_over"),
-        ("Toggle table / pane view", "toggle_view"),
-        ("Filter the fleet", "filter"),
-        ("Help: the keys", "help"),
-        ("Ledger (SQL)", "ledger"),
-        ("Jobs: state, host, progress, ETA, dollars; Enter follows one's output", "jobs"),
-        ("Receipt and hosts", "receipt"),
-        ("Leave: the controller runs on (in-process: detach the fleet; asks)", "detach"),
-        ("Quit (asks)", "quit_ask"),
-    )
-
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         if isinstance(screen, LedgerScreen):  # its canned queries, without a chord to learn
@@ -184,8 +243,11 @@ class RentwatchApp(App[str]):
         for title, action in self.PALETTE:
             if not self._offered(action, screen):
                 continue
+            name = action.split("(")[0].replace("_", " ")
             yield SystemCommand(
-                title, f"rentwatch: {action.replace('_', ' ')}", getattr(self, f"action_{action}")
+                title,
+                f"rentwatch: {name}",
+                lambda action=action: self.run_action(action),  # type: ignore[misc]
             )
 
     def _on_fleet(self, screen: Screen[Any]) -> bool:
@@ -204,6 +266,7 @@ class RentwatchApp(App[str]):
         return gone if isinstance(gone, str) else None
 
     def _offered(self, action: str, screen: Screen[Any]) -> bool:
+        action = action.split("(")[0]  # sort_column(3): the action's name
         if action in FLEET_ONLY and not self._on_fleet(screen):
             return False
         if action in ON_AN_INSTANCE and not self._instance_in_sight(screen):
@@ -280,7 +343,7 @@ class RentwatchApp(App[str]):
         failed = engine_failed(snap)
         cells = 20 if width >= 100 else 10  # the budget bar gives way on a narrow terminal
         first = campaign_fields(snap)
-        second = fleet_fields(snap, view.sort, view.filter, cells)
+        second = fleet_fields(snap, sort_label(view.sort, view.reverse), view.filter, cells)
         # narrow, the two lines run on as one (80x24 gave the bar five lines of 24)
         parts = [first + second] if width < 100 else [first, second]
         lines = [
@@ -292,8 +355,10 @@ class RentwatchApp(App[str]):
         bar.update(text, layout=height != self._bar_height)
         self._bar_height = height
         if self.table_mode:
-            shown = visible(snap.instances, snap.now, view.filter, view.sort)
-            self.query_one(FleetTable).show(shown)
+            shown = visible(snap.instances, snap.now, view.filter, view.sort, view.reverse)
+            table = self.query_one(FleetTable)
+            table.show_sort(view.sort, view.reverse)
+            table.show(shown)
             rows = len(shown) + 1  # the header
         else:
             view.show(snap.instances, snap.now)
@@ -473,23 +538,32 @@ class RentwatchApp(App[str]):
 
     def action_sort(self) -> None:
         view = self.query_one(FleetView)
-        view.sort = SORT_NAMES[(SORT_NAMES.index(view.sort) + 1) % len(SORT_NAMES)]
-        self.notify(f"sorted by {view.sort}", timeout=2)
+        at = SORT_NAMES.index(view.sort) if view.sort in SORT_NAMES else -1
+        self._sort_by(SORT_NAMES[(at + 1) % len(SORT_NAMES)], reverse=False)
+
+    def action_sort_column(self, index: int) -> None:
+        """Sort by the table's column `index` (its number key), or the other way if the fleet
+        is sorted by it already: as a click on its header does."""
+        self._sort_column(FleetTable.COLUMNS[index])
+
+    def on_data_table_header_selected(self, event: FleetTable.HeaderSelected) -> None:
+        if isinstance(event.data_table, FleetTable):
+            self._sort_column(str(event.column_key.value))
+
+    def _sort_column(self, column: str) -> None:
+        view = self.query_one(FleetView)
+        sort = column_sort(column)
+        self._sort_by(sort, reverse=not view.reverse if view.sort == sort else False)
+
+    def _sort_by(self, sort: str, reverse: bool) -> None:
+        view = self.query_one(FleetView)
+        view.sort, view.reverse = sort, reverse
+        self.notify(f"sorted by {sort_label(sort, reverse)}", timeout=2)
         self._shown = None
         self.render_latest()
 
     def bulk_candidates(self) -> list[InstanceSnap]:
-        """Stopped rentals of the campaign's still billing storage that never verified or went
-        offline: the ones an operator clears out in one go. Never an instance rentwatch did
-        not create (it was never preflighted here, so "never verified" says nothing of it)."""
-        snap = self.latest
-        return [
-            s
-            for s in (snap.instances if snap else ())
-            if s.supervised
-            and s.phase == "stopped"
-            and (not s.passed_preflight or s.status == "offline")
-        ]
+        return self.latest.bulk_candidates() if self.latest else []
 
     def action_bulk_destroy(self) -> None:
         doomed = self.bulk_candidates()
@@ -528,8 +602,7 @@ class RentwatchApp(App[str]):
         held: list[Holding] = []
         error = ""
         try:
-            got = self.ledger.query(holdings_sql(campaign), limit=10_000)
-            held = [Holding.from_row(dict(zip(got.columns, r, strict=True))) for r in got.rows]
+            held = read_holdings(self.ledger, campaign)
         except Exception as exc:  # said in the dialog: the end still destroys what is held
             error = f"{type(exc).__name__}: {exc}"
         self.call_from_thread(self._ask_end, campaign, held, error)
@@ -630,15 +703,10 @@ class RentwatchApp(App[str]):
         self.push_screen(HelpScreen())
 
     def _held(self) -> int:
-        """What quit acts on: supervised instances only (the rest are not rentwatch's)."""
-        rows = self.latest.instances if self.latest else ()
-        return sum(1 for s in rows if s.ended_at is None and s.supervised)
+        return self.latest.held if self.latest else 0
 
     def _stopped(self) -> int:
-        """The campaign's stopped rentals: not running, but their storage bills until
-        destroyed (an observed one is not the campaign's to count)."""
-        rows = self.latest.instances if self.latest else ()
-        return sum(1 for s in rows if s.phase == "stopped" and s.supervised)
+        return self.latest.stopped if self.latest else 0
 
     def _outlives(self) -> bool:
         """Whether the controller goes on when this dashboard quits (a process of its own)."""

@@ -14,6 +14,7 @@ from typing import Any
 from rentwatch.core.text import clean
 from rentwatch.core.vitals import HOT_C
 from rentwatch.views.detail import InstanceDetail, JobLine
+from rentwatch.views.snapshot import rate_figure
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -52,9 +53,10 @@ def billed_now(d: InstanceDetail) -> str:
         if d.phase in ("stopped", "abandoned"):
             return f"${d.storage_dph:.4f}/h storage only"
         return f"${d.gpu_dph + d.storage_dph:.3f}/h"
+    rate = f"${rate_figure(d.dph_now, d.gpu_billing_now, d.gpu_dph + d.storage_dph)}/h"
     if d.gpu_billing_now:
-        return f"${d.dph_now:.3f}/h"
-    return "billing nothing" if d.dph_now == 0 else f"${d.dph_now:.4f}/h storage only"
+        return rate
+    return "billing nothing" if d.dph_now == 0 else f"{rate} storage only"
 
 
 def head_fields(d: InstanceDetail) -> list[Text]:
@@ -126,6 +128,11 @@ SAMPLED_NOW = frozenset(
 )  # phases whose samples go on
 
 
+def pct(util: float | None) -> str:
+    """A reading as a percentage; one the host did not give is "-", never 0%."""
+    return "-" if util is None else f"{util:.0f}%"
+
+
 def render_gpu(d: InstanceDetail, width: int = 60) -> Text:
     t = Text()
     t.append("GPU over time", style="bold")
@@ -140,9 +147,9 @@ def render_gpu(d: InstanceDetail, width: int = 60) -> Text:
     throttled = "".join("!" if s.reasons else "·" for s in d.samples[-width:])
     last = d.samples[-1]
     if d.phase in SAMPLED_NOW:
-        t.append(f"   utilization, now {last.util or 0:.0f}%\n")
+        t.append(f"   utilization, now {pct(last.util)}\n")
     else:  # a stopped or gone host's last sample is history, not its state
-        t.append(f"   utilization {last.util or 0:.0f}% at the last sample, {clock(last.at)}")
+        t.append(f"   utilization {pct(last.util)} at the last sample, {clock(last.at)}")
         t.append(f" (the instance is {d.phase} now)\n", style="dim")
     for line in column_chart(util, width + 9, height=4):  # the samples as columns, in time
         t.append("   ")

@@ -9,11 +9,8 @@ from collections.abc import Sequence
 from rentwatch.core.text import clean
 from rentwatch.ledger.holdings import Holding
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+
+from .modals import TypedConfirm
 
 SHOWN = 12  # rentals listed one by one; the rest are counted
 
@@ -46,58 +43,21 @@ def holdings_text(campaign: str, held: Sequence[Holding], error: str = "") -> Te
     if len(held) > SHOWN:
         t.append(f"  … and {len(held) - SHOWN} more\n")
     t.append(
-        "\nNo more creates. Every rental above is destroyed, verified ones included: their "
-        "disks and anything not pulled off are lost, and nothing of the campaign bills "
-        "after. Recorded in the ledger as your act. It cannot be undone.\n\n"
+        "No more creates; every rental above is destroyed, verified ones too: their disks "
+        "and what was not pulled off are lost, and nothing bills after. Recorded as your act; "
+        "it cannot be undone. "
     )
-    t.append(f"Type the campaign's name ({name}) and press Enter.")
+    t.append(f"Type the campaign's name ({name}) and press Enter.", style="bold")
     return t
 
 
-class EndConfirm(ModalScreen[str | None]):
-    """Dismissed with what was typed once it is the campaign's name; None (Escape, Cancel, an
-    empty Enter) ends nothing."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+class EndConfirm(TypedConfirm):
+    """Dismissed with the campaign's name once it is typed; None (Escape, Cancel, an empty
+    Enter) ends nothing."""
 
     def __init__(self, campaign: str, held: Sequence[Holding], error: str = "") -> None:
-        super().__init__()
         self.campaign = campaign
         self.held = tuple(held)
         self.error = error
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="dialog"):
-            yield Static(holdings_text(self.campaign, self.held, self.error))
-            yield Input(placeholder=f"type {clean(self.campaign, 60)} to confirm", id="typed")
-            with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                yield Button("End and destroy everything", id="end", variant="error")
-
-    def on_mount(self) -> None:
-        self.query_one("#typed", Input).focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if not event.value.strip():
-            self.dismiss(None)
-            return
-        self._try(event.value)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "end":
-            self._try(self.query_one("#typed", Input).value)
-        else:
-            self.dismiss(None)
-
-    def _try(self, typed: str) -> None:
-        if typed.strip() == self.campaign:
-            self.dismiss(typed.strip())
-            return
-        self.query_one("#typed", Input).value = ""
-        self.notify(
-            f"that is not {clean(self.campaign, 60)!r}: nothing ended. Type it exactly, or Escape.",
-            severity="warning",
-        )
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+        body = holdings_text(campaign, self.held, error)
+        super().__init__(campaign, body, "End and destroy everything", "nothing ended")

@@ -9,6 +9,7 @@ from typing import Any, Self
 from rentwatch.views.snapshot import InstanceSnap
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
@@ -44,19 +45,42 @@ STATE_ORDER = {
         )
     )
 }
-# `o` cycles these; "new" is the engine's own order (live first, newest first)
+# each sort's key, in its own order (the money sorts highest first); "new" is the engine's own
+# order (live first, newest first); `o` cycles the first five
 SORTS: dict[str, Callable[[InstanceSnap], Any] | None] = {
     "new": None,
     "billed": lambda s: -s.billed_usd,
     "state": lambda s: (STATE_ORDER.get(s.phase, 99), -s.created_at),
     "age": lambda s: s.created_at,
     "$/h": lambda s: (-s.rate, -s.billed_usd),
+    "id": lambda s: s.instance_id,
+    "gpu": lambda s: (s.gpu_name, s.instance_id),
+    "machine": lambda s: (s.machine_id is None, s.machine_id or 0),
+    "status": lambda s: (s.status or "", s.instance_id),
+    "util": lambda s: -(live_util(s) if live_util(s) is not None else -1.0),
+    "throttle": lambda s: (not s.throttle, s.throttle, s.instance_id),  # throttled first
 }
-SORT_NAMES = tuple(SORTS)
+SORT_NAMES = ("new", "billed", "state", "age", "$/h")  # what `o` cycles
+# the sorts whose own order is highest first (the table's header arrow points down)
+DESCENDING = frozenset({"billed", "$/h", "util"})
+
+
+def column_sort(column: str) -> str:
+    """The sort a table column's header (or its number key) picks."""
+    return "state" if column == "phase" else column
+
+
+def sort_label(sort: str, reverse: bool) -> str:
+    """How the bar names the order: the sort, and "reversed" when it runs the other way."""
+    return f"{sort} reversed" if reverse else sort
 
 
 def visible(
-    snaps: tuple[InstanceSnap, ...], now: float, filter_text: str, sort: str = "new"
+    snaps: tuple[InstanceSnap, ...],
+    now: float,
+    filter_text: str,
+    sort: str = "new",
+    reverse: bool = False,
 ) -> tuple[InstanceSnap, ...]:
     """What both views show, in the chosen order: live attempts and recently dead ones,
     matching the filter."""
@@ -74,7 +98,9 @@ def visible(
         ]
     key = SORTS.get(sort)
     if key is not None:
-        shown.sort(key=key)
+        shown.sort(key=key, reverse=reverse)
+    elif reverse:
+        shown.reverse()
     return tuple(shown)
 
 
@@ -113,13 +139,14 @@ class FleetView(ScrollView, can_focus=True):
         self.cursor = 0
         self.filter = ""
         self.sort = "new"
+        self.reverse = False
         self.now = 0.0
 
     def show(self, snaps: tuple[InstanceSnap, ...], now: float) -> None:
         selected = self.selected_id
         self.now = now
         self.total = len(snaps)
-        self.snaps = visible(snaps, now, self.filter, self.sort)
+        self.snaps = visible(snaps, now, self.filter, self.sort, self.reverse)
         ids = [s.instance_id for s in self.snaps]
         if selected in ids:
             self.cursor = ids.index(selected)
@@ -182,15 +209,20 @@ class FleetTable(DataTable[str]):
     so a 10,000-row fleet whose every bill ticks costs what the screen shows, not 10,000
     updates a second."""
 
-    COLUMNS = ("id", "gpu", "machine", "$/h", "phase", "status", "util", "throttle", "billed")
+    # the money columns before the status, which takes the width left (cut where it is short:
+    # at 80 columns util, throttle and billed were pushed off by a status line)
+    COLUMNS = ("id", "gpu", "machine", "$/h", "phase", "util", "throttle", "billed", "status")
     MARGIN = 2  # rows above and below the window kept fresh, for a smooth cursor move
     BINDINGS = [
         # the table's own Enter (a hidden "select") hid the app's Detail from the footer
         Binding("enter", "select_cursor", "Detail", id="table.detail"),
     ]
-    # a column grows to its longest cell and never shrinks: one long reason (a fatal status
-    # line quoted whole) pushed util, throttle and billed off a 120-column screen for good
+    # a column grows to its longest cell: one long reason (a fatal status line quoted whole)
+    # pushed the columns after it off screen. The throttle and the status have fixed widths:
+    # the throttle's by the screen's, the status, last, the room the others leave it
     WIDEST = {"status": 28, "throttle": 18}
+    NARROW_THROTTLE = 12  # under 100 columns
+    LEAST_STATUS = 8
 
     # DataTable keys its row order and line offsets on a counter that every cell update bumps,
     # so one changed cell rebuilds both lists over all rows (about 100 ms a poll at 10,000).
@@ -244,18 +276,76 @@ class FleetTable(DataTable[str]):
         self.cursor_type = "row"
         for c in self.COLUMNS:
             self.add_column(c, key=c)
+        self._widths = (self.WIDEST["throttle"], self.WIDEST["status"])
+        self._fitted = False
+        self._sorted: tuple[str, bool] | None = None
         self._cells: dict[str, tuple[str, ...]] = {}  # what each row shows now
         self._snaps: dict[str, InstanceSnap] = {}  # the latest snapshot of each row
         self._order: list[str] = []
 
+    def show_sort(self, sort: str, reverse: bool) -> None:
+        """The arrow on the header of the column the fleet is sorted by: down where the
+        highest comes first."""
+        if getattr(self, "_sorted", None) == (sort, reverse):
+            return
+        self._sorted = (sort, reverse)
+        for c in self.COLUMNS:
+            label = c
+            if column_sort(c) == sort:
+                label += " ▼" if (sort in DESCENDING) != reverse else " ▲"
+            column = self.columns[c]
+            if column.label.plain != label:
+                column.label = Text(label)
+                column.content_width = max(column.content_width, len(label))
+        self._require_update_dimensions = True
+        self._clear_caches()
+        self.refresh()
+
+    def _fitted_widths(self) -> tuple[int, int]:
+        """The throttle's cells (fewer under 100 columns) and the status's: the table's
+        width less the other columns' and the padding (a 200-column screen shows a long
+        status line; 80 keeps util, throttle and billed in sight)."""
+        throttle = self.WIDEST["throttle"] if self.size.width >= 100 else self.NARROW_THROTTLE
+        others = sum(
+            col.get_render_width(self)
+            for key, col in self.columns.items()
+            if key not in ("status", "throttle")
+        )
+        room = self.scrollable_content_region.width - others - 4 * self.cell_padding - throttle
+        return throttle, max(self.LEAST_STATUS, room)
+
+    def _fit(self) -> bool:
+        """The throttle and status columns at their fitted widths (fixed: a cell update never
+        measures the whole column); whether they changed, their cells then cut again."""
+        widths = self._fitted_widths()
+        if self._fitted and widths == self._widths:
+            return False
+        self._widths, self._fitted = widths, True
+        for key, width in zip(("throttle", "status"), widths, strict=True):
+            column = self.columns[key]
+            column.auto_width, column.width = False, width
+        self._require_update_dimensions = True
+        self._clear_caches()
+        self.refresh()
+        return True
+
+    def on_resize(self) -> None:
+        if getattr(self, "_cells", None) is not None and self._fit():
+            self._freshen(every=True)
+
     @staticmethod
-    def _row(s: InstanceSnap) -> tuple[str, ...]:
+    def _row(
+        s: InstanceSnap, widths: tuple[int, int] = (WIDEST["throttle"], WIDEST["status"])
+    ) -> tuple[str, ...]:
         return (
             str(s.instance_id),
             s.gpu_name,
             str(s.machine_id),
-            f"{s.rate:.3f}" if s.gpu_billing_now or s.dph_now is None else f"{s.rate:.4f}",
+            s.rate_figure,
             s.phase,
+            _util_cell(s),
+            _cut("-" if s.phase in ENDED else s.throttle or "-", widths[0]),
+            f"{s.billed_usd:.4f}",
             # a dead attempt's status age would keep growing: show why it ended instead
             _cut(
                 s.left_why
@@ -266,11 +356,8 @@ class FleetTable(DataTable[str]):
                     if s.status != "running" and s.ended_at is None
                     else ""
                 ),
-                FleetTable.WIDEST["status"],
+                widths[1],
             ),
-            _util_cell(s),
-            _cut("-" if s.phase in ENDED else s.throttle or "-", FleetTable.WIDEST["throttle"]),
-            f"{s.billed_usd:.4f}",
         )
 
     def show(self, snaps: tuple[InstanceSnap, ...]) -> None:
@@ -287,7 +374,7 @@ class FleetTable(DataTable[str]):
                 del self._cells[key]
             for key, snap in latest.items():
                 if key not in self._cells:
-                    row = self._row(snap)
+                    row = self._row(snap, self._widths)
                     self.add_row(*row, key=key)
                     self._cells[key] = row
             self._snaps = latest
@@ -304,6 +391,8 @@ class FleetTable(DataTable[str]):
                 self._hidden = (selected, self.cursor_row)
             self.select_id(selected)
             self._freshen()
+        # the other columns grow with what they show, measured after this refresh
+        self.call_after_refresh(self.on_resize)
 
     def select_id(self, instance_id: int | None) -> None:
         """Put the cursor on the row of `instance_id`, where it has one."""
@@ -313,18 +402,22 @@ class FleetTable(DataTable[str]):
         if row != self.cursor_row:
             self.move_cursor(row=row, animate=False)
 
-    def _freshen(self) -> None:
-        """Bring the rows on screen up to their latest snapshot, changed cells only."""
+    def _freshen(self, every: bool = False) -> None:
+        """Bring the rows on screen (`every`: all rows, after a resize) up to their latest
+        snapshot, changed cells only."""
         if not self._cells:
             return
-        top = max(0, int(self.scroll_y) - self.MARGIN)
-        bottom = min(self.row_count, int(self.scroll_y) + self.size.height + self.MARGIN)
+        top = 0 if every else max(0, int(self.scroll_y) - self.MARGIN)
+        bottom = min(
+            self.row_count,
+            self.row_count if every else int(self.scroll_y) + self.size.height + self.MARGIN,
+        )
         for index in range(top, bottom):
             key = self.coordinate_to_cell_key((index, 0)).row_key.value
             snap = self._snaps.get(key or "")
             if key is None or snap is None:
                 continue
-            row = self._row(snap)
+            row = self._row(snap, self._widths)
             old = self._cells[key]
             if row == old:
                 continue

@@ -9,6 +9,7 @@ from rentwatch.views.snapshot import FleetReadout
 from rich.text import Text
 
 from .clock import clock, simulated, speed
+from .render import spent as spent_text
 
 BUDGET_CELLS = 20
 
@@ -24,7 +25,7 @@ def budget_bar(spent: float, budget: float | None, cells: int = BUDGET_CELLS) ->
     t.append("budget ")
     t.append("█" * full, style=colour)
     t.append("░" * (cells - full), style="grey35")
-    t.append(f" ${spent:.2f}/${budget:.2f} ({share:.0%})")
+    t.append(f" {spent_text(spent)}/${budget:.2f} ({share:.0%})")
     return t
 
 
@@ -33,9 +34,8 @@ def fleet_fields(
 ) -> list[Text]:
     """The bar's second line as fields, each kept whole when the bar wraps."""
     rate = Text(f"${f.dph_now:.3f}/h now", style="bold")
-    stopped = sum(1 for s in f.instances if s.phase == "stopped")
-    if stopped:
-        rate.append(f" ({stopped} stopped: storage only)", style="grey62")
+    if f.stopped:
+        rate.append(f" ({f.stopped} stopped: storage only)", style="grey62")
     out = [rate, budget_bar(f.spent_usd, f.budget_usd, cells)]
     if simulated(f.time_scale):
         out.append(Text(f"{speed(f.time_scale)}, market time {clock(f.now)}", style="magenta"))

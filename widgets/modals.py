@@ -1,4 +1,5 @@
-"""Confirmations: destroy (type the id), the quit and detach choices, and help."""
+"""Confirmations: the one typed confirmation (destroy one: type its id; destroy the listed),
+the quit and detach choices, and help."""
 
 from __future__ import annotations
 
@@ -13,19 +14,71 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 
-class DestroyConfirm(ModalScreen[str | None]):
-    """Destroying loses the disk and any unfinished work: the operator types the instance id.
-    Focus starts in the id box, as the prompt says; Enter on an empty box, Escape or Cancel
-    destroy nothing."""
+class TypedConfirm(ModalScreen[str | None]):
+    """The one typed confirmation (destroy one, destroy the listed, end the campaign): what is
+    lost, a box for the words that confirm it (`phrase`), Cancel and the act. The box has the
+    focus, as the last line says; it opens at its heading, scrolled only where it cannot fit.
+    Dismissed with what was typed once it is the phrase; None (Escape, Cancel, an empty Enter)
+    does nothing."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, snap: InstanceSnap) -> None:
+    def __init__(self, phrase: str, body: Text, act: str, nothing: str) -> None:
         super().__init__()
-        self.snap = snap
+        self.phrase = phrase
+        self.body = body
+        self.act = act  # the act's button
+        self.nothing = nothing  # what a wrong phrase did: "nothing destroyed"
+
+    def matches(self, typed: str) -> bool:
+        return typed.strip() == self.phrase
 
     def compose(self) -> ComposeResult:
-        s = self.snap
+        with VerticalScroll(id="dialog"):
+            yield Static(self.body)
+            # one line each (compact): a list of five rentals fits whole at 80x24 with them
+            yield Input(placeholder=f"type {self.phrase} to confirm", id="typed", compact=True)
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel", id="cancel", variant="primary", compact=True)
+                yield Button(self.act, id="confirm", variant="error", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#typed", Input).focus(scroll_visible=False)
+        # a list too long to fit opens at its heading, not scrolled down to the focused box
+        self.call_after_refresh(self.query_one("#dialog").scroll_home, animate=False)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if not event.value.strip():
+            self.dismiss(None)  # Enter with nothing typed is a cancel
+            return
+        self._try(event.value)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "confirm":
+            self._try(self.query_one("#typed", Input).value)
+        else:
+            self.dismiss(None)
+
+    def _try(self, typed: str) -> None:
+        if self.matches(typed):
+            self.dismiss(self.phrase)
+            return
+        shown = Text(typed.strip()[:20]).plain.encode("ascii", "replace").decode()
+        self.query_one("#typed", Input).value = ""
+        self.notify(
+            f"{shown!r} is not {self.phrase}: {self.nothing}. Type it exactly, or Escape.",
+            severity="warning",
+        )
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class DestroyConfirm(TypedConfirm):
+    """Destroying loses the disk and any unfinished work: the operator types the instance id."""
+
+    def __init__(self, snap: InstanceSnap) -> None:
+        s = snap
         loss = (
             "its disk and any unfinished work on it"
             if s.passed_preflight
@@ -40,43 +93,8 @@ class DestroyConfirm(ModalScreen[str | None]):
         )
         body.append(f"This loses {loss}. It cannot be undone.\n\n")
         body.append(f"Type {s.instance_id} and press Enter to destroy.")
-        with Vertical(id="dialog"):
-            yield Static(body)
-            yield Input(placeholder=f"type {s.instance_id} to confirm", id="typed")
-            with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                yield Button("Destroy", id="destroy", variant="error")
-
-    def on_mount(self) -> None:
-        self.query_one("#typed", Input).focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if not event.value.strip():
-            self.dismiss(None)  # Enter with nothing typed is a cancel
-            return
-        self._try(event.value)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "destroy":
-            self._try(self.query_one("#typed", Input).value)
-        else:
-            self.dismiss(None)
-
-    def _try(self, typed: str) -> None:
-        typed = typed.strip()
-        if typed == str(self.snap.instance_id):
-            self.dismiss(typed)
-            return
-        shown = Text(typed[:20]).plain.encode("ascii", "replace").decode()
-        self.query_one("#typed", Input).value = ""
-        self.notify(
-            f"{shown!r} is not {self.snap.instance_id}: nothing destroyed. "
-            f"Type {self.snap.instance_id} exactly, or Escape to cancel.",
-            severity="warning",
-        )
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+        super().__init__(str(s.instance_id), body, "Destroy", "nothing destroyed")
+        self.snap = snap
 
 
 def storage_note(stopped: int) -> str:
@@ -272,65 +290,27 @@ def hand_over_choice(snap: InstanceSnap, policy: str) -> ChoiceScreen:
     return ChoiceScreen("hand_over", text, choices, "cancel")
 
 
-class BulkDestroyConfirm(ModalScreen[bool]):
+class BulkDestroyConfirm(TypedConfirm):
     """Destroy every stopped rental that never verified or went offline: the list is shown
     first, and one typed confirmation (`destroy N`, N the count shown) covers exactly it."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
-
     def __init__(self, doomed: tuple[InstanceSnap, ...]) -> None:
-        super().__init__()
         self.doomed = doomed
-
-    @property
-    def phrase(self) -> str:
-        return f"destroy {len(self.doomed)}"
-
-    def compose(self) -> ComposeResult:
+        phrase = f"destroy {len(doomed)}"
         body = Text()
-        body.append(f"Destroy these {len(self.doomed)} stopped rental(s)?\n\n", style="bold red")
-        for s in self.doomed[:15]:
+        body.append(f"Destroy these {len(doomed)} stopped rental(s)?\n\n", style="bold red")
+        for s in doomed[:15]:
             why = "went offline" if s.status == "offline" else "never verified"
             body.append(f"  i:{s.instance_id}  ")
             body.append(Text(f"{s.gpu_name} m:{s.machine_id}  {why}  billed ${s.billed_usd:.4f}\n"))
-        if len(self.doomed) > 15:
-            body.append(f"  … and {len(self.doomed) - 15} more\n")
+        if len(doomed) > 15:
+            body.append(f"  … and {len(doomed) - 15} more\n")
         body.append("\nTheir disks are lost; storage stops billing. It cannot be undone.\n")
-        body.append(f"Type '{self.phrase}' and press Enter.")
-        with Vertical(id="dialog"):
-            yield Static(body)
-            yield Input(placeholder=self.phrase, id="typed")
-            with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                yield Button("Destroy all listed", id="destroy", variant="error")
+        body.append(f"Type '{phrase}' and press Enter.")
+        super().__init__(phrase, body, "Destroy all listed", "nothing destroyed")
 
-    def on_mount(self) -> None:
-        self.query_one("#typed", Input).focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if not event.value.strip():
-            self.dismiss(False)
-            return
-        self._try(event.value)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "destroy":
-            self._try(self.query_one("#typed", Input).value)
-        else:
-            self.dismiss(False)
-
-    def _try(self, typed: str) -> None:
-        if " ".join(typed.split()).lower() == self.phrase:
-            self.dismiss(True)
-            return
-        self.query_one("#typed", Input).value = ""
-        self.notify(
-            f"that is not '{self.phrase}': nothing destroyed. Type it exactly, or Escape.",
-            severity="warning",
-        )
-
-    def action_cancel(self) -> None:
-        self.dismiss(False)
+    def matches(self, typed: str) -> bool:
+        return " ".join(typed.split()).lower() == self.phrase
 
 
 HELP = """\
@@ -341,9 +321,11 @@ rentwatch keys
   s         stop the selected instance   a    start it again
   d         destroy (asks: type its id)  c    create one more
   D         destroy stopped duds (asks)  + -  want one more / fewer
+  H         hand an observed instance over to automation (asks)
   l         ledger (SQL)                 r    receipt and hosts
   j         the jobs; Enter on one follows its output live
   o         sort: new / billed / state / age / $/h
+  1-9       sort by table column 1..9 (or its header); twice: reversed
   E         end the campaign, destroying all it holds (asks its name)
   x         leave it running (asks)
   q         quit (asks: stop the campaign / leave it running / cancel)

@@ -27,6 +27,11 @@ PHASE_STYLE = {
 BARS = "▁▂▃▄▅▆▇█"
 
 
+def spent(usd: float) -> str:
+    """The campaign's spend, as the bar's "spent" field and its budget bar both say it."""
+    return f"${usd:.3f}"
+
+
 def sparkline(values: tuple[float, ...], width: int = 16) -> str:
     vals = values[-width:]
     return "".join(BARS[min(7, int(max(0.0, v) / 100 * 7.999))] for v in vals)
@@ -109,9 +114,7 @@ def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
 def rate_text(s: InstanceSnap) -> str:
     """What it bills per hour now (`InstanceSnap.rate`); four places where the GPU does not
     bill (storage only: a stopped rental's cents)."""
-    if s.dph_now is not None and not s.gpu_billing_now:
-        return f"${s.dph_now:.4f}/h"
-    return f"${s.rate:.3f}/h"
+    return f"${s.rate_figure}/h"
 
 
 def gib(mb: float) -> str:
@@ -212,7 +215,7 @@ def campaign_fields(f: FleetReadout) -> list[Text]:
     if f.cancelled:
         out.append(Text(f"cancelled unproven {f.cancelled}"))
     out += [
-        Text(f"spent ${f.spent_usd:.3f}", style="bold"),
+        Text(f"spent {spent(f.spent_usd)}", style="bold"),
         Text(f"GPU-h {f.gpu_hours:.2f}"),
     ]
     per = f.usd_per_gpu_hour

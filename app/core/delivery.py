@@ -48,18 +48,26 @@ def estimate(
     gpu_name: str,
     preflight_tflops: float | None,
     slowdown: float = 0.0,
+    base: tuple[float, float] | None = None,
 ) -> Delivery:
-    """The job's delivery on its host now (see the module's docstring)."""
+    """The job's delivery on its host now (see the module's docstring). `base` is the first
+    reading (time, progress) of an attempt that may have resumed from a checkpoint: the speed
+    counts only the work done since, not the restored work as if this host computed it."""
     model = expected_tflops(gpu_name)
-    elapsed = max(0.0, now - started_at) if started_at is not None else 0.0
+    since, done_before = base if base is not None else (started_at, 0.0)
+    elapsed = max(0.0, now - since) if since is not None else 0.0
     ref = expected_tflops(job.ref_gpu) if job.ref_gpu else None
     hours = job.ref_hours if ref else None
-    if progress is not None and progress > 0 and elapsed > 0:
-        eta = elapsed * (1 - min(progress, 1.0)) / progress
-        tflops = progress * hours * ref / (elapsed / 3600) if hours and ref else None
+    gained = progress - done_before if progress is not None else 0.0
+    if progress is not None and progress > 0 and gained > 0 and elapsed > 0:
+        eta = elapsed * (1 - min(progress, 1.0)) / gained
+        tflops = gained * hours * ref / (elapsed / 3600) if hours and ref else None
         work = progress * hours if hours else None
         return Delivery(progress, tflops, model, eta, "progress", work)
     measured = preflight_tflops * (1 - max(0.0, min(slowdown, 1.0))) if preflight_tflops else None
+    if measured and hours and ref and base is not None and progress is not None:
+        left_s = hours * (1 - min(progress, 1.0)) * ref / measured * 3600
+        return Delivery(progress, measured, model, left_s, "preflight", progress * hours)
     if measured and hours and ref:
         total_s = hours * ref / measured * 3600
         work = min(hours, elapsed / total_s * hours)

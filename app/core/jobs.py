@@ -31,6 +31,8 @@ class JobState:
     seen_running_at: float | None = None  # this attempt last seen running (None: never)
     finished_at: float | None = None
     progress: float | None = None  # the job's own progress reading on this attempt (0..1)
+    # a retry's first reading (time, progress): what it restored is not this attempt's work
+    progress_base: tuple[float, float] | None = None
     delivery: Delivery | None = None  # its host's delivery, as of the last look
     pull_tries: int = 0  # this attempt's end: pulls of its artifacts that failed
 
@@ -120,7 +122,7 @@ class JobQueue:
             job.seen_running_at = None
             job.attempts += 1
             job.exit_code = None
-            job.progress = job.delivery = None
+            job.progress = job.delivery = job.progress_base = None
             job.pull_tries = 0
         return job
 

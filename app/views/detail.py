@@ -20,7 +20,7 @@ from ..core.lifecycle import Phase
 from ..core.text import clean
 from ..engine.supervisor import Supervisor
 from ..ledger.kinds import EventKind as K
-from .snapshot import rate_now, shown_phase
+from .snapshot import last_run_samples, rate_now, shown_phase
 
 LOG_TAIL = 40  # market log lines asked for
 LOG_TIMEOUT_S = 8.0  # wall seconds: a slow log answer must not hold the screen
@@ -200,7 +200,7 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
             ecc_uncorrected=_num(s.get("ecc_uncorrected")),
             retired_pages=_num(s.get("retired_pages")),
         )
-        for s in a.samples[-120:]
+        for s in last_run_samples(a)[-120:]
     )
     jobs = tuple(
         JobLine(

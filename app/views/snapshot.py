@@ -76,6 +76,19 @@ class InstanceSnap:
         """$/h now where known, else the listed GPU and storage price."""
         return self.dph if self.dph_now is None else self.dph_now
 
+    @property
+    def rate_figure(self) -> str:
+        return rate_figure(self.dph_now, self.gpu_billing_now, self.dph)
+
+
+def rate_figure(dph_now: float | None, gpu_billing_now: bool, listed: float) -> str:
+    """The one way a rental's $/h now is written (the pane, the table, the detail screen): what
+    `rate_now` says it bills, to a tenth of a cent, or to a hundredth where its GPU does not
+    bill (storage only: a stopped rental's cents); the listed price where not known."""
+    if dph_now is None:
+        return f"{listed:.3f}"
+    return f"{dph_now:.3f}" if gpu_billing_now else f"{dph_now:.4f}"
+
 
 @dataclass(frozen=True)
 class FleetReadout:
@@ -113,6 +126,30 @@ class FleetReadout:
     end_command: str = ""
 
     @property
+    def stopped(self) -> int:
+        """The campaign's rentals billing storage only while they do not run (stopped, or
+        paused by an outbid), as its `dph_now` counts them: an observed one is not in it."""
+        return sum(1 for s in self.instances if s.supervised and s.phase in ("stopped", "outbid"))
+
+    @property
+    def held(self) -> int:
+        """What quit acts on: the campaign's live rentals (the rest are not rentwatch's)."""
+        return sum(1 for s in self.instances if s.ended_at is None and s.supervised)
+
+    def bulk_candidates(self) -> list[InstanceSnap]:
+        """Stopped rentals of the campaign's still billing storage that never verified or
+        went offline: the ones an operator clears out in one go. Never an instance rentwatch
+        did not create (it was never preflighted here, so "never verified" says nothing of
+        it)."""
+        return [
+            s
+            for s in self.instances
+            if s.supervised
+            and s.phase == "stopped"
+            and (not s.passed_preflight or s.status == "offline")
+        ]
+
+    @property
     def dud_share(self) -> float:
         return self.duds / self.creates if self.creates else 0.0
 
@@ -139,12 +176,30 @@ def fleet_rate(sup: Supervisor, now: float) -> float:
 
 
 _BREAKS = frozenset({"stop", "halt", "offline"})
+_OUT = (Phase.STOPPED, Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)
 
 
 def run_samples(a: Attempt) -> list[dict[str, Any]]:
     """Its samples since its last stop (or exit, or outage): a restarted, booting host's GPU
     is not the one that read 97% before the stop."""
     cut = max((m.at for m in a.marks if m.kind in _BREAKS), default=None)
+    if cut is None:
+        return a.samples
+    return [s for s in a.samples if not isinstance(s.get("ts"), int | float) or s["ts"] > cut]
+
+
+def last_run_samples(a: Attempt) -> list[dict[str, Any]]:
+    """The samples of its run now, or, stopped or gone, of the run that ended: never one from
+    before a stop beside a later run's (a chart of 100 readings at 97% and one idle reading
+    since a restart stayed full to its right edge)."""
+    if a.life.phase not in _OUT:
+        return run_samples(a)
+    last = next(
+        (s["ts"] for s in reversed(a.samples) if isinstance(s.get("ts"), int | float)), None
+    )
+    if last is None:
+        return a.samples
+    cut = max((m.at for m in a.marks if m.kind in _BREAKS and m.at < last), default=None)
     if cut is None:
         return a.samples
     return [s for s in a.samples if not isinstance(s.get("ts"), int | float) or s["ts"] > cut]
@@ -167,9 +222,6 @@ def shown_phase(a: Attempt) -> str:
 
 def _ended(a: Attempt) -> float | None:
     return a.life.ended_at()
-
-
-_OUT = (Phase.STOPPED, Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)
 
 
 def left_why(a: Attempt) -> str:
@@ -305,12 +357,14 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         billed = billed_by[a.instance_id]
         if a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED:
             in_service += 1
+        dph_now, gpu_now = rate_now(a, mode, now)
         if not a.owned and a.life.phase not in (Phase.DESTROYED, Phase.LOST):
             observed += 1
+            # by its phase: an adopted rental's billing marks start at adoption, without the
+            # market's "running" the billing code needs to count its GPU
             observed_dph += a.storage_dph + (a.gpu_dph if a.life.phase != Phase.STOPPED else 0)
         samples = run_samples(a)
         last = samples[-1] if samples else {}
-        dph_now, gpu_now = rate_now(a, mode, now)
         v = a.verdict
         verdict = ""
         if v is not None:

@@ -27,10 +27,14 @@ def note_delivery(a: Attempt, job: JobState, progress: float | None, now: float)
     from the preflight's speed less the throttling seen since."""
     if progress is not None:
         job.progress = progress
+        # a retry may start from a restored checkpoint: its first reading above 0 is where
+        # this host's own work starts from
+        if job.progress_base is None and progress > 0 and job.attempts > 1 and job.job.checkpoint:
+            job.progress_base = (now, progress)
     slowdown = a.throttle.slowdown if a.throttle and a.throttle.throttled else 0.0
     tflops = a.verdict.tflops if a.verdict is not None else None
     job.delivery = estimate(
-        job.job, job.started_at, now, job.progress, a.gpu_name, tflops, slowdown
+        job.job, job.started_at, now, job.progress, a.gpu_name, tflops, slowdown, job.progress_base
     )
 
 
