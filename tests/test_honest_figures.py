@@ -37,7 +37,7 @@ def _detail_of(a: Attempt) -> Any:
     sup: Any = SimpleNamespace(
         attempts={a.instance_id: a},
         now=lambda: 600.0,
-        market=SimpleNamespace(gpu_billing="running"),
+        market=SimpleNamespace(gpu_billing="running", time_scale=1.0),
         ledger=SimpleNamespace(instance_events=lambda *args, **kw: []),
         jobs=SimpleNamespace(jobs=[]),
         campaign=SimpleNamespace(name="c"),
