@@ -100,6 +100,19 @@ class SSHHosts:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    async def settle(self, exit_wait_s: float) -> None:
+        """A stepped clock moved: one `sync` at the new time, then a wait (`exit_wait_s` wall
+        seconds at most) until each sized job whose end it let through has written its exit
+        code, as it has on a real host by the time the market's clock moves on."""
+        released = {id(m) for m in self.market.meters if m.released}
+        await self.sync()
+        ended = [m for m in self.market.meters if m.released and id(m) not in released]
+        until = time.monotonic() + exit_wait_s
+        while ended and time.monotonic() < until:
+            ended = [m for m in ended if not (m.folder / "exit").exists()]
+            if ended:
+                await asyncio.sleep(0.005)
+
     async def sync(self) -> None:
         """Open SSH for instances now running; close it for those that are not."""
         now = self.market.clock.now()
