@@ -366,7 +366,6 @@ def cmd_referee(args: argparse.Namespace) -> int:
         policies,
         args.seeds if args.seeds is not None else (1 if args.family else 3),
         warm=args.warm,
-        time_scale=args.time_scale,
         family=args.family,
         family_seed=args.family_seed,
         deadline_min=args.deadline_min,

@@ -167,12 +167,6 @@ def build_parser() -> argparse.ArgumentParser:
         "ledger first; score the campaign under test",
     )
     f.add_argument(
-        "--time-scale",
-        type=_positive_float,
-        default=600.0,
-        help="override the scenario's time scale",
-    )
-    f.add_argument(
         "--max-lag-s",
         type=_positive_float,
         default=120.0,

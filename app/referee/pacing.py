@@ -50,13 +50,10 @@ class Pace:
         self.wall0 = self.wall()
 
     def figures(self) -> dict[str, Any]:
-        """The run's time scale (the engine's unit: its wall waits are market seconds over
-        it), and the market seconds that passed per wall second of the box, overall."""
+        """The market seconds that passed per wall second of the box over the run (for
+        reading: a stepped market's pace follows the box, its times do not)."""
         wall = max(self.wall() - self.wall0, 1e-9)
-        return {
-            "nominal": self.clock.time_scale,
-            "effective": round((self.clock.now() - self.start) / wall, 1),
-        }
+        return {"effective": round((self.clock.now() - self.start) / wall, 1)}
 
 
 @contextlib.asynccontextmanager

@@ -44,7 +44,7 @@ from .floor import ratio as floor_ratio
 from .lag import LAG_BOUND_S, summarise_valid
 from .pacing import Pace, paced, run_until, timing
 from .score import SCORE_KEYS, RunFacts, delivers, score
-from .stepped import run_stepped, stepped_clock
+from .stepped import ID_BASE, run_stepped, stepped_clock
 from .table import format_table
 from .workers import run_all
 
@@ -241,7 +241,8 @@ def run_task(task: Task) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rentwatch-referee-") as tmp_s:
         tmp = Path(tmp_s)
         clock = stepped_clock()
-        sim = SimServer(task.scenario, api_key="referee", clock=clock).start_in_thread()
+        sim = SimServer(task.scenario, api_key="referee", clock=clock, id_base=ID_BASE)
+        sim.start_in_thread()
         random.seed(run_name(task))  # the client's retry jitter: the same run, the same waits
         ledger = Ledger(tmp / "ledger.duckdb")
         lines: list[str] = []
@@ -309,19 +310,13 @@ def plan(
     policies: list[str],
     seeds: int,
     warm: bool = False,
-    time_scale: float | None = None,
     family: int = 0,
     family_seed: int = 1,
     deadline_min: float = DEFAULT_DEADLINE_MIN,
 ) -> list[Task]:
     """Every run the referee will make, in report order (market, seed, policy)."""
-    if (
-        seeds < 1
-        or family < 0
-        or not deadline_min > 0
-        or (time_scale is not None and time_scale <= 0)
-    ):
-        raise ConfigError("referee: seeds >= 1, family >= 0, deadline and time scale above 0")
+    if seeds < 1 or family < 0 or not deadline_min > 0:
+        raise ConfigError("referee: seeds >= 1, family >= 0, deadline above 0")
     if not policies:
         raise ConfigError("referee: name at least one policy")
     for name in policies:
@@ -338,13 +333,13 @@ def plan(
                 budget_usd=max(campaign.budget_usd, 5.0 * m.fleet),
             )
             for k in range(seeds):
-                sc = replace(m.scenario, seed=m.scenario.seed + k, time_scale=time_scale or 600.0)
+                sc = replace(m.scenario, seed=m.scenario.seed + k)
                 camp_k = with_jobs(camp)  # default jobs sized to this fleet
                 tasks += [Task(m.index, sc, camp_k, p, warm, deadline_s) for p in policies]
         return tasks
     assert scenario is not None
     for k in range(seeds):
-        sc = replace(scenario, seed=scenario.seed + k, time_scale=time_scale or scenario.time_scale)
+        sc = replace(scenario, seed=scenario.seed + k)
         camp = with_jobs(campaign)
         tasks += [Task(0, sc, camp, p, warm, deadline_s) for p in policies]
     return tasks
@@ -361,7 +356,6 @@ def referee(
     policies: list[str],
     seeds: int,
     warm: bool = False,
-    time_scale: float | None = None,
     family: int = 0,
     family_seed: int = 1,
     deadline_min: float = DEFAULT_DEADLINE_MIN,
@@ -372,9 +366,7 @@ def referee(
     """Run every policy on every market and seed; the referee's JSON (docs/referee.md).
     `keep_logs`: a folder where each run's log, ledger and truth are kept; `lag_bound_s`:
     the lag past which a run is invalid."""
-    tasks = plan(
-        scenario, campaign, policies, seeds, warm, time_scale, family, family_seed, deadline_min
-    )
+    tasks = plan(scenario, campaign, policies, seeds, warm, family, family_seed, deadline_min)
     tasks = [replace(t, lag_bound_s=lag_bound_s) for t in tasks]
     if keep_logs:
         Path(keep_logs).mkdir(parents=True, exist_ok=True)

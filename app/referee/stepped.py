@@ -32,6 +32,9 @@ EXIT_WAIT_S = 2.0  # wall seconds a job whose work was delivered has to write it
 # the referee's market day starts here (2026-01-21 00:00 UTC, the day `scenario describe`
 # measures): the same run starts at the same market hour on any box, on any day
 ORIGIN = 1768953600.0
+# and its instance ids from here (a run has a ledger of its own: no id to keep apart from
+# another run's), since hosts draw some of their ways from their instance's id
+ID_BASE = 20_000_000
 
 
 def stepped_clock(origin: float = ORIGIN) -> SimClock:

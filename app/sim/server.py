@@ -27,10 +27,11 @@ class SimServer:
         api_key: str | None = None,
         host: str = "127.0.0.1",
         clock: SimClock | None = None,
+        id_base: int | None = None,
     ) -> None:
         self.scenario = scenario
         clock = clock or SimClock(scenario.time_scale)
-        self.market = SimMarket(scenario, clock, api_key=api_key)
+        self.market = SimMarket(scenario, clock, api_key=api_key, id_base=id_base)
         self.host = host
         self.port = port
         self.api = MarketAPI(self.market)
