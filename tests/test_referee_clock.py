@@ -282,3 +282,46 @@ def test_every_run_reports_its_lag_its_validity_and_the_scales_it_ran_at(tmp_pat
     scales = run["time_scale"]
     assert scales["effective"] > 0
     assert out["summary"]["seed"]["invalid"] == (0 if run["valid"] else 1)
+
+
+def test_an_ssh_session_and_a_call_to_the_market_hold_the_shared_clock_while_out():
+    """The engine's two kinds of exchange hold the market's clock while out: a session with a
+    host (held for that instance, so a host that never answers can be told apart) and a call
+    to the market (the client's exchange)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    import asyncssh
+    from rentwatch.engine.hosts.link import HostLink
+    from rentwatch.engine.hosts.ssh import RunResult, SSHRunner
+    from rentwatch.market.vast.client import VastClient
+
+    clock, _ = _clock()
+    clock.stepped()
+    seen: list[tuple[int, object]] = []
+    ssh = SSHRunner(asyncssh.generate_private_key("ssh-ed25519"), hold=clock.held)
+
+    async def run(iid: int, *args: Any, **kw: Any) -> RunResult:
+        seen.append((clock.holds, [s for _, s in clock._holding.values()][0]))
+        return RunResult(0, b"", b"", False)
+
+    ssh.run = run  # type: ignore[method-assign]
+    market: Any = SimpleNamespace(time_scale=1.0, now=clock.now)
+    link = HostLink(ssh, market, journal=None)  # type: ignore[arg-type]
+    host: Any = SimpleNamespace(
+        instance_id=31, ssh_host="127.0.0.2", ssh_port=2222, offer=None, answered=lambda: None
+    )
+    link.keyed.add(31)
+    asyncio.run(link.run(host, "true"))
+    assert seen == [(1, 31)] and clock.holds == 0
+
+    client = VastClient("http://127.0.0.1:9", "k")
+    client.share_clock(clock)
+
+    async def exchange(*args: Any) -> Any:
+        seen.append((clock.holds, None))
+        return SimpleNamespace(status_code=200, headers={})
+
+    client._exchange = exchange  # type: ignore[method-assign]
+    asyncio.run(client._send("GET", "http://127.0.0.1:9/x", None, None, 1.0))
+    assert seen[-1] == (1, None) and clock.holds == 0
