@@ -34,6 +34,7 @@ from . import copies, work_meter
 from . import host_behaviours as hb
 from .host_procs import kill_groups
 from .images import image_facts
+from .machines import keyed_rng
 from .market import SimMarket
 from .probe_answers import PROBE_MARKER, probe_answer
 from .rental import SimInstance
@@ -78,7 +79,10 @@ class SSHHosts:
         self._own_workdir = workdir is None
         self.listeners: dict[int, list[Any]] = {}  # instance id -> its listeners (one a route)
         self.host_keys: dict[int, asyncssh.SSHKey] = {}
-        self.drop_rng = random.Random(market.scenario.seed * 31 + 5)
+        # sessions per instance so far: a session's drop is drawn from its instance and its
+        # number there, not from one sequence over every host, so the hosts whose sessions
+        # come in at once (their order is the box's) draw the same drops in any order
+        self.sessions_of: dict[int, int] = {}
         self.sessions = 0
         self.dropped = 0  # sessions cut mid-command by the ssh_drop fault or the proxy
         self.by_route: dict[str, int] = {"direct": 0, "proxy": 0}  # sessions per route
@@ -315,9 +319,11 @@ class SSHHosts:
             return
         try:
             faults = self.market.scenario.faults
-            drop = faults.ssh_drop > 0 and self.drop_rng.random() < faults.ssh_drop
+            n = self.sessions_of[inst.id] = self.sessions_of.get(inst.id, 0) + 1
+            rng = keyed_rng(self.market.scenario.seed, "ssh-drop", inst.id, n)
+            drop = faults.ssh_drop > 0 and rng.random() < faults.ssh_drop
             proxy_drop = self.market.scenario.ssh.proxy_drop
-            if route == "proxy" and proxy_drop > 0 and self.drop_rng.random() < proxy_drop:
+            if route == "proxy" and proxy_drop > 0 and rng.random() < proxy_drop:
                 drop = True
             stdin = b""
             if self.received is not None:
