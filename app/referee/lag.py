@@ -131,8 +131,7 @@ def judge(lag_s: Mapping[str, Any], bound_s: float) -> tuple[bool, str | None]:
     worst = lag_s.get("max")
     if worst is not None and worst > bound_s:
         return False, (
-            f"the engine noticed a host's event {worst:.0f} market s late "
-            f"(bound {bound_s:g} s)"
+            f"the engine noticed a host's event {worst:.0f} market s late (bound {bound_s:g} s)"
         )
     return True, None
 
