@@ -77,12 +77,9 @@ def routes_of(instance: Any) -> tuple[Route, ...]:
 
 
 def loop_time() -> float:
-    """The engine's wall clock: its event loop's, which its waits and timeouts run on (the
-    referee's loop runs on the market's stepped clock); the monotonic clock outside a loop."""
-    try:
-        return asyncio.get_running_loop().time()
-    except RuntimeError:
-        return time.monotonic()
+    """The engine's wall clock: its running event loop's, which its waits and timeouts run on
+    (the referee's loop runs on the market's stepped clock)."""
+    return asyncio.get_running_loop().time()
 
 
 def _no_hold(subject: object) -> AbstractContextManager[None]:
