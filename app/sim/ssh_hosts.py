@@ -24,7 +24,6 @@ import shutil
 import signal
 import tempfile
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +50,6 @@ class _Server(asyncssh.SSHServer):
     def __init__(self, hosts: SSHHosts, inst: SimInstance) -> None:
         self.hosts = hosts
         self.inst = inst
-        self.began = time.monotonic()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.hosts.session_walls.append(time.monotonic() - self.began)
 
     def begin_auth(self, username: str) -> bool:
         return True
@@ -86,9 +81,6 @@ class SSHHosts:
         self.sessions = 0
         self.dropped = 0  # sessions cut mid-command by the ssh_drop fault or the proxy
         self.by_route: dict[str, int] = {"direct": 0, "proxy": 0}  # sessions per route
-        # wall seconds each SSH connection lasted, handshake to close (one command or copy
-        # each): what the referee's governor weighs against the time scale (referee/pacing)
-        self.session_walls: deque[float] = deque(maxlen=1024)
         self._running: set[asyncio.subprocess.Process] = set()  # commands not yet done with
         self._procs: dict[int, set[asyncio.subprocess.Process]] = {}  # instance id -> its own
         self._stops_seen: dict[int, int] = {}  # instance id -> the stops whose kill ran
