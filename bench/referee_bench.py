@@ -63,7 +63,6 @@ def main() -> None:
     ap.add_argument("--family-seed", type=int, default=REPORT_FAMILY_SEEDS[0])
     ap.add_argument("--policies", default="naive,seed,default")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--time-scale", type=float, default=600.0)
     ap.add_argument("--json", help="also write the referee's JSON here")
     ap.add_argument("--from-json", help="summarise an earlier --json instead of running")
     args = ap.parse_args()
@@ -80,7 +79,6 @@ def main() -> None:
             campaign,
             policies,
             1,
-            time_scale=args.time_scale,
             family=args.family,
             family_seed=args.family_seed,
             workers=args.workers,

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,11 +40,11 @@ def market_stands(sim: SimServer) -> Iterator[None]:
     """The simulator's clock stands still inside (its market time passes no more), then runs
     on from where it stood: a test's wall-time step (a CLI process starting on a loaded box)
     costs the market nothing, so what the test means happens before the market moves on."""
-    sim.call(lambda: sim.market.clock.hold_after(1e-6))  # no beats come: it stands at once
+    sim.call(sim.market.clock.stepped)
     try:
         yield
     finally:
-        sim.call(lambda: sim.market.clock.hold_after(math.inf))
+        sim.call(sim.market.clock.flowing)
 
 
 @pytest.fixture

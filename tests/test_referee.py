@@ -242,7 +242,7 @@ def test_a_run_that_cannot_finish_scores_never_within_its_deadline(tmp_path):
         }
     )
     camp = parse_campaign(CAMPAIGN.replace("max_creates = 12", "max_creates = 500"))
-    out = referee(scen, camp, ["naive", "seed"], 1, time_scale=600, deadline_min=20, workers=1)
+    out = referee(scen, camp, ["naive", "seed"], 1, deadline_min=20, workers=1)
     for run in out["runs"]:  # ended by the market-time deadline, not by running out of work
         assert run["ended"] == "referee: the market-time deadline passed"
         assert run["time_to_fleet_min"] is None and run["time_to_done_min"] is None
@@ -332,18 +332,20 @@ def test_naive_on_a_market_of_duds_is_scored_as_never_delivering(tmp_path, capsy
 
 
 def test_the_referee_campaign_carries_the_default_jobs_sized_in_market_time():
-    """The demo's own jobs are wall-clock sleeps for the dashboard; refereed at 600x they would
-    last hours of market time and no policy could finish the work. Every market of a family
-    gets two jobs per fleet slot, each 30 market minutes at the run's time scale."""
+    """The demo's own jobs are wall-clock sleeps for the dashboard; a job that sleeps in wall
+    time would end at a market time that depends on the box. Every market of a family gets two
+    jobs per fleet slot, each sized to 30 market minutes on a healthy RTX 4090, which the
+    simulated host meters in market time."""
     from rentwatch.referee.run import plan, referee_campaign
 
     camp = referee_campaign()
     assert camp.jobs == ()
-    tasks = plan(None, camp, ["seed"], 1, time_scale=600.0, family=3, family_seed=1)
+    tasks = plan(None, camp, ["seed"], 1, family=3, family_seed=1)
     for t in tasks:
         assert len(t.campaign.jobs) == 2 * t.campaign.fleet
         for job in t.campaign.jobs:
-            assert "time.sleep(3.000)" in job.run  # 30 market minutes at 600x
+            assert (job.ref_gpu, job.ref_hours) == ("RTX 4090", 0.5)
+            assert "sleep" not in job.run
 
 
 def test_kept_logs_hold_each_runs_evidence_and_its_bill_decomposes(tmp_path):
@@ -354,9 +356,7 @@ def test_kept_logs_hold_each_runs_evidence_and_its_bill_decomposes(tmp_path):
     scen = parse_scenario({"seed": 3, "offers": 20, "time_scale": 600})
     camp = parse_campaign(CAMPAIGN)  # the referee's default jobs: two of 30 market minutes
     keep = tmp_path / "kept"
-    out = referee(
-        scen, camp, ["seed"], 1, time_scale=600, deadline_min=240, workers=1, keep_logs=str(keep)
-    )
+    out = referee(scen, camp, ["seed"], 1, deadline_min=240, workers=1, keep_logs=str(keep))
     [run] = out["runs"]
     [folder] = list(keep.iterdir())
     assert folder.name == f"m00-seed-s{scen.seed}"

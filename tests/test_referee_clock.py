@@ -1,12 +1,10 @@
-"""The referee's time: a market clock that bends without jumps and stands while the engine
-cannot run or is looking at it; each run's lag (a host's event to the engine's notice), and a
-run over the bound rerun slower or marked invalid, never scored silently."""
+"""The referee's time: a stepped market clock that stands while any exchange is out and jumps
+to the earliest wait's end when every party waits; each run's lag (a host's event to the
+engine's notice), and a run over the bound marked invalid, never scored silently."""
 
 from __future__ import annotations
 
 import asyncio
-import math
-import time
 
 import pytest
 from rentwatch.core.lifecycle import Phase
@@ -20,7 +18,6 @@ from rentwatch.referee.lag import (
     noticed_at,
     summarise_valid,
 )
-from rentwatch.referee.pacing import MAX_SLOWDOWN, SSH_BOUND_S, Governor, rerun_if_late
 from rentwatch.sim.market import SimClock
 
 
@@ -40,90 +37,159 @@ def _clock(scale: float = 600.0) -> tuple[SimClock, Wall]:
 # -- the clock --------------------------------------------------------------------------------
 
 
-def test_a_scale_change_bends_market_time_and_never_jumps():
+def test_a_stepped_clock_stands_whatever_the_wall_does_and_moves_only_when_stepped():
     clock, wall = _clock(600)
     wall.t += 1.0
+    assert clock.now() == pytest.approx(1_000_600.0)  # wall-paced until stepped
+    clock.stepped()
+    wall.t += 1000.0
     assert clock.now() == pytest.approx(1_000_600.0)
-    clock.set_scale(60)
-    assert clock.now() == pytest.approx(1_000_600.0)  # no jump at the change
-    wall.t += 1.0
-    assert clock.now() == pytest.approx(1_000_660.0)
-    assert clock.time_scale == 60 and clock.nominal_scale == 600
-    with pytest.raises(ValueError):
-        clock.set_scale(0)
+    clock.advance(30.0)
+    clock.advance(-5.0)  # never backwards
+    assert clock.now() == pytest.approx(1_000_630.0)
 
 
-def test_without_beats_the_market_stands_after_the_cap():
-    clock, wall = _clock(600)
-    clock.hold_after(0.025)
-    wall.t += 5.0  # the engine's loop did not run for five wall seconds
-    assert clock.now() == pytest.approx(1_000_000.0 + 0.025 * 600)
-    clock.beat()
-    wall.t += 0.01
-    clock.beat()
-    assert clock.now() == pytest.approx(1_000_000.0 + 0.035 * 600)
-    clock.hold_after(math.inf)
-    wall.t += 1.0
-    assert clock.now() == pytest.approx(1_000_000.0 + 1.035 * 600)
+def test_a_hold_keeps_the_clock_busy_until_its_stall_cap_and_a_silent_host_holds_nothing():
+    clock, wall = _clock()
+    clock.stepped()
+    assert not clock.busy(5.0)
+    with clock.held(7):  # an SSH session with instance 7
+        assert clock.busy(5.0)
+        assert not clock.busy(5.0, silent=lambda subject: subject == 7)
+        wall.t += 4.0
+        with clock.held():  # a call to the market, later
+            wall.t += 2.0
+            assert clock.busy(5.0)  # the call is young; the session is stalled
+        assert not clock.busy(5.0)  # a session out for 6 wall seconds no longer holds
+    assert clock.holds == 0
 
 
-def test_beats_do_not_count_while_the_clock_is_held_unless_the_holder_waits_on_it():
-    clock, wall = _clock(600)
-    clock.hold_after(0.025)
-    with clock.held():
-        for _ in range(100):  # a poll of a wall second, beaten all along
-            wall.t += 0.01
-            clock.beat()
-        assert clock.now() == pytest.approx(1_000_000.0 + 0.025 * 600)
-        with clock.waited_on():  # a call paced in market seconds waits on the clock
-            before = clock.now()
-            for _ in range(10):
-                wall.t += 0.01
-                clock.beat()
-            assert clock.now() - before == pytest.approx(0.1 * 600, abs=16)
-        waited = clock.now()
-        for _ in range(10):
-            wall.t += 0.01
-            clock.beat()
-        assert clock.now() - waited <= 0.025 * 600  # held again once the wait is over
-    held = clock.now()
-    for _ in range(10):
-        wall.t += 0.01
-        clock.beat()  # released: the market runs again
-    assert clock.now() - held == pytest.approx(0.1 * 600, abs=16)
+def test_a_wait_on_the_clock_lifts_the_waiters_own_hold_and_no_other():
+    clock, wall = _clock()
+    clock.stepped()
+
+    async def main() -> None:
+        other = asyncio.Event()
+
+        async def holder() -> None:
+            with clock.held():
+                await other.wait()
+
+        task = asyncio.create_task(holder())
+        await asyncio.sleep(0)
+        with clock.held():
+            assert clock.holds == 2
+            with clock.waited_on():  # a call paced in market seconds
+                assert clock.holds == 1  # the other task's hold stays
+                wall.t += 10.0
+            assert clock.holds == 2 and clock.busy(5.0)  # taken up again, afresh
+        other.set()
+        await task
+        assert clock.holds == 0
+
+    asyncio.run(main())
 
 
-def test_the_clock_never_runs_backwards_through_changes():
-    clock, wall = _clock(600)
-    clock.hold_after(0.05)
-    seen = [clock.now()]
-    for i in range(200):
-        wall.t += (i % 7) * 0.013
-        if i % 3 == 1:
-            clock.set_scale(100 + i)
-        else:
-            clock.beat()
-        seen.append(clock.now())
-    assert seen == sorted(seen)
+def test_the_stepped_loop_stands_while_an_exchange_is_out_and_jumps_when_all_wait():
+    """The engine's waits are the loop's: a wait of an hour of market time ends at that market
+    time exactly, however long the box took; while a call or an SSH session is out the clock
+    does not move, however long it takes in wall time; when every party waits, the clock jumps
+    to the earliest wait's end, and the hosts are settled at each jump."""
+    import threading
+
+    from rentwatch.referee.stepped import SteppedLoop, stepped_clock
+
+    clock = stepped_clock(origin=5_000.0)
+    settled: list[float] = []
+    seen: dict[str, float] = {}
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def poller() -> None:
+            for _ in range(3):
+                await asyncio.sleep(10.0)  # the poll cadence: market seconds
+            seen["poller"] = clock.now()
+
+        async def session() -> None:
+            await asyncio.sleep(5.0)
+            answer = loop.create_future()
+            # the host answers after 0.3 wall seconds, from another thread (the sim's)
+            threading.Timer(0.3, loop.call_soon_threadsafe, (answer.set_result, None)).start()
+            with clock.held(42):
+                seen["sent"] = clock.now()
+                await answer
+                seen["answered"] = clock.now()
+
+        async def sleeper() -> None:
+            await asyncio.sleep(3600.0)
+            seen["sleeper"] = clock.now()
+
+        await asyncio.gather(poller(), session(), sleeper())
+
+    with asyncio.Runner(
+        loop_factory=lambda: SteppedLoop(clock, lambda: settled.append(clock.now()))
+    ) as runner:
+        runner.run(main())
+    assert seen["sent"] == pytest.approx(5_005.0, abs=1e-3)
+    assert seen["answered"] == seen["sent"]  # 0.3 wall seconds out: no market time passed
+    assert seen["poller"] == pytest.approx(5_030.0, abs=1e-3)
+    assert seen["sleeper"] == pytest.approx(8_600.0, abs=1e-3)
+    # one jump per distinct wake (5, 10, 20, 30, 3600 s), each settled before anything ran
+    assert settled == pytest.approx([5_005.0, 5_010.0, 5_020.0, 5_030.0, 8_600.0], abs=1e-3)
 
 
-def test_a_poll_that_blocks_the_loop_costs_the_market_the_cap_not_its_wall_time():
-    from rentwatch.referee.pacing import BEAT_CAP_S, _beat
+def test_a_pace_cap_makes_a_jump_wait_in_wall_time_and_changes_no_market_time():
+    """`--time-scale`: with a cap, a jump of J market seconds waits until J / cap wall seconds
+    passed since the last jump; the market times the engine sees are the same as without."""
+    import time
 
-    clock = SimClock(600.0)
+    from rentwatch.referee.stepped import SteppedLoop, SteppedSelector, stepped_clock
+
+    free = SteppedSelector(stepped_clock(), lambda: None, lambda: 0.0)
+    assert free.pause_for(3600.0) == 0.0
+    capped = SteppedSelector(stepped_clock(), lambda: None, lambda: 0.0, max_pace=100.0)
+    capped.last_step_wall = time.monotonic() + 1000.0  # a jump just made, far in the future
+    assert capped.pause_for(10.0) > 1000.0  # 10 market s at 100x: 0.1 wall s after it
+    capped.last_step_wall = time.monotonic() - 1000.0  # long ago: no wait left
+    assert capped.pause_for(10.0) < 0
+
+    def woke(max_pace: float | None) -> list[float]:
+        clock = stepped_clock(origin=0.0)
+        seen: list[float] = []
+
+        async def main() -> None:
+            for _ in range(3):
+                await asyncio.sleep(2.0)
+                seen.append(clock.now())
+
+        with asyncio.Runner(
+            loop_factory=lambda: SteppedLoop(clock, lambda: None, max_pace=max_pace)
+        ) as runner:
+            runner.run(main())
+        return seen
+
+    assert woke(None) == pytest.approx([2.0, 4.0, 6.0], abs=1e-3)
+    assert woke(200.0) == pytest.approx(woke(None), abs=1e-3)
+
+
+def test_a_session_with_a_host_that_never_answers_holds_the_clock_no_longer_than_the_cap():
+    from rentwatch.referee.stepped import SteppedLoop, stepped_clock
+
+    clock = stepped_clock(origin=0.0)
 
     async def main() -> float:
-        clock.hold_after(BEAT_CAP_S)
-        beat = asyncio.create_task(_beat(clock))
-        await asyncio.sleep(0.05)
-        before = clock.now()
-        time.sleep(0.3)  # a poll's own CPU: the loop cannot beat meanwhile
-        spent = clock.now() - before
-        beat.cancel()
-        return spent
+        with clock.held(9):  # a host that accepts and never says a word
+            try:
+                await asyncio.wait_for(asyncio.Event().wait(), 20.0)  # its connect timeout
+            except TimeoutError:
+                return clock.now()
+        raise AssertionError("the timeout never came")
 
-    spent = asyncio.run(main())
-    assert spent <= BEAT_CAP_S * 600 + 1e-6  # not 0.3 x 600 = 180 market seconds
+    with asyncio.Runner(
+        loop_factory=lambda: SteppedLoop(clock, lambda: None, silent=lambda s: s == 9)
+    ) as runner:
+        assert runner.run(main()) == pytest.approx(20.0, abs=1e-3)
 
 
 # -- lag ---------------------------------------------------------------------------------------
@@ -213,56 +279,6 @@ def test_the_summary_skips_invalid_runs_and_counts_them():
     assert summary["default"]["runs"] == 1
 
 
-# -- the governor -------------------------------------------------------------------------------
-
-
-def _governor(scale: float = 600.0) -> tuple[Governor, SimClock]:
-    clock, _ = _clock(scale)
-
-    async def no_truth() -> dict[str, object]:
-        return {}
-
-    return Governor(clock, 120.0, no_truth, lambda: Notices({}, {}), START), clock
-
-
-def test_the_governor_slows_a_lagging_market_and_brings_it_back_to_the_nominal_scale():
-    gov, clock = _governor()
-    gov.step(100.0)  # over half the bound
-    assert clock.time_scale == pytest.approx(360.0) and gov.slowdowns == 1
-    gov.step(40.0)  # between a quarter and a half: held
-    assert clock.time_scale == pytest.approx(360.0)
-    for _ in range(50):
-        gov.step(0.0)
-    assert clock.time_scale == 600.0  # never over the nominal scale
-    assert gov.lowest == pytest.approx(360.0)
-
-
-def test_the_governor_slows_the_market_when_an_ssh_session_costs_too_much_market_time():
-    gov, clock = _governor()
-    gov.step(0.0, ssh_wall=SSH_BOUND_S / 600 * 2)
-    assert clock.time_scale < 600.0
-    for _ in range(200):
-        gov.step(1e6)
-    assert clock.time_scale == pytest.approx(600.0 / MAX_SLOWDOWN)
-
-
-def test_a_lagging_run_is_rerun_once_slower_and_stays_invalid_if_it_still_lags():
-    asked: list[float] = []
-
-    def run_once(scale: float) -> dict[str, object]:
-        asked.append(scale)
-        return {"valid": scale < 400, "why": None if scale < 400 else "late"}
-
-    again = rerun_if_late(600.0, run_once, lambda s: s / 2)
-    assert asked == [600.0, 300.0] and again["valid"] is True
-    assert again["rerun"]["why"] == "late"
-    asked.clear()
-    still = rerun_if_late(1000.0, run_once, lambda s: s / 2)
-    assert asked == [1000.0, 500.0] and still["valid"] is False
-    asked.clear()
-    assert "rerun" not in rerun_if_late(100.0, run_once, lambda s: s / 2) and asked == [100.0]
-
-
 # -- a run ----------------------------------------------------------------------------------------
 
 CAMPAIGN = """
@@ -298,34 +314,48 @@ def test_every_run_reports_its_lag_its_validity_and_the_scales_it_ran_at(tmp_pat
     assert 0 <= run["lag_s"]["median"] <= run["lag_s"]["max"]
     assert run["valid"] is (run["lag_s"]["max"] <= 600) and ("why" in run) is not run["valid"]
     scales = run["time_scale"]
-    assert scales["nominal"] == 600 and 0 < scales["lowest"] <= 600
+    assert scales["effective"] > 0
     assert out["summary"]["seed"]["invalid"] == (0 if run["valid"] else 1)
 
 
-def test_the_governor_hears_the_sims_ssh_sessions():
-    from collections import deque
+def test_an_ssh_session_and_a_call_to_the_market_hold_the_shared_clock_while_out():
+    """The engine's two kinds of exchange hold the market's clock while out: a session with a
+    host (held for that instance, so a host that never answers can be told apart) and a call
+    to the market (the client's exchange)."""
     from types import SimpleNamespace
+    from typing import Any
 
-    from rentwatch.referee.pacing import governed
+    import asyncssh
+    from rentwatch.engine.hosts.link import HostLink
+    from rentwatch.engine.hosts.ssh import RunResult, SSHRunner
+    from rentwatch.market.vast.client import VastClient
 
     clock, _ = _clock()
-    walls: deque[float] = deque()
+    clock.stepped()
+    seen: list[tuple[int, object]] = []
+    ssh = SSHRunner(asyncssh.generate_private_key("ssh-ed25519"), hold=clock.held)
 
-    async def truth() -> dict[str, object]:
-        return {}
+    async def run(iid: int, *args: Any, **kw: Any) -> RunResult:
+        seen.append((clock.holds, [s for _, s in clock._holding.values()][0]))
+        return RunResult(0, b"", b"", False)
 
-    sim = SimpleNamespace(
-        market=SimpleNamespace(clock=clock, truth=dict),
-        ssh=SimpleNamespace(session_walls=walls),
-        acall=lambda fn: truth(),
+    ssh.run = run  # type: ignore[method-assign]
+    market: Any = SimpleNamespace(time_scale=1.0, now=clock.now)
+    link = HostLink(ssh, market, journal=None)  # type: ignore[arg-type]
+    host: Any = SimpleNamespace(
+        instance_id=31, ssh_host="127.0.0.2", ssh_port=2222, offer=None, answered=lambda: None
     )
-    sup = SimpleNamespace(attempts={}, jobs=SimpleNamespace(jobs=[]))
+    link.keyed.add(31)
+    asyncio.run(link.run(host, "true"))
+    assert seen == [(1, 31)] and clock.holds == 0
 
-    async def main() -> list[float]:
-        async with governed(sim, sup, START, 120.0) as gov:  # type: ignore[arg-type]
-            walls.extend([0.02, 0.3])  # the sim's thread appends as sessions close
-            heard = gov.ssh_walls()
-            assert gov.ssh_walls() == []  # each session heard once
-            return heard
+    client = VastClient("http://127.0.0.1:9", "k")
+    client.share_clock(clock)
 
-    assert asyncio.run(main()) == [0.02, 0.3]
+    async def exchange(*args: Any) -> Any:
+        seen.append((clock.holds, None))
+        return SimpleNamespace(status_code=200, headers={})
+
+    client._exchange = exchange  # type: ignore[method-assign]
+    asyncio.run(client._send("GET", "http://127.0.0.1:9/x", None, None, 1.0))
+    assert seen[-1] == (1, None) and clock.holds == 0

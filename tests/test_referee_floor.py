@@ -350,9 +350,7 @@ TIER_SCENARIO = {
 def test_every_policys_bill_is_at_or_above_its_runs_floor():
     scen = parse_scenario(TIER_SCENARIO)
     camp = parse_campaign(CAMPAIGN.replace("fleet = 2", "fleet = 1"))
-    out = referee(
-        scen, camp, ["naive", "seed", "default"], 1, time_scale=600, workers=2, lag_bound_s=600.0
-    )
+    out = referee(scen, camp, ["naive", "seed", "default"], 1, workers=2, lag_bound_s=600.0)
     for run in out["runs"]:
         assert run["total_usd"] >= run["floor_usd"] >= 0, run
         assert set(run["floor"]) == {"work_usd", "boot_usd", "bid_share"}
@@ -370,9 +368,7 @@ def test_a_warm_run_scores_a_second_campaign_whose_jobs_really_run():
     # its lag is not this test's subject (tests/test_referee_clock.py): a bound a loaded box
     # stays under, as the clock's own end-to-end test sets; an invalid run says `why` and is
     # left out of the summary (e81efea), so both campaigns must be valid to compare them
-    out = referee(
-        scen, camp, ["default"], 1, warm=True, time_scale=600, workers=1, lag_bound_s=600.0
-    )
+    out = referee(scen, camp, ["default"], 1, warm=True, workers=1, lag_bound_s=600.0)
     [run] = out["runs"]
     early = run["warmup"]
     assert run["valid"] and early["valid"], (run.get("why"), early.get("why"))

@@ -76,7 +76,7 @@ def _start_referee(tmp: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "TMPDIR": str(tmp)}
     cmd = [sys.executable, "-m", "rentwatch", "referee", "--family", "4", "--family-seed", "77"]
     cmd += ["--campaign", str(ROOT / "bench" / "sized_campaign.toml"), "--policies", "default"]
-    cmd += ["--workers", "2", "--time-scale", "300"]
+    cmd += ["--workers", "2"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     # both workers have a market with hosts booting before the signal

@@ -366,12 +366,12 @@ def cmd_referee(args: argparse.Namespace) -> int:
         policies,
         args.seeds if args.seeds is not None else (1 if args.family else 3),
         warm=args.warm,
-        time_scale=args.time_scale,
         family=args.family,
         family_seed=args.family_seed,
         deadline_min=args.deadline_min,
         workers=args.workers,
         keep_logs=args.keep_logs,
+        max_pace=args.time_scale,
         lag_bound_s=args.max_lag_s,
     )
     print(json.dumps(result, indent=1) if args.json else format_table(result))

@@ -168,16 +168,16 @@ def build_parser() -> argparse.ArgumentParser:
         "ledger first; score the campaign under test",
     )
     f.add_argument(
-        "--time-scale",
-        type=_positive_float,
-        default=600.0,
-        help="override the scenario's time scale",
-    )
-    f.add_argument(
         "--max-lag-s",
         type=_positive_float,
         default=120.0,
-        help="market seconds a run's lag may reach before it is rerun slower, then invalid",
+        help="market seconds a run's lag may reach before the run is marked invalid",
+    )
+    f.add_argument(
+        "--time-scale",
+        type=_positive_float,
+        help="the most market seconds a run passes per wall second, to watch one go (default: "
+        "as fast as the box allows; the scores do not depend on it)",
     )
     f.add_argument("--json", action="store_true")
     f.add_argument(

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
+
+from .hosts.ssh import loop_time
 
 # a poll asked for early (`wake`) starts no sooner than this share of the interval after the
 # last one began: a burst of webhooks is one early poll, and the market's pacing is kept
@@ -26,7 +27,7 @@ async def rounds(
     after: Callable[[], None] | None = None,
     on_error: Callable[[Exception], None] | None = None,
     cap_s: float = float("inf"),
-    monotonic: Callable[[], float] = time.monotonic,
+    monotonic: Callable[[], float] = loop_time,
     floor_s: float = 0.02,
     wake: asyncio.Event | None = None,
 ) -> None:

@@ -87,10 +87,13 @@ class Session:
         """A session on the market at `market_url` (the real one or the simulator). Each
         market call's total deadline: `http_timeout_s` if given, else the campaign's
         `http_timeout_s`, else the client's default. `market_clock`: a simulator's clock in
-        this process, read directly (the referee's, whose scale it may change)."""
+        this process, read directly and held while a call or an SSH session is out (the
+        referee's stepped clock, app/referee/stepped.py)."""
         timeout = http_timeout_s if http_timeout_s is not None else campaign.http_timeout_s
         client = open_market(market_url, api_key, timeout=timeout, clock=market_clock)
         ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))
+        if market_clock is not None:  # its SSH sessions hold the clock as its calls do
+            ssh.hold = market_clock.held
         return cls(
             client,
             ledger,

@@ -58,16 +58,15 @@ class ListFilter:
 
 
 class SharedClock(Protocol):
-    """A market clock read in-process (`sim.clock.SimClock` has this shape: the referee's,
-    whose scale it may change); `held()` is entered for each exchange with the market,
-    `waited_on()` for each wait on its time."""
+    """A market clock read in-process (`sim.clock.SimClock` has this shape); `held()` is
+    entered for each exchange with the market, `waited_on()` for each wait on its time."""
 
     @property
     def time_scale(self) -> float: ...
 
     def now(self) -> float: ...
 
-    def held(self) -> AbstractContextManager[None]: ...
+    def held(self, subject: object = None) -> AbstractContextManager[None]: ...
 
     def waited_on(self) -> AbstractContextManager[None]: ...
 

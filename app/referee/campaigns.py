@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from ..core.campaign import Campaign, Job
 
-DEFAULT_JOB_MIN = 30.0  # market minutes each default job computes
+DEFAULT_JOB_MIN = 30.0  # market minutes each default job computes on DEFAULT_REF_GPU
+DEFAULT_REF_GPU = "RTX 4090"
 JOBS_PER_INSTANCE = 2  # default job set: two jobs per fleet slot (hold and batch pays)
 
 
@@ -23,32 +24,26 @@ def referee_campaign() -> Campaign:
     return replace(parse_campaign(text, "referee campaign"), jobs=())
 
 
-def default_jobs(
-    fleet: int, time_scale: float, job_min: float = DEFAULT_JOB_MIN
-) -> tuple[Job, ...]:
+def default_jobs(fleet: int, job_min: float = DEFAULT_JOB_MIN) -> tuple[Job, ...]:
     """The referee's job set for a campaign that brings none: JOBS_PER_INSTANCE jobs per fleet
-    slot, each computing `job_min` market minutes (a sleep: the sim runs jobs in wall time, so the
-    wall length follows the time scale)."""
-    wall = max(0.2, job_min * 60 / time_scale)
-    run = f'python3 -c "import time; time.sleep({wall:.3f})"'
+    slot, each sized to compute `job_min` market minutes on a healthy DEFAULT_REF_GPU (longer
+    on a slower host, shorter on a faster one): a sized job ends in market time, which the
+    simulated host meters, so no job of the referee runs on the box's wall clock."""
     return tuple(
-        Job(name=f"ref-{i + 1}", run=run, retries=3) for i in range(JOBS_PER_INSTANCE * fleet)
+        Job(
+            name=f"ref-{i + 1}",
+            run="true",
+            retries=3,
+            ref_gpu=DEFAULT_REF_GPU,
+            ref_hours=job_min / 60,
+        )
+        for i in range(JOBS_PER_INSTANCE * fleet)
     )
 
 
-def with_jobs(campaign: Campaign, time_scale: float) -> Campaign:
+def with_jobs(campaign: Campaign) -> Campaign:
     """The campaign with its own jobs, or the default set sized to its fleet."""
-    return (
-        campaign
-        if campaign.jobs
-        else replace(campaign, jobs=default_jobs(campaign.fleet, time_scale))
-    )
-
-
-def known_job_min(campaign: Campaign) -> float:
-    """Market minutes each of the campaign's unsized jobs takes, where the referee knows it:
-    its own default set's (a campaign's own unsized jobs take what their commands take)."""
-    return 0.0 if campaign.jobs else DEFAULT_JOB_MIN
+    return campaign if campaign.jobs else replace(campaign, jobs=default_jobs(campaign.fleet))
 
 
 def warmup_campaign(campaign: Campaign) -> Campaign:

@@ -128,13 +128,11 @@ def lag_figures(values: list[float]) -> dict[str, Any]:
 
 
 def judge(lag_s: Mapping[str, Any], bound_s: float) -> tuple[bool, str | None]:
-    """(valid, why not): a run whose lag max passed the bound measured the box, not the
-    policy."""
+    """(valid, why not): a run whose lag max passed the bound is not scored silently."""
     worst = lag_s.get("max")
     if worst is not None and worst > bound_s:
         return False, (
-            f"the engine noticed a host's event {worst:.0f} market s late "
-            f"(bound {bound_s:g} s): the box was too slow for this time scale"
+            f"the engine noticed a host's event {worst:.0f} market s late (bound {bound_s:g} s)"
         )
     return True, None
 

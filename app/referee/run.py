@@ -6,9 +6,9 @@ floor.py, the campaigns played in campaigns.py, the table in table.py. See docs/
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
+import random
 import re
 import shutil
 import tempfile
@@ -35,7 +35,6 @@ from .campaigns import (
     DEFAULT_JOB_MIN,
     JOBS_PER_INSTANCE,
     default_jobs,
-    known_job_min,
     referee_campaign,
     warmup_campaign,
     with_jobs,
@@ -43,8 +42,9 @@ from .campaigns import (
 from .floor import delivered, floor, rentables
 from .floor import ratio as floor_ratio
 from .lag import LAG_BOUND_S, summarise_valid
-from .pacing import Governor, governed, rerun_if_late, run_held, run_until, timing
+from .pacing import Pace, paced, run_until, timing
 from .score import SCORE_KEYS, RunFacts, delivers, score
+from .stepped import ID_BASE, run_stepped, stepped_clock
 from .table import format_table
 from .workers import run_all
 
@@ -75,9 +75,8 @@ class Task:
     warm: bool
     deadline_s: float
     keep_logs: str | None = None  # a folder: each run's log, ledger, truth and jobs kept there
-    # market minutes each unsized job takes (the referee's own default set; 0: unknown)
-    job_min: float = 0.0
     lag_bound_s: float = LAG_BOUND_S  # a run whose lag max passes this is invalid
+    max_pace: float | None = None  # market seconds per wall second at most (None: no cap)
 
 
 def policy_from_spec(spec: str) -> Policy:
@@ -122,12 +121,12 @@ async def _one_run(
     log: Callable[[str], None],
     destroy_after: bool = False,
     lag_bound_s: float = LAG_BOUND_S,
-) -> tuple[RunFacts, list[dict[str, Any]], Governor]:
+) -> tuple[RunFacts, list[dict[str, Any]], Pace]:
     """Run a campaign to its end or to the market-time deadline, then release what it holds
     (`destroy_after`: end it as a person would before the next campaign, destroying every
     rental it holds, so none stays stopped on a machine, billing storage); its facts, every
-    job as the policy last saw it (for a kept log), and the governor that paced its market
-    (its lag: app/referee/pacing.py)."""
+    job as the policy last saw it (for a kept log), and its pace (its lag:
+    app/referee/pacing.py). Runs on the stepped loop (`run_stepped`)."""
     session = Session.open(
         sim.url,
         sim.api_key,
@@ -137,18 +136,16 @@ async def _one_run(
         key,
         log=log,
         artifacts_root=tmp / "artifacts",  # a campaign's own artifacts stay in the run's folder
-        market_clock=sim.market.clock,  # the engine reads the clock the governor steers
+        market_clock=sim.market.clock,  # the engine reads and holds the stepped clock
     )
     sup = session.sup
     start = sim.market.clock.now()
     ended, finish = "the run failed before its end", start
     try:
         await session.start()
-        async with governed(sim, sup, start, lag_bound_s) as gov:
+        async with paced(sim.market.clock, sup, start, lag_bound_s) as gov:
             try:
-                ended, finish = await run_until(
-                    run_held(sup, sim.market.clock), sim.market.clock, start + deadline_s
-                )
+                ended, finish = await run_until(sup.run(), sim.market.clock, start + deadline_s)
             except Exception as exc:  # an engine error ends this run, scored as far as it got;
                 # it must not take the other runs of the referee down with it
                 ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"
@@ -223,7 +220,7 @@ def scored(
     camp = task.campaign
     sized = any(j.ref_hours for j in camp.jobs)
     unsized = 0 if sized else sum(1 for iid, _ in facts.jobs_done if iid in good)
-    work = delivered(truth, good, facts.start, facts.finish, camp, unsized, task.job_min / 60)
+    work = delivered(truth, good, facts.start, facts.finish, camp, unsized, 0.0)
     tier = camp.rental != "on-demand" and any(eligible(j) for j in camp.jobs)
     hi = facts.start + task.deadline_s
     machines = rentables(
@@ -237,30 +234,17 @@ def scored(
 
 
 def run_task(task: Task) -> dict[str, Any]:
-    """One policy on one market, judged for lag: a run the engine could not keep up with is
-    run once more at half the time scale, and marked invalid if it still lags
-    (docs/referee.md, "Time")."""
-    return rerun_if_late(task, _run_task_once, _slower)
-
-
-def _slower(task: Task) -> Task:
-    """The same run at half the time scale (default jobs resized to it)."""
-    sc = task.scenario
-    slower = replace(sc, time_scale=sc.time_scale / 2)
-    camp = task.campaign
-    if camp.jobs == default_jobs(camp.fleet, sc.time_scale):
-        camp = replace(camp, jobs=default_jobs(camp.fleet, slower.time_scale))
-    return replace(task, scenario=slower, campaign=camp)
-
-
-def _run_task_once(task: Task) -> dict[str, Any]:
     """One policy on one market (its own sim, ledger and key): the scored run. Warm: an
     earlier campaign (`warmup_campaign`) runs first on the same market and ledger, and is
     ended and destroyed as its operator would; then the campaign under test is scored, with
-    the earlier one's own figures under `warmup`."""
+    the earlier one's own figures under `warmup`. The engine runs on the market's stepped
+    clock (app/referee/stepped.py)."""
     with tempfile.TemporaryDirectory(prefix="rentwatch-referee-") as tmp_s:
         tmp = Path(tmp_s)
-        sim = SimServer(task.scenario, api_key="referee").start_in_thread()
+        clock = stepped_clock()
+        sim = SimServer(task.scenario, api_key="referee", clock=clock, id_base=ID_BASE)
+        sim.start_in_thread()
+        random.seed(run_name(task))  # the client's retry jitter: the same run, the same waits
         ledger = Ledger(tmp / "ledger.duckdb")
         lines: list[str] = []
         t0 = sim.market.clock.now()
@@ -273,8 +257,10 @@ def _run_task_once(task: Task) -> dict[str, Any]:
         try:
             if task.warm:
                 early = warmup_campaign(task.campaign)
-                w_facts, _, w_gov = asyncio.run(
-                    _one_run(
+                w_facts, _, w_gov = run_stepped(
+                    sim,
+                    max_pace=task.max_pace,
+                    main=_one_run(
                         sim,
                         early,
                         task.policy,
@@ -285,14 +271,16 @@ def _run_task_once(task: Task) -> dict[str, Any]:
                         log,
                         destroy_after=True,
                         lag_bound_s=task.lag_bound_s,
-                    )
+                    ),
                 )
                 w_truth = sim.call(sim.market.truth)
                 warmup = scored(replace(task, campaign=early), sim.market, w_truth, w_facts, False)
                 warmup.update(timing(w_gov, w_truth, w_facts.finish))
                 lines.clear()  # the kept log is the scored campaign's
-            facts, jobs, gov = asyncio.run(
-                _one_run(
+            facts, jobs, gov = run_stepped(
+                sim,
+                max_pace=task.max_pace,
+                main=_one_run(
                     sim,
                     task.campaign,
                     task.policy,
@@ -302,7 +290,7 @@ def _run_task_once(task: Task) -> dict[str, Any]:
                     task.deadline_s,
                     log,
                     lag_bound_s=task.lag_bound_s,
-                )
+                ),
             )
             truth = sim.call(sim.market.truth)
             result = scored(task, sim.market, truth, facts, task.warm)
@@ -325,19 +313,13 @@ def plan(
     policies: list[str],
     seeds: int,
     warm: bool = False,
-    time_scale: float | None = None,
     family: int = 0,
     family_seed: int = 1,
     deadline_min: float = DEFAULT_DEADLINE_MIN,
 ) -> list[Task]:
     """Every run the referee will make, in report order (market, seed, policy)."""
-    if (
-        seeds < 1
-        or family < 0
-        or not deadline_min > 0
-        or (time_scale is not None and time_scale <= 0)
-    ):
-        raise ConfigError("referee: seeds >= 1, family >= 0, deadline and time scale above 0")
+    if seeds < 1 or family < 0 or not deadline_min > 0:
+        raise ConfigError("referee: seeds >= 1, family >= 0, deadline above 0")
     if not policies:
         raise ConfigError("referee: name at least one policy")
     for name in policies:
@@ -354,19 +336,15 @@ def plan(
                 budget_usd=max(campaign.budget_usd, 5.0 * m.fleet),
             )
             for k in range(seeds):
-                sc = replace(m.scenario, seed=m.scenario.seed + k, time_scale=time_scale or 600.0)
-                camp_k = with_jobs(camp, sc.time_scale)  # default jobs sized to this fleet
-                tasks += [
-                    Task(m.index, sc, camp_k, p, warm, deadline_s, job_min=known_job_min(camp))
-                    for p in policies
-                ]
+                sc = replace(m.scenario, seed=m.scenario.seed + k)
+                camp_k = with_jobs(camp)  # default jobs sized to this fleet
+                tasks += [Task(m.index, sc, camp_k, p, warm, deadline_s) for p in policies]
         return tasks
     assert scenario is not None
     for k in range(seeds):
-        sc = replace(scenario, seed=scenario.seed + k, time_scale=time_scale or scenario.time_scale)
-        camp = with_jobs(campaign, sc.time_scale)
-        job_min = known_job_min(campaign)
-        tasks += [Task(0, sc, camp, p, warm, deadline_s, job_min=job_min) for p in policies]
+        sc = replace(scenario, seed=scenario.seed + k)
+        camp = with_jobs(campaign)
+        tasks += [Task(0, sc, camp, p, warm, deadline_s) for p in policies]
     return tasks
 
 
@@ -381,21 +359,20 @@ def referee(
     policies: list[str],
     seeds: int,
     warm: bool = False,
-    time_scale: float | None = None,
     family: int = 0,
     family_seed: int = 1,
     deadline_min: float = DEFAULT_DEADLINE_MIN,
     workers: int | None = None,
     keep_logs: str | None = None,
     lag_bound_s: float = LAG_BOUND_S,
+    max_pace: float | None = None,
 ) -> dict[str, Any]:
     """Run every policy on every market and seed; the referee's JSON (docs/referee.md).
     `keep_logs`: a folder where each run's log, ledger and truth are kept; `lag_bound_s`:
-    the lag past which a run is rerun slower, then invalid."""
-    tasks = plan(
-        scenario, campaign, policies, seeds, warm, time_scale, family, family_seed, deadline_min
-    )
-    tasks = [replace(t, lag_bound_s=lag_bound_s) for t in tasks]
+    the lag past which a run is invalid; `max_pace`: the most market seconds a run may pass
+    per wall second (to watch one; the scores do not depend on it)."""
+    tasks = plan(scenario, campaign, policies, seeds, warm, family, family_seed, deadline_min)
+    tasks = [replace(t, lag_bound_s=lag_bound_s, max_pace=max_pace) for t in tasks]
     if keep_logs:
         Path(keep_logs).mkdir(parents=True, exist_ok=True)
         tasks = [replace(t, keep_logs=str(Path(keep_logs).resolve())) for t in tasks]

@@ -1,11 +1,12 @@
-"""The market's clock: wall time since the market started, times its scale, bent by the
-referee while a run goes (a scale that changes without jumps, a clock that stands while the
-engine polls or cannot run: app/referee/pacing.py)."""
+"""The market's clock: wall time since the market started, times its scale; or, for the
+referee and the tests that need a market independent of the box, a stepped clock that moves
+only when told to (app/referee/stepped.py steps it while every party waits on it)."""
 
 from __future__ import annotations
 
 import contextlib
-import math
+import contextvars
+import itertools
 import time
 from collections.abc import Callable, Iterator
 
@@ -13,19 +14,20 @@ EPOCH_ORIGIN = float(
     int(time.time())
 )  # market time starts at the wall clock; sim time then runs `time_scale` times faster
 
+# the hold the current task is inside (`SimClock.held`), so that a wait on the clock lifts
+# that task's own hold and no other's
+_HOLD: contextvars.ContextVar[int | None] = contextvars.ContextVar("rentwatch_hold", default=None)
+_TOKENS = itertools.count(1)
+
 
 class SimClock:
-    """Market time: EPOCH_ORIGIN plus wall time elapsed since start, times the scale.
+    """Market time: `origin` plus wall time elapsed since start, times the scale.
 
-    The scale may change while the market runs (`set_scale`: the referee's governor slows a
-    market whose engine falls behind): market time then bends, never jumps, and never runs
-    backwards. With `hold_after(cap)` the clock also stands still once `cap` wall seconds
-    passed without a `beat()`: the referee beats it from the engine's own event loop, so wall
-    time the engine could not run (its own CPU work, a busy box) does not pass in the market;
-    and beats do not count while the clock is `held` (the engine's poll, a call to the market
-    out), so the market stands while the engine looks at it.
-    Read from the sim's thread and the engine's alike, so the whole state is one tuple swapped
-    at once."""
+    `stepped()` stops the flow: from then on market time moves only by `advance`. Whoever
+    steps it asks `busy()` first: a party that has an exchange out (a call to the market, an
+    SSH session with a host) holds the clock meanwhile (`held`), and a hold older than the
+    stall cap no longer counts (a host that never answers must not stop time for good).
+    Holds and steps come from one thread (the engine's); `now()` is read from any."""
 
     def __init__(
         self,
@@ -35,71 +37,66 @@ class SimClock:
     ) -> None:
         self.origin = origin
         self._monotonic = monotonic
-        self.nominal_scale = time_scale  # the scale asked for; `time_scale` is the one in force
-        # (market time at the last fold, wall clock then, scale since, wall seconds it may run
-        # without a beat)
-        self._at: tuple[float, float, float, float] = (origin, monotonic(), time_scale, math.inf)
-        self._holds = 0  # calls to the market out (`held`), from the thread that beats
-
-    @property
-    def time_scale(self) -> float:
-        return self._at[2]
+        self.time_scale = time_scale  # market seconds per wall second (the engine's unit too)
+        self._base, self._mono0 = origin, monotonic()
+        self.is_stepped = False
+        # hold token -> (wall clock when it began, what it waits on: an instance id or None)
+        self._holding: dict[int, tuple[float, object]] = {}
 
     def now(self) -> float:
-        base, mono0, scale, cap = self._at
-        return base + min(self._monotonic() - mono0, cap) * scale
+        if self.is_stepped:
+            return self._base
+        return self._base + (self._monotonic() - self._mono0) * self.time_scale
 
-    def _fold(self, scale: float | None = None, cap: float | None = None) -> None:
-        base, mono0, old_scale, old_cap = self._at
-        mono = self._monotonic()
-        self._at = (
-            base + min(mono - mono0, old_cap) * old_scale,
-            mono,
-            old_scale if scale is None else scale,
-            old_cap if cap is None else cap,
+    def stepped(self, at: float | None = None) -> None:
+        """Stand still at `at` (default: now) and move only by `advance` from then on."""
+        self._base = self.now() if at is None else at
+        self.is_stepped = True
+
+    def flowing(self) -> None:
+        """Run on with wall time from where a stepped clock stands (tests that stop the
+        market around a wall-time step of their own)."""
+        self._base, self._mono0 = self.now(), self._monotonic()
+        self.is_stepped = False
+
+    def advance(self, seconds: float) -> None:
+        """Move the market forward (a stepped clock's one way to move; tests' jumps too)."""
+        if seconds > 0:
+            self._base += seconds
+
+    def busy(self, stall_cap_s: float, silent: Callable[[object], bool] = lambda _: False) -> bool:
+        """Whether a hold younger than `stall_cap_s` wall seconds is out, one whose subject
+        is `silent` (a host the stepper knows will never answer) aside."""
+        young = self._monotonic() - stall_cap_s
+        return any(
+            began > young and not silent(subject) for began, subject in self._holding.values()
         )
 
-    def set_scale(self, time_scale: float) -> None:
-        """Run at `time_scale` from now on, continuing from the current market time."""
-        if not time_scale > 0:
-            raise ValueError(f"time scale must be above 0, got {time_scale!r}")
-        self._fold(scale=time_scale)
-
-    def hold_after(self, cap_wall_s: float) -> None:
-        """From now on stand still once `cap_wall_s` wall seconds pass without a `beat()`
-        (math.inf: never)."""
-        if not cap_wall_s > 0:
-            raise ValueError(f"cap must be above 0, got {cap_wall_s!r}")
-        self._fold(cap=cap_wall_s)
-
-    def beat(self) -> None:
-        """Whoever the clock waits for is running: what passed counts (up to the cap), unless
-        a call to the market is out (`held`)."""
-        if not self._holds:
-            self._fold()
+    @property
+    def holds(self) -> int:
+        return len(self._holding)
 
     @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        """While a call to the market is out, beats do not count: the market's answer costs
-        its market time only up to the cap, as a real market answers in a fraction of the
-        seconds that a scaled clock would make of a loaded box's wall time."""
-        self._holds += 1
+    def held(self, subject: object = None) -> Iterator[None]:
+        """An exchange with the market or a host (`subject`: its instance id) is out: a
+        stepped clock does not move."""
+        token = next(_TOKENS)
+        self._holding[token] = (self._monotonic(), subject)
+        reset = _HOLD.set(token)
         try:
             yield
         finally:
-            self._holds -= 1
+            _HOLD.reset(reset)
+            self._holding.pop(token, None)
 
     @contextlib.contextmanager
     def waited_on(self) -> Iterator[None]:
-        """Inside `held`, whoever holds waits on the clock itself (a call paced in market
-        seconds): the hold lifts meanwhile, or the wait would never end."""
-        self._holds -= 1
+        """Inside `held`, the holder waits on the clock itself (a call paced in market
+        seconds): its hold lifts meanwhile, or the wait would never end."""
+        token = _HOLD.get()
+        lifted = self._holding.pop(token, None) if token is not None else None
         try:
             yield
         finally:
-            self._holds += 1
-
-    def advance(self, seconds: float) -> None:
-        """Jump the market forward (tests and benchmarks)."""
-        base, mono0, scale, cap = self._at
-        self._at = (base + seconds, mono0, scale, cap)
+            if lifted is not None and token is not None:
+                self._holding[token] = (self._monotonic(), lifted[1])

@@ -21,10 +21,17 @@ class SimServer:
     `start_in_thread()` to run it beside synchronous code (tests, the demo)."""
 
     def __init__(
-        self, scenario: Scenario, port: int = 0, api_key: str | None = None, host: str = "127.0.0.1"
+        self,
+        scenario: Scenario,
+        port: int = 0,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        clock: SimClock | None = None,
+        id_base: int | None = None,
     ) -> None:
         self.scenario = scenario
-        self.market = SimMarket(scenario, SimClock(scenario.time_scale), api_key=api_key)
+        clock = clock or SimClock(scenario.time_scale)
+        self.market = SimMarket(scenario, clock, api_key=api_key, id_base=id_base)
         self.host = host
         self.port = port
         self.api = MarketAPI(self.market)
@@ -35,6 +42,9 @@ class SimServer:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = threading.Event()
+        # the clock is stepped (app/referee/stepped.py): whoever steps it syncs the hosts at
+        # each step (`SSHHosts.settle`), and the ticker leaves them alone
+        self.stepped = clock.is_stepped
 
     @property
     def url(self) -> str:
@@ -63,7 +73,8 @@ class SimServer:
         assert self.ssh is not None
         while True:
             try:
-                await self.ssh.sync()
+                if not self.stepped:
+                    await self.ssh.sync()
                 if self.webhooks is not None:
                     self.webhooks.tick()
             except Exception as exc:  # keep the market alive; a broken host must not end it

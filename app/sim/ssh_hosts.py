@@ -24,7 +24,6 @@ import shutil
 import signal
 import tempfile
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from . import copies, work_meter
 from . import host_behaviours as hb
 from .host_procs import kill_groups
 from .images import image_facts
+from .machines import keyed_rng
 from .market import SimMarket
 from .probe_answers import PROBE_MARKER, probe_answer
 from .rental import SimInstance
@@ -59,10 +59,6 @@ class _Server(asyncssh.SSHServer):
     def __init__(self, hosts: SSHHosts, inst: SimInstance) -> None:
         self.hosts = hosts
         self.inst = inst
-        self.began = time.monotonic()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.hosts.session_walls.append(time.monotonic() - self.began)
 
     def begin_auth(self, username: str) -> bool:
         return True
@@ -90,13 +86,13 @@ class SSHHosts:
         self.clock_file = self.workdir / "market_clock"
         self.listeners: dict[int, list[Any]] = {}  # instance id -> its listeners (one a route)
         self.host_keys: dict[int, asyncssh.SSHKey] = {}
-        self.drop_rng = random.Random(market.scenario.seed * 31 + 5)
+        # sessions per instance so far: a session's drop is drawn from its instance and its
+        # number there, not from one sequence over every host, so the hosts whose sessions
+        # come in at once (their order is the box's) draw the same drops in any order
+        self.sessions_of: dict[int, int] = {}
         self.sessions = 0
         self.dropped = 0  # sessions cut mid-command by the ssh_drop fault or the proxy
         self.by_route: dict[str, int] = {"direct": 0, "proxy": 0}  # sessions per route
-        # wall seconds each SSH connection lasted, handshake to close (one command or copy
-        # each): what the referee's governor weighs against the time scale (referee/pacing)
-        self.session_walls: deque[float] = deque(maxlen=1024)
         self._running: set[asyncio.subprocess.Process] = set()  # commands not yet done with
         self._procs: dict[int, set[asyncio.subprocess.Process]] = {}  # instance id -> its own
         self._stops_seen: dict[int, int] = {}  # instance id -> the stops whose kill ran
@@ -111,6 +107,19 @@ class SSHHosts:
         path = self.workdir / f"i{inst.id}"
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    async def settle(self, exit_wait_s: float) -> None:
+        """A stepped clock moved: one `sync` at the new time, then a wait (`exit_wait_s` wall
+        seconds at most) until each sized job whose end it let through has written its exit
+        code, as it has on a real host by the time the market's clock moves on."""
+        released = {id(m) for m in self.market.meters if m.released}
+        await self.sync()
+        ended = [m for m in self.market.meters if m.released and id(m) not in released]
+        until = time.monotonic() + exit_wait_s
+        while ended and time.monotonic() < until:
+            ended = [m for m in ended if not (m.folder / "exit").exists()]
+            if ended:
+                await asyncio.sleep(0.005)
 
     async def sync(self) -> None:
         """Open SSH for instances now running; close it for those that are not."""
@@ -316,9 +325,11 @@ class SSHHosts:
             return
         try:
             faults = self.market.scenario.faults
-            drop = faults.ssh_drop > 0 and self.drop_rng.random() < faults.ssh_drop
+            n = self.sessions_of[inst.id] = self.sessions_of.get(inst.id, 0) + 1
+            rng = keyed_rng(self.market.scenario.seed, "ssh-drop", inst.id, n)
+            drop = faults.ssh_drop > 0 and rng.random() < faults.ssh_drop
             proxy_drop = self.market.scenario.ssh.proxy_drop
-            if route == "proxy" and proxy_drop > 0 and self.drop_rng.random() < proxy_drop:
+            if route == "proxy" and proxy_drop > 0 and rng.random() < proxy_drop:
                 drop = True
             stdin = b""
             if self.received is not None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,17 +82,31 @@ def routes_of(instance: Any) -> tuple[Route, ...]:
     )
 
 
+def loop_time() -> float:
+    """The engine's wall clock: its running event loop's, which its waits and timeouts run on
+    (the referee's loop runs on the market's stepped clock)."""
+    return asyncio.get_running_loop().time()
+
+
+def _no_hold(subject: object) -> AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
 class SSHRunner:
     def __init__(
         self,
         key: asyncssh.SSHKey,
         connect_timeout: float = 10.0,
         max_output: int = 1 << 20,
-        wall_clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = loop_time,
         on_route: OnRoute | None = None,
+        hold: Callable[[object], AbstractContextManager[None]] | None = None,
     ) -> None:
         self.key = key
         self.wall_clock = wall_clock  # times connects (HostLink.io_floor)
+        # entered for each session with a host (HostLink), given its instance id: a stepped
+        # market clock stands while one is out (app/referee/stepped.py)
+        self.hold = hold or _no_hold
         self.connect_timeout = connect_timeout
         self.max_output = max_output
         self.pinned: dict[int, str] = {}  # instance id -> host key fingerprint

@@ -1,0 +1,168 @@
+"""Market time for a referee run that does not depend on the box: the engine runs on an event
+loop whose clock is the market's, and the market's clock moves only when every party waits on
+it.
+
+The engine's waits are all event-loop waits in "wall" seconds converted from market seconds
+(its poll cadence, each host's tending, SSH and HTTP timeouts, retries, the client's pacing).
+On `SteppedLoop` the loop's time is market time over the scale, so each of those waits is a
+wait on the market's clock, with no change to the engine. The loop's selector is where the
+loop would sleep: when nothing is ready to run and no exchange is out (`SimClock.held`: a call
+to the market, an SSH session with a host, a poll), the clock jumps to the earliest wait's end
+and the simulator's hosts catch up with it (`SSHHosts.settle`) before anything runs. While an
+exchange is out the clock stands, however long the box takes to answer; an exchange out for
+longer than `STALL_CAP_S` wall seconds (a host that accepts and never says a word) stops
+holding it, so the engine's own timeout can come. See docs/referee.md, "Time".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
+
+from ..sim.clock import SimClock
+from ..sim.server import SimServer
+
+T = TypeVar("T")
+
+STALL_CAP_S = 5.0  # wall seconds an exchange holds the clock before it counts as stalled
+SLICE_S = 0.005  # wall seconds between two looks while an exchange is out
+EXIT_WAIT_S = 2.0  # wall seconds a job whose work was delivered has to write its exit code
+# the referee's market day starts here (2026-01-21 00:00 UTC, the day `scenario describe`
+# measures): the same run starts at the same market hour on any box, on any day
+ORIGIN = 1768953600.0
+# and its instance ids from here (a run has a ledger of its own: no id to keep apart from
+# another run's), since hosts draw some of their ways from their instance's id
+ID_BASE = 20_000_000
+
+
+def stepped_clock(origin: float = ORIGIN) -> SimClock:
+    """A market clock that moves only when stepped, starting at `origin`. Its scale is 1: the
+    engine's seconds are market seconds, as on the real market."""
+    clock = SimClock(1.0, origin=origin)
+    clock.stepped(origin)
+    return clock
+
+
+class SteppedSelector(selectors.BaseSelector):
+    """The loop's own selector, but a wait with nothing ready and nothing out moves the
+    market's clock to the wait's end instead of sleeping through it."""
+
+    def __init__(
+        self,
+        clock: SimClock,
+        settle: Callable[[], None],
+        now: Callable[[], float],
+        silent: Callable[[object], bool] = lambda _: False,
+        stall_cap_s: float = STALL_CAP_S,
+        max_pace: float | None = None,
+    ) -> None:
+        self.real = selectors.DefaultSelector()
+        self.clock, self.settle, self.now, self.silent = clock, settle, now, silent
+        self.stall_cap_s = stall_cap_s
+        self.steps = 0
+        # with a pace cap, a jump of J market seconds takes J / max_pace wall seconds at least
+        # (counted from the last jump), so a person can watch a run go; nothing else changes
+        self.max_pace = max_pace
+        self.last_step_wall = time.monotonic()
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self.real.register(fileobj, events, data)
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self.real.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self.real.modify(fileobj, events, data)
+
+    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        return self.real.get_map()
+
+    def close(self) -> None:
+        self.real.close()
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is not None and timeout <= 0:
+            return self.real.select(0)  # callbacks are ready: no waiting, no step
+        while True:
+            events = self.real.select(0)
+            if events:
+                return events
+            if timeout is not None and not self.clock.busy(self.stall_cap_s, self.silent):
+                pause = self.pause_for(timeout)
+                if pause > 0:  # the pace cap: wait in wall time, still awake to any answer
+                    events = self.real.select(min(pause, SLICE_S * 20))
+                    if events:
+                        return events
+                    continue
+                self.step_to(self.now() + timeout)
+                return []
+            events = self.real.select(SLICE_S if timeout is None else min(SLICE_S, timeout))
+            if events:
+                return events
+
+    def pause_for(self, timeout: float) -> float:
+        """Wall seconds still to wait before a jump of `timeout` (the loop's units) keeps
+        within the pace cap; 0 without one."""
+        if self.max_pace is None:
+            return 0.0
+        jump_s = timeout * self.clock.time_scale
+        return self.last_step_wall + jump_s / self.max_pace - time.monotonic()
+
+    def step_to(self, loop_time: float) -> None:
+        """Every party waits: the market's clock jumps to `loop_time` (the loop's units), a
+        hair past it so that the wait that ends there is due, and its hosts catch up."""
+        target = self.clock.origin + loop_time * self.clock.time_scale + 1e-6
+        self.clock.advance(target - self.clock.now())
+        self.steps += 1
+        self.last_step_wall = time.monotonic()
+        self.settle()
+
+
+class SteppedLoop(asyncio.SelectorEventLoop):
+    """An event loop whose time is `clock`'s market time over its scale, stepped by its
+    selector (`SteppedSelector`)."""
+
+    def __init__(
+        self,
+        clock: SimClock,
+        settle: Callable[[], None],
+        silent: Callable[[object], bool] = lambda _: False,
+        max_pace: float | None = None,
+    ) -> None:
+        self.market_clock = clock
+        self.stepper = SteppedSelector(clock, settle, self.time, silent, max_pace=max_pace)
+        super().__init__(self.stepper)
+
+    def time(self) -> float:
+        # from the clock's origin: at epoch seconds a float has no room for the loop's
+        # resolution, and a timer due now would be neither due nor in the future
+        clock = self.market_clock
+        return (clock.now() - clock.origin) / clock.time_scale
+
+
+def run_stepped(sim: SimServer, main: Coroutine[Any, Any, T], max_pace: float | None = None) -> T:
+    """`asyncio.run(main)` on a loop stepped with `sim`'s clock (which must be stepped);
+    `max_pace`: the most market seconds per wall second (None: as fast as the box goes)."""
+    clock = sim.market.clock
+    if not clock.is_stepped or not sim.stepped:
+        raise ValueError("run_stepped needs a simulator on a stepped clock")
+
+    def settle() -> None:
+        if sim.ssh is not None:
+            sim.call(sim.ssh.settle, EXIT_WAIT_S)
+
+    def silent(subject: object) -> bool:
+        """A session with a host the simulator will never answer (its sshd accepts and
+        says nothing, or its sessions hang): waiting on it holds no time."""
+        inst = sim.market.instances.get(subject) if isinstance(subject, int) else None
+        if inst is None or sim.ssh is None:
+            return False
+        return inst.machine.behaviour == "ssh_dead" or inst.id in sim.ssh.hung
+
+    with asyncio.Runner(
+        loop_factory=lambda: SteppedLoop(clock, settle, silent, max_pace)
+    ) as runner:
+        return runner.run(main)
