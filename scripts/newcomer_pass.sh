@@ -191,10 +191,23 @@ def rows_with_attrs():
         yield SGR.sub("", line), at_text, {int(c or 0) for m in SGR.finditer(line) for c in m.group(1).split(";")}
 
 
+def attrs_at(line, needle):
+    """The attributes in force where `needle` starts in the raw line (None: not there)."""
+    state: set[int] = set()
+    pos = 0
+    for m in SGR.finditer(line):
+        if needle in line[pos : m.start()]:
+            return state
+        sgr(m.group(1), state)
+        pos = m.end()
+    return state if needle in line[pos:] else None
+
+
 if kind == "selected":  # from an -e capture: the reversed pane header, or the cursor row
-    for plain, at_text, codes in rows_with_attrs():
+    for (plain, at_text, codes), raw in zip(rows_with_attrs(), lines):
         m = re.search(r"i:(\d+) .*?\$[\d.]+/h\s+([A-Z]+)", plain)
-        if m and 7 in codes:
+        # the id itself reversed (a scrollbar's reversed glyph at the line's end is no cursor)
+        if m and 7 in (attrs_at(raw, f"i:{m.group(1)}") or ()):
             print(m.group(1), m.group(2))
             break
         m = re.match(r"\s(\d{3,})\s+.*?\s(requested|booting|running|verifying|verified|idle|"
