@@ -86,10 +86,6 @@ class WorkOutlook:
     models: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     dud_h: float = DEFAULT_DUD_H
     prior_runs: float = 2.0  # work_cost.deliver_odds's strength of each prior
-    # the queue as `fleet_width` plays it out: the pending jobs' sizes (None: one is not sized,
-    # so the queue cannot be played out) and each running job's (size, start) by instance
-    queue_ref_h: tuple[float, ...] | None = None
-    running: Mapping[int, tuple[float, float]] = field(default_factory=dict)
 
     def rate(self, gpu_name: str, machine_id: int | None) -> float:
         """Reference GPU-hours per hour this offer is expected to deliver: its model's speed

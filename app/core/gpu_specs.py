@@ -139,10 +139,6 @@ def work_rate(gpu_name: str, ref_gpu: str, share: float = 1.0) -> float | None:
     return mine * share / ref
 
 
-# A card measuring below this share of its model's rate is not the card the offer claims.
-MIN_SPEED_SHARE = 0.6
-
-
 # The torch-free preflight's kernel is a plain FP32 loop (no tensor cores, no tiling): it is
 # memory-bound and reaches a small share of the FP32 datasheet rate. An estimate, not measured
 # on every model (docs/benchmarks.md): the verdict holds it to a loose share for that reason.

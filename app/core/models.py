@@ -33,7 +33,6 @@ KNOWN_STATUSES = frozenset(
         "offline",
     }
 )
-TERMINAL_BOOT_STATUSES = frozenset({"exited", "offline"})
 # what `intended_status` / `cur_state` / `next_state` say when the instance is (to be) stopped
 _STOPPED_STATES = frozenset({"stopped", "inactive", "offline"})
 

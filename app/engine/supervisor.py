@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..core.campaign import Campaign
-from ..core.decisions import Hold
 from ..core.errors import MalformedAnswer
 from ..core.jobs import JobQueue
 from ..core.lifecycle import Phase
@@ -297,8 +296,6 @@ class Supervisor:
                 # the operator's keys are never refused as coming after the campaign's end)
                 self.finished = done
                 self.journal.say(f"done   {done.reason}")
-        if not any(isinstance(d, Hold) for d in decisions):
-            self.executor.holding = None  # the next hold is said again
         await self.prices.look(now)
         self.job_work.reap(now)
         await self.job_work.dispatch(now)
