@@ -926,3 +926,32 @@ def test_every_figure_agrees_at_one_instant(key, tmp_path):
         assert compared == len(per) >= 3
 
     run(key, body, fleet=2, ledger=Ledger(tmp_path / "l.duckdb"))
+
+
+def test_one_release_rule_keeps_the_proven_and_destroys_the_rest(key):
+    """`release(keep_proven)` is the one rule every end uses: a proven rental stopped (or, with
+    keep_proven off, destroyed through the person's confirmed destroy), one never proven given
+    up as cancelled and destroyed."""
+    from rentwatch.engine.release import release
+
+    async def body(sup, market, ledger):
+        kept = await verified(sup, market)
+        sup.resize(3)
+        await sup.poll_once()  # two more, booting: never proven
+        booting = [i for i in sup.attempts if i != kept]
+        assert booting
+        given_up = sup.attempts[booting[0]]  # given up already: destroyed, not given up again
+        sup.journal.give_up(given_up, sup.now(), "engine", "test", "timeout")
+        done = await release(sup, sup.fleet.held(), "engine", "the end", keep_proven=True)
+        assert f"stopped verified i:{kept}" in done
+        assert {f"destroyed unverified i:{i}" for i in booting} <= set(done)
+        assert market.boxes[kept].intended == "stopped"
+        assert all(market.boxes[i].intended == "destroyed" for i in booting)
+        cancelled = [e for e in kinds(ledger, "abandon") if e.detail.get("class") == "cancelled"]
+        assert {e.instance_id for e in cancelled} == set(booting[1:])
+        done = await release(sup, sup.fleet.on_market(), "human", "the end", keep_proven=False)
+        assert done == [f"destroyed verified i:{kept}"]
+        (d,) = [e for e in kinds(ledger, "destroy") if e.instance_id == kept and e.ok]
+        assert d.actor == "human"
+
+    run(key, body)

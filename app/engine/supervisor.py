@@ -21,7 +21,6 @@ from pathlib import Path
 from ..core.campaign import Campaign
 from ..core.errors import MalformedAnswer
 from ..core.jobs import JobQueue
-from ..core.lifecycle import Phase
 from ..core.policy import Policy
 from ..core.rules import (
     Decision,
@@ -49,6 +48,7 @@ from .offers import OfferBook
 from .operator import Operator
 from .prices import PriceWatch
 from .recovery import Recovery
+from .release import release
 from .rounds import rounds
 from .strays import hold_strays
 from .tier import TierWatch
@@ -343,22 +343,7 @@ class Supervisor:
         creates in flight answered and the market's rentals under our label included."""
         self._cancel_tasks()
         await hold_strays(self.market, self.actions, self.recovery, self.journal, "release", True)
-        for a in self.fleet.held():
-            try:
-                if a.life.phase == Phase.ABANDONED or not (
-                    a.passed_preflight or a.life.phase == Phase.VERIFIED
-                ):
-                    if a.life.phase != Phase.ABANDONED:
-                        self.journal.give_up(a, self.now(), actor, reason, "cancelled")
-                    if await self.actions.destroy(a, actor, reason):
-                        self.journal.say(
-                            f"destroy i:{a.instance_id} m:{a.machine_id} by {actor}: {reason} "
-                            "(never proven)"
-                        )
-                else:
-                    await self.actions.stop(a, actor, reason)
-            except Exception as exc:  # one failure must not keep the rest running
-                self.journal.say(f"release FAILED i:{a.instance_id}: {exc!r}")
+        await release(self, self.fleet.held(), actor, reason, keep_proven=True)
 
     async def detach_all(self, reason: str) -> None:
         for a in self.fleet.held():
