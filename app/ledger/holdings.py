@@ -9,9 +9,12 @@ controller's read-only query API as well as from the file."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.text import clean
+
+if TYPE_CHECKING:
+    from .store import Ledger
 
 
 def _text(value: str) -> str:
@@ -118,3 +121,9 @@ class Holding:
         if self.unpulled:
             out += f"; outputs NOT pulled off: {self.unpulled}"
         return out
+
+
+def read_holdings(ledger: Ledger, campaign: str) -> list[Holding]:
+    """`campaign`'s holdings, read through an open ledger's query sandbox."""
+    got = ledger.query(holdings_sql(campaign), 100_000)
+    return [Holding.from_row(dict(zip(got.columns, row, strict=True))) for row in got.rows]
