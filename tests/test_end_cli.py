@@ -270,7 +270,7 @@ def test_the_cli_writes_no_ledger_event_itself():
     found = []
     for path in Path(rentwatch.cli.__file__).parent.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr in writers:
-                    found.append(f"{path.name}:{node.lineno} .{node.func.attr}(")
+            call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            if call and node.func.attr in writers:
+                found.append(f"{path.name}:{node.lineno} .{node.func.attr}(")
     assert found == []
