@@ -201,14 +201,14 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
             client.intent(CreateIntent())
         with pytest.raises(api.ServiceError, match="the campaign has ended"):
             client.intent(FleetSizeIntent(3))
-        assert "stopped" in client.intent(StopIntent(iid))
-        assert "started" in client.intent(StartIntent(iid))
+        assert client.intent(StopIntent(iid)).acted_on == (iid,)
+        assert "started" in client.intent(StartIntent(iid)).message
         with pytest.raises(api.ServiceError, match="does not name it"):
             client.intent(DestroyIntent(DestroyConfirmation(iid, "nope")))
-        assert "destroyed" in client.intent(DestroyIntent(DestroyConfirmation(iid, str(iid))))
+        assert client.intent(DestroyIntent(DestroyConfirmation(iid, str(iid)))).destroyed == (iid,)
         # then the clean end: everything else it holds destroyed, and it still serves
         done = client.intent(EndIntent(destroy=True, typed="ended"))
-        assert "destroyed" in done or "held nothing" in done
+        assert done.done and ("destroyed" in done.message or "held nothing" in done.message)
         # read until it settles: the destroy above leaves the done campaign short, and its
         # rules may rent a replacement; one still in flight at the end is ended as it lands
         deadline = time.time() + 60

@@ -85,10 +85,10 @@ def _through_controller(remote: Any, name: str, destroy: bool) -> list[str]:
                 f"the ledger is held by the controller of campaign {st.get('campaign')!r} "
                 f"(pid {st.get('pid')}): end {name} once it has let go of the ledger"
             )
-        done = remote.intent(EndIntent(destroy=destroy, typed=name if destroy else ""))
+        reply = remote.intent(EndIntent(destroy=destroy, typed=name if destroy else ""))
     finally:
         remote.close()
-    return [f"controller: {part}" for part in str(done).split("; ")]
+    return [f"controller: {line}" for line in reply.lines or (reply.message,)]
 
 
 async def _bare(url: str, key: str, ledger_path: Path, name: str, destroy: bool,
@@ -115,7 +115,7 @@ async def _bare(url: str, key: str, ledger_path: Path, name: str, destroy: bool,
                 for line in _listing(name, held, destroy):
                     print(line)
                 _confirm(name, yes, destroy)
-                done = await end_campaign(sup, destroy, name if destroy else "")
+                done = list((await end_campaign(sup, destroy, name if destroy else "")).lines)
                 rows = await market.list_instances()
             finally:
                 await sup.close()

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from .intents import AutomationRefused
+from .executor import Outcome
+from .intents import AutomationRefused, Reply
 from .operator import HUMAN
 from .release import release
 from .strays import hold_strays
@@ -26,11 +27,9 @@ def confirmed(campaign: str, typed: str) -> bool:
     return typed.strip() == campaign
 
 
-async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> list[str]:
-    """End `sup`'s campaign as a person asked; returns what was done, a line per rental.
+async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> Reply:
+    """End `sup`'s campaign as a person asked; the reply has a line per rental let go of.
     `destroy` needs `typed` to be the campaign's name (AutomationRefused otherwise)."""
-    from .supervisor import Outcome
-
     name = sup.campaign.name
     if destroy and not confirmed(name, typed):
         raise AutomationRefused(
@@ -52,4 +51,11 @@ async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> list[
     done = await release(sup, sup.fleet.on_market(), HUMAN, reason, keep_proven=not destroy)
     if sup.finished is None:
         sup.finished = Outcome(True, reason)
-    return done
+    lines = tuple(r.message for r in done)
+    return Reply(
+        True,
+        "; ".join(lines) or "ended: it held nothing",
+        tuple(i for r in done for i in r.acted_on),
+        tuple(i for r in done for i in r.destroyed),
+        lines=lines,
+    )

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..core.lifecycle import Phase
-from .intents import AutomationRefused, DestroyConfirmation, DestroyIntent
+from .intents import AutomationRefused, DestroyConfirmation, DestroyIntent, Reply
 
 if TYPE_CHECKING:
     from .attempt import Attempt
@@ -24,37 +24,41 @@ def proven(a: Attempt) -> bool:
 
 async def release(
     sup: Supervisor, rentals: Iterable[Attempt], actor: str, reason: str, keep_proven: bool
-) -> list[str]:
-    """Let go of each of `rentals` by the rule above; returns what was done, a line each. One
-    failure is said and does not keep the rest billing."""
-    done: list[str] = []
+) -> list[Reply]:
+    """Let go of each of `rentals` by the rule above; a reply each, its message the line
+    said of it. One failure is said and does not keep the rest billing."""
+    done: list[Reply] = []
     for a in list(rentals):
         try:
             done.append(await _release_one(sup, a, actor, reason, keep_proven))
         except AutomationRefused as exc:
-            done.append(f"i:{a.instance_id}: {exc}")
+            done.append(Reply.refusal(f"i:{a.instance_id}: {exc}"))
         except Exception as exc:
             sup.journal.say(f"release FAILED i:{a.instance_id}: {exc!r}")
-            done.append(f"i:{a.instance_id} FAILED: {exc}")
+            done.append(Reply(False, f"i:{a.instance_id} FAILED: {exc}"))
     return done
 
 
 async def _release_one(
     sup: Supervisor, a: Attempt, actor: str, reason: str, keep_proven: bool
-) -> str:
+) -> Reply:
     iid = a.instance_id
     keep = proven(a) and a.life.phase != Phase.ABANDONED  # one given up is let go of
     if keep and not keep_proven:
-        ok = await sup.apply(DestroyIntent(DestroyConfirmation(iid, str(iid)), reason))
-        return f"destroyed verified i:{iid}" if ok else f"destroy of i:{iid} FAILED"
+        got = await sup.apply(DestroyIntent(DestroyConfirmation(iid, str(iid)), reason))
+        if got.refused is not None:
+            return Reply.refusal(f"i:{iid}: {got.refused}")
+        return Reply.of(
+            got.done, iid, f"destroyed verified i:{iid}", f"destroy of i:{iid} FAILED", True
+        )
     if keep:
         paused = a.life.phase == Phase.STOPPED and a.resumes_by_itself
         if a.life.phase == Phase.STOPPED and not paused:
-            return f"i:{iid} was stopped already (storage bills until it is destroyed)"
+            return Reply(True, f"i:{iid} was stopped already (storage bills until it is destroyed)")
         # a bid rental the market paused (outbid) resumes by itself: only our stop ends it
         ok = await sup.actions.stop(a, actor, reason)
         what = " (the market had paused it: our stop ends the bid)" if paused else ""
-        return f"stopped verified i:{iid}{what}" if ok else f"stop of i:{iid} FAILED"
+        return Reply.of(ok, iid, f"stopped verified i:{iid}{what}", f"stop of i:{iid} FAILED")
     if a.life.phase != Phase.ABANDONED:
         if a.preflight_task:
             a.preflight_task.cancel()
@@ -62,4 +66,6 @@ async def _release_one(
     ok = await sup.actions.destroy(a, actor, reason)
     if ok:
         sup.journal.say(f"destroy i:{iid} m:{a.machine_id} by {actor}: {reason} (never proven)")
-    return f"destroyed unverified i:{iid}" if ok else f"destroy of i:{iid} FAILED"
+    return Reply.of(
+        ok, iid, f"destroyed unverified i:{iid}", f"destroy of i:{iid} FAILED", destroyed=True
+    )

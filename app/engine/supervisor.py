@@ -35,12 +35,13 @@ from .attempt import Attempt
 from .blame_book import BlameBook
 from .cadence import Cadence
 from .deciding import Decider
+from .ending import end_campaign
 from .executor import Executor, Outcome
 from .fleet import Fleet
 from .hosts.link import HostLink
 from .hosts.ssh import SSHRunner
 from .hosts.tender import HostTender
-from .intents import AutomationRefused, DestroyConfirmation, Intent
+from .intents import AFTER_END, AutomationRefused, DestroyConfirmation, EndIntent, Intent, Reply
 from .jobs.work import JobWork
 from .journal import Journal
 from .observer import Observer
@@ -366,9 +367,26 @@ class Supervisor:
         self.journal.say(f"fleet  {old} -> {size} by {actor}: {reason}")
         return old
 
-    async def apply(self, intent: Intent) -> bool:
-        """Carry out what the operator asked; raises `AutomationRefused` when it may not be."""
-        return await self.operator.apply(intent)
+    async def apply(self, intent: Intent) -> Reply:
+        """The one door for a person's intent, whoever carries it (the dashboard, the
+        controller's socket, `rentwatch end`). After the campaign's end only what acts on what
+        it holds is taken (`AFTER_END`); an instance named must be held; a destroy needs its
+        id typed (`Operator`), an end and destroy the campaign's name (`end_campaign`). A
+        refusal comes back in the reply; a market call that failed outright is raised."""
+        if self.finished is not None and not isinstance(intent, AFTER_END):
+            return Reply.refusal(
+                f"the campaign has ended ({self.finished.reason}): stop, start, destroy "
+                "and end still work on what it holds"
+            )
+        iid = getattr(intent, "instance_id", None)
+        if iid is not None and iid not in self.attempts:
+            return Reply.refusal(f"instance {iid} is not held by this campaign", not_held=True)
+        try:
+            if isinstance(intent, EndIntent):
+                return await end_campaign(self, intent.destroy, intent.typed)
+            return await self.operator.apply(intent)
+        except AutomationRefused as exc:
+            return Reply.refusal(str(exc))
 
     def _tasks(self) -> list[asyncio.Task[None]]:
         return [
