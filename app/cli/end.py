@@ -235,8 +235,7 @@ def add_parser(sub: Any) -> None:
     """Register `rentwatch end` on the CLI's subparsers."""
     p = sub.add_parser("end", help="end a campaign: stop, or destroy, everything it holds")
     p.add_argument("--campaign", required=True, help="the campaign's name")
-    # optional: the quit dialog's own hint (`rentwatch end --campaign demo --destroy`) was
-    # refused for want of it
+    # optional, so that the quit dialog's hint (`rentwatch end --campaign demo --destroy`) works
     p.add_argument("--ledger", help="its ledger (default: the user's ledger that knows it)")
     p.add_argument("--market-url", default=REAL_MARKET, help=f"default {REAL_MARKET}")
     p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")

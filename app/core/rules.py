@@ -63,10 +63,10 @@ SILENT_WORDS = (
     "Creating container",
 )
 # `unknown` is not terminal: Vast adds lifecycle states rentwatch has no name for (SkyPilot
-# treats them as initialising), so an unknown status is left to the deadlines (issue 19)
+# treats them as initialising), so an unknown status is left to the deadlines
 TERMINAL = frozenset({"exited", "offline"})
 # the preflight's deadline is never judged under this many I/O floors beyond the policy's
-# figure: at a fast market clock each probe try costs a wall second or more (issue 30)
+# figure: at a fast market clock each probe try costs a wall second or more
 PREFLIGHT_IO_FLOORS = 10
 
 
