@@ -9,11 +9,8 @@ from collections.abc import Sequence
 from rentwatch.core.text import clean
 from rentwatch.ledger.holdings import Holding
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+
+from .modals import TypedConfirm
 
 SHOWN = 12  # rentals listed one by one; the rest are counted
 
@@ -54,11 +51,12 @@ def holdings_text(campaign: str, held: Sequence[Holding], error: str = "") -> Te
     return t
 
 
-class EndConfirm(ModalScreen[str | None]):
+class EndConfirm(TypedConfirm):
     """Dismissed with what was typed once it is the campaign's name; None (Escape, Cancel, an
     empty Enter) ends nothing."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    act = ("end", "End and destroy everything")
+    scroll = True
 
     def __init__(self, campaign: str, held: Sequence[Holding], error: str = "") -> None:
         super().__init__()
@@ -66,38 +64,16 @@ class EndConfirm(ModalScreen[str | None]):
         self.held = tuple(held)
         self.error = error
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="dialog"):
-            yield Static(holdings_text(self.campaign, self.held, self.error))
-            yield Input(placeholder=f"type {clean(self.campaign, 60)} to confirm", id="typed")
-            with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                yield Button("End and destroy everything", id="end", variant="error")
+    def body(self) -> Text:
+        return holdings_text(self.campaign, self.held, self.error)
 
-    def on_mount(self) -> None:
-        self.query_one("#typed", Input).focus()
+    def placeholder(self) -> str:
+        return f"type {clean(self.campaign, 60)} to confirm"
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if not event.value.strip():
-            self.dismiss(None)
-            return
-        self._try(event.value)
+    def confirmed(self, typed: str) -> str | None:
+        return typed.strip() if typed.strip() == self.campaign else None
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "end":
-            self._try(self.query_one("#typed", Input).value)
-        else:
-            self.dismiss(None)
-
-    def _try(self, typed: str) -> None:
-        if typed.strip() == self.campaign:
-            self.dismiss(typed.strip())
-            return
-        self.query_one("#typed", Input).value = ""
-        self.notify(
-            f"that is not {clean(self.campaign, 60)!r}: nothing ended. Type it exactly, or Escape.",
-            severity="warning",
+    def wrong(self, typed: str) -> str:
+        return (
+            f"that is not {clean(self.campaign, 60)!r}: nothing ended. Type it exactly, or Escape."
         )
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rentwatch.views.snapshot import InstanceSnap
 from rich.text import Text
@@ -13,18 +14,75 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 
-class DestroyConfirm(ModalScreen[str | None]):
-    """Destroying loses the disk and any unfinished work: the operator types the instance id.
-    Focus starts in the id box, as the prompt says; Enter on an empty box, Escape or Cancel
-    destroy nothing."""
+class TypedConfirm(ModalScreen[Any]):
+    """An act confirmed by typing it out. Focus starts in the box, as the prompt says; Enter on
+    an empty box, Escape or Cancel do nothing (dismissed with `nothing`); a wrong text is
+    cleared and said. A subclass says what is shown, what confirms it and what it answers."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    act = ("confirm", "Confirm")  # the act button's id and label
+    nothing: Any = None  # what a cancel answers
+    scroll = False  # a long body scrolls
+
+    def body(self) -> Text:
+        raise NotImplementedError
+
+    def placeholder(self) -> str:
+        raise NotImplementedError
+
+    def confirmed(self, typed: str) -> Any:
+        """What to answer when `typed` confirms the act; None when it does not."""
+        raise NotImplementedError
+
+    def wrong(self, typed: str) -> str:
+        raise NotImplementedError
+
+    def compose(self) -> ComposeResult:
+        with (VerticalScroll if self.scroll else Vertical)(id="dialog"):
+            yield Static(self.body())
+            yield Input(placeholder=self.placeholder(), id="typed")
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button(self.act[1], id=self.act[0], variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#typed", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if not event.value.strip():
+            self.dismiss(self.nothing)  # Enter with nothing typed is a cancel
+            return
+        self._try(event.value)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == self.act[0]:
+            self._try(self.query_one("#typed", Input).value)
+        else:
+            self.dismiss(self.nothing)
+
+    def _try(self, typed: str) -> None:
+        answer = self.confirmed(typed)
+        if answer is not None:
+            self.dismiss(answer)
+            return
+        self.query_one("#typed", Input).value = ""
+        self.notify(self.wrong(typed), severity="warning")
+
+    def action_cancel(self) -> None:
+        self.dismiss(self.nothing)
+
+
+class DestroyConfirm(TypedConfirm):
+    """Destroying loses the disk and any unfinished work: the operator types the instance id;
+    answered with what was typed."""
+
+    act = ("destroy", "Destroy")
 
     def __init__(self, snap: InstanceSnap) -> None:
         super().__init__()
         self.snap = snap
 
-    def compose(self) -> ComposeResult:
+    def body(self) -> Text:
         s = self.snap
         loss = (
             "its disk and any unfinished work on it"
@@ -40,43 +98,20 @@ class DestroyConfirm(ModalScreen[str | None]):
         )
         body.append(f"This loses {loss}. It cannot be undone.\n\n")
         body.append(f"Type {s.instance_id} and press Enter to destroy.")
-        with Vertical(id="dialog"):
-            yield Static(body)
-            yield Input(placeholder=f"type {s.instance_id} to confirm", id="typed")
-            with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                yield Button("Destroy", id="destroy", variant="error")
+        return body
 
-    def on_mount(self) -> None:
-        self.query_one("#typed", Input).focus()
+    def placeholder(self) -> str:
+        return f"type {self.snap.instance_id} to confirm"
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if not event.value.strip():
-            self.dismiss(None)  # Enter with nothing typed is a cancel
-            return
-        self._try(event.value)
+    def confirmed(self, typed: str) -> str | None:
+        return typed.strip() if typed.strip() == str(self.snap.instance_id) else None
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "destroy":
-            self._try(self.query_one("#typed", Input).value)
-        else:
-            self.dismiss(None)
-
-    def _try(self, typed: str) -> None:
-        typed = typed.strip()
-        if typed == str(self.snap.instance_id):
-            self.dismiss(typed)
-            return
-        shown = Text(typed[:20]).plain.encode("ascii", "replace").decode()
-        self.query_one("#typed", Input).value = ""
-        self.notify(
+    def wrong(self, typed: str) -> str:
+        shown = Text(typed.strip()[:20]).plain.encode("ascii", "replace").decode()
+        return (
             f"{shown!r} is not {self.snap.instance_id}: nothing destroyed. "
-            f"Type {self.snap.instance_id} exactly, or Escape to cancel.",
-            severity="warning",
+            f"Type {self.snap.instance_id} exactly, or Escape to cancel."
         )
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 def storage_note(stopped: int) -> str:
@@ -258,11 +293,13 @@ def hand_over_choice(snap: InstanceSnap, policy: str) -> ChoiceScreen:
     return ChoiceScreen("hand_over", text, choices, "cancel")
 
 
-class BulkDestroyConfirm(ModalScreen[bool]):
+class BulkDestroyConfirm(TypedConfirm):
     """Destroy every stopped rental that never verified or went offline: the list is shown
-    first, and one typed confirmation (`destroy N`, N the count shown) covers exactly it."""
+    first, and one typed confirmation (`destroy N`, N the count shown) covers exactly it;
+    answered True, or False for nothing."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    act = ("destroy", "Destroy all listed")
+    nothing = False
 
     def __init__(self, doomed: tuple[InstanceSnap, ...]) -> None:
         super().__init__()
@@ -272,7 +309,7 @@ class BulkDestroyConfirm(ModalScreen[bool]):
     def phrase(self) -> str:
         return f"destroy {len(self.doomed)}"
 
-    def compose(self) -> ComposeResult:
+    def body(self) -> Text:
         body = Text()
         body.append(f"Destroy these {len(self.doomed)} stopped rental(s)?\n\n", style="bold red")
         for s in self.doomed[:15]:
@@ -283,40 +320,16 @@ class BulkDestroyConfirm(ModalScreen[bool]):
             body.append(f"  … and {len(self.doomed) - 15} more\n")
         body.append("\nTheir disks are lost; storage stops billing. It cannot be undone.\n")
         body.append(f"Type '{self.phrase}' and press Enter.")
-        with Vertical(id="dialog"):
-            yield Static(body)
-            yield Input(placeholder=self.phrase, id="typed")
-            with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                yield Button("Destroy all listed", id="destroy", variant="error")
+        return body
 
-    def on_mount(self) -> None:
-        self.query_one("#typed", Input).focus()
+    def placeholder(self) -> str:
+        return self.phrase
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if not event.value.strip():
-            self.dismiss(False)
-            return
-        self._try(event.value)
+    def confirmed(self, typed: str) -> bool | None:
+        return True if " ".join(typed.split()).lower() == self.phrase else None
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "destroy":
-            self._try(self.query_one("#typed", Input).value)
-        else:
-            self.dismiss(False)
-
-    def _try(self, typed: str) -> None:
-        if " ".join(typed.split()).lower() == self.phrase:
-            self.dismiss(True)
-            return
-        self.query_one("#typed", Input).value = ""
-        self.notify(
-            f"that is not '{self.phrase}': nothing destroyed. Type it exactly, or Escape.",
-            severity="warning",
-        )
-
-    def action_cancel(self) -> None:
-        self.dismiss(False)
+    def wrong(self, typed: str) -> str:
+        return f"that is not '{self.phrase}': nothing destroyed. Type it exactly, or Escape."
 
 
 HELP = """\
