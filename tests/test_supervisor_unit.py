@@ -983,3 +983,40 @@ def test_one_door_holds_the_after_end_and_held_rules_and_replies_typed(key):
         )
 
     run(key, body)
+
+
+def test_a_bare_session_adopts_what_is_held_and_writes_off_what_the_market_lost(key):
+    """`rentwatch end` with no controller: the engine on a bare session holds what the market
+    lists under the campaign's label, and writes off (as a poll would) a rental the ledger
+    holds that the market no longer has, so that the end does not list it as billing for ever;
+    it writes no campaign_start."""
+    from rentwatch.engine.bare import adopt, bare_supervisor
+    from rentwatch.ledger.holdings import read_holdings
+
+    market = FakeMarket(list(OFFERS))
+    ledger = Ledger(":memory:")
+    held: list[int] = []
+
+    async def first(sup, market, ledger):
+        held.append(await verified(sup, market))
+        sup.resize(2)
+        await sup.poll_once()
+        held.extend(i for i in sup.attempts if i not in held)
+
+    run(key, first, market=market, ledger=ledger)
+    kept, gone = held[0], held[1]
+    del market.boxes[gone]  # the market let it go without our destroy
+    starts = len(kinds(ledger, "campaign_start"))
+
+    async def bare() -> None:
+        sup = bare_supervisor(market, ledger, "u", lambda _: None)
+        try:
+            await adopt(sup, wait_s=0.0)
+            assert kept in sup.attempts and gone not in sup.attempts
+        finally:
+            await sup.close()
+
+    asyncio.run(bare())
+    assert [e.instance_id for e in kinds(ledger, "lost")] == [gone]
+    assert {h.instance_id for h in read_holdings(ledger, "u")} == {kept}
+    assert len(kinds(ledger, "campaign_start")) == starts
