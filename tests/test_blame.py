@@ -190,9 +190,20 @@ def test_normalise_blanks_per_host_parts_only():
     assert normalise("pull access denied for a") != normalise("manifest unknown")
 
 
-def test_probe_run_blame_reads_the_shell_and_the_probe():
-    from rentwatch.engine.hosts.probe_io import probe_run_blame
+def probe_run_blame(machine_id, image, exit_status, stdout, stderr):
+    """The campaign's fault behind a probe run, as the preflight reads it (preflight_run.py:
+    the run's text, then `blame`), or None when it is (or may be) the host's."""
+    from rentwatch.core.blame import Failure, Party, Stage, blame
+    from rentwatch.engine.hosts.probe_io import probe_run_text
 
+    text = probe_run_text(stdout, stderr)
+    if text is None:
+        return None
+    found = blame(Failure(machine_id, image, Stage.PROBE, text, exit_status))
+    return found if found.party is not Party.HOST else None
+
+
+def test_probe_run_blame_reads_the_shell_and_the_probe():
     b = probe_run_blame(
         7, "nvidia/cuda:12.4.1", 127, b"", b"bash: line 1: python3: command not found\n"
     )

@@ -24,8 +24,9 @@ ASKED: dict[tuple[str, str], str] = {
     ("operator.py", "Operator._start"): "a person: StartIntent, through Operator.apply",
     ("operator.py", "Operator._destroy"): "a person: DestroyIntent with its confirmation",
     ("operator.py", "Operator._create"): "a person: CreateIntent, through Operator.apply",
-    ("ending.py", "_end_one"): "a person: EndIntent (rentwatch end, the dashboard's E)",
-    ("supervisor.py", "Supervisor.release_all"): "the exit trap: a dying controller leaks nothing",
+    # the one release rule: a person's EndIntent (rentwatch end, the dashboard's E), or the
+    # session's release (the exit trap: a dying controller leaks nothing)
+    ("release.py", "_release_one"): "a person's end, or Supervisor.release_all at the exit",
 }
 # decision executors must take the decision they carry out
 DECISION_TYPES = {"Decision", "Create", "Abandon", "Stop", "Move", "Restart", "PriceVerdict"}

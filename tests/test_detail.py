@@ -11,6 +11,7 @@ import time
 import pytest
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
+from rentwatch.engine.intents import Reply
 from rentwatch.ledger import Ledger
 from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service.remote import ControllerClient, RemoteEngine
@@ -189,7 +190,7 @@ class _Recorder(StillEngine):
 
         self.sent.append(intent)
         fut: concurrent.futures.Future = concurrent.futures.Future()
-        fut.set_result(True)
+        fut.set_result(Reply(True, "done"))
         return fut
 
 

@@ -9,7 +9,7 @@ import concurrent.futures
 import dataclasses
 from typing import Any
 
-from rentwatch.engine.intents import FleetSizeIntent, HandOverIntent
+from rentwatch.engine.intents import FleetSizeIntent, HandOverIntent, Reply
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetView
@@ -35,7 +35,7 @@ class RecordingEngine:
     def submit(self, intent: Any) -> concurrent.futures.Future[Any]:
         self.sent.append(intent)
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        fut.set_result(True)
+        fut.set_result(Reply(True, "done"))
         return fut
 
 

@@ -119,9 +119,8 @@ def test_decide_hedges_on_a_bad_market_and_says_why():
 def test_the_default_hedges_a_small_fleet_on_a_bad_market_only():
     """At default's own value of time: a fleet of one on a 40% market gets a spare; the same
     fleet on a market where everything delivered does not."""
-    fleet_only = DEFAULT.with_overrides({"max_extra_hosts": 0})  # spares alone, no extra host
-    assert len(creates(snapshot(BAD_MARKET, n=1, jobs_pending=2), fleet_only)) == 2
-    assert len(creates(snapshot(GOOD_MARKET, n=1, jobs_pending=2), fleet_only)) == 1
+    assert len(creates(snapshot(BAD_MARKET, n=1, jobs_pending=2), DEFAULT)) == 2
+    assert len(creates(snapshot(GOOD_MARKET, n=1, jobs_pending=2), DEFAULT)) == 1
 
 
 def test_decide_does_not_hedge_on_an_honest_market_without_work_for_a_spare():

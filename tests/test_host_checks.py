@@ -16,7 +16,6 @@ from rentwatch.core.host_checks import (
     first_failure,
     net_check,
     pcie_check,
-    pull_rate_mbps,
     vram_check,
     xid_check,
 )
@@ -86,22 +85,6 @@ def test_net_probe_figure_against_inet_down():
     assert slow.ok is False and slow.failure_class == "slow_net"
     assert net_check(None, 1000.0, P).ok is None
     assert net_check(30.0, 0, P).ok is None
-
-
-def test_pull_rate_from_status_lines():
-    lines = [
-        (0.0, "a1b2c3d4e5f6: Pulling fs layer"),
-        (10.0, "a1b2c3d4e5f6: Downloading   100.0MB/400.0MB"),
-        (40.0, "a1b2c3d4e5f6: Downloading   400.0MB/400.0MB"),
-        (41.0, "a1b2c3d4e5f6: Download complete"),
-        (50.0, "0f0f0f0f0f0f: Downloading  1.1GB/2.0GB"),
-        (60.0, "Error: \x1b[31m nonsense"),
-    ]
-    rate = pull_rate_mbps(lines)
-    assert rate == pytest.approx((400 + 1100) * 8 / 40.0)
-    assert pull_rate_mbps(lines[:2]) is None  # one line: no interval yet
-    assert pull_rate_mbps(lines, min_mb=5000) is None
-    assert pull_rate_mbps([(float("nan"), "x"), (1.0, None)]) is None  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize(

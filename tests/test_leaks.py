@@ -120,7 +120,7 @@ def test_end_through_the_controller_sends_our_stop_to_an_outbid_pause(key):
         assert ("stop_instance", iid) not in market.calls
         done = await end_campaign(sup, destroy=False)
         assert ("stop_instance", iid) in market.calls
-        assert not any("stopped already" in line for line in done), done
+        assert not any("stopped already" in line for line in done.lines), done
         assert ("destroy_instance", iid) not in market.calls
 
     run(key, body, market=bid_market(), policy=DEFAULT, rental="interruptible", jobs=(JOB,))

@@ -93,9 +93,8 @@ def test_end_from_the_dashboard_destroys_a_stopped_rental_too(make_sim, tmp_path
 
 def test_what_an_end_left_is_what_it_did_not_destroy():
     held = [Holding(i, 1, "RTX 3090", True, True, 0.2, 0.2, 0.1, "") for i in (11, 12, 13)]
-    said = "destroyed verified i:11; i:12 was stopped already (storage bills until destroyed)"
-    assert left_after_end(held, said) == (12, 13)
-    assert left_after_end(held, "destroyed unverified i:111") == (11, 12, 13)
+    assert left_after_end(held, (11,)) == (12, 13)  # i:12 was stopped already: not destroyed
+    assert left_after_end(held, (111,)) == (11, 12, 13)
 
 
 def test_stop_on_a_stopped_host_says_why_not():

@@ -15,7 +15,7 @@ import pytest
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.text import is_clean
 from rentwatch.notify import events
-from rentwatch.notify.events import Notice, scrub, should_send, with_levels
+from rentwatch.notify.events import Notice, scrub, should_send
 from rentwatch.notify.notifier import Notifier, load_user_config, notify_urls, user_config_path
 
 API_KEY = "vast-key-0123456789abcdef"
@@ -247,12 +247,7 @@ def test_default_level_sends_the_end_and_not_routine_work() -> None:
             assert events.level_rank(level) >= events.level_rank(events.DEFAULT_MIN_LEVEL), kind
 
 
-def test_a_campaign_may_choose_its_levels() -> None:
-    offline = events.host_offline("c", 1)
-    assert with_levels(offline, {"host_offline": "info"}).level == "info"
-    assert with_levels(offline, {"outbid": "critical"}) == offline
-    with pytest.raises(ValueError, match="unknown notify level"):
-        with_levels(offline, {"host_offline": "loud"})
+def test_an_unknown_level_is_refused() -> None:
     with pytest.raises(ValueError):
         Notifier([], min_level="loud")
 

@@ -30,7 +30,6 @@ from rentwatch.engine.hosts.probe_io import (
     ProbeError,
     load_host_json,
     parse_probe_output,
-    probe_run_blame,
 )
 from rentwatch.engine.hosts.tender import HostTender
 
@@ -144,6 +143,9 @@ def test_every_deep_check_reads_any_document(doc, ram, disk, bw):
 @given(st.lists(st.dictionaries(st.sampled_from(FIELDS), values, max_size=5) | values, max_size=8))
 def test_any_samples_give_a_throttle_reading(samples):
     assert detect_throttle(samples).throttled in (True, False)  # type: ignore[arg-type]
+
+
+from tests.test_blame import probe_run_blame  # noqa: E402
 
 
 @settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])

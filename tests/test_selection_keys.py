@@ -8,7 +8,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 
-from rentwatch.engine.intents import StopIntent
+from rentwatch.engine.intents import Reply, StopIntent
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetTable, FleetView
@@ -24,7 +24,7 @@ class Recorder(StillEngine):
     def submit(self, intent):  # type: ignore[no-untyped-def]
         self.sent.append(intent)
         fut: concurrent.futures.Future = concurrent.futures.Future()
-        fut.set_result(True)
+        fut.set_result(Reply(True, "done"))
         return fut
 
 

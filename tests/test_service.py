@@ -516,7 +516,7 @@ def test_controller_killed_then_restarted_while_attached(make_sim, tmp_path, run
         assert held <= {i.instance_id for i in snaps[-1].instances}
 
         client = ControllerClient(Target(socket=sock))
-        assert client.intent(FleetSizeIntent(1)) == "fleet size 2 -> 1"
+        assert client.intent(FleetSizeIntent(1)).message == "fleet size 2 -> 1"
         snap = client.snapshot()
         assert snap.fleet == 1 and any("fleet  2 -> 1 by human" in d for d in snap.decisions)
         assert "leave the fleet running" in client.shutdown("detach")
@@ -765,3 +765,14 @@ def test_run_in_the_background_outlives_its_terminal(make_sim, tmp_path, runtime
     finally:
         if pid_alive(pid):
             os.kill(pid, signal.SIGTERM)
+
+
+def test_a_reply_crosses_the_socket_field_for_field():
+    from rentwatch.engine.intents import Reply
+
+    reply = Reply(True, "a; b", (1, 2), (2,), lines=("stopped verified i:1", "destroyed i:2"))
+    assert api.reply_from_json(json.loads(json.dumps(api.reply_to_json(reply)))) == reply
+    refusal = Reply.refusal("instance 9 is not held by this campaign", not_held=True)
+    assert api.reply_from_json(api.reply_to_json(refusal)) == refusal
+    with pytest.raises(api.ServiceError, match="not one"):
+        api.reply_from_json({"done": True})

@@ -527,7 +527,7 @@ def test_a_create_answer_naming_a_held_verified_instance_is_not_believed(key):
         proven = sup.attempts[iid]
         market.lie_create_id = iid
         market.t += 10
-        assert await sup.apply(CreateIntent())
+        assert (await sup.apply(CreateIntent())).done
         assert sup.attempts[iid] is proven and proven.life.phase == Phase.VERIFIED
         new = [i for i in sup.attempts if i != iid]
         assert new and market.boxes[new[-1]].label.startswith("rw:u:")  # the real rental, held
@@ -603,7 +603,7 @@ def test_a_rental_carrying_our_label_that_we_do_not_hold_is_adopted(key):
         iid = await verified(sup, market)
         real = market.next_id
         market.lie_create_id, market.hidden = iid, {real}
-        assert not await sup.apply(CreateIntent())
+        assert not (await sup.apply(CreateIntent())).done
         assert real not in sup.attempts
         market.hidden.clear()
         market.t += 10
@@ -768,10 +768,11 @@ def test_ending_a_finished_campaign_destroys_its_stopped_rentals(key):
     async def body(sup, market, ledger):
         iid = await verified(sup, market)
         done = await end_campaign(sup, destroy=False)
-        assert done == [f"stopped verified i:{iid}"] and market.boxes[iid].intended == "stopped"
+        assert done.lines == (f"stopped verified i:{iid}",) and done.acted_on == (iid,)
+        assert market.boxes[iid].intended == "stopped"
         assert sup.attempts[iid].life.phase == Phase.STOPPED
         done = await end_campaign(sup, destroy=True, typed="u")
-        assert done == [f"destroyed verified i:{iid}"], done
+        assert done.lines == (f"destroyed verified i:{iid}",) and done.destroyed == (iid,), done
         assert market.boxes[iid].intended == "destroyed"
         (d,) = [e for e in kinds(ledger, "destroy") if e.phase == "outcome" and e.ok]
         assert d.instance_id == iid and d.actor == "human"
@@ -797,7 +798,7 @@ def test_a_create_in_flight_at_the_end_is_ended_as_it_lands(key):
         market.create_instance = slow_create
         poll = asyncio.create_task(sup.poll_once())
         await sent.wait()
-        assert await end_campaign(sup, destroy=False) == []  # nothing held yet
+        assert (await end_campaign(sup, destroy=False)).lines == ()  # nothing held yet
         answer.set()
         await poll
         (iid,) = market.boxes
@@ -926,3 +927,96 @@ def test_every_figure_agrees_at_one_instant(key, tmp_path):
         assert compared == len(per) >= 3
 
     run(key, body, fleet=2, ledger=Ledger(tmp_path / "l.duckdb"))
+
+
+def test_one_release_rule_keeps_the_proven_and_destroys_the_rest(key):
+    """`release(keep_proven)` is the one rule every end uses: a proven rental stopped (or, with
+    keep_proven off, destroyed through the person's confirmed destroy), one never proven given
+    up as cancelled and destroyed."""
+    from rentwatch.engine.release import release
+
+    async def body(sup, market, ledger):
+        kept = await verified(sup, market)
+        sup.resize(3)
+        await sup.poll_once()  # two more, booting: never proven
+        booting = [i for i in sup.attempts if i != kept]
+        assert booting
+        given_up = sup.attempts[booting[0]]  # given up already: destroyed, not given up again
+        sup.journal.give_up(given_up, sup.now(), "engine", "test", "timeout")
+        got = await release(sup, sup.fleet.held(), "engine", "the end", keep_proven=True)
+        done = [r.message for r in got]
+        assert f"stopped verified i:{kept}" in done
+        assert {f"destroyed unverified i:{i}" for i in booting} <= set(done)
+        assert market.boxes[kept].intended == "stopped"
+        assert all(market.boxes[i].intended == "destroyed" for i in booting)
+        cancelled = [e for e in kinds(ledger, "abandon") if e.detail.get("class") == "cancelled"]
+        assert {e.instance_id for e in cancelled} == set(booting[1:])
+        (gone,) = await release(sup, sup.fleet.on_market(), "human", "the end", keep_proven=False)
+        assert gone.message == f"destroyed verified i:{kept}" and gone.destroyed == (kept,)
+        (d,) = [e for e in kinds(ledger, "destroy") if e.instance_id == kept and e.ok]
+        assert d.actor == "human"
+
+    run(key, body)
+
+
+def test_one_door_holds_the_after_end_and_held_rules_and_replies_typed(key):
+    """`Supervisor.apply` is the one door (the dashboard's engine, the controller, `end`):
+    after the end only what acts on what is held passes, an instance not held is refused as
+    such, and each answer is a `Reply` with the ids acted on."""
+    from rentwatch.engine.executor import Outcome
+    from rentwatch.engine.intents import EndIntent, FleetSizeIntent
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        stranger = await sup.apply(StopIntent(iid + 1000))
+        assert stranger.not_held and not stranger.done and "not held" in stranger.message
+        sup.finished = Outcome(True, "goal")
+        for late in (CreateIntent(), FleetSizeIntent(3)):
+            reply = await sup.apply(late)
+            assert reply.refused and "has ended" in reply.refused and not reply.acted_on
+        assert (await sup.apply(StopIntent(iid))).acted_on == (iid,)
+        wrong = await sup.apply(EndIntent(destroy=True, typed="not u"))
+        assert wrong.refused and "not confirmed" in wrong.refused
+        end = await sup.apply(EndIntent(destroy=True, typed="u"))
+        assert (
+            end.done and end.destroyed == (iid,) and end.lines == (f"destroyed verified i:{iid}",)
+        )
+
+    run(key, body)
+
+
+def test_a_bare_session_adopts_what_is_held_and_writes_off_what_the_market_lost(key):
+    """`rentwatch end` with no controller: the engine on a bare session holds what the market
+    lists under the campaign's label, and writes off (as a poll would) a rental the ledger
+    holds that the market no longer has, so that the end does not list it as billing for ever;
+    it writes no campaign_start."""
+    from rentwatch.engine.bare import adopt, bare_supervisor
+    from rentwatch.ledger.holdings import read_holdings
+
+    market = FakeMarket(list(OFFERS))
+    ledger = Ledger(":memory:")
+    held: list[int] = []
+
+    async def first(sup, market, ledger):
+        held.append(await verified(sup, market))
+        sup.resize(2)
+        await sup.poll_once()
+        held.extend(i for i in sup.attempts if i not in held)
+
+    run(key, first, market=market, ledger=ledger)
+    kept, gone = held[0], held[1]
+    del market.boxes[gone]  # the market let it go without our destroy
+    starts = len(kinds(ledger, "campaign_start"))
+
+    async def bare() -> None:
+        sup = bare_supervisor(market, ledger, "u", lambda _: None)
+        try:
+            await adopt(sup, wait_s=0.0)
+            assert kept in sup.attempts and gone not in sup.attempts
+        finally:
+            await sup.close()
+
+    asyncio.run(bare())
+    assert [e.instance_id for e in kinds(ledger, "lost")] == [gone]
+    assert {h.instance_id for h in read_holdings(ledger, "u")} == {kept}
+    assert len(kinds(ledger, "campaign_start")) == starts

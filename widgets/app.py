@@ -4,9 +4,8 @@ keys. Widgets render snapshots; intents go to the engine thread; nothing here ca
 from __future__ import annotations
 
 import concurrent.futures
-import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from rentwatch.core.text import clean
@@ -18,6 +17,7 @@ from rentwatch.engine.intents import (
     FleetSizeIntent,
     HandOverIntent,
     Intent,
+    Reply,
     StartIntent,
     StopIntent,
 )
@@ -88,13 +88,9 @@ NEEDS_CONTROLLER = frozenset(
 STARTABLE = frozenset({"stopped", "outbid"})
 
 
-def left_after_end(listed: Iterable[Holding], said: str) -> tuple[int, ...]:
-    """The listed rentals an end's answer does not say it destroyed."""
-    return tuple(
-        h.instance_id
-        for h in listed
-        if not re.search(rf"\bdestroyed (?:un)?verified i:{h.instance_id}\b", said)
-    )
+def left_after_end(listed: Iterable[Holding], destroyed: Collection[int]) -> tuple[int, ...]:
+    """The listed rentals an end's reply does not say it destroyed."""
+    return tuple(h.instance_id for h in listed if h.instance_id not in destroyed)
 
 
 class RentwatchApp(App[str]):
@@ -399,8 +395,12 @@ class RentwatchApp(App[str]):
 
         def done(f: concurrent.futures.Future[Any]) -> None:
             exc = f.exception()
-            text = done_text if exc is None else clean(f"{failed_text}: {exc}", 300)
-            self._tell(text, "information" if exc is None else "error")
+            reply: Reply | None = None if exc is not None else f.result()
+            if reply is not None and reply.done:
+                self._tell(done_text, "information")
+            else:
+                why = exc if reply is None else reply.message
+                self._tell(clean(f"{failed_text}: {why}", 300), "error")
 
         fut.add_done_callback(done)
 
@@ -623,16 +623,16 @@ class RentwatchApp(App[str]):
 
         def done(f: concurrent.futures.Future[Any]) -> None:
             exc = f.exception()
-            if exc is None:
-                got = f.result()
-                lines = got if isinstance(got, list) else str(got).split("; ")
-                text = clean(f"ended {campaign}: " + ("; ".join(lines) or "it held nothing"), 600)
-                rest = left_after_end(listed, "; ".join(lines))
+            reply: Reply | None = None if exc is not None else f.result()
+            if reply is not None and reply.done:
+                text = clean(f"ended {campaign}: {reply.message}", 600)
+                rest = left_after_end(listed, reply.destroyed)
                 if rest:
                     self._on_ui(self._destroy_rest, campaign, rest)
             else:
-                text = clean(f"could not end {campaign}: {exc}", 300)
-            self._tell(text, "information" if exc is None else "error", 30)
+                why = exc if reply is None else reply.message
+                text = clean(f"could not end {campaign}: {why}", 300)
+            self._tell(text, "error" if reply is None or not reply.done else "information", 30)
 
         fut.add_done_callback(done)
 

@@ -47,10 +47,6 @@ def fleet_fields(
     return out
 
 
-def fleet_line(f: FleetReadout, sort_name: str, filter_text: str = "") -> Text:
-    return Text(" ") + Text("   ").join(fleet_fields(f, sort_name, filter_text))
-
-
 SEP = "   "
 
 

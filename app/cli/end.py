@@ -1,8 +1,9 @@
 """`rentwatch end --campaign NAME [--ledger PATH]`: end a campaign so that nothing of it keeps
-billing unwatched. Through its controller when one runs (the `end` intent), else directly
-against the market: the ledger's rentals of the campaign are stopped (verified ones) or
-destroyed (never verified, given up as cancelled); with `--destroy`, all of them are
-destroyed, verified ones included. Every act is the person's (actor `human`).
+billing unwatched. Through its controller when one runs (the `end` intent), else through the
+same engine code on a bare session (`engine.bare`): verified rentals are stopped, the rest
+given up as cancelled and destroyed (`engine.release`); with `--destroy`, all of them are
+destroyed, verified ones included. Every act is the person's (actor `human`), and every
+ledger event is the engine's journal's.
 
 Before it acts it lists what it would end (verified or not, outputs not pulled off, storage
 per day) and asks for the campaign's name typed (`--yes NAME` answers for scripts). Exit 0
@@ -27,8 +28,6 @@ from ..ledger.holdings import Holding, holdings_sql
 from ..market.factory import DEFAULT_URL
 from .ledger_read import select, sql_text
 
-HUMAN = "human"
-K = EventKind
 SETTLE_S = 60.0  # wall seconds to wait for an ended controller to let go of the ledger
 
 
@@ -86,98 +85,41 @@ def _through_controller(remote: Any, name: str, destroy: bool) -> list[str]:
                 f"the ledger is held by the controller of campaign {st.get('campaign')!r} "
                 f"(pid {st.get('pid')}): end {name} once it has let go of the ledger"
             )
-        done = remote.intent(EndIntent(destroy=destroy, typed=name if destroy else ""))
+        reply = remote.intent(EndIntent(destroy=destroy, typed=name if destroy else ""))
     finally:
         remote.close()
-    return [f"controller: {part}" for part in str(done).split("; ")]
+    return [f"controller: {line}" for line in reply.lines or (reply.message,)]
 
 
-async def _look(url: str, key: str, ledger_path: Path, name: str) -> None:
-    """Before anything is listed: the market asked for the campaign's label, the creates a
-    dead controller left unanswered settled (`end_market.settle_creates`)."""
+async def _bare(url: str, key: str, ledger_path: Path, name: str, destroy: bool,
+                yes: str | None) -> tuple[list[str], list[Any]] | None:  # fmt: skip
+    """No controller runs: the engine's own end on a bare session (`engine.bare`). What the
+    campaign holds is adopted first (creates a dead controller left unanswered settled by
+    their labels), then listed and confirmed. Returns what was done and the rentals the
+    market still lists under the campaign's label; None when nothing was held."""
+    from ..engine.bare import adopt, bare_supervisor
+    from ..engine.ending import end_campaign
     from ..ledger import Ledger
+    from ..ledger.holdings import read_holdings
     from ..market.factory import market_at
-    from .end_market import settle_creates
 
     with Ledger(ledger_path) as ledger:
-        async with market_at(url, key) as client:
-            await settle_creates(client, ledger, name, print)
-
-
-async def _direct(url: str, key: str, ledger_path: Path, name: str, held: list[Holding],
-                  destroy: bool) -> tuple[list[str], list[Any]]:  # fmt: skip
-    """No controller runs: act on the market ourselves and write each act to the ledger as
-    the engine does (intent, each try, outcome), as the person's. Returns what was done and
-    the rentals the market still lists under the campaign's label afterwards."""
-    from ..ledger import Ledger
-    from ..market.errors import REFUSALS
-    from ..market.factory import market_at
-    from .end_market import labelled
-
-    reason = f"the campaign was ended by a person ({'destroy' if destroy else 'stop'})"
-    out: list[str] = []
-    with Ledger(ledger_path) as ledger:
-        async with market_at(url, key) as client:
-            listed = {i.id for i in await client.list_instances()}
-            for h in held:
-                ctx: dict[str, Any] = {
-                    "campaign": name,
-                    "instance_id": h.instance_id,
-                    "machine_id": h.machine_id,
-                    "gpu_name": h.gpu_name,
-                }
-                gone = h.instance_id not in listed
-                if h.verified and not destroy and not gone:
-                    # a bid rental the market paused (outbid) resumes by itself: only our
-                    # own stop ends the bid
-                    if h.stopped and not h.paused:
-                        out.append(f"i:{h.instance_id} was stopped already")
-                        continue
-                    kind, call = K.STOP, client.stop_instance
-                else:
-                    if not h.verified:  # no fault of its host's: not a dud on its record
-                        ledger.record(
-                            K.ABANDON,
-                            at=client.now(),
-                            actor=HUMAN,
-                            reason=reason,
-                            detail={"class": "cancelled"},
-                            **ctx,
-                        )
-                    kind, call = K.DESTROY, client.destroy_instance
-                seq = ledger.intent(kind, at=client.now(), actor=HUMAN, reason=reason, **ctx)
-
-                def sent(
-                    at: float, prev: str | None, seq: int = seq, ctx: dict[str, Any] = ctx
-                ) -> None:
-                    ledger.record(
-                        K.SENT,
-                        at=at,
-                        actor=HUMAN,
-                        reason="request sent" if prev is None else f"sent again: {prev}",
-                        intent_seq=seq,
-                        detail={"after": prev},
-                        **ctx,
-                    )
-
-                try:
-                    acted = await call(h.instance_id, sent)
-                except REFUSALS as exc:
-                    ledger.outcome(seq, at=client.answered_at(), ok=False, error=str(exc))
-                    out.append(f"{kind} of i:{h.instance_id} FAILED: {exc}")
-                    continue
-                detail = {"already_gone": True} if not acted.existed else None
-                ledger.outcome(seq, at=acted.at, ok=True, detail=detail)
-                verb = "stopped" if kind == K.STOP else "destroyed"
-                which = "verified" if h.verified else "unverified"
-                paused = " (the market had paused it: our stop ends the bid)" if h.paused else ""
-                out.append(
-                    f"{verb} {which} i:{h.instance_id}"
-                    + (" (gone already)" if gone else paused if kind == K.STOP else "")
-                )
-            # the market's word on what is left: every row still under the label
-            still = labelled(ledger, name, await client.list_instances())
-    return out, [i for i in still.values() if i.target_state != "destroyed"]
+        async with market_at(url, key) as market:
+            sup = bare_supervisor(market, ledger, name, print)
+            try:
+                await adopt(sup)
+                held = read_holdings(ledger, name)
+                if not held:
+                    return None
+                for line in _listing(name, held, destroy):
+                    print(line)
+                _confirm(name, yes, destroy)
+                done = list((await end_campaign(sup, destroy, name if destroy else "")).lines)
+                rows = await market.list_instances()
+            finally:
+                await sup.close()
+            still = [i for i in rows if sup.recovery.ours(i) and i.target_state != "destroyed"]
+    return done, still
 
 
 def _left(
@@ -236,7 +178,6 @@ def run(args: argparse.Namespace) -> int:
     if not _known(ledger, name):
         raise EndRefused(f"no campaign {name!r} in the ledger {ledger}")
     remote = controller_for_ledger(ledger)
-    key: str | None = None
     # the market the campaign rented on (a controller holding the ledger rents on its own)
     ran_on = _ran_on(ledger, name) if remote is None else None
     elsewhere = ran_on is not None and ran_on.rstrip("/") != args.market_url.rstrip("/")
@@ -248,32 +189,26 @@ def run(args: argparse.Namespace) -> int:
             f"asked (pass --market-url {shlex.quote(str(ran_on))} to ask it)"
         )
         return 0
+    on_market: list[Any] = []
     if remote is None:  # refused before anything is asked; then the market first: what runs
         # under the label is the campaign's too
         _same_market(ran_on, name, args.market_url)
         key = find_api_key(args.api_key)
-        asyncio.run(_look(args.market_url, key, ledger, name))
-    held = holdings(ledger, name)
-    if not held and remote is None:
-        # (the look found nothing under the label that the ledger does not hold)
-        print(f"nothing of {name} is left billing")
-        return 0
-    for line in _listing(name, held, args.destroy) if held else [f"{name} holds nothing"]:
-        print(line)
-    try:
-        _confirm(name, args.yes, args.destroy)
-    except BaseException:
-        if remote is not None:
-            remote.close()
-        raise
-    on_market: list[Any] = []
-    if remote is not None:
-        done = _through_controller(remote, name, args.destroy)
+        ended = asyncio.run(_bare(args.market_url, key, ledger, name, args.destroy, args.yes))
+        if ended is None:
+            print(f"nothing of {name} is left billing")
+            return 0
+        done, on_market = ended
     else:
-        assert key is not None
-        done, on_market = asyncio.run(
-            _direct(args.market_url, key, ledger, name, held, args.destroy)
-        )
+        held = holdings(ledger, name)
+        for line in _listing(name, held, args.destroy) if held else [f"{name} holds nothing"]:
+            print(line)
+        try:
+            _confirm(name, args.yes, args.destroy)
+        except BaseException:
+            remote.close()
+            raise
+        done = _through_controller(remote, name, args.destroy)
     for line in done:
         print(line)
     left = _left(ledger, name)
@@ -296,8 +231,7 @@ def add_parser(sub: Any) -> None:
     """Register `rentwatch end` on the CLI's subparsers."""
     p = sub.add_parser("end", help="end a campaign: stop, or destroy, everything it holds")
     p.add_argument("--campaign", required=True, help="the campaign's name")
-    # optional: the quit dialog's own hint (`rentwatch end --campaign demo --destroy`) was
-    # refused for want of it
+    # optional, so that the quit dialog's hint (`rentwatch end --campaign demo --destroy`) works
     p.add_argument("--ledger", help="its ledger (default: the user's ledger that knows it)")
     p.add_argument("--market-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
     p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")

@@ -93,8 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_alert_flags(w)
     add_upload_root_flag(w)
     add_team_flags(w)
-    # the controller in its own process is the default now; the old flag is accepted
-    w.add_argument("--background", action="store_true", help=argparse.SUPPRESS)
     w.set_defaults(fn=commands.cmd_watch)
 
     s = sub.add_parser("sim", help="run the simulated marketplace until killed")

@@ -1,4 +1,4 @@
-"""What a campaign may still pull off its hosts (issue 30, item 5): each pull has its own cap
+"""What a campaign may still pull off its hosts: each pull has its own cap
 (engine/jobs/runner.py), and a campaign has one over all its jobs, so a thousand jobs with a
 hostile host each cannot fill the controller's disk two gigabytes at a time.
 

@@ -103,13 +103,6 @@ def checkpoint_every_s(base_s: float, rate_per_h: float) -> float:
     return max(60.0, min(base_s, 3600.0 / rate_per_h / 4.0))
 
 
-def useful_share(rate_per_h: float, ckpt_every_s: float) -> float:
-    """The share of billed hours that count on the tier: each outbid loses half a checkpoint
-    interval of work on average, and a resume or move's restart."""
-    lost_h = ckpt_every_s / 3600.0 / 2.0 + RESUME_H
-    return 1.0 / (1.0 + rate_per_h * lost_h)
-
-
 def bid_for(
     bid_floor: float | None, on_demand: float, rate_per_h: float, cap: float | None
 ) -> float | None:

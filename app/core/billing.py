@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 GpuBilling = Literal["created", "running"]
-GPU_BILLING_MODES: tuple[GpuBilling, ...] = ("created", "running")
 
 
 @dataclass(frozen=True, slots=True)

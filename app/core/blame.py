@@ -211,7 +211,7 @@ def _image_ran(image: str, ran_on: Iterable[tuple[str, int]]) -> bool:
 
 
 def _probe_stage(failure: Failure, evidence: Evidence, shown: str) -> Blame:
-    """A probe that could not run for what looks like the image's lack (issue 30, item 3):
+    """A probe that could not run for what looks like the image's lack:
     the campaign's only on two or more machines, and only while no preflight with the image
     has computed anywhere; one machine alone is a suspicion (the host spared, the next one
     decides), and after a preflight with the image computed it is that host's own."""

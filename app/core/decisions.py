@@ -93,7 +93,6 @@ class FleetSnapshot:
     # market seconds an I/O deadline is never judged under: the policy's floor in wall seconds
     # times the market's time scale (1 on a real market, where it changes nothing)
     io_floor_s: float = 0.0
-    job_h: float = 0.0  # how long the campaign's jobs have taken so far (market hours)
     work: WorkOutlook | None = None  # sized jobs: offers ranked by delivered work (delivery.py)
     blame: BlameView | None = None  # what the blame book knows (blame_rules.py)
     slow: dict[int, Slow] = field(default_factory=dict)  # proven hosts slow for their price
@@ -230,19 +229,8 @@ class Restart:
     reason: str
 
 
-@dataclass(frozen=True)
-class Hold:
-    """Nothing to do but say why: the work holds `hosts` of the fleet's `fleet`, the next host
-    not being worth its bill (core/fleet_width)."""
-
-    hosts: int
-    fleet: int
-    rule: str
-    reason: str
-
-
 Decision = Union[  # noqa: UP007
-    Create, Abandon, Stop, StartPreflight, Verify, Finish, Rebid, Move, Resume, Restart, Hold
+    Create, Abandon, Stop, StartPreflight, Verify, Finish, Rebid, Move, Resume, Restart
 ]
 
 

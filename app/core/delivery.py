@@ -98,10 +98,6 @@ class WorkOutlook:
     # our faded record per machine, host, model and price band (track_record.py); None: the
     # odds read `models` and the machine history alone
     memory: Memory | None = None
-    # the queue as `fleet_width` plays it out: the pending jobs' sizes (None: one is not sized,
-    # so the queue cannot be played out) and each running job's (size, start) by instance
-    queue_ref_h: tuple[float, ...] | None = None
-    running: Mapping[int, tuple[float, float]] = field(default_factory=dict)
 
     def rate(self, gpu_name: str, machine_id: int | None) -> float:
         """Reference GPU-hours per hour this offer is expected to deliver: its model's speed

@@ -67,7 +67,7 @@ def delivered_hours(
 
 
 def summarize(campaign: str, tenures: Iterable[Tenure]) -> dict[str, Any]:
-    """A campaign's receipt from its tenures (the keys of `RECEIPT_KEYS`, plus `by_class`)."""
+    """A campaign's receipt from its tenures (its figures by name, and `by_class`)."""
     ts = list(tenures)
     duds = [t for t in ts if t.dud]
     gpu_hours = sum(t.gpu_hours for t in ts)

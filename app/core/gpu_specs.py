@@ -124,12 +124,6 @@ DPH_RANGE: dict[str, tuple[float, float]] = {
 }
 
 
-def dph_range(gpu_name: str) -> tuple[float, float] | None:
-    """The $/h range one GPU of this model rents for (`DPH_RANGE`), None if unknown."""
-    spec = spec_for(gpu_name)
-    return DPH_RANGE.get(spec.name) if spec is not None else None
-
-
 def work_rate(gpu_name: str, ref_gpu: str, share: float = 1.0) -> float | None:
     """Reference GPU-hours one hour on `gpu_name` delivers, at `share` of its model's speed:
     a sized job takes ref_hours / this many hours there. None if either model is unknown."""
@@ -137,10 +131,6 @@ def work_rate(gpu_name: str, ref_gpu: str, share: float = 1.0) -> float | None:
     if not mine or not ref:
         return None
     return mine * share / ref
-
-
-# A card measuring below this share of its model's rate is not the card the offer claims.
-MIN_SPEED_SHARE = 0.6
 
 
 # The torch-free preflight's kernel is a plain FP32 loop (no tensor cores, no tiling): it is

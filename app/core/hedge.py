@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import ceil, comb
+from math import comb
 
 from .reputation import (
     ROUND_H,  # an attempt is verified or given up in about 15 minutes
@@ -75,40 +75,3 @@ def spare_attempts(h: HedgeInputs) -> tuple[int, str]:
 
 def mean_odds(odds: Sequence[float], default: float) -> float:
     return sum(odds) / len(odds) if odds else default
-
-
-@dataclass(frozen=True)
-class WorkInputs:
-    fleet: int  # the hosts the operator asked for at once
-    work: int  # jobs queued or running
-    job_h: float  # how long a job is expected to take (market hours)
-    p_deliver: float  # mean odds of the offers about to be rented
-    dud_usd: float  # what a dud bills before the rules give up on it
-    host_usd: float  # a delivered host's own overhead: its boot and preflight, billed
-    value_of_time_usd_per_h: float
-    max_extra: int  # never more than this many hosts beyond the fleet
-
-
-def work_hosts(w: WorkInputs) -> tuple[int, str]:
-    """How many hosts to hold for the work: the fleet, or more while queued jobs would wait for
-    a host and the wait saved (value of time x the job rounds cut) pays for the extra hosts
-    (each: the duds expected on the way to it, and its own boot and preflight). The work's
-    GPU-hours are the same on more hosts; only the overhead grows."""
-    base = min(w.fleet, w.work)
-    if base <= 0 or w.work <= w.fleet or w.max_extra <= 0 or w.value_of_time_usd_per_h <= 0:
-        return base, ""  # a fleet of none (the operator's) is not widened either
-    p = min(0.99, max(0.01, w.p_deliver))
-    per_host = (1 - p) / p * w.dud_usd + w.host_usd
-    best, best_net = base, 0.0
-    for hosts in range(base + 1, min(w.work, base + w.max_extra) + 1):
-        rounds_cut = ceil(w.work / base) - ceil(w.work / hosts)
-        net = w.value_of_time_usd_per_h * w.job_h * rounds_cut - (hosts - base) * per_host
-        if net > best_net + 1e-9:
-            best, best_net = hosts, net
-    if best == base:
-        return base, ""
-    return best, (
-        f"{best - base} host(s) beyond the fleet of {base} for {w.work} jobs of about "
-        f"{w.job_h * 60:.0f} min: ${best_net:.2f} of waiting saved at "
-        f"${w.value_of_time_usd_per_h:g}/h, net of ${per_host:.3f} a host"
-    )

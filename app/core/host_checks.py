@@ -11,7 +11,6 @@ and never kills a host. Only a measured shortfall does.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -176,45 +175,6 @@ def probe_net_mbps(doc: Any) -> float | None:
     """The preflight's own download measurement, Mb/s, if it made one."""
     sec = _section(doc, "net")
     return _num(sec.get("mbps")) if sec is not None else None
-
-
-_PROGRESS = re.compile(
-    r"^\s*([0-9a-f]{6,64}): Downloading\s+([0-9.]+)\s*([kMG]?B)\s*/\s*([0-9.]+)\s*([kMG]?B)"
-)
-_COMPLETE = re.compile(r"^\s*([0-9a-f]{6,64}): (Download complete|Pull complete)")
-_UNIT_MB = {"B": 1e-6, "kB": 1e-3, "MB": 1.0, "GB": 1e3}
-
-
-def pull_rate_mbps(lines: Iterable[tuple[float, str]], min_mb: float = 0.0) -> float | None:
-    """The download rate a pull's status lines show, in Mb/s: progress summed over layers
-    between the first and the last progress line. `lines` are (market time, status line) as the
-    supervisor saw them. None until `min_mb` has moved and some time has passed. Docker pulls
-    layers in parallel and the status shows one of them, so this is a lower bound."""
-    done: dict[str, float] = {}
-    size: dict[str, float] = {}
-    first: float | None = None
-    last: float | None = None
-    for at, text in lines:
-        if not isinstance(text, str) or _num(at) is None:
-            continue
-        m = _PROGRESS.match(text)
-        if m:
-            layer = m.group(1)
-            got = float(m.group(2)) * _UNIT_MB[m.group(3)]
-            total = float(m.group(4)) * _UNIT_MB[m.group(5)]
-            done[layer] = max(done.get(layer, 0.0), got)
-            size[layer] = total
-        else:
-            c = _COMPLETE.match(text)
-            if not c or c.group(1) not in size:
-                continue
-            done[c.group(1)] = size[c.group(1)]
-        first = at if first is None else first
-        last = at
-    moved = sum(done.values())
-    if first is None or last is None or last - first < 10 or moved < max(min_mb, 1e-9):
-        return None
-    return moved * 8 / (last - first)
 
 
 def xid_check(doc: Any) -> Check:

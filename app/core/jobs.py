@@ -90,23 +90,6 @@ class JobQueue:
             default=None,
         )
 
-    def hours_seen(self, now: float, prior_h: float) -> float:
-        """How long a job takes, as far as this campaign has seen (market hours): the mean of
-        those that finished, else `prior_h` or the longest still running if that is longer."""
-        spans = [
-            j.finished_at - j.started_at
-            for j in self.jobs
-            if j.status == "done" and j.finished_at is not None and j.started_at is not None
-        ]
-        running = [
-            now - j.started_at
-            for j in self.jobs
-            if j.status == "running" and j.started_at is not None
-        ]
-        if spans:
-            return max([sum(spans) / len(spans), *running]) / 3600
-        return max([prior_h * 3600, *running]) / 3600
-
     def take(self, instance_id: int, now: float, biggest: bool = False) -> JobState | None:
         """The next pending job for a free, proven instance (hold and batch): in campaign
         order, or with `biggest` the largest sized job first (the longest work goes first to

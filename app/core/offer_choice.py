@@ -16,7 +16,7 @@ from typing import Protocol
 
 from .delivery import WorkOutlook
 from .gpu_specs import driver_too_old, offer_contradicts_itself
-from .hedge import HedgeInputs, WorkInputs, mean_odds, spare_attempts, work_hosts
+from .hedge import HedgeInputs, mean_odds, spare_attempts
 from .models import Offer
 from .policy import Policy
 from .reputation import (
@@ -283,42 +283,6 @@ def spare_work_premium(
     first = [by_offer[o.id] for o in ranked[:need]]
     spares = [by_offer[o.id] for o in ranked[need:]]
     return max(0.0, mean_odds(spares, 0.0) - mean_odds(first, 0.0)) * work.job_ref_h
-
-
-def hosts_for_work(
-    fit: Sequence[Offer] | None,
-    fleet_size: int,
-    work: int,
-    history: History,
-    policy: Policy,
-    job_h: float,
-) -> tuple[int, str]:
-    """Hosts to hold while `work` jobs are queued or running (see `hedge.work_hosts`): the
-    fleet, or more when the wait they save pays at the operator's value of time. `job_h`: how
-    long the campaign's jobs take (before any finished, a round at least). Without the offers
-    at hand (`fit` None): the most it could be, so that the offers get searched."""
-    value = policy.value_of_time_usd_per_h
-    if fit is None:
-        return min(work, fleet_size + (policy.max_extra_hosts if value > 0 else 0)), ""
-    if not fit:
-        return min(work, fleet_size), ""
-    pool = market_odds(history)
-    best = [o for o, _ in choose_offers(fit, policy.max_extra_hosts, history, policy.rank, value)]
-    odds = [offer_odds(history.get(o.machine_id), o.reliability, pool) for o in best]
-    duds = [u for _, bad, u in history.values() if bad and u > 0]
-    dph = mean_odds([o.dph_total for o in best], 0.0)
-    return work_hosts(
-        WorkInputs(
-            fleet=fleet_size,
-            work=work,
-            job_h=job_h,
-            p_deliver=mean_odds(odds, 0.5),
-            dud_usd=mean_odds(duds, DEFAULT_DUD_USD),
-            host_usd=dph * ROUND_H,
-            value_of_time_usd_per_h=value,
-            max_extra=policy.max_extra_hosts,
-        )
-    )
 
 
 def quarantine_for(

@@ -54,13 +54,6 @@ class Policy:
     # hedged provisioning (core/hedge.py): more spares while they pay for the time they save
     value_of_time_usd_per_h: float = 0.0  # the operator's price of an hour's wait; 0: no hedging
     max_spare_attempts: int = 0  # hedging never keeps more than this many spares in flight
-    # hosts beyond the fleet while queued jobs would wait for one, when the wait saved pays at
-    # the value of time (core/hedge.work_hosts); 0: the fleet is the most ever held
-    max_extra_hosts: int = 0
-    # sized work: hold fewer hosts than the fleet while the next is not worth what it costs
-    # (core/fleet_width: the time it saves at the value of time, against its bill). Off in
-    # `default`: on fresh families it saved 1% and took longer (docs/benchmarks.md)
-    fleet_by_worth: bool = False
     reuse_stopped: bool = False  # start a stopped, proven rental again before creating
     offer_sanity: bool = False  # skip offers whose own benchmark contradicts the GPU they claim
     rank: str = "price"  # price | expected_cost
@@ -88,6 +81,8 @@ class Policy:
         fields = self.__dataclass_fields__
         clean: dict[str, Any] = {}
         for key, value in overrides.items():
+            if key in REMOVED:
+                raise ConfigError(f"policy: {key!r} was removed ({REMOVED[key]}): delete it")
             if key not in fields or key == "name":
                 raise ConfigError(f"policy: unknown setting {key!r}")
             if key == "fatal_patterns":
@@ -105,6 +100,11 @@ class Policy:
 
 
 RANKS = ("price", "expected_cost")
+# settings no policy turned on, taken out after the benchmarks (docs/benchmarks.md) rejected them
+REMOVED = {
+    "max_extra_hosts": "the fleet is the most hosts ever held",
+    "fleet_by_worth": "the fleet is held whatever the work's size",
+}
 
 
 def _checks(base: CheckPolicy, value: Any) -> CheckPolicy:
@@ -177,7 +177,6 @@ DEFAULT = Policy(
     spare_attempts=0,
     value_of_time_usd_per_h=0.7,
     max_spare_attempts=3,
-    max_extra_hosts=0,
     reuse_stopped=True,
     drained_grace_s=60.0,
     offer_sanity=True,

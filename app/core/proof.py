@@ -1,4 +1,4 @@
-"""The preflight's proof of work, checked on the controller (issue 30, item 4).
+"""The preflight's proof of work, checked on the controller.
 
 A host's document is evidence, not a verdict: hosts whose every CUDA call failed printed a
 forged one ("bf16 matmul checked, 90.0 TFLOP/s (141% of expected)") and were verified. The

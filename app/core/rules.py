@@ -18,21 +18,18 @@ from .decisions import (
     Decision,
     Finish,
     FleetSnapshot,
-    Hold,
     StartPreflight,
     Stop,
     Verify,
     fmt_span,
     give_up,
 )
-from .fleet_width import narrowed
 from .lifecycle import Phase
 from .models import Offer
 from .offer_choice import (
     at_risk,
     fit_of,
     hedge_for,
-    hosts_for_work,
     quarantine_for,
     within_budget,
 )
@@ -66,10 +63,10 @@ SILENT_WORDS = (
     "Creating container",
 )
 # `unknown` is not terminal: Vast adds lifecycle states rentwatch has no name for (SkyPilot
-# treats them as initialising), so an unknown status is left to the deadlines (issue 19)
+# treats them as initialising), so an unknown status is left to the deadlines
 TERMINAL = frozenset({"exited", "offline"})
 # the preflight's deadline is never judged under this many I/O floors beyond the policy's
-# figure: at a fast market clock each probe try costs a wall second or more (issue 30)
+# figure: at a fast market clock each probe try costs a wall second or more
 PREFLIGHT_IO_FLOORS = 10
 
 
@@ -298,7 +295,6 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     if fleet.deadline is not None and now >= fleet.deadline:
         out.append(Finish(False, "rule:deadline", "the campaign's deadline passed"))
         return out
-    wider = narrow = ""
     fit = fit_of(fleet.offers, fleet.terms, policy, fleet.exclusions)
     if fleet.jobs_total > 0:
         if fleet.jobs_pending == 0 and fleet.jobs_running == 0:
@@ -312,14 +308,8 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             )
             return out
         # hold and batch: no more instances than there is work for (output held on a paused
-        # rental is none); more than the fleet only while the wait saved pays (hedge.work_hosts),
-        # fewer while the next host is not worth its bill (fleet_width)
-        work = fleet.jobs_pending + fleet.jobs_running - fleet.jobs_held
-        target, wider = min(fleet.fleet, work), ""
-        if work > fleet.fleet:
-            target, wider = hosts_for_work(
-                fit, fleet.fleet, work, fleet.history, policy, fleet.job_h
-            )
+        # rental is none)
+        target = min(fleet.fleet, fleet.jobs_pending + fleet.jobs_running - fleet.jobs_held)
     else:
         if verified >= fleet.fleet:
             out.append(Finish(True, "rule:goal", f"fleet of {fleet.fleet} verified"))
@@ -329,13 +319,10 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     if policy.reuse_stopped and need > in_flight:  # proven rentals we stopped, before creates
         out += (again := restarts(fleet, need - in_flight, verified, target))
         in_flight += len(again)
-    width, narrow = narrowed(fleet, fit, policy, target, abandoned_now, now)  # creates only
-    need = min(need, max(0, width - verified))
-    out += [Hold(width, fleet.fleet, "rule:fleet_width", narrow)] if narrow else []
     room = fleet.max_creates - fleet.creates
     available = fleet.offers_available if fit is None else len(fit)
     hedged, hedge_why = 0, ""
-    if fit is not None and need > 0 and not narrow:  # hedging needs the offers' odds
+    if fit is not None and need > 0:  # hedging needs the offers' odds
         hedged, hedge_why = hedge_for(
             fit,
             need,
@@ -367,7 +354,6 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             Create(
                 "rule:replace",
                 f"{verified} of {target} verified, {in_flight + i} booting: rent one more"
-                + (f" ({wider})" if wider else "")
                 + (f" ({hedge_why})" if hedged else ""),
                 offer,
                 why,

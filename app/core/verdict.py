@@ -114,7 +114,7 @@ def preflight_verdict(
 
 @dataclass(frozen=True)
 class CheckPolicy:
-    """Settings of the deeper checks (the supervisor's `Policy` is to hold one; issue 16).
+    """Settings of the deeper checks (the supervisor's `Policy` is to hold one).
     On by default where the check costs the preflight a few seconds at most."""
 
     driver_min_speed_share: float = 0.3  # the driver path's kernel speed is an estimate: loose

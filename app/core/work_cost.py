@@ -4,7 +4,7 @@ whether a slow proven host is worth keeping against a fresh create. Pure.
 An offer is a gamble: with odds `p` it delivers, and then bills its price for the boot and
 preflight hours before it works plus the hours the work takes at its expected speed; otherwise
 it is a dud, and bills *its own* price for as long as the rules take to catch it. So a dud on a
-dear card costs more than one on a cheap card (issue 26: a flat $0.07 a dud let `default` rent
+dear card costs more than one on a cheap card (a flat $0.07 a dud let `default` rent
 A100s that lost 8x seed's dud money). Renting until one delivers, the expected number of duds
 before a delivery is (1 - p) / p.
 

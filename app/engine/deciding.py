@@ -13,7 +13,6 @@ from ..core.campaign import Campaign
 from ..core.delivery import WorkOutlook
 from ..core.lifecycle import Phase
 from ..core.policy import Policy
-from ..core.reputation import ROUND_H
 from ..core.rules import Create, Decision, FleetSnapshot, decide
 from ..market.protocol import Market
 from .attempt import Attempt
@@ -116,21 +115,8 @@ class Decider:
         )
 
     def _outlook(self) -> WorkOutlook | None:
-        """What ranking by delivered work needs, and the queue for `fleet_width` to play out."""
-        work = self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet)
-        if work is None:
-            return None
-        jobs = self.job_work.queue.jobs
-        pending = [j.size for j in jobs if j.status == "pending"]
-        return dataclasses.replace(
-            work,
-            queue_ref_h=tuple(pending) if all(s > 0 for s in pending) else None,
-            running={
-                j.instance_id: (j.size, j.started_at)
-                for j in jobs
-                if j.status == "running" and j.instance_id is not None and j.started_at is not None
-            },
-        )
+        """What ranking by delivered work needs."""
+        return self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet)
 
     def _free_since(self, a: Attempt) -> float | None:
         """Since when it has had no job (the drained rule's clock); a person's start holds
@@ -173,7 +159,6 @@ class Decider:
             slow=dict(self.job_work.swaps.slow),
             bidding=self.tier.terms(now),
             destroys_due=self.fleet.destroys_due(),
-            job_h=jobs.hours_seen(now, ROUND_H),
             io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())
             * float(self.market.time_scale),
         )

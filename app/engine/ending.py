@@ -16,16 +16,13 @@ from typing import TYPE_CHECKING
 
 from ..core.lifecycle import Phase
 from ..market.factory import DEFAULT_URL
-from .intents import (
-    AutomationRefused,
-    DestroyConfirmation,
-    DestroyIntent,
-)
+from .executor import Outcome
+from .intents import AutomationRefused, DestroyConfirmation, DestroyIntent, Reply
 from .operator import HUMAN
+from .release import release
 from .strays import hold_strays
 
 if TYPE_CHECKING:
-    from .attempt import Attempt
     from .supervisor import Supervisor
 
 
@@ -51,11 +48,9 @@ def confirmed(campaign: str, typed: str) -> bool:
     return typed.strip() == campaign
 
 
-async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> list[str]:
-    """End `sup`'s campaign as a person asked; returns what was done, a line per rental.
+async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> Reply:
+    """End `sup`'s campaign as a person asked; the reply has a line per rental let go of.
     `destroy` needs `typed` to be the campaign's name (AutomationRefused otherwise)."""
-    from .supervisor import Outcome
-
     name = sup.campaign.name
     if destroy and not confirmed(name, typed):
         raise AutomationRefused(
@@ -72,40 +67,16 @@ async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> list[
     sup.actions.ended = (HUMAN, reason)
     # what the market holds under the campaign's label and the fleet does not, held first
     await hold_strays(sup.market, sup.actions, sup.recovery, sup.journal, "end   ", wait=False)
-    done: list[str] = []
     # what it has on the market, stopped rentals too: a finished campaign's stopped ones
     # bill storage, and "end and destroy everything" is the way to stop that
-    for a in list(sup.fleet.on_market()):
-        done.append(await _end_one(sup, a, destroy, reason))
+    done = await release(sup, sup.fleet.on_market(), HUMAN, reason, keep_proven=not destroy)
     if sup.finished is None:
         sup.finished = Outcome(True, reason)
-    return done
-
-
-async def _end_one(sup: Supervisor, a: Attempt, destroy: bool, reason: str) -> str:
-    iid = a.instance_id
-    proven = a.passed_preflight or a.life.phase == Phase.VERIFIED
-    try:
-        if proven and destroy:  # the person's confirmed destroy: the only way for a proven one
-            ok = await sup.apply(DestroyIntent(DestroyConfirmation(iid, str(iid)), reason))
-            return f"destroyed verified i:{iid}" if ok else f"destroy of i:{iid} FAILED"
-        if proven:
-            paused = a.life.phase == Phase.STOPPED and a.resumes_by_itself
-            if a.life.phase == Phase.STOPPED and not paused:
-                return f"i:{iid} was stopped already (storage bills until it is destroyed)"
-            # a bid rental the market paused (outbid) resumes by itself: only our stop ends it
-            ok = await sup.actions.stop(a, HUMAN, reason)
-            what = " (the market had paused it: our stop ends the bid)" if paused else ""
-            return f"stopped verified i:{iid}{what}" if ok else f"stop of i:{iid} FAILED"
-        # never proven: given up as cancelled (no fault of its host's), then destroyed
-        if a.life.phase != Phase.ABANDONED:
-            if a.preflight_task:
-                a.preflight_task.cancel()
-            sup.journal.give_up(a, sup.now(), HUMAN, reason, "cancelled")
-        ok = await sup.actions.destroy(a, HUMAN, reason)
-        return f"destroyed unverified i:{iid}" if ok else f"destroy of i:{iid} FAILED"
-    except AutomationRefused as exc:
-        return f"i:{iid}: {exc}"
-    except Exception as exc:  # one failure must not keep the rest billing
-        sup.journal.say(f"end    i:{iid} FAILED: {exc!r}")
-        return f"i:{iid} FAILED: {exc}"
+    lines = tuple(r.message for r in done)
+    return Reply(
+        True,
+        "; ".join(lines) or "ended: it held nothing",
+        tuple(i for r in done for i in r.acted_on),
+        tuple(i for r in done for i in r.destroyed),
+        lines=lines,
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from ..core.decisions import Hold, Move, Rebid, Restart, Resume
+from ..core.decisions import Move, Rebid, Restart, Resume
 from ..core.lifecycle import Phase
 from ..core.offer_choice import Quarantine
 from ..core.policy import Policy
@@ -63,7 +63,6 @@ class Executor:
         self.ssh = ssh
         self.policy = policy
         self.tier = tier  # the interruptible tier's rebid, move and resume
-        self.holding: int | None = None  # the hosts a `Hold` last said the work is held at
 
     async def execute(self, d: Decision, fleet_set_at: float | None = None) -> Outcome | None:
         """Carry out one decision; a `Finish` comes back as the campaign's outcome."""
@@ -87,15 +86,7 @@ class Executor:
             await self.restart(self.fleet[d.instance_id], d)
         elif isinstance(d, Rebid | Move | Resume) and self.tier is not None:
             await self.on_tier(d)
-        elif isinstance(d, Hold):
-            self.hold(d)
         return None
-
-    def hold(self, d: Hold) -> None:
-        """Said once each time the held count changes, not every poll it stands."""
-        if d.hosts != self.holding:
-            self.holding = d.hosts
-            self.journal.say(f"hold   {d.hosts} of {d.fleet} hosts by {d.rule}: {d.reason}")
 
     async def restart(self, a: Attempt, d: Restart) -> None:
         """A proven rental stopped for want of work, started again (core/reuse.py): it boots

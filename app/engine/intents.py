@@ -1,7 +1,8 @@
-"""What an operator may ask of the engine, as typed intents (the dashboard's keys become these;
-the engine's thread applies them with `Supervisor.apply`; the controller API carries them
-as they are, app/run/service/api.py). Destroy is the only intent that can
-remove a proven instance, and it carries the operator's typed confirmation."""
+"""What an operator may ask of the engine, as typed intents, and what comes of one, a `Reply`.
+One door takes them all, `Supervisor.apply`: the dashboard's keys, the controller API (which
+carries intents and replies as they are, app/run/service/api.py) and `rentwatch end`. Destroy
+is the only intent that can remove a proven instance, and it carries the operator's typed
+confirmation."""
 
 from __future__ import annotations
 
@@ -93,3 +94,29 @@ Intent = Union[  # noqa: UP007
 # what a campaign that has ended still takes: the person's own acts on what it holds (what
 # would set automation going again, a create, the wanted fleet, a hand-over, is refused)
 AFTER_END = (StopIntent, StartIntent, DestroyIntent, EndIntent)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What came of one intent: whether it took, what to tell the person, the instances acted
+    on (and which of those were destroyed), and why it was refused when it was (`not_held`:
+    the instance named is not this campaign's). An end has a line per rental it let go of."""
+
+    done: bool
+    message: str
+    acted_on: tuple[int, ...] = ()
+    destroyed: tuple[int, ...] = ()
+    refused: str | None = None
+    not_held: bool = False
+    lines: tuple[str, ...] = ()
+
+    @classmethod
+    def refusal(cls, why: str, not_held: bool = False) -> Reply:
+        return cls(False, why, refused=why, not_held=not_held)
+
+    @classmethod
+    def of(cls, done: bool, iid: int, did: str, failed: str, destroyed: bool = False) -> Reply:
+        """One instance's act: `did` when it took, `failed` when the market call did not."""
+        if not done:
+            return cls(False, failed)
+        return cls(True, did, (iid,), (iid,) if destroyed else ())

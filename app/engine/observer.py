@@ -31,6 +31,7 @@ from .blame_book import BlameBook
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
+from .release import proven
 
 if TYPE_CHECKING:
     from .tier import TierWatch
@@ -311,7 +312,7 @@ class Observer:
         watchdog nor a person is blamed; the rules see one fewer in service and replace it."""
         said = "/".join(s or "-" for s in (inst.target_state, inst.current_state, inst.next_state))
         why = f"stopped by the market (intended/cur/next state: {said})"
-        keep = a.passed_preflight or a.life.phase == Phase.VERIFIED  # as release_all keeps
+        keep = proven(a)
         a.mark(now, "stop")
         if a.preflight_task:
             a.preflight_task.cancel()

@@ -24,6 +24,7 @@ from .intents import (
     FleetSizeIntent,
     HandOverIntent,
     Intent,
+    Reply,
     StartIntent,
     StopIntent,
 )
@@ -56,24 +57,33 @@ class Operator:
         self.wanted = wanted  # the wanted fleet size now
         self.lowered: set[int] = set()  # rentals whose stop by a person lowered the fleet
 
-    async def apply(self, intent: Intent) -> bool:
-        """Carry out an intent; raises `AutomationRefused` when it may not be."""
+    async def apply(self, intent: Intent) -> Reply:
+        """Carry out an intent (the door, `Supervisor.apply`, checked what it may);
+        raises `AutomationRefused` when it may not be."""
         match intent:
             case DestroyIntent(confirmation=confirmation, reason=reason):
-                return await self._destroy(confirmation, reason)
+                iid = confirmation.instance_id
+                done = await self._destroy(confirmation, reason)
+                return Reply.of(done, iid, f"destroyed {iid}", f"destroy of {iid} FAILED", True)
             case StopIntent(instance_id=iid, reason=reason):
-                return await self._stop(self._held(iid), reason)
+                done = await self._stop(self._held(iid), reason)
+                return Reply.of(done, iid, f"stopped {iid}", f"stop of {iid} FAILED")
             case StartIntent(instance_id=iid, reason=reason):
-                return await self._start(self._held(iid), reason)
+                await self._start(self._held(iid), reason)
+                return Reply(True, f"started {iid}", (iid,))
             case CreateIntent(reason=reason):
-                return await self._create(reason)
+                rented = await self._create(reason)
+                if rented is None:
+                    return Reply(False, "no instance rented: no fit offer, or the create failed")
+                return Reply(True, f"asked the market for one more instance: i:{rented}", (rented,))
             case FleetSizeIntent(size=size, reason=reason):
                 if size < 0:
                     raise AutomationRefused(f"a fleet of {size} makes no sense")
-                self.resize(size, HUMAN, reason)
-                return True
+                old = self.resize(size, HUMAN, reason)
+                return Reply(True, f"fleet size {old} -> {size}")
             case HandOverIntent(instance_id=iid, reason=reason):
-                return self._hand_over(self._held(iid), reason)
+                self._hand_over(self._held(iid), reason)
+                return Reply(True, f"handed {iid} over to automation", (iid,))
         raise AutomationRefused(f"unknown intent {intent!r}")
 
     def mind(self, d: Decision, now: float, fleet_set_at: float | None) -> None:
@@ -122,7 +132,7 @@ class Operator:
             self.lowered.add(a.instance_id)
         return done
 
-    async def _start(self, a: Attempt, reason: str) -> bool:
+    async def _start(self, a: Attempt, reason: str) -> None:
         """A start: its deadlines count from now. A rental whose stop by a person lowered the
         wanted fleet raises it back by one (the undo of that stop); one that automation stopped
         (drained, idle) leaves it as it is: the fleet never counted it out."""
@@ -133,12 +143,14 @@ class Operator:
         if a.instance_id in self.lowered:
             self.lowered.discard(a.instance_id)
             self.resize(self.wanted() + 1, HUMAN, f"started proven i:{a.instance_id} again")
-        return True
 
     async def _destroy(self, confirmation: DestroyConfirmation, reason: str) -> bool:
         """The only path that may destroy a verified instance: the operator typed its id."""
-        if not confirmation.valid():
-            raise AutomationRefused(f"destroy of {confirmation.instance_id} not confirmed")
+        if not confirmation.valid():  # a client's word is not a confirmation
+            raise AutomationRefused(
+                f"destroy of {confirmation.instance_id} refused: the typed id "
+                f"{confirmation.typed.strip()[:20]!r} does not name it"
+            )
         a = self._held(confirmation.instance_id)
         if a.preflight_task:
             a.preflight_task.cancel()
@@ -151,7 +163,7 @@ class Operator:
         )
         return done
 
-    def _hand_over(self, a: Attempt, reason: str) -> bool:
+    def _hand_over(self, a: Attempt, reason: str) -> None:
         """An instance rentwatch did not create, handed over: from now automation supervises it
         under the campaign's policy; recorded as a human act, with what now applies to it."""
         if a.owned:
@@ -173,16 +185,15 @@ class Operator:
             detail={"policy": self.policy},
         )
         self.journal.say(f"handover i:{a.instance_id} by human: now supervised under {applies}")
-        return True
 
-    async def _create(self, reason: str) -> bool:
+    async def _create(self, reason: str) -> int | None:
         if self.offers.stale():
             await self.offers.refresh()
         best = self.offers.best()
         if best is None:
             self.journal.say("create skipped: no fit offer (price, CUDA, quarantine)")
-            return False
+            return None
         offer, why = best
         rented = await self.actions.create(offer, HUMAN, reason, why)
         self.offers.tried(offer)
-        return rented is not None
+        return None if rented is None else rented.instance_id

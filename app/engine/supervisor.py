@@ -19,10 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..core.campaign import Campaign
-from ..core.decisions import Hold
 from ..core.errors import MalformedAnswer
 from ..core.jobs import JobQueue
-from ..core.lifecycle import Phase
 from ..core.policy import Policy
 from ..core.rules import (
     Decision,
@@ -37,12 +35,13 @@ from .attempt import Attempt
 from .blame_book import BlameBook
 from .cadence import Cadence
 from .deciding import Decider
+from .ending import end_campaign
 from .executor import Executor, Outcome
 from .fleet import Fleet
 from .hosts.link import HostLink
 from .hosts.ssh import SSHRunner
 from .hosts.tender import HostTender
-from .intents import AutomationRefused, DestroyConfirmation, Intent
+from .intents import AFTER_END, AutomationRefused, DestroyConfirmation, EndIntent, Intent, Reply
 from .jobs.work import JobWork
 from .journal import Journal
 from .observer import Observer
@@ -50,6 +49,7 @@ from .offers import OfferBook
 from .operator import Operator
 from .prices import PriceWatch
 from .recovery import Recovery
+from .release import release
 from .rounds import rounds
 from .strays import hold_strays
 from .tier import TierWatch
@@ -297,8 +297,6 @@ class Supervisor:
                 # the operator's keys are never refused as coming after the campaign's end)
                 self.finished = done
                 self.journal.say(f"done   {done.reason}")
-        if not any(isinstance(d, Hold) for d in decisions):
-            self.executor.holding = None  # the next hold is said again
         await self.prices.look(now)
         self.job_work.reap(now)
         await self.job_work.dispatch(now)
@@ -346,22 +344,7 @@ class Supervisor:
         creates in flight answered and the market's rentals under our label included."""
         self._cancel_tasks()
         await hold_strays(self.market, self.actions, self.recovery, self.journal, "release", True)
-        for a in self.fleet.held():
-            try:
-                if a.life.phase == Phase.ABANDONED or not (
-                    a.passed_preflight or a.life.phase == Phase.VERIFIED
-                ):
-                    if a.life.phase != Phase.ABANDONED:
-                        self.journal.give_up(a, self.now(), actor, reason, "cancelled")
-                    if await self.actions.destroy(a, actor, reason):
-                        self.journal.say(
-                            f"destroy i:{a.instance_id} m:{a.machine_id} by {actor}: {reason} "
-                            "(never proven)"
-                        )
-                else:
-                    await self.actions.stop(a, actor, reason)
-            except Exception as exc:  # one failure must not keep the rest running
-                self.journal.say(f"release FAILED i:{a.instance_id}: {exc!r}")
+        await release(self, self.fleet.held(), actor, reason, keep_proven=True)
 
     async def detach_all(self, reason: str) -> None:
         for a in self.fleet.held():
@@ -384,9 +367,26 @@ class Supervisor:
         self.journal.say(f"fleet  {old} -> {size} by {actor}: {reason}")
         return old
 
-    async def apply(self, intent: Intent) -> bool:
-        """Carry out what the operator asked; raises `AutomationRefused` when it may not be."""
-        return await self.operator.apply(intent)
+    async def apply(self, intent: Intent) -> Reply:
+        """The one door for a person's intent, whoever carries it (the dashboard, the
+        controller's socket, `rentwatch end`). After the campaign's end only what acts on what
+        it holds is taken (`AFTER_END`); an instance named must be held; a destroy needs its
+        id typed (`Operator`), an end and destroy the campaign's name (`end_campaign`). A
+        refusal comes back in the reply; a market call that failed outright is raised."""
+        if self.finished is not None and not isinstance(intent, AFTER_END):
+            return Reply.refusal(
+                f"the campaign has ended ({self.finished.reason}): stop, start, destroy "
+                "and end still work on what it holds"
+            )
+        iid = getattr(intent, "instance_id", None)
+        if iid is not None and iid not in self.attempts:
+            return Reply.refusal(f"instance {iid} is not held by this campaign", not_held=True)
+        try:
+            if isinstance(intent, EndIntent):
+                return await end_campaign(self, intent.destroy, intent.typed)
+            return await self.operator.apply(intent)
+        except AutomationRefused as exc:
+            return Reply.refusal(str(exc))
 
     def _tasks(self) -> list[asyncio.Task[None]]:
         return [

@@ -1,6 +1,6 @@
 """Files only their owner may read: the ledger and its write-ahead log, exports.
 
-The ledger says what an account ran and spent, and a job's `run` text (issue 30, item 8: a
+The ledger says what an account ran and spent, and a job's `run` text (a
 live `.wal` was 0644 because the umask was set only around the first connect, and DuckDB
 creates the WAL again after every checkpoint). So while a writer is open, the process's umask
 takes away every bit for group and others; the last writer to close gives the old one back.

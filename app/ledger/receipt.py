@@ -10,34 +10,6 @@ import duckdb
 from ..core.figures import Tenure, summarize
 from ..core.text import clean
 
-RECEIPT_KEYS = (
-    "campaign",
-    "creates",
-    "reused",
-    "duds",
-    "dud_share",
-    "dud_usd",
-    "dud_mean_lifetime_min",
-    "stopped_by_market",
-    "cancelled",
-    "verified",
-    "gpu_hours",
-    "jobs_finished",
-    "total_usd",
-    "usd_per_gpu_hour",
-    "creates_per_gpu_hour",
-    "work_done",
-    "usd_per_work_hour",
-    "work_lost_throttle",
-    "work_lost_host",
-    "usd_on_demand",
-    "usd_interruptible",
-    "interruptions",
-    "interruptions_of_jobs",
-    "work_lost_interrupt_min",
-    "usd_all_on_demand",
-)
-
 # The interruptible tier's outbids: each `outbid` event carries the work that outbid cost
 # (`detail.work_lost_s`: the time since the last checkpoint that came off the box), less what
 # a copy off the paused rental took back (`rescued` events, `detail.work_kept_s`).

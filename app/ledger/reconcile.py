@@ -129,9 +129,8 @@ def likely_cause(ledger_row: dict[str, Any] | None, market: MarketCharge | None)
     return item_cause(ledger_row, market)
 
 
-# the market's item kinds (showCharges: gpu, disk, bwd, bwu; older answers: storage, bandwidth)
+# the market's disk item kinds (showCharges: gpu, disk, bwd, bwu; older answers: storage, bandwidth)
 DISK_KINDS = ("disk", "storage")
-BANDWIDTH_KINDS = ("bwd", "bwu", "bandwidth")
 
 
 def item_cause(ledger_row: dict[str, Any], market: MarketCharge) -> str:

@@ -15,7 +15,7 @@ unseen, or supervision stopped). `DEFAULT_MIN_LEVEL` is `notice`: routine work w
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final
 
 from ..core.text import clean
@@ -90,16 +90,6 @@ def level_rank(level: str) -> int:
 def should_send(notice: Notice, min_level: str) -> bool:
     """Whether `notice` is at or above `min_level`."""
     return level_rank(notice.level) >= level_rank(min_level)
-
-
-def with_levels(notice: Notice, overrides: Mapping[str, str]) -> Notice:
-    """`notice` with the campaign's own level for its kind, when the campaign chose one
-    (for example `{"host_offline": "info"}`); unknown levels raise ValueError."""
-    level = overrides.get(notice.kind)
-    if level is None:
-        return notice
-    level_rank(level)
-    return replace(notice, level=level)
 
 
 def scrub(text: object, secrets: Iterable[str | None] = (), limit: int = BODY_LIMIT) -> str:

@@ -68,27 +68,13 @@ class _LedgerFigures(Collector):
         self._lock = threading.Lock()
         self._campaigns: dict[str, _CampaignFigures] = {}
 
-    def set(
-        self,
-        campaign: str,
-        phases: Mapping[str, int],
-        spend: float,
-        creates: int,
-        duds: int,
-        jobs: Mapping[str, int],
-        budget_ratio: float | None,
-    ) -> None:
+    def set(self, campaign: str, figures: _CampaignFigures) -> None:
         with self._lock:
             old = self._campaigns.get(campaign, _CampaignFigures())
             # a phase or status seen before and absent now reads 0, not a vanished series
-            self._campaigns[campaign] = _CampaignFigures(
-                phases={k: 0 for k in old.phases} | {str(k): int(v) for k, v in phases.items()},
-                jobs={k: 0 for k in old.jobs} | {str(k): int(v) for k, v in jobs.items()},
-                spend=float(spend),
-                creates=int(creates),
-                duds=int(duds),
-                budget_ratio=None if budget_ratio is None else float(budget_ratio),
-            )
+            figures.phases = {k: 0 for k in old.phases} | figures.phases
+            figures.jobs = {k: 0 for k in old.jobs} | figures.jobs
+            self._campaigns[campaign] = figures
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
@@ -165,7 +151,17 @@ class Metrics:
     ) -> None:
         """The campaign's figures as the ledger has them now; `phases` and `jobs` are complete
         (a key seen before and absent now reads 0)."""
-        self._figures.set(campaign, phases, spend, creates, duds, jobs, budget_ratio)
+        self._figures.set(
+            campaign,
+            _CampaignFigures(
+                phases={str(k): int(v) for k, v in phases.items()},
+                jobs={str(k): int(v) for k, v in jobs.items()},
+                spend=float(spend),
+                creates=int(creates),
+                duds=int(duds),
+                budget_ratio=None if budget_ratio is None else float(budget_ratio),
+            ),
+        )
 
     def observe_poll(self, seconds: float, at: float) -> None:
         """One successful poll: how long it took, and when it ended (Unix time)."""

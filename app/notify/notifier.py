@@ -109,10 +109,6 @@ class Notifier:
         self._thread = threading.Thread(target=self._run, name="rentwatch-notifier", daemon=True)
         self._thread.start()
 
-    @property
-    def urls_redacted(self) -> list[str]:
-        return [t.url_redacted for t in self._targets]
-
     def notify(self, notice: Notice) -> bool:
         """Queue `notice` for delivery; False when it was filtered, dropped or the notifier is
         closed. Never blocks, never raises."""

@@ -358,24 +358,23 @@ def referee(
     campaign: Campaign,
     policies: list[str],
     seeds: int,
-    warm: bool = False,
-    family: int = 0,
-    family_seed: int = 1,
-    deadline_min: float = DEFAULT_DEADLINE_MIN,
     workers: int | None = None,
     keep_logs: str | None = None,
     lag_bound_s: float = LAG_BOUND_S,
     max_pace: float | None = None,
+    **plan_kw: Any,
 ) -> dict[str, Any]:
-    """Run every policy on every market and seed; the referee's JSON (docs/referee.md).
-    `keep_logs`: a folder where each run's log, ledger and truth are kept; `lag_bound_s`:
-    the lag past which a run is invalid; `max_pace`: the most market seconds a run may pass
-    per wall second (to watch one; the scores do not depend on it)."""
-    tasks = plan(scenario, campaign, policies, seeds, warm, family, family_seed, deadline_min)
+    """Run every policy on every market and seed, as `plan` (given `plan_kw` as they are)
+    lays the runs out; the referee's JSON (docs/referee.md). `keep_logs`: a folder where each
+    run's log, ledger and truth are kept; `lag_bound_s`: the lag past which a run is invalid;
+    `max_pace`: the most market seconds a run may pass per wall second (to watch one; the
+    scores do not depend on it)."""
+    tasks = plan(scenario, campaign, policies, seeds, **plan_kw)
     tasks = [replace(t, lag_bound_s=lag_bound_s, max_pace=max_pace) for t in tasks]
     if keep_logs:
         Path(keep_logs).mkdir(parents=True, exist_ok=True)
         tasks = [replace(t, keep_logs=str(Path(keep_logs).resolve())) for t in tasks]
     runs = run_tasks(tasks, workers)
+    family, family_seed = plan_kw.get("family", 0), plan_kw.get("family_seed", 1)
     name = f"family:{family_seed}:{family}" if family else (scenario.name if scenario else "")
     return {"scenario": name, "runs": runs, "summary": summarise_valid(runs, policies)}

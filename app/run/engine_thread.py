@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..engine.intents import EndIntent, Intent
+from ..engine.intents import Intent
 from ..engine.rounds import rounds
 from ..engine.session import Session
 from ..market.errors import AuthError
@@ -121,20 +121,13 @@ class EngineThread:
             await session.end(f"dashboard closed ({self.exit_mode})")
 
     def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
-        """Apply an operator intent on the engine's loop; the future carries its result or
-        error. Ending the campaign is the engine's `end_campaign`, as the controller's."""
+        """Apply an operator intent on the engine's loop, through its one door
+        (`Supervisor.apply`); the future carries its `Reply`, or the error."""
         if self.loop is None or self.session is None:
             fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
             fut.set_exception(RuntimeError("the engine is not running"))
             return fut
-        sup = self.session.sup
-        if isinstance(intent, EndIntent):
-            from ..engine.ending import end_campaign
-
-            return asyncio.run_coroutine_threadsafe(
-                end_campaign(sup, intent.destroy, intent.typed), self.loop
-            )
-        return asyncio.run_coroutine_threadsafe(sup.apply(intent), self.loop)
+        return asyncio.run_coroutine_threadsafe(self.session.sup.apply(intent), self.loop)
 
     def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
         """One instance in depth (`rentwatch.views.detail.build`), built on the engine's loop."""

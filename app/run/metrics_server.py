@@ -2,7 +2,7 @@
 (`service/listener.py`), on a thread and event loop of its own so that a scrape never waits on
 a poll and a poll never waits on a scrape.
 
-Why not prometheus-client's own server (issue 45, item 4): it is a thread per connection with
+Why not prometheus-client's own server: it is a thread per connection with
 no cap and no timeout. 250 idle connections to it under a 256-descriptor limit held 250
 descriptors for as long as they stayed open: SSH failed with "Too many open files", proven
 hosts were given up as `ssh_dead` and the campaign ended with none verified. Here at most

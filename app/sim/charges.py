@@ -39,8 +39,8 @@ class ChargeRoutes:
         day = filters.get("day")
         gte, lte = _bound(day, "gte"), _bound(day, "lte")
         if gte is None or lte is None:
-            # the real endpoint refuses a query without its day range (issue 46's audit of
-            # openapi.yaml); the CLI always sends one (vastai `api/billing.py`: the last 7 days)
+            # the real endpoint refuses a query without its day range (openapi.yaml); the CLI
+            # always sends one (vastai `api/billing.py`: the last 7 days)
             return error(400, "invalid_args", "select_filters.day needs gte and lte (unix seconds)")
         # the filter is on `day`: whole UTC days, from the one `gte` falls in to the end of
         # the one `lte` falls in

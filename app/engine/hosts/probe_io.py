@@ -8,7 +8,6 @@ import shlex
 from importlib import resources
 from typing import Any
 
-from ...core.blame import Blame, Failure, Party, Stage, blame
 from ...core.errors import RentwatchError
 from ...core.verdict import CheckPolicy
 
@@ -179,16 +178,3 @@ def probe_run_text(stdout: bytes, stderr: bytes) -> str | None:
         if isinstance(err, dict):
             text += f"\n{str(err.get('type'))[:80]}: {str(err.get('message'))[:300]}"
     return text
-
-
-def probe_run_blame(
-    machine_id: int, image: str, exit_status: int | None, stdout: bytes, stderr: bytes
-) -> Blame | None:
-    """The campaign's fault (or, one machine alone, its suspicion) behind a probe run with no
-    other evidence, or None when it is (or may be) the host's: a shell without python3, a
-    module the image lacks."""
-    text = probe_run_text(stdout, stderr)
-    if text is None:
-        return None
-    found = blame(Failure(machine_id, image, Stage.PROBE, text, exit_status))
-    return found if found.party is not Party.HOST else None

@@ -183,7 +183,7 @@ class HostTender(PreflightRunner):
         return True  # silence is the link's to judge, by answers (`HostLink.run`)
 
     async def _beat(self, a: Attempt) -> None:
-        """The heartbeat, and a look at the watchdog it feeds (issue 30, item 7): one that is
+        """The heartbeat, and a look at the watchdog it feeds: one that is
         gone (an OOM kill, a job that killed it) or was never armed is armed again, with a
         ledger note; a host cannot be trusted to stop itself with nothing watching."""
         if a.watchdog_armed:

@@ -2,7 +2,7 @@
 computed as it arrives, written 0600 to a part file renamed into place only when whole. And
 the folders a pull walks, bounded in everything the host controls.
 
-Why (issue 30, item 5): a host's SFTP server reported a file as 10 bytes to the first `lstat`
+Why: a host's SFTP server reported a file as 10 bytes to the first `lstat`
 and then served 2.4 GB, pulled against a 2 GiB cap and recorded as ok, while a real 3-byte
 file was refused "over the cap"; the sha256 came from `read_bytes()` (the controller peaked
 at 2.47 GB), and a timed-out pull left its partial file behind. What the host says about a
@@ -90,7 +90,7 @@ async def stream_file(sftp: Any, remote: str, local: Path, budget: int) -> tuple
     return got, digest.hexdigest()
 
 
-# What one pull's walk may take of a host's tree (issue 45, item 5: every folder under `out/`
+# What one pull's walk may take of a host's tree (every folder under `out/`
 # listed 400 sub-folders without end, and the walk kept every path it had yet to visit, so the
 # controller's memory grew with the square of the pull's length). Files and bytes have their
 # caps in core/artifact_room.py; these bound the rest: folders, depth, one path's length, a

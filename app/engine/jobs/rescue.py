@@ -1,6 +1,6 @@
 """What a retried job starts from: the checkpoint last pulled off its host, pushed back (or,
 on the same rental again, the state on its disk), and a moved job's newer work, copied off
-the rental an outbid paused (issue 28, item 4).
+the rental an outbid paused.
 
 An outbid kills the job at once, but the rental keeps its disk, and on it the state the job
 saved after the last checkpoint rentwatch pulled. Vast copies data between two instances even

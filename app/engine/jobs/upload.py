@@ -1,5 +1,5 @@
 """The campaign's `upload`: the operator's local files and folders, pushed over SFTP into a
-job's folder on a proven host before the first job there (issue 29, item 7: a first real
+job's folder on a proven host before the first job there (a first real
 campaign had no way to get its code onto the host). Regular files only, never through a
 symlink; each file's sha256 is computed from what was read and sent, and goes to the ledger."""
 

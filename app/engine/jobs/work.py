@@ -55,7 +55,7 @@ class JobWork:
         self.clock = clock
         self._ckpt_at: dict[str, float] = {}  # job name -> its last checkpoint pull, tried
         self._pulled_at: dict[str, float] = {}  # job name -> its last checkpoint pulled whole
-        self.blame_book = blame_book  # whose fault a failed job is (issue 16)
+        self.blame_book = blame_book  # whose fault a failed job is
         self.by_work = by_work  # buying delivered work: biggest jobs to the fastest hosts
         self.swaps = SwapWatch(fleet, queue)  # proven hosts slow for their price (core/swap)
         self.pulls = Pulls(link, journal, artifacts_root)  # output off the box

@@ -148,9 +148,6 @@ class StateChanges(Transport):
         if isinstance(data, dict) and data.get("success") is False:
             raise ApiError(400, str(data.get("error") or "cancel_refused"), str(data.get("msg")))
 
-    async def label_instance(self, instance_id: int, label: str) -> None:
-        await self._act("PUT", self._instance_path(instance_id), {"label": label}, "manage", None)
-
     async def destroy_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
         """Destroy; `existed` is False when it was already gone (which counts as done)."""
         return await self._act("DELETE", self._instance_path(instance_id), {}, "destroy", on_try)

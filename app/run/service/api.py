@@ -19,6 +19,7 @@ from ...engine.intents import (
     FleetSizeIntent,
     HandOverIntent,
     Intent,
+    Reply,
     StartIntent,
     StopIntent,
 )
@@ -157,6 +158,30 @@ def intent_from_json(body: Any) -> Intent:
             raise BadRequest("'typed' must be the text the operator typed to confirm")
         return DestroyIntent(DestroyConfirmation(iid, typed[:100]))
     return INTENTS[name](iid)  # type: ignore[no-any-return]
+
+
+# -- replies: the engine's `Reply`, field for field ------------------------------------------
+def reply_to_json(reply: Reply) -> dict[str, Any]:
+    return dataclasses.asdict(reply)
+
+
+def reply_from_json(body: Any) -> Reply:
+    """A reply as the controller sent it; ServiceError where it is not one."""
+    try:
+        if not isinstance(body, dict):
+            raise TypeError("not an object")
+        ids = {k: tuple(int(i) for i in body.get(k, ())) for k in ("acted_on", "destroyed")}
+        refused = body.get("refused")
+        return Reply(
+            done=bool(body["done"]),
+            message=str(body["message"]),
+            refused=None if refused is None else str(refused),
+            not_held=bool(body.get("not_held", False)),
+            lines=tuple(str(line) for line in body.get("lines", ())),
+            **ids,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ServiceError(f"the controller's reply is not one: {exc}") from None
 
 
 # -- snapshots ------------------------------------------------------------------------------

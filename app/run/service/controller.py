@@ -23,18 +23,7 @@ from typing import Any
 from ...core.errors import RentwatchError
 from ...core.text import clean
 from ...engine.ending import end_command
-from ...engine.intents import (
-    AFTER_END,
-    AutomationRefused,
-    CreateIntent,
-    DestroyIntent,
-    EndIntent,
-    FleetSizeIntent,
-    HandOverIntent,
-    Intent,
-    StartIntent,
-    StopIntent,
-)
+from ...engine.intents import Intent, Reply
 from ...engine.supervisor import Outcome, Supervisor
 from ...ledger.readonly import QueryResult
 from ...views.jobs import live, read_output, to_json
@@ -191,59 +180,13 @@ class Controller:
         return dataclasses.asdict(await read_output(self._need(), name))
 
     # -- intents ---------------------------------------------------------------------------
-    async def apply(self, intent: Intent) -> str:
-        """Carry out one operator intent; returns what was done, raises why not."""
+    async def apply(self, intent: Intent) -> Reply:
+        """One operator intent, through the engine's one door (`Supervisor.apply`)."""
         sup = self._need()
-        if sup.finished is not None and not isinstance(intent, AFTER_END):
-            raise Refused(
-                f"the campaign has ended ({sup.finished.reason}): stop, start, destroy "
-                "and end still work on what it holds"
-            )
-        iid = getattr(intent, "instance_id", None)
-        if iid is not None and iid not in sup.attempts:
-            raise NotHeld(f"instance {iid} is not held by this campaign")
         try:
-            return await self._apply(sup, intent)
-        except AutomationRefused as exc:
-            raise Refused(str(exc)) from None
+            return await sup.apply(intent)
         finally:
             self.touch()  # the operator sees the outcome in the next snapshot, not a poll later
-
-    async def _apply(self, sup: Supervisor, intent: Intent) -> str:
-        match intent:
-            case StopIntent(instance_id=iid):
-                await sup.apply(intent)
-                return f"stopped {iid}"
-            case StartIntent(instance_id=iid):
-                await sup.apply(intent)
-                return f"started {iid}"
-            case DestroyIntent(confirmation=conf):
-                if not conf.valid():  # checked here too: a client's word is not a confirmation
-                    raise Refused(
-                        f"destroy of {conf.instance_id} refused: the typed id "
-                        f"{conf.typed.strip()[:20]!r} does not name it"
-                    )
-                await sup.apply(
-                    dataclasses.replace(
-                        intent, reason="operator destroy (through the controller API)"
-                    )
-                )
-                return f"destroyed {conf.instance_id}"
-            case CreateIntent():
-                await sup.apply(intent)
-                return "asked the market for one more instance"
-            case FleetSizeIntent(size=size):
-                old = sup.resize(size, "human", "operator set the fleet (controller API)")
-                return f"fleet size {old} -> {size}"
-            case HandOverIntent(instance_id=iid):
-                await sup.apply(intent)
-                return f"handed {iid} over to automation"
-            case EndIntent(destroy=destroy, typed=typed):
-                from ...engine.ending import end_campaign
-
-                done = await end_campaign(sup, destroy, typed)
-                return "; ".join(done) or "ended: it held nothing"
-        raise api.BadRequest(f"unhandled intent {intent!r}")
 
     async def shutdown(self, mode: str) -> str:
         """End the campaign now: `stop` releases everything held (as at a campaign's end),

@@ -1,7 +1,7 @@
 """The controller's own accept loop: a listening socket served to aiohttp one connection at a
 time, under a cap, with a deadline for each connection's first valid request.
 
-Why not asyncio's `create_server` (issue 30, item 1): it accepts every connection and holds
+Why not asyncio's `create_server`: it accepts every connection and holds
 it with no limit and no timeout. 250 idle TCP connections under a 256-descriptor limit left
 nothing for SSH or the ledger: heartbeats stopped, preflights died on "Too many open files",
 and asyncio's accept-error loop wrote 200 MB of log in a minute. Here:

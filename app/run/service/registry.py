@@ -3,7 +3,7 @@ find them: one small JSON file per controller in the user's runtime dir (the dat
 there is none), removed on a clean exit and swept when its process is gone (kill -9, a crash).
 
 `RENTWATCH_RUNTIME_DIR` overrides the directory (tests, or several users' tmux sessions). It
-must be the user's own and writable by nobody else (issue 30, item 10: in a shared one another
+must be the user's own and writable by nobody else (in a shared one another
 user planted an entry pointing at their own socket; `ls` listed the fake, `ledger` sent it the
 SQL, `attach` would have driven it). Entries and sockets that are not the user's are skipped,
 and a socket's peer is checked to run as the user (`SO_PEERCRED`, where there is one)."""

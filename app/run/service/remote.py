@@ -18,9 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ...engine.intents import (
-    Intent,
-)
+from ...engine.intents import Intent, Reply
 from ...ledger.readonly import QueryFailed, QueryRefused, QueryResult
 from ...views.jobs import JobOutput, JobRow, from_json, output_from_json
 from ...views.snapshot import FleetReadout
@@ -85,8 +83,10 @@ class ControllerClient:
     def job_log(self, name: str) -> JobOutput:
         return output_from_json(self._call("GET", f"/v1/jobs/{quote(name, safe='')}/log"), name)
 
-    def intent(self, intent: Intent) -> str:
-        return str(self._call("POST", "/v1/intents", json=api.intent_to_json(intent))["done"])
+    def intent(self, intent: Intent) -> Reply:
+        """What came of `intent`; a refusal raises (ServiceError), as any error answer."""
+        got = self._call("POST", "/v1/intents", json=api.intent_to_json(intent))
+        return api.reply_from_json(got.get("reply"))
 
     def query(
         self, sql: str, limit: int = 1000, offset: int = 0, query_id: str | None = None
@@ -173,13 +173,21 @@ def _failed(exc: Exception) -> concurrent.futures.Future[Any]:
     return fut
 
 
-async def _send_intent(http: httpx.AsyncClient, target: Target, intent: Intent) -> str:
+async def _send_intent(http: httpx.AsyncClient, target: Target, intent: Intent) -> Reply:
+    """What came of `intent`, a refusal included (as the in-process engine answers it)."""
     try:
         resp = await http.post("/v1/intents", json=api.intent_to_json(intent))
     except httpx.TransportError as exc:
         raise api.ControllerGone(f"no answer from {target.describe()}: {exc}") from None
+    if resp.status_code in (404, 409):
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and "reply" in body:
+            return api.reply_from_json(body["reply"])
     raise_for(resp)
-    return str(resp.json()["done"])
+    return api.reply_from_json(resp.json().get("reply"))
 
 
 class RemoteEngine:

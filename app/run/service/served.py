@@ -7,14 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ...core.campaign import Campaign
 from ...core.errors import RentwatchError
 from ...core.policy import Policy
-from ...ledger.team.config import TeamConfig
 from . import api, registry
 from .controller import Controller
 
@@ -25,17 +24,13 @@ async def serve_headless(
     market_url: str,
     api_key: str,
     ledger_path: str,
-    detach: bool = False,
-    key_path: str | None = None,
     listen: str | None = None,
     say: Callable[[str], None] = lambda line: print(line, flush=True),
-    http_timeout_s: float | None = None,
-    notify: Sequence[str] = (),
-    metrics_listen: str | None = None,
-    team: TeamConfig | None = None,
+    **run_kw: Any,
 ) -> int:
-    """`rentwatch run --headless` with the controller API: the same run, exit trap and exit
-    codes, plus a socket that dashboards, `ls` and `ledger` can reach while it runs."""
+    """`rentwatch run --headless` with the controller API: `run_headless` itself (`run_kw`
+    passed on as they are), so the same run, exit trap and exit codes, plus a socket that
+    dashboards, `ls` and `ledger` can reach while it runs."""
     from ...notify.metrics import Metrics
     from ..headless import run_headless
     from .receivers import routes
@@ -43,18 +38,10 @@ async def serve_headless(
 
     # the same run, served or not (the controller API binds to its supervisor when served)
     run_args = (campaign, policy, market_url, api_key, ledger_path)
-    run_kw: dict[str, Any] = dict(
-        detach=detach,
-        key_path=key_path,
-        http_timeout_s=http_timeout_s,
-        notify=notify,
-        metrics_listen=metrics_listen,
-        team=team,
-    )
     path = Path(ledger_path)
     ctrl = Controller(campaign.name, path)
     tcp = parse_listen(listen) if listen else None
-    metrics = Metrics() if (tcp or metrics_listen) else None
+    metrics = Metrics() if (tcp or run_kw.get("metrics_listen")) else None
     run_kw["metrics"] = metrics
     extra, open_paths, _ = routes(metrics, ctrl.look) if tcp else ([], frozenset(), None)
     server = ServiceServer(ctrl, extra, open_paths)

@@ -293,8 +293,14 @@ class ServiceServer:
     async def intents(self, request: web.Request) -> web.StreamResponse:
         intent = api.intent_from_json(await self._body(request))
         # shielded: a dashboard that hangs up mid-intent must not cut a market call in half
-        done = await asyncio.shield(self.ctrl.apply(intent))
-        return _json({"ok": True, "done": done})
+        reply = await asyncio.shield(self.ctrl.apply(intent))
+        if reply.refused is not None:
+            kind = "not_held" if reply.not_held else "refused"
+            body = api.error_body(kind, reply.refused, kind.replace("_", " "))
+            return _json(
+                {**body, "reply": api.reply_to_json(reply)}, 404 if reply.not_held else 409
+            )
+        return _json({"ok": True, "done": reply.message, "reply": api.reply_to_json(reply)})
 
     async def query(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)

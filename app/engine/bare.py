@@ -1,0 +1,95 @@
+"""A bare session: the engine on a ledger and a market, with no campaign file, for `rentwatch
+end` when no controller runs. It adopts what the campaign holds as a restarted controller does
+(the calls a dead one left unanswered settled, the rentals under the campaign's label held),
+but writes no `campaign_start`, sends no SSH key and watches no host; then the person's end
+(`ending.end_campaign`) lets go of it by the one release rule. Every ledger event it writes is
+the journal's."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable
+
+import asyncssh
+
+from ..core.campaign import Campaign
+from ..core.policy import DEFAULT
+from ..ledger import EventKind, Ledger
+from ..ledger.holdings import read_holdings
+from ..market.errors import NotFound
+from ..market.protocol import Market
+from .hosts.ssh import SSHRunner
+from .supervisor import Supervisor
+
+CREATE_SETTLE_S = 30.0  # wall seconds a create without an outcome is waited for by its label
+RELIST_S = 2.0
+
+
+def bare_supervisor(
+    market: Market, ledger: Ledger, name: str, log: Callable[[str], None]
+) -> Supervisor:
+    """A supervisor for campaign `name` that never rents: no fleet, no creates, no reuse of
+    stopped rentals, and an SSH key of its own that never leaves the process."""
+    campaign = Campaign(
+        name=name,
+        image="",
+        image_cuda=0.0,
+        disk_gb=0.0,
+        offer_query={},
+        max_dph=0.0,
+        fleet=0,
+        max_creates=0,
+        budget_usd=0.0,
+    )
+    policy = dataclasses.replace(DEFAULT, reuse_stopped=False)
+    ssh = SSHRunner(asyncssh.generate_private_key("ssh-ed25519"))
+    return Supervisor(market, ledger, campaign, policy, ssh, log=log)
+
+
+async def adopt(
+    sup: Supervisor,
+    wait_s: float = CREATE_SETTLE_S,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> None:
+    """Hold what the campaign has on the market. A create the ledger left without an outcome
+    (its controller killed mid-create) is waited for, up to `wait_s`, to show under its label
+    before the reconcile settles it; a rental the ledger holds that the market no longer has
+    is written off, as a poll would."""
+    name = sup.campaign.name
+    labels = {
+        str(e.detail.get("label"))
+        for e in sup.ledger.unfinished_intents()
+        if e.campaign == name and e.kind == EventKind.CREATE
+    }
+    deadline = monotonic() + wait_s
+    while labels:
+        waiting = labels - {i.label for i in await sup.market.list_instances()}
+        if not waiting or monotonic() > deadline:
+            break
+        sup.journal.say(f"waiting for {len(waiting)} create(s) without an answer to show")
+        await asyncio.sleep(RELIST_S)
+    sup.recovery.last_alive = sup.ledger.last_event_at(name)
+    sup.fleet.restore(sup.ledger, name, sup.policy, sup.now())
+    await sup.recovery.reconcile()
+    for h in read_holdings(sup.ledger, name):
+        if sup.fleet.get(h.instance_id) is not None:
+            continue
+        try:
+            inst = await sup.market.show_instance(h.instance_id)
+        except NotFound:
+            inst = None
+        if inst is not None:  # listed by itself, not in the list: held all the same
+            sup.recovery.adopt(inst, sup.market.answered_at())
+            continue
+        sup.journal.fact(
+            EventKind.LOST,
+            None,
+            actor="engine",
+            ok=True,
+            reason="instance gone without our destroy: the market no longer has it",
+            instance_id=h.instance_id,
+            machine_id=h.machine_id,
+        )
+        sup.journal.say(f"lost   i:{h.instance_id}: the market no longer has it")
