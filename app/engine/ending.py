@@ -14,10 +14,9 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.lifecycle import Phase
 from ..market.factory import DEFAULT_URL
 from .executor import Outcome
-from .intents import AutomationRefused, DestroyConfirmation, DestroyIntent, Reply
+from .intents import AutomationRefused, Reply
 from .operator import HUMAN
 from .release import release
 from .strays import hold_strays

@@ -9,12 +9,9 @@ controller's read-only query API as well as from the file."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.text import clean
-
-if TYPE_CHECKING:
-    from .store import Ledger
 
 
 def _text(value: str) -> str:
