@@ -27,6 +27,10 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
         "A host gone offline, noticed on Vast's real webhook payload",
         [PY, "-m", "bench.webhook_bench", "--sizes", "100,1000"],
     ),
+    "plan": (
+        "The plan against the run",
+        [PY, "-m", "bench.plan_bracket", "--family-seed", "5821", "--family", "6", "--json"],
+    ),
     "baseline": (
         "Policy referee: the baseline (and the README's ratio to the floor)",
         [
@@ -34,9 +38,9 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             "-m",
             "bench.baseline",
             "--family-seed",
-            "70701",
+            "80801",
             "--family-seed",
-            "70702",
+            "80802",
             "--family",
             "2",
             "--campaign",
@@ -44,7 +48,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             "--deadline-min",
             "600",
             "--workers",
-            "1",
+            "2",
         ],
     ),
 }

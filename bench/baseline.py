@@ -6,7 +6,7 @@ fresh families, each run against its honest floor, with time and where the money
 
 For each family seed it runs `rentwatch referee ... --policies seed,default` (cold) and
 `rentwatch referee ... --policies default --warm` (an earlier campaign on the same market and
-ledger first), keeping every run's evidence under `DIR/<seed>/{cold,warm}`. It prints, per
+ledger first), keeping every run's evidence and the referee's JSON under `DIR/<seed>/{cold,warm}`. It prints, per
 policy, the medians over every market of every family: the bill against the floor and against
 seed, the time to done, the lag, and the bill split into work at the floor's price, work above
 it, duds, boot, idle, storage and re-runs (the USD of job attempts that were requeued). Runs
@@ -58,6 +58,7 @@ def _referee(args: argparse.Namespace, seed: int, warm: bool, out: Path) -> dict
         cmd.append("--warm")
     print("$", " ".join(cmd[2:]), file=sys.stderr, flush=True)
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    (out / "referee.json").write_text(done.stdout)  # every run's figures, floor and lag
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 

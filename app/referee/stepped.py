@@ -58,6 +58,7 @@ class SteppedSelector(selectors.BaseSelector):
         silent: Callable[[object], bool] = lambda _: False,
         stall_cap_s: float = STALL_CAP_S,
         max_pace: float | None = None,
+        wall: Callable[[], float] = time.monotonic,
     ) -> None:
         self.real = selectors.DefaultSelector()
         self.clock, self.settle, self.now, self.silent = clock, settle, now, silent
@@ -65,8 +66,8 @@ class SteppedSelector(selectors.BaseSelector):
         self.steps = 0
         # with a pace cap, a jump of J market seconds takes J / max_pace wall seconds at least
         # (counted from the last jump), so a person can watch a run go; nothing else changes
-        self.max_pace = max_pace
-        self.last_step_wall = time.monotonic()
+        self.max_pace, self.wall = max_pace, wall
+        self.last_step_wall = wall()
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         return self.real.register(fileobj, events, data)
@@ -109,7 +110,7 @@ class SteppedSelector(selectors.BaseSelector):
         if self.max_pace is None:
             return 0.0
         jump_s = timeout * self.clock.time_scale
-        return self.last_step_wall + jump_s / self.max_pace - time.monotonic()
+        return self.last_step_wall + jump_s / self.max_pace - self.wall()
 
     def step_to(self, loop_time: float) -> None:
         """Every party waits: the market's clock jumps to `loop_time` (the loop's units), a
@@ -117,7 +118,7 @@ class SteppedSelector(selectors.BaseSelector):
         target = self.clock.origin + loop_time * self.clock.time_scale + 1e-6
         self.clock.advance(target - self.clock.now())
         self.steps += 1
-        self.last_step_wall = time.monotonic()
+        self.last_step_wall = self.wall()
         self.settle()
 
 
