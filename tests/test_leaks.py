@@ -130,7 +130,7 @@ def test_end_without_a_controller_sends_our_stop_to_an_outbid_pause(key, tmp_pat
                                                                      monkeypatch):  # fmt: skip
     """The controller killed while its verified bid rental is paused; `end` (no controller,
     straight to the market) reads the ledger's last stop as the market's and stops it."""
-    import rentwatch.market.vast.client as vast
+    import rentwatch.market.factory as factory
 
     market, path = bid_market(), tmp_path / "l.duckdb"
     held: list[int] = []
@@ -154,24 +154,16 @@ def test_end_without_a_controller_sends_our_stop_to_an_outbid_pause(key, tmp_pat
     )
     ledger.close()  # kill -9: no release, no campaign_end
 
-    async def no_clock() -> float:
-        return market.now()
-
-    class Client:  # `end` talks to the fake market as to Vast's client
-        def __init__(self, *_: Any, **__: Any) -> None:
-            market.sync_clock = no_clock
-
-        async def __aenter__(self) -> Any:
-            return market
-
-        async def __aexit__(self, *_: Any) -> None:
-            return None
-
-    monkeypatch.setattr(vast, "VastClient", Client)
+    # `end` opens its market through the one factory: here, the fake market itself
+    monkeypatch.setattr(factory, "open_market", lambda *_, **__: market)
     capsys.readouterr()
-    code = main(["end", "--campaign", "u", "--ledger", str(path), "--api-key", "k", "--yes", "u"])
-    out = capsys.readouterr().out
-    assert ("stop_instance", held[0]) in market.calls, out
+    code = main(
+        ["end", "--campaign", "u", "--ledger", str(path), "--market-url", market.base_url,
+         "--api-key", "k", "--yes", "u"]
+    )  # fmt: skip
+    got = capsys.readouterr()
+    out = got.out
+    assert ("stop_instance", held[0]) in market.calls, (code, out, got.err)
     assert "stopped already" not in out
     assert f"stopped verified i:{held[0]}" in out
     assert code == 1  # a stopped verified rental still bills its storage: said, exit 1
