@@ -7,6 +7,7 @@ from the keyboard. Each view's text at each size is kept in tests/snapshots/size
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 
@@ -89,6 +90,12 @@ def test_each_view_at_each_size(view, size):
         footer = lines[-1]
         for key in ("q Quit", "s Stop", "d Destroy", "a Start", "palette"):
             assert key in footer, (key, footer)
+    if view == "table":  # the money columns in sight at every size, the status from 100
+        head = next(line for line in lines if line.startswith(" id ")).split()
+        want = {"id", "gpu", "phase", "util", "throttle", "billed"} | (
+            {"status"} if size[0] >= 100 else set()
+        )
+        assert want <= set(head), head
     if view == "fleet":
         assert "found'" in text  # the decision's reason is wrapped, never cut short
         assert "(unchanged 1m10s / 1m30s)" in text  # the freeze timer before the market's text
@@ -116,3 +123,40 @@ def test_the_log_takes_what_the_fleet_leaves_at_200x50():
     fleet, log = asyncio.run(run())
     assert fleet >= len(FLEET.instances) * 4  # every pane whole
     assert log > 9  # more than the old fixed height: no half-empty screen
+
+
+def test_billed_stays_in_sight_at_80_columns_with_real_ids_and_temperatures():
+    """Vast's ids are 10 digits and a running card shows its temperature: at 80 columns the
+    throttle gives way so billed stays on screen (a newcomer's pass caught `bille`)."""
+    wide = tuple(
+        dataclasses.replace(
+            s,
+            instance_id=6099634470 + k,
+            phase="verifying" if k == 0 else s.phase,
+            util=s.util if s.util is not None else 97.0,
+            temp_c=75.0,
+            machine_id=31832 + k,
+            dph=0.1754,
+            # a booting rental bills storage only: its rate to a hundredth of a cent
+            dph_now=0.0062 if k == 0 else None,
+            gpu_billing_now=k != 0,
+        )
+        for k, s in enumerate(FLEET.instances)
+    )
+    fleet = dataclasses.replace(FLEET, instances=wide)
+
+    async def drive() -> str:
+        app = RentwatchApp(StillEngine(), StillLedger(), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.latest = fleet
+            await pilot.pause(0.3)
+            await pilot.press("t")
+            for _ in range(50):
+                text = _text(app.export_screenshot())
+                if "verifying" in text:
+                    break
+                await pilot.pause(0.1)
+            return text
+
+    head = next(line for line in asyncio.run(drive()).splitlines() if line.startswith(" id "))
+    assert {"id", "gpu", "phase", "util", "throttle", "billed"} <= set(head.split()), head

@@ -305,14 +305,17 @@ class FleetTable(DataTable[str]):
         """The throttle's cells (fewer under 100 columns) and the status's: the table's
         width less the other columns' and the padding (a 200-column screen shows a long
         status line; 80 keeps util, throttle and billed in sight)."""
-        throttle = self.WIDEST["throttle"] if self.size.width >= 100 else self.NARROW_THROTTLE
         others = sum(
             col.get_render_width(self)
             for key, col in self.columns.items()
             if key not in ("status", "throttle")
         )
-        room = self.scrollable_content_region.width - others - 4 * self.cell_padding - throttle
-        return throttle, max(self.LEAST_STATUS, room)
+        free = self.scrollable_content_region.width - others - 4 * self.cell_padding
+        if self.size.width >= 100:
+            throttle = self.WIDEST["throttle"]
+        else:  # billed must stay in sight: the throttle gives way, down to its heading's width
+            throttle = max(len("throttle"), min(self.NARROW_THROTTLE, free))
+        return throttle, max(self.LEAST_STATUS, free - throttle)
 
     def _fit(self) -> bool:
         """The throttle and status columns at their fitted widths (fixed: a cell update never
