@@ -69,22 +69,57 @@ wait_gone() { # wait_gone REGEX SECONDS: until the screen no longer matches (a d
 }
 back() { # back REGEX: Escape, and wait until what REGEX names has closed
   keys Escape
-  wait_gone "$1" 10
+  wait_gone "$1" 30
 }
-expect() { # expect NAME REGEX: within a few seconds the screen (or a toast) shows REGEX
-  local deadline=$((SECONDS + 6))
+expect() { # expect NAME REGEX: within 20 s the screen (or a toast) shows REGEX. A toast lasts
+  # seconds and a loaded box starts python slowly: the screen is shot every quarter second
+  # beside the checks, which read every fourth shot (a second apart) as they come
+  capture "$1"
+  local base=$last k=4 shot next shooter
+  (
+    for i in $(seq -w 1 80); do
+      [ -e "$base.stop" ] && break
+      screen > "$base.s$i"
+      sleep 0.25
+    done
+    touch "$base.done"
+  ) &
+  shooter=$!
   while :; do
-    capture "$1"
-    if "$python" "$work/check.py" has "$last" "${size%x*}" "$2" 2> /dev/null; then return 0; fi
-    ((SECONDS < deadline)) || break
-    sleep 0.4
-    rm -f "$last"
-    n=$((n - 1))
+    shot=$base.s$(printf %02d $k)
+    next=$base.s$(printf %02d $((k + 1)))
+    if [ -e "$next" ] || { [ -e "$base.done" ] && [ -e "$shot" ]; }; then
+      if "$python" "$work/check.py" has "$shot" "${size%x*}" "$2" 2> /dev/null; then
+        touch "$base.stop"
+        wait "$shooter" || true
+        mv "$shot" "$base"
+        rm -f "$base".s* "$base.stop" "$base.done"
+        return 0
+      fi
+      k=$((k + 4))
+    elif [ -e "$base.done" ]; then
+      break
+    else
+      sleep 0.1
+    fi
   done
+  wait "$shooter" || true
+  rm -f "$base".s* "$base.stop" "$base.done"
   check has "$2"
 }
-check() { # check KIND [ARG]: the last capture, by $work/check.py
-  "$python" "$work/check.py" "$1" "$last" "${size%x*}" "${2:-}" || fail "$1 check on $(basename "$last")"
+check() { # check KIND [ARG]: the last capture, by $work/check.py. A screen a loaded box is still
+  # laying out is shot again, for 20 s at most; never for hasnt (what must not show is judged
+  # as first seen)
+  local deadline=$((SECONDS + 20))
+  until "$python" "$work/check.py" "$1" "$last" "${size%x*}" "${2:-}" 2> /dev/null; do
+    if [ "$1" = hasnt ] || ((SECONDS >= deadline)); then
+      "$python" "$work/check.py" "$1" "$last" "${size%x*}" "${2:-}" ||
+        fail "$1 check on $(basename "$last")"
+      return 0
+    fi
+    sleep 0.4
+    screen > "$last"
+  done
 }
 selected() { # the selected instance's id: the reversed pane header, or the table's cursor row
   tmux capture-pane -p -e -t "$session" | "$python" "$work/check.py" selected - "${size%x*}"
@@ -247,8 +282,12 @@ elif kind == "has":  # the screen shows ARG (a regex), in its text or in a toast
         for line in lines
         if "▌" in line
     )
-    # a dialog wraps its words: its lines, borders off, read as one run of text too
-    flat = " ".join(" ".join(line.strip(" │╭╮╰╯─█▌▏").split()) for line in lines)
+    # a dialog wraps its words: its lines inside its borders, read as one run of text too
+    flat = " ".join(
+        " ".join(line[line.index("█") + 1 : line.rindex("█")].split())
+        for line in lines
+        if line.count("█") >= 2
+    )
     if not (re.search(arg, text) or re.search(arg, toasts) or re.search(arg, flat)):
         no(f"/{arg}/ not on screen")
 elif kind == "table":  # the money columns at every size, the status (last) from 100 columns
@@ -279,7 +318,7 @@ instance_keys() { # the keys that act on the selected instance, each cancelled, 
   say "$size: keys on i:$iid ($phase)"
   keys Enter
   wait_for 'money so far' 20
-  wait_for '\^p palette' 10 # the footer (a capture mid-layout at 200x50 had none yet)
+  wait_for '\^p palette' 30 # the footer (a capture mid-layout at 200x50 had none yet)
   capture detail
   check detail "$iid"
   check footer
@@ -292,7 +331,7 @@ instance_keys() { # the keys that act on the selected instance, each cancelled, 
   back 'money so far'
   keys s
   # the instance may have stopped (an idle rule) between its selection and the key
-  wait_for 'Stop instance|stopped [0-9]|could not stop|already gone|is stopped already' 10
+  wait_for 'Stop instance|stopped [0-9]|could not stop|already gone|is stopped already' 30
   capture stop
   if grep -q "Stop instance" "$last"; then
     check has "Stop instance $iid \\("
@@ -302,7 +341,7 @@ instance_keys() { # the keys that act on the selected instance, each cancelled, 
     expect stopped "(stopped|could not stop) $iid|$iid is already gone|$iid is stopped already"
   fi
   keys d
-  wait_for 'Type [0-9]+ and press Enter' 10
+  wait_for 'Type [0-9]+ and press Enter' 30
   capture destroy
   check has "Type $iid and press Enter"
   back 'and press Enter to destroy'
@@ -319,17 +358,17 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
   capture fleet
   check bar
   keys '?'
-  wait_for 'rentwatch keys' 10
+  wait_for 'rentwatch keys' 30
   capture help
   scroll_check help 'on every screen'
   back 'rentwatch keys'
   keys C-p
-  wait_for 'Search for commands' 10
+  wait_for 'Search for commands' 30
   capture palette
   tmux send-keys -t "$session" -l "Help: the keys"
   sleep "$PAUSE"
   keys Enter
-  wait_for 'rentwatch keys' 10
+  wait_for 'rentwatch keys' 30
   back 'rentwatch keys'
 
   select_in_service || say "$size: no verified instance in sight: the first one instead"
@@ -346,25 +385,29 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
   expect sorted 'sort: state \(o\)|sorted by state'
   keys o o o # back to new
   keys /
+  wait_for 'Enter on empty clears it' 30 # the filter's input open
   tmux send-keys -t "$session" -l "RTX"
   keys Enter
-  wait_for 'q Quit' 10 # the footer is the fleet's again
+  wait_gone 'Enter on empty clears it' 30 # the filter's input closed
+  wait_for 'q Quit' 30 # the footer is the fleet's again
   capture filtered
   check bar
   keys /
+  wait_for '▊ +RTX' 30 # the filter's input open, with the filter applied
   keys C-u Enter
+  wait_gone '▊ +(RTX|filter: id)' 30
   keys D
   expect bulk 'Destroy these [0-9]+ stopped|no stopped rental'
   back 'Destroy these [0-9]+ stopped'
   keys E
-  wait_for "Type the campaign's name" 15
+  wait_for "Type the campaign's name" 30
   capture end-dialog
   back "Type the campaign's name"
   expect end-cancelled 'end cancelled'
 
   keys l
   wait_for 'row\(s\)|rows [0-9]' 30
-  wait_for '\^p palette' 10
+  wait_for '\^p palette' 30
   capture ledger
   check footer
   check has 'F6 throttled'
@@ -381,7 +424,7 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
   back 'F6 throttled'
   keys r
   wait_for 'USD spent in all' 20
-  wait_for '\^p palette' 10
+  wait_for '\^p palette' 30
   sleep 1
   capture receipt
   check footer
@@ -389,7 +432,7 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
   back 'hosts: renter-side'
   keys j
   wait_for ' jobs .*in all|this campaign has none' 20
-  wait_for '\^p palette' 10
+  wait_for '\^p palette' 30
   capture jobs
   check footer
   check has 'demo-1'
@@ -401,11 +444,11 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
   back ' in all '
 
   keys x
-  wait_for 'Leave running' 10
+  wait_for 'Leave running' 30
   capture detach-dialog
   back 'Stop campaign and quit'
   keys q
-  wait_for 'Stop campaign and quit' 10
+  wait_for 'Stop campaign and quit' 30
   capture quit-dialog
   check has 'rentwatch end --campaign demo .*--destroy` later' # pasteable: ledger, market named
   back 'Stop campaign and quit'
@@ -419,7 +462,7 @@ tmux new-session -d -s "$session" -x 80 -y 24 \
 wait_for 'VERIFIED|WORKING|IDLE' 240
 pass_at 80x24
 keys x # leave it running, and attach from a terminal of another size
-wait_for 'Leave running' 10
+wait_for 'Leave running' 30
 keys Enter
 wait_for 'rentwatch-left=' 60
 capture left
@@ -435,7 +478,7 @@ tmux new-session -d -s "$session" -x 120 -y 36 \
 wait_for 'in service' 60
 pass_at 120x36
 keys x
-wait_for 'Leave running' 10
+wait_for 'Leave running' 30
 keys Enter
 wait_for 'attach-left=0' 60
 tmux kill-session -t "$session"
@@ -476,13 +519,13 @@ kill "$sim_pid" && sim_pid=""
 # a clean end from the dashboard: E, the name typed; then Stop campaign and quit
 size=200x50
 keys E
-wait_for "Type the campaign's name" 15
+wait_for "Type the campaign's name" 30
 tmux send-keys -t "$session" -l demo
 keys Enter
 wait_for 'ended demo|could not end' 60
 expect ended 'ended demo'
 keys q
-wait_for 'Stop campaign and quit' 10
+wait_for 'Stop campaign and quit' 30
 keys Enter
 wait_for 'rentwatch-exit=' 120
 capture exit
