@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from rentwatch.core.gpu_specs import expected_tflops
+from rentwatch.core.preflight.gpu_specs import expected_tflops
 from rentwatch.market.factory import load_campaign
 from rentwatch.sim.family import draw_family
 from rentwatch.sim.market import SimMarket

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rentwatch.core.errors import ConfigError, MalformedAnswer
 from rentwatch.core.policy import get_policy
+from rentwatch.core.preflight.verdict import detect_throttle, preflight_verdict
 from rentwatch.core.text import clean, is_clean
-from rentwatch.core.verdict import detect_throttle, preflight_verdict
 from rentwatch.engine.hosts.probe_io import ProbeError, parse_probe_output
 from rentwatch.engine.jobs.runner import parse_status
 from rentwatch.ledger import Ledger

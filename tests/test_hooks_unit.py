@@ -14,8 +14,8 @@ from rentwatch.core.errors import ConfigError
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.models import Instance
 from rentwatch.core.policy import DEFAULT, SEED
+from rentwatch.core.preflight.verdict import CheckPolicy
 from rentwatch.core.rules import Abandon, AttemptView, Create, Finish, FleetSnapshot, decide
-from rentwatch.core.verdict import CheckPolicy
 from rentwatch.engine.session import Session
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
@@ -169,7 +169,7 @@ def test_a_fatal_xid_on_a_proven_host_stops_it_and_marks_its_machine(key):
 
 
 def test_a_campaign_fault_stops_creates_shows_a_banner_and_ends_non_zero(key):
-    from rentwatch.core.blame import Stage
+    from rentwatch.core.blame.fault import Stage
 
     async def body(sup, market, ledger):
         await sup.poll_once()

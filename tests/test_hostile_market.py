@@ -102,7 +102,7 @@ def test_escapes_in_gpu_names_neither_show_nor_fail_hosts(hostile, tmp_path, cap
 
 def test_a_gpu_name_is_compared_cleaned():
     # the check behind wrong_gpu: the offer's name with an escape appended is still that GPU
-    from rentwatch.core.gpu_specs import same_model, spec_for
+    from rentwatch.core.preflight.gpu_specs import same_model, spec_for
 
     for esc in ESCAPES:
         assert same_model(f"RTX 4090{esc}", "NVIDIA GeForce RTX 4090"), repr(esc)

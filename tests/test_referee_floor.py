@@ -9,7 +9,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rentwatch.core.gpu_specs import expected_tflops
+from rentwatch.core.preflight.gpu_specs import expected_tflops
 from rentwatch.market.factory import load_campaign
 from rentwatch.referee.floor import (
     Rentable,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rentwatch.core.models import Offer
-from rentwatch.core.reputation import p_deliver, rank_offers
+from rentwatch.core.offers.reputation import p_deliver, rank_offers
 
 
 def offer(oid: int, machine: int, dph: float, rel: float | None = 0.95) -> Offer:

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.core.policy import DEFAULT, NAIVE, SEED, get_policy
+from rentwatch.core.preflight.verdict import Verdict
 from rentwatch.core.rules import (
     Abandon,
     AttemptView,
@@ -19,7 +20,6 @@ from rentwatch.core.rules import (
     Verify,
     decide,
 )
-from rentwatch.core.verdict import Verdict
 from rentwatch.market.factory import load_campaign
 
 from tests.fuzzing import examples

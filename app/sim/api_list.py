@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..core.gpu_specs import GPU_SPECS
+from ..core.preflight.gpu_specs import GPU_SPECS
 from .answers import answer, error, offset_token, query_of, read_offset_token, sort_key
 from .market import SimMarket
 from .query_match import matches
