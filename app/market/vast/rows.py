@@ -84,7 +84,7 @@ def _text(row: dict[str, Any], key: str) -> str | None:
     return value.strip()[:_MAX_TEXT]
 
 
-# Ranges a market number can take; outside them the row is malformed (issue 14: a negative or
+# Ranges a market number can take; outside them the row is malformed (a negative or
 # non-finite price must never reach the budget arithmetic).
 MAX_DPH = 1000.0  # $/h for one rental; the dearest real offers are far below
 MAX_STORAGE_COST = 100.0  # $/GB/month
