@@ -34,6 +34,16 @@ VAST_FIELDS = (
     "is_bid",
     "rentable",
     "select_filters",
+    "ask_contract_id",
+    "bundle_id",
+    "public_ipaddr",
+    "image_uuid",
+    "runtype",
+    "cpu_ram",
+    "compute_cap",
+    "gpu_display_active",
+    "dlperf_per_dphtotal",
+    "cuda_vers",
 )
 # an address on Vast's hosts (console.vast.ai, its sshN.vast.ai relays); the name "Vast.ai" in
 # prose is not one
