@@ -428,7 +428,7 @@ def test_outbids_before_the_preflight_count_as_moves_in_autos_sums(key):
     """An outbid rental not yet proven is given up, and its job waits for a fresh create: a
     move in all but name. The tier's terms read the share from what the run and the ledger
     saw, so a market whose outbids all end in moves is soon rented on-demand by `auto`."""
-    from rentwatch.core import bidding as B
+    from rentwatch.core.bidding import tier as B
 
     async def body(sup, market, ledger):
         await sup.poll_once()

@@ -10,7 +10,7 @@ import asyncio
 
 import httpx
 import pytest
-from rentwatch.core.bidding.tier.rules import BidTerms, as_rented, offer_bid
+from rentwatch.core.bidding.rules import BidTerms, as_rented, offer_bid
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.models import Offer
 from rentwatch.ledger import Ledger

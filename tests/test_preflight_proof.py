@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from rentwatch.core import proof
+from rentwatch.core.preflight import proof
 from rentwatch.core.preflight.verdict import CheckPolicy, preflight_verdict
 from rentwatch.engine.hosts.probe_io import parse_probe_output, preflight_command, probe_source
 from rentwatch.ledger import Ledger

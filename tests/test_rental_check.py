@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from rentwatch.core.bidding.tier.rental_check import rental_mismatch, rented_bid
+from rentwatch.core.bidding.rental_check import rental_mismatch, rented_bid
 from rentwatch.core.models import Instance
 from rentwatch.core.policy import DEFAULT
 from rentwatch.core.rules import Create
