@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from rentwatch.cli.plan import PLAN_SEED
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.plan import plan
 from rentwatch.core.plan_inputs import plan_inputs
 from rentwatch.engine.preview import preview
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.market.vast.client import VastClient
 from rentwatch.referee.run import Task, policy_from_spec, run_task
 from rentwatch.referee.run import plan as referee_tasks
@@ -98,7 +98,7 @@ def main() -> None:
         " (instead of running them here)",
     )
     args = ap.parse_args()
-    campaign = parse_campaign(Path(args.campaign).read_text())
+    campaign = load_campaign(Path(args.campaign).read_text())
     tasks = referee_tasks(
         None, campaign, [args.policy], 1, family=args.family, family_seed=args.family_seed
     )

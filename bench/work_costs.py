@@ -18,8 +18,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from rentwatch.core.campaign import parse_campaign
-from rentwatch.core.gpu_specs import expected_tflops
+from rentwatch.core.preflight.gpu_specs import expected_tflops
+from rentwatch.market.factory import load_campaign
 from rentwatch.sim.family import draw_family
 from rentwatch.sim.market import SimMarket
 
@@ -35,7 +35,7 @@ def sized_floor(family_seed: int, index: int, campaign_path: Path) -> tuple[floa
     there; and the same work spread over the market's fleet of the cheapest such machines, each
     job, biggest first, on the one that would finish it first (the oracle that runs the fleet
     the campaign asks for)."""
-    camp = parse_campaign(campaign_path.read_text(), str(campaign_path))
+    camp = load_campaign(campaign_path.read_text(), str(campaign_path))
     m = draw_family(family_seed, index + 1)[index]
     ceiling = max(camp.max_dph, m.max_dph)
     ref = {j.ref_gpu for j in camp.jobs if j.ref_gpu}

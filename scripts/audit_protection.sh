@@ -60,10 +60,10 @@ if [ "$1" = "--hostile" ]; then
   $a "a bad row answered directly is not unseen" app/observer.py \
     'except BadRow as exc:' 'except ZeroDivisionError as exc:' \
     $h::test_a_nan_row_costs_one_row_not_the_fleets_supervision
-  $a "offers with negative or non-finite prices unfit" app/core/offer_choice.py \
+  $a "offers with negative or non-finite prices unfit" app/core/offers/choice.py \
     'return all(math.isfinite(p) and p >= 0 for p in prices)' 'return True' \
     $u::test_offers_with_a_negative_or_non_finite_price_are_unfit
-  $a "storage and bandwidth prices checked too" app/core/offer_choice.py \
+  $a "storage and bandwidth prices checked too" app/core/offers/choice.py \
     'prices = (o.dph_total, o.dph_base, o.storage_cost, o.inet_up_cost, o.inet_down_cost)' \
     'prices = (o.dph_total, o.dph_base)' $u::test_offers_with_a_negative_or_non_finite_price_are_unfit
   w=tests/test_written_off.py
@@ -96,10 +96,10 @@ if [ "$1" = "--hostile" ]; then
   $a "an abandoned rental's failed destroy is made again" app/actions.py \
     '            if a.life.phase == Phase.ABANDONED and not a.passed_preflight:' '            if False:' \
     $w::test_a_failed_destroy_of_an_abandoned_instance_is_made_again_next_poll
-  $a "no create could pass the budget" app/core/offer_choice.py \
+  $a "no create could pass the budget" app/core/offers/choice.py \
     '        if committed + cost > budget:' '        if False:' \
     $u::test_no_create_could_take_spend_past_the_budget
-  $a "GPU names compared cleaned" app/core/gpu_specs.py \
+  $a "GPU names compared cleaned" app/core/preflight/gpu_specs.py \
     'n = clean(name, 200).replace' 'n = name.replace' $h::test_a_gpu_name_is_compared_cleaned
   $a "a market lost mid-run is one line, exit 4" app/headless.py \
     'if isinstance(exc, RentwatchError):  # an error we name' 'if False:' \

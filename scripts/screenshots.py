@@ -9,9 +9,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import DEMO_CAMPAIGN, make_engine
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
@@ -40,7 +40,7 @@ async def main() -> None:
     engine = make_engine(
         sim.url,
         sim.api_key,
-        parse_campaign(DEMO_CAMPAIGN, "demo"),
+        load_campaign(DEMO_CAMPAIGN, "demo"),
         get_policy("default"),
         ledger,
         tmp / "key",

@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.headless import run_headless
 
 CAMPAIGN = """
@@ -58,7 +58,7 @@ def run_campaign(
     max_creates: int = 60,
 ) -> tuple[int, Path]:
     ledger = ledger or tmp_path / f"{policy}.duckdb"
-    campaign = parse_campaign(campaign_text(name, fleet, extra, max_creates))
+    campaign = load_campaign(campaign_text(name, fleet, extra, max_creates))
     code = asyncio.run(
         run_headless(
             campaign,
@@ -75,7 +75,7 @@ def run_campaign(
 def run_headless_text(sim, tmp_path: Path, text: str, policy: str = "default") -> tuple[int, Path]:
     """`run_campaign` for a campaign written whole (its own offer query, say)."""
     ledger = tmp_path / f"{policy}.duckdb"
-    campaign = parse_campaign(text)
+    campaign = load_campaign(text)
     code = asyncio.run(
         run_headless(
             campaign,

@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.notify.wording import released
 from rentwatch.run.alerts import Alerts
 from rentwatch.run.headless import run_headless
@@ -57,7 +57,7 @@ def _run(sim, tmp_path, image: str, fleet: int, notify, metrics: str | None = No
     text = campaign_text("alerts", fleet, extra).replace(
         'image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"', f'image = "{image}"'
     )
-    campaign = parse_campaign(text)
+    campaign = load_campaign(text)
     ledger = tmp_path / "l.duckdb"
     code = asyncio.run(
         run_headless(

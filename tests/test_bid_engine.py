@@ -13,8 +13,8 @@ from rentwatch.core.campaign import Job
 from rentwatch.core.decisions import Move, Rebid, Resume
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT, SEED
+from rentwatch.core.preflight.verdict import Verdict
 from rentwatch.core.rules import Create, Stop
-from rentwatch.core.verdict import Verdict
 from rentwatch.engine.hosts.ssh import load_or_create_key
 
 from .fake_market import FakeMarket, offer
@@ -428,7 +428,7 @@ def test_outbids_before_the_preflight_count_as_moves_in_autos_sums(key):
     """An outbid rental not yet proven is given up, and its job waits for a fresh create: a
     move in all but name. The tier's terms read the share from what the run and the ledger
     saw, so a market whose outbids all end in moves is soon rented on-demand by `auto`."""
-    from rentwatch.core import bidding as B
+    from rentwatch.core.bidding import tier as B
 
     async def body(sup, market, ledger):
         await sup.poll_once()

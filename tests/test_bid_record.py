@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rentwatch.core import bidding as B
+from rentwatch.core.bidding import tier as B
 from rentwatch.core.policy import DEFAULT
 from rentwatch.core.rules import Create
 from rentwatch.ledger import Ledger

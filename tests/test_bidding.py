@@ -10,12 +10,12 @@ import dataclasses
 from typing import Any
 
 import pytest
-from rentwatch.core import bidding as B
-from rentwatch.core.bid_rules import BidTerms, as_rented, offer_bid
+from rentwatch.core.bidding import tier as B
+from rentwatch.core.bidding.rules import BidTerms, as_rented, offer_bid
 from rentwatch.core.campaign import Job
 from rentwatch.core.decisions import Create, FleetSnapshot
 from rentwatch.core.models import Instance, Offer
-from rentwatch.core.offer_choice import OfferTerms
+from rentwatch.core.offers.choice import OfferTerms
 from rentwatch.core.policy import DEFAULT
 from rentwatch.core.rules import decide
 from rentwatch.market.vast.client import VastClient
@@ -237,7 +237,7 @@ def test_receipt_splits_spend_by_tier_and_counts_work_lost_to_outbids(tmp_path):
 
 
 def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():
-    from rentwatch.core.bid_rules import tier_rules
+    from rentwatch.core.bidding.rules import tier_rules
     from rentwatch.core.decisions import Move, Stop
     from rentwatch.core.lifecycle import Phase
     from rentwatch.engine.attempt import Attempt

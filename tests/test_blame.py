@@ -4,7 +4,15 @@ stay the host's. Table-driven over the pure classifier."""
 from __future__ import annotations
 
 import pytest
-from rentwatch.core.blame import Evidence, Failure, Party, Stage, blame, normalise, shows_layers
+from rentwatch.core.blame.fault import (
+    Evidence,
+    Failure,
+    Party,
+    Stage,
+    blame,
+    normalise,
+    shows_layers,
+)
 
 IMG = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 DENIED = (
@@ -193,7 +201,7 @@ def test_normalise_blanks_per_host_parts_only():
 def probe_run_blame(machine_id, image, exit_status, stdout, stderr):
     """The campaign's fault behind a probe run, as the preflight reads it (preflight_run.py:
     the run's text, then `blame`), or None when it is (or may be) the host's."""
-    from rentwatch.core.blame import Failure, Party, Stage, blame
+    from rentwatch.core.blame.fault import Failure, Party, Stage, blame
     from rentwatch.engine.hosts.probe_io import probe_run_text
 
     text = probe_run_text(stdout, stderr)
@@ -218,7 +226,7 @@ def test_probe_run_blame_reads_the_shell_and_the_probe():
 
 
 def test_commands_follow_the_check_policy():
-    from rentwatch.core.verdict import CheckPolicy
+    from rentwatch.core.preflight.verdict import CheckPolicy
     from rentwatch.engine.hosts.probe_io import NET_PROBE_URL, preflight_command, sampler_command
 
     assert preflight_command(CheckPolicy()) == "python3 -"
@@ -241,7 +249,7 @@ def test_evidence_accumulates():
 
 
 def test_a_jobs_failure_is_compared_by_its_last_line():
-    from rentwatch.core.blame import last_error_line
+    from rentwatch.core.blame.fault import last_error_line
 
     a = "Traceback (most recent call last):\n  File \"train.py\", line 3\nKeyError: 'lr'\n\n"
     b = "\x1b[31mloading 12%\r\nTraceback (most recent call last):\nKeyError: 'lr'\n"
@@ -273,7 +281,7 @@ def test_the_same_oci_runtime_failure_on_two_machines_blames_the_hosts():
     """A container runtime that cannot start the container is the host's (the referee saw two
     machines with the same OCI line end a healthy campaign as the image's fault); an image
     whose entrypoint does not exist still reads as the image's."""
-    from rentwatch.core.blame import Evidence, Failure, Party, Stage, blame
+    from rentwatch.core.blame.fault import Evidence, Failure, Party, Stage, blame
 
     line = "failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process"
     ev = Evidence().failed(Failure(1, "img", Stage.PULL, line))

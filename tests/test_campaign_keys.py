@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.errors import ConfigError
+from rentwatch.market.factory import load_campaign
 
 from tests.campaigns import campaign_text
 
@@ -18,13 +18,13 @@ run = "true"
 
 
 def test_rental_notify_and_job_size_parse():
-    c = parse_campaign(
+    c = load_campaign(
         campaign_text(extra='rental = "auto"\nnotify = ["json://localhost/hook"]\n')
         + JOB.format(extra='ref_gpu = "RTX 4090"\nref_hours = 0.2\ncheckpoint = "ckpt"')
     )
     assert c.rental == "auto" and c.notify == ("json://localhost/hook",)
     assert c.jobs[0].ref_gpu == "RTX 4090" and c.jobs[0].ref_hours == 0.2
-    plain = parse_campaign(campaign_text())
+    plain = load_campaign(campaign_text())
     assert plain.rental == "on-demand" and plain.notify == ()
 
 
@@ -50,7 +50,7 @@ def test_rental_notify_and_job_size_parse():
 def test_wrong_values_name_the_key(extra, job, says):
     text = campaign_text(extra=extra + "\n") + (JOB.format(extra=job) if job else "")
     with pytest.raises(ConfigError, match=says.replace("[", r"\[").replace("]", r"\]")):
-        parse_campaign(text)
+        load_campaign(text)
 
 
 def _two(a: str, b: str) -> str:
@@ -72,7 +72,7 @@ def test_two_jobs_may_not_checkpoint_into_one_folder(a, b, folder):
     """Jobs run one after another on a host: a second job whose checkpoint folder is the
     first's (or inside it) would start from the first job's state, as if it were its own."""
     with pytest.raises(ConfigError, match=f"jobs j1 and j2 share the checkpoint folder '{folder}'"):
-        parse_campaign(_two(a, b))
+        load_campaign(_two(a, b))
 
 
 def test_jobs_with_their_own_checkpoint_folders_parse():
@@ -82,7 +82,7 @@ def test_jobs_with_their_own_checkpoint_folders_parse():
         ('checkpoint = "ckpt"\nworkdir = "/data/a"', 'checkpoint = "ckpt"'),
         ('checkpoint = "ckpt"', ""),
     ):
-        assert len(parse_campaign(_two(a, b)).jobs) == 2
+        assert len(load_campaign(_two(a, b)).jobs) == 2
 
 
 def test_a_jobs_error_points_at_the_jobs_line_not_the_campaigns_name():
@@ -90,12 +90,12 @@ def test_a_jobs_error_points_at_the_jobs_line_not_the_campaigns_name():
     base = 'name = "c"\nimage = "img"\nmax_dph = 0.5\nbudget_usd = 10\n'
     jobs = '\n[[jobs]]\nname = "a"\nrun = "true"\n\n[[jobs]]\nrun = "true"\nname = {}\n'
     with pytest.raises(ConfigError, match=r"^campaign: line 12: jobs\[1\]\.name: letters"):
-        parse_campaign(base + jobs.format(3))
+        load_campaign(base + jobs.format(3))
     with pytest.raises(ConfigError, match=r"line 12: jobs\[1\]\.name: job names must be unique"):
-        parse_campaign(base + jobs.format('"a"'))
+        load_campaign(base + jobs.format('"a"'))
     # a key the job lacks points at the job's header
     with pytest.raises(ConfigError, match=r"line 10: jobs\[1\]\.run: a command is required"):
-        parse_campaign(base + jobs.format('"b"').replace('run = "true"\nname', "name"))
+        load_campaign(base + jobs.format('"b"').replace('run = "true"\nname', "name"))
 
 
 def test_an_unknown_key_is_named_with_its_line_and_the_key_meant():
@@ -104,11 +104,11 @@ def test_an_unknown_key_is_named_with_its_line_and_the_key_meant():
     with pytest.raises(
         ConfigError, match=r"^campaign: line 12: jobs\[1\]\.rnu: unknown key: did you mean 'run'\?"
     ):
-        parse_campaign(base + jobs)
+        load_campaign(base + jobs)
     # `[[job]]` for `[[jobs]]`: a table header, not `key = value`, still has its line
     with pytest.raises(
         ConfigError, match=r"^campaign: line 6: job: unknown key: did you mean 'jobs'\?"
     ):
-        parse_campaign(base + '\n[[job]]\nname = "a"\nrun = "true"\n')
+        load_campaign(base + '\n[[job]]\nname = "a"\nrun = "true"\n')
     with pytest.raises(ConfigError, match=r"^campaign: line 5: colour: unknown key: \(known: "):
-        parse_campaign(base + 'colour = "red"\n')
+        load_campaign(base + 'colour = "red"\n')

@@ -206,6 +206,17 @@ def test_instance_parsing_coerces_and_tolerates():
         parse_offer({"id": 1, "machine_id": 2})
 
 
+def test_a_stopped_contract_reads_in_rentwatchs_words():
+    """Vast's `inactive` state is read as rentwatch's `stopped` by the client, so the core's
+    notion of a market stop knows no Vast word."""
+    base = {"id": 1, "dph_total": 0.5, "actual_status": "stopped"}
+    said = {"intended_status": "stopped", "cur_state": "inactive", "next_state": "Inactive"}
+    row = parse_instance(base | said)
+    assert (row.target_state, row.current_state, row.next_state) == ("stopped",) * 3
+    assert row.market_stopped
+    assert not parse_instance(base | said | {"next_state": "running"}).market_stopped
+
+
 def test_api_key_sources(tmp_path, monkeypatch):
     monkeypatch.delenv("VAST_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))

@@ -6,9 +6,9 @@ import asyncio
 import time
 
 import pytest
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import make_engine
 from rentwatch.sim.boot import Step
 from rentwatch.widgets.app import RentwatchApp
@@ -23,7 +23,7 @@ def _app(sim, tmp_path, fleet=2, policy="default"):
     engine = make_engine(
         sim.url,
         sim.api_key,
-        parse_campaign(campaign_text("tui", fleet)),
+        load_campaign(campaign_text("tui", fleet)),
         get_policy(policy),
         ledger,
         tmp_path / "key",

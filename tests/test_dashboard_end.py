@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.intents import EndIntent, StopIntent
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service import api
 from rentwatch.run.service.controller import attach_in_process
@@ -58,7 +58,7 @@ def test_end_from_the_dashboard_destroys_everything_through_the_controller(make_
     sim = make_sim(seed=7, offers=40, time_scale=120)
     ledger_path = tmp_path / "l.duckdb"
     ledger = Ledger(ledger_path)
-    campaign = parse_campaign(campaign_text("endme", 2))
+    campaign = load_campaign(campaign_text("endme", 2))
     engine = make_engine(
         sim.url, sim.api_key, campaign, get_policy("default"), ledger, tmp_path / "key"
     )

@@ -3,13 +3,13 @@ campaign: a ledger that holds an earlier demo gets a fresh campaign name."""
 
 from __future__ import annotations
 
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import DEMO_CAMPAIGN, fresh_demo_name
 
 
 def test_demo_campaign_carries_short_jobs() -> None:
-    c = parse_campaign(DEMO_CAMPAIGN, "demo")
+    c = load_campaign(DEMO_CAMPAIGN, "demo")
     assert len(c.jobs) >= 4
     assert all("sleep" in j.run for j in c.jobs)
 

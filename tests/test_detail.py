@@ -9,10 +9,10 @@ import dataclasses
 import time
 
 import pytest
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.intents import Reply
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service.remote import ControllerClient, RemoteEngine
 from rentwatch.views.detail import InstanceDetail, Sample
@@ -46,7 +46,7 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
     engine = make_engine(
         sim.url,
         sim.api_key,
-        parse_campaign(campaign_text("tui", 2)),
+        load_campaign(campaign_text("tui", 2)),
         get_policy("default"),
         ledger,
         tmp_path / "key",
@@ -142,7 +142,7 @@ def test_detail_endpoint_answers_and_refuses_strangers(make_sim, tmp_path, runti
     engine = make_engine(
         sim.url,
         sim.api_key,
-        parse_campaign(campaign_text("tui", 1)),
+        load_campaign(campaign_text("tui", 1)),
         get_policy("default"),
         ledger,
         tmp_path / "key",

@@ -17,7 +17,7 @@ from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobQueue
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT
-from rentwatch.core.proof import exact_entry, sample_positions
+from rentwatch.core.preflight.proof import exact_entry, sample_positions
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.fleet import Fleet
 from rentwatch.engine.hosts.ssh import RunResult, SSHFailure

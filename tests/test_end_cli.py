@@ -13,7 +13,6 @@ import time
 import pytest
 from rentwatch.cli.end import holdings
 from rentwatch.cli.main import main
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.intents import (
     CreateIntent,
@@ -25,6 +24,7 @@ from rentwatch.engine.intents import (
     StopIntent,
 )
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.headless import run_headless
 from rentwatch.run.service import api
 from rentwatch.run.service.remote import ControllerClient
@@ -54,7 +54,7 @@ def _billing(sim, ids: set[int]) -> dict[int, str]:
 
 def _detached(sim, tmp_path, name: str, extra: str = ""):
     ledger = tmp_path / "l.duckdb"
-    campaign = parse_campaign(campaign_text(name, 2, extra))
+    campaign = load_campaign(campaign_text(name, 2, extra))
     code = asyncio.run(
         run_headless(
             campaign, get_policy("default"), sim.url, sim.api_key, str(ledger),
@@ -173,7 +173,7 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
     from rentwatch.run.service.controller import EngineService
 
     sim = make_sim(seed=4, offers=20, time_scale=240, host_class=HEALTHY)
-    campaign = parse_campaign(campaign_text("ended", 1))  # no jobs: done once one verifies
+    campaign = load_campaign(campaign_text("ended", 1))  # no jobs: done once one verifies
     led = Ledger(tmp_path / "l.duckdb")
     engine = EngineThread(
         lambda: Session.open(

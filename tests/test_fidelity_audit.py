@@ -66,7 +66,7 @@ def test_offers_as_the_official_cli_asks_for_them(make_sim):
     """The market lists unverified and external offers too; rentwatch asks for
     `verified=true external=false rentable=true` as the CLI does (vastai
     `cli/commands/offers.py` search__offers), unless the campaign's query says otherwise."""
-    from rentwatch.core.campaign import parse_campaign
+    from rentwatch.market.factory import load_campaign
 
     from tests.campaigns import campaign_text
 
@@ -82,7 +82,7 @@ def test_offers_as_the_official_cli_asks_for_them(make_sim):
     by_id = {o["id"]: o for o in everything}
     assert ours and all(by_id[o.id]["verified"] and not by_id[o.id]["external"] for o in ours)
     assert len(ours) == sum(o["verified"] and not o["external"] for o in everything)
-    anyone = parse_campaign(campaign_text(extra="").replace("rentable=true", "verified=any"))
+    anyone = load_campaign(campaign_text(extra="").replace("rentable=true", "verified=any"))
     wider = asyncio.run(search(anyone.offer_query))
     assert any(not by_id[o.id]["verified"] for o in wider)
 

@@ -14,8 +14,8 @@ from importlib import resources
 from pathlib import Path
 
 from rentwatch.cli.main import main
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import DEMO_CAMPAIGN
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "first-campaign.toml"
@@ -36,7 +36,7 @@ def test_example_campaign_ends_with_its_receipt_and_artifacts_folder(
     data = tmp_path / "data"
     monkeypatch.setenv("XDG_DATA_HOME", str(data))
     monkeypatch.chdir(tmp_path / "..")  # the controller's working directory is not the data dir
-    campaign = parse_campaign(EXAMPLE.read_text(), str(EXAMPLE))
+    campaign = load_campaign(EXAMPLE.read_text(), str(EXAMPLE))
     assert len(campaign.jobs) >= 3 and campaign.artifacts_dir is None
     assert campaign.upload == ("finetune.py",)  # the user's code, pushed to each host
     sim = make_sim(seed=7, offers=60, time_scale=200)
@@ -96,7 +96,7 @@ def test_campaign_names_its_artifacts_folder(make_sim, tmp_path, monkeypatch, ca
 def test_demo_campaign_is_a_file_in_the_package():
     shipped = (resources.files("rentwatch.run") / "demo.toml").read_text(encoding="utf-8")
     assert shipped == DEMO_CAMPAIGN
-    demo = parse_campaign(shipped, "demo")
+    demo = load_campaign(shipped, "demo")
     assert demo.name == "demo" and len(demo.jobs) == 6
     pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
     assert "*.toml" in pyproject["tool"]["setuptools"]["package-data"]["rentwatch.run"]

@@ -9,10 +9,10 @@ import asyncio
 import errno
 import json
 
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.fallback import fallback_path
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.headless import run_headless
 
 from .campaigns import campaign_text
@@ -72,7 +72,7 @@ def test_a_full_disk_stops_the_campaign_safely_and_keeps_its_events(
                                                                    "share": 1.0}])  # fmt: skip
     ledger = tmp_path / "l.duckdb"
     state = _full_after(monkeypatch, lambda row: row[12] == "create" and row[13] == "outcome")
-    campaign = parse_campaign(campaign_text("disk", 2))
+    campaign = load_campaign(campaign_text("disk", 2))
     code = asyncio.run(
         run_headless(
             campaign, get_policy("default"), sim.url, sim.api_key, str(ledger),

@@ -9,17 +9,18 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.errors import ConfigError, MalformedAnswer
-from rentwatch.core.offer_query import matches, parse_query
 from rentwatch.core.policy import get_policy
+from rentwatch.core.preflight.verdict import detect_throttle, preflight_verdict
 from rentwatch.core.text import clean, is_clean
-from rentwatch.core.verdict import detect_throttle, preflight_verdict
 from rentwatch.engine.hosts.probe_io import ProbeError, parse_probe_output
 from rentwatch.engine.jobs.runner import parse_status
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
+from rentwatch.market.factory import load_campaign
+from rentwatch.market.vast.query import parse_query
 from rentwatch.market.vast.rows import parse_instance, parse_offer
+from rentwatch.sim.query_match import matches
 
 from tests.fuzzing import examples
 
@@ -170,7 +171,7 @@ def campaign_files(draw) -> str:
 def test_campaign_files_with_wrong_values(text):
     """A wrong value ends in a ConfigError naming its field; what parses is safe to run."""
     try:
-        camp = parse_campaign(text)
+        camp = load_campaign(text)
         policy = get_policy("default").with_overrides(camp.policy)
     except ConfigError as exc:
         assert str(exc).startswith(("campaign: ", "policy")), exc
@@ -189,7 +190,7 @@ def test_campaign_files_with_wrong_values(text):
 @given(st.text(max_size=400))
 def test_campaign_files_and_queries(text):
     try:
-        parse_campaign(text)
+        load_campaign(text)
     except ConfigError:
         pass
     try:

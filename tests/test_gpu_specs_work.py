@@ -1,7 +1,7 @@
 """The GPU table as the work model reads it: a speed and a price range for every model, the
 L40S at its datasheet's dense rate, and a job's size carried across models."""
 
-from rentwatch.core.gpu_specs import (
+from rentwatch.core.preflight.gpu_specs import (
     DPH_RANGE,
     GPU_SPECS,
     OTHER_SPECS,

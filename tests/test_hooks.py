@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.headless import run_headless
 
 from .campaigns import campaign_text, run_campaign, truth_at
@@ -22,7 +22,7 @@ def _run(sim, tmp_path, image, fleet=3, policy="default", extra=""):
     text = campaign_text("t", fleet, extra).replace(
         'image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"', f'image = "{image}"'
     )
-    campaign = parse_campaign(text)
+    campaign = load_campaign(text)
     ledger = tmp_path / f"{policy}.duckdb"
     code = asyncio.run(
         run_headless(

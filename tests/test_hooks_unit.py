@@ -10,15 +10,15 @@ import dataclasses
 from typing import Any
 
 import pytest
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.models import Instance
 from rentwatch.core.policy import DEFAULT, SEED
+from rentwatch.core.preflight.verdict import CheckPolicy
 from rentwatch.core.rules import Abandon, AttemptView, Create, Finish, FleetSnapshot, decide
-from rentwatch.core.verdict import CheckPolicy
 from rentwatch.engine.session import Session
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.views.snapshot import snapshot
 from rentwatch.widgets.render import campaign_bar
 
@@ -169,7 +169,7 @@ def test_a_fatal_xid_on_a_proven_host_stops_it_and_marks_its_machine(key):
 
 
 def test_a_campaign_fault_stops_creates_shows_a_banner_and_ends_non_zero(key):
-    from rentwatch.core.blame import Stage
+    from rentwatch.core.blame.fault import Stage
 
     async def body(sup, market, ledger):
         await sup.poll_once()
@@ -239,10 +239,10 @@ def test_the_check_policy_is_a_policy_setting():
 
 
 def test_the_campaigns_http_timeout_reaches_the_client(tmp_path):
-    c = parse_campaign(campaign_text(extra="http_timeout_s = 45\n"))
+    c = load_campaign(campaign_text(extra="http_timeout_s = 45\n"))
     assert c.http_timeout_s == 45
     with pytest.raises(ConfigError):
-        parse_campaign(campaign_text(extra="http_timeout_s = 0\n"))
+        load_campaign(campaign_text(extra="http_timeout_s = 0\n"))
     ledger = Ledger(tmp_path / "l.duckdb")
     s = Session.open("http://127.0.0.1:9", "k", ledger, c, SEED, key_path=tmp_path / "key")
     assert s.market.timeout == 45  # type: ignore[attr-defined]

@@ -8,8 +8,7 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rentwatch.core.gpu_specs import GPU_SPECS, expected_tflops, same_model, spec_for
-from rentwatch.core.host_checks import (
+from rentwatch.core.preflight.checks import (
     Check,
     deep_checks,
     disk_check,
@@ -19,7 +18,8 @@ from rentwatch.core.host_checks import (
     vram_check,
     xid_check,
 )
-from rentwatch.core.verdict import CheckPolicy, detect_throttle, preflight_verdict
+from rentwatch.core.preflight.gpu_specs import GPU_SPECS, expected_tflops, same_model, spec_for
+from rentwatch.core.preflight.verdict import CheckPolicy, detect_throttle, preflight_verdict
 from rentwatch.sim.scenario import CONSUMER_GPUS
 
 P = CheckPolicy()

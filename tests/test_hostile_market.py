@@ -12,9 +12,9 @@ import math
 import subprocess
 
 import pytest
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.headless import run_headless
 
 from tests.campaigns import campaign_text, checkpointing_jobs, headless_cmd, headless_env, truth_at
@@ -40,7 +40,7 @@ def hostile(make_sim):
 
 
 def _run(sim, proxy, tmp_path, fleet: int = 2, extra: str = "", timeout: float = 240):
-    campaign = parse_campaign(campaign_text("hostile", fleet, extra))
+    campaign = load_campaign(campaign_text("hostile", fleet, extra))
     ledger = tmp_path / "l.duckdb"
 
     async def go() -> int:
@@ -102,7 +102,7 @@ def test_escapes_in_gpu_names_neither_show_nor_fail_hosts(hostile, tmp_path, cap
 
 def test_a_gpu_name_is_compared_cleaned():
     # the check behind wrong_gpu: the offer's name with an escape appended is still that GPU
-    from rentwatch.core.gpu_specs import same_model, spec_for
+    from rentwatch.core.preflight.gpu_specs import same_model, spec_for
 
     for esc in ESCAPES:
         assert same_model(f"RTX 4090{esc}", "NVIDIA GeForce RTX 4090"), repr(esc)

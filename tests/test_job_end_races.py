@@ -10,7 +10,7 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
-from rentwatch.core.bidding import RESCUE_WAIT_S
+from rentwatch.core.bidding.tier import RESCUE_WAIT_S
 from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobQueue
 from rentwatch.core.lifecycle import Phase

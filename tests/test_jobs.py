@@ -9,13 +9,14 @@ import subprocess
 import time
 
 import pytest
-from rentwatch.core.campaign import Job, parse_campaign
+from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import EARLY_LOSS_S, FREE_LOSSES, JobQueue
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
 from rentwatch.engine.jobs.runner import UnsafePath, parse_status, safe_relative
 from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.market.vast.client import VastClient
 
 from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
@@ -262,18 +263,18 @@ allow_secret_env = ["HF_TOKEN"]
 
 
 def test_secret_env_needs_an_explicit_opt_in():
-    from rentwatch.core.campaign import parse_campaign
     from rentwatch.core.errors import ConfigError
+    from rentwatch.market.factory import load_campaign
 
     base = (
         "name='a'\nimage='x'\nmax_dph=1\nbudget_usd=1\n[[jobs]]\nrun='x'\nenv={WANDB_API_KEY='k'}\n"
     )
     with pytest.raises(ConfigError, match="allow_secret_env"):
-        parse_campaign(base)
-    job = parse_campaign(base + "allow_secret_env=['WANDB_API_KEY']\n").jobs[0]
+        load_campaign(base)
+    job = load_campaign(base + "allow_secret_env=['WANDB_API_KEY']\n").jobs[0]
     assert job.secret_env == ("WANDB_API_KEY",)
     with pytest.raises(ConfigError, match="checkpoint"):
-        parse_campaign(base.replace("env={WANDB_API_KEY='k'}", "checkpoint='../up'"))
+        load_campaign(base.replace("env={WANDB_API_KEY='k'}", "checkpoint='../up'"))
 
 
 def test_symlinks_on_the_host_are_not_followed(make_sim, tmp_path, monkeypatch):
@@ -318,7 +319,7 @@ def test_a_reused_rental_shown_as_observed_is_taken_over_proven(make_sim, tmp_pa
     async def second() -> list:
         client = VastClient(sim.url, sim.api_key, min_intervals={})
         await client.sync_clock()
-        campaign = parse_campaign(campaign_text("second", 2))
+        campaign = load_campaign(campaign_text("second", 2))
         sup = Supervisor(
             client,
             Ledger(ledger_path),

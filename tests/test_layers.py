@@ -1,6 +1,7 @@
 """The layers hold: the pure core imports no I/O library (checked on the source, so it fails
 the day one sneaks in, and at run time); the engine's modules form no import cycle, read no
-clock of their own, reach into no other object's private members, and stay small."""
+clock of their own, and reach into no other object's private members; the core's
+subpackages each hold one concern."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ FORBIDDEN = {
 }
 APP = Path(__file__).resolve().parent.parent / "app"
 CORE = APP / "core"
-# modules other developers own that are still over the size bar (tracked in their issues)
 # where the clocks come from: the market client is the market clock; the simulator runs one
 CLOCK_SOURCES = {"market/vast/transport.py", "notify/notifier.py"}
 
@@ -33,7 +33,7 @@ def _engine_modules() -> list[Path]:
 
 def test_core_is_pure():
     offenders = []
-    for path in CORE.glob("*.py"):
+    for path in CORE.rglob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             names = []
@@ -46,7 +46,12 @@ def test_core_is_pure():
 
 
 def test_importing_the_core_loads_no_io_module():
-    mods = sorted(f"rentwatch.core.{p.stem}" for p in CORE.glob("*.py") if p.stem != "__init__")
+    mods = sorted(
+        ".".join(("rentwatch", *p.relative_to(APP).with_suffix("").parts))
+        for p in CORE.rglob("*.py")
+        if p.stem != "__init__"
+    )
+    assert "rentwatch.core.blame.fault" in mods  # the subpackages are read too
     code = (
         f"import sys\nbefore = set(sys.modules)\nfor m in {mods!r}: __import__(m)\n"
         f"print(sorted(m for m in set(sys.modules) - before"
@@ -230,3 +235,57 @@ def test_no_reaching_into_private_members():
             ):
                 offenders.append(f"{p.relative_to(APP)}:{node.lineno} {ast.unparse(node)}")
     assert not offenders, offenders
+
+
+def _core_unit(path: Path) -> str:
+    """A core module's concern: its subpackage, or the module itself at the top of core."""
+    rel = path.relative_to(CORE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _core_units() -> dict[str, set[str]]:
+    """Which of the core's concerns each concern imports (TYPE_CHECKING imports left out)."""
+    graph: dict[str, set[str]] = {}
+    for p in CORE.rglob("*.py"):
+        here = _core_unit(p)
+        for target in _all_imports(p):
+            parts = target.split(".")
+            if parts[:2] != ["rentwatch", "core"] or len(parts) < 3:
+                continue
+            there = parts[2]
+            if there != here:
+                graph.setdefault(here, set()).add(there)
+    return graph
+
+
+def test_core_subpackages_hold_one_concern_each():
+    """The core is split by concern, not by length: its subpackages (bidding, blame, offers,
+    preflight, worth) stand in an order, none importing another that imports it back, directly
+    or through other subpackages, so each reads on its own and on what is below it."""
+    subpackages = {p.parent.name for p in CORE.glob("*/__init__.py")}
+    assert {"bidding", "blame", "offers", "preflight", "worth"} <= subpackages
+    graph = {
+        k: {n for n in v if n in subpackages} for k, v in _core_units().items() if k in subpackages
+    }
+    cycles = []
+    for start in sorted(graph):
+        seen, todo = set(), list(graph[start])
+        while todo:
+            n = todo.pop()
+            if n == start:
+                cycles.append(start)
+                break
+            if n not in seen:
+                seen.add(n)
+                todo += graph.get(n, ())
+    assert not cycles, f"core subpackages that import each other round about: {cycles}"
+
+
+def test_no_module_is_a_catch_all():
+    """A generous sanity bar, not a split rule: a module past it holds more than one concern."""
+    long = [
+        f"{p.relative_to(ROOT)}: {n}"
+        for p in _sources("app", "widgets")
+        if (n := len(p.read_text().splitlines())) > 1000
+    ]
+    assert not long, long

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from rentwatch.core.campaign import Job
 from rentwatch.core.models import Offer
-from rentwatch.core.offer_choice import rank_by_work
+from rentwatch.core.offers.choice import rank_by_work
 from rentwatch.core.policy import DEFAULT
 from rentwatch.engine.offers import OfferBook
 from rentwatch.ledger import Ledger

@@ -10,12 +10,12 @@ import asyncio
 
 import httpx
 import pytest
-from rentwatch.core.bid_rules import BidTerms, as_rented, offer_bid
-from rentwatch.core.campaign import parse_campaign
+from rentwatch.core.bidding.rules import BidTerms, as_rented, offer_bid
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.models import Offer
 from rentwatch.ledger import Ledger
 from rentwatch.market.errors import ApiError
+from rentwatch.market.factory import load_campaign
 from rentwatch.market.vast.client import VastClient
 from rentwatch.market.vast.rows import parse_offer
 
@@ -124,10 +124,10 @@ def test_a_one_gpu_machine_caps_a_bid_at_32(make_sim):
 
 def test_a_campaigns_bid_cap_is_per_machine_up_to_an_8_gpu_machines():
     # $40/h is a bid only a machine of 2+ GPUs takes; 32 x 8 is the most any machine takes
-    c = parse_campaign(campaign_text(extra="max_bid_dph = 40.0\n"))
+    c = load_campaign(campaign_text(extra="max_bid_dph = 40.0\n"))
     assert c.max_bid_dph == 40.0
     with pytest.raises(ConfigError, match="max_bid_dph"):
-        parse_campaign(campaign_text(extra="max_bid_dph = 300.0\n"))
+        load_campaign(campaign_text(extra="max_bid_dph = 300.0\n"))
 
 
 TWO_GPU_CAMPAIGN = """

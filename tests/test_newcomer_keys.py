@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.intents import StartIntent, StopIntent
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service.controller import attach_in_process
 from rentwatch.widgets.app import RentwatchApp, left_after_end
@@ -61,7 +61,7 @@ def test_end_from_the_dashboard_destroys_a_stopped_rental_too(make_sim, tmp_path
     sim = make_sim(seed=7, offers=40, time_scale=120)
     ledger_path = tmp_path / "l.duckdb"
     ledger = Ledger(ledger_path)
-    campaign = parse_campaign(campaign_text("endstop", 2))
+    campaign = load_campaign(campaign_text("endstop", 2))
     engine = make_engine(
         sim.url, sim.api_key, campaign, get_policy("default"), ledger, tmp_path / "key"
     )

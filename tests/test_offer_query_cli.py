@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 from rentwatch.core.errors import ConfigError
-from rentwatch.core.offer_query import matches, parse_query
 from rentwatch.market.vast.client import VastClient
+from rentwatch.market.vast.query import parse_query
+from rentwatch.sim.query_match import matches
 
 QUERIES = [
     "num_gpus=1 rentable=true",

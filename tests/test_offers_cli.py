@@ -8,7 +8,7 @@ import json
 
 from rentwatch.cli.main import main
 from rentwatch.core.models import Offer
-from rentwatch.core.offer_choice import Exclusions, OfferTerms, unfit_reason
+from rentwatch.core.offers.choice import Exclusions, OfferTerms, unfit_reason
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import os
 
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryResult
 from rentwatch.ledger.spend_curve import SpendPoint, spend_curve_sql
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.headless import run_headless
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.charts import column_chart, resample, stacked_chart
@@ -130,7 +130,7 @@ def test_chart_cells():
 def test_the_spend_curve_ends_at_the_receipts_spend(make_sim, tmp_path):
     sim = make_sim(seed=11, offers=40, time_scale=120)
     ledger = tmp_path / "l.duckdb"
-    campaign = parse_campaign(campaign_text("curve", 2))
+    campaign = load_campaign(campaign_text("curve", 2))
     code = asyncio.run(
         run_headless(
             campaign, get_policy("default"), sim.url, sim.api_key, str(ledger),

@@ -13,7 +13,7 @@ import types
 from pathlib import Path
 
 import pytest
-from rentwatch.core.verdict import preflight_verdict
+from rentwatch.core.preflight.verdict import preflight_verdict
 from rentwatch.engine.hosts.probe_io import parse_probe_output, probe_source
 
 PROBES = Path(__file__).resolve().parent.parent / "probes"

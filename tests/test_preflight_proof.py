@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from rentwatch.core import proof
-from rentwatch.core.verdict import CheckPolicy, preflight_verdict
+from rentwatch.core.preflight import proof
+from rentwatch.core.preflight.verdict import CheckPolicy, preflight_verdict
 from rentwatch.engine.hosts.probe_io import parse_probe_output, preflight_command, probe_source
 from rentwatch.ledger import Ledger
 

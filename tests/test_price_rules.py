@@ -1,4 +1,4 @@
-"""The rule that answers a host's price increase (core/price_rules.py): accept while the rental
+"""The rule that answers a host's price increase (core/worth/price_increase.py): accept while the rental
 is still the better buy per delivered reference GPU-hour, move's cost in; reject otherwise."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rentwatch.core.price_rules import (
+from rentwatch.core.worth.price_increase import (
     ACCEPT_RULE,
     REJECT_RULE,
     IncreaseCase,
     PriceIncrease,
     decide_increase,
 )
-from rentwatch.core.swap import keep_usd_per_ref_h
+from rentwatch.core.worth.swap import keep_usd_per_ref_h
 
 INC = PriceIncrease(1, 1001, 0.4, 0.6, None, None, 1_000.0, 9_000.0)
 

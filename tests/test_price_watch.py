@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from rentwatch.core.billing import Mark, charges, event_mark, status_marks
-from rentwatch.core.price_rules import PriceIncrease
+from rentwatch.core.worth.price_increase import PriceIncrease
 from rentwatch.engine.prices import LOOK_EVERY_S
 
 from .test_billing_gaps import _created

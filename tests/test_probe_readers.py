@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rentwatch.core.host_checks import (
+from rentwatch.core.lifecycle import Phase
+from rentwatch.core.policy import DEFAULT
+from rentwatch.core.preflight.checks import (
     deep_checks,
     disk_check,
     net_check,
@@ -22,10 +24,8 @@ from rentwatch.core.host_checks import (
     vram_check,
     xid_check,
 )
-from rentwatch.core.lifecycle import Phase
-from rentwatch.core.policy import DEFAULT
+from rentwatch.core.preflight.verdict import CheckPolicy, detect_throttle, preflight_verdict
 from rentwatch.core.rules import Abandon, AttemptView, FleetSnapshot, decide
-from rentwatch.core.verdict import CheckPolicy, detect_throttle, preflight_verdict
 from rentwatch.engine.hosts.probe_io import (
     ProbeError,
     load_host_json,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import asyncssh
 import pytest
-from rentwatch.core.verdict import detect_throttle, preflight_verdict
+from rentwatch.core.preflight.verdict import detect_throttle, preflight_verdict
 from rentwatch.engine.hosts.probe_io import ProbeError, parse_probe_output, probe_source
 from rentwatch.engine.hosts.ssh import SSHFailure, SSHRunner
 from rentwatch.market.vast.client import VastClient
@@ -346,7 +346,7 @@ def _doc(fake, capsys, *args):
 
 
 def test_nvml_sample_reports_xid_events_link_and_a_lost_gpu(capsys):
-    from rentwatch.core.host_checks import xid_check
+    from rentwatch.core.preflight.checks import xid_check
 
     doc = _doc(EventNVML(), capsys)
     assert doc["xid"] == {
@@ -394,7 +394,7 @@ class _WatchLib:
 
 
 def test_watchdog_logs_xids_for_the_sampler_to_report(tmp_path, capsys):
-    from rentwatch.core.host_checks import xid_check
+    from rentwatch.core.preflight.checks import xid_check
     from rentwatch.probes import watchdog
 
     log = tmp_path / "xid.jsonl"

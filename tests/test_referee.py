@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from rentwatch.cli.main import main
-from rentwatch.core.campaign import parse_campaign
+from rentwatch.market.factory import load_campaign
 from rentwatch.referee.run import referee
 from rentwatch.referee.score import RunFacts, score
 from rentwatch.sim.scenario import parse_scenario
@@ -241,7 +241,7 @@ def test_a_run_that_cannot_finish_scores_never_within_its_deadline(tmp_path):
             "host_class": [{"behaviour": "freeze_pull", "share": 1.0, "pull_min": [30, 40]}],
         }
     )
-    camp = parse_campaign(CAMPAIGN.replace("max_creates = 12", "max_creates = 500"))
+    camp = load_campaign(CAMPAIGN.replace("max_creates = 12", "max_creates = 500"))
     out = referee(scen, camp, ["naive", "seed"], 1, deadline_min=20, workers=1)
     for run in out["runs"]:  # ended by the market-time deadline, not by running out of work
         assert run["ended"] == "referee: the market-time deadline passed"
@@ -354,7 +354,7 @@ def test_kept_logs_hold_each_runs_evidence_and_its_bill_decomposes(tmp_path):
     from bench.referee_costs import PARTS, decompose
 
     scen = parse_scenario({"seed": 3, "offers": 20, "time_scale": 600})
-    camp = parse_campaign(CAMPAIGN)  # the referee's default jobs: two of 30 market minutes
+    camp = load_campaign(CAMPAIGN)  # the referee's default jobs: two of 30 market minutes
     keep = tmp_path / "kept"
     out = referee(scen, camp, ["seed"], 1, deadline_min=240, workers=1, keep_logs=str(keep))
     [run] = out["runs"]

@@ -9,8 +9,8 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rentwatch.core.campaign import parse_campaign
-from rentwatch.core.gpu_specs import expected_tflops
+from rentwatch.core.preflight.gpu_specs import expected_tflops
+from rentwatch.market.factory import load_campaign
 from rentwatch.referee.floor import (
     Rentable,
     Work,
@@ -286,7 +286,7 @@ ref_hours = 0.25
 def test_rentables_are_the_delivering_machines_the_campaign_may_rent():
     scen = parse_scenario({"seed": 11, "offers": 40})
     market = SimMarket(scen)
-    camp = parse_campaign(CAMPAIGN)
+    camp = load_campaign(CAMPAIGN)
     lo = market.clock.now()
     got = {r.machine_id: r for r in rentables(market.machines, scen, camp, lo, lo + H, True)}
     for m in market.machines:
@@ -299,7 +299,7 @@ def test_rentables_are_the_delivering_machines_the_campaign_may_rent():
 
 
 def test_delivered_counts_finished_work_on_delivering_hosts_only():
-    camp = parse_campaign(CAMPAIGN)
+    camp = load_campaign(CAMPAIGN)
     truth = {
         "jobs": [
             # a: 0.2 done on a dud (instance 9), then finished from its checkpoint on 1
@@ -349,7 +349,7 @@ TIER_SCENARIO = {
 
 def test_every_policys_bill_is_at_or_above_its_runs_floor():
     scen = parse_scenario(TIER_SCENARIO)
-    camp = parse_campaign(CAMPAIGN.replace("fleet = 2", "fleet = 1"))
+    camp = load_campaign(CAMPAIGN.replace("fleet = 2", "fleet = 1"))
     out = referee(scen, camp, ["naive", "seed", "default"], 1, workers=2, lag_bound_s=600.0)
     for run in out["runs"]:
         assert run["total_usd"] >= run["floor_usd"] >= 0, run
@@ -364,7 +364,7 @@ def test_every_policys_bill_is_at_or_above_its_runs_floor():
 
 def test_a_warm_run_scores_a_second_campaign_whose_jobs_really_run():
     scen = parse_scenario(TIER_SCENARIO)
-    camp = parse_campaign(CAMPAIGN.replace("fleet = 2", "fleet = 1"))
+    camp = load_campaign(CAMPAIGN.replace("fleet = 2", "fleet = 1"))
     # its lag is not this test's subject (tests/test_referee_clock.py): a bound a loaded box
     # stays under, as the clock's own end-to-end test sets; an invalid run says `why` and is
     # left out of the summary (e81efea), so both campaigns must be valid to compare them
@@ -383,7 +383,7 @@ def test_a_warm_run_scores_a_second_campaign_whose_jobs_really_run():
 
 
 def test_the_warmup_campaign_is_another_with_the_same_shape():
-    camp = parse_campaign(CAMPAIGN)
+    camp = load_campaign(CAMPAIGN)
     early = warmup_campaign(camp)
     assert early.name != camp.name
     assert {j.name for j in early.jobs}.isdisjoint(j.name for j in camp.jobs)

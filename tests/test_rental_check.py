@@ -9,9 +9,9 @@ import asyncio
 from typing import Any
 
 import pytest
+from rentwatch.core.bidding.rental_check import rental_mismatch, rented_bid
 from rentwatch.core.models import Instance
 from rentwatch.core.policy import DEFAULT
-from rentwatch.core.rental_check import rental_mismatch, rented_bid
 from rentwatch.core.rules import Create
 from rentwatch.engine.hosts.ssh import load_or_create_key
 from rentwatch.market.vast.rows import parse_instance

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rentwatch.core.models import Offer
-from rentwatch.core.reputation import p_deliver, rank_offers
+from rentwatch.core.offers.reputation import p_deliver, rank_offers
 
 
 def offer(oid: int, machine: int, dph: float, rel: float | None = 0.95) -> Offer:
@@ -69,11 +69,11 @@ def test_quarantined_machines_never_offered(make_sim, tmp_path):
     """Offer choice excludes quarantined machines whatever their price (checked in the engine)."""
     import asyncio
 
-    from rentwatch.core.campaign import parse_campaign
     from rentwatch.core.policy import get_policy
     from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
     from rentwatch.engine.supervisor import Supervisor
     from rentwatch.ledger import Ledger
+    from rentwatch.market.factory import load_campaign
     from rentwatch.market.vast.client import VastClient
 
     from .campaigns import campaign_text
@@ -85,7 +85,7 @@ def test_quarantined_machines_never_offered(make_sim, tmp_path):
             sup = Supervisor(
                 c,
                 Ledger(tmp_path / "l.duckdb"),
-                parse_campaign(campaign_text("q", 1)),
+                load_campaign(campaign_text("q", 1)),
                 get_policy("default"),
                 SSHRunner(load_or_create_key(tmp_path / "k")),
                 log=lambda _: None,

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from rentwatch.core.bidding import RESCUE_SETTLE_S, RESCUE_WAIT_S
+from rentwatch.core.bidding.tier import RESCUE_SETTLE_S, RESCUE_WAIT_S
 from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobState
 from rentwatch.core.lifecycle import Phase

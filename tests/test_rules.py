@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.core.policy import DEFAULT, NAIVE, SEED, get_policy
+from rentwatch.core.preflight.verdict import Verdict
 from rentwatch.core.rules import (
     Abandon,
     AttemptView,
@@ -20,7 +20,7 @@ from rentwatch.core.rules import (
     Verify,
     decide,
 )
-from rentwatch.core.verdict import Verdict
+from rentwatch.market.factory import load_campaign
 
 from tests.fuzzing import examples
 
@@ -300,11 +300,11 @@ def test_a_rental_started_again_is_back_in_service():
 )
 def test_broken_campaign_files_name_line_and_field(text, needle):
     with pytest.raises(ConfigError, match=needle):
-        parse_campaign(text)
+        load_campaign(text)
 
 
 def test_campaign_and_overrides():
-    c = parse_campaign(
+    c = load_campaign(
         "name='a'\nimage='x'\nimage_cuda='12.4'\nmax_dph=0.5\nbudget_usd=5\nfleet=2\n"
         "offer_query='num_gpus=1 gpu_name in [RTX_3090,RTX_4090]'\n[policy]\nfreeze_window_s=300\n"
     )
@@ -321,17 +321,17 @@ def test_executor_refuses_automated_destroy_of_a_verified_instance(tmp_path):
     executor, and a human destroy needs the instance's id typed back."""
     import asyncio
 
-    from rentwatch.core.campaign import parse_campaign
     from rentwatch.engine.attempt import Attempt
     from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
     from rentwatch.engine.intents import DestroyIntent
     from rentwatch.engine.supervisor import AutomationRefused, DestroyConfirmation, Supervisor
     from rentwatch.ledger import Ledger
+    from rentwatch.market.factory import load_campaign
     from rentwatch.market.vast.client import VastClient
 
     async def run() -> None:
         client = VastClient("http://127.0.0.1:9", "k", max_attempts=1, min_intervals={})
-        camp = parse_campaign("name='g'\nimage='x'\nmax_dph=1\nbudget_usd=1\n")
+        camp = load_campaign("name='g'\nimage='x'\nmax_dph=1\nbudget_usd=1\n")
         sup = Supervisor(
             client,
             Ledger(":memory:"),

@@ -673,8 +673,8 @@ def test_bad_intents_say_what_is_wrong(body, says):
 def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
     """`watch`/`demo` serve their own engine and attach to it like any dashboard: `ls` lists
     the session, `ledger` answers while it holds the file, and Stop all still releases all."""
-    from rentwatch.core.campaign import parse_campaign
     from rentwatch.core.policy import get_policy
+    from rentwatch.market.factory import load_campaign
     from rentwatch.run.dashboard import make_engine
     from rentwatch.run.service.controller import attach_in_process
 
@@ -684,7 +684,7 @@ def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
     engine = make_engine(
         sim.url,
         sim.api_key,
-        parse_campaign(campaign_text("tui", 2)),
+        load_campaign(campaign_text("tui", 2)),
         get_policy("default"),
         ledger,
         tmp_path / "key",

@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import asyncssh
 import pytest
-from rentwatch.core.blame import Evidence, Failure, Party, Stage, blame
+from rentwatch.core.blame.fault import Evidence, Failure, Party, Stage, blame
 from rentwatch.core.errors import ConfigError
-from rentwatch.core.host_checks import deep_checks, first_failure, xid_check
-from rentwatch.core.verdict import CheckPolicy, preflight_verdict
+from rentwatch.core.preflight.checks import deep_checks, first_failure, xid_check
+from rentwatch.core.preflight.verdict import CheckPolicy, preflight_verdict
 from rentwatch.engine.hosts.probe_io import parse_probe_output, probe_source
 from rentwatch.engine.hosts.ssh import SSHRunner
 from rentwatch.market.vast.client import VastClient

@@ -13,8 +13,8 @@ import asyncssh
 import httpx
 import pytest
 from rentwatch.core.billing import Mark, charges
+from rentwatch.core.blame.patterns import fatal_match
 from rentwatch.core.models import Instance
-from rentwatch.core.patterns import fatal_match
 from rentwatch.engine.hosts.ssh import Route, SSHFailure, SSHRunner
 from rentwatch.market.vast.client import VastClient
 from rentwatch.market.vast.rows import parse_instance

@@ -87,7 +87,7 @@ def test_every_behaviour_boots_as_described(behaviour):
         assert "Downloading" in final_msg
     if behaviour == "fatal_pull":
         assert "running" not in statuses
-        from rentwatch.core.patterns import fatal_match
+        from rentwatch.core.blame.patterns import fatal_match
 
         assert fatal_match(final_msg)
     if behaviour == "exited":

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rentwatch.core.gpu_specs import expected_tflops
+from rentwatch.core.preflight.gpu_specs import expected_tflops
 from rentwatch.ledger import Ledger
 
 from .campaigns import run_campaign
@@ -182,7 +182,7 @@ def _offer(oid: int, gpu: str, dph: float, machine: int):
 def test_default_ranks_by_dollars_per_delivered_work_and_seed_by_price():
     from rentwatch.core.campaign import Job
     from rentwatch.core.delivery import outlook
-    from rentwatch.core.offer_choice import choose_offers
+    from rentwatch.core.offers.choice import choose_offers
 
     slow = _offer(1, "RTX 3060", 0.10, 101)  # cheapest by the hour, dearest per TFLOP
     fast = _offer(2, "RTX 4090", 0.35, 102)
@@ -250,8 +250,8 @@ def test_a_resumed_job_is_credited_only_the_work_its_new_host_did():
     from types import SimpleNamespace
 
     from rentwatch.core.campaign import Job
-    from rentwatch.core.gpu_specs import expected_tflops
     from rentwatch.core.jobs import JobState
+    from rentwatch.core.preflight.gpu_specs import expected_tflops
     from rentwatch.engine.jobs.delivered import note_delivery
 
     model = expected_tflops("RTX 3080")

@@ -13,9 +13,9 @@ import sys
 import pytest
 from rentwatch.cli.main import main
 from rentwatch.cli.ssh import route_of
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.headless import run_headless
 
 from tests.campaigns import campaign_text
@@ -26,7 +26,7 @@ HEALTHY = [{"behaviour": "healthy", "share": 1.0}]
 def _detached_campaign(sim, tmp_path, name="sshc"):
     """A campaign of two that leaves its fleet running (--detach): hosts to go into."""
     ledger = tmp_path / "l.duckdb"
-    campaign = parse_campaign(campaign_text(name, 2))
+    campaign = load_campaign(campaign_text(name, 2))
     code = asyncio.run(
         run_headless(
             campaign,

@@ -1,4 +1,4 @@
-"""A slow proven host against a fresh create (core/swap.py, engine/jobs/swap_watch.py): stopped,
+"""A slow proven host against a fresh create (core/worth/swap.py, engine/jobs/swap_watch.py): stopped,
 never destroyed, only while no job runs on it and work is queued, and only after it has been
 slow for a while by a threshold it must fall well under to be forgiven (no flapping)."""
 
@@ -10,13 +10,14 @@ import pytest
 from rentwatch.core.campaign import Job
 from rentwatch.core.decisions import Abandon, AttemptView, Create, FleetSnapshot, Stop
 from rentwatch.core.delivery import WorkOutlook, outlook
-from rentwatch.core.gpu_specs import expected_tflops
 from rentwatch.core.jobs import JobQueue
 from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.core.models import Offer
 from rentwatch.core.policy import DEFAULT, Policy
+from rentwatch.core.preflight.gpu_specs import expected_tflops
+from rentwatch.core.preflight.verdict import Verdict
 from rentwatch.core.rules import decide
-from rentwatch.core.swap import (
+from rentwatch.core.worth.swap import (
     SLOW_DWELL_S,
     SLOW_ENTER,
     SLOW_LEAVE,
@@ -27,7 +28,6 @@ from rentwatch.core.swap import (
     swap_due,
     swap_out,
 )
-from rentwatch.core.verdict import Verdict
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.fleet import Fleet
 from rentwatch.engine.jobs.swap_watch import LOOK_EVERY_S, SwapWatch

@@ -9,11 +9,11 @@ import threading
 import time
 
 import psycopg
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.team import TeamConfig
 from rentwatch.ledger.team.store import TeamStore
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.headless import run_headless
 
 from .campaigns import campaign_text
@@ -28,7 +28,7 @@ MARKET = [
 
 
 def _run(sim, tmp_path, name: str, team: TeamConfig) -> int:
-    campaign = parse_campaign(campaign_text(name, fleet=1, max_creates=20))
+    campaign = load_campaign(campaign_text(name, fleet=1, max_creates=20))
     return asyncio.run(
         run_headless(
             campaign,

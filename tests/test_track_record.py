@@ -1,4 +1,4 @@
-"""The delivery record (core/track_record.py): what each rental delivered, faded with age, summed
+"""The delivery record (core/offers/track_record.py): what each rental delivered, faded with age, summed
 per machine, host, GPU model and price band, and the odds the ranking reads from it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rentwatch.core.track_record import (
+from rentwatch.core.offers.track_record import (
     HALF_LIFE_H,
     VERIFIED_ONLY,
     Memory,
@@ -19,7 +19,7 @@ from rentwatch.core.track_record import (
     remember,
     weight,
 )
-from rentwatch.core.work_cost import PRIOR_ODDS
+from rentwatch.core.offers.work_cost import PRIOR_ODDS
 
 H = 3600.0
 NOW = 1_000_000.0
@@ -181,7 +181,7 @@ def test_the_ranking_per_delivered_hour_reads_the_record_by_band_and_host() -> N
     a fresh offer in the band where every rental was a dud ranks below a dearer one in a band
     that delivered, and a machine on a host whose other machine failed ranks below a stranger."""
     from rentwatch.core.models import Offer
-    from rentwatch.core.offer_choice import choose_offers
+    from rentwatch.core.offers.choice import choose_offers
 
     def offer(oid: int, machine: int, host: int, dph: float) -> Offer:
         return Offer(oid, machine, host, "RTX 4090", 1, dph, dph, 0.1, 12.8, 0.98, None, 1.0, "US")

@@ -10,10 +10,10 @@ import os
 
 import pytest
 from rentwatch.cli.commands import _read_campaign
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.run.headless import run_headless
 
 from tests.campaigns import campaign_text
@@ -76,9 +76,9 @@ def test_a_missing_upload_is_said_before_anything_is_rented(tmp_path):
     with pytest.raises(ConfigError, match="upload: no such file or folder: .*nope"):
         _read_campaign(str(f))
     with pytest.raises(ConfigError, match="upload"):
-        parse_campaign('upload = "src"\n' + campaign_text("up", 1))
+        load_campaign('upload = "src"\n' + campaign_text("up", 1))
     with pytest.raises(ConfigError, match="upload"):
-        parse_campaign('upload = [""]\n' + campaign_text("up", 1))
+        load_campaign('upload = [""]\n' + campaign_text("up", 1))
 
 
 # The upload rule (issue 45, item 15): a shared campaign file pushed rentwatch's own SSH key

@@ -8,9 +8,9 @@ import asyncio
 import time
 
 import pytest
-from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
+from rentwatch.market.factory import load_campaign
 from rentwatch.market.vast.client import VastClient
 from rentwatch.run.dashboard import make_engine, watch_campaign
 from rentwatch.widgets.app import RentwatchApp
@@ -48,7 +48,7 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
     sim = make_sim(seed=11, offers=30, time_scale=240)
     theirs = asyncio.run(_by_hand(sim.url, sim.api_key))
     ledger = Ledger(tmp_path / "l.duckdb")
-    camp = parse_campaign(campaign_text("own", 1)) if with_campaign else watch_campaign()
+    camp = load_campaign(campaign_text("own", 1)) if with_campaign else watch_campaign()
     engine = make_engine(
         sim.url,
         sim.api_key,

@@ -95,9 +95,9 @@ def test_a_job_resumed_from_another_hosts_checkpoint_does_not_credit_this_host_w
     the host's measured speed (its preflight's), not that (training family 1: a 4090 that
     finished a resumed job in 209 s was remembered at 13.7x its model's speed)."""
     from rentwatch.core.campaign import Job
-    from rentwatch.core.gpu_specs import expected_tflops
     from rentwatch.core.jobs import JobState
-    from rentwatch.core.verdict import Verdict
+    from rentwatch.core.preflight.gpu_specs import expected_tflops
+    from rentwatch.core.preflight.verdict import Verdict
     from rentwatch.engine.attempt import Attempt
     from rentwatch.engine.jobs.delivered import work_detail
 

@@ -1,4 +1,4 @@
-"""The `default` ranking by expected USD per delivered reference GPU-hour (core/work_cost.py):
+"""The `default` ranking by expected USD per delivered reference GPU-hour (core/offers/work_cost.py):
 a dud bills the offer's own price for as long as the rules take to catch it, the odds come from
 this machine's and this GPU model's record in our ledger, and `seed` still ranks by price."""
 
@@ -9,17 +9,17 @@ from types import SimpleNamespace
 import pytest
 from rentwatch.core.campaign import Job
 from rentwatch.core.delivery import PRIOR_SHARE, WorkOutlook, outlook
-from rentwatch.core.gpu_specs import expected_tflops
 from rentwatch.core.models import Offer
-from rentwatch.core.offer_choice import choose_offers, rank_by_work
-from rentwatch.core.policy import DEFAULT, SEED
-from rentwatch.core.reputation import market_odds
-from rentwatch.core.work_cost import (
+from rentwatch.core.offers.choice import choose_offers, rank_by_work
+from rentwatch.core.offers.reputation import market_odds
+from rentwatch.core.offers.work_cost import (
     deliver_odds,
     detect_h,
     detect_prior_h,
     host_cost,
 )
+from rentwatch.core.policy import DEFAULT, SEED
+from rentwatch.core.preflight.gpu_specs import expected_tflops
 from rentwatch.engine.offers import OfferBook
 from rentwatch.ledger import Ledger
 
@@ -189,7 +189,7 @@ def test_a_spare_that_would_work_on_a_dearer_offer_is_not_free():
     """A delivering spare with a job waiting takes that job; on an offer ranked below the
     fleet's, its share of the work costs the difference (`spare_work_premium`), and the hedge
     keeps fewer spares for it than when the work were paid alike wherever it ran."""
-    from rentwatch.core.offer_choice import hedge_for, spare_work_premium
+    from rentwatch.core.offers.choice import hedge_for, spare_work_premium
 
     cheap = [_offer(i, REF, 0.20, i) for i in range(1, 4)]
     dear = [_offer(10 + i, REF, 0.60, 10 + i) for i in range(3)]
@@ -220,7 +220,7 @@ def test_a_fresh_ledger_explores_on_the_cheap_card_before_the_dear_one():
     GPU-hour, when it works: with nothing learned, a dud there bills its own price while the
     rules catch it (and its boot bills as much), so the cheap card is tried first; once the
     dear card's model has delivered, it is trusted with the work."""
-    from rentwatch.core.track_record import Rental, remember
+    from rentwatch.core.offers.track_record import Rental, remember
 
     cheap = _offer(1, "RTX 3090", 0.20, 101)
     rate = (expected_tflops("RTX 3090") or 0) / (expected_tflops("H100 SXM") or 1)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rentwatch.core.preflight.vitals import HOT_C
 from rentwatch.core.text import clean
-from rentwatch.core.vitals import HOT_C
 from rentwatch.views.detail import InstanceDetail, JobLine
 from rentwatch.views.snapshot import rate_figure
 from rich.table import Table

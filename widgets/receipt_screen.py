@@ -90,7 +90,7 @@ class ReceiptScreen(Screen[None]):
             limit=1,
         ).rows
         hosts = self.ledger.query(
-            # p(deliver) with the prior of rentwatch.core.reputation (mean 0.4, weight 2)
+            # p(deliver) with the prior of rentwatch.core.offers.reputation (mean 0.4, weight 2)
             # short names: thirteen columns in 80 cells cut every header to "machi…"
             "select h.machine_id machine, h.host_id host, creates, booted, computed, "
             "finished, throttled, went_offline offline, duds, "

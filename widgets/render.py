@@ -5,8 +5,8 @@ safe whatever snapshot it is handed)."""
 
 from __future__ import annotations
 
+from rentwatch.core.preflight.vitals import HOT_C
 from rentwatch.core.text import clean
-from rentwatch.core.vitals import HOT_C
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
 

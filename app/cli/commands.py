@@ -179,13 +179,13 @@ def _read_campaign(
     dotfile or a key (rentwatch's own, `ssh_key` or the default, included)."""
     import dataclasses
 
-    from ..core.campaign import parse_campaign
     from ..core.errors import ConfigError
     from ..core.text import clean
     from ..engine.jobs.upload_rule import check_uploads
     from ..engine.session import default_key_path
+    from ..market.factory import load_campaign
 
-    camp = parse_campaign(_read_text(path, "campaign"), path)
+    camp = load_campaign(_read_text(path, "campaign"), path)
     if not camp.upload:
         return camp
     # uploads are the operator's files beside the campaign: found from its folder, wherever
@@ -343,7 +343,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def cmd_referee(args: argparse.Namespace) -> int:
     import json
 
-    from ..core.campaign import parse_campaign
+    from ..market.factory import load_campaign
     from ..referee.run import format_table, referee, referee_campaign
     from ..sim.scenario import load_scenario
 
@@ -351,7 +351,7 @@ def cmd_referee(args: argparse.Namespace) -> int:
         _read_text(args.scenario, "scenario")
     scenario = None if args.family and not args.scenario else load_scenario(args.scenario)
     campaign = (
-        parse_campaign(_read_text(args.campaign, "campaign"), args.campaign)
+        load_campaign(_read_text(args.campaign, "campaign"), args.campaign)
         if args.campaign
         else referee_campaign()
     )

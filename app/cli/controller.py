@@ -88,9 +88,8 @@ def _serve(
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
-    from ..core.campaign import parse_campaign
     from ..core.policy import get_policy
-    from ..market.factory import find_api_key
+    from ..market.factory import find_api_key, load_campaign
     from ..run.dashboard import DEMO_CAMPAIGN, fresh_demo_name, make_engine, watch_campaign
     from .team import team_config
 
@@ -103,7 +102,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
         from ..sim.server import SimServer
 
         name = fresh_demo_name(ledger_path)
-        campaign = parse_campaign(
+        campaign = load_campaign(
             DEMO_CAMPAIGN.replace('name = "demo"', f"name = {name!r}", 1), "demo"
         )
         scenario = {"seed": args.seed, "time_scale": args.time_scale, "name": "article"}

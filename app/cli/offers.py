@@ -2,10 +2,10 @@
 
 The engine's own choice (`engine/preview.py`): a supervisor built as a start builds it searches
 as its first poll does (on the tier the campaign's next job may go on), and the rules decide
-on that snapshot; `core/picks.py` orders every fit offer as the rules rank creates, each with
+on that snapshot; `core/offers/picks.py` orders every fit offer as the rules rank creates, each with
 the tier and bid its create would carry. The rows marked first are the creates the rules
 returned. Each offer also carries its expected cost per delivered hour
-(`core.reputation.delivered_hour_usd`), and with sized jobs per reference hour. Nothing is
+(`core.offers.reputation.delivered_hour_usd`), and with sized jobs per reference hour. Nothing is
 rented or recorded."""
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from ..core.campaign import Campaign
 from ..core.errors import RentwatchError
 from ..core.models import Offer
-from ..core.picks import Pick
+from ..core.offers.picks import Pick
+from ..core.offers.reputation import delivered_hour_usd, market_odds, usd_at_odds
 from ..core.policy import Policy
-from ..core.reputation import delivered_hour_usd, market_odds, usd_at_odds
 from ..core.text import clean
 from ..market.factory import DEFAULT_URL
 
@@ -37,7 +37,7 @@ class OfferSearchFailed(RentwatchError):
 
 @dataclass(frozen=True)
 class Ranked:
-    """One offer as the campaign sees it: the engine's pick (`core.picks.Pick`) with its rank,
+    """One offer as the campaign sees it: the engine's pick (`core.offers.picks.Pick`) with its rank,
     tier and bid, or (pick None) why it would not be rented."""
 
     offer: Offer  # as the create would pay it (its bid on the tier), or as listed when unfit

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigError
-from .offer_query import parse_query, wildcarded
 
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 JOB_KEYS = frozenset(
@@ -33,6 +32,11 @@ JOB_KEYS = frozenset(
 )
 RENTALS = ("on-demand", "interruptible", "auto")
 SECRET_HINTS = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
+# an offer filter: `{field: {op: value}}`, what a market's search takes
+OfferTerms = dict[str, dict[str, Any]]
+# a market's reader of its own query language (the text a campaign's `offer_query` holds): the
+# terms it means, or ConfigError
+QueryReader = Callable[[str], OfferTerms]
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ class Campaign:
     image: str
     image_cuda: float
     disk_gb: float
-    offer_query: dict[str, Any]
+    offer_query: OfferTerms
     max_dph: float
     fleet: int
     max_creates: int
@@ -119,7 +123,9 @@ def _job_line_of(text: str, index: int, key: str) -> str:
     return f"line {header}: " if seen >= index and header else ""
 
 
-def parse_campaign(text: str, source: str = "campaign") -> Campaign:
+def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
+    """The campaign `text` says (`source` names it in errors), its `offer_query` read by the
+    market's `read_query`; anything wrong raises ConfigError."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -189,9 +195,7 @@ def parse_campaign(text: str, source: str = "campaign") -> Campaign:
     disk = number("disk_gb", 20, lo=1, hi=2000, open_lo=False)
     query_text = get("offer_query", (str, dict), "")
     try:
-        query = parse_query(query_text) if isinstance(query_text, str) else dict(query_text)
-        if isinstance(query_text, str):  # `field=any`: {} keeps the client's default off it
-            query.update({f: {} for f in wildcarded(query_text)})
+        query = read_query(query_text) if isinstance(query_text, str) else dict(query_text)
     except ConfigError as exc:
         raise fail("offer_query", str(exc)) from None
     max_dph = number("max_dph", hi=1000)

@@ -10,17 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
-from .blame import BlameView
+from .blame.fault import BlameView
 from .delivery import WorkOutlook
 from .lifecycle import Phase
 from .models import Offer
-from .offer_choice import Exclusions, History, OfferTerms, Quarantine
-from .track_record import Memory
-from .verdict import Throttle, Verdict
+from .offers.choice import Exclusions, History, OfferTerms, Quarantine
+from .offers.track_record import Memory
+from .preflight.verdict import Throttle, Verdict
 
 if TYPE_CHECKING:
-    from .bid_rules import BidTerms
-    from .swap import Slow
+    from .bidding.rules import BidTerms
+    from .worth.swap import Slow
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .campaign import Job
-from .gpu_specs import expected_tflops
-from .track_record import Memory
-from .work_cost import detect_prior_h
+from .offers.track_record import Memory
+from .offers.work_cost import detect_prior_h
+from .preflight.gpu_specs import expected_tflops
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from math import comb
 
-from .reputation import (
+from .offers.reputation import (
     ROUND_H,  # an attempt is verified or given up in about 15 minutes
 )
 

@@ -54,9 +54,6 @@ HELD = ALIVE | {P.ABANDONED}  # things the controller must stop or destroy befor
 IN_FLIGHT = frozenset({P.REQUESTED, P.BOOTING, P.RUNNING, P.VERIFYING})  # not in service yet
 
 
-ENDED_UNDELIVERED = frozenset({P.ABANDONED, P.DESTROYED, P.LOST})
-
-
 # the failure class of a give-up that says nothing of the host: the campaign's end, a person,
 # the campaign's own fault, a bid refused at create, the market's stop before it was proven
 CANCELLED = "cancelled"

@@ -27,7 +27,7 @@ class Status(StrEnum):
 
 KNOWN_STATUSES = frozenset(s.value for s in Status)
 # what the intended, current and next state say when the rental is (to be) stopped
-STOPPED_STATES = frozenset({"stopped", "inactive", "offline"})
+STOPPED_STATES = frozenset({"stopped", "offline"})
 
 
 @dataclass(frozen=True, slots=True)

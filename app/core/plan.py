@@ -32,7 +32,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .bidding import RESUME_H
+from .bidding.tier import RESUME_H
 
 DRAWS = 400
 

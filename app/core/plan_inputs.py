@@ -7,17 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .bidding import checkpoint_every_s, outbid_cost
+from .bidding.tier import checkpoint_every_s, outbid_cost
 from .billing import storage_per_hour
 from .campaign import Campaign, Job
 from .decisions import FleetSnapshot
 from .delivery import PRIOR_SHARE, WorkOutlook, outlook, sized
-from .gpu_specs import expected_tflops
-from .offer_choice import work_odds
-from .picks import Pick
+from .offers.choice import work_odds
+from .offers.picks import Pick
+from .offers.work_cost import detect_prior_h
 from .plan import Candidate, PlanInputs
 from .policy import Policy
-from .work_cost import detect_prior_h
+from .preflight.gpu_specs import expected_tflops
 
 
 @dataclass(frozen=True)

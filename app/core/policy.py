@@ -6,10 +6,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .blame.patterns import DEFAULT_FATAL_PATTERNS
 from .errors import ConfigError
-from .patterns import DEFAULT_FATAL_PATTERNS
-from .track_record import HALF_LIFE_H
-from .verdict import CheckPolicy
+from .offers.track_record import HALF_LIFE_H
+from .preflight.verdict import CheckPolicy
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Policy:
     # how many runs' worth the market's pooled record counts for beside a GPU model's own
     # record, and a flat prior beside the pool, when ranking by delivered work
     odds_prior_runs: float = 2.0
-    # market hours for a rental's evidence to weigh half in the record (core/track_record.py;
+    # market hours for a rental's evidence to weigh half in the record (core/offers/track_record.py;
     # 0: it never fades)
     memory_half_life_h: float = HALF_LIFE_H
     # stop rules for verified instances

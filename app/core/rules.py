@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .bid_rules import as_rented, bid_down, priced, tier_rules
-from .blame_rules import under_blame
+from .bidding.rules import as_rented, bid_down, priced, tier_rules
+from .blame.patterns import compile_patterns, fatal_match
+from .blame.rules import under_blame
 from .decisions import (
     Abandon,
     AttemptView,
@@ -26,18 +27,17 @@ from .decisions import (
 )
 from .lifecycle import Phase
 from .models import Offer
-from .offer_choice import (
+from .offers.choice import (
     at_risk,
     fit_of,
     hedge_for,
     quarantine_for,
     within_budget,
 )
-from .patterns import compile_patterns, fatal_match
-from .picks import rank_creates
+from .offers.picks import rank_creates
+from .offers.reuse import restarts
 from .policy import Policy
-from .reuse import restarts
-from .swap import swap_out
+from .worth.swap import swap_out
 
 __all__ = [
     "Abandon",

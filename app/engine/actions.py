@@ -8,10 +8,10 @@ import asyncio
 import secrets
 from typing import Any
 
+from ..core.bidding.rental_check import rental_mismatch
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance, Offer
-from ..core.rental_check import rental_mismatch
 from ..core.rows import campaign_label
 from ..ledger import EventKind
 from ..market.errors import REFUSALS, CreateResult
@@ -254,7 +254,7 @@ class Actions:
 
     async def _as_asked(self, a: Attempt, offer: Offer, actor: str) -> bool:
         """Show the new rental and check it is what the create asked for: its type (bid or
-        on-demand) and its price (`core.rental_check`). A mismatch is a `rental_mismatch`
+        on-demand) and its price (`core.bidding.rental_check`). A mismatch is a `rental_mismatch`
         event with its fix: the wrong type (or an on-demand price over the ceiling) given up
         and destroyed, the rules renting again (False); a bid held at another price bid again
         at ours. A row the market does not show yet is checked by nothing more (said)."""

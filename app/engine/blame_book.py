@@ -1,4 +1,4 @@
-"""The campaign's blame book: one `Evidence` per campaign (app/core/blame.py), fed by what the
+"""The campaign's blame book: one `Evidence` per campaign (app/core/blame/fault.py), fed by what the
 engine sees (an image that ran on a machine, a failure, a job that finished), and the campaign
 fault, once one is proven (DESIGN.md rule 10).
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from ..core.blame import (
+from ..core.blame.fault import (
     Blame,
     BlameView,
     Evidence,
@@ -169,7 +169,7 @@ class BlameBook:
         return self.fault is not None or (self.pull_in_doubt and others_in_flight)
 
     def view(self) -> BlameView:
-        """What the rules read of the blame so far (`core/blame_rules.py` decides with it)."""
+        """What the rules read of the blame so far (`core/blame/rules.py` decides with it)."""
         return BlameView(
             image=self.image,
             evidence=self.evidence,

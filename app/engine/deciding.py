@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..core.bid_rules import tier_ran_dry
+from ..core.bidding.rules import tier_ran_dry
 from ..core.campaign import Campaign
 from ..core.delivery import WorkOutlook
 from ..core.lifecycle import Phase

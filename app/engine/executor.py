@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..core.decisions import Move, Rebid, Restart, Resume
 from ..core.lifecycle import Phase
-from ..core.offer_choice import Quarantine
+from ..core.offers.choice import Quarantine
 from ..core.policy import Policy
 from ..core.rules import Abandon, Create, Decision, Finish, StartPreflight, Stop, Verify
 from ..ledger import EventKind
@@ -89,7 +89,7 @@ class Executor:
         return None
 
     async def restart(self, a: Attempt, d: Restart) -> None:
-        """A proven rental stopped for want of work, started again (core/reuse.py): it boots
+        """A proven rental stopped for want of work, started again (core/offers/reuse.py): it boots
         and is checked as any start is; one the market refuses is not asked again."""
         try:
             at = await self.actions.start(a, d.rule, d.reason)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 
 from ..core.lifecycle import ALIVE, HELD, Phase
-from ..core.offer_choice import Quarantine
+from ..core.offers.choice import Quarantine
 from ..core.policy import Policy
 from ..ledger import EventKind, Ledger
 from .attempt import REUSABLE_STOPS, Attempt

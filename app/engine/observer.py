@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..core.bidding import stop_cause
+from ..core.bidding.tier import stop_cause
 from ..core.errors import BadRow
 from ..core.lifecycle import Phase
 from ..core.models import Instance

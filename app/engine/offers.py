@@ -1,5 +1,5 @@
 """The offer book: the last offer search's answer, when to search again, and the inputs the
-pure offer choice (`core.offer_choice`) needs: the campaign's terms, the machines to skip and
+pure offer choice (`core.offers.choice`) needs: the campaign's terms, the machines to skip and
 our own record of each machine."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 from ..core.campaign import Campaign, Job
 from ..core.delivery import WorkOutlook, outlook
 from ..core.models import Offer
-from ..core.offer_choice import Exclusions, History, OfferTerms, choose_offers, fit_offers
+from ..core.offers.choice import Exclusions, History, OfferTerms, choose_offers, fit_offers
+from ..core.offers.track_record import Memory, remember
+from ..core.offers.work_cost import detect_h, detect_prior_h
 from ..core.policy import Policy
-from ..core.track_record import Memory, remember
-from ..core.work_cost import detect_h, detect_prior_h
 from ..ledger import Ledger
 from ..market.errors import REFUSALS
 from ..market.protocol import Market

@@ -3,7 +3,7 @@ as a start builds it (the quarantine, the creates made, the jobs and the tier's 
 read from the ledger), whose decider searches the offers and asks the rules, as its first poll
 does. Nothing is rented and nothing is written: the decisions are read, never executed.
 
-`rentwatch offers` shows the result (`core/picks.py` orders it) and `--plan` prices the job
+`rentwatch offers` shows the result (`core/offers/picks.py` orders it) and `--plan` prices the job
 set from it (`core/plan.py`)."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import asyncssh
 
-from ..core.bid_rules import as_rented
+from ..core.bidding.rules import as_rented
 from ..core.campaign import Campaign, Job
 from ..core.decisions import Decision, FleetSnapshot
 from ..core.models import Offer
-from ..core.offer_choice import unfit_reason
-from ..core.picks import Pick, picks
+from ..core.offers.choice import unfit_reason
+from ..core.offers.picks import Pick, picks
 from ..core.policy import Policy
 from ..ledger import Ledger
 from ..market.protocol import Market

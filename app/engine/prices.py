@@ -1,6 +1,6 @@
 """Hosts' price increases on our rentals (vast-cli PR #401), decided and carried out: every
 five market minutes the pending increases are read; each on a rental this campaign owns is weighed by
-the pure rule (`core/price_rules.py`: the new price per delivered reference GPU-hour against a
+the pure rule (`core/worth/price_increase.py`: the new price per delivered reference GPU-hour against a
 move to the best fit offer, boot, duds and the work since the last checkpoint in), answered
 (accept or reject), and written to the ledger before and after the call with both prices and
 the rule's reason, and to the decision log.
@@ -17,8 +17,8 @@ from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Offer
 from ..core.policy import Policy
-from ..core.price_rules import IncreaseCase, PriceIncrease, PriceVerdict, decide_increase
-from ..core.swap import fresh_usd_per_ref_h
+from ..core.worth.price_increase import IncreaseCase, PriceIncrease, PriceVerdict, decide_increase
+from ..core.worth.swap import fresh_usd_per_ref_h
 from ..ledger import EventKind, Ledger
 from ..market.errors import REFUSALS
 from ..market.protocol import Market

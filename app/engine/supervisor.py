@@ -161,7 +161,7 @@ class Supervisor:
             self.offer_book,
             campaign,
             policy,
-        )  # hosts' price increases (core/price_rules.py)
+        )  # hosts' price increases (core/worth/price_increase.py)
         self.started_at: float | None = None  # the campaign's first start, read once
         self.adopt_all = adopt_all  # show every instance of the account (the rest observed)
         # watch without a campaign: nothing is supervised unless the operator hands it over

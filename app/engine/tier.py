@@ -1,7 +1,7 @@
 """The interruptible tier in the engine: the terms the rules bid under, what the observer saw
 of bid rentals (an outbid, a resume), and the tier's decisions carried out (a rebid, a move,
-a resume taken back into service). The choices are the pure core's (`core/bidding.py`,
-`core/bid_rules.py`); this module records and acts.
+a resume taken back into service). The choices are the pure core's (`core/bidding/tier.py`,
+`core/bidding/rules.py`); this module records and acts.
 
 An outbid kills the job's processes at once (Vast's docs: "Your instance is stopped (killing
 running processes)", `guides/reference/faq/rental-types.mdx`), so the job goes back to the
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from ..core.bid_rules import BidTerms
-from ..core.bidding import checkpoint_every_s, move_share, tier_for, work_lost_s
+from ..core.bidding.rules import BidTerms
+from ..core.bidding.tier import checkpoint_every_s, move_share, tier_for, work_lost_s
 from ..core.billing import price_of
 from ..core.campaign import Campaign
 from ..core.decisions import Move, Rebid, Resume

@@ -45,7 +45,7 @@ class EventKind(StrEnum):
     FLEET_SIZE = "fleet_size"  # the wanted fleet changed (a person, or their stop of one)
     HAND_OVER = "hand_over"  # a person handed an instance rentwatch did not create to automation
     ERROR = "error"  # the engine refused something of its own (an illegal lifecycle move)
-    # the interruptible tier (core/bidding.py): each with the bid, bid_floor and the reason
+    # the interruptible tier (core/bidding/tier.py): each with the bid, bid_floor and the reason
     OUTBID = "outbid"  # a bid rental stopped by the market for a higher bid or on-demand
     RESUMED = "resumed"  # an outbid rental running again by itself (it bills again from then)
     REBID = "rebid"  # the bid of a rental changed (PUT instances/bid_price)
@@ -54,7 +54,7 @@ class EventKind(StrEnum):
     # (PUT commands/copy_direct): asked (`phase` intent), landed or given up (outcome)
     RESCUED = "rescued"
     # a rental that is not what its create asked for (its type or price, read off the market's
-    # row right after the create: core/rental_check.py), and the fix it got
+    # row right after the create: core/bidding/rental_check.py), and the fix it got
     RENTAL_MISMATCH = "rental_mismatch"
     # a host's price increase pending on a rental (vast-cli PR #401), and our answer to it
     # (`phase` intent, then outcome): the old and new prices, the rule's weighing, its reason

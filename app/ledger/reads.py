@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..core.track_record import Rental
+from ..core.offers.track_record import Rental
 from .event import Event
 from .kinds import EventKind
 from .records import MODEL_RECORD_SQL, RENTAL_RECORD_SQL, model_rows, rental_rows
@@ -137,7 +137,7 @@ class NamedReads:
 
     def rentals(self) -> list[Rental]:
         """Every rental that is evidence of its host, every campaign, with what it delivered
-        (`records.RENTAL_RECORD_SQL`): what `core.track_record` fades and sums."""
+        (`records.RENTAL_RECORD_SQL`): what `core.offers.track_record` fades and sums."""
         rows = self._record_read(
             "rentals", lambda: dict(enumerate(rental_rows(self._rows(RENTAL_RECORD_SQL))))
         )

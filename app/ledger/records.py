@@ -1,7 +1,7 @@
-"""Our record of hosts, for ranking offers (`core.work_cost`, `core.track_record`): per GPU
+"""Our record of hosts, for ranking offers (`core.offers.work_cost`, `core.offers.track_record`): per GPU
 model, how many of its rentals delivered, how many were duds, and how long its duds lived
 before the rules caught them; and per rental, what it delivered (the evidence
-`core.track_record` fades and sums per machine, host, model and price band). Counted as
+`core.offers.track_record` fades and sums per machine, host, model and price band). Counted as
 `Ledger.machine_record` counts a machine: an attempt given up for the campaign's fault (its
 abandon names a `blame`) or cancelled says nothing of its host."""
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..core.track_record import Rental
+from ..core.offers.track_record import Rental
 
 MODEL_RECORD_SQL = """
 SELECT gpu_name,
@@ -52,7 +52,7 @@ WHERE i.machine_id IS NOT NULL AND i.gpu_name IS NOT NULL AND i.instance_id NOT 
 
 
 def rental_rows(rows: Iterable[tuple[Any, ...]]) -> list[Rental]:
-    """The ledger's rentals as `core.track_record` reads them."""
+    """The ledger's rentals as `core.offers.track_record` reads them."""
     return [
         Rental(
             machine_id=int(m),

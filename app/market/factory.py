@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+from ..core.campaign import Campaign, parse_campaign
 from .protocol import Market, SharedClock
 from .vast.defaults import DEFAULT_TIMEOUT, REAL_MARKET
 from .vast.keys import NoApiKey, find_api_key
+from .vast.query import read_query
 
 DEFAULT_URL = REAL_MARKET  # the market a command acts on unless given `--market-url`
 
@@ -22,9 +24,16 @@ __all__ = [
     "DEFAULT_URL",
     "NoApiKey",
     "find_api_key",
+    "load_campaign",
     "market_at",
     "open_market",
 ]
+
+
+def load_campaign(text: str, source: str = "campaign") -> Campaign:
+    """A campaign file's text, its `offer_query` read in the language of the markets
+    `open_market` opens (the official CLI's query text)."""
+    return parse_campaign(text, source, read_query)
 
 
 def open_market(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..core.models import Instance, Offer
-from ..core.price_rules import PriceIncrease
+from ..core.worth.price_increase import PriceIncrease
 from .errors import Acted, CreateResult, OnTry
 
 

@@ -61,20 +61,54 @@ class _CampaignFigures:
     budget_ratio: float | None = None
 
 
-class _LedgerFigures(Collector):
-    """Exposes the figures last given to `Metrics.update`, per campaign."""
+class Metrics(Collector):
+    """The controller's metrics; thread-safe (the engine writes, the server's thread reads).
+    The ledger's figures, per campaign, are those last given to `update`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._campaigns: dict[str, _CampaignFigures] = {}
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(self)
+        self._poll = Histogram(
+            "rentwatch_poll_duration_seconds",
+            "Time one poll took (list call, rules, execution)",
+            buckets=POLL_BUCKETS,
+            registry=self.registry,
+        )
+        self._last_poll = Gauge(
+            "rentwatch_last_poll_timestamp_seconds",
+            "Unix time of the last successful poll",
+            registry=self.registry,
+        )
+        self._notify_failures = Counter(
+            "rentwatch_notify_failures",
+            "Notifications given up (after retries), over every URL",
+            registry=self.registry,
+        )
 
-    def set(self, campaign: str, figures: _CampaignFigures) -> None:
+    def update(
+        self,
+        campaign: str,
+        phases: Mapping[str, int],
+        spend: float,
+        creates: int,
+        duds: int,
+        jobs: Mapping[str, int],
+        budget_ratio: float | None,
+    ) -> None:
+        """The campaign's figures as the ledger has them now; `phases` and `jobs` are complete
+        (a key seen before and absent now reads 0, not a vanished series)."""
         with self._lock:
             old = self._campaigns.get(campaign, _CampaignFigures())
-            # a phase or status seen before and absent now reads 0, not a vanished series
-            figures.phases = {k: 0 for k in old.phases} | figures.phases
-            figures.jobs = {k: 0 for k in old.jobs} | figures.jobs
-            self._campaigns[campaign] = figures
+            self._campaigns[campaign] = _CampaignFigures(
+                phases={k: 0 for k in old.phases} | {str(k): int(v) for k, v in phases.items()},
+                jobs={k: 0 for k in old.jobs} | {str(k): int(v) for k, v in jobs.items()},
+                spend=float(spend),
+                creates=int(creates),
+                duds=int(duds),
+                budget_ratio=None if budget_ratio is None else float(budget_ratio),
+            )
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
@@ -113,55 +147,6 @@ class _LedgerFigures(Collector):
             if fig.budget_ratio is not None:
                 budget.add_metric([name], fig.budget_ratio)
         yield from (instances, spend, creates, duds, jobs, budget)
-
-
-class Metrics:
-    """The controller's metrics; thread-safe (the engine writes, the server's thread reads)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        self._figures = _LedgerFigures()
-        self.registry.register(self._figures)
-        self._poll = Histogram(
-            "rentwatch_poll_duration_seconds",
-            "Time one poll took (list call, rules, execution)",
-            buckets=POLL_BUCKETS,
-            registry=self.registry,
-        )
-        self._last_poll = Gauge(
-            "rentwatch_last_poll_timestamp_seconds",
-            "Unix time of the last successful poll",
-            registry=self.registry,
-        )
-        self._notify_failures = Counter(
-            "rentwatch_notify_failures",
-            "Notifications given up (after retries), over every URL",
-            registry=self.registry,
-        )
-
-    def update(
-        self,
-        campaign: str,
-        phases: Mapping[str, int],
-        spend: float,
-        creates: int,
-        duds: int,
-        jobs: Mapping[str, int],
-        budget_ratio: float | None,
-    ) -> None:
-        """The campaign's figures as the ledger has them now; `phases` and `jobs` are complete
-        (a key seen before and absent now reads 0)."""
-        self._figures.set(
-            campaign,
-            _CampaignFigures(
-                phases={str(k): int(v) for k, v in phases.items()},
-                jobs={str(k): int(v) for k, v in jobs.items()},
-                spend=float(spend),
-                creates=int(creates),
-                duds=int(duds),
-                budget_ratio=None if budget_ratio is None else float(budget_ratio),
-            ),
-        )
 
     def observe_poll(self, seconds: float, at: float) -> None:
         """One successful poll: how long it took, and when it ended (Unix time)."""

@@ -17,11 +17,11 @@ def referee_campaign() -> Campaign:
     without the demo's own jobs, which are sized in wall seconds for watching the dashboard
     (at the referee's 600x, a 40-second sleep is 400 market minutes: no policy would finish the
     work within the deadline). Each market then gets the default job set, sized to its fleet."""
-    from ..core.campaign import parse_campaign
+    from ..market.factory import load_campaign
     from ..run.dashboard import DEMO_CAMPAIGN
 
     text = DEMO_CAMPAIGN.replace('"demo"', '"referee"')
-    return replace(parse_campaign(text, "referee campaign"), jobs=())
+    return replace(load_campaign(text, "referee campaign"), jobs=())
 
 
 def default_jobs(fleet: int, job_min: float = DEFAULT_JOB_MIN) -> tuple[Job, ...]:

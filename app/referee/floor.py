@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.bidding import eligible
+from ..core.bidding.tier import eligible
 from ..core.billing import storage_per_hour
 from ..core.campaign import Campaign
-from ..core.gpu_specs import expected_tflops
+from ..core.preflight.gpu_specs import expected_tflops
 from ..engine.jobs.runner import job_dir
 from ..sim import bids
 from ..sim.boot import least_boot_s

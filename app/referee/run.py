@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..core.bidding import eligible
+from ..core.bidding.tier import eligible
 from ..core.campaign import Campaign
 from ..core.errors import ConfigError
 from ..core.lifecycle import Phase
@@ -253,45 +253,38 @@ def run_task(task: Task) -> dict[str, Any]:
             lines.append(f"{(sim.market.clock.now() - t0) / 60:7.2f}  {line}")
 
         log = keep_line if task.keep_logs else (lambda _: None)
-        warmup: dict[str, Any] | None = None
-        try:
-            if task.warm:
-                early = warmup_campaign(task.campaign)
-                w_facts, _, w_gov = run_stepped(
-                    sim,
-                    max_pace=task.max_pace,
-                    main=_one_run(
-                        sim,
-                        early,
-                        task.policy,
-                        ledger,
-                        tmp / "key",
-                        tmp,
-                        task.deadline_s,
-                        log,
-                        destroy_after=True,
-                        lag_bound_s=task.lag_bound_s,
-                    ),
-                )
-                w_truth = sim.call(sim.market.truth)
-                warmup = scored(replace(task, campaign=early), sim.market, w_truth, w_facts, False)
-                warmup.update(timing(w_gov, w_truth, w_facts.finish))
-                lines.clear()  # the kept log is the scored campaign's
-            facts, jobs, gov = run_stepped(
+
+        def play(
+            campaign: Campaign, destroy_after: bool = False
+        ) -> tuple[RunFacts, list[dict[str, Any]], Pace]:
+            """One campaign on this run's market, ledger and policy, to its end or deadline."""
+            return run_stepped(
                 sim,
                 max_pace=task.max_pace,
                 main=_one_run(
                     sim,
-                    task.campaign,
+                    campaign,
                     task.policy,
                     ledger,
                     tmp / "key",
                     tmp,
                     task.deadline_s,
                     log,
+                    destroy_after=destroy_after,
                     lag_bound_s=task.lag_bound_s,
                 ),
             )
+
+        warmup: dict[str, Any] | None = None
+        try:
+            if task.warm:
+                early = warmup_campaign(task.campaign)
+                w_facts, _, w_gov = play(early, destroy_after=True)
+                w_truth = sim.call(sim.market.truth)
+                warmup = scored(replace(task, campaign=early), sim.market, w_truth, w_facts, False)
+                warmup.update(timing(w_gov, w_truth, w_facts.finish))
+                lines.clear()  # the kept log is the scored campaign's
+            facts, jobs, gov = play(task.campaign)
             truth = sim.call(sim.market.truth)
             result = scored(task, sim.market, truth, facts, task.warm)
             result.update(timing(gov, truth, facts.finish))

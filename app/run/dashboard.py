@@ -8,12 +8,13 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from ..core.campaign import Campaign, parse_campaign
+from ..core.campaign import Campaign
 from ..core.policy import Policy, get_policy
 from ..engine.session import Session
 from ..ledger import Ledger
 from ..ledger.team.config import TeamConfig
 from ..ledger.team.sync import TeamSync
+from ..market.factory import load_campaign
 from .engine_thread import EngineThread
 
 # the demo's campaign, shipped as a file in the package (pyproject's package-data)
@@ -148,7 +149,7 @@ def run_demo(
         return run_dashboard(
             sim.url,
             sim.api_key,
-            parse_campaign(DEMO_CAMPAIGN.replace('name = "demo"', f"name = {name!r}", 1), "demo"),
+            load_campaign(DEMO_CAMPAIGN.replace('name = "demo"', f"name = {name!r}", 1), "demo"),
             get_policy("default"),
             ledger_path,
             data / "id_ed25519",

@@ -11,10 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ..core.gpu_specs import GPU_SPECS
-from ..core.offer_query import matches
+from ..core.preflight.gpu_specs import GPU_SPECS
 from .answers import answer, error, offset_token, query_of, read_offset_token, sort_key
 from .market import SimMarket
+from .query_match import matches
 from .rental import SimInstance
 
 MAX_PAGE = 25  # the list endpoint's documented maximum (VAST_API.md)

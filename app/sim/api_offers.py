@@ -1,5 +1,5 @@
 """The offer search: `POST /api/v0/bundles/` (and the CLI's `--new` `PUT /api/v0/search/asks/`)
-over the market's free machines, matched by the CLI's query language (`core/offer_query`).
+over the market's free machines, matched by the CLI's query language (`query_match.py`).
 
 `type` picks the tier (vast-ai/docs `api-reference/openapi.yaml`, search offers: `ondemand`,
 `bid`, `reserved`; the CLI and the OpenAPI example send `on-demand`). Every offer carries its
@@ -14,9 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ..core.offer_query import matches
 from .answers import answer, body_json, error, sort_key
 from .market import SimMarket
+from .query_match import matches
 
 
 class OfferRoutes:

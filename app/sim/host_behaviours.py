@@ -14,9 +14,9 @@ import random
 import re
 from typing import Any
 
-from ..core.gpu_specs import expected_tflops, spec_for
-from ..core.host_checks import link_gbps
-from ..core.proof import exact_entry, sample_positions
+from ..core.preflight.checks import link_gbps
+from ..core.preflight.gpu_specs import expected_tflops, spec_for
+from ..core.preflight.proof import exact_entry, sample_positions
 from .images import ImageSpec
 
 NO_PYTHON_STDERR = b"bash: line 1: python3: command not found\n"

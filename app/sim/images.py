@@ -115,12 +115,6 @@ def denial_line(image: str) -> str:
     )
 
 
-class _Step(Protocol):
-    at: float
-    actual: str | None
-    msg: str | None
-
-
 class _Segment(Protocol):
     steps: Any
     running_at: float | None

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.billing import storage_per_hour
-from ..core.gpu_specs import GPU_SPECS
+from ..core.preflight.gpu_specs import GPU_SPECS
 from .scenario import DELIVERING, HostClass, Scenario
 
 DRIVER_FOR_CUDA = {

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ..core.billing import Mark, storage_per_hour
-from ..core.gpu_specs import GPU_SPECS
+from ..core.preflight.gpu_specs import GPU_SPECS
 from . import bids, churn
 from . import host_behaviours as hb
 from .boot import THROTTLE_REASONS, boot_steps

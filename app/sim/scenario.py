@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..core.gpu_specs import DPH_RANGE
+from ..core.preflight.gpu_specs import DPH_RANGE
 from .bid_table import Bids, parse_bids
 from .images import ImageSpec, parse_images
 from .price_rise_table import PriceRise, parse_price_rise

@@ -140,12 +140,6 @@ class SimServer:
         fut: Any = asyncio.run_coroutine_threadsafe(_as_coro(fn, *args), self._loop)
         return fut.result(30)
 
-    async def acall(self, fn: Any, *args: Any) -> Any:
-        """`call` awaited from another thread's loop, which goes on meanwhile."""
-        assert self._loop is not None
-        fut = asyncio.run_coroutine_threadsafe(_as_coro(fn, *args), self._loop)
-        return await asyncio.wrap_future(fut)
-
     def stop_thread(self) -> None:
         """Stop the market and every process its hosts started; a second call is a no-op."""
         if self._loop is not None and self._thread is not None and not self._loop.is_closed():

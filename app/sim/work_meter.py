@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.gpu_specs import expected_tflops
+from ..core.preflight.gpu_specs import expected_tflops
 from .rental import SimInstance
 
 _HOURS = re.compile(r"\bRENTWATCH_REF_HOURS=([0-9][0-9.eE+-]*)")

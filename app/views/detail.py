@@ -45,7 +45,7 @@ class Sample:
     sm_clock: float | None
     max_sm_clock: float | None
     reasons: tuple[str, ...]
-    # vital signs (core/vitals.py): None where the card does not report one
+    # vital signs (core/preflight/vitals.py): None where the card does not report one
     mem_used_mb: float | None = None
     mem_total_mb: float | None = None
     temp_c: float | None = None

@@ -23,8 +23,6 @@ from ..engine.jobs.output import LOG_SHOWN, log_command, log_path, read_kept
 from ..engine.supervisor import Supervisor
 from ..ledger.kinds import EventKind
 
-STATES = ("running", "finishing", "pending", "done", "failed")
-
 
 @dataclass(frozen=True)
 class JobRow:

@@ -59,7 +59,7 @@ class InstanceSnap:
     bid: float | None = None
     bid_floor: float | None = None
     paused_s: float | None = None
-    # the last NVML sample's vital signs (core/vitals.py; None: not reported or not believed)
+    # the last NVML sample's vital signs (core/preflight/vitals.py; None: not reported or not believed)
     mem_used_mb: float | None = None
     mem_total_mb: float | None = None
     temp_c: float | None = None
@@ -335,7 +335,7 @@ def _delivery_fields(job: JobState | None) -> dict[str, Any]:
 
 
 def _vital_fields(sample: dict[str, Any]) -> dict[str, Any]:
-    """The vital signs of a sample the tender kept (already read by `core.vitals`)."""
+    """The vital signs of a sample the tender kept (already read by `core.preflight.vitals`)."""
     return {
         "mem_used_mb": sample.get("mem_used_mb"),
         "mem_total_mb": sample.get("mem_total_mb"),

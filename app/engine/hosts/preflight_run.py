@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ...core.blame import Failure, Party, Stage, blame, probe_blame
+from ...core.blame.fault import Failure, Party, Stage, blame, probe_blame
 from ...core.campaign import Campaign
-from ...core.host_checks import deep_checks, first_failure
 from ...core.lifecycle import Phase
 from ...core.policy import Policy
-from ...core.verdict import Verdict, preflight_verdict
+from ...core.preflight.checks import deep_checks, first_failure
+from ...core.preflight.verdict import Verdict, preflight_verdict
 from ...ledger import EventKind
 from ...market.protocol import Clock
 from ..attempt import Attempt
@@ -179,7 +179,7 @@ class PreflightRunner:
         self, a: Attempt, exit_status: int | None, stdout: bytes, stderr: bytes
     ) -> bool:
         """The probe could not run for what looks like the image's lack (no python3, no torch
-        where it was needed), judged on the campaign's evidence (app/core/blame.py): the
+        where it was needed), judged on the campaign's evidence (app/core/blame/fault.py): the
         campaign's on two machines and none verified with the image (the host is spared and
         creates stop), suspected on one (the host is spared), the host's own once a preflight
         with the image computed elsewhere (a `bad_probe`, as any host that cannot run it)."""

@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from ...core.errors import RentwatchError
-from ...core.verdict import CheckPolicy
+from ...core.preflight.verdict import CheckPolicy
 
 # A public endpoint that serves N bytes of nothing in particular, for the download check
 # (Cloudflare's speed test). Used only when the campaign's check policy enables it.

@@ -10,13 +10,13 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ...core.campaign import Campaign
-from ...core.host_checks import xid_check
 from ...core.jobs import JobState
 from ...core.lifecycle import Phase
 from ...core.policy import Policy
+from ...core.preflight.checks import xid_check
+from ...core.preflight.verdict import detect_throttle, finite
+from ...core.preflight.vitals import read_vitals
 from ...core.rules import low_util_since
-from ...core.verdict import detect_throttle, finite
-from ...core.vitals import read_vitals
 from ...ledger import EventKind
 from ...market.protocol import Clock
 from ..attempt import Attempt

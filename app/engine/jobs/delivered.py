@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.delivery import estimate, sized
-from ...core.gpu_specs import expected_tflops
 from ...core.jobs import JobState
+from ...core.preflight.gpu_specs import expected_tflops
 from ..attempt import Attempt
 
 RESUMED_OVER = 1.25  # a run this much faster than its host's preflight did not start from zero

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...core.bidding import RESCUE_SETTLE_S, RESCUE_WAIT_S, rescue_worth
+from ...core.bidding.tier import RESCUE_SETTLE_S, RESCUE_WAIT_S, rescue_worth
 from ...core.campaign import Job
 from ...core.jobs import JobState
 from ...core.lifecycle import Phase

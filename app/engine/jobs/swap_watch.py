@@ -1,4 +1,4 @@
-"""The slow clock of each proven host (`core.swap`): once a minute of market time, while sized
+"""The slow clock of each proven host (`core.worth.swap`): once a minute of market time, while sized
 jobs are queued, each host in service is priced per delivered reference GPU-hour for the work a
 host still has to take on (its measured speed, its price) against a fresh create from the offers
 at hand (boot and duds in); the clock starts, stands or clears by the rule's hysteresis. The
@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...core.delivery import WorkOutlook
-from ...core.gpu_specs import expected_tflops
 from ...core.jobs import JobQueue
-from ...core.swap import Slow, fresh_usd_per_ref_h, keep_usd_per_ref_h, next_slow, swap_due
+from ...core.preflight.gpu_specs import expected_tflops
+from ...core.worth.swap import Slow, fresh_usd_per_ref_h, keep_usd_per_ref_h, next_slow, swap_due
 from ..attempt import Attempt
 from ..fleet import Fleet
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...core.track_record import Rental
+from ...core.offers.track_record import Rental
 from ..reads import NamedReads
 from ..schema import VIEWS
 from .chain import FIELDS
@@ -149,7 +149,7 @@ class TeamEvidence:
     model_duds: dict[str, tuple[int, float]] = field(default_factory=dict)  # n, minutes lived
     # (machine, "operator: reason", until): until None lasts
     quarantines: tuple[tuple[int, str, float | None], ...] = ()
-    # their duds one by one, dated, for the faded record (core/track_record.py)
+    # their duds one by one, dated, for the faded record (core/offers/track_record.py)
     duds: tuple[Rental, ...] = ()
 
     def quarantined(self, now: float) -> dict[int, str]:

@@ -261,23 +261,6 @@ class TeamStore:
             for o, c, h, p, t, lid, a in rows
         ]
 
-    def all_events(self, batch: int = 20_000) -> Iterator[tuple[Any, ...]]:
-        """Every event in the store, per ledger in order: (operator, ledger_id, fields...)."""
-        for ledger_id, _ in self.ledgers():
-            after = 0
-            while True:
-                with self._tx() as cur:
-                    cur.execute(
-                        f"SELECT operator, ledger_id, {_COLS} FROM {SCHEMA}.events "
-                        "WHERE ledger_id = %s AND seq > %s ORDER BY seq LIMIT %s",
-                        [ledger_id, after, batch],
-                    )
-                    rows = cur.fetchall()
-                if not rows:
-                    break
-                yield from (tuple(r) for r in rows)
-                after = int(rows[-1][2])
-
     def hashes(self, ledger_id: str) -> dict[int, tuple[str, str]]:
         """One ledger's events in the store: seq -> (hash, operator)."""
         with self._tx() as cur:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ...core.models import Instance, Offer
-from ...core.price_rules import PriceIncrease
+from ...core.worth.price_increase import PriceIncrease
 from ..errors import Acted, CreateResult, NotFound, OnTry
 from ..protocol import PAGE, Capabilities, ListFilter
 

@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from ...core.errors import MalformedAnswer
-from ...core.price_rules import PriceIncrease
+from ...core.worth.price_increase import PriceIncrease
 from ..errors import ApiError
 from .rows import MAX_DPH
 from .transport import Transport

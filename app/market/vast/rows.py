@@ -73,6 +73,16 @@ def _int(row: dict[str, Any], key: str, required: bool = False) -> int | None:
     return int(value)
 
 
+# a rental's intended, current and next state in rentwatch's words: Vast also says a stopped
+# contract is `inactive` (dstack's `vastai/compute.py` reads it as stopped)
+_STATE_WORDS = {"inactive": "stopped"}
+
+
+def _state(row: dict[str, Any], key: str) -> str | None:
+    said = _text(row, key)
+    return _STATE_WORDS.get(said.lower(), said) if said else said
+
+
 def _text(row: dict[str, Any], key: str) -> str | None:
     value = row.get(key)
     if value is None:
@@ -84,7 +94,7 @@ def _text(row: dict[str, Any], key: str) -> str | None:
     return value.strip()[:_MAX_TEXT]
 
 
-# Ranges a market number can take; outside them the row is malformed (issue 14: a negative or
+# Ranges a market number can take; outside them the row is malformed (a negative or
 # non-finite price must never reach the budget arithmetic).
 MAX_DPH = 1000.0  # $/h for one rental; the dearest real offers are far below
 MAX_STORAGE_COST = 100.0  # $/GB/month
@@ -163,7 +173,7 @@ def parse_instance(row: Any) -> Instance:
         host_id=_int(row, "host_id"),
         label=_text(row, "label"),
         status=_text(row, "actual_status") or None,
-        target_state=_text(row, "intended_status"),
+        target_state=_state(row, "intended_status"),
         status_msg=_text(row, "status_msg"),
         start_date=_num(row, "start_date", lo=0.0),
         gpu_name=_text(row, "gpu_name"),
@@ -176,8 +186,8 @@ def parse_instance(row: Any) -> Instance:
         ssh_host=best.host if best else None,
         ssh_port=best.port if best else None,
         image=_text(row, "image_uuid"),
-        current_state=_text(row, "cur_state"),
-        next_state=_text(row, "next_state"),
+        current_state=_state(row, "cur_state"),
+        next_state=_state(row, "next_state"),
         ssh_routes=routes,
         uptime_mins=_soft(row, "uptime_mins", 0.0),
         bid_floor=_soft(row, "min_bid", 0.0, MAX_DPH),

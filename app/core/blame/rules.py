@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .blame import BlameView, Failure, Stage, blame
-from .decisions import Abandon, AttemptView, Create, Decision, Finish
-from .lifecycle import IN_FLIGHT
+from ..decisions import Abandon, AttemptView, Create, Decision, Finish
+from ..lifecycle import IN_FLIGHT
+from .fault import BlameView, Failure, Stage, blame
 
 
 def spares_host(a: AttemptView, d: Abandon, view: BlameView) -> bool:

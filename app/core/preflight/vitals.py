@@ -5,9 +5,10 @@ a passively cooled one no fan reading."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
+
+from .verdict import finite
 
 # field -> (lowest, highest) a real card reports; outside it the host's figure is not believed.
 # 2 TiB of memory, 150 C (cards shut down near 100), 3 kW (a GB200 board is ~1.2 kW), and
@@ -53,16 +54,6 @@ class Vitals:
         )
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 def read_vitals(sample: dict[str, Any]) -> tuple[Vitals, tuple[str, ...]]:
     """The vital signs of one sampler sample, and why each figure present but dropped was
     dropped (not a number, out of range, more memory used than the card has). A field that
@@ -73,7 +64,7 @@ def read_vitals(sample: dict[str, Any]) -> tuple[Vitals, tuple[str, ...]]:
         raw = sample.get(name)
         if raw is None:
             continue
-        value = _number(raw)
+        value = finite(raw)
         if value is None:
             dropped.append(f"{name}: not a finite number")
         elif not lo <= value <= hi:

@@ -1,4 +1,4 @@
-"""The offer query language: the official CLI's text syntax, and matching offers against a query.
+"""Vast's offer query language: the official CLI's text syntax, read into the API's JSON query.
 
 Text form (as `vastai search offers` takes it): space-separated `field op value` terms, e.g.
 `num_gpus=1 rentable=true gpu_name in [RTX_3090,RTX_4090] dph<0.5 gpu_ram>=24`. The JSON form
@@ -14,18 +14,17 @@ The semantics follow the official CLI's parser (vastai `api/query.py` parse_quer
 - `nin`, `noteq`, `not in`, `not eq` are accepted;
 - `field=any` (or `?`, `*`) drops the filter on that field (only with `=`).
 rentwatch sends numbers as numbers where the CLI sends their text; the server coerces, so the
-two say the same (tests/test_offer_query_cli.py runs both parsers on the same queries).
+two say the same (tests/test_offer_query_cli.py runs both parsers on the same queries). The
+simulator's side, matching offers against the JSON query, is `app/sim/query_match.py`.
 """
 
 from __future__ import annotations
 
 import math
-import operator
 import re
-from collections.abc import Callable
 from typing import Any
 
-from .errors import ConfigError
+from ...core.errors import ConfigError
 
 OPS = {
     ">=": "gte",
@@ -153,70 +152,9 @@ def parse_query(text: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "eq": operator.eq,
-    "neq": operator.ne,
-    "gt": operator.gt,
-    "gte": operator.ge,
-    "lt": operator.lt,
-    "lte": operator.le,
-}
-
-
-def _coerce(a: Any, like: Any) -> Any:
-    """Coerce a query value to the type of the offer's field (the CLI sends numbers as strings)."""
-    if isinstance(like, bool):
-        if isinstance(a, str):
-            return a.strip().lower() in ("true", "1", "yes")
-        return bool(a)
-    if isinstance(like, int | float) and isinstance(a, str):
-        try:
-            return float(a)
-        except ValueError:
-            return a
-    if isinstance(like, str) and isinstance(a, int | float) and not isinstance(a, bool):
-        return str(a)
-    return a
-
-
-def _have(offer: dict[str, Any], field: str) -> Any:
-    """The offer's value as the server compares it: a driver version as its number."""
-    have = offer[field]
-    if field == "driver_version" and isinstance(have, str):
-        return numeric_version(have) if numeric_version(have) is not None else have
-    return have
-
-
-def matches(offer: dict[str, Any], query: dict[str, Any]) -> bool:
-    """True when an offer satisfies every `{field: {op: value}}` term; unknown fields never match."""
-    for field, cond in query.items():
-        if not isinstance(cond, dict):
-            continue  # top-level knobs such as order/type/limit
-        if field not in offer:
-            return False
-        have = _have(offer, field)
-        for op, want in cond.items():
-            if op in ("in", "notin", "nin"):
-                items = want if isinstance(want, list) else [want]
-                try:
-                    hit = any(_coerce(w, have) == have for w in items)
-                except TypeError:
-                    hit = False
-                if hit != (op == "in"):
-                    return False
-                continue
-            compare = _COMPARE.get("neq" if op == "noteq" else op)
-            if compare is None:
-                return False  # an operator the market does not know matches nothing
-            want = _coerce(want, have)
-            try:
-                ok = (
-                    have is not None and bool(compare(have, want))
-                    if op not in ("eq", "neq", "noteq")
-                    else bool(compare(have, want))
-                )
-            except TypeError:
-                ok = False
-            if not ok:
-                return False
-    return True
+def read_query(text: str) -> dict[str, dict[str, Any]]:
+    """A campaign's `offer_query` text as the terms the client sends: a `field=any` stays as
+    `{}`, which keeps the client's default filter off that field."""
+    query = parse_query(text)
+    query.update({f: {} for f in wildcarded(text)})
+    return query

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .models import Offer
+from ..models import Offer
 
 if TYPE_CHECKING:  # track_record reads work_cost, which reads this module
     from .track_record import Memory

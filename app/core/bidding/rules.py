@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .bidding import (
+from ..decisions import AttemptView, Create, Decision, Finish, Move, Rebid, Resume, Stop
+from ..lifecycle import Phase
+from ..models import Offer
+from .tier import (
     MOVE_SHARE,
     Tier,
     bid_for,
@@ -26,9 +29,6 @@ from .bidding import (
     tier_cost,
     worth_bidding,
 )
-from .decisions import AttemptView, Create, Decision, Finish, Move, Rebid, Resume, Stop
-from .lifecycle import Phase
-from .models import Offer
 
 
 @dataclass(frozen=True, slots=True)

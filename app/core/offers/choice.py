@@ -14,11 +14,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .delivery import WorkOutlook
-from .gpu_specs import driver_too_old, offer_contradicts_itself
-from .hedge import HedgeInputs, mean_odds, spare_attempts
-from .models import Offer
-from .policy import Policy
+from ..delivery import WorkOutlook
+from ..hedge import HedgeInputs, mean_odds, spare_attempts
+from ..models import Offer
+from ..policy import Policy
+from ..preflight.gpu_specs import driver_too_old, offer_contradicts_itself
 from .reputation import (
     DEFAULT_DUD_USD,
     PRIOR_STRENGTH,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .models import Instance
+from ..models import Instance
 
 Fix = Literal["replace", "rebid", "keep"]
 

@@ -7,7 +7,7 @@ Pure."""
 
 from __future__ import annotations
 
-from .decisions import FleetSnapshot, Restart
+from ..decisions import FleetSnapshot, Restart
 
 
 def restarts(fleet: FleetSnapshot, n: int, verified: int, target: int) -> list[Restart]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .text import clean
+from ..text import clean
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Is a slow proven host worth keeping against a fresh create? Pure.
 
 A proven host bills only the work left (no boot, no dud risk); a fresh create bills its boot
-and preflight hours and the duds expected before one delivers (`work_cost.host_cost`). So a
+and preflight hours and the duds expected before one delivers (`offers.work_cost.host_cost`). So a
 host is kept unless its expected USD per delivered reference GPU-hour, for the work a host
 still has to take on, is much worse than the best fit offer's. Then it is *stopped*, never
 destroyed (a verified host is never destroyed by automation), and only while no job runs on
@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .decisions import AttemptView, Stop
-from .delivery import WorkOutlook
-from .models import Offer
-from .offer_choice import History, work_scores
-from .work_cost import host_cost
+from ..decisions import AttemptView, Stop
+from ..delivery import WorkOutlook
+from ..models import Offer
+from ..offers.choice import History, work_scores
+from ..offers.work_cost import host_cost
 
 SLOW_ENTER = 1.5  # its cost per delivered unit over a fresh create's: slow from here
 SLOW_LEAVE = 1.2  # and no longer slow once back under this

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from .campaign import Campaign, Job
-from .models import Instance
+from ..campaign import Campaign, Job
+from ..models import Instance
 
 Tier = Literal["on-demand", "interruptible"]
 StopCause = Literal["us", "contract", "outbid", "host"]

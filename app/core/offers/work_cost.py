@@ -16,7 +16,6 @@ towards a prior from the policy's own deadlines.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .reputation import PRIOR_STRENGTH
@@ -62,11 +61,6 @@ def deliver_odds(
     model_p = shrunk(PRIOR_ODDS if pool is None else pool, model_good, model_bad, strength)
     good, bad, _ = machine or (0, 0, 0.0)
     return shrunk(model_p, good, bad)
-
-
-def model_records(rows: Mapping[str, tuple[int, int, float]]) -> dict[str, tuple[int, int]]:
-    """GPU model -> (delivered, duds), from the ledger's rows (delivered, duds, dud minutes)."""
-    return {gpu: (int(g), int(b)) for gpu, (g, b, _) in rows.items()}
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .bid_rules import as_rented, offer_bid
-from .decisions import Create, Decision, FleetSnapshot
-from .models import Offer
-from .offer_choice import choose_offers, fit_of, work_scores
-from .policy import Policy
+from ..bidding.rules import as_rented, offer_bid
+from ..decisions import Create, Decision, FleetSnapshot
+from ..models import Offer
+from ..policy import Policy
+from .choice import choose_offers, fit_of, work_scores
 
 
 def rank_creates(
