@@ -32,6 +32,7 @@ from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
 from .release import proven
+from .rentals import CameUp, Listed, Lost, Returned, StoppedByMarket, apply
 
 if TYPE_CHECKING:
     from .tier import TierWatch
@@ -245,17 +246,7 @@ class Observer:
         return inst
 
     def _lost(self, a: Attempt, now: float, why: str) -> None:
-        self.journal.move(a, Phase.LOST, now, why)
-        a.mark(now, "destroy")
-        self.journal.fact(
-            K.LOST,
-            a,
-            at=now,
-            actor="engine",
-            ok=True,
-            reason=f"instance gone without our destroy: {why}",
-        )
-        self.journal.say(f"lost   i:{a.instance_id} m:{a.machine_id}: {why}")
+        apply(self.journal, Lost(a, now, why))
 
     def _returned(self, a: Attempt, inst: Instance, now: float) -> None:
         """Listed again after its write-off: the market lied, or would not answer, and the
@@ -267,29 +258,19 @@ class Observer:
         if said & {"destroyed", "destroying"}:
             return  # listed on its way out: the write-off stands
         gone = a.life.history[-1]  # the move into LOST
-        a.unwritten_off()
         phase: Phase
+        again = False
         if gone.before in (Phase.ABANDONED, Phase.STOPPED):
             phase = gone.before
         elif a.life.proven and inst.known_status == "running":
             phase = Phase.VERIFIED
         else:
             phase = Phase.BOOTING
-            if a.preflight_task is not None and a.preflight_task.done() and not a.life.proven:
-                a.preflight_again()
+            again = a.preflight_task is not None and a.preflight_task.done() and not a.life.proven
         gap = now - gone.at
         why = f"listed again {gap / 60:.1f} min after its write-off ({gone.why})"
-        self.journal.move(a, phase, now, why)
-        self.journal.fact(
-            K.RETURNED,
-            a,
-            at=now,
-            actor="engine",
-            ok=True,
-            reason=f"{why}: held again as {phase}, billed as if never written off",
-            detail={"lost_at": gone.at, "gap_s": gap, "status": inst.known_status},
-        )
-        self.journal.say(f"back   i:{a.instance_id} m:{a.machine_id}: {why}; held again ({phase})")
+        detail = {"lost_at": gone.at, "gap_s": gap, "status": inst.known_status}
+        apply(self.journal, Returned(a, now, phase, why, detail, preflight_again=again))
         if phase == Phase.VERIFIED:
             self.returned.append(a)
         self._see(a, inst, now)
@@ -312,18 +293,10 @@ class Observer:
         watchdog nor a person is blamed; the rules see one fewer in service and replace it."""
         said = "/".join(s or "-" for s in (inst.target_state, inst.current_state, inst.next_state))
         why = f"stopped by the market (intended/cur/next state: {said})"
-        keep = proven(a)
-        a.mark(now, "stop")
         if a.preflight_task:
             a.preflight_task.cancel()
-        self.journal.fact(
-            K.STOP, a, at=now, actor="market", ok=True, reason=why, detail={"by": "market"}
-        )
-        self.journal.move(a, Phase.STOPPED, now, why)
-        self.journal.say(f"stop   i:{a.instance_id} m:{a.machine_id} by the market: {said}")
-        a.left_by_market()  # its job, if any, goes back to the queue at no retry's cost
-        if not keep:  # never proven: nothing to keep, its disk bills on; the rules decide
-            a.stopped_by_market(why)
+        # its job, if any, goes back to the queue at no retry's cost; the rules decide
+        apply(self.journal, StoppedByMarket(a, now, why, said, proven=proven(a)))
         cause = stop_cause(inst, bid=a.bid, we_stopped=False, now=now)
         if cause == "outbid" and self.tier is not None:  # its job requeued; the rules decide
             self.tier.outbid(a, inst, now)
@@ -383,10 +356,9 @@ class Observer:
             self._market_stop(a, inst, now)
             return
         if a.life.phase == Phase.REQUESTED:
-            self.journal.move(a, Phase.BOOTING, now, "listed by the marketplace")
+            apply(self.journal, Listed(a, now))
         if status == "running" and a.life.phase == Phase.BOOTING:
-            a.came_up(now)
-            self.journal.move(a, Phase.RUNNING, now, "container running")
+            apply(self.journal, CameUp(a, now))
             if self.blame_book is not None:
                 self.blame_book.ran(a)  # the image pulled and started here: evidence
         if a.life.phase == Phase.VERIFIED:

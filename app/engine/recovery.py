@@ -15,7 +15,6 @@ from typing import Any
 
 from ..core.billing import event_mark, found_at, status_marks, took_effect_at
 from ..core.campaign import Campaign
-from ..core.lifecycle import Phase
 from ..core.models import Instance
 from ..core.policy import Policy
 from ..core.rows import LABEL_PREFIX, campaign_label, finite, row_problem
@@ -27,6 +26,7 @@ from .carry_on import keep_our_stop
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
+from .rentals import Adopted, apply
 from .tier import hold_bid
 
 K = EventKind
@@ -311,18 +311,10 @@ class Recovery:
         )
         if held == stopped and owned:  # changed behind the ledger's back: the watchdog, or a person
             self._changed_elsewhere(a, K.STOP if stopped else K.START, now)
-        move = self.journal.move
-        move(a, Phase.BOOTING, now, "adopted")
-        a.found(inst.status, inst.status_msg, inst.ssh_host, inst.ssh_port, now, passed)
-        if inst.status == "running":
-            move(a, Phase.RUNNING, now, "adopted running")
-            a.came_up(now)
-            if passed:
-                move(a, Phase.VERIFIED, now, "adopted, verified before the restart")
-        if stopped:
-            move(a, Phase.STOPPED, now, "adopted stopped")
-            if owned:  # our own stop's rule kept: the reuse rule may start it again
-                keep_our_stop(a, history)
+        where = (inst.status, inst.status_msg, inst.ssh_host, inst.ssh_port)
+        apply(self.journal, Adopted(a, now, *where, proven=passed, stopped=stopped))
+        if stopped and owned:  # our own stop's rule kept: the reuse rule may start it again
+            keep_our_stop(a, history)
         self.fleet.add(a)
         written_off = [e for e in history if e.kind in (K.LOST, K.RETURNED)]
         if written_off and written_off[-1].kind == K.LOST:  # an earlier run wrote it off

@@ -32,6 +32,7 @@ from .attempt import Attempt
 from .fleet import Fleet
 from .jobs.work import JobWork
 from .journal import Journal
+from .rentals import Resumed, apply
 
 K = EventKind
 GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)  # a pause reads STOPPED: not gone
@@ -297,7 +298,4 @@ class TierWatch:
     def resume(self, a: Attempt, d: Resume) -> bool:
         """Back into service (its proof stands: the same machine, its disk kept). True when it
         moved, so the caller tends it again."""
-        now = self.market.answered_at()
-        a.back_in_service(now)
-        self.journal.say(f"resume i:{a.instance_id} back in service: {d.reason}")
-        return self.journal.move(a, Phase.VERIFIED, now, d.reason)
+        return apply(self.journal, Resumed(a, self.market.answered_at(), d.reason))

@@ -12,7 +12,6 @@ from typing import Any
 from ...core.blame import Failure, Party, Stage, blame, probe_blame
 from ...core.campaign import Campaign
 from ...core.host_checks import deep_checks, first_failure
-from ...core.lifecycle import Phase
 from ...core.policy import Policy
 from ...core.verdict import Verdict, preflight_verdict
 from ...ledger import EventKind
@@ -20,6 +19,7 @@ from ...market.protocol import Clock
 from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..journal import Journal
+from ..rentals import PreflightStarted, apply
 from .link import HostLink
 from .probe_io import (
     NET_PROBE_URL,
@@ -67,8 +67,7 @@ class PreflightRunner:
         self.blame_book = blame_book
 
     def start_preflight(self, a: Attempt) -> None:
-        if a.life.phase == Phase.RUNNING:
-            self.journal.move(a, Phase.VERIFYING, self.clock.now(), "preflight started")
+        apply(self.journal, PreflightStarted(a, self.clock.now()))
         a.preflight_running(asyncio.create_task(self._preflight(a)))
 
     async def _preflight(self, a: Attempt) -> None:

@@ -1,0 +1,169 @@
+"""One writer of a rental's state: this walks every module of `app/` and fails where one
+writes what is not its own.
+
+- A rental's lifecycle (`Attempt.life`, an immutable record) is replaced by `engine/rentals.py`
+  alone, and nothing anywhere writes a frozen record behind its back (`object.__setattr__`).
+- The attempt methods an update stands for are called by the writer alone.
+- The attempt's other methods are still called where their event is seen; each module that
+  calls one is named below, so a new caller fails here until it emits an update instead.
+- The supervisor's own state (`finished`, `detach_asked`, its campaign) and the actions'
+  `ended` are assigned by their owner only (`self.`): others call its methods.
+
+Calls are matched by method name, whatever the receiver: `listed`, `outbid` and `answered`
+are also other objects' methods, and their modules are named below for that reason."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+from rentwatch.engine.attempt import Attempt
+
+APP = Path(__file__).resolve().parents[1] / "app"
+WRITER = "engine/rentals.py"
+ATTEMPT = "engine/attempt.py"
+READS = {"view", "charges", "worst_charges"}
+MUTATORS = {
+    n for n, f in inspect.getmembers(Attempt, inspect.isfunction) if not n.startswith("_")
+} - READS
+# what an update (`engine/rentals.py`) stands for: called by the writer alone
+THROUGH_WRITER = {
+    "abandoned_as",
+    "back_in_service",
+    "came_up",
+    "found",
+    "left_by_market",
+    "preflight_again",
+    "started",
+    "unwritten_off",
+    "verified",
+}
+# not updates yet: who calls each (a new caller fails; a caller that emits an update instead
+# is taken off)
+NOT_YET: dict[str, set[str]] = {
+    "answered": {"engine/hosts/link.py", "market/vast/transport.py"},
+    "answered_unread": {"engine/observer.py"},
+    "bid_floor_seen": {"engine/tier.py"},
+    "bid_held": {"engine/tier.py"},
+    "billed_at": {"engine/observer.py"},
+    "deadlines_from": {"engine/executor.py", "engine/operator.py", "engine/recovery.py"},
+    "found_broken": {"engine/hosts/tender.py"},
+    "handed_over": {"engine/operator.py"},
+    "increase_accepted": {"engine/prices.py"},
+    "job_said": {"engine/jobs/work.py"},
+    "judged": {"engine/hosts/preflight_run.py"},
+    "key_changed": {"engine/hosts/link.py"},
+    "left_out": {"engine/observer.py"},
+    "listed": {"engine/observer.py", "sim/describe.py", "sim/market.py"},
+    "looked_at": {"engine/cadence.py"},
+    "mark": {"engine/actions.py", "engine/observer.py", "engine/recovery.py", "engine/tier.py"},
+    "marked": {"engine/recovery.py"},
+    "outbid": {"engine/observer.py", "engine/tier.py", "run/alerts.py"},
+    "preflight_running": {"engine/hosts/preflight_run.py"},
+    "price_known": {"engine/recovery.py"},
+    "probe_answered": {"engine/hosts/preflight_run.py"},
+    "rebid_to": {"engine/tier.py"},
+    "rebid_tried": {"engine/tier.py"},
+    "repriced": {"engine/prices.py"},
+    "restart_refused": {"engine/executor.py"},
+    "resumed_itself": {"engine/tier.py"},
+    "routed": {"engine/observer.py"},
+    "sampled": {"engine/hosts/tender.py"},
+    "ssh_failed": {"engine/hosts/preflight_run.py"},
+    "ssh_reached": {"engine/hosts/preflight_run.py"},
+    "ssh_waiting": {"engine/hosts/preflight_run.py"},
+    "status_seen": {"engine/observer.py"},
+    "stopped_by_market": {"engine/tier.py"},
+    "stopped_ourselves": {"engine/carry_on.py"},
+    "tended_by": {"engine/executor.py", "engine/hosts/tender.py", "engine/supervisor.py"},
+    "throttle_seen": {"engine/hosts/tender.py"},
+    "touched": {"engine/operator.py"},
+    "util_seen": {"engine/hosts/tender.py", "engine/observer.py"},
+    "watchdog_seen": {"engine/hosts/tender.py"},
+    "went_silent": {"engine/hosts/link.py", "engine/hosts/tender.py"},
+}
+# another object's state, assigned by its owner only
+OWNED = {"finished", "detach_asked", "detached", "file_campaign", "campaign", "ended", "ended_by"}
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return [
+            t for tgt in node.targets for t in (tgt.elts if isinstance(tgt, ast.Tuple) else [tgt])
+        ]
+    if isinstance(node, ast.AugAssign | ast.AnnAssign):
+        return [node.target]
+    return []
+
+
+def _on_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def violations(module: str, tree: ast.AST) -> list[str]:
+    """What `module` writes that is not its own, each as `line: what`."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        for t in _targets(node):
+            if not isinstance(t, ast.Attribute):
+                continue
+            in_life = isinstance(t.value, ast.Attribute) and t.value.attr == "life"
+            if in_life or (t.attr == "life" and module != WRITER):
+                found.append(f"{t.lineno}: {ast.unparse(t)} = ... (only {WRITER} replaces it)")
+            elif t.attr in OWNED and not _on_self(t.value):
+                found.append(f"{t.lineno}: {ast.unparse(t)} = ... (its owner's to assign)")
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "__setattr__":
+            found.append(f"{node.lineno}: {ast.unparse(node)} (a frozen record written)")
+        elif isinstance(f, ast.Name) and f.id == "setattr" and module.startswith("engine/"):
+            found.append(f"{node.lineno}: {ast.unparse(node)} (a field set by name)")
+        elif isinstance(f, ast.Attribute) and f.attr in MUTATORS and module != WRITER:
+            if module == ATTEMPT and _on_self(f.value):
+                continue  # one of its methods using another
+            if f.attr in THROUGH_WRITER:
+                found.append(f"{node.lineno}: {ast.unparse(node)} (an update's, {WRITER})")
+            elif module not in NOT_YET.get(f.attr, set()):
+                found.append(f"{node.lineno}: {ast.unparse(node)} (a new writer)")
+    return found
+
+
+def test_no_module_but_the_writer_writes_a_rentals_state():
+    bad = {
+        f"{m}:{v}"
+        for path in sorted(APP.rglob("*.py"))
+        for m in [str(path.relative_to(APP))]
+        for v in violations(m, ast.parse(path.read_text()))
+    }
+    assert not bad, f"rental state written outside {WRITER}: {sorted(bad)}"
+
+
+def test_the_lists_name_real_methods():
+    """A renamed or removed method leaves no stale name here (the walk would miss it)."""
+    assert THROUGH_WRITER <= MUTATORS and set(NOT_YET) <= MUTATORS
+    assert not THROUGH_WRITER & set(NOT_YET)
+    assert THROUGH_WRITER | set(NOT_YET) == MUTATORS
+
+
+def test_the_walk_finds_a_planted_violation_of_each_kind():
+    src = (
+        "a.life = a.life.moved(to, at, why)\n"  # 1: the lifecycle, outside the writer
+        "object.__setattr__(a.life, 'phase', p)\n"  # 2: a frozen record written
+        "a.came_up(now)\n"  # 3: an update's method called directly
+        "a.status_seen(s, m, now)\n"  # 4: a not-yet method, from a module not named
+        "sup.finished = Outcome(True, 'x')\n"  # 5: another object's state
+        "sup.actions.ended = (actor, why)\n"  # 6
+        "self.finished = done\n"  # its own: fine
+        "x = a.life.phase\n"  # a read: fine
+        "a.view()\n"  # a read: fine
+    )
+    lines = [int(v.split(":")[0]) for v in violations("engine/elsewhere.py", ast.parse(src))]
+    assert sorted(lines) == [1, 2, 3, 4, 5, 6]
+    # the writer may do what it is for; a named caller its not-yet method
+    assert violations(WRITER, ast.parse("a.life = x\na.came_up(now)\n")) == []
+    # and the attempt's own methods may not touch it either
+    own = "self.life.proven = True\nself.billed_at(price)\nself.life = x\n"
+    assert [int(v.split(":")[0]) for v in violations(ATTEMPT, ast.parse(own))] == [1, 3]
+    assert violations("engine/observer.py", ast.parse("a.status_seen(s, m, now)\n")) == []
