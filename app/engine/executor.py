@@ -26,7 +26,7 @@ from .intents import AutomationRefused
 from .journal import Journal
 from .offers import OfferBook
 from .operator import Operator
-from .rentals import GaveUp, Verified, apply
+from .rentals import GaveUp, Tending, Verified, apply
 from .tier import TierWatch
 
 K = EventKind
@@ -166,4 +166,4 @@ class Executor:
         apply(self.journal, Verified(a, now, d.rule, d.reason, d.by_preflight, detail))
         # a rental started again was tended before: its last tending ended with its stop
         if d.by_preflight and (a.tend_task is None or a.tend_task.done()):
-            a.tended_by(asyncio.create_task(self.tender.tend(a)))
+            apply(self.journal, Tending(a, asyncio.create_task(self.tender.tend(a))))

@@ -32,14 +32,24 @@ from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
 from .release import proven
-from .rentals import CameUp, Listed, Lost, Returned, StoppedByMarket, apply
+from .rentals import (
+    AnsweredUnread,
+    CameUp,
+    IdleSince,
+    LeftOut,
+    Listed,
+    Lost,
+    Returned,
+    RowSeen,
+    StoppedByMarket,
+    apply,
+)
 
 if TYPE_CHECKING:
     from .tier import TierWatch
 
 K = EventKind
 LOST_AFTER_S = 120.0  # a create may take this long to be listed before it counts as unseen
-PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last seen) is flagged
 UNSEEN_WRITE_OFF = 10  # polls unseen, and unanswered when asked directly, before a write-off
 
 
@@ -109,8 +119,7 @@ class Observer:
                 listed = await self._ask(a, now)
                 if listed is None:
                     continue
-            a.listed()
-            self._see(a, listed, now)
+            self._see(a, listed, now, listed=True)
 
     async def _asked(
         self, live: dict[int, Instance], bad: set[int], asked: frozenset[int], now: float
@@ -122,8 +131,7 @@ class Observer:
             if held is not None and held.life.phase == Phase.LOST:
                 self._returned(held, listed, now)
             elif held is not None and held.life.phase != Phase.DESTROYED:
-                held.listed()
-                self._see(held, listed, now)
+                self._see(held, listed, now, listed=True)
         for iid in asked - live.keys() - bad:
             held = self.fleet.get(iid)
             if held is None or held.life.phase in (Phase.DESTROYED, Phase.LOST):
@@ -144,8 +152,7 @@ class Observer:
                 continue
             seen = await self._ask(a, now)
             if seen is not None:
-                a.listed()
-                self._see(a, seen, now)
+                self._see(a, seen, now, listed=True)
 
     async def _look(self, a: Attempt, now: float) -> Instance | None:
         """A closer look at one instance a filtered list left out: the market's word that it
@@ -206,20 +213,13 @@ class Observer:
     async def _ask(self, a: Attempt, now: float) -> Instance | None:
         """Left out of the list: ask for it directly. The instance when the market answers
         for it; None when it is gone (written off) or still unseen."""
-        if a.left_out() == 1:
-            self.journal.fact(
-                K.UNSEEN,
-                a,
-                at=now,
-                actor="engine",
-                reason="left out of the market's list answer: still held, asked for directly",
-            )
+        apply(self.journal, LeftOut(a, now))
         try:
             inst = await self._show(a.instance_id)
         except BadRow as exc:
             # answered for, so not unseen (never written off for it), but unread: a bad row
             # (the client drops such rows from lists, so this is where they show)
-            a.answered_unread()
+            apply(self.journal, AnsweredUnread(a))
             self._bad_row(a.instance_id, exc.problem, now)
             return None
         except NotFound:
@@ -301,47 +301,15 @@ class Observer:
         if cause == "outbid" and self.tier is not None:  # its job requeued; the rules decide
             self.tier.outbid(a, inst, now)
 
-    def _see(self, a: Attempt, inst: Instance, now: float) -> None:
-        if inst.gpu_dph > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:
-            self.journal.fact(
-                K.NOTE,
-                a,
-                at=now,
-                actor="engine",
-                ok=False,
-                reason=f"billed price ${inst.gpu_dph:.4f}/h contradicts the offer's "
-                f"${a.gpu_dph:.4f}/h: the budget counts the higher one",
-                detail={"dph_seen": inst.gpu_dph, "dph_offer": a.gpu_dph},
-            )
-            self.journal.say(
-                f"price  i:{a.instance_id} billed ${inst.gpu_dph:.4f}/h, offer said ${a.gpu_dph:.4f}/h"
-            )
-        a.billed_at(inst.gpu_dph)
+    def _see(self, a: Attempt, inst: Instance, now: float, listed: bool = False) -> None:
+        """The market's row for `a` (`listed`: in a list answer, or answered when asked)."""
         status = inst.known_status
-        if status != a.status:
-            changed = self._ran_from(a, inst, now) if status == "running" else now
-            self.journal.fact(
-                K.STATUS,
-                a,
-                at=changed,
-                actor="engine",
-                reason=f"status {a.status or 'none yet'} -> {status}",
-                detail={"status": status, "msg": (inst.status_msg or "")[:300]},
-            )
-            # billing marks as Vast bills: nothing while offline (neither GPU nor storage)
-            if a.status == "offline" and status not in ("offline", "stopped"):
-                a.mark(changed, "online")  # the host answers again
-            gpu_on = ("running", "frozen")  # frozen: "GPU charges apply" (Vast's show-instance)
-            if status in gpu_on and a.status not in gpu_on:
-                a.mark(changed, "running")
-            elif status == "offline":
-                a.mark(now, "offline")
-            elif a.status == "running" and status in ("exited", "unknown"):
-                a.mark(now, "halt")
-        a.status_seen(status, inst.status_msg, now)
+        changed = self._ran_from(a, inst, now) if status == "running" else now
+        route = (inst.ssh_host, inst.ssh_port)
+        seen = RowSeen(a, now, status, inst.status_msg, *route, inst.gpu_dph, changed, listed)
+        apply(self.journal, seen)
         if self.blame_book is not None and inst.status_msg and status != "running":
             self.blame_book.saw(a, inst.status_msg)  # layer progress: the registry serves it
-        a.routed(inst.ssh_host, inst.ssh_port)
         if self.ssh is not None:
             self.ssh.set_routes(a.instance_id, inst)  # direct first, the proxy as fallback
         if a.bid is not None and self.tier is not None:
@@ -362,4 +330,5 @@ class Observer:
             if self.blame_book is not None:
                 self.blame_book.ran(a)  # the image pulled and started here: evidence
         if a.life.phase == Phase.VERIFIED:
-            a.util_seen(low_util_since(a.util_low_since, inst.gpu_util, self.policy, now))
+            since = low_util_since(a.util_low_since, inst.gpu_util, self.policy, now)
+            apply(self.journal, IdleSince(a, since))

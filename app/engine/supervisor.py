@@ -50,6 +50,7 @@ from .operator import Operator
 from .prices import PriceWatch
 from .recovery import Recovery
 from .release import release
+from .rentals import Tending, apply
 from .rounds import rounds
 from .strays import hold_strays
 from .tier import TierWatch
@@ -256,7 +257,7 @@ class Supervisor:
         self.prices.restore(self.ledger)  # increases accepted, not yet in force
         for a in self.fleet.in_service():  # adopted proven rentals: watch them, re-attach jobs
             if a.tend_task is None:
-                a.tended_by(asyncio.create_task(self.tender.tend(a)))
+                apply(self.journal, Tending(a, asyncio.create_task(self.tender.tend(a))))
 
     # -- the poll: observe, decide, execute ---------------------------------------------------
     async def poll_once(self) -> list[Decision]:
@@ -322,7 +323,7 @@ class Supervisor:
                 detail={"task": "tend", "error": type(exc).__name__},
             )
             self.journal.say(f"error  tending i:{a.instance_id} ended ({exc!r}): tended again")
-            a.tended_by(asyncio.create_task(self.tender.tend(a)))
+            apply(self.journal, Tending(a, asyncio.create_task(self.tender.tend(a))))
 
     def snapshot(self, now: float) -> FleetSnapshot:
         """Everything the rules decide on now, in one immutable value (engine/deciding.py)."""
