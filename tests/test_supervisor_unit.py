@@ -20,10 +20,11 @@ from rentwatch.core.verdict import Throttle, Verdict
 from rentwatch.engine.hosts.ssh import HostKeyChanged, RunResult, SSHRunner, load_or_create_key
 from rentwatch.engine.intents import CreateIntent, StartIntent, StopIntent
 from rentwatch.engine.operator import HUMAN_RECENT_S, STARTED_BY_PERSON
-from rentwatch.engine.rentals import GaveUp, apply
+from rentwatch.engine.rentals import apply
 from rentwatch.engine.rounds import rounds
 from rentwatch.engine.session import Session
 from rentwatch.engine.supervisor import Supervisor
+from rentwatch.engine.updates import GaveUp
 from rentwatch.ledger import Ledger
 from rentwatch.market.errors import MarketUnavailable
 from rentwatch.market.protocol import Market

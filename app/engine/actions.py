@@ -20,7 +20,8 @@ from ..market.protocol import Market
 from .attempt import Attempt
 from .fleet import Fleet
 from .journal import Journal
-from .rentals import Destroyed, GaveUp, Started, Stopped, apply
+from .rentals import apply
+from .updates import ChangeTookEffect, Destroyed, GaveUp, Started, Stopped
 
 K = EventKind
 # Vast's documented recipe: SSH sessions see the container's variables (CONTAINER_ID,
@@ -72,7 +73,7 @@ class Actions:
         if acted.answer_lost:
             detail["answer_lost"] = True  # dated to the send of the try that got no answer
         j.outcome(seq, at=acted.at, ok=True, detail=detail or None)
-        a.mark(acted.at, str(kind))
+        apply(j, ChangeTookEffect(a, acted.at, str(kind)))
         return acted.at
 
     async def start(self, a: Attempt, actor: str, reason: str) -> float:
@@ -231,7 +232,7 @@ class Actions:
             bid=bid,
             bid_floor=offer.bid_floor,
         )
-        a.mark(at, "create")
+        apply(j, ChangeTookEffect(a, at, "create"))
         self.fleet.add(a)
         j.outcome(
             seq,

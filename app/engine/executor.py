@@ -26,8 +26,9 @@ from .intents import AutomationRefused
 from .journal import Journal
 from .offers import OfferBook
 from .operator import Operator
-from .rentals import GaveUp, Tending, Verified, apply
+from .rentals import apply
 from .tier import TierWatch
+from .updates import DeadlinesFrom, GaveUp, RestartRefused, Tending, Verified
 
 K = EventKind
 
@@ -95,10 +96,10 @@ class Executor:
         try:
             at = await self.actions.start(a, d.rule, d.reason)
         except REFUSALS as exc:
-            a.restart_refused()
+            apply(self.journal, RestartRefused(a))
             self.journal.say(f"start  i:{a.instance_id} by {d.rule} refused: {exc}")
             return
-        a.deadlines_from(at)
+        apply(self.journal, DeadlinesFrom(a, at))
         self.journal.say(f"start  i:{a.instance_id} m:{a.machine_id} by {d.rule}: {d.reason}")
 
     async def on_tier(self, d: Rebid | Move | Resume) -> None:

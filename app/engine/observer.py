@@ -32,7 +32,8 @@ from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
 from .release import proven
-from .rentals import (
+from .rentals import apply
+from .updates import (
     AnsweredUnread,
     CameUp,
     IdleSince,
@@ -42,7 +43,6 @@ from .rentals import (
     Returned,
     RowSeen,
     StoppedByMarket,
-    apply,
 )
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from ..core.lifecycle import Phase
 from .intents import AutomationRefused, DestroyConfirmation, DestroyIntent, Reply
-from .rentals import GaveUp, apply
+from .rentals import apply
+from .updates import GaveUp
 
 if TYPE_CHECKING:
     from .attempt import Attempt

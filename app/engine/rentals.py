@@ -1,24 +1,77 @@
-"""The one writer of a rental's lifecycle: `apply(journal, update)`.
+"""The one writer of a rental's state: `apply(journal, update)`.
 
-What happened to a rental arrives as an update, a small value named for the event (`Listed`,
-`Stopped`, `Lost`, ...). `apply` checks its move against the lifecycle's legal moves
-(`core/lifecycle.py`), puts the next version of the rental's `Lifecycle` (an immutable record,
-its `version` counted up) on the attempt, and writes the ledger event and the decision log's
-line that the update carries, so a change and its event are one thing. An illegal move changes
-no phase and is written down as an `error` event.
+What happened to a rental arrives as an update (`engine/updates.py`), a small value named for
+the event (`Listed`, `RowSeen`, `Stopped`, `Judged`, `Outbid`, ...). `apply` checks a move
+against the lifecycle's legal moves (`core/lifecycle.py`), puts the next version of the
+rental's `Lifecycle` (an immutable record; every update counts its `version` up) on the
+attempt with the other fields the event changes, and writes the ledger event and the decision
+log's line that the update carries, so a change and its event are one thing. An illegal move
+changes no phase and is written down as an `error` event. `apply` never awaits: each update
+lands whole between two awaits of whichever task emitted it.
 
-No other module assigns `Attempt.life` or calls the attempt methods an update stands for
+No other module assigns `Attempt.life` or calls an attempt method that changes it
 (`tests/test_one_writer.py`)."""
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.lifecycle import Phase
-from ..core.verdict import Verdict, detect_throttle
+from ..core.verdict import detect_throttle
 from ..ledger import EventKind
+from .updates import (
+    Adopted,
+    Answered,
+    AnsweredUnread,
+    BidChanged,
+    BidFloorSeen,
+    BidRestored,
+    Broken,
+    CameUp,
+    ChangeTookEffect,
+    DeadlinesFrom,
+    Destroyed,
+    FoundChanged,
+    GaveUp,
+    HandedOver,
+    IdleSince,
+    IncreaseAccepted,
+    JobSaid,
+    Judged,
+    KeyChanged,
+    LeftOut,
+    Listed,
+    LookedAt,
+    Lost,
+    OurStopKept,
+    Outbid,
+    OutbidAgain,
+    PreflightRunning,
+    PreflightStarted,
+    ProbeAnswered,
+    RebidTried,
+    Replayed,
+    Repriced,
+    RestartRefused,
+    Resumed,
+    ResumedItself,
+    Returned,
+    RowSeen,
+    Said,
+    Sampled,
+    SshFailed,
+    SshReached,
+    SshWaiting,
+    Started,
+    Stopped,
+    StoppedByMarket,
+    Tending,
+    Touched,
+    Update,
+    Verified,
+    WatchdogSeen,
+    WentSilent,
+)
 
 if TYPE_CHECKING:
     from .attempt import Attempt
@@ -26,315 +79,6 @@ if TYPE_CHECKING:
 
 K = EventKind
 PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last seen) is flagged
-
-
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """The market lists a rental it was asked for: its image is on the way."""
-
-    a: Attempt
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class CameUp:
-    """Its container runs (booted, or adopted running)."""
-
-    a: Attempt
-    at: float
-    why: str = "container running"
-
-
-@dataclass(frozen=True, slots=True)
-class PreflightStarted:
-    a: Attempt
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class Verified:
-    """In service: proven by its preflight, or trusted on sight (`by_preflight` False)."""
-
-    a: Attempt
-    at: float
-    rule: str
-    reason: str
-    by_preflight: bool
-    detail: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Resumed:
-    """A bid rental that resumed by itself taken back into service (its proof stands)."""
-
-    a: Attempt
-    at: float
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    """Our start went through: it boots again."""
-
-    a: Attempt
-    at: float
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Stopped:
-    """Our stop went through (its intent and outcome are the change's own events)."""
-
-    a: Attempt
-    at: float
-    actor: str
-    reason: str
-    usd: float  # what it has cost so far, for the log line
-
-
-@dataclass(frozen=True, slots=True)
-class StoppedByMarket:
-    """A stop nobody here asked for: a contract's end, a zero balance, an outbid."""
-
-    a: Attempt
-    at: float
-    why: str
-    said: str  # the market's intended/current/next states
-    proven: bool  # a proven rental keeps its proof; an unproven one is the rules' to replace
-
-
-@dataclass(frozen=True, slots=True)
-class Destroyed:
-    a: Attempt
-    at: float
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class GaveUp:
-    """Given up before it proved itself: its destroy is due. `line`: the log's line, if any."""
-
-    a: Attempt
-    at: float
-    actor: str
-    reason: str
-    failure_class: str
-    detail: dict[str, Any] = field(default_factory=dict)
-    line: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Lost:
-    """Gone from the market without our destroy."""
-
-    a: Attempt
-    at: float
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
-class Returned:
-    """Listed again after its write-off: held again as `to`, billed as if never written off."""
-
-    a: Attempt
-    at: float
-    to: Phase
-    why: str
-    detail: dict[str, Any]
-    preflight_again: bool  # a finished preflight that proved nothing is run afresh
-
-
-@dataclass(frozen=True, slots=True)
-class Adopted:
-    """Found on the market at a start (`engine/recovery.py`): where it stands now, and whether
-    the ledger holds a passed preflight for it."""
-
-    a: Attempt
-    at: float
-    status: str | None
-    status_msg: str | None
-    ssh_host: str | None
-    ssh_port: int | None
-    proven: bool
-    stopped: bool
-
-
-@dataclass(frozen=True, slots=True)
-class RowSeen:
-    """The market's row for it, as the poll reads it: its status, route and billed price."""
-
-    a: Attempt
-    at: float
-    status: str | None
-    status_msg: str | None
-    ssh_host: str | None
-    ssh_port: int | None
-    gpu_dph: float
-    changed_at: float  # when a change of status took effect (what the GPU is billed from)
-    listed: bool  # in a list answer, or answered when asked: not unseen
-
-
-@dataclass(frozen=True, slots=True)
-class LeftOut:
-    """A list answer left it out: one more poll unseen (the first says so in the ledger)."""
-
-    a: Attempt
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class AnsweredUnread:
-    """The market answered for it with a row it could not read: not unseen, not seen."""
-
-    a: Attempt
-
-
-@dataclass(frozen=True, slots=True)
-class IdleSince:
-    """Since when its GPU has been idle by the policy (None: busy), from a row or a sample."""
-
-    a: Attempt
-    since: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class PreflightRunning:
-    """Its preflight's task, started (`PreflightStarted` moves it to verifying first)."""
-
-    a: Attempt
-    task: asyncio.Task[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Tending:
-    """Tended from now (in service again): silence counts from its next unanswered look."""
-
-    a: Attempt
-    task: asyncio.Task[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class SshWaiting:
-    """No try made (no port yet) or none answered yet: what the pane shows meanwhile."""
-
-    a: Attempt
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
-class SshFailed:
-    """A try that ended without the host's answer; `why` replaces the shown error."""
-
-    a: Attempt
-    why: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SshReached:
-    a: Attempt
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeAnswered:
-    a: Attempt
-
-
-@dataclass(frozen=True, slots=True)
-class Judged:
-    """The preflight's verdict, with the probe's document when it answered."""
-
-    a: Attempt
-    verdict: Verdict
-    doc: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class WentSilent:
-    """A session to its host got no answer (`Attempt.went_silent`)."""
-
-    a: Attempt
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class Answered:
-    """A command on its host ran to its end (a connect alone is not an answer)."""
-
-    a: Attempt
-
-
-@dataclass(frozen=True, slots=True)
-class KeyChanged:
-    """Its SSH host key changed after it was pinned: distrusted for good (said once)."""
-
-    a: Attempt
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
-class WatchdogSeen:
-    """Armed on the host; False: a heartbeat found it gone."""
-
-    a: Attempt
-    armed: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Broken:
-    """The tender saw this proven host break (a fatal XID): the next poll's rules stop it."""
-
-    a: Attempt
-    rule: str
-    reason: str
-    failure_class: str
-    detail: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Sampled:
-    """The sampler's readings (already in the ledger's samples): the idle and throttle
-    evidence they carry."""
-
-    a: Attempt
-    at: float
-    rows: list[dict[str, Any]]
-    idle_since: float | None
-    idle_known: bool  # the first reading had a utilisation
-    throttle_ratio: float
-
-
-Update = (
-    PreflightRunning
-    | Tending
-    | SshWaiting
-    | SshFailed
-    | SshReached
-    | ProbeAnswered
-    | Judged
-    | WentSilent
-    | Answered
-    | KeyChanged
-    | WatchdogSeen
-    | Broken
-    | Sampled
-    | RowSeen
-    | LeftOut
-    | AnsweredUnread
-    | IdleSince
-    | Listed
-    | CameUp
-    | PreflightStarted
-    | Verified
-    | Resumed
-    | Started
-    | Stopped
-    | StoppedByMarket
-    | Destroyed
-    | GaveUp
-    | Lost
-    | Returned
-    | Adopted
-)
 
 
 def apply(j: Journal, u: Update) -> bool:
@@ -345,6 +89,70 @@ def apply(j: Journal, u: Update) -> bool:
     ok = True
     version = a.life.version
     match u:
+        case ChangeTookEffect():
+            a.mark(u.at, u.kind)
+        case FoundChanged():
+            _write(j, a, u.event)
+            a.mark(u.event.at, str(u.event.kind))
+        case Replayed():
+            a.marked(u.marks)
+            if u.price is not None:
+                a.price_known(u.price)
+        case RestartRefused():
+            a.restart_refused()
+        case DeadlinesFrom():
+            a.deadlines_from(u.at)
+        case Touched():
+            a.touched(u.at, u.act)
+        case HandedOver():
+            a.handed_over(u.at)
+        case LookedAt():
+            a.looked_at()
+        case JobSaid():
+            a.job_said(u.line)
+        case OurStopKept():
+            a.stopped_ourselves(u.actor)
+        case IncreaseAccepted():
+            a.increase_accepted(u.at, u.price, u.pending_id)
+        case Repriced():
+            old = a.gpu_dph
+            a.repriced(u.at, u.price)
+            j.fact(
+                K.PRICE,
+                a,
+                at=u.at,
+                actor="market",
+                ok=True,
+                reason=f"the host's increase accepted: ${old:.4f}/h -> ${u.price:.4f}/h from "
+                "its contract's end date",
+                detail={"price": u.price, "old": old, "pending_id": u.pending_id},
+            )
+            j.say(
+                f"price  i:{a.instance_id} ${old:.4f} -> ${u.price:.4f}/h from the contract's end"
+            )
+        case BidRestored():
+            a.bid_held(u.bid, u.bid_floor, u.ours, u.paused_at, u.rebid)
+            if u.paused_unproven:
+                a.stopped_by_market("found paused on the tier before it was proven")
+        case BidFloorSeen():
+            a.bid_floor_seen(u.bid_floor)
+        case Outbid():
+            a.outbid(u.event.at, u.bid_floor)
+            _write(j, a, u.event)
+        case ResumedItself():
+            a.resumed_itself()
+            a.mark(u.event.at, "resume")
+            _write(j, a, u.event)
+        case OutbidAgain():
+            a.mark(u.at, "stop")
+            j.fact(
+                K.STOP, a, at=u.at, actor="market", ok=True, reason="outbid again after its resume"
+            )
+        case RebidTried():
+            a.rebid_tried()
+        case BidChanged():
+            a.rebid_to(u.price, u.event.at)
+            _write(j, a, u.event)
         case PreflightRunning():
             a.preflight_running(u.task)
         case Tending():
@@ -500,6 +308,12 @@ def apply(j: Journal, u: Update) -> bool:
     if a.life.version == version:
         a.life = a.life.bumped()
     return ok
+
+
+def _write(j: Journal, a: Attempt, e: Said) -> None:
+    j.fact(e.kind, a, at=e.at, actor=e.actor, ok=True, reason=e.reason, detail=e.detail)
+    if e.line:
+        j.say(e.line)
 
 
 def _sampled(j: Journal, u: Sampled) -> None:

@@ -50,10 +50,11 @@ from .operator import Operator
 from .prices import PriceWatch
 from .recovery import Recovery
 from .release import release
-from .rentals import Tending, apply
+from .rentals import apply
 from .rounds import rounds
 from .strays import hold_strays
 from .tier import TierWatch
+from .updates import Tending
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
 K = EventKind
@@ -125,7 +126,7 @@ class Supervisor:
             lambda: self.fleet.heed_team(self.ledger, self.policy, self.now())
         ]
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
-        self.cadence = Cadence(market, self.fleet, policy, self.journal.say)  # each poll's lists
+        self.cadence = Cadence(market, self.fleet, policy, self.journal)  # each poll's lists
         self.operator = Operator(
             self.actions,
             self.fleet,

@@ -17,7 +17,8 @@ from ...market.errors import REFUSALS
 from ...market.protocol import Market, wall_seconds
 from ..attempt import Attempt
 from ..journal import Journal
-from ..rentals import Answered, KeyChanged, WentSilent, apply
+from ..rentals import apply
+from ..updates import Answered, KeyChanged, WentSilent
 from .ssh import (
     HostKeyChanged,
     NoAnswer,

@@ -19,7 +19,8 @@ from ...market.protocol import Clock
 from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..journal import Journal
-from ..rentals import (
+from ..rentals import apply
+from ..updates import (
     Judged,
     PreflightRunning,
     PreflightStarted,
@@ -28,7 +29,6 @@ from ..rentals import (
     SshReached,
     SshWaiting,
     Update,
-    apply,
 )
 from .link import HostLink
 from .probe_io import (

@@ -23,8 +23,9 @@ from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..jobs.work import JobWork
 from ..journal import Journal
-from ..rentals import Broken, Sampled, Tending, WatchdogSeen, WentSilent, apply
+from ..rentals import apply
 from ..rounds import raise_if_cancelled
+from ..updates import Broken, Sampled, Tending, WatchdogSeen, WentSilent
 from .link import HostLink
 from .preflight_run import PreflightRunner
 from .probe_io import (
