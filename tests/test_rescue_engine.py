@@ -47,6 +47,7 @@ def _bid_host(iid: int) -> Any:
         gpu_name="RTX 4090",
         passed_preflight=True,
         outbid=lambda now, mb: None,
+        life=Lifecycle(Phase.STOPPED),
     )
 
 
@@ -126,6 +127,7 @@ def test_a_failed_checkpoint_pull_is_not_a_pull():
                 throttle=None,
                 gpu_name="RTX 4090",
                 bid=None,
+                life=Lifecycle(Phase.VERIFIED),
             ),
             js,
         )
