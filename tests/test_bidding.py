@@ -244,8 +244,9 @@ def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():
 
     a = Attempt(5, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)
     for k, to in enumerate((Phase.BOOTING, Phase.RUNNING, Phase.VERIFIED, Phase.STOPPED)):
-        assert a.life.move(to, 10.0 * (k + 1), "up")
-    a.life.proven = True
+        a.life = a.life.moved(to, 10.0 * (k + 1), "up")
+        assert a.life.phase == to
+    a.life = a.life.with_proof(True)
     a.bid_held(0.10, 0.30, ours=False, paused_at=100.0)  # outbid at 100, min_bid over any cap
     a.rebids = 2
     later = 100.0 + B.WAIT_S + 60

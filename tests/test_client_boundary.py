@@ -5,6 +5,7 @@ quota is not retried, creates ask for direct and proxy SSH, and bad prices are n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 
@@ -225,7 +226,7 @@ def test_a_polls_closer_looks_give_up_after_two_tries_too():
         obs, ledger = _observer(client, [])
         for iid in (7, 8):
             a = Attempt(iid, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)
-            a.life.phase = Phase.VERIFIED
+            a.life = dataclasses.replace(a.life, phase=Phase.VERIFIED)
             obs.fleet.add(a)
         await obs.unlisted(set(), 1_000.0)  # the sweep ended without either
         assert len(shows) == 2 * POLL_ATTEMPTS < 2 * client.max_attempts

@@ -191,7 +191,7 @@ def test_a_host_whose_last_sample_works_is_shown_working_not_idle() -> None:
         status_since=0.0,
     )
     for to in (Phase.BOOTING, Phase.RUNNING, Phase.VERIFIED):
-        a.life.move(to, 1.0, "test")
+        a.life = a.life.moved(to, 1.0, "test")
     a.util_low_since = 5.0  # the market's list said 0%
     a.samples.append({"util": 97.0})
     assert shown_phase(a) == "working"

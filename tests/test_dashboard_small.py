@@ -25,7 +25,8 @@ from .test_snapshots import FLEET, SIZE, StillEngine, _inst
 def _attempt(*moves: tuple[Phase, str]) -> Attempt:
     a = Attempt(1, None, 2, 3, "RTX 3090", 0.0, 0.2, 0.01)
     for k, (to, why) in enumerate(moves):
-        assert a.life.move(to, 10.0 * (k + 1), why), to
+        a.life = a.life.moved(to, 10.0 * (k + 1), why)
+        assert a.life.phase == to, to
     return a
 
 

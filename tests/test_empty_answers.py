@@ -6,6 +6,7 @@ queue, the ledger and the tender are the real ones."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -168,7 +169,7 @@ def test_a_launch_whose_session_dropped_and_no_answer_after_is_not_requeued():
     link = LaunchDrops([DROPPED])
     work, queue, ledger = job_work(link)
     a = attempt()
-    a.life.phase = Phase.VERIFIED
+    a.life = dataclasses.replace(a.life, phase=Phase.VERIFIED)
     work.fleet.in_service = lambda: [a]  # type: ignore[method-assign]
     asyncio.run(work.dispatch(1_000.0))
     assert queue.on(7) is not None and interruptions(ledger) == []
@@ -190,7 +191,7 @@ def test_a_launch_that_got_no_answer_and_never_ran_costs_no_retry():
     link = Refused([said("NONE\n")])
     work, queue, ledger = job_work(link, retries=0)
     a = attempt()
-    a.life.phase = Phase.VERIFIED
+    a.life = dataclasses.replace(a.life, phase=Phase.VERIFIED)
     work.fleet.in_service = lambda: [a]  # type: ignore[method-assign]
     asyncio.run(work.dispatch(1_000.0))
     job = queue.on(7)
@@ -285,7 +286,7 @@ def test_a_list_answer_without_the_ssh_route_does_not_leave_the_job_unwatched():
     clock = work.clock
     tender = HostTender(link, work, work.journal, DEFAULT, clock)  # type: ignore[arg-type]
     a = attempt()
-    a.life.phase = Phase.VERIFIED
+    a.life = dataclasses.replace(a.life, phase=Phase.VERIFIED)
     job = queue.take(a.instance_id, 1_000.0)
     assert job is not None
 
@@ -301,7 +302,7 @@ def test_a_list_answer_without_the_ssh_route_does_not_leave_the_job_unwatched():
             if job.status == "done":
                 break
             await asyncio.sleep(0.01)
-        a.life.phase = Phase.STOPPED
+        a.life = dataclasses.replace(a.life, phase=Phase.STOPPED)
         await asyncio.wait_for(task, 2)
 
     asyncio.run(go())

@@ -10,6 +10,7 @@ from typing import Any
 
 import asyncssh
 import pytest
+from rentwatch.core.lifecycle import Lifecycle
 from rentwatch.engine.hosts.link import IO_CEILING_CAP_S, IO_FLOOR_MAX_S, IO_FLOOR_MIN_S, HostLink
 from rentwatch.engine.hosts.ssh import SSHRunner, loopback_handshakes
 
@@ -120,6 +121,7 @@ def test_a_session_without_an_answer_measures_the_load_again_now_and_then(key):
             ssh_port=1,
             offer=object(),
             went_silent=lambda now: None,
+            life=Lifecycle(),
         )
         assert len(link.ssh.connect_walls) == 3
         for _ in range(3):  # a dead host fails each look; the load is measured once a while

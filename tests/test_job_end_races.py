@@ -13,7 +13,7 @@ import pytest
 from rentwatch.core.bidding.tier import RESCUE_WAIT_S
 from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobQueue
-from rentwatch.core.lifecycle import Phase
+from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.core.policy import DEFAULT
 from rentwatch.engine.jobs.work import PULL_TRIES, JobWork
 from rentwatch.ledger import Ledger
@@ -36,7 +36,7 @@ def _host(iid: int, phase: Phase = Phase.VERIFIED) -> SimpleNamespace:
         throttle=None,
         gpu_name="RTX 4090",
         bid=None,
-        life=SimpleNamespace(phase=phase),
+        life=Lifecycle(phase=phase),
         market_stopped=False,
         paused=False,
         ssh_host="h",
@@ -101,7 +101,7 @@ def test_a_timeout_stop_that_outlives_its_host_leaves_the_job_queued(tmp_path):
     assert job is not None
 
     def host_leaves() -> None:
-        host.life.phase = Phase.STOPPED
+        host.life = dataclasses.replace(host.life, phase=Phase.STOPPED)
         work.reap(clock.now())
 
     link.on_stop = host_leaves
@@ -181,7 +181,9 @@ def test_a_requeue_while_the_copy_is_asked_for_leaves_no_copy_waited_for(tmp_pat
 
     class Market:
         async def copy_between(self, *args):
-            hosts[DST].life.phase = Phase.STOPPED  # DST leaves service meanwhile
+            hosts[DST].life = dataclasses.replace(
+                hosts[DST].life, phase=Phase.STOPPED
+            )  # DST leaves service meanwhile
             work.reap(t[0])
 
         async def cancel_copies_to(self, dst):

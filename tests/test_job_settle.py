@@ -6,11 +6,12 @@ service first takes the job back to the queue, since its output went with the ho
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from types import SimpleNamespace
 
 from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobQueue
-from rentwatch.core.lifecycle import Phase
+from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.jobs.work import PULL_TRIES, JobWork
 
@@ -44,7 +45,7 @@ def _host():
         throttle=None,
         gpu_name="RTX 4090",
         bid=None,
-        life=SimpleNamespace(phase=Phase.VERIFIED),
+        life=Lifecycle(phase=Phase.VERIFIED),
         market_stopped=False,
         paused=False,
     )
@@ -87,7 +88,9 @@ def test_a_host_that_leaves_service_before_the_pull_takes_the_job_back(tmp_path)
     work, job, host, link, journal = _world(tmp_path)
     asyncio.run(work.check(host, job))
     assert job.status == "finishing"
-    host.life.phase = Phase.STOPPED  # it went offline: its output went with it
+    host.life = dataclasses.replace(
+        host.life, phase=Phase.STOPPED
+    )  # it went offline: its output went with it
     work.reap(1100.0)
     assert job.status == "pending" and job.instance_id is None and not work.queue.holds(A)
     again = [
@@ -99,7 +102,8 @@ def test_a_host_that_leaves_service_before_the_pull_takes_the_job_back(tmp_path)
 def _bid_host() -> Attempt:
     a = Attempt(A, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)
     for k, to in enumerate((Phase.BOOTING, Phase.RUNNING, Phase.VERIFIED)):
-        assert a.life.move(to, 10.0 * (k + 1), "up")
+        a.life = a.life.moved(to, 10.0 * (k + 1), "up")
+        assert a.life.phase == to
     a.bid_held(0.2, 0.15, ours=False, paused_at=None)
     return a
 
@@ -113,11 +117,13 @@ def test_an_outbid_after_the_exit_keeps_the_job_until_the_resume_brings_its_outp
     asyncio.run(work.check(host, job))  # exited; the pull fails
     assert job.status == "finishing"
     host.outbid(1050.0, 0.25)
-    assert host.life.move(Phase.STOPPED, 1050.0, "outbid")
+    host.life = host.life.moved(Phase.STOPPED, 1050.0, "outbid")
+    assert host.life.phase == Phase.STOPPED
     assert host.paused
     work.reap(1100.0)
     assert job.status == "finishing" and job.instance_id == A  # waits for the resume
-    assert host.life.move(Phase.VERIFIED, 1400.0, "resumed by itself")
+    host.life = host.life.moved(Phase.VERIFIED, 1400.0, "resumed by itself")
+    assert host.life.phase == Phase.VERIFIED
     link.sftp_down = False
     asyncio.run(work.check(host, job))
     assert job.status == "done"
@@ -130,7 +136,8 @@ def test_a_paused_rental_we_stop_ourselves_gives_its_finishing_job_back_to_the_q
     work.fleet = SimpleNamespace(get=lambda iid: host if iid == A else None)
     asyncio.run(work.check(host, job))
     host.outbid(1050.0, 0.25)
-    assert host.life.move(Phase.STOPPED, 1050.0, "outbid")
+    host.life = host.life.moved(Phase.STOPPED, 1050.0, "outbid")
+    assert host.life.phase == Phase.STOPPED
     host.stopped_ourselves()  # the tier moved on: it never resumes, its output is lost
     assert not host.paused
     work.reap(1700.0)
@@ -156,7 +163,7 @@ def test_a_pull_that_lands_after_its_host_left_leaves_the_requeued_job_alone(tmp
         check = asyncio.create_task(work.check(host, job))
         await asyncio.sleep(0.05)
         assert job.status == "finishing"
-        host.life.phase = Phase.STOPPED
+        host.life = dataclasses.replace(host.life, phase=Phase.STOPPED)
         work.reap(1100.0)
         assert job.status == "pending"
         assert work.queue.take(12, 1200.0) is job  # the next host has it
@@ -183,7 +190,7 @@ def test_a_host_that_leaves_while_its_job_launches_records_no_start(tmp_path):
     async def run() -> None:
         launch = asyncio.create_task(work._launch(host, job, 1000.0))
         await asyncio.sleep(0.05)
-        host.life.phase = Phase.STOPPED
+        host.life = dataclasses.replace(host.life, phase=Phase.STOPPED)
         work.reap(1100.0)
         go.set()
         await launch

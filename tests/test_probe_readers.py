@@ -7,6 +7,7 @@ and tend tasks are run against a link that answers with them, or raises what nob
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -319,7 +320,7 @@ def test_tending_outlives_a_look_that_raises_and_notes_it_once():
     tender, ledger = tender_for(link)
     clock = tender.clock
     a = attempt()
-    a.life.phase = Phase.VERIFIED
+    a.life = dataclasses.replace(a.life, phase=Phase.VERIFIED)
 
     async def go() -> None:
         task = asyncio.create_task(tender.tend(a))
@@ -327,7 +328,7 @@ def test_tending_outlives_a_look_that_raises_and_notes_it_once():
             await asyncio.sleep(0.01)
             clock.t += 1000  # a beat is due at each look
         assert not task.done()
-        a.life.phase = Phase.STOPPED
+        a.life = dataclasses.replace(a.life, phase=Phase.STOPPED)
         await asyncio.wait_for(task, 2)
 
     asyncio.run(go())
@@ -420,7 +421,7 @@ def test_the_heartbeat_goes_on_while_a_jobs_look_takes_long():
     tender, ledger = tender_for(link)
     clock, work = tender.clock, tender.jobs
     a = attempt()
-    a.life.phase = Phase.VERIFIED
+    a.life = dataclasses.replace(a.life, phase=Phase.VERIFIED)
     a.watchdog_armed = True
     job = work.queue.take(a.instance_id, clock.now())
     assert job is not None
@@ -451,7 +452,7 @@ def test_the_heartbeat_goes_on_while_a_jobs_look_takes_long():
                 await asyncio.sleep(0.001)
         got = beats()
         pulled.set()
-        a.life.phase = Phase.STOPPED
+        a.life = dataclasses.replace(a.life, phase=Phase.STOPPED)
         await asyncio.wait_for(task, 2)
         assert len(looks) == 1 and got == 5, (looks, link.calls)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from rentwatch.core.lifecycle import Phase
+from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.referee.lag import (
     HostEvent,
     Notices,
@@ -343,7 +343,12 @@ def test_an_ssh_session_and_a_call_to_the_market_hold_the_shared_clock_while_out
     market: Any = SimpleNamespace(time_scale=1.0, now=clock.now)
     link = HostLink(ssh, market, journal=None)  # type: ignore[arg-type]
     host: Any = SimpleNamespace(
-        instance_id=31, ssh_host="127.0.0.2", ssh_port=2222, offer=None, answered=lambda: None
+        instance_id=31,
+        ssh_host="127.0.0.2",
+        ssh_port=2222,
+        offer=None,
+        answered=lambda: None,
+        life=Lifecycle(),
     )
     link.keyed.add(31)
     asyncio.run(link.run(host, "true"))

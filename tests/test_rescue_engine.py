@@ -12,7 +12,7 @@ import httpx
 import pytest
 from rentwatch.core.campaign import Job
 from rentwatch.core.jobs import JobQueue
-from rentwatch.core.lifecycle import Phase
+from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.engine.jobs.rescue import Rescues, unanswered
 from rentwatch.engine.jobs.work import JobWork
 from rentwatch.engine.tier import TierWatch
@@ -31,9 +31,7 @@ def _go(coro):
 class Fleet:
     def __init__(self, phases: dict[int, Phase]):
         self.attempts = {
-            i: SimpleNamespace(
-                life=SimpleNamespace(phase=p), instance_id=i, offer=None, status="stopped"
-            )
+            i: SimpleNamespace(life=Lifecycle(phase=p), instance_id=i, offer=None, status="stopped")
             for i, p in phases.items()
         }
 
@@ -49,6 +47,7 @@ def _bid_host(iid: int) -> Any:
         gpu_name="RTX 4090",
         passed_preflight=True,
         outbid=lambda now, mb: None,
+        life=Lifecycle(Phase.STOPPED),
     )
 
 
@@ -128,6 +127,7 @@ def test_a_failed_checkpoint_pull_is_not_a_pull():
                 throttle=None,
                 gpu_name="RTX 4090",
                 bid=None,
+                life=Lifecycle(Phase.VERIFIED),
             ),
             js,
         )
@@ -229,9 +229,7 @@ def test_a_copy_whose_answer_was_lost_is_looked_for_all_the_same():
             self.asked.append(args)
             raise AnswerLost("PUT /api/v0/commands/copy_direct/ timed out after 30s")
 
-    source = SimpleNamespace(
-        life=SimpleNamespace(phase=Phase.STOPPED), offer=None, status="stopped"
-    )
+    source = SimpleNamespace(life=Lifecycle(phase=Phase.STOPPED), offer=None, status="stopped")
     fleet = SimpleNamespace(get=lambda iid: source if iid == A else None)
     market, journal = Lost(), FakeJournal()
     r = Rescues(market, fleet, FakeLink(), journal)  # type: ignore[arg-type]

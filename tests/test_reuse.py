@@ -60,8 +60,9 @@ def test_a_requeued_job_starts_the_cheapest_stopped_proven_rental_before_any_cre
 def test_only_a_stop_for_want_of_work_makes_a_rental_reusable():
     a = Attempt(5, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)
     for k, to in enumerate((Phase.BOOTING, Phase.RUNNING, Phase.VERIFIED, Phase.STOPPED)):
-        assert a.life.move(to, 10.0 * (k + 1), "up")
-    a.life.proven = True
+        a.life = a.life.moved(to, 10.0 * (k + 1), "up")
+        assert a.life.phase == to
+    a.life = a.life.with_proof(True)
     for rule, reusable in (
         ("rule:drained", True),
         ("rule:idle", True),

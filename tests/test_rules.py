@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -254,25 +256,38 @@ def test_properties(attempts, n, creates, policy):
 
 
 def test_lifecycle_refuses_illegal_moves():
+    life = Lifecycle().moved(Phase.BOOTING, 1, "listed")
+    assert life.phase == Phase.BOOTING
+    skipped = life.moved(Phase.VERIFIED, 2, "skip ahead")
+    assert skipped.phase == Phase.BOOTING and skipped.refused[0].after == Phase.VERIFIED
+    gone = skipped.moved(Phase.DESTROYED, 3, "gone")
+    assert gone.phase == Phase.DESTROYED
+    assert gone.moved(Phase.RUNNING, 4, "back from the dead").phase == Phase.DESTROYED
+    assert [t.after for t in gone.history] == [Phase.BOOTING, Phase.DESTROYED]
+
+
+def test_a_lifecycle_is_an_immutable_value_with_a_version():
+    """Each change is a new version; the old one stands as it was (a snapshot stays true)."""
     life = Lifecycle()
-    assert life.move(Phase.BOOTING, 1, "listed")
-    assert not life.move(Phase.VERIFIED, 2, "skip ahead")
-    assert life.phase == Phase.BOOTING and life.refused[0].after == Phase.VERIFIED
-    assert life.move(Phase.DESTROYED, 3, "gone") and not life.move(
-        Phase.RUNNING, 4, "back from the dead"
-    )
-    assert [t.after for t in life.history] == [Phase.BOOTING, Phase.DESTROYED]
+    booting = life.moved(Phase.BOOTING, 1, "listed")
+    assert life.phase == Phase.REQUESTED and life.history == () and life.version == 0
+    assert booting.version == 1 and booting.with_proof(True).version == 2
+    assert booting.moved(Phase.VERIFIED, 2, "skip ahead").version == 2  # refused: still counted
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        booting.phase = Phase.RUNNING  # type: ignore[misc]
 
 
 def test_a_rental_started_again_is_back_in_service():
     """`ended_at` is None once a stopped instance boots again: the dashboard would fade it out
     and quit would not count it as held otherwise."""
-    life = Lifecycle()
-    assert life.move(Phase.BOOTING, 1, "listed") and life.move(Phase.STOPPED, 2, "stopped")
+    life = Lifecycle().moved(Phase.BOOTING, 1, "listed").moved(Phase.STOPPED, 2, "stopped")
+    assert life.phase == Phase.STOPPED
     assert life.ended_at() == 2
-    assert life.move(Phase.BOOTING, 3, "started again")
+    life = life.moved(Phase.BOOTING, 3, "started again")
+    assert life.phase == Phase.BOOTING
     assert life.ended_at() is None
-    assert life.move(Phase.DESTROYED, 4, "destroyed")
+    life = life.moved(Phase.DESTROYED, 4, "destroyed")
+    assert life.phase == Phase.DESTROYED
     assert life.ended_at() == 4
 
 
@@ -350,10 +365,10 @@ def test_executor_refuses_automated_destroy_of_a_verified_instance(tmp_path):
             gpu_dph=0.2,
             storage_dph=0.01,
         )
-        a.life.proven = True
-        a.life.move(Phase.BOOTING, 0, "x")
-        a.life.move(Phase.RUNNING, 1, "x")
-        a.life.move(Phase.VERIFIED, 2, "x")
+        a.life = a.life.with_proof(True)
+        a.life = a.life.moved(Phase.BOOTING, 0, "x")
+        a.life = a.life.moved(Phase.RUNNING, 1, "x")
+        a.life = a.life.moved(Phase.VERIFIED, 2, "x")
         sup.fleet.add(a)
         with pytest.raises(AutomationRefused):
             await sup.executor.execute(Abandon(7, 70, "rule:forged", "forged", "fatal"))

@@ -100,8 +100,8 @@ def test_the_link_counts_answers_not_connects_and_the_rules_see_the_silence():
     a.ssh_host, a.ssh_port = "127.0.0.1", 22
     link.keyed.add(7)
     for to in (Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING, Phase.VERIFIED):
-        a.life.move(to, 0.0, "test")
-    a.life.proven = True
+        a.life = a.life.moved(to, 0.0, "test")
+    a.life = a.life.with_proof(True)
     a.running_at = 0.0
     a.status = "running"
 

@@ -20,9 +20,11 @@ from rentwatch.core.rules import Abandon, Create, Finish, StartPreflight, Stop, 
 from rentwatch.engine.hosts.ssh import HostKeyChanged, RunResult, SSHRunner, load_or_create_key
 from rentwatch.engine.intents import CreateIntent, StartIntent, StopIntent
 from rentwatch.engine.operator import HUMAN_RECENT_S, STARTED_BY_PERSON
+from rentwatch.engine.rentals import apply
 from rentwatch.engine.rounds import rounds
 from rentwatch.engine.session import Session
 from rentwatch.engine.supervisor import Supervisor
+from rentwatch.engine.updates import GaveUp
 from rentwatch.ledger import Ledger
 from rentwatch.market.errors import MarketUnavailable
 from rentwatch.market.protocol import Market
@@ -942,7 +944,7 @@ def test_one_release_rule_keeps_the_proven_and_destroys_the_rest(key):
         booting = [i for i in sup.attempts if i != kept]
         assert booting
         given_up = sup.attempts[booting[0]]  # given up already: destroyed, not given up again
-        sup.journal.give_up(given_up, sup.now(), "engine", "test", "timeout")
+        apply(sup.journal, GaveUp(given_up, sup.now(), "engine", "test", "timeout"))
         got = await release(sup, sup.fleet.held(), "engine", "the end", keep_proven=True)
         done = [r.message for r in got]
         assert f"stopped verified i:{kept}" in done

@@ -48,7 +48,8 @@ def _host(led: Ledger, iid: int) -> Attempt:
     led.record("preflight_passed", at=60, actor="engine", reason="ok", instance_id=iid, campaign=C)
     a = Attempt(iid, None, iid + 100, 7, "RTX 4090", 0.0, 0.5, 0.01)
     for k, to in enumerate((Phase.BOOTING, Phase.RUNNING, Phase.VERIFIED)):
-        assert a.life.move(to, 10.0 * (k + 1), "up")
+        a.life = a.life.moved(to, 10.0 * (k + 1), "up")
+        assert a.life.phase == to
     return a
 
 
@@ -68,7 +69,8 @@ def _run(tmp_path, rerun_code: int) -> dict:
     job.started_at = 100.0
     asyncio.run(work.check(hosts[A], job))  # exit 0; the pull fails
     assert job.status == "finishing"
-    assert hosts[A].life.move(Phase.STOPPED, 1100.0, "went offline")  # its output with it
+    hosts[A].life = hosts[A].life.moved(Phase.STOPPED, 1100.0, "went offline")
+    assert hosts[A].life.phase == Phase.STOPPED  # its output with it
     work.reap(1100.0)
     assert job.status == "pending"
     assert queue.take(B, 1200.0) is job

@@ -1,8 +1,9 @@
 """The instance lifecycle as an explicit, strict state machine, with its history.
 
-An illegal transition is refused: the phase stays, `move` answers False and keeps the refused
-transition in `refused`, and the shell (`Journal.move`, the only caller in the engine) writes
-it to the ledger as an error event. Nothing is dropped silently.
+It is an immutable value: `moved` answers the next version. An illegal transition is refused:
+the phase stays and the refused transition is kept in `refused`; the shell (`engine/rentals.py`,
+the one writer of a rental's state) writes it to the ledger as an error event. Nothing is
+dropped silently.
 
 One notion of "verified": `Lifecycle.proven` says the instance passed a real compute preflight
 at some point (so automation may stop it, never destroy it), and the `VERIFIED` phase says it
@@ -11,7 +12,7 @@ is in service now (proven, or trusted on sight under the naive policy).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 
@@ -78,25 +79,32 @@ class Transition:
     why: str
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Lifecycle:
-    phase: Phase = Phase.REQUESTED
-    history: list[Transition] = field(default_factory=list)
-    refused: list[Transition] = field(default_factory=list)
-    proven: bool = False  # passed a compute preflight once: automation may never destroy it
+    """A rental's lifecycle as an immutable value: each change is a new version
+    (`engine/rentals.py` holds the one writer that puts it on the rental)."""
 
-    def move(self, to: Phase, at: float, why: str) -> bool:
-        """Take a legal transition (True); an illegal one changes nothing, is kept in `refused`
-        for the shell to report, and answers False."""
+    phase: Phase = Phase.REQUESTED
+    history: tuple[Transition, ...] = ()
+    refused: tuple[Transition, ...] = ()
+    proven: bool = False  # passed a compute preflight once: automation may never destroy it
+    version: int = 0  # how many changes it has been through
+
+    def moved(self, to: Phase, at: float, why: str) -> Lifecycle:
+        """The next version: a legal transition taken, or an illegal one kept in `refused`
+        (the phase stays) for the shell to report. Staying in the phase changes nothing."""
         if to == self.phase:
-            return True
+            return self.bumped()
         t = Transition(at, self.phase, to, why)
         if to not in LEGAL[self.phase]:
-            self.refused.append(t)
-            return False
-        self.history.append(t)
-        self.phase = to
-        return True
+            return replace(self, refused=(*self.refused, t), version=self.version + 1)
+        return replace(self, phase=to, history=(*self.history, t), version=self.version + 1)
+
+    def with_proof(self, proven: bool) -> Lifecycle:
+        return replace(self, proven=proven, version=self.version + 1)
+
+    def bumped(self) -> Lifecycle:
+        return replace(self, version=self.version + 1)
 
     def since(self, phase: Phase) -> float | None:
         """When the first move into `phase` happened (None: never)."""

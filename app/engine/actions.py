@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from ..core.bidding.rental_check import rental_mismatch
@@ -19,6 +20,8 @@ from ..market.protocol import Market
 from .attempt import Attempt
 from .fleet import Fleet
 from .journal import Journal
+from .rentals import apply
+from .updates import ChangeTookEffect, Destroyed, GaveUp, Started, Stopped
 
 K = EventKind
 # Vast's documented recipe: SSH sessions see the container's variables (CONTAINER_ID,
@@ -29,14 +32,21 @@ MAX_ID = 2**53  # an id past what a JSON number holds exactly is garbled
 
 
 class Actions:
-    def __init__(self, market: Market, journal: Journal, fleet: Fleet, campaign: Campaign) -> None:
+    def __init__(
+        self,
+        market: Market,
+        journal: Journal,
+        fleet: Fleet,
+        campaign: Campaign,
+        ended: Callable[[], tuple[str, str] | None] = lambda: None,
+    ) -> None:
         self.market = market
         self.journal = journal
         self.fleet = fleet
         self.campaign = campaign
         # (actor, reason) once a person ended the campaign: a create still in flight then
         # lands on a campaign that holds nothing, and is ended as it lands
-        self.ended: tuple[str, str] | None = None
+        self.ended = ended
         # creates sent and not yet answered: a signal that cancels their caller does not
         # cancel them (the market may be making the rental), and the release waits for them
         self.creating: set[asyncio.Task[Attempt | None]] = set()
@@ -63,13 +73,12 @@ class Actions:
         if acted.answer_lost:
             detail["answer_lost"] = True  # dated to the send of the try that got no answer
         j.outcome(seq, at=acted.at, ok=True, detail=detail or None)
-        a.mark(acted.at, str(kind))
+        apply(j, ChangeTookEffect(a, acted.at, str(kind)))
         return acted.at
 
     async def start(self, a: Attempt, actor: str, reason: str) -> float:
         at = await self.change(a, K.START, actor, reason)
-        self.journal.move(a, Phase.BOOTING, at, reason)
-        a.started(at)
+        apply(self.journal, Started(a, at, reason))
         return at
 
     async def stop(self, a: Attempt, actor: str, reason: str) -> bool:
@@ -87,15 +96,10 @@ class Actions:
         except REFUSALS as exc:
             self.journal.say(f"stop FAILED i:{a.instance_id}: {exc}")
             return False
-        a.stopped_ourselves(actor)
-        if a.life.phase != Phase.STOPPED:
-            self.journal.move(a, Phase.STOPPED, at, reason)
         if a.preflight_task:
             a.preflight_task.cancel()
         cost = a.charges(self.market.gpu_billing, at).total_usd
-        self.journal.say(
-            f"stop   i:{a.instance_id} m:{a.machine_id} by {actor}: {reason} (${cost:.4f} so far)"
-        )
+        apply(self.journal, Stopped(a, at, actor, reason, cost))
         return True
 
     async def destroy(self, a: Attempt, actor: str, reason: str) -> bool:
@@ -110,7 +114,7 @@ class Actions:
         except REFUSALS as exc:
             self.journal.say(f"destroy FAILED i:{a.instance_id}: {exc} (will retry)")
             return False
-        self.journal.move(a, Phase.DESTROYED, at, reason)
+        apply(self.journal, Destroyed(a, at, reason))
         return True
 
     def _believable(self, instance_id: int) -> bool:
@@ -228,7 +232,7 @@ class Actions:
             bid=bid,
             bid_floor=offer.bid_floor,
         )
-        a.mark(at, "create")
+        apply(j, ChangeTookEffect(a, at, "create"))
         self.fleet.add(a)
         j.outcome(
             seq,
@@ -241,8 +245,8 @@ class Actions:
         if res.refused is not None:
             await self._refused_bid(a, actor, res.refused)
             return None
-        if self.ended is not None:
-            await self._landed_after_end(a, *self.ended)
+        if (end := self.ended()) is not None:
+            await self._landed_after_end(a, *end)
             return None
         j.say(
             f"create i:{a.instance_id} m:{offer.machine_id} {offer.gpu_name} "
@@ -298,7 +302,7 @@ class Actions:
             return True
         if miss.fix == "replace":
             why = f"not as asked: {miss.reason}"
-            self.journal.give_up(a, at, actor, why, "cancelled", {"mismatch": miss.what})
+            apply(self.journal, GaveUp(a, at, actor, why, "cancelled", {"mismatch": miss.what}))
             await self.destroy(a, actor, why)
             return False
         return True
@@ -308,8 +312,9 @@ class Actions:
         the fleet missed it, so it is given up (cancelled: no fault of its host) and destroyed
         here, in the end's name. It never ran a job."""
         why = f"created after the end ({reason})"
-        self.journal.give_up(a, self.market.answered_at(), actor, why, "cancelled")
-        self.journal.say(f"create i:{a.instance_id} m:{a.machine_id} landed {why}: destroyed")
+        line = f"create i:{a.instance_id} m:{a.machine_id} landed {why}: destroyed"
+        at = self.market.answered_at()
+        apply(self.journal, GaveUp(a, at, actor, why, "cancelled", line=line))
         await self.destroy(a, actor, why)
 
     async def _refused_bid(self, a: Attempt, actor: str, said: str) -> None:
@@ -318,6 +323,7 @@ class Actions:
         cancelled (no fault of the host) and destroyed."""
         at = self.market.answered_at()
         why = f"bid ${a.bid or 0:.4f}/h refused at create ({said[:160]}): created stopped"
-        self.journal.give_up(a, at, actor, why, "cancelled", {"bid": a.bid, "refused": True})
-        self.journal.say(f"create i:{a.instance_id} m:{a.machine_id} {why}: destroyed")
+        line = f"create i:{a.instance_id} m:{a.machine_id} {why}: destroyed"
+        detail = {"bid": a.bid, "refused": True}
+        apply(self.journal, GaveUp(a, at, actor, why, "cancelled", detail, line))
         await self.destroy(a, actor, f"abandoned: {why}")

@@ -2,8 +2,9 @@
 cost so far; `view()` is the immutable slice the pure rules decide on. Its fields change only
 through its methods, each named for what happened (`status_seen`, `judged`, `outbid`, ...).
 
-"Proven" (passed a compute preflight) lives in one place, `life.proven`; `passed_preflight`
-reads it."""
+Its lifecycle, `life`, is an immutable record that only `engine/rentals.py` replaces, with
+the other fields an event changes along with it. "Proven" (passed a compute preflight) lives in
+one place, `life.proven`; `passed_preflight` reads it."""
 
 from __future__ import annotations
 
@@ -150,7 +151,8 @@ class Attempt:
         outbid = self.outbid_at is not None or self.resumed
         return self.life.phase == Phase.STOPPED and self.resumes_by_itself and outbid
 
-    # -- what happened to it: the only writers of its fields (tests/test_attempt_writers.py) --
+    # -- what happened to it: the only writers of its fields (tests/test_attempt_writers.py);
+    # those an update stands for are called by `engine/rentals.py` alone --
     def mark(self, at: float, kind: str, gpu_dph: float | None = None) -> None:
         """A billing mark (core/billing): a create, stop, start, status change or price."""
         if kind == "create":
@@ -177,13 +179,10 @@ class Attempt:
         host: str | None,
         port: int | None,
         now: float,
-        proven: bool,
     ) -> None:
-        """Adopted from the market (engine/recovery.py): where it stands now, and whether the
-        ledger holds a passed preflight for it (automation may stop it, never destroy it)."""
+        """Adopted from the market (engine/recovery.py): where it stands now."""
         self.status, self.status_msg, self.status_since = inst_status, msg, now
         self.ssh_host, self.ssh_port = host, port
-        self.life.proven = proven
 
     def listed(self) -> None:
         self.unseen = 0
@@ -259,11 +258,9 @@ class Attempt:
         """The market would not start it again: not tried again by the rules."""
         self.stop_rule = ""
 
-    def verified(self, now: float, by_preflight: bool) -> None:
+    def verified(self, now: float) -> None:
         if self.verified_at is None:
             self.verified_at = now
-        if by_preflight:
-            self.life.proven = True
 
     def tended_by(self, task: asyncio.Task[Any]) -> None:
         """Tended from now (in service again): silence counts from its next unanswered look."""

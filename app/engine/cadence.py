@@ -32,7 +32,7 @@ poll loop wakes early (`rounds`), and the instances the evidence named are asked
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..core.errors import BadRow
@@ -43,6 +43,9 @@ from ..market.errors import REFUSALS, ApiError, AuthError, NotFound
 from ..market.protocol import PAGE, ListFilter, Market
 from .attempt import Attempt
 from .fleet import Fleet
+from .journal import Journal
+from .rentals import apply
+from .updates import LookedAt
 
 FULL_PAGES = 4  # a fleet whose full list fits in this many pages is listed whole every poll
 # list calls a poll spends on hot and sweep pages: 5 s of pacing, inside a 10 s poll interval
@@ -102,12 +105,13 @@ class Cadence:
         market: Market,
         fleet: Fleet,
         policy: Policy,
-        say: Callable[[str], None] = lambda _line: None,
+        journal: Journal,
     ) -> None:
         self.market = market
         self.fleet = fleet
         self.policy = policy
-        self.say = say  # the decision log (the journal's `say`)
+        self.journal = journal
+        self.say = journal.say  # the decision log
         self.listed = 0  # rows in the last full list answer (whole or swept)
         self.refused: str | None = None  # why the market's filters are not used (it refused)
         self._sweep = _Sweep()
@@ -157,7 +161,7 @@ class Cadence:
     async def _whole(self) -> Sight:
         self.look_now.clear()  # every instance is in the answer
         for a in self.fleet.attempts.values():
-            a.looked_at()
+            apply(self.journal, LookedAt(a))
         rows = await self.market.list_instances()
         self.listed = len(rows)
         return Sight(rows, True, calls=-(-max(1, len(rows)) // PAGE))
@@ -187,7 +191,7 @@ class Cadence:
         # what evidence named (a webhook; a heartbeat without an answer): a look of our own
         silent = [a for a in self.fleet.attempts.values() if a.look_wanted]
         for a in silent:
-            a.looked_at()
+            apply(self.journal, LookedAt(a))
         wanted = sorted(self.look_now | {a.instance_id for a in silent} - asked)
         self.look_now = set(wanted[2 * SHOWS :])  # the rest next poll
         for iid in wanted[: 2 * SHOWS]:

@@ -10,12 +10,15 @@ from collections.abc import Sequence
 
 from ..ledger import Event, EventKind
 from .attempt import Attempt
+from .journal import Journal
+from .rentals import apply
+from .updates import OurStopKept
 
 K = EventKind
 NOT_OURS = ("market", "reconcile", "watchdog")
 
 
-def keep_our_stop(a: Attempt, history: Sequence[Event]) -> None:
+def keep_our_stop(journal: Journal, a: Attempt, history: Sequence[Event]) -> None:
     """`a` was adopted stopped: where the ledger's last change of it is a stop of ours, it
     is taken as that stop left it (`Attempt.stop_rule`)."""
     changes = [
@@ -27,4 +30,4 @@ def keep_our_stop(a: Attempt, history: Sequence[Event]) -> None:
     ]
     last = changes[-1] if changes else None
     if last is not None and last.kind == K.STOP and not last.actor.startswith(NOT_OURS):
-        a.stopped_ourselves(last.actor)
+        apply(journal, OurStopKept(a, last.actor))

@@ -9,7 +9,6 @@ would set automation going again, are refused."""
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,17 +59,13 @@ async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> Reply
     reason = f"the campaign was ended by a person ({how})"
     sup.journal.say(f"end    {name}: {how}, by human")
     # no poll from here on may rent a replacement for what is stopped or destroyed below
-    if sup.campaign.max_creates > sup.fleet.creates:
-        sup.campaign = dataclasses.replace(sup.campaign, max_creates=sup.fleet.creates)
-    # and a create already sent is ended as its answer lands (`Actions.create`)
-    sup.actions.ended = (HUMAN, reason)
+    sup.no_more_creates(HUMAN, reason)
     # what the market holds under the campaign's label and the fleet does not, held first
     await hold_strays(sup.market, sup.actions, sup.recovery, sup.journal, "end   ", wait=False)
     # what it has on the market, stopped rentals too: a finished campaign's stopped ones
     # bill storage, and "end and destroy everything" is the way to stop that
     done = await release(sup, sup.fleet.on_market(), HUMAN, reason, keep_proven=not destroy)
-    if sup.finished is None:
-        sup.finished = Outcome(True, reason)
+    sup.finish(Outcome(True, reason))
     lines = tuple(r.message for r in done)
     return Reply(
         True,

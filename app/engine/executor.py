@@ -26,7 +26,9 @@ from .intents import AutomationRefused
 from .journal import Journal
 from .offers import OfferBook
 from .operator import Operator
+from .rentals import apply
 from .tier import TierWatch
+from .updates import DeadlinesFrom, GaveUp, RestartRefused, Tending, Verified
 
 K = EventKind
 
@@ -94,10 +96,10 @@ class Executor:
         try:
             at = await self.actions.start(a, d.rule, d.reason)
         except REFUSALS as exc:
-            a.restart_refused()
+            apply(self.journal, RestartRefused(a))
             self.journal.say(f"start  i:{a.instance_id} by {d.rule} refused: {exc}")
             return
-        a.deadlines_from(at)
+        apply(self.journal, DeadlinesFrom(a, at))
         self.journal.say(f"start  i:{a.instance_id} m:{a.machine_id} by {d.rule}: {d.reason}")
 
     async def on_tier(self, d: Rebid | Move | Resume) -> None:
@@ -130,13 +132,13 @@ class Executor:
             self.blame_book.on_abandon(a, d)  # what it says of blame, recorded
             spent = a.charges(self.market.gpu_billing, now).total_usd
             extra = {"usd": spent, **self.blame_book.detail(a)}
-            self.journal.give_up(a, now, d.rule, d.reason, d.failure_class, extra)
-            if a.preflight_task:
-                a.preflight_task.cancel()
-            self.journal.say(
+            line = (
                 f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "
                 f"(${spent:.4f}, {(now - a.created_at) / 60:.1f} min)"
             )
+            apply(self.journal, GaveUp(a, now, d.rule, d.reason, d.failure_class, extra, line))
+            if a.preflight_task:
+                a.preflight_task.cancel()
             if d.failure_class != "cancelled" and a.instance_id not in self.blame_book.spared:
                 self.fleet.failed_on(a.machine_id)
             if d.quarantine is not None:
@@ -155,25 +157,14 @@ class Executor:
         )
 
     def verify(self, a: Attempt, d: Verify) -> None:
+        detail = {
+            "tflops": a.verdict.tflops if a.verdict else None,
+            "expected": a.verdict.expected if a.verdict else None,
+            # pinned here, held to after a restart (see Recovery.adopt)
+            "host_key": self.ssh.pinned.get(a.instance_id),
+        }
         now = self.market.answered_at()
-        self.journal.move(a, Phase.VERIFIED, now, d.reason)
-        a.verified(now, d.by_preflight)
-        self.journal.fact(
-            K.PREFLIGHT_PASSED,
-            a,
-            at=now,
-            actor=d.rule,
-            reason=d.reason,
-            ok=True,
-            detail={
-                "by_preflight": d.by_preflight,
-                "tflops": a.verdict.tflops if a.verdict else None,
-                "expected": a.verdict.expected if a.verdict else None,
-                # pinned here, held to after a restart (see Recovery.adopt)
-                "host_key": self.ssh.pinned.get(a.instance_id),
-            },
-        )
-        self.journal.say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {d.reason}")
+        apply(self.journal, Verified(a, now, d.rule, d.reason, d.by_preflight, detail))
         # a rental started again was tended before: its last tending ended with its stop
         if d.by_preflight and (a.tend_task is None or a.tend_task.done()):
-            a.tended_by(asyncio.create_task(self.tender.tend(a)))
+            apply(self.journal, Tending(a, asyncio.create_task(self.tender.tend(a))))

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core.lifecycle import Phase
 from ..ledger import EventKind, Ledger
 
 if TYPE_CHECKING:
@@ -119,42 +118,3 @@ class Journal:
         **context: Any,
     ) -> int:
         return self.ledger.outcome(seq, at=at, ok=ok, error=error, detail=detail, **context)
-
-    # -- the lifecycle ---------------------------------------------------------------------------
-    def give_up(
-        self,
-        a: Attempt,
-        at: float,
-        actor: str,
-        reason: str,
-        failure_class: str,
-        detail: dict[str, Any] | None = None,
-    ) -> None:
-        """Abandon `a` (never proven: its destroy is due), with the failure class on record."""
-        a.abandoned_as(failure_class)
-        self.move(a, Phase.ABANDONED, at, reason)
-        self.fact(
-            K.ABANDON,
-            a,
-            at=at,
-            actor=actor,
-            reason=reason,
-            detail={"class": failure_class, **(detail or {})},
-        )
-
-    def move(self, a: Attempt, to: Phase, at: float, why: str) -> bool:
-        """Move `a` through its lifecycle; an illegal move is written down as an error."""
-        if a.life.move(to, at, why):
-            return True
-        t = a.life.refused[-1]
-        self.fact(
-            K.ERROR,
-            a,
-            actor="engine",
-            at=at,
-            ok=False,
-            reason=f"illegal lifecycle move {t.before} -> {t.after} refused ({why})",
-            detail={"before": str(t.before), "after": str(t.after), "why": why},
-        )
-        self.say(f"error  i:{a.instance_id} refused {t.before} -> {t.after}: {why}")
-        return False

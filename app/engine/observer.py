@@ -32,13 +32,24 @@ from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
 from .release import proven
+from .rentals import apply
+from .updates import (
+    AnsweredUnread,
+    CameUp,
+    IdleSince,
+    LeftOut,
+    Listed,
+    Lost,
+    Returned,
+    RowSeen,
+    StoppedByMarket,
+)
 
 if TYPE_CHECKING:
     from .tier import TierWatch
 
 K = EventKind
 LOST_AFTER_S = 120.0  # a create may take this long to be listed before it counts as unseen
-PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last seen) is flagged
 UNSEEN_WRITE_OFF = 10  # polls unseen, and unanswered when asked directly, before a write-off
 
 
@@ -108,8 +119,7 @@ class Observer:
                 listed = await self._ask(a, now)
                 if listed is None:
                     continue
-            a.listed()
-            self._see(a, listed, now)
+            self._see(a, listed, now, listed=True)
 
     async def _asked(
         self, live: dict[int, Instance], bad: set[int], asked: frozenset[int], now: float
@@ -121,8 +131,7 @@ class Observer:
             if held is not None and held.life.phase == Phase.LOST:
                 self._returned(held, listed, now)
             elif held is not None and held.life.phase != Phase.DESTROYED:
-                held.listed()
-                self._see(held, listed, now)
+                self._see(held, listed, now, listed=True)
         for iid in asked - live.keys() - bad:
             held = self.fleet.get(iid)
             if held is None or held.life.phase in (Phase.DESTROYED, Phase.LOST):
@@ -143,8 +152,7 @@ class Observer:
                 continue
             seen = await self._ask(a, now)
             if seen is not None:
-                a.listed()
-                self._see(a, seen, now)
+                self._see(a, seen, now, listed=True)
 
     async def _look(self, a: Attempt, now: float) -> Instance | None:
         """A closer look at one instance a filtered list left out: the market's word that it
@@ -205,20 +213,13 @@ class Observer:
     async def _ask(self, a: Attempt, now: float) -> Instance | None:
         """Left out of the list: ask for it directly. The instance when the market answers
         for it; None when it is gone (written off) or still unseen."""
-        if a.left_out() == 1:
-            self.journal.fact(
-                K.UNSEEN,
-                a,
-                at=now,
-                actor="engine",
-                reason="left out of the market's list answer: still held, asked for directly",
-            )
+        apply(self.journal, LeftOut(a, now))
         try:
             inst = await self._show(a.instance_id)
         except BadRow as exc:
             # answered for, so not unseen (never written off for it), but unread: a bad row
             # (the client drops such rows from lists, so this is where they show)
-            a.answered_unread()
+            apply(self.journal, AnsweredUnread(a))
             self._bad_row(a.instance_id, exc.problem, now)
             return None
         except NotFound:
@@ -245,17 +246,7 @@ class Observer:
         return inst
 
     def _lost(self, a: Attempt, now: float, why: str) -> None:
-        self.journal.move(a, Phase.LOST, now, why)
-        a.mark(now, "destroy")
-        self.journal.fact(
-            K.LOST,
-            a,
-            at=now,
-            actor="engine",
-            ok=True,
-            reason=f"instance gone without our destroy: {why}",
-        )
-        self.journal.say(f"lost   i:{a.instance_id} m:{a.machine_id}: {why}")
+        apply(self.journal, Lost(a, now, why))
 
     def _returned(self, a: Attempt, inst: Instance, now: float) -> None:
         """Listed again after its write-off: the market lied, or would not answer, and the
@@ -267,29 +258,19 @@ class Observer:
         if said & {"destroyed", "destroying"}:
             return  # listed on its way out: the write-off stands
         gone = a.life.history[-1]  # the move into LOST
-        a.unwritten_off()
         phase: Phase
+        again = False
         if gone.before in (Phase.ABANDONED, Phase.STOPPED):
             phase = gone.before
         elif a.life.proven and inst.known_status == "running":
             phase = Phase.VERIFIED
         else:
             phase = Phase.BOOTING
-            if a.preflight_task is not None and a.preflight_task.done() and not a.life.proven:
-                a.preflight_again()
+            again = a.preflight_task is not None and a.preflight_task.done() and not a.life.proven
         gap = now - gone.at
         why = f"listed again {gap / 60:.1f} min after its write-off ({gone.why})"
-        self.journal.move(a, phase, now, why)
-        self.journal.fact(
-            K.RETURNED,
-            a,
-            at=now,
-            actor="engine",
-            ok=True,
-            reason=f"{why}: held again as {phase}, billed as if never written off",
-            detail={"lost_at": gone.at, "gap_s": gap, "status": inst.known_status},
-        )
-        self.journal.say(f"back   i:{a.instance_id} m:{a.machine_id}: {why}; held again ({phase})")
+        detail = {"lost_at": gone.at, "gap_s": gap, "status": inst.known_status}
+        apply(self.journal, Returned(a, now, phase, why, detail, preflight_again=again))
         if phase == Phase.VERIFIED:
             self.returned.append(a)
         self._see(a, inst, now)
@@ -312,63 +293,23 @@ class Observer:
         watchdog nor a person is blamed; the rules see one fewer in service and replace it."""
         said = "/".join(s or "-" for s in (inst.target_state, inst.current_state, inst.next_state))
         why = f"stopped by the market (intended/cur/next state: {said})"
-        keep = proven(a)
-        a.mark(now, "stop")
         if a.preflight_task:
             a.preflight_task.cancel()
-        self.journal.fact(
-            K.STOP, a, at=now, actor="market", ok=True, reason=why, detail={"by": "market"}
-        )
-        self.journal.move(a, Phase.STOPPED, now, why)
-        self.journal.say(f"stop   i:{a.instance_id} m:{a.machine_id} by the market: {said}")
-        a.left_by_market()  # its job, if any, goes back to the queue at no retry's cost
-        if not keep:  # never proven: nothing to keep, its disk bills on; the rules decide
-            a.stopped_by_market(why)
+        # its job, if any, goes back to the queue at no retry's cost; the rules decide
+        apply(self.journal, StoppedByMarket(a, now, why, said, proven=proven(a)))
         cause = stop_cause(inst, bid=a.bid, we_stopped=False, now=now)
         if cause == "outbid" and self.tier is not None:  # its job requeued; the rules decide
             self.tier.outbid(a, inst, now)
 
-    def _see(self, a: Attempt, inst: Instance, now: float) -> None:
-        if inst.gpu_dph > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:
-            self.journal.fact(
-                K.NOTE,
-                a,
-                at=now,
-                actor="engine",
-                ok=False,
-                reason=f"billed price ${inst.gpu_dph:.4f}/h contradicts the offer's "
-                f"${a.gpu_dph:.4f}/h: the budget counts the higher one",
-                detail={"dph_seen": inst.gpu_dph, "dph_offer": a.gpu_dph},
-            )
-            self.journal.say(
-                f"price  i:{a.instance_id} billed ${inst.gpu_dph:.4f}/h, offer said ${a.gpu_dph:.4f}/h"
-            )
-        a.billed_at(inst.gpu_dph)
+    def _see(self, a: Attempt, inst: Instance, now: float, listed: bool = False) -> None:
+        """The market's row for `a` (`listed`: in a list answer, or answered when asked)."""
         status = inst.known_status
-        if status != a.status:
-            changed = self._ran_from(a, inst, now) if status == "running" else now
-            self.journal.fact(
-                K.STATUS,
-                a,
-                at=changed,
-                actor="engine",
-                reason=f"status {a.status or 'none yet'} -> {status}",
-                detail={"status": status, "msg": (inst.status_msg or "")[:300]},
-            )
-            # billing marks as Vast bills: nothing while offline (neither GPU nor storage)
-            if a.status == "offline" and status not in ("offline", "stopped"):
-                a.mark(changed, "online")  # the host answers again
-            gpu_on = ("running", "frozen")  # frozen: "GPU charges apply" (Vast's show-instance)
-            if status in gpu_on and a.status not in gpu_on:
-                a.mark(changed, "running")
-            elif status == "offline":
-                a.mark(now, "offline")
-            elif a.status == "running" and status in ("exited", "unknown"):
-                a.mark(now, "halt")
-        a.status_seen(status, inst.status_msg, now)
+        changed = self._ran_from(a, inst, now) if status == "running" else now
+        route = (inst.ssh_host, inst.ssh_port)
+        seen = RowSeen(a, now, status, inst.status_msg, *route, inst.gpu_dph, changed, listed)
+        apply(self.journal, seen)
         if self.blame_book is not None and inst.status_msg and status != "running":
             self.blame_book.saw(a, inst.status_msg)  # layer progress: the registry serves it
-        a.routed(inst.ssh_host, inst.ssh_port)
         if self.ssh is not None:
             self.ssh.set_routes(a.instance_id, inst)  # direct first, the proxy as fallback
         if a.bid is not None and self.tier is not None:
@@ -383,11 +324,11 @@ class Observer:
             self._market_stop(a, inst, now)
             return
         if a.life.phase == Phase.REQUESTED:
-            self.journal.move(a, Phase.BOOTING, now, "listed by the marketplace")
+            apply(self.journal, Listed(a, now))
         if status == "running" and a.life.phase == Phase.BOOTING:
-            a.came_up(now)
-            self.journal.move(a, Phase.RUNNING, now, "container running")
+            apply(self.journal, CameUp(a, now))
             if self.blame_book is not None:
                 self.blame_book.ran(a)  # the image pulled and started here: evidence
         if a.life.phase == Phase.VERIFIED:
-            a.util_seen(low_util_since(a.util_low_since, inst.gpu_util, self.policy, now))
+            since = low_util_since(a.util_low_since, inst.gpu_util, self.policy, now)
+            apply(self.journal, IdleSince(a, since))

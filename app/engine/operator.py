@@ -30,6 +30,8 @@ from .intents import (
 )
 from .journal import Journal
 from .offers import OfferBook
+from .rentals import apply
+from .updates import DeadlinesFrom, HandedOver, Touched
 
 HUMAN = "human"
 STARTED_BY_PERSON = "started by a person"  # the act the drained rule's clock waits on
@@ -113,7 +115,7 @@ class Operator:
         return a
 
     def _touched(self, a: Attempt, act: str) -> None:
-        a.touched(self.actions.market.now(), act)
+        apply(self.journal, Touched(a, self.actions.market.now(), act))
 
     async def _stop(self, a: Attempt, reason: str) -> bool:
         """A stop. Of a verified, supervised instance it also lowers the wanted fleet, first,
@@ -137,7 +139,7 @@ class Operator:
         wanted fleet raises it back by one (the undo of that stop); one that automation stopped
         (drained, idle) leaves it as it is: the fleet never counted it out."""
         at = await self.actions.start(a, HUMAN, reason)
-        a.deadlines_from(at)
+        apply(self.journal, DeadlinesFrom(a, at))
         self._touched(a, STARTED_BY_PERSON)
         self.journal.say(f"start  i:{a.instance_id} by human: its deadlines count from now")
         if a.instance_id in self.lowered:
@@ -169,7 +171,7 @@ class Operator:
         if a.owned:
             raise AutomationRefused(f"instance {a.instance_id} is already supervised")
         now = self.actions.market.now()
-        a.handed_over(now)
+        apply(self.journal, HandedOver(a, now))
         self._touched(a, "handed over by a person")
         applies = (
             f"policy {self.policy}: boot, freeze and fatal-status rules (an instance that never "

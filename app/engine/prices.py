@@ -28,6 +28,8 @@ from .fleet import Fleet
 from .jobs.work import JobWork
 from .journal import Journal
 from .offers import OfferBook
+from .rentals import apply
+from .updates import IncreaseAccepted, Repriced
 
 K = EventKind
 LOOK_EVERY_S = 300.0  # market seconds between two reads of the pending increases (a rise
@@ -72,7 +74,7 @@ class PriceWatch:
             if a is None or iid in priced or not isinstance(at, int | float):
                 continue
             if isinstance(price, int | float) and isinstance(pid, int):
-                a.increase_accepted(float(at), float(price), pid)
+                apply(self.journal, IncreaseAccepted(a, float(at), float(price), pid))
                 self.answered.add(pid)
 
     def apply_due(self, now: float) -> None:
@@ -82,22 +84,7 @@ class PriceWatch:
             due = a.price_due
             if due is None or now < due[0]:
                 continue
-            at, price, pid = due
-            old = a.gpu_dph
-            a.repriced(at, price)
-            self.journal.fact(
-                K.PRICE,
-                a,
-                at=at,
-                actor="market",
-                ok=True,
-                reason=f"the host's increase accepted: ${old:.4f}/h -> ${price:.4f}/h from "
-                "its contract's end date",
-                detail={"price": price, "old": old, "pending_id": pid},
-            )
-            self.journal.say(
-                f"price  i:{a.instance_id} ${old:.4f} -> ${price:.4f}/h from the contract's end"
-            )
+            apply(self.journal, Repriced(a, *due))
 
     async def look(self, now: float) -> None:
         if now - self.looked_at < LOOK_EVERY_S:
@@ -190,7 +177,8 @@ class PriceWatch:
         )
         if v.accept:
             if inc.takes_effect_at is not None and inc.new_gpu_dph is not None:
-                a.increase_accepted(max(inc.takes_effect_at, at), new_gpu, inc.pending_id)
+                when = max(inc.takes_effect_at, at)
+                apply(self.journal, IncreaseAccepted(a, when, new_gpu, inc.pending_id))
             return
         await self.move_off(a, v, at)
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from ..core.billing import event_mark, found_at, status_marks, took_effect_at
 from ..core.campaign import Campaign
-from ..core.lifecycle import Phase
 from ..core.models import Instance
 from ..core.policy import Policy
 from ..core.rows import LABEL_PREFIX, campaign_label, finite, row_problem
@@ -27,7 +26,9 @@ from .carry_on import keep_our_stop
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
+from .rentals import apply
 from .tier import hold_bid
+from .updates import Adopted, ChangeTookEffect, DeadlinesFrom, FoundChanged, Replayed, Said
 
 K = EventKind
 
@@ -224,13 +225,10 @@ class Recovery:
             # its host key pinned, so automation may stop it but never destroy it
             a = self.adopt(inst, now)
             try:
-                a.deadlines_from(
-                    await self.start(
-                        a,
-                        "rule:reuse",
-                        "a proven rental, stopped: start it again rather than create",
-                    )
+                started = await self.start(
+                    a, "rule:reuse", "a proven rental, stopped: start it again rather than create"
                 )
+                apply(self.journal, DeadlinesFrom(a, started))
             except REFUSALS:
                 continue  # the failed start is in the ledger; the fleet creates instead
             room -= 1
@@ -241,17 +239,13 @@ class Recovery:
         written down as a fact, dated to bill never less (`billing.found_at`)."""
         since = self.last_alive or a.created_at
         at = found_at(str(kind), a.marks, since, now)
-        self.journal.fact(
-            kind,
-            a,
-            at=at,
-            actor="reconcile",
-            reason=f"found {'stopped' if kind == K.STOP else 'running'}: changed outside this "
-            f"controller in the last {(now - since) / 60:.1f} min (the watchdog or the operator)",
-            ok=True,
-            detail={"noticed_between": [since, now]},
+        how = "stopped" if kind == K.STOP else "running"
+        why = (
+            f"found {how}: changed outside this controller in the last "
+            f"{(now - since) / 60:.1f} min (the watchdog or the operator)"
         )
-        a.mark(at, str(kind))
+        detail = {"noticed_between": [since, now]}
+        apply(self.journal, FoundChanged(a, Said(kind, at, "reconcile", why, detail)))
 
     def adopt(self, inst: Instance, now: float, owned: bool = True) -> Attempt:
         """Hold a live instance found on the market: supervised (`owned`), or only observed."""
@@ -287,7 +281,7 @@ class Recovery:
                 None,
             ),
         )
-        a.mark(created_at, "create")
+        apply(self.journal, ChangeTookEffect(a, created_at, "create"))
         passed = any(e.kind == K.PREFLIGHT_PASSED for e in history)
         pins = [e.detail["host_key"] for e in history if e.detail.get("host_key")]
         if pins:  # the key it proved itself with: a host answering with another is refused
@@ -297,13 +291,12 @@ class Recovery:
         for e in history:  # the marks the ledger's billing_marks view reads, in order
             settled = e.phase != "intent" and e.ok is not False  # as the view's coalesce(ok)
             mark = event_mark(e.at, e.kind, e.detail) if settled else None
-            if mark is not None:
-                a.marked([mark])
-                if e.kind == K.PRICE and mark.gpu_dph is not None:  # an accepted increase
-                    a.price_known(mark.gpu_dph)
+            if mark is not None:  # a price: an accepted increase
+                price = mark.gpu_dph if e.kind == K.PRICE else None
+                apply(self.journal, Replayed(a, [mark], price))
             elif e.kind == K.STATUS:
                 said = e.detail.get("status")
-                a.marked(status_marks(e.at, said))
+                apply(self.journal, Replayed(a, status_marks(e.at, said)))
         if owned and inst.known_status is not None and inst.known_status != said:
             self._status_found(a, inst, said, history, now)
         held = next(
@@ -311,18 +304,10 @@ class Recovery:
         )
         if held == stopped and owned:  # changed behind the ledger's back: the watchdog, or a person
             self._changed_elsewhere(a, K.STOP if stopped else K.START, now)
-        move = self.journal.move
-        move(a, Phase.BOOTING, now, "adopted")
-        a.found(inst.status, inst.status_msg, inst.ssh_host, inst.ssh_port, now, passed)
-        if inst.status == "running":
-            move(a, Phase.RUNNING, now, "adopted running")
-            a.came_up(now)
-            if passed:
-                move(a, Phase.VERIFIED, now, "adopted, verified before the restart")
-        if stopped:
-            move(a, Phase.STOPPED, now, "adopted stopped")
-            if owned:  # our own stop's rule kept: the reuse rule may start it again
-                keep_our_stop(a, history)
+        where = (inst.status, inst.status_msg, inst.ssh_host, inst.ssh_port)
+        apply(self.journal, Adopted(a, now, *where, proven=passed, stopped=stopped))
+        if stopped and owned:  # our own stop's rule kept: the reuse rule may start it again
+            keep_our_stop(self.journal, a, history)
         self.fleet.add(a)
         written_off = [e for e in history if e.kind in (K.LOST, K.RETURNED)]
         if written_off and written_off[-1].kind == K.LOST:  # an earlier run wrote it off
@@ -338,7 +323,8 @@ class Recovery:
                 detail={"lost_at": gone.at, "gap_s": now - gone.at, "status": inst.known_status},
             )
         if create is not None and create.detail.get("bid") is not None:  # the tier's
-            hold_bid(a, float(create.detail["bid"]), inst, self.ledger.instance_history(inst.id))
+            history = self.ledger.instance_history(inst.id)
+            hold_bid(self.journal, a, float(create.detail["bid"]), inst, history)
         if owned:
             self._record_adoption(a, inst, history, created_at, now)
         else:
@@ -364,7 +350,7 @@ class Recovery:
             reason=f"status {said or 'none yet'} -> {status} (found at the restart)",
             detail={"status": status, "msg": (inst.status_msg or "")[:300]},
         )
-        a.marked(status_marks(at, status))
+        apply(self.journal, Replayed(a, status_marks(at, status)))
 
     def _record_observed(self, a: Attempt, inst: Instance, now: float) -> None:
         label = repr((inst.label or "")[:60]) if inst.label else "no label"

@@ -50,9 +50,11 @@ from .operator import Operator
 from .prices import PriceWatch
 from .recovery import Recovery
 from .release import release
+from .rentals import apply
 from .rounds import rounds
 from .strays import hold_strays
 from .tier import TierWatch
+from .updates import Tending
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
 K = EventKind
@@ -80,7 +82,9 @@ class Supervisor:
         self.ssh = ssh
         self.fleet = Fleet(campaign.fleet)
         self.journal = Journal(ledger, campaign.name, market, log)
-        self.actions = Actions(market, self.journal, self.fleet, campaign)
+        # (actor, reason) once a person ended the campaign (`no_more_creates`)
+        self.ended_by: tuple[str, str] | None = None
+        self.actions = Actions(market, self.journal, self.fleet, campaign, lambda: self.ended_by)
         self.link = HostLink(
             ssh, market, self.journal, max_parallel_ssh, policy_io_floor_s=policy.io_floor_wall_s
         )
@@ -122,7 +126,7 @@ class Supervisor:
             lambda: self.fleet.heed_team(self.ledger, self.policy, self.now())
         ]
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
-        self.cadence = Cadence(market, self.fleet, policy, self.journal.say)  # each poll's lists
+        self.cadence = Cadence(market, self.fleet, policy, self.journal)  # each poll's lists
         self.operator = Operator(
             self.actions,
             self.fleet,
@@ -189,11 +193,6 @@ class Supervisor:
             return self.file_campaign
         return dataclasses.replace(self.file_campaign, fleet=self.fleet.wanted)
 
-    @campaign.setter
-    def campaign(self, campaign: Campaign) -> None:
-        self.file_campaign = campaign
-        self.fleet.wanted = campaign.fleet
-
     @property
     def attempts(self) -> dict[int, Attempt]:
         return self.fleet.attempts
@@ -259,7 +258,7 @@ class Supervisor:
         self.prices.restore(self.ledger)  # increases accepted, not yet in force
         for a in self.fleet.in_service():  # adopted proven rentals: watch them, re-attach jobs
             if a.tend_task is None:
-                a.tended_by(asyncio.create_task(self.tender.tend(a)))
+                apply(self.journal, Tending(a, asyncio.create_task(self.tender.tend(a))))
 
     # -- the poll: observe, decide, execute ---------------------------------------------------
     async def poll_once(self) -> list[Decision]:
@@ -292,10 +291,9 @@ class Supervisor:
         decisions = await self.decider.decide(now)
         for d in decisions:
             done = await self.executor.execute(d, self.fleet_set_at)
-            if done is not None and self.finished is None and not self.observe_only:
-                # (watching without a campaign has no goal to reach: it never "finishes", so
-                # the operator's keys are never refused as coming after the campaign's end)
-                self.finished = done
+            # (watching without a campaign has no goal to reach: it never "finishes", so
+            # the operator's keys are never refused as coming after the campaign's end)
+            if done is not None and not self.observe_only and self.finish(done):
                 self.journal.say(f"done   {done.reason}")
         await self.prices.look(now)
         self.job_work.reap(now)
@@ -326,7 +324,7 @@ class Supervisor:
                 detail={"task": "tend", "error": type(exc).__name__},
             )
             self.journal.say(f"error  tending i:{a.instance_id} ended ({exc!r}): tended again")
-            a.tended_by(asyncio.create_task(self.tender.tend(a)))
+            apply(self.journal, Tending(a, asyncio.create_task(self.tender.tend(a))))
 
     def snapshot(self, now: float) -> FleetSnapshot:
         """Everything the rules decide on now, in one immutable value (engine/deciding.py)."""
@@ -338,6 +336,29 @@ class Supervisor:
         await rounds(self, lambda: self.finished is not None, wake=self.cadence.wake)
         assert self.finished is not None
         return self.finished
+
+    def finish(self, outcome: Outcome) -> bool:
+        """The campaign is over (its goal reached, a person's end, a shutdown); the first
+        outcome stands (True), a later one is ignored (False)."""
+        if self.finished is not None:
+            return False
+        self.finished = outcome
+        return True
+
+    def shut_down(self, detach: bool, reason: str) -> None:
+        """The operator's shutdown through the controller: the run ends, and with `detach`
+        its end leaves the fleet running (each rental recorded as detached)."""
+        self.detach_asked = self.detach_asked or detach
+        self.finish(Outcome(True, reason))
+
+    def no_more_creates(self, actor: str, reason: str) -> None:
+        """A person ended the campaign: no poll rents again, and a create already sent is
+        ended as its answer lands (`Actions.create`)."""
+        if self.file_campaign.max_creates > self.fleet.creates:
+            self.file_campaign = dataclasses.replace(
+                self.file_campaign, max_creates=self.fleet.creates
+            )
+        self.ended_by = (actor, reason)
 
     async def release_all(self, actor: str, reason: str) -> None:
         """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest;

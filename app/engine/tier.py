@@ -32,12 +32,26 @@ from .attempt import Attempt
 from .fleet import Fleet
 from .jobs.work import JobWork
 from .journal import Journal
+from .rentals import apply
+from .updates import (
+    BidChanged,
+    BidFloorSeen,
+    BidRestored,
+    Outbid,
+    OutbidAgain,
+    RebidTried,
+    Resumed,
+    ResumedItself,
+    Said,
+)
 
 K = EventKind
 GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)  # a pause reads STOPPED: not gone
 
 
-def hold_bid(a: Attempt, bid: float, inst: Instance, history: Sequence[Event]) -> None:
+def hold_bid(
+    journal: Journal, a: Attempt, bid: float, inst: Instance, history: Sequence[Event]
+) -> None:
     """A bid rental adopted (at a restart, or found by its label after its create's answer
     was lost): its bid, whether its last stop was ours, and since when it has been paused.
     A stop the reconciler found on the row (`actor` "reconcile": nobody saw it happen) is not
@@ -54,15 +68,9 @@ def hold_bid(a: Attempt, bid: float, inst: Instance, history: Sequence[Event]) -
         paused = last is not None and last.kind in (K.OUTBID, K.STOP)
         paused_at = last.at if paused and last is not None else a.created_at
     rebids = [e for e in history if e.kind == K.REBID and e.ok is not False and e.phase != "intent"]
-    a.bid_held(
-        bid,
-        inst.bid_floor,
-        ours,
-        paused_at,
-        price_of(rebids[-1].detail.get("price")) if rebids else None,
-    )
-    if paused_at is not None and not a.passed_preflight:
-        a.stopped_by_market("found paused on the tier before it was proven")
+    rebid = price_of(rebids[-1].detail.get("price")) if rebids else None
+    unproven = paused_at is not None and not a.passed_preflight
+    apply(journal, BidRestored(a, bid, inst.bid_floor, ours, paused_at, rebid, unproven))
 
 
 class TierWatch:
@@ -163,18 +171,15 @@ class TierWatch:
         if job is not None:
             began = now if job.started_at is None or waiting else job.started_at
             lost = work_lost_s(now, began, self.jobs.last_checkpoint(job))
-        a.outbid(now, inst.bid_floor)
         self.outbids[a.instance_id] += 1
         self.moves_seen[0] += 1
         self.moves_seen[1] += 0 if a.passed_preflight else 1  # given up: a fresh create next
         low = f"${inst.bid_floor:.4f}/h" if inst.bid_floor is not None else "unknown"
-        self.journal.fact(
+        event = Said(
             K.OUTBID,
-            a,
-            at=now,
-            actor="market",
-            ok=True,
-            reason=f"outbid: our bid ${a.bid or 0:.4f}/h against bid_floor {low}"
+            now,
+            "market",
+            f"outbid: our bid ${a.bid or 0:.4f}/h against bid_floor {low}"
             + (
                 f"; job {job.name} lost {lost / 60:.1f} min since "
                 + (
@@ -185,17 +190,16 @@ class TierWatch:
                 if job and lost is not None
                 else ""
             ),
-            detail={
+            {
                 "bid": a.bid,
                 "bid_floor": inst.bid_floor,
                 "work_lost_s": lost,
                 "job": job.name if job is not None else None,
                 "verified": a.passed_preflight,
             },
+            f"outbid i:{a.instance_id} m:{a.machine_id} bid ${a.bid or 0:.4f}/h < {low}",
         )
-        self.journal.say(
-            f"outbid i:{a.instance_id} m:{a.machine_id} bid ${a.bid or 0:.4f}/h < {low}"
-        )
+        apply(self.journal, Outbid(a, inst.bid_floor, event))
         held = self.jobs.queue.finishing_on(a.instance_id)
         if held is not None:  # exited there: its output waits on the disk (JobWork.reap)
             self.journal.say(f"output of {held.name} waits on i:{a.instance_id} for its resume")
@@ -218,7 +222,7 @@ class TierWatch:
         """Each row of a bid rental: its bid_floor; out of service, a resume by itself (it bills
         again from now), or a resumed one outbid again before the rules took it back."""
         if inst.bid_floor is not None:
-            a.bid_floor_seen(inst.bid_floor)
+            apply(self.journal, BidFloorSeen(a, inst.bid_floor))
         if a.life.phase != Phase.STOPPED or not a.resumes_by_itself:
             return
         if inst.known_status == "running" and not inst.market_stopped and not a.resumed:
@@ -232,23 +236,17 @@ class TierWatch:
             if a.outbid_at is not None:
                 was = self.paused_s.get(a.instance_id, 0.0)
                 self.paused_s[a.instance_id] = was + max(0.0, at - max(a.outbid_at, self.since))
-            a.resumed_itself()
-            a.mark(at, "resume")
-            self.journal.fact(
+            event = Said(
                 K.RESUMED,
-                a,
-                at=at,
-                actor="market",
-                ok=True,
-                reason=f"resumed by itself at ${a.bid or 0:.4f}/h: it bills again from here",
-                detail={"bid": a.bid, "bid_floor": inst.bid_floor, "paused_s": paused},
+                at,
+                "market",
+                f"resumed by itself at ${a.bid or 0:.4f}/h: it bills again from here",
+                {"bid": a.bid, "bid_floor": inst.bid_floor, "paused_s": paused},
+                f"resume i:{a.instance_id} m:{a.machine_id} ran again by itself",
             )
-            self.journal.say(f"resume i:{a.instance_id} m:{a.machine_id} ran again by itself")
+            apply(self.journal, ResumedItself(a, event))
         elif a.resumed and inst.market_stopped:  # outbid again before the rules took it back
-            a.mark(now, "stop")
-            self.journal.fact(
-                K.STOP, a, at=now, actor="market", ok=True, reason="outbid again after its resume"
-            )
+            apply(self.journal, OutbidAgain(a, now))
             self.outbid(a, inst, now)
 
     # -- the tier's decisions, carried out ----------------------------------------------------
@@ -256,7 +254,7 @@ class TierWatch:
         now = self.market.answered_at()
         old = a.bid
         if old is None or d.price > old:  # a bid brought down (rule:bid_down) fights no one
-            a.rebid_tried()
+            apply(self.journal, RebidTried(a))
         detail = {"price": d.price, "old": old, "bid_floor": a.bid_floor}
         try:
             await self.market.change_bid(a.instance_id, d.price, a.num_gpus)
@@ -272,11 +270,9 @@ class TierWatch:
             )
             self.journal.say(f"rebid FAILED i:{a.instance_id} ${d.price:.4f}/h: {exc}")
             return
-        a.rebid_to(d.price, now)
-        self.journal.fact(K.REBID, a, at=now, actor=d.rule, ok=True, reason=d.reason, detail=detail)
-        self.journal.say(
-            f"rebid  i:{a.instance_id} ${old or 0:.4f} -> ${d.price:.4f}/h: {d.reason}"
-        )
+        line = f"rebid  i:{a.instance_id} ${old or 0:.4f} -> ${d.price:.4f}/h: {d.reason}"
+        event = Said(K.REBID, now, d.rule, d.reason, detail, line)
+        apply(self.journal, BidChanged(a, d.price, event))
 
     async def move(self, a: Attempt, d: Move) -> None:
         """Its job has moved on: stop waiting, and stop it ourselves so it never resumes."""
@@ -297,7 +293,4 @@ class TierWatch:
     def resume(self, a: Attempt, d: Resume) -> bool:
         """Back into service (its proof stands: the same machine, its disk kept). True when it
         moved, so the caller tends it again."""
-        now = self.market.answered_at()
-        a.back_in_service(now)
-        self.journal.say(f"resume i:{a.instance_id} back in service: {d.reason}")
-        return self.journal.move(a, Phase.VERIFIED, now, d.reason)
+        return apply(self.journal, Resumed(a, self.market.answered_at(), d.reason))

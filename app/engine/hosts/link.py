@@ -17,6 +17,8 @@ from ...market.errors import REFUSALS
 from ...market.protocol import Market, wall_seconds
 from ..attempt import Attempt
 from ..journal import Journal
+from ..rentals import apply
+from ..updates import Answered, KeyChanged, WentSilent
 from .ssh import (
     HostKeyChanged,
     NoAnswer,
@@ -150,13 +152,13 @@ class HostLink:
                 except HostKeyChanged:
                     raise  # an answer, from another host: distrusted, not silent
                 except SSHFailure:
-                    a.went_silent(self.market.now())
+                    apply(self.journal, WentSilent(a, self.market.now()))
                     await self._remeasure()
                     raise
-                if res.exit_status is None:
-                    a.went_silent(self.market.now())  # cut before its end: no answer
+                if res.exit_status is None:  # cut before its end: no answer
+                    apply(self.journal, WentSilent(a, self.market.now()))
                 else:
-                    a.answered()
+                    apply(self.journal, Answered(a))
                 return res
 
     async def probe(
@@ -275,9 +277,5 @@ class HostLink:
         try:
             yield
         except HostKeyChanged as exc:
-            if a.key_changed(str(exc)):
-                self.journal.fact(
-                    EventKind.HOST_KEY_CHANGED, a, actor="engine", reason=str(exc), ok=False
-                )
-                self.journal.say(f"distrust i:{a.instance_id} m:{a.machine_id}: {exc}")
+            apply(self.journal, KeyChanged(a, str(exc)))
             raise

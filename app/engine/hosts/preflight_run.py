@@ -11,7 +11,6 @@ from typing import Any
 
 from ...core.blame.fault import Failure, Party, Stage, blame, probe_blame
 from ...core.campaign import Campaign
-from ...core.lifecycle import Phase
 from ...core.policy import Policy
 from ...core.preflight.checks import deep_checks, first_failure
 from ...core.preflight.verdict import Verdict, preflight_verdict
@@ -20,6 +19,17 @@ from ...market.protocol import Clock
 from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..journal import Journal
+from ..rentals import apply
+from ..updates import (
+    Judged,
+    PreflightRunning,
+    PreflightStarted,
+    ProbeAnswered,
+    SshFailed,
+    SshReached,
+    SshWaiting,
+    Update,
+)
 from .link import HostLink
 from .probe_io import (
     NET_PROBE_URL,
@@ -66,10 +76,12 @@ class PreflightRunner:
         self.campaign = campaign  # its image and disk, which the preflight holds hosts to
         self.blame_book = blame_book
 
+    def _tell(self, u: Update) -> None:
+        apply(self.journal, u)
+
     def start_preflight(self, a: Attempt) -> None:
-        if a.life.phase == Phase.RUNNING:
-            self.journal.move(a, Phase.VERIFYING, self.clock.now(), "preflight started")
-        a.preflight_running(asyncio.create_task(self._preflight(a)))
+        apply(self.journal, PreflightStarted(a, self.clock.now()))
+        apply(self.journal, PreflightRunning(a, asyncio.create_task(self._preflight(a))))
 
     async def _preflight(self, a: Attempt) -> None:
         """The preflight's tries, supervised: whatever ends them without a verdict (an
@@ -83,7 +95,7 @@ class PreflightRunner:
             verdict = Verdict(
                 False, "bad_probe", f"preflight ended without a verdict: {failure_text(exc)}"
             )
-            a.judged(verdict)
+            self._tell(Judged(a, verdict))
             self._preflight_failed(a, verdict, {})
             return
         if (
@@ -99,52 +111,50 @@ class PreflightRunner:
             nonce = new_nonce()  # fresh for every try: an answer is to this run, none other
             command = preflight_command(self.policy.checks, NET_PROBE_URL, nonce)
             if a.ssh_host is None or a.ssh_port is None:
-                a.ssh_waiting("no SSH port published yet")
+                self._tell(SshWaiting(a, "no SSH port published yet"))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             if not dropped and (a.ssh_error is None or a.ssh_error.startswith("no SSH port")):
-                a.ssh_waiting(f"no answer yet from {a.ssh_host}:{a.ssh_port}")
+                self._tell(SshWaiting(a, f"no answer yet from {a.ssh_host}:{a.ssh_port}"))
             try:
                 script = probe_source("preflight")
                 res = await self.link.probe(
                     a, script, self.link.wall(self.policy.preflight_timeout_s, 5.0), command
                 )
             except HostKeyChanged as exc:
-                a.judged(Verdict(False, "host_key_changed", str(exc)))
+                self._tell(Judged(a, Verdict(False, "host_key_changed", str(exc))))
                 return
             except SSHFailure as exc:
                 if "did not finish" in str(exc):
-                    a.judged(Verdict(False, "timeout", f"preflight hung: {exc}"))
+                    self._tell(Judged(a, Verdict(False, "timeout", f"preflight hung: {exc}")))
                     return
-                a.ssh_failed(str(exc))
+                self._tell(SshFailed(a, str(exc)))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             except OSError as exc:
                 # the controller's own side (out of descriptors, say): no word on the host;
                 # tried again until the preflight's deadline rule gives up on the attempt
-                a.ssh_failed(f"controller could not try: {failure_text(exc)}")
+                self._tell(SshFailed(a, f"controller could not try: {failure_text(exc)}"))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
-            a.ssh_reached()
+            self._tell(SshReached(a))
             if no_answer(res) and (res.exit_status is None or dropped < SILENT_RETRIES):
                 # a session cut before the probe answered says nothing about the host: look
                 # again. A cut channel is retried until the SSH deadline rule gives up on the
                 # host; a clean exit with nothing said at all is judged after a few tries.
                 dropped += 1
-                a.ssh_failed(
-                    f"{dropped} preflight sessions in a row ended without an answer"
-                    if res.exit_status is None and dropped >= SILENT_RETRIES
-                    else None
-                )
+                silent = res.exit_status is None and dropped >= SILENT_RETRIES
+                why = f"{dropped} preflight sessions in a row ended without an answer"
+                self._tell(SshFailed(a, why if silent else None))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
-            a.probe_answered()
+            self._tell(ProbeAnswered(a))
             if self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
                 return
             try:
                 doc = parse_probe_output(res.stdout, "preflight", res.truncated)
             except ProbeError as exc:
-                a.judged(Verdict(False, "bad_probe", str(exc)))
+                self._tell(Judged(a, Verdict(False, "bad_probe", str(exc))))
                 return
             verdict = preflight_verdict(
                 doc,
@@ -154,7 +164,7 @@ class PreflightRunner:
                 checks=self.policy.checks,
                 nonce=nonce,
             )
-            a.judged(verdict, doc)
+            self._tell(Judged(a, verdict, doc))
             if verdict.ok:
                 if self.blame_book is not None:
                     self.blame_book.probe_passed(a)  # the image has what the probe needs
@@ -200,9 +210,9 @@ class PreflightRunner:
                 )
             )
         if found.party is Party.HOST:
-            a.judged(Verdict(False, "bad_probe", found.reason))
+            self._tell(Judged(a, Verdict(False, "bad_probe", found.reason)))
             return True
-        a.judged(Verdict(False, "campaign_fault", found.reason))
+        self._tell(Judged(a, Verdict(False, "campaign_fault", found.reason)))
         self.journal.fact(
             K.PREFLIGHT_FAILED,
             a,
@@ -227,12 +237,6 @@ class PreflightRunner:
         bad = first_failure(deep_checks(doc, listed, disk, self.policy.checks))
         if bad is None or a.verdict is None:
             return
-        a.judged(
-            Verdict(
-                False,
-                bad.failure_class or bad.name,
-                bad.reason,
-                a.verdict.tflops,
-                a.verdict.expected,
-            )
-        )
+        v = a.verdict
+        failed = Verdict(False, bad.failure_class or bad.name, bad.reason, v.tflops, v.expected)
+        self._tell(Judged(a, failed))

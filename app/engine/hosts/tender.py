@@ -14,7 +14,7 @@ from ...core.jobs import JobState
 from ...core.lifecycle import Phase
 from ...core.policy import Policy
 from ...core.preflight.checks import xid_check
-from ...core.preflight.verdict import detect_throttle, finite
+from ...core.preflight.verdict import finite
 from ...core.preflight.vitals import read_vitals
 from ...core.rules import low_util_since
 from ...ledger import EventKind
@@ -23,7 +23,9 @@ from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..jobs.work import JobWork
 from ..journal import Journal
+from ..rentals import apply
 from ..rounds import raise_if_cancelled
+from ..updates import Broken, Sampled, Tending, WatchdogSeen, WentSilent
 from .link import HostLink
 from .preflight_run import PreflightRunner
 from .probe_io import (
@@ -94,7 +96,7 @@ class HostTender(PreflightRunner):
         """Tend again a proven rental held again after its write-off (the observer's list)."""
         for a in returned:
             if a.life.phase == Phase.VERIFIED and (a.tend_task is None or a.tend_task.done()):
-                a.tended_by(asyncio.create_task(self.tend(a)))
+                apply(self.journal, Tending(a, asyncio.create_task(self.tend(a))))
         returned.clear()
 
     async def tend(self, a: Attempt) -> None:
@@ -163,7 +165,8 @@ class HostTender(PreflightRunner):
             raise
         except SSHFailure as exc:
             self.journal.say(f"{what} on i:{a.instance_id}: no answer ({exc})")
-            a.went_silent(self.clock.now())  # the next poll asks the market; the rules time it
+            # the next poll asks the market; the rules time it
+            apply(self.journal, WentSilent(a, self.clock.now()))
             return False
         except Exception as exc:  # noqa: BLE001 - supervision: the tending outlives any look
             said = failure_text(exc)
@@ -191,7 +194,7 @@ class HostTender(PreflightRunner):
             said = res.stdout.decode("utf-8", errors="replace").split()
             if said[-2:] != ["WATCHDOG", "gone"]:
                 return  # alive, or an answer that says nothing: the next beat looks again
-            a.watchdog_seen(False)
+            apply(self.journal, WatchdogSeen(a, False))
             why = "the host's watchdog was not running"
         else:
             why = "the watchdog could not be armed before"  # noted once it is
@@ -213,7 +216,7 @@ class HostTender(PreflightRunner):
         window = max(self.watchdog_window_s, WATCHDOG_FLOORS * self.link.io_floor() * scale)
         try:
             await self.link.run(a, watchdog_command(window, scale), stdin=probe_source("watchdog"))
-            a.watchdog_seen(True)
+            apply(self.journal, WatchdogSeen(a, True))
             self.journal.say(
                 f"watch  i:{a.instance_id} watchdog armed: stops itself after "
                 f"{window / 60:.0f} min without a heartbeat"
@@ -229,16 +232,9 @@ class HostTender(PreflightRunner):
         found = xid_check(doc)
         if found.ok is not False:
             return
-        self.journal.fact(
-            K.XID,
-            a,
-            actor="rule:xid",
-            ok=False,
-            reason=found.reason,
-            detail={"class": found.failure_class, "xid": found.measured},
-        )
-        self.journal.say(f"xid    i:{a.instance_id} m:{a.machine_id}: {found.reason}")
-        a.found_broken("rule:xid", found.reason, found.failure_class or "xid")
+        detail = {"class": found.failure_class, "xid": found.measured}
+        why = found.reason
+        apply(self.journal, Broken(a, "rule:xid", why, found.failure_class or "xid", detail))
 
     def take_samples(self, a: Attempt, doc: dict[str, object]) -> None:
         """The sampler's readings, each field a finite number in its column's range or none
@@ -269,22 +265,11 @@ class HostTender(PreflightRunner):
         if not rows:
             return
         self.journal.samples(rows)
-        a.sampled(rows)
         util = rows[0]["util"]
-        if isinstance(util, int | float):
-            a.util_seen(low_util_since(a.util_low_since, float(util), self.policy, now))
-        t = detect_throttle(a.samples[-10:], self.policy.throttle_ratio)
-        if t.throttled and not (a.throttle and a.throttle.throttled):
-            self.journal.fact(
-                K.THROTTLE,
-                a,
-                at=now,
-                actor="engine",
-                reason=t.reason,
-                detail={"slowdown": t.slowdown, "reasons": list(t.reasons)},
-            )
-            self.journal.say(f"throttle i:{a.instance_id} m:{a.machine_id}: {t.reason}")
-        a.throttle_seen(t)
+        known = isinstance(util, int | float)
+        since = low_util_since(a.util_low_since, float(util), self.policy, now) if known else None
+        ratio = self.policy.throttle_ratio
+        apply(self.journal, Sampled(a, now, rows, since, known, ratio))
 
     def _note_dropped(self, a: Attempt, now: float, dropped: frozenset[str]) -> None:
         """Vital signs a host reported that could not be believed: said in the log each time,

@@ -24,7 +24,7 @@ from ...core.errors import RentwatchError
 from ...core.text import clean
 from ...engine.ending import end_command
 from ...engine.intents import Intent, Reply
-from ...engine.supervisor import Outcome, Supervisor
+from ...engine.supervisor import Supervisor
 from ...ledger.readonly import QueryResult
 from ...views.jobs import live, read_output, to_json
 from ...views.snapshot import snapshot
@@ -200,9 +200,8 @@ class Controller:
             )
         if sup.finished is not None:
             raise Refused(f"the campaign has already ended ({sup.finished.reason})")
-        if mode == "detach":
-            sup.detach_asked = True  # the headless run's end records each instance left running
-        sup.finished = Outcome(True, f"operator shut the controller down ({mode})")
+        # detached: the headless run's end records each instance left running
+        sup.shut_down(mode == "detach", f"operator shut the controller down ({mode})")
         sup.journal.say(f"end    shutdown asked through the controller API: {mode}")
         return f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
 
