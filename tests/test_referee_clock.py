@@ -440,7 +440,7 @@ def test_an_answer_waits_for_no_exchange_out_to_a_host_that_never_answers():
             await asyncio.sleep(0)
             went.append(clock.release_next(5.0, silent=lambda s: s == 9))  # 7 is still out
             went.append(clock.release_next(5.0, silent=lambda s: s in (7, 9)))
-        await task
+        await _end(task)
         go.clear()
         task = asyncio.create_task(call())
         with clock.held(7):
@@ -448,7 +448,7 @@ def test_an_answer_waits_for_no_exchange_out_to_a_host_that_never_answers():
             await asyncio.sleep(0)
             wall.t += 6.0  # 7 is out past the stall cap
             went.append(clock.release_next(5.0))
-        await task
+        await _end(task)
         return went
 
     assert asyncio.run(turns()) == [False, True, True]
@@ -477,6 +477,13 @@ def test_an_answer_waits_for_no_exchange_out_to_a_host_that_never_answers():
     ) as runner:
         runner.run(main())
     assert seen == [("live answered", 0.0), ("dead timed out", pytest.approx(20.0, abs=1e-3))]
+
+
+async def _end(task: asyncio.Task) -> None:
+    """The task goes on if it was let go; else it is ended (no loop here to let it go)."""
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 def test_calls_to_a_market_on_a_shared_clock_go_out_one_at_a_time_in_order():
