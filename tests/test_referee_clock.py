@@ -518,3 +518,61 @@ def test_calls_to_a_market_on_a_shared_clock_go_out_one_at_a_time_in_order():
 
     asyncio.run(main())
     assert seen == ["out a (1 out)", "out b (1 out)", "out c (1 out)"]
+
+
+def _jittered_run(tmp_path, monkeypatch, seed: int) -> tuple[dict, list[tuple]]:
+    """One small stepped referee run whose every call to the market and every session with a
+    host comes back after a random wall delay (drawn from `seed`): its score and its ledger."""
+    import random
+    import re
+    import time
+
+    import duckdb
+    from rentwatch.core.campaign import parse_campaign
+    from rentwatch.engine.hosts.ssh import SSHRunner
+    from rentwatch.market.vast.transport import Transport
+    from rentwatch.referee.run import referee
+    from rentwatch.sim.scenario import parse_scenario
+
+    jitter = random.Random(seed)
+    send, run = Transport._exchange, SSHRunner.run
+
+    async def late(answer):  # type: ignore[no-untyped-def]
+        await asyncio.to_thread(time.sleep, jitter.uniform(0.0, 0.03))  # the box is slow
+        return answer
+
+    async def slow_exchange(self, *args, **kw):  # type: ignore[no-untyped-def]
+        return await late(await send(self, *args, **kw))
+
+    async def slow_run(self, *args, **kw):  # type: ignore[no-untyped-def]
+        return await late(await run(self, *args, **kw))
+
+    monkeypatch.setattr(Transport, "_exchange", slow_exchange)
+    monkeypatch.setattr(SSHRunner, "run", slow_run)
+    scen = parse_scenario(
+        {"seed": 11, "offers": 20, "faults": {"rate_5xx": 0.1, "rate_429": 0.1, "ssh_drop": 0.1}}
+    )
+    camp = parse_campaign(CAMPAIGN.replace("fleet = 1", "fleet = 2").split("[[jobs]]")[0])
+    keep = tmp_path / f"kept{seed}"
+    out = referee(scen, camp, ["default"], 1, deadline_min=60, workers=1, keep_logs=str(keep))
+    monkeypatch.undo()
+    [folder] = list(keep.iterdir())
+    with duckdb.connect(str(folder / "ledger.duckdb"), read_only=True) as db:
+        rows = db.execute(
+            "SELECT ts, kind, instance_id, reason FROM events ORDER BY seq"
+        ).fetchall()
+    [score] = out["runs"]
+    score.pop("time_scale")  # the pace over wall time: the box's
+    ports = re.compile(r"127\.[0-9.]+:[0-9]+")  # the box hands out the hosts' ports
+    return score, [(round(t, 3), k, i, ports.sub("HOST", r or "")) for t, k, i, r in rows]
+
+
+def test_a_stepped_run_is_the_same_run_whatever_order_the_box_answers_in(tmp_path, monkeypatch):
+    """The same small referee run twice (two hosts, faults on the market's calls and the
+    hosts' sessions), each exchange coming back after its own random wall delay: the same
+    bill, the same times, the same ledger, event for event, at the same market seconds."""
+    first, events = _jittered_run(tmp_path, monkeypatch, 1)
+    again, events_again = _jittered_run(tmp_path, monkeypatch, 2)
+    assert again == first
+    assert events_again == events
+    assert len(events) > 20 and first["total_usd"] > 0
