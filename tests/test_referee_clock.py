@@ -518,3 +518,27 @@ def test_calls_to_a_market_on_a_shared_clock_go_out_one_at_a_time_in_order():
 
     asyncio.run(main())
     assert seen == ["out a (1 out)", "out b (1 out)", "out c (1 out)"]
+
+
+def test_reading_the_markets_clock_holds_the_shared_clock_too():
+    """The first exchange of a run (the session reads the simulator's clock) held nothing: a
+    stepped clock could move past its timeout while the box was slow to answer, and a run
+    started 20 market seconds late or not, by the box (seen: one bill in two, loaded)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from rentwatch.market.vast.client import VastClient
+
+    clock, _ = _clock()
+    clock.stepped()
+    client = VastClient("http://127.0.0.1:9", "k")
+    client.share_clock(clock)
+    holds: list[int] = []
+
+    async def get(url: str, **kw: Any) -> Any:
+        holds.append(clock.holds)
+        return SimpleNamespace(status_code=500)
+
+    client._http = SimpleNamespace(get=get)  # type: ignore[assignment]
+    asyncio.run(client.sync_clock())
+    assert holds == [1] and clock.holds == 0

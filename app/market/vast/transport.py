@@ -15,7 +15,7 @@ import contextvars
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Self, cast
 
@@ -164,7 +164,8 @@ class Transport:
     async def sync_clock(self) -> float:
         """Read the market's clock and terms; a real marketplace has none and keeps wall time."""
         try:
-            r = await self._http.get(f"{self.base_url}/sim/v0/clock", timeout=self.timeout)
+            async with self._out():  # unheld, a stepped clock could move past its timeout
+                r = await self._http.get(f"{self.base_url}/sim/v0/clock", timeout=self.timeout)
             if r.status_code == 200:
                 data = r.json()
                 self.time_scale = float(data.get("time_scale", 1.0))
@@ -293,15 +294,22 @@ class Transport:
         target is the same service: same scheme and port, and the same host or both under
         vast.ai); a redirect elsewhere is not followed and comes back as it is. A shared
         clock is held meanwhile (`pacing.SharedClock`)."""
-        if self._shared is None:
+        async with self._out():
             return await self._follow(method, url, params, body, timeout)
+
+    @contextlib.asynccontextmanager
+    async def _out(self) -> AsyncIterator[None]:
+        """One exchange with the market out. On a shared clock it holds the clock, and the
+        market answers calls one at a time, in the order they went out: two calls out at once
+        (a poll and a create) would reach it in the box's order, and each answer says what
+        the market was when it came."""
+        if self._shared is None:
+            yield
+            return
         if self._one_at_a_time is None:
             self._one_at_a_time = asyncio.Lock()
-        # a shared clock's market answers calls one at a time, in the order they went out: two
-        # calls out at once (a poll and a create) would reach it in the box's order, and each
-        # answer says what the market was when it came
         async with self._shared.held(), self._one_at_a_time:
-            return await self._follow(method, url, params, body, timeout)
+            yield
 
     async def _follow(
         self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
