@@ -364,3 +364,186 @@ def test_an_ssh_session_and_a_call_to_the_market_hold_the_shared_clock_while_out
     client._exchange = exchange  # type: ignore[method-assign]
     asyncio.run(client._send("GET", "http://127.0.0.1:9/x", None, None, 1.0))
     assert seen[-1] == (1, None) and clock.holds == 0
+
+
+# -- the same run on any box -------------------------------------------------------------------
+
+
+def _answered_in(order: list[int], gap_s: float = 0.05) -> tuple[list[tuple[int, float]], int]:
+    """Four exchanges go out at once on a stepped loop; the box answers them in `order`, one
+    every `gap_s` wall seconds, from another thread (as the simulator's does). What each
+    holder then did, in the order it did it, and at which market second."""
+    import threading
+
+    from rentwatch.referee.stepped import SteppedLoop, stepped_clock
+
+    clock = stepped_clock(origin=0.0)
+    done: list[tuple[int, float]] = []
+    went: list[int] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        answers = [loop.create_future() for _ in range(4)]
+
+        def answer() -> None:
+            for k, i in enumerate(order):
+                args = (answers[i].set_result, i)
+                threading.Timer(gap_s * k, loop.call_soon_threadsafe, args).start()
+
+        async def exchange(i: int) -> None:
+            await asyncio.sleep(5.0)  # all four go out at market second 5
+            went.append(i)
+            async with clock.held(i):
+                if i == 3:
+                    answer()
+                await answers[i]
+            done.append((i, clock.now()))
+            await asyncio.sleep(1.0)  # what the engine does next waits on market time
+            done.append((i + 10, clock.now()))
+
+        await asyncio.gather(*(exchange(i) for i in range(4)))
+
+    with asyncio.Runner(loop_factory=lambda: SteppedLoop(clock, lambda: None)) as runner:
+        runner.run(main())
+    assert [i for i, _ in done[:4]] == went  # in the order they went out
+    return done, clock.holds
+
+
+def test_answers_of_exchanges_out_at_once_go_on_in_the_order_they_went_out():
+    """The box decides the order in which exchanges out at once come back (two hosts'
+    sessions, a poll and a tender): the stepped loop hands the answers on in the order the
+    exchanges went out, whatever order they came back in, so the engine decides the same
+    things in the same order on any box."""
+    first, holds = _answered_in([0, 1, 2, 3])
+    assert sorted(i for i, _ in first) == [0, 1, 2, 3, 10, 11, 12, 13] and holds == 0
+    assert [t for _, t in first] == pytest.approx([5.0] * 4 + [6.0] * 4, abs=1e-3)
+    for order in ([3, 2, 1, 0], [2, 0, 3, 1], [1, 3, 0, 2]):
+        assert _answered_in(order) == (first, 0), order
+
+
+def test_an_answer_waits_for_no_exchange_out_to_a_host_that_never_answers():
+    """A session with a host the referee knows will never answer holds no time; an answer
+    that came back after it went out does not wait on it either (it would wait for good),
+    nor on one stalled past the cap; it waits on any other exchange that went out before."""
+    from rentwatch.referee.stepped import SteppedLoop, stepped_clock
+
+    async def turns() -> list[bool]:
+        clock, wall = _clock()
+        clock.stepped()
+        clock.order_answers()
+        go = asyncio.Event()
+
+        async def call() -> None:  # a call to the market, made after the sessions went out
+            await go.wait()
+            async with clock.held():
+                pass  # back at once
+
+        went: list[bool] = []
+        task = asyncio.create_task(call())
+        with clock.held(9), clock.held(7):  # two sessions out, one to a host that never answers
+            go.set()
+            await asyncio.sleep(0)
+            went.append(clock.release_next(5.0, silent=lambda s: s == 9))  # 7 is still out
+            went.append(clock.release_next(5.0, silent=lambda s: s in (7, 9)))
+        await _end(task)
+        go.clear()
+        task = asyncio.create_task(call())
+        with clock.held(7):
+            go.set()
+            await asyncio.sleep(0)
+            wall.t += 6.0  # 7 is out past the stall cap
+            went.append(clock.release_next(5.0))
+        await _end(task)
+        return went
+
+    assert asyncio.run(turns()) == [False, True, True]
+
+    clock = stepped_clock(origin=0.0)
+    seen: list[tuple[str, float]] = []
+
+    async def main() -> None:
+        async def dead() -> None:
+            async with clock.held(9):
+                try:
+                    await asyncio.wait_for(asyncio.Event().wait(), 20.0)
+                except TimeoutError:
+                    seen.append(("dead timed out", clock.now()))
+
+        async def live() -> None:
+            await asyncio.sleep(0)
+            async with clock.held(1):
+                await asyncio.sleep(0)  # an answer at once
+            seen.append(("live answered", clock.now()))
+
+        await asyncio.gather(dead(), live())
+
+    with asyncio.Runner(
+        loop_factory=lambda: SteppedLoop(clock, lambda: None, silent=lambda s: s == 9)
+    ) as runner:
+        runner.run(main())
+    assert seen == [("live answered", 0.0), ("dead timed out", pytest.approx(20.0, abs=1e-3))]
+
+
+async def _end(task: asyncio.Task) -> None:
+    """The task goes on if it was let go; else it is ended (no loop here to let it go)."""
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def test_calls_to_a_market_on_a_shared_clock_go_out_one_at_a_time_in_order():
+    """Two calls out at once would reach the simulator in the box's order, and each answer
+    says what the market was when it arrived (a poll that sees a create or not): on a shared
+    clock the client sends them one at a time, in the order they were made."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from rentwatch.market.vast.client import VastClient
+
+    clock, _ = _clock()
+    clock.stepped()
+    client = VastClient("http://127.0.0.1:9", "k")
+    client.share_clock(clock)
+    out: list[str] = []
+    seen: list[str] = []
+
+    async def exchange(method: str, url: str, *args: Any) -> Any:
+        out.append(url)
+        seen.append(f"out {url[-1]} ({len(out)} out)")
+        await asyncio.sleep(0.02 if url.endswith("a") else 0.0)  # the first answers last
+        out.remove(url)
+        return SimpleNamespace(status_code=200, headers={})
+
+    client._exchange = exchange  # type: ignore[method-assign]
+
+    async def main() -> None:
+        await asyncio.gather(
+            *(client._send("GET", f"http://127.0.0.1:9/{x}", None, None, 1.0) for x in "abc")
+        )
+
+    asyncio.run(main())
+    assert seen == ["out a (1 out)", "out b (1 out)", "out c (1 out)"]
+
+
+def test_reading_the_markets_clock_holds_the_shared_clock_too():
+    """The first exchange of a run (the session reads the simulator's clock) held nothing: a
+    stepped clock could move past its timeout while the box was slow to answer, and a run
+    started 20 market seconds late or not, by the box (seen: one bill in two, loaded)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from rentwatch.market.vast.client import VastClient
+
+    clock, _ = _clock()
+    clock.stepped()
+    client = VastClient("http://127.0.0.1:9", "k")
+    client.share_clock(clock)
+    holds: list[int] = []
+
+    async def get(url: str, **kw: Any) -> Any:
+        holds.append(clock.holds)
+        return SimpleNamespace(status_code=500)
+
+    client._http = SimpleNamespace(get=get)  # type: ignore[assignment]
+    asyncio.run(client.sync_clock())
+    assert holds == [1] and clock.holds == 0

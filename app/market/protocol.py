@@ -14,7 +14,7 @@ marketplace's client raises).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -59,14 +59,15 @@ class ListFilter:
 
 class SharedClock(Protocol):
     """A market clock read in-process (`sim.clock.SimClock` has this shape); `held()` is
-    entered for each exchange with the market, `waited_on()` for each wait on its time."""
+    entered (`async with`) for each exchange with the market, `waited_on()` for each wait on
+    its time."""
 
     @property
     def time_scale(self) -> float: ...
 
     def now(self) -> float: ...
 
-    def held(self, subject: object = None) -> AbstractContextManager[None]: ...
+    def held(self, subject: object = None) -> AbstractAsyncContextManager[None]: ...
 
     def waited_on(self) -> AbstractContextManager[None]: ...
 

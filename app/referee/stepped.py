@@ -11,7 +11,13 @@ to the market, an SSH session with a host, a poll), the clock jumps to the earli
 and the simulator's hosts catch up with it (`SSHHosts.settle`) before anything runs. While an
 exchange is out the clock stands, however long the box takes to answer; an exchange out for
 longer than `STALL_CAP_S` wall seconds (a host that accepts and never says a word) stops
-holding it, so the engine's own timeout can come. See docs/referee.md, "Time".
+holding it, so the engine's own timeout can come.
+
+The box still decides in which order exchanges out at once come back. So an answer that came
+back waits for its turn (`SimClock.release_next`): the loop hands answers on one at a time,
+only when it has nothing else to run, in the order their exchanges went out, each once every
+exchange that went out before it came back. What the engine does with its answers, and when in
+market time, is then the same on any box. See docs/referee.md, "Time".
 """
 
 from __future__ import annotations
@@ -27,9 +33,14 @@ from ..sim.server import SimServer
 
 T = TypeVar("T")
 
-STALL_CAP_S = 5.0  # wall seconds an exchange holds the clock before it counts as stalled
+# wall seconds an exchange holds the clock before it counts as stalled: far past what a
+# loaded box takes to answer (a session with a host spawns its command for real), or the clock
+# would move under an answer on its way
+STALL_CAP_S = 30.0
 SLICE_S = 0.005  # wall seconds between two looks while an exchange is out
-EXIT_WAIT_S = 2.0  # wall seconds a job whose work was delivered has to write its exit code
+# wall seconds a job whose work was delivered has to write its exit code (as STALL_CAP_S;
+# under `SimServer.call`'s own limit)
+EXIT_WAIT_S = 20.0
 # the referee's market day starts here (2026-01-21 00:00 UTC, the day `scenario describe`
 # measures): the same run starts at the same market hour on any box, on any day
 ORIGIN = 1768953600.0
@@ -91,6 +102,9 @@ class SteppedSelector(selectors.BaseSelector):
             events = self.real.select(0)
             if events:
                 return events
+            # nothing to run: the first exchange back goes on, alone, in its turn
+            if self.clock.release_next(self.stall_cap_s, self.silent):
+                return []
             if timeout is not None and not self.clock.busy(self.stall_cap_s, self.silent):
                 pause = self.pause_for(timeout)
                 if pause > 0:  # the pace cap: wait in wall time, still awake to any answer
@@ -136,6 +150,11 @@ class SteppedLoop(asyncio.SelectorEventLoop):
         self.market_clock = clock
         self.stepper = SteppedSelector(clock, settle, self.time, silent, max_pace=max_pace)
         super().__init__(self.stepper)
+        clock.order_answers()
+
+    def close(self) -> None:
+        self.market_clock.ordered = False  # no loop left to hand answers on
+        super().close()
 
     def time(self) -> float:
         # from the clock's origin: at epoch seconds a float has no room for the loop's

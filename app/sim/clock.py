@@ -4,11 +4,13 @@ only when told to (app/referee/stepped.py steps it while every party waits on it
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import itertools
 import time
 from collections.abc import Callable, Iterator
+from types import TracebackType
 
 EPOCH_ORIGIN = float(
     int(time.time())
@@ -42,6 +44,8 @@ class SimClock:
         self.is_stepped = False
         # hold token -> (wall clock when it began, what it waits on: an instance id or None)
         self._holding: dict[int, tuple[float, object]] = {}
+        self.ordered = False  # answers go on in the order their exchanges went out
+        self._back: dict[int, asyncio.Future[None]] = {}  # came back, waiting for their turn
 
     def now(self) -> float:
         if self.is_stepped:
@@ -76,18 +80,62 @@ class SimClock:
     def holds(self) -> int:
         return len(self._holding)
 
-    @contextlib.contextmanager
-    def held(self, subject: object = None) -> Iterator[None]:
+    def held(self, subject: object = None) -> Hold:
         """An exchange with the market or a host (`subject`: its instance id) is out: a
-        stepped clock does not move."""
+        stepped clock does not move. `async with` it where the exchange's answer is awaited:
+        on a loop that orders answers (`ordered`), the holder goes on only in its turn."""
+        return Hold(self, subject)
+
+    def order_answers(self) -> None:
+        """From now on, exchanges that come back go on one at a time, in the order they went
+        out (`release_next`, called by the loop whenever it has nothing else to run)."""
+        self.ordered = True
+
+    def release_next(
+        self, stall_cap_s: float, silent: Callable[[object], bool] = lambda _: False
+    ) -> bool:
+        """Let the first exchange that came back go on, if no exchange that went out before
+        it is still out (one that holds the clock: young and not `silent`). True if one did.
+
+        While an exchange is out the clock stands, so every exchange out now comes back at
+        this market second; handing the answers on in the order the exchanges went out, never
+        in the order the box delivered them, makes what the engine does with them the same on
+        any box."""
+        if not self._back:
+            return False
+        first = min(self._back)
+        young = self._monotonic() - stall_cap_s
+        if any(
+            token < first and token not in self._back and began > young and not silent(subject)
+            for token, (began, subject) in self._holding.items()
+        ):
+            return False
+        turn = self._back.pop(first)
+        if not turn.done():
+            turn.set_result(None)
+        return True
+
+    def _enter(self, subject: object) -> tuple[int, contextvars.Token[int | None], bool]:
+        """Hold the clock for an exchange: (its token, the task's hold to restore, whether it
+        is the task's outermost exchange, the one that waits for its turn)."""
         token = next(_TOKENS)
         self._holding[token] = (self._monotonic(), subject)
-        reset = _HOLD.set(token)
+        outermost = _HOLD.get() is None
+        return token, _HOLD.set(token), outermost
+
+    def _exit(self, entered: tuple[int, contextvars.Token[int | None], bool] | None) -> None:
+        if entered is not None:
+            _HOLD.reset(entered[1])
+            self._holding.pop(entered[0], None)
+
+    async def _turn(self, token: int) -> None:
+        """The exchange `token` came back: wait until `release_next` lets it go on."""
+        turn = asyncio.get_running_loop().create_future()
+        self._back[token] = turn
         try:
-            yield
+            await turn
         finally:
-            _HOLD.reset(reset)
-            self._holding.pop(token, None)
+            self._back.pop(token, None)
 
     @contextlib.contextmanager
     def waited_on(self) -> Iterator[None]:
@@ -100,3 +148,40 @@ class SimClock:
         finally:
             if lifted is not None and token is not None:
                 self._holding[token] = (self._monotonic(), lifted[1])
+
+
+class Hold:
+    """One exchange out (`SimClock.held`). `with`: it holds the clock while out. `async
+    with`: the same, and on an ordering clock its holder goes on after the exchange came back
+    (with an answer or an error) only in its turn (`SimClock.release_next`). An exchange
+    inside another of the same task (a call made within a session) holds the clock too, but
+    it is part of the outer one: only the outermost waits for a turn."""
+
+    def __init__(self, clock: SimClock, subject: object) -> None:
+        self.clock, self.subject = clock, subject
+        self.entered: tuple[int, contextvars.Token[int | None], bool] | None = None
+
+    def __enter__(self) -> None:
+        self.entered = self.clock._enter(self.subject)
+
+    def __exit__(self, *exc: object) -> None:
+        self.clock._exit(self.entered)
+
+    async def __aenter__(self) -> None:
+        self.__enter__()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            assert self.entered is not None
+            token, _, outermost = self.entered
+            # a cancelled exchange was ended by its holder (its timeout, in market time)
+            cancelled = kind is not None and issubclass(kind, asyncio.CancelledError)
+            if self.clock.ordered and outermost and not cancelled:
+                await self.clock._turn(token)
+        finally:
+            self.clock._exit(self.entered)

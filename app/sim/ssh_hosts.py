@@ -111,15 +111,21 @@ class SSHHosts:
     async def settle(self, exit_wait_s: float) -> None:
         """A stepped clock moved: one `sync` at the new time, then a wait (`exit_wait_s` wall
         seconds at most) until each sized job whose end it let through has written its exit
-        code, as it has on a real host by the time the market's clock moves on."""
+        code, as it has on a real host by the time the market's clock moves on (a job whose
+        host stopped meanwhile died with it: no code to wait for)."""
         released = {id(m) for m in self.market.meters if m.released}
         await self.sync()
+        now = self.market.clock.now()
+
+        def writing(m: work_meter.WorkMeter) -> bool:
+            inst = self.market.instances.get(m.instance_id)
+            up = inst is not None and inst.destroyed_at is None and inst.running(now)
+            return up and not (m.folder / "exit").exists()
+
         ended = [m for m in self.market.meters if m.released and id(m) not in released]
         until = time.monotonic() + exit_wait_s
-        while ended and time.monotonic() < until:
-            ended = [m for m in ended if not (m.folder / "exit").exists()]
-            if ended:
-                await asyncio.sleep(0.005)
+        while (ended := [m for m in ended if writing(m)]) and time.monotonic() < until:
+            await asyncio.sleep(0.005)
 
     async def sync(self) -> None:
         """Open SSH for instances now running; close it for those that are not."""

@@ -95,7 +95,7 @@ class HostLink:
 
     async def _measure(self, n: int) -> None:
         self.measured_at = self.ssh.wall_clock()
-        with self.ssh.hold(None):
+        async with self.ssh.hold(None):
             walls = await loopback_handshakes(
                 self.ssh.key, n, IO_CEILING_CAP_S, self.ssh.wall_clock
             )
@@ -142,24 +142,23 @@ class HostLink:
         connected and then hung, or was cut, is not, whoever called and whatever it does with
         the failure (the silent rule stops a host whose silence lasts)."""
         routed(a)
-        with self.ssh.hold(a.instance_id):  # a stepped market clock stands meanwhile
-            async with self.slots, self._distrust_on_key_change(a):
-                ceiling = self.io_ceiling()
-                try:  # the whole command's floor: its connect's, and 4 s to run (5 s unloaded)
-                    res = await self._ssh_run(
-                        a, command, stdin, self.wall(timeout, 4.0 + ceiling), ceiling
-                    )
-                except HostKeyChanged:
-                    raise  # an answer, from another host: distrusted, not silent
-                except SSHFailure:
-                    apply(self.journal, WentSilent(a, self.market.now()))
-                    await self._remeasure()
-                    raise
-                if res.exit_status is None:  # cut before its end: no answer
-                    apply(self.journal, WentSilent(a, self.market.now()))
-                else:
-                    apply(self.journal, Answered(a))
-                return res
+        async with self.slots, self._distrust_on_key_change(a):
+            ceiling = self.io_ceiling()
+            try:  # the whole command's floor: its connect's, and 4 s to run (5 s unloaded)
+                res = await self._ssh_run(
+                    a, command, stdin, self.wall(timeout, 4.0 + ceiling), ceiling
+                )
+            except HostKeyChanged:
+                raise  # an answer, from another host: distrusted, not silent
+            except SSHFailure:
+                apply(self.journal, WentSilent(a, self.market.now()))
+                await self._remeasure()
+                raise
+            if res.exit_status is None:
+                apply(self.journal, WentSilent(a, self.market.now()))  # cut before its end
+            else:
+                apply(self.journal, Answered(a))
+            return res
 
     async def probe(
         self, a: Attempt, script: bytes, timeout_wall: float, command: str = "python3 -"
@@ -167,26 +166,25 @@ class HostLink:
         """The preflight: a first contact, so a changed key is the preflight's own verdict
         (raised to the caller, not a distrust of a host never trusted)."""
         routed(a)
-        with self.ssh.hold(a.instance_id):  # a stepped market clock stands meanwhile
-            async with self.slots:
-                unanswered = self.unanswered.get(a.instance_id, 0)
-                try:
-                    res = await self._ssh_run(
-                        a, command, script, timeout_wall, self.first_contact_floor(unanswered)
-                    )
-                except NoAnswer:
-                    self.unanswered[a.instance_id] = unanswered + 1
-                    if self.measuring:
-                        await self._measure(1)
-                    raise
-                except SSHFailure:
-                    # a host that did not answer may be a machine too loaded to answer in time:
-                    # the floor learns from connects that answered only, so measure the load
-                    if self.measuring:
-                        await self._measure(1)
-                    raise
-                self.unanswered.pop(a.instance_id, None)
-                return res
+        async with self.slots:
+            unanswered = self.unanswered.get(a.instance_id, 0)
+            try:
+                res = await self._ssh_run(
+                    a, command, script, timeout_wall, self.first_contact_floor(unanswered)
+                )
+            except NoAnswer:
+                self.unanswered[a.instance_id] = unanswered + 1
+                if self.measuring:
+                    await self._measure(1)
+                raise
+            except SSHFailure:
+                # a host that did not answer may be a machine too loaded to answer in time:
+                # the floor learns from connects that answered only, so measure the load
+                if self.measuring:
+                    await self._measure(1)
+                raise
+            self.unanswered.pop(a.instance_id, None)
+            return res
 
     async def key_on(self, a: Attempt) -> None:
         """Vast's account keys reach new instances only (vast-ai/docs guides/instances/connect/
@@ -219,18 +217,22 @@ class HostLink:
     async def _ssh_run(
         self, a: Attempt, command: str, stdin: bytes | None, timeout_wall: float, floor: float
     ) -> RunResult:
+        """One session. Only the session itself holds a stepped market clock (and comes back
+        in its turn, app/referee/stepped.py): what the engine does before and after it is the
+        engine's own time."""
         host, port = routed(a)  # again: the route may have gone while a slot was awaited
         await self.key_on(a)
         try:
-            return await self.ssh.run(
-                a.instance_id,
-                host,
-                port,
-                command,
-                stdin=stdin,
-                timeout=timeout_wall,
-                connect_timeout=self.wall(CONNECT_TIMEOUT_S, floor),
-            )
+            async with self.ssh.hold(a.instance_id):
+                return await self.ssh.run(
+                    a.instance_id,
+                    host,
+                    port,
+                    command,
+                    stdin=stdin,
+                    timeout=timeout_wall,
+                    connect_timeout=self.wall(CONNECT_TIMEOUT_S, floor),
+                )
         finally:
             self._note_route(a)
 
@@ -255,22 +257,23 @@ class HostLink:
     ) -> T:
         """SFTP work on one pinned connection, within the concurrency bound and a deadline."""
         routed(a)
-        with self.ssh.hold(a.instance_id):  # a stepped market clock stands meanwhile
-            async with self.slots, self._distrust_on_key_change(a):
-                await self.key_on(a)
-                host, port = routed(a)
-                try:
+        async with self.slots, self._distrust_on_key_change(a):
+            await self.key_on(a)
+            host, port = routed(a)
+            try:
+                async with self.ssh.hold(a.instance_id):  # as a session (`_ssh_run`)
                     conn = await self.ssh.connect(
                         a.instance_id, host, port, self.wall(CONNECT_TIMEOUT_S, self.io_ceiling())
                     )
-                except SSHFailure:
-                    await self._remeasure()
-                    raise
+                    try:
+                        return await asyncio.wait_for(work(conn), self.wall(600, 30))
+                    finally:
+                        conn.close()
+            except SSHFailure:
+                await self._remeasure()
+                raise
+            finally:
                 self._note_route(a)
-                try:
-                    return await asyncio.wait_for(work(conn), self.wall(600, 30))
-                finally:
-                    conn.close()
 
     @contextlib.asynccontextmanager
     async def _distrust_on_key_change(self, a: Attempt) -> AsyncIterator[None]:

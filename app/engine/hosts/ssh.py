@@ -15,7 +15,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,7 +88,7 @@ def loop_time() -> float:
     return asyncio.get_running_loop().time()
 
 
-def _no_hold(subject: object) -> AbstractContextManager[None]:
+def _no_hold(subject: object) -> AbstractAsyncContextManager[None]:
     return contextlib.nullcontext()
 
 
@@ -100,12 +100,13 @@ class SSHRunner:
         max_output: int = 1 << 20,
         wall_clock: Callable[[], float] = loop_time,
         on_route: OnRoute | None = None,
-        hold: Callable[[object], AbstractContextManager[None]] | None = None,
+        hold: Callable[[object], AbstractAsyncContextManager[None]] | None = None,
     ) -> None:
         self.key = key
         self.wall_clock = wall_clock  # times connects (HostLink.io_floor)
-        # entered for each session with a host (HostLink), given its instance id: a stepped
-        # market clock stands while one is out (app/referee/stepped.py)
+        # entered (`async with`) for each session with a host (HostLink), given its instance
+        # id: a stepped market clock stands while one is out, and its answer goes on in its
+        # turn (app/referee/stepped.py)
         self.hold = hold or _no_hold
         self.connect_timeout = connect_timeout
         self.max_output = max_output

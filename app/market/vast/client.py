@@ -269,7 +269,8 @@ class VastClient(StateChanges, PriceIncreases):
             raise MalformedAnswer("log request answered without a result_url")
         for _ in range(30):
             try:
-                r = await self._http.get(url, timeout=self.timeout)
+                async with self._out():
+                    r = await self._http.get(url, timeout=self.timeout)
                 if r.status_code == 200:
                     return r.text[:1_000_000]
             except httpx.HTTPError:

@@ -15,7 +15,7 @@ import contextvars
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Self, cast
 
@@ -109,6 +109,7 @@ class Transport:
         self.market_time: float | None = None  # the market's clock at the last answer
         self._market_time_at = 0.0
         self._time_scale, self._shared = 1.0, cast("SharedClock | None", None)
+        self._one_at_a_time: asyncio.Lock | None = None  # calls out, with a shared clock
 
     def __repr__(self) -> str:
         return f"VastClient({self.base_url!r}, api_key=<hidden>)"
@@ -163,7 +164,8 @@ class Transport:
     async def sync_clock(self) -> float:
         """Read the market's clock and terms; a real marketplace has none and keeps wall time."""
         try:
-            r = await self._http.get(f"{self.base_url}/sim/v0/clock", timeout=self.timeout)
+            async with self._out():  # unheld, a stepped clock could move past its timeout
+                r = await self._http.get(f"{self.base_url}/sim/v0/clock", timeout=self.timeout)
             if r.status_code == 200:
                 data = r.json()
                 self.time_scale = float(data.get("time_scale", 1.0))
@@ -292,19 +294,38 @@ class Transport:
         target is the same service: same scheme and port, and the same host or both under
         vast.ai); a redirect elsewhere is not followed and comes back as it is. A shared
         clock is held meanwhile (`pacing.SharedClock`)."""
-        with self._shared.held() if self._shared is not None else contextlib.nullcontext():
-            resp = await self._exchange(method, url, params, body, timeout)
-            for _ in range(MAX_REDIRECTS):
-                where = resp.headers.get("Location")
-                if resp.status_code not in REDIRECTS or not where:
-                    return resp
-                target = resp.request.url.join(where)
-                if not same_service(resp.request.url, target):
-                    return resp
-                if resp.status_code == 303 or (resp.status_code in (301, 302) and method == "POST"):
-                    method, body = "GET", None  # as requests and httpx rewrite them
-                resp = await self._exchange(method, str(target), None, body, timeout)
-            return resp
+        async with self._out():
+            return await self._follow(method, url, params, body, timeout)
+
+    @contextlib.asynccontextmanager
+    async def _out(self) -> AsyncIterator[None]:
+        """One exchange with the market out. On a shared clock it holds the clock, and the
+        market answers calls one at a time, in the order they went out: two calls out at once
+        (a poll and a create) would reach it in the box's order, and each answer says what
+        the market was when it came."""
+        if self._shared is None:
+            yield
+            return
+        if self._one_at_a_time is None:
+            self._one_at_a_time = asyncio.Lock()
+        async with self._shared.held(), self._one_at_a_time:
+            yield
+
+    async def _follow(
+        self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
+    ) -> httpx.Response:
+        resp = await self._exchange(method, url, params, body, timeout)
+        for _ in range(MAX_REDIRECTS):
+            where = resp.headers.get("Location")
+            if resp.status_code not in REDIRECTS or not where:
+                return resp
+            target = resp.request.url.join(where)
+            if not same_service(resp.request.url, target):
+                return resp
+            if resp.status_code == 303 or (resp.status_code in (301, 302) and method == "POST"):
+                method, body = "GET", None  # as requests and httpx rewrite them
+            resp = await self._exchange(method, str(target), None, body, timeout)
+        return resp
 
     async def _exchange(
         self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
