@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from rentwatch.core.lifecycle import Phase
-from rentwatch.core.verdict import Verdict
+from rentwatch.core.preflight.verdict import Verdict
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.journal import Journal
 from rentwatch.engine.rentals import apply

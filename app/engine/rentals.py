@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core.lifecycle import Phase
-from ..core.verdict import detect_throttle
+from ..core.preflight.verdict import detect_throttle
 from ..ledger import EventKind
 from .updates import (
     Adopted,

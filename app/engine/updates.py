@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.billing import Mark
 from ..core.lifecycle import Phase
-from ..core.verdict import Verdict
+from ..core.preflight.verdict import Verdict
 from ..ledger import EventKind
 
 if TYPE_CHECKING:
