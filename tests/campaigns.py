@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rentwatch.core.campaign import parse_campaign
 from rentwatch.core.policy import get_policy
+from rentwatch.referee.stepped import run_stepped
 from rentwatch.run.headless import run_headless
 
 CAMPAIGN = """
@@ -59,34 +60,30 @@ def run_campaign(
 ) -> tuple[int, Path]:
     ledger = ledger or tmp_path / f"{policy}.duckdb"
     campaign = parse_campaign(campaign_text(name, fleet, extra, max_creates))
-    code = asyncio.run(
-        run_headless(
-            campaign,
-            get_policy(policy).with_overrides(campaign.policy),
-            sim.url,
-            sim.api_key,
-            str(ledger),
-            key_path=str(tmp_path / "key"),
-        )
+    return headless(sim, campaign, policy, ledger, tmp_path), ledger
+
+
+def headless(sim, campaign, policy: str, ledger: Path, tmp_path: Path) -> int:
+    """`run_headless` in this process; on a stepped simulator (`make_sim(stepped=True)`) the
+    engine runs on its clock (app/referee/stepped.py), so market time does not depend on how
+    fast the box runs: a wait of the engine's ends at its market time, however loaded the box."""
+    clock = sim.market.clock if sim.stepped else None
+    main = run_headless(
+        campaign,
+        get_policy(policy).with_overrides(campaign.policy),
+        sim.url,
+        sim.api_key,
+        str(ledger),
+        key_path=str(tmp_path / "key"),
+        market_clock=clock,
     )
-    return code, ledger
+    return run_stepped(sim, main) if sim.stepped else asyncio.run(main)
 
 
 def run_headless_text(sim, tmp_path: Path, text: str, policy: str = "default") -> tuple[int, Path]:
     """`run_campaign` for a campaign written whole (its own offer query, say)."""
     ledger = tmp_path / f"{policy}.duckdb"
-    campaign = parse_campaign(text)
-    code = asyncio.run(
-        run_headless(
-            campaign,
-            get_policy(policy).with_overrides(campaign.policy),
-            sim.url,
-            sim.api_key,
-            str(ledger),
-            key_path=str(tmp_path / "key"),
-        )
-    )
-    return code, ledger
+    return headless(sim, parse_campaign(text), policy, ledger, tmp_path), ledger
 
 
 def truth_at(sim, t: float) -> dict[int, dict]:
