@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import types
 from pathlib import Path
 
 from rentwatch.core.campaign import parse_campaign
@@ -78,6 +79,28 @@ def headless(sim, campaign, policy: str, ledger: Path, tmp_path: Path) -> int:
         market_clock=clock,
     )
     return run_stepped(sim, main) if sim.stepped else asyncio.run(main)
+
+
+def cli_on_stepped_clock(sim, monkeypatch) -> None:
+    """`rentwatch run --headless` called in this process (`rentwatch.cli.main.main`) runs its
+    engine on `sim`'s stepped clock, as `headless` does; the CLI's other calls (its check of
+    the market first) run as they do."""
+    import rentwatch.cli.commands as commands
+    import rentwatch.run.headless as module
+
+    real, runs = module.run_headless, []
+
+    def on_clock(*args, **kw):
+        runs.append(real(*args, market_clock=sim.market.clock, **kw))
+        return runs[-1]
+
+    def run(main, **kw):
+        return run_stepped(sim, main) if main in runs else asyncio.run(main, **kw)
+
+    shim = types.ModuleType("asyncio")
+    shim.__dict__.update(asyncio.__dict__, run=run)
+    monkeypatch.setattr(module, "run_headless", on_clock)
+    monkeypatch.setattr(commands, "asyncio", shim)
 
 
 def run_headless_text(sim, tmp_path: Path, text: str, policy: str = "default") -> tuple[int, Path]:
