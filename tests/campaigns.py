@@ -58,17 +58,19 @@ def run_campaign(
     ledger: Path | None = None,
     extra: str = "",
     max_creates: int = 60,
+    on_supervisor=None,
 ) -> tuple[int, Path]:
     ledger = ledger or tmp_path / f"{policy}.duckdb"
     campaign = parse_campaign(campaign_text(name, fleet, extra, max_creates))
-    return headless(sim, campaign, policy, ledger, tmp_path), ledger
+    return headless(sim, campaign, policy, ledger, tmp_path, on_supervisor), ledger
 
 
-def headless(sim, campaign, policy: str, ledger: Path, tmp_path: Path) -> int:
+def headless(sim, campaign, policy: str, ledger: Path, tmp_path: Path, on_supervisor=None) -> int:
     """`run_headless` in this process; on a stepped simulator (`make_sim(stepped=True)`) the
     engine runs on its clock (app/referee/stepped.py), so market time does not depend on how
     fast the box runs: a wait of the engine's ends at its market time, however loaded the box."""
-    clock = sim.market.clock if sim.stepped else None
+    stepped = getattr(sim, "stepped", False)  # (a stand-in with a url and a key: not stepped)
+    clock = sim.market.clock if stepped else None
     main = run_headless(
         campaign,
         get_policy(policy).with_overrides(campaign.policy),
@@ -76,9 +78,10 @@ def headless(sim, campaign, policy: str, ledger: Path, tmp_path: Path) -> int:
         sim.api_key,
         str(ledger),
         key_path=str(tmp_path / "key"),
+        on_supervisor=on_supervisor,
         market_clock=clock,
     )
-    return run_stepped(sim, main) if sim.stepped else asyncio.run(main)
+    return run_stepped(sim, main) if stepped else asyncio.run(main)
 
 
 def cli_on_stepped_clock(sim, monkeypatch) -> None:
