@@ -5,6 +5,7 @@ claims nothing the market did not do (no destroy, no write-off)."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -75,11 +76,10 @@ def test_a_key_refused_mid_run_ends_the_campaign_claiming_nothing(make_sim, tmp_
     err = capsys.readouterr().err
     assert proxy.revoked.is_set() and proxy.refused, "the key was never revoked"
     assert code != 0
-    # it gave up at once: each held rental asked to stop or go once, never again, and a look
-    # or two (a refused key is not asked again, and no loop waits for it to come back)
-    changes = [c for c in proxy.refused if not c.startswith("GET ")]
-    assert len(changes) == len(set(changes)) <= 3, proxy.refused
-    assert len(proxy.refused) - len(changes) <= 3, proxy.refused
+    # it gave up at once: no refused call asked again and again (a retry loop would ask one
+    # up to its 8 tries), and a handful in all (a rule's destroy, then the trap's, may ask
+    # for the same rental twice)
+    assert max(Counter(proxy.refused).values()) <= 3 and len(proxy.refused) <= 15, proxy.refused
     lines = [line for line in err.splitlines() if "API key" in line]
     assert len(lines) == 1, err
     assert "watchdog" in lines[0]  # what happens to the verified hosts it could not stop
