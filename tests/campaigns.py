@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import types
 from pathlib import Path
 
 from rentwatch.core.policy import get_policy
 from rentwatch.market.factory import load_campaign
+from rentwatch.referee.stepped import run_stepped
 from rentwatch.run.headless import run_headless
 
 CAMPAIGN = """
@@ -56,37 +58,58 @@ def run_campaign(
     ledger: Path | None = None,
     extra: str = "",
     max_creates: int = 60,
+    on_supervisor=None,
 ) -> tuple[int, Path]:
     ledger = ledger or tmp_path / f"{policy}.duckdb"
     campaign = load_campaign(campaign_text(name, fleet, extra, max_creates))
-    code = asyncio.run(
-        run_headless(
-            campaign,
-            get_policy(policy).with_overrides(campaign.policy),
-            sim.url,
-            sim.api_key,
-            str(ledger),
-            key_path=str(tmp_path / "key"),
-        )
+    return headless(sim, campaign, policy, ledger, tmp_path, on_supervisor), ledger
+
+
+def headless(sim, campaign, policy: str, ledger: Path, tmp_path: Path, on_supervisor=None) -> int:
+    """`run_headless` in this process; on a stepped simulator (`make_sim(stepped=True)`) the
+    engine runs on its clock (app/referee/stepped.py), so market time does not depend on how
+    fast the box runs: a wait of the engine's ends at its market time, however loaded the box."""
+    stepped = getattr(sim, "stepped", False)  # (a stand-in with a url and a key: not stepped)
+    clock = sim.market.clock if stepped else None
+    main = run_headless(
+        campaign,
+        get_policy(policy).with_overrides(campaign.policy),
+        sim.url,
+        sim.api_key,
+        str(ledger),
+        key_path=str(tmp_path / "key"),
+        on_supervisor=on_supervisor,
+        market_clock=clock,
     )
-    return code, ledger
+    return run_stepped(sim, main) if stepped else asyncio.run(main)
+
+
+def cli_on_stepped_clock(sim, monkeypatch) -> None:
+    """`rentwatch run --headless` called in this process (`rentwatch.cli.main.main`) runs its
+    engine on `sim`'s stepped clock, as `headless` does; the CLI's other calls (its check of
+    the market first) run as they do."""
+    import rentwatch.cli.commands as commands
+    import rentwatch.run.headless as module
+
+    real, runs = module.run_headless, []
+
+    def on_clock(*args, **kw):
+        runs.append(real(*args, market_clock=sim.market.clock, **kw))
+        return runs[-1]
+
+    def run(main, **kw):
+        return run_stepped(sim, main) if main in runs else asyncio.run(main, **kw)
+
+    shim = types.ModuleType("asyncio")
+    shim.__dict__.update(asyncio.__dict__, run=run)
+    monkeypatch.setattr(module, "run_headless", on_clock)
+    monkeypatch.setattr(commands, "asyncio", shim)
 
 
 def run_headless_text(sim, tmp_path: Path, text: str, policy: str = "default") -> tuple[int, Path]:
     """`run_campaign` for a campaign written whole (its own offer query, say)."""
     ledger = tmp_path / f"{policy}.duckdb"
-    campaign = load_campaign(text)
-    code = asyncio.run(
-        run_headless(
-            campaign,
-            get_policy(policy).with_overrides(campaign.policy),
-            sim.url,
-            sim.api_key,
-            str(ledger),
-            key_path=str(tmp_path / "key"),
-        )
-    )
-    return code, ledger
+    return headless(sim, load_campaign(text), policy, ledger, tmp_path), ledger
 
 
 def truth_at(sim, t: float) -> dict[int, dict]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import hypothesis  # noqa: F401  (imported now, not by its plugin's end-of-run summary)
 import pytest
+from rentwatch.referee.stepped import stepped_clock
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
 
@@ -51,8 +52,13 @@ def market_stands(sim: SimServer) -> Iterator[None]:
 def make_sim() -> Iterator:
     servers: list[SimServer] = []
 
-    def make(api_key: str = "test-key", **scenario) -> SimServer:
-        server = SimServer(parse_scenario(scenario), api_key=api_key).start_in_thread()
+    def make(api_key: str = "test-key", stepped: bool = False, **scenario) -> SimServer:
+        """`stepped`: the market's clock moves only when the engine, run in this process on
+        it (`tests/campaigns.py` `headless`), waits with nothing out: the test's market time
+        does not depend on the box's load (app/referee/stepped.py). Its scale is 1."""
+        clock = stepped_clock() if stepped else None
+        server = SimServer(parse_scenario(scenario), api_key=api_key, clock=clock)
+        server.start_in_thread()
         servers.append(server)
         return server
 

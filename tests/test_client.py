@@ -11,13 +11,16 @@ from rentwatch.market.errors import AuthError, MarketUnavailable, NotFound
 from rentwatch.market.vast.client import VastClient
 from rentwatch.market.vast.keys import find_api_key
 from rentwatch.market.vast.rows import parse_instance, parse_offer
+from rentwatch.referee.stepped import run_stepped
 
 
 def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
+    """On a stepped clock shared by the client and the market: market time moves only when
+    nothing is out, so each change's date is exact, lost answers included, on any box."""
     sim = make_sim(
         seed=9,
         offers=40,
-        time_scale=600,
+        stepped=True,
         faults={
             "rate_429": 0.10,
             "rate_5xx": 0.05,
@@ -25,17 +28,23 @@ def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
             # one run in 90 drew none and failed its "a lost answer was exercised" check
             "rate_timeout": 0.08,
             "rate_malformed": 0.02,
-            "timeout_s": 0.6,
+            # wall seconds the market sits on an answer: past the stall cap below, so the
+            # clock moves on to the client's timeout (a market minute) meanwhile
+            "timeout_s": 3.0,
         },
     )
-
+    clock = sim.market.clock
     dated: list[tuple[int, str, float, bool]] = []
     tries: list[str | None] = []  # what became of the try before each one, as it went out
 
     async def run() -> tuple[list[int], VastClient]:
+        # a call out for 1.5 wall seconds (the market sitting on its answer) holds the clock
+        # no longer: generous for a loaded box to answer a loopback call, short for the test
+        asyncio.get_running_loop().stepper.stall_cap_s = 1.5  # type: ignore[attr-defined]
         c = VastClient(
-            sim.url, "test-key", timeout=0.3, backoff=0.01, max_attempts=8, min_intervals={}
+            sim.url, "test-key", timeout=60.0, backoff=1.0, max_attempts=8, min_intervals={}
         )
+        c.share_clock(clock)
         await c.sync_clock()
         created = []
         for _ in range(30):
@@ -54,21 +63,21 @@ def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
         await c.aclose()
         return created, c
 
-    created, c = asyncio.run(run())
+    created, c = run_stepped(sim, run())
     truth = sim.call(sim.market.truth)
     assert len(truth["instances"]) == len(created) == len(set(created)), "a retry created twice"
     assert all(r["destroyed_at"] for r in truth["instances"])
     assert sum(sim.api.faults_injected.values()) > 20
     assert c.stats.retries > 0 and c.stats.timeouts > 0
-    # each change is dated to when the market made it, lost answers included; a minute of market
-    # time here is a tenth of a wall second, so the bound is local scheduling, not a lost answer
-    # (a lost answer would be off by the 0.3 s timeout, 3 market minutes)
+    # each change is dated to when the market made it, lost answers included: the clock stood
+    # while each try was out, so the date is the market's to its answer stamp's millisecond
+    # (a lost answer dated by its retry would be off by the client's 60 s timeout and more)
     market = sim.market.instances
     lost = 0
     for iid, kind, at, answer_lost in dated:
         inst = market[iid]
         actual = {"stop": inst.stops[0], "start": inst.starts[0], "destroy": inst.destroyed_at}
-        assert abs(at - actual[kind]) < 30, (kind, at - actual[kind], answer_lost)
+        assert abs(at - actual[kind]) <= 0.001, (kind, at - actual[kind], answer_lost)
         lost += answer_lost
     assert lost > 0, "no lost answer was exercised"
     assert tries.count(None) == len(dated) and {"refused", "lost"} <= set(tries)

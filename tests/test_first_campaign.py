@@ -18,10 +18,16 @@ from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import DEMO_CAMPAIGN
 
+from .campaigns import cli_on_stepped_clock
+
 EXAMPLE = Path(__file__).parent.parent / "examples" / "first-campaign.toml"
 
 
-def _run(sim, tmp_path, campaign: Path, capsys) -> tuple[int, str]:
+def _run(sim, tmp_path, campaign: Path, capsys, monkeypatch) -> tuple[int, str]:
+    """The CLI's headless run, its engine on the simulator's stepped clock: the market's
+    time does not run on while a loaded box is slow to look (a host's image pull read as
+    frozen, a host as dead)."""
+    cli_on_stepped_clock(sim, monkeypatch)
     ledger = tmp_path / "l.duckdb"
     code = main(
         ["run", "--headless", "--no-api", "--campaign", str(campaign), "--market-url", sim.url,
@@ -39,8 +45,8 @@ def test_example_campaign_ends_with_its_receipt_and_artifacts_folder(
     campaign = load_campaign(EXAMPLE.read_text(), str(EXAMPLE))
     assert len(campaign.jobs) >= 3 and campaign.artifacts_dir is None
     assert campaign.upload == ("finetune.py",)  # the user's code, pushed to each host
-    sim = make_sim(seed=7, offers=60, time_scale=200)
-    code, out = _run(sim, tmp_path, EXAMPLE, capsys)
+    sim = make_sim(seed=7, offers=60, stepped=True)
+    code, out = _run(sim, tmp_path, EXAMPLE, capsys, monkeypatch)
     assert code == 0, out[-3000:]
     folder = data / "rentwatch" / "artifacts" / campaign.name
     assert out.rstrip().endswith(f"artifacts in {folder}"), out[-1500:]
@@ -85,8 +91,8 @@ def test_campaign_names_its_artifacts_folder(make_sim, tmp_path, monkeypatch, ca
     camp = tmp_path / "c.toml"
     camp.write_text(text)
     shutil.copy(EXAMPLE.parent / "finetune.py", tmp_path)  # its upload, beside it
-    sim = make_sim(seed=7, offers=60, time_scale=200)
-    code, out = _run(sim, tmp_path, camp, capsys)
+    sim = make_sim(seed=7, offers=60, stepped=True)
+    code, out = _run(sim, tmp_path, camp, capsys, monkeypatch)
     assert code == 0, out[-3000:]
     assert out.rstrip().endswith(f"artifacts in {tmp_path / 'mine' / 'first-finetune'}")
     assert (tmp_path / "mine" / "first-finetune" / "lora-r8" / "out" / "result.json").exists()

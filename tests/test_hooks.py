@@ -4,15 +4,11 @@ SSH routes in the ledger, unknown statuses, offline billing and the market's own
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
-from rentwatch.run.headless import run_headless
 
-from .campaigns import campaign_text, run_campaign, truth_at
+from .campaigns import campaign_text, headless, run_campaign, truth_at
 
 HEALTHY = ("healthy", "slow_pull", "throttled")
 
@@ -22,19 +18,8 @@ def _run(sim, tmp_path, image, fleet=3, policy="default", extra=""):
     text = campaign_text("t", fleet, extra).replace(
         'image = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"', f'image = "{image}"'
     )
-    campaign = load_campaign(text)
     ledger = tmp_path / f"{policy}.duckdb"
-    code = asyncio.run(
-        run_headless(
-            campaign,
-            get_policy(policy).with_overrides(campaign.policy),
-            sim.url,
-            sim.api_key,
-            str(ledger),
-            key_path=str(tmp_path / "key"),
-        )
-    )
-    return code, ledger
+    return headless(sim, load_campaign(text), policy, ledger, tmp_path), ledger
 
 
 def _blamed(led: Ledger) -> dict[int, str]:
@@ -65,7 +50,7 @@ def _healthy_harmed(led: Ledger, truth: dict[int, dict]) -> list[tuple[int, str,
 
 def test_an_image_without_torch_verifies_its_fleet_by_the_driver_path(make_sim, tmp_path):
     sim = make_sim(
-        seed=11, offers=30, time_scale=240, host_class=[{"behaviour": "healthy", "share": 1.0}]
+        seed=11, offers=30, stepped=True, host_class=[{"behaviour": "healthy", "share": 1.0}]
     )
     code, ledger = _run(sim, tmp_path, "ghcr.io/nvidia/jax:24.04-py3", fleet=3)
     led = Ledger(ledger)
@@ -83,7 +68,7 @@ def test_an_image_that_cannot_be_pulled_stops_after_two_machines(make_sim, tmp_p
     sim = make_sim(
         seed=5,
         offers=30,
-        time_scale=240,
+        stepped=True,  # a loaded box must not read as hosts dead or frozen
         host_class=[{"behaviour": "healthy", "share": 1.0}],
         image=[{"name": "ghcr.io/acme/private:*", "pullable": False}],
     )
@@ -120,7 +105,7 @@ def test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed(
     sim = make_sim(
         seed=3,
         offers=24,
-        time_scale=240,
+        stepped=True,  # a loaded box must not read as hosts dead or frozen
         host_class=[
             {"behaviour": "healthy", "share": 0.4},
             {"behaviour": behaviour, "share": 0.6},
@@ -147,7 +132,7 @@ def test_routes_scheduling_and_build_output_abandon_no_healthy_host(make_sim, tm
     sim = make_sim(
         seed=19,
         offers=30,
-        time_scale=240,
+        stepped=True,  # a loaded box must not read as hosts dead or frozen
         host_class=[{"behaviour": "healthy", "share": 1.0}],
         ssh={"direct_share": 0.5, "proxy_drop": 0.08},
         states={"scheduling_share": 0.6, "unnamed_share": 0.7, "build_output_share": 0.8},

@@ -4,11 +4,13 @@ claims nothing the market did not do (no destroy, no write-off)."""
 
 from __future__ import annotations
 
-import threading
-import time
+import asyncio
+from collections import Counter
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
+from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
 from rentwatch.market.errors import AuthError, NotFound
 from rentwatch.market.vast.transport import refusal
@@ -35,25 +37,25 @@ def test_a_real_not_found_stays_not_found():
     assert isinstance(refusal(404, "no_such_instance", "Instance 12 not found"), NotFound)
 
 
-def _revoke_when_verified(sim, proxy: RevokingProxy, ledger_path) -> threading.Thread:
-    """Revoke the key once the engine holds a verified host and another is booting."""
+def _revoke_when_verified(proxy: RevokingProxy) -> Callable[[Supervisor], None]:
+    """Revoke the key once the engine holds a verified host and another rental: watched from
+    the engine's own loop, so what "verified" means is the engine's, however slow the box (a
+    watch of the market's running rentals from another thread revoked, on a loaded box,
+    before the engine had verified any)."""
 
-    def watch() -> None:
-        deadline = time.time() + 90
-        while time.time() < deadline and not proxy.revoked.is_set():
-            running = [
-                i
-                for i in sim.call(sim.market.truth)["instances"]
-                if i["actual_status"] == "running"
-            ]
-            if len(running) >= 2:
-                proxy.revoke()
-                return
-            time.sleep(0.1)
+    def on_supervisor(sup: Supervisor) -> None:
+        async def watch() -> None:
+            while not proxy.revoked.is_set():
+                held = sup.held()
+                if len(held) >= 2 and any(a.passed_preflight for a in held):
+                    proxy.revoke()
+                    return
+                await asyncio.sleep(0.05)
 
-    t = threading.Thread(target=watch, daemon=True)
-    t.start()
-    return t
+        watching.add(asyncio.get_running_loop().create_task(watch()))
+
+    watching: set[asyncio.Task[None]] = set()
+    return on_supervisor
 
 
 def test_a_key_refused_mid_run_ends_the_campaign_claiming_nothing(make_sim, tmp_path, capsys):
@@ -61,21 +63,23 @@ def test_a_key_refused_mid_run_ends_the_campaign_claiming_nothing(make_sim, tmp_
     proxy = RevokingProxy(sim.url).start()
     try:
         ledger_path = tmp_path / "l.duckdb"
-        _revoke_when_verified(sim, proxy, ledger_path)
-        t0 = time.monotonic()
         code, ledger_path = run_campaign(
             SimpleNamespace(url=proxy.url, api_key=sim.api_key),
             tmp_path,
             fleet=3,
             name="revoked",
             ledger=ledger_path,
+            on_supervisor=_revoke_when_verified(proxy),
         )
-        took = time.monotonic() - t0
     finally:
         proxy.stop()
     err = capsys.readouterr().err
     assert proxy.revoked.is_set() and proxy.refused, "the key was never revoked"
-    assert code != 0 and took < 60
+    assert code != 0
+    # it gave up at once: no refused call asked again and again (a retry loop would ask one
+    # up to its 8 tries), and a handful in all (a rule's destroy, then the trap's, may ask
+    # for the same rental twice)
+    assert max(Counter(proxy.refused).values()) <= 3 and len(proxy.refused) <= 15, proxy.refused
     lines = [line for line in err.splitlines() if "API key" in line]
     assert len(lines) == 1, err
     assert "watchdog" in lines[0]  # what happens to the verified hosts it could not stop

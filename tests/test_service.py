@@ -363,10 +363,9 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
         t.start()
         _until(lambda: remote._running is not None, 10, "the query running")
         time.sleep(0.3)
-        t0 = time.monotonic()
         remote.interrupt()
-        t.join(30)
-        assert not t.is_alive() and time.monotonic() - t0 < 10
+        t.join(60)  # a ceiling on a hang only: uninterrupted, the sum runs for hours
+        assert not t.is_alive()
         assert failed and isinstance(failed[0], QueryFailed), failed
         # a client that hangs up mid-query stops it too
         impatient = ControllerClient(Target(socket=sock), timeout=1.0)

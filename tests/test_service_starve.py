@@ -49,11 +49,11 @@ def test_idle_connections_are_capped_and_dropped_and_a_real_client_gets_in(tmp_p
             await asyncio.sleep(0.2)
             assert len(tcp.open) <= tcp.cap
             token = server.token_file.read_text().strip()
-            t0 = time.monotonic()
             async with httpx.AsyncClient(base_url=server.url) as http:
                 r = await http.get("/v1/status", headers={"Authorization": f"Bearer {token}"})
                 assert r.status_code == 200 and r.json()["campaign"] == "unbound"
-                assert time.monotonic() - t0 < 2.0
+                # it got in beside the idle ones, not after their deadline had dropped them all
+                assert len(tcp.open) > 1, tcp.open
                 # a wrong token is no valid request: it is dropped at the deadline like silence
                 rogue = await asyncio.open_connection(host, int(port))
                 rogue[1].write(b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -32,6 +32,7 @@ from ..ledger import EventKind, Ledger
 from ..ledger.team.config import TeamConfig
 from ..ledger.team.sync import TeamSync
 from ..market.errors import REFUSALS, AuthError
+from ..market.protocol import SharedClock
 from ..notify.metrics import Metrics
 from .alerts import Alerts, open_alerts
 from .exit_trap import ExitTrap, Trapped
@@ -130,7 +131,10 @@ async def run_headless(
     metrics_listen: str | None = None,
     metrics: Metrics | None = None,
     team: TeamConfig | None = None,
+    market_clock: SharedClock | None = None,
 ) -> int:
+    """`market_clock`: a simulator's clock in this process, shared with the engine (tests run
+    the campaign on a stepped clock with it: app/referee/stepped.py `run_stepped`)."""
     t0: list[float] = []
 
     def log(line: str) -> None:
@@ -153,6 +157,7 @@ async def run_headless(
         log=log,
         owns_ledger=True,
         http_timeout_s=http_timeout_s,
+        market_clock=market_clock,
     )
     sup = session.sup
     # the team store: shipped and pulled beside the run, never in its way
