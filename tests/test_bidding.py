@@ -393,7 +393,7 @@ def test_a_rebid_rental_is_held_for_the_fleet_and_no_replacement_is_rented_for_i
     took the job back: the replacements booted for nothing. A rebid rental is held for the
     fleet until its wait runs out; one with no rebid left waits and moves, so its replacement
     is rented at once as before."""
-    from rentwatch.core.decisions import AttemptView, Move, Rebid
+    from rentwatch.core.decisions import AttemptView, Move, Rebid, Resume
     from rentwatch.core.lifecycle import Phase
 
     paused = AttemptView(9, 9, "RTX 4080", Phase.STOPPED, "stopped", None, 0.0, 0.0,
@@ -410,6 +410,11 @@ def test_a_rebid_rental_is_held_for_the_fleet_and_no_replacement_is_rented_for_i
     # rebid since, its bid over the price to beat: waiting on the resume, still held
     raised = dataclasses.replace(paused, bid=0.19, rebids=1, raised_from=0.145)
     assert not decide(dataclasses.replace(snap, attempts=(raised,)), DEFAULT, 1100.0)
+    # resumed since (90902:0's warm-up rented two in the poll that saw it resume): back
+    # into service, no replacement either
+    back = dataclasses.replace(raised, outbid_at=None, resumed=True)
+    out = decide(dataclasses.replace(snap, attempts=(back,)), DEFAULT, 1100.0)
+    assert [type(d) for d in out] == [Resume]
     # no rebid left: it waits and then moves, so the replacement is rented now, as before
     spent = dataclasses.replace(paused, rebids=2)
     out = decide(dataclasses.replace(snap, attempts=(spent,)), DEFAULT, 1000.0)
