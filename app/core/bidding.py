@@ -286,17 +286,6 @@ RESCUE_WAIT_S = 600.0
 RESCUE_SETTLE_S = 20.0  # the copied folder unchanged this long between two looks: it is in
 
 
-def rescue_wait_s(lost_s: float | None) -> float:
-    """How long a moved job's next host waits for the copy of its newer work: never longer
-    than that work took, since past it the host bills idle for more than running the work
-    again from the pulled checkpoint would, and the job ends later too; never past
-    `RESCUE_WAIT_S`. 80801:0 waited the whole 10 minutes on a $0.43/h host for a copy that
-    never came, for a job that checkpoints every 10."""
-    if lost_s is None:
-        return RESCUE_WAIT_S
-    return min(RESCUE_WAIT_S, max(0.0, lost_s))
-
-
 def rescue_worth(lost_s: float | None, has_checkpoint: bool, source_kept: bool) -> bool:
     """Whether to copy a job's state off the rental an outbid paused, onto its next host: it
     checkpoints, the rental still holds its disk (ours, not destroyed, not the next host

@@ -11,8 +11,7 @@ that state is asked for, into a folder of the job's own there, and the job waits
 The market only says a copy has begun; its end shows in the destination's status bar, in words
 no source gives. So the copied folder is looked at over SSH at each job check: there, and the
 same at two looks `RESCUE_SETTLE_S` apart, it is in, and goes into the checkpoint's place.
-Past the work it would keep (`bidding.rescue_wait_s`, at most `RESCUE_WAIT_S`), or on any
-refusal, the job starts from the checkpoint that was pulled.
+Past `RESCUE_WAIT_S`, or on any refusal, the job starts from the checkpoint that was pulled.
 A copy runs over SSH between the two hosts (data-movement.mdx: copies "use ssh
 authentication"), so none is asked off a host without open ports (its offer's
 `direct_port_count` 0: the market's "Remote instance does not have an open port") or one seen
@@ -29,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...core.bidding import RESCUE_SETTLE_S, rescue_wait_s, rescue_worth
+from ...core.bidding import RESCUE_SETTLE_S, RESCUE_WAIT_S, rescue_worth
 from ...core.campaign import Job
 from ...core.jobs import JobState
 from ...core.lifecycle import Phase
@@ -296,7 +295,7 @@ class Rescues:
         )
         source = self.fleet.get(c.source)
         dark = source is not None and source.status == "offline" and not settled
-        if not settled and not dark and now - c.asked_at < rescue_wait_s(c.lost_s):
+        if not settled and not dark and now - c.asked_at < RESCUE_WAIT_S:
             if listing is not None and listing != c.listing:
                 c.listing, c.seen_at = listing, now
             return False
