@@ -386,3 +386,41 @@ def test_the_share_of_outbids_that_move_is_the_ledgers_over_a_prior():
     # not once every outbid does (held-out 9001:8: 48 creates, every job still queued)
     assert B.worth_bidding(0.60, 1.0, 1.2, 600, 0.4)
     assert not B.worth_bidding(0.60, 1.0, 1.2, 600, 1.0)
+
+
+def test_a_rebid_rental_is_held_for_the_fleet_and_no_replacement_is_rented_for_it():
+    """80801:0 (warm): each outbid of the one proven host queued its job again, and the same
+    poll rented a replacement (and spares) while a rebid resumed the host within a minute and
+    took the job back: the replacements booted for nothing. A rebid rental is held for the
+    fleet until its wait runs out; one with no rebid left waits and moves, so its replacement
+    is rented at once as before."""
+    from rentwatch.core.decisions import AttemptView, Move, Rebid, Resume
+    from rentwatch.core.lifecycle import Phase
+
+    paused = AttemptView(9, 9, "RTX 4080", Phase.STOPPED, "stopped", None, 0.0, 0.0,
+                         passed_preflight=True, bid=0.145, bid_floor=0.173, on_demand_dph=0.3,
+                         outbid_at=1000.0)  # fmt: skip
+    spare = _bid_offer(1, 4080, "RTX 4080", 0.12, 0.35)
+    snap = FleetSnapshot(
+        fleet=1, max_creates=40, creates=3, budget_usd=40, spent_usd=1, attempts=(paused,),
+        jobs_pending=1, jobs_total=6, offers=(spare,),
+        terms=OfferTerms(max_dph=0.5, image_cuda=12.4), bidding=BidTerms("interruptible", "auto"),
+    )  # fmt: skip
+    out = decide(snap, DEFAULT, 1000.0)
+    assert [type(d) for d in out] == [Rebid]
+    # rebid since, its bid over the price to beat: waiting on the resume, still held
+    raised = dataclasses.replace(paused, bid=0.19, rebids=1, raised_from=0.145)
+    assert not decide(dataclasses.replace(snap, attempts=(raised,)), DEFAULT, 1100.0)
+    # resumed since (90902:0's warm-up rented two in the poll that saw it resume): back
+    # into service, no replacement either
+    back = dataclasses.replace(raised, outbid_at=None, resumed=True)
+    out = decide(dataclasses.replace(snap, attempts=(back,)), DEFAULT, 1100.0)
+    assert [type(d) for d in out] == [Resume]
+    # no rebid left: it waits and then moves, so the replacement is rented now, as before
+    spent = dataclasses.replace(paused, rebids=2)
+    out = decide(dataclasses.replace(snap, attempts=(spent,)), DEFAULT, 1000.0)
+    assert [type(d) for d in out] == [Create]
+    # held no longer than an outbid rental is waited for: then let go, and replaced
+    late = 1000.0 + B.WAIT_S
+    out = decide(dataclasses.replace(snap, attempts=(raised,)), DEFAULT, late)
+    assert [type(d) for d in out] == [Move, Create]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .bidding.rules import as_rented, bid_down, priced, tier_rules
+from .bidding.rules import as_rented, bid_down, coming_back, priced, tier_rules
 from .blame.patterns import compile_patterns, fatal_match
 from .blame.rules import under_blame
 from .decisions import (
@@ -19,6 +19,7 @@ from .decisions import (
     Decision,
     Finish,
     FleetSnapshot,
+    Rebid,
     StartPreflight,
     Stop,
     Verify,
@@ -310,6 +311,8 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         # hold and batch: no more instances than there is work for (output held on a paused
         # rental is none)
         target = min(fleet.fleet, fleet.jobs_pending + fleet.jobs_running - fleet.jobs_held)
+        rebid = {d.instance_id for d in out if isinstance(d, Rebid)}
+        verified += sum(1 for a in fleet.attempts if coming_back(a, a.instance_id in rebid, now))
     else:
         if verified >= fleet.fleet:
             out.append(Finish(True, "rule:goal", f"fleet of {fleet.fleet} verified"))

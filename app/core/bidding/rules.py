@@ -18,6 +18,7 @@ from ..lifecycle import Phase
 from ..models import Offer
 from .tier import (
     MOVE_SHARE,
+    WAIT_S,
     Tier,
     bid_for,
     checkpoint_every_s,
@@ -152,6 +153,24 @@ def tier_rules(
     if move.act == "hold":
         return Stop(a.instance_id, "rule:outbid_hold", move.reason)
     return None  # wait: it may resume with its disk, image and data
+
+
+def coming_back(a: AttemptView, rebid_now: bool, now: float) -> bool:
+    """A proven bid rental an outbid paused that a rebid brings back: one rebid this poll, one
+    whose bid in force already clears the price to beat and waits on the market's resume,
+    within the wait an outbid rental gets (`WAIT_S`), or one that resumed and is not yet back
+    in service. Rebid rentals resumed within 4 minutes
+    (22 of 37 outbids on family 31; the other 15 waited and moved), so the fleet counts it as
+    held: a replacement rented at the outbid boots after it is back, and bills as a spare.
+    One holding an exited job's output is not: the fleet's target leaves that job out already
+    (`FleetSnapshot.jobs_held`)."""
+    if a.phase != Phase.STOPPED or not a.passed_preflight or a.bid is None or a.busy:
+        return False
+    if a.resumed:  # back by itself: into service this poll where work waits (`tier_rules`)
+        return True
+    if a.outbid_at is None or now - a.outbid_at >= WAIT_S:
+        return False
+    return rebid_now or (a.bid_floor is not None and a.bid >= a.bid_floor)
 
 
 def bid_down(a: AttemptView, terms: BidTerms | None) -> Rebid | None:
