@@ -15,6 +15,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.views.snapshot import left_why
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.ledger_screen import LedgerScreen
+from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import HELP
 from rentwatch.widgets.render import pane_lines
 from textual.widgets import TextArea
@@ -81,7 +82,7 @@ def test_the_help_scrolls_at_80x24():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(80, 24)) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
             await pilot.press("question_mark")
             await pilot.pause(0.3)
@@ -98,7 +99,7 @@ def test_ctrl_a_in_the_ledger_editor_selects_all():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
             await pilot.press("l")
             await pilot.pause(0.5)

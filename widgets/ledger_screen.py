@@ -89,6 +89,7 @@ class LedgerScreen(Screen[None]):
                 canned_key(k),
                 f"canned('{k}')",
                 name,
+                tooltip=f"Ledger query: {name}",
                 id=f"ledger.canned{k}",
                 priority=True,
                 show=False,
