@@ -15,7 +15,8 @@ from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding
 from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service.controller import attach_in_process
-from rentwatch.widgets.app import RentwatchApp, left_after_end
+from rentwatch.views.acts import left_after_end
+from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm
 from rentwatch.widgets.messages import FleetSnapshot
 

@@ -32,6 +32,11 @@ VIEW_ONLY = frozenset({"toggle_view", "filter", "sort", "sort_column"})
 STARTS_AUTOMATION = frozenset({"create", "fleet_more", "fleet_less", "hand_over"})
 
 
+SORT_KEYS = Binding.Group(
+    "Sort by that column of the table: " + ", ".join(FleetTable.COLUMNS) + " (again: reversed)"
+)
+
+
 class FilterInput(Input):
     """The fleet filter's box: Enter applies what is typed, Escape closes it unchanged."""
 
@@ -83,6 +88,7 @@ class FleetScreen(Screen[None]):
                 tooltip=f"Sort the fleet by its {c} column (again: the other way)",
                 id=f"fleet.sort_{i + 1}",
                 show=False,
+                group=SORT_KEYS,
             )
             for i, c in enumerate(FleetTable.COLUMNS)
         ),

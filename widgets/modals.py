@@ -313,7 +313,7 @@ def help_text(lines: list[KeyLine], own: list[KeyLine]) -> Text:
     """The help: the keys of the screen it was opened on, then the app's, then its own."""
     t = Text()
     t.append("rentwatch keys\n", style="bold")
-    width = max((len(" ".join(k.keys)) for k in [*lines, *own]), default=4) + 2
+    width = min(12, max((len(" ".join(k.keys)) for k in [*lines, *own]), default=4) + 2)
     sections = (
         ("on this screen", [k for k in lines if not k.everywhere]),
         ("everywhere", [k for k in lines if k.everywhere]),
@@ -324,7 +324,10 @@ def help_text(lines: list[KeyLine], own: list[KeyLine]) -> Text:
             continue
         t.append(f"\n{title}\n", style="bold")
         for k in keys:
-            t.append(f"  {' '.join(k.keys):<{width}}", style="bold cyan")
+            shown = " ".join(k.keys)
+            # keys wider than their column (1 2 3 ... 9) stand on a line of their own
+            shown = f"{shown}\n  {'':<{width}}" if len(shown) >= width else f"{shown:<{width}}"
+            t.append(f"  {shown}", style="bold cyan")
             t.append(Text(k.text))
             t.append("\n")
     return t
