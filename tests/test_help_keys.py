@@ -84,7 +84,7 @@ def test_the_help_lists_every_key_the_screen_answers_and_no_other(name):
             await pilot.pause(0.3)
             if name != "ledger":  # the SQL editor takes `?` as text: ctrl+p is the way there
                 assert isinstance(app.screen, HelpScreen)
-                text = app.screen.text.plain
+                text = app.screen.text
                 for line in lines:
                     assert " ".join(line.keys) in text and line.text in text, line
             # and the command palette offers the same actions, by the same titles

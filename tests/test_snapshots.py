@@ -298,8 +298,9 @@ def test_fleet_keys_do_nothing_behind_another_screen_and_escape_closes_the_filte
             assert len(app.screen_stack) == 2
             await pilot.press("t", "o", "slash")
             await pilot.pause(0.3)
-            assert not app.table_mode and app.query_one("FleetView").sort == "new"
-            assert not app.query_one("#filter").has_class("visible")
+            fleet = app.fleet  # the fleet screen, under the detail
+            assert not fleet.table_mode and fleet.query_one("FleetView").sort == "new"
+            assert not fleet.query_one("#filter").has_class("visible")
             titles = [c.title for c in app.get_system_commands(app.screen)]
             assert "Toggle table / pane view" not in titles and "Ledger (SQL)" in titles
             await pilot.press("escape")

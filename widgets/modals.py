@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from rentwatch.views.acts import stop_shrinks
 from rentwatch.views.snapshot import InstanceSnap
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -309,11 +310,14 @@ class BulkDestroyConfirm(TypedConfirm):
         return " ".join(typed.split()).lower() == self.phrase
 
 
-def help_text(lines: list[KeyLine], own: list[KeyLine]) -> Text:
-    """The help: the keys of the screen it was opened on, then the app's, then its own."""
-    t = Text()
-    t.append("rentwatch keys\n", style="bold")
-    width = min(12, max((len(" ".join(k.keys)) for k in [*lines, *own]), default=4) + 2)
+def help_table(lines: list[KeyLine], own: list[KeyLine]) -> tuple[Table, str]:
+    """The help: the keys of the screen it was opened on, then the app's, then its own; as a
+    grid (a long line wraps in its column) and as plain text."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="bold cyan", max_width=18)
+    grid.add_column(ratio=1)
+    plain = ["rentwatch keys"]
+    grid.add_row(Text("rentwatch keys", style="bold"), "")
     sections = (
         ("on this screen", [k for k in lines if not k.everywhere]),
         ("everywhere", [k for k in lines if k.everywhere]),
@@ -322,15 +326,14 @@ def help_text(lines: list[KeyLine], own: list[KeyLine]) -> Text:
     for title, keys in sections:
         if not keys:
             continue
-        t.append(f"\n{title}\n", style="bold")
+        grid.add_row("", "")
+        grid.add_row(Text(title, style="bold"), "")
+        plain.append(title)
         for k in keys:
             shown = " ".join(k.keys)
-            # keys wider than their column (1 2 3 ... 9) stand on a line of their own
-            shown = f"{shown}\n  {'':<{width}}" if len(shown) >= width else f"{shown:<{width}}"
-            t.append(f"  {shown}", style="bold cyan")
-            t.append(Text(k.text))
-            t.append("\n")
-    return t
+            grid.add_row(Text(shown), Text(k.text))
+            plain.append(f"  {shown}  {k.text}")
+    return grid, "\n".join(plain)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -348,8 +351,8 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         own = [k for k in key_lines(self) if k.node is self]
-        self.text = help_text(self.lines, own)
-        self.query_one("#help", Static).update(self.text)
+        grid, self.text = help_table(self.lines, own)
+        self.query_one("#help", Static).update(grid)
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)
