@@ -92,7 +92,7 @@ class RentwatchApp(App[str]):
             yield SystemCommand(
                 k.text,
                 f"rentwatch: {name} ({' '.join(k.keys)})",
-                lambda k=k: self.run_action(k.action, k.node),  # type: ignore[misc]
+                lambda k=k: self.run_action(k.action, k.node),
             )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
