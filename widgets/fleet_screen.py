@@ -179,7 +179,7 @@ class FleetScreen(Screen[None]):
 
     def render_latest(self) -> None:
         snap = self.latest
-        if snap is None or snap is self._shown or snap is self._held or not self.is_current:
+        if snap is None or snap is self._shown or snap is self._held or self.app.screen is not self:
             return  # nothing new, or a dialog or screen is on top: don't draw under it
         self._shown = snap
         if self._next is not None:
@@ -339,11 +339,13 @@ class FleetScreen(Screen[None]):
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.add_class("visible")
-        box.focus()
+        # at once, not after the keys already queued (`focus()` waits its turn): a fast
+        # typist's Enter reached the fleet behind the box and opened a detail
+        self.set_focus(box)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
             self.query_one(FleetView).filter = event.value.strip()
             event.input.remove_class("visible")
-            self.query_one(FleetView).focus()
+            self.set_focus(self.query_one(FleetView))
             self.redraw()
