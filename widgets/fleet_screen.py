@@ -42,6 +42,13 @@ class FilterInput(Input):
 
     BINDINGS = [Binding("escape", "close", "Close filter", id="filter.close")]
 
+    async def action_submit(self) -> None:
+        """Applied at once, not by a message that waits its turn: a key typed right after
+        Enter belongs to the fleet again (it went into the box, or Enter to the fleet)."""
+        screen = self.screen
+        if isinstance(screen, FleetScreen):
+            screen.apply_filter(self.value)
+
     def action_close(self) -> None:
         view = self.screen.query_one(FleetView)
         self.value = view.filter  # what was typed and not applied is dropped
@@ -343,9 +350,9 @@ class FleetScreen(Screen[None]):
         # typist's Enter reached the fleet behind the box and opened a detail
         self.set_focus(box)
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "filter":
-            self.query_one(FleetView).filter = event.value.strip()
-            event.input.remove_class("visible")
-            self.set_focus(self.query_one(FleetView))
-            self.redraw()
+    def apply_filter(self, text: str) -> None:
+        view = self.query_one(FleetView)
+        view.filter = text.strip()
+        self.query_one("#filter", Input).remove_class("visible")
+        self.set_focus(view)
+        self.redraw()
