@@ -18,6 +18,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.views.detail import InstanceDetail, LedgerLine, Sample, StatusLine
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.messages import FleetSnapshot
 
 
 class StillEngine:
@@ -126,14 +127,14 @@ async def measure(n: int, view: str, seconds: int) -> tuple[float, float]:
     async with app.run_test(size=(150, 45)) as pilot:
         if view == "table":
             await pilot.press("t")
-        app.latest = snaps[0]
+        app.post_message(FleetSnapshot(snaps[0]))
         await pilot.pause(0.5)
         if view == "detail":
             await pilot.press("enter")
             await pilot.pause(0.5)
         cpu0, wall0 = time.process_time(), time.perf_counter()
         for tick in range(1, seconds + 1):
-            app.latest = snaps[1 + tick % 2]
+            app.post_message(FleetSnapshot(snaps[1 + tick % 2]))
             t0 = time.perf_counter()
             await pilot.press("down" if tick % 2 else "up")
             await pilot.pause()  # until the press is handled and the screen refreshed

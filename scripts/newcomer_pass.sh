@@ -360,7 +360,7 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
   keys '?'
   wait_for 'rentwatch keys' 30
   capture help
-  scroll_check help 'on every screen'
+  scroll_check help 'Close this help' # the help's own keys, last
   back 'rentwatch keys'
   keys C-p
   wait_for 'Search for commands' 30

@@ -19,6 +19,7 @@ from rentwatch.run.service.controller import attach_in_process
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm, holdings_text
 from rentwatch.widgets.footer import fitted
+from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen
 
 from .campaigns import campaign_text
@@ -83,8 +84,9 @@ def test_end_from_the_dashboard_destroys_everything_through_the_controller(make_
             await _until(pilot, lambda: fitted(app.screen))
             footer = _text(app.export_screenshot()).splitlines()[-1]
             assert "Create" not in footer and "Stop" in footer and "Destroy" in footer
-            assert app.check_action("create", ()) is False
-            assert app.check_action("stop", ()) is True
+            # the fleet screen owns these keys: it refuses what would set automation going
+            assert app.fleet.check_action("create", ()) is False
+            assert app.fleet.check_action("stop", ()) is True
             titles = [c.title for c in app.get_system_commands(app.screen)]
             assert "Create one more instance" not in titles
             assert "Stop the selected instance" in titles
@@ -106,7 +108,7 @@ def test_quitting_says_what_keeps_billing_and_how_to_end_it():
     async def run() -> str:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = fleet
+            app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
             await pilot.press("q")
             await pilot.pause(0.3)

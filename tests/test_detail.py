@@ -19,7 +19,9 @@ from rentwatch.views.detail import InstanceDetail, Sample
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen, render_gpu
 from rentwatch.widgets.fleet import FleetView, visible
+from rentwatch.widgets.fleet_screen import FleetScreen
 from rentwatch.widgets.ledger_screen import CANNED, LedgerScreen, canned_key
+from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import BulkDestroyConfirm, ChoiceScreen
 
 from .campaigns import campaign_text
@@ -61,14 +63,14 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
         async with app.run_test(size=(150, 50)) as pilot:
 
             def proven():
-                snap = app.latest
+                snap = app.fleet.latest  # the one the fleet screen has heard
                 return snap and any(
                     s.passed_preflight and s.util is not None and s.ended_at is None
                     for s in snap.instances
                 )
 
             await _until(pilot, proven, 90, "a proven instance with samples")
-            app.render_latest()
+            app.fleet.redraw()
             view = app.query_one(FleetView)
             target = next(s for s in view.snaps if s.passed_preflight and s.util is not None)
             while view.selected_id != target.instance_id:
@@ -202,8 +204,10 @@ def test_bulk_destroy_lists_first_and_takes_one_typed_confirmation():
         app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
             theirs = dataclasses.replace(_stopped(15, False), supervised=False)  # not rentwatch's
-            app.latest = _fleet(
-                dud, offline, good, dataclasses.replace(SNAP, instance_id=14), theirs
+            app.post_message(
+                FleetSnapshot(
+                    _fleet(dud, offline, good, dataclasses.replace(SNAP, instance_id=14), theirs)
+                )
             )
             await pilot.pause(0.2)
             await pilot.press("D")
@@ -218,7 +222,7 @@ def test_bulk_destroy_lists_first_and_takes_one_typed_confirmation():
             assert engine.sent == [] and isinstance(app.screen, BulkDestroyConfirm)
             # while the dialog was open the operator (or the watchdog) started 12 again
             started = dataclasses.replace(offline, phase="verified", status="running")
-            app.latest = _fleet(dud, started, good, theirs)
+            app.post_message(FleetSnapshot(_fleet(dud, started, good, theirs)))
             await pilot.press(*"destroy 2", "enter")
             await pilot.pause(0.3)
             assert [i.confirmation.instance_id for i in engine.sent] == [11]
@@ -239,7 +243,7 @@ def test_a_refused_action_says_what_could_not_be_done():
     async def run() -> None:
         app = RentwatchApp(Refusing(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
-            app.latest = _fleet(_stopped(11, True))
+            app.post_message(FleetSnapshot(_fleet(_stopped(11, True))))
             await pilot.pause(0.2)
             await pilot.press("a")  # start the selected, stopped rental
             await pilot.pause(0.3)
@@ -253,7 +257,7 @@ def test_quit_and_detach_count_stopped_rentals_billing_storage():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
-            app.latest = _fleet(_stopped(11, True), _stopped(12, False), SNAP)
+            app.post_message(FleetSnapshot(_fleet(_stopped(11, True), _stopped(12, False), SNAP)))
             await pilot.pause(0.2)
             for key, purpose in (("q", "quit"), ("x", "detach")):
                 await pilot.press(key)
@@ -282,7 +286,7 @@ def test_sort_key_cycles_and_orders_both_views():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
-            app.latest = _fleet(*snaps)
+            app.post_message(FleetSnapshot(_fleet(*snaps)))
             await pilot.pause(0.2)
             await pilot.press("o")  # new -> billed
             await pilot.pause(0.2)
@@ -301,10 +305,10 @@ def test_every_fleet_key_is_in_the_command_palette():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)):
-            in_palette = {action for _, action in app.PALETTE}
-            keyed = {b.action for b in app.BINDINGS}  # type: ignore[union-attr]
-            assert keyed <= in_palette, keyed - in_palette
+            # the palette is read from the bindings: every key of the fleet and the app in it
             titles = [c.title for c in app.get_system_commands(app.screen)]
+            keyed = {b.tooltip for b in (*FleetScreen.BINDINGS, *RentwatchApp.BINDINGS)}  # type: ignore[union-attr]
+            assert keyed <= set(titles), keyed - set(titles)
             assert "Detail of the selected instance" in titles
 
     asyncio.run(run())
@@ -350,7 +354,7 @@ def test_enter_opens_the_detail_from_panes_and_from_table_rows():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
             # the table takes the pane view's selection with it (selection is by instance id)
             for keys in (("down",), ("t",)):
@@ -372,7 +376,7 @@ def test_stop_and_start_on_a_destroyed_instance_send_nothing():
         app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
             gone = dataclasses.replace(SNAP, phase="destroyed", ended_at=100.0)
-            app.latest = _fleet(gone)
+            app.post_message(FleetSnapshot(_fleet(gone)))
             await pilot.pause(0.2)
             await pilot.press("s", "a")
             await pilot.pause(0.2)

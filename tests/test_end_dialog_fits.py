@@ -9,6 +9,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm
+from rentwatch.widgets.messages import FleetSnapshot
 
 from .test_snapshots import FLEET, StillEngine, _text
 
@@ -24,7 +25,7 @@ def _screen(size: tuple[int, int], held: list[Holding]) -> tuple[str, float]:
     async def go() -> tuple[str, float]:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=size) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.2)
             app.push_screen(EndConfirm("qlora-sweep", held))
             await pilot.pause(0.5)

@@ -13,6 +13,7 @@ from rentwatch.engine.intents import FleetSizeIntent, HandOverIntent, Reply
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetView
+from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen
 from textual.widgets import Static
 
@@ -54,14 +55,14 @@ def test_plus_minus_send_the_fleet_size_and_hand_over_sends_its_intent():
 
     async def run() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = snap
+            app.post_message(FleetSnapshot(snap))
             await pilot.pause(0.3)
             await pilot.press("plus")
             await pilot.press("minus")
             await pilot.pause(0.2)
             app.query_one(FleetView).cursor = 0
             sent = len(engine.sent)
-            app.action_hand_over()  # it asks first, saying what hand-over means
+            app.fleet.action_hand_over()  # it asks first, saying what hand-over means
             await pilot.pause(0.2)
             dialog = app.screen
             assert isinstance(dialog, ChoiceScreen) and dialog.purpose == "hand_over"
@@ -69,14 +70,14 @@ def test_plus_minus_send_the_fleet_size_and_hand_over_sends_its_intent():
             await pilot.press("enter")  # Cancel is focused: one stray key hands nothing over
             await pilot.pause(0.2)
             assert not isinstance(app.screen, ChoiceScreen) and len(engine.sent) == sent
-            app.action_hand_over()
+            app.fleet.action_hand_over()
             await pilot.pause(0.2)
             await pilot.click("#hand_over")
             await pilot.pause(0.2)
             bar = str(app.query_one("#bar", Static).render())
             assert "not rentwatch's 1" in bar
             live = sum(1 for s in snap.instances if s.ended_at is None)
-            assert app._held() == live - 1  # quit's count leaves out what is not ours
+            assert app.latest.held == live - 1  # quit's count leaves out what is not ours
 
     asyncio.run(run())
     iid = snap.instances[0].instance_id
@@ -94,7 +95,7 @@ def test_minus_at_a_wanted_fleet_of_0_sends_nothing():
 
     async def run() -> None:
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = dataclasses.replace(FLEET, fleet=0)
+            app.post_message(FleetSnapshot(dataclasses.replace(FLEET, fleet=0)))
             await pilot.pause(0.3)
             await pilot.press("minus")
             await pilot.pause(0.2)

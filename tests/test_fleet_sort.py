@@ -9,6 +9,7 @@ import dataclasses
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetTable, FleetView
+from rentwatch.widgets.messages import FleetSnapshot
 
 from .test_snapshots import FLEET, StillEngine, _inst
 
@@ -44,7 +45,7 @@ def test_a_key_per_column_sorts_the_table_and_again_reverses_it():
     async def go() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 36)) as pilot:
-            app.latest = FLEET_SORT
+            app.post_message(FleetSnapshot(FLEET_SORT))
             await pilot.press("t")
             table = await _settle(app, pilot, 5)
             key = str(FleetTable.COLUMNS.index("billed") + 1)
@@ -71,7 +72,7 @@ def test_a_click_on_a_column_header_sorts_by_it():
     async def go() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 36)) as pilot:
-            app.latest = FLEET_SORT
+            app.post_message(FleetSnapshot(FLEET_SORT))
             await pilot.press("t")
             table = await _settle(app, pilot, 5)
             x = _header(table).index("billed")
@@ -92,7 +93,7 @@ def _table_at(size: tuple[int, int]) -> list[str]:
     async def go() -> list[str]:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=size) as pilot:
-            app.latest = FLEET_SORT
+            app.post_message(FleetSnapshot(FLEET_SORT))
             await pilot.press("t")
             table = await _settle(app, pilot, 5)
             await pilot.pause(0.3)

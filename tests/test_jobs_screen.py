@@ -9,6 +9,7 @@ import concurrent.futures
 from rentwatch.views.jobs import JobOutput, JobRow
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.jobs_screen import JobOutputScreen, JobsScreen
+from rentwatch.widgets.messages import FleetSnapshot
 from textual.widgets import DataTable
 
 from .test_snapshots import FLEET, StillEngine
@@ -48,7 +49,7 @@ def test_j_lists_the_jobs_and_enter_follows_one(monkeypatch):
 
     async def run() -> None:
         async with app.run_test(size=(120, 36)) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
             await pilot.press("j")
             await pilot.pause(0.5)

@@ -16,6 +16,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.footer import fitted
 from rentwatch.widgets.header import fleet_fields
+from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.render import campaign_fields
 from textual.containers import VerticalScroll
 
@@ -46,7 +47,7 @@ VIEWS = {
 async def _drive(size: tuple[int, int], keys: tuple[str, ...], then: tuple[str, ...] = ()):
     app = RentwatchApp(StillEngine(), StillLedger(), refresh_s=0.05)  # type: ignore[arg-type]
     async with app.run_test(size=size) as pilot:
-        app.latest = FLEET
+        app.post_message(FleetSnapshot(FLEET))
         await pilot.pause(0.3)
         for k in keys:
             await pilot.press(k)
@@ -111,7 +112,7 @@ def test_the_log_takes_what_the_fleet_leaves_at_200x50():
     async def run() -> tuple[int, int]:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(200, 50)) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             for _ in range(100):  # the panes are laid out a refresh or two later (slower loaded)
                 await pilot.pause(0.05)
                 fleet = app.query_one("FleetView").size.height
@@ -148,7 +149,7 @@ def test_billed_stays_in_sight_at_80_columns_with_real_ids_and_temperatures():
     async def drive() -> str:
         app = RentwatchApp(StillEngine(), StillLedger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(80, 24)) as pilot:
-            app.latest = fleet
+            app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
             await pilot.press("t")
             for _ in range(50):

@@ -15,8 +15,10 @@ from rentwatch.ledger.holdings import Holding
 from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service.controller import attach_in_process
-from rentwatch.widgets.app import RentwatchApp, left_after_end
+from rentwatch.views.acts import left_after_end
+from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm
+from rentwatch.widgets.messages import FleetSnapshot
 
 from .campaigns import campaign_text
 from .test_dashboard import _until
@@ -36,7 +38,7 @@ def test_start_sends_nothing_for_a_running_host_and_starts_a_stopped_one():
         said: list[str] = []
         app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = fleet
+            app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
             await pilot.press("down")  # the host at work
             await pilot.pause(0.2)
@@ -109,7 +111,7 @@ def test_stop_on_a_stopped_host_says_why_not():
         said: list[str] = []
         app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = fleet
+            app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
             await pilot.press("down", "s")
             await pilot.pause(0.3)

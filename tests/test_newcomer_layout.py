@@ -11,6 +11,7 @@ import dataclasses
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetTable, FleetView
 from rentwatch.widgets.footer import fitted
+from rentwatch.widgets.messages import FleetSnapshot
 from textual.widgets import Footer
 
 from .test_pictures import StillLedger
@@ -26,7 +27,7 @@ async def _app(size: tuple[int, int], keys: tuple[str, ...] = (), fleet=FLEET):
     app = RentwatchApp(StillEngine(), StillLedger(), refresh_s=0.05)  # type: ignore[arg-type]
     ctx = app.run_test(size=size)
     pilot = await ctx.__aenter__()
-    app.latest = fleet
+    app.post_message(FleetSnapshot(fleet))
     await pilot.pause(0.3)
     for k in keys:
         await pilot.press(k)

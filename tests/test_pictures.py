@@ -18,6 +18,7 @@ from rentwatch.run.headless import run_headless
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.charts import column_chart, resample, stacked_chart
 from rentwatch.widgets.footer import fitted
+from rentwatch.widgets.messages import FleetSnapshot
 
 from .campaigns import campaign_text
 from .test_snapshots import FLEET, HERE, SIZE, StillEngine, _text, _utc  # noqa: F401
@@ -79,7 +80,7 @@ def _check(name: str, got: str) -> None:
 async def _shot(keys: tuple[str, ...], ledger=None, size=SIZE) -> tuple[str, str]:
     app = RentwatchApp(StillEngine(), ledger or Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
     async with app.run_test(size=size) as pilot:
-        app.latest = FLEET
+        app.post_message(FleetSnapshot(FLEET))
         await pilot.pause(0.3)
         for k in keys:
             await pilot.press(k)

@@ -12,6 +12,7 @@ from rentwatch.engine.intents import Reply, StopIntent
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetTable, FleetView
+from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen, DestroyConfirm
 
 from .test_snapshots import FLEET, SIZE, StillEngine, _inst
@@ -40,7 +41,7 @@ def test_the_table_keeps_the_cursor_on_the_instance_across_resorts_and_replaceme
     async def run() -> None:
         app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
             await pilot.press("t")
             await pilot.pause(0.3)
@@ -52,7 +53,7 @@ def test_the_table_keeps_the_cursor_on_the_instance_across_resorts_and_replaceme
             # a replacement arrives on top, a row above goes, and the order turns round
             fresh = _inst(9, created_at=2000.0)
             rows = (fresh, *reversed(FLEET.instances[1:]))
-            app.latest = dataclasses.replace(FLEET, instances=rows)
+            app.post_message(FleetSnapshot(dataclasses.replace(FLEET, instances=rows)))
             await pilot.pause(0.3)
             assert table.selected_id == chosen
             assert table.cursor_row == [s.instance_id for s in rows].index(chosen)
@@ -82,7 +83,7 @@ def test_stop_on_a_host_with_a_job_asks_naming_it_and_the_smaller_fleet():
     async def run() -> None:
         app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = fleet
+            app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
             await pilot.press("down", "s")
             await pilot.pause(0.3)

@@ -22,6 +22,7 @@ from rentwatch.run.service.remote import RemoteEngine
 from rentwatch.run.service.spawn import ControllerFailed, attach_dashboard, connect
 from rentwatch.run.service.target import Target, resolve
 from rentwatch.widgets.fleet import FleetView
+from rentwatch.widgets.messages import EngineFailed, FleetSnapshot
 
 from .campaigns import campaign_text
 
@@ -246,11 +247,11 @@ def test_the_loss_stays_on_the_bar_over_a_snapshot_not_yet_drawn():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(120, 35)) as pilot:
-            app.latest = FLEET
-            app._engine_error("lost the controller: its process (pid 7) has died")
+            app.post_message(FleetSnapshot(FLEET))
+            app.post_message(EngineFailed("lost the controller: its process (pid 7) has died"))
             await pilot.pause(0.3)
             assert "has died" in str(app.query_one("#bar", Static).render())
-            app._engine_error("reconnected to the controller at unix:/x")  # not a failure
+            app.post_message(EngineFailed("reconnected to the controller at unix:/x"))  # no failure
             await pilot.pause(0.1)
             assert "has died" in str(app.query_one("#bar", Static).render())
 

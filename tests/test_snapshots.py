@@ -19,6 +19,7 @@ from rentwatch.views.detail import InstanceDetail, JobLine, LedgerLine, Sample, 
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.footer import fitted
+from rentwatch.widgets.messages import FleetSnapshot
 
 HERE = Path(__file__).parent / "snapshots"
 SIZE = (140, 36)
@@ -227,7 +228,7 @@ def _text(svg: str) -> str:
 async def _shot(keys: tuple[str, ...]) -> str:
     app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
     async with app.run_test(size=SIZE) as pilot:
-        app.latest = FLEET
+        app.post_message(FleetSnapshot(FLEET))
         await pilot.pause(0.3)
         for k in keys:
             await pilot.press(k)
@@ -290,15 +291,16 @@ def test_fleet_keys_do_nothing_behind_another_screen_and_escape_closes_the_filte
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
             await pilot.press("enter")
             await pilot.pause(0.3)
             assert len(app.screen_stack) == 2
             await pilot.press("t", "o", "slash")
             await pilot.pause(0.3)
-            assert not app.table_mode and app.query_one("FleetView").sort == "new"
-            assert not app.query_one("#filter").has_class("visible")
+            fleet = app.fleet  # the fleet screen, under the detail
+            assert not fleet.table_mode and fleet.query_one("FleetView").sort == "new"
+            assert not fleet.query_one("#filter").has_class("visible")
             titles = [c.title for c in app.get_system_commands(app.screen)]
             assert "Toggle table / pane view" not in titles and "Ledger (SQL)" in titles
             await pilot.press("escape")
@@ -319,7 +321,7 @@ def test_ctrl_q_and_the_palettes_quit_ask_like_q():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
             await pilot.press("ctrl+q")
             await pilot.pause(0.3)
@@ -349,7 +351,7 @@ def test_an_applied_filter_shows_on_the_bar():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
             bar = app.query_one("#bar")
             assert "qlora-sweep" in str(bar.render()) and "filter:" not in str(bar.render())
@@ -372,7 +374,7 @@ def test_instance_keys_do_nothing_where_no_instance_is_in_sight():
     async def run() -> None:
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
-            app.latest = FLEET
+            app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
             await pilot.press("r")
             await pilot.pause(0.3)

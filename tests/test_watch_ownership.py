@@ -71,8 +71,15 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
                     >= set(theirs)
                 ),
             )
-            # the bar is drawn on the app's next refresh tick after the snapshot arrives
-            await _until(pilot, lambda: app._shown is app.latest)
+            # the fleet screen draws the snapshots the app forwards it: one with them in
+            await _until(
+                pilot,
+                lambda: (
+                    app.fleet._shown is not None
+                    and {s.instance_id for s in app.fleet._shown.instances if not s.supervised}
+                    >= set(theirs)
+                ),
+            )
             bar = str(app.query_one("#bar", Static).render())
             assert ("OBSERVE ONLY" in bar) == (not with_campaign)
             assert "not rentwatch's 4" in bar

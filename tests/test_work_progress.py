@@ -16,6 +16,7 @@ from rentwatch.engine.hosts.ssh import RunResult, SSHRunner
 from rentwatch.ledger import Ledger
 from rentwatch.views.snapshot import snapshot
 from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.render import progress_bar
 
 from .test_snapshots import SIZE, StillEngine, _text
@@ -44,7 +45,7 @@ def _local_runner(home: Path) -> type[SSHRunner]:
 async def _pane_text(fleet: Any) -> str:
     app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
     async with app.run_test(size=SIZE) as pilot:
-        app.latest = fleet
+        app.post_message(FleetSnapshot(fleet))
         await pilot.pause(0.3)
         for _ in range(50):
             if "work ▕" in (text := _text(app.export_screenshot())) and "palette" in text:

@@ -11,6 +11,7 @@ import os
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.footer import fitted
+from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.render import progress_bar
 
 from .test_snapshots import FLEET, HERE, SIZE, StillEngine, _text, _utc  # noqa: F401
@@ -34,7 +35,7 @@ def _working_fleet():
 async def _shot(fleet) -> str:
     app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
     async with app.run_test(size=SIZE) as pilot:
-        app.latest = fleet
+        app.post_message(FleetSnapshot(fleet))
         await pilot.pause(0.3)
         for _ in range(50):
             text = _text(app.export_screenshot())

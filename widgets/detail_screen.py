@@ -14,7 +14,7 @@ from typing import Any
 from rentwatch.core.preflight.vitals import HOT_C
 from rentwatch.core.text import clean
 from rentwatch.views.detail import InstanceDetail, JobLine
-from rentwatch.views.snapshot import rate_figure
+from rentwatch.views.snapshot import InstanceSnap, rate_figure
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -28,6 +28,7 @@ from .charts import column_chart
 from .clock import ago, clock, speed, time_label
 from .footer import FittedFooter
 from .header import wrap_fields
+from .operator import Operator
 from .render import PHASE_STYLE, gib, progress_bar, span, sparkline
 
 REFRESH_S = 2.0  # wall seconds between refreshes of figures (the market's logs: on `g`)
@@ -355,17 +356,71 @@ def render_events(d: InstanceDetail, width: int = 200) -> Table:
 
 class DetailScreen(Screen[None]):
     BINDINGS = [
-        Binding("escape,enter", "app.pop_screen", "Back", id="detail.back"),
-        Binding("g", "fetch_logs", "Fetch market logs", id="detail.logs"),
+        Binding(
+            "escape,enter", "app.pop_screen", "Back", tooltip="Back to the fleet", id="detail.back"
+        ),
+        Binding("s", "stop", "Stop", tooltip="Stop this instance", id="detail.stop"),
+        Binding(
+            "d",
+            "destroy",
+            "Destroy",
+            tooltip="Destroy this instance (asks: type its id)",
+            id="detail.destroy",
+        ),
+        Binding("a", "start", "Start", tooltip="Start this instance", id="detail.start"),
+        Binding(
+            "g",
+            "fetch_logs",
+            "Fetch market logs",
+            tooltip="Fetch this instance's market logs again",
+            id="detail.logs",
+        ),
+        Binding(
+            "H",
+            "hand_over",
+            "Hand over",
+            tooltip="Hand this observed instance over to automation (asks; recorded)",
+            id="detail.hand_over",
+            show=False,
+        ),
     ]
+    ACTS = frozenset({"stop", "destroy", "start", "hand_over"})  # through the operator
 
-    def __init__(self, engine: Any, instance_id: int) -> None:
+    def __init__(self, engine: Any, instance_id: int, operator: Operator | None = None) -> None:
         super().__init__()
         self.engine = engine
         self.instance_id = instance_id
+        self.operator = operator  # None: a screen that shows, and acts on nothing
         self.detail: InstanceDetail | None = None
         self.logs: tuple[tuple[str, ...], str, float | None] = ((), "asking the market…", None)
         self.error = ""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action not in self.ACTS:
+            return True
+        if self.operator is None or self.operator.controller_ended() is not None:
+            return False
+        return not (action == "hand_over" and self.operator.campaign_ended())
+
+    def _instance(self) -> InstanceSnap | None:
+        """This instance as the fleet's latest snapshot has it (what its keys act on)."""
+        return self.operator.instance(self.instance_id) if self.operator else None
+
+    def action_stop(self) -> None:
+        if self.operator:
+            self.operator.stop(self._instance())
+
+    def action_start(self) -> None:
+        if self.operator:
+            self.operator.start(self._instance())
+
+    def action_destroy(self) -> None:
+        if self.operator:
+            self.operator.destroy(self._instance())
+
+    def action_hand_over(self) -> None:
+        if self.operator:
+            self.operator.hand_over(self._instance())
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f" i:{self.instance_id}  reading…"), id="detail-head")

@@ -4,6 +4,7 @@ order, so what shows is what acts first; `?` lists every key."""
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
@@ -16,6 +17,15 @@ def fitted(screen: Screen) -> bool:
 
 class FittedFooter(Footer):
     fitted = False  # drawn fitted to its width (tests wait for it, as for any first draw)
+    # the app's Quit and Help lead, before the screen's own keys (Textual lists the focused
+    # widget's and the screen's first): every screen tells how to leave it and what its keys are
+    LEAD = ("quit_ask", "help")
+
+    def compose(self) -> ComposeResult:
+        keys = list(super().compose())
+        lead = [k for k in keys if isinstance(k, FooterKey) and k.action in self.LEAD]
+        yield from lead
+        yield from (k for k in keys if k not in lead)
 
     def on_mount(self) -> None:
         self.call_after_refresh(self.fit)

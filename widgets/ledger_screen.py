@@ -14,6 +14,7 @@ from typing import Any
 from rentwatch.core.errors import RentwatchError
 from rentwatch.core.text import clean
 from rentwatch.ledger import Ledger
+from rentwatch.ledger.canned import CANNED
 from rentwatch.ledger.export import export_result
 from rentwatch.ledger.readonly import QueryResult
 from rich.text import Text
@@ -27,29 +28,6 @@ from textual.worker import get_current_worker
 from .footer import FittedFooter
 
 ROW_LIMIT = 500
-CANNED = {
-    "1": ("receipt", "select * from receipt"),
-    "2": (
-        "duds by failure class",
-        "select failure_class, count(*) n, round(sum(total_usd), 4) usd, "
-        "round(avg(lifetime_min), 1) mean_min from instances where dud group by 1 order by n desc",
-    ),
-    "3": (
-        "most expensive duds",
-        "select instance_id, machine_id, gpu_name, failure_class, round(lifetime_min, 1) "
-        "min, round(total_usd, 4) usd from instances where dud order by total_usd desc limit 20",
-    ),
-    "4": (
-        "one machine's history",
-        "select seq, time, kind, phase, actor, reason from timeline where machine_id = "
-        "(select machine_id from instances order by created_at desc limit 1) order by seq",
-    ),
-    "5": (
-        "throttled hosts",
-        "select machine_id, host_id, count(*) n, max(reason) reason from events "
-        "where kind = 'throttle' group by 1, 2 order by n desc",
-    ),
-}
 
 
 def canned_key(key: str) -> str:
@@ -89,6 +67,7 @@ class LedgerScreen(Screen[None]):
                 canned_key(k),
                 f"canned('{k}')",
                 name,
+                tooltip=f"Ledger query: {name}",
                 id=f"ledger.canned{k}",
                 priority=True,
                 show=False,

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rentwatch.views.acts import stop_shrinks
 from rentwatch.views.snapshot import InstanceSnap
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
+
+from .keys import KeyLine, key_lines
 
 
 class TypedConfirm(ModalScreen[str | None]):
@@ -243,13 +247,6 @@ def detach_choice(held: int, stopped: int = 0) -> ChoiceScreen:
     return ChoiceScreen("detach", text, choices, "cancel")
 
 
-def stop_shrinks(snap: InstanceSnap, fleet: int) -> bool:
-    """Whether the engine lowers the wanted fleet for this stop (engine/operator.py: a stop of
-    a verified, supervised instance, so that no poll replaces it)."""
-    in_service = snap.phase in ("verified", "working", "idle") and snap.passed_preflight
-    return snap.supervised and in_service and fleet > 0
-
-
 def stop_choice(snap: InstanceSnap, fleet: int) -> ChoiceScreen | None:
     """The question `s` asks before a stop that interrupts a job or lowers the wanted fleet
     (None: a plain stop, nothing to say), naming both, Cancel focused."""
@@ -313,43 +310,49 @@ class BulkDestroyConfirm(TypedConfirm):
         return " ".join(typed.split()).lower() == self.phrase
 
 
-HELP = """\
-rentwatch keys
-
-  ↑/↓       select an instance           t    table view / pane view
-  Enter     detail of the selected one   /    filter the fleet
-  s         stop the selected instance   a    start it again
-  d         destroy (asks: type its id)  c    create one more
-  D         destroy stopped duds (asks)  + -  want one more / fewer
-  H         hand an observed instance over to automation (asks)
-  l         ledger (SQL)                 r    receipt and hosts
-  j         the jobs; Enter on one follows its output live
-  o         sort: new / billed / state / age / $/h
-  1-9       sort by table column 1..9 (or its header); twice: reversed
-  E         end the campaign, destroying all it holds (asks its name)
-  x         leave it running (asks)
-  q         quit (asks: stop the campaign / leave it running / cancel)
-  ctrl+p    every action, by name        ?    this help
-
-on the detail screen (Enter)
-  g         fetch the market's logs again   Esc  back
-
-in the ledger (l)
-  ctrl+r    run the query                ctrl+a   select all of it
-  F2..F6    canned: receipt, duds, dud cost, a machine, throttled
-  ctrl+n/b  next / previous page         ctrl+e   export CSV / Parquet
-  Esc       cancel a running query, or back
-
-on every screen: ↑/↓ PgUp/PgDn scroll
-"""
+def help_table(lines: list[KeyLine], own: list[KeyLine]) -> tuple[Table, str]:
+    """The help: the keys of the screen it was opened on, then the app's, then its own; as a
+    grid (a long line wraps in its column) and as plain text."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="bold cyan", max_width=18)
+    grid.add_column(ratio=1)
+    plain = ["rentwatch keys"]
+    grid.add_row(Text("rentwatch keys", style="bold"), "")
+    sections = (
+        ("on this screen", [k for k in lines if not k.everywhere]),
+        ("everywhere", [k for k in lines if k.everywhere]),
+        ("in this help", own),
+    )
+    for title, keys in sections:
+        if not keys:
+            continue
+        grid.add_row("", "")
+        grid.add_row(Text(title, style="bold"), "")
+        plain.append(title)
+        for k in keys:
+            shown = " ".join(k.keys)
+            grid.add_row(Text(shown), Text(k.text))
+            plain.append(f"  {shown}  {k.text}")
+    return grid, "\n".join(plain)
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    """The keys of the screen it opened over (`lines`, read from the bindings: keys.py)."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", tooltip="Close this help")]
+
+    def __init__(self, lines: list[KeyLine]) -> None:
+        super().__init__()
+        self.lines = lines
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog"):  # scrolls from the keyboard on a small terminal
-            yield Static(HELP)
+            yield Static(id="help")
+
+    def on_mount(self) -> None:
+        own = [k for k in key_lines(self) if k.node is self]
+        grid, self.text = help_table(self.lines, own)
+        self.query_one("#help", Static).update(grid)
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from rentwatch.core.text import clean
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.receipt import format_receipt
-from rentwatch.ledger.spend_curve import SpendPoint, spend_curve_sql
+from rentwatch.ledger.screen_reads import clock_of, hosts_record, spend_points
+from rentwatch.ledger.spend_curve import SpendPoint
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -83,30 +84,12 @@ class ReceiptScreen(Screen[None]):
         # the dashboard's campaign first: the others in the ledger (earlier demos, campaigns
         # run before) follow, each in its own section, and read as another's figures
         receipts.sort(key=lambda r: r["campaign"] != chart)
-        mine = (self.campaign or chart or "").replace("'", "''")
-        as_of = self.ledger.query(
-            f"select coalesce((select now from campaign_clocks where campaign = '{mine}'), "
-            "(select now from ledger_clock))",
-            limit=1,
-        ).rows
-        hosts = self.ledger.query(
-            # p(deliver) with the prior of rentwatch.core.offers.reputation (mean 0.4, weight 2)
-            # short names: thirteen columns in 80 cells cut every header to "machi…"
-            "select h.machine_id machine, h.host_id host, creates, booted, computed, "
-            "finished, throttled, went_offline offline, duds, "
-            "round((0.8 + computed) / (2 + computed + duds), 2) p_deliver, "
-            "coalesce(failure_classes, '') classes, round(dud_usd, 4) dud_usd, "
-            "q.machine_id is not null quarantined from hosts h "
-            "left join quarantine q using (machine_id) order by duds desc, creates desc",
-            limit=200,
-        )
-        at = float(as_of[0][0]) if as_of and as_of[0][0] else None
+        at = clock_of(self.ledger, self.campaign or chart or "")
+        hosts = hosts_record(self.ledger)
         spend: tuple[str, list[SpendPoint]] | None = None
         if chart is not None:
             width = max(30, min(200, self.size.width - 2))
-            got = self.ledger.query(spend_curve_sql(chart, width - 10), limit=1000)
-            rows = [SpendPoint.from_row(dict(zip(got.columns, r, strict=True))) for r in got.rows]
-            spend = (chart, rows)
+            spend = (chart, spend_points(self.ledger, chart, width - 10))
         self.app.call_from_thread(self._show, receipts, hosts, at, spend)
 
     def _show(self, receipts, hosts, at: float | None = None, spend=None) -> None:  # type: ignore[no-untyped-def]

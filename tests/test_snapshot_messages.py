@@ -1,0 +1,56 @@
+"""The engine's snapshots reach the screens as messages: posted from the engine's thread,
+heard by the app, forwarded to the fleet screen, which draws the newest once it is in sight
+again (never under another screen), and a queued snapshot gives way to a newer one."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+
+from rentwatch.ledger import Ledger
+from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.detail_screen import DetailScreen
+from rentwatch.widgets.messages import EngineFailed, FleetSnapshot
+from textual.widgets import Static
+
+from .test_snapshots import FLEET, SIZE, StillEngine
+
+
+def _bar(app: RentwatchApp) -> str:
+    return str(app.fleet.query_one("#bar", Static).render())
+
+
+def test_a_snapshot_from_the_engines_thread_is_drawn_and_waits_behind_another_screen():
+    engine = StillEngine()
+    later = dataclasses.replace(FLEET, campaign="second-campaign")
+
+    async def run() -> None:
+        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE) as pilot:
+            # as the engine thread calls it: from a thread of its own
+            sender = threading.Thread(target=engine.on_snapshot, args=(FLEET,))
+            sender.start()
+            sender.join()
+            await pilot.pause(0.3)
+            assert app.latest is FLEET and app.fleet._shown is FLEET
+            assert "qlora-sweep" in _bar(app)
+            await pilot.press("enter")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, DetailScreen)
+            engine.on_snapshot(later)
+            await pilot.pause(0.3)
+            # heard, forwarded, not drawn under the detail
+            assert app.latest is later and app.fleet.latest is later
+            assert app.fleet._shown is FLEET and "second-campaign" not in _bar(app)
+            await pilot.press("escape")
+            await pilot.pause(0.3)
+            assert app.fleet._shown is later and "second-campaign" in _bar(app)
+
+    asyncio.run(run())
+
+
+def test_a_queued_snapshot_gives_way_to_a_newer_one_and_a_failure_does_not():
+    a, b = FleetSnapshot(FLEET), FleetSnapshot(FLEET)
+    assert b.can_replace(a)
+    assert not EngineFailed("x").can_replace(a) and not b.can_replace(EngineFailed("x"))
