@@ -85,7 +85,7 @@ class RentwatchApp(App[str]):
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """Textual's own, then every key the screen answers now, by its title."""
         yield from super().get_system_commands(screen)
-        for k in key_lines(screen):
+        for k in key_lines(screen, grouped=False):
             if k.action == "command_palette":
                 continue
             name = k.action.split("(")[0].replace("_", " ")

@@ -42,10 +42,11 @@ def declared_at(node: DOMNode, binding: Binding) -> int | None:
     return None
 
 
-def key_lines(screen: Screen[Any]) -> list[KeyLine]:
+def key_lines(screen: Screen[Any], grouped: bool = True) -> list[KeyLine]:
     """What `screen` answers now, a line per action (its keys together), its focused
     widget's and its own first, the app's after, each in the order of its BINDINGS; what is
-    disabled here (check_action) is left out."""
+    disabled here (check_action) is left out. `grouped`: a group of bindings (the sort keys
+    1..9) as one line, as the help shows it; the palette lists each of them."""
     app = screen.app
     lines: dict[tuple[int, str, str], KeyLine] = {}
     order: dict[tuple[int, str, str], tuple[int, int]] = {}
@@ -57,7 +58,7 @@ def key_lines(screen: Screen[Any]) -> list[KeyLine]:
         if id(node) not in nodes:
             nodes.append(id(node))
         # one line a binding (its keys together), or a group of them (the sort keys 1..9)
-        group = binding.group.description if binding.group else ""
+        group = binding.group.description if grouped and binding.group else ""
         at = (id(node), group or binding.action, group or binding.description)
         shown = app.get_key_display(binding)
         got = lines.get(at)
