@@ -65,16 +65,19 @@ def run_campaign(
     return headless(sim, campaign, policy, ledger, tmp_path, on_supervisor), ledger
 
 
-def headless(sim, campaign, policy: str, ledger: Path, tmp_path: Path, on_supervisor=None) -> int:
+def headless(
+    sim, campaign, policy: str, ledger: Path, tmp_path: Path, on_supervisor=None, url=None
+) -> int:
     """`run_headless` in this process; on a stepped simulator (`make_sim(stepped=True)`) the
     engine runs on its clock (app/referee/stepped.py), so market time does not depend on how
-    fast the box runs: a wait of the engine's ends at its market time, however loaded the box."""
+    fast the box runs: a wait of the engine's ends at its market time, however loaded the box.
+    `url`: where the engine reaches the market (a proxy in front of `sim`), if not `sim.url`."""
     stepped = getattr(sim, "stepped", False)  # (a stand-in with a url and a key: not stepped)
     clock = sim.market.clock if stepped else None
     main = run_headless(
         campaign,
         get_policy(policy).with_overrides(campaign.policy),
-        sim.url,
+        url or sim.url,
         sim.api_key,
         str(ledger),
         key_path=str(tmp_path / "key"),
