@@ -293,9 +293,8 @@ def home_path(workdir: str, path: str) -> str:
 
 
 def shared_checkpoint(jobs: list[Job]) -> tuple[str, str, str] | None:
-    """Two jobs whose checkpoint folders are one, or one inside the other, on a host that runs
-    both in turn (the first such pair, with the outer folder): the later job would start from
-    the earlier one's state, and a retry's pushed state would land in the other's folder."""
+    """Two jobs whose checkpoint folders are one or nested, on a host that runs both in turn (the
+    first such pair): the later job would start from the earlier one's state."""
     seen: list[tuple[str, str]] = []
     for job in jobs:
         if job.checkpoint is None:

@@ -1,11 +1,8 @@
 """Known-fatal boot status texts: a match abandons the attempt at once.
 
-While an image loads, Vast's status line also carries the image's own build output (apt, pip,
-Docker build steps). Such lines are ordinary even when they say "Failed" or "Error"
-(`W: Failed to fetch ...`, `Error-prone package ...`), so bare words are not fatal patterns:
-a pattern names a failure of the pull or the container start, and a line that reads as build
-output is never fatal (`BENIGN`), whatever else it contains.
-"""
+Vast's status line also carries the image's build output, where "Failed" or "Error" is ordinary
+(`W: Failed to fetch ...`), so a pattern names a failure of the pull or the container start, and
+a line that reads as build output is never fatal (`BENIGN`)."""
 
 from __future__ import annotations
 

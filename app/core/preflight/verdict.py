@@ -1,9 +1,5 @@
-"""Reading probe results (controller side): the preflight verdict, throttle detection, and the
-deeper checks (PCIe link, allocatable VRAM, disk, download speed, XID/ECC events).
-
-Every check ends in a typed result. A host's document is evidence, so a missing section, an
-unsupported NVML field or hostile values give `ok=None` (could not tell), which never kills.
-"""
+"""Reading probe results on the controller: the preflight verdict and throttle detection. A missing
+section, an unsupported NVML field or hostile values give `ok=None`, which never kills."""
 
 from __future__ import annotations
 
@@ -35,11 +31,9 @@ def preflight_verdict(
     checks: CheckPolicy | None = None,
     nonce: int | None = None,
 ) -> Verdict:
-    """Judge a validated preflight document against the offer's GPU model. A document from the
-    torch-free driver path (`backend: "driver"`, an FP32 kernel) is held to the driver kernel's
-    expected speed and `checks.driver_min_speed_share`. With the `nonce` the run was sent, its
-    reported entries of the product are checked here (core/proof), and a bf16 speed well
-    above the model's is not believed."""
+    """Judge a validated preflight document against the offer's GPU model. The driver path
+    (`backend: "driver"`) is held to the driver kernel's expected speed; with the `nonce` the
+    product's entries are checked, and a bf16 speed well above the model's is not believed."""
     checks = checks or CheckPolicy()
     if (
         not isinstance(result, dict)
@@ -157,9 +151,8 @@ def detect_throttle(
     min_util: float = 50.0,
     min_share: float = 0.6,
 ) -> Throttle:
-    """Throttling, sustained: in at least `min_share` of the samples under load, a hardware
-    reason is set, or a software one with the SM clock below `ratio` of max. Idle samples, and
-    reasons that are no fault (idle, app clocks, display, sync boost), never count."""
+    """Throttling, sustained: in at least `min_share` of the samples under load, a hardware reason,
+    or a software one with the SM clock below `ratio` of max. Idle samples never count."""
     loaded = []
     for s in samples if isinstance(samples, list | tuple) else ():
         if not isinstance(s, dict):
