@@ -1,9 +1,5 @@
-"""The journal: the engine's only writer to the ledger and to the decision log.
-
-Every marketplace change is written as its intent, each try as it goes out (so a crash mid-call
-can be settled, see `Recovery`), then its outcome; everything else the engine learns is a fact.
-The decision log is the tail of human-readable lines the dashboard shows and headless prints.
-"""
+"""The journal: the engine's only writer to the ledger and to the decision log. A market change is
+written as its intent, each try, then its outcome, so a crash mid-call can be settled."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What can happen to a rental, each a small immutable value named for the event: what the
-observer, the actions, the executor, the tier, the operator, the recovery and the host tasks
-emit, and `rentals.apply` (the one writer) applies."""
+"""What can happen to a rental, each a small immutable value named for the event, which
+`rentals.apply` (the one writer) applies."""
 
 from __future__ import annotations
 
