@@ -1,13 +1,8 @@
-"""Listings that come and go: other renters take machines off the market and the hosts list them
-again, under another offer id (`[churn]`, app/sim/scenario_tables.Churn).
-
-The public evidence (brandonros/vastai-scraper `docs/analysis.md`, 78 scrapes of RTX 5090
-offers five minutes apart): the median machine was listed in 13 of them (17%), and 172 of 416
-machine/GPU-count pairs changed offer id when they came back, an old id sometimes reappearing.
-
-Everything here is a pure function of (seed, machine, time), as the bid tier is: whether a
-machine is listed in a window is one keyed draw against the machine's presence.
-"""
+"""Listings that come and go: other renters take machines and the hosts list them again, under
+another offer id (`[churn]`). The evidence (brandonros/vastai-scraper `docs/analysis.md`, 78
+scrapes five minutes apart): the median machine was listed in 17% of them, and 172 of 416
+machine/GPU-count pairs came back under another offer id. A pure function of (seed, machine,
+time)."""
 
 from __future__ import annotations
 

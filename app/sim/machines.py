@@ -1,6 +1,5 @@
-"""The market's machines: what each host is (its behaviour, GPU, prices, routes) and the offer
-it lists. Randomness is keyed by (seed, machine, ...), so a seeded market is the same market
-whatever order a client rents it in."""
+"""The market's machines: what each host is and the offer it lists. Randomness is keyed by (seed,
+machine, ...), so a seeded market is the same whatever order a client rents it in."""
 
 from __future__ import annotations
 
@@ -248,9 +247,8 @@ def build_machines(
 
 
 def _storage(x: float, sc: Scenario) -> float:
-    """A machine's storage $/GB-month from its uniform draw `x` over `storage_cost`, mapped
-    log-uniformly where `[hosts] storage_spread` says so (the same draw: the markets without
-    it stay as they were)."""
+    """A machine's storage $/GB-month from its draw `x` over `storage_cost`, log-uniform where
+    `[hosts] storage_spread` says so."""
     lo, hi = sc.storage_cost
     if sc.hosts.storage_spread == "log" and hi > lo > 0:
         x = lo * (hi / lo) ** ((x - lo) / (hi - lo))
@@ -279,10 +277,8 @@ def _unkind(m: Machine, sc: Scenario, now: Callable[[], float]) -> None:
 
 
 def _gpu_count(m: Machine, sc: Scenario) -> None:
-    """`[hosts] multi_gpu_share`: a share of machines listed with 2, 4 or 8 GPUs (their own
-    draws). Such an offer is rented whole and priced per machine, as Vast lists `dph_total`
-    (MARKET_EVIDENCE.md: an RTX 3090 listed at $0.165 per GPU of a 2x): the host class's price
-    is per GPU, times the count; `min_bid` follows from `dph_base` (sim/bids.py)."""
+    """`[hosts] multi_gpu_share`: a share of machines with 2, 4 or 8 GPUs, rented whole and priced
+    per machine as Vast lists `dph_total` (MARKET_EVIDENCE.md)."""
     if sc.hosts.multi_gpu_share <= 0:
         return
     rng = keyed_rng(sc.seed, "gpus", m.id)
@@ -309,9 +305,8 @@ def _host_line(m: Machine, sc: Scenario) -> None:
 
 
 def other_listings(sc: Scenario, now: Callable[[], float]) -> list[Machine]:
-    """The listings the CLI's default search leaves out: unverified, external and deverified
-    machines, `[listing]` shares of the scenario's offers on top of them (their own draws, so
-    adding them changed no seeded market's verified machines)."""
+    """The listings the CLI's default search leaves out (unverified, external, deverified), on their
+    own draws so the verified machines stay as seeded."""
     n_unverified = round(sc.offers * sc.listing.unverified)
     n_external = round(sc.offers * sc.listing.external)
     n_deverified = round(sc.offers * sc.listing.deverified)

@@ -1,16 +1,9 @@
 """Compute on a simulated host: a sized job takes its work at the host's true delivered speed.
 
-A job sized as `ref_hours` on a healthy `ref_gpu` (the engine exports RENTWATCH_REF_GPU and
-RENTWATCH_REF_HOURS into its environment, docs/campaigns.md) needs `ref_hours x ref speed`
-TFLOP-hours of compute. The host delivers them at its machine's real speed: its true model (a
-misreported host is slower than its offer), the spread between hosts of one model (drawn per
-machine from the seed, `machines.py`), its throttling from the moment it sets in, and nothing
-while it is not running (stopped, gone dark, halted, after a fatal XID). The job's `run` command
-runs for real; its completion is held (a FIFO named `hold` in its folder, `engine/jobs/runner`)
-until the work is delivered, and the host writes the fraction done to its progress file as it
-goes. Pure arithmetic over the instance's segments, but for `launch` and `release`, which touch
-the sandbox's files.
-"""
+A job of `ref_hours` on `ref_gpu` needs `ref_hours x ref speed` TFLOP-hours, delivered at the
+machine's real speed (its true model, its spread, its throttling, nothing while not running). Its
+`run` command runs for real; its exit is held (a FIFO named `hold`) until the work is delivered,
+and the host writes the fraction done to its progress file."""
 
 from __future__ import annotations
 
