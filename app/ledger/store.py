@@ -151,10 +151,8 @@ class Ledger(NamedReads):
         con.execute(VIEWS)
 
     def _own_views(self) -> None:
-        """Opened read-only, the file holds the views its last writer made, maybe an older
-        rentwatch's (the receipt then asked them for columns they lack): this rentwatch's own
-        shadow them, as temporary views of this connection, where the file's tables allow.
-        Operator queries run on cursors of their own and read the file's views."""
+        """Opened read-only, the file holds its last writer's views, maybe an older rentwatch's:
+        this rentwatch's own shadow them as temporary views where the file's tables allow."""
         own = VIEWS.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
         with contextlib.suppress(duckdb.Error):
             self.__con.execute(own)
@@ -173,9 +171,8 @@ class Ledger(NamedReads):
 
     # -- the moment it computes to ---------------------------------------------------------
     def tick(self, now: float, market: str | None = None) -> None:
-        """The market moment the engine has seen up to (each poll): the views bill what is
-        still alive up to here, so the receipt, the views and the live figures agree at one
-        instant, and a finished campaign's figures stop where its controller last looked."""
+        """The market moment the engine has seen up to: the views bill what is still alive up to
+        here, so the receipt, the views and the live figures agree at one instant."""
         if self.read_only:
             return
         with self.__lock, self._unless_unwritable():
@@ -334,9 +331,8 @@ class Ledger(NamedReads):
         timeout_s: float = QUERY_TIMEOUT_S,
         team: bool = False,
     ) -> QueryResult:
-        """A read-only query (one SELECT) in the sandbox; anything else raises QueryRefused.
-        A `tag` lets `interrupt(tag)` cancel this query alone; past `timeout_s` it stops.
-        With `team`, its tables are the team's union first (`events` with `operator`)."""
+        """A read-only query (one SELECT) in the sandbox; anything else raises QueryRefused. `tag`:
+        `interrupt(tag)` cancels it alone. With `team`, the team's union first."""
         if team:
             sandbox = QuerySandbox(self.__con, self.__lock, search_path="team,main")
             return sandbox.run(sql, limit, offset, tag, timeout_s)

@@ -1,11 +1,6 @@
-"""Where the team store is and who this controller is: the URL (`--team URL` or `[team] url` in
-the user's config file), the operator's name (`--operator NAME`, `[team] operator`, else the
-user's login name), and the password.
-
-The password never travels on a command line, in the ledger, a log or a notice: a URL that
-carries one is refused. It comes from libpq's own sources (`PGPASSWORD`, the passfile
-`~/.pgpass` or `PGPASSFILE`), or from a file of the operator's (`--team-password-file`,
-`[team] password_file`) that only its owner may read (mode 0600 or stricter)."""
+"""Where the team store is and who this controller is: the URL, the operator's name, the password.
+The password never travels on a command line, in the ledger, a log or a notice (a URL carrying
+one is refused): it comes from libpq's sources or an owner-only (0600) file."""
 
 from __future__ import annotations
 
