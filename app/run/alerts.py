@@ -1,11 +1,6 @@
-"""Telling the operator who is not watching: after each poll, what the engine recorded becomes
-notices (app/notify) and metrics, and the run's end becomes one last notice.
-
-The ledger is the source: the events written since the last look (a campaign fault, a fatal
-XID, a verified host written off) and the fleet's figures (the bar's: spend against the budget,
-instances by phase, jobs by status). Nothing here decides or acts; a failure here is logged and
-never reaches the engine's poll.
-"""
+"""Telling the operator who is not watching: after each poll, what the engine recorded (the ledger's
+new events and the fleet's figures) becomes notices and metrics, and the run's end one last
+notice. Nothing here acts; a failure here is logged and never reaches the poll."""
 
 from __future__ import annotations
 
@@ -170,9 +165,8 @@ class Alerts:
         )
 
     def released(self) -> tuple[int, int]:
-        """The instances the run's end stopped and destroyed, from the same record as its log
-        lines: the stops and destroys after the last poll's (an instance stopped, then
-        destroyed, counts once, as destroyed)."""
+        """The instances the run's end stopped and destroyed, from the same record as its log lines
+        (stopped, then destroyed, counts once, as destroyed)."""
         rows = self._acted()
         stopped = {e.instance_id for e in rows if e.kind == K.STOP}
         destroyed = {e.instance_id for e in rows if e.kind == K.DESTROY}
@@ -180,8 +174,7 @@ class Alerts:
 
     def ended(self, code: int, why: str, kind: str, left: int = 0) -> None:
         """The run's last word: the campaign's end with its receipt, or why it stopped short
-        (`kind`: end, key_refused, market_down, trapped, exit), with what its end stopped and
-        destroyed as the ledger recorded it."""
+        (`kind`), with what its end stopped and destroyed."""
         try:
             stopped, destroyed = self.released()
             if kind == "end":

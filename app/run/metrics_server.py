@@ -1,17 +1,9 @@
-"""`--metrics HOST:PORT`: `GET /metrics` served through the controller's guarded listener
-(`service/listener.py`), on a thread and event loop of its own so that a scrape never waits on
-a poll and a poll never waits on a scrape.
+"""`--metrics HOST:PORT`: `GET /metrics` served through the controller's guarded listener, on a
+thread and loop of its own so a scrape and a poll never wait on each other.
 
-Why not prometheus-client's own server: it is a thread per connection with
-no cap and no timeout. 250 idle connections to it under a 256-descriptor limit held 250
-descriptors for as long as they stayed open: SSH failed with "Too many open files", proven
-hosts were given up as `ssh_dead` and the campaign ended with none verified. Here at most
-`cap` connections are open at once (a small share of the descriptor limit, the rest kept for
-SSH and the ledger), a connection that asks for nothing within `idle_s` is dropped, and so is
-a kept-alive one idle that long. Only a `GET /metrics` answered counts as a valid request
-(what frees a connection from the first deadline); anything else is answered and dropped like
-silence at that deadline.
-"""
+Not prometheus-client's own server: a thread per connection with no cap and no timeout, whose
+idle connections took the descriptors SSH needed (proven hosts given up as `ssh_dead`). Here at
+most `cap` connections are open, and one idle for `idle_s` is dropped."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Talking to a running controller over httpx: a plain client for the CLI (`ls`, `ledger`,
-`receipt`), and for the dashboard a `RemoteEngine` and `RemoteLedger` with the same surface as
-the in-process engine thread and ledger, so `widgets/app.py` runs unchanged against either.
-Which controller, and where it listens, is a `Target` (target.py)."""
+"""Talking to a running controller over httpx: a plain client for the CLI, and a `RemoteEngine` and
+`RemoteLedger` with the surface of the in-process ones, so `widgets/app.py` runs against either."""
 
 from __future__ import annotations
 
@@ -215,7 +213,6 @@ class RemoteEngine:
         self.ready = threading.Event()
         self.exit_mode = "leave"
         self.connected = False
-        self.snapshots = 0  # how many snapshots arrived (tests and the benchmark read it)
         self._thread = threading.Thread(target=self._main, name="rentwatch-remote", daemon=True)
         self._stop: asyncio.Event | None = None
         self._http: httpx.AsyncClient | None = None
@@ -334,7 +331,6 @@ class RemoteEngine:
                     self.on_error(f"reconnected to the controller at {self.target.describe()}")
                 self.connected, self._lost_said, self._death_said = True, False, False
                 self._bye = self.ended = None  # serving again (a controller restarted here)
-                self.snapshots += 1
                 self.on_snapshot(api.snap_from_json(data))
             elif event == "bye":
                 self._bye = str(data.get("reason", ""))
@@ -387,9 +383,8 @@ class RemoteEngine:
         )
 
     def shutdown(self, mode: str = "leave", timeout: float = 60.0) -> None:
-        """Leave. `stop` first asks the controller to end the campaign and stop what it holds
-        (why it could not is kept in `stop_error`); any other mode (leave, detach, trap) leaves
-        the controller and its fleet running."""
+        """Leave. `stop` first asks the controller to end the campaign (why it could not is kept in
+        `stop_error`); any other mode leaves the controller and its fleet running."""
         self.exit_mode = mode
         if mode == "stop":
             client = ControllerClient(self.target, timeout=timeout)
