@@ -1,15 +1,8 @@
 """The marketplace as the supervisor sees it: a small protocol, and the clock it runs on.
 
-The supervisor, recovery and the host tender only ever call what `Market` names, so a second
-marketplace plugs in by implementing it: `VastClient` (`vast/`) is the Vast.ai one and
-`MemoryMarket` (`memory/`) an in-memory one the engine's unit tests run on. What a market can
-do beyond the common calls it declares in `caps` (`Capabilities`), and the engine reads that,
-never the market's type. `factory.open_market` picks the market for the CLI, the controller
-and reconcile.
-
-Every method may raise the errors of `errors.py` (the protocol's own vocabulary, which each
-marketplace's client raises).
-"""
+A market plugs in by implementing `Market` (`VastClient`, `MemoryMarket`) and declares what it
+can do beyond the common calls in `caps`, which the engine reads, never the market's type. Every
+method may raise the errors of `errors.py`."""
 
 from __future__ import annotations
 
@@ -24,10 +17,8 @@ from .errors import Acted, CreateResult, OnTry
 
 
 class Clock(Protocol):
-    """Market time, injected into everything that dates an event (no module reads time itself).
-
-    `now()` is the market's clock as best known; `answered_at()` the market time stamped on
-    the last answer (what a poll's observations are dated to)."""
+    """Market time, injected into everything that dates an event (no module reads time itself):
+    `now()` as best known; `answered_at()` the time stamped on the last answer."""
 
     def now(self) -> float: ...
 
@@ -58,9 +49,8 @@ class ListFilter:
 
 
 class SharedClock(Protocol):
-    """A market clock read in-process (`sim.clock.SimClock` has this shape); `held()` is
-    entered (`async with`) for each exchange with the market, `waited_on()` for each wait on
-    its time."""
+    """A market clock read in-process (`sim.clock.SimClock`); `held()` is entered for each exchange
+    with the market, `waited_on()` for each wait on its time."""
 
     @property
     def time_scale(self) -> float: ...
@@ -130,10 +120,9 @@ class Market(Clock, Protocol):
         onstart: str | None = None,
         price: float | None = None,
     ) -> CreateResult:
-        """Rent an offer (with `price`: on the interruptible tier at that bid). The label is
-        unique, so a create whose answer was lost is found by it (the result says so); raises
-        when the create did not happen. A bid too low still makes an instance, created
-        stopped: the result names it, with `refused` set."""
+        """Rent an offer (with `price`: a bid on the interruptible tier). The label is unique, so a
+        create whose answer was lost is found by it; raises when the create did not happen. A bid
+        too low still makes a stopped instance: the result names it, `refused` set."""
         ...
 
     async def change_bid(self, instance_id: int, price: float | None, num_gpus: int = 1) -> None:

@@ -1,24 +1,11 @@
-"""Market time for a referee run that does not depend on the box: the engine runs on an event
-loop whose clock is the market's, and the market's clock moves only when every party waits on
-it.
+"""Market time for a referee run that does not depend on the box: the engine's event loop runs on
+the market's clock, which moves only when every party waits on it.
 
-The engine's waits are all event-loop waits in "wall" seconds converted from market seconds
-(its poll cadence, each host's tending, SSH and HTTP timeouts, retries, the client's pacing).
-On `SteppedLoop` the loop's time is market time over the scale, so each of those waits is a
-wait on the market's clock, with no change to the engine. The loop's selector is where the
-loop would sleep: when nothing is ready to run and no exchange is out (`SimClock.held`: a call
-to the market, an SSH session with a host, a poll), the clock jumps to the earliest wait's end
-and the simulator's hosts catch up with it (`SSHHosts.settle`) before anything runs. While an
-exchange is out the clock stands, however long the box takes to answer; an exchange out for
-longer than `STALL_CAP_S` wall seconds (a host that accepts and never says a word) stops
-holding it, so the engine's own timeout can come.
-
-The box still decides in which order exchanges out at once come back. So an answer that came
-back waits for its turn (`SimClock.release_next`): the loop hands answers on one at a time,
-only when it has nothing else to run, in the order their exchanges went out, each once every
-exchange that went out before it came back. What the engine does with its answers, and when in
-market time, is then the same on any box. See docs/referee.md, "Time".
-"""
+On `SteppedLoop` the loop's time is market time over the scale, so every engine wait is a wait on
+the market's clock. When nothing is ready and no exchange is out, the clock jumps to the earliest
+wait's end and the hosts catch up (`SSHHosts.settle`); an exchange out longer than `STALL_CAP_S`
+stops holding it. Answers go on in the order their exchanges went out (`SimClock.release_next`),
+so the run is the same on any box (docs/referee.md, "Time")."""
 
 from __future__ import annotations
 
