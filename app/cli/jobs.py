@@ -1,11 +1,6 @@
-"""`rentwatch jobs`: a campaign's jobs, as `sky queue` lists them (state, host, progress, ETA,
-dollars so far, attempts); `rentwatch logs JOB [-f]`: one job's output, as `sky logs` prints it.
-
-Both ask the controller that holds the ledger when one runs that campaign (its answer is live:
-progress and ETA, and the output off the host by the engine's own SSH route). Without one they
-read the ledger: the jobs' starts and ends, and a job's output off its host by the route the
-engine last reached it by (as `rentwatch ssh`), or, once it ended, the output kept on this
-machine (else the tail its end recorded). A host's text is cleaned before it is printed."""
+"""`rentwatch jobs`: a campaign's jobs, as `sky queue` lists them; `rentwatch logs JOB [-f]`: one
+job's output, as `sky logs` prints it. Live from the controller when one runs the campaign, else
+from the ledger and the host or the output kept here. Host text is cleaned first."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The pieces the notice builders (`events`) write their sentences with: one host- or
-market-controlled value made fit to quote inside a sentence (`safe`), the machine and job
-clauses, a duration in words, and the cap and redaction that `events.scrub` applies.
-
-Pure: no I/O, no clock. A cut text ends in an ellipsis, so a capped line reads as cut.
-"""
+"""The pieces the notice builders write their sentences with: a host- or market-controlled value
+made fit to quote (`safe`), the machine and job clauses, durations, caps and redaction. Pure."""
 
 from __future__ import annotations
 
