@@ -53,13 +53,10 @@ def status_marks(at: float, status: str | None) -> list[Mark]:
     return [Mark(at, "online")]
 
 
-# The ledger's events that are billing marks besides `create` and `status` (`status_marks`),
-# as the ledger's `billing_marks` view reads them: a stop and a start; a bid rental's resume by
-# itself, seen running (Vast's rental-types page: an outbid instance "resumes" once its bid
-# wins again, and its GPU bills from then); a rebid, whose new price (`detail.price`) bills
-# from then (the CLI's `change bid`: the rental pays its bid); a host's accepted price
-# increase, whose new price (`detail.price`) bills from its contract's end date (vast-cli
-# PR #401: "the new rate applies only after each contract's current end_date")
+# The ledger's events that are billing marks besides `create` and `status`, as the
+# `billing_marks` view reads them: a resume bills the GPU again (Vast's rental-types page), a
+# rebid's price from then, an accepted increase's from its contract's end date (vast-cli PR
+# #401: "the new rate applies only after each contract's current end_date")
 EVENT_MARKS = {
     "stop": "stop",
     "start": "start",

@@ -30,21 +30,12 @@ from .ssh import (
 
 T = TypeVar("T")
 
-# The wall-time floor of SSH waits. Real network and CPU latency does not speed up with a
-# simulator's clock, so a connect timeout of 20 market seconds is never under a floor in wall
-# seconds; a fixed one wall second was 10 market minutes at 600x, how long a host that never
-# answers lived. The floor is a few times the slowest of the latest connects that answered
-# (loopback handshakes measured at the start and after each preflight try a host did not
-# answer, then hosts'; it follows a loaded machine), at most IO_FLOOR_MAX_S (or the policy's
-# `io_floor_wall_s` where higher) unless the load itself says more (the ceiling, below), and
-# never under IO_FLOOR_MIN_S. Job sessions, heartbeats
-# and transfers connect with the ceiling: only a first contact is worth cutting short. The
-# ceiling follows load too: on a machine so loaded that a handshake takes a good part of a
-# second, a fixed second made a proven host look dead (CI's clean clone, 3 pytest workers and
-# a TUI pass on 2 cores: a job host given up as `ssh_dead`), so it is a few times the slowest
-# recent connect, up to IO_CEILING_CAP_S, and a session that got no answer measures the
-# loopback again. At time scale 1 (the real market) 20 s is over any of these, and nothing
-# changes.
+# The wall-time floor of SSH waits: network and CPU latency do not speed up with a simulator's
+# clock, and a fixed wall second was 10 market minutes at 600x. The floor is a few times the
+# slowest recent connect that answered (loopback handshakes first), between IO_FLOOR_MIN_S and
+# IO_FLOOR_MAX_S (or the policy's `io_floor_wall_s`). Job sessions, heartbeats and transfers
+# connect with the ceiling, which follows load too (a fixed second made a proven host look dead
+# on a loaded box), up to IO_CEILING_CAP_S. At time scale 1, 20 s is over all of these.
 IO_FLOOR_MAX_S = 1.0
 IO_FLOOR_MIN_S = 0.2
 IO_FLOOR_TIMES = 5.0

@@ -83,12 +83,9 @@ async def stream_file(sftp: Any, remote: str, local: Path, budget: int) -> tuple
     return got, digest.hexdigest()
 
 
-# What one pull's walk may take of a host's tree (every folder under `out/`
-# listed 400 sub-folders without end, and the walk kept every path it had yet to visit, so the
-# controller's memory grew with the square of the pull's length). Files and bytes have their
-# caps in core/artifact_room.py; these bound the rest: folders, depth, one path's length, a
-# name's, and the names listed over the whole walk. Past one of them the pull fails, with the
-# cap named; memory held is bounded by them, whatever the host serves.
+# What one pull's walk may take of a host's tree (a host can serve folders without end): files
+# and bytes are capped in core/artifact_room.py, these bound the rest, and so the memory held.
+# Past one of them the pull fails, naming the cap.
 PULL_MAX_FOLDERS = 5_000
 PULL_MAX_DEPTH = 32  # folders below an artifact's own
 PULL_MAX_PATH = 1024  # characters of a path under the job's folder
