@@ -16,7 +16,7 @@ from ..notify import events as ev
 from ..notify.metrics import Metrics
 from ..notify.notifier import Notifier
 from ..views.snapshot import snapshot
-from .metrics_server import MetricsServer, serve_metrics
+from .metrics_server import MetricsServer
 
 if TYPE_CHECKING:
     from ..engine.supervisor import Supervisor
@@ -254,6 +254,6 @@ def open_alerts(
         )
     if metrics is not None and metrics_listen:
         host, port = parse_listen(metrics_listen)
-        alerts.server = serve_metrics(metrics, host, port)
+        alerts.server = MetricsServer(metrics, host, port)
         sup.journal.say(f"metrics on http://{host}:{alerts.server.port}/metrics")
     return alerts.attach()

@@ -118,8 +118,3 @@ class MetricsServer:
         with contextlib.suppress(RuntimeError):  # the loop stopped already
             self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
-
-
-def serve_metrics(metrics: Metrics, host: str, port: int = 0) -> MetricsServer:
-    """Serve `GET /metrics` on `host:port` (port 0: any free one, see `.port`)."""
-    return MetricsServer(metrics, host, port)

@@ -157,7 +157,7 @@ def detect_throttle(
     for s in samples if isinstance(samples, list | tuple) else ():
         if not isinstance(s, dict):
             continue  # a host's list may hold anything
-        util, clock, top = (_number(s.get(k)) for k in ("util", "sm_clock", "max_sm_clock"))
+        util, clock, top = (finite(s.get(k)) for k in ("util", "sm_clock", "max_sm_clock"))
         if util is None or clock is None or top is None or util < min_util or top <= 0:
             continue
         raw = s.get("reasons")
@@ -193,12 +193,6 @@ def _text(value: Any, limit: int) -> str:
         return str(value)[:limit]
     except ValueError:  # an integer past Python's 4,300-digit limit for str()
         return f"<{type(value).__name__}>"
-
-
-def _number(value: Any) -> float | None:
-    """A finite number from a host's document; anything else (bool, text, NaN, an integer too
-    large for a float) is no number."""
-    return finite(value)
 
 
 def finite(value: Any) -> float | None:
