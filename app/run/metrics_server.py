@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import resource
 import socket
 import threading
 import time
@@ -18,23 +17,11 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from ..notify.metrics import Metrics, aiohttp_handler
-from .service.listener import Listener, quiet_http_errors
+from .service.listener import Listener, default_cap, quiet_http_errors
 
 IDLE_S = 5.0  # wall seconds a connection may wait to ask, or sit idle between scrapes
 CAP_SHARE = 16  # at most a sixteenth of the descriptor limit goes to metrics connections
 CAP_MIN, CAP_MAX = 2, 16  # a Prometheus server scrapes over one connection
-
-
-def metrics_cap() -> int:
-    """Metrics connections allowed at once: a small share of this process's descriptor
-    limit (16 at 256), the rest kept for SSH sessions, the ledger and the controller's API."""
-    try:
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (OSError, ValueError):
-        return CAP_MIN
-    if soft == resource.RLIM_INFINITY:
-        return CAP_MAX
-    return max(CAP_MIN, min(CAP_MAX, soft // CAP_SHARE))
 
 
 class MetricsServer:
@@ -53,7 +40,7 @@ class MetricsServer:
         # bound here, in the caller's thread: a port in use is the caller's error, at once
         self._sock = socket.create_server((host, port), family=family, backlog=128)
         self.host, self.port = self._sock.getsockname()[:2]
-        self.cap = cap if cap is not None else metrics_cap()
+        self.cap = cap if cap is not None else default_cap(CAP_SHARE, CAP_MIN, CAP_MAX)
         self.idle_s = idle_s
         self._metrics = metrics
         self._loop = asyncio.new_event_loop()

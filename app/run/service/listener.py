@@ -27,15 +27,15 @@ LOG_BURST_S = 60.0  # wall seconds between two of aiohttp's request-error lines
 TRANSIENT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED}
 
 
-def default_cap() -> int:
-    """Connections allowed at once: a share of this process's descriptor limit."""
+def default_cap(share: int = CAP_SHARE, lo: int = CAP_MIN, hi: int = CAP_MAX) -> int:
+    """Connections allowed at once: 1/`share` of this process's descriptor limit, in [lo, hi]."""
     try:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (OSError, ValueError):
-        return CAP_MIN
+        return lo
     if soft == resource.RLIM_INFINITY:
-        return CAP_MAX
-    return max(CAP_MIN, min(CAP_MAX, soft // CAP_SHARE))
+        return hi
+    return max(lo, min(hi, soft // share))
 
 
 class _OncePerBurst(logging.Filter):
