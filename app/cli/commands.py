@@ -172,8 +172,7 @@ def _ledger_query(args: argparse.Namespace) -> Any:
 def _read_campaign(
     path: str, upload_root: str | None = None, ssh_key: str | None = None
 ) -> Campaign:
-    """A campaign file, parsed (unreadable or not UTF-8: ConfigError), its uploads checked against
-    the upload rule before anything is rented."""
+    """A campaign file, parsed (else ConfigError), its uploads checked before anything is rented."""
     import dataclasses
 
     from ..core.errors import ConfigError

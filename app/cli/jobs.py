@@ -200,8 +200,7 @@ def _lines(stream: Any) -> Iterable[bytes]:
 
 
 def kept_output(ledger: Path, campaign: str, row: JobRow) -> tuple[str, str]:
-    """(text, where from) of an ended job: the output kept when it ended, else its last
-    end's tail in the ledger."""
+    """(text, where from) of an ended job: its kept output, else its end's tail in the ledger."""
     from ..engine.jobs.output import read_kept
 
     got = select(ledger, job_reads.pulled_log(campaign, row.job))

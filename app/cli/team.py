@@ -179,8 +179,7 @@ def team_query(args: argparse.Namespace) -> Any:
 
 
 def cmd_reconcile_team(args: argparse.Namespace) -> int:
-    """Every operator's hash chain checked; each edited or missing event named. Exit 1 when
-    anything is wrong."""
+    """Every operator's hash chain checked, each bad event named. Exit 1 when anything is wrong."""
     store = _store(args)
     extra: dict[str, Any] = {}
     try:

@@ -237,8 +237,7 @@ def fmt_span(seconds: float) -> str:
 
 
 def give_up(a: AttemptView, rule: str, reason: str, failure_class: str) -> Abandon | Stop:
-    """Abandon an attempt that never proved itself; a proven one (say, rebooting after a
-    start) is only stopped."""
+    """Abandon an attempt that never proved itself; a proven one (rebooting, say) is stopped."""
     if a.passed_preflight:
         return Stop(a.instance_id, rule, reason)
     return Abandon.of(a, rule, reason, failure_class)

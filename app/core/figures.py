@@ -34,8 +34,7 @@ class Tenure:
 
     @property
     def undelivered_apart(self) -> str | None:
-        """Why a rental that never delivered is no dud: "market" or "cancelled"; None for a dud or a
-        rental that delivered or still lives."""
+        """Why a never-delivered rental is no dud: "market" or "cancelled"; else None."""
         if self.verified or not self.gone or self.failure_class != CANCELLED:
             return None
         return "market" if self.market_stopped else "cancelled"

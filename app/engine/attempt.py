@@ -136,8 +136,8 @@ class Attempt:
 
     @property
     def resumes_by_itself(self) -> bool:
-        """A bid rental the market stopped (an outbid): unless we stop it ourselves it runs, and
-        bills, again once its bid wins."""
+        """A bid rental the market stopped (an outbid): unless we stop it, it bills again once it
+        wins."""
         return self.bid is not None and not self.stopped_by_us
 
     @property
@@ -266,8 +266,7 @@ class Attempt:
         self.failure_class = failure_class
 
     def key_changed(self, why: str) -> bool:
-        """Its SSH host key changed after it was pinned: distrusted for good. True the first
-        time."""
+        """Its host key changed after it was pinned: distrusted for good. True the first time."""
         if self.untrusted:
             return False
         self.untrusted = why
@@ -403,8 +402,7 @@ class Attempt:
         self.market_stop = why
 
     def found_broken(self, rule: str, reason: str, failure_class: str) -> None:
-        """The tender saw this proven host break (a fatal XID): the next poll's rules stop it
-        and quarantine its machine."""
+        """The tender saw this proven host break (a fatal XID): the next poll's rules stop it."""
         if self.host_fault is None:
             self.host_fault = (rule, reason, failure_class)
 

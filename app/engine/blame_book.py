@@ -151,8 +151,7 @@ class BlameBook:
         )
 
     def holds_creates(self, others_in_flight: bool) -> bool:
-        """No create now: a campaign fault, or a pull in doubt that a machine in flight
-        will decide."""
+        """No create now: a campaign fault, or a pull in doubt a machine in flight will decide."""
         return self.fault is not None or (self.pull_in_doubt and others_in_flight)
 
     def view(self) -> BlameView:

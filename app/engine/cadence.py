@@ -101,14 +101,13 @@ class Cadence:
         self.wake = asyncio.Event()  # set: the poll loop polls now instead of at its interval
 
     def soon(self, named: Iterable[int]) -> None:
-        """Evidence says look now: a poll at once (`rounds` waits on `wake`), asking about
-        `named` (instances the campaign knows)."""
+        """Evidence says look now: a poll at once (`rounds` waits on `wake`) about `named`."""
         self.look_now.update(named)
         self.wake.set()
 
     def whole(self) -> bool:
-        """List everything this poll: a small fleet, or a market without filtered pages (or
-        one that refused them)."""
+        """List everything this poll: a small fleet, or a market without (or refusing) filtered
+        pages."""
         if not self.market.caps.paging or self.refused is not None:
             return True
         # everything the poll must look at: supervised and observed alike

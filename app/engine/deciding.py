@@ -113,8 +113,7 @@ class Decider:
         return self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet)
 
     def _free_since(self, a: Attempt) -> float | None:
-        """Since when it has had no job (the drained rule's clock); a person's start holds that
-        clock off for `HUMAN_RECENT_S`."""
+        """Since when it has had no job; a person's start holds that off for `HUMAN_RECENT_S`."""
         free = self.job_work.queue.free_since(a.instance_id, a.life.last(Phase.VERIFIED))
         if free is not None and a.human_at is not None and a.human_act == STARTED_BY_PERSON:
             return max(free, a.human_at + HUMAN_RECENT_S)

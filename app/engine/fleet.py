@@ -116,8 +116,8 @@ class Fleet:
         return frozenset(a.machine_id for a in self.held() if a.machine_id is not None)
 
     def spent(self, gpu_billing: str, now: float) -> float:
-        """USD billed so far by every supervised attempt, at the highest price the market has shown
-        for each (`Attempt.worst_charges`)."""
+        """USD billed so far by every supervised attempt, at its highest price shown
+        (`worst_charges`)."""
         return sum(a.worst_charges(gpu_billing, now) for a in self.attempts.values() if a.owned)
 
     def quarantined(self, q: Quarantine) -> None:

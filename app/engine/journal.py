@@ -60,8 +60,8 @@ class Journal:
         detail: dict[str, Any] | None = None,
         **context: Any,
     ) -> int:
-        """A fact about an attempt (or, with `a=None`, about the campaign); dated now unless
-        `at` says when it happened."""
+        """A fact about an attempt (or, with `a=None`, the campaign); dated now unless `at` says
+        when."""
         ctx = self.ctx(a) if a is not None else {"campaign": self.campaign}
         ctx.update(context)
         return self.ledger.record(

@@ -273,8 +273,7 @@ class Observer:
         return min(now, max(a.status_since, last, now - inst.uptime_mins * 60))
 
     def _market_stop(self, a: Attempt, inst: Instance, now: float) -> None:
-        """A stop we did not ask for: the market's own (a contract's end, a zero balance), recorded
-        as such; the rules replace it."""
+        """A stop we did not ask for: the market's own, recorded as such; the rules replace it."""
         said = "/".join(s or "-" for s in (inst.target_state, inst.current_state, inst.next_state))
         why = f"stopped by the market (intended/cur/next state: {said})"
         if a.preflight_task:

@@ -71,8 +71,7 @@ class OfferBook:
         return self.remembered().history() if self.policy.rank == "expected_cost" else {}
 
     def work_outlook(self, jobs: list[Job], hosts: int) -> WorkOutlook | None:
-        """For sized jobs under a ranking by expected cost: our measured speeds and faded record,
-        and how long our duds lived."""
+        """For sized jobs ranked by expected cost: our speeds, faded record and dud lives."""
         if self.policy.rank != "expected_cost" or not jobs:
             return None
         memory = self.remembered()

@@ -72,8 +72,8 @@ class Recovery:
                 self.adopt(inst, now, owned=False)
 
     def _found_created(self, inst: Instance, now: float) -> Event | None:
-        """A rental under this campaign's label with no create in the ledger: its create is written
-        down so the ledger bills it."""
+        """A rental under this campaign's label with no create in the ledger: its create written
+        down."""
         self.fleet.creates += 1
         asked = self.ledger.events(  # its create as asked: the bid it carried, if any
             where="kind = 'create' AND phase = 'intent' AND detail->>'label' = ?",

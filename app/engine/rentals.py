@@ -75,8 +75,7 @@ PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last see
 
 
 def apply(j: Journal, u: Update) -> bool:
-    """Apply one update to its rental. False when a move it asked for was illegal (refused, and
-    written down as an error)."""
+    """Apply one update to its rental. False when its move was illegal (refused, written down)."""
     a = u.a
     ok = True
     version = a.life.version

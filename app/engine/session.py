@@ -23,8 +23,7 @@ def default_key_path() -> Path:
 
 
 def artifacts_folder(campaign: Campaign) -> Path:
-    """Where a campaign's artifacts land: its `artifacts_dir`, else the user data directory's
-    `artifacts/`."""
+    """Where a campaign's artifacts land: its `artifacts_dir`, else the data directory's."""
     from platformdirs import user_data_dir
 
     if campaign.artifacts_dir:

@@ -278,6 +278,5 @@ class TierWatch:
         await self.actions.stop(a, d.rule, d.reason)
 
     def resume(self, a: Attempt, d: Resume) -> bool:
-        """Back into service (its proof stands: the same machine, its disk kept). True when it
-        moved, so the caller tends it again."""
+        """Back into service (its proof stands: same machine, disk kept). True when it moved."""
         return apply(self.journal, Resumed(a, self.market.answered_at(), d.reason))

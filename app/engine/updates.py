@@ -450,8 +450,7 @@ class Broken:
 
 @dataclass(frozen=True, slots=True)
 class Sampled:
-    """The sampler's readings (already in the ledger's samples): the idle and throttle
-    evidence they carry."""
+    """The sampler's readings (already in the ledger): the idle and throttle evidence they carry."""
 
     a: Attempt
     at: float

@@ -77,8 +77,7 @@ class NamedReads:
         return bool(row and row[0][0])
 
     def campaign_holds_on(self, campaign: str) -> bool:
-        """Whether `campaign` may still count on what it holds: started and never ended, or ended by
-        detaching."""
+        """Whether `campaign` still counts on what it holds: started and not ended, or detached."""
         ends = self.events(
             where="campaign = ? AND kind IN ('campaign_start', 'campaign_end', 'detached')",
             params=[campaign],

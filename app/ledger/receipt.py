@@ -91,8 +91,7 @@ LEFT JOIN done USING (campaign) LEFT JOIN lost USING (campaign) LEFT JOIN thr US
 
 
 def work_figures(row: tuple[Any, ...] | None, total_usd: float) -> dict[str, Any]:
-    """A campaign's work in reference GPU-hours, and what it cost per hour of it, from its
-    `_WORK_SQL` row (None: it had none)."""
+    """A campaign's work in reference GPU-hours and its cost per hour, from its `_WORK_SQL` row."""
     done, lost, throttled = (float(v or 0.0) for v in (row or ("", 0, 0, 0))[1:])
     return {
         "work_done": round(done, 6),

@@ -386,8 +386,7 @@ class Ledger(NamedReads):
         return TeamMemory(self, self.__replica.evidence)
 
     def teammates_quarantined(self, now: float) -> dict[int, str]:
-        """Machines a teammate's controller quarantined, still in force at `now` ({} without
-        a team)."""
+        """Machines a teammate quarantined, still in force at `now` ({} without a team)."""
         if self.__replica is None:
             return {}
         return self.__replica.evidence.quarantined(now)

@@ -89,8 +89,7 @@ class Market(Clock, Protocol):
         after_token: str | None = None,
         page_size: int = PAGE,
     ) -> tuple[list[Instance], str | None]:
-        """One page of the list (by id) and the next page's token (None: the last one);
-        only where `caps.paging`."""
+        """One page of the list (by id) and the next token (None: the last); `caps.paging` only."""
         ...
 
     async def charges(self, start: float, end: float) -> list[dict[str, Any]]:
@@ -141,8 +140,7 @@ class Market(Clock, Protocol):
         ...
 
     async def pending_price_increases(self) -> list[PriceIncrease]:
-        """The hosts' price increases pending on the account's rentals (rows that cannot be
-        read are skipped)."""
+        """The price increases pending on the account's rentals (unreadable rows skipped)."""
         ...
 
     async def answer_price_increase(self, pending_id: int, accept: bool) -> bool:

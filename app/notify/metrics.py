@@ -155,8 +155,7 @@ class Metrics(Collector):
 def aiohttp_handler(
     metrics: Metrics,
 ) -> Callable[[web.Request], Coroutine[Any, Any, web.Response]]:
-    """A handler for `GET /metrics` on an aiohttp app (the controller's listener, which puts its
-    token check in front)."""
+    """A `GET /metrics` handler for an aiohttp app (the listener puts its token check in front)."""
 
     async def handle(request: web.Request) -> web.Response:
         body = metrics.exposition()

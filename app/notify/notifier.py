@@ -276,8 +276,7 @@ def _folded(notice: Notice, repeats: int) -> Notice:
 
 
 def _redact_url(url: str, obj: apprise.Apprise | None) -> str:
-    """The URL without its credentials or query: apprise's privacy form where it parsed,
-    else only the scheme."""
+    """The URL without credentials or query: apprise's privacy form, else only the scheme."""
     if obj is not None and len(obj) > 0:
         try:
             private_url: Callable[..., object] = obj[0].url
@@ -343,6 +342,5 @@ def load_user_config(
 
 
 def notify_urls(*sources: Sequence[str]) -> list[str]:
-    """The URLs of every source (campaign, `--notify`, user config), first seen first, each
-    once."""
+    """The URLs of every source (campaign, `--notify`, user config), each once, first seen first."""
     return list(dict.fromkeys(u for source in sources for u in source))

@@ -226,8 +226,7 @@ def webhook_handler(
 
 
 async def read_capped(request: web.Request, cap: int) -> bytes:
-    """The body up to `cap` bytes, however many TCP segments it came in (`read(n)` alone
-    returns what has arrived so far)."""
+    """The body up to `cap` bytes, however many segments it came in (`read(n)` alone may not)."""
     parts: list[bytes] = []
     size = 0
     while size < cap:

@@ -44,8 +44,7 @@ def beaten(bid_over_floor: float, bids: Bids = SIMULATED) -> float:
 
 
 def fit_bids(ledger: Ledger, campaign: str | None = None) -> dict[str, Any] | None:
-    """The `[bids]` table from the ledger's bid rentals (of `campaign`, else all); None when
-    it holds none."""
+    """The `[bids]` table from the ledger's bid rentals (of `campaign`, else all); None: none."""
     creates = [
         e
         for e in ledger.events(where="kind = 'create' AND phase <> 'intent' AND ok")

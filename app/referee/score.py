@@ -69,8 +69,7 @@ def _times(value: Any) -> list[float]:
 
 
 def market_had_stopped(row: Mapping[str, Any]) -> bool:
-    """The market had stopped it when it was destroyed and it had not run since: the destroy killed
-    nothing that delivered."""
+    """Stopped by the market when destroyed and not run since: the destroy killed no delivery."""
     gone = float(row["destroyed_at"])
     stops = [
         t
@@ -84,8 +83,7 @@ def market_had_stopped(row: Mapping[str, Any]) -> bool:
 
 
 def _held_end(row: Mapping[str, Any], finish: float) -> float:
-    """When the instance stopped working for the policy: destroyed, stopped, its host went dark,
-    or the run's end."""
+    """When it stopped working for the policy: destroyed, stopped, dark, or the run's end."""
     ends = [finish]
     for key in ("destroyed_at", "stopped_at", "offline_at"):
         if row.get(key) is not None:
@@ -165,8 +163,8 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
 def work_done(
     truth: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], facts: RunFacts
 ) -> float:
-    """Reference GPU-hours of the sized jobs the simulator delivered within the run, each job once,
-    on delivering machines."""
+    """Reference GPU-hours of sized jobs delivered within the run, each once, on delivering
+    machines."""
     good = {int(r["id"]) for r in rows if "id" in r and delivers(r)}
     done: dict[str, float] = {}
     for j in truth.get("jobs") or ():

@@ -106,8 +106,7 @@ class SteppedSelector(selectors.BaseSelector):
                 return events
 
     def pause_for(self, timeout: float) -> float:
-        """Wall seconds still to wait before a jump of `timeout` (the loop's units) keeps
-        within the pace cap; 0 without one."""
+        """Wall seconds to wait so a jump of `timeout` keeps within the pace cap; 0 without one."""
         if self.max_pace is None:
             return 0.0
         jump_s = timeout * self.clock.time_scale
@@ -124,8 +123,7 @@ class SteppedSelector(selectors.BaseSelector):
 
 
 class SteppedLoop(asyncio.SelectorEventLoop):
-    """An event loop whose time is `clock`'s market time over its scale, stepped by its
-    selector (`SteppedSelector`)."""
+    """An event loop whose time is `clock`'s market time over its scale, stepped by its selector."""
 
     def __init__(
         self,

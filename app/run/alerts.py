@@ -156,8 +156,7 @@ class Alerts:
 
     # -- the end ------------------------------------------------------------------------------
     def _acted(self) -> list[Event]:
-        """The stops and destroys that went through since the last poll was read (the market's
-        own stops excepted)."""
+        """Our stops and destroys that went through since the last poll was read."""
         return self.ledger.events(
             where="campaign = ? AND seq > ? AND kind IN (?, ?) AND phase <> 'intent' AND ok "
             "AND actor <> 'market'",

@@ -75,8 +75,7 @@ def rivals(seed: int, b: Bids, m: Machine, lo: float, hi: float) -> list[Rival]:
 
 
 def need(seed: int, b: Bids, m: Machine, t: float) -> float | None:
-    """What a bid must reach to hold the machine at `t` ($/h); None: an on-demand rental holds
-    it, and no bid does."""
+    """What a bid must reach to hold the machine at `t` ($/h); None while held on-demand."""
     top = floor_at(seed, b, m, t)
     for r in rivals(seed, b, m, t, t):
         if not r.start <= t < r.end:
@@ -98,8 +97,7 @@ def quote(seed: int, b: Bids, m: Machine, t: float) -> float | None:
 
 
 def min_bid(seed: int, b: Bids, m: Machine, t: float) -> float:
-    """The offer's `min_bid` at `t` (`quote`), or the on-demand price while a rival holds the
-    machine on-demand."""
+    """The offer's `min_bid` at `t`, or the on-demand price while a rival holds it on-demand."""
     q = quote(seed, b, m, t)
     return round(m.dph_base, 6) if q is None else q
 

@@ -17,8 +17,7 @@ _WALK_BACK = 96  # windows looked back for where the current listing began
 
 
 def presence(seed: int, c: Churn, m: Machine) -> float:
-    """The machine's share of time listed: log-uniform over `c.presence` (the median machine at
-    the geometric mean of the two ends)."""
+    """The machine's share of time listed: log-uniform over `c.presence`."""
     lo, hi = c.presence
     if lo >= 1.0:
         return 1.0

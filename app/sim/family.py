@@ -197,8 +197,7 @@ UNKNOWNS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class FamilyMarket:
-    """One drawn market: its scenario, the fleet the campaign asks for on it, and a price
-    ceiling that admits its offers."""
+    """One drawn market: its scenario, the fleet asked for, a ceiling that admits its offers."""
 
     index: int
     scenario: Scenario

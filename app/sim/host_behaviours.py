@@ -32,8 +32,7 @@ def host_facts(
     offer: dict[str, Any],
     disk_gb: float,
 ) -> dict[str, Any]:
-    """The figures this rental's checks measure: healthy ones near what the offer says, the
-    faulty behaviour's far under it."""
+    """What this rental's checks measure: near the offer's if healthy, far under if faulty."""
     rng = _rng(seed, machine_id, rental, "checks")
     spec = spec_for(real_gpu)
     gen, width = (spec.pcie_gen, spec.pcie_width) if spec else (4, 16)

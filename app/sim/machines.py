@@ -176,8 +176,7 @@ def build_machines(
     key: str = "market",
     ids: range = range(1000, 60000),
 ) -> list[Machine]:
-    """The scenario's machines (or `n` more, drawn under `key` from `ids`), their behaviours
-    shared out as its host classes say."""
+    """The scenario's machines (or `n` more, under `key` from `ids`), shared out by host class."""
     rng = keyed_rng(sc.seed, key)
     shares = sc.shares()
     n = sc.offers if n is None else n

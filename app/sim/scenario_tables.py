@@ -116,8 +116,7 @@ def parse_churn(raw: Any) -> Churn:
 
 
 def parse_hosts(raw: Any, storage: tuple[float, float]) -> Hosts:
-    """`[hosts]`, checked (`storage`: the scenario's `storage_cost`, which a log spread needs
-    above 0)."""
+    """`[hosts]`, checked (a log spread needs the scenario's `storage_cost` above 0)."""
     if not isinstance(raw, dict):
         raise ConfigError("hosts: expected a table")
     kw: dict[str, Any] = {}

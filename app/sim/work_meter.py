@@ -68,8 +68,7 @@ class WorkMeter:
 
 
 def sized_launch(command: str) -> tuple[str, float, str] | None:
-    """(ref_gpu, ref_hours, the job's folder under $HOME) of a command that launches a sized
-    job, None for any other command."""
+    """(ref_gpu, ref_hours, job folder under $HOME) of a sized job's launch command, else None."""
     hours, gpu, folder = _HOURS.search(command), _GPU.search(command), _DIR.search(command)
     if not (hours and gpu and folder):
         return None
@@ -96,8 +95,7 @@ def checkpoint_folder(command: str, sandbox: Path) -> Path | None:
 
 
 def saved_work(folder: Path | None, job: str, ref_hours: float) -> float:
-    """The reference GPU-hours of `job` the checkpoint in `folder` holds (0: none, or
-    unreadable)."""
+    """Reference GPU-hours of `job` the checkpoint in `folder` holds (0: none, or unreadable)."""
     if folder is None:
         return 0.0
     try:
@@ -108,8 +106,7 @@ def saved_work(folder: Path | None, job: str, ref_hours: float) -> float:
 
 
 def launch(inst: SimInstance, command: str, sandbox: Path, now: float) -> WorkMeter | None:
-    """A meter for the sized job this command launches (None: not one), its completion held
-    by a FIFO the job's end waits on."""
+    """A meter for the sized job this command launches (None: not one), its end held by a FIFO."""
     found = sized_launch(command)
     if found is None:
         return None
@@ -171,8 +168,7 @@ def speed_pieces(inst: SimInstance, lost_at: float | None) -> list[tuple[float, 
 
 
 def advance(meter: WorkMeter, inst: SimInstance, now: float, lost_at: float | None) -> None:
-    """Count the work delivered from the meter's last reading up to `now`; the moment the last
-    of it was delivered, once it is."""
+    """Count the work delivered up to `now`; the moment its last part was delivered, once it is."""
     if meter.done_at is not None or meter.superseded or now <= meter.at:
         meter.at = max(meter.at, now)
         return

@@ -160,8 +160,7 @@ def rate_now(a: Attempt, mode: str, now: float) -> tuple[float, bool]:
 
 
 def fleet_rate(sup: Supervisor, now: float) -> float:
-    """$/h the campaign's instances bill right now. Observed instances are left out, as from the
-    budget's spend (`observed_dph`)."""
+    """$/h the campaign's instances bill now; observed ones apart (`observed_dph`)."""
     mode = sup.market.gpu_billing
     return sum(rate_now(a, mode, now)[0] for a in sup.attempts.values() if a.owned)
 
@@ -215,8 +214,7 @@ def _ended(a: Attempt) -> float | None:
 
 
 def left_why(a: Attempt) -> str:
-    """Why `a` is out of service now: the reason of its first move out since it last moved in. Empty
-    while it is in service."""
+    """Why `a` is out of service: the reason of its first move out since it last moved in, or ""."""
     why = ""
     for t in a.life.history:
         if t.after not in _OUT:
@@ -233,8 +231,7 @@ _GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)
 
 
 def _standing_moves(a: Attempt) -> list[Transition]:
-    """`a`'s lifecycle moves as the ledger's `standing_events` keeps them: a write-off followed by a
-    return is void."""
+    """`a`'s lifecycle moves as `standing_events` keeps them: a write-off then a return is void."""
     h = a.life.history
     back = [i for i, t in enumerate(h) if t.before == Phase.LOST and t.after != Phase.DESTROYED]
     last_back = max(back, default=-1)

@@ -72,8 +72,7 @@ def outbid_rate(machine: Exposure, model: Exposure) -> float:
 def exposure(
     rows: Iterable[tuple[int, str, float, int]], machine_id: int, gpu: str
 ) -> tuple[Exposure, Exposure]:
-    """(machine, model) exposure from ledger rows (machine_id, gpu_name, hours on bid,
-    outbids)."""
+    """(machine, model) exposure from ledger rows (machine_id, gpu_name, hours on bid, outbids)."""
     rows = list(rows)
     mine = [(h, n) for mid, _, h, n in rows if mid == machine_id]
     model = [(h, n) for _, g, h, n in rows if g == gpu]
@@ -240,8 +239,7 @@ def stop_unneeded_resume(*, resumed: bool, has_job: bool, wanted: bool) -> bool:
 
 
 def work_lost_s(outbid_at: float, job_started_at: float, last_pull_at: float | None) -> float:
-    """The work an outbid cost a job: the time since the last checkpoint that came off the box
-    (or since the job started, when none did)."""
+    """The work an outbid cost a job: the time since its last checkpoint pulled (or its start)."""
     since = job_started_at if last_pull_at is None else max(last_pull_at, job_started_at)
     return max(0.0, outbid_at - since)
 

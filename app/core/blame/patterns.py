@@ -52,8 +52,7 @@ BENIGN = compile_patterns(BENIGN_PATTERNS)
 def fatal_match(
     status_msg: str | None, patterns: tuple[re.Pattern[str], ...] = DEFAULT_FATAL
 ) -> str | None:
-    """The first fatal pattern the status line matches, or None (always None for a line that
-    reads as build output)."""
+    """The first fatal pattern the status line matches; None, always, for build output."""
     if not status_msg:
         return None
     line = status_msg.strip()

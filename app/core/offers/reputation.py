@@ -40,8 +40,8 @@ def market_odds(
 def offer_odds(
     record: tuple[float, float, float] | None, platform_score: float | None, pool: float | None
 ) -> float:
-    """p(deliver) of one offer for hedging: its machine's record over the market's pooled record,
-    else the platform's score."""
+    """p(deliver) of one offer for hedging: its machine's record over the pool's, else the
+    platform's."""
     good, bad, _ = record or (0, 0, 0.0)
     if pool is None:
         return p_deliver(good, bad, platform_score)
@@ -62,8 +62,7 @@ def delivered_hour_usd(
 
 
 def usd_at_odds(dph: float, p: float, dud_usd: float) -> float:
-    """The expected USD per delivered hour at `dph` with odds `p`: the price over the odds plus the
-    duds before a delivery (`dud_usd` each)."""
+    """Expected USD per delivered hour at `dph` with odds `p`, each dud before it `dud_usd`."""
     p = max(p, 1e-3)
     return dph / p + (1 - p) / p * (dud_usd or DEFAULT_DUD_USD) * 4
 

@@ -138,8 +138,7 @@ class Memory:
     pool: Record = Record()
 
     def pool_odds(self, strength: float) -> float | None:
-        """The share of our rentals that delivered, shrunk towards PRIOR_ODDS by `strength`
-        rentals; None before any rental ended."""
+        """Our share of rentals that delivered, shrunk towards PRIOR_ODDS; None before any ended."""
         if self.pool.runs <= 0:
             return None
         return shrunk(PRIOR_ODDS, self.pool.delivered, self.pool.failed, strength)

@@ -144,8 +144,8 @@ _ALIASES = {
 
 
 def spec_for(gpu_name: str) -> GpuSpec | None:
-    """The spec for a GPU name as the API or NVML spells it (vendor prefixes, case and
-    dashes ignored), None if unknown."""
+    """The spec for a GPU name as the API or NVML spells it (prefixes, case, dashes ignored), or
+    None."""
     key = _norm(gpu_name)
     for name, spec in (*GPU_SPECS.items(), *OTHER_SPECS.items()):
         if _norm(name) == key:

@@ -201,8 +201,7 @@ class HostLink:
     async def _ssh_run(
         self, a: Attempt, command: str, stdin: bytes | None, timeout_wall: float, floor: float
     ) -> RunResult:
-        """One session. Only the session itself holds a stepped market clock
-        (app/referee/stepped.py)."""
+        """One session: only the session itself holds a stepped market clock."""
         host, port = routed(a)  # again: the route may have gone while a slot was awaited
         await self.key_on(a)
         try:

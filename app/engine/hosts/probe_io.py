@@ -92,8 +92,7 @@ def bounded(value: Any, limit: int = 4000) -> Any:
 
 
 def parse_probe_output(raw: bytes, probe: str, truncated: bool = False) -> dict[str, Any]:
-    """The probe's JSON document (its last non-empty line), validated; ProbeError otherwise,
-    whatever the bytes are."""
+    """The probe's JSON document (its last non-empty line), validated; ProbeError otherwise."""
     if truncated or len(raw) > MAX_PROBE_OUTPUT:
         raise ProbeError(f"{probe} printed more than {MAX_PROBE_OUTPUT // 1024} KiB: cut off")
     text = raw.decode("utf-8", errors="replace").strip()

@@ -181,8 +181,7 @@ class HostTender(PreflightRunner):
         return True  # silence is the link's to judge, by answers (`HostLink.run`)
 
     async def _beat(self, a: Attempt) -> None:
-        """The heartbeat, and a look at the watchdog it feeds: one gone or never armed is armed
-        again, with a ledger note."""
+        """The heartbeat, and the watchdog it feeds armed again (with a ledger note) if gone."""
         if a.watchdog_armed:
             res = await self.link.run(a, HEARTBEAT)
             said = res.stdout.decode("utf-8", errors="replace").split()

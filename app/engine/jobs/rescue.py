@@ -263,8 +263,7 @@ class Rescues:
         return said
 
     async def step(self, a: Attempt, job: JobState, now: float) -> bool:
-        """One look at a copy under way. True: done with it (landed, or given up), the job
-        may start; False: still waiting."""
+        """One look at a copy under way. True: done with it (landed or given up); False: waiting."""
         c = self.copying[job.name]
         folder = landing(job.job)
         try:

@@ -60,8 +60,7 @@ def job_env(job: Job) -> dict[str, str]:
 
 
 def checkpoint_path(job: Job) -> str:
-    """The job's checkpoint on the host: absolute, or from the login folder ($HOME), where a
-    relative workdir starts."""
+    """The job's checkpoint on the host: absolute, or from $HOME (as a relative workdir)."""
     assert job.checkpoint is not None
     return home_path(job.workdir, job.checkpoint.rstrip("/"))
 
@@ -141,8 +140,7 @@ class JobStatus:
 
 
 def parse_progress(text: str) -> float | None:
-    """A progress file's fraction: a number from 0 to 1 (a percentage over 1 is read as one,
-    up to 100); anything else is no reading."""
+    """A progress file's fraction from 0 to 1 (a percentage up to 100 is read as one), else None."""
     try:
         value = float(text.strip().rstrip("%"))
     except ValueError:

@@ -44,8 +44,7 @@ def _is_own_key(path: Path, own_keys: Iterable[Path]) -> bool:
 
 
 def folder_files(top: Path) -> Iterator[Path]:
-    """The regular files under `top` that an upload sends: no symlink followed or sent, no
-    dotfile or dot-folder entered."""
+    """The regular files under `top` an upload sends: no symlink followed, no dot-entry entered."""
     for folder, subs, names in os.walk(top):  # a linked folder is never entered
         subs[:] = sorted(s for s in subs if not s.startswith("."))
         for name in sorted(names):

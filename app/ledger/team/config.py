@@ -36,8 +36,7 @@ class TeamConfig:
         return {"password": read_password_file(self.password_file)}
 
     def shown(self) -> str:
-        """The URL as logs and screens show it (it carries no password: `parse_url` refused
-        one)."""
+        """The URL as logs and screens show it (`parse_url` refused one carrying a password)."""
         return self.url
 
 
@@ -125,8 +124,7 @@ def resolve(
     password_file: str | None,
     section: Mapping[str, str],
 ) -> TeamConfig | None:
-    """The team this run joins: the flags win over the config file's `[team]` table; None when
-    neither names a URL."""
+    """The team this run joins: the flags over the config file's `[team]`; None without a URL."""
     url = url or section.get("url")
     if not url:
         if operator or password_file:

@@ -190,8 +190,7 @@ class TeamStore:
         operator: str,
         rows: Sequence[tuple[Sequence[Any], str, str]],
     ) -> None:
-        """Store events in one transaction: all or none. An event already there is left as it is
-        (shipped again after a crash)."""
+        """Store events in one transaction; one already there (sent again after a crash) is kept."""
         marks = ", ".join(["%s"] * (len(FIELDS) + 4))
         with self._tx() as cur:
             cur.execute(
@@ -240,8 +239,8 @@ class TeamStore:
 
     # -- what the team reads -------------------------------------------------------------
     def live_controllers(self, live_s: float = LIVE_S) -> list[Controller]:
-        """The controllers whose latest heartbeat is recent (the server's clock) and did not
-        say it ended."""
+        """Controllers whose latest heartbeat is recent (the server's clock) and did not say it
+        ended."""
         with self._tx() as cur:
             cur.execute(
                 f"""SELECT operator, campaign, host, pid, extract(epoch FROM at), ledger_id,

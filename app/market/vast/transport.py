@@ -174,8 +174,8 @@ class Transport:
 
     # -- transport ------------------------------------------------------------------------
     async def _back_off(self, delay: float) -> None:
-        """Wait before a retry: `delay` seconds of the market's time, jittered (on the simulator at
-        scale S, a 1/S share of it)."""
+        """Wait `delay` seconds of the market's time, jittered (a 1/S share on a simulator at scale
+        S)."""
         await asyncio.sleep(
             max(0.001, delay * random.uniform(0.5, 1.5) / max(self.time_scale, 1.0))
         )

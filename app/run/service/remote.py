@@ -95,8 +95,7 @@ class ControllerClient:
     def query_all(
         self, sql: str, limit: int, query_id: str | None = None, offset: int = 0
     ) -> QueryResult:
-        """Up to `limit` rows from `offset` on, fetched a page at a time (the controller's pages
-        are bounded)."""
+        """Up to `limit` rows from `offset` on, a bounded page at a time."""
         columns: list[str] = []
         rows: list[tuple[Any, ...]] = []
         while True:
