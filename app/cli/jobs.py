@@ -139,8 +139,7 @@ def _emit(text: str, out: Callable[[str], None]) -> None:
 
 
 def follow_controller(remote: Any, job: str, follow: bool, out: Callable[[str], None]) -> int:
-    """The job's output through the controller; with `follow`, new output every FOLLOW_S until
-    the job is no longer on a host (Ctrl-C ends it sooner)."""
+    """The job's output through the controller; with `follow`, more until it leaves its host."""
     got = remote.job_log(job)
     print(f"rentwatch: job {job}: {clean(got.source, 200)}", file=sys.stderr)
     _emit(got.text, out)
@@ -165,8 +164,7 @@ def _where(ledger: Path, campaign: str | None, job: str) -> tuple[str, JobRow]:
 
 
 def over_ssh(ledger: Path, row: JobRow, follow: bool, key: Path, out: Callable[[str], None]) -> int:
-    """The job's log on its host, by the route the engine last reached it by, through the
-    system ssh; its output cleaned line by line."""
+    """The job's log over the system ssh, by the engine's last route, cleaned line by line."""
     from ..engine.jobs.runner import job_dir
     from .ssh import route_of, ssh_command
 

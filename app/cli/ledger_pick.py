@@ -15,8 +15,7 @@ class NoLedger(RentwatchError):
 
 
 def user_ledgers() -> list[Path]:
-    """The default ledger first, then the rest in the user's data dir, then the running
-    controllers' ledgers kept elsewhere; each once."""
+    """The default ledger, then the rest in the data dir, then running controllers'; each once."""
     from ..ledger.store import default_ledger_path
     from ..run.service import registry
 

@@ -124,8 +124,7 @@ def _job_line_of(text: str, index: int, key: str) -> str:
 
 
 def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
-    """The campaign `text` says (`source` names it in errors), its `offer_query` read by the
-    market's `read_query`; anything wrong raises ConfigError."""
+    """The campaign `text` says, its `offer_query` read by `read_query`; else ConfigError."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

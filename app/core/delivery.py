@@ -93,8 +93,7 @@ class WorkOutlook:
     memory: Memory | None = None
 
     def rate(self, gpu_name: str, machine_id: int | None) -> float:
-        """Reference GPU-hours per hour this offer is expected to deliver: its model's speed
-        times what this machine measured before (else a prior)."""
+        """Reference GPU-hours an hour this offer should deliver: model speed times its share."""
         model = expected_tflops(gpu_name)
         share = self.speeds.get(machine_id, PRIOR_SHARE) if machine_id is not None else PRIOR_SHARE
         if not model:

@@ -29,8 +29,7 @@ _BREAKS = re.compile(r"[\r\n\t\v\f\u0085\u2028\u2029]")
 
 
 def clean(text: object, limit: int = 200) -> str:
-    """One line of untrusted text: escapes and controls removed, line breaks as spaces, capped
-    at `limit` characters (the last one an ellipsis when cut)."""
+    """One line of untrusted text: escapes and controls out, breaks as spaces, capped at `limit`."""
     s = "" if text is None else str(text)
     s = _SEQUENCES.sub("", s)
     s = _BREAKS.sub(" ", s)

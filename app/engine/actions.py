@@ -52,8 +52,7 @@ class Actions:
         self.labels_in_flight: set[str] = set()  # their labels (the market may list them)
 
     async def change(self, a: Attempt, kind: EventKind, actor: str, reason: str) -> float:
-        """Stop, start or destroy `a`: returns when it took effect; raises what the market
-        answered when it refused (the outcome records it too)."""
+        """Stop, start or destroy `a`: returns once it took effect; raises the market's refusal."""
         call = {
             K.STOP: self.market.stop_instance,
             K.START: self.market.start_instance,
@@ -301,8 +300,7 @@ class Actions:
         return True
 
     async def _landed_after_end(self, a: Attempt, actor: str, reason: str) -> None:
-        """A create answered after the campaign's end, which the end's sweep missed: given up
-        (cancelled) and destroyed here, in the end's name."""
+        """A create answered after the end's sweep: given up (cancelled) and destroyed."""
         why = f"created after the end ({reason})"
         line = f"create i:{a.instance_id} m:{a.machine_id} landed {why}: destroyed"
         at = self.market.answered_at()

@@ -54,8 +54,7 @@ class BlameBook:
         return f"CAMPAIGN FAULT: {self.fault.reason} - creates stopped; fix and reload it"
 
     def restore(self, ledger: Ledger) -> None:
-        """After a restart: a fault recorded for this very campaign (same image, same jobs)
-        still holds; a changed campaign starts with a clean book."""
+        """After a restart, a fault recorded for this same campaign (image, jobs) holds."""
         for ev in ledger.campaign_events(self.journal.campaign, K.CAMPAIGN_FAULT):
             if ev.detail.get("signature") == self.signature:
                 self.fault = Blame(Party.CAMPAIGN, str(ev.detail.get("cause")), ev.reason)

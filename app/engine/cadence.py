@@ -116,8 +116,8 @@ class Cadence:
         return size <= FULL_PAGES * PAGE and not self._sweep.started
 
     async def fetch(self) -> Sight:
-        """This poll's list calls; a market may give up on each after a try or two
-        (`Market.polling`), since the next poll retries it anyway."""
+        """This poll's list calls; a market may give up on each after a try or two: the next poll
+        retries."""
         with self.market.polling():
             return await self._fetch()
 

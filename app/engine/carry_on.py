@@ -17,8 +17,7 @@ NOT_OURS = ("market", "reconcile", "watchdog")
 
 
 def keep_our_stop(journal: Journal, a: Attempt, history: Sequence[Event]) -> None:
-    """`a` was adopted stopped: where the ledger's last change of it is a stop of ours, it
-    is taken as that stop left it (`Attempt.stop_rule`)."""
+    """`a` was adopted stopped: where its last change is a stop of ours, that stop stands."""
     changes = [
         e
         for e in history

@@ -104,8 +104,7 @@ class Fleet:
         ]
 
     def destroys_due(self) -> tuple[int, ...]:
-        """Given up, never proven, and still held: a destroy that failed, or a rental that
-        came back after its destroy (core/rules asks for it again)."""
+        """Given up, never proven, still held: a failed destroy, or one back after its destroy."""
         return tuple(
             a.instance_id
             for a in self.held()

@@ -62,8 +62,7 @@ class FleetSizeIntent:
 
 @dataclass(frozen=True)
 class HandOverIntent:
-    """Hand an instance rentwatch did not create over to automation (recorded as a human act):
-    until then it is only shown, priced and logged."""
+    """Hand an instance rentwatch did not create over to automation (a human act)."""
 
     instance_id: int
     reason: str = "operator handed it over to automation"

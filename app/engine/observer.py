@@ -202,8 +202,7 @@ class Observer:
         )
 
     async def _ask(self, a: Attempt, now: float) -> Instance | None:
-        """Left out of the list: ask for it directly. The instance when the market answers
-        for it; None when it is gone (written off) or still unseen."""
+        """Left out of the list, asked for directly: the instance, or None (gone or unseen)."""
         apply(self.journal, LeftOut(a, now))
         try:
             inst = await self._show(a.instance_id)

@@ -56,8 +56,7 @@ class Operator:
         self.lowered: set[int] = set()  # rentals whose stop by a person lowered the fleet
 
     async def apply(self, intent: Intent) -> Reply:
-        """Carry out an intent (the door, `Supervisor.apply`, checked what it may);
-        raises `AutomationRefused` when it may not be."""
+        """Carry out an intent the door let through; `AutomationRefused` when it may not be."""
         match intent:
             case DestroyIntent(confirmation=confirmation, reason=reason):
                 iid = confirmation.instance_id
@@ -85,8 +84,7 @@ class Operator:
         raise AutomationRefused(f"unknown intent {intent!r}")
 
     def mind(self, d: Decision, now: float, fleet_set_at: float | None) -> None:
-        """An automated decision on something a person touched in the last
-        `HUMAN_RECENT_S` says so in the decision log, before it acts."""
+        """An automated decision on what a person touched within `HUMAN_RECENT_S` says so first."""
         if isinstance(d, Create):
             if fleet_set_at is not None and now - fleet_set_at < HUMAN_RECENT_S:
                 self.journal.say(

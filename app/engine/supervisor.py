@@ -329,8 +329,7 @@ class Supervisor:
         return self.finished
 
     def finish(self, outcome: Outcome) -> bool:
-        """The campaign is over (its goal reached, a person's end, a shutdown); the first
-        outcome stands (True), a later one is ignored (False)."""
+        """The campaign is over: the first outcome stands (True), a later one is ignored (False)."""
         if self.finished is not None:
             return False
         self.finished = outcome
@@ -343,8 +342,8 @@ class Supervisor:
         self.finish(Outcome(True, reason))
 
     def no_more_creates(self, actor: str, reason: str) -> None:
-        """A person ended the campaign: no poll rents again, and a create already sent is
-        ended as its answer lands (`Actions.create`)."""
+        """A person ended the campaign: no poll rents again; a create in flight is ended as it
+        lands."""
         if self.file_campaign.max_creates > self.fleet.creates:
             self.file_campaign = dataclasses.replace(
                 self.file_campaign, max_creates=self.fleet.creates

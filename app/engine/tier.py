@@ -119,8 +119,7 @@ class TierWatch:
         )
 
     def exposure(self, now: float) -> tuple[tuple[int, str, float, int], ...]:
-        """Each bid rental's exposure, from the ledger and this run: (machine, model, hours running
-        on bid, outbids). Paused hours are no exposure."""
+        """Each bid rental's (machine, model, hours running on bid, outbids); not paused hours."""
         mine = []
         for iid, a in self.fleet.attempts.items():
             if a.bid is None or a.machine_id is None:

@@ -304,8 +304,7 @@ class Returned:
 
 @dataclass(frozen=True, slots=True)
 class Adopted:
-    """Found on the market at a start (`engine/recovery.py`): where it stands now, and whether
-    the ledger holds a passed preflight for it."""
+    """Found on the market at a start: where it stands, and whether it passed a preflight."""
 
     a: Attempt
     at: float

@@ -47,8 +47,7 @@ def release_private_umask() -> None:
 
 
 def make_private(path: Path) -> None:
-    """The ledger file and the WAL beside it made 0600, where they exist and are ours (a
-    ledger made by an older rentwatch, a WAL left by a crash)."""
+    """The ledger file and its WAL made 0600 where they exist and are ours."""
     for p in (path, path.with_name(path.name + ".wal")):
         with contextlib.suppress(OSError):
             st = os.lstat(p)

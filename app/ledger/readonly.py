@@ -257,8 +257,7 @@ class QuerySandbox:
             return sorted(t for t in self._running.values() if t is not None)
 
     def interrupt(self, tag: str | None = None) -> bool:
-        """Cancel the operator queries running now (every one, or the one tagged `tag`), from
-        another thread; writes go on. Whether any was running."""
+        """Cancel the queries running now (all, or `tag`'s) from another thread; whether any ran."""
         with self._mu:
             running = [c for c, t in self._running.items() if tag is None or t == tag]
         for cur in running:

@@ -92,8 +92,7 @@ class NamedReads:
         return self.events(where="instance_id = ?", params=[instance_id])
 
     def instance_events(self, instance_id: int, campaign: str, last: int = 200) -> list[Event]:
-        """One instance's events in one campaign, the newest `last` of them, oldest first (the
-        detail screen's ledger section and its status-line history)."""
+        """One instance's events in one campaign, the newest `last` of them, oldest first."""
         rows = self.events(
             where="instance_id = ? AND campaign = ? AND seq >= coalesce((SELECT min(seq) FROM "
             "(SELECT seq FROM events WHERE instance_id = ? AND campaign = ? "

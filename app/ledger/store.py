@@ -187,8 +187,7 @@ class Ledger(NamedReads):
 
     @contextlib.contextmanager
     def _unless_unwritable(self) -> Iterator[None]:
-        """A write that may be lost (a clock tick, a batch of GPU readings): a failure only
-        says the ledger cannot be written (`unwritable`)."""
+        """A write that may be lost (a clock tick, readings): a failure only marks `unwritable`."""
         try:
             yield
         except DISK_FAILURES as exc:
@@ -392,8 +391,7 @@ class Ledger(NamedReads):
         return self.__replica.evidence.quarantined(now)
 
     def interrupt(self, tag: str | None = None) -> bool:
-        """Cancel the operator queries running on this ledger (all, or the one tagged `tag`),
-        from another thread; whether any was running."""
+        """Cancel the queries running on this ledger (all, or `tag`'s); whether any was running."""
         return self.__sandbox.interrupt(tag)
 
     def checkpoint(self) -> None:

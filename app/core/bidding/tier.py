@@ -40,8 +40,7 @@ LOWER_SLACK = 0.1  # a running bid comes down only where it is this share over a
 
 
 def eligible(job: Job) -> bool:
-    """Only sized jobs that checkpoint may go on the tier: an outbid kills the process, and what
-    survives is the checkpoint pulled before it."""
+    """Only sized, checkpointing jobs may bid: an outbid kills the job, its checkpoint survives."""
     return job.ref_gpu is not None and job.ref_hours is not None and bool(job.checkpoint)
 
 

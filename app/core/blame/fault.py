@@ -40,8 +40,7 @@ class Failure:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the campaign has seen so far: earlier failures, machines where the image reached
-    `running`, and jobs that finished somewhere."""
+    """What the campaign has seen: failures, machines the image reached `running` on, jobs done."""
 
     failures: tuple[Failure, ...] = ()
     image_ran_on: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # (image, machine)
@@ -125,8 +124,7 @@ _VARIABLE = re.compile(r"0x[0-9a-f]+|\b[0-9a-f]{12,}\b|\d+(\.\d+)?", re.I)
 
 
 def normalise(text: str) -> str:
-    """A failure line with its per-host parts (layer ids, addresses, sizes, pids) blanked, so
-    that the same failure on two machines compares equal."""
+    """A failure line with per-host parts blanked, so one failure on two machines compares equal."""
     return " ".join(_VARIABLE.sub("#", text.strip().lower()).split())[:200]
 
 

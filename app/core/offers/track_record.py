@@ -128,8 +128,7 @@ def band(gpu_name: str, dph: float) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class Memory:
-    """Every level's faded record: per machine, per host, per GPU model, per (model, price
-    band), and the market's pool (every rental)."""
+    """Every level's faded record: machine, host, GPU model, (model, price band) and the pool."""
 
     machines: Mapping[int, Record] = field(default_factory=dict)
     hosts: Mapping[int, Record] = field(default_factory=dict)

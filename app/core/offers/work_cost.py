@@ -31,8 +31,7 @@ def detect_prior_h(boot_deadline_s: float, preflight_deadline_s: float) -> float
 
 
 def detect_h(prior_h: float, dud_minutes: float, duds: float) -> float:
-    """The expected life of a dud in hours: the ledger's mean (its duds' lifetimes), shrunk
-    towards `prior_h` by PRIOR_STRENGTH duds' worth."""
+    """A dud's expected life in hours: the ledger's mean, shrunk towards `prior_h`."""
     n = max(0, duds)
     return (prior_h * PRIOR_STRENGTH + max(0.0, dud_minutes) / 60) / (PRIOR_STRENGTH + n)
 
@@ -47,8 +46,7 @@ def deliver_odds(
     pool: float | None,
     strength: float = PRIOR_STRENGTH,
 ) -> float:
-    """p(deliver) of an offer: its machine's record over its model's (the market's pool
-    counting `strength` runs), over the market's."""
+    """p(deliver) of an offer: its machine's record over its model's, over the market's."""
     model_good, model_bad = model or (0.0, 0.0)
     model_p = shrunk(PRIOR_ODDS if pool is None else pool, model_good, model_bad, strength)
     good, bad, _ = machine or (0, 0, 0.0)

@@ -185,8 +185,7 @@ def detect_throttle(
 
 
 def _text(value: Any, limit: int) -> str:
-    """A scalar from a host's document as text, cut short; a list or an object is not walked
-    (its repr could be anything long or deep) but named."""
+    """A scalar from a host's document as text, cut short; a list or object is named, not walked."""
     if isinstance(value, list | dict | tuple):
         return f"<{type(value).__name__}>"
     try:

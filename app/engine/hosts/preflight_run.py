@@ -80,8 +80,7 @@ class PreflightRunner:
         apply(self.journal, PreflightRunning(a, asyncio.create_task(self._preflight(a))))
 
     async def _preflight(self, a: Attempt) -> None:
-        """The preflight's tries, supervised: whatever ends them without a verdict becomes one,
-        `bad_probe`, so no rental is left unjudged."""
+        """The preflight's tries: whatever ends them without a verdict is `bad_probe`."""
         try:
             await self._preflight_tries(a)
         except asyncio.CancelledError:

@@ -78,8 +78,7 @@ def routes_of(instance: Any) -> tuple[Route, ...]:
 
 
 def loop_time() -> float:
-    """The engine's wall clock: its running event loop's, which its waits and timeouts run on
-    (the referee's loop runs on the market's stepped clock)."""
+    """The engine's wall clock: its running event loop's (the referee's runs on market time)."""
     return asyncio.get_running_loop().time()
 
 

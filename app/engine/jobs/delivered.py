@@ -21,8 +21,8 @@ def host_speed(a: Attempt) -> float:
 
 
 def note_delivery(a: Attempt, job: JobState, progress: float | None, now: float) -> None:
-    """The host's delivery to this job: from the job's progress when it writes one, else
-    from the preflight's speed less the throttling seen since."""
+    """The host's delivery to this job: from its progress, else the preflight's speed less
+    throttling."""
     if progress is not None:
         job.progress = progress
         # a retry may start from a restored checkpoint: its first reading above 0 is where

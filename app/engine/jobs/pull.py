@@ -28,8 +28,7 @@ class OverCap(Exception):
 
 
 def private_dirs(root: Path, leaf: Path) -> None:
-    """`leaf` and every folder between `root` and it made and kept 0700 (artifacts are the
-    operator's: a job's outputs, its checkpoints)."""
+    """`leaf` and every folder from `root` to it made and kept 0700: artifacts are private."""
     leaf.mkdir(parents=True, exist_ok=True, mode=0o700)
     here = leaf
     while True:

@@ -30,8 +30,7 @@ class UploadError(RentwatchError):
 
 
 def local_files(paths: Sequence[str]) -> Iterator[tuple[Path, str]]:
-    """(local file, its path under the job folder) for each upload; symlinks, dotfiles and
-    dot-folders inside a folder are skipped (upload_rule.py)."""
+    """(local file, its path under the job folder) for each upload, by the upload rule."""
     for raw in paths:
         top = Path(raw)
         if top.is_symlink() or not top.exists():

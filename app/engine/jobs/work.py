@@ -384,8 +384,8 @@ class JobWork:
         self.queue.finished(job, code, self.clock.now())
 
     async def look(self, a: Attempt, job: JobState) -> JobStatus:
-        """The job's state on its host. A session cut before the host answered is no answer, not
-        "the process is gone": it raises SSHFailure."""
+        """The job's state on its host; a session cut before an answer raises SSHFailure, not
+        "gone"."""
         res = await self.link.run(a, status_command(job.job))
         if res.exit_status is None or not res.stdout.strip():
             raise SSHFailure(
