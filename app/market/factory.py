@@ -27,8 +27,7 @@ __all__ = [
 
 
 def load_campaign(text: str, source: str = "campaign") -> Campaign:
-    """A campaign file's text, its `offer_query` read in the language of the markets
-    `open_market` opens (the official CLI's query text)."""
+    """A campaign file's text, its `offer_query` read in the official CLI's query language."""
     return parse_campaign(text, source, read_query)
 
 

@@ -125,8 +125,7 @@ class Market(Clock, Protocol):
         ...
 
     async def change_bid(self, instance_id: int, price: float | None, num_gpus: int = 1) -> None:
-        """Change an interruptible rental's bid: the machine's price ($/h for all its
-        `num_gpus` GPUs), or None for the market's own winning bid."""
+        """Change a bid rental's bid: the machine's $/h for all its GPUs, or None: a winning bid."""
         ...
 
     async def copy_between(self, src_id: int, src_path: str, dst_id: int, dst_path: str) -> None:

@@ -34,8 +34,7 @@ def plural(n: int, word: str) -> str:
 
 
 def released(stopped: int, destroyed: int) -> str:
-    """What an end did to the rentals it held, from its recorded stops and destroys: "Stopped
-    1 instance and destroyed 1 instance it still held."."""
+    """What an end did to the rentals it held ("Stopped 1 instance and destroyed 1 ...")."""
     done = [
         f"{verb} {plural(n, 'instance')}"
         for verb, n in (("stopped", stopped), ("destroyed", destroyed))

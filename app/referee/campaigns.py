@@ -43,7 +43,6 @@ def with_jobs(campaign: Campaign) -> Campaign:
 
 
 def warmup_campaign(campaign: Campaign) -> Campaign:
-    """The earlier campaign of a warm run: the same terms and jobs under other names, so the scored
-    campaign learns from it only what the shared ledger remembers."""
+    """A warm run's earlier campaign: the same terms and jobs under other names."""
     jobs = tuple(replace(j, name=f"w-{j.name}"[:64]) for j in campaign.jobs)
     return replace(campaign, name=f"w-{campaign.name}"[:64], jobs=jobs)

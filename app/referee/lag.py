@@ -70,8 +70,7 @@ def _phase_at(moves: Iterable[tuple[float, Phase]], at: float) -> Phase | None:
 
 
 def noticed_at(event: HostEvent, notices: Notices) -> float | None:
-    """When the engine noticed `event` (None: not yet, or it never could: the engine had let
-    the rental go before the market stopped it)."""
+    """When the engine noticed `event` (None: not yet, or it let the rental go first)."""
     if event.kind == "job_exit":
         assert event.job is not None
         return notices.jobs_done.get((event.job, event.instance_id))

@@ -32,8 +32,7 @@ def notices_of(sup: Supervisor) -> Notices:
 
 @dataclass
 class Pace:
-    """One run's clock as the referee keeps it: where it started, the engine's notices when
-    it ended, and the market's pace over wall time."""
+    """One run's clock: where it started, the engine's notices at its end, the market's pace."""
 
     clock: SimClock
     bound_s: float

@@ -37,8 +37,7 @@ ID_BASE = 20_000_000
 
 
 def stepped_clock(origin: float = ORIGIN) -> SimClock:
-    """A market clock that moves only when stepped, starting at `origin`. Its scale is 1: the
-    engine's seconds are market seconds, as on the real market."""
+    """A market clock that moves only when stepped, from `origin`, at scale 1."""
     clock = SimClock(1.0, origin=origin)
     clock.stepped(origin)
     return clock

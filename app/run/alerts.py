@@ -164,16 +164,14 @@ class Alerts:
         )
 
     def released(self) -> tuple[int, int]:
-        """The instances the run's end stopped and destroyed, from the same record as its log lines
-        (stopped, then destroyed, counts once, as destroyed)."""
+        """The instances the run's end stopped and destroyed (stopped then destroyed: destroyed)."""
         rows = self._acted()
         stopped = {e.instance_id for e in rows if e.kind == K.STOP}
         destroyed = {e.instance_id for e in rows if e.kind == K.DESTROY}
         return len(stopped - destroyed), len(destroyed)
 
     def ended(self, code: int, why: str, kind: str, left: int = 0) -> None:
-        """The run's last word: the campaign's end with its receipt, or why it stopped short
-        (`kind`), with what its end stopped and destroyed."""
+        """The run's last word: its end with the receipt, or why it stopped short (`kind`)."""
         try:
             stopped, destroyed = self.released()
             if kind == "end":
@@ -227,8 +225,7 @@ def open_alerts(
     level: str | None = None,
     metrics: Metrics | None = None,
 ) -> Alerts:
-    """The run's notifier (the campaign's `notify`, `--notify`, the user's config file) and
-    metrics server (`--metrics HOST:PORT`), listening to `sup`."""
+    """The run's notifier and metrics server (`--metrics HOST:PORT`), listening to `sup`."""
     from ..notify.metrics import parse_listen
     from ..notify.notifier import load_user_config, notify_urls
 

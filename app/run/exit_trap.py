@@ -52,8 +52,7 @@ class ExitTrap:
 
     @contextlib.contextmanager
     def installed(self, loop: asyncio.AbstractEventLoop | None = None) -> Iterator[ExitTrap]:
-        """On `loop` (its signal handlers) or, without one, in the main thread (signal.signal);
-        whatever handled the signals before is back afterwards."""
+        """On `loop` or, without one, the main thread; the earlier handlers back afterwards."""
         if loop is not None:
             for sig in SIGNALS:
                 loop.add_signal_handler(sig, self.caught_signal, sig)

@@ -108,8 +108,7 @@ def wins(seed: int, b: Bids, m: Machine, t: float, bid: float) -> bool:
 
 
 def changes(seed: int, b: Bids, m: Machine, lo: float, hi: float) -> list[float]:
-    """The moments in (lo, hi] at which what a bid must beat may change: window edges (the
-    floor moves) and each rival's arrival and leaving."""
+    """The moments in (lo, hi] at which a bid's need may change: window edges, rivals."""
     w = _window_s(b)
     out = {k * w for k in range(math.floor(lo / w) + 1, math.floor(hi / w) + 1)}
     for r in rivals(seed, b, m, lo, hi):

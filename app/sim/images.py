@@ -101,8 +101,7 @@ def image_facts(image: str, catalogue: tuple[ImageSpec, ...] = ()) -> ImageSpec:
 
 
 def denial_line(image: str) -> str:
-    """What the Docker daemon prints when the registry refuses an image (the repository does
-    not exist, or the account may not read it)."""
+    """What the Docker daemon prints when the registry refuses an image."""
     repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
     return (
         f"Error response from daemon: pull access denied for {repo}, repository does not "

@@ -89,8 +89,7 @@ class Machine:
 
     @property
     def verified(self) -> bool:
-        """What the offer's `verified` says: a deverified machine is not verified either (the
-        CLI's default `verified=true` search leaves both out)."""
+        """What the offer's `verified` says: a deverified machine is not verified either."""
         return self.verification == "verified"
 
     def offer_json(

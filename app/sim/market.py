@@ -255,8 +255,7 @@ class SimMarket:
         return bids.min_bid(self.scenario.seed, self.scenario.bids, m, now)
 
     def bid_quote(self, m: Machine, now: float) -> float | None:
-        """The offer's `min_bid` on the bid tier at `now`; None while a rival holds the machine
-        on-demand (no bid wins: a bid search leaves it out)."""
+        """The offer's `min_bid` at `now`; None while a rival holds the machine on-demand."""
         return bids.quote(self.scenario.seed, self.scenario.bids, m, now)
 
     def market_stops(self, now: float) -> None:

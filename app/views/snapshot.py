@@ -78,8 +78,7 @@ class InstanceSnap:
 
 
 def rate_figure(dph_now: float | None, gpu_billing_now: bool, listed: float) -> str:
-    """The one way a rental's $/h now is written: `rate_now` to a tenth of a cent, or to a hundredth
-    where only storage bills; the listed price where not known."""
+    """The one way a rental's $/h now is written: `rate_now`, else the listed price."""
     if dph_now is None:
         return f"{listed:.3f}"
     return f"{dph_now:.3f}" if gpu_billing_now else f"{dph_now:.4f}"
@@ -152,8 +151,7 @@ class FleetReadout:
 
 
 def rate_now(a: Attempt, mode: str, now: float) -> tuple[float, bool]:
-    """The one definition of what a rental bills per hour now: its charge over the last second by
-    the billing code itself, and whether the GPU is in it."""
+    """The one definition of what a rental bills per hour now, and whether the GPU is in it."""
     c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
     gpu = max(0.0, c.gpu_usd - before.gpu_usd) * 3600
     return gpu + max(0.0, c.storage_usd - before.storage_usd) * 3600, gpu > 0

@@ -29,8 +29,7 @@ class TeamConfig:
     password_file: Path | None = None
 
     def connect_kwargs(self) -> dict[str, Any]:
-        """What `psycopg.connect` needs beside the URL: the password from the operator's file
-        (libpq reads PGPASSWORD and the passfile itself)."""
+        """What `psycopg.connect` needs beside the URL: the password from the operator's file."""
         if self.password_file is None:
             return {}
         return {"password": read_password_file(self.password_file)}

@@ -106,8 +106,7 @@ _EXCUSED = """instance_id NOT IN (SELECT instance_id FROM events WHERE kind = 'a
 
 
 def _finite(x: Any) -> float:
-    """A teammate's figure as the ranking may use it: a number, finite, not negative (their
-    ledger is evidence, as a market's answer is)."""
+    """A teammate's figure as the ranking may use it: finite and not negative, else None."""
     v = float(x or 0)
     return v if math.isfinite(v) and v > 0 else 0.0
 

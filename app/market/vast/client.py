@@ -261,8 +261,7 @@ class VastClient(StateChanges, PriceIncreases):
     async def charges(
         self, start: float, end: float, *, page_size: int = 100
     ) -> list[dict[str, Any]]:
-        """The market's own instance charges between two epoch times, every page: the rows `vastai
-        show invoices-v1 --charges -ct instance` reads."""
+        """The market's instance charges between two epoch times, every page (`invoices-v1`)."""
         params: dict[str, Any] = {
             "select_filters": json.dumps(
                 {"day": {"gte": int(start), "lte": int(end) + 1}, "type": {"in": ["instance"]}}

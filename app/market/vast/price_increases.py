@@ -101,8 +101,7 @@ class PriceIncreases(Transport):
         return rows
 
     async def answer_price_increase(self, pending_id: int, accept: bool) -> bool:
-        """Accept or reject one pending row; False when the market says it is no longer
-        pending (answered already, or its contract ended first)."""
+        """Accept or reject one pending row; False when the market says it is no longer pending."""
         verb = "accept" if accept else "reject"
         try:
             await self._request(

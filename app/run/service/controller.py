@@ -96,8 +96,7 @@ class Controller:
             self._sup.ledger.interrupt()
 
     def farewell(self) -> dict[str, Any]:
-        """What a dashboard still attached is told as the controller goes: why, and the command that
-        ends what the campaign leaves on the market."""
+        """What an attached dashboard is told as the controller goes: why, and the end command."""
         sup = self._sup
         if sup is None:
             return {"reason": "the controller is shutting down", "ended": False, "end": ""}

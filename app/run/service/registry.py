@@ -31,8 +31,7 @@ class UnsafeRuntimeDir(RentwatchError):
 
 
 def unsafe_dir(path: Path) -> str | None:
-    """Why `path` may not hold the registry (None: it may): not a directory, owned by
-    another user, or writable by group or others."""
+    """Why `path` may not hold the registry: not a directory, another's, or writable by others."""
     try:
         st = os.stat(path)
     except OSError as exc:

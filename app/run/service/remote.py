@@ -373,8 +373,7 @@ class RemoteEngine:
                 seen = len(buf)
 
     def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
-        """An operator intent to the controller, as the in-process engine's `submit` applies it
-        (the engine's own intent, on the wire as it is)."""
+        """An operator intent to the controller, on the wire as it is."""
         if self.loop is None or self._http is None:
             return _failed(api.ControllerGone("not connected to a controller yet"))
         return asyncio.run_coroutine_threadsafe(

@@ -266,8 +266,7 @@ def _holder(
 def run_attached(
     argv: list[str], ledger: Path, campaign: str | None, env: dict[str, str] | None = None
 ) -> int:
-    """`watch` and `demo`: their controller (started, or the one already running), and this
-    dashboard attached to it until the operator quits."""
+    """`watch` and `demo`: their controller, and this dashboard attached until it quits."""
     target, proc = connect(argv, ledger, campaign, env)
     # the line `connect` printed is hidden by the dashboard until it quits: say it there too
     notice = (
