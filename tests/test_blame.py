@@ -187,7 +187,6 @@ def test_blame_table(why, failure, evidence, party, cause):
     b = blame(failure, evidence)
     assert (b.party, b.cause) == (party, cause), b.reason
     assert b.quarantine is (party is Party.HOST)
-    assert b.stop_creating is (party is Party.CAMPAIGN)
     assert b.reason
 
 

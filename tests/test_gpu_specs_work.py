@@ -1,5 +1,5 @@
 """The GPU table as the work model reads it: a speed and a price range for every model, the
-L40S at its datasheet's dense rate, and a job's size carried across models."""
+L40S at its datasheet's dense rate."""
 
 from rentwatch.core.preflight.gpu_specs import (
     DPH_RANGE,
@@ -7,7 +7,6 @@ from rentwatch.core.preflight.gpu_specs import (
     OTHER_SPECS,
     expected_tflops,
     spec_for,
-    work_rate,
 )
 
 
@@ -24,14 +23,6 @@ def test_l40s_is_measured_against_its_dense_datasheet_rate():
     l40s = expected_tflops("L40S")
     assert l40s is not None and 0.6 * 362 <= l40s <= 362
     assert l40s > (expected_tflops("L40") or 0)
-
-
-def test_work_rate_carries_a_size_across_models():
-    assert work_rate("RTX 4090", "RTX 4090") == 1.0
-    slow = work_rate("RTX 3060", "RTX 4090")
-    assert slow is not None and 0.1 < slow < 0.25
-    assert work_rate("RTX 4090", "RTX 4090", 0.78) == 0.78  # a throttled card delivers less
-    assert work_rate("RTX 4090", "unknown") is None
 
 
 def test_cheap_cards_cost_more_per_tflop():

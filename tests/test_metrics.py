@@ -103,10 +103,10 @@ def test_registries_are_separate_from_each_other_and_the_global_one() -> None:
 
 
 def test_serve_on_loopback() -> None:
-    from rentwatch.run.metrics_server import serve_metrics
+    from rentwatch.run.metrics_server import MetricsServer
 
     m = filled()
-    server = serve_metrics(m, "127.0.0.1", 0)
+    server = MetricsServer(m, "127.0.0.1", 0)
     try:
         assert server.host == "127.0.0.1" and server.port > 0
         with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as r:

@@ -23,12 +23,12 @@ CHILD = textwrap.dedent(
     import asyncssh
     from rentwatch.engine.hosts.ssh import loopback_handshakes
     from rentwatch.notify.metrics import Metrics
-    from rentwatch.run.metrics_server import serve_metrics
+    from rentwatch.run.metrics_server import MetricsServer
 
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
     m = Metrics()
     m.update("starve", {"verified": 2}, 0.5, 3, 1, {"running": 1}, 0.1)
-    server = serve_metrics(m, "127.0.0.1", 0)
+    server = MetricsServer(m, "127.0.0.1", 0)
     print(server.port, server.cap, flush=True)
     sys.stdin.readline()  # the flood is in place
     # what the engine needs meanwhile: descriptors for the ledger, SSH sessions to its hosts

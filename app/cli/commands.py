@@ -1,6 +1,5 @@
-"""What each `rentwatch` subcommand does (the parser and `main` are in `cli.py`): read the
-operator's files and flags, open what the command needs, and hand over to the engine, the
-simulator, the referee or the ledger. Ordinary mistakes are `RentwatchError`s (one line, exit 2)."""
+"""What each `rentwatch` subcommand does: read the operator's files and flags, open what the command
+needs, and hand over. Ordinary mistakes are `RentwatchError`s (one line, exit 2)."""
 
 from __future__ import annotations
 
@@ -173,10 +172,7 @@ def _ledger_query(args: argparse.Namespace) -> Any:
 def _read_campaign(
     path: str, upload_root: str | None = None, ssh_key: str | None = None
 ) -> Campaign:
-    """A campaign file, parsed; an unreadable or non-UTF-8 one is a ConfigError (a message, no
-    traceback). Its uploads are checked against the upload rule (`engine/jobs/upload_rule.py`)
-    before anything is rented: inside the campaign file's folder (or `upload_root`), never a
-    dotfile or a key (rentwatch's own, `ssh_key` or the default, included)."""
+    """A campaign file, parsed (else ConfigError), its uploads checked before anything is rented."""
     import dataclasses
 
     from ..core.errors import ConfigError

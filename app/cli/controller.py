@@ -1,11 +1,6 @@
 """`rentwatch controller`: the engine of `watch` and `demo` as a process of its own, which their
-dashboard starts and attaches to (app/service/spawn.py). It polls until an operator's shutdown
-(stop all, or detach) or a signal, so a dashboard that leaves it running leaves the fleet
-supervised. For `demo` the simulated market lives here too: leaving the demo running keeps its
-market alive, and stopping it ends both.
-
-Signals (SIGTERM, SIGINT, SIGHUP) are the exit trap: everything held is released (stopped if it
-passed its preflight, destroyed if it never did) before the process exits."""
+dashboard starts and attaches to. It polls until a shutdown or a signal (the exit trap); for
+`demo` the simulated market lives here too, so leaving the demo running keeps its market alive."""
 
 from __future__ import annotations
 
@@ -35,9 +30,8 @@ def serve_engine(
     campaign: str,
     end_unwatched_s: float | None = None,
 ) -> int:
-    """Serve `engine` on the ledger's socket until a shutdown request or a signal ends it;
-    with `end_unwatched_s`, also once no dashboard has watched that long and nobody chose
-    to leave it running (a demo whose terminal was closed)."""
+    """Serve `engine` on the ledger's socket until a shutdown or a signal; with `end_unwatched_s`,
+    also once no dashboard has watched that long and nobody chose to leave it running."""
     woken = threading.Event()
     trap = ExitTrap(lambda _signum: woken.set(), _say)
     with trap.installed():

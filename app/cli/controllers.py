@@ -1,6 +1,5 @@
-"""The CLI's service commands: `rentwatch ls`, `rentwatch attach`, `run --background`, and the
-lookup that lets `rentwatch ledger` and `rentwatch receipt` answer through the controller
-holding a ledger."""
+"""The CLI's service commands: `ls`, `attach`, `run --background`, and the lookup that lets `ledger`
+and `receipt` answer through the controller holding a ledger."""
 
 from __future__ import annotations
 

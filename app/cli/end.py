@@ -1,14 +1,7 @@
-"""`rentwatch end --campaign NAME [--ledger PATH]`: end a campaign so that nothing of it keeps
-billing unwatched. Through its controller when one runs (the `end` intent), else through the
-same engine code on a bare session (`engine.bare`): verified rentals are stopped, the rest
-given up as cancelled and destroyed (`engine.release`); with `--destroy`, all of them are
-destroyed, verified ones included. Every act is the person's (actor `human`), and every
-ledger event is the engine's journal's.
-
-Before it acts it lists what it would end (verified or not, outputs not pulled off, storage
-per day) and asks for the campaign's name typed (`--yes NAME` answers for scripts). Exit 0
-when nothing of the campaign is left billing; 1 when something is (a stopped rental's storage
-bills until it is destroyed), said with the command that ends it."""
+"""`rentwatch end --campaign NAME [--ledger PATH]`: end a campaign so nothing of it keeps billing
+unwatched, through its controller when one runs, else the same engine code on a bare session. It
+lists what it would end and asks for the campaign's name typed (`--yes NAME` for scripts). Exit 0
+when nothing is left billing; 1 when something is, with the command that ends it."""
 
 from __future__ import annotations
 
@@ -93,10 +86,9 @@ def _through_controller(remote: Any, name: str, destroy: bool) -> list[str]:
 
 async def _bare(url: str, key: str, ledger_path: Path, name: str, destroy: bool,
                 yes: str | None) -> tuple[list[str], list[Any]] | None:  # fmt: skip
-    """No controller runs: the engine's own end on a bare session (`engine.bare`). What the
-    campaign holds is adopted first (creates a dead controller left unanswered settled by
-    their labels), then listed and confirmed. Returns what was done and the rentals the
-    market still lists under the campaign's label; None when nothing was held."""
+    """No controller runs: the engine's own end on a bare session. What the campaign holds is
+    adopted, listed and confirmed first. Returns what was done and the rentals still listed under
+    the campaign's label; None when nothing was held."""
     from ..engine.bare import adopt, bare_supervisor
     from ..engine.ending import end_campaign
     from ..ledger import Ledger

@@ -17,8 +17,7 @@ def add_upload_root_flag(p: argparse.ArgumentParser) -> None:
 
 
 def add_alert_flags(p: argparse.ArgumentParser) -> None:
-    """`--notify URL` (repeatable) and `--metrics HOST:PORT`, for every command that runs an
-    engine (run, watch, controller)."""
+    """`--notify URL` (repeatable) and `--metrics HOST:PORT`, for commands that run an engine."""
     p.add_argument(
         "--notify",
         action="append",

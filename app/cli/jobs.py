@@ -1,11 +1,6 @@
-"""`rentwatch jobs`: a campaign's jobs, as `sky queue` lists them (state, host, progress, ETA,
-dollars so far, attempts); `rentwatch logs JOB [-f]`: one job's output, as `sky logs` prints it.
-
-Both ask the controller that holds the ledger when one runs that campaign (its answer is live:
-progress and ETA, and the output off the host by the engine's own SSH route). Without one they
-read the ledger: the jobs' starts and ends, and a job's output off its host by the route the
-engine last reached it by (as `rentwatch ssh`), or, once it ended, the output kept on this
-machine (else the tail its end recorded). A host's text is cleaned before it is printed."""
+"""`rentwatch jobs`: a campaign's jobs, as `sky queue` lists them; `rentwatch logs JOB [-f]`: one
+job's output, as `sky logs` prints it. Live from the controller when one runs the campaign, else
+from the ledger and the host or the output kept here. Host text is cleaned first."""
 
 from __future__ import annotations
 
@@ -144,8 +139,7 @@ def _emit(text: str, out: Callable[[str], None]) -> None:
 
 
 def follow_controller(remote: Any, job: str, follow: bool, out: Callable[[str], None]) -> int:
-    """The job's output through the controller; with `follow`, new output every FOLLOW_S until
-    the job is no longer on a host (Ctrl-C ends it sooner)."""
+    """The job's output through the controller; with `follow`, more until it leaves its host."""
     got = remote.job_log(job)
     print(f"rentwatch: job {job}: {clean(got.source, 200)}", file=sys.stderr)
     _emit(got.text, out)
@@ -170,8 +164,7 @@ def _where(ledger: Path, campaign: str | None, job: str) -> tuple[str, JobRow]:
 
 
 def over_ssh(ledger: Path, row: JobRow, follow: bool, key: Path, out: Callable[[str], None]) -> int:
-    """The job's log on its host, by the route the engine last reached it by, through the
-    system ssh; its output cleaned line by line."""
+    """The job's log over the system ssh, by the engine's last route, cleaned line by line."""
     from ..engine.jobs.runner import job_dir
     from .ssh import route_of, ssh_command
 
@@ -205,8 +198,7 @@ def _lines(stream: Any) -> Iterable[bytes]:
 
 
 def kept_output(ledger: Path, campaign: str, row: JobRow) -> tuple[str, str]:
-    """(text, where from) of an ended job: the output kept when it ended, else its last
-    end's tail in the ledger."""
+    """(text, where from) of an ended job: its kept output, else its end's tail in the ledger."""
     from ..engine.jobs.output import read_kept
 
     got = select(ledger, job_reads.pulled_log(campaign, row.job))

@@ -1,8 +1,6 @@
-"""Which ledger a command reads when `--ledger` is not given: the one of the user's ledgers
-(those in the user's data dir, the default and the demo's, and those of the running
-controllers) that knows what the command is about. A newcomer's `rentwatch ssh ID` or
-`rentwatch end --campaign demo` after the demo met "no ledger at .../ledger.duckdb": the
-demo's ledger is demo-ledger.duckdb beside it."""
+"""Which ledger a command reads when `--ledger` is not given: the one of the user's ledgers that
+knows what the command is about (after the demo, `ssh ID` met "no ledger": the demo's ledger is
+demo-ledger.duckdb)."""
 
 from __future__ import annotations
 
@@ -17,8 +15,7 @@ class NoLedger(RentwatchError):
 
 
 def user_ledgers() -> list[Path]:
-    """The default ledger first, then the rest in the user's data dir, then the running
-    controllers' ledgers kept elsewhere; each once."""
+    """The default ledger, then the rest in the data dir, then running controllers'; each once."""
     from ..ledger.store import default_ledger_path
     from ..run.service import registry
 

@@ -1,6 +1,5 @@
-"""Reading a ledger from a command, whoever holds it: through the controller that holds the
-file for writing when one runs (DuckDB lets no other process open it then), else from the file,
-read-only. Both answer through the ledger's read-only query sandbox."""
+"""Reading a ledger from a command: through the controller that holds the file when one runs (DuckDB
+lets no other process open it then), else read-only from the file."""
 
 from __future__ import annotations
 

@@ -54,9 +54,8 @@ FOREGROUND = (
 
 
 class _Parser(argparse.ArgumentParser):
-    """Each (sub)command's parser names itself in the namespace (the innermost given wins), so
-    a flag it does not know is reported with its usage line, not the top level's. Subparsers
-    are made of their parent's class."""
+    """Each (sub)command's parser names itself in the namespace, so a flag it does not know is
+    reported with its own usage line, not the top level's."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

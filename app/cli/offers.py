@@ -1,12 +1,6 @@
-"""`rentwatch offers`: the offers a campaign would rent now, before any money is spent.
-
-The engine's own choice (`engine/preview.py`): a supervisor built as a start builds it searches
-as its first poll does (on the tier the campaign's next job may go on), and the rules decide
-on that snapshot; `core/offers/picks.py` orders every fit offer as the rules rank creates, each with
-the tier and bid its create would carry. The rows marked first are the creates the rules
-returned. Each offer also carries its expected cost per delivered hour
-(`core.offers.reputation.delivered_hour_usd`), and with sized jobs per reference hour. Nothing is
-rented or recorded."""
+"""`rentwatch offers`: the offers a campaign would rent now, before any money is spent: the engine's
+own choice (`engine/preview.py`) in the rules' order, each with its tier, bid and expected cost
+per delivered hour. Nothing is rented or recorded."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""`rentwatch offers --campaign FILE --plan` (and `rentwatch plan`): what the job set is expected
-to cost and how long it is expected to take, as a range, before any money is spent. The
-engine's own choice (`engine/preview.py`) priced by `core/plan.py`; this module only prints."""
+"""`rentwatch offers --plan` (and `rentwatch plan`): what the job set is expected to cost and how
+long it takes, as a range, priced by `core/plan.py`; this module only prints."""
 
 from __future__ import annotations
 

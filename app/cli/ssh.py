@@ -1,10 +1,8 @@
-"""`rentwatch ssh ID`: an interactive SSH session to an instance the ledger holds, by the
-route the engine last reached it by (direct or proxy, recorded as `ssh_route`), with
-rentwatch's own key. It runs the system `ssh` (`--print` prints the command instead).
+"""`rentwatch ssh ID`: an interactive SSH session to an instance the ledger holds, by the route the
+engine last reached it by, with rentwatch's own key, through the system `ssh`.
 
-Host keys: the proxy's host and port are reused by other instances, so known hosts are kept
-per instance (`HostKeyAlias=rentwatch-ID`) in a file of rentwatch's own, beside its key: a
-host that later answers with another key for the same instance is refused by ssh itself."""
+The proxy's host and port are reused by other instances, so known hosts are kept per instance
+(`HostKeyAlias=rentwatch-ID`) in rentwatch's own file: a changed key is refused by ssh itself."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The team store on the command line: `--team URL`, `--operator NAME` and
-`--team-password-file PATH` on the commands that run an engine (run, watch, demo, controller),
-`[team]` in the user's config file, and the commands that read the store:
-`rentwatch team init URL` (its owner, once), `ledger --team "SQL"`, `ls --team` and
-`reconcile --team`."""
+"""The team store on the command line: the team flags on the commands that run an engine, and the
+commands that read the store (`team init`, `ledger --team`, `ls --team`, `reconcile --team`)."""
 
 from __future__ import annotations
 
@@ -21,9 +18,8 @@ TEAM_HELP = (
 
 
 def add_team_flags(p: argparse.ArgumentParser, reader: bool = False) -> None:
-    """The team flags. On a command that reads the store (`reader`: `ledger --team "SQL"`,
-    `ls --team`, `reconcile --team`), `--team` takes no value (a query follows it): the URL
-    is `--team-url URL` or the user's config file's, and there is no `--operator`."""
+    """The team flags. On a command that reads the store (`reader`), `--team` takes no value (a
+    query follows it): the URL is `--team-url URL` or the config file's; no `--operator`."""
     if reader:
         p.add_argument("--team", action="store_true", help="read the team store, not this ledger")
         p.add_argument("--team-url", metavar="URL", help=TEAM_HELP)
@@ -183,8 +179,7 @@ def team_query(args: argparse.Namespace) -> Any:
 
 
 def cmd_reconcile_team(args: argparse.Namespace) -> int:
-    """Every operator's hash chain checked; each edited or missing event named. Exit 1 when
-    anything is wrong."""
+    """Every operator's hash chain checked, each bad event named. Exit 1 when anything is wrong."""
     store = _store(args)
     extra: dict[str, Any] = {}
     try:

@@ -1,10 +1,6 @@
-"""What a campaign may still pull off its hosts: each pull has its own cap
-(engine/jobs/runner.py), and a campaign has one over all its jobs, so a thousand jobs with a
-hostile host each cannot fill the controller's disk two gigabytes at a time.
-
-A pull replaces what the last pull of the same kind for the same job left (a job's artifacts
-after a retry, its latest checkpoint), so the campaign's use is the sum of each job's latest
-pull of each kind, not of every pull ever made."""
+"""What a campaign may still pull off its hosts: a cap over all its jobs, so a thousand jobs on
+hostile hosts cannot fill the controller's disk. A pull replaces the last pull of the same kind
+for the same job, so the use is the sum of each job's latest pulls."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """What a rental costs: one pure function used by the simulator, the ledger views and the TUI.
 
-Per Vast's documentation (billing guide and FAQ, "Instance states" page): storage bills per
-second from the create until the destroy, in every state except offline (while stopped too);
-GPU time bills per second in the intervals the market's billing mode says: `running` (Vast's
-documented rule: only while the container runs, nothing while loading or offline) or `created`
-(a what-if: from the create until a stop or destroy, again after a start); bandwidth bills per
-byte in every state, as one-off `bandwidth` marks carrying their USD.
-"""
+Per Vast's billing guide and FAQ: storage bills per second from create to destroy except while
+offline; GPU time bills per `running` (only while the container runs) or `created` (a what-if);
+bandwidth bills per byte as one-off `bandwidth` marks."""
 
 from __future__ import annotations
 
@@ -31,15 +27,9 @@ class Charges:
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    """A change that matters to billing: `at` is market time (epoch seconds).
-
-    kind: `create`, `running` (the container started), `halt` (it stopped running on its own:
-    exited), `offline` (the host went dark: neither GPU nor storage bills), `online` (back),
-    `stop`, `start`, `resume` (an outbid bid rental running again by itself: held and running),
-    `destroy`, `price` (a new GPU price, a rebid's), `bandwidth` (bytes moved: `usd` is their
-    price). `gpu_dph` and `storage_dph` are $/h from this mark on (None keeps
-    the previous price).
-    """
+    """A change that matters to billing at market time `at`: create, running, halt, offline, online,
+    stop, start, resume (an outbid bid rental running again), destroy, price, or bandwidth (`usd`
+    is its price). Prices are $/h from this mark on (None keeps the last)."""
 
     at: float
     kind: str
@@ -49,10 +39,9 @@ class Mark:
 
 
 def status_marks(at: float, status: str | None) -> list[Mark]:
-    """The billing marks a status the market showed implies, as the ledger's `billing_marks`
-    view reads its `status` events: offline bills nothing; `stopped` says nothing about the
-    host (the market shows it for a dark host that was stopped too), so it changes nothing;
-    any other status is the host answering (online), running or not."""
+    """The billing marks a status the market showed implies, as the `billing_marks` view reads them:
+    offline bills nothing; `stopped` changes nothing (a dark stopped host shows it too); any
+    other status is the host online, running or not."""
     if status is None or status == "stopped":
         return []
     if status == "offline":
@@ -64,13 +53,10 @@ def status_marks(at: float, status: str | None) -> list[Mark]:
     return [Mark(at, "online")]
 
 
-# The ledger's events that are billing marks besides `create` and `status` (`status_marks`),
-# as the ledger's `billing_marks` view reads them: a stop and a start; a bid rental's resume by
-# itself, seen running (Vast's rental-types page: an outbid instance "resumes" once its bid
-# wins again, and its GPU bills from then); a rebid, whose new price (`detail.price`) bills
-# from then (the CLI's `change bid`: the rental pays its bid); a host's accepted price
-# increase, whose new price (`detail.price`) bills from its contract's end date (vast-cli
-# PR #401: "the new rate applies only after each contract's current end_date")
+# The ledger's events that are billing marks besides `create` and `status`, as the
+# `billing_marks` view reads them: a resume bills the GPU again (Vast's rental-types page), a
+# rebid's price from then, an accepted increase's from its contract's end date (vast-cli PR
+# #401: "the new rate applies only after each contract's current end_date")
 EVENT_MARKS = {
     "stop": "stop",
     "start": "start",
@@ -102,10 +88,9 @@ def event_mark(at: float, kind: str, detail: dict[str, object]) -> Mark | None:
 
 
 def found_at(kind: str, marks: Sequence[Mark], since: float, now: float) -> float:
-    """When a stop or start found at a restart (made while no controller ran, after `since`)
-    is dated so that the GPU time in between bills never less: a stop now; a start at the
-    running status seen since (dated by the row's uptime), else at `since` (a bid rental that
-    resumed by itself while the controller was down billed from the restart: 30 min missed)."""
+    """When a stop or start found at a restart is dated, so the GPU time in between bills never
+    less: a stop now; a start at the running status seen since, else at `since` (a bid rental
+    that resumed while the controller was down billed from the restart: 30 min missed)."""
     if kind != "start":
         return now
     ran = next((m.at for m in reversed(marks) if m.kind == "running"), None)
@@ -173,11 +158,9 @@ def charges(marks: Sequence[Mark] | Iterable[Mark], mode: GpuBilling, now: float
 
 
 def took_effect_at(intent_at: float, tries: Sequence[tuple[float, str | None]]) -> float:
-    """When a state change took effect, known only from its tries as they went out: each
-    (sent_at, what became of the try before it: None, "refused" or "lost"). A refused try
-    changed nothing; the first try that was not refused did it, since either its answer was
-    lost (the market acts on a request as it arrives) or it is the last, whose answer never
-    came back. Without tries (a crash before the first went out) the intent's time stands."""
+    """When a state change took effect, from its tries as they went out: (sent_at, the fate of the
+    try before it). A refused try changed nothing; the first try not refused did it (the market
+    acts on a request as it arrives). Without tries the intent's time stands."""
     for i, (sent_at, _) in enumerate(tries):
         following = tries[i + 1][1] if i + 1 < len(tries) else None
         if following != "refused":

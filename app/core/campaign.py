@@ -124,8 +124,7 @@ def _job_line_of(text: str, index: int, key: str) -> str:
 
 
 def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
-    """The campaign `text` says (`source` names it in errors), its `offer_query` read by the
-    market's `read_query`; anything wrong raises ConfigError."""
+    """The campaign `text` says, its `offer_query` read by `read_query`; else ConfigError."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -293,9 +292,8 @@ def home_path(workdir: str, path: str) -> str:
 
 
 def shared_checkpoint(jobs: list[Job]) -> tuple[str, str, str] | None:
-    """Two jobs whose checkpoint folders are one, or one inside the other, on a host that runs
-    both in turn (the first such pair, with the outer folder): the later job would start from
-    the earlier one's state, and a retry's pushed state would land in the other's folder."""
+    """Two jobs whose checkpoint folders are one or nested, on a host that runs both in turn (the
+    first such pair): the later job would start from the earlier one's state."""
     seen: list[tuple[str, str]] = []
     for job in jobs:
         if job.checkpoint is None:

@@ -1,9 +1,6 @@
-"""The rules' vocabulary: the fleet snapshot they decide on and the decisions they return.
-
-Pure. None of the decisions destroys an instance that passed its preflight: `Abandon` (destroy
-and quarantine) can only be built for an attempt that never passed, and for everything else the
-strongest automated act is `Stop`. `rules.py` decides; these are its inputs and outputs.
-"""
+"""The rules' vocabulary: the fleet snapshot they decide on and the decisions they return. Pure.
+`Abandon` (destroy and quarantine) can only be built for an attempt that never passed its
+preflight; for everything else the strongest automated act is `Stop`."""
 
 from __future__ import annotations
 
@@ -108,10 +105,8 @@ class FleetSnapshot:
 
     @property
     def proven_paused(self) -> int:
-        """Proven bid rentals an outbid paused, not let go: each may resume, or be rebid, and
-        carry the work on (`bid_rules.tier_rules` decides), so the campaign does not end for want
-        of offers while one waits (held-out 5150:1 ended so with a job queued, in the poll that
-        saw its last host outbid, a rebid it had left)."""
+        """Proven bid rentals an outbid paused, not let go: each may resume or be rebid, so the
+        campaign does not end for want of offers while one waits."""
         return sum(
             1
             for a in self.attempts
@@ -242,8 +237,7 @@ def fmt_span(seconds: float) -> str:
 
 
 def give_up(a: AttemptView, rule: str, reason: str, failure_class: str) -> Abandon | Stop:
-    """Abandon an attempt that never proved itself; a proven one (say, rebooting after a
-    start) is only stopped."""
+    """Abandon an attempt that never proved itself; a proven one (rebooting, say) is stopped."""
     if a.passed_preflight:
         return Stop(a.instance_id, rule, reason)
     return Abandon.of(a, rule, reason, failure_class)

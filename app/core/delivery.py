@@ -1,12 +1,8 @@
 """What a host delivers to a job: its progress, its speed, when it will be done. Pure.
 
-A job may write the fraction it has done (0 to 1) to `$RENTWATCH_PROGRESS` (docs/campaigns.md);
-rentwatch reads it over the job's SSH session each poll. For a sized job (`ref_gpu`,
-`ref_hours`), progress over time is delivered speed: `progress x ref_hours` reference hours in
-the time it ran, times the reference's TFLOP/s. Without a progress file, delivered speed is the
-preflight's measured speed, less the slowdown throttling has shown since; the ETA then follows
-from the job's size. Reference GPU-hours are the unit of work (`work_rate` in gpu_specs).
-"""
+A job may write the fraction done to `$RENTWATCH_PROGRESS` (docs/campaigns.md); for a sized job
+progress over time is delivered speed. Without it, the preflight's speed less the throttling seen
+since. Reference GPU-hours are the unit of work."""
 
 from __future__ import annotations
 
@@ -50,9 +46,8 @@ def estimate(
     slowdown: float = 0.0,
     base: tuple[float, float] | None = None,
 ) -> Delivery:
-    """The job's delivery on its host now (see the module's docstring). `base` is the first
-    reading (time, progress) of an attempt that may have resumed from a checkpoint: the speed
-    counts only the work done since, not the restored work as if this host computed it."""
+    """The job's delivery on its host now. `base` is the first reading of an attempt that may have
+    resumed from a checkpoint: only the work done since counts."""
     model = expected_tflops(gpu_name)
     since, done_before = base if base is not None else (started_at, 0.0)
     elapsed = max(0.0, now - since) if since is not None else 0.0
@@ -82,11 +77,9 @@ DEFAULT_DUD_H = detect_prior_h(45 * 60, 30 * 60)  # the seed's and default's dea
 
 @dataclass(frozen=True)
 class WorkOutlook:
-    """What ranking offers by delivered work needs: the campaign's reference speed, the work
-    one host is expected to take on (reference GPU-hours), our measured speed share per
-    machine (the ledger's), the market hours a new host bills before it works, our record per
-    GPU model (delivered, duds) and the hours a dud is expected to bill before it is caught
-    (`work_cost.detect_h`)."""
+    """What ranking offers by delivered work needs: the reference speed, the work one host is
+    expected to take on, our speed share per machine, a new host's billed hours before work, our
+    record per GPU model and a dud's expected hours (`work_cost.detect_h`)."""
 
     ref_tflops: float
     job_ref_h: float
@@ -100,8 +93,7 @@ class WorkOutlook:
     memory: Memory | None = None
 
     def rate(self, gpu_name: str, machine_id: int | None) -> float:
-        """Reference GPU-hours per hour this offer is expected to deliver: its model's speed
-        times what this machine measured before (else a prior)."""
+        """Reference GPU-hours an hour this offer should deliver: model speed times its share."""
         model = expected_tflops(gpu_name)
         share = self.speeds.get(machine_id, PRIOR_SHARE) if machine_id is not None else PRIOR_SHARE
         if not model:

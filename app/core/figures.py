@@ -1,16 +1,9 @@
 """The receipt's figures, defined once: what one campaign's hold on one instance (a tenure)
-contributes, and how tenures add up to spent, GPU-hours, duds, dud USD and verified.
+contributes, and how tenures add up.
 
-A rental that never delivered is one of three: a dud (its host's fault: `is_dud`), stopped by
-the market before it was proven (outbid, or its contract ended), or cancelled by the campaign
-(its end, a person, the campaign's own fault). Only duds are the hosts' record; the other two
-are counted apart, here, so the receipt, the header and the metrics say the same.
-
-Both sides call `summarize`: the ledger's receipt (`app/ledger/receipt.py`) with tenures read
-from the `tenures` view, and the dashboard's live snapshot (`app/snapshot.py`) with tenures
-built from the attempts it holds. So a figure on screen and the same figure on the receipt
-are one computation over the same definitions, and cannot drift apart by wording.
-"""
+A rental that never delivered is a dud (its host's fault), stopped by the market before it was
+proven, or cancelled; only duds are the hosts' record. The ledger's receipt and the live snapshot
+both call `summarize`, so the screen and the receipt cannot drift apart."""
 
 from __future__ import annotations
 
@@ -41,9 +34,7 @@ class Tenure:
 
     @property
     def undelivered_apart(self) -> str | None:
-        """Why a rental that never delivered is no dud: "market" (outbid, or stopped by the
-        market, before it was proven) or "cancelled" (by the campaign or a person); None for
-        a dud or a rental that delivered or still lives."""
+        """Why a never-delivered rental is no dud: "market" or "cancelled"; else None."""
         if self.verified or not self.gone or self.failure_class != CANCELLED:
             return None
         return "market" if self.market_stopped else "cancelled"
@@ -55,10 +46,9 @@ def delivered_hours(
     now: float,
     resumed: Sequence[tuple[float, float | None]] = (),
 ) -> float:
-    """GPU-hours an instance delivered: from its verification to the first time it stopped
-    delivering (stopped, destroyed, lost, or its host went down), or until now; and a bid
-    rental's runs after each resume by itself (`resumed`: from the resume to its end, None:
-    on until now). The ledger's `instances` and `tenures` views compute the same in SQL."""
+    """GPU-hours an instance delivered: from its verification to when it first stopped delivering,
+    or until now, plus a bid rental's runs after each resume. The ledger's `instances` and
+    `tenures` views compute the same in SQL."""
     if verified_at is None:
         return 0.0
     end = now if delivered_until is None else delivered_until

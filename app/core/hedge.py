@@ -1,19 +1,10 @@
-"""Hedged provisioning: how many create attempts to keep in flight for a shortfall of hosts.
+"""Hedged provisioning: how many create attempts to keep in flight for a shortfall of hosts. Pure.
 
-Pure. On a market where four creates in ten deliver, renting one host at a time walks the
-market one create at a time; renting two for each slot wastes money on a market of honest
-hosts. The answer depends on two numbers: the odds that the offers at hand deliver, and what an
-hour of the operator's waiting is worth to them. Each extra attempt is added while what it is
-expected to save in waiting (value of time x the time by which it shortens the wait for the
-fleet) is more than what it is expected to cost (its bill if it is a dud, plus, if it delivers
-when the fleet is already full and there is no job for it, its bill until the idle rule stops
-it). A spare that delivers while jobs are queued takes the next job, so then it costs nothing
-extra: the work is paid for either way.
-
-The model is deliberately small: attempts in flight deliver independently with the mean odds
-of the offers they will be rented from, and a slot left unfilled waits one more round of
-`round_h` (create, boot, preflight or give up) before the next try.
-"""
+Where four creates in ten deliver, one at a time walks the market slowly; two per slot wastes
+money among honest hosts. An extra attempt is added while what it saves in waiting (value of time
+x the wait it shortens) exceeds what it costs (its bill as a dud, or idle once the fleet is
+full). Attempts deliver independently with the offers' mean odds, and an unfilled slot waits one
+more `round_h`."""
 
 from __future__ import annotations
 

@@ -46,9 +46,8 @@ class JobState:
         return self.job.ref_hours or 0.0 if self.job.ref_gpu else 0.0
 
     def held_by(self, instance_id: int, status: str = "running") -> bool:
-        """Still in `status` on that instance: the engine's job code asks again after each of
-        its awaits (a look, a pull, a push), since `JobWork.reap` may have queued the job
-        again meanwhile (its host gone) and another host taken it."""
+        """Still in `status` on that instance: asked again after each await, since `JobWork.reap`
+        may have queued the job again meanwhile and another host taken it."""
         return self.status == status and self.instance_id == instance_id
 
 
@@ -91,9 +90,8 @@ class JobQueue:
         )
 
     def take(self, instance_id: int, now: float, biggest: bool = False) -> JobState | None:
-        """The next pending job for a free, proven instance (hold and batch): in campaign
-        order, or with `biggest` the largest sized job first (the longest work goes first to
-        the fastest host, so the last job does not start late on a slow one)."""
+        """The next pending job for a free, proven instance: in campaign order, or with `biggest`
+        the largest first (so the last job does not start late on a slow host)."""
         if self.holds(instance_id):  # running, or its last job's artifacts coming off
             return None
         pending = [j for j in self.jobs if j.status == "pending"]
@@ -129,11 +127,9 @@ class JobQueue:
         outbid: bool = False,
     ) -> list[JobState]:
         """Jobs interrupted by their host's death go back to the queue while retries last. With
-        `host_fault` (the host left service, or the job never started there), a host that went
-        within `EARLY_LOSS_S` of the job's start costs the job no retry, up to `FREE_LOSSES`.
-        An outbid (the interruptible tier's risk, taken on purpose) never costs one. A job that
-        exited there but whose artifacts never came off goes back too: its output went with
-        the host."""
+        `host_fault`, a host lost within `EARLY_LOSS_S` of the start costs no retry (up to
+        `FREE_LOSSES`); an outbid never costs one; an exited job whose artifacts never came off
+        goes back too."""
         out = []
         for job in self.jobs:
             if job.status in ("running", "finishing") and job.instance_id == instance_id:
@@ -167,11 +163,8 @@ class Dispatch:
 
 
 def dispatches(slots: list[Slot], pending: int, by_work: bool, fault: bool) -> list[Dispatch]:
-    """Which proven hosts get the next pending jobs, in the order they get them: none under a
-    campaign fault (the job or its image is what fails, not the host); with `by_work` the
-    fastest host first (it takes the biggest job). A host that is busy, due for a swap or has
-    no SSH route gets none. Every free host is listed: a job that fails to start is queued
-    again, and the next host on the list may take it this same round."""
+    """Which proven hosts get the next pending jobs, in order: none under a campaign fault; with
+    `by_work` the fastest first. A busy host, one due for a swap or without SSH gets none."""
     if fault or pending <= 0:
         return []
     order = sorted(slots, key=lambda s: s.speed, reverse=True) if by_work else slots

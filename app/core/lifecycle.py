@@ -1,14 +1,7 @@
-"""The instance lifecycle as an explicit, strict state machine, with its history.
-
-It is an immutable value: `moved` answers the next version. An illegal transition is refused:
-the phase stays and the refused transition is kept in `refused`; the shell (`engine/rentals.py`,
-the one writer of a rental's state) writes it to the ledger as an error event. Nothing is
-dropped silently.
-
-One notion of "verified": `Lifecycle.proven` says the instance passed a real compute preflight
-at some point (so automation may stop it, never destroy it), and the `VERIFIED` phase says it
-is in service now (proven, or trusted on sight under the naive policy).
-"""
+"""The instance lifecycle as an explicit, strict state machine, with its history: an immutable value
+(`moved` answers the next version); an illegal move is refused and kept in `refused`, and
+`engine/rentals.py` writes it to the ledger. `Lifecycle.proven` is the one "passed a compute
+preflight"; the `VERIFIED` phase says it is in service now."""
 
 from __future__ import annotations
 
@@ -61,13 +54,9 @@ CANCELLED = "cancelled"
 
 
 def is_dud(verified: bool, given_up_or_gone: bool, failure_class: str | None = None) -> bool:
-    """The one definition of a dud: a rental that never delivered (never verified, whether by
-    a preflight or trusted on sight) through its host's fault: given up for a host's failure,
-    or gone. One given up as `CANCELLED` (outbid or stopped by the market before it was proven,
-    cancelled at the campaign's end or by a person) never delivered either, but is no dud: it
-    is counted apart (`core.figures`). The ledger's `instances` and `tenures` views compute the
-    same (`dud` column) from the events, and the receipt, the dashboard, the metrics and the
-    scenario fit all read it from there or from here."""
+    """The one definition of a dud: never delivered, through its host's fault (given up for the
+    host's failure, or gone). One given up as `CANCELLED` is counted apart (`core.figures`). The
+    ledger's `dud` column computes the same."""
     return not verified and given_up_or_gone and failure_class != CANCELLED
 
 

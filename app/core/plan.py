@@ -1,28 +1,10 @@
-"""A plan before the meter starts: what a campaign's job set is expected to cost and how long
-it is expected to take, as a range, from the policy's own odds. Pure (the draws come from a
-seeded generator passed in: the same inputs give the same plan).
+"""A plan before the meter starts: what a campaign's job set is expected to cost and how long it
+takes, as a range, from the policy's own odds. Pure (the draws come from a seeded generator).
 
-Each draw plays the campaign out once as the engine would run it. The first round's creates go
-out together (`first`: what `decide()` returned on a fresh start, spares included); each
-attempt takes the next offer in the rules' order and delivers with its odds, else it is a dud
-that bills for a dud's life before the next create (only while fewer hosts are proven
-than the work holds at once). A proven host bills its boot, then takes the biggest job waiting
-when it is free, working at its expected speed; on the tier it is outbid at its expected rate,
-each outbid losing half a checkpoint interval and a restart and costing what the tier's rules
-expect of one (`bidding.outbid_cost`). After its last job it bills the policy's wait before a
-drained host is stopped.
-
-What the policy cannot know is drawn too, so the range is honest about it: the market's odds
-(a Beta around the ranking's odds, as strong as the runs behind them), each dud's life, each
-host's speed (never over its model's full speed), the outbid rate, what a winning bid pays (its bid, or down to the `bid_floor` it beat: no source
-says which), and where the GPU bills only while running (Vast's rule), the share of a boot and
-of a dud's life that runs (a quarter at most for a dud: most die pulling; half at most for a
-boot: a preflight is minutes). The floor beside it: the job set on the cheapest listed
-machine-hours per reference hour (its on-demand price, or its `bid_floor` where the job may bid,
-and its storage), at its model's full speed, plus the cheapest boot's
-storage. A listing is all the CLI sees; the referee's floor (`referee/floor.py`) reads the
-simulator's truth instead.
-"""
+Each draw plays the campaign out as the engine would run it, from `decide()`'s first creates.
+What the policy cannot know is drawn too (the market's odds, dud lives, host speeds, outbids,
+what a winning bid pays), so the range is honest about it. The floor is the job set on the
+cheapest listed machine-hours; the referee's floor reads the simulator's truth instead."""
 
 from __future__ import annotations
 

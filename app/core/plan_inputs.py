@@ -1,6 +1,5 @@
-"""What the plan (`plan.py`) reads off the engine's own choice: the offers in the rules' order
-(`picks.py`) priced as their creates would pay, each with the odds, speed and outbid rate the
-policy ranks and bids with, and the campaign's sized jobs. Pure."""
+"""What the plan reads off the engine's own choice: the offers in the rules' order priced as their
+creates would pay, with the policy's odds, speeds and outbid rates, and the sized jobs."""
 
 from __future__ import annotations
 
@@ -61,9 +60,8 @@ def plan_inputs(
     gpu_billing: str = "running",
     jobs_left: Sequence[Job] | None = None,
 ) -> tuple[PlanInputs, Sized] | None:
-    """The plan's inputs (None: no sized job left, so no work to price). `gpu_billing`: the
-    market's rule (`Market.gpu_billing`); `jobs_left`: the jobs a start would run (default:
-    the campaign's)."""
+    """The plan's inputs (None: no sized job left). `gpu_billing`: the market's rule; `jobs_left`:
+    the jobs a start would run (default: the campaign's)."""
     left = campaign.jobs if jobs_left is None else jobs_left
     work = outlook_for(snap, left, campaign.fleet, policy)
     if work is None:

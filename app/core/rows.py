@@ -1,7 +1,5 @@
-"""What a market's instance row can be believed for, and how rentwatch's own rows are known:
-a row whose numbers are not finite or are negative is unread (never acted on), a market number
-falls back to a default where it is not one, and every instance a campaign creates carries its
-label (`rw:<campaign>:<tag>`)."""
+"""What a market's instance row can be believed for (non-finite or negative numbers: unread), and
+how rentwatch's own rows are known (their label, `rw:<campaign>:<tag>`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The rules: `decide(fleet, policy, now) -> decisions`. Pure: no I/O, no clock reads.
-
-Automation's vocabulary is the decision types of `decisions.py` (re-exported here). None
-destroys an instance that passed its preflight: `Abandon` (destroy and quarantine) is only
-built for an attempt that never passed; for anything else the strongest automated act is `Stop`.
-"""
+"""The rules: `decide(fleet, policy, now) -> decisions`. Pure: no I/O, no clock reads. Their
+vocabulary is `decisions.py`'s (re-exported here)."""
 
 from __future__ import annotations
 

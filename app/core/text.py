@@ -1,15 +1,9 @@
-"""Host- and market-controlled text made safe to show: the one function every output path uses
-(the dashboard, headless log lines, `rentwatch ledger` table/CSV/JSON, receipts, `scenario
-from-ledger`, error messages).
+"""Host- and market-controlled text made safe to show: the one function every output path uses.
 
-What goes: every escape sequence, 7-bit (ESC ...) and 8-bit (C1 CSI/OSC/DCS...), with its
-payload: so an OSC 52 clipboard write, a title change (OSC 0/2), a screen clear (CSI 2J) or a
-DCS/APC string leaves nothing behind; then every remaining C0/C1 control, DEL, and the Unicode
-format characters that reorder or hide text (bidi embeddings, overrides and isolates, the
-marks, zero-width joiners, line/paragraph separators). Rendering then treats the result as plain
-text, never as markup. References: ECMA-48 (sections 5 and 8.3), Unicode TR#9 (explicit
-directional formatting characters), the "Trojan Source" paper (CVE-2021-42574).
-"""
+Removes every 7- and 8-bit escape sequence with its payload (OSC 52, title changes, screen
+clears, DCS/APC), every other C0/C1 control and DEL, and the Unicode format characters that
+reorder or hide text. References: ECMA-48 (5, 8.3), Unicode TR#9, "Trojan Source"
+(CVE-2021-42574)."""
 
 from __future__ import annotations
 
@@ -35,8 +29,7 @@ _BREAKS = re.compile(r"[\r\n\t\v\f\u0085\u2028\u2029]")
 
 
 def clean(text: object, limit: int = 200) -> str:
-    """One line of untrusted text: escapes and controls removed, line breaks as spaces, capped
-    at `limit` characters (the last one an ellipsis when cut)."""
+    """One line of untrusted text: escapes and controls out, breaks as spaces, capped at `limit`."""
     s = "" if text is None else str(text)
     s = _SEQUENCES.sub("", s)
     s = _BREAKS.sub(" ", s)

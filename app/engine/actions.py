@@ -1,6 +1,5 @@
-"""The market changes the engine makes, each written to the ledger the way it wants every
-change: the intent, each try as it goes out, then the outcome dated to when the change took
-effect. Create, stop, start, destroy; nothing here decides anything."""
+"""The market changes the engine makes (create, stop, start, destroy), each written to the ledger as
+its intent, each try as it goes out, then the outcome dated to when it took effect."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ class Actions:
         self.labels_in_flight: set[str] = set()  # their labels (the market may list them)
 
     async def change(self, a: Attempt, kind: EventKind, actor: str, reason: str) -> float:
-        """Stop, start or destroy `a`: returns when it took effect; raises what the market
-        answered when it refused (the outcome records it too)."""
+        """Stop, start or destroy `a`: returns once it took effect; raises the market's refusal."""
         call = {
             K.STOP: self.market.stop_instance,
             K.START: self.market.start_instance,
@@ -118,9 +116,8 @@ class Actions:
         return True
 
     def _believable(self, instance_id: int) -> bool:
-        """A create answer's id is believed only when it is in range and not one we hold
-        already (adopting a new rental under a held id would hand automation a verified
-        instance to destroy)."""
+        """A create answer's id is believed only when in range and not one we hold already (adopting
+        a new rental under a held id would hand automation a verified one to destroy)."""
         return 0 < instance_id < MAX_ID and instance_id not in self.fleet.attempts
 
     async def _by_label(self, label: str) -> Instance | None:
@@ -141,13 +138,10 @@ class Actions:
     async def create(
         self, offer: Offer, actor: str, reason: str, why: str, bid: float | None = None
     ) -> Attempt | None:
-        """Rent `offer` (with `bid`: on the interruptible tier at that price); the new attempt,
-        or None when the market refused (said and recorded). A bid the market refused still
-        made an instance, created stopped (`CreateResult.refused`): it never ran, so it is
-        given up and destroyed at once, as nothing said against its host.
-
-        The create runs to its answer even when its caller is cancelled (the exit trap's
-        signal): its rental then lands in the fleet, where the release finds it (`landed`)."""
+        """Rent `offer` (with `bid`: on the interruptible tier); the new attempt, or None when the
+        market refused. A refused bid still made an instance, created stopped: it is given up and
+        destroyed at once. The create runs to its answer even when its caller is cancelled: its
+        rental lands in the fleet, where the release finds it."""
         task = asyncio.ensure_future(self._create(offer, actor, reason, why, bid))
         self.creating.add(task)
         task.add_done_callback(self.creating.discard)
@@ -257,11 +251,9 @@ class Actions:
         return a
 
     async def _as_asked(self, a: Attempt, offer: Offer, actor: str) -> bool:
-        """Show the new rental and check it is what the create asked for: its type (bid or
-        on-demand) and its price (`core.bidding.rental_check`). A mismatch is a `rental_mismatch`
-        event with its fix: the wrong type (or an on-demand price over the ceiling) given up
-        and destroyed, the rules renting again (False); a bid held at another price bid again
-        at ours. A row the market does not show yet is checked by nothing more (said)."""
+        """Show the new rental and check its type and price against the create's
+        (`core.bidding.rental_check`); a mismatch is a `rental_mismatch` event with its fix.
+        False when it was given up for the rules to rent again."""
         try:
             inst = await self.market.show_instance(a.instance_id)
         except REFUSALS as exc:
@@ -308,9 +300,7 @@ class Actions:
         return True
 
     async def _landed_after_end(self, a: Attempt, actor: str, reason: str) -> None:
-        """A create sent before the campaign's end and answered after it: the end's sweep of
-        the fleet missed it, so it is given up (cancelled: no fault of its host) and destroyed
-        here, in the end's name. It never ran a job."""
+        """A create answered after the end's sweep: given up (cancelled) and destroyed."""
         why = f"created after the end ({reason})"
         line = f"create i:{a.instance_id} m:{a.machine_id} landed {why}: destroyed"
         at = self.market.answered_at()
@@ -318,9 +308,8 @@ class Actions:
         await self.destroy(a, actor, why)
 
     async def _refused_bid(self, a: Attempt, actor: str, said: str) -> None:
-        """A bid under bid_floor: the instance exists, stopped, and would start by itself once
-        its bid wins (dstack #4036 cleans such rentals up). It never ran: given up as
-        cancelled (no fault of the host) and destroyed."""
+        """A bid under bid_floor: the instance exists, stopped, and would start by itself once its
+        bid wins (dstack #4036). Given up as cancelled and destroyed."""
         at = self.market.answered_at()
         why = f"bid ${a.bid or 0:.4f}/h refused at create ({said[:160]}): created stopped"
         line = f"create i:{a.instance_id} m:{a.machine_id} {why}: destroyed"

@@ -1,10 +1,6 @@
-"""One rental attempt as the supervisor holds it: what was rented, where it stands, what it
-cost so far; `view()` is the immutable slice the pure rules decide on. Its fields change only
-through its methods, each named for what happened (`status_seen`, `judged`, `outbid`, ...).
-
-Its lifecycle, `life`, is an immutable record that only `engine/rentals.py` replaces, with
-the other fields an event changes along with it. "Proven" (passed a compute preflight) lives in
-one place, `life.proven`; `passed_preflight` reads it."""
+"""One rental attempt as the supervisor holds it: what was rented, where it stands, what it cost so
+far; `view()` is the immutable slice the rules decide on. Its fields change only through its
+methods, named for what happened, and its lifecycle `life` only in `engine/rentals.py`."""
 
 from __future__ import annotations
 
@@ -140,8 +136,8 @@ class Attempt:
 
     @property
     def resumes_by_itself(self) -> bool:
-        """A bid rental the market stopped (an outbid): unless we stop it ourselves it runs, and
-        bills, again once its bid wins."""
+        """A bid rental the market stopped (an outbid): unless we stop it, it bills again once it
+        wins."""
         return self.bid is not None and not self.stopped_by_us
 
     @property
@@ -241,9 +237,8 @@ class Attempt:
             self.util_low_since = now
 
     def started(self, at: float) -> None:
-        """Our start went through: its status line counts from now; a stop of ours is undone,
-        and so is the idle time seen before it (a restarted host was stopped for most of it:
-        the idle rule stopped one again at once, "GPU below 10% for 1h13m")."""
+        """Our start went through: a stop of ours is undone, and so is the idle time seen before it
+        (else the idle rule stops a restarted host again at once)."""
         self.stopped_by_us, self.stop_rule = False, ""
         self.status_since = at
         self.util_low_since = None
@@ -271,8 +266,7 @@ class Attempt:
         self.failure_class = failure_class
 
     def key_changed(self, why: str) -> bool:
-        """Its SSH host key changed after it was pinned: distrusted for good. True the first
-        time."""
+        """Its host key changed after it was pinned: distrusted for good. True the first time."""
         if self.untrusted:
             return False
         self.untrusted = why
@@ -372,9 +366,8 @@ class Attempt:
         paused_at: float | None,
         rebid: float | None = None,
     ) -> None:
-        """Its bid from the ledger (an adopted bid rental): whether its last stop was ours,
-        since when an outbid has paused it, and the bid in force, its last rebid's where one
-        changed it (a raise remembers the create's bid, where `bid_down` stops)."""
+        """Its bid from the ledger (an adopted bid rental): whether its last stop was ours, since
+        when an outbid has paused it, and the bid in force (a raise remembers the create's bid)."""
         self.bid, self.bid_floor, self.stopped_by_us, self.outbid_at = (
             bid,
             bid_floor,
@@ -386,10 +379,9 @@ class Attempt:
             self.bid = self.gpu_dph = rebid
 
     def went_silent(self, now: float) -> None:
-        """A session to its host got no answer: the host may be offline, which the market's
-        list cannot be asked for (offline is computed, not stored), so the poll looks; the
-        rules stop it when the silence lasts (a host not trusted to stop itself). Silence
-        counts only while the market says it runs: a host booting or stopped owes no answer."""
+        """A session to its host got no answer: the host may be offline, which no list can filter
+        by, so the poll looks; the rules stop it when the silence lasts. Silence counts only
+        while the market says it runs."""
         self.look_wanted = True
         if self.silent_since is None and self.status == "running":
             self.silent_since = now
@@ -410,8 +402,7 @@ class Attempt:
         self.market_stop = why
 
     def found_broken(self, rule: str, reason: str, failure_class: str) -> None:
-        """The tender saw this proven host break (a fatal XID): the next poll's rules stop it
-        and quarantine its machine."""
+        """The tender saw this proven host break (a fatal XID): the next poll's rules stop it."""
         if self.host_fault is None:
             self.host_fault = (rule, reason, failure_class)
 

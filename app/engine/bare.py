@@ -1,9 +1,6 @@
-"""A bare session: the engine on a ledger and a market, with no campaign file, for `rentwatch
-end` when no controller runs. It adopts what the campaign holds as a restarted controller does
-(the calls a dead one left unanswered settled, the rentals under the campaign's label held),
-but writes no `campaign_start`, sends no SSH key and watches no host; then the person's end
-(`ending.end_campaign`) lets go of it by the one release rule. Every ledger event it writes is
-the journal's."""
+"""A bare session for `rentwatch end` when no controller runs: the engine on a ledger and a market,
+adopting what the campaign holds as a restarted controller does, but writing no `campaign_start`,
+sending no key and watching no host; the end then lets go by the one release rule."""
 
 from __future__ import annotations
 
@@ -53,10 +50,9 @@ async def adopt(
     wait_s: float = CREATE_SETTLE_S,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Hold what the campaign has on the market. A create the ledger left without an outcome
-    (its controller killed mid-create) is waited for, up to `wait_s`, to show under its label
-    before the reconcile settles it; a rental the ledger holds that the market no longer has
-    is written off, as a poll would."""
+    """Hold what the campaign has on the market: a create the ledger left without an outcome is
+    waited for up to `wait_s` to show under its label; a held rental the market no longer has is
+    written off, as a poll would."""
     name = sup.campaign.name
     labels = {
         str(e.detail.get("label"))

@@ -1,18 +1,7 @@
-"""The campaign's blame book: one `Evidence` per campaign (app/core/blame/fault.py), fed by what the
-engine sees (an image that ran on a machine, a failure, a job that finished), and the campaign
-fault, once one is proven (DESIGN.md rule 10).
-
-A failure blamed on the campaign (its image cannot be pulled or lacks python3/torch, its job
-fails the same way on two machines) or only suspected of being the campaign's spares the host:
-no quarantine, no reputation penalty (the abandon event's detail names the `blame`, and the
-machine record does not count such attempts). A proven campaign fault stops creating, is written to the
-ledger (`campaign_fault`), said in the decision log and shown in the dashboard's banner; the
-campaign ends, non-zero, once nothing else is left to do.
-
-Resuming: the fault holds for this campaign as it is. A restart after the operator fixed the
-campaign (another image, another job command) resumes; a restart of the unchanged campaign
-finds the fault in the ledger and stays stopped.
-"""
+"""The campaign's blame book: one `Evidence` per campaign, fed by what the engine sees, and the
+campaign fault once proven (DESIGN.md rule 10). A failure blamed on the campaign, or suspected,
+spares the host its quarantine; a proven fault stops creating and ends the campaign once nothing
+is left to do. A restart of the unchanged campaign finds the fault in the ledger."""
 
 from __future__ import annotations
 
@@ -65,8 +54,7 @@ class BlameBook:
         return f"CAMPAIGN FAULT: {self.fault.reason} - creates stopped; fix and reload it"
 
     def restore(self, ledger: Ledger) -> None:
-        """After a restart: a fault recorded for this very campaign (same image, same jobs)
-        still holds; a changed campaign starts with a clean book."""
+        """After a restart, a fault recorded for this same campaign (image, jobs) holds."""
         for ev in ledger.campaign_events(self.journal.campaign, K.CAMPAIGN_FAULT):
             if ev.detail.get("signature") == self.signature:
                 self.fault = Blame(Party.CAMPAIGN, str(ev.detail.get("cause")), ev.reason)
@@ -97,9 +85,8 @@ class BlameBook:
 
     @staticmethod
     def job_key(run: str) -> str:
-        """Jobs compare by their command with its numbers blanked: the sweep's `train.py
-        --seed 1` and `--seed 2` are one command, and a failed job is not retried, so the same
-        job name never fails on a second machine."""
+        """Jobs compare by their command with its numbers blanked: `--seed 1` and `--seed 2` are one
+        command, since a failed job is not retried and would never fail on a second machine."""
         return normalise(run)[:120]
 
     def job_finished(self, run: str) -> None:
@@ -155,17 +142,15 @@ class BlameBook:
     # -- what the supervisor asks --------------------------------------------------------------
     @property
     def pull_in_doubt(self) -> bool:
-        """A registry refused the image on one machine and it has run on none: a machine
-        already in flight decides, and no new one is rented until it has (with none in
-        flight, one more is rented to decide)."""
+        """A registry refused the image on one machine and it has run on none: no new machine is
+        rented until one in flight decides (with none in flight, one more is)."""
         ran = any(img == self.image for img, _ in self.evidence.image_ran_on)
         return not ran and any(
             b.party is Party.SUSPECT and b.cause == "pull_denied" for b in self.spared.values()
         )
 
     def holds_creates(self, others_in_flight: bool) -> bool:
-        """No create now: a campaign fault, or a pull in doubt that a machine in flight
-        will decide."""
+        """No create now: a campaign fault, or a pull in doubt a machine in flight will decide."""
         return self.fault is not None or (self.pull_in_doubt and others_in_flight)
 
     def view(self) -> BlameView:
@@ -179,17 +164,14 @@ class BlameBook:
         )
 
     def on_abandon(self, a: Attempt, d: Abandon) -> None:
-        """Record what an abandon being carried out says of blame: a fatal status line judged
-        against the evidence (as the rules judged it, so its host was spared or not there), an
-        attempt given up for the campaign's fault spared."""
+        """Record what an abandon being carried out says of blame, as the rules judged it."""
         if d.rule == "rule:blame" and self.fault is not None:
             self.spared.setdefault(a.instance_id, self.fault)
         elif d.failure_class == "fatal" and a.instance_id not in self.spared:
             self.judge(a, Stage.PULL, a.status_msg or "")
 
     def detail(self, a: Attempt) -> dict[str, str]:
-        """What an abandon event carries about blame: `blame` (suspect / campaign) and its
-        cause, for an attempt the host is spared for; nothing for the host's own fault. The
-        machine record leaves such attempts out (no reputation penalty)."""
+        """What an abandon event carries about blame (`blame` and its cause) where the host is
+        spared; nothing for the host's own fault."""
         found = self.spared.get(a.instance_id)
         return {} if found is None else {"blame": str(found.party), "cause": found.cause}

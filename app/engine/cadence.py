@@ -1,33 +1,15 @@
 """The poll plan: which instances one poll asks the market about, under its paging and pacing.
 
-With pages of 25 and one list call a second (the documented limits), a full list of 1,000
-instances takes 40 s and of 10,000 several minutes, so a full list every poll would leave a
-booting instance unseen for minutes. A small fleet (its full list fits in `FULL_PAGES` pages)
-is still listed whole every poll. A larger one is asked about in two parts:
+With pages of 25 and one list call a second, a full list of 1,000 instances takes 40 s, so a
+booting instance would go unseen for minutes. A fleet within `FULL_PAGES` is listed whole; a
+larger one is asked about as hot instances by label each poll (booting, unproven, near a stop),
+one page filtered to `exited`, and the rest by a sweep whose cursor is kept between polls. Only a
+finished sweep is a full answer, so only then is an instance it left out unseen. `offline` is not
+filtered by: Vast computes it from the heartbeat and does not store it.
 
-- *hot* instances, every poll: those still booting, running but not proven, being abandoned,
-  and proven ones within a minute of the idle rule's stop (near a deadline). They are asked for by label with
-  the list call's own filter (`ListFilter(labels=...)`); a hot instance without
-  a label of its own gets a one-instance call (`show`), a few per poll;
-- steady instances in trouble, every poll: one page of the list filtered by state
-  (`ListFilter(statuses=("exited",))`), so a proven rental whose container exited is seen at
-  once, not when the sweep reaches it. Not `offline`: a market may compute it from the host's
-  heartbeat and not store it (Vast does), so no list can filter by it; a dark host is found by
-  its heartbeat (the tender's) and by the sweep;
-- the rest by a *sweep*: the full list read a few pages per poll, its cursor kept between
-  polls. Only a finished sweep is a full list answer, so only then is an instance it left out
-  *unseen* (see `Observer.unlisted`); an instance a poll did not ask for is not unseen.
-
-A failed call costs what it asked for, not the poll (the market's errors: `market.py`): a show
-refused, or answered with a row that cannot be read, leaves that one instance unanswered this
-poll; a market that refuses a filter (a 4xx on a filtered list) is listed whole every poll from
-then on, said once; a filtered list whose `next_token` never ends is cut off after `HOT_PAGES`
-pages; a refused sweep page starts the sweep again. A market that does not answer at all, or a
-refused key, fails the poll (the supervisor says so; the next poll is the retry).
-
-Evidence from outside the poll (a verified market webhook) asks for a poll now (`soon`): the
-poll loop wakes early (`rounds`), and the instances the evidence named are asked about by it.
-"""
+A failed call costs what it asked for, not the poll: a market that refuses a filter is listed
+whole from then on, a looping `next_token` is cut off after `HOT_PAGES`. Evidence from outside
+the poll (a verified webhook) asks for one now (`soon`)."""
 
 from __future__ import annotations
 
@@ -62,9 +44,8 @@ HOT_PHASES = frozenset({Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VER
 
 @dataclass
 class Sight:
-    """What one poll saw. `full`: `rows` is a whole list answer (left out means unseen).
-    `asked`: instances asked for by name whose absence earns a closer look, not `unseen`.
-    `swept`: every id a sweep that ended this poll listed (None: no sweep ended)."""
+    """What one poll saw. `full`: `rows` is a whole list answer (left out means unseen). `asked`:
+    instances asked for by name. `swept`: every id a sweep that ended this poll listed."""
 
     rows: list[Instance]
     full: bool
@@ -82,9 +63,8 @@ class _Sweep:
 
 
 def is_hot(a: Attempt, policy: Policy, now: float) -> bool:
-    """Asked about every poll: booting, unproven, being given up, or within `NEAR_S` of the
-    idle rule's stop (a fresh reading before a stop; an idle clock far from it needs none).
-    Of what rentwatch did not create and only shows: only while it boots."""
+    """Asked about every poll: booting, unproven, being given up, or within `NEAR_S` of the idle
+    rule's stop; of what rentwatch only shows, only while it boots."""
     phase = a.life.phase
     if not a.owned:  # only shown: a boot is worth watching, a settled instance is not
         return phase in (Phase.REQUESTED, Phase.BOOTING)
@@ -121,14 +101,13 @@ class Cadence:
         self.wake = asyncio.Event()  # set: the poll loop polls now instead of at its interval
 
     def soon(self, named: Iterable[int]) -> None:
-        """Evidence says look now: a poll at once (`rounds` waits on `wake`), asking about
-        `named` (instances the campaign knows)."""
+        """Evidence says look now: a poll at once (`rounds` waits on `wake`) about `named`."""
         self.look_now.update(named)
         self.wake.set()
 
     def whole(self) -> bool:
-        """List everything this poll: a small fleet, or a market without filtered pages (or
-        one that refused them)."""
+        """List everything this poll: a small fleet, or a market without (or refusing) filtered
+        pages."""
         if not self.market.caps.paging or self.refused is not None:
             return True
         # everything the poll must look at: supervised and observed alike
@@ -137,8 +116,8 @@ class Cadence:
         return size <= FULL_PAGES * PAGE and not self._sweep.started
 
     async def fetch(self) -> Sight:
-        """This poll's list calls; a market may give up on each after a try or two
-        (`Market.polling`), since the next poll retries it anyway."""
+        """This poll's list calls; a market may give up on each after a try or two: the next poll
+        retries."""
         with self.market.polling():
             return await self._fetch()
 
@@ -203,9 +182,8 @@ class Cadence:
         return sight
 
     async def _hot_pages(self, filters: ListFilter, sight: Sight) -> bool:
-        """Every page of one filtered list into `sight`; False when it did not end (its
-        `next_token` loops, or a later page was refused), so what it left out is not known to
-        be missing. A refused first page is the filter refused: raised."""
+        """Every page of one filtered list into `sight`; False when it did not end, so what it left
+        out is not known to be missing. A refused first page is the filter refused: raised."""
         token: str | None = None
         for _ in range(HOT_PAGES):
             try:
@@ -223,9 +201,8 @@ class Cadence:
         return False
 
     async def _show(self, instance_id: int, sight: Sight) -> bool:
-        """One hot instance without a label of its own. True when the market answered for it
-        (its row, or that it is gone: the observer takes a closer look); a refusal leaves it
-        unanswered this poll, and a row that cannot be read is unread this poll."""
+        """One hot instance without a label of its own. True when the market answered for it; a
+        refusal or an unreadable row leaves it unanswered this poll."""
         sight.calls += 1
         try:
             inst = await self.market.show_instance(instance_id)

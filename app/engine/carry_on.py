@@ -1,8 +1,6 @@
-"""A restart carries on: a proven rental that an earlier run of the campaign stopped itself
-(its exit trap, its end, or for want of work) keeps that stop's rule when it is adopted, so
-the reuse rule (`core/offers/reuse.py`) starts it again, before anything new is created, while work
-remains. A stop nobody here made (the market's, one found at a restart: the watchdog or a
-person in the console) or a person's own stop is not undone."""
+"""A restart carries on: a proven rental an earlier run stopped itself keeps that stop's rule when
+adopted, so the reuse rule starts it again while work remains. A stop nobody here made, or a
+person's own, is not undone."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ NOT_OURS = ("market", "reconcile", "watchdog")
 
 
 def keep_our_stop(journal: Journal, a: Attempt, history: Sequence[Event]) -> None:
-    """`a` was adopted stopped: where the ledger's last change of it is a stop of ours, it
-    is taken as that stop left it (`Attempt.stop_rule`)."""
+    """`a` was adopted stopped: where its last change is a stop of ours, that stop stands."""
     changes = [
         e
         for e in history

@@ -1,7 +1,5 @@
-"""What the rules decide on and the asking: every poll's `FleetSnapshot` (the fleet's views,
-the job queue, offers and their terms, the blame, the tier, the machine record when a create is
-in view), built from the engine's parts, and `decide()` asked on it. Nothing here acts: the
-supervisor hands the decisions to its executor."""
+"""What the rules decide on and the asking: every poll's `FleetSnapshot`, built from the engine's
+parts, and `decide()` asked on it. Nothing here acts."""
 
 from __future__ import annotations
 
@@ -51,9 +49,8 @@ class Decider:
         self.started_at = started_at  # the campaign's first start (the deadline counts from it)
 
     async def decide(self, now: float) -> list[Decision]:
-        """The rules' decisions this poll, in three steps: the snapshot; when the rules would
-        create, the snapshot again on offers searched fresh with our record of each machine;
-        under the auto tier, on on-demand offers when the bid search ran dry."""
+        """The rules' decisions this poll: on the snapshot; again on offers searched fresh when they
+        would create; under the auto tier, on on-demand offers when the bid search ran dry."""
         can_create = self.fleet.creates < self.campaign().max_creates
         self.job_work.swaps.look(now, self.offer_book, can_create)  # slow hosts (core/swap)
         snap = self.snapshot(now)
@@ -64,10 +61,8 @@ class Decider:
     async def on_offers(
         self, now: float, first_alone: bool = True
     ) -> tuple[FleetSnapshot, list[Decision]]:
-        """The rules' decisions on offers searched fresh, and the snapshot they were made on
-        (`rentwatch offers` shows that snapshot's ranking and creates). `first_alone`: a market
-        not searched yet gets one create this poll (the engine's way; the preview lifts it to
-        show the whole first round)."""
+        """The rules' decisions on offers searched fresh, and the snapshot they were made on.
+        `first_alone`: a market not searched yet gets one create this poll."""
         snap = await self._with_offers(self.snapshot(now), now, first_alone)
         out = decide(snap, self.policy, now)
         if snap.bidding is not None and tier_ran_dry(snap.bidding, out):
@@ -83,10 +78,9 @@ class Decider:
     async def _with_offers(
         self, snap: FleetSnapshot, now: float, first_alone: bool = True
     ) -> FleetSnapshot:
-        """Offers searched again if the last search is stale, on the tier the campaign rents,
-        and our record of each machine, so each Create carries the offer it chose. A market not
-        searched yet (or emptied) gets one create this poll, the rest the next: the first
-        answer tests the key, the image and the offers before a fleet."""
+        """Offers searched again if stale, on the campaign's tier, with our record of each machine.
+        A market not searched yet gets one create this poll: the first answer tests the key, the
+        image and the offers before a fleet."""
         first = first_alone and not self.offer_book.offers
         self.offer_book.rental = snap.bidding.tier if snap.bidding else "on-demand"
         if self.offer_book.stale():
@@ -119,9 +113,7 @@ class Decider:
         return self.offer_book.work_outlook(self.job_work.left(), self.campaign().fleet)
 
     def _free_since(self, a: Attempt) -> float | None:
-        """Since when it has had no job (the drained rule's clock); a person's start holds
-        that clock off for `HUMAN_RECENT_S`: started by hand, it is not stopped a minute later
-        for want of a job (the idle rule, on its GPU, still applies)."""
+        """Since when it has had no job; a person's start holds that off for `HUMAN_RECENT_S`."""
         free = self.job_work.queue.free_since(a.instance_id, a.life.last(Phase.VERIFIED))
         if free is not None and a.human_at is not None and a.human_act == STARTED_BY_PERSON:
             return max(free, a.human_at + HUMAN_RECENT_S)

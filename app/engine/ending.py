@@ -1,11 +1,7 @@
-"""A person ends a campaign: no more creates, then everything it holds stopped, or, when they
-typed the campaign's name to confirm it, destroyed, verified rentals included. Every act here
-is the person's (actor `human`); automation still never destroys a verified rental (the
-destroy of one goes through the operator's confirmed destroy, the only path that may).
-
-After the end the controller keeps serving the person: stop, start and a confirmed destroy
-still work on what is left (`intents.AFTER_END`); creates, the wanted fleet and hand-overs, which
-would set automation going again, are refused."""
+"""A person ends a campaign: no more creates, then everything it holds stopped, or, with the
+campaign's name typed, destroyed, verified rentals included (the person's act, through the
+operator's confirmed destroy). After the end only what acts on what is left is taken
+(`intents.AFTER_END`)."""
 
 from __future__ import annotations
 
@@ -25,9 +21,8 @@ if TYPE_CHECKING:
 
 
 def end_command(campaign: str, ledger: str | Path, market_url: str, destroy: bool = True) -> str:
-    """The `rentwatch end` command for a campaign, as it works when pasted: quoted, the
-    ledger's absolute path, and `--market-url` where the market is not Vast's own (`end`
-    refuses another market than the one the campaign rented on)."""
+    """The `rentwatch end` command for a campaign, as it works when pasted: quoted, the ledger's
+    absolute path, and `--market-url` where the market is not Vast's own."""
     url = market_url.rstrip("/")
     market = f" --market-url {shlex.quote(url)}" if url and url != DEFAULT_URL else ""
     where = str(ledger)

@@ -1,7 +1,5 @@
-"""The executor: each decision `decide()` returned, carried out. Nothing here decides: a
-`Create` rents the offer it carries, an `Abandon` destroys (never a verified instance: the
-executor's own guard, beside the decision type's), a `Stop` stops and quarantines what it says,
-`StartPreflight` and `Verify` hand the host to the tender, `Finish` is the campaign's outcome."""
+"""The executor: each decision `decide()` returned, carried out; nothing here decides. An `Abandon`
+never destroys a verified instance: the executor's own guard, beside the type's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The fleet record: every attempt of the campaign, what is held, what was spent, how many
-creates were made, and which machines are quarantined (and the recent failures a policy
-without quarantine still skips once)."""
+"""The fleet record: every attempt of the campaign, what is held, what was spent, the creates made,
+and the quarantined machines."""
 
 from __future__ import annotations
 
@@ -50,9 +49,8 @@ class Fleet:
         return self.attempts[instance_id]
 
     def held(self) -> list[Attempt]:
-        """What the controller must stop or destroy before it dies: only what it supervises
-        (an instance rentwatch did not create, and nobody handed over, is never touched). A
-        bid rental the market paused is held too: it resumes, and bills, unless we stop it."""
+        """What the controller must stop or destroy before it dies: only what it supervises, and a
+        bid rental the market paused (it resumes, and bills, unless we stop it)."""
         return [
             a
             for a in self.attempts.values()
@@ -65,10 +63,8 @@ class Fleet:
         return [a for a in self.attempts.values() if a.owned and a.life.phase in ALIVE]
 
     def to_decide(self) -> list[Attempt]:
-        """What the rules decide on: the alive, what the market stopped before it was proven
-        (its destroy is theirs to decide), and a bid rental the market paused or resumed (it
-        runs again by itself unless we stop it: core/bid_rules), and a proven rental we stopped
-        for want of work (started again when work comes back: core/reuse)."""
+        """What the rules decide on: the alive, what the market stopped before it was proven, a bid
+        rental paused or resumed, and a proven rental we stopped for want of work."""
         return [
             a
             for a in self.attempts.values()
@@ -108,8 +104,7 @@ class Fleet:
         ]
 
     def destroys_due(self) -> tuple[int, ...]:
-        """Given up, never proven, and still held: a destroy that failed, or a rental that
-        came back after its destroy (core/rules asks for it again)."""
+        """Given up, never proven, still held: a failed destroy, or one back after its destroy."""
         return tuple(
             a.instance_id
             for a in self.held()
@@ -120,9 +115,8 @@ class Fleet:
         return frozenset(a.machine_id for a in self.held() if a.machine_id is not None)
 
     def spent(self, gpu_billing: str, now: float) -> float:
-        """USD billed so far by every supervised attempt, counted conservatively: at the highest
-        price the market has shown for each rental (see `Attempt.worst_charges`). An instance
-        someone else rented is not the campaign's spending."""
+        """USD billed so far by every supervised attempt, at its highest price shown
+        (`worst_charges`)."""
         return sum(a.worst_charges(gpu_billing, now) for a in self.attempts.values() if a.owned)
 
     def quarantined(self, q: Quarantine) -> None:

@@ -1,8 +1,6 @@
-"""What an operator may ask of the engine, as typed intents, and what comes of one, a `Reply`.
-One door takes them all, `Supervisor.apply`: the dashboard's keys, the controller API (which
-carries intents and replies as they are, app/run/service/api.py) and `rentwatch end`. Destroy
-is the only intent that can remove a proven instance, and it carries the operator's typed
-confirmation."""
+"""What an operator may ask of the engine, as typed intents, and what comes of one, a `Reply`. One
+door takes them all, `Supervisor.apply`. Destroy is the only intent that can remove a proven
+instance, and it carries the operator's typed confirmation."""
 
 from __future__ import annotations
 
@@ -64,8 +62,7 @@ class FleetSizeIntent:
 
 @dataclass(frozen=True)
 class HandOverIntent:
-    """Hand an instance rentwatch did not create over to automation (recorded as a human act):
-    until then it is only shown, priced and logged."""
+    """Hand an instance rentwatch did not create over to automation (a human act)."""
 
     instance_id: int
     reason: str = "operator handed it over to automation"
@@ -73,9 +70,8 @@ class HandOverIntent:
 
 @dataclass(frozen=True)
 class EndIntent:
-    """End the campaign: stop what it holds, or with `destroy`, destroy all of it, verified
-    rentals included (the person's act); `typed` must then be the campaign's name as the person
-    typed it, checked where it is applied (app/engine/ending.py)."""
+    """End the campaign: stop what it holds, or with `destroy` destroy all of it; `typed` must then
+    be the campaign's name (checked in app/engine/ending.py)."""
 
     destroy: bool = False
     typed: str = ""
@@ -98,9 +94,8 @@ AFTER_END = (StopIntent, StartIntent, DestroyIntent, EndIntent)
 
 @dataclass(frozen=True)
 class Reply:
-    """What came of one intent: whether it took, what to tell the person, the instances acted
-    on (and which of those were destroyed), and why it was refused when it was (`not_held`:
-    the instance named is not this campaign's). An end has a line per rental it let go of."""
+    """What came of one intent: whether it took, the message, the instances acted on (and which were
+    destroyed), and why it was refused (`not_held`: not this campaign's)."""
 
     done: bool
     message: str

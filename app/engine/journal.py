@@ -1,9 +1,5 @@
-"""The journal: the engine's only writer to the ledger and to the decision log.
-
-Every marketplace change is written as its intent, each try as it goes out (so a crash mid-call
-can be settled, see `Recovery`), then its outcome; everything else the engine learns is a fact.
-The decision log is the tail of human-readable lines the dashboard shows and headless prints.
-"""
+"""The journal: the engine's only writer to the ledger and to the decision log. A market change is
+written as its intent, each try, then its outcome, so a crash mid-call can be settled."""
 
 from __future__ import annotations
 
@@ -64,8 +60,8 @@ class Journal:
         detail: dict[str, Any] | None = None,
         **context: Any,
     ) -> int:
-        """A fact about an attempt (or, with `a=None`, about the campaign); dated now unless
-        `at` says when it happened."""
+        """A fact about an attempt (or, with `a=None`, the campaign); dated now unless `at` says
+        when."""
         ctx = self.ctx(a) if a is not None else {"campaign": self.campaign}
         ctx.update(context)
         return self.ledger.record(

@@ -1,16 +1,9 @@
-"""Observe: fold one list answer into the fleet record, treating it as evidence, not truth.
+"""Observe: fold one list answer into the fleet record, as evidence, not truth.
 
-A row that fails validation (a number that is not finite, a negative price) costs that row
-this poll, recorded with its id (one without a usable id: once per distinct problem); the rest
-of the fleet is supervised as usual. An instance a full list answer (a whole list, or a sweep's
-pages together: `cadence.py`) leaves out is *unseen*, not gone (one a filtered answer was not
-asked for is neither): it stays held, billed and watched, and the market is asked for it
-directly (`show_instance`, under the poll's bound on tries, as the poll's lists are). It is
-written off (`lost`) only when the market says it no longer exists, or after
-`UNSEEN_WRITE_OFF` polls in which neither the list nor the direct question answered for it
-(with a warning in the decision log). A written-off instance that a list answer shows again
-was not gone: it is held again where it stood (`returned`), billed as if never written off,
-watched, and stopped or destroyed by the usual rules and at the end."""
+An unreadable row costs that row this poll. An instance a full answer leaves out is unseen, not
+gone: held, billed, and asked for directly; it is written off (`lost`) only when the market says
+it is gone or after `UNSEEN_WRITE_OFF` polls without an answer. One listed again after that was
+not gone (`returned`)."""
 
 from __future__ import annotations
 
@@ -85,11 +78,9 @@ class Observer:
         asked: frozenset[int] = frozenset(),
         unread: list[tuple[int, str]] | None = None,
     ) -> None:
-        """Fold one poll's rows in. `full`: a whole list answer, so an instance it leaves out
-        is unseen. Otherwise (the poll plan's filtered pages, `app/cadence.py`) an instance
-        the poll did not ask for is simply not looked at, and one asked for by name but
-        left out gets a one-instance call, without counting as unseen. `unread`: instances
-        the poll's own shows answered for with a row that cannot be read (id, problem)."""
+        """Fold one poll's rows in. `full`: a whole list answer, so what it leaves out is unseen;
+        otherwise one asked for by name but left out gets a one-instance call. `unread`:
+        instances answered with a row that cannot be read."""
         self._client_rows(now)
         live: dict[int, Instance] = {}
         bad: set[int] = set()
@@ -211,8 +202,7 @@ class Observer:
         )
 
     async def _ask(self, a: Attempt, now: float) -> Instance | None:
-        """Left out of the list: ask for it directly. The instance when the market answers
-        for it; None when it is gone (written off) or still unseen."""
+        """Left out of the list, asked for directly: the instance, or None (gone or unseen)."""
         apply(self.journal, LeftOut(a, now))
         try:
             inst = await self._show(a.instance_id)
@@ -249,11 +239,8 @@ class Observer:
         apply(self.journal, Lost(a, now, why))
 
     def _returned(self, a: Attempt, inst: Instance, now: float) -> None:
-        """Listed again after its write-off: the market lied, or would not answer, and the
-        rental went on billing. It is held again where it stood (given up: its destroy is due;
-        stopped: stays stopped; proven and running: in service, tended again; else booting),
-        and billed as if it had never been written off: the write-off's destroy mark is void
-        (the ledger's `standing_events` drops a `lost` that a later `returned` answers)."""
+        """Listed again after its write-off: held again where it stood, and billed as if never
+        written off (the ledger's `standing_events` drops a `lost` a `returned` answers)."""
         said = {(inst.target_state or "").lower(), (inst.status or "").lower()}
         if said & {"destroyed", "destroying"}:
             return  # listed on its way out: the write-off stands
@@ -277,20 +264,15 @@ class Observer:
 
     @staticmethod
     def _ran_from(a: Attempt, inst: Instance, now: float) -> float:
-        """When a rental first seen running began running: the market's own `uptime_mins`
-        (what it bills the GPU from) where it is believable (never before its status last
-        changed as we saw it, never after now); otherwise now, as every status is dated. A
-        poll sees a change only when it lists the row: a slow poll, a lost answer or a gap
-        between a write-off and a return would otherwise shorten the GPU time billed."""
+        """When a rental first seen running began: the market's `uptime_mins` where believable, else
+        now; a slow poll or a lost answer would otherwise shorten the GPU time billed."""
         if inst.known_status != "running" or a.status == "running" or inst.uptime_mins is None:
             return now
         last = a.marks[-1].at if a.marks else a.created_at  # the marks stay in time order
         return min(now, max(a.status_since, last, now - inst.uptime_mins * 60))
 
     def _market_stop(self, a: Attempt, inst: Instance, now: float) -> None:
-        """A stop we did not ask for (a held instance never is STOPPED by us): the market's own,
-        at a contract's end or a zero balance. Recorded as the market's, so neither the
-        watchdog nor a person is blamed; the rules see one fewer in service and replace it."""
+        """A stop we did not ask for: the market's own, recorded as such; the rules replace it."""
         said = "/".join(s or "-" for s in (inst.target_state, inst.current_state, inst.next_state))
         why = f"stopped by the market (intended/cur/next state: {said})"
         if a.preflight_task:

@@ -1,6 +1,5 @@
-"""The offer book: the last offer search's answer, when to search again, and the inputs the
-pure offer choice (`core.offers.choice`) needs: the campaign's terms, the machines to skip and
-our own record of each machine."""
+"""The offer book: the last offer search's answer, when to search again, and what the offer choice
+needs (the terms, the machines to skip, our record of each machine)."""
 
 from __future__ import annotations
 
@@ -72,10 +71,7 @@ class OfferBook:
         return self.remembered().history() if self.policy.rank == "expected_cost" else {}
 
     def work_outlook(self, jobs: list[Job], hosts: int) -> WorkOutlook | None:
-        """For sized jobs still to run, under a policy that ranks by expected cost: what
-        ranking by delivered work needs, our measured speed per machine, our faded record
-        per machine, host, GPU model and price band, and how long our duds lived (over a
-        prior from the policy's deadlines)."""
+        """For sized jobs ranked by expected cost: our speeds, faded record and dud lives."""
         if self.policy.rank != "expected_cost" or not jobs:
             return None
         memory = self.remembered()

@@ -1,10 +1,6 @@
-"""The operator's intents carried out: stop, start, destroy (with its typed confirmation, the
-only way a proven instance is ever destroyed), one more create, the wanted fleet size, and
-handing an instance rentwatch did not create over to automation.
-
-The operator's intent wins over automation: a start resets that rental's deadlines, a stop of
-a verified instance lowers the wanted fleet (rather than have the rules replace it), and each
-act is remembered on the attempt so that automation touching it soon after says so."""
+"""The operator's intents carried out: stop, start, destroy (with its typed confirmation, the only
+way a proven instance is destroyed), one more create, the wanted fleet, and hand-over. The
+operator's intent wins: a start resets deadlines, a stop of a verified instance lowers the fleet."""
 
 from __future__ import annotations
 
@@ -60,8 +56,7 @@ class Operator:
         self.lowered: set[int] = set()  # rentals whose stop by a person lowered the fleet
 
     async def apply(self, intent: Intent) -> Reply:
-        """Carry out an intent (the door, `Supervisor.apply`, checked what it may);
-        raises `AutomationRefused` when it may not be."""
+        """Carry out an intent the door let through; `AutomationRefused` when it may not be."""
         match intent:
             case DestroyIntent(confirmation=confirmation, reason=reason):
                 iid = confirmation.instance_id
@@ -89,8 +84,7 @@ class Operator:
         raise AutomationRefused(f"unknown intent {intent!r}")
 
     def mind(self, d: Decision, now: float, fleet_set_at: float | None) -> None:
-        """An automated decision on something a person touched in the last
-        `HUMAN_RECENT_S` says so in the decision log, before it acts."""
+        """An automated decision on what a person touched within `HUMAN_RECENT_S` says so first."""
         if isinstance(d, Create):
             if fleet_set_at is not None and now - fleet_set_at < HUMAN_RECENT_S:
                 self.journal.say(
@@ -135,9 +129,8 @@ class Operator:
         return done
 
     async def _start(self, a: Attempt, reason: str) -> None:
-        """A start: its deadlines count from now. A rental whose stop by a person lowered the
-        wanted fleet raises it back by one (the undo of that stop); one that automation stopped
-        (drained, idle) leaves it as it is: the fleet never counted it out."""
+        """A start: its deadlines count from now. One whose stop by a person lowered the fleet
+        raises it back by one; one automation stopped leaves it as it is."""
         at = await self.actions.start(a, HUMAN, reason)
         apply(self.journal, DeadlinesFrom(a, at))
         self._touched(a, STARTED_BY_PERSON)

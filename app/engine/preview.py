@@ -1,10 +1,5 @@
-"""What a campaign would rent if it started now, asked of the engine itself: a supervisor built
-as a start builds it (the quarantine, the creates made, the jobs and the tier's outbid record
-read from the ledger), whose decider searches the offers and asks the rules, as its first poll
-does. Nothing is rented and nothing is written: the decisions are read, never executed.
-
-`rentwatch offers` shows the result (`core/offers/picks.py` orders it) and `--plan` prices the job
-set from it (`core/plan.py`)."""
+"""What a campaign would rent if it started now, asked of the engine itself: a supervisor built as a
+start builds it, its decider asked as its first poll would. Nothing is rented or written."""
 
 from __future__ import annotations
 

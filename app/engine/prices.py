@@ -1,15 +1,7 @@
-"""Hosts' price increases on our rentals (vast-cli PR #401), decided and carried out: every
-five market minutes the pending increases are read; each on a rental this campaign owns is weighed by
-the pure rule (`core/worth/price_increase.py`: the new price per delivered reference GPU-hour against a
-move to the best fit offer, boot, duds and the work since the last checkpoint in), answered
-(accept or reject), and written to the ledger before and after the call with both prices and
-the rule's reason, and to the decision log.
-
-An accepted increase applies at its contract's end date: from then the rental bills at the new
-price (a `price` event dated to that moment, which the ledger's billing reads as it reads a
-rebid). A rejected one ends the contract at that date (no cutover follows): the work moves now,
-its job back to the queue from its last checkpoint, and the rental is stopped, never destroyed.
-"""
+"""Hosts' price increases on our rentals (vast-cli PR #401): every five market minutes the pending
+increases are read, each on an owned rental decided by `core/worth/price_increase.py`, answered,
+and written to the ledger before and after the call. An accepted one bills from its contract's
+end date (a `price` event); a rejected one moves the work now and stops the rental."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """Starting again after a crash: settle the calls a dead controller left unanswered, adopt the
-campaign's instances (under `reuse_stopped`, also proven rentals an earlier campaign stopped),
-and write down what changed while nobody watched (`carry_on.py`: our own stops kept).
-
-Ownership: only an instance carrying a label this ledger gave one of this campaign's creates
-is supervised (automation may act on it). With `adopt_all` (the dashboard's `watch`) every
-other instance of the account is *observed*: shown, priced and logged, never stopped,
-destroyed, probed or released by automation; a person acts on it, or hands it over
-(`HandOverIntent`)."""
+campaign's instances, and write down what changed while nobody watched. Only an instance with a
+label this ledger gave is supervised; with `adopt_all` every other is observed, never acted on."""
 
 from __future__ import annotations
 
@@ -60,20 +54,15 @@ class Recovery:
         self.last_alive: float | None = None  # the earlier run's last sign of life
 
     def ours(self, inst: Instance) -> bool:
-        """Whether this campaign created it: it carries this campaign's label, one this ledger
-        wrote into a create (a fresh ledger, or another setup's running a campaign of the same
-        name on the account, owns none of it). The only instances automation acts on without
-        the operator handing them over."""
+        """Whether this campaign created it: it carries a label this ledger wrote into a create."""
         label = inst.label or ""
         return label.startswith(
             campaign_label(self.campaign.name) + ":"
         ) and self.ledger.wrote_label(self.campaign.name, label)
 
     def adopt_strays(self, instances: list[Instance], now: float, adopt_all: bool) -> None:
-        """A rental carrying this campaign's label that we do not hold (a create whose answer
-        named another id) is adopted, a bad row too (its prices from the row only where they
-        are finite): a live rental is never unwatched nor off the ledger. Under `adopt_all`,
-        one that someone else made meanwhile is shown, observed only."""
+        """A rental under this campaign's label that we do not hold is adopted, a bad row too: a
+        live rental is never unwatched. Under `adopt_all`, another's is observed only."""
         for inst in instances:
             if inst.id in self.fleet.attempts:
                 continue
@@ -83,10 +72,8 @@ class Recovery:
                 self.adopt(inst, now, owned=False)
 
     def _found_created(self, inst: Instance, now: float) -> Event | None:
-        """A rental carrying this campaign's label with no create in the ledger (its create's
-        answer named another id, or was lost, and the label lookup failed too; found now, or
-        at a restart): the rental is a fact, and its create is written down so the ledger
-        bills it."""
+        """A rental under this campaign's label with no create in the ledger: its create written
+        down."""
         self.fleet.creates += 1
         asked = self.ledger.events(  # its create as asked: the bid it carried, if any
             where="kind = 'create' AND phase = 'intent' AND detail->>'label' = ?",
@@ -188,9 +175,8 @@ class Recovery:
             )
 
     async def _reuse_stopped(self, live: dict[int, Instance], now: float) -> None:
-        """Hold and batch across campaigns: a stopped rental that passed its preflight before
-        (same image) is started again instead of rolling the dice on a new create, once the
-        campaign that last held it has ended (never one another controller still holds)."""
+        """A stopped rental that passed its preflight before (same image) is started again instead
+        of a new create, once the campaign that last held it has ended."""
         room = self.fleet.wanted - len(self.fleet.alive())
         for inst in live.values():
             if room <= 0:
@@ -334,9 +320,8 @@ class Recovery:
     def _status_found(
         self, a: Attempt, inst: Instance, said: str | None, history: list[Event], now: float
     ) -> None:
-        """Its status changed while no controller watched: written down (the ledger bills
-        from it), dated now, or for a start of running by the market's `uptime_mins`, never
-        before the last thing the ledger knew of it."""
+        """Its status changed while no controller watched: written down, dated now (a start by the
+        market's `uptime_mins`), never before the last thing the ledger knew."""
         status = inst.known_status
         at = now
         if status == "running" and inst.uptime_mins is not None:

@@ -1,8 +1,6 @@
-"""The one rule that lets go of rentals, at a campaign's end or a person's: a proven rental (it
-passed its preflight, or was trusted as verified) is stopped, kept for the next campaign,
-unless `keep_proven` is off, when it is destroyed through the operator's confirmed destroy,
-the only path that may remove one; anything never proven is given up as cancelled (no fault
-of its host's) and destroyed."""
+"""The one rule that lets go of rentals, at a campaign's end or a person's: a proven rental is
+stopped, unless `keep_proven` is off, when it is destroyed through the operator's confirmed
+destroy; anything never proven is given up as cancelled and destroyed."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
 """The one writer of a rental's state: `apply(journal, update)`.
 
-What happened to a rental arrives as an update (`engine/updates.py`), a small value named for
-the event (`Listed`, `RowSeen`, `Stopped`, `Judged`, `Outbid`, ...). `apply` checks a move
-against the lifecycle's legal moves (`core/lifecycle.py`), puts the next version of the
-rental's `Lifecycle` (an immutable record; every update counts its `version` up) on the
-attempt with the other fields the event changes, and writes the ledger event and the decision
-log's line that the update carries, so a change and its event are one thing. An illegal move
-changes no phase and is written down as an `error` event. `apply` never awaits: each update
-lands whole between two awaits of whichever task emitted it.
-
-No other module assigns `Attempt.life` or calls an attempt method that changes it
-(`tests/test_one_writer.py`)."""
+An update (`engine/updates.py`) is checked against the lifecycle's legal moves, puts the next
+version of the `Lifecycle` and the other fields the event changes on the attempt, and writes its
+ledger event and log line, so a change and its event are one thing. `apply` never awaits, so each
+update lands whole between two awaits (`tests/test_one_writer.py`)."""
 
 from __future__ import annotations
 
@@ -82,9 +75,7 @@ PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last see
 
 
 def apply(j: Journal, u: Update) -> bool:
-    """Apply one update to its rental: its lifecycle's next version, the attempt's fields the
-    event changes, its ledger event and its log line. False when a move it asked for was
-    illegal (refused, and written down as an error)."""
+    """Apply one update to its rental. False when its move was illegal (refused, written down)."""
     a = u.a
     ok = True
     version = a.life.version

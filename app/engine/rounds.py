@@ -31,10 +31,9 @@ async def rounds(
     floor_s: float = 0.02,
     wake: asyncio.Event | None = None,
 ) -> None:
-    """Poll until `until()`: a poll, then `after` (a dashboard's snapshot), then the wait to
-    the next poll, start to start, `floor_s` to `cap_s` wall seconds; cut short when `wake`
-    is set (evidence asked for a look now), though not below `EARLY_SHARE` of the interval.
-    A poll's error goes to `on_error` and the loop goes on; without one it is raised."""
+    """Poll until `until()`: a poll, then `after`, then the wait to the next poll, start to start,
+    `floor_s` to `cap_s`; cut short when `wake` is set, not below `EARLY_SHARE` of the interval.
+    A poll's error goes to `on_error`, else is raised."""
     while not until():
         raise_if_cancelled()  # a cancel a poll's wait_for lost still ends the loop
         t0 = monotonic()
@@ -63,9 +62,8 @@ async def rounds(
 
 
 def raise_if_cancelled() -> None:
-    """End a loop whose task was asked to stop even when the ask was lost on the way: on
-    Python 3.11 `asyncio.wait_for` drops a cancel that lands as its inner call finishes, and
-    a host's tend loop then went on forever (a detached run's exit hung on it)."""
+    """End a loop whose task was asked to stop even when the ask was lost: on Python 3.11
+    `asyncio.wait_for` drops a cancel that lands as its inner call finishes."""
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError

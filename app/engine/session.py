@@ -1,7 +1,6 @@
-"""One session lifecycle, written once for headless runs, the dashboard's engine and the
-referee: open the market client, the SSH runner and the supervisor on a ledger; sync the
-market's clock and prepare (reconcile, adopt); at the end release what is held (or detach, on
-purpose and recorded), write `campaign_end`, and close what the session opened."""
+"""One session lifecycle, for headless runs, the dashboard's engine and the referee: open the
+market, the SSH runner and the supervisor; prepare; at the end release (or detach), write
+`campaign_end`, and close what it opened."""
 
 from __future__ import annotations
 
@@ -24,9 +23,7 @@ def default_key_path() -> Path:
 
 
 def artifacts_folder(campaign: Campaign) -> Path:
-    """Where a campaign's artifacts land, whatever the controller's working directory: the
-    campaign's `artifacts_dir` (a relative one from where it starts), else the user data
-    directory's `artifacts/` (beside the default ledger and SSH key)."""
+    """Where a campaign's artifacts land: its `artifacts_dir`, else the data directory's."""
     from platformdirs import user_data_dir
 
     if campaign.artifacts_dir:
@@ -84,11 +81,9 @@ class Session:
         observe_only: bool = False,
         market_clock: SharedClock | None = None,
     ) -> Session:
-        """A session on the market at `market_url` (the real one or the simulator). Each
-        market call's total deadline: `http_timeout_s` if given, else the campaign's
-        `http_timeout_s`, else the client's default. `market_clock`: a simulator's clock in
-        this process, read directly and held while a call or an SSH session is out (the
-        referee's stepped clock, app/referee/stepped.py)."""
+        """A session on the market at `market_url`. A call's deadline: `http_timeout_s`, else the
+        campaign's, else the client's. `market_clock`: a simulator's clock in this process (the
+        referee's stepped clock)."""
         timeout = http_timeout_s if http_timeout_s is not None else campaign.http_timeout_s
         client = open_market(market_url, api_key, timeout=timeout, clock=market_clock)
         ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))

@@ -1,6 +1,5 @@
-"""Rentals under the campaign's label that the fleet does not hold: a create whose caller a
-signal cancelled, or whose answer was lost and the label lookup failed. Until the market shows
-such a rental gone it is the campaign's, so the release and a person's end hold it first."""
+"""Rentals under the campaign's label that the fleet does not hold (a cancelled create, a lost
+answer): the campaign's until the market shows them gone, so the release and an end hold them."""
 
 from __future__ import annotations
 
@@ -14,10 +13,8 @@ from .recovery import Recovery
 async def hold_strays(
     market: Market, actions: Actions, recovery: Recovery, journal: Journal, why: str, wait: bool
 ) -> int:
-    """Hold every rental the market lists under this campaign's label that is not held;
-    with `wait`, every create in flight answered first (its rental lands in the fleet), else
-    those left to land (a person's end destroys them as they do). Returns how many were
-    taken; a market that cannot be listed is said, not raised."""
+    """Hold every rental listed under this campaign's label that is not held; with `wait`, every
+    create in flight answered first. How many were taken; a list failure is said."""
     if wait:
         await actions.landed()
     before = len(recovery.fleet.attempts)

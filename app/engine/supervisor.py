@@ -1,15 +1,7 @@
-"""The supervisor: observe the market, ask the pure rules to decide, execute their decisions.
-
-Each poll lists what its plan asks for (`cadence.py`: the whole fleet when small, otherwise
-the instances that need a look every poll and a few pages of a sweep); polls never overlap
-(one loop); preflights run in parallel with bounded concurrency (the host tender); every
-marketplace change goes through `Actions` (intent, tries, outcome), each decision through the
-`Executor` (`executor.py`). Automated destroys go through its `abandon`, which refuses an instance that passed its
-preflight; a human destroy is a `DestroyIntent`, which needs a `DestroyConfirmation` naming the
-instance. The parts (journal, fleet, actions, offer book, observer, host link and tender, job
-work, recovery, operator, and the decider that builds each poll's snapshot and asks the rules,
-`deciding.py`) are composed in `__init__`, each handed only what it needs.
-"""
+"""The supervisor: observe the market, ask the pure rules to decide, execute their decisions. Polls
+never overlap; preflights run in parallel, bounded; every market change goes through `Actions`,
+each decision through the `Executor`. The parts are composed in `__init__`, each handed only what
+it needs."""
 
 from __future__ import annotations
 
@@ -305,9 +297,8 @@ class Supervisor:
         return decisions
 
     def _revive_tending(self, now: float) -> None:
-        """A proven host whose tending ended by an error while it is still in service (one
-        its guards did not catch: a bug of ours) is tended again, and the ledger says so: a
-        host nobody tends has a watchdog nobody feeds, and a job nobody checks."""
+        """A proven host whose tending ended by an error while still in service is tended again,
+        said in the ledger: an untended host has a watchdog nobody feeds."""
         for a in self.fleet.in_service():
             t = a.tend_task
             # (in service: verified now; an untrusted host's tending ends on purpose)
@@ -338,8 +329,7 @@ class Supervisor:
         return self.finished
 
     def finish(self, outcome: Outcome) -> bool:
-        """The campaign is over (its goal reached, a person's end, a shutdown); the first
-        outcome stands (True), a later one is ignored (False)."""
+        """The campaign is over: the first outcome stands (True), a later one is ignored (False)."""
         if self.finished is not None:
             return False
         self.finished = outcome
@@ -352,8 +342,8 @@ class Supervisor:
         self.finish(Outcome(True, reason))
 
     def no_more_creates(self, actor: str, reason: str) -> None:
-        """A person ended the campaign: no poll rents again, and a create already sent is
-        ended as its answer lands (`Actions.create`)."""
+        """A person ended the campaign: no poll rents again; a create in flight is ended as it
+        lands."""
         if self.file_campaign.max_creates > self.fleet.creates:
             self.file_campaign = dataclasses.replace(
                 self.file_campaign, max_creates=self.fleet.creates
@@ -389,11 +379,9 @@ class Supervisor:
         return old
 
     async def apply(self, intent: Intent) -> Reply:
-        """The one door for a person's intent, whoever carries it (the dashboard, the
-        controller's socket, `rentwatch end`). After the campaign's end only what acts on what
-        it holds is taken (`AFTER_END`); an instance named must be held; a destroy needs its
-        id typed (`Operator`), an end and destroy the campaign's name (`end_campaign`). A
-        refusal comes back in the reply; a market call that failed outright is raised."""
+        """The one door for a person's intent. After the end only `AFTER_END` is taken; an instance
+        named must be held; a destroy needs its id typed, an end and destroy the campaign's name.
+        A refusal comes back in the reply; a failed market call is raised."""
         if self.finished is not None and not isinstance(intent, AFTER_END):
             return Reply.refusal(
                 f"the campaign has ended ({self.finished.reason}): stop, start, destroy "
@@ -419,10 +407,9 @@ class Supervisor:
             task.cancel()
 
     async def close(self) -> None:
-        """Every host task cancelled and waited for. One that lost its cancel (Python 3.11's
-        `wait_for` drops one that lands as its inner call finishes: a detached run's exit hung
-        on a tend task sleeping on) is cancelled again; one that still will not end is left,
-        said, so an exit never hangs on it. A cancel of close itself reaches its caller."""
+        """Every host task cancelled and waited for; one that lost its cancel (Python 3.11's
+        `wait_for`) is cancelled again, and one that still will not end is left, said, so an exit
+        never hangs. A cancel of close itself reaches its caller."""
         tasks = self._tasks()
         self._cancel_tasks()
         pending = set(tasks)

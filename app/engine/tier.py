@@ -1,15 +1,7 @@
-"""The interruptible tier in the engine: the terms the rules bid under, what the observer saw
-of bid rentals (an outbid, a resume), and the tier's decisions carried out (a rebid, a move,
-a resume taken back into service). The choices are the pure core's (`core/bidding/tier.py`,
-`core/bidding/rules.py`); this module records and acts.
-
-An outbid kills the job's processes at once (Vast's docs: "Your instance is stopped (killing
-running processes)", `guides/reference/faq/rental-types.mdx`), so the job goes back to the
-queue at once, from the last checkpoint pulled off the box, without costing it a retry. The
-rental itself stays, stopped: a verified one is never destroyed by automation, and the rules
-decide whether to raise its bid, wait for its resume or let it go with an explicit stop (an
-explicit stop does not resume by itself: the same page).
-"""
+"""The interruptible tier in the engine: the terms the rules bid under, what the observer saw of bid
+rentals, and the tier's decisions carried out. An outbid kills the job at once (Vast's
+`faq/rental-types.mdx`), so the job is requeued from its last checkpoint without costing a retry;
+the rental stays stopped for the rules."""
 
 from __future__ import annotations
 
@@ -52,14 +44,10 @@ GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)  # a pause reads STOPPED: 
 def hold_bid(
     journal: Journal, a: Attempt, bid: float, inst: Instance, history: Sequence[Event]
 ) -> None:
-    """A bid rental adopted (at a restart, or found by its label after its create's answer
-    was lost): its bid, whether its last stop was ours, and since when it has been paused.
-    A stop the reconciler found on the row (`actor` "reconcile": nobody saw it happen) is not
-    ours: a bid rental stopped behind our back was most often outbid, or created stopped by a
-    losing bid, and one taken for stopped by us resumes by itself unwatched (held-out 8128:2
-    billed 29 min so, and was paused again at the end); if the host's watchdog stopped it,
-    taking it for paused costs the rules' wait. One never proven is given up, as a bid
-    refused at create is."""
+    """A bid rental adopted: its bid, whether its last stop was ours, and since when it has been
+    paused. A stop the reconciler found is not ours (most often an outbid): taken for ours it
+    resumes by itself unwatched (held-out 8128:2 billed 29 min so). One never proven is given up,
+    as a bid refused at create is."""
     tier = [e for e in history if e.kind in (K.OUTBID, K.RESUMED, K.STOP, K.START)]
     last = tier[-1] if tier else None
     ours = last is not None and last.kind == K.STOP and last.actor not in ("market", "reconcile")
@@ -131,9 +119,7 @@ class TierWatch:
         )
 
     def exposure(self, now: float) -> tuple[tuple[int, str, float, int], ...]:
-        """The ledger's record at the start and what this run saw since of each bid rental:
-        (machine, model, hours running on bid, outbids). Paused hours are no exposure: an
-        outbid rental cannot be outbid again until it resumes."""
+        """Each bid rental's (machine, model, hours running on bid, outbids); not paused hours."""
         mine = []
         for iid, a in self.fleet.attempts.items():
             if a.bid is None or a.machine_id is None:
@@ -291,6 +277,5 @@ class TierWatch:
         await self.actions.stop(a, d.rule, d.reason)
 
     def resume(self, a: Attempt, d: Resume) -> bool:
-        """Back into service (its proof stands: the same machine, its disk kept). True when it
-        moved, so the caller tends it again."""
+        """Back into service (its proof stands: same machine, disk kept). True when it moved."""
         return apply(self.journal, Resumed(a, self.market.answered_at(), d.reason))

@@ -1,6 +1,5 @@
-"""What can happen to a rental, each a small immutable value named for the event: what the
-observer, the actions, the executor, the tier, the operator, the recovery and the host tasks
-emit, and `rentals.apply` (the one writer) applies."""
+"""What can happen to a rental, each a small immutable value named for the event, which
+`rentals.apply` (the one writer) applies."""
 
 from __future__ import annotations
 
@@ -305,8 +304,7 @@ class Returned:
 
 @dataclass(frozen=True, slots=True)
 class Adopted:
-    """Found on the market at a start (`engine/recovery.py`): where it stands now, and whether
-    the ledger holds a passed preflight for it."""
+    """Found on the market at a start: where it stands, and whether it passed a preflight."""
 
     a: Attempt
     at: float
@@ -451,8 +449,7 @@ class Broken:
 
 @dataclass(frozen=True, slots=True)
 class Sampled:
-    """The sampler's readings (already in the ledger's samples): the idle and throttle
-    evidence they carry."""
+    """The sampler's readings (already in the ledger): the idle and throttle evidence they carry."""
 
     a: Attempt
     at: float

@@ -1,6 +1,5 @@
-"""Showing and exporting query results: a table, JSON, CSV, Parquet. Every string that leaves
-here went through `clean` first: ledger rows carry host and market text (status lines, GPU
-names, error messages) that must not reach a terminal or a file as escape sequences."""
+"""Showing and exporting query results: a table, JSON, CSV, Parquet. Every string leaves through
+`clean`: ledger rows carry host and market text."""
 
 from __future__ import annotations
 
@@ -70,10 +69,8 @@ def print_result(result: QueryResult, fmt: str, limit: int, width: int | None = 
 
 
 def export_result(result: QueryResult, path: str) -> None:
-    """Write `result` to `path`, the operator's own choice, with rentwatch's code (a query
-    cannot write files: the sandbox has no file access): 0600, to a file of its own in a
-    private folder, renamed over `path`; a symlink at `path` is refused, and no name swapped
-    meanwhile is followed (private.py)."""
+    """Write `result` to `path` with rentwatch's code (a query cannot write files): 0600, renamed
+    over `path`; a symlink at `path` is refused (private.py)."""
     target = Path(path)
     suffix = target.suffix.lower()
     columns, rows = safe_rows(result)

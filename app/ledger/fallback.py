@@ -1,9 +1,6 @@
-"""Events the ledger could not take (a full disk: "No space left on device"), kept so that
-nothing the engine did is forgotten. The store keeps them in memory, in order, and writes them
-to the ledger as soon as a write goes through again; what is still unwritten when it closes
-goes to a file beside the ledger (`<ledger>.unwritten.jsonl`, JSON lines, 0600, appended).
-The next writer to open that ledger adds them back in order (they follow its last event) and
-says so; any it cannot add (a sequence number taken since) stay in the file, said too."""
+"""Events the ledger could not take (a full disk), kept so nothing the engine did is forgotten: in
+memory, in order, written as soon as a write goes through again; at close, to
+`<ledger>.unwritten.jsonl` (0600), which the next writer adds back in order and says so."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""What a campaign still holds, as the ledger knows it: every rental it created (or reused)
-that is neither destroyed nor written off, whether it was ever verified, whether it is stopped,
-what its storage costs per day, and which jobs ran on it without their outputs pulled off.
-
-`rentwatch end` lists these before it destroys anything, and says what is left after; the
-dashboard's end action shows the same rows. One SELECT, so that it answers through a
-controller's read-only query API as well as from the file."""
+"""What a campaign still holds, as the ledger knows it: every rental neither destroyed nor written
+off, whether verified or stopped, its storage per day, and the jobs whose outputs are still on
+it. One SELECT, so it answers through a controller's read-only query API as well as the file."""
 
 from __future__ import annotations
 

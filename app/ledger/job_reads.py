@@ -1,6 +1,5 @@
-"""The ledger's questions about a campaign's jobs, as read-only SQL text: `rentwatch jobs` and
-`rentwatch logs` ask them of a ledger file, or of the controller that holds it (its query API
-takes text, not parameters, so each value is quoted here as an SQL literal)."""
+"""The ledger's questions about a campaign's jobs, as read-only SQL text (a controller's query API
+takes text, so each value is quoted here as an SQL literal)."""
 
 from __future__ import annotations
 

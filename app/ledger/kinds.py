@@ -12,14 +12,11 @@ class EventKind(StrEnum):
     OFFER_CHOSEN = "offer_chosen"
     CREATE = "create"  # intent / outcome
     STATUS = "status"  # the market's status for an instance changed
-    FREEZE = "freeze"
-    FATAL = "fatal"
     PREFLIGHT_PASSED = "preflight_passed"
     PREFLIGHT_FAILED = "preflight_failed"
     QUARANTINE = "quarantine"
     THROTTLE = "throttle"
     HOST_KEY_CHANGED = "host_key_changed"
-    IDLE = "idle"
     ABANDON = "abandon"
     STOP = "stop"  # intent / outcome, or a fact found by reconcile
     START = "start"
@@ -36,8 +33,6 @@ class EventKind(StrEnum):
     TRAP = "trap"
     ADOPTED = "adopted"
     DETACHED = "detached"
-    RECONCILED = "reconciled"
-    DECISION = "decision"
     NOTE = "note"
     CAMPAIGN_FAULT = "campaign_fault"  # a failure blamed on the campaign (image, job): creates stop
     XID = "xid"  # a fatal XID / ECC event on a proven host: stopped and its machine marked

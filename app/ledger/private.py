@@ -1,13 +1,6 @@
-"""Files only their owner may read: the ledger and its write-ahead log, exports.
-
-The ledger says what an account ran and spent, and a job's `run` text (a
-live `.wal` was 0644 because the umask was set only around the first connect, and DuckDB
-creates the WAL again after every checkpoint). So while a writer is open, the process's umask
-takes away every bit for group and others; the last writer to close gives the old one back.
-An export goes to a file created exclusively, 0600, in a private folder beside its target,
-then renamed over it through descriptors: a symlink planted at the target's path is refused,
-and no name another user swaps meanwhile is ever followed (`private_replacement`).
-"""
+"""Files only their owner may read: the ledger and its write-ahead log, exports. DuckDB creates the
+WAL again after every checkpoint, so while a writer is open the umask takes away every bit for
+group and others; the last writer to close gives the old one back."""
 
 from __future__ import annotations
 
@@ -54,8 +47,7 @@ def release_private_umask() -> None:
 
 
 def make_private(path: Path) -> None:
-    """The ledger file and the WAL beside it made 0600, where they exist and are ours (a
-    ledger made by an older rentwatch, a WAL left by a crash)."""
+    """The ledger file and its WAL made 0600 where they exist and are ours."""
     for p in (path, path.with_name(path.name + ".wal")):
         with contextlib.suppress(OSError):
             st = os.lstat(p)
@@ -65,16 +57,12 @@ def make_private(path: Path) -> None:
 
 @contextlib.contextmanager
 def private_replacement(target: Path) -> Iterator[BinaryIO]:
-    """An open file to write the export to, renamed over `target` on success, removed on
-    failure. A symlink, or anything but a regular file, at `target` is refused: another user
-    may have planted it there.
+    """An open file to write the export to, renamed over `target` on success, removed on failure. A
+    symlink, or anything but a regular file, at `target` is refused.
 
-    The file is created exclusively (O_EXCL, O_NOFOLLOW, 0600) inside a directory of our own
-    made beside `target` (mkdtemp: 0700), and everything after the create goes through
-    descriptors: the write through the file's, the rename through the two folders'. In a shared
-    folder without the sticky bit another user may rename or swap any name in it, our private
-    directory's included; what we hold open is still ours, so the export never follows their
-    symlink and never ends as one."""
+    It is created exclusively (O_EXCL, O_NOFOLLOW, 0600) in a 0700 directory of our own beside
+    `target`, and everything after goes through descriptors, so in a shared folder another user
+    who swaps a name cannot make the export follow or become their symlink."""
     shown = clean(str(target), 300)
     with contextlib.suppress(FileNotFoundError):
         st = os.lstat(target)

@@ -1,34 +1,15 @@
-"""The query sandbox: every operator query (the ledger screen, `rentwatch ledger`, exports, the
-canned queries) runs here, never on the controller's write connection.
+"""The query sandbox: every operator query runs here, never on the controller's write connection.
 
-Three walls, each enough on its own for the cases it covers:
+Three walls: DuckDB's parser admits one plain `SELECT`/`WITH`/`VALUES` (or a plain `EXPLAIN`;
+`EXPLAIN ANALYZE` runs its statement); the instance opens with `SANDBOX_CONFIG` (no external
+access, no extensions, the configuration locked); and each statement runs in `BEGIN TRANSACTION
+READ ONLY` on a cursor of its own. Bounds: memory and threads capped, `QUERY_TIMEOUT_S`, pages of
+`MAX_ROW_LIMIT` rows and `MAX_PAGE_BYTES`, fetched `FETCH_ROWS` at a time.
 
-1. DuckDB's parser decides what a statement is: one plain `SELECT`/`WITH`/`VALUES` (and the
-   `DESCRIBE`/`SUMMARIZE`/`SHOW` forms DuckDB parses as SELECT), or a plain `EXPLAIN` of one.
-   `EXPLAIN ANALYZE` runs its statement, so it is refused in every spelling.
-2. The database instance is opened with `SANDBOX_CONFIG`: no file, network or environment access
-   outside the ledger (`enable_external_access=false` also turns off COPY, `read_*`, `glob` and
-   replacement scans of paths), no extension installed or loaded behind the operator's back, and
-   the configuration locked so a query cannot turn any of it back on.
-3. The statement runs inside `BEGIN TRANSACTION READ ONLY` on a cursor of its own, so a write
-   that slipped past the parser still fails, and `interrupt()` cancels this query only.
-
-And bounds, so that one query cannot take the controller's machine: the instance's memory
-(`memory_limit`, nothing spilled to disk) and threads are capped, a query is interrupted after
-`QUERY_TIMEOUT_S` (a timer calls `interrupt()`; the operator's cancel does the same), a page is at
-most `MAX_ROW_LIMIT` rows (one more is fetched to tell whether more exist; the answer streams, so
-a query of a trillion rows costs only the page) and `MAX_PAGE_BYTES` of text, checked as the rows
-are fetched, `FETCH_ROWS` at a time (the rows skipped to reach an offset are fetched so too).
-
-Why a cursor and not a second read-only connection inside the controller: DuckDB allows one
-database instance per file per process, and refuses a second `connect(read_only=True)` while the
-controller holds the file for writing ("different configuration"). A cursor shares the instance
-(so it sees every committed event) but is its own connection: its read-only transaction, its
-interrupt, its snapshot. A snapshot copy of the file would cost a copy per query and go stale.
-From a file (`rentwatch ledger`), the instance itself is opened read-only as well.
-See https://duckdb.org/docs/stable/operations_manual/securing_duckdb/overview and
-https://duckdb.org/docs/stable/configuration/overview (the settings below).
-"""
+A cursor, not a second connection: DuckDB refuses a read-only `connect` while the controller
+holds the file for writing, and a cursor sees every committed event with its own transaction and
+interrupt. See https://duckdb.org/docs/stable/operations_manual/securing_duckdb/overview and
+https://duckdb.org/docs/stable/configuration/overview."""
 
 from __future__ import annotations
 
@@ -179,11 +160,8 @@ def connect_sandboxed(path: str | Path, *, read_only: bool) -> duckdb.DuckDBPyCo
 
 
 class QuerySandbox:
-    """Runs operator queries on cursors of `con`, one read-only transaction each.
-
-    `con` is only ever used to make cursors (under `lock`, the owner's lock for `con`); no
-    statement is executed on it here.
-    """
+    """Runs operator queries on cursors of `con` (made under `lock`), one read-only transaction
+    each; no statement is executed on `con` itself."""
 
     def __init__(
         self, con: duckdb.DuckDBPyConnection, lock: threading.RLock, search_path: str | None = None
@@ -202,9 +180,8 @@ class QuerySandbox:
         tag: str | None = None,
         timeout_s: float = QUERY_TIMEOUT_S,
     ) -> QueryResult:
-        """One page of the answer: `limit` rows (at most `MAX_ROW_LIMIT`) from `offset`, and
-        whether more exist. `tag` names the query so that `interrupt(tag)` cancels it alone;
-        past `timeout_s` wall seconds it is interrupted (`QueryTooBig`)."""
+        """One page of the answer from `offset`, and whether more exist. `interrupt(tag)` cancels it
+        alone; past `timeout_s` it is interrupted (`QueryTooBig`)."""
         check_read_only(sql)
         limit = min(max(0, int(limit)), MAX_ROW_LIMIT)
         offset = max(0, int(offset))
@@ -280,8 +257,7 @@ class QuerySandbox:
             return sorted(t for t in self._running.values() if t is not None)
 
     def interrupt(self, tag: str | None = None) -> bool:
-        """Cancel the operator queries running now (every one, or the one tagged `tag`), from
-        another thread; writes go on. Whether any was running."""
+        """Cancel the queries running now (all, or `tag`'s) from another thread; whether any ran."""
         with self._mu:
             running = [c for c, t in self._running.items() if tag is None or t == tag]
         for cur in running:

@@ -1,7 +1,5 @@
-"""The ledger's named reads: the questions the engine asks of the ledger (a campaign's events
-and creates, an instance's history, our record of machines and GPU models, bid exposure,
-quarantines, intents never closed), each as fixed SQL, so the engine never writes `where=`
-text. `Ledger` (store.py) inherits them and supplies the two reads they are built on."""
+"""The ledger's named reads: the engine's questions of the ledger, each as fixed SQL, so the engine
+never writes `where=` text. `Ledger` (store.py) inherits them."""
 
 from __future__ import annotations
 
@@ -34,12 +32,9 @@ class NamedReads:
         _records: dict[str, tuple[int, Any]]
 
     def _record_read(self, name: str, read: Callable[[], dict[K, V]]) -> dict[K, V]:
-        """Our record of machines and models, read again only once this ledger wrote an event
-        since the last read (each is a query over the `instances` view, tenths of a second:
-        the swap watch and the ranking asked it every market minute, and at a referee's time
-        scale that is many times a wall second). Between two events only a dud whose destroy
-        is under way still ages, by the seconds until its destroy's outcome is written. A
-        ledger another process writes (`_written` None) is read every time."""
+        """Our record of machines and models, read again only once this ledger wrote an event since
+        (each read is tenths of a second, asked every market minute). A ledger another process
+        writes (`_written` None) is read every time."""
         seq = self._written()
         hit = self._records.get(name)
         if seq is None or hit is None or hit[0] != seq:
@@ -82,9 +77,7 @@ class NamedReads:
         return bool(row and row[0][0])
 
     def campaign_holds_on(self, campaign: str) -> bool:
-        """Whether `campaign` may still count on what it holds: started and never ended (its
-        controller runs, or died and will adopt its rentals again), or ended by leaving its
-        fleet to a later attach (detached)."""
+        """Whether `campaign` still counts on what it holds: started and not ended, or detached."""
         ends = self.events(
             where="campaign = ? AND kind IN ('campaign_start', 'campaign_end', 'detached')",
             params=[campaign],
@@ -99,8 +92,7 @@ class NamedReads:
         return self.events(where="instance_id = ?", params=[instance_id])
 
     def instance_events(self, instance_id: int, campaign: str, last: int = 200) -> list[Event]:
-        """One instance's events in one campaign, the newest `last` of them, oldest first (the
-        detail screen's ledger section and its status-line history)."""
+        """One instance's events in one campaign, the newest `last` of them, oldest first."""
         rows = self.events(
             where="instance_id = ? AND campaign = ? AND seq >= coalesce((SELECT min(seq) FROM "
             "(SELECT seq FROM events WHERE instance_id = ? AND campaign = ? "
@@ -114,10 +106,8 @@ class NamedReads:
         return self.events(where="kind = 'sent' AND intent_seq = ?", params=[intent_seq])
 
     def machine_record(self) -> dict[int, tuple[int, int, float]]:
-        """Machine id -> (verified rentals, duds, mean USD of a dud): our own memory of hosts.
-        An attempt given up for the campaign's fault, or suspected of it (its abandon names a
-        `blame`), or cancelled (the campaign ended, or its operator quit, while it booted)
-        says nothing of its host and costs it no reputation."""
+        """Machine id -> (verified rentals, duds, mean USD of a dud). An attempt given up for the
+        campaign's fault, suspected of it, or cancelled costs its host no reputation."""
         return self._record_read("machine_record", self._machine_record)
 
     def _machine_record(self) -> dict[int, tuple[int, int, float]]:

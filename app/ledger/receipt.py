@@ -39,12 +39,10 @@ def tier_figures(
     on_bids: float,
     as_on_demand: tuple[Any, ...] | None = None,
 ) -> dict[str, Any]:
-    """A campaign's spend by tier, its interruptions and the work they cost (minutes), from
-    its `_TIER_SQL` row (None: it had none); and what the same work would have cost all
-    on-demand, from `as_on_demand` (the bids' billed GPU hours, their GPU USD, those hours at
-    the machines' on-demand prices, whether every create said its price): the bids' GPU time,
-    less the work outbids threw away (an on-demand rental is never outbid), at on-demand, in
-    place of what the bids billed (None where a create did not record its on-demand price)."""
+    """A campaign's spend by tier, its interruptions and the minutes they cost, from its `_TIER_SQL`
+    row (None: none); and what the same work would have cost on-demand: the bids' GPU hours less
+    the work outbids threw away, at on-demand prices (None where a create did not record its
+    on-demand price)."""
     _, outbids, lost_s, kept_s, of_jobs = row or ("", 0, 0, 0, 0)
     lost = max(0.0, float(lost_s or 0.0) - float(kept_s or 0.0))
     total = on_demand + on_bids
@@ -93,8 +91,7 @@ LEFT JOIN done USING (campaign) LEFT JOIN lost USING (campaign) LEFT JOIN thr US
 
 
 def work_figures(row: tuple[Any, ...] | None, total_usd: float) -> dict[str, Any]:
-    """A campaign's work in reference GPU-hours, and what it cost per hour of it, from its
-    `_WORK_SQL` row (None: it had none)."""
+    """A campaign's work in reference GPU-hours and its cost per hour, from its `_WORK_SQL` row."""
     done, lost, throttled = (float(v or 0.0) for v in (row or ("", 0, 0, 0))[1:])
     return {
         "work_done": round(done, 6),
@@ -107,10 +104,9 @@ def work_figures(row: tuple[Any, ...] | None, total_usd: float) -> dict[str, Any
 def compute_receipt(
     con: duckdb.DuckDBPyConnection, campaign: str | None = None
 ) -> list[dict[str, Any]]:
-    """Each campaign's receipt: its tenures read from the `tenures` view, added up by
-    `core.figures.summarize`, the same code that adds up the dashboard's live figures. Each
-    view is read once for all the campaigns asked (per campaign, 20 campaigns of a million
-    events took 23 s: DuckDB computes the billing windows whole for each filtered read)."""
+    """Each campaign's receipt: its tenures from the `tenures` view, added up by
+    `core.figures.summarize` as the dashboard's are. Each view is read once for all campaigns
+    (per campaign, 20 campaigns of a million events took 23 s)."""
     where = " WHERE campaign = ?" if campaign else ""
     c = "AND campaign = ?" if campaign else ""
     params = [campaign] if campaign else []

@@ -1,16 +1,9 @@
-"""The ledger's charges against the market's own bill, per instance (`rentwatch reconcile`
-fetches both: app/cli/reconcile.py).
+"""The ledger's charges against the market's own bill, per instance (`rentwatch reconcile`).
 
-The ledger's charges against the market's own bill, per instance.
-
-The market's bill is what `vastai show invoices-v1 --charges` reads (`GET /api/v0/charges/`:
-one row per contract over the queried range, `source` "instance-ID", `amount` in USD to three
-decimals, items `gpu`, `disk`, `bwd` and `bwu`: vast-ai/docs `api-reference/openapi.yaml`
-showCharges). Each difference's cause is named from those items.
-The ledger's charges are its `instances` view (billing marks priced by the same rules). Every
-instance whose two figures differ by more than a cent is named, with the likely cause, so an
-operator can prove "every cent" against the invoice. Exit 0 with no difference, 1 otherwise.
-"""
+The market's bill is `GET /api/v0/charges/` (what `vastai show invoices-v1 --charges` reads:
+vast-ai/docs `openapi.yaml` showCharges), items `gpu`, `disk`, `bwd`, `bwu`; the ledger's is its
+`instances` view. Every instance whose figures differ by more than a cent is named with the
+likely cause. Exit 0 with no difference, 1 otherwise."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Our record of hosts, for ranking offers (`core.offers.work_cost`, `core.offers.track_record`): per GPU
-model, how many of its rentals delivered, how many were duds, and how long its duds lived
-before the rules caught them; and per rental, what it delivered (the evidence
-`core.offers.track_record` fades and sums per machine, host, model and price band). Counted as
-`Ledger.machine_record` counts a machine: an attempt given up for the campaign's fault (its
-abandon names a `blame`) or cancelled says nothing of its host."""
+"""Our record of hosts, for ranking offers: per GPU model, rentals delivered, duds and how long duds
+lived; per rental, what it delivered. An attempt given up for the campaign's fault or cancelled
+says nothing of its host."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Ledger schema: tables, their migrations, and the SQL views any DuckDB client can read.
-
-The views implement the billing rules of `rentwatch.core.billing.charges` in SQL (a property
-test keeps the two equal): storage from the create to the destroy in every state; GPU time while
-held (not stopped) from the create in `created` billing, or only while running in `running`
-billing. An instance still alive is billed up to its campaign's clock: the latest event of the
-campaigns on its market, or the moment of that market's engine's last poll if later.
-"""
+"""Ledger schema: tables, their migrations, and the SQL views any DuckDB client can read. The views
+bill as `rentwatch.core.billing.charges` does (a property test keeps them equal); an instance
+still alive is billed up to its campaign's clock."""
 
 from __future__ import annotations
 

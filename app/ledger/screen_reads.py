@@ -1,7 +1,5 @@
-"""The reads the dashboard's screens make of the ledger, each a named function over anything
-that answers `query(sql, limit=)` with columns and rows (the ledger file, or a controller's
-read-only query API), so no SQL is written in a widget: the receipt's clock, the hosts'
-delivery record, the spend curve (and `holdings.read_holdings`, what the End dialog lists)."""
+"""The reads the dashboard's screens make of the ledger, each a named function over anything that
+answers `query(sql, limit=)` (the file, or a controller's query API), so no SQL is in a widget."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The campaign's spend over time, split by duds and the rest, from the ledger's own billing
-spans (`billing_spans`: each acknowledged lifecycle change opens a span at its rates), so the
-curve ends where the receipt's spend does, at the ledger's clock. One SELECT, so that it answers
-through a controller's read-only query API as well as from the file."""
+"""The campaign's spend over time, duds apart, from the ledger's `billing_spans`, so the curve ends
+where the receipt's spend does. One SELECT, for the file and a controller's query API alike."""
 
 from __future__ import annotations
 

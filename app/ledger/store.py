@@ -151,10 +151,8 @@ class Ledger(NamedReads):
         con.execute(VIEWS)
 
     def _own_views(self) -> None:
-        """Opened read-only, the file holds the views its last writer made, maybe an older
-        rentwatch's (the receipt then asked them for columns they lack): this rentwatch's own
-        shadow them, as temporary views of this connection, where the file's tables allow.
-        Operator queries run on cursors of their own and read the file's views."""
+        """Opened read-only, the file holds its last writer's views, maybe an older rentwatch's:
+        this rentwatch's own shadow them as temporary views where the file's tables allow."""
         own = VIEWS.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
         with contextlib.suppress(duckdb.Error):
             self.__con.execute(own)
@@ -173,9 +171,8 @@ class Ledger(NamedReads):
 
     # -- the moment it computes to ---------------------------------------------------------
     def tick(self, now: float, market: str | None = None) -> None:
-        """The market moment the engine has seen up to (each poll): the views bill what is
-        still alive up to here, so the receipt, the views and the live figures agree at one
-        instant, and a finished campaign's figures stop where its controller last looked."""
+        """The market moment the engine has seen up to: the views bill what is still alive up to
+        here, so the receipt, the views and the live figures agree at one instant."""
         if self.read_only:
             return
         with self.__lock, self._unless_unwritable():
@@ -190,8 +187,7 @@ class Ledger(NamedReads):
 
     @contextlib.contextmanager
     def _unless_unwritable(self) -> Iterator[None]:
-        """A write that may be lost (a clock tick, a batch of GPU readings): a failure only
-        says the ledger cannot be written (`unwritable`)."""
+        """A write that may be lost (a clock tick, readings): a failure only marks `unwritable`."""
         try:
             yield
         except DISK_FAILURES as exc:
@@ -334,9 +330,8 @@ class Ledger(NamedReads):
         timeout_s: float = QUERY_TIMEOUT_S,
         team: bool = False,
     ) -> QueryResult:
-        """A read-only query (one SELECT) in the sandbox; anything else raises QueryRefused.
-        A `tag` lets `interrupt(tag)` cancel this query alone; past `timeout_s` it stops.
-        With `team`, its tables are the team's union first (`events` with `operator`)."""
+        """A read-only query (one SELECT) in the sandbox; anything else raises QueryRefused. `tag`:
+        `interrupt(tag)` cancels it alone. With `team`, the team's union first."""
         if team:
             sandbox = QuerySandbox(self.__con, self.__lock, search_path="team,main")
             return sandbox.run(sql, limit, offset, tag, timeout_s)
@@ -390,15 +385,13 @@ class Ledger(NamedReads):
         return TeamMemory(self, self.__replica.evidence)
 
     def teammates_quarantined(self, now: float) -> dict[int, str]:
-        """Machines a teammate's controller quarantined, still in force at `now` ({} without
-        a team)."""
+        """Machines a teammate quarantined, still in force at `now` ({} without a team)."""
         if self.__replica is None:
             return {}
         return self.__replica.evidence.quarantined(now)
 
     def interrupt(self, tag: str | None = None) -> bool:
-        """Cancel the operator queries running on this ledger (all, or the one tagged `tag`),
-        from another thread; whether any was running."""
+        """Cancel the queries running on this ledger (all, or `tag`'s); whether any was running."""
         return self.__sandbox.interrupt(tag)
 
     def checkpoint(self) -> None:

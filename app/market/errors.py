@@ -1,13 +1,6 @@
 """The market's vocabulary: what any marketplace's calls may raise, and what they return. The
-protocol (`protocol.py`) names these; each marketplace's client raises them.
-
-- `AuthError` (an `ApiError`): the key was refused; nothing will work with it, stop.
-- `NotFound` (an `ApiError`): the instance or offer does not exist (any more).
-- `ApiError`: the market answered and refused (4xx/5xx with its message).
-- `MarketUnavailable`: no usable answer after the client's retries; `AnswerLost` (a subclass)
-  when a request went out and its answer never came back (it may have taken effect).
-- `MalformedAnswer` (core): an answer that did not have the promised shape.
-"""
+protocol names these; each marketplace's client raises them. `AuthError`: stop, the key was
+refused; `AnswerLost`: a request went out and its answer never came back (it may have acted)."""
 
 from __future__ import annotations
 
@@ -82,8 +75,7 @@ class AnswerLost(MarketUnavailable):
 
 class QuotaExceeded(ApiError):
     """The daily offer-search quota is spent (429 `search_quota_exceeded`). It resets at UTC
-    midnight, so retrying only burns requests; the official client does not retry it either
-    (vastai `api/client.py` is_search_quota_exceeded / retry_delay)."""
+    midnight, so it is not retried, as the official client does not (vastai `api/client.py`)."""
 
     title = "search quota exceeded"
 

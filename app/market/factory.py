@@ -1,10 +1,6 @@
-"""The one place a market is picked: the CLI, the controller, the engine's session and
-reconcile ask `open_market` for one, and never name a market's client themselves.
-
-Today every URL names the Vast.ai API at that address: the real one (`DEFAULT_URL`) or a
-simulator of it (`rentwatch sim`). The in-memory market (`memory/`) is built by the tests
-that use it, with the offers and faults they need.
-"""
+"""The one place a market is picked: the CLI, the controller, the session and reconcile ask
+`open_market`, and never name a market's client. Every URL names a Vast.ai API (the real one,
+`DEFAULT_URL`, or `rentwatch sim`); the in-memory market is built by the tests that use it."""
 
 from __future__ import annotations
 
@@ -31,8 +27,7 @@ __all__ = [
 
 
 def load_campaign(text: str, source: str = "campaign") -> Campaign:
-    """A campaign file's text, its `offer_query` read in the language of the markets
-    `open_market` opens (the official CLI's query text)."""
+    """A campaign file's text, its `offer_query` read in the official CLI's query language."""
     return parse_campaign(text, source, read_query)
 
 

@@ -1,15 +1,8 @@
 """The marketplace as the supervisor sees it: a small protocol, and the clock it runs on.
 
-The supervisor, recovery and the host tender only ever call what `Market` names, so a second
-marketplace plugs in by implementing it: `VastClient` (`vast/`) is the Vast.ai one and
-`MemoryMarket` (`memory/`) an in-memory one the engine's unit tests run on. What a market can
-do beyond the common calls it declares in `caps` (`Capabilities`), and the engine reads that,
-never the market's type. `factory.open_market` picks the market for the CLI, the controller
-and reconcile.
-
-Every method may raise the errors of `errors.py` (the protocol's own vocabulary, which each
-marketplace's client raises).
-"""
+A market plugs in by implementing `Market` (`VastClient`, `MemoryMarket`) and declares what it
+can do beyond the common calls in `caps`, which the engine reads, never the market's type. Every
+method may raise the errors of `errors.py`."""
 
 from __future__ import annotations
 
@@ -24,10 +17,8 @@ from .errors import Acted, CreateResult, OnTry
 
 
 class Clock(Protocol):
-    """Market time, injected into everything that dates an event (no module reads time itself).
-
-    `now()` is the market's clock as best known; `answered_at()` the market time stamped on
-    the last answer (what a poll's observations are dated to)."""
+    """Market time, injected into everything that dates an event (no module reads time itself):
+    `now()` as best known; `answered_at()` the time stamped on the last answer."""
 
     def now(self) -> float: ...
 
@@ -58,9 +49,8 @@ class ListFilter:
 
 
 class SharedClock(Protocol):
-    """A market clock read in-process (`sim.clock.SimClock` has this shape); `held()` is
-    entered (`async with`) for each exchange with the market, `waited_on()` for each wait on
-    its time."""
+    """A market clock read in-process (`sim.clock.SimClock`); `held()` is entered for each exchange
+    with the market, `waited_on()` for each wait on its time."""
 
     @property
     def time_scale(self) -> float: ...
@@ -99,8 +89,7 @@ class Market(Clock, Protocol):
         after_token: str | None = None,
         page_size: int = PAGE,
     ) -> tuple[list[Instance], str | None]:
-        """One page of the list (by id) and the next page's token (None: the last one);
-        only where `caps.paging`."""
+        """One page of the list (by id) and the next token (None: the last); `caps.paging` only."""
         ...
 
     async def charges(self, start: float, end: float) -> list[dict[str, Any]]:
@@ -130,15 +119,13 @@ class Market(Clock, Protocol):
         onstart: str | None = None,
         price: float | None = None,
     ) -> CreateResult:
-        """Rent an offer (with `price`: on the interruptible tier at that bid). The label is
-        unique, so a create whose answer was lost is found by it (the result says so); raises
-        when the create did not happen. A bid too low still makes an instance, created
-        stopped: the result names it, with `refused` set."""
+        """Rent an offer (with `price`: a bid on the interruptible tier). The label is unique, so a
+        create whose answer was lost is found by it; raises when the create did not happen. A bid
+        too low still makes a stopped instance: the result names it, `refused` set."""
         ...
 
     async def change_bid(self, instance_id: int, price: float | None, num_gpus: int = 1) -> None:
-        """Change an interruptible rental's bid: the machine's price ($/h for all its
-        `num_gpus` GPUs), or None for the market's own winning bid."""
+        """Change a bid rental's bid: the machine's $/h for all its GPUs, or None: a winning bid."""
         ...
 
     async def copy_between(self, src_id: int, src_path: str, dst_id: int, dst_path: str) -> None:
@@ -152,8 +139,7 @@ class Market(Clock, Protocol):
         ...
 
     async def pending_price_increases(self) -> list[PriceIncrease]:
-        """The hosts' price increases pending on the account's rentals (rows that cannot be
-        read are skipped)."""
+        """The price increases pending on the account's rentals (unreadable rows skipped)."""
         ...
 
     async def answer_price_increase(self, pending_id: int, accept: bool) -> bool:

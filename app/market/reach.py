@@ -1,10 +1,6 @@
-"""Whether the market can be used at all, asked once before anything is created or recorded,
-and a failure said as one line that names the market's address and the cause: the network
-(refused, unresolved, timed out), the key (refused), or the market's refusal of the request.
-
-`rentwatch run --headless`, `watch`, the controller of `watch`/`demo` and `offers` call
-`check_market` first, so a market that cannot be reached leaves no ledger, log or SSH key
-behind that the start would have made."""
+"""Whether the market can be used at all, asked once before anything is created or recorded, and a
+failure said as one line naming the address and the cause (network, key, refusal), so an
+unreachable market leaves no ledger, log or SSH key behind."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
 """What rentwatch tells a person, as values: the `Notice`, its level, one builder per event kind,
-and `scrub`, which every notice passes through before it leaves the process.
+and `scrub`, which every notice passes through before it leaves the process. Pure.
 
-Pure: no I/O, no clock. Each builder writes a one-line title and a body in three parts, what
-happened, what rentwatch did, what the person may want to do, from the facts the caller passes
-in (figures come from the ledger; the builders compute none). Host- and market-controlled
-strings are cleaned here (with `wording.safe`); secrets are removed by `scrub`, which the
-notifier applies again with the secrets it was given.
-
-Levels, lowest first: `info` (a dud replaced as usual), `notice` (the campaign's end),
-`warning` (look soon: a verified host lost, the budget at 80%), `critical` (money may be burning
-unseen, or supervision stopped). `DEFAULT_MIN_LEVEL` is `notice`: routine work wakes nobody.
-"""
+Each builder writes a title and a body (what happened, what rentwatch did, what the person may
+do) from figures the caller passes in. `DEFAULT_MIN_LEVEL` is `notice`: routine work wakes
+nobody."""
 
 from __future__ import annotations
 
@@ -93,13 +86,10 @@ def should_send(notice: Notice, min_level: str) -> bool:
 
 
 def scrub(text: object, secrets: Iterable[str | None] = (), limit: int = BODY_LIMIT) -> str:
-    """`text` safe to send: every secret given (API key, controller token, SSH key path...)
-    replaced by `[redacted]`, escape sequences and control characters removed line by line
-    (line breaks kept), each line and the whole capped.
-
-    Secrets are removed both before and after cleaning, so one split by an escape sequence
-    (`ab\\x1b[0mcd`) cannot reappear once the escape is gone, and before any cap, so a cut can
-    never leave half a secret."""
+    """`text` safe to send: every secret given replaced by `[redacted]`, escapes and control
+    characters removed line by line, each line and the whole capped. Secrets are removed before
+    and after cleaning (so `ab\x1b[0mcd` cannot reappear) and before any cap (so a cut never
+    leaves half a secret)."""
     wanted = sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
     s = redact("" if text is None else str(text), wanted)
     lines = [clean(line, limit=len(line) + 1) for line in s.splitlines()]
@@ -334,10 +324,8 @@ def campaign_end(
     destroyed: int = 0,
     apart: int = 0,
 ) -> Notice:
-    """The campaign is done; the body carries the receipt's figures as given (the ledger's):
-    duds (its hosts' fault) and, apart, the rentals that never delivered for no fault of
-    their hosts' (`apart`: outbid or stopped by the market before proven, or cancelled); what
-    its end stopped and destroyed, as recorded."""
+    """The campaign is done; the body carries the receipt's figures as given: duds and, apart, the
+    rentals that never delivered through no fault of their hosts; what its end let go."""
     rate = f"${usd_per_gpu_hour:.2f}/GPU-h" if usd_per_gpu_hour is not None else "no GPU-h"
     jobs = f", {jobs_finished} job(s) finished" if jobs_finished is not None else ""
     counts = f"{wording.plural(creates, 'create')}, {wording.plural(duds, 'dud')}"

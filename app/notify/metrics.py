@@ -1,17 +1,6 @@
-"""Prometheus metrics of a controller, in a registry of their own (never the global one), with
-the names `DESIGN.md` fixes.
-
-The campaign's figures (instances by phase, spend, creates, duds, jobs by status, budget used)
-are the ledger's: the engine hands them to `update` after each poll and a custom collector
-exposes them as they are, so `/metrics` can never disagree with `rentwatch receipt`. Spend,
-creates and duds are counters in kind (they only grow) and are exposed as such: a counter
-family `rentwatch_spend_usd` is written `rentwatch_spend_usd_total`, the name in `DESIGN.md`.
-The poll histogram, the last poll's time and the notifier's failures are recorded here.
-
-Mounted on an aiohttp app with `aiohttp_handler`: the controller's API, and `--metrics
-HOST:PORT` (`run/metrics_server.py`: capped connections and an idle timeout, which
-prometheus-client's own threaded server has neither of).
-"""
+"""Prometheus metrics of a controller, in a registry of their own, with the names `DESIGN.md` fixes.
+The campaign's figures are the ledger's, exposed as they are by a custom collector, so `/metrics`
+can never disagree with `rentwatch receipt`; counters are written with `_total`."""
 
 from __future__ import annotations
 
@@ -166,8 +155,7 @@ class Metrics(Collector):
 def aiohttp_handler(
     metrics: Metrics,
 ) -> Callable[[web.Request], Coroutine[Any, Any, web.Response]]:
-    """A handler for `GET /metrics` on an aiohttp app (the controller's listener, which puts its
-    token check in front)."""
+    """A `GET /metrics` handler for an aiohttp app (the listener puts its token check in front)."""
 
     async def handle(request: web.Request) -> web.Response:
         body = metrics.exposition()
@@ -179,9 +167,8 @@ def aiohttp_handler(
 
 
 def parse_listen(value: str, default_host: str = DEFAULT_HOST) -> tuple[str, int]:
-    """`HOST:PORT` (or `PORT`, or `:PORT`: on `default_host`, loopback) as (host, port);
-    IPv6 as `[::1]:9464`. Port 0 means any free port. ConfigError saying what is wrong
-    otherwise."""
+    """`HOST:PORT` (or `PORT`, or `:PORT`: on `default_host`) as (host, port); IPv6 as `[::1]:9464`;
+    port 0: any free port. ConfigError saying what is wrong otherwise."""
     text = value.strip()
     if not text:
         raise ConfigError("--metrics: empty; give HOST:PORT, for example 127.0.0.1:9464")

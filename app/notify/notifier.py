@@ -1,16 +1,9 @@
 """Delivery of notices through apprise URLs, off the engine's path, and the user's config file.
 
-`Notifier.notify` only filters by level and puts the notice on a bounded queue: it never blocks
-and never raises (a full queue drops the notice and counts it). One background thread sends:
-each send to each URL runs in a worker thread that it waits on for at most `deadline_s`; a
-refused send is retried a bounded number of times with backoff; a send that does not answer in
-time is given up at once (retrying a receiver that hangs would only hold the queue). Repeats of
-a notice with the same `key` inside `fold_window_s` are folded: the first goes out at once, the
-rest become one notice at the window's end, titled "... (again, N more times)". A failure calls
-`on_failure(url_redacted, reason)` and counts in `failures`; nothing is raised to the caller.
-
-Every title and body is scrubbed of the secrets given before it is sent.
-"""
+`notify` never blocks nor raises: it filters by level and queues (a full queue drops and counts).
+One thread sends, each send bounded by `deadline_s`; a refused send is retried with backoff, a
+hanging one given up at once. Repeats of a `key` within `fold_window_s` are folded into one
+notice at the window's end. Every title and body is scrubbed before it is sent."""
 
 from __future__ import annotations
 
@@ -68,12 +61,8 @@ class _Target:
 
 
 class Notifier:
-    """Sends notices to apprise URLs from a background thread; see the module docstring.
-
-    Counters (read from any thread): `sent` (deliveries that succeeded, per URL), `failures`
-    (deliveries given up, per URL), `dropped` (notices lost to a full queue), `filtered`
-    (below `min_level`), `folded` (repeats merged into a later notice).
-    """
+    """Sends notices to apprise URLs from a background thread. Counters, read from any thread:
+    `sent`, `failures` (per URL), `dropped`, `filtered`, `folded`."""
 
     def __init__(
         self,
@@ -287,8 +276,7 @@ def _folded(notice: Notice, repeats: int) -> Notice:
 
 
 def _redact_url(url: str, obj: apprise.Apprise | None) -> str:
-    """The URL without its credentials or query: apprise's privacy form where it parsed,
-    else only the scheme."""
+    """The URL without credentials or query: apprise's privacy form, else only the scheme."""
     if obj is not None and len(obj) > 0:
         try:
             private_url: Callable[..., object] = obj[0].url
@@ -323,18 +311,10 @@ def user_config_path(env: Mapping[str, str] | None = None) -> Path:
 def load_user_config(
     path: Path | None = None, env: Mapping[str, str] | None = None
 ) -> UserNotifyConfig:
-    """The user's defaults for every campaign.
-
-    Contract: a TOML file at `$XDG_CONFIG_HOME/rentwatch/config.toml` (default
-    `~/.config/rentwatch/config.toml`); both keys optional, other keys ignored here:
-
-        notify = ["ntfy://my-topic", "json://127.0.0.1:8099/hook"]   # apprise URLs
-        notify_level = "warning"   # info | notice | warning | critical; default "notice"
-
-    The URLs add to the campaign's `notify` and to `--notify`; the campaign's own
-    `notify_level`, when it has one, wins over this one. A missing file gives the defaults; a
-    file that is not TOML or holds the wrong types raises ConfigError naming the file.
-    """
+    """The user's defaults for every campaign: `notify` (apprise URLs) and `notify_level` in
+    `$XDG_CONFIG_HOME/rentwatch/config.toml` (default `~/.config/rentwatch/config.toml`). The
+    URLs add to the campaign's and `--notify`; the campaign's own level wins. A missing file
+    gives the defaults; a bad one raises ConfigError naming the file."""
     path = user_config_path(env) if path is None else path
     try:
         raw = path.read_bytes()
@@ -362,6 +342,5 @@ def load_user_config(
 
 
 def notify_urls(*sources: Sequence[str]) -> list[str]:
-    """The URLs of every source (campaign, `--notify`, user config), first seen first, each
-    once."""
+    """The URLs of every source (campaign, `--notify`, user config), each once, first seen first."""
     return list(dict.fromkeys(u for source in sources for u in source))

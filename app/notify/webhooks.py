@@ -1,23 +1,11 @@
-"""Verification of the market's signed webhooks (Vast's notification webhooks), and the signing
-the simulator uses to send the same events.
+"""Verification of the market's signed webhooks, and their signing (`signed_headers`, for tests).
 
-Vast's contract (vast-ai/docs `guides/reference/notification-webhooks.mdx`): a JSON `POST`
-with headers `X-Vast-Event-Id`, `X-Vast-Delivery-Attempt`, `X-Vast-Timestamp` (integer Unix
-seconds) and `X-Vast-Signature-256` (`sha256=` + hex HMAC-SHA256 with the webhook's secret over
-`<X-Vast-Timestamp>.<raw body bytes>`); a body with `event_id`, `user_id`, `notif_type` (short
-slug: `outbid`, `low_credit`...), `subject`, `message` and `timestamp` (float). The body names
-no instance in a field of its own: only its text for people does ("Your Interruptible Instance
-#48926820 Has Been Outbid", observed; docs/fidelity.md). A later revision of the docs adds
-`data` (keys vary by type, none documented): it is never read here. Delivery is at least once,
-with a 10 s timeout; 3xx and most 4xx are permanent failures, 408, 429 and 5xx are retried.
-
-A verified event is a reason to look now, never a verdict: the engine polls at once and asks
-about the instances its text names; what the market answers then is what counts.
-`WebhookVerifier.verify` is pure (the time is an argument) and remembers nothing;
-`WebhookVerifier.taken` remembers an event id once its request fully succeeded, so that a
-delivery answered 4xx/5xx is not answered "replayed" when Vast retries it. `webhook_handler`
-is the thin aiohttp shell around both.
-"""
+Vast's contract (vast-ai/docs `notification-webhooks.mdx`): `X-Vast-Signature-256` is `sha256=` +
+hex HMAC-SHA256 over `<X-Vast-Timestamp>.<raw body>`; the body names no instance in a field, only
+in its text ("Your Interruptible Instance #48926820 Has Been Outbid", observed;
+docs/fidelity.md). Delivery is at least once. A verified event is a reason to poll now, never a
+verdict. `verify` is pure and remembers nothing; `taken` remembers an id once its request
+succeeded, so Vast's retry of a failed delivery is not answered "replayed"."""
 
 from __future__ import annotations
 
@@ -120,10 +108,9 @@ def signed_headers(
 
 
 class WebhookVerifier:
-    """Checks deliveries against one shared secret; remembers the event ids it was told were
-    taken (at most `replay_memory`, and none older than twice `max_age_s`: older ones are
-    refused as stale anyway). Counts: `accepted`, and `refusals` by reason. Not thread-safe:
-    one receiver owns it (the aiohttp handler runs on one loop)."""
+    """Checks deliveries against one shared secret; remembers at most `replay_memory` taken ids,
+    none older than twice `max_age_s`. Counts `accepted` and `refusals` by reason. One receiver
+    owns it (not thread-safe)."""
 
     def __init__(
         self,
@@ -149,9 +136,8 @@ class WebhookVerifier:
         return len(self._seen)
 
     def verify(self, headers: Mapping[str, str], body: bytes, now: float) -> WebhookEvent | Refusal:
-        """The event `body` carries, when it is genuine, fresh and not already taken; else a
-        Refusal (counted). Order: size, headers, signature (over the raw bytes), age, body,
-        replay. Nothing is remembered here: `taken` does that once the event was handed on."""
+        """The event `body` carries, when genuine, fresh and not taken; else a Refusal (counted).
+        Order: size, headers, signature over the raw bytes, age, body, replay."""
         outcome = self._check(headers, body, now)
         if isinstance(outcome, Refusal):
             self.refusals[outcome.reason] += 1
@@ -215,11 +201,9 @@ def webhook_handler(
     on_event: Callable[[WebhookEvent], None],
     clock: Callable[[], float],
 ) -> Callable[[web.Request], Coroutine[Any, Any, web.Response]]:
-    """An aiohttp `POST` handler: reads the whole body up to the cap (refusing a larger
-    declared or actual body without reading it all), verifies, hands a verified event to
-    `on_event` (which must only enqueue) and answers 204; only then is its id remembered.
-    Refusals get the status `Refusal.status`; an `on_event` that raises leaves the event
-    unremembered, so Vast's retry of the 500 is taken."""
+    """An aiohttp `POST` handler: the body read up to the cap, verified, handed to `on_event` (which
+    must only enqueue), answered 204, and only then its id remembered, so an `on_event` that
+    raises leaves Vast's retry of the 500 to be taken."""
 
     async def handle(request: web.Request) -> web.Response:
         if request.method != "POST":
@@ -242,8 +226,7 @@ def webhook_handler(
 
 
 async def read_capped(request: web.Request, cap: int) -> bytes:
-    """The body up to `cap` bytes, however many TCP segments it came in (`read(n)` alone
-    returns what has arrived so far)."""
+    """The body up to `cap` bytes, however many segments it came in (`read(n)` alone may not)."""
     parts: list[bytes] = []
     size = 0
     while size < cap:

@@ -1,9 +1,5 @@
-"""The pieces the notice builders (`events`) write their sentences with: one host- or
-market-controlled value made fit to quote inside a sentence (`safe`), the machine and job
-clauses, a duration in words, and the cap and redaction that `events.scrub` applies.
-
-Pure: no I/O, no clock. A cut text ends in an ellipsis, so a capped line reads as cut.
-"""
+"""The pieces the notice builders write their sentences with: a host- or market-controlled value
+made fit to quote (`safe`), the machine and job clauses, durations, caps and redaction. Pure."""
 
 from __future__ import annotations
 
@@ -38,8 +34,7 @@ def plural(n: int, word: str) -> str:
 
 
 def released(stopped: int, destroyed: int) -> str:
-    """What an end did to the rentals it held, from its recorded stops and destroys: "Stopped
-    1 instance and destroyed 1 instance it still held."."""
+    """What an end did to the rentals it held ("Stopped 1 instance and destroyed 1 ...")."""
     done = [
         f"{verb} {plural(n, 'instance')}"
         for verb, n in (("stopped", stopped), ("destroyed", destroyed))

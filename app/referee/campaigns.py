@@ -13,10 +13,8 @@ JOBS_PER_INSTANCE = 2  # default job set: two jobs per fleet slot (hold and batc
 
 
 def referee_campaign() -> Campaign:
-    """The campaign refereed when none is given: the demo's terms (image, disk, price ceiling)
-    without the demo's own jobs, which are sized in wall seconds for watching the dashboard
-    (at the referee's 600x, a 40-second sleep is 400 market minutes: no policy would finish the
-    work within the deadline). Each market then gets the default job set, sized to its fleet."""
+    """The campaign refereed when none is given: the demo's terms without its jobs, which are sized
+    in wall seconds (at 600x, a 40-second sleep is 400 market minutes); the default job set."""
     from ..market.factory import load_campaign
     from ..run.dashboard import DEMO_CAMPAIGN
 
@@ -25,10 +23,8 @@ def referee_campaign() -> Campaign:
 
 
 def default_jobs(fleet: int, job_min: float = DEFAULT_JOB_MIN) -> tuple[Job, ...]:
-    """The referee's job set for a campaign that brings none: JOBS_PER_INSTANCE jobs per fleet
-    slot, each sized to compute `job_min` market minutes on a healthy DEFAULT_REF_GPU (longer
-    on a slower host, shorter on a faster one): a sized job ends in market time, which the
-    simulated host meters, so no job of the referee runs on the box's wall clock."""
+    """The referee's job set for a campaign that brings none: JOBS_PER_INSTANCE jobs per fleet slot,
+    each `job_min` market minutes on a DEFAULT_REF_GPU, so no job runs on wall time."""
     return tuple(
         Job(
             name=f"ref-{i + 1}",
@@ -47,8 +43,6 @@ def with_jobs(campaign: Campaign) -> Campaign:
 
 
 def warmup_campaign(campaign: Campaign) -> Campaign:
-    """The earlier campaign of a warm run: the same terms and the same jobs' shapes, under
-    another name and with its jobs renamed, so the scored campaign adopts none of its rentals
-    or jobs and learns from it only what the shared ledger remembers."""
+    """A warm run's earlier campaign: the same terms and jobs under other names."""
     jobs = tuple(replace(j, name=f"w-{j.name}"[:64]) for j in campaign.jobs)
     return replace(campaign, name=f"w-{campaign.name}"[:64], jobs=jobs)

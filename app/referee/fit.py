@@ -1,5 +1,4 @@
-"""`rentwatch scenario from-ledger`: a scenario fitted to a real campaign's ledger (behaviour
-shares from the failure classes, boot times and prices from the event times), so an operator
+"""`rentwatch scenario from-ledger`: a scenario fitted to a real campaign's ledger, so an operator
 can referee policy changes against their own market's history."""
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
-"""The `[bids]` table of a fitted scenario (`rentwatch scenario from-ledger`): how hard other
-renters pressed on the operator's own bid rentals, so a policy can be refereed against the
-tier as their market ran it.
-
-From the ledger's own record (nothing here is the market's word):
-- `floor`: each bid create's bid floor over the same machine's on-demand price (the create's
-  detail carries both);
-- `gpu_pressure` and `pressure`: the outbids per hour each model ran on a bid (the
-  `bid_exposure` view), over the chance that a rival beats our bid. The simulator's rivals
-  bid `rival_bid` times the floor, or rent on-demand (`ondemand`) and beat any bid; ours sat
-  at the creates' median bid over the floor. So a model outbid 0.3 times an hour at a bid
-  that one rival in two beats had about 0.6 rivals an hour;
-- `hold_min`: how long an outbid kept a rental paused before it resumed by itself (the
-  `resumed` events' `paused_s`) with no rebid of ours in between: a rival's hold. A resume
-  after our rebid says our bid won, not that the rival left.
-"""
+"""The `[bids]` table of a fitted scenario: how hard other renters pressed on the operator's own bid
+rentals, from the ledger's own record (nothing here is the market's word): the floor each bid
+create saw, the outbids per hour per model over the chance a rival beats our bid, and how long an
+outbid held a rental paused with no rebid of ours between."""
 
 from __future__ import annotations
 
@@ -56,8 +44,7 @@ def beaten(bid_over_floor: float, bids: Bids = SIMULATED) -> float:
 
 
 def fit_bids(ledger: Ledger, campaign: str | None = None) -> dict[str, Any] | None:
-    """The `[bids]` table from the ledger's bid rentals (of `campaign`, else all); None when
-    it holds none."""
+    """The `[bids]` table from the ledger's bid rentals (of `campaign`, else all); None: none."""
     creates = [
         e
         for e in ledger.events(where="kind = 'create' AND phase <> 'intent' AND ok")

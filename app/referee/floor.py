@@ -1,23 +1,10 @@
-"""The honest floor of a referee run: the least any policy could have paid the market for the
-work the run delivered, read from the market's truth (the machines' real speeds, behaviours,
-prices and the tier's drawn rivals), never from what a policy could know.
+"""The honest floor of a referee run: the least any policy could have paid for the work the run
+delivered, from the market's truth, never from what a policy could know.
 
-Why it is a floor (docs/referee.md, "The floor"): every hour of work ran on some delivering
-machine, one job at a time per host, and paid that machine's GPU price and its storage while it
-ran. On-demand that is the machine's price; on the tier the bid in force, which is at least
-what the market asked of a bid at that moment (`sim/bids.need`). So the work costs at least the
-cheapest machine-hours the market offered within the run's window, taken cheapest first per
-unit of work (a fractional fill: splitting work over hosts and times only makes it cheaper).
-Every play rents at least one host, and each host boots before it runs: one boot at the least
-the simulator's boot can take, billed as the market bills it (storage from the create; the GPU
-too where it bills from the create), on the machine whose boot costs least. The simulator
-answers the preflight at once, so it adds no market time here. No fleet: a policy may do the
-work on fewer hosts than its fleet (its first proven host takes jobs while the others boot),
-and a floor that spreads the work over the fleet would be beaten by it.
-
-Pure: `Rentable` machines and the `Work` delivered go in, a `Floor` comes out. `rentables` and
-`delivered` read those off a simulated market and its truth.
-"""
+Every hour of work paid some delivering machine's price while it ran (a bid at least the need
+then), so the floor fills the work into the cheapest machine-hours of the run's window first,
+fractionally, plus one least-cost boot; no fleet, since a policy may work on fewer hosts
+(docs/referee.md, "The floor"). Pure."""
 
 from __future__ import annotations
 
@@ -113,10 +100,8 @@ def _fill(machines: Sequence[Rentable], w: Work) -> tuple[float, float]:
 
 
 def floor(machines: Sequence[Rentable], work: Iterable[Work], gpu_billing: str) -> Floor:
-    """The least a policy could pay for `work` on these machines: each kind of work filled
-    cheapest first (each fill counts every machine's whole window: a relaxation, so still a
-    floor), plus the cheapest one boot and preflight. Nothing delivered: nothing owed; work
-    of unknown length: one boot."""
+    """The least a policy could pay for `work` on these machines: each kind of work filled cheapest
+    first, plus the cheapest boot. Nothing delivered: nothing owed."""
     work = list(work)
     usable = [m for m in machines if m.tflops > 0]
     if not work or not usable:
@@ -146,9 +131,8 @@ def floor(machines: Sequence[Rentable], work: Iterable[Work], gpu_billing: str) 
 def bid_pieces(
     scenario: Scenario, m: Machine, lo: float, hi: float
 ) -> tuple[tuple[float, float], ...]:
-    """What a bid on `m` must reach, piece by piece over [lo, hi] (seconds, $/h): the sim's
-    own `need`, constant between the moments it may change; the on-demand price where an
-    on-demand rival holds the machine (no bid runs then)."""
+    """What a bid on `m` must reach, piece by piece over [lo, hi]: the sim's own `need`, or the
+    on-demand price where an on-demand rival holds the machine."""
     seed, b = scenario.seed, scenario.bids
     points = [lo, *(t for t in bids.changes(seed, b, m, lo, hi) if t < hi), hi]
     out = []
@@ -167,10 +151,9 @@ def rentables(
     hi: float,
     tier: bool,
 ) -> list[Rentable]:
-    """The delivering machines the campaign may rent (under its price ceiling, CUDA new
-    enough: the engine's own fit, `core/offer_choice`), over the window [lo, hi]; with
-    `tier`, their bid pieces. Listings the default search leaves out count too (a campaign's
-    query may ask for them): more machines only lower the floor."""
+    """The delivering machines the campaign may rent (the engine's own fit) over [lo, hi], with
+    their bid pieces under `tier`. Listings the default search leaves out count too: more
+    machines only lower the floor."""
     out = []
     for m in machines:
         if m.behaviour not in DELIVERING or m.real_tflops <= 0:
@@ -201,10 +184,8 @@ def delivered(
     unsized_done: int,
     unsized_hours: float,
 ) -> list[Work]:
-    """The work a run delivered on delivering machines (`good`: their instance ids): each
-    sized job it finished within [start, finish], counted as the work delivering hosts did
-    for it (its whole size, unless part came from a checkpoint made on a dud), and
-    `unsized_done` jobs of `unsized_hours` market hours each (0: of unknown length)."""
+    """The work a run delivered on delivering machines (`good`) within [start, finish]: each sized
+    job's size (less checkpoints made on a dud), and `unsized_done` jobs of `unsized_hours` each."""
     jobs = {job_dir(j.name).rsplit("/", 1)[-1]: j for j in campaign.jobs}  # as the sim names them
     tier_ok = campaign.rental != "on-demand"
     finished: set[str] = set()

@@ -1,15 +1,6 @@
-"""How late the engine noticed what its hosts did: each run's lag, and whether it is valid.
-
-A host's event is dated by the simulator (the truth): a boot reaching `running`, the market
-stopping a rental by itself (an outbid, a contract's end), a sized job's last work delivered.
-The engine's notice is dated by the engine: the phase move its poll made on seeing the row, or
-the job it marked done. The lag of one event is the market seconds between the two. An event
-still unnoticed counts with its age so far, but only while the engine could still see it (the
-instance still in the state the event put it in): a job finished on a host that then went dark
-is work lost, not lag.
-
-Pure: truth rows and the engine's notices in, figures out (docs/referee.md, "Lag").
-"""
+"""How late the engine noticed what its hosts did: each run's lag, and whether it is valid. A host's
+event is dated by the simulator's truth, its notice by the engine; an unnoticed event counts its
+age only while the engine could still see it. Pure (docs/referee.md, "Lag")."""
 
 from __future__ import annotations
 
@@ -79,8 +70,7 @@ def _phase_at(moves: Iterable[tuple[float, Phase]], at: float) -> Phase | None:
 
 
 def noticed_at(event: HostEvent, notices: Notices) -> float | None:
-    """When the engine noticed `event` (None: not yet, or it never could: the engine had let
-    the rental go before the market stopped it)."""
+    """When the engine noticed `event` (None: not yet, or it let the rental go first)."""
     if event.kind == "job_exit":
         assert event.job is not None
         return notices.jobs_done.get((event.job, event.instance_id))

@@ -1,8 +1,5 @@
-"""A referee run's time: the engine on the stepped market clock (app/referee/stepped.py), its
-deadline in market time, and what the run's timing came to: its
-lag (a host's event to the engine's notice, app/referee/lag.py), whether that stayed within the
-bound, and how fast the market ran over wall time. See docs/referee.md, "Time".
-"""
+"""A referee run's time: the engine on the stepped market clock, its market-time deadline, and its
+lag, whether that stayed within the bound, and how fast the market ran (docs/referee.md)."""
 
 from __future__ import annotations
 
@@ -35,8 +32,7 @@ def notices_of(sup: Supervisor) -> Notices:
 
 @dataclass
 class Pace:
-    """One run's clock as the referee keeps it: where it started, the engine's notices when
-    it ended, and the market's pace over wall time."""
+    """One run's clock: where it started, the engine's notices at its end, the market's pace."""
 
     clock: SimClock
     bound_s: float

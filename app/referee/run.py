@@ -1,8 +1,5 @@
-"""The policy referee: the same markets, the same seeds, several policies, scored from the
-simulator's truth (never from the engine's own ledger). One shipped scenario (`--scenario`) or a
-family of drawn markets (`--family N`, see app/sim/family.py). Each run has a market-time
-deadline, runs go to parallel processes; the scoring lives in score.py, each run's floor in
-floor.py, the campaigns played in campaigns.py, the table in table.py. See docs/referee.md."""
+"""The policy referee: the same markets and seeds under several policies, scored from the
+simulator's truth, never the engine's own ledger, runs in parallel processes (docs/referee.md)."""
 
 from __future__ import annotations
 
@@ -122,11 +119,9 @@ async def _one_run(
     destroy_after: bool = False,
     lag_bound_s: float = LAG_BOUND_S,
 ) -> tuple[RunFacts, list[dict[str, Any]], Pace]:
-    """Run a campaign to its end or to the market-time deadline, then release what it holds
-    (`destroy_after`: end it as a person would before the next campaign, destroying every
-    rental it holds, so none stays stopped on a machine, billing storage); its facts, every
-    job as the policy last saw it (for a kept log), and its pace (its lag:
-    app/referee/pacing.py). Runs on the stepped loop (`run_stepped`)."""
+    """Run a campaign to its end or its market-time deadline, then release what it holds
+    (`destroy_after`: destroy it all, so nothing bills storage before the next campaign); its
+    facts, its jobs as the policy saw them, and its pace. Runs on the stepped loop."""
     session = Session.open(
         sim.url,
         sim.api_key,
@@ -234,11 +229,8 @@ def scored(
 
 
 def run_task(task: Task) -> dict[str, Any]:
-    """One policy on one market (its own sim, ledger and key): the scored run. Warm: an
-    earlier campaign (`warmup_campaign`) runs first on the same market and ledger, and is
-    ended and destroyed as its operator would; then the campaign under test is scored, with
-    the earlier one's own figures under `warmup`. The engine runs on the market's stepped
-    clock (app/referee/stepped.py)."""
+    """One policy on one market (its own sim, ledger and key), on the stepped clock. Warm: an
+    earlier campaign runs first on the same market and ledger, its figures under `warmup`."""
     with tempfile.TemporaryDirectory(prefix="rentwatch-referee-") as tmp_s:
         tmp = Path(tmp_s)
         clock = stepped_clock()
@@ -357,11 +349,9 @@ def referee(
     max_pace: float | None = None,
     **plan_kw: Any,
 ) -> dict[str, Any]:
-    """Run every policy on every market and seed, as `plan` (given `plan_kw` as they are)
-    lays the runs out; the referee's JSON (docs/referee.md). `keep_logs`: a folder where each
-    run's log, ledger and truth are kept; `lag_bound_s`: the lag past which a run is invalid;
-    `max_pace`: the most market seconds a run may pass per wall second (to watch one; the
-    scores do not depend on it)."""
+    """Run every policy on every market and seed as `plan` lays them out; the referee's JSON.
+    `keep_logs`: where each run's log, ledger and truth are kept; `lag_bound_s`: past it a run is
+    invalid; `max_pace`: the most market seconds per wall second (scores do not depend on it)."""
     tasks = plan(scenario, campaign, policies, seeds, **plan_kw)
     tasks = [replace(t, lag_bound_s=lag_bound_s, max_pace=max_pace) for t in tasks]
     if keep_logs:

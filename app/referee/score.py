@@ -1,12 +1,6 @@
 """Scoring one referee run from the simulator's truth: what the policy paid, what the market
-delivered, and when. Pure: the truth, the run's window and the policy's own acts go in, numbers
-come out. No I/O, no clock.
-
-What "delivering" means is the simulator's behaviour table (`app.sim.scenario.DELIVERING`, also
-served per row as `delivering` in `/sim/v0/truth`): healthy, slow_pull, throttled (computes,
-slower) and offline_midrun (computes until it drops). Every other behaviour never does useful
-work, whatever its status line or nvidia-smi says. See docs/referee.md.
-"""
+delivered, and when. Pure. "Delivering" is the simulator's behaviour table
+(`app.sim.scenario.DELIVERING`); nothing else does useful work, whatever its status line says."""
 
 from __future__ import annotations
 
@@ -50,9 +44,8 @@ EPS = 1e-6
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What the referee knows about one run besides the truth: its market-time window, the
-    fleet it asked for, when the policy declared each instance verified (its act, not a fact
-    about the host), and each job the policy saw finish: (instance id, market time)."""
+    """What the referee knows of a run besides the truth: its window, the fleet asked for, when the
+    policy called each instance verified, and each job it saw finish."""
 
     start: float
     finish: float
@@ -76,9 +69,7 @@ def _times(value: Any) -> list[float]:
 
 
 def market_had_stopped(row: Mapping[str, Any]) -> bool:
-    """The market had stopped it when it was destroyed (an outbid, a bid that lost at its
-    create, a contract's end) and it had not run again since: the destroy ended a pause, it
-    killed nothing that delivered."""
+    """Stopped by the market when destroyed and not run since: the destroy killed no delivery."""
     gone = float(row["destroyed_at"])
     stops = [
         t
@@ -92,8 +83,7 @@ def market_had_stopped(row: Mapping[str, Any]) -> bool:
 
 
 def _held_end(row: Mapping[str, Any], finish: float) -> float:
-    """When the instance stopped working for the policy: destroyed, stopped, its host went dark,
-    or the run's end."""
+    """When it stopped working for the policy: destroyed, stopped, dark, or the run's end."""
     ends = [finish]
     for key in ("destroyed_at", "stopped_at", "offline_at"):
         if row.get(key) is not None:
@@ -173,9 +163,8 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
 def work_done(
     truth: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], facts: RunFacts
 ) -> float:
-    """Reference GPU-hours of the sized jobs whose compute the simulator delivered within the
-    run, each job once (a job run again after a lost host counts its work once), on machines
-    that deliver (the truth's `jobs`, one row per launch)."""
+    """Reference GPU-hours of sized jobs delivered within the run, each once, on delivering
+    machines."""
     good = {int(r["id"]) for r in rows if "id" in r and delivers(r)}
     done: dict[str, float] = {}
     for j in truth.get("jobs") or ():
@@ -205,9 +194,8 @@ def ratio(mine: float | None, base: float | None) -> float | None:
 
 
 def summarise(runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
-    """Per policy: medians of every figure over its runs, their ranges, ratios of medians to
-    `seed`'s, and per market the same ratios with the worst market named; for warm runs, the
-    medians of their earlier campaigns' figures under `warmup`."""
+    """Per policy: medians of every figure, their ranges, ratios to `seed`'s, per market the same
+    with the worst named; for warm runs, the earlier campaigns' under `warmup`."""
     summary: dict[str, Any] = {}
     for policy in policies:
         mine = [r for r in runs if r["policy"] == policy]
@@ -259,9 +247,8 @@ def per_market(runs: list[dict[str, Any]], policy: str) -> list[dict[str, Any]]:
 
 
 def worst_market(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The market where the policy did worst against seed: a "never" where seed got there
-    first, then the highest ratio of money or time (to finish, else to a fleet). A market where
-    only this policy finished the work is no loss, whatever it paid for it."""
+    """The market where the policy did worst against seed: a "never" where seed got there first,
+    then the highest ratio of money or time. One only this policy finished is no loss."""
 
     def badness(row: dict[str, Any]) -> float:
         if row.get("never"):

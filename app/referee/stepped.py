@@ -1,24 +1,11 @@
-"""Market time for a referee run that does not depend on the box: the engine runs on an event
-loop whose clock is the market's, and the market's clock moves only when every party waits on
-it.
+"""Market time for a referee run that does not depend on the box: the engine's event loop runs on
+the market's clock, which moves only when every party waits on it.
 
-The engine's waits are all event-loop waits in "wall" seconds converted from market seconds
-(its poll cadence, each host's tending, SSH and HTTP timeouts, retries, the client's pacing).
-On `SteppedLoop` the loop's time is market time over the scale, so each of those waits is a
-wait on the market's clock, with no change to the engine. The loop's selector is where the
-loop would sleep: when nothing is ready to run and no exchange is out (`SimClock.held`: a call
-to the market, an SSH session with a host, a poll), the clock jumps to the earliest wait's end
-and the simulator's hosts catch up with it (`SSHHosts.settle`) before anything runs. While an
-exchange is out the clock stands, however long the box takes to answer; an exchange out for
-longer than `STALL_CAP_S` wall seconds (a host that accepts and never says a word) stops
-holding it, so the engine's own timeout can come.
-
-The box still decides in which order exchanges out at once come back. So an answer that came
-back waits for its turn (`SimClock.release_next`): the loop hands answers on one at a time,
-only when it has nothing else to run, in the order their exchanges went out, each once every
-exchange that went out before it came back. What the engine does with its answers, and when in
-market time, is then the same on any box. See docs/referee.md, "Time".
-"""
+On `SteppedLoop` the loop's time is market time over the scale, so every engine wait is a wait on
+the market's clock. When nothing is ready and no exchange is out, the clock jumps to the earliest
+wait's end and the hosts catch up (`SSHHosts.settle`); an exchange out longer than `STALL_CAP_S`
+stops holding it. Answers go on in the order their exchanges went out (`SimClock.release_next`),
+so the run is the same on any box (docs/referee.md, "Time")."""
 
 from __future__ import annotations
 
@@ -50,8 +37,7 @@ ID_BASE = 20_000_000
 
 
 def stepped_clock(origin: float = ORIGIN) -> SimClock:
-    """A market clock that moves only when stepped, starting at `origin`. Its scale is 1: the
-    engine's seconds are market seconds, as on the real market."""
+    """A market clock that moves only when stepped, from `origin`, at scale 1."""
     clock = SimClock(1.0, origin=origin)
     clock.stepped(origin)
     return clock
@@ -119,8 +105,7 @@ class SteppedSelector(selectors.BaseSelector):
                 return events
 
     def pause_for(self, timeout: float) -> float:
-        """Wall seconds still to wait before a jump of `timeout` (the loop's units) keeps
-        within the pace cap; 0 without one."""
+        """Wall seconds to wait so a jump of `timeout` keeps within the pace cap; 0 without one."""
         if self.max_pace is None:
             return 0.0
         jump_s = timeout * self.clock.time_scale
@@ -137,8 +122,7 @@ class SteppedSelector(selectors.BaseSelector):
 
 
 class SteppedLoop(asyncio.SelectorEventLoop):
-    """An event loop whose time is `clock`'s market time over its scale, stepped by its
-    selector (`SteppedSelector`)."""
+    """An event loop whose time is `clock`'s market time over its scale, stepped by its selector."""
 
     def __init__(
         self,

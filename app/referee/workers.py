@@ -1,21 +1,10 @@
-"""The referee's worker processes, which end with the referee.
+"""The referee's worker processes, which end with the referee: a run's simulated hosts are real
+processes and folders, stopped by `run_task`'s `finally` as on ^C. So SIGTERM is ^C; a worker has
+its own process group; on ^C, SIGTERM or an error every worker gets SIGTERM and `END_WAIT_S`,
+then is killed; an orphaned worker ends itself within a second.
 
-A run holds a simulated market whose hosts are real processes (a watchdog, the job's shell)
-and folders under the temporary directory; a run ended in the middle must stop them on its
-way out, as ^C does: `asyncio.run` cancels the run, and `run_task`'s `finally` stops the
-market, which kills its hosts' processes and removes their folders. So:
-- SIGTERM is ^C, in the referee and in each worker;
-- a worker has a process group of its own: a ^C at the terminal reaches the referee only, and
-  the referee ends every worker once (a second ^C there would cut a worker's cleanup short);
-- on ^C, SIGTERM or an error in one run, the runs not started are dropped, every worker is
-  sent SIGTERM and given `END_WAIT_S` to clean up, then killed;
-- a worker whose referee died without a word (SIGKILL, an OOM kill) notices within a second
-  that its parent changed, and ends itself the same way.
-A pool of our own, not `multiprocessing.Pool` (whose `terminate` waits without bound, and whose
-worker handler starts a fresh worker that takes the next run while the others are ended) nor
-`ProcessPoolExecutor` (which ended nothing: after a SIGTERM to the referee its workers ran
-their campaigns on, minutes after it was gone).
-"""
+Not `multiprocessing.Pool` (its `terminate` waits without bound and starts fresh workers) nor
+`ProcessPoolExecutor` (its workers ran on after a SIGTERM to the referee)."""
 
 from __future__ import annotations
 
@@ -136,9 +125,8 @@ def run_in_workers(
     end_wait_s: float = END_WAIT_S,
     poll_s: float = PARENT_POLL_S,
 ) -> list[R]:
-    """`fn` over `items` in `workers` spawned processes; results in order. Whatever ends this
-    early (^C, SIGTERM, one run's error, a worker that died) ends every worker and their runs
-    with it."""
+    """`fn` over `items` in `workers` spawned processes; results in order. Whatever ends this early
+    ends every worker and their runs with it."""
     # spawn: a fresh interpreter per worker; forking a process that holds sim threads is unsafe
     ctx = multiprocessing.get_context("spawn")
     tasks, results = ctx.Queue(), ctx.Queue()

@@ -1,11 +1,6 @@
-"""Telling the operator who is not watching: after each poll, what the engine recorded becomes
-notices (app/notify) and metrics, and the run's end becomes one last notice.
-
-The ledger is the source: the events written since the last look (a campaign fault, a fatal
-XID, a verified host written off) and the fleet's figures (the bar's: spend against the budget,
-instances by phase, jobs by status). Nothing here decides or acts; a failure here is logged and
-never reaches the engine's poll.
-"""
+"""Telling the operator who is not watching: after each poll, what the engine recorded (the ledger's
+new events and the fleet's figures) becomes notices and metrics, and the run's end one last
+notice. Nothing here acts; a failure here is logged and never reaches the poll."""
 
 from __future__ import annotations
 
@@ -21,7 +16,7 @@ from ..notify import events as ev
 from ..notify.metrics import Metrics
 from ..notify.notifier import Notifier
 from ..views.snapshot import snapshot
-from .metrics_server import MetricsServer, serve_metrics
+from .metrics_server import MetricsServer
 
 if TYPE_CHECKING:
     from ..engine.supervisor import Supervisor
@@ -161,8 +156,7 @@ class Alerts:
 
     # -- the end ------------------------------------------------------------------------------
     def _acted(self) -> list[Event]:
-        """The stops and destroys that went through since the last poll was read (the market's
-        own stops excepted)."""
+        """Our stops and destroys that went through since the last poll was read."""
         return self.ledger.events(
             where="campaign = ? AND seq > ? AND kind IN (?, ?) AND phase <> 'intent' AND ok "
             "AND actor <> 'market'",
@@ -170,18 +164,14 @@ class Alerts:
         )
 
     def released(self) -> tuple[int, int]:
-        """The instances the run's end stopped and destroyed, from the same record as its log
-        lines: the stops and destroys after the last poll's (an instance stopped, then
-        destroyed, counts once, as destroyed)."""
+        """The instances the run's end stopped and destroyed (stopped then destroyed: destroyed)."""
         rows = self._acted()
         stopped = {e.instance_id for e in rows if e.kind == K.STOP}
         destroyed = {e.instance_id for e in rows if e.kind == K.DESTROY}
         return len(stopped - destroyed), len(destroyed)
 
     def ended(self, code: int, why: str, kind: str, left: int = 0) -> None:
-        """The run's last word: the campaign's end with its receipt, or why it stopped short
-        (`kind`: end, key_refused, market_down, trapped, exit), with what its end stopped and
-        destroyed as the ledger recorded it."""
+        """The run's last word: its end with the receipt, or why it stopped short (`kind`)."""
         try:
             stopped, destroyed = self.released()
             if kind == "end":
@@ -235,8 +225,7 @@ def open_alerts(
     level: str | None = None,
     metrics: Metrics | None = None,
 ) -> Alerts:
-    """The run's notifier (the campaign's `notify`, `--notify`, the user's config file) and
-    metrics server (`--metrics HOST:PORT`), listening to `sup`."""
+    """The run's notifier and metrics server (`--metrics HOST:PORT`), listening to `sup`."""
     from ..notify.metrics import parse_listen
     from ..notify.notifier import load_user_config, notify_urls
 
@@ -261,6 +250,6 @@ def open_alerts(
         )
     if metrics is not None and metrics_listen:
         host, port = parse_listen(metrics_listen)
-        alerts.server = serve_metrics(metrics, host, port)
+        alerts.server = MetricsServer(metrics, host, port)
         sup.journal.say(f"metrics on http://{host}:{alerts.server.port}/metrics")
     return alerts.attach()

@@ -35,8 +35,7 @@ def fresh_demo_name(ledger_path: Path, base: str = "demo") -> str:
 
 
 def watch_campaign() -> Campaign:
-    """No campaign file: watch what the account runs, create nothing, supervise nothing that
-    the operator does not hand over (observe only)."""
+    """No campaign file: watch what the account runs, observe only, create nothing."""
     return Campaign(
         name="watch",
         image="",

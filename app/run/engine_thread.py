@@ -1,6 +1,5 @@
-"""The engine's own thread for the dashboard: the supervisor's loop runs there, so no
-marketplace, SSH or DuckDB call ever runs on the UI's event loop. The UI receives immutable
-snapshots and sends typed intents (`app.intents`) to apply here."""
+"""The engine's own thread for the dashboard, so no marketplace, SSH or DuckDB call runs on the UI's
+event loop. The UI receives immutable snapshots and sends typed intents."""
 
 from __future__ import annotations
 
@@ -61,9 +60,8 @@ class EngineThread:
         return self._thread.is_alive()
 
     def join(self, say: Callable[[str], None] | None = None, every: float = 10.0) -> None:
-        """Wait for the engine's thread to end: after a shutdown it releases what it holds, and
-        the process must not exit under it (its thread is a daemon: exiting would cut the
-        release short and leave rentals billing). `say` hears how long it has taken."""
+        """Wait for the engine's thread to end: its thread is a daemon, and exiting under its
+        release would leave rentals billing. `say` hears how long it has taken."""
         waited = 0.0
         while self._thread.is_alive():
             self._thread.join(every)

@@ -1,9 +1,6 @@
-"""The exit trap's signals, one for every way of running the engine: `run --headless` (on its
-event loop) and the controller process (its main thread, the engine in another).
-
-SIGINT, SIGTERM and SIGHUP end a run; the first one acts (the run releases what it holds), and
-any later one is noted and ignored: cutting a release short could leave a stop or destroy
-cancelled in flight, and a rental billing unwatched."""
+"""The exit trap's signals, for `run --headless` and the controller process alike: SIGINT, SIGTERM
+and SIGHUP end a run; the first acts, later ones are noted and ignored, since cutting a release
+short could leave a rental billing unwatched."""
 
 from __future__ import annotations
 
@@ -55,8 +52,7 @@ class ExitTrap:
 
     @contextlib.contextmanager
     def installed(self, loop: asyncio.AbstractEventLoop | None = None) -> Iterator[ExitTrap]:
-        """On `loop` (its signal handlers) or, without one, in the main thread (signal.signal);
-        whatever handled the signals before is back afterwards."""
+        """On `loop` or, without one, the main thread; the earlier handlers back afterwards."""
         if loop is not None:
             for sig in SIGNALS:
                 loop.add_signal_handler(sig, self.caught_signal, sig)

@@ -1,13 +1,6 @@
-"""`rentwatch run --headless`: the engine without the TUI, with the exit trap.
-
-Any way out (the campaign's end, Ctrl-C, SIGTERM, SIGHUP, an unhandled exception) releases
-every instance the controller holds: stopped if it passed its preflight, destroyed if it never
-did. Only `--detach` leaves instances running, and says so in the ledger.
-
-A market that fails for good in the middle of a run (the key revoked, or no successful list
-answer for `RENTWATCH_MARKET_DOWN_S` wall seconds, 15 minutes by default) ends the run through
-the same trap, with one line on stderr and exit code 4 (`MARKET_FAILED`), never a traceback.
-"""
+"""`rentwatch run --headless`: the engine without the TUI, with the exit trap. Any way out releases
+every instance the controller holds (only `--detach` leaves them running); a market gone for good
+(`RENTWATCH_MARKET_DOWN_S`) ends the run through the same trap, exit code 4."""
 
 from __future__ import annotations
 
@@ -59,9 +52,8 @@ def _market_down_s() -> float:
 async def _watch_market(
     sup: Supervisor, limit_s: float, monotonic: Callable[[], float] = time.monotonic
 ) -> None:
-    """Raise `MarketDown` once no poll has succeeded for `limit_s` wall seconds. The supervisor
-    rides out a market that fails now and then (a poll skipped, said in the log); this is for
-    one that stays gone, where waiting longer only bills unwatched rentals."""
+    """Raise `MarketDown` once no poll has succeeded for `limit_s` wall seconds: waiting longer for
+    a market that stays gone only bills unwatched rentals."""
     seen, since = sup.polls, monotonic()
     while True:
         await asyncio.sleep(min(5.0, limit_s / 4))

@@ -1,23 +1,14 @@
-"""`--metrics HOST:PORT`: `GET /metrics` served through the controller's guarded listener
-(`service/listener.py`), on a thread and event loop of its own so that a scrape never waits on
-a poll and a poll never waits on a scrape.
+"""`--metrics HOST:PORT`: `GET /metrics` served through the controller's guarded listener, on a
+thread and loop of its own so a scrape and a poll never wait on each other.
 
-Why not prometheus-client's own server: it is a thread per connection with
-no cap and no timeout. 250 idle connections to it under a 256-descriptor limit held 250
-descriptors for as long as they stayed open: SSH failed with "Too many open files", proven
-hosts were given up as `ssh_dead` and the campaign ended with none verified. Here at most
-`cap` connections are open at once (a small share of the descriptor limit, the rest kept for
-SSH and the ledger), a connection that asks for nothing within `idle_s` is dropped, and so is
-a kept-alive one idle that long. Only a `GET /metrics` answered counts as a valid request
-(what frees a connection from the first deadline); anything else is answered and dropped like
-silence at that deadline.
-"""
+Not prometheus-client's own server: a thread per connection with no cap and no timeout, whose
+idle connections took the descriptors SSH needed (proven hosts given up as `ssh_dead`). Here at
+most `cap` connections are open, and one idle for `idle_s` is dropped."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import resource
 import socket
 import threading
 import time
@@ -26,23 +17,11 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from ..notify.metrics import Metrics, aiohttp_handler
-from .service.listener import Listener, quiet_http_errors
+from .service.listener import Listener, default_cap, quiet_http_errors
 
 IDLE_S = 5.0  # wall seconds a connection may wait to ask, or sit idle between scrapes
 CAP_SHARE = 16  # at most a sixteenth of the descriptor limit goes to metrics connections
 CAP_MIN, CAP_MAX = 2, 16  # a Prometheus server scrapes over one connection
-
-
-def metrics_cap() -> int:
-    """Metrics connections allowed at once: a small share of this process's descriptor
-    limit (16 at 256), the rest kept for SSH sessions, the ledger and the controller's API."""
-    try:
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (OSError, ValueError):
-        return CAP_MIN
-    if soft == resource.RLIM_INFINITY:
-        return CAP_MAX
-    return max(CAP_MIN, min(CAP_MAX, soft // CAP_SHARE))
 
 
 class MetricsServer:
@@ -61,7 +40,7 @@ class MetricsServer:
         # bound here, in the caller's thread: a port in use is the caller's error, at once
         self._sock = socket.create_server((host, port), family=family, backlog=128)
         self.host, self.port = self._sock.getsockname()[:2]
-        self.cap = cap if cap is not None else metrics_cap()
+        self.cap = cap if cap is not None else default_cap(CAP_SHARE, CAP_MIN, CAP_MAX)
         self.idle_s = idle_s
         self._metrics = metrics
         self._loop = asyncio.new_event_loop()
@@ -126,8 +105,3 @@ class MetricsServer:
         with contextlib.suppress(RuntimeError):  # the loop stopped already
             self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
-
-
-def serve_metrics(metrics: Metrics, host: str, port: int = 0) -> MetricsServer:
-    """Serve `GET /metrics` on `host:port` (port 0: any free one, see `.port`)."""
-    return MetricsServer(metrics, host, port)

@@ -1,8 +1,5 @@
-"""What a run leaves billing, said as its last lines: each rental of the campaign still on the
-market, with its state and what it bills per hour (storage only, for a stopped one), and the
-`rentwatch end` command that ends them, as it works when pasted: with `--market-url` when the
-market is not Vast's own (`end` refuses another market than the campaign's) and the ledger's
-absolute path."""
+"""What a run leaves billing, said as its last lines: each rental still on the market with what it
+bills per hour, and the `rentwatch end` command that ends them, as it works when pasted."""
 
 from __future__ import annotations
 

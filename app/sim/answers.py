@@ -1,6 +1,5 @@
 """How the simulated marketplace answers: Vast's error shape, JSON and text answers, sorting and
-page tokens, shared by the route modules (`api_offers`, `api_list`, `api_instances`,
-`api_account`)."""
+page tokens, shared by the route modules."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The marketplace's REST surface (the Vast.ai subset in VAST_API.md) as an aiohttp application:
-one route table (`MarketAPI.routes`), and one middleware that does what every call shares.
-
-As unkind as the real one: a key is checked on every call but the simulator's own (`/sim/v0/`);
-injected faults (429s of the bodies Vast sends, 5xx, stalls past a client's timeout, garbled
-bodies, a call moved by a 307) hit as the scenario's `[faults]` say; a minimum interval per call
-kind is enforced as 429 `API requests too frequent`, as Vast's OpenAPI documents it; every
-answer carries the market's clock (`X-Market-Time`).
-"""
+"""The marketplace's REST surface (the Vast.ai subset in VAST_API.md) as an aiohttp application: one
+route table (`MarketAPI.routes`) and one middleware for what every call shares: the key, the
+scenario's `[faults]`, the per-kind minimum interval (429 `API requests too frequent`, as Vast's
+OpenAPI documents it) and the market's clock (`X-Market-Time`)."""
 
 from __future__ import annotations
 
@@ -86,11 +81,9 @@ class MarketAPI:
         self.base_url = base_url
         self.fault_rng = random.Random(market.scenario.seed * 7919 + 17)
         self.redirect_rng = random.Random(market.scenario.seed * 7919 + 29)
-        self.requests_seen = 0
         self.faults_injected: dict[str, int] = {}
         self.paced = market.scenario.pacing  # enforce PACING (the scenario may turn it off)
         self._last: dict[tuple[str, str], float] = {}  # (key, kind) -> last call answered
-        self.too_frequent = 0
 
     @property
     def base_url(self) -> str:
@@ -153,7 +146,6 @@ class MarketAPI:
     # -- what every call shares ----------------------------------------------------------
     @web.middleware
     async def _every_call(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        self.requests_seen += 1
         now = self.market.clock.now()
         route = request.match_info.handler if request.match_info.http_exception is None else None
         if getattr(route, "public", False):
@@ -222,15 +214,13 @@ class MarketAPI:
         return None
 
     def _pace(self, key: str, kind: str | None, now: float) -> web.Response | None:
-        """At most one call of a kind per interval and key, in market time, counted from the
-        last call let through (a refused call does not move it: the docs do not say it does);
-        past it, the OpenAPI's 429 body."""
+        """At most one call of a kind per interval and key, in market time, from the last call let
+        through (the docs do not say a refused call moves it); past it, the OpenAPI's 429 body."""
         if not self.paced or kind is None:
             return None
         interval = PACING.get(kind) or CALL_PACING[kind]
         last = self._last.get((key, kind))
         if last is not None and now - last < interval:
-            self.too_frequent += 1
             return answer(
                 {"detail": f"API requests too frequent endpoint threshold={interval}"}, 429
             )

@@ -39,8 +39,7 @@ class AccountRoutes:
         return self.add(str((await body_json(request)).get("ssh_key", "")))
 
     async def attach_key(self, request: web.Request) -> web.Response:
-        """`POST /api/v0/instances/{id}/ssh/`: the key reaches this instance only (openapi.yaml
-        attachSshKey; the account's keys are not changed)."""
+        """`POST /api/v0/instances/{id}/ssh/`: the key reaches this instance only (attachSshKey)."""
         inst = self.market.live(int(request.match_info["iid"]))
         if inst is None:
             return error(404, "no_such_instance", "Instance does not exist")

@@ -28,10 +28,9 @@ BID_CAP_PER_GPU = 32.0  # "Bid price must be >= 0.001 and <= 32.0 * number of GP
 
 
 def bad_bid(price: Any, num_gpus: int) -> web.Response | None:
-    """A bid outside the range the OpenAPI gives a bid price, answered. The price is the
-    machine's ("per machine bid price", the CLI's `--bid_price` and `change bid --price`), so
-    its cap grows with the machine's GPUs (`change_bid.yaml` x-input-validation: "<= 32.0 *
-    number of GPUs"). The text over the cap is ours: no source gives Vast's."""
+    """A bid outside the OpenAPI's range, answered. The price is the machine's, so its cap grows
+    with its GPUs (`change_bid.yaml`: "<= 32.0 * number of GPUs"). The text over the cap is ours:
+    no source gives Vast's."""
     if isinstance(price, bool) or not isinstance(price, int | float) or not price >= 0.001:
         return error(400, "invalid_args", "Please set a bid price >= 0.001.")
     cap = BID_CAP_PER_GPU * num_gpus
@@ -121,9 +120,8 @@ class InstanceRoutes:
 
     async def bid_price(self, request: web.Request) -> web.Response:
         """`PUT /api/v0/instances/bid_price/{id}/` with `{"client_id": "me", "price": p}`
-        (vast-ai/docs openapi.yaml, change bid: price from 0.001 to 32.0 x the machine's GPUs).
-        A null or absent price bids "a winning bid price" (the CLI's `change bid` with no
-        `--price`, which sends `"price": null`): the machine's `min_bid` now."""
+        (vast-ai/docs openapi.yaml, change bid). A null price bids "a winning bid price" (the
+        CLI's `change bid` without `--price`): the machine's `min_bid` now."""
         body = await body_json(request)
         inst = self.market.live(self._iid(request))
         if inst is None:
@@ -143,10 +141,9 @@ class InstanceRoutes:
         return answer({"success": True})
 
     async def copy_direct(self, request: web.Request) -> web.Response:
-        """`PUT /api/v0/commands/copy_direct/` with `{"client_id": "me", "src_id", "dst_id",
-        "src_path", "dst_path"}` (vast-ai/docs `api-reference/openapi/yaml/copy.yaml`; the CLI's
-        `copy` between two instances): answered at once, the data lands later (sim/copies.py).
-        A stopped source is fine: its disk is kept; one whose host has no open port is not."""
+        """`PUT /api/v0/commands/copy_direct/` (vast-ai/docs `copy.yaml`; the CLI's `copy`):
+        answered at once, the data lands later (sim/copies.py). A stopped source is fine; one
+        whose host has no open port is not."""
         body = await body_json(request)
         if not isinstance(body, dict):
             return error(400, "invalid_args", "Invalid src_path.")
@@ -180,9 +177,9 @@ class InstanceRoutes:
         )
 
     async def cancel_copy(self, request: web.Request) -> web.Response:
-        """`DELETE /api/v0/commands/copy_direct/` with `{"client_id": "me", "dst_id"}`: every
-        copy into `dst_id` not landed yet ends (the CLI's `cancel copy DST`). The 400s are the
-        OpenAPI file's (`auto_delete_api_v0_commands_copy_direct_6443b6.yaml`)."""
+        """`DELETE /api/v0/commands/copy_direct/` with `{"client_id": "me", "dst_id"}`: every copy
+        into `dst_id` not landed yet ends. The 400s are the OpenAPI file's
+        (`auto_delete_api_v0_commands_copy_direct_6443b6.yaml`)."""
         body = await body_json(request)
         dst_id = container_id(body.get("dst_id")) if isinstance(body, dict) else None
         if dst_id is None:

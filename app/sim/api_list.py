@@ -1,6 +1,5 @@
 """What the account sees of its instances: the v1 list (pages of at most 25, its filters and
-cursor), one instance's row, and the row itself (`instance_json`, the fields the CLI and
-rentwatch read)."""
+cursor), one instance's row, and the row itself (`instance_json`)."""
 
 from __future__ import annotations
 
@@ -123,9 +122,8 @@ class ListRoutes:
         )
 
     def _list_by_id(self, token: str | None, limit: int) -> web.Response:
-        """The common list (no filter, by id): a cursor after the last id sent, so a full list
-        of n instances costs O(n) however many pages it takes (ids only grow, so the market's
-        creation order is id order)."""
+        """The common list (no filter, by id): a cursor after the last id sent, so a full list costs
+        O(n) however many pages (ids only grow)."""
         after = 0
         if token:
             try:

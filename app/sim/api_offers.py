@@ -1,12 +1,9 @@
-"""The offer search: `POST /api/v0/bundles/` (and the CLI's `--new` `PUT /api/v0/search/asks/`)
-over the market's free machines, matched by the CLI's query language (`query_match.py`).
+"""The offer search: `POST /api/v0/bundles/` (and the CLI's `--new` `PUT /api/v0/search/asks/`),
+matched by the CLI's query language (`query_match.py`).
 
-`type` picks the tier (vast-ai/docs `api-reference/openapi.yaml`, search offers: `ondemand`,
-`bid`, `reserved`; the CLI and the OpenAPI example send `on-demand`). Every offer carries its
-`min_bid`, the bid to beat now; under `type: "bid"` the offer is priced at it ("bid
-(interruptible): Uses minimum bid price"), and a machine an on-demand rental holds is not
-listed (no bid wins there). A machine `[churn]` does not list now is in neither search, and
-each listing shows the id it carries now (app/sim/churn.py)."""
+`type` picks the tier (vast-ai/docs `openapi.yaml`: `ondemand`, `bid`, `reserved`; the CLI sends
+`on-demand`). Under `type: "bid"` an offer is priced at its `min_bid` ("Uses minimum bid price")
+and a machine held on-demand is not listed. `[churn]` decides what is listed now."""
 
 from __future__ import annotations
 

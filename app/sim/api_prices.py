@@ -1,12 +1,7 @@
 """The pending price increases of the account's rentals, on the routes the official CLI calls
-(vastai 1.9.1 `api/price_increase.py`): `GET /api/v0/instances/pending-price-increases/`, and
-`PUT /api/v0/instances/accept-price-increase/` / `reject-price-increase/` with a body of exactly
-`{"pending_price_increase_id": <int>}` (the backend forbids any other key: 400). A row no longer
-pending answers 404 `no_pending_price_increase`. The model is `sim/price_rises.py`.
-
-`POST /sim/v0/price_rise` is the simulator's own (no key, like its truth): a test raises the
-price of one rental now, `{"instance_id": N, "factor": F, "notice_min": M}` (F in (1, 10], M
-minutes to the contract's end date), answered with the pending row."""
+(vastai 1.9.1 `api/price_increase.py`): the GET of pending rows, and accept / reject with a body
+of exactly `{"pending_price_increase_id": <int>}` (any other key: 400; a row no longer pending:
+404). `POST /sim/v0/price_rise` is the simulator's own, for tests (no key)."""
 
 from __future__ import annotations
 

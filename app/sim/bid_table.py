@@ -1,11 +1,5 @@
-"""`[bids]` of a scenario: how hard other renters press on the interruptible tier.
-
-Vast's tier, as its docs state it (vast-ai/docs `guides/instances/choosing/instance-types.mdx`,
-"Interruptible Instances"): on-demand rentals always have the highest priority, among
-interruptible ones the highest bid wins, and a paused instance resumes when it regains
-priority. The simulator draws the other renters from this table (the model: `app/sim/bids.py`;
-the format: docs/scenarios.md).
-"""
+"""`[bids]` of a scenario: how hard other renters press on the interruptible tier (vast-ai/docs
+`instance-types.mdx`; the model: `app/sim/bids.py`; the format: docs/scenarios.md)."""
 
 from __future__ import annotations
 

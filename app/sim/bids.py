@@ -1,22 +1,11 @@
 """The interruptible tier of the simulated market: min_bid, the other renters, outbids, resumes.
 
-Vast's rules (vast-ai/docs `guides/instances/choosing/instance-types.mdx` and
-`guides/reference/faq/rental-types.mdx`): on-demand beats any bid, the higher bid wins, an
-outbid instance "is stopped (killing running processes)" with its data kept, and it resumes by
-itself when it regains priority, billing the GPU again from then.
-
-Everything here is a pure function of (seed, machine, time) and `[bids]` (app/sim/bid_table):
-- each machine's floor: a share of its on-demand price drawn per machine (a discount, or near
-  on-demand on `near_share` of hosts), moved window by window (`drift`);
-- rivals: at most one arrives per machine and window, with the chance the pressure gives (per
-  model, swinging over the UTC day); it bids a multiple of the floor, or rents on-demand (a
-  share of them), and holds the machine for a while;
-- what a bid must beat at `t` (`need`): the floor and every rival bid then; an on-demand rival
-  beats every bid. The offers' `min_bid` is that;
-- what a winning bid pays: its bid, or under `pricing = "clearing"` the need, never above it.
-A rival that rents on-demand a machine nobody bids on is the `[listing] taken` share already;
-here they count only against bids, so that adding the tier changed no on-demand market.
-"""
+Vast's rules (vast-ai/docs `instance-types.mdx`, `faq/rental-types.mdx`): on-demand beats any
+bid, the higher bid wins, an outbid instance "is stopped (killing running processes)" with its
+data kept, and resumes by itself when it regains priority. Everything here is a pure function of
+(seed, machine, time) and `[bids]`: each machine's drifting floor, at most one rival per machine
+and window, the need a bid must beat at `t` (the offers' `min_bid`), and what a winning bid pays.
+Rivals count only against bids, so adding the tier changed no on-demand market."""
 
 from __future__ import annotations
 
@@ -86,8 +75,7 @@ def rivals(seed: int, b: Bids, m: Machine, lo: float, hi: float) -> list[Rival]:
 
 
 def need(seed: int, b: Bids, m: Machine, t: float) -> float | None:
-    """What a bid must reach to hold the machine at `t` ($/h); None: an on-demand rental holds
-    it, and no bid does."""
+    """What a bid must reach to hold the machine at `t` ($/h); None while held on-demand."""
     top = floor_at(seed, b, m, t)
     for r in rivals(seed, b, m, t, t):
         if not r.start <= t < r.end:
@@ -99,10 +87,9 @@ def need(seed: int, b: Bids, m: Machine, t: float) -> float | None:
 
 
 def quote(seed: int, b: Bids, m: Machine, t: float) -> float | None:
-    """The offer's `min_bid` at `t`: the need, rounded up so that a bid of it wins; None while
-    a rival holds the machine on-demand (no bid wins then). It may exceed the on-demand price:
-    a host's floor near it and a rival's bid above it (the public evidence has bid prices up
-    to 3x the on-demand ones: docs/fidelity.md)."""
+    """The offer's `min_bid` at `t`: the need, rounded up so a bid of it wins; None while a rival
+    holds the machine on-demand. It may exceed the on-demand price (public bid prices reach 3x
+    on-demand: docs/fidelity.md)."""
     n = need(seed, b, m, t)
     if n is None:
         return None
@@ -110,8 +97,7 @@ def quote(seed: int, b: Bids, m: Machine, t: float) -> float | None:
 
 
 def min_bid(seed: int, b: Bids, m: Machine, t: float) -> float:
-    """The offer's `min_bid` at `t` (`quote`), or the on-demand price while a rival holds the
-    machine on-demand."""
+    """The offer's `min_bid` at `t`, or the on-demand price while a rival holds it on-demand."""
     q = quote(seed, b, m, t)
     return round(m.dph_base, 6) if q is None else q
 
@@ -122,8 +108,7 @@ def wins(seed: int, b: Bids, m: Machine, t: float, bid: float) -> bool:
 
 
 def changes(seed: int, b: Bids, m: Machine, lo: float, hi: float) -> list[float]:
-    """The moments in (lo, hi] at which what a bid must beat may change: window edges (the
-    floor moves) and each rival's arrival and leaving."""
+    """The moments in (lo, hi] at which a bid's need may change: window edges, rivals."""
     w = _window_s(b)
     out = {k * w for k in range(math.floor(lo / w) + 1, math.floor(hi / w) + 1)}
     for r in rivals(seed, b, m, lo, hi):
@@ -168,10 +153,9 @@ def settle(
     now: float,
     resume: Callable[[SimInstance, float], None],
 ) -> None:
-    """Walk one bid rental from where it was last settled up to `now`: outbid where its bid
-    stops winning while it runs, resumed (`resume(inst, at)`: a new boot from `at`) where it
-    wins again while it waits. A rental stopped by its renter or the contract's end is not
-    the market's to resume."""
+    """Walk one bid rental up to `now`: outbid where its bid stops winning while it runs, resumed
+    where it wins again while it waits. A rental stopped by its renter or the contract's end is
+    not the market's to resume."""
     if inst.bid is None or inst.destroyed_at is not None or now <= inst.bid_seen:
         inst.bid_seen = max(inst.bid_seen, now)
         return

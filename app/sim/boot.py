@@ -81,10 +81,8 @@ def boot_steps(
     states: States | None = None,
     extra: random.Random | None = None,
 ) -> Segment:
-    """The status lines an instance shows from `start`, as its machine's behaviour dictates.
-
-    `states` adds the market's unkindness (a `scheduling` wait, a state no list names, build
-    output while loading), drawn from `extra` so the behaviour's own timings stay as seeded."""
+    """The status lines an instance shows from `start`, as its machine's behaviour dictates;
+    `states` adds the market's unkindness, drawn from `extra` so the behaviour's timings stay."""
     k = machine.knobs
     b = machine.behaviour
     st = states or States(0.0, 0.0, "provisioning", 0.0)
@@ -186,8 +184,7 @@ def boot_steps(
 
 
 def least_boot_s(knobs: dict[str, Any]) -> float:
-    """The least market seconds a create takes to reach `running` under `boot_steps` on a
-    machine with these knobs: the lows of its queue, pull, extraction and start, and the rest
-    at their least (the referee's floor: app/referee/floor.py)."""
+    """The least market seconds a create takes to reach `running` on a machine with these knobs (the
+    referee's floor: app/referee/floor.py)."""
     lows = sum(float(knobs[k][0]) for k in ("queue_min", "pull_min", "extract_min", "start_min"))
     return 60.0 * lows + BOOT_LEAST_FIXED_S

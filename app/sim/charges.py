@@ -1,13 +1,9 @@
-"""The market's own charges, `GET /api/v0/charges/`, as Vast gives them (vast-ai/docs
-`api-reference/openapi.yaml` showCharges; `vastai show invoices-v1 --charges` asks for them:
-vastai 1.9.1 `api/billing.py` show_invoices_v1).
+"""The market's own charges, `GET /api/v0/charges/`, as Vast gives them (vast-ai/docs `openapi.yaml`
+showCharges; vastai 1.9.1 `api/billing.py` show_invoices_v1).
 
-One row per contract (an instance) over the queried range (`select_filters.day` `gte`/`lte`,
-unix seconds, read as whole UTC days; a query without both is refused, 400), its items `gpu`, `disk`, `bwd` (bytes into the instance) and `bwu` (bytes out of
-it), every amount rounded to three decimals; `source` is "instance-ID", `metadata` carries the
-label only when it has one; pages of `limit` (at most 100 here, as the CLI asks) follow
-`next_token` through `after_token`, latest first unless `latest_first` is false.
-"""
+One row per contract over the queried range (`select_filters.day` `gte`/`lte` as whole UTC days;
+both required, else 400), items `gpu`, `disk`, `bwd`, `bwu`, amounts to three decimals; pages of
+`limit` (at most 100) follow `next_token` through `after_token`."""
 
 from __future__ import annotations
 

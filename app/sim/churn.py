@@ -1,13 +1,8 @@
-"""Listings that come and go: other renters take machines off the market and the hosts list them
-again, under another offer id (`[churn]`, app/sim/scenario_tables.Churn).
-
-The public evidence (brandonros/vastai-scraper `docs/analysis.md`, 78 scrapes of RTX 5090
-offers five minutes apart): the median machine was listed in 13 of them (17%), and 172 of 416
-machine/GPU-count pairs changed offer id when they came back, an old id sometimes reappearing.
-
-Everything here is a pure function of (seed, machine, time), as the bid tier is: whether a
-machine is listed in a window is one keyed draw against the machine's presence.
-"""
+"""Listings that come and go: other renters take machines and the hosts list them again, under
+another offer id (`[churn]`). The evidence (brandonros/vastai-scraper `docs/analysis.md`, 78
+scrapes five minutes apart): the median machine was listed in 17% of them, and 172 of 416
+machine/GPU-count pairs came back under another offer id. A pure function of (seed, machine,
+time)."""
 
 from __future__ import annotations
 
@@ -22,8 +17,7 @@ _WALK_BACK = 96  # windows looked back for where the current listing began
 
 
 def presence(seed: int, c: Churn, m: Machine) -> float:
-    """The machine's share of time listed: log-uniform over `c.presence` (the median machine at
-    the geometric mean of the two ends)."""
+    """The machine's share of time listed: log-uniform over `c.presence`."""
     lo, hi = c.presence
     if lo >= 1.0:
         return 1.0

@@ -1,6 +1,5 @@
-"""The market's clock: wall time since the market started, times its scale; or, for the
-referee and the tests that need a market independent of the box, a stepped clock that moves
-only when told to (app/referee/stepped.py steps it while every party waits on it)."""
+"""The market's clock: wall time since the market started, times its scale; or a stepped clock that
+moves only when told to (app/referee/stepped.py)."""
 
 from __future__ import annotations
 
@@ -25,11 +24,9 @@ _TOKENS = itertools.count(1)
 class SimClock:
     """Market time: `origin` plus wall time elapsed since start, times the scale.
 
-    `stepped()` stops the flow: from then on market time moves only by `advance`. Whoever
-    steps it asks `busy()` first: a party that has an exchange out (a call to the market, an
-    SSH session with a host) holds the clock meanwhile (`held`), and a hold older than the
-    stall cap no longer counts (a host that never answers must not stop time for good).
-    Holds and steps come from one thread (the engine's); `now()` is read from any."""
+    `stepped()` stops the flow; then time moves only by `advance`. A party with an exchange out
+    holds the clock (`held`), and a hold older than the stall cap no longer counts (a silent host
+    must not stop time for good). Holds and steps come from the engine's thread."""
 
     def __init__(
         self,
@@ -81,9 +78,8 @@ class SimClock:
         return len(self._holding)
 
     def held(self, subject: object = None) -> Hold:
-        """An exchange with the market or a host (`subject`: its instance id) is out: a
-        stepped clock does not move. `async with` it where the exchange's answer is awaited:
-        on a loop that orders answers (`ordered`), the holder goes on only in its turn."""
+        """An exchange with the market or a host (`subject`: its instance id) is out: a stepped
+        clock does not move; on an ordering loop the holder goes on only in its turn."""
         return Hold(self, subject)
 
     def order_answers(self) -> None:
@@ -94,13 +90,9 @@ class SimClock:
     def release_next(
         self, stall_cap_s: float, silent: Callable[[object], bool] = lambda _: False
     ) -> bool:
-        """Let the first exchange that came back go on, if no exchange that went out before
-        it is still out (one that holds the clock: young and not `silent`). True if one did.
-
-        While an exchange is out the clock stands, so every exchange out now comes back at
-        this market second; handing the answers on in the order the exchanges went out, never
-        in the order the box delivered them, makes what the engine does with them the same on
-        any box."""
+        """Let the first exchange that came back go on, if none that went out before it is still
+        out. True if one did. Answers go on in the order their exchanges went out, never in the
+        order the box delivered them, so the engine does the same on any box."""
         if not self._back:
             return False
         first = min(self._back)
@@ -151,11 +143,9 @@ class SimClock:
 
 
 class Hold:
-    """One exchange out (`SimClock.held`). `with`: it holds the clock while out. `async
-    with`: the same, and on an ordering clock its holder goes on after the exchange came back
-    (with an answer or an error) only in its turn (`SimClock.release_next`). An exchange
-    inside another of the same task (a call made within a session) holds the clock too, but
-    it is part of the outer one: only the outermost waits for a turn."""
+    """One exchange out (`SimClock.held`). `async with` on an ordering clock also lets its holder go
+    on after the exchange came back only in its turn (`SimClock.release_next`). Only the
+    outermost exchange of a task waits for a turn."""
 
     def __init__(self, clock: SimClock, subject: object) -> None:
         self.clock, self.subject = clock, subject

@@ -1,28 +1,13 @@
-"""Instance to instance copies (`PUT /api/v0/commands/copy_direct/`): Vast's way to get data
-off a stopped instance (vast-ai/docs `guides/instances/storage/data-movement.mdx`: the copy
-methods "offer ways to copy data to/from a _stopped instance_"; `copy.yaml`; the CLI's `copy`).
+"""Instance to instance copies (`PUT /api/v0/commands/copy_direct/`): Vast's way to get data off a
+stopped instance (vast-ai/docs `storage/data-movement.mdx`, `copy.yaml`; the CLI's `copy`).
 
-A copy is asked, answered at once ("Remote to Remote copy initiated"), and lands later: after
-the docs' "~30 seconds" and the bytes over the slower of the source's upload and the
-destination's download. It is rsync's: a source path ending in `/` copies what the folder
-holds into the destination folder, and a file named with a trailing `/` is refused (rsync:
-"Not a directory"). The data moved bills bandwidth on both machines (the docs:
-"Copying data between instances accrues internet bandwidth usage charges"), "unless the copy is
-between two instances on the same machine or local network" ("same provider and location":
-the same `machine_id`, or the same `host_id` and `geolocation`, `same_network`). The source
-may be stopped (its disk is kept) but not destroyed, and its host must be up: the copy runs
-over SSH between the hosts ("as they use ssh authentication"), so it is asked only of a source
-whose host has open ports (`direct_port_count`; the API's "Remote instance does not have an
-open port", `api_instances.py`), and a source whose host went offline sends nothing: the copy
-never lands. Nothing lands on a destroyed destination.
-A cancel (`DELETE`, "Cancel Direct Copy", `auto_delete_api_v0_commands_copy_direct_6443b6.yaml`)
-ends every copy into its destination that has not landed; the simulator bills a copy's bytes
-when it lands, so a cancelled one bills none (the real market may bill what moved before).
-
-Paths are the container's. On Vast every container of an image shares its home (/root); each
-simulated container's home is its own sandbox folder, so a path under any sandbox, or under
-/root, is read from the instance's own sandbox.
-"""
+A copy is answered at once and lands after the docs' "~30 seconds" plus its bytes over the slower
+line, rsync's way (a trailing `/` copies the folder's contents). It bills bandwidth on both
+machines unless they share a machine or network. It runs over SSH between the hosts, so the
+source needs open ports and an online host; a destroyed destination gets nothing. A cancel
+(`auto_delete_api_v0_commands_copy_direct_6443b6.yaml`) ends every copy into its destination not
+landed; a copy bills when it lands. Every container of an image shares its home (/root), so a
+path under /root or any sandbox is read from the instance's own sandbox."""
 
 from __future__ import annotations
 
@@ -52,9 +37,8 @@ class Copy:
 
 
 def container_id(value: object) -> int | None:
-    """An instance id as a copy names it: `123` or `"123"` (the legacy form), or the CLI's
-    container form `"C.123"` (vastai/api/storage.py `copy`: "C.instance_id", "container copy
-    format"). Volumes (`V.`) and cloud services are not simulated: None, an invalid id."""
+    """An instance id as a copy names it: `123`, `"123"`, or the CLI's `"C.123"`
+    (vastai/api/storage.py `copy`). Volumes (`V.`) are not simulated: None."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         return None
     text = str(value).strip().removeprefix("C.")

@@ -1,12 +1,6 @@
-"""What a family drew (`rentwatch scenario describe`): one summary over all its markets' offers,
-in the figures the public evidence gives (../shared/MARKET_EVIDENCE.md), so anyone can hold a
-family against it. The keys are DESIGN.md's "What a family drew".
-
-Measured on the markets as the simulator builds them, over one fixed market day (the figures
-move with the day only through the bid tier's rivals and the churn's windows): each machine's
-on-demand price, its `min_bid` at a few moments of the day, the share of the day it is listed
-and the offer ids its listings carry.
-"""
+"""What a family drew (`rentwatch scenario describe`): one summary over all its markets' offers in
+the figures the public evidence gives (../shared/MARKET_EVIDENCE.md), over one fixed market day.
+The keys are DESIGN.md's "What a family drew"."""
 
 from __future__ import annotations
 

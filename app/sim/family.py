@@ -1,15 +1,9 @@
-"""A family of simulated markets: scenarios drawn from documented ranges, so the referee can
-judge a policy on markets it was never shaped on. Deterministic: the same family seed and index
-give the same market. The ranges are the module's constants and are listed in docs/referee.md.
+"""A family of simulated markets: scenarios drawn from documented ranges, so the referee can judge a
+policy on markets it was never shaped on. Deterministic in (family seed, index).
 
-Where public evidence exists (../shared/MARKET_EVIDENCE.md, cited in docs/fidelity.md) a range
-follows it: each model's price, the min_bid mixture, churn, verification, storage, bandwidth,
-line speeds. Where none does, the range is an assumption, named in `UNKNOWNS` (what
-`rentwatch scenario describe` lists) and a scenario knob, never a constant.
-
-Tuning a policy happens on TRAINING_FAMILY_SEEDS only; figures are reported on fresh seeds
-(REPORT_FAMILY_SEEDS, never used for tuning), as a held-out set should be.
-"""
+Where public evidence exists (docs/fidelity.md) a range follows it; where none does, the range is
+an assumption named in `UNKNOWNS` and a scenario knob. Tuning happens on TRAINING_FAMILY_SEEDS
+only; figures are reported on REPORT_FAMILY_SEEDS."""
 
 from __future__ import annotations
 
@@ -203,8 +197,7 @@ UNKNOWNS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class FamilyMarket:
-    """One drawn market: its scenario, the fleet the campaign asks for on it, and a price
-    ceiling that admits its offers."""
+    """One drawn market: its scenario, the fleet asked for, a ceiling that admits its offers."""
 
     index: int
     scenario: Scenario

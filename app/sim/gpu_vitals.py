@@ -1,12 +1,7 @@
-"""A simulated GPU's vital signs (what `probes/nvml_sample.py` would read): memory, temperature,
-power draw against its enforced limit, fan, ECC. Drawn from the card's model and the host's
-state: idle, at work, or throttled, where a thermal throttle runs hot with its fans flat out
-and a power-cap throttle draws at a limit the host set under the board's default.
-
-Board power is each model's default total board power on NVIDIA's product pages (docs/
-fidelity.md); which cards report ECC counts (the datacenter and RTX A-series boards, whose
-memory has ECC) and which report no fan (the passively cooled datacenter boards) is NVML's
-NotSupported on the others, sent as null."""
+"""A simulated GPU's vital signs (what `probes/nvml_sample.py` would read), drawn from the card's
+model and the host's state: idle, at work, or throttled (thermal: hot, fans flat out; power cap:
+drawing at a lowered limit). Board power is NVIDIA's per model (docs/fidelity.md); ECC and fan
+readings are null where NVML says NotSupported."""
 
 from __future__ import annotations
 

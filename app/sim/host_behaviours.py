@@ -1,11 +1,6 @@
-"""What the probes print on a simulated host, beyond the matmul: the deeper checks' sections,
-the driver-path document for images without torch, a shell without python3, and the XID of an
-`xid_mid_job` host. Pure functions of the instance's facts and the market time; the SSH server
-(`ssh_hosts.py`) sends what they return.
-
-Figures are drawn per rental (seed, machine, rental number), so repeated probes of one
-instance agree with each other, as a real host's would.
-"""
+"""What the probes print on a simulated host beyond the matmul: the deeper checks, the driver path,
+a shell without python3, an `xid_mid_job` XID. Pure; drawn per rental, so repeated probes of one
+instance agree."""
 
 from __future__ import annotations
 
@@ -37,8 +32,7 @@ def host_facts(
     offer: dict[str, Any],
     disk_gb: float,
 ) -> dict[str, Any]:
-    """The figures this rental's checks measure: healthy ones near what the offer says, the
-    faulty behaviour's far under it."""
+    """What this rental's checks measure: near the offer's if healthy, far under if faulty."""
     rng = _rng(seed, machine_id, rental, "checks")
     spec = spec_for(real_gpu)
     gen, width = (spec.pcie_gen, spec.pcie_width) if spec else (4, 16)
@@ -102,11 +96,9 @@ def preflight_document(
     lost: bool,
     forged_as: str | None = None,
 ) -> dict[str, Any]:
-    """The preflight's document on this host: the torch one (`base`) or, for an image without
-    torch, the driver path's; then the deeper checks' sections as the probe adds them. With
-    the `--nonce` the controller sent, the product's entries it picks, as the probe reports
-    them. `forged_as`: a host whose CUDA calls all fail, printing a document it keeps for
-    the purpose (a good run on a card of this model, replayed: its nonce is not this run's)."""
+    """The preflight's document on this host (torch, or the driver path's) with the deeper checks'
+    sections and the entries the `--nonce` picks. `forged_as`: a host whose CUDA calls fail,
+    replaying a good run's document (its nonce is not this run's)."""
     if forged_as is not None:
         return _forged_document(base, forged_as)
     doc = {**base, "backend": "torch"}

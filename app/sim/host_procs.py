@@ -1,10 +1,6 @@
-"""The processes a simulated host's commands leave running, found and ended.
-
-Jobs and watchdogs detach from the command that launched them (`setsid nohup ...`), so each
-lives in a process group and session of its own that outlives the SSH session and the shell
-the simulator started. Every command the simulator runs has HOME (inherited by all it starts)
-and its working directory in the host's sandbox, which is how they are found: a stopped
-simulator, or a destroyed host, leaves none of them behind."""
+"""The processes a simulated host's commands leave running, found and ended: jobs detach into
+process groups of their own, and every command has HOME and its working directory in the host's
+sandbox, which is how they are found."""
 
 from __future__ import annotations
 
@@ -39,9 +35,8 @@ def host_processes(root: Path) -> dict[int, int]:
 
 
 def kill_groups(root: Path, rounds: int = 3) -> None:
-    """SIGKILL the process groups of every host process under `root` (a job's group holds the
-    commands it ran), and the process itself where its group is ours. A second look catches
-    what a dying shell started in between."""
+    """SIGKILL the process groups of every host process under `root`; a second look catches what a
+    dying shell started in between."""
     ours = os.getpgrp()
     for _ in range(rounds):
         found = host_processes(root)

@@ -1,10 +1,5 @@
-"""The simulator's image catalogue: what a campaign's image carries, and whether it pulls.
-
-A scenario's `[[image]]` tables (a glob on the campaign's `image`, then `python`, `torch`,
-`cuda`, `pullable`) come first; the defaults below describe the public images campaigns name
-most. An image nothing matches is a custom one with python3 and torch (what the preflight
-needs), so scenarios that say nothing about images behave as before.
-"""
+"""The simulator's image catalogue: what a campaign's image carries, and whether it pulls. A
+scenario's `[[image]]` tables come first; an image nothing matches has python3 and torch."""
 
 from __future__ import annotations
 
@@ -106,8 +101,7 @@ def image_facts(image: str, catalogue: tuple[ImageSpec, ...] = ()) -> ImageSpec:
 
 
 def denial_line(image: str) -> str:
-    """What the Docker daemon prints when the registry refuses an image (the repository does
-    not exist, or the account may not read it)."""
+    """What the Docker daemon prints when the registry refuses an image."""
     repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
     return (
         f"Error response from daemon: pull access denied for {repo}, repository does not "

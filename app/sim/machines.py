@@ -1,6 +1,5 @@
-"""The market's machines: what each host is (its behaviour, GPU, prices, routes) and the offer
-it lists. Randomness is keyed by (seed, machine, ...), so a seeded market is the same market
-whatever order a client rents it in."""
+"""The market's machines: what each host is and the offer it lists. Randomness is keyed by (seed,
+machine, ...), so a seeded market is the same whatever order a client rents it in."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ class Machine:
 
     @property
     def verified(self) -> bool:
-        """What the offer's `verified` says: a deverified machine is not verified either (the
-        CLI's default `verified=true` search leaves both out)."""
+        """What the offer's `verified` says: a deverified machine is not verified either."""
         return self.verification == "verified"
 
     def offer_json(
@@ -177,8 +175,7 @@ def build_machines(
     key: str = "market",
     ids: range = range(1000, 60000),
 ) -> list[Machine]:
-    """The scenario's machines (or `n` more, drawn under `key` from `ids`), their behaviours
-    shared out as its host classes say."""
+    """The scenario's machines (or `n` more, under `key` from `ids`), shared out by host class."""
     rng = keyed_rng(sc.seed, key)
     shares = sc.shares()
     n = sc.offers if n is None else n
@@ -248,9 +245,8 @@ def build_machines(
 
 
 def _storage(x: float, sc: Scenario) -> float:
-    """A machine's storage $/GB-month from its uniform draw `x` over `storage_cost`, mapped
-    log-uniformly where `[hosts] storage_spread` says so (the same draw: the markets without
-    it stay as they were)."""
+    """A machine's storage $/GB-month from its draw `x` over `storage_cost`, log-uniform where
+    `[hosts] storage_spread` says so."""
     lo, hi = sc.storage_cost
     if sc.hosts.storage_spread == "log" and hi > lo > 0:
         x = lo * (hi / lo) ** ((x - lo) / (hi - lo))
@@ -279,10 +275,8 @@ def _unkind(m: Machine, sc: Scenario, now: Callable[[], float]) -> None:
 
 
 def _gpu_count(m: Machine, sc: Scenario) -> None:
-    """`[hosts] multi_gpu_share`: a share of machines listed with 2, 4 or 8 GPUs (their own
-    draws). Such an offer is rented whole and priced per machine, as Vast lists `dph_total`
-    (MARKET_EVIDENCE.md: an RTX 3090 listed at $0.165 per GPU of a 2x): the host class's price
-    is per GPU, times the count; `min_bid` follows from `dph_base` (sim/bids.py)."""
+    """`[hosts] multi_gpu_share`: a share of machines with 2, 4 or 8 GPUs, rented whole and priced
+    per machine as Vast lists `dph_total` (MARKET_EVIDENCE.md)."""
     if sc.hosts.multi_gpu_share <= 0:
         return
     rng = keyed_rng(sc.seed, "gpus", m.id)
@@ -309,9 +303,8 @@ def _host_line(m: Machine, sc: Scenario) -> None:
 
 
 def other_listings(sc: Scenario, now: Callable[[], float]) -> list[Machine]:
-    """The listings the CLI's default search leaves out: unverified, external and deverified
-    machines, `[listing]` shares of the scenario's offers on top of them (their own draws, so
-    adding them changed no seeded market's verified machines)."""
+    """The listings the CLI's default search leaves out (unverified, external, deverified), on their
+    own draws so the verified machines stay as seeded."""
     n_unverified = round(sc.offers * sc.listing.unverified)
     n_external = round(sc.offers * sc.listing.external)
     n_deverified = round(sc.offers * sc.listing.deverified)

@@ -1,14 +1,6 @@
-"""The market model: machines with fixed behaviours, instances with boot plans, billing truth.
-
-Everything here is driven by an explicit clock (`SimClock`), so the HTTP layer, the SSH hosts
-and the tests all see one market time. Randomness is keyed by (seed, machine, rental number),
-so the same scenario gives the same market whatever order a client rents it in.
-
-Instance ids never restart across runs, as on the real market: a run's first id comes from the
-wall clock at its start (hundredths of a second since 2025, so runs a second apart are 100 ids
-apart, and in one process a new market always starts above every id handed out before); the
-gaps between a run's ids come from the seed, so within a run they are deterministic.
-"""
+"""The market model: machines with fixed behaviours, instances with boot plans, billing truth, on
+one explicit clock (`SimClock`). Instance ids never restart across runs, as on the real market: a
+run's first id comes from the wall clock, its gaps from the seed."""
 
 from __future__ import annotations
 
@@ -263,15 +255,12 @@ class SimMarket:
         return bids.min_bid(self.scenario.seed, self.scenario.bids, m, now)
 
     def bid_quote(self, m: Machine, now: float) -> float | None:
-        """The offer's `min_bid` on the bid tier at `now`; None while a rival holds the machine
-        on-demand (no bid wins: a bid search leaves it out)."""
+        """The offer's `min_bid` at `now`; None while a rival holds the machine on-demand."""
         return bids.quote(self.scenario.seed, self.scenario.bids, m, now)
 
     def market_stops(self, now: float) -> None:
-        """Stop, as of the listing's end, every rental whose host's contract has ended: the
-        market's own stop (Vast stops, it does not destroy, at a contract's end date). Bid
-        rentals are settled first (outbids and resumes up to `now`), and the hosts' price
-        rises (an accepted one extends its contract)."""
+        """Stop every rental whose host's contract has ended (Vast stops, it does not destroy, at a
+        contract's end date), after settling bids and price rises up to `now`."""
         self.settle_bids(now)
         self.rises.settle(list(self.instances.values()), now)
         for inst in self.instances.values():

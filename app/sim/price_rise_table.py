@@ -1,9 +1,5 @@
 """`[price_rise]` of a scenario: hosts that raise their price under a held rental (the model:
-`app/sim/price_rises.py`; the format: docs/scenarios.md). `share` of on-demand rentals whose host
-raises while rented, the rise's `factor`, `after_min` (from the create to the rise),
-`notice_min` (from the rise to the contract's end date, when it would apply) and `keep_old`
-(the share of rejected or unanswered rises whose contract runs on at the old price: no source
-says the market ever does that; by default it ends at its end date)."""
+`app/sim/price_rises.py`; the format: docs/scenarios.md)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,11 @@
-"""Hosts that raise their price under a held rental, through Vast's pending flow (vast-cli
-PR #401: vastai 1.9.1 `api/price_increase.py`, `cli/commands/price_increase.py`).
+"""Hosts that raise their price under a held rental, through Vast's pending flow (vast-cli PR #401:
+vastai 1.9.1 `api/price_increase.py`, `cli/commands/price_increase.py`).
 
-A host raises its GPU price on a held contract: the contract gets a pending row (`GET /api/v0/instances/pending-price-increases/`) and keeps its old price until its
-current end date (`contract_end_date`). Accepted (`PUT .../accept-price-increase/`), the contract
-runs on at the new price from that date to the host's new end date (`ask_end_date`). Rejected
-(`PUT .../reject-price-increase/`: "tombstones the row (status=rejected); no cutover follows")
-or left unanswered ("auto-extend stops at the old price until they accept", `list machine`'s
-help), the contract ends at its end date and the market stops the instance, as at any contract's
-end. `[price_rise] keep_old` is the share of such contracts that run on at the old price
-instead: no source says whether the market ever does that. The machine's listing keeps its
-price for later renters (the referee's floor reads listed prices: a rise is the held contract's
-alone here).
-
-The `[price_rise]` table of a scenario (docs/scenarios.md): `share` of on-demand rentals whose
-host raises its price while rented, the `factor` of the rise, `after_min` (minutes from the
-create to the rise) and `notice_min` (minutes from the rise to the contract's end date).
-"""
+The contract gets a pending row and keeps its old price until its end date; accepted, it runs on
+at the new price to the host's new end date; rejected ("no cutover follows") or unanswered
+("auto-extend stops at the old price until they accept"), it ends there and the market stops the
+instance. `keep_old` (no source) runs a share on at the old price. The listing keeps its price: a
+rise is the held contract's alone."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What the on-host probes print on a simulated GPU: the one thing a simulated host cannot run
-for real. `probe_answer` answers `probes/preflight.py` and `probes/nvml_sample.py` (same
-schema) from `SimMarket.gpu_state` and the host's behaviour."""
+"""What the on-host probes print on a simulated GPU, the one thing a simulated host cannot run for
+real, from `SimMarket.gpu_state` and the host's behaviour."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A rental on the simulated market (`SimInstance`): its boots, its stops and what it owes.
-
-Billing follows Vast's guide (`core/billing.py`): the marks an instance leaves (create, running,
-halt, offline, stop, destroy, bandwidth) are the one record both its status and its charges are
-read from."""
+"""A rental on the simulated market (`SimInstance`): its boots, its stops and what it owes, all read
+from the billing marks it leaves (`core/billing.py`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The smaller tables of a scenario, as frozen values with their defaults: `[faults]` (the
-market API's and the SSH sessions' failures), `[ssh]` (the routes to a host and what a session
-finds in its environment), `[listing]` (what the search shows besides the scenario's offers),
-`[churn]` (how long each machine stays listed, and its offer id on a relist), `[hosts]` (what the
-offers say of a host and how far it holds) and `[states]` (how unkind the boot is).
-`scenario.parse_scenario` reads and checks them (`[churn]` and `[hosts]` here); the format is in
-docs/scenarios.md.
-"""
+"""The smaller tables of a scenario, as frozen values with their defaults: `[faults]`, `[ssh]`,
+`[listing]`, `[churn]`, `[hosts]` and `[states]` (the format: docs/scenarios.md)."""
 
 from __future__ import annotations
 
@@ -28,9 +22,8 @@ class Faults:
 
 @dataclass(frozen=True)
 class SSHConfig:
-    """`[ssh]`: like Vast, every running instance has a proxy route; a share of hosts also has
-    a direct one (the host's own address and a mapped port); the proxy drops a share of
-    sessions."""
+    """`[ssh]`: like Vast, every running instance has a proxy route and a share of hosts a direct
+    one; the proxy drops a share of sessions."""
 
     direct_share: float = 0.5
     proxy_drop: float = 0.0
@@ -46,12 +39,9 @@ class SSHConfig:
 
 @dataclass(frozen=True)
 class Listing:
-    """`[listing]`: what the search shows besides the scenario's `offers` (verified, on Vast's
-    own hosts): `unverified`, `deverified` (Vast tested the machine and it failed: the offer's
-    `verification` reads "deverified", `verified` false) and `external` listings, each a share
-    of `offers` on top (the official CLI filters them out by default: vastai
-    `cli/commands/offers.py` search__offers), and the share of creates that find the offer just
-    taken by another renter."""
+    """`[listing]`: what the search shows besides the scenario's verified `offers`: unverified,
+    deverified and external shares on top (the official CLI filters them out by default), and the
+    share of creates that find the offer just taken."""
 
     unverified: float = 0.2
     external: float = 0.1
@@ -61,11 +51,9 @@ class Listing:
 
 @dataclass(frozen=True)
 class Churn:
-    """`[churn]`: other renters take machines and list them again. Each machine is listed a
-    share of the time (`presence`, drawn per machine, log-uniform in [low, high]), decided
-    window by window (`window_min`); with `relist_new_id`, each listing of a machine carries one
-    of its three offer ids (an id is a listing, not a machine: a create on the id of an earlier
-    listing finds nothing). The default (always listed, one id) is the market before churn."""
+    """`[churn]`: each machine listed a share of the time (`presence`, log-uniform in [low, high])
+    window by window; with `relist_new_id` a listing carries one of three offer ids. The default
+    is always listed, one id."""
 
     presence: tuple[float, float] = (1.0, 1.0)
     window_min: float = 30.0
@@ -74,13 +62,9 @@ class Churn:
 
 @dataclass(frozen=True)
 class Hosts:
-    """`[hosts]`: what the offers say of a host. `inet_fast_share`: the share of hosts on a fast
-    line (1.5-2.6 Gbps down), the rest on a slow one (80-700 Mbps); None keeps the one flat
-    draw (50-900 up, 100-1500 down). `reliability_signal`: how far the listed `reliability2`
-    predicts delivery, 0 (none) to 1 (the hosts that never deliver list the lower scores); None
-    keeps the flat draw. `storage_spread`: "uniform" or "log" (log-uniform) over
-    `storage_cost`. `multi_gpu_share`: the share of machines listed with 2, 4 or 8 GPUs,
-    rented whole at a price per machine (0: every offer has one GPU)."""
+    """`[hosts]`: what the offers say of a host: the share on a fast line, how far `reliability2`
+    predicts delivery (0 to 1), the storage price's spread, and the share of multi-GPU machines.
+    None keeps the flat draws."""
 
     inet_fast_share: float | None = None
     reliability_signal: float | None = None
@@ -90,9 +74,8 @@ class Hosts:
 
 @dataclass(frozen=True)
 class States:
-    """`[states]`: how unkind the boot is. `scheduling` (a boot waiting for its GPU, Vast docs),
-    a state no list names (Vast adds lifecycle states), Docker build output in the status line
-    while loading, and stops the market makes itself at a contract's end date."""
+    """`[states]`: how unkind the boot is: `scheduling`, a state no list names, build output in the
+    status line, and the market's own stops at a contract's end."""
 
     scheduling_share: float = 0.3
     unnamed_share: float = 0.1  # rentwatch leaves unknown states to its deadlines
@@ -133,8 +116,7 @@ def parse_churn(raw: Any) -> Churn:
 
 
 def parse_hosts(raw: Any, storage: tuple[float, float]) -> Hosts:
-    """`[hosts]`, checked (`storage`: the scenario's `storage_cost`, which a log spread needs
-    above 0)."""
+    """`[hosts]`, checked (a log spread needs the scenario's `storage_cost` above 0)."""
     if not isinstance(raw, dict):
         raise ConfigError("hosts: expected a table")
     kw: dict[str, Any] = {}

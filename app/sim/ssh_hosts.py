@@ -1,17 +1,9 @@
 """Real SSH for simulated hosts: asyncssh servers per running instance, on loopback.
 
-Like Vast, each running instance has a proxy route (the `sshN` relay's address and a port:
-here 127.0.0.2-9) and, on the scenario's share of hosts, a direct route (the host's own
-address and a mapped port: here 127.1.x.y). The two never share an address and port. The
-proxy drops the scenario's `[ssh] proxy_drop` share of sessions; the direct route does not.
-
-Commands run for real as local subprocesses in a per-instance sandbox folder (so output, exit
-codes and files are real and SFTP works), with CONTAINER_ID and the instance-scoped
-CONTAINER_API_KEY in their environment (on `[ssh] container_env` of the instances: real
-sessions may lack them). The GPU is the one thing that cannot be real here:
-the two GPU probes (recognised by their `# rentwatch-probe:` header) are answered with what
-that probe would print on this machine's GPU, from `SimMarket.gpu_state`.
-"""
+Like Vast, each running instance has a proxy route (here 127.0.0.2-9) and, on a share of hosts, a
+direct one (127.1.x.y). Commands run for real in a per-instance sandbox with CONTAINER_ID and
+CONTAINER_API_KEY set; only the two GPU probes (their `# rentwatch-probe:` header) are answered
+from `SimMarket.gpu_state`."""
 
 from __future__ import annotations
 
@@ -109,10 +101,9 @@ class SSHHosts:
         return path
 
     async def settle(self, exit_wait_s: float) -> None:
-        """A stepped clock moved: one `sync` at the new time, then a wait (`exit_wait_s` wall
-        seconds at most) until each sized job whose end it let through has written its exit
-        code, as it has on a real host by the time the market's clock moves on (a job whose
-        host stopped meanwhile died with it: no code to wait for)."""
+        """A stepped clock moved: one `sync` at the new time, then a wait (at most `exit_wait_s`)
+        until each sized job it let finish has written its exit code, as a real host has by the
+        time the market's clock moves on."""
         released = {id(m) for m in self.market.meters if m.released}
         await self.sync()
         now = self.market.clock.now()
@@ -282,10 +273,8 @@ class SSHHosts:
         return env
 
     def container_files(self, inst: SimInstance) -> None:
-        """What a real container holds of its variables outside a session: /etc/environment
-        once onstart's recipe wrote it, and PID 1's environment (on `[ssh] proc_environ` of
-        the instances). Here both live under the host's sandbox, where its commands find them
-        (`_rooted`)."""
+        """What a real container holds of its variables outside a session: /etc/environment once
+        onstart wrote it, and PID 1's environment, here under the host's sandbox."""
         box = self.sandbox(inst)
         pairs = {
             "CONTAINER_ID": str(inst.id),

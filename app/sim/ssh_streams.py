@@ -1,6 +1,5 @@
-"""The bytes between a renter's SSH session and the command it runs on a simulated host
-(`ssh_hosts`): a script piped on stdin, read whole before it runs (up to 16 MiB), and a
-session's stdin passed on to the running command as it arrives."""
+"""The bytes between a renter's SSH session and the command it runs on a simulated host: a script on
+stdin read whole (up to 16 MiB), and a session's stdin passed on as it arrives."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""One rental's row of the market's truth (`SimMarket.truth`): what the simulator knows of an
-instance that the renter's API never says in full, the machine's behaviour and real GPU, the
-status it is really in, when it ran, stopped, went dark or was destroyed, its bids and outbids,
-and its charges as the market bills them. The referee scores a run against these rows, never
-against the engine's own ledger."""
+"""One rental's row of the market's truth (`SimMarket.truth`): what the renter's API never says in
+full. The referee scores a run against these rows, never against the engine's own ledger."""
 
 from __future__ import annotations
 

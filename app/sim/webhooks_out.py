@@ -1,20 +1,12 @@
-"""The market's signed webhooks, as Vast sends them (vast-ai/docs guides/reference/
-notification-webhooks.mdx): a POST per event with `X-Vast-Event-Id`, `X-Vast-Delivery-Attempt`,
-`X-Vast-Timestamp` (integer Unix seconds) and `X-Vast-Signature-256` (`sha256=` + the hex
-HMAC-SHA256 of `<timestamp>.<raw body>` with the webhook's secret); a body with `event_id`,
-`user_id`, `notif_type`, `subject`, `message`, `timestamp` and nothing else: no field names the
-instance, only the text for people does.
+"""The market's signed webhooks, as Vast sends them (vast-ai/docs `notification-webhooks.mdx`): a
+POST per event with `X-Vast-Event-Id`, `X-Vast-Delivery-Attempt`, `X-Vast-Timestamp` and
+`X-Vast-Signature-256` (`sha256=` + hex HMAC-SHA256 of `<timestamp>.<raw body>`); a body of
+`event_id`, `user_id`, `notif_type`, `subject`, `message`, `timestamp`: no field names the
+instance.
 
-Events: the renter's instance events (vast-ai/docs guides/reference/notifications.mdx; their
-slugs from `GET /notification-types/` as one renter enumerated it) that the simulator has:
-created, started (the first boot only), stopped, resumed, deleted, outbid, offline, back
-online, error detected (a fatal pull or an exited container) and expiring (a day before the
-host's contract ends). It has no maintenance, downtime notice, disk use, idle GPU day,
-contract extension or balance, so those are never sent. Wording: docs/fidelity.md.
-
-Retries as documented: 408, 429, 5xx, timeouts and connection errors, a few times; a 3xx or
-another 4xx is final. Plain http to loopback is the simulator's convenience: Vast delivers only
-to public https addresses."""
+Only the instance events the simulator has are sent (`notifications.mdx`); wording:
+docs/fidelity.md. Retries on 408, 429, 5xx and connection errors; any other 3xx or 4xx is final.
+Plain http to loopback is the simulator's convenience."""
 
 from __future__ import annotations
 
@@ -83,9 +75,8 @@ def payload(
     dph: float = 0.0,
     min_bid: float | None = None,
 ) -> dict[str, Any]:
-    """The body of one event about instance `iid` at wall time `at`: Vast's six fields. The
-    outbid's and the start's words are as Vast delivered them (docs/fidelity.md); the rest are
-    the catalog's title and the docs' sentence, naming the instance as those two do."""
+    """The body of one event about instance `iid` at wall time `at`: Vast's six fields, worded as
+    Vast delivered them where known (docs/fidelity.md)."""
     if kind == "outbid":
         subject = f"Your Interruptible Instance #{iid} Has Been Outbid"
         floor = f" and the current minimum bid is ${min_bid:.2f}/hr" if min_bid else ""

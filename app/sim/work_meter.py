@@ -1,16 +1,9 @@
 """Compute on a simulated host: a sized job takes its work at the host's true delivered speed.
 
-A job sized as `ref_hours` on a healthy `ref_gpu` (the engine exports RENTWATCH_REF_GPU and
-RENTWATCH_REF_HOURS into its environment, docs/campaigns.md) needs `ref_hours x ref speed`
-TFLOP-hours of compute. The host delivers them at its machine's real speed: its true model (a
-misreported host is slower than its offer), the spread between hosts of one model (drawn per
-machine from the seed, `machines.py`), its throttling from the moment it sets in, and nothing
-while it is not running (stopped, gone dark, halted, after a fatal XID). The job's `run` command
-runs for real; its completion is held (a FIFO named `hold` in its folder, `engine/jobs/runner`)
-until the work is delivered, and the host writes the fraction done to its progress file as it
-goes. Pure arithmetic over the instance's segments, but for `launch` and `release`, which touch
-the sandbox's files.
-"""
+A job of `ref_hours` on `ref_gpu` needs `ref_hours x ref speed` TFLOP-hours, delivered at the
+machine's real speed (its true model, its spread, its throttling, nothing while not running). Its
+`run` command runs for real; its exit is held (a FIFO named `hold`) until the work is delivered,
+and the host writes the fraction done to its progress file."""
 
 from __future__ import annotations
 
@@ -75,8 +68,7 @@ class WorkMeter:
 
 
 def sized_launch(command: str) -> tuple[str, float, str] | None:
-    """(ref_gpu, ref_hours, the job's folder under $HOME) of a command that launches a sized
-    job, None for any other command."""
+    """(ref_gpu, ref_hours, job folder under $HOME) of a sized job's launch command, else None."""
     hours, gpu, folder = _HOURS.search(command), _GPU.search(command), _DIR.search(command)
     if not (hours and gpu and folder):
         return None
@@ -103,8 +95,7 @@ def checkpoint_folder(command: str, sandbox: Path) -> Path | None:
 
 
 def saved_work(folder: Path | None, job: str, ref_hours: float) -> float:
-    """The reference GPU-hours of `job` the checkpoint in `folder` holds (0: none, or
-    unreadable)."""
+    """Reference GPU-hours of `job` the checkpoint in `folder` holds (0: none, or unreadable)."""
     if folder is None:
         return 0.0
     try:
@@ -115,8 +106,7 @@ def saved_work(folder: Path | None, job: str, ref_hours: float) -> float:
 
 
 def launch(inst: SimInstance, command: str, sandbox: Path, now: float) -> WorkMeter | None:
-    """A meter for the sized job this command launches (None: not one), its completion held
-    by a FIFO the job's end waits on."""
+    """A meter for the sized job this command launches (None: not one), its end held by a FIFO."""
     found = sized_launch(command)
     if found is None:
         return None
@@ -178,8 +168,7 @@ def speed_pieces(inst: SimInstance, lost_at: float | None) -> list[tuple[float, 
 
 
 def advance(meter: WorkMeter, inst: SimInstance, now: float, lost_at: float | None) -> None:
-    """Count the work delivered from the meter's last reading up to `now`; the moment the last
-    of it was delivered, once it is."""
+    """Count the work delivered up to `now`; the moment its last part was delivered, once it is."""
     if meter.done_at is not None or meter.superseded or now <= meter.at:
         meter.at = max(meter.at, now)
         return

@@ -22,8 +22,7 @@ def startable(s: InstanceSnap) -> bool:
 
 
 def stop_shrinks(snap: InstanceSnap, fleet: int) -> bool:
-    """Whether the engine lowers the wanted fleet for this stop (engine/operator.py: a stop of
-    a verified, supervised instance, so that no poll replaces it)."""
+    """Whether the engine lowers the wanted fleet for this stop (engine/operator.py)."""
     in_service = snap.phase in ("verified", "working", "idle") and snap.passed_preflight
     return snap.supervised and in_service and fleet > 0
 

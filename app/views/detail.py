@@ -1,12 +1,7 @@
-"""One instance in depth, for the dashboard's detail screen: its status-line history, the
-preflight document, its GPU samples over time, its jobs, the marketplace's own logs for it, its
-money split GPU/storage, and its ledger events.
-
-Built in the engine's thread (`build`), as a typed answer to a typed request: the widget never
-calls the market or the ledger itself. The market's logs come through the `Market.request_logs`
-call (Vast's `PUT /api/v0/instances/request_logs/{id}/`, then a GET of the `result_url` it
-answers with, as the official vastai CLI's `logs` command does). Every host- or market-controlled
-string is cleaned here (`core.text.clean`) and again where it is drawn."""
+"""One instance in depth, for the dashboard's detail screen, built in the engine's thread so the
+widget never calls the market or the ledger. The market's logs come through `Market.request_logs`
+(Vast's `request_logs`, then its `result_url`, as the CLI's `logs` does). Host and market text is
+cleaned here and again where drawn."""
 
 from __future__ import annotations
 
@@ -157,9 +152,8 @@ async def _market_logs(sup: Supervisor, instance_id: int) -> tuple[tuple[str, ..
 
 
 async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> InstanceDetail:
-    """Everything the detail screen shows about one held (or once held) instance. Runs on the
-    engine's loop; the ledger read is a named read of `rentwatch.ledger`. The market is asked
-    for logs only when `logs` and while the instance still exists there."""
+    """Everything the detail screen shows about one held (or once held) instance. The market is
+    asked for logs only with `logs` and while the instance still exists there."""
     a = sup.attempts.get(instance_id)
     if a is None:
         raise NoSuchInstance(f"instance {instance_id} is not part of this campaign")

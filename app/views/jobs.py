@@ -1,12 +1,6 @@
-"""A campaign's jobs as the operator reads them (`rentwatch jobs`, the dashboard's jobs screen):
-each job's state, host, progress, ETA, dollars so far and attempts.
-
-Two sources, one shape. Live, from the engine (`live`): the queue as it stands, with each
-running job's delivery (its progress and ETA). From the ledger alone (`fold`, when no
-controller runs the campaign): the job starts and ends recorded, folded the way the engine's
-restore reads them. A job's dollars are what its hosts billed while it ran on them (from each
-start to its end), by the billing rules the receipt uses: the engine's `Attempt.charges` live,
-the ledger's `billing_spans` view from the file."""
+"""A campaign's jobs as the operator reads them (`rentwatch jobs`, the jobs screen): live from the
+engine, or folded from the ledger as the engine's restore reads them. A job's dollars are what
+its hosts billed while it ran there, by the receipt's billing rules."""
 
 from __future__ import annotations
 
@@ -74,9 +68,8 @@ def _truthy(value: Any) -> bool:
 
 
 def fold(events: Iterable[Mapping[str, Any]], names: Sequence[str] = ()) -> dict[str, _Fold]:
-    """Each job's state from its starts and ends, oldest first (`ledger.job_reads.job_events`
-    rows): a start runs it on that host; an end that queued it again leaves it pending; any
-    other end settles it, done on exit 0. `names` are the campaign's jobs never started."""
+    """Each job's state from its starts and ends, oldest first: a start runs it; an end that queued
+    it again leaves it pending; any other end settles it. `names`: never started."""
     jobs: dict[str, _Fold] = {n: _Fold() for n in names}
     for ev in events:
         name = str(ev["job"])

@@ -1,6 +1,5 @@
-"""What the dashboard needs of an engine and a ledger, whichever runs them: the engine thread
-in this process (app/run/engine_thread.py) or a controller over its socket
-(app/run/service/remote.py). The widgets depend on these, never on either implementation."""
+"""What the dashboard needs of an engine and a ledger, whichever runs them (the engine thread or a
+controller over its socket). The widgets depend on these, never on either implementation."""
 
 from __future__ import annotations
 

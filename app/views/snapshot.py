@@ -1,9 +1,5 @@
-"""Immutable snapshots of the engine's state: what the dashboard renders, built in the engine's
-thread and handed to the UI whole, so widgets never read live engine objects.
-
-The campaign's figures (spent, GPU-hours, duds, dud USD, verified) are the receipt's: each
-attempt the ledger counts becomes a `core.figures.Tenure` and `summarize` adds them up, the
-same code `rentwatch receipt` runs over the ledger's `tenures` view."""
+"""Immutable snapshots of the engine's state, built in the engine's thread and handed to the UI
+whole. The campaign's figures are the receipt's: `core.figures.summarize` over tenures."""
 
 from __future__ import annotations
 
@@ -82,9 +78,7 @@ class InstanceSnap:
 
 
 def rate_figure(dph_now: float | None, gpu_billing_now: bool, listed: float) -> str:
-    """The one way a rental's $/h now is written (the pane, the table, the detail screen): what
-    `rate_now` says it bills, to a tenth of a cent, or to a hundredth where its GPU does not
-    bill (storage only: a stopped rental's cents); the listed price where not known."""
+    """The one way a rental's $/h now is written: `rate_now`, else the listed price."""
     if dph_now is None:
         return f"{listed:.3f}"
     return f"{dph_now:.3f}" if gpu_billing_now else f"{dph_now:.4f}"
@@ -137,10 +131,8 @@ class FleetReadout:
         return sum(1 for s in self.instances if s.ended_at is None and s.supervised)
 
     def bulk_candidates(self) -> list[InstanceSnap]:
-        """Stopped rentals of the campaign's still billing storage that never verified or
-        went offline: the ones an operator clears out in one go. Never an instance rentwatch
-        did not create (it was never preflighted here, so "never verified" says nothing of
-        it)."""
+        """Stopped rentals still billing storage that never verified or went offline, to clear out
+        in one go; never an instance rentwatch did not create."""
         return [
             s
             for s in self.instances
@@ -159,18 +151,14 @@ class FleetReadout:
 
 
 def rate_now(a: Attempt, mode: str, now: float) -> tuple[float, bool]:
-    """The one definition of what a rental bills per hour now: its GPU and storage charge over
-    the last second, by the billing code itself (storage only while stopped, or while loading
-    where the GPU bills from running; nothing once destroyed), and whether the GPU is in it."""
+    """The one definition of what a rental bills per hour now, and whether the GPU is in it."""
     c, before = a.charges(mode, now), a.charges(mode, now - 1.0)
     gpu = max(0.0, c.gpu_usd - before.gpu_usd) * 3600
     return gpu + max(0.0, c.storage_usd - before.storage_usd) * 3600, gpu > 0
 
 
 def fleet_rate(sup: Supervisor, now: float) -> float:
-    """$/h the campaign's instances bill right now (`rate_now` of each). Observed instances
-    (not rentwatch's) are left out, as from the budget's spend: they are shown apart
-    (`observed_dph`)."""
+    """$/h the campaign's instances bill now; observed ones apart (`observed_dph`)."""
     mode = sup.market.gpu_billing
     return sum(rate_now(a, mode, now)[0] for a in sup.attempts.values() if a.owned)
 
@@ -189,9 +177,8 @@ def run_samples(a: Attempt) -> list[dict[str, Any]]:
 
 
 def last_run_samples(a: Attempt) -> list[dict[str, Any]]:
-    """The samples of its run now, or, stopped or gone, of the run that ended: never one from
-    before a stop beside a later run's (a chart of 100 readings at 97% and one idle reading
-    since a restart stayed full to its right edge)."""
+    """The samples of its run now, or of the run that ended: never one from before a stop beside a
+    later run's."""
     if a.life.phase not in _OUT:
         return run_samples(a)
     last = next(
@@ -225,9 +212,7 @@ def _ended(a: Attempt) -> float | None:
 
 
 def left_why(a: Attempt) -> str:
-    """Why `a` is out of service now: the reason of its first move out since it last moved
-    in (a give-up's reason, not the destroy that followed it; the market's own stop as the
-    market's). Empty while it is in service."""
+    """Why `a` is out of service: the reason of its first move out since it last moved in, or ""."""
     why = ""
     for t in a.life.history:
         if t.after not in _OUT:
@@ -244,9 +229,7 @@ _GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)
 
 
 def _standing_moves(a: Attempt) -> list[Transition]:
-    """`a`'s lifecycle moves as the ledger's `standing_events` keeps them: a write-off (a move
-    into LOST) is void when the instance was listed again after it (a later move out of LOST
-    other than a destroy: the observer's `returned`), so it ends neither delivery nor life."""
+    """`a`'s lifecycle moves as `standing_events` keeps them: a write-off then a return is void."""
     h = a.life.history
     back = [i for i, t in enumerate(h) if t.before == Phase.LOST and t.after != Phase.DESTROYED]
     last_back = max(back, default=-1)

@@ -1,17 +1,10 @@
-"""Whether a rental is what its create asked for: its type (a bid on the interruptible tier, or
-on-demand) and its price, read off the market's own row of it right after the create.
+"""Whether a rental is what its create asked for: its type (bid or on-demand) and its price, read
+off the market's row of it right after the create.
 
-Why: a create without its bid price rents on-demand, and the create's answer does not say which
-type was rented (vast-cli `SKILL.md`, PR #403); Vast's rental type cannot change after the create
-(vast-ai/docs `instance-types.mdx`). The row says the type in `interruptible` where it carries it, and
-a bid rental's `gpu_dph` is its bid (one renter's measurement, docs/fidelity.md); where `interruptible`
-is absent the price tells a bid from an on-demand rental when the two prices differ.
-
-The fix each mismatch gets: the wrong type is replaced (never proven, so its destroy is the
-automation's to make); a bid rental recorded at another bid is bid again at the asked price; an
-on-demand rental dearer than the campaign's ceiling is replaced, and one dearer than its offer
-but under the ceiling is kept, recorded.
-"""
+Why: a create without its bid price rents on-demand, its answer does not say which type was
+rented (vast-cli PR #403), and the type cannot change after the create (vast-ai/docs
+`instance-types.mdx`). The wrong type is replaced, a bid recorded at another bid is bid again,
+and an on-demand rental over the ceiling is replaced."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The interruptible tier inside `decide()`: the bid each create carries, and what becomes of a
-bid rental that an outbid paused or that resumed by itself. Pure: `bidding.py` holds the
-figures (what to bid, wait or move, a resume nobody needs); this module turns them into
-decisions over the fleet snapshot.
-
-A verified rental is never destroyed here either: an outbid one is rebid, waited for, or let
-go with an explicit stop (`Move`, or a `Stop` when no work is left), so it cannot resume by
-itself and bill unwatched.
-"""
+"""The interruptible tier inside `decide()`: the bid each create carries, and what becomes of a bid
+rental an outbid paused or that resumed by itself. A verified rental is let go with an explicit
+stop, never destroyed, so it cannot resume by itself and bill unwatched."""
 
 from __future__ import annotations
 
@@ -34,10 +28,8 @@ from .tier import (
 
 @dataclass(frozen=True, slots=True)
 class BidTerms:
-    """What the rules need of the tier: where the next job may go (`bidding.tier_for`), the
-    campaign's `rental` ("interruptible" or "auto") and bid cap, the checkpoint interval the
-    campaign asks for, what was seen of each machine on bid (machine_id, gpu_name, hours
-    on bid, outbids), and the share of outbids that ended in a move."""
+    """What the rules need of the tier: the next job's tier, the campaign's `rental` and bid cap,
+    the checkpoint interval, each machine's record on bid, and the share of outbids that moved."""
 
     tier: Tier
     rental: str
@@ -74,12 +66,9 @@ def offer_bid(offer: Offer, terms: BidTerms) -> tuple[float | None, str]:
 
 
 def as_rented(offers: Sequence[Offer] | None, terms: BidTerms | None) -> tuple[Offer, ...] | None:
-    """Under the tier, each offer at the price its create would pay (`offer_bid`): its bid, or
-    its machine's on-demand price where no bid is placed. A bid search prices each offer at
-    its bid floor (the bid tier's search answers so, on Vast and the simulator alike), so
-    the ceiling and the ranking read a price the rental never pays: on held-out 777:6 an
-    A6000 ranked at $0.29/h was rented on-demand at $0.70/h, 3.1x the floor's price per unit
-    (docs/benchmarks.md). Storage, the rest of `dph_total`, is kept as it was."""
+    """Under the tier, each offer at the price its create would pay (`offer_bid`). A bid search
+    prices offers at their bid floor, which an on-demand rental never pays: on held-out 777:6 an
+    A6000 ranked at $0.29/h was rented at $0.70/h (docs/benchmarks.md)."""
     if offers is None or terms is None or terms.tier != "interruptible":
         return None if offers is None else tuple(offers)
     out = []
@@ -105,10 +94,8 @@ def priced(out: Sequence[Decision], terms: BidTerms | None) -> list[Decision]:
 
 
 def tier_ran_dry(terms: BidTerms, out: Sequence[Decision]) -> bool:
-    """Under `auto`, the rules would end for want of fit offers on the tier. A bid search
-    leaves out every machine held on-demand (Vast's does, and so does the simulator's), so
-    that is no reason to end while on-demand offers remain: search those and decide again (a
-    held-out market ended after three creates and $0.04 so)."""
+    """Under `auto`, the rules would end for want of fit offers on the tier. A bid search leaves out
+    machines held on-demand, so search those and decide again before ending."""
     return (
         terms.rental == "auto"
         and terms.tier == "interruptible"
@@ -156,14 +143,10 @@ def tier_rules(
 
 
 def coming_back(a: AttemptView, rebid_now: bool, now: float) -> bool:
-    """A proven bid rental an outbid paused that a rebid brings back: one rebid this poll, one
-    whose bid in force already clears the price to beat and waits on the market's resume,
-    within the wait an outbid rental gets (`WAIT_S`), or one that resumed and is not yet back
-    in service. Rebid rentals resumed within 4 minutes
-    (22 of 37 outbids on family 31; the other 15 waited and moved), so the fleet counts it as
-    held: a replacement rented at the outbid boots after it is back, and bills as a spare.
-    One holding an exited job's output is not: the fleet's target leaves that job out already
-    (`FleetSnapshot.jobs_held`)."""
+    """A proven bid rental an outbid paused that a rebid brings back (rebid this poll, its bid
+    already clearing, within `WAIT_S`, or resumed and not yet in service). Rebid rentals resumed
+    within 4 minutes (22 of 37 outbids on family 31), so the fleet counts it as held. One holding
+    an exited job's output is not (`FleetSnapshot.jobs_held`)."""
     if a.phase != Phase.STOPPED or not a.passed_preflight or a.bid is None or a.busy:
         return False
     if a.resumed:  # back by itself: into service this poll where work waits (`tier_rules`)

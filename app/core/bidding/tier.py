@@ -1,13 +1,9 @@
 """The interruptible tier's decisions, pure: which jobs may go on it, what to bid, why a rental
 stopped, what to do on an outbid, and how often to pull a checkpoint.
 
-Vast's rules (vast-ai/docs `guides/instances/choosing/instance-types.mdx`, `guides/reference/
-faq/rental-types.mdx`): on-demand always has priority, the higher bid wins, an outbid instance
-is stopped with its running processes killed and its data kept, and it resumes by itself when
-it regains priority, billing again from then. An explicit stop does not resume by itself. So a
-job on the tier keeps only the work pulled off the box before the outbid, and a resumed rental
-that nobody needs bills until someone stops it.
-"""
+Vast's rules (vast-ai/docs `instance-types.mdx`, `faq/rental-types.mdx`): on-demand has priority,
+the higher bid wins, an outbid instance is stopped with its data kept and resumes by itself when
+it regains priority. So a job keeps only the work pulled off before the outbid."""
 
 from __future__ import annotations
 
@@ -31,18 +27,12 @@ BID_ROOM_PER_RATE = 0.3  # ... plus this share per outbid an hour, up to BID_ROO
 BID_ROOM_MAX = 0.6
 OD_SHARE = 0.9  # a bid never reaches this share of the same machine's on-demand price
 WAIT_S = 600.0  # an outbid rental is waited for this long before its job moves
-# ... and this long when what it holds is an exited job's output, not yet pulled: a pause bills
-# storage only, while giving up runs the finished job again, all of it, and makes two ends of
-# one job. Rivals hold a machine minutes to hours (the simulator's 10-120 min, its families' up
-# to 240; Vast gives no figure), and a chain of them outlasted the half hour this once was (a
-# campaign test that failed one CI run in many: the job ran twice to the end)
+# ... and this long when it holds an exited job's unpulled output: a pause bills storage only,
+# giving up runs the finished job again. Rivals hold a machine minutes to hours (Vast gives no
+# figure), and a chain of them can outlast half an hour
 OUTPUT_WAIT_S = 4 * 3600.0
-# the share of outbids that end in a move to a fresh host, before the ledger has seen any; the
-# others are rebid (or wait) and resume on the same machine within minutes. Measured on 20
-# refereed runs of family 31 at 53ce6b8: of 37 outbids of proven rentals, 22 were rebid and
-# resumed within 4 min and 15 waited their 10 min and moved (docs/benchmarks.md, "four bugs
-# found in the runs"). Where rivals rent on-demand no rebid wins, and nearly every outbid is a
-# move (held-out 9001:8), so the ledger's own share replaces it as outbids are seen
+# the share of outbids that end in a move, before the ledger has seen any (20 refereed runs of
+# family 31: 15 of 37 outbids moved, docs/benchmarks.md); the ledger's own share replaces it
 MOVE_SHARE = 0.4
 MOVE_PRIOR_N = 5.0  # the prior counts as this many outbids seen
 REBID_STEP = 0.1  # a rebid clears the new bid_floor by this share
@@ -50,15 +40,13 @@ LOWER_SLACK = 0.1  # a running bid comes down only where it is this share over a
 
 
 def eligible(job: Job) -> bool:
-    """Only sized jobs that checkpoint may go on the tier: an outbid kills the process, and what
-    survives is the checkpoint pulled before it."""
+    """Only sized, checkpointing jobs may bid: an outbid kills the job, its checkpoint survives."""
     return job.ref_gpu is not None and job.ref_hours is not None and bool(job.checkpoint)
 
 
 def tier_for(job: Job | None, campaign: Campaign, policy: str) -> Tier:
-    """The tier a job may be rented on, before prices: `seed` always rents on-demand (the
-    article's pipeline), as does a campaign whose `rental` says so, and any job that is not
-    sized and checkpointing. `auto` still weighs the price per offer (`worth_bidding`)."""
+    """The tier a job may be rented on: `seed`, a campaign whose `rental` says so, and any job not
+    sized and checkpointing rent on-demand; `auto` still weighs the price (`worth_bidding`)."""
     if policy == "seed" or campaign.rental == "on-demand" or job is None or not eligible(job):
         return "on-demand"
     return "interruptible"
@@ -83,8 +71,7 @@ def outbid_rate(machine: Exposure, model: Exposure) -> float:
 def exposure(
     rows: Iterable[tuple[int, str, float, int]], machine_id: int, gpu: str
 ) -> tuple[Exposure, Exposure]:
-    """(machine, model) exposure from ledger rows (machine_id, gpu_name, hours on bid,
-    outbids)."""
+    """(machine, model) exposure from ledger rows (machine_id, gpu_name, hours on bid, outbids)."""
     rows = list(rows)
     mine = [(h, n) for mid, _, h, n in rows if mid == machine_id]
     model = [(h, n) for _, g, h, n in rows if g == gpu]
@@ -95,9 +82,8 @@ def exposure(
 
 
 def checkpoint_every_s(base_s: float, rate_per_h: float) -> float:
-    """How often to pull a job's checkpoint on the tier: at least as often as the campaign says,
-    and a quarter of the expected time between outbids where that is sooner (never under a
-    minute: a pull costs bandwidth and time)."""
+    """How often to pull a job's checkpoint on the tier: the campaign's interval, or a quarter of
+    the expected time between outbids where sooner (never under a minute)."""
     if rate_per_h <= 0:
         return base_s
     return max(60.0, min(base_s, 3600.0 / rate_per_h / 4.0))
@@ -106,9 +92,8 @@ def checkpoint_every_s(base_s: float, rate_per_h: float) -> float:
 def bid_for(
     bid_floor: float | None, on_demand: float, rate_per_h: float, cap: float | None
 ) -> float | None:
-    """What to bid on an offer: bid_floor and some room, more where this machine and model are
-    outbid often; never at or over the same machine's on-demand price share (`OD_SHARE`), nor
-    the campaign's cap. None: no bid is worth placing (no bid_floor, or none under the caps)."""
+    """What to bid on an offer: bid_floor and some room, more where outbids are frequent; never at
+    the machine's on-demand share (`OD_SHARE`) nor the campaign's cap. None: no bid."""
     if bid_floor is None or bid_floor <= 0:
         return None
     room = min(BID_ROOM_MAX, BID_ROOM + BID_ROOM_PER_RATE * rate_per_h)
@@ -129,10 +114,8 @@ def move_share(outbids: int, moves: int) -> float:
 
 
 def outbid_cost(bid: float, on_demand: float, share: float = MOVE_SHARE) -> float:
-    """The USD one outbid costs beside the work it throws away: the job's restart from its
-    checkpoint (`RESUME_H`, at the bid: a rebid resumes the same machine), and for the share
-    that moves (`move_share`), a fresh host's boot and preflight (`MOVE_BOOT_H`) priced at
-    on-demand, the worst of where the job goes. The wait for a resume bills storage only."""
+    """The USD one outbid costs beside the work it throws away: the restart (`RESUME_H`, at the
+    bid), and for the share that moves, a fresh host's boot (`MOVE_BOOT_H`) at on-demand."""
     return RESUME_H * bid + share * MOVE_BOOT_H * on_demand
 
 
@@ -144,15 +127,10 @@ def lower_bid(
     rate_per_h: float,
     cap: float | None,
 ) -> float | None:
-    """A raised bid brought back down once the rival it was raised over has gone: a rebid
-    lifts a bid over a rival's, the rival leaves after minutes to hours (`OUTPUT_WAIT_S`), and
-    the raised bid would bill for the rest of the rental. It comes down to what a create would
-    bid now (`bid_for`), never under the bid it was raised from, and only where that is
-    `LOWER_SLACK` under it. Never further: a bid that follows the floor's drift down is
-    outbid when the floor drifts back (family 31: lowered 38 times in 10 runs, 57 outbids
-    against 45, and a dearer bill). Vast changes a running rental's bid with
-    `PUT /api/v0/instances/bid_price/{id}/` (the CLI's `change bid`); an instance row's
-    `bid_floor` is the price to beat for it now. None: keep the bid."""
+    """A raised bid brought back down once its rival has gone, else it bills for the rest of the
+    rental: to what a create would bid now, never under the bid it was raised from, and only
+    `LOWER_SLACK` under. Never further: following the floor down is outbid when it drifts back
+    (family 31: lowered 38 times, 57 outbids against 45). None: keep the bid."""
     fresh = bid_for(bid_floor, on_demand, rate_per_h, cap)
     if fresh is None:
         return None
@@ -168,10 +146,9 @@ def tier_cost(
     ckpt_every_s: float,
     share: float = MOVE_SHARE,
 ) -> float:
-    """The expected USD of `hours` of a job's work on a bid: it runs R hours, the work plus what
-    each outbid (rate x R of them) throws away, half a checkpoint interval on average, so
-    R = hours / (1 - rate x ckpt / 2); each outbid also costs its restart, or a move
-    (`outbid_cost`). Infinite where outbids come faster than the work between them survives."""
+    """The expected USD of `hours` of work on a bid: it runs R = hours / (1 - rate x ckpt / 2)
+    hours, and each outbid costs its restart or a move (`outbid_cost`). Infinite where outbids
+    come faster than the work between them survives."""
     lost_h = ckpt_every_s / 3600.0 / 2.0
     kept = 1.0 - rate_per_h * lost_h
     if kept <= 0:
@@ -187,22 +164,17 @@ def worth_bidding(
     ckpt_every_s: float,
     share: float = MOVE_SHARE,
 ) -> bool:
-    """`auto`: whether a job's expected cost on the tier (`tier_cost`) is under its cost
-    on-demand; otherwise the job falls back to on-demand. Linear in the job's hours, so one
-    hour stands for any job."""
+    """`auto`: whether a job's expected cost on the tier is under its cost on-demand. Linear in the
+    job's hours, so one hour stands for any job."""
     return tier_cost(1.0, bid, on_demand, rate_per_h, ckpt_every_s, share) < on_demand
 
 
 def stop_cause(
     inst: Instance, *, bid: float | None, we_stopped: bool, now: float
 ) -> StopCause | None:
-    """Why a rental reads stopped (None: it does not). The row alone cannot say: dstack
-    (`vastai/compute.py` update_provisioning_data) reads the intended, current and next state
-    all "stopped" as "among other cases, when a spot instance is outbid", and the
-    create's answer does not say the tier (vast-cli PR #403). So: a stop we asked for is ours;
-    past the contract's `end_date` it is the contract's; a bid rental's other stops are outbids
-    (its `bid_floor` above our bid confirms it); an on-demand rental's, the host's or the
-    market's."""
+    """Why a rental reads stopped (None: it does not). The row cannot say (dstack reads all three
+    states "stopped" as possibly an outbid): a stop we asked for is ours; past `end_date` the
+    contract's; a bid rental's other stops are outbids; an on-demand one's, the market's."""
     if not inst.market_stopped and inst.known_status != "stopped":
         return None
     if we_stopped:
@@ -236,14 +208,10 @@ def on_outbid(
     rebids: int,
     output_only: bool = False,
 ) -> OutbidMove:
-    """What to do with a bid rental that reads outbid:
-    - raise the bid over the new bid_floor where that stays under the caps (twice at most: a
-      machine fought over twice is better left);
-    - else wait for the resume a while (`WAIT_S`; `OUTPUT_WAIT_S` where all it holds is an
-      exited job's output, `output_only`): a resume keeps its disk, image and data;
-    - then move its job from its last checkpoint to another host. A verified rental stays
-      stopped for the operator (automation never destroys one); an unverified one is given up.
-    A rental with no job waits (`hold`) only while nothing else needs deciding."""
+    """What to do with a bid rental that reads outbid: raise the bid over the new floor under the
+    caps (twice at most); else wait for the resume (`WAIT_S`, `OUTPUT_WAIT_S` for output only);
+    then move its job from its last checkpoint. A verified rental stays stopped, never destroyed.
+    A rental with no job waits only while nothing else needs deciding."""
     top = on_demand * OD_SHARE if cap is None else min(cap, on_demand * OD_SHARE)
     if bid_floor is not None and rebids < 2 and bid_floor > bid:
         price = round(min(bid_floor * (1 + REBID_STEP), top), 4)
@@ -270,8 +238,7 @@ def stop_unneeded_resume(*, resumed: bool, has_job: bool, wanted: bool) -> bool:
 
 
 def work_lost_s(outbid_at: float, job_started_at: float, last_pull_at: float | None) -> float:
-    """The work an outbid cost a job: the time since the last checkpoint that came off the box
-    (or since the job started, when none did)."""
+    """The work an outbid cost a job: the time since its last checkpoint pulled (or its start)."""
     since = job_started_at if last_pull_at is None else max(last_pull_at, job_started_at)
     return max(0.0, outbid_at - since)
 
@@ -287,7 +254,7 @@ RESCUE_SETTLE_S = 20.0  # the copied folder unchanged this long between two look
 
 
 def rescue_worth(lost_s: float | None, has_checkpoint: bool, source_kept: bool) -> bool:
-    """Whether to copy a job's state off the rental an outbid paused, onto its next host: it
-    checkpoints, the rental still holds its disk (ours, not destroyed, not the next host
-    itself), and the work since the last pull is worth more than the wait."""
+    """Whether to copy a job's state off the rental an outbid paused onto its next host: it
+    checkpoints, the rental still holds its disk, and the work since the last pull is worth more
+    than the wait."""
     return has_checkpoint and source_kept and lost_s is not None and lost_s >= RESCUE_MIN_S

@@ -1,16 +1,9 @@
-"""Whose fault is a failure: the host's, or the campaign's (its image, its credentials, its job)?
+"""Whose fault is a failure: the host's, or the campaign's (its image, credentials or job)?
 
-Pure: a failure and what the campaign has seen so far go in, a `Blame` comes out. The rule is
-evidence, not suspicion: a failure is the campaign's when it is deterministic in what the
-campaign ships (the image lacks python3 or torch) and shows on two distinct machines while no
-preflight with the image computed, when the registry denies the image itself, or when the same
-failure shows on two distinct machines for the same image while no machine has shown the image
-working. One machine's word is a suspicion; everything else is the host's, as before.
-
-What the supervisor does with it (DESIGN.md rule 10): `CAMPAIGN` stops creating and tells the
-operator; `SUSPECT` neither quarantines the machine nor touches its reputation but keeps going
-(one more machine decides); `HOST` is the usual quarantine and reputation penalty.
-"""
+On evidence, not suspicion: the campaign's when the image lacks what it needs on two machines
+while no preflight with it computed, when the registry denies the image, or when the same failure
+shows on two machines and nowhere has the image worked. One machine is a suspicion (`SUSPECT`: no
+quarantine, the next machine decides); anything else is the host's."""
 
 from __future__ import annotations
 
@@ -47,9 +40,7 @@ class Failure:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the campaign has seen so far: earlier failures, and the machines on which the image
-    reached `running` (a pull that worked once proves the image pulls), and jobs that finished
-    somewhere (a job that worked once is not broken)."""
+    """What the campaign has seen: failures, machines the image reached `running` on, jobs done."""
 
     failures: tuple[Failure, ...] = ()
     image_ran_on: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # (image, machine)
@@ -88,10 +79,6 @@ class Blame:
     def quarantine(self) -> bool:
         """Only a host's own fault may cost its machine a quarantine or reputation."""
         return self.party is Party.HOST
-
-    @property
-    def stop_creating(self) -> bool:
-        return self.party is Party.CAMPAIGN
 
 
 # Registry answers that name the image or the credentials (Docker's and containerd's wording,
@@ -137,8 +124,7 @@ _VARIABLE = re.compile(r"0x[0-9a-f]+|\b[0-9a-f]{12,}\b|\d+(\.\d+)?", re.I)
 
 
 def normalise(text: str) -> str:
-    """A failure line with its per-host parts (layer ids, addresses, sizes, pids) blanked, so
-    that the same failure on two machines compares equal."""
+    """A failure line with per-host parts blanked, so one failure on two machines compares equal."""
     return " ".join(_VARIABLE.sub("#", text.strip().lower()).split())[:200]
 
 
@@ -211,10 +197,9 @@ def _image_ran(image: str, ran_on: Iterable[tuple[str, int]]) -> bool:
 
 
 def _probe_stage(failure: Failure, evidence: Evidence, shown: str) -> Blame:
-    """A probe that could not run for what looks like the image's lack:
-    the campaign's only on two or more machines, and only while no preflight with the image
-    has computed anywhere; one machine alone is a suspicion (the host spared, the next one
-    decides), and after a preflight with the image computed it is that host's own."""
+    """A probe that could not run for the image's lack: the campaign's on two or more machines while
+    no preflight with the image computed; one machine is a suspicion; after a computed preflight
+    it is that host's own."""
     found = probe_blame(failure.text, failure.exit_code)
     if found is None:
         return Blame(Party.HOST, "host", f"preflight failed on this host: {shown}")

@@ -1,11 +1,8 @@
 """Known-fatal boot status texts: a match abandons the attempt at once.
 
-While an image loads, Vast's status line also carries the image's own build output (apt, pip,
-Docker build steps). Such lines are ordinary even when they say "Failed" or "Error"
-(`W: Failed to fetch ...`, `Error-prone package ...`), so bare words are not fatal patterns:
-a pattern names a failure of the pull or the container start, and a line that reads as build
-output is never fatal (`BENIGN`), whatever else it contains.
-"""
+Vast's status line also carries the image's build output, where "Failed" or "Error" is ordinary
+(`W: Failed to fetch ...`), so a pattern names a failure of the pull or the container start, and
+a line that reads as build output is never fatal (`BENIGN`)."""
 
 from __future__ import annotations
 
@@ -55,8 +52,7 @@ BENIGN = compile_patterns(BENIGN_PATTERNS)
 def fatal_match(
     status_msg: str | None, patterns: tuple[re.Pattern[str], ...] = DEFAULT_FATAL
 ) -> str | None:
-    """The first fatal pattern the status line matches, or None (always None for a line that
-    reads as build output)."""
+    """The first fatal pattern the status line matches; None, always, for build output."""
     if not status_msg:
         return None
     line = status_msg.strip()

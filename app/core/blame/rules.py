@@ -1,15 +1,6 @@
-"""The rules' decisions under the campaign's blame (`blame.py`): part of `decide()`, so no
-shell module rewrites a decision.
-
-- An abandon of an attempt whose host is spared (the failure is the campaign's, or suspected to
-  be) earns its machine no quarantine; a fatal status line is judged here against the evidence
-  so far, as the blame book will record it when the abandon is carried out.
-- Under a campaign fault: no creates; the attempts still booting or unproven are given up
-  (`rule:blame`, cancelled: they run the same image and command, their hosts spared); once
-  nothing is in flight and no job runs, the campaign ends, failed, with the fault as its reason.
-- While a pull is in doubt (one registry refusal, the image run nowhere yet), creates wait for
-  a machine in flight to decide.
-"""
+"""The rules' decisions under the campaign's blame, part of `decide()`: an abandon whose host is
+spared earns no quarantine; under a campaign fault no creates, the unproven attempts given up and
+the campaign ended once nothing runs; while a pull is in doubt, creates wait."""
 
 from __future__ import annotations
 

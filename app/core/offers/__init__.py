@@ -1,3 +1,2 @@
-"""Which offer to rent: the fit, the ranking by expected cost per delivered reference GPU-hour
-from our own record of what rentals delivered, the creates' order, and the stopped rentals
-started again first."""
+"""Which offer to rent: the fit, the ranking by expected cost from our own record, the creates'
+order, and the stopped rentals started again first."""

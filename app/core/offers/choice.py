@@ -1,11 +1,5 @@
-"""Which offer to rent, and what to quarantine: pure, so `decide()` returns complete decisions.
-
-Fit: under the campaign's price ceiling, CUDA new enough for the image, a finite price that is
-not negative (a market answer is evidence, not truth), not a quarantined machine, not one we
-hold, not one that just failed. Sanity (policy `offer_sanity`): the offer's own benchmark does
-not contradict the GPU it claims, and its driver can run the image. Ranking: by price, or by
-expected cost from our own ledger (see `reputation.rank_offers`).
-"""
+"""Which offer to rent, and what to quarantine: pure, so `decide()` returns complete decisions. A
+market answer is evidence, not truth: a price must be finite and not negative."""
 
 from __future__ import annotations
 
@@ -125,10 +119,9 @@ class Odds(Protocol):
 
 
 def work_odds(history: History, work: WorkOutlook) -> Odds:
-    """p(deliver) of a machine of a GPU model at `dph` on `host`, as the ranking by delivered
-    work reads it: with our faded record (`work.memory`), the machine's over its host's, over
-    its price band's, its model's and the market's (`track_record.Memory.odds`); else the
-    machine's record over its model's, over the market's pooled record."""
+    """p(deliver) of a machine of a GPU model at `dph` on `host`: with our faded record, the
+    machine's over its host's, band's, model's and the market's; else the machine's over its
+    model's, over the pool."""
     memory = work.memory
     if memory is not None:
 
@@ -159,14 +152,9 @@ def rank_by_work(
 def work_scores(
     offers: Sequence[Offer], history: History, work: WorkOutlook, value_of_time: float = 0.0
 ) -> list[tuple[float, Offer, str]]:
-    """Offers best first, each with its expected USD per delivered reference GPU-hour
-    (`work_cost`) and the sentence the ledger records: the
-    host's price over the work it is expected to do (its model's speed times this machine's
-    measured share, `WorkOutlook.rate`) and the hours it bills booting and proving itself
-    first, plus the duds expected before one delivers (its odds from this machine's and this
-    model's record in our ledger), each billing this offer's price for the time the rules take
-    to catch a dud, plus the wait at the operator's value of time (a slow host holds the
-    campaign's end back)."""
+    """Offers best first, each with its expected USD per delivered reference GPU-hour (`work_cost`)
+    and the sentence the ledger records: price over the work, the boot hours, the duds expected
+    before one delivers, and the wait at the operator's value of time."""
     odds = work_odds(history, work)
     scored = []
     for o in offers:
@@ -195,9 +183,8 @@ def choose_offers(
     memory: Memory | None = None,
     strength: float = PRIOR_STRENGTH,
 ) -> list[tuple[Offer, str]]:
-    """The best `n` offers, one per machine, each with the sentence the ledger records. With
-    sized jobs (`work`), ranking by expected cost is by cost per delivered unit of work;
-    otherwise per delivered hour, from our faded record (`memory`) where there is one."""
+    """The best `n` offers, one per machine, each with the sentence the ledger records: by cost per
+    delivered unit of work with sized jobs, else per delivered hour."""
     out: list[tuple[Offer, str]] = []
     taken: set[int] = set()
     ranked = (
@@ -228,11 +215,9 @@ def hedge_for(
     deadline_set: bool = False,
     work: WorkOutlook | None = None,
 ) -> tuple[int, str]:
-    """Spare attempts to keep in flight now (see `hedge`): from the odds of the offers that
-    would be rented next (our ledger's record of each machine, pooled over the market for the
-    machines it has not seen) and the operator's value of time. With sized work, a spare that
-    takes a job costs the premium its work pays over the hosts ranked before it
-    (`spare_work_premium`), not nothing."""
+    """Spare attempts to keep in flight now (see `hedge`), from the odds of the next offers and the
+    operator's value of time. With sized work a spare that takes a job costs the premium its work
+    pays (`spare_work_premium`), not nothing."""
     value = policy.value_of_time_usd_per_h
     if deadline_set and value > 0:
         value = max(value, DEADLINE_VALUE_USD_PER_H)
@@ -271,12 +256,9 @@ def hedge_for(
 def spare_work_premium(
     ranked: Sequence[Offer], need: int, history: History, work: WorkOutlook | None
 ) -> float:
-    """What a spare's share of the work (`work.job_ref_h`) is expected to cost beyond the same
-    work on the hosts it hedges for: the mean expected USD per delivered reference GPU-hour
-    of the offers ranked after the first `need` (the spares), less that of the first `need`,
-    times the work one host takes (0 without sized work, or without a spare to rent). The
-    hedge otherwise reads a delivering spare with a job waiting as free, "the work is paid for
-    either way"; on a market whose next offers are dear or slow it is paid twice as dear."""
+    """What a spare's share of the work is expected to cost beyond the same work on the hosts it
+    hedges for: the spares' mean USD per reference GPU-hour less the first `need`'s, times the
+    work one host takes. Without it the hedge reads a delivering spare as free."""
     if work is None or need <= 0 or len(ranked) <= need:
         return 0.0
     by_offer = {o.id: usd for usd, o, _ in work_scores(ranked, history, work, 0.0)}

@@ -1,12 +1,6 @@
-"""The offers the rules would rent, in their order, each with its tier and price: one function
-that `decide()` ranks its creates with and `rentwatch offers` shows. Pure.
-
-A create's offer is ranked on the price it would pay (`bid_rules.as_rented`: its bid on the
-interruptible tier, or its on-demand price), by the policy's ranking (`offer_choice`: price, or
-expected cost from our own ledger, per delivered reference hour with sized jobs), and carries
-the bid `bid_rules.offer_bid` places on it. The preview is `decide()` on the engine's own
-snapshot, so it names the creates the rules return, not a guess at them.
-"""
+"""The offers the rules would rent, in order, each with its tier and price: what `decide()` ranks
+its creates with and `rentwatch offers` shows, so the preview names the creates the rules return,
+not a guess. Pure."""
 
 from __future__ import annotations
 
@@ -60,9 +54,8 @@ class Pick:
 
 
 def picks(fleet: FleetSnapshot, policy: Policy, decided: Sequence[Decision]) -> list[Pick]:
-    """Every fit offer of `fleet.offers` (as listed) in the order the rules would rent them,
-    each with its tier and bid; `first` marks the offers of the creates in `decided`, what
-    `decide()` returned on this snapshot (on a fresh start's: the campaign's first rentals)."""
+    """Every fit offer in the order the rules would rent them, with tier and bid; `first` marks the
+    offers of the creates in `decided`."""
     bidding = fleet.bidding
     rented = replace(fleet, offers=as_rented(fleet.offers, bidding))
     fit = fit_of(rented.offers, rented.terms, policy, rented.exclusions) or []

@@ -40,9 +40,8 @@ def market_odds(
 def offer_odds(
     record: tuple[float, float, float] | None, platform_score: float | None, pool: float | None
 ) -> float:
-    """p(deliver) of one offer for hedging: its machine's own record, over a prior that is the
-    market's pooled record when there is one (a new machine on a market where most creates fail
-    is likely to fail too), else the platform's score."""
+    """p(deliver) of one offer for hedging: its machine's record over the pool's, else the
+    platform's."""
     good, bad, _ = record or (0, 0, 0.0)
     if pool is None:
         return p_deliver(good, bad, platform_score)
@@ -55,20 +54,15 @@ ROUND_H = 0.25  # an attempt is verified or given up in about 15 market minutes
 def delivered_hour_usd(
     dph: float, record: tuple[float, float, float] | None, pool: float | None
 ) -> tuple[float, float]:
-    """The expected USD per delivered hour of an offer at `dph` on a machine with `record`
-    (delivered, failed, mean USD per dud; None: never rented), and its odds of delivering:
-    the price over the odds, plus the expected cost of the duds before a delivery. The odds
-    read only our own record (the machine's, over the market's pooled `pool`), as the
-    ranking by expected cost does."""
+    """The expected USD per delivered hour of an offer at `dph` on a machine with `record`, and its
+    odds of delivering, from our own record only (the machine's over the pool)."""
     good, bad, dud_usd = record or (0, 0, 0.0)
     p = offer_odds((good, bad, dud_usd), None, pool)
     return usd_at_odds(dph, p, dud_usd), p
 
 
 def usd_at_odds(dph: float, p: float, dud_usd: float) -> float:
-    """The expected USD per delivered hour at `dph` with odds `p`: the price over the odds, plus
-    the expected cost of the duds before a delivery (`dud_usd` each, our default before the
-    ledger knows one)."""
+    """Expected USD per delivered hour at `dph` with odds `p`, each dud before it `dud_usd`."""
     p = max(p, 1e-3)
     return dph / p + (1 - p) / p * (dud_usd or DEFAULT_DUD_USD) * 4
 
@@ -81,20 +75,13 @@ def rank_offers(
     memory: Memory | None = None,
     strength: float = PRIOR_STRENGTH,
 ) -> list[tuple[Offer, str]]:
-    """Offers best first, each with the sentence the ledger records for the choice.
+    """Offers best first, each with the sentence the ledger records for the choice: by the hourly
+    rate (`by="price"`), or by price over the delivery odds plus a dud's expected cost and the
+    expected wait at the operator's price (`by="expected_cost"`).
 
-    `history`: machine id -> (delivered, failed, mean USD per dud). `by="price"` ranks by the
-    hourly rate (the article's way); `by="expected_cost"` by price over the delivery odds plus
-    the expected cost of a dud on that machine, plus, when waiting has a price, the expected
-    wait for a verified host from that machine (a round per try, 1/p tries) at that price.
-    The odds read only our own record (each machine's, over the market's pooled one; a flat
-    prior before any rental ended): the platform's score says little about delivery (DESIGN
-    rule 6), and ranking by it made `default` rent pricier hosts for the same work on markets
-    it had not seen (docs/benchmarks.md). So on a market we know nothing of, the ranking is by
-    price, as the article's; our ledger reorders it. With our faded delivery record (`memory`)
-    the odds are `Memory.odds`: the machine's over its host's, its price band's, its model's
-    and the pool's, the pool weighed against `strength` rentals.
-    """
+    The odds read only our own record: the platform's score says little about delivery (DESIGN
+    rule 6), and ranking by it rented pricier hosts for the same work (docs/benchmarks.md). On a
+    market we know nothing of, the ranking is by price."""
     pool = market_odds(history)
     scored = []
     for o in offers:

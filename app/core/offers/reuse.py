@@ -1,9 +1,6 @@
-"""Proven rentals we stopped for want of work, started again before anything new is rented
-(policy `reuse_stopped`): work came back (a job requeued off a host that died) after the
-drained or idle rule had stopped them, or a restart found them stopped by an earlier run's
-trap or end (`engine/carry_on.py`). A stopped rental bills storage only, boots in a minute
-with its image and data, and has delivered; a create boots for many minutes and may be a dud.
-Pure."""
+"""Proven rentals we stopped for want of work, started again before anything new is rented (policy
+`reuse_stopped`): a stopped rental boots in a minute with its data and has delivered; a create
+boots for many minutes and may be a dud. Pure."""
 
 from __future__ import annotations
 

@@ -1,18 +1,9 @@
-"""What each rental delivered, and the record it earns its machine, its host, its GPU model and
-its price band, with old evidence fading. Pure: the ledger reads the rentals, `now` is passed in.
+"""What each rental delivered, and the record it earns its machine, host, GPU model and price band,
+with old evidence fading. Pure.
 
-A rental is evidence of delivery, not of verification: one that finished its jobs counts as a
-delivery, one that lost a job it held (its host dropped mid-run, an XID) counts against its
-machine in the share of the jobs it lost, one that was proven and never given work counts
-half a delivery (it booted and computed, nothing more), a dud counts as a failure. Throttling
-and outbids are kept beside the counts: the speed a host delivered already prices its
-throttling (`delivery.WorkOutlook.rate`), and the tier reads outbids per running hour itself
-(`bidding.outbid_rate`).
-
-Evidence fades: each rental weighs `0.5 ** (age / half_life)`, its age in market hours from its
-last sign to `now`. Hosts change drivers, disks and lines; a dud of last month says less about
-the machine listed today than one of this morning (docs/campaigns.md, "Memory").
-"""
+A finished rental is a delivery, one that lost a job counts against its machine by the share
+lost, one proven and never given work half a delivery, a dud a failure. Evidence weighs `0.5 **
+(age / half_life)`: hosts change drivers, disks and lines (docs/campaigns.md, "Memory")."""
 
 from __future__ import annotations
 
@@ -30,9 +21,8 @@ MACHINE_STRENGTH = 2.0  # how many rentals' worth the level above counts for a m
 
 @dataclass(frozen=True)
 class Rental:
-    """One rental as the ledger remembers it (one instance of any earlier or current
-    campaign); rentals given up for the campaign's fault or cancelled are not evidence and
-    never reach here."""
+    """One rental as the ledger remembers it; rentals given up for the campaign's fault or cancelled
+    are not evidence and never reach here."""
 
     machine_id: int
     host_id: int | None
@@ -51,9 +41,8 @@ class Rental:
 
 
 def weight(at: float, now: float, half_life_h: float = HALF_LIFE_H) -> float:
-    """How much a piece of evidence dated `at` weighs at `now`: 1 when fresh, half after one
-    half-life, a quarter after two (evidence from the future weighs 1). A half-life of 0 or
-    less keeps every piece at full weight."""
+    """How much evidence dated `at` weighs at `now`: halved each half-life (evidence from the future
+    weighs 1; a half-life of 0 or less keeps full weight)."""
     if half_life_h <= 0:
         return 1.0
     age_h = max(0.0, now - at) / 3600
@@ -139,8 +128,7 @@ def band(gpu_name: str, dph: float) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class Memory:
-    """Every level's faded record: per machine, per host, per GPU model, per (model, price
-    band), and the market's pool (every rental)."""
+    """Every level's faded record: machine, host, GPU model, (model, price band) and the pool."""
 
     machines: Mapping[int, Record] = field(default_factory=dict)
     hosts: Mapping[int, Record] = field(default_factory=dict)
@@ -149,8 +137,7 @@ class Memory:
     pool: Record = Record()
 
     def pool_odds(self, strength: float) -> float | None:
-        """The share of our rentals that delivered, shrunk towards PRIOR_ODDS by `strength`
-        rentals; None before any rental ended."""
+        """Our share of rentals that delivered, shrunk towards PRIOR_ODDS; None before any ended."""
         if self.pool.runs <= 0:
             return None
         return shrunk(PRIOR_ODDS, self.pool.delivered, self.pool.failed, strength)
@@ -163,10 +150,8 @@ class Memory:
         host_id: int | None,
         strength: float,
     ) -> float:
-        """p(deliver) of an offer: its machine's record over its host's, over its price band's
-        (within its model; skipped without a price), over its model's, over the market's pool
-        (a flat prior before any rental ended). The pool counts `strength` rentals beside a model and a model beside a
-        band; a host and a machine take MACHINE_STRENGTH of the level above."""
+        """p(deliver) of an offer: its machine's record over its host's, its price band's, its
+        model's and the pool's; a host and a machine take MACHINE_STRENGTH of the level above."""
         pool = self.pool_odds(strength)
         p = PRIOR_ODDS if pool is None else pool
         machine = self.machines.get(machine_id) if machine_id is not None else None

@@ -1,18 +1,10 @@
-"""What a host is expected to cost per delivered unit of work (a reference GPU-hour), and
-whether a slow proven host is worth keeping against a fresh create. Pure.
+"""What a host is expected to cost per delivered reference GPU-hour, and whether a slow proven host
+is worth keeping against a fresh create. Pure.
 
-An offer is a gamble: with odds `p` it delivers, and then bills its price for the boot and
-preflight hours before it works plus the hours the work takes at its expected speed; otherwise
-it is a dud, and bills *its own* price for as long as the rules take to catch it. So a dud on a
-dear card costs more than one on a cheap card (a flat $0.07 a dud let `default` rent
-A100s that lost 8x seed's dud money). Renting until one delivers, the expected number of duds
-before a delivery is (1 - p) / p.
-
-The odds read our own ledger only (DESIGN rule 6): this machine's record, shrunk towards its
-GPU model's record on this market, shrunk in turn towards the market's pooled record (a flat
-prior before any rental ended). The time to catch a dud is the ledger's mean dud life, shrunk
-towards a prior from the policy's own deadlines.
-"""
+An offer delivers with odds `p`, else it is a dud that bills its own price until caught, so a dud
+on a dear card costs more (a flat $0.07 a dud let `default` rent A100s that lost 8x seed's dud
+money). The odds read our own ledger only (DESIGN rule 6), shrunk from machine to model to the
+market's pool."""
 
 from __future__ import annotations
 
@@ -39,8 +31,7 @@ def detect_prior_h(boot_deadline_s: float, preflight_deadline_s: float) -> float
 
 
 def detect_h(prior_h: float, dud_minutes: float, duds: float) -> float:
-    """The expected life of a dud in hours: the ledger's mean (its duds' lifetimes), shrunk
-    towards `prior_h` by PRIOR_STRENGTH duds' worth."""
+    """A dud's expected life in hours: the ledger's mean, shrunk towards `prior_h`."""
     n = max(0, duds)
     return (prior_h * PRIOR_STRENGTH + max(0.0, dud_minutes) / 60) / (PRIOR_STRENGTH + n)
 
@@ -55,8 +46,7 @@ def deliver_odds(
     pool: float | None,
     strength: float = PRIOR_STRENGTH,
 ) -> float:
-    """p(deliver) of an offer: its machine's record over its model's (the market's pool
-    counting `strength` runs), over the market's."""
+    """p(deliver) of an offer: its machine's record over its model's, over the market's."""
     model_good, model_bad = model or (0.0, 0.0)
     model_p = shrunk(PRIOR_ODDS if pool is None else pool, model_good, model_bad, strength)
     good, bad, _ = machine or (0, 0, 0.0)
@@ -78,10 +68,9 @@ class HostCost:
 def host_cost(
     dph: float, rate: float, p: float, dud_h: float, work_ref_h: float, boot_h: float
 ) -> HostCost:
-    """The expected cost of doing `work_ref_h` on an offer at `dph` that delivers `rate`
-    reference GPU-hours an hour with odds `p`: its boot and working hours at its price, plus
-    (1 - p) / p duds, each billing its price for `dud_h` hours. A proven host is `p = 1`,
-    `boot_h = 0`: it only bills the work."""
+    """The expected cost of `work_ref_h` on an offer at `dph` delivering `rate` with odds `p`: its
+    boot and working hours plus (1 - p) / p duds of `dud_h` hours. A proven host: `p = 1`,
+    `boot_h = 0`."""
     p = min(1.0, max(p, 1e-3))
     host_h = work_ref_h / max(rate, 1e-6)
     duds = (1 - p) / p

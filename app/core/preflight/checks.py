@@ -1,13 +1,6 @@
-"""The deeper host checks, each a pure function from probe evidence and the offer to a `Check`.
-
-What a single matmul does not exercise: the PCIe link (x1 risers on mining rigs), memory that
-cannot be allocated as claimed, a disk smaller or slower than offered, a download link far under
-`inet_down`, and XID/ECC errors under load. Thresholds come from `CheckPolicy`.
-
-`ok=None` means the evidence could not tell (an old driver without the NVML function, a field
-the board does not support, a section the probe could not fill, hostile values): it is recorded
-and never kills a host. Only a measured shortfall does.
-"""
+"""The deeper host checks, each a pure function from probe evidence and the offer to a `Check`: the
+PCIe link, allocatable VRAM, disk, download speed and XID/ECC under load. `ok=None` (the evidence
+could not tell) is recorded and never kills a host; only a measured shortfall does."""
 
 from __future__ import annotations
 
@@ -63,9 +56,8 @@ def link_gbps(gen: float, width: float) -> float:
 
 
 def pcie_check(doc: Any, offer_gpu: str, policy: CheckPolicy) -> Check:
-    """The link's width (current, read under load: an idle card drops its generation to save
-    power, so generation alone proves nothing) and the measured host-to-device bandwidth
-    against the full link the model is built for."""
+    """The link's width, read under load (an idle card drops its generation, so generation proves
+    nothing), and the measured host-to-device bandwidth against the model's full link."""
     sec = _section(doc, "pcie")
     if sec is None:
         return _unknown("pcie", "no PCIe figures from the probe")

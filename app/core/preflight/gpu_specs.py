@@ -1,20 +1,12 @@
-"""What each GPU model should do: the one table the preflight verdict reads.
+"""What each GPU model should do: the one table the preflight verdict and the simulator read, names
+spelled as Vast's offers spell them.
 
-`bf16_tflops` is a dense bf16 matmul rate a healthy card of that model reaches in a 4096^3
-torch matmul (measured figures where known, otherwise ~70% of the datasheet's dense rate).
-`vram_mb` is the card's memory. The simulator draws its machines' real speeds from it too.
-`fp32_tflops` is the datasheet's non-tensor FP32 rate (what the torch-free driver-path kernel
-is measured against), and `pcie_gen` x `pcie_width` the link the card is built for (NVIDIA's
-product pages). Names are spelled as Vast's offers spell them (`gpu_name`).
-
-Sources for the dense bf16 figures the measured rates are set against (tensor cores, FP32
-accumulate, no sparsity): A100 312 (NVIDIA A100 datasheet, nvidia-a100-datasheet-us-nvidia-
-1758950-r4-web.pdf, via glennklockwood.com/garden/processors/A100); L40S 362.05 and L40 181.05
-(NVIDIA's L40S/L40 datasheet tables, reproduced at mullet.se/product.html?product_id=355414);
-the others are NVIDIA's architecture whitepapers' dense rates (GA102 Ampere, AD102 Ada, GH100
-Hopper), not re-verified in stored pages (docs/fidelity.md): their measured figures below are
-kept as they were. `DPH_RANGE` holds the $/h each model rents for on Vast, with its sources.
-"""
+`bf16_tflops` is a dense bf16 4096^3 matmul rate a healthy card reaches (measured where known,
+else ~70% of the datasheet). Sources: A100 312 (NVIDIA A100 datasheet, via
+glennklockwood.com/garden/processors/A100), L40S 362.05 and L40 181.05 (NVIDIA's datasheet
+tables, reproduced at mullet.se/product.html?product_id=355414); the others NVIDIA's
+architecture whitepapers, not re-verified (docs/fidelity.md). `DPH_RANGE` holds each model's
+$/h on Vast, with its sources."""
 
 from __future__ import annotations
 
@@ -124,15 +116,6 @@ DPH_RANGE: dict[str, tuple[float, float]] = {
 }
 
 
-def work_rate(gpu_name: str, ref_gpu: str, share: float = 1.0) -> float | None:
-    """Reference GPU-hours one hour on `gpu_name` delivers, at `share` of its model's speed:
-    a sized job takes ref_hours / this many hours there. None if either model is unknown."""
-    mine, ref = expected_tflops(gpu_name), expected_tflops(ref_gpu)
-    if not mine or not ref:
-        return None
-    return mine * share / ref
-
-
 # The torch-free preflight's kernel is a plain FP32 loop (no tensor cores, no tiling): it is
 # memory-bound and reaches a small share of the FP32 datasheet rate. An estimate, not measured
 # on every model (docs/benchmarks.md): the verdict holds it to a loose share for that reason.
@@ -161,8 +144,8 @@ _ALIASES = {
 
 
 def spec_for(gpu_name: str) -> GpuSpec | None:
-    """The spec for a GPU name as the API or NVML spells it (vendor prefixes, case and
-    dashes ignored), None if unknown."""
+    """The spec for a GPU name as the API or NVML spells it (prefixes, case, dashes ignored), or
+    None."""
     key = _norm(gpu_name)
     for name, spec in (*GPU_SPECS.items(), *OTHER_SPECS.items()):
         if _norm(name) == key:

@@ -1,18 +1,11 @@
 """The preflight's proof of work, checked on the controller.
 
-A host's document is evidence, not a verdict: hosts whose every CUDA call failed printed a
-forged one ("bf16 matmul checked, 90.0 TFLOP/s (141% of expected)") and were verified. The
-preflight's inputs have a closed form (probes/preflight.py: A[i,k] = (i + k) % 7 - 3,
-B[k,j] = (k + 2j) % 5 - 2), so each run carries a fresh nonce from the controller, the probe
-reports the product's entries at the positions the nonce picks, and the controller computes
-those entries itself. A document made before the nonce existed, or replayed from another
-host, names the wrong entries. What this cannot prove is *where* the entries were computed:
-eight dot products are cheap on a CPU, so a host that forges with care is caught by its speed
-instead (a claim far above the model's is not believed: `MAX_SPEED_SHARE`).
-
-The position picker is the probe's own (the probe ships as one file and imports nothing of
-ours), kept equal by `tests/test_preflight_proof.py`.
-"""
+Hosts whose every CUDA call failed printed forged documents and were verified. The inputs have a
+closed form (probes/preflight.py), so each run carries a fresh nonce, the probe reports the
+product's entries at the positions it picks, and the controller computes them itself. Where the
+entries were computed it cannot prove: a careful forger is caught by its speed
+(`MAX_SPEED_SHARE`). The position picker is the probe's own, kept equal by
+`tests/test_preflight_proof.py`."""
 
 from __future__ import annotations
 
@@ -44,9 +37,8 @@ def exact_entry(n: int, r: int, c: int) -> int:
 
 
 def check_samples(mm: dict[str, Any], nonce: int, backend: str) -> str | None:
-    """None when the document's entries are the product's at this nonce's positions; else
-    what is wrong with them, in words. The driver path's fp32 sums are integers under 2^24,
-    so its entries must be exact; torch's bf16 output may round."""
+    """None when the entries are the product's at this nonce's positions; else what is wrong. The
+    driver path's fp32 sums are integers under 2^24, so exact; torch's bf16 may round."""
     n = mm.get("n")
     if type(n) is not int or not 2 <= n <= 65536:
         return "no usable matrix size"

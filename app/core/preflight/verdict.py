@@ -1,9 +1,5 @@
-"""Reading probe results (controller side): the preflight verdict, throttle detection, and the
-deeper checks (PCIe link, allocatable VRAM, disk, download speed, XID/ECC events).
-
-Every check ends in a typed result. A host's document is evidence, so a missing section, an
-unsupported NVML field or hostile values give `ok=None` (could not tell), which never kills.
-"""
+"""Reading probe results on the controller: the preflight verdict and throttle detection. A missing
+section, an unsupported NVML field or hostile values give `ok=None`, which never kills."""
 
 from __future__ import annotations
 
@@ -35,11 +31,9 @@ def preflight_verdict(
     checks: CheckPolicy | None = None,
     nonce: int | None = None,
 ) -> Verdict:
-    """Judge a validated preflight document against the offer's GPU model. A document from the
-    torch-free driver path (`backend: "driver"`, an FP32 kernel) is held to the driver kernel's
-    expected speed and `checks.driver_min_speed_share`. With the `nonce` the run was sent, its
-    reported entries of the product are checked here (core/proof), and a bf16 speed well
-    above the model's is not believed."""
+    """Judge a validated preflight document against the offer's GPU model. The driver path
+    (`backend: "driver"`) is held to the driver kernel's expected speed; with the `nonce` the
+    product's entries are checked, and a bf16 speed well above the model's is not believed."""
     checks = checks or CheckPolicy()
     if (
         not isinstance(result, dict)
@@ -157,14 +151,13 @@ def detect_throttle(
     min_util: float = 50.0,
     min_share: float = 0.6,
 ) -> Throttle:
-    """Throttling, sustained: in at least `min_share` of the samples under load, a hardware
-    reason is set, or a software one with the SM clock below `ratio` of max. Idle samples, and
-    reasons that are no fault (idle, app clocks, display, sync boost), never count."""
+    """Throttling, sustained: in at least `min_share` of the samples under load, a hardware reason,
+    or a software one with the SM clock below `ratio` of max. Idle samples never count."""
     loaded = []
     for s in samples if isinstance(samples, list | tuple) else ():
         if not isinstance(s, dict):
             continue  # a host's list may hold anything
-        util, clock, top = (_number(s.get(k)) for k in ("util", "sm_clock", "max_sm_clock"))
+        util, clock, top = (finite(s.get(k)) for k in ("util", "sm_clock", "max_sm_clock"))
         if util is None or clock is None or top is None or util < min_util or top <= 0:
             continue
         raw = s.get("reasons")
@@ -192,20 +185,13 @@ def detect_throttle(
 
 
 def _text(value: Any, limit: int) -> str:
-    """A scalar from a host's document as text, cut short; a list or an object is not walked
-    (its repr could be anything long or deep) but named."""
+    """A scalar from a host's document as text, cut short; a list or object is named, not walked."""
     if isinstance(value, list | dict | tuple):
         return f"<{type(value).__name__}>"
     try:
         return str(value)[:limit]
     except ValueError:  # an integer past Python's 4,300-digit limit for str()
         return f"<{type(value).__name__}>"
-
-
-def _number(value: Any) -> float | None:
-    """A finite number from a host's document; anything else (bool, text, NaN, an integer too
-    large for a float) is no number."""
-    return finite(value)
 
 
 def finite(value: Any) -> float | None:

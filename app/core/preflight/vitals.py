@@ -1,7 +1,5 @@
-"""A GPU's vital signs as the NVML sampler reports them (memory, temperature, power, fan, ECC),
-read as a host's evidence: each figure a finite number in the range a real card can show, or
-absent with the reason it was dropped. Absent is not zero: a consumer card has no ECC counts,
-a passively cooled one no fan reading."""
+"""A GPU's vital signs as the NVML sampler reports them, read as a host's evidence: each figure
+finite and in a real card's range, or absent with the reason it was dropped (absent is not 0)."""
 
 from __future__ import annotations
 
@@ -55,9 +53,8 @@ class Vitals:
 
 
 def read_vitals(sample: dict[str, Any]) -> tuple[Vitals, tuple[str, ...]]:
-    """The vital signs of one sampler sample, and why each figure present but dropped was
-    dropped (not a number, out of range, more memory used than the card has). A field that
-    is missing or null was not reported: no reason, no figure."""
+    """The vital signs of one sample, and why each figure present but dropped was dropped; a missing
+    or null field was not reported."""
     kept: dict[str, float] = {}
     dropped: list[str] = []
     for name, (lo, hi) in RANGES.items():

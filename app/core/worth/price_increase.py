@@ -1,17 +1,9 @@
 """A host's price increase on a held rental: accept it or reject it and move the work. Pure.
 
-Vast's pending flow (vast-cli PR #401): a host raises its price, the held contract keeps its old
-price until its current end date, and the renter accepts the increase (the contract runs on at
-the new price from that date) or rejects it (no cutover follows: the contract ends at its end
-date). The rule prices the rental at its new rate per delivered reference GPU-hour, for the work
-a host still has to take on (`swap.keep_usd_per_ref_h`: proven, no boot, no duds), against the
-best fit offer now (`swap.fresh_usd_per_ref_h`: boot, preflight and the duds expected before one
-delivers), plus what a move redoes: the work since the job's last checkpoint. It accepts while
-the rental stays the better buy, and rejects otherwise; a rejected rental is stopped, never
-destroyed (its job moves from its checkpoint), since automation never destroys a verified
-instance. With nothing to compare against (no fit offer, no sized work ahead) it accepts: a
-proven rental is not thrown away on a guess.
-"""
+Vast's pending flow (vast-cli PR #401): the contract keeps its price until its end date, then
+runs on at the new price if accepted, or ends if rejected. Accepted while the rental at its new
+price per delivered reference GPU-hour beats the best fit offer now plus the work a move redoes;
+a rejected rental is stopped, never destroyed. With nothing to compare against, accepted."""
 
 from __future__ import annotations
 
@@ -25,9 +17,8 @@ REJECT_RULE = "rule:price_reject"
 
 @dataclass(frozen=True)
 class PriceIncrease:
-    """One pending increase as the market states it, in rentwatch's words: $/h for the whole
-    rental's GPUs (None: the GPU price is not changed), storage in $/GB-hour (None: not
-    changed), when it would apply (the contract's current end date) and the new end date."""
+    """One pending increase in rentwatch's words: $/h for the rental's GPUs and storage $/GB-hour
+    (None: unchanged), when it applies and the new end date."""
 
     pending_id: int
     instance_id: int

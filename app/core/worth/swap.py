@@ -1,18 +1,9 @@
 """Is a slow proven host worth keeping against a fresh create? Pure.
 
-A proven host bills only the work left (no boot, no dud risk); a fresh create bills its boot
-and preflight hours and the duds expected before one delivers (`offers.work_cost.host_cost`). So a
-host is kept unless its expected USD per delivered reference GPU-hour, for the work a host
-still has to take on, is much worse than the best fit offer's. Then it is *stopped*, never
-destroyed (a verified host is never destroyed by automation), and only while no job runs on
-it: work in flight is never thrown away.
-
-Hysteresis, so that it does not flap on one noisy reading or one offer that comes and goes: a
-host becomes slow when its cost is `SLOW_ENTER` times a fresh create's or more, stays slow
-until it is back under `SLOW_LEAVE` times, and is stopped only once it has been slow for
-`SLOW_DWELL_S` market seconds. The engine keeps the clock (`slow_since`, fed each look with
-the latest ratio, as `rules.low_util_since` keeps the idle clock); the rule reads it.
-"""
+A proven host bills only the work left; a create bills its boot and the duds before one delivers.
+A host is stopped (never destroyed, never with a job running) only once its cost has stayed
+`SLOW_ENTER` times a fresh create's (until back under `SLOW_LEAVE`) for `SLOW_DWELL_S`, so it
+does not flap; the engine keeps that clock (`slow_since`)."""
 
 from __future__ import annotations
 

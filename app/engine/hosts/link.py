@@ -1,7 +1,6 @@
-"""The one way the engine talks to a rented host: SSH commands and SFTP work on a pinned
-connection, within a bound on concurrent sessions, with market-time deadlines turned into
-wall time. A host that answers with another key than the one pinned for it is distrusted here,
-once, at this funnel (nothing more goes to it; the rules stop and quarantine it)."""
+"""The one way the engine talks to a rented host: SSH and SFTP on a pinned connection, with a bound
+on concurrent sessions and market-time deadlines turned into wall time. A host answering with
+another key than the pinned one is distrusted here, once."""
 
 from __future__ import annotations
 
@@ -31,21 +30,12 @@ from .ssh import (
 
 T = TypeVar("T")
 
-# The wall-time floor of SSH waits. Real network and CPU latency does not speed up with a
-# simulator's clock, so a connect timeout of 20 market seconds is never under a floor in wall
-# seconds; a fixed one wall second was 10 market minutes at 600x, how long a host that never
-# answers lived. The floor is a few times the slowest of the latest connects that answered
-# (loopback handshakes measured at the start and after each preflight try a host did not
-# answer, then hosts'; it follows a loaded machine), at most IO_FLOOR_MAX_S (or the policy's
-# `io_floor_wall_s` where higher) unless the load itself says more (the ceiling, below), and
-# never under IO_FLOOR_MIN_S. Job sessions, heartbeats
-# and transfers connect with the ceiling: only a first contact is worth cutting short. The
-# ceiling follows load too: on a machine so loaded that a handshake takes a good part of a
-# second, a fixed second made a proven host look dead (CI's clean clone, 3 pytest workers and
-# a TUI pass on 2 cores: a job host given up as `ssh_dead`), so it is a few times the slowest
-# recent connect, up to IO_CEILING_CAP_S, and a session that got no answer measures the
-# loopback again. At time scale 1 (the real market) 20 s is over any of these, and nothing
-# changes.
+# The wall-time floor of SSH waits: network and CPU latency do not speed up with a simulator's
+# clock, and a fixed wall second was 10 market minutes at 600x. The floor is a few times the
+# slowest recent connect that answered (loopback handshakes first), between IO_FLOOR_MIN_S and
+# IO_FLOOR_MAX_S (or the policy's `io_floor_wall_s`). Job sessions, heartbeats and transfers
+# connect with the ceiling, which follows load too (a fixed second made a proven host look dead
+# on a loaded box), up to IO_CEILING_CAP_S. At time scale 1, 20 s is over all of these.
 IO_FLOOR_MAX_S = 1.0
 IO_FLOOR_MIN_S = 0.2
 IO_FLOOR_TIMES = 5.0
@@ -85,9 +75,8 @@ class HostLink:
         self.unanswered: dict[int, int] = {}  # first contacts in a row no route answered
 
     async def calibrate(self) -> None:
-        """Where the market's clock runs fast enough for the floor to matter (the simulator),
-        measure a few SSH handshakes on the loopback, so that the floor follows this machine
-        from the first host on: the first hosts to run are often the ones that never answer."""
+        """Where the market's clock runs fast (the simulator), measure a few loopback SSH
+        handshakes, so the floor follows this machine from the first host on."""
         if CONNECT_TIMEOUT_S / max(self.market.time_scale, 1e-9) >= self.io_floor_max:
             return  # the real market: 20 s of connect timeout is over any floor
         self.measuring = True
@@ -116,11 +105,9 @@ class HostLink:
         return min(self.io_ceiling(), max(IO_FLOOR_MIN_S, IO_FLOOR_TIMES * max(walls)))
 
     def first_contact_floor(self, unanswered: int) -> float:
-        """The floor of a first contact's connect after `unanswered` tries in a row that no
-        route of the host answered in time: doubled for each, up to IO_CEILING_CAP_S. The
-        loopback measures this process's handshake; a loaded box's host may take longer than
-        any multiple of it (seen in the suite under load: healthy hosts tried again and again
-        at the same floor until their SSH deadline called them dead)."""
+        """The floor of a first contact's connect after `unanswered` tries in a row: doubled for
+        each, up to IO_CEILING_CAP_S. A loaded box's host may take longer than any multiple of
+        the loopback's handshake, and healthy hosts were called dead at a fixed floor."""
         floor = self.io_floor()
         return min(floor * 2.0**unanswered, max(floor, IO_CEILING_CAP_S))
 
@@ -137,10 +124,8 @@ class HostLink:
     async def run(
         self, a: Attempt, command: str, stdin: bytes | None = None, timeout: float = 60
     ) -> RunResult:
-        """One command on a proven host (market-seconds timeout). Silence is judged here, by
-        answers: a command that ran to its end (an exit status) is one; a session that
-        connected and then hung, or was cut, is not, whoever called and whatever it does with
-        the failure (the silent rule stops a host whose silence lasts)."""
+        """One command on a proven host (market-seconds timeout). A command that ran to its exit
+        status is an answer; a session that hung or was cut is not, whoever called."""
         routed(a)
         async with self.slots, self._distrust_on_key_change(a):
             ceiling = self.io_ceiling()
@@ -187,10 +172,9 @@ class HostLink:
             return res
 
     async def key_on(self, a: Attempt) -> None:
-        """Vast's account keys reach new instances only (vast-ai/docs guides/instances/connect/
-        ssh.mdx): an instance this session did not create (adopted after a restart or a key
-        change, handed over, reused) gets rentwatch's key attached before its first session,
-        and the attach is checked against the instance's own key list. Once a session."""
+        """Vast's account keys reach new instances only (vast-ai/docs `connect/ssh.mdx`): an
+        instance this session did not create gets rentwatch's key attached before its first
+        session, checked against its key list. Once a session."""
         if a.offer is not None or a.instance_id in self.keyed:
             return
         self.keyed.add(a.instance_id)
@@ -217,9 +201,7 @@ class HostLink:
     async def _ssh_run(
         self, a: Attempt, command: str, stdin: bytes | None, timeout_wall: float, floor: float
     ) -> RunResult:
-        """One session. Only the session itself holds a stepped market clock (and comes back
-        in its turn, app/referee/stepped.py): what the engine does before and after it is the
-        engine's own time."""
+        """One session: only the session itself holds a stepped market clock."""
         host, port = routed(a)  # again: the route may have gone while a slot was awaited
         await self.key_on(a)
         try:

@@ -1,8 +1,5 @@
-"""The compute preflight of a running attempt, as the engine runs it over SSH: its tries
-(a fresh nonce each, a session cut before the probe answered tried again), the probe's verdict
-with the deeper checks against the offer, and whose fault a probe that could not run is (the
-host's, or the campaign's image). `HostTender` (tender.py) is a preflight runner that also
-tends the hosts it proved."""
+"""The compute preflight of a running attempt over SSH: its tries (a fresh nonce each), the probe's
+verdict with the deeper checks, and whose fault a probe that could not run is."""
 
 from __future__ import annotations
 
@@ -49,9 +46,8 @@ SILENT_RETRIES = 3  # preflight sessions in a row without an answer before they 
 
 
 def no_answer(res: RunResult) -> bool:
-    """A session that ended without the host's answer: nothing on stdout (the probe always
-    prints its JSON line, even when CUDA fails) and either no exit status (the channel was cut)
-    or nothing on stderr either (a shell that says why, say `python3: not found`, answered)."""
+    """A session that ended without the host's answer: nothing on stdout (the probe always prints
+    its JSON line) and no exit status or nothing on stderr either."""
     return (
         not res.truncated
         and not res.stdout.strip()
@@ -84,9 +80,7 @@ class PreflightRunner:
         apply(self.journal, PreflightRunning(a, asyncio.create_task(self._preflight(a))))
 
     async def _preflight(self, a: Attempt) -> None:
-        """The preflight's tries, supervised: whatever ends them without a verdict (an
-        exception no try expected, from the host's answer or from the controller's side)
-        becomes one, `bad_probe`, with its ledger event, so no rental is left unjudged."""
+        """The preflight's tries: whatever ends them without a verdict is `bad_probe`."""
         try:
             await self._preflight_tries(a)
         except asyncio.CancelledError:
@@ -188,11 +182,9 @@ class PreflightRunner:
     def _campaign_fault(
         self, a: Attempt, exit_status: int | None, stdout: bytes, stderr: bytes
     ) -> bool:
-        """The probe could not run for what looks like the image's lack (no python3, no torch
-        where it was needed), judged on the campaign's evidence (app/core/blame/fault.py): the
-        campaign's on two machines and none verified with the image (the host is spared and
-        creates stop), suspected on one (the host is spared), the host's own once a preflight
-        with the image computed elsewhere (a `bad_probe`, as any host that cannot run it)."""
+        """The probe could not run for what looks like the image's lack, judged on the campaign's
+        evidence (core/blame/fault.py): the host spared while the image is in doubt, the host's
+        own fault once a preflight with the image computed elsewhere."""
         text = probe_run_text(stdout, stderr)
         if text is None or probe_blame(text, exit_status) is None:
             return False

@@ -92,8 +92,7 @@ def bounded(value: Any, limit: int = 4000) -> Any:
 
 
 def parse_probe_output(raw: bytes, probe: str, truncated: bool = False) -> dict[str, Any]:
-    """The probe's JSON document (its last non-empty line), validated; ProbeError otherwise,
-    whatever the bytes are."""
+    """The probe's JSON document (its last non-empty line), validated; ProbeError otherwise."""
     if truncated or len(raw) > MAX_PROBE_OUTPUT:
         raise ProbeError(f"{probe} printed more than {MAX_PROBE_OUTPUT // 1024} KiB: cut off")
     text = raw.decode("utf-8", errors="replace").strip()
@@ -122,9 +121,8 @@ def new_nonce() -> int:
 def preflight_command(
     checks: CheckPolicy, net_url: str | None = None, nonce: int | None = None
 ) -> str:
-    """The command line the preflight runs under (its script comes on stdin): the deeper
-    checks the policy turns off are skipped on the host, costing nothing; `nonce` picks the
-    product's entries it reports (core/proof)."""
+    """The command line the preflight runs under (its script comes on stdin): checks the policy
+    turns off are skipped on the host; `nonce` picks the entries it reports."""
     args = ["python3", "-"]
     if nonce is not None:
         args += ["--nonce", str(nonce)]
@@ -162,9 +160,8 @@ def watchdog_command(window_s: float, scale: float) -> str:
 
 
 def probe_run_text(stdout: bytes, stderr: bytes) -> str | None:
-    """What a probe run said about why it could not run: the shell's stderr and the probe's
-    own error (`Type: message`); None when it computed (whatever stderr says is noise). Both
-    host-controlled: only matched, never shown unescaped."""
+    """Why a probe run could not run: the shell's stderr and the probe's own error; None when it
+    computed. Host-controlled: only matched, never shown unescaped."""
     text = stderr[-2000:].decode("utf-8", errors="replace")
     lines = stdout.decode("utf-8", errors="replace").strip().splitlines()
     if lines:

@@ -1,11 +1,6 @@
-"""Running commands and probes on rented hosts over asyncssh, with pinned host keys, hard
-timeouts and capped output. The account's API key is never part of anything sent.
-
-An instance may have two SSH routes (Vast: a direct one on the host's public address, and a
-proxy through the market's relay). Given the instance's routes (`set_routes`), the runner
-tries the direct one first and falls back to the proxy; a host counts as unreachable only when
-every route failed, and `route_used` says which one worked last, for the ledger.
-"""
+"""Running commands and probes on rented hosts over asyncssh, with pinned host keys, hard timeouts
+and capped output. The account's API key is never sent. Of an instance's routes (direct, and the
+market's proxy) the direct is tried first; a host is unreachable only when every route failed."""
 
 from __future__ import annotations
 
@@ -83,8 +78,7 @@ def routes_of(instance: Any) -> tuple[Route, ...]:
 
 
 def loop_time() -> float:
-    """The engine's wall clock: its running event loop's, which its waits and timeouts run on
-    (the referee's loop runs on the market's stepped clock)."""
+    """The engine's wall clock: its running event loop's (the referee's runs on market time)."""
     return asyncio.get_running_loop().time()
 
 
@@ -152,14 +146,11 @@ class SSHRunner:
     async def connect(
         self, instance_id: int, host: str, port: int, connect_timeout: float | None = None
     ) -> asyncssh.SSHClientConnection:
-        """A connection by the first route that answers; SSHFailure naming every route tried
-        when none did. A changed host key is never a reason to try another route.
+        """A connection by the first route that answers; SSHFailure naming every route tried when
+        none did. A changed host key is never a reason to try another route.
 
-        The routes race, each a head start (a quarter of the connect timeout) behind the one
-        before it, as RFC 8305's happy eyeballs do for addresses: a direct route that never
-        answers (a firewalled port) costs the proxy a head start, not a whole timeout, so a
-        host that answers on no route is known after one timeout, not one per route.
-        `connect_timeout` is this call's (the runner's own when None)."""
+        The routes race, each a quarter of the connect timeout behind the one before (RFC 8305's
+        happy eyeballs), so a host that answers on no route costs one timeout, not one per route."""
         limit = self.connect_timeout if connect_timeout is None else connect_timeout
         routes = self._candidates(instance_id, host, port)
         outcomes: dict[int, str] = {}
@@ -296,9 +287,8 @@ class _NoAuth(asyncssh.SSHServer):
 async def loopback_handshakes(
     key: asyncssh.SSHKey, n: int, timeout: float, clock: Callable[[], float] = time.monotonic
 ) -> list[float]:
-    """Wall seconds of `n` SSH handshakes with a throwaway server on this machine's loopback:
-    what key exchange and this machine's load cost a connect, measured before any host has
-    answered. Empty when the loopback cannot be listened on or a handshake times out."""
+    """Wall seconds of `n` SSH handshakes with a throwaway loopback server: what this machine's load
+    costs a connect. Empty when the loopback cannot be used or a handshake times out."""
     walls: list[float] = []
     try:
         server = await asyncssh.listen(

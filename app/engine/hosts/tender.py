@@ -1,7 +1,5 @@
-"""The host tender: what the engine does on a rented host over SSH, apart from jobs. The
-compute preflight of a running attempt (its runner, preflight_run.py); then, on a proven host,
-the dead-man's switch (watchdog), its heartbeat, NVML samples (throttle and idle evidence) and
-the job's check-ins."""
+"""The host tender: the compute preflight of a running attempt, then, on a proven host, the
+watchdog, its heartbeat, NVML samples and the job's check-ins."""
 
 from __future__ import annotations
 
@@ -100,12 +98,10 @@ class HostTender(PreflightRunner):
         returned.clear()
 
     async def tend(self, a: Attempt) -> None:
-        """Arm the host's dead-man's switch, then beat its heartbeat and read its GPU, and look
-        at its job. Supervised: a look that fails in a way nobody expected (a host's hostile
-        answer, a bug) is a failed sample with a ledger note, and the tending goes on; only the
-        rental leaving service ends it. The heartbeat keeps its own time beside the job's looks:
-        one look may take long (an artifact pull of many minutes), and a heartbeat that waited
-        for it let the watchdog stop the host it was being pulled from."""
+        """Arm the host's watchdog, then beat its heartbeat, read its GPU and look at its job. A
+        look that fails unexpectedly is a failed sample and tending goes on. The heartbeat keeps
+        its own time: a heartbeat that waited for a long artifact pull let the watchdog stop the
+        host it was being pulled from."""
         await self._guarded(a, "arming the watchdog", self._arm_watchdog(a))
         beating = asyncio.create_task(self._keep_beating(a))
         try:
@@ -156,9 +152,8 @@ class HostTender(PreflightRunner):
         await self.check_xid(a, doc)
 
     async def _guarded(self, a: Attempt, what: str, look: Awaitable[None]) -> bool:
-        """One look at a proven host, whatever it raises: True when it went through. A
-        session without an answer is said in the log; anything else (a host's unreadable
-        document, an error of ours) is a failed sample, noted in the ledger once per streak."""
+        """One look at a proven host, whatever it raises: True when it went through; a failure is a
+        failed sample, noted in the ledger once per streak."""
         try:
             await look
         except asyncio.CancelledError:
@@ -186,9 +181,7 @@ class HostTender(PreflightRunner):
         return True  # silence is the link's to judge, by answers (`HostLink.run`)
 
     async def _beat(self, a: Attempt) -> None:
-        """The heartbeat, and a look at the watchdog it feeds: one that is
-        gone (an OOM kill, a job that killed it) or was never armed is armed again, with a
-        ledger note; a host cannot be trusted to stop itself with nothing watching."""
+        """The heartbeat, and the watchdog it feeds armed again (with a ledger note) if gone."""
         if a.watchdog_armed:
             res = await self.link.run(a, HEARTBEAT)
             said = res.stdout.decode("utf-8", errors="replace").split()

@@ -1,7 +1,5 @@
-"""What a job's host delivers, as the engine notes it: the job's delivery estimate on each
-look (from the progress it writes, else the preflight's speed less the throttling seen since),
-and what a finished job's ledger event says of its host's speed (the hosts view's dollars per
-reference hour read it)."""
+"""What a job's host delivers, as the engine notes it: the job's delivery estimate on each look, and
+what a finished job's ledger event says of its host's speed."""
 
 from __future__ import annotations
 
@@ -23,8 +21,8 @@ def host_speed(a: Attempt) -> float:
 
 
 def note_delivery(a: Attempt, job: JobState, progress: float | None, now: float) -> None:
-    """The host's delivery to this job: from the job's progress when it writes one, else
-    from the preflight's speed less the throttling seen since."""
+    """The host's delivery to this job: from its progress, else the preflight's speed less
+    throttling."""
     if progress is not None:
         job.progress = progress
         # a retry may start from a restored checkpoint: its first reading above 0 is where
@@ -69,9 +67,8 @@ def work_detail(a: Attempt, job: JobState, duration: float, ok: bool) -> dict[st
 
 
 def work_lost(job: JobState) -> float | None:
-    """The reference GPU-hours a requeue takes from `job` (its host left service): what a
-    running job had done, or all of an exited-0 job whose output had not come off (the
-    ledger voids that exit, `voided_exits`, so its work is lost, not done)."""
+    """The reference GPU-hours a requeue takes from `job`: what a running job had done, or all of an
+    exited-0 job whose output never came off (the ledger voids that exit)."""
     if job.status == "finishing" and job.exit_code == 0:
         return job.job.ref_hours if sized(job.job) else None
     if job.status == "running" and job.delivery is not None and job.delivery.work_ref_h:

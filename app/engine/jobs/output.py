@@ -1,7 +1,5 @@
-"""A job's output (what it printed: its `log` on the host): the command that reads it there, and
-its last part kept on the controller's disk once the job ended (pulled when it settles, with its
-artifacts). `views.jobs.read_output` reads whichever there is. The text is the host's: whoever
-shows it cleans it first."""
+"""A job's output (its `log` on the host): the command that reads it, and its last part kept on the
+controller's disk once the job ended. Host text: whoever shows it cleans it first."""
 
 from __future__ import annotations
 

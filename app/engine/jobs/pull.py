@@ -1,13 +1,7 @@
-"""One artifact file off a host, streamed: the byte cap counted on what arrives, the sha256
-computed as it arrives, written 0600 to a part file renamed into place only when whole. And
-the folders a pull walks, bounded in everything the host controls.
-
-Why: a host's SFTP server reported a file as 10 bytes to the first `lstat`
-and then served 2.4 GB, pulled against a 2 GiB cap and recorded as ok, while a real 3-byte
-file was refused "over the cap"; the sha256 came from `read_bytes()` (the controller peaked
-at 2.47 GB), and a timed-out pull left its partial file behind. What the host says about a
-file's size decides nothing here.
-"""
+"""One artifact file off a host, streamed: the byte cap and the sha256 on what arrives, written 0600
+to a part file renamed into place only when whole; and the folders a pull walks, bounded. What
+the host says about a file's size decides nothing: a host reported 10 bytes to `lstat` and then
+served 2.4 GB."""
 
 from __future__ import annotations
 
@@ -34,8 +28,7 @@ class OverCap(Exception):
 
 
 def private_dirs(root: Path, leaf: Path) -> None:
-    """`leaf` and every folder between `root` and it made and kept 0700 (artifacts are the
-    operator's: a job's outputs, its checkpoints)."""
+    """`leaf` and every folder from `root` to it made and kept 0700: artifacts are private."""
     leaf.mkdir(parents=True, exist_ok=True, mode=0o700)
     here = leaf
     while True:
@@ -54,9 +47,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 async def stream_file(sftp: Any, remote: str, local: Path, budget: int) -> tuple[int, str]:
-    """Copy `remote` to `local` through `sftp` (asyncssh's client), at most `budget` bytes:
-    (bytes, sha256) once whole; OverCap past the budget. On any failure or cancel (the
-    pull's deadline) the part file is removed and `local` is left as it was."""
+    """Copy `remote` to `local`, at most `budget` bytes: (bytes, sha256) once whole; OverCap past
+    the budget. On any failure or cancel the part file is removed."""
     part = local.with_name(f".{local.name}.part")
     with contextlib.suppress(FileNotFoundError):
         part.unlink()  # a part left by a controller killed mid-pull
@@ -90,12 +82,9 @@ async def stream_file(sftp: Any, remote: str, local: Path, budget: int) -> tuple
     return got, digest.hexdigest()
 
 
-# What one pull's walk may take of a host's tree (every folder under `out/`
-# listed 400 sub-folders without end, and the walk kept every path it had yet to visit, so the
-# controller's memory grew with the square of the pull's length). Files and bytes have their
-# caps in core/artifact_room.py; these bound the rest: folders, depth, one path's length, a
-# name's, and the names listed over the whole walk. Past one of them the pull fails, with the
-# cap named; memory held is bounded by them, whatever the host serves.
+# What one pull's walk may take of a host's tree (a host can serve folders without end): files
+# and bytes are capped in core/artifact_room.py, these bound the rest, and so the memory held.
+# Past one of them the pull fails, naming the cap.
 PULL_MAX_FOLDERS = 5_000
 PULL_MAX_DEPTH = 32  # folders below an artifact's own
 PULL_MAX_PATH = 1024  # characters of a path under the job's folder
@@ -137,11 +126,9 @@ async def walk_tree(
     skip: Callable[[str], bool] = lambda rel: False,
     bounds: TreeBounds = PULL_BOUNDS,
 ) -> AsyncGenerator[tuple[str, str | None], None]:
-    """(path, None) for each regular file under the artifacts `tops` (paths relative to
-    `base`), (path, why) for each entry refused; folders walked breadth-first, each listing
-    read as it streams. The folders still to visit are the walk's only memory, and every
-    folder queued counts against `bounds.folders`, so it stays bounded. TreeRefused past a
-    cap. `skip(path)`: entries passed over in silence (rentwatch's own folder)."""
+    """(path, None) for each regular file under `tops`, (path, why) for each entry refused;
+    breadth-first, every folder queued counting against `bounds.folders`. TreeRefused past a cap.
+    `skip(path)`: entries passed over in silence."""
     seen = _Walked()
     queue: deque[tuple[str, int]] = deque()
     for rel in tops:

@@ -1,6 +1,5 @@
-"""Pulling a job's output off its host: its artifacts when it ends (only the files it wrote
-there: a shared workdir's earlier files are another job's), its checkpoint as it runs, each
-pull recorded in the ledger with its files' sizes and checksums, within the campaign's room."""
+"""Pulling a job's output off its host: its artifacts when it ends (only the files it wrote), its
+checkpoint as it runs, each pull recorded with sizes and checksums, within the campaign's room."""
 
 from __future__ import annotations
 

@@ -1,24 +1,12 @@
-"""What a retried job starts from: the checkpoint last pulled off its host, pushed back (or,
-on the same rental again, the state on its disk), and a moved job's newer work, copied off
-the rental an outbid paused.
+"""What a retried job starts from: the checkpoint last pulled off its host, pushed back (or, on the
+same rental again, the state on its disk), and a moved job's newer work, copied off the rental an
+outbid paused.
 
-An outbid kills the job at once, but the rental keeps its disk, and on it the state the job
-saved after the last checkpoint rentwatch pulled. Vast copies data between two instances even
-when the source is stopped (vast-ai/docs `guides/instances/storage/data-movement.mdx`; the
-CLI's `copy`, `PUT /api/v0/commands/copy_direct/`), so before the job starts on its next host
-that state is asked for, into a folder of the job's own there, and the job waits for it.
-
-The market only says a copy has begun; its end shows in the destination's status bar, in words
-no source gives. So the copied folder is looked at over SSH at each job check: there, and the
-same at two looks `RESCUE_SETTLE_S` apart, it is in, and goes into the checkpoint's place.
-Past `RESCUE_WAIT_S`, or on any refusal, the job starts from the checkpoint that was pulled.
-A copy runs over SSH between the two hosts (data-movement.mdx: copies "use ssh
-authentication"), so none is asked off a host without open ports (its offer's
-`direct_port_count` 0: the market's "Remote instance does not have an open port") or one seen
-offline, and a wait ends as soon as the source is seen offline: the job starts from the pulled
-checkpoint at once, the ledger saying why.
-Paths are the container's: the next host's `$HOME`, which a copy of one image shares.
-"""
+Vast copies between instances even from a stopped one (vast-ai/docs `data-movement.mdx`, `PUT
+/api/v0/commands/copy_direct/`), but says only that a copy began, so the copied folder is looked
+at over SSH each job check until it is the same at two looks `RESCUE_SETTLE_S` apart. A copy runs
+over SSH between the hosts, so none is asked off a host without open ports or seen offline. Past
+`RESCUE_WAIT_S`, or on any refusal, the job starts from the pulled checkpoint."""
 
 from __future__ import annotations
 
@@ -109,9 +97,8 @@ class Rescues:
         self.last_host: dict[str, int] = {}  # job name -> the instance it last started on
 
     async def push_pulled(self, a: Attempt, job: JobState, src: Path, now: float) -> None:
-        """A retried job starts from the last checkpoint pulled off its previous host, pushed
-        back under its folder; on the same rental again (resumed after an outbid) from the
-        state on its disk, newer than the pulled copy, which would overwrite it."""
+        """A retried job starts from the last checkpoint pulled, pushed back under its folder; on
+        the same rental again from the newer state on its disk."""
         if not src.exists():
             return
         if self.last_host.get(job.name) == a.instance_id:
@@ -276,8 +263,7 @@ class Rescues:
         return said
 
     async def step(self, a: Attempt, job: JobState, now: float) -> bool:
-        """One look at a copy under way. True: done with it (landed, or given up), the job
-        may start; False: still waiting."""
+        """One look at a copy under way. True: done with it (landed or given up); False: waiting."""
         c = self.copying[job.name]
         folder = landing(job.job)
         try:

@@ -1,9 +1,6 @@
 """A campaign's jobs after a controller restart, from its ledger: finished jobs stay finished,
-started ones are re-attached to their hosts, and one that exited but whose artifacts never came
-off its host is finishing again (its output is still on that disk, and the campaign is not done
-without it: `JobWork._settle` pulls it, or `reap` requeues it if the host is gone). One that
-settled without them (its pulls all failed, or its host took a next job) stays settled. A row
-the ledger holds in a shape no rentwatch writes (a number that is not one) reads as missing."""
+started ones are re-attached, and one that exited with its artifacts still on its host is
+finishing again. A row in a shape no rentwatch writes reads as missing."""
 
 from __future__ import annotations
 

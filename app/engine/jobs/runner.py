@@ -1,6 +1,5 @@
-"""Running jobs on hosts: detached (they survive a dropped SSH session or a controller restart),
-their state read back from files on the host, artifacts pulled off over SFTP with checksums.
-Nothing secret is sent: a job's environment was checked when the campaign was read."""
+"""Running jobs on hosts: detached (they survive a dropped session or a restart), their state read
+back from files on the host, artifacts pulled over SFTP with checksums."""
 
 from __future__ import annotations
 
@@ -45,9 +44,8 @@ def job_dir(name: str) -> str:
 
 
 def job_env(job: Job) -> dict[str, str]:
-    """What a job finds in its environment besides its own `env` (docs/campaigns.md, "What a
-    job sees"): its folder, the file it may write its progress to (a fraction, 0 to 1), and
-    for a sized job its size. Values are shell words, expanded on the host ($HOME)."""
+    """What a job finds in its environment besides its own `env` (docs/campaigns.md): its folder,
+    its progress file and, for a sized job, its size. Values are shell words."""
     home_dir = '"' + job_dir(job.name).replace("~", "$HOME", 1) + '"'
     env = {
         "RENTWATCH_JOB_DIR": home_dir,
@@ -62,8 +60,7 @@ def job_env(job: Job) -> dict[str, str]:
 
 
 def checkpoint_path(job: Job) -> str:
-    """The job's checkpoint on the host: absolute, or from the login folder ($HOME), where a
-    relative workdir starts."""
+    """The job's checkpoint on the host: absolute, or from $HOME (as a relative workdir)."""
     assert job.checkpoint is not None
     return home_path(job.workdir, job.checkpoint.rstrip("/"))
 
@@ -76,11 +73,9 @@ def checkpoint_word(job: Job) -> str:
 
 
 def stale_command(job: Job) -> str:
-    """The job's artifact files on this host that nothing changed since the job first started
-    here (its `started` mark, touched at launch), NUL-separated: another job's, left in a shared
-    workdir. By change time (ctime), which `tar x`, `cp -p` or a download that keeps a server's
-    date cannot set back, not by mtime, which they do. Nothing where there is no mark (a job
-    launched by an older rentwatch): then every file is the job's."""
+    """The job's artifact files on this host unchanged since the job first started here: another
+    job's, in a shared workdir. By ctime, which `tar x` or `cp -p` cannot set back, unlike mtime.
+    Nothing where there is no mark."""
     mark = f"{job_dir(job.name)}/started"
     paths = " ".join(shlex.quote(safe_relative(a.rstrip("/") or ".")) for a in job.artifacts)
     return (
@@ -103,12 +98,9 @@ TICK_WAIT = "{ sleep 0.02 2>/dev/null || sleep 1; }"
 
 
 def launch_command(job: Job, first: bool = True) -> str:
-    """Start the job detached; its exit code lands in a file when it ends. A host may hold a
-    finished job's completion by a FIFO named `hold` in the job's folder (the exit waits for its
-    end of file): the simulated host holds a sized job there until its compute is delivered; a
-    real host has none, and a job that failed is never held. A first attempt marks its start
-    afresh (a reused rental may hold an earlier campaign's run of this job); a retry keeps the
-    mark where one is, so what an earlier attempt of this job wrote there is still its own."""
+    """Start the job detached; its exit code lands in a file when it ends. A FIFO named `hold` in
+    its folder holds a finished job's exit (the simulated host's way of billing a sized job's
+    compute). A first attempt marks its start afresh; a retry keeps the mark."""
     d = job_dir(job.name)
     touch = f"touch {d}/started && {TICK_WAIT}"
     mark = touch if first else f"{{ [ -f {d}/started ] || {{ {touch}; }}; }}"
@@ -148,8 +140,7 @@ class JobStatus:
 
 
 def parse_progress(text: str) -> float | None:
-    """A progress file's fraction: a number from 0 to 1 (a percentage over 1 is read as one,
-    up to 100); anything else is no reading."""
+    """A progress file's fraction from 0 to 1 (a percentage up to 100 is read as one), else None."""
     try:
         value = float(text.strip().rstrip("%"))
     except ValueError:
@@ -206,14 +197,9 @@ async def fetch_artifacts(
     stale: frozenset[str] = frozenset(),
     bounds: TreeBounds = PULL_BOUNDS,
 ) -> list[dict[str, object]]:
-    """Pull each artifact (file or folder) off the host; regular files only, never through a
-    symlink, never outside `dest_root`. Returns one record per file with size and sha256.
-    Folders are walked breadth-first within `bounds` (pull.py): a tree past them fails the
-    pull (TreeRefused).
-    Each file is streamed (pull.py): the cap on `max_bytes` and `max_files` counts what
-    arrives, not what the host's lstat says; folders are 0700, files 0600. A file in `stale`
-    (`stale_command`: unchanged since the job started on this host) is left there and
-    recorded as another's."""
+    """Pull each artifact off the host: regular files only, never through a symlink, never outside
+    `dest_root`; one record per file with size and sha256. Folders are walked within `bounds`,
+    each file streamed under the caps (pull.py); a file in `stale` is left there."""
     private_dirs(dest_root, dest_root)
     out: list[dict[str, object]] = []
     refused = 0  # refusals past the first MAX_REFUSALS are counted, not each recorded

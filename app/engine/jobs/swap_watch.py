@@ -1,8 +1,6 @@
-"""The slow clock of each proven host (`core.worth.swap`): once a minute of market time, while sized
-jobs are queued, each host in service is priced per delivered reference GPU-hour for the work a
-host still has to take on (its measured speed, its price) against a fresh create from the offers
-at hand (boot and duds in); the clock starts, stands or clears by the rule's hysteresis. The
-rules stop a host slow for long enough once its job is done; the dispatch gives it no more."""
+"""The slow clock of each proven host (`core.worth.swap`): once a market minute while sized jobs are
+queued, each host in service priced against a fresh create, the clock started, held or cleared by
+the rule's hysteresis."""
 
 from __future__ import annotations
 
@@ -67,9 +65,8 @@ class SwapWatch:
                 self.slow[a.instance_id] = slow
 
     def rate(self, a: Attempt, work: WorkOutlook) -> float:
-        """Reference GPU-hours an hour this host delivers, as best measured: its running job's
-        delivery, else its jobs' speed in the ledger, else its preflight's speed less the
-        throttling seen, else its model's at the prior share."""
+        """Reference GPU-hours an hour this host delivers, as best measured: its running job's, else
+        the ledger's, else its preflight's less throttling, else its model's."""
         job = self.queue.on(a.instance_id)
         d = job.delivery if job is not None else None
         if d is not None and d.source == "progress" and d.tflops:

@@ -1,7 +1,5 @@
-"""The campaign's `upload`: the operator's local files and folders, pushed over SFTP into a
-job's folder on a proven host before the first job there (a first real
-campaign had no way to get its code onto the host). Regular files only, never through a
-symlink; each file's sha256 is computed from what was read and sent, and goes to the ledger."""
+"""The campaign's `upload`: the operator's files pushed over SFTP into a job's folder on a proven
+host before its first job there; regular files only, each sha256 in the ledger."""
 
 from __future__ import annotations
 
@@ -32,9 +30,7 @@ class UploadError(RentwatchError):
 
 
 def local_files(paths: Sequence[str]) -> Iterator[tuple[Path, str]]:
-    """(local file, its path under the job folder) for each upload: a file lands under its
-    own name, a folder under its name with what is below it. Symlinks, dotfiles and
-    dot-folders inside a folder are skipped (upload_rule.py)."""
+    """(local file, its path under the job folder) for each upload, by the upload rule."""
     for raw in paths:
         top = Path(raw)
         if top.is_symlink() or not top.exists():

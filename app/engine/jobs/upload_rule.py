@@ -1,14 +1,8 @@
 """The upload rule: what a campaign's `upload` may send to a stranger's host.
 
-A campaign file may come from someone else (a shared sweep, a colleague's repository), and its
-`upload` list is pushed to every proven host. So each path must resolve (symlinks resolved,
-`..` followed) inside the upload root: the campaign file's folder, or the folder the operator
-names with `--upload-root`. Nothing hidden goes (a name starting with a dot anywhere under the
-root: `.ssh`, `.env`, `.aws`), and no private key, wherever it sits: rentwatch's own SSH key,
-a file named as OpenSSH names its keys, or any file whose first bytes say it is a private key.
-A named path that breaks the rule is a campaign error naming it; inside an uploaded folder,
-dotfiles and linked entries are skipped and a key is refused.
-"""
+A campaign file may come from someone else, so each path must resolve inside the upload root (the
+campaign file's folder, or `--upload-root`); nothing hidden goes, and no private key (rentwatch's
+own, one named as OpenSSH names them, or one whose first bytes say so)."""
 
 from __future__ import annotations
 
@@ -50,8 +44,7 @@ def _is_own_key(path: Path, own_keys: Iterable[Path]) -> bool:
 
 
 def folder_files(top: Path) -> Iterator[Path]:
-    """The regular files under `top` that an upload sends: no symlink followed or sent, no
-    dotfile or dot-folder entered."""
+    """The regular files under `top` an upload sends: no symlink followed, no dot-entry entered."""
     for folder, subs, names in os.walk(top):  # a linked folder is never entered
         subs[:] = sorted(s for s in subs if not s.startswith("."))
         for name in sorted(names):

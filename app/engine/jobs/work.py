@@ -1,6 +1,5 @@
-"""Jobs on proven hosts (hold and batch): dispatch, look in, time out, requeue when the host
-leaves service, pull artifacts and checkpoints off the box, push a checkpoint to a retry, and
-re-attach what a restart finds in the ledger."""
+"""Jobs on proven hosts (hold and batch): dispatch, look in, time out, requeue, pull artifacts and
+checkpoints, push a checkpoint to a retry, and re-attach what a restart finds."""
 
 from __future__ import annotations
 
@@ -364,10 +363,9 @@ class JobWork:
         await self._settle(a, job)
 
     async def _settle(self, a: Attempt, job: JobState) -> None:
-        """An exited job's end: its artifacts off the box, then done (or failed, by its exit).
-        A pull that failed is tried again at the next looks, and past PULL_TRIES the job settles
-        without them (the ledger has each failure); a host that leaves service first (or stops
-        mid-pull) takes the job back to the queue (`reap`): its output went with the host."""
+        """An exited job's end: its artifacts off the box, then done or failed by its exit. A failed
+        pull is retried, up to PULL_TRIES; a host that leaves service first takes the job back to
+        the queue (`reap`)."""
         if (job.name, job.attempts) not in self._log_kept:  # its output, once per end
             self._log_kept.add((job.name, job.attempts))
             await pull_log(self.link, self.journal, self.pulls.artifacts_root, a, job.job)
@@ -386,9 +384,8 @@ class JobWork:
         self.queue.finished(job, code, self.clock.now())
 
     async def look(self, a: Attempt, job: JobState) -> JobStatus:
-        """The job's state on its host. A session cut before the host answered (no exit status,
-        or nothing printed: the status command always prints its state first) is no answer, not
-        "the process is gone": it raises SSHFailure like a refused connection does."""
+        """The job's state on its host; a session cut before an answer raises SSHFailure, not
+        "gone"."""
         res = await self.link.run(a, status_command(job.job))
         if res.exit_status is None or not res.stdout.strip():
             raise SSHFailure(

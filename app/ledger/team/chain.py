@@ -62,10 +62,9 @@ def verify(
     rows: Iterable[tuple[Sequence[Any], str, str, str]],
     shipped_to: int = 0,
 ) -> list[Finding]:
-    """Check one ledger's chain as the store holds it. Each row: (fields in `FIELDS` order,
-    previous hash, hash, the operator the row names), in `seq` order. `shipped_to` is the
-    furthest event its controller said it shipped (its heartbeats): the store must hold up to
-    there. Each finding names the event; one edit names one event, not all after it."""
+    """Check one ledger's chain as the store holds it (rows in `seq` order). `shipped_to` is the
+    furthest event its controller said it shipped: the store must hold up to there. One edit
+    names one event, not all after it."""
     out: list[Finding] = []
     last_seq, last_hash = 0, GENESIS
 
@@ -98,11 +97,9 @@ def compare(
     local: Iterable[Sequence[Any]],
     stored: dict[int, tuple[str, str]],
 ) -> tuple[list[Finding], int]:
-    """A ledger's own events (fields in `FIELDS` order, oldest first) against what the store
-    holds for it (seq -> (hash, the operator it was shipped as; `operator` for the rest)): the
-    events whose stored hash is not the one this ledger's
-    chain gives (`differs`: the store's copy was rewritten, hash and all), those the store holds
-    and this ledger never wrote (`foreign`), and how many of the ledger's are not shipped yet."""
+    """A ledger's own events against what the store holds for it: those whose stored hash is not
+    this chain's (`differs`), those the store holds that this ledger never wrote (`foreign`), and
+    how many are not shipped yet."""
     out: list[Finding] = []
     prev, seen, unshipped = GENESIS, set(), 0
     for row in local:

@@ -1,11 +1,6 @@
-"""Where the team store is and who this controller is: the URL (`--team URL` or `[team] url` in
-the user's config file), the operator's name (`--operator NAME`, `[team] operator`, else the
-user's login name), and the password.
-
-The password never travels on a command line, in the ledger, a log or a notice: a URL that
-carries one is refused. It comes from libpq's own sources (`PGPASSWORD`, the passfile
-`~/.pgpass` or `PGPASSFILE`), or from a file of the operator's (`--team-password-file`,
-`[team] password_file`) that only its owner may read (mode 0600 or stricter)."""
+"""Where the team store is and who this controller is: the URL, the operator's name, the password.
+The password never travels on a command line, in the ledger, a log or a notice (a URL carrying
+one is refused): it comes from libpq's sources or an owner-only (0600) file."""
 
 from __future__ import annotations
 
@@ -34,15 +29,13 @@ class TeamConfig:
     password_file: Path | None = None
 
     def connect_kwargs(self) -> dict[str, Any]:
-        """What `psycopg.connect` needs beside the URL: the password from the operator's file
-        (libpq reads PGPASSWORD and the passfile itself)."""
+        """What `psycopg.connect` needs beside the URL: the password from the operator's file."""
         if self.password_file is None:
             return {}
         return {"password": read_password_file(self.password_file)}
 
     def shown(self) -> str:
-        """The URL as logs and screens show it (it carries no password: `parse_url` refused
-        one)."""
+        """The URL as logs and screens show it (`parse_url` refused one carrying a password)."""
         return self.url
 
 
@@ -130,8 +123,7 @@ def resolve(
     password_file: str | None,
     section: Mapping[str, str],
 ) -> TeamConfig | None:
-    """The team this run joins: the flags win over the config file's `[team]` table; None when
-    neither names a URL."""
+    """The team this run joins: the flags over the config file's `[team]`; None without a URL."""
     url = url or section.get("url")
     if not url:
         if operator or password_file:

@@ -1,11 +1,6 @@
-"""The team store's schema in PostgreSQL, versioned (`rentwatch.migrations` holds the versions
-applied), and its roles. `rentwatch team init URL`, run as a role that may create schemas and
-roles (the store's owner), applies what is missing and makes the controller role.
-
-The controller role may SELECT and INSERT, never UPDATE, DELETE or TRUNCATE: each ledger's
-events are append-only in the store as they are in the ledger. A trigger stamps each event
-with the database user who inserted it and refuses one that does not follow its ledger's
-previous event (a gap or a fork); the hash chain (`chain.py`) names what the owner edits."""
+"""The team store's schema in PostgreSQL, versioned, and its roles (`rentwatch team init URL`). The
+controller role may SELECT and INSERT, never UPDATE, DELETE or TRUNCATE; a trigger stamps each
+event's inserting user and refuses a gap or a fork in a ledger's events."""
 
 from __future__ import annotations
 

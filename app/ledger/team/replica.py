@@ -1,18 +1,10 @@
 """The team's events inside the local DuckDB ledger, so every read keeps DuckDB's SQL.
 
-`team_events` holds what the sync pulled from the store: the teammates' events, each ledger's
-in order, each event once. The `team` schema holds the ledger's own views again (`instances`,
-`hosts`, `quarantine`, ...) over `team.events`, the union of this ledger's events and its
-teammates' on the same market, with an `operator` column. The engine reads its record of
-machines, GPU models and quarantines with the teammates' duds and quarantines added when the
-controller is part of a team (`Ledger.memory()`), as of the sync's last pull; everything that acts on rentals (holdings, recovery, the receipt) keeps
-reading this ledger's own events.
-
-In the union each event keeps a unique `seq`: a teammate's is its ledger's number in this
-replica times 2^40 plus its own seq (the order within a ledger holds; across ledgers, seq
-orders nothing). A teammate's events count only for the campaigns it ran on this
-controller's market (their `campaign_start` names it): a machine id of another market (a
-teammate's demo) is another machine."""
+`team_events` holds the teammates' events; the `team` schema holds the ledger's views again over
+the union, with an `operator` column. The engine's record of machines counts the teammates' duds
+and quarantines; everything that acts on rentals reads this ledger's own events. A teammate's seq
+is its ledger's number times 2^40 plus its own, and its events count only for campaigns on this
+controller's market."""
 
 from __future__ import annotations
 
@@ -114,8 +106,7 @@ _EXCUSED = """instance_id NOT IN (SELECT instance_id FROM events WHERE kind = 'a
 
 
 def _finite(x: Any) -> float:
-    """A teammate's figure as the ranking may use it: a number, finite, not negative (their
-    ledger is evidence, as a market's answer is)."""
+    """A teammate's figure as the ranking may use it: finite and not negative, else None."""
     v = float(x or 0)
     return v if math.isfinite(v) and v > 0 else 0.0
 
@@ -140,10 +131,8 @@ def _market_of(detail: Any) -> str:
 
 @dataclass(frozen=True)
 class TeamEvidence:
-    """What the teammates' events say against machines and models, as of the last pull: it can
-    only count against one (their duds and quarantines, never their successes or speeds), so
-    a teammate's ledger lowers a machine's odds and never raises them, nor makes one of this
-    controller's hosts look slow enough to replace."""
+    """What the teammates' events say against machines and models: only ever against one, so a
+    teammate's ledger lowers a machine's odds and never raises them."""
 
     machine_duds: dict[int, tuple[int, float]] = field(default_factory=dict)  # n, mean USD
     model_duds: dict[str, tuple[int, float]] = field(default_factory=dict)  # n, minutes lived
@@ -158,9 +147,8 @@ class TeamEvidence:
 
 
 class Replica:
-    """The team's side of one ledger file; `con` and `lock` are the ledger's own. The sync's
-    thread writes it (`add`) and reads the evidence (`refresh`, on a cursor of its own, so a
-    read never holds the ledger's lock); the engine reads `evidence`, as last computed."""
+    """The team's side of one ledger file; `con` and `lock` are the ledger's own. The sync's thread
+    writes it and reads the evidence on a cursor of its own; the engine reads `evidence`."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, lock: threading.RLock) -> None:
         self._con = con
@@ -183,8 +171,7 @@ class Replica:
 
     def join(self, operator: str, market: str | None, every_market: bool = False) -> None:
         """Whose this ledger's events are and which market its teammates' must share (with
-        `every_market`, none: the whole store, as `rentwatch ledger --team` reads it); the
-        `team` and `mates` views made (again, so this rentwatch's own views are read)."""
+        `every_market`, none); the `team` and `mates` views made."""
         with self._lock:
             for key, value in (("team_operator", operator), ("team_market", market or "")):
                 self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
@@ -264,9 +251,8 @@ class Replica:
         return int(row[0]) if row else 0
 
     def refresh(self, records: bool = True) -> TeamEvidence:
-        """Read the teammates' evidence again (after a pull brought events): their quarantines
-        (a cheap read), and with `records` their duds per machine and model (the `instances`
-        view over their events: a cost that grows with them, so the sync spaces it out)."""
+        """Read the teammates' evidence again: their quarantines, and with `records` their duds per
+        machine and model (a cost that grows, so the sync spaces it out)."""
         if self._cur is None:
             with self._lock:
                 self._cur = self._con.cursor()

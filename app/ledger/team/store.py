@@ -1,8 +1,6 @@
-"""The team store over psycopg 3: what a controller ships (its ledger's events, hash-chained,
-each once), what it pulls (its teammates' events, per ledger in order), its heartbeats, and
-what `rentwatch reconcile --team` and `rentwatch ls --team` read. Every call raises
-`StoreUnavailable` when the server cannot be reached or answers too slowly, with the driver's
-message and never the password."""
+"""The team store over psycopg 3: what a controller ships, what it pulls, its heartbeats, and what
+`reconcile --team` and `ls --team` read. Every call raises `StoreUnavailable` when the server is
+unreachable or slow, with the driver's message and never the password."""
 
 from __future__ import annotations
 
@@ -192,9 +190,7 @@ class TeamStore:
         operator: str,
         rows: Sequence[tuple[Sequence[Any], str, str]],
     ) -> None:
-        """Store events (fields in `chain.FIELDS` order, previous hash, hash), in one
-        transaction: all or none. An event already there is left as it is (the same event
-        shipped again after a crash between the commit and the ship's end)."""
+        """Store events in one transaction; one already there (sent again after a crash) is kept."""
         marks = ", ".join(["%s"] * (len(FIELDS) + 4))
         with self._tx() as cur:
             cur.execute(
@@ -243,8 +239,8 @@ class TeamStore:
 
     # -- what the team reads -------------------------------------------------------------
     def live_controllers(self, live_s: float = LIVE_S) -> list[Controller]:
-        """The controllers whose latest heartbeat is recent (the server's clock) and did not
-        say it ended."""
+        """Controllers whose latest heartbeat is recent (the server's clock) and did not say it
+        ended."""
         with self._tx() as cur:
             cur.execute(
                 f"""SELECT operator, campaign, host, pid, extract(epoch FROM at), ledger_id,

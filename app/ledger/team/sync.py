@@ -1,11 +1,6 @@
-"""A controller's team sync: a thread of its own that ships the ledger's new events to the store
-(each once, in order, hash-chained), pulls its teammates' into the replica, and beats its
-heartbeat. Nothing the engine does waits on it: a poll reads the replica as it stands.
-
-The store may be down, slow or restarted at any moment: a round that fails changes nothing
-(a ship is one transaction), the campaign goes on on its ledger, and the next round, after a
-back-off, starts from what the store says it holds. A controller killed mid-ship loses
-nothing either: its events are in its ledger, and the next run ships from the store's head."""
+"""A controller's team sync: a thread that ships the ledger's new events, pulls its teammates' into
+the replica and beats its heartbeat; nothing the engine does waits on it. A failed round changes
+nothing (a ship is one transaction) and the next starts from what the store says it holds."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""A second, minimal marketplace: one account held in memory, for the engine's unit tests. A
-clock its owner moves, offers and instances its owner writes, and answers it can make fail, go
-missing or lie.
-
-It keeps the contract the protocol documents (errors, `Acted`, `CreateResult`, the on-try
-callback, an interruptible tier, copies between instances) and nothing of Vast's: the engine
-runs on it unchanged, which is what shows the `Market` seam holds."""
+"""A second, minimal marketplace: one account held in memory, for the engine's unit tests, whose
+clock, offers, instances and failures its owner controls. It keeps the protocol's contract and
+nothing of Vast's: the engine runs on it unchanged, which shows the `Market` seam holds."""
 
 from __future__ import annotations
 

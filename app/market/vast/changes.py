@@ -1,10 +1,5 @@
-"""Changes to an instance that already exists: stop, start, relabel and destroy, each said
-again until the market confirms it and dated to when it took effect, and a new bid price.
-
-An answer lost to a timeout may hide a change that did happen, so a change confirmed by a
-later try is dated to the first unanswered try; `on_try` hears of each try as it goes out, so
-the ledger can date the change even when this process dies waiting for the answer.
-"""
+"""Changes to an instance that already exists: stop, start, relabel and destroy, each said again
+until the market confirms it and dated to when it took effect, and a new bid price."""
 
 from __future__ import annotations
 
@@ -23,16 +18,10 @@ class StateChanges(Transport):
     ) -> Acted:
         """Say a state change until the market confirms it, and work out when it took effect.
 
-        A garbled 2xx answer means the market acted (its clock header still reads). An answer
-        lost to a timeout may hide an action that did happen: when a later try confirms the
-        change (or a destroy finds the instance already gone), the change is dated to when the
-        first unanswered try was sent, since a market acts on a request as it arrives. So the
-        ledger bills what the market bills even when answers are lost.
-
-        `on_try(sent_at, previous)` is told of each try as it goes out, with what became of the
-        try before it ("refused" or "lost"): written down, it dates the change even when this
-        process dies before the answer comes (see Supervisor.reconcile).
-        """
+        A garbled 2xx means the market acted. A market acts on a request as it arrives, so a
+        change a later try confirms is dated to the first unanswered try, and the ledger bills
+        what the market bills. `on_try(sent_at, previous)` hears each try as it goes out, so the
+        change can be dated even if this process dies waiting (Supervisor.reconcile)."""
         first_unanswered: float | None = None
         previous: str | None = None
         delay = self.backoff
@@ -90,13 +79,10 @@ class StateChanges(Transport):
         )
 
     async def change_bid(self, instance_id: int, price: float | None, num_gpus: int = 1) -> None:
-        """`PUT /api/v0/instances/bid_price/{id}/` with `{"client_id": "me", "price": P}`
-        (openapi.yaml change bid; the CLI's `change bid`). P is the machine's price, all its
-        GPUs ("per machine bid price in $/hour", the CLI's `--price`; the CLI then prints "Per
-        gpu bid price changed", which the API's cap contradicts): from $0.001/h to 32.0 x its
-        number of GPUs (`change_bid.yaml` x-input-validation). None sends `"price": null`,
-        as the CLI does with no `--price`: the market bids "a winning bid price". Raises
-        NotFound for an instance no longer there, ApiError for a refused price."""
+        """`PUT /api/v0/instances/bid_price/{id}/` (openapi.yaml change bid; the CLI's `change
+        bid`). P is the machine's price, all its GPUs, from $0.001/h to 32.0 x its GPUs
+        (`change_bid.yaml`); None sends `"price": null`: "a winning bid price". Raises NotFound
+        for an instance gone, ApiError for a refused price."""
         cap = 32.0 * max(1, num_gpus)
         if price is not None and not 0.001 <= price <= cap:
             raise ValueError(f"a bid on {num_gpus} GPU(s) is $0.001-{cap:g}/h, not {price!r}")
@@ -108,15 +94,10 @@ class StateChanges(Transport):
         )
 
     async def copy_between(self, src_id: int, src_path: str, dst_id: int, dst_path: str) -> None:
-        """`PUT /api/v0/commands/copy_direct/` with `{"client_id": "me", "src_id", "dst_id",
-        "src_path", "dst_path"}` (vast-ai/docs `api-reference/openapi/yaml/copy.yaml`; the CLI's
-        `copy` between two instances, which sends the ids as given). Answered `{"success":
-        true, "msg": ...}` once the copy is under way; an answer with `success` false is a
-        refusal (ApiError 400) carrying the market's `msg`, as the CLI prints it.
-
-        Not idempotent: each ask starts a transfer that bills bandwidth on both machines. So
-        only a 429 (not acted on) is asked again; a lost answer (AnswerLost) or a 5xx is raised
-        after one try, for the caller to treat as a copy that may be under way."""
+        """`PUT /api/v0/commands/copy_direct/` (vast-ai/docs `copy.yaml`; the CLI's `copy`):
+        `success` false is a refusal (ApiError 400) with the market's `msg`. Not idempotent (each
+        ask bills a transfer), so only a 429 is asked again; a lost answer or a 5xx is raised
+        after one try, as a copy that may be under way."""
         for path in (src_path, dst_path):
             if not path.startswith("/") or "\0" in path:
                 raise ValueError(f"a copy's path is absolute in the container, not {path!r}")
@@ -134,13 +115,10 @@ class StateChanges(Transport):
             raise ApiError(400, str(data.get("error") or "copy_refused"), str(data.get("msg")))
 
     async def cancel_copies_to(self, dst_id: int) -> None:
-        """`DELETE /api/v0/commands/copy_direct/` with `{"client_id": "me", "dst_id"}` (vast-ai/docs
-        `api-reference/openapi/yaml/auto_delete_api_v0_commands_copy_direct_6443b6.yaml`, "Cancel
-        Direct Copy", x-rateLimit 3.5; the CLI's `cancel copy DST`, which cancels every copy
-        into DST). Answered `{"success": true}` once the cancel is sent; `success` false (or
-        the documented 400 `invalid_args`, "Invalid dst_id." or "Remote instance does not
-        have an open port") is a refusal, ApiError. Asking twice cancels nothing twice, so it
-        is retried like any idempotent call."""
+        """`DELETE /api/v0/commands/copy_direct/` (vast-ai/docs
+        `auto_delete_api_v0_commands_copy_direct_6443b6.yaml`; the CLI's `cancel copy DST`):
+        cancels every copy into `dst_id`; `success` false or a 400 is a refusal, ApiError.
+        Idempotent, so retried like any idempotent call."""
         body = {"client_id": "me", "dst_id": str(int(dst_id))}
         data = await self._request(
             "DELETE", "/api/v0/commands/copy_direct/", kind="copy", body=body

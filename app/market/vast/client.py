@@ -1,15 +1,6 @@
-"""The async marketplace client: the Vast.ai REST subset, typed results, retries that respect
-the API's documented pacing, and creates that are never duplicated by a retry.
-
-`list_instances()` pages through `/api/v1/instances/`; `list_page()` reads one page, with the
-official CLI's filters, which the engine's poll plan (`app/cadence.py`) uses to ask often about
-the instances that need it and seldom about the rest. The API key is held here and nowhere else; it never appears in a repr,
-a log line or an exception message.
-
-Every call has one total deadline (connect, send and the whole answer read) and a cap on the
-answer's size, so a market that trickles or floods cannot hold the controller. A bad row in a
-list costs that row (skipped, counted with its id in `bad_rows`), never the whole answer.
-"""
+"""The async Vast.ai client: the REST subset, typed results, retries that respect the API's
+documented pacing, and creates that are never duplicated by a retry. A bad row in a list costs
+that row (counted in `bad_rows`), never the whole answer."""
 
 from __future__ import annotations
 
@@ -53,9 +44,7 @@ def select_filters(where: ListFilter | None) -> dict[str, Any]:
 
 
 class VastClient(StateChanges, PriceIncreases):
-    """The Vast.ai endpoints rentwatch uses, each a typed call over the paced transport (the
-    changes to an existing instance come from `StateChanges`, changes.py; a host's price
-    increases from `PriceIncreases`, price_increases.py)."""
+    """The Vast.ai endpoints rentwatch uses, each a typed call over the paced transport."""
 
     caps = Capabilities(paging=True, bids=True, copies=True, market_clock=True, charges=True)
 
@@ -69,9 +58,8 @@ class VastClient(StateChanges, PriceIncreases):
         storage_gb: float = 10.0,
         rental: str = "on-demand",
     ) -> list[Offer]:
-        """Offers of one tier: `rental` "interruptible" searches `type: "bid"` (the OpenAPI's
-        enum: ondemand, bid, reserved; the CLI maps interruptible to bid), whose offers are
-        priced at their `min_bid`; anything else the CLI's `on-demand`."""
+        """Offers of one tier: `rental` "interruptible" searches `type: "bid"` (the OpenAPI's enum;
+        the CLI maps interruptible to bid), priced at `min_bid`; anything else `on-demand`."""
         # the query's own terms win; {} (the campaign's `field=any`) is no filter at all
         body: dict[str, Any] = {k: v for k, v in {**OFFER_DEFAULTS, **query}.items() if v != {}}
         body["order"] = order or [["dph_total", "asc"]]
@@ -95,10 +83,8 @@ class VastClient(StateChanges, PriceIncreases):
     async def list_instances(
         self, page_size: int = PAGE_SIZE, where: ListFilter | None = None
     ) -> list[Instance]:
-        """Every instance of the account (or those `where` picks), following next_token in
-        pages of at most 25, the
-        documented maximum. A row that cannot be read is skipped and noted in `bad_rows` (with
-        its id when it has one); the rest of the fleet is kept."""
+        """Every instance of the account (or those `where` picks), in pages of at most 25 (the
+        documented maximum); an unreadable row is skipped and noted in `bad_rows`."""
         out: list[Instance] = []
         token: str | None = None
         for _ in range(10_000):
@@ -114,10 +100,8 @@ class VastClient(StateChanges, PriceIncreases):
         after_token: str | None = None,
         page_size: int = PAGE_SIZE,
     ) -> tuple[list[Instance], str | None]:
-        """One page of the list (by id, ascending) and the token of the next (None: the last).
-        The filter is sent as `vastai show instances` sends its own (vastai 1.9.1
-        `cli/commands/instances.py` show__instances: `{"actual_status": {"in": [...]}}`,
-        `{"label": {"in": [...]}}`), so a real market serves it."""
+        """One page of the list (by id) and the next token (None: the last). The filter is sent as
+        `vastai show instances` sends its own (vastai 1.9.1 `cli/commands/instances.py`)."""
         params: dict[str, Any] = {
             "select_filters": json.dumps(select_filters(where)),
             "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
@@ -174,16 +158,12 @@ class VastClient(StateChanges, PriceIncreases):
         exact_label: bool = False,
         price: float | None = None,
     ) -> CreateResult:
-        """Rent an offer. The label carries a unique tag, so after an answer that got lost
-        (timeout, 5xx, garbled body) the instance list tells whether the create happened; it is
-        retried only when it did not.
+        """Rent an offer. The label carries a unique tag, so after a lost answer the instance list
+        tells whether the create happened; it is retried only when it did not.
 
-        With `price`, an interruptible rental at that bid ($/h): "Bid price per machine ...
-        Only for interruptible instances" (openapi.yaml createInstance; the CLI's
-        `--bid_price`, dstack and SkyPilot send it as `price`). Without it the rental is
-        on-demand, and the answer does not say which one was made (vast-cli PR #403). A bid
-        under min_bid still makes an instance, created stopped, the error naming it: the
-        result carries it with `refused` set."""
+        With `price`, an interruptible rental at that bid (openapi.yaml createInstance; the CLI's
+        `--bid_price`); without it on-demand, and the answer does not say which was made
+        (vast-cli PR #403). A bid under min_bid still makes a stopped instance: `refused` set."""
         if not (exact_label and label):
             tag = f"rw-{secrets.token_hex(5)}"
             label = f"{label}:{tag}" if label else tag
@@ -281,9 +261,7 @@ class VastClient(StateChanges, PriceIncreases):
     async def charges(
         self, start: float, end: float, *, page_size: int = 100
     ) -> list[dict[str, Any]]:
-        """The market's own instance charges between two epoch times, every page: the rows
-        `vastai show invoices-v1 --charges -ct instance` reads (`type`, `source` such as
-        "instance-1234", `amount` in USD, `start`, `end`, sub-`items`)."""
+        """The market's instance charges between two epoch times, every page (`invoices-v1`)."""
         params: dict[str, Any] = {
             "select_filters": json.dumps(
                 {"day": {"gte": int(start), "lte": int(end) + 1}, "type": {"in": ["instance"]}}

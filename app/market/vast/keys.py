@@ -1,6 +1,5 @@
-"""Where the Vast API key comes from: an argument, `VAST_API_KEY`, or the official CLI's key
-file (vastai 1.9.1 `vast.py`: `$XDG_CONFIG_HOME/vastai/vast_api_key`, then the legacy
-`~/.vast_api_key`). The key is read here and held by the client only."""
+"""Where the Vast API key comes from: an argument, `VAST_API_KEY`, or the official CLI's key file
+(vastai 1.9.1 `vast.py`: `$XDG_CONFIG_HOME/vastai/vast_api_key`, then `~/.vast_api_key`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The client's own pacing: calls of one kind spaced by the market's minimum interval between
-them (Vast answers a call that comes too soon with a 429), counted from the last call out or
-answer in, whichever is later. On the real market, in wall seconds; on the simulator, in its
-market seconds: wall seconds over its time scale, or its own clock's seconds where that clock
-is read in-process (`SharedClock`: the referee's, which may run slower than its scale)."""
+"""The client's own pacing: calls of one kind spaced by the market's minimum interval (Vast answers
+one too soon with a 429), from the last call out or answer in. In wall seconds on the real
+market; on the simulator in its market seconds."""
 
 from __future__ import annotations
 

@@ -1,18 +1,10 @@
-"""A host's price increases pending on our rentals, and our answer to each (vast-cli PR #401:
-vastai 1.9.1 `api/price_increase.py`, `cli/commands/price_increase.py`).
+"""A host's price increases pending on our rentals, and our answer to each (vast-cli PR #401: vastai
+1.9.1 `api/price_increase.py`, `cli/commands/price_increase.py`).
 
-`GET /api/v0/instances/pending-price-increases/` answers `{"success", "count", "truncated",
-"pending_price_increases": [...]}`; each row names its `pending_price_increase_id`, the rental
-(`contract_id`), `host_id`, old and new per-second prices (`*_gpu_costpersec` per GPU,
-`*_disk_ram_costpersec` per GB, `*_bwu_cost` / `*_bwd_cost` per GB, `*_platform_fee` a
-fraction; a null `new_*` means that price is unchanged), `contract_end_date` (when the new price
-would apply), `ask_end_date` and `created_at`. `PUT .../accept-price-increase/` and
-`.../reject-price-increase/` take exactly `{"pending_price_increase_id": <int>}`; a row no longer
-pending answers 404 `no_pending_price_increase` (older backends: 409).
-
-Every row is evidence: one that cannot be read (a missing id, a price that is not a finite,
-non-negative number, a wrong type) is skipped and counted, never the whole answer.
-"""
+`GET /api/v0/instances/pending-price-increases/` lists rows with the rental (`contract_id`), old
+and new per-second prices (a null `new_*`: unchanged) and `contract_end_date`; accept and reject
+take exactly `{"pending_price_increase_id": <int>}`; a row no longer pending answers 404 (older
+backends: 409). An unreadable row is skipped and counted, never the whole answer."""
 
 from __future__ import annotations
 
@@ -109,8 +101,7 @@ class PriceIncreases(Transport):
         return rows
 
     async def answer_price_increase(self, pending_id: int, accept: bool) -> bool:
-        """Accept or reject one pending row; False when the market says it is no longer
-        pending (answered already, or its contract ended first)."""
+        """Accept or reject one pending row; False when the market says it is no longer pending."""
         verb = "accept" if accept else "reject"
         try:
             await self._request(

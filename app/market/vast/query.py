@@ -1,22 +1,11 @@
-"""Vast's offer query language: the official CLI's text syntax, read into the API's JSON query.
+"""Vast's offer query language: the official CLI's text syntax (`num_gpus=1 rentable=true gpu_name
+in [RTX_3090,RTX_4090] dph<0.5`), read into the API's JSON query `{field: {op: value}}`.
 
-Text form (as `vastai search offers` takes it): space-separated `field op value` terms, e.g.
-`num_gpus=1 rentable=true gpu_name in [RTX_3090,RTX_4090] dph<0.5 gpu_ram>=24`. The JSON form
-the API receives is `{field: {op: value}}` with ops eq neq gt gte lt lte in notin.
-
-The semantics follow the official CLI's parser (vastai `api/query.py` parse_query, with
-`offers_alias` and `offers_mult`), so a query copied from the CLI rents what the CLI would:
-- aliases: `cuda_vers` is `cuda_max_good`, `dph` is `dph_total`, `dlperf_usd`, `flops_usd`,
-  `display_active`;
-- unit multipliers: `gpu_ram`, `gpu_total_ram` and `cpu_ram` are written in GB and sent in MB
-  (x1000), `duration` in days and sent in seconds;
-- `driver_version=550.54.14` is sent as the number 550054014 (each part padded to 3 digits);
-- `nin`, `noteq`, `not in`, `not eq` are accepted;
-- `field=any` (or `?`, `*`) drops the filter on that field (only with `=`).
-rentwatch sends numbers as numbers where the CLI sends their text; the server coerces, so the
-two say the same (tests/test_offer_query_cli.py runs both parsers on the same queries). The
-simulator's side, matching offers against the JSON query, is `app/sim/query_match.py`.
-"""
+It follows the official CLI's parser (vastai `api/query.py` parse_query, `offers_alias`,
+`offers_mult`), so a query copied from the CLI rents what the CLI would: its aliases, GB sent as
+MB, days as seconds, `driver_version` as one number, `nin`/`noteq` spellings, and `field=any`
+dropping the filter (tests/test_offer_query_cli.py runs both parsers). The simulator's side is
+`app/sim/query_match.py`."""
 
 from __future__ import annotations
 

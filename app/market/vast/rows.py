@@ -1,16 +1,9 @@
 """Vast.ai's offer and instance rows read into rentwatch's own `Offer` and `Instance`.
 
-Every row is evidence, not truth (DESIGN rule 9): a number that is not finite, or out of the
-range the field can take, makes the row malformed (the caller skips that row and counts it,
-never the whole answer); strings are stripped like the official SDK does
-(vastai `api/instances.py` strips every string field of a shown instance).
-
-`actual_status` values the API documents are the engine's `Status` words; anything else is
-kept but read as unknown, which is *not* fatal by itself: Vast adds lifecycle states
-(SkyPilot's `sky/provision/vast/instance.py` maps the states it does not know to
-"initialising"), so deadlines decide. `scheduling`: a create or restart waiting for its GPU,
-possibly for long (Vast docs, "Instance states").
-"""
+Every row is evidence, not truth (DESIGN rule 9): a number not finite or out of range makes the
+row malformed; strings are stripped as the official SDK does. An `actual_status` the API does not
+document reads as unknown, which is not fatal: Vast adds states (SkyPilot maps unknown ones to
+"initialising"), so deadlines decide."""
 
 from __future__ import annotations
 
@@ -135,12 +128,8 @@ def parse_offer(row: Any) -> Offer:
 
 
 def ssh_routes(row: dict[str, Any]) -> tuple[SSHRoute, ...]:
-    """The instance's SSH routes, direct first (it skips the relay, which drops sessions).
-
-    Sources: SkyPilot `sky/provision/vast/instance.py` (direct `public_ipaddr` with
-    `ports["22/tcp"][0]["HostPort"]`, proxy `ssh_host`/`ssh_port`), the official CLI's
-    `ssh-url` command (prefers the direct mapping, else the proxy pair).
-    """
+    """The instance's SSH routes, direct first (it skips the relay, which drops sessions), as
+    SkyPilot's `sky/provision/vast/instance.py` and the official CLI's `ssh-url` read them."""
     routes: list[SSHRoute] = []
     ports = row.get("ports")
     if isinstance(ports, dict):

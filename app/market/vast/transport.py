@@ -1,11 +1,6 @@
-"""How rentwatch talks to Vast: one paced, retried, size-capped HTTP call at a time.
-
-Every call has one total deadline (connect, send and the whole answer read) and a cap on the
-answer's size, so a market that trickles or floods cannot hold the controller. Retries what is
-safe to (429 and 5xx; a call each ask of which bills, a 429 only), backing off in market time.
-The API key is held here and nowhere else: never in a repr, a log line or an exception message.
-Refusals are read by what they say, not only by their status (`refusal`).
-"""
+"""How rentwatch talks to Vast: one paced, retried, size-capped HTTP call at a time, with one total
+deadline, so a market that trickles or floods cannot hold the controller. The API key is held
+here only, never in a repr, a log line or an exception. Refusals are read by what they say."""
 
 from __future__ import annotations
 
@@ -116,10 +111,8 @@ class Transport:
 
     @contextlib.contextmanager
     def polling(self) -> Any:
-        """The poll's own list and show calls (in this task) give up after `POLL_ATTEMPTS`
-        tries: the next poll, a poll interval later, is the retry. A call that kept retrying
-        with backoff would leave every rental unwatched for its whole length (seconds of
-        wall time; minutes of a scaled market's)."""
+        """The poll's own calls give up after `POLL_ATTEMPTS` tries: the next poll is the retry, and
+        a call retrying with backoff would leave every rental unwatched meanwhile."""
         token = _POLLING.set(True)
         try:
             yield
@@ -181,9 +174,8 @@ class Transport:
 
     # -- transport ------------------------------------------------------------------------
     async def _back_off(self, delay: float) -> None:
-        """Wait before a retry: `delay` seconds of the market's time, jittered. The same on the
-        real market; on the simulator at time scale S a 1/S share of it (a backoff of seconds
-        would be minutes of market time there, billed to whatever waits on the call)."""
+        """Wait `delay` seconds of the market's time, jittered (a 1/S share on a simulator at scale
+        S)."""
         await asyncio.sleep(
             max(0.001, delay * random.uniform(0.5, 1.5) / max(self.time_scale, 1.0))
         )
@@ -289,20 +281,16 @@ class Transport:
     async def _send(
         self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
     ) -> httpx.Response:
-        """One call, following the market's redirects with the key as the official CLI does
-        (vastai 1.9.1 `api/client.py` VastSession.rebuild_auth keeps Authorization where the
-        target is the same service: same scheme and port, and the same host or both under
-        vast.ai); a redirect elsewhere is not followed and comes back as it is. A shared
-        clock is held meanwhile (`pacing.SharedClock`)."""
+        """One call, following the market's redirects with the key as the official CLI does (vastai
+        1.9.1 `VastSession.rebuild_auth`: the same scheme, port and host or both under vast.ai);
+        a redirect elsewhere comes back as it is."""
         async with self._out():
             return await self._follow(method, url, params, body, timeout)
 
     @contextlib.asynccontextmanager
     async def _out(self) -> AsyncIterator[None]:
-        """One exchange with the market out. On a shared clock it holds the clock, and the
-        market answers calls one at a time, in the order they went out: two calls out at once
-        (a poll and a create) would reach it in the box's order, and each answer says what
-        the market was when it came."""
+        """One exchange with the market out. On a shared clock it holds the clock, and calls are
+        answered one at a time in the order they went out, not the box's order."""
         if self._shared is None:
             yield
             return

@@ -1,8 +1,5 @@
-"""The service's wire shapes: snapshots, operator intents, query results and errors as JSON.
-
-Both sides import this module, so a field renamed here is renamed for server and client at once.
-Nothing in it touches the engine; it only knows the snapshot dataclasses and the query result.
-"""
+"""The service's wire shapes, as JSON, imported by both sides so a rename reaches both at once.
+Nothing in it touches the engine."""
 
 from __future__ import annotations
 
@@ -90,10 +87,9 @@ MAX_BODY_DEPTH = 16  # an intent or a query is one flat object
 
 
 def parse_body(raw: bytes) -> Any:
-    """A request body as JSON, or BadRequest for anything else: bytes that are not UTF-8 or
-    not JSON, numbers the decoder refuses (an integer over 4,300 digits is a plain
-    ValueError), nesting that exhausts its recursion (60,000 `[` fit under the size cap) or
-    goes past MAX_BODY_DEPTH (what reads it next must not recurse either)."""
+    """A request body as JSON, or BadRequest for anything else: not UTF-8 or JSON, numbers the
+    decoder refuses, or nesting past MAX_BODY_DEPTH (60,000 `[` fit under the size cap, and what
+    reads it next must not recurse either)."""
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:

@@ -1,11 +1,6 @@
-"""The adapter between the service and the engine: the only module in `app/service/` that
-touches the supervisor, the headless run or the ledger's connection. When the engine's shape
-changes, this file changes and the server, client and wire format do not.
-
-The controller answers four kinds of question for the server: the fleet's snapshot (built here,
-cached per poll so ten attached dashboards cost one snapshot), an operator's typed intent, a
-read-only ledger query or receipt, and a shutdown (stop all, or leave the fleet running).
-"""
+"""The adapter between the service and the engine: the only module of `run/service/` that touches
+the supervisor, the headless run or the ledger's connection. It answers snapshots (cached per
+poll), intents, read-only queries and receipts, and a shutdown."""
 
 from __future__ import annotations
 
@@ -101,9 +96,7 @@ class Controller:
             self._sup.ledger.interrupt()
 
     def farewell(self) -> dict[str, Any]:
-        """What a dashboard still attached is told as the controller goes: why, in the
-        campaign's own words (its end, or the engine's failure), and the command that ends
-        what the campaign leaves on the market, as it works when pasted."""
+        """What an attached dashboard is told as the controller goes: why, and the end command."""
         sup = self._sup
         if sup is None:
             return {"reason": "the controller is shutting down", "ended": False, "end": ""}
@@ -249,10 +242,8 @@ class EngineFailed(RentwatchError):
 
 
 class EngineService:
-    """The dashboard's engine thread, served: `watch` and `demo` run their engine in-process as
-    before, but the dashboard attaches to it over the socket like any other, so there is one
-    dashboard code path, `rentwatch ls` lists the session, a second dashboard can attach, and
-    `rentwatch ledger` answers while the session holds the file."""
+    """The dashboard's engine thread, served: the dashboard attaches to it over the socket like any
+    other, so there is one dashboard code path, `ls` lists it and `ledger` answers."""
 
     def __init__(self, engine: EngineThread, ledger_path: Path, campaign: str) -> None:
         from .server import ServiceServer
@@ -335,10 +326,9 @@ def attach_in_process(
     engine: EngineThread, ledger: Any, ledger_path: Path, campaign: str
 ) -> tuple[Any, Callable[[str | None], None]]:
     """The dashboard of `watch --foreground` and `demo --foreground`: the engine in this process,
-    served on a socket, and the app attached to it through the client (one dashboard code path);
-    quitting ends the engine with the dashboard (stop all, or detach the fleet). Returns the app and what to call once
-    it has quit, with the quit dialog's choice. Should serving fail (no socket here), the app
-    drives the engine directly, as before the service existed, and says why."""
+    served on a socket, the app attached through the client; quitting ends the engine. Returns
+    the app and what to call once it has quit. Should serving fail, the app drives the engine
+    directly, and says why."""
     from rentwatch.widgets.app import RentwatchApp
 
     from .remote import RemoteEngine, RemoteLedger

@@ -1,21 +1,10 @@
-"""The controller's own accept loop: a listening socket served to aiohttp one connection at a
-time, under a cap, with a deadline for each connection's first valid request.
+"""The controller's own accept loop: a listening socket served to aiohttp one connection at a time,
+under a cap, with a deadline for each connection's first valid request.
 
-Why not asyncio's `create_server`: it accepts every connection and holds
-it with no limit and no timeout. 250 idle TCP connections under a 256-descriptor limit left
-nothing for SSH or the ledger: heartbeats stopped, preflights died on "Too many open files",
-and asyncio's accept-error loop wrote 200 MB of log in a minute. Here:
-
-- at most `cap` connections are open at once (a share of the descriptor limit; the rest is
-  kept for SSH sessions and the ledger). At the cap, the oldest connection that has not yet
-  made a valid request is dropped to make room; when every open one has, the new one is;
-- a connection that makes no valid request (for TCP: one with the token) within
-  `first_request_s` wall seconds is dropped;
-- accept errors (out of descriptors) are written once per burst, with a count when accepts
-  work again, and the loop waits a little before trying again instead of spinning;
-- aiohttp's own "Error handling request" lines (a malformed request line or header, each
-  with its traceback) are let through once per `LOG_BURST_S`, without the traceback.
-"""
+Not asyncio's `create_server`, which holds every connection with no limit or timeout: 250 idle
+connections under a 256-descriptor limit left nothing for SSH or the ledger. At the cap the
+oldest connection without a valid request is dropped (or the new one); accept errors are written
+once per burst; aiohttp's request errors once per `LOG_BURST_S`, without traceback."""
 
 from __future__ import annotations
 
@@ -38,15 +27,15 @@ LOG_BURST_S = 60.0  # wall seconds between two of aiohttp's request-error lines
 TRANSIENT = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED}
 
 
-def default_cap() -> int:
-    """Connections allowed at once: a share of this process's descriptor limit."""
+def default_cap(share: int = CAP_SHARE, lo: int = CAP_MIN, hi: int = CAP_MAX) -> int:
+    """Connections allowed at once: 1/`share` of this process's descriptor limit, in [lo, hi]."""
     try:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (OSError, ValueError):
-        return CAP_MIN
+        return lo
     if soft == resource.RLIM_INFINITY:
-        return CAP_MAX
-    return max(CAP_MIN, min(CAP_MAX, soft // CAP_SHARE))
+        return hi
+    return max(lo, min(hi, soft // share))
 
 
 class _OncePerBurst(logging.Filter):
@@ -160,9 +149,8 @@ class Listener:
             self.open[transport] = loop.call_later(self.first_request_s, self._drop, transport)
 
     def _admit(self) -> bool:
-        """Room for one more: forget closed connections; at the cap, drop the oldest one
-        still without a valid request, or refuse the new one (False) when every open one
-        has made one."""
+        """Room for one more: at the cap, drop the oldest connection still without a valid request,
+        or refuse the new one (False) when every open one has made one."""
         for t in [t for t in self.open if t.is_closing()]:
             timer = self.open.pop(t)
             if timer is not None:

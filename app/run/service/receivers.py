@@ -1,11 +1,7 @@
-"""What the controller's listener serves besides its API: `GET /metrics` (Prometheus text,
-behind the token on TCP like every route) and, when `VAST_WEBHOOK_SECRET` is set, Vast's signed
-webhooks at `POST /v1/webhooks/vast` (authenticated by their HMAC signature instead of the
-token: Vast cannot send ours; vast-ai/docs guides/reference/notification-webhooks.mdx).
-
-A verified webhook is a reason to look now, never a verdict: the engine polls at once, asking
-about any instance its subject or message names (`Cadence.soon`); what the market answers then
-is what counts. The payload itself never changes a rental."""
+"""What the controller's listener serves besides its API: `GET /metrics` and, with
+`VAST_WEBHOOK_SECRET`, Vast's signed webhooks at `POST /v1/webhooks/vast` (HMAC-authenticated:
+vast-ai/docs `notification-webhooks.mdx`). A verified webhook is a reason to poll now, never a
+verdict: the payload never changes a rental."""
 
 from __future__ import annotations
 
@@ -29,9 +25,8 @@ def routes(
     secret: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> tuple[list[web.RouteDef], frozenset[str], WebhookVerifier | None]:
-    """The extra routes, the paths that carry their own authentication, and the verifier (its
-    refusals counted by reason). `look(named)` asks the engine for a poll now, with the held
-    instances among `named` asked about, and returns those."""
+    """The extra routes, the paths that authenticate themselves, and the verifier. `look(named)`
+    asks the engine for a poll now and returns the held instances among `named`."""
     out: list[web.RouteDef] = []
     if metrics is not None:
         out.append(web.get("/metrics", aiohttp_handler(metrics)))

@@ -1,12 +1,9 @@
-"""Where running controllers announce themselves, so `rentwatch ls`, `attach` and `ledger` can
-find them: one small JSON file per controller in the user's runtime dir (the data dir when
-there is none), removed on a clean exit and swept when its process is gone (kill -9, a crash).
+"""Where running controllers announce themselves for `ls`, `attach` and `ledger`: a JSON file per
+controller in the user's runtime dir, removed on a clean exit, swept when its process is gone.
 
-`RENTWATCH_RUNTIME_DIR` overrides the directory (tests, or several users' tmux sessions). It
-must be the user's own and writable by nobody else (in a shared one another
-user planted an entry pointing at their own socket; `ls` listed the fake, `ledger` sent it the
-SQL, `attach` would have driven it). Entries and sockets that are not the user's are skipped,
-and a socket's peer is checked to run as the user (`SO_PEERCRED`, where there is one)."""
+`RENTWATCH_RUNTIME_DIR` must be the user's own and writable by nobody else: in a shared one
+another user planted an entry pointing at their own socket. Entries and sockets not the user's
+are skipped, and a socket's peer is checked (`SO_PEERCRED`, where there is one)."""
 
 from __future__ import annotations
 
@@ -34,8 +31,7 @@ class UnsafeRuntimeDir(RentwatchError):
 
 
 def unsafe_dir(path: Path) -> str | None:
-    """Why `path` may not hold the registry (None: it may): not a directory, owned by
-    another user, or writable by group or others."""
+    """Why `path` may not hold the registry: not a directory, another's, or writable by others."""
     try:
         st = os.stat(path)
     except OSError as exc:

@@ -1,7 +1,5 @@
-"""Talking to a running controller over httpx: a plain client for the CLI (`ls`, `ledger`,
-`receipt`), and for the dashboard a `RemoteEngine` and `RemoteLedger` with the same surface as
-the in-process engine thread and ledger, so `widgets/app.py` runs unchanged against either.
-Which controller, and where it listens, is a `Target` (target.py)."""
+"""Talking to a running controller over httpx: a plain client for the CLI, and a `RemoteEngine` and
+`RemoteLedger` with the surface of the in-process ones, so `widgets/app.py` runs against either."""
 
 from __future__ import annotations
 
@@ -97,8 +95,7 @@ class ControllerClient:
     def query_all(
         self, sql: str, limit: int, query_id: str | None = None, offset: int = 0
     ) -> QueryResult:
-        """Up to `limit` rows from `offset` on, fetched a page at a time (the controller's pages
-        are bounded)."""
+        """Up to `limit` rows from `offset` on, a bounded page at a time."""
         columns: list[str] = []
         rows: list[tuple[Any, ...]] = []
         while True:
@@ -215,7 +212,6 @@ class RemoteEngine:
         self.ready = threading.Event()
         self.exit_mode = "leave"
         self.connected = False
-        self.snapshots = 0  # how many snapshots arrived (tests and the benchmark read it)
         self._thread = threading.Thread(target=self._main, name="rentwatch-remote", daemon=True)
         self._stop: asyncio.Event | None = None
         self._http: httpx.AsyncClient | None = None
@@ -334,7 +330,6 @@ class RemoteEngine:
                     self.on_error(f"reconnected to the controller at {self.target.describe()}")
                 self.connected, self._lost_said, self._death_said = True, False, False
                 self._bye = self.ended = None  # serving again (a controller restarted here)
-                self.snapshots += 1
                 self.on_snapshot(api.snap_from_json(data))
             elif event == "bye":
                 self._bye = str(data.get("reason", ""))
@@ -378,8 +373,7 @@ class RemoteEngine:
                 seen = len(buf)
 
     def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
-        """An operator intent to the controller, as the in-process engine's `submit` applies it
-        (the engine's own intent, on the wire as it is)."""
+        """An operator intent to the controller, on the wire as it is."""
         if self.loop is None or self._http is None:
             return _failed(api.ControllerGone("not connected to a controller yet"))
         return asyncio.run_coroutine_threadsafe(
@@ -387,9 +381,8 @@ class RemoteEngine:
         )
 
     def shutdown(self, mode: str = "leave", timeout: float = 60.0) -> None:
-        """Leave. `stop` first asks the controller to end the campaign and stop what it holds
-        (why it could not is kept in `stop_error`); any other mode (leave, detach, trap) leaves
-        the controller and its fleet running."""
+        """Leave. `stop` first asks the controller to end the campaign (why it could not is kept in
+        `stop_error`); any other mode leaves the controller and its fleet running."""
         self.exit_mode = mode
         if mode == "stop":
             client = ControllerClient(self.target, timeout=timeout)

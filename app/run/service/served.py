@@ -1,6 +1,5 @@
-"""`rentwatch run --headless` served: the same run, exit trap and exit codes, plus the
-controller API on a socket next to the ledger (and on TCP with a token) that dashboards, `ls`
-and `ledger` reach while it runs, with the metrics and the market's webhooks beside it."""
+"""`rentwatch run --headless` served: the same run, exit trap and exit codes, plus the controller
+API on a socket (and TCP with a token), the metrics and the market's webhooks beside it."""
 
 from __future__ import annotations
 
@@ -28,9 +27,7 @@ async def serve_headless(
     say: Callable[[str], None] = lambda line: print(line, flush=True),
     **run_kw: Any,
 ) -> int:
-    """`rentwatch run --headless` with the controller API: `run_headless` itself (`run_kw`
-    passed on as they are), so the same run, exit trap and exit codes, plus a socket that
-    dashboards, `ls` and `ledger` can reach while it runs."""
+    """`run_headless` itself (`run_kw` passed on), with the controller API served while it runs."""
     from ...notify.metrics import Metrics
     from ..headless import run_headless
     from .receivers import routes

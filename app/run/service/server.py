@@ -1,12 +1,12 @@
-"""The controller's HTTP API (aiohttp), on a Unix socket created 0600 and, when asked, on TCP
-where every request must carry the token from a 0600 token file.
+"""The controller's HTTP API (aiohttp), on a Unix socket created 0600 and, when asked, on TCP where
+every request must carry the token from a 0600 token file.
 
     GET    /v1/status              campaign, pid, ledger, uptime, fleet, spend, $/h
     GET    /v1/snapshot            the fleet as the dashboard draws it
-    GET    /v1/instances/{id}      one instance in depth (the detail screen); ?logs=0: no market logs call
-    GET    /v1/jobs                the campaign's jobs (`rentwatch jobs`, the jobs screen)
+    GET    /v1/instances/{id}      one instance in depth; ?logs=0: no market logs call
+    GET    /v1/jobs                the campaign's jobs
     GET    /v1/jobs/{name}/log     a job's output now: off its host, else kept at its end
-    GET    /v1/events              server-sent events: `snapshot` (whole fleet), `log` (new lines)
+    GET    /v1/events              server-sent events: `snapshot`, `log`
     POST   /v1/intents             {"intent": "stop"|"start"|"destroy"|"create"|"fleet", ...}
     POST   /v1/query               {"sql", "limit", "offset", "id"} -> one page, read-only
     DELETE /v1/query/{id}          cancel a running query
@@ -14,13 +14,8 @@ where every request must carry the token from a 0600 token file.
     POST   /v1/shutdown            {"mode": "stop"|"detach"}
     POST   /v1/keep                a person left it running: no end for want of a watcher
 
-Errors are JSON `{"error": {"type", "title", "message"}}` with a 4xx/5xx status. The market's
-API key is never part of any answer: nothing here can read it (the client holds it privately).
-
-Both sockets are served by `listener.Listener` (a cap on open connections, a deadline for a
-connection's first valid request, accept errors written once per burst), not by aiohttp's
-sites, which hold every connection with no limit and no timeout.
-"""
+Errors are JSON `{"error": {"type", "title", "message"}}`. The market's API key is never in an
+answer. Both sockets are served by `listener.Listener`, not aiohttp's sites."""
 
 from __future__ import annotations
 
@@ -139,10 +134,8 @@ class ServiceServer:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """The token on TCP; every error as JSON with a clear message. A request that passes
-        is its connection's first valid one: the listener's deadline no longer applies. On a
-        path that authenticates itself (a webhook's signature) that is known only from its
-        answer: a 2xx, never a refusal or a 405."""
+        """The token on TCP; every error as JSON. A request that passes is its connection's first
+        valid one; on a self-authenticating path that is known only from a 2xx answer."""
         if request.path in self.open_paths:
             response = await self._answer(request, handler)
             if 200 <= response.status < 300:

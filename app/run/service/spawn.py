@@ -1,11 +1,6 @@
-"""A controller in a process of its own, and this dashboard attached to it: what `rentwatch
-watch` and `rentwatch demo` do by default (their engine runs as `rentwatch controller`), what
-`run --background` does without the dashboard, and what `rentwatch attach` does to a controller
-already running. One dashboard code path: the app always talks to a `RemoteEngine`.
-
-Quitting the dashboard asks (widgets/modals.py): stop the campaign (the controller stops what
-passed its preflight, destroys the rest, and exits; this process waits for that), or leave it
-running in the background, supervised, for a later `rentwatch attach`."""
+"""A controller in a process of its own, and this dashboard attached to it: what `watch` and `demo`
+do by default, what `run --background` does without the dashboard, and what `attach` does.
+Quitting asks whether to stop the campaign or leave it running for a later `attach`."""
 
 from __future__ import annotations
 
@@ -115,9 +110,8 @@ def _wait_gone(
     timeout: float,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> bool:
-    """Whether the controller finished within `timeout`: our child ended; or (local, not our
-    child) its process ended or its registry entry went, which it removes only once it has
-    released all; or (remote) its API stopped answering."""
+    """Whether the controller finished within `timeout`: our child ended; or its process or its
+    registry entry went (removed only once it released all); or (remote) its API went quiet."""
     if proc is not None:
         try:
             proc.wait(timeout)
@@ -224,9 +218,8 @@ def connect(
     campaign: str | None,
     env: dict[str, str] | None = None,
 ) -> tuple[Target, subprocess.Popen[bytes] | None]:
-    """Start `rentwatch controller ARGV...` on `ledger` (the process is returned too), or,
-    when a controller already holds that ledger, use it (for `demo`, any demo: `campaign`
-    None; for `watch`, the same campaign), or say which one holds it."""
+    """Start `rentwatch controller ARGV...` on `ledger`, or use the controller that already holds it
+    (for `demo` any demo, for `watch` the same campaign), or say which one holds it."""
     try:
         held = registry.find(ledger=ledger)
     except OSError:
@@ -273,8 +266,7 @@ def _holder(
 def run_attached(
     argv: list[str], ledger: Path, campaign: str | None, env: dict[str, str] | None = None
 ) -> int:
-    """`watch` and `demo`: their controller (started, or the one already running), and this
-    dashboard attached to it until the operator quits."""
+    """`watch` and `demo`: their controller, and this dashboard attached until it quits."""
     target, proc = connect(argv, ledger, campaign, env)
     # the line `connect` printed is hidden by the dashboard until it quits: say it there too
     notice = (

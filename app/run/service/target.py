@@ -1,6 +1,5 @@
-"""Which controller the operator means, and where it listens: a `Target` (its Unix socket, or
-a TCP URL with the token from its token file), found by `resolve` from a socket, a URL, or a
-campaign and/or pid among the controllers running here (`registry.py`)."""
+"""Which controller the operator means, and where it listens: a `Target` found by `resolve` from a
+socket, a URL, or a campaign and/or pid among the controllers running here."""
 
 from __future__ import annotations
 
