@@ -55,7 +55,11 @@ class Decider:
         create, the snapshot again on offers searched fresh with our record of each machine;
         under the auto tier, on on-demand offers when the bid search ran dry."""
         can_create = self.fleet.creates < self.campaign().max_creates
-        self.job_work.swaps.look(now, self.offer_book, can_create)  # slow hosts (core/swap)
+        swaps, bidding = self.job_work.swaps, self.tier.terms(now)
+        if swaps.wants_search(now, self.offer_book, can_create):
+            self.offer_book.rental = bidding.tier if bidding else "on-demand"
+            await self.offer_book.refresh()
+        swaps.look(now, self.offer_book, can_create, bidding)  # slow hosts (core/swap)
         snap = self.snapshot(now)
         if self._would_create(snap, now):
             return (await self.on_offers(now))[1]

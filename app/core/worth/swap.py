@@ -7,6 +7,12 @@ still has to take on, is much worse than the best fit offer's. Then it is *stopp
 destroyed (a verified host is never destroyed by automation), and only while no job runs on
 it: work in flight is never thrown away.
 
+The swap overlaps: a host due for a swap is rented a replacement while it works on (`leaving`:
+the fleet counts it as gone), it takes jobs until enough hosts not due are in service
+(`replaced`), then it finishes the job it runs and is stopped. So the work waits on neither the
+replacement's boot nor its duds, and the fresh create is priced so (`covered`): its boot and
+duds bill, its wait does not count.
+
 Hysteresis, so that it does not flap on one noisy reading or one offer that comes and goes: a
 host becomes slow when its cost is `SLOW_ENTER` times a fresh create's or more, stays slow
 until it is back under `SLOW_LEAVE` times, and is stopped only once it has been slow for
@@ -16,11 +22,12 @@ the latest ratio, as `rules.low_util_since` keeps the idle clock); the rule read
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..decisions import AttemptView, Stop
 from ..delivery import WorkOutlook
+from ..lifecycle import Phase
 from ..models import Offer
 from ..offers.choice import History, work_scores
 from ..offers.work_cost import host_cost
@@ -45,11 +52,16 @@ def keep_usd_per_ref_h(dph: float, rate: float, work_ref_h: float, value_of_time
 
 
 def fresh_usd_per_ref_h(
-    fit: Sequence[Offer], history: History, work: WorkOutlook, value_of_time: float
+    fit: Sequence[Offer],
+    history: History,
+    work: WorkOutlook,
+    value_of_time: float,
+    covered: bool = False,
 ) -> tuple[float, str] | None:
     """The best fit offer's expected USD per delivered reference GPU-hour, boot and duds in
-    (`offer_choice.work_scores`), and its sentence; None without a fit offer."""
-    scored = work_scores(fit, history, work, value_of_time)
+    (`offer_choice.work_scores`), and its sentence; None without a fit offer. `covered`: a
+    proven host works on while it boots (an overlapping swap)."""
+    scored = work_scores(fit, history, work, value_of_time, covered)
     return (scored[0][0], scored[0][2]) if scored else None
 
 
@@ -70,10 +82,32 @@ def swap_due(slow: Slow | None, now: float) -> bool:
     return slow is not None and now - slow.since >= SLOW_DWELL_S
 
 
-def swap_out(a: AttemptView, slow: Slow | None, work_left: bool, now: float) -> Stop | None:
+def leaving(attempts: Sequence[AttemptView], slow: Mapping[int, Slow], now: float) -> set[int]:
+    """The proven hosts in service whose swap is due: the fleet rents their replacements."""
+    return {
+        a.instance_id
+        for a in attempts
+        if a.phase == Phase.VERIFIED
+        and a.passed_preflight
+        and swap_due(slow.get(a.instance_id), now)
+    }
+
+
+def replaced(in_service: Sequence[int], going: set[int], want: int) -> bool:
+    """Enough proven hosts in service that are not leaving (`want`, the hosts the work wants
+    at once) for the leaving ones to take no more jobs."""
+    return sum(1 for i in in_service if i not in going) >= max(1, want)
+
+
+def swap_out(
+    a: AttemptView, slow: Slow | None, work_left: bool, now: float, covered: bool = True
+) -> Stop | None:
     """Stop a proven host that has been slow against a fresh create for long enough, while no
-    job runs on it and work is still queued for a replacement to take (None: keep it)."""
+    job runs on it, work is still queued and its replacement is in service (`covered`,
+    `replaced`); until then it takes jobs (None: keep it)."""
     if not a.passed_preflight or a.busy or not work_left or not swap_due(slow, now):
+        return None
+    if not covered:
         return None
     assert slow is not None
     return Stop(a.instance_id, "rule:swap", slow.why)

@@ -1,17 +1,28 @@
 """The slow clock of each proven host (`core.worth.swap`): once a minute of market time, while sized
 jobs are queued, each host in service is priced per delivered reference GPU-hour for the work a
 host still has to take on (its measured speed, its price) against a fresh create from the offers
-at hand (boot and duds in); the clock starts, stands or clears by the rule's hysteresis. The
-rules stop a host slow for long enough once its job is done; the dispatch gives it no more."""
+at hand, priced as the create would pay them (its bid, or on-demand) with its boot and duds
+billed but not waited on (the swap overlaps); the clock starts, stands or clears by the rule's
+hysteresis. A host slow for long enough is leaving: the rules rent its replacement, and once
+that is in service the dispatch gives it no more jobs and the rules stop it when free."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...core.bidding.rules import BidTerms, as_rented
 from ...core.delivery import WorkOutlook
 from ...core.jobs import JobQueue
+from ...core.offers.choice import fit_offers
 from ...core.preflight.gpu_specs import expected_tflops
-from ...core.worth.swap import Slow, fresh_usd_per_ref_h, keep_usd_per_ref_h, next_slow, swap_due
+from ...core.worth.swap import (
+    Slow,
+    fresh_usd_per_ref_h,
+    keep_usd_per_ref_h,
+    next_slow,
+    replaced,
+    swap_due,
+)
 from ..attempt import Attempt
 from ..fleet import Fleet
 
@@ -19,6 +30,9 @@ if TYPE_CHECKING:
     from ..offers import OfferBook
 
 LOOK_EVERY_S = 60.0  # market seconds between looks (each reads our record from the ledger)
+# an offer search older than this is refreshed for a look: a full fleet searches no more, and
+# the offers an hour-old search saw are gone or taken
+SEARCH_EVERY_S = 300.0
 
 
 class SwapWatch:
@@ -29,9 +43,29 @@ class SwapWatch:
         self.looked_at = -1e18
 
     def due(self, instance_id: int, now: float) -> bool:
-        return swap_due(self.slow.get(instance_id), now)
+        """Due for a swap and replaced: it takes no more jobs (`core.worth.swap.replaced`)."""
+        if not swap_due(self.slow.get(instance_id), now):
+            return False
+        hosts = [a.instance_id for a in self.fleet.in_service()]
+        going = {i for i in hosts if swap_due(self.slow.get(i), now)}
+        want = min(self.fleet.wanted, self.queue.pending + self.queue.running)
+        return replaced(hosts, going, want)
 
-    def look(self, now: float, book: OfferBook, can_create: bool) -> None:
+    def wants_search(self, now: float, book: OfferBook, can_create: bool) -> bool:
+        """A look is due with work queued and hosts at work, on a search older than
+        `SEARCH_EVERY_S`: search first, so the look prices offers the market has now."""
+        return (
+            can_create
+            and book.policy.rank == "expected_cost"
+            and now - self.looked_at >= LOOK_EVERY_S
+            and now - book.searched_at >= SEARCH_EVERY_S
+            and self.queue.pending > 0
+            and bool(self.fleet.in_service())
+        )
+
+    def look(
+        self, now: float, book: OfferBook, can_create: bool, bidding: BidTerms | None = None
+    ) -> None:
         """One more look at every host in service (see the module's doc)."""
         if book.policy.rank != "expected_cost" or now - self.looked_at < LOOK_EVERY_S:
             return
@@ -43,7 +77,9 @@ class SwapWatch:
         fresh = None
         if work is not None and can_create:
             value = book.policy.value_of_time_usd_per_h
-            fresh = fresh_usd_per_ref_h(book.fit(), book.history(), work, value)
+            offers = as_rented(book.offers, bidding) or ()
+            fit = fit_offers(offers, book.terms(), book.policy, book.exclusions())
+            fresh = fresh_usd_per_ref_h(fit, book.history(), work, value, covered=True)
         for a in hosts:
             ratio, why = None, ""
             if work is not None and fresh is not None and fresh[0] > 0:
