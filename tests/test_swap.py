@@ -252,6 +252,7 @@ def test_a_leaving_host_works_on_while_its_replacement_boots_and_the_campaign_go
         slow=slow,
         offers=(),  # nothing fit on the market now
         terms=OfferTerms(10.0, 12.0),
+        deadline=1e9,  # a deadline: a wait is dear, and a missing host is hedged with spares
     )
     now = SLOW_DWELL_S + 1
     assert decide(snap, DEFAULT, now) == []  # no replacement to rent: it carries the work on
