@@ -38,7 +38,7 @@ from .offers.choice import (
 from .offers.picks import rank_creates
 from .offers.reuse import restarts
 from .policy import Policy
-from .worth.swap import leaving, replaced, swap_out
+from .worth.swap import leaving, move_off, replaced, swap_out
 
 __all__ = [
     "Abandon",
@@ -267,6 +267,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         elif a.phase == Phase.VERIFIED and a.passed_preflight:
             d = (
                 _verified_rules(a, policy, now, fleet.idle_rule_active, fleet.io_floor_s)
+                or move_off(a, fleet.moving)
                 or swap_out(a, fleet.slow.get(a.instance_id), fleet.jobs_pending > 0, now, covered)
                 or bid_down(a, fleet.bidding)
             )

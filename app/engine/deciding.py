@@ -161,6 +161,7 @@ class Decider:
             exclusions=book.exclusions(),
             blame=self.blame_book.view(),
             slow=dict(self.job_work.swaps.slow),
+            moving=self.job_work.swaps.moving(),
             bidding=self.tier.terms(now),
             destroys_due=self.fleet.destroys_due(),
             io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())

@@ -7,6 +7,11 @@ still has to take on, is much worse than the best fit offer's. Then it is *stopp
 destroyed (a verified host is never destroyed by automation), and only while no job runs on
 it: work in flight is never thrown away.
 
+A job running on a dear host while a proven host that does the work for much less is free,
+with nothing queued for it, moves there (`moves_off`): its host is stopped, and the job goes on
+from its last checkpoint on the free one, the work since that checkpoint done again and priced
+in, with a restart's hour share at the free host's price.
+
 The swap overlaps: a host due for a swap is rented a replacement while it works on (`leaving`:
 the fleet counts it as gone), it takes jobs until enough hosts not due are in service
 (`replaced`), then it finishes the job it runs and is stopped. So the work waits on neither the
@@ -25,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..bidding.tier import RESUME_H
 from ..decisions import AttemptView, Stop
 from ..delivery import WorkOutlook
 from ..lifecycle import Phase
@@ -35,6 +41,9 @@ from ..offers.work_cost import host_cost
 SLOW_ENTER = 1.5  # its cost per delivered unit over a fresh create's: slow from here
 SLOW_LEAVE = 1.2  # and no longer slow once back under this
 SLOW_DWELL_S = 600.0  # slow for this long before it is stopped (market seconds)
+MOVE_ENTER = 1.5  # a running job's cost left on its host over its cost moved: moved from here
+MOVE_MIN_USD = 0.02  # ... and only where the move saves at least this much
+MOVE_RULE = "rule:move_off"
 
 
 @dataclass(frozen=True)
@@ -111,3 +120,56 @@ def swap_out(
         return None
     assert slow is not None
     return Stop(a.instance_id, "rule:swap", slow.why)
+
+
+@dataclass(frozen=True)
+class Busy:
+    """A proven host with a job running on it, as a move reads it."""
+
+    instance_id: int
+    usd_per_ref_h: float  # its price per reference GPU-hour for the job's work left
+    left_ref_h: float  # the job's work left
+    lost_ref_h: float  # its work since the last checkpoint came off: a move does it again
+
+
+@dataclass(frozen=True)
+class Free:
+    """A proven host with no job, nothing queued for it."""
+
+    instance_id: int
+    usd_per_ref_h: float
+    dph: float
+
+
+def moves_off(busy: Sequence[Busy], free: Sequence[Free]) -> dict[int, str]:
+    """The running jobs to move onto free proven hosts, by their hosts (instance id -> why):
+    where the job's work left costs `MOVE_ENTER` times or more on its own host than moved (the
+    work left and the work lost, and a restart, at the free host's price), and at least
+    `MOVE_MIN_USD` more; the largest savings first, each free host taking one job."""
+    found = []
+    for b in busy:
+        keep = b.usd_per_ref_h * b.left_ref_h
+        for f in free:
+            move = f.usd_per_ref_h * (b.left_ref_h + b.lost_ref_h) + f.dph * RESUME_H
+            if keep >= MOVE_ENTER * move and keep - move >= MOVE_MIN_USD:
+                found.append((keep - move, b, f, keep, move))
+    found.sort(key=lambda t: (-t[0], t[1].instance_id, t[2].instance_id))
+    out: dict[int, str] = {}
+    taken: set[int] = set()
+    for _, b, f, keep, move in found:
+        if b.instance_id in out or f.instance_id in taken:
+            continue
+        taken.add(f.instance_id)
+        out[b.instance_id] = (
+            f"its job's {b.left_ref_h:.2f} ref-h left cost ${keep:.3f} here, ${move:.3f} on "
+            f"free i:{f.instance_id} ({b.lost_ref_h:.2f} ref-h since its checkpoint done again)"
+        )
+    return out
+
+
+def move_off(a: AttemptView, moving: Mapping[int, str]) -> Stop | None:
+    """Stop a proven host whose running job moves to a free proven host (`moves_off`)."""
+    why = moving.get(a.instance_id)
+    if why is None or not a.passed_preflight or not a.busy:
+        return None
+    return Stop(a.instance_id, MOVE_RULE, why)
