@@ -38,6 +38,7 @@ def _host(iid: int, phase: Phase = Phase.VERIFIED) -> SimpleNamespace:
         bid=None,
         life=Lifecycle(phase=phase),
         market_stopped=False,
+        stop_rule="",
         paused=False,
         ssh_host="h",
         ssh_port=1,

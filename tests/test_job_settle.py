@@ -47,6 +47,7 @@ def _host():
         bid=None,
         life=Lifecycle(phase=Phase.VERIFIED),
         market_stopped=False,
+        stop_rule="",
         paused=False,
     )
 

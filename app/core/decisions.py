@@ -93,6 +93,8 @@ class FleetSnapshot:
     work: WorkOutlook | None = None  # sized jobs: offers ranked by delivered work (delivery.py)
     blame: BlameView | None = None  # what the blame book knows (blame_rules.py)
     slow: dict[int, Slow] = field(default_factory=dict)  # proven hosts slow for their price
+    # proven hosts whose running job moves to a free, cheaper one (worth/swap.moves_off)
+    moving: dict[int, str] = field(default_factory=dict)
     bidding: BidTerms | None = None  # the interruptible tier's terms (None: on-demand only)
     # held rentals already given up whose destroy failed (or that came back): destroyed again
     destroys_due: tuple[int, ...] = ()

@@ -34,7 +34,7 @@ from .offers.choice import (
 from .offers.picks import rank_creates
 from .offers.reuse import restarts
 from .policy import Policy
-from .worth.swap import swap_out
+from .worth.swap import leaving, move_off, replaced, swap_out
 
 __all__ = [
     "Abandon",
@@ -227,6 +227,14 @@ def _with_quarantine(d: Decision, fleet: FleetSnapshot, policy: Policy, now: flo
     return d
 
 
+def _work_hosts(fleet: FleetSnapshot) -> int:
+    """The hosts wanted at once: the fleet, and with jobs no more than there is work for (hold
+    and batch; output held on a paused rental is none)."""
+    if fleet.jobs_total <= 0:
+        return fleet.fleet
+    return min(fleet.fleet, fleet.jobs_pending + fleet.jobs_running - fleet.jobs_held)
+
+
 def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     fleet = replace(fleet, offers=as_rented(fleet.offers, fleet.bidding))  # as each create pays
     out: list[Decision] = _decide(fleet, policy, now)
@@ -241,6 +249,11 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         for iid in fleet.destroys_due
     ]
     abandoned_now: set[int] = set()
+    # an overlapping swap: a slow host's replacement is rented while it works on; it takes
+    # no job, and is stopped once free, only once enough hosts not leaving are in service
+    going = leaving(fleet.attempts, fleet.slow, now) if fleet.jobs_pending > 0 else set()
+    proven = [a.instance_id for a in fleet.attempts if a.phase == Phase.VERIFIED]
+    covered = replaced(proven, going, _work_hosts(fleet))
     for a in fleet.attempts:
         d: Decision | None = None
         if a.phase in (Phase.REQUESTED, Phase.BOOTING):
@@ -250,7 +263,8 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         elif a.phase == Phase.VERIFIED and a.passed_preflight:
             d = (
                 _verified_rules(a, policy, now, fleet.idle_rule_active, fleet.io_floor_s)
-                or swap_out(a, fleet.slow.get(a.instance_id), fleet.jobs_pending > 0, now)
+                or move_off(a, fleet.moving)
+                or swap_out(a, fleet.slow.get(a.instance_id), fleet.jobs_pending > 0, now, covered)
                 or bid_down(a, fleet.bidding)
             )
         elif a.phase == Phase.VERIFIED and a.running_at is not None:
@@ -267,13 +281,15 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             if isinstance(d, Abandon | Stop):
                 abandoned_now.add(a.instance_id)
 
-    verified = sum(
-        1
+    staying = [
+        a.instance_id
         for a in fleet.attempts
         if a.phase == Phase.VERIFIED
         and a.instance_id not in abandoned_now
         and not any(isinstance(d, Stop) and d.instance_id == a.instance_id for d in out)
-    )
+    ]
+    verified = sum(1 for i in staying if i not in going)
+    swapping = len(staying) - verified  # leaving hosts still at work: their replacements
     in_flight = sum(
         1
         for a in fleet.attempts
@@ -304,9 +320,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
                 )
             )
             return out
-        # hold and batch: no more instances than there is work for (output held on a paused
-        # rental is none)
-        target = min(fleet.fleet, fleet.jobs_pending + fleet.jobs_running - fleet.jobs_held)
+        target = _work_hosts(fleet)
         rebid = {d.instance_id for d in out if isinstance(d, Rebid)}
         verified += sum(1 for a in fleet.attempts if coming_back(a, a.instance_id in rebid, now))
     else:
@@ -315,13 +329,14 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             return out
         target = fleet.fleet
     need = max(0, target - verified)
+    short = need > swapping  # hosts missing beside the swaps' replacements: worth hedging
     if policy.reuse_stopped and need > in_flight:  # proven rentals we stopped, before creates
         out += (again := restarts(fleet, need - in_flight, verified, target))
         in_flight += len(again)
     room = fleet.max_creates - fleet.creates
     available = fleet.offers_available if fit is None else len(fit)
     hedged, hedge_why = 0, ""
-    if fit is not None and need > 0:  # hedging needs the offers' odds
+    if fit is not None and short:  # hedging needs the offers' odds; a swap waits on nothing
         hedged, hedge_why = hedge_for(
             fit,
             need,
@@ -332,7 +347,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             deadline_set=fleet.deadline is not None,
             work=fleet.work,
         )
-    want = need + (policy.spare_attempts + hedged if need > 0 else 0)
+    want = need + (policy.spare_attempts + hedged if short else 0)
     n = max(0, min(want - in_flight, room, available))
     if fleet.create_cap is not None:
         n = min(n, fleet.create_cap)
@@ -359,7 +374,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
             )
         )
     # out of creates, offers or money: the campaign ends unless proven hosts carry its work on
-    carrying = fleet.jobs_total > 0 and (verified > 0 or fleet.proven_paused > 0)
+    carrying = fleet.jobs_total > 0 and (len(staying) > 0 or fleet.proven_paused > 0)
     if n == 0 and in_flight == 0 and need > 0 and not carrying:
         if room <= 0:
             out.append(

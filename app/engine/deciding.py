@@ -52,7 +52,11 @@ class Decider:
         """The rules' decisions this poll: on the snapshot; again on offers searched fresh when they
         would create; under the auto tier, on on-demand offers when the bid search ran dry."""
         can_create = self.fleet.creates < self.campaign().max_creates
-        self.job_work.swaps.look(now, self.offer_book, can_create)  # slow hosts (core/swap)
+        swaps, bidding = self.job_work.swaps, self.tier.terms(now)
+        if swaps.wants_search(now, self.offer_book, can_create):
+            self.offer_book.rental = bidding.tier if bidding else "on-demand"
+            await self.offer_book.refresh()
+        swaps.look(now, self.offer_book, can_create, bidding)  # slow hosts (core/swap)
         snap = self.snapshot(now)
         if self._would_create(snap, now):
             return (await self.on_offers(now))[1]
@@ -149,6 +153,7 @@ class Decider:
             exclusions=book.exclusions(),
             blame=self.blame_book.view(),
             slow=dict(self.job_work.swaps.slow),
+            moving=self.job_work.swaps.moving(),
             bidding=self.tier.terms(now),
             destroys_due=self.fleet.destroys_due(),
             io_floor_s=min(self.policy.io_floor_wall_s, self.link.io_floor())

@@ -150,11 +150,16 @@ def rank_by_work(
 
 
 def work_scores(
-    offers: Sequence[Offer], history: History, work: WorkOutlook, value_of_time: float = 0.0
+    offers: Sequence[Offer],
+    history: History,
+    work: WorkOutlook,
+    value_of_time: float = 0.0,
+    covered: bool = False,
 ) -> list[tuple[float, Offer, str]]:
     """Offers best first, each with its expected USD per delivered reference GPU-hour (`work_cost`)
     and the sentence the ledger records: price over the work, the boot hours, the duds expected
-    before one delivers, and the wait at the operator's value of time."""
+    before one delivers, and the wait at the operator's value of time (`covered`: a proven host
+    works on while this one boots, so its boot and duds hold nothing back)."""
     odds = work_odds(history, work)
     scored = []
     for o in offers:
@@ -162,7 +167,7 @@ def work_scores(
         p = odds(o.gpu_name, o.machine_id, o.dph_total, o.host_id)
         rate = max(work.rate(o.gpu_name, o.machine_id), 1e-6)
         cost = host_cost(o.dph_total, rate, p, work.dud_h, work.job_ref_h, work.boot_h)
-        per_ref_h = cost.per_ref_h(value_of_time)
+        per_ref_h = cost.per_ref_h(value_of_time, covered)
         runs = round(sum(record[:2]), 1) if record else 0  # rentals' worth, faded
         why = (
             f"m:{o.machine_id} ${o.dph_total:.3f}/h, {rate:.2f} ref-h/h, p(deliver)={p:.2f} "

@@ -60,9 +60,14 @@ class HostCost:
     usd: float  # what it bills: the work, its boot and preflight, the duds before it
     wait_h: float  # the hours the campaign is expected to wait on it (weighted)
     work_ref_h: float
+    lead_h: float = 0.0  # of `wait_h`, its boot and the duds before it: the wait before it works
 
-    def per_ref_h(self, value_of_time: float) -> float:
-        return (self.usd + value_of_time * self.wait_h) / max(self.work_ref_h, 1e-9)
+    def per_ref_h(self, value_of_time: float, covered: bool = False) -> float:
+        """USD per delivered reference GPU-hour, its wait priced at `value_of_time`. `covered`:
+        a proven host works on meanwhile (an overlapping swap), so its boot and duds bill but
+        hold nothing back."""
+        wait = self.wait_h - self.lead_h if covered else self.wait_h
+        return (self.usd + value_of_time * wait) / max(self.work_ref_h, 1e-9)
 
 
 def host_cost(
@@ -75,4 +80,5 @@ def host_cost(
     host_h = work_ref_h / max(rate, 1e-6)
     duds = (1 - p) / p
     usd = max(0.0, dph) * (host_h + boot_h + duds * dud_h)
-    return HostCost(usd, host_h * WORK_TIME_WEIGHT + boot_h + duds * dud_h, work_ref_h)
+    lead_h = boot_h + duds * dud_h
+    return HostCost(usd, host_h * WORK_TIME_WEIGHT + lead_h, work_ref_h, lead_h)

@@ -11,6 +11,7 @@ from ...core.artifact_room import ArtifactRoom
 from ...core.campaign import Job
 from ...core.jobs import JobQueue, JobState, Slot, dispatches
 from ...core.lifecycle import Phase
+from ...core.worth.swap import MOVE_RULE
 from ...ledger import EventKind, Ledger
 from ...market.protocol import Clock, Market
 from ..attempt import Attempt
@@ -58,7 +59,8 @@ class JobWork:
         self._pulled_at: dict[str, float] = {}  # job name -> its last checkpoint pulled whole
         self.blame_book = blame_book  # whose fault a failed job is
         self.by_work = by_work  # buying delivered work: biggest jobs to the fastest hosts
-        self.swaps = SwapWatch(fleet, queue)  # proven hosts slow for their price (core/swap)
+        # proven hosts slow for their price, running jobs worth moving (core/worth/swap)
+        self.swaps = SwapWatch(fleet, queue, self.last_checkpoint)
         self.pulls = Pulls(link, journal, artifacts_root)  # output off the box
         # how often a job's checkpoint is pulled on its host (the tier's: oftener on a bid)
         self.ckpt_every: Callable[[Attempt, JobState], float] | None = None
@@ -106,13 +108,20 @@ class JobWork:
                 a.life.phase == Phase.VERIFIED or (job.status == "finishing" and a.paused)
             ):
                 continue
+            # our own stop to move the job to a cheaper host is no fault of the host's
+            moved = a is not None and a.stop_rule == MOVE_RULE
             self.requeue(
                 job,
                 now,
-                "its host left service" if a else "its host is not held any more",
-                host_fault=True,
-                # the market's own stop (a contract's end) is no fault of the job's: no retry
-                outbid=a is not None and a.market_stopped,
+                "moved to a cheaper proven host"
+                if moved
+                else "its host left service"
+                if a
+                else "its host is not held any more",
+                host_fault=not moved,
+                # the market's own stop (a contract's end), or our move, is no fault of the
+                # job's: no retry
+                outbid=a is not None and (a.market_stopped or moved),
             )
 
     def last_checkpoint(self, job: JobState) -> float | None:
