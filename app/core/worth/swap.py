@@ -87,7 +87,8 @@ def next_slow(prev: Slow | None, ratio: float | None, now: float, why: str) -> S
 
 
 def swap_due(slow: Slow | None, now: float) -> bool:
-    """Slow long enough to be stopped once its job is done (the dispatch gives it no more)."""
+    """Slow long enough to be swapped: its replacement is rented (`leaving`), and once that is
+    in service it takes no more jobs and is stopped when free (`replaced`, `swap_out`)."""
     return slow is not None and now - slow.since >= SLOW_DWELL_S
 
 
