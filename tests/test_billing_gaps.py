@@ -173,3 +173,37 @@ def test_a_resume_and_a_rebid_are_billed_alike_by_the_ledger_and_the_pure_functi
     assert row["gpu_usd"] == pytest.approx(want.gpu_usd)
     assert row["storage_usd"] == pytest.approx(0.01 * 4500 / 3600)
     led.close()
+
+
+def test_a_row_it_cannot_read_is_billed_its_worst_case_by_the_ledger_and_the_pure_function():
+    """A held rental last read `loading` at 100, then dark to the ledger (a NaN in its row):
+    from that last good read until its row reads well again at 1900 it is billed as running,
+    then as it reads (still loading); later it goes offline and its row is unreadable again
+    until it is destroyed: the worst case (online, running) bills storage and GPU to the end.
+    The market may bill less, never more: the receipt is an upper bound."""
+    from rentwatch.core.billing import event_mark
+
+    led = _created(0.36, 0.036)
+    events = [
+        ("status", 100, {"status": "loading"}),
+        ("unread", 100, {"seen_at": 130.0}),
+        ("read_again", 1900, {}),
+        ("status", 2500, {"status": "offline"}),
+        ("unread", 2500, {"seen_at": 2530.0}),
+        ("destroy", 3100, {}),
+    ]
+    marks = [Mark(0, "create", 0.36, 0.036)]
+    for kind, at, detail in events:
+        led.record(
+            kind, at=at, actor="engine", reason="r", instance_id=1, campaign="c", detail=detail
+        )
+        mark = event_mark(at, kind, detail) or Mark(at, kind)  # a destroy is a mark as it is
+        marks += status_marks(at, detail["status"]) if kind == "status" else [mark]
+    led.record("note", at=4000, actor="engine", reason="clock", campaign="c")
+    want = charges(marks, "running", 4000)
+    assert want.gpu_usd == pytest.approx(0.36 * (1800 + 600) / 3600)
+    assert want.storage_usd == pytest.approx(0.036 * 3100 / 3600)
+    [row] = led.instance_rows()
+    assert row["gpu_usd"] == pytest.approx(want.gpu_usd)
+    assert row["storage_usd"] == pytest.approx(want.storage_usd)
+    led.close()
