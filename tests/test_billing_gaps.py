@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 from rentwatch.core.billing import Mark, charges, status_marks
+from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import SEED
 from rentwatch.engine.hosts.ssh import SSHRunner
 from rentwatch.engine.supervisor import Supervisor
@@ -207,3 +208,37 @@ def test_a_row_it_cannot_read_is_billed_its_worst_case_by_the_ledger_and_the_pur
     assert row["gpu_usd"] == pytest.approx(want.gpu_usd)
     assert row["storage_usd"] == pytest.approx(want.storage_usd)
     led.close()
+
+
+def test_a_held_rental_whose_row_cannot_be_read_is_billed_running_until_read_again(key):
+    """A booting rental (the market bills no GPU time yet) whose row carries a NaN price for
+    some minutes: rentwatch cannot tell that it did not start running, so from its last good
+    read until its row reads well again it is billed as running, by the ledger and by the spend
+    the header and stop rules read alike, and the ledger says why."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        a = sup.attempts[iid]
+        market.t += 10
+        await sup.poll_once()  # listed, booting: read well
+        last_read = market.t
+        market.bad_rows[iid] = {"gpu_dph": float("nan")}
+        for _ in range(2):
+            market.t += 60
+            await sup.poll_once()
+        market.bad_rows.clear()
+        market.t += 60
+        read_again = market.t
+        await sup.poll_once()
+        assert a.status != "running" and a.life.phase == Phase.BOOTING
+        market.t += 60
+        ledger.record("note", at=market.t, actor="engine", reason="clock", campaign="u")
+        (unread,) = kinds(ledger, "unread")
+        assert unread.at == last_read and "unreadable" in unread.reason
+        assert [e.at for e in kinds(ledger, "read_again")] == [read_again]
+        row = _row(ledger, iid)
+        assert row["gpu_usd"] == pytest.approx(a.gpu_dph * (read_again - last_read) / 3600)
+        assert row["total_usd"] == pytest.approx(a.charges("running", market.t).total_usd)
+
+    run(key, body, fleet=1)
