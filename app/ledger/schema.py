@@ -199,6 +199,7 @@ WITH c AS (
     count(*) FILTER (WHERE kind = 'job_finished' AND ok AND seq NOT IN (SELECT seq FROM voided_exits)) AS jobs_finished,
     count(*) FILTER (WHERE kind = 'returned') AS returns,
     bool_or(kind = 'lost') AS written_off,
+    count(*) FILTER (WHERE kind = 'unread') AS unread_spells,
     max(ts) AS last_seen
   FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
 ), d AS (
@@ -210,7 +211,7 @@ WITH c AS (
   GROUP BY e.instance_id
 )
 SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.failure_reason,
-       e.stopped_at, e.destroyed_at, e.jobs_finished, e.returns, e.written_off,
+       e.stopped_at, e.destroyed_at, e.jobs_finished, e.returns, e.written_off, e.unread_spells,
        CASE WHEN e.jobs_finished > 0 THEN 'finished' WHEN e.verified_at IS NOT NULL THEN 'computed'
             WHEN e.running_at IS NOT NULL THEN 'booted' WHEN e.listed_at IS NOT NULL THEN 'booting'
             ELSE 'requested' END AS phase_reached,
