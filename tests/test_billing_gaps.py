@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 from rentwatch.core.billing import Mark, charges, status_marks
+from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import SEED
 from rentwatch.engine.hosts.ssh import SSHRunner
 from rentwatch.engine.supervisor import Supervisor
@@ -173,3 +174,71 @@ def test_a_resume_and_a_rebid_are_billed_alike_by_the_ledger_and_the_pure_functi
     assert row["gpu_usd"] == pytest.approx(want.gpu_usd)
     assert row["storage_usd"] == pytest.approx(0.01 * 4500 / 3600)
     led.close()
+
+
+def test_a_row_it_cannot_read_is_billed_its_worst_case_by_the_ledger_and_the_pure_function():
+    """A held rental last read `loading` at 100, then dark to the ledger (a NaN in its row):
+    from that last good read until its row reads well again at 1900 it is billed as running,
+    then as it reads (still loading); later it goes offline and its row is unreadable again
+    until it is destroyed: the worst case (online, running) bills storage and GPU to the end.
+    The market may bill less, never more: the receipt is an upper bound."""
+    from rentwatch.core.billing import event_mark
+
+    led = _created(0.36, 0.036)
+    events = [
+        ("status", 100, {"status": "loading"}),
+        ("unread", 100, {"seen_at": 130.0}),
+        ("read_again", 1900, {}),
+        ("status", 2500, {"status": "offline"}),
+        ("unread", 2500, {"seen_at": 2530.0}),
+        ("destroy", 3100, {}),
+    ]
+    marks = [Mark(0, "create", 0.36, 0.036)]
+    for kind, at, detail in events:
+        led.record(
+            kind, at=at, actor="engine", reason="r", instance_id=1, campaign="c", detail=detail
+        )
+        mark = event_mark(at, kind, detail) or Mark(at, kind)  # a destroy is a mark as it is
+        marks += status_marks(at, detail["status"]) if kind == "status" else [mark]
+    led.record("note", at=4000, actor="engine", reason="clock", campaign="c")
+    want = charges(marks, "running", 4000)
+    assert want.gpu_usd == pytest.approx(0.36 * (1800 + 600) / 3600)
+    assert want.storage_usd == pytest.approx(0.036 * 3100 / 3600)
+    [row] = led.instance_rows()
+    assert row["gpu_usd"] == pytest.approx(want.gpu_usd)
+    assert row["storage_usd"] == pytest.approx(want.storage_usd)
+    led.close()
+
+
+def test_a_held_rental_whose_row_cannot_be_read_is_billed_running_until_read_again(key):
+    """A booting rental (the market bills no GPU time yet) whose row carries a NaN price for
+    some minutes: rentwatch cannot tell that it did not start running, so from its last good
+    read until its row reads well again it is billed as running, by the ledger and by the spend
+    the header and stop rules read alike, and the ledger says why."""
+
+    async def body(sup, market, ledger):
+        await sup.poll_once()
+        (iid,) = sup.attempts
+        a = sup.attempts[iid]
+        market.t += 10
+        await sup.poll_once()  # listed, booting: read well
+        last_read = market.t
+        market.bad_rows[iid] = {"gpu_dph": float("nan")}
+        for _ in range(2):
+            market.t += 60
+            await sup.poll_once()
+        market.bad_rows.clear()
+        market.t += 60
+        read_again = market.t
+        await sup.poll_once()
+        assert a.status != "running" and a.life.phase == Phase.BOOTING
+        market.t += 60
+        ledger.record("note", at=market.t, actor="engine", reason="clock", campaign="u")
+        (unread,) = kinds(ledger, "unread")
+        assert unread.at == last_read and "unreadable" in unread.reason
+        assert [e.at for e in kinds(ledger, "read_again")] == [read_again]
+        row = _row(ledger, iid)
+        assert row["gpu_usd"] == pytest.approx(a.gpu_dph * (read_again - last_read) / 3600)
+        assert row["total_usd"] == pytest.approx(a.charges("running", market.t).total_usd)
+
+    run(key, body, fleet=1)

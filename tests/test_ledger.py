@@ -15,7 +15,7 @@ import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rentwatch.core.billing import Mark, charges, took_effect_at
+from rentwatch.core.billing import Mark, charges, status_marks, took_effect_at
 from rentwatch.ledger import Ledger, LedgerError
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
 from rentwatch.ledger.schema import V1_TABLES
@@ -177,7 +177,8 @@ def test_hand_computed_receipt(tmp_path):
     assert hosts[13]["throttled"] == 1 and hosts[11]["throttled"] == 0
 
 
-_kinds = st.sampled_from(["running", "halt", "stop", "start"])
+_kinds = st.sampled_from(["running", "halt", "offline", "stop", "start", "unread", "read"])
+_STATUS = {"running": "running", "halt": "exited", "offline": "offline"}
 
 
 @settings(max_examples=examples(150), deadline=None)
@@ -195,15 +196,21 @@ def test_sql_billing_equals_pure_function(steps, mode, destroy, gpu, storage):
     t = 0
     for kind, gap in steps:
         t += gap
-        if kind in ("running", "halt"):
+        if kind in _STATUS:
+            status = _STATUS[kind]
             led.record(
                 "status",
                 at=t,
                 actor="engine",
                 reason=kind,
                 instance_id=1,
-                detail={"status": "running" if kind == "running" else "exited"},
+                detail={"status": status},
             )
+            marks += status_marks(t, status)
+            continue
+        if kind in ("unread", "read"):  # a spell of unreadable rows: billed its worst case
+            event = "unread" if kind == "unread" else "read_again"
+            led.record(event, at=t, actor="engine", reason=kind, instance_id=1)
         else:
             _act(led, kind, 1, t)
         marks.append(Mark(t, kind))

@@ -132,5 +132,8 @@ def test_causes_and_tolerance():
     # named as such (what it did in the gap was unseen)
     written_off = {"total_usd": 0.1, "destroyed_at": 3.0, "written_off": True, "returns": 0}
     assert "nobody watches" in likely_cause(written_off, MarketCharge(0.5, {}))
+    # a row unreadable for a while: billed its worst case, named as the upper bound it is
+    unread = {"total_usd": 0.5, "destroyed_at": 9.0, "written_off": False, "unread_spells": 1}
+    assert "worst case" in likely_cause(unread, MarketCharge(0.1, {}))
     back = {"total_usd": 0.1, "destroyed_at": 9.0, "written_off": False, "returns": 1}
     assert "listed again" in likely_cause(back, MarketCharge(0.2, {"gpu": 0.1}))

@@ -2,7 +2,8 @@
 
 Per Vast's billing guide and FAQ: storage bills per second from create to destroy except while
 offline; GPU time bills per `running` (only while the container runs) or `created` (a what-if);
-bandwidth bills per byte as one-off `bandwidth` marks."""
+bandwidth bills per byte as one-off `bandwidth` marks. A held instance whose row cannot be read
+(`unread` to `read`) is billed its worst case: online, its GPU running at its last price."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ class Charges:
 @dataclass(frozen=True, slots=True)
 class Mark:
     """A change that matters to billing at market time `at`: create, running, halt, offline, online,
-    stop, start, resume (an outbid bid rental running again), destroy, price, or bandwidth (`usd`
-    is its price). Prices are $/h from this mark on (None keeps the last)."""
+    stop, start, resume (an outbid bid rental running again), destroy, price, bandwidth (`usd`
+    is its price), unread (its row unreadable from here: billed online and running whatever it
+    last showed) or read (read well again). Prices are $/h from this mark on (None keeps the last)."""
 
     at: float
     kind: str
@@ -63,6 +65,8 @@ EVENT_MARKS = {
     "resumed": "resume",
     "rebid": "price",
     "price": "price",
+    "unread": "unread",
+    "read_again": "read",
 }
 
 
@@ -112,10 +116,11 @@ def charges(marks: Sequence[Mark] | Iterable[Mark], mode: GpuBilling, now: float
     gpu_on = False  # is the GPU meter running
     held = False  # not stopped by the renter
     running = False  # container actually running
+    unread = False  # its row unreadable: billed online and running, the worst case
     last = None
     for m in marks:
         at = min(m.at, now)
-        if last is not None and created and not destroyed and online:
+        if last is not None and created and not destroyed and (online or unread):
             span = max(0.0, at - last)
             storage += storage_dph * span / 3600
             if gpu_on:
@@ -146,10 +151,15 @@ def charges(marks: Sequence[Mark] | Iterable[Mark], mode: GpuBilling, now: float
             held, running, online = True, True, True
         elif m.kind == "destroy":
             destroyed = True
-        gpu_on = held and (mode == "created" or running) and created and not destroyed and online
+        elif m.kind in ("unread", "read"):
+            unread = m.kind == "unread"
+        up = online or unread
+        gpu_on = (
+            held and (mode == "created" or running or unread) and created and not destroyed and up
+        )
         if m.at >= now:
             break
-    if last is not None and created and not destroyed and last < now and online:
+    if last is not None and created and not destroyed and last < now and (online or unread):
         span = now - last
         storage += storage_dph * span / 3600
         if gpu_on:

@@ -5,6 +5,7 @@ methods, named for what happened, and its lifecycle `life` only in `engine/renta
 from __future__ import annotations
 
 import asyncio
+import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from ..core.rules import AttemptView
 
 # stops for want of work, and an earlier run's own end (its trap, its release): the host was fine
 REUSABLE_STOPS = ("rule:drained", "rule:idle", "trap", "rule:campaign_end")
+UNREAD = ("unread", "read")  # the billing marks of a spell of unreadable rows
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Attempt:
     silent_since: float | None = None  # since when its host's sessions get no answer
     unseen: int = 0  # consecutive polls the list answer left it out
     dph_seen: float = 0.0  # the highest GPU price the market has shown for it ($/h)
+    read_at: float | None = None  # the last poll that read its row well
     # supervised: automation (rules, preflight, watchdog, jobs, release at the end) may act on
     # it. False for what rentwatch did not create (shown, priced, logged; a person acts on it)
     owned: bool = True
@@ -159,7 +162,10 @@ class Attempt:
             self.marks.append(Mark(at, kind))
 
     def marked(self, marks: list[Mark]) -> None:
-        self.marks.extend(marks)
+        """Marks read back from the ledger, in time order as its view reads them (an `unread`
+        is dated at the last good read, before the poll that wrote it)."""
+        for m in marks:
+            bisect.insort(self.marks, m, key=lambda m: m.at)
 
     def unwritten_off(self) -> None:
         """Listed again after its write-off: the write-off's destroy mark is void."""
@@ -191,6 +197,29 @@ class Attempt:
     def answered_unread(self) -> None:
         """The market answered for it with a row it could not read: not unseen, not seen."""
         self.unseen = 1
+
+    @property
+    def unread(self) -> bool:
+        """Its row unreadable since its last good read: billed its worst case (an `unread`
+        mark, read back from the ledger after a restart too, that no `read` mark closed)."""
+        return next((m.kind == "unread" for m in reversed(self.marks) if m.kind in UNREAD), False)
+
+    def row_unread(self) -> float | None:
+        """Its row could not be read: billed its worst case from its last good read (its
+        create, if none), when that starts; None if it was unread already."""
+        if self.unread:
+            return None
+        since = self.read_at if self.read_at is not None else self.created_at
+        bisect.insort(self.marks, Mark(since, "unread"), key=lambda m: m.at)
+        return since
+
+    def row_read(self, at: float) -> bool:
+        """Its row read well: whether that ends a spell of unreadable rows."""
+        self.read_at = at
+        if not self.unread:
+            return False
+        self.marks.append(Mark(at, "read"))
+        return True
 
     def preflight_again(self) -> None:
         """A finished preflight that proved nothing is forgotten: a fresh one once it runs."""

@@ -35,6 +35,7 @@ from .updates import (
     Lost,
     Returned,
     RowSeen,
+    RowUnread,
     StoppedByMarket,
 )
 
@@ -181,6 +182,9 @@ class Observer:
         id, once per distinct problem (such a row is in every list answer while it lasts)."""
         self.bad_rows += 1
         self.journal.say(f"row    i:{iid} skipped this poll: {problem}")
+        held = self.fleet.get(iid) if iid is not None else None
+        if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
+            apply(self.journal, RowUnread(held, now, problem))  # nothing bills unwatched
         if iid is None:
             if problem in self._reported_anon:
                 return

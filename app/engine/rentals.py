@@ -50,6 +50,7 @@ from .updates import (
     ResumedItself,
     Returned,
     RowSeen,
+    RowUnread,
     Said,
     Sampled,
     SshFailed,
@@ -187,6 +188,8 @@ def apply(j: Journal, u: Update) -> bool:
                 )
         case AnsweredUnread():
             a.answered_unread()
+        case RowUnread():
+            _row_unread(j, u)
         case IdleSince():
             a.util_seen(u.since)
         case Listed():
@@ -365,6 +368,32 @@ def _row_seen(j: Journal, u: RowSeen) -> None:
             a.mark(now, "halt")
     a.status_seen(status, u.status_msg, now)
     a.routed(u.ssh_host, u.ssh_port)
+    if a.row_read(now):  # after its status's marks: they may date from before now
+        j.fact(
+            K.READ_AGAIN,
+            a,
+            at=now,
+            actor="engine",
+            reason="its row read well again: billed as it reads from here",
+        )
+
+
+def _row_unread(j: Journal, u: RowUnread) -> None:
+    """Billed as running (its last price) and online from its last good read: what the market
+    may bill for it while rentwatch cannot read its row, never less."""
+    a = u.a
+    since = a.row_unread()
+    if since is None:
+        return
+    j.fact(
+        K.UNREAD,
+        a,
+        at=since,
+        actor="engine",
+        reason=f"its row is unreadable ({u.problem}): billed as running, its GPU at its last "
+        "price, plus storage, from its last good read until it reads well again",
+        detail={"seen_at": u.at, "problem": u.problem[:200]},
+    )
 
 
 def _move(j: Journal, a: Attempt, to: Phase, at: float, why: str) -> bool:

@@ -347,6 +347,15 @@ class AnsweredUnread:
 
 
 @dataclass(frozen=True, slots=True)
+class RowUnread:
+    """A held instance's row could not be read: billed its worst case until it is read again."""
+
+    a: Attempt
+    at: float
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
 class IdleSince:
     """Since when its GPU has been idle by the policy (None: busy), from a row or a sample."""
 
@@ -495,6 +504,7 @@ Update = (
     | RowSeen
     | LeftOut
     | AnsweredUnread
+    | RowUnread
     | IdleSince
     | Listed
     | CameUp

@@ -26,6 +26,10 @@ class EventKind(StrEnum):
     RETURNED = "returned"  # a written-off (lost) instance listed again: the write-off is void
     UNSEEN = "unseen"  # left out of a list answer: asked for directly, still held
     BAD_ROW = "bad_row"  # a market row that failed validation: skipped this poll, counted
+    # a held instance's row unreadable from `ts` (its last good read; `detail.seen_at`: the
+    # poll that found it so) to its `read_again`: billed its worst case (core.billing, `unread`)
+    UNREAD = "unread"
+    READ_AGAIN = "read_again"
     JOB_STARTED = "job_started"
     JOB_FINISHED = "job_finished"
     ARTIFACTS = "artifacts"

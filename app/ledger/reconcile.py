@@ -117,6 +117,11 @@ def likely_cause(ledger_row: dict[str, Any] | None, market: MarketCharge | None)
             "written off, then listed again: what it did while unseen (a state change in the "
             f"gap) was not seen (ledger {'over' if gap > 0 else 'under'} by ${abs(gap):.4f})"
         )
+    if ledger_row.get("unread_spells") and gap > 0:
+        return (
+            "its row was unreadable for a while: the ledger billed it its worst case then "
+            f"(running, online), an upper bound (ledger over by ${gap:.4f})"
+        )
     if not ledger_row.get("destroyed_at") and gap < 0:
         return "still held on the market: it keeps billing after the ledger's last event"
     return item_cause(ledger_row, market)

@@ -101,6 +101,9 @@ SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
             -- negative, else no mark's price)
             WHEN kind = 'resumed' THEN 'resume'
             WHEN kind IN ('rebid', 'price') THEN 'price'
+            -- a held instance's row unreadable from `ts` (its last good read) to its
+            -- `read_again`: billed online and running, the worst case (core.billing)
+            WHEN kind = 'read_again' THEN 'read'
             ELSE kind END AS mark,
        CASE WHEN kind = 'create' THEN gpu_dph
             WHEN kind IN ('rebid', 'price') AND isfinite(TRY_CAST(detail->>'price' AS DOUBLE))
@@ -110,7 +113,8 @@ SELECT instance_id, seq, ts, coalesce(campaign, '') AS campaign,
        CASE WHEN kind = 'create' THEN coalesce(detail->>'gpu_billing', 'created') END AS billing
 FROM standing_events
 WHERE instance_id IS NOT NULL AND coalesce(ok, true) AND phase <> 'intent'
-  AND (kind IN ('create', 'stop', 'start', 'destroy', 'lost', 'resumed', 'rebid', 'price')
+  AND (kind IN ('create', 'stop', 'start', 'destroy', 'lost', 'resumed', 'rebid', 'price',
+                 'unread', 'read_again')
        OR kind = 'status');
 
 CREATE OR REPLACE VIEW billing_spans AS
@@ -124,15 +128,17 @@ WITH m AS (
     last_value(CASE WHEN mark IN ('create', 'start', 'resume') THEN 1 WHEN mark = 'stop' THEN 0 END IGNORE NULLS) OVER w AS held,
     last_value(CASE WHEN mark IN ('running', 'resume') THEN 1 WHEN mark IN ('halt', 'stop', 'create', 'offline') THEN 0 END IGNORE NULLS) OVER w AS running,
     last_value(CASE WHEN mark = 'offline' THEN 0 WHEN mark IN ('online', 'running', 'halt', 'create', 'start', 'resume') THEN 1 END IGNORE NULLS) OVER w AS online,
+    last_value(CASE WHEN mark = 'unread' THEN 1 WHEN mark = 'read' THEN 0 END IGNORE NULLS) OVER w AS unread,
     lead(ts) OVER (PARTITION BY instance_id ORDER BY ts, seq) AS next_at
   FROM billing_marks
   WINDOW w AS (PARTITION BY instance_id ORDER BY ts, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 )
 SELECT m.instance_id, m.ts, m.campaign,
        greatest(coalesce(m.next_at, k.now, (SELECT now FROM ledger_clock)) - m.ts, 0) AS span_s,
-       created = 1 AND destroyed = 0 AND coalesce(online, 1) = 1 AS storage_on,
-       created = 1 AND destroyed = 0 AND coalesce(online, 1) = 1 AND coalesce(held, 0) = 1
-         AND (mode = 'created' OR coalesce(running, 0) = 1) AS gpu_on,
+       created = 1 AND destroyed = 0 AND (coalesce(online, 1) = 1 OR coalesce(unread, 0) = 1) AS storage_on,
+       created = 1 AND destroyed = 0 AND (coalesce(online, 1) = 1 OR coalesce(unread, 0) = 1)
+         AND coalesce(held, 0) = 1
+         AND (mode = 'created' OR coalesce(running, 0) = 1 OR coalesce(unread, 0) = 1) AS gpu_on,
        coalesce(p_gpu, 0) AS gpu_dph, coalesce(p_storage, 0) AS storage_dph
 FROM m LEFT JOIN campaign_clocks k ON k.campaign = coalesce(m.campaign, '');
 
@@ -193,6 +199,7 @@ WITH c AS (
     count(*) FILTER (WHERE kind = 'job_finished' AND ok AND seq NOT IN (SELECT seq FROM voided_exits)) AS jobs_finished,
     count(*) FILTER (WHERE kind = 'returned') AS returns,
     bool_or(kind = 'lost') AS written_off,
+    count(*) FILTER (WHERE kind = 'unread') AS unread_spells,
     max(ts) AS last_seen
   FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
 ), d AS (
@@ -204,7 +211,7 @@ WITH c AS (
   GROUP BY e.instance_id
 )
 SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.failure_reason,
-       e.stopped_at, e.destroyed_at, e.jobs_finished, e.returns, e.written_off,
+       e.stopped_at, e.destroyed_at, e.jobs_finished, e.returns, e.written_off, e.unread_spells,
        CASE WHEN e.jobs_finished > 0 THEN 'finished' WHEN e.verified_at IS NOT NULL THEN 'computed'
             WHEN e.running_at IS NOT NULL THEN 'booted' WHEN e.listed_at IS NOT NULL THEN 'booting'
             ELSE 'requested' END AS phase_reached,
