@@ -27,10 +27,10 @@ from .test_snapshots import FLEET, SIZE, StillEngine, _text
 
 
 async def _typed(pilot, dialog: EndConfirm, text: str) -> None:
-    """`text` typed into the dialog's field, once it has the focus (a key pressed before is
-    lost), and waited for until the field shows it."""
+    """`text` typed into the dialog's field once the dialog is composed and its field has the
+    focus (the screen is the dialog before either), and waited for until the field shows it."""
+    await _until(pilot, lambda: any(f.has_focus for f in dialog.query(Input)))
     field = dialog.query_one(Input)
-    await _until(pilot, lambda: field.has_focus)
     await pilot.press(*text)
     await _until(pilot, lambda: field.value == text)
 

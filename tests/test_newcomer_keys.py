@@ -17,6 +17,7 @@ from rentwatch.views.acts import left_after_end
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm
 from rentwatch.widgets.messages import FleetSnapshot
+from textual.widgets import Input
 
 from .campaigns import campaign_text, engine_stands, stepped_engine
 from .test_dashboard import _until
@@ -122,3 +123,17 @@ def test_stop_on_a_stopped_host_says_why_not():
 
     said = " ".join(asyncio.run(run()))
     assert f"{rows[1].instance_id} is stopped already: nothing to stop" in said
+
+
+def test_a_name_typed_as_the_end_dialog_opens_is_typed_whole():
+    # loaded, the dashboard end test typed the name as soon as the dialog was the screen,
+    # before its field had the focus: "qlora" went in as "ora", and nothing ended
+    async def run() -> str:
+        app = RentwatchApp(Recorder(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.2)
+            app.push_screen(EndConfirm("qlora", []))
+            await pilot.press(*"qlora")
+            return app.screen.query_one(Input).value
+
+    assert asyncio.run(run()) == "qlora"
