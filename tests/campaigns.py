@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 from rentwatch.core.policy import get_policy
+from rentwatch.engine.hosts.ssh import loop_time
+from rentwatch.engine.session import Session
 from rentwatch.market.factory import load_campaign
-from rentwatch.referee.stepped import run_stepped
+from rentwatch.referee.stepped import run_stepped, stepped_loop
+from rentwatch.run.engine_thread import EngineThread
 from rentwatch.run.headless import run_headless
 
 CAMPAIGN = """
@@ -107,6 +112,47 @@ def cli_on_stepped_clock(sim, monkeypatch) -> None:
     shim.__dict__.update(asyncio.__dict__, run=run)
     monkeypatch.setattr(module, "run_headless", on_clock)
     monkeypatch.setattr(commands, "asyncio", shim)
+
+
+def stepped_engine(sim, campaign, ledger, key_path: Path) -> EngineThread:
+    """The dashboard's engine thread (`rentwatch.run.dashboard.make_engine`'s) on `sim`'s
+    stepped clock: its loop's time is market time, so a loaded box is no lag, and it polls at
+    the engine's own market cadence (no wall-second cap: that would be a poll a market
+    second)."""
+
+    def open_session() -> Session:
+        return Session.open(
+            sim.url,
+            sim.api_key,
+            ledger,
+            campaign,
+            get_policy("default").with_overrides(campaign.policy),
+            key_path,
+            log=lambda _: None,
+            market_clock=sim.market.clock,
+        )
+
+    return EngineThread(
+        open_session,
+        on_snapshot=lambda _: None,
+        on_error=lambda _: None,
+        max_wall_poll=float("inf"),
+        monotonic=loop_time,
+        loop_factory=lambda: stepped_loop(sim),
+    )
+
+
+@contextlib.contextmanager
+def engine_stands(engine: EngineThread) -> Iterator[None]:
+    """A `stepped_engine`'s market stands inside: its calls are answered and intents applied,
+    but no market time passes, so what a test does in wall time (keys pressed on a loaded box)
+    costs the market nothing and nothing happens meanwhile that the test did not ask for."""
+    stepper = engine.loop.stepper  # type: ignore[union-attr]
+    stepper.standing = True
+    try:
+        yield
+    finally:
+        stepper.standing = False
 
 
 def run_headless_text(sim, tmp_path: Path, text: str, policy: str = "default") -> tuple[int, Path]:

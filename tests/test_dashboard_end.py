@@ -8,12 +8,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from rentwatch.core.policy import get_policy
 from rentwatch.engine.intents import EndIntent, StopIntent
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding
 from rentwatch.market.factory import load_campaign
-from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service import api
 from rentwatch.run.service.controller import attach_in_process
 from rentwatch.widgets.app import RentwatchApp
@@ -21,10 +19,24 @@ from rentwatch.widgets.end_dialog import EndConfirm, holdings_text
 from rentwatch.widgets.footer import fitted
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen
+from textual.widgets import Input
 
-from .campaigns import campaign_text
+from .campaigns import campaign_text, engine_stands, stepped_engine
 from .test_dashboard import _until
 from .test_snapshots import FLEET, SIZE, StillEngine, _text
+
+
+async def _typed(pilot, dialog: EndConfirm, text: str) -> None:
+    """`text` typed into the dialog's field once the dialog is composed and its field has the
+    focus (the screen is the dialog before either), and waited for until the field shows it."""
+    await _until(pilot, lambda: any(f.has_focus for f in dialog.query(Input)))
+    field = dialog.query_one(Input)
+    await pilot.press(*text)
+    await _until(pilot, lambda: field.value == text)
+
+
+def _footer(app) -> str:
+    return _text(app.export_screenshot()).splitlines()[-1]
 
 
 def _billing(sim) -> dict[int, str]:
@@ -55,34 +67,38 @@ def test_the_end_dialog_lists_verified_unpulled_and_storage():
 
 
 def test_end_from_the_dashboard_destroys_everything_through_the_controller(make_sim, tmp_path):
-    """The dashboard as `demo` and `watch` run it: a client of the controller API."""
-    sim = make_sim(seed=7, offers=40, time_scale=120)
+    """The dashboard as `demo` and `watch` run it: a client of the controller API. Its engine
+    runs on the market's stepped clock, and the market stands while the person's keys go in:
+    wall-paced at 120x, a loaded box had healthy hosts judged dead and destroyed by rule."""
+    sim = make_sim(seed=7, offers=40, stepped=True)
     ledger_path = tmp_path / "l.duckdb"
     ledger = Ledger(ledger_path)
     campaign = load_campaign(campaign_text("endme", 2))
-    engine = make_engine(
-        sim.url, sim.api_key, campaign, get_policy("default"), ledger, tmp_path / "key"
-    )
+    engine = stepped_engine(sim, campaign, ledger, tmp_path / "key")
     app, finish = attach_in_process(engine, ledger, ledger_path, campaign.name)
     assert isinstance(app, RentwatchApp)
 
     async def run() -> None:
         async with app.run_test(size=(120, 36)) as pilot:
-            await _until(pilot, lambda: app.latest and app.latest.verified >= 1, timeout=60)
-            await pilot.press("E")
-            await _until(pilot, lambda: isinstance(app.screen, EndConfirm))
-            dialog = app.screen
-            assert isinstance(dialog, EndConfirm) and dialog.held
-            assert any(h.verified for h in dialog.held)
-            await pilot.press(*"wrong", "enter")  # not the name: nothing ends
-            await pilot.pause(0.3)
-            assert isinstance(app.screen, EndConfirm) and _billing(sim)
-            await pilot.press(*campaign.name, "enter")
-            await _until(pilot, lambda: not _billing(sim), timeout=60)
+            await _until(pilot, lambda: app.latest and app.latest.verified >= 1, timeout=120)
+            with engine_stands(engine):
+                await pilot.press("E")
+                await _until(pilot, lambda: isinstance(app.screen, EndConfirm))
+                dialog = app.screen
+                assert isinstance(dialog, EndConfirm) and dialog.held
+                assert any(h.verified for h in dialog.held)
+                await _typed(pilot, dialog, "wrong")
+                await pilot.press("enter")  # not the name: nothing ends
+                await _until(pilot, lambda: dialog.query_one(Input).value == "")  # refused
+                assert isinstance(app.screen, EndConfirm) and _billing(sim)
+                await _typed(pilot, dialog, campaign.name)
+                await pilot.press("enter")
+                await _until(pilot, lambda: engine.session.sup.ended_by is not None)
+            await _until(pilot, lambda: not _billing(sim), timeout=120)
             await _until(pilot, lambda: app.latest.finished is not None)
-            await pilot.pause(0.5)
-            await _until(pilot, lambda: fitted(app.screen))
-            footer = _text(app.export_screenshot()).splitlines()[-1]
+            # the footer redrawn for the ended campaign (a loaded box draws it later)
+            await _until(pilot, lambda: fitted(app.screen) and "Create" not in _footer(app))
+            footer = _footer(app)
             assert "Create" not in footer and "Stop" in footer and "Destroy" in footer
             # the fleet screen owns these keys: it refuses what would set automation going
             assert app.fleet.check_action("create", ()) is False

@@ -8,21 +8,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from rentwatch.core.policy import get_policy
 from rentwatch.engine.intents import StartIntent, StopIntent
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding
 from rentwatch.market.factory import load_campaign
-from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service.controller import attach_in_process
 from rentwatch.views.acts import left_after_end
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm
 from rentwatch.widgets.messages import FleetSnapshot
+from textual.widgets import Input
 
-from .campaigns import campaign_text
+from .campaigns import campaign_text, engine_stands, stepped_engine
 from .test_dashboard import _until
-from .test_dashboard_end import _billing
+from .test_dashboard_end import _billing, _typed
 from .test_selection_keys import Recorder
 from .test_snapshots import FLEET, SIZE
 
@@ -59,27 +58,31 @@ def test_start_sends_nothing_for_a_running_host_and_starts_a_stopped_one():
 def test_end_from_the_dashboard_destroys_a_stopped_rental_too(make_sim, tmp_path):
     """The end's dialog lists stopped rentals (their storage bills); once the name is typed
     they are destroyed as well: after a finished demo, E said "it held nothing" and its four
-    stopped rentals went on billing."""
-    sim = make_sim(seed=7, offers=40, time_scale=120)
+    stopped rentals went on billing. On the market's stepped clock, standing while the keys go
+    in (tests/test_dashboard_end.py says why)."""
+    sim = make_sim(seed=7, offers=40, stepped=True)
     ledger_path = tmp_path / "l.duckdb"
     ledger = Ledger(ledger_path)
     campaign = load_campaign(campaign_text("endstop", 2))
-    engine = make_engine(
-        sim.url, sim.api_key, campaign, get_policy("default"), ledger, tmp_path / "key"
-    )
+    engine = stepped_engine(sim, campaign, ledger, tmp_path / "key")
     app, finish = attach_in_process(engine, ledger, ledger_path, campaign.name)
 
     async def run() -> int:
         async with app.run_test(size=(120, 36)) as pilot:
-            await _until(pilot, lambda: app.latest and app.latest.verified >= 1, timeout=60)
-            iid = next(s.instance_id for s in app.latest.instances if s.passed_preflight)
-            app.engine.submit(StopIntent(iid)).result(timeout=30)
-            await _until(pilot, lambda: _billing(sim).get(iid) == "stopped", timeout=30)
-            await pilot.press("E")
-            await _until(pilot, lambda: isinstance(app.screen, EndConfirm))
-            assert iid in {h.instance_id for h in app.screen.held}  # type: ignore[attr-defined]
-            await pilot.press(*campaign.name, "enter")
-            await _until(pilot, lambda: not _billing(sim), timeout=60)
+            await _until(pilot, lambda: app.latest and app.latest.verified >= 1, timeout=120)
+            with engine_stands(engine):
+                iid = next(s.instance_id for s in app.latest.instances if s.passed_preflight)
+                app.engine.submit(StopIntent(iid)).result(timeout=30)
+                await _until(pilot, lambda: _billing(sim).get(iid) == "stopped", timeout=30)
+                await pilot.press("E")
+                await _until(pilot, lambda: isinstance(app.screen, EndConfirm))
+                dialog = app.screen
+                assert isinstance(dialog, EndConfirm)
+                assert iid in {h.instance_id for h in dialog.held}
+                await _typed(pilot, dialog, campaign.name)
+                await pilot.press("enter")
+                await _until(pilot, lambda: engine.session.sup.ended_by is not None)
+            await _until(pilot, lambda: not _billing(sim), timeout=120)
             return iid
 
     try:
@@ -120,3 +123,17 @@ def test_stop_on_a_stopped_host_says_why_not():
 
     said = " ".join(asyncio.run(run()))
     assert f"{rows[1].instance_id} is stopped already: nothing to stop" in said
+
+
+def test_a_name_typed_as_the_end_dialog_opens_is_typed_whole():
+    # loaded, the dashboard end test typed the name as soon as the dialog was the screen,
+    # before its field had the focus: "qlora" went in as "ora", and nothing ended
+    async def run() -> str:
+        app = RentwatchApp(Recorder(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.2)
+            app.push_screen(EndConfirm("qlora", []))
+            await pilot.press(*"qlora")
+            return app.screen.query_one(Input).value
+
+    assert asyncio.run(run()) == "qlora"

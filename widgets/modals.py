@@ -26,6 +26,7 @@ class TypedConfirm(ModalScreen[str | None]):
     does nothing."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    AUTO_FOCUS = "#typed"  # as it opens: keys typed at once go into the box, none lost
 
     def __init__(self, phrase: str, body: Text, act: str, nothing: str) -> None:
         super().__init__()

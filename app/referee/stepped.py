@@ -65,6 +65,10 @@ class SteppedSelector(selectors.BaseSelector):
         # (counted from the last jump), so a person can watch a run go; nothing else changes
         self.max_pace, self.wall = max_pace, wall
         self.last_step_wall = wall()
+        # set (from any thread): the market stands; the loop waits in wall time, awake to any
+        # answer or call, and steps again once it is cleared (a test driving a dashboard holds
+        # the market still between its keys, however slowly a loaded box takes them)
+        self.standing = False
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         return self.real.register(fileobj, events, data)
@@ -92,7 +96,7 @@ class SteppedSelector(selectors.BaseSelector):
             if self.clock.release_next(self.stall_cap_s, self.silent):
                 return []
             if timeout is not None and not self.clock.busy(self.stall_cap_s, self.silent):
-                pause = self.pause_for(timeout)
+                pause = SLICE_S * 20 if self.standing else self.pause_for(timeout)
                 if pause > 0:  # the pace cap: wait in wall time, still awake to any answer
                     events = self.real.select(min(pause, SLICE_S * 20))
                     if events:
@@ -150,9 +154,16 @@ class SteppedLoop(asyncio.SelectorEventLoop):
 def run_stepped(sim: SimServer, main: Coroutine[Any, Any, T], max_pace: float | None = None) -> T:
     """`asyncio.run(main)` on a loop stepped with `sim`'s clock (which must be stepped);
     `max_pace`: the most market seconds per wall second (None: as fast as the box goes)."""
+    with asyncio.Runner(loop_factory=lambda: stepped_loop(sim, max_pace)) as runner:
+        return runner.run(main)
+
+
+def stepped_loop(sim: SimServer, max_pace: float | None = None) -> SteppedLoop:
+    """An event loop stepped with `sim`'s clock (which must be stepped), its hosts settled at
+    each step."""
     clock = sim.market.clock
     if not clock.is_stepped or not sim.stepped:
-        raise ValueError("run_stepped needs a simulator on a stepped clock")
+        raise ValueError("a stepped loop needs a simulator on a stepped clock")
 
     def settle() -> None:
         if sim.ssh is not None:
@@ -166,7 +177,4 @@ def run_stepped(sim: SimServer, main: Coroutine[Any, Any, T], max_pace: float | 
             return False
         return inst.machine.behaviour == "ssh_dead" or inst.id in sim.ssh.hung
 
-    with asyncio.Runner(
-        loop_factory=lambda: SteppedLoop(clock, settle, silent, max_pace)
-    ) as runner:
-        return runner.run(main)
+    return SteppedLoop(clock, settle, silent, max_pace)

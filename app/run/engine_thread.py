@@ -34,8 +34,12 @@ class EngineThread:
         on_error: Callable[[str], None],
         max_wall_poll: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
     ) -> None:
+        """`loop_factory`: the engine's event loop (tests give one on a simulator's stepped
+        clock, `rentwatch.referee.stepped.stepped_loop`)."""
         self._open = open_session
+        self._loop_factory = loop_factory
         self.on_snapshot = on_snapshot
         self.on_error = on_error
         self.max_wall_poll = max_wall_poll
@@ -70,7 +74,7 @@ class EngineThread:
                 say(f"still releasing what is held ({waited:.0f} s)")
 
     def _main(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = self._loop_factory()
         try:
             self.loop.run_until_complete(self._run())
         finally:
