@@ -132,6 +132,7 @@ class Ledger(NamedReads):
                 self.fallback_note = f"events an earlier run could not write wait in a file: {exc}"
             self.__seq = self._max_seq()
         self.__replica: Replica | None = None  # the team's events, once a team is joined
+        self.__ticked: list[tuple[str, str]] | None = None  # the clock rows last written
 
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -167,6 +168,14 @@ class Ledger(NamedReads):
         """The last event this ledger wrote (None: opened read-only, another process writes)."""
         return None if self.read_only else self.__seq
 
+    def stored_through(self) -> int | None:
+        """The seq up to which every event is in the file (the events a failed write left
+        waiting come after it); None when opened read-only (another process may write)."""
+        if self.read_only:
+            return None
+        with self.__lock:
+            return int(self.__pending[0][0]) - 1 if self.__pending else self.__seq
+
     def _max_seq(self) -> int:
         row = self.__con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
         return int(row[0]) if row else 0
@@ -178,15 +187,19 @@ class Ledger(NamedReads):
         instant, and a finished campaign's figures stop where its controller last looked."""
         if self.read_only:
             return
+        rows = [("clock", repr(float(now)))]
+        if market:  # the clock of that market's campaigns (view campaign_clocks)
+            rows.append((f"clock@{market}", rows[0][1]))
+        # one statement, one commit: each commit of this file costs milliseconds of CPU, and a
+        # tick comes every poll; a tick that changes nothing is not written again
         with self.__lock, self._unless_unwritable():
+            if rows == self.__ticked:
+                return
             self.__con.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('clock', ?)", [repr(float(now))]
+                "INSERT OR REPLACE INTO meta VALUES " + ", ".join(["(?, ?)"] * len(rows)),
+                [v for row in rows for v in row],
             )
-            if market:  # the clock of that market's campaigns (view campaign_clocks)
-                self.__con.execute(
-                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                    [f"clock@{market}", repr(float(now))],
-                )
+            self.__ticked = rows
 
     @contextlib.contextmanager
     def _unless_unwritable(self) -> Iterator[None]:
