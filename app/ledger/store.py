@@ -4,6 +4,7 @@ its connection privately; nothing in rentwatch issues UPDATE or DELETE against i
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 import time
@@ -31,6 +32,8 @@ HELD_ELSEWHERE = "is open in another rentwatch process"
 # a write the disk refused ("No space left on device"), or a database that a failed write
 # left invalidated: the event waits (fallback.py); any other error is a bug, and raised
 DISK_FAILURES = (duckdb.IOException, duckdb.FatalException, OSError)
+# the meta key that marks the file's views as made by this rentwatch's `VIEWS` (`_views_mark`)
+_VIEWS_KEY = "views"
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog", "market")
 
 _COLUMNS = EVENT_COLUMNS
@@ -146,16 +149,43 @@ class Ledger(NamedReads):
             )
         for v in range(version + 1, SCHEMA_VERSION + 1):
             con.execute(MIGRATIONS[v])
-        con.execute(
-            "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
-        )
+        if row is None or version != SCHEMA_VERSION:
+            con.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+            )
+        if version == SCHEMA_VERSION and self._views_are_ours():
+            return
         con.execute(VIEWS)
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [_VIEWS_KEY, self._views_mark()])
+
+    def _views_mark(self) -> str:
+        """This rentwatch's view definitions and the views the file holds now, in one digest:
+        a file whose mark is this one holds exactly the views `VIEWS` made, unchanged since."""
+        held = self.__con.execute(
+            "SELECT view_name, sql FROM duckdb_views() "
+            "WHERE NOT internal AND NOT temporary AND database_name = current_database() "
+            "AND schema_name = 'main' "
+            "ORDER BY view_name"
+        ).fetchall()
+        return hashlib.sha256(f"{VIEWS}\0{held!r}".encode()).hexdigest()
+
+    def _views_are_ours(self) -> bool:
+        """Whether the file's views are this rentwatch's: making them again costs a tenth of a
+        second of CPU (each view is bound), at every open of a ledger."""
+        with contextlib.suppress(duckdb.Error):
+            row = self.__con.execute(
+                "SELECT value FROM meta WHERE key = ?", [_VIEWS_KEY]
+            ).fetchone()
+            return row is not None and row[0] == self._views_mark()
+        return False
 
     def _own_views(self) -> None:
         """Opened read-only, the file holds the views its last writer made, maybe an older
         rentwatch's (the receipt then asked them for columns they lack): this rentwatch's own
         shadow them, as temporary views of this connection, where the file's tables allow.
         Operator queries run on cursors of their own and read the file's views."""
+        if self._views_are_ours():
+            return
         own = VIEWS.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
         with contextlib.suppress(duckdb.Error):
             self.__con.execute(own)
