@@ -18,6 +18,7 @@ PY = sys.executable
 # name -> (the section of docs/benchmarks.md it feeds, the command)
 TARGETS: dict[str, tuple[str, list[str]]] = {
     "ledger": ("Ledger at scale", [PY, "-m", "bench.ledger_bench"]),
+    "ledger-open": ("The test suite", [PY, "-m", "bench.ledger_open"]),
     "tui": ("Dashboard", [PY, "-m", "bench.tui_bench", "--seconds", "15"]),
     "engine": ("Engine at scale", [PY, "-m", "bench.engine_bench"]),
     "service": ("Dashboard over the controller's socket", [PY, "-m", "bench.service_bench"]),

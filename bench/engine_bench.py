@@ -15,7 +15,8 @@ booting; the rest proven by an earlier run, as the ledger says):
 - *engine CPU per poll with jobs queued*: the same, for a campaign whose sized jobs outnumber
   its proven hosts (`--queue HOSTS:JOBS`), at a time scale where each poll spans a market
   minute or more, so the swap watch (`engine/jobs/swap_watch.py`) and the ranking by delivered
-  work read our record as often as they would in a fast referee run.
+  work read our record as often as they would in a fast referee run; with the alerts listening
+  after each poll (`run/alerts.py`), as in every headless and referee run.
 
 The watchdogs of the proven rentals are not started (they are SSH work, not the poll's).
 Run: python -m bench.engine_bench [--sizes 100,1000,10000] [--seconds 120] [--queue 10:40]
@@ -41,6 +42,7 @@ from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
 from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import EventKind, Ledger
 from rentwatch.market.vast.client import VastClient
+from rentwatch.run.alerts import Alerts
 from rentwatch.run.dashboard import watch_campaign
 
 BOOTING = 10  # instances still booting in every fleet
@@ -181,6 +183,7 @@ async def queue_cpu(
         )
         if reread:
             sup.ledger._written = lambda: None  # type: ignore[method-assign]
+        Alerts(sup, sup.ledger).attach()  # as every headless run and referee run has them
         for _ in range(3):
             await sup.poll_once()
         cpu = []

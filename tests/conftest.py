@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,25 @@ from .team_pg import pg_server, team_db  # noqa: F401  (the team store's Postgre
 # recursion depth mismatch" (an interpreter fault; its cause was not found). Hypothesis's plugin
 # imported it lazily at the run's summary, so a run whose tests all passed ended in that
 # traceback. Imported here, it is compiled before any test runs.
+
+
+def _compile_once() -> None:
+    """Where writing bytecode is off (PYTHONDONTWRITEBYTECODE), every process the suite starts
+    (each xdist worker, each CLI, controller and simulator it runs) compiled rentwatch, and
+    each worker rewrote every test module, again: about 10 s of CPU per worker and half a
+    second per process. Compiled once instead, into a cache outside the source tree
+    (PYTHONPYCACHEPREFIX), which the processes started from here inherit."""
+    if not sys.dont_write_bytecode:
+        return
+    from platformdirs import user_cache_dir
+
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX") or str(Path(user_cache_dir("rentwatch")) / "pyc")
+    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix = prefix
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+
+
+_compile_once()
 
 
 def free_port() -> int:

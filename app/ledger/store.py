@@ -4,6 +4,7 @@ its connection privately; nothing in rentwatch issues UPDATE or DELETE against i
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 import time
@@ -31,6 +32,8 @@ HELD_ELSEWHERE = "is open in another rentwatch process"
 # a write the disk refused ("No space left on device"), or a database that a failed write
 # left invalidated: the event waits (fallback.py); any other error is a bug, and raised
 DISK_FAILURES = (duckdb.IOException, duckdb.FatalException, OSError)
+# the meta key that marks the file's views as made by this rentwatch's `VIEWS` (`_views_mark`)
+_VIEWS_KEY = "views"
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog", "market")
 
 _COLUMNS = EVENT_COLUMNS
@@ -132,6 +135,7 @@ class Ledger(NamedReads):
                 self.fallback_note = f"events an earlier run could not write wait in a file: {exc}"
             self.__seq = self._max_seq()
         self.__replica: Replica | None = None  # the team's events, once a team is joined
+        self.__ticked: list[tuple[str, str]] | None = None  # the clock rows last written
 
     # -- schema ----------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -145,14 +149,41 @@ class Ledger(NamedReads):
             )
         for v in range(version + 1, SCHEMA_VERSION + 1):
             con.execute(MIGRATIONS[v])
-        con.execute(
-            "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
-        )
+        if row is None or version != SCHEMA_VERSION:
+            con.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+            )
+        if version == SCHEMA_VERSION and self._views_are_ours():
+            return
         con.execute(VIEWS)
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [_VIEWS_KEY, self._views_mark()])
+
+    def _views_mark(self) -> str:
+        """This rentwatch's view definitions and the views the file holds now, in one digest:
+        a file whose mark is this one holds exactly the views `VIEWS` made, unchanged since."""
+        held = self.__con.execute(
+            "SELECT view_name, sql FROM duckdb_views() "
+            "WHERE NOT internal AND NOT temporary AND database_name = current_database() "
+            "AND schema_name = 'main' "
+            "ORDER BY view_name"
+        ).fetchall()
+        return hashlib.sha256(f"{VIEWS}\0{held!r}".encode()).hexdigest()
+
+    def _views_are_ours(self) -> bool:
+        """Whether the file's views are this rentwatch's: making them again costs a tenth of a
+        second of CPU (each view is bound), at every open of a ledger."""
+        with contextlib.suppress(duckdb.Error):
+            row = self.__con.execute(
+                "SELECT value FROM meta WHERE key = ?", [_VIEWS_KEY]
+            ).fetchone()
+            return row is not None and row[0] == self._views_mark()
+        return False
 
     def _own_views(self) -> None:
         """Opened read-only, the file holds its last writer's views, maybe an older rentwatch's:
         this rentwatch's own shadow them as temporary views where the file's tables allow."""
+        if self._views_are_ours():
+            return
         own = VIEWS.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
         with contextlib.suppress(duckdb.Error):
             self.__con.execute(own)
@@ -165,6 +196,14 @@ class Ledger(NamedReads):
         """The last event this ledger wrote (None: opened read-only, another process writes)."""
         return None if self.read_only else self.__seq
 
+    def stored_through(self) -> int | None:
+        """The seq up to which every event is in the file (the events a failed write left
+        waiting come after it); None when opened read-only (another process may write)."""
+        if self.read_only:
+            return None
+        with self.__lock:
+            return int(self.__pending[0][0]) - 1 if self.__pending else self.__seq
+
     def _max_seq(self) -> int:
         row = self.__con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
         return int(row[0]) if row else 0
@@ -175,15 +214,19 @@ class Ledger(NamedReads):
         here, so the receipt, the views and the live figures agree at one instant."""
         if self.read_only:
             return
+        rows = [("clock", repr(float(now)))]
+        if market:  # the clock of that market's campaigns (view campaign_clocks)
+            rows.append((f"clock@{market}", rows[0][1]))
+        # one statement, one commit: each commit of this file costs milliseconds of CPU, and a
+        # tick comes every poll; a tick that changes nothing is not written again
         with self.__lock, self._unless_unwritable():
+            if rows == self.__ticked:
+                return
             self.__con.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('clock', ?)", [repr(float(now))]
+                "INSERT OR REPLACE INTO meta VALUES " + ", ".join(["(?, ?)"] * len(rows)),
+                [v for row in rows for v in row],
             )
-            if market:  # the clock of that market's campaigns (view campaign_clocks)
-                self.__con.execute(
-                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                    [f"clock@{market}", repr(float(now))],
-                )
+            self.__ticked = rows
 
     @contextlib.contextmanager
     def _unless_unwritable(self) -> Iterator[None]:

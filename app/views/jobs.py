@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import RentwatchError
 from ..core.lifecycle import Phase
 from ..core.text import clean
-from ..engine.hosts.ssh import SSHFailure
 from ..engine.jobs.output import LOG_SHOWN, log_command, log_path, read_kept
-from ..engine.supervisor import Supervisor
 from ..ledger.kinds import EventKind
+
+if TYPE_CHECKING:  # the engine (asyncssh) is imported only where a controller runs it
+    from ..engine.supervisor import Supervisor
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,8 @@ async def read_output(sup: Supervisor, name: str, most: int = LOG_SHOWN) -> JobO
         and a.life.phase == Phase.VERIFIED
         and a.ssh_host is not None
     ):
+        from ..engine.hosts.ssh import SSHFailure
+
         try:
             res = await sup.link.run(a, log_command(job.job, most))
             text = res.stdout.decode("utf-8", errors="replace")
