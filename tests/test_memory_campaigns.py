@@ -37,10 +37,10 @@ def test_the_second_campaign_skips_the_firsts_duds_and_prefers_what_delivered(
     make_sim, tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    sim = make_sim(
+    sim = make_sim(  # on the stepped clock: a job's measured speed does not move with the box
+        stepped=True,
         seed=23,
         offers=24,
-        time_scale=600,
         host_class=[
             {"behaviour": "healthy", "share": 0.5, "gpu": ["RTX 3090"], "dph": [0.15, 0.3]},
             {"behaviour": "fatal_pull", "share": 0.25, "gpu": ["RTX 3090"], "dph": [0.1, 0.3]},
