@@ -174,6 +174,7 @@ def truth_at(sim, t: float) -> dict[int, dict]:
                 "destroyed": i.destroyed_at is not None,
                 "stopped": i.intended == "stopped",
                 "market_stop_at": i.market_stop_at,  # a stop of the market's own (contract end)
+                "stops": list(i.stops),  # the market's time of each stop, whoever asked for it
             }
             for iid, i in sim.market.instances.items()
         }

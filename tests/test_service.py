@@ -129,6 +129,32 @@ def _until(cond, timeout: float = 30.0, what: str = "condition") -> None:
     raise AssertionError(f"{what} never met")
 
 
+def _late_usd(events, truth: dict[int, dict], row: dict) -> float:
+    """What the ledger may bill over the market on `row`'s rental: a stop this controller did not
+    make (a host's watchdog, a contract's end) is dated by the poll that saw it, so the GPU bills
+    up to then, never less. The lag is measured here: each such stop's date in the ledger less
+    the market's own date of it (at 240x a poll a wall second late is $0.008 at $0.12/h)."""
+    iid, lag = row["instance_id"], 0.0
+    for e in events:
+        if e.kind == "stop" and e.actor == "market" and e.instance_id == iid:
+            before = [t for t in truth[iid]["stops"] if t <= e.at]
+            lag += e.at - max(before) if before else 0.0
+    return lag * float(row["gpu_dph"]) / 3600
+
+
+def test_the_billing_allowance_is_the_lag_measured_on_stops_the_controller_did_not_make():
+    from types import SimpleNamespace as E
+
+    truth = {7: {"stops": [1000.0, 5000.0]}, 8: {"stops": [2000.0]}}
+    events = [
+        E(kind="stop", actor="market", instance_id=7, at=1240.0),  # seen a poll late
+        E(kind="stop", actor="market", instance_id=7, at=5000.0),  # seen as it happened
+        E(kind="stop", actor="human", instance_id=8, at=2000.0),  # ours: dated by the market
+    ]
+    assert _late_usd(events, truth, {"instance_id": 7, "gpu_dph": 0.12}) == pytest.approx(0.008)
+    assert _late_usd(events, truth, {"instance_id": 8, "gpu_dph": 0.12}) == 0.0
+
+
 def _assert_ledger_is_the_truth(sim, ledger: Path) -> None:
     led = Ledger(ledger, read_only=True)
     try:
@@ -138,15 +164,7 @@ def _assert_ledger_is_the_truth(sim, ledger: Path) -> None:
     finally:
         led.close()
     truth = truth_at(sim, end)
-    # a stop the market made (a contract's end) is dated by the poll that saw it, so the ledger
-    # bills the GPU up to then, never less: at 240x a poll a wall second late is $0.008 at
-    # $0.12/h (one CI run under load: $0.006 over on such a rental)
-    seen = {e.instance_id: e.at for e in events if e.kind == "stop" and e.actor == "market"}
-    late = {}
-    for r in rows:
-        at = truth[r["instance_id"]]["market_stop_at"]
-        lag = max(0.0, seen.get(r["instance_id"], at) - at) if at is not None else 0.0
-        late[r["instance_id"]] = lag * float(r["gpu_dph"]) / 3600
+    late = {r["instance_id"]: _late_usd(events, truth, r) for r in rows}
     total, want = sum(r["total_usd"] for r in rows), sum(t["usd"] for t in truth.values())
     assert rows and want - 0.01 <= total <= want + sum(late.values()) + 0.01
     for r in rows:
