@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -71,16 +72,40 @@ def main() -> int:
             env=env,
             cwd=tmp,
         )
-        time.sleep(args.seconds)
+        # the engine's first create is the event waited on (a loaded box starts slowly), then
+        # at least `--seconds` of running before the SIGTERM
+        lines: list[str] = []
+        created = threading.Event()
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if "create" in line:
+                    created.set()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        started = time.monotonic()
+        reader.start()
+        deadline = started + max(args.seconds, 300)
+        while not created.wait(0.5):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                fail(
+                    f"the demo's engine created nothing ({proc.returncode}): {''.join(lines)[-600:]}"
+                )
+        time.sleep(max(0.0, args.seconds - (time.monotonic() - started)))
         if proc.poll() is not None:
-            fail(f"the demo's engine ended early ({proc.returncode}): {proc.stdout.read()[-600:]}")
+            fail(f"the demo's engine ended early ({proc.returncode}): {''.join(lines)[-600:]}")
         proc.send_signal(signal.SIGTERM)
         try:
-            out, _ = proc.communicate(timeout=120)
+            proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             proc.kill()
             fail("the demo's engine did not exit within 120 s of SIGTERM")
-        if "create" not in out or proc.returncode != 128 + signal.SIGTERM:
+        reader.join(timeout=10)
+        out = "".join(lines)
+        if proc.returncode != 128 + signal.SIGTERM:
             fail(f"the demo's engine exited {proc.returncode}: {out[-800:]}")
         if "Traceback" in out:
             fail(f"a traceback in the demo's output: {out[-800:]}")

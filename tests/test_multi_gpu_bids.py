@@ -151,10 +151,10 @@ def test_a_bid_campaign_on_two_gpu_machines_rents_them_at_the_machines_bid(
     """The whole engine on a market of multi-GPU machines: each create bids the machine's
     price (at or over its `min_bid`, which a per-GPU bid would lose), and the jobs finish."""
     monkeypatch.chdir(tmp_path)
-    sim = make_sim(
+    sim = make_sim(  # stepped: a loaded box's slow boots met the market's bid rises first
+        stepped=True,
         seed=5,
         offers=16,
-        time_scale=600,
         host_class=RTX3090,
         bids={"pressure": 0.0},
         hosts={"multi_gpu_share": 1.0},
