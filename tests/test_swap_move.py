@@ -23,6 +23,7 @@ from rentwatch.engine.jobs.swap_watch import SwapWatch
 from rentwatch.engine.jobs.work import JobWork
 
 from tests.test_rescue_unit import FakeJournal
+from tests.test_swap import _view as proven_view
 
 REF = "RTX 4090"
 
@@ -44,20 +45,7 @@ def test_a_job_moves_where_the_work_left_costs_far_less_on_a_free_host():
 
 
 def _view(**kw: object) -> AttemptView:
-    base = AttemptView(
-        instance_id=7,
-        machine_id=70,
-        offer_gpu=REF,
-        phase=Phase.VERIFIED,
-        status="running",
-        status_msg="",
-        status_since=0.0,
-        created_at=0.0,
-        running_at=100.0,
-        passed_preflight=True,
-        busy=True,
-    )
-    return replace(base, **kw)  # type: ignore[arg-type]
+    return proven_view(**{"busy": True, **kw})
 
 
 def test_the_rules_stop_the_host_a_job_moves_off_never_destroy_it():
