@@ -360,10 +360,10 @@ def test_full_list_cost_is_linear():
         built = 0
         real = api.instance_json
 
-        def counting(inst):
+        def counting(inst, now=None):
             nonlocal built
             built += 1
-            return real(inst)
+            return real(inst, now)
 
         api.instance_json = counting  # type: ignore[method-assign]
         token, ids = None, []

@@ -147,6 +147,7 @@ class MarketAPI:
     @web.middleware
     async def _every_call(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         now = self.market.clock.now()
+        request["market_now"] = now  # every answer is as of the moment stamped on it
         route = request.match_info.handler if request.match_info.http_exception is None else None
         if getattr(route, "public", False):
             resp = await handler(request)

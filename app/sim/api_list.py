@@ -37,14 +37,17 @@ class ListRoutes:
         self.market = market
 
     async def list_page(self, request: web.Request) -> web.Response:
-        return self.list_v1(query_of(request))
+        return self.list_v1(query_of(request), request.get("market_now"))
 
     async def show(self, request: web.Request) -> web.Response:
         inst = self.market.live(int(request.match_info["iid"]))
-        return answer({"instances": self.instance_json(inst) if inst else None})
+        now = request.get("market_now")
+        return answer({"instances": self.instance_json(inst, now) if inst else None})
 
     async def filters(self, request: web.Request) -> web.Response:
-        states = sorted({str(self.instance_json(i)["actual_status"]) for i in self._visible()})
+        now = request.get("market_now")
+        rows = [self.instance_json(i, now) for i in self._visible()]
+        states = sorted({str(r["actual_status"]) for r in rows})
         return answer({"filters": [{"col": "actual_status", "values": states}]})
 
     async def list_v0(self, request: web.Request) -> web.Response:
@@ -72,7 +75,10 @@ class ListRoutes:
                 out.append(inst)
         return out
 
-    def list_v1(self, query: dict[str, str]) -> web.Response:
+    def list_v1(self, query: dict[str, str], now: float | None = None) -> web.Response:
+        """`now`: the market moment the call arrived at, stamped on its answer (`X-Market-Time`):
+        every row is as of that one moment, as one answer of the real service is."""
+        now = self.market.clock.now() if now is None else now
         filters = json.loads(query.get("select_filters") or "{}")
         if _offline_filter(filters):
             # `offline` is computed from the heartbeat, not stored (vast-ai/docs
@@ -83,7 +89,7 @@ class ListRoutes:
         order_by = json.loads(query.get("order_by") or '[{"col": "id", "dir": "asc"}]')
         limit = max(1, min(int(query.get("limit") or MAX_PAGE), MAX_PAGE))
         if filters in ({}, None) and order_by == [{"col": "id", "dir": "asc"}]:
-            return self._list_by_id(query.get("after_token"), limit)
+            return self._list_by_id(query.get("after_token"), limit, now)
         visible = self._visible_by_id()
         wanted = filters.get("label") if isinstance(filters, dict) else None
         if isinstance(wanted, dict) and set(wanted) == {"in"} and isinstance(wanted["in"], list):
@@ -93,9 +99,8 @@ class ListRoutes:
             visible = [i for i in visible if i.label in labels]
         states = filters.get("actual_status") if isinstance(filters, dict) else None
         if isinstance(states, dict) and set(states) == {"in"} and isinstance(states["in"], list):
-            now = self.market.clock.now()  # by state: the same pick, on the status alone
             visible = [i for i in visible if i.status(now)[0] in states["in"]]
-        rows = [self.instance_json(i) for i in visible]
+        rows = [self.instance_json(i, now) for i in visible]
         if isinstance(filters, dict):
             rows = [r for r in rows if matches(r, filters)]
         for spec in reversed(order_by if isinstance(order_by, list) else []):
@@ -121,7 +126,7 @@ class ListRoutes:
             }
         )
 
-    def _list_by_id(self, token: str | None, limit: int) -> web.Response:
+    def _list_by_id(self, token: str | None, limit: int, now: float) -> web.Response:
         """The common list (no filter, by id): a cursor after the last id sent, so a full list costs
         O(n) however many pages (ids only grow)."""
         after = 0
@@ -151,7 +156,7 @@ class ListRoutes:
         )
         return answer(
             {
-                "instances": [self.instance_json(i) for i in page],
+                "instances": [self.instance_json(i, now) for i in page],
                 "next_token": next_token,
                 "total_instances": self.market.live_count(),
                 "label_counts": {},
@@ -160,8 +165,8 @@ class ListRoutes:
         )
 
     # -- instance JSON -------------------------------------------------------------------
-    def instance_json(self, inst: SimInstance) -> dict[str, Any]:
-        now = self.market.clock.now()
+    def instance_json(self, inst: SimInstance, now: float | None = None) -> dict[str, Any]:
+        now = self.market.clock.now() if now is None else now
         m = inst.machine
         actual, msg = inst.status(now)
         running = actual == "running"
