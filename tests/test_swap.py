@@ -95,18 +95,14 @@ def test_a_slow_host_is_stopped_only_when_free_with_work_queued_and_after_the_dw
     )
 
 
+def _fleet_of_one(a: AttemptView, **kw: object) -> FleetSnapshot:
+    """A fleet of one proven host with two jobs queued of three, money to spare."""
+    base = dict(fleet=1, max_creates=10, creates=1, budget_usd=50.0, spent_usd=1.0, jobs_total=3)
+    return FleetSnapshot(attempts=(a,), jobs_pending=2, **{**base, **kw})  # type: ignore[arg-type]
+
+
 def test_decide_stops_the_slow_free_host_and_rents_a_replacement():
-    snap = FleetSnapshot(
-        fleet=1,
-        max_creates=10,
-        creates=1,
-        budget_usd=50.0,
-        spent_usd=1.0,
-        attempts=(_view(),),
-        jobs_pending=2,
-        jobs_total=3,
-        slow={7: Slow(0.0, "slow for its price")},
-    )
+    snap = _fleet_of_one(_view(), slow={7: Slow(0.0, "slow for its price")})
     # the swap overlaps: its replacement is rented first, and it works on meanwhile
     out = decide(snap, DEFAULT, SLOW_DWELL_S + 1)
     assert [type(d) for d in out] == [Create]
@@ -239,16 +235,9 @@ def test_the_watch_prices_a_fresh_create_at_what_it_would_pay():
 
 def test_a_leaving_host_works_on_while_its_replacement_boots_and_the_campaign_goes_on():
     slow = {7: Slow(0.0, "slow for its price")}
-    snap = FleetSnapshot(
-        fleet=1,
-        max_creates=10,
-        creates=1,
-        budget_usd=50.0,
-        spent_usd=1.0,
-        attempts=(_view(busy=True),),
-        jobs_pending=2,
+    snap = _fleet_of_one(
+        _view(busy=True),
         jobs_running=1,
-        jobs_total=3,
         slow=slow,
         offers=(),  # nothing fit on the market now
         terms=OfferTerms(10.0, 12.0),

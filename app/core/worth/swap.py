@@ -115,9 +115,7 @@ def swap_out(
     """Stop a proven host that has been slow against a fresh create for long enough, while no
     job runs on it, work is still queued and its replacement is in service (`covered`,
     `replaced`); until then it takes jobs (None: keep it)."""
-    if not a.passed_preflight or a.busy or not work_left or not swap_due(slow, now):
-        return None
-    if not covered:
+    if not a.passed_preflight or a.busy or not work_left or not covered or not swap_due(slow, now):
         return None
     assert slow is not None
     return Stop(a.instance_id, "rule:swap", slow.why)
