@@ -15,7 +15,7 @@ from aiohttp import web
 from .answers import MAX_BODY, answer, error, text
 from .api_account import AccountRoutes
 from .api_instances import InstanceRoutes
-from .api_list import ListRoutes
+from .api_list import MARKET_NOW, ListRoutes
 from .api_offers import OfferRoutes
 from .api_prices import PriceRoutes
 from .charges import ChargeRoutes
@@ -147,7 +147,7 @@ class MarketAPI:
     @web.middleware
     async def _every_call(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         now = self.market.clock.now()
-        request["market_now"] = now  # every answer is as of the moment stamped on it
+        MARKET_NOW.set(now)  # every answer is as of the moment stamped on it
         route = request.match_info.handler if request.match_info.http_exception is None else None
         if getattr(route, "public", False):
             resp = await handler(request)

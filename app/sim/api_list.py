@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import bisect
 import json
+from contextvars import ContextVar
 from typing import Any
 
 from aiohttp import web
@@ -15,6 +16,10 @@ from .answers import answer, error, offset_token, query_of, read_offset_token, s
 from .market import SimMarket
 from .query_match import matches
 from .rental import SimInstance
+
+# the market moment a call arrived at, stamped on its answer (`X-Market-Time`): set per call by
+# the API's middleware, in the call's own task
+MARKET_NOW: ContextVar[float | None] = ContextVar("market_now", default=None)
 
 MAX_PAGE = 25  # the list endpoint's documented maximum (VAST_API.md)
 
@@ -37,15 +42,15 @@ class ListRoutes:
         self.market = market
 
     async def list_page(self, request: web.Request) -> web.Response:
-        return self.list_v1(query_of(request), request.get("market_now"))
+        return self.list_v1(query_of(request), MARKET_NOW.get())
 
     async def show(self, request: web.Request) -> web.Response:
         inst = self.market.live(int(request.match_info["iid"]))
-        now = request.get("market_now")
+        now = MARKET_NOW.get()
         return answer({"instances": self.instance_json(inst, now) if inst else None})
 
     async def filters(self, request: web.Request) -> web.Response:
-        now = request.get("market_now")
+        now = MARKET_NOW.get()
         rows = [self.instance_json(i, now) for i in self._visible()]
         states = sorted({str(r["actual_status"]) for r in rows})
         return answer({"filters": [{"col": "actual_status", "values": states}]})
