@@ -36,8 +36,6 @@ CITIES = {
     "RO": ("Bucharest",),
     "ES": ("Madrid", "Valencia"),
 }
-# Build output an image prints while it loads (apt, Dockerfile steps): ordinary lines that
-# mention failures and errors without being fatal (Vast's status line carries them).
 
 
 def keyed_rng(*key: Any) -> random.Random:
@@ -193,7 +191,6 @@ def build_machines(
     machines = []
     machine_ids = rng.sample(ids, n)
     host_ids = rng.sample(range(10000, 99999), max(1, n * 2 // 3))
-    countries = ["US", "CA", "DE", "PL", "SE", "FR", "GB", "JP", "BR", "VN", "RO", "ES"]
     for i, behaviour in enumerate(behaviours):
         hc = rng.choice(classes[behaviour])
         gpu = rng.choice(hc.gpu)
@@ -233,7 +230,7 @@ def build_machines(
                 cuda_max_good=cuda,
                 driver_version=driver,
                 reliability=reliability,
-                geolocation=rng.choice(countries),
+                geolocation=rng.choice(list(CITIES)),
                 inet_up=round(rng.uniform(50, 900), 1),
                 inet_down=round(rng.uniform(100, 1500), 1),
                 knobs=hc.knobs,

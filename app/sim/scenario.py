@@ -14,14 +14,17 @@ from .bid_table import Bids, parse_bids
 from .images import ImageSpec, parse_images
 from .price_rise_table import PriceRise, parse_price_rise
 from .scenario_tables import (
+    INF,
     Churn,
     Faults,
     Hosts,
     Listing,
     SSHConfig,
     States,
-    parse_churn,
-    parse_hosts,
+    bounded,
+    checked,
+    checked_value,
+    choice,
 )
 
 BEHAVIOURS = (
@@ -103,11 +106,11 @@ class HostClass:
 
 @dataclass(frozen=True)
 class Scenario:
-    seed: int = 7
-    time_scale: float = 60.0
-    offers: int = 60
+    seed: int = bounded(7, -INF, INF)
+    time_scale: float = bounded(60.0, 0.0, INF, above=True)
+    offers: int = bounded(60, 1, 100_000)
     bad_day: bool = False
-    gpu_billing: str = "running"
+    gpu_billing: str = choice("running", "created")
     storage_cost: tuple[float, float] = (0.10, 0.20)  # $/GB/month
     host_classes: tuple[HostClass, ...] = ()
     faults: Faults = field(default_factory=Faults)
@@ -122,8 +125,8 @@ class Scenario:
     # an account that already rents a fleet at the start (scale benchmarks): `preload`
     # instances on the first offers, labelled "preload:<n>", rented an hour of market time
     # earlier; the last `preload_booting` of them are rented at the start and still boot
-    preload: int = 0
-    preload_booting: int = 0
+    preload: int = bounded(0, 0, INF)
+    preload_booting: int = bounded(0, 0, INF)
     # [webhooks] url and secret: where the market sends its signed events (sim/webhooks_out.py)
     webhook_url: str | None = None
     webhook_secret: str = ""
@@ -172,6 +175,14 @@ def _range(value: Any, where: str) -> tuple[float, float]:
     raise ConfigError(f"{where}: expected a number or [low, high], got {value!r}")
 
 
+def _gpus(gpus: Any, where: str) -> list[str]:
+    if isinstance(gpus, str):
+        gpus = [gpus]
+    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) for g in gpus):
+        raise ConfigError(f"{where}: expected a list of GPU names")
+    return gpus
+
+
 def _host_class(raw: Any, index: int, gpu_default: list[str] | None = None) -> HostClass:
     where = f"host_class[{index}]"
     if not isinstance(raw, dict):
@@ -184,11 +195,7 @@ def _host_class(raw: Any, index: int, gpu_default: list[str] | None = None) -> H
     share = raw.get("share")
     if not isinstance(share, int | float) or isinstance(share, bool) or share < 0:
         raise ConfigError(f"{where}.share: expected a non-negative number, got {share!r}")
-    gpus = raw.get("gpu", gpu_default or CONSUMER_GPUS)
-    if isinstance(gpus, str):
-        gpus = [gpus]
-    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, str) for g in gpus):
-        raise ConfigError(f"{where}.gpu: expected a list of GPU names")
+    gpus = _gpus(raw.get("gpu", gpu_default or CONSUMER_GPUS), f"{where}.gpu")
     dph = _range(raw.get("dph", DEFAULT_DPH), f"{where}.dph")
     knobs = dict(DEFAULT_KNOBS)
     if behaviour == "slow_pull":
@@ -204,105 +211,48 @@ def _host_class(raw: Any, index: int, gpu_default: list[str] | None = None) -> H
     return HostClass(behaviour, float(share), tuple(gpus), dph, knobs, "dph" not in raw)
 
 
+SCALARS = (
+    "seed",
+    "time_scale",
+    "offers",
+    "bad_day",
+    "gpu_billing",
+    "pacing",
+    "preload",
+    "preload_booting",
+    "bid_rents_on_demand",
+)
+TABLES = ("faults", "ssh", "states", "listing", "bids", "churn", "hosts", "price_rise", "webhooks")
+OTHERS = ("storage_cost", "bandwidth_cost", "host_class", "image", "gpu", "name", "preload_label")
+KEYS = {*SCALARS, *TABLES, *OTHERS}
+
+
 def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
-    known = {
-        "seed",
-        "time_scale",
-        "offers",
-        "bad_day",
-        "gpu_billing",
-        "storage_cost",
-        "host_class",
-        "faults",
-        "name",
-        "image",
-        "ssh",
-        "states",
-        "listing",
-        "bandwidth_cost",
-        "pacing",
-        "preload",
-        "preload_booting",
-        "preload_label",
-        "gpu",
-        "webhooks",
-        "bids",
-        "churn",
-        "hosts",
-        "bid_rents_on_demand",
-        "price_rise",
-    }
     for key in data:
-        if key not in known:
-            raise ConfigError(f"unknown scenario key {key!r} (known: {', '.join(sorted(known))})")
-    seed = data.get("seed", 7)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ConfigError(f"seed: expected an integer, got {seed!r}")
-    time_scale = data.get("time_scale", 60)
-    if not isinstance(time_scale, int | float) or isinstance(time_scale, bool) or time_scale <= 0:
-        raise ConfigError(f"time_scale: expected a positive number, got {time_scale!r}")
-    offers = data.get("offers", 60)
-    if not isinstance(offers, int) or isinstance(offers, bool) or not 1 <= offers <= 100_000:
-        raise ConfigError(f"offers: expected an integer in 1..100000, got {offers!r}")
-    bad_day = data.get("bad_day", False)
-    if not isinstance(bad_day, bool):
-        raise ConfigError(f"bad_day: expected true or false, got {bad_day!r}")
-    gpu_billing = data.get("gpu_billing", "running")
-    if gpu_billing not in ("created", "running"):
-        raise ConfigError(f'gpu_billing: expected "created" or "running", got {gpu_billing!r}')
+        if key not in KEYS:
+            raise ConfigError(f"unknown scenario key {key!r} (known: {', '.join(sorted(KEYS))})")
+    of = {f.name: f for f in dataclasses.fields(Scenario)}
+    kw = {k: checked_value(data[k], of[k], k) for k in SCALARS if k in data}
+    offers, preload = kw.get("offers", Scenario.offers), kw.get("preload", 0)
+    if preload > offers:
+        raise ConfigError(f"preload: expected an integer in 0..offers ({offers}), got {preload!r}")
+    if kw.get("preload_booting", 0) > preload:
+        raise ConfigError("preload_booting: expected an integer in 0..preload")
     raw_classes = data.get("host_class")
     if raw_classes is None:
         raw_classes = [dict(c) for c in SEED_MIX]
     if not isinstance(raw_classes, list) or not raw_classes:
         raise ConfigError("host_class: expected one or more [[host_class]] tables")
     # `gpu` at the top: the models of every host class that names none of its own
-    gpu_default = data.get("gpu")
-    if isinstance(gpu_default, str):
-        gpu_default = [gpu_default]
-    if gpu_default is not None and not (
-        isinstance(gpu_default, list)
-        and gpu_default
-        and all(isinstance(g, str) for g in gpu_default)
-    ):
-        raise ConfigError("gpu: expected a list of GPU names")
+    gpu_default = None if data.get("gpu") is None else _gpus(data["gpu"], "gpu")
     classes = tuple(_host_class(c, i, gpu_default) for i, c in enumerate(raw_classes))
     if sum(c.share for c in classes) <= 0:
         raise ConfigError("host_class: the shares add up to zero")
-    raw_faults = data.get("faults", {})
-    if not isinstance(raw_faults, dict):
-        raise ConfigError("faults: expected a table")
-    fault_kwargs: dict[str, float] = {}
-    for key, value in raw_faults.items():
-        if key not in Faults.__dataclass_fields__:
-            raise ConfigError(f"faults: unknown key {key!r}")
-        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"faults.{key}: expected a non-negative number, got {value!r}")
-        if key != "timeout_s" and value > 1:
-            raise ConfigError(f"faults.{key}: a share must be between 0 and 1, got {value!r}")
-        fault_kwargs[key] = float(value)
     storage = _range(data.get("storage_cost", [0.10, 0.20]), "storage_cost")
     bandwidth = _range(data.get("bandwidth_cost", [0.002, 0.02]), "bandwidth_cost")
-    ssh = SSHConfig(**_shares(data.get("ssh", {}), "ssh", SSHConfig))
-    pacing = data.get("pacing", True)
-    if not isinstance(pacing, bool):
-        raise ConfigError(f"pacing: expected true or false, got {pacing!r}")
-    states = _states(data.get("states", {}))
-    preload = data.get("preload", 0)
-    if not isinstance(preload, int) or isinstance(preload, bool) or not 0 <= preload <= offers:
-        raise ConfigError(f"preload: expected an integer in 0..offers ({offers}), got {preload!r}")
-    booting = data.get("preload_booting", 0)
-    if not isinstance(booting, int) or isinstance(booting, bool) or not 0 <= booting <= preload:
-        raise ConfigError(f"preload_booting: expected an integer in 0..preload, got {booting!r}")
     preload_label = data.get("preload_label", "preload")
     if not isinstance(preload_label, str) or not preload_label.strip():
         raise ConfigError(f"preload_label: expected a label, got {preload_label!r}")
-    on_demand = data.get("bid_rents_on_demand", 0.0)
-    if (
-        not isinstance(on_demand, int | float)
-        or isinstance(on_demand, bool)
-        or not 0 <= on_demand <= 1
-    ):
-        raise ConfigError(f"bid_rents_on_demand: expected a share in 0..1, got {on_demand!r}")
     hooks = data.get("webhooks", {})
     if not isinstance(hooks, dict) or set(hooks) - {"url", "secret"}:
         raise ConfigError("webhooks: expected a table with url and secret")
@@ -312,65 +262,44 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
     if not isinstance(secret, str) or (url and not secret):
         raise ConfigError("webhooks.secret: expected the secret the events are signed with")
     return Scenario(
-        bid_rents_on_demand=float(on_demand),
+        **kw,
         webhook_url=url,
         webhook_secret=secret,
-        seed=seed,
-        time_scale=float(time_scale),
-        offers=offers,
-        bad_day=bad_day,
-        gpu_billing=gpu_billing,
         storage_cost=storage,
         host_classes=classes,
-        faults=Faults(**fault_kwargs),
+        faults=checked(Faults, data.get("faults"), "faults"),
         name=str(data.get("name", name)),
         images=parse_images(data.get("image")),
-        ssh=ssh,
-        states=states,
-        listing=Listing(**_shares(data.get("listing", {}), "listing", Listing)),
+        ssh=checked(SSHConfig, data.get("ssh"), "ssh"),
+        states=_states(data.get("states")),
+        listing=checked(Listing, data.get("listing"), "listing"),
         bandwidth_cost=bandwidth,
-        pacing=pacing,
-        preload=preload,
-        preload_booting=booting,
         preload_label=preload_label,
         bids=parse_bids(data.get("bids")),
         price_rise=parse_price_rise(data.get("price_rise")),
-        churn=parse_churn(data.get("churn", {})),
-        hosts=parse_hosts(data.get("hosts", {}), storage),
+        churn=checked(Churn, data.get("churn"), "churn"),
+        hosts=_hosts(data.get("hosts"), storage),
     )
 
 
-def _field_names(cls: Any) -> set[str]:
-    return {f.name for f in dataclasses.fields(cls)}
-
-
-def _shares(raw: Any, table: str, cls: Any) -> dict[str, Any]:
-    """The share keys (0..1) of a table whose fields are all shares, checked."""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{table}: expected a table")
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key not in _field_names(cls):
-            raise ConfigError(f"{table}: unknown key {key!r}")
-        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
-            raise ConfigError(f"{table}.{key}: expected a share between 0 and 1, got {value!r}")
-        out[key] = float(value)
-    return out
-
-
 def _states(raw: Any) -> States:
-    if not isinstance(raw, dict):
-        raise ConfigError("states: expected a table")
-    raw = dict(raw)
-    extra: dict[str, Any] = {}
-    if "unnamed_name" in raw:
-        name = raw.pop("unnamed_name")
+    given: dict[str, Any] = {}
+    if isinstance(raw, dict) and "unnamed_name" in raw:
+        name = raw["unnamed_name"]
         if not isinstance(name, str) or not name.strip() or len(name) > 40:
             raise ConfigError(f"states.unnamed_name: expected a short status word, got {name!r}")
-        extra["unnamed_name"] = name.strip()
-    if "contract_end_min" in raw:
-        extra["contract_end_min"] = _range(raw.pop("contract_end_min"), "states.contract_end_min")
-    return States(**_shares(raw, "states", States), **extra)
+        given["unnamed_name"] = name.strip()
+    if isinstance(raw, dict) and "contract_end_min" in raw:
+        given["contract_end_min"] = _range(raw["contract_end_min"], "states.contract_end_min")
+    states: States = checked(States, raw, "states", **given)
+    return states
+
+
+def _hosts(raw: Any, storage: tuple[float, float]) -> Hosts:
+    hosts: Hosts = checked(Hosts, raw, "hosts")
+    if hosts.storage_spread == "log" and storage[0] <= 0:
+        raise ConfigError("hosts.storage_spread: a log spread needs storage_cost above 0")
+    return hosts
 
 
 def load_scenario(path: str | Path | None) -> Scenario:

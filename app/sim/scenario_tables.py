@@ -3,10 +3,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import math
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from ..core.errors import ConfigError
+
+INF = math.inf
+
+
+def bounded(default: Any, lo: float = 0.0, hi: float = 1.0, *, above: bool = False) -> Any:
+    """A field whose number or [low, high] pair lies in lo..hi (above: low > lo); a number field
+    declared without it is a share, 0 to 1."""
+    return field(default=default, metadata={"lo": lo, "hi": hi, "above": above})
+
+
+def choice(default: str, *others: str) -> Any:
+    return field(default=default, metadata={"choices": (default, *others)})
 
 
 @dataclass(frozen=True)
@@ -17,7 +30,7 @@ class Faults:
     rate_malformed: float = 0.0
     ssh_drop: float = 0.0
     rate_redirect: float = 0.0  # answered with a 307 to the same call (it must keep its key)
-    timeout_s: float = 15.0  # how long a "slow" answer stalls (wall seconds)
+    timeout_s: float = bounded(15.0, hi=INF)  # how long a "slow" answer stalls (wall seconds)
 
 
 @dataclass(frozen=True)
@@ -55,8 +68,8 @@ class Churn:
     window by window; with `relist_new_id` a listing carries one of three offer ids. The default
     is always listed, one id."""
 
-    presence: tuple[float, float] = (1.0, 1.0)
-    window_min: float = 30.0
+    presence: tuple[float, float] = bounded((1.0, 1.0), above=True)
+    window_min: float = bounded(30.0, 1.0, INF)
     relist_new_id: bool = False
 
 
@@ -68,7 +81,7 @@ class Hosts:
 
     inet_fast_share: float | None = None
     reliability_signal: float | None = None
-    storage_spread: str = "uniform"
+    storage_spread: str = choice("uniform", "log")
     multi_gpu_share: float = 0.0
 
 
@@ -85,53 +98,51 @@ class States:
     contract_end_min: tuple[float, float] = (20.0, 240.0)
 
 
-def _number(v: Any) -> bool:
+def _is_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def parse_churn(raw: Any) -> Churn:
-    """`[churn]`, checked."""
-    if not isinstance(raw, dict):
-        raise ConfigError("churn: expected a table")
-    kw: dict[str, Any] = {}
-    for key, v in raw.items():
-        if key == "presence":
-            if not (isinstance(v, list) and len(v) == 2 and all(_number(x) for x in v)):
-                v = None
-            if v is None or not 0 < v[0] <= v[1] <= 1:
-                raise ConfigError("churn.presence: expected [low, high] with 0 < low <= high <= 1")
-            kw[key] = (float(v[0]), float(v[1]))
-        elif key == "window_min":
-            if not _number(v) or v < 1:
-                raise ConfigError(f"churn.window_min: expected minutes >= 1, got {v!r}")
-            kw[key] = float(v)
-        elif key == "relist_new_id":
-            if not isinstance(v, bool):
-                raise ConfigError(f"churn.relist_new_id: expected true or false, got {v!r}")
-            kw[key] = v
-        else:
-            known = ", ".join(f.name for f in fields(Churn))
-            raise ConfigError(f"churn: unknown key {key!r} (known: {known})")
-    return Churn(**kw)
+def checked_value(v: Any, f: Field[Any], where: str) -> Any:
+    """One value of a table, checked against its field's kind and bounds."""
+    lo, hi = f.metadata.get("lo", 0.0), f.metadata.get("hi", 1.0)
+    above = f.metadata.get("above", False)
+    if "choices" in f.metadata:
+        if v not in f.metadata["choices"]:
+            options = " or ".join(f'"{c}"' for c in f.metadata["choices"])
+            raise ConfigError(f"{where}: expected {options}, got {v!r}")
+        return v
+    if isinstance(f.default, bool):
+        if not isinstance(v, bool):
+            raise ConfigError(f"{where}: expected true or false, got {v!r}")
+        return v
+    if isinstance(f.default, tuple):
+        ok = isinstance(v, list) and len(v) == 2 and all(_is_number(x) for x in v)
+        if not ok or not (v[0] > lo if above else v[0] >= lo) or not v[0] <= v[1] <= hi:
+            low = f"{lo} < low" if above else f"{lo} <= low"
+            raise ConfigError(f"{where}: expected [low, high] with {low} <= high <= {hi}")
+        return float(v[0]), float(v[1])
+    if isinstance(f.default, int) and not isinstance(f.default, float):
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            bounds = f" in {lo}..{hi}" if lo > -INF else ""
+            raise ConfigError(f"{where}: expected an integer{bounds}, got {v!r}")
+        return v
+    if not _is_number(v) or not lo <= v <= hi or (above and v <= lo):
+        bounds = f"above {lo}" if above else f"in [{lo}, {hi}]"
+        raise ConfigError(f"{where}: expected a number {bounds}, got {v!r}")
+    return float(v)
 
 
-def parse_hosts(raw: Any, storage: tuple[float, float]) -> Hosts:
-    """`[hosts]`, checked (a log spread needs the scenario's `storage_cost` above 0)."""
+def checked(cls: Any, raw: Any, table: str, **given: Any) -> Any:
+    """`[table]` read into `cls` (absent keys keep their defaults; `given` are read already)."""
+    if raw is None:
+        raw = {}
     if not isinstance(raw, dict):
-        raise ConfigError("hosts: expected a table")
-    kw: dict[str, Any] = {}
+        raise ConfigError(f"{table}: expected a table")
+    known = {f.name: f for f in fields(cls)}
+    kw = dict(given)
     for key, v in raw.items():
-        if key == "storage_spread":
-            if v not in ("uniform", "log"):
-                raise ConfigError(f'hosts.storage_spread: expected "uniform" or "log", got {v!r}')
-            if v == "log" and storage[0] <= 0:
-                raise ConfigError("hosts.storage_spread: a log spread needs storage_cost above 0")
-        elif key in ("inet_fast_share", "reliability_signal", "multi_gpu_share"):
-            if not _number(v) or not 0 <= v <= 1:
-                raise ConfigError(f"hosts.{key}: expected a share between 0 and 1, got {v!r}")
-            v = float(v)
-        else:
-            known = ", ".join(f.name for f in fields(Hosts))
-            raise ConfigError(f"hosts: unknown key {key!r} (known: {known})")
-        kw[key] = v
-    return Hosts(**kw)
+        if key not in known:
+            raise ConfigError(f"{table}: unknown key {key!r} (known: {', '.join(known)})")
+        if key not in given:
+            kw[key] = checked_value(v, known[key], f"{table}.{key}")
+    return cls(**kw)
