@@ -8,7 +8,7 @@ import posixpath
 import re
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import ConfigError
@@ -149,27 +149,7 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
             raise fail(key, f"expected {getattr(kind, '__name__', 'a number')}, got {value!r}")
         return value
 
-    known = {
-        "name",
-        "image",
-        "image_cuda",
-        "disk_gb",
-        "offer_query",
-        "max_dph",
-        "fleet",
-        "max_creates",
-        "budget_usd",
-        "deadline_min",
-        "poll_s",
-        "http_timeout_s",
-        "policy",
-        "jobs",
-        "rental",
-        "max_bid_dph",
-        "notify",
-        "artifacts_dir",
-        "upload",
-    }
+    known = {f.name for f in fields(Campaign)}  # the file's keys are the fields
     for key in data:
         if key not in known:
             raise fail(key, unknown_key(key, known))

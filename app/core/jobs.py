@@ -20,9 +20,8 @@ FREE_LOSSES = 5
 @dataclass
 class JobState:
     job: Job
-    status: str = (
-        "pending"  # pending, running, finishing (exited, artifacts coming off), done, failed
-    )
+    # pending, running, finishing (exited, artifacts coming off), done, failed
+    status: str = "pending"
     instance_id: int | None = None
     attempts: int = 0  # starts, free host losses included
     host_losses: int = 0  # starts lost to a host that died early (not charged as retries)

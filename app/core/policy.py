@@ -17,9 +17,7 @@ class Policy:
     name: str
     # boot watcher
     freeze_window_s: float | None = 360.0  # status line unchanged this long: abandon (None: off)
-    download_freeze_s: float | None = (
-        None  # a tighter window while layers download (progress lines)
-    )
+    download_freeze_s: float | None = None  # a tighter window while layers download
     extract_freeze_s: float | None = None  # a wider window in silent phases (extracting, verifying)
     fatal_patterns: tuple[str, ...] = DEFAULT_FATAL_PATTERNS
     use_patterns: bool = True
@@ -28,9 +26,7 @@ class Policy:
     # verification
     preflight: bool = True
     trust_running: bool = False  # count a running instance as verified (nvidia-smi trust)
-    preflight_after_s: float = (
-        0.0  # start the check this long after running (naive: a person, later)
-    )
+    preflight_after_s: float = 0.0  # start the check this long after running (naive: later)
     ssh_deadline_s: float = 300.0  # running -> SSH answering, at most
     # and at least this many SSH tries ended without an answer (every try since running did:
     # one that answers ends the preflight). 0: the deadline alone, even with a try in flight
@@ -151,30 +147,17 @@ NAIVE = Policy(
     ssh_deadline_s=105 * 60.0,
     check_gpu_name=False,
     quarantine=False,
-    rank="price",
 )
-SEED = Policy(
-    name="seed",
-    freeze_window_s=360.0,
-    boot_deadline_s=45 * 60.0,
-    ssh_deadline_s=300.0,
-    quarantine=True,
-    quarantine_persistent=False,
-    rank="price",
-)
+SEED = Policy(name="seed")  # the field defaults: the article's rules
 DEFAULT = Policy(
     name="default",
-    freeze_window_s=360.0,
     download_freeze_s=90.0,
     extract_freeze_s=900.0,
-    boot_deadline_s=45 * 60.0,
     ssh_deadline_s=150.0,
     ssh_tries=1,
     io_floor_wall_s=1.0,
-    quarantine=True,
     quarantine_persistent=True,
     quarantine_hours=24 * 7,
-    spare_attempts=0,
     value_of_time_usd_per_h=0.7,
     max_spare_attempts=3,
     reuse_stopped=True,

@@ -94,26 +94,17 @@ def _boot_rules(a: AttemptView, policy: Policy, now: float) -> Decision | None:
         if hit:
             return give_up(a, "rule:fatal", f"fatal status line: '{(msg or '')[:160]}'", "fatal")
     if policy.terminal_status_abandon and a.status in TERMINAL:
-        return give_up(
-            a, "rule:terminal", f"status '{a.status}' while booting", a.status or "unknown"
-        )
+        why = f"status '{a.status}' while booting"
+        return give_up(a, "rule:terminal", why, a.status or "unknown")
     window = freeze_window(msg, policy)
     if a.status == "scheduling":  # waiting for its GPU (Vast docs): pending, not frozen
         window = None
     if policy.freeze_window_s is not None and window is not None and now - a.status_since >= window:
-        return give_up(
-            a,
-            "rule:freeze",
-            f"status unchanged for {fmt_span(now - a.status_since)}: '{(msg or '')[:120]}'",
-            "freeze",
-        )
+        why = f"status unchanged for {fmt_span(now - a.status_since)}: '{(msg or '')[:120]}'"
+        return give_up(a, "rule:freeze", why, "freeze")
     if now - a.boot_clock >= policy.boot_deadline_s:
-        return give_up(
-            a,
-            "rule:boot_deadline",
-            f"not running after {fmt_span(now - a.boot_clock)} (status '{a.status}')",
-            "boot_timeout",
-        )
+        why = f"not running after {fmt_span(now - a.boot_clock)} (status '{a.status}')"
+        return give_up(a, "rule:boot_deadline", why, "boot_timeout")
     return None
 
 
@@ -125,20 +116,17 @@ def _running_rules(
     noticed = policy.terminal_status_abandon or since >= policy.preflight_after_s
     if a.status in TERMINAL and noticed:
         if a.passed_preflight:
-            return Stop(
-                a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified"
-            )
-        return give_up(
-            a, "rule:terminal", f"status '{a.status}' after running", a.status or "unknown"
-        )
+            why = f"host went '{a.status}' after it was verified"
+            return Stop(a.instance_id, "rule:host_down", why)
+        why = f"status '{a.status}' after running"
+        return give_up(a, "rule:terminal", why, a.status or "unknown")
     if a.verdict is not None:
         if a.verdict.ok:
             if a.phase != Phase.VERIFIED:
                 return Verify(a.instance_id, "rule:preflight", a.verdict.reason, True)
             return None
-        return give_up(
-            a, "rule:preflight", a.verdict.reason, a.verdict.failure_class or "preflight"
-        )
+        failure = a.verdict.failure_class or "preflight"
+        return give_up(a, "rule:preflight", a.verdict.reason, failure)
     if a.phase == Phase.RUNNING and policy.trust_running:
         return Verify(a.instance_id, "rule:trust_running", "running; nvidia-smi looks fine", False)
     if not a.preflight_started and policy.preflight and since >= policy.preflight_after_s:
@@ -149,24 +137,16 @@ def _running_rules(
         and since >= policy.preflight_after_s + max(policy.ssh_deadline_s, io_floor_s)
         and a.ssh_failures >= policy.ssh_tries  # a try still in flight is no verdict
     ):
-        return give_up(
-            a,
-            "rule:ssh_deadline",
-            f"SSH not answering {fmt_span(since)} after running: {a.ssh_error[:120]}",
-            "ssh_dead",
-        )
+        why = f"SSH not answering {fmt_span(since)} after running: {a.ssh_error[:120]}"
+        return give_up(a, "rule:ssh_deadline", why, "ssh_dead")
     deadline = max(policy.preflight_deadline_s, policy.ssh_deadline_s)
     if a.preflight_started and since >= (
         policy.preflight_after_s + deadline + PREFLIGHT_IO_FLOORS * io_floor_s
     ):
         # the backstop: no verdict in time, for whatever reason, is the attempt's end
-        return give_up(
-            a,
-            "rule:preflight_deadline",
-            f"no preflight verdict {fmt_span(since)} after running"
-            + (f": {a.ssh_error[:120]}" if a.ssh_error else ""),
-            "timeout",
-        )
+        why = f"no preflight verdict {fmt_span(since)} after running"
+        why += f": {a.ssh_error[:120]}" if a.ssh_error else ""
+        return give_up(a, "rule:preflight_deadline", why, "timeout")
     return None
 
 
@@ -178,16 +158,14 @@ def _verified_rules(
     silent = None if a.silent_since is None else now - a.silent_since
     window = None if policy.silent_stop_s is None else max(policy.silent_stop_s, 30 * io_floor_s)
     if silent is not None and window is not None and silent >= window:
-        return Stop(
-            a.instance_id, "rule:silent", f"no SSH answer for {fmt_span(silent)}", "ssh_dead"
-        )
+        why = f"no SSH answer for {fmt_span(silent)}"
+        return Stop(a.instance_id, "rule:silent", why, "ssh_dead")
     if a.host_fault is not None:  # its machine earns the quarantine its failure class says
         rule, reason, failure_class = a.host_fault
         return Stop(a.instance_id, rule, reason, failure_class)
     if a.status in TERMINAL:
-        return Stop(
-            a.instance_id, "rule:host_down", f"host went '{a.status}' after it was verified"
-        )
+        why = f"host went '{a.status}' after it was verified"
+        return Stop(a.instance_id, "rule:host_down", why)
     if a.throttle is not None and a.throttle.throttled and policy.stop_on_throttle:
         return Stop(a.instance_id, "rule:throttle", a.throttle.reason)
     if (
@@ -196,17 +174,13 @@ def _verified_rules(
         and a.util_low_since is not None
         and now - a.util_low_since >= policy.idle_grace_s
     ):
-        return Stop(
-            a.instance_id,
-            "rule:idle",
-            f"GPU below {policy.idle_util_pct:.0f}% for "
-            f"{fmt_span(now - a.util_low_since)} with no work queued",
-        )
+        low = fmt_span(now - a.util_low_since)
+        why = f"GPU below {policy.idle_util_pct:.0f}% for {low} with no work queued"
+        return Stop(a.instance_id, "rule:idle", why)
     free = None if a.free_since is None or a.busy or not idle_active else now - a.free_since
     if free is not None and policy.drained_grace_s is not None and free >= policy.drained_grace_s:
-        return Stop(  # no job left for it: its GPU would bill for nothing
-            a.instance_id, "rule:drained", f"no job on it for {fmt_span(free)} and none queued"
-        )
+        why = f"no job on it for {fmt_span(free)} and none queued"  # its GPU would bill for nothing
+        return Stop(a.instance_id, "rule:drained", why)
     return None
 
 
@@ -297,14 +271,8 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         and a.instance_id not in abandoned_now
     )
     if fleet.spent_usd >= fleet.budget_usd:
-        out.append(
-            Finish(
-                False,
-                "rule:budget",
-                f"spent ${fleet.spent_usd:.2f} of the ${fleet.budget_usd:.2f} budget",
-            )
-        )
-        return out
+        why = f"spent ${fleet.spent_usd:.2f} of the ${fleet.budget_usd:.2f} budget"
+        return [*out, Finish(False, "rule:budget", why)]
     if fleet.deadline is not None and now >= fleet.deadline:
         out.append(Finish(False, "rule:deadline", "the campaign's deadline passed"))
         return out
@@ -312,14 +280,8 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     if fleet.jobs_total > 0:
         if fleet.jobs_pending == 0 and fleet.jobs_running == 0:
             done = fleet.jobs_total - fleet.jobs_failed
-            out.append(
-                Finish(
-                    fleet.jobs_failed == 0,
-                    "rule:goal",
-                    f"all {fleet.jobs_total} jobs ended: {done} done, {fleet.jobs_failed} failed",
-                )
-            )
-            return out
+            why = f"all {fleet.jobs_total} jobs ended: {done} done, {fleet.jobs_failed} failed"
+            return [*out, Finish(fleet.jobs_failed == 0, "rule:goal", why)]
         target = _work_hosts(fleet)
         rebid = {d.instance_id for d in out if isinstance(d, Rebid)}
         verified += sum(1 for a in fleet.attempts if coming_back(a, a.instance_id in rebid, now))
@@ -363,37 +325,19 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         chosen = list(within_budget(ranked, committed, fleet.budget_usd, policy, now))
         short_of_money = len(chosen) < len(ranked)
         n = len(chosen)
+    hedging = f" ({hedge_why})" if hedged else ""
     for i, (offer, why) in enumerate(chosen):
-        out.append(
-            Create(
-                "rule:replace",
-                f"{verified} of {target} verified, {in_flight + i} booting: rent one more"
-                + (f" ({hedge_why})" if hedged else ""),
-                offer,
-                why,
-            )
-        )
+        reason = f"{verified} of {target} verified, {in_flight + i} booting: rent one more"
+        out.append(Create("rule:replace", reason + hedging, offer, why))
     # out of creates, offers or money: the campaign ends unless proven hosts carry its work on
     carrying = fleet.jobs_total > 0 and (len(staying) > 0 or fleet.proven_paused > 0)
     if n == 0 and in_flight == 0 and need > 0 and not carrying:
         if room <= 0:
-            out.append(
-                Finish(
-                    False,
-                    "rule:max_creates",
-                    f"create budget of {fleet.max_creates} used up "
-                    f"with {verified} of {fleet.fleet} verified",
-                )
-            )
+            why = f"create budget of {fleet.max_creates} used up with {verified} of "
+            out.append(Finish(False, "rule:max_creates", why + f"{fleet.fleet} verified"))
         elif available <= 0:
             out.append(Finish(False, "rule:no_offers", "no fit offer left on the market"))
         elif short_of_money:
-            out.append(
-                Finish(
-                    False,
-                    "rule:budget",
-                    f"the next create could pass the ${fleet.budget_usd:.2f} budget "
-                    f"(${fleet.spent_usd:.2f} spent)",
-                )
-            )
+            why = f"the next create could pass the ${fleet.budget_usd:.2f} budget "
+            out.append(Finish(False, "rule:budget", why + f"(${fleet.spent_usd:.2f} spent)"))
     return out

@@ -112,11 +112,10 @@ def tier_rules(
         return None
     if a.resumed:
         if stop_unneeded_resume(resumed=True, has_job=a.busy, wanted=work_waiting):
-            return Stop(
-                a.instance_id,
-                "rule:resume_unneeded",
-                f"resumed by itself at ${a.bid:.4f}/h with no work for it: stopped before it bills",
+            why = (
+                f"resumed by itself at ${a.bid:.4f}/h with no work for it: stopped before it bills"
             )
+            return Stop(a.instance_id, "rule:resume_unneeded", why)
         return Resume(
             a.instance_id, "rule:resumed", f"resumed by itself at ${a.bid:.4f}/h: work waits"
         )
@@ -167,9 +166,5 @@ def bid_down(a: AttemptView, terms: BidTerms | None) -> Rebid | None:
     price = lower_bid(a.bid, a.raised_from, a.bid_floor, a.on_demand_dph, rate, terms.cap)
     if price is None:
         return None
-    return Rebid(
-        a.instance_id,
-        price,
-        "rule:bid_down",
-        f"bid_floor back to ${a.bid_floor:.4f}/h: bid ${a.bid:.4f} -> ${price:.4f}/h",
-    )
+    why = f"bid_floor back to ${a.bid_floor:.4f}/h: bid ${a.bid:.4f} -> ${price:.4f}/h"
+    return Rebid(a.instance_id, price, "rule:bid_down", why)

@@ -70,9 +70,8 @@ class Evidence:
 @dataclass(frozen=True)
 class Blame:
     party: Party
-    cause: (
-        str  # no_python, no_torch, module_missing, pull_denied, repeated_fatal, repeated_job, host
-    )
+    # no_python, no_torch, module_missing, pull_denied, repeated_fatal, repeated_job, host
+    cause: str
     reason: str  # a sentence for the banner, the log and the ledger
 
     @property
@@ -169,12 +168,10 @@ def probe_blame(text: str, exit_code: int | None) -> Blame | None:
     if m or "ModuleNotFoundError" in text:
         module = m.group(1) if m else "a module"
         if module.split(".")[0] == "torch":
-            return Blame(
-                Party.CAMPAIGN, "no_torch", "the image has no torch and the probe needed it"
-            )
-        return Blame(
-            Party.CAMPAIGN, "module_missing", f"the image lacks {module}, which the probe imports"
-        )
+            why = "the image has no torch and the probe needed it"
+            return Blame(Party.CAMPAIGN, "no_torch", why)
+        why = f"the image lacks {module}, which the probe imports"
+        return Blame(Party.CAMPAIGN, "module_missing", why)
     return None
 
 
@@ -204,12 +201,8 @@ def _probe_stage(failure: Failure, evidence: Evidence, shown: str) -> Blame:
     if found is None:
         return Blame(Party.HOST, "host", f"preflight failed on this host: {shown}")
     if _image_ran(failure.image, evidence.probe_ok_on):
-        return Blame(
-            Party.HOST,
-            "host",
-            f"{found.reason} on this host only: a preflight with the image computed "
-            f"elsewhere ({shown})",
-        )
+        why = f"{found.reason} on this host only: a preflight with the image computed elsewhere"
+        return Blame(Party.HOST, "host", f"{why} ({shown})")
     others = {
         f.machine_id
         for f in evidence.failures
@@ -238,30 +231,20 @@ def blame(failure: Failure, evidence: Evidence = Evidence()) -> Blame:
         if denial and _image_ran(failure.image, evidence.served_on):
             return Blame(Party.HOST, "host", f"{shown} (the registry served the image elsewhere)")
         if others:
-            return Blame(
-                Party.CAMPAIGN,
-                "pull_denied" if denial else "repeated_fatal",
-                f"{failure.image}: the same failure on {len(others) + 1} machines and on none "
-                f"did it run: {shown}",
-            )
+            why = f"the same failure on {len(others) + 1} machines and on none did it run"
+            cause = "pull_denied" if denial else "repeated_fatal"
+            return Blame(Party.CAMPAIGN, cause, f"{failure.image}: {why}: {shown}")
         if denial:
-            return Blame(
-                Party.SUSPECT,
-                "pull_denied",
-                f"the registry refused {failure.image} (a second machine decides): {shown}",
-            )
+            why = f"the registry refused {failure.image} (a second machine decides)"
+            return Blame(Party.SUSPECT, "pull_denied", f"{why}: {shown}")
         return Blame(Party.HOST, "host", shown)
     # a job: the same exit and last line on two machines, and that job never finished anywhere
     if (failure.image, failure.job or "") in evidence.jobs_ok or _host_only(failure.text):
         return Blame(Party.HOST, "host", f"job {failure.job} failed on this host: {shown}")
     others = _others(failure, evidence, Stage.JOB)
     if others:
-        return Blame(
-            Party.CAMPAIGN,
-            "repeated_job",
-            f"job {failure.job} failed the same way on {len(others) + 1} machines "
-            f"(exit {failure.exit_code}): {shown}",
-        )
+        why = f"job {failure.job} failed the same way on {len(others) + 1} machines"
+        return Blame(Party.CAMPAIGN, "repeated_job", f"{why} (exit {failure.exit_code}): {shown}")
     return Blame(Party.SUSPECT, "repeated_job", f"job {failure.job} failed: {shown}")
 
 

@@ -67,24 +67,11 @@ def pcie_check(doc: Any, offer_gpu: str, policy: CheckPolicy) -> Check:
     full = link_gbps(spec.pcie_gen, spec.pcie_width) if spec else None
     if width is not None and 0 < width < policy.pcie_min_width:
         top = f" of x{max_width:.0f}" if max_width else ""
-        return Check(
-            "pcie",
-            False,
-            "narrow_pcie",
-            f"GPU link runs at x{width:.0f}{top} (a riser?)",
-            width,
-            max_width,
-        )
+        why = f"GPU link runs at x{width:.0f}{top} (a riser?)"
+        return Check("pcie", False, "narrow_pcie", why, width, max_width)
     if gbps is not None and full and gbps < policy.pcie_min_bw_share * full:
-        return Check(
-            "pcie",
-            False,
-            "narrow_pcie",
-            f"host-to-device copy {gbps:.1f} GB/s, {gbps / full:.0%} of a {offer_gpu}'s "
-            f"{full:.0f} GB/s link",
-            gbps,
-            full,
-        )
+        why = f"host-to-device copy {gbps:.1f} GB/s, {gbps / full:.0%} of a {offer_gpu}'s "
+        return Check("pcie", False, "narrow_pcie", why + f"{full:.0f} GB/s link", gbps, full)
     if gbps is None and width is None:
         return _unknown("pcie", "PCIe width and bandwidth unknown")
     shown = f"{gbps:.1f} GB/s" if gbps is not None else "bandwidth unknown"
@@ -102,14 +89,8 @@ def vram_check(doc: Any, offer_gpu_ram_mb: Any, policy: CheckPolicy) -> Check:
     if got is None:
         return _unknown("vram", "the probe reported no allocated size")
     if got < policy.vram_min_share * claimed:
-        return Check(
-            "vram",
-            False,
-            "short_vram",
-            f"allocated {got / 1024:.1f} GB of the {claimed / 1024:.1f} GB offered",
-            got,
-            claimed,
-        )
+        why = f"allocated {got / 1024:.1f} GB of the {claimed / 1024:.1f} GB offered"
+        return Check("vram", False, "short_vram", why, got, claimed)
     return Check("vram", True, None, f"{got / 1024:.1f} GB allocatable", got, claimed)
 
 
@@ -122,23 +103,11 @@ def disk_check(doc: Any, wanted_gb: Any, offer_disk_bw: Any, policy: CheckPolicy
     free, speed = _num(sec.get("free_gb")), _num(sec.get("write_mb_s"))
     wanted, bw = _num(wanted_gb), _num(offer_disk_bw)
     if free is not None and wanted and free < policy.disk_min_free_share * wanted:
-        return Check(
-            "disk",
-            False,
-            "small_disk",
-            f"{free:.1f} GB free of the {wanted:.0f} GB asked for",
-            free,
-            wanted,
-        )
+        why = f"{free:.1f} GB free of the {wanted:.0f} GB asked for"
+        return Check("disk", False, "small_disk", why, free, wanted)
     if speed is not None and bw and speed < policy.disk_min_write_share * bw:
-        return Check(
-            "disk",
-            False,
-            "slow_disk",
-            f"disk writes {speed:.0f} MB/s, {speed / bw:.0%} of the {bw:.0f} MB/s offered",
-            speed,
-            bw,
-        )
+        why = f"disk writes {speed:.0f} MB/s, {speed / bw:.0%} of the {bw:.0f} MB/s offered"
+        return Check("disk", False, "slow_disk", why, speed, bw)
     if free is None and speed is None:
         return _unknown("disk", "disk free space and speed unknown")
     shown = f"{speed:.0f} MB/s" if speed is not None else "speed unknown"
@@ -151,15 +120,8 @@ def net_check(mbps: Any, offer_inet_down: Any, policy: CheckPolicy, source: str 
     if got is None or not claimed:
         return _unknown("net", f"no download rate ({source}) or no inet_down in the offer")
     if got < policy.net_min_share * claimed:
-        return Check(
-            "net",
-            False,
-            "slow_net",
-            f"downloads at {got:.0f} Mb/s ({source}), {got / claimed:.0%} of the "
-            f"{claimed:.0f} Mb/s offered",
-            got,
-            claimed,
-        )
+        why = f"downloads at {got:.0f} Mb/s ({source}), {got / claimed:.0%} of the "
+        return Check("net", False, "slow_net", why + f"{claimed:.0f} Mb/s offered", got, claimed)
     return Check("net", True, None, f"downloads at {got:.0f} Mb/s ({source})", got, claimed)
 
 

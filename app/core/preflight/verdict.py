@@ -45,12 +45,8 @@ def preflight_verdict(
         err = result.get("error") or {}
         if not isinstance(err, dict):
             err = {}
-        return Verdict(
-            False,
-            "cuda_error",
-            f"preflight failed: {_text(err.get('type', 'error'), 80)}: "
-            f"{_text(err.get('message', ''), 300)}",
-        )
+        said = f"{_text(err.get('type', 'error'), 80)}: {_text(err.get('message', ''), 300)}"
+        return Verdict(False, "cuda_error", f"preflight failed: {said}")
     mm = result.get("matmul")
     device = result.get("device")
     if not isinstance(mm, dict) or not isinstance(device, dict):
@@ -69,34 +65,18 @@ def preflight_verdict(
             return Verdict(False, "wrong_result", f"the matmul's proof does not check out: {why}")
     name = _text(device.get("name", ""), 120)
     if check_name and name and not same_model(offer_gpu, name):
-        return Verdict(
-            False, "wrong_gpu", f"offer says {offer_gpu}, NVML says {name}", float(tflops)
-        )
+        said = f"offer says {offer_gpu}, NVML says {name}"
+        return Verdict(False, "wrong_gpu", said, float(tflops))
     if backend == "driver":
         min_share = checks.driver_min_speed_share
     expected = expected_tflops(offer_gpu, backend)
-    if (
-        nonce is not None
-        and backend == "torch"
-        and expected
-        and tflops > expected * MAX_SPEED_SHARE
-    ):
-        return Verdict(
-            False,
-            "bad_probe",
-            f"{tflops:.1f} TFLOP/s is {tflops / expected:.0%} of a {offer_gpu}'s {expected:.0f}: "
-            "not believable",
-            float(tflops),
-            expected,
-        )
-    if expected and tflops < expected * min_share:
-        return Verdict(
-            False,
-            "too_slow",
-            f"{tflops:.1f} TFLOP/s is {tflops / expected:.0%} of a {offer_gpu}'s {expected:.0f}",
-            float(tflops),
-            expected,
-        )
+    too_fast = backend == "torch" and tflops > (expected or math.inf) * MAX_SPEED_SHARE
+    too_fast = too_fast and nonce is not None
+    if expected and (too_fast or tflops < expected * min_share):
+        said = f"{tflops:.1f} TFLOP/s is {tflops / expected:.0%} of a {offer_gpu}'s {expected:.0f}"
+        if too_fast:
+            return Verdict(False, "bad_probe", f"{said}: not believable", float(tflops), expected)
+        return Verdict(False, "too_slow", said, float(tflops), expected)
     share = f" ({tflops / expected:.0%} of expected)" if expected else ""
     what = (
         "fp32 matmul checked (driver API, no torch)"
@@ -122,7 +102,6 @@ class CheckPolicy:
     disk_min_write_share: float = 0.2  # fsync'd write MB/s against the offer's disk_bw
     net: bool = True
     net_min_share: float = 0.1  # measured download Mb/s against the offer's inet_down
-    net_min_mb: float = 100.0  # judge a pull's speed only after this much progress
     xid: bool = True
     throttle_ratio: float = 0.85
 
@@ -171,17 +150,12 @@ def detect_throttle(
         if names & HARD_THROTTLE or (names & SOFT_THROTTLE and clock < ratio * top)
     ]
     if not slow or len(slow) < min_share * len(loaded):
-        return Throttle(
-            False,
-            0.0,
-            (),
-            f"clocks fine in {len(loaded) - len(slow)} of {len(loaded)} loaded samples",
-        )
+        why = f"clocks fine in {len(loaded) - len(slow)} of {len(loaded)} loaded samples"
+        return Throttle(False, 0.0, (), why)
     drop = max(0.0, 1 - sum(clock / top for clock, top, _ in slow) / len(slow))
     reasons = tuple(sorted({r for _, _, names in slow for r in names}))
-    return Throttle(
-        True, drop, reasons, f"SM clock {drop:.0%} below max under load ({', '.join(reasons)})"
-    )
+    why = f"SM clock {drop:.0%} below max under load ({', '.join(reasons)})"
+    return Throttle(True, drop, reasons, why)
 
 
 def _text(value: Any, limit: int) -> str:
