@@ -3,6 +3,7 @@ whole. The campaign's figures are the receipt's: `core.figures.summarize` over t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,6 @@ class InstanceSnap:
     model_tflops: float | None = None
     job_eta_source: str = ""  # "progress" (the job's own reading) or "preflight" (estimated)
     supervised: bool = True  # False: not rentwatch's; shown and priced, only a person acts
-    human: str = ""  # the operator's last act on it, if any
     left_why: str = ""  # why it left service (stopped, given up, gone): who, and what for
     # the interruptible tier: the bid in force and the bid_floor last shown ($/h), and, while an
     # outbid pauses it (phase `outbid`), how long it has been paused (market seconds)
@@ -167,10 +167,10 @@ _BREAKS = frozenset({"stop", "halt", "offline"})
 _OUT = (Phase.STOPPED, Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)
 
 
-def run_samples(a: Attempt) -> list[dict[str, Any]]:
-    """Its samples since its last stop (or exit, or outage): a restarted, booting host's GPU
-    is not the one that read 97% before the stop."""
-    cut = max((m.at for m in a.marks if m.kind in _BREAKS), default=None)
+def run_samples(a: Attempt, before: float = math.inf) -> list[dict[str, Any]]:
+    """Its samples since its last stop (or exit, or outage) before `before`: a restarted, booting
+    host's GPU is not the one that read 97% before the stop."""
+    cut = max((m.at for m in a.marks if m.kind in _BREAKS and m.at < before), default=None)
     if cut is None:
         return a.samples
     return [s for s in a.samples if not isinstance(s.get("ts"), int | float) or s["ts"] > cut]
@@ -184,12 +184,7 @@ def last_run_samples(a: Attempt) -> list[dict[str, Any]]:
     last = next(
         (s["ts"] for s in reversed(a.samples) if isinstance(s.get("ts"), int | float)), None
     )
-    if last is None:
-        return a.samples
-    cut = max((m.at for m in a.marks if m.kind in _BREAKS and m.at < last), default=None)
-    if cut is None:
-        return a.samples
-    return [s for s in a.samples if not isinstance(s.get("ts"), int | float) or s["ts"] > cut]
+    return a.samples if last is None else run_samples(a, last)
 
 
 def shown_phase(a: Attempt) -> str:
@@ -205,10 +200,6 @@ def shown_phase(a: Attempt) -> str:
     if p == Phase.VERIFIED and a.util_low_since is not None and samples:
         return "idle"
     return str(p)
-
-
-def _ended(a: Attempt) -> float | None:
-    return a.life.ended_at()
 
 
 def left_why(a: Attempt) -> str:
@@ -380,13 +371,12 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 billed_usd=billed,
                 verdict=verdict,
                 created_at=a.created_at,
-                ended_at=_ended(a),
+                ended_at=a.life.ended_at(),
                 failure_class=a.failure_class,
                 passed_preflight=a.passed_preflight,
                 job=clean(a.job_line, 120) if sup.jobs.on(a.instance_id) else "",
                 **_delivery_fields(sup.jobs.on(a.instance_id)),
                 supervised=a.owned,
-                human=a.human_act,
                 left_why=left_why(a),
                 bid=a.bid,
                 bid_floor=a.bid_floor,
