@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rentwatch.ledger import EventKind, Ledger
-from rentwatch.referee.run import DEFAULT_JOB_MIN, JOBS_PER_INSTANCE, referee_campaign
+from rentwatch.referee.campaigns import DEFAULT_JOB_MIN, JOBS_PER_INSTANCE, referee_campaign
 from rentwatch.referee.score import delivers
 from rentwatch.sim.family import draw_family
 from rentwatch.sim.market import SimMarket
