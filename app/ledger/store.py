@@ -141,15 +141,14 @@ class Ledger(NamedReads):
     def _migrate(self) -> None:
         con = self.__con
         con.execute(V1_TABLES)
-        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        version = int(row[0]) if row else 1
+        version = self.schema_version()  # a file without one is version 1, never the latest
         if version > SCHEMA_VERSION:
             raise LedgerError(
                 f"{self.path} has schema {version}; this rentwatch reads up to {SCHEMA_VERSION}"
             )
         for v in range(version + 1, SCHEMA_VERSION + 1):
             con.execute(MIGRATIONS[v])
-        if row is None or version != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION:
             con.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
             )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..columns import EVENT_COLUMNS
@@ -47,13 +47,7 @@ class Finding:
     detail: str
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "operator": self.operator,
-            "ledger_id": self.ledger_id,
-            "seq": self.seq,
-            "problem": self.problem,
-            "detail": self.detail,
-        }
+        return asdict(self)
 
 
 def verify(
@@ -83,11 +77,8 @@ def verify(
             say(seq, "edited", f"event {seq} ({fields[12]}) differs from what was shipped")
         last_seq, last_hash = seq, h
     if shipped_to > last_seq:
-        say(
-            last_seq + 1,
-            "missing",
-            f"events {last_seq + 1}..{shipped_to} were shipped and are gone",
-        )
+        gone = f"events {last_seq + 1}..{shipped_to} were shipped and are gone"
+        say(last_seq + 1, "missing", gone)
     return out
 
 
@@ -110,23 +101,9 @@ def compare(
         if seq not in stored:
             unshipped += 1
         elif h != prev:
-            out.append(
-                Finding(
-                    operator,
-                    ledger_id,
-                    seq,
-                    "differs",
-                    f"event {seq} in the store is not the one this ledger wrote",
-                )
-            )
+            why = f"event {seq} in the store is not the one this ledger wrote"
+            out.append(Finding(operator, ledger_id, seq, "differs", why))
     for seq in sorted(set(stored) - seen):
-        out.append(
-            Finding(
-                operator,
-                ledger_id,
-                seq,
-                "foreign",
-                f"the store holds an event {seq} this ledger never wrote",
-            )
-        )
+        why = f"the store holds an event {seq} this ledger never wrote"
+        out.append(Finding(operator, ledger_id, seq, "foreign", why))
     return out, unshipped

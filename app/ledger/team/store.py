@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...core.errors import RentwatchError
@@ -40,14 +40,15 @@ class Controller:
     age_s: float = 0.0  # since its last heartbeat (the server's clock)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "operator": self.operator,
-            "campaign": self.campaign,
-            "host": self.host,
-            "pid": self.pid,
-            "last_seen": self.last_seen,
-            "ledger_id": self.ledger_id,
-        }
+        return {k: v for k, v in asdict(self).items() if k != "age_s"}
+
+
+def _known(version: int) -> int:
+    if version > SCHEMA_VERSION:
+        raise StoreRefused(
+            f"the store has schema {version}; this rentwatch knows up to {SCHEMA_VERSION}"
+        )
+    return version
 
 
 def _scrub(text: str, secret: str | None) -> str:
@@ -127,10 +128,7 @@ class TeamStore:
                 f"{self.config.shown()} holds no rentwatch store: its owner runs "
                 "`rentwatch team init URL` once"
             )
-        if v > SCHEMA_VERSION:
-            raise StoreRefused(
-                f"the store has schema {v}; this rentwatch knows up to {SCHEMA_VERSION}"
-            )
+        _known(v)
 
     def init(self, grant: Sequence[str] = ()) -> list[int]:
         """Make or migrate the store (as its owner) and the controller role; grant that role
@@ -148,11 +146,7 @@ class TeamStore:
             )
             cur.execute(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.migrations")
             row = cur.fetchone()
-            have = int(row[0]) if row else 0
-            if have > SCHEMA_VERSION:
-                raise StoreRefused(
-                    f"the store has schema {have}; this rentwatch knows up to {SCHEMA_VERSION}"
-                )
+            have = _known(int(row[0]) if row else 0)
             for v in range(have + 1, SCHEMA_VERSION + 1):
                 cur.execute(MIGRATIONS[v])
                 cur.execute(f"INSERT INTO {SCHEMA}.migrations (version) VALUES (%s)", [v])
@@ -286,15 +280,8 @@ class TeamStore:
                 )
                 users = sorted(str(r[0]) for r in cur.fetchall())
             if len(users) > 1:
-                findings.append(
-                    Finding(
-                        operator,
-                        ledger_id,
-                        0,
-                        "foreign",
-                        f"its events were inserted by several roles: {', '.join(users)}",
-                    )
-                )
+                why = f"its events were inserted by several roles: {', '.join(users)}"
+                findings.append(Finding(operator, ledger_id, 0, "foreign", why))
             rows = list(self._chain_rows(ledger_id, batch))
             n_events += len(rows)
             findings += verify(ledger_id, operator, rows, shipped)
