@@ -5,8 +5,8 @@ from __future__ import annotations
 import tomllib
 
 from rentwatch.sim import family
-from rentwatch.sim.family import draw_family, draw_market, to_toml
-from rentwatch.sim.scenario import DELIVERING, parse_scenario
+from rentwatch.sim.family import draw_family, draw_market
+from rentwatch.sim.scenario import DELIVERING, parse_scenario, to_toml
 
 
 def test_same_family_seed_same_markets():

@@ -190,7 +190,8 @@ def test_an_outbid_kills_the_hosts_processes_and_keeps_its_data(make_sim):
 def test_family_markets_carry_the_tier_with_pressure_spread():
     import tomllib
 
-    from rentwatch.sim.family import draw_family, to_toml
+    from rentwatch.sim.family import draw_family
+    from rentwatch.sim.scenario import to_toml
 
     fam = draw_family(2026, 12)
     pressures = [m.scenario.bids.pressure for m in fam]

@@ -16,12 +16,8 @@ from .market import SimMarket
 def no_such_ask(offer_id: int) -> web.Response:
     """An offer no longer there (another renter took it), as Vast answers it (vast-ai/docs
     `api-reference/openapi.yaml`, createInstance 404): the `no_such_ask` token is in `msg`."""
-    return error(
-        404,
-        "invalid_args",
-        f"error 404/3603: no_such_ask Instance type by id {offer_id} is not available.",
-        ask_id=offer_id,
-    )
+    said = f"error 404/3603: no_such_ask Instance type by id {offer_id} is not available."
+    return error(404, "invalid_args", said, ask_id=offer_id)
 
 
 BID_CAP_PER_GPU = 32.0  # "Bid price must be >= 0.001 and <= 32.0 * number of GPUs"
@@ -35,9 +31,8 @@ def bad_bid(price: Any, num_gpus: int) -> web.Response | None:
         return error(400, "invalid_args", "Please set a bid price >= 0.001.")
     cap = BID_CAP_PER_GPU * num_gpus
     if price > cap:
-        return error(
-            400, "invalid_args", f"Please set a bid price <= {cap:g} (32.0 x {num_gpus} GPUs)."
-        )
+        said = f"Please set a bid price <= {cap:g} (32.0 x {num_gpus} GPUs)."
+        return error(400, "invalid_args", said)
     return None
 
 
@@ -88,12 +83,8 @@ class InstanceRoutes:
             return bad
         if price is not None and body.get("cancel_unavail") and self.market.min_bid(m, now) > price:
             # "when cancel_unavail is true and instance cannot start" (openapi.yaml, 410)
-            return error(
-                410,
-                "no_such_ask",
-                f"error 410/3907: no_such_ask Instance type {offer_id} is no longer available.",
-                ask_id=offer_id,
-            )
+            said = f"error 410/3907: no_such_ask Instance type {offer_id} is no longer available."
+            return error(410, "no_such_ask", said, ask_id=offer_id)
         inst = self.market.create(
             offer_id,
             image,
@@ -108,14 +99,10 @@ class InstanceRoutes:
             # bid is insufficient" (dstack `vastai/api_client.py`): the error still names the
             # instance. `invalid_price` is a create error of the OpenAPI; the text is ours.
             low = self.market.min_bid(m, now)
-            return error(
-                400,
-                "invalid_price",
-                f"bid ${inst.bid:.4f}/h is under the machine's min_bid "
-                f"${low:.4f}/h: instance {inst.id} created stopped",
-                new_contract=inst.id,
-                instance_api_key=inst.api_key,
-            )
+            said = f"bid ${inst.bid:.4f}/h is under the machine's min_bid ${low:.4f}/h: "
+            said += f"instance {inst.id} created stopped"
+            ids = {"new_contract": inst.id, "instance_api_key": inst.api_key}
+            return error(400, "invalid_price", said, **ids)
         return answer({"success": True, "new_contract": inst.id, "instance_api_key": inst.api_key})
 
     async def bid_price(self, request: web.Request) -> web.Response:

@@ -72,6 +72,11 @@ def _layer_id(rng: random.Random) -> str:
     return f"{rng.getrandbits(48):012x}"
 
 
+def _fatal(rng: random.Random, image: str, t: float) -> Step:
+    actual, text = FATAL_TEXTS[rng.randrange(len(FATAL_TEXTS))]
+    return Step(t, actual, text.format(image=image, repo=image.split(":")[0]))
+
+
 def boot_steps(
     rng: random.Random,
     machine: Machine,
@@ -129,9 +134,7 @@ def boot_steps(
                 if freeze_at is not None and t >= freeze_at:
                     return seg  # the line never changes again
                 if fatal_at is not None and t >= fatal_at:
-                    actual, text = FATAL_TEXTS[rng.randrange(len(FATAL_TEXTS))]
-                    repo = image.split(":")[0]
-                    steps.append(Step(t, actual, text.format(image=image, repo=repo)))
+                    steps.append(_fatal(rng, image, t))
                     return seg
                 done = max(0.0, mb * (1 - (t_end - t) / max(layer_time, 1e-9)))  # never -0.0
                 steps.append(Step(t, "loading", f"{lid}: Downloading {done:7.1f}MB/{mb:.1f}MB"))
@@ -140,17 +143,11 @@ def boot_steps(
             steps.append(Step(t, "loading", f"{lid}: Download complete"))
             t += rng.uniform(0.2, 1.5)
         if fatal_at is not None:
-            actual, text = FATAL_TEXTS[rng.randrange(len(FATAL_TEXTS))]
-            steps.append(Step(t, actual, text.format(image=image, repo=image.split(":")[0])))
+            steps.append(_fatal(rng, image, t))
             return seg
         # Extraction: the line legitimately stays unchanged for minutes on healthy hosts.
-        steps.append(
-            Step(
-                t,
-                "loading",
-                f"{layers[-1][0]}: Extracting {layers[-1][1]:.1f}MB/{layers[-1][1]:.1f}MB",
-            )
-        )
+        lid, mb = layers[-1]
+        steps.append(Step(t, "loading", f"{lid}: Extracting {mb:.1f}MB/{mb:.1f}MB"))
         extract = between(rng, k["extract_min"]) * 60
         if build:  # the image's build output shows in the status line while it loads
             first = ex.randrange(len(BUILD_LINES) - 2)
@@ -165,13 +162,8 @@ def boot_steps(
     seg.running_at = t
     if b == "exited":
         t_exit = t + between(rng, k["exit_after_min"]) * 60
-        steps.append(
-            Step(
-                t_exit,
-                "exited",
-                f"Exited ({rng.choice([1, 137, 139])}) container exited unexpectedly",
-            )
-        )
+        said = f"Exited ({rng.choice([1, 137, 139])}) container exited unexpectedly"
+        steps.append(Step(t_exit, "exited", said))
         seg.halted_at = t_exit
     elif b == "offline_midrun":
         t_off = t + between(rng, k["offline_after_min"]) * 60

@@ -102,30 +102,22 @@ def contract_row(inst: SimInstance, mode: str, lo: float, hi: float) -> dict[str
     gpu, disk = b.gpu_usd - a.gpu_usd, b.storage_usd - a.storage_usd
     moved = [(into, out) for at, into, out in inst.transfers if t0 < at <= t1]
     bwd, bwu = sum(i for i, _ in moved), sum(o for _, o in moved)
-    items = []
-    if gpu > 0:
-        hours = gpu / inst.gpu_dph if inst.gpu_dph > 0 else 0.0
-        items.append(_item("gpu", gpu, t0, t1, f"{hours:.3f} hours at ${inst.gpu_dph:.3f}/hour"))
-    if disk > 0:
-        hours = disk / inst.storage_dph if inst.storage_dph > 0 else 0.0
-        items.append(
-            _item("disk", disk, t0, t1, f"{inst.disk_gb:.0f} GB of disk for {hours:.3f} hours")
-        )
-    if bwd > 0:
-        items.append(_item("bwd", bwd, t0, t1, "bandwidth into the instance"))
-    if bwu > 0:
-        items.append(_item("bwu", bwu, t0, t1, "bandwidth out of the instance"))
+    gpu_h = gpu / inst.gpu_dph if inst.gpu_dph > 0 else 0.0
+    disk_h = disk / inst.storage_dph if inst.storage_dph > 0 else 0.0
+    said = {
+        "gpu": (gpu, f"{gpu_h:.3f} hours at ${inst.gpu_dph:.3f}/hour"),
+        "disk": (disk, f"{inst.disk_gb:.0f} GB of disk for {disk_h:.3f} hours"),
+        "bwd": (bwd, "bandwidth into the instance"),
+        "bwu": (bwu, "bandwidth out of the instance"),
+    }
+    items = [_item(kind, usd, t0, t1, text) for kind, (usd, text) in said.items() if usd > 0]
     total = gpu + disk + bwd + bwu
     if round(total, 3) <= 0:
         return None
     days = max(1, math.ceil((t1 - t0) / DAY))
-    return {
-        "start": t0,
-        "end": t1,
-        "type": "instance",
-        "source": f"instance-{inst.id}",
-        "description": f"Instance {inst.id} Charges - {days} day{'s' if days > 1 else ''}",
-        "amount": round(total, 3),
-        "metadata": {"label": inst.label} if inst.label is not None else {},
-        "items": items,
-    }
+    span = f"{days} day{'s' if days > 1 else ''}"
+    row = _item("instance", total, t0, t1, f"Instance {inst.id} Charges - {span}")
+    row["source"] = f"instance-{inst.id}"
+    row["metadata"] = {"label": inst.label} if inst.label is not None else {}
+    row["items"] = items
+    return row

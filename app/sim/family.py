@@ -351,31 +351,3 @@ def _price_rise(family_seed: int, index: int) -> dict[str, Any]:
 def draw_family(family_seed: int, n: int) -> list[FamilyMarket]:
     """Markets 0..n-1 of family `family_seed`."""
     return [draw_market(family_seed, i) for i in range(n)]
-
-
-def to_toml(data: dict[str, Any]) -> str:
-    """A drawn market as a scenario file (`rentwatch sim --scenario` reads it back)."""
-
-    def val(v: Any) -> str:
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, str):
-            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        if isinstance(v, list):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        return repr(v)
-
-    tables = ("host_class", "faults", "bids", "listing", "churn", "hosts", "price_rise")
-    lines = [f"{k} = {val(v)}" for k, v in data.items() if k not in tables]
-    lines += ["", "[faults]"] + [f"{k} = {val(v)}" for k, v in data["faults"].items()]
-    for table in ("listing", "churn", "hosts", "price_rise"):
-        if table in data:
-            lines += ["", f"[{table}]"] + [f"{k} = {val(v)}" for k, v in data[table].items()]
-    if "bids" in data:
-        b = data["bids"]
-        lines += ["", "[bids]"] + [f"{k} = {val(v)}" for k, v in b.items() if k != "gpu_pressure"]
-        lines += ["", "[bids.gpu_pressure]"]
-        lines += [f"{val(g)} = {val(p)}" for g, p in b.get("gpu_pressure", {}).items()]
-    for cls in data["host_class"]:
-        lines += ["", "[[host_class]]"] + [f"{k} = {val(v)}" for k, v in cls.items()]
-    return "\n".join(lines) + "\n"

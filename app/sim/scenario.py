@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.preflight.gpu_specs import DPH_RANGE
+from ..core.text import clean
 from .bid_table import Bids, parse_bids
 from .images import ImageSpec, parse_images
 from .price_rise_table import PriceRise, parse_price_rise
@@ -319,3 +320,33 @@ def load_scenario(path: str | Path | None) -> Scenario:
         return parse_scenario(data, p.stem)
     except ConfigError as exc:
         raise ConfigError(f"{p}: {exc}") from None  # which file, as the TOML error says
+
+
+def to_toml(data: dict[str, Any], comment: str = "") -> str:
+    """Scenario data (as `parse_scenario` takes it) as a file `load_scenario` reads back: its
+    values, then its tables, then its `[[host_class]]` tables."""
+
+    def val(v: Any) -> str:
+        if isinstance(v, str):  # cleaned: a TOML basic string cannot hold control characters
+            return '"' + clean(v, 200).replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        if isinstance(v, dict):  # an inline table; its keys (GPU names) quoted
+            return "{ " + ", ".join(f"{val(str(k))} = {val(x)}" for k, x in v.items()) + " }"
+        return repr(v)
+
+    def table(head: str, t: dict[str, Any]) -> list[str]:
+        return ["", head] + [f"{k} = {val(v)}" for k, v in t.items()]
+
+    lines = [f"# {comment}"] if comment else []
+    lines += [
+        f"{k} = {val(v)}" for k, v in data.items() if k != "host_class" and not isinstance(v, dict)
+    ]
+    for key, value in data.items():
+        if isinstance(value, dict):
+            lines += table(f"[{key}]", value)
+    for hc in data.get("host_class", []):
+        lines += table("[[host_class]]", hc)
+    return "\n".join(lines) + "\n"

@@ -4,6 +4,7 @@ stdin read whole (up to 16 MiB), and a session's stdin passed on as it arrives."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import asyncssh
 
@@ -41,7 +42,5 @@ async def pump_in(
     except (asyncssh.Error, ConnectionError, BrokenPipeError):
         pass
     finally:
-        try:
+        with contextlib.suppress(Exception):
             sub.stdin.close()
-        except Exception:
-            pass
