@@ -8,6 +8,7 @@ from typing import Any
 
 from ..core.text import clean
 from ..ledger import Ledger
+from ..sim.scenario import to_toml as scenario_toml
 from .fit_tier import fit_bids
 
 CLASS_TO_BEHAVIOUR = {
@@ -85,22 +86,4 @@ def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> 
 
 
 def to_toml(data: dict[str, Any]) -> str:
-    def val(v: Any) -> str:
-        if isinstance(v, str):
-            # cleaned first: a TOML basic string cannot hold control characters
-            return '"' + clean(v, 200).replace("\\", "\\\\").replace('"', '\\"') + '"'
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, list):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        if isinstance(v, dict):  # an inline table; its keys (GPU names) quoted
-            return "{ " + ", ".join(f"{val(str(k))} = {val(x)}" for k, x in v.items()) + " }"
-        return repr(v)
-
-    lines = ["# fitted by `rentwatch scenario from-ledger`"]
-    lines += [f"{k} = {val(v)}" for k, v in data.items() if k not in ("host_class", "bids")]
-    for hc in data["host_class"]:
-        lines += ["", "[[host_class]]"] + [f"{k} = {val(v)}" for k, v in hc.items()]
-    if "bids" in data:
-        lines += ["", "[bids]"] + [f"{k} = {val(v)}" for k, v in data["bids"].items()]
-    return "\n".join(lines) + "\n"
+    return scenario_toml(data, "fitted by `rentwatch scenario from-ledger`")
