@@ -193,24 +193,18 @@ class VastClient(StateChanges, PriceIncreases):
                     retry=False,
                     timeout=CREATE_TIMEOUT,
                 )
-            except (MarketUnavailable, MalformedAnswer) as exc:
-                found = await self._find_label(label)
+            except (MarketUnavailable, MalformedAnswer, ApiError) as exc:
+                if isinstance(exc, ApiError) and exc.status < 500:
+                    if exc.named_instance is not None:
+                        return CreateResult(exc.named_instance, None, label, refused=exc.msg[:300])
+                    if exc.status != 429:
+                        raise
+                found = await self._find_label(label)  # a lost answer: did the create happen?
                 if found is not None:
                     self.stats.recovered_creates += 1
                     return CreateResult(found.id, None, label, found.start_date)
                 if isinstance(exc, MalformedAnswer):
                     raise
-                await self._back_off(self.backoff)
-                continue
-            except ApiError as exc:
-                if exc.named_instance is not None and exc.status < 500:
-                    return CreateResult(exc.named_instance, None, label, refused=exc.msg[:300])
-                if exc.status < 500 and exc.status != 429:
-                    raise
-                found = await self._find_label(label)
-                if found is not None:
-                    self.stats.recovered_creates += 1
-                    return CreateResult(found.id, None, label, found.start_date)
                 await self._back_off(self.backoff)
                 continue
             if (

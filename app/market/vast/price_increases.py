@@ -31,24 +31,17 @@ def _id(row: dict[str, Any], key: str) -> int:
     return v
 
 
-def _rate(row: dict[str, Any], key: str) -> float | None:
-    """A per-second price: None when absent or null (unchanged), else finite and >= 0."""
+def _rate(
+    row: dict[str, Any], key: str, what: str = "a price", cap: float = MAX_DPH
+) -> float | None:
+    """A per-second price (or a time): None when absent or null (unchanged), else finite, >= 0."""
     v = row.get(key)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-        raise MalformedAnswer(f"pending price increase: {key} is not a price")
-    if v * 3600 > MAX_DPH:
+        raise MalformedAnswer(f"pending price increase: {key} is not {what}")
+    if v * 3600 > cap:  # $/h
         raise MalformedAnswer(f"pending price increase: {key} is beyond any market's price")
-    return float(v)
-
-
-def _time(row: dict[str, Any], key: str) -> float | None:
-    v = row.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-        raise MalformedAnswer(f"pending price increase: {key} is not a time")
     return float(v)
 
 
@@ -68,8 +61,8 @@ def read_row(row: Any, gpus: int = 1) -> PriceIncrease:
         new_gpu_dph=_hourly(_rate(row, "new_gpu_costpersec"), gpus),
         old_storage_gb_h=_hourly(_rate(row, "old_disk_ram_costpersec"), 1),
         new_storage_gb_h=_hourly(_rate(row, "new_disk_ram_costpersec"), 1),
-        takes_effect_at=_time(row, "contract_end_date"),
-        new_end=_time(row, "ask_end_date"),
+        takes_effect_at=_rate(row, "contract_end_date", "a time", math.inf),
+        new_end=_rate(row, "ask_end_date", "a time", math.inf),
         others_changed=others,
     )
 

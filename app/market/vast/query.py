@@ -9,6 +9,7 @@ dropping the filter (tests/test_offer_query_cli.py runs both parsers). The simul
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from typing import Any
@@ -69,10 +70,8 @@ def _value(text: str) -> Any:
         return low == "true"
     if low in ("none", "null"):
         return None
-    try:
+    with contextlib.suppress(ValueError):
         return int(text)
-    except ValueError:
-        pass
     try:
         out = float(text)
     except ValueError:

@@ -258,10 +258,8 @@ class Transport:
                 last = self._error(r)
                 retry_after = r.headers.get("Retry-After")
                 if retry_after:
-                    try:
+                    with contextlib.suppress(ValueError):
                         delay = max(delay, min(float(retry_after), 60.0))
-                    except ValueError:
-                        pass
             if isinstance(last, AnswerLost) and not idempotent:
                 raise last  # the market may have acted on it
             if attempt + 1 < attempts:
