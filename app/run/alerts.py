@@ -112,10 +112,8 @@ class Alerts:
         for mark in BUDGET_MARKS:
             if ratio >= mark and mark not in self.marks_passed:
                 self.marks_passed.add(mark)
-                if mark >= 1.0:
-                    self.send(ev.budget_100(self.campaign, view.spent_usd, budget))
-                else:
-                    self.send(ev.budget_80(self.campaign, view.spent_usd, budget))
+                notice = ev.budget_100 if mark >= 1.0 else ev.budget_80
+                self.send(notice(self.campaign, view.spent_usd, budget))
         for job in self.sup.job_work.queue.jobs:
             if job.status == "failed" and job.job.name not in self.failed_jobs:
                 self.failed_jobs.add(job.job.name)

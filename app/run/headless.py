@@ -99,14 +99,11 @@ def key_refused(sup: Supervisor, exc: AuthError) -> str:
     rest = len(left) - verified
     if rest:
         tail += f"; {rest} unverified rental(s) bill on: destroy them in the Vast console"
-    head = f"{exc.title}: the marketplace refused the API key ({clean(exc, 200)})"
-    return (
-        f"{head}: check VAST_API_KEY or "
-        f"~/.config/vastai/vast_api_key; nothing could be stopped with it{tail}"
-        if left
-        else f"{head}: check VAST_API_KEY or "
-        "~/.config/vastai/vast_api_key; nothing was left billing"
-    )
+    head = f"{exc.title}: the marketplace refused the API key ({clean(exc, 200)}): check "
+    head += "VAST_API_KEY or ~/.config/vastai/vast_api_key"
+    if not left:
+        return f"{head}; nothing was left billing"
+    return f"{head}; nothing could be stopped with it{tail}"
 
 
 async def run_headless(

@@ -304,10 +304,9 @@ class EngineService:
         when a shutdown request already ended it), waiting as long as its release takes."""
         loop = self.engine.loop
         if loop is not None and loop.is_running() and not self.ctrl.closing.is_set():
-            try:
+            # the loop may end under us: the files below still go
+            with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(self.server.stop(), loop).result(10)
-            except Exception:  # the loop ended under us: the files below still go
-                pass
         self.ctrl.close()
         if self._ending is not None:  # a shutdown request already chose how to end: end so
             # now, whether or not its own end got there (the engine's shutdown is idempotent)

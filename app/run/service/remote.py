@@ -139,8 +139,7 @@ class RemoteLedger:
         self._running: str | None = None
 
     def query(self, sql: str, limit: int = 10_000, offset: int = 0) -> QueryResult:
-        """As `Ledger.query`, paging included: the ledger screen asks for a page at `offset`
-        (without it, the screen's worker died on the argument and showed `running…` forever)."""
+        """As `Ledger.query`, paging included: the ledger screen asks for a page at `offset`."""
         qid = self._running = f"d{uuid.uuid4().hex[:12]}"
         try:
             got = self._client.query_all(sql, limit, query_id=qid, offset=offset)
