@@ -13,6 +13,7 @@ https://duckdb.org/docs/stable/configuration/overview."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,10 +194,8 @@ class QuerySandbox:
 
         def expire() -> None:
             expired.set()
-            try:
+            with contextlib.suppress(duckdb.Error):
                 cur.interrupt()
-            except duckdb.Error:
-                pass
 
         timer = threading.Timer(timeout_s, expire)
         timer.daemon = True
@@ -228,10 +227,8 @@ class QuerySandbox:
                             f"{MAX_PAGE_BYTES >> 20} MB: stopped (fewer rows, or shorter columns)"
                         )
             finally:
-                try:
+                with contextlib.suppress(duckdb.Error):  # an interrupted one is already gone
                     cur.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass  # an interrupted transaction is already gone
         except duckdb.OutOfMemoryException:
             raise QueryTooBig(
                 f"the query needed more than the sandbox's {QUERY_MEMORY_LIMIT} of memory: "
@@ -261,8 +258,6 @@ class QuerySandbox:
         with self._mu:
             running = [c for c, t in self._running.items() if tag is None or t == tag]
         for cur in running:
-            try:
+            with contextlib.suppress(duckdb.Error):
                 cur.interrupt()
-            except duckdb.Error:
-                pass
         return bool(running)

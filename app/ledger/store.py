@@ -447,10 +447,8 @@ class Ledger(NamedReads):
                 self.__pending.clear()
             if self.__replica is not None:
                 self.__replica.close()
-            try:
+            with contextlib.suppress(duckdb.Error):
                 self.__con.close()
-            except duckdb.Error:
-                pass
             self._release()
 
     def _release(self) -> None:

@@ -8,6 +8,7 @@ controller's market."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -305,11 +306,8 @@ class Replica:
 
     def close(self) -> None:
         if self._cur is not None:
-            with self._lock:
-                try:
-                    self._cur.close()
-                except Exception:  # already closed with its connection
-                    pass
+            with self._lock, contextlib.suppress(Exception):  # already closed with the connection
+                self._cur.close()
 
 
 class TeamMemory:

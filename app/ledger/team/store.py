@@ -4,6 +4,7 @@ unreachable or slow, with the driver's message and never the password."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -103,10 +104,8 @@ class TeamStore:
 
     def close(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(Exception):  # a connection the server already dropped
                 self._conn.close()
-            except Exception:  # a connection the server already dropped
-                pass
             self._conn = None
 
     # -- the schema ----------------------------------------------------------------------

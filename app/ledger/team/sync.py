@@ -4,6 +4,7 @@ nothing (a ship is one transaction) and the next starts from what the store says
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -185,8 +186,6 @@ class TeamSync:
                 return
             self._thread = None
         if self.round():
-            try:
+            with contextlib.suppress(StoreUnavailable, StoreRefused):
                 self._beat(ended=True)
-            except (StoreUnavailable, StoreRefused):
-                pass
         self.store.close()
