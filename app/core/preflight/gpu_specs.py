@@ -20,7 +20,6 @@ class GpuSpec:
     name: str
     bf16_tflops: float
     vram_mb: int
-    typical_dph: float
     fp32_tflops: float = 0.0
     pcie_gen: int = 4
     pcie_width: int = 16
@@ -32,26 +31,25 @@ class GpuSpec:
 GPU_SPECS: dict[str, GpuSpec] = {
     s.name: s
     for s in (
-        GpuSpec("RTX 3060", 24.0, 12288, 0.08, 12.7),
-        GpuSpec("RTX 3070", 38.0, 8192, 0.10, 20.3),
-        GpuSpec("RTX 3080", 52.0, 10240, 0.14, 29.8),
-        GpuSpec("RTX 3090", 64.0, 24576, 0.20, 35.6),
-        GpuSpec("RTX 4070", 55.0, 12288, 0.15, 29.1),
-        GpuSpec("RTX 4080", 95.0, 16384, 0.28, 48.7),
-        GpuSpec("RTX 4090", 150.0, 24576, 0.40, 82.6),
-        GpuSpec("RTX 5090", 200.0, 32768, 0.65, 104.8, 5),
-        GpuSpec("RTX A4000", 35.0, 16384, 0.15, 19.2),
-        GpuSpec("RTX A5000", 50.0, 24576, 0.22, 27.8),
-        GpuSpec("RTX A6000", 72.0, 49152, 0.45, 38.7),
-        # 362 TFLOP/s dense bf16 on the datasheet (the 180 this row had was ~50% of it, the
-        # sparse figure halved twice); ~69% of dense in a 4096^3 matmul, as the other
-        # datacenter rows here
-        GpuSpec("L40S", 250.0, 46068, 0.75, 91.6),
-        GpuSpec("A100 SXM4", 230.0, 81920, 1.10, 19.5),
-        GpuSpec("H100 SXM", 600.0, 81559, 2.20, 67.0, 5),
-        GpuSpec("H200", 650.0, 143771, 2.90, 67.0, 5),
+        GpuSpec("RTX 3060", 24.0, 12288, 12.7),
+        GpuSpec("RTX 3070", 38.0, 8192, 20.3),
+        GpuSpec("RTX 3080", 52.0, 10240, 29.8),
+        GpuSpec("RTX 3090", 64.0, 24576, 35.6),
+        GpuSpec("RTX 4070", 55.0, 12288, 29.1),
+        GpuSpec("RTX 4080", 95.0, 16384, 48.7),
+        GpuSpec("RTX 4090", 150.0, 24576, 82.6),
+        GpuSpec("RTX 5090", 200.0, 32768, 104.8, 5),
+        GpuSpec("RTX A4000", 35.0, 16384, 19.2),
+        GpuSpec("RTX A5000", 50.0, 24576, 27.8),
+        GpuSpec("RTX A6000", 72.0, 49152, 38.7),
+        # 362 TFLOP/s dense bf16 on the datasheet; ~69% of dense in a 4096^3 matmul, as the
+        # other datacenter rows here
+        GpuSpec("L40S", 250.0, 46068, 91.6),
+        GpuSpec("A100 SXM4", 230.0, 81920, 19.5),
+        GpuSpec("H100 SXM", 600.0, 81559, 67.0, 5),
+        GpuSpec("H200", 650.0, 143771, 67.0, 5),
         # a PCIe A100 is power-capped at 250-300 W: ~0.64 of the dense 312 TFLOP/s datasheet
-        GpuSpec("A100 PCIE", 200.0, 40960, 0.90, 19.5),
+        GpuSpec("A100 PCIE", 200.0, 40960, 19.5),
     )
 }
 
@@ -60,19 +58,19 @@ GPU_SPECS: dict[str, GpuSpec] = {
 OTHER_SPECS: dict[str, GpuSpec] = {
     s.name: s
     for s in (
-        GpuSpec("RTX 3060 Ti", 31.0, 8192, 0.09, 16.2),
-        GpuSpec("RTX 3080 Ti", 58.0, 12288, 0.16, 34.1),
-        GpuSpec("RTX 3090 Ti", 70.0, 24576, 0.24, 40.0),
-        GpuSpec("RTX 4060 Ti", 33.0, 16384, 0.12, 22.1, 4, 8),
-        GpuSpec("RTX 4070 Ti", 70.0, 12288, 0.18, 40.1),
-        GpuSpec("RTX 4000Ada", 50.0, 20480, 0.20, 26.7),
-        GpuSpec("RTX 6000Ada", 190.0, 49152, 0.80, 91.1),
-        GpuSpec("A10", 75.0, 24576, 0.25, 31.2),
-        GpuSpec("A40", 100.0, 46068, 0.40, 37.4),
-        GpuSpec("L4", 60.0, 23034, 0.30, 30.3),
-        GpuSpec("L40", 140.0, 46068, 0.70, 90.5),
-        GpuSpec("H100 PCIE", 450.0, 81559, 1.90, 51.2, 5),
-        GpuSpec("H100 NVL", 520.0, 95830, 2.10, 60.0, 5),
+        GpuSpec("RTX 3060 Ti", 31.0, 8192, 16.2),
+        GpuSpec("RTX 3080 Ti", 58.0, 12288, 34.1),
+        GpuSpec("RTX 3090 Ti", 70.0, 24576, 40.0),
+        GpuSpec("RTX 4060 Ti", 33.0, 16384, 22.1, 4, 8),
+        GpuSpec("RTX 4070 Ti", 70.0, 12288, 40.1),
+        GpuSpec("RTX 4000Ada", 50.0, 20480, 26.7),
+        GpuSpec("RTX 6000Ada", 190.0, 49152, 91.1),
+        GpuSpec("A10", 75.0, 24576, 31.2),
+        GpuSpec("A40", 100.0, 46068, 37.4),
+        GpuSpec("L4", 60.0, 23034, 30.3),
+        GpuSpec("L40", 140.0, 46068, 90.5),
+        GpuSpec("H100 PCIE", 450.0, 81559, 51.2, 5),
+        GpuSpec("H100 NVL", 520.0, 95830, 60.0, 5),
     )
 }
 
