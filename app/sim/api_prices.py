@@ -5,20 +5,13 @@ of exactly `{"pending_price_increase_id": <int>}` (any other key: 400; a row no 
 
 from __future__ import annotations
 
-import math
-
 from aiohttp import web
 
+from ..core.preflight.verdict import finite
 from .answers import answer, body_json, error
 from .market import SimMarket
 
 NO_PENDING = "no_pending_price_increase"
-
-
-def _number(v: object) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        return None
-    return float(v)
 
 
 class PriceRoutes:
@@ -49,7 +42,7 @@ class PriceRoutes:
         inst = self.market.live(iid) if isinstance(iid, int) and not isinstance(iid, bool) else None
         if inst is None:
             return error(404, "no_such_instance", "no live instance with that id")
-        factor, notice = _number(factor), _number(notice)
+        factor, notice = finite(factor), finite(notice)
         if factor is None or notice is None or not 1 < factor <= 10 or not 1 <= notice <= 43200:
             return error(400, "invalid_args", "factor in (1, 10], notice_min in [1, 43200]")
         row = self.market.rises.raise_now(inst, self.market.clock.now(), factor, notice * 60)

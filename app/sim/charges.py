@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..core.preflight.verdict import finite
 from .answers import answer, error, offset_token, query_of, read_offset_token
 from .market import SimMarket
 from .rental import SimInstance
@@ -73,10 +74,7 @@ class ChargeRoutes:
 
 def _bound(day: Any, key: str) -> float | None:
     """One end of the `day` range: a finite number of unix seconds, else None."""
-    v = day.get(key) if isinstance(day, dict) else None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        return None
-    return float(v)
+    return finite(day.get(key)) if isinstance(day, dict) else None
 
 
 def _item(kind: str, usd: float, t0: float, t1: float, description: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Protocol, TypeVar
 
 from ..core.errors import ConfigError
+from .scenario_tables import checked
 
 
 @dataclass(frozen=True)
@@ -55,34 +56,15 @@ def parse_images(raw: Any) -> tuple[ImageSpec, ...]:
         where = f"image[{i}]"
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: expected a table")
-        for key in entry:
-            if key not in ImageSpec.__dataclass_fields__:
-                raise ConfigError(
-                    f"{where}: unknown key {key!r} (keys: name, python, torch, cuda, pullable)"
-                )
-        name = entry.get("name")
+        name, cuda = entry.get("name"), entry.get("cuda")
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{where}.name: expected an image name or glob")
-        flags = {}
-        for key in ("python", "torch", "pullable"):
-            value = entry.get(key, True)
-            if not isinstance(value, bool):
-                raise ConfigError(f"{where}.{key}: expected true or false, got {value!r}")
-            flags[key] = value
-        cuda = entry.get("cuda")
         if cuda is not None and not (isinstance(cuda, str) and re.fullmatch(r"\d+\.\d+", cuda)):
             raise ConfigError(f'{where}.cuda: expected a version like "12.4", got {cuda!r}')
-        if not flags["python"] and flags["torch"] and "torch" in entry:
+        spec: ImageSpec = checked(ImageSpec, entry, where, name=name, cuda=cuda)
+        if not spec.python and spec.torch and "torch" in entry:
             raise ConfigError(f"{where}: torch without python3 cannot be imported")
-        out.append(
-            ImageSpec(
-                name,
-                flags["python"],
-                flags["torch"] and flags["python"],
-                cuda,
-                flags["pullable"],
-            )
-        )
+        out.append(replace(spec, torch=spec.torch and spec.python))
     return tuple(out)
 
 

@@ -26,6 +26,7 @@ from .scenario_tables import (
     checked,
     checked_value,
     choice,
+    is_number,
 )
 
 BEHAVIOURS = (
@@ -162,13 +163,9 @@ class Scenario:
 
 
 def _range(value: Any, where: str) -> tuple[float, float]:
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if is_number(value):
         return float(value), float(value)
-    if (
-        isinstance(value, list)
-        and len(value) == 2
-        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
-    ):
+    if isinstance(value, list) and len(value) == 2 and all(is_number(v) for v in value):
         lo, hi = float(value[0]), float(value[1])
         if lo > hi or lo < 0:
             raise ConfigError(f"{where}: range [{lo}, {hi}] must be increasing and non-negative")

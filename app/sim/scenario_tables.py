@@ -98,7 +98,7 @@ class States:
     contract_end_min: tuple[float, float] = (20.0, 240.0)
 
 
-def _is_number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
@@ -116,7 +116,7 @@ def checked_value(v: Any, f: Field[Any], where: str) -> Any:
             raise ConfigError(f"{where}: expected true or false, got {v!r}")
         return v
     if isinstance(f.default, tuple):
-        ok = isinstance(v, list) and len(v) == 2 and all(_is_number(x) for x in v)
+        ok = isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v)
         if not ok or not (v[0] > lo if above else v[0] >= lo) or not v[0] <= v[1] <= hi:
             low = f"{lo} < low" if above else f"{lo} <= low"
             raise ConfigError(f"{where}: expected [low, high] with {low} <= high <= {hi}")
@@ -126,7 +126,7 @@ def checked_value(v: Any, f: Field[Any], where: str) -> Any:
             bounds = f" in {lo}..{hi}" if lo > -INF else ""
             raise ConfigError(f"{where}: expected an integer{bounds}, got {v!r}")
         return v
-    if not _is_number(v) or not lo <= v <= hi or (above and v <= lo):
+    if not is_number(v) or not lo <= v <= hi or (above and v <= lo):
         bounds = f"above {lo}" if above else f"in [{lo}, {hi}]"
         raise ConfigError(f"{where}: expected a number {bounds}, got {v!r}")
     return float(v)

@@ -17,7 +17,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -117,19 +117,17 @@ class _Seen:
     expiring: bool
 
 
+@dataclass(eq=False)
 class WebhookSender:
-    def __init__(
-        self, market: SimMarket, url: str, secret: str, wall: Callable[[], float] = time.time
-    ) -> None:
-        self.market = market
-        self.url = url
-        self.secret = secret
-        self.wall = wall
-        self.seen: dict[int, _Seen] = {}
-        self.baseline = False  # the rentals before the first tick are not news
-        self.sent: list[dict[str, Any]] = []  # bodies delivered (2xx)
-        self.failed = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+    market: SimMarket
+    url: str
+    secret: str
+    wall: Callable[[], float] = time.time
+    seen: dict[int, _Seen] = field(default_factory=dict)
+    baseline: bool = False  # the rentals before the first tick are not news
+    sent: list[dict[str, Any]] = field(default_factory=list)  # bodies delivered (2xx)
+    failed: int = 0
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     def tick(self) -> None:
         now = self.market.clock.now()
