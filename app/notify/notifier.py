@@ -7,6 +7,7 @@ notice at the window's end. Every title and body is scrubbed before it is sent."
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -278,11 +279,9 @@ def _folded(notice: Notice, repeats: int) -> Notice:
 def _redact_url(url: str, obj: apprise.Apprise | None) -> str:
     """The URL without credentials or query: apprise's privacy form, else only the scheme."""
     if obj is not None and len(obj) > 0:
-        try:
+        with contextlib.suppress(Exception):
             private_url: Callable[..., object] = obj[0].url
             return str(private_url(privacy=True)).split("?", 1)[0]
-        except Exception:
-            pass
     scheme = url.split("://", 1)[0] if "://" in url else "?"
     return f"{scrub(scheme, limit=20)}://…"
 

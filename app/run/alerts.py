@@ -8,6 +8,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..ledger import EventKind, Ledger
@@ -27,32 +28,27 @@ WATCHED = (K.CAMPAIGN_FAULT, K.XID, K.LOST, K.STATUS, K.PREFLIGHT_PASSED, K.OUTB
 BUDGET_MARKS = (0.8, 1.0)
 
 
+@dataclass(eq=False)
 class Alerts:
-    def __init__(
-        self,
-        sup: Supervisor,
-        ledger: Ledger,
-        notifier: Notifier | None = None,
-        metrics: Metrics | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        self.sup = sup
-        self.ledger = ledger
-        self.notifier = notifier
-        self.metrics = metrics
-        self.monotonic = monotonic
-        self.wall = wall
-        self.campaign = sup.campaign.name
-        self.seen_seq = 0
-        self.acted_seq = 0  # the last stop or destroy a poll saw: what the end did comes after
-        self.verified: set[int] = set()
-        self.offline: set[int] = set()
-        self.marks_passed: set[float] = set()
-        self.failed_jobs: set[str] = set()
-        self.poll_began: float | None = None
-        self.failures: list[tuple[str, str]] = []  # appended by the notifier's thread
-        self.server: MetricsServer | None = None
+    sup: Supervisor
+    ledger: Ledger
+    notifier: Notifier | None = None
+    metrics: Metrics | None = None
+    monotonic: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    seen_seq: int = 0
+    acted_seq: int = 0  # the last stop or destroy a poll saw: what the end did comes after
+    verified: set[int] = field(default_factory=set)
+    offline: set[int] = field(default_factory=set)
+    marks_passed: set[float] = field(default_factory=set)
+    failed_jobs: set[str] = field(default_factory=set)
+    poll_began: float | None = None
+    failures: list[tuple[str, str]] = field(default_factory=list)  # from the notifier's thread
+    server: MetricsServer | None = None
+
+    @property
+    def campaign(self) -> str:
+        return self.sup.campaign.name
 
     def attach(self) -> Alerts:
         """Start listening: events already in the ledger (an earlier run's) are not news."""
