@@ -88,9 +88,8 @@ class SSHHosts:
         self._running: set[asyncio.subprocess.Process] = set()  # commands not yet done with
         self._procs: dict[int, set[asyncio.subprocess.Process]] = {}  # instance id -> its own
         self._stops_seen: dict[int, int] = {}  # instance id -> the stops whose kill ran
-        self.received: list[bytes] | None = (
-            None  # set to a list to record what renters send (tests)
-        )
+        # set to a list to record what renters send (tests)
+        self.received: list[bytes] | None = None
         # instances whose sessions connect, authenticate and then hang: no command ever
         # answers (tests; `hang_sessions`)
         self.hung: set[int] = set()
