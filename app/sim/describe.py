@@ -98,14 +98,7 @@ def describe_family(family_seed: int, n: int) -> dict[str, Any]:
         "offer_presence_median": _r(statistics.median(presence)),
         "offer_id_changes_on_relist": id_changes,
         "outbid_per_machine_hour": {"min": _r(min(pressures)), "max": _r(max(pressures))},
-        "unknowns": {
-            name: {
-                "range": list(u["range"]),
-                "knob": u["knob"],
-                **({"about": u["about"]} if "about" in u else {}),
-            }
-            for name, u in UNKNOWNS.items()
-        },
+        "unknowns": {name: {**u, "range": list(u["range"])} for name, u in UNKNOWNS.items()},
     }
 
 
