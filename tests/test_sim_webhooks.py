@@ -77,7 +77,7 @@ def test_outbid_and_resume_name_the_instance_in_vasts_words():
     sender.tick()
     inst.paused_at = None
     inst.resumes.append(m.clock.now())
-    m.start(inst, at=m.clock.now())
+    m.start(inst, at=m.clock.now(), resumed=True)
     sender.tick()
     assert sender.kinds()[-2:] == ["outbid", "instance_resumed"]
     outbid = sender.bodies[-2]

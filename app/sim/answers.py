@@ -5,9 +5,25 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from .clock import SimClock
+
+# the market moment a call arrived at, stamped on its answer (`X-Market-Time`): set per call by
+# the API's middleware, in the call's own task
+MARKET_NOW: ContextVar[float | None] = ContextVar("market_now", default=None)
+
+
+def call_now(clock: SimClock) -> float:
+    """The moment the call in hand arrived at: what it does takes effect then, as one call to
+    the real service does, however long a loaded box kept its handler waiting."""
+    now = MARKET_NOW.get()
+    return clock.now() if now is None else now
+
 
 MAX_BODY = 4 * 1024 * 1024  # the largest request body the market reads
 

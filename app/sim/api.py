@@ -12,10 +12,10 @@ from typing import Any
 
 from aiohttp import web
 
-from .answers import MAX_BODY, answer, error, text
+from .answers import MARKET_NOW, MAX_BODY, answer, error, text
 from .api_account import AccountRoutes
 from .api_instances import InstanceRoutes
-from .api_list import MARKET_NOW, ListRoutes
+from .api_list import ListRoutes
 from .api_offers import OfferRoutes
 from .api_prices import PriceRoutes
 from .charges import ChargeRoutes

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .answers import answer, body_json, error, text
+from .answers import answer, body_json, call_now, error, text
 from .copies import Copy, cancel_into, container_id
 from .market import SimMarket
 
@@ -64,7 +64,7 @@ class InstanceRoutes:
     def create(self, offer_id: int, body: Any) -> web.Response:
         if not isinstance(body, dict):
             return error(400, "invalid_args", "body must be an object")
-        now = self.market.clock.now()
+        now = call_now(self.market.clock)
         m = self.market.rentable(offer_id, now)
         if m is None or self.market.taken_meanwhile(m):
             return no_such_ask(offer_id)
@@ -92,6 +92,7 @@ class InstanceRoutes:
             str(label) if label else None,
             {str(k): str(v) for k, v in env.items()},
             body.get("onstart"),
+            at=now,
             price=None if price is None else float(price),
         )
         if inst.paused_at is not None and inst.bid is not None:
@@ -184,21 +185,21 @@ class InstanceRoutes:
             return error(400, "invalid_args", "body must be an object")
         if "label" in body:
             inst.label = None if body["label"] is None else str(body["label"])[:256]
-        state = body.get("state")
+        state, now = body.get("state"), call_now(self.market.clock)
         if state == "stopped":
             inst.frozen_at = None
             inst.paused_at = None  # a stop the renter asked for does not resume by itself
-            self.market.stop(inst)
+            self.market.stop(inst, at=now)
         elif state == "frozen":  # paused, memory kept: only a running container can be
-            if not inst.running(self.market.clock.now()):
+            if not inst.running(now):
                 return error(400, "invalid_args", "only a running instance can be frozen")
-            inst.frozen_at = self.market.clock.now()
+            inst.frozen_at = now
         elif state == "running" and inst.frozen_at is not None:
             inst.frozen_at = None  # resumed where it was
         elif state == "running":
-            if self.market.contract_over(inst):
+            if self.market.contract_over(inst, now):
                 return error(400, "invalid_args", "the host's rental contract has ended")
-            self.market.start(inst)
+            self.market.start(inst, at=now)
         elif state is not None:
             return error(400, "invalid_args", f"unknown state {state!r}")
         elif "label" not in body:
@@ -209,7 +210,7 @@ class InstanceRoutes:
         inst = self.market.live(iid)
         if inst is None:
             return error(404, "no_such_instance", "Instance does not exist")
-        self.market.destroy(inst)
+        self.market.destroy(inst, at=call_now(self.market.clock))
         return answer({"success": True})
 
     def request_logs(self, iid: int, body: Any) -> web.Response:

@@ -6,20 +6,15 @@ from __future__ import annotations
 import base64
 import bisect
 import json
-from contextvars import ContextVar
 from typing import Any
 
 from aiohttp import web
 
 from ..core.preflight.gpu_specs import GPU_SPECS
-from .answers import answer, error, offset_token, query_of, read_offset_token, sort_key
+from .answers import MARKET_NOW, answer, error, offset_token, query_of, read_offset_token, sort_key
 from .market import SimMarket
 from .query_match import matches
 from .rental import SimInstance
-
-# the market moment a call arrived at, stamped on its answer (`X-Market-Time`): set per call by
-# the API's middleware, in the call's own task
-MARKET_NOW: ContextVar[float | None] = ContextVar("market_now", default=None)
 
 MAX_PAGE = 25  # the list endpoint's documented maximum (VAST_API.md)
 

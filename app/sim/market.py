@@ -196,19 +196,19 @@ class SimMarket:
             return None
         return inst
 
-    def stop(self, inst: SimInstance) -> None:
+    def stop(self, inst: SimInstance, at: float | None = None) -> None:
         seg = inst.segments[-1]
         if seg.end is None:
-            now = self.clock.now()
+            now = self.clock.now() if at is None else at
             seg.end = now
             inst.stops.append(now)
 
-    def start(self, inst: SimInstance, at: float | None = None) -> None:
+    def start(self, inst: SimInstance, at: float | None = None, resumed: bool = False) -> None:
         seg = inst.segments[-1]
         if seg.end is None:
             return
         now = self.clock.now() if at is None else at
-        if at is None and inst.bid is not None:
+        if not resumed and inst.bid is not None:
             # a renter's start of a bid rental: it runs only while its bid wins, else it waits
             self.settle_bids(now)
             if not bids.wins(self.scenario.seed, self.scenario.bids, inst.machine, now, inst.bid):
@@ -249,7 +249,7 @@ class SimMarket:
         elif inst.paused_at is not None and won and not self.contract_over(inst, now):
             inst.paused_at = None
             inst.resumes.append(now)
-            self.start(inst, at=now)
+            self.start(inst, at=now, resumed=True)
 
     def min_bid(self, m: Machine, now: float) -> float:
         return bids.min_bid(self.scenario.seed, self.scenario.bids, m, now)

@@ -1,0 +1,67 @@
+"""A call to the simulated market takes effect at the one moment stamped on its answer
+(`X-Market-Time`), however long a loaded box keeps its handler waiting: the renter dates its
+create, stop, start and destroy by that stamp, so a market that acted later would bill a
+different span than the renter's ledger (test_service's served campaign: a stop acted on 812
+market seconds after its stamp left the ledger $0.029 under the market's bill)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from rentwatch.sim.api import MarketAPI
+from rentwatch.sim.market import SimClock, SimMarket
+from rentwatch.sim.scenario import parse_scenario
+
+LATE_S = 900.0  # market seconds between a call's arrival and its handler
+
+
+def _market() -> SimMarket:
+    sc = parse_scenario(
+        {"seed": 4, "offers": 4, "host_class": [{"behaviour": "healthy", "share": 1.0}]}
+    )
+    clock = SimClock(1.0, origin=1_764_400_000.0)
+    clock.stepped(at=1_764_400_000.0)
+    return SimMarket(sc, clock, api_key="k")
+
+
+def test_create_stop_start_and_destroy_act_at_the_moment_stamped_on_their_answer():
+    m = _market()
+    api = MarketAPI(m)
+
+    @web.middleware
+    async def late(request: web.Request, handler):  # the handler waits on a loaded box
+        m.clock.advance(LATE_S)
+        return await handler(request)
+
+    app = web.Application(middlewares=[api._every_call, late])
+    app.add_routes(api.routes())
+    auth = {"Authorization": "Bearer k"}
+
+    async def main() -> None:
+        async with TestClient(TestServer(app)) as client:
+
+            async def put(path: str, body: dict) -> float:
+                r = await client.put(path, json=body, headers=auth)
+                assert r.status == 200, await r.text()
+                return float(r.headers["X-Market-Time"])
+
+            offer = m.machines[0].offer_id
+            r = await client.put(f"/api/v0/asks/{offer}/", json={"image": "img"}, headers=auth)
+            assert r.status == 200, await r.text()
+            created = float(r.headers["X-Market-Time"])
+            inst = m.instances[(await r.json())["new_contract"]]
+            assert inst.created_at == created
+
+            stopped = await put(f"/api/v0/instances/{inst.id}/", {"state": "stopped"})
+            assert inst.stops == [stopped]
+            started = await put(f"/api/v0/instances/{inst.id}/", {"state": "running"})
+            assert inst.starts[-1] == started
+            r = await client.delete(f"/api/v0/instances/{inst.id}/", headers=auth)
+            assert r.status == 200, await r.text()
+            assert inst.destroyed_at == float(r.headers["X-Market-Time"])
+            # the market's own clock ran on meanwhile: each act was dated back to its stamp
+            assert m.clock.now() >= inst.destroyed_at + LATE_S
+
+    asyncio.run(main())
