@@ -1,6 +1,6 @@
 """The fleet: its panes (or table), the campaign bar, the decision log, and the keys that act on
 the fleet or on its selected instance. It draws the snapshots the app forwards to it, at most
-one per `refresh_s`, and only while it is the screen in sight."""
+one per `refresh_s`, while it is in sight (on top, or under a dialog)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import Input, RichLog, Static
 
@@ -179,6 +179,14 @@ class FleetScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         self.render_latest()  # what came while a dialog or a screen was on top
 
+    def _in_sight(self) -> bool:
+        """This screen is on top, or only dialogs are over it: what is behind a dialog is
+        still seen, and a fleet frozen there read as a stalled engine."""
+        stack = self.app.screen_stack
+        if self not in stack:
+            return False
+        return all(isinstance(s, ModalScreen) for s in stack[stack.index(self) + 1 :])
+
     def _due(self) -> None:
         self._next = None
         if self.latest is not self._shown:
@@ -186,8 +194,8 @@ class FleetScreen(Screen[None]):
 
     def render_latest(self) -> None:
         snap = self.latest
-        if snap is None or snap is self._shown or snap is self._held or self.app.screen is not self:
-            return  # nothing new, or a dialog or screen is on top: don't draw under it
+        if snap is None or snap is self._shown or snap is self._held or not self._in_sight():
+            return  # nothing new, or another screen hides this one: drawn when it comes back
         self._shown = snap
         if self._next is not None:
             self._next.stop()
