@@ -37,23 +37,58 @@ SORT_KEYS = Binding.Group(
 )
 
 
+FILTER_DEBOUNCE_S = 0.15  # a typist's burst of keys filters the fleet once, not per key
+
+
 class FilterInput(Input):
-    """The fleet filter's box: Enter applies what is typed, Escape closes it unchanged."""
+    """The fleet filter's box: the fleet is filtered as it is typed; Enter keeps the filter and
+    closes the box, Escape puts back the filter it opened on."""
 
     BINDINGS = [Binding("escape", "close", "Close filter", id="filter.close")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.before = ""  # the filter when the box opened: what Escape puts back
+        self._due: Timer | None = None
+
+    def open(self, current: str) -> None:
+        self.before = current
+        self.value = current
+        self.add_class("visible")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if not self.has_class("visible"):
+            return  # set by open() or close(), not typed
+        if self._due is not None:
+            self._due.stop()
+        self._due = self.set_timer(FILTER_DEBOUNCE_S, self._typed)
+
+    def _typed(self) -> None:
+        self._due = None
+        screen = self.screen
+        if isinstance(screen, FleetScreen) and self.has_class("visible"):
+            screen.show_filter(self.value)
+
+    def _settle(self) -> None:
+        if self._due is not None:  # what was typed last is the box's value now
+            self._due.stop()
+            self._due = None
 
     async def action_submit(self) -> None:
         """Applied at once, not by a message that waits its turn: a key typed right after
         Enter belongs to the fleet again (it went into the box, or Enter to the fleet)."""
+        self._settle()
         screen = self.screen
         if isinstance(screen, FleetScreen):
             screen.apply_filter(self.value)
 
     def action_close(self) -> None:
-        view = self.screen.query_one(FleetView)
-        self.value = view.filter  # what was typed and not applied is dropped
+        self._settle()
         self.remove_class("visible")
-        view.focus()
+        self.value = self.before
+        screen = self.screen
+        if isinstance(screen, FleetScreen):
+            screen.apply_filter(self.before)
 
 
 class FleetScreen(Screen[None]):
@@ -149,7 +184,8 @@ class FleetScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text(" starting the engine…"), id="bar")
         yield FilterInput(
-            placeholder="filter: id, GPU, phase or machine (Enter on empty clears it)", id="filter"
+            placeholder="filter as you type: id, GPU, phase or machine (Enter keeps it, Esc undoes)",
+            id="filter",
         )
         yield FleetView(id="fleet")
         yield FleetTable(id="table")
@@ -352,15 +388,21 @@ class FleetScreen(Screen[None]):
         shown.focus()
 
     def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.add_class("visible")
+        box = self.query_one("#filter", FilterInput)
+        box.open(self.query_one(FleetView).filter)
         # at once, not after the keys already queued (`focus()` waits its turn): a fast
         # typist's Enter reached the fleet behind the box and opened a detail
         self.set_focus(box)
 
-    def apply_filter(self, text: str) -> None:
+    def show_filter(self, text: str) -> None:
+        """The fleet filtered by what the box holds so far, the box still open."""
         view = self.query_one(FleetView)
-        view.filter = text.strip()
+        if view.filter != text.strip():
+            view.filter = text.strip()
+            self.redraw()
+
+    def apply_filter(self, text: str) -> None:
         self.query_one("#filter", Input).remove_class("visible")
-        self.set_focus(view)
+        self.set_focus(self.query_one(FleetView))
+        self.query_one(FleetView).filter = text.strip()
         self.redraw()
