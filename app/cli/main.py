@@ -265,6 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     except RentwatchError as exc:
         # messages quote files, answers and host text: one clean line
         head = "" if getattr(exc, "whole_line", False) else f"{clean(exc.title, 80)}: "
+        problems = getattr(exc, "problems", ())
+        if len(problems) > 1:  # a file's problems, all of them: one line each, as a compiler
+            print(f"rentwatch: {head}{len(problems)} problems", file=sys.stderr)
+            for problem in problems:
+                print(f"  {clean(problem, 1000)}", file=sys.stderr)
+            return 2
         print(f"rentwatch: {head}{clean(exc, 1000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
