@@ -75,3 +75,15 @@ def test_the_cli_prints_each_problem_on_its_own_line(tmp_path, capsys):
     assert len(err) == 1 + len(WANT)
     for want, line in zip(WANT, err[1:], strict=True):
         assert line.startswith(f"  {f}: ") and want in line, (want, line)
+
+
+def test_the_user_config_says_both_of_its_problems(tmp_path):
+    from rentwatch.notify.notifier import load_user_config
+
+    path = tmp_path / "config.toml"
+    path.write_text('notify = "  "\nnotify_level = "loud"\n')
+    with pytest.raises(ConfigErrors) as got:
+        load_user_config(path)
+    notify, level = got.value.problems
+    assert "`notify` must be a list of apprise URLs" in notify
+    assert "unknown notify level" in level
