@@ -172,12 +172,15 @@ class RentwatchApp(App[str]):
         gone = self.operator.controller_ended()
         if gone is not None:
             hint = getattr(self.engine, "end_hint", "") or (snap.end_command if snap else "")
-            self.push_screen(ended_choice(gone, campaign, hint), chosen)
+            built_in = snap.market_built_in if snap else False
+            self.push_screen(ended_choice(gone, campaign, hint, built_in), chosen)
             return
         held, stopped = (snap.held, snap.stopped) if snap else (0, 0)
         dph, end = (snap.dph_now, snap.end_command) if snap else (0.0, "")
+        built_in = snap.market_built_in if snap else False
         self.push_screen(
-            quit_choice(held, stopped, campaign, self._outlives(), focus, dph, end), chosen
+            quit_choice(held, stopped, campaign, self._outlives(), focus, dph, end, built_in),
+            chosen,
         )
 
     def action_detach(self) -> None:

@@ -14,6 +14,7 @@ from ..core.text import clean
 from ..engine.attempt import Attempt
 from ..engine.ending import end_command
 from ..engine.supervisor import Supervisor
+from ..sim.served import served_here
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,9 @@ class FleetReadout:
     cancelled: int = 0
     # `rentwatch end` for this campaign as it works when pasted (its ledger, its market)
     end_command: str = ""
+    # the market is a simulator inside the engine's process (the demo's): it and every rental
+    # on it end with that process, and nothing is left billing
+    market_built_in: bool = False
 
     @property
     def stopped(self) -> int:
@@ -427,4 +431,5 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         observed_dph=observed_dph,
         engine_error=clean(sup.failure, 300) if sup.failure else None,
         end_command=end_command(sup.campaign.name, sup.ledger.path, sup.market.base_url),
+        market_built_in=served_here(sup.market.base_url),
     )
