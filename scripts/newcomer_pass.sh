@@ -161,7 +161,7 @@ FIELDS = {
     "verified": r"verified \d+",
     "creates": r"creates \d+/\d+",
     "duds": r"duds \d+ \(\d+%\)",
-    "lost on duds": r"lost on duds \$[\d.]+",
+    "lost": r"\$[\d.]+ lost",
     "spent": r"spent \$[\d.]+",
     "GPU-h": r"GPU-h [\d.]+",
     "$/GPU-h": r"\$/GPU-h ([\d.]+|-)",
@@ -169,7 +169,7 @@ FIELDS = {
     "/h now": r"\$[\d.]+/h now",
     "budget": r"budget \S+ \$[\d.]+/\$[\d.]+ \(\d+%\)",
     "market time": r"market time \d\d:\d\d:\d\d",
-    "sort:": r"sort: \S+ \(o\)",
+    "sort:": r"sort: \S+",
 }
 
 
@@ -382,7 +382,7 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
 
   keys o
   keys o
-  expect sorted 'sort: state \(o\)|sorted by state'
+  expect sorted 'sort: state|sorted by state'
   keys o o o # back to new
   keys /
   wait_for 'Enter on empty clears it' 30 # the filter's input open

@@ -20,7 +20,7 @@ from textual.widgets import Input, RichLog, Static
 from .detail_screen import DetailScreen
 from .fleet import PANE_HEIGHT, SORT_NAMES, FleetTable, FleetView, column_sort, sort_label, visible
 from .footer import FittedFooter
-from .header import fleet_fields, wrap_fields
+from .header import WIDE, budget_cells, fleet_fields, wrap_fields
 from .messages import FleetSnapshot
 from .operator import Operator
 from .render import campaign_fields, engine_failed
@@ -253,11 +253,13 @@ class FleetScreen(Screen[None]):
         # costly at 10,000 instances) only when the bar's line count changes
         width = max(20, bar.size.width or self.size.width)
         failed = engine_failed(snap)
-        cells = 20 if width >= 100 else 10  # the budget bar gives way on a narrow terminal
         first = campaign_fields(snap)
-        second = fleet_fields(snap, sort_label(view.sort, view.reverse), view.filter, cells)
-        # narrow, the two lines run on as one (80x24 gave the bar five lines of 24)
-        parts = [first + second] if width < 100 else [first, second]
+        second = fleet_fields(
+            snap, sort_label(view.sort, view.reverse), view.filter, budget_cells(width)
+        )
+        # under WIDE the two lines run on as one: at 120 the first wrapped, leaving a line
+        # of three fields, then the second; 80x24 gave the bar five lines of 24
+        parts = [first + second] if width < WIDE else [first, second]
         lines = [
             *([failed] if failed is not None else []),
             *(line for part in parts for line in wrap_fields(part, width)),
