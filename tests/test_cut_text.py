@@ -76,3 +76,61 @@ def test_the_bar_takes_two_lines_at_120_columns():
     text = " ".join(lines)
     for field in ("spent $0.182", "$0.020 lost", "market time ", "×30", "budget ", "sort: new"):
         assert field in text, field
+
+
+HOSTS = ["machine", "host", "creates", "booted", "computed", "finished", "throttled"]
+HOSTS += ["offline", "duds", "p_deliver", "classes", "dud_usd", "quarantined"]
+HOST_ROWS = [
+    [41121, 41722, 2, 1, 0, 0, 0, 0, 1, 0.27, "cancelled,ssh_dead", 0.0012, True],
+    [6076, 75078, 1, 0, 0, 0, 0, 0, 1, 0.27, "freeze", 0.0004, True],
+    [31832, 63942, 1, 1, 1, 0, 0, 0, 0, 0.6, "", 0.0, False],
+]
+
+
+def test_the_receipts_hosts_table_fits_118_columns_and_says_how_to_see_it_narrower():
+    from types import SimpleNamespace
+
+    from rentwatch.widgets.receipt_screen import HOSTS_TITLE, hosts_table
+    from rich.console import Console
+
+    hosts = SimpleNamespace(columns=HOSTS, rows=HOST_ROWS)
+    table = hosts_table(hosts, 118)  # 120 less the scrollbar
+    assert Console(width=10_000).measure(table).maximum <= 118
+    assert table.title == HOSTS_TITLE
+    out = Console(width=118, record=True)
+    out.print(table)
+    text = out.export_text()
+    assert "quarantined" in text and "cancelled,ssh_dead" in text  # nothing cut
+    assert "←/→ scroll" in str(hosts_table(hosts, 78).title)  # 80 columns: it scrolls
+
+
+def test_the_ledger_screen_says_when_its_answer_is_wider_than_the_screen(tmp_path):
+    from rentwatch.widgets.ledger_screen import LedgerScreen
+    from textual.widgets import Static, TextArea
+
+    from .test_ledger_screen import _Host, _until
+
+    led = Ledger(tmp_path / "l.duckdb")
+    led.record("note", at=1, actor="engine", reason="x")
+    app = _Host(led)
+    wide = ", ".join(f"'{'v' * 12}' as column_{i:02d}" for i in range(12))
+
+    async def run() -> tuple[str, str]:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, LedgerScreen))
+            screen = app.screen
+            status = screen.query_one("#query-status", Static)
+            screen.query_one("#sql", TextArea).text = f"select {wide}"
+            await pilot.press("ctrl+r")
+            await _until(pilot, lambda: "in sight" in str(status.render()))
+            said = str(status.render())
+            screen.query_one("#sql", TextArea).text = "select 1 as a, 2 as b"
+            await pilot.press("ctrl+r")
+            await _until(pilot, lambda: "1 row(s)" in str(status.render()))
+            await pilot.pause(0.2)
+            return said, str(status.render())
+
+    wide_said, narrow_said = asyncio.run(run())
+    assert "1 row(s); " in wide_said and " of 12 columns in sight" in wide_said
+    assert "←/→ scroll" in wide_said
+    assert "in sight" not in narrow_said  # all of it shows: nothing to say
