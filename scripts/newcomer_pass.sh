@@ -385,17 +385,17 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
   expect sorted 'sort: state|sorted by state'
   keys o o o # back to new
   keys /
-  wait_for 'Enter on empty clears it' 30 # the filter's input open
+  wait_for 'Enter keeps it' 30 # the filter's input open
   tmux send-keys -t "$session" -l "RTX"
   keys Enter
-  wait_gone 'Enter on empty clears it' 30 # the filter's input closed
+  wait_gone 'Enter keeps it' 30 # the filter's input closed
   wait_for 'q Quit' 30 # the footer is the fleet's again
   capture filtered
   check bar
   keys /
   wait_for '▊ +RTX' 30 # the filter's input open, with the filter applied
   keys C-u Enter
-  wait_gone '▊ +(RTX|filter: id)' 30
+  wait_gone '▊ +(RTX|filter as you type)' 30
   keys D
   expect bulk 'Destroy these [0-9]+ stopped|no stopped rental'
   back 'Destroy these [0-9]+ stopped'
