@@ -288,7 +288,11 @@ def add_parser(sub: Any) -> None:
     j.set_defaults(fn=cmd_jobs)
     lg = sub.add_parser("logs", help="a job's output, off its host or kept at its end (-f follows)")
     lg.add_argument("job", metavar="JOB", help="the job's name")
-    lg.add_argument("--campaign", help="its campaign (when several have a job of that name)")
+    lg.add_argument(
+        "--campaign",
+        help="its campaign (default: the running controller's, else the only campaign of the "
+        "ledger with a job of that name; the others are named on stderr)",
+    )
     lg.add_argument("--ledger", help="the campaign's ledger (default: the user's that has it)")
     lg.add_argument("-f", "--follow", action="store_true", help="follow it while it runs")
     lg.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
