@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from rentwatch.engine.ending import end_command
 from rentwatch.ledger import Ledger
 from rentwatch.sim.served import served_here
 from rentwatch.widgets.app import RentwatchApp
@@ -18,14 +17,42 @@ from rentwatch.widgets.modals import ChoiceScreen, ended_choice, quit_choice
 from .test_snapshots import FLEET, SIZE, StillEngine
 
 ELSEWHERE = "http://127.0.0.1:9"  # a `rentwatch sim` of its own, say: it outlives us
+BUILT_IN = "http://127.0.0.1:8"
 
 
-def test_the_end_command_names_a_market_only_where_it_outlives_this_process(make_sim, tmp_path):
+def test_the_snapshot_names_a_market_only_where_it_outlives_the_engines_process(tmp_path):
+    """The snapshot (built in the engine's process) says whether its market is built in there,
+    and its end command names the market only where it is not."""
+    from rentwatch.engine.hosts.ssh import load_or_create_key
+    from rentwatch.sim import served
+    from rentwatch.views.snapshot import snapshot
+
+    from .test_supervisor_unit import run
+
+    seen = []
+
+    async def body(sup, market, ledger):
+        for url in (ELSEWHERE, BUILT_IN):
+            market.base_url = url
+            seen.append(snapshot(sup, sup.now()))
+
+    served.add(BUILT_IN)  # as SimServer.start registers the demo's market
+    try:
+        run(
+            load_or_create_key(tmp_path / "key"), body, ledger=Ledger(tmp_path / "u.duckdb")
+        ).close()
+    finally:
+        served.discard(BUILT_IN)
+    elsewhere, here = seen
+    assert not elsewhere.market_built_in and f"--market-url {ELSEWHERE}" in elsewhere.end_command
+    assert here.market_built_in and "--market-url" not in here.end_command
+    assert here.end_command.startswith("rentwatch end --campaign u --ledger ")
+    assert not served_here(BUILT_IN)
+
+
+def test_a_sim_server_is_served_here_while_it_runs(make_sim):
     sim = make_sim(seed=1, offers=5)
     assert served_here(sim.url) and not served_here(ELSEWHERE)
-    here = end_command("demo", tmp_path / "l.duckdb", sim.url)
-    assert "--market-url" not in here and here.startswith("rentwatch end --campaign demo")
-    assert f"--market-url {ELSEWHERE}" in end_command("demo", tmp_path / "l.duckdb", ELSEWHERE)
     url = sim.url
     sim.stop_thread()
     assert not served_here(url)  # gone with its server

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..market.factory import DEFAULT_URL
-from ..sim.served import served_here
 from .executor import Outcome
 from .intents import AutomationRefused, Reply
 from .operator import HUMAN
@@ -23,12 +22,9 @@ if TYPE_CHECKING:
 
 def end_command(campaign: str, ledger: str | Path, market_url: str, destroy: bool = True) -> str:
     """The `rentwatch end` command for a campaign, as it works when pasted: quoted, the ledger's
-    absolute path, and `--market-url` where the market is not Vast's own. A market built into
-    this process is not named: it is gone once the process is, and while it runs the command
-    ends the campaign through its controller."""
+    absolute path, and `--market-url` where the market is not Vast's own."""
     url = market_url.rstrip("/")
-    named = url and url != DEFAULT_URL and not served_here(url)
-    market = f" --market-url {shlex.quote(url)}" if named else ""
+    market = f" --market-url {shlex.quote(url)}" if url and url != DEFAULT_URL else ""
     where = str(ledger)
     book = "" if where in ("", ":memory:") else f" --ledger {shlex.quote(_absolute(where))}"
     return f"rentwatch end --campaign {shlex.quote(campaign)}{book}{market}" + (

@@ -401,6 +401,8 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
+    url = sup.market.base_url
+    built_in = served_here(url)
     return FleetReadout(
         time_scale=float(sup.market.time_scale or 1.0),
         budget_usd=sup.campaign.budget_usd,
@@ -430,6 +432,8 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         observed=observed,
         observed_dph=observed_dph,
         engine_error=clean(sup.failure, 300) if sup.failure else None,
-        end_command=end_command(sup.campaign.name, sup.ledger.path, sup.market.base_url),
-        market_built_in=served_here(sup.market.base_url),
+        # a market built into this process is gone with it: not named (the command ends the
+        # campaign through its controller while that runs)
+        end_command=end_command(sup.campaign.name, sup.ledger.path, "" if built_in else url),
+        market_built_in=built_in,
     )
