@@ -58,7 +58,7 @@ class FilterInput(Input):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if not self.has_class("visible"):
-            return  # set by open() or close(), not typed
+            return  # put back by close(), not typed
         if self._due is not None:
             self._due.stop()
         self._due = self.set_timer(FILTER_DEBOUNCE_S, self._typed)
@@ -70,7 +70,8 @@ class FilterInput(Input):
             screen.show_filter(self.value)
 
     def _settle(self) -> None:
-        if self._due is not None:  # what was typed last is the box's value now
+        """A filtering still due is dropped: the caller applies the box's value itself."""
+        if self._due is not None:
             self._due.stop()
             self._due = None
 
