@@ -87,3 +87,15 @@ def test_the_user_config_says_both_of_its_problems(tmp_path):
     notify, level = got.value.problems
     assert "`notify` must be a list of apprise URLs" in notify
     assert "unknown notify level" in level
+
+
+def test_every_problem_of_one_job_is_said():
+    text = 'name = "c"\nimage = "img"\nmax_dph = 0.5\nbudget_usd = 10\n\n[[jobs]]\n'
+    text += 'name = "a"\nrun = "true"\nretries = -3\nartifacts = ["/etc/passwd"]\ntimeout_min = 0\n'
+    with pytest.raises(ConfigErrors) as got:
+        load_campaign(text, "c.toml")
+    said = got.value.problems
+    assert len(said) == 3, said
+    assert "line 10: jobs[0].artifacts: '/etc/passwd' is not a relative path" in said[0]
+    assert "line 9: jobs[0].retries: must be between 0 and 1000" in said[1]
+    assert "line 11: jobs[0].timeout_min: must be above 0" in said[2]

@@ -405,6 +405,12 @@ def _job_fail(text: str, source: str, index: int) -> Callable[[str, str], Config
 
 
 def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], ConfigError]) -> Job:
+    """The `i`-th job; else ConfigErrors with every problem of it, each at its key's line."""
+    problems: list[str] = []
+
+    def bad(key: str, msg: str) -> None:
+        problems.append(str(fail(key, msg)))
+
     def field_of(key: str, kind: type | tuple[type, ...], default: Any) -> Any:
         value = raw.get(key, default)
         if isinstance(value, bool) or not isinstance(value, kind):
@@ -412,29 +418,35 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
         return value
 
     def number(key: str, default: float, hi: float) -> float:
-        value = float(field_of(key, (int, float), default))
-        return _in_range(value, 0, hi, True, lambda msg: fail(key, f"{where}.{key}: {msg}"))
+        try:
+            value = float(field_of(key, (int, float), default))
+            return _in_range(value, 0, hi, True, lambda msg: fail(key, f"{where}.{key}: {msg}"))
+        except ConfigError as exc:
+            problems.append(str(exc))
+            return default
 
-    unknown = sorted(set(raw) - JOB_KEYS)
-    if unknown:
-        raise fail(unknown[0], f"{where}.{unknown[0]}: {unknown_key(unknown[0], JOB_KEYS)}")
+    for key in sorted(set(raw) - JOB_KEYS):
+        bad(key, f"{where}.{key}: {unknown_key(key, JOB_KEYS)}")
     jname = raw.get("name", f"job-{i + 1}")
     if not isinstance(jname, str) or not NAME.fullmatch(jname):
-        raise fail("name", f"{where}.name: letters, digits, '.', '_' or '-' (it names a folder)")
+        bad("name", f"{where}.name: letters, digits, '.', '_' or '-' (it names a folder)")
+        jname = f"job-{i + 1}"
     if jname in (".", ".."):
-        raise fail("name", f"{where}.name: {jname!r} is not a folder name")
+        bad("name", f"{where}.name: {jname!r} is not a folder name")
     run = raw.get("run")
     if not isinstance(run, str) or not run.strip():
-        raise fail("run", f"{where}.run: a command is required")
+        bad("run", f"{where}.run: a command is required")
     env = raw.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise fail("env", f"{where}.env: expected a table of strings")
+        bad("env", f"{where}.env: expected a table of strings")
+        env = {}
     allowed = raw.get("allow_secret_env", [])
     if not isinstance(allowed, list) or not all(isinstance(a, str) for a in allowed):
-        raise fail("allow_secret_env", f"{where}.allow_secret_env: expected a list of env names")
+        bad("allow_secret_env", f"{where}.allow_secret_env: expected a list of env names")
+        allowed = []
     secret = [k for k in env if SECRET_HINTS.search(k) and k not in allowed]
     if secret:
-        raise fail(
+        bad(
             "env",
             f"{where}.env: {', '.join(secret)} looks like a secret; nothing secret "
             "is pushed onto a stranger's host (pull artifacts off instead, or name it in "
@@ -447,36 +459,49 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
         or ckpt.startswith(("/", "~"))
         or ".." in ckpt.split("/")
     ):
-        raise fail("checkpoint", f"{where}.checkpoint: a relative path inside the job's folder")
+        bad("checkpoint", f"{where}.checkpoint: a relative path inside the job's folder")
     arts = raw.get("artifacts", [])
     if not isinstance(arts, list) or not all(isinstance(a, str) for a in arts):
-        raise fail("artifacts", f"{where}.artifacts: expected a list of paths")
+        bad("artifacts", f"{where}.artifacts: expected a list of paths")
+        arts = []
     for art in arts:  # refused here, before anything is rented, not at the job's end
         if not _inside_job_folder(art):
-            raise fail(
+            bad(
                 "artifacts",
                 f"{where}.artifacts: {art!r} is not a relative path inside the job's folder",
             )
     ref_gpu = raw.get("ref_gpu")
     if ref_gpu is not None and (not isinstance(ref_gpu, str) or not ref_gpu.strip()):
-        raise fail("ref_gpu", f'{where}.ref_gpu: a GPU name, e.g. "RTX 4090"')
+        bad("ref_gpu", f'{where}.ref_gpu: a GPU name, e.g. "RTX 4090"')
     ref_hours = number("ref_hours", 1, 10_000) if "ref_hours" in raw else None
     if (ref_gpu is None) != (ref_hours is None):
         missing = "ref_hours" if ref_hours is None else "ref_gpu"
-        raise fail(missing, f"{where}.{missing}: ref_gpu and ref_hours size a job together")
-    retries = field_of("retries", int, 1)
+        bad(missing, f"{where}.{missing}: ref_gpu and ref_hours size a job together")
+    try:
+        retries = field_of("retries", int, 1)
+    except ConfigError as exc:
+        problems.append(str(exc))
+        retries = 1
     if not 0 <= retries <= 1000:
-        raise fail("retries", f"{where}.retries: must be between 0 and 1000")
+        bad("retries", f"{where}.retries: must be between 0 and 1000")
+    try:
+        workdir = field_of("workdir", str, ".")
+    except ConfigError as exc:
+        problems.append(str(exc))
+    timeout_s = number("timeout_min", 360, 100 * 24 * 60) * 60
+    checkpoint_every_s = number("checkpoint_every_min", 10, 24 * 60) * 60
+    if problems:
+        raise ConfigErrors(where, problems)
     return Job(
         name=jname,
-        run=run,
-        workdir=field_of("workdir", str, "."),
+        run=str(run),
+        workdir=workdir,
         env=env,
         artifacts=tuple(arts),
-        timeout_s=number("timeout_min", 360, 100 * 24 * 60) * 60,
+        timeout_s=timeout_s,
         retries=retries,
         checkpoint=ckpt,
-        checkpoint_every_s=number("checkpoint_every_min", 10, 24 * 60) * 60,
+        checkpoint_every_s=checkpoint_every_s,
         secret_env=tuple(k for k in env if k in allowed),
         ref_gpu=ref_gpu.strip() if ref_gpu else None,
         ref_hours=ref_hours,
