@@ -161,7 +161,7 @@ FIELDS = {
     "verified": r"verified \d+",
     "creates": r"creates \d+/\d+",
     "duds": r"duds \d+ \(\d+%\)",
-    "lost on duds": r"lost on duds \$[\d.]+",
+    "lost": r"\$[\d.]+ lost",
     "spent": r"spent \$[\d.]+",
     "GPU-h": r"GPU-h [\d.]+",
     "$/GPU-h": r"\$/GPU-h ([\d.]+|-)",
@@ -169,7 +169,7 @@ FIELDS = {
     "/h now": r"\$[\d.]+/h now",
     "budget": r"budget \S+ \$[\d.]+/\$[\d.]+ \(\d+%\)",
     "market time": r"market time \d\d:\d\d:\d\d",
-    "sort:": r"sort: \S+ \(o\)",
+    "sort:": r"sort: \S+",
 }
 
 
@@ -382,20 +382,20 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
 
   keys o
   keys o
-  expect sorted 'sort: state \(o\)|sorted by state'
+  expect sorted 'sort: state|sorted by state'
   keys o o o # back to new
   keys /
-  wait_for 'Enter on empty clears it' 30 # the filter's input open
+  wait_for 'Enter keeps it' 30 # the filter's input open
   tmux send-keys -t "$session" -l "RTX"
   keys Enter
-  wait_gone 'Enter on empty clears it' 30 # the filter's input closed
+  wait_gone 'Enter keeps it' 30 # the filter's input closed
   wait_for 'q Quit' 30 # the footer is the fleet's again
   capture filtered
   check bar
   keys /
   wait_for '▊ +RTX' 30 # the filter's input open, with the filter applied
   keys C-u Enter
-  wait_gone '▊ +(RTX|filter: id)' 30
+  wait_gone '▊ +(RTX|filter as you type)' 30
   keys D
   expect bulk 'Destroy these [0-9]+ stopped|no stopped rental'
   back 'Destroy these [0-9]+ stopped'

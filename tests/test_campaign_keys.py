@@ -101,8 +101,11 @@ def test_a_jobs_error_points_at_the_jobs_line_not_the_campaigns_name():
 def test_an_unknown_key_is_named_with_its_line_and_the_key_meant():
     base = 'name = "c"\nimage = "img"\nmax_dph = 0.5\nbudget_usd = 10\n'
     jobs = '\n[[jobs]]\nname = "a"\nrun = "true"\n\n[[jobs]]\nname = "b"\nrnu = "x"\n'
+    # the job's missing `run` is said with it: every problem of a file at once
     with pytest.raises(
-        ConfigError, match=r"^campaign: line 12: jobs\[1\]\.rnu: unknown key: did you mean 'run'\?"
+        ConfigError,
+        match=r"^campaign: 2 problems: campaign: line 12: jobs\[1\]\.rnu: unknown key: did you "
+        r"mean 'run'\?.*; campaign: line 10: jobs\[1\]\.run: a command is required",
     ):
         load_campaign(base + jobs)
     # `[[job]]` for `[[jobs]]`: a table header, not `key = value`, still has its line

@@ -53,7 +53,8 @@ def test_a_key_per_column_sorts_the_table_and_again_reverses_it():
             await pilot.pause(0.3)
             assert _ids(table) == [33772, 33774, 33771, 33775, 33773]
             assert "billed ▼" in _header(table)
-            assert "sort: billed (o)" in str(app.query_one("#bar").render())
+            bar = str(app.query_one("#bar").render())  # `o`, the key, is in the footer
+            assert "sort: billed" in bar and "reversed" not in bar
             await pilot.press(key)
             await pilot.pause(0.3)
             assert _ids(table) == [33773, 33775, 33771, 33774, 33772]

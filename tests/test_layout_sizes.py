@@ -15,7 +15,7 @@ import pytest
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.footer import fitted
-from rentwatch.widgets.header import fleet_fields
+from rentwatch.widgets.header import budget_cells, fleet_fields
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.render import campaign_fields
 from textual.containers import VerticalScroll
@@ -84,7 +84,7 @@ def test_each_view_at_each_size(view, size):
     lines = text.splitlines()
     if view in ("fleet", "table"):
         # the bar never splits a field: each one is whole on some line of it
-        cells = 20 if size[0] >= 100 else 10  # the budget bar's, as the dashboard draws it
+        cells = budget_cells(size[0])  # the budget bar's, as the dashboard draws it
         for field in (*campaign_fields(FLEET), *fleet_fields(FLEET, "new", "", cells)):
             word = field.plain.strip()
             assert any(word in line for line in lines[:6]), (word, lines[:6])

@@ -27,6 +27,9 @@ from .receipt_screen import ReceiptScreen
 
 # what asks the controller: once it has ended (its socket gone) none of these can work
 NEEDS_CONTROLLER = frozenset({"end_campaign", "jobs", "ledger", "receipt"})
+# Textual's palette entries that our own keys answer (q, ?): left out of the palette
+OURS = frozenset({"Quit", "Keys"})
+ALWAYS = frozenset({"quit_ask", "help"})  # in the palette on every screen
 
 
 class RentwatchApp(App[str]):
@@ -83,17 +86,29 @@ class RentwatchApp(App[str]):
         return self.fleet
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """Textual's own, then every key the screen answers now, by its title."""
-        yield from super().get_system_commands(screen)
+        """Textual's own that have no key of ours (its theme, screenshot), then every key the
+        screen answers now, by its title: its "Quit" and "Keys" stood beside our "Quit (asks)"
+        and "Help: the keys", two entries for one act."""
+        yield from (c for c in super().get_system_commands(screen) if c.title not in OURS)
+        offered: set[str] = set()
         for k in key_lines(screen, grouped=False):
             if k.action == "command_palette":
                 continue
+            offered.add(k.action)
             name = k.action.split("(")[0].replace("_", " ")
             yield SystemCommand(
                 k.text,
                 f"rentwatch: {name} ({' '.join(k.keys)})",
                 lambda k=k: self.run_action(k.action, k.node),
             )
+        # where a text box takes q and ? as text (the ledger's SQL), the palette still has them
+        for b in self.BINDINGS:
+            if isinstance(b, Binding) and b.action in ALWAYS and b.action not in offered:
+                yield SystemCommand(
+                    b.tooltip or b.description,
+                    f"rentwatch: {b.action.replace('_', ' ')}",
+                    lambda b=b: self.run_action(b.action),
+                )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action in NEEDS_CONTROLLER and self.operator.controller_ended() is not None)
@@ -157,12 +172,15 @@ class RentwatchApp(App[str]):
         gone = self.operator.controller_ended()
         if gone is not None:
             hint = getattr(self.engine, "end_hint", "") or (snap.end_command if snap else "")
-            self.push_screen(ended_choice(gone, campaign, hint), chosen)
+            built_in = snap.market_built_in if snap else False
+            self.push_screen(ended_choice(gone, campaign, hint, built_in), chosen)
             return
         held, stopped = (snap.held, snap.stopped) if snap else (0, 0)
         dph, end = (snap.dph_now, snap.end_command) if snap else (0.0, "")
+        built_in = snap.market_built_in if snap else False
         self.push_screen(
-            quit_choice(held, stopped, campaign, self._outlives(), focus, dph, end), chosen
+            quit_choice(held, stopped, campaign, self._outlives(), focus, dph, end, built_in),
+            chosen,
         )
 
     def action_detach(self) -> None:

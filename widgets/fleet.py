@@ -197,7 +197,7 @@ class FleetView(ScrollView, can_focus=True):
                     width
                 )
             return Strip.blank(width)
-        text = pane_lines(self.snaps[index], index == self.cursor)[line]
+        text = pane_lines(self.snaps[index], index == self.cursor, width)[line]
         text.truncate(width, overflow="ellipsis")
         segments = list(text.render(self.app.console))
         return Strip(segments).extend_cell_length(width).crop(0, width)

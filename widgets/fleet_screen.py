@@ -1,6 +1,6 @@
 """The fleet: its panes (or table), the campaign bar, the decision log, and the keys that act on
 the fleet or on its selected instance. It draws the snapshots the app forwards to it, at most
-one per `refresh_s`, and only while it is the screen in sight."""
+one per `refresh_s`, while it is in sight (on top, or under a dialog)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import Input, RichLog, Static
 
 from .detail_screen import DetailScreen
 from .fleet import PANE_HEIGHT, SORT_NAMES, FleetTable, FleetView, column_sort, sort_label, visible
 from .footer import FittedFooter
-from .header import fleet_fields, wrap_fields
+from .header import WIDE, budget_cells, fleet_fields, wrap_fields
 from .messages import FleetSnapshot
 from .operator import Operator
 from .render import campaign_fields, engine_failed
@@ -37,23 +37,59 @@ SORT_KEYS = Binding.Group(
 )
 
 
+FILTER_DEBOUNCE_S = 0.15  # a typist's burst of keys filters the fleet once, not per key
+
+
 class FilterInput(Input):
-    """The fleet filter's box: Enter applies what is typed, Escape closes it unchanged."""
+    """The fleet filter's box: the fleet is filtered as it is typed; Enter keeps the filter and
+    closes the box, Escape puts back the filter it opened on."""
 
     BINDINGS = [Binding("escape", "close", "Close filter", id="filter.close")]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.before = ""  # the filter when the box opened: what Escape puts back
+        self._due: Timer | None = None
+
+    def open(self, current: str) -> None:
+        self.before = current
+        self.value = current
+        self.add_class("visible")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if not self.has_class("visible"):
+            return  # put back by close(), not typed
+        if self._due is not None:
+            self._due.stop()
+        self._due = self.set_timer(FILTER_DEBOUNCE_S, self._typed)
+
+    def _typed(self) -> None:
+        self._due = None
+        screen = self.screen
+        if isinstance(screen, FleetScreen) and self.has_class("visible"):
+            screen.show_filter(self.value)
+
+    def _settle(self) -> None:
+        """A filtering still due is dropped: the caller applies the box's value itself."""
+        if self._due is not None:
+            self._due.stop()
+            self._due = None
 
     async def action_submit(self) -> None:
         """Applied at once, not by a message that waits its turn: a key typed right after
         Enter belongs to the fleet again (it went into the box, or Enter to the fleet)."""
+        self._settle()
         screen = self.screen
         if isinstance(screen, FleetScreen):
             screen.apply_filter(self.value)
 
     def action_close(self) -> None:
-        view = self.screen.query_one(FleetView)
-        self.value = view.filter  # what was typed and not applied is dropped
+        self._settle()
         self.remove_class("visible")
-        view.focus()
+        self.value = self.before
+        screen = self.screen
+        if isinstance(screen, FleetScreen):
+            screen.apply_filter(self.before)
 
 
 class FleetScreen(Screen[None]):
@@ -149,7 +185,8 @@ class FleetScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text(" starting the engine…"), id="bar")
         yield FilterInput(
-            placeholder="filter: id, GPU, phase or machine (Enter on empty clears it)", id="filter"
+            placeholder="filter as you type: id, GPU, phase or machine (Enter keeps it, Esc undoes)",
+            id="filter",
         )
         yield FleetView(id="fleet")
         yield FleetTable(id="table")
@@ -179,6 +216,14 @@ class FleetScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         self.render_latest()  # what came while a dialog or a screen was on top
 
+    def _in_sight(self) -> bool:
+        """This screen is on top, or only dialogs are over it: what is behind a dialog is
+        still seen, and a fleet frozen there read as a stalled engine."""
+        stack = self.app.screen_stack
+        if self not in stack:
+            return False
+        return all(isinstance(s, ModalScreen) for s in stack[stack.index(self) + 1 :])
+
     def _due(self) -> None:
         self._next = None
         if self.latest is not self._shown:
@@ -186,8 +231,8 @@ class FleetScreen(Screen[None]):
 
     def render_latest(self) -> None:
         snap = self.latest
-        if snap is None or snap is self._shown or snap is self._held or self.app.screen is not self:
-            return  # nothing new, or a dialog or screen is on top: don't draw under it
+        if snap is None or snap is self._shown or snap is self._held or not self._in_sight():
+            return  # nothing new, or another screen hides this one: drawn when it comes back
         self._shown = snap
         if self._next is not None:
             self._next.stop()
@@ -209,11 +254,13 @@ class FleetScreen(Screen[None]):
         # costly at 10,000 instances) only when the bar's line count changes
         width = max(20, bar.size.width or self.size.width)
         failed = engine_failed(snap)
-        cells = 20 if width >= 100 else 10  # the budget bar gives way on a narrow terminal
         first = campaign_fields(snap)
-        second = fleet_fields(snap, sort_label(view.sort, view.reverse), view.filter, cells)
-        # narrow, the two lines run on as one (80x24 gave the bar five lines of 24)
-        parts = [first + second] if width < 100 else [first, second]
+        second = fleet_fields(
+            snap, sort_label(view.sort, view.reverse), view.filter, budget_cells(width)
+        )
+        # under WIDE the two lines run on as one: at 120 the first wrapped, leaving a line
+        # of three fields, then the second; 80x24 gave the bar five lines of 24
+        parts = [first + second] if width < WIDE else [first, second]
         lines = [
             *([failed] if failed is not None else []),
             *(line for part in parts for line in wrap_fields(part, width)),
@@ -344,15 +391,21 @@ class FleetScreen(Screen[None]):
         shown.focus()
 
     def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.add_class("visible")
+        box = self.query_one("#filter", FilterInput)
+        box.open(self.query_one(FleetView).filter)
         # at once, not after the keys already queued (`focus()` waits its turn): a fast
         # typist's Enter reached the fleet behind the box and opened a detail
         self.set_focus(box)
 
-    def apply_filter(self, text: str) -> None:
+    def show_filter(self, text: str) -> None:
+        """The fleet filtered by what the box holds so far, the box still open."""
         view = self.query_one(FleetView)
-        view.filter = text.strip()
+        if view.filter != text.strip():
+            view.filter = text.strip()
+            self.redraw()
+
+    def apply_filter(self, text: str) -> None:
         self.query_one("#filter", Input).remove_class("visible")
-        self.set_focus(view)
+        self.set_focus(self.query_one(FleetView))
+        self.query_one(FleetView).filter = text.strip()
         self.redraw()

@@ -8,7 +8,7 @@ from rentwatch.core.text import clean
 from rentwatch.views.snapshot import FleetReadout
 from rich.text import Text
 
-from .clock import clock, simulated, speed
+from .clock import clock, simulated
 from .render import spent as spent_text
 
 BUDGET_CELLS = 20
@@ -38,23 +38,31 @@ def fleet_fields(
         rate.append(f" ({f.stopped} stopped: storage only)", style="grey62")
     out = [rate, budget_bar(f.spent_usd, f.budget_usd, cells)]
     if simulated(f.time_scale):
-        out.append(Text(f"{speed(f.time_scale)}, market time {clock(f.now)}", style="magenta"))
+        # "market clock ×30, market time ...": a fifth of a 120-column line for one clock
+        out.append(Text(f"market time {clock(f.now)} ×{f.time_scale:g}", style="magenta"))
     else:
         out.append(Text(f"{clock(f.now)} local"))
-    out.append(Text(f"sort: {sort_name} (o)", style="dim"))
+    out.append(Text(f"sort: {sort_name}", style="dim"))  # `o` in the footer sorts
     if filter_text:  # else a filtered fleet reads as the whole of it
         out.append(Text(f"filter: {clean(filter_text, 40)} (/)", style="bold yellow"))
     return out
 
 
 SEP = "   "
+WIDE = 160  # from here the bar's two lines each fit their own; under it they run on as one
+
+
+def budget_cells(width: int) -> int:
+    """The budget bar's cells at `width` columns: it gives way first on a narrower screen (its
+    figure and share say the same)."""
+    return 20 if width >= WIDE else 5
 
 
 def wrap_fields(fields: list[Text], width: int, indent: str = " ") -> list[Text]:
     """Fields on as few lines of `width` cells as they fit, never one split across two (a
-    field wider than the line is cut with an ellipsis, on a line of its own); under 100
+    field wider than the line is cut with an ellipsis, on a line of its own); under `WIDE`
     columns two spaces apart, not three."""
-    sep = SEP if width >= 100 else "  "
+    sep = SEP if width >= WIDE else "  "
     lines: list[Text] = []
     line = Text(indent)
     for field in fields:

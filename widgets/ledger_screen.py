@@ -173,6 +173,20 @@ class LedgerScreen(Screen[None]):
             if result.offset:
                 note += ", ctrl+b previous"
         self._status(note)
+        self.call_after_refresh(self._say_wide, note)
+
+    def _say_wide(self, note: str) -> None:
+        """Where the answer is wider than the screen, how many of its columns are in sight and
+        how to see the rest (at 120 columns the receipt view's last nine were off the edge)."""
+        table = self.query_one("#results", DataTable)
+        room = table.scrollable_content_region.width
+        widths = [c.get_render_width(table) for c in table.ordered_columns]
+        if not widths or sum(widths) <= room:
+            return
+        seen = next((i for i in range(len(widths)) if sum(widths[: i + 1]) > room), len(widths))
+        self._status(
+            f"{note}; {seen} of {len(widths)} columns in sight: tab to the results, ←/→ scroll"
+        )
 
     def _status(self, text: str, error: bool = False) -> None:
         self.query_one("#query-status", Static).update(

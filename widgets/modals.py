@@ -113,13 +113,36 @@ def storage_note(stopped: int) -> str:
     )
 
 
-def billing_note(campaign: str | None, dph: float, held: int, stopped: int, end: str = "") -> str:
+def billing_note(
+    campaign: str | None,
+    dph: float,
+    held: int,
+    stopped: int,
+    end: str = "",
+    built_in: bool = False,
+    outlives: bool = True,
+) -> str:
     """What keeps billing after this dialog, and how to end it: a stop leaves a disk billing
     storage, so neither "stop" nor "leave" ends the bill; only a destroy does. `end` is the
-    engine's own `rentwatch end` command (its ledger and market named), as it works pasted."""
+    engine's own `rentwatch end` command (its ledger and market named), as it works pasted.
+    A market `built_in` to the engine's process (the demo's) ends with it, rentals and all:
+    after that no command can reach it, and nothing bills."""
     if not held and not stopped:
         return ""
     command = end or f"rentwatch end --campaign {campaign or 'NAME'} --destroy"
+    if built_in:
+        home = "the controller" if outlives else "this process"
+        return (
+            f"\n\nBilling now: ${dph:.3f}/h on the built-in simulated market (no account is "
+            f"charged), which lives in {home}: when it exits, the market and every rental on "
+            "it end with it, and nothing is left billing."
+            + (
+                " Left running, its rentals bill on until ended: attach and press E, or "
+                f"`{command}` while it runs."
+                if outlives
+                else ""
+            )
+        )
     return (
         f"\n\nBilling now: ${dph:.3f}/h. Stopped rentals, and the verified ones a stop "
         "keeps, bill storage until they are destroyed. To leave nothing billing: Cancel, "
@@ -176,15 +199,24 @@ class ChoiceScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-def ended_choice(reason: str, campaign: str | None, end: str) -> ChoiceScreen:
+def ended_choice(
+    reason: str, campaign: str | None, end: str, built_in: bool = False
+) -> ChoiceScreen:
     """Quit, once the controller this dashboard was attached to has ended on its own: why, in
     its own words, and only quitting (there is nothing left to stop or leave running), with
-    the command that ends what the campaign left on the market."""
+    the command that ends what the campaign left on the market; a market `built_in` to the
+    controller ended with it, and nothing of it is left to end."""
+    left = (
+        "Its built-in simulated market ended with it, and every rental on it: nothing is "
+        "left billing."
+        if built_in
+        else "Whatever it left on the market still bills until ended"
+        + (f":\n  {end}" if end else ".")
+    )
     text = (
         f"The controller of {campaign or 'the campaign'} has ended: {reason}.\n\n"
         "Nothing supervises the campaign now, and nothing here can stop it or leave it "
-        "running: quit. Whatever it left on the market still bills until ended"
-        + (f":\n  {end}" if end else ".")
+        "running: quit. " + left
     )
     return ChoiceScreen("quit", text, (Choice("ended", "Quit", "primary"), CANCEL), "ended")
 
@@ -197,6 +229,7 @@ def quit_choice(
     focus: str = "stop",
     dph: float = 0.0,
     end: str = "",
+    built_in: bool = False,
 ) -> ChoiceScreen:
     """Quit, attached to a controller of its own (`outlives`): stop the campaign, or leave it
     running in the background; with the engine in this process: stop all, or detach the fleet
@@ -211,7 +244,7 @@ def quit_choice(
             f"with `rentwatch attach --campaign {name}`.\n"
             "Cancel: back to the dashboard."
             + storage_note(stopped)
-            + billing_note(campaign, dph, held, stopped, end)
+            + billing_note(campaign, dph, held, stopped, end, built_in)
         )
         choices = (
             Choice("stop", "Stop campaign and quit", "primary"),
@@ -227,7 +260,7 @@ def quit_choice(
             "(recorded in the ledger).\n"
             "Cancel: back to the dashboard."
             + storage_note(stopped)
-            + billing_note(campaign, dph, held, stopped, end)
+            + billing_note(campaign, dph, held, stopped, end, built_in, outlives=False)
         )
         choices = (
             Choice("stop", "Stop all and quit", "primary"),

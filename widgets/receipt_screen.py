@@ -4,11 +4,15 @@ keyboard (its tables outgrow a small terminal)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rentwatch.core.text import clean
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.receipt import format_receipt
 from rentwatch.ledger.screen_reads import clock_of, hosts_record, spend_points
 from rentwatch.ledger.spend_curve import SpendPoint
+from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -50,6 +54,32 @@ def render_spend(campaign: str, points: list[SpendPoint], width: int) -> Text:
     pad = max(1, width - len(first) - len(clock(last.at)) - 6)
     t.append(f"      {first}{' ' * pad}{clock(last.at)}", style="dim")
     return t
+
+
+HOSTS_TITLE = "hosts: renter-side delivery record"
+CLASSES_WIDTH = 24  # the failure classes wrap in their cell past this
+
+
+def hosts_table(hosts: Any, width: int) -> Table:
+    """The hosts' record as a table without vertical rules, a blank between columns, its
+    failure classes wrapped: at 120 columns its thirteen columns were cut at `classes`. Where it is still wider than the
+    screen (80 columns) its title says how to see the rest."""
+    h = Table(
+        title=HOSTS_TITLE,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 0),  # one blank between columns, as `ps` prints them
+    )
+    for c in hosts.columns:
+        wrap = c == "classes"
+        h.add_column(c, max_width=CLASSES_WIDTH if wrap else None, overflow="fold")
+    for row in hosts.rows:
+        h.add_row(*(Text(str(v)) for v in row))
+    wide = Console(width=10_000).measure(h).maximum
+    if width and wide > width:
+        h.title = f"{HOSTS_TITLE} ({wide} columns wide: ←/→ scroll)"
+    return h
 
 
 class ReceiptScreen(Screen[None]):
@@ -112,9 +142,5 @@ class ReceiptScreen(Screen[None]):
         if spend is not None:
             width = max(30, min(200, self.size.width - 2))
             self.query_one("#spend", Static).update(render_spend(spend[0], spend[1], width))
-        h = Table(title="hosts: renter-side delivery record", title_justify="left")
-        for c in hosts.columns:
-            h.add_column(c)
-        for row in hosts.rows:
-            h.add_row(*(Text(str(v)) for v in row))
-        self.query_one("#hosts", Static).update(h)
+        room = self.query_one("#receipt-body").scrollable_content_region.width
+        self.query_one("#hosts", Static).update(hosts_table(hosts, room or self.size.width))

@@ -42,15 +42,34 @@ def span(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def pane_lines(s: InstanceSnap, selected: bool) -> list[Text]:
+# what a pane's first line gives up, in this order, to keep its billed figure in sight
+HEAD_DROPS = ((), ("host",), ("host", "pad"), ("host", "pad", "machine"))
+
+
+def _head(s: InstanceSnap, selected: bool, drop: tuple[str, ...]) -> Text:
+    """A pane's first line up to its billed figure, less what `drop` names."""
     faded = s.ended_at is not None
-    base = "grey50" if faded else ""
-    head = Text(style=("reverse " if selected else "") + base)
+    head = Text(style=("reverse " if selected else "") + ("grey50" if faded else ""))
     head.append(f" i:{s.instance_id} ", style="bold")
     head.append(Text(clean(s.gpu_name, 40)))
-    head.append(f"  m:{s.machine_id} h:{s.host_id}  {rate_text(s)}  ")
-    head.append(f"{s.phase.upper():<9}", style=PHASE_STYLE.get(s.phase, ""))
-    head.append(f"  billed ${s.billed_usd:.4f}", style="bold" if not faded else base)
+    machine = "" if "machine" in drop else f"m:{s.machine_id} "
+    host = "" if "host" in drop else f"h:{s.host_id}"
+    head.append(f"  {machine}{host}".rstrip() + f"  {rate_text(s)}  ")
+    phase = s.phase.upper() if "pad" in drop else f"{s.phase.upper():<9}"
+    head.append(phase, style=PHASE_STYLE.get(s.phase, ""))
+    head.append(f"  billed ${s.billed_usd:.4f}", style="bold" if not faded else "grey50")
+    return head
+
+
+def pane_lines(s: InstanceSnap, selected: bool, width: int | None = None) -> list[Text]:
+    """A pane's lines; at `width` its first keeps the billed figure whole (the host id, the
+    phase's padding and the machine id give way first), what follows it cut at the edge."""
+    faded = s.ended_at is not None
+    base = "grey50" if faded else ""
+    for drop in HEAD_DROPS:
+        head = _head(s, selected, drop)
+        if width is None or head.cell_len <= width:
+            break
     if s.dph_now and not s.gpu_billing_now:  # what its $/h is: no GPU in it
         head.append("  $/h storage only", style="dim")
     if s.failure_class:
@@ -206,8 +225,9 @@ def campaign_fields(f: FleetReadout) -> list[Text]:
         Text(f"in service {serving}"),
         Text(f"verified {f.verified}"),
         Text(f"creates {f.creates}/{f.max_creates}"),
-        Text(f"duds {f.duds} ({f.dud_share:.0%})"),
-        Text(f"lost on duds ${f.dud_usd:.3f}", style="red" if f.dud_usd else ""),
+        Text(f"duds {f.duds} ({f.dud_share:.0%}), ").append(
+            f"${f.dud_usd:.3f} lost", style="red" if f.dud_usd else ""
+        ),
     ]
     # never delivered, no fault of the host's: apart from the duds, as the receipt counts them
     if f.stopped_by_market:

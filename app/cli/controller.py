@@ -15,7 +15,6 @@ from typing import Any
 from ..core.errors import RentwatchError
 from ..core.text import clean
 from ..ledger import Ledger
-from ..market.factory import DEFAULT_URL
 from ..run.exit_trap import ExitTrap
 
 
@@ -170,6 +169,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any, positive: Any = float) -> None:
+    from .flags import add_alert_flags, add_market_flag, add_policy_flag, add_upload_root_flag
+
     c = sub.add_parser(
         "controller",
         help="the engine of `watch`/`demo` as its own process (they start it; attach to it)",
@@ -178,9 +179,9 @@ def add_parser(sub: Any, positive: Any = float) -> None:
     c.add_argument("--time-scale", type=positive, default=30.0, help="--demo: sim s per wall s")
     c.add_argument("--seed", type=int, default=7, help="--demo: the market's seed")
     c.add_argument("--campaign", help="campaign TOML; without one (and --demo), observe only")
-    c.add_argument("--market-url", default=DEFAULT_URL)
+    add_market_flag(c)
     c.add_argument("--ledger", required=True, help="ledger file")
-    c.add_argument("--policy", default="default")
+    add_policy_flag(c)
     c.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")
     c.add_argument(
         "--end-unwatched-min",
@@ -188,7 +189,6 @@ def add_parser(sub: Any, positive: Any = float) -> None:
         default=15.0,
         help="--demo: end once no dashboard has watched this long and nobody left it running",
     )
-    from .flags import add_alert_flags, add_upload_root_flag
     from .team import add_team_flags
 
     add_alert_flags(c)

@@ -30,3 +30,30 @@ def add_alert_flags(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="serve Prometheus metrics at http://HOST:PORT/metrics (loopback by default)",
     )
+
+
+def add_market_flag(p: argparse.ArgumentParser) -> None:
+    """`--market-url URL`: the marketplace a command talks to (Vast's own unless given)."""
+    from ..market.factory import DEFAULT_URL
+
+    p.add_argument(
+        "--market-url",
+        default=DEFAULT_URL,
+        metavar="URL",
+        help="the marketplace's base URL: Vast.ai's, or a simulator's (the URL `rentwatch sim` "
+        "prints) (default: %(default)s)",
+    )
+
+
+def add_policy_flag(p: argparse.ArgumentParser) -> None:
+    """`--policy NAME`: which of the engine's policies rents and replaces instances."""
+    from ..core.policy import POLICIES
+
+    p.add_argument(
+        "--policy",
+        default="default",
+        metavar="NAME",
+        help=f"how offers are ranked, bid on and replaced: {', '.join(POLICIES)} (docs/campaigns.md, "
+        "Policies; a campaign's [policy] table overrides its settings) (default: "
+        "%(default)s)",
+    )

@@ -138,10 +138,29 @@ def _emit(text: str, out: Callable[[str], None]) -> None:
         out(line)
 
 
-def follow_controller(remote: Any, job: str, follow: bool, out: Callable[[str], None]) -> int:
-    """The job's output through the controller; with `follow`, more until it leaves its host."""
+def follow_controller(
+    remote: Any,
+    job: str,
+    follow: bool,
+    out: Callable[[str], None],
+    campaign: str = "",
+    others: Callable[[], list[str]] = list,
+) -> int:
+    """The job's output through the controller, whose campaign is `campaign`; with `follow`,
+    more until it leaves its host. `others`: the ledger's other campaigns with a job of that
+    name, named on stderr with how to pick one (as `kubectl logs` names the container it
+    chose), asked once the controller has the job."""
     got = remote.job_log(job)
-    print(f"rentwatch: job {job}: {clean(got.source, 200)}", file=sys.stderr)
+    of = f" of campaign {clean(campaign, 64)}" if campaign else ""
+    print(f"rentwatch: job {job}{of}: {clean(got.source, 200)}", file=sys.stderr)
+    also = others()
+    if also:
+        names = ", ".join(clean(c, 64) for c in also)
+        print(
+            f"rentwatch: {len(also)} other campaign(s) have a job {job}: {names}; this is the "
+            f"running controller's, --campaign NAME shows another",
+            file=sys.stderr,
+        )
     _emit(got.text, out)
     seen = got.text
     while follow and got.live:
@@ -159,11 +178,16 @@ def _where(ledger: Path, campaign: str | None, job: str) -> tuple[str, JobRow]:
         raise NoJob(f"no job {job!r} in {which} of the ledger {ledger}")
     if len({c for c, _ in rows}) > 1:
         names = ", ".join(sorted({c for c, _ in rows}))
-        raise NoJob(f"job {job!r} is in several campaigns ({names}): name one with --campaign")
+        raise NoJob(
+            f"job {job!r} is in several campaigns ({names}) and no controller runs one of "
+            "them: name one with --campaign"
+        )
     return rows[0]
 
 
-def over_ssh(ledger: Path, row: JobRow, follow: bool, key: Path, out: Callable[[str], None]) -> int:
+def over_ssh(
+    ledger: Path, campaign: str, row: JobRow, follow: bool, key: Path, out: Callable[[str], None]
+) -> int:
     """The job's log over the system ssh, by the engine's last route, cleaned line by line."""
     from ..engine.jobs.runner import job_dir
     from .ssh import route_of, ssh_command
@@ -178,7 +202,8 @@ def over_ssh(ledger: Path, row: JobRow, follow: bool, key: Path, out: Callable[[
     if exe is None:
         raise NoJob("no `ssh` command on PATH (install OpenSSH's client)")
     print(
-        f"rentwatch: job {row.job} on i:{row.instance_id} by its {kind} route {host}:{port}",
+        f"rentwatch: job {row.job} of campaign {clean(campaign, 64)} on i:{row.instance_id} "
+        f"by its {kind} route {host}:{port}",
         file=sys.stderr,
     )
     with subprocess.Popen([exe, *cmd[1:]], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL) as p:
@@ -225,9 +250,16 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if found is not None:
         from ..run.service.api import ServiceError
 
-        remote, _ = found
+        remote, running = found
+
+        def others() -> list[str]:
+            if args.campaign is not None:  # the one asked for: nothing was chosen for them
+                return []
+            rows = ledger_rows(ledger, None)
+            return sorted({c for c, r in rows if r.job == args.job and c != running})
+
         try:
-            return follow_controller(remote, args.job, args.follow, print)
+            return follow_controller(remote, args.job, args.follow, print, running, others)
         except ServiceError as exc:
             if "has no job" not in str(exc):
                 raise
@@ -237,9 +269,12 @@ def cmd_logs(args: argparse.Namespace) -> int:
     campaign, row = _where(ledger, args.campaign, args.job)
     if row.state == "running" and row.instance_id is not None:
         key = Path(args.ssh_key) if args.ssh_key else default_key_path()
-        return over_ssh(ledger, row, args.follow, key, print)
+        return over_ssh(ledger, campaign, row, args.follow, key, print)
     text, source = kept_output(ledger, campaign, row)
-    print(f"rentwatch: job {row.job} ({row.state}): {source}", file=sys.stderr)
+    print(
+        f"rentwatch: job {row.job} of campaign {clean(campaign, 64)} ({row.state}): {source}",
+        file=sys.stderr,
+    )
     _emit(text, print)
     return 0
 
@@ -253,7 +288,11 @@ def add_parser(sub: Any) -> None:
     j.set_defaults(fn=cmd_jobs)
     lg = sub.add_parser("logs", help="a job's output, off its host or kept at its end (-f follows)")
     lg.add_argument("job", metavar="JOB", help="the job's name")
-    lg.add_argument("--campaign", help="its campaign (when several have a job of that name)")
+    lg.add_argument(
+        "--campaign",
+        help="its campaign (default: the running controller's, else the only campaign of the "
+        "ledger with a job of that name; the others are named on stderr)",
+    )
     lg.add_argument("--ledger", help="the campaign's ledger (default: the user's that has it)")
     lg.add_argument("-f", "--follow", action="store_true", help="follow it while it runs")
     lg.add_argument("--ssh-key", help="rentwatch's SSH key (default: in the user's data dir)")

@@ -11,9 +11,8 @@ from typing import Any
 from .. import __version__
 from ..core.errors import RentwatchError
 from ..core.text import clean
-from ..market.factory import DEFAULT_URL
 from . import commands
-from .flags import add_alert_flags, add_upload_root_flag
+from .flags import add_alert_flags, add_market_flag, add_policy_flag, add_upload_root_flag
 from .team import add_team_flags
 
 
@@ -71,9 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="the dashboard against a built-in simulated market (no account needed)"
     )
     d.add_argument(
-        "--time-scale", type=_positive_float, default=30.0, help="sim seconds per wall second"
+        "--time-scale",
+        type=_positive_float,
+        default=30.0,
+        help="market seconds per wall second (default: %(default)s)",
     )
-    d.add_argument("--seed", type=int, default=7)
+    d.add_argument(
+        "--seed",
+        type=int,
+        default=7,
+        help="the simulated market's seed: the same seed draws the same offers and hosts "
+        "(default: %(default)s)",
+    )
     d.add_argument(
         "--ledger", help="ledger file (default: demo-ledger.duckdb in the user's data dir)"
     )
@@ -85,9 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
         "watch", help="the dashboard against the real marketplace (key from VAST_API_KEY)"
     )
     w.add_argument("--campaign", help="campaign TOML; without one, watch what the account runs")
-    w.add_argument("--market-url", default=DEFAULT_URL)
+    add_market_flag(w)
     w.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
-    w.add_argument("--policy", default="default")
+    add_policy_flag(w)
     w.add_argument("--foreground", action="store_true", help=FOREGROUND)
     add_alert_flags(w)
     add_upload_root_flag(w)
@@ -103,10 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     h = sub.add_parser("run", help="run a campaign (headless: no TUI)")
     h.add_argument("--headless", action="store_true", help="no TUI: log lines to stdout")
     h.add_argument("--campaign", required=True, help="campaign TOML")
-    h.add_argument("--market-url", default=DEFAULT_URL)
+    add_market_flag(h)
     h.add_argument("--api-key", help="prefer VAST_API_KEY: a flag shows in the process list")
     h.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
-    h.add_argument("--policy", default="default", help="naive, seed or default")
+    add_policy_flag(h)
     h.add_argument(
         "--detach", action="store_true", help="leave instances running at the end (recorded)"
     )
@@ -130,7 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     h.set_defaults(fn=commands.cmd_run)
 
     ls = sub.add_parser("ls", help="the running controllers")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument(
+        "--json",
+        action="store_true",
+        help="a JSON list, one object per controller (campaign, pid, socket, ledger, ...) "
+        "instead of the table (default: the table)",
+    )
     add_team_flags(ls, reader=True)
     ls.set_defaults(fn=commands.cmd_ls)
     at = sub.add_parser("attach", help="the dashboard of a running controller")
@@ -252,6 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     except RentwatchError as exc:
         # messages quote files, answers and host text: one clean line
         head = "" if getattr(exc, "whole_line", False) else f"{clean(exc.title, 80)}: "
+        problems = getattr(exc, "problems", ())
+        if len(problems) > 1:  # a file's problems, all of them: one line each, as a compiler
+            print(f"rentwatch: {head}{len(problems)} problems", file=sys.stderr)
+            for problem in problems:
+                print(f"  {clean(problem, 1000)}", file=sys.stderr)
+            return 2
         print(f"rentwatch: {head}{clean(exc, 1000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -9,9 +9,11 @@ import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
-from .errors import ConfigError
+from .errors import ConfigError, ConfigErrors, problems_of
+
+T = TypeVar("T")
 
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 JOB_KEYS = frozenset(
@@ -150,9 +152,6 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
         return value
 
     known = {f.name for f in fields(Campaign)}  # the file's keys are the fields
-    for key in data:
-        if key not in known:
-            raise fail(key, unknown_key(key, known))
 
     def number(
         key: str, default: Any = ..., *, lo: float = 0.0, hi: float = 1e12, open_lo: bool = True
@@ -160,79 +159,161 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
         value = float(get(key, (int, float), default))
         return _in_range(value, lo, hi, open_lo, lambda msg: fail(key, msg))
 
-    name = get("name", str)
-    if not NAME.fullmatch(name):
-        raise fail("name", "use letters, digits, '.', '_' or '-' (at most 64)")
-    image = get("image", str)
-    if not image.strip() or len(image) > 512:
-        raise fail("image", "an image reference is required (at most 512 characters)")
-    cuda_raw = get("image_cuda", (str, int, float), "0")
-    try:
-        image_cuda = _in_range(float(cuda_raw), 0, 100, False, ValueError)
-    except ValueError:
-        raise fail("image_cuda", f"not a version number: {cuda_raw!r}") from None
-    disk = number("disk_gb", 20, lo=1, hi=2000, open_lo=False)
-    query_text = get("offer_query", (str, dict), "")
-    try:
-        query = read_query(query_text) if isinstance(query_text, str) else dict(query_text)
-    except ConfigError as exc:
-        raise fail("offer_query", str(exc)) from None
-    max_dph = number("max_dph", hi=1000)
-    fleet = get("fleet", int, 1)
-    max_creates = get("max_creates", int, 40)
-    budget = number("budget_usd", hi=1e9)
-    if not 1 <= fleet <= 10_000:
-        raise fail("fleet", "must be between 1 and 10000")
-    if not fleet <= max_creates <= 1_000_000:
-        raise fail("max_creates", f"must be at least the fleet size ({fleet}), at most 1000000")
-    deadline = number("deadline_min") if "deadline_min" in data else None
-    poll = number("poll_s", 10.0, hi=86_400)
-    http_timeout = number("http_timeout_s", hi=3600) if "http_timeout_s" in data else None
-    if isinstance(data.get("policy"), str):  # `policy = "seed"`: the preset is a flag
-        raise fail(
-            "policy",
-            f"[policy] is a table of settings to override; choose the policy itself with "
-            f"--policy {data['policy']!r}",
-        )
-    policy = get("policy", dict, {})
-    rental = get("rental", str, "on-demand")
-    if rental not in RENTALS:
-        raise fail("rental", f"expected one of {', '.join(RENTALS)}, got {rental!r}")
+    def read_name() -> str:
+        name = get("name", str)
+        if not NAME.fullmatch(name):
+            raise fail("name", "use letters, digits, '.', '_' or '-' (at most 64)")
+        return str(name)
+
+    def read_image() -> str:
+        image = get("image", str)
+        if not image.strip() or len(image) > 512:
+            raise fail("image", "an image reference is required (at most 512 characters)")
+        return str(image)
+
+    def read_cuda() -> float:
+        cuda_raw = get("image_cuda", (str, int, float), "0")
+        try:
+            return _in_range(float(cuda_raw), 0, 100, False, ValueError)
+        except ValueError:
+            raise fail("image_cuda", f"not a version number: {cuda_raw!r}") from None
+
+    def read_offer_query() -> OfferTerms:
+        query_text = get("offer_query", (str, dict), "")
+        try:
+            return read_query(query_text) if isinstance(query_text, str) else dict(query_text)
+        except ConfigError as exc:
+            raise fail("offer_query", str(exc)) from None
+
+    def read_fleet() -> int:
+        fleet = get("fleet", int, 1)
+        if not 1 <= fleet <= 10_000:
+            raise fail("fleet", "must be between 1 and 10000")
+        return int(fleet)
+
+    def read_max_creates() -> int:
+        max_creates = get("max_creates", int, 40)
+        if not fleet <= max_creates <= 1_000_000:
+            raise fail("max_creates", f"must be at least the fleet size ({fleet}), at most 1000000")
+        return int(max_creates)
+
+    def read_policy() -> dict[str, Any]:
+        if isinstance(data.get("policy"), str):  # `policy = "seed"`: the preset is a flag
+            raise fail(
+                "policy",
+                f"[policy] is a table of settings to override; choose the policy itself with "
+                f"--policy {data['policy']!r}",
+            )
+        policy: dict[str, Any] = get("policy", dict, {})
+        from .policy import DEFAULT  # every preset has the same settings: checked once here
+
+        try:
+            DEFAULT.with_overrides(policy)
+        except ConfigError as exc:
+            raise ConfigErrors(source, [f"{source}: {p}" for p in problems_of(exc)]) from None
+        return policy
+
+    def read_rental() -> str:
+        rental = get("rental", str, "on-demand")
+        if rental not in RENTALS:
+            raise fail("rental", f"expected one of {', '.join(RENTALS)}, got {rental!r}")
+        return str(rental)
+
+    def read_notify() -> list[str]:
+        notify = get("notify", list, [])
+        if not all(isinstance(n, str) and n.strip() for n in notify):
+            raise fail("notify", "expected a list of notification URLs (strings)")
+        return list(notify)
+
+    def read_artifacts_dir() -> str | None:
+        artifacts_dir = get("artifacts_dir", str, None)
+        if artifacts_dir is not None and not artifacts_dir.strip():
+            raise fail("artifacts_dir", "expected a folder path, got an empty string")
+        return None if artifacts_dir is None else str(artifacts_dir)
+
+    def read_upload() -> list[str]:
+        upload = get("upload", list, [])
+        if len(upload) > MAX_UPLOADS or not all(
+            isinstance(u, str) and u.strip() and "\0" not in u for u in upload
+        ):
+            raise fail("upload", f"expected a list of up to {MAX_UPLOADS} local paths (strings)")
+        return list(upload)
+
+    # every problem of the file, each with its key and why, not only the first
+    problems: list[str] = []
+
+    def check(read: Callable[[], T], fallback: T) -> T:
+        try:
+            return read()
+        except ConfigError as exc:
+            problems.extend(problems_of(exc))
+            return fallback
+
+    for key in data:
+        if key not in known:
+            problems.append(str(fail(key, unknown_key(key, known))))
+    name = check(read_name, "")
+    image = check(read_image, "")
+    image_cuda = check(read_cuda, 0.0)
+    disk = check(lambda: number("disk_gb", 20, lo=1, hi=2000, open_lo=False), 20.0)
+    query: OfferTerms = check(read_offer_query, {})
+    max_dph = check(lambda: number("max_dph", hi=1000), 0.0)
+    fleet = check(read_fleet, 1)
+    max_creates = check(read_max_creates, fleet)
+    budget = check(lambda: number("budget_usd", hi=1e9), 0.0)
+    deadline = check(lambda: number("deadline_min") if "deadline_min" in data else None, None)
+    poll = check(lambda: number("poll_s", 10.0, hi=86_400), 10.0)
+    http_timeout = check(
+        lambda: number("http_timeout_s", hi=3600) if "http_timeout_s" in data else None, None
+    )
+    policy: dict[str, Any] = check(read_policy, {})
+    rental = check(read_rental, "on-demand")
     # a bid is the machine's price, capped at $32/h per GPU: 256 on an 8-GPU machine
-    max_bid = number("max_bid_dph", lo=0.001, hi=256.0) if "max_bid_dph" in data else None
-    notify = get("notify", list, [])
-    if not all(isinstance(n, str) and n.strip() for n in notify):
-        raise fail("notify", "expected a list of notification URLs (strings)")
-    artifacts_dir = get("artifacts_dir", str, None)
-    if artifacts_dir is not None and not artifacts_dir.strip():
-        raise fail("artifacts_dir", "expected a folder path, got an empty string")
-    upload = get("upload", list, [])
-    if len(upload) > MAX_UPLOADS or not all(
-        isinstance(u, str) and u.strip() and "\0" not in u for u in upload
-    ):
-        raise fail("upload", f"expected a list of up to {MAX_UPLOADS} local paths (strings)")
-    jobs_raw = get("jobs", list, [])
+    max_bid = check(
+        lambda: number("max_bid_dph", lo=0.001, hi=256.0) if "max_bid_dph" in data else None,
+        None,
+    )
+    notify: list[str] = check(read_notify, [])
+    artifacts_dir = check(read_artifacts_dir, None)
+    upload: list[str] = check(read_upload, [])
+    jobs_raw: list[Any] = check(lambda: get("jobs", list, []), [])
     jobs: list[Job] = []
     for i, raw in enumerate(jobs_raw):
         where = f"jobs[{i}]"
         if not isinstance(raw, dict):
-            raise fail("jobs", f"{where} is not a table")
-        jobs.append(_job(raw, i, where, _job_fail(text, source, i)))
+            problems.append(str(fail("jobs", f"{where} is not a table")))
+            continue
+        try:
+            jobs.append(_job(raw, i, where, _job_fail(text, source, i)))
+        except ConfigError as exc:
+            problems.extend(problems_of(exc))
     names = [j.name for j in jobs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         again = next(k for k, n in enumerate(names) if n in names[:k])
-        raise _job_fail(text, source, again)(
-            "name", f"jobs[{again}].name: job names must be unique; repeated: {', '.join(dup)}"
+        problems.append(
+            str(
+                _job_fail(text, source, again)(
+                    "name",
+                    f"jobs[{again}].name: job names must be unique; repeated: {', '.join(dup)}",
+                )
+            )
         )
     clash = shared_checkpoint(jobs)
     if clash is not None:
         a, b, path = clash
-        raise fail(
-            "checkpoint",
-            f"jobs {a} and {b} share the checkpoint folder {path!r} on a host: one would "
-            "resume from the other's state (give each job its own checkpoint or workdir)",
+        problems.append(
+            str(
+                fail(
+                    "checkpoint",
+                    f"jobs {a} and {b} share the checkpoint folder {path!r} on a host: one "
+                    "would resume from the other's state (give each job its own checkpoint or "
+                    "workdir)",
+                )
+            )
         )
+    if problems:
+        raise ConfigErrors(source, problems)
     return Campaign(
         name=name,
         image=image,
@@ -304,6 +385,12 @@ def _job_fail(text: str, source: str, index: int) -> Callable[[str, str], Config
 
 
 def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], ConfigError]) -> Job:
+    """The `i`-th job; else ConfigErrors with every problem of it, each at its key's line."""
+    problems: list[str] = []
+
+    def bad(key: str, msg: str) -> None:
+        problems.append(str(fail(key, msg)))
+
     def field_of(key: str, kind: type | tuple[type, ...], default: Any) -> Any:
         value = raw.get(key, default)
         if isinstance(value, bool) or not isinstance(value, kind):
@@ -311,29 +398,35 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
         return value
 
     def number(key: str, default: float, hi: float) -> float:
-        value = float(field_of(key, (int, float), default))
-        return _in_range(value, 0, hi, True, lambda msg: fail(key, f"{where}.{key}: {msg}"))
+        try:
+            value = float(field_of(key, (int, float), default))
+            return _in_range(value, 0, hi, True, lambda msg: fail(key, f"{where}.{key}: {msg}"))
+        except ConfigError as exc:
+            problems.append(str(exc))
+            return default
 
-    unknown = sorted(set(raw) - JOB_KEYS)
-    if unknown:
-        raise fail(unknown[0], f"{where}.{unknown[0]}: {unknown_key(unknown[0], JOB_KEYS)}")
+    for key in sorted(set(raw) - JOB_KEYS):
+        bad(key, f"{where}.{key}: {unknown_key(key, JOB_KEYS)}")
     jname = raw.get("name", f"job-{i + 1}")
     if not isinstance(jname, str) or not NAME.fullmatch(jname):
-        raise fail("name", f"{where}.name: letters, digits, '.', '_' or '-' (it names a folder)")
+        bad("name", f"{where}.name: letters, digits, '.', '_' or '-' (it names a folder)")
+        jname = f"job-{i + 1}"
     if jname in (".", ".."):
-        raise fail("name", f"{where}.name: {jname!r} is not a folder name")
+        bad("name", f"{where}.name: {jname!r} is not a folder name")
     run = raw.get("run")
     if not isinstance(run, str) or not run.strip():
-        raise fail("run", f"{where}.run: a command is required")
+        bad("run", f"{where}.run: a command is required")
     env = raw.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise fail("env", f"{where}.env: expected a table of strings")
+        bad("env", f"{where}.env: expected a table of strings")
+        env = {}
     allowed = raw.get("allow_secret_env", [])
     if not isinstance(allowed, list) or not all(isinstance(a, str) for a in allowed):
-        raise fail("allow_secret_env", f"{where}.allow_secret_env: expected a list of env names")
+        bad("allow_secret_env", f"{where}.allow_secret_env: expected a list of env names")
+        allowed = []
     secret = [k for k in env if SECRET_HINTS.search(k) and k not in allowed]
     if secret:
-        raise fail(
+        bad(
             "env",
             f"{where}.env: {', '.join(secret)} looks like a secret; nothing secret "
             "is pushed onto a stranger's host (pull artifacts off instead, or name it in "
@@ -346,36 +439,49 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
         or ckpt.startswith(("/", "~"))
         or ".." in ckpt.split("/")
     ):
-        raise fail("checkpoint", f"{where}.checkpoint: a relative path inside the job's folder")
+        bad("checkpoint", f"{where}.checkpoint: a relative path inside the job's folder")
     arts = raw.get("artifacts", [])
     if not isinstance(arts, list) or not all(isinstance(a, str) for a in arts):
-        raise fail("artifacts", f"{where}.artifacts: expected a list of paths")
+        bad("artifacts", f"{where}.artifacts: expected a list of paths")
+        arts = []
     for art in arts:  # refused here, before anything is rented, not at the job's end
         if not _inside_job_folder(art):
-            raise fail(
+            bad(
                 "artifacts",
                 f"{where}.artifacts: {art!r} is not a relative path inside the job's folder",
             )
     ref_gpu = raw.get("ref_gpu")
     if ref_gpu is not None and (not isinstance(ref_gpu, str) or not ref_gpu.strip()):
-        raise fail("ref_gpu", f'{where}.ref_gpu: a GPU name, e.g. "RTX 4090"')
+        bad("ref_gpu", f'{where}.ref_gpu: a GPU name, e.g. "RTX 4090"')
     ref_hours = number("ref_hours", 1, 10_000) if "ref_hours" in raw else None
     if (ref_gpu is None) != (ref_hours is None):
         missing = "ref_hours" if ref_hours is None else "ref_gpu"
-        raise fail(missing, f"{where}.{missing}: ref_gpu and ref_hours size a job together")
-    retries = field_of("retries", int, 1)
+        bad(missing, f"{where}.{missing}: ref_gpu and ref_hours size a job together")
+    try:
+        retries = field_of("retries", int, 1)
+    except ConfigError as exc:
+        problems.append(str(exc))
+        retries = 1
     if not 0 <= retries <= 1000:
-        raise fail("retries", f"{where}.retries: must be between 0 and 1000")
+        bad("retries", f"{where}.retries: must be between 0 and 1000")
+    try:
+        workdir = field_of("workdir", str, ".")
+    except ConfigError as exc:
+        problems.append(str(exc))
+    timeout_s = number("timeout_min", 360, 100 * 24 * 60) * 60
+    checkpoint_every_s = number("checkpoint_every_min", 10, 24 * 60) * 60
+    if problems:
+        raise ConfigErrors(where, problems)
     return Job(
         name=jname,
-        run=run,
-        workdir=field_of("workdir", str, "."),
+        run=str(run),
+        workdir=workdir,
         env=env,
         artifacts=tuple(arts),
-        timeout_s=number("timeout_min", 360, 100 * 24 * 60) * 60,
+        timeout_s=timeout_s,
         retries=retries,
         checkpoint=ckpt,
-        checkpoint_every_s=number("checkpoint_every_min", 10, 24 * 60) * 60,
+        checkpoint_every_s=checkpoint_every_s,
         secret_env=tuple(k for k in env if k in allowed),
         ref_gpu=ref_gpu.strip() if ref_gpu else None,
         ref_hours=ref_hours,

@@ -29,3 +29,20 @@ class ConfigError(RentwatchError):
     """A scenario or campaign file that cannot be used as written."""
 
     title = "bad configuration"
+
+
+class ConfigErrors(ConfigError):
+    """Every problem found in one file, each with its key and why: one fix-and-retry round
+    for all of them, not one per problem. Alone, a problem reads as a ConfigError of its own."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.problems = tuple(problems)
+        one = len(problems) == 1
+        super().__init__(
+            problems[0] if one else f"{source}: {len(problems)} problems: " + "; ".join(problems)
+        )
+
+
+def problems_of(exc: ConfigError) -> list[str]:
+    """The problems `exc` says, one string each."""
+    return list(exc.problems) if isinstance(exc, ConfigErrors) else [str(exc)]

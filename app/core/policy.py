@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .blame.patterns import DEFAULT_FATAL_PATTERNS
-from .errors import ConfigError
+from .errors import ConfigError, ConfigErrors
 from .offers.track_record import HALF_LIFE_H
 from .preflight.verdict import CheckPolicy
 
@@ -74,25 +74,34 @@ class Policy:
     checks: CheckPolicy = CheckPolicy()
 
     def with_overrides(self, overrides: dict[str, Any]) -> Policy:
-        fields = self.__dataclass_fields__
         clean: dict[str, Any] = {}
+        problems: list[str] = []  # every bad setting at once, not only the first
         for key, value in overrides.items():
-            if key in REMOVED:
-                raise ConfigError(f"policy: {key!r} was removed ({REMOVED[key]}): delete it")
-            if key not in fields or key == "name":
-                raise ConfigError(f"policy: unknown setting {key!r}")
-            if key == "fatal_patterns":
-                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise ConfigError("policy.fatal_patterns: expected a list of strings")
-                value = tuple(value)
-            elif key == "checks":
-                value = _checks(self.checks, value)
-            elif value is False and "None" in str(fields[key].type):
-                value = None  # TOML has no null: `false` switches an optional window off
-            else:
-                _check_setting(key, str(fields[key].type), value)
-            clean[key] = value
+            try:
+                clean[key] = self._setting(key, value)
+            except ConfigError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise ConfigErrors("policy", problems)
         return replace(self, **clean)
+
+    def _setting(self, key: str, value: Any) -> Any:
+        """`value` as the setting `key` takes it, else ConfigError."""
+        fields = self.__dataclass_fields__
+        if key in REMOVED:
+            raise ConfigError(f"policy: {key!r} was removed ({REMOVED[key]}): delete it")
+        if key not in fields or key == "name":
+            raise ConfigError(f"policy: unknown setting {key!r}")
+        if key == "fatal_patterns":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError("policy.fatal_patterns: expected a list of strings")
+            return tuple(value)
+        if key == "checks":
+            return _checks(self.checks, value)
+        if value is False and "None" in str(fields[key].type):
+            return None  # TOML has no null: `false` switches an optional window off
+        _check_setting(key, str(fields[key].type), value)
+        return value
 
 
 RANKS = ("price", "expected_cost")

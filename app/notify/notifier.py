@@ -20,7 +20,7 @@ from pathlib import Path
 
 import apprise
 
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, ConfigErrors
 from .events import (
     DEFAULT_MIN_LEVEL,
     TITLE_LIMIT,
@@ -325,18 +325,22 @@ def load_user_config(
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    problems: list[str] = []  # both said at once
     urls = data.get("notify", [])
     if isinstance(urls, str):
         urls = [urls]
     if not isinstance(urls, list) or not all(isinstance(u, str) and u.strip() for u in urls):
-        raise ConfigError(f"{path}: `notify` must be a list of apprise URLs (strings)")
+        problems.append(f"{path}: `notify` must be a list of apprise URLs (strings)")
     level = data.get("notify_level", DEFAULT_MIN_LEVEL)
     if not isinstance(level, str):
-        raise ConfigError(f"{path}: `notify_level` must be a string")
-    try:
-        level_rank(level)
-    except ValueError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        problems.append(f"{path}: `notify_level` must be a string")
+    else:
+        try:
+            level_rank(level)
+        except ValueError as exc:
+            problems.append(f"{path}: {exc}")
+    if problems:
+        raise ConfigErrors(str(path), problems)
     return UserNotifyConfig(urls=tuple(u.strip() for u in urls), level=level, path=path)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from . import served
 from .api import MarketAPI
 from .clock import SimClock
 from .market import SimMarket
@@ -62,6 +63,7 @@ class SimServer:
         await site.start()
         self.port = self._runner.addresses[0][1]
         self.api.base_url = self.url
+        served.add(self.url)
         self.ssh = SSHHosts(self.market, self.url)
         if self.scenario.webhook_url:
             self.webhooks = WebhookSender(
@@ -82,6 +84,7 @@ class SimServer:
             await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
+        served.discard(self.url)
         if self._ticker:
             self._ticker.cancel()
         if self._runner:

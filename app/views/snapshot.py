@@ -15,6 +15,7 @@ from ..core.text import clean
 from ..engine.attempt import Attempt
 from ..engine.ending import end_command
 from ..engine.supervisor import Supervisor
+from ..sim.served import served_here
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,9 @@ class FleetReadout:
     cancelled: int = 0
     # `rentwatch end` for this campaign as it works when pasted (its ledger, its market)
     end_command: str = ""
+    # the market is a simulator inside the engine's process (the demo's): it and every rental
+    # on it end with that process, and nothing is left billing
+    market_built_in: bool = False
 
     @property
     def stopped(self) -> int:
@@ -387,6 +391,8 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
             )
         )
     rows.sort(key=lambda r: (r.ended_at is not None, -r.created_at))
+    url = sup.market.base_url
+    built_in = served_here(url)
     return FleetReadout(
         time_scale=float(sup.market.time_scale or 1.0),
         budget_usd=sup.campaign.budget_usd,
@@ -416,5 +422,8 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         observed=observed,
         observed_dph=observed_dph,
         engine_error=clean(sup.failure, 300) if sup.failure else None,
-        end_command=end_command(sup.campaign.name, sup.ledger.path, sup.market.base_url),
+        # a market built into this process is gone with it: not named (the command ends the
+        # campaign through its controller while that runs)
+        end_command=end_command(sup.campaign.name, sup.ledger.path, "" if built_in else url),
+        market_built_in=built_in,
     )
