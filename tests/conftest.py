@@ -41,6 +41,70 @@ def _compile_once() -> None:
 _compile_once()
 
 
+# The slowest tests, slowest first (`--durations` of a whole run): they start first, so under
+# xdist none starts late and runs on alone while the other workers sit idle. With
+# `--maxschedchunk 1` (pyproject.toml) each worker takes the next test when it frees, not a
+# block of them, so the slowest spread over the workers. An entry without `[...]` covers each
+# of its parameters.
+SLOWEST_FIRST = (
+    "tests/test_memory_campaigns.py::test_the_second_campaign_skips_the_firsts_duds_and_prefers_what_delivered",
+    "tests/test_referee_floor.py::test_every_policys_bill_is_at_or_above_its_runs_floor",
+    "tests/test_rescue.py::test_a_moved_job_starts_from_the_state_copied_off_its_paused_rental",
+    "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[xid_mid_job]",
+    "tests/test_referee_floor.py::test_a_warm_run_scores_a_second_campaign_whose_jobs_really_run",
+    "tests/test_referee.py::test_kept_logs_hold_each_runs_evidence_and_its_bill_decomposes",
+    "tests/test_packaging.py::test_the_wheel_installs_and_runs",
+    "tests/test_leaks.py::test_a_restart_after_ctrl_c_starts_its_proven_rentals_before_creating",
+    "tests/test_jobs.py::test_kill_9_mid_jobs_reattaches",
+    "tests/test_service_hour.py::test_an_hour_of_market_time_watched_and_queried_equals_the_truth",
+    "tests/test_chaos.py::test_chaos_invariants",
+    "tests/test_ssh_keys.py::test_a_restart_with_a_new_key_attaches_it_to_what_it_adopts",
+    "tests/test_jobs.py::test_twelve_jobs_on_a_fleet_of_three",
+    "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[slow_net]",
+    "tests/test_jobs_cli.py::test_jobs_and_logs_through_the_controller_then_from_the_ledger",
+    "tests/test_probe_readers.py::test_any_sampler_document_is_taken_or_refused_whole",
+    "tests/test_silent_host.py::test_a_host_that_connects_then_hangs_is_stopped_and_its_job_goes_elsewhere",
+    "tests/test_service.py::test_campaign_served_while_it_runs",
+    "tests/test_price_engine.py::test_an_increase_dearer_than_a_move_is_rejected_and_the_work_moves",
+    "tests/test_exit_trap.py::test_watchdog_stops_verified_hosts_after_kill_9",
+    "tests/test_jobs_cli.py::test_a_running_jobs_output_off_its_host_when_no_controller_runs",
+    "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[bad_day]",
+    "tests/test_jobs.py::test_second_campaign_learns_from_the_first",
+    "tests/test_leaks.py::test_ctrl_c_names_its_stopped_rentals_and_the_printed_end_works",
+    "tests/test_exit_trap.py::test_the_watchdog_arms_on_an_image_that_is_not_vasts[ssh0]",
+    "tests/test_ledger.py::test_sql_billing_equals_pure_function",
+    "tests/test_price_engine.py::test_an_increase_still_worth_it_is_accepted_billed_and_reconciled",
+    "tests/test_shared_workdir.py::test_what_a_job_left_running_stops_when_it_ends",
+    "tests/test_hostile_market.py::test_lying_min_bids_place_no_losing_or_absurd_bid_and_leak_nothing",
+    "tests/test_probes.py::test_real_preflight_on_cpu_passes_the_validator",
+    "tests/test_leaks.py::test_a_signal_while_a_create_is_answered_slowly_releases_that_rental",
+    "tests/test_metrics_starve.py::test_a_campaign_finishes_its_jobs_with_250_idle_metrics_connections",
+    "tests/test_jobs.py::test_interrupted_job_resumes_from_its_checkpoint",
+    "tests/test_referee.py::test_family_runs_every_policy_on_each_market",
+    "tests/test_hostile_market.py::test_a_nan_row_costs_one_row_not_the_fleets_supervision",
+    "tests/test_bid_campaign.py::test_a_campaign_on_the_bid_tier_keeps_its_work_and_leaks_nothing",
+    "tests/test_hostile_host.py::test_changed_host_key_is_refused_recorded_and_stopped[after-restart]",
+    "tests/test_client.py::test_faulty_market_long_sequence_no_duplicate_create",
+    "tests/test_preview_rents.py::test_plan_prices_the_job_set_from_the_policy_odds_and_the_ledger",
+    "tests/test_end_cli.py::test_direct_end_stops_then_destroy_ends_everything",
+    "tests/test_fuzz.py::test_sql_through_the_sandbox_changes_nothing",
+    "tests/test_watch_ownership.py::test_hand_made_instances_survive_watch_and_quit[False]",
+    "tests/test_watch_ownership.py::test_hand_made_instances_survive_watch_and_quit[True]",
+    "tests/test_hostile_market.py::test_a_slow_answer_does_not_stop_supervision",
+    "tests/test_dashboard_end.py::test_end_from_the_dashboard_destroys_everything_through_the_controller",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    last = len(rank)
+
+    def place(item: pytest.Item) -> int:
+        return rank.get(item.nodeid, rank.get(item.nodeid.split("[")[0], last))
+
+    items.sort(key=place)  # stable: the rest keep the order they were collected in
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
