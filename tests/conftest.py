@@ -42,10 +42,10 @@ _compile_once()
 
 
 # The slowest tests, slowest first (`--durations` of a whole run): they start first, so under
-# xdist none starts late and runs on alone while the other workers sit idle. With
-# `--maxschedchunk 1` (pyproject.toml) each worker takes the next test when it frees, not a
-# block of them, so the slowest spread over the workers. An entry without `[...]` covers each
-# of its parameters.
+# xdist none starts late and runs on alone while the other workers sit idle. Under
+# `--dist loadgroup` (pyproject.toml) each worker takes the next test as it frees, not a block
+# of them, so the slowest spread over the workers. An entry without `[...]` covers each of its
+# parameters.
 SLOWEST_FIRST = (
     "tests/test_memory_campaigns.py::test_the_second_campaign_skips_the_firsts_duds_and_prefers_what_delivered",
     "tests/test_referee_floor.py::test_every_policys_bill_is_at_or_above_its_runs_floor",
