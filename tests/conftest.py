@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import hypothesis  # noqa: F401  (imported now, not by its plugin's end-of-run summary)
 import pytest
+from filelock import FileLock
 from rentwatch.referee.stepped import stepped_clock
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
@@ -42,8 +45,8 @@ _compile_once()
 
 
 # The slowest tests, slowest first (`--durations` of a whole run): they start first, so under
-# xdist none starts late and runs on alone while the other workers sit idle. Under
-# `--dist loadgroup` (pyproject.toml) each worker takes the next test as it frees, not a block
+# xdist none starts late and runs on alone while the other workers sit idle. With
+# `--maxschedchunk 1` (pyproject.toml) each worker takes the next test as it frees, not a block
 # of them, so the slowest spread over the workers. An entry without `[...]` covers each of its
 # parameters.
 SLOWEST_FIRST = (
@@ -51,7 +54,6 @@ SLOWEST_FIRST = (
     "tests/test_referee_floor.py::test_every_policys_bill_is_at_or_above_its_runs_floor",
     "tests/test_rescue.py::test_a_moved_job_starts_from_the_state_copied_off_its_paused_rental",
     "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[xid_mid_job]",
-    "tests/test_referee_floor.py::test_a_warm_run_scores_a_second_campaign_whose_jobs_really_run",
     "tests/test_referee.py::test_kept_logs_hold_each_runs_evidence_and_its_bill_decomposes",
     "tests/test_packaging.py::test_the_wheel_installs_and_runs",
     "tests/test_leaks.py::test_a_restart_after_ctrl_c_starts_its_proven_rentals_before_creating",
@@ -103,6 +105,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return rank.get(item.nodeid, rank.get(item.nodeid.split("[")[0], last))
 
     items.sort(key=place)  # stable: the rest keep the order they were collected in
+
+
+def played_once(factory: pytest.TempPathFactory, name: str, play: Callable[[], Any]) -> Any:
+    """`play()`'s JSON answer, played once for the whole run: under xdist the first worker to
+    ask plays it and keeps the answer where every worker of the run looks (the folder above
+    theirs), and a worker that asks meanwhile waits for it. (`xdist_group` cannot do this:
+    under pytest 9 xdist's group mark no longer reaches the scheduler.)"""
+    root = factory.getbasetemp()
+    shared = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    kept = shared / f"played-{name}.json"
+    with FileLock(str(kept) + ".lock"):
+        if kept.exists():
+            return json.loads(kept.read_text())
+        kept.write_text(json.dumps(play()))
+        return json.loads(kept.read_text())  # the same types for the worker that played it
 
 
 def free_port() -> int:

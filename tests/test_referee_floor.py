@@ -28,6 +28,8 @@ from rentwatch.sim.machines import keyed_rng
 from rentwatch.sim.market import SimMarket
 from rentwatch.sim.scenario import DEFAULT_KNOBS, DELIVERING, SLOW_PULL_KNOBS, parse_scenario
 
+from .conftest import played_once
+
 H = 3600.0
 REF = 100.0  # the reference GPU's TFLOP/s in these tables
 
@@ -347,12 +349,7 @@ TIER_SCENARIO = {
 }
 
 
-@pytest.fixture(scope="module")
-def tier_runs() -> tuple[dict, dict]:
-    """The tier market played once for the two tests below (in one xdist group, so on one
-    worker): `naive` and `seed` cold, and `default` warm, whose earlier campaign is a cold run
-    of the same shape, scored as one. `naive` delivers nothing here and would play to the
-    deadline: 180 market minutes is past when `seed` finishes its jobs (132)."""
+def _play_tier() -> tuple[dict, dict]:
     scen = parse_scenario(TIER_SCENARIO)
     camp = load_campaign(CAMPAIGN.replace("fleet = 2", "fleet = 1"))
     # its lag is not this test's subject (tests/test_referee_clock.py): a bound a loaded box
@@ -363,7 +360,15 @@ def tier_runs() -> tuple[dict, dict]:
     return cold, warm
 
 
-@pytest.mark.xdist_group("tier_runs")
+@pytest.fixture
+def tier_runs(tmp_path_factory) -> tuple[dict, dict]:
+    """The tier market played once for the two tests below (`played_once`, even on two
+    xdist workers): `naive` and `seed` cold, and `default` warm, whose earlier campaign is a
+    cold run of the same shape, scored as one. `naive` delivers nothing here and would play to
+    the deadline: 180 market minutes is past when `seed` finishes its jobs (132)."""
+    return played_once(tmp_path_factory, "tier-runs", _play_tier)
+
+
 def test_every_policys_bill_is_at_or_above_its_runs_floor(tier_runs):
     cold, warm = tier_runs
     [default] = warm["runs"]
@@ -379,7 +384,6 @@ def test_every_policys_bill_is_at_or_above_its_runs_floor(tier_runs):
     assert warm["summary"]["default"]["vs_floor"] >= 1.0
 
 
-@pytest.mark.xdist_group("tier_runs")
 def test_a_warm_run_scores_a_second_campaign_whose_jobs_really_run(tier_runs):
     _, out = tier_runs
     [run] = out["runs"]
