@@ -12,6 +12,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 
 PY = sys.executable
@@ -19,6 +20,23 @@ PY = sys.executable
 TARGETS: dict[str, tuple[str, list[str]]] = {
     "ledger": ("Ledger at scale", [PY, "-m", "bench.ledger_bench"]),
     "ledger-open": ("The test suite", [PY, "-m", "bench.ledger_open"]),
+    "suite": (
+        "The test suite",
+        [
+            PY,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "bench.pytest_cpu",
+            "--cpu-out",
+            os.path.join(tempfile.gettempdir(), "rentwatch-suite-cpu.txt"),
+            "-n",
+            "3",
+            "tests",
+        ],
+    ),
     "tui": ("Dashboard", [PY, "-m", "bench.tui_bench", "--seconds", "15"]),
     "engine": ("Engine at scale", [PY, "-m", "bench.engine_bench"]),
     "service": ("Dashboard over the controller's socket", [PY, "-m", "bench.service_bench"]),

@@ -22,6 +22,23 @@ from pathlib import Path
 SOURCE = Path(__file__).resolve().parent.parent
 
 
+EVERY_HELP = """
+import contextlib, io
+from rentwatch.cli.main import build_parser, main
+sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+for name in sub.choices:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            code = main([name, "--help"])
+        except SystemExit as exc:
+            code = exc.code
+    if code not in (0, None) or "usage:" not in out.getvalue():
+        raise SystemExit(f"{name} --help exited {code}: {out.getvalue()[-400:]}")
+print(" ".join(sub.choices))
+"""
+
+
 def fail(why: str) -> None:
     print(f"installed-check: FAIL {why}", file=sys.stderr)
     raise SystemExit(1)
@@ -44,20 +61,11 @@ def main() -> int:
     where = run([sys.executable, "-c", "import rentwatch, sys; print(rentwatch.__file__)"])
     if Path(where.strip()).resolve().is_relative_to(SOURCE / "app"):
         fail(f"rentwatch imported from the source tree ({where.strip()}), not the install")
-    subcommands = run(
-        [
-            sys.executable,
-            "-c",
-            "from rentwatch.cli.main import build_parser\n"
-            "p = build_parser()\n"
-            "sub = next(a for a in p._actions if a.__class__.__name__ == '_SubParsersAction')\n"
-            "print(' '.join(sub.choices))",
-        ]
-    ).split()
     rw = [args.rentwatch]
     run([*rw, "--help"])
-    for name in subcommands:
-        run([*rw, name, "--help"])
+    # every command's --help in one process: the installed command builds the whole parser
+    # at each start, so a process per command would only start Python again
+    subcommands = run([sys.executable, "-c", EVERY_HELP]).split()
     print(f"installed-check: --help of rentwatch and its {len(subcommands)} commands answered")
     with tempfile.TemporaryDirectory() as tmp:  # a command that loads the SSH side, quietly
         run([*rw, "ls"], env=dict(os.environ, XDG_RUNTIME_DIR=tmp, RENTWATCH_RUNTIME_DIR=tmp))

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import hypothesis  # noqa: F401  (imported now, not by its plugin's end-of-run summary)
 import pytest
+from filelock import FileLock
 from rentwatch.referee.stepped import stepped_clock
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
@@ -39,6 +42,106 @@ def _compile_once() -> None:
 
 
 _compile_once()
+
+
+# The slowest tests, slowest first (`--durations` of a whole run): they start first, so under
+# xdist none starts late and runs on alone while the other workers sit idle. With
+# `--maxschedchunk 1` (pyproject.toml) each worker takes the next test as it frees, not a block
+# of them, so the slowest spread over the workers. An entry without `[...]` covers each of its
+# parameters.
+SLOWEST_FIRST = (
+    "tests/test_memory_campaigns.py::test_the_second_campaign_skips_the_firsts_duds_and_prefers_what_delivered",
+    "tests/test_rescue.py::test_a_moved_job_starts_from_the_state_copied_off_its_paused_rental",
+    "tests/test_referee_floor.py::test_every_policys_bill_is_at_or_above_its_runs_floor",
+    "tests/test_service.py::test_campaign_served_while_it_runs",
+    "tests/test_packaging.py::test_the_wheel_installs_and_runs",
+    "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[xid_mid_job]",
+    "tests/test_referee.py::test_kept_logs_hold_each_runs_evidence_and_its_bill_decomposes",
+    "tests/test_leaks.py::test_a_restart_after_ctrl_c_starts_its_proven_rentals_before_creating",
+    "tests/test_service_hour.py::test_an_hour_of_market_time_watched_and_queried_equals_the_truth",
+    "tests/test_multi_gpu_bids.py::test_a_bid_campaign_on_two_gpu_machines_rents_them_at_the_machines_bid",
+    "tests/test_jobs.py::test_kill_9_mid_jobs_reattaches",
+    "tests/test_probe_readers.py::test_any_sampler_document_is_taken_or_refused_whole",
+    "tests/test_jobs.py::test_twelve_jobs_on_a_fleet_of_three",
+    "tests/test_jobs_cli.py::test_jobs_and_logs_through_the_controller_then_from_the_ledger",
+    "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[bad_day]",
+    "tests/test_ledger.py::test_sql_billing_equals_pure_function",
+    "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[slow_net]",
+    "tests/test_probes.py::test_real_preflight_on_cpu_passes_the_validator",
+    "tests/test_jobs_cli.py::test_a_running_jobs_output_off_its_host_when_no_controller_runs",
+    "tests/test_probe_readers.py::test_any_preflight_document_gets_a_verdict",
+    "tests/test_exit_trap.py::test_restart_after_kill_9_adopts",
+    "tests/test_service.py::test_controller_killed_then_restarted_while_attached",
+    "tests/test_referee.py::test_family_runs_every_policy_on_each_market",
+    "tests/test_probe_readers.py::test_any_samples_give_a_throttle_reading",
+    "tests/test_rules.py::test_properties",
+    "tests/test_sim_price_rise.py::test_the_official_cli_lists_accepts_and_rejects",
+    "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[slow_disk]",
+    "tests/test_silent_host.py::test_a_host_that_connects_then_hangs_is_stopped_and_its_job_goes_elsewhere",
+    "tests/test_leaks.py::test_ctrl_c_names_its_stopped_rentals_and_the_printed_end_works",
+    "tests/test_probe_readers.py::test_any_output_is_a_document_or_a_probe_error",
+    "tests/test_service_attach.py::test_demo_runs_its_market_in_the_controller_and_survives_the_dashboard",
+    "tests/test_service_attach.py::test_watch_leaves_its_controller_running_then_a_second_dashboard_stops_it",
+    "tests/test_preflight_proof.py::test_a_real_run_answers_its_nonce_and_passes",
+    "tests/test_ssh_keys.py::test_a_restart_with_a_new_key_attaches_it_to_what_it_adopts",
+    "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[slow_hosts]",
+    "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[throttle_heavy]",
+    "tests/test_team_campaigns.py::test_the_second_controller_rents_none_of_the_machines_the_first_found_dead",
+    "tests/test_price_engine.py::test_an_increase_dearer_than_a_move_is_rejected_and_the_work_moves",
+    "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[article_24gb]",
+    "tests/test_jobs.py::test_second_campaign_learns_from_the_first",
+    "tests/test_preview_rents.py::test_plan_prices_the_job_set_from_the_policy_odds_and_the_ledger",
+    "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[article]",
+    "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[short_vram]",
+    "tests/test_preflight_proof.py::test_a_doctored_document_is_wrong_result",
+    "tests/test_newcomer_keys.py::test_end_from_the_dashboard_destroys_a_stopped_rental_too",
+    "tests/test_jobs.py::test_interrupted_job_resumes_from_its_checkpoint",
+    "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[narrow_pcie]",
+    "tests/test_exit_trap.py::test_the_watchdog_arms_on_an_image_that_is_not_vasts[ssh0]",
+    "tests/test_preflight_driver.py::test_vram_and_pcie_sections_on_the_fake",
+    "tests/test_referee_workers.py::test_a_signalled_referee_ends_its_workers_and_their_hosts[2]",
+    "tests/test_exit_trap.py::test_watchdog_stops_verified_hosts_after_kill_9",
+    "tests/test_sim_market.py::test_hundred_creates_shares_timings_and_billing",
+    "tests/test_service.py::test_an_attached_dashboard_sees_the_campaigns_end",
+    "tests/test_referee_workers.py::test_a_signalled_referee_ends_its_workers_and_their_hosts[15]",
+    "tests/test_metrics_starve.py::test_a_campaign_finishes_its_jobs_with_250_idle_metrics_connections",
+    "tests/test_pictures.py::test_the_spend_curve_ends_at_the_receipts_spend",
+    "tests/test_probe_readers.py::test_every_deep_check_reads_any_document",
+    "tests/test_hostile_market.py::test_lying_min_bids_place_no_losing_or_absurd_bid_and_leak_nothing",
+    "tests/test_referee_workers.py::test_workers_of_a_killed_referee_end_themselves",
+    "tests/test_shared_workdir.py::test_what_a_job_left_running_stops_when_it_ends",
+    "tests/test_leaks.py::test_a_market_down_exit_names_each_rental_still_billing",
+    "tests/test_leaks.py::test_a_signal_while_a_create_is_answered_slowly_releases_that_rental",
+    "tests/test_preview_rents.py::test_on_demand_campaign_rents_what_offers_named_first",
+    "tests/test_exit_trap.py::test_the_watchdog_arms_on_an_image_that_is_not_vasts[ssh1]",
+    "tests/test_sim_copy.py::test_the_official_cli_asks_a_copy_and_bad_bodies_are_refused",
+    "tests/test_hooks.py::test_routes_scheduling_and_build_output_abandon_no_healthy_host",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    last = len(rank)
+
+    def place(item: pytest.Item) -> int:
+        return rank.get(item.nodeid, rank.get(item.nodeid.split("[")[0], last))
+
+    items.sort(key=place)  # stable: the rest keep the order they were collected in
+
+
+def played_once(factory: pytest.TempPathFactory, name: str, play: Callable[[], Any]) -> Any:
+    """`play()`'s JSON answer, played once for the whole run: under xdist the first worker to
+    ask plays it and keeps the answer where every worker of the run looks (the folder above
+    theirs), and a worker that asks meanwhile waits for it. (`xdist_group` cannot do this:
+    under pytest 9 xdist's group mark no longer reaches the scheduler.)"""
+    root = factory.getbasetemp()
+    shared = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    kept = shared / f"played-{name}.json"
+    with FileLock(str(kept) + ".lock"):
+        if kept.exists():
+            return json.loads(kept.read_text())
+        kept.write_text(json.dumps(play()))
+        return json.loads(kept.read_text())  # the same types for the worker that played it
 
 
 def free_port() -> int:

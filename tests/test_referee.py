@@ -56,7 +56,10 @@ RATIOS = {
 def _referee_json(tmp_path, capsys, *more: str, campaign: str = CAMPAIGN + SHORT_JOB) -> dict:
     camp = tmp_path / "c.toml"
     camp.write_text(campaign)
-    args = ["referee", "--campaign", str(camp), "--policies", "seed,default", "--json", *more]
+    # in this process: the worker processes have tests of their own (test_referee_workers.py),
+    # and each would start Python and import the referee again
+    args = ["referee", "--campaign", str(camp), "--policies", "seed,default", "--json"]
+    args += ["--workers", "1", *more]
     assert main(args) == 0
     return json.loads(capsys.readouterr().out)
 

@@ -28,6 +28,8 @@ from rentwatch.sim.machines import keyed_rng
 from rentwatch.sim.market import SimMarket
 from rentwatch.sim.scenario import DEFAULT_KNOBS, DELIVERING, SLOW_PULL_KNOBS, parse_scenario
 
+from .conftest import played_once
+
 H = 3600.0
 REF = 100.0  # the reference GPU's TFLOP/s in these tables
 
@@ -347,28 +349,43 @@ TIER_SCENARIO = {
 }
 
 
-def test_every_policys_bill_is_at_or_above_its_runs_floor():
+def _play_tier() -> tuple[dict, dict]:
     scen = parse_scenario(TIER_SCENARIO)
     camp = load_campaign(CAMPAIGN.replace("fleet = 2", "fleet = 1"))
-    out = referee(scen, camp, ["naive", "seed", "default"], 1, workers=2, lag_bound_s=600.0)
-    for run in out["runs"]:
+    # its lag is not this test's subject (tests/test_referee_clock.py): a bound a loaded box
+    # stays under, as the clock's own end-to-end test sets; an invalid run says `why` and is
+    # left out of the summary (e81efea), so both campaigns must be valid to compare them
+    cold = referee(scen, camp, ["naive", "seed"], 1, workers=1, lag_bound_s=600.0, deadline_min=180)
+    warm = referee(scen, camp, ["default"], 1, warm=True, workers=1, lag_bound_s=600.0)
+    return cold, warm
+
+
+@pytest.fixture
+def tier_runs(tmp_path_factory) -> tuple[dict, dict]:
+    """The tier market played once for the two tests below (`played_once`, even on two
+    xdist workers): `naive` and `seed` cold, and `default` warm, whose earlier campaign is a
+    cold run of the same shape, scored as one. `naive` delivers nothing here and would play to
+    the deadline: 180 market minutes is past when `seed` finishes its jobs (132)."""
+    return played_once(tmp_path_factory, "tier-runs", _play_tier)
+
+
+def test_every_policys_bill_is_at_or_above_its_runs_floor(tier_runs):
+    cold, warm = tier_runs
+    [default] = warm["runs"]
+    for run in [*cold["runs"], default["warmup"], default]:
         assert run["total_usd"] >= run["floor_usd"] >= 0, run
         assert set(run["floor"]) == {"work_usd", "boot_usd", "bid_share"}
         if run["policy"] != "naive":  # naive may deliver nothing: then it owes no floor
             assert run["work_done"] > 0 and run["floor_usd"] > 0, run
         if run["floor_usd"] > 0:
             assert run["vs_floor"] == pytest.approx(run["total_usd"] / run["floor_usd"], abs=1e-3)
-    for policy in ("seed", "default"):
-        assert out["summary"][policy]["vs_floor"] >= 1.0
+    assert [r["policy"] for r in cold["runs"]] == ["naive", "seed"]
+    assert cold["summary"]["seed"]["vs_floor"] >= 1.0
+    assert warm["summary"]["default"]["vs_floor"] >= 1.0
 
 
-def test_a_warm_run_scores_a_second_campaign_whose_jobs_really_run():
-    scen = parse_scenario(TIER_SCENARIO)
-    camp = load_campaign(CAMPAIGN.replace("fleet = 2", "fleet = 1"))
-    # its lag is not this test's subject (tests/test_referee_clock.py): a bound a loaded box
-    # stays under, as the clock's own end-to-end test sets; an invalid run says `why` and is
-    # left out of the summary (e81efea), so both campaigns must be valid to compare them
-    out = referee(scen, camp, ["default"], 1, warm=True, workers=1, lag_bound_s=600.0)
+def test_a_warm_run_scores_a_second_campaign_whose_jobs_really_run(tier_runs):
+    _, out = tier_runs
     [run] = out["runs"]
     early = run["warmup"]
     assert run["valid"] and early["valid"], (run.get("why"), early.get("why"))

@@ -37,6 +37,9 @@ _STDIN_SCRIPT = re.compile(r"^\s*python3?\s+-(\s|$)")
 VAST_IMAGES = ("vastai/", "docker.io/vastai/")  # images whose sessions see the container's env
 ROOTED = ("/etc/environment", "/proc/1/environ")  # container paths kept in a host's sandbox
 SIM_CLOCK_ENV = "RENTWATCH_SIM_CLOCK"  # the market clock's file, as probes/watchdog.py reads it
+# AES-GCM, among OpenSSH's default ciphers (docs/fidelity.md): asyncssh's chacha20-poly1305,
+# the first a client asks for, builds its cipher again for every packet, the costlier by far
+SIM_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 
 def write_clock(path: Path, now: float) -> None:
@@ -200,6 +203,7 @@ class SSHHosts:
             allow_scp=False,
             keepalive_interval=0,
             encoding=None,
+            encryption_algs=SIM_CIPHERS,
         )
 
     def hang_sessions(self, iid: int) -> None:

@@ -141,13 +141,19 @@ _ALIASES = {
 }
 
 
+# the tables by their names as `_norm` spells them (the first of a spelling wins): the offer
+# book looks a model up for every offer at every poll
+_BY_NORM: dict[str, GpuSpec] = {}
+for _name, _spec in (*GPU_SPECS.items(), *OTHER_SPECS.items()):
+    _BY_NORM.setdefault(_norm(_name), _spec)
+
+
 def spec_for(gpu_name: str) -> GpuSpec | None:
     """The spec for a GPU name as the API or NVML spells it (prefixes, case, dashes ignored), or
     None."""
     key = _norm(gpu_name)
-    for name, spec in (*GPU_SPECS.items(), *OTHER_SPECS.items()):
-        if _norm(name) == key:
-            return spec
+    if key in _BY_NORM:
+        return _BY_NORM[key]
     alias = _ALIASES.get(key, "")
     return GPU_SPECS.get(alias) or OTHER_SPECS.get(alias)
 
