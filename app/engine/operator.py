@@ -26,7 +26,6 @@ from .intents import (
 )
 from .journal import Journal
 from .offers import OfferBook
-from .rentals import apply
 from .updates import DeadlinesFrom, HandedOver, Touched
 
 HUMAN = "human"
@@ -109,7 +108,7 @@ class Operator:
         return a
 
     def _touched(self, a: Attempt, act: str) -> None:
-        apply(self.journal, Touched(a, self.actions.market.now(), act))
+        self.journal.writer.emit(Touched(a, self.actions.market.now(), act))
 
     async def _stop(self, a: Attempt, reason: str) -> bool:
         """A stop. Of a verified, supervised instance it also lowers the wanted fleet, first,
@@ -132,7 +131,7 @@ class Operator:
         """A start: its deadlines count from now. One whose stop by a person lowered the fleet
         raises it back by one; one automation stopped leaves it as it is."""
         at = await self.actions.start(a, HUMAN, reason)
-        apply(self.journal, DeadlinesFrom(a, at))
+        self.journal.writer.emit(DeadlinesFrom(a, at))
         self._touched(a, STARTED_BY_PERSON)
         self.journal.say(f"start  i:{a.instance_id} by human: its deadlines count from now")
         if a.instance_id in self.lowered:
@@ -164,7 +163,7 @@ class Operator:
         if a.owned:
             raise AutomationRefused(f"instance {a.instance_id} is already supervised")
         now = self.actions.market.now()
-        apply(self.journal, HandedOver(a, now))
+        self.journal.writer.emit(HandedOver(a, now))
         self._touched(a, "handed over by a person")
         applies = (
             f"policy {self.policy}: boot, freeze and fatal-status rules (an instance that never "

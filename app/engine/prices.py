@@ -20,7 +20,6 @@ from .fleet import Fleet
 from .jobs.work import JobWork
 from .journal import Journal
 from .offers import OfferBook
-from .rentals import apply
 from .updates import IncreaseAccepted, Repriced
 
 K = EventKind
@@ -66,7 +65,7 @@ class PriceWatch:
             if a is None or iid in priced or not isinstance(at, int | float):
                 continue
             if isinstance(price, int | float) and isinstance(pid, int):
-                apply(self.journal, IncreaseAccepted(a, float(at), float(price), pid))
+                self.journal.writer.emit(IncreaseAccepted(a, float(at), float(price), pid))
                 self.answered.add(pid)
 
     def apply_due(self, now: float) -> None:
@@ -76,7 +75,7 @@ class PriceWatch:
             due = a.price_due
             if due is None or now < due[0]:
                 continue
-            apply(self.journal, Repriced(a, *due))
+            self.journal.writer.emit(Repriced(a, *due))
 
     async def look(self, now: float) -> None:
         if now - self.looked_at < LOOK_EVERY_S:
@@ -170,7 +169,7 @@ class PriceWatch:
         if v.accept:
             if inc.takes_effect_at is not None and inc.new_gpu_dph is not None:
                 when = max(inc.takes_effect_at, at)
-                apply(self.journal, IncreaseAccepted(a, when, new_gpu, inc.pending_id))
+                self.journal.writer.emit(IncreaseAccepted(a, when, new_gpu, inc.pending_id))
             return
         await self.move_off(a, v, at)
 

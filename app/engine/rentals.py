@@ -1,13 +1,26 @@
-"""The one writer of a rental's state: `apply(journal, update)`.
+"""The one writer of a rental's state: `apply(journal, update)`, and `Writer`, the one queue every
+update goes through to it.
 
 An update (`engine/updates.py`) is checked against the lifecycle's legal moves, puts the next
 version of the `Lifecycle` and the other fields the event changes on the attempt, and writes its
 ledger event and log line, so a change and its event are one thing. `apply` never awaits, so each
-update lands whole between two awaits (`tests/test_one_writer.py`)."""
+update lands whole between two awaits (`tests/test_one_writer.py`).
+
+While the poll loop runs (`rounds`, inside `Writer.writing`), its task is the only one that
+applies: an update emitted on it is applied at once, after whatever was queued before it; one a
+host task emits (preflight, tending, the SSH link, a job) is queued, the loop's wait wakes, and
+the poll's task applies the queue in order. A person's intent is run on the poll's task too,
+between two polls (`Writer.run`). With no poll loop running (before the first poll, at the end's
+release, `rentwatch end` on a bare session) nothing runs beside the caller: an update is applied
+where it is emitted (`tests/test_writer_queue.py`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.lifecycle import Phase
 from ..core.preflight.verdict import detect_throttle
@@ -72,7 +85,157 @@ if TYPE_CHECKING:
     from .journal import Journal
 
 K = EventKind
+T = TypeVar("T")
 PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last seen) is flagged
+
+
+class Writer:
+    """The queue of one supervisor's updates, and the task that applies them (above)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.queued: deque[tuple[Update, asyncio.Future[bool] | None]] = deque()
+        self.errands: deque[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any]]] = deque()
+        self.task: asyncio.Task[Any] | None = None  # the poll loop's, while it runs
+        self.arrived = asyncio.Event()  # something queued since the poll's task last looked
+        self.settling: set[asyncio.Task[None]] = set()  # errands left when the loop ended
+        self.deputies: set[asyncio.Task[Any]] = set()  # the poll's own work in a task (`spawn`)
+
+    def here(self) -> bool:
+        """Whether the caller may apply now: it is the poll's task, or no poll loop runs."""
+        if self.task is None:
+            return True
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing runs beside us
+            now = asyncio.current_task()
+            return now is self.task or now in self.deputies
+        return True
+
+    def spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """`work` in a task of its own (a create, whose answer must land even when the poll
+        that asked is cancelled) that writes as its caller does: the poll's work on the poll's
+        behalf, a host task's queued."""
+        task = asyncio.ensure_future(work)
+        if self.task is not None and self.here():
+            self.deputies.add(task)
+            task.add_done_callback(self.deputies.discard)
+        return task
+
+    def emit(self, u: Update) -> None:
+        """Hand `u` to the writer: applied now on the poll's task, else queued for it."""
+        if self.here():
+            self.drain()
+            apply(self.journal, u)
+        else:
+            self.queued.append((u, None))
+            self.arrived.set()
+
+    async def applied(self, u: Update) -> bool:
+        """`emit`, returning once `u` was applied (False: its move was illegal), for a caller
+        that reads what it changed."""
+        if self.here():
+            self.drain()
+            return apply(self.journal, u)
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.queued.append((u, done))
+        self.arrived.set()
+        return await done
+
+    def drain(self) -> None:
+        """Apply what was queued, in the order it was emitted (on the poll's task)."""
+        assert self.here(), "only the poll's task applies queued updates"
+        while self.queued:
+            u, done = self.queued.popleft()
+            try:
+                ok = apply(self.journal, u)
+            except Exception as exc:
+                if done is None:
+                    raise
+                if not done.done():
+                    done.set_exception(exc)
+                continue
+            if done is not None and not done.done():
+                done.set_result(ok)
+
+    async def run(self, work: Callable[[], Awaitable[T]]) -> T:
+        """`work()` on the poll's task, between two polls (at once where no poll loop runs)."""
+        if self.here():
+            return await work()
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self.errands.append((work, done))
+        self.arrived.set()
+        return await done
+
+    async def run_errands(self) -> bool:
+        """Run what `run` handed over, in order; True when there was any."""
+        ran = bool(self.errands)
+        while self.errands:
+            work, done = self.errands.popleft()
+            if not done.done():  # (done: its caller gave up before it started)
+                await _settle(work, done)
+        return ran
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """The current task (the poll loop's) applies every update until the block ends; then
+        what is left is applied, and the errands left run, where they were handed over."""
+        self.task = asyncio.current_task()
+        try:
+            yield
+        finally:
+            self.task = None
+            self.drain()
+            for work, done in self.errands:
+                if not done.done():
+                    t = asyncio.ensure_future(_settle(work, done))
+                    self.settling.add(t)
+                    t.add_done_callback(self.settling.discard)
+            self.errands.clear()
+
+    async def wait(
+        self,
+        end: float,
+        now: Callable[[], float],
+        wake: asyncio.Event | None,
+        until: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        """Until `now()` reaches `end` or an errand ends the loop (`until()`): False; or `wake` is
+        set: True. The updates and errands other tasks hand over meanwhile are taken as each
+        arrives."""
+        while True:
+            self.drain()
+            if await self.run_errands() and until():
+                return False
+            if wake is not None and wake.is_set():
+                return True
+            left = end - now()
+            if left <= 0:
+                return False
+            if self.queued or self.errands:
+                continue  # handed over while an errand ran
+            self.arrived.clear()
+            waits = [asyncio.ensure_future(self.arrived.wait())]
+            if wake is not None:
+                waits.append(asyncio.ensure_future(wake.wait()))
+            try:
+                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+
+
+async def _settle(work: Callable[[], Awaitable[Any]], done: asyncio.Future[Any]) -> None:
+    """`work()`'s result or error on `done`, as if its caller had run it itself."""
+    try:
+        result = await work()
+    except asyncio.CancelledError:
+        done.cancel()
+        raise
+    except Exception as exc:
+        if not done.done():
+            done.set_exception(exc)
+    else:
+        if not done.done():
+            done.set_result(result)
 
 
 def apply(j: Journal, u: Update) -> bool:
