@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.bidding.rental_check import rental_mismatch
@@ -29,26 +30,20 @@ ONSTART = "env >> /etc/environment;"
 MAX_ID = 2**53  # an id past what a JSON number holds exactly is garbled
 
 
+@dataclass(eq=False)
 class Actions:
-    def __init__(
-        self,
-        market: Market,
-        journal: Journal,
-        fleet: Fleet,
-        campaign: Campaign,
-        ended: Callable[[], tuple[str, str] | None] = lambda: None,
-    ) -> None:
-        self.market = market
-        self.journal = journal
-        self.fleet = fleet
-        self.campaign = campaign
-        # (actor, reason) once a person ended the campaign: a create still in flight then
-        # lands on a campaign that holds nothing, and is ended as it lands
-        self.ended = ended
-        # creates sent and not yet answered: a signal that cancels their caller does not
-        # cancel them (the market may be making the rental), and the release waits for them
-        self.creating: set[asyncio.Task[Attempt | None]] = set()
-        self.labels_in_flight: set[str] = set()  # their labels (the market may list them)
+    market: Market
+    journal: Journal
+    fleet: Fleet
+    campaign: Campaign
+    # (actor, reason) once a person ended the campaign: a create still in flight then
+    # lands on a campaign that holds nothing, and is ended as it lands
+    ended: Callable[[], tuple[str, str] | None] = lambda: None
+    # creates sent and not yet answered: a signal that cancels their caller does not
+    # cancel them (the market may be making the rental), and the release waits for them
+    creating: set[asyncio.Task[Attempt | None]] = field(default_factory=set, init=False)
+    # their labels (the market may list them)
+    labels_in_flight: set[str] = field(default_factory=set, init=False)
 
     async def change(self, a: Attempt, kind: EventKind, actor: str, reason: str) -> float:
         """Stop, start or destroy `a`: returns once it took effect; raises the market's refusal."""

@@ -36,32 +36,19 @@ class Outcome:
     reason: str
 
 
+@dataclass(eq=False)
 class Executor:
-    def __init__(
-        self,
-        market: Market,
-        fleet: Fleet,
-        journal: Journal,
-        actions: Actions,
-        blame_book: BlameBook,
-        offer_book: OfferBook,
-        operator: Operator,
-        tender: HostTender,
-        ssh: SSHRunner,
-        policy: Policy,
-        tier: TierWatch | None = None,
-    ) -> None:
-        self.market = market
-        self.fleet = fleet
-        self.journal = journal
-        self.actions = actions
-        self.blame_book = blame_book
-        self.offer_book = offer_book
-        self.operator = operator
-        self.tender = tender
-        self.ssh = ssh
-        self.policy = policy
-        self.tier = tier  # the interruptible tier's rebid, move and resume
+    market: Market
+    fleet: Fleet
+    journal: Journal
+    actions: Actions
+    blame_book: BlameBook
+    offer_book: OfferBook
+    operator: Operator
+    tender: HostTender
+    ssh: SSHRunner
+    policy: Policy
+    tier: TierWatch | None = None  # the interruptible tier's rebid, move and resume
 
     async def execute(self, d: Decision, fleet_set_at: float | None = None) -> Outcome | None:
         """Carry out one decision; a `Finish` comes back as the campaign's outcome."""

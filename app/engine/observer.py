@@ -7,6 +7,7 @@ not gone (`returned`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.bidding.tier import stop_cause
@@ -46,29 +47,23 @@ LOST_AFTER_S = 120.0  # a create may take this long to be listed before it count
 UNSEEN_WRITE_OFF = 10  # polls unseen, and unanswered when asked directly, before a write-off
 
 
+@dataclass(eq=False)
 class Observer:
-    def __init__(
-        self,
-        market: Market,
-        journal: Journal,
-        fleet: Fleet,
-        policy: Policy,
-        ssh: SSHRunner | None = None,
-        blame_book: BlameBook | None = None,
-        tier: TierWatch | None = None,
-    ) -> None:
-        self.market = market
-        self.journal = journal
-        self.fleet = fleet
-        self.policy = policy
-        self.ssh = ssh
-        self.blame_book = blame_book
-        self.bad_rows = 0  # rows skipped in all
-        self.returned: list[Attempt] = []  # held again this poll: the supervisor tends them
-        self._reported: set[int] = set()  # instances whose bad row is already in the ledger
-        self._reported_anon: set[str] = set()  # problems of rows without an id, in the ledger
-        self._client_bad = 0  # how many of the client's own skipped rows are in the ledger
-        self.tier = tier  # the interruptible tier: outbids and resumes
+    market: Market
+    journal: Journal
+    fleet: Fleet
+    policy: Policy
+    ssh: SSHRunner | None = None
+    blame_book: BlameBook | None = None
+    tier: TierWatch | None = None  # the interruptible tier: outbids and resumes
+    bad_rows: int = field(default=0, init=False)  # rows skipped in all
+    # held again this poll: the supervisor tends them
+    returned: list[Attempt] = field(default_factory=list, init=False)
+    # instances whose bad row is already in the ledger, problems of rows without an id there,
+    # and how many of the client's own skipped rows are
+    _reported: set[int] = field(default_factory=set, init=False)
+    _reported_anon: set[str] = field(default_factory=set, init=False)
+    _client_bad: int = field(default=0, init=False)
 
     async def observe(
         self,

@@ -5,6 +5,7 @@ operator's intent wins: a start resets deadlines, a stop of a verified instance 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ..core.lifecycle import Phase
 from ..core.rules import Create, Decision
@@ -34,25 +35,17 @@ HUMAN_RECENT_S = 10 * 60.0  # market seconds: a person's act this recent is name
 Resize = Callable[[int, str, str], int]  # (size, actor, reason) -> the old size
 
 
+@dataclass(eq=False)
 class Operator:
-    def __init__(
-        self,
-        actions: Actions,
-        fleet: Fleet,
-        offers: OfferBook,
-        journal: Journal,
-        resize: Resize,
-        policy: str,
-        wanted: Callable[[], int],
-    ) -> None:
-        self.actions = actions
-        self.fleet = fleet
-        self.offers = offers
-        self.journal = journal
-        self.resize = resize  # the supervisor's: records the change in the ledger
-        self.policy = policy
-        self.wanted = wanted  # the wanted fleet size now
-        self.lowered: set[int] = set()  # rentals whose stop by a person lowered the fleet
+    actions: Actions
+    fleet: Fleet
+    offers: OfferBook
+    journal: Journal
+    resize: Resize  # the supervisor's: records the change in the ledger
+    policy: str
+    wanted: Callable[[], int]  # the wanted fleet size now
+    # rentals whose stop by a person lowered the fleet
+    lowered: set[int] = field(default_factory=set, init=False)
 
     async def apply(self, intent: Intent) -> Reply:
         """Carry out an intent the door let through; `AutomationRefused` when it may not be."""

@@ -5,6 +5,8 @@ end date (a `price` event); a rejected one moves the work now and stops the rent
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Offer
@@ -28,28 +30,19 @@ LOOK_EVERY_S = 300.0  # market seconds between two reads of the pending increase
 GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST, Phase.STOPPED)
 
 
+@dataclass(eq=False)
 class PriceWatch:
-    def __init__(
-        self,
-        market: Market,
-        journal: Journal,
-        fleet: Fleet,
-        jobs: JobWork,
-        actions: Actions,
-        book: OfferBook,
-        campaign: Campaign,
-        policy: Policy,
-    ) -> None:
-        self.market = market
-        self.journal = journal
-        self.fleet = fleet
-        self.jobs = jobs
-        self.actions = actions
-        self.book = book
-        self.campaign = campaign
-        self.policy = policy
-        self.answered: set[int] = set()  # pending ids answered (or refused: not asked again)
-        self.looked_at = -1e18
+    market: Market
+    journal: Journal
+    fleet: Fleet
+    jobs: JobWork
+    actions: Actions
+    book: OfferBook
+    campaign: Campaign
+    policy: Policy
+    # pending ids answered (or refused: not asked again)
+    answered: set[int] = field(default_factory=set, init=False)
+    looked_at: float = field(default=-1e18, init=False)
 
     def restore(self, ledger: Ledger) -> None:
         """Increases accepted before a restart whose new price is not yet written: still due."""

@@ -5,6 +5,7 @@ label this ledger gave is supervised; with `adopt_all` every other is observed, 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.billing import event_mark, found_at, status_marks, took_effect_at
@@ -28,29 +29,19 @@ K = EventKind
 Starter = Callable[[Attempt, str, str], Awaitable[float]]
 
 
+@dataclass(eq=False)
 class Recovery:
-    def __init__(
-        self,
-        market: Market,
-        ledger: Ledger,
-        journal: Journal,
-        fleet: Fleet,
-        campaign: Campaign,
-        policy: Policy,
-        ssh: SSHRunner,
-        start: Starter,
-        adopt_all: bool = False,
-    ) -> None:
-        self.market = market
-        self.ledger = ledger  # read only: writes go through the journal
-        self.journal = journal
-        self.fleet = fleet
-        self.campaign = campaign
-        self.policy = policy
-        self.ssh = ssh
-        self.start = start  # the supervisor's start (intent, tries, outcome, lifecycle)
-        self.adopt_all = adopt_all  # watch: show every instance of the account (observed)
-        self.last_alive: float | None = None  # the earlier run's last sign of life
+    market: Market
+    ledger: Ledger  # read only: writes go through the journal
+    journal: Journal
+    fleet: Fleet
+    campaign: Campaign
+    policy: Policy
+    ssh: SSHRunner
+    start: Starter  # the supervisor's start (intent, tries, outcome, lifecycle)
+    adopt_all: bool = False  # watch: show every instance of the account (observed)
+    # the earlier run's last sign of life
+    last_alive: float | None = field(default=None, init=False)
 
     def ours(self, inst: Instance) -> bool:
         """Whether this campaign created it: it carries a label this ledger wrote into a create."""

@@ -25,60 +25,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..core.lifecycle import Phase
 from ..core.preflight.verdict import detect_throttle
 from ..ledger import EventKind
-from .updates import (
-    Adopted,
-    Answered,
-    AnsweredUnread,
-    BidChanged,
-    BidFloorSeen,
-    BidRestored,
-    Broken,
-    CameUp,
-    ChangeTookEffect,
-    DeadlinesFrom,
-    Destroyed,
-    FoundChanged,
-    GaveUp,
-    HandedOver,
-    IdleSince,
-    IncreaseAccepted,
-    JobSaid,
-    Judged,
-    KeyChanged,
-    LeftOut,
-    Listed,
-    LookedAt,
-    Lost,
-    OurStopKept,
-    Outbid,
-    OutbidAgain,
-    PreflightRunning,
-    PreflightStarted,
-    ProbeAnswered,
-    RebidTried,
-    Replayed,
-    Repriced,
-    RestartRefused,
-    Resumed,
-    ResumedItself,
-    Returned,
-    RowSeen,
-    RowUnread,
-    Said,
-    Sampled,
-    SshFailed,
-    SshReached,
-    SshWaiting,
-    Started,
-    Stopped,
-    StoppedByMarket,
-    Tending,
-    Touched,
-    Update,
-    Verified,
-    WatchdogSeen,
-    WentSilent,
-)
+from . import updates as up
+from .updates import Said, Update
 
 if TYPE_CHECKING:
     from .attempt import Attempt
@@ -244,32 +192,32 @@ def apply(j: Journal, u: Update) -> bool:
     ok = True
     version = a.life.version
     match u:
-        case ChangeTookEffect():
+        case up.ChangeTookEffect():
             a.mark(u.at, u.kind)
-        case FoundChanged():
+        case up.FoundChanged():
             _write(j, a, u.event)
             a.mark(u.event.at, str(u.event.kind))
-        case Replayed():
+        case up.Replayed():
             a.marked(u.marks)
             if u.price is not None:
                 a.price_known(u.price)
-        case RestartRefused():
+        case up.RestartRefused():
             a.restart_refused()
-        case DeadlinesFrom():
+        case up.DeadlinesFrom():
             a.deadlines_from(u.at)
-        case Touched():
+        case up.Touched():
             a.touched(u.at, u.act)
-        case HandedOver():
+        case up.HandedOver():
             a.handed_over(u.at)
-        case LookedAt():
+        case up.LookedAt():
             a.looked_at()
-        case JobSaid():
+        case up.JobSaid():
             a.job_said(u.line)
-        case OurStopKept():
+        case up.OurStopKept():
             a.stopped_ourselves(u.actor)
-        case IncreaseAccepted():
+        case up.IncreaseAccepted():
             a.increase_accepted(u.at, u.price, u.pending_id)
-        case Repriced():
+        case up.Repriced():
             old = a.gpu_dph
             a.repriced(u.at, u.price)
             j.fact(
@@ -285,62 +233,62 @@ def apply(j: Journal, u: Update) -> bool:
             j.say(
                 f"price  i:{a.instance_id} ${old:.4f} -> ${u.price:.4f}/h from the contract's end"
             )
-        case BidRestored():
+        case up.BidRestored():
             a.bid_held(u.bid, u.bid_floor, u.ours, u.paused_at, u.rebid)
             if u.paused_unproven:
                 a.stopped_by_market("found paused on the tier before it was proven")
-        case BidFloorSeen():
+        case up.BidFloorSeen():
             a.bid_floor_seen(u.bid_floor)
-        case Outbid():
+        case up.Outbid():
             a.outbid(u.event.at, u.bid_floor)
             _write(j, a, u.event)
-        case ResumedItself():
+        case up.ResumedItself():
             a.resumed_itself()
             a.mark(u.event.at, "resume")
             _write(j, a, u.event)
-        case OutbidAgain():
+        case up.OutbidAgain():
             a.mark(u.at, "stop")
             j.fact(
                 K.STOP, a, at=u.at, actor="market", ok=True, reason="outbid again after its resume"
             )
-        case RebidTried():
+        case up.RebidTried():
             a.rebid_tried()
-        case BidChanged():
+        case up.BidChanged():
             a.rebid_to(u.price, u.event.at)
             _write(j, a, u.event)
-        case PreflightRunning():
+        case up.PreflightRunning():
             a.preflight_running(u.task)
-        case Tending():
+        case up.Tending():
             a.tended_by(u.task)
-        case SshWaiting():
+        case up.SshWaiting():
             a.ssh_waiting(u.why)
-        case SshFailed():
+        case up.SshFailed():
             a.ssh_failed(u.why)
-        case SshReached():
+        case up.SshReached():
             a.ssh_reached()
-        case ProbeAnswered():
+        case up.ProbeAnswered():
             a.probe_answered()
-        case Judged():
+        case up.Judged():
             a.judged(u.verdict, u.doc)
-        case WentSilent():
+        case up.WentSilent():
             a.went_silent(u.at)
-        case Answered():
+        case up.Answered():
             a.answered()
-        case KeyChanged():
+        case up.KeyChanged():
             if a.key_changed(u.why):
                 j.fact(K.HOST_KEY_CHANGED, a, actor="engine", reason=u.why, ok=False)
                 j.say(f"distrust i:{a.instance_id} m:{a.machine_id}: {u.why}")
-        case WatchdogSeen():
+        case up.WatchdogSeen():
             a.watchdog_seen(u.armed)
-        case Broken():
+        case up.Broken():
             j.fact(K.XID, a, actor=u.rule, ok=False, reason=u.reason, detail=u.detail)
             j.say(f"xid    i:{a.instance_id} m:{a.machine_id}: {u.reason}")
             a.found_broken(u.rule, u.reason, u.failure_class)
-        case Sampled():
+        case up.Sampled():
             _sampled(j, u)
-        case RowSeen():
+        case up.RowSeen():
             _row_seen(j, u)
-        case LeftOut():
+        case up.LeftOut():
             if a.left_out() == 1:
                 j.fact(
                     K.UNSEEN,
@@ -349,21 +297,21 @@ def apply(j: Journal, u: Update) -> bool:
                     actor="engine",
                     reason="left out of the market's list answer: still held, asked for directly",
                 )
-        case AnsweredUnread():
+        case up.AnsweredUnread():
             a.answered_unread()
-        case RowUnread():
+        case up.RowUnread():
             _row_unread(j, u)
-        case IdleSince():
+        case up.IdleSince():
             a.util_seen(u.since)
-        case Listed():
+        case up.Listed():
             ok = _move(j, a, Phase.BOOTING, u.at, "listed by the marketplace")
-        case CameUp():
+        case up.CameUp():
             a.came_up(u.at)
             ok = _move(j, a, Phase.RUNNING, u.at, u.why)
-        case PreflightStarted():
+        case up.PreflightStarted():
             if a.life.phase == Phase.RUNNING:
                 ok = _move(j, a, Phase.VERIFYING, u.at, "preflight started")
-        case Verified():
+        case up.Verified():
             ok = _move(j, a, Phase.VERIFIED, u.at, u.reason)
             a.verified(u.at)
             if u.by_preflight:
@@ -378,21 +326,21 @@ def apply(j: Journal, u: Update) -> bool:
                 detail={"by_preflight": u.by_preflight, **u.detail},
             )
             j.say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {u.reason}")
-        case Resumed():
+        case up.Resumed():
             a.back_in_service(u.at)
             j.say(f"resume i:{a.instance_id} back in service: {u.reason}")
             ok = _move(j, a, Phase.VERIFIED, u.at, u.reason)
-        case Started():
+        case up.Started():
             ok = _move(j, a, Phase.BOOTING, u.at, u.reason)
             a.started(u.at)
-        case Stopped():
+        case up.Stopped():
             a.stopped_ourselves(u.actor)
             ok = _move(j, a, Phase.STOPPED, u.at, u.reason)
             j.say(
                 f"stop   i:{a.instance_id} m:{a.machine_id} by {u.actor}: {u.reason} "
                 f"(${u.usd:.4f} so far)"
             )
-        case StoppedByMarket():
+        case up.StoppedByMarket():
             a.mark(u.at, "stop")
             j.fact(
                 K.STOP,
@@ -408,9 +356,9 @@ def apply(j: Journal, u: Update) -> bool:
             a.left_by_market()  # its job, if any, goes back to the queue at no retry's cost
             if not u.proven:  # never proven: nothing to keep, its disk bills on
                 a.stopped_by_market(u.why)
-        case Destroyed():
+        case up.Destroyed():
             ok = _move(j, a, Phase.DESTROYED, u.at, u.reason)
-        case GaveUp():
+        case up.GaveUp():
             a.abandoned_as(u.failure_class)
             ok = _move(j, a, Phase.ABANDONED, u.at, u.reason)
             j.fact(
@@ -423,7 +371,7 @@ def apply(j: Journal, u: Update) -> bool:
             )
             if u.line:
                 j.say(u.line)
-        case Lost():
+        case up.Lost():
             ok = _move(j, a, Phase.LOST, u.at, u.why)
             a.mark(u.at, "destroy")
             j.fact(
@@ -435,7 +383,7 @@ def apply(j: Journal, u: Update) -> bool:
                 reason=f"instance gone without our destroy: {u.why}",
             )
             j.say(f"lost   i:{a.instance_id} m:{a.machine_id}: {u.why}")
-        case Returned():
+        case up.Returned():
             a.unwritten_off()
             if u.preflight_again:
                 a.preflight_again()
@@ -450,7 +398,7 @@ def apply(j: Journal, u: Update) -> bool:
                 detail=u.detail,
             )
             j.say(f"back   i:{a.instance_id} m:{a.machine_id}: {u.why}; held again ({u.to})")
-        case Adopted():
+        case up.Adopted():
             ok = _move(j, a, Phase.BOOTING, u.at, "adopted")
             a.found(u.status, u.status_msg, u.ssh_host, u.ssh_port, u.at)
             a.life = a.life.with_proof(u.proven)
@@ -473,7 +421,7 @@ def _write(j: Journal, a: Attempt, e: Said) -> None:
         j.say(e.line)
 
 
-def _sampled(j: Journal, u: Sampled) -> None:
+def _sampled(j: Journal, u: up.Sampled) -> None:
     a = u.a
     a.sampled(u.rows)
     if u.idle_known:
@@ -492,7 +440,7 @@ def _sampled(j: Journal, u: Sampled) -> None:
     a.throttle_seen(t)
 
 
-def _row_seen(j: Journal, u: RowSeen) -> None:
+def _row_seen(j: Journal, u: up.RowSeen) -> None:
     a, now, status = u.a, u.at, u.status
     if u.listed:
         a.listed()
@@ -541,7 +489,7 @@ def _row_seen(j: Journal, u: RowSeen) -> None:
         )
 
 
-def _row_unread(j: Journal, u: RowUnread) -> None:
+def _row_unread(j: Journal, u: up.RowUnread) -> None:
     """Billed as running (its last price) and online from its last good read: what the market
     may bill for it while rentwatch cannot read its row, never less."""
     a = u.a

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from ..core.bidding.rules import BidTerms
 from ..core.bidding.tier import checkpoint_every_s, move_share, tier_for, work_lost_s
@@ -60,35 +61,30 @@ def hold_bid(
     journal.writer.emit(BidRestored(a, bid, inst.bid_floor, ours, paused_at, rebid, unproven))
 
 
+@dataclass(eq=False)
 class TierWatch:
-    def __init__(
-        self,
-        market: Market,
-        journal: Journal,
-        fleet: Fleet,
-        jobs: JobWork,
-        actions: Actions,
-        campaign: Campaign,
-        policy_name: str,
-    ) -> None:
-        self.market = market
-        self.journal = journal
-        self.fleet = fleet
-        self.jobs = jobs
-        self.actions = actions
-        self.campaign = campaign
-        self.policy_name = policy_name
-        self.outbids: Counter[int] = Counter()  # instance id -> outbids seen
-        # outbids and those that ended in a move (let go, or outbid before it was proven), in
-        # the ledger before this start and since (`bidding.move_share`)
-        self.moves_seen = [0, 0]
-        # the ledger's record of the tier over every campaign, read at the start
-        # (`restore`); this run adds what it sees from then on (`exposure`)
-        self.past: tuple[tuple[int, str, float, int], ...] = ()
-        self.since = float("-inf")
-        self.paused_s: dict[int, float] = {}  # instance id -> seconds paused since `since`
-        self.ended: dict[int, float] = {}  # instance id -> when it was seen stopped or gone
-        jobs.ckpt_every = self.checkpoint_every
+    market: Market
+    journal: Journal
+    fleet: Fleet
+    jobs: JobWork
+    actions: Actions
+    campaign: Campaign
+    policy_name: str
+    outbids: Counter[int] = field(default_factory=Counter, init=False)  # instance id -> seen
+    # outbids and those that ended in a move (let go, or outbid before it was proven), in
+    # the ledger before this start and since (`bidding.move_share`)
+    moves_seen: list[int] = field(default_factory=lambda: [0, 0], init=False)
+    # the ledger's record of the tier over every campaign, read at the start
+    # (`restore`); this run adds what it sees from then on (`exposure`)
+    past: tuple[tuple[int, str, float, int], ...] = field(default=(), init=False)
+    since: float = field(default=float("-inf"), init=False)
+    # instance id -> seconds paused since `since`
+    paused_s: dict[int, float] = field(default_factory=dict, init=False)
+    # instance id -> when it was seen stopped or gone
+    ended: dict[int, float] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.jobs.ckpt_every = self.checkpoint_every
 
     def restore(self, ledger: Ledger, now: float) -> None:
         """The outbid record of every campaign before this start: the rate the bids and
