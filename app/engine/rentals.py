@@ -79,7 +79,8 @@ class Writer:
 
     async def applied(self, u: Update) -> bool:
         """`emit`, returning once `u` was applied (False: its move was illegal), for a caller
-        that reads what it changed."""
+        that reads what it changed. Never from a task the poll's task itself waits on (it
+        would wait for a drain that cannot come)."""
         if self.here():
             self.drain()
             return apply(self.journal, u)
