@@ -109,7 +109,6 @@ class Supervisor:
         )
         self.finished: Outcome | None = None
         self.polls = 0
-        self.detached = False
         self.detach_asked = False  # the operator's shutdown-and-detach (controller API)
         self.listeners: list[Callable[[], None]] = []  # told after each poll
         # told as each poll begins; first, what the team store says (the replica as the team
@@ -364,7 +363,6 @@ class Supervisor:
     async def detach_all(self, reason: str) -> None:
         for a in self.fleet.held():
             self.journal.fact(K.DETACHED, a, actor="human", reason=reason)
-        self.detached = True
 
     # -- operator intents ---------------------------------------------------------------------
     def resize(
