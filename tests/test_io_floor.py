@@ -13,6 +13,7 @@ import pytest
 from rentwatch.core.lifecycle import Lifecycle
 from rentwatch.engine.hosts.link import IO_CEILING_CAP_S, IO_FLOOR_MAX_S, IO_FLOOR_MIN_S, HostLink
 from rentwatch.engine.hosts.ssh import SSHRunner, loopback_handshakes
+from rentwatch.engine.rentals import Writer
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,8 @@ def key() -> asyncssh.SSHKey:
 
 def _link(key: asyncssh.SSHKey, time_scale: float) -> HostLink:
     market: Any = SimpleNamespace(time_scale=time_scale, now=lambda: 0.0)
-    return HostLink(SSHRunner(key), market, journal=None)  # type: ignore[arg-type]
+    journal = SimpleNamespace(writer=Writer(None))  # type: ignore[arg-type]  (no ledger event)
+    return HostLink(SSHRunner(key), market, journal)  # type: ignore[arg-type]
 
 
 def test_loopback_handshakes_are_measured(key):

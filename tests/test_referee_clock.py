@@ -341,7 +341,7 @@ def test_an_ssh_session_and_a_call_to_the_market_hold_the_shared_clock_while_out
 
     ssh.run = run  # type: ignore[method-assign]
     market: Any = SimpleNamespace(time_scale=1.0, now=clock.now)
-    link = HostLink(ssh, market, journal=None)  # type: ignore[arg-type]
+    link = HostLink(ssh, market, journal=_no_ledger())  # type: ignore[arg-type]
     host: Any = SimpleNamespace(
         instance_id=31,
         ssh_host="127.0.0.2",
@@ -547,3 +547,12 @@ def test_reading_the_markets_clock_holds_the_shared_clock_too():
     client._http = SimpleNamespace(get=get)  # type: ignore[assignment]
     asyncio.run(client.sync_clock())
     assert holds == [1] and clock.holds == 0
+
+
+def _no_ledger() -> object:
+    """A journal with nothing but the rentals' writer: these looks write no ledger event."""
+    from types import SimpleNamespace
+
+    from rentwatch.engine.rentals import Writer
+
+    return SimpleNamespace(writer=Writer(None))  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from rentwatch.core.jobs import JobState
 from rentwatch.core.lifecycle import Phase
 from rentwatch.engine.hosts.ssh import SSHFailure
 from rentwatch.engine.jobs.rescue import Rescues
+from rentwatch.engine.rentals import Writer
 from rentwatch.market.errors import ApiError
 from rentwatch.sim.copies import copy_tree
 
@@ -63,6 +64,7 @@ class FakeMarket:
 class FakeJournal:
     def __init__(self) -> None:
         self.facts: list[dict[str, Any]] = []
+        self.writer = Writer(self)  # type: ignore[arg-type]  (the rentals' updates go through it)
 
     def fact(self, kind, a, **kw) -> int:
         self.facts.append({"kind": kind.value, **kw})

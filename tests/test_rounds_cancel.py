@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from rentwatch.engine.rentals import Writer
 from rentwatch.engine.rounds import rounds
 
 
@@ -16,6 +17,7 @@ class Swallower:
 
     def __init__(self) -> None:
         self.polls = 0
+        self.writer = Writer(None)  # type: ignore[arg-type]  (nothing emits here)
 
     async def poll_once(self) -> None:
         self.polls += 1

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 from rentwatch.engine import rounds as rounds_mod
+from rentwatch.engine.rentals import Writer
 from rentwatch.engine.rounds import rounds
 
 INTERVAL_S = 600.0  # far longer than the test is given: a poll before it was woken early
@@ -17,6 +18,7 @@ class Polls:
     def __init__(self) -> None:
         self.polls = 0
         self.changed = asyncio.Event()
+        self.writer = Writer(None)  # type: ignore[arg-type]  (nothing emits here)
 
     async def poll_once(self) -> None:
         self.polls += 1

@@ -95,7 +95,7 @@ def test_the_link_counts_answers_not_connects_and_the_rules_see_the_silence():
     cut = RunResult(None, b"", b"", False)  # connected, then the session ended with no status
     hung = SSHFailure("'touch ~/.rentwatch/heartbeat' did not finish within 5s")
     ok = RunResult(0, b"alive\n", b"", False)
-    link = HostLink(_Runner([cut, hung, hung, ok]), market, journal=None)  # type: ignore[arg-type]
+    link = HostLink(_Runner([cut, hung, hung, ok]), market, journal=_no_ledger())  # type: ignore[arg-type]
     a = Attempt(7, None, 3, 5, "RTX 4090", created_at=0.0, gpu_dph=0.2, storage_dph=0.01)
     a.ssh_host, a.ssh_port = "127.0.0.1", 22
     link.keyed.add(7)
@@ -129,3 +129,12 @@ def test_the_link_counts_answers_not_connects_and_the_rules_see_the_silence():
         asyncio.run(look())
     asyncio.run(look())  # a command that ran to its end: the host answers again
     assert a.silent_since is None
+
+
+def _no_ledger() -> object:
+    """A journal with nothing but the rentals' writer: these looks write no ledger event."""
+    from types import SimpleNamespace
+
+    from rentwatch.engine.rentals import Writer
+
+    return SimpleNamespace(writer=Writer(None))  # type: ignore[arg-type]

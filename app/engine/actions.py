@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.bidding.rental_check import rental_mismatch
@@ -19,7 +20,6 @@ from ..market.protocol import Market
 from .attempt import Attempt
 from .fleet import Fleet
 from .journal import Journal
-from .rentals import apply
 from .updates import ChangeTookEffect, Destroyed, GaveUp, Started, Stopped
 
 K = EventKind
@@ -30,26 +30,20 @@ ONSTART = "env >> /etc/environment;"
 MAX_ID = 2**53  # an id past what a JSON number holds exactly is garbled
 
 
+@dataclass(eq=False)
 class Actions:
-    def __init__(
-        self,
-        market: Market,
-        journal: Journal,
-        fleet: Fleet,
-        campaign: Campaign,
-        ended: Callable[[], tuple[str, str] | None] = lambda: None,
-    ) -> None:
-        self.market = market
-        self.journal = journal
-        self.fleet = fleet
-        self.campaign = campaign
-        # (actor, reason) once a person ended the campaign: a create still in flight then
-        # lands on a campaign that holds nothing, and is ended as it lands
-        self.ended = ended
-        # creates sent and not yet answered: a signal that cancels their caller does not
-        # cancel them (the market may be making the rental), and the release waits for them
-        self.creating: set[asyncio.Task[Attempt | None]] = set()
-        self.labels_in_flight: set[str] = set()  # their labels (the market may list them)
+    market: Market
+    journal: Journal
+    fleet: Fleet
+    campaign: Campaign
+    # (actor, reason) once a person ended the campaign: a create still in flight then
+    # lands on a campaign that holds nothing, and is ended as it lands
+    ended: Callable[[], tuple[str, str] | None] = lambda: None
+    # creates sent and not yet answered: a signal that cancels their caller does not
+    # cancel them (the market may be making the rental), and the release waits for them
+    creating: set[asyncio.Task[Attempt | None]] = field(default_factory=set, init=False)
+    # their labels (the market may list them)
+    labels_in_flight: set[str] = field(default_factory=set, init=False)
 
     async def change(self, a: Attempt, kind: EventKind, actor: str, reason: str) -> float:
         """Stop, start or destroy `a`: returns once it took effect; raises the market's refusal."""
@@ -71,12 +65,12 @@ class Actions:
         if acted.answer_lost:
             detail["answer_lost"] = True  # dated to the send of the try that got no answer
         j.outcome(seq, at=acted.at, ok=True, detail=detail or None)
-        apply(j, ChangeTookEffect(a, acted.at, str(kind)))
+        j.writer.emit(ChangeTookEffect(a, acted.at, str(kind)))
         return acted.at
 
     async def start(self, a: Attempt, actor: str, reason: str) -> float:
         at = await self.change(a, K.START, actor, reason)
-        apply(self.journal, Started(a, at, reason))
+        self.journal.writer.emit(Started(a, at, reason))
         return at
 
     async def stop(self, a: Attempt, actor: str, reason: str) -> bool:
@@ -97,7 +91,7 @@ class Actions:
         if a.preflight_task:
             a.preflight_task.cancel()
         cost = a.charges(self.market.gpu_billing, at).total_usd
-        apply(self.journal, Stopped(a, at, actor, reason, cost))
+        self.journal.writer.emit(Stopped(a, at, actor, reason, cost))
         return True
 
     async def destroy(self, a: Attempt, actor: str, reason: str) -> bool:
@@ -112,7 +106,7 @@ class Actions:
         except REFUSALS as exc:
             self.journal.say(f"destroy FAILED i:{a.instance_id}: {exc} (will retry)")
             return False
-        apply(self.journal, Destroyed(a, at, reason))
+        self.journal.writer.emit(Destroyed(a, at, reason))
         return True
 
     def _believable(self, instance_id: int) -> bool:
@@ -142,7 +136,7 @@ class Actions:
         market refused. A refused bid still made an instance, created stopped: it is given up and
         destroyed at once. The create runs to its answer even when its caller is cancelled: its
         rental lands in the fleet, where the release finds it."""
-        task = asyncio.ensure_future(self._create(offer, actor, reason, why, bid))
+        task = self.journal.writer.spawn(self._create(offer, actor, reason, why, bid))
         self.creating.add(task)
         task.add_done_callback(self.creating.discard)
         return await asyncio.shield(task)
@@ -226,7 +220,7 @@ class Actions:
             bid=bid,
             bid_floor=offer.bid_floor,
         )
-        apply(j, ChangeTookEffect(a, at, "create"))
+        j.writer.emit(ChangeTookEffect(a, at, "create"))
         self.fleet.add(a)
         j.outcome(
             seq,
@@ -294,7 +288,9 @@ class Actions:
             return True
         if miss.fix == "replace":
             why = f"not as asked: {miss.reason}"
-            apply(self.journal, GaveUp(a, at, actor, why, "cancelled", {"mismatch": miss.what}))
+            self.journal.writer.emit(
+                GaveUp(a, at, actor, why, "cancelled", {"mismatch": miss.what})
+            )
             await self.destroy(a, actor, why)
             return False
         return True
@@ -304,7 +300,7 @@ class Actions:
         why = f"created after the end ({reason})"
         line = f"create i:{a.instance_id} m:{a.machine_id} landed {why}: destroyed"
         at = self.market.answered_at()
-        apply(self.journal, GaveUp(a, at, actor, why, "cancelled", line=line))
+        self.journal.writer.emit(GaveUp(a, at, actor, why, "cancelled", line=line))
         await self.destroy(a, actor, why)
 
     async def _refused_bid(self, a: Attempt, actor: str, said: str) -> None:
@@ -314,5 +310,5 @@ class Actions:
         why = f"bid ${a.bid or 0:.4f}/h refused at create ({said[:160]}): created stopped"
         line = f"create i:{a.instance_id} m:{a.machine_id} {why}: destroyed"
         detail = {"bid": a.bid, "refused": True}
-        apply(self.journal, GaveUp(a, at, actor, why, "cancelled", detail, line))
+        self.journal.writer.emit(GaveUp(a, at, actor, why, "cancelled", detail, line))
         await self.destroy(a, actor, f"abandoned: {why}")

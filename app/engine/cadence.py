@@ -26,7 +26,6 @@ from ..market.protocol import PAGE, ListFilter, Market
 from .attempt import Attempt
 from .fleet import Fleet
 from .journal import Journal
-from .rentals import apply
 from .updates import LookedAt
 
 FULL_PAGES = 4  # a fleet whose full list fits in this many pages is listed whole every poll
@@ -140,7 +139,7 @@ class Cadence:
     async def _whole(self) -> Sight:
         self.look_now.clear()  # every instance is in the answer
         for a in self.fleet.attempts.values():
-            apply(self.journal, LookedAt(a))
+            self.journal.writer.emit(LookedAt(a))
         rows = await self.market.list_instances()
         self.listed = len(rows)
         return Sight(rows, True, calls=-(-max(1, len(rows)) // PAGE))
@@ -170,7 +169,7 @@ class Cadence:
         # what evidence named (a webhook; a heartbeat without an answer): a look of our own
         silent = [a for a in self.fleet.attempts.values() if a.look_wanted]
         for a in silent:
-            apply(self.journal, LookedAt(a))
+            self.journal.writer.emit(LookedAt(a))
         wanted = sorted(self.look_now | {a.instance_id for a in silent} - asked)
         self.look_now = set(wanted[2 * SHOWS :])  # the rest next poll
         for iid in wanted[: 2 * SHOWS]:

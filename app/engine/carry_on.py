@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from ..ledger import Event, EventKind
 from .attempt import Attempt
 from .journal import Journal
-from .rentals import apply
 from .updates import OurStopKept
 
 K = EventKind
@@ -27,4 +26,4 @@ def keep_our_stop(journal: Journal, a: Attempt, history: Sequence[Event]) -> Non
     ]
     last = changes[-1] if changes else None
     if last is not None and last.kind == K.STOP and not last.actor.startswith(NOT_OURS):
-        apply(journal, OurStopKept(a, last.actor))
+        journal.writer.emit(OurStopKept(a, last.actor))

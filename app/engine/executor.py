@@ -24,7 +24,6 @@ from .intents import AutomationRefused
 from .journal import Journal
 from .offers import OfferBook
 from .operator import Operator
-from .rentals import apply
 from .tier import TierWatch
 from .updates import DeadlinesFrom, GaveUp, RestartRefused, Tending, Verified
 
@@ -37,32 +36,19 @@ class Outcome:
     reason: str
 
 
+@dataclass(eq=False)
 class Executor:
-    def __init__(
-        self,
-        market: Market,
-        fleet: Fleet,
-        journal: Journal,
-        actions: Actions,
-        blame_book: BlameBook,
-        offer_book: OfferBook,
-        operator: Operator,
-        tender: HostTender,
-        ssh: SSHRunner,
-        policy: Policy,
-        tier: TierWatch | None = None,
-    ) -> None:
-        self.market = market
-        self.fleet = fleet
-        self.journal = journal
-        self.actions = actions
-        self.blame_book = blame_book
-        self.offer_book = offer_book
-        self.operator = operator
-        self.tender = tender
-        self.ssh = ssh
-        self.policy = policy
-        self.tier = tier  # the interruptible tier's rebid, move and resume
+    market: Market
+    fleet: Fleet
+    journal: Journal
+    actions: Actions
+    blame_book: BlameBook
+    offer_book: OfferBook
+    operator: Operator
+    tender: HostTender
+    ssh: SSHRunner
+    policy: Policy
+    tier: TierWatch | None = None  # the interruptible tier's rebid, move and resume
 
     async def execute(self, d: Decision, fleet_set_at: float | None = None) -> Outcome | None:
         """Carry out one decision; a `Finish` comes back as the campaign's outcome."""
@@ -94,10 +80,10 @@ class Executor:
         try:
             at = await self.actions.start(a, d.rule, d.reason)
         except REFUSALS as exc:
-            apply(self.journal, RestartRefused(a))
+            self.journal.writer.emit(RestartRefused(a))
             self.journal.say(f"start  i:{a.instance_id} by {d.rule} refused: {exc}")
             return
-        apply(self.journal, DeadlinesFrom(a, at))
+        self.journal.writer.emit(DeadlinesFrom(a, at))
         self.journal.say(f"start  i:{a.instance_id} m:{a.machine_id} by {d.rule}: {d.reason}")
 
     async def on_tier(self, d: Rebid | Move | Resume) -> None:
@@ -108,7 +94,7 @@ class Executor:
             await self.tier.rebid(a, d)
         elif isinstance(d, Move):
             await self.tier.move(a, d)
-        elif self.tier.resume(a, d):
+        elif await self.tier.resume(a, d):
             self.tender.retend([a])  # watched again: its watchdog, heartbeat and jobs
 
     async def create(self, d: Create) -> None:
@@ -134,7 +120,7 @@ class Executor:
                 f"abandon i:{a.instance_id} m:{a.machine_id} [{d.failure_class}] {d.reason} "
                 f"(${spent:.4f}, {(now - a.created_at) / 60:.1f} min)"
             )
-            apply(self.journal, GaveUp(a, now, d.rule, d.reason, d.failure_class, extra, line))
+            self.journal.writer.emit(GaveUp(a, now, d.rule, d.reason, d.failure_class, extra, line))
             if a.preflight_task:
                 a.preflight_task.cancel()
             if d.failure_class != "cancelled" and a.instance_id not in self.blame_book.spared:
@@ -162,7 +148,7 @@ class Executor:
             "host_key": self.ssh.pinned.get(a.instance_id),
         }
         now = self.market.answered_at()
-        apply(self.journal, Verified(a, now, d.rule, d.reason, d.by_preflight, detail))
+        self.journal.writer.emit(Verified(a, now, d.rule, d.reason, d.by_preflight, detail))
         # a rental started again was tended before: its last tending ended with its stop
         if d.by_preflight and (a.tend_task is None or a.tend_task.done()):
-            apply(self.journal, Tending(a, asyncio.create_task(self.tender.tend(a))))
+            self.journal.writer.emit(Tending(a, asyncio.create_task(self.tender.tend(a))))

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..ledger import EventKind, Ledger
+from .rentals import Writer
 
 if TYPE_CHECKING:
     from ..market.protocol import Clock
@@ -25,6 +26,7 @@ class Journal:
         self.log = log
         self.lines: list[str] = []  # the decision log's tail
         self.lines_total = 0  # how many lines were said in all
+        self.writer = Writer(self)  # every rental update goes through it (`rentals.py`)
 
     # -- the decision log --------------------------------------------------------------------
     def say(self, line: str) -> None:

@@ -7,6 +7,7 @@ not gone (`returned`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.bidding.tier import stop_cause
@@ -25,7 +26,6 @@ from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
 from .release import proven
-from .rentals import apply
 from .updates import (
     AnsweredUnread,
     CameUp,
@@ -47,29 +47,23 @@ LOST_AFTER_S = 120.0  # a create may take this long to be listed before it count
 UNSEEN_WRITE_OFF = 10  # polls unseen, and unanswered when asked directly, before a write-off
 
 
+@dataclass(eq=False)
 class Observer:
-    def __init__(
-        self,
-        market: Market,
-        journal: Journal,
-        fleet: Fleet,
-        policy: Policy,
-        ssh: SSHRunner | None = None,
-        blame_book: BlameBook | None = None,
-        tier: TierWatch | None = None,
-    ) -> None:
-        self.market = market
-        self.journal = journal
-        self.fleet = fleet
-        self.policy = policy
-        self.ssh = ssh
-        self.blame_book = blame_book
-        self.bad_rows = 0  # rows skipped in all
-        self.returned: list[Attempt] = []  # held again this poll: the supervisor tends them
-        self._reported: set[int] = set()  # instances whose bad row is already in the ledger
-        self._reported_anon: set[str] = set()  # problems of rows without an id, in the ledger
-        self._client_bad = 0  # how many of the client's own skipped rows are in the ledger
-        self.tier = tier  # the interruptible tier: outbids and resumes
+    market: Market
+    journal: Journal
+    fleet: Fleet
+    policy: Policy
+    ssh: SSHRunner | None = None
+    blame_book: BlameBook | None = None
+    tier: TierWatch | None = None  # the interruptible tier: outbids and resumes
+    bad_rows: int = field(default=0, init=False)  # rows skipped in all
+    # held again this poll: the supervisor tends them
+    returned: list[Attempt] = field(default_factory=list, init=False)
+    # instances whose bad row is already in the ledger, problems of rows without an id there,
+    # and how many of the client's own skipped rows are
+    _reported: set[int] = field(default_factory=set, init=False)
+    _reported_anon: set[str] = field(default_factory=set, init=False)
+    _client_bad: int = field(default=0, init=False)
 
     async def observe(
         self,
@@ -184,7 +178,7 @@ class Observer:
         self.journal.say(f"row    i:{iid} skipped this poll: {problem}")
         held = self.fleet.get(iid) if iid is not None else None
         if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
-            apply(self.journal, RowUnread(held, now, problem))  # nothing bills unwatched
+            self.journal.writer.emit(RowUnread(held, now, problem))  # nothing bills unwatched
         if iid is None:
             if problem in self._reported_anon:
                 return
@@ -207,13 +201,13 @@ class Observer:
 
     async def _ask(self, a: Attempt, now: float) -> Instance | None:
         """Left out of the list, asked for directly: the instance, or None (gone or unseen)."""
-        apply(self.journal, LeftOut(a, now))
+        self.journal.writer.emit(LeftOut(a, now))
         try:
             inst = await self._show(a.instance_id)
         except BadRow as exc:
             # answered for, so not unseen (never written off for it), but unread: a bad row
             # (the client drops such rows from lists, so this is where they show)
-            apply(self.journal, AnsweredUnread(a))
+            self.journal.writer.emit(AnsweredUnread(a))
             self._bad_row(a.instance_id, exc.problem, now)
             return None
         except NotFound:
@@ -240,7 +234,7 @@ class Observer:
         return inst
 
     def _lost(self, a: Attempt, now: float, why: str) -> None:
-        apply(self.journal, Lost(a, now, why))
+        self.journal.writer.emit(Lost(a, now, why))
 
     def _returned(self, a: Attempt, inst: Instance, now: float) -> None:
         """Listed again after its write-off: held again where it stood, and billed as if never
@@ -261,7 +255,7 @@ class Observer:
         gap = now - gone.at
         why = f"listed again {gap / 60:.1f} min after its write-off ({gone.why})"
         detail = {"lost_at": gone.at, "gap_s": gap, "status": inst.known_status}
-        apply(self.journal, Returned(a, now, phase, why, detail, preflight_again=again))
+        self.journal.writer.emit(Returned(a, now, phase, why, detail, preflight_again=again))
         if phase == Phase.VERIFIED:
             self.returned.append(a)
         self._see(a, inst, now)
@@ -282,7 +276,7 @@ class Observer:
         if a.preflight_task:
             a.preflight_task.cancel()
         # its job, if any, goes back to the queue at no retry's cost; the rules decide
-        apply(self.journal, StoppedByMarket(a, now, why, said, proven=proven(a)))
+        self.journal.writer.emit(StoppedByMarket(a, now, why, said, proven=proven(a)))
         cause = stop_cause(inst, bid=a.bid, we_stopped=False, now=now)
         if cause == "outbid" and self.tier is not None:  # its job requeued; the rules decide
             self.tier.outbid(a, inst, now)
@@ -293,7 +287,7 @@ class Observer:
         changed = self._ran_from(a, inst, now) if status == "running" else now
         route = (inst.ssh_host, inst.ssh_port)
         seen = RowSeen(a, now, status, inst.status_msg, *route, inst.gpu_dph, changed, listed)
-        apply(self.journal, seen)
+        self.journal.writer.emit(seen)
         if self.blame_book is not None and inst.status_msg and status != "running":
             self.blame_book.saw(a, inst.status_msg)  # layer progress: the registry serves it
         if self.ssh is not None:
@@ -310,11 +304,11 @@ class Observer:
             self._market_stop(a, inst, now)
             return
         if a.life.phase == Phase.REQUESTED:
-            apply(self.journal, Listed(a, now))
+            self.journal.writer.emit(Listed(a, now))
         if status == "running" and a.life.phase == Phase.BOOTING:
-            apply(self.journal, CameUp(a, now))
+            self.journal.writer.emit(CameUp(a, now))
             if self.blame_book is not None:
                 self.blame_book.ran(a)  # the image pulled and started here: evidence
         if a.life.phase == Phase.VERIFIED:
             since = low_util_since(a.util_low_since, inst.gpu_util, self.policy, now)
-            apply(self.journal, IdleSince(a, since))
+            self.journal.writer.emit(IdleSince(a, since))

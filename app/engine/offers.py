@@ -3,6 +3,8 @@ needs (the terms, the machines to skip, our record of each machine)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..core.campaign import Campaign, Job
 from ..core.delivery import WorkOutlook, outlook
 from ..core.models import Offer
@@ -19,30 +21,21 @@ from .journal import Journal
 OFFERS_FRESH_S = 60.0  # market seconds a search is reused while it still has a fit offer
 
 
+@dataclass(eq=False)
 class OfferBook:
-    def __init__(
-        self,
-        market: Market,
-        ledger: Ledger,
-        journal: Journal,
-        fleet: Fleet,
-        campaign: Campaign,
-        policy: Policy,
-    ) -> None:
-        self.market = market
-        self.ledger = ledger
-        self.journal = journal
-        self.fleet = fleet
-        self.campaign = campaign
-        self.policy = policy
-        self.offers: tuple[Offer, ...] | None = (
-            None  # None: never searched (or every search failed)
-        )
-        self.searched_at = -1e18
-        # the tier searched for (bidding.tier_for, set before each search): "interruptible"
-        # searches type bid, whose offers carry bid_floor
-        self.rental = "on-demand"
-        self.searched_rental = "on-demand"
+    market: Market
+    ledger: Ledger
+    journal: Journal
+    fleet: Fleet
+    campaign: Campaign
+    policy: Policy
+    # None: never searched (or every search failed)
+    offers: tuple[Offer, ...] | None = field(default=None, init=False)
+    searched_at: float = field(default=-1e18, init=False)
+    # the tier searched for (bidding.tier_for, set before each search): "interruptible"
+    # searches type bid, whose offers carry bid_floor
+    rental: str = field(default="on-demand", init=False)
+    searched_rental: str = field(default="on-demand", init=False)
 
     def terms(self) -> OfferTerms:
         return OfferTerms(self.campaign.max_dph, self.campaign.image_cuda)

@@ -5,6 +5,7 @@ operator's intent wins: a start resets deadlines, a stop of a verified instance 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ..core.lifecycle import Phase
 from ..core.rules import Create, Decision
@@ -26,7 +27,6 @@ from .intents import (
 )
 from .journal import Journal
 from .offers import OfferBook
-from .rentals import apply
 from .updates import DeadlinesFrom, HandedOver, Touched
 
 HUMAN = "human"
@@ -35,25 +35,17 @@ HUMAN_RECENT_S = 10 * 60.0  # market seconds: a person's act this recent is name
 Resize = Callable[[int, str, str], int]  # (size, actor, reason) -> the old size
 
 
+@dataclass(eq=False)
 class Operator:
-    def __init__(
-        self,
-        actions: Actions,
-        fleet: Fleet,
-        offers: OfferBook,
-        journal: Journal,
-        resize: Resize,
-        policy: str,
-        wanted: Callable[[], int],
-    ) -> None:
-        self.actions = actions
-        self.fleet = fleet
-        self.offers = offers
-        self.journal = journal
-        self.resize = resize  # the supervisor's: records the change in the ledger
-        self.policy = policy
-        self.wanted = wanted  # the wanted fleet size now
-        self.lowered: set[int] = set()  # rentals whose stop by a person lowered the fleet
+    actions: Actions
+    fleet: Fleet
+    offers: OfferBook
+    journal: Journal
+    resize: Resize  # the supervisor's: records the change in the ledger
+    policy: str
+    wanted: Callable[[], int]  # the wanted fleet size now
+    # rentals whose stop by a person lowered the fleet
+    lowered: set[int] = field(default_factory=set, init=False)
 
     async def apply(self, intent: Intent) -> Reply:
         """Carry out an intent the door let through; `AutomationRefused` when it may not be."""
@@ -109,7 +101,7 @@ class Operator:
         return a
 
     def _touched(self, a: Attempt, act: str) -> None:
-        apply(self.journal, Touched(a, self.actions.market.now(), act))
+        self.journal.writer.emit(Touched(a, self.actions.market.now(), act))
 
     async def _stop(self, a: Attempt, reason: str) -> bool:
         """A stop. Of a verified, supervised instance it also lowers the wanted fleet, first,
@@ -132,7 +124,7 @@ class Operator:
         """A start: its deadlines count from now. One whose stop by a person lowered the fleet
         raises it back by one; one automation stopped leaves it as it is."""
         at = await self.actions.start(a, HUMAN, reason)
-        apply(self.journal, DeadlinesFrom(a, at))
+        self.journal.writer.emit(DeadlinesFrom(a, at))
         self._touched(a, STARTED_BY_PERSON)
         self.journal.say(f"start  i:{a.instance_id} by human: its deadlines count from now")
         if a.instance_id in self.lowered:
@@ -164,7 +156,7 @@ class Operator:
         if a.owned:
             raise AutomationRefused(f"instance {a.instance_id} is already supervised")
         now = self.actions.market.now()
-        apply(self.journal, HandedOver(a, now))
+        self.journal.writer.emit(HandedOver(a, now))
         self._touched(a, "handed over by a person")
         applies = (
             f"policy {self.policy}: boot, freeze and fatal-status rules (an instance that never "

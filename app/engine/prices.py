@@ -5,6 +5,8 @@ end date (a `price` event); a rejected one moves the work now and stops the rent
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Offer
@@ -20,7 +22,6 @@ from .fleet import Fleet
 from .jobs.work import JobWork
 from .journal import Journal
 from .offers import OfferBook
-from .rentals import apply
 from .updates import IncreaseAccepted, Repriced
 
 K = EventKind
@@ -29,28 +30,19 @@ LOOK_EVERY_S = 300.0  # market seconds between two reads of the pending increase
 GONE = (Phase.ABANDONED, Phase.DESTROYED, Phase.LOST, Phase.STOPPED)
 
 
+@dataclass(eq=False)
 class PriceWatch:
-    def __init__(
-        self,
-        market: Market,
-        journal: Journal,
-        fleet: Fleet,
-        jobs: JobWork,
-        actions: Actions,
-        book: OfferBook,
-        campaign: Campaign,
-        policy: Policy,
-    ) -> None:
-        self.market = market
-        self.journal = journal
-        self.fleet = fleet
-        self.jobs = jobs
-        self.actions = actions
-        self.book = book
-        self.campaign = campaign
-        self.policy = policy
-        self.answered: set[int] = set()  # pending ids answered (or refused: not asked again)
-        self.looked_at = -1e18
+    market: Market
+    journal: Journal
+    fleet: Fleet
+    jobs: JobWork
+    actions: Actions
+    book: OfferBook
+    campaign: Campaign
+    policy: Policy
+    # pending ids answered (or refused: not asked again)
+    answered: set[int] = field(default_factory=set, init=False)
+    looked_at: float = field(default=-1e18, init=False)
 
     def restore(self, ledger: Ledger) -> None:
         """Increases accepted before a restart whose new price is not yet written: still due."""
@@ -66,7 +58,7 @@ class PriceWatch:
             if a is None or iid in priced or not isinstance(at, int | float):
                 continue
             if isinstance(price, int | float) and isinstance(pid, int):
-                apply(self.journal, IncreaseAccepted(a, float(at), float(price), pid))
+                self.journal.writer.emit(IncreaseAccepted(a, float(at), float(price), pid))
                 self.answered.add(pid)
 
     def apply_due(self, now: float) -> None:
@@ -76,7 +68,7 @@ class PriceWatch:
             due = a.price_due
             if due is None or now < due[0]:
                 continue
-            apply(self.journal, Repriced(a, *due))
+            self.journal.writer.emit(Repriced(a, *due))
 
     async def look(self, now: float) -> None:
         if now - self.looked_at < LOOK_EVERY_S:
@@ -170,7 +162,7 @@ class PriceWatch:
         if v.accept:
             if inc.takes_effect_at is not None and inc.new_gpu_dph is not None:
                 when = max(inc.takes_effect_at, at)
-                apply(self.journal, IncreaseAccepted(a, when, new_gpu, inc.pending_id))
+                self.journal.writer.emit(IncreaseAccepted(a, when, new_gpu, inc.pending_id))
             return
         await self.move_off(a, v, at)
 

@@ -5,6 +5,7 @@ label this ledger gave is supervised; with `adopt_all` every other is observed, 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.billing import event_mark, found_at, status_marks, took_effect_at
@@ -20,7 +21,6 @@ from .carry_on import keep_our_stop
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
-from .rentals import apply
 from .tier import hold_bid
 from .updates import Adopted, ChangeTookEffect, DeadlinesFrom, FoundChanged, Replayed, Said
 
@@ -29,29 +29,19 @@ K = EventKind
 Starter = Callable[[Attempt, str, str], Awaitable[float]]
 
 
+@dataclass(eq=False)
 class Recovery:
-    def __init__(
-        self,
-        market: Market,
-        ledger: Ledger,
-        journal: Journal,
-        fleet: Fleet,
-        campaign: Campaign,
-        policy: Policy,
-        ssh: SSHRunner,
-        start: Starter,
-        adopt_all: bool = False,
-    ) -> None:
-        self.market = market
-        self.ledger = ledger  # read only: writes go through the journal
-        self.journal = journal
-        self.fleet = fleet
-        self.campaign = campaign
-        self.policy = policy
-        self.ssh = ssh
-        self.start = start  # the supervisor's start (intent, tries, outcome, lifecycle)
-        self.adopt_all = adopt_all  # watch: show every instance of the account (observed)
-        self.last_alive: float | None = None  # the earlier run's last sign of life
+    market: Market
+    ledger: Ledger  # read only: writes go through the journal
+    journal: Journal
+    fleet: Fleet
+    campaign: Campaign
+    policy: Policy
+    ssh: SSHRunner
+    start: Starter  # the supervisor's start (intent, tries, outcome, lifecycle)
+    adopt_all: bool = False  # watch: show every instance of the account (observed)
+    # the earlier run's last sign of life
+    last_alive: float | None = field(default=None, init=False)
 
     def ours(self, inst: Instance) -> bool:
         """Whether this campaign created it: it carries a label this ledger wrote into a create."""
@@ -214,7 +204,7 @@ class Recovery:
                 started = await self.start(
                     a, "rule:reuse", "a proven rental, stopped: start it again rather than create"
                 )
-                apply(self.journal, DeadlinesFrom(a, started))
+                self.journal.writer.emit(DeadlinesFrom(a, started))
             except REFUSALS:
                 continue  # the failed start is in the ledger; the fleet creates instead
             room -= 1
@@ -231,7 +221,7 @@ class Recovery:
             f"{(now - since) / 60:.1f} min (the watchdog or the operator)"
         )
         detail = {"noticed_between": [since, now]}
-        apply(self.journal, FoundChanged(a, Said(kind, at, "reconcile", why, detail)))
+        self.journal.writer.emit(FoundChanged(a, Said(kind, at, "reconcile", why, detail)))
 
     def adopt(self, inst: Instance, now: float, owned: bool = True) -> Attempt:
         """Hold a live instance found on the market: supervised (`owned`), or only observed."""
@@ -267,7 +257,7 @@ class Recovery:
                 None,
             ),
         )
-        apply(self.journal, ChangeTookEffect(a, created_at, "create"))
+        self.journal.writer.emit(ChangeTookEffect(a, created_at, "create"))
         passed = any(e.kind == K.PREFLIGHT_PASSED for e in history)
         pins = [e.detail["host_key"] for e in history if e.detail.get("host_key")]
         if pins:  # the key it proved itself with: a host answering with another is refused
@@ -279,10 +269,10 @@ class Recovery:
             mark = event_mark(e.at, e.kind, e.detail) if settled else None
             if mark is not None:  # a price: an accepted increase
                 price = mark.gpu_dph if e.kind == K.PRICE else None
-                apply(self.journal, Replayed(a, [mark], price))
+                self.journal.writer.emit(Replayed(a, [mark], price))
             elif e.kind == K.STATUS:
                 said = e.detail.get("status")
-                apply(self.journal, Replayed(a, status_marks(e.at, said)))
+                self.journal.writer.emit(Replayed(a, status_marks(e.at, said)))
         if owned and inst.known_status is not None and inst.known_status != said:
             self._status_found(a, inst, said, history, now)
         held = next(
@@ -291,7 +281,7 @@ class Recovery:
         if held == stopped and owned:  # changed behind the ledger's back: the watchdog, or a person
             self._changed_elsewhere(a, K.STOP if stopped else K.START, now)
         where = (inst.status, inst.status_msg, inst.ssh_host, inst.ssh_port)
-        apply(self.journal, Adopted(a, now, *where, proven=passed, stopped=stopped))
+        self.journal.writer.emit(Adopted(a, now, *where, proven=passed, stopped=stopped))
         if stopped and owned:  # our own stop's rule kept: the reuse rule may start it again
             keep_our_stop(self.journal, a, history)
         self.fleet.add(a)
@@ -335,7 +325,7 @@ class Recovery:
             reason=f"status {said or 'none yet'} -> {status} (found at the restart)",
             detail={"status": status, "msg": (inst.status_msg or "")[:300]},
         )
-        apply(self.journal, Replayed(a, status_marks(at, status)))
+        self.journal.writer.emit(Replayed(a, status_marks(at, status)))
 
     def _record_observed(self, a: Attempt, inst: Instance, now: float) -> None:
         label = repr((inst.label or "")[:60]) if inst.label else "no label"

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from ..core.lifecycle import Phase
 from .intents import AutomationRefused, DestroyConfirmation, DestroyIntent, Reply
-from .rentals import apply
 from .updates import GaveUp
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ async def _release_one(
     if a.life.phase != Phase.ABANDONED:
         if a.preflight_task:
             a.preflight_task.cancel()
-        apply(sup.journal, GaveUp(a, sup.now(), actor, reason, "cancelled"))
+        sup.journal.writer.emit(GaveUp(a, sup.now(), actor, reason, "cancelled"))
     ok = await sup.actions.destroy(a, actor, reason)
     if ok:
         sup.journal.say(f"destroy i:{iid} m:{a.machine_id} by {actor}: {reason} (never proven)")

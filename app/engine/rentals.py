@@ -1,78 +1,190 @@
-"""The one writer of a rental's state: `apply(journal, update)`.
+"""The one writer of a rental's state: `apply(journal, update)`, and `Writer`, the one queue every
+update goes through to it.
 
 An update (`engine/updates.py`) is checked against the lifecycle's legal moves, puts the next
 version of the `Lifecycle` and the other fields the event changes on the attempt, and writes its
 ledger event and log line, so a change and its event are one thing. `apply` never awaits, so each
-update lands whole between two awaits (`tests/test_one_writer.py`)."""
+update lands whole between two awaits (`tests/test_one_writer.py`).
+
+While the poll loop runs (`rounds`, inside `Writer.writing`), its task is the only one that
+applies: an update emitted on it is applied at once, after whatever was queued before it; one a
+host task emits (preflight, tending, the SSH link, a job) is queued, the loop's wait wakes, and
+the poll's task applies the queue in order. A person's intent is run on the poll's task too,
+between two polls (`Writer.run`). With no poll loop running (before the first poll, at the end's
+release, `rentwatch end` on a bare session) nothing runs beside the caller: an update is applied
+where it is emitted (`tests/test_writer_queue.py`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.lifecycle import Phase
 from ..core.preflight.verdict import detect_throttle
 from ..ledger import EventKind
-from .updates import (
-    Adopted,
-    Answered,
-    AnsweredUnread,
-    BidChanged,
-    BidFloorSeen,
-    BidRestored,
-    Broken,
-    CameUp,
-    ChangeTookEffect,
-    DeadlinesFrom,
-    Destroyed,
-    FoundChanged,
-    GaveUp,
-    HandedOver,
-    IdleSince,
-    IncreaseAccepted,
-    JobSaid,
-    Judged,
-    KeyChanged,
-    LeftOut,
-    Listed,
-    LookedAt,
-    Lost,
-    OurStopKept,
-    Outbid,
-    OutbidAgain,
-    PreflightRunning,
-    PreflightStarted,
-    ProbeAnswered,
-    RebidTried,
-    Replayed,
-    Repriced,
-    RestartRefused,
-    Resumed,
-    ResumedItself,
-    Returned,
-    RowSeen,
-    RowUnread,
-    Said,
-    Sampled,
-    SshFailed,
-    SshReached,
-    SshWaiting,
-    Started,
-    Stopped,
-    StoppedByMarket,
-    Tending,
-    Touched,
-    Update,
-    Verified,
-    WatchdogSeen,
-    WentSilent,
-)
+from . import updates as up
+from .updates import Said, Update
 
 if TYPE_CHECKING:
     from .attempt import Attempt
     from .journal import Journal
 
 K = EventKind
+T = TypeVar("T")
 PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last seen) is flagged
+
+
+class Writer:
+    """The queue of one supervisor's updates, and the task that applies them (above)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.queued: deque[tuple[Update, asyncio.Future[bool] | None]] = deque()
+        self.errands: deque[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any]]] = deque()
+        self.task: asyncio.Task[Any] | None = None  # the poll loop's, while it runs
+        self.arrived = asyncio.Event()  # something queued since the poll's task last looked
+        self.settling: set[asyncio.Task[None]] = set()  # errands left when the loop ended
+        self.deputies: set[asyncio.Task[Any]] = set()  # the poll's own work in a task (`spawn`)
+
+    def here(self) -> bool:
+        """Whether the caller may apply now: it is the poll's task, or no poll loop runs."""
+        if self.task is None:
+            return True
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing runs beside us
+            now = asyncio.current_task()
+            return now is self.task or now in self.deputies
+        return True
+
+    def spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """`work` in a task of its own (a create, whose answer must land even when the poll
+        that asked is cancelled) that writes as its caller does: the poll's work on the poll's
+        behalf, a host task's queued."""
+        task = asyncio.ensure_future(work)
+        if self.task is not None and self.here():
+            self.deputies.add(task)
+            task.add_done_callback(self.deputies.discard)
+        return task
+
+    def emit(self, u: Update) -> None:
+        """Hand `u` to the writer: applied now on the poll's task, else queued for it."""
+        if self.here():
+            self.drain()
+            apply(self.journal, u)
+        else:
+            self.queued.append((u, None))
+            self.arrived.set()
+
+    async def applied(self, u: Update) -> bool:
+        """`emit`, returning once `u` was applied (False: its move was illegal), for a caller
+        that reads what it changed. Never from a task the poll's task itself waits on (it
+        would wait for a drain that cannot come)."""
+        if self.here():
+            self.drain()
+            return apply(self.journal, u)
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.queued.append((u, done))
+        self.arrived.set()
+        return await done
+
+    def drain(self) -> None:
+        """Apply what was queued, in the order it was emitted (on the poll's task)."""
+        assert self.here(), "only the poll's task applies queued updates"
+        while self.queued:
+            u, done = self.queued.popleft()
+            try:
+                ok = apply(self.journal, u)
+            except Exception as exc:
+                if done is None:
+                    raise
+                if not done.done():
+                    done.set_exception(exc)
+                continue
+            if done is not None and not done.done():
+                done.set_result(ok)
+
+    async def run(self, work: Callable[[], Awaitable[T]]) -> T:
+        """`work()` on the poll's task, between two polls (at once where no poll loop runs)."""
+        if self.here():
+            return await work()
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self.errands.append((work, done))
+        self.arrived.set()
+        return await done
+
+    async def run_errands(self) -> bool:
+        """Run what `run` handed over, in order; True when there was any."""
+        ran = bool(self.errands)
+        while self.errands:
+            work, done = self.errands.popleft()
+            if not done.done():  # (done: its caller gave up before it started)
+                await _settle(work, done)
+        return ran
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """The current task (the poll loop's) applies every update until the block ends; then
+        what is left is applied, and the errands left run, where they were handed over."""
+        self.task = asyncio.current_task()
+        try:
+            yield
+        finally:
+            self.task = None
+            self.drain()
+            for work, done in self.errands:
+                if not done.done():
+                    t = asyncio.ensure_future(_settle(work, done))
+                    self.settling.add(t)
+                    t.add_done_callback(self.settling.discard)
+            self.errands.clear()
+
+    async def wait(
+        self,
+        end: float,
+        now: Callable[[], float],
+        wake: asyncio.Event | None,
+        until: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        """Until `now()` reaches `end` or an errand ends the loop (`until()`): False; or `wake` is
+        set: True. The updates and errands other tasks hand over meanwhile are taken as each
+        arrives."""
+        while True:
+            self.drain()
+            if await self.run_errands() and until():
+                return False
+            if wake is not None and wake.is_set():
+                return True
+            left = end - now()
+            if left <= 0:
+                return False
+            if self.queued or self.errands:
+                continue  # handed over while an errand ran
+            self.arrived.clear()
+            waits = [asyncio.ensure_future(self.arrived.wait())]
+            if wake is not None:
+                waits.append(asyncio.ensure_future(wake.wait()))
+            try:
+                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+
+
+async def _settle(work: Callable[[], Awaitable[Any]], done: asyncio.Future[Any]) -> None:
+    """`work()`'s result or error on `done`, as if its caller had run it itself."""
+    try:
+        result = await work()
+    except asyncio.CancelledError:
+        done.cancel()
+        raise
+    except Exception as exc:
+        if not done.done():
+            done.set_exception(exc)
+    else:
+        if not done.done():
+            done.set_result(result)
 
 
 def apply(j: Journal, u: Update) -> bool:
@@ -81,32 +193,32 @@ def apply(j: Journal, u: Update) -> bool:
     ok = True
     version = a.life.version
     match u:
-        case ChangeTookEffect():
+        case up.ChangeTookEffect():
             a.mark(u.at, u.kind)
-        case FoundChanged():
+        case up.FoundChanged():
             _write(j, a, u.event)
             a.mark(u.event.at, str(u.event.kind))
-        case Replayed():
+        case up.Replayed():
             a.marked(u.marks)
             if u.price is not None:
                 a.price_known(u.price)
-        case RestartRefused():
+        case up.RestartRefused():
             a.restart_refused()
-        case DeadlinesFrom():
+        case up.DeadlinesFrom():
             a.deadlines_from(u.at)
-        case Touched():
+        case up.Touched():
             a.touched(u.at, u.act)
-        case HandedOver():
+        case up.HandedOver():
             a.handed_over(u.at)
-        case LookedAt():
+        case up.LookedAt():
             a.looked_at()
-        case JobSaid():
+        case up.JobSaid():
             a.job_said(u.line)
-        case OurStopKept():
+        case up.OurStopKept():
             a.stopped_ourselves(u.actor)
-        case IncreaseAccepted():
+        case up.IncreaseAccepted():
             a.increase_accepted(u.at, u.price, u.pending_id)
-        case Repriced():
+        case up.Repriced():
             old = a.gpu_dph
             a.repriced(u.at, u.price)
             j.fact(
@@ -122,62 +234,62 @@ def apply(j: Journal, u: Update) -> bool:
             j.say(
                 f"price  i:{a.instance_id} ${old:.4f} -> ${u.price:.4f}/h from the contract's end"
             )
-        case BidRestored():
+        case up.BidRestored():
             a.bid_held(u.bid, u.bid_floor, u.ours, u.paused_at, u.rebid)
             if u.paused_unproven:
                 a.stopped_by_market("found paused on the tier before it was proven")
-        case BidFloorSeen():
+        case up.BidFloorSeen():
             a.bid_floor_seen(u.bid_floor)
-        case Outbid():
+        case up.Outbid():
             a.outbid(u.event.at, u.bid_floor)
             _write(j, a, u.event)
-        case ResumedItself():
+        case up.ResumedItself():
             a.resumed_itself()
             a.mark(u.event.at, "resume")
             _write(j, a, u.event)
-        case OutbidAgain():
+        case up.OutbidAgain():
             a.mark(u.at, "stop")
             j.fact(
                 K.STOP, a, at=u.at, actor="market", ok=True, reason="outbid again after its resume"
             )
-        case RebidTried():
+        case up.RebidTried():
             a.rebid_tried()
-        case BidChanged():
+        case up.BidChanged():
             a.rebid_to(u.price, u.event.at)
             _write(j, a, u.event)
-        case PreflightRunning():
+        case up.PreflightRunning():
             a.preflight_running(u.task)
-        case Tending():
+        case up.Tending():
             a.tended_by(u.task)
-        case SshWaiting():
+        case up.SshWaiting():
             a.ssh_waiting(u.why)
-        case SshFailed():
+        case up.SshFailed():
             a.ssh_failed(u.why)
-        case SshReached():
+        case up.SshReached():
             a.ssh_reached()
-        case ProbeAnswered():
+        case up.ProbeAnswered():
             a.probe_answered()
-        case Judged():
+        case up.Judged():
             a.judged(u.verdict, u.doc)
-        case WentSilent():
+        case up.WentSilent():
             a.went_silent(u.at)
-        case Answered():
+        case up.Answered():
             a.answered()
-        case KeyChanged():
+        case up.KeyChanged():
             if a.key_changed(u.why):
                 j.fact(K.HOST_KEY_CHANGED, a, actor="engine", reason=u.why, ok=False)
                 j.say(f"distrust i:{a.instance_id} m:{a.machine_id}: {u.why}")
-        case WatchdogSeen():
+        case up.WatchdogSeen():
             a.watchdog_seen(u.armed)
-        case Broken():
+        case up.Broken():
             j.fact(K.XID, a, actor=u.rule, ok=False, reason=u.reason, detail=u.detail)
             j.say(f"xid    i:{a.instance_id} m:{a.machine_id}: {u.reason}")
             a.found_broken(u.rule, u.reason, u.failure_class)
-        case Sampled():
+        case up.Sampled():
             _sampled(j, u)
-        case RowSeen():
+        case up.RowSeen():
             _row_seen(j, u)
-        case LeftOut():
+        case up.LeftOut():
             if a.left_out() == 1:
                 j.fact(
                     K.UNSEEN,
@@ -186,21 +298,21 @@ def apply(j: Journal, u: Update) -> bool:
                     actor="engine",
                     reason="left out of the market's list answer: still held, asked for directly",
                 )
-        case AnsweredUnread():
+        case up.AnsweredUnread():
             a.answered_unread()
-        case RowUnread():
+        case up.RowUnread():
             _row_unread(j, u)
-        case IdleSince():
+        case up.IdleSince():
             a.util_seen(u.since)
-        case Listed():
+        case up.Listed():
             ok = _move(j, a, Phase.BOOTING, u.at, "listed by the marketplace")
-        case CameUp():
+        case up.CameUp():
             a.came_up(u.at)
             ok = _move(j, a, Phase.RUNNING, u.at, u.why)
-        case PreflightStarted():
+        case up.PreflightStarted():
             if a.life.phase == Phase.RUNNING:
                 ok = _move(j, a, Phase.VERIFYING, u.at, "preflight started")
-        case Verified():
+        case up.Verified():
             ok = _move(j, a, Phase.VERIFIED, u.at, u.reason)
             a.verified(u.at)
             if u.by_preflight:
@@ -215,21 +327,21 @@ def apply(j: Journal, u: Update) -> bool:
                 detail={"by_preflight": u.by_preflight, **u.detail},
             )
             j.say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {u.reason}")
-        case Resumed():
+        case up.Resumed():
             a.back_in_service(u.at)
             j.say(f"resume i:{a.instance_id} back in service: {u.reason}")
             ok = _move(j, a, Phase.VERIFIED, u.at, u.reason)
-        case Started():
+        case up.Started():
             ok = _move(j, a, Phase.BOOTING, u.at, u.reason)
             a.started(u.at)
-        case Stopped():
+        case up.Stopped():
             a.stopped_ourselves(u.actor)
             ok = _move(j, a, Phase.STOPPED, u.at, u.reason)
             j.say(
                 f"stop   i:{a.instance_id} m:{a.machine_id} by {u.actor}: {u.reason} "
                 f"(${u.usd:.4f} so far)"
             )
-        case StoppedByMarket():
+        case up.StoppedByMarket():
             a.mark(u.at, "stop")
             j.fact(
                 K.STOP,
@@ -245,9 +357,9 @@ def apply(j: Journal, u: Update) -> bool:
             a.left_by_market()  # its job, if any, goes back to the queue at no retry's cost
             if not u.proven:  # never proven: nothing to keep, its disk bills on
                 a.stopped_by_market(u.why)
-        case Destroyed():
+        case up.Destroyed():
             ok = _move(j, a, Phase.DESTROYED, u.at, u.reason)
-        case GaveUp():
+        case up.GaveUp():
             a.abandoned_as(u.failure_class)
             ok = _move(j, a, Phase.ABANDONED, u.at, u.reason)
             j.fact(
@@ -260,7 +372,7 @@ def apply(j: Journal, u: Update) -> bool:
             )
             if u.line:
                 j.say(u.line)
-        case Lost():
+        case up.Lost():
             ok = _move(j, a, Phase.LOST, u.at, u.why)
             a.mark(u.at, "destroy")
             j.fact(
@@ -272,7 +384,7 @@ def apply(j: Journal, u: Update) -> bool:
                 reason=f"instance gone without our destroy: {u.why}",
             )
             j.say(f"lost   i:{a.instance_id} m:{a.machine_id}: {u.why}")
-        case Returned():
+        case up.Returned():
             a.unwritten_off()
             if u.preflight_again:
                 a.preflight_again()
@@ -287,7 +399,7 @@ def apply(j: Journal, u: Update) -> bool:
                 detail=u.detail,
             )
             j.say(f"back   i:{a.instance_id} m:{a.machine_id}: {u.why}; held again ({u.to})")
-        case Adopted():
+        case up.Adopted():
             ok = _move(j, a, Phase.BOOTING, u.at, "adopted")
             a.found(u.status, u.status_msg, u.ssh_host, u.ssh_port, u.at)
             a.life = a.life.with_proof(u.proven)
@@ -310,7 +422,7 @@ def _write(j: Journal, a: Attempt, e: Said) -> None:
         j.say(e.line)
 
 
-def _sampled(j: Journal, u: Sampled) -> None:
+def _sampled(j: Journal, u: up.Sampled) -> None:
     a = u.a
     a.sampled(u.rows)
     if u.idle_known:
@@ -329,7 +441,7 @@ def _sampled(j: Journal, u: Sampled) -> None:
     a.throttle_seen(t)
 
 
-def _row_seen(j: Journal, u: RowSeen) -> None:
+def _row_seen(j: Journal, u: up.RowSeen) -> None:
     a, now, status = u.a, u.at, u.status
     if u.listed:
         a.listed()
@@ -378,7 +490,7 @@ def _row_seen(j: Journal, u: RowSeen) -> None:
         )
 
 
-def _row_unread(j: Journal, u: RowUnread) -> None:
+def _row_unread(j: Journal, u: up.RowUnread) -> None:
     """Billed as running (its last price) and online from its last good read: what the market
     may bill for it while rentwatch cannot read its row, never less."""
     a = u.a

@@ -42,7 +42,6 @@ from .operator import Operator
 from .prices import PriceWatch
 from .recovery import Recovery
 from .release import release
-from .rentals import apply
 from .rounds import rounds
 from .strays import hold_strays
 from .tier import TierWatch
@@ -74,6 +73,7 @@ class Supervisor:
         self.ssh = ssh
         self.fleet = Fleet(campaign.fleet)
         self.journal = Journal(ledger, campaign.name, market, log)
+        self.writer = self.journal.writer  # the one queue of rental updates, which `rounds` drains
         # (actor, reason) once a person ended the campaign (`no_more_creates`)
         self.ended_by: tuple[str, str] | None = None
         self.actions = Actions(market, self.journal, self.fleet, campaign, lambda: self.ended_by)
@@ -109,7 +109,6 @@ class Supervisor:
         )
         self.finished: Outcome | None = None
         self.polls = 0
-        self.detached = False
         self.detach_asked = False  # the operator's shutdown-and-detach (controller API)
         self.listeners: list[Callable[[], None]] = []  # told after each poll
         # told as each poll begins; first, what the team store says (the replica as the team
@@ -250,12 +249,13 @@ class Supervisor:
         self.prices.restore(self.ledger)  # increases accepted, not yet in force
         for a in self.fleet.in_service():  # adopted proven rentals: watch them, re-attach jobs
             if a.tend_task is None:
-                apply(self.journal, Tending(a, asyncio.create_task(self.tender.tend(a))))
+                self.writer.emit(Tending(a, asyncio.create_task(self.tender.tend(a))))
 
     # -- the poll: observe, decide, execute ---------------------------------------------------
     async def poll_once(self) -> list[Decision]:
         if why := self.ledger.unwritable:  # nothing more without a ledger: the end releases
             raise LedgerUnwritable(f"{self.ledger.path}: {why}; the campaign stops here")
+        self.writer.drain()  # what host tasks emitted before this poll
         for fn in self.before_poll:
             fn()
         try:
@@ -280,14 +280,17 @@ class Supervisor:
         self.recovery.adopt_strays(instances, now, self.adopt_all)
         self.tender.retend(self.observer.returned)
         self._revive_tending(now)
+        self.writer.drain()  # the rules decide on what host tasks said while the list was out
         decisions = await self.decider.decide(now)
         for d in decisions:
+            self.writer.drain()
             done = await self.executor.execute(d, self.fleet_set_at)
             # (watching without a campaign has no goal to reach: it never "finishes", so
             # the operator's keys are never refused as coming after the campaign's end)
             if done is not None and not self.observe_only and self.finish(done):
                 self.journal.say(f"done   {done.reason}")
         await self.prices.look(now)
+        self.writer.drain()
         self.job_work.reap(now)
         await self.job_work.dispatch(now)
         # what the ledger's figures compute to, on this market's clock
@@ -315,7 +318,7 @@ class Supervisor:
                 detail={"task": "tend", "error": type(exc).__name__},
             )
             self.journal.say(f"error  tending i:{a.instance_id} ended ({exc!r}): tended again")
-            apply(self.journal, Tending(a, asyncio.create_task(self.tender.tend(a))))
+            self.writer.emit(Tending(a, asyncio.create_task(self.tender.tend(a))))
 
     def snapshot(self, now: float) -> FleetSnapshot:
         """Everything the rules decide on now, in one immutable value (engine/deciding.py)."""
@@ -360,7 +363,6 @@ class Supervisor:
     async def detach_all(self, reason: str) -> None:
         for a in self.fleet.held():
             self.journal.fact(K.DETACHED, a, actor="human", reason=reason)
-        self.detached = True
 
     # -- operator intents ---------------------------------------------------------------------
     def resize(
@@ -379,9 +381,13 @@ class Supervisor:
         return old
 
     async def apply(self, intent: Intent) -> Reply:
-        """The one door for a person's intent. After the end only `AFTER_END` is taken; an instance
-        named must be held; a destroy needs its id typed, an end and destroy the campaign's name.
-        A refusal comes back in the reply; a failed market call is raised."""
+        """The one door for a person's intent, run on the poll's task between two polls. After the
+        end only `AFTER_END` is taken; an instance named must be held; a destroy needs its id
+        typed, an end and destroy the campaign's name. A refusal comes back in the reply; a failed
+        market call is raised."""
+        return await self.writer.run(lambda: self._apply(intent))
+
+    async def _apply(self, intent: Intent) -> Reply:
         if self.finished is not None and not isinstance(intent, AFTER_END):
             return Reply.refusal(
                 f"the campaign has ended ({self.finished.reason}): stop, start, destroy "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from ..core.bidding.rules import BidTerms
 from ..core.bidding.tier import checkpoint_every_s, move_share, tier_for, work_lost_s
@@ -24,7 +25,6 @@ from .attempt import Attempt
 from .fleet import Fleet
 from .jobs.work import JobWork
 from .journal import Journal
-from .rentals import apply
 from .updates import (
     BidChanged,
     BidFloorSeen,
@@ -58,38 +58,33 @@ def hold_bid(
     rebids = [e for e in history if e.kind == K.REBID and e.ok is not False and e.phase != "intent"]
     rebid = price_of(rebids[-1].detail.get("price")) if rebids else None
     unproven = paused_at is not None and not a.passed_preflight
-    apply(journal, BidRestored(a, bid, inst.bid_floor, ours, paused_at, rebid, unproven))
+    journal.writer.emit(BidRestored(a, bid, inst.bid_floor, ours, paused_at, rebid, unproven))
 
 
+@dataclass(eq=False)
 class TierWatch:
-    def __init__(
-        self,
-        market: Market,
-        journal: Journal,
-        fleet: Fleet,
-        jobs: JobWork,
-        actions: Actions,
-        campaign: Campaign,
-        policy_name: str,
-    ) -> None:
-        self.market = market
-        self.journal = journal
-        self.fleet = fleet
-        self.jobs = jobs
-        self.actions = actions
-        self.campaign = campaign
-        self.policy_name = policy_name
-        self.outbids: Counter[int] = Counter()  # instance id -> outbids seen
-        # outbids and those that ended in a move (let go, or outbid before it was proven), in
-        # the ledger before this start and since (`bidding.move_share`)
-        self.moves_seen = [0, 0]
-        # the ledger's record of the tier over every campaign, read at the start
-        # (`restore`); this run adds what it sees from then on (`exposure`)
-        self.past: tuple[tuple[int, str, float, int], ...] = ()
-        self.since = float("-inf")
-        self.paused_s: dict[int, float] = {}  # instance id -> seconds paused since `since`
-        self.ended: dict[int, float] = {}  # instance id -> when it was seen stopped or gone
-        jobs.ckpt_every = self.checkpoint_every
+    market: Market
+    journal: Journal
+    fleet: Fleet
+    jobs: JobWork
+    actions: Actions
+    campaign: Campaign
+    policy_name: str
+    outbids: Counter[int] = field(default_factory=Counter, init=False)  # instance id -> seen
+    # outbids and those that ended in a move (let go, or outbid before it was proven), in
+    # the ledger before this start and since (`bidding.move_share`)
+    moves_seen: list[int] = field(default_factory=lambda: [0, 0], init=False)
+    # the ledger's record of the tier over every campaign, read at the start
+    # (`restore`); this run adds what it sees from then on (`exposure`)
+    past: tuple[tuple[int, str, float, int], ...] = field(default=(), init=False)
+    since: float = field(default=float("-inf"), init=False)
+    # instance id -> seconds paused since `since`
+    paused_s: dict[int, float] = field(default_factory=dict, init=False)
+    # instance id -> when it was seen stopped or gone
+    ended: dict[int, float] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.jobs.ckpt_every = self.checkpoint_every
 
     def restore(self, ledger: Ledger, now: float) -> None:
         """The outbid record of every campaign before this start: the rate the bids and
@@ -185,7 +180,7 @@ class TierWatch:
             },
             f"outbid i:{a.instance_id} m:{a.machine_id} bid ${a.bid or 0:.4f}/h < {low}",
         )
-        apply(self.journal, Outbid(a, inst.bid_floor, event))
+        self.journal.writer.emit(Outbid(a, inst.bid_floor, event))
         held = self.jobs.queue.finishing_on(a.instance_id)
         if held is not None:  # exited there: its output waits on the disk (JobWork.reap)
             self.journal.say(f"output of {held.name} waits on i:{a.instance_id} for its resume")
@@ -208,7 +203,7 @@ class TierWatch:
         """Each row of a bid rental: its bid_floor; out of service, a resume by itself (it bills
         again from now), or a resumed one outbid again before the rules took it back."""
         if inst.bid_floor is not None:
-            apply(self.journal, BidFloorSeen(a, inst.bid_floor))
+            self.journal.writer.emit(BidFloorSeen(a, inst.bid_floor))
         if a.life.phase != Phase.STOPPED or not a.resumes_by_itself:
             return
         if inst.known_status == "running" and not inst.market_stopped and not a.resumed:
@@ -230,9 +225,9 @@ class TierWatch:
                 {"bid": a.bid, "bid_floor": inst.bid_floor, "paused_s": paused},
                 f"resume i:{a.instance_id} m:{a.machine_id} ran again by itself",
             )
-            apply(self.journal, ResumedItself(a, event))
+            self.journal.writer.emit(ResumedItself(a, event))
         elif a.resumed and inst.market_stopped:  # outbid again before the rules took it back
-            apply(self.journal, OutbidAgain(a, now))
+            self.journal.writer.emit(OutbidAgain(a, now))
             self.outbid(a, inst, now)
 
     # -- the tier's decisions, carried out ----------------------------------------------------
@@ -240,7 +235,7 @@ class TierWatch:
         now = self.market.answered_at()
         old = a.bid
         if old is None or d.price > old:  # a bid brought down (rule:bid_down) fights no one
-            apply(self.journal, RebidTried(a))
+            self.journal.writer.emit(RebidTried(a))
         detail = {"price": d.price, "old": old, "bid_floor": a.bid_floor}
         try:
             await self.market.change_bid(a.instance_id, d.price, a.num_gpus)
@@ -258,7 +253,7 @@ class TierWatch:
             return
         line = f"rebid  i:{a.instance_id} ${old or 0:.4f} -> ${d.price:.4f}/h: {d.reason}"
         event = Said(K.REBID, now, d.rule, d.reason, detail, line)
-        apply(self.journal, BidChanged(a, d.price, event))
+        self.journal.writer.emit(BidChanged(a, d.price, event))
 
     async def move(self, a: Attempt, d: Move) -> None:
         """Its job has moved on: stop waiting, and stop it ourselves so it never resumes."""
@@ -276,6 +271,6 @@ class TierWatch:
         )
         await self.actions.stop(a, d.rule, d.reason)
 
-    def resume(self, a: Attempt, d: Resume) -> bool:
+    async def resume(self, a: Attempt, d: Resume) -> bool:
         """Back into service (its proof stands: same machine, disk kept). True when it moved."""
-        return apply(self.journal, Resumed(a, self.market.answered_at(), d.reason))
+        return await self.journal.writer.applied(Resumed(a, self.market.answered_at(), d.reason))

@@ -16,7 +16,6 @@ from ...market.errors import REFUSALS
 from ...market.protocol import Market, wall_seconds
 from ..attempt import Attempt
 from ..journal import Journal
-from ..rentals import apply
 from ..updates import Answered, KeyChanged, WentSilent
 from .ssh import (
     HostKeyChanged,
@@ -136,13 +135,13 @@ class HostLink:
             except HostKeyChanged:
                 raise  # an answer, from another host: distrusted, not silent
             except SSHFailure:
-                apply(self.journal, WentSilent(a, self.market.now()))
+                self.journal.writer.emit(WentSilent(a, self.market.now()))
                 await self._remeasure()
                 raise
             if res.exit_status is None:
-                apply(self.journal, WentSilent(a, self.market.now()))  # cut before its end
+                self.journal.writer.emit(WentSilent(a, self.market.now()))  # cut before its end
             else:
-                apply(self.journal, Answered(a))
+                self.journal.writer.emit(Answered(a))
             return res
 
     async def probe(
@@ -262,5 +261,5 @@ class HostLink:
         try:
             yield
         except HostKeyChanged as exc:
-            apply(self.journal, KeyChanged(a, str(exc)))
+            self.journal.writer.emit(KeyChanged(a, str(exc)))
             raise

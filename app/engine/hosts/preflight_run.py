@@ -16,7 +16,6 @@ from ...market.protocol import Clock
 from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..journal import Journal
-from ..rentals import apply
 from ..updates import (
     Judged,
     PreflightRunning,
@@ -73,64 +72,69 @@ class PreflightRunner:
         self.blame_book = blame_book
 
     def _tell(self, u: Update) -> None:
-        apply(self.journal, u)
+        self.journal.writer.emit(u)
+
+    def _judge(self, a: Attempt, v: Verdict, doc: dict[str, Any] | None = None) -> Verdict:
+        self._tell(Judged(a, v, doc))
+        return v
 
     def start_preflight(self, a: Attempt) -> None:
-        apply(self.journal, PreflightStarted(a, self.clock.now()))
-        apply(self.journal, PreflightRunning(a, asyncio.create_task(self._preflight(a))))
+        self.journal.writer.emit(PreflightStarted(a, self.clock.now()))
+        self.journal.writer.emit(PreflightRunning(a, asyncio.create_task(self._preflight(a))))
 
     async def _preflight(self, a: Attempt) -> None:
         """The preflight's tries: whatever ends them without a verdict is `bad_probe`."""
         try:
-            await self._preflight_tries(a)
+            verdict, doc = await self._preflight_tries(a)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - supervision: every failure ends in a verdict
-            verdict = Verdict(
-                False, "bad_probe", f"preflight ended without a verdict: {failure_text(exc)}"
-            )
-            self._tell(Judged(a, verdict))
-            self._preflight_failed(a, verdict, {})
+            why = f"preflight ended without a verdict: {failure_text(exc)}"
+            self._preflight_failed(a, self._judge(a, Verdict(False, "bad_probe", why)), {})
             return
-        if (
-            a.verdict is not None
-            and not a.verdict.ok
-            and a.verdict.failure_class != "campaign_fault"
-        ):
-            self._preflight_failed(a, a.verdict, a.preflight_doc or {})
+        if not verdict.ok and verdict.failure_class != "campaign_fault":
+            # (the verdict's own document, else the last one the host answered with)
+            self._preflight_failed(a, verdict, doc or a.preflight_doc or {})
 
-    async def _preflight_tries(self, a: Attempt) -> None:
+    async def _preflight_tries(self, a: Attempt) -> tuple[Verdict, dict[str, Any] | None]:
+        """The tries until a verdict, told as it is reached; the verdict and its document. What
+        the host task reads of the attempt is what it told itself (`said`), not the attempt:
+        its own updates are applied by the poll's task."""
         dropped = 0
+        said: str | None = a.ssh_error
         while True:
             nonce = new_nonce()  # fresh for every try: an answer is to this run, none other
             command = preflight_command(self.policy.checks, NET_PROBE_URL, nonce)
             if a.ssh_host is None or a.ssh_port is None:
-                self._tell(SshWaiting(a, "no SSH port published yet"))
+                said = "no SSH port published yet"
+                self._tell(SshWaiting(a, said))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
-            if not dropped and (a.ssh_error is None or a.ssh_error.startswith("no SSH port")):
-                self._tell(SshWaiting(a, f"no answer yet from {a.ssh_host}:{a.ssh_port}"))
+            if not dropped and (said is None or said.startswith("no SSH port")):
+                said = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
+                self._tell(SshWaiting(a, said))
             try:
                 script = probe_source("preflight")
                 res = await self.link.probe(
                     a, script, self.link.wall(self.policy.preflight_timeout_s, 5.0), command
                 )
             except HostKeyChanged as exc:
-                self._tell(Judged(a, Verdict(False, "host_key_changed", str(exc))))
-                return
+                return self._judge(a, Verdict(False, "host_key_changed", str(exc))), None
             except SSHFailure as exc:
                 if "did not finish" in str(exc):
-                    self._tell(Judged(a, Verdict(False, "timeout", f"preflight hung: {exc}")))
-                    return
-                self._tell(SshFailed(a, str(exc)))
+                    return self._judge(a, Verdict(False, "timeout", f"preflight hung: {exc}")), None
+                said = str(exc)
+                self._tell(SshFailed(a, said))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             except OSError as exc:
                 # the controller's own side (out of descriptors, say): no word on the host;
                 # tried again until the preflight's deadline rule gives up on the attempt
-                self._tell(SshFailed(a, f"controller could not try: {failure_text(exc)}"))
+                said = f"controller could not try: {failure_text(exc)}"
+                self._tell(SshFailed(a, said))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
+            said = None
             self._tell(SshReached(a))
             if no_answer(res) and (res.exit_status is None or dropped < SILENT_RETRIES):
                 # a session cut before the probe answered says nothing about the host: look
@@ -139,17 +143,17 @@ class PreflightRunner:
                 dropped += 1
                 silent = res.exit_status is None and dropped >= SILENT_RETRIES
                 why = f"{dropped} preflight sessions in a row ended without an answer"
+                said = why if silent else said
                 self._tell(SshFailed(a, why if silent else None))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             self._tell(ProbeAnswered(a))
-            if self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
-                return
+            if fault := self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
+                return fault, None
             try:
                 doc = parse_probe_output(res.stdout, "preflight", res.truncated)
             except ProbeError as exc:
-                self._tell(Judged(a, Verdict(False, "bad_probe", str(exc))))
-                return
+                return self._judge(a, Verdict(False, "bad_probe", str(exc))), None
             verdict = preflight_verdict(
                 doc,
                 a.gpu_name,
@@ -158,12 +162,12 @@ class PreflightRunner:
                 checks=self.policy.checks,
                 nonce=nonce,
             )
-            self._tell(Judged(a, verdict, doc))
+            self._judge(a, verdict, doc)
             if verdict.ok:
                 if self.blame_book is not None:
                     self.blame_book.probe_passed(a)  # the image has what the probe needs
-                self._deep_checks(a, doc)
-            return
+                verdict = self._deep_checks(a, doc, verdict)
+            return verdict, doc
 
     def _preflight_failed(self, a: Attempt, verdict: Verdict, doc: dict[str, Any]) -> None:
         self.journal.fact(
@@ -181,13 +185,13 @@ class PreflightRunner:
 
     def _campaign_fault(
         self, a: Attempt, exit_status: int | None, stdout: bytes, stderr: bytes
-    ) -> bool:
+    ) -> Verdict | None:
         """The probe could not run for what looks like the image's lack, judged on the campaign's
         evidence (core/blame/fault.py): the host spared while the image is in doubt, the host's
-        own fault once a preflight with the image computed elsewhere."""
+        own fault once a preflight with the image computed elsewhere. The verdict, if so."""
         text = probe_run_text(stdout, stderr)
         if text is None or probe_blame(text, exit_status) is None:
-            return False
+            return None
         machine = a.machine_id or -a.instance_id
         if self.blame_book is not None:
             found = self.blame_book.judge(a, Stage.PROBE, text, exit_status)
@@ -202,9 +206,8 @@ class PreflightRunner:
                 )
             )
         if found.party is Party.HOST:
-            self._tell(Judged(a, Verdict(False, "bad_probe", found.reason)))
-            return True
-        self._tell(Judged(a, Verdict(False, "campaign_fault", found.reason)))
+            return self._judge(a, Verdict(False, "bad_probe", found.reason))
+        verdict = self._judge(a, Verdict(False, "campaign_fault", found.reason))
         self.journal.fact(
             K.PREFLIGHT_FAILED,
             a,
@@ -213,11 +216,11 @@ class PreflightRunner:
             ok=False,
             detail={"class": "campaign_fault", "cause": found.cause, "blame": str(found.party)},
         )
-        return True
+        return verdict
 
-    def _deep_checks(self, a: Attempt, doc: dict[str, object]) -> None:
+    def _deep_checks(self, a: Attempt, doc: dict[str, object], v: Verdict) -> Verdict:
         """What one matmul does not exercise (PCIe link, VRAM, disk, download, XID), against
-        the offer as listed: the first measured shortfall fails the host."""
+        the offer as listed: the first measured shortfall fails the host (its verdict)."""
         offer = a.offer
         listed = {
             "gpu_name": a.gpu_name,
@@ -227,8 +230,7 @@ class PreflightRunner:
         }
         disk = self.campaign.disk_gb if self.campaign else None
         bad = first_failure(deep_checks(doc, listed, disk, self.policy.checks))
-        if bad is None or a.verdict is None:
-            return
-        v = a.verdict
+        if bad is None:
+            return v
         failed = Verdict(False, bad.failure_class or bad.name, bad.reason, v.tflops, v.expected)
-        self._tell(Judged(a, failed))
+        return self._judge(a, failed)

@@ -21,7 +21,6 @@ from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..jobs.work import JobWork
 from ..journal import Journal
-from ..rentals import apply
 from ..rounds import raise_if_cancelled
 from ..updates import Broken, Sampled, Tending, WatchdogSeen, WentSilent
 from .link import HostLink
@@ -94,7 +93,7 @@ class HostTender(PreflightRunner):
         """Tend again a proven rental held again after its write-off (the observer's list)."""
         for a in returned:
             if a.life.phase == Phase.VERIFIED and (a.tend_task is None or a.tend_task.done()):
-                apply(self.journal, Tending(a, asyncio.create_task(self.tend(a))))
+                self.journal.writer.emit(Tending(a, asyncio.create_task(self.tend(a))))
         returned.clear()
 
     async def tend(self, a: Attempt) -> None:
@@ -151,7 +150,7 @@ class HostTender(PreflightRunner):
         self.take_samples(a, doc)
         await self.check_xid(a, doc)
 
-    async def _guarded(self, a: Attempt, what: str, look: Awaitable[None]) -> bool:
+    async def _guarded(self, a: Attempt, what: str, look: Awaitable[object]) -> bool:
         """One look at a proven host, whatever it raises: True when it went through; a failure is a
         failed sample, noted in the ledger once per streak."""
         try:
@@ -161,7 +160,7 @@ class HostTender(PreflightRunner):
         except SSHFailure as exc:
             self.journal.say(f"{what} on i:{a.instance_id}: no answer ({exc})")
             # the next poll asks the market; the rules time it
-            apply(self.journal, WentSilent(a, self.clock.now()))
+            self.journal.writer.emit(WentSilent(a, self.clock.now()))
             return False
         except Exception as exc:  # noqa: BLE001 - supervision: the tending outlives any look
             said = failure_text(exc)
@@ -187,35 +186,37 @@ class HostTender(PreflightRunner):
             said = res.stdout.decode("utf-8", errors="replace").split()
             if said[-2:] != ["WATCHDOG", "gone"]:
                 return  # alive, or an answer that says nothing: the next beat looks again
-            apply(self.journal, WatchdogSeen(a, False))
+            self.journal.writer.emit(WatchdogSeen(a, False))
             why = "the host's watchdog was not running"
         else:
             why = "the watchdog could not be armed before"  # noted once it is
-        await self._arm_watchdog(a)
-        if a.watchdog_armed or why.startswith("the host's"):
+        armed = await self._arm_watchdog(a)
+        if armed or why.startswith("the host's"):
             self.journal.fact(
                 K.NOTE,
                 a,
                 actor="engine",
-                ok=a.watchdog_armed,
-                reason=f"{why}: " + ("armed again" if a.watchdog_armed else "could not arm it"),
+                ok=armed,
+                reason=f"{why}: " + ("armed again" if armed else "could not arm it"),
                 detail={"class": "watchdog_rearmed"},
             )
 
-    async def _arm_watchdog(self, a: Attempt) -> None:
+    async def _arm_watchdog(self, a: Attempt) -> bool:
         # the window in wall seconds never falls under WATCHDOG_FLOORS I/O floors: on a fast
         # clock a loaded controller's beats come late in market time (not a dead controller)
         scale = self.link.market.time_scale
         window = max(self.watchdog_window_s, WATCHDOG_FLOORS * self.link.io_floor() * scale)
         try:
             await self.link.run(a, watchdog_command(window, scale), stdin=probe_source("watchdog"))
-            apply(self.journal, WatchdogSeen(a, True))
+            self.journal.writer.emit(WatchdogSeen(a, True))
             self.journal.say(
                 f"watch  i:{a.instance_id} watchdog armed: stops itself after "
                 f"{window / 60:.0f} min without a heartbeat"
             )
+            return True
         except SSHFailure as exc:
             self.journal.say(f"watch  i:{a.instance_id} could not arm the watchdog: {exc}")
+            return False
 
     async def check_xid(self, a: Attempt, doc: dict[str, object]) -> None:
         """A fatal XID (the GPU fell off the bus, double-bit ECC) in the sampler's events: the
@@ -227,7 +228,7 @@ class HostTender(PreflightRunner):
             return
         detail = {"class": found.failure_class, "xid": found.measured}
         why = found.reason
-        apply(self.journal, Broken(a, "rule:xid", why, found.failure_class or "xid", detail))
+        self.journal.writer.emit(Broken(a, "rule:xid", why, found.failure_class or "xid", detail))
 
     def take_samples(self, a: Attempt, doc: dict[str, object]) -> None:
         """The sampler's readings, each field a finite number in its column's range or none
@@ -262,7 +263,7 @@ class HostTender(PreflightRunner):
         known = isinstance(util, int | float)
         since = low_util_since(a.util_low_since, float(util), self.policy, now) if known else None
         ratio = self.policy.throttle_ratio
-        apply(self.journal, Sampled(a, now, rows, since, known, ratio))
+        self.journal.writer.emit(Sampled(a, now, rows, since, known, ratio))
 
     def _note_dropped(self, a: Attempt, now: float, dropped: frozenset[str]) -> None:
         """Vital signs a host reported that could not be believed: said in the log each time,

@@ -4,6 +4,7 @@ checkpoint as it runs, each pull recorded with sizes and checksums, within the c
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,13 @@ from .runner import (
 PULL_TRIES = 3  # looks that try to pull an exited job's artifacts before it settles without
 
 
+@dataclass(eq=False)
 class Pulls:
-    def __init__(self, link: HostLink, journal: Journal, artifacts_root: Path) -> None:
-        self.link = link
-        self.journal = journal
-        self.artifacts_root = artifacts_root
-        self.room = ArtifactRoom()  # what the campaign may still pull off its hosts
+    link: HostLink
+    journal: Journal
+    artifacts_root: Path
+    # what the campaign may still pull off its hosts
+    room: ArtifactRoom = field(default_factory=ArtifactRoom, init=False)
 
     def checkpoint_dir(self, job: JobState) -> Path:
         return self.artifacts_root / self.journal.campaign / job.name / "checkpoint"

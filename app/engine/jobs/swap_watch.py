@@ -9,6 +9,7 @@ that is in service the dispatch gives it no more jobs and the rules stop it when
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...core.bidding.rules import BidTerms, as_rented
@@ -39,20 +40,16 @@ LOOK_EVERY_S = 60.0  # market seconds between looks (each reads our record from 
 SEARCH_EVERY_S = 300.0
 
 
+@dataclass(eq=False)
 class SwapWatch:
-    def __init__(
-        self,
-        fleet: Fleet,
-        queue: JobQueue,
-        pulled_at: Callable[[JobState], float | None] = lambda _: None,
-    ) -> None:
-        self.fleet = fleet
-        self.queue = queue
-        self.pulled_at = pulled_at  # when a job's checkpoint last came off whole (None: never)
-        self.slow: dict[int, Slow] = {}  # instance id -> since when it is slow, and why
-        # instance id -> (its running job, why): the job moves to a free proven host
-        self.moves: dict[int, tuple[str, str]] = {}
-        self.looked_at = -1e18
+    fleet: Fleet
+    queue: JobQueue
+    # when a job's checkpoint last came off whole (None: never)
+    pulled_at: Callable[[JobState], float | None] = lambda _: None
+    slow: dict[int, Slow] = field(default_factory=dict, init=False)  # instance id -> why slow
+    # instance id -> (its running job, why): the job moves to a free proven host
+    moves: dict[int, tuple[str, str]] = field(default_factory=dict, init=False)
+    looked_at: float = field(default=-1e18, init=False)
 
     def moving(self) -> dict[int, str]:
         """The hosts to stop for their running job to move (`core.worth.swap.moves_off`), while

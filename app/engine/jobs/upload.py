@@ -7,6 +7,7 @@ import hashlib
 import os
 import posixpath
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncssh
@@ -80,15 +81,15 @@ async def push_uploads(
     return out
 
 
+@dataclass(eq=False)
 class Uploads:
     """The campaign's uploads, pushed into a job's folder on a host once per host and folder
     (a restarted controller pushes them again: it overwrites), each push in the ledger."""
 
-    def __init__(self, paths: tuple[str, ...], link: HostLink, journal: Journal) -> None:
-        self.paths = paths
-        self.link = link
-        self.journal = journal
-        self._done: set[tuple[int, str]] = set()
+    paths: tuple[str, ...]
+    link: HostLink
+    journal: Journal
+    _done: set[tuple[int, str]] = field(default_factory=set, init=False)
 
     async def push(self, a: Attempt, job: JobState, now: float) -> tuple[str, bool] | None:
         """None: in place (or nothing to push). Else why not, and whether it is the host's
