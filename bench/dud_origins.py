@@ -96,7 +96,7 @@ def origins(run_dir: Path, family_seed: int, campaign_path: Path) -> dict[str, A
             and x["id"] != r["id"]
         }
         free = [
-            p.id
+            f"m:{p.id} {p.advertised_gpu} ${p.dph_base:.3f}"
             for p in warm_proven
             if p.id not in held and churn.listed(sim.scenario.seed, sc.churn, p, at)
         ]
@@ -117,7 +117,7 @@ def origins(run_dir: Path, family_seed: int, campaign_path: Path) -> dict[str, A
                 "machine_seen": m.id in seen_m,
                 "host_seen": f"{sum(hb)}/{len(hb)}" if hb else "-",
                 "band_seen": f"{sum(bb)}/{len(bb)}" if bb else "-",
-                "proven_free": len(free),
+                "proven_free": ", ".join(free) or "-",
                 "proven_total": len(warm_proven),
             }
         )
