@@ -3,9 +3,10 @@ own rentals: a logistic fit of delivered against the score each offer listed whe
 Pure.
 
 The score is not trusted (DESIGN rule 6): it moves the odds only as far as our ledger has seen it
-predict delivery. Where it says nothing (a flat fit), it moves nothing; where our duds were the
-low-scored offers, the next low-scored offer is taken to be likelier a dud. The fit's slope is
-held back by a prior towards zero, so a handful of rentals cannot make it steep."""
+predict delivery, and only down. Where it says nothing (a flat fit), it moves nothing; where our
+duds were the low-scored offers, the next offer scored below our rentals' mean is taken to be
+likelier a dud. The fit's slope is held back by a prior towards zero, so a handful of rentals
+cannot make it steep."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 STEP = 0.01  # the slope is per this much listed reliability
 SLOPE_PRIOR = 4.0  # ridge on the slope: a prior of zero with sd 0.5 logit per STEP
 LEVEL_PRIOR = 0.1  # a weak ridge on the intercept, so one-sided evidence stays finite
-MAX_LIFT = 1.0  # logits the score may move one offer's odds, either way (0.5 -> 0.27 or 0.73)
+MAX_LIFT = 1.0  # logits the score may take off one offer's odds (0.5 -> 0.27)
 NEWTON_STEPS = 30
 
 
@@ -28,11 +29,13 @@ class ListedFit:
     centre: float = 0.0
 
     def lift(self, reliability: float | None) -> float:
-        """Logits an offer listing `reliability` sits above (or below) our average rental."""
+        """Logits an offer listing `reliability` sits below our average rental (0: not below).
+        Only ever down: a score never lifts a stranger over the odds its model and price band
+        give it, so a machine we saw deliver keeps its place above any stranger at its price."""
         if reliability is None or not math.isfinite(reliability) or self.slope == 0.0:
             return 0.0
         x = self.slope * (reliability - self.centre) / STEP
-        return max(-MAX_LIFT, min(MAX_LIFT, x))
+        return max(-MAX_LIFT, min(0.0, x))
 
     def adjust(self, p: float, reliability: float | None) -> float:
         """`p` moved by the offer's lift on the logit scale."""
