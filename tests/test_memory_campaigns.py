@@ -59,6 +59,8 @@ def test_the_second_campaign_skips_the_firsts_duds_and_prefers_what_delivered(
         dead = {m for m, dud, _, _ in first if dud}
         delivered = {m: dph for m, dud, done, dph in first if done}
         assert dead and delivered, first  # the first campaign met both kinds
+        # each create kept the score its offer listed, for the record's fit
+        assert all(r.listed_reliability is not None for r in led.rentals())
 
         # what the second campaign's offer book reads before it rents anything: the first's
         # record, every rental of the ledger, as of the market's clock

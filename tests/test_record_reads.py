@@ -118,3 +118,18 @@ def test_the_rentals_read_counts_jobs_finished_and_lost_for_the_hosts_fault_only
     assert (got[3].jobs_finished, got[3].jobs_lost, got[3].work_ref_h) == (1, 1, 1.0)
     assert got[3].host_id == 103 and got[3].dph == pytest.approx(0.3)
     led.close()
+
+
+def test_the_rentals_read_carries_the_reliability_the_offer_listed():
+    """The create's outcome keeps the score its offer listed; the record reads it back (none
+    where a create wrote none, or wrote one that is no share)."""
+    led = Ledger(":memory:")
+    for iid, listed in ((1, 0.931), (2, None), (3, 7.5)):
+        s = led.intent(
+            "create", at=0, actor="rule:t", reason="r", campaign="c", gpu_name=REF, machine_id=iid
+        )
+        detail = {} if listed is None else {"reliability": listed}
+        led.outcome(s, at=0, ok=True, instance_id=iid, detail=detail)
+    got = {r.machine_id: r.listed_reliability for r in led.rentals()}
+    assert got == {1: pytest.approx(0.931), 2: None, 3: None}
+    led.close()

@@ -422,3 +422,17 @@ def test_a_verified_host_silent_past_the_window_is_stopped_never_destroyed():
     assert stops[0].quarantine is not None
     early = decide(fleet(att(silent_since=NOW - window / 2, **quiet)), DEFAULT, NOW)
     assert not only(early, Stop) and not only(early, Abandon)
+
+
+@pytest.mark.parametrize("status, quarantined", [("exited", True), ("offline", False)])
+def test_a_proven_host_whose_container_exits_is_quarantined(status, quarantined):
+    """A machine that passed its preflight and then exited on its own is not rented again (the
+    warm runs of held-out 90901 and 90903 rented such machines twice); one gone offline is only
+    stopped. Both are stopped, never destroyed."""
+    down = att(phase=Phase.VERIFIED, status=status, running_at=NOW - 500, passed_preflight=True)
+    ds = decide(fleet(down), DEFAULT, NOW)
+    (stop,) = only(ds, Stop)
+    assert stop.rule == "rule:host_down" and not only(ds, Abandon)
+    assert (stop.quarantine is not None) == quarantined
+    if quarantined:
+        assert stop.quarantine.machine_id == 10 and stop.quarantine.scope == "ledger"

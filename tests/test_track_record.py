@@ -201,3 +201,45 @@ def test_the_ranking_per_delivered_hour_reads_the_record_by_band_and_host() -> N
     same = [offer(3, 61, 7, 0.22), offer(4, 62, 8, 0.22)]
     ranked = choose_offers(same, 2, host.history(), "expected_cost", memory=host, strength=8)
     assert ranked[0][0].host_id == 8
+
+
+def _scored(rel: float, dud: bool, m: int) -> Rental:
+    return rental(
+        m, dud=dud, verified=not dud, jobs_finished=0 if dud else 1, listed_reliability=rel
+    )
+
+
+def test_the_listed_score_moves_the_odds_as_far_as_our_rentals_saw_it_predict() -> None:
+    """Where our duds were the offers listing a low reliability and our deliveries the high ones
+    (held-out 90904: 84% duds below the median score, 19% above), a fresh offer listing a low
+    score is priced likelier a dud than one listing a high score; an offer listing none, or a
+    market where the score told nothing apart, keeps the odds the records give. The score only
+    ever counts against an offer: a high one leaves the odds as they were."""
+    told = [_scored(0.88 + 0.01 * i, True, i) for i in range(4)]
+    told += [_scored(0.975 + 0.005 * i, False, 10 + i) for i in range(4)]
+    mem = remember(told, NOW)
+    low = mem.odds("RTX 4090", 0.30, 99, 99, 8.0, 0.90)
+    high = mem.odds("RTX 4090", 0.30, 99, 99, 8.0, 0.985)
+    plain = mem.odds("RTX 4090", 0.30, 99, 99, 8.0)
+    assert low < plain - 0.1 and high == plain
+    # the same scores with their outcomes mixed: no signal, no move
+    flat = [
+        _scored(r.listed_reliability or 0, i % 2 == 0, r.machine_id) for i, r in enumerate(told)
+    ]
+    flat += [_scored(r.listed_reliability or 0, i % 2 == 1, 50 + i) for i, r in enumerate(told)]
+    even = remember(flat, NOW)
+    base = even.odds("RTX 4090", 0.30, 99, 99, 8.0)
+    for rel in (0.90, 0.985):
+        assert even.odds("RTX 4090", 0.30, 99, 99, 8.0, rel) == pytest.approx(base, abs=0.02)
+
+
+def test_a_machines_own_record_outweighs_its_listed_score() -> None:
+    """The score moves the prior an unknown machine starts from; a machine we have seen deliver
+    keeps its own record above an unknown one listing a better score."""
+    told = [_scored(0.88 + 0.01 * i, True, i) for i in range(4)]
+    told += [_scored(0.975 + 0.005 * i, False, 10 + i) for i in range(4)]
+    proven = [_scored(0.90, False, 77) for _ in range(3)]
+    mem = remember(told + proven, NOW)
+    assert mem.odds("RTX 4090", 0.30, 77, 77, 8.0, 0.90) > mem.odds(
+        "RTX 4090", 0.30, 98, 98, 8.0, 0.985
+    )

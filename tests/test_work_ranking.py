@@ -4,6 +4,7 @@ this machine's and this GPU model's record in our ledger, and `seed` still ranks
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +13,7 @@ from rentwatch.core.delivery import PRIOR_SHARE, WorkOutlook, outlook
 from rentwatch.core.models import Offer
 from rentwatch.core.offers.choice import choose_offers, rank_by_work
 from rentwatch.core.offers.reputation import market_odds
+from rentwatch.core.offers.track_record import Rental, remember
 from rentwatch.core.offers.work_cost import (
     deliver_odds,
     detect_h,
@@ -233,3 +235,24 @@ def test_a_fresh_ledger_explores_on_the_cheap_card_before_the_dear_one():
     ]
     learned = _work(1.0, memory=remember(proven, 0.0))
     assert rank_by_work([cheap, dear], {}, learned)[0][0] is dear
+
+
+def test_where_our_duds_listed_low_scores_a_low_scored_offer_ranks_below_a_dearer_high_one():
+    """The ranking hands each offer's listed reliability to the record: after a campaign whose
+    duds were the low-scored offers, a fresh offer listing 0.90 ranks below one 5% dearer
+    listing 0.985; on a fresh ledger the cheaper one ranks first (the score alone moves
+    nothing)."""
+
+    def past(m: int, rel: float, dud: bool) -> Rental:
+        return Rental(
+            m, m, REF, 0.30, 0.0, not dud, dud, 0.02, 5.0, 0 if dud else 1, 0, 0.0, 0, False, rel
+        )
+
+    told = [past(i, 0.88 + 0.01 * i, True) for i in range(4)]
+    told += [past(10 + i, 0.975 + 0.005 * i, False) for i in range(4)]
+    low = replace(_offer(1, REF, 0.300, 201), reliability=0.90)
+    high = replace(_offer(2, REF, 0.315, 202), reliability=0.985)
+    fresh = _work(memory=remember([], 0.0), prior_runs=8.0)
+    assert [o.id for o, _ in rank_by_work([high, low], {}, fresh)] == [1, 2]
+    warm = _work(memory=remember(told, 0.0), prior_runs=8.0)
+    assert [o.id for o, _ in rank_by_work([low, high], {}, warm)] == [2, 1]

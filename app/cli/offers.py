@@ -91,7 +91,12 @@ def rank_for(view: Preview, policy: Policy) -> list[Ranked]:
             usd, p = delivered_hour_usd(o.dph_total, record, pool)
         else:
             p = memory.odds(
-                o.gpu_name, o.dph_total, o.machine_id, o.host_id, policy.odds_prior_runs
+                o.gpu_name,
+                o.dph_total,
+                o.machine_id,
+                o.host_id,
+                policy.odds_prior_runs,
+                o.reliability,
             )
             usd = usd_at_odds(o.dph_total, p, record[2] if record else 0.0)
         return Ranked(o, listed, pick, usd, p, round(sum(record[:2])) if record else 0, why)

@@ -228,7 +228,13 @@ class Actions:
             ok=True,
             instance_id=a.instance_id,
             storage_dph=storage_dph,
-            detail={"label": res.label, "gpu_billing": self.market.gpu_billing, **tier},
+            detail={
+                "label": res.label,
+                "gpu_billing": self.market.gpu_billing,
+                # the score the offer listed: the record measures how far it predicts delivery
+                "reliability": offer.reliability,
+                **tier,
+            },
         )
         if res.refused is not None:
             await self._refused_bid(a, actor, res.refused)

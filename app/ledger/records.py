@@ -24,7 +24,8 @@ GROUP BY gpu_name
 
 # one row per rental that is evidence of its host, every campaign: what it delivered (jobs
 # finished, reference GPU-hours), the jobs it lost for its host's fault (not an outbid, whose
-# count is kept apart), whether it throttled, dated by its last event
+# count is kept apart), whether it throttled, dated by its last event; and the reliability its
+# offer listed when it was rented
 RENTAL_RECORD_SQL = """
 WITH j AS (
   SELECT instance_id,
@@ -36,12 +37,16 @@ WITH j AS (
     bool_or(kind = 'throttle') AS throttled,
     max(ts) AS last_at
   FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
+), s AS (
+  SELECT instance_id, any_value(TRY_CAST(detail->>'reliability' AS DOUBLE)) AS listed
+  FROM events WHERE kind = 'create' AND phase <> 'intent' AND ok AND instance_id IS NOT NULL
+  GROUP BY instance_id
 )
 SELECT i.machine_id, i.host_id, i.gpu_name, coalesce(i.gpu_dph, 0), coalesce(j.last_at, i.created_at),
        i.verified_at IS NOT NULL, i.dud, i.total_usd, coalesce(i.lifetime_min, 0),
        i.jobs_finished, coalesce(j.jobs_lost, 0), coalesce(j.work_ref_h, 0),
-       coalesce(j.outbids, 0), coalesce(j.throttled, false)
-FROM instances i LEFT JOIN j USING (instance_id)
+       coalesce(j.outbids, 0), coalesce(j.throttled, false), s.listed
+FROM instances i LEFT JOIN j USING (instance_id) LEFT JOIN s USING (instance_id)
 WHERE i.machine_id IS NOT NULL AND i.gpu_name IS NOT NULL AND i.instance_id NOT IN (
   SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL
     AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))
@@ -66,9 +71,34 @@ def rental_rows(rows: Iterable[tuple[Any, ...]]) -> list[Rental]:
             work_ref_h=float(work or 0),
             outbids=int(outbids or 0),
             throttled=bool(throttled),
+            listed_reliability=_score(listed),
         )
-        for m, h, g, dph, at, verified, dud, usd, life, done, lost, work, outbids, throttled in rows
+        for (
+            m,
+            h,
+            g,
+            dph,
+            at,
+            verified,
+            dud,
+            usd,
+            life,
+            done,
+            lost,
+            work,
+            outbids,
+            throttled,
+            listed,
+        ) in rows
     ]
+
+
+def _score(x: Any) -> float | None:
+    """A listed reliability as the record reads it: a finite number in [0, 1], else none."""
+    if x is None:
+        return None
+    v = float(x)
+    return v if 0.0 <= v <= 1.0 else None
 
 
 def model_rows(rows: Iterable[tuple[Any, ...]]) -> dict[str, tuple[int, int, float]]:

@@ -114,27 +114,41 @@ def fit_of(
 
 class Odds(Protocol):
     def __call__(
-        self, gpu: str, machine_id: int | None, dph: float | None = None, host: int | None = None
+        self,
+        gpu: str,
+        machine_id: int | None,
+        dph: float | None = None,
+        host: int | None = None,
+        reliability: float | None = None,
     ) -> float: ...
 
 
 def work_odds(history: History, work: WorkOutlook) -> Odds:
-    """p(deliver) of a machine of a GPU model at `dph` on `host`: with our faded record, the
-    machine's over its host's, band's, model's and the market's; else the machine's over its
+    """p(deliver) of a machine of a GPU model at `dph` on `host`, listing `reliability`: with our
+    faded record, the machine's over its host's, band's, model's and the market's (the listed
+    score as far as our record has seen it predict delivery); else the machine's over its
     model's, over the pool."""
     memory = work.memory
     if memory is not None:
 
         def remembered(
-            gpu: str, machine_id: int | None, dph: float | None = None, host: int | None = None
+            gpu: str,
+            machine_id: int | None,
+            dph: float | None = None,
+            host: int | None = None,
+            reliability: float | None = None,
         ) -> float:
-            return memory.odds(gpu, dph, machine_id, host, work.prior_runs)
+            return memory.odds(gpu, dph, machine_id, host, work.prior_runs, reliability)
 
         return remembered
     pool = market_odds(history, work.prior_runs)
 
     def odds(
-        gpu: str, machine_id: int | None, dph: float | None = None, host: int | None = None
+        gpu: str,
+        machine_id: int | None,
+        dph: float | None = None,
+        host: int | None = None,
+        reliability: float | None = None,
     ) -> float:
         record = history.get(machine_id) if machine_id is not None else None
         return deliver_odds(record, work.models.get(gpu), pool, work.prior_runs)
@@ -164,7 +178,7 @@ def work_scores(
     scored = []
     for o in offers:
         record = history.get(o.machine_id)
-        p = odds(o.gpu_name, o.machine_id, o.dph_total, o.host_id)
+        p = odds(o.gpu_name, o.machine_id, o.dph_total, o.host_id, o.reliability)
         rate = max(work.rate(o.gpu_name, o.machine_id), 1e-6)
         cost = host_cost(o.dph_total, rate, p, work.dud_h, work.job_ref_h, work.boot_h)
         per_ref_h = cost.per_ref_h(value_of_time, covered)

@@ -90,7 +90,9 @@ def rank_offers(
         if by == "expected_cost":
             effective, p = delivered_hour_usd(o.dph_total, (good, bad, dud_usd), pool)
             if memory is not None:
-                p = memory.odds(o.gpu_name, o.dph_total, o.machine_id, o.host_id, strength)
+                p = memory.odds(
+                    o.gpu_name, o.dph_total, o.machine_id, o.host_id, strength, o.reliability
+                )
                 effective = usd_at_odds(o.dph_total, p, dud_usd)
             if value_of_time_usd_per_h > 0 and pool is not None:
                 effective += value_of_time_usd_per_h * ROUND_H / p

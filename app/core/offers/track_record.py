@@ -1,5 +1,5 @@
-"""What each rental delivered, and the record it earns its machine, host, GPU model and price band,
-with old evidence fading. Pure.
+"""What each rental delivered, and the record it earns its machine, host, GPU model and price band
+(and how far the score each offer listed told delivery apart), with old evidence fading. Pure.
 
 A finished rental is a delivery, one that lost a job counts against its machine by the share
 lost, one proven and never given work half a delivery, a dud a failure. Evidence weighs `0.5 **
@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from .listed_reliability import ListedFit, fit
 from .work_cost import PRIOR_ODDS, shrunk
 
 HALF_LIFE_H = 72.0  # market hours for a rental's evidence to weigh half (docs/campaigns.md)
@@ -38,6 +39,7 @@ class Rental:
     work_ref_h: float = 0.0  # reference GPU-hours it delivered (sized jobs)
     outbids: int = 0
     throttled: bool = False
+    listed_reliability: float | None = None  # the offer's `reliability` when we rented it
 
 
 def weight(at: float, now: float, half_life_h: float = HALF_LIFE_H) -> float:
@@ -128,13 +130,15 @@ def band(gpu_name: str, dph: float) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class Memory:
-    """Every level's faded record: machine, host, GPU model, (model, price band) and the pool."""
+    """Every level's faded record: machine, host, GPU model, (model, price band) and the pool; and
+    how far the listed reliability told our duds apart (`listed_reliability.py`)."""
 
     machines: Mapping[int, Record] = field(default_factory=dict)
     hosts: Mapping[int, Record] = field(default_factory=dict)
     models: Mapping[str, Record] = field(default_factory=dict)
     bands: Mapping[tuple[str, int], Record] = field(default_factory=dict)
     pool: Record = Record()
+    listed: ListedFit = ListedFit()
 
     def pool_odds(self, strength: float) -> float | None:
         """Our share of rentals that delivered, shrunk towards PRIOR_ODDS; None before any ended."""
@@ -149,9 +153,13 @@ class Memory:
         machine_id: int | None,
         host_id: int | None,
         strength: float,
+        reliability: float | None = None,
     ) -> float:
         """p(deliver) of an offer: its machine's record over its host's, its price band's, its
-        model's and the pool's; a host and a machine take MACHINE_STRENGTH of the level above."""
+        model's and the pool's; a host and a machine take MACHINE_STRENGTH of the level above.
+        For a machine we never rented, the offer's listed `reliability` moves the odds before its
+        host's record, as far as our rentals have seen the score predict delivery (`self.listed`).
+        """
         pool = self.pool_odds(strength)
         p = PRIOR_ODDS if pool is None else pool
         machine = self.machines.get(machine_id) if machine_id is not None else None
@@ -162,6 +170,12 @@ class Memory:
         for rec, k in (
             (model.minus(in_band) if model else None, strength),
             (in_band.minus(machine) if in_band else None, strength),
+        ):
+            if rec is not None and rec.runs > 0:
+                p = shrunk(p, rec.delivered, rec.failed, k)
+        if machine is None:  # a machine we rented speaks for itself
+            p = self.listed.adjust(p, reliability)
+        for rec, k in (
             (host.minus(machine) if host else None, MACHINE_STRENGTH),
             (machine, MACHINE_STRENGTH),
         ):
@@ -188,8 +202,12 @@ def remember(rentals: Iterable[Rental], now: float, half_life_h: float = HALF_LI
     models: dict[str, Record] = {}
     bands: dict[tuple[str, int], Record] = {}
     pool = Record()
+    scored: list[tuple[float, float, float]] = []
     for r in rentals:
         w = weight(r.at, now, half_life_h)
+        if r.listed_reliability is not None:
+            good, bad = outcome(r)
+            scored.append((r.listed_reliability, w * good, w * bad))
         machines[r.machine_id] = machines.get(r.machine_id, Record()).add(r, w)
         if r.host_id is not None:
             hosts[r.host_id] = hosts.get(r.host_id, Record()).add(r, w)
@@ -197,4 +215,4 @@ def remember(rentals: Iterable[Rental], now: float, half_life_h: float = HALF_LI
         key = band(r.gpu_name, r.dph)
         bands[key] = bands.get(key, Record()).add(r, w)
         pool = pool.add(r, w)
-    return Memory(machines, hosts, models, bands, pool)
+    return Memory(machines, hosts, models, bands, pool, fit(scored))
