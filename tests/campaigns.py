@@ -175,6 +175,8 @@ def truth_at(sim, t: float) -> dict[int, dict]:
                 "stopped": i.intended == "stopped",
                 "market_stop_at": i.market_stop_at,  # a stop of the market's own (contract end)
                 "stops": list(i.stops),  # the market's time of each stop, whoever asked for it
+                # when a container exited or its host went dark on its own, per start
+                "halts": [g.halted_at for g in i.segments if g.halted_at is not None],
             }
             for iid, i in sim.market.instances.items()
         }

@@ -134,16 +134,29 @@ def _until(cond, timeout: float = 30.0, what: str = "condition") -> None:
     raise AssertionError(f"{what} never met")
 
 
+HALTED = ("exited", "unknown", "offline")  # the statuses the ledger stops a GPU's bill at
+
+
 def _late_usd(events, truth: dict[int, dict], row: dict) -> float:
     """What the ledger may bill over the market on `row`'s rental: a stop this controller did not
-    make (a host's watchdog, a contract's end) is dated by the poll that saw it, so the GPU bills
-    up to then, never less. The lag is measured here: each such stop's date in the ledger less
-    the market's own date of it (at 240x a poll a wall second late is $0.008 at $0.12/h)."""
+    make (a host's watchdog, a contract's end), or a container that exited or a host that went
+    dark on its own, is dated by the poll that saw it (an instance's row says no time for it),
+    so the GPU bills up to then, never less. The lag is measured here: each such event's date
+    in the ledger less the market's own date of it (at 240x a poll a wall second late is $0.008
+    at $0.12/h)."""
     iid, lag = row["instance_id"], 0.0
     for e in events:
         if e.kind == "stop" and e.actor == "market" and e.instance_id == iid:
             before = [t for t in truth[iid]["stops"] if t <= e.at]
             lag += e.at - max(before) if before else 0.0
+    seen = sorted(
+        e.at
+        for e in events
+        if e.instance_id == iid and e.kind == "status" and (e.detail or {}).get("status") in HALTED
+    )
+    for halt in truth[iid].get("halts", []):
+        first = next((t for t in seen if t >= halt), None)  # the poll that saw it
+        lag += first - halt if first is not None else 0.0
     return lag * float(row["gpu_dph"]) / 3600
 
 
@@ -158,6 +171,14 @@ def test_the_billing_allowance_is_the_lag_measured_on_stops_the_controller_did_n
     ]
     assert _late_usd(events, truth, {"instance_id": 7, "gpu_dph": 0.12}) == pytest.approx(0.008)
     assert _late_usd(events, truth, {"instance_id": 8, "gpu_dph": 0.12}) == 0.0
+    # a container that exited on its own, seen by a poll 240 market s later
+    truth = {9: {"stops": [], "halts": [3000.0]}}
+    events = [
+        E(kind="status", actor="engine", instance_id=9, at=2900.0, detail={"status": "running"}),
+        E(kind="status", actor="engine", instance_id=9, at=3240.0, detail={"status": "exited"}),
+        E(kind="status", actor="engine", instance_id=9, at=3300.0, detail={"status": "exited"}),
+    ]
+    assert _late_usd(events, truth, {"instance_id": 9, "gpu_dph": 0.12}) == pytest.approx(0.008)
 
 
 def _assert_ledger_is_the_truth(sim, ledger: Path) -> None:
