@@ -94,7 +94,7 @@ def test_kill_9_mid_jobs_reattaches(make_sim, tmp_path):
 
 
 def test_second_campaign_learns_from_the_first(make_sim, tmp_path):
-    sim = make_sim(seed=11, offers=40, time_scale=240)
+    sim = make_sim(seed=11, offers=40, stepped=True)
     ledger = tmp_path / "shared.duckdb"
     code1, _ = run_campaign(sim, tmp_path, "default", name="first", fleet=3, ledger=ledger)
     code2, _ = run_campaign(sim, tmp_path, "default", name="second", fleet=3, ledger=ledger)
