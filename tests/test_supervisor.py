@@ -62,7 +62,7 @@ def _check_campaign(sim, ledger_path):
 
 
 def test_default_campaign_reaches_its_fleet(make_sim, tmp_path):
-    sim = make_sim(seed=7, offers=60, time_scale=240)
+    sim = make_sim(seed=7, offers=60, stepped=True)
     code, ledger = run_campaign(sim, tmp_path, "default", fleet=4)
     assert code == 0
     receipt, truth = _check_campaign(sim, ledger)
@@ -101,7 +101,7 @@ def test_slow_hosts_are_never_abandoned(make_sim, tmp_path):
     sim = make_sim(
         seed=3,
         offers=30,
-        time_scale=600,
+        stepped=True,
         host_class=[
             {"behaviour": "slow_pull", "share": 0.7},
             {"behaviour": "freeze_pull", "share": 0.3},
