@@ -49,7 +49,7 @@ def _wait_for(proc: subprocess.Popen, word: str, timeout: float = 60) -> list[st
     raise AssertionError(f"never saw {word!r}: {''.join(lines[-20:])}")
 
 
-def _stopped_by_its_watchdog(sim, iid: int, wait_s: float = 30) -> dict:
+def _stopped_by_its_watchdog(sim, iid: int, wait_s: float = 90) -> dict:
     """The instance's truth row once its stop came (the controller is gone: its watchdog's)."""
     deadline = time.time() + wait_s
     while True:
