@@ -205,7 +205,7 @@ def test_a_restart_after_ctrl_c_starts_its_proven_rentals_before_creating(make_s
         first_done = len(led.events(where="kind = 'job_finished' AND ok"))
     assert len(proven) == 2 and proven <= trapped, seen + out
     assert first_done < 8
-    again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stdout[-3000:]
     with Ledger(ledger, read_only=True) as led:
         [_, start] = led.events(where="kind = 'campaign_start'")
