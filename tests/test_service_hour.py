@@ -25,7 +25,7 @@ def test_an_hour_of_market_time_watched_and_queried_equals_the_truth():
     assert out.stdout.strip().startswith("{"), out.stdout[-3000:] + out.stderr[-3000:]
     got = json.loads(out.stdout[out.stdout.index("{") :])
     assert got["market_min"] >= 60 and got["exit_code"] == 0
-    assert got["attach_cycles"] == 10 and got["history_on_every_attach"]
+    assert got["attach_cycles"] == 10 and got["history_on_every_attach"], got
     assert got["cli_queries"] == 20
     assert got["two_dashboards_agree"] and min(got["two_dashboards_snapshots"]) > 50
     assert got["left_running"] == []
