@@ -450,7 +450,7 @@ pass_at() { # pass_at WxH: every screen and key at this size (the session runs a
   keys q
   wait_for 'Stop campaign and quit' 30
   capture quit-dialog
-  check has 'rentwatch end --campaign demo .*--destroy` later' # pasteable: ledger, market named
+  check has 'rentwatch end --campaign demo .*--destroy` (later|while it runs)' # pasteable: ledger, market named
   back 'Stop campaign and quit'
   capture fleet-again
   check bar
