@@ -21,6 +21,15 @@ def _bar(app: RentwatchApp) -> str:
     return str(app.fleet.query_one("#bar", Static).render())
 
 
+async def _until(pilot, cond, ceiling_s: float = 30.0) -> None:
+    """Let the app run until `cond` holds (a ceiling, not a timing: a loaded box is slow)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ceiling_s
+    while not cond():
+        assert loop.time() < deadline, "never came"
+        await pilot.pause(0.05)
+
+
 def test_a_snapshot_from_the_engines_thread_is_drawn_and_waits_behind_another_screen():
     engine = StillEngine()
     later = dataclasses.replace(FLEET, campaign="second-campaign")
@@ -32,20 +41,20 @@ def test_a_snapshot_from_the_engines_thread_is_drawn_and_waits_behind_another_sc
             sender = threading.Thread(target=engine.on_snapshot, args=(FLEET,))
             sender.start()
             sender.join()
-            await pilot.pause(0.3)
-            assert app.latest is FLEET and app.fleet._shown is FLEET
+            await _until(pilot, lambda: app.fleet._shown is FLEET)
+            assert app.latest is FLEET
             assert "qlora-sweep" in _bar(app)
             await pilot.press("enter")
-            await pilot.pause(0.3)
-            assert isinstance(app.screen, DetailScreen)
+            await _until(pilot, lambda: isinstance(app.screen, DetailScreen))
             engine.on_snapshot(later)
-            await pilot.pause(0.3)
+            await _until(pilot, lambda: app.fleet.latest is later)
+            await pilot.pause(0.3)  # refreshes that would draw it, were it drawn under the detail
             # heard, forwarded, not drawn under the detail
-            assert app.latest is later and app.fleet.latest is later
+            assert app.latest is later
             assert app.fleet._shown is FLEET and "second-campaign" not in _bar(app)
             await pilot.press("escape")
-            await pilot.pause(0.3)
-            assert app.fleet._shown is later and "second-campaign" in _bar(app)
+            await _until(pilot, lambda: app.fleet._shown is later)
+            assert "second-campaign" in _bar(app)
 
     asyncio.run(run())
 
