@@ -97,8 +97,10 @@ def attempt(iid: int = 7) -> Attempt:
     return a
 
 
-def job_work(link: ScriptedLink, retries: int = 1) -> tuple[JobWork, JobQueue, Ledger]:
-    ledger = Ledger(":memory:")
+def job_work(
+    link: ScriptedLink, retries: int = 1, ledger: Ledger | None = None
+) -> tuple[JobWork, JobQueue, Ledger]:
+    ledger = Ledger(":memory:") if ledger is None else ledger
     clock = Clock()
     journal = Journal(ledger, "c", clock, log=lambda _: None)
     queue = JobQueue((Job("train", "python train.py", retries=retries),))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,6 +34,7 @@ from rentwatch.engine.hosts.probe_io import (
     parse_probe_output,
 )
 from rentwatch.engine.hosts.tender import HostTender
+from rentwatch.ledger import Ledger
 
 from tests.fuzzing import examples
 from tests.test_empty_answers import ScriptedLink, attempt, job_work, proven, said
@@ -165,10 +167,19 @@ def test_a_long_integer_and_deep_nesting_are_no_document():
             load_host_json(text)
 
 
-def tender_for(link: ScriptedLink):
-    work, _, ledger = job_work(link)
+def tender_for(link: ScriptedLink, ledger: Ledger | None = None):
+    work, _, ledger = job_work(link, ledger=ledger)
     tender = HostTender(link, work, work.journal, DEFAULT, work.clock)  # type: ignore[arg-type]
     return tender, ledger
+
+
+@pytest.fixture(scope="module")
+def samples_ledger() -> Iterator[Ledger]:
+    """One in-memory ledger that every example of the property below writes into: opening one
+    (its views bound) costs more CPU than the example it serves."""
+    ledger = Ledger(":memory:")
+    yield ledger
+    ledger.close()
 
 
 sample_docs = st.dictionaries(
@@ -180,14 +191,13 @@ sample_docs = st.dictionaries(
 
 @settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sample_docs)
-def test_any_sampler_document_is_taken_or_refused_whole(doc):
+def test_any_sampler_document_is_taken_or_refused_whole(samples_ledger, doc):
     """take_samples (the ledger's samples table included) and the XID check read anything."""
-    tender, ledger = tender_for(ScriptedLink([said("")]))
+    tender, _ = tender_for(ScriptedLink([said("")]), samples_ledger)
     a = attempt()
     tender.take_samples(a, {"probe": "nvml_sample", "schema": 1, **doc})
     asyncio.run(tender.check_xid(a, {"probe": "nvml_sample", "schema": 1, **doc}))
     assert all(set(r) >= {"util", "reasons"} for r in a.samples)
-    ledger.close()
 
 
 def test_a_sample_whose_reasons_are_true_is_taken_not_raised():
