@@ -16,7 +16,7 @@ booting; the rest proven by an earlier run, as the ledger says):
   its proven hosts (`--queue HOSTS:JOBS`), at a time scale where each poll spans a market
   minute or more, so the swap watch (`engine/jobs/swap_watch.py`) and the ranking by delivered
   work read our record as often as they would in a fast referee run; with the alerts listening
-  after each poll (`run/alerts.py`), as in every headless and referee run.
+  after each poll (`run/alerts.py`), as in a headless run that notifies someone.
 
 The watchdogs of the proven rentals are not started (they are SSH work, not the poll's).
 Run: python -m bench.engine_bench [--sizes 100,1000,10000] [--seconds 120] [--queue 10:40]
@@ -35,6 +35,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from rentwatch.core.campaign import Campaign, Job
 from rentwatch.core.policy import get_policy
@@ -183,7 +184,8 @@ async def queue_cpu(
         )
         if reread:
             sup.ledger._written = lambda: None  # type: ignore[method-assign]
-        Alerts(sup, sup.ledger).attach()  # as every headless run and referee run has them
+        # as a headless run with a notifier has them (without one or metrics they read nothing)
+        Alerts(sup, sup.ledger, notifier=SimpleNamespace(notify=lambda _: None)).attach()
         for _ in range(3):
             await sup.poll_once()
         cpu = []

@@ -128,3 +128,16 @@ def test_the_ends_release_counts_what_came_after_the_last_poll(watched):
     intent = led.intent(K.STOP, at=3.0, actor="engine", reason="end", campaign="c", instance_id=3)
     led.outcome(intent, at=3.0, ok=True)
     assert alerts.released() == (1, 0)
+
+
+def test_a_poll_with_no_one_listening_reads_nothing_and_takes_no_snapshot(watched, monkeypatch):
+    """A run with no notifier and no metrics (every referee-less headless run in the tests, and
+    any run without `notify` or `--metrics`) has no one to tell: a poll's reads and fleet
+    snapshot would be CPU spent for nothing."""
+    led, alerts, _, reads = watched
+    taken: list[float] = []
+    monkeypatch.setattr(alerts_mod, "snapshot", lambda sup, now: taken.append(now))
+    alerts.notifier = None
+    led.record(K.CAMPAIGN_FAULT, at=1.0, actor="engine", reason="bad image", campaign="c")
+    alerts._after_poll()
+    assert reads == [] and taken == []

@@ -85,6 +85,8 @@ class Alerts:
                 K.NOTE, None, actor="engine", reason=f"notify failed: {url}: {why}"
             )
             self.sup.journal.say(f"notify FAILED {url}: {why}")
+        if self.notifier is None and self.metrics is None:
+            return  # nobody to tell and nothing to count: the reads below are CPU for nothing
         if self.metrics is not None and self.poll_began is not None:
             self.metrics.observe_poll(self.monotonic() - self.poll_began, self.wall())
         # every event up to `stored` is in the file before the reads below: none of them is
