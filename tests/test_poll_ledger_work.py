@@ -42,10 +42,16 @@ def test_a_tick_is_one_statement_and_a_standing_clock_writes_nothing(tmp_path):
         led.tick(100.0, "http://market")
         assert counting.statements == []
         led.tick(110.0, "http://market")
+        # the rows it wrote already are updated, not upserted again (half the CPU)
+        assert counting.statements[-1].startswith("UPDATE")
         led.tick(110.0)  # another market's clock is not this one
         assert len(counting.statements) == 2
         rows = dict(led._rows("SELECT key, value FROM meta WHERE key LIKE 'clock%'"))
         assert rows == {"clock": "110.0", "clock@http://market": "110.0"}
+        led.tick(120.0)
+        assert counting.statements[-1].startswith("UPDATE")
+        rows = dict(led._rows("SELECT key, value FROM meta WHERE key LIKE 'clock%'"))
+        assert rows == {"clock": "120.0", "clock@http://market": "110.0"}
 
 
 class Sent(list):

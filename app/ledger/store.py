@@ -217,14 +217,22 @@ class Ledger(NamedReads):
         if market:  # the clock of that market's campaigns (view campaign_clocks)
             rows.append((f"clock@{market}", rows[0][1]))
         # one statement, one commit: each commit of this file costs milliseconds of CPU, and a
-        # tick comes every poll; a tick that changes nothing is not written again
+        # tick comes every poll; a tick that changes nothing is not written again, and rows this
+        # ledger wrote already are updated (DuckDB's upsert costs twice an update's CPU)
         with self.__lock, self._unless_unwritable():
             if rows == self.__ticked:
                 return
-            self.__con.execute(
-                "INSERT OR REPLACE INTO meta VALUES " + ", ".join(["(?, ?)"] * len(rows)),
-                [v for row in rows for v in row],
-            )
+            keys = [k for k, _ in rows]
+            if self.__ticked is not None and keys == [k for k, _ in self.__ticked]:
+                self.__con.execute(
+                    f"UPDATE meta SET value = ? WHERE key IN ({', '.join('?' * len(keys))})",
+                    [rows[0][1], *keys],
+                )
+            else:
+                self.__con.execute(
+                    "INSERT OR REPLACE INTO meta VALUES " + ", ".join(["(?, ?)"] * len(rows)),
+                    [v for row in rows for v in row],
+                )
             self.__ticked = rows
 
     @contextlib.contextmanager
