@@ -61,7 +61,6 @@ SLOWEST_FIRST = (
     "tests/test_service_hour.py::test_an_hour_of_market_time_watched_and_queried_equals_the_truth",
     "tests/test_multi_gpu_bids.py::test_a_bid_campaign_on_two_gpu_machines_rents_them_at_the_machines_bid",
     "tests/test_jobs.py::test_kill_9_mid_jobs_reattaches",
-    "tests/test_probe_readers.py::test_any_sampler_document_is_taken_or_refused_whole",
     "tests/test_jobs.py::test_twelve_jobs_on_a_fleet_of_three",
     "tests/test_jobs_cli.py::test_jobs_and_logs_through_the_controller_then_from_the_ledger",
     "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[bad_day]",
