@@ -23,61 +23,46 @@ def _say(line: str) -> None:
 
 
 def serve_engine(
-    engine: Any,
-    ledger: Ledger,
-    ledger_path: Path,
-    campaign: str,
-    end_unwatched_s: float | None = None,
+    engine: Any, ledger_path: Path, campaign: str, end_unwatched_s: float | None = None
 ) -> int:
     """Serve `engine` on the ledger's socket until a shutdown or a signal; with `end_unwatched_s`,
     also once no dashboard has watched that long and nobody chose to leave it running."""
-    woken = threading.Event()
-    trap = ExitTrap(lambda _signum: woken.set(), _say)
-    with trap.installed():
-        return _serve(engine, ledger_path, campaign, end_unwatched_s, trap, woken)
-
-
-def _serve(
-    engine: Any,
-    ledger_path: Path,
-    campaign: str,
-    end_unwatched_s: float | None,
-    trap: ExitTrap,
-    woken: threading.Event,
-) -> int:
     from ..run.service.controller import EngineService
 
+    woken = threading.Event()
+    trap = ExitTrap(lambda _signum: woken.set(), _say)
     service = EngineService(engine, ledger_path, campaign)
-    try:
-        sock = service.start()
-    except (OSError, RentwatchError) as exc:
-        if engine.alive():
-            engine.shutdown("trap")  # it may hold adopted rentals: release them, unwatched
-        print(f"rentwatch: cannot start the controller: {clean(exc, 1000)}", file=sys.stderr)
-        return 2
-    engine.on_error = lambda msg: _say(f"error  {msg}")
-    _say(f"serving  controller API on unix:{sock} for campaign {campaign}")
-    unwatched = False
-    try:
-        while engine.alive() and not trap.fired:
-            woken.wait(0.5)
-            ctrl = service.ctrl
-            if end_unwatched_s is not None and not ctrl.kept:
-                unwatched = ctrl.unwatched_for() >= end_unwatched_s
-                if unwatched:
-                    _say(
-                        f"end    nobody has watched for {end_unwatched_s / 60:.0f} min and "
-                        "nobody chose to leave it running: stopping what it holds"
-                    )
-                    break
-    finally:
-        trap.ending = True
-        mode = "trap" if trap.fired else ("unwatched" if unwatched else engine.exit_mode)
-        if trap.fired:
-            _say(f"trap   signal {trap.name()}: releasing what is held")
-        service.stop(mode, _say)
-    _say(f"end    controller exits ({mode})")
-    return trap.exit_code() if trap.fired else (1 if engine.failure else 0)
+    with trap.installed():
+        try:
+            sock = service.start()
+        except (OSError, RentwatchError) as exc:
+            if engine.alive():
+                engine.shutdown("trap")  # it may hold adopted rentals: release them, unwatched
+            print(f"rentwatch: cannot start the controller: {clean(exc, 1000)}", file=sys.stderr)
+            return 2
+        engine.on_error = lambda msg: _say(f"error  {msg}")
+        _say(f"serving  controller API on unix:{sock} for campaign {campaign}")
+        unwatched = False
+        try:
+            while engine.alive() and not trap.fired:
+                woken.wait(0.5)
+                ctrl = service.ctrl
+                if end_unwatched_s is not None and not ctrl.kept:
+                    unwatched = ctrl.unwatched_for() >= end_unwatched_s
+                    if unwatched:
+                        _say(
+                            f"end    nobody has watched for {end_unwatched_s / 60:.0f} min and "
+                            "nobody chose to leave it running: stopping what it holds"
+                        )
+                        break
+        finally:
+            trap.ending = True
+            mode = "trap" if trap.fired else ("unwatched" if unwatched else engine.exit_mode)
+            if trap.fired:
+                _say(f"trap   signal {trap.name()}: releasing what is held")
+            service.stop(mode, _say)
+        _say(f"end    controller exits ({mode})")
+        return trap.exit_code() if trap.fired else (1 if engine.failure else 0)
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
@@ -155,7 +140,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     try:
         # a demo nobody watches and nobody kept ends itself (another campaign never does)
         unwatched = args.end_unwatched_min * 60 if args.demo else None
-        code = serve_engine(engine, ledger, ledger_path, campaign.name, unwatched)
+        code = serve_engine(engine, ledger_path, campaign.name, unwatched)
         return code
     finally:
         for a in alerts:
