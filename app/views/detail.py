@@ -52,6 +52,10 @@ class Sample:
     retired_pages: float | None = None
 
 
+_SAMPLE_FIGURES = [f.name for f in dataclasses.fields(Sample) if f.name not in ("at", "reasons")]
+_SAMPLE_KEYS = {"temp_c": "temp"}  # a figure whose key in the host's sample is another
+
+
 @dataclass(frozen=True)
 class JobLine:
     name: str
@@ -180,19 +184,8 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
     samples = tuple(
         Sample(
             at=float(s.get("ts") or 0.0),
-            util=_num(s.get("util")),
-            sm_clock=_num(s.get("sm_clock")),
-            max_sm_clock=_num(s.get("max_sm_clock")),
             reasons=tuple(clean(r, 40) for r in s.get("reasons") or ()),
-            mem_used_mb=_num(s.get("mem_used_mb")),
-            mem_total_mb=_num(s.get("mem_total_mb")),
-            temp_c=_num(s.get("temp")),
-            power_w=_num(s.get("power_w")),
-            power_limit_w=_num(s.get("power_limit_w")),
-            fan_pct=_num(s.get("fan_pct")),
-            ecc_corrected=_num(s.get("ecc_corrected")),
-            ecc_uncorrected=_num(s.get("ecc_uncorrected")),
-            retired_pages=_num(s.get("retired_pages")),
+            **{name: _num(s.get(_SAMPLE_KEYS.get(name, name))) for name in _SAMPLE_FIGURES},
         )
         for s in last_run_samples(a)[-120:]
     )
