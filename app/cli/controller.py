@@ -5,7 +5,6 @@ dashboard starts and attaches to. It polls until a shutdown or a signal (the exi
 from __future__ import annotations
 
 import argparse
-import secrets
 import sys
 import threading
 import time
@@ -67,8 +66,8 @@ def serve_engine(
 
 def cmd_controller(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
-    from ..market.factory import find_api_key, load_campaign
-    from ..run.dashboard import DEMO_CAMPAIGN, fresh_demo_name, make_engine, watch_campaign
+    from ..market.factory import find_api_key
+    from ..run.dashboard import demo_campaign, demo_market, make_engine, watch_campaign
     from .team import team_config
 
     ledger_path = Path(args.ledger).resolve()
@@ -76,16 +75,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
     team = team_config(args)
     sim = None
     if args.demo:
-        from ..sim.scenario import parse_scenario
-        from ..sim.server import SimServer
-
-        name = fresh_demo_name(ledger_path)
-        campaign = load_campaign(
-            DEMO_CAMPAIGN.replace('name = "demo"', f"name = {name!r}", 1), "demo"
-        )
-        scenario = {"seed": args.seed, "time_scale": args.time_scale, "name": "article"}
-        sim = SimServer(parse_scenario(scenario), api_key=secrets.token_hex(12))
-        sim.start_in_thread()
+        campaign = demo_campaign(ledger_path)
+        sim = demo_market(args.seed, args.time_scale)
         market_url, api_key = sim.url, sim.api_key
         _say(f"market   built-in simulator at {market_url} (lives as long as this controller)")
     else:
