@@ -15,7 +15,7 @@ from ..core.lifecycle import Phase
 from ..core.text import clean
 from ..engine.supervisor import Supervisor
 from ..ledger.kinds import EventKind as K
-from .snapshot import last_run_samples, rate_now, shown_phase
+from .snapshot import SAMPLE_KEYS, last_run_samples, rate_now, shown_phase
 
 LOG_TAIL = 40  # market log lines asked for
 LOG_TIMEOUT_S = 8.0  # wall seconds: a slow log answer must not hold the screen
@@ -53,7 +53,6 @@ class Sample:
 
 
 _SAMPLE_FIGURES = [f.name for f in dataclasses.fields(Sample) if f.name not in ("at", "reasons")]
-_SAMPLE_KEYS = {"temp_c": "temp"}  # a figure whose key in the host's sample is another
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,7 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
         Sample(
             at=float(s.get("ts") or 0.0),
             reasons=tuple(clean(r, 40) for r in s.get("reasons") or ()),
-            **{name: _num(s.get(_SAMPLE_KEYS.get(name, name))) for name in _SAMPLE_FIGURES},
+            **{name: _num(s.get(SAMPLE_KEYS.get(name, name))) for name in _SAMPLE_FIGURES},
         )
         for s in last_run_samples(a)[-120:]
     )
