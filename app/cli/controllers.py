@@ -31,30 +31,28 @@ def ls_rows(wall: Callable[[], float] = time.time) -> list[dict[str, Any]]:
     now = wall()
     for e in registry.live_entries():
         row: dict[str, Any] = {**e.as_json(), "uptime_s": registry.uptime(e, now)}
-        client = ControllerClient(Target(socket=e.socket), timeout=3.0)
-        try:
-            st = client.status()
-            row.update(
-                {
-                    k: st.get(k)
-                    for k in (
-                        "policy",
-                        "fleet",
-                        "held",
-                        "observed",
-                        "stopped",
-                        "verified",
-                        "in_service",
-                        "spent_usd",
-                        "dph",
-                        "finished",
-                    )
-                }
-            )
-        except api.ServiceError as exc:
-            row["error"] = str(exc)
-        finally:
-            client.close()
+        with ControllerClient(Target(socket=e.socket), timeout=3.0) as client:
+            try:
+                st = client.status()
+                row.update(
+                    {
+                        k: st.get(k)
+                        for k in (
+                            "policy",
+                            "fleet",
+                            "held",
+                            "observed",
+                            "stopped",
+                            "verified",
+                            "in_service",
+                            "spent_usd",
+                            "dph",
+                            "finished",
+                        )
+                    }
+                )
+            except api.ServiceError as exc:
+                row["error"] = str(exc)
         rows.append(row)
     return rows
 

@@ -97,10 +97,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     found = _controller(ledger, args.campaign)
     if found is not None:
         remote, running = found
-        try:
+        with remote:
             rows = [(running, r) for r in remote.jobs()]
-        finally:
-            remote.close()
     else:
         rows = ledger_rows(ledger, args.campaign)
     if args.campaign is not None and not rows:

@@ -24,10 +24,8 @@ def query(path: str | Path, sql: str, limit: int) -> QueryResult:
     if remote is None:
         with Ledger(path, read_only=True) as ledger:
             return ledger.query(sql, limit)
-    try:
+    with remote:
         return remote.query_all(sql, limit)
-    finally:
-        remote.close()
 
 
 def select(path: str | Path, sql: str, limit: int = 100_000) -> list[dict[str, Any]]:
