@@ -9,15 +9,13 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.errors import RentwatchError
 
 
 def _read_text(path: str, what: str) -> str:
     """A file the operator named, as text; any way it cannot be read is one ConfigError line."""
-    from pathlib import Path
-
     from ..core.errors import ConfigError
 
     try:
@@ -87,29 +85,23 @@ def _open_ledger(path: str | None, read_only: bool = True):  # type: ignore[no-u
     return Ledger(path or default_ledger_path(), read_only=read_only)
 
 
-def service_cmd(name: str, args: argparse.Namespace) -> int:
-    from . import controllers
+def cmd_attach(args: argparse.Namespace) -> int:
+    from .controllers import cmd_attach as attach
 
-    return int(getattr(controllers, name)(args))
-
-
-def _remote_ledger(path: str | None):  # type: ignore[no-untyped-def]
-    from ..ledger.store import default_ledger_path
-    from .controllers import controller_for_ledger
-
-    return controller_for_ledger(path or default_ledger_path())
+    return attach(args)
 
 
 def cmd_receipt(args: argparse.Namespace) -> int:
     import json
 
     from ..run.receipt_text import print_receipts
+    from .controllers import controller_for_ledger
     from .ledger_pick import ledger_for
 
     # without --ledger: the user's ledger that knows the campaign (after `rentwatch demo`,
     # the demo's), or the only one with anything in it
     args.ledger = str(ledger_for(args.ledger, campaign=args.campaign))
-    remote = _remote_ledger(args.ledger)
+    remote = controller_for_ledger(args.ledger)
     if remote is not None:  # a running controller holds the file: it answers
         receipts = remote.receipt(args.campaign)
         remote.close()
@@ -134,7 +126,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
         from .team import cmd_ls_team
 
         return cmd_ls_team(args)
-    return service_cmd("cmd_ls", args)
+    from .controllers import cmd_ls as ls
+
+    return ls(args)
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
@@ -145,7 +139,11 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
         result = team_query(args)
     else:
-        result = _ledger_query(args)
+        from .ledger_pick import ledger_for
+        from .ledger_read import query
+
+        args.ledger = str(ledger_for(args.ledger))  # without --ledger: the one the user has
+        result = query(args.ledger, args.sql, args.limit)
     if args.export:
         export_result(result, args.export)
         print(f"wrote {len(result.rows)} rows to {args.export}", file=sys.stderr)
@@ -154,19 +152,6 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     width = None if sys.stdout.isatty() else PIPED_WIDTH
     print_result(result, "json" if args.json else "csv" if args.csv else "table", args.limit, width)
     return 0
-
-
-def _ledger_query(args: argparse.Namespace) -> Any:
-    from .ledger_pick import ledger_for
-
-    args.ledger = str(ledger_for(args.ledger))  # without --ledger: the one the user has
-    remote = _remote_ledger(args.ledger)
-    if remote is not None:  # a running controller holds the file: it answers
-        result = remote.query_all(args.sql, args.limit)
-        remote.close()
-        return result
-    with _open_ledger(args.ledger) as ledger:
-        return ledger.query(args.sql, limit=args.limit)
 
 
 def _read_campaign(
@@ -203,7 +188,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..run.headless import run_headless
 
     if args.background:  # the same headless run, in its own session; returns once it serves
-        return service_cmd("cmd_run_background", args)
+        from .controllers import cmd_run_background
+
+        return cmd_run_background(args)
     if not args.headless:
         print(
             "rentwatch: the dashboard run is `rentwatch watch --campaign FILE`; add --headless for no TUI",
@@ -254,8 +241,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _check_ssh_key(path: str | None) -> None:
     """rentwatch's SSH key, loaded (or made) now: a path that cannot hold it is one line."""
-    from pathlib import Path
-
     from ..core.errors import ConfigError
     from ..engine.hosts.ssh import load_or_create_key
     from ..run.headless import default_key_path
@@ -269,8 +254,6 @@ def _check_ssh_key(path: str | None) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from .team import team_argv, team_config
 
     team = team_config(args)
@@ -295,13 +278,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     import os
-    from pathlib import Path
 
     from ..core.policy import get_policy
     from ..engine.session import default_key_path
     from ..ledger.store import default_ledger_path
     from ..market.factory import find_api_key
-    from .team import team_argv, team_config
+    from .flags import engine_argv
+    from .team import team_config
 
     campaign = _read_campaign(args.campaign, args.upload_root) if args.campaign else None
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
@@ -322,16 +305,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         )
     from ..run.service.spawn import run_attached
 
-    argv = ["--market-url", args.market_url, "--policy", args.policy]
-    for url in args.notify:
-        argv += ["--notify", url]
-    if args.metrics:
-        argv += ["--metrics", args.metrics]
-    if args.campaign:
-        argv += ["--campaign", str(Path(args.campaign).resolve())]
-    if args.upload_root:
-        argv += ["--upload-root", str(Path(args.upload_root).resolve())]
-    argv += team_argv(team)
+    argv = engine_argv(args)
     env = dict(os.environ, VAST_API_KEY=key)  # through the environment, never argv
     return run_attached(argv, ledger, campaign.name if campaign else "watch", env)
 

@@ -5,7 +5,6 @@ dashboard starts and attaches to. It polls until a shutdown or a signal (the exi
 from __future__ import annotations
 
 import argparse
-import secrets
 import sys
 import threading
 import time
@@ -23,67 +22,52 @@ def _say(line: str) -> None:
 
 
 def serve_engine(
-    engine: Any,
-    ledger: Ledger,
-    ledger_path: Path,
-    campaign: str,
-    end_unwatched_s: float | None = None,
+    engine: Any, ledger_path: Path, campaign: str, end_unwatched_s: float | None = None
 ) -> int:
     """Serve `engine` on the ledger's socket until a shutdown or a signal; with `end_unwatched_s`,
     also once no dashboard has watched that long and nobody chose to leave it running."""
-    woken = threading.Event()
-    trap = ExitTrap(lambda _signum: woken.set(), _say)
-    with trap.installed():
-        return _serve(engine, ledger_path, campaign, end_unwatched_s, trap, woken)
-
-
-def _serve(
-    engine: Any,
-    ledger_path: Path,
-    campaign: str,
-    end_unwatched_s: float | None,
-    trap: ExitTrap,
-    woken: threading.Event,
-) -> int:
     from ..run.service.controller import EngineService
 
+    woken = threading.Event()
+    trap = ExitTrap(lambda _signum: woken.set(), _say)
     service = EngineService(engine, ledger_path, campaign)
-    try:
-        sock = service.start()
-    except (OSError, RentwatchError) as exc:
-        if engine.alive():
-            engine.shutdown("trap")  # it may hold adopted rentals: release them, unwatched
-        print(f"rentwatch: cannot start the controller: {clean(exc, 1000)}", file=sys.stderr)
-        return 2
-    engine.on_error = lambda msg: _say(f"error  {msg}")
-    _say(f"serving  controller API on unix:{sock} for campaign {campaign}")
-    unwatched = False
-    try:
-        while engine.alive() and not trap.fired:
-            woken.wait(0.5)
-            ctrl = service.ctrl
-            if end_unwatched_s is not None and not ctrl.kept:
-                unwatched = ctrl.unwatched_for() >= end_unwatched_s
-                if unwatched:
-                    _say(
-                        f"end    nobody has watched for {end_unwatched_s / 60:.0f} min and "
-                        "nobody chose to leave it running: stopping what it holds"
-                    )
-                    break
-    finally:
-        trap.ending = True
-        mode = "trap" if trap.fired else ("unwatched" if unwatched else engine.exit_mode)
-        if trap.fired:
-            _say(f"trap   signal {trap.name()}: releasing what is held")
-        service.stop(mode, _say)
-    _say(f"end    controller exits ({mode})")
-    return trap.exit_code() if trap.fired else (1 if engine.failure else 0)
+    with trap.installed():
+        try:
+            sock = service.start()
+        except (OSError, RentwatchError) as exc:
+            if engine.alive():
+                engine.shutdown("trap")  # it may hold adopted rentals: release them, unwatched
+            print(f"rentwatch: cannot start the controller: {clean(exc, 1000)}", file=sys.stderr)
+            return 2
+        engine.on_error = lambda msg: _say(f"error  {msg}")
+        _say(f"serving  controller API on unix:{sock} for campaign {campaign}")
+        unwatched = False
+        try:
+            while engine.alive() and not trap.fired:
+                woken.wait(0.5)
+                ctrl = service.ctrl
+                if end_unwatched_s is not None and not ctrl.kept:
+                    unwatched = ctrl.unwatched_for() >= end_unwatched_s
+                    if unwatched:
+                        _say(
+                            f"end    nobody has watched for {end_unwatched_s / 60:.0f} min and "
+                            "nobody chose to leave it running: stopping what it holds"
+                        )
+                        break
+        finally:
+            trap.ending = True
+            mode = "trap" if trap.fired else ("unwatched" if unwatched else engine.exit_mode)
+            if trap.fired:
+                _say(f"trap   signal {trap.name()}: releasing what is held")
+            service.stop(mode, _say)
+        _say(f"end    controller exits ({mode})")
+        return trap.exit_code() if trap.fired else (1 if engine.failure else 0)
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
-    from ..market.factory import find_api_key, load_campaign
-    from ..run.dashboard import DEMO_CAMPAIGN, fresh_demo_name, make_engine, watch_campaign
+    from ..market.factory import find_api_key
+    from ..run.dashboard import demo_campaign, demo_market, make_engine, watch_campaign
     from .team import team_config
 
     ledger_path = Path(args.ledger).resolve()
@@ -91,16 +75,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
     team = team_config(args)
     sim = None
     if args.demo:
-        from ..sim.scenario import parse_scenario
-        from ..sim.server import SimServer
-
-        name = fresh_demo_name(ledger_path)
-        campaign = load_campaign(
-            DEMO_CAMPAIGN.replace('name = "demo"', f"name = {name!r}", 1), "demo"
-        )
-        scenario = {"seed": args.seed, "time_scale": args.time_scale, "name": "article"}
-        sim = SimServer(parse_scenario(scenario), api_key=secrets.token_hex(12))
-        sim.start_in_thread()
+        campaign = demo_campaign(ledger_path)
+        sim = demo_market(args.seed, args.time_scale)
         market_url, api_key = sim.url, sim.api_key
         _say(f"market   built-in simulator at {market_url} (lives as long as this controller)")
     else:
@@ -155,7 +131,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     try:
         # a demo nobody watches and nobody kept ends itself (another campaign never does)
         unwatched = args.end_unwatched_min * 60 if args.demo else None
-        code = serve_engine(engine, ledger, ledger_path, campaign.name, unwatched)
+        code = serve_engine(engine, ledger_path, campaign.name, unwatched)
         return code
     finally:
         for a in alerts:

@@ -31,30 +31,28 @@ def ls_rows(wall: Callable[[], float] = time.time) -> list[dict[str, Any]]:
     now = wall()
     for e in registry.live_entries():
         row: dict[str, Any] = {**e.as_json(), "uptime_s": registry.uptime(e, now)}
-        client = ControllerClient(Target(socket=e.socket), timeout=3.0)
-        try:
-            st = client.status()
-            row.update(
-                {
-                    k: st.get(k)
-                    for k in (
-                        "policy",
-                        "fleet",
-                        "held",
-                        "observed",
-                        "stopped",
-                        "verified",
-                        "in_service",
-                        "spent_usd",
-                        "dph",
-                        "finished",
-                    )
-                }
-            )
-        except api.ServiceError as exc:
-            row["error"] = str(exc)
-        finally:
-            client.close()
+        with ControllerClient(Target(socket=e.socket), timeout=3.0) as client:
+            try:
+                st = client.status()
+                row.update(
+                    {
+                        k: st.get(k)
+                        for k in (
+                            "policy",
+                            "fleet",
+                            "held",
+                            "observed",
+                            "stopped",
+                            "verified",
+                            "in_service",
+                            "spent_usd",
+                            "dph",
+                            "finished",
+                        )
+                    }
+                )
+            except api.ServiceError as exc:
+                row["error"] = str(exc)
         rows.append(row)
     return rows
 
@@ -130,26 +128,17 @@ def cmd_run_background(args: argparse.Namespace) -> int:
     from ..run.service.spawn import ControllerFailed, spawn_controller
 
     ledger = Path(args.ledger or default_ledger_path()).resolve()
-    argv = ["run", "--headless"]
-    argv += ["--campaign", str(Path(args.campaign).resolve()), "--market-url", args.market_url]
-    argv += ["--ledger", str(ledger), "--policy", args.policy]
-    if getattr(args, "http_timeout", None):
+    from .flags import engine_argv
+
+    argv = ["run", "--headless", "--ledger", str(ledger), *engine_argv(args)]
+    if args.http_timeout:
         argv += ["--http-timeout", str(args.http_timeout)]
     if args.detach:
         argv.append("--detach")
-    for url in getattr(args, "notify", None) or ():
-        argv += ["--notify", url]
-    if getattr(args, "metrics", None):
-        argv += ["--metrics", args.metrics]
     if args.ssh_key:
         argv += ["--ssh-key", str(Path(args.ssh_key).resolve())]
-    if args.upload_root:
-        argv += ["--upload-root", str(Path(args.upload_root).resolve())]
     if args.listen:
         argv += ["--listen", args.listen]
-    from .team import team_argv, team_config
-
-    argv += team_argv(team_config(args))
     env = dict(os.environ)
     if args.api_key:  # through the environment: a flag would show in the process list
         env["VAST_API_KEY"] = args.api_key

@@ -71,7 +71,7 @@ def _confirm(name: str, yes: str | None, destroy: bool) -> None:
 def _through_controller(remote: Any, name: str, destroy: bool) -> list[str]:
     from ..engine.intents import EndIntent
 
-    try:
+    with remote:
         st = remote.status()
         if st.get("campaign") != name:
             raise EndRefused(
@@ -79,8 +79,6 @@ def _through_controller(remote: Any, name: str, destroy: bool) -> list[str]:
                 f"(pid {st.get('pid')}): end {name} once it has let go of the ledger"
             )
         reply = remote.intent(EndIntent(destroy=destroy, typed=name if destroy else ""))
-    finally:
-        remote.close()
     return [f"controller: {line}" for line in reply.lines or (reply.message,)]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_upload_root_flag(p: argparse.ArgumentParser) -> None:
@@ -57,3 +58,19 @@ def add_policy_flag(p: argparse.ArgumentParser) -> None:
         "Policies; a campaign's [policy] table overrides its settings) (default: "
         "%(default)s)",
     )
+
+
+def engine_argv(args: argparse.Namespace) -> list[str]:
+    """The engine's flags of this command again, for the controller it starts: files as
+    absolute paths (the controller has a cwd of its own), the team as `team_argv` hands it."""
+    from .team import team_argv, team_config
+
+    argv = ["--market-url", args.market_url, "--policy", args.policy]
+    for url in args.notify:
+        argv += ["--notify", url]
+    if args.metrics:
+        argv += ["--metrics", args.metrics]
+    for flag, path in (("--campaign", args.campaign), ("--upload-root", args.upload_root)):
+        if path:
+            argv += [flag, str(Path(path).resolve())]
+    return argv + team_argv(team_config(args))

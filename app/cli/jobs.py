@@ -97,10 +97,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     found = _controller(ledger, args.campaign)
     if found is not None:
         remote, running = found
-        try:
+        with remote:
             rows = [(running, r) for r in remote.jobs()]
-        finally:
-            remote.close()
     else:
         rows = ledger_rows(ledger, args.campaign)
     if args.campaign is not None and not rows:
@@ -115,12 +113,6 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 # -- logs ----------------------------------------------------------------------------------
-def shown_lines(text: str) -> list[str]:
-    """A host's output as lines a terminal may show: each cleaned (no escapes, no controls);
-    a carriage return (a progress bar redrawn) starts a line, as it would on the screen."""
-    return [clean(line, 2000) for line in text.splitlines()]
-
-
 def _new_part(before: str, now: str) -> str:
     """What `now` (a tail of a growing log) adds after `before` (the last tail read)."""
     if not before:
@@ -134,8 +126,10 @@ def _new_part(before: str, now: str) -> str:
 
 
 def _emit(text: str, out: Callable[[str], None]) -> None:
-    for line in shown_lines(text):
-        out(line)
+    """A host's output as lines a terminal may show: each cleaned (no escapes, no controls);
+    a carriage return (a progress bar redrawn) starts a line, as it would on the screen."""
+    for line in text.splitlines():
+        out(clean(line, 2000))
 
 
 def follow_controller(

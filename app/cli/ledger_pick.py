@@ -1,6 +1,5 @@
 """Which ledger a command reads when `--ledger` is not given: the one of the user's ledgers that
-knows what the command is about (after the demo, `ssh ID` met "no ledger": the demo's ledger is
-demo-ledger.duckdb)."""
+knows what the command is about (the demo's is demo-ledger.duckdb, not the default one)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,10 @@ lets no other process open it then), else read-only from the file."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..ledger.readonly import QueryResult
 
 
 def sql_text(value: str) -> str:
@@ -12,18 +15,19 @@ def sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def select(path: str | Path, sql: str, limit: int = 100_000) -> list[dict[str, Any]]:
-    """The rows of one read-only SELECT on the ledger at `path`, as dicts."""
+def query(path: str | Path, sql: str, limit: int) -> QueryResult:
+    """One read-only SELECT on the ledger at `path`, up to `limit` rows."""
     from ..ledger import Ledger
     from .controllers import controller_for_ledger
 
     remote = controller_for_ledger(path)
     if remote is None:
         with Ledger(path, read_only=True) as ledger:
-            got = ledger.query(sql, limit)
-    else:
-        try:
-            got = remote.query_all(sql, limit)
-        finally:
-            remote.close()
-    return [dict(zip(got.columns, row, strict=True)) for row in got.rows]
+            return ledger.query(sql, limit)
+    with remote:
+        return remote.query_all(sql, limit)
+
+
+def select(path: str | Path, sql: str, limit: int = 100_000) -> list[dict[str, Any]]:
+    """The rows of one read-only SELECT on the ledger at `path`, as dicts."""
+    return query(path, sql, limit).as_dicts()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
@@ -16,34 +17,28 @@ from .flags import add_alert_flags, add_market_flag, add_policy_flag, add_upload
 from .team import add_team_flags
 
 
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 or more, got {n}")
-    return n
+def _checked(
+    cast: Callable[[str], Any], noun: str, fits: Callable[[Any], bool], bounds: str
+) -> Callable[[str], Any]:
+    """An argparse type: `cast` must read the text, and `fits` take the value."""
+
+    def parse(text: str) -> Any:
+        try:
+            n = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if not fits(n):
+            raise argparse.ArgumentTypeError(bounds.format(n))
+        return n
+
+    return parse
 
 
-def _port(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {n}")
-    return n
-
-
-def _positive_float(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (x > 0 and x < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return x
+_positive_int = _checked(int, "a whole number", lambda n: n >= 1, "expected 1 or more, got {}")
+_port = _checked(int, "a port number", lambda n: 0 <= n <= 65535, "a port is 0-65535, not {}")
+_positive_float = _checked(
+    float, "a number", lambda x: 0 < x < float("inf"), "expected a positive number, got {}"
+)
 
 
 FOREGROUND = (
@@ -152,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     at.add_argument("--pid", type=int, help="the controller with this pid (`rentwatch ls`)")
     at.add_argument("--url", help="http://HOST:PORT of a controller started with --listen")
     at.add_argument("--token-file", help="the token file for --url")
-    at.set_defaults(fn=lambda a: commands.service_cmd("cmd_attach", a))
+    at.set_defaults(fn=commands.cmd_attach)
 
     f = sub.add_parser(
         "referee", help="the same market under several policies, scored from the sim's truth"

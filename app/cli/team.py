@@ -166,13 +166,8 @@ def team_query(args: argparse.Namespace) -> Any:
         replica.join("", None, every_market=True)
         try:
             for ledger_id, operator in store.ledgers():
-                after = 0
-                while True:
-                    rows = store.pull(ledger_id, after, 20_000)
+                for rows in store.pull_all(ledger_id, 0, 20_000):
                     replica.add(ledger_id, operator, rows)
-                    if len(rows) < 20_000:
-                        break
-                    after = int(rows[-1][0])
         finally:
             store.close()
         return db.query(args.sql, limit=args.limit, team=True)

@@ -55,42 +55,29 @@ WHERE i.machine_id IS NOT NULL AND i.gpu_name IS NOT NULL AND i.instance_id NOT 
 
 def rental_rows(rows: Iterable[tuple[Any, ...]]) -> list[Rental]:
     """The ledger's rentals as `core.offers.track_record` reads them."""
-    return [
-        Rental(
-            machine_id=int(m),
-            host_id=None if h is None else int(h),
-            gpu_name=str(g),
-            dph=float(dph or 0),
-            at=float(at or 0),
-            verified=bool(verified),
-            dud=bool(dud),
-            usd=float(usd or 0),
-            lifetime_min=float(life or 0),
-            jobs_finished=int(done or 0),
-            jobs_lost=int(lost or 0),
-            work_ref_h=float(work or 0),
-            outbids=int(outbids or 0),
-            throttled=bool(throttled),
-            listed_reliability=_score(listed),
+    out = []
+    for row in rows:
+        m, h, g, dph, at, verified, dud, usd, life, done, lost, work, outbids, throttled, x = row
+        out.append(
+            Rental(
+                machine_id=int(m),
+                host_id=None if h is None else int(h),
+                gpu_name=str(g),
+                dph=float(dph or 0),
+                at=float(at or 0),
+                verified=bool(verified),
+                dud=bool(dud),
+                usd=float(usd or 0),
+                lifetime_min=float(life or 0),
+                jobs_finished=int(done or 0),
+                jobs_lost=int(lost or 0),
+                work_ref_h=float(work or 0),
+                outbids=int(outbids or 0),
+                throttled=bool(throttled),
+                listed_reliability=_score(x),
+            )
         )
-        for (
-            m,
-            h,
-            g,
-            dph,
-            at,
-            verified,
-            dud,
-            usd,
-            life,
-            done,
-            lost,
-            work,
-            outbids,
-            throttled,
-            listed,
-        ) in rows
-    ]
+    return out
 
 
 def _score(x: Any) -> float | None:

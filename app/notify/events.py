@@ -111,7 +111,6 @@ def campaign_fault(
         did="Stopped creating new instances. Hosts were not blamed or quarantined for it.",
         todo=f"Check {what} (name, registry access, what it carries), fix the campaign file "
         "and start the campaign again.",
-        key=f"{CAMPAIGN_FAULT}:{campaign}",
     )
 
 
@@ -124,7 +123,6 @@ def budget_80(campaign: str, spent_usd: float, budget_usd: float) -> Notice:
         happened=f"The ledger shows ${spent_usd:.2f} spent of the ${budget_usd:.2f} budget.",
         did="Nothing yet: the campaign goes on; at 100% it stops creating.",
         todo="Raise `budget_usd` if the work is worth it, or end the campaign.",
-        key=f"{BUDGET_80}:{campaign}",
     )
 
 
@@ -139,7 +137,6 @@ def budget_100(campaign: str, spent_usd: float, budget_usd: float, *, stopped: i
         did=f"Stopped creating; stopped {stopped} instance(s) it held.",
         todo="Pull what you need from stopped instances (storage still bills) and end the "
         "campaign, or raise `budget_usd` and start it again.",
-        key=f"{BUDGET_100}:{campaign}",
     )
 
 
@@ -234,7 +231,6 @@ def key_refused(campaign: str, *, status: int | None = None, detail: str = "") -
         "from here until the key works again.",
         todo="Check the key (revoked, expired, missing scope) in the Vast console and restart "
         "the controller with a working one; stop instances from the console meanwhile.",
-        key=f"{KEY_REFUSED}:{campaign}",
     )
 
 
@@ -249,7 +245,6 @@ def market_unreachable(campaign: str, error: str, *, since_s: float, held: int) 
         "watchdogs stop them if the controller's heartbeat goes silent.",
         todo="Check the network and the market's status page; stop instances from the console "
         "if this lasts.",
-        key=f"{MARKET_UNREACHABLE}:{campaign}",
     )
 
 
@@ -274,7 +269,6 @@ def controller_trapped(
         todo="Check the console for anything still running"
         + (" and stop it" if left else "")
         + "; start the controller again to adopt what remains.",
-        key=f"{CONTROLLER_TRAPPED}:{campaign}",
     )
 
 
@@ -295,7 +289,6 @@ def controller_exit(
         did=did,
         todo="Read the reason, fix what it names and start the controller again; it adopts "
         "what is still there.",
-        key=f"{CONTROLLER_EXIT}:{campaign}",
     )
 
 
@@ -339,7 +332,6 @@ def campaign_end(
         did=wording.released(stopped, destroyed),
         todo="Read the full receipt with `rentwatch receipt`; destroy what you no longer need "
         "(stopped instances bill storage).",
-        key=f"{CAMPAIGN_END}:{campaign}",
     )
 
 
@@ -352,13 +344,13 @@ def dud_replaced(campaign: str, instance_id: int, cause: str) -> Notice:
         happened=f"Attempt {instance_id} never delivered: {safe(cause)}.",
         did="Destroyed it (it never passed preflight) and created a replacement.",
         todo="Nothing.",
-        key=f"{DUD_REPLACED}:{campaign}",
     )
 
 
 def _notice(
-    kind: str, campaign: str, title: str, *, happened: str, did: str, todo: str, key: str
+    kind: str, campaign: str, title: str, *, happened: str, did: str, todo: str, key: str = ""
 ) -> Notice:
+    key = key or f"{kind}:{campaign}"  # what repeats of the same news share
     body = f"What happened: {happened}\nWhat rentwatch did: {did}\nWhat you may want to do: {todo}"
     return Notice(
         kind=kind,

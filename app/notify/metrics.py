@@ -176,7 +176,10 @@ def parse_listen(value: str, default_host: str = DEFAULT_HOST) -> tuple[str, int
         host, sep, port_text = text[1:].partition("]:")
         if not sep:
             raise ConfigError(f"--metrics {value!r}: IPv6 needs brackets and a port: [::1]:9464")
-        _check_ip6(host, value)
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ConfigError(f"--metrics {value!r}: {host!r} is not an IPv6 address") from None
     elif text.count(":") > 1:
         raise ConfigError(f"--metrics {value!r}: write an IPv6 address in brackets: [::1]:9464")
     elif ":" in text:
@@ -189,13 +192,6 @@ def parse_listen(value: str, default_host: str = DEFAULT_HOST) -> tuple[str, int
     if not host.startswith("[") and not _is_host(host):
         raise ConfigError(f"--metrics {value!r}: {host!r} is not a host name or address")
     return host, int(port_text)
-
-
-def _check_ip6(host: str, value: str) -> None:
-    try:
-        ipaddress.IPv6Address(host)
-    except ValueError:
-        raise ConfigError(f"--metrics {value!r}: {host!r} is not an IPv6 address") from None
 
 
 def _is_host(host: str) -> bool:

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.campaign import Campaign
 from ..core.policy import Policy, get_policy
@@ -16,6 +17,9 @@ from ..ledger.team.config import TeamConfig
 from ..ledger.team.sync import TeamSync
 from ..market.factory import load_campaign
 from .engine_thread import EngineThread
+
+if TYPE_CHECKING:
+    from ..sim.server import SimServer
 
 # the demo's campaign, shipped as a file in the package (pyproject's package-data)
 DEMO_CAMPAIGN = (resources.files(__package__) / "demo.toml").read_text(encoding="utf-8")
@@ -32,6 +36,21 @@ def fresh_demo_name(ledger_path: Path, base: str = "demo") -> str:
             n += 1
             name = f"{base}-{n}"
     return name
+
+
+def demo_campaign(ledger_path: Path) -> Campaign:
+    """The demo's campaign, under the name `fresh_demo_name` gives it in this ledger."""
+    name = fresh_demo_name(ledger_path)
+    return load_campaign(DEMO_CAMPAIGN.replace('name = "demo"', f"name = {name!r}", 1), "demo")
+
+
+def demo_market(seed: int, time_scale: float) -> SimServer:
+    """The demo's simulated market (the article's), started on a thread of its own."""
+    from ..sim.scenario import parse_scenario
+    from ..sim.server import SimServer
+
+    scenario = parse_scenario({"seed": seed, "time_scale": time_scale, "name": "article"})
+    return SimServer(scenario, api_key=secrets.token_hex(12)).start_in_thread()
 
 
 def watch_campaign() -> Campaign:
@@ -87,13 +106,13 @@ def run_dashboard(
 ) -> int:
 
     ledger = Ledger(ledger_path)
-    name = (campaign or watch_campaign()).name
+    camp = campaign or watch_campaign()
     # the team sync says nothing on a terminal the dashboard draws on
-    sync = TeamSync(ledger, team, market_url, name).start() if team else None
+    sync = TeamSync(ledger, team, market_url, camp.name).start() if team else None
     engine = make_engine(
         market_url,
         api_key,
-        campaign or watch_campaign(),
+        camp,
         policy,
         ledger,
         key_path,
@@ -104,9 +123,7 @@ def run_dashboard(
     )
     from .service.controller import attach_in_process
 
-    app, finish = attach_in_process(
-        engine, ledger, ledger_path, (campaign or watch_campaign()).name
-    )
+    app, finish = attach_in_process(engine, ledger, ledger_path, camp.name)
     result = None
     try:
         result = app.run()
@@ -132,23 +149,20 @@ def run_demo(
 ) -> int:
     from platformdirs import user_data_dir
 
-    from ..sim.scenario import parse_scenario
-    from ..sim.server import SimServer
-
     data = Path(user_data_dir("rentwatch"))
     ledger_path = ledger_path or data / "demo-ledger.duckdb"
-    name = fresh_demo_name(ledger_path)
-    if name != "demo":
-        print(f"rentwatch: {ledger_path} holds earlier demo runs; this one is campaign {name!r}")
-    sim = SimServer(
-        parse_scenario({"seed": seed, "time_scale": time_scale, "name": "article"}),
-        api_key=secrets.token_hex(12),
-    ).start_in_thread()
+    campaign = demo_campaign(ledger_path)
+    if campaign.name != "demo":
+        print(
+            f"rentwatch: {ledger_path} holds earlier demo runs; this one is campaign "
+            f"{campaign.name!r}"
+        )
+    sim = demo_market(seed, time_scale)
     try:
         return run_dashboard(
             sim.url,
             sim.api_key,
-            load_campaign(DEMO_CAMPAIGN.replace('name = "demo"', f"name = {name!r}", 1), "demo"),
+            campaign,
             get_policy("default"),
             ledger_path,
             data / "id_ed25519",

@@ -125,23 +125,13 @@ class EngineThread:
     def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
         """Apply an operator intent on the engine's loop, through its one door
         (`Supervisor.apply`); the future carries its `Reply`, or the error."""
-        if self.loop is None or self.session is None:
-            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            fut.set_exception(RuntimeError("the engine is not running"))
-            return fut
-        return asyncio.run_coroutine_threadsafe(self.session.sup.apply(intent), self.loop)
+        return self._on_loop(lambda sup: sup.apply(intent))
 
     def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
         """One instance in depth (`rentwatch.views.detail.build`), built on the engine's loop."""
         from ..views.detail import build
 
-        if self.loop is None or self.session is None:
-            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            fut.set_exception(RuntimeError("the engine is not running"))
-            return fut
-        return asyncio.run_coroutine_threadsafe(
-            build(self.session.sup, instance_id, logs), self.loop
-        )
+        return self._on_loop(lambda sup: build(sup, instance_id, logs))
 
     def _on_loop(self, make: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
         """`make(supervisor)`'s coroutine run on the engine's loop."""

@@ -15,7 +15,7 @@ from ..core.lifecycle import Phase
 from ..core.text import clean
 from ..engine.supervisor import Supervisor
 from ..ledger.kinds import EventKind as K
-from .snapshot import last_run_samples, rate_now, shown_phase
+from .snapshot import SAMPLE_KEYS, last_run_samples, rate_now, shown_phase
 
 LOG_TAIL = 40  # market log lines asked for
 LOG_TIMEOUT_S = 8.0  # wall seconds: a slow log answer must not hold the screen
@@ -50,6 +50,9 @@ class Sample:
     ecc_corrected: float | None = None
     ecc_uncorrected: float | None = None
     retired_pages: float | None = None
+
+
+_SAMPLE_FIGURES = [f.name for f in dataclasses.fields(Sample) if f.name not in ("at", "reasons")]
 
 
 @dataclass(frozen=True)
@@ -180,19 +183,8 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
     samples = tuple(
         Sample(
             at=float(s.get("ts") or 0.0),
-            util=_num(s.get("util")),
-            sm_clock=_num(s.get("sm_clock")),
-            max_sm_clock=_num(s.get("max_sm_clock")),
             reasons=tuple(clean(r, 40) for r in s.get("reasons") or ()),
-            mem_used_mb=_num(s.get("mem_used_mb")),
-            mem_total_mb=_num(s.get("mem_total_mb")),
-            temp_c=_num(s.get("temp")),
-            power_w=_num(s.get("power_w")),
-            power_limit_w=_num(s.get("power_limit_w")),
-            fan_pct=_num(s.get("fan_pct")),
-            ecc_corrected=_num(s.get("ecc_corrected")),
-            ecc_uncorrected=_num(s.get("ecc_uncorrected")),
-            retired_pages=_num(s.get("retired_pages")),
+            **{name: _num(s.get(SAMPLE_KEYS.get(name, name))) for name in _SAMPLE_FIGURES},
         )
         for s in last_run_samples(a)[-120:]
     )

@@ -64,10 +64,6 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def _truthy(value: Any) -> bool:
-    return str(value).lower() in ("true", "1")
-
-
 def fold(events: Iterable[Mapping[str, Any]], names: Sequence[str] = ()) -> dict[str, _Fold]:
     """Each job's state from its starts and ends, oldest first: a start runs it; an end that queued
     it again leaves it pending; any other end settles it. `names`: never started."""
@@ -86,7 +82,7 @@ def fold(events: Iterable[Mapping[str, Any]], names: Sequence[str] = ()) -> dict
             continue
         if j.spans and j.spans[-1].end is None:
             j.spans[-1] = Span(j.spans[-1].instance_id, j.spans[-1].start, at)
-        if _truthy(ev["requeued"]):
+        if str(ev["requeued"]).lower() in ("true", "1"):
             j.state = "pending"
             continue
         code = _int(ev["exit_code"])

@@ -312,16 +312,13 @@ def _delivery_fields(job: JobState | None) -> dict[str, Any]:
     }
 
 
+_VITALS = ("mem_used_mb", "mem_total_mb", "temp_c", "power_w", "power_limit_w", "fan_pct")
+SAMPLE_KEYS = {"temp_c": "temp"}  # a figure whose key in the tender's sample is another
+
+
 def _vital_fields(sample: dict[str, Any]) -> dict[str, Any]:
     """The vital signs of a sample the tender kept (already read by `core.preflight.vitals`)."""
-    return {
-        "mem_used_mb": sample.get("mem_used_mb"),
-        "mem_total_mb": sample.get("mem_total_mb"),
-        "temp_c": sample.get("temp"),
-        "power_w": sample.get("power_w"),
-        "power_limit_w": sample.get("power_limit_w"),
-        "fan_pct": sample.get("fan_pct"),
-    }
+    return {name: sample.get(SAMPLE_KEYS.get(name, name)) for name in _VITALS}
 
 
 def snapshot(sup: Supervisor, now: float) -> FleetReadout:

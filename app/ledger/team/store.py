@@ -213,6 +213,15 @@ class TeamStore:
             )
             return [tuple(r) for r in cur.fetchall()]
 
+    def pull_all(self, ledger_id: str, after: int, batch: int) -> Iterator[list[tuple[Any, ...]]]:
+        """One ledger's events after `after`, `batch` at a time, to its last."""
+        while True:
+            rows = self.pull(ledger_id, after, batch)
+            yield rows
+            if len(rows) < batch:
+                return
+            after = int(rows[-1][0])
+
     def beat(
         self,
         ledger_id: str,

@@ -68,10 +68,7 @@ class TeamSync:
         try:
             if self.head is None:
                 self.store.check_schema()
-                seq, h = self.store.head(self.ledger_id)
-                self.head = (seq, h or GENESIS)
-            while self._ship_batch():
-                pass
+            self._ship_all()
             self._pull()
             if self._monotonic() - self._beat_at >= BEAT_S:
                 self._beat(ended=False)
@@ -125,13 +122,8 @@ class TeamSync:
         for ledger_id, operator in self.store.ledgers():
             if ledger_id == self.ledger_id:
                 continue
-            after = have.get(ledger_id, 0)
-            while True:
-                rows = self.store.pull(ledger_id, after, PULL_BATCH)
+            for rows in self.store.pull_all(ledger_id, have.get(ledger_id, 0), PULL_BATCH):
                 self.pulled += self.replica.add(ledger_id, operator, rows)
-                if len(rows) < PULL_BATCH:
-                    break
-                after = int(rows[-1][0])
         if self.pulled != before:
             records = self._monotonic() - self._records_at >= RECORDS_S
             self.replica.refresh(records)

@@ -195,13 +195,11 @@ def snap_to_json(snap: FleetReadout) -> dict[str, Any]:
 
 
 def snap_from_json(data: dict[str, Any]) -> FleetReadout:
-    fields = {f.name for f in dataclasses.fields(FleetReadout)}
-    inst_fields = {f.name for f in dataclasses.fields(InstanceSnap)}
-    d = {k: v for k, v in data.items() if k in fields}
+    d = {k: v for k, v in data.items() if k in _SNAP_FIELDS}
     d["instances"] = tuple(
         InstanceSnap(
             **{
-                **{k: v for k, v in i.items() if k in inst_fields},
+                **{k: v for k, v in i.items() if k in _INST_FIELDS},
                 "util_history": tuple(i.get("util_history") or ()),
             }
         )

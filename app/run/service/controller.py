@@ -185,17 +185,13 @@ class Controller:
         """End the campaign now: `stop` releases everything held (as at a campaign's end),
         `detach` leaves the fleet running, recorded, for a later controller to adopt."""
         sup = self._need()
-        if self._end is not None:  # the dashboard's engine: it ends its own way
-            sup.journal.say(f"end    shutdown asked through the controller API: {mode}")
-            await self._end(mode)
-            return (
-                f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
-            )
-        if sup.finished is not None:
+        if self._end is None and sup.finished is not None:
             raise Refused(f"the campaign has already ended ({sup.finished.reason})")
-        # detached: the headless run's end records each instance left running
-        sup.shut_down(mode == "detach", f"operator shut the controller down ({mode})")
         sup.journal.say(f"end    shutdown asked through the controller API: {mode}")
+        if self._end is not None:  # the dashboard's engine: it ends its own way
+            await self._end(mode)
+        else:  # detached: the headless run's end records each instance left running
+            sup.shut_down(mode == "detach", f"operator shut the controller down ({mode})")
         return f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
 
     # -- the ledger ------------------------------------------------------------------------

@@ -127,6 +127,12 @@ class ControllerClient:
     def close(self) -> None:
         self._http.close()
 
+    def __enter__(self) -> ControllerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 class RemoteLedger:
     """The ledger screens' surface (`query`, `interrupt`, `receipt`) answered by the controller,
@@ -150,11 +156,8 @@ class RemoteLedger:
     def interrupt(self) -> None:
         qid = self._running
         if qid is not None:
-            side = ControllerClient(self.target, timeout=5.0)  # the main one is busy waiting
-            try:
+            with ControllerClient(self.target, timeout=5.0) as side:  # the main one is busy
                 side.cancel(qid)
-            finally:
-                side.close()
 
     def receipt(self, campaign: str | None = None) -> list[dict[str, Any]]:
         return self._client.receipt(campaign)
@@ -384,13 +387,11 @@ class RemoteEngine:
         `stop_error`); any other mode leaves the controller and its fleet running."""
         self.exit_mode = mode
         if mode == "stop":
-            client = ControllerClient(self.target, timeout=timeout)
-            try:
-                client.shutdown("stop")
-            except api.ServiceError as exc:
-                self.stop_error = str(exc)
-            finally:
-                client.close()
+            with ControllerClient(self.target, timeout=timeout) as client:
+                try:
+                    client.shutdown("stop")
+                except api.ServiceError as exc:
+                    self.stop_error = str(exc)
         if self.loop is not None and self._stop is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self._halt)
         self._thread.join(timeout)

@@ -127,13 +127,11 @@ def _wait_gone(
             if not listed and not (target.socket and registry.socket_answers(target.socket)):
                 return True
         else:
-            client = ControllerClient(target, timeout=5.0)
-            try:
-                client.status()
-            except api.ServiceError:
-                return True
-            finally:
-                client.close()
+            with ControllerClient(target, timeout=5.0) as client:
+                try:
+                    client.status()
+                except api.ServiceError:
+                    return True
         time.sleep(0.2)
     return False
 
@@ -160,11 +158,8 @@ def attach_dashboard(
     call once it has quit, with the quit dialog's choice; that returns the exit code."""
     from rentwatch.widgets.app import RentwatchApp
 
-    client = ControllerClient(target, timeout=5.0)
-    try:
+    with ControllerClient(target, timeout=5.0) as client:
         status = client.status()  # fail here, plainly, rather than in an empty dashboard
-    finally:
-        client.close()
     campaign, pid = str(status["campaign"]), int(status["pid"])
     local = _is_local(target, pid)  # its pid means something here: its death can be told
     engine = RemoteEngine(target, pid=pid if local else None, campaign=campaign)
@@ -173,12 +168,8 @@ def attach_dashboard(
 
     def finish(result: str | None) -> int:
         if result == "leave":  # chosen: a demo left this way does not end itself unwatched
-            with contextlib.suppress(api.ServiceError):
-                keeper = ControllerClient(target, timeout=5.0)
-                try:
-                    keeper.keep()
-                finally:
-                    keeper.close()
+            with contextlib.suppress(api.ServiceError), ControllerClient(target, 5.0) as keeper:
+                keeper.keep()
         if engine.alive():
             engine.shutdown("leave")  # a crashed dashboard never stops a campaign
         ledger.close()
