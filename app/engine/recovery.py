@@ -292,7 +292,6 @@ class Recovery:
                 K.RETURNED,
                 a,
                 at=now,
-                actor="engine",
                 ok=True,
                 reason=f"written off {(now - gone.at) / 60:.1f} min ago ({gone.reason}), still "
                 "listed at the restart: billed as if never written off",
@@ -334,7 +333,7 @@ class Recovery:
             f"({label}); shown and priced, only a person acts on it"
         )
         observed = {"observed": True, "status": inst.status}
-        self.journal.fact(K.ADOPTED, a, at=now, actor="engine", reason=why, detail=observed)
+        self.journal.fact(K.ADOPTED, a, at=now, reason=why, detail=observed)
         self.journal.say(f"observe i:{inst.id} m:{inst.machine_id} {inst.status}: {why}")
 
     def _record_adoption(
@@ -348,7 +347,6 @@ class Recovery:
             K.ADOPTED,
             a,
             at=now,
-            actor="engine",
             reason=(
                 f"adopted after restart: {inst.status}, unwatched for "
                 f"{unwatched / 60:.1f} min, ${cost:.4f} billed meanwhile"

@@ -190,7 +190,6 @@ class HostLink:
         self.journal.fact(
             EventKind.NOTE,
             a,
-            actor="engine",
             ok=took,
             reason="rentwatch's SSH key attached to the instance"
             + ("" if took else f": did not take ({why[:200]})"),
@@ -228,7 +227,6 @@ class HostLink:
         self.journal.fact(
             EventKind.SSH_ROUTE,
             a,
-            actor="engine",
             reason=f"reached by its {route.kind} route {where}",
             detail={"kind": route.kind, "where": where},
         )

@@ -71,16 +71,6 @@ class JobWork:
         self._log_kept: set[tuple[str, int]] = set()  # (job, attempt) whose output was kept
 
     @property
-    def link(self) -> HostLink:
-        return self._link
-
-    @link.setter
-    def link(self, link: HostLink) -> None:  # the pulls go over the same one
-        self._link = link
-        if hasattr(self, "pulls"):
-            self.pulls.link = link
-
-    @property
     def room(self) -> ArtifactRoom:
         """What the campaign may still pull off its hosts (the pulls' own)."""
         return self.pulls.room
@@ -150,7 +140,6 @@ class JobWork:
             K.JOB_FINISHED,
             host,  # its machine's columns: the hosts view counts the work lost there
             at=now,
-            actor="engine",
             ok=False,
             instance_id=iid,
             reason=f"job {job.name} interrupted: {why}"
@@ -261,7 +250,6 @@ class JobWork:
             K.JOB_STARTED,
             a,
             at=now,
-            actor="engine",
             reason=f"job {job.name} on a proven rental",
             detail={
                 "job": job.name,
@@ -307,7 +295,6 @@ class JobWork:
                     K.JOB_FINISHED,
                     a,
                     at=now,
-                    actor="engine",
                     ok=False,
                     reason=f"job {job.name} stopped after its "
                     f"{job.job.timeout_s / 60:.0f} min timeout",
@@ -344,7 +331,6 @@ class JobWork:
             K.JOB_FINISHED,
             a,
             at=now,
-            actor="engine",
             ok=st.exit_code == 0,
             reason=f"job {job.name} exited {st.exit_code} after {duration / 60:.1f} min",
             detail={
