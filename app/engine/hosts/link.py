@@ -156,12 +156,9 @@ class HostLink:
                 res = await self._ssh_run(
                     a, command, script, timeout_wall, self.first_contact_floor(unanswered)
                 )
-            except NoAnswer:
-                self.unanswered[a.instance_id] = unanswered + 1
-                if self.measuring:
-                    await self._measure(1)
-                raise
-            except SSHFailure:
+            except SSHFailure as exc:
+                if isinstance(exc, NoAnswer):
+                    self.unanswered[a.instance_id] = unanswered + 1
                 # a host that did not answer may be a machine too loaded to answer in time:
                 # the floor learns from connects that answered only, so measure the load
                 if self.measuring:
