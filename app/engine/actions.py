@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.bidding.rental_check import rental_mismatch
+from ..core.billing import storage_per_hour
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance, Offer
@@ -147,7 +148,7 @@ class Actions:
         if j.ledger.unwritable:  # no rental whose create the ledger cannot hold
             j.say(f"create skipped: the ledger cannot be written ({j.ledger.unwritable})")
             return None
-        storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
+        storage_dph = storage_per_hour(self.campaign.disk_gb, offer.storage_cost)
         ctx: dict[str, Any] = {
             "campaign": self.campaign.name,
             "machine_id": offer.machine_id,

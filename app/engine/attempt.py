@@ -195,7 +195,6 @@ class Attempt:
         return self.unseen
 
     def answered_unread(self) -> None:
-        """The market answered for it with a row it could not read: not unseen, not seen."""
         self.unseen = 1
 
     @property
@@ -249,7 +248,6 @@ class Attempt:
         self.util_low_since = since
 
     def deadlines_from(self, at: float) -> None:
-        """A start or a hand-over: its boot deadline counts from `at`."""
         self.clock_from = at
 
     def touched(self, at: float, act: str) -> None:
@@ -279,7 +277,6 @@ class Attempt:
         self.stop_rule = rule
 
     def restart_refused(self) -> None:
-        """The market would not start it again: not tried again by the rules."""
         self.stop_rule = ""
 
     def verified(self, now: float) -> None:
@@ -287,7 +284,6 @@ class Attempt:
             self.verified_at = now
 
     def tended_by(self, task: asyncio.Task[Any]) -> None:
-        """Tended from now (in service again): silence counts from its next unanswered look."""
         self.tend_task = task
         self.silent_since = None
 
@@ -309,11 +305,9 @@ class Attempt:
         self.preflight_task = task
 
     def ssh_waiting(self, why: str) -> None:
-        """No try made (no port yet) or none answered yet: what the pane shows meanwhile."""
         self.ssh_error = why
 
     def ssh_failed(self, why: str | None = None) -> None:
-        """A try that ended without the host's answer; `why` replaces the shown error."""
         self.ssh_failures += 1
         if why is not None:
             self.ssh_error = why
@@ -325,13 +319,11 @@ class Attempt:
         self.ssh_failures = 0
 
     def judged(self, verdict: Verdict, doc: dict[str, Any] | None = None) -> None:
-        """The preflight's verdict, with the probe's document when it answered."""
         self.verdict = verdict
         if doc is not None:
             self.preflight_doc = doc
 
     def watchdog_seen(self, armed: bool) -> None:
-        """Armed on the host; False: a heartbeat found it gone."""
         self.watchdog_armed = armed
 
     def sampled(self, rows: list[dict[str, Any]], keep: int = 120) -> None:
@@ -366,7 +358,6 @@ class Attempt:
         self.mark(at, "price", gpu_dph=price)
 
     def increase_accepted(self, at: float, price: float, pending_id: int) -> None:
-        """Its host's price increase accepted: the new GPU price applies from `at`."""
         self.price_due = (at, price, pending_id)
 
     def price_known(self, price: float) -> None:
@@ -416,7 +407,6 @@ class Attempt:
             self.silent_since = now
 
     def answered(self) -> None:
-        """A command on its host ran to its end (a connect alone is not an answer)."""
         self.silent_since = None
 
     def looked_at(self) -> None:
@@ -431,7 +421,6 @@ class Attempt:
         self.market_stop = why
 
     def found_broken(self, rule: str, reason: str, failure_class: str) -> None:
-        """The tender saw this proven host break (a fatal XID): the next poll's rules stop it."""
         if self.host_fault is None:
             self.host_fault = (rule, reason, failure_class)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.bidding.tier import stop_cause
 from ..core.errors import BadRow
-from ..core.lifecycle import Phase
+from ..core.lifecycle import ALIVE, Phase
 from ..core.models import Instance
 from ..core.policy import Policy
 from ..core.rows import row_problem
@@ -291,13 +291,7 @@ class Observer:
             self.ssh.set_routes(a.instance_id, inst)  # direct first, the proxy as fallback
         if a.bid is not None and self.tier is not None:
             self.tier.saw(a, inst, now)  # bid_floor; a resume by itself, an outbid again
-        if inst.market_stopped and a.life.phase in (
-            Phase.REQUESTED,
-            Phase.BOOTING,
-            Phase.RUNNING,
-            Phase.VERIFYING,
-            Phase.VERIFIED,
-        ):
+        if inst.market_stopped and a.life.phase in ALIVE:
             self._market_stop(a, inst, now)
             return
         if a.life.phase == Phase.REQUESTED:
