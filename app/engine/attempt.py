@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..core.billing import Charges, Mark, charges
@@ -97,38 +97,18 @@ class Attempt:
         return self.offer.num_gpus if self.offer is not None else 1
 
     def view(self, busy: bool = False, free_since: float | None = None) -> AttemptView:
+        """The rules' slice of it: each field of the view it holds under the same name, the rest
+        derived here."""
+        same = {f.name: getattr(self, f.name) for f in fields(AttemptView) if hasattr(self, f.name)}
         return AttemptView(
-            instance_id=self.instance_id,
-            machine_id=self.machine_id,
+            **same,
             offer_gpu=self.gpu_name,
             phase=self.life.phase,
-            status=self.status,
-            status_msg=self.status_msg,
-            status_since=self.status_since,
-            created_at=self.created_at,
-            clock_from=self.clock_from,
-            running_at=self.running_at,
-            passed_preflight=self.passed_preflight,
             preflight_started=self.preflight_task is not None,
-            verdict=self.verdict,
-            ssh_error=self.ssh_error,
-            ssh_failures=self.ssh_failures,
-            util_low_since=self.util_low_since,
-            throttle=self.throttle,
-            untrusted=self.untrusted,
-            silent_since=self.silent_since,
             busy=busy,
             free_since=free_since,
             dph=self.gpu_dph + self.storage_dph,
-            host_fault=self.host_fault,
-            market_stop=self.market_stop,
-            bid=self.bid,
-            bid_floor=self.bid_floor,
             on_demand_dph=self.offer.gpu_dph if self.offer is not None else self.gpu_dph,
-            outbid_at=self.outbid_at,
-            resumed=self.resumed,
-            rebids=self.rebids,
-            raised_from=self.raised_from,
             reusable=self.life.phase == Phase.STOPPED
             and self.passed_preflight
             and self.bid is None
