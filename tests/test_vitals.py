@@ -7,7 +7,7 @@ import math
 
 from hypothesis import given
 from hypothesis import strategies as st
-from rentwatch.core.preflight.vitals import FIELDS, RANGES, read_vitals
+from rentwatch.core.preflight.vitals import FIELDS, HOT_C, RANGES, read_vitals
 from rentwatch.sim.gpu_vitals import gpu_vitals
 
 anything = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
@@ -47,8 +47,8 @@ def test_a_thermal_throttle_runs_hot_and_a_power_cap_draws_at_a_lowered_limit():
     assert hot["fan_pct"] == 100 and idle["power_w"] < busy["power_w"] < busy["power_limit_w"]
     assert busy["power_limit_w"] == 450.0  # the 4090's board power
     assert capped["power_limit_w"] < 450.0 and capped["power_w"] == capped["power_limit_w"]
-    assert read_vitals(capped)[0].power_capped and read_vitals(hot)[0].hot
-    assert not read_vitals(busy)[0].power_capped and not read_vitals(busy)[0].hot
+    assert capped["power_w"] >= 0.97 * capped["power_limit_w"] and hot["temp"] >= HOT_C
+    assert busy["power_w"] < 0.97 * busy["power_limit_w"] and busy["temp"] < HOT_C
     for v in (idle, busy, hot, capped):
         assert read_vitals(v)[1] == ()  # the simulator's own figures are believable
 

@@ -337,9 +337,9 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
     )
 
 
-def _inside_job_folder(path: str) -> bool:
-    """An artifact path the pull takes (engine/jobs/runner.py `safe_relative`'s rule): relative,
-    no backslash or NUL, and not leaving the folder once normalised."""
+def inside_job_folder(path: str) -> bool:
+    """An artifact path the pull takes (engine/jobs/runner.py `safe_relative` holds each path a
+    host names to it): relative, no backslash or NUL, and not leaving the folder once normalised."""
     if not path or path.startswith(("/", "~")) or "\\" in path or "\x00" in path:
         return False
     norm = posixpath.normpath(path)
@@ -445,7 +445,7 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
         bad("artifacts", f"{where}.artifacts: expected a list of paths")
         arts = []
     for art in arts:  # refused here, before anything is rented, not at the job's end
-        if not _inside_job_folder(art):
+        if not inside_job_folder(art):
             bad(
                 "artifacts",
                 f"{where}.artifacts: {art!r} is not a relative path inside the job's folder",

@@ -22,7 +22,7 @@ from .decisions import (
     fmt_span,
     give_up,
 )
-from .lifecycle import Phase
+from .lifecycle import IN_FLIGHT, Phase
 from .models import Offer
 from .offers.choice import (
     at_risk,
@@ -273,10 +273,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     verified = sum(1 for i in staying if i not in going)
     swapping = len(staying) - verified  # leaving hosts still at work: their replacements
     in_flight = sum(
-        1
-        for a in fleet.attempts
-        if a.phase in (Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING)
-        and a.instance_id not in abandoned_now
+        1 for a in fleet.attempts if a.phase in IN_FLIGHT and a.instance_id not in abandoned_now
     )
     if fleet.spent_usd >= fleet.budget_usd:
         why = f"spent ${fleet.spent_usd:.2f} of the ${fleet.budget_usd:.2f} budget"
@@ -328,7 +325,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
         committed = fleet.spent_usd + sum(
             at_risk(a.dph, a.boot_clock, policy.boot_deadline_s, now)
             for a in fleet.attempts
-            if a.phase in (Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING)
+            if a.phase in IN_FLIGHT
         )
         chosen = list(within_budget(ranked, committed, fleet.budget_usd, policy, now))
         short_of_money = len(chosen) < len(ranked)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.bidding.rental_check import rental_mismatch
+from ..core.billing import storage_per_hour
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
 from ..core.models import Instance, Offer
@@ -80,34 +81,28 @@ class Actions:
             ):
                 return True  # another task's stop or destroy got there first
             # (a bid rental the market paused is stopped again by us: ours never resumes)
-            return await self._stop(a, actor, reason)
-
-    async def _stop(self, a: Attempt, actor: str, reason: str) -> bool:
-        try:
-            at = await self.change(a, K.STOP, actor, reason)
-        except REFUSALS as exc:
-            self.journal.say(f"stop FAILED i:{a.instance_id}: {exc}")
-            return False
-        if a.preflight_task:
-            a.preflight_task.cancel()
-        cost = a.charges(self.market.gpu_billing, at).total_usd
-        self.journal.writer.emit(Stopped(a, at, actor, reason, cost))
-        return True
+            try:
+                at = await self.change(a, K.STOP, actor, reason)
+            except REFUSALS as exc:
+                self.journal.say(f"stop FAILED i:{a.instance_id}: {exc}")
+                return False
+            if a.preflight_task:
+                a.preflight_task.cancel()
+            cost = a.charges(self.market.gpu_billing, at).total_usd
+            self.journal.writer.emit(Stopped(a, at, actor, reason, cost))
+            return True
 
     async def destroy(self, a: Attempt, actor: str, reason: str) -> bool:
         async with a.acting:
             if a.life.phase == Phase.DESTROYED:
                 return True  # another task's destroy got there first
-            return await self._destroy(a, actor, reason)
-
-    async def _destroy(self, a: Attempt, actor: str, reason: str) -> bool:
-        try:
-            at = await self.change(a, K.DESTROY, actor, reason)
-        except REFUSALS as exc:
-            self.journal.say(f"destroy FAILED i:{a.instance_id}: {exc} (will retry)")
-            return False
-        self.journal.writer.emit(Destroyed(a, at, reason))
-        return True
+            try:
+                at = await self.change(a, K.DESTROY, actor, reason)
+            except REFUSALS as exc:
+                self.journal.say(f"destroy FAILED i:{a.instance_id}: {exc} (will retry)")
+                return False
+            self.journal.writer.emit(Destroyed(a, at, reason))
+            return True
 
     def _believable(self, instance_id: int) -> bool:
         """A create answer's id is believed only when in range and not one we hold already (adopting
@@ -153,7 +148,7 @@ class Actions:
         if j.ledger.unwritable:  # no rental whose create the ledger cannot hold
             j.say(f"create skipped: the ledger cannot be written ({j.ledger.unwritable})")
             return None
-        storage_dph = self.campaign.disk_gb * offer.storage_cost / (30 * 24)
+        storage_dph = storage_per_hour(self.campaign.disk_gb, offer.storage_cost)
         ctx: dict[str, Any] = {
             "campaign": self.campaign.name,
             "machine_id": offer.machine_id,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..core.billing import Charges, Mark, charges
@@ -97,38 +97,18 @@ class Attempt:
         return self.offer.num_gpus if self.offer is not None else 1
 
     def view(self, busy: bool = False, free_since: float | None = None) -> AttemptView:
+        """The rules' slice of it: each field of the view it holds under the same name, the rest
+        derived here."""
+        same = {f.name: getattr(self, f.name) for f in fields(AttemptView) if hasattr(self, f.name)}
         return AttemptView(
-            instance_id=self.instance_id,
-            machine_id=self.machine_id,
+            **same,
             offer_gpu=self.gpu_name,
             phase=self.life.phase,
-            status=self.status,
-            status_msg=self.status_msg,
-            status_since=self.status_since,
-            created_at=self.created_at,
-            clock_from=self.clock_from,
-            running_at=self.running_at,
-            passed_preflight=self.passed_preflight,
             preflight_started=self.preflight_task is not None,
-            verdict=self.verdict,
-            ssh_error=self.ssh_error,
-            ssh_failures=self.ssh_failures,
-            util_low_since=self.util_low_since,
-            throttle=self.throttle,
-            untrusted=self.untrusted,
-            silent_since=self.silent_since,
             busy=busy,
             free_since=free_since,
             dph=self.gpu_dph + self.storage_dph,
-            host_fault=self.host_fault,
-            market_stop=self.market_stop,
-            bid=self.bid,
-            bid_floor=self.bid_floor,
             on_demand_dph=self.offer.gpu_dph if self.offer is not None else self.gpu_dph,
-            outbid_at=self.outbid_at,
-            resumed=self.resumed,
-            rebids=self.rebids,
-            raised_from=self.raised_from,
             reusable=self.life.phase == Phase.STOPPED
             and self.passed_preflight
             and self.bid is None
@@ -195,7 +175,6 @@ class Attempt:
         return self.unseen
 
     def answered_unread(self) -> None:
-        """The market answered for it with a row it could not read: not unseen, not seen."""
         self.unseen = 1
 
     @property
@@ -249,7 +228,6 @@ class Attempt:
         self.util_low_since = since
 
     def deadlines_from(self, at: float) -> None:
-        """A start or a hand-over: its boot deadline counts from `at`."""
         self.clock_from = at
 
     def touched(self, at: float, act: str) -> None:
@@ -279,7 +257,6 @@ class Attempt:
         self.stop_rule = rule
 
     def restart_refused(self) -> None:
-        """The market would not start it again: not tried again by the rules."""
         self.stop_rule = ""
 
     def verified(self, now: float) -> None:
@@ -287,7 +264,6 @@ class Attempt:
             self.verified_at = now
 
     def tended_by(self, task: asyncio.Task[Any]) -> None:
-        """Tended from now (in service again): silence counts from its next unanswered look."""
         self.tend_task = task
         self.silent_since = None
 
@@ -309,11 +285,9 @@ class Attempt:
         self.preflight_task = task
 
     def ssh_waiting(self, why: str) -> None:
-        """No try made (no port yet) or none answered yet: what the pane shows meanwhile."""
         self.ssh_error = why
 
     def ssh_failed(self, why: str | None = None) -> None:
-        """A try that ended without the host's answer; `why` replaces the shown error."""
         self.ssh_failures += 1
         if why is not None:
             self.ssh_error = why
@@ -325,13 +299,11 @@ class Attempt:
         self.ssh_failures = 0
 
     def judged(self, verdict: Verdict, doc: dict[str, Any] | None = None) -> None:
-        """The preflight's verdict, with the probe's document when it answered."""
         self.verdict = verdict
         if doc is not None:
             self.preflight_doc = doc
 
     def watchdog_seen(self, armed: bool) -> None:
-        """Armed on the host; False: a heartbeat found it gone."""
         self.watchdog_armed = armed
 
     def sampled(self, rows: list[dict[str, Any]], keep: int = 120) -> None:
@@ -366,7 +338,6 @@ class Attempt:
         self.mark(at, "price", gpu_dph=price)
 
     def increase_accepted(self, at: float, price: float, pending_id: int) -> None:
-        """Its host's price increase accepted: the new GPU price applies from `at`."""
         self.price_due = (at, price, pending_id)
 
     def price_known(self, price: float) -> None:
@@ -416,7 +387,6 @@ class Attempt:
             self.silent_since = now
 
     def answered(self) -> None:
-        """A command on its host ran to its end (a connect alone is not an answer)."""
         self.silent_since = None
 
     def looked_at(self) -> None:
@@ -431,7 +401,6 @@ class Attempt:
         self.market_stop = why
 
     def found_broken(self, rule: str, reason: str, failure_class: str) -> None:
-        """The tender saw this proven host break (a fatal XID): the next poll's rules stop it."""
         if self.host_fault is None:
             self.host_fault = (rule, reason, failure_class)
 

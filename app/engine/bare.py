@@ -82,7 +82,6 @@ async def adopt(
         sup.journal.fact(
             EventKind.LOST,
             None,
-            actor="engine",
             ok=True,
             reason="instance gone without our destroy: the market no longer has it",
             instance_id=h.instance_id,

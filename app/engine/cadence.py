@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..core.errors import BadRow
-from ..core.lifecycle import HELD, Phase
+from ..core.lifecycle import HELD, IN_FLIGHT, Phase
 from ..core.models import Instance, Status
 from ..core.policy import Policy
 from ..market.errors import REFUSALS, ApiError, AuthError, NotFound
@@ -38,7 +38,6 @@ HOT_PAGES = 4
 # states a steady rental should not be in, asked for every poll (one page a poll, cursor kept)
 TROUBLE = ListFilter(statuses=(Status.EXITED,))
 NEAR_S = 60.0  # market seconds before the idle rule's stop from which a rental is hot
-HOT_PHASES = frozenset({Phase.REQUESTED, Phase.BOOTING, Phase.RUNNING, Phase.VERIFYING})
 
 
 @dataclass
@@ -67,7 +66,7 @@ def is_hot(a: Attempt, policy: Policy, now: float) -> bool:
     phase = a.life.phase
     if not a.owned:  # only shown: a boot is worth watching, a settled instance is not
         return phase in (Phase.REQUESTED, Phase.BOOTING)
-    if phase in HOT_PHASES or phase == Phase.ABANDONED:
+    if phase in IN_FLIGHT or phase == Phase.ABANDONED:
         return True
     return (
         phase == Phase.VERIFIED

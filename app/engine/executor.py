@@ -71,7 +71,14 @@ class Executor:
         elif isinstance(d, Restart):
             await self.restart(self.fleet[d.instance_id], d)
         elif isinstance(d, Rebid | Move | Resume) and self.tier is not None:
-            await self.on_tier(d)
+            # an outbid rental's rebid or move, or a resumed one back in service (engine/tier)
+            a = self.fleet[d.instance_id]
+            if isinstance(d, Rebid):
+                await self.tier.rebid(a, d)
+            elif isinstance(d, Move):
+                await self.tier.move(a, d)
+            elif await self.tier.resume(a, d):
+                self.tender.retend([a])  # watched again: its watchdog, heartbeat and jobs
         return None
 
     async def restart(self, a: Attempt, d: Restart) -> None:
@@ -85,17 +92,6 @@ class Executor:
             return
         self.journal.writer.emit(DeadlinesFrom(a, at))
         self.journal.say(f"start  i:{a.instance_id} m:{a.machine_id} by {d.rule}: {d.reason}")
-
-    async def on_tier(self, d: Rebid | Move | Resume) -> None:
-        """An outbid rental's rebid or move, or a resumed one back in service (engine/tier)."""
-        assert self.tier is not None
-        a = self.fleet[d.instance_id]
-        if isinstance(d, Rebid):
-            await self.tier.rebid(a, d)
-        elif isinstance(d, Move):
-            await self.tier.move(a, d)
-        elif await self.tier.resume(a, d):
-            self.tender.retend([a])  # watched again: its watchdog, heartbeat and jobs
 
     async def create(self, d: Create) -> None:
         # a campaign fault, or a pull in doubt, found since this poll decided

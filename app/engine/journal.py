@@ -55,15 +55,15 @@ class Journal:
         kind: EventKind,
         a: Attempt | None,
         *,
-        actor: str,
         reason: str,
+        actor: str = "engine",
         at: float | None = None,
         ok: bool | None = None,
         detail: dict[str, Any] | None = None,
         **context: Any,
     ) -> int:
-        """A fact about an attempt (or, with `a=None`, the campaign); dated now unless `at` says
-        when."""
+        """A fact about an attempt (or, with `a=None`, the campaign), by the engine unless `actor`
+        says who; dated now unless `at` says when."""
         ctx = self.ctx(a) if a is not None else {"campaign": self.campaign}
         ctx.update(context)
         return self.ledger.record(

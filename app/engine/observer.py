@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.bidding.tier import stop_cause
 from ..core.errors import BadRow
-from ..core.lifecycle import Phase
+from ..core.lifecycle import ALIVE, Phase
 from ..core.models import Instance
 from ..core.policy import Policy
 from ..core.rows import row_problem
@@ -100,12 +100,9 @@ class Observer:
                 continue  # a bad row is still a row: there, unread this poll
             listed = live.get(a.instance_id)
             if listed is None:
-                if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
-                    continue
-                listed = await self._ask(a, now)
-                if listed is None:
-                    continue
-            self._see(a, listed, now, listed=True)
+                await self._missing(a, now)
+            else:
+                self._see(a, listed, now, listed=True)
 
     async def _asked(
         self, live: dict[int, Instance], bad: set[int], asked: frozenset[int], now: float
@@ -132,13 +129,16 @@ class Observer:
         """After a sweep's pages, together a full list answer: every instance we hold that it
         left out is unseen and asked for directly (as `observe` does for a whole list)."""
         for a in list(self.fleet.attempts.values()):
-            if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in listed:
-                continue  # a bad row is still a row: there, unread this poll
-            if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
-                continue
-            seen = await self._ask(a, now)
-            if seen is not None:
-                self._see(a, seen, now, listed=True)
+            if a.life.phase not in (Phase.DESTROYED, Phase.LOST) and a.instance_id not in listed:
+                await self._missing(a, now)
+
+    async def _missing(self, a: Attempt, now: float) -> None:
+        """Left out of a full list answer: asked for directly, unless a create still new."""
+        if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
+            return
+        seen = await self._ask(a, now)
+        if seen is not None:
+            self._see(a, seen, now, listed=True)
 
     async def _look(self, a: Attempt, now: float) -> Instance | None:
         """A closer look at one instance a filtered list left out: the market's word that it
@@ -187,13 +187,11 @@ class Observer:
             return
         else:
             self._reported.add(iid)
-        a = self.fleet.get(iid) if iid is not None else None
-        extra: dict[str, Any] = {} if a is not None else {"instance_id": iid}
+        extra: dict[str, Any] = {} if held is not None else {"instance_id": iid}
         self.journal.fact(
             K.BAD_ROW,
-            a,
+            held,
             at=now,
-            actor="engine",
             ok=False,
             reason=f"market row skipped: {problem}",
             **extra,
@@ -218,23 +216,22 @@ class Observer:
                     f"WARN   i:{a.instance_id} unseen for {a.unseen} polls and the market "
                     f"would not answer for it ({exc}): written off"
                 )
-                self._lost(a, now, f"unseen for {a.unseen} polls; the market never answered")
+                self.journal.writer.emit(
+                    Lost(a, now, f"unseen for {a.unseen} polls; the market never answered")
+                )
             return None
         return self._answered(a, inst, now)
 
     def _answered(self, a: Attempt, inst: Instance | None, now: float) -> Instance | None:
         """The market's answer for one instance: gone writes it off; a bad row is unread."""
         if inst is None:
-            self._lost(a, now, "the market says it no longer exists")
+            self.journal.writer.emit(Lost(a, now, "the market says it no longer exists"))
             return None
         problem = row_problem(inst)
         if problem is not None:
             self._bad_row(inst.id, problem, now)
             return None
         return inst
-
-    def _lost(self, a: Attempt, now: float, why: str) -> None:
-        self.journal.writer.emit(Lost(a, now, why))
 
     def _returned(self, a: Attempt, inst: Instance, now: float) -> None:
         """Listed again after its write-off: held again where it stood, and billed as if never
@@ -294,13 +291,7 @@ class Observer:
             self.ssh.set_routes(a.instance_id, inst)  # direct first, the proxy as fallback
         if a.bid is not None and self.tier is not None:
             self.tier.saw(a, inst, now)  # bid_floor; a resume by itself, an outbid again
-        if inst.market_stopped and a.life.phase in (
-            Phase.REQUESTED,
-            Phase.BOOTING,
-            Phase.RUNNING,
-            Phase.VERIFYING,
-            Phase.VERIFIED,
-        ):
+        if inst.market_stopped and a.life.phase in ALIVE:
             self._market_stop(a, inst, now)
             return
         if a.life.phase == Phase.REQUESTED:

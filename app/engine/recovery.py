@@ -136,33 +136,21 @@ class Recovery:
             )
             if found:
                 self.fleet.creates += 1
-        elif ev.kind == K.DESTROY:
-            gone = ev.instance_id not in live
-            j.outcome(
-                ev.seq,
-                at=self._took_effect_at(ev) if gone else now,
-                ok=gone,
-                error=None if gone else "still there after restart",
-                detail={"reconciled": True},
-            )
+            return
+        took, error = False, "outcome unknown: the controller died mid-call"
+        if ev.kind == K.DESTROY:
+            took, error = ev.instance_id not in live, "still there after restart"
         elif ev.kind in (K.STOP, K.START) and ev.instance_id in live:
             wanted = "stopped" if ev.kind == K.STOP else "running"
             took = live[ev.instance_id].target_state == wanted
-            j.outcome(
-                ev.seq,
-                at=self._took_effect_at(ev) if took else now,
-                ok=took,
-                error=None if took else f"not {wanted} after restart: it never happened",
-                detail={"reconciled": True},
-            )
-        else:
-            j.outcome(
-                ev.seq,
-                at=now,
-                ok=False,
-                error="outcome unknown: the controller died mid-call",
-                detail={"reconciled": True},
-            )
+            error = f"not {wanted} after restart: it never happened"
+        j.outcome(
+            ev.seq,
+            at=self._took_effect_at(ev) if took else now,
+            ok=took,
+            error=None if took else error,
+            detail={"reconciled": True},
+        )
 
     async def _reuse_stopped(self, live: dict[int, Instance], now: float) -> None:
         """A stopped rental that passed its preflight before (same image) is started again instead
@@ -292,7 +280,6 @@ class Recovery:
                 K.RETURNED,
                 a,
                 at=now,
-                actor="engine",
                 ok=True,
                 reason=f"written off {(now - gone.at) / 60:.1f} min ago ({gone.reason}), still "
                 "listed at the restart: billed as if never written off",
@@ -334,7 +321,7 @@ class Recovery:
             f"({label}); shown and priced, only a person acts on it"
         )
         observed = {"observed": True, "status": inst.status}
-        self.journal.fact(K.ADOPTED, a, at=now, actor="engine", reason=why, detail=observed)
+        self.journal.fact(K.ADOPTED, a, at=now, reason=why, detail=observed)
         self.journal.say(f"observe i:{inst.id} m:{inst.machine_id} {inst.status}: {why}")
 
     def _record_adoption(
@@ -348,7 +335,6 @@ class Recovery:
             K.ADOPTED,
             a,
             at=now,
-            actor="engine",
             reason=(
                 f"adopted after restart: {inst.status}, unwatched for "
                 f"{unwatched / 60:.1f} min, ${cost:.4f} billed meanwhile"

@@ -277,7 +277,7 @@ def apply(j: Journal, u: Update) -> bool:
             a.answered()
         case up.KeyChanged():
             if a.key_changed(u.why):
-                j.fact(K.HOST_KEY_CHANGED, a, actor="engine", reason=u.why, ok=False)
+                j.fact(K.HOST_KEY_CHANGED, a, reason=u.why, ok=False)
                 j.say(f"distrust i:{a.instance_id} m:{a.machine_id}: {u.why}")
         case up.WatchdogSeen():
             a.watchdog_seen(u.armed)
@@ -295,7 +295,6 @@ def apply(j: Journal, u: Update) -> bool:
                     K.UNSEEN,
                     a,
                     at=u.at,
-                    actor="engine",
                     reason="left out of the market's list answer: still held, asked for directly",
                 )
         case up.AnsweredUnread():
@@ -379,7 +378,6 @@ def apply(j: Journal, u: Update) -> bool:
                 K.LOST,
                 a,
                 at=u.at,
-                actor="engine",
                 ok=True,
                 reason=f"instance gone without our destroy: {u.why}",
             )
@@ -393,7 +391,6 @@ def apply(j: Journal, u: Update) -> bool:
                 K.RETURNED,
                 a,
                 at=u.at,
-                actor="engine",
                 ok=True,
                 reason=f"{u.why}: held again as {u.to}, billed as if never written off",
                 detail=u.detail,
@@ -433,7 +430,6 @@ def _sampled(j: Journal, u: up.Sampled) -> None:
             K.THROTTLE,
             a,
             at=u.at,
-            actor="engine",
             reason=t.reason,
             detail={"slowdown": t.slowdown, "reasons": list(t.reasons)},
         )
@@ -450,7 +446,6 @@ def _row_seen(j: Journal, u: up.RowSeen) -> None:
             K.NOTE,
             a,
             at=now,
-            actor="engine",
             ok=False,
             reason=f"billed price ${u.gpu_dph:.4f}/h contradicts the offer's "
             f"${a.gpu_dph:.4f}/h: the budget counts the higher one",
@@ -464,7 +459,6 @@ def _row_seen(j: Journal, u: up.RowSeen) -> None:
             K.STATUS,
             a,
             at=changed,
-            actor="engine",
             reason=f"status {a.status or 'none yet'} -> {status}",
             detail={"status": status, "msg": (u.status_msg or "")[:300]},
         )
@@ -485,7 +479,6 @@ def _row_seen(j: Journal, u: up.RowSeen) -> None:
             K.READ_AGAIN,
             a,
             at=now,
-            actor="engine",
             reason="its row read well again: billed as it reads from here",
         )
 
@@ -501,7 +494,6 @@ def _row_unread(j: Journal, u: up.RowUnread) -> None:
         K.UNREAD,
         a,
         at=since,
-        actor="engine",
         reason=f"its row is unreadable ({u.problem}): billed as running, its GPU at its last "
         "price, plus storage, from its last good read until it reads well again",
         detail={"seen_at": u.at, "problem": u.problem[:200]},
@@ -517,7 +509,6 @@ def _move(j: Journal, a: Attempt, to: Phase, at: float, why: str) -> bool:
     j.fact(
         K.ERROR,
         a,
-        actor="engine",
         at=at,
         ok=False,
         reason=f"illegal lifecycle move {t.before} -> {t.after} refused ({why})",

@@ -120,7 +120,7 @@ class Session:
         end after this (a notice, the printed receipt) is one figure."""
         if not self.end_marked:
             self.end_marked = True
-            self.sup.journal.fact(EventKind.CAMPAIGN_END, None, actor="engine", reason=reason)
+            self.sup.journal.fact(EventKind.CAMPAIGN_END, None, reason=reason)
 
     async def end(self, reason: str) -> None:
         """Write `campaign_end` (unless written) and close what the session opened (once)."""

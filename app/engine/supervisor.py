@@ -226,7 +226,6 @@ class Supervisor:
             K.CAMPAIGN_START,
             None,
             at=now,
-            actor="engine",
             reason=f"campaign {name} under policy {self.policy.name}",
             detail={
                 "policy": self.policy.name,
@@ -237,7 +236,7 @@ class Supervisor:
         )
         self.started_at = self.ledger.campaign_started_at(name)
         if note := self.ledger.fallback_note:  # an earlier run's events the disk did not take
-            self.journal.fact(K.NOTE, None, at=now, actor="engine", reason=note)
+            self.journal.fact(K.NOTE, None, at=now, reason=note)
             self.journal.say(f"ledger {note}")
         self.fleet.restore(self.ledger, name, self.policy, now)
         await self.market.add_ssh_key(self.ssh.public_key)
@@ -312,7 +311,6 @@ class Supervisor:
                 K.NOTE,
                 a,
                 at=now,
-                actor="engine",
                 reason=f"tending i:{a.instance_id} ended: {type(exc).__name__}: "
                 f"{clean(str(exc), 200)}; tended again",
                 detail={"task": "tend", "error": type(exc).__name__},

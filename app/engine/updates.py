@@ -17,6 +17,14 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class Update:
+    """What happened to the rental `a`: each update below is one, and `rentals.apply` knows
+    every one."""
+
+    a: Attempt
+
+
+@dataclass(frozen=True, slots=True)
 class Said:
     """The ledger event and the log line an update carries, where the caller words them."""
 
@@ -29,112 +37,97 @@ class Said:
 
 
 @dataclass(frozen=True, slots=True)
-class ChangeTookEffect:
+class ChangeTookEffect(Update):
     """Our create, stop, start or destroy went through at `at`: its billing mark."""
 
-    a: Attempt
     at: float
     kind: str
 
 
 @dataclass(frozen=True, slots=True)
-class FoundChanged:
+class FoundChanged(Update):
     """A stop or start found at a restart that the ledger did not see."""
 
-    a: Attempt
     event: Said
 
 
 @dataclass(frozen=True, slots=True)
-class Replayed:
+class Replayed(Update):
     """Billing marks (and a price) an earlier run's ledger holds for it, read back."""
 
-    a: Attempt
     marks: list[Mark]
     price: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class RestartRefused:
+class RestartRefused(Update):
     """The market would not start it again: not tried again by the rules."""
-
-    a: Attempt
 
 
 @dataclass(frozen=True, slots=True)
-class DeadlinesFrom:
+class DeadlinesFrom(Update):
     """A start or a hand-over: its boot deadline counts from `at`."""
 
-    a: Attempt
     at: float
 
 
 @dataclass(frozen=True, slots=True)
-class Touched:
+class Touched(Update):
     """A person's act on it (market time), for the rules' word on a recent touch."""
 
-    a: Attempt
     at: float
     act: str
 
 
 @dataclass(frozen=True, slots=True)
-class HandedOver:
+class HandedOver(Update):
     """Supervised from now on (it was only observed)."""
 
-    a: Attempt
     at: float
 
 
 @dataclass(frozen=True, slots=True)
-class LookedAt:
+class LookedAt(Update):
     """The poll asked the market for it, as its silence wanted."""
-
-    a: Attempt
 
 
 @dataclass(frozen=True, slots=True)
-class JobSaid:
+class JobSaid(Update):
     """The running job's last log line, for the dashboard."""
 
-    a: Attempt
     line: str
 
 
 @dataclass(frozen=True, slots=True)
-class OurStopKept:
+class OurStopKept(Update):
     """Adopted stopped, by a stop of ours an earlier run made: the reuse rule may start it."""
 
-    a: Attempt
     actor: str
 
 
 @dataclass(frozen=True, slots=True)
-class IncreaseAccepted:
+class IncreaseAccepted(Update):
     """Its host's price increase accepted: the new GPU price applies from `at`."""
 
-    a: Attempt
     at: float
     price: float
     pending_id: int
 
 
 @dataclass(frozen=True, slots=True)
-class Repriced:
+class Repriced(Update):
     """An accepted increase in force from `at` (its contract's end date)."""
 
-    a: Attempt
     at: float
     price: float
     pending_id: int
 
 
 @dataclass(frozen=True, slots=True)
-class BidRestored:
+class BidRestored(Update):
     """Its bid from the ledger (an adopted bid rental; `Attempt.bid_held`); `paused_unproven`:
     found paused by an outbid before it was proven."""
 
-    a: Attempt
     bid: float
     bid_floor: float | None
     ours: bool
@@ -144,76 +137,67 @@ class BidRestored:
 
 
 @dataclass(frozen=True, slots=True)
-class BidFloorSeen:
-    a: Attempt
+class BidFloorSeen(Update):
     bid_floor: float
 
 
 @dataclass(frozen=True, slots=True)
-class Outbid:
-    a: Attempt
+class Outbid(Update):
     bid_floor: float | None
     event: Said
 
 
 @dataclass(frozen=True, slots=True)
-class ResumedItself:
+class ResumedItself(Update):
     """A bid rental the market paused runs again by itself: it bills from `event.at`."""
 
-    a: Attempt
     event: Said
 
 
 @dataclass(frozen=True, slots=True)
-class OutbidAgain:
+class OutbidAgain(Update):
     """A resumed bid rental outbid again before the rules took it back."""
 
-    a: Attempt
     at: float
 
 
 @dataclass(frozen=True, slots=True)
-class RebidTried:
-    a: Attempt
+class RebidTried(Update):
+    """A raise of its bid was tried: counted, whether the market took it or not."""
 
 
 @dataclass(frozen=True, slots=True)
-class BidChanged:
+class BidChanged(Update):
     """Its bid changed to `price` (the market took it)."""
 
-    a: Attempt
     price: float
     event: Said
 
 
 @dataclass(frozen=True, slots=True)
-class Listed:
+class Listed(Update):
     """The market lists a rental it was asked for: its image is on the way."""
 
-    a: Attempt
     at: float
 
 
 @dataclass(frozen=True, slots=True)
-class CameUp:
+class CameUp(Update):
     """Its container runs (booted, or adopted running)."""
 
-    a: Attempt
     at: float
     why: str = "container running"
 
 
 @dataclass(frozen=True, slots=True)
-class PreflightStarted:
-    a: Attempt
+class PreflightStarted(Update):
     at: float
 
 
 @dataclass(frozen=True, slots=True)
-class Verified:
+class Verified(Update):
     """In service: proven by its preflight, or trusted on sight (`by_preflight` False)."""
 
-    a: Attempt
     at: float
     rule: str
     reason: str
@@ -222,28 +206,25 @@ class Verified:
 
 
 @dataclass(frozen=True, slots=True)
-class Resumed:
+class Resumed(Update):
     """A bid rental that resumed by itself taken back into service (its proof stands)."""
 
-    a: Attempt
     at: float
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
-class Started:
+class Started(Update):
     """Our start went through: it boots again."""
 
-    a: Attempt
     at: float
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
-class Stopped:
+class Stopped(Update):
     """Our stop went through (its intent and outcome are the change's own events)."""
 
-    a: Attempt
     at: float
     actor: str
     reason: str
@@ -251,10 +232,9 @@ class Stopped:
 
 
 @dataclass(frozen=True, slots=True)
-class StoppedByMarket:
+class StoppedByMarket(Update):
     """A stop nobody here asked for: a contract's end, a zero balance, an outbid."""
 
-    a: Attempt
     at: float
     why: str
     said: str  # the market's intended/current/next states
@@ -262,17 +242,15 @@ class StoppedByMarket:
 
 
 @dataclass(frozen=True, slots=True)
-class Destroyed:
-    a: Attempt
+class Destroyed(Update):
     at: float
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
-class GaveUp:
+class GaveUp(Update):
     """Given up before it proved itself: its destroy is due. `line`: the log's line, if any."""
 
-    a: Attempt
     at: float
     actor: str
     reason: str
@@ -282,19 +260,17 @@ class GaveUp:
 
 
 @dataclass(frozen=True, slots=True)
-class Lost:
+class Lost(Update):
     """Gone from the market without our destroy."""
 
-    a: Attempt
     at: float
     why: str
 
 
 @dataclass(frozen=True, slots=True)
-class Returned:
+class Returned(Update):
     """Listed again after its write-off: held again as `to`, billed as if never written off."""
 
-    a: Attempt
     at: float
     to: Phase
     why: str
@@ -303,10 +279,9 @@ class Returned:
 
 
 @dataclass(frozen=True, slots=True)
-class Adopted:
+class Adopted(Update):
     """Found on the market at a start: where it stands, and whether it passed a preflight."""
 
-    a: Attempt
     at: float
     status: str | None
     status_msg: str | None
@@ -317,10 +292,9 @@ class Adopted:
 
 
 @dataclass(frozen=True, slots=True)
-class RowSeen:
+class RowSeen(Update):
     """The market's row for it, as the poll reads it: its status, route and billed price."""
 
-    a: Attempt
     at: float
     status: str | None
     status_msg: str | None
@@ -332,124 +306,108 @@ class RowSeen:
 
 
 @dataclass(frozen=True, slots=True)
-class LeftOut:
+class LeftOut(Update):
     """A list answer left it out: one more poll unseen (the first says so in the ledger)."""
 
-    a: Attempt
     at: float
 
 
 @dataclass(frozen=True, slots=True)
-class AnsweredUnread:
+class AnsweredUnread(Update):
     """The market answered for it with a row it could not read: not unseen, not seen."""
-
-    a: Attempt
 
 
 @dataclass(frozen=True, slots=True)
-class RowUnread:
+class RowUnread(Update):
     """A held instance's row could not be read: billed its worst case until it is read again."""
 
-    a: Attempt
     at: float
     problem: str
 
 
 @dataclass(frozen=True, slots=True)
-class IdleSince:
+class IdleSince(Update):
     """Since when its GPU has been idle by the policy (None: busy), from a row or a sample."""
 
-    a: Attempt
     since: float | None
 
 
 @dataclass(frozen=True, slots=True)
-class PreflightRunning:
+class PreflightRunning(Update):
     """Its preflight's task, started (`PreflightStarted` moves it to verifying first)."""
 
-    a: Attempt
     task: asyncio.Task[Any]
 
 
 @dataclass(frozen=True, slots=True)
-class Tending:
+class Tending(Update):
     """Tended from now (in service again): silence counts from its next unanswered look."""
 
-    a: Attempt
     task: asyncio.Task[Any]
 
 
 @dataclass(frozen=True, slots=True)
-class SshWaiting:
+class SshWaiting(Update):
     """No try made (no port yet) or none answered yet: what the pane shows meanwhile."""
 
-    a: Attempt
     why: str
 
 
 @dataclass(frozen=True, slots=True)
-class SshFailed:
+class SshFailed(Update):
     """A try that ended without the host's answer; `why` replaces the shown error."""
 
-    a: Attempt
     why: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class SshReached:
-    a: Attempt
+class SshReached(Update):
+    """A preflight try reached its host: the shown SSH error clears."""
 
 
 @dataclass(frozen=True, slots=True)
-class ProbeAnswered:
-    a: Attempt
+class ProbeAnswered(Update):
+    """The probe answered: the failed tries in a row start again from none."""
 
 
 @dataclass(frozen=True, slots=True)
-class Judged:
+class Judged(Update):
     """The preflight's verdict, with the probe's document when it answered."""
 
-    a: Attempt
     verdict: Verdict
     doc: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class WentSilent:
+class WentSilent(Update):
     """A session to its host got no answer (`Attempt.went_silent`)."""
 
-    a: Attempt
     at: float
 
 
 @dataclass(frozen=True, slots=True)
-class Answered:
+class Answered(Update):
     """A command on its host ran to its end (a connect alone is not an answer)."""
-
-    a: Attempt
 
 
 @dataclass(frozen=True, slots=True)
-class KeyChanged:
+class KeyChanged(Update):
     """Its SSH host key changed after it was pinned: distrusted for good (said once)."""
 
-    a: Attempt
     why: str
 
 
 @dataclass(frozen=True, slots=True)
-class WatchdogSeen:
+class WatchdogSeen(Update):
     """Armed on the host; False: a heartbeat found it gone."""
 
-    a: Attempt
     armed: bool
 
 
 @dataclass(frozen=True, slots=True)
-class Broken:
+class Broken(Update):
     """The tender saw this proven host break (a fatal XID): the next poll's rules stop it."""
 
-    a: Attempt
     rule: str
     reason: str
     failure_class: str
@@ -457,66 +415,11 @@ class Broken:
 
 
 @dataclass(frozen=True, slots=True)
-class Sampled:
+class Sampled(Update):
     """The sampler's readings (already in the ledger): the idle and throttle evidence they carry."""
 
-    a: Attempt
     at: float
     rows: list[dict[str, Any]]
     idle_since: float | None
     idle_known: bool  # the first reading had a utilisation
     throttle_ratio: float
-
-
-Update = (
-    ChangeTookEffect
-    | FoundChanged
-    | Replayed
-    | RestartRefused
-    | DeadlinesFrom
-    | Touched
-    | HandedOver
-    | LookedAt
-    | JobSaid
-    | OurStopKept
-    | IncreaseAccepted
-    | Repriced
-    | BidRestored
-    | BidFloorSeen
-    | Outbid
-    | ResumedItself
-    | OutbidAgain
-    | RebidTried
-    | BidChanged
-    | PreflightRunning
-    | Tending
-    | SshWaiting
-    | SshFailed
-    | SshReached
-    | ProbeAnswered
-    | Judged
-    | WentSilent
-    | Answered
-    | KeyChanged
-    | WatchdogSeen
-    | Broken
-    | Sampled
-    | RowSeen
-    | LeftOut
-    | AnsweredUnread
-    | RowUnread
-    | IdleSince
-    | Listed
-    | CameUp
-    | PreflightStarted
-    | Verified
-    | Resumed
-    | Started
-    | Stopped
-    | StoppedByMarket
-    | Destroyed
-    | GaveUp
-    | Lost
-    | Returned
-    | Adopted
-)

@@ -38,19 +38,6 @@ class Vitals:
     ecc_uncorrected: float | None = None
     retired_pages: float | None = None
 
-    @property
-    def hot(self) -> bool:
-        return self.temp is not None and self.temp >= HOT_C
-
-    @property
-    def power_capped(self) -> bool:
-        """Drawing within 3% of its enforced limit: the card is held at its cap."""
-        return (
-            self.power_w is not None
-            and self.power_limit_w is not None
-            and self.power_w >= 0.97 * self.power_limit_w
-        )
-
 
 def read_vitals(sample: dict[str, Any]) -> tuple[Vitals, tuple[str, ...]]:
     """The vital signs of one sample, and why each figure present but dropped was dropped; a missing

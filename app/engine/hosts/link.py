@@ -156,12 +156,9 @@ class HostLink:
                 res = await self._ssh_run(
                     a, command, script, timeout_wall, self.first_contact_floor(unanswered)
                 )
-            except NoAnswer:
-                self.unanswered[a.instance_id] = unanswered + 1
-                if self.measuring:
-                    await self._measure(1)
-                raise
-            except SSHFailure:
+            except SSHFailure as exc:
+                if isinstance(exc, NoAnswer):
+                    self.unanswered[a.instance_id] = unanswered + 1
                 # a host that did not answer may be a machine too loaded to answer in time:
                 # the floor learns from connects that answered only, so measure the load
                 if self.measuring:
@@ -190,7 +187,6 @@ class HostLink:
         self.journal.fact(
             EventKind.NOTE,
             a,
-            actor="engine",
             ok=took,
             reason="rentwatch's SSH key attached to the instance"
             + ("" if took else f": did not take ({why[:200]})"),
@@ -228,7 +224,6 @@ class HostLink:
         self.journal.fact(
             EventKind.SSH_ROUTE,
             a,
-            actor="engine",
             reason=f"reached by its {route.kind} route {where}",
             detail={"kind": route.kind, "where": where},
         )

@@ -24,7 +24,6 @@ from ..updates import (
     SshFailed,
     SshReached,
     SshWaiting,
-    Update,
 )
 from .link import HostLink
 from .probe_io import (
@@ -71,11 +70,8 @@ class PreflightRunner:
         self.campaign = campaign  # its image and disk, which the preflight holds hosts to
         self.blame_book = blame_book
 
-    def _tell(self, u: Update) -> None:
-        self.journal.writer.emit(u)
-
     def _judge(self, a: Attempt, v: Verdict, doc: dict[str, Any] | None = None) -> Verdict:
-        self._tell(Judged(a, v, doc))
+        self.journal.writer.emit(Judged(a, v, doc))
         return v
 
     def start_preflight(self, a: Attempt) -> None:
@@ -107,12 +103,12 @@ class PreflightRunner:
             command = preflight_command(self.policy.checks, NET_PROBE_URL, nonce)
             if a.ssh_host is None or a.ssh_port is None:
                 said = "no SSH port published yet"
-                self._tell(SshWaiting(a, said))
+                self.journal.writer.emit(SshWaiting(a, said))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             if not dropped and (said is None or said.startswith("no SSH port")):
                 said = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
-                self._tell(SshWaiting(a, said))
+                self.journal.writer.emit(SshWaiting(a, said))
             try:
                 script = probe_source("preflight")
                 res = await self.link.probe(
@@ -124,18 +120,18 @@ class PreflightRunner:
                 if "did not finish" in str(exc):
                     return self._judge(a, Verdict(False, "timeout", f"preflight hung: {exc}")), None
                 said = str(exc)
-                self._tell(SshFailed(a, said))
+                self.journal.writer.emit(SshFailed(a, said))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             except OSError as exc:
                 # the controller's own side (out of descriptors, say): no word on the host;
                 # tried again until the preflight's deadline rule gives up on the attempt
                 said = f"controller could not try: {failure_text(exc)}"
-                self._tell(SshFailed(a, said))
+                self.journal.writer.emit(SshFailed(a, said))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             said = None
-            self._tell(SshReached(a))
+            self.journal.writer.emit(SshReached(a))
             if no_answer(res) and (res.exit_status is None or dropped < SILENT_RETRIES):
                 # a session cut before the probe answered says nothing about the host: look
                 # again. A cut channel is retried until the SSH deadline rule gives up on the
@@ -144,10 +140,10 @@ class PreflightRunner:
                 silent = res.exit_status is None and dropped >= SILENT_RETRIES
                 why = f"{dropped} preflight sessions in a row ended without an answer"
                 said = why if silent else said
-                self._tell(SshFailed(a, why if silent else None))
+                self.journal.writer.emit(SshFailed(a, why if silent else None))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
-            self._tell(ProbeAnswered(a))
+            self.journal.writer.emit(ProbeAnswered(a))
             if fault := self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
                 return fault, None
             try:

@@ -63,6 +63,16 @@ class Route:
     port: int
 
 
+# how every session logs in: as root, with rentwatch's key only (no agent, no ssh config), the
+# host key checked by its pin (`SSHRunner.pinned`), no keepalives
+CLIENT_OPTIONS: dict[str, Any] = {
+    "username": "root",
+    "known_hosts": None,
+    "agent_path": None,
+    "config": None,
+    "keepalive_interval": 0,
+}
+
 # told when an instance is reached by a route other than the last one that worked:
 # (instance id, route kind, "host:port")
 OnRoute = Callable[[int, str, str], None]
@@ -120,10 +130,6 @@ class SSHRunner:
         (its `ssh_routes`). Call it on every poll; routes change when an instance restarts."""
         got = tuple(routes) if isinstance(routes, list | tuple) else routes_of(routes)
         self.routes[instance_id] = tuple(r for r in got if isinstance(r, Route))
-
-    def forget(self, instance_id: int) -> None:
-        self.routes.pop(instance_id, None)
-        self.route_used.pop(instance_id, None)
 
     def _candidates(self, instance_id: int, host: str, port: int) -> list[Route]:
         """The given host and port first (the caller's pick), then the instance's other
@@ -203,15 +209,7 @@ class SSHRunner:
         try:
             conn = await asyncio.wait_for(
                 asyncssh.connect(
-                    host,
-                    port,
-                    username="root",
-                    client_keys=[self.key],
-                    known_hosts=None,
-                    agent_path=None,
-                    config=None,
-                    keepalive_interval=0,
-                    login_timeout=limit,
+                    host, port, client_keys=[self.key], login_timeout=limit, **CLIENT_OPTIONS
                 ),
                 limit,
             )
@@ -305,17 +303,7 @@ async def loopback_handshakes(
         for _ in range(n):
             began = clock()
             conn = await asyncio.wait_for(
-                asyncssh.connect(
-                    "127.0.0.1",
-                    port,
-                    username="root",
-                    client_keys=[key],
-                    known_hosts=None,
-                    agent_path=None,
-                    config=None,
-                    keepalive_interval=0,
-                ),
-                timeout,
+                asyncssh.connect("127.0.0.1", port, client_keys=[key], **CLIENT_OPTIONS), timeout
             )
             walls.append(clock() - began)
             conn.close()

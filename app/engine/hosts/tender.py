@@ -171,7 +171,6 @@ class HostTender(PreflightRunner):
                 self.journal.fact(
                     K.NOTE,
                     a,
-                    actor="engine",
                     ok=False,
                     reason=f"{what} failed ({streak} in a row): {said}",
                     detail={"class": "sample_failed", "streak": streak},
@@ -195,7 +194,6 @@ class HostTender(PreflightRunner):
             self.journal.fact(
                 K.NOTE,
                 a,
-                actor="engine",
                 ok=armed,
                 reason=f"{why}: " + ("armed again" if armed else "could not arm it"),
                 detail={"class": "watchdog_rearmed"},
@@ -278,7 +276,6 @@ class HostTender(PreflightRunner):
                 K.NOTE,
                 a,
                 at=now,
-                actor="engine",
                 ok=False,
                 reason="vital signs not believed: " + shown_text("; ".join(sorted(dropped)), 300),
                 detail={

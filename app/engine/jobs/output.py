@@ -54,7 +54,6 @@ async def pull_log(
     journal.fact(
         EventKind.NOTE,
         a,
-        actor="engine",
         ok=True,
         reason=f"output of job {job.name} kept ({len(res.stdout)} bytes) at {path}",
         detail={"class": "job_log", "job": job.name, "path": str(path)},

@@ -79,7 +79,6 @@ class Pulls:
         self.journal.fact(
             EventKind.ARTIFACTS,
             a,
-            actor="engine",
             ok=ok,
             reason=reason,
             detail={"job": job.name, **detail},

@@ -115,7 +115,6 @@ class Rescues:
             K.ARTIFACTS,
             a,
             at=now,
-            actor="engine",
             ok=True,
             reason=f"checkpoint of {job.name} pushed to its retry ({len(pushed)} file(s))",
             detail={"job": job.name, "checkpoint_pushed": pushed},
@@ -172,7 +171,6 @@ class Rescues:
                 K.RESCUED,
                 a,
                 at=now,
-                actor="engine",
                 ok=False,
                 reason=f"no copy of job {job.name}'s state off i:{paused.instance_id}: "
                 f"{why_not}; it starts from {self.start_point(job)}",
@@ -205,7 +203,6 @@ class Rescues:
                     K.RESCUED,
                     a,
                     at=now,
-                    actor="engine",
                     ok=False,
                     reason=f"copy of job {job.name}'s state off i:{paused.instance_id} refused "
                     f"({refusal(exc)}): it starts from {self.start_point(job)}",
@@ -223,7 +220,6 @@ class Rescues:
             K.RESCUED,
             a,
             at=now,
-            actor="engine",
             ok=True,
             reason=f"copy asked of job {job.name}'s state off paused i:{paused.instance_id} "
             f"({lost_min:.1f} min of work since its last pulled checkpoint)"
@@ -311,7 +307,6 @@ class Rescues:
             K.RESCUED,
             a,
             at=now,
-            actor="engine",
             ok=landed,
             reason=f"job {job.name}'s state from i:{c.source} in place after {waited:.1f} min"
             if landed

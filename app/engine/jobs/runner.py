@@ -14,7 +14,7 @@ from pathlib import Path
 import asyncssh
 
 from ...core.artifact_room import PULL_MAX_BYTES, PULL_MAX_FILES
-from ...core.campaign import Job, home_path
+from ...core.campaign import Job, home_path, inside_job_folder
 from ...core.errors import RentwatchError
 from ..hosts.ssh import SSHFailure
 from .pull import (
@@ -171,13 +171,10 @@ def parse_status(out: bytes) -> JobStatus:
 
 
 def safe_relative(path: str) -> str:
-    """An artifact path must stay inside the job's folder on both ends."""
-    if not path or path.startswith(("/", "~")) or "\\" in path or "\x00" in path:
-        raise UnsafePath(f"artifact path {path!r} is not a relative path")
-    norm = posixpath.normpath(path)
-    if norm == ".." or norm.startswith("../") or "/../" in f"/{norm}/":
-        raise UnsafePath(f"artifact path {path!r} leaves the job's folder")
-    return norm
+    """An artifact path must stay inside the job's folder on both ends (the campaign's rule)."""
+    if not inside_job_folder(path):
+        raise UnsafePath(f"artifact path {path!r} is not a relative path inside the job's folder")
+    return posixpath.normpath(path)
 
 
 def _local(dest_root: Path, rel: str) -> Path:

@@ -111,7 +111,6 @@ class Uploads:
             EventKind.UPLOADED,
             a,
             at=now,
-            actor="engine",
             reason=f"uploaded {len(records)} file(s), {size} bytes to {job.job.workdir}",
             detail={"workdir": job.job.workdir, "files": records[:500], "job": job.name},
         )

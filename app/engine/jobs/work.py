@@ -150,7 +150,6 @@ class JobWork:
             K.JOB_FINISHED,
             host,  # its machine's columns: the hosts view counts the work lost there
             at=now,
-            actor="engine",
             ok=False,
             instance_id=iid,
             reason=f"job {job.name} interrupted: {why}"
@@ -261,7 +260,6 @@ class JobWork:
             K.JOB_STARTED,
             a,
             at=now,
-            actor="engine",
             reason=f"job {job.name} on a proven rental",
             detail={
                 "job": job.name,
@@ -307,7 +305,6 @@ class JobWork:
                     K.JOB_FINISHED,
                     a,
                     at=now,
-                    actor="engine",
                     ok=False,
                     reason=f"job {job.name} stopped after its "
                     f"{job.job.timeout_s / 60:.0f} min timeout",
@@ -344,7 +341,6 @@ class JobWork:
             K.JOB_FINISHED,
             a,
             at=now,
-            actor="engine",
             ok=st.exit_code == 0,
             reason=f"job {job.name} exited {st.exit_code} after {duration / 60:.1f} min",
             detail={
