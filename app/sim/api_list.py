@@ -46,7 +46,7 @@ class ListRoutes:
 
     async def filters(self, request: web.Request) -> web.Response:
         now = MARKET_NOW.get()
-        rows = [self.instance_json(i, now) for i in self._visible()]
+        rows = [self.instance_json(i, now) for i in self._visible_by_id()]
         states = sorted({str(r["actual_status"]) for r in rows})
         return answer({"filters": [{"col": "actual_status", "values": states}]})
 
@@ -60,20 +60,10 @@ class ListRoutes:
             "(keyset pagination): please migrate to v1",
         )
 
-    def _visible(self) -> list[SimInstance]:
-        return sorted(
-            (i for i in self.market.instances.values() if i.destroyed_at is None),
-            key=lambda i: i.id,
-        )
-
     def _visible_by_id(self) -> list[SimInstance]:
         """Live instances in id order, without a sort (creation order is id order)."""
-        out = []
-        for iid in self.market.order:
-            inst = self.market.instances[iid]
-            if inst.destroyed_at is None:
-                out.append(inst)
-        return out
+        every = self.market.instances
+        return [every[i] for i in self.market.order if every[i].destroyed_at is None]
 
     def list_v1(self, query: dict[str, str], now: float | None = None) -> web.Response:
         """`now`: the market moment the call arrived at, stamped on its answer (`X-Market-Time`):

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .machines import between, keyed_rng
-from .price_rise_table import PriceRise
 from .rental import SimInstance
+from .scenario_tables import PriceRise
 
 NEW_TERM_S = 30 * 86400.0  # the host's new end date, past the old one, when it had none later
 

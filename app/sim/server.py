@@ -94,14 +94,6 @@ class SimServer:
         if self.webhooks is not None:
             await self.webhooks.close()
 
-    async def serve_forever(self) -> None:
-        await self.start()
-        assert self._runner is not None
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await self.stop()
-
     # -- running beside synchronous code ----------------------------------------------------
     def start_in_thread(self) -> SimServer:
         ready = threading.Event()
