@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from ..core.preflight.gpu_specs import GPU_SPECS
-from .answers import MARKET_NOW, answer, error, offset_token, query_of, read_offset_token, sort_key
+from .answers import MARKET_NOW, answer, error, page_of, query_of, sort_key
 from .market import SimMarket
 from .query_match import matches
 from .rental import SimInstance
@@ -100,12 +100,10 @@ class ListRoutes:
                     key=sort_key(str(col)),
                     reverse=str(spec.get("dir", "asc")).lower() == "desc",
                 )
-        start = read_offset_token(query.get("after_token"))
-        if start is None:
+        paged = page_of(rows, query.get("after_token"), limit)
+        if paged is None:
             return error(400, "invalid_args", "bad after_token")
-        page = rows[start : start + limit]
-        nxt = start + limit
-        next_token = offset_token(nxt) if nxt < len(rows) else None
+        page, next_token = paged
         return answer(
             {
                 "instances": page,

@@ -168,14 +168,13 @@ class MemoryMarket:
         rental: str = "on-demand",
     ) -> list[Offer]:
         self._call("search_offers", query)
+        rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
         if rental == "interruptible":  # the bid tier: offers with a bid_floor, priced at it
-            rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
             return [
                 replace(o, dph_total=o.bid_floor)
                 for o in self.offers
                 if o.id not in rented and o.bid_floor is not None
             ][:limit]
-        rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
         return [o for o in self.offers if o.id not in rented][:limit]
 
     async def attach_ssh_key(self, instance_id: int, public_key: str) -> None:
