@@ -43,11 +43,6 @@ def keyed_rng(*key: Any) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def between(rng: random.Random, lo_hi: list[float] | tuple[float, float]) -> float:
-    lo, hi = lo_hi
-    return rng.uniform(lo, hi)
-
-
 @dataclass
 class Machine:
     id: int
@@ -203,7 +198,7 @@ def build_machines(
                 pick = rng.choice(slower)
                 real_gpu, tflops = pick.name, pick.bf16_tflops
             else:
-                tflops *= between(rng, hc.knobs["misreport_speed"])
+                tflops *= rng.uniform(*hc.knobs["misreport_speed"])
         tflops *= rng.uniform(0.92, 1.05)
         cuda = rng.choice([12.1, 12.2, 12.4, 12.4, 12.6, 12.8, 12.8])
         driver = DRIVER_FOR_CUDA[cuda]
@@ -225,8 +220,8 @@ def build_machines(
                 advertised_gpu=gpu,
                 real_gpu=real_gpu,
                 real_tflops=tflops,
-                dph_base=round(between(rng, hc.price_range(gpu)), 4),
-                storage_cost=_storage(between(rng, sc.storage_cost), sc),
+                dph_base=round(rng.uniform(*hc.price_range(gpu)), 4),
+                storage_cost=_storage(rng.uniform(*sc.storage_cost), sc),
                 cuda_max_good=cuda,
                 driver_version=driver,
                 reliability=reliability,
@@ -257,14 +252,14 @@ def _unkind(m: Machine, sc: Scenario, now: Callable[[], float]) -> None:
     m.direct = rng.random() < sc.ssh.direct_share
     m.proxy_addr = f"127.0.0.{2 + m.id % 8}"  # like ssh1..ssh8.vast.ai
     m.direct_addr = f"127.1.{m.id // 250 % 250}.{m.id % 250 + 2}"
-    m.inet_up_cost = round(between(rng, sc.bandwidth_cost), 4)
-    m.inet_down_cost = round(between(rng, sc.bandwidth_cost), 4)
+    m.inet_up_cost = round(rng.uniform(*sc.bandwidth_cost), 4)
+    m.inet_down_cost = round(rng.uniform(*sc.bandwidth_cost), 4)
     cities = CITIES.get(m.geolocation)
     if cities:
         m.geolocation = f"{rng.choice(cities)}, {m.geolocation}"
     st = sc.states
     if rng.random() < st.contract_end_share:
-        m.contract_end = now() + between(rng, st.contract_end_min) * 60
+        m.contract_end = now() + rng.uniform(*st.contract_end_min) * 60
     else:
         m.contract_end = now() + rng.uniform(3, 90) * 86400
     _host_line(m, sc)

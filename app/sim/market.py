@@ -17,7 +17,7 @@ from .clock import SimClock
 from .copies import Copy
 from .gpu_vitals import gpu_vitals
 from .images import deny_unpullable
-from .machines import Machine, between, build_machines, keyed_rng, nvml_name, other_listings
+from .machines import Machine, build_machines, keyed_rng, nvml_name, other_listings
 from .price_rises import PriceRises
 from .rental import SimInstance
 from .scenario import Scenario
@@ -162,7 +162,7 @@ class SimMarket:
         extra = keyed_rng(self.scenario.seed, "states", m.id, m.rentals)
         seg = boot_steps(rng, m, image, now, False, self.scenario.states, extra)
         inst.segments.append(deny_unpullable(seg, image, self.scenario.images))
-        inst.throttle_drop = between(rng, m.knobs["throttle_drop"])
+        inst.throttle_drop = rng.uniform(*m.knobs["throttle_drop"])
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         if price is not None:
             pay = bids.paid(self.scenario.seed, self.scenario.bids, m, now, price)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .machines import between, keyed_rng
+from .machines import keyed_rng
 from .rental import SimInstance
 from .scenario_tables import PriceRise
 
@@ -70,7 +70,7 @@ class PriceRises:
             rng = keyed_rng(self.seed, "price_rise", inst.machine.id, inst.rental_no)
             hit = inst.bid is None and rng.random() < self.table.share
             self._planned[inst.id] = (
-                inst.created_at + between(rng, self.table.after_min) * 60 if hit else None
+                inst.created_at + rng.uniform(*self.table.after_min) * 60 if hit else None
             )
         return self._planned[inst.id]
 
@@ -96,7 +96,7 @@ class PriceRises:
 
     def _raise(self, inst: SimInstance, at: float) -> None:
         rng = keyed_rng(self.seed, "price_rise_terms", inst.machine.id, inst.rental_no)
-        factor, notice_s = between(rng, self.table.factor), between(rng, self.table.notice_min) * 60
+        factor, notice_s = rng.uniform(*self.table.factor), rng.uniform(*self.table.notice_min) * 60
         self.raise_now(inst, at, factor, notice_s)
 
     def raise_now(
