@@ -315,11 +315,6 @@ def plan(
     return tasks
 
 
-def run_tasks(tasks: list[Task], workers: int | None = None) -> list[dict[str, Any]]:
-    """Every run, in `workers` processes (1: here, one after another); results in task order."""
-    return run_all(run_task, tasks, workers or min(len(tasks), os.cpu_count() or 1))
-
-
 def referee(
     scenario: Scenario | None,
     campaign: Campaign,
@@ -339,7 +334,7 @@ def referee(
     if keep_logs:
         Path(keep_logs).mkdir(parents=True, exist_ok=True)
         tasks = [replace(t, keep_logs=str(Path(keep_logs).resolve())) for t in tasks]
-    runs = run_tasks(tasks, workers)
+    runs = run_all(run_task, tasks, workers or min(len(tasks), os.cpu_count() or 1))
     family, family_seed = plan_kw.get("family", 0), plan_kw.get("family_seed", 1)
     name = f"family:{family_seed}:{family}" if family else (scenario.name if scenario else "")
     return {"scenario": name, "runs": runs, "summary": summarise_valid(runs, policies)}

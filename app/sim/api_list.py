@@ -10,8 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ..core.preflight.gpu_specs import GPU_SPECS
 from .answers import MARKET_NOW, answer, error, page_of, query_of, sort_key
+from .machines import vram_mb
 from .market import SimMarket
 from .query_match import matches
 from .rental import SimInstance
@@ -187,7 +187,7 @@ class ListRoutes:
             "disk_space": inst.disk_gb,
             "gpu_name": m.advertised_gpu,
             "num_gpus": m.num_gpus,
-            "gpu_ram": self._vram(m.advertised_gpu),
+            "gpu_ram": vram_mb(m.advertised_gpu),
             "gpu_util": gpu["util"] if gpu else None,
             "gpu_temp": gpu["temp"] if gpu else None,
             "vmem_usage": 0.4 if running else None,
@@ -217,8 +217,3 @@ class ListRoutes:
             "template_id": None,
             "template_hash_id": None,
         }
-
-    @staticmethod
-    def _vram(gpu: str) -> int:
-        spec = GPU_SPECS.get(gpu)
-        return spec.vram_mb if spec else 24576

@@ -68,10 +68,6 @@ class Segment:
         return self.steps[max(i, 0)]
 
 
-def _layer_id(rng: random.Random) -> str:
-    return f"{rng.getrandbits(48):012x}"
-
-
 def _fatal(rng: random.Random, image: str, t: float) -> Step:
     actual, text = FATAL_TEXTS[rng.randrange(len(FATAL_TEXTS))]
     return Step(t, actual, text.format(image=image, repo=image.split(":")[0]))
@@ -122,7 +118,9 @@ def boot_steps(
             fatal_at = None
         pull = rng.uniform(*k["pull_min"]) * 60
         freeze_at = t + pull * rng.uniform(*k["freeze_at"]) if b == "freeze_pull" else None
-        layers = [(_layer_id(rng), rng.uniform(5, 1800)) for _ in range(rng.randint(5, 9))]
+        layers = [
+            (f"{rng.getrandbits(48):012x}", rng.uniform(5, 1800)) for _ in range(rng.randint(5, 9))
+        ]
         total_mb = sum(mb for _, mb in layers)
         for lid, _ in layers:
             steps.append(Step(t, "loading", f"{lid}: Pulling fs layer"))

@@ -103,8 +103,8 @@ class Machine:
             "host_id": self.host_id,
             "gpu_name": self.advertised_gpu,
             "num_gpus": self.num_gpus,
-            "gpu_ram": spec.vram_mb if spec else 24576,
-            "gpu_total_ram": (spec.vram_mb if spec else 24576) * self.num_gpus,
+            "gpu_ram": vram_mb(self.advertised_gpu),
+            "gpu_total_ram": vram_mb(self.advertised_gpu) * self.num_gpus,
             "dph_base": round(self.dph_base, 6),
             "dph_total": round(self.dph_base + storage_h, 6),
             "storage_cost": self.storage_cost,
@@ -152,6 +152,11 @@ class Machine:
             "end_date": self.contract_end,
             "hosting_type": 0,
         }
+
+
+def vram_mb(model: str) -> int:
+    spec = GPU_SPECS.get(model)
+    return spec.vram_mb if spec else 24576
 
 
 def nvml_name(model: str) -> str:

@@ -118,7 +118,7 @@ class SimServer:
                 for t in pending:  # SSH sessions and their subprocesses still running
                     t.cancel()
                 if pending:
-                    loop.run_until_complete(_drain(pending))
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
                 loop.close()
                 self._stopped.set()
 
@@ -140,10 +140,6 @@ class SimServer:
         if self._loop is not None and self._thread is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(30)
-
-
-async def _drain(tasks: list[asyncio.Task[Any]]) -> None:
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _as_coro(fn: Any, *args: Any) -> Any:
