@@ -56,7 +56,7 @@ def tagged(handler: Handler, pace_kind: str | None = None, **tags: bool) -> Hand
 
 
 class MarketAPI:
-    def __init__(self, market: SimMarket, base_url: str = "") -> None:
+    def __init__(self, market: SimMarket) -> None:
         self.market = market
         self.offers = OfferRoutes(market)
         self.lists = ListRoutes(market)
@@ -64,20 +64,11 @@ class MarketAPI:
         self.account = AccountRoutes(market)
         self.charges = ChargeRoutes(market)
         self.prices = PriceRoutes(market)
-        self.base_url = base_url
         self.fault_rng = random.Random(market.scenario.seed * 7919 + 17)
         self.redirect_rng = random.Random(market.scenario.seed * 7919 + 29)
         self.faults_injected: dict[str, int] = {}
         self.paced = market.scenario.pacing  # enforce PACING (the scenario may turn it off)
         self._last: dict[tuple[str, str], float] = {}  # (key, kind) -> last call answered
-
-    @property
-    def base_url(self) -> str:
-        return self.instances.base_url
-
-    @base_url.setter
-    def base_url(self, url: str) -> None:
-        self.instances.base_url = url
 
     def routes(self) -> list[web.AbstractRouteDef]:
         """Every route the market serves."""
