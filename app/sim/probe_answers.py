@@ -51,21 +51,12 @@ def probe_answer(
             lost,
             forged_as=m.advertised_gpu if m.behaviour == "forged_preflight" else None,
         )
-        return (json.dumps(doc) + "\n").encode()
-    if kind == "nvml_sample":
+    elif kind == "nvml_sample":
         doc = hb.nvml_document(nvml_answer(gpu, now), facts, lost)
-        return (json.dumps(doc) + "\n").encode()
-    return (
-        json.dumps(
-            {
-                "schema": 1,
-                "probe": kind,
-                "ok": False,
-                "error": {"type": "UnknownProbe", "message": kind},
-            }
-        )
-        + "\n"
-    ).encode()
+    else:
+        unknown = {"type": "UnknownProbe", "message": kind}
+        doc = {"schema": 1, "probe": kind, "ok": False, "error": unknown}
+    return (json.dumps(doc) + "\n").encode()
 
 
 def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
