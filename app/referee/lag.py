@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.lifecycle import Phase
-from ..sim.truth import running
 from .score import summarise
 
 # market seconds a run's lag may reach (its max) before the run is invalid: a few polls at the
@@ -88,7 +87,7 @@ def still_visible(event: HostEvent, row: Mapping[str, Any] | None) -> bool:
     the state the event put it in (running after a boot or a job's end, stopped after a stop)."""
     if row is None or row.get("destroyed_at") is not None:
         return False
-    up = running(row)
+    up = row.get("actual_status") == "running"
     return not up if event.kind == "stop" else up
 
 
