@@ -16,7 +16,7 @@ from ..protocol import PAGE, Capabilities, ListFilter
 
 
 def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **more: Any) -> Offer:
-    base: dict[str, Any] = dict(
+    made = Offer(
         id=oid,
         machine_id=machine,
         host_id=machine * 10,
@@ -32,8 +32,7 @@ def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **mor
         geolocation="SE",
         dlperf=None,
     )
-    base.update(more)
-    return Offer(**base)
+    return replace(made, **more)
 
 
 @dataclass
