@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.lifecycle import Phase
+from ..sim.truth import running
 from .score import summarise
 
 # market seconds a run's lag may reach (its max) before the run is invalid: a few polls at the
@@ -87,7 +88,7 @@ def still_visible(event: HostEvent, row: Mapping[str, Any] | None) -> bool:
     the state the event put it in (running after a boot or a job's end, stopped after a stop)."""
     if row is None or row.get("destroyed_at") is not None:
         return False
-    up = row.get("actual_status") == "running"
+    up = running(row)
     return not up if event.kind == "stop" else up
 
 

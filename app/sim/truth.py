@@ -3,11 +3,17 @@ full. The referee scores a run against these rows, never against the engine's ow
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..core.billing import Charges
 from .rental import SimInstance
 from .scenario import DELIVERING
+
+
+def running(row: Mapping[str, Any]) -> bool:
+    """Whether a truth row's instance runs now."""
+    return row.get("actual_status") == "running"
 
 
 def truth_row(inst: SimInstance, now: float, c: Charges) -> dict[str, Any]:
