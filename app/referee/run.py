@@ -91,15 +91,12 @@ def _facts(sup: Supervisor, start: float, finish: float, ended: str) -> RunFacts
 
 async def _one_run(
     sim: SimServer,
+    task: Task,
     campaign: Campaign,
-    policy_name: str,
     ledger: Ledger,
-    key: Path,
     tmp: Path,
-    deadline_s: float,
     log: Callable[[str], None],
     destroy_after: bool = False,
-    lag_bound_s: float = LAG_BOUND_S,
 ) -> tuple[RunFacts, list[dict[str, Any]], Pace]:
     """Run a campaign to its end or its market-time deadline, then release what it holds
     (`destroy_after`: destroy it all, so nothing bills storage before the next campaign); its
@@ -109,8 +106,8 @@ async def _one_run(
         sim.api_key,
         ledger,
         campaign,
-        policy_from_spec(policy_name).with_overrides(campaign.policy),
-        key,
+        policy_from_spec(task.policy).with_overrides(campaign.policy),
+        tmp / "key",
         log=log,
         artifacts_root=tmp / "artifacts",  # a campaign's own artifacts stay in the run's folder
         market_clock=sim.market.clock,  # the engine reads and holds the stepped clock
@@ -120,13 +117,14 @@ async def _one_run(
     ended, finish = "the run failed before its end", start
     try:
         await session.start()
-        async with paced(sim.market.clock, sup, start, lag_bound_s) as gov:
+        deadline = start + task.deadline_s
+        async with paced(sim.market.clock, sup, start, task.lag_bound_s) as gov:
             try:
-                ended, finish = await run_until(sup.run(), sim.market.clock, start + deadline_s)
+                ended, finish = await run_until(sup.run(), sim.market.clock, deadline)
             except Exception as exc:  # an engine error ends this run, scored as far as it got;
                 # it must not take the other runs of the referee down with it
                 ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"
-                finish = min(sim.market.clock.now(), start + deadline_s)
+                finish = min(sim.market.clock.now(), deadline)
         if destroy_after:
             await end_campaign(sup, True, sup.campaign.name)
         else:
@@ -232,22 +230,8 @@ def run_task(task: Task) -> dict[str, Any]:
             campaign: Campaign, destroy_after: bool = False
         ) -> tuple[RunFacts, list[dict[str, Any]], Pace]:
             """One campaign on this run's market, ledger and policy, to its end or deadline."""
-            return run_stepped(
-                sim,
-                max_pace=task.max_pace,
-                main=_one_run(
-                    sim,
-                    campaign,
-                    task.policy,
-                    ledger,
-                    tmp / "key",
-                    tmp,
-                    task.deadline_s,
-                    log,
-                    destroy_after=destroy_after,
-                    lag_bound_s=task.lag_bound_s,
-                ),
-            )
+            main = _one_run(sim, task, campaign, ledger, tmp, log, destroy_after)
+            return run_stepped(sim, main, max_pace=task.max_pace)
 
         warmup: dict[str, Any] | None = None
         try:
@@ -315,11 +299,6 @@ def plan(
     return tasks
 
 
-def run_tasks(tasks: list[Task], workers: int | None = None) -> list[dict[str, Any]]:
-    """Every run, in `workers` processes (1: here, one after another); results in task order."""
-    return run_all(run_task, tasks, workers or min(len(tasks), os.cpu_count() or 1))
-
-
 def referee(
     scenario: Scenario | None,
     campaign: Campaign,
@@ -339,7 +318,7 @@ def referee(
     if keep_logs:
         Path(keep_logs).mkdir(parents=True, exist_ok=True)
         tasks = [replace(t, keep_logs=str(Path(keep_logs).resolve())) for t in tasks]
-    runs = run_tasks(tasks, workers)
+    runs = run_all(run_task, tasks, workers or min(len(tasks), os.cpu_count() or 1))
     family, family_seed = plan_kw.get("family", 0), plan_kw.get("family_seed", 1)
     name = f"family:{family_seed}:{family}" if family else (scenario.name if scenario else "")
     return {"scenario": name, "runs": runs, "summary": summarise_valid(runs, policies)}

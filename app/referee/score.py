@@ -144,7 +144,14 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
         if facts.jobs_total > 0 and len(done_at) >= facts.jobs_total
         else None
     )
-    work = work_done(truth, rows, facts)
+    done: dict[str, float] = {}  # sized jobs' reference GPU-hours delivered in the run, once each
+    for j in truth.get("jobs") or ():
+        at = j.get("done_at")
+        if at is None or at > facts.finish + EPS or j.get("started_at", 0) < facts.start - EPS:
+            continue
+        if int(j["instance_id"]) in good:
+            done[str(j["job"])] = float(j["ref_hours"])
+    work = sum(done.values())
     return {
         "dud_usd": round(sum(r["total_usd"] for r in duds), 6),
         "duds": len(duds),
@@ -158,22 +165,6 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
         "work_done": round(work, 6),
         "usd_per_work_hour": round(total / work, 4) if work > 0 else None,
     }
-
-
-def work_done(
-    truth: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], facts: RunFacts
-) -> float:
-    """Reference GPU-hours of sized jobs delivered within the run, each once, on delivering
-    machines."""
-    good = {int(r["id"]) for r in rows if "id" in r and delivers(r)}
-    done: dict[str, float] = {}
-    for j in truth.get("jobs") or ():
-        at = j.get("done_at")
-        if at is None or at > facts.finish + EPS or j.get("started_at", 0) < facts.start - EPS:
-            continue
-        if int(j["instance_id"]) in good:
-            done[str(j["job"])] = float(j["ref_hours"])
-    return sum(done.values())
 
 
 def median(values: Iterable[float | None], null_is_worst: bool) -> float | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import selectors
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..sim.clock import SimClock
@@ -43,7 +43,7 @@ def stepped_clock(origin: float = ORIGIN) -> SimClock:
     return clock
 
 
-class SteppedSelector(selectors.BaseSelector):
+class SteppedSelector(selectors.DefaultSelector):
     """The loop's own selector, but a wait with nothing ready and nothing out moves the
     market's clock to the wait's end instead of sleeping through it."""
 
@@ -57,7 +57,7 @@ class SteppedSelector(selectors.BaseSelector):
         max_pace: float | None = None,
         wall: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.real = selectors.DefaultSelector()
+        super().__init__()
         self.clock, self.settle, self.now, self.silent = clock, settle, now, silent
         self.stall_cap_s = stall_cap_s
         self.steps = 0
@@ -70,26 +70,11 @@ class SteppedSelector(selectors.BaseSelector):
         # the market still between its keys, however slowly a loaded box takes them)
         self.standing = False
 
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        return self.real.register(fileobj, events, data)
-
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        return self.real.unregister(fileobj)
-
-    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        return self.real.modify(fileobj, events, data)
-
-    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
-        return self.real.get_map()
-
-    def close(self) -> None:
-        self.real.close()
-
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         if timeout is not None and timeout <= 0:
-            return self.real.select(0)  # callbacks are ready: no waiting, no step
+            return super().select(0)  # callbacks are ready: no waiting, no step
         while True:
-            events = self.real.select(0)
+            events = super().select(0)
             if events:
                 return events
             # nothing to run: the first exchange back goes on, alone, in its turn
@@ -98,13 +83,13 @@ class SteppedSelector(selectors.BaseSelector):
             if timeout is not None and not self.clock.busy(self.stall_cap_s, self.silent):
                 pause = SLICE_S * 20 if self.standing else self.pause_for(timeout)
                 if pause > 0:  # the pace cap: wait in wall time, still awake to any answer
-                    events = self.real.select(min(pause, SLICE_S * 20))
+                    events = super().select(min(pause, SLICE_S * 20))
                     if events:
                         return events
                     continue
                 self.step_to(self.now() + timeout)
                 return []
-            events = self.real.select(SLICE_S if timeout is None else min(SLICE_S, timeout))
+            events = super().select(SLICE_S if timeout is None else min(SLICE_S, timeout))
             if events:
                 return events
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
@@ -63,15 +63,16 @@ def sort_key(col: str) -> Any:
     return key
 
 
-def offset_token(offset: int) -> str:
-    return base64.urlsafe_b64encode(str(offset).encode()).decode()
+T = TypeVar("T")
 
 
-def read_offset_token(token: str | None) -> int | None:
-    """The offset a page token names (0 without one); None for a token that names none."""
-    if not token:
-        return 0
+def page_of(rows: list[T], token: str | None, limit: int) -> tuple[list[T], str | None] | None:
+    """The page of `rows` a page token starts (the first without one) and the next page's token
+    (None: the last page); None for a token that names no offset."""
     try:
-        return int(base64.urlsafe_b64decode(token.encode()).decode())
+        start = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
     except (ValueError, UnicodeDecodeError):
         return None
+    nxt = start + limit
+    more = base64.urlsafe_b64encode(str(nxt).encode()).decode() if nxt < len(rows) else None
+    return rows[start:nxt], more

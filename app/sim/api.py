@@ -42,35 +42,21 @@ RATE_LIMIT_BODIES = (
 )
 
 
-def paced(kind: str, handler: Handler) -> Handler:
-    """A route whose calls count against the `kind` interval of `PACING`."""
+def tagged(handler: Handler, pace_kind: str | None = None, **tags: bool) -> Handler:
+    """A route with what the middleware reads of it: `pace_kind`, the `PACING` interval its calls
+    count against; `public`, the simulator's own (no key, no faults, no pacing); `own_instance`,
+    one an instance-scoped key (the container's CONTAINER_API_KEY) may call on its own instance
+    (every other route refuses that key)."""
 
     async def run(request: web.Request) -> web.StreamResponse:
         return await handler(request)
 
-    run.pace_kind = kind  # type: ignore[attr-defined]
+    run.__dict__.update(tags, pace_kind=pace_kind)
     return run
-
-
-def public(handler: Handler) -> Handler:
-    """The simulator's own routes: no key, no faults, no pacing."""
-
-    async def run(request: web.Request) -> web.StreamResponse:
-        return await handler(request)
-
-    run.public = True  # type: ignore[attr-defined]
-    return run
-
-
-def own_instance(handler: Handler) -> Handler:
-    """A route an instance-scoped key (the container's CONTAINER_API_KEY) may call on its own
-    instance; every other route refuses that key."""
-    handler.own_instance = True  # type: ignore[attr-defined]
-    return handler
 
 
 class MarketAPI:
-    def __init__(self, market: SimMarket, base_url: str = "") -> None:
+    def __init__(self, market: SimMarket) -> None:
         self.market = market
         self.offers = OfferRoutes(market)
         self.lists = ListRoutes(market)
@@ -78,48 +64,41 @@ class MarketAPI:
         self.account = AccountRoutes(market)
         self.charges = ChargeRoutes(market)
         self.prices = PriceRoutes(market)
-        self.base_url = base_url
         self.fault_rng = random.Random(market.scenario.seed * 7919 + 17)
         self.redirect_rng = random.Random(market.scenario.seed * 7919 + 29)
         self.faults_injected: dict[str, int] = {}
         self.paced = market.scenario.pacing  # enforce PACING (the scenario may turn it off)
         self._last: dict[tuple[str, str], float] = {}  # (key, kind) -> last call answered
 
-    @property
-    def base_url(self) -> str:
-        return self.instances.base_url
-
-    @base_url.setter
-    def base_url(self, url: str) -> None:
-        self.instances.base_url = url
-
     def routes(self) -> list[web.AbstractRouteDef]:
         """Every route the market serves."""
         o, li, i, a = self.offers, self.lists, self.instances, self.account
         return [
-            web.get("/sim/v0/truth", public(self.truth)),
-            web.get("/sim/v0/clock", public(self.clock)),
-            web.post("/sim/v0/price_rise", public(self.prices.raise_price)),
-            web.get("/sim/v0/logs/{token:[0-9a-f]+}", public(i.log_result)),
+            web.get("/sim/v0/truth", tagged(self.truth, public=True)),
+            web.get("/sim/v0/clock", tagged(self.clock, public=True)),
+            web.post("/sim/v0/price_rise", tagged(self.prices.raise_price, public=True)),
+            web.get("/sim/v0/logs/{token:[0-9a-f]+}", tagged(i.log_result, public=True)),
             web.post(f"/api/v0/bundles{S}", o.bundles),
             web.put("/api/v0/search/asks/", o.search_asks),
-            web.get(f"/api/v1/instances{S}", paced("list", li.list_page)),
+            web.get(f"/api/v1/instances{S}", tagged(li.list_page, "list")),
             web.get(f"/api/v0/instances{S}", li.list_v0),
             web.get("/api/v0/instances/filters/", li.filters),
-            web.get(f"/api/v0/instances/{ID}{S}", own_instance(paced("show", li.show))),
-            web.put(f"/api/v0/instances/{ID}{S}", own_instance(paced("manage", i.manage))),
-            web.delete(f"/api/v0/instances/{ID}{S}", own_instance(paced("destroy", i.delete))),
+            web.get(f"/api/v0/instances/{ID}{S}", tagged(li.show, "show", own_instance=True)),
+            web.put(f"/api/v0/instances/{ID}{S}", tagged(i.manage, "manage", own_instance=True)),
+            web.delete(
+                f"/api/v0/instances/{ID}{S}", tagged(i.delete, "destroy", own_instance=True)
+            ),
             web.put(f"/api/v0/instances/request_logs/{ID}{S}", i.logs),
-            web.put(f"/api/v0/instances/bid_price/{ID}{S}", paced("bid", i.bid_price)),
+            web.put(f"/api/v0/instances/bid_price/{ID}{S}", tagged(i.bid_price, "bid")),
             web.get(f"/api/v0/instances/pending-price-increases{S}", self.prices.pending),
             web.put(f"/api/v0/instances/accept-price-increase{S}", self.prices.accept),
             web.put(f"/api/v0/instances/reject-price-increase{S}", self.prices.reject),
-            web.put(f"/api/v0/commands/copy_direct{S}", paced("copy", i.copy_direct)),
-            web.delete(f"/api/v0/commands/copy_direct{S}", paced("copy", i.cancel_copy)),
+            web.put(f"/api/v0/commands/copy_direct{S}", tagged(i.copy_direct, "copy")),
+            web.delete(f"/api/v0/commands/copy_direct{S}", tagged(i.cancel_copy, "copy")),
             web.post(f"/api/v0/instances/{ID}/ssh{S}", a.attach_key),
             web.get(f"/api/v0/instances/{ID}/ssh{S}", a.instance_keys),
-            web.put(r"/api/v0/asks/{ask:\d+}" + S, paced("create", i.rent)),
-            web.get(f"/api/v0/charges{S}", paced("charges", self.charges.list_charges)),
+            web.put(r"/api/v0/asks/{ask:\d+}" + S, tagged(i.rent, "create")),
+            web.get(f"/api/v0/charges{S}", tagged(self.charges.list_charges, "charges")),
             web.get(f"/api/v0/gpu_names/unique{S}", a.gpu_names),
             web.get(f"/api/v0/users/current{S}", a.current_user),
             web.get(f"/api/v0/ssh{S}", a.list_keys),

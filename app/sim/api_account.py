@@ -35,9 +35,6 @@ class AccountRoutes:
     async def list_keys(self, request: web.Request) -> web.Response:
         return answer(self.market.ssh_keys)
 
-    async def add_key(self, request: web.Request) -> web.Response:
-        return self.add(str((await body_json(request)).get("ssh_key", "")))
-
     async def attach_key(self, request: web.Request) -> web.Response:
         """`POST /api/v0/instances/{id}/ssh/`: the key reaches this instance only (attachSshKey)."""
         inst = self.market.live(int(request.match_info["iid"]))
@@ -62,8 +59,8 @@ class AccountRoutes:
         ]
         return answer({"success": True, "ssh_keys": json.dumps(keys)})
 
-    def add(self, key: str) -> web.Response:
-        key = key.strip()
+    async def add_key(self, request: web.Request) -> web.Response:
+        key = str((await body_json(request)).get("ssh_key", "")).strip()
         if not key.startswith(("ssh-", "ecdsa-")):
             return error(400, "invalid_args", "not an OpenSSH public key")
         keys = self.market.ssh_keys

@@ -45,23 +45,12 @@ class InstanceRoutes:
     def _iid(self, request: web.Request) -> int:
         return int(request.match_info["iid"])
 
-    async def rent(self, request: web.Request) -> web.Response:
-        return self.create(int(request.match_info["ask"]), await body_json(request))
-
-    async def manage(self, request: web.Request) -> web.Response:
-        return self.update(self._iid(request), await body_json(request))
-
-    async def delete(self, request: web.Request) -> web.Response:
-        return self.destroy(self._iid(request))
-
-    async def logs(self, request: web.Request) -> web.Response:
-        return self.request_logs(self._iid(request), await body_json(request))
-
     async def log_result(self, request: web.Request) -> web.Response:
         body = self.log_results.get(request.match_info["token"])
         return text(body) if body is not None else text("not found", 404)
 
-    def create(self, offer_id: int, body: Any) -> web.Response:
+    async def rent(self, request: web.Request) -> web.Response:
+        offer_id, body = int(request.match_info["ask"]), await body_json(request)
         if not isinstance(body, dict):
             return error(400, "invalid_args", "body must be an object")
         now = call_now(self.market.clock)
@@ -177,8 +166,9 @@ class InstanceRoutes:
         cancel_into(self.market.copies, dst_id)
         return answer({"success": True})
 
-    def update(self, iid: int, body: Any) -> web.Response:
-        inst = self.market.live(iid)
+    async def manage(self, request: web.Request) -> web.Response:
+        body = await body_json(request)
+        inst = self.market.live(self._iid(request))
         if inst is None:
             return error(404, "no_such_instance", "Instance does not exist")
         if not isinstance(body, dict):
@@ -206,15 +196,16 @@ class InstanceRoutes:
             return error(400, "invalid_args", "nothing to update")
         return answer({"success": True})
 
-    def destroy(self, iid: int) -> web.Response:
-        inst = self.market.live(iid)
+    async def delete(self, request: web.Request) -> web.Response:
+        inst = self.market.live(self._iid(request))
         if inst is None:
             return error(404, "no_such_instance", "Instance does not exist")
         self.market.destroy(inst, at=call_now(self.market.clock))
         return answer({"success": True})
 
-    def request_logs(self, iid: int, body: Any) -> web.Response:
-        inst = self.market.live(iid)
+    async def logs(self, request: web.Request) -> web.Response:
+        body = await body_json(request)
+        inst = self.market.live(self._iid(request))
         if inst is None:
             return error(404, "no_such_instance", "Instance does not exist")
         tail = 1000

@@ -10,8 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ..core.preflight.gpu_specs import GPU_SPECS
-from .answers import MARKET_NOW, answer, error, offset_token, query_of, read_offset_token, sort_key
+from .answers import MARKET_NOW, answer, error, page_of, query_of, sort_key
+from .machines import vram_mb
 from .market import SimMarket
 from .query_match import matches
 from .rental import SimInstance
@@ -46,7 +46,7 @@ class ListRoutes:
 
     async def filters(self, request: web.Request) -> web.Response:
         now = MARKET_NOW.get()
-        rows = [self.instance_json(i, now) for i in self._visible()]
+        rows = [self.instance_json(i, now) for i in self._visible_by_id()]
         states = sorted({str(r["actual_status"]) for r in rows})
         return answer({"filters": [{"col": "actual_status", "values": states}]})
 
@@ -60,20 +60,10 @@ class ListRoutes:
             "(keyset pagination): please migrate to v1",
         )
 
-    def _visible(self) -> list[SimInstance]:
-        return sorted(
-            (i for i in self.market.instances.values() if i.destroyed_at is None),
-            key=lambda i: i.id,
-        )
-
     def _visible_by_id(self) -> list[SimInstance]:
         """Live instances in id order, without a sort (creation order is id order)."""
-        out = []
-        for iid in self.market.order:
-            inst = self.market.instances[iid]
-            if inst.destroyed_at is None:
-                out.append(inst)
-        return out
+        every = self.market.instances
+        return [every[i] for i in self.market.order if every[i].destroyed_at is None]
 
     def list_v1(self, query: dict[str, str], now: float | None = None) -> web.Response:
         """`now`: the market moment the call arrived at, stamped on its answer (`X-Market-Time`):
@@ -110,12 +100,10 @@ class ListRoutes:
                     key=sort_key(str(col)),
                     reverse=str(spec.get("dir", "asc")).lower() == "desc",
                 )
-        start = read_offset_token(query.get("after_token"))
-        if start is None:
+        paged = page_of(rows, query.get("after_token"), limit)
+        if paged is None:
             return error(400, "invalid_args", "bad after_token")
-        page = rows[start : start + limit]
-        nxt = start + limit
-        next_token = offset_token(nxt) if nxt < len(rows) else None
+        page, next_token = paged
         return answer(
             {
                 "instances": page,
@@ -199,7 +187,7 @@ class ListRoutes:
             "disk_space": inst.disk_gb,
             "gpu_name": m.advertised_gpu,
             "num_gpus": m.num_gpus,
-            "gpu_ram": self._vram(m.advertised_gpu),
+            "gpu_ram": vram_mb(m.advertised_gpu),
             "gpu_util": gpu["util"] if gpu else None,
             "gpu_temp": gpu["temp"] if gpu else None,
             "vmem_usage": 0.4 if running else None,
@@ -229,8 +217,3 @@ class ListRoutes:
             "template_id": None,
             "template_hash_id": None,
         }
-
-    @staticmethod
-    def _vram(gpu: str) -> int:
-        spec = GPU_SPECS.get(gpu)
-        return spec.vram_mb if spec else 24576

@@ -15,25 +15,18 @@ class Bids:
     # each machine's min_bid floor, as a share of its on-demand dph_base (drawn per machine);
     # Vast's FAQ says the tier "saves 50-80%" (vast-ai/docs guides/reference/faq/rental-types.mdx)
     floor: tuple[float, float] = bounded((0.30, 0.55), above=True)
-    drift: float = bounded(
-        0.25, hi=0.9
-    )  # the floor moves by up to this share of itself, window to window
-    window_min: float = bounded(
-        15.0, 1.0, 1440.0
-    )  # one draw of the floor and of an arriving rival holds this long
-    pressure: float = bounded(
-        0.5, hi=60.0
-    )  # rivals arriving per machine-hour, for a model not in gpu_pressure
+    drift: float = bounded(0.25, hi=0.9)  # the floor moves by up to this share, window to window
+    # one draw of the floor and of an arriving rival holds this long
+    window_min: float = bounded(15.0, 1.0, 1440.0)
+    # rivals arriving per machine-hour, for a model not in gpu_pressure
+    pressure: float = bounded(0.5, hi=60.0)
     gpu_pressure: dict[str, float] = field(default_factory=dict)  # per model
     day_swing: float = 0.5  # the pressure swings by this share over the UTC day
     peak_hour: float = bounded(15.0, hi=24.0)  # UTC hour of the day's highest pressure
-    rival_bid: tuple[float, float] = bounded(
-        (0.9, 1.7), hi=10.0, above=True
-    )  # a rival's bid, times the floor
+    rival_bid: tuple[float, float] = bounded((0.9, 1.7), hi=10.0, above=True)  # x the floor
     ondemand: float = 0.2  # share of rivals who rent on-demand (they beat any bid)
-    hold_min: tuple[float, float] = bounded(
-        (10.0, 120.0), hi=7 * 1440.0, above=True
-    )  # how long a rival holds the machine
+    # how long a rival holds the machine
+    hold_min: tuple[float, float] = bounded((10.0, 120.0), hi=7 * 1440.0, above=True)
     # the share of hosts whose floor is not a discount but `near` x their on-demand price
     near_share: float = 0.0
     near: tuple[float, float] = bounded((0.85, 1.0), hi=2.0, above=True)

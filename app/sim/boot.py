@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from .machines import Machine, between
+from .machines import Machine
 from .scenario_tables import States
 
 FATAL_TEXTS = (
@@ -68,10 +68,6 @@ class Segment:
         return self.steps[max(i, 0)]
 
 
-def _layer_id(rng: random.Random) -> str:
-    return f"{rng.getrandbits(48):012x}"
-
-
 def _fatal(rng: random.Random, image: str, t: float) -> Step:
     actual, text = FATAL_TEXTS[rng.randrange(len(FATAL_TEXTS))]
     return Step(t, actual, text.format(image=image, repo=image.split(":")[0]))
@@ -96,7 +92,7 @@ def boot_steps(
     unnamed = ex.random() < st.unnamed_share
     build = ex.random() < st.build_output_share
     steps: list[Step] = [Step(start, None, None)]
-    queue = between(rng, k["queue_min"]) * 60
+    queue = rng.uniform(*k["queue_min"]) * 60
     if restart:  # a start waits for its GPU in `scheduling` (vast-ai/docs manage-instances)
         steps[0] = Step(start, "scheduling", "Waiting for GPU")
     elif scheduling:  # the queue wait shows as Vast's `scheduling` (waiting for its GPU)
@@ -109,7 +105,7 @@ def boot_steps(
             seg.offline_at = t
             return seg
         steps.append(Step(t, "loading", "Starting container"))
-        t += between(rng, k["start_min"]) * 60
+        t += rng.uniform(*k["start_min"]) * 60
     else:
         steps.append(Step(t, "created", "Creating container"))
         t += rng.uniform(3, 12)
@@ -117,12 +113,14 @@ def boot_steps(
             steps.append(Step(t, st.unnamed_name, "Preparing container"))
             t += ex.uniform(20, 90)
         if b == "fatal_pull":
-            fatal_at = t + between(rng, k["fatal_at_min"]) * 60
+            fatal_at = t + rng.uniform(*k["fatal_at_min"]) * 60
         else:
             fatal_at = None
-        pull = between(rng, k["pull_min"]) * 60
-        freeze_at = t + pull * between(rng, k["freeze_at"]) if b == "freeze_pull" else None
-        layers = [(_layer_id(rng), rng.uniform(5, 1800)) for _ in range(rng.randint(5, 9))]
+        pull = rng.uniform(*k["pull_min"]) * 60
+        freeze_at = t + pull * rng.uniform(*k["freeze_at"]) if b == "freeze_pull" else None
+        layers = [
+            (f"{rng.getrandbits(48):012x}", rng.uniform(5, 1800)) for _ in range(rng.randint(5, 9))
+        ]
         total_mb = sum(mb for _, mb in layers)
         for lid, _ in layers:
             steps.append(Step(t, "loading", f"{lid}: Pulling fs layer"))
@@ -148,7 +146,7 @@ def boot_steps(
         # Extraction: the line legitimately stays unchanged for minutes on healthy hosts.
         lid, mb = layers[-1]
         steps.append(Step(t, "loading", f"{lid}: Extracting {mb:.1f}MB/{mb:.1f}MB"))
-        extract = between(rng, k["extract_min"]) * 60
+        extract = rng.uniform(*k["extract_min"]) * 60
         if build:  # the image's build output shows in the status line while it loads
             first = ex.randrange(len(BUILD_LINES) - 2)
             for i, line in enumerate(BUILD_LINES[first : first + 3]):
@@ -157,21 +155,21 @@ def boot_steps(
         steps.append(Step(t, "loading", f"Status: Downloaded newer image for {image}"))
         t += rng.uniform(2, 8)
         steps.append(Step(t, "loading", "Starting container"))
-        t += between(rng, k["start_min"]) * 60
+        t += rng.uniform(*k["start_min"]) * 60
     steps.append(Step(t, "running", f"success, running {image}/ssh"))
     seg.running_at = t
     if b == "exited":
-        t_exit = t + between(rng, k["exit_after_min"]) * 60
+        t_exit = t + rng.uniform(*k["exit_after_min"]) * 60
         said = f"Exited ({rng.choice([1, 137, 139])}) container exited unexpectedly"
         steps.append(Step(t_exit, "exited", said))
         seg.halted_at = t_exit
     elif b == "offline_midrun":
-        t_off = t + between(rng, k["offline_after_min"]) * 60
+        t_off = t + rng.uniform(*k["offline_after_min"]) * 60
         steps.append(Step(t_off, "offline", None))
         seg.halted_at = t_off
         seg.offline_at = t_off
     elif b == "throttled":
-        seg.throttle_at = t + between(rng, k["throttle_after_min"]) * 60
+        seg.throttle_at = t + rng.uniform(*k["throttle_after_min"]) * 60
     return seg
 
 

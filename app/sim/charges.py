@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from ..core.preflight.verdict import finite
-from .answers import answer, error, offset_token, query_of, read_offset_token
+from .answers import answer, error, page_of, query_of
 from .market import SimMarket
 from .rental import SimInstance
 
@@ -26,9 +26,7 @@ class ChargeRoutes:
         self.market = market
 
     async def list_charges(self, request: web.Request) -> web.Response:
-        return self.charges(query_of(request))
-
-    def charges(self, query: dict[str, str]) -> web.Response:
+        query = query_of(request)
         filters = json.loads(query.get("select_filters") or "{}")
         if not isinstance(filters, dict):
             return error(400, "invalid_args", "select_filters must be an object")
@@ -56,18 +54,17 @@ class ChargeRoutes:
         rows.sort(key=lambda r: (r["start"], r["source"]))
         if str(query.get("latest_first", "true")).lower() != "false":
             rows.reverse()
-        start = read_offset_token(query.get("after_token"))
-        if start is None:
+        paged = page_of(rows, query.get("after_token"), limit)
+        if paged is None:
             return error(400, "invalid_args", "bad after_token")
-        page = rows[start : start + limit]
-        nxt = start + limit
+        page, next_token = paged
         return answer(
             {
                 "success": True,
                 "results": page,
                 "count": len(page),
                 "total": len(rows),
-                "next_token": offset_token(nxt) if nxt < len(rows) else None,
+                "next_token": next_token,
             }
         )
 

@@ -11,9 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
-EPOCH_ORIGIN = float(
-    int(time.time())
-)  # market time starts at the wall clock; sim time then runs `time_scale` times faster
+# market time starts at the wall clock; sim time then runs `time_scale` times faster
+EPOCH_ORIGIN = float(int(time.time()))
 
 # the hold the current task is inside (`SimClock.held`), so that a wait on the clock lifts
 # that task's own hold and no other's

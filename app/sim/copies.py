@@ -130,11 +130,8 @@ def run_due(
             bill(dst, 0, c.bytes)  # the destination's download
 
 
-def cancel_into(copies: list[Copy], dst_id: int) -> int:
-    """End every copy into `dst_id` that has not landed; how many there were."""
-    n = 0
+def cancel_into(copies: list[Copy], dst_id: int) -> None:
+    """End every copy into `dst_id` that has not landed."""
     for c in copies:
         if c.dst_id == dst_id and not c.done:
             c.done = c.cancelled = True
-            n += 1
-    return n

@@ -212,30 +212,26 @@ def _rng(family_seed: int, index: int, tag: str = "") -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def _u(rng: random.Random, lo_hi: tuple[float, float]) -> float:
-    return rng.uniform(*lo_hi)
-
-
 def draw_market(family_seed: int, index: int) -> FamilyMarket:
     """The `index`-th market of family `family_seed`."""
     rng = _rng(family_seed, index)
-    dud_share = _u(rng, DUD_SHARE)
+    dud_share = rng.uniform(*DUD_SHARE)
     duds = [b for b in BEHAVIOURS if b not in DELIVERING]
     dud_w = {b: rng.expovariate(1.0) for b in duds}
-    good_w = {b: _u(rng, DELIVERING_WEIGHTS[b]) for b in DELIVERING_WEIGHTS if b in DELIVERING}
+    good_w = {b: rng.uniform(*DELIVERING_WEIGHTS[b]) for b in DELIVERING_WEIGHTS if b in DELIVERING}
     # the flat price draws of the first families, still drawn (and unused: prices follow the
     # model now) so that the draws after them stay as they were
     rng.sample(CONSUMER_GPUS, rng.randint(2, 4))
-    _u(rng, PRICE_LOW), _u(rng, PRICE_SPREAD)
-    dud_factor = _u(rng, DUD_PRICE_FACTOR)
-    pull_lo = _u(rng, PULL_LOW_MIN)
-    pull = [round(pull_lo, 2), round(pull_lo * _u(rng, PULL_SPREAD), 2)]
-    slow_lo = _u(rng, SLOW_PULL_LOW_MIN)
-    slow = [round(slow_lo, 2), round(slow_lo * _u(rng, SLOW_SPREAD), 2)]
-    ex_lo = _u(rng, EXTRACT_LOW_MIN)
-    extract = [round(ex_lo, 2), round(max(ex_lo + 0.5, _u(rng, EXTRACT_HIGH_MIN)), 2)]
-    queue = [0.2, round(_u(rng, QUEUE_MAX_MIN), 2)]
-    fatal = [0.5, round(_u(rng, FATAL_LATEST_MIN), 2)]
+    rng.uniform(*PRICE_LOW), rng.uniform(*PRICE_SPREAD)
+    dud_factor = rng.uniform(*DUD_PRICE_FACTOR)
+    pull_lo = rng.uniform(*PULL_LOW_MIN)
+    pull = [round(pull_lo, 2), round(pull_lo * rng.uniform(*PULL_SPREAD), 2)]
+    slow_lo = rng.uniform(*SLOW_PULL_LOW_MIN)
+    slow = [round(slow_lo, 2), round(slow_lo * rng.uniform(*SLOW_SPREAD), 2)]
+    ex_lo = rng.uniform(*EXTRACT_LOW_MIN)
+    extract = [round(ex_lo, 2), round(max(ex_lo + 0.5, rng.uniform(*EXTRACT_HIGH_MIN)), 2)]
+    queue = [0.2, round(rng.uniform(*QUEUE_MAX_MIN), 2)]
+    fatal = [0.5, round(rng.uniform(*FATAL_LATEST_MIN), 2)]
     # drawn apart from the rest (its own key), so the other draws stay as they were
     prng = _rng(family_seed, index, "prices")
     gpus = prng.sample(FAMILY_GPUS, prng.randint(*FAMILY_GPU_COUNT))
@@ -244,7 +240,7 @@ def draw_market(family_seed: int, index: int) -> FamilyMarket:
     honest = 1.0 / ((1 - dud_share) + dud_share * dud_factor)
     prices = {}
     for g in gpus:
-        mid, w = _u(prng, MODEL_DPH[g]) * honest, _u(prng, PRICE_WIDTH)
+        mid, w = prng.uniform(*MODEL_DPH[g]) * honest, prng.uniform(*PRICE_WIDTH)
         prices[g] = [round(mid * (1 - w), 3), round(mid * (1 + w), 3)]
     price_hi = max(hi for _, hi in prices.values())
     classes: list[dict[str, Any]] = []
@@ -290,25 +286,25 @@ def _supply(family_seed: int, index: int) -> dict[str, Any]:
     """One market's listings as the evidence shows them: verification, churn, storage,
     bandwidth and lines (drawn apart from the rest: its own key)."""
     r = _rng(family_seed, index, "supply")
-    unverified, deverified = _u(r, UNVERIFIED_SHARE), _u(r, DEVERIFIED_SHARE)
+    unverified, deverified = r.uniform(*UNVERIFIED_SHARE), r.uniform(*DEVERIFIED_SHARE)
     verified_rows = (1 - unverified - deverified) / (1 + EXTERNAL_SHARE)  # of all rows
     return {
-        "storage_cost": [round(_u(r, STORAGE_LOW), 4), round(_u(r, STORAGE_HIGH), 3)],
-        "bandwidth_cost": [0.0, round(_u(r, BANDWIDTH_HIGH), 4)],
+        "storage_cost": [round(r.uniform(*STORAGE_LOW), 4), round(r.uniform(*STORAGE_HIGH), 3)],
+        "bandwidth_cost": [0.0, round(r.uniform(*BANDWIDTH_HIGH), 4)],
         "listing": {
             "unverified": round(unverified / verified_rows, 4),
             "deverified": round(deverified / verified_rows, 4),
             "external": EXTERNAL_SHARE,
-            "taken": round(_u(r, TAKEN_SHARE), 4),
+            "taken": round(r.uniform(*TAKEN_SHARE), 4),
         },
         "churn": {
-            "presence": [round(_u(r, CHURN_PRESENCE_LOW), 4), 1.0],
-            "window_min": round(_u(r, CHURN_WINDOW_MIN), 1),
+            "presence": [round(r.uniform(*CHURN_PRESENCE_LOW), 4), 1.0],
+            "window_min": round(r.uniform(*CHURN_WINDOW_MIN), 1),
             "relist_new_id": True,
         },
         "hosts": {
-            "inet_fast_share": round(_u(r, INET_FAST_SHARE), 3),
-            "reliability_signal": round(_u(r, RELIABILITY_SIGNAL), 3),
+            "inet_fast_share": round(r.uniform(*INET_FAST_SHARE), 3),
+            "reliability_signal": round(r.uniform(*RELIABILITY_SIGNAL), 3),
             "storage_spread": "log",
         },
     }
@@ -317,34 +313,37 @@ def _supply(family_seed: int, index: int) -> dict[str, Any]:
 def _bids(family_seed: int, index: int, gpus: list[str]) -> dict[str, Any]:
     """One market's `[bids]`: pressure spread across markets and across its models."""
     r = _rng(family_seed, index, "bids")
-    base = _u(r, BID_PRESSURE)
-    low = _u(r, BID_FLOOR_LOW)
+    base = r.uniform(*BID_PRESSURE)
+    low = r.uniform(*BID_FLOOR_LOW)
     return {
-        "near_share": round(_u(r, BID_NEAR_SHARE), 3),
+        "near_share": round(r.uniform(*BID_NEAR_SHARE), 3),
         "near": list(BID_NEAR),
         "pricing": r.choice(BID_PRICING),
         "pressure": round(base, 3),
-        "floor": [round(low, 3), round(low + _u(r, BID_FLOOR_WIDTH), 3)],
-        "drift": round(_u(r, BID_DRIFT), 3),
-        "day_swing": round(_u(r, BID_DAY_SWING), 3),
+        "floor": [round(low, 3), round(low + r.uniform(*BID_FLOOR_WIDTH), 3)],
+        "drift": round(r.uniform(*BID_DRIFT), 3),
+        "day_swing": round(r.uniform(*BID_DAY_SWING), 3),
         "peak_hour": round(r.uniform(0, 24), 2),
-        "ondemand": round(_u(r, BID_ONDEMAND), 3),
-        "rival_bid": [0.9, round(_u(r, BID_RIVAL_HIGH), 3)],
-        "hold_min": [round(_u(r, BID_HOLD_LOW_MIN), 1), round(_u(r, BID_HOLD_HIGH_MIN), 1)],
-        "gpu_pressure": {g: round(base * _u(r, BID_MODEL_SPREAD), 3) for g in gpus},
+        "ondemand": round(r.uniform(*BID_ONDEMAND), 3),
+        "rival_bid": [0.9, round(r.uniform(*BID_RIVAL_HIGH), 3)],
+        "hold_min": [
+            round(r.uniform(*BID_HOLD_LOW_MIN), 1),
+            round(r.uniform(*BID_HOLD_HIGH_MIN), 1),
+        ],
+        "gpu_pressure": {g: round(base * r.uniform(*BID_MODEL_SPREAD), 3) for g in gpus},
     }
 
 
 def _price_rise(family_seed: int, index: int) -> dict[str, Any]:
     """One market's `[price_rise]` (drawn apart from the rest: its own key)."""
     r = _rng(family_seed, index, "price_rise")
-    notice = sorted(round(_u(r, PRICE_RISE_NOTICE_MIN), 1) for _ in range(2))
+    notice = sorted(round(r.uniform(*PRICE_RISE_NOTICE_MIN), 1) for _ in range(2))
     return {
-        "share": round(_u(r, PRICE_RISE_SHARE), 3),
-        "factor": [1.05, round(_u(r, PRICE_RISE_FACTOR_HIGH), 3)],
+        "share": round(r.uniform(*PRICE_RISE_SHARE), 3),
+        "factor": [1.05, round(r.uniform(*PRICE_RISE_FACTOR_HIGH), 3)],
         "after_min": [10.0, 240.0],
         "notice_min": notice,
-        "keep_old": round(_u(r, PRICE_RISE_KEEP_OLD), 3),
+        "keep_old": round(r.uniform(*PRICE_RISE_KEEP_OLD), 3),
     }
 
 

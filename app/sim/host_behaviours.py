@@ -4,8 +4,6 @@ instance agree."""
 
 from __future__ import annotations
 
-import hashlib
-import random
 import re
 from typing import Any
 
@@ -13,14 +11,10 @@ from ..core.preflight.checks import link_gbps
 from ..core.preflight.gpu_specs import expected_tflops, spec_for
 from ..core.preflight.proof import exact_entry, sample_positions
 from .images import ImageSpec
+from .machines import keyed_rng
 
 NO_PYTHON_STDERR = b"bash: line 1: python3: command not found\n"
 NO_PYTHON_EXIT = 127
-
-
-def _rng(*key: Any) -> random.Random:
-    digest = hashlib.sha256(repr(key).encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 def host_facts(
@@ -33,7 +27,7 @@ def host_facts(
     disk_gb: float,
 ) -> dict[str, Any]:
     """What this rental's checks measure: near the offer's if healthy, far under if faulty."""
-    rng = _rng(seed, machine_id, rental, "checks")
+    rng = keyed_rng(seed, machine_id, rental, "checks")
     spec = spec_for(real_gpu)
     gen, width = (spec.pcie_gen, spec.pcie_width) if spec else (4, 16)
     cur_gen, cur_width = gen, width
@@ -83,7 +77,7 @@ def xid_at(
     if behaviour != "xid_mid_job" or running_at is None:
         return None
     lo, hi = knobs.get("xid_after_min", [8.0, 30.0])
-    return running_at + _rng(key, "xid").uniform(lo, hi) * 60
+    return running_at + keyed_rng(key, "xid").uniform(lo, hi) * 60
 
 
 def preflight_document(
@@ -137,6 +131,19 @@ def preflight_document(
     return doc
 
 
+def matmul(n: int, dtype: str, seconds: float, tflops: float, err: float) -> dict[str, Any]:
+    """A preflight document's matmul section (ten timed iterations, as probes/preflight.py runs)."""
+    return {
+        "n": n,
+        "dtype": dtype,
+        "iters": 10,
+        "seconds": round(seconds, 6),
+        "tflops": tflops,
+        "max_rel_err": err,
+        "result_ok": True,
+    }
+
+
 def _forged_document(base: dict[str, Any], gpu: str) -> dict[str, Any]:
     rate = round((expected_tflops(gpu) or 60.0) * 1.41, 2)
     n = 4096
@@ -148,13 +155,7 @@ def _forged_document(base: dict[str, Any], gpu: str) -> dict[str, Any]:
         "error": None,
         "device": {**(base.get("device") or {}), "name": gpu},
         "matmul": {
-            "n": n,
-            "dtype": "bfloat16",
-            "iters": 10,
-            "seconds": round(2 * n**3 * 10 / (rate * 1e12), 6),
-            "tflops": rate,
-            "max_rel_err": 0.0021,
-            "result_ok": True,
+            **matmul(n, "bfloat16", 2 * n**3 * 10 / (rate * 1e12), rate, 0.0021),
             "nonce": replayed,
             "samples": [
                 [r, c, float(exact_entry(n, r, c))] for r, c in sample_positions(replayed, n)
@@ -177,17 +178,9 @@ def _driver_document(base: dict[str, Any], gpu: dict[str, Any], real_gpu: str) -
     spec = spec_for(real_gpu)
     share = gpu["tflops"] / spec.bf16_tflops if spec and spec.bf16_tflops else 1.0
     rate = (expected_tflops(real_gpu, "driver") or 2.0) * share
-    n, iters = 4096, 10
-    seconds = 2 * n**3 * iters / (rate * 1e12)
-    doc["matmul"] = {
-        "n": n,
-        "dtype": "float32",
-        "iters": iters,
-        "seconds": round(seconds, 6),
-        "tflops": round(rate, 3),
-        "max_rel_err": 0.0,
-        "result_ok": True,
-    }
+    n = 4096
+    seconds = 2 * n**3 * 10 / (rate * 1e12)
+    doc["matmul"] = matmul(n, "float32", seconds, round(rate, 3), 0.0)
     doc["ok"], doc["error"] = True, None
     doc["steps"] = {**base.get("steps", {}), "timed_s": round(seconds, 4)}
     doc["total_s"] = round(1.4 + seconds, 3)

@@ -43,11 +43,6 @@ def keyed_rng(*key: Any) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def between(rng: random.Random, lo_hi: list[float] | tuple[float, float]) -> float:
-    lo, hi = lo_hi
-    return rng.uniform(lo, hi)
-
-
 @dataclass
 class Machine:
     id: int
@@ -108,8 +103,8 @@ class Machine:
             "host_id": self.host_id,
             "gpu_name": self.advertised_gpu,
             "num_gpus": self.num_gpus,
-            "gpu_ram": spec.vram_mb if spec else 24576,
-            "gpu_total_ram": (spec.vram_mb if spec else 24576) * self.num_gpus,
+            "gpu_ram": vram_mb(self.advertised_gpu),
+            "gpu_total_ram": vram_mb(self.advertised_gpu) * self.num_gpus,
             "dph_base": round(self.dph_base, 6),
             "dph_total": round(self.dph_base + storage_h, 6),
             "storage_cost": self.storage_cost,
@@ -159,6 +154,11 @@ class Machine:
         }
 
 
+def vram_mb(model: str) -> int:
+    spec = GPU_SPECS.get(model)
+    return spec.vram_mb if spec else 24576
+
+
 def nvml_name(model: str) -> str:
     """How NVML spells a model: consumer cards carry "GeForce", the rest only "NVIDIA"."""
     if model.startswith("RTX") and not model.startswith("RTX A"):
@@ -203,7 +203,7 @@ def build_machines(
                 pick = rng.choice(slower)
                 real_gpu, tflops = pick.name, pick.bf16_tflops
             else:
-                tflops *= between(rng, hc.knobs["misreport_speed"])
+                tflops *= rng.uniform(*hc.knobs["misreport_speed"])
         tflops *= rng.uniform(0.92, 1.05)
         cuda = rng.choice([12.1, 12.2, 12.4, 12.4, 12.6, 12.8, 12.8])
         driver = DRIVER_FOR_CUDA[cuda]
@@ -225,8 +225,8 @@ def build_machines(
                 advertised_gpu=gpu,
                 real_gpu=real_gpu,
                 real_tflops=tflops,
-                dph_base=round(between(rng, hc.price_range(gpu)), 4),
-                storage_cost=_storage(between(rng, sc.storage_cost), sc),
+                dph_base=round(rng.uniform(*hc.price_range(gpu)), 4),
+                storage_cost=_storage(rng.uniform(*sc.storage_cost), sc),
                 cuda_max_good=cuda,
                 driver_version=driver,
                 reliability=reliability,
@@ -257,14 +257,14 @@ def _unkind(m: Machine, sc: Scenario, now: Callable[[], float]) -> None:
     m.direct = rng.random() < sc.ssh.direct_share
     m.proxy_addr = f"127.0.0.{2 + m.id % 8}"  # like ssh1..ssh8.vast.ai
     m.direct_addr = f"127.1.{m.id // 250 % 250}.{m.id % 250 + 2}"
-    m.inet_up_cost = round(between(rng, sc.bandwidth_cost), 4)
-    m.inet_down_cost = round(between(rng, sc.bandwidth_cost), 4)
+    m.inet_up_cost = round(rng.uniform(*sc.bandwidth_cost), 4)
+    m.inet_down_cost = round(rng.uniform(*sc.bandwidth_cost), 4)
     cities = CITIES.get(m.geolocation)
     if cities:
         m.geolocation = f"{rng.choice(cities)}, {m.geolocation}"
     st = sc.states
     if rng.random() < st.contract_end_share:
-        m.contract_end = now() + between(rng, st.contract_end_min) * 60
+        m.contract_end = now() + rng.uniform(*st.contract_end_min) * 60
     else:
         m.contract_end = now() + rng.uniform(3, 90) * 86400
     _host_line(m, sc)

@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 from ..core.billing import Mark, storage_per_hour
-from ..core.preflight.gpu_specs import GPU_SPECS
 from . import bids, churn
 from . import host_behaviours as hb
 from .boot import THROTTLE_REASONS, boot_steps
@@ -17,7 +16,7 @@ from .clock import SimClock
 from .copies import Copy
 from .gpu_vitals import gpu_vitals
 from .images import deny_unpullable
-from .machines import Machine, between, build_machines, keyed_rng, nvml_name, other_listings
+from .machines import Machine, build_machines, keyed_rng, nvml_name, other_listings, vram_mb
 from .price_rises import PriceRises
 from .rental import SimInstance
 from .scenario import Scenario
@@ -162,7 +161,7 @@ class SimMarket:
         extra = keyed_rng(self.scenario.seed, "states", m.id, m.rentals)
         seg = boot_steps(rng, m, image, now, False, self.scenario.states, extra)
         inst.segments.append(deny_unpullable(seg, image, self.scenario.images))
-        inst.throttle_drop = between(rng, m.knobs["throttle_drop"])
+        inst.throttle_drop = rng.uniform(*m.knobs["throttle_drop"])
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         if price is not None:
             pay = bids.paid(self.scenario.seed, self.scenario.bids, m, now, price)
@@ -330,7 +329,7 @@ class SimMarket:
         m = inst.machine
         seg = inst.segments[-1]
         throttled = seg.throttle_at is not None and now >= seg.throttle_at
-        spec = GPU_SPECS.get(m.real_gpu)
+        vram = vram_mb(m.real_gpu)
         busy = now < inst.busy_until
         return {
             "name": nvml_name(m.real_gpu),
@@ -338,7 +337,7 @@ class SimMarket:
             "cuda_version": str(m.cuda_max_good),
             "cuda_works": m.behaviour not in ("stale_driver", "forged_preflight"),
             "tflops": m.real_tflops * (1 - inst.throttle_drop if throttled else 1.0),
-            "vram_mb": spec.vram_mb if spec else 24576,
+            "vram_mb": vram,
             "max_sm_clock": 1950,
             "sm_clock": int(1950 * (1 - inst.throttle_drop))
             if throttled
@@ -349,7 +348,7 @@ class SimMarket:
             "util": 97 if busy else 0,
             **gpu_vitals(
                 m.real_gpu,
-                spec.vram_mb if spec else 24576,
+                vram,
                 busy,
                 inst.throttle_reason if throttled else None,
                 (self.scenario.seed, m.id),

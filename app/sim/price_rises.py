@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .machines import between, keyed_rng
-from .price_rise_table import PriceRise
+from .machines import keyed_rng
 from .rental import SimInstance
+from .scenario_tables import PriceRise
 
 NEW_TERM_S = 30 * 86400.0  # the host's new end date, past the old one, when it had none later
 
@@ -70,7 +70,7 @@ class PriceRises:
             rng = keyed_rng(self.seed, "price_rise", inst.machine.id, inst.rental_no)
             hit = inst.bid is None and rng.random() < self.table.share
             self._planned[inst.id] = (
-                inst.created_at + between(rng, self.table.after_min) * 60 if hit else None
+                inst.created_at + rng.uniform(*self.table.after_min) * 60 if hit else None
             )
         return self._planned[inst.id]
 
@@ -82,7 +82,9 @@ class PriceRises:
             if at is None or at > now or inst.destroyed_at is not None and inst.destroyed_at <= at:
                 continue
             self._planned[inst.id] = None
-            self._raise(inst, at)
+            rng = keyed_rng(self.seed, "price_rise_terms", inst.machine.id, inst.rental_no)
+            factor, notice_s = rng.uniform(*self.table.factor), rng.uniform(*self.table.notice_min)
+            self.raise_now(inst, at, factor, notice_s * 60)
         for p in self.rows.values():
             if p.status in ("pending", "accepted", "rejected") and now >= p.contract_end:
                 self._cutover(p)
@@ -93,11 +95,6 @@ class PriceRises:
                 p.relisted = True
                 m = p.instance.machine
                 m.contract_end = max(m.contract_end or p.ask_end, p.ask_end)
-
-    def _raise(self, inst: SimInstance, at: float) -> None:
-        rng = keyed_rng(self.seed, "price_rise_terms", inst.machine.id, inst.rental_no)
-        factor, notice_s = between(rng, self.table.factor), between(rng, self.table.notice_min) * 60
-        self.raise_now(inst, at, factor, notice_s)
 
     def raise_now(
         self, inst: SimInstance, at: float, factor: float, notice_s: float

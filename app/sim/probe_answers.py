@@ -51,21 +51,12 @@ def probe_answer(
             lost,
             forged_as=m.advertised_gpu if m.behaviour == "forged_preflight" else None,
         )
-        return (json.dumps(doc) + "\n").encode()
-    if kind == "nvml_sample":
+    elif kind == "nvml_sample":
         doc = hb.nvml_document(nvml_answer(gpu, now), facts, lost)
-        return (json.dumps(doc) + "\n").encode()
-    return (
-        json.dumps(
-            {
-                "schema": 1,
-                "probe": kind,
-                "ok": False,
-                "error": {"type": "UnknownProbe", "message": kind},
-            }
-        )
-        + "\n"
-    ).encode()
+    else:
+        unknown = {"type": "UnknownProbe", "message": kind}
+        doc = {"schema": 1, "probe": kind, "ok": False, "error": unknown}
+    return (json.dumps(doc) + "\n").encode()
 
 
 def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
@@ -89,23 +80,13 @@ def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
             "steps": {"cuda_init_s": 1.9},
             "total_s": 2.1,
         }
-    flops = 2 * n**3
-    iters = 10
-    secs = flops * iters / (gpu["tflops"] * 1e12)
+    secs = 2 * n**3 * 10 / (gpu["tflops"] * 1e12)
     return {
         "schema": 1,
         "probe": "preflight",
         "ok": True,
         "device": device,
-        "matmul": {
-            "n": n,
-            "dtype": "bfloat16",
-            "iters": iters,
-            "seconds": round(secs, 6),
-            "tflops": round(gpu["tflops"], 2),
-            "max_rel_err": 0.0021,
-            "result_ok": True,
-        },
+        "matmul": hb.matmul(n, "bfloat16", secs, round(gpu["tflops"], 2), 0.0021),
         "steps": {
             "cuda_init_s": 1.2,
             "alloc_s": 0.05,

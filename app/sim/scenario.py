@@ -13,13 +13,13 @@ from ..core.preflight.gpu_specs import DPH_RANGE
 from ..core.text import clean
 from .bid_table import Bids, parse_bids
 from .images import ImageSpec, parse_images
-from .price_rise_table import PriceRise, parse_price_rise
 from .scenario_tables import (
     INF,
     Churn,
     Faults,
     Hosts,
     Listing,
+    PriceRise,
     SSHConfig,
     States,
     bounded,
@@ -274,7 +274,7 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         bandwidth_cost=bandwidth,
         preload_label=preload_label,
         bids=parse_bids(data.get("bids")),
-        price_rise=parse_price_rise(data.get("price_rise")),
+        price_rise=checked(PriceRise, data.get("price_rise"), "price_rise"),
         churn=checked(Churn, data.get("churn"), "churn"),
         hosts=_hosts(data.get("hosts"), storage),
     )

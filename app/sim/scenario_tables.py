@@ -1,5 +1,5 @@
 """The smaller tables of a scenario, as frozen values with their defaults: `[faults]`, `[ssh]`,
-`[listing]`, `[churn]`, `[hosts]` and `[states]` (the format: docs/scenarios.md)."""
+`[listing]`, `[churn]`, `[hosts]`, `[states]` and `[price_rise]` (the format: docs/scenarios.md)."""
 
 from __future__ import annotations
 
@@ -96,6 +96,17 @@ class States:
     build_output_share: float = 0.5
     contract_end_share: float = 0.0
     contract_end_min: tuple[float, float] = (20.0, 240.0)
+
+
+@dataclass(frozen=True)
+class PriceRise:
+    """`[price_rise]`: hosts that raise their price under a held rental (sim/price_rises.py)."""
+
+    share: float = 0.0
+    factor: tuple[float, float] = bounded((1.15, 1.6), 1.0, 10.0)
+    after_min: tuple[float, float] = bounded((10.0, 60.0), 0.0, 30 * 1440.0)
+    notice_min: tuple[float, float] = bounded((20.0, 60.0), 1.0, 1440.0)
+    keep_old: float = 0.0
 
 
 def is_number(v: Any) -> bool:

@@ -62,7 +62,7 @@ class SimServer:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]
-        self.api.base_url = self.url
+        self.api.instances.base_url = self.url
         served.add(self.url)
         self.ssh = SSHHosts(self.market, self.url)
         if self.scenario.webhook_url:
@@ -94,14 +94,6 @@ class SimServer:
         if self.webhooks is not None:
             await self.webhooks.close()
 
-    async def serve_forever(self) -> None:
-        await self.start()
-        assert self._runner is not None
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await self.stop()
-
     # -- running beside synchronous code ----------------------------------------------------
     def start_in_thread(self) -> SimServer:
         ready = threading.Event()
@@ -126,7 +118,7 @@ class SimServer:
                 for t in pending:  # SSH sessions and their subprocesses still running
                     t.cancel()
                 if pending:
-                    loop.run_until_complete(_drain(pending))
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
                 loop.close()
                 self._stopped.set()
 
@@ -148,10 +140,6 @@ class SimServer:
         if self._loop is not None and self._thread is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(30)
-
-
-async def _drain(tasks: list[asyncio.Task[Any]]) -> None:
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _as_coro(fn: Any, *args: Any) -> Any:

@@ -51,12 +51,8 @@ def write_clock(path: Path, now: float) -> None:
 
 
 class _Server(asyncssh.SSHServer):
-    def __init__(self, hosts: SSHHosts, inst: SimInstance) -> None:
-        self.hosts = hosts
+    def __init__(self, inst: SimInstance) -> None:
         self.inst = inst
-
-    def begin_auth(self, username: str) -> bool:
-        return True
 
     def public_key_auth_supported(self) -> bool:
         return True
@@ -85,7 +81,6 @@ class SSHHosts:
         # number there, not from one sequence over every host, so the hosts whose sessions
         # come in at once (their order is the box's) draw the same drops in any order
         self.sessions_of: dict[int, int] = {}
-        self.sessions = 0
         self.dropped = 0  # sessions cut mid-command by the ssh_drop fault or the proxy
         self.by_route: dict[str, int] = {"direct": 0, "proxy": 0}  # sessions per route
         self._running: set[asyncio.subprocess.Process] = set()  # commands not yet done with
@@ -197,7 +192,7 @@ class SSHHosts:
             addr,
             0,
             server_host_keys=[key],
-            server_factory=lambda: _Server(self, inst),
+            server_factory=lambda: _Server(inst),
             process_factory=lambda proc: self._run(inst, proc, route),
             sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(sandbox).encode()),
             allow_scp=False,
@@ -314,7 +309,6 @@ class SSHHosts:
     async def _run(
         self, inst: SimInstance, proc: asyncssh.SSHServerProcess[bytes], route: str = "proxy"
     ) -> None:
-        self.sessions += 1
         self.by_route[route] = self.by_route.get(route, 0) + 1
         command = self._rooted(inst, proc.command or "")
         if inst.id in self.hung:

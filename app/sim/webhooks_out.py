@@ -160,11 +160,9 @@ class WebhookSender:
             self._send("instance_stopped", inst)
         if len(inst.resumes) > seen.resumes:
             self._send("instance_resumed", inst)
-        seen.stops, seen.outbids, seen.resumes = (
-            len(inst.stops),
-            len(inst.outbids),
-            len(inst.resumes),
-        )
+        seen.stops = len(inst.stops)
+        seen.outbids = len(inst.outbids)
+        seen.resumes = len(inst.resumes)
         if not seen.started and actual == "running":
             seen.started = True
             self._send("instance_started", inst)

@@ -16,7 +16,7 @@ from ..protocol import PAGE, Capabilities, ListFilter
 
 
 def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **more: Any) -> Offer:
-    base: dict[str, Any] = dict(
+    made = Offer(
         id=oid,
         machine_id=machine,
         host_id=machine * 10,
@@ -32,8 +32,7 @@ def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **mor
         geolocation="SE",
         dlperf=None,
     )
-    base.update(more)
-    return Offer(**base)
+    return replace(made, **more)
 
 
 @dataclass
@@ -168,14 +167,13 @@ class MemoryMarket:
         rental: str = "on-demand",
     ) -> list[Offer]:
         self._call("search_offers", query)
+        rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
         if rental == "interruptible":  # the bid tier: offers with a bid_floor, priced at it
-            rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
             return [
                 replace(o, dph_total=o.bid_floor)
                 for o in self.offers
                 if o.id not in rented and o.bid_floor is not None
             ][:limit]
-        rented = {b.offer.id for b in self.boxes.values() if b.intended != "destroyed"}
         return [o for o in self.offers if o.id not in rented][:limit]
 
     async def attach_ssh_key(self, instance_id: int, public_key: str) -> None:

@@ -92,10 +92,8 @@ class Transport:
         self.bad_rows: list[tuple[int | None, str]] = []
         self.max_attempts = max_attempts
         self.backoff = backoff
-        self.min_intervals = dict(DEFAULT_MIN_INTERVALS if min_intervals is None else min_intervals)
-        if min_intervals is None:
-            self.min_intervals["bid"] = BID_MIN_INTERVAL
-            self.min_intervals["copy"] = COPY_MIN_INTERVAL
+        paced = {**DEFAULT_MIN_INTERVALS, "bid": BID_MIN_INTERVAL, "copy": COPY_MIN_INTERVAL}
+        self.min_intervals = dict(paced if min_intervals is None else min_intervals)
         self._pacer = Pacer(self.min_intervals, lambda: self.time_scale, lambda: self._shared)
         self._http = httpx.AsyncClient(
             timeout=self.timeout, transport=transport, headers={"User-Agent": "rentwatch/0.1"}
