@@ -243,3 +243,16 @@ def test_a_machines_own_record_outweighs_its_listed_score() -> None:
     assert mem.odds("RTX 4090", 0.30, 77, 77, 8.0, 0.90) > mem.odds(
         "RTX 4090", 0.30, 98, 98, 8.0, 0.985
     )
+
+
+def test_a_score_that_delivered_less_when_higher_counts_for_nothing() -> None:
+    """A few rentals on a market where the score is noise can fit a slope the wrong way (the
+    high-scored ones happened to fail): the fit is then flat, so no offer's odds move, least of
+    all a high-scored one's."""
+    backwards = [_scored(0.975 + 0.005 * i, True, i) for i in range(3)]
+    backwards += [_scored(0.88 + 0.01 * i, False, 10 + i) for i in range(3)]
+    mem = remember(backwards, NOW)
+    assert mem.listed.slope == 0.0
+    plain = mem.odds("RTX 4090", 0.30, 99, 99, 8.0)
+    for rel in (0.85, 0.90, 0.95, 0.99):
+        assert mem.odds("RTX 4090", 0.30, 99, 99, 8.0, rel) == plain
