@@ -427,11 +427,10 @@ def test_a_rebid_rental_is_held_for_the_fleet_and_no_replacement_is_rented_for_i
 
 
 def test_a_bid_stays_under_the_campaigns_ceiling_where_its_min_bid_does() -> None:
-    """Held-out 90901:0 warm: a proven H100 (3.95x a 4090's speed, one job delivered on a bid in
-    the warm-up) listed at min_bid $0.375-0.49/h for the campaign's last 80 minutes, while the
-    only host worked at $0.31 per reference GPU-hour on-demand. Its bid's room (more over
-    min_bid for its outbid record) took it over the campaign's $0.50/h ceiling, so it was never
-    a fit offer, for a create or for a swap. The room now stops at the ceiling less storage."""
+    """An H100 whose on-demand price is over the campaign's $0.50/h ceiling lists a min_bid of
+    $0.375/h: rentable on the tier under the ceiling. Its bid's room (more over min_bid for its
+    outbid record) would take it over the ceiling, and it would not be a fit offer, for a create
+    or for a swap. The room stops at the ceiling less storage."""
     h100 = Offer(
         1, 43097, 43259, "H100 SXM", 1, 0.385, 2.246, 0.1, 12.8, 0.945, None, 81920.0, "US",
         bid_floor=0.375,
