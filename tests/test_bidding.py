@@ -424,35 +424,3 @@ def test_a_rebid_rental_is_held_for_the_fleet_and_no_replacement_is_rented_for_i
     late = 1000.0 + B.WAIT_S
     out = decide(dataclasses.replace(snap, attempts=(raised,)), DEFAULT, late)
     assert [type(d) for d in out] == [Move, Create]
-
-
-def test_a_bid_stays_under_the_campaigns_ceiling_where_its_min_bid_does() -> None:
-    """An H100 whose on-demand price is over the campaign's $0.50/h ceiling lists a min_bid of
-    $0.375/h: rentable on the tier under the ceiling. Its bid's room (more over min_bid for its
-    outbid record) would take it over the ceiling, and it would not be a fit offer, for a create
-    or for a swap. The room stops at the ceiling less storage."""
-    h100 = Offer(
-        1, 43097, 43259, "H100 SXM", 1, 0.385, 2.246, 0.1, 12.8, 0.945, None, 81920.0, "US",
-        bid_floor=0.375,
-    )  # fmt: skip
-    seen = ((43097, "H100 SXM", 3.3, 2),)  # two outbids in 3.3 hours on bid
-    terms = BidTerms("interruptible", "auto", exposure=seen, max_dph=0.5)
-    bid, _ = offer_bid(h100, terms)
-    assert bid is not None and h100.bid_floor is not None and h100.bid_floor <= bid
-    [priced_h100] = as_rented([h100], terms) or ()
-    assert priced_h100.dph_total <= 0.5 + 1e-9
-    # without the ceiling the same record bids past it
-    [roomy] = as_rented([h100], dataclasses.replace(terms, max_dph=None)) or ()
-    assert roomy.dph_total > 0.5
-    snap = FleetSnapshot(
-        fleet=1, max_creates=40, creates=0, budget_usd=20, spent_usd=0, attempts=(),
-        offers=(h100,), terms=OfferTerms(max_dph=0.5, image_cuda=12.4), bidding=terms,
-    )  # fmt: skip
-    [made] = [d for d in decide(snap, DEFAULT, 1000.0) if isinstance(d, Create)]
-    assert made.bid == pytest.approx(bid) and made.bid is not None and made.bid + 0.01 <= 0.5 + 1e-9
-    # an offer whose on-demand price is under the ceiling keeps the bid it had: the ceiling only
-    # binds where on-demand is over it
-    cheap = dataclasses.replace(h100, gpu_dph=0.45, dph_total=0.385)
-    assert (
-        offer_bid(cheap, terms)[0] == offer_bid(cheap, dataclasses.replace(terms, max_dph=None))[0]
-    )

@@ -218,10 +218,9 @@ def _work_hosts(fleet: FleetSnapshot) -> int:
 
 
 def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
-    listed = fleet.offers
-    fleet = replace(fleet, offers=as_rented(listed, fleet.bidding))  # as each create pays
+    fleet = replace(fleet, offers=as_rented(fleet.offers, fleet.bidding))  # as each create pays
     out: list[Decision] = _decide(fleet, policy, now)
-    out = [_with_quarantine(d, fleet, policy, now) for d in priced(out, fleet.bidding, listed)]
+    out = [_with_quarantine(d, fleet, policy, now) for d in priced(out, fleet.bidding)]
     return under_blame(out, fleet.attempts, fleet.jobs_running, fleet.blame)
 
 

@@ -111,7 +111,6 @@ class TierWatch:
             job.checkpoint_every_s if job is not None else 600.0,
             self.exposure(now),
             move_share(*self.moves_seen),
-            self.campaign.max_dph,
         )
 
     def exposure(self, now: float) -> tuple[tuple[int, str, float, int], ...]:

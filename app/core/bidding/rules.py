@@ -37,16 +37,6 @@ class BidTerms:
     checkpoint_s: float = 600.0
     exposure: tuple[tuple[int, str, float, int], ...] = ()
     move_share: float = MOVE_SHARE  # the share of outbids that end in a move (`move_share`)
-    max_dph: float | None = None  # the campaign's ceiling on an offer's whole $/h
-
-    def cap_for(self, offer: Offer) -> float | None:
-        """The most a create may bid on `offer`: the campaign's bid cap, and its ceiling less what
-        the offer bills beside the GPU (storage), so a bid's room never takes an offer the
-        ceiling lets in at its min_bid over that ceiling."""
-        if self.max_dph is None:
-            return self.cap
-        ceiling = self.max_dph - _extras(offer)
-        return ceiling if self.cap is None else min(self.cap, ceiling)
 
     def rate(self, machine_id: int | None, gpu: str) -> float:
         mine, model = exposure(self.exposure, -1 if machine_id is None else machine_id, gpu)
@@ -56,7 +46,7 @@ class BidTerms:
 def offer_bid(offer: Offer, terms: BidTerms) -> tuple[float | None, str]:
     """The bid to create `offer` with (None: on-demand), and why."""
     rate = terms.rate(offer.machine_id, offer.gpu_name)
-    bid = bid_for(offer.bid_floor, offer.gpu_dph, rate, terms.cap_for(offer))
+    bid = bid_for(offer.bid_floor, offer.gpu_dph, rate, terms.cap)
     if bid is None:
         return None, "no bid under the caps: on-demand"
     ckpt = checkpoint_every_s(terms.checkpoint_s, rate)
@@ -83,32 +73,21 @@ def as_rented(offers: Sequence[Offer] | None, terms: BidTerms | None) -> tuple[O
         return None if offers is None else tuple(offers)
     out = []
     for o in offers:
+        listed = o.bid_floor if o.bid_floor is not None and o.bid_floor > 0 else o.gpu_dph
         bid, _ = offer_bid(o, terms)
         paid = o.gpu_dph if bid is None else bid
-        out.append(replace(o, dph_total=round(paid + _extras(o), 6)))
+        out.append(replace(o, dph_total=round(paid + max(0.0, o.dph_total - listed), 6)))
     return tuple(out)
 
 
-def _extras(o: Offer) -> float:
-    """What an offer's $/h carries beside its GPU price (storage): a bid search lists it at its
-    bid floor, an on-demand one at its GPU's price."""
-    listed = o.bid_floor if o.bid_floor is not None and o.bid_floor > 0 else o.gpu_dph
-    return max(0.0, o.dph_total - listed)
-
-
-def priced(
-    out: Sequence[Decision], terms: BidTerms | None, listed: Sequence[Offer] | None = None
-) -> list[Decision]:
-    """Each create on the tier carries its bid, read from its offer as `listed` (before
-    `as_rented` priced it: the ceiling's room reads the listed price); the rest pass as they
-    are."""
+def priced(out: Sequence[Decision], terms: BidTerms | None) -> list[Decision]:
+    """Each create on the tier carries its bid; the rest pass as they are."""
     if terms is None or terms.tier != "interruptible":
         return list(out)
-    first = {o.id: o for o in listed or ()}
     done: list[Decision] = []
     for d in out:
         if isinstance(d, Create) and d.offer is not None and d.bid is None:
-            bid, why = offer_bid(first.get(d.offer.id, d.offer), terms)
+            bid, why = offer_bid(d.offer, terms)
             d = replace(d, bid=bid, why=f"{d.why}; {why}" if d.why else why)
         done.append(d)
     return done

@@ -70,6 +70,6 @@ def picks(fleet: FleetSnapshot, policy: Policy, decided: Sequence[Decision]) -> 
     for n, (o, why) in enumerate(ranked, 1):
         bid, bid_why = None, ""
         if bidding is not None and bidding.tier == "interruptible":
-            bid, bid_why = offer_bid(listed[o.id], bidding)
+            bid, bid_why = offer_bid(o, bidding)
         out.append(Pick(listed[o.id], o, n, why, bid, bid_why, per_ref.get(o.id), o.id in first))
     return out
