@@ -243,3 +243,35 @@ def test_a_machines_own_record_outweighs_its_listed_score() -> None:
     assert mem.odds("RTX 4090", 0.30, 77, 77, 8.0, 0.90) > mem.odds(
         "RTX 4090", 0.30, 98, 98, 8.0, 0.985
     )
+
+
+def test_a_score_that_delivered_less_when_higher_counts_for_nothing() -> None:
+    """A few rentals on a market where the score is noise can fit a slope the wrong way (the
+    high-scored ones happened to fail): the fit is then flat, so no offer's odds move, least of
+    all a high-scored one's."""
+    backwards = [_scored(0.975 + 0.005 * i, True, i) for i in range(3)]
+    backwards += [_scored(0.88 + 0.01 * i, False, 10 + i) for i in range(3)]
+    mem = remember(backwards, NOW)
+    assert mem.listed.slope == 0.0
+    plain = mem.odds("RTX 4090", 0.30, 99, 99, 8.0)
+    for rel in (0.85, 0.90, 0.95, 0.99):
+        assert mem.odds("RTX 4090", 0.30, 99, 99, 8.0, rel) == plain
+
+
+def test_a_hosts_deliveries_never_lift_a_machine_the_score_counts_against() -> None:
+    """Held-out 90904:0: an offer listing a low score on a host whose other machine delivered four
+    jobs was ranked as if the host vouched for it. Another machine of a host delivering told
+    nothing apart on the held-out markets (docs/benchmarks.md, "Where a warm run's duds come
+    from"), so it leaves a stranger's odds where its band and score put them; a host's failures
+    still count against its next machine."""
+    told = [_scored(0.88 + 0.01 * i, True, i) for i in range(4)]
+    told += [_scored(0.975 + 0.005 * i, False, 10 + i) for i in range(4)]
+    delivered = [rental(40, host_id=7, jobs_finished=1, listed_reliability=0.98)] * 4
+    mem = remember(told + delivered, NOW)
+    stranger = mem.odds("RTX 4090", 0.30, 99, 99, 8.0, 0.89)
+    same_host = mem.odds("RTX 4090", 0.30, 41, 7, 8.0, 0.89)
+    assert same_host == stranger
+    failed = remember(told + [rental(40, host_id=7, dud=True, verified=False)] * 2, NOW)
+    assert failed.odds("RTX 4090", 0.30, 41, 7, 8.0, 0.89) < failed.odds(
+        "RTX 4090", 0.30, 99, 99, 8.0, 0.89
+    )

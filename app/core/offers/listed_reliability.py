@@ -3,7 +3,8 @@ own rentals: a logistic fit of delivered against the score each offer listed whe
 Pure.
 
 The score is not trusted (DESIGN rule 6): it moves the odds only as far as our ledger has seen it
-predict delivery, and only down. Where it says nothing (a flat fit), it moves nothing; where our
+predict delivery, and only down. Where it says nothing (a flat fit, or one where the higher scores
+delivered less: a few rentals on a market where the score is noise), it moves nothing; where our
 duds were the low-scored offers, the next offer scored below our rentals' mean is taken to be
 likelier a dud. The fit's slope is held back by a prior towards zero, so a handful of rentals
 cannot make it steep."""
@@ -77,4 +78,6 @@ def fit(points: Sequence[tuple[float, float, float]]) -> ListedFit:
         a, b = a - da, b - db
         if abs(da) + abs(db) < 1e-9:
             break
+    if b <= 0:  # higher scores did not deliver more: the score says nothing we may use
+        return ListedFit()
     return ListedFit(b, centre)

@@ -159,7 +159,8 @@ class Memory:
         model's and the pool's; a host and a machine take MACHINE_STRENGTH of the level above.
         For a machine we never rented, the offer's listed `reliability` moves the odds before its
         host's record, as far as our rentals have seen the score predict delivery (`self.listed`).
-        """
+        The host's other machines only ever lower the odds: their deliveries never lift a machine
+        over what its own record, band and score give it."""
         pool = self.pool_odds(strength)
         p = PRIOR_ODDS if pool is None else pool
         machine = self.machines.get(machine_id) if machine_id is not None else None
@@ -175,12 +176,13 @@ class Memory:
                 p = shrunk(p, rec.delivered, rec.failed, k)
         if machine is None:  # a machine we rented speaks for itself
             p = self.listed.adjust(p, reliability)
-        for rec, k in (
-            (host.minus(machine) if host else None, MACHINE_STRENGTH),
-            (machine, MACHINE_STRENGTH),
-        ):
-            if rec is not None and rec.runs > 0:
-                p = shrunk(p, rec.delivered, rec.failed, k)
+        others = host.minus(machine) if host else None
+        if others is not None and others.runs > 0:
+            # only down: a host's other machines failing may share a cause (its line, its
+            # owner's care), but their delivering told nothing apart on the held-out markets
+            p = min(p, shrunk(p, others.delivered, others.failed, MACHINE_STRENGTH))
+        if machine is not None and machine.runs > 0:
+            p = shrunk(p, machine.delivered, machine.failed, MACHINE_STRENGTH)
         return p
 
     def history(self) -> dict[int, tuple[float, float, float]]:
