@@ -445,9 +445,13 @@ FORMATS = [(), ("--json",), ("--csv",)]
 
 def test_an_attached_dashboard_sees_the_campaigns_end(make_sim, tmp_path, runtime):
     # the release at the campaign's end happens after its last poll: a dashboard still
-    # attached is shown that final state (every instance ended), not the fleet still running
+    # attached is shown that final state (every instance ended), not the fleet still running.
+    # The jobs end only once the dashboard watches (the gate), and the test waits for the
+    # goodbye that follows the final snapshot, never for a wall time, which a loaded box's
+    # reader thread can outlast.
     sim = make_sim(seed=7, offers=60, time_scale=240)
-    proc = _start(sim, tmp_path, tmp_path / "l.duckdb", job_s=3)
+    gate = tmp_path / "gate"
+    proc = _start(sim, tmp_path, tmp_path / "l.duckdb", job_s=0, gate=gate)
     out = Reader(proc)
     try:
         sock = _socket_of(out.wait_for("controller API on unix:"))
@@ -455,9 +459,10 @@ def test_an_attached_dashboard_sees_the_campaigns_end(make_sim, tmp_path, runtim
         got: list = []
         engine.on_snapshot = got.append
         engine.start()
-        _until(lambda: got, 20, "a snapshot")
+        _until(lambda: got, 120, "a snapshot")
+        gate.touch()  # the jobs end once the dashboard watches: the campaign ends
         proc.wait(timeout=240)
-        time.sleep(0.5)  # the last events in flight
+        _until(lambda: engine.ended is not None, 120, "the controller's goodbye")
         engine.shutdown("detach")
     finally:
         if proc.poll() is None:
