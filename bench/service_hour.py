@@ -46,12 +46,12 @@ run = "sleep {short}"
 
 [[jobs]]
 name = "long-a"
-run = "until [ -e {gate} ]; do sleep 1; done"
+run = "{forever}"
 timeout_min = 144000
 
 [[jobs]]
 name = "long-b"
-run = "until [ -e {gate} ]; do sleep 1; done"
+run = "{forever}"
 timeout_min = 144000
 """
 
@@ -122,12 +122,13 @@ def run(tmp: Path) -> int:
     ).start_in_thread()
     camp, ledger = tmp / "hour.toml", tmp / "hour.duckdb"
     # jobs run on the simulated hosts: one `sleep` of 10 market minutes, and two that run until
-    # the fleet is stopped (a gate file nobody makes), so the fleet works the whole time. The
-    # checks below take wall time of their own, and the market runs on meanwhile: on a loaded
-    # box they outlast the hour many times over. So nothing here may end the campaign by
-    # itself, however long they take: not a job's end or its timeout, nor the budget
-    gate = tmp / "never"
-    camp.write_text(CAMPAIGN.format(short=f"{600 / scale:.1f}", gate=gate))
+    # the fleet is stopped (two wall hours at most, should this run be killed), so the fleet
+    # works the whole time. The checks below take wall time of their own, and the market runs
+    # on meanwhile: on a loaded box they outlast the hour many times over. So nothing here
+    # may end the campaign by itself, however long they take: not a job's end or its timeout,
+    # nor the budget
+    forever = "i=0; until [ $i -ge 7200 ]; do sleep 1; i=$((i+1)); done"
+    camp.write_text(CAMPAIGN.format(short=f"{600 / scale:.1f}", forever=forever))
     cmd = [sys.executable, "-m", "rentwatch", "run", "--headless", "--campaign", str(camp)]
     cmd += ["--market-url", sim.url, "--ledger", str(ledger), "--ssh-key", str(tmp / "key")]
     env = dict(os.environ, VAST_API_KEY=sim.api_key, PYTHONUNBUFFERED="1")
@@ -151,7 +152,13 @@ def run(tmp: Path) -> int:
     queries: list[float] = []
     history_ok = True
     for k in range(1, 11):  # ten attach/detach cycles spread over the hour
-        while float(sim.call(sim.market.clock.now)) < start + span * k / 11:
+        # and each once the controller has said something: a starved one had not yet, at
+        # the first, so there was no history to come with the attach
+        while float(sim.call(sim.market.clock.now)) < start + span * k / 11 or not any(
+            w.last is not None and w.last.decisions_total > 0 for w in pair
+        ):
+            if proc.poll() is not None:
+                break
             time.sleep(0.2)
         w = Watcher(target)
         while w.first_at is None and time.monotonic() - w.t0 < 300:  # a ceiling on a hang
