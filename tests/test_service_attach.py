@@ -155,7 +155,7 @@ def test_demo_runs_its_market_in_the_controller_and_survives_the_dashboard(tmp_p
         again, none = connect(argv, ledger, None, env)
         assert none is None and again.socket == target.socket
         assert _quit(found, None, ("q", "enter")) == ("stop", 0)
-        _until(lambda: proc.poll() is not None, 30, "the controller's exit")
+        _until(lambda: proc.poll() is not None, 120, "the controller's exit")
         assert proc.returncode == 0
         assert _ls() == [] and not Path(target.socket or "").exists()
     finally:
@@ -177,11 +177,11 @@ def test_a_dead_controller_is_said_to_be_dead(make_sim, tmp_path, runtime):
     engine.on_error, engine.on_snapshot = said.append, got.append
     engine.start()
     try:
-        _until(lambda: got, 30, "a snapshot")
+        _until(lambda: got, 120, "a snapshot")
         assert got[-1].observe_only
         proc.kill()
         proc.wait(10)
-        _until(lambda: any("has died" in s for s in said), 30, "the death said")
+        _until(lambda: any("has died" in s for s in said), 120, "the death said")
         assert f"pid {proc.pid}" in said[-1] and "Nothing supervises" in said[-1]
     finally:
         engine.shutdown("leave")
@@ -198,7 +198,7 @@ def _said_until(tmp_path, monkeypatch, done, what: str) -> list[str]:
     engine.on_error = said.append
     engine.start()
     try:
-        _until(lambda: done(said), 10, what)
+        _until(lambda: done(said), 60, what)
     finally:
         engine.shutdown("leave")
     return said
