@@ -73,8 +73,17 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
             app.fleet.redraw()
             view = app.query_one(FleetView)
             target = next(s for s in view.snaps if s.passed_preflight and s.util is not None)
-            while view.selected_id != target.instance_id:
-                await pilot.press("down")
+            # down to the last row, then up to the first, and so on: polls landing meanwhile
+            # may move the row above the cursor, where pressing down forever never reached it
+            key = "down"
+            for _ in range(200):
+                if view.selected_id == target.instance_id:
+                    break
+                before = view.selected_id
+                await pilot.press(key)
+                if view.selected_id == before:
+                    key = "up" if key == "down" else "down"
+            assert view.selected_id == target.instance_id, "the proven row was never selected"
             await pilot.press("enter")
             await _until(pilot, lambda: isinstance(app.screen, DetailScreen), 10, "detail open")
             screen = app.screen
