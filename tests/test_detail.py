@@ -85,7 +85,7 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
                     key = "up" if key == "down" else "down"
             assert view.selected_id == target.instance_id, "the proven row was never selected"
             await pilot.press("enter")
-            await _until(pilot, lambda: isinstance(app.screen, DetailScreen), 10, "detail open")
+            await _until(pilot, lambda: isinstance(app.screen, DetailScreen), 30, "detail open")
             screen = app.screen
             assert isinstance(screen, DetailScreen)
             await _until(
@@ -117,19 +117,19 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
             assert "money so far" in shown and "market logs" in shown
             assert "memory" in shown and "°C" in shown and f"/{last.power_limit_w:.0f} W" in shown
             await pilot.press("escape")
-            await _until(pilot, lambda: not isinstance(app.screen, DetailScreen), 5, "back")
+            await _until(pilot, lambda: not isinstance(app.screen, DetailScreen), 30, "back")
             # the ledger screen's canned query answers, in-process or through the controller
             await pilot.press("l")
-            await _until(pilot, lambda: isinstance(app.screen, LedgerScreen), 5, "ledger")
+            await _until(pilot, lambda: isinstance(app.screen, LedgerScreen), 30, "ledger")
             ledger_screen = app.screen
             await pilot.press("f2")  # canned query 1: the receipt
             status = ledger_screen.query_one("#query-status")
             await _until(pilot, lambda: "row" in str(status.render()), 20, "the query's answer")
             assert ledger_screen.result is not None and ledger_screen.result.rows
             await pilot.press("escape")
-            await _until(pilot, lambda: not isinstance(app.screen, LedgerScreen), 5, "back")
+            await _until(pilot, lambda: not isinstance(app.screen, LedgerScreen), 30, "back")
             await pilot.press("q")
-            await _until(pilot, lambda: isinstance(app.screen, ChoiceScreen), 5, "quit dialog")
+            await _until(pilot, lambda: isinstance(app.screen, ChoiceScreen), 30, "quit dialog")
             await pilot.press("enter")
             await _until(pilot, lambda: not app.is_running, 60, "quit")
 
