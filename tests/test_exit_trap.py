@@ -36,7 +36,7 @@ def _start(
     )
 
 
-def _wait_for(proc: subprocess.Popen, word: str, timeout: float = 60) -> list[str]:
+def _wait_for(proc: subprocess.Popen, word: str, timeout: float = 300) -> list[str]:
     lines = []
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -99,7 +99,7 @@ def test_a_second_signal_does_not_cut_the_release_short(make_sim, tmp_path):
     _wait_for(proc, "releasing")  # and the market stalls half its answers: a release of seconds
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)  # the impatient operator's second Ctrl-C
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=300)  # a ceiling on a hang only
     assert "SIGINT: noted; the run is ending" in out, out
     assert proc.returncode == 128 + signal.SIGINT
     assert _live(sim) == [], out
@@ -169,7 +169,7 @@ def test_injected_exception_releases_everything(make_sim, tmp_path):
     sim = make_sim(seed=7, offers=60, time_scale=120)
     ledger = tmp_path / "l.duckdb"
     proc = _start(sim, tmp_path, ledger, crash_after=40)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=300)  # a ceiling on a hang only
     assert proc.returncode == 1 and "injected failure" in out
     assert _live(sim) == []
     assert Ledger(ledger).events(where="kind = 'trap'")
@@ -221,7 +221,7 @@ def test_watchdog_stops_verified_hosts_after_kill_9(make_sim, tmp_path):
         proc = _start(sim, tmp_path, ledger)
         _wait_for(proc, f"adopt  i:{iid}")
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=300)
     led = Ledger(ledger)
     [found] = led.events(
         where="kind = 'stop' AND actor = 'reconcile' AND instance_id = ?", params=[iid]

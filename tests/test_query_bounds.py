@@ -6,7 +6,6 @@ and the controller writing on meanwhile."""
 from __future__ import annotations
 
 import threading
-import time
 
 import duckdb
 import pytest
@@ -83,10 +82,11 @@ def test_a_query_past_the_memory_limit_is_stopped_with_one_clear_error(led):
 
 
 def test_a_page_is_capped_in_rows_and_a_huge_answer_streams(led):
-    t = time.monotonic()
-    res = led.query("SELECT * FROM range(1e12::BIGINT)", limit=10**9)
+    # only the page is computed: the whole answer would run for days, so it would be stopped
+    # at its time limit (QueryTooBig), not answered; the limit is a ceiling a loaded box's
+    # page never nears (at the default 20 s, a starved test process could meet it)
+    res = led.query("SELECT * FROM range(1e12::BIGINT)", limit=10**9, timeout_s=300)
     assert len(res.rows) == MAX_ROW_LIMIT and res.truncated
-    assert time.monotonic() - t < 10  # only the page was computed
 
 
 def test_a_page_is_capped_in_bytes(led, monkeypatch):

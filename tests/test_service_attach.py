@@ -155,7 +155,7 @@ def test_demo_runs_its_market_in_the_controller_and_survives_the_dashboard(tmp_p
         again, none = connect(argv, ledger, None, env)
         assert none is None and again.socket == target.socket
         assert _quit(found, None, ("q", "enter")) == ("stop", 0)
-        _until(lambda: proc.poll() is not None, 30, "the controller's exit")
+        _until(lambda: proc.poll() is not None, 120, "the controller's exit")
         assert proc.returncode == 0
         assert _ls() == [] and not Path(target.socket or "").exists()
     finally:
@@ -177,11 +177,11 @@ def test_a_dead_controller_is_said_to_be_dead(make_sim, tmp_path, runtime):
     engine.on_error, engine.on_snapshot = said.append, got.append
     engine.start()
     try:
-        _until(lambda: got, 30, "a snapshot")
+        _until(lambda: got, 120, "a snapshot")
         assert got[-1].observe_only
         proc.kill()
         proc.wait(10)
-        _until(lambda: any("has died" in s for s in said), 30, "the death said")
+        _until(lambda: any("has died" in s for s in said), 120, "the death said")
         assert f"pid {proc.pid}" in said[-1] and "Nothing supervises" in said[-1]
     finally:
         engine.shutdown("leave")
@@ -198,7 +198,7 @@ def _said_until(tmp_path, monkeypatch, done, what: str) -> list[str]:
     engine.on_error = said.append
     engine.start()
     try:
-        _until(lambda: done(said), 10, what)
+        _until(lambda: done(said), 60, what)
     finally:
         engine.shutdown("leave")
     return said
@@ -302,15 +302,19 @@ def test_a_demo_nobody_watches_or_kept_ends_itself(tmp_path, runtime):
     argv = ["--demo", "--time-scale", "120", "--seed", "7", *window]
     kept_ledger = (tmp_path / "kept.duckdb").resolve()
     target, kept = connect(argv, kept_ledger, None, env)
-    ledger = (tmp_path / "demo.duckdb").resolve()
-    _, proc = connect(argv, ledger, None, env)
-    assert kept is not None and proc is not None
+    assert kept is not None
+    proc = None
     try:
+        # watched before the other demo starts: starting a controller took longer than the
+        # window on a loaded box, which ended this one, unwatched, before it was attached to
         watcher = RemoteEngine(target, pid=kept.pid)
         got: list = []
         watcher.on_snapshot = got.append
         watcher.start()
         _until(lambda: got, 120, "a snapshot")  # a ceiling: the demo starts on a loaded box
+        ledger = (tmp_path / "demo.duckdb").resolve()
+        _, proc = connect(argv, ledger, None, env)
+        assert proc is not None
         time.sleep(8)  # past the window, watched all along: it runs on
         assert kept.poll() is None
         from rentwatch.run.service.remote import ControllerClient
@@ -319,7 +323,7 @@ def test_a_demo_nobody_watches_or_kept_ends_itself(tmp_path, runtime):
         client.keep()  # what the quit dialog's Leave running sends
         client.close()
         watcher.shutdown("leave")
-        _until(lambda: proc.poll() is not None, 90, "the unwatched demo's end")
+        _until(lambda: proc.poll() is not None, 240, "the unwatched demo's end")
         assert proc.returncode == 0
         log = Path(str(ledger) + ".log").read_text()
         assert "nobody has watched for" in log
@@ -334,7 +338,8 @@ def test_a_demo_nobody_watches_or_kept_ends_itself(tmp_path, runtime):
         assert kept.poll() is None
     finally:
         _kill(kept.pid)
-        _kill(proc.pid)
+        if proc is not None:
+            _kill(proc.pid)
     _until(lambda: kept.poll() is not None, 60, "the kept demo's stop")
 
 
