@@ -317,7 +317,7 @@ def test_campaign_on_an_unkind_market_abandons_no_healthy_host(make_sim, tmp_pat
     sim = make_sim(
         seed=12,
         offers=30,
-        time_scale=300,
+        stepped=True,  # a loaded box must not read as a healthy host's SSH not answering
         host_class=[
             {"behaviour": "healthy", "share": 0.7},
             {"behaviour": "freeze_pull", "share": 0.15},
