@@ -317,7 +317,7 @@ def test_campaign_on_an_unkind_market_abandons_no_healthy_host(make_sim, tmp_pat
     from tests.campaigns import run_campaign
 
     sim = make_sim(
-        seed=2,  # one whose proxy drops a healthy host's preflight session
+        seed=2,  # one whose fleet reaches hosts by both routes, direct and proxy
         offers=30,
         stepped=True,  # a loaded box must not read as a healthy host's SSH not answering
         host_class=[
