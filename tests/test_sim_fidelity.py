@@ -307,23 +307,25 @@ def test_official_cli_reads_the_charges(make_sim, tmp_path):
 
 
 def test_campaign_on_an_unkind_market_abandons_no_healthy_host(make_sim, tmp_path):
-    """Issue 19's bar: half the hosts direct, the proxy drops 8% of sessions, boots pass
-    through `scheduling`, status lines carry build output: the fleet is verified and no
-    healthy machine is abandoned."""
+    """Issue 19's bar: half the hosts direct, the proxy drops sessions, boots pass through
+    `scheduling`, status lines carry build output: the fleet is verified and no healthy
+    machine is abandoned. The proxy drops half its sessions (issue 19 asked for 8%): drops are
+    drawn per instance id, which changes every run, and on the stepped clock a healthy host
+    meets the proxy only in a few preflight sessions, so at 8% most runs met no drop at all."""
     from rentwatch.ledger import Ledger
 
     from tests.campaigns import run_campaign
 
     sim = make_sim(
-        seed=12,
+        seed=2,  # one whose fleet reaches hosts by both routes, direct and proxy
         offers=30,
-        time_scale=300,
+        stepped=True,  # a loaded box must not read as a healthy host's SSH not answering
         host_class=[
             {"behaviour": "healthy", "share": 0.7},
             {"behaviour": "freeze_pull", "share": 0.15},
             {"behaviour": "fatal_pull", "share": 0.15},
         ],
-        ssh={"direct_share": 0.5, "proxy_drop": 0.08},
+        ssh={"direct_share": 0.5, "proxy_drop": 0.5},
         states={"scheduling_share": 0.6, "build_output_share": 1.0},
     )
     code, ledger = run_campaign(sim, tmp_path, "default", fleet=3)
@@ -341,7 +343,7 @@ def test_campaign_on_an_unkind_market_abandons_no_healthy_host(make_sim, tmp_pat
     assert all(truth[i]["behaviour"] != "healthy" for i in abandoned), [
         (i, truth[i]["behaviour"]) for i in abandoned
     ]
-    assert sim.ssh is not None and sim.ssh.by_route["direct"] > 0
+    assert sim.ssh is not None and sim.ssh.by_route["direct"] > 0 and sim.ssh.by_route["proxy"] > 0
 
 
 def test_full_list_cost_is_linear():
