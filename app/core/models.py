@@ -55,6 +55,9 @@ class Offer:
     # "open ports on host's router" (the CLI's `search offers` fields): 0 is a host reached
     # through the market's SSH proxy only, which a copy between instances cannot come off
     direct_port_count: int | None = None
+    # Vast's `verified` and `external` (vastai `api/query.py` offers_fields); None: not said
+    verified: bool | None = None
+    external: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from ..core.campaign import Campaign, Job
 from ..core.delivery import WorkOutlook, outlook
 from ..core.models import Offer
 from ..core.offers.choice import Exclusions, History, OfferTerms, choose_offers, fit_offers
+from ..core.offers.search_scope import in_scope, widened, widens
 from ..core.offers.track_record import Memory, remember
 from ..core.offers.work_cost import detect_h, detect_prior_h
 from ..core.policy import Policy
@@ -95,7 +96,7 @@ class OfferBook:
 
     async def refresh(self) -> None:
         """Search again; a failed search is said and leaves the last answer in place."""
-        query = dict(self.campaign.offer_query)
+        query = widened(self.campaign.offer_query, self.policy.wide_search)
         try:
             found = await self.market.search_offers(
                 query,
@@ -106,6 +107,9 @@ class OfferBook:
         except REFUSALS as exc:
             self.journal.say(f"create skipped: offer search failed: {exc}")
             return
+        if widens(self.campaign.offer_query, self.policy.wide_search):
+            history = self.remembered().history()
+            found = in_scope(found, self.campaign.offer_query, self.policy.wide_search, history)
         self.offers, self.searched_at = tuple(found), self.market.now()
         self.searched_rental = self.rental
 

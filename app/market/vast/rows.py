@@ -124,7 +124,15 @@ def parse_offer(row: Any) -> Offer:
         inet_down_cost=_num(row, "inet_down_cost", 0.0, lo=0.0, hi=MAX_INET_COST) or 0.0,
         bid_floor=_soft(row, "min_bid", 0.0, MAX_DPH),
         direct_port_count=_count(row, "direct_port_count"),
+        verified=_flag(row, "verified"),
+        external=_flag(row, "external"),
     )
+
+
+def _flag(row: dict[str, Any], key: str) -> bool | None:
+    """A true/false field; None where absent or not a flag (it decides nothing then)."""
+    value = row.get(key)
+    return value if isinstance(value, bool) else None
 
 
 def ssh_routes(row: dict[str, Any]) -> tuple[SSHRoute, ...]:

@@ -1,0 +1,57 @@
+"""How far a campaign's offer search reaches past Vast's default search (verified, not external):
+the policy's `wide_search`. Pure.
+
+Vast's own `verified` flag is the host's standing with Vast, not our record of what a machine
+delivered; the cheapest delivering machines are often unverified or deverified listings
+(docs/benchmarks.md, "How much of the floor a campaign can reach"). A campaign whose query names
+`verified` or `external` (`verified=true`, `verified=any`) keeps its own terms."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..campaign import OfferTerms
+from ..models import Offer
+
+# off: Vast's default search. proven: also the listings outside it whose machine our record saw
+# deliver more than fail. explore: every listing, ranked by our odds like any other
+WIDE_SEARCHES = ("off", "proven", "explore")
+DEFAULT_FIELDS = ("verified", "external")  # the default search's terms a policy may lift
+
+
+def widens(query: OfferTerms, setting: str) -> bool:
+    """Whether the policy lifts the default search's terms on this campaign's query."""
+    return setting != "off" and not any(f in query for f in DEFAULT_FIELDS)
+
+
+def widened(query: OfferTerms, setting: str) -> OfferTerms:
+    """The campaign's query as the policy searches it: where it widens, no filter on `verified`
+    and `external` (`{}`: the official CLI's `verified=any`)."""
+    out = dict(query)
+    if widens(query, setting):
+        out.update({f: {} for f in DEFAULT_FIELDS})
+    return out
+
+
+def in_default_search(o: Offer) -> bool:
+    """Whether Vast's default search lists the offer (a row that does not say counts as listed)."""
+    return o.verified is not False and o.external is not True
+
+
+def in_scope(
+    offers: Sequence[Offer],
+    query: OfferTerms,
+    setting: str,
+    history: Mapping[int, tuple[float, float, float]],
+) -> list[Offer]:
+    """The offers a widened search keeps: under `proven`, a listing outside the default search only
+    where its machine's faded record delivered more than it failed (`history`: machine id ->
+    (delivered, failed, mean dud USD)); under `explore` all of them, as under `off` or a
+    campaign's own terms."""
+    if setting != "proven" or not widens(query, setting):
+        return list(offers)
+    return [o for o in offers if in_default_search(o) or _delivered(history.get(o.machine_id))]
+
+
+def _delivered(record: tuple[float, float, float] | None) -> bool:
+    return record is not None and record[0] > 0 and record[0] > record[1]
