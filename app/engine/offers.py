@@ -107,9 +107,9 @@ class OfferBook:
         except REFUSALS as exc:
             self.journal.say(f"create skipped: offer search failed: {exc}")
             return
-        if widens(self.campaign.offer_query, self.policy.wide_search):
-            history = self.remembered().history()
-            found = in_scope(found, self.campaign.offer_query, self.policy.wide_search, history)
+        wide = self.policy.wide_search
+        if wide == "proven" and widens(self.campaign.offer_query, wide):
+            found = in_scope(found, self.campaign.offer_query, wide, self.remembered().history())
         self.offers, self.searched_at = tuple(found), self.market.now()
         self.searched_rental = self.rental
 
