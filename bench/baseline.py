@@ -2,11 +2,11 @@
 fresh families, each run against its honest floor, with time and where the money went.
 
     python -m bench.baseline --family-seed 9001 --family-seed 9002 [--family 6]
-        [--campaign bench/bid_campaign.toml] [--workers 1] [--out DIR]
+        [--campaign bench/bid_campaign.toml] [--workers 1] [--out DIR] [--policy SPEC]
 
 For each family seed it runs `rentwatch referee ... --policies seed,default` (cold) and
 `rentwatch referee ... --policies default --warm` (an earlier campaign on the same market and
-ledger first), keeping every run's evidence and the referee's JSON under `DIR/<seed>/{cold,warm}`. It prints, per
+ledger first; `--policy SPEC`: another `default`, settings included, in both), keeping every run's evidence and the referee's JSON under `DIR/<seed>/{cold,warm}`. It prints, per
 policy, the medians over every market of every family: the bill against the floor and against
 seed, the time to done, the lag, and the bill split into work at the floor's price, work above
 it, duds, boot, idle, storage and re-runs (the USD of job attempts that were requeued). Runs
@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -45,7 +46,7 @@ def _referee(args: argparse.Namespace, seed: int, warm: bool, out: Path) -> dict
         "--campaign",
         str(args.campaign),
         "--policies",
-        "default" if warm else "seed,default",
+        args.policy if warm else f"seed,{args.policy}",
         "--deadline-min",
         str(args.deadline_min),
         "--workers",
@@ -96,6 +97,11 @@ def main() -> None:
     ap.add_argument("--deadline-min", type=int, default=900)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here")
+    ap.add_argument(
+        "--policy",
+        default="default",
+        help='the policy in the default rows, settings included (default+wide_search="explore")',
+    )
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="rw-baseline-"))
     load = os.getloadavg()[0]
@@ -113,14 +119,16 @@ def main() -> None:
                 if run.get("valid") is False:
                     invalid[name] += 1
                     continue
-                run_dir = where / f"m{run['market']:02d}-{run['policy']}-s{run['seed']}"
+                policy = re.sub(r"[^A-Za-z0-9._-]+", "_", run["policy"])  # as run_name keeps it
+                run_dir = where / f"m{run['market']:02d}-{policy}-s{run['seed']}"
                 split = _split(run, run_dir) if run_dir.is_dir() else {}
                 rows[name].append({**run, "family_seed": seed, "split": split})
     seed_usd = {(r["family_seed"], r["market"]): r["total_usd"] for r in rows["seed"]}
     print(
         f"# {time.strftime('%Y-%m-%d')} on {platform.node()} ({os.cpu_count()} cores), load "
         f"{load:.1f} at the start, {(time.monotonic() - began) / 60:.0f} wall min; family "
-        f"{args.family} x seeds {args.family_seed}, campaign {args.campaign}; runs kept in {out}"
+        f"{args.family} x seeds {args.family_seed}, campaign {args.campaign}, policy "
+        f"{args.policy}; runs kept in {out}"
     )
     head = ["policy", "runs", "invalid", "vs floor", "vs seed", "USD", "floor USD", "done min"]
     head += ["lag med s", "lag max s", *SPLIT]
