@@ -9,9 +9,12 @@ delivered; the cheapest delivering machines are often unverified or deverified l
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from ..campaign import OfferTerms
 from ..models import Offer
+
+# a campaign's offer filter, `{field: {op: value}}` (campaign.OfferTerms, which imports the policy)
+OfferTerms = dict[str, dict[str, Any]]
 
 # off: Vast's default search. proven: also the listings outside it whose machine our record saw
 # deliver more than fail. explore: every listing, ranked by our odds like any other
