@@ -94,7 +94,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 def cmd_receipt(args: argparse.Namespace) -> int:
     import json
 
-    from ..run.receipt_text import print_receipts
+    from ..ledger.receipt import print_receipts
     from .controllers import controller_for_ledger
     from .ledger_pick import ledger_for
 

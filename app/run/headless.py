@@ -22,6 +22,7 @@ from ..core.text import clean
 from ..engine.session import Session, default_key_path
 from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import EventKind, Ledger
+from ..ledger.receipt import print_receipts
 from ..ledger.team.config import TeamConfig
 from ..ledger.team.sync import TeamSync
 from ..market.errors import REFUSALS, AuthError
@@ -29,7 +30,6 @@ from ..market.protocol import SharedClock
 from ..notify.metrics import Metrics
 from .alerts import Alerts, open_alerts
 from .exit_trap import ExitTrap, Trapped
-from .receipt_text import print_receipts
 from .still_billing import end_command, still_billing
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
