@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import RentwatchError
-from .ledger_read import select, sql_text
+from ..ledger.job_reads import literal
+from .ledger_read import select
 
 
 class NoLedger(RentwatchError):
@@ -54,7 +55,7 @@ def ledger_for(
     if instance is not None:
         where, what = f"instance_id = {int(instance)}", f"instance {int(instance)}"
     elif campaign is not None:
-        where, what = f"campaign = {sql_text(campaign)}", f"campaign {campaign!r}"
+        where, what = f"campaign = {literal(campaign)}", f"campaign {campaign!r}"
     else:
         where, what = "true", "any campaign"
     ledgers = user_ledgers()

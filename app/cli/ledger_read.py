@@ -10,11 +10,6 @@ if TYPE_CHECKING:
     from ..ledger.readonly import QueryResult
 
 
-def sql_text(value: str) -> str:
-    """A string as an SQL literal (the controller's query API takes no parameters)."""
-    return "'" + value.replace("'", "''") + "'"
-
-
 def query(path: str | Path, sql: str, limit: int) -> QueryResult:
     """One read-only SELECT on the ledger at `path`, up to `limit` rows."""
     from ..ledger import Ledger

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .job_reads import literal
+
 HOSTS_SHOWN = 200
 
 # p(deliver) with the prior of rentwatch.core.offers.reputation (mean 0.4, weight 2); short names:
@@ -23,14 +25,10 @@ HOSTS_SQL = (
 )
 
 
-def _text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def spend_curve_sql(campaign: str, points: int) -> str:
     """`points` moments evenly from the campaign's first billing mark to the ledger's clock,
     each with what duds and the other rentals had cost by then (USD, cumulative)."""
-    c, n = _text(campaign), max(1, int(points))
+    c, n = literal(campaign), max(1, int(points))
     return f"""
 WITH s AS (
   SELECT instance_id, ts, span_s,
@@ -69,7 +67,7 @@ def clock_of(ledger: Any, campaign: str) -> float | None:
     """The ledger's clock for `campaign` (its market's last poll; the ledger's own clock where
     the campaign kept none): the moment a receipt is "as of"."""
     rows = ledger.query(
-        f"select coalesce((select now from campaign_clocks where campaign = {_text(campaign)}), "
+        f"select coalesce((select now from campaign_clocks where campaign = {literal(campaign)}), "
         "(select now from ledger_clock))",
         limit=1,
     ).rows
