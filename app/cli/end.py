@@ -20,7 +20,7 @@ from ..ledger import EventKind
 from ..ledger.holdings import Holding, holdings_sql
 from ..ledger.job_reads import literal
 from ..market.factory import DEFAULT_URL
-from .ledger_read import select
+from .ledger_pick import select
 
 SETTLE_S = 60.0  # wall seconds to wait for an ended controller to let go of the ledger
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.errors import RentwatchError
 from ..core.text import clean
-from .ledger_read import select
+from .ledger_pick import select
 
 
 class NoRoute(RentwatchError):
