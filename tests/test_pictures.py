@@ -12,7 +12,7 @@ import os
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryResult
-from rentwatch.ledger.spend_curve import SpendPoint, spend_curve_sql
+from rentwatch.ledger.screen_reads import SpendPoint, spend_curve_sql
 from rentwatch.market.factory import load_campaign
 from rentwatch.run.headless import run_headless
 from rentwatch.widgets.app import RentwatchApp

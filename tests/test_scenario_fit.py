@@ -75,8 +75,8 @@ def test_the_tiers_pressure_is_fitted_from_the_operators_own_bid_rentals(tmp_pat
     """[S]: `scenario from-ledger` fits the interruptible tier too. 2 outbids in 4 hours on a
     bid 1.15x the floor, which a rival beats with odds 0.2 + 0.8 x (1.7 - 1.15) / 0.8 = 0.75:
     2 / 3.5 / 0.75 = 0.762 rivals an hour. The rival's hold is the resume with no rebid of ours."""
-    from rentwatch.referee.fit_tier import beaten, fit_bids
-    from rentwatch.sim.bid_table import Bids
+    from rentwatch.referee.fit import beaten, fit_bids
+    from rentwatch.sim.scenario_tables import Bids
 
     assert beaten(1.15) == pytest.approx(0.75) and beaten(0.5) == 1.0 and beaten(3.0) == 0.2
     bids = fit_bids(_tier_ledger(), "tier")
@@ -106,7 +106,7 @@ def test_the_tiers_pressure_is_fitted_from_the_operators_own_bid_rentals(tmp_pat
 
 def test_a_ledger_without_bid_rentals_fits_no_bids_table(make_sim, tmp_path, capsys):
     from rentwatch.ledger import Ledger
-    from rentwatch.referee.fit_tier import fit_bids
+    from rentwatch.referee.fit import fit_bids
 
     led = Ledger(":memory:")
     led.record("create", at=1.0, actor="rule:replace", reason="od", ok=True, instance_id=1,

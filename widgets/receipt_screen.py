@@ -9,8 +9,7 @@ from typing import Any
 from rentwatch.core.text import clean
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.receipt import format_receipt
-from rentwatch.ledger.screen_reads import clock_of, hosts_record, spend_points
-from rentwatch.ledger.spend_curve import SpendPoint
+from rentwatch.ledger.screen_reads import SpendPoint, clock_of, hosts_record, spend_points
 from rich import box
 from rich.console import Console
 from rich.table import Table

@@ -94,7 +94,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 def cmd_receipt(args: argparse.Namespace) -> int:
     import json
 
-    from ..run.receipt_text import print_receipts
+    from ..ledger.receipt import print_receipts
     from .controllers import controller_for_ledger
     from .ledger_pick import ledger_for
 
@@ -139,8 +139,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
         result = team_query(args)
     else:
-        from .ledger_pick import ledger_for
-        from .ledger_read import query
+        from .ledger_pick import ledger_for, query
 
         args.ledger = str(ledger_for(args.ledger))  # without --ledger: the one the user has
         result = query(args.ledger, args.sql, args.limit)

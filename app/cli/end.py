@@ -18,8 +18,9 @@ from ..core.errors import RentwatchError
 from ..core.text import clean
 from ..ledger import EventKind
 from ..ledger.holdings import Holding, holdings_sql
+from ..ledger.job_reads import literal
 from ..market.factory import DEFAULT_URL
-from .ledger_read import select, sql_text
+from .ledger_pick import select
 
 SETTLE_S = 60.0  # wall seconds to wait for an ended controller to let go of the ledger
 
@@ -33,7 +34,7 @@ def holdings(ledger: str | Path, campaign: str) -> list[Holding]:
 
 
 def _known(ledger: Path, campaign: str) -> bool:
-    rows = select(ledger, f"SELECT count(*) AS n FROM events WHERE campaign = {sql_text(campaign)}")
+    rows = select(ledger, f"SELECT count(*) AS n FROM events WHERE campaign = {literal(campaign)}")
     return bool(rows and rows[0]["n"])
 
 

@@ -18,7 +18,7 @@ from ..core.errors import RentwatchError
 from ..core.text import clean
 from ..ledger import job_reads
 from ..views.jobs import JobRow, fold, names_of, rows_from_ledger, to_json
-from .ledger_read import select
+from .ledger_pick import select
 
 FOLLOW_S = 2.0  # wall seconds between two looks while following through a controller
 LOG_BYTES = 64 * 1024

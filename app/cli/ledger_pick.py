@@ -1,12 +1,36 @@
-"""Which ledger a command reads when `--ledger` is not given: the one of the user's ledgers that
-knows what the command is about (the demo's is demo-ledger.duckdb, not the default one)."""
+"""A command's ledger: which one it reads when `--ledger` is not given (the one of the user's
+ledgers that knows what the command is about; the demo's is demo-ledger.duckdb, not the default
+one), and reading it, through the controller that holds the file when one runs (DuckDB lets no
+other process open it then), else read-only from the file."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import RentwatchError
-from .ledger_read import select, sql_text
+from ..ledger.job_reads import literal
+
+if TYPE_CHECKING:
+    from ..ledger.readonly import QueryResult
+
+
+def query(path: str | Path, sql: str, limit: int) -> QueryResult:
+    """One read-only SELECT on the ledger at `path`, up to `limit` rows."""
+    from ..ledger import Ledger
+    from .controllers import controller_for_ledger
+
+    remote = controller_for_ledger(path)
+    if remote is None:
+        with Ledger(path, read_only=True) as ledger:
+            return ledger.query(sql, limit)
+    with remote:
+        return remote.query_all(sql, limit)
+
+
+def select(path: str | Path, sql: str, limit: int = 100_000) -> list[dict[str, Any]]:
+    """The rows of one read-only SELECT on the ledger at `path`, as dicts."""
+    return query(path, sql, limit).as_dicts()
 
 
 class NoLedger(RentwatchError):
@@ -54,7 +78,7 @@ def ledger_for(
     if instance is not None:
         where, what = f"instance_id = {int(instance)}", f"instance {int(instance)}"
     elif campaign is not None:
-        where, what = f"campaign = {sql_text(campaign)}", f"campaign {campaign!r}"
+        where, what = f"campaign = {literal(campaign)}", f"campaign {campaign!r}"
     else:
         where, what = "true", "any campaign"
     ledgers = user_ledgers()

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.errors import RentwatchError
 from ..core.text import clean
-from .ledger_read import select
+from .ledger_pick import select
 
 
 class NoRoute(RentwatchError):
@@ -31,12 +31,10 @@ def _where(instance_id: int) -> str:
 SELECT i.instance_id, i.campaign, i.destroyed_at,
   (SELECT arg_max(kind, seq) FROM events WHERE instance_id = {i} AND phase = 'outcome' AND ok
      AND kind IN ('stop', 'start', 'destroy')) AS last_change,
-  (SELECT arg_max(seq, seq) FROM events WHERE instance_id = {i} AND phase = 'outcome' AND ok
-     AND kind IN ('stop', 'start')) AS last_change_seq,
-  r.route_kind, r.route_where, r.route_seq
+  r.route_kind, r.route_where
 FROM instances i LEFT JOIN (
   SELECT instance_id, arg_max(detail->>'kind', seq) AS route_kind,
-         arg_max(detail->>'where', seq) AS route_where, max(seq) AS route_seq
+         arg_max(detail->>'where', seq) AS route_where
   FROM events WHERE kind = 'ssh_route' AND instance_id = {i} GROUP BY instance_id
 ) r USING (instance_id)
 WHERE i.instance_id = {i}

@@ -8,15 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.text import clean
-
-
-def _text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+from .job_reads import literal
 
 
 def holdings_sql(campaign: str) -> str:
     """The rentals `campaign` still holds, one row each (see the module's doc)."""
-    c = _text(campaign)
+    c = literal(campaign)
     return f"""
 WITH held AS (
   SELECT i.* FROM instances i

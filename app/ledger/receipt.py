@@ -221,3 +221,21 @@ def format_receipt(r: dict[str, Any]) -> list[tuple[str, str]]:
     for cls, n in sorted(r["by_class"].items(), key=lambda kv: -kv[1]):
         lines.append((f"  failed: {clean(cls, 60)}", str(n)))
     return lines
+
+
+def print_receipts(receipts: list[dict[str, Any]]) -> None:
+    """One table per campaign, as `rentwatch receipt` and a headless run's end print them."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    if not receipts:
+        console.print("the ledger holds no creates yet")
+    for r in receipts:
+        table = Table(title=Text(f"receipt: {r['campaign']}"), show_header=False)
+        table.add_column("what")
+        table.add_column("figure", justify="right")
+        for label, value in format_receipt(r):
+            table.add_row(Text(label), Text(value))  # text, never markup
+        console.print(table)

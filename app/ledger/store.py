@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ..core.errors import RentwatchError
-from .columns import EVENT_COLUMNS
-from .event import Event
+from .event import EVENT_COLUMNS, Event
 from .fallback import add_back, write_fallback
 from .kinds import EVENT_KINDS
 from .private import hold_private_umask, make_private, release_private_umask

@@ -24,38 +24,22 @@ LINE_LIMIT: Final = 300
 # shorter "secrets" would blank ordinary words; a real key, token or key path is never this short
 MIN_SECRET_LEN: Final = 6
 
-CAMPAIGN_FAULT: Final = "campaign_fault"
-BUDGET_80: Final = "budget_80"
-BUDGET_100: Final = "budget_100"
-HOST_LOST: Final = "host_lost"
-XID_STOP: Final = "xid_stop"
-HOST_OFFLINE: Final = "host_offline"
-OUTBID: Final = "outbid"
-KEY_REFUSED: Final = "key_refused"
-MARKET_UNREACHABLE: Final = "market_unreachable"
-CONTROLLER_TRAPPED: Final = "controller_trapped"
-CONTROLLER_EXIT: Final = "controller_exit"
-JOB_FAILED: Final = "job_failed"
-CAMPAIGN_END: Final = "campaign_end"
-DUD_REPLACED: Final = "dud_replaced"
-
 DEFAULT_LEVELS: Final[Mapping[str, str]] = {
-    CAMPAIGN_FAULT: "critical",
-    BUDGET_80: "warning",
-    BUDGET_100: "critical",
-    HOST_LOST: "warning",
-    XID_STOP: "warning",
-    HOST_OFFLINE: "warning",
-    OUTBID: "warning",
-    KEY_REFUSED: "critical",
-    MARKET_UNREACHABLE: "critical",
-    CONTROLLER_TRAPPED: "critical",
-    CONTROLLER_EXIT: "critical",
-    JOB_FAILED: "warning",
-    CAMPAIGN_END: "notice",
-    DUD_REPLACED: "info",
+    "campaign_fault": "critical",
+    "budget_80": "warning",
+    "budget_100": "critical",
+    "host_lost": "warning",
+    "xid_stop": "warning",
+    "host_offline": "warning",
+    "outbid": "warning",
+    "key_refused": "critical",
+    "market_unreachable": "critical",
+    "controller_trapped": "critical",
+    "controller_exit": "critical",
+    "job_failed": "warning",
+    "campaign_end": "notice",
+    "dud_replaced": "info",
 }
-KINDS: Final = tuple(DEFAULT_LEVELS)
 
 
 @dataclass(frozen=True)
@@ -104,7 +88,7 @@ def campaign_fault(
     """Every host failed the same way: the campaign's image or job is at fault, not the hosts."""
     what = f"image {safe(image)}" if image else f"job {safe(job)}" if job else "the campaign"
     return _notice(
-        CAMPAIGN_FAULT,
+        "campaign_fault",
         campaign,
         f"{safe(campaign)}: campaign fault, {what}; creates stopped",
         happened=f"Every host failed the same way with {what}: {safe(cause)}.",
@@ -117,7 +101,7 @@ def campaign_fault(
 def budget_80(campaign: str, spent_usd: float, budget_usd: float) -> Notice:
     """Spend crossed 80% of the campaign's budget."""
     return _notice(
-        BUDGET_80,
+        "budget_80",
         campaign,
         f"{safe(campaign)}: 80% of budget spent (${spent_usd:.2f} of ${budget_usd:.2f})",
         happened=f"The ledger shows ${spent_usd:.2f} spent of the ${budget_usd:.2f} budget.",
@@ -129,7 +113,7 @@ def budget_80(campaign: str, spent_usd: float, budget_usd: float) -> Notice:
 def budget_100(campaign: str, spent_usd: float, budget_usd: float, *, stopped: int = 0) -> Notice:
     """Spend reached the campaign's budget."""
     return _notice(
-        BUDGET_100,
+        "budget_100",
         campaign,
         f"{safe(campaign)}: budget spent (${spent_usd:.2f} of ${budget_usd:.2f})",
         happened=f"The ledger shows ${spent_usd:.2f} spent, at or over the ${budget_usd:.2f} "
@@ -150,14 +134,14 @@ def host_lost(
 ) -> Notice:
     """A verified instance stopped delivering (exited, unreachable, stopped by the market)."""
     return _notice(
-        HOST_LOST,
+        "host_lost",
         campaign,
         f"{safe(campaign)}: verified instance {instance_id} lost",
         happened=f"Verified instance {instance_id}{machine_clause(machine_id)} was lost: "
         f"{safe(reason)}." + job_clause(job),
         did="Stopped it (nothing destroyed: it had passed preflight) and went on with the fleet.",
         todo="Pull any artifacts still on it, then end or destroy it yourself.",
-        key=f"{HOST_LOST}:{campaign}:{instance_id}",
+        key=f"host_lost:{campaign}:{instance_id}",
     )
 
 
@@ -171,14 +155,14 @@ def xid_stop(
 ) -> Notice:
     """The GPU threw a fatal XID under load and rentwatch stopped the instance."""
     return _notice(
-        XID_STOP,
+        "xid_stop",
         campaign,
         f"{safe(campaign)}: instance {instance_id} stopped, fatal XID {xid}",
         happened=f"The GPU of instance {instance_id}{machine_clause(machine_id)} reported fatal "
         f"XID {xid}." + job_clause(job),
         did="Stopped the instance and quarantined its machine for this campaign.",
         todo="Nothing, unless the job's artifacts on it matter: pull them, then destroy it.",
-        key=f"{XID_STOP}:{campaign}:{instance_id}",
+        key=f"xid_stop:{campaign}:{instance_id}",
     )
 
 
@@ -192,7 +176,7 @@ def host_offline(
     """The market reports a held instance's host offline."""
     since = f" for {duration(since_s)}" if since_s is not None else ""
     return _notice(
-        HOST_OFFLINE,
+        "host_offline",
         campaign,
         f"{safe(campaign)}: host of instance {instance_id} offline",
         happened=f"The market reports the host of instance {instance_id}"
@@ -200,21 +184,21 @@ def host_offline(
         "storage does not either.",
         did="Kept watching it; its work is replaced on another host if it stays away.",
         todo="Nothing unless it holds artifacts you need; the market may bring it back.",
-        key=f"{HOST_OFFLINE}:{campaign}:{instance_id}",
+        key=f"host_offline:{campaign}:{instance_id}",
     )
 
 
 def outbid(campaign: str, instance_id: int, *, job: str | None = None) -> Notice:
     """An interruptible instance lost its bid."""
     return _notice(
-        OUTBID,
+        "outbid",
         campaign,
         f"{safe(campaign)}: instance {instance_id} outbid",
         happened=f"Interruptible instance {instance_id} was outbid and stopped by the market."
         + job_clause(job),
         did="Moved its work to the next host, from its last checkpoint where it has one.",
         todo='Raise the bid or use `rental = "on-demand"` if outbids keep costing work.',
-        key=f"{OUTBID}:{campaign}:{instance_id}",
+        key=f"outbid:{campaign}:{instance_id}",
     )
 
 
@@ -222,7 +206,7 @@ def key_refused(campaign: str, *, status: int | None = None, detail: str = "") -
     """The market refused the API key: nothing can be created, stopped or watched."""
     code = f" (HTTP {status})" if status is not None else ""
     return _notice(
-        KEY_REFUSED,
+        "key_refused",
         campaign,
         f"{safe(campaign)}: the market refused the API key{code}",
         happened=f"The market refused rentwatch's API key{code}"
@@ -237,7 +221,7 @@ def key_refused(campaign: str, *, status: int | None = None, detail: str = "") -
 def market_unreachable(campaign: str, error: str, *, since_s: float, held: int) -> Notice:
     """The market has not answered for a while: supervision is blind."""
     return _notice(
-        MARKET_UNREACHABLE,
+        "market_unreachable",
         campaign,
         f"{safe(campaign)}: market unreachable for {duration(since_s)}",
         happened=f"The market has not answered for {duration(since_s)}: {safe(error)}.",
@@ -259,7 +243,7 @@ def controller_trapped(
         else " Nothing it held is left running."
     )
     return _notice(
-        CONTROLLER_TRAPPED,
+        "controller_trapped",
         campaign,
         f"{safe(campaign)}: controller trapped ({safe(signal_name)}), {stopped} stopped, "
         + (f"{destroyed} destroyed, " if destroyed else "")
@@ -282,7 +266,7 @@ def controller_exit(
         else wording.released(stopped, destroyed)
     )
     return _notice(
-        CONTROLLER_EXIT,
+        "controller_exit",
         campaign,
         f"{safe(campaign)}: controller exiting, {safe(reason, 80)}",
         happened=f"The controller is exiting before the campaign's end: {safe(reason)}.",
@@ -295,13 +279,13 @@ def controller_exit(
 def job_failed(campaign: str, job: str, *, attempts: int, last_error: str) -> Notice:
     """A job failed on every try it was allowed."""
     return _notice(
-        JOB_FAILED,
+        "job_failed",
         campaign,
         f"{safe(campaign)}: job {safe(job, 60)} failed for good after {attempts} tries",
         happened=f"Job {safe(job)} failed {attempts} time(s); last: {safe(last_error)}.",
         did="Gave up on it; the other jobs go on and its hosts stay held for them.",
         todo="Read the job's log (rentwatch ledger), fix the command and add it again.",
-        key=f"{JOB_FAILED}:{campaign}:{job}",
+        key=f"job_failed:{campaign}:{job}",
     )
 
 
@@ -325,7 +309,7 @@ def campaign_end(
     if apart:
         counts += f" (and {apart} more never delivered: outbid or cancelled)"
     return _notice(
-        CAMPAIGN_END,
+        "campaign_end",
         campaign,
         f"{safe(campaign)}: done, ${spent_usd:.2f} spent, {rate}",
         happened=f"The campaign ended: {counts}, ${spent_usd:.2f} spent, {rate}{jobs}.",
@@ -338,7 +322,7 @@ def campaign_end(
 def dud_replaced(campaign: str, instance_id: int, cause: str) -> Notice:
     """Routine: an attempt that never passed preflight was destroyed and replaced."""
     return _notice(
-        DUD_REPLACED,
+        "dud_replaced",
         campaign,
         f"{safe(campaign)}: dud {instance_id} replaced",
         happened=f"Attempt {instance_id} never delivered: {safe(cause)}.",

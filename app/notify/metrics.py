@@ -166,31 +166,31 @@ def aiohttp_handler(
     return handle
 
 
-def parse_listen(value: str, default_host: str = DEFAULT_HOST) -> tuple[str, int]:
-    """`HOST:PORT` (or `PORT`, or `:PORT`: on `default_host`) as (host, port); IPv6 as `[::1]:9464`;
-    port 0: any free port. ConfigError saying what is wrong otherwise."""
+def parse_listen(value: str, flag: str = "--metrics") -> tuple[str, int]:
+    """`HOST:PORT` (or `PORT`, or `:PORT`: on `DEFAULT_HOST`) as (host, port); IPv6 as `[::1]:9464`;
+    port 0: any free port. ConfigError, naming `flag`, saying what is wrong otherwise."""
     text = value.strip()
     if not text:
-        raise ConfigError("--metrics: empty; give HOST:PORT, for example 127.0.0.1:9464")
+        raise ConfigError(f"{flag}: empty; give HOST:PORT, for example 127.0.0.1:9464")
     if text.startswith("["):
         host, sep, port_text = text[1:].partition("]:")
         if not sep:
-            raise ConfigError(f"--metrics {value!r}: IPv6 needs brackets and a port: [::1]:9464")
+            raise ConfigError(f"{flag} {value!r}: IPv6 needs brackets and a port: [::1]:9464")
         try:
             ipaddress.IPv6Address(host)
         except ValueError:
-            raise ConfigError(f"--metrics {value!r}: {host!r} is not an IPv6 address") from None
+            raise ConfigError(f"{flag} {value!r}: {host!r} is not an IPv6 address") from None
     elif text.count(":") > 1:
-        raise ConfigError(f"--metrics {value!r}: write an IPv6 address in brackets: [::1]:9464")
+        raise ConfigError(f"{flag} {value!r}: write an IPv6 address in brackets: [::1]:9464")
     elif ":" in text:
         host, _, port_text = text.partition(":")
-        host = host or default_host
+        host = host or DEFAULT_HOST
     else:
-        host, port_text = default_host, text
+        host, port_text = DEFAULT_HOST, text
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ConfigError(f"--metrics {value!r}: port must be a number from 0 to 65535")
+        raise ConfigError(f"{flag} {value!r}: port must be a number from 0 to 65535")
     if not host.startswith("[") and not _is_host(host):
-        raise ConfigError(f"--metrics {value!r}: {host!r} is not a host name or address")
+        raise ConfigError(f"{flag} {value!r}: {host!r} is not a host name or address")
     return host, int(port_text)
 
 

@@ -19,9 +19,12 @@ from ..core.errors import RentwatchError
 from ..core.lifecycle import Phase
 from ..core.policy import Policy
 from ..core.text import clean
+from ..engine.attempt import Attempt
+from ..engine.ending import end_command
 from ..engine.session import Session, default_key_path
 from ..engine.supervisor import Outcome, Supervisor
 from ..ledger import EventKind, Ledger
+from ..ledger.receipt import print_receipts
 from ..ledger.team.config import TeamConfig
 from ..ledger.team.sync import TeamSync
 from ..market.errors import REFUSALS, AuthError
@@ -29,8 +32,6 @@ from ..market.protocol import SharedClock
 from ..notify.metrics import Metrics
 from .alerts import Alerts, open_alerts
 from .exit_trap import ExitTrap, Trapped
-from .receipt_text import print_receipts
-from .still_billing import end_command, still_billing
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
 
@@ -294,7 +295,7 @@ def _say_what_bills(
         per_day = sum(a.storage_dph for a in stopped) * 24
         log(
             f"end    {len(stopped)} stopped rental(s) still bill storage, ${per_day:.3f}/day: "
-            f"{end_command(sup, campaign, ledger_path, destroy=True)}"
+            f"{end_command(campaign, ledger_path, sup.market.base_url, destroy=True)}"
         )
 
 
@@ -306,3 +307,34 @@ def _receipts(ledger_path: str, campaign: str) -> list[dict[str, Any]] | None:
     except Exception as exc:  # the run's end must not fail on its summary
         print(f"rentwatch: no receipt: {type(exc).__name__}: {clean(exc, 300)}", file=sys.stderr)
         return None
+
+
+def _state(a: Attempt) -> tuple[str, float]:
+    """A rental's state in words and what it bills per hour in that state."""
+    both = a.gpu_dph + a.storage_dph
+    if a.life.phase == Phase.STOPPED and a.resumes_by_itself:
+        return "paused by the market (a bid: resumes by itself unless stopped)", both
+    if a.life.phase == Phase.STOPPED:
+        return "stopped (storage only)", a.storage_dph
+    if a.life.phase == Phase.ABANDONED:
+        return "given up, its destroy not confirmed", both
+    proven = "verified" if a.passed_preflight else "never verified"
+    return f"{a.life.phase.value} ({proven}), stop not confirmed", both
+
+
+def still_billing(sup: Supervisor, campaign: str, ledger_path: str) -> list[str]:
+    """The last lines of a run that did not end well: each rental it leaves on the market with
+    what it bills per hour, and the `rentwatch end` command that ends them, as it works when
+    pasted; one line when nothing is left."""
+    left = sorted(sup.fleet.on_market(), key=lambda a: a.instance_id)
+    if not left:
+        return [f"left billing: nothing of {campaign} is on the market as this run last saw it"]
+    lines = [f"left billing: {len(left)} rental(s) of {campaign} still on the market:"]
+    for a in left:
+        state, dph = _state(a)
+        lines.append(f"  i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {state}, ${dph:.4f}/h")
+    stopped = all(a.life.phase == Phase.STOPPED and not a.resumes_by_itself for a in left)
+    lines.append(f"end them: {end_command(campaign, ledger_path, sup.market.base_url, stopped)}")
+    if not stopped and any(a.life.phase == Phase.STOPPED for a in left):
+        lines.append("  (add --destroy to end the stopped ones' storage too)")
+    return lines

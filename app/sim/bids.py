@@ -13,9 +13,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .bid_table import Bids
 from .machines import Machine, keyed_rng
 from .rental import SimInstance
+from .scenario_tables import Bids
 
 TICK = 0.001  # $/h: the step a bid must clear a rival's by
 

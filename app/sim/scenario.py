@@ -11,10 +11,10 @@ from typing import Any
 from ..core.errors import ConfigError
 from ..core.preflight.gpu_specs import DPH_RANGE
 from ..core.text import clean
-from .bid_table import Bids, parse_bids
 from .images import ImageSpec, parse_images
 from .scenario_tables import (
     INF,
+    Bids,
     Churn,
     Faults,
     Hosts,
@@ -27,6 +27,7 @@ from .scenario_tables import (
     checked_value,
     choice,
     is_number,
+    parse_bids,
 )
 
 BEHAVIOURS = (

@@ -29,7 +29,6 @@ from .machines import keyed_rng
 from .market import SimMarket
 from .probe_answers import PROBE_MARKER, probe_answer
 from .rental import SimInstance
-from .ssh_streams import pump_in, read_all
 
 _STDIN_SCRIPT = re.compile(r"^\s*python3?\s+-(\s|$)")
 
@@ -48,6 +47,45 @@ def write_clock(path: Path, now: float) -> None:
     with contextlib.suppress(OSError):
         tmp.write_text(f"{now:.3f}\n")
         os.replace(tmp, path)
+
+
+async def read_all(proc: asyncssh.SSHServerProcess[bytes]) -> bytes:
+    """A script on a session's stdin, read whole (up to 16 MiB)."""
+    chunks = []
+    total = 0
+    while True:
+        try:
+            chunk = await proc.stdin.read(65536)
+        except asyncssh.BreakReceived:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk if isinstance(chunk, bytes) else chunk.encode())
+        total += len(chunk)
+        if total > 16 * 1024 * 1024:
+            break
+    return b"".join(chunks)
+
+
+async def pump_in(
+    proc: asyncssh.SSHServerProcess[bytes],
+    sub: asyncio.subprocess.Process,
+    received: list[bytes] | None = None,
+) -> None:
+    """A session's stdin passed on to its command as it arrives."""
+    assert sub.stdin is not None
+    try:
+        while chunk := await proc.stdin.read(65536):
+            data = chunk if isinstance(chunk, bytes) else chunk.encode()
+            if received is not None:
+                received.append(data)
+            sub.stdin.write(data)
+            await sub.stdin.drain()
+    except (asyncssh.Error, ConnectionError, BrokenPipeError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            sub.stdin.close()
 
 
 class _Server(asyncssh.SSHServer):

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..columns import EVENT_COLUMNS
+from ..event import EVENT_COLUMNS
 
 GENESIS = "0" * 64  # the "previous hash" of a ledger's first event
 

@@ -38,6 +38,7 @@ from aiohttp import web
 
 from ...core.errors import RentwatchError
 from ...ledger.readonly import QueryFailed, QueryRefused
+from ...notify.metrics import parse_listen as host_port
 from ...views.jobs import NoSuchJob
 from . import api, registry
 from .api import NotHeld, NotReady, Refused
@@ -54,12 +55,11 @@ TRACE_BURST_S = 60.0  # wall seconds between two tracebacks of failed requests
 
 
 def parse_listen(spec: str) -> tuple[str, int]:
-    """`tcp:HOST:PORT` -> (host, port)."""
+    """`tcp:HOST:PORT` -> (host, port), HOST:PORT read as `--metrics` reads it."""
     kind, _, rest = spec.partition(":")
-    host, _, port = rest.rpartition(":")
-    if kind != "tcp" or not host or not port.isdigit():
+    if kind != "tcp":
         raise RentwatchError(f"--listen wants tcp:HOST:PORT, not {spec!r}")
-    return host.strip("[]"), int(port)
+    return host_port(rest, flag="--listen")
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
