@@ -21,7 +21,7 @@ from bench.engine_bench import preloaded_supervisor
 from tests.hostile_market import HostileMarket, Hostility
 
 HEALTHY = [{"behaviour": "healthy", "share": 1}]
-N, BOOTING = 150, 3  # six pages of steady rentals, three still booting
+N, BOOTING = 125, 3  # five pages: more than a poll's sweep pages, so a sweep takes two polls
 
 
 async def _supervisor(url: str, tmp: Path, n: int = N) -> Supervisor:

@@ -16,6 +16,7 @@ from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.ledger_screen import LedgerScreen
 
 from .campaigns import campaign_text
+from .conftest import played_once
 
 
 def _app(sim, tmp_path, fleet=2, policy="default"):
@@ -193,23 +194,32 @@ def test_hostile_status_line_renders_literally_and_freeze_timer_ticks(make_sim, 
     asyncio.run(run())
 
 
-@pytest.mark.parametrize("view", ["panes", "table"])
-def test_snapshot_svg(make_sim, tmp_path, view):
-    """The main views render at a fixed size without errors (SVG written for inspection)."""
+def _both_views(make_sim, tmp_path) -> dict[str, str]:
+    """The panes' and then the table's SVG of one live dashboard, once three creates are in."""
     sim = make_sim(seed=7, offers=40, time_scale=120)
     app, _ = _app(sim, tmp_path)
+    svgs: dict[str, str] = {}
 
     async def run() -> None:
         async with app.run_test(size=(150, 45)) as pilot:
             await _until(pilot, lambda: app.latest and app.latest.creates >= 3)
-            if view == "table":
-                await pilot.press("t")
-                await pilot.pause(0.3)
-            svg = app.export_screenshot()
-            assert "<svg" in svg and "policy default" in svg.replace("&#160;", " ")
+            svgs["panes"] = app.export_screenshot()
+            await pilot.press("t")
+            await pilot.pause(0.3)
+            svgs["table"] = app.export_screenshot()
             app.engine.shutdown("stop")
 
     asyncio.run(run())
+    return svgs
+
+
+@pytest.mark.parametrize("view", ["panes", "table"])
+def test_snapshot_svg(make_sim, tmp_path, tmp_path_factory, view):
+    """The main views render at a fixed size without errors (SVG written for inspection).
+    Both read one dashboard's run, played once for the test run."""
+    svg = played_once(tmp_path_factory, "dashboard-svgs", lambda: _both_views(make_sim, tmp_path))
+    svg = svg[view]
+    assert "<svg" in svg and "policy default" in svg.replace("&#160;", " ")
 
 
 def test_dashboard_never_freezes_under_faults(make_sim, tmp_path, monkeypatch):

@@ -73,24 +73,16 @@ def test_a_stopped_pane_says_why_and_a_destroyed_dud_not_running_success():
     assert "running: success" not in text and "ssh never answered" in text
 
 
-def test_the_help_lists_every_screens_keys():
-    # the help is read from the bindings of the screen it opens over (test_help_keys.py)
-    from rentwatch.widgets.keys import key_lines
+def test_the_help_lists_every_screens_keys(tmp_path_factory):
+    # the help is read from the bindings of the screen it opens over (test_help_keys.py,
+    # whose reading of every screen's help this shares)
+    from .test_help_keys import help_keys
 
-    from .test_help_keys import _open
-
-    async def shown(keys: tuple[str, ...]) -> set[str]:
-        app, ctx, _ = await _open(keys)
-        try:
-            return {k for line in key_lines(app.screen) for k in line.bound}
-        finally:
-            await ctx.__aexit__(None, None, None)
-
-    ledger = asyncio.run(shown(("l",)))
+    shown = help_keys(tmp_path_factory)
     for key in ("f2", "f3", "f4", "f5", "f6", "ctrl+r", "ctrl+e", "ctrl+a", "ctrl+p"):
-        assert key in ledger, key
-    assert "g" in asyncio.run(shown(("enter",)))
-    assert {"E", "ctrl+p"} <= asyncio.run(shown(()))
+        assert key in shown["ledger"], key
+    assert "g" in shown["detail"]
+    assert {"E", "ctrl+p"} <= shown["fleet"]
 
 
 def test_the_help_scrolls_at_80x24():

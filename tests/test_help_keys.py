@@ -19,6 +19,7 @@ from rentwatch.widgets.modals import HelpScreen
 from rentwatch.widgets.receipt_screen import ReceiptScreen
 from textual.binding import Binding
 
+from .conftest import played_once
 from .test_jobs_screen import JobsEngine
 from .test_snapshots import FLEET
 
@@ -99,21 +100,41 @@ def test_the_help_lists_every_key_the_screen_answers_and_no_other(name):
     asyncio.run(run())
 
 
-def test_every_screen_binding_reaches_the_help_with_all_offered():
+async def _tour() -> dict[str, list[str]]:
+    """The keys the help lists on each screen, in one app: each screen opened from the fleet,
+    read, and closed back to the fleet (the SQL editor keeps escape, so the ledger is last)."""
+    seen: dict[str, list[str]] = {}
+    app, ctx, pilot = await _open(())
+    try:
+        for name in sorted(SCREENS, key=lambda n: n == "ledger"):
+            for k in SCREENS[name][0]:
+                await pilot.press(k)
+                await pilot.pause(0.3)
+            assert isinstance(app.screen, SCREENS[name][1]), (name, app.screen)
+            seen[name] = sorted({k for line in key_lines(app.screen) for k in line.bound})
+            for _ in range(5):
+                if len(app.screen_stack) == 1:
+                    break
+                await pilot.press("escape")
+                await pilot.pause(0.3)
+            if name == "table":
+                await pilot.press("t")  # back to the panes
+                await pilot.pause(0.3)
+    finally:
+        await ctx.__aexit__(None, None, None)
+    return seen
+
+
+def help_keys(factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+    """Each screen's keys on its help, read once for the test run (every worker reads it)."""
+    seen = played_once(factory, "help-keys", lambda: asyncio.run(_tour()))
+    return {name: set(keys) for name, keys in seen.items()}
+
+
+def test_every_screen_binding_reaches_the_help_with_all_offered(tmp_path_factory):
     """Each BINDINGS entry of each screen, and the app's, is on the help of the screen it
     belongs to (with a fleet in which every key acts)."""
-
-    async def run() -> dict[str, set[str]]:
-        seen: dict[str, set[str]] = {}
-        for name, (keys, _) in SCREENS.items():
-            app, ctx, _pilot = await _open(keys)
-            try:
-                seen[name] = {k for line in key_lines(app.screen) for k in line.bound}
-            finally:
-                await ctx.__aexit__(None, None, None)
-        return seen
-
-    seen = asyncio.run(run())
+    seen = help_keys(tmp_path_factory)
     for name, (_, kind) in SCREENS.items():
         for b in kind.BINDINGS:
             assert isinstance(b, Binding)

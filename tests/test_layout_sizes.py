@@ -12,7 +12,6 @@ import os
 import re
 
 import pytest
-from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.footer import fitted
 from rentwatch.widgets.header import budget_cells, fleet_fields
@@ -20,6 +19,7 @@ from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.render import campaign_fields
 from textual.containers import VerticalScroll
 
+from .conftest import played_once
 from .test_pictures import StillLedger
 from .test_snapshots import FLEET, HERE, StillEngine, _text, _utc  # noqa: F401
 
@@ -44,33 +44,64 @@ VIEWS = {
 }
 
 
-async def _drive(size: tuple[int, int], keys: tuple[str, ...], then: tuple[str, ...] = ()):
+SCROLLED = ("detail", "receipt", "help")  # scrolled to their end from the keyboard at 80x24
+
+
+async def _settled(app: RentwatchApp, pilot) -> str:
+    for _ in range(50):  # a loaded machine may not have drawn the footer yet
+        if "palette" in (text := _text(app.export_screenshot())) and fitted(app.screen):
+            break
+        await pilot.pause(0.1)
+    return text
+
+
+async def _tour(size: tuple[int, int]) -> dict[str, dict]:
+    """Every view at one size in one app: each opened from the fleet by its keys, its text
+    taken (and, at 80x24, scrolled to its end with `end`), then closed back to the fleet."""
     app = RentwatchApp(StillEngine(), StillLedger(), refresh_s=0.05)  # type: ignore[arg-type]
+    seen: dict[str, dict] = {}
     async with app.run_test(size=size) as pilot:
         app.post_message(FleetSnapshot(FLEET))
         await pilot.pause(0.3)
-        for k in keys:
-            await pilot.press(k)
-            await pilot.pause(0.4)
-        for _ in range(50):  # a loaded machine may not have drawn the footer yet
-            if "palette" in (text := _text(app.export_screenshot())) and fitted(app.screen):
-                break
-            await pilot.pause(0.1)
-        scrolled = None
-        if then:
-            box = app.screen.query(VerticalScroll).first()
-            for k in then:
+        for view, keys in VIEWS.items():
+            for k in keys:
                 await pilot.press(k)
+                await pilot.pause(0.4)
+            seen[view] = {"text": await _settled(app, pilot)}
+            if view == "fleet":
+                for _ in range(100):  # the panes are laid out a refresh or two later (loaded)
+                    fleet = app.query_one("FleetView").size.height
+                    log = app.query_one("#log").size.height
+                    if fleet >= len(FLEET.instances) * 4 and log > 9:
+                        break
+                    await pilot.pause(0.05)
+                seen[view]["heights"] = [fleet, log]
+            if view in SCROLLED and size == (80, 24):
+                box = app.screen.query(VerticalScroll).first()
+                await pilot.press("end")
                 await pilot.pause(0.3)
-            scrolled = (box.scroll_y, box.max_scroll_y)
-        return text, scrolled
+                seen[view]["scrolled"] = [box.scroll_y, box.max_scroll_y]
+            for _ in range(5):
+                if len(app.screen_stack) == 1:
+                    break
+                await pilot.press("escape")
+                await pilot.pause(0.3)
+            assert len(app.screen_stack) == 1, f"escape left {view} open"
+            if view == "table":
+                await pilot.press("t")  # back to the panes
+                await pilot.pause(0.3)
+    return seen
+
+
+def _seen(factory, size: tuple[int, int]) -> dict[str, dict]:
+    """The tour at `size`, made once for the run: the tests below only read its views."""
+    return played_once(factory, f"layout-{size[0]}x{size[1]}", lambda: asyncio.run(_tour(size)))
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("view", list(VIEWS))
-def test_each_view_at_each_size(view, size):
-    text, _ = asyncio.run(_drive(size, VIEWS[view]))
-    text = _without_thumbs(text)
+def test_each_view_at_each_size(view, size, tmp_path_factory):
+    text = _without_thumbs(_seen(tmp_path_factory, size)[view]["text"])
     path = HERE / "sizes" / f"{view}-{size[0]}x{size[1]}.txt"
     if os.environ.get("RENTWATCH_UPDATE_SNAPSHOTS") == "1":
         path.parent.mkdir(exist_ok=True)
@@ -103,25 +134,13 @@ def test_each_view_at_each_size(view, size):
 
 
 @pytest.mark.parametrize("view", ["detail", "receipt", "help"])
-def test_each_screen_scrolls_from_the_keyboard_at_80x24(view):
-    _, (y, most) = asyncio.run(_drive((80, 24), VIEWS[view], ("end",)))
+def test_each_screen_scrolls_from_the_keyboard_at_80x24(view, tmp_path_factory):
+    y, most = _seen(tmp_path_factory, (80, 24))[view]["scrolled"]
     assert most > 0 and y == most
 
 
-def test_the_log_takes_what_the_fleet_leaves_at_200x50():
-    async def run() -> tuple[int, int]:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
-        async with app.run_test(size=(200, 50)) as pilot:
-            app.post_message(FleetSnapshot(FLEET))
-            for _ in range(100):  # the panes are laid out a refresh or two later (slower loaded)
-                await pilot.pause(0.05)
-                fleet = app.query_one("FleetView").size.height
-                log = app.query_one("#log").size.height
-                if fleet >= len(FLEET.instances) * 4 and log > 9:
-                    break
-            return fleet, log
-
-    fleet, log = asyncio.run(run())
+def test_the_log_takes_what_the_fleet_leaves_at_200x50(tmp_path_factory):
+    fleet, log = _seen(tmp_path_factory, (200, 50))["fleet"]["heights"]
     assert fleet >= len(FLEET.instances) * 4  # every pane whole
     assert log > 9  # more than the old fixed height: no half-empty screen
 

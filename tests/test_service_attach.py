@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from rentwatch.cli.main import main
 from rentwatch.ledger import Ledger
 from rentwatch.run.service import registry
 from rentwatch.run.service.remote import RemoteEngine
@@ -34,13 +35,11 @@ run = "sleep 3600"
 
 
 def _ls() -> list[dict]:
-    out = subprocess.run(
-        [sys.executable, "-m", "rentwatch", "ls", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return json.loads(out.stdout)
+    """`rentwatch ls --json`, run here: the command as a process is tests/test_service.py's."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["ls", "--json"]) == 0
+    return json.loads(out.getvalue())
 
 
 def _live(sim) -> set[int]:

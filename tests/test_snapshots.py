@@ -21,6 +21,8 @@ from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.footer import fitted
 from rentwatch.widgets.messages import FleetSnapshot
 
+from .conftest import played_once
+
 HERE = Path(__file__).parent / "snapshots"
 SIZE = (140, 36)
 
@@ -225,34 +227,53 @@ def _text(svg: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def _shot(keys: tuple[str, ...]) -> str:
+# each view's keys from the fleet; `sorted` changes the fleet's order, so it comes last
+VIEWS = {
+    "fleet": (),
+    "table": ("t",),
+    "destroy": ("d",),
+    "help": ("?",),
+    "detail": ("down", "enter"),
+    "sorted": ("o", "o"),
+}
+
+
+async def _settled(app: RentwatchApp, pilot) -> str:
+    for _ in range(50):  # a loaded machine may not have drawn the footer yet
+        if "^p palette" in (text := _text(app.export_screenshot())) and fitted(app.screen):
+            break
+        await pilot.pause(0.1)
+    return text
+
+
+async def _tour() -> dict[str, str]:
+    """Every view's text in one app: each opened from the fleet by its keys, then closed."""
     app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+    seen: dict[str, str] = {}
     async with app.run_test(size=SIZE) as pilot:
         app.post_message(FleetSnapshot(FLEET))
         await pilot.pause(0.3)
-        for k in keys:
-            await pilot.press(k)
-            await pilot.pause(0.3)
-        for _ in range(50):  # a loaded machine may not have drawn the footer yet
-            if "^p palette" in (text := _text(app.export_screenshot())) and fitted(app.screen):
-                break
-            await pilot.pause(0.1)
-        return text
+        for name, keys in VIEWS.items():
+            for k in keys:
+                await pilot.press(k)
+                await pilot.pause(0.3)
+            seen[name] = await _settled(app, pilot)
+            for _ in range(5):
+                if len(app.screen_stack) == 1:
+                    break
+                await pilot.press("escape")
+                await pilot.pause(0.3)
+            assert len(app.screen_stack) == 1, f"escape left {name} open"
+            if name == "table":
+                await pilot.press("t")  # back to the panes
+                await pilot.pause(0.3)
+    return seen
 
 
-@pytest.mark.parametrize(
-    "name, keys",
-    [
-        ("fleet", ()),
-        ("table", ("t",)),
-        ("destroy", ("d",)),
-        ("help", ("?",)),
-        ("detail", ("down", "enter")),
-        ("sorted", ("o", "o")),
-    ],
-)
-def test_view_snapshot(name, keys):
-    got = asyncio.run(_shot(keys))
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_view_snapshot(name, tmp_path_factory):
+    # the tour is made once for the run (every worker reads it): each test reads its view
+    got = played_once(tmp_path_factory, "snapshot-views", lambda: asyncio.run(_tour()))[name]
     path = HERE / f"{name}.txt"
     if os.environ.get("RENTWATCH_UPDATE_SNAPSHOTS") == "1":
         path.write_text(got)
