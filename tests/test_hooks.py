@@ -11,6 +11,10 @@ from rentwatch.market.factory import load_campaign
 from .campaigns import campaign_text, headless, run_campaign, truth_at
 
 HEALTHY = ("healthy", "slow_pull", "throttled")
+# A stepped campaign's CPU goes with its market minutes: healthy hosts that pull in 1-3
+# minutes, not the default 6-16, where what is judged is not the pull
+QUICK = {"pull_min": [1.0, 3.0]}
+HEALTHY_QUICK = {"behaviour": "healthy", **QUICK}
 
 
 def _run(sim, tmp_path, image, fleet=3, policy="default", extra=""):
@@ -49,9 +53,7 @@ def _healthy_harmed(led: Ledger, truth: dict[int, dict]) -> list[tuple[int, str,
 
 
 def test_an_image_without_torch_verifies_its_fleet_by_the_driver_path(make_sim, tmp_path):
-    sim = make_sim(
-        seed=11, offers=30, stepped=True, host_class=[{"behaviour": "healthy", "share": 1.0}]
-    )
+    sim = make_sim(seed=11, offers=30, stepped=True, host_class=[{**HEALTHY_QUICK, "share": 1.0}])
     code, ledger = _run(sim, tmp_path, "ghcr.io/nvidia/jax:24.04-py3", fleet=3)
     led = Ledger(ledger)
     truth = truth_at(sim, max(e.at for e in led.events()))
@@ -102,17 +104,20 @@ NEW = ("narrow_pcie", "short_vram", "slow_disk", "slow_net", "xid_mid_job")
 def test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed(
     make_sim, tmp_path, behaviour
 ):
+    # quick pulls but a slow_net host's (its pull is its fault), and an XID 3-10 minutes into
+    # a job (the default 8-30), whose jobs end at their timeout
+    quick = {**QUICK, "xid_after_min": [3.0, 10.0]}
     sim = make_sim(
         seed=3,
         offers=24,
         stepped=True,  # a loaded box must not read as hosts dead or frozen
         host_class=[
-            {"behaviour": "healthy", "share": 0.4},
-            {"behaviour": behaviour, "share": 0.6},
+            {"behaviour": "healthy", "share": 0.4, **quick},
+            {"behaviour": behaviour, "share": 0.6, **({} if behaviour == "slow_net" else quick)},
         ],
     )
     # an XID comes under load, minutes into a job; the other checks judge the preflight
-    job = '\n[[jobs]]\nname = "j{n}"\nrun = "sleep 600"\ntimeout_min = 40\n'
+    job = '\n[[jobs]]\nname = "j{n}"\nrun = "sleep 600"\ntimeout_min = 15\n'
     jobs = "".join(job.format(n=n) for n in range(3)) if behaviour == "xid_mid_job" else ""
     code, ledger = run_campaign(sim, tmp_path, "default", fleet=3, extra=jobs)
     led = Ledger(ledger)
@@ -133,7 +138,7 @@ def test_routes_scheduling_and_build_output_abandon_no_healthy_host(make_sim, tm
         seed=19,
         offers=30,
         stepped=True,  # a loaded box must not read as hosts dead or frozen
-        host_class=[{"behaviour": "healthy", "share": 1.0}],
+        host_class=[{**HEALTHY_QUICK, "share": 1.0}],
         ssh={"direct_share": 0.5, "proxy_drop": 0.08},
         states={"scheduling_share": 0.6, "unnamed_share": 0.7, "build_output_share": 0.8},
     )

@@ -22,15 +22,26 @@ from rentwatch.market.vast.client import VastClient
 
 from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
 
-JOBS = "".join(
-    f"""
+
+def jobs_text(n: int, sleep_s: float) -> str:
+    """`n` jobs (job-0, job-1, ...) that each sleep `sleep_s` wall seconds, then write their
+    number into their artifact."""
+    return "".join(
+        f"""
 [[jobs]]
 name = "job-{i}"
-run = "mkdir -p out && python3 -c \\"import time; time.sleep(1.0); open('out/r{i}.txt', 'w').write('{i}' * {100 + i})\\""
+run = "mkdir -p out && python3 -c \\"import time; time.sleep({sleep_s}); open('out/r{i}.txt', 'w').write('{i}' * {100 + i})\\""
 artifacts = ["out/r{i}.txt"]
 """
-    for i in range(12)
-)
+        for i in range(n)
+    )
+
+
+JOBS = jobs_text(12, 1.0)
+# the jobs a kill -9 lands among (once two started): long enough to be killed mid-run, and
+# four more for the restart to run (a wall-paced market's CPU goes with the wall seconds)
+KILLED = 6
+KILLED_JOBS = jobs_text(KILLED, 2.5)
 
 
 def test_twelve_jobs_on_a_fleet_of_three(make_sim, tmp_path, monkeypatch):
@@ -57,9 +68,10 @@ def test_twelve_jobs_on_a_fleet_of_three(make_sim, tmp_path, monkeypatch):
 
 
 def _healthy_market(make_sim):
-    return make_sim(
-        seed=7, offers=60, time_scale=120, host_class=[{"behaviour": "healthy", "share": 1.0}]
-    )
+    # pulls of 1-3 minutes, not the default 6-16: a wall-paced campaign's CPU goes with its
+    # market minutes, and none of these tests is about a boot
+    healthy = {"behaviour": "healthy", "share": 1.0, "pull_min": [1.0, 3.0]}
+    return make_sim(seed=7, offers=60, time_scale=120, host_class=[healthy])
 
 
 def kill_9_mid_jobs_then_restart(sim, tmp_path, camp, ledger, between=lambda: None):
@@ -83,14 +95,15 @@ def kill_9_mid_jobs_then_restart(sim, tmp_path, camp, ledger, between=lambda: No
 def test_kill_9_mid_jobs_reattaches(make_sim, tmp_path):
     sim = make_sim(seed=7, offers=60, time_scale=120)
     camp = tmp_path / "c.toml"
-    slow = JOBS.replace("time.sleep(1.0)", "time.sleep(2.5)")
-    camp.write_text(campaign_text("reattach", 2) + slow)
+    camp.write_text(campaign_text("reattach", 2) + KILLED_JOBS)
     ledger = tmp_path / "l.duckdb"
     proc = kill_9_mid_jobs_then_restart(sim, tmp_path, camp, ledger)
     assert proc.returncode == 0, proc.stdout[-3000:]
     led = Ledger(ledger)
     done = [e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")]
-    assert sorted(done) == sorted(f"job-{i}" for i in range(12)), "a job was lost or finished twice"
+    assert sorted(done) == sorted(f"job-{i}" for i in range(KILLED)), (
+        "a job was lost or finished twice"
+    )
     assert led.events(where="kind = 'adopted'")
 
 

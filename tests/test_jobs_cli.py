@@ -5,16 +5,15 @@ kept at its end, or off its host by the route the engine reached it by)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from rentwatch.views.jobs import Span, fold, span_usd
 
 from .campaigns import campaign_text, headless_cmd, headless_env
+from .cli_run import run_cli
 from .conftest import market_stands
 
 KEYS = {"campaign", "job", "state", "instance_id", "progress", "eta_min", "usd", "attempts"}
@@ -26,25 +25,15 @@ run = "echo hello-from-{name}; printf 'x\\\\033]0;owned\\\\007y\\\\033[2Jz\\\\n'
 """
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rentwatch", *args],
-        capture_output=True,
-        text=True,
-        env=env or dict(os.environ),
-        timeout=90,
-    )
-
-
 def _jobs(ledger: Path) -> list[dict]:
-    got = _cli("jobs", "--ledger", str(ledger), "--json")
+    got = run_cli("jobs", "--ledger", str(ledger), "--json")
     assert got.returncode == 0, got.stderr
     return json.loads(got.stdout)
 
 
 def _jobs_yet(ledger: Path) -> list[dict]:
     """The jobs, or none while the controller has not written its ledger yet."""
-    got = _cli("jobs", "--ledger", str(ledger), "--json")
+    got = run_cli("jobs", "--ledger", str(ledger), "--json")
     return json.loads(got.stdout) if got.returncode == 0 else []
 
 
@@ -75,7 +64,7 @@ def test_jobs_and_logs_through_the_controller_then_from_the_ledger(make_sim, tmp
     ledger, gate = tmp_path / "l.duckdb", tmp_path / "gate"
     proc = _start(sim, tmp_path, ledger, gate)
     try:
-        ls = lambda: json.loads(_cli("ls", "--json").stdout or "[]")  # noqa: E731
+        ls = lambda: json.loads(run_cli("ls", "--json").stdout or "[]")  # noqa: E731
         _until(ls, 60, "the controller serves")
 
         def running() -> list[dict]:
@@ -90,7 +79,7 @@ def test_jobs_and_logs_through_the_controller_then_from_the_ledger(make_sim, tmp
         assert other["state"] == "pending" and other["instance_id"] is None  # fleet of one
 
         def said() -> str:
-            got = _cli("logs", a["job"], "--ledger", str(ledger))
+            got = run_cli("logs", a["job"], "--ledger", str(ledger))
             assert got.returncode == 0, got.stderr
             return got.stdout if f"hello-from-{a['job']}" in got.stdout else ""
 
@@ -98,7 +87,7 @@ def test_jobs_and_logs_through_the_controller_then_from_the_ledger(make_sim, tmp
         # the host's escapes never reach the terminal: the title change and the clear are gone
         assert "xyz" in out and "\x1b" not in out and "owned" not in out
         # a job the campaign does not have: a clear error
-        nope = _cli("logs", "nope", "--ledger", str(ledger))
+        nope = run_cli("logs", "nope", "--ledger", str(ledger))
         assert nope.returncode == 2 and "no job 'nope'" in nope.stderr
         gate.touch()
         assert proc.wait(180) == 0
@@ -112,10 +101,10 @@ def test_jobs_and_logs_through_the_controller_then_from_the_ledger(make_sim, tmp
         ("b", "done", 1.0),
     ]
     assert all(r["usd"] > 0 and r["instance_id"] for r in done)
-    kept = _cli("logs", "b", "--ledger", str(ledger))
+    kept = run_cli("logs", "b", "--ledger", str(ledger))
     assert kept.returncode == 0 and "kept at" in kept.stderr, kept.stderr
     assert "hello-from-b" in kept.stdout and "bye-b" in kept.stdout and "\x1b" not in kept.stdout
-    table = _cli("jobs", "--ledger", str(ledger), "--campaign", "jq")
+    table = run_cli("jobs", "--ledger", str(ledger), "--campaign", "jq")
     assert table.returncode == 0 and "campaign jq" in table.stdout and "done" in table.stdout
 
 
@@ -134,14 +123,14 @@ def test_a_running_jobs_output_off_its_host_when_no_controller_runs(make_sim, tm
             lambda: any(r["state"] == "running" for r in _jobs_yet(ledger)), 120, "a job running"
         )
         _until(
-            lambda: "hello-from" in _cli("logs", "a", "--ledger", str(ledger)).stdout,
+            lambda: "hello-from" in run_cli("logs", "a", "--ledger", str(ledger)).stdout,
             60,
             "output",
         )
         with market_stands(sim):
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
-            got = _cli("logs", "a", "--ledger", str(ledger), "--ssh-key", str(tmp_path / "key"))
+            got = run_cli("logs", "a", "--ledger", str(ledger), "--ssh-key", str(tmp_path / "key"))
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 from rentwatch.run.service import registry
 from rentwatch.run.service.registry import Entry, UnsafeRuntimeDir
+
+from .cli_run import run_cli
 
 
 def test_a_runtime_dir_others_can_write_is_refused_with_a_clear_error(runtime):
@@ -21,9 +21,7 @@ def test_a_runtime_dir_others_can_write_is_refused_with_a_clear_error(runtime):
     os.chmod(runtime, 0o777)
     with pytest.raises(UnsafeRuntimeDir, match="written by others.*chmod 700"):
         registry.live_entries()
-    out = subprocess.run(
-        [sys.executable, "-m", "rentwatch", "ls"], capture_output=True, text=True, timeout=60
-    )
+    out = run_cli("ls")  # an error it did not catch would raise here
     assert out.returncode != 0 and "refusing the runtime directory" in out.stderr
     assert "Traceback" not in out.stderr
     os.chmod(runtime, 0o700)

@@ -10,7 +10,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ from rentwatch.run.service.target import Target
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 
 from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
+from .cli_run import run_cli
 
 JOBS = """
 [[jobs]]
@@ -47,16 +47,6 @@ name = "b"
 run = "{run}"
 timeout_min = {timeout_min}
 """
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rentwatch", *args],
-        capture_output=True,
-        text=True,
-        env=env or dict(os.environ),
-        timeout=60,
-    )
 
 
 def _start(
@@ -200,10 +190,10 @@ def _assert_ledger_is_the_truth(sim, ledger: Path) -> None:
 
 # -- no campaign ------------------------------------------------------------------------------
 def test_ls_with_nothing_running_is_an_empty_list(runtime):
-    out = _cli("ls", "--json")
+    out = run_cli("ls", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == []
-    assert "no controller" in _cli("ls").stdout
+    assert "no controller" in run_cli("ls").stdout
 
 
 # -- the server alone, before its campaign binds ------------------------------------------------
@@ -309,7 +299,7 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
         assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
         assert Path(sock).parent == ledger.parent  # next to the ledger
 
-        listed = json.loads(_cli("ls", "--json").stdout)
+        listed = json.loads(run_cli("ls", "--json").stdout)
         assert len(listed) == 1
         row = listed[0]
         assert row["campaign"] == "svc" and row["pid"] == proc.pid
@@ -327,17 +317,17 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
         assert Path(sock).exists() and proc.poll() is None
 
         # a query while the campaign holds the ledger for writing: answered through it
-        q = _cli("ledger", "--ledger", str(ledger), "--json", "select count(*) n from events")
+        q = run_cli("ledger", "--ledger", str(ledger), "--json", "select count(*) n from events")
         assert q.returncode == 0, q.stderr
         assert json.loads(q.stdout)[0]["n"] > 0
         stable = "select seq, ts, wall, actor, kind, phase, ok, detail from events where seq <= 4"
-        through = {fmt: _cli("ledger", "--ledger", str(ledger), *fmt, stable) for fmt in FORMATS}
-        refused = _cli("ledger", "--ledger", str(ledger), "delete from events")
+        through = {fmt: run_cli("ledger", "--ledger", str(ledger), *fmt, stable) for fmt in FORMATS}
+        refused = run_cli("ledger", "--ledger", str(ledger), "delete from events")
         assert refused.returncode != 0 and "read-only" in refused.stderr
-        assert _cli("receipt", "--ledger", str(ledger), "--json").returncode == 0
+        assert run_cli("receipt", "--ledger", str(ledger), "--json").returncode == 0
         # the market's bill against the ledger, read through the controller that holds it
         # (it said the file was locked); a campaign in flight may differ by what is billing now
-        rec = _cli(
+        rec = run_cli(
             "reconcile", "--ledger", str(ledger), "--market-url", sim.url, "--json",
             env=headless_env(sim),
         )  # fmt: skip
@@ -430,12 +420,12 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
     text = out.text()
     assert proc.returncode == 0, text[-3000:]
     assert _live(sim) == set(), "the campaign's end left something running"
-    assert json.loads(_cli("ls", "--json").stdout) == []
+    assert json.loads(run_cli("ls", "--json").stdout) == []
     assert not Path(sock).exists()
     _assert_ledger_is_the_truth(sim, ledger)
     # the same query from the file, now that no controller holds it: the same output
     for fmt in FORMATS:
-        direct = _cli("ledger", "--ledger", str(ledger), *fmt, stable)
+        direct = run_cli("ledger", "--ledger", str(ledger), *fmt, stable)
         assert direct.returncode == 0 and through[fmt].returncode == 0
         assert through[fmt].stdout == direct.stdout, fmt
 
@@ -551,7 +541,7 @@ def test_controller_killed_then_restarted_while_attached(make_sim, tmp_path, run
         held = _live(sim)
         assert held, "the killed controller held nothing"
         _until(lambda: any("lost the controller" in e for e in errors), 120, "the loss said")
-        assert json.loads(_cli("ls", "--json").stdout) == []  # the dead one is swept
+        assert json.loads(run_cli("ls", "--json").stdout) == []  # the dead one is swept
         assert Path(sock).exists()  # kill -9 left its socket behind: the restart must cope
 
         restarted = _start(sim, tmp_path, ledger, job_s=600)
@@ -753,10 +743,10 @@ def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
             while not (app.latest and any(s.ended_at is None for s in app.latest.instances)):
                 assert time.monotonic() < deadline, "no instance on the dashboard"
                 await pilot.pause(0.2)
-            listed = json.loads(_cli("ls", "--json").stdout)
+            listed = json.loads(run_cli("ls", "--json").stdout)
             assert [r["campaign"] for r in listed] == ["tui"]
             q = await asyncio.to_thread(
-                _cli, "ledger", "--ledger", str(path), "--json", "select count(*) n from events"
+                run_cli, "ledger", "--ledger", str(path), "--json", "select count(*) n from events"
             )
             assert q.returncode == 0 and json.loads(q.stdout)[0]["n"] > 0, q.stderr
             await pilot.press("q")
@@ -775,7 +765,7 @@ def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
     assert app.return_value == "stop"
     assert not engine._thread.is_alive()
     assert _live(sim) == set(), "Stop all left something running"
-    assert json.loads(_cli("ls", "--json").stdout) == []
+    assert json.loads(run_cli("ls", "--json").stdout) == []
     ledger.close()
 
 
@@ -801,7 +791,7 @@ def test_run_in_the_background_outlives_its_terminal(make_sim, tmp_path, runtime
     )
     assert out.returncode == 0, out.stderr
     assert "started  bg" in out.stdout
-    [entry] = json.loads(_cli("ls", "--json").stdout)
+    [entry] = json.loads(run_cli("ls", "--json").stdout)
     pid = entry["pid"]
     try:
         assert entry["campaign"] == "bg" and os.getsid(pid) == pid  # its own session

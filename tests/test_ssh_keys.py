@@ -11,7 +11,7 @@ import httpx
 from rentwatch.ledger import Ledger
 
 from .campaigns import campaign_text
-from .test_jobs import JOBS, kill_9_mid_jobs_then_restart
+from .test_jobs import KILLED, KILLED_JOBS, kill_9_mid_jobs_then_restart
 
 
 def test_an_account_key_added_later_does_not_reach_an_existing_instance(make_sim):
@@ -36,7 +36,7 @@ def test_an_account_key_added_later_does_not_reach_an_existing_instance(make_sim
 def test_a_restart_with_a_new_key_attaches_it_to_what_it_adopts(make_sim, tmp_path):
     sim = make_sim(seed=7, offers=60, time_scale=120)
     camp = tmp_path / "c.toml"
-    camp.write_text(campaign_text("rekey", 2) + JOBS.replace("time.sleep(1.0)", "time.sleep(2.5)"))
+    camp.write_text(campaign_text("rekey", 2) + KILLED_JOBS)
     ledger = tmp_path / "l.duckdb"
     # a key change while nothing watches: the next start makes a new key
     proc = kill_9_mid_jobs_then_restart(
@@ -52,7 +52,9 @@ def test_a_restart_with_a_new_key_attaches_it_to_what_it_adopts(make_sim, tmp_pa
     }
     assert attached and attached <= adopted  # each adopted host it reached, before reaching it
     done = [e.detail["job"] for e in led.events(where="kind = 'job_finished' AND ok")]
-    assert sorted(done) == sorted(f"job-{i}" for i in range(12)), "a job was lost or finished twice"
+    assert sorted(done) == sorted(f"job-{i}" for i in range(KILLED)), (
+        "a job was lost or finished twice"
+    )
     reattached = {
         e.instance_id
         for e in led.events(where="kind = 'job_finished' AND ok")
