@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import hypothesis  # noqa: F401  (imported now, not by its plugin's end-of-run summary)
 import pytest
 from filelock import FileLock
+from rentwatch.engine.hosts.probe_io import parse_probe_output, probe_source
 from rentwatch.referee.stepped import stepped_clock
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
@@ -141,6 +143,30 @@ def played_once(factory: pytest.TempPathFactory, name: str, play: Callable[[], A
             return json.loads(kept.read_text())
         kept.write_text(json.dumps(play()))
         return json.loads(kept.read_text())  # the same types for the worker that played it
+
+
+CPU_PREFLIGHT_NONCE = 424242
+
+
+def _run_cpu_preflight() -> dict:
+    out = subprocess.run(
+        [sys.executable, "-", "--device", "cpu", "--n", "256", "--iters", "2"]
+        + ["--nonce", str(CPU_PREFLIGHT_NONCE)],
+        input=probe_source("preflight"),
+        capture_output=True,
+        timeout=120,
+    )
+    return parse_probe_output(out.stdout, "preflight")
+
+
+@pytest.fixture(scope="session")
+def cpu_preflight(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The preflight probe run for real on the CPU, as a host runs it (`python3 -`, nonce
+    `CPU_PREFLIGHT_NONCE`), once for the whole run (`played_once`): each run starts Python and
+    imports torch, about 3 s of CPU, and the tests that read its document only read it (copy
+    it to change it)."""
+    pytest.importorskip("torch")
+    return played_once(tmp_path_factory, "cpu-preflight", _run_cpu_preflight)
 
 
 def free_port() -> int:
