@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import hypothesis  # noqa: F401  (imported now, not by its plugin's end-of-run summary)
 import pytest
 from filelock import FileLock
+from rentwatch.engine.hosts.probe_io import parse_probe_output, probe_source
 from rentwatch.referee.stepped import stepped_clock
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
@@ -56,7 +58,6 @@ SLOWEST_FIRST = (
     "tests/test_service.py::test_campaign_served_while_it_runs",
     "tests/test_packaging.py::test_the_wheel_installs_and_runs",
     "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[xid_mid_job]",
-    "tests/test_referee.py::test_kept_logs_hold_each_runs_evidence_and_its_bill_decomposes",
     "tests/test_leaks.py::test_a_restart_after_ctrl_c_starts_its_proven_rentals_before_creating",
     "tests/test_service_hour.py::test_an_hour_of_market_time_watched_and_queried_equals_the_truth",
     "tests/test_multi_gpu_bids.py::test_a_bid_campaign_on_two_gpu_machines_rents_them_at_the_machines_bid",
@@ -64,6 +65,7 @@ SLOWEST_FIRST = (
     "tests/test_jobs.py::test_twelve_jobs_on_a_fleet_of_three",
     "tests/test_jobs_cli.py::test_jobs_and_logs_through_the_controller_then_from_the_ledger",
     "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[bad_day]",
+    "tests/test_referee.py::test_kept_logs_hold_each_runs_evidence_and_its_bill_decomposes",
     "tests/test_ledger.py::test_sql_billing_equals_pure_function",
     "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[slow_net]",
     "tests/test_probes.py::test_real_preflight_on_cpu_passes_the_validator",
@@ -81,7 +83,6 @@ SLOWEST_FIRST = (
     "tests/test_probe_readers.py::test_any_output_is_a_document_or_a_probe_error",
     "tests/test_service_attach.py::test_demo_runs_its_market_in_the_controller_and_survives_the_dashboard",
     "tests/test_service_attach.py::test_watch_leaves_its_controller_running_then_a_second_dashboard_stops_it",
-    "tests/test_preflight_proof.py::test_a_real_run_answers_its_nonce_and_passes",
     "tests/test_ssh_keys.py::test_a_restart_with_a_new_key_attaches_it_to_what_it_adopts",
     "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[slow_hosts]",
     "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[throttle_heavy]",
@@ -92,7 +93,6 @@ SLOWEST_FIRST = (
     "tests/test_preview_rents.py::test_plan_prices_the_job_set_from_the_policy_odds_and_the_ledger",
     "tests/test_referee.py::test_referee_runs_on_every_shipped_scenario[article]",
     "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[short_vram]",
-    "tests/test_preflight_proof.py::test_a_doctored_document_is_wrong_result",
     "tests/test_newcomer_keys.py::test_end_from_the_dashboard_destroys_a_stopped_rental_too",
     "tests/test_jobs.py::test_interrupted_job_resumes_from_its_checkpoint",
     "tests/test_hooks.py::test_each_new_host_behaviour_is_caught_and_no_healthy_host_killed[narrow_pcie]",
@@ -141,6 +141,30 @@ def played_once(factory: pytest.TempPathFactory, name: str, play: Callable[[], A
             return json.loads(kept.read_text())
         kept.write_text(json.dumps(play()))
         return json.loads(kept.read_text())  # the same types for the worker that played it
+
+
+CPU_PREFLIGHT_NONCE = 424242
+
+
+def _run_cpu_preflight() -> dict:
+    out = subprocess.run(
+        [sys.executable, "-", "--device", "cpu", "--n", "256", "--iters", "2"]
+        + ["--nonce", str(CPU_PREFLIGHT_NONCE)],
+        input=probe_source("preflight"),
+        capture_output=True,
+        timeout=120,
+    )
+    return parse_probe_output(out.stdout, "preflight")
+
+
+@pytest.fixture(scope="session")
+def cpu_preflight(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The preflight probe run for real on the CPU, as a host runs it (`python3 -`, nonce
+    `CPU_PREFLIGHT_NONCE`), once for the whole run (`played_once`): each run starts Python and
+    imports torch, about 3 s of CPU, and the tests that read its document only read it (copy
+    it to change it)."""
+    pytest.importorskip("torch")
+    return played_once(tmp_path_factory, "cpu-preflight", _run_cpu_preflight)
 
 
 def free_port() -> int:

@@ -6,16 +6,15 @@ not believed; an honest one, from either backend, is."""
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 
 import pytest
 from rentwatch.core.preflight import proof
 from rentwatch.core.preflight.verdict import CheckPolicy, preflight_verdict
-from rentwatch.engine.hosts.probe_io import parse_probe_output, preflight_command, probe_source
+from rentwatch.engine.hosts.probe_io import preflight_command
 from rentwatch.ledger import Ledger
 
 from tests.campaigns import run_campaign
+from tests.conftest import CPU_PREFLIGHT_NONCE
 from tests.test_preflight_driver import FakeCuda, preflight
 
 
@@ -27,35 +26,13 @@ def test_the_probe_and_the_controller_pick_the_same_entries():
     assert preflight.reference_entry(64, 3, 9) == proof.exact_entry(64, 3, 9)
 
 
-def _torch_doc(nonce: int) -> dict:
-    pytest.importorskip("torch")
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-",
-            "--device",
-            "cpu",
-            "--n",
-            "256",
-            "--iters",
-            "1",
-            "--nonce",
-            str(nonce),
-        ],
-        input=probe_source("preflight"),
-        capture_output=True,
-        timeout=120,
-    )
-    return parse_probe_output(out.stdout, "preflight")
-
-
-def test_a_real_run_answers_its_nonce_and_passes():
-    doc = _torch_doc(424242)
+def test_a_real_run_answers_its_nonce_and_passes(cpu_preflight):
+    doc, nonce = cpu_preflight, CPU_PREFLIGHT_NONCE
     mm = doc["matmul"]
-    assert mm["nonce"] == 424242 and len(mm["samples"]) == proof.SAMPLES
-    assert preflight_verdict(doc, "cpu", 0.6, nonce=424242).ok
+    assert mm["nonce"] == nonce and len(mm["samples"]) == proof.SAMPLES
+    assert preflight_verdict(doc, "cpu", 0.6, nonce=nonce).ok
     # the same document, answered to another run's nonce: a replay
-    v = preflight_verdict(doc, "cpu", 0.6, nonce=424243)
+    v = preflight_verdict(doc, "cpu", 0.6, nonce=nonce + 1)
     assert not v.ok and v.failure_class == "wrong_result" and "nonce" in v.reason
 
 
@@ -71,10 +48,10 @@ def test_a_real_run_answers_its_nonce_and_passes():
         (lambda mm: mm.__setitem__("n", 10**9), "matrix size"),
     ],
 )
-def test_a_doctored_document_is_wrong_result(tamper, words):
-    doc = copy.deepcopy(_torch_doc(99))
+def test_a_doctored_document_is_wrong_result(tamper, words, cpu_preflight):
+    doc = copy.deepcopy(cpu_preflight)
     tamper(doc["matmul"])
-    v = preflight_verdict(doc, "cpu", 0.6, nonce=99)
+    v = preflight_verdict(doc, "cpu", 0.6, nonce=CPU_PREFLIGHT_NONCE)
     assert not v.ok and v.failure_class == "wrong_result" and words in v.reason, v.reason
 
 
@@ -92,14 +69,14 @@ def test_the_driver_path_answers_its_nonce_exactly():
     assert proof.check_samples({**mm, "samples": rounded}, 31337, "torch") is None
 
 
-def test_a_speed_far_above_the_models_is_not_believed():
-    doc = copy.deepcopy(_torch_doc(5))
+def test_a_speed_far_above_the_models_is_not_believed(cpu_preflight):
+    doc = copy.deepcopy(cpu_preflight)
     doc["device"]["name"] = "NVIDIA GeForce RTX 4090"
     doc["matmul"]["tflops"] = 165.2 * 1.41
-    v = preflight_verdict(doc, "RTX 4090", 0.6, nonce=5)
+    v = preflight_verdict(doc, "RTX 4090", 0.6, nonce=CPU_PREFLIGHT_NONCE)
     assert not v.ok and v.failure_class == "bad_probe" and "not believable" in v.reason
     doc["matmul"]["tflops"] = 165.2 * 1.02
-    assert preflight_verdict(doc, "RTX 4090", 0.6, nonce=5).ok
+    assert preflight_verdict(doc, "RTX 4090", 0.6, nonce=CPU_PREFLIGHT_NONCE).ok
 
 
 def test_the_command_carries_the_nonce():

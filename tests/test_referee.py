@@ -26,6 +26,10 @@ budget_usd = 5.0
 """
 # One short job: the run ends soon after the fleet delivers (fast tests).
 SHORT_JOB = '\n[[jobs]]\nname = "j"\nrun = "true"\n'
+SIZED_JOBS = "".join(
+    f'\n[[jobs]]\nname = "r{i}"\nrun = "true"\nretries = 3\nref_gpu = "RTX 4090"\nref_hours = 0.1\n'
+    for i in (1, 2)
+)
 
 RUN_KEYS = {
     "policy",
@@ -357,7 +361,9 @@ def test_kept_logs_hold_each_runs_evidence_and_its_bill_decomposes(tmp_path):
     from bench.referee_costs import PARTS, decompose
 
     scen = parse_scenario({"seed": 3, "offers": 20, "time_scale": 600})
-    camp = load_campaign(CAMPAIGN)  # the referee's default jobs: two of 30 market minutes
+    # two sized jobs of 6 market minutes: the run ends once they are done (97 market minutes),
+    # where the referee's default two of 30 ran on to the deadline
+    camp = load_campaign(CAMPAIGN + SIZED_JOBS)
     keep = tmp_path / "kept"
     out = referee(scen, camp, ["seed"], 1, deadline_min=240, workers=1, keep_logs=str(keep))
     [run] = out["runs"]

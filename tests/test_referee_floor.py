@@ -349,13 +349,22 @@ TIER_SCENARIO = {
 }
 
 
+# the tier play's two jobs, in reference hours: CAMPAIGN's at 0.6 (each market minute played
+# costs CPU). Smaller still, the boot's share of each bill grows and the least ratio of a bill
+# to its floor with it (1.17 at CAMPAIGN's sizes, 1.26 here, 1.51 at 0.4): a floor priced too
+# high by more than that fails here
+TIER_JOB_HOURS = {"a": 0.3, "b": 0.15}
+
+
 def _play_tier() -> tuple[dict, dict]:
     scen = parse_scenario(TIER_SCENARIO)
-    camp = load_campaign(CAMPAIGN.replace("fleet = 2", "fleet = 1"))
+    text = CAMPAIGN.replace("fleet = 2", "fleet = 1")
+    text = text.replace("ref_hours = 0.5", f"ref_hours = {TIER_JOB_HOURS['a']}")
+    camp = load_campaign(text.replace("ref_hours = 0.25", f"ref_hours = {TIER_JOB_HOURS['b']}"))
     # its lag is not this test's subject (tests/test_referee_clock.py): a bound a loaded box
     # stays under, as the clock's own end-to-end test sets; an invalid run says `why` and is
     # left out of the summary (e81efea), so both campaigns must be valid to compare them
-    cold = referee(scen, camp, ["naive", "seed"], 1, workers=1, lag_bound_s=600.0, deadline_min=180)
+    cold = referee(scen, camp, ["naive", "seed"], 1, workers=1, lag_bound_s=600.0, deadline_min=120)
     warm = referee(scen, camp, ["default"], 1, warm=True, workers=1, lag_bound_s=600.0)
     return cold, warm
 
@@ -365,7 +374,7 @@ def tier_runs(tmp_path_factory) -> tuple[dict, dict]:
     """The tier market played once for the two tests below (`played_once`, even on two
     xdist workers): `naive` and `seed` cold, and `default` warm, whose earlier campaign is a
     cold run of the same shape, scored as one. `naive` delivers nothing here and would play to
-    the deadline: 180 market minutes is past when `seed` finishes its jobs (132)."""
+    the deadline: 120 market minutes is past when `seed` finishes its jobs (89)."""
     return played_once(tmp_path_factory, "tier-runs", _play_tier)
 
 
@@ -393,7 +402,8 @@ def test_a_warm_run_scores_a_second_campaign_whose_jobs_really_run(tier_runs):
     # the earlier campaign's own figures (a run set aside for its lag and run again says why)
     assert set(early) == set(run) - {"warmup", "rerun"}
     for r in (early, run):
-        assert r["jobs_finished"] == 2 and r["work_done"] == pytest.approx(0.75)
+        assert r["jobs_finished"] == 2
+        assert r["work_done"] == pytest.approx(sum(TIER_JOB_HOURS.values()))
         assert r["time_to_done_min"] is not None and r["time_to_done_min"] > 5
         assert r["total_usd"] >= r["floor_usd"] > 0
     assert out["summary"]["default"]["warmup"]["total_usd"] == early["total_usd"]
