@@ -71,16 +71,6 @@ class JobWork:
         self._log_kept: set[tuple[str, int]] = set()  # (job, attempt) whose output was kept
 
     @property
-    def link(self) -> HostLink:
-        return self._link
-
-    @link.setter
-    def link(self, link: HostLink) -> None:  # the pulls go over the same one
-        self._link = link
-        if hasattr(self, "pulls"):
-            self.pulls.link = link
-
-    @property
     def room(self) -> ArtifactRoom:
         """What the campaign may still pull off its hosts (the pulls' own)."""
         return self.pulls.room
