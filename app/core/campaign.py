@@ -371,14 +371,16 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
         problems.append(str(fail(key, msg)))
 
     def field_of(key: str, kind: type | tuple[type, ...], default: Any) -> Any:
+        """`key`'s value, else `default` (a value of another kind is a problem)."""
         value = raw.get(key, default)
         if isinstance(value, bool) or not isinstance(value, kind):
-            raise fail(key, f"{where}.{key}: expected {getattr(kind, '__name__', 'a number')}")
+            bad(key, f"{where}.{key}: expected {getattr(kind, '__name__', 'a number')}")
+            return default
         return value
 
     def number(key: str, default: float, hi: float) -> float:
+        value = float(field_of(key, (int, float), default))
         try:
-            value = float(field_of(key, (int, float), default))
             return _in_range(value, 0, hi, True, lambda msg: fail(key, f"{where}.{key}: {msg}"))
         except ConfigError as exc:
             problems.append(str(exc))
@@ -436,17 +438,10 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
     if (ref_gpu is None) != (ref_hours is None):
         missing = "ref_hours" if ref_hours is None else "ref_gpu"
         bad(missing, f"{where}.{missing}: ref_gpu and ref_hours size a job together")
-    try:
-        retries = field_of("retries", int, 1)
-    except ConfigError as exc:
-        problems.append(str(exc))
-        retries = 1
+    retries = field_of("retries", int, 1)
     if not 0 <= retries <= 1000:
         bad("retries", f"{where}.retries: must be between 0 and 1000")
-    try:
-        workdir = field_of("workdir", str, ".")
-    except ConfigError as exc:
-        problems.append(str(exc))
+    workdir = field_of("workdir", str, ".")
     timeout_s = number("timeout_min", 360, 100 * 24 * 60) * 60
     checkpoint_every_s = number("checkpoint_every_min", 10, 24 * 60) * 60
     if problems:
