@@ -110,8 +110,6 @@ class SSHRunner:
         self.connect_timeout = connect_timeout
         self.max_output = max_output
         self.pinned: dict[int, str] = {}  # instance id -> host key fingerprint
-        self.sent: list[bytes] = []  # everything written to hosts (kept short; tests read it)
-        self.record_sent = False
         self.routes: dict[int, tuple[Route, ...]] = {}  # instance id -> its routes, best first
         self.route_used: dict[int, Route] = {}  # instance id -> the route that worked last
         # wall seconds the latest connects that answered took (HostLink.io_floor reads them)
@@ -226,8 +224,6 @@ class SSHRunner:
         connect_timeout: float | None = None,
     ) -> RunResult:
         """Run one command; the whole thing (connect included) ends within `timeout` seconds."""
-        if self.record_sent:
-            self.sent.append(command.encode() + b"\n" + (stdin or b""))
         conn = await self.connect(instance_id, host, port, connect_timeout)
         try:
             return await asyncio.wait_for(self._run(conn, command, stdin), timeout)
