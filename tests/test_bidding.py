@@ -41,9 +41,7 @@ def test_client_searches_bids_creates_changes_and_sees_the_outbid(make_sim):
             assert low.refused and "min_bid" in low.refused
             inst = await c.show_instance(low.instance_id)
             assert inst is not None and inst.market_stopped and inst.bid_floor > o.bid_floor / 2
-            assert (
-                B.stop_cause(inst, bid=o.bid_floor / 2, we_stopped=False, now=c.now()) == "outbid"
-            )
+            assert B.stop_cause(inst, bid=o.bid_floor / 2, now=c.now()) == "outbid"
             await c.change_bid(low.instance_id, o.bid_floor + 0.05)
             inst = await c.show_instance(low.instance_id)
             assert inst is not None and not inst.market_stopped
@@ -86,17 +84,16 @@ def _row(**kw) -> Instance:
 
 def test_stop_causes_apart():
     now = 1000.0
-    assert B.stop_cause(_row(), bid=0.1, we_stopped=True, now=now) == "us"
-    assert B.stop_cause(_row(end_date=900.0), bid=0.1, we_stopped=False, now=now) == "contract"
-    assert B.stop_cause(_row(bid_floor=0.2), bid=0.1, we_stopped=False, now=now) == "outbid"
-    assert B.stop_cause(_row(), bid=None, we_stopped=False, now=now) == "host"
+    assert B.stop_cause(_row(end_date=900.0), bid=0.1, now=now) == "contract"
+    assert B.stop_cause(_row(bid_floor=0.2), bid=0.1, now=now) == "outbid"
+    assert B.stop_cause(_row(), bid=None, now=now) == "host"
     running = _row(
         status="running",
         target_state="running",
         current_state="running",
         next_state="running",
     )
-    assert B.stop_cause(running, bid=0.1, we_stopped=False, now=now) is None
+    assert B.stop_cause(running, bid=0.1, now=now) is None
 
 
 def test_which_jobs_bid():
@@ -174,7 +171,7 @@ def test_fake_market_speaks_the_tier():
         await fm.change_bid(low.instance_id, 0.2)
         fm.outbid(low.instance_id, 0.25)
         row = (await fm.list_instances())[0]
-        assert B.stop_cause(row, bid=0.2, we_stopped=False, now=fm.now()) == "outbid"
+        assert B.stop_cause(row, bid=0.2, now=fm.now()) == "outbid"
 
     asyncio.run(run())
 

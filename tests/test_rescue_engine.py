@@ -113,7 +113,7 @@ def test_a_failed_checkpoint_pull_is_not_a_pull():
         async def on_connection(self, a, fn):
             raise OSError("sftp: connection reset")
 
-    work.link = Link()  # type: ignore
+    work.link = work.pulls.link = Link()  # type: ignore  # the pulls go over the same one
     journal.campaign = "c"  # type: ignore
     js = work.queue.take(A, 100.0)
     js.seen_running_at = 100.0

@@ -122,8 +122,6 @@ def test_proxy_drops_and_runner_falls_back(make_sim, tmp_path):
     )
     key = asyncssh.generate_private_key("ssh-ed25519")
     runner = SSHRunner(key, connect_timeout=2.0)
-    seen: list[tuple[int, str, str]] = []
-    runner.on_route = lambda iid, kind, where: seen.append((iid, kind, where))
 
     async def run() -> tuple[int, int, Instance]:
         async with VastClient(sim.url, "test-key", min_intervals={}) as c:
@@ -153,7 +151,6 @@ def test_proxy_drops_and_runner_falls_back(make_sim, tmp_path):
 
     drops, proxy_port, inst = asyncio.run(run())
     assert 0 < drops < 12  # the proxy drops a share of sessions, not all
-    assert [k for _, k, _ in seen] == ["proxy", "direct"]
     assert sim.ssh is not None and sim.ssh.by_route["direct"] >= 8
 
 

@@ -444,7 +444,7 @@ def test_a_session_records_campaign_end_and_closes(key, tmp_path: Path):
     led = Ledger(tmp_path / "l.duckdb")
 
     async def go() -> None:
-        s = Session(market, led, campaign(), SEED, SSHRunner(key), log=lambda _: None)
+        s = Session(Supervisor(market, led, campaign(), SEED, SSHRunner(key), log=lambda _: None))
         sup = await s.start()
         await sup.poll_once()
         await s.release("rule:campaign_end", "test over")

@@ -9,11 +9,9 @@ import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any
 
 from .errors import ConfigError, ConfigErrors, problems_of
-
-T = TypeVar("T")
 
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 JOB_KEYS = frozenset(
@@ -155,9 +153,12 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
 
     def number(
         key: str, default: Any = ..., *, lo: float = 0.0, hi: float = 1e12, open_lo: bool = True
-    ) -> float:
-        value = float(get(key, (int, float), default))
-        return _in_range(value, lo, hi, open_lo, lambda msg: fail(key, msg))
+    ) -> float | None:
+        """`key`'s number, in range (None: an optional one left out)."""
+        value = get(key, (int, float), default)
+        if value is None:
+            return None
+        return _in_range(float(value), lo, hi, open_lo, lambda msg: fail(key, msg))
 
     def read_name() -> str:
         name = get("name", str)
@@ -193,8 +194,10 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
 
     def read_max_creates() -> int:
         max_creates = get("max_creates", int, 40)
-        if not fleet <= max_creates <= 1_000_000:
-            raise fail("max_creates", f"must be at least the fleet size ({fleet}), at most 1000000")
+        if not got["fleet"] <= max_creates <= 1_000_000:
+            raise fail(
+                "max_creates", f"must be at least the fleet size ({got['fleet']}), at most 1000000"
+            )
         return int(max_creates)
 
     def read_policy() -> dict[str, Any]:
@@ -219,11 +222,11 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
             raise fail("rental", f"expected one of {', '.join(RENTALS)}, got {rental!r}")
         return str(rental)
 
-    def read_notify() -> list[str]:
+    def read_notify() -> tuple[str, ...]:
         notify = get("notify", list, [])
         if not all(isinstance(n, str) and n.strip() for n in notify):
             raise fail("notify", "expected a list of notification URLs (strings)")
-        return list(notify)
+        return tuple(notify)
 
     def read_artifacts_dir() -> str | None:
         artifacts_dir = get("artifacts_dir", str, None)
@@ -231,18 +234,18 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
             raise fail("artifacts_dir", "expected a folder path, got an empty string")
         return None if artifacts_dir is None else str(artifacts_dir)
 
-    def read_upload() -> list[str]:
+    def read_upload() -> tuple[str, ...]:
         upload = get("upload", list, [])
         if len(upload) > MAX_UPLOADS or not all(
             isinstance(u, str) and u.strip() and "\0" not in u for u in upload
         ):
             raise fail("upload", f"expected a list of up to {MAX_UPLOADS} local paths (strings)")
-        return list(upload)
+        return tuple(upload)
 
     # every problem of the file, each with its key and why, not only the first
     problems: list[str] = []
 
-    def check(read: Callable[[], T], fallback: T) -> T:
+    def check(read: Callable[[], Any], fallback: Any) -> Any:
         try:
             return read()
         except ConfigError as exc:
@@ -252,30 +255,26 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
     for key in data:
         if key not in known:
             problems.append(str(fail(key, unknown_key(key, known))))
-    name = check(read_name, "")
-    image = check(read_image, "")
-    image_cuda = check(read_cuda, 0.0)
-    disk = check(lambda: number("disk_gb", 20, lo=1, hi=2000, open_lo=False), 20.0)
-    query: OfferTerms = check(read_offer_query, {})
-    max_dph = check(lambda: number("max_dph", hi=1000), 0.0)
-    fleet = check(read_fleet, 1)
-    max_creates = check(read_max_creates, fleet)
-    budget = check(lambda: number("budget_usd", hi=1e9), 0.0)
-    deadline = check(lambda: number("deadline_min") if "deadline_min" in data else None, None)
-    poll = check(lambda: number("poll_s", 10.0, hi=86_400), 10.0)
-    http_timeout = check(
-        lambda: number("http_timeout_s", hi=3600) if "http_timeout_s" in data else None, None
-    )
-    policy: dict[str, Any] = check(read_policy, {})
-    rental = check(read_rental, "on-demand")
+    got: dict[str, Any] = {}  # the campaign's fields, each as read (else its fallback)
+    got["name"] = check(read_name, "")
+    got["image"] = check(read_image, "")
+    got["image_cuda"] = check(read_cuda, 0.0)
+    got["disk_gb"] = check(lambda: number("disk_gb", 20, lo=1, hi=2000, open_lo=False), 20.0)
+    got["offer_query"] = check(read_offer_query, {})
+    got["max_dph"] = check(lambda: number("max_dph", hi=1000), 0.0)
+    got["fleet"] = check(read_fleet, 1)
+    got["max_creates"] = check(read_max_creates, got["fleet"])
+    got["budget_usd"] = check(lambda: number("budget_usd", hi=1e9), 0.0)
+    got["deadline_min"] = check(lambda: number("deadline_min", None), None)
+    got["poll_s"] = check(lambda: number("poll_s", 10.0, hi=86_400), 10.0)
+    got["http_timeout_s"] = check(lambda: number("http_timeout_s", None, hi=3600), None)
+    got["policy"] = check(read_policy, {})
+    got["rental"] = check(read_rental, "on-demand")
     # a bid is the machine's price, capped at $32/h per GPU: 256 on an 8-GPU machine
-    max_bid = check(
-        lambda: number("max_bid_dph", lo=0.001, hi=256.0) if "max_bid_dph" in data else None,
-        None,
-    )
-    notify: list[str] = check(read_notify, [])
-    artifacts_dir = check(read_artifacts_dir, None)
-    upload: list[str] = check(read_upload, [])
+    got["max_bid_dph"] = check(lambda: number("max_bid_dph", None, lo=0.001, hi=256.0), None)
+    got["notify"] = check(read_notify, ())
+    got["artifacts_dir"] = check(read_artifacts_dir, None)
+    got["upload"] = check(read_upload, ())
     jobs_raw: list[Any] = check(lambda: get("jobs", list, []), [])
     jobs: list[Job] = []
     for i, raw in enumerate(jobs_raw):
@@ -314,27 +313,7 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
         )
     if problems:
         raise ConfigErrors(source, problems)
-    return Campaign(
-        name=name,
-        image=image,
-        image_cuda=image_cuda,
-        disk_gb=disk,
-        offer_query=query,
-        max_dph=max_dph,
-        fleet=fleet,
-        max_creates=max_creates,
-        budget_usd=budget,
-        deadline_min=deadline,
-        poll_s=poll,
-        http_timeout_s=http_timeout,
-        policy=policy,
-        jobs=tuple(jobs),
-        rental=rental,
-        max_bid_dph=max_bid,
-        notify=tuple(notify),
-        artifacts_dir=artifacts_dir,
-        upload=tuple(upload),
-    )
+    return Campaign(**got, jobs=tuple(jobs))
 
 
 def inside_job_folder(path: str) -> bool:
@@ -392,14 +371,16 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
         problems.append(str(fail(key, msg)))
 
     def field_of(key: str, kind: type | tuple[type, ...], default: Any) -> Any:
+        """`key`'s value, else `default` (a value of another kind is a problem)."""
         value = raw.get(key, default)
         if isinstance(value, bool) or not isinstance(value, kind):
-            raise fail(key, f"{where}.{key}: expected {getattr(kind, '__name__', 'a number')}")
+            bad(key, f"{where}.{key}: expected {getattr(kind, '__name__', 'a number')}")
+            return default
         return value
 
     def number(key: str, default: float, hi: float) -> float:
+        value = float(field_of(key, (int, float), default))
         try:
-            value = float(field_of(key, (int, float), default))
             return _in_range(value, 0, hi, True, lambda msg: fail(key, f"{where}.{key}: {msg}"))
         except ConfigError as exc:
             problems.append(str(exc))
@@ -457,17 +438,10 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
     if (ref_gpu is None) != (ref_hours is None):
         missing = "ref_hours" if ref_hours is None else "ref_gpu"
         bad(missing, f"{where}.{missing}: ref_gpu and ref_hours size a job together")
-    try:
-        retries = field_of("retries", int, 1)
-    except ConfigError as exc:
-        problems.append(str(exc))
-        retries = 1
+    retries = field_of("retries", int, 1)
     if not 0 <= retries <= 1000:
         bad("retries", f"{where}.retries: must be between 0 and 1000")
-    try:
-        workdir = field_of("workdir", str, ".")
-    except ConfigError as exc:
-        problems.append(str(exc))
+    workdir = field_of("workdir", str, ".")
     timeout_s = number("timeout_min", 360, 100 * 24 * 60) * 60
     checkpoint_every_s = number("checkpoint_every_min", 10, 24 * 60) * 60
     if problems:

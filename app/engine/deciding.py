@@ -23,30 +23,18 @@ from .operator import HUMAN_RECENT_S, STARTED_BY_PERSON
 from .tier import TierWatch
 
 
+@dataclasses.dataclass(eq=False)
 class Decider:
-    def __init__(
-        self,
-        market: Market,
-        policy: Policy,
-        fleet: Fleet,
-        job_work: JobWork,
-        offer_book: OfferBook,
-        blame_book: BlameBook,
-        tier: TierWatch,
-        link: HostLink,
-        campaign: Callable[[], Campaign],
-        started_at: Callable[[], float | None],
-    ) -> None:
-        self.market = market
-        self.policy = policy
-        self.fleet = fleet
-        self.job_work = job_work
-        self.offer_book = offer_book
-        self.blame_book = blame_book
-        self.tier = tier
-        self.link = link
-        self.campaign = campaign  # as it stands: the file's, with the fleet wanted now
-        self.started_at = started_at  # the campaign's first start (the deadline counts from it)
+    market: Market
+    policy: Policy
+    fleet: Fleet
+    job_work: JobWork
+    offer_book: OfferBook
+    blame_book: BlameBook
+    tier: TierWatch
+    link: HostLink
+    campaign: Callable[[], Campaign]  # as it stands: the file's, with the fleet wanted now
+    started_at: Callable[[], float | None]  # the first start: the deadline counts from it
 
     async def decide(self, now: float) -> list[Decision]:
         """The rules' decisions this poll: on the snapshot; again on offers searched fresh when they

@@ -14,7 +14,6 @@ from .executor import Outcome
 from .intents import AutomationRefused, Reply
 from .operator import HUMAN
 from .release import release
-from .strays import hold_strays
 
 if TYPE_CHECKING:
     from .supervisor import Supervisor
@@ -56,7 +55,7 @@ async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> Reply
     # no poll from here on may rent a replacement for what is stopped or destroyed below
     sup.no_more_creates(HUMAN, reason)
     # what the market holds under the campaign's label and the fleet does not, held first
-    await hold_strays(sup.market, sup.actions, sup.recovery, sup.journal, "end   ", wait=False)
+    await sup.recovery.hold_strays(sup.actions, "end   ", wait=False)
     # what it has on the market, stopped rentals too: a finished campaign's stopped ones
     # bill storage, and "end and destroy everything" is the way to stop that
     done = await release(sup, sup.fleet.on_market(), HUMAN, reason, keep_proven=not destroy)

@@ -274,7 +274,7 @@ class Observer:
             a.preflight_task.cancel()
         # its job, if any, goes back to the queue at no retry's cost; the rules decide
         self.journal.writer.emit(StoppedByMarket(a, now, why, said, proven=proven(a)))
-        cause = stop_cause(inst, bid=a.bid, we_stopped=False, now=now)
+        cause = stop_cause(inst, bid=a.bid, now=now)
         if cause == "outbid" and self.tier is not None:  # its job requeued; the rules decide
             self.tier.outbid(a, inst, now)
 

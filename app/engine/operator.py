@@ -48,17 +48,18 @@ class Operator:
     lowered: set[int] = field(default_factory=set, init=False)
 
     async def apply(self, intent: Intent) -> Reply:
-        """Carry out an intent the door let through; `AutomationRefused` when it may not be."""
+        """Carry out an intent the door let through (an instance it names is held: the door's
+        rule); `AutomationRefused` when it may not be."""
         match intent:
             case DestroyIntent(confirmation=confirmation, reason=reason):
                 iid = confirmation.instance_id
                 done = await self._destroy(confirmation, reason)
                 return Reply.of(done, iid, f"destroyed {iid}", f"destroy of {iid} FAILED", True)
             case StopIntent(instance_id=iid, reason=reason):
-                done = await self._stop(self._held(iid), reason)
+                done = await self._stop(self.fleet[iid], reason)
                 return Reply.of(done, iid, f"stopped {iid}", f"stop of {iid} FAILED")
             case StartIntent(instance_id=iid, reason=reason):
-                await self._start(self._held(iid), reason)
+                await self._start(self.fleet[iid], reason)
                 return Reply(True, f"started {iid}", (iid,))
             case CreateIntent(reason=reason):
                 rented = await self._create(reason)
@@ -71,7 +72,7 @@ class Operator:
                 old = self.resize(size, HUMAN, reason)
                 return Reply(True, f"fleet size {old} -> {size}")
             case HandOverIntent(instance_id=iid, reason=reason):
-                self._hand_over(self._held(iid), reason)
+                self._hand_over(self.fleet[iid], reason)
                 return Reply(True, f"handed {iid} over to automation", (iid,))
         raise AutomationRefused(f"unknown intent {intent!r}")
 
@@ -93,12 +94,6 @@ class Operator:
             f"note   {rule} acts on i:{a.instance_id}, which a person touched "
             f"{(now - a.human_at) / 60:.1f} min ago ({a.human_act})"
         )
-
-    def _held(self, instance_id: int) -> Attempt:
-        a = self.fleet.get(instance_id)
-        if a is None:
-            raise AutomationRefused(f"instance {instance_id} is not held by this campaign")
-        return a
 
     def _touched(self, a: Attempt, act: str) -> None:
         self.journal.writer.emit(Touched(a, self.actions.market.now(), act))
@@ -138,7 +133,7 @@ class Operator:
                 f"destroy of {confirmation.instance_id} refused: the typed id "
                 f"{confirmation.typed.strip()[:20]!r} does not name it"
             )
-        a = self._held(confirmation.instance_id)
+        a = self.fleet[confirmation.instance_id]
         if a.preflight_task:
             a.preflight_task.cancel()
         self._touched(a, "destroyed by a person")

@@ -4,7 +4,7 @@ label this ledger gave is supervised; with `adopt_all` every other is observed, 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,15 +16,24 @@ from ..core.rows import LABEL_PREFIX, campaign_label, finite, row_problem
 from ..ledger import Event, EventKind, Ledger
 from ..market.errors import REFUSALS
 from ..market.protocol import Market
+from .actions import Actions
 from .attempt import Attempt
-from .carry_on import keep_our_stop
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
 from .tier import hold_bid
-from .updates import Adopted, ChangeTookEffect, DeadlinesFrom, FoundChanged, Replayed, Said
+from .updates import (
+    Adopted,
+    ChangeTookEffect,
+    DeadlinesFrom,
+    FoundChanged,
+    OurStopKept,
+    Replayed,
+    Said,
+)
 
 K = EventKind
+NOT_OURS = ("market", "reconcile", "watchdog")  # stops a restart does not take for ours
 
 Starter = Callable[[Attempt, str, str], Awaitable[float]]
 
@@ -60,6 +69,28 @@ class Recovery:
                 self.adopt(inst, now)  # its create goes into the ledger there
             elif adopt_all and row_problem(inst) is None:
                 self.adopt(inst, now, owned=False)
+
+    async def hold_strays(self, actions: Actions, why: str, wait: bool) -> int:
+        """Hold every rental listed under this campaign's label that the fleet does not hold (a
+        cancelled create, a lost answer: the campaign's until the market shows them gone), so the
+        release and an end hold them; with `wait`, every create in flight answered first. How
+        many were taken; a list failure is said."""
+        if wait:
+            await actions.landed()
+        before = len(self.fleet.attempts)
+        try:
+            rows = await self.market.list_instances()
+        except REFUSALS as exc:
+            self.journal.say(f"{why} could not list the market for the campaign's label: {exc}")
+            return 0
+        rows = [r for r in rows if r.label not in actions.labels_in_flight]
+        self.adopt_strays(rows, self.market.answered_at(), adopt_all=False)
+        found = len(self.fleet.attempts) - before
+        if found:
+            self.journal.say(
+                f"{why} {found} rental(s) under the campaign's label were not held: held now"
+            )
+        return found
 
     def _found_created(self, inst: Instance, now: float) -> Event | None:
         """A rental under this campaign's label with no create in the ledger: its create written
@@ -345,3 +376,19 @@ class Recovery:
             f"adopt  i:{inst.id} m:{inst.machine_id} {inst.status}, unwatched "
             f"{unwatched / 60:.1f} min, ${cost:.4f} meanwhile"
         )
+
+
+def keep_our_stop(journal: Journal, a: Attempt, history: Sequence[Event]) -> None:
+    """`a` was adopted stopped: where its last change is a stop of ours, that stop's rule stands,
+    so the reuse rule starts it again while work remains (a restart carries on). A stop nobody
+    here made, or a person's own, is not undone."""
+    changes = [
+        e
+        for e in history
+        if e.kind in (K.STOP, K.START, K.CREATE, K.RESUMED)
+        and e.phase != "intent"
+        and e.ok is not False
+    ]
+    last = changes[-1] if changes else None
+    if last is not None and last.kind == K.STOP and not last.actor.startswith(NOT_OURS):
+        journal.writer.emit(OurStopKept(a, last.actor))

@@ -11,7 +11,7 @@ from ..core.campaign import Campaign
 from ..core.policy import Policy
 from ..ledger import EventKind, Ledger
 from ..market.factory import open_market
-from ..market.protocol import Market, SharedClock
+from ..market.protocol import SharedClock
 from .hosts.ssh import SSHRunner, load_or_create_key
 from .supervisor import Supervisor
 
@@ -32,35 +32,12 @@ def artifacts_folder(campaign: Campaign) -> Path:
 
 
 class Session:
-    def __init__(
-        self,
-        market: Market,
-        ledger: Ledger,
-        campaign: Campaign,
-        policy: Policy,
-        ssh: SSHRunner,
-        log: Callable[[str], None] = print,
-        adopt_all: bool = False,
-        owns_ledger: bool = False,
-        artifacts_root: Path | None = None,
-        observe_only: bool = False,
-    ) -> None:
-        self.market = market
-        # (None: the campaign's folder, `artifacts_folder`)
-        self.artifacts_root = artifacts_root or artifacts_folder(campaign)
-        self.ledger = ledger
+    def __init__(self, sup: Supervisor, owns_ledger: bool = False) -> None:
+        self.sup = sup
+        self.market = sup.market
+        self.ledger = sup.ledger
         self.owns_ledger = owns_ledger  # close the ledger at the end (it was opened for us)
-        self.sup = Supervisor(
-            market,
-            ledger,
-            campaign,
-            policy,
-            ssh,
-            log=log,
-            adopt_all=adopt_all,
-            artifacts_root=self.artifacts_root,
-            observe_only=observe_only,
-        )
+        self.artifacts_root = sup.job_work.pulls.artifacts_root
         self.ended = False
         self.end_marked = False
 
@@ -89,18 +66,19 @@ class Session:
         ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))
         if market_clock is not None:  # its SSH sessions hold the clock as its calls do
             ssh.hold = market_clock.held
-        return cls(
+        sup = Supervisor(
             client,
             ledger,
             campaign,
             policy,
             ssh,
-            log,
-            adopt_all,
-            owns_ledger,
-            artifacts_root,
-            observe_only,
+            log=log,
+            adopt_all=adopt_all,
+            # (None: the campaign's folder, `artifacts_folder`)
+            artifacts_root=artifacts_root or artifacts_folder(campaign),
+            observe_only=observe_only,
         )
+        return cls(sup, owns_ledger)
 
     async def start(self) -> Supervisor:
         """Sync the clock where the market has one to read (the simulator), then prepare."""

@@ -43,7 +43,6 @@ from .prices import PriceWatch
 from .recovery import Recovery
 from .release import release
 from .rounds import rounds
-from .strays import hold_strays
 from .tier import TierWatch
 from .updates import Tending
 
@@ -355,7 +354,7 @@ class Supervisor:
         """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest;
         creates in flight answered and the market's rentals under our label included."""
         self._cancel_tasks()
-        await hold_strays(self.market, self.actions, self.recovery, self.journal, "release", True)
+        await self.recovery.hold_strays(self.actions, "release", True)
         await release(self, self.fleet.held(), actor, reason, keep_proven=True)
 
     async def detach_all(self, reason: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, dataclass_transform
 
 from ..core.billing import Mark
 from ..core.lifecycle import Phase
@@ -16,12 +16,16 @@ if TYPE_CHECKING:
     from .attempt import Attempt
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+@dataclass(frozen=True)
 class Update:
     """What happened to the rental `a`: each update below is one, and `rentals.apply` knows
-    every one."""
+    every one. Each is a frozen dataclass by being one (`__init_subclass__`)."""
 
     a: Attempt
+
+    def __init_subclass__(cls) -> None:
+        dataclass(frozen=True)(cls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +40,6 @@ class Said:
     line: str = ""
 
 
-@dataclass(frozen=True, slots=True)
 class ChangeTookEffect(Update):
     """Our create, stop, start or destroy went through at `at`: its billing mark."""
 
@@ -44,14 +47,12 @@ class ChangeTookEffect(Update):
     kind: str
 
 
-@dataclass(frozen=True, slots=True)
 class FoundChanged(Update):
     """A stop or start found at a restart that the ledger did not see."""
 
     event: Said
 
 
-@dataclass(frozen=True, slots=True)
 class Replayed(Update):
     """Billing marks (and a price) an earlier run's ledger holds for it, read back."""
 
@@ -59,19 +60,16 @@ class Replayed(Update):
     price: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
 class RestartRefused(Update):
     """The market would not start it again: not tried again by the rules."""
 
 
-@dataclass(frozen=True, slots=True)
 class DeadlinesFrom(Update):
     """A start or a hand-over: its boot deadline counts from `at`."""
 
     at: float
 
 
-@dataclass(frozen=True, slots=True)
 class Touched(Update):
     """A person's act on it (market time), for the rules' word on a recent touch."""
 
@@ -79,33 +77,28 @@ class Touched(Update):
     act: str
 
 
-@dataclass(frozen=True, slots=True)
 class HandedOver(Update):
     """Supervised from now on (it was only observed)."""
 
     at: float
 
 
-@dataclass(frozen=True, slots=True)
 class LookedAt(Update):
     """The poll asked the market for it, as its silence wanted."""
 
 
-@dataclass(frozen=True, slots=True)
 class JobSaid(Update):
     """The running job's last log line, for the dashboard."""
 
     line: str
 
 
-@dataclass(frozen=True, slots=True)
 class OurStopKept(Update):
     """Adopted stopped, by a stop of ours an earlier run made: the reuse rule may start it."""
 
     actor: str
 
 
-@dataclass(frozen=True, slots=True)
 class IncreaseAccepted(Update):
     """Its host's price increase accepted: the new GPU price applies from `at`."""
 
@@ -114,7 +107,6 @@ class IncreaseAccepted(Update):
     pending_id: int
 
 
-@dataclass(frozen=True, slots=True)
 class Repriced(Update):
     """An accepted increase in force from `at` (its contract's end date)."""
 
@@ -123,7 +115,6 @@ class Repriced(Update):
     pending_id: int
 
 
-@dataclass(frozen=True, slots=True)
 class BidRestored(Update):
     """Its bid from the ledger (an adopted bid rental; `Attempt.bid_held`); `paused_unproven`:
     found paused by an outbid before it was proven."""
@@ -136,37 +127,31 @@ class BidRestored(Update):
     paused_unproven: bool
 
 
-@dataclass(frozen=True, slots=True)
 class BidFloorSeen(Update):
     bid_floor: float
 
 
-@dataclass(frozen=True, slots=True)
 class Outbid(Update):
     bid_floor: float | None
     event: Said
 
 
-@dataclass(frozen=True, slots=True)
 class ResumedItself(Update):
     """A bid rental the market paused runs again by itself: it bills from `event.at`."""
 
     event: Said
 
 
-@dataclass(frozen=True, slots=True)
 class OutbidAgain(Update):
     """A resumed bid rental outbid again before the rules took it back."""
 
     at: float
 
 
-@dataclass(frozen=True, slots=True)
 class RebidTried(Update):
     """A raise of its bid was tried: counted, whether the market took it or not."""
 
 
-@dataclass(frozen=True, slots=True)
 class BidChanged(Update):
     """Its bid changed to `price` (the market took it)."""
 
@@ -174,14 +159,12 @@ class BidChanged(Update):
     event: Said
 
 
-@dataclass(frozen=True, slots=True)
 class Listed(Update):
     """The market lists a rental it was asked for: its image is on the way."""
 
     at: float
 
 
-@dataclass(frozen=True, slots=True)
 class CameUp(Update):
     """Its container runs (booted, or adopted running)."""
 
@@ -189,12 +172,10 @@ class CameUp(Update):
     why: str = "container running"
 
 
-@dataclass(frozen=True, slots=True)
 class PreflightStarted(Update):
     at: float
 
 
-@dataclass(frozen=True, slots=True)
 class Verified(Update):
     """In service: proven by its preflight, or trusted on sight (`by_preflight` False)."""
 
@@ -205,7 +186,6 @@ class Verified(Update):
     detail: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
 class Resumed(Update):
     """A bid rental that resumed by itself taken back into service (its proof stands)."""
 
@@ -213,7 +193,6 @@ class Resumed(Update):
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
 class Started(Update):
     """Our start went through: it boots again."""
 
@@ -221,7 +200,6 @@ class Started(Update):
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
 class Stopped(Update):
     """Our stop went through (its intent and outcome are the change's own events)."""
 
@@ -231,7 +209,6 @@ class Stopped(Update):
     usd: float  # what it has cost so far, for the log line
 
 
-@dataclass(frozen=True, slots=True)
 class StoppedByMarket(Update):
     """A stop nobody here asked for: a contract's end, a zero balance, an outbid."""
 
@@ -241,13 +218,11 @@ class StoppedByMarket(Update):
     proven: bool  # a proven rental keeps its proof; an unproven one is the rules' to replace
 
 
-@dataclass(frozen=True, slots=True)
 class Destroyed(Update):
     at: float
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
 class GaveUp(Update):
     """Given up before it proved itself: its destroy is due. `line`: the log's line, if any."""
 
@@ -259,7 +234,6 @@ class GaveUp(Update):
     line: str = ""
 
 
-@dataclass(frozen=True, slots=True)
 class Lost(Update):
     """Gone from the market without our destroy."""
 
@@ -267,7 +241,6 @@ class Lost(Update):
     why: str
 
 
-@dataclass(frozen=True, slots=True)
 class Returned(Update):
     """Listed again after its write-off: held again as `to`, billed as if never written off."""
 
@@ -278,7 +251,6 @@ class Returned(Update):
     preflight_again: bool  # a finished preflight that proved nothing is run afresh
 
 
-@dataclass(frozen=True, slots=True)
 class Adopted(Update):
     """Found on the market at a start: where it stands, and whether it passed a preflight."""
 
@@ -291,7 +263,6 @@ class Adopted(Update):
     stopped: bool
 
 
-@dataclass(frozen=True, slots=True)
 class RowSeen(Update):
     """The market's row for it, as the poll reads it: its status, route and billed price."""
 
@@ -305,19 +276,16 @@ class RowSeen(Update):
     listed: bool  # in a list answer, or answered when asked: not unseen
 
 
-@dataclass(frozen=True, slots=True)
 class LeftOut(Update):
     """A list answer left it out: one more poll unseen (the first says so in the ledger)."""
 
     at: float
 
 
-@dataclass(frozen=True, slots=True)
 class AnsweredUnread(Update):
     """The market answered for it with a row it could not read: not unseen, not seen."""
 
 
-@dataclass(frozen=True, slots=True)
 class RowUnread(Update):
     """A held instance's row could not be read: billed its worst case until it is read again."""
 
@@ -325,52 +293,44 @@ class RowUnread(Update):
     problem: str
 
 
-@dataclass(frozen=True, slots=True)
 class IdleSince(Update):
     """Since when its GPU has been idle by the policy (None: busy), from a row or a sample."""
 
     since: float | None
 
 
-@dataclass(frozen=True, slots=True)
 class PreflightRunning(Update):
     """Its preflight's task, started (`PreflightStarted` moves it to verifying first)."""
 
     task: asyncio.Task[Any]
 
 
-@dataclass(frozen=True, slots=True)
 class Tending(Update):
     """Tended from now (in service again): silence counts from its next unanswered look."""
 
     task: asyncio.Task[Any]
 
 
-@dataclass(frozen=True, slots=True)
 class SshWaiting(Update):
     """No try made (no port yet) or none answered yet: what the pane shows meanwhile."""
 
     why: str
 
 
-@dataclass(frozen=True, slots=True)
 class SshFailed(Update):
     """A try that ended without the host's answer; `why` replaces the shown error."""
 
     why: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
 class SshReached(Update):
     """A preflight try reached its host: the shown SSH error clears."""
 
 
-@dataclass(frozen=True, slots=True)
 class ProbeAnswered(Update):
     """The probe answered: the failed tries in a row start again from none."""
 
 
-@dataclass(frozen=True, slots=True)
 class Judged(Update):
     """The preflight's verdict, with the probe's document when it answered."""
 
@@ -378,33 +338,28 @@ class Judged(Update):
     doc: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
 class WentSilent(Update):
     """A session to its host got no answer (`Attempt.went_silent`)."""
 
     at: float
 
 
-@dataclass(frozen=True, slots=True)
 class Answered(Update):
     """A command on its host ran to its end (a connect alone is not an answer)."""
 
 
-@dataclass(frozen=True, slots=True)
 class KeyChanged(Update):
     """Its SSH host key changed after it was pinned: distrusted for good (said once)."""
 
     why: str
 
 
-@dataclass(frozen=True, slots=True)
 class WatchdogSeen(Update):
     """Armed on the host; False: a heartbeat found it gone."""
 
     armed: bool
 
 
-@dataclass(frozen=True, slots=True)
 class Broken(Update):
     """The tender saw this proven host break (a fatal XID): the next poll's rules stop it."""
 
@@ -414,7 +369,6 @@ class Broken(Update):
     detail: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
 class Sampled(Update):
     """The sampler's readings (already in the ledger): the idle and throttle evidence they carry."""
 

@@ -15,7 +15,7 @@ from ..campaign import Campaign, Job
 from ..models import Instance
 
 Tier = Literal["on-demand", "interruptible"]
-StopCause = Literal["us", "contract", "outbid", "host"]
+StopCause = Literal["contract", "outbid", "host"]
 
 # what the policy assumes of a machine and model it knows nothing of: outbids per hour on bid
 PRIOR_OUTBID_RATE = 0.3
@@ -169,16 +169,12 @@ def worth_bidding(
     return tier_cost(1.0, bid, on_demand, rate_per_h, ckpt_every_s, share) < on_demand
 
 
-def stop_cause(
-    inst: Instance, *, bid: float | None, we_stopped: bool, now: float
-) -> StopCause | None:
-    """Why a rental reads stopped (None: it does not). The row cannot say (dstack reads all three
-    states "stopped" as possibly an outbid): a stop we asked for is ours; past `end_date` the
-    contract's; a bid rental's other stops are outbids; an on-demand one's, the market's."""
+def stop_cause(inst: Instance, *, bid: float | None, now: float) -> StopCause | None:
+    """Why a rental we did not stop reads stopped (None: it does not). The row cannot say (dstack
+    reads all three states "stopped" as possibly an outbid): past `end_date` the contract's; a bid
+    rental's other stops are outbids; an on-demand one's, the market's."""
     if not inst.market_stopped and inst.known_status != "stopped":
         return None
-    if we_stopped:
-        return "us"
     if inst.end_date is not None and inst.end_date <= now:
         return "contract"
     if bid is not None:

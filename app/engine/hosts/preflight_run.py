@@ -4,6 +4,7 @@ verdict with the deeper checks, and whose fault a probe that could not run is.""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from ...core.blame.fault import Failure, Party, Stage, blame, probe_blame
@@ -53,22 +54,14 @@ def no_answer(res: RunResult) -> bool:
     )
 
 
+@dataclass(eq=False)
 class PreflightRunner:
-    def __init__(
-        self,
-        link: HostLink,
-        journal: Journal,
-        policy: Policy,
-        clock: Clock,
-        campaign: Campaign | None = None,
-        blame_book: BlameBook | None = None,
-    ) -> None:
-        self.link = link
-        self.journal = journal
-        self.policy = policy
-        self.clock = clock
-        self.campaign = campaign  # its image and disk, which the preflight holds hosts to
-        self.blame_book = blame_book
+    link: HostLink
+    journal: Journal
+    policy: Policy
+    clock: Clock
+    campaign: Campaign | None = None  # its image and disk, which the preflight holds hosts to
+    blame_book: BlameBook | None = None
 
     def _judge(self, a: Attempt, v: Verdict, doc: dict[str, Any] | None = None) -> Verdict:
         self.journal.writer.emit(Judged(a, v, doc))

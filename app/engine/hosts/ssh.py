@@ -73,10 +73,6 @@ CLIENT_OPTIONS: dict[str, Any] = {
     "keepalive_interval": 0,
 }
 
-# told when an instance is reached by a route other than the last one that worked:
-# (instance id, route kind, "host:port")
-OnRoute = Callable[[int, str, str], None]
-
 
 def routes_of(instance: Any) -> tuple[Route, ...]:
     """The usable routes of a parsed `Instance` (those with both a host and a port)."""
@@ -103,7 +99,6 @@ class SSHRunner:
         connect_timeout: float = 10.0,
         max_output: int = 1 << 20,
         wall_clock: Callable[[], float] = loop_time,
-        on_route: OnRoute | None = None,
         hold: Callable[[object], AbstractAsyncContextManager[None]] | None = None,
     ) -> None:
         self.key = key
@@ -115,13 +110,8 @@ class SSHRunner:
         self.connect_timeout = connect_timeout
         self.max_output = max_output
         self.pinned: dict[int, str] = {}  # instance id -> host key fingerprint
-        self.sent: list[bytes] = []  # everything written to hosts (kept short; tests read it)
-        self.record_sent = False
         self.routes: dict[int, tuple[Route, ...]] = {}  # instance id -> its routes, best first
         self.route_used: dict[int, Route] = {}  # instance id -> the route that worked last
-        # told of a route change as it happens (the engine reads `route_used` at its SSH funnel
-        # after each session instead: HostLink writes the ledger's `ssh_route`)
-        self.on_route = on_route
         # wall seconds the latest connects that answered took (HostLink.io_floor reads them)
         self.connect_walls: collections.deque[float] = collections.deque(maxlen=32)
 
@@ -142,12 +132,6 @@ class SSHRunner:
         last = self.route_used.get(instance_id)
         rest.sort(key=lambda r: (r != last, r.kind != "direct"))
         return [given, *rest]
-
-    def _note_route(self, instance_id: int, route: Route) -> None:
-        if self.route_used.get(instance_id) != route:
-            self.route_used[instance_id] = route
-            if self.on_route is not None:
-                self.on_route(instance_id, route.kind, f"{route.host}:{route.port}")
 
     async def connect(
         self, instance_id: int, host: str, port: int, connect_timeout: float | None = None
@@ -184,7 +168,7 @@ class SSHRunner:
                     raise
                 except SSHFailure:
                     continue
-                self._note_route(instance_id, route)
+                self.route_used[instance_id] = route
                 return won
         finally:
             for t in tasks:
@@ -240,8 +224,6 @@ class SSHRunner:
         connect_timeout: float | None = None,
     ) -> RunResult:
         """Run one command; the whole thing (connect included) ends within `timeout` seconds."""
-        if self.record_sent:
-            self.sent.append(command.encode() + b"\n" + (stdin or b""))
         conn = await self.connect(instance_id, host, port, connect_timeout)
         try:
             return await asyncio.wait_for(self._run(conn, command, stdin), timeout)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ...core.artifact_room import ArtifactRoom
 from ...core.campaign import Job
@@ -25,13 +26,21 @@ from .delivered import host_speed, note_delivery, work_detail, work_lost
 from .output import pull_log
 from .pulls import PULL_TRIES, Pulls
 from .rescue import Rescues
-from .restore import restore_jobs
 from .runner import JobStatus, launch_command, parse_status, status_command, stop_command
 from .swap_watch import SwapWatch
 from .upload import Uploads
 
 K = EventKind
 GONE = ("vanished", "none")  # states that say the job's process is not there
+
+
+def _int(value: Any, default: int) -> int:
+    if isinstance(value, bool):
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
 
 
 class JobWork:
@@ -71,16 +80,6 @@ class JobWork:
         self._log_kept: set[tuple[str, int]] = set()  # (job, attempt) whose output was kept
 
     @property
-    def link(self) -> HostLink:
-        return self._link
-
-    @link.setter
-    def link(self, link: HostLink) -> None:  # the pulls go over the same one
-        self._link = link
-        if hasattr(self, "pulls"):
-            self.pulls.link = link
-
-    @property
     def room(self) -> ArtifactRoom:
         """What the campaign may still pull off its hosts (the pulls' own)."""
         return self.pulls.room
@@ -90,11 +89,52 @@ class JobWork:
         return [j.job for j in self.queue.jobs if j.status in ("pending", "running")]
 
     def restore(self, ledger: Ledger) -> None:
-        """After a restart: the campaign's jobs as its ledger left them (jobs/restore.py)."""
-        restore_jobs(self, ledger)
-
-    def last_pulled(self, name: str, at: float) -> None:
-        self._pulled_at[name] = at
+        """After a restart, the campaign's jobs as its ledger left them: finished jobs stay
+        finished, started ones are re-attached, and one that exited with its artifacts still on
+        its host is finishing again. A row in a shape no rentwatch writes reads as missing."""
+        campaign = self.journal.campaign
+        # job -> (when, host) of an exit not yet followed
+        exited: dict[str, tuple[float, int]] = {}
+        for ev in ledger.campaign_events(campaign, K.JOB_STARTED, K.JOB_FINISHED):
+            job = self.queue.by_name(str(ev.detail.get("job")))
+            if job is None:
+                continue
+            exited.pop(job.name, None)
+            if ev.kind == K.JOB_STARTED:
+                job.status, job.instance_id, job.started_at = "running", ev.instance_id, ev.at
+                job.attempts = _int(ev.detail.get("attempt"), job.attempts + 1)
+                if ev.instance_id is not None:  # its state is on that disk, newer than a pull
+                    self.rescues.last_host[job.name] = ev.instance_id
+                    # a host takes a next job only once the last one's end settled
+                    exited = {n: e for n, e in exited.items() if e[1] != ev.instance_id}
+            elif ev.detail.get("requeued"):
+                job.status, job.instance_id = "pending", None
+                job.host_losses += bool(ev.detail.get("host_loss"))
+            else:
+                self.queue.finished(job, _int(ev.detail.get("exit_code"), -1), ev.at)
+                if "exit_code" in ev.detail and ev.instance_id is not None:  # its own end, no loss
+                    exited[job.name] = (ev.at, ev.instance_id)
+        failed: dict[str, int] = {}  # job -> pulls of its artifacts that failed since its exit
+        for ev in ledger.campaign_events(campaign, K.ARTIFACTS):
+            name, files = str(ev.detail.get("job")), ev.detail.get("files")
+            kind = ev.detail.get("kind")
+            if ev.ok and isinstance(files, list):  # what is on the controller's disk already
+                dest = str(ev.detail.get("dest", ""))
+                kind = kind or ("checkpoint" if dest.endswith("/checkpoint") else "artifacts")
+                self.pulls.room.pulled(name, str(kind), files)
+                if kind == "checkpoint":
+                    self._pulled_at[name] = ev.at
+                elif name in exited and ev.at >= exited[name][0]:
+                    del exited[name]  # its output came off after its exit
+            elif not ev.ok and name in exited and ev.at >= exited[name][0] and kind != "checkpoint":
+                # after its exit a job's pulls are of its output (older rows do not say their
+                # kind)
+                failed[name] = failed.get(name, 0) + 1
+        for name, (_, host) in exited.items():
+            job = self.queue.by_name(name)
+            if job is not None and job.job.artifacts and failed.get(name, 0) < PULL_TRIES:
+                job.status, job.instance_id = "finishing", host
+                job.pull_tries = failed.get(name, 0)
 
     def reap(self, now: float) -> None:
         """Requeue the jobs whose host left service, but an exited job's output on a paused bid
