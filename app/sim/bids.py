@@ -49,7 +49,30 @@ def pressure_at(b: Bids, gpu: str, t: float) -> float:
     return b.pressure_for(gpu) * max(0.0, swing)
 
 
+# each market's rivals, once drawn: a quote walks the last few hours' windows, and every list
+# and search quotes every machine (a draw is a SHA-256 and a seeded generator). Keyed by the
+# `Bids` held here (so its id stays its own), then by what a draw reads of its machine.
+_DRAWN: dict[int, tuple[Bids, dict[tuple[int, int, float, str, int], Rival | None]]] = {}
+_DRAWN_MAX = 50_000  # draws kept per `Bids`, all forgotten past it
+
+
 def _rival(seed: int, b: Bids, m: Machine, k: int) -> Rival | None:
+    held = _DRAWN.get(id(b))
+    if held is None or held[0] is not b:
+        if len(_DRAWN) >= 8:
+            _DRAWN.clear()
+        held = _DRAWN[id(b)] = (b, {})
+    drawn = held[1]
+    key = (seed, m.id, m.dph_base, m.advertised_gpu, k)
+    if key in drawn:
+        return drawn[key]
+    if len(drawn) >= _DRAWN_MAX:
+        drawn.clear()
+    r = drawn[key] = _draw_rival(seed, b, m, k)
+    return r
+
+
+def _draw_rival(seed: int, b: Bids, m: Machine, k: int) -> Rival | None:
     w = _window_s(b)
     rng = keyed_rng(seed, "bid-rival", m.id, k)
     p = 1.0 - math.exp(-pressure_at(b, m.advertised_gpu, (k + 0.5) * w) * w / 3600.0)
