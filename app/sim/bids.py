@@ -36,9 +36,10 @@ def floor_at(seed: int, b: Bids, m: Machine, t: float) -> float:
     k = math.floor(t / _window_s(b))
     floors = _kept(b).floors
     key = (seed, m.id, m.dph_base, k)
-    if key not in floors:
-        floors[key] = _draw_floor(seed, b, m, k)
-    return floors[key]
+    floor = floors.get(key)  # one lookup: another thread's sim may clear the table meanwhile
+    if floor is None:
+        floor = floors[key] = _draw_floor(seed, b, m, k)
+    return floor
 
 
 def _draw_floor(seed: int, b: Bids, m: Machine, k: int) -> float:
@@ -69,6 +70,7 @@ class _Kept:
 
 
 _KEPT: dict[int, _Kept] = {}
+_UNDRAWN = Rival(0.0, 0.0, None)  # a window's rival not drawn yet (None: drawn, and none came)
 _KEPT_MAX = 50_000  # draws kept per table, all forgotten past it
 
 
@@ -87,9 +89,10 @@ def _kept(b: Bids) -> _Kept:
 def _rival(seed: int, b: Bids, m: Machine, k: int) -> Rival | None:
     rivals = _kept(b).rivals
     key = (seed, m.id, m.dph_base, m.advertised_gpu, k)
-    if key not in rivals:
-        rivals[key] = _draw_rival(seed, b, m, k)
-    return rivals[key]
+    rival = rivals.get(key, _UNDRAWN)
+    if rival is _UNDRAWN:
+        rival = rivals[key] = _draw_rival(seed, b, m, k)
+    return rival
 
 
 def _draw_rival(seed: int, b: Bids, m: Machine, k: int) -> Rival | None:
