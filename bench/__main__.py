@@ -20,6 +20,7 @@ PY = sys.executable
 TARGETS: dict[str, tuple[str, list[str]]] = {
     "ledger": ("Ledger at scale", [PY, "-m", "bench.ledger_bench"]),
     "ledger-open": ("The test suite", [PY, "-m", "bench.ledger_open"]),
+    "sim-costs": ("The test suite", [PY, "-m", "bench.sim_costs"]),
     "suite": (
         "The test suite",
         [

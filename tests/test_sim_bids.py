@@ -201,3 +201,26 @@ def test_family_markets_carry_the_tier_with_pressure_spread():
         assert set(per_model) == {g for c in m.scenario.host_classes for g in c.gpu}
         again = parse_scenario(tomllib.loads(to_toml(m.data)), m.scenario.name)
         assert again.bids == m.scenario.bids
+
+
+def test_the_draws_kept_are_those_of_the_market_asked():
+    """Floors and rivals are kept once drawn (`bids._kept`); what is kept never answers for
+    another scenario's `[bids]`, another seed or a machine whose price moved."""
+    mk = _market(offers=4, bids={"pressure": 6.0, "ondemand": 0.3})
+    b, m, seed = mk.scenario.bids, mk.machines[0], mk.scenario.seed
+    t = mk.clock.now()
+    windows = range(int(t // 900), int(t // 900) + 96)
+
+    def kept(b, seed) -> list:
+        return [(bids._rival(seed, b, m, k), bids.floor_at(seed, b, m, k * 900.0)) for k in windows]
+
+    def fresh(b, seed) -> list:
+        return [(bids._draw_rival(seed, b, m, k), bids._draw_floor(seed, b, m, k)) for k in windows]
+
+    first = kept(b, seed)
+    assert first == fresh(b, seed) and any(r for r, _ in first)
+    other = parse_scenario({"host_class": HEALTHY, "bids": {"pressure": 0.5, "floor": [0.1, 0.2]}})
+    assert kept(other.bids, seed) == fresh(other.bids, seed) != first
+    assert kept(b, seed + 1) == fresh(b, seed + 1) != first
+    m.dph_base = round(m.dph_base * 2, 4)  # the floor, and a rival's bid over it, move with it
+    assert kept(b, seed) == fresh(b, seed) != first

@@ -11,6 +11,7 @@ $/h on Vast, with its sources."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..text import clean
 
@@ -120,6 +121,8 @@ DPH_RANGE: dict[str, tuple[float, float]] = {
 DRIVER_KERNEL_SHARE = 0.08
 
 
+# the offer book checks every offer's model at every poll: the same few names, cleaned once each
+@lru_cache(maxsize=4096)
 def _norm(name: str) -> str:
     # the market's and the host's spellings are both foreign text: compared as shown, cleaned
     # (escapes and invisible characters out), so a name carrying an escape is still its GPU
