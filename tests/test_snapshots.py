@@ -378,15 +378,22 @@ def test_an_applied_filter_shows_on_the_bar():
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
-            await pilot.pause(0.3)
             bar = app.query_one("#bar")
-            assert "qlora-sweep" in str(bar.render()) and "filter:" not in str(bar.render())
+
+            async def shows(cond) -> str:
+                # the bar redraws on the app's refresh: wait for it, not for a fixed time
+                for _ in range(600):  # a ceiling for a box stuck for good, not a timing
+                    if cond(said := str(bar.render())):
+                        break
+                    await pilot.pause(0.05)
+                return said
+
+            said = await shows(lambda t: "qlora-sweep" in t)
+            assert "qlora-sweep" in said and "filter:" not in said
             await pilot.press("slash", *"4090", "enter")
-            await pilot.pause(0.3)
-            assert "filter: 4090 (/)" in str(bar.render())
+            assert "filter: 4090 (/)" in await shows(lambda t: "filter: 4090" in t)
             await pilot.press("slash", "ctrl+u", "enter")  # cleared: the whole fleet again
-            await pilot.pause(0.3)
-            assert "filter:" not in str(bar.render())
+            assert "filter:" not in await shows(lambda t: "filter:" not in t)
 
     asyncio.run(run())
 
