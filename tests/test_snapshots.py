@@ -238,10 +238,21 @@ VIEWS = {
 }
 
 
-async def _settled(app: RentwatchApp, pilot) -> str:
-    for _ in range(50):  # a loaded machine may not have drawn the footer yet
-        if "^p palette" in (text := _text(app.export_screenshot())) and fitted(app.screen):
+async def _settled(app: RentwatchApp, pilot, keys: tuple[str, ...] = ()) -> str:
+    """The screen's text once the view `keys` open is up (its screen pushed, or the table's
+    header drawn), the footer drawn and two frames alike: a condition, not a fixed wait (a
+    loaded box may not have handled the keys, or drawn the footer, yet)."""
+    last = None
+    for _ in range(600):  # a ceiling for a box stuck for good, not a timing
+        text = _text(app.export_screenshot())
+        if keys == ("t",):
+            up = any(line.startswith(" id ") for line in text.splitlines())
+        else:
+            up = (len(app.screen_stack) > 1) == (keys not in ((), ("o", "o")))
+        ready = "^p palette" in text and fitted(app.screen) and up
+        if ready and text == last:
             break
+        last = text if ready else None
         await pilot.pause(0.1)
     return text
 
@@ -257,7 +268,7 @@ async def _tour() -> dict[str, str]:
             for k in keys:
                 await pilot.press(k)
                 await pilot.pause(0.3)
-            seen[name] = await _settled(app, pilot)
+            seen[name] = await _settled(app, pilot, keys)
             for _ in range(5):
                 if len(app.screen_stack) == 1:
                     break
