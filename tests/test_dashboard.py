@@ -104,7 +104,13 @@ def test_destroy_cancel_confirm_stop_and_quit(make_sim, tmp_path):
             other = view.selected_id
             assert other != target
             await pilot.press("s")
-            await pilot.pause(0.3)
+
+            def asked_or_sent() -> bool:
+                return getattr(app.screen, "purpose", None) == "stop" or bool(
+                    ledger.events(where="kind = 'stop' AND actor = 'human'")
+                )
+
+            await _until(pilot, asked_or_sent)  # not a fixed wait: a loaded box is late
             if getattr(app.screen, "purpose", None) == "stop":  # it asks first: answer Stop
                 await pilot.click("#stop")
             await _until(pilot, lambda: other not in _live_ids(sim))

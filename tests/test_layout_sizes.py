@@ -47,10 +47,26 @@ VIEWS = {
 SCROLLED = ("detail", "receipt", "help")  # scrolled to their end from the keyboard at 80x24
 
 
-async def _settled(app: RentwatchApp, pilot) -> str:
-    for _ in range(50):  # a loaded machine may not have drawn the footer yet
-        if "palette" in (text := _text(app.export_screenshot())) and fitted(app.screen):
+def _open(app: RentwatchApp, view: str, text: str) -> bool:
+    """Whether `view` is the one on screen: its keys' screen pushed (or, for the table, its
+    header drawn), not the fleet still showing while a loaded box handles the keys."""
+    if view == "table":
+        return any(line.startswith(" id ") for line in text.splitlines())
+    return (len(app.screen_stack) > 1) == bool(VIEWS[view])
+
+
+async def _settled(app: RentwatchApp, pilot, view: str = "fleet") -> str:
+    """The screen's text once `view` is open and two frames alike, the footer's palette key
+    drawn (or, where the view covers the footer, five frames alike): a condition, not a count
+    of frames (loaded, a fixed wait took the fleet's text for help's)."""
+    last, alike = None, 0
+    for _ in range(600):  # a ceiling for a box stuck for good, not a timing
+        text = _text(app.export_screenshot())
+        ready = fitted(app.screen) and _open(app, view, text)
+        alike = alike + 1 if ready and text == last else 0
+        if alike >= (1 if "palette" in text else 5):
             break
+        last = text if ready else None
         await pilot.pause(0.1)
     return text
 
@@ -67,7 +83,7 @@ async def _tour(size: tuple[int, int]) -> dict[str, dict]:
             for k in keys:
                 await pilot.press(k)
                 await pilot.pause(0.4)
-            seen[view] = {"text": await _settled(app, pilot)}
+            seen[view] = {"text": await _settled(app, pilot, view)}
             if view == "fleet":
                 for _ in range(100):  # the panes are laid out a refresh or two later (loaded)
                     fleet = app.query_one("FleetView").size.height
@@ -171,12 +187,7 @@ def test_billed_stays_in_sight_at_80_columns_with_real_ids_and_temperatures():
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
             await pilot.press("t")
-            for _ in range(50):
-                text = _text(app.export_screenshot())
-                if "verifying" in text:
-                    break
-                await pilot.pause(0.1)
-            return text
+            return await _settled(app, pilot, "table")
 
     head = next(line for line in asyncio.run(drive()).splitlines() if line.startswith(" id "))
     assert {"id", "gpu", "phase", "util", "throttle", "billed"} <= set(head.split()), head

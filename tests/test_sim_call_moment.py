@@ -11,6 +11,7 @@ import asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from rentwatch.sim.api import MarketAPI
+from rentwatch.sim.machines import keyed_rng
 from rentwatch.sim.market import SimClock, SimMarket
 from rentwatch.sim.scenario import parse_scenario
 
@@ -63,5 +64,67 @@ def test_create_stop_start_and_destroy_act_at_the_moment_stamped_on_their_answer
             assert inst.destroyed_at == float(r.headers["X-Market-Time"])
             # the market's own clock ran on meanwhile: each act was dated back to its stamp
             assert m.clock.now() >= inst.destroyed_at + LATE_S
+
+    asyncio.run(main())
+
+
+def _late_client(m: SimMarket) -> web.Application:
+    api = MarketAPI(m)
+
+    @web.middleware
+    async def late(request: web.Request, handler):  # the handler waits on a loaded box
+        m.clock.advance(LATE_S)
+        return await handler(request)
+
+    app = web.Application(middlewares=[api._every_call, late])
+    app.add_routes(api.routes())
+    return app
+
+
+def test_a_bid_change_bills_from_the_moment_stamped_on_its_answer():
+    m = _market()
+    auth = {"Authorization": "Bearer k"}
+
+    async def main() -> None:
+        async with TestClient(TestServer(_late_client(m))) as client:
+            offer = m.machines[0].offer_id
+            body = {"image": "img", "price": 30.0}  # a bid every rival loses to
+            r = await client.put(f"/api/v0/asks/{offer}/", json=body, headers=auth)
+            assert r.status == 200, await r.text()
+            inst = m.instances[(await r.json())["new_contract"]]
+            path = f"/api/v0/instances/bid_price/{inst.id}/"
+            r = await client.put(path, json={"client_id": "me", "price": 20.0}, headers=auth)
+            assert r.status == 200, await r.text()
+            # the new price bills from the call's stamp, not from when its handler ran
+            assert inst.prices[-1] == (float(r.headers["X-Market-Time"]), 20.0)
+
+    asyncio.run(main())
+
+
+def test_an_offer_taken_meanwhile_is_held_from_the_moment_stamped_on_the_refusal():
+    sc = parse_scenario(
+        {
+            "seed": 4,
+            "offers": 4,
+            "host_class": [{"behaviour": "healthy", "share": 1.0}],
+            "listing": {"taken": 1.0},
+        }
+    )
+    m = SimMarket(sc, SimClock(1.0, origin=1_764_400_000.0), api_key="k")
+    m.clock.stepped(at=1_764_400_000.0)
+    machine = m.machines[0]
+
+    async def main() -> None:
+        async with TestClient(TestServer(_late_client(m))) as client:
+            r = await client.put(
+                f"/api/v0/asks/{machine.offer_id}/",
+                json={"image": "img"},
+                headers={"Authorization": "Bearer k"},
+            )
+            assert r.status == 404, await r.text()
+            rng = keyed_rng(sc.seed, "taken", machine.id, machine.asked)
+            rng.random()
+            held = rng.uniform(30, 180) * 60
+            assert machine.taken_until == float(r.headers["X-Market-Time"]) + held
 
     asyncio.run(main())

@@ -238,10 +238,21 @@ VIEWS = {
 }
 
 
-async def _settled(app: RentwatchApp, pilot) -> str:
-    for _ in range(50):  # a loaded machine may not have drawn the footer yet
-        if "^p palette" in (text := _text(app.export_screenshot())) and fitted(app.screen):
+async def _settled(app: RentwatchApp, pilot, keys: tuple[str, ...] = ()) -> str:
+    """The screen's text once the view `keys` open is up (its screen pushed, or the table's
+    header drawn), the footer drawn and two frames alike: a condition, not a fixed wait (a
+    loaded box may not have handled the keys, or drawn the footer, yet)."""
+    last = None
+    for _ in range(600):  # a ceiling for a box stuck for good, not a timing
+        text = _text(app.export_screenshot())
+        if keys == ("t",):
+            up = any(line.startswith(" id ") for line in text.splitlines())
+        else:
+            up = (len(app.screen_stack) > 1) == (keys not in ((), ("o", "o")))
+        ready = "^p palette" in text and fitted(app.screen) and up
+        if ready and text == last:
             break
+        last = text if ready else None
         await pilot.pause(0.1)
     return text
 
@@ -257,7 +268,7 @@ async def _tour() -> dict[str, str]:
             for k in keys:
                 await pilot.press(k)
                 await pilot.pause(0.3)
-            seen[name] = await _settled(app, pilot)
+            seen[name] = await _settled(app, pilot, keys)
             for _ in range(5):
                 if len(app.screen_stack) == 1:
                     break
@@ -378,15 +389,22 @@ def test_an_applied_filter_shows_on_the_bar():
         app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
-            await pilot.pause(0.3)
             bar = app.query_one("#bar")
-            assert "qlora-sweep" in str(bar.render()) and "filter:" not in str(bar.render())
+
+            async def shows(cond) -> str:
+                # the bar redraws on the app's refresh: wait for it, not for a fixed time
+                for _ in range(600):  # a ceiling for a box stuck for good, not a timing
+                    if cond(said := str(bar.render())):
+                        break
+                    await pilot.pause(0.05)
+                return said
+
+            said = await shows(lambda t: "qlora-sweep" in t)
+            assert "qlora-sweep" in said and "filter:" not in said
             await pilot.press("slash", *"4090", "enter")
-            await pilot.pause(0.3)
-            assert "filter: 4090 (/)" in str(bar.render())
+            assert "filter: 4090 (/)" in await shows(lambda t: "filter: 4090" in t)
             await pilot.press("slash", "ctrl+u", "enter")  # cleared: the whole fleet again
-            await pilot.pause(0.3)
-            assert "filter:" not in str(bar.render())
+            assert "filter:" not in await shows(lambda t: "filter:" not in t)
 
     asyncio.run(run())
 

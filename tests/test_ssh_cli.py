@@ -3,7 +3,6 @@ with rentwatch's key; refused, with the reason, for one destroyed, stopped or ne
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shlex
 import shutil
@@ -16,6 +15,7 @@ from rentwatch.cli.ssh import route_of
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
+from rentwatch.referee.stepped import run_stepped
 from rentwatch.run.headless import run_headless
 
 from tests.campaigns import campaign_text
@@ -24,27 +24,31 @@ HEALTHY = [{"behaviour": "healthy", "share": 1.0}]
 
 
 def _detached_campaign(sim, tmp_path, name="sshc"):
-    """A campaign of two that leaves its fleet running (--detach): hosts to go into."""
+    """A campaign of two that leaves its fleet running (--detach): hosts to go into. The market
+    runs on a stepped clock (`make_sim(stepped=True)`), which stands still once the engine is gone:
+    the hosts' watchdogs, unfed since the detach, never stop them while the test's commands start
+    (at 120x a loaded box's `rentwatch ssh` start let the watchdog stop the host: "Connection
+    refused")."""
     ledger = tmp_path / "l.duckdb"
     campaign = load_campaign(campaign_text(name, 2))
-    code = asyncio.run(
-        run_headless(
-            campaign,
-            get_policy("default"),
-            sim.url,
-            sim.api_key,
-            str(ledger),
-            detach=True,
-            key_path=str(tmp_path / "key"),
-        )
+    main = run_headless(
+        campaign,
+        get_policy("default"),
+        sim.url,
+        sim.api_key,
+        str(ledger),
+        detach=True,
+        key_path=str(tmp_path / "key"),
+        market_clock=sim.market.clock,
     )
+    code = run_stepped(sim, main)
     assert code == 0
     return ledger
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client here")
 def test_ssh_reaches_a_held_instance_by_its_recorded_route(make_sim, tmp_path, capsys):
-    sim = make_sim(seed=4, offers=20, time_scale=120, host_class=HEALTHY, ssh={"direct_share": 0.5})
+    sim = make_sim(seed=4, offers=20, stepped=True, host_class=HEALTHY, ssh={"direct_share": 0.5})
     ledger = _detached_campaign(sim, tmp_path)
     capsys.readouterr()  # the campaign's log
     with Ledger(ledger, read_only=True) as led:
@@ -87,7 +91,7 @@ def test_ssh_reaches_a_held_instance_by_its_recorded_route(make_sim, tmp_path, c
 
 
 def test_ssh_refuses_what_it_cannot_reach(make_sim, tmp_path, capsys):
-    sim = make_sim(seed=4, offers=20, time_scale=120, host_class=HEALTHY)
+    sim = make_sim(seed=4, offers=20, stepped=True, host_class=HEALTHY)
     ledger = _detached_campaign(sim, tmp_path, "sshr")
     with Ledger(ledger) as led:
         rows = led.instance_rows()

@@ -55,7 +55,7 @@ class InstanceRoutes:
             return error(400, "invalid_args", "body must be an object")
         now = call_now(self.market.clock)
         m = self.market.rentable(offer_id, now)
-        if m is None or self.market.taken_meanwhile(m):
+        if m is None or self.market.taken_meanwhile(m, now):
             return no_such_ask(offer_id)
         image = body.get("image")
         if not isinstance(image, str) or not image:
@@ -105,16 +105,16 @@ class InstanceRoutes:
             return error(404, "no_such_instance", "Instance with that ID does not exist.")
         if not isinstance(body, dict):
             return error(400, "invalid_args", "Please set a bid price >= 0.001.")
-        price = body.get("price")
+        price, now = body.get("price"), call_now(self.market.clock)
         if price is None:
-            price = self.market.min_bid(inst.machine, self.market.clock.now())
+            price = self.market.min_bid(inst.machine, now)
         if (bad := bad_bid(price, inst.machine.num_gpus)) is not None:
             return bad
         if inst.bid is None:
             # "The rental type cannot be changed after the create": an on-demand rental
             # takes no bid (the simulator's words: no source gives Vast's)
             return error(400, "invalid_args", "instance is not interruptible: no bid to change")
-        self.market.change_bid(inst, float(price))
+        self.market.change_bid(inst, float(price), at=now)
         return answer({"success": True})
 
     async def copy_direct(self, request: web.Request) -> web.Response:

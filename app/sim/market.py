@@ -101,14 +101,14 @@ class SimMarket:
         """Another renter holds the machine (its offer is gone from the search meanwhile)."""
         return m.taken_until is not None and now < m.taken_until
 
-    def taken_meanwhile(self, m: Machine) -> bool:
-        """Whether another renter took this offer between the search and this create (the
-        `[listing] taken` share of creates): if so it holds the machine for a while."""
+    def taken_meanwhile(self, m: Machine, now: float) -> bool:
+        """Whether another renter took this offer between the search and this create at `now`
+        (the `[listing] taken` share of creates): if so it holds the machine for a while."""
         m.asked += 1
         rng = keyed_rng(self.scenario.seed, "taken", m.id, m.asked)
         if rng.random() >= self.scenario.listing.taken:
             return False
-        m.taken_until = self.clock.now() + rng.uniform(30, 180) * 60
+        m.taken_until = now + rng.uniform(30, 180) * 60
         return True
 
     # -- instances ------------------------------------------------------------------------
@@ -234,10 +234,10 @@ class SimMarket:
         for inst in self.instances.values():
             bids.settle(self.scenario.seed, self.scenario.bids, inst, now, self.start)
 
-    def change_bid(self, inst: SimInstance, price: float) -> None:
-        """`PUT /api/v0/instances/bid_price/{id}/`: the GPU bills at the new bid from now, and
-        the rental runs or waits as the new bid wins or not."""
-        now = self.clock.now()
+    def change_bid(self, inst: SimInstance, price: float, at: float | None = None) -> None:
+        """`PUT /api/v0/instances/bid_price/{id}/`: the GPU bills at the new bid from `at`
+        (default now), and the rental runs or waits as the new bid wins or not."""
+        now = self.clock.now() if at is None else at
         self.settle_bids(now)
         pay = bids.paid(self.scenario.seed, self.scenario.bids, inst.machine, now, price)
         inst.bid, inst.gpu_dph = price, pay

@@ -100,6 +100,8 @@ class Transport:
         )
         self.stats = ClientStats()
         self.market_time: float | None = None  # the market's clock at the last answer
+        # the latest market moment known, and the local clock then: `now()` runs on from it
+        self._known: float | None = None
         self._market_time_at = 0.0
         self._time_scale, self._shared = 1.0, cast("SharedClock | None", None)
         self._one_at_a_time: asyncio.Lock | None = None  # calls out, with a shared clock
@@ -141,12 +143,23 @@ class Transport:
         self._time_scale = value
 
     def now(self) -> float:
-        """Market time: the last answer's clock, advanced by local time since, scaled."""
+        """Market time: the latest moment an answer showed, advanced by local time since, scaled."""
         if self._shared is not None:
             return self._shared.now()
-        if self.market_time is None:
+        return self._now_at(time.monotonic())
+
+    def _now_at(self, local: float) -> float:
+        if self._known is None:
             return time.time()
-        return self.market_time + (time.monotonic() - self._market_time_at) * self.time_scale
+        return self._known + (local - self._market_time_at) * self.time_scale
+
+    def _stamped(self, stamp: float) -> None:
+        """An answer's `X-Market-Time`. Answers come back out of order (a slow list stamped before
+        a quick stop); each stamp is a moment already past, so the clock moves on only from one
+        later than the moment already known, and never runs back."""
+        self.market_time, local = stamp, time.monotonic()
+        if self._known is None or stamp > self._now_at(local):
+            self._known, self._market_time_at = stamp, local
 
     def answered_at(self) -> float:
         """Market time of the last answer (the sim stamps it; a real market falls back to now)."""
@@ -160,7 +173,8 @@ class Transport:
             if r.status_code == 200:
                 data = r.json()
                 self.time_scale = float(data.get("time_scale", 1.0))
-                self.market_time, self._market_time_at = float(data["now"]), time.monotonic()
+                self.market_time = self._known = float(data["now"])
+                self._market_time_at = time.monotonic()
                 self.gpu_billing = str(data.get("gpu_billing", "running"))
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             pass
@@ -224,7 +238,7 @@ class Transport:
                 stamp = r.headers.get("X-Market-Time")
                 if stamp:
                     with contextlib.suppress(ValueError):
-                        self.market_time, self._market_time_at = float(stamp), time.monotonic()
+                        self._stamped(float(stamp))
                 if r.status_code in REDIRECTS:  # moved where it was not followed: not done
                     raise ApiError(
                         r.status_code,
