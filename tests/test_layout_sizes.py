@@ -21,7 +21,7 @@ from textual.containers import VerticalScroll
 
 from .conftest import played_once
 from .test_pictures import StillLedger
-from .test_snapshots import FLEET, HERE, StillEngine, _text, _utc  # noqa: F401
+from .test_snapshots import FLEET, HERE, StillEngine, _back_to_fleet, _text, _utc  # noqa: F401
 
 SIZES = ((80, 24), (120, 36), (200, 50))
 # A scrollbar's thumb shows in text only as the block glyph at its fractional end, and where
@@ -97,15 +97,7 @@ async def _tour(size: tuple[int, int]) -> dict[str, dict]:
                 await pilot.press("end")
                 await pilot.pause(0.3)
                 seen[view]["scrolled"] = [box.scroll_y, box.max_scroll_y]
-            for _ in range(5):
-                if len(app.screen_stack) == 1:
-                    break
-                await pilot.press("escape")
-                await pilot.pause(0.3)
-            assert len(app.screen_stack) == 1, f"escape left {view} open"
-            if view == "table":
-                await pilot.press("t")  # back to the panes
-                await pilot.pause(0.3)
+            await _back_to_fleet(app, pilot, view)
     return seen
 
 

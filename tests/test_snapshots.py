@@ -269,16 +269,21 @@ async def _tour() -> dict[str, str]:
                 await pilot.press(k)
                 await pilot.pause(0.3)
             seen[name] = await _settled(app, pilot, keys)
-            for _ in range(5):
-                if len(app.screen_stack) == 1:
-                    break
-                await pilot.press("escape")
-                await pilot.pause(0.3)
-            assert len(app.screen_stack) == 1, f"escape left {name} open"
-            if name == "table":
-                await pilot.press("t")  # back to the panes
-                await pilot.pause(0.3)
+            await _back_to_fleet(app, pilot, name)
     return seen
+
+
+async def _back_to_fleet(app: RentwatchApp, pilot, view: str) -> None:
+    """Close `view` with escape (and the table with `t`), asserting that it did close."""
+    for _ in range(5):
+        if len(app.screen_stack) == 1:
+            break
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+    assert len(app.screen_stack) == 1, f"escape left {view} open"
+    if view == "table":
+        await pilot.press("t")  # back to the panes
+        await pilot.pause(0.3)
 
 
 @pytest.mark.parametrize("name", list(VIEWS))
