@@ -320,34 +320,16 @@ def test_the_dating_allowance_is_measured_on_the_markets_record():
         9: N(stops=[3000.0], destroyed_at=None, gpu_dph=0.3, storage_dph=0.06),
     }
     sim = N(market=N(instances=insts), call=lambda f: f())
+
+    def stop(iid: int, at: float, actor: str, phase: str, **detail) -> N:
+        return N(
+            kind="stop", actor=actor, phase=phase, ok=True, instance_id=iid, at=at, detail=detail
+        )
+
     events = [
-        N(
-            kind="stop",
-            actor="reconcile",
-            phase="fact",
-            ok=True,
-            instance_id=7,
-            at=1600.0,
-            detail={},
-        ),
-        N(
-            kind="stop",
-            actor="human",
-            phase="outcome",
-            ok=True,
-            instance_id=8,
-            at=2000.0,
-            detail={"answer_lost": True},
-        ),
-        N(
-            kind="stop",
-            actor="human",
-            phase="outcome",
-            ok=True,
-            instance_id=9,
-            at=3000.0,
-            detail={},
-        ),
+        stop(7, 1600.0, "reconcile", "fact"),
+        stop(8, 2000.0, "human", "outcome", answer_lost=True),
+        stop(9, 3000.0, "human", "outcome"),
     ]
     got = _dating_usd(sim, events)
     assert got[7] == pytest.approx(600 * 0.36 / 3600)

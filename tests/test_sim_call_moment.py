@@ -29,19 +29,10 @@ def _market() -> SimMarket:
 
 def test_create_stop_start_and_destroy_act_at_the_moment_stamped_on_their_answer():
     m = _market()
-    api = MarketAPI(m)
-
-    @web.middleware
-    async def late(request: web.Request, handler):  # the handler waits on a loaded box
-        m.clock.advance(LATE_S)
-        return await handler(request)
-
-    app = web.Application(middlewares=[api._every_call, late])
-    app.add_routes(api.routes())
     auth = {"Authorization": "Bearer k"}
 
     async def main() -> None:
-        async with TestClient(TestServer(app)) as client:
+        async with TestClient(TestServer(_late_client(m))) as client:
 
             async def put(path: str, body: dict) -> float:
                 r = await client.put(path, json=body, headers=auth)
