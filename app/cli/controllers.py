@@ -105,10 +105,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def controller_for_ledger(ledger: str | Path) -> ControllerClient | None:
     """A client for the controller holding `ledger`, or None when no running one does."""
-    try:
-        found = registry.find(ledger=ledger)
-    except OSError:
-        return None  # no runtime dir at all: no controller could have registered
+    found = registry.find(ledger=ledger, quiet=True)
     # a long query is the operator's to wait for (Ctrl-C hangs up, which cancels it)
     return ControllerClient(Target(socket=found[0].socket), timeout=3600.0) if found else None
 

@@ -55,28 +55,19 @@ class AlreadyServed(OSError):
     """Another live controller answers on this socket (it holds this ledger)."""
 
 
-# -- intents: the engine's own (app/engine/intents.py), on the wire by name ------------------
-INTENTS: dict[str, type[Any]] = {
-    "stop": StopIntent,
-    "start": StartIntent,
-    "destroy": DestroyIntent,
-    "create": CreateIntent,
-    "fleet": FleetSizeIntent,
-    "handover": HandOverIntent,
-    "end": EndIntent,
+# -- intents: the engine's own (app/engine/intents.py), on the wire by name, with the fields each
+# carries (a destroy's confirmation travels as its two fields; the reason is the controller's)
+WIRE: dict[str, tuple[type[Any], tuple[str, ...]]] = {
+    "stop": (StopIntent, ("instance_id",)),
+    "start": (StartIntent, ("instance_id",)),
+    "destroy": (DestroyIntent, ("instance_id", "typed")),
+    "create": (CreateIntent, ()),
+    "fleet": (FleetSizeIntent, ("size",)),
+    "handover": (HandOverIntent, ("instance_id",)),
+    "end": (EndIntent, ("destroy", "typed")),
 }
+INTENTS = {name: cls for name, (cls, _) in WIRE.items()}
 _NAMES = {cls: name for name, cls in INTENTS.items()}
-# the fields each carries on the wire (a destroy's confirmation travels as its two fields; the
-# reason is the controller's to write)
-WIRE_FIELDS: dict[str, tuple[str, ...]] = {
-    "stop": ("instance_id",),
-    "start": ("instance_id",),
-    "destroy": ("instance_id", "typed"),
-    "create": (),
-    "fleet": ("size",),
-    "handover": ("instance_id",),
-    "end": ("destroy", "typed"),
-}
 
 
 class BadRequest(ValueError):
@@ -123,7 +114,7 @@ def intent_to_json(intent: Intent) -> dict[str, Any]:
             "instance_id": intent.instance_id,
             "typed": intent.confirmation.typed,
         }
-    return {"intent": name, **{f: getattr(intent, f) for f in WIRE_FIELDS[name]}}
+    return {"intent": name, **{f: getattr(intent, f) for f in WIRE[name][1]}}
 
 
 def intent_from_json(body: Any) -> Intent:
@@ -134,7 +125,7 @@ def intent_from_json(body: Any) -> Intent:
     name = body.get("intent")
     if not isinstance(name, str) or name not in INTENTS:  # a list or an object: no hash
         raise BadRequest(f"unknown intent {str(name)[:40]!r}; known: {', '.join(sorted(INTENTS))}")
-    extra = set(body) - {"intent", *WIRE_FIELDS[name]}
+    extra = set(body) - {"intent", *WIRE[name][1]}
     if extra:
         raise BadRequest(f"unknown fields for {name}: {', '.join(sorted(map(str, extra)))[:200]}")
     match name:

@@ -247,7 +247,6 @@ class EngineService:
         self.engine = engine
         self.ctrl = Controller(campaign, ledger_path)
         self.server = ServiceServer(self.ctrl)
-        self.entry: registry.Entry | None = None
         self._ending: asyncio.Task[None] | None = None
         self._end_mode = "stop"
 
@@ -271,14 +270,7 @@ class EngineService:
             await self.server.start(registry.socket_path_for(self.ctrl.ledger_path))
 
         asyncio.run_coroutine_threadsafe(serve(), loop).result(SERVE_S)
-        self.entry = registry.Entry(
-            campaign=self.ctrl.campaign,
-            pid=os.getpid(),
-            socket=str(self.server.socket_path),
-            ledger=str(self.ctrl.ledger_path.resolve()),
-            started_at=self.ctrl.started_at,
-        )
-        registry.register(self.entry)
+        self.server.register()
         return str(self.server.socket_path)
 
     async def _end(self, mode: str) -> None:
@@ -309,12 +301,7 @@ class EngineService:
             self.engine.shutdown(self._end_mode, say)
         elif self.engine.alive():
             self.engine.shutdown(mode, say)
-        for path in (self.server.socket_path, self.server.token_file):
-            if path is not None:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-        if self.entry is not None:
-            registry.unregister(self.entry.pid)
+        self.server.forget()
 
 
 def attach_in_process(

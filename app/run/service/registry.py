@@ -204,9 +204,16 @@ def find(
     campaign: str | None = None,
     ledger: str | Path | None = None,
     pid: int | None = None,
+    quiet: bool = False,
 ) -> list[Entry]:
-    """Running controllers matching every criterion given."""
-    found = live_entries()
+    """Running controllers matching every criterion given; with `quiet`, none where there is no
+    runtime directory to read (OSError: no controller could have registered)."""
+    try:
+        found = live_entries()
+    except OSError:
+        if not quiet:
+            raise
+        found = []
     if pid is not None:
         found = [e for e in found if e.pid == pid]
     if socket_path:

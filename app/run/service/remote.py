@@ -53,13 +53,16 @@ class ControllerClient:
         self.target = target
         self._http = httpx.Client(timeout=timeout, **target.httpx_args(asynchronous=False))
 
-    def _call(self, method: str, path: str, **kw: Any) -> Any:
+    def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
-            resp = self._http.request(method, path, **kw)
+            return self._http.request(method, path, **kw)
         except httpx.TransportError as exc:
             raise api.ControllerGone(
                 f"no answer from the controller at {self.target.describe()}: {exc}"
             ) from None
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        resp = self._send(method, path, **kw)
         raise_for(resp)
         return resp.json()
 
@@ -81,10 +84,19 @@ class ControllerClient:
     def job_log(self, name: str) -> JobOutput:
         return output_from_json(self._call("GET", f"/v1/jobs/{quote(name, safe='')}/log"), name)
 
-    def intent(self, intent: Intent) -> Reply:
-        """What came of `intent`; a refusal raises (ServiceError), as any error answer."""
-        got = self._call("POST", "/v1/intents", json=api.intent_to_json(intent))
-        return api.reply_from_json(got.get("reply"))
+    def intent(self, intent: Intent, refusal_raises: bool = True) -> Reply:
+        """What came of `intent`. A refusal raises (ServiceError), as any error answer; without
+        `refusal_raises` it is the reply, as the in-process engine answers it."""
+        resp = self._send("POST", "/v1/intents", json=api.intent_to_json(intent))
+        if not refusal_raises and resp.status_code in (404, 409):
+            try:
+                body = resp.json()
+            except ValueError:
+                body = None
+            if isinstance(body, dict) and "reply" in body:
+                return api.reply_from_json(body["reply"])
+        raise_for(resp)
+        return api.reply_from_json(resp.json().get("reply"))
 
     def query(
         self, sql: str, limit: int = 1000, offset: int = 0, query_id: str | None = None
@@ -166,27 +178,19 @@ class RemoteLedger:
         self._client.close()
 
 
-def _failed(exc: Exception) -> concurrent.futures.Future[Any]:
+def _in_thread(call: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+    """`call()` on a daemon thread of its own: a screen waits on the future, and a call still
+    out when the dashboard quits does not hold its exit."""
     fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    fut.set_exception(exc)
-    return fut
 
-
-async def _send_intent(http: httpx.AsyncClient, target: Target, intent: Intent) -> Reply:
-    """What came of `intent`, a refusal included (as the in-process engine answers it)."""
-    try:
-        resp = await http.post("/v1/intents", json=api.intent_to_json(intent))
-    except httpx.TransportError as exc:
-        raise api.ControllerGone(f"no answer from {target.describe()}: {exc}") from None
-    if resp.status_code in (404, 409):
+    def run() -> None:
         try:
-            body = resp.json()
-        except ValueError:
-            body = None
-        if isinstance(body, dict) and "reply" in body:
-            return api.reply_from_json(body["reply"])
-    raise_for(resp)
-    return api.reply_from_json(resp.json().get("reply"))
+            fut.set_result(call())
+        except BaseException as exc:  # noqa: BLE001 - the caller's to see, on the future
+            fut.set_exception(exc)
+
+    threading.Thread(target=run, name="rentwatch-remote-call", daemon=True).start()
+    return fut
 
 
 class RemoteEngine:
@@ -216,7 +220,8 @@ class RemoteEngine:
         self.connected = False
         self._thread = threading.Thread(target=self._main, name="rentwatch-remote", daemon=True)
         self._stop: asyncio.Event | None = None
-        self._http: httpx.AsyncClient | None = None
+        self._http: httpx.AsyncClient | None = None  # the event stream's
+        self._client = ControllerClient(target)
         self._stream: asyncio.Task[None] | None = None
         self._lost_said = False
         self._death_said = False
@@ -232,39 +237,19 @@ class RemoteEngine:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    # reads and intents: the CLI's own calls (`ControllerClient`), each on a thread of its own
     def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
-        """One instance in depth from the controller (`GET /v1/instances/{id}`)."""
-        from ...views.detail import detail_from_json  # the engine's shape, loaded when asked
-
-        path = f"/v1/instances/{int(instance_id)}" + ("" if logs else "?logs=0")
-        return self._get(path, detail_from_json)
-
-    def _get(self, path: str, parse: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
-        """One GET to the controller on this client's loop, its JSON through `parse`."""
-        if self.loop is None or self._http is None:
-            return _failed(api.ControllerGone("not connected to a controller yet"))
-        http = self._http
-
-        async def call() -> Any:
-            try:
-                resp = await http.get(path)
-            except httpx.TransportError as exc:
-                raise api.ControllerGone(
-                    f"no answer from {self.target.describe()}: {exc}"
-                ) from None
-            raise_for(resp)
-            return parse(resp.json())
-
-        return asyncio.run_coroutine_threadsafe(call(), self.loop)
+        return _in_thread(lambda: self._client.detail(instance_id, logs))
 
     def jobs(self) -> concurrent.futures.Future[Any]:
-        """The campaign's jobs (`GET /v1/jobs`)."""
-        return self._get("/v1/jobs", from_json)
+        return _in_thread(self._client.jobs)
 
     def job_log(self, name: str) -> concurrent.futures.Future[Any]:
-        """A job's output now (`GET /v1/jobs/{name}/log`)."""
-        path = f"/v1/jobs/{quote(name, safe='')}/log"
-        return self._get(path, lambda got: output_from_json(got, name))
+        return _in_thread(lambda: self._client.job_log(name))
+
+    def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
+        """An operator intent to the controller; a refusal is its reply, as in process."""
+        return _in_thread(lambda: self._client.intent(intent, refusal_raises=False))
 
     def _main(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -374,14 +359,6 @@ class RemoteEngine:
                         yield event, json.loads(data)
                 seen = len(buf)
 
-    def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
-        """An operator intent to the controller, on the wire as it is."""
-        if self.loop is None or self._http is None:
-            return _failed(api.ControllerGone("not connected to a controller yet"))
-        return asyncio.run_coroutine_threadsafe(
-            _send_intent(self._http, self.target, intent), self.loop
-        )
-
     def shutdown(self, mode: str = "leave", timeout: float = 60.0) -> None:
         """Leave. `stop` first asks the controller to end the campaign (why it could not is kept in
         `stop_error`); any other mode leaves the controller and its fleet running."""
@@ -395,3 +372,4 @@ class RemoteEngine:
         if self.loop is not None and self._stop is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self._halt)
         self._thread.join(timeout)
+        self._client.close()

@@ -6,7 +6,6 @@ verdict: the payload never changes a rental."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
@@ -62,17 +61,8 @@ async def serve_headless(
         # the campaign matters more than its API: run it, unserved, and say so
         print(f"rentwatch: warning: not serving the controller API: {exc}", file=sys.stderr)
         return await run_headless(*run_args, **run_kw)
-    entry = registry.Entry(
-        campaign=campaign.name,
-        pid=os.getpid(),
-        socket=str(server.socket_path),
-        ledger=str(path.resolve()),
-        started_at=ctrl.started_at,
-        url=server.url,
-        token_file=str(server.token_file) if server.token_file else None,
-    )
     try:
-        registry.register(entry)
+        server.register()
     except OSError as exc:  # `ls` will not list it; the socket still answers
         print(f"rentwatch: warning: not registered for `rentwatch ls`: {exc}", file=sys.stderr)
     say(f"serving  controller API on unix:{server.socket_path}")
@@ -85,8 +75,6 @@ async def serve_headless(
     finally:
         ctrl.close()
         await server.stop()
-        with contextlib.suppress(OSError):
-            registry.unregister(entry.pid)
 
 
 def routes(

@@ -106,6 +106,7 @@ class ServiceServer:
         self._streams: set[asyncio.Task[Any]] = set()
         self._stopping: asyncio.Future[None] | None = None
         self.listeners: list[Listener] = []
+        self.entry: registry.Entry | None = None  # once registered for `ls`, `attach`, `ledger`
         self._traced_at: float | None = None
         self._traces_held = 0
         self.monotonic = time.monotonic  # the clock the traceback's rate limit reads
@@ -370,6 +371,20 @@ class ServiceServer:
             host = f"[{tcp[0]}]" if ":" in tcp[0] else tcp[0]
             self.url = f"http://{host}:{port}"
 
+    def register(self) -> registry.Entry:
+        """Announce this server, once started, to `ls`, `attach` and `ledger`."""
+        self.entry = registry.Entry(
+            campaign=self.ctrl.campaign,
+            pid=os.getpid(),
+            socket=str(self.socket_path),
+            ledger=str(self.ctrl.ledger_path.resolve()),
+            started_at=self.ctrl.started_at,
+            url=self.url,
+            token_file=str(self.token_file) if self.token_file else None,
+        )
+        registry.register(self.entry)
+        return self.entry
+
     def _listen(self, sock: socket.socket) -> None:
         assert self._runner is not None and self._runner.server is not None
         listener = Listener(sock, self._runner.server)
@@ -393,9 +408,14 @@ class ServiceServer:
             await listener.close()  # no new connection while the open ones are closed
         if self._runner is not None:
             await self._runner.cleanup()
-        if self.socket_path is not None:
+        self.forget()
+
+    def forget(self) -> None:
+        """Its socket, token file and registry entry removed (callable where its loop is gone)."""
+        for path in (self.socket_path, self.token_file):
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        if self.entry is not None:
             with contextlib.suppress(OSError):
-                self.socket_path.unlink()
-        if self.token_file is not None:
-            with contextlib.suppress(OSError):
-                self.token_file.unlink()
+                registry.unregister(self.entry.pid)

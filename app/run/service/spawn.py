@@ -95,12 +95,8 @@ def spawn_controller(
 def _is_local(target: Target, pid: int) -> bool:
     """Whether the controller at `target` runs on this machine (registered here with `pid`):
     over a forwarded socket or TCP its pid names a process on another machine."""
-    if not target.socket:
-        return False
-    try:
-        return any(e.pid == pid for e in registry.find(socket_path=target.socket))
-    except OSError:
-        return False
+    found = registry.find(socket_path=target.socket, quiet=True) if target.socket else []
+    return any(e.pid == pid for e in found)
 
 
 def _wait_gone(
@@ -140,10 +136,7 @@ def _attach_args(target: Target, local: bool) -> str | None:
     """What `rentwatch attach` needs to find the controller again; None: a controller on this
     machine that no longer serves (its registry entry went: it has ended, or is ending)."""
     if local:
-        try:
-            found = registry.find(socket_path=target.socket)
-        except OSError:
-            found = []
+        found = registry.find(socket_path=target.socket, quiet=True)
         # the pid too: another controller may run a campaign of the same name
         return f"--campaign {found[0].campaign} --pid {found[0].pid}" if found else None
     if target.socket:
@@ -211,10 +204,7 @@ def connect(
 ) -> tuple[Target, subprocess.Popen[bytes] | None]:
     """Start `rentwatch controller ARGV...` on `ledger`, or use the controller that already holds it
     (for `demo` any demo, for `watch` the same campaign), or say which one holds it."""
-    try:
-        held = registry.find(ledger=ledger)
-    except OSError:
-        held = []
+    held = registry.find(ledger=ledger, quiet=True)
     if held:
         entry = held[0]
         if campaign is not None and entry.campaign != campaign:
@@ -246,10 +236,9 @@ def _holder(
 ) -> registry.Entry | None:
     """The controller that holds `ledger` for `campaign` (any, for None), once it registers."""
     for _ in range(int(wait_s / step_s)):
-        with contextlib.suppress(OSError):
-            for entry in registry.find(ledger=ledger):
-                if campaign is None or entry.campaign == campaign:
-                    return entry
+        for entry in registry.find(ledger=ledger, quiet=True):
+            if campaign is None or entry.campaign == campaign:
+                return entry
         time.sleep(step_s)
     return None
 
