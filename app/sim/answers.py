@@ -1,5 +1,5 @@
-"""How the simulated marketplace answers: Vast's error shape, JSON and text answers, sorting and
-page tokens, shared by the route modules."""
+"""How the simulated marketplace answers: Vast's error shape, JSON and text answers, a refusal
+raised from inside a handler, sorting and page tokens, shared by the route modules."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from aiohttp import web
 
 if TYPE_CHECKING:
     from .clock import SimClock
+    from .market import SimMarket
+    from .rental import SimInstance
 
 # the market moment a call arrived at, stamped on its answer (`X-Market-Time`): set per call by
 # the API's middleware, in the call's own task
@@ -42,6 +44,24 @@ def error(status: int, code: str, msg: str, **extra: Any) -> web.Response:
     """Vast's general error shape (vast-ai/docs `api-reference/rate-limits-and-errors.mdx`):
     `{"success": false, "error": <code>, "msg": <text>}`."""
     return answer({"success": False, "error": code, "msg": msg, **extra}, status)
+
+
+class Refused(Exception):
+    """A call refused from inside its handler: the API answers with `response`."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+def live(
+    market: SimMarket, request: web.Request, msg: str = "Instance does not exist"
+) -> SimInstance:
+    """The live instance the path's `{iid}` names; else the call is refused with a 404."""
+    inst = market.live(int(request.match_info["iid"]))
+    if inst is None:
+        raise Refused(error(404, "no_such_instance", msg))
+    return inst
 
 
 async def body_json(request: web.Request) -> Any:
