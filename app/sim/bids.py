@@ -187,7 +187,6 @@ def pause(inst: SimInstance, at: float, outbid: bool = True) -> None:
     seg = inst.segments[-1]
     if seg.end is None:
         seg.end = at
-        inst.stops.append(at)
     inst.paused_at = at
     (inst.outbids if outbid else inst.lost_bids).append(at)
 

@@ -8,16 +8,15 @@ import secrets
 import time
 from typing import Any
 
-from ..core.billing import Mark, storage_per_hour
+from ..core.billing import storage_per_hour
 from . import bids, churn
-from . import host_behaviours as hb
 from .boot import THROTTLE_REASONS, boot_steps
 from .clock import SimClock
 from .copies import Copy
-from .gpu_vitals import gpu_vitals
 from .images import deny_unpullable
 from .machines import Machine, build_machines, keyed_rng, nvml_name, other_listings, vram_mb
 from .price_rises import PriceRises
+from .probe_answers import gpu_vitals, xid_at
 from .rental import SimInstance
 from .scenario import Scenario
 from .truth import truth_row
@@ -200,7 +199,6 @@ class SimMarket:
         if seg.end is None:
             now = self.clock.now() if at is None else at
             seg.end = now
-            inst.stops.append(now)
 
     def start(self, inst: SimInstance, at: float | None = None, resumed: bool = False) -> None:
         seg = inst.segments[-1]
@@ -214,7 +212,6 @@ class SimMarket:
                 inst.paused_at = now
                 inst.lost_bids.append(now)
                 return
-        inst.starts.append(now)
         rng = keyed_rng(
             self.scenario.seed, inst.machine.id, inst.rental_no, "start", len(inst.segments)
         )
@@ -269,7 +266,6 @@ class SimMarket:
             seg = inst.segments[-1]
             if seg.end is None and seg.start < end:
                 seg.end = end
-                inst.stops.append(end)
                 inst.market_stop_at = end
             if now >= end + EXPIRED_DELETE_S:  # "may be deleted 48 hours after expiration"
                 inst.expired_at = end + EXPIRED_DELETE_S
@@ -281,8 +277,7 @@ class SimMarket:
         into, out = up * m.inet_down_cost / 1e9, down * m.inet_up_cost / 1e9
         if into + out > 0 and inst.destroyed_at is None:
             now = self.clock.now()
-            inst.bandwidth.append(Mark(now, "bandwidth", usd=into + out))
-            inst.transfers.append((now, into, out))  # the charges' bwd and bwu items
+            inst.transfers.append((now, into, out))
 
     def destroy(self, inst: SimInstance, at: float | None = None) -> None:
         if inst.destroyed_at is None:
@@ -312,14 +307,7 @@ class SimMarket:
             inst = self.instances.get(meter.instance_id)
             if inst is None or meter.released:
                 continue
-            seg = inst.segments[-1]
-            key = (self.scenario.seed, inst.id)
-            advance(
-                meter,
-                inst,
-                now,
-                hb.xid_at(inst.machine.behaviour, seg.running_at, inst.machine.knobs, key),
-            )
+            advance(meter, inst, now, xid_at(self.scenario.seed, inst))
             out.append(meter)
         return out
 

@@ -23,15 +23,12 @@ class SimInstance:
     gpu_dph: float
     storage_dph: float
     api_key: str
-    segments: list[Segment] = field(default_factory=list)
-    stops: list[float] = field(default_factory=list)
-    starts: list[float] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)  # each boot; a stop ends one
     destroyed_at: float | None = None
     ssh_port: int | None = None  # the proxy route's port (on machine.proxy_addr)
     direct_port: int | None = None  # the direct route's port (on machine.direct_addr)
     busy_until: float = 0.0
     market_stop_at: float | None = None  # the market stopped it (contract end), not the renter
-    bandwidth: list[Mark] = field(default_factory=list)
     # each transfer's price by direction, as the market's charges split it: (at, USD of bytes
     # into the instance (`bwd`), USD of bytes out of it (`bwu`))
     transfers: list[tuple[float, float, float]] = field(default_factory=list)
@@ -56,6 +53,16 @@ class SimInstance:
     resumes: list[float] = field(default_factory=list)
     bid_seen: float = 0.0
     offer_id: int | None = None  # the listing rented (`[churn]`: a machine's id changes)
+
+    @property
+    def stops(self) -> list[float]:
+        """When each stop came (the renter's, an outbid, a contract's end)."""
+        return [seg.end for seg in self.segments if seg.end is not None]
+
+    @property
+    def starts(self) -> list[float]:
+        """When each start after the create came."""
+        return [seg.start for seg in self.segments[1:]]
 
     @property
     def intended(self) -> str:
@@ -107,7 +114,7 @@ class SimInstance:
                 out.append(Mark(seg.end, "stop"))
         if self.destroyed_at is not None:
             out.append(Mark(self.destroyed_at, "destroy"))
-        out.extend(self.bandwidth)
+        out.extend(Mark(at, "bandwidth", usd=into + o) for at, into, o in self.transfers)
         out.sort(key=lambda m: m.at)
         return out
 
