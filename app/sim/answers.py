@@ -86,13 +86,13 @@ def sort_key(col: str) -> Any:
 T = TypeVar("T")
 
 
-def page_of(rows: list[T], token: str | None, limit: int) -> tuple[list[T], str | None] | None:
+def page_of(rows: list[T], token: str | None, limit: int) -> tuple[list[T], str | None]:
     """The page of `rows` a page token starts (the first without one) and the next page's token
-    (None: the last page); None for a token that names no offset."""
+    (None: the last page); a token that names no offset is refused."""
     try:
         start = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
     except (ValueError, UnicodeDecodeError):
-        return None
+        raise Refused(error(400, "invalid_args", "bad after_token")) from None
     nxt = start + limit
     more = base64.urlsafe_b64encode(str(nxt).encode()).decode() if nxt < len(rows) else None
     return rows[start:nxt], more

@@ -102,10 +102,7 @@ def list_v1(market: SimMarket, query: dict[str, str], now: float | None = None) 
                 key=sort_key(str(col)),
                 reverse=str(spec.get("dir", "asc")).lower() == "desc",
             )
-    paged = page_of(rows, query.get("after_token"), limit)
-    if paged is None:
-        return error(400, "invalid_args", "bad after_token")
-    page, next_token = paged
+    page, next_token = page_of(rows, query.get("after_token"), limit)
     return answer(
         {
             "instances": page,

@@ -50,10 +50,7 @@ async def list_charges(market: SimMarket, request: web.Request) -> web.Response:
     rows.sort(key=lambda r: (r["start"], r["source"]))
     if str(query.get("latest_first", "true")).lower() != "false":
         rows.reverse()
-    paged = page_of(rows, query.get("after_token"), limit)
-    if paged is None:
-        return error(400, "invalid_args", "bad after_token")
-    page, next_token = paged
+    page, next_token = page_of(rows, query.get("after_token"), limit)
     return answer(
         {
             "success": True,
