@@ -10,10 +10,9 @@ from typing import Any
 
 from ..core.billing import storage_per_hour
 from . import bids, churn
-from .boot import THROTTLE_REASONS, boot_steps
+from .boot import THROTTLE_REASONS, boot_steps, deny_unpullable
 from .clock import SimClock
 from .copies import Copy
-from .images import deny_unpullable
 from .machines import Machine, build_machines, keyed_rng, nvml_name, other_listings, vram_mb
 from .price_rises import PriceRises
 from .probe_answers import gpu_vitals, xid_at
