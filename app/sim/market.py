@@ -149,7 +149,7 @@ class SimMarket:
             env=env,
             onstart=onstart,
             created_at=now,
-            gpu_dph=m.dph_base,
+            prices=[(now, m.dph_base)],
             storage_dph=storage_per_hour(disk_gb, m.storage_cost),
             api_key=secrets.token_hex(24),
             rental_no=m.rentals,
@@ -163,7 +163,7 @@ class SimMarket:
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         if price is not None:
             pay = bids.paid(self.scenario.seed, self.scenario.bids, m, now, price)
-            inst.bid, inst.gpu_dph, inst.prices, inst.bid_seen = price, pay, [(now, pay)], now
+            inst.bid, inst.prices, inst.bid_seen = price, [(now, pay)], now
             if not bids.wins(self.scenario.seed, self.scenario.bids, m, now, price):
                 bids.pause(inst, now, outbid=False)
         self.instances[iid] = inst
@@ -236,7 +236,7 @@ class SimMarket:
         now = self.clock.now() if at is None else at
         self.settle_bids(now)
         pay = bids.paid(self.scenario.seed, self.scenario.bids, inst.machine, now, price)
-        inst.bid, inst.gpu_dph = price, pay
+        inst.bid = price
         inst.prices.append((now, pay))
         won = bids.wins(self.scenario.seed, self.scenario.bids, inst.machine, now, price)
         if inst.segments[-1].end is None and not won:
