@@ -47,7 +47,6 @@ class SimMarket:
         self.by_offer = churn.index(scenario.seed, scenario.churn, self.machines + self.others)
         self.instances: dict[int, SimInstance] = {}
         self.order: list[int] = []  # instance ids in creation order, which is id order
-        self._live = 0
         self.ssh_keys: list[dict[str, Any]] = []
         self._next_instance = self._first_id(id_base)
         self._instance_keys: dict[str, int] = {}
@@ -168,7 +167,6 @@ class SimMarket:
                 bids.pause(inst, now, outbid=False)
         self.instances[iid] = inst
         self.order.append(iid)
-        self._live += 1
         self._instance_keys[inst.api_key] = iid
         return inst
 
@@ -182,7 +180,7 @@ class SimMarket:
             self.create(m.offer_id, "preload", 10.0, label, {}, None, at=at)
 
     def live_count(self) -> int:
-        return self._live
+        return len(self._instance_keys)  # a live instance's key, dropped when it is destroyed
 
     def instance_for_key(self, key: str) -> int | None:
         return self._instance_keys.get(key)
@@ -196,8 +194,7 @@ class SimMarket:
     def stop(self, inst: SimInstance, at: float | None = None) -> None:
         seg = inst.segments[-1]
         if seg.end is None:
-            now = self.clock.now() if at is None else at
-            seg.end = now
+            seg.end = self.clock.now() if at is None else at
 
     def start(self, inst: SimInstance, at: float | None = None, resumed: bool = False) -> None:
         seg = inst.segments[-1]
@@ -281,7 +278,6 @@ class SimMarket:
     def destroy(self, inst: SimInstance, at: float | None = None) -> None:
         if inst.destroyed_at is None:
             inst.destroyed_at = self.clock.now() if at is None else at
-            self._live -= 1
             self._instance_keys.pop(inst.api_key, None)
 
     # -- compute ---------------------------------------------------------------------------
