@@ -103,15 +103,7 @@ def list_v1(market: SimMarket, query: dict[str, str], now: float | None = None) 
                 reverse=str(spec.get("dir", "asc")).lower() == "desc",
             )
     page, next_token = page_of(rows, query.get("after_token"), limit)
-    return answer(
-        {
-            "instances": page,
-            "next_token": next_token,
-            "total_instances": len(rows),
-            "label_counts": {},
-            "success": True,
-        }
-    )
+    return _listed(page, next_token, len(rows))
 
 
 def _list_by_id(market: SimMarket, token: str | None, limit: int, now: float) -> web.Response:
@@ -140,11 +132,16 @@ def _list_by_id(market: SimMarket, token: str | None, limit: int, now: float) ->
     next_token = (
         base64.urlsafe_b64encode(f"id:{page[-1].id}".encode()).decode() if more and page else None
     )
+    return _listed([instance_json(market, i, now) for i in page], next_token, market.live_count())
+
+
+def _listed(rows: list[dict[str, Any]], next_token: str | None, total: int) -> web.Response:
+    """One page of the v1 list, as the market answers it."""
     return answer(
         {
-            "instances": [instance_json(market, i, now) for i in page],
+            "instances": rows,
             "next_token": next_token,
-            "total_instances": market.live_count(),
+            "total_instances": total,
             "label_counts": {},
             "success": True,
         }
