@@ -17,10 +17,10 @@ from rentwatch.core.preflight.verdict import CheckPolicy, preflight_verdict
 from rentwatch.engine.hosts.probe_io import parse_probe_output, probe_source
 from rentwatch.engine.hosts.ssh import SSHRunner
 from rentwatch.market.vast.client import VastClient
-from rentwatch.sim import host_behaviours as hb
-from rentwatch.sim.images import ImageSpec, deny_unpullable, image_facts
+from rentwatch.sim import probe_answers as probes
+from rentwatch.sim.boot import deny_unpullable
+from rentwatch.sim.images import ImageSpec, image_facts
 from rentwatch.sim.market import SimClock, SimMarket
-from rentwatch.sim.probe_answers import nvml_answer, preflight_answer
 from rentwatch.sim.scenario import ALL_BEHAVIOURS, parse_scenario
 
 NEW = ("narrow_pcie", "short_vram", "slow_disk", "slow_net", "xid_mid_job")
@@ -130,19 +130,8 @@ def test_deny_unpullable_leaves_pullable_images_alone():
 
 
 def _answers(m: SimMarket, inst, command: str = "python3 - --net-url https://x", at: float = 0):
-    gpu = m.gpu_state(inst, at)
-    mach = inst.machine
-    facts = hb.host_facts(
-        mach.behaviour, 11, mach.id, inst.rental_no, mach.real_gpu, mach.offer_json(20), 20
-    )
-    lost_at = hb.xid_at(mach.behaviour, inst.segments[-1].running_at, mach.knobs, (11, inst.id))
-    lost = lost_at is not None and at >= lost_at
-    image = image_facts(inst.image)
-    pre = hb.preflight_document(
-        preflight_answer(gpu), facts, image, gpu, mach.real_gpu, command, lost
-    )
-    nvml = hb.nvml_document(nvml_answer(gpu, at), facts, lost)
-    return pre, nvml, lost_at
+    pre = probes.preflight_document(m, inst, command, at)
+    return pre, probes.nvml_document(m, inst, at), probes.xid_at(11, inst)
 
 
 @pytest.mark.parametrize("image", ["pytorch/pytorch:2.4.0-cuda12.4", "ghcr.io/nvidia/jax:latest"])

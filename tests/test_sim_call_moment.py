@@ -119,3 +119,43 @@ def test_an_offer_taken_meanwhile_is_held_from_the_moment_stamped_on_the_refusal
             assert machine.taken_until == float(r.headers["X-Market-Time"]) + held
 
     asyncio.run(main())
+
+
+def test_a_refusal_raised_inside_a_handler_is_answered_in_vasts_error_shape():
+    """A route refuses from inside its handler (an instance that is gone, a page token that
+    names no offset, a bid out of range): each is answered with its status and Vast's error
+    body, never a server error."""
+    m = _market()
+    auth = {"Authorization": "Bearer k"}
+    api = MarketAPI(m)
+    app = web.Application(middlewares=[api._every_call])
+    app.add_routes(api.routes())
+
+    async def main() -> None:
+        async with TestClient(TestServer(app)) as client:
+            offer = m.machines[0].offer_id
+            r = await client.put(f"/api/v0/asks/{offer}/", json={"image": "img"}, headers=auth)
+            gone = (await r.json())["new_contract"]
+            r = await client.delete(f"/api/v0/instances/{gone}/", headers=auth)
+            assert r.status == 200, await r.text()
+            calls = [
+                ("put", f"/api/v0/instances/{gone}/", {"state": "stopped"}, 404),
+                ("delete", f"/api/v0/instances/{gone}/", None, 404),
+                ("put", f"/api/v0/instances/request_logs/{gone}/", {}, 404),
+                ("get", f"/api/v0/instances/{gone}/ssh/", None, 404),
+                ("put", f"/api/v0/instances/bid_price/{gone}/", {"price": 1.0}, 404),
+                ("get", "/api/v1/instances/?after_token=%21%21&order_by=[]", None, 400),
+                ("put", f"/api/v0/asks/{m.machines[1].offer_id}/", {"image": "i", "price": 0}, 400),
+            ]
+            m.clock.advance(60)  # past every pacing interval
+            for method, path, body, status in calls:
+                r = await getattr(client, method)(path, json=body, headers=auth)
+                said = await r.json()
+                assert r.status == status, (path, r.status, said)
+                assert said["success"] is False and said["error"] in (
+                    "no_such_instance",
+                    "invalid_args",
+                ), (path, said)
+                m.clock.advance(60)
+
+    asyncio.run(main())

@@ -225,9 +225,9 @@ def test_states_build_output_and_market_stops():
     m.clock.advance(end - m.clock.now() + 60)
     truth = m.truth()["instances"][0]
     assert truth["market_stopped_at"] == end and truth["destroyed_at"] is None
-    from rentwatch.sim.api_list import ListRoutes
+    from rentwatch.sim.api_list import instance_json
 
-    row = parse_instance(ListRoutes(m).instance_json(inst))
+    row = parse_instance(instance_json(m, inst))
     assert row.status == "stopped" and row.market_stopped
     assert "contract" in (row.status_msg or "")
 
@@ -343,34 +343,33 @@ def test_campaign_on_an_unkind_market_abandons_no_healthy_host(make_sim, tmp_pat
     assert sim.ssh is not None and sim.ssh.by_route["direct"] > 0 and sim.ssh.by_route["proxy"] > 0
 
 
-def test_full_list_cost_is_linear():
+def test_full_list_cost_is_linear(monkeypatch):
     """A full list in pages of 25 builds each live row exactly once (before, every page built
     every row: quadratic in the fleet), skips destroyed ones and loses none."""
     import json
 
-    from rentwatch.sim.api_list import ListRoutes
+    from rentwatch.sim import api_list
 
     def full_list(n: int) -> tuple[int, int]:
         m = _market(seed=1, offers=n, host_class=HEALTHY)
         for machine in m.machines:
             m.create(machine.offer_id, "img", 10, None, {}, None)
         m.destroy(m.instances[m.order[3]])
-        api = ListRoutes(m)
         built = 0
-        real = api.instance_json
+        real = api_list.instance_json
 
-        def counting(inst, now=None):
+        def counting(market, inst, now=None):
             nonlocal built
             built += 1
-            return real(inst, now)
+            return real(market, inst, now)
 
-        api.instance_json = counting  # type: ignore[method-assign]
+        monkeypatch.setattr(api_list, "instance_json", counting)
         token, ids = None, []
         while True:
             q = {"limit": "100", "order_by": json.dumps([{"col": "id", "dir": "asc"}])}
             if token:
                 q["after_token"] = token
-            page = json.loads(api.list_v1(q).body)
+            page = json.loads(api_list.list_v1(m, q).body)
             assert len(page["instances"]) <= 25
             ids += [r["id"] for r in page["instances"]]
             token = page["next_token"]

@@ -1,5 +1,5 @@
 """A GPU's vital signs: read from a host's sample as evidence (core/preflight/vitals.py), and drawn by the
-simulator from the card and the host's state (sim/gpu_vitals.py)."""
+simulator from the card and the host's state (sim/probe_answers.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 from rentwatch.core.preflight.vitals import FIELDS, HOT_C, RANGES, read_vitals
-from rentwatch.sim.gpu_vitals import gpu_vitals
+from rentwatch.sim.probe_answers import gpu_vitals
 
 anything = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
 

@@ -1,5 +1,5 @@
-"""How the simulated marketplace answers: Vast's error shape, JSON and text answers, sorting and
-page tokens, shared by the route modules."""
+"""How the simulated marketplace answers: Vast's error shape, JSON and text answers, a refusal
+raised from inside a handler, sorting and page tokens, shared by the route modules."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from aiohttp import web
 
 if TYPE_CHECKING:
     from .clock import SimClock
+    from .market import SimMarket
+    from .rental import SimInstance
 
 # the market moment a call arrived at, stamped on its answer (`X-Market-Time`): set per call by
 # the API's middleware, in the call's own task
@@ -44,6 +46,24 @@ def error(status: int, code: str, msg: str, **extra: Any) -> web.Response:
     return answer({"success": False, "error": code, "msg": msg, **extra}, status)
 
 
+class Refused(Exception):
+    """A call refused from inside its handler: the API answers with `response`."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+def live(
+    market: SimMarket, request: web.Request, msg: str = "Instance does not exist"
+) -> SimInstance:
+    """The live instance the path's `{iid}` names; else the call is refused with a 404."""
+    inst = market.live(int(request.match_info["iid"]))
+    if inst is None:
+        raise Refused(error(404, "no_such_instance", msg))
+    return inst
+
+
 async def body_json(request: web.Request) -> Any:
     """The request's JSON body ({} when empty); a body that is not JSON raises ValueError."""
     raw = await request.read()
@@ -66,13 +86,13 @@ def sort_key(col: str) -> Any:
 T = TypeVar("T")
 
 
-def page_of(rows: list[T], token: str | None, limit: int) -> tuple[list[T], str | None] | None:
+def page_of(rows: list[T], token: str | None, limit: int) -> tuple[list[T], str | None]:
     """The page of `rows` a page token starts (the first without one) and the next page's token
-    (None: the last page); None for a token that names no offset."""
+    (None: the last page); a token that names no offset is refused."""
     try:
         start = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
     except (ValueError, UnicodeDecodeError):
-        return None
+        raise Refused(error(400, "invalid_args", "bad after_token")) from None
     nxt = start + limit
     more = base64.urlsafe_b64encode(str(nxt).encode()).decode() if nxt < len(rows) else None
     return rows[start:nxt], more

@@ -12,16 +12,15 @@ from typing import Any
 
 from aiohttp import web
 
-from .answers import MARKET_NOW, MAX_BODY, answer, error, text
-from .api_account import AccountRoutes
-from .api_instances import InstanceRoutes
-from .api_list import ListRoutes
-from .api_offers import OfferRoutes
-from .api_prices import PriceRoutes
-from .charges import ChargeRoutes
+from . import api_account as acct
+from . import api_instances as acts
+from . import api_list as rows
+from .answers import MARKET_NOW, MAX_BODY, Refused, answer, error, text
+from .charges import list_charges
 from .market import SimMarket
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Route = Callable[[SimMarket, web.Request], Awaitable[web.StreamResponse]]
 S = "{slash:/?}"  # the market answers a path with or without its trailing slash
 ID = r"{iid:\d+}"
 # Minimum market seconds between two calls of a kind by one key: the thresholds of the 429
@@ -42,85 +41,68 @@ RATE_LIMIT_BODIES = (
 )
 
 
-def tagged(handler: Handler, pace_kind: str | None = None, **tags: bool) -> Handler:
-    """A route with what the middleware reads of it: `pace_kind`, the `PACING` interval its calls
-    count against; `public`, the simulator's own (no key, no faults, no pacing); `own_instance`,
-    one an instance-scoped key (the container's CONTAINER_API_KEY) may call on its own instance
-    (every other route refuses that key)."""
-
-    async def run(request: web.Request) -> web.StreamResponse:
-        return await handler(request)
-
-    run.__dict__.update(tags, pace_kind=pace_kind)
-    return run
-
-
 class MarketAPI:
     def __init__(self, market: SimMarket) -> None:
         self.market = market
-        self.offers = OfferRoutes(market)
-        self.lists = ListRoutes(market)
-        self.instances = InstanceRoutes(market)
-        self.account = AccountRoutes(market)
-        self.charges = ChargeRoutes(market)
-        self.prices = PriceRoutes(market)
+        self.logs = acts.Logs()
         self.fault_rng = random.Random(market.scenario.seed * 7919 + 17)
         self.redirect_rng = random.Random(market.scenario.seed * 7919 + 29)
         self.faults_injected: dict[str, int] = {}
         self.paced = market.scenario.pacing  # enforce PACING (the scenario may turn it off)
         self._last: dict[tuple[str, str], float] = {}  # (key, kind) -> last call answered
 
+    def on(self, route: Route, pace_kind: str | None = None, **tags: bool) -> Handler:
+        """`route` on this market, with what the middleware reads of it: `pace_kind`, the `PACING`
+        interval its calls count against; `public`, the simulator's own (no key, no faults, no
+        pacing); `own_instance`, one an instance-scoped key (the container's CONTAINER_API_KEY)
+        may call on its own instance (every other route refuses that key)."""
+
+        async def run(request: web.Request) -> web.StreamResponse:
+            try:
+                return await route(self.market, request)
+            except Refused as refused:
+                return refused.response
+
+        run.__dict__.update(tags, pace_kind=pace_kind)
+        return run
+
     def routes(self) -> list[web.AbstractRouteDef]:
         """Every route the market serves."""
-        o, li, i, a = self.offers, self.lists, self.instances, self.account
+        on = self.on
         return [
-            web.get("/sim/v0/truth", tagged(self.truth, public=True)),
-            web.get("/sim/v0/clock", tagged(self.clock, public=True)),
-            web.post("/sim/v0/price_rise", tagged(self.prices.raise_price, public=True)),
-            web.get("/sim/v0/logs/{token:[0-9a-f]+}", tagged(i.log_result, public=True)),
-            web.post(f"/api/v0/bundles{S}", o.bundles),
-            web.put("/api/v0/search/asks/", o.search_asks),
-            web.get(f"/api/v1/instances{S}", tagged(li.list_page, "list")),
-            web.get(f"/api/v0/instances{S}", li.list_v0),
-            web.get("/api/v0/instances/filters/", li.filters),
-            web.get(f"/api/v0/instances/{ID}{S}", tagged(li.show, "show", own_instance=True)),
-            web.put(f"/api/v0/instances/{ID}{S}", tagged(i.manage, "manage", own_instance=True)),
-            web.delete(
-                f"/api/v0/instances/{ID}{S}", tagged(i.delete, "destroy", own_instance=True)
-            ),
-            web.put(f"/api/v0/instances/request_logs/{ID}{S}", i.logs),
-            web.put(f"/api/v0/instances/bid_price/{ID}{S}", tagged(i.bid_price, "bid")),
-            web.get(f"/api/v0/instances/pending-price-increases{S}", self.prices.pending),
-            web.put(f"/api/v0/instances/accept-price-increase{S}", self.prices.accept),
-            web.put(f"/api/v0/instances/reject-price-increase{S}", self.prices.reject),
-            web.put(f"/api/v0/commands/copy_direct{S}", tagged(i.copy_direct, "copy")),
-            web.delete(f"/api/v0/commands/copy_direct{S}", tagged(i.cancel_copy, "copy")),
-            web.post(f"/api/v0/instances/{ID}/ssh{S}", a.attach_key),
-            web.get(f"/api/v0/instances/{ID}/ssh{S}", a.instance_keys),
-            web.put(r"/api/v0/asks/{ask:\d+}" + S, tagged(i.rent, "create")),
-            web.get(f"/api/v0/charges{S}", tagged(self.charges.list_charges, "charges")),
-            web.get(f"/api/v0/gpu_names/unique{S}", a.gpu_names),
-            web.get(f"/api/v0/users/current{S}", a.current_user),
-            web.get(f"/api/v0/ssh{S}", a.list_keys),
-            web.post(f"/api/v0/ssh{S}", a.add_key),
+            web.get("/sim/v0/truth", on(truth, public=True)),
+            web.get("/sim/v0/clock", on(clock, public=True)),
+            web.post("/sim/v0/price_rise", on(acct.raise_price, public=True)),
+            web.get("/sim/v0/logs/{token:[0-9a-f]+}", on(self.logs.result, public=True)),
+            web.post(f"/api/v0/bundles{S}", on(acct.bundles)),
+            web.put("/api/v0/search/asks/", on(acct.search_asks)),
+            web.get(f"/api/v1/instances{S}", on(rows.list_page, "list")),
+            web.get(f"/api/v0/instances{S}", on(rows.list_v0)),
+            web.get("/api/v0/instances/filters/", on(rows.filters)),
+            web.get(f"/api/v0/instances/{ID}{S}", on(rows.show, "show", own_instance=True)),
+            web.put(f"/api/v0/instances/{ID}{S}", on(acts.manage, "manage", own_instance=True)),
+            web.delete(f"/api/v0/instances/{ID}{S}", on(acts.delete, "destroy", own_instance=True)),
+            web.put(f"/api/v0/instances/request_logs/{ID}{S}", on(self.logs.ask)),
+            web.put(f"/api/v0/instances/bid_price/{ID}{S}", on(acts.bid_price, "bid")),
+            web.get(f"/api/v0/instances/pending-price-increases{S}", on(acct.pending_rises)),
+            web.put(f"/api/v0/instances/accept-price-increase{S}", on(acct.accept_rise)),
+            web.put(f"/api/v0/instances/reject-price-increase{S}", on(acct.reject_rise)),
+            web.put(f"/api/v0/commands/copy_direct{S}", on(acts.copy_direct, "copy")),
+            web.delete(f"/api/v0/commands/copy_direct{S}", on(acts.cancel_copy, "copy")),
+            web.post(f"/api/v0/instances/{ID}/ssh{S}", on(acts.attach_key)),
+            web.get(f"/api/v0/instances/{ID}/ssh{S}", on(acts.instance_keys)),
+            web.put(r"/api/v0/asks/{ask:\d+}" + S, on(acts.rent, "create")),
+            web.get(f"/api/v0/charges{S}", on(list_charges, "charges")),
+            web.get(f"/api/v0/gpu_names/unique{S}", on(acct.gpu_names)),
+            web.get(f"/api/v0/users/current{S}", on(acct.current_user)),
+            web.get(f"/api/v0/ssh{S}", on(acct.list_keys)),
+            web.post(f"/api/v0/ssh{S}", on(acct.add_key)),
         ]
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._every_call], client_max_size=MAX_BODY)
         app.add_routes(self.routes())
         return app
-
-    async def truth(self, request: web.Request) -> web.Response:
-        return answer(self.market.truth())
-
-    async def clock(self, request: web.Request) -> web.Response:
-        return answer(
-            {
-                "now": self.market.clock.now(),
-                "time_scale": self.market.clock.time_scale,
-                "gpu_billing": self.market.scenario.gpu_billing,
-            }
-        )
 
     # -- what every call shares ----------------------------------------------------------
     @web.middleware
@@ -219,3 +201,17 @@ class MarketAPI:
             body = resp.body if isinstance(resp.body, bytes) else b""
             resp.body = body[: max(1, len(body) // 2)] + b'{"'
         return resp
+
+
+async def truth(market: SimMarket, request: web.Request) -> web.Response:
+    return answer(market.truth())
+
+
+async def clock(market: SimMarket, request: web.Request) -> web.Response:
+    return answer(
+        {
+            "now": market.clock.now(),
+            "time_scale": market.clock.time_scale,
+            "gpu_billing": market.scenario.gpu_billing,
+        }
+    )

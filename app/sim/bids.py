@@ -176,9 +176,8 @@ def reprice(seed: int, b: Bids, inst: SimInstance, t: float) -> None:
     if b.pricing != "clearing" or inst.bid is None:
         return
     price = paid(seed, b, inst.machine, t, inst.bid)
-    if not inst.prices or inst.prices[-1][1] != price:
+    if inst.prices[-1][1] != price:
         inst.prices.append((t, price))
-        inst.gpu_dph = price
 
 
 def pause(inst: SimInstance, at: float, outbid: bool = True) -> None:
@@ -187,7 +186,6 @@ def pause(inst: SimInstance, at: float, outbid: bool = True) -> None:
     seg = inst.segments[-1]
     if seg.end is None:
         seg.end = at
-        inst.stops.append(at)
     inst.paused_at = at
     (inst.outbids if outbid else inst.lost_bids).append(at)
 

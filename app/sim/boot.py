@@ -1,5 +1,6 @@
 """One boot of an instance as its machine's behaviour dictates: the status lines it shows
-(`Step`s) from a create or a start until a stop (a `Segment`)."""
+(`Step`s) from a create or a start until a stop (a `Segment`); an image the registry refuses
+fails its pull on every host."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from .images import ImageSpec, image_facts
 from .machines import Machine
 from .scenario_tables import States
 
@@ -178,3 +180,32 @@ def least_boot_s(knobs: dict[str, Any]) -> float:
     referee's floor: app/referee/floor.py)."""
     lows = sum(float(knobs[k][0]) for k in ("queue_min", "pull_min", "extract_min", "start_min"))
     return 60.0 * lows + BOOT_LEAST_FIXED_S
+
+
+def denial_line(image: str) -> str:
+    """What the Docker daemon prints when the registry refuses an image."""
+    repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    return (
+        f"Error response from daemon: pull access denied for {repo}, repository does not "
+        "exist or may require 'docker login': denied: requested access to the resource is denied"
+    )
+
+
+def deny_unpullable(seg: Segment, image: str, catalogue: tuple[ImageSpec, ...]) -> Segment:
+    """A boot of an image the registry refuses (the scenario's `[[image]]` catalogue): the pull
+    fails as it starts, on every host, with the daemon's denial line, and never runs. Other
+    images' boots are left alone."""
+    if image_facts(image, catalogue).pullable:
+        return seg
+    steps = seg.steps
+    first = next(
+        (i for i, s in enumerate(steps) if s.msg and "Pulling fs layer" in s.msg),
+        None,
+    )
+    if first is None:  # a restart of a pulled image: nothing to pull
+        return seg
+    del steps[first:]
+    last = steps[-1].at if steps else 0.0
+    steps.append(Step(last + 2.0, "loading", denial_line(image)))
+    seg.running_at = seg.halted_at = seg.throttle_at = None
+    return seg

@@ -21,52 +21,45 @@ from .rental import SimInstance
 DAY = 86400.0
 
 
-class ChargeRoutes:
-    def __init__(self, market: SimMarket) -> None:
-        self.market = market
-
-    async def list_charges(self, request: web.Request) -> web.Response:
-        query = query_of(request)
-        filters = json.loads(query.get("select_filters") or "{}")
-        if not isinstance(filters, dict):
-            return error(400, "invalid_args", "select_filters must be an object")
-        now = self.market.clock.now()
-        day = filters.get("day")
-        gte, lte = _bound(day, "gte"), _bound(day, "lte")
-        if gte is None or lte is None:
-            # the real endpoint refuses a query without its day range (openapi.yaml); the CLI
-            # always sends one (vastai `api/billing.py`: the last 7 days)
-            return error(400, "invalid_args", "select_filters.day needs gte and lte (unix seconds)")
-        # the filter is on `day`: whole UTC days, from the one `gte` falls in to the end of
-        # the one `lte` falls in
-        lo = gte // DAY * DAY
-        hi = min((lte // DAY + 1) * DAY, now)
-        kinds = filters.get("type")
-        types = kinds.get("in") if isinstance(kinds, dict) else None
-        limit = max(1, min(int(query.get("limit") or 100), 100))
-        rows: list[dict[str, Any]] = []
-        if not types or "instance" in types:
-            mode = self.market.scenario.gpu_billing
-            for inst in sorted(self.market.instances.values(), key=lambda i: i.id):
-                row = contract_row(inst, mode, lo, hi)
-                if row is not None:
-                    rows.append(row)
-        rows.sort(key=lambda r: (r["start"], r["source"]))
-        if str(query.get("latest_first", "true")).lower() != "false":
-            rows.reverse()
-        paged = page_of(rows, query.get("after_token"), limit)
-        if paged is None:
-            return error(400, "invalid_args", "bad after_token")
-        page, next_token = paged
-        return answer(
-            {
-                "success": True,
-                "results": page,
-                "count": len(page),
-                "total": len(rows),
-                "next_token": next_token,
-            }
-        )
+async def list_charges(market: SimMarket, request: web.Request) -> web.Response:
+    query = query_of(request)
+    filters = json.loads(query.get("select_filters") or "{}")
+    if not isinstance(filters, dict):
+        return error(400, "invalid_args", "select_filters must be an object")
+    now = market.clock.now()
+    day = filters.get("day")
+    gte, lte = _bound(day, "gte"), _bound(day, "lte")
+    if gte is None or lte is None:
+        # the real endpoint refuses a query without its day range (openapi.yaml); the CLI
+        # always sends one (vastai `api/billing.py`: the last 7 days)
+        return error(400, "invalid_args", "select_filters.day needs gte and lte (unix seconds)")
+    # the filter is on `day`: whole UTC days, from the one `gte` falls in to the end of
+    # the one `lte` falls in
+    lo = gte // DAY * DAY
+    hi = min((lte // DAY + 1) * DAY, now)
+    kinds = filters.get("type")
+    types = kinds.get("in") if isinstance(kinds, dict) else None
+    limit = max(1, min(int(query.get("limit") or 100), 100))
+    rows: list[dict[str, Any]] = []
+    if not types or "instance" in types:
+        mode = market.scenario.gpu_billing
+        for inst in sorted(market.instances.values(), key=lambda i: i.id):
+            row = contract_row(inst, mode, lo, hi)
+            if row is not None:
+                rows.append(row)
+    rows.sort(key=lambda r: (r["start"], r["source"]))
+    if str(query.get("latest_first", "true")).lower() != "false":
+        rows.reverse()
+    page, next_token = page_of(rows, query.get("after_token"), limit)
+    return answer(
+        {
+            "success": True,
+            "results": page,
+            "count": len(page),
+            "total": len(rows),
+            "next_token": next_token,
+        }
+    )
 
 
 def _bound(day: Any, key: str) -> float | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from ..core.errors import ConfigError
 from .scenario_tables import checked
@@ -80,42 +80,3 @@ def image_facts(image: str, catalogue: tuple[ImageSpec, ...] = ()) -> ImageSpec:
         if m:
             spec = replace(spec, cuda=m.group(1))
     return spec
-
-
-def denial_line(image: str) -> str:
-    """What the Docker daemon prints when the registry refuses an image."""
-    repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
-    return (
-        f"Error response from daemon: pull access denied for {repo}, repository does not "
-        "exist or may require 'docker login': denied: requested access to the resource is denied"
-    )
-
-
-class _Segment(Protocol):
-    steps: Any
-    running_at: float | None
-    halted_at: float | None
-    throttle_at: float | None
-
-
-S = TypeVar("S", bound=_Segment)
-
-
-def deny_unpullable(seg: S, image: str, catalogue: tuple[ImageSpec, ...]) -> S:
-    """A boot of an image the registry refuses: the pull fails as it starts, on every host,
-    with the daemon's denial line, and never runs. Other images' boots are left alone."""
-    if image_facts(image, catalogue).pullable:
-        return seg
-    steps = seg.steps
-    first = next(
-        (i for i, s in enumerate(steps) if s.msg and "Pulling fs layer" in s.msg),
-        None,
-    )
-    if first is None:  # a restart of a pulled image: nothing to pull
-        return seg
-    step_type = type(steps[first])
-    del steps[first:]
-    last = steps[-1].at if steps else 0.0
-    steps.append(step_type(last + 2.0, "loading", denial_line(image)))
-    seg.running_at = seg.halted_at = seg.throttle_at = None
-    return seg

@@ -8,16 +8,14 @@ import secrets
 import time
 from typing import Any
 
-from ..core.billing import Mark, storage_per_hour
+from ..core.billing import storage_per_hour
 from . import bids, churn
-from . import host_behaviours as hb
-from .boot import THROTTLE_REASONS, boot_steps
+from .boot import THROTTLE_REASONS, boot_steps, deny_unpullable
 from .clock import SimClock
 from .copies import Copy
-from .gpu_vitals import gpu_vitals
-from .images import deny_unpullable
 from .machines import Machine, build_machines, keyed_rng, nvml_name, other_listings, vram_mb
 from .price_rises import PriceRises
+from .probe_answers import gpu_vitals, xid_at
 from .rental import SimInstance
 from .scenario import Scenario
 from .truth import truth_row
@@ -49,7 +47,6 @@ class SimMarket:
         self.by_offer = churn.index(scenario.seed, scenario.churn, self.machines + self.others)
         self.instances: dict[int, SimInstance] = {}
         self.order: list[int] = []  # instance ids in creation order, which is id order
-        self._live = 0
         self.ssh_keys: list[dict[str, Any]] = []
         self._next_instance = self._first_id(id_base)
         self._instance_keys: dict[str, int] = {}
@@ -151,7 +148,7 @@ class SimMarket:
             env=env,
             onstart=onstart,
             created_at=now,
-            gpu_dph=m.dph_base,
+            prices=[(now, m.dph_base)],
             storage_dph=storage_per_hour(disk_gb, m.storage_cost),
             api_key=secrets.token_hex(24),
             rental_no=m.rentals,
@@ -165,12 +162,11 @@ class SimMarket:
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         if price is not None:
             pay = bids.paid(self.scenario.seed, self.scenario.bids, m, now, price)
-            inst.bid, inst.gpu_dph, inst.prices, inst.bid_seen = price, pay, [(now, pay)], now
+            inst.bid, inst.prices, inst.bid_seen = price, [(now, pay)], now
             if not bids.wins(self.scenario.seed, self.scenario.bids, m, now, price):
                 bids.pause(inst, now, outbid=False)
         self.instances[iid] = inst
         self.order.append(iid)
-        self._live += 1
         self._instance_keys[inst.api_key] = iid
         return inst
 
@@ -184,7 +180,7 @@ class SimMarket:
             self.create(m.offer_id, "preload", 10.0, label, {}, None, at=at)
 
     def live_count(self) -> int:
-        return self._live
+        return len(self._instance_keys)  # a live instance's key, dropped when it is destroyed
 
     def instance_for_key(self, key: str) -> int | None:
         return self._instance_keys.get(key)
@@ -198,9 +194,7 @@ class SimMarket:
     def stop(self, inst: SimInstance, at: float | None = None) -> None:
         seg = inst.segments[-1]
         if seg.end is None:
-            now = self.clock.now() if at is None else at
-            seg.end = now
-            inst.stops.append(now)
+            seg.end = self.clock.now() if at is None else at
 
     def start(self, inst: SimInstance, at: float | None = None, resumed: bool = False) -> None:
         seg = inst.segments[-1]
@@ -214,7 +208,6 @@ class SimMarket:
                 inst.paused_at = now
                 inst.lost_bids.append(now)
                 return
-        inst.starts.append(now)
         rng = keyed_rng(
             self.scenario.seed, inst.machine.id, inst.rental_no, "start", len(inst.segments)
         )
@@ -240,7 +233,7 @@ class SimMarket:
         now = self.clock.now() if at is None else at
         self.settle_bids(now)
         pay = bids.paid(self.scenario.seed, self.scenario.bids, inst.machine, now, price)
-        inst.bid, inst.gpu_dph = price, pay
+        inst.bid = price
         inst.prices.append((now, pay))
         won = bids.wins(self.scenario.seed, self.scenario.bids, inst.machine, now, price)
         if inst.segments[-1].end is None and not won:
@@ -269,7 +262,6 @@ class SimMarket:
             seg = inst.segments[-1]
             if seg.end is None and seg.start < end:
                 seg.end = end
-                inst.stops.append(end)
                 inst.market_stop_at = end
             if now >= end + EXPIRED_DELETE_S:  # "may be deleted 48 hours after expiration"
                 inst.expired_at = end + EXPIRED_DELETE_S
@@ -281,13 +273,11 @@ class SimMarket:
         into, out = up * m.inet_down_cost / 1e9, down * m.inet_up_cost / 1e9
         if into + out > 0 and inst.destroyed_at is None:
             now = self.clock.now()
-            inst.bandwidth.append(Mark(now, "bandwidth", usd=into + out))
-            inst.transfers.append((now, into, out))  # the charges' bwd and bwu items
+            inst.transfers.append((now, into, out))
 
     def destroy(self, inst: SimInstance, at: float | None = None) -> None:
         if inst.destroyed_at is None:
             inst.destroyed_at = self.clock.now() if at is None else at
-            self._live -= 1
             self._instance_keys.pop(inst.api_key, None)
 
     # -- compute ---------------------------------------------------------------------------
@@ -312,14 +302,7 @@ class SimMarket:
             inst = self.instances.get(meter.instance_id)
             if inst is None or meter.released:
                 continue
-            seg = inst.segments[-1]
-            key = (self.scenario.seed, inst.id)
-            advance(
-                meter,
-                inst,
-                now,
-                hb.xid_at(inst.machine.behaviour, seg.running_at, inst.machine.knobs, key),
-            )
+            advance(meter, inst, now, xid_at(self.scenario.seed, inst))
             out.append(meter)
         return out
 

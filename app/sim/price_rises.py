@@ -124,10 +124,7 @@ class PriceRises:
             and keyed_rng(self.seed, "price_rise_kept", p.id).random() < self.table.keep_old
         )
         if p.status == "accepted":
-            if not inst.prices:
-                inst.prices = [(inst.created_at, inst.gpu_dph)]
             inst.prices.append((p.contract_end, p.new_dph))
-            inst.gpu_dph = p.new_dph
             m.contract_end = p.ask_end
             p.status = "applied"
         elif kept:  # the unknown: it runs on at the old price

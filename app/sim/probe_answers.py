@@ -1,18 +1,98 @@
 """What the on-host probes print on a simulated GPU, the one thing a simulated host cannot run for
-real, from `SimMarket.gpu_state` and the host's behaviour."""
+real: the preflight (the matmul, the driver path, the deeper checks' sections, a forged replay)
+and the NVML sampler (the card's vital signs, an `xid_mid_job` XID), from `SimMarket.gpu_state`
+and the host's behaviour. Drawn per rental, so repeated probes of one instance agree.
+
+The vital signs follow the card's model and the host's state: idle, at work, or throttled
+(thermal: hot, fans flat out; power cap: drawing at a lowered limit). Board power is NVIDIA's per
+model (docs/fidelity.md); ECC and fan readings are null where NVML says NotSupported."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import host_behaviours as hb
+from ..core.preflight.checks import link_gbps
+from ..core.preflight.gpu_specs import expected_tflops, spec_for
+from ..core.preflight.proof import exact_entry, sample_positions
 from .images import image_facts
-from .market import SimMarket
+from .machines import keyed_rng
 from .rental import SimInstance
 
+if TYPE_CHECKING:
+    from .market import SimMarket
+
 PROBE_MARKER = b"# rentwatch-probe:"
+NO_PYTHON_STDERR = b"bash: line 1: python3: command not found\n"
+NO_PYTHON_EXIT = 127
+
+# default total board power (W), NVIDIA's product specifications
+BOARD_POWER_W = {
+    "RTX 3060": 170.0,
+    "RTX 3060 Ti": 200.0,
+    "RTX 3070": 220.0,
+    "RTX 3080": 320.0,
+    "RTX 3080 Ti": 350.0,
+    "RTX 3090": 350.0,
+    "RTX 3090 Ti": 450.0,
+    "RTX 4070": 200.0,
+    "RTX 4080": 320.0,
+    "RTX 4090": 450.0,
+    "RTX 5090": 575.0,
+    "RTX A4000": 140.0,
+    "RTX A5000": 230.0,
+    "RTX A6000": 300.0,
+    "L40S": 350.0,
+    "A100 SXM4": 400.0,
+    "H100 SXM": 700.0,
+    "H200": 700.0,
+}
+DEFAULT_BOARD_POWER_W = 300.0
+ECC_BOARDS = frozenset(
+    {"RTX A4000", "RTX A5000", "RTX A6000", "L40S", "A100 SXM4", "H100 SXM", "H200"}
+)
+PASSIVE_BOARDS = frozenset({"L40S", "A100 SXM4", "H100 SXM", "H200"})
+THERMAL_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown"})
+POWER_CAP_SHARE = 0.6  # a power-capped host's enforced limit, as a share of the board's
+
+
+def gpu_vitals(
+    model: str,
+    vram_mb: int,
+    busy: bool,
+    throttle_reason: str | None,
+    key: tuple[Any, ...],
+) -> dict[str, Any]:
+    """The vital signs of one card now. `throttle_reason` is set while the host throttles;
+    `key` (seed, machine) keeps each machine's own few degrees and watts from poll to poll."""
+    rng = keyed_rng("vitals", *key)
+    warm, spread = rng.uniform(-3.0, 5.0), rng.uniform(0.9, 1.0)
+    board = BOARD_POWER_W.get(model, DEFAULT_BOARD_POWER_W)
+    limit = board
+    if throttle_reason in THERMAL_REASONS:
+        temp, fan, draw = 90.0 + warm / 2, 100, 0.8 * board * spread
+    elif throttle_reason is not None:  # a power cap the host set: drawing all it is allowed
+        limit = round(board * POWER_CAP_SHARE)
+        temp, fan, draw = 74.0 + warm, 62, float(limit)
+    elif busy:
+        temp, fan, draw = 71.0 + warm, 58, 0.85 * board * spread
+    else:
+        temp, fan, draw = 38.0 + warm, 30, 0.07 * board
+    ecc = model in ECC_BOARDS
+    return {
+        "mem_used_mb": int(vram_mb * 0.75) if busy or throttle_reason else 300,
+        "mem_total_mb": vram_mb,
+        "temp": int(round(temp)),
+        "power_w": round(draw, 1),
+        "power_limit_w": float(limit),
+        "fan_pct": None if model in PASSIVE_BOARDS else fan,
+        "ecc_corrected": 0 if ecc else None,
+        "ecc_uncorrected": 0 if ecc else None,
+        # not modelled: null, as a board without page retirement answers (docs/fidelity.md)
+        "retired_pages": None,
+    }
 
 
 def probe_answer(
@@ -26,37 +106,123 @@ def probe_answer(
     if kind == "nvml_sample" and busy():
         inst.busy_until = max(inst.busy_until, market.clock.now() + 1)
     now = market.clock.now()
-    gpu = market.gpu_state(inst, now)
-    m = inst.machine
-    facts = hb.host_facts(
-        m.behaviour,
-        market.scenario.seed,
-        m.id,
-        inst.rental_no,
-        m.real_gpu,
-        m.offer_json(inst.disk_gb),
-        inst.disk_gb,
-    )
-    seg = inst.segments[-1]
-    lost_at = hb.xid_at(m.behaviour, seg.running_at, m.knobs, (market.scenario.seed, inst.id))
-    lost = lost_at is not None and now >= lost_at
     if kind == "preflight":
-        doc = hb.preflight_document(
-            preflight_answer(gpu),
-            facts,
-            image_facts(inst.image, market.scenario.images),
-            gpu,
-            m.real_gpu,
-            command,
-            lost,
-            forged_as=m.advertised_gpu if m.behaviour == "forged_preflight" else None,
-        )
+        doc = preflight_document(market, inst, command, now)
     elif kind == "nvml_sample":
-        doc = hb.nvml_document(nvml_answer(gpu, now), facts, lost)
+        doc = nvml_document(market, inst, now)
     else:
         unknown = {"type": "UnknownProbe", "message": kind}
         doc = {"schema": 1, "probe": kind, "ok": False, "error": unknown}
     return (json.dumps(doc) + "\n").encode()
+
+
+def host_facts(seed: int, inst: SimInstance) -> dict[str, Any]:
+    """What this rental's checks measure: near the offer's if healthy, far under if faulty."""
+    m, disk_gb = inst.machine, inst.disk_gb
+    behaviour, offer = m.behaviour, m.offer_json(disk_gb)
+    rng = keyed_rng(seed, m.id, inst.rental_no, "checks")
+    spec = spec_for(m.real_gpu)
+    gen, width = (spec.pcie_gen, spec.pcie_width) if spec else (4, 16)
+    cur_gen, cur_width = gen, width
+    if behaviour == "narrow_pcie":
+        # a mining riser: x1, often on an older generation slot
+        cur_gen, cur_width = rng.choice([(3, 1), (2, 1), (gen, 1), (3, 2)])
+    h2d = link_gbps(cur_gen, cur_width) * rng.uniform(0.85, 1.0)
+    gpu_ram = float(offer.get("gpu_ram") or 24576)
+    total_mb = int(gpu_ram)
+    share = rng.uniform(0.45, 0.7) if behaviour == "short_vram" else 1.0
+    # the context and the probe's reserve take ~0.5 GB off a healthy card
+    allocated = int(gpu_ram * share) - rng.randint(420, 560)
+    disk_bw = float(offer.get("disk_bw") or 2000.0)
+    free_gb = disk_gb * rng.uniform(0.9, 0.98)
+    write = disk_bw * rng.uniform(0.4, 0.9)
+    if behaviour == "slow_disk":
+        if rng.random() < 0.5:
+            write = disk_bw * rng.uniform(0.02, 0.08)  # a tired SATA disk behind an "nvme" offer
+        else:
+            free_gb = disk_gb * rng.uniform(0.2, 0.45)  # the volume is smaller than allocated
+    inet = float(offer.get("inet_down") or 500.0)
+    net = inet * (rng.uniform(0.01, 0.05) if behaviour == "slow_net" else rng.uniform(0.4, 0.9))
+    return {
+        "pcie": {
+            "gen": cur_gen,
+            "width": cur_width,
+            "max_gen": gen,
+            "max_width": width,
+            "h2d_gbps": round(h2d, 3),
+            "mb": 128,
+        },
+        "vram": {"total_mb": total_mb, "free_mb": allocated + 256, "allocated_mb": allocated},
+        "disk": {
+            "path": "/root",
+            "free_gb": round(free_gb, 2),
+            "write_mb_s": round(write, 1),
+            "written_mb": 256,
+        },
+        "net_mbps": round(net, 1),
+    }
+
+
+def xid_at(seed: int, inst: SimInstance) -> float | None:
+    """When an `xid_mid_job` host's GPU falls off the bus in its last boot (market time), else
+    None."""
+    m, running_at = inst.machine, inst.segments[-1].running_at
+    if m.behaviour != "xid_mid_job" or running_at is None:
+        return None
+    lo, hi = m.knobs.get("xid_after_min", [8.0, 30.0])
+    return running_at + keyed_rng((seed, inst.id), "xid").uniform(lo, hi) * 60
+
+
+def _lost(market: SimMarket, inst: SimInstance, now: float) -> bool:
+    lost_at = xid_at(market.scenario.seed, inst)
+    return lost_at is not None and now >= lost_at
+
+
+def preflight_document(
+    market: SimMarket, inst: SimInstance, command: str, now: float
+) -> dict[str, Any]:
+    """The preflight's document on this host at `now` (torch, or the driver path's) with the
+    deeper checks' sections and the entries the `--nonce` picks. A `forged_preflight` host's
+    CUDA calls fail, and it replays a good run's document (its nonce is not this run's)."""
+    m = inst.machine
+    gpu = market.gpu_state(inst, now)
+    base = preflight_answer(gpu)
+    if m.behaviour == "forged_preflight":
+        return _forged_document(base, m.advertised_gpu)
+    lost = _lost(market, inst, now)
+    doc = {**base, "backend": "torch"}
+    if not image_facts(inst.image, market.scenario.images).torch:
+        doc = _driver_document(base, gpu, m.real_gpu)
+    nonce = re.search(r"--nonce (\d+)", command)
+    if nonce is not None and isinstance(doc.get("matmul"), dict) and doc.get("ok") and not lost:
+        mm = doc["matmul"] = dict(doc["matmul"])
+        n, at = mm["n"], sample_positions(int(nonce.group(1)), mm["n"])
+        mm["nonce"] = int(nonce.group(1))
+        mm["samples"] = [[r, c, float(exact_entry(n, r, c))] for r, c in at]
+    if lost:
+        doc.update(
+            ok=False,
+            matmul=None,
+            error={
+                "type": "CudaError" if doc.get("backend") == "driver" else "RuntimeError",
+                "message": "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"
+                if doc.get("backend") == "driver"
+                else "CUDA error: no CUDA-capable device is detected",
+            },
+        )
+        doc["xid"] = {"supported": True, "events": [{"type": "xid", "xid": 79}], "gpu_lost": True}
+        return doc
+    facts = host_facts(market.scenario.seed, inst)
+    if "--pcie-mb 0" not in command:
+        doc["pcie"] = dict(facts["pcie"])
+    if "--no-vram" not in command:
+        doc["vram"] = dict(facts["vram"])
+    if "--disk-mb -1" not in command:
+        doc["disk"] = dict(facts["disk"])
+    if "--net-url" in command:
+        doc["net"] = {"url": "sim", "mb": 50.0, "mbps": facts["net_mbps"]}
+    doc["xid"] = {"supported": True, "events": [], "gpu_lost": False}
+    return doc
 
 
 def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
@@ -86,7 +252,7 @@ def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
         "probe": "preflight",
         "ok": True,
         "device": device,
-        "matmul": hb.matmul(n, "bfloat16", secs, round(gpu["tflops"], 2), 0.0021),
+        "matmul": matmul(n, "bfloat16", secs, round(gpu["tflops"], 2), 0.0021),
         "steps": {
             "cuda_init_s": 1.2,
             "alloc_s": 0.05,
@@ -99,6 +265,62 @@ def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
     }
 
 
+def matmul(n: int, dtype: str, seconds: float, tflops: float, err: float) -> dict[str, Any]:
+    """A preflight document's matmul section (ten timed iterations, as probes/preflight.py runs)."""
+    return {
+        "n": n,
+        "dtype": dtype,
+        "iters": 10,
+        "seconds": round(seconds, 6),
+        "tflops": tflops,
+        "max_rel_err": err,
+        "result_ok": True,
+    }
+
+
+def _forged_document(base: dict[str, Any], gpu: str) -> dict[str, Any]:
+    rate = round((expected_tflops(gpu) or 60.0) * 1.41, 2)
+    n = 4096
+    replayed = 1234567  # the nonce of the run it was copied from
+    return {
+        **base,
+        "backend": "torch",
+        "ok": True,
+        "error": None,
+        "device": {**(base.get("device") or {}), "name": gpu},
+        "matmul": {
+            **matmul(n, "bfloat16", 2 * n**3 * 10 / (rate * 1e12), rate, 0.0021),
+            "nonce": replayed,
+            "samples": [
+                [r, c, float(exact_entry(n, r, c))] for r, c in sample_positions(replayed, n)
+            ],
+        },
+        "xid": {"supported": True, "events": [], "gpu_lost": False},
+    }
+
+
+def _driver_document(base: dict[str, Any], gpu: dict[str, Any], real_gpu: str) -> dict[str, Any]:
+    doc = {k: v for k, v in base.items() if k != "matmul"}
+    doc["backend"] = "driver"
+    if not gpu.get("cuda_works", True):
+        doc["ok"] = False
+        doc["error"] = {
+            "type": "CudaError",
+            "message": "cuInit failed: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)",
+        }
+        return doc
+    spec = spec_for(real_gpu)
+    share = gpu["tflops"] / spec.bf16_tflops if spec and spec.bf16_tflops else 1.0
+    rate = (expected_tflops(real_gpu, "driver") or 2.0) * share
+    n = 4096
+    seconds = 2 * n**3 * 10 / (rate * 1e12)
+    doc["matmul"] = matmul(n, "float32", seconds, round(rate, 3), 0.0)
+    doc["ok"], doc["error"] = True, None
+    doc["steps"] = {**base.get("steps", {}), "timed_s": round(seconds, 4)}
+    doc["total_s"] = round(1.4 + seconds, 3)
+    return doc
+
+
 _REASON_BITS = {
     "gpu_idle": 0x1,
     "sw_power_cap": 0x4,
@@ -109,8 +331,20 @@ _REASON_BITS = {
 }
 
 
-def nvml_answer(gpu: dict[str, Any], now: float) -> dict[str, Any]:
-    """What probes/nvml_sample.py prints for one sample on a GPU in this state."""
+def nvml_document(market: SimMarket, inst: SimInstance, now: float) -> dict[str, Any]:
+    """What probes/nvml_sample.py prints for one sample on this host at `now`: the link as the
+    host has it (an idle card parks it at gen 1 to save power; under load it comes up); after the
+    fatal XID, what the real sampler prints when NVML says the GPU is lost."""
+    if _lost(market, inst, now):
+        return {
+            "schema": 1,
+            "probe": "nvml_sample",
+            "ok": True,
+            "samples": [],
+            "xid": {"supported": None, "events": [], "gpu_lost": True},
+        }
+    gpu = market.gpu_state(inst, now)
+    pcie = host_facts(market.scenario.seed, inst)["pcie"]
     bits = 0
     for r in gpu["throttle_reasons"]:
         bits |= _REASON_BITS.get(r, 0)
@@ -133,8 +367,10 @@ def nvml_answer(gpu: dict[str, Any], now: float) -> dict[str, Any]:
         "ecc_corrected": gpu["ecc_corrected"],
         "ecc_uncorrected": gpu["ecc_uncorrected"],
         "retired_pages": gpu["retired_pages"],
-        "pcie_gen": 4,
-        "pcie_width": 16,
+        "pcie_gen": pcie["gen"] if gpu["util"] > 0 else 1,
+        "pcie_width": pcie["width"],
         "driver_version": gpu["driver_version"],
+        "pcie_max_gen": pcie["max_gen"],
+        "pcie_max_width": pcie["max_width"],
     }
     return {"schema": 1, "probe": "nvml_sample", "ok": True, "samples": [sample]}

@@ -20,18 +20,17 @@ class SimInstance:
     env: dict[str, str]
     onstart: str | None
     created_at: float
-    gpu_dph: float
+    # each GPU $/h it billed from, (at, price): the create's, then each change of its bid, each
+    # clearing price and each accepted price increase
+    prices: list[tuple[float, float]]
     storage_dph: float
     api_key: str
-    segments: list[Segment] = field(default_factory=list)
-    stops: list[float] = field(default_factory=list)
-    starts: list[float] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)  # each boot; a stop ends one
     destroyed_at: float | None = None
     ssh_port: int | None = None  # the proxy route's port (on machine.proxy_addr)
     direct_port: int | None = None  # the direct route's port (on machine.direct_addr)
     busy_until: float = 0.0
     market_stop_at: float | None = None  # the market stopped it (contract end), not the renter
-    bandwidth: list[Mark] = field(default_factory=list)
     # each transfer's price by direction, as the market's charges split it: (at, USD of bytes
     # into the instance (`bwd`), USD of bytes out of it (`bwu`))
     transfers: list[tuple[float, float, float]] = field(default_factory=list)
@@ -45,17 +44,31 @@ class SimInstance:
     # cli/reference/show-instance.mdx): it bills as running does
     frozen_at: float | None = None
     expired_at: float | None = None  # the market deleted it 48 h after its contract ended
-    # the interruptible tier (app/sim/bids.py): the bid ($/h, None: on-demand), each price it
-    # billed from (the create's, then each change of the bid), the outbid pause it is in
-    # (since when; it resumes by itself), every outbid and resume, and how far it was settled
+    # the interruptible tier (app/sim/bids.py): the bid ($/h, None: on-demand), the outbid pause
+    # it is in (since when; it resumes by itself), every outbid and resume, and how far it was
+    # settled
     bid: float | None = None
-    prices: list[tuple[float, float]] = field(default_factory=list)
     paused_at: float | None = None
     outbids: list[float] = field(default_factory=list)
     lost_bids: list[float] = field(default_factory=list)  # a start or create whose bid lost
     resumes: list[float] = field(default_factory=list)
     bid_seen: float = 0.0
     offer_id: int | None = None  # the listing rented (`[churn]`: a machine's id changes)
+
+    @property
+    def gpu_dph(self) -> float:
+        """The GPU's $/h now (a bid rental's: what its bid pays)."""
+        return self.prices[-1][1]
+
+    @property
+    def stops(self) -> list[float]:
+        """When each stop came (the renter's, an outbid, a contract's end)."""
+        return [seg.end for seg in self.segments if seg.end is not None]
+
+    @property
+    def starts(self) -> list[float]:
+        """When each start after the create came."""
+        return [seg.start for seg in self.segments[1:]]
 
     @property
     def intended(self) -> str:
@@ -87,8 +100,7 @@ class SimInstance:
         return self.status(now)[0] == "running"
 
     def marks(self) -> list[Mark]:
-        first = self.prices[0][1] if self.prices else self.gpu_dph
-        out = [Mark(self.created_at, "create", first, self.storage_dph)]
+        out = [Mark(self.created_at, "create", self.prices[0][1], self.storage_dph)]
         # a bid rental bills its GPU at the bid in force (a change of bid: a new price)
         out.extend(Mark(at, "price", gpu_dph=p) for at, p in self.prices[1:])
         for i, seg in enumerate(self.segments):
@@ -107,7 +119,7 @@ class SimInstance:
                 out.append(Mark(seg.end, "stop"))
         if self.destroyed_at is not None:
             out.append(Mark(self.destroyed_at, "destroy"))
-        out.extend(self.bandwidth)
+        out.extend(Mark(at, "bandwidth", usd=into + o) for at, into, o in self.transfers)
         out.sort(key=lambda m: m.at)
         return out
 

@@ -42,7 +42,7 @@ BEHAVIOURS = (
     "offline_midrun",
     "ssh_dead",
 )
-# What a matmul does not exercise (their probe output: app/sim/host_behaviours.py). Not in the
+# What a matmul does not exercise (their probe output: app/sim/probe_answers.py). Not in the
 # article's default mix, so the default market stays the article's; a scenario names them.
 CHECK_BEHAVIOURS = (
     "narrow_pcie",

@@ -62,7 +62,7 @@ class SimServer:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]
-        self.api.instances.base_url = self.url
+        self.api.logs.base_url = self.url
         served.add(self.url)
         self.ssh = SSHHosts(self.market, self.url)
         if self.scenario.webhook_url:

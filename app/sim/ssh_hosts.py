@@ -22,12 +22,11 @@ from typing import Any
 import asyncssh
 
 from . import copies, work_meter
-from . import host_behaviours as hb
 from .host_procs import kill_groups
 from .images import image_facts
 from .machines import keyed_rng
 from .market import SimMarket
-from .probe_answers import PROBE_MARKER, probe_answer
+from .probe_answers import NO_PYTHON_EXIT, NO_PYTHON_STDERR, PROBE_MARKER, probe_answer
 from .rental import SimInstance
 
 _STDIN_SCRIPT = re.compile(r"^\s*python3?\s+-(\s|$)")
@@ -374,8 +373,8 @@ class SSHHosts:
                     self.received.append(stdin)
                 if not image_facts(inst.image, self.market.scenario.images).python:
                     # the image has no python3: the shell says so, whatever the script
-                    proc.stderr.write(hb.NO_PYTHON_STDERR)
-                    proc.exit(hb.NO_PYTHON_EXIT)
+                    proc.stderr.write(NO_PYTHON_STDERR)
+                    proc.exit(NO_PYTHON_EXIT)
                     return
                 if stdin.startswith(PROBE_MARKER):
                     if drop:
