@@ -104,7 +104,7 @@ def test_until_proven_explores_unverified_strangers_until_a_machine_of_a_listed_
     listed = _offer(1, 10, True, verification="verified")
     unverified = _offer(2, 11, False, verification="unverified")
     deverified = _offer(3, 12, False, verification="deverified")  # it failed Vast's test
-    external = _offer(4, 13, True, True, verification="verified")
+    external = _offer(4, 13, False, True, verification="unverified")
     unsaid = _offer(5, 14, False)  # outside, and not said which: not tried
     elsewhere = _offer(6, 15, False, verification="unverified", gpu="RTX 4090")
     offers = [listed, unverified, deverified, external, unsaid, elsewhere]
