@@ -5,8 +5,9 @@ every delivering machine's cheapest pieces over the whole window, unverified, de
 external listings included (a campaign's query may ask for them), and whether or not a machine
 is listed then. Here the same fill is made over (a) only the minutes each machine is listed
 (`sim/churn.py`), (b) only the machines the campaign's search returns by default (verified, not
-external: Vast's CLI default, `market/vast/client.OFFER_DEFAULTS`), and (c) both. Each is still a
-floor for a policy limited so; none is what a policy could pay.
+external: Vast's CLI default, `market/vast/client.OFFER_DEFAULTS`), (c) both, and (d) the
+listed minutes of those and of the unverified listings (what `wide_search = "until_proven"`
+may try). Each is still a floor for a policy limited so; none is what a policy could pay.
 
 `--machines` prints, per run, the machines the floor's fill bought its work from against the
 machines the campaign rented: each one's GPU, Vast's verification, its cost per reference
@@ -109,6 +110,10 @@ def reach(run_dir: Path, family_seed: int, campaign_path: Path) -> dict[str, flo
         m = by_id[r.machine_id]
         return m.verified and not m.external
 
+    def unverified_too(r: Rentable) -> bool:  # what `wide_search = "until_proven"` may explore
+        m = by_id[r.machine_id]
+        return m.verification in ("verified", "unverified") and not m.external
+
     billing = sc.gpu_billing
     return {
         "total": sum(float(r["total_usd"]) for r in rows),
@@ -116,6 +121,7 @@ def reach(run_dir: Path, family_seed: int, campaign_path: Path) -> dict[str, flo
         "listed": floor(listed, work, billing).usd,
         "searched": floor([r for r in every if searched(r)], work, billing).usd,
         "both": floor([r for r in listed if searched(r)], work, billing).usd,
+        "unverified": floor([r for r in listed if unverified_too(r)], work, billing).usd,
     }
 
 
@@ -211,15 +217,19 @@ def main() -> None:
         for run_dir in sorted(p for p in args.dir.iterdir() if (p / "run.json").exists()):
             machines(run_dir, args.family_seed, args.campaign)
         return
-    print("| run | total | floor | listed only | searched only | both | total vs both |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| run | total | floor | listed only | searched only | both | total vs both "
+        "| listed, unverified too |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for run_dir in sorted(p for p in args.dir.iterdir() if (p / "run.json").exists()):
         r = reach(run_dir, args.family_seed, args.campaign)
         print(
             f"| {run_dir.name} | {r['total']:.3f} | {r['floor']:.3f} | {r['listed']:.3f} "
             f"({r['listed'] / r['floor']:.2f}x) | {r['searched']:.3f} "
             f"({r['searched'] / r['floor']:.2f}x) | {r['both']:.3f} "
-            f"({r['both'] / r['floor']:.2f}x) | {r['total'] / r['both']:.2f}x |"
+            f"({r['both'] / r['floor']:.2f}x) | {r['total'] / r['both']:.2f}x | "
+            f"{r['unverified']:.3f} ({r['unverified'] / r['floor']:.2f}x) |"
         )
 
 
