@@ -10,7 +10,7 @@ import pytest
 from rentwatch.core.errors import ConfigError, ConfigErrors
 from rentwatch.core.models import Offer
 from rentwatch.core.offers.search_scope import in_default_search, in_scope, widened
-from rentwatch.core.offers.track_record import Memory, Record
+from rentwatch.core.offers.track_record import Memory, Record, Rental, remember
 from rentwatch.core.policy import DEFAULT
 from rentwatch.engine.offers import OfferBook
 from rentwatch.market.factory import load_campaign
@@ -21,12 +21,19 @@ from rentwatch.referee.run import policy_from_spec
 from .campaigns import campaign_text
 
 
-def _offer(oid: int, machine: int, verified: bool | None, external: bool | None = False) -> Offer:
+def _offer(
+    oid: int,
+    machine: int,
+    verified: bool | None,
+    external: bool | None = False,
+    verification: str | None = None,
+    gpu: str = "RTX 3090",
+) -> Offer:
     return Offer(
         oid,
         machine,
         1,
-        "RTX 3090",
+        gpu,
         1,
         0.2,
         0.2,
@@ -38,6 +45,7 @@ def _offer(oid: int, machine: int, verified: bool | None, external: bool | None 
         "US",
         verified=verified,
         external=external,
+        verification=verification,
     )
 
 
@@ -71,27 +79,71 @@ def test_proven_keeps_outside_listings_only_where_our_record_saw_them_deliver() 
     failed = _offer(5, 14, False)
     external = _offer(6, 15, True, True)
     offers = [listed, unsaid, proven, stranger, failed, external]
-    history = {12: (1.5, 0.5, 0.0), 14: (0.5, 1.0, 0.02), 15: (0.0, 0.0, 0.0)}
+    memory = Memory(
+        machines={
+            12: Record(delivered=1.5, failed=0.5),
+            14: Record(delivered=0.5, failed=1.0),
+            15: Record(),
+        }
+    )
     assert [in_default_search(o) for o in offers] == [True, True, False, False, False, False]
-    assert in_scope(offers, ONE_GPU, "proven", history) == [listed, unsaid, proven]
-    assert in_scope(offers, ONE_GPU, "explore", history) == offers
-    assert in_scope(offers, ONE_GPU, "off", history) == offers
+    assert in_scope(offers, ONE_GPU, "proven", memory) == [listed, unsaid, proven]
+    assert in_scope(offers, ONE_GPU, "explore", memory) == offers
+    assert in_scope(offers, ONE_GPU, "off", memory) == offers
     # the campaign asked for every listing itself: the policy takes nothing out
-    assert in_scope(offers, {"verified": {}}, "proven", history) == offers
+    assert in_scope(offers, {"verified": {}}, "proven", memory) == offers
+
+
+def _rental(machine: int, gpu: str, *, jobs: int = 1, lost: int = 0, dud: bool = False) -> Rental:
+    return Rental(machine, None, gpu, 0.2, 0.0, not dud, dud, jobs_finished=jobs, jobs_lost=lost)
+
+
+def test_until_proven_explores_unverified_strangers_until_a_machine_of_a_listed_model_delivers() -> (
+    None
+):
+    listed = _offer(1, 10, True, verification="verified")
+    unverified = _offer(2, 11, False, verification="unverified")
+    deverified = _offer(3, 12, False, verification="deverified")  # it failed Vast's test
+    external = _offer(4, 13, False, True, verification="unverified")
+    unsaid = _offer(5, 14, False)  # outside, and not said which: not tried
+    elsewhere = _offer(6, 15, False, verification="unverified", gpu="RTX 4090")
+    offers = [listed, unverified, deverified, external, unsaid, elsewhere]
+    strangers = [listed, unverified, elsewhere]
+    assert in_scope(offers, ONE_GPU, "until_proven", Memory()) == strangers
+    # machines that only failed, or were only proven and never finished work, prove nothing
+    unproven = remember([_rental(20, "RTX 3090", dud=True), _rental(21, "RTX 3090", jobs=0)], 0.0)
+    assert in_scope(offers, ONE_GPU, "until_proven", unproven) == strangers
+    assert (
+        in_scope(offers, ONE_GPU, "until_proven", remember([_rental(22, "RTX 3090", lost=2)], 0.0))
+        == strangers
+    )
+    # a machine that delivered work, of a model this search lists (here a verified one not listed
+    # now): the campaign reaps, as `proven`, and the deverified one it once proved is kept
+    reaped = remember([_rental(20, "RTX 3090"), _rental(12, "RTX 3090")], 0.0)
+    assert in_scope(offers, ONE_GPU, "until_proven", reaped) == [listed, deverified]
+    assert in_scope(offers, ONE_GPU, "proven", reaped) == [listed, deverified]
+    # a machine proven on a model this campaign's search never lists is no reason to stop
+    other = remember([_rental(30, "H100 SXM")], 0.0)
+    assert in_scope(offers, ONE_GPU, "until_proven", other) == strangers
+    # a campaign that named the default search's fields keeps them whatever the setting
+    assert in_scope(offers, {"verified": {}}, "until_proven", Memory()) == offers
 
 
 def test_an_offer_row_says_whether_it_is_verified_or_external() -> None:
     row = {"id": 1, "machine_id": 2, "dph_total": 0.3, "verified": False, "external": True}
     o = parse_offer(row)
-    assert (o.verified, o.external) == (False, True)
-    odd = parse_offer({**row, "verified": "yes", "external": None})
-    assert (odd.verified, odd.external) == (None, None)
+    assert (o.verified, o.external, o.verification) == (False, True, None)
+    said = parse_offer({**row, "verification": "deverified"})
+    assert said.verification == "deverified"
+    odd = parse_offer({**row, "verified": "yes", "external": None, "verification": {"x": 1}})
+    assert (odd.verified, odd.external, odd.verification) == (None, None, None)
 
 
 def test_the_setting_is_a_policy_setting_the_referee_can_ab() -> None:
     assert policy_from_spec('default+wide_search="explore"').wide_search == "explore"
+    assert policy_from_spec('default+wide_search="until_proven"').wide_search == "until_proven"
     assert DEFAULT.wide_search == "off"
-    with pytest.raises(ConfigErrors, match="one of off, proven, explore"):
+    with pytest.raises(ConfigErrors, match="one of off, proven, explore, until_proven"):
         DEFAULT.with_overrides({"wide_search": "everything"})
     with pytest.raises(ConfigError):
         policy_from_spec("default+wide_search=explore")  # not a TOML value
@@ -132,3 +184,11 @@ def test_the_sims_search_answers_the_widened_query_as_vast_would(make_sim) -> No
     memory = Memory(machines={seen.machine_id: Record(delivered=1.0)})
     proven = _searched(_book(sim.url, "proven", "rentable=true", memory))
     assert {o.id for o in proven} == {o.id for o in usual} | {seen.id}
+    # until_proven with nothing proven: the sim's unverified rows (its `verification` read), not
+    # its external ones
+    first = _searched(_book(sim.url, "until_proven", "rentable=true", Memory()))
+    tried = [o for o in first if not in_default_search(o)]
+    assert tried and {o.verification for o in tried} == {"unverified"}
+    assert {o.id for o in first} == {o.id for o in usual} | {
+        o.id for o in outside if o.verification == "unverified" and not o.external
+    }

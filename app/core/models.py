@@ -30,6 +30,9 @@ KNOWN_STATUSES = frozenset(s.value for s in Status)
 STOPPED_STATES = frozenset({"stopped", "offline"})
 
 
+VERIFICATIONS = ("verified", "unverified", "deverified")  # Vast's `verification` words
+
+
 @dataclass(frozen=True, slots=True)
 class Offer:
     id: int
@@ -58,6 +61,8 @@ class Offer:
     # Vast's `verified` and `external` (vastai `api/query.py` offers_fields); None: not said
     verified: bool | None = None
     external: bool | None = None
+    # Vast's `verification`, one of VERIFICATIONS (deverified: it failed Vast's test); None: not said
+    verification: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from ..core.campaign import Campaign, Job
 from ..core.delivery import WorkOutlook, outlook
 from ..core.models import Offer
 from ..core.offers.choice import Exclusions, History, OfferTerms, choose_offers, fit_offers
-from ..core.offers.search_scope import in_scope, widened, widens
+from ..core.offers.search_scope import NARROWED, in_scope, widened, widens
 from ..core.offers.track_record import Memory, remember
 from ..core.offers.work_cost import detect_h, detect_prior_h
 from ..core.policy import Policy
@@ -108,8 +108,8 @@ class OfferBook:
             self.journal.say(f"create skipped: offer search failed: {exc}")
             return
         wide = self.policy.wide_search
-        if wide == "proven" and widens(self.campaign.offer_query, wide):
-            found = in_scope(found, self.campaign.offer_query, wide, self.remembered().history())
+        if wide in NARROWED and widens(self.campaign.offer_query, wide):
+            found = in_scope(found, self.campaign.offer_query, wide, self.remembered())
         self.offers, self.searched_at = tuple(found), self.market.now()
         self.searched_rental = self.rental
 

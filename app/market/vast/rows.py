@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from ...core.errors import MalformedAnswer
-from ...core.models import Instance, Offer, SSHRoute
+from ...core.models import VERIFICATIONS, Instance, Offer, SSHRoute
 
 _MAX_TEXT = 4096
 
@@ -76,6 +76,12 @@ def _state(row: dict[str, Any], key: str) -> str | None:
     return _STATE_WORDS.get(said.lower(), said) if said else said
 
 
+def _one_of(row: dict[str, Any], key: str, words: tuple[str, ...]) -> str | None:
+    """A field that takes one of a few words; None where absent or any other value."""
+    value = row.get(key)
+    return value if value in words else None
+
+
 def _text(row: dict[str, Any], key: str) -> str | None:
     value = row.get(key)
     if value is None:
@@ -126,6 +132,7 @@ def parse_offer(row: Any) -> Offer:
         direct_port_count=_count(row, "direct_port_count"),
         verified=_flag(row, "verified"),
         external=_flag(row, "external"),
+        verification=_one_of(row, "verification", VERIFICATIONS),
     )
 
 
