@@ -170,3 +170,67 @@ def test_a_dropped_connection_closes_only_after_its_sessions_end():
     assert pool.reusable((2, "h", 22)) is kept
     first.closed = True  # the host ended it
     assert pool.reusable((2, "h", 22)) is None and pool.count() == 0
+
+
+def test_a_supervisors_close_closes_the_connections_it_holds(make_sim):
+    """A session that ends and leaves its hosts running (a detach) leaves no socket open."""
+    from rentwatch.core.policy import SEED
+    from rentwatch.engine.supervisor import Supervisor
+    from rentwatch.ledger import Ledger
+
+    from .fake_market import FakeMarket, campaign
+
+    sim = _sim(make_sim)
+    runner = SSHRunner(asyncssh.generate_private_key("ssh-ed25519"), connect_timeout=5.0)
+
+    async def run() -> asyncssh.SSHClientConnection:
+        [inst] = await _host(sim, runner)
+        await runner.run(inst.id, inst.ssh_host, inst.ssh_port, "true")
+        [held] = runner.pool.held.values()
+        sup = Supervisor(FakeMarket([]), Ledger(":memory:"), campaign(), SEED, runner, log=print)
+        await sup.close()
+        assert runner.pool.count() == 0
+        return held.conn
+
+    conn = asyncio.run(run())
+    assert conn.is_closed()
+
+
+def test_a_held_connection_to_a_host_gone_silent_is_given_up_by_keepalive(make_sim):
+    """A host that stops answering without closing anything (its box died, the network cut):
+    the runner's keepalives go unanswered and it gives the connection up, so no command is
+    written into it."""
+    sim = _sim(make_sim)
+    runner = SSHRunner(
+        asyncssh.generate_private_key("ssh-ed25519"), connect_timeout=5.0, keepalive_s=0.1
+    )
+    silent = asyncio.Event()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while not silent.is_set() and (data := await reader.read(65536)):
+            if silent.is_set():
+                break
+            writer.write(data)
+        await asyncio.Event().wait()  # silent: nothing goes through, nothing is closed
+
+    async def run() -> None:
+        [inst] = await _host(sim, runner)
+
+        async def open_relay(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            hr, hw = await asyncio.open_connection(inst.ssh_host, inst.ssh_port)
+            pumps.extend(asyncio.ensure_future(p) for p in (relay(r, hw), relay(hr, w)))
+
+        pumps: list[asyncio.Future] = []
+        server = await asyncio.start_server(open_relay, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        assert (await runner.run(inst.id, "127.0.0.1", port, "echo up")).stdout == b"up\n"
+        [held] = runner.pool.held.values()
+        silent.set()
+        assert await _closed(held.conn)
+        assert runner.pool.reusable(held.key) is None
+        for p in pumps:
+            p.cancel()
+        server.close()
+        await runner.close()
+
+    asyncio.run(run())
