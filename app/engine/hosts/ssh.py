@@ -152,9 +152,10 @@ class SSHRunner:
         for conn in self.pool.closing:
             conn.close()
         closing, self.pool.closing = self.pool.closing, []
-        for conn in closing:
-            with contextlib.suppress(TimeoutError, OSError, asyncssh.Error):
-                await asyncio.wait_for(conn.wait_closed(), 5)
+        async with self.hold(None):  # an exchange with the hosts: a stepped market stands still
+            for conn in closing:
+                with contextlib.suppress(TimeoutError, OSError, asyncssh.Error):
+                    await asyncio.wait_for(conn.wait_closed(), 5)
 
     def _candidates(self, instance_id: int, host: str, port: int) -> list[Route]:
         """The given host and port first (the caller's pick), then the instance's other
