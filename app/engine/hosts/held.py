@@ -38,14 +38,18 @@ class Pool:
     """The connections held, by instance and route (host and port)."""
 
     def __init__(self) -> None:
-        self.held: dict[Key, Held] = {}
+        self.by_instance: dict[int, dict[tuple[str, int], Held]] = {}
         # dropped ones that may not have closed yet, for `SSHRunner.close` to wait on
         self.closing: list[asyncssh.SSHClientConnection] = []
+
+    @property
+    def held(self) -> dict[Key, Held]:
+        return {h.key: h for routes in self.by_instance.values() for h in routes.values()}
 
     def reusable(self, key: Key) -> Held | None:
         """The live connection held for `key`; one the host or a lost keepalive closed is
         dropped here, so the next command connects again."""
-        held = self.held.get(key)
+        held = self.by_instance.get(key[0], {}).get(key[1:])
         if held is None or held.live():
             return held
         self.drop(held)
@@ -58,14 +62,17 @@ class Pool:
         if held is not None:
             self.drop(Held(key, conn))
             return held
-        self.held[key] = held = Held(key, conn)
+        held = self.by_instance.setdefault(key[0], {})[key[1:]] = Held(key, conn)
         return held
 
     def drop(self, held: Held) -> None:
         """Out of the pool (dead, or suspect: a command timed out on it, a session failed);
         closed now, or once the sessions under way on it end."""
-        if self.held.get(held.key) is held:
-            del self.held[held.key]
+        routes = self.by_instance.get(held.key[0], {})
+        if routes.get(held.key[1:]) is held:
+            del routes[held.key[1:]]
+            if not routes:
+                del self.by_instance[held.key[0]]
         held.dropped = True
         if held.users == 0:
             held.conn.close()
@@ -73,13 +80,15 @@ class Pool:
 
     def forget(self, instance_id: int, keep: Collection[tuple[str, int]] = ()) -> None:
         """Drop the instance's connections, but those on a route in `keep`."""
-        for key, held in list(self.held.items()):
-            if key[0] == instance_id and key[1:] not in keep:
+        for route, held in list(self.by_instance.get(instance_id, {}).items()):
+            if route not in keep:
                 self.drop(held)
 
     def instances(self) -> set[int]:
-        return {key[0] for key in self.held}
+        return set(self.by_instance)
 
     def count(self, instance_id: int | None = None) -> int:
         """Connections held (to `instance_id`, or to any host)."""
-        return sum(1 for key in self.held if instance_id is None or key[0] == instance_id)
+        if instance_id is not None:
+            return len(self.by_instance.get(instance_id, {}))
+        return sum(len(routes) for routes in self.by_instance.values())
