@@ -40,6 +40,8 @@ class Actions:
     # (actor, reason) once a person ended the campaign: a create still in flight then
     # lands on a campaign that holds nothing, and is ended as it lands
     ended: Callable[[], tuple[str, str] | None] = lambda: None
+    # told the id of an instance our stop or destroy took effect on (its SSH connections close)
+    gone: Callable[[int], None] = lambda _: None
     # creates sent and not yet answered: a signal that cancels their caller does not
     # cancel them (the market may be making the rental), and the release waits for them
     creating: set[asyncio.Task[Attempt | None]] = field(default_factory=set, init=False)
@@ -90,6 +92,7 @@ class Actions:
                 a.preflight_task.cancel()
             cost = a.charges(self.market.gpu_billing, at).total_usd
             self.journal.writer.emit(Stopped(a, at, actor, reason, cost))
+            self.gone(a.instance_id)
             return True
 
     async def destroy(self, a: Attempt, actor: str, reason: str) -> bool:
@@ -102,6 +105,7 @@ class Actions:
                 self.journal.say(f"destroy FAILED i:{a.instance_id}: {exc} (will retry)")
                 return False
             self.journal.writer.emit(Destroyed(a, at, reason))
+            self.gone(a.instance_id)
             return True
 
     def _believable(self, instance_id: int) -> bool:

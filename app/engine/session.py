@@ -66,6 +66,9 @@ class Session:
         ssh = SSHRunner(load_or_create_key(key_path or default_key_path()))
         if market_clock is not None:  # its SSH sessions hold the clock as its calls do
             ssh.hold = market_clock.held
+            # and no keepalives: the simulator's hosts close their connections when they end,
+            # and on a stepped clock a keepalive's timer would step the market
+            ssh.keepalive_s = 0.0
         sup = Supervisor(
             client,
             ledger,

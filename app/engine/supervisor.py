@@ -13,6 +13,7 @@ from pathlib import Path
 from ..core.campaign import Campaign
 from ..core.errors import MalformedAnswer
 from ..core.jobs import JobQueue
+from ..core.lifecycle import HELD
 from ..core.policy import Policy
 from ..core.rules import (
     Decision,
@@ -75,7 +76,9 @@ class Supervisor:
         self.writer = self.journal.writer  # the one queue of rental updates, which `rounds` drains
         # (actor, reason) once a person ended the campaign (`no_more_creates`)
         self.ended_by: tuple[str, str] | None = None
-        self.actions = Actions(market, self.journal, self.fleet, campaign, lambda: self.ended_by)
+        self.actions = Actions(
+            market, self.journal, self.fleet, campaign, lambda: self.ended_by, gone=ssh.forget
+        )
         self.link = HostLink(
             ssh, market, self.journal, max_parallel_ssh, policy_io_floor_s=policy.io_floor_wall_s
         )
@@ -276,6 +279,8 @@ class Supervisor:
         if sight.swept is not None:  # a sweep's pages together are a full list answer
             await self.observer.unlisted(sight.swept, now)
         self.recovery.adopt_strays(instances, now, self.adopt_all)
+        # a host no longer held running (stopped, destroyed, lost, let go) keeps no connection
+        self.ssh.keep_only([i for i, a in self.fleet.attempts.items() if a.life.phase in HELD])
         self.tender.retend(self.observer.returned)
         self._revive_tending(now)
         self.writer.drain()  # the rules decide on what host tasks said while the list was out
@@ -426,3 +431,4 @@ class Supervisor:
             self.journal.say(f"close  {len(pending)} host task(s) would not end: left behind")
         # the tasks' own errors are theirs (each has said it)
         await asyncio.gather(*(t for t in tasks if t not in pending), return_exceptions=True)
+        await self.ssh.close()

@@ -91,8 +91,20 @@ async def pump_in(
 
 
 class _Server(asyncssh.SSHServer):
-    def __init__(self, inst: SimInstance) -> None:
+    """One connection to an instance's sshd, listed in `conns` while it lasts."""
+
+    def __init__(self, inst: SimInstance, conns: set[asyncssh.SSHServerConnection]) -> None:
         self.inst = inst
+        self.conns = conns
+        self.conn: asyncssh.SSHServerConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self.conn = conn
+        self.conns.add(conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.conn is not None:
+            self.conns.discard(self.conn)
 
     def public_key_auth_supported(self) -> bool:
         return True
@@ -116,6 +128,10 @@ class SSHHosts:
         # scaled clock that bends or stands is not wall time over one scale
         self.clock_file = self.workdir / "market_clock"
         self.listeners: dict[int, list[Any]] = {}  # instance id -> its listeners (one a route)
+        # instance id -> the SSH connections open to it: a real host's sshd ends them when the
+        # box stops, restarts or is re-imaged, so a renter's kept connection cannot outlive it
+        self.connections: dict[int, set[asyncssh.SSHServerConnection]] = {}
+        self.handshakes = 0  # SSH connections accepted (each a key exchange and a login)
         self.host_keys: dict[int, asyncssh.SSHKey] = {}
         # sessions per instance so far: a session's drop is drawn from its instance and its
         # number there, not from one sequence over every host, so the hosts whose sessions
@@ -180,6 +196,7 @@ class SSHHosts:
                 # in it dies, a detached job's too ("stopped (killing running processes)",
                 # rental-types.mdx), and its data stays
                 self._stops_seen[inst.id] = stops
+                self.disconnect(inst.id)
                 self.kill_processes(inst.id)
                 kill_groups(self.sandbox(inst))
                 self.market.end_meters(inst.id)
@@ -190,6 +207,11 @@ class SSHHosts:
                 await self._close(inst.id)
                 if inst.destroyed_at is not None:  # a destroyed host's processes end with it
                     kill_groups(self.sandbox(inst))
+
+    def disconnect(self, iid: int) -> None:
+        """Every SSH connection open to the instance ends (its sshd went down with the box)."""
+        for conn in list(self.connections.get(iid, ())):
+            conn.close()
 
     def kill_processes(self, iid: int) -> None:
         """Every command still running on the instance dies (its data stays in the sandbox)."""
@@ -228,11 +250,17 @@ class SSHHosts:
             key = asyncssh.generate_private_key("ssh-ed25519")
             self.host_keys[inst.machine.id] = key
         sandbox = self.sandbox(inst)
+        conns = self.connections.setdefault(inst.id, set())
+
+        def server() -> _Server:
+            self.handshakes += 1
+            return _Server(inst, conns)
+
         return await asyncssh.listen(
             addr,
             0,
             server_host_keys=[key],
-            server_factory=lambda: _Server(inst),
+            server_factory=server,
             process_factory=lambda proc: self._run(inst, proc, route),
             sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(sandbox).encode()),
             allow_scp=False,
@@ -260,6 +288,7 @@ class SSHHosts:
     async def _close(self, iid: int) -> None:
         for listener in self.listeners.pop(iid, []):
             listener.close()
+        self.disconnect(iid)
         inst = self.market.instances.get(iid)
         if inst is not None:
             inst.ssh_port = inst.direct_port = None

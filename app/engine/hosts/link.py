@@ -231,20 +231,19 @@ class HostLink:
     async def on_connection(
         self, a: Attempt, work: Callable[[asyncssh.SSHClientConnection], Awaitable[T]]
     ) -> T:
-        """SFTP work on one pinned connection, within the concurrency bound and a deadline."""
+        """SFTP work on the host's held connection, within the concurrency bound and a
+        deadline."""
         routed(a)
         async with self.slots, self._distrust_on_key_change(a):
             await self.key_on(a)
             host, port = routed(a)
             try:
-                async with self.ssh.hold(a.instance_id):  # as a session (`_ssh_run`)
-                    conn = await self.ssh.connect(
-                        a.instance_id, host, port, self.wall(CONNECT_TIMEOUT_S, self.io_ceiling())
-                    )
-                    try:
-                        return await asyncio.wait_for(work(conn), self.wall(600, 30))
-                    finally:
-                        conn.close()
+                connect_s = self.wall(CONNECT_TIMEOUT_S, self.io_ceiling())
+                async with (
+                    self.ssh.hold(a.instance_id),  # as a session (`_ssh_run`)
+                    self.ssh.connected(a.instance_id, host, port, connect_s) as conn,
+                ):
+                    return await asyncio.wait_for(work(conn), self.wall(600, 30))
             except SSHFailure:
                 await self._remeasure()
                 raise

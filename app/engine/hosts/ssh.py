@@ -1,6 +1,7 @@
 """Running commands and probes on rented hosts over asyncssh, with pinned host keys, hard timeouts
 and capped output. The account's API key is never sent. Of an instance's routes (direct, and the
-market's proxy) the direct is tried first; a host is unreachable only when every route failed."""
+market's proxy) the direct is tried first; a host is unreachable only when every route failed.
+A connection is kept per instance and route, each command a session on it (held.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import collections
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import asyncssh
 
 from ...core.errors import RentwatchError
+from .held import Held, Key, Pool
 
 
 class SSHFailure(RentwatchError):
@@ -63,8 +65,8 @@ class Route:
     port: int
 
 
-# how every session logs in: as root, with rentwatch's key only (no agent, no ssh config), the
-# host key checked by its pin (`SSHRunner.pinned`), no keepalives
+# how every connection logs in: as root, with rentwatch's key only (no agent, no ssh config), the
+# host key checked by its pin (`SSHRunner.pinned`); keepalives are the runner's (below)
 CLIENT_OPTIONS: dict[str, Any] = {
     "username": "root",
     "known_hosts": None,
@@ -72,6 +74,12 @@ CLIENT_OPTIONS: dict[str, Any] = {
     "config": None,
     "keepalive_interval": 0,
 }
+# A held connection asks the host for a keepalive answer after this many seconds of the loop's
+# clock without traffic, and is given up after KEEPALIVE_COUNT_MAX more go unanswered: a host
+# that went silent without closing the connection (a dead box, a cut network) is noticed
+# before a command is sent into it. As OpenSSH's ServerAliveInterval / ServerAliveCountMax.
+KEEPALIVE_S = 30.0
+KEEPALIVE_COUNT_MAX = 3
 
 
 def routes_of(instance: Any) -> tuple[Route, ...]:
@@ -100,6 +108,7 @@ class SSHRunner:
         max_output: int = 1 << 20,
         wall_clock: Callable[[], float] = loop_time,
         hold: Callable[[object], AbstractAsyncContextManager[None]] | None = None,
+        keepalive_s: float = KEEPALIVE_S,
     ) -> None:
         self.key = key
         self.wall_clock = wall_clock  # times connects (HostLink.io_floor)
@@ -112,14 +121,41 @@ class SSHRunner:
         self.pinned: dict[int, str] = {}  # instance id -> host key fingerprint
         self.routes: dict[int, tuple[Route, ...]] = {}  # instance id -> its routes, best first
         self.route_used: dict[int, Route] = {}  # instance id -> the route that worked last
-        # wall seconds the latest connects that answered took (HostLink.io_floor reads them)
+        # wall seconds the latest connects that answered took (HostLink.io_floor reads them);
+        # a session on a held connection makes no connect
         self.connect_walls: collections.deque[float] = collections.deque(maxlen=32)
+        self.keepalive_s = keepalive_s  # 0: none (a loop whose seconds are market seconds)
+        self.pool = Pool()
 
     def set_routes(self, instance_id: int, routes: Sequence[Route] | Any) -> None:
         """Tell the runner an instance's routes: a sequence of `Route`, or a parsed `Instance`
         (its `ssh_routes`). Call it on every poll; routes change when an instance restarts."""
         got = tuple(routes) if isinstance(routes, list | tuple) else routes_of(routes)
         self.routes[instance_id] = tuple(r for r in got if isinstance(r, Route))
+        # a route no longer listed (a restart moved it, a stop took it) holds nothing
+        self.pool.forget(instance_id, keep={(r.host, r.port) for r in self.routes[instance_id]})
+
+    def forget(self, instance_id: int) -> None:
+        """The instance was stopped, destroyed or let go: its connections close (a session still
+        under way on one ends first)."""
+        self.pool.forget(instance_id)
+
+    def keep_only(self, instance_ids: Collection[int]) -> None:
+        """Close the connections of every instance but these (those still alive)."""
+        for iid in self.pool.instances() - set(instance_ids):
+            self.pool.forget(iid)
+
+    async def close(self) -> None:
+        """Close every connection held and wait for each to be closed (the session's end)."""
+        for iid in self.pool.instances():
+            self.pool.forget(iid)
+        for conn in self.pool.closing:
+            conn.close()
+        closing, self.pool.closing = self.pool.closing, []
+        async with self.hold(None):  # an exchange with the hosts: a stepped market stands still
+            for conn in closing:
+                with contextlib.suppress(TimeoutError, OSError, asyncssh.Error):
+                    await asyncio.wait_for(conn.wait_closed(), 5)
 
     def _candidates(self, instance_id: int, host: str, port: int) -> list[Route]:
         """The given host and port first (the caller's pick), then the instance's other
@@ -133,22 +169,53 @@ class SSHRunner:
         rest.sort(key=lambda r: (r != last, r.kind != "direct"))
         return [given, *rest]
 
-    async def connect(
+    @contextlib.asynccontextmanager
+    async def connected(
         self, instance_id: int, host: str, port: int, connect_timeout: float | None = None
-    ) -> asyncssh.SSHClientConnection:
-        """A connection by the first route that answers; SSHFailure naming every route tried when
-        none did. A changed host key is never a reason to try another route.
+    ) -> AsyncIterator[asyncssh.SSHClientConnection]:
+        """The host's held connection (one is made if none is held), for work of the caller's own
+        on it (SFTP); work that failed or was cut leaves the connection dropped."""
+        held, _ = await self.connection(instance_id, host, port, connect_timeout)
+        held.enter()
+        try:
+            yield held.conn
+        except BaseException:
+            self.pool.drop(held)
+            raise
+        finally:
+            held.leave()
+
+    async def connection(
+        self,
+        instance_id: int,
+        host: str,
+        port: int,
+        connect_timeout: float | None = None,
+    ) -> tuple[Held, bool]:
+        """A connection by the first route that answers, and whether it was held already (no
+        handshake); SSHFailure naming every route tried when none did. A changed host key is
+        never a reason to try another route.
 
         The routes race, each a quarter of the connect timeout behind the one before (RFC 8305's
-        happy eyeballs), so a host that answers on no route costs one timeout, not one per route."""
+        happy eyeballs), so a host that answers on no route costs one timeout, not one per route.
+        A route with a live held connection answers at its turn without a handshake: the given
+        route is still tried first."""
         limit = self.connect_timeout if connect_timeout is None else connect_timeout
         routes = self._candidates(instance_id, host, port)
+        first = self.pool.reusable(self._key(instance_id, routes[0]))
+        if first is not None:
+            self.route_used[instance_id] = routes[0]
+            return first, True
         outcomes: dict[int, str] = {}
 
-        async def attempt(i: int, route: Route) -> tuple[Route, asyncssh.SSHClientConnection]:
+        async def attempt(i: int, route: Route) -> tuple[Route, Held, bool]:
             await asyncio.sleep(i * limit / 4)
+            key = self._key(instance_id, route)
+            held = self.pool.reusable(key)
+            if held is not None:
+                return route, held, True
             try:
-                return route, await self._connect(instance_id, route.host, route.port, limit)
+                conn = await self._connect(instance_id, route.host, route.port, limit)
             except SSHFailure as exc:
                 if isinstance(exc, HostKeyChanged):
                     raise
@@ -156,31 +223,36 @@ class SSHRunner:
                 if isinstance(exc, NoAnswer):
                     timed_out.add(i)
                 raise
+            return route, self.pool.keep(key, conn), False
 
         tasks = [asyncio.create_task(attempt(i, r)) for i, r in enumerate(routes)]
         timed_out: set[int] = set()
-        won: asyncssh.SSHClientConnection | None = None
+        won: Held | None = None
         try:
             for done in asyncio.as_completed(tasks):
                 try:
-                    route, won = await done
+                    route, won, reused = await done
                 except HostKeyChanged:
                     raise
                 except SSHFailure:
                     continue
                 self.route_used[instance_id] = route
-                return won
+                return won, reused
         finally:
             for t in tasks:
                 t.cancel()
             # a route that connected after the winner is closed, not leaked (a cancel of this
-            # call still propagates: gather raises it)
+            # call still propagates: gather raises it); a held one stays held
             for got in await asyncio.gather(*tasks, return_exceptions=True):
-                if isinstance(got, tuple) and got[1] is not won:
-                    got[1].close()
+                if isinstance(got, tuple) and got[1] is not won and not got[2]:
+                    self.pool.drop(got[1])
         said = [outcomes[i] for i in sorted(outcomes)]
         failure = NoAnswer if timed_out == set(outcomes) else SSHFailure
         raise failure("; ".join(said) if len(said) > 1 else said[0])
+
+    @staticmethod
+    def _key(instance_id: int, route: Route) -> Key:
+        return (instance_id, route.host, route.port)
 
     @property
     def public_key(self) -> str:
@@ -193,7 +265,15 @@ class SSHRunner:
         try:
             conn = await asyncio.wait_for(
                 asyncssh.connect(
-                    host, port, client_keys=[self.key], login_timeout=limit, **CLIENT_OPTIONS
+                    host,
+                    port,
+                    client_keys=[self.key],
+                    login_timeout=limit,
+                    **{
+                        **CLIENT_OPTIONS,
+                        "keepalive_interval": self.keepalive_s,
+                        "keepalive_count_max": KEEPALIVE_COUNT_MAX,
+                    },
                 ),
                 limit,
             )
@@ -223,21 +303,46 @@ class SSHRunner:
         timeout: float = 60.0,
         connect_timeout: float | None = None,
     ) -> RunResult:
-        """Run one command; the whole thing (connect included) ends within `timeout` seconds."""
-        conn = await self.connect(instance_id, host, port, connect_timeout)
-        try:
-            return await asyncio.wait_for(self._run(conn, command, stdin), timeout)
-        except TimeoutError:
-            raise SSHFailure(f"'{command[:40]}' did not finish within {timeout:g}s") from None
-        except (OSError, asyncssh.Error) as exc:
-            raise SSHFailure(f"session dropped: {type(exc).__name__}: {str(exc)[:160]}") from None
-        finally:
-            conn.close()
+        """Run one command, as a session on the host's held connection (one is made if none is
+        held); the command ends within `timeout` seconds. A held connection that fails before
+        the host opened the session (it had closed it: a stop, a restart) is replaced once;
+        after that, a failure is the command's (it may have run), never sent again."""
+        for _ in range(2):
+            held, reused = await self.connection(instance_id, host, port, connect_timeout)
+            opened = [False]
+            held.enter()
+            try:
+                return await asyncio.wait_for(self._run(held.conn, command, stdin, opened), timeout)
+            except TimeoutError:
+                self.pool.drop(held)  # a hung session: the connection is not trusted
+                raise SSHFailure(f"'{command[:40]}' did not finish within {timeout:g}s") from None
+            except (OSError, asyncssh.Error) as exc:
+                self.pool.drop(held)
+                if reused and not opened[0]:
+                    continue
+                raise SSHFailure(
+                    f"session dropped: {type(exc).__name__}: {str(exc)[:160]}"
+                ) from None
+            finally:
+                held.leave()
+        raise AssertionError("unreachable: the second try returns or raises")
 
     async def _run(
-        self, conn: asyncssh.SSHClientConnection, command: str, stdin: bytes | None
+        self,
+        conn: asyncssh.SSHClientConnection,
+        command: str,
+        stdin: bytes | None,
+        opened: list[bool],
     ) -> RunResult:
-        proc = await conn.create_process(command, encoding=None)
+        proc: asyncssh.SSHClientProcess[bytes] = asyncssh.SSHClientProcess()
+
+        def session() -> asyncssh.SSHClientProcess[bytes]:
+            opened[0] = True  # the host opened the channel: the command goes out next
+            return proc
+
+        # (create_process, with a session factory that says the channel was opened)
+        await conn.create_session(session, command, encoding=None)
+        await proc.redirect(asyncssh.PIPE, asyncssh.PIPE, asyncssh.PIPE)
         if stdin:
             proc.stdin.write(stdin)
         proc.stdin.write_eof()

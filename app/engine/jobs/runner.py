@@ -121,12 +121,18 @@ def launch_command(job: Job, first: bool = True) -> str:
 
 
 def status_command(job: Job) -> str:
+    """The job's state, its progress and its log's tail, in one answer (`parse_status`). The exit
+    code and the pid are read by the shell's own `read` and printed by its `printf` (no escapes
+    taken from the files); only the progress (at most its first 32 bytes: the job writes it,
+    and it may hold anything) and the log's tail start a process on the host."""
     d = job_dir(job.name)
     return (
-        f"if [ -f {d}/exit ]; then echo EXIT $(cat {d}/exit); "
-        f"elif [ -f {d}/pid ] && kill -0 $(cat {d}/pid) 2>/dev/null; then echo RUNNING; "
+        f"if [ -f {d}/exit ]; then read -r c _ < {d}/exit; printf 'EXIT%s\\n' \"${{c:+ $c}}\"; "
+        f'elif [ -f {d}/pid ] && {{ read -r p _ < {d}/pid; kill -0 "$p"; }} 2>/dev/null; '
+        f"then echo RUNNING; "
         f"elif [ -f {d}/pid ]; then echo VANISHED; else echo NONE; fi; "
-        f'[ -f {d}/progress ] && echo "PROGRESS $(head -c 32 {d}/progress | head -n 1)"; '
+        f"[ -f {d}/progress ] && {{ p=$(head -c 32 {d}/progress); nl='\n'; "
+        f'printf \'PROGRESS %s\\n\' "${{p%%"$nl"*}}"; }}; '
         f"tail -c 1500 {d}/log 2>/dev/null"
     )
 
