@@ -133,3 +133,147 @@ def test_the_rentals_read_carries_the_reliability_the_offer_listed():
     got = {r.machine_id: r.listed_reliability for r in led.rentals()}
     assert got == {1: pytest.approx(0.931), 2: None, 3: None}
     led.close()
+
+
+# the record reads as they were written over the `instances` and `hosts` views, which stay the
+# definition: the narrower reads (records.py) must answer exactly what these answer
+VIEW_RENTALS = """
+WITH j AS (
+  SELECT instance_id,
+    count(*) FILTER (WHERE kind = 'job_finished' AND NOT ok
+                     AND coalesce(TRY_CAST(detail->>'host_fault' AS BOOLEAN), false)) AS jobs_lost,
+    coalesce(sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)) FILTER (WHERE kind = 'job_finished' AND ok
+      AND seq NOT IN (SELECT seq FROM voided_exits)), 0) AS work_ref_h,
+    count(*) FILTER (WHERE kind = 'outbid') AS outbids,
+    bool_or(kind = 'throttle') AS throttled,
+    max(ts) AS last_at
+  FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
+), s AS (
+  SELECT instance_id, any_value(TRY_CAST(detail->>'reliability' AS DOUBLE)) AS listed
+  FROM events WHERE kind = 'create' AND phase <> 'intent' AND ok AND instance_id IS NOT NULL
+  GROUP BY instance_id
+)
+SELECT i.machine_id, i.host_id, i.gpu_name, coalesce(i.gpu_dph, 0), coalesce(j.last_at, i.created_at),
+       i.verified_at IS NOT NULL, i.dud, i.total_usd, coalesce(i.lifetime_min, 0),
+       i.jobs_finished, coalesce(j.jobs_lost, 0), coalesce(j.work_ref_h, 0),
+       coalesce(j.outbids, 0), coalesce(j.throttled, false), s.listed
+FROM instances i LEFT JOIN j USING (instance_id) LEFT JOIN s USING (instance_id)
+WHERE i.machine_id IS NOT NULL AND i.gpu_name IS NOT NULL AND i.instance_id NOT IN (
+  SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL
+    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))
+"""
+VIEW_SPEEDS = "SELECT machine_id, speed_share FROM hosts"
+
+# what may happen to a rental after its create: (kind, phase, ok, detail)
+STEPS = [
+    ("status", "fact", None, {"status": "running"}),
+    ("status", "fact", None, {"status": "offline"}),
+    ("status", "fact", None, {"status": "exited"}),
+    ("preflight_passed", "fact", None, {}),
+    ("job_started", "fact", None, {"job": "a"}),
+    ("job_started", "fact", None, {"job": "b"}),
+    ("job_finished", "fact", True, {"job": "a", "work_ref_h": 0.5, "speed_share": 0.9}),
+    ("job_finished", "fact", True, {"job": "b", "work_ref_h": 0.25, "speed_share": 1.1}),
+    ("job_finished", "fact", False, {"job": "a", "requeued": True, "host_fault": True}),
+    ("job_finished", "fact", False, {"job": "b", "requeued": True, "host_fault": False}),
+    ("abandon", "fact", None, {"class": "boot_timeout"}),
+    ("abandon", "fact", None, {"class": "cancelled"}),
+    ("abandon", "fact", None, {"class": "ssh", "blame": "campaign"}),
+    ("outbid", "fact", None, {}),
+    ("throttle", "fact", None, {}),
+    ("stop", "outcome", True, {}),
+    ("start", "outcome", True, {}),
+    ("lost", "fact", True, {}),  # as the engine writes it
+    ("returned", "fact", None, {}),
+    ("destroy", "outcome", True, {}),
+]
+
+
+def test_the_narrow_record_reads_answer_what_the_views_answer():
+    """The rentals and speeds reads (records.py) equal the same questions asked of the
+    `instances` and `hosts` views, on rentals drawn from every step that moves them: voided job
+    exits, write-offs voided by a return, campaign faults, cancellations, creates without a
+    machine, machines whose events carry no create, rentals still billing at the clock."""
+    from hypothesis import HealthCheck, example, given, settings
+    from hypothesis import strategies as st
+    from rentwatch.ledger.records import RENTAL_RECORD_SQL, SPEEDS_SQL
+
+    led = Ledger(":memory:")
+    ids = iter(range(1, 10**6))
+    clock = [0.0]
+
+    rental = st.tuples(
+        st.sampled_from([11, 12, 13, None]),  # machine (one without: no record)
+        st.sampled_from(["c1", "c2"]),
+        st.lists(st.sampled_from(range(len(STEPS))), max_size=10),
+        st.sampled_from([None, 0.93, 7.5]),  # the reliability its offer listed
+        st.booleans(),  # its create happened (else an intent the market never answered)
+    )
+
+    step = {(k, str(d.get("job")), d.get("requeued")): n for n, (k, _, _, d) in enumerate(STEPS)}
+    written_off_and_back = [step["status", "None", None], step["lost", "None", None]]
+    written_off_and_back.append(step["returned", "None", None])
+    exit_voided = [step["preflight_passed", "None", None], step["job_started", "a", None]]
+    exit_voided += [step["job_finished", "a", None], step["job_finished", "a", True]]
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(rental, min_size=1, max_size=4), st.floats(0, 5000))
+    @example([(11, "c1", written_off_and_back, None, True)], 0.0)
+    @example([(12, "c2", exit_voided, 0.93, True)], 60.0)
+    def check(rentals, tick):
+        for machine, campaign, steps, listed, created in rentals:
+            iid = next(ids)
+            ctx = {"campaign": campaign, "machine_id": machine}
+            at = clock[0] = clock[0] + 30
+            s = led.intent(
+                "create",
+                at=at,
+                actor="rule:t",
+                reason="r",
+                gpu_name=REF,
+                gpu_dph=0.4,
+                storage_dph=0.01,
+                host_id=machine,
+                **ctx,
+            )
+            if not created:
+                continue
+            detail = {} if listed is None else {"reliability": listed}
+            led.outcome(s, at=at, ok=True, instance_id=iid, detail=detail)
+            for n in steps:
+                kind, phase, ok, detail = STEPS[n]
+                at = clock[0] = clock[0] + 60
+                if phase == "outcome":
+                    s = led.intent(kind, at=at, actor="rule:t", reason="r", instance_id=iid, **ctx)
+                    led.outcome(s, at=at, ok=True)
+                else:
+                    led.record(
+                        kind,
+                        at=at,
+                        actor="engine",
+                        reason="r",
+                        ok=ok,
+                        detail=dict(detail),
+                        instance_id=iid,
+                        **ctx,
+                    )
+        led.record(
+            "job_finished",
+            at=clock[0],
+            actor="engine",
+            reason="r",
+            ok=True,
+            detail={"job": "z", "speed_share": 0.5},
+            machine_id=99,
+        )  # never rented
+        led.tick(clock[0] + tick)
+        want = sorted(led._rows(VIEW_RENTALS), key=repr)
+        assert sorted(led._rows(RENTAL_RECORD_SQL), key=repr) == want
+        speeds = [dict(led._rows(sql)) for sql in (SPEEDS_SQL, VIEW_SPEEDS)]
+        # as `machine_speeds` reads them: a machine and its share, both known
+        assert [{m: v for m, v in d.items() if None not in (m, v)} for d in speeds] == [
+            {m: v for m, v in speeds[1].items() if None not in (m, v)}
+        ] * 2
+
+    check()
+    led.close()
