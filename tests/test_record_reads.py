@@ -7,6 +7,9 @@ from __future__ import annotations
 import pytest
 from rentwatch.ledger import Ledger
 
+# the record reads over the `instances` and `hosts` views, which define them
+from bench.ledger_open import VIEW_RENTALS, VIEW_SPEEDS
+
 REF = "RTX 4090"
 
 
@@ -48,9 +51,13 @@ def test_an_event_written_since_is_in_the_next_read(tmp_path):
     _dud(led, 1, 600)
     assert led.model_record()[REF] == (0, 1, pytest.approx(10.0))
     assert led.machine_record()[1][1] == 1
+    assert [r.machine_id for r in led.rentals()] == [1] and led.machine_speeds() == {}
     _dud(led, 2, 1200)
     assert led.model_record()[REF] == (0, 2, pytest.approx(30.0))
     assert led.machine_record()[2][1] == 1
+    assert sorted(r.machine_id for r in led.rentals()) == [1, 2]
+    _delivered(led, 3, 2000, [{"ok": True, "job": "a", "work_ref_h": 0.5, "speed_share": 0.8}])
+    assert led.machine_speeds() == {3: pytest.approx(0.8)}
     led.close()
 
 
@@ -134,35 +141,6 @@ def test_the_rentals_read_carries_the_reliability_the_offer_listed():
     assert got == {1: pytest.approx(0.931), 2: None, 3: None}
     led.close()
 
-
-# the record reads as they were written over the `instances` and `hosts` views, which stay the
-# definition: the narrower reads (records.py) must answer exactly what these answer
-VIEW_RENTALS = """
-WITH j AS (
-  SELECT instance_id,
-    count(*) FILTER (WHERE kind = 'job_finished' AND NOT ok
-                     AND coalesce(TRY_CAST(detail->>'host_fault' AS BOOLEAN), false)) AS jobs_lost,
-    coalesce(sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)) FILTER (WHERE kind = 'job_finished' AND ok
-      AND seq NOT IN (SELECT seq FROM voided_exits)), 0) AS work_ref_h,
-    count(*) FILTER (WHERE kind = 'outbid') AS outbids,
-    bool_or(kind = 'throttle') AS throttled,
-    max(ts) AS last_at
-  FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
-), s AS (
-  SELECT instance_id, any_value(TRY_CAST(detail->>'reliability' AS DOUBLE)) AS listed
-  FROM events WHERE kind = 'create' AND phase <> 'intent' AND ok AND instance_id IS NOT NULL
-  GROUP BY instance_id
-)
-SELECT i.machine_id, i.host_id, i.gpu_name, coalesce(i.gpu_dph, 0), coalesce(j.last_at, i.created_at),
-       i.verified_at IS NOT NULL, i.dud, i.total_usd, coalesce(i.lifetime_min, 0),
-       i.jobs_finished, coalesce(j.jobs_lost, 0), coalesce(j.work_ref_h, 0),
-       coalesce(j.outbids, 0), coalesce(j.throttled, false), s.listed
-FROM instances i LEFT JOIN j USING (instance_id) LEFT JOIN s USING (instance_id)
-WHERE i.machine_id IS NOT NULL AND i.gpu_name IS NOT NULL AND i.instance_id NOT IN (
-  SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL
-    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))
-"""
-VIEW_SPEEDS = "SELECT machine_id, speed_share FROM hosts"
 
 # what may happen to a rental after its create: (kind, phase, ok, detail)
 STEPS = [
