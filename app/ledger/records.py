@@ -26,9 +26,9 @@ GROUP BY gpu_name
 # finished, reference GPU-hours), the jobs it lost for its host's fault (not an outbid, whose
 # count is kept apart), whether it throttled, dated by its last event; and the reliability its
 # offer listed when it was rented. The columns of the `instances` view it needs, read from the
-# events and `instance_charges` alone: DuckDB binds and plans the whole view tree at each read
-# (the `instances` view and its gpu_hours, delivery and clock joins: about 3x the CPU on a
-# small ledger, which is most of a read's cost), and the swap watch reads this every market
+# events and `instance_charges` alone: on a campaign's ledger a read's CPU is DuckDB binding,
+# planning and setting up the view tree, not rows, and the `instances` view adds its delivered
+# hours, delivery ends and clocks (about 1.6x the CPU); the swap watch reads this every market
 # minute after an event. tests/test_record_reads.py holds it equal to the view.
 RENTAL_RECORD_SQL = """
 WITH c AS (
@@ -70,7 +70,7 @@ WHERE c.machine_id IS NOT NULL AND c.gpu_name IS NOT NULL AND c.instance_id NOT 
 
 # machine id -> the mean share of its model's speed its jobs got there, over every machine
 # rented (a create that happened): the `hosts` view's speed_share, without the view's join of
-# `instances` and its billing, which it does not need (a twentieth of the CPU)
+# `instances` and its billing, which it does not need (a tenth of the CPU or less)
 SPEEDS_SQL = """
 SELECT machine_id, avg(TRY_CAST(detail->>'speed_share' AS DOUBLE)) FILTER (WHERE kind = 'job_finished')
 FROM events
