@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..core.offers.track_record import Rental
 from .event import Event
 from .kinds import EventKind
-from .records import MODEL_RECORD_SQL, RENTAL_RECORD_SQL, model_rows, rental_rows
+from .records import MODEL_RECORD_SQL, RENTAL_RECORD_SQL, SPEEDS_SQL, model_rows, rental_rows
 
 SPEED_SHARE_MAX = 1.25  # as engine/jobs/delivered.RESUMED_OVER
 K = TypeVar("K")
@@ -144,7 +144,7 @@ class NamedReads:
         return self._record_read("machine_speeds", self._machine_speeds)
 
     def _machine_speeds(self) -> dict[int, float]:
-        rows = self._rows("SELECT machine_id, speed_share FROM hosts WHERE speed_share IS NOT NULL")
+        rows = self._rows(SPEEDS_SQL)
         # a ledger written before resumed jobs were told apart may hold a share many times
         # the model's (a job's size over the minutes it took after a checkpoint): no card
         # computes a quarter above its model, so none is read as faster

@@ -25,10 +25,26 @@ GROUP BY gpu_name
 # one row per rental that is evidence of its host, every campaign: what it delivered (jobs
 # finished, reference GPU-hours), the jobs it lost for its host's fault (not an outbid, whose
 # count is kept apart), whether it throttled, dated by its last event; and the reliability its
-# offer listed when it was rented
+# offer listed when it was rented. The columns of the `instances` view it needs, read from the
+# events and `instance_charges` alone: on a campaign's ledger a read's CPU is DuckDB binding,
+# planning and setting up the view tree, not rows, and the `instances` view adds its delivered
+# hours, delivery ends and clocks (about 1.6x the CPU); the swap watch reads this every market
+# minute after an event. tests/test_record_reads.py holds it equal to the view.
 RENTAL_RECORD_SQL = """
-WITH j AS (
+WITH c AS (
+  SELECT instance_id, any_value(machine_id) AS machine_id, any_value(host_id) AS host_id,
+         any_value(gpu_name) AS gpu_name, any_value(gpu_dph) AS gpu_dph, min(ts) AS created_at,
+         any_value(TRY_CAST(detail->>'reliability' AS DOUBLE)) AS listed
+  FROM events WHERE kind = 'create' AND phase <> 'intent' AND ok AND instance_id IS NOT NULL
+  GROUP BY instance_id
+), e AS (
   SELECT instance_id,
+    min(ts) FILTER (WHERE kind = 'preflight_passed') AS verified_at,
+    min(ts) FILTER (WHERE kind = 'abandon') AS abandoned_at,
+    arg_min(detail->>'class', seq) FILTER (WHERE kind = 'abandon') AS failure_class,
+    min(ts) FILTER (WHERE kind IN ('destroy', 'lost') AND phase <> 'intent' AND ok) AS destroyed_at,
+    count(*) FILTER (WHERE kind = 'job_finished' AND ok AND seq NOT IN (SELECT seq FROM voided_exits))
+      AS jobs_finished,
     count(*) FILTER (WHERE kind = 'job_finished' AND NOT ok
                      AND coalesce(TRY_CAST(detail->>'host_fault' AS BOOLEAN), false)) AS jobs_lost,
     coalesce(sum(TRY_CAST(detail->>'work_ref_h' AS DOUBLE)) FILTER (WHERE kind = 'job_finished' AND ok
@@ -37,19 +53,32 @@ WITH j AS (
     bool_or(kind = 'throttle') AS throttled,
     max(ts) AS last_at
   FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
-), s AS (
-  SELECT instance_id, any_value(TRY_CAST(detail->>'reliability' AS DOUBLE)) AS listed
-  FROM events WHERE kind = 'create' AND phase <> 'intent' AND ok AND instance_id IS NOT NULL
-  GROUP BY instance_id
 )
-SELECT i.machine_id, i.host_id, i.gpu_name, coalesce(i.gpu_dph, 0), coalesce(j.last_at, i.created_at),
-       i.verified_at IS NOT NULL, i.dud, i.total_usd, coalesce(i.lifetime_min, 0),
-       i.jobs_finished, coalesce(j.jobs_lost, 0), coalesce(j.work_ref_h, 0),
-       coalesce(j.outbids, 0), coalesce(j.throttled, false), s.listed
-FROM instances i LEFT JOIN j USING (instance_id) LEFT JOIN s USING (instance_id)
-WHERE i.machine_id IS NOT NULL AND i.gpu_name IS NOT NULL AND i.instance_id NOT IN (
+SELECT c.machine_id, c.host_id, c.gpu_name, coalesce(c.gpu_dph, 0), coalesce(e.last_at, c.created_at),
+       e.verified_at IS NOT NULL,
+       -- as the `instances` view's dud (core.lifecycle.is_dud)
+       e.verified_at IS NULL AND (e.abandoned_at IS NOT NULL OR e.destroyed_at IS NOT NULL)
+         AND coalesce(e.failure_class, '') <> 'cancelled',
+       coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0),
+       coalesce((coalesce(e.destroyed_at, e.abandoned_at, e.last_at) - c.created_at) / 60, 0),
+       e.jobs_finished, e.jobs_lost, e.work_ref_h, e.outbids, e.throttled, c.listed
+FROM c JOIN e USING (instance_id) LEFT JOIN instance_charges ch USING (instance_id)
+WHERE c.machine_id IS NOT NULL AND c.gpu_name IS NOT NULL AND c.instance_id NOT IN (
   SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL
     AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))
+"""
+
+# machine id -> the mean share of its model's speed its jobs got there, over every machine
+# rented (a create that happened): the `hosts` view's speed_share, without the view's join of
+# `instances` and its billing, which it does not need (a tenth of the CPU or less)
+SPEEDS_SQL = """
+SELECT machine_id, avg(TRY_CAST(detail->>'speed_share' AS DOUBLE)) FILTER (WHERE kind = 'job_finished')
+FROM events
+WHERE machine_id IN (
+  SELECT any_value(machine_id) FROM events
+  WHERE kind = 'create' AND phase <> 'intent' AND ok AND instance_id IS NOT NULL
+  GROUP BY instance_id)
+GROUP BY machine_id
 """
 
 
