@@ -288,6 +288,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     campaign = _read_campaign(args.campaign, args.upload_root) if args.campaign else None
     policy = get_policy(args.policy).with_overrides(campaign.policy if campaign else {})
     team = team_config(args)
+    if args.metrics:  # said here, not by a controller's log or under a dashboard's screen
+        from ..notify.metrics import parse_listen
+
+        parse_listen(args.metrics)
     ledger = Path(args.ledger).resolve() if args.ledger else default_ledger_path()
     key = find_api_key(None, flag=None)  # watch takes no --api-key: the key stays off `ps`
     from ..market.factory import DEFAULT_TIMEOUT
@@ -300,7 +304,15 @@ def cmd_watch(args: argparse.Namespace) -> int:
         from ..run.dashboard import run_dashboard
 
         return run_dashboard(
-            args.market_url, key, campaign, policy, ledger, default_key_path(), team
+            args.market_url,
+            key,
+            campaign,
+            policy,
+            ledger,
+            default_key_path(),
+            team,
+            notify=args.notify,
+            metrics_listen=args.metrics,
         )
     from ..run.service.spawn import run_attached
 

@@ -113,15 +113,10 @@ def cmd_controller(args: argparse.Namespace) -> int:
         observe_only=not args.demo and not args.campaign,
         log=_say,
     )
-    alerts: list[Any] = []
+    from ..run.alerts import alert_engine
 
-    def listen(sup: Any) -> None:
-        from ..run.alerts import open_alerts
-
-        secrets_ = (api_key, str(key_path or default_key_path()))
-        alerts.append(open_alerts(sup, ledger, args.notify, args.metrics, secrets=secrets_))
-
-    engine.on_supervisor = listen
+    secrets_ = (api_key, str(key_path or default_key_path()))
+    end_alerts = alert_engine(engine, ledger, args.notify, args.metrics, secrets_)
     sync = None
     if team is not None:  # shipped and pulled beside the engine, never in its way
         from ..ledger.team.sync import TeamSync
@@ -134,9 +129,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
         code = serve_engine(engine, ledger_path, campaign.name, unwatched)
         return code
     finally:
-        for a in alerts:
-            a.ended(code, f"controller exits with code {code}", "exit" if code else "end")
-            a.close()
+        end_alerts(code)
         if sync is not None:  # the end's events shipped (when the store answers)
             sync.stop()
         ledger.close()

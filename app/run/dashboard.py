@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +16,7 @@ from ..ledger import Ledger
 from ..ledger.team.config import TeamConfig
 from ..ledger.team.sync import TeamSync
 from ..market.factory import load_campaign
+from .alerts import alert_engine
 from .engine_thread import EngineThread
 
 if TYPE_CHECKING:
@@ -103,8 +104,11 @@ def run_dashboard(
     ledger_path: Path,
     key_path: Path,
     team: TeamConfig | None = None,
+    notify: Sequence[str] = (),
+    metrics_listen: str | None = None,
 ) -> int:
-
+    """The dashboard with its engine in this process (`--foreground`): the engine notifies and
+    serves `--metrics` as a controller's does (`alert_engine`), and tells its end when it ends."""
     ledger = Ledger(ledger_path)
     camp = campaign or watch_campaign()
     # the team sync says nothing on a terminal the dashboard draws on
@@ -121,16 +125,26 @@ def run_dashboard(
         adopt_all=True,
         observe_only=campaign is None,
     )
+    end_alerts = alert_engine(
+        engine, ledger, notify, metrics_listen, (api_key, str(key_path)), who="dashboard"
+    )
     from .service.controller import attach_in_process
 
-    app, finish = attach_in_process(engine, ledger, ledger_path, camp.name)
     result = None
+    code = 1
     try:
-        result = app.run()
+        # alerts that cannot start (a --metrics port in use) stop it here, as they stop a
+        # controller: the engine started is ended below, and the error said
+        app, finish = attach_in_process(engine, ledger, ledger_path, camp.name)
+        try:
+            result = app.run()
+        finally:
+            finish(result)  # the quit dialog's choice; without one (a crash), release what is held
+        code = 1 if engine.failure else 0
     finally:
-        finish(result)  # the quit dialog's choice; without one (a crash), release what is held
         if engine.loop is not None and engine.alive():
             engine.shutdown("trap")  # the app died without the quit dialog: release what is held
+        end_alerts(code)
         if sync is not None:
             sync.stop()
         ledger.close()
