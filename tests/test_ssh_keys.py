@@ -11,7 +11,7 @@ import httpx
 from rentwatch.ledger import Ledger
 
 from .campaigns import campaign_text
-from .test_jobs import KILLED, KILLED_JOBS, _healthy_market, kill_9_mid_jobs_then_restart
+from .test_jobs import KILLED, KILLED_JOBS, kill_9_mid_jobs_then_restart
 
 
 def test_an_account_key_added_later_does_not_reach_an_existing_instance(make_sim):
@@ -34,7 +34,7 @@ def test_an_account_key_added_later_does_not_reach_an_existing_instance(make_sim
 
 
 def test_a_restart_with_a_new_key_attaches_it_to_what_it_adopts(make_sim, tmp_path):
-    sim = _healthy_market(make_sim)  # healthy hosts that pull in 1-3 market minutes
+    sim = make_sim(seed=7, offers=60, time_scale=120)
     camp = tmp_path / "c.toml"
     camp.write_text(campaign_text("rekey", 2) + KILLED_JOBS)
     ledger = tmp_path / "l.duckdb"
