@@ -198,8 +198,8 @@ def test_a_restart_after_ctrl_c_starts_its_proven_rentals_before_creating(make_s
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
     )
-    # jobs running on both hosts: two jobs started on one (seed 7's second host verifies
-    # minutes after the first, which meanwhile ends a job and starts the next) prove one
+    # jobs running on both hosts: two jobs started on one (the second host may verify after
+    # the first, which meanwhile ends a job and starts the next) prove one
     seen, deadline = "", time.time() + 300  # a ceiling on a hang only
     while time.time() < deadline and len(set(re.findall(r" started on (i:\d+)", seen))) < 2:
         seen += proc.stdout.readline()
@@ -290,8 +290,8 @@ def test_ctrl_c_names_its_stopped_rentals_and_the_printed_end_works(
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
     )
-    # jobs running on both hosts: two jobs started on one (seed 7's second host verifies
-    # minutes after the first, which meanwhile ends a job and starts the next) prove one
+    # jobs running on both hosts: two jobs started on one (the second host may verify after
+    # the first, which meanwhile ends a job and starts the next) prove one
     seen, deadline = "", time.time() + 300  # a ceiling on a hang only
     while time.time() < deadline and len(set(re.findall(r" started on (i:\d+)", seen))) < 2:
         seen += proc.stdout.readline()
