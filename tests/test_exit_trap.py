@@ -251,10 +251,8 @@ def test_watchdog_stops_verified_hosts_after_kill_9(make_sim, tmp_path):
 def test_the_watchdog_arms_on_an_image_that_is_not_vasts(make_sim, tmp_path, ssh):
     """[Q] SSH sessions on images that are not Vast's lack CONTAINER_ID/CONTAINER_API_KEY
     (vast-ai/docs docker-environment): the create's onstart exports them to /etc/environment,
-    which the watchdog reads, and PID 1's environment stays its fallback. Healthy hosts that
-    pull in 1-3 market minutes: the wait here is the watchdog's window, not a boot."""
-    quick = [{"behaviour": "healthy", "share": 1.0, "pull_min": [1, 3]}]
-    sim = make_sim(seed=7, offers=60, time_scale=120, ssh=ssh, host_class=quick)
+    which the watchdog reads, and PID 1's environment stays its fallback."""
+    sim = make_sim(seed=7, offers=60, time_scale=120, ssh=ssh)
     ledger = tmp_path / "l.duckdb"
     busy = '\n[[jobs]]\nname = "busy"\nrun = "sleep 60"\n'  # the campaign outlives the verify
     proc = _start(sim, tmp_path, ledger, fleet=1, extra=busy)
