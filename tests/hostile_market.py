@@ -19,8 +19,8 @@ demand, one class of trouble per knob (issue 14's list).
 - `refuse_filter`: list requests whose `select_filters` name this field refused (400), as a
   market that does not serve that filter would; `refuse_show`: shows of these ids refused (400)
 - `hold_create_s`: create answers held this long after the simulator made the rental (a slow
-  market: the rental exists and bills while rentwatch waits for its id); `creates_held` is set
-  once one is being held
+  market: the rental exists and bills while rentwatch waits for its id), or until
+  `release_creates()`; `creates_held` is set once one is being held
 - `loop_filter`: list answers to requests filtered on this field point their `next_token` back
   at their first page, for good (a market whose paging loops)
 
@@ -97,6 +97,7 @@ class HostileMarket:
         self._lists = 0  # list answers passed on, for `fail_after_lists`
         self._server: ThreadingHTTPServer | None = None
         self.creates_held = threading.Event()
+        self._creates_released = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> HostileMarket:
@@ -118,7 +119,12 @@ class HostileMarket:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
+    def release_creates(self) -> None:
+        """The create answers held (`hold_create_s`) go now, and any later one at once."""
+        self._creates_released.set()
+
     def stop(self) -> None:
+        self.release_creates()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -157,7 +163,7 @@ class HostileMarket:
         if self.h.hold_create_s and rq.command == "PUT" and path.startswith("/api/v0/asks/"):
             self.count("create_held")
             self.creates_held.set()
-            time.sleep(self.h.hold_create_s)
+            self._creates_released.wait(self.h.hold_create_s)
         rq.send_response(status)
         for k, v in out_headers.items():
             rq.send_header(k, v)

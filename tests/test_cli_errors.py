@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from rentwatch.cli.main import main
+from rentwatch.market.vast.transport import Transport
 
 from tests.campaigns import campaign_text
 
@@ -78,7 +79,9 @@ def test_non_utf8_scenario(tmp_path, capsys, command):
     _one_line(capsys, "not UTF-8")
 
 
-def test_unreachable_market_in_headless_mode(tmp_path, capsys, no_env_key):
+def test_unreachable_market_in_headless_mode(tmp_path, capsys, no_env_key, monkeypatch):
+    # every retry still made, each after a millisecond, not the 0.15 s doubling (about 5 s)
+    monkeypatch.setitem(Transport.__init__.__kwdefaults__, "backoff", 0.001)
     assert main(_run(tmp_path, _campaign(tmp_path), "http://127.0.0.1:9")) == 2
     _one_line(capsys, "cannot reach the market at http://127.0.0.1:9 (network: connection refused)")
 

@@ -25,6 +25,7 @@ from rentwatch.engine.intents import (
 )
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
+from rentwatch.referee.stepped import run_stepped
 from rentwatch.run.headless import run_headless
 from rentwatch.run.service import api
 from rentwatch.run.service.remote import ControllerClient
@@ -33,7 +34,9 @@ from rentwatch.run.service.target import Target
 from tests.campaigns import campaign_text, headless_cmd, headless_env
 from tests.test_service import Reader, _socket_of
 
-HEALTHY = [{"behaviour": "healthy", "share": 1.0}]
+# image pulls of 1-3 market minutes, not the default 6-16: the boots these tests wait through
+# are seconds of wall time, and none of them is about a boot
+HEALTHY = [{"behaviour": "healthy", "share": 1.0, "pull_min": [1, 3]}]
 JOB = """
 [[jobs]]
 name = "long"
@@ -53,14 +56,15 @@ def _billing(sim, ids: set[int]) -> dict[int, str]:
 
 
 def _detached(sim, tmp_path, name: str, extra: str = ""):
+    """The campaign run to its fleet and detached; on a stepped simulator, on its clock."""
     ledger = tmp_path / "l.duckdb"
     campaign = load_campaign(campaign_text(name, 2, extra))
-    code = asyncio.run(
-        run_headless(
-            campaign, get_policy("default"), sim.url, sim.api_key, str(ledger),
-            detach=True, key_path=str(tmp_path / "key"),
-        )
+    clock = sim.market.clock if sim.stepped else None
+    main = run_headless(
+        campaign, get_policy("default"), sim.url, sim.api_key, str(ledger),
+        detach=True, key_path=str(tmp_path / "key"), market_clock=clock,
     )  # fmt: skip
+    code = run_stepped(sim, main) if sim.stepped else asyncio.run(main)
     assert code == 0
     with Ledger(ledger, read_only=True) as led:
         ids = {r["instance_id"] for r in led.instance_rows()}
@@ -227,8 +231,9 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
 
 def test_an_end_refuses_another_market_than_the_campaigns(make_sim, tmp_path, capsys, monkeypatch):
     """A demo's simulated rentals are never sent as destroys to another market (the real
-    account, by default): the ledger says which market the campaign rented on."""
-    sim = make_sim(seed=4, offers=20, time_scale=120, host_class=HEALTHY)
+    account, by default): the ledger says which market the campaign rented on. On the
+    stepped clock: the market need not move once the campaign detached."""
+    sim = make_sim(seed=4, offers=20, stepped=True, host_class=HEALTHY)
     monkeypatch.setenv("VAST_API_KEY", sim.api_key)
     ledger, ids = _detached(sim, tmp_path, "endm")
     capsys.readouterr()

@@ -184,7 +184,7 @@ def test_restart_after_kill_9_adopts(make_sim, tmp_path):
     proc.wait()
     held = {r["id"] for r in _live(sim)}
     assert held, "the killed controller held nothing"
-    time.sleep(1)  # a minute or two of market time passes unwatched
+    sim.call(sim.market.clock.advance, 120)  # two minutes of market time pass unwatched
     proc = _start(sim, tmp_path, ledger, fleet=3)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out

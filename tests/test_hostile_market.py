@@ -220,9 +220,11 @@ def test_negative_prices_make_an_offer_unfit(hostile, tmp_path):
 
 
 def test_a_slow_answer_does_not_stop_supervision(hostile, tmp_path):
-    # one list answer trickles a byte every 0.2 s: a few kB take hours of market time
+    # one list answer trickles a byte every 0.2 s: a few kB take hours of market time. The
+    # call's deadline is the campaign's (`http_timeout_s`), for the whole answer: 3 s here,
+    # not the default 20, since the client giving up and going on is the point, not how long
     sim, proxy = hostile(Hostility(trickle_s=0.2, trickle_answers=1))
-    code, ledger = _run(sim, proxy, tmp_path, fleet=1, timeout=90)
+    code, ledger = _run(sim, proxy, tmp_path, fleet=1, extra="http_timeout_s = 3.0\n", timeout=90)
     assert proxy.injected.get("trickle", 0) > 0
     assert code == 0
     assert not _left_running(sim)

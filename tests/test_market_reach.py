@@ -8,6 +8,7 @@ import pytest
 from rentwatch.cli.main import main
 from rentwatch.market.errors import ApiError, MarketUnavailable
 from rentwatch.market.reach import market_failure
+from rentwatch.market.vast.transport import Transport
 
 from tests.campaigns import campaign_text
 from tests.conftest import free_port
@@ -21,6 +22,9 @@ def home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "home" / "data"))
     monkeypatch.setenv("VAST_API_KEY", KEY)
+    # every retry still made, each after a millisecond, not the 0.15 s doubling (about 5 s in
+    # all): the line said at the end is what these tests check, not the wait before it
+    monkeypatch.setitem(Transport.__init__.__kwdefaults__, "backoff", 0.001)
     camp = tmp_path / "c.toml"
     camp.write_text(campaign_text("reach", 1))
     return camp

@@ -8,6 +8,9 @@ from rentwatch.ledger import Ledger
 
 from .campaigns import run_campaign
 
+# image pulls of 1-3 market minutes, not the default 6-16 (the boot is not what is tested here)
+QUICK_4090 = {"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"], "pull_min": [1, 3]}
+
 # the first job outlives its file by two seconds, so the second starts in a later second
 TWO_JOBS = """
 [[jobs]]
@@ -28,7 +31,7 @@ def test_a_job_pulls_its_own_files_not_those_an_earlier_job_left(make_sim, tmp_p
         seed=3,
         offers=12,
         time_scale=120,
-        host_class=[{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"]}],
+        host_class=[QUICK_4090],
     )
     code, ledger = run_campaign(sim, tmp_path, "default", name="share", fleet=1, extra=TWO_JOBS)
     assert code == 0
@@ -69,23 +72,25 @@ def test_a_job_without_artifacts_is_not_listed_as_output_left_on_its_host(
 def test_what_a_job_left_running_stops_when_it_ends(make_sim, tmp_path, monkeypatch):
     # an outsider's pass: j1's background child went on after j1 exited and wrote into the
     # folder j2 shared, and j2's pull took the file as its own (a leftover could as well hold
-    # GPU memory the next job needs). The job's process group is stopped at its end
+    # GPU memory the next job needs). The job's process group is stopped at its end. The
+    # child writes once j2 has begun (its `go`), and j2 ends once the file is there (or a few
+    # seconds on): no fixed sleep for a loaded box to outrun
     monkeypatch.chdir(tmp_path)
     sim = make_sim(
         seed=3,
         offers=12,
         time_scale=120,
-        host_class=[{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"]}],
+        host_class=[QUICK_4090],
     )
     jobs = """
 [[jobs]]
 name = "j1"
-run = "mkdir -p out; (sleep 12; echo late > out/late.txt) & echo one > out/one.txt"
+run = "mkdir -p out; (for i in $(seq 300); do [ -e go ] && break; sleep 0.1; done; echo late > out/late.txt) & echo one > out/one.txt"
 artifacts = ["out/"]
 
 [[jobs]]
 name = "j2"
-run = "sleep 18 && mkdir -p out && echo two > out/two.txt"
+run = "touch go; for i in $(seq 30); do [ -e out/late.txt ] && break; sleep 0.1; done; echo two > out/two.txt"
 artifacts = ["out/"]
 """
     code, ledger = run_campaign(sim, tmp_path, "default", name="left", fleet=1, extra=jobs)

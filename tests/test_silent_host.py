@@ -5,36 +5,60 @@ job is finished on another host."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import subprocess
 
 from rentwatch.core.policy import get_policy
+from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
 
-from .campaigns import campaign_text, headless_cmd, headless_env
-from .test_hostile_host import _read_until
+from .campaigns import run_campaign
 
 JOB = (
     '\n[[jobs]]\nname = "work"\nrun = "python3 -c \\"import time; time.sleep(4)\\""\nretries = 3\n'
 )
 
 
-def test_a_host_that_connects_then_hangs_is_stopped_and_its_job_goes_elsewhere(make_sim, tmp_path):
+def test_a_host_that_connects_then_hangs_is_stopped_and_its_job_goes_elsewhere(
+    make_sim, tmp_path, capsys, monkeypatch
+):
+    """On the stepped clock, the engine in this process: the host is hung from the engine's
+    own loop once its job was seen running there, and the market's time does not depend on
+    the box (a wait on the hung host holds no time: app/referee/stepped.py)."""
     sim = make_sim(
-        seed=3, offers=40, time_scale=240, host_class=[{"behaviour": "healthy", "share": 1}]
+        seed=3, offers=40, stepped=True, host_class=[{"behaviour": "healthy", "share": 1}]
     )
-    camp = tmp_path / "c.toml"
-    camp.write_text(campaign_text("mute", 1) + JOB)
-    ledger = tmp_path / "l.duckdb"
-    cmd = headless_cmd(sim, tmp_path, camp, ledger)
-    run = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
-    proc = subprocess.Popen(cmd, env=headless_env(sim), **run)
-    line = _read_until(proc, "job    work started on i:")
-    iid = int(line.split("i:")[1].split()[0])
-    sim.call(sim.ssh.hang_sessions, iid)
-    hung_at = sim.call(sim.market.clock.now)
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out[-3000:]
+    monkeypatch.chdir(tmp_path)  # its artifacts folder is the working directory's
+    hung: list[tuple[int, float]] = []  # (the instance, the market's time it was hung)
+    watching: set[asyncio.Task[None]] = set()
+
+    def hang_once_running(sup: Supervisor) -> None:
+        main = asyncio.current_task()  # the run's (this is called from inside it)
+        assert main is not None
+
+        async def watch() -> None:
+            while not hung:
+                job = sup.job_work.queue.by_name("work")
+                if job and job.status == "running" and job.seen_running_at is not None:
+                    assert job.instance_id is not None
+                    sim.call(sim.ssh.hang_sessions, job.instance_id)
+                    hung.append((job.instance_id, sim.call(sim.market.clock.now)))
+                else:
+                    await asyncio.sleep(5)  # market seconds
+            # a ceiling on a hang only: where the silent host is never stopped, the campaign
+            # would run on in market time; three market hours after the hang, it is ended
+            while sim.call(sim.market.clock.now) < hung[0][1] + 3 * 3600:
+                await asyncio.sleep(600)
+            main.cancel()
+
+        watching.add(asyncio.get_running_loop().create_task(watch()))
+
+    code, ledger = run_campaign(
+        sim, tmp_path, name="mute", fleet=1, extra=JOB, on_supervisor=hang_once_running
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    [(iid, hung_at)] = hung
     assert f"on i:{iid}: no answer" in out
 
     led = Ledger(ledger, read_only=True)
@@ -45,10 +69,10 @@ def test_a_host_that_connects_then_hangs_is_stopped_and_its_job_goes_elsewhere(m
     )
     assert stops, "the silent host was never stopped by the silent rule"
     # within the silent window as the rules compute it (the policy's 10 market minutes, or 30
-    # wall I/O floors where the clock runs fast: 2 market hours at 240x), after the first
-    # command that got no answer (its deadline: at most 10 wall seconds, 40 market minutes)
+    # wall I/O floors where the clock runs fast: none on the stepped clock, whose scale is 1),
+    # after the first command that got no answer (its deadline: under 45 market minutes)
     policy = get_policy("default")
-    window = max(policy.silent_stop_s or 0, 30 * policy.io_floor_wall_s * 240)
+    window = max(policy.silent_stop_s or 0, 30 * policy.io_floor_wall_s * 1)
     assert stops[0].at - hung_at <= window + 45 * 60
     assert not led.events(
         where="kind = 'destroy' AND phase = 'outcome' AND instance_id = ?", params=[iid]

@@ -20,6 +20,20 @@ HEALTHY = [{"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"], "dph": [0
 OPEN = {"direct_share": 1.0}  # every host has open ports: a copy may come off any of them
 
 
+def _booted(sim, insts: list) -> list:
+    """The market jumped to where each of `insts` runs (their boots are drawn at the create;
+    the copy, not the boot, is what these tests check), its hosts' SSH opened at that time."""
+
+    def jump() -> None:
+        clock = sim.market.clock
+        clock.advance(max(i.segments[-1].running_at for i in insts) + 1 - clock.now())
+
+    sim.call(jump)
+    sim.call(sim.ssh.sync)
+    assert all(sim.call(lambda i=i: i.running(sim.market.clock.now())) for i in insts)
+    return insts
+
+
 def _until(cond, timeout: float = 30.0) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -45,7 +59,7 @@ def test_a_stopped_instances_folder_is_copied_to_another(make_sim, tmp_path):
     assert sim.ssh is not None
     ids = _rent_two(sim)
     src, dst = (sim.market.instances[i] for i in ids)
-    _until(lambda: all(sim.call(lambda i=i: i.running(sim.market.clock.now())) for i in (src, dst)))
+    _booted(sim, [src, dst])
     home = sim.ssh.sandbox(src)
     (home / "ckpt" / "sub").mkdir(parents=True)
     (home / "ckpt" / "w.bin").write_bytes(b"x" * 5000)
@@ -126,7 +140,7 @@ def test_a_copy_cancelled_before_it_lands_never_lands_nor_bills(make_sim, tmp_pa
     assert sim.ssh is not None
     src_id, dst_id = _rent_two(sim)
     src, dst = sim.market.instances[src_id], sim.market.instances[dst_id]
-    _until(lambda: all(sim.call(lambda i=i: i.running(sim.market.clock.now())) for i in (src, dst)))
+    _booted(sim, [src, dst])
     home = sim.ssh.sandbox(src)
     (home / "ckpt").mkdir()
     (home / "ckpt" / "w.bin").write_bytes(b"x" * 5000)
@@ -141,7 +155,8 @@ def test_a_copy_cancelled_before_it_lands_never_lands_nor_bills(make_sim, tmp_pa
     asyncio.run(go())
     [c] = sim.market.copies
     assert c.cancelled and c.done and not c.landed
-    time.sleep(1.0)  # 60 market seconds: past when it was due
+    sim.call(sim.market.clock.advance, 60)  # past when it was due
+    sim.call(sim.ssh.sync)  # the hosts at that time: a copy due lands there
     assert not (sim.ssh.sandbox(dst) / "in").exists()
     assert not src.transfers and not dst.transfers
     # the official CLI's `cancel copy DST` is the same call (its success message is printed
@@ -158,9 +173,7 @@ def test_a_copy_cancelled_before_it_lands_never_lands_nor_bills(make_sim, tmp_pa
 
 
 def _running(sim, ids: list[int]) -> list:
-    insts = [sim.market.instances[i] for i in ids]
-    _until(lambda: all(sim.call(lambda i=i: i.running(sim.market.clock.now())) for i in insts))
-    return insts
+    return _booted(sim, [sim.market.instances[i] for i in ids])
 
 
 def test_a_source_without_an_open_port_is_refused_and_an_offline_one_sends_nothing(make_sim):

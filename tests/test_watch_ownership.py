@@ -83,7 +83,19 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
             bar = str(app.query_one("#bar", Static).render())
             assert ("OBSERVE ONLY" in bar) == (not with_campaign)
             assert "not rentwatch's 4" in bar
-            await pilot.pause(8.0)  # about half an hour of market time
+            # half an hour of market time passes at once (as it would for a dashboard that
+            # froze), and the engine polls the market as it is then, twice: a rule that would
+            # touch them (a boot too long, a status unchanged) has had its time
+            after = sim.call(sim.market.clock.now) + 30 * 60
+            sim.call(sim.market.clock.advance, 30 * 60)
+            polled: set[float] = set()
+
+            def polled_twice() -> bool:
+                if app.latest is not None and app.latest.now >= after:
+                    polled.add(app.latest.now)
+                return len(polled) >= 2
+
+            await _until(pilot, polled_twice)
             await pilot.press("q")
             await _until(pilot, lambda: len(app.screen_stack) > 1)
             await pilot.press("enter")  # the default: stop all

@@ -202,7 +202,8 @@ def test_a_rental_the_market_stops_before_it_is_proven_is_destroyed(make_sim, tm
     sim = make_sim(
         seed=5,
         offers=30,
-        stepped=True,  # contracts end 3-6 market minutes after the market opens, mid-boot
+        stepped=True,  # the engine on the market's clock: contracts end 3-6 market minutes
+        # after the market opens, mid-boot, on any box (at 60x over wall time, 3-6 wall seconds)
         host_class=[{"behaviour": "healthy", "share": 1, "pull_min": [4, 8]}],
         states={"contract_end_share": 0.5, "contract_end_min": [3, 6]},
     )
