@@ -200,3 +200,41 @@ def test_an_increase_on_a_multi_gpu_rental_is_priced_for_the_whole_machine(key):
         assert not [e for e in kinds(ledger, "note") if "contradicts" in e.reason]
 
     run(key, body, market=FakeMarket(two))
+
+
+def test_a_multi_gpu_rental_adopted_after_a_restart_is_priced_for_the_whole_machine(key):
+    """An adopted rental has no offer: its GPU count is the market's row's."""
+    import asyncio
+
+    from rentwatch.core.policy import SEED
+    from rentwatch.engine.hosts.ssh import SSHRunner
+    from rentwatch.engine.supervisor import Supervisor
+    from rentwatch.ledger import Ledger
+
+    from .test_supervisor_unit import campaign
+
+    market = FakeMarket([offer(1, 10, 0.4, num_gpus=2)])
+    ledger = Ledger(":memory:")
+
+    def sup() -> Supervisor:
+        return Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)
+
+    async def go() -> None:
+        first = sup()
+        await first.prepare()
+        iid = await verified(first, market)
+        await first.close()
+        again = sup()
+        await again.prepare()
+        a = again.attempts[iid]
+        assert a.offer is None and a.num_gpus == 2
+        market.increases.append(
+            PriceIncrease(7, iid, 0.2, 0.24, None, None, market.t + 600.0, market.t + 86400.0)
+        )
+        market.t += LOOK_EVERY_S
+        await again.poll_once()
+        _, outcome = kinds(ledger, "price_increase")
+        assert outcome.detail["new_gpu_dph"] == pytest.approx(0.48)
+        await again.close()
+
+    asyncio.run(go())
