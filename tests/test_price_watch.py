@@ -11,6 +11,7 @@ from rentwatch.core.billing import Mark, charges, event_mark, status_marks
 from rentwatch.core.worth.price_increase import PriceIncrease
 from rentwatch.engine.prices import LOOK_EVERY_S
 
+from .fake_market import FakeMarket, offer
 from .test_billing_gaps import _created
 from .test_supervisor_unit import key as key  # the module's SSH key fixture
 from .test_supervisor_unit import kinds, run, verified
@@ -170,5 +171,70 @@ def test_a_restart_keeps_an_accepted_increase_due_and_a_price_in_force(key):
         a = third.attempts[iid]
         assert row["gpu_usd"] == pytest.approx(a.charges("running", market.t).gpu_usd)
         await third.close()
+
+    asyncio.run(go())
+
+
+def test_an_increase_on_a_multi_gpu_rental_is_priced_for_the_whole_machine(key):
+    """The market's row is per GPU; the rental is the whole machine's: the rule weighs, the
+    ledger writes and the bill carries the per-GPU price times the machine's GPU count."""
+    two = [offer(i, i * 10, 0.4, num_gpus=2) for i in (1, 2)]  # $0.20 per GPU
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        a = sup.attempts[iid]
+        assert a.num_gpus == 2 and a.gpu_dph == pytest.approx(0.4)
+        inc = PriceIncrease(7, iid, 0.2, 0.24, None, None, market.t + 600.0, market.t + 86400.0)
+        market.increases.append(inc)
+        market.t += LOOK_EVERY_S
+        await sup.poll_once()
+        assert market.answers == {7: True}
+        intent, outcome = kinds(ledger, "price_increase")
+        assert outcome.detail["old_gpu_dph"] == pytest.approx(0.4)
+        assert outcome.detail["new_gpu_dph"] == pytest.approx(0.48)
+        market.t = inc.takes_effect_at + 300
+        market.set(iid, gpu_dph=0.48)  # the market's row shows the machine's new price
+        await sup.poll_once()
+        [price] = kinds(ledger, "price")
+        assert price.detail["price"] == pytest.approx(0.48) and a.gpu_dph == pytest.approx(0.48)
+        assert not [e for e in kinds(ledger, "note") if "contradicts" in e.reason]
+
+    run(key, body, market=FakeMarket(two))
+
+
+def test_a_multi_gpu_rental_adopted_after_a_restart_is_priced_for_the_whole_machine(key):
+    """An adopted rental has no offer: its GPU count is the market's row's."""
+    import asyncio
+
+    from rentwatch.core.policy import SEED
+    from rentwatch.engine.hosts.ssh import SSHRunner
+    from rentwatch.engine.supervisor import Supervisor
+    from rentwatch.ledger import Ledger
+
+    from .test_supervisor_unit import campaign
+
+    market = FakeMarket([offer(1, 10, 0.4, num_gpus=2)])
+    ledger = Ledger(":memory:")
+
+    def sup() -> Supervisor:
+        return Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)
+
+    async def go() -> None:
+        first = sup()
+        await first.prepare()
+        iid = await verified(first, market)
+        await first.close()
+        again = sup()
+        await again.prepare()
+        a = again.attempts[iid]
+        assert a.offer is None and a.num_gpus == 2
+        market.increases.append(
+            PriceIncrease(7, iid, 0.2, 0.24, None, None, market.t + 600.0, market.t + 86400.0)
+        )
+        market.t += LOOK_EVERY_S
+        await again.poll_once()
+        _, outcome = kinds(ledger, "price_increase")
+        assert outcome.detail["new_gpu_dph"] == pytest.approx(0.48)
+        await again.close()
 
     asyncio.run(go())

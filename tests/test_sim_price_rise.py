@@ -9,6 +9,7 @@ import json
 
 import pytest
 from rentwatch.core.errors import ConfigError
+from rentwatch.market.vast.price_increases import read_row
 from rentwatch.sim.market import SimClock, SimMarket
 from rentwatch.sim.scenario import parse_scenario
 
@@ -205,3 +206,33 @@ def test_a_test_can_raise_one_rentals_price_now(make_sim, tmp_path):
     assert again.status_code == 409  # one rise pending at a time
     raw = json.loads(vastai(sim, "show", "pending-price-increases", "--raw", tmp_path=tmp_path))
     assert [r["contract_id"] for r in raw["pending_price_increases"]] == [inst.id]
+
+
+def test_a_multi_gpu_machines_pending_row_prices_each_gpu():
+    """Vast's row gives per-GPU prices ("$/GPU/hr" in the CLI); a rented machine's price is all
+    its GPUs', so the row divides it by the machine's count, and the client's reading of the
+    row times that count is the machine's price again."""
+    sc = parse_scenario(
+        {
+            "host_class": HEALTHY,
+            "offers": 8,
+            "price_rise": RISE,
+            "hosts": {"multi_gpu_share": 1.0},
+            "states": {},
+        }
+    )
+    mk = SimMarket(sc, SimClock(sc.time_scale, origin=1_764_400_000.0), api_key="k")
+    m = next(m for m in mk.machines if m.num_gpus > 1)
+    inst = mk.create(m.offer_id, "img", 10.0, "l", {}, None)
+    mk.clock.advance(11 * 60)
+    mk.market_stops(mk.clock.now())
+    (p,) = mk.rises.pending_for([inst])
+    row = p.row()
+    per_gpu_old = row["old_gpu_costpersec"] * 3600
+    assert 0.3 - 1e-9 <= per_gpu_old <= 0.4 + 1e-9  # the host class's per-GPU price
+    assert per_gpu_old * m.num_gpus == pytest.approx(p.old_dph)
+    assert row["new_gpu_costpersec"] * 3600 * m.num_gpus == pytest.approx(p.new_dph)
+    inc = read_row(row)  # per GPU, as the client reads any row; the engine scales by the count
+    assert inc.new_gpu_dph is not None and inc.old_gpu_dph is not None
+    assert inc.new_gpu_dph * m.num_gpus == pytest.approx(p.new_dph)
+    assert inc.old_gpu_dph * m.num_gpus == pytest.approx(inst.gpu_dph)

@@ -58,6 +58,7 @@ class Attempt:
     host_fault: tuple[str, str, str] | None = None  # (rule, reason, class): found broken
     market_stop: str | None = None  # why the market stopped it before it was proven
     market_stopped: bool = False  # the market stopped it (proven or not)
+    row_gpus: int = 1  # the GPUs the market's row says: an adopted rental has no offer
     look_wanted: bool = False  # its host stopped answering: the next poll asks the market
     silent_since: float | None = None  # since when its host's sessions get no answer
     unseen: int = 0  # consecutive polls the list answer left it out
@@ -94,7 +95,7 @@ class Attempt:
     @property
     def num_gpus(self) -> int:
         """The GPUs its machine is rented with (a bid is the machine's price for all of them)."""
-        return self.offer.num_gpus if self.offer is not None else 1
+        return self.offer.num_gpus if self.offer is not None else self.row_gpus
 
     def view(self, busy: bool = False, free_since: float | None = None) -> AttemptView:
         """The rules' slice of it: each field of the view it holds under the same name, the rest

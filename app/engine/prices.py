@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from ..core.campaign import Campaign
 from ..core.lifecycle import Phase
-from ..core.models import Offer
 from ..core.policy import Policy
 from ..core.worth.price_increase import IncreaseCase, PriceIncrease, PriceVerdict, decide_increase
 from ..core.worth.swap import fresh_usd_per_ref_h
@@ -92,8 +91,7 @@ class PriceWatch:
     def case(self, a: Attempt, inc: PriceIncrease, now: float) -> IncreaseCase:
         """What the rule weighs: the rental's prices now and after, its delivered speed, the
         work ahead, a fresh create's cost per unit and what a move would redo."""
-        gpus = a.offer.num_gpus if isinstance(a.offer, Offer) and a.offer.num_gpus else 1
-        gpu = inc.new_gpu_dph * gpus if inc.new_gpu_dph is not None else a.gpu_dph
+        gpu = inc.new_gpu_dph * a.num_gpus if inc.new_gpu_dph is not None else a.gpu_dph
         storage = a.storage_dph
         if inc.new_storage_gb_h is not None:
             storage = inc.new_storage_gb_h * self.campaign.disk_gb
@@ -125,8 +123,8 @@ class PriceWatch:
     async def carry_out(self, a: Attempt, v: PriceVerdict, now: float) -> None:
         inc = v.increase
         self.answered.add(inc.pending_id)
-        gpus = a.offer.num_gpus if isinstance(a.offer, Offer) and a.offer.num_gpus else 1
-        new_gpu = inc.new_gpu_dph * gpus if inc.new_gpu_dph is not None else a.gpu_dph
+        # the row's prices are per GPU; the rental is the whole machine's
+        new_gpu = inc.new_gpu_dph * a.num_gpus if inc.new_gpu_dph is not None else a.gpu_dph
         detail = {
             "id": inc.pending_id,
             "decision": "accept" if v.accept else "reject",

@@ -266,6 +266,7 @@ class Recovery:
             else finite(inst.storage_total_cost, 0.0),
             label=inst.label,
             owned=owned,
+            row_gpus=max(1, inst.num_gpus),
             created_by=create.campaign if create else None,
             verified_at=next(
                 (

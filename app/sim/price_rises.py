@@ -21,7 +21,8 @@ NEW_TERM_S = 30 * 86400.0  # the host's new end date, past the old one, when it 
 
 @dataclass
 class Pending:
-    """One pending row, as `_serialize_pending_row` gives it (per-second GPU prices, per GPU)."""
+    """One pending row, as `_serialize_pending_row` gives it (per-second GPU prices, per GPU:
+    the CLI shows them as "$/GPU/hr"). `old_dph` and `new_dph` are the machine's, all its GPUs."""
 
     id: int
     instance: SimInstance
@@ -34,7 +35,7 @@ class Pending:
     relisted: bool = False  # its rental is gone: the host's listing runs to `ask_end` again
 
     def row(self) -> dict[str, Any]:
-        gpus = 1  # the simulator's offers are one GPU each (machines.py)
+        gpus = self.instance.machine.num_gpus
         return {
             "pending_price_increase_id": self.id,
             "contract_id": self.instance.id,

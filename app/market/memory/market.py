@@ -66,7 +66,7 @@ class Box:
             status_msg=self.msg,
             start_date=self.created_at,
             gpu_name=self.offer.gpu_name,
-            num_gpus=1,
+            num_gpus=self.offer.num_gpus,
             gpu_dph=self.offer.gpu_dph if self.bid is None else self.bid,  # billed at the bid
             dph_total=self.offer.dph_total,
             storage_total_cost=0.01,
