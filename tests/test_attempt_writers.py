@@ -13,6 +13,8 @@ from pathlib import Path
 
 from app.engine.attempt import Attempt
 
+from .source_ast import parse
+
 APP = Path(__file__).resolve().parents[1] / "app"
 FIELDS = {f.name for f in dataclasses.fields(Attempt)}
 LIST_WRITES = {"append", "extend", "remove", "insert", "pop", "clear", "sort"}
@@ -56,7 +58,7 @@ def test_attempts_change_only_through_their_methods():
         f"{path.relative_to(APP)}:{line}": what
         for path in sorted(APP.rglob("*.py"))
         if path != APP / "engine" / "attempt.py"
-        for line, what in writes(ast.parse(path.read_text()))
+        for line, what in writes(parse(path.read_text()))
         if not (path == APP / "engine" / "rentals.py" and what == "a.life = ...")
     }
     assert not outside, f"Attempt fields written outside its methods: {outside}"
@@ -73,4 +75,4 @@ def test_the_walk_finds_each_kind_of_write():
         "self.status = 'y'\n"
         "inst.status = 'z'\n"
     )
-    assert [line for line, _ in writes(ast.parse(src))] == [1, 2, 2, 3, 4]
+    assert [line for line, _ in writes(parse(src))] == [1, 2, 2, 3, 4]

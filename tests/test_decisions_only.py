@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from .source_ast import parse
+
 ENGINE = Path(__file__).resolve().parents[1] / "app" / "engine"
 MUTATORS = {"create_instance", "stop_instance", "start_instance", "destroy_instance"}
 
@@ -51,7 +53,7 @@ def call_sites(root: Path = ENGINE) -> dict[tuple[str, str], set[str]]:
                         found.setdefault((rel, ".".join(where)), set()).add(child.func.attr)
                 visit(child, where)
 
-        visit(ast.parse(path.read_text()), [])
+        visit(parse(path.read_text()), [])
     return found
 
 
@@ -68,7 +70,7 @@ def test_each_decision_executor_takes_the_decision_it_carries_out():
     for (rel, qual), why in ASKED.items():
         if not why.startswith(("d: ", "v: ")):
             continue
-        tree = ast.parse((ENGINE / rel).read_text())
+        tree = parse((ENGINE / rel).read_text())
         cls, name = qual.split(".")
         (fn,) = [
             f

@@ -32,6 +32,7 @@ from rentwatch.run.service.remote import ControllerClient
 from rentwatch.run.service.target import Target
 
 from tests.campaigns import campaign_text, headless_cmd, headless_env
+from tests.source_ast import parse
 from tests.test_service import Reader, _socket_of
 
 # image pulls of 1-3 market minutes, not the default 6-16: the boots these tests wait through
@@ -274,7 +275,7 @@ def test_the_cli_writes_no_ledger_event_itself():
     writers = {"record", "outcome", "add_samples"}
     found = []
     for path in Path(rentwatch.cli.__file__).parent.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path.read_text())):
             call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             if call and node.func.attr in writers:
                 found.append(f"{path.name}:{node.lineno} .{node.func.attr}(")

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .source_ast import parse
+
 FORBIDDEN = {
     "textual",
     "httpx",
@@ -30,7 +32,7 @@ CLOCK_SOURCES = {"market/vast/transport.py", "notify/notifier.py"}
 
 @functools.cache
 def _parsed(source: str) -> ast.Module:
-    return ast.parse(source)
+    return parse(source)
 
 
 def _tree(path: Path) -> ast.Module:

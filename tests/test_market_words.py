@@ -19,6 +19,8 @@ import re
 import tokenize
 from pathlib import Path
 
+from .source_ast import parse
+
 ROOT = Path(__file__).resolve().parent.parent
 READ = ("app", "widgets")
 ALLOWED = (Path("app/market/vast"), Path("app/sim"))
@@ -104,7 +106,7 @@ def test_the_walk_reads_the_engine_and_sees_a_vast_word():
 def _vast_imports(source: str) -> list[int]:
     """Lines of `source` that import from a `vast` package (relative or absolute)."""
     out = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if (
             isinstance(node, ast.ImportFrom)
             and "vast" in (node.module or "").split(".")

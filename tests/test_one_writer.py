@@ -19,6 +19,8 @@ from pathlib import Path
 
 from rentwatch.engine.attempt import Attempt
 
+from .source_ast import parse
+
 APP = Path(__file__).resolve().parents[1] / "app"
 WRITER = "engine/rentals.py"
 ATTEMPT = "engine/attempt.py"
@@ -81,7 +83,7 @@ def test_no_module_but_the_writer_writes_a_rentals_state():
         f"{m}:{v}"
         for path in sorted(APP.rglob("*.py"))
         for m in [str(path.relative_to(APP))]
-        for v in violations(m, ast.parse(path.read_text()))
+        for v in violations(m, parse(path.read_text()))
     }
     assert not bad, f"rental state written outside {WRITER}: {sorted(bad)}"
 
@@ -105,11 +107,11 @@ def test_the_walk_finds_a_planted_violation_of_each_kind():
         "x = a.life.phase\n"  # a read: fine
         "a.view()\n"  # a read: fine
     )
-    lines = [int(v.split(":")[0]) for v in violations("engine/elsewhere.py", ast.parse(src))]
+    lines = [int(v.split(":")[0]) for v in violations("engine/elsewhere.py", parse(src))]
     assert sorted(lines) == [1, 2, 3, 4, 5, 6]
     # the writer may do what it is for; a named caller its not-yet method
-    assert violations(WRITER, ast.parse("a.life = x\na.came_up(now)\n")) == []
+    assert violations(WRITER, parse("a.life = x\na.came_up(now)\n")) == []
     # and the attempt's own methods may not touch it either
     own = "self.life.proven = True\nself.billed_at(price)\nself.life = x\n"
-    assert [int(v.split(":")[0]) for v in violations(ATTEMPT, ast.parse(own))] == [1, 3]
-    assert violations("sim/market.py", ast.parse("box.listed()\n")) == []
+    assert [int(v.split(":")[0]) for v in violations(ATTEMPT, parse(own))] == [1, 3]
+    assert violations("sim/market.py", parse("box.listed()\n")) == []

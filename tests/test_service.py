@@ -35,6 +35,7 @@ from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 
 from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
 from .cli_run import run_cli
+from .source_ast import parse
 
 JOBS = """
 [[jobs]]
@@ -595,7 +596,7 @@ def test_only_the_adapter_touches_the_engine():
     for path in service.glob("*.py"):
         if path.name in ("controller.py", "served.py"):  # the adapter, and the run it serves
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path.read_text())):
             if not isinstance(node, ast.ImportFrom) or node.level < 2:
                 continue
             # app/run/service: level 2 is app/run, level 3 is app

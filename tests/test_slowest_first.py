@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 from .conftest import SLOWEST_FIRST
+from .source_ast import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,7 +18,7 @@ def test_each_slowest_first_entry_is_a_test_of_the_suite():
         path, _, name = entry.partition("::")
         if path not in defined:
             assert (ROOT / path).is_file(), entry
-            tree = ast.parse((ROOT / path).read_text())
+            tree = parse((ROOT / path).read_text())
             defined[path] = {
                 n.name
                 for n in ast.walk(tree)

@@ -20,6 +20,8 @@ from rentwatch.engine.rounds import rounds
 from rentwatch.engine.updates import JobSaid, Judged
 from rentwatch.ledger import Ledger
 
+from .source_ast import parse
+
 APP = Path(__file__).resolve().parents[1] / "app"
 WRITER = "engine/rentals.py"
 HOST_TASKS = ("engine/hosts/", "engine/jobs/")  # modules whose code runs in host tasks
@@ -67,7 +69,7 @@ def test_no_module_but_the_writer_applies_and_host_tasks_only_emit():
         f"{m}:{v}"
         for path in sorted(APP.rglob("*.py"))
         for m in [str(path.relative_to(APP))]
-        for v in violations(m, ast.parse(path.read_text()))
+        for v in violations(m, parse(path.read_text()))
     }
     assert not bad, f"updates applied outside the writer's queue: {sorted(bad)}"
 
@@ -81,7 +83,7 @@ def test_the_walk_finds_a_planted_violation_of_each_kind():
         "self.writer.drain()\n"  # the poll's side drains: fine
         "sup.apply(intent)\n"  # the operator's door, not the writer's apply: fine
     )
-    lines = [int(v.split(":")[0]) for v in violations("engine/observer.py", ast.parse(poll_side))]
+    lines = [int(v.split(":")[0]) for v in violations("engine/observer.py", parse(poll_side))]
     assert lines == [1, 2, 3]
     host = (
         "from ..rentals import Writer\n"  # 1: a host module needs nothing of the writer's module
@@ -91,9 +93,9 @@ def test_the_walk_finds_a_planted_violation_of_each_kind():
         "await self.journal.writer.run(work)\n"  # 5: so is running as the writer
         "if TYPE_CHECKING:\n    from ..rentals import Writer\n"  # a type only: fine
     )
-    lines = [int(v.split(":")[0]) for v in violations("engine/hosts/tender.py", ast.parse(host))]
+    lines = [int(v.split(":")[0]) for v in violations("engine/hosts/tender.py", parse(host))]
     assert lines == [1, 4, 5]
-    assert violations(WRITER, ast.parse("apply(j, u)\n")) == []
+    assert violations(WRITER, parse("apply(j, u)\n")) == []
 
 
 # -- the queue at work --------------------------------------------------------------------------
