@@ -123,22 +123,30 @@ def test_an_unreadable_pending_list_costs_nothing_but_a_line(key):
     run(key, body)
 
 
-def test_a_restart_keeps_an_accepted_increase_due_and_a_price_in_force(key):
-    import asyncio
-
+def _restartable(market, ledger, key):
+    """Supervisors over one market and ledger: each call is the controller started again."""
     from rentwatch.core.policy import SEED
     from rentwatch.engine.hosts.ssh import SSHRunner
     from rentwatch.engine.supervisor import Supervisor
-    from rentwatch.ledger import Ledger
 
-    from .fake_market import FakeMarket, offer
     from .test_supervisor_unit import campaign
-
-    market = FakeMarket([offer(1, 10, 0.3)])
-    ledger = Ledger(":memory:")
 
     def sup() -> Supervisor:
         return Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)
+
+    return sup
+
+
+def test_a_restart_keeps_an_accepted_increase_due_and_a_price_in_force(key):
+    import asyncio
+
+    from rentwatch.ledger import Ledger
+
+    from .fake_market import FakeMarket, offer
+
+    market = FakeMarket([offer(1, 10, 0.3)])
+    ledger = Ledger(":memory:")
+    sup = _restartable(market, ledger, key)
 
     async def go() -> None:
         first = sup()
@@ -206,18 +214,11 @@ def test_a_multi_gpu_rental_adopted_after_a_restart_is_priced_for_the_whole_mach
     """An adopted rental has no offer: its GPU count is the market's row's."""
     import asyncio
 
-    from rentwatch.core.policy import SEED
-    from rentwatch.engine.hosts.ssh import SSHRunner
-    from rentwatch.engine.supervisor import Supervisor
     from rentwatch.ledger import Ledger
-
-    from .test_supervisor_unit import campaign
 
     market = FakeMarket([offer(1, 10, 0.4, num_gpus=2)])
     ledger = Ledger(":memory:")
-
-    def sup() -> Supervisor:
-        return Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)
+    sup = _restartable(market, ledger, key)
 
     async def go() -> None:
         first = sup()
