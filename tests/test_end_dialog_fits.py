@@ -28,9 +28,20 @@ def _screen(size: tuple[int, int], held: list[Holding]) -> tuple[str, float]:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.2)
             app.push_screen(EndConfirm("qlora-sweep", held))
-            await pilot.pause(0.5)
-            dialog = app.screen.query_one("#dialog")
-            return _text(app.export_screenshot()), dialog.scroll_y
+            # the dialog as it settles (a fixed pause read it half laid out on a loaded box):
+            # two samples alike, a tenth of a second apart, once it is on screen
+            seen = None
+            for _ in range(300):
+                await pilot.pause(0.1)
+                if not isinstance(app.screen, EndConfirm):
+                    continue
+                dialog = app.screen.query_one("#dialog")
+                now = (_text(app.export_screenshot()), dialog.scroll_y)
+                if now == seen and dialog.region.height > 0:
+                    break
+                seen = now
+            assert seen is not None
+            return seen
 
     return asyncio.run(go())
 
