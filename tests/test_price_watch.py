@@ -123,30 +123,28 @@ def test_an_unreadable_pending_list_costs_nothing_but_a_line(key):
     run(key, body)
 
 
-def _restartable(market, ledger, key):
-    """Supervisors over one market and ledger: each call is the controller started again."""
+def _restartable(key, *offers):
+    """A market of `offers`, an in-memory ledger, and supervisors over both: each call of the
+    third is the controller started again."""
     from rentwatch.core.policy import SEED
     from rentwatch.engine.hosts.ssh import SSHRunner
     from rentwatch.engine.supervisor import Supervisor
+    from rentwatch.ledger import Ledger
 
     from .test_supervisor_unit import campaign
+
+    market, ledger = FakeMarket(list(offers)), Ledger(":memory:")
 
     def sup() -> Supervisor:
         return Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)
 
-    return sup
+    return market, ledger, sup
 
 
 def test_a_restart_keeps_an_accepted_increase_due_and_a_price_in_force(key):
     import asyncio
 
-    from rentwatch.ledger import Ledger
-
-    from .fake_market import FakeMarket, offer
-
-    market = FakeMarket([offer(1, 10, 0.3)])
-    ledger = Ledger(":memory:")
-    sup = _restartable(market, ledger, key)
+    market, ledger, sup = _restartable(key, offer(1, 10, 0.3))
 
     async def go() -> None:
         first = sup()
@@ -214,11 +212,7 @@ def test_a_multi_gpu_rental_adopted_after_a_restart_is_priced_for_the_whole_mach
     """An adopted rental has no offer: its GPU count is the market's row's."""
     import asyncio
 
-    from rentwatch.ledger import Ledger
-
-    market = FakeMarket([offer(1, 10, 0.4, num_gpus=2)])
-    ledger = Ledger(":memory:")
-    sup = _restartable(market, ledger, key)
+    market, ledger, sup = _restartable(key, offer(1, 10, 0.4, num_gpus=2))
 
     async def go() -> None:
         first = sup()
