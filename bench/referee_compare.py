@@ -1,5 +1,5 @@
 """`default` against `seed` over one or more referee runs: the medians the issues' targets are
-stated in, and a row per market (docs/benchmarks.md, "Buying delivered work").
+stated in, and a row per market (`git show fde59d7^:docs/benchmarks.md`, "Buying delivered work").
 
     python -m bench.referee_compare R11.json:11 R4242.json:4242 [--deadline-min 900]
         [--policy 'default+value_of_time_usd_per_h=0.25']
