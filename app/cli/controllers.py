@@ -117,8 +117,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_run_background(args: argparse.Namespace) -> int:
-    """`rentwatch run --background`: the same headless run, in its own session (no terminal
-    to lose), its log next to the ledger; returns once its API answers."""
+    """`rentwatch run --background`: the same run, in its own session (no terminal to lose), its
+    log next to the ledger; returns once its API answers."""
     import os
 
     from ..ledger.store import default_ledger_path
@@ -127,7 +127,7 @@ def cmd_run_background(args: argparse.Namespace) -> int:
     ledger = Path(args.ledger or default_ledger_path()).resolve()
     from .flags import engine_argv
 
-    argv = ["run", "--headless", "--ledger", str(ledger), *engine_argv(args)]
+    argv = ["run", "--ledger", str(ledger), *engine_argv(args)]
     if args.http_timeout:
         argv += ["--http-timeout", str(args.http_timeout)]
     if args.detach:
