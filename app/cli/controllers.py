@@ -30,7 +30,7 @@ def ls_rows(wall: Callable[[], float] = time.time) -> list[dict[str, Any]]:
     rows = []
     now = wall()
     for e in registry.live_entries():
-        row: dict[str, Any] = {**e.as_json(), "uptime_s": registry.uptime(e, now)}
+        row: dict[str, Any] = {**e.as_json(), "uptime_s": max(0.0, now - e.started_at)}
         with ControllerClient(Target(socket=e.socket), timeout=3.0) as client:
             try:
                 st = client.status()
@@ -104,7 +104,6 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def controller_for_ledger(ledger: str | Path) -> ControllerClient | None:
-    """A client for the controller holding `ledger`, or None when no running one does."""
     found = registry.find(ledger=ledger, quiet=True)
     # a long query is the operator's to wait for (Ctrl-C hangs up, which cancels it)
     return ControllerClient(Target(socket=found[0].socket), timeout=3600.0) if found else None
