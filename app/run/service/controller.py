@@ -76,12 +76,8 @@ class Controller:
         self._sup = sup
         self._end = end
         sup.listeners.append(self.touch)  # after each poll: push the new state at once
-        # Queries run in the ledger's own sandbox: a cursor per query in a read-only
-        # transaction with external access off (app/ledger/readonly.py); never the engine's
-        # write connection itself.
 
     def touch(self) -> None:
-        """The fleet changed: wake every stream (they coalesce bursts themselves)."""
         self._gen += 1
         woken, self.changed = self.changed, asyncio.Event()
         woken.set()
@@ -159,7 +155,6 @@ class Controller:
         return out
 
     async def detail(self, instance_id: int, logs: bool = True) -> dict[str, Any]:
-        """One instance in depth, for the detail screen (the market's logs included)."""
         from ...views.detail import NoSuchInstance, build, detail_to_json
 
         try:
@@ -305,12 +300,11 @@ class EngineService:
 
 
 def attach_in_process(
-    engine: EngineThread, ledger: Any, ledger_path: Path, campaign: str
+    engine: EngineThread, ledger_path: Path, campaign: str
 ) -> tuple[Any, Callable[[str | None], None]]:
     """The dashboard of `watch --foreground` and `demo --foreground`: the engine in this process,
     served on a socket, the app attached through the client; quitting ends the engine. Returns
-    the app and what to call once it has quit. Should serving fail, the app drives the engine
-    directly, and says why."""
+    the app and what to call once it has quit."""
     from rentwatch.widgets.app import RentwatchApp
 
     from .remote import RemoteEngine, RemoteLedger
@@ -320,12 +314,8 @@ def attach_in_process(
     print("rentwatch: starting the engine…", flush=True)
     try:
         sock = service.start()
-    except (OSError, api.ServiceError) as exc:
-        engine_app = RentwatchApp(engine, ledger)
-        if engine.alive():  # already started: the app's mount must not start it again
-            engine.start = lambda: None  # type: ignore[method-assign]
-        print(f"rentwatch: not serving the controller API ({exc}); dashboard in-process only")
-        return engine_app, lambda mode: None
+    except OSError as exc:  # the engine's own failure (EngineFailed) says itself
+        raise api.ServiceError(f"cannot serve the engine's controller API: {exc}") from None
     target = Target(socket=sock)
     remote = RemoteEngine(target, os.getpid(), campaign, outlives_dashboard=False)
     app = RentwatchApp(remote, RemoteLedger(target, str(ledger_path)))
