@@ -84,7 +84,6 @@ def _is_tcp(request: web.Request) -> bool:
 
 
 async def _first(*aws: Awaitable[Any]) -> None:
-    """Return when the first of `aws` is done; cancel the others."""
     tasks = [asyncio.ensure_future(a) for a in aws]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -379,7 +378,6 @@ class ServiceServer:
             self.url = f"http://{host}:{port}"
 
     def register(self) -> registry.Entry:
-        """Announce this server, once started, to `ls`, `attach` and `ledger`."""
         self.entry = registry.Entry(
             campaign=self.ctrl.campaign,
             pid=os.getpid(),
