@@ -54,7 +54,7 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
         tmp_path / "key",
     )
     if attached:
-        app, finish = attach_in_process(engine, ledger, path, "tui")
+        app, finish = attach_in_process(engine, path, "tui")
         assert isinstance(app.engine, RemoteEngine)
     else:
         app, finish = RentwatchApp(engine, ledger, refresh_s=0.1), (lambda mode: None)
@@ -162,7 +162,7 @@ def test_detail_endpoint_answers_and_refuses_strangers(make_sim, tmp_path, runti
         ledger,
         tmp_path / "key",
     )
-    app, finish = attach_in_process(engine, ledger, path, "tui")
+    app, finish = attach_in_process(engine, path, "tui")
     try:
         client = ControllerClient(app.engine.target, timeout=30)
         deadline = time.monotonic() + 60

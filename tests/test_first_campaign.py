@@ -24,13 +24,13 @@ EXAMPLE = Path(__file__).parent.parent / "examples" / "first-campaign.toml"
 
 
 def _run(sim, tmp_path, campaign: Path, capsys, monkeypatch) -> tuple[int, str]:
-    """The CLI's headless run, its engine on the simulator's stepped clock: the market's
-    time does not run on while a loaded box is slow to look (a host's image pull read as
-    frozen, a host as dead)."""
+    """`rentwatch run` as a newcomer types it (no `--headless`: a run is always without the TUI),
+    its engine on the simulator's stepped clock: the market's time does not run on while a
+    loaded box is slow to look (a host's image pull read as frozen, a host as dead)."""
     cli_on_stepped_clock(sim, monkeypatch)
     ledger = tmp_path / "l.duckdb"
     code = main(
-        ["run", "--headless", "--no-api", "--campaign", str(campaign), "--market-url", sim.url,
+        ["run", "--no-api", "--campaign", str(campaign), "--market-url", sim.url,
          "--api-key", sim.api_key, "--ledger", str(ledger), "--ssh-key", str(tmp_path / "id")]
     )  # fmt: skip
     return code, capsys.readouterr().out

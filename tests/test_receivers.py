@@ -13,8 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 from rentwatch.notify.metrics import Metrics
 from rentwatch.notify.webhooks import signed_headers
-from rentwatch.run.service.served import WEBHOOK_PATH, routes
-from rentwatch.run.service.server import ServiceServer
+from rentwatch.run.service.server import WEBHOOK_PATH, ServiceServer, routes
 
 SECRET = "whsec-test"
 

@@ -190,12 +190,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .controllers import cmd_run_background
 
         return cmd_run_background(args)
-    if not args.headless:
-        print(
-            "rentwatch: the dashboard run is `rentwatch watch --campaign FILE`; add --headless for no TUI",
-            file=sys.stderr,
-        )
-        return 2
     if args.api_key:
         print(
             "rentwatch: warning: --api-key is visible in the process list; prefer VAST_API_KEY",
@@ -215,11 +209,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the market first: one that cannot be used leaves no SSH key or ledger made for it
     asyncio.run(check_market(args.market_url, key, timeout))
     _check_ssh_key(args.ssh_key)
-    if not args.no_api:
-        from ..run.service.served import serve_headless
-
-        run_headless = serve_headless  # type: ignore[assignment]  # the same run, served
-    extra = {} if args.no_api else {"listen": args.listen}
     return asyncio.run(
         run_headless(
             campaign,
@@ -233,7 +222,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             notify=args.notify,
             metrics_listen=args.metrics,
             team=team,
-            **extra,
+            served=not args.no_api,
+            listen=args.listen,
         )
     )
 

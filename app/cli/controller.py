@@ -13,7 +13,6 @@ from typing import Any
 
 from ..core.errors import RentwatchError
 from ..core.text import clean
-from ..ledger import Ledger
 from ..run.exit_trap import ExitTrap
 
 
@@ -66,12 +65,13 @@ def serve_engine(
 
 def cmd_controller(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
+    from ..engine.session import default_key_path
     from ..market.factory import find_api_key
-    from ..run.dashboard import demo_campaign, demo_market, make_engine, watch_campaign
+    from ..run.dashboard import demo_campaign, demo_market, hosted, watch_campaign
     from .team import team_config
 
     ledger_path = Path(args.ledger).resolve()
-    key_path = Path(args.ssh_key) if args.ssh_key else None
+    key_path = Path(args.ssh_key) if args.ssh_key else default_key_path()
     team = team_config(args)
     sim = None
     if args.demo:
@@ -89,8 +89,6 @@ def cmd_controller(args: argparse.Namespace) -> int:
         )
         market_url, api_key = args.market_url, find_api_key(None)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
-    from ..engine.session import default_key_path
-
     if sim is None:  # the market first: one that cannot be used leaves no ledger or SSH key
         import asyncio
 
@@ -99,40 +97,26 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
         timeout = campaign.http_timeout_s or DEFAULT_TIMEOUT
         asyncio.run(check_market(market_url, api_key, timeout))
-    ledger = Ledger(ledger_path)
-    engine = make_engine(
-        market_url,
-        api_key,
-        campaign,
-        policy,
-        ledger,
-        key_path or default_key_path(),
-        # as the dashboard always did: every instance of the account is shown; only what
-        # this campaign created (or the operator hands over) is supervised
-        adopt_all=True,
-        observe_only=not args.demo and not args.campaign,
-        log=_say,
-    )
-    from ..run.alerts import alert_engine
-
-    secrets_ = (api_key, str(key_path or default_key_path()))
-    end_alerts = alert_engine(engine, ledger, args.notify, args.metrics, secrets_)
-    sync = None
-    if team is not None:  # shipped and pulled beside the engine, never in its way
-        from ..ledger.team.sync import TeamSync
-
-        sync = TeamSync(ledger, team, market_url, campaign.name, _say).start()
-    code = 1
+    # a demo nobody watches and nobody kept ends itself (another campaign never does)
+    unwatched = args.end_unwatched_min * 60 if args.demo else None
+    observe_only = not args.demo and not args.campaign
     try:
-        # a demo nobody watches and nobody kept ends itself (another campaign never does)
-        unwatched = args.end_unwatched_min * 60 if args.demo else None
-        code = serve_engine(engine, ledger_path, campaign.name, unwatched)
-        return code
+        with hosted(
+            market_url,
+            api_key,
+            campaign,
+            policy,
+            ledger_path,
+            key_path,
+            observe_only,
+            team,
+            args.notify,
+            args.metrics,
+            log=_say,
+        ) as host:
+            host.code = serve_engine(host.engine, ledger_path, campaign.name, unwatched)
+            return host.code
     finally:
-        end_alerts(code)
-        if sync is not None:  # the end's events shipped (when the store answers)
-            sync.stop()
-        ledger.close()
         if sim is not None:
             sim.stop_thread()
 

@@ -30,7 +30,7 @@ def ls_rows(wall: Callable[[], float] = time.time) -> list[dict[str, Any]]:
     rows = []
     now = wall()
     for e in registry.live_entries():
-        row: dict[str, Any] = {**e.as_json(), "uptime_s": registry.uptime(e, now)}
+        row: dict[str, Any] = {**e.as_json(), "uptime_s": max(0.0, now - e.started_at)}
         with ControllerClient(Target(socket=e.socket), timeout=3.0) as client:
             try:
                 st = client.status()
@@ -104,7 +104,6 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def controller_for_ledger(ledger: str | Path) -> ControllerClient | None:
-    """A client for the controller holding `ledger`, or None when no running one does."""
     found = registry.find(ledger=ledger, quiet=True)
     # a long query is the operator's to wait for (Ctrl-C hangs up, which cancels it)
     return ControllerClient(Target(socket=found[0].socket), timeout=3600.0) if found else None
@@ -117,8 +116,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_run_background(args: argparse.Namespace) -> int:
-    """`rentwatch run --background`: the same headless run, in its own session (no terminal
-    to lose), its log next to the ledger; returns once its API answers."""
+    """`rentwatch run --background`: the same run, in its own session (no terminal to lose), its
+    log next to the ledger; returns once its API answers."""
     import os
 
     from ..ledger.store import default_ledger_path
@@ -127,7 +126,7 @@ def cmd_run_background(args: argparse.Namespace) -> int:
     ledger = Path(args.ledger or default_ledger_path()).resolve()
     from .flags import engine_argv
 
-    argv = ["run", "--headless", "--ledger", str(ledger), *engine_argv(args)]
+    argv = ["run", "--ledger", str(ledger), *engine_argv(args)]
     if args.http_timeout:
         argv += ["--http-timeout", str(args.http_timeout)]
     if args.detach:

@@ -103,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--api-key", help="the account's API key (default: a random one, printed)")
     s.set_defaults(fn=commands.cmd_sim)
 
-    h = sub.add_parser("run", help="run a campaign (headless: no TUI)")
-    h.add_argument("--headless", action="store_true", help="no TUI: log lines to stdout")
+    h = sub.add_parser("run", help="run a campaign without the TUI: log lines to stdout")
+    h.add_argument("--headless", action="store_true", help="what `run` always is (no TUI)")
     h.add_argument("--campaign", required=True, help="campaign TOML")
     add_market_flag(h)
     h.add_argument("--api-key", help="prefer VAST_API_KEY: a flag shows in the process list")
@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument(
         "--background",
         action="store_true",
-        help="headless, in the background; log beside the ledger",
+        help="in the background; log beside the ledger",
     )
     h.set_defaults(fn=commands.cmd_run)
 

@@ -21,7 +21,6 @@ from .metrics_server import MetricsServer
 
 if TYPE_CHECKING:
     from ..engine.supervisor import Supervisor
-    from .engine_thread import EngineThread
 
 log = logging.getLogger(__name__)
 K = EventKind
@@ -160,7 +159,6 @@ class Alerts:
 
     # -- the end ------------------------------------------------------------------------------
     def _acted(self) -> list[Event]:
-        """Our stops and destroys that went through since the last poll was read."""
         return self.ledger.events(
             where="campaign = ? AND seq > ? AND kind IN (?, ?) AND phase <> 'intent' AND ok "
             "AND actor <> 'market'",
@@ -257,30 +255,3 @@ def open_alerts(
         alerts.server = MetricsServer(metrics, host, port)
         sup.journal.say(f"metrics on http://{host}:{alerts.server.port}/metrics")
     return alerts.attach()
-
-
-def alert_engine(
-    engine: EngineThread,
-    ledger: Ledger,
-    urls: Sequence[str] = (),
-    metrics_listen: str | None = None,
-    secrets: Sequence[str | None] = (),
-    who: str = "controller",
-) -> Callable[[int], None]:
-    """`open_alerts` on `engine`'s supervisor once it has started (on the engine's loop; should
-    they fail, the engine says so through its `on_error`, before `ready`). Returns what tells
-    them the run's end, with its exit code, and closes them: once the engine has ended."""
-    opened: list[Alerts] = []
-
-    def listen(sup: Supervisor) -> None:
-        opened.append(open_alerts(sup, ledger, urls, metrics_listen, secrets=secrets))
-
-    engine.on_supervisor = listen
-
-    def end(code: int) -> None:
-        for a in opened:
-            a.ended(code, f"{who} exits with code {code}", "exit" if code else "end")
-            a.close()
-        opened.clear()
-
-    return end

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +18,7 @@ from ..ledger import Ledger
 from ..ledger.team.config import TeamConfig
 from ..ledger.team.sync import TeamSync
 from ..market.factory import load_campaign
-from .alerts import alert_engine
+from .alerts import Alerts, open_alerts
 from .engine_thread import EngineThread
 
 if TYPE_CHECKING:
@@ -96,6 +98,66 @@ def make_engine(
     return EngineThread(open_session, on_snapshot=lambda _: None, on_error=lambda _: None)
 
 
+@dataclass
+class Hosted:
+    engine: EngineThread
+    code: int = 1  # the exit code its end tells the alerts
+
+
+@contextlib.contextmanager
+def hosted(
+    market_url: str,
+    api_key: str,
+    campaign: Campaign,
+    policy: Policy,
+    ledger_path: Path,
+    key_path: Path,
+    observe_only: bool,
+    team: TeamConfig | None = None,
+    notify: Sequence[str] = (),
+    metrics_listen: str | None = None,
+    log: Callable[[str], None] = lambda _: None,
+    who: str = "controller",
+) -> Iterator[Hosted]:
+    """The engine of a controller process or of a `--foreground` dashboard, with its alerts and
+    the team sync beside it; on the way out a live engine releases what it holds (trap), the
+    alerts hear `code`, and the ledger closes."""
+    ledger = Ledger(ledger_path)
+    sync = TeamSync(ledger, team, market_url, campaign.name, log).start() if team else None
+    engine = make_engine(
+        market_url,
+        api_key,
+        campaign,
+        policy,
+        ledger,
+        key_path,
+        # every instance of the account is shown; only what this campaign created (or the
+        # operator hands over) is supervised; without a campaign, nothing is: observe only
+        adopt_all=True,
+        observe_only=observe_only,
+        log=log,
+    )
+    alerts: list[Alerts] = []
+    hidden = (api_key, str(key_path))  # never in a notice
+    # opened on the engine's loop once its supervisor exists; should they fail, the engine says
+    # so through its `on_error` before `ready`, and the start fails
+    engine.on_supervisor = lambda sup: alerts.append(
+        open_alerts(sup, ledger, notify, metrics_listen, hidden)
+    )
+    host = Hosted(engine)
+    try:
+        yield host
+    finally:
+        if engine.loop is not None and engine.alive():
+            engine.shutdown("trap")
+        for a in alerts:  # the engine has ended: its last word
+            a.ended(host.code, f"{who} exits with code {host.code}", "exit" if host.code else "end")
+            a.close()
+        if sync is not None:  # the end's events shipped (when the store answers)
+            sync.stop()
+        ledger.close()
+
+
 def run_dashboard(
     market_url: str,
     api_key: str,
@@ -107,50 +169,36 @@ def run_dashboard(
     notify: Sequence[str] = (),
     metrics_listen: str | None = None,
 ) -> int:
-    """The dashboard with its engine in this process (`--foreground`): the engine notifies and
-    serves `--metrics` as a controller's does (`alert_engine`), and tells its end when it ends."""
-    ledger = Ledger(ledger_path)
+    """The dashboard with its engine in this process (`--foreground`), hosted as a controller's
+    is; the team sync says nothing on a terminal the dashboard draws on."""
+    from .service.controller import attach_in_process
+
     camp = campaign or watch_campaign()
-    # the team sync says nothing on a terminal the dashboard draws on
-    sync = TeamSync(ledger, team, market_url, camp.name).start() if team else None
-    engine = make_engine(
+    result = None
+    with hosted(
         market_url,
         api_key,
         camp,
         policy,
-        ledger,
+        ledger_path,
         key_path,
-        # every instance of the account is shown; only what this campaign created (or the
-        # operator hands over) is supervised; without a campaign, nothing is: observe only
-        adopt_all=True,
-        observe_only=campaign is None,
-    )
-    end_alerts = alert_engine(
-        engine, ledger, notify, metrics_listen, (api_key, str(key_path)), who="dashboard"
-    )
-    from .service.controller import attach_in_process
-
-    result = None
-    code = 1
-    try:
+        campaign is None,
+        team,
+        notify,
+        metrics_listen,
+        who="dashboard",
+    ) as host:
         # alerts that cannot start (a --metrics port in use) stop it here, as they stop a
-        # controller: the engine started is ended below, and the error said
-        app, finish = attach_in_process(engine, ledger, ledger_path, camp.name)
+        # controller: the engine started is ended on the way out, and the error said
+        app, finish = attach_in_process(host.engine, ledger_path, camp.name)
         try:
             result = app.run()
         finally:
             finish(result)  # the quit dialog's choice; without one (a crash), release what is held
-        code = 1 if engine.failure else 0
-    finally:
-        if engine.loop is not None and engine.alive():
-            engine.shutdown("trap")  # the app died without the quit dialog: release what is held
-        end_alerts(code)
-        if sync is not None:
-            sync.stop()
-        ledger.close()
+        host.code = 1 if host.engine.failure else 0
     print(f"rentwatch: {result or 'closed'}; ledger at {ledger_path}")
-    if engine.failure:  # the engine never worked, or stopped working: not a clean exit
-        print(f"rentwatch: error: {engine.failure}", file=sys.stderr)
+    if host.engine.failure:  # the engine never worked, or stopped working: not a clean exit
+        print(f"rentwatch: error: {host.engine.failure}", file=sys.stderr)
         return 1
     return 0
 

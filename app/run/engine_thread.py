@@ -128,13 +128,11 @@ class EngineThread:
         return self._on_loop(lambda sup: sup.apply(intent))
 
     def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
-        """One instance in depth (`rentwatch.views.detail.build`), built on the engine's loop."""
         from ..views.detail import build
 
         return self._on_loop(lambda sup: build(sup, instance_id, logs))
 
     def _on_loop(self, make: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
-        """`make(supervisor)`'s coroutine run on the engine's loop."""
         if self.loop is None or self.session is None:
             fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
             fut.set_exception(RuntimeError("the engine is not running"))
@@ -142,7 +140,6 @@ class EngineThread:
         return asyncio.run_coroutine_threadsafe(make(self.session.sup), self.loop)
 
     def jobs(self) -> concurrent.futures.Future[Any]:
-        """The campaign's jobs (`rentwatch.views.jobs.live`), read on the engine's loop."""
         from ..views.jobs import live
 
         async def read(sup: Any) -> Any:
@@ -151,7 +148,6 @@ class EngineThread:
         return self._on_loop(read)
 
     def job_log(self, name: str) -> concurrent.futures.Future[Any]:
-        """A job's output now (`rentwatch.engine.jobs.output.read_output`)."""
         from ..views.jobs import read_output
 
         return self._on_loop(lambda sup: read_output(sup, name))

@@ -1,6 +1,7 @@
-"""`rentwatch run --headless`: the engine without the TUI, with the exit trap. Any way out releases
-every instance the controller holds (only `--detach` leaves them running); a market gone for good
-(`RENTWATCH_MARKET_DOWN_S`) ends the run through the same trap, exit code 4."""
+"""`rentwatch run`: the engine without the TUI, with the exit trap, and (unless `--no-api`) the
+controller API served while it runs. Any way out releases every instance the controller holds
+(only `--detach` leaves them running); a market gone for good (`RENTWATCH_MARKET_DOWN_S`) ends the
+run through the same trap, exit code 4."""
 
 from __future__ import annotations
 
@@ -32,11 +33,15 @@ from ..market.protocol import SharedClock
 from ..notify.metrics import Metrics
 from .alerts import Alerts, open_alerts
 from .exit_trap import ExitTrap, Trapped
+from .service.api import AlreadyServed
+from .service.controller import Controller
+from .service.server import ServiceServer, serve
 
 __all__ = ["Trapped", "default_key_path", "run_headless"]
 
 MARKET_FAILED = 4  # the exit code of a run the market ended (key revoked, down for too long)
 MARKET_DOWN_S = 15 * 60.0  # wall seconds without one successful poll before giving up
+LOOPBACK_URLS = ("http://127.0.0.1", "http://[::1]", "http://localhost")
 
 
 class MarketDown(RentwatchError):
@@ -75,14 +80,11 @@ async def _run_watched(sup: Supervisor) -> Outcome:
         await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for t in (run, watch):
-            if not t.done():
-                t.cancel()
+            t.cancel()  # a no-op on the one that is done
         await asyncio.gather(run, watch, return_exceptions=True)
-    if not run.cancelled() and run.done() and run.exception() is None:
-        return run.result()
-    if not run.cancelled() and run.exception() is not None:
-        raise run.exception()  # type: ignore[misc]
-    raise watch.exception()  # type: ignore[misc]
+    if run.cancelled():  # the watch ended it
+        raise watch.exception()  # type: ignore[misc]
+    return run.result()
 
 
 def key_refused(sup: Supervisor, exc: AuthError) -> str:
@@ -122,60 +124,100 @@ async def run_headless(
     metrics: Metrics | None = None,
     team: TeamConfig | None = None,
     market_clock: SharedClock | None = None,
+    served: bool = False,
+    listen: str | None = None,
 ) -> int:
     """`market_clock`: a simulator's clock in this process, shared with the engine (tests run
-    the campaign on a stepped clock with it: app/referee/stepped.py `run_stepped`)."""
-    t0: list[float] = []
-
-    def log(line: str) -> None:
-        now = session.market.now()
-        if not t0:
-            t0.append(now)
-        s = int(now - t0[0])
-        # lines quote host and market text (status lines, GPU names): one line, no escapes
-        text = clean(line, 2000)
-        print(f"[{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}] {text}", flush=True)
-
-    ledger = Ledger(ledger_path)
-    session = Session.open(
-        market_url,
-        api_key,
-        ledger,
-        campaign,
-        policy,
-        Path(key_path) if key_path else None,
-        log=log,
-        owns_ledger=True,
-        http_timeout_s=http_timeout_s,
-        market_clock=market_clock,
+    the campaign on a stepped clock with it: app/referee/stepped.py `run_stepped`). `served`:
+    the controller API on the ledger's socket, and with `listen` on TCP too."""
+    if served and metrics is None and (listen or metrics_listen):
+        metrics = Metrics()  # one collector for `--metrics` and the API's `/metrics`
+    server = (
+        await _serve(Controller(campaign.name, Path(ledger_path)), listen, metrics)
+        if served
+        else None
     )
-    sup = session.sup
-    # the team store: shipped and pulled beside the run, never in its way
-    sync = TeamSync(ledger, team, market_url, campaign.name, log).start() if team else None
-    alerts = open_alerts(
-        sup,
-        session.ledger,
-        notify,
-        metrics_listen,
-        secrets=(api_key, key_path or str(default_key_path())),
-        metrics=metrics,
-    )
-    if on_supervisor is not None:  # the controller API (app/service) serves this supervisor
-        on_supervisor(sup)
-    main = asyncio.current_task()
+    try:
+        t0: list[float] = []
 
-    def cancel_main(_signum: int) -> None:
-        if main is not None:
-            main.cancel()
+        def log(line: str) -> None:
+            now = session.market.now()
+            if not t0:
+                t0.append(now)
+            s = int(now - t0[0])
+            # lines quote host and market text (status lines, GPU names): one line, no escapes
+            text = clean(line, 2000)
+            print(f"[{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}] {text}", flush=True)
 
-    # once the run is ending (its own release or detach begun, or the trap fired) a signal is
-    # noted, not acted on: cancelling the main task then would cut a release short, or escape
-    # from the session's close as a CancelledError
-    trap = ExitTrap(cancel_main, log)
-    with trap.installed(asyncio.get_running_loop()):
-        return await _trapped_run(
-            sup, session, alerts, trap, log, campaign, ledger_path, detach, sync
+        ledger = Ledger(ledger_path)
+        session = Session.open(
+            market_url,
+            api_key,
+            ledger,
+            campaign,
+            policy,
+            Path(key_path) if key_path else None,
+            log=log,
+            owns_ledger=True,
+            http_timeout_s=http_timeout_s,
+            market_clock=market_clock,
         )
+        sup = session.sup
+        # the team store: shipped and pulled beside the run, never in its way
+        sync = TeamSync(ledger, team, market_url, campaign.name, log).start() if team else None
+        alerts = open_alerts(
+            sup,
+            session.ledger,
+            notify,
+            metrics_listen,
+            secrets=(api_key, key_path or str(default_key_path())),
+            metrics=metrics,
+        )
+        if server is not None:
+            server.ctrl.bind(sup)
+        if on_supervisor is not None:
+            on_supervisor(sup)
+        main = asyncio.current_task()
+
+        def cancel_main(_signum: int) -> None:
+            if main is not None:
+                main.cancel()
+
+        # once the run is ending (its own release or detach begun, or the trap fired) a signal is
+        # noted, not acted on: cancelling the main task then would cut a release short, or escape
+        # from the session's close as a CancelledError
+        trap = ExitTrap(cancel_main, log)
+        with trap.installed(asyncio.get_running_loop()):
+            return await _trapped_run(
+                sup, session, alerts, trap, log, campaign, ledger_path, detach, sync
+            )
+    finally:
+        if server is not None:
+            server.ctrl.close()
+            await server.stop()
+
+
+async def _serve(
+    ctrl: Controller, listen: str | None, metrics: Metrics | None
+) -> ServiceServer | None:
+    """The run's controller API; None where it cannot be served and was not asked for by name
+    (the campaign matters more than its API)."""
+    try:
+        server = await serve(ctrl, listen, metrics)
+    except AlreadyServed as exc:
+        raise RentwatchError(str(exc)) from None
+    except OSError as exc:
+        if listen:
+            raise RentwatchError(f"cannot serve the controller API: {exc}") from None
+        print(f"rentwatch: warning: not serving the controller API: {exc}", file=sys.stderr)
+        return None
+    print(f"serving  controller API on unix:{server.socket_path}", flush=True)
+    if server.url:
+        line = f"serving  controller API on {server.url} (token in {server.token_file})"
+        print(line, flush=True)
+        if server.url.rpartition(":")[0] not in LOOPBACK_URLS:
+            print("warning  the API is plain HTTP: reach it through SSH, not the open network")
+    return server
 
 
 async def _trapped_run(

@@ -25,8 +25,6 @@ CAP_MIN, CAP_MAX = 2, 16  # a Prometheus server scrapes over one connection
 
 
 class MetricsServer:
-    """A running metrics server: where it listens, what its listener holds, how to stop it."""
-
     def __init__(
         self,
         metrics: Metrics,

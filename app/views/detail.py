@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.errors import RentwatchError
 from ..core.lifecycle import Phase
+from ..core.records import record
 from ..core.text import clean
 from ..engine.supervisor import Supervisor
 from ..ledger.kinds import EventKind as K
@@ -256,17 +257,19 @@ def detail_to_json(d: InstanceDetail) -> dict[str, Any]:
 
 
 def detail_from_json(data: dict[str, Any]) -> InstanceDetail:
-    names = {f.name for f in dataclasses.fields(InstanceDetail)}
-    d = {k: v for k, v in data.items() if k in names}
-    for key, cls in _PARTS.items():
-        fields = {f.name for f in dataclasses.fields(cls)}
-        rows = []
-        for row in data.get(key) or ():
-            r = {k: v for k, v in row.items() if k in fields}
-            if cls is Sample:
-                r["reasons"] = tuple(r.get("reasons") or ())
-            rows.append(cls(**r))
-        d[key] = tuple(rows)
-    d["market_logs"] = tuple(data.get("market_logs") or ())
-    d["preflight"] = dict(data.get("preflight") or {})
-    return InstanceDetail(**d)
+    parts = {
+        key: tuple(
+            record(cls, row, reasons=tuple(row.get("reasons") or ()))
+            if cls is Sample
+            else record(cls, row)
+            for row in data.get(key) or ()
+        )
+        for key, cls in _PARTS.items()
+    }
+    return record(
+        InstanceDetail,
+        data,
+        **parts,
+        market_logs=tuple(data.get("market_logs") or ()),
+        preflight=dict(data.get("preflight") or {}),
+    )

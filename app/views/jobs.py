@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import RentwatchError
 from ..core.lifecycle import Phase
+from ..core.records import record
 from ..core.text import clean
 from ..engine.jobs.output import LOG_SHOWN, log_command, log_path, read_kept
 from ..ledger.kinds import EventKind
@@ -223,12 +224,8 @@ def to_json(rows: Iterable[JobRow]) -> list[dict[str, Any]]:
 
 def from_json(data: Any) -> list[JobRow]:
     """Rows from the controller's answer; a field this version lacks is left out."""
-    names = set(JobRow.__dataclass_fields__)
-    out = []
-    for row in data if isinstance(data, list) else []:
-        if isinstance(row, dict):
-            out.append(JobRow(**{k: v for k, v in row.items() if k in names}))
-    return out
+    rows = data if isinstance(data, list) else []
+    return [record(JobRow, row) for row in rows if isinstance(row, dict)]
 
 
 # -- a job's output -------------------------------------------------------------------------

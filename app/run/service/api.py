@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from ...core.errors import RentwatchError
+from ...core.records import record
 from ...engine.intents import (
     CreateIntent,
     DestroyConfirmation,
@@ -186,18 +187,13 @@ def snap_to_json(snap: FleetReadout) -> dict[str, Any]:
 
 
 def snap_from_json(data: dict[str, Any]) -> FleetReadout:
-    d = {k: v for k, v in data.items() if k in _SNAP_FIELDS}
-    d["instances"] = tuple(
-        InstanceSnap(
-            **{
-                **{k: v for k, v in i.items() if k in _INST_FIELDS},
-                "util_history": tuple(i.get("util_history") or ()),
-            }
-        )
+    instances = tuple(
+        record(InstanceSnap, i, util_history=tuple(i.get("util_history") or ()))
         for i in data.get("instances", ())
     )
-    d["decisions"] = tuple(data.get("decisions", ()))
-    return FleetReadout(**d)
+    return record(
+        FleetReadout, data, instances=instances, decisions=tuple(data.get("decisions", ()))
+    )
 
 
 # -- query results --------------------------------------------------------------------------

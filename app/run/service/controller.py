@@ -24,8 +24,9 @@ from ...ledger.readonly import QueryResult
 from ...views.jobs import live, read_output, to_json
 from ...views.snapshot import snapshot
 from ..engine_thread import EngineThread
-from . import api, registry
+from . import api
 from .api import NotHeld, NotReady, Refused
+from .server import ServiceServer, serve
 
 SNAPSHOT_MAX_AGE_S = 1.0  # wall seconds a snapshot is reused between polls (timers still tick)
 
@@ -75,12 +76,8 @@ class Controller:
         self._sup = sup
         self._end = end
         sup.listeners.append(self.touch)  # after each poll: push the new state at once
-        # Queries run in the ledger's own sandbox: a cursor per query in a read-only
-        # transaction with external access off (app/ledger/readonly.py); never the engine's
-        # write connection itself.
 
     def touch(self) -> None:
-        """The fleet changed: wake every stream (they coalesce bursts themselves)."""
         self._gen += 1
         woken, self.changed = self.changed, asyncio.Event()
         woken.set()
@@ -158,7 +155,6 @@ class Controller:
         return out
 
     async def detail(self, instance_id: int, logs: bool = True) -> dict[str, Any]:
-        """One instance in depth, for the detail screen (the market's logs included)."""
         from ...views.detail import NoSuchInstance, build, detail_to_json
 
         try:
@@ -242,11 +238,9 @@ class EngineService:
     other, so there is one dashboard code path, `ls` lists it and `ledger` answers."""
 
     def __init__(self, engine: EngineThread, ledger_path: Path, campaign: str) -> None:
-        from .server import ServiceServer
-
         self.engine = engine
         self.ctrl = Controller(campaign, ledger_path)
-        self.server = ServiceServer(self.ctrl)
+        self.server: ServiceServer | None = None
         self._ending: asyncio.Task[None] | None = None
         self._end_mode = "stop"
 
@@ -265,12 +259,11 @@ class EngineService:
         if said or sup is None or loop is None or loop.is_closed():
             raise EngineFailed(said[-1] if said else "the engine did not start in time")
 
-        async def serve() -> None:
+        async def served() -> ServiceServer:
             self.ctrl.bind(sup, end=self._end)
-            await self.server.start(registry.socket_path_for(self.ctrl.ledger_path))
+            return await serve(self.ctrl)
 
-        asyncio.run_coroutine_threadsafe(serve(), loop).result(SERVE_S)
-        self.server.register()
+        self.server = asyncio.run_coroutine_threadsafe(served(), loop).result(SERVE_S)
         return str(self.server.socket_path)
 
     async def _end(self, mode: str) -> None:
@@ -279,6 +272,7 @@ class EngineService:
 
         async def later() -> None:
             await asyncio.sleep(0.1)  # the shutdown request gets its answer
+            assert self.server is not None
             try:
                 await self.server.stop()
             finally:  # the engine ends however the server's close went
@@ -290,27 +284,27 @@ class EngineService:
     def stop(self, mode: str, say: Callable[[str], None] | None = None) -> None:
         """The dashboard has quit with `mode`: close the server, then end the engine (a no-op
         when a shutdown request already ended it), waiting as long as its release takes."""
-        loop = self.engine.loop
+        loop, server = self.engine.loop, self.server
+        assert server is not None
         if loop is not None and loop.is_running() and not self.ctrl.closing.is_set():
             # the loop may end under us: the files below still go
             with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(self.server.stop(), loop).result(10)
+                asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
         self.ctrl.close()
         if self._ending is not None:  # a shutdown request already chose how to end: end so
             # now, whether or not its own end got there (the engine's shutdown is idempotent)
             self.engine.shutdown(self._end_mode, say)
         elif self.engine.alive():
             self.engine.shutdown(mode, say)
-        self.server.forget()
+        server.forget()
 
 
 def attach_in_process(
-    engine: EngineThread, ledger: Any, ledger_path: Path, campaign: str
+    engine: EngineThread, ledger_path: Path, campaign: str
 ) -> tuple[Any, Callable[[str | None], None]]:
     """The dashboard of `watch --foreground` and `demo --foreground`: the engine in this process,
     served on a socket, the app attached through the client; quitting ends the engine. Returns
-    the app and what to call once it has quit. Should serving fail, the app drives the engine
-    directly, and says why."""
+    the app and what to call once it has quit."""
     from rentwatch.widgets.app import RentwatchApp
 
     from .remote import RemoteEngine, RemoteLedger
@@ -320,12 +314,8 @@ def attach_in_process(
     print("rentwatch: starting the engine…", flush=True)
     try:
         sock = service.start()
-    except (OSError, api.ServiceError) as exc:
-        engine_app = RentwatchApp(engine, ledger)
-        if engine.alive():  # already started: the app's mount must not start it again
-            engine.start = lambda: None  # type: ignore[method-assign]
-        print(f"rentwatch: not serving the controller API ({exc}); dashboard in-process only")
-        return engine_app, lambda mode: None
+    except OSError as exc:  # the engine's own failure (EngineFailed) says itself
+        raise api.ServiceError(f"cannot serve the engine's controller API: {exc}") from None
     target = Target(socket=sock)
     remote = RemoteEngine(target, os.getpid(), campaign, outlives_dashboard=False)
     app = RentwatchApp(remote, RemoteLedger(target, str(ledger_path)))

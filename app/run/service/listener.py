@@ -108,7 +108,6 @@ class Listener:
                 timer.cancel()
 
     def valid(self, transport: Any) -> None:
-        """The connection made a valid request: its deadline no longer applies."""
         timer = self.open.get(transport)
         if timer is not None:
             timer.cancel()

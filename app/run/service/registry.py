@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import RentwatchError
+from ...core.records import record
 
 # sun_path is 108 bytes on Linux (104 on macOS), the terminating NUL included
 MAX_SOCKET_PATH = 100
@@ -185,7 +186,7 @@ def live_entries() -> list[Entry]:
             continue  # another user's file (or a link): neither listed nor deleted
         try:
             data = json.loads(f.read_text())
-            entry = Entry(**{k: data.get(k) for k in Entry.__dataclass_fields__})
+            entry = record(Entry, data)
         except (OSError, ValueError, TypeError):
             continue  # half-written or foreign: not ours to delete either
         if not isinstance(entry.pid, int) or not isinstance(entry.socket, str):
@@ -225,7 +226,3 @@ def find(
         want_l = str(Path(ledger).resolve())
         found = [e for e in found if str(Path(e.ledger).resolve()) == want_l]
     return found
-
-
-def uptime(entry: Entry, now: float) -> float:
-    return max(0.0, now - entry.started_at)

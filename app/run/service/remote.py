@@ -47,8 +47,6 @@ def raise_for(resp: httpx.Response) -> None:
 
 
 class ControllerClient:
-    """Blocking calls, for the CLI and for the dashboard's thread workers."""
-
     def __init__(self, target: Target, timeout: float = 30.0) -> None:
         self.target = target
         self._http = httpx.Client(timeout=timeout, **target.httpx_args(asynchronous=False))
@@ -107,7 +105,6 @@ class ControllerClient:
     def query_all(
         self, sql: str, limit: int, query_id: str | None = None, offset: int = 0
     ) -> QueryResult:
-        """Up to `limit` rows from `offset` on, a bounded page at a time."""
         columns: list[str] = []
         rows: list[tuple[Any, ...]] = []
         while True:
@@ -133,7 +130,6 @@ class ControllerClient:
         return str(self._call("POST", "/v1/shutdown", json={"mode": mode})["done"])
 
     def keep(self) -> None:
-        """Say a person left it running on purpose (the quit dialog's Leave running)."""
         self._call("POST", "/v1/keep")
 
     def close(self) -> None:

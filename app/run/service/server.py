@@ -15,7 +15,10 @@ every request must carry the token from a 0600 token file.
     POST   /v1/keep                a person left it running: no end for want of a watcher
 
 Errors are JSON `{"error": {"type", "title", "message"}}`. The market's API key is never in an
-answer. Both sockets are served by `listener.Listener`, not aiohttp's sites."""
+answer. Both sockets are served by `listener.Listener`, not aiohttp's sites. On TCP, `GET /metrics`
+and, with `VAST_WEBHOOK_SECRET`, Vast's signed webhooks at `POST /v1/webhooks/vast` share the
+listener (HMAC-authenticated: vast-ai/docs `notification-webhooks.mdx`); a verified webhook is a
+reason to poll now, never a verdict: the payload never changes a rental."""
 
 from __future__ import annotations
 
@@ -38,7 +41,9 @@ from aiohttp import web
 
 from ...core.errors import RentwatchError
 from ...ledger.readonly import QueryFailed, QueryRefused
+from ...notify.metrics import Metrics, aiohttp_handler
 from ...notify.metrics import parse_listen as host_port
+from ...notify.webhooks import WebhookEvent, WebhookVerifier, webhook_handler
 from ...views.jobs import NoSuchJob
 from . import api, registry
 from .api import NotHeld, NotReady, Refused
@@ -52,6 +57,8 @@ SSE_MIN_GAP_S = 0.05  # a burst of polls (a fast time scale) is coalesced to thi
 SSE_MAX_GAP_S = 1.0  # without any change, a fresh snapshot this often (timers tick)
 SSE_KEEPALIVE_S = 5.0  # a comment line this often, so a dead link is noticed
 TRACE_BURST_S = 60.0  # wall seconds between two tracebacks of failed requests
+WEBHOOK_PATH = "/v1/webhooks/vast"
+SECRET_ENV = "VAST_WEBHOOK_SECRET"
 
 
 def parse_listen(spec: str) -> tuple[str, int]:
@@ -77,7 +84,6 @@ def _is_tcp(request: web.Request) -> bool:
 
 
 async def _first(*aws: Awaitable[Any]) -> None:
-    """Return when the first of `aws` is done; cancel the others."""
     tasks = [asyncio.ensure_future(a) for a in aws]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -372,7 +378,6 @@ class ServiceServer:
             self.url = f"http://{host}:{port}"
 
     def register(self) -> registry.Entry:
-        """Announce this server, once started, to `ls`, `attach` and `ledger`."""
         self.entry = registry.Entry(
             campaign=self.ctrl.campaign,
             pid=os.getpid(),
@@ -419,3 +424,45 @@ class ServiceServer:
         if self.entry is not None:
             with contextlib.suppress(OSError):
                 registry.unregister(self.entry.pid)
+
+
+async def serve(
+    ctrl: Controller, listen: str | None = None, metrics: Metrics | None = None
+) -> ServiceServer:
+    """`ctrl` served on its ledger's socket and, with `listen` (`tcp:HOST:PORT`), on TCP with the
+    metrics and webhooks beside it; registered for `ls`, `attach` and `ledger`."""
+    tcp = parse_listen(listen) if listen else None
+    extra, open_paths, _ = routes(metrics, ctrl.look) if tcp else ([], frozenset(), None)
+    server = ServiceServer(ctrl, extra, open_paths)
+    try:
+        await server.start(registry.socket_path_for(ctrl.ledger_path), tcp, ctrl.ledger_path)
+        server.register()
+    except BaseException:
+        await server.stop()
+        raise
+    return server
+
+
+def routes(
+    metrics: Metrics | None,
+    look: Callable[[tuple[int, ...]], list[int]],
+    secret: str | None = None,
+    clock: Callable[[], float] = time.time,
+) -> tuple[list[web.RouteDef], frozenset[str], WebhookVerifier | None]:
+    """The extra routes, the paths that authenticate themselves, and the verifier. `look(named)`
+    asks the engine for a poll now and returns the held instances among `named`."""
+    out: list[web.RouteDef] = []
+    if metrics is not None:
+        out.append(web.get("/metrics", aiohttp_handler(metrics)))
+    secret = secret if secret is not None else os.environ.get(SECRET_ENV)
+    if not secret:
+        return out, frozenset(), None
+    verifier = WebhookVerifier(secret)
+
+    def on_event(event: WebhookEvent) -> None:
+        asked = look(event.named)
+        about = f", asking about {' '.join(f'i:{i}' for i in asked)}" if asked else ""
+        print(f"webhook {event.notif_type[:40]}: polling now{about}", file=sys.stderr)
+
+    out.append(web.post(WEBHOOK_PATH, webhook_handler(verifier, on_event, clock)))
+    return out, frozenset({WEBHOOK_PATH}), verifier

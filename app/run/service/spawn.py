@@ -37,10 +37,6 @@ class Started:
     log: Path
 
 
-def log_path_for(ledger: Path) -> Path:
-    return ledger.with_name(ledger.name + ".log")
-
-
 def _last_words(log: Path, lines: int = 10) -> str:
     try:
         tail = log.read_text(errors="replace").splitlines()[-lines:]
@@ -59,7 +55,7 @@ def spawn_controller(
     """Start `rentwatch ARGV...` in its own session (no SIGHUP when this terminal goes), its
     output appended to `LEDGER.log` (0600); return once it has registered its socket."""
     ledger.parent.mkdir(parents=True, exist_ok=True)
-    log = log_path_for(ledger)
+    log = ledger.with_name(ledger.name + ".log")
     fd = os.open(log, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600)
     with os.fdopen(fd, "a") as out:
         proc = subprocess.Popen(
@@ -234,7 +230,6 @@ def connect(
 def _holder(
     ledger: Path, campaign: str | None, wait_s: float = 15.0, step_s: float = 0.2
 ) -> registry.Entry | None:
-    """The controller that holds `ledger` for `campaign` (any, for None), once it registers."""
     for _ in range(int(wait_s / step_s)):
         for entry in registry.find(ledger=ledger, quiet=True):
             if campaign is None or entry.campaign == campaign:
@@ -246,7 +241,6 @@ def _holder(
 def run_attached(
     argv: list[str], ledger: Path, campaign: str | None, env: dict[str, str] | None = None
 ) -> int:
-    """`watch` and `demo`: their controller, and this dashboard attached until it quits."""
     target, proc = connect(argv, ledger, campaign, env)
     # the line `connect` printed is hidden by the dashboard until it quits: say it there too
     notice = (
@@ -261,7 +255,6 @@ def run_attached(
 def run_dashboard(
     target: Target, proc: subprocess.Popen[bytes] | None = None, notice: str | None = None
 ) -> int:
-    """The dashboard attached to `target` until the operator quits; what quitting chose done."""
     app, finish = attach_dashboard(target, proc)
     app.notice = notice
     result = None

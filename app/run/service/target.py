@@ -14,8 +14,6 @@ from . import api, registry
 
 @dataclass(frozen=True)
 class Target:
-    """Where a controller listens: its Unix socket, or a TCP URL with its token."""
-
     socket: str | None = None
     url: str | None = None
     token: str | None = None
@@ -59,15 +57,10 @@ def resolve(
     if len(found) == 1:
         return Target(socket=found[0].socket)
     if not found:
-        what = " ".join(
-            w
-            for w in (
-                f"for campaign {campaign!r}" if campaign else "",
-                f"with pid {pid}" if pid else "",
-            )
-            if w
-        )
-        raise api.ControllerGone(f"no controller {what or 'running'} (see `rentwatch ls`)")
+        named = [f"for campaign {campaign!r}"] if campaign else []
+        named += [f"with pid {pid}"] if pid else []
+        what = " ".join(named) or "running"
+        raise api.ControllerGone(f"no controller {what} (see `rentwatch ls`)")
     names = ", ".join(f"{e.campaign} (pid {e.pid})" for e in found)
     raise api.ServiceError(
         f"{len(found)} controllers are running ({names}): name one with --pid, --socket "
