@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import threading
 import uuid
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...core.offers.track_record import Rental
+from ...core.rows import finite
 from ..reads import NamedReads
 from ..records import EVIDENCE
 from ..schema import VIEWS
@@ -99,12 +99,6 @@ _TYPES = {
 _INSERT = f"INSERT OR IGNORE INTO team_events ({', '.join(_TYPES)}) SELECT " + ", ".join(
     f"unnest(?::{t}[])" for t in _TYPES.values()
 )
-
-
-def _finite(x: Any) -> float:
-    """A teammate's figure as the ranking may use it: finite and not negative, else None."""
-    v = float(x or 0)
-    return v if math.isfinite(v) and v > 0 else 0.0
 
 
 def _object_json(detail: Any) -> str:
@@ -267,12 +261,12 @@ class Replica:
                     int(m),
                     None if h is None else int(h),
                     str(g),
-                    _finite(dph),
-                    _finite(at),
+                    finite(dph, 0.0),
+                    finite(at, 0.0),
                     verified=False,
                     dud=True,
-                    usd=_finite(u),
-                    lifetime_min=_finite(life),
+                    usd=finite(u, 0.0),
+                    lifetime_min=finite(life, 0.0),
                 )
                 for m, h, g, dph, at, u, life in cur.execute(
                     "SELECT machine_id, host_id, gpu_name, gpu_dph, created_at + "
@@ -289,8 +283,8 @@ class Replica:
                 "SELECT gpu_name, count(*), coalesce(sum(lifetime_min), 0) FROM instances "
                 f"WHERE dud AND gpu_name IS NOT NULL AND {EVIDENCE} GROUP BY gpu_name"
             ).fetchall()
-            machine_duds = {int(m): (int(n), _finite(u)) for m, n, u in machines}
-            model_duds = {str(g): (int(n), _finite(x)) for g, n, x in models}
+            machine_duds = {int(m): (int(n), finite(u, 0.0)) for m, n, u in machines}
+            model_duds = {str(g): (int(n), finite(x, 0.0)) for g, n, x in models}
         self.evidence = TeamEvidence(
             machine_duds,
             model_duds,
