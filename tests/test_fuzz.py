@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rentwatch.core.errors import ConfigError, MalformedAnswer
 from rentwatch.core.policy import get_policy
 from rentwatch.core.preflight.verdict import detect_throttle, preflight_verdict
-from rentwatch.core.text import clean, is_clean
+from rentwatch.core.text import clean
 from rentwatch.engine.hosts.probe_io import ProbeError, parse_probe_output
 from rentwatch.engine.jobs.runner import parse_status
 from rentwatch.ledger import Ledger
@@ -23,6 +23,7 @@ from rentwatch.market.vast.rows import parse_instance, parse_offer
 from rentwatch.sim.query_match import matches
 
 from tests.fuzzing import examples
+from tests.shown_text import is_clean
 
 json_scalars = (
     st.none()

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 from rentwatch.core.errors import ConfigError
-from rentwatch.core.text import is_clean
 from rentwatch.notify import events
 from rentwatch.notify.events import Notice, scrub, should_send
 from rentwatch.notify.notifier import Notifier, load_user_config, notify_urls, user_config_path
+
+from tests.shown_text import is_clean
 
 API_KEY = "vast-key-0123456789abcdef"
 TOKEN = "controller-token-ZYXWVU"

@@ -137,9 +137,8 @@ def test_unfit_reasons():
 
 def test_escapes_in_offers_reach_no_terminal(make_sim, tmp_path, capsys, monkeypatch):
     # a market whose GPU names carry an OSC 52 clipboard write, a title change, a clear-screen
-    from rentwatch.core.text import is_clean
-
     from tests.hostile_market import HostileMarket, Hostility
+    from tests.shown_text import is_clean
 
     sim = make_sim(seed=3, offers=30, time_scale=5)
     proxy = HostileMarket(sim.url, Hostility(escape_gpu_names=True, seed=3)).start()

@@ -9,8 +9,10 @@ import tomllib
 
 import pytest
 from rentwatch.cli.main import main
-from rentwatch.core.text import clean, is_clean
+from rentwatch.core.text import clean
 from rentwatch.ledger import Ledger
+
+from tests.shown_text import is_clean
 
 OSC52 = "\x1b]52;c;cm0gLXJmIH4K\x07"
 TITLE = "\x1b]0;owned\x1b\\"

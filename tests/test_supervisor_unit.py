@@ -638,7 +638,7 @@ def test_a_restart_adopts_our_rental_even_from_a_bad_row(key):
         assert iid in sup.attempts
         market.t += 600  # ten minutes of a running GPU at the row's price
         await sup.poll_once()
-        assert math.isfinite(sup.spent(market.t))
+        assert math.isfinite(sup.fleet.spent(market.gpu_billing, market.t))
         assert kinds(ledger, "bad_row")[0].instance_id == iid
         await sup.release_all("rule:campaign_end", "over")
         assert ("destroy_instance", iid) in market.calls
@@ -672,10 +672,10 @@ def test_a_host_a_person_started_is_not_drained_a_minute_later(key):
     async def body(sup, market, ledger):
         iid = await verified(sup, market)
         a = sup.attempts[iid]
-        free = sup.snapshot(market.t).attempts[0].free_since
+        free = sup.decider.snapshot(market.t).attempts[0].free_since
         assert free is not None and free <= market.t
         a.human_at, a.human_act = market.t, STARTED_BY_PERSON
-        assert sup.snapshot(market.t).attempts[0].free_since == market.t + HUMAN_RECENT_S
+        assert sup.decider.snapshot(market.t).attempts[0].free_since == market.t + HUMAN_RECENT_S
 
     run(key, body, fleet=1)
 

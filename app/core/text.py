@@ -38,10 +38,3 @@ def clean(text: object, limit: int = 200) -> str:
     if len(s) > limit:
         s = s[: max(0, limit - 1)] + "…"
     return s
-
-
-def is_clean(text: str) -> bool:
-    """Whether `text` holds nothing `clean` would remove (for tests and assertions)."""
-    return not (
-        _CONTROL.search(text) or _INVISIBLE.search(text) or _BREAKS.search(text) or "\x1b" in text
-    )

@@ -119,14 +119,7 @@ class Actions:
             rows = await self.market.list_instances()
         except REFUSALS:
             return None
-        return next(
-            (
-                i
-                for i in rows
-                if i.label == label and i.id not in self.fleet.attempts and 0 < i.id < MAX_ID
-            ),
-            None,
-        )
+        return next((i for i in rows if i.label == label and self._believable(i.id)), None)
 
     async def create(
         self, offer: Offer, actor: str, reason: str, why: str, bid: float | None = None
@@ -235,11 +228,16 @@ class Actions:
                 **tier,
             },
         )
-        if res.refused is not None:
-            await self._refused_bid(a, actor, res.refused)
+        if res.refused is not None:  # under bid_floor: created stopped, it starts once it wins
+            why = f"bid ${bid or 0:.4f}/h refused at create ({res.refused[:160]}): created stopped"
+            line = f"create i:{a.instance_id} m:{a.machine_id} {why}: destroyed"
+            detail = {"bid": bid, "refused": True}
+            await self._cancel(a, actor, why, detail, line, f"abandoned: {why}")
             return None
         if (end := self.ended()) is not None:
-            await self._landed_after_end(a, *end)
+            why = f"created after the end ({end[1]})"
+            line = f"create i:{a.instance_id} m:{a.machine_id} landed {why}: destroyed"
+            await self._cancel(a, end[0], why, line=line)
             return None
         j.say(
             f"create i:{a.instance_id} m:{offer.machine_id} {offer.gpu_name} "
@@ -292,28 +290,21 @@ class Actions:
             )  # fmt: skip
             return True
         if miss.fix == "replace":
-            why = f"not as asked: {miss.reason}"
-            self.journal.writer.emit(
-                GaveUp(a, at, actor, why, "cancelled", {"mismatch": miss.what})
-            )
-            await self.destroy(a, actor, why)
+            await self._cancel(a, actor, f"not as asked: {miss.reason}", {"mismatch": miss.what})
             return False
         return True
 
-    async def _landed_after_end(self, a: Attempt, actor: str, reason: str) -> None:
-        """A create answered after the end's sweep: given up (cancelled) and destroyed."""
-        why = f"created after the end ({reason})"
-        line = f"create i:{a.instance_id} m:{a.machine_id} landed {why}: destroyed"
+    async def _cancel(
+        self,
+        a: Attempt,
+        actor: str,
+        why: str,
+        detail: dict[str, Any] | None = None,
+        line: str = "",
+        destroy_why: str | None = None,
+    ) -> None:
+        """A new rental the campaign does not keep: given up as cancelled (no fault of its host's)
+        and destroyed."""
         at = self.market.answered_at()
-        self.journal.writer.emit(GaveUp(a, at, actor, why, "cancelled", line=line))
-        await self.destroy(a, actor, why)
-
-    async def _refused_bid(self, a: Attempt, actor: str, said: str) -> None:
-        """A bid under bid_floor: the instance exists, stopped, and would start by itself once its
-        bid wins (dstack #4036). Given up as cancelled and destroyed."""
-        at = self.market.answered_at()
-        why = f"bid ${a.bid or 0:.4f}/h refused at create ({said[:160]}): created stopped"
-        line = f"create i:{a.instance_id} m:{a.machine_id} {why}: destroyed"
-        detail = {"bid": a.bid, "refused": True}
-        self.journal.writer.emit(GaveUp(a, at, actor, why, "cancelled", detail, line))
-        await self.destroy(a, actor, f"abandoned: {why}")
+        self.journal.writer.emit(GaveUp(a, at, actor, why, "cancelled", detail or {}, line))
+        await self.destroy(a, actor, destroy_why or why)

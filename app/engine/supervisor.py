@@ -15,10 +15,7 @@ from ..core.errors import MalformedAnswer
 from ..core.jobs import JobQueue
 from ..core.lifecycle import HELD
 from ..core.policy import Policy
-from ..core.rules import (
-    Decision,
-    FleetSnapshot,
-)
+from ..core.rules import Decision
 from ..core.text import clean
 from ..ledger import EventKind, Ledger, LedgerUnwritable
 from ..market.errors import ApiError, AuthError, MarketUnavailable
@@ -209,9 +206,6 @@ class Supervisor:
         """Wall seconds until the next poll (the campaign's poll interval, in market time)."""
         return min(cap, self.link.wall(self.campaign.poll_s, floor))
 
-    def spent(self, now: float) -> float:
-        return self.fleet.spent(self.market.gpu_billing, now)
-
     def held(self) -> list[Attempt]:
         return self.fleet.held()
 
@@ -321,10 +315,6 @@ class Supervisor:
             )
             self.journal.say(f"error  tending i:{a.instance_id} ended ({exc!r}): tended again")
             self.writer.emit(Tending(a, asyncio.create_task(self.tender.tend(a))))
-
-    def snapshot(self, now: float) -> FleetSnapshot:
-        """Everything the rules decide on now, in one immutable value (engine/deciding.py)."""
-        return self.decider.snapshot(now)
 
     # -- the run and its end ------------------------------------------------------------------
     async def run(self) -> Outcome:

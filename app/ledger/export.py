@@ -98,30 +98,26 @@ def _write_csv(out: BinaryIO, columns: list[str], rows: list[list[object]], path
 
 
 def _write_parquet(out: BinaryIO, columns: list[str], rows: list[list[object]], path: str) -> None:
-    """DuckDB writes only to a path: to one in a folder of our own under the system's
-    temporary folder (sticky, so no one else can swap it), copied from there into `out`."""
+    """DuckDB writes only to a path: a private in-memory instance (the ledger's cannot write
+    files) writes to one in a folder of our own under the system's temporary folder (sticky, so
+    no one else can swap it), copied from there into `out`."""
     with tempfile.TemporaryDirectory(prefix="rentwatch-export-") as room:
         made = Path(room) / "export.parquet"
-        _parquet_file(made, columns, rows, path)
+        con = duckdb.connect()
+        try:
+            quoted = [c.replace('"', '""') for c in columns]
+            cols = ", ".join(f'"{c}" VARCHAR' for c in quoted) or '"empty" VARCHAR'
+            con.execute(f"CREATE TABLE r ({cols})")
+            if rows:
+                con.executemany(
+                    f"INSERT INTO r VALUES ({', '.join('?' * len(columns))})",
+                    [[None if v is None else str(v) for v in row] for row in rows],
+                )
+            con.execute("COPY r TO ? (FORMAT parquet)", [str(made)])
+        except duckdb.Error as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise RentwatchError(f"cannot write {clean(path, 300)}: {clean(msg, 300)}") from None
+        finally:
+            con.close()
         with made.open("rb") as f:
             shutil.copyfileobj(f, out)
-
-
-def _parquet_file(part: Path, columns: list[str], rows: list[list[object]], path: str) -> None:
-    # a private in-memory instance, not the ledger's: the ledger's cannot write files
-    con = duckdb.connect()
-    try:
-        quoted = [c.replace('"', '""') for c in columns]
-        cols = ", ".join(f'"{c}" VARCHAR' for c in quoted) or '"empty" VARCHAR'
-        con.execute(f"CREATE TABLE r ({cols})")
-        if rows:
-            con.executemany(
-                f"INSERT INTO r VALUES ({', '.join('?' * len(columns))})",
-                [[None if v is None else str(v) for v in row] for row in rows],
-            )
-        con.execute("COPY r TO ? (FORMAT parquet)", [str(part)])
-    except duckdb.Error as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise RentwatchError(f"cannot write {clean(path, 300)}: {clean(msg, 300)}") from None
-    finally:
-        con.close()

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..core.offers.track_record import Rental
 from .event import Event
 from .kinds import EventKind
-from .records import MODEL_RECORD_SQL, RENTAL_RECORD_SQL, SPEEDS_SQL, model_rows, rental_rows
+from .records import (
+    EVIDENCE,
+    MODEL_RECORD_SQL,
+    RENTAL_RECORD_SQL,
+    SPEEDS_SQL,
+    model_rows,
+    rental_rows,
+)
 
 SPEED_SHARE_MAX = 1.25  # as engine/jobs/delivered.RESUMED_OVER
 K = TypeVar("K")
@@ -114,10 +121,7 @@ class NamedReads:
         rows = self._rows(
             "SELECT machine_id, count(*) FILTER (WHERE verified_at IS NOT NULL), "
             "count(*) FILTER (WHERE dud), avg(total_usd) FILTER (WHERE dud) "
-            "FROM instances WHERE instance_id NOT IN (SELECT instance_id FROM events "
-            "WHERE kind = 'abandon' AND instance_id IS NOT NULL "
-            "AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled')) "
-            "GROUP BY machine_id"
+            f"FROM instances WHERE {EVIDENCE} GROUP BY machine_id"
         )
         return {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in rows if m is not None}
 

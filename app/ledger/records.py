@@ -9,15 +9,18 @@ from typing import Any
 
 from ..core.offers.track_record import Rental
 
-MODEL_RECORD_SQL = """
+# the rentals that are evidence of their host (this ledger's, or the team's in its `mates` schema)
+EVIDENCE = """instance_id NOT IN (
+  SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL
+    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))"""
+
+MODEL_RECORD_SQL = f"""
 SELECT gpu_name,
        count(*) FILTER (WHERE verified_at IS NOT NULL) AS delivered,
        count(*) FILTER (WHERE dud) AS duds,
        coalesce(sum(lifetime_min) FILTER (WHERE dud), 0) AS dud_minutes
 FROM instances
-WHERE gpu_name IS NOT NULL AND instance_id NOT IN (
-  SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL
-    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))
+WHERE gpu_name IS NOT NULL AND {EVIDENCE}
 GROUP BY gpu_name
 """
 
@@ -30,7 +33,7 @@ GROUP BY gpu_name
 # planning and setting up the view tree, not rows, and the `instances` view adds its delivered
 # hours, delivery ends and clocks (about 1.6x the CPU); the swap watch reads this every market
 # minute after an event. tests/test_record_reads.py holds it equal to the view.
-RENTAL_RECORD_SQL = """
+RENTAL_RECORD_SQL = f"""
 WITH c AS (
   SELECT instance_id, any_value(machine_id) AS machine_id, any_value(host_id) AS host_id,
          any_value(gpu_name) AS gpu_name, any_value(gpu_dph) AS gpu_dph, min(ts) AS created_at,
@@ -63,9 +66,7 @@ SELECT c.machine_id, c.host_id, c.gpu_name, coalesce(c.gpu_dph, 0), coalesce(e.l
        coalesce((coalesce(e.destroyed_at, e.abandoned_at, e.last_at) - c.created_at) / 60, 0),
        e.jobs_finished, e.jobs_lost, e.work_ref_h, e.outbids, e.throttled, c.listed
 FROM c JOIN e USING (instance_id) LEFT JOIN instance_charges ch USING (instance_id)
-WHERE c.machine_id IS NOT NULL AND c.gpu_name IS NOT NULL AND c.instance_id NOT IN (
-  SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL
-    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))
+WHERE c.machine_id IS NOT NULL AND c.gpu_name IS NOT NULL AND {EVIDENCE}
 """
 
 # machine id -> the mean share of its model's speed its jobs got there, over every machine

@@ -161,12 +161,6 @@ def rate_now(a: Attempt, mode: str, now: float) -> tuple[float, bool]:
     return gpu + max(0.0, c.storage_usd - before.storage_usd) * 3600, gpu > 0
 
 
-def fleet_rate(sup: Supervisor, now: float) -> float:
-    """$/h the campaign's instances bill now; observed ones apart (`observed_dph`)."""
-    mode = sup.market.gpu_billing
-    return sum(rate_now(a, mode, now)[0] for a in sup.attempts.values() if a.owned)
-
-
 _BREAKS = frozenset({"stop", "halt", "offline"})
 _OUT = (Phase.STOPPED, Phase.ABANDONED, Phase.DESTROYED, Phase.LOST)
 
@@ -327,13 +321,15 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
     billed_by = {a.instance_id: a.charges(mode, now).total_usd for a in sup.attempts.values()}
     fig = figures(sup, now, billed_by)
     in_service = observed = 0
-    observed_dph = 0.0
+    observed_dph = fleet_dph = 0.0  # what the campaign's own bill now, and what observed ones do
     for a in sup.attempts.values():
         billed = billed_by[a.instance_id]
         if a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED:
             in_service += 1
         dph_now, gpu_now = rate_now(a, mode, now)
-        if not a.owned and a.life.phase not in (Phase.DESTROYED, Phase.LOST):
+        if a.owned:
+            fleet_dph += dph_now
+        elif a.life.phase not in (Phase.DESTROYED, Phase.LOST):
             observed += 1
             # by its phase: an adopted rental's billing marks start at adoption, without the
             # market's "running" the billing code needs to count its GPU
@@ -393,7 +389,7 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
     return FleetReadout(
         time_scale=float(sup.market.time_scale or 1.0),
         budget_usd=sup.campaign.budget_usd,
-        dph_now=fleet_rate(sup, now),
+        dph_now=fleet_dph,
         now=now,
         campaign=sup.campaign.name,
         policy=sup.policy.name,

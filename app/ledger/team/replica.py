@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import threading
 import uuid
 from collections.abc import Sequence
@@ -18,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...core.offers.track_record import Rental
+from ...core.rows import finite
 from ..reads import NamedReads
+from ..records import EVIDENCE
 from ..schema import VIEWS
 from .chain import FIELDS
 
@@ -98,18 +99,6 @@ _TYPES = {
 _INSERT = f"INSERT OR IGNORE INTO team_events ({', '.join(_TYPES)}) SELECT " + ", ".join(
     f"unnest(?::{t}[])" for t in _TYPES.values()
 )
-
-# the teammates' rentals that say something of their host: not given up for the campaign's
-# fault, nor cancelled (as `NamedReads.machine_record` leaves them out)
-_EXCUSED = """instance_id NOT IN (SELECT instance_id FROM events WHERE kind = 'abandon'
-    AND instance_id IS NOT NULL
-    AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))"""
-
-
-def _finite(x: Any) -> float:
-    """A teammate's figure as the ranking may use it: finite and not negative, else None."""
-    v = float(x or 0)
-    return v if math.isfinite(v) and v > 0 else 0.0
 
 
 def _object_json(detail: Any) -> str:
@@ -272,30 +261,30 @@ class Replica:
                     int(m),
                     None if h is None else int(h),
                     str(g),
-                    _finite(dph),
-                    _finite(at),
+                    finite(dph, 0.0),
+                    finite(at, 0.0),
                     verified=False,
                     dud=True,
-                    usd=_finite(u),
-                    lifetime_min=_finite(life),
+                    usd=finite(u, 0.0),
+                    lifetime_min=finite(life, 0.0),
                 )
                 for m, h, g, dph, at, u, life in cur.execute(
                     "SELECT machine_id, host_id, gpu_name, gpu_dph, created_at + "
                     "coalesce(lifetime_min, 0) * 60, total_usd, lifetime_min FROM instances "
                     "WHERE dud AND machine_id IS NOT NULL AND gpu_name IS NOT NULL "
-                    f"AND {_EXCUSED}"
+                    f"AND {EVIDENCE}"
                 ).fetchall()
             )
             machines = cur.execute(
                 "SELECT machine_id, count(*), avg(total_usd) FROM instances "
-                f"WHERE dud AND machine_id IS NOT NULL AND {_EXCUSED} GROUP BY machine_id"
+                f"WHERE dud AND machine_id IS NOT NULL AND {EVIDENCE} GROUP BY machine_id"
             ).fetchall()
             models = cur.execute(
                 "SELECT gpu_name, count(*), coalesce(sum(lifetime_min), 0) FROM instances "
-                f"WHERE dud AND gpu_name IS NOT NULL AND {_EXCUSED} GROUP BY gpu_name"
+                f"WHERE dud AND gpu_name IS NOT NULL AND {EVIDENCE} GROUP BY gpu_name"
             ).fetchall()
-            machine_duds = {int(m): (int(n), _finite(u)) for m, n, u in machines}
-            model_duds = {str(g): (int(n), _finite(x)) for g, n, x in models}
+            machine_duds = {int(m): (int(n), finite(u, 0.0)) for m, n, u in machines}
+            model_duds = {str(g): (int(n), finite(x, 0.0)) for g, n, x in models}
         self.evidence = TeamEvidence(
             machine_duds,
             model_duds,
