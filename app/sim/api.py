@@ -1,7 +1,5 @@
-"""The marketplace's REST surface (the Vast.ai subset in VAST_API.md) as an aiohttp application: one
-route table (`MarketAPI.routes`) and one middleware for what every call shares: the key, the
-scenario's `[faults]`, the per-kind minimum interval (429 `API requests too frequent`, as Vast's
-OpenAPI documents it) and the market's clock (`X-Market-Time`)."""
+"""The marketplace's REST surface (VAST_API.md's subset) on aiohttp: one route table and one
+middleware for what every call shares: the key, `[faults]`, pacing and `X-Market-Time`."""
 
 from __future__ import annotations
 
@@ -14,9 +12,7 @@ from aiohttp import web
 
 from . import api_account as acct
 from . import api_instances as acts
-from . import api_list as rows
 from .answers import MARKET_NOW, MAX_BODY, Refused, answer, error, text
-from .charges import list_charges
 from .market import SimMarket
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -67,7 +63,6 @@ class MarketAPI:
         return run
 
     def routes(self) -> list[web.AbstractRouteDef]:
-        """Every route the market serves."""
         on = self.on
         return [
             web.get("/sim/v0/truth", on(truth, public=True)),
@@ -76,10 +71,10 @@ class MarketAPI:
             web.get("/sim/v0/logs/{token:[0-9a-f]+}", on(self.logs.result, public=True)),
             web.post(f"/api/v0/bundles{S}", on(acct.bundles)),
             web.put("/api/v0/search/asks/", on(acct.search_asks)),
-            web.get(f"/api/v1/instances{S}", on(rows.list_page, "list")),
-            web.get(f"/api/v0/instances{S}", on(rows.list_v0)),
-            web.get("/api/v0/instances/filters/", on(rows.filters)),
-            web.get(f"/api/v0/instances/{ID}{S}", on(rows.show, "show", own_instance=True)),
+            web.get(f"/api/v1/instances{S}", on(acts.list_page, "list")),
+            web.get(f"/api/v0/instances{S}", on(acts.list_v0)),
+            web.get("/api/v0/instances/filters/", on(acts.filters)),
+            web.get(f"/api/v0/instances/{ID}{S}", on(acts.show, "show", own_instance=True)),
             web.put(f"/api/v0/instances/{ID}{S}", on(acts.manage, "manage", own_instance=True)),
             web.delete(f"/api/v0/instances/{ID}{S}", on(acts.delete, "destroy", own_instance=True)),
             web.put(f"/api/v0/instances/request_logs/{ID}{S}", on(self.logs.ask)),
@@ -92,7 +87,7 @@ class MarketAPI:
             web.post(f"/api/v0/instances/{ID}/ssh{S}", on(acts.attach_key)),
             web.get(f"/api/v0/instances/{ID}/ssh{S}", on(acts.instance_keys)),
             web.put(r"/api/v0/asks/{ask:\d+}" + S, on(acts.rent, "create")),
-            web.get(f"/api/v0/charges{S}", on(list_charges, "charges")),
+            web.get(f"/api/v0/charges{S}", on(acct.list_charges, "charges")),
             web.get(f"/api/v0/gpu_names/unique{S}", on(acct.gpu_names)),
             web.get(f"/api/v0/users/current{S}", on(acct.current_user)),
             web.get(f"/api/v0/ssh{S}", on(acct.list_keys)),
