@@ -18,8 +18,8 @@ from rentwatch.core.models import Instance
 from rentwatch.engine.hosts.ssh import Route, SSHFailure, SSHRunner
 from rentwatch.market.vast.client import VastClient
 from rentwatch.market.vast.rows import parse_instance
-from rentwatch.sim.boot import BUILD_LINES, FATAL_TEXTS
 from rentwatch.sim.market import SimClock, SimMarket
+from rentwatch.sim.rental import BUILD_LINES, FATAL_TEXTS
 from rentwatch.sim.scenario import parse_scenario
 
 HEALTHY = [{"behaviour": "healthy", "share": 1}]

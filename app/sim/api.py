@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -43,7 +44,7 @@ class MarketAPI:
         self.logs = acts.Logs()
         self.fault_rng = random.Random(market.scenario.seed * 7919 + 17)
         self.redirect_rng = random.Random(market.scenario.seed * 7919 + 29)
-        self.faults_injected: dict[str, int] = {}
+        self.faults_injected: Counter[str] = Counter()
         self.paced = market.scenario.pacing  # enforce PACING (the scenario may turn it off)
         self._last: dict[tuple[str, str], float] = {}  # (key, kind) -> last call answered
 
@@ -146,7 +147,7 @@ class MarketAPI:
             return False
         if self.redirect_rng.random() >= rate:
             return False
-        self.faults_injected["redirect"] = self.faults_injected.get("redirect", 0) + 1
+        self.faults_injected["redirect"] += 1
         return True
 
     @staticmethod
@@ -159,15 +160,12 @@ class MarketAPI:
     def _fault(self) -> web.Response | None:
         f = self.market.scenario.faults
         r = self.fault_rng.random()
-        edge = 0.0
-        for name, rate in (("429", f.rate_429), ("5xx", f.rate_5xx)):
-            edge += rate
-            if r < edge:
-                self.faults_injected[name] = self.faults_injected.get(name, 0) + 1
-                if name == "429":
-                    return RATE_LIMIT_BODIES[self.fault_rng.randrange(len(RATE_LIMIT_BODIES))]()
-                status = self.fault_rng.choice([500, 502, 503])
-                return error(status, "server_error", "upstream error")
+        if r < f.rate_429:
+            self.faults_injected["429"] += 1
+            return RATE_LIMIT_BODIES[self.fault_rng.randrange(len(RATE_LIMIT_BODIES))]()
+        if r < f.rate_429 + f.rate_5xx:
+            self.faults_injected["5xx"] += 1
+            return error(self.fault_rng.choice([500, 502, 503]), "server_error", "upstream error")
         return None
 
     def _pace(self, key: str, kind: str | None, now: float) -> web.Response | None:
@@ -189,10 +187,10 @@ class MarketAPI:
         f = self.market.scenario.faults
         r = self.fault_rng.random()
         if r < f.rate_timeout:
-            self.faults_injected["timeout"] = self.faults_injected.get("timeout", 0) + 1
+            self.faults_injected["timeout"] += 1
             await asyncio.sleep(f.timeout_s)
         elif r < f.rate_timeout + f.rate_malformed and isinstance(resp, web.Response):
-            self.faults_injected["malformed"] = self.faults_injected.get("malformed", 0) + 1
+            self.faults_injected["malformed"] += 1
             body = resp.body if isinstance(resp.body, bytes) else b""
             resp.body = body[: max(1, len(body) // 2)] + b'{"'
         return resp

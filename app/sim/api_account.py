@@ -79,7 +79,7 @@ def search(market: SimMarket, q: Any, now: float) -> web.Response:
     storage = float(q.get("allocated_storage") or 5.0)
     bid = str(q.get("type") or "").lower() in ("bid", "interruptible")
     offers = []
-    for m in market.offers():
+    for m in market.offers(now):
         quote = market.bid_quote(m, now)
         if bid and quote is None:  # held on-demand by a rival: no bid wins
             continue
