@@ -193,7 +193,7 @@ def checked_value(v: Any, f: Field[Any], where: str) -> Any:
         return v
     if isinstance(f.default, str):
         if not isinstance(v, str) or not v.strip() or len(v) > f.metadata.get("most", 200):
-            raise ConfigError(f"{where}: expected a short word, got {v!r}")
+            raise ConfigError(f"{where}: expected a short name, got {v!r}")
         return v.strip()
     if f.default_factory is dict:  # a table of name = number, each bounded as the field says
         if not isinstance(v, dict):
