@@ -15,7 +15,7 @@ from rentwatch.engine.cadence import FULL_PAGES, HOT_PAGES, LIST_CALLS, PAGE
 from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import EventKind
 from rentwatch.market.vast.client import VastClient
-from rentwatch.sim.boot import Step
+from rentwatch.sim.rental import Step
 
 from bench.engine_bench import preloaded_supervisor
 from tests.hostile_market import HostileMarket, Hostility

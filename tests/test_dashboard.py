@@ -10,7 +10,7 @@ from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import make_engine
-from rentwatch.sim.boot import Step
+from rentwatch.sim.rental import Step
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.ledger_screen import LedgerScreen

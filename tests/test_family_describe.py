@@ -113,3 +113,24 @@ def test_the_command_prints_it(capsys):
     assert main(["scenario", "describe", "--family", "2", "--family-seed", "9"]) == 0
     text = capsys.readouterr().out
     assert "min_bid / on-demand" in text and "verified 5" in text and "[bids] pricing" in text
+
+
+def test_a_multi_gpu_machine_is_priced_per_gpu(monkeypatch):
+    """A machine of several GPUs lists the price of them all; the summary is per GPU."""
+    from dataclasses import replace
+
+    from rentwatch.sim import describe, family
+
+    def drawn(multi: float):
+        def draw(family_seed: int, n: int) -> list[family.FamilyMarket]:
+            fm = family.draw_market(family_seed, 0)
+            sc = replace(fm.scenario, hosts=replace(fm.scenario.hosts, multi_gpu_share=multi))
+            return [replace(fm, scenario=sc)]
+
+        monkeypatch.setattr(describe, "draw_family", draw)
+        return describe.describe_family(2026, 1)["models"]
+
+    single, multi = drawn(0.0), drawn(1.0)
+    assert multi.keys() == single.keys()
+    for model, row in single.items():
+        assert multi[model]["dph_median"] == pytest.approx(row["dph_median"], abs=1e-3)

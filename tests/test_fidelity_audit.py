@@ -213,7 +213,7 @@ def test_an_expired_contract_is_deleted_after_48_hours():
     manage-instances.mdx): stopped at the contract's end, gone 48 h later, billed no further."""
     import json
 
-    from rentwatch.sim.api_list import list_v1
+    from rentwatch.sim.api_instances import list_v1
 
     m = _market(
         seed=6, offers=3, states={"contract_end_share": 1.0, "contract_end_min": [200, 300]}
@@ -226,7 +226,7 @@ def test_an_expired_contract_is_deleted_after_48_hours():
     m.clock.advance(2 * 3600)
     m.market_stops(m.clock.now())
     assert m.live(inst.id) is None and inst.destroyed_at == end + 48 * 3600
-    assert json.loads(list_v1(m, {}).body)["instances"] == []
+    assert json.loads(list_v1(m, {}, m.clock.now()).body)["instances"] == []
     owed = inst.charges(m.clock.now(), "running").total_usd
     m.clock.advance(86400)
     assert inst.charges(m.clock.now(), "running").total_usd == owed

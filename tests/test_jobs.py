@@ -210,7 +210,7 @@ def test_interrupted_job_resumes_from_its_checkpoint(make_sim, tmp_path, monkeyp
     """The host goes offline mid-job; the retry on another host starts from the last checkpoint."""
     import threading
 
-    from rentwatch.sim.boot import Step
+    from rentwatch.sim.rental import Step
 
     monkeypatch.chdir(tmp_path)
     sim = _healthy_market(make_sim)

@@ -22,10 +22,10 @@ from rentwatch.referee.floor import (
 )
 from rentwatch.referee.run import referee, warmup_campaign
 from rentwatch.sim import bids
-from rentwatch.sim.boot import boot_steps, least_boot_s
 from rentwatch.sim.family import draw_market
 from rentwatch.sim.machines import keyed_rng
 from rentwatch.sim.market import SimMarket
+from rentwatch.sim.rental import boot_steps, least_boot_s
 from rentwatch.sim.scenario import DEFAULT_KNOBS, DELIVERING, SLOW_PULL_KNOBS, parse_scenario
 
 from .conftest import played_once

@@ -76,7 +76,7 @@ def test_the_tiers_pressure_is_fitted_from_the_operators_own_bid_rentals(tmp_pat
     bid 1.15x the floor, which a rival beats with odds 0.2 + 0.8 x (1.7 - 1.15) / 0.8 = 0.75:
     2 / 3.5 / 0.75 = 0.762 rivals an hour. The rival's hold is the resume with no rebid of ours."""
     from rentwatch.referee.fit import beaten, fit_bids
-    from rentwatch.sim.scenario_tables import Bids
+    from rentwatch.sim.scenario import Bids
 
     assert beaten(1.15) == pytest.approx(0.75) and beaten(0.5) == 1.0 and beaten(3.0) == 0.2
     bids = fit_bids(_tier_ledger(), "tier")

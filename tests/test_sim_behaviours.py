@@ -18,9 +18,9 @@ from rentwatch.engine.hosts.probe_io import parse_probe_output, probe_source
 from rentwatch.engine.hosts.ssh import SSHRunner
 from rentwatch.market.vast.client import VastClient
 from rentwatch.sim import probe_answers as probes
-from rentwatch.sim.boot import deny_unpullable
 from rentwatch.sim.images import ImageSpec, image_facts
 from rentwatch.sim.market import SimClock, SimMarket
+from rentwatch.sim.rental import deny_unpullable
 from rentwatch.sim.scenario import ALL_BEHAVIOURS, parse_scenario
 
 NEW = ("narrow_pcie", "short_vram", "slow_disk", "slow_net", "xid_mid_job")

@@ -43,7 +43,9 @@ def test_without_the_new_tables_a_market_is_as_it_was():
 
     assert rows(plain) == rows(again)
     assert all(plain.listed(m, T0 + k * 1800) for m in plain.machines for k in range(20))
-    assert len(plain.offers()) == 40 + 12  # the verified 40, unverified 8 and external 4
+    assert (
+        len(plain.offers(plain.clock.now())) == 40 + 12
+    )  # the verified 40, unverified 8 and external 4
 
 
 def test_machines_come_and_go_and_the_median_one_is_listed_a_sixth_of_the_time():
@@ -55,7 +57,7 @@ def test_machines_come_and_go_and_the_median_one_is_listed_a_sixth_of_the_time()
     # log-uniform over [0.03, 1]: the median at sqrt(0.03) = 0.17 (the scraper's 17%)
     assert 0.11 <= statistics.median(day) <= 0.25
     assert sum(d > 0.9 for d in day) > 0 and sum(d < 0.1 for d in day) > 60
-    listed_now = {m.id for m in mk.offers()}
+    listed_now = {m.id for m in mk.offers(mk.clock.now())}
     assert 0 < len(listed_now) < 200  # about a quarter at once, not all
     assert {m.id for m in mk.machines if mk.listed(m, T0 + 6 * 3600)} != listed_now
 
@@ -70,7 +72,7 @@ def test_a_relisted_machine_carries_another_id_and_a_create_on_the_old_one_finds
     # a machine listed now whose id changes at a later listing
     w = sc.churn.window_min * 60
     pick = None
-    for m in mk.offers():
+    for m in mk.offers(mk.clock.now()):
         oid = mk.offer_id(m, now)
         for k in range(1, 400):
             t = now + k * w

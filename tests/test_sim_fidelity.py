@@ -18,8 +18,8 @@ from rentwatch.core.models import Instance
 from rentwatch.engine.hosts.ssh import Route, SSHFailure, SSHRunner
 from rentwatch.market.vast.client import VastClient
 from rentwatch.market.vast.rows import parse_instance
-from rentwatch.sim.boot import BUILD_LINES, FATAL_TEXTS
 from rentwatch.sim.market import SimClock, SimMarket
+from rentwatch.sim.rental import BUILD_LINES, FATAL_TEXTS
 from rentwatch.sim.scenario import parse_scenario
 
 HEALTHY = [{"behaviour": "healthy", "share": 1}]
@@ -225,9 +225,9 @@ def test_states_build_output_and_market_stops():
     m.clock.advance(end - m.clock.now() + 60)
     truth = m.truth()["instances"][0]
     assert truth["market_stopped_at"] == end and truth["destroyed_at"] is None
-    from rentwatch.sim.api_list import instance_json
+    from rentwatch.sim.api_instances import instance_json
 
-    row = parse_instance(instance_json(m, inst))
+    row = parse_instance(instance_json(m, inst, m.clock.now()))
     assert row.status == "stopped" and row.market_stopped
     assert "contract" in (row.status_msg or "")
 
@@ -348,7 +348,7 @@ def test_full_list_cost_is_linear(monkeypatch):
     every row: quadratic in the fleet), skips destroyed ones and loses none."""
     import json
 
-    from rentwatch.sim import api_list
+    from rentwatch.sim import api_instances
 
     def full_list(n: int) -> tuple[int, int]:
         m = _market(seed=1, offers=n, host_class=HEALTHY)
@@ -356,20 +356,20 @@ def test_full_list_cost_is_linear(monkeypatch):
             m.create(machine.offer_id, "img", 10, None, {}, None)
         m.destroy(m.instances[m.order[3]])
         built = 0
-        real = api_list.instance_json
+        real = api_instances.instance_json
 
-        def counting(market, inst, now=None):
+        def counting(market, inst, now):
             nonlocal built
             built += 1
             return real(market, inst, now)
 
-        monkeypatch.setattr(api_list, "instance_json", counting)
+        monkeypatch.setattr(api_instances, "instance_json", counting)
         token, ids = None, []
         while True:
             q = {"limit": "100", "order_by": json.dumps([{"col": "id", "dir": "asc"}])}
             if token:
                 q["after_token"] = token
-            page = json.loads(api_list.list_v1(m, q).body)
+            page = json.loads(api_instances.list_v1(m, q, m.clock.now()).body)
             assert len(page["instances"]) <= 25
             ids += [r["id"] for r in page["instances"]]
             token = page["next_token"]

@@ -52,9 +52,9 @@ def test_a_destroyed_dud_is_listed_again():
     m = _market(seed=2, offers=10)
     dud = next(x for x in m.machines if x.behaviour == "freeze_pull")
     inst = m.create(dud.offer_id, "img", 10, None, {}, None)
-    assert dud.id not in {x.id for x in m.offers()}
+    assert dud.id not in {x.id for x in m.offers(m.clock.now())}
     m.destroy(inst)
-    assert dud.id in {x.id for x in m.offers()}
+    assert dud.id in {x.id for x in m.offers(m.clock.now())}
     again = m.create(dud.offer_id, "img", 10, None, {}, None)
     m.clock.advance(3 * 3600)
     assert again.status(m.clock.now())[0] == "loading"  # still frozen: a property of the machine

@@ -10,8 +10,8 @@ from typing import Any
 
 from ..core.text import clean
 from ..ledger import Ledger
+from ..sim.scenario import Bids
 from ..sim.scenario import to_toml as scenario_toml
-from ..sim.scenario_tables import Bids
 
 MIN_HOURS = 1.0  # a model's outbid rate is fitted only from this many hours on a bid
 MIN_BEAT = 0.05  # never divide by a chance of being beaten under this

@@ -19,8 +19,8 @@ from ..core.campaign import Campaign
 from ..core.preflight.gpu_specs import expected_tflops
 from ..engine.jobs.runner import job_dir
 from ..sim import bids
-from ..sim.boot import least_boot_s
 from ..sim.machines import Machine
+from ..sim.rental import least_boot_s
 from ..sim.scenario import DELIVERING, Scenario
 
 EPS = 1e-6

@@ -1,12 +1,11 @@
-"""The marketplace's REST surface (the Vast.ai subset in VAST_API.md) as an aiohttp application: one
-route table (`MarketAPI.routes`) and one middleware for what every call shares: the key, the
-scenario's `[faults]`, the per-kind minimum interval (429 `API requests too frequent`, as Vast's
-OpenAPI documents it) and the market's clock (`X-Market-Time`)."""
+"""The marketplace's REST surface (VAST_API.md's subset) on aiohttp: one route table and one
+middleware for what every call shares: the key, `[faults]`, pacing and `X-Market-Time`."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,9 +13,7 @@ from aiohttp import web
 
 from . import api_account as acct
 from . import api_instances as acts
-from . import api_list as rows
 from .answers import MARKET_NOW, MAX_BODY, Refused, answer, error, text
-from .charges import list_charges
 from .market import SimMarket
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -47,7 +44,7 @@ class MarketAPI:
         self.logs = acts.Logs()
         self.fault_rng = random.Random(market.scenario.seed * 7919 + 17)
         self.redirect_rng = random.Random(market.scenario.seed * 7919 + 29)
-        self.faults_injected: dict[str, int] = {}
+        self.faults_injected: Counter[str] = Counter()
         self.paced = market.scenario.pacing  # enforce PACING (the scenario may turn it off)
         self._last: dict[tuple[str, str], float] = {}  # (key, kind) -> last call answered
 
@@ -67,7 +64,6 @@ class MarketAPI:
         return run
 
     def routes(self) -> list[web.AbstractRouteDef]:
-        """Every route the market serves."""
         on = self.on
         return [
             web.get("/sim/v0/truth", on(truth, public=True)),
@@ -76,10 +72,10 @@ class MarketAPI:
             web.get("/sim/v0/logs/{token:[0-9a-f]+}", on(self.logs.result, public=True)),
             web.post(f"/api/v0/bundles{S}", on(acct.bundles)),
             web.put("/api/v0/search/asks/", on(acct.search_asks)),
-            web.get(f"/api/v1/instances{S}", on(rows.list_page, "list")),
-            web.get(f"/api/v0/instances{S}", on(rows.list_v0)),
-            web.get("/api/v0/instances/filters/", on(rows.filters)),
-            web.get(f"/api/v0/instances/{ID}{S}", on(rows.show, "show", own_instance=True)),
+            web.get(f"/api/v1/instances{S}", on(acts.list_page, "list")),
+            web.get(f"/api/v0/instances{S}", on(acts.list_v0)),
+            web.get("/api/v0/instances/filters/", on(acts.filters)),
+            web.get(f"/api/v0/instances/{ID}{S}", on(acts.show, "show", own_instance=True)),
             web.put(f"/api/v0/instances/{ID}{S}", on(acts.manage, "manage", own_instance=True)),
             web.delete(f"/api/v0/instances/{ID}{S}", on(acts.delete, "destroy", own_instance=True)),
             web.put(f"/api/v0/instances/request_logs/{ID}{S}", on(self.logs.ask)),
@@ -92,7 +88,7 @@ class MarketAPI:
             web.post(f"/api/v0/instances/{ID}/ssh{S}", on(acts.attach_key)),
             web.get(f"/api/v0/instances/{ID}/ssh{S}", on(acts.instance_keys)),
             web.put(r"/api/v0/asks/{ask:\d+}" + S, on(acts.rent, "create")),
-            web.get(f"/api/v0/charges{S}", on(list_charges, "charges")),
+            web.get(f"/api/v0/charges{S}", on(acct.list_charges, "charges")),
             web.get(f"/api/v0/gpu_names/unique{S}", on(acct.gpu_names)),
             web.get(f"/api/v0/users/current{S}", on(acct.current_user)),
             web.get(f"/api/v0/ssh{S}", on(acct.list_keys)),
@@ -151,7 +147,7 @@ class MarketAPI:
             return False
         if self.redirect_rng.random() >= rate:
             return False
-        self.faults_injected["redirect"] = self.faults_injected.get("redirect", 0) + 1
+        self.faults_injected["redirect"] += 1
         return True
 
     @staticmethod
@@ -164,15 +160,12 @@ class MarketAPI:
     def _fault(self) -> web.Response | None:
         f = self.market.scenario.faults
         r = self.fault_rng.random()
-        edge = 0.0
-        for name, rate in (("429", f.rate_429), ("5xx", f.rate_5xx)):
-            edge += rate
-            if r < edge:
-                self.faults_injected[name] = self.faults_injected.get(name, 0) + 1
-                if name == "429":
-                    return RATE_LIMIT_BODIES[self.fault_rng.randrange(len(RATE_LIMIT_BODIES))]()
-                status = self.fault_rng.choice([500, 502, 503])
-                return error(status, "server_error", "upstream error")
+        if r < f.rate_429:
+            self.faults_injected["429"] += 1
+            return RATE_LIMIT_BODIES[self.fault_rng.randrange(len(RATE_LIMIT_BODIES))]()
+        if r < f.rate_429 + f.rate_5xx:
+            self.faults_injected["5xx"] += 1
+            return error(self.fault_rng.choice([500, 502, 503]), "server_error", "upstream error")
         return None
 
     def _pace(self, key: str, kind: str | None, now: float) -> web.Response | None:
@@ -194,10 +187,10 @@ class MarketAPI:
         f = self.market.scenario.faults
         r = self.fault_rng.random()
         if r < f.rate_timeout:
-            self.faults_injected["timeout"] = self.faults_injected.get("timeout", 0) + 1
+            self.faults_injected["timeout"] += 1
             await asyncio.sleep(f.timeout_s)
         elif r < f.rate_timeout + f.rate_malformed and isinstance(resp, web.Response):
-            self.faults_injected["malformed"] = self.faults_injected.get("malformed", 0) + 1
+            self.faults_injected["malformed"] += 1
             body = resp.body if isinstance(resp.body, bytes) else b""
             resp.body = body[: max(1, len(body) // 2)] + b'{"'
         return resp

@@ -1,30 +1,22 @@
-"""The account's side of the market beside its instances: who it is (`/users/current/`), its SSH
-keys, the GPU names the market lists, the offer search, and its rentals' pending price increases.
-Its charges: `charges.py`. Each handler takes the market and the call.
-
-The offer search, `POST /api/v0/bundles/` (and the CLI's `--new` `PUT /api/v0/search/asks/`), is
-matched by the CLI's query language (`query_match.py`). `type` picks the tier (vast-ai/docs
-`openapi.yaml`: `ondemand`, `bid`, `reserved`; the CLI sends `on-demand`). Under `type: "bid"` an
-offer is priced at its `min_bid` ("Uses minimum bid price") and a machine held on-demand is not
-listed. `[churn]` decides what is listed now.
-
-The pending price increases are on the routes the official CLI calls (vastai 1.9.1
-`api/price_increase.py`): the GET of pending rows, and accept / reject with a body of exactly
-`{"pending_price_increase_id": <int>}` (any other key: 400; a row no longer pending: 404).
-`POST /sim/v0/price_rise` is the simulator's own, for tests (no key)."""
+"""The account's side of the market beside its instances: who it is, its SSH keys, the GPU names
+listed, the offer search, its rentals' pending price increases and its charges."""
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 from aiohttp import web
 
 from ..core.preflight.verdict import finite
-from .answers import answer, body_json, error, sort_key
+from .answers import answer, body_json, call_now, error, page_of, query_of, sort_key
 from .market import SimMarket
 from .query_match import matches
+from .rental import SimInstance
 
 NO_PENDING = "no_pending_price_increase"
+DAY = 86400.0
 
 
 async def current_user(market: SimMarket, request: web.Request) -> web.Response:
@@ -61,30 +53,33 @@ async def add_key(market: SimMarket, request: web.Request) -> web.Response:
                 "id": len(keys) + 1,
                 "key": key,
                 "user_id": 4242,
-                "created_at": market.clock.now(),
+                "created_at": call_now(market.clock),
             }
         )
     return answer({"success": True, "key": keys[-1]})
 
 
 async def bundles(market: SimMarket, request: web.Request) -> web.Response:
-    return search(market, await body_json(request))
+    return search(market, await body_json(request), call_now(market.clock))
 
 
 async def search_asks(market: SimMarket, request: web.Request) -> web.Response:
-    return search(market, (await body_json(request) or {}).get("q", {}))
+    """The CLI's `search offers --new`: the query under `q`."""
+    return search(market, (await body_json(request) or {}).get("q", {}), call_now(market.clock))
 
 
-def search(market: SimMarket, q: Any) -> web.Response:
+def search(market: SimMarket, q: Any, now: float) -> web.Response:
+    """The offers `q` matches (the CLI's query language). `type` picks the tier (openapi.yaml:
+    `ondemand`, `bid`, `reserved`): a bid search prices each offer at its `min_bid`, and leaves
+    out a machine a rival holds on-demand."""
     if not isinstance(q, dict):
         return error(400, "invalid_args", "query must be an object")
     order = q.get("order") or [["score", "desc"]]
     limit = q.get("limit")
     storage = float(q.get("allocated_storage") or 5.0)
-    now = market.clock.now()
     bid = str(q.get("type") or "").lower() in ("bid", "interruptible")
     offers = []
-    for m in market.offers():
+    for m in market.offers(now):
         quote = market.bid_quote(m, now)
         if bid and quote is None:  # held on-demand by a rival: no bid wins
             continue
@@ -118,6 +113,7 @@ async def pending_rises(market: SimMarket, request: web.Request) -> web.Response
 
 
 async def raise_price(market: SimMarket, request: web.Request) -> web.Response:
+    """`POST /sim/v0/price_rise`: the simulator's own, for tests (no key)."""
     try:
         body = await body_json(request)
     except ValueError:
@@ -130,7 +126,7 @@ async def raise_price(market: SimMarket, request: web.Request) -> web.Response:
     factor, notice = finite(factor), finite(notice)
     if factor is None or notice is None or not 1 < factor <= 10 or not 1 <= notice <= 43200:
         return error(400, "invalid_args", "factor in (1, 10], notice_min in [1, 43200]")
-    row = market.rises.raise_now(inst, market.clock.now(), factor, notice * 60)
+    row = market.rises.raise_now(inst, call_now(market.clock), factor, notice * 60)
     if row is None:
         return error(409, "no_rise", "its contract ends sooner, or a rise is already pending")
     return answer(row.row())
@@ -145,6 +141,8 @@ async def reject_rise(market: SimMarket, request: web.Request) -> web.Response:
 
 
 async def _answer_rise(market: SimMarket, request: web.Request, accept: bool) -> web.Response:
+    """Accept or reject with a body of exactly `{"pending_price_increase_id": <int>}`, as the
+    official CLI sends it (vastai 1.9.1 `api/price_increase.py`): any other body is a 400."""
     try:
         body = await body_json(request)
     except ValueError:
@@ -163,3 +161,95 @@ async def _answer_rise(market: SimMarket, request: web.Request, accept: bool) ->
     return answer(
         {"success": True, "pending_price_increase_id": pid, "contract_id": row.instance.id}
     )
+
+
+async def list_charges(market: SimMarket, request: web.Request) -> web.Response:
+    """`GET /api/v0/charges/` (openapi.yaml showCharges; vastai 1.9.1 `api/billing.py`): one row
+    per contract over whole UTC days of `select_filters.day`, items `gpu`, `disk`, `bwd`, `bwu`,
+    amounts to three decimals, pages of at most 100."""
+    query = query_of(request)
+    filters = json.loads(query.get("select_filters") or "{}")
+    if not isinstance(filters, dict):
+        return error(400, "invalid_args", "select_filters must be an object")
+    now = call_now(market.clock)
+    day = filters.get("day")
+    gte, lte = _bound(day, "gte"), _bound(day, "lte")
+    if gte is None or lte is None:
+        # the real endpoint refuses a query without its day range (openapi.yaml); the CLI
+        # always sends one (vastai `api/billing.py`: the last 7 days)
+        return error(400, "invalid_args", "select_filters.day needs gte and lte (unix seconds)")
+    # the filter is on `day`: whole UTC days, from the one `gte` falls in to the end of
+    # the one `lte` falls in
+    lo = gte // DAY * DAY
+    hi = min((lte // DAY + 1) * DAY, now)
+    kinds = filters.get("type")
+    types = kinds.get("in") if isinstance(kinds, dict) else None
+    limit = max(1, min(int(query.get("limit") or 100), 100))
+    rows: list[dict[str, Any]] = []
+    if not types or "instance" in types:
+        mode = market.scenario.gpu_billing
+        for inst in sorted(market.instances.values(), key=lambda i: i.id):
+            row = contract_row(inst, mode, lo, hi)
+            if row is not None:
+                rows.append(row)
+    rows.sort(key=lambda r: (r["start"], r["source"]))
+    if str(query.get("latest_first", "true")).lower() != "false":
+        rows.reverse()
+    page, next_token = page_of(rows, query.get("after_token"), limit)
+    return answer(
+        {
+            "success": True,
+            "results": page,
+            "count": len(page),
+            "total": len(rows),
+            "next_token": next_token,
+        }
+    )
+
+
+def _bound(day: Any, key: str) -> float | None:
+    return finite(day.get(key)) if isinstance(day, dict) else None
+
+
+def _item(kind: str, usd: float, t0: float, t1: float, description: str) -> dict[str, Any]:
+    return {
+        "start": t0,
+        "end": t1,
+        "type": kind,
+        "source": None,
+        "description": description,
+        "amount": round(usd, 3),
+        "metadata": {},
+        "items": [],
+    }
+
+
+def contract_row(inst: SimInstance, mode: str, lo: float, hi: float) -> dict[str, Any] | None:
+    """One contract's charges between `lo` and `hi` (None: it owes nothing there)."""
+    t0 = max(lo, inst.created_at)
+    t1 = min(hi, inst.destroyed_at if inst.destroyed_at is not None else hi)
+    if t1 <= t0:
+        return None
+    a, b = inst.charges(t0, mode), inst.charges(t1, mode)
+    gpu, disk = b.gpu_usd - a.gpu_usd, b.storage_usd - a.storage_usd
+    moved = [(into, out) for at, into, out in inst.transfers if t0 < at <= t1]
+    bwd, bwu = sum(i for i, _ in moved), sum(o for _, o in moved)
+    gpu_h = gpu / inst.gpu_dph if inst.gpu_dph > 0 else 0.0
+    disk_h = disk / inst.storage_dph if inst.storage_dph > 0 else 0.0
+    said = {
+        "gpu": (gpu, f"{gpu_h:.3f} hours at ${inst.gpu_dph:.3f}/hour"),
+        "disk": (disk, f"{inst.disk_gb:.0f} GB of disk for {disk_h:.3f} hours"),
+        "bwd": (bwd, "bandwidth into the instance"),
+        "bwu": (bwu, "bandwidth out of the instance"),
+    }
+    items = [_item(kind, usd, t0, t1, text) for kind, (usd, text) in said.items() if usd > 0]
+    total = gpu + disk + bwd + bwu
+    if round(total, 3) <= 0:
+        return None
+    days = max(1, math.ceil((t1 - t0) / DAY))
+    span = f"{days} day{'s' if days > 1 else ''}"
+    row = _item("instance", total, t0, t1, f"Instance {inst.id} Charges - {span}")
+    row["source"] = f"instance-{inst.id}"
+    row["metadata"] = {"label": inst.label} if inst.label is not None else {}
+    row["items"] = items
+    return row

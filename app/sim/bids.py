@@ -1,11 +1,5 @@
-"""The interruptible tier of the simulated market: min_bid, the other renters, outbids, resumes.
-
-Vast's rules (vast-ai/docs `instance-types.mdx`, `faq/rental-types.mdx`): on-demand beats any
-bid, the higher bid wins, an outbid instance "is stopped (killing running processes)" with its
-data kept, and resumes by itself when it regains priority. Everything here is a pure function of
-(seed, machine, time) and `[bids]`: each machine's drifting floor, at most one rival per machine
-and window, the need a bid must beat at `t` (the offers' `min_bid`), and what a winning bid pays.
-Rivals count only against bids, so adding the tier changed no on-demand market."""
+"""The interruptible tier (docs/fidelity.md): each machine's drifting min_bid floor, its rivals,
+outbids and resumes, as pure functions of (seed, machine, time) and `[bids]`."""
 
 from __future__ import annotations
 
@@ -15,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .machines import Machine, keyed_rng
 from .rental import SimInstance
-from .scenario_tables import Bids
+from .scenario import Bids
 
 TICK = 0.001  # $/h: the step a bid must clear a rival's by
 
@@ -109,7 +103,6 @@ def _draw_rival(seed: int, b: Bids, m: Machine, k: int) -> Rival | None:
 
 
 def rivals(seed: int, b: Bids, m: Machine, lo: float, hi: float) -> list[Rival]:
-    """Every rival on the machine whose hold meets [lo, hi]."""
     w = _window_s(b)
     back = math.ceil(b.hold_min[1] * 60.0 / w) + 1
     out = []
@@ -143,7 +136,6 @@ def quote(seed: int, b: Bids, m: Machine, t: float) -> float | None:
 
 
 def min_bid(seed: int, b: Bids, m: Machine, t: float) -> float:
-    """The offer's `min_bid` at `t`, or the on-demand price while a rival holds it on-demand."""
     q = quote(seed, b, m, t)
     return round(m.dph_base, 6) if q is None else q
 

@@ -1,8 +1,5 @@
-"""Listings that come and go: other renters take machines and the hosts list them again, under
-another offer id (`[churn]`). The evidence (brandonros/vastai-scraper `docs/analysis.md`, 78
-scrapes five minutes apart): the median machine was listed in 17% of them, and 172 of 416
-machine/GPU-count pairs came back under another offer id. A pure function of (seed, machine,
-time)."""
+"""Listings that come and go under `[churn]`, relisted under another offer id (docs/fidelity.md):
+a pure function of (seed, machine, time)."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import math
 from functools import lru_cache
 
 from .machines import Machine, keyed_rng
-from .scenario_tables import Churn
+from .scenario import Churn
 
 RELIST_IDS = 3  # offer ids a machine's listings take turns with
 _WALK_BACK = 96  # windows looked back for where the current listing began
@@ -48,7 +45,6 @@ def offer_ids(m: Machine) -> list[int]:
 
 
 def index(seed: int, c: Churn, machines: list[Machine]) -> dict[int, Machine]:
-    """Each machine's presence set on it, and every id its listings may carry -> the machine."""
     for m in machines:
         m.presence = presence(seed, c, m)
     return {oid: m for m in machines for oid in (offer_ids(m) if c.relist_new_id else [m.offer_id])}
@@ -73,7 +69,6 @@ def offer_id_at(seed: int, c: Churn, m: Machine, t: float) -> int:
 
 
 def listed_share(seed: int, c: Churn, m: Machine, lo: float, hi: float) -> float:
-    """The share of [lo, hi] the machine is listed, window by window."""
     if hi <= lo:
         return 0.0
     w = c.window_min * 60.0

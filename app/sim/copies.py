@@ -1,13 +1,5 @@
-"""Instance to instance copies (`PUT /api/v0/commands/copy_direct/`): Vast's way to get data off a
-stopped instance (vast-ai/docs `storage/data-movement.mdx`, `copy.yaml`; the CLI's `copy`).
-
-A copy is answered at once and lands after the docs' "~30 seconds" plus its bytes over the slower
-line, rsync's way (a trailing `/` copies the folder's contents). It bills bandwidth on both
-machines unless they share a machine or network. It runs over SSH between the hosts, so the
-source needs open ports and an online host; a destroyed destination gets nothing. A cancel
-(`auto_delete_api_v0_commands_copy_direct_6443b6.yaml`) ends every copy into its destination not
-landed; a copy bills when it lands. Every container of an image shares its home (/root), so a
-path under /root or any sandbox is read from the instance's own sandbox."""
+"""Instance to instance copies (`PUT /api/v0/commands/copy_direct/`, docs/fidelity.md): sized
+when asked, landed rsync's way after ~30 s plus their bytes over the slower line."""
 
 from __future__ import annotations
 
@@ -46,7 +38,6 @@ def container_id(value: object) -> int | None:
 
 
 def in_sandbox(path: str, sandbox: Path, workdir: Path) -> Path | None:
-    """The container path `path` inside this instance's sandbox (None: not one it can hold)."""
     p = Path(path)
     if not p.is_absolute() or ".." in p.parts:
         return None
@@ -96,7 +87,6 @@ def run_due(
     now: float,
     bill: Callable[[SimInstance, int, int], None],
 ) -> None:
-    """Size each new copy, and land each one whose time has come."""
     for c in copies:
         if c.done:
             continue
@@ -131,7 +121,6 @@ def run_due(
 
 
 def cancel_into(copies: list[Copy], dst_id: int) -> None:
-    """End every copy into `dst_id` that has not landed."""
     for c in copies:
         if c.dst_id == dst_id and not c.done:
             c.done = c.cancelled = True

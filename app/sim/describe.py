@@ -1,6 +1,5 @@
-"""What a family drew (`rentwatch scenario describe`): one summary over all its markets' offers in
-the figures the public evidence gives (../shared/MARKET_EVIDENCE.md), over one fixed market day.
-The keys are DESIGN.md's "What a family drew"."""
+"""What a family drew (`rentwatch scenario describe`, DESIGN.md's keys): one summary of all its
+markets' offers over one fixed market day."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from typing import Any
 from . import bids, churn
 from .family import UNKNOWNS, draw_family
 from .machines import Machine, build_machines, other_listings
-from .scenario_tables import Churn
+from .scenario import Churn
 
 DAY_START = 1_768_953_600.0  # 2026-01-21 00:00 UTC: the day the scraper in the evidence ran
 DAY_S = 86_400.0
@@ -29,7 +28,6 @@ def _r(x: float) -> float:
 
 
 def _id_changed(seed: int, c: Churn, m: Machine) -> bool:
-    """Whether the machine's listings over the day carried more than one offer id."""
     w = c.window_min * 60.0
     ids = {
         churn.offer_id_at(seed, c, m, k * w)
@@ -40,7 +38,6 @@ def _id_changed(seed: int, c: Churn, m: Machine) -> bool:
 
 
 def describe_family(family_seed: int, n: int) -> dict[str, Any]:
-    """The summary of markets 0..n-1 of family `family_seed` (DESIGN.md "What a family drew")."""
     prices: dict[str, list[float]] = {}
     bid_share: list[float] = []
     storage: list[float] = []
@@ -55,7 +52,8 @@ def describe_family(family_seed: int, n: int) -> dict[str, Any]:
         pressures += [sc.bids.pressure_for(g) for c in sc.host_classes for g in c.gpu]
         for m in machines:
             m.presence = churn.presence(sc.seed, sc.churn, m)
-            prices.setdefault(m.advertised_gpu, []).append(m.dph_base)
+            # per GPU, as DESIGN.md has it: a multi-GPU machine lists the price of all its GPUs
+            prices.setdefault(m.advertised_gpu, []).append(m.dph_base / m.num_gpus)
             storage.append(m.storage_cost)
             kinds[m.verification] += 1
             presence.append(churn.listed_share(sc.seed, sc.churn, m, DAY_START, DAY_START + DAY_S))
@@ -103,7 +101,6 @@ def describe_family(family_seed: int, n: int) -> dict[str, Any]:
 
 
 def format_description(d: dict[str, Any], family_seed: int) -> str:
-    """The summary as a readable table."""
     mb, st, ob = d["min_bid_share"], d["storage_usd_gb_month"], d["outbid_per_machine_hour"]
     lines = [
         f"family {family_seed}: {d['markets']} markets, {d['offers']} offers",

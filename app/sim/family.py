@@ -1,9 +1,5 @@
-"""A family of simulated markets: scenarios drawn from documented ranges, so the referee can judge a
-policy on markets it was never shaped on. Deterministic in (family seed, index).
-
-Where public evidence exists (docs/fidelity.md) a range follows it; where none does, the range is
-an assumption named in `UNKNOWNS` and a scenario knob. Tuning happens on TRAINING_FAMILY_SEEDS
-only; figures are reported on REPORT_FAMILY_SEEDS."""
+"""A family of simulated markets drawn from documented ranges (docs/fidelity.md), deterministic in
+(family seed, index); a range with no public source is named in `UNKNOWNS`."""
 
 from __future__ import annotations
 
@@ -126,72 +122,66 @@ BID_RIVAL_HIGH = (1.2, 2.0)  # a rival's bid = [0.9, this] x the floor
 BID_HOLD_LOW_MIN = (5.0, 30.0)
 BID_HOLD_HIGH_MIN = (40.0, 240.0)
 
+
+def _unknown(sampled: tuple[Any, ...], knob: str, about: str = "") -> dict[str, Any]:
+    return {"range": sampled, "knob": knob} | ({"about": about} if about else {})
+
+
 # Every assumption above with no public source: the range each market samples, and the knob
 # that sets it in a scenario file (`rentwatch scenario describe` prints them).
 UNKNOWNS: dict[str, dict[str, Any]] = {
-    "dud_share": {
-        "range": DUD_SHARE,
-        "knob": "[[host_class]] share",
-        "about": "share of machines that never deliver (the article: 62 of 100 creates)",
-    },
-    "bad_day_chance": {"range": (BAD_DAY_CHANCE, BAD_DAY_CHANCE), "knob": "bad_day"},
-    "dud_price_factor": {
-        "range": DUD_PRICE_FACTOR,
-        "knob": "[[host_class]] dph",
-        "about": "a dud's price against its model's honest hosts",
-    },
-    "outbid_pressure": {
-        "range": BID_PRESSURE,
-        "knob": "[bids] pressure",
-        "about": "rivals arriving per machine-hour on the bid tier",
-    },
-    "outbid_model_spread": {"range": BID_MODEL_SPREAD, "knob": "[bids] gpu_pressure"},
-    "outbid_day_swing": {"range": BID_DAY_SWING, "knob": "[bids] day_swing"},
-    "rival_bid_high": {"range": BID_RIVAL_HIGH, "knob": "[bids] rival_bid"},
-    "rival_ondemand_share": {"range": BID_ONDEMAND, "knob": "[bids] ondemand"},
-    "rival_hold_min": {
-        "range": (BID_HOLD_LOW_MIN[0], BID_HOLD_HIGH_MIN[1]),
-        "knob": "[bids] hold_min",
-    },
-    "min_bid_drift": {"range": BID_DRIFT, "knob": "[bids] drift"},
-    "bid_pricing": {
-        "range": BID_PRICING,
-        "knob": "[bids] pricing",
-        "about": "a winning bid pays its own bid or what it had to beat",
-    },
-    "reliability_signal": {
-        "range": RELIABILITY_SIGNAL,
-        "knob": "[hosts] reliability_signal",
-        "about": "how far the listed reliability2 tells the hosts that never deliver apart",
-    },
-    "churn_window_min": {"range": CHURN_WINDOW_MIN, "knob": "[churn] window_min"},
-    "taken_share": {"range": TAKEN_SHARE, "knob": "[listing] taken"},
-    "inet_fast_share": {
-        "range": INET_FAST_SHARE,
-        "knob": "[hosts] inet_fast_share",
-        "about": "lines are bimodal on four single offers; the share of fast ones is unknown",
-    },
-    "price_rise_share": {
-        "range": PRICE_RISE_SHARE,
-        "knob": "[price_rise] share",
-        "about": "share of on-demand rentals whose host raises its price while rented",
-    },
-    "price_rise_factor": {
-        "range": (1.05, PRICE_RISE_FACTOR_HIGH[1]),
-        "knob": "[price_rise] factor",
-        "about": "a rise's new price over the old",
-    },
-    "price_rise_notice_min": {
-        "range": PRICE_RISE_NOTICE_MIN,
-        "knob": "[price_rise] notice_min",
-        "about": "minutes from a rise to the contract's end date, when it would apply",
-    },
-    "price_rise_keep_old": {
-        "range": PRICE_RISE_KEEP_OLD,
-        "knob": "[price_rise] keep_old",
-        "about": "share of rejected or unanswered rises whose contract runs on at the old price",
-    },
-    **{f"fault_{k}": {"range": (0.0, hi), "knob": f"[faults] {k}"} for k, hi in FAULTS.items()},
+    "dud_share": _unknown(
+        DUD_SHARE,
+        "[[host_class]] share",
+        "share of machines that never deliver (the article: 62 of 100 creates)",
+    ),
+    "bad_day_chance": _unknown((BAD_DAY_CHANCE, BAD_DAY_CHANCE), "bad_day"),
+    "dud_price_factor": _unknown(
+        DUD_PRICE_FACTOR, "[[host_class]] dph", "a dud's price against its model's honest hosts"
+    ),
+    "outbid_pressure": _unknown(
+        BID_PRESSURE, "[bids] pressure", "rivals arriving per machine-hour on the bid tier"
+    ),
+    "outbid_model_spread": _unknown(BID_MODEL_SPREAD, "[bids] gpu_pressure"),
+    "outbid_day_swing": _unknown(BID_DAY_SWING, "[bids] day_swing"),
+    "rival_bid_high": _unknown(BID_RIVAL_HIGH, "[bids] rival_bid"),
+    "rival_ondemand_share": _unknown(BID_ONDEMAND, "[bids] ondemand"),
+    "rival_hold_min": _unknown((BID_HOLD_LOW_MIN[0], BID_HOLD_HIGH_MIN[1]), "[bids] hold_min"),
+    "min_bid_drift": _unknown(BID_DRIFT, "[bids] drift"),
+    "bid_pricing": _unknown(
+        BID_PRICING, "[bids] pricing", "a winning bid pays its own bid or what it had to beat"
+    ),
+    "reliability_signal": _unknown(
+        RELIABILITY_SIGNAL,
+        "[hosts] reliability_signal",
+        "how far the listed reliability2 tells the hosts that never deliver apart",
+    ),
+    "churn_window_min": _unknown(CHURN_WINDOW_MIN, "[churn] window_min"),
+    "taken_share": _unknown(TAKEN_SHARE, "[listing] taken"),
+    "inet_fast_share": _unknown(
+        INET_FAST_SHARE,
+        "[hosts] inet_fast_share",
+        "lines are bimodal on four single offers; the share of fast ones is unknown",
+    ),
+    "price_rise_share": _unknown(
+        PRICE_RISE_SHARE,
+        "[price_rise] share",
+        "share of on-demand rentals whose host raises its price while rented",
+    ),
+    "price_rise_factor": _unknown(
+        (1.05, PRICE_RISE_FACTOR_HIGH[1]), "[price_rise] factor", "a rise's new price over the old"
+    ),
+    "price_rise_notice_min": _unknown(
+        PRICE_RISE_NOTICE_MIN,
+        "[price_rise] notice_min",
+        "minutes from a rise to the contract's end date, when it would apply",
+    ),
+    "price_rise_keep_old": _unknown(
+        PRICE_RISE_KEEP_OLD,
+        "[price_rise] keep_old",
+        "share of rejected or unanswered rises whose contract runs on at the old price",
+    ),
+    **{f"fault_{k}": _unknown((0.0, hi), f"[faults] {k}") for k, hi in FAULTS.items()},
 }
 
 
@@ -213,7 +203,6 @@ def _rng(family_seed: int, index: int, tag: str = "") -> random.Random:
 
 
 def draw_market(family_seed: int, index: int) -> FamilyMarket:
-    """The `index`-th market of family `family_seed`."""
     rng = _rng(family_seed, index)
     dud_share = rng.uniform(*DUD_SHARE)
     duds = [b for b in BEHAVIOURS if b not in DELIVERING]
@@ -335,7 +324,6 @@ def _bids(family_seed: int, index: int, gpus: list[str]) -> dict[str, Any]:
 
 
 def _price_rise(family_seed: int, index: int) -> dict[str, Any]:
-    """One market's `[price_rise]` (drawn apart from the rest: its own key)."""
     r = _rng(family_seed, index, "price_rise")
     notice = sorted(round(r.uniform(*PRICE_RISE_NOTICE_MIN), 1) for _ in range(2))
     return {
@@ -348,5 +336,4 @@ def _price_rise(family_seed: int, index: int) -> dict[str, Any]:
 
 
 def draw_family(family_seed: int, n: int) -> list[FamilyMarket]:
-    """Markets 0..n-1 of family `family_seed`."""
     return [draw_market(family_seed, i) for i in range(n)]

@@ -1,6 +1,5 @@
-"""The processes a simulated host's commands leave running, found and ended: jobs detach into
-process groups of their own, and every command has HOME and its working directory in the host's
-sandbox, which is how they are found."""
+"""The processes a simulated host's commands leave running, found by their HOME or working
+directory in the host's sandbox, and ended."""
 
 from __future__ import annotations
 

@@ -6,10 +6,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
-from typing import Any
-
-from ..core.errors import ConfigError
-from .scenario_tables import checked
 
 
 @dataclass(frozen=True)
@@ -43,29 +39,6 @@ CUSTOM = ImageSpec("*")
 
 _CUDA_IN_TAG = re.compile(r"cuda[-_]?(\d+\.\d+)")  # pytorch/pytorch:2.4.0-cuda12.4-...
 _CUDA_BASE_TAG = re.compile(r"cuda:(\d+\.\d+)(\.\d+)?-")  # nvidia/cuda:12.4.1-runtime-...
-
-
-def parse_images(raw: Any) -> tuple[ImageSpec, ...]:
-    """The scenario's `[[image]]` tables, validated."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise ConfigError("image: expected one or more [[image]] tables")
-    out = []
-    for i, entry in enumerate(raw):
-        where = f"image[{i}]"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where}: expected a table")
-        name, cuda = entry.get("name"), entry.get("cuda")
-        if not isinstance(name, str) or not name:
-            raise ConfigError(f"{where}.name: expected an image name or glob")
-        if cuda is not None and not (isinstance(cuda, str) and re.fullmatch(r"\d+\.\d+", cuda)):
-            raise ConfigError(f'{where}.cuda: expected a version like "12.4", got {cuda!r}')
-        spec: ImageSpec = checked(ImageSpec, entry, where, name=name, cuda=cuda)
-        if not spec.python and spec.torch and "torch" in entry:
-            raise ConfigError(f"{where}: torch without python3 cannot be imported")
-        out.append(replace(spec, torch=spec.torch and spec.python))
-    return tuple(out)
 
 
 def image_facts(image: str, catalogue: tuple[ImageSpec, ...] = ()) -> ImageSpec:

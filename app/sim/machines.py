@@ -21,6 +21,8 @@ DRIVER_FOR_CUDA = {
     12.8: "570.124.04",
 }
 
+DISK_BW_MB_S = 2000.0  # what every offer lists of its disk
+
 # Vast's geolocation reads "City, CC" (or just "CC" where the city is unknown)
 CITIES = {
     "US": ("Dallas", "Ashburn", "San Jose", "Chicago", "Kansas City"),
@@ -110,7 +112,7 @@ class Machine:
             "storage_cost": self.storage_cost,
             "storage_total_cost": round(storage_h, 6),
             "disk_space": 500.0,
-            "disk_bw": 2000.0,
+            "disk_bw": DISK_BW_MB_S,
             "disk_name": "nvme",
             "reliability": self.reliability,
             "reliability2": self.reliability,

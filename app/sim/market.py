@@ -1,6 +1,4 @@
-"""The market model: machines with fixed behaviours, instances with boot plans, billing truth, on
-one explicit clock (`SimClock`). Instance ids never restart across runs, as on the real market: a
-run's first id comes from the wall clock, its gaps from the seed."""
+"""The market model: machines, instances and their boots, billing truth, on one `SimClock`."""
 
 from __future__ import annotations
 
@@ -10,13 +8,12 @@ from typing import Any
 
 from ..core.billing import storage_per_hour
 from . import bids, churn
-from .boot import THROTTLE_REASONS, boot_steps, deny_unpullable
 from .clock import SimClock
 from .copies import Copy
 from .machines import Machine, build_machines, keyed_rng, nvml_name, other_listings, vram_mb
 from .price_rises import PriceRises
 from .probe_answers import gpu_vitals, xid_at
-from .rental import SimInstance
+from .rental import THROTTLE_REASONS, SimInstance, boot_steps, deny_unpullable
 from .scenario import Scenario
 from .truth import truth_row
 from .work_meter import WorkMeter, advance
@@ -29,8 +26,6 @@ EXPIRED_DELETE_S = 48 * 3600.0
 
 
 class SimMarket:
-    """All of the simulated marketplace's state, behind methods the HTTP layer calls."""
-
     def __init__(
         self,
         scenario: Scenario,
@@ -56,7 +51,8 @@ class SimMarket:
         self._preload()
 
     def _first_id(self, id_base: int | None) -> int:
-        """Where this run's instance ids start (see the module's docstring)."""
+        """Where this run's ids start: from the wall clock, so that ids never restart across runs,
+        as on the real market; the gaps between them from the seed."""
         global _highest_id
         if id_base is None:
             id_base = 10_000_000 + int((time.time() - _ID_EPOCH) * 100)
@@ -68,9 +64,8 @@ class SimMarket:
     def rented_machines(self) -> set[int]:
         return {i.machine.id for i in self.instances.values() if i.destroyed_at is None}
 
-    def offers(self) -> list[Machine]:
+    def offers(self, now: float) -> list[Machine]:
         busy = self.rented_machines()
-        now = self.clock.now()
         return [
             m
             for m in self.machines + self.others
@@ -78,11 +73,9 @@ class SimMarket:
         ]
 
     def listed(self, m: Machine, now: float) -> bool:
-        """Whether `[churn]` lists the machine at `now` (other renters hold it otherwise)."""
         return churn.listed(self.scenario.seed, self.scenario.churn, m, now)
 
     def offer_id(self, m: Machine, now: float) -> int:
-        """The id the machine's listing carries at `now` (it changes on a relist)."""
         return churn.offer_id_at(self.scenario.seed, self.scenario.churn, m, now)
 
     def rentable(self, offer_id: int, now: float) -> Machine | None:
@@ -218,12 +211,11 @@ class SimMarket:
         seg = boot_steps(rng, inst.machine, inst.image, now, pulled, self.scenario.states, extra)
         inst.segments.append(deny_unpullable(seg, inst.image, self.scenario.images))
 
-    def contract_over(self, inst: SimInstance, now: float | None = None) -> bool:
+    def contract_over(self, inst: SimInstance, now: float) -> bool:
         end = inst.machine.contract_end
-        return end is not None and (self.clock.now() if now is None else now) >= end
+        return end is not None and now >= end
 
     def settle_bids(self, now: float) -> None:
-        """Every bid rental walked up to `now`: outbid, or resumed by itself (app/sim/bids)."""
         for inst in self.instances.values():
             bids.settle(self.scenario.seed, self.scenario.bids, inst, now, self.start)
 
@@ -247,7 +239,6 @@ class SimMarket:
         return bids.min_bid(self.scenario.seed, self.scenario.bids, m, now)
 
     def bid_quote(self, m: Machine, now: float) -> float | None:
-        """The offer's `min_bid` at `now`; None while a rival holds the machine on-demand."""
         return bids.quote(self.scenario.seed, self.scenario.bids, m, now)
 
     def market_stops(self, now: float) -> None:

@@ -1,11 +1,4 @@
-"""Hosts that raise their price under a held rental, through Vast's pending flow (vast-cli PR #401:
-vastai 1.9.1 `api/price_increase.py`, `cli/commands/price_increase.py`).
-
-The contract gets a pending row and keeps its old price until its end date; accepted, it runs on
-at the new price to the host's new end date; rejected ("no cutover follows") or unanswered
-("auto-extend stops at the old price until they accept"), it ends there and the market stops the
-instance. `keep_old` (no source) runs a share on at the old price. The listing keeps its price: a
-rise is the held contract's alone."""
+"""Hosts that raise their price under a held rental, through Vast's pending flow (docs/fidelity.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +7,7 @@ from typing import Any
 
 from .machines import keyed_rng
 from .rental import SimInstance
-from .scenario_tables import PriceRise
+from .scenario import PriceRise
 
 NEW_TERM_S = 30 * 86400.0  # the host's new end date, past the old one, when it had none later
 
@@ -57,8 +50,6 @@ class Pending:
 
 
 class PriceRises:
-    """Every host's rise and its pending row, walked up to a moment by `settle`."""
-
     def __init__(self, seed: int, table: PriceRise) -> None:
         self.seed = seed
         self.table = table
@@ -139,7 +130,6 @@ class PriceRises:
         return [p for p in self.rows.values() if p.status == "pending" and p.instance.id in ids]
 
     def answer(self, pid: int, accept: bool) -> Pending | None:
-        """Accept or reject a pending row; None when there is none (stale or never was)."""
         p = self.rows.get(pid)
         if p is None or p.status != "pending" or p.instance.destroyed_at is not None:
             return None

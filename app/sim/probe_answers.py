@@ -1,11 +1,5 @@
-"""What the on-host probes print on a simulated GPU, the one thing a simulated host cannot run for
-real: the preflight (the matmul, the driver path, the deeper checks' sections, a forged replay)
-and the NVML sampler (the card's vital signs, an `xid_mid_job` XID), from `SimMarket.gpu_state`
-and the host's behaviour. Drawn per rental, so repeated probes of one instance agree.
-
-The vital signs follow the card's model and the host's state: idle, at work, or throttled
-(thermal: hot, fans flat out; power cap: drawing at a lowered limit). Board power is NVIDIA's per
-model (docs/fidelity.md); ECC and fan readings are null where NVML says NotSupported."""
+"""What the two GPU probes print on a simulated host (the preflight and the NVML sampler), drawn
+per rental so repeated probes agree."""
 
 from __future__ import annotations
 
@@ -18,7 +12,7 @@ from ..core.preflight.checks import link_gbps
 from ..core.preflight.gpu_specs import expected_tflops, spec_for
 from ..core.preflight.proof import exact_entry, sample_positions
 from .images import image_facts
-from .machines import keyed_rng
+from .machines import DISK_BW_MB_S, keyed_rng, vram_mb
 from .rental import SimInstance
 
 if TYPE_CHECKING:
@@ -56,6 +50,11 @@ ECC_BOARDS = frozenset(
 PASSIVE_BOARDS = frozenset({"L40S", "A100 SXM4", "H100 SXM", "H200"})
 THERMAL_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown"})
 POWER_CAP_SHARE = 0.6  # a power-capped host's enforced limit, as a share of the board's
+# what each preflight backend raises once the GPU fell off the bus
+GPU_LOST = {
+    "driver": {"type": "CudaError", "message": "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"},
+    "torch": {"type": "RuntimeError", "message": "CUDA error: no CUDA-capable device is detected"},
+}
 
 
 def gpu_vitals(
@@ -119,7 +118,7 @@ def probe_answer(
 def host_facts(seed: int, inst: SimInstance) -> dict[str, Any]:
     """What this rental's checks measure: near the offer's if healthy, far under if faulty."""
     m, disk_gb = inst.machine, inst.disk_gb
-    behaviour, offer = m.behaviour, m.offer_json(disk_gb)
+    behaviour = m.behaviour
     rng = keyed_rng(seed, m.id, inst.rental_no, "checks")
     spec = spec_for(m.real_gpu)
     gen, width = (spec.pcie_gen, spec.pcie_width) if spec else (4, 16)
@@ -128,12 +127,12 @@ def host_facts(seed: int, inst: SimInstance) -> dict[str, Any]:
         # a mining riser: x1, often on an older generation slot
         cur_gen, cur_width = rng.choice([(3, 1), (2, 1), (gen, 1), (3, 2)])
     h2d = link_gbps(cur_gen, cur_width) * rng.uniform(0.85, 1.0)
-    gpu_ram = float(offer.get("gpu_ram") or 24576)
+    gpu_ram = float(vram_mb(m.advertised_gpu))
     total_mb = int(gpu_ram)
     share = rng.uniform(0.45, 0.7) if behaviour == "short_vram" else 1.0
     # the context and the probe's reserve take ~0.5 GB off a healthy card
     allocated = int(gpu_ram * share) - rng.randint(420, 560)
-    disk_bw = float(offer.get("disk_bw") or 2000.0)
+    disk_bw = DISK_BW_MB_S
     free_gb = disk_gb * rng.uniform(0.9, 0.98)
     write = disk_bw * rng.uniform(0.4, 0.9)
     if behaviour == "slow_disk":
@@ -141,7 +140,7 @@ def host_facts(seed: int, inst: SimInstance) -> dict[str, Any]:
             write = disk_bw * rng.uniform(0.02, 0.08)  # a tired SATA disk behind an "nvme" offer
         else:
             free_gb = disk_gb * rng.uniform(0.2, 0.45)  # the volume is smaller than allocated
-    inet = float(offer.get("inet_down") or 500.0)
+    inet = m.inet_down or 500.0
     net = inet * (rng.uniform(0.01, 0.05) if behaviour == "slow_net" else rng.uniform(0.4, 0.9))
     return {
         "pcie": {
@@ -189,29 +188,19 @@ def preflight_document(
     base = preflight_answer(gpu)
     if m.behaviour == "forged_preflight":
         return _forged_document(base, m.advertised_gpu)
-    lost = _lost(market, inst, now)
     doc = {**base, "backend": "torch"}
     if not image_facts(inst.image, market.scenario.images).torch:
         doc = _driver_document(base, gpu, m.real_gpu)
+    if _lost(market, inst, now):
+        doc.update(ok=False, matmul=None, error=dict(GPU_LOST[doc["backend"]]))
+        doc["xid"] = {"supported": True, "events": [{"type": "xid", "xid": 79}], "gpu_lost": True}
+        return doc
     nonce = re.search(r"--nonce (\d+)", command)
-    if nonce is not None and isinstance(doc.get("matmul"), dict) and doc.get("ok") and not lost:
+    if nonce is not None and isinstance(doc.get("matmul"), dict) and doc.get("ok"):
         mm = doc["matmul"] = dict(doc["matmul"])
         n, at = mm["n"], sample_positions(int(nonce.group(1)), mm["n"])
         mm["nonce"] = int(nonce.group(1))
         mm["samples"] = [[r, c, float(exact_entry(n, r, c))] for r, c in at]
-    if lost:
-        doc.update(
-            ok=False,
-            matmul=None,
-            error={
-                "type": "CudaError" if doc.get("backend") == "driver" else "RuntimeError",
-                "message": "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"
-                if doc.get("backend") == "driver"
-                else "CUDA error: no CUDA-capable device is detected",
-            },
-        )
-        doc["xid"] = {"supported": True, "events": [{"type": "xid", "xid": 79}], "gpu_lost": True}
-        return doc
     facts = host_facts(market.scenario.seed, inst)
     if "--pcie-mb 0" not in command:
         doc["pcie"] = dict(facts["pcie"])

@@ -52,7 +52,6 @@ def _have(offer: dict[str, Any], field: str) -> Any:
 
 
 def matches(offer: dict[str, Any], query: dict[str, Any]) -> bool:
-    """True when an offer satisfies every `{field: {op: value}}` term; unknown fields never match."""
     for field, cond in query.items():
         if not isinstance(cond, dict):
             continue  # top-level knobs such as order/type/limit

@@ -1,13 +1,215 @@
-"""A rental on the simulated market (`SimInstance`): its boots, its stops and what it owes, all read
-from the billing marks it leaves (`core/billing.py`)."""
+"""A rental on the simulated market (`SimInstance`): its boots, each a `Segment` of the status
+`Step`s its machine's behaviour dictates, its stops, and what it owes, read from the billing marks
+it leaves (`core/billing.py`)."""
 
 from __future__ import annotations
 
+import bisect
+import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core.billing import Charges, Mark, charges
-from .boot import Segment
+from .images import ImageSpec, image_facts
 from .machines import Machine
+from .scenario import States
+
+FATAL_TEXTS = (
+    ("loading", "Error response from daemon: manifest for {image} not found: manifest unknown"),
+    (
+        "loading",
+        "pull access denied for {repo}, repository does not exist or may require authorization",
+    ),
+    ("loading", "unauthorized: authentication required"),
+    ("created", "Error: container failed to start: OCI runtime create failed"),
+    (
+        "created",
+        "failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process",
+    ),
+    ("created", "failed to inject CDI devices: unresolvable CDI devices nvidia.com/gpu=all"),
+    ("loading", "unexpected fault address 0x7f3a2c000000"),
+)
+BUILD_LINES = (
+    "Step 2/7 : RUN apt-get update && apt-get install -y --no-install-recommends git",
+    "W: Failed to fetch http://archive.ubuntu.com/ubuntu/dists/jammy-updates/InRelease"
+    "  Temporary failure resolving 'archive.ubuntu.com'",
+    "W: Some index files failed to download. They have been ignored, or old ones used instead.",
+    "Error-prone package versions pinned by the base image; continuing",
+    "WARNING: Running pip as the 'root' user can result in broken permissions",
+    "Step 5/7 : RUN pip install --no-cache-dir -r requirements.txt",
+)
+
+THROTTLE_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "sw_power_cap", "hw_thermal_slowdown")
+# What a create's boot takes besides its knobs, at the least `boot_steps` draws: the created
+# line (3 s), five layers (0.5 s to list each, 0.2 s after each download) and the image's
+# "Downloaded newer image" line (2 s)
+BOOT_LEAST_FIXED_S = 3.0 + 5 * (0.5 + 0.2) + 2.0
+
+
+@dataclass
+class Step:
+    at: float
+    actual: str | None
+    msg: str | None
+
+
+@dataclass
+class Segment:
+    """One boot of an instance: from a create or a start until a stop (or for ever)."""
+
+    start: float
+    steps: list[Step]
+    end: float | None = None
+    running_at: float | None = None
+    halted_at: float | None = None  # exited / offline on its own
+    offline_at: float | None = None  # the host went dark (bills nothing from then)
+    throttle_at: float | None = None
+
+    def state_at(self, t: float) -> Step:
+        times = [s.at for s in self.steps]
+        i = bisect.bisect_right(times, t) - 1
+        return self.steps[max(i, 0)]
+
+
+def _fatal(rng: random.Random, image: str, t: float) -> Step:
+    actual, text = FATAL_TEXTS[rng.randrange(len(FATAL_TEXTS))]
+    return Step(t, actual, text.format(image=image, repo=image.split(":")[0]))
+
+
+def boot_steps(
+    rng: random.Random,
+    machine: Machine,
+    image: str,
+    start: float,
+    restart: bool = False,
+    states: States | None = None,
+    extra: random.Random | None = None,
+) -> Segment:
+    """The status lines an instance shows from `start`, as its machine's behaviour dictates;
+    `states` adds the market's unkindness, drawn from `extra` so the behaviour's timings stay."""
+    k = machine.knobs
+    b = machine.behaviour
+    st = states or States(0.0, 0.0, "provisioning", 0.0)
+    ex = extra or random.Random(0)
+    scheduling = ex.random() < st.scheduling_share
+    unnamed = ex.random() < st.unnamed_share
+    build = ex.random() < st.build_output_share
+    steps: list[Step] = [Step(start, None, None)]
+    queue = rng.uniform(*k["queue_min"]) * 60
+    if restart:  # a start waits for its GPU in `scheduling` (vast-ai/docs manage-instances)
+        steps[0] = Step(start, "scheduling", "Waiting for GPU")
+    elif scheduling:  # the queue wait shows as Vast's `scheduling` (waiting for its GPU)
+        steps.append(Step(start + min(2.0, queue / 4), "scheduling", "Waiting for GPU"))
+    t = start + queue
+    seg = Segment(start=start, steps=steps)
+    if restart:
+        if b == "offline_midrun":
+            steps.append(Step(t, "offline", None))
+            seg.offline_at = t
+            return seg
+        steps.append(Step(t, "loading", "Starting container"))
+        t += rng.uniform(*k["start_min"]) * 60
+    else:
+        steps.append(Step(t, "created", "Creating container"))
+        t += rng.uniform(3, 12)
+        if unnamed:  # a lifecycle state rentwatch has no name for
+            steps.append(Step(t, st.unnamed_name, "Preparing container"))
+            t += ex.uniform(20, 90)
+        if b == "fatal_pull":
+            fatal_at = t + rng.uniform(*k["fatal_at_min"]) * 60
+        else:
+            fatal_at = None
+        pull = rng.uniform(*k["pull_min"]) * 60
+        freeze_at = t + pull * rng.uniform(*k["freeze_at"]) if b == "freeze_pull" else None
+        layers = [
+            (f"{rng.getrandbits(48):012x}", rng.uniform(5, 1800)) for _ in range(rng.randint(5, 9))
+        ]
+        total_mb = sum(mb for _, mb in layers)
+        for lid, _ in layers:
+            steps.append(Step(t, "loading", f"{lid}: Pulling fs layer"))
+            t += rng.uniform(0.5, 2)
+        for lid, mb in layers:
+            layer_time = pull * mb / total_mb
+            t_end = t + layer_time
+            while t < t_end:
+                if freeze_at is not None and t >= freeze_at:
+                    return seg  # the line never changes again
+                if fatal_at is not None and t >= fatal_at:
+                    steps.append(_fatal(rng, image, t))
+                    return seg
+                done = max(0.0, mb * (1 - (t_end - t) / max(layer_time, 1e-9)))  # never -0.0
+                steps.append(Step(t, "loading", f"{lid}: Downloading {done:7.1f}MB/{mb:.1f}MB"))
+                t += rng.uniform(3, 15)
+            t = t_end
+            steps.append(Step(t, "loading", f"{lid}: Download complete"))
+            t += rng.uniform(0.2, 1.5)
+        if fatal_at is not None:
+            steps.append(_fatal(rng, image, t))
+            return seg
+        # Extraction: the line legitimately stays unchanged for minutes on healthy hosts.
+        lid, mb = layers[-1]
+        steps.append(Step(t, "loading", f"{lid}: Extracting {mb:.1f}MB/{mb:.1f}MB"))
+        extract = rng.uniform(*k["extract_min"]) * 60
+        if build:  # the image's build output shows in the status line while it loads
+            first = ex.randrange(len(BUILD_LINES) - 2)
+            for i, line in enumerate(BUILD_LINES[first : first + 3]):
+                steps.append(Step(t + extract * (0.3 + 0.2 * i), "loading", line))
+        t += extract
+        steps.append(Step(t, "loading", f"Status: Downloaded newer image for {image}"))
+        t += rng.uniform(2, 8)
+        steps.append(Step(t, "loading", "Starting container"))
+        t += rng.uniform(*k["start_min"]) * 60
+    steps.append(Step(t, "running", f"success, running {image}/ssh"))
+    seg.running_at = t
+    if b == "exited":
+        t_exit = t + rng.uniform(*k["exit_after_min"]) * 60
+        said = f"Exited ({rng.choice([1, 137, 139])}) container exited unexpectedly"
+        steps.append(Step(t_exit, "exited", said))
+        seg.halted_at = t_exit
+    elif b == "offline_midrun":
+        t_off = t + rng.uniform(*k["offline_after_min"]) * 60
+        steps.append(Step(t_off, "offline", None))
+        seg.halted_at = t_off
+        seg.offline_at = t_off
+    elif b == "throttled":
+        seg.throttle_at = t + rng.uniform(*k["throttle_after_min"]) * 60
+    return seg
+
+
+def least_boot_s(knobs: dict[str, Any]) -> float:
+    """The least market seconds a create takes to reach `running` on a machine with these knobs (the
+    referee's floor: app/referee/floor.py)."""
+    lows = sum(float(knobs[k][0]) for k in ("queue_min", "pull_min", "extract_min", "start_min"))
+    return 60.0 * lows + BOOT_LEAST_FIXED_S
+
+
+def denial_line(image: str) -> str:
+    """What the Docker daemon prints when the registry refuses an image."""
+    repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    return (
+        f"Error response from daemon: pull access denied for {repo}, repository does not "
+        "exist or may require 'docker login': denied: requested access to the resource is denied"
+    )
+
+
+def deny_unpullable(seg: Segment, image: str, catalogue: tuple[ImageSpec, ...]) -> Segment:
+    """A boot of an image the registry refuses (the scenario's `[[image]]` catalogue): the pull
+    fails as it starts, on every host, with the daemon's denial line, and never runs. Other
+    images' boots are left alone."""
+    if image_facts(image, catalogue).pullable:
+        return seg
+    steps = seg.steps
+    first = next(
+        (i for i, s in enumerate(steps) if s.msg and "Pulling fs layer" in s.msg),
+        None,
+    )
+    if first is None:  # a restart of a pulled image: nothing to pull
+        return seg
+    del steps[first:]
+    last = steps[-1].at if steps else 0.0
+    steps.append(Step(last + 2.0, "loading", denial_line(image)))
+    seg.running_at = seg.halted_at = seg.throttle_at = None
+    return seg
 
 
 @dataclass
@@ -62,12 +264,10 @@ class SimInstance:
 
     @property
     def stops(self) -> list[float]:
-        """When each stop came (the renter's, an outbid, a contract's end)."""
         return [seg.end for seg in self.segments if seg.end is not None]
 
     @property
     def starts(self) -> list[float]:
-        """When each start after the create came."""
         return [seg.start for seg in self.segments[1:]]
 
     @property

@@ -1,6 +1,5 @@
-"""The base URLs of the simulated markets this process serves (the demo's built-in market): such
-a market and every rental on it end with the process, so no command reaches them once it has
-exited. Kept apart from the server so that asking costs no import of the simulator."""
+"""The base URLs of the simulated markets this process serves, kept apart from the server so
+that asking imports nothing of the simulator."""
 
 from __future__ import annotations
 
@@ -16,5 +15,4 @@ def discard(url: str) -> None:
 
 
 def served_here(url: str) -> bool:
-    """Whether `url` is a simulated market served by this very process."""
     return url.rstrip("/") in _SERVED

@@ -130,7 +130,6 @@ class SimServer:
         return self
 
     def call(self, fn: Any, *args: Any) -> Any:
-        """Run `fn(*args)` on the sim's loop (market state belongs to that thread)."""
         assert self._loop is not None
         fut: Any = asyncio.run_coroutine_threadsafe(_as_coro(fn, *args), self._loop)
         return fut.result(30)

@@ -1,9 +1,5 @@
-"""Real SSH for simulated hosts: asyncssh servers per running instance, on loopback.
-
-Like Vast, each running instance has a proxy route (here 127.0.0.2-9) and, on a share of hosts, a
-direct one (127.1.x.y). Commands run for real in a per-instance sandbox with CONTAINER_ID and
-CONTAINER_API_KEY set; only the two GPU probes (their `# rentwatch-probe:` header) are answered
-from `SimMarket.gpu_state`."""
+"""Real SSH for simulated hosts on loopback: a proxy route and, on a share of hosts, a direct one;
+commands run in a per-instance sandbox, the GPU probes answered by `probe_answers`."""
 
 from __future__ import annotations
 
@@ -22,7 +18,7 @@ from typing import Any
 import asyncssh
 
 from . import copies, work_meter
-from .host_procs import kill_groups
+from .host_procs import host_processes, kill_groups
 from .images import image_facts
 from .machines import keyed_rng
 from .market import SimMarket
@@ -41,14 +37,6 @@ SIM_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 # the key exchange of an sshd older than OpenSSH 9.9 (Ubuntu 22.04's and 24.04's: docs/fidelity.md):
 # asyncssh's first choice, ML-KEM768 with X25519, costs a handshake half again its CPU
 SIM_KEX = ("curve25519-sha256", "curve25519-sha256@libssh.org")
-
-
-def write_clock(path: Path, now: float) -> None:
-    """The market's time in `path`, replaced whole so that a reader never sees half of it."""
-    tmp = path.with_name(path.name + ".new")
-    with contextlib.suppress(OSError):
-        tmp.write_text(f"{now:.3f}\n")
-        os.replace(tmp, path)
 
 
 async def read_all(proc: asyncssh.SSHServerProcess[bytes]) -> bytes:
@@ -91,8 +79,6 @@ async def pump_in(
 
 
 class _Server(asyncssh.SSHServer):
-    """One connection to an instance's sshd, listed in `conns` while it lasts."""
-
     def __init__(self, inst: SimInstance, conns: set[asyncssh.SSHServerConnection]) -> None:
         self.inst = inst
         self.conns = conns
@@ -117,8 +103,6 @@ class _Server(asyncssh.SSHServer):
 
 
 class SSHHosts:
-    """Starts and stops the SSH listeners of instances as they enter and leave `running`."""
-
     def __init__(self, market: SimMarket, market_url: str, workdir: str | None = None) -> None:
         self.market = market
         self.market_url = market_url
@@ -172,9 +156,9 @@ class SSHHosts:
             await asyncio.sleep(0.005)
 
     async def sync(self) -> None:
-        """Open SSH for instances now running; close it for those that are not."""
         now = self.market.clock.now()
-        write_clock(self.clock_file, now)
+        with contextlib.suppress(OSError):
+            work_meter.write_whole(self.clock_file, f"{now:.3f}\n")
         self.market.market_stops(now)
         # copies between instances land (before a stop below kills anything)
         copies.run_due(
@@ -475,18 +459,12 @@ class SSHHosts:
             inst.busy_until = self.market.clock.now()
 
     def _busy(self, inst: SimInstance) -> bool:
-        """Is a job process alive in this host's sandbox (detached ones included)?"""
-        root = str(self.sandbox(inst))
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
+        """Is a job process alive in this host's sandbox (detached ones, not its watchdog)?"""
+        for pid in host_processes(self.sandbox(inst)):
             try:
-                if not os.readlink(f"/proc/{pid}/cwd").startswith(root):
-                    continue  # the box's other processes: their command lines are not read
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read()
+                    if b"watchdog.py" not in f.read():
+                        return True
             except OSError:
                 continue
-            if b"watchdog.py" not in cmd:
-                return True
         return False

@@ -12,12 +12,10 @@ from .scenario import DELIVERING
 
 
 def running(row: Mapping[str, Any]) -> bool:
-    """Whether a truth row's instance runs now."""
     return row.get("actual_status") == "running"
 
 
 def truth_row(inst: SimInstance, now: float, c: Charges) -> dict[str, Any]:
-    """The truth about `inst` at `now`, with `c` its charges up to then."""
     running_at = next(
         (s.running_at for s in inst.segments if s.running_at is not None and s.running_at <= now),
         None,

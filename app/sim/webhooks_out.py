@@ -1,12 +1,4 @@
-"""The market's signed webhooks, as Vast sends them (vast-ai/docs `notification-webhooks.mdx`): a
-POST per event with `X-Vast-Event-Id`, `X-Vast-Delivery-Attempt`, `X-Vast-Timestamp` and
-`X-Vast-Signature-256` (`sha256=` + hex HMAC-SHA256 of `<timestamp>.<raw body>`); a body of
-`event_id`, `user_id`, `notif_type`, `subject`, `message`, `timestamp`: no field names the
-instance.
-
-Only the instance events the simulator has are sent (`notifications.mdx`); wording:
-docs/fidelity.md. Retries on 408, 429, 5xx and connection errors; any other 3xx or 4xx is final.
-Plain http to loopback is the simulator's convenience."""
+"""The market's signed webhooks, as Vast sends them (notification-webhooks.mdx, docs/fidelity.md)."""
 
 from __future__ import annotations
 
@@ -22,9 +14,8 @@ from typing import Any
 
 import httpx
 
-from .boot import FATAL_TEXTS
 from .market import SimMarket
-from .rental import SimInstance
+from .rental import FATAL_TEXTS, SimInstance
 
 RETRIES = 3
 TIMEOUT_S = 10.0  # Vast's documented request timeout
@@ -32,29 +23,26 @@ USER_ID = 4242
 EXPIRING_S = 24 * 3600.0  # an assumption: no source gives how early "expiring" is sent
 CONSOLE = "https://cloud.vast.ai/instances/"
 
-# the catalog's display name per slug (the renter's enumeration of `GET /notification-types/`)
-TITLES = {
-    "instance_created": "Instance created",
-    "instance_started": "Instance started",
-    "instance_stopped": "Instance stopped",
-    "instance_resumed": "Instance resumed",
-    "instance_deleted": "Instance deleted",
-    "outbid": "Instance outbid",
-    "instance_offline": "Instance offline",
-    "instance_online": "Instance back online",
-    "error_msgs": "Instance error detected",
-    "near_end_date": "Instance expiring soon",
-}
-# what each tells the renter (vast-ai/docs notifications.mdx, "All Renter Notifications")
-SAYS = {
-    "instance_created": "was created and is being set up.",
-    "instance_stopped": "was stopped. Stopped instances still incur storage charges.",
-    "instance_resumed": "got its GPU back and is running again.",
-    "instance_deleted": "was destroyed and its data removed.",
-    "instance_offline": "went down because of a problem on the host machine.",
-    "instance_online": "recovered after an outage.",
-    "error_msgs": "had errors detected, such as a container that failed to start.",
-    "near_end_date": "is nearing the end date of its rental contract.",
+# the other instance events: the catalog's display name per slug (the renter's enumeration of
+# `GET /notification-types/`) and what each tells the renter (notifications.mdx)
+EVENTS = {
+    "instance_created": ("Instance created", "was created and is being set up."),
+    "instance_stopped": (
+        "Instance stopped",
+        "was stopped. Stopped instances still incur storage charges.",
+    ),
+    "instance_resumed": ("Instance resumed", "got its GPU back and is running again."),
+    "instance_deleted": ("Instance deleted", "was destroyed and its data removed."),
+    "instance_offline": (
+        "Instance offline",
+        "went down because of a problem on the host machine.",
+    ),
+    "instance_online": ("Instance back online", "recovered after an outage."),
+    "error_msgs": (
+        "Instance error detected",
+        "had errors detected, such as a container that failed to start.",
+    ),
+    "near_end_date": ("Instance expiring soon", "is nearing the end date of its rental contract."),
 }
 _FATAL = tuple(text.split("{")[0] for _, text in FATAL_TEXTS)
 
@@ -92,8 +80,9 @@ def payload(
             f"being charged ${dph:.3f}/hr. View it at: {CONSOLE}"
         )
     else:
-        subject = f"Your Vast.ai Instance #{iid}: {TITLES[kind]}"
-        message = f"Your instance {iid} on machine {machine_id} {SAYS[kind]}"
+        title, says = EVENTS[kind]
+        subject = f"Your Vast.ai Instance #{iid}: {title}"
+        message = f"Your instance {iid} on machine {machine_id} {says}"
     return {
         "event_id": secrets.token_hex(16),
         "user_id": USER_ID,
@@ -106,8 +95,6 @@ def payload(
 
 @dataclass
 class _Seen:
-    """What was already told about one instance."""
-
     actual: str | None
     stops: int
     outbids: int

@@ -1,9 +1,5 @@
-"""Compute on a simulated host: a sized job takes its work at the host's true delivered speed.
-
-A job of `ref_hours` on `ref_gpu` needs `ref_hours x ref speed` TFLOP-hours, delivered at the
-machine's real speed (its true model, its spread, its throttling, nothing while not running). Its
-`run` command runs for real; its exit is held (a FIFO named `hold`) until the work is delivered,
-and the host writes the fraction done to its progress file."""
+"""A sized job's compute on a simulated host, at its true delivered speed; its exit held on a FIFO
+until the work is delivered."""
 
 from __future__ import annotations
 
@@ -34,8 +30,6 @@ def state_file(folder: Path, job: str) -> Path:
 
 @dataclass
 class WorkMeter:
-    """One launch of a sized job on one instance: its work so far, in reference GPU-hours."""
-
     instance_id: int
     machine_id: int
     job: str
@@ -194,15 +188,16 @@ def write_progress(meter: WorkMeter) -> None:
     if meter.superseded or abs(frac - meter.written) < 0.001:
         return
     with contextlib.suppress(OSError):
-        _replace(meter.folder / "progress", f"{frac:.4f}\n")
+        write_whole(meter.folder / "progress", f"{frac:.4f}\n")
         if meter.checkpoint is not None:
             meter.checkpoint.mkdir(parents=True, exist_ok=True)
             done = min(meter.work_ref_h, meter.ref_hours)
-            _replace(state_file(meter.checkpoint, meter.job), f"{done:.6f}\n")
+            write_whole(state_file(meter.checkpoint, meter.job), f"{done:.6f}\n")
         meter.written = frac
 
 
-def _replace(path: Path, text: str) -> None:
+def write_whole(path: Path, text: str) -> None:
+    """`text` in `path`, replaced whole, so that a reader never sees half of it."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
