@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +37,10 @@ def add_team_flags(p: argparse.ArgumentParser, reader: bool = False) -> None:
 
 
 def _config_section() -> dict[str, str]:
-    from ..notify.notifier import user_config_path
+    from ..notify.notifier import read_user_config, user_config_path
 
     path = user_config_path()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise TeamConfigError(f"{path}: cannot be read as TOML ({exc})") from None
-    return team_section(data, path)
+    return team_section(read_user_config(path) or {}, path)
 
 
 def team_config(args: argparse.Namespace, required: bool = False) -> TeamConfig | None:
