@@ -337,10 +337,6 @@ def cmd_referee(args: argparse.Namespace) -> int:
         else referee_campaign()
     )
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    from ..referee.run import policy_from_spec
-
-    for name in policies:
-        policy_from_spec(name)
     result = referee(
         scenario,
         campaign,
