@@ -19,7 +19,6 @@ from ..core.offers.picks import Pick
 from ..core.offers.reputation import delivered_hour_usd, market_odds, usd_at_odds
 from ..core.policy import Policy
 from ..core.text import clean
-from ..market.factory import DEFAULT_URL
 
 if TYPE_CHECKING:
     from ..engine.preview import Preview
@@ -255,17 +254,16 @@ def add_parser(sub: Any, positive_int: Any = int) -> None:
 
 
 def _flags(p: Any, positive_int: Any) -> None:
+    from .flags import add_market_flag, add_policy_flag, add_upload_root_flag
+
     p.add_argument("--campaign", required=True, help="campaign TOML")
-    p.add_argument("--market-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
-    p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
-    p.add_argument("--policy", default="default", help="naive, seed or default")
+    add_market_flag(p, api_key=True)
+    add_policy_flag(p)
     p.add_argument(
         "--ledger", help="our record of machines (default: the user's ledger, if there is one)"
     )
     p.add_argument("--all", action="store_true", help="also the offers that do not fit, and why")
     p.add_argument("--limit", type=positive_int, default=20, help="table rows (default 20)")
     p.add_argument("--json", action="store_true", help="every offer shown, as a JSON list")
-    from .flags import add_upload_root_flag
-
     add_upload_root_flag(p)  # the campaign is read as `run` reads it, its upload rule included
     p.set_defaults(fn=run)
