@@ -55,17 +55,9 @@ class Ranked:
         return {
             "rank": self.rank,
             "rents_first": self.first,
-            "offer_id": o.id,
-            "machine_id": o.machine_id,
+            **offer_json(o, self.listed, p),
             "host_id": o.host_id,
-            "gpu": clean(o.gpu_name),
             "num_gpus": o.num_gpus,
-            "tier": p.tier if p is not None else None,
-            "bid": p.bid if p is not None else None,
-            "bid_floor": self.listed.bid_floor,
-            "on_demand_dph": self.listed.gpu_dph,
-            "dph": o.dph_total,
-            "usd_per_ref_hour": None if p is None or p.per_ref_h is None else round(p.per_ref_h, 6),
             "expected_usd_per_delivered_hour": round(self.expected_usd_per_h, 6),
             "p_deliver": round(self.p_deliver, 4),
             "runs_on_record": self.runs,
@@ -75,6 +67,24 @@ class Ranked:
             "tier_why": clean(p.bid_why, 400) if p is not None and p.bid_why else None,
             "unfit": clean(self.why, 400) if p is None else None,
         }
+
+
+def offer_json(paid: Offer, listed: Offer, pick: Pick | None) -> dict[str, Any]:
+    """An offer as it would be rented (`paid`, its bid on the tier) beside its listing: what
+    `offers --json` and the plan's first rentals both say of it."""
+    return {
+        "offer_id": paid.id,
+        "machine_id": paid.machine_id,
+        "gpu": clean(paid.gpu_name),
+        "tier": None if pick is None else pick.tier,
+        "bid": None if pick is None else pick.bid,
+        "bid_floor": listed.bid_floor,
+        "on_demand_dph": listed.gpu_dph,
+        "dph": paid.dph_total,
+        "usd_per_ref_hour": None
+        if pick is None or pick.per_ref_h is None
+        else round(pick.per_ref_h, 6),
+    }
 
 
 def rank_for(view: Preview, policy: Policy) -> list[Ranked]:

@@ -12,6 +12,7 @@ from ..core.plan import Plan, PlanInputs, plan
 from ..core.plan_inputs import Sized, plan_inputs
 from ..core.policy import Policy
 from ..core.text import clean
+from .offers import offer_json
 
 if TYPE_CHECKING:
     from ..engine.preview import Preview
@@ -26,25 +27,7 @@ def _hours(h: float | None) -> str:
 
 
 def _first(view: Preview) -> list[dict[str, Any]]:
-    rows = []
-    for p in view.picks:
-        if not p.first:
-            continue
-        o = p.listed
-        rows.append(
-            {
-                "offer_id": o.id,
-                "machine_id": o.machine_id,
-                "gpu": clean(o.gpu_name),
-                "tier": p.tier,
-                "bid": p.bid,
-                "bid_floor": o.bid_floor,
-                "on_demand_dph": o.gpu_dph,
-                "dph": p.paid.dph_total,
-                "usd_per_ref_hour": None if p.per_ref_h is None else round(p.per_ref_h, 6),
-            }
-        )
-    return rows
+    return [offer_json(p.paid, p.listed, p) for p in view.picks if p.first]
 
 
 def as_json(
