@@ -196,13 +196,13 @@ class VastClient(StateChanges, PriceIncreases):
             except (MarketUnavailable, MalformedAnswer, ApiError) as exc:
                 if isinstance(exc, ApiError) and exc.status < 500:
                     if exc.named_instance is not None:
-                        return CreateResult(exc.named_instance, None, label, refused=exc.msg[:300])
+                        return CreateResult(exc.named_instance, label, refused=exc.msg[:300])
                     if exc.status != 429:
                         raise
                 found = await self._find_label(label)  # a lost answer: did the create happen?
                 if found is not None:
                     self.stats.recovered_creates += 1
-                    return CreateResult(found.id, None, label, found.start_date)
+                    return CreateResult(found.id, label, found.start_date)
                 if isinstance(exc, MalformedAnswer):
                     raise
                 await self._back_off(self.backoff)
@@ -217,8 +217,7 @@ class VastClient(StateChanges, PriceIncreases):
                 iid = int(data["new_contract"])
             except (TypeError, ValueError):
                 raise MalformedAnswer("create answered with a non-integer new_contract") from None
-            key = data.get("instance_api_key")
-            return CreateResult(iid, key if isinstance(key, str) else None, label)
+            return CreateResult(iid, label)
         raise MarketUnavailable(
             f"create on offer {offer_id} failed after {self.max_attempts} attempts"
         )
