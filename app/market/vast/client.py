@@ -5,6 +5,7 @@ that row (counted in `bad_rows`), never the whole answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 from typing import TYPE_CHECKING, Any
@@ -73,10 +74,8 @@ class VastClient(StateChanges, PriceIncreases):
             raise MalformedAnswer("offer search answered without an offers list")
         out = []
         for row in rows:
-            try:
+            with contextlib.suppress(MalformedAnswer):  # one bad offer does not spoil the list
                 out.append(parse_offer(row))
-            except MalformedAnswer:
-                self.stats.malformed += 1  # one bad offer does not spoil the list
         return out
 
     # -- instances ------------------------------------------------------------------------
@@ -125,7 +124,6 @@ class VastClient(StateChanges, PriceIncreases):
         return self.stats.bad_rows, self.bad_rows
 
     def _bad_row(self, row: Any, exc: MalformedAnswer) -> None:
-        self.stats.malformed += 1
         self.stats.bad_rows += 1
         rid = row.get("id") if isinstance(row, dict) else None
         iid = rid if isinstance(rid, int) and not isinstance(rid, bool) else None

@@ -11,7 +11,7 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Self, cast
 
 import httpx
@@ -62,14 +62,11 @@ MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a list of 25 full rows is about 100 kB
 
 @dataclass
 class ClientStats:
-    requests: int = 0
     retries: int = 0
     rate_limited: int = 0
     timeouts: int = 0
-    malformed: int = 0
     bad_rows: int = 0  # instance rows skipped as unreadable (the rest of the answer kept)
     recovered_creates: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
 
 
 class Transport:
@@ -217,15 +214,10 @@ class Transport:
             await self._pacer.before(kind)
             if on_send is not None:
                 on_send()
-            self.stats.requests += 1
-            self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
             try:
                 r = await asyncio.wait_for(
                     self._send(method, url, params, body, deadline), max(deadline, 1e-3)
                 )
-            except AnswerTooLarge:
-                self.stats.malformed += 1
-                raise
             except (httpx.TimeoutException, TimeoutError):
                 self.stats.timeouts += 1
                 last = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
@@ -249,7 +241,6 @@ class Transport:
                     try:
                         data = r.json()
                     except (json.JSONDecodeError, UnicodeDecodeError):
-                        self.stats.malformed += 1
                         last = MalformedAnswer(
                             f"{method} {path}: the answer is not JSON ({len(r.content)} bytes)"
                         )
