@@ -54,7 +54,6 @@ class VastClient(StateChanges, PriceIncreases):
         self,
         query: dict[str, Any],
         *,
-        order: list[list[str]] | None = None,
         limit: int | None = 200,
         storage_gb: float = 10.0,
         rental: str = "on-demand",
@@ -63,7 +62,7 @@ class VastClient(StateChanges, PriceIncreases):
         the CLI maps interruptible to bid), priced at `min_bid`; anything else `on-demand`."""
         # the query's own terms win; {} (the campaign's `field=any`) is no filter at all
         body: dict[str, Any] = {k: v for k, v in {**OFFER_DEFAULTS, **query}.items() if v != {}}
-        body["order"] = order or [["dph_total", "asc"]]
+        body["order"] = [["dph_total", "asc"]]
         body["type"] = "bid" if rental == "interruptible" else "on-demand"
         body["allocated_storage"] = storage_gb
         if limit:
@@ -79,15 +78,13 @@ class VastClient(StateChanges, PriceIncreases):
         return out
 
     # -- instances ------------------------------------------------------------------------
-    async def list_instances(
-        self, page_size: int = PAGE_SIZE, where: ListFilter | None = None
-    ) -> list[Instance]:
-        """Every instance of the account (or those `where` picks), in pages of at most 25 (the
-        documented maximum); an unreadable row is skipped and noted in `bad_rows`."""
+    async def list_instances(self, page_size: int = PAGE_SIZE) -> list[Instance]:
+        """Every instance of the account, in pages of at most 25 (the documented maximum); an
+        unreadable row is skipped and noted in `bad_rows`."""
         out: list[Instance] = []
         token: str | None = None
         for _ in range(10_000):
-            rows, token = await self.list_page(where, token, page_size)
+            rows, token = await self.list_page(None, token, page_size)
             out.extend(rows)
             if not token:
                 return out
@@ -151,7 +148,6 @@ class VastClient(StateChanges, PriceIncreases):
         image: str,
         disk_gb: float,
         label: str | None = None,
-        env: dict[str, str] | None = None,
         onstart: str | None = None,
         exact_label: bool = False,
         price: float | None = None,
@@ -170,7 +166,7 @@ class VastClient(StateChanges, PriceIncreases):
             "image": image,
             "disk": disk_gb,
             "label": label,
-            "env": env or {},
+            "env": {},
             "onstart": onstart,
             # direct and proxy SSH, as the CLI asks with --ssh --direct (vastai
             # `api/instances.py` resolve_runtype) and SkyPilot does; plain "ssh" is proxy-only
@@ -249,16 +245,14 @@ class VastClient(StateChanges, PriceIncreases):
             await asyncio.sleep(0.3)
         raise MarketUnavailable(f"logs of {instance_id} were not ready in time")
 
-    async def charges(
-        self, start: float, end: float, *, page_size: int = 100
-    ) -> list[dict[str, Any]]:
+    async def charges(self, start: float, end: float) -> list[dict[str, Any]]:
         """The market's instance charges between two epoch times, every page (`invoices-v1`)."""
         params: dict[str, Any] = {
             "select_filters": json.dumps(
                 {"day": {"gte": int(start), "lte": int(end) + 1}, "type": {"in": ["instance"]}}
             ),
             "latest_first": "false",
-            "limit": str(max(1, min(page_size, 100))),
+            "limit": "100",
             "format": "table",
         }
         out: list[dict[str, Any]] = []
