@@ -211,7 +211,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    """Register `rentwatch end` on the CLI's subparsers."""
     p = sub.add_parser("end", help="end a campaign: stop, or destroy, everything it holds")
     p.add_argument("--campaign", required=True, help="the campaign's name")
     # optional, so that the quit dialog's hint (`rentwatch end --campaign demo --destroy`) works

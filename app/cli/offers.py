@@ -246,7 +246,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any, positive_int: Any = int) -> None:
-    """Register `rentwatch offers` and its alias for the plan, `rentwatch plan`."""
     p = sub.add_parser(
         "offers", help="the offers a campaign would rent, ranked as its policy ranks them"
     )

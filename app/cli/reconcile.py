@@ -72,7 +72,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    """Register `rentwatch reconcile` on the CLI's subparsers."""
     p = sub.add_parser("reconcile", help="the ledger's charges against the market's own bill")
     p.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     p.add_argument("--campaign", help="one campaign only")

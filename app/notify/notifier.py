@@ -296,7 +296,6 @@ class UserNotifyConfig:
 
     urls: tuple[str, ...] = ()
     level: str = DEFAULT_MIN_LEVEL
-    path: Path | None = None
 
 
 def user_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -333,7 +332,7 @@ def load_user_config(
     path = user_config_path(env) if path is None else path
     data = read_user_config(path)
     if data is None:
-        return UserNotifyConfig(path=None)
+        return UserNotifyConfig()
     problems: list[str] = []  # both said at once
     urls = data.get("notify", [])
     if isinstance(urls, str):
@@ -350,7 +349,7 @@ def load_user_config(
             problems.append(f"{path}: {exc}")
     if problems:
         raise ConfigErrors(str(path), problems)
-    return UserNotifyConfig(urls=tuple(u.strip() for u in urls), level=level, path=path)
+    return UserNotifyConfig(urls=tuple(u.strip() for u in urls), level=level)
 
 
 def notify_urls(*sources: Sequence[str]) -> list[str]:
