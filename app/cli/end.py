@@ -140,14 +140,8 @@ def _ran_on(ledger: Path, name: str) -> str | None:
     return str(ran_on) if ran_on else None
 
 
-def end_hint(name: str, ledger: Path, market: str | None) -> str:
-    """The command that ends what is left, as it works when pasted (`ending.end_command`)."""
-    from ..engine.ending import end_command
-
-    return end_command(name, ledger, market or "", destroy=True)
-
-
 def run(args: argparse.Namespace) -> int:
+    from ..engine.ending import end_command
     from ..market.factory import find_api_key
     from .controllers import controller_for_ledger
     from .ledger_pick import ledger_for
@@ -206,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
     for i in unheld:  # the market lists it under our label, the ledger has it gone
         status = clean(i.status or "unknown", 40)
         print(f"  i:{i.id} m:{i.machine_id}: still listed by the market under the label ({status})")
-    print(f"end them: {end_hint(name, ledger, (ran_on or args.market_url).rstrip('/'))}")
+    market = (ran_on or args.market_url).rstrip("/")
+    print(f"end them: {end_command(name, ledger, market, destroy=True)}")
     return 1
 
 

@@ -224,11 +224,10 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"rentwatch: {clean(line, 400)}", file=sys.stderr)
 
-    from ..market.factory import DEFAULT_TIMEOUT
     from ..market.reach import check_market
 
     # one line naming the market and the cause when it cannot be used, before any search
-    asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s or DEFAULT_TIMEOUT))
+    asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s))
     view = asyncio.run(preview(campaign, policy, args.market_url, key, ledger, note))
     if args.plan:
         from .plan import show
