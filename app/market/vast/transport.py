@@ -27,8 +27,9 @@ from ..errors import (
     QuotaExceeded,
     network_cause,
 )
+from ..protocol import SharedClock
 from .defaults import DEFAULT_TIMEOUT
-from .pacing import Pacer, SharedClock
+from .pacing import Pacer
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
