@@ -394,14 +394,10 @@ AUTH_CODES = frozenset({"auth_error", "unauthorized", "invalid_api_key"})
 AUTH_TEXTS = ("invalid user key", "session expired", "invalid api key")
 
 
-def is_auth_refusal(status: int, code: str, msg: str) -> bool:
-    return status == 401 or code.lower() in AUTH_CODES or any(t in msg.lower() for t in AUTH_TEXTS)
-
-
 def refusal(status: int, code: str, msg: str) -> ApiError:
     """A refusal by what it says, not by its status alone: a refused key is never "not found"
     (a 404 read as gone would count a destroy as done while the rental bills on)."""
-    if is_auth_refusal(status, code, msg):
+    if status == 401 or code.lower() in AUTH_CODES or any(t in msg.lower() for t in AUTH_TEXTS):
         said = f": {msg[:120]}" if msg and "api key" not in msg.lower() else ""
         return AuthError(
             status if status >= 400 else 401, code, f"the marketplace rejected the API key{said}"
