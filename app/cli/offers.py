@@ -232,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plan:
         from .plan import show
 
-        return show(view, campaign, policy, args.json)
+        first = [offer_json(p.paid, p.listed, p) for p in view.picks if p.first]
+        return show(view, campaign, policy, args.json, first)
     rows = rank_for(view, policy)
     shown = rows if args.all else [r for r in rows if r.rank is not None]
     if args.json:
