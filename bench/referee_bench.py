@@ -10,17 +10,48 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from rentwatch.referee.run import format_table, referee, referee_campaign
-from rentwatch.referee.score import pareto_rows, summarise
+from rentwatch.referee.score import median, summarise
 from rentwatch.sim.family import REPORT_FAMILY_SEEDS
 
 TARGETS = {"total_usd_vs_seed": 0.7, "time_to_done_vs_seed": 0.6, "dud_usd_vs_seed": 0.5}
 
 
 VALUES_OF_TIME = (0.0, 1.0, 5.0, 20.0)  # $ an operator would pay to wait one hour less
+
+
+def cost_of_work(run: Mapping[str, Any], usd_per_hour: float) -> float | None:
+    """What the work cost an operator who values an hour of waiting at `usd_per_hour`: the bill
+    plus the wait to done; null when the work never finished."""
+    done = run.get("time_to_done_min")
+    if done is None:
+        return None
+    return float(run["total_usd"]) + usd_per_hour * float(done) / 60
+
+
+def pareto_rows(
+    runs: list[dict[str, Any]], policies: list[str], values: Iterable[float] = (0.0, 1.0, 5.0, 20.0)
+) -> list[dict[str, Any]]:
+    """Per policy: median dud USD, median time to done, and the median cost of the work at each
+    value of time (never counts as worst), for docs/benchmarks.md's Pareto table."""
+    vals = list(values)
+    out = []
+    for policy in policies:
+        mine = [r for r in runs if r["policy"] == policy]
+        row: dict[str, Any] = {
+            "policy": policy,
+            "dud_usd": median((r["dud_usd"] for r in mine), False),
+            "time_to_done_min": median((r["time_to_done_min"] for r in mine), True),
+            "never": sum(1 for r in mine if r["time_to_done_min"] is None),
+        }
+        for v in vals:
+            row[f"cost_at_{v:g}_usd_per_h"] = median((cost_of_work(r, v) for r in mine), True)
+        out.append(row)
+    return out
 
 
 def _cell(v: Any) -> str:

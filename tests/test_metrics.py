@@ -15,9 +15,21 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 from rentwatch.core.errors import ConfigError
-from rentwatch.notify.metrics import METRIC_NAMES, Metrics, aiohttp_handler, parse_listen
+from rentwatch.notify.metrics import Metrics, aiohttp_handler, parse_listen
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# the names DESIGN.md fixes
+METRIC_NAMES = (
+    "rentwatch_instances",
+    "rentwatch_spend_usd_total",
+    "rentwatch_creates_total",
+    "rentwatch_duds_total",
+    "rentwatch_jobs",
+    "rentwatch_budget_used_ratio",
+    "rentwatch_poll_duration_seconds",
+    "rentwatch_last_poll_timestamp_seconds",
+    "rentwatch_notify_failures_total",
+)
 
 
 def filled() -> Metrics:

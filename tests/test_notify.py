@@ -23,6 +23,8 @@ API_KEY = "vast-key-0123456789abcdef"
 TOKEN = "controller-token-ZYXWVU"
 KEY_PATH = "/home/op/.ssh/rentwatch_ed25519"
 SECRETS = (API_KEY, TOKEN, KEY_PATH)
+# below the default level: routine work that wakes nobody
+ROUTINE = Notice(kind="routine", level="info", title="c: routine", body="b", key=None)
 
 
 class Receiver:
@@ -98,15 +100,13 @@ def test_delivers_to_a_real_receiver_through_apprise_json(receiver) -> None:
         1001,
         # a host- or market-controlled reason that echoes secrets and carries escapes
         f"ssh refused for key {KEY_PATH} \x1b]52;c;cHduZWQ=\x07(api_key={API_KEY}, {TOKEN})",
-        machine_id=77,
-        job="train-1",
     )
     assert n.notify(notice)
     assert n.close(10)
     assert n.sent == 1 and n.failures == 0
     (msg,) = r.messages()
     assert msg["title"] == "qlora-sweep: verified instance 1001 lost"
-    assert "What happened: Verified instance 1001 (machine 77) was lost" in msg["message"]
+    assert "What happened: Verified instance 1001 was lost" in msg["message"]
     assert "What rentwatch did:" in msg["message"]
     assert "What you may want to do:" in msg["message"]
     assert msg["type"] == "warning"
@@ -177,7 +177,7 @@ def test_a_bad_receiver_never_slows_notify_and_failures_are_counted(receiver, mo
 
     n._deliver = deliver_seen  # type: ignore[method-assign]
     for i in range(12):  # more than the queue holds: the rest dropped, never waited for
-        n.notify(events.dud_replaced("c", 1000 + i, "froze"))
+        n.notify(events.host_lost("c", 1000 + i, "froze"))
     assert wait_for(lambda: n.failures >= 1)
     # the caller only queued: every delivery, hung or refused, ran on the notifier's thread
     assert sent_from == {"rentwatch-notifier"}
@@ -194,7 +194,7 @@ def test_a_bad_receiver_never_slows_notify_and_failures_are_counted(receiver, mo
 def test_unusable_url_is_a_counted_failure_not_an_error() -> None:
     failed: list[tuple[str, str]] = []
     n = Notifier(["nonsense-scheme://whatever"], on_failure=lambda u, r: failed.append((u, r)))
-    n.notify(events.key_refused("c", status=401))
+    n.notify(events.key_refused("c"))
     n.close(5)
     assert n.failures == 1 and failed and "apprise" in failed[0][1]
 
@@ -203,7 +203,7 @@ def test_repeats_with_one_key_are_folded_into_one(receiver) -> None:
     r = receiver("ok")
     n = Notifier([r.url()], fold_window_s=0.4)
     for _ in range(4):
-        n.notify(events.host_offline("c", 42, machine_id=7))
+        n.notify(events.host_offline("c", 42))
     n.notify(events.host_offline("c", 43))  # another key: its own message
     assert wait_for(lambda: len(r.bodies) >= 3, timeout=5)
     n.close(5)
@@ -229,7 +229,7 @@ def test_pending_folds_are_sent_on_close(receiver) -> None:
 def test_level_filtering(receiver) -> None:
     r = receiver("ok")
     n = Notifier([r.url()], min_level="warning", fold_window_s=0)
-    assert not n.notify(events.dud_replaced("c", 1, "froze"))
+    assert not n.notify(ROUTINE)
     assert not n.notify(
         events.campaign_end("c", creates=1, duds=0, spent_usd=0.1, usd_per_gpu_hour=None)
     )
@@ -242,10 +242,9 @@ def test_level_filtering(receiver) -> None:
 def test_default_level_sends_the_end_and_not_routine_work() -> None:
     end = events.campaign_end("c", creates=1, duds=0, spent_usd=0.0, usd_per_gpu_hour=None)
     assert should_send(end, events.DEFAULT_MIN_LEVEL)
-    assert not should_send(events.dud_replaced("c", 1, "froze"), events.DEFAULT_MIN_LEVEL)
+    assert not should_send(ROUTINE, events.DEFAULT_MIN_LEVEL)
     for kind, level in events.DEFAULT_LEVELS.items():
-        if kind != "dud_replaced":
-            assert events.level_rank(level) >= events.level_rank(events.DEFAULT_MIN_LEVEL), kind
+        assert events.level_rank(level) >= events.level_rank(events.DEFAULT_MIN_LEVEL), kind
 
 
 def test_an_unknown_level_is_refused() -> None:
@@ -257,20 +256,19 @@ def test_every_builder_makes_a_one_line_title_and_three_part_body() -> None:
     hostile = "\x1b[2J\x1b]0;owned\x07evil\r\nline\u202etxt" + "x" * 500
     made = [
         events.campaign_fault("c", hostile, image="bad/image:" + hostile),
-        events.campaign_fault("c", "pull denied", job="j1"),
+        events.campaign_fault("c", "pull denied"),
         events.budget_80("c", 16, 20),
-        events.budget_100("c", 20.01, 20, stopped=3),
-        events.host_lost("c", 1, hostile, machine_id=2, job=hostile),
-        events.xid_stop("c", 1, 79, machine_id=2),
-        events.host_offline("c", 1, since_s=4000),
+        events.budget_100("c", 20.01, 20),
+        events.host_lost("c", 1, hostile),
+        events.xid_stop("c", 1, 79),
+        events.host_offline("c", 1),
         events.outbid("c", 1, job="j"),
-        events.key_refused("c", status=401, detail=hostile),
+        events.key_refused("c", detail=hostile),
         events.market_unreachable("c", hostile, since_s=30, held=2),
         events.controller_trapped("c", "SIGTERM", stopped=2, left=1),
-        events.controller_exit("c", hostile, stopped=0, detached=True),
+        events.controller_exit("c", hostile, stopped=0),
         events.job_failed("c", hostile, attempts=3, last_error=hostile),
         events.campaign_end("c", creates=3, duds=1, spent_usd=1, usd_per_gpu_hour=0.5),
-        events.dud_replaced("c", 1, hostile),
     ]
     assert {n.kind for n in made} == set(events.DEFAULT_LEVELS)
     for n in made:

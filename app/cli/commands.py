@@ -284,12 +284,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
         parse_listen(args.metrics)
     ledger = Path(args.ledger).resolve() if args.ledger else default_ledger_path()
     key = find_api_key(None, flag=None)  # watch takes no --api-key: the key stays off `ps`
-    from ..market.factory import DEFAULT_TIMEOUT
     from ..market.reach import check_market
 
     # before the controller, its log, its ledger and its SSH key: one line if the market is out
-    timeout = (campaign.http_timeout_s if campaign else None) or DEFAULT_TIMEOUT
-    asyncio.run(check_market(args.market_url, key, timeout))
+    asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s if campaign else None))
     if args.foreground:  # the engine inside this process: it ends with the dashboard
         from ..run.dashboard import run_dashboard
 
@@ -327,10 +325,6 @@ def cmd_referee(args: argparse.Namespace) -> int:
         else referee_campaign()
     )
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    from ..referee.run import policy_from_spec
-
-    for name in policies:
-        policy_from_spec(name)
     result = referee(
         scenario,
         campaign,

@@ -19,7 +19,7 @@ from ..core.text import clean
 from ..ledger import EventKind
 from ..ledger.holdings import Holding, holdings_sql
 from ..ledger.job_reads import literal
-from ..market.factory import DEFAULT_URL
+from .flags import add_market_flag
 from .ledger_pick import select
 
 SETTLE_S = 60.0  # wall seconds to wait for an ended controller to let go of the ledger
@@ -140,24 +140,8 @@ def _ran_on(ledger: Path, name: str) -> str | None:
     return str(ran_on) if ran_on else None
 
 
-def _same_market(ran_on: str | None, name: str, url: str) -> None:
-    """Refuse to act on another market than the one the campaign rented on (a demo's simulated
-    rentals sent as destroys to the real account, say): the ledger's campaign_start says it."""
-    if ran_on and ran_on.rstrip("/") != url.rstrip("/"):
-        raise EndRefused(
-            f"{name} rented on {ran_on}, not {url}: nothing sent; pass --market-url {ran_on}"
-            " if that market still runs"
-        )
-
-
-def end_hint(name: str, ledger: Path, market: str | None) -> str:
-    """The command that ends what is left, as it works when pasted (`ending.end_command`)."""
-    from ..engine.ending import end_command
-
-    return end_command(name, ledger, market or "", destroy=True)
-
-
 def run(args: argparse.Namespace) -> int:
+    from ..engine.ending import end_command
     from ..market.factory import find_api_key
     from .controllers import controller_for_ledger
     from .ledger_pick import ledger_for
@@ -171,19 +155,21 @@ def run(args: argparse.Namespace) -> int:
     remote = controller_for_ledger(ledger)
     # the market the campaign rented on (a controller holding the ledger rents on its own)
     ran_on = _ran_on(ledger, name) if remote is None else None
-    elsewhere = ran_on is not None and ran_on.rstrip("/") != args.market_url.rstrip("/")
-    if remote is None and elsewhere and not holdings(ledger, name):
+    if ran_on is not None and ran_on.rstrip("/") != args.market_url.rstrip("/"):
         # another market than the one given (a demo's simulator, gone with its controller):
-        # it cannot be asked here, and the ledger holds nothing of the campaign
-        print(
-            f"nothing of {name} is left billing in its ledger; its market {ran_on} was not "
-            f"asked (pass --market-url {shlex.quote(str(ran_on))} to ask it)"
+        # nothing is sent to this one (a demo's rentals as destroys to the real account, say)
+        if not holdings(ledger, name):
+            print(
+                f"nothing of {name} is left billing in its ledger; its market {ran_on} was not "
+                f"asked (pass --market-url {shlex.quote(ran_on)} to ask it)"
+            )
+            return 0
+        raise EndRefused(
+            f"{name} rented on {ran_on}, not {args.market_url}: nothing sent; pass "
+            f"--market-url {ran_on} if that market still runs"
         )
-        return 0
     on_market: list[Any] = []
-    if remote is None:  # refused before anything is asked; then the market first: what runs
-        # under the label is the campaign's too
-        _same_market(ran_on, name, args.market_url)
+    if remote is None:  # the market first: what runs under the label is the campaign's too
         key = find_api_key(args.api_key)
         ended = asyncio.run(_bare(args.market_url, key, ledger, name, args.destroy, args.yes))
         if ended is None:
@@ -214,18 +200,17 @@ def run(args: argparse.Namespace) -> int:
     for i in unheld:  # the market lists it under our label, the ledger has it gone
         status = clean(i.status or "unknown", 40)
         print(f"  i:{i.id} m:{i.machine_id}: still listed by the market under the label ({status})")
-    print(f"end them: {end_hint(name, ledger, (ran_on or args.market_url).rstrip('/'))}")
+    market = (ran_on or args.market_url).rstrip("/")
+    print(f"end them: {end_command(name, ledger, market, destroy=True)}")
     return 1
 
 
 def add_parser(sub: Any) -> None:
-    """Register `rentwatch end` on the CLI's subparsers."""
     p = sub.add_parser("end", help="end a campaign: stop, or destroy, everything it holds")
     p.add_argument("--campaign", required=True, help="the campaign's name")
     # optional, so that the quit dialog's hint (`rentwatch end --campaign demo --destroy`) works
     p.add_argument("--ledger", help="its ledger (default: the user's ledger that knows it)")
-    p.add_argument("--market-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
-    p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
+    add_market_flag(p, api_key=True)
     p.add_argument(
         "--destroy", action="store_true", help="destroy every rental it holds, verified ones too"
     )

@@ -33,8 +33,9 @@ def add_alert_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_market_flag(p: argparse.ArgumentParser) -> None:
-    """`--market-url URL`: the marketplace a command talks to (Vast's own unless given)."""
+def add_market_flag(p: argparse.ArgumentParser, api_key: bool = False) -> None:
+    """`--market-url URL`: the marketplace a command talks to (Vast's own unless given); with
+    `api_key`, the `--api-key` beside it."""
     from ..market.factory import DEFAULT_URL
 
     p.add_argument(
@@ -44,6 +45,10 @@ def add_market_flag(p: argparse.ArgumentParser) -> None:
         help="the marketplace's base URL: Vast.ai's, or a simulator's (the URL `rentwatch sim` "
         "prints) (default: %(default)s)",
     )
+    if api_key:
+        p.add_argument(
+            "--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)"
+        )
 
 
 def add_policy_flag(p: argparse.ArgumentParser) -> None:

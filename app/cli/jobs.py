@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -184,7 +183,7 @@ def over_ssh(
 ) -> int:
     """The job's log over the system ssh, by the engine's last route, cleaned line by line."""
     from ..engine.jobs.runner import job_dir
-    from .ssh import route_of, ssh_command
+    from .ssh import route_of, ssh_command, ssh_exe
 
     assert row.instance_id is not None
     kind, host, port, _ = route_of(ledger, row.instance_id)
@@ -192,9 +191,7 @@ def over_ssh(
     remote = f"tail -c {LOG_BYTES} {'-f ' if follow else ''}{log}"
     cmd = ssh_command(row.instance_id, host, port, key, key.parent / "known_hosts", [remote])
     cmd.insert(1, "-T")  # no terminal: the host's bytes come to us, not to the screen
-    exe = shutil.which("ssh")
-    if exe is None:
-        raise NoJob("no `ssh` command on PATH (install OpenSSH's client)")
+    exe = ssh_exe()
     print(
         f"rentwatch: job {row.job} of campaign {clean(campaign, 64)} on i:{row.instance_id} "
         f"by its {kind} route {host}:{port}",
@@ -274,7 +271,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    """Register `rentwatch jobs` and `rentwatch logs` on the CLI's subparsers."""
     j = sub.add_parser("jobs", help="a campaign's jobs: state, host, progress, ETA, USD, tries")
     j.add_argument("--campaign", help="one campaign only")
     j.add_argument("--ledger", help="the campaign's ledger (default: the user's that has it)")

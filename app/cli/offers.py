@@ -19,7 +19,6 @@ from ..core.offers.picks import Pick
 from ..core.offers.reputation import delivered_hour_usd, market_odds, usd_at_odds
 from ..core.policy import Policy
 from ..core.text import clean
-from ..market.factory import DEFAULT_URL
 
 if TYPE_CHECKING:
     from ..engine.preview import Preview
@@ -56,17 +55,9 @@ class Ranked:
         return {
             "rank": self.rank,
             "rents_first": self.first,
-            "offer_id": o.id,
-            "machine_id": o.machine_id,
+            **offer_json(o, self.listed, p),
             "host_id": o.host_id,
-            "gpu": clean(o.gpu_name),
             "num_gpus": o.num_gpus,
-            "tier": p.tier if p is not None else None,
-            "bid": p.bid if p is not None else None,
-            "bid_floor": self.listed.bid_floor,
-            "on_demand_dph": self.listed.gpu_dph,
-            "dph": o.dph_total,
-            "usd_per_ref_hour": None if p is None or p.per_ref_h is None else round(p.per_ref_h, 6),
             "expected_usd_per_delivered_hour": round(self.expected_usd_per_h, 6),
             "p_deliver": round(self.p_deliver, 4),
             "runs_on_record": self.runs,
@@ -76,6 +67,24 @@ class Ranked:
             "tier_why": clean(p.bid_why, 400) if p is not None and p.bid_why else None,
             "unfit": clean(self.why, 400) if p is None else None,
         }
+
+
+def offer_json(paid: Offer, listed: Offer, pick: Pick | None) -> dict[str, Any]:
+    """An offer as it would be rented (`paid`, its bid on the tier) beside its listing: what
+    `offers --json` and the plan's first rentals both say of it."""
+    return {
+        "offer_id": paid.id,
+        "machine_id": paid.machine_id,
+        "gpu": clean(paid.gpu_name),
+        "tier": None if pick is None else pick.tier,
+        "bid": None if pick is None else pick.bid,
+        "bid_floor": listed.bid_floor,
+        "on_demand_dph": listed.gpu_dph,
+        "dph": paid.dph_total,
+        "usd_per_ref_hour": None
+        if pick is None or pick.per_ref_h is None
+        else round(pick.per_ref_h, 6),
+    }
 
 
 def rank_for(view: Preview, policy: Policy) -> list[Ranked]:
@@ -215,16 +224,16 @@ def run(args: argparse.Namespace) -> int:
     def note(line: str) -> None:
         print(f"rentwatch: {clean(line, 400)}", file=sys.stderr)
 
-    from ..market.factory import DEFAULT_TIMEOUT
     from ..market.reach import check_market
 
     # one line naming the market and the cause when it cannot be used, before any search
-    asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s or DEFAULT_TIMEOUT))
+    asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s))
     view = asyncio.run(preview(campaign, policy, args.market_url, key, ledger, note))
     if args.plan:
         from .plan import show
 
-        return show(view, campaign, policy, args.json)
+        first = [offer_json(p.paid, p.listed, p) for p in view.picks if p.first]
+        return show(view, campaign, policy, args.json, first)
     rows = rank_for(view, policy)
     shown = rows if args.all else [r for r in rows if r.rank is not None]
     if args.json:
@@ -237,7 +246,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any, positive_int: Any = int) -> None:
-    """Register `rentwatch offers` and its alias for the plan, `rentwatch plan`."""
     p = sub.add_parser(
         "offers", help="the offers a campaign would rent, ranked as its policy ranks them"
     )
@@ -255,17 +263,16 @@ def add_parser(sub: Any, positive_int: Any = int) -> None:
 
 
 def _flags(p: Any, positive_int: Any) -> None:
+    from .flags import add_market_flag, add_policy_flag, add_upload_root_flag
+
     p.add_argument("--campaign", required=True, help="campaign TOML")
-    p.add_argument("--market-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
-    p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
-    p.add_argument("--policy", default="default", help="naive, seed or default")
+    add_market_flag(p, api_key=True)
+    add_policy_flag(p)
     p.add_argument(
         "--ledger", help="our record of machines (default: the user's ledger, if there is one)"
     )
     p.add_argument("--all", action="store_true", help="also the offers that do not fit, and why")
     p.add_argument("--limit", type=positive_int, default=20, help="table rows (default 20)")
     p.add_argument("--json", action="store_true", help="every offer shown, as a JSON list")
-    from .flags import add_upload_root_flag
-
     add_upload_root_flag(p)  # the campaign is read as `run` reads it, its upload rule included
     p.set_defaults(fn=run)

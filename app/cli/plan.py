@@ -25,28 +25,6 @@ def _hours(h: float | None) -> str:
     return f"{h * 60:.0f} min" if h < 1 else f"{h:.1f} h"
 
 
-def _first(view: Preview) -> list[dict[str, Any]]:
-    rows = []
-    for p in view.picks:
-        if not p.first:
-            continue
-        o = p.listed
-        rows.append(
-            {
-                "offer_id": o.id,
-                "machine_id": o.machine_id,
-                "gpu": clean(o.gpu_name),
-                "tier": p.tier,
-                "bid": p.bid,
-                "bid_floor": o.bid_floor,
-                "on_demand_dph": o.gpu_dph,
-                "dph": p.paid.dph_total,
-                "usd_per_ref_hour": None if p.per_ref_h is None else round(p.per_ref_h, 6),
-            }
-        )
-    return rows
-
-
 def as_json(
     view: Preview,
     campaign: Campaign,
@@ -54,6 +32,7 @@ def as_json(
     result: Plan | None,
     jobs: Sized | None,
     inputs: PlanInputs | None,
+    first: list[dict[str, Any]],
 ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "campaign": clean(campaign.name),
@@ -63,7 +42,7 @@ def as_json(
         "sized_jobs": 0 if jobs is None else len(jobs.ref_h),
         "unsized_jobs": [] if jobs is None else list(jobs.unsized),
         "work_ref_h": None if jobs is None else round(sum(jobs.ref_h), 4),
-        "first": _first(view),
+        "first": first,
     }
     if result is not None:
         out.update(result.json())
@@ -81,15 +60,18 @@ def as_json(
     return out
 
 
-def show(view: Preview, campaign: Campaign, policy: Policy, want_json: bool) -> int:
-    """Print the plan; 0 when one could be made (a sized job and an offer to rent)."""
+def show(
+    view: Preview, campaign: Campaign, policy: Policy, want_json: bool, first: list[dict[str, Any]]
+) -> int:
+    """Print the plan, `first` the offers rented first (`offers.offer_json`); 0 when one could
+    be made (a sized job and an offer to rent)."""
     made = plan_inputs(
         view.snapshot, view.picks, campaign, policy, view.gpu_billing, view.jobs_left
     )
     inputs, jobs = made if made is not None else (None, None)
     result = plan(inputs, random.Random(PLAN_SEED)) if inputs is not None else None
     if want_json:
-        print(json.dumps(as_json(view, campaign, policy, result, jobs, inputs), indent=1))
+        print(json.dumps(as_json(view, campaign, policy, result, jobs, inputs, first), indent=1))
         return 0 if result is not None else 1
     name = clean(campaign.name, 80)
     if jobs is None or inputs is None:
@@ -122,7 +104,7 @@ def show(view: Preview, campaign: Campaign, policy: Policy, want_json: bool) -> 
         f"{inputs.boot_h * 60:.0f} min"
     )
     print("  first rentals:")
-    for r in _first(view):
+    for r in first:
         tier = (
             f"bid ${r['bid']:.4f}/h (bid_floor ${r['bid_floor']:.4f}/h)"
             if r["bid"] is not None

@@ -9,8 +9,11 @@ import json
 import sys
 from typing import Any
 
+from ..ledger.job_reads import literal
 from ..ledger.reconcile import TOLERANCE_USD, MarketCharge, market_by_instance, reconcile
-from ..market.factory import DEFAULT_URL, find_api_key, market_at
+from ..market.factory import find_api_key, market_at
+from .flags import add_market_flag
+from .ledger_pick import select
 
 DAY = 86400.0
 
@@ -26,21 +29,9 @@ async def fetch_market(
 
 
 def ledger_rows(path: str, campaign: str | None) -> list[dict[str, Any]]:
-    """The ledger's per-instance charges: through the controller that holds the file for
-    writing when one runs (DuckDB lets no other process open it then), else from the file."""
-    from ..ledger import Ledger
-    from .controllers import controller_for_ledger
-
-    remote = controller_for_ledger(path)
-    if remote is None:
-        with Ledger(path, read_only=True) as ledger:
-            return ledger.instance_rows(campaign)
-    where = " WHERE campaign = '{}'".format(campaign.replace("'", "''")) if campaign else ""
-    try:  # the same view, read through the controller's read-only query sandbox
-        got = remote.query_all(f"SELECT * FROM instances{where} ORDER BY instance_id", 1 << 40)
-    finally:
-        remote.close()
-    return [dict(zip(got.columns, row, strict=True)) for row in got.rows]
+    """The ledger's per-instance charges (its `instances` view)."""
+    where = f" WHERE campaign = {literal(campaign)}" if campaign else ""
+    return select(path, f"SELECT * FROM instances{where} ORDER BY instance_id", 1 << 40)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,12 +72,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    """Register `rentwatch reconcile` on the CLI's subparsers."""
     p = sub.add_parser("reconcile", help="the ledger's charges against the market's own bill")
     p.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     p.add_argument("--campaign", help="one campaign only")
-    p.add_argument("--market-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
-    p.add_argument("--api-key", help="prefer VAST_API_KEY (this flag shows in the process list)")
+    add_market_flag(p, api_key=True)
     p.add_argument("--http-timeout", type=float, default=None, help="seconds per market call")
     p.add_argument("--json", action="store_true")
     from .team import add_team_flags

@@ -80,6 +80,13 @@ def ssh_command(
     return cmd + remote  # after the destination, ssh reads the rest as the command
 
 
+def ssh_exe() -> str:
+    exe = shutil.which("ssh")
+    if exe is None:
+        raise NoRoute("no `ssh` command on PATH (install OpenSSH's client)")
+    return exe
+
+
 def _instance_id(text: str) -> int:
     raw = text.strip().removeprefix("i:")
     if not raw.isdigit() or not 0 < int(raw) < 2**53:
@@ -103,9 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if args.print:
         print(shlex.join(cmd))
         return 0
-    exe = shutil.which("ssh")
-    if exe is None:
-        raise NoRoute("no `ssh` command on PATH (install OpenSSH's client)")
+    exe = ssh_exe()
     route = clean(f"{host}:{port}")  # the market's words
     print(f"rentwatch: i:{args.id} ({campaign}) by its {kind} route {route}", file=sys.stderr)
     sys.stdout.flush()
@@ -114,7 +119,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    """Register `rentwatch ssh` on the CLI's subparsers."""
     p = sub.add_parser(
         "ssh", help="an SSH session to a held instance, by the route that works, with our key"
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -37,30 +36,19 @@ def add_team_flags(p: argparse.ArgumentParser, reader: bool = False) -> None:
     )
 
 
-def _config_section() -> dict[str, str]:
-    from ..notify.notifier import user_config_path
-
-    path = user_config_path()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise TeamConfigError(f"{path}: cannot be read as TOML ({exc})") from None
-    return team_section(data, path)
-
-
 def team_config(args: argparse.Namespace, required: bool = False) -> TeamConfig | None:
     """The team this command joins or reads (None: none named, and none required)."""
+    from ..notify.notifier import read_user_config, user_config_path
+
     url = getattr(args, "team_url", None) or getattr(args, "team", None)
     wanted = bool(url)  # `--team` given (a reader's bare flag is True)
     url = url if isinstance(url, str) else None
-    section = _config_section()
+    path = user_config_path()
     conf = resolve(
         url or None,
         getattr(args, "operator", None),
         getattr(args, "team_password_file", None),
-        section,
+        team_section(read_user_config(path) or {}, path),
     )
     if conf is None and (wanted or required):
         raise TeamConfigError("no team store: give --team URL or set [team] url in the config")

@@ -195,7 +195,7 @@ class Actions:
                 j.say(f"create REFUSED on offer {offer.id}: {why}, and none carries our label")
                 return None
             j.say(f"create answer named i:{res.instance_id}; our label is on i:{found.id}: taken")
-            res = CreateResult(found.id, None, label, found.start_date)
+            res = CreateResult(found.id, label, found.start_date)
         at = res.created_at if res.created_at is not None else self.market.answered_at()
         self.fleet.creates += 1
         a = Attempt(

@@ -105,7 +105,6 @@ REFUSALS = (ApiError, MarketUnavailable, MalformedAnswer)
 @dataclass(frozen=True)
 class CreateResult:
     instance_id: int
-    instance_api_key: str | None
     label: str
     created_at: float | None = None  # the market's own start_date, when the answer was lost
     # the market made the instance but refused to run it (a bid under the bid floor: created

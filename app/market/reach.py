@@ -31,7 +31,7 @@ def market_failure(url: str, exc: BaseException) -> MarketUnreachable:
     return MarketUnreachable(f"cannot reach the market at {url} (address: {network_cause(exc)})")
 
 
-async def check_market(url: str, key: str, timeout: float) -> None:
+async def check_market(url: str, key: str, timeout: float | None) -> None:
     """One authenticated read (the account's SSH keys, the engine's own first call), with the
     retries the engine would make; raises `MarketUnreachable` when it does not succeed."""
     import httpx

@@ -13,7 +13,7 @@ from typing import Final
 
 from ..core.text import clean
 from . import wording
-from .wording import FIELD_LIMIT, cap, duration, job_clause, machine_clause, redact, safe
+from .wording import FIELD_LIMIT, cap, duration, job_clause, redact, safe
 
 LEVELS: Final = ("info", "notice", "warning", "critical")
 DEFAULT_MIN_LEVEL: Final = "notice"
@@ -38,7 +38,6 @@ DEFAULT_LEVELS: Final[Mapping[str, str]] = {
     "controller_exit": "critical",
     "job_failed": "warning",
     "campaign_end": "notice",
-    "dud_replaced": "info",
 }
 
 
@@ -82,11 +81,9 @@ def scrub(text: object, secrets: Iterable[str | None] = (), limit: int = BODY_LI
     return cap("\n".join(lines).strip("\n"), limit)
 
 
-def campaign_fault(
-    campaign: str, cause: str, *, image: str | None = None, job: str | None = None
-) -> Notice:
+def campaign_fault(campaign: str, cause: str, *, image: str | None = None) -> Notice:
     """Every host failed the same way: the campaign's image or job is at fault, not the hosts."""
-    what = f"image {safe(image)}" if image else f"job {safe(job)}" if job else "the campaign"
+    what = f"image {safe(image)}" if image else "the campaign"
     return _notice(
         "campaign_fault",
         campaign,
@@ -110,7 +107,7 @@ def budget_80(campaign: str, spent_usd: float, budget_usd: float) -> Notice:
     )
 
 
-def budget_100(campaign: str, spent_usd: float, budget_usd: float, *, stopped: int = 0) -> Notice:
+def budget_100(campaign: str, spent_usd: float, budget_usd: float) -> Notice:
     """Spend reached the campaign's budget."""
     return _notice(
         "budget_100",
@@ -118,70 +115,46 @@ def budget_100(campaign: str, spent_usd: float, budget_usd: float, *, stopped: i
         f"{safe(campaign)}: budget spent (${spent_usd:.2f} of ${budget_usd:.2f})",
         happened=f"The ledger shows ${spent_usd:.2f} spent, at or over the ${budget_usd:.2f} "
         "budget.",
-        did=f"Stopped creating; stopped {stopped} instance(s) it held.",
+        did="Stopped creating.",
         todo="Pull what you need from stopped instances (storage still bills) and end the "
         "campaign, or raise `budget_usd` and start it again.",
     )
 
 
-def host_lost(
-    campaign: str,
-    instance_id: int,
-    reason: str,
-    *,
-    machine_id: int | None = None,
-    job: str | None = None,
-) -> Notice:
+def host_lost(campaign: str, instance_id: int, reason: str) -> Notice:
     """A verified instance stopped delivering (exited, unreachable, stopped by the market)."""
     return _notice(
         "host_lost",
         campaign,
         f"{safe(campaign)}: verified instance {instance_id} lost",
-        happened=f"Verified instance {instance_id}{machine_clause(machine_id)} was lost: "
-        f"{safe(reason)}." + job_clause(job),
+        happened=f"Verified instance {instance_id} was lost: {safe(reason)}.",
         did="Stopped it (nothing destroyed: it had passed preflight) and went on with the fleet.",
         todo="Pull any artifacts still on it, then end or destroy it yourself.",
         key=f"host_lost:{campaign}:{instance_id}",
     )
 
 
-def xid_stop(
-    campaign: str,
-    instance_id: int,
-    xid: int,
-    *,
-    machine_id: int | None = None,
-    job: str | None = None,
-) -> Notice:
+def xid_stop(campaign: str, instance_id: int, xid: int) -> Notice:
     """The GPU threw a fatal XID under load and rentwatch stopped the instance."""
     return _notice(
         "xid_stop",
         campaign,
         f"{safe(campaign)}: instance {instance_id} stopped, fatal XID {xid}",
-        happened=f"The GPU of instance {instance_id}{machine_clause(machine_id)} reported fatal "
-        f"XID {xid}." + job_clause(job),
+        happened=f"The GPU of instance {instance_id} reported fatal XID {xid}.",
         did="Stopped the instance and quarantined its machine for this campaign.",
         todo="Nothing, unless the job's artifacts on it matter: pull them, then destroy it.",
         key=f"xid_stop:{campaign}:{instance_id}",
     )
 
 
-def host_offline(
-    campaign: str,
-    instance_id: int,
-    *,
-    machine_id: int | None = None,
-    since_s: float | None = None,
-) -> Notice:
+def host_offline(campaign: str, instance_id: int) -> Notice:
     """The market reports a held instance's host offline."""
-    since = f" for {duration(since_s)}" if since_s is not None else ""
     return _notice(
         "host_offline",
         campaign,
         f"{safe(campaign)}: host of instance {instance_id} offline",
-        happened=f"The market reports the host of instance {instance_id}"
-        f"{machine_clause(machine_id)} offline{since}. GPU time does not bill while offline; "
-        "storage does not either.",
+        happened=f"The market reports the host of instance {instance_id} offline. GPU time does "
+        "not bill while offline; storage does not either.",
         did="Kept watching it; its work is replaced on another host if it stays away.",
         todo="Nothing unless it holds artifacts you need; the market may bring it back.",
         key=f"host_offline:{campaign}:{instance_id}",
@@ -202,14 +175,13 @@ def outbid(campaign: str, instance_id: int, *, job: str | None = None) -> Notice
     )
 
 
-def key_refused(campaign: str, *, status: int | None = None, detail: str = "") -> Notice:
+def key_refused(campaign: str, detail: str = "") -> Notice:
     """The market refused the API key: nothing can be created, stopped or watched."""
-    code = f" (HTTP {status})" if status is not None else ""
     return _notice(
         "key_refused",
         campaign,
-        f"{safe(campaign)}: the market refused the API key{code}",
-        happened=f"The market refused rentwatch's API key{code}"
+        f"{safe(campaign)}: the market refused the API key",
+        happened="The market refused rentwatch's API key"
         + (f": {safe(detail)}." if detail else "."),
         did="Stopped creating. Instances already running go on billing and cannot be stopped "
         "from here until the key works again.",
@@ -256,21 +228,14 @@ def controller_trapped(
     )
 
 
-def controller_exit(
-    campaign: str, reason: str, *, stopped: int, detached: bool, destroyed: int = 0
-) -> Notice:
+def controller_exit(campaign: str, reason: str, *, stopped: int, destroyed: int = 0) -> Notice:
     """The controller is exiting for a reason other than the campaign's end."""
-    did = (
-        "Left its instances running (--detach), as asked."
-        if detached
-        else wording.released(stopped, destroyed)
-    )
     return _notice(
         "controller_exit",
         campaign,
         f"{safe(campaign)}: controller exiting, {safe(reason, 80)}",
         happened=f"The controller is exiting before the campaign's end: {safe(reason)}.",
-        did=did,
+        did=wording.released(stopped, destroyed),
         todo="Read the reason, fix what it names and start the controller again; it adopts "
         "what is still there.",
     )
@@ -316,18 +281,6 @@ def campaign_end(
         did=wording.released(stopped, destroyed),
         todo="Read the full receipt with `rentwatch receipt`; destroy what you no longer need "
         "(stopped instances bill storage).",
-    )
-
-
-def dud_replaced(campaign: str, instance_id: int, cause: str) -> Notice:
-    """Routine: an attempt that never passed preflight was destroyed and replaced."""
-    return _notice(
-        "dud_replaced",
-        campaign,
-        f"{safe(campaign)}: dud {instance_id} replaced",
-        happened=f"Attempt {instance_id} never delivered: {safe(cause)}.",
-        did="Destroyed it (it never passed preflight) and created a replacement.",
-        todo="Nothing.",
     )
 
 

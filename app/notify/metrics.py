@@ -25,17 +25,6 @@ from prometheus_client.registry import Collector
 from ..core.errors import ConfigError
 
 DEFAULT_HOST = "127.0.0.1"
-METRIC_NAMES = (
-    "rentwatch_instances",
-    "rentwatch_spend_usd_total",
-    "rentwatch_creates_total",
-    "rentwatch_duds_total",
-    "rentwatch_jobs",
-    "rentwatch_budget_used_ratio",
-    "rentwatch_poll_duration_seconds",
-    "rentwatch_last_poll_timestamp_seconds",
-    "rentwatch_notify_failures_total",
-)
 # a poll is one list call plus the rules: tens of ms on a small fleet, seconds at 10,000
 POLL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 

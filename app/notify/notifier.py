@@ -17,6 +17,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import apprise
 
@@ -295,7 +296,6 @@ class UserNotifyConfig:
 
     urls: tuple[str, ...] = ()
     level: str = DEFAULT_MIN_LEVEL
-    path: Path | None = None
 
 
 def user_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -307,6 +307,21 @@ def user_config_path(env: Mapping[str, str] | None = None) -> Path:
     return root / "rentwatch" / "config.toml"
 
 
+def read_user_config(path: Path) -> dict[str, Any] | None:
+    """The user's config file as TOML (every section: `notify`, `[team]`); None when there is
+    none; ConfigError naming the file when it cannot be read."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
 def load_user_config(
     path: Path | None = None, env: Mapping[str, str] | None = None
 ) -> UserNotifyConfig:
@@ -315,16 +330,9 @@ def load_user_config(
     URLs add to the campaign's and `--notify`; the campaign's own level wins. A missing file
     gives the defaults; a bad one raises ConfigError naming the file."""
     path = user_config_path(env) if path is None else path
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return UserNotifyConfig(path=None)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    data = read_user_config(path)
+    if data is None:
+        return UserNotifyConfig()
     problems: list[str] = []  # both said at once
     urls = data.get("notify", [])
     if isinstance(urls, str):
@@ -341,7 +349,7 @@ def load_user_config(
             problems.append(f"{path}: {exc}")
     if problems:
         raise ConfigErrors(str(path), problems)
-    return UserNotifyConfig(urls=tuple(u.strip() for u in urls), level=level, path=path)
+    return UserNotifyConfig(urls=tuple(u.strip() for u in urls), level=level)
 
 
 def notify_urls(*sources: Sequence[str]) -> list[str]:

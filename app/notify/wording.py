@@ -1,5 +1,5 @@
 """The pieces the notice builders write their sentences with: a host- or market-controlled value
-made fit to quote (`safe`), the machine and job clauses, durations, caps and redaction. Pure."""
+made fit to quote (`safe`), the job clause, durations, caps and redaction. Pure."""
 
 from __future__ import annotations
 
@@ -18,10 +18,6 @@ _SPACES = re.compile(r"\s+")
 def safe(value: object, limit: int = FIELD_LIMIT) -> str:
     """One untrusted value inside a sentence: cleaned, spaces collapsed, capped."""
     return _SPACES.sub(" ", clean(value, limit=limit)).strip()
-
-
-def machine_clause(machine_id: int | None) -> str:
-    return f" (machine {machine_id})" if machine_id is not None else ""
 
 
 def job_clause(job: str | None) -> str:

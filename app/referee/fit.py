@@ -33,16 +33,6 @@ CLASS_TO_BEHAVIOUR = {
 }
 
 
-def _range(values: list[float], lo_floor: float = 0.1) -> list[float]:
-    # the market's numbers are evidence: NaN, infinities and negatives say nothing of a price
-    vals = sorted(v for v in values if v is not None and math.isfinite(v) and v >= 0)
-    if not vals:
-        return []
-    lo = vals[max(0, int(len(vals) * 0.1) - 1)] if len(vals) > 3 else vals[0]
-    hi = vals[min(len(vals) - 1, int(len(vals) * 0.9))] if len(vals) > 3 else vals[-1]
-    return [round(max(lo_floor, lo), 2), round(max(lo_floor, hi, lo), 2)]
-
-
 def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> dict[str, Any]:
     rows = ledger.instance_rows(campaign)
     if not rows:
@@ -64,14 +54,14 @@ def fit_scenario(ledger: Ledger, campaign: str | None = None, seed: int = 7) -> 
         if r["running_at"] is not None and r["created_at"] is not None:
             boots.append((float(r["running_at"]) - float(r["created_at"])) / 60)
     total = sum(counts.values()) or 1
-    boot = _range(boots)
+    boot = _spread(boots, 0.1)
     classes = []
     for behaviour, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         hc: dict[str, Any] = {
             "behaviour": behaviour,
             "share": round(n / total, 3),
             "gpu": gpus or ["RTX 3090"],
-            "dph": _range(prices, 0.01) or [0.1, 0.5],
+            "dph": _spread(prices, 0.01) or [0.1, 0.5],
         }
         if boot:
             # the simulator's boot = queue + pull + extraction + start; give the pull most of it
@@ -101,15 +91,16 @@ def _finite(v: Any) -> float | None:
     return float(v) if math.isfinite(v) and v > 0 else None
 
 
-def _spread(values: list[float], hi: float) -> list[float] | None:
-    """The 10th-90th percentile range, rounded, within (0, hi]."""
-    vals = sorted(v for v in values if 0 < v <= hi)
+def _spread(values: list[float], least: float, most: float = math.inf) -> list[float] | None:
+    """The 10th-90th percentile range of the values in [0, most], rounded, never under `least`;
+    None: no such value (the market's numbers are evidence: NaN says nothing of a price)."""
+    vals = sorted(v for v in values if math.isfinite(v) and 0 <= v <= most)
     if not vals:
         return None
-    lo = vals[int(len(vals) * 0.1)] if len(vals) > 3 else vals[0]
-    top = vals[min(len(vals) - 1, int(len(vals) * 0.9))] if len(vals) > 3 else vals[-1]
-    lo, top = max(0.01, round(lo, 2)), min(hi, round(top, 2))
-    return [lo, max(lo, top)]
+    n = len(vals)
+    lo, top = (vals[int(n * 0.1)], vals[int(n * 0.9)]) if n > 3 else (vals[0], vals[-1])
+    lo = max(least, round(lo, 2))
+    return [lo, max(lo, min(most, round(top, 2)))]
 
 
 def beaten(bid_over_floor: float, bids: Bids = SIMULATED) -> float:
@@ -150,7 +141,7 @@ def fit_bids(ledger: Ledger, campaign: str | None = None) -> dict[str, Any] | No
             h[0] += max(0.0, run_h) if math.isfinite(run_h) else 0.0
             h[1] += max(0, outbids)
     out: dict[str, Any] = {}
-    if spread := _spread(floors, 1.0):
+    if spread := _spread(floors, 0.01, 1.0):
         out["floor"] = spread
     fitted = {g: round(min(60.0, n / h / beat), 3) for g, (h, n) in hours.items() if h >= MIN_HOURS}
     if fitted:
@@ -167,6 +158,6 @@ def fit_bids(ledger: Ledger, campaign: str | None = None) -> dict[str, Any] | No
             continue
         if not any(e.at - p <= t <= e.at for t in rebids.get(e.instance_id, ())):
             paused.append(p / 60)
-    if spread := _spread(paused, 7 * 1440.0):
+    if spread := _spread(paused, 0.01, 7 * 1440.0):
         out["hold_min"] = spread
     return out

@@ -267,16 +267,17 @@ def plan(
     family: int = 0,
     family_seed: int = 1,
     deadline_min: float = DEFAULT_DEADLINE_MIN,
+    **task_kw: Any,
 ) -> list[Task]:
-    """Every run the referee will make, in report order (market, seed, policy)."""
+    """Every run the referee will make, in report order (market, seed, policy); `task_kw`: the
+    runs' `Task` settings (`keep_logs`, `lag_bound_s`, `max_pace`)."""
     if seeds < 1 or family < 0 or not deadline_min > 0:
         raise ConfigError("referee: seeds >= 1, family >= 0, deadline above 0")
     if not policies:
         raise ConfigError("referee: name at least one policy")
     for name in policies:
         policy_from_spec(name)  # refuse a bad name before any market starts
-    tasks: list[Task] = []
-    deadline_s = deadline_min * 60
+    markets: list[tuple[int, Scenario, Campaign]] = []
     if family:
         for m in draw_family(family_seed, family):
             camp = replace(
@@ -286,17 +287,17 @@ def plan(
                 max_dph=max(campaign.max_dph, m.max_dph),
                 budget_usd=max(campaign.budget_usd, 5.0 * m.fleet),
             )
-            for k in range(seeds):
-                sc = replace(m.scenario, seed=m.scenario.seed + k)
-                camp_k = with_jobs(camp)  # default jobs sized to this fleet
-                tasks += [Task(m.index, sc, camp_k, p, warm, deadline_s) for p in policies]
-        return tasks
-    assert scenario is not None
-    for k in range(seeds):
-        sc = replace(scenario, seed=scenario.seed + k)
-        camp = with_jobs(campaign)
-        tasks += [Task(0, sc, camp, p, warm, deadline_s) for p in policies]
-    return tasks
+            markets.append((m.index, m.scenario, camp))
+    else:
+        assert scenario is not None
+        markets.append((0, scenario, campaign))
+    deadline = deadline_min * 60
+    return [
+        Task(index, replace(sc, seed=sc.seed + k), with_jobs(camp), p, warm, deadline, **task_kw)
+        for index, sc, camp in markets
+        for k in range(seeds)
+        for p in policies
+    ]
 
 
 def referee(
@@ -306,18 +307,16 @@ def referee(
     seeds: int,
     workers: int | None = None,
     keep_logs: str | None = None,
-    lag_bound_s: float = LAG_BOUND_S,
-    max_pace: float | None = None,
     **plan_kw: Any,
 ) -> dict[str, Any]:
     """Run every policy on every market and seed as `plan` lays them out; the referee's JSON.
-    `keep_logs`: where each run's log, ledger and truth are kept; `lag_bound_s`: past it a run is
-    invalid; `max_pace`: the most market seconds per wall second (scores do not depend on it)."""
-    tasks = plan(scenario, campaign, policies, seeds, **plan_kw)
-    tasks = [replace(t, lag_bound_s=lag_bound_s, max_pace=max_pace) for t in tasks]
+    `keep_logs`: where each run's log, ledger and truth are kept; the rest as `plan` and `Task`
+    take them (`lag_bound_s`: past it a run is invalid; `max_pace`: the most market seconds per
+    wall second, on which scores do not depend)."""
     if keep_logs:
         Path(keep_logs).mkdir(parents=True, exist_ok=True)
-        tasks = [replace(t, keep_logs=str(Path(keep_logs).resolve())) for t in tasks]
+        keep_logs = str(Path(keep_logs).resolve())
+    tasks = plan(scenario, campaign, policies, seeds, keep_logs=keep_logs, **plan_kw)
     runs = run_all(run_task, tasks, workers or min(len(tasks), os.cpu_count() or 1))
     family, family_seed = plan_kw.get("family", 0), plan_kw.get("family_seed", 1)
     name = f"family:{family_seed}:{family}" if family else (scenario.name if scenario else "")

@@ -204,9 +204,7 @@ class Alerts:
                 )
             else:
                 self.send(
-                    ev.controller_exit(
-                        self.campaign, why, stopped=stopped, detached=False, destroyed=destroyed
-                    )
+                    ev.controller_exit(self.campaign, why, stopped=stopped, destroyed=destroyed)
                 )
         except Exception:
             log.exception("alerts: end notice failed")

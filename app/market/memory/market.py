@@ -204,8 +204,8 @@ class MemoryMarket:
         lie, self.lie_create_id = self.lie_create_id, None
         if price is not None and o.bid_floor is not None and price < o.bid_floor:
             box.actual, box.intended, box.msg = "stopped", "stopped", "bid under bid_floor"
-            return CreateResult(box.id, None, label or "", None, refused="bid under bid_floor")
-        return CreateResult(box.id if lie is None else lie, None, label or "", None)
+            return CreateResult(box.id, label or "", refused="bid under bid_floor")
+        return CreateResult(box.id if lie is None else lie, label or "")
 
     async def change_bid(self, instance_id: int, price: float | None, num_gpus: int = 1) -> None:
         self._call("change_bid", (instance_id, price))

@@ -5,6 +5,7 @@ that row (counted in `bad_rows`), never the whole answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,6 @@ class VastClient(StateChanges, PriceIncreases):
         self,
         query: dict[str, Any],
         *,
-        order: list[list[str]] | None = None,
         limit: int | None = 200,
         storage_gb: float = 10.0,
         rental: str = "on-demand",
@@ -62,7 +62,7 @@ class VastClient(StateChanges, PriceIncreases):
         the CLI maps interruptible to bid), priced at `min_bid`; anything else `on-demand`."""
         # the query's own terms win; {} (the campaign's `field=any`) is no filter at all
         body: dict[str, Any] = {k: v for k, v in {**OFFER_DEFAULTS, **query}.items() if v != {}}
-        body["order"] = order or [["dph_total", "asc"]]
+        body["order"] = [["dph_total", "asc"]]
         body["type"] = "bid" if rental == "interruptible" else "on-demand"
         body["allocated_storage"] = storage_gb
         if limit:
@@ -73,22 +73,18 @@ class VastClient(StateChanges, PriceIncreases):
             raise MalformedAnswer("offer search answered without an offers list")
         out = []
         for row in rows:
-            try:
+            with contextlib.suppress(MalformedAnswer):  # one bad offer does not spoil the list
                 out.append(parse_offer(row))
-            except MalformedAnswer:
-                self.stats.malformed += 1  # one bad offer does not spoil the list
         return out
 
     # -- instances ------------------------------------------------------------------------
-    async def list_instances(
-        self, page_size: int = PAGE_SIZE, where: ListFilter | None = None
-    ) -> list[Instance]:
-        """Every instance of the account (or those `where` picks), in pages of at most 25 (the
-        documented maximum); an unreadable row is skipped and noted in `bad_rows`."""
+    async def list_instances(self, page_size: int = PAGE_SIZE) -> list[Instance]:
+        """Every instance of the account, in pages of at most 25 (the documented maximum); an
+        unreadable row is skipped and noted in `bad_rows`."""
         out: list[Instance] = []
         token: str | None = None
         for _ in range(10_000):
-            rows, token = await self.list_page(where, token, page_size)
+            rows, token = await self.list_page(None, token, page_size)
             out.extend(rows)
             if not token:
                 return out
@@ -125,7 +121,6 @@ class VastClient(StateChanges, PriceIncreases):
         return self.stats.bad_rows, self.bad_rows
 
     def _bad_row(self, row: Any, exc: MalformedAnswer) -> None:
-        self.stats.malformed += 1
         self.stats.bad_rows += 1
         rid = row.get("id") if isinstance(row, dict) else None
         iid = rid if isinstance(rid, int) and not isinstance(rid, bool) else None
@@ -153,7 +148,6 @@ class VastClient(StateChanges, PriceIncreases):
         image: str,
         disk_gb: float,
         label: str | None = None,
-        env: dict[str, str] | None = None,
         onstart: str | None = None,
         exact_label: bool = False,
         price: float | None = None,
@@ -172,7 +166,7 @@ class VastClient(StateChanges, PriceIncreases):
             "image": image,
             "disk": disk_gb,
             "label": label,
-            "env": env or {},
+            "env": {},
             "onstart": onstart,
             # direct and proxy SSH, as the CLI asks with --ssh --direct (vastai
             # `api/instances.py` resolve_runtype) and SkyPilot does; plain "ssh" is proxy-only
@@ -196,13 +190,13 @@ class VastClient(StateChanges, PriceIncreases):
             except (MarketUnavailable, MalformedAnswer, ApiError) as exc:
                 if isinstance(exc, ApiError) and exc.status < 500:
                     if exc.named_instance is not None:
-                        return CreateResult(exc.named_instance, None, label, refused=exc.msg[:300])
+                        return CreateResult(exc.named_instance, label, refused=exc.msg[:300])
                     if exc.status != 429:
                         raise
                 found = await self._find_label(label)  # a lost answer: did the create happen?
                 if found is not None:
                     self.stats.recovered_creates += 1
-                    return CreateResult(found.id, None, label, found.start_date)
+                    return CreateResult(found.id, label, found.start_date)
                 if isinstance(exc, MalformedAnswer):
                     raise
                 await self._back_off(self.backoff)
@@ -217,8 +211,7 @@ class VastClient(StateChanges, PriceIncreases):
                 iid = int(data["new_contract"])
             except (TypeError, ValueError):
                 raise MalformedAnswer("create answered with a non-integer new_contract") from None
-            key = data.get("instance_api_key")
-            return CreateResult(iid, key if isinstance(key, str) else None, label)
+            return CreateResult(iid, label)
         raise MarketUnavailable(
             f"create on offer {offer_id} failed after {self.max_attempts} attempts"
         )
@@ -252,16 +245,14 @@ class VastClient(StateChanges, PriceIncreases):
             await asyncio.sleep(0.3)
         raise MarketUnavailable(f"logs of {instance_id} were not ready in time")
 
-    async def charges(
-        self, start: float, end: float, *, page_size: int = 100
-    ) -> list[dict[str, Any]]:
+    async def charges(self, start: float, end: float) -> list[dict[str, Any]]:
         """The market's instance charges between two epoch times, every page (`invoices-v1`)."""
         params: dict[str, Any] = {
             "select_filters": json.dumps(
                 {"day": {"gte": int(start), "lte": int(end) + 1}, "type": {"in": ["instance"]}}
             ),
             "latest_first": "false",
-            "limit": str(max(1, min(page_size, 100))),
+            "limit": "100",
             "format": "table",
         }
         out: list[dict[str, Any]] = []

@@ -13,15 +13,6 @@ class NoApiKey(RentwatchError):
     title = "no API key"
 
 
-def key_files() -> tuple[Path, ...]:
-    """The official CLI's key files, newest location first (XDG, then the legacy file)."""
-    config = os.environ.get("XDG_CONFIG_HOME") or "~/.config"
-    return (
-        Path(config).expanduser() / "vastai" / "vast_api_key",
-        Path("~/.vast_api_key").expanduser(),
-    )
-
-
 def find_api_key(explicit: str | None = None, flag: str | None = "--api-key") -> str:
     """The key from an argument, VAST_API_KEY, or the official CLI's key file, in that order.
     `flag`: the command's option for it, named in the error (None: the command has none)."""
@@ -30,9 +21,11 @@ def find_api_key(explicit: str | None = None, flag: str | None = "--api-key") ->
     env = os.environ.get("VAST_API_KEY")
     if env:
         return env.strip()
-    for path in key_files():
+    config = os.environ.get("XDG_CONFIG_HOME") or "~/.config"
+    # the official CLI's key files, newest location first (XDG, then the legacy file)
+    for path in (Path(config) / "vastai" / "vast_api_key", Path("~/.vast_api_key")):
         try:
-            text = path.read_text().strip()
+            text = path.expanduser().read_text().strip()
         except OSError:
             continue
         if text:

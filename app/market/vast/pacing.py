@@ -11,8 +11,6 @@ from collections.abc import Callable
 
 from ..protocol import SharedClock
 
-__all__ = ["Pacer", "SharedClock"]
-
 
 class Pacer:
     def __init__(

@@ -8,6 +8,7 @@ backends: 409). An unreadable row is skipped and counted, never the whole answer
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -67,31 +68,25 @@ def read_row(row: Any, gpus: int = 1) -> PriceIncrease:
     )
 
 
-def read_pending(data: Any) -> tuple[list[PriceIncrease], int]:
-    """The rows of an answer that can be read, and how many could not."""
+def read_pending(data: Any) -> list[PriceIncrease]:
+    """The rows of an answer that can be read; an unreadable one costs that row only."""
     rows = data.get("pending_price_increases") if isinstance(data, dict) else None
     if rows is None and isinstance(data, dict) and data.get("success") is not False:
-        return [], 0  # "No pending price increases." (the CLI reads a missing list as none)
+        return []  # "No pending price increases." (the CLI reads a missing list as none)
     if not isinstance(rows, list):
         raise MalformedAnswer("pending price increases answered without a list")
-    out, bad = [], 0
+    out = []
     for row in rows:
-        try:
+        with contextlib.suppress(MalformedAnswer):
             out.append(read_row(row))
-        except MalformedAnswer:
-            bad += 1
-    return out, bad
+    return out
 
 
 class PriceIncreases(Transport):
     """The price-increase calls `VastClient` inherits."""
 
     async def pending_price_increases(self) -> list[PriceIncrease]:
-        data = await self._request("GET", PENDING_PATH, kind=KIND)
-        rows, bad = read_pending(data)
-        if bad:
-            self.stats.malformed += bad
-        return rows
+        return read_pending(await self._request("GET", PENDING_PATH, kind=KIND))
 
     async def answer_price_increase(self, pending_id: int, accept: bool) -> bool:
         """Accept or reject one pending row; False when the market says it is no longer pending."""

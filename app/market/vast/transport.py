@@ -11,7 +11,7 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Self, cast
 
 import httpx
@@ -27,8 +27,9 @@ from ..errors import (
     QuotaExceeded,
     network_cause,
 )
+from ..protocol import SharedClock
 from .defaults import DEFAULT_TIMEOUT
-from .pacing import Pacer, SharedClock
+from .pacing import Pacer
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
@@ -62,14 +63,11 @@ MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a list of 25 full rows is about 100 kB
 
 @dataclass
 class ClientStats:
-    requests: int = 0
     retries: int = 0
     rate_limited: int = 0
     timeouts: int = 0
-    malformed: int = 0
     bad_rows: int = 0  # instance rows skipped as unreadable (the rest of the answer kept)
     recovered_creates: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
 
 
 class Transport:
@@ -217,15 +215,10 @@ class Transport:
             await self._pacer.before(kind)
             if on_send is not None:
                 on_send()
-            self.stats.requests += 1
-            self.stats.by_kind[kind] = self.stats.by_kind.get(kind, 0) + 1
             try:
                 r = await asyncio.wait_for(
                     self._send(method, url, params, body, deadline), max(deadline, 1e-3)
                 )
-            except AnswerTooLarge:
-                self.stats.malformed += 1
-                raise
             except (httpx.TimeoutException, TimeoutError):
                 self.stats.timeouts += 1
                 last = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
@@ -249,7 +242,6 @@ class Transport:
                     try:
                         data = r.json()
                     except (json.JSONDecodeError, UnicodeDecodeError):
-                        self.stats.malformed += 1
                         last = MalformedAnswer(
                             f"{method} {path}: the answer is not JSON ({len(r.content)} bytes)"
                         )
@@ -402,14 +394,10 @@ AUTH_CODES = frozenset({"auth_error", "unauthorized", "invalid_api_key"})
 AUTH_TEXTS = ("invalid user key", "session expired", "invalid api key")
 
 
-def is_auth_refusal(status: int, code: str, msg: str) -> bool:
-    return status == 401 or code.lower() in AUTH_CODES or any(t in msg.lower() for t in AUTH_TEXTS)
-
-
 def refusal(status: int, code: str, msg: str) -> ApiError:
     """A refusal by what it says, not by its status alone: a refused key is never "not found"
     (a 404 read as gone would count a destroy as done while the rental bills on)."""
-    if is_auth_refusal(status, code, msg):
+    if status == 401 or code.lower() in AUTH_CODES or any(t in msg.lower() for t in AUTH_TEXTS):
         said = f": {msg[:120]}" if msg and "api key" not in msg.lower() else ""
         return AuthError(
             status if status >= 400 else 401, code, f"the marketplace rejected the API key{said}"
