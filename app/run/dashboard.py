@@ -95,7 +95,7 @@ def make_engine(
             observe_only=observe_only,
         )
 
-    return EngineThread(open_session, on_snapshot=lambda _: None, on_error=lambda _: None)
+    return EngineThread(open_session, on_error=lambda _: None)
 
 
 @dataclass

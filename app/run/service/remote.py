@@ -191,7 +191,7 @@ def _in_thread(call: Callable[[], Any]) -> concurrent.futures.Future[Any]:
 
 class RemoteEngine:
     """The dashboard's engine, remote: snapshots arrive over the event stream, intents leave
-    as requests. Same attributes and methods as `EngineThread` that the dashboard uses."""
+    as requests: the `EnginePort` (views/port.py) every dashboard uses."""
 
     def __init__(
         self,
