@@ -9,11 +9,12 @@ import time
 
 import pytest
 from rentwatch.cli.main import main
+from rentwatch.core.campaign import renting_nothing
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.hosts.ssh import load_or_create_key
 from rentwatch.ledger import Ledger
 from rentwatch.market.errors import AuthError
-from rentwatch.run.dashboard import make_engine, watch_campaign
+from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service.controller import EngineFailed, attach_in_process
 from rentwatch.views.snapshot import snapshot
 from textual.widgets import Static
@@ -46,7 +47,7 @@ def _watch(sim, tmp_path, api_key):
     engine = make_engine(
         sim.url,
         api_key,
-        watch_campaign(),
+        renting_nothing("watch"),
         get_policy("default"),
         ledger,
         tmp_path / "key",

@@ -8,11 +8,12 @@ import asyncio
 import time
 
 import pytest
+from rentwatch.core.campaign import renting_nothing
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.market.vast.client import VastClient
-from rentwatch.run.dashboard import make_engine, watch_campaign
+from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service.controller import attach_in_process
 from textual.widgets import Static
 
@@ -49,7 +50,7 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
     theirs = asyncio.run(_by_hand(sim.url, sim.api_key))
     path = tmp_path / "l.duckdb"
     ledger = Ledger(path)
-    camp = load_campaign(campaign_text("own", 1)) if with_campaign else watch_campaign()
+    camp = load_campaign(campaign_text("own", 1)) if with_campaign else renting_nothing("watch")
     engine = make_engine(
         sim.url,
         sim.api_key,

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.campaign import Campaign
+from ..core.campaign import Campaign, renting_nothing
 from ..core.policy import Policy, get_policy
 from ..engine.session import Session
 from ..ledger import Ledger
@@ -54,21 +54,6 @@ def demo_market(seed: int, time_scale: float) -> SimServer:
 
     scenario = parse_scenario({"seed": seed, "time_scale": time_scale, "name": "article"})
     return SimServer(scenario, api_key=secrets.token_hex(12)).start_in_thread()
-
-
-def watch_campaign() -> Campaign:
-    """No campaign file: watch what the account runs, observe only, create nothing."""
-    return Campaign(
-        name="watch",
-        image="",
-        image_cuda=0.0,
-        disk_gb=10,
-        offer_query={},
-        max_dph=0.0,
-        fleet=0,
-        max_creates=0,
-        budget_usd=1e9,
-    )
 
 
 def make_engine(
@@ -173,7 +158,7 @@ def run_dashboard(
     is; the team sync says nothing on a terminal the dashboard draws on."""
     from .service.controller import attach_in_process
 
-    camp = campaign or watch_campaign()
+    camp = campaign or renting_nothing("watch")
     result = None
     with hosted(
         market_url,
