@@ -37,14 +37,13 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-from rentwatch.core.campaign import Campaign, Job
+from rentwatch.core.campaign import Campaign, Job, renting_nothing
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
 from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import EventKind, Ledger
 from rentwatch.market.vast.client import VastClient
 from rentwatch.run.alerts import Alerts
-from rentwatch.run.dashboard import watch_campaign
 
 BOOTING = 10  # instances still booting in every fleet
 TIME_SCALE = 4.0  # market seconds per wall second in the freshness run
@@ -116,7 +115,7 @@ async def preloaded_supervisor(
     sup = Supervisor(
         client,
         ledger,
-        campaign or watch_campaign(),
+        campaign or renting_nothing("watch"),
         get_policy("default"),
         SSHRunner(load_or_create_key(tmp / "key")),
         log=lambda _: None,
@@ -161,7 +160,7 @@ def queued_campaign(hosts: int, jobs: int) -> Campaign:
         for i in range(jobs)
     )
     return replace(
-        watch_campaign(),
+        renting_nothing("watch"),
         image="pytorch/pytorch",
         max_dph=1.0,
         fleet=hosts,

@@ -134,7 +134,6 @@ def stepped_engine(sim, campaign, ledger, key_path: Path) -> EngineThread:
 
     return EngineThread(
         open_session,
-        on_snapshot=lambda _: None,
         on_error=lambda _: None,
         max_wall_poll=float("inf"),
         monotonic=loop_time,

@@ -10,8 +10,8 @@ from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import make_engine
+from rentwatch.run.service.controller import attach_in_process
 from rentwatch.sim.rental import Step
-from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.ledger_screen import LedgerScreen
 
@@ -19,17 +19,34 @@ from .campaigns import campaign_text
 from .conftest import played_once
 
 
-def _app(sim, tmp_path, fleet=2, policy="default"):
-    ledger = Ledger(tmp_path / "l.duckdb")
-    engine = make_engine(
-        sim.url,
-        sim.api_key,
-        load_campaign(campaign_text("tui", fleet)),
-        get_policy(policy),
-        ledger,
-        tmp_path / "key",
-    )
-    return RentwatchApp(engine, ledger, refresh_s=0.1), ledger
+@pytest.fixture
+def dashboard(make_sim, tmp_path):
+    """Opens the dashboard as `demo` and `watch --foreground` run it, attached to its engine through
+    the controller service: `(app, ledger, engine)`. At the test's end the dashboard's client
+    leaves and the engine ends, releasing what it holds, before the simulator stops."""
+    opened = []
+
+    def open_(sim, fleet=2, policy="default", max_wall_poll=1.0):
+        path = tmp_path / "l.duckdb"
+        ledger = Ledger(path)
+        engine = make_engine(
+            sim.url,
+            sim.api_key,
+            load_campaign(campaign_text("tui", fleet)),
+            get_policy(policy),
+            ledger,
+            tmp_path / "key",
+        )
+        engine.max_wall_poll = max_wall_poll
+        app, finish = attach_in_process(engine, path, "tui")
+        opened.append((app, finish, ledger))
+        return app, ledger, engine
+
+    yield open_
+    for app, finish, ledger in opened:
+        app.engine.shutdown("leave")
+        finish(app.return_value)
+        ledger.close()
 
 
 async def _until(pilot, cond, timeout=30.0):
@@ -54,9 +71,9 @@ def _live_ids(sim):
     }
 
 
-def test_destroy_cancel_confirm_stop_and_quit(make_sim, tmp_path):
+def test_destroy_cancel_confirm_stop_and_quit(make_sim, dashboard):
     sim = make_sim(seed=7, offers=40, time_scale=120)
-    app, ledger = _app(sim, tmp_path)
+    app, ledger, engine = dashboard(sim)
 
     async def run() -> None:
         async with app.run_test(size=(150, 45)) as pilot:
@@ -121,17 +138,16 @@ def test_destroy_cancel_confirm_stop_and_quit(make_sim, tmp_path):
             await pilot.press("q")
             await _until(pilot, lambda: len(app.screen_stack) > 1)
             await pilot.press("enter")
-            await _until(
-                pilot, lambda: not app.is_running or not app.engine._thread.is_alive(), timeout=60
-            )
-        assert _live_ids(sim) == set()
+            await _until(pilot, lambda: not app.is_running, timeout=60)
 
     asyncio.run(run())
+    engine.join()  # the controller was asked to stop all: its engine releases, then ends
+    assert _live_ids(sim) == set()
 
 
-def test_ledger_screen_queries_errors_and_refusals(make_sim, tmp_path):
+def test_ledger_screen_queries_errors_and_refusals(make_sim, dashboard):
     sim = make_sim(seed=7, offers=40, time_scale=120)
-    app, ledger = _app(sim, tmp_path)
+    app, ledger, _ = dashboard(sim)
 
     async def run() -> None:
         async with app.run_test(size=(150, 45)) as pilot:
@@ -157,19 +173,18 @@ def test_ledger_screen_queries_errors_and_refusals(make_sim, tmp_path):
                 )
             assert ledger.query("select count(*) from events").rows[0][0] > 0
             await pilot.press("escape")
-            app.engine.shutdown("stop")
 
     asyncio.run(run())
 
 
-def test_hostile_status_line_renders_literally_and_freeze_timer_ticks(make_sim, tmp_path):
+def test_hostile_status_line_renders_literally_and_freeze_timer_ticks(make_sim, dashboard):
     sim = make_sim(
         seed=5,
         offers=10,
         time_scale=30,
         host_class=[{"behaviour": "freeze_pull", "share": 1.0, "freeze_at": [0.05, 0.1]}],
     )
-    app, _ = _app(sim, tmp_path, fleet=1, policy="seed")
+    app, _, _ = dashboard(sim, fleet=1, policy="seed")
 
     async def run() -> None:
         async with app.run_test(size=(160, 45)) as pilot:
@@ -195,15 +210,14 @@ def test_hostile_status_line_renders_literally_and_freeze_timer_ticks(make_sim, 
             await pilot.pause(1.0)
             assert age() > first + 10  # market seconds: the timer counts while the line is frozen
             assert "unchanged" in _screen_text(app)
-            app.engine.shutdown("stop")
 
     asyncio.run(run())
 
 
-def _both_views(make_sim, tmp_path) -> dict[str, str]:
+def _both_views(make_sim, dashboard) -> dict[str, str]:
     """The panes' and then the table's SVG of one live dashboard, once three creates are in."""
     sim = make_sim(seed=7, offers=40, time_scale=120)
-    app, _ = _app(sim, tmp_path)
+    app, _, _ = dashboard(sim)
     svgs: dict[str, str] = {}
 
     async def run() -> None:
@@ -213,22 +227,21 @@ def _both_views(make_sim, tmp_path) -> dict[str, str]:
             await pilot.press("t")
             await pilot.pause(0.3)
             svgs["table"] = app.export_screenshot()
-            app.engine.shutdown("stop")
 
     asyncio.run(run())
     return svgs
 
 
 @pytest.mark.parametrize("view", ["panes", "table"])
-def test_snapshot_svg(make_sim, tmp_path, tmp_path_factory, view):
+def test_snapshot_svg(make_sim, dashboard, tmp_path_factory, view):
     """The main views render at a fixed size without errors (SVG written for inspection).
     Both read one dashboard's run, played once for the test run."""
-    svg = played_once(tmp_path_factory, "dashboard-svgs", lambda: _both_views(make_sim, tmp_path))
+    svg = played_once(tmp_path_factory, "dashboard-svgs", lambda: _both_views(make_sim, dashboard))
     svg = svg[view]
     assert "<svg" in svg and "policy default" in svg.replace("&#160;", " ")
 
 
-def test_dashboard_never_freezes_under_faults(make_sim, tmp_path, monkeypatch):
+def test_dashboard_never_freezes_under_faults(make_sim, dashboard, monkeypatch):
     """API faults, dropped SSH sessions and a bad day: the UI's loop keeps ticking while the
     engine works in its own thread: no market call and no poll runs on the UI's thread, so
     none can hold it. (How long the UI's worst gap is measures the box running the test: it is
@@ -265,8 +278,7 @@ def test_dashboard_never_freezes_under_faults(make_sim, tmp_path, monkeypatch):
             "timeout_s": 1.5,
         },
     )
-    app, _ = _app(sim, tmp_path, fleet=3)
-    app.engine.max_wall_poll = 0.2
+    app, _, _ = dashboard(sim, fleet=3, max_wall_poll=0.2)
 
     async def run() -> float:
         ticks: list[float] = []
@@ -277,7 +289,6 @@ def test_dashboard_never_freezes_under_faults(make_sim, tmp_path, monkeypatch):
                 await pilot.press("down" if int(time.monotonic() * 2) % 2 else "up")
                 await pilot.pause(0.2)
             gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
-            app.engine.shutdown("stop")  # blocks this loop on purpose: measured before it
         assert len(ticks) > 10  # the UI's loop ticked all along
         return max(gaps)
 

@@ -1,4 +1,4 @@
-"""The instance detail screen against the simulator, in-process and attached over the socket;
+"""The instance detail screen against the simulator, attached over the controller's socket;
 and the supervision basics around it (sort, bulk destroy of stopped duds, storage counted in the
 leave dialogs, canned ledger queries without ctrl+digit, timestamps in the ledger's views)."""
 
@@ -38,8 +38,7 @@ async def _until(pilot, cond, timeout=60.0, what="condition"):
     raise AssertionError(f"{what} never met")
 
 
-@pytest.mark.parametrize("attached", [False, True], ids=["in-process", "over-the-socket"])
-def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, attached):
+def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime):
     from rentwatch.run.service.controller import attach_in_process
 
     sim = make_sim(seed=7, offers=40, time_scale=120)
@@ -53,11 +52,8 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
         ledger,
         tmp_path / "key",
     )
-    if attached:
-        app, finish = attach_in_process(engine, path, "tui")
-        assert isinstance(app.engine, RemoteEngine)
-    else:
-        app, finish = RentwatchApp(engine, ledger, refresh_s=0.1), (lambda mode: None)
+    app, finish = attach_in_process(engine, path, "tui")
+    assert isinstance(app.engine, RemoteEngine)
 
     async def drive() -> None:
         async with app.run_test(size=(150, 50)) as pilot:
@@ -122,7 +118,7 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime, 
             assert "memory" in shown and "°C" in shown and f"/{last.power_limit_w:.0f} W" in shown
             await pilot.press("escape")
             await _until(pilot, lambda: not isinstance(app.screen, DetailScreen), 30, "back")
-            # the ledger screen's canned query answers, in-process or through the controller
+            # the ledger screen's canned query answers through the controller
             await pilot.press("l")
             await _until(pilot, lambda: isinstance(app.screen, LedgerScreen), 30, "ledger")
             ledger_screen = app.screen

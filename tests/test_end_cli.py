@@ -185,7 +185,6 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
             sim.url, sim.api_key, led, campaign, get_policy("default"), tmp_path / "key",
             log=lambda line: None,
         ),
-        on_snapshot=lambda s: None,
         on_error=lambda e: None,
         max_wall_poll=0.2,
     )  # fmt: skip

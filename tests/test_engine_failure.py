@@ -1,6 +1,6 @@
-"""[K] An engine failure does not vanish: a rejected key stays on screen (the bar, not only a
-toast that fades), the dashboard exits non-zero, and `watch`'s no-key message names what
-`watch` accepts (it has no --api-key)."""
+"""[K] An engine failure does not vanish: a wrong key stops the start with a plain error, a key
+rejected mid-session stays on screen (the bar, not only a toast that fades), the dashboard exits
+non-zero, and `watch`'s no-key message names what `watch` accepts (it has no --api-key)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ import time
 
 import pytest
 from rentwatch.cli.main import main
+from rentwatch.core.campaign import renting_nothing
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.hosts.ssh import load_or_create_key
 from rentwatch.ledger import Ledger
 from rentwatch.market.errors import AuthError
-from rentwatch.run.dashboard import make_engine, watch_campaign
+from rentwatch.run.dashboard import make_engine
+from rentwatch.run.service.controller import EngineFailed, attach_in_process
 from rentwatch.views.snapshot import snapshot
-from rentwatch.widgets.app import RentwatchApp
 from textual.widgets import Static
 
 from .fake_market import FakeMarket
@@ -41,23 +42,41 @@ def _bar(app) -> str:
     return str(app.query_one("#bar", Static).render())
 
 
-def test_a_wrong_key_says_so_plainly_and_stays_said(make_sim, tmp_path):
-    sim = make_sim(seed=7, offers=10, time_scale=60)
+def _watch(sim, tmp_path, api_key):
     ledger = Ledger(tmp_path / "l.duckdb")
     engine = make_engine(
         sim.url,
-        "not-the-key",
-        watch_campaign(),
+        api_key,
+        renting_nothing("watch"),
         get_policy("default"),
         ledger,
         tmp_path / "key",
         adopt_all=True,
         observe_only=True,
     )
-    app = RentwatchApp(engine, ledger, refresh_s=0.1)
+    return engine, ledger
+
+
+def test_a_wrong_key_says_so_plainly(make_sim, tmp_path):
+    sim = make_sim(seed=7, offers=10, time_scale=60)
+    engine, ledger = _watch(sim, tmp_path, "not-the-key")
+    with pytest.raises(EngineFailed, match="rejected the API key"):
+        attach_in_process(engine, tmp_path / "l.duckdb", "watch")
+    assert engine.failure and "rejected the API key" in engine.failure
+    ledger.close()
+
+
+def test_a_key_rejected_mid_session_stays_said(make_sim, tmp_path):
+    sim = make_sim(seed=7, offers=10, time_scale=60)
+    engine, ledger = _watch(sim, tmp_path, sim.api_key)
+    app, finish = attach_in_process(engine, tmp_path / "l.duckdb", "watch")
+
+    def revoke() -> None:
+        sim.market.api_key = "another-key"
 
     async def run() -> None:
         async with app.run_test(size=(160, 40)) as pilot:
+            sim.call(revoke)
             deadline = time.monotonic() + 30
             while "ENGINE FAILED" not in _bar(app) and time.monotonic() < deadline:
                 await pilot.pause(0.1)
@@ -65,9 +84,13 @@ def test_a_wrong_key_says_so_plainly_and_stays_said(make_sim, tmp_path):
             await pilot.pause(6.0)  # longer than a toast lives
             assert "ENGINE FAILED" in _bar(app)
 
-    asyncio.run(run())
-    assert engine.failure and "rejected the API key" in engine.failure
-    ledger.close()
+    try:
+        asyncio.run(run())
+        assert engine.failure and "rejected the API key" in engine.failure
+    finally:
+        app.engine.shutdown("leave")
+        finish(app.return_value)
+        ledger.close()
 
 
 def test_watch_without_a_key_names_what_watch_accepts(tmp_path, monkeypatch, capsys):

@@ -8,12 +8,13 @@ import asyncio
 import time
 
 import pytest
+from rentwatch.core.campaign import renting_nothing
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.market.vast.client import VastClient
-from rentwatch.run.dashboard import make_engine, watch_campaign
-from rentwatch.widgets.app import RentwatchApp
+from rentwatch.run.dashboard import make_engine
+from rentwatch.run.service.controller import attach_in_process
 from textual.widgets import Static
 
 from .campaigns import campaign_text
@@ -47,8 +48,9 @@ async def _until(pilot, cond, timeout=60.0):
 def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_campaign):
     sim = make_sim(seed=11, offers=30, time_scale=240)
     theirs = asyncio.run(_by_hand(sim.url, sim.api_key))
-    ledger = Ledger(tmp_path / "l.duckdb")
-    camp = load_campaign(campaign_text("own", 1)) if with_campaign else watch_campaign()
+    path = tmp_path / "l.duckdb"
+    ledger = Ledger(path)
+    camp = load_campaign(campaign_text("own", 1)) if with_campaign else renting_nothing("watch")
     engine = make_engine(
         sim.url,
         sim.api_key,
@@ -59,7 +61,7 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
         adopt_all=True,
         observe_only=not with_campaign,
     )
-    app = RentwatchApp(engine, ledger, refresh_s=0.1)
+    app, finish = attach_in_process(engine, path, camp.name)
 
     async def run() -> None:
         async with app.run_test(size=(160, 45)) as pilot:
@@ -99,11 +101,14 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
             await pilot.press("q")
             await _until(pilot, lambda: len(app.screen_stack) > 1)
             await pilot.press("enter")  # the default: stop all
-            await _until(
-                pilot, lambda: not app.is_running or not engine._thread.is_alive(), timeout=60
-            )
+            await _until(pilot, lambda: not app.is_running, timeout=60)
 
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+        engine.join()  # the controller was asked to stop all: its engine releases, then ends
+    finally:
+        app.engine.shutdown("leave")
+        finish(app.return_value)
     truth = {r["id"]: r for r in sim.call(sim.market.truth)["instances"]}
     for iid in theirs:
         assert truth[iid]["destroyed_at"] is None and truth[iid]["stopped_at"] is None, truth[iid]

@@ -67,7 +67,7 @@ class RentwatchApp(App[str]):
 
     def __init__(
         self,
-        engine: EnginePort,  # in-process, or a controller's over its socket
+        engine: EnginePort,
         ledger: Ledger | LedgerPort,
         refresh_s: float = 0.5,
     ) -> None:

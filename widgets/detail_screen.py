@@ -3,9 +3,9 @@ preflight document, utilization, clocks, throttle reasons, memory, temperature a
 time, jobs, the market's own logs for it, the money so far split GPU/storage, and its ledger
 events.
 
-The screen asks the engine (`engine.detail(id)`: in-process, or `GET /v1/instances/{id}` through
-a controller) in a thread worker; it never calls the market or the ledger itself. Every string
-that came from a host or the market is drawn as `Text`, never parsed as markup."""
+The screen asks the engine (`engine.detail(id)`: `GET /v1/instances/{id}` through its
+controller) in a thread worker; it never calls the market or the ledger itself. Every string that
+came from a host or the market is drawn as `Text`, never parsed as markup."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The campaign's jobs (`j`), as `sky queue` lists them: each job's state, host, progress bar,
 ETA, dollars so far and attempts; Enter follows the selected job's output live (`sky logs -f`).
 
-Both screens ask the engine (`engine.jobs()`, `engine.job_log(name)`: in-process, or through a
-controller) in thread workers and own their keys. A job's output is the host's text: each line
-cleaned and drawn as `Text`, never parsed as markup."""
+Both screens ask the engine (`engine.jobs()`, `engine.job_log(name)`, through its controller) in
+thread workers and own their keys. A job's output is the host's text: each line cleaned and drawn
+as `Text`, never parsed as markup."""
 
 from __future__ import annotations
 

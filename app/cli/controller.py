@@ -64,10 +64,11 @@ def serve_engine(
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
+    from ..core.campaign import renting_nothing
     from ..core.policy import get_policy
     from ..engine.session import default_key_path
     from ..market.factory import find_api_key
-    from ..run.dashboard import demo_campaign, demo_market, hosted, watch_campaign
+    from ..run.dashboard import demo_campaign, demo_market, hosted
     from .team import team_config
 
     ledger_path = Path(args.ledger).resolve()
@@ -85,7 +86,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
         campaign = (
             _read_campaign(args.campaign, args.upload_root, args.ssh_key)
             if args.campaign
-            else watch_campaign()
+            else renting_nothing("watch")
         )
         market_url, api_key = args.market_url, find_api_key(None)
     policy = get_policy(args.policy).with_overrides(campaign.policy)

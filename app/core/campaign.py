@@ -86,6 +86,22 @@ class Campaign:
     upload: tuple[str, ...] = ()
 
 
+def renting_nothing(name: str) -> Campaign:
+    """A campaign with no fleet and no creates that no budget rule ends: `watch` without a
+    campaign file, and the bare session of `rentwatch end`."""
+    return Campaign(
+        name=name,
+        image="",
+        image_cuda=0.0,
+        disk_gb=10,
+        offer_query={},
+        max_dph=0.0,
+        fleet=0,
+        max_creates=0,
+        budget_usd=1e9,
+    )
+
+
 MAX_UPLOADS = 64
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import asyncssh
 
-from ..core.campaign import Campaign
+from ..core.campaign import renting_nothing
 from ..core.policy import DEFAULT
 from ..ledger import EventKind, Ledger
 from ..ledger.holdings import read_holdings
@@ -29,20 +29,9 @@ def bare_supervisor(
 ) -> Supervisor:
     """A supervisor for campaign `name` that never rents: no fleet, no creates, no reuse of
     stopped rentals, and an SSH key of its own that never leaves the process."""
-    campaign = Campaign(
-        name=name,
-        image="",
-        image_cuda=0.0,
-        disk_gb=0.0,
-        offer_query={},
-        max_dph=0.0,
-        fleet=0,
-        max_creates=0,
-        budget_usd=0.0,
-    )
     policy = dataclasses.replace(DEFAULT, reuse_stopped=False)
     ssh = SSHRunner(asyncssh.generate_private_key("ssh-ed25519"))
-    return Supervisor(market, ledger, campaign, policy, ssh, log=log)
+    return Supervisor(market, ledger, renting_nothing(name), policy, ssh, log=log)
 
 
 async def adopt(

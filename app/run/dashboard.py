@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.campaign import Campaign
+from ..core.campaign import Campaign, renting_nothing
 from ..core.policy import Policy, get_policy
 from ..engine.session import Session
 from ..ledger import Ledger
@@ -56,21 +56,6 @@ def demo_market(seed: int, time_scale: float) -> SimServer:
     return SimServer(scenario, api_key=secrets.token_hex(12)).start_in_thread()
 
 
-def watch_campaign() -> Campaign:
-    """No campaign file: watch what the account runs, observe only, create nothing."""
-    return Campaign(
-        name="watch",
-        image="",
-        image_cuda=0.0,
-        disk_gb=10,
-        offer_query={},
-        max_dph=0.0,
-        fleet=0,
-        max_creates=0,
-        budget_usd=1e9,
-    )
-
-
 def make_engine(
     market_url: str,
     api_key: str,
@@ -95,7 +80,7 @@ def make_engine(
             observe_only=observe_only,
         )
 
-    return EngineThread(open_session, on_snapshot=lambda _: None, on_error=lambda _: None)
+    return EngineThread(open_session, on_error=lambda _: None)
 
 
 @dataclass
@@ -173,7 +158,7 @@ def run_dashboard(
     is; the team sync says nothing on a terminal the dashboard draws on."""
     from .service.controller import attach_in_process
 
-    camp = campaign or watch_campaign()
+    camp = campaign or renting_nothing("watch")
     result = None
     with hosted(
         market_url,

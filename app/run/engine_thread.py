@@ -1,20 +1,17 @@
-"""The engine's own thread for the dashboard, so no marketplace, SSH or DuckDB call runs on the UI's
-event loop. The UI receives immutable snapshots and sends typed intents."""
+"""The engine's own thread for a controller or a `--foreground` dashboard, so no marketplace, SSH or
+DuckDB call runs on the UI's event loop; the dashboard reaches it through the controller service."""
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from ..engine.intents import Intent
 from ..engine.rounds import rounds
 from ..engine.session import Session
 from ..market.errors import AuthError
-from ..views.snapshot import FleetReadout, snapshot
 
 # how each way of ending releases what is held: (actor, reason) of its stops
 RELEASES = {
@@ -30,7 +27,6 @@ class EngineThread:
     def __init__(
         self,
         open_session: Callable[[], Session],
-        on_snapshot: Callable[[FleetReadout], None],
         on_error: Callable[[str], None],
         max_wall_poll: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
@@ -40,7 +36,6 @@ class EngineThread:
         clock, `rentwatch.referee.stepped.stepped_loop`)."""
         self._open = open_session
         self._loop_factory = loop_factory
-        self.on_snapshot = on_snapshot
         self.on_error = on_error
         self.max_wall_poll = max_wall_poll
         self._monotonic = monotonic  # wall pacing of polls only; events carry market time
@@ -109,7 +104,6 @@ class EngineThread:
         def polled() -> None:
             if sup.failure is None:
                 self.failure = None  # the key works again
-            self.on_snapshot(snapshot(sup, sup.now()))
 
         try:
             await rounds(
@@ -121,36 +115,6 @@ class EngineThread:
             else:
                 await session.release(*RELEASES.get(self.exit_mode, RELEASES["stop"]))
             await session.end(f"dashboard closed ({self.exit_mode})")
-
-    def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
-        """Apply an operator intent on the engine's loop, through its one door
-        (`Supervisor.apply`); the future carries its `Reply`, or the error."""
-        return self._on_loop(lambda sup: sup.apply(intent))
-
-    def detail(self, instance_id: int, logs: bool = True) -> concurrent.futures.Future[Any]:
-        from ..views.detail import build
-
-        return self._on_loop(lambda sup: build(sup, instance_id, logs))
-
-    def _on_loop(self, make: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
-        if self.loop is None or self.session is None:
-            fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            fut.set_exception(RuntimeError("the engine is not running"))
-            return fut
-        return asyncio.run_coroutine_threadsafe(make(self.session.sup), self.loop)
-
-    def jobs(self) -> concurrent.futures.Future[Any]:
-        from ..views.jobs import live
-
-        async def read(sup: Any) -> Any:
-            return live(sup)
-
-        return self._on_loop(read)
-
-    def job_log(self, name: str) -> concurrent.futures.Future[Any]:
-        from ..views.jobs import read_output
-
-        return self._on_loop(lambda sup: read_output(sup, name))
 
     def shutdown(self, mode: str = "stop", say: Callable[[str], None] | None = None) -> None:
         """End the engine with `mode` and wait until its release (or detach) is done."""

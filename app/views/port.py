@@ -1,5 +1,5 @@
-"""What the dashboard needs of an engine and a ledger, whichever runs them (the engine thread or a
-controller over its socket). The widgets depend on these, never on either implementation."""
+"""What the dashboard needs of an engine and a ledger: a controller's, over its socket (or a test's
+fake). The widgets depend on these, never on an implementation."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Talking to a running controller over httpx: a plain client for the CLI, and a `RemoteEngine` and
-`RemoteLedger` with the surface of the in-process ones, so `widgets/app.py` runs against either."""
+"""Talking to a running controller over httpx: a plain client for the CLI, and the `RemoteEngine`
+and `RemoteLedger` every dashboard runs against (`views/port.py`)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ class ControllerClient:
 
     def intent(self, intent: Intent, refusal_raises: bool = True) -> Reply:
         """What came of `intent`. A refusal raises (ServiceError), as any error answer; without
-        `refusal_raises` it is the reply, as the in-process engine answers it."""
+        `refusal_raises` it is the reply, as `Supervisor.apply` answers it."""
         resp = self._send("POST", "/v1/intents", json=api.intent_to_json(intent))
         if not refusal_raises and resp.status_code in (404, 409):
             try:
@@ -191,7 +191,7 @@ def _in_thread(call: Callable[[], Any]) -> concurrent.futures.Future[Any]:
 
 class RemoteEngine:
     """The dashboard's engine, remote: snapshots arrive over the event stream, intents leave
-    as requests. Same attributes and methods as `EngineThread` that the dashboard uses."""
+    as requests: the `EnginePort` (views/port.py) every dashboard uses."""
 
     def __init__(
         self,
@@ -244,7 +244,7 @@ class RemoteEngine:
         return _in_thread(lambda: self._client.job_log(name))
 
     def submit(self, intent: Intent) -> concurrent.futures.Future[Any]:
-        """An operator intent to the controller; a refusal is its reply, as in process."""
+        """An operator intent to the controller; a refusal is its reply, as `Supervisor.apply`'s."""
         return _in_thread(lambda: self._client.intent(intent, refusal_raises=False))
 
     def _main(self) -> None:
