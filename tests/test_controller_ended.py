@@ -102,18 +102,20 @@ def test_a_dashboard_whose_controller_ended_says_why_and_offers_only_quit(tmp_pa
     hint = end_command("qlora-sweep", tmp_path / "l.duckdb", SIM)
     done = dataclasses.replace(FLEET, finished="all jobs done")
 
-    async def events(self):
+    engine = RemoteEngine(Target(socket=str(tmp_path / "gone.sock")), pid=4242)
+
+    async def events():
         # the controller's last snapshot, then its goodbye, then its socket is gone
-        if not self.ended:
+        if not engine.ended:
             yield "snapshot", api.snap_to_json(done)
             yield "bye", {"reason": "campaign ended: all jobs done", "ended": True, "end": hint}
             return
         raise httpx.ConnectError("no socket")
 
-    monkeypatch.setattr(RemoteEngine, "_events", events)
+    # on this engine alone: another still reconnecting in this process must not take it
+    monkeypatch.setattr(engine, "_events", events)
     monkeypatch.setattr("rentwatch.run.service.remote.RECONNECT_S", 0.05)
     monkeypatch.setattr(registry, "pid_alive", lambda pid: False)
-    engine = RemoteEngine(Target(socket=str(tmp_path / "gone.sock")), pid=4242)
 
     async def run() -> tuple[str, str, set[str], str | None]:
         app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)

@@ -37,14 +37,15 @@ def home(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _dashboard_until(monkeypatch, done, seen: list[str]) -> None:
-    """The dashboard's `run` headless: it runs until `done()` says so, then quits with `stop`."""
+def _dashboard_until(monkeypatch, done, seen: list[RentwatchApp]) -> None:
+    """The dashboard's `run` headless: it runs until `done()` says so, then ends with `stop`
+    without its quit dialog (as a crash would); `seen` gets the app."""
 
     def run(app: RentwatchApp, *args: object, **kwargs: object) -> str:
         async def drive() -> None:
             async with app.run_test(size=(120, 36)) as pilot:
                 await _until(pilot, lambda: app.latest is not None and done(), timeout=120)
-                seen.append("ran")
+                seen.append(app)
 
         asyncio.run(drive())
         return "stop"
@@ -68,7 +69,7 @@ def test_watch_foreground_notifies_and_serves_metrics(make_sim, home, receiver, 
             scraped.append(text)
         return bool(scraped)
 
-    seen: list[str] = []
+    seen: list[RentwatchApp] = []
     _dashboard_until(monkeypatch, answered, seen)
     code = main(
         [
@@ -86,7 +87,9 @@ def test_watch_foreground_notifies_and_serves_metrics(make_sim, home, receiver, 
             f"127.0.0.1:{port}",
         ]
     )
-    assert code == 0 and seen == ["ran"]
+    assert code == 0 and len(seen) == 1
+    # its engine's stream ended with it: left reconnecting, it took another test's patches
+    assert not seen[0].engine.alive()
     families = {f.name for f in text_string_to_metric_families(scraped[-1])}
     assert "rentwatch_poll_duration_seconds" in families
     assert _scrape(port) is None  # the server ended with the dashboard
@@ -100,17 +103,17 @@ def test_demo_foreground_notifies_the_users_config(home, receiver, monkeypatch):
     config = home / "config" / "rentwatch" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text(f'notify = ["{receiver.url}"]\n')
-    seen: list[str] = []
+    seen: list[RentwatchApp] = []
     _dashboard_until(monkeypatch, lambda: True, seen)
     code = main(["demo", "--foreground", "--ledger", str(home / "demo.duckdb")])
-    assert code == 0 and seen == ["ran"]
+    assert code == 0 and len(seen) == 1 and not seen[0].engine.alive()
     assert [n for n in receiver.got if "spent" in n["title"]], receiver.got
 
 
 def test_watch_foreground_refuses_metrics_it_cannot_serve(make_sim, home, monkeypatch, capsys):
     sim = make_sim(seed=7, offers=10, time_scale=240)
     monkeypatch.setenv("VAST_API_KEY", sim.api_key)
-    seen: list[str] = []
+    seen: list[RentwatchApp] = []
     _dashboard_until(monkeypatch, lambda: True, seen)
     base = ["watch", "--foreground", "--market-url", sim.url, "--ledger", str(home / "l.duckdb")]
     # not a HOST:PORT: said before anything starts

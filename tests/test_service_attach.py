@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -188,11 +189,15 @@ def test_a_dead_controller_is_said_to_be_dead(make_sim, tmp_path, runtime):
     assert _ls() == []  # the dead one's entry is swept
 
 
-def _said_until(tmp_path, monkeypatch, done, what: str) -> list[str]:
+def _said_until(tmp_path, monkeypatch, done, what: str, events=None) -> list[str]:
     """What a dashboard's engine said of a controller (pid 4242, its socket gone) until
-    `done(said)`, retrying at once."""
+    `done(said)`, retrying at once; `events`, if given, is its stream. Patched on this engine
+    alone: another RemoteEngine still reconnecting in this process (a test's leftover) would
+    take a patched class's answers first."""
     monkeypatch.setattr("rentwatch.run.service.remote.RECONNECT_S", 0.05)
     engine = RemoteEngine(Target(socket=str(tmp_path / "nobody.sock")), pid=4242)
+    if events is not None:
+        monkeypatch.setattr(engine, "_events", events)
     said: list[str] = []
     engine.on_error = said.append
     engine.start()
@@ -207,7 +212,10 @@ def test_a_death_seen_late_is_still_said(tmp_path, monkeypatch):
     # a killed controller closes its socket a moment before its pid stops answering signal 0:
     # the first break reads as "out of reach", and the death must be said once it shows
     answers = iter([True, True])  # alive at the first break and at the first retry
-    monkeypatch.setattr(registry, "pid_alive", lambda pid: next(answers, False))
+    alive = registry.pid_alive
+    monkeypatch.setattr(
+        registry, "pid_alive", lambda pid: next(answers, False) if pid == 4242 else alive(pid)
+    )
     said = _said_until(
         tmp_path, monkeypatch, lambda said: any("has died" in s for s in said), "the death said"
     )
@@ -222,17 +230,37 @@ def test_a_controller_that_said_bye_and_exited_did_not_die(tmp_path, monkeypatch
 
     calls = {"n": 0}
 
-    async def events(self):
+    async def events():
         calls["n"] += 1
         if calls["n"] == 1:
             yield "bye", {"reason": "campaign finished"}
             return
         raise httpx.ConnectError("no socket")
 
-    monkeypatch.setattr(RemoteEngine, "_events", events)
     monkeypatch.setattr(registry, "pid_alive", lambda pid: False)
-    said = _said_until(tmp_path, monkeypatch, lambda _: calls["n"] >= 3, "two reconnects tried")
+    said = _said_until(
+        tmp_path, monkeypatch, lambda _: calls["n"] >= 3, "two reconnects tried", events
+    )
     assert said == ["the controller is shutting down: campaign finished"], said
+
+
+def test_a_dashboard_leaving_before_its_stream_began_leaves_nothing_reconnecting(tmp_path):
+    # quitting as the engine starts (a dashboard that failed at mount): its thread had not yet
+    # made its loop, the halt was never sent, and the thread reconnected for the rest of the
+    # process, taking what a later test patched on RemoteEngine
+    begin = threading.Event()
+
+    class HeldBack(RemoteEngine):
+        def _main(self) -> None:
+            begin.wait()
+            super()._main()
+
+    engine = HeldBack(Target(socket=str(tmp_path / "nobody.sock")))
+    engine.start()
+    engine.shutdown("leave", timeout=0.1)  # returns with the thread still held back
+    begin.set()
+    engine._thread.join(30)  # a ceiling: unfixed, it never ends
+    assert not engine.alive()
 
 
 def test_the_loss_stays_on_the_bar_over_a_snapshot_not_yet_drawn():

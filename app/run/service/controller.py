@@ -321,6 +321,8 @@ def attach_in_process(
     app = RentwatchApp(remote, RemoteLedger(target, str(ledger_path)))
 
     def finish(mode: str | None) -> None:
+        if remote.alive():  # the app ended without its quit dialog: its stream ends with it
+            remote.shutdown("leave")
         service.stop(mode if mode in ("stop", "detach") else "trap")
 
     return app, finish

@@ -216,6 +216,8 @@ class RemoteEngine:
         self.connected = False
         self._thread = threading.Thread(target=self._main, name="rentwatch-remote", daemon=True)
         self._stop: asyncio.Event | None = None
+        # set by `shutdown`, which may come before the thread has made its loop and `_stop`
+        self._leaving = threading.Event()
         self._http: httpx.AsyncClient | None = None  # the event stream's
         self._client = ControllerClient(target)
         self._stream: asyncio.Task[None] | None = None
@@ -256,6 +258,8 @@ class RemoteEngine:
 
     async def _run(self) -> None:
         self._stop = asyncio.Event()
+        if self._leaving.is_set():
+            self._stop.set()
         self._http = httpx.AsyncClient(timeout=30.0, **self.target.httpx_args(asynchronous=True))
         self.ready.set()
         self._lost_said = False
@@ -365,7 +369,10 @@ class RemoteEngine:
                     client.shutdown("stop")
                 except api.ServiceError as exc:
                     self.stop_error = str(exc)
-        if self.loop is not None and self._stop is not None and not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self._halt)
+        self._leaving.set()
+        if self.loop is not None and self._stop is not None:
+            # a loop that closes meanwhile has ended already: it saw `_leaving`, or failed
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self._halt)
         self._thread.join(timeout)
         self._client.close()
