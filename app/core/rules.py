@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .bidding.proven_room import with_proven_room
 from .bidding.rules import as_rented, bid_down, coming_back, priced, tier_rules
 from .blame.patterns import compile_patterns, fatal_match
 from .blame.rules import under_blame
@@ -218,6 +219,7 @@ def _work_hosts(fleet: FleetSnapshot) -> int:
 
 
 def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
+    fleet = with_proven_room(fleet, policy)
     fleet = replace(fleet, offers=as_rented(fleet.offers, fleet.bidding))  # as each create pays
     out: list[Decision] = _decide(fleet, policy, now)
     out = [_with_quarantine(d, fleet, policy, now) for d in priced(out, fleet.bidding)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from ..bidding.proven_room import with_proven_room
 from ..bidding.rules import as_rented, offer_bid
 from ..decisions import Create, Decision, FleetSnapshot
 from ..models import Offer
@@ -56,6 +57,7 @@ class Pick:
 def picks(fleet: FleetSnapshot, policy: Policy, decided: Sequence[Decision]) -> list[Pick]:
     """Every fit offer in the order the rules would rent them, with tier and bid; `first` marks the
     offers of the creates in `decided`."""
+    fleet = with_proven_room(fleet, policy)  # as `decide()` bids
     bidding = fleet.bidding
     rented = replace(fleet, offers=as_rented(fleet.offers, bidding))
     fit = fit_of(rented.offers, rented.terms, policy, rented.exclusions) or []
