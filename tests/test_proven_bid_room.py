@@ -1,5 +1,5 @@
 """Bid room for a proven machine in proportion to what its replacement costs (policy
-`proven_bid_share`, core/bidding/proven_room.py): how far the bid may rise, which machines earn
+`proven_bid_share`, core/offers/proven_room.py): how far the bid may rise, which machines earn
 it, and that `decide()` and the offers preview bid alike."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from rentwatch.core.bidding.proven_room import room_to, with_proven_room
 from rentwatch.core.bidding.rules import BidTerms, offer_bid
 from rentwatch.core.decisions import Create, FleetSnapshot
 from rentwatch.core.delivery import WorkOutlook
@@ -15,6 +14,7 @@ from rentwatch.core.errors import ConfigErrors
 from rentwatch.core.models import Offer
 from rentwatch.core.offers.choice import OfferTerms
 from rentwatch.core.offers.picks import picks
+from rentwatch.core.offers.proven_room import room_to, with_proven_room
 from rentwatch.core.policy import DEFAULT
 from rentwatch.core.preflight.gpu_specs import expected_tflops
 from rentwatch.core.rules import decide

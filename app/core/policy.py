@@ -58,7 +58,7 @@ class Policy:
     # campaign's query names neither: off | proven | explore (core/offers/search_scope.py)
     wide_search: str = "off"
     # the share of the gap between a proven machine's expected cost per delivered unit and its
-    # replacement's that its bid may rise into (core/bidding/proven_room.py; 0: off, at most 1)
+    # replacement's that its bid may rise into (core/offers/proven_room.py; 0: off, at most 1)
     proven_bid_share: float = 0.0
     # how many runs' worth the market's pooled record counts for beside a GPU model's own
     # record, and a flat prior beside the pool, when ranking by delivered work

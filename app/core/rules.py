@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .bidding.proven_room import with_proven_room
 from .bidding.rules import as_rented, bid_down, coming_back, priced, tier_rules
 from .blame.patterns import compile_patterns, fatal_match
 from .blame.rules import under_blame
@@ -33,6 +32,7 @@ from .offers.choice import (
     within_budget,
 )
 from .offers.picks import rank_creates
+from .offers.proven_room import with_proven_room
 from .offers.reuse import restarts
 from .policy import Policy
 from .worth.swap import leaving, move_off, replaced, swap_out

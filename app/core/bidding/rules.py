@@ -37,7 +37,7 @@ class BidTerms:
     checkpoint_s: float = 600.0
     exposure: tuple[tuple[int, str, float, int], ...] = ()
     move_share: float = MOVE_SHARE  # the share of outbids that end in a move (`move_share`)
-    # machine id -> the bid a proven machine may rise to (`proven_room.with_proven_room`)
+    # machine id -> the bid a proven machine may rise to (`offers.proven_room`)
     room: tuple[tuple[int, float], ...] = ()
 
     def rate(self, machine_id: int | None, gpu: str) -> float:

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..bidding.proven_room import with_proven_room
 from ..bidding.rules import as_rented, offer_bid
 from ..decisions import Create, Decision, FleetSnapshot
 from ..models import Offer
 from ..policy import Policy
 from .choice import choose_offers, fit_of, work_scores
+from .proven_room import with_proven_room
 
 
 def rank_creates(

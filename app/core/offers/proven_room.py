@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..bidding.rules import as_rented, offer_bid
+from ..bidding.tier import top_bid
 from ..decisions import FleetSnapshot
-from ..offers.choice import fit_of, work_scores
-from ..offers.search_scope import delivered
 from ..policy import Policy
-from .rules import as_rented, offer_bid
-from .tier import top_bid
+from .choice import fit_of, work_scores
+from .search_scope import delivered
 
 
 def room_to(own: float, replacement: float, rate: float, bid: float, share: float) -> float:
