@@ -1,11 +1,12 @@
 """Bid room for a proven machine in proportion to what replacing it would cost: the policy's
 `proven_bid_share`. Pure.
 
-A bid's usual room is the same for every machine (`tier.bid_for`). A machine whose record
+A bid's usual room reads the outbid rate alone (`tier.bid_for`). A machine whose record
 delivered and whose work costs a third of the next offer's loses more to an outbid than a
 stranger does: the work moves to the dearer offer. On held-out 81207:0 the proven RTX 5090 the
 floor bought from was outbid twice at 17% over its `min_bid`, and the work ran on strangers at
-three times its price (docs/benchmarks.md)."""
+three times its price. Off in every preset: where no outbid came, the room was paid for
+nothing (docs/benchmarks.md, "A proven machine's bid")."""
 
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ def with_proven_room(fleet: FleetSnapshot, policy: Policy) -> FleetSnapshot:
     bidding, work = fleet.bidding, fleet.work
     share = policy.proven_bid_share
     terms = fleet.terms
-    if share <= 0 or bidding is None or bidding.tier != "interruptible" or work is None:
+    if share <= 0 or bidding is None or bidding.tier != "interruptible":
         return fleet
-    if terms is None:
+    if work is None or terms is None:
         return fleet
     rented = as_rented(fleet.offers, bidding)
     fit = fit_of(rented, terms, policy, fleet.exclusions) or []
