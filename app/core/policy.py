@@ -57,9 +57,6 @@ class Policy:
     # how far the offer search reaches past Vast's default (verified, not external), where the
     # campaign's query names neither: off | proven | explore (core/offers/search_scope.py)
     wide_search: str = "off"
-    # the share of the gap between a proven machine's expected cost per delivered unit and its
-    # replacement's that its bid may rise into (core/offers/proven_room.py; 0: off, at most 1)
-    proven_bid_share: float = 0.0
     # how many runs' worth the market's pooled record counts for beside a GPU model's own
     # record, and a flat prior beside the pool, when ranking by delivered work
     odds_prior_runs: float = 2.0
@@ -112,7 +109,6 @@ class Policy:
 
 
 RANKS = ("price", "expected_cost")
-SHARES = ("proven_bid_share",)  # settings that are shares of something: at most 1
 # settings no policy turned on, taken out after the benchmarks (docs/benchmarks.md) rejected them
 REMOVED = {
     "max_extra_hosts": "the fleet is the most hosts ever held",
@@ -146,8 +142,6 @@ def _check_setting(key: str, kind: str, value: Any) -> None:
             raise ConfigError(f"{where}: expected a {kind.split()[0]}, got {value!r}")
         if not math.isfinite(value) or value < 0:
             raise ConfigError(f"{where}: must be a finite number, not negative, got {value!r}")
-        if key in SHARES and value > 1:
-            raise ConfigError(f"{where}: a share, at most 1, got {value!r}")
     elif key == "rank":
         if value not in RANKS:
             raise ConfigError(f"{where}: one of {', '.join(RANKS)}, got {value!r}")

@@ -32,7 +32,6 @@ from .offers.choice import (
     within_budget,
 )
 from .offers.picks import rank_creates
-from .offers.proven_room import with_proven_room
 from .offers.reuse import restarts
 from .policy import Policy
 from .worth.swap import leaving, move_off, replaced, swap_out
@@ -219,7 +218,6 @@ def _work_hosts(fleet: FleetSnapshot) -> int:
 
 
 def decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
-    fleet = with_proven_room(fleet, policy)
     fleet = replace(fleet, offers=as_rented(fleet.offers, fleet.bidding))  # as each create pays
     out: list[Decision] = _decide(fleet, policy, now)
     out = [_with_quarantine(d, fleet, policy, now) for d in priced(out, fleet.bidding)]

@@ -37,8 +37,6 @@ class BidTerms:
     checkpoint_s: float = 600.0
     exposure: tuple[tuple[int, str, float, int], ...] = ()
     move_share: float = MOVE_SHARE  # the share of outbids that end in a move (`move_share`)
-    # machine id -> the bid a proven machine may rise to (`offers.proven_room`)
-    room: tuple[tuple[int, float], ...] = ()
 
     def rate(self, machine_id: int | None, gpu: str) -> float:
         mine, model = exposure(self.exposure, -1 if machine_id is None else machine_id, gpu)
@@ -53,11 +51,6 @@ def offer_bid(offer: Offer, terms: BidTerms) -> tuple[float | None, str]:
         return None, "no bid under the caps: on-demand"
     ckpt = checkpoint_every_s(terms.checkpoint_s, rate)
     share = terms.move_share
-    usual, room = bid, dict(terms.room).get(-1 if offer.machine_id is None else offer.machine_id)
-    # raised only while the tier still pays under `auto`: else the usual bid
-    pays = terms.rental != "auto" or worth_bidding(room or bid, offer.gpu_dph, rate, ckpt, share)
-    if room is not None and room > bid and pays:
-        bid = room
     if terms.rental == "auto" and not worth_bidding(bid, offer.gpu_dph, rate, ckpt, share):
         cost = tier_cost(1.0, bid, offer.gpu_dph, rate, ckpt, share)
         return None, (
@@ -66,10 +59,9 @@ def offer_bid(offer: Offer, terms: BidTerms) -> tuple[float | None, str]:
             f"${cost:.4f} an hour of work, work lost and moves in, over on-demand "
             f"${offer.gpu_dph:.4f}/h: on-demand"
         )
-    raised = f", raised from ${usual:.4f}/h: proven, dearer to replace" if bid > usual else ""
     return bid, (
         f"bid ${bid:.4f}/h (bid_floor ${offer.bid_floor or 0:.4f}/h, on-demand "
-        f"${offer.gpu_dph:.4f}/h, {rate:.2f} outbids/h expected{raised})"
+        f"${offer.gpu_dph:.4f}/h, {rate:.2f} outbids/h expected)"
     )
 
 

@@ -89,12 +89,6 @@ def checkpoint_every_s(base_s: float, rate_per_h: float) -> float:
     return max(60.0, min(base_s, 3600.0 / rate_per_h / 4.0))
 
 
-def top_bid(on_demand: float, cap: float | None) -> float:
-    """The most any bid on a machine may be: under its on-demand share and the campaign's cap."""
-    top = on_demand * OD_SHARE
-    return top if cap is None else min(top, cap)
-
-
 def bid_for(
     bid_floor: float | None, on_demand: float, rate_per_h: float, cap: float | None
 ) -> float | None:
@@ -103,7 +97,9 @@ def bid_for(
     if bid_floor is None or bid_floor <= 0:
         return None
     room = min(BID_ROOM_MAX, BID_ROOM + BID_ROOM_PER_RATE * rate_per_h)
-    top = top_bid(on_demand, cap)
+    top = on_demand * OD_SHARE
+    if cap is not None:
+        top = min(top, cap)
     if bid_floor > top:
         return None
     bid = round(min(bid_floor * (1 + room), top), 4)
@@ -212,7 +208,7 @@ def on_outbid(
     caps (twice at most); else wait for the resume (`WAIT_S`, `OUTPUT_WAIT_S` for output only);
     then move its job from its last checkpoint. A verified rental stays stopped, never destroyed.
     A rental with no job waits only while nothing else needs deciding."""
-    top = top_bid(on_demand, cap)
+    top = on_demand * OD_SHARE if cap is None else min(cap, on_demand * OD_SHARE)
     if bid_floor is not None and rebids < 2 and bid_floor > bid:
         price = round(min(bid_floor * (1 + REBID_STEP), top), 4)
         if price >= bid_floor and price > bid:

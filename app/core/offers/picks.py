@@ -12,7 +12,6 @@ from ..decisions import Create, Decision, FleetSnapshot
 from ..models import Offer
 from ..policy import Policy
 from .choice import choose_offers, fit_of, work_scores
-from .proven_room import with_proven_room
 
 
 def rank_creates(
@@ -57,7 +56,6 @@ class Pick:
 def picks(fleet: FleetSnapshot, policy: Policy, decided: Sequence[Decision]) -> list[Pick]:
     """Every fit offer in the order the rules would rent them, with tier and bid; `first` marks the
     offers of the creates in `decided`."""
-    fleet = with_proven_room(fleet, policy)  # as `decide()` bids
     bidding = fleet.bidding
     rented = replace(fleet, offers=as_rented(fleet.offers, bidding))
     fit = fit_of(rented.offers, rented.terms, policy, rented.exclusions) or []

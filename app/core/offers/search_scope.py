@@ -73,11 +73,10 @@ def in_scope(
         o
         for o in offers
         if in_default_search(o)
-        or delivered(history.get(o.machine_id))
+        or _delivered(history.get(o.machine_id))
         or (explore and explorable(o))
     ]
 
 
-def delivered(record: tuple[float, float, float] | None) -> bool:
-    """A machine's faded record (delivered, duds, mean dud USD) delivered more than it failed."""
+def _delivered(record: tuple[float, float, float] | None) -> bool:
     return record is not None and record[0] > 0 and record[0] > record[1]
