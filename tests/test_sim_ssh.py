@@ -101,3 +101,55 @@ def test_wrong_key_is_refused_and_ssh_dead_stalls(make_sim):
                 )
 
     asyncio.run(run())
+
+
+_STOP_SELF = """
+import os, time, urllib.request as u
+rq = u.Request(
+    os.environ["VAST_URL"] + "/api/v0/instances/" + os.environ["CONTAINER_ID"] + "/",
+    data=b'{"state": "stopped"}',
+    method="PUT",
+    headers={"Authorization": "Bearer " + os.environ["CONTAINER_API_KEY"]},
+)
+answer = u.urlopen(rq).read().decode()
+open("asked", "w").close()
+while not os.path.exists("go"):  # the test's word: the host has seen the stop
+    time.sleep(0.01)
+print(answer)
+"""
+
+
+def test_a_command_that_stops_its_own_instance_still_answers(make_sim):
+    """The host hears of the stop (a sync) after the call answered and before the command
+    printed: the command's answer still comes back, then the stop closes the connection."""
+    sim = make_sim(
+        seed=4,
+        offers=4,
+        time_scale=3000,
+        host_class=[{"behaviour": "healthy", "share": 1}],
+        ssh={"container_env": 1.0},
+    )
+    key = asyncssh.generate_private_key("ssh-ed25519")
+
+    async def run() -> None:
+        async with VastClient(sim.url, "test-key", min_intervals={}) as c:
+            await c.add_ssh_key(key.export_public_key().decode())
+            offer = (await c.search_offers({}))[0]
+            res = await c.create_instance(offer.id, image="img", disk_gb=10)
+            inst = await _running(c, res.instance_id)
+            box = sim.ssh.sandbox(sim.market.instances[res.instance_id])
+            async with asyncssh.connect(
+                inst.ssh_host, inst.ssh_port, username="root", client_keys=[key], known_hosts=None
+            ) as conn:
+                ran = asyncio.ensure_future(conn.run("python3 -", input=_STOP_SELF))
+                while not (box / "asked").exists() and not ran.done():
+                    await asyncio.sleep(0.01)
+                await asyncio.to_thread(sim.call, sim.ssh.sync)  # the host sees the stop now
+                (box / "go").touch()
+                r = await ran
+                assert '"success": true' in r.stdout and r.exit_status == 0, r
+                await asyncio.wait_for(conn.wait_closed(), 30)  # and then the box goes down
+            row = await c.show_instance(res.instance_id)
+            assert row.target_state == "stopped"
+
+    asyncio.run(run())

@@ -28,6 +28,7 @@ def call_now(clock: SimClock) -> float:
 
 
 MAX_BODY = 4 * 1024 * 1024  # the largest request body the market reads
+SCOPED = web.RequestKey("scoped", int)  # the instance whose own (container) key made the call
 
 
 def answer(data: Any, status: int = 200) -> web.Response:

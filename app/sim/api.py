@@ -13,7 +13,7 @@ from aiohttp import web
 
 from . import api_account as acct
 from . import api_instances as acts
-from .answers import MARKET_NOW, MAX_BODY, Refused, answer, error, text
+from .answers import MARKET_NOW, MAX_BODY, SCOPED, Refused, answer, error, text
 from .market import SimMarket
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -133,6 +133,8 @@ class MarketAPI:
             getattr(route, "own_instance", False) and int(request.match_info["iid"]) == scoped
         ):
             return error(403, "forbidden", "this key is scoped to one instance")
+        if scoped is not None:
+            request[SCOPED] = scoped
         try:
             resp = await handler(request)
         except (web.HTTPNotFound, web.HTTPMethodNotAllowed):

@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from .answers import (
+    SCOPED,
     Refused,
     answer,
     body_json,
@@ -373,7 +374,7 @@ async def manage(market: SimMarket, request: web.Request) -> web.Response:
     if state == "stopped":
         inst.frozen_at = None
         inst.paused_at = None  # a stop the renter asked for does not resume by itself
-        market.stop(inst, at=now)
+        market.stop(inst, at=now, inside=request.get(SCOPED) == inst.id)
     elif state == "frozen":  # paused, memory kept: only a running container can be
         if not inst.running(now):
             return error(400, "invalid_args", "only a running instance can be frozen")

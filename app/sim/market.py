@@ -184,10 +184,12 @@ class SimMarket:
             return None
         return inst
 
-    def stop(self, inst: SimInstance, at: float | None = None) -> None:
+    def stop(self, inst: SimInstance, at: float | None = None, inside: bool = False) -> None:
+        """`inside`: asked from the instance itself, with its container's key."""
         seg = inst.segments[-1]
         if seg.end is None:
             seg.end = self.clock.now() if at is None else at
+            seg.stopped_inside = inside
 
     def start(self, inst: SimInstance, at: float | None = None, resumed: bool = False) -> None:
         seg = inst.segments[-1]

@@ -64,6 +64,7 @@ class Segment:
     halted_at: float | None = None  # exited / offline on its own
     offline_at: float | None = None  # the host went dark (bills nothing from then)
     throttle_at: float | None = None
+    stopped_inside: bool = False  # its stop was asked with the container's own key
 
     def state_at(self, t: float) -> Step:
         times = [s.at for s in self.steps]

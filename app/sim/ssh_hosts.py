@@ -37,6 +37,9 @@ SIM_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 # the key exchange of an sshd older than OpenSSH 9.9 (Ubuntu 22.04's and 24.04's: docs/fidelity.md):
 # asyncssh's first choice, ML-KEM768 with X25519, costs a handshake half again its CPU
 SIM_KEX = ("curve25519-sha256", "curve25519-sha256@libssh.org")
+# how long a stop asked from inside an instance waits for its sessions' commands to answer:
+# docker stop's wait before it kills what is left
+STOP_GRACE_S = 10.0
 
 
 async def read_all(proc: asyncssh.SSHServerProcess[bytes]) -> bytes:
@@ -126,6 +129,8 @@ class SSHHosts:
         self._running: set[asyncio.subprocess.Process] = set()  # commands not yet done with
         self._procs: dict[int, set[asyncio.subprocess.Process]] = {}  # instance id -> its own
         self._stops_seen: dict[int, int] = {}  # instance id -> the stops whose kill ran
+        self._answering: dict[int, int] = {}  # instance id -> its sessions running a command
+        self._grace_until: dict[int, float] = {}  # instance id -> its stop's grace's end
         # set to a list to record what renters send (tests)
         self.received: list[bytes] | None = None
         # instances whose sessions connect, authenticate and then hang: no command ever
@@ -176,6 +181,8 @@ class SSHHosts:
         for inst in list(self.market.instances.values()):
             stops = sum(1 for seg in inst.segments if seg.end is not None and now >= seg.end)
             if stops > self._stops_seen.get(inst.id, 0):
+                if self._answers_first(inst, stops):
+                    continue
                 # a stop (ours, an outbid, a contract's end) stops the container: every process
                 # in it dies, a detached job's too ("stopped (killing running processes)",
                 # rental-types.mdx), and its data stays
@@ -191,6 +198,17 @@ class SSHHosts:
                 await self._close(inst.id)
                 if inst.destroyed_at is not None:  # a destroyed host's processes end with it
                     kill_groups(self.sandbox(inst))
+
+    def _answers_first(self, inst: SimInstance, stops: int) -> bool:
+        """Whether the instance's sessions finish their commands before its new stop reaches the
+        box: one asked from inside (its container's key) does so on Vast only after the call has
+        answered, so the command that asked still prints that answer; `STOP_GRACE_S` at most."""
+        if inst.segments[stops - 1].stopped_inside and self._answering.get(inst.id):
+            until = self._grace_until.setdefault(inst.id, time.monotonic() + STOP_GRACE_S)
+            if time.monotonic() < until:
+                return True
+        self._grace_until.pop(inst.id, None)
+        return False
 
     def disconnect(self, iid: int) -> None:
         """Every SSH connection open to the instance ends (its sshd went down with the box)."""
@@ -369,6 +387,7 @@ class SSHHosts:
             with contextlib.suppress(asyncssh.Error, ConnectionError, BrokenPipeError):
                 await proc.channel.wait_closed()  # never a word, never an exit status
             return
+        self._answering[inst.id] = self._answering.get(inst.id, 0) + 1
         try:
             faults = self.market.scenario.faults
             n = self.sessions_of[inst.id] = self.sessions_of.get(inst.id, 0) + 1
@@ -402,6 +421,8 @@ class SSHHosts:
             await self._subprocess(inst, proc, command, stdin, drop)
         except (asyncssh.Error, ConnectionError, BrokenPipeError):
             pass
+        finally:
+            self._answering[inst.id] -= 1
 
     async def _subprocess(
         self,
