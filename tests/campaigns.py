@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
+import subprocess
 import sys
+import threading
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +20,8 @@ from rentwatch.market.factory import load_campaign
 from rentwatch.referee.stepped import run_stepped, stepped_loop
 from rentwatch.run.engine_thread import EngineThread
 from rentwatch.run.headless import run_headless
+
+from .conftest import market_stands
 
 CAMPAIGN = """
 name = "{name}"
@@ -205,3 +210,62 @@ def headless_cmd(sim, tmp_path: Path, campaign: Path, ledger: Path, *more: str) 
         str(tmp_path / "key"),
         *more,
     ]
+
+
+class HeadlessRun:
+    """A `headless_cmd` process, its output read on a thread as it comes, line by line."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd
+        )
+        self.adopted = threading.Event()  # its first adoption printed, or its output ended
+        self._lines: queue.Queue[str | None] = queue.Queue()  # None: the output ended
+        self._said: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._said.append(line)
+            self._lines.put(line)
+            if "adopt  i:" in line:
+                self.adopted.set()
+        self.adopted.set()
+        self._lines.put(None)
+
+    def readline(self, timeout: float) -> str:
+        """Its next line; "" once its output ended or `timeout` wall seconds passed."""
+        try:
+            return self._lines.get(timeout=max(0.0, timeout)) or ""
+        except queue.Empty:
+            return ""
+
+    def finish(self, timeout: float) -> str:
+        """All it said, once it ended (killed if it runs past `timeout` wall seconds)."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(30)
+        return "".join(self._said)
+
+
+def restarted(
+    sim, cmd: list[str], env: dict[str, str], cwd: Path, between=lambda: None
+) -> HeadlessRun:
+    """The controller started again after its kill, the market standing still from this call
+    until the new run has adopted what the killed one left live (its first "adopt" line);
+    `between` runs while nothing watches (a key change, say). A loaded box took 140 of a 120x
+    market's minutes to start it, past the 15 of the hosts' watchdog window: a host stopped
+    itself, as it should with no controller, and a job that had exited there, its output not
+    yet off, ran again elsewhere (finished twice)."""
+    with market_stands(sim):
+        between()
+        run = HeadlessRun(cmd, env, cwd)
+        # with nothing live no adoption comes: nothing to wait for
+        if sim.call(lambda: any(i.destroyed_at is None for i in sim.market.instances.values())):
+            run.adopted.wait(300)  # a ceiling on a hang only
+    return run

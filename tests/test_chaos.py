@@ -7,7 +7,6 @@ offer prices, trickled answers, escapes in status lines and GPU names, garbled b
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import signal
@@ -17,7 +16,14 @@ import time
 import pytest
 from rentwatch.ledger import Ledger
 
-from .campaigns import campaign_text, headless_cmd, headless_env, truth_at
+from .campaigns import (
+    HeadlessRun,
+    campaign_text,
+    headless_cmd,
+    headless_env,
+    restarted,
+    truth_at,
+)
 from .hostile_market import HostileMarket, Hostility
 
 LONG = os.environ.get("RENTWATCH_CHAOS_LONG") == "1"
@@ -169,37 +175,22 @@ def test_chaos_invariants(make_sim, tmp_path):
         cmd = [proxy.url if a == sim.url else a for a in cmd]
     outputs, began = [], time.time()
     spawned: list[float] = []  # market time as each run was started
-    for sig in KILLS:
+    # each run after the first is a restart: the market stands from its predecessor's end until
+    # it has adopted (`restarted`), so the gap the kills mean is short whatever the box's load
+    for n, sig in enumerate(KILLS):
         spawned.append(sim.market.clock.now())
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
-        )
-        seen, deadline = "", time.time() + (300 if LONG else 90)
-        while time.time() < deadline and seen.count("\n") < KILL_AFTER_LINES:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen += line
-        proc.send_signal(sig)
-        # the rest through the same reader: communicate() reads the pipe's fd and would drop
-        # what readline() has buffered already (an "end" line, a traceback)
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            rest = pool.submit(proc.stdout.read)
-            try:
-                out = rest.result(timeout=60)
-            except concurrent.futures.TimeoutError:
-                proc.kill()
-                out = rest.result()
-        proc.wait(timeout=10)
-        outputs.append(seen + out)
+        run = restarted(sim, cmd, env, tmp_path) if n else HeadlessRun(cmd, env, tmp_path)
+        seen, deadline = 0, time.time() + (300 if LONG else 90)
+        while seen < KILL_AFTER_LINES and run.readline(deadline - time.time()):
+            seen += 1
+        run.proc.send_signal(sig)
+        outputs.append(run.finish(60))
     spawned.append(sim.market.clock.now())
-    final = subprocess.run(
-        cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=3000 if LONG else 400
-    )
-    outputs.append(final.stdout + final.stderr)
+    final = restarted(sim, cmd, env, tmp_path)
+    outputs.append(final.finish(3000 if LONG else 400))
     if proxy is not None:
         proxy.stop()
-    assert final.returncode == 0, final.stdout[-3000:]
+    assert final.proc.returncode == 0, outputs[-1][-3000:]
     assert not [o for o in outputs if "Traceback" in o], "an unhandled exception:\n" + "\n".join(
         o[o.index("Traceback") - 500 : o.index("Traceback") + 3000]
         for o in outputs

@@ -16,7 +16,7 @@ from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.ledger_screen import LedgerScreen
 
 from .campaigns import campaign_text
-from .conftest import played_once
+from .conftest import market_stands, played_once
 
 
 @pytest.fixture
@@ -83,57 +83,61 @@ def test_destroy_cancel_confirm_stop_and_quit(make_sim, dashboard):
                     app.latest and len([s for s in app.latest.instances if s.ended_at is None]) >= 2
                 ),
             )
-            view = app.query_one(FleetView)
-            target = view.selected_id
-            # destroy, then Cancel: nothing destroyed
-            await pilot.press("d")
-            await _until(pilot, lambda: len(app.screen_stack) > 1)
-            await pilot.press("enter")  # focus starts on Cancel
-            await _until(pilot, lambda: len(app.screen_stack) == 1)
-            await pilot.pause(0.5)
-            assert target in _live_ids(sim)
-            # destroy, type the id, Enter: destroyed, recorded as the human's
-            await pilot.press("d")
-            await _until(pilot, lambda: len(app.screen_stack) > 1)
-            await pilot.click("#typed")
-            await pilot.press(*str(target), "enter")
-            await _until(pilot, lambda: target not in _live_ids(sim))
-            await _until(
-                pilot,
-                lambda: ledger.events(
-                    where="kind = 'destroy' AND actor = 'human' AND phase = 'outcome'"
-                ),
-            )
-
-            # stop another one (once the panes show the destroyed one as gone)
-            def live_other() -> int | None:
-                return next(
-                    (
-                        i
-                        for i, s in enumerate(view.snaps)
-                        if s.ended_at is None and s.instance_id != target
+            # the market stands through the person's destroy and stop: at 120x a loaded box's
+            # second is minutes of it, and the engine's own rules could end an instance before
+            # the person's keys reach it
+            with market_stands(sim):
+                view = app.query_one(FleetView)
+                target = view.selected_id
+                # destroy, then Cancel: nothing destroyed
+                await pilot.press("d")
+                await _until(pilot, lambda: len(app.screen_stack) > 1)
+                await pilot.press("enter")  # focus starts on Cancel
+                await _until(pilot, lambda: len(app.screen_stack) == 1)
+                await pilot.pause(0.5)
+                assert target in _live_ids(sim)
+                # destroy, type the id, Enter: destroyed, recorded as the human's
+                await pilot.press("d")
+                await _until(pilot, lambda: len(app.screen_stack) > 1)
+                await pilot.click("#typed")
+                await pilot.press(*str(target), "enter")
+                await _until(pilot, lambda: target not in _live_ids(sim))
+                await _until(
+                    pilot,
+                    lambda: ledger.events(
+                        where="kind = 'destroy' AND actor = 'human' AND phase = 'outcome'"
                     ),
-                    None,
                 )
 
-            await _until(pilot, lambda: live_other() is not None)
-            view.cursor = live_other()
-            other = view.selected_id
-            assert other != target
-            await pilot.press("s")
+                # stop another one (once the panes show the destroyed one as gone)
+                def live_other() -> int | None:
+                    return next(
+                        (
+                            i
+                            for i, s in enumerate(view.snaps)
+                            if s.ended_at is None and s.instance_id != target
+                        ),
+                        None,
+                    )
 
-            def asked_or_sent() -> bool:
-                return getattr(app.screen, "purpose", None) == "stop" or bool(
-                    ledger.events(where="kind = 'stop' AND actor = 'human'")
+                await _until(pilot, lambda: live_other() is not None)
+                view.cursor = live_other()
+                other = view.selected_id
+                assert other != target
+                await pilot.press("s")
+
+                def asked_or_sent() -> bool:
+                    return getattr(app.screen, "purpose", None) == "stop" or bool(
+                        ledger.events(where="kind = 'stop' AND actor = 'human'")
+                    )
+
+                await _until(pilot, asked_or_sent)  # not a fixed wait: a loaded box is late
+                if getattr(app.screen, "purpose", None) == "stop":  # it asks first: answer Stop
+                    await pilot.click("#stop")
+                await _until(pilot, lambda: other not in _live_ids(sim))
+                assert ledger.events(
+                    where="kind = 'stop' AND actor = 'human' AND phase = 'outcome' AND ok"
                 )
-
-            await _until(pilot, asked_or_sent)  # not a fixed wait: a loaded box is late
-            if getattr(app.screen, "purpose", None) == "stop":  # it asks first: answer Stop
-                await pilot.click("#stop")
-            await _until(pilot, lambda: other not in _live_ids(sim))
-            assert ledger.events(
-                where="kind = 'stop' AND actor = 'human' AND phase = 'outcome' AND ok"
-            )
             # quit -> stop all (the default button)
             await pilot.press("q")
             await _until(pilot, lambda: len(app.screen_stack) > 1)

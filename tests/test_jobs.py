@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import hashlib
 import subprocess
-import threading
 import time
 
 import pytest
@@ -21,7 +20,14 @@ from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.market.vast.client import VastClient
 
-from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
+from .campaigns import (
+    HeadlessRun,
+    campaign_text,
+    headless_cmd,
+    headless_env,
+    restarted,
+    run_campaign,
+)
 
 
 def jobs_text(n: int, sleep_s: float) -> str:
@@ -77,50 +83,19 @@ def _healthy_market(make_sim):
 
 def kill_9_mid_jobs_then_restart(sim, tmp_path, camp, ledger, between=lambda: None):
     """A headless run killed (SIGKILL) once two jobs have started, then the same command
-    again to its end; `between` runs while nothing watches (a key change, say).
-
-    The market stands still from the kill until the second run has adopted what the first
-    held. A loaded box took 140 of this market's minutes to start it, past the 15 of the
-    hosts' watchdog window: a host stopped itself, as it should with no controller, and a job
-    that had exited there, its output not yet off, ran again elsewhere (finished twice)."""
+    again to its end (`restarted`: the market stands until it has adopted); `between` runs
+    while nothing watches (a key change, say)."""
     env = headless_env(sim)
     cmd = headless_cmd(sim, tmp_path, camp, ledger)
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
-    )
-    deadline = time.time() + 90
-    seen = ""
-    while time.time() < deadline and seen.count(" started on ") < 2:
-        seen += proc.stdout.readline()
-    proc.kill()
-    proc.wait()
-    sim.call(sim.market.clock.stepped)
-    try:
-        between()
-        again = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
-        )
-        said: list[str] = []
-        adopted = threading.Event()
-
-        def read() -> None:
-            for line in again.stdout:
-                said.append(line)
-                if "adopt  i:" in line:
-                    adopted.set()
-            adopted.set()  # it ended: nothing more to wait for
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        adopted.wait(300)  # a ceiling on a hang only
-    finally:
-        sim.call(sim.market.clock.flowing)
-    try:
-        again.wait(240)
-    finally:
-        again.kill()
-    reader.join(30)
-    return subprocess.CompletedProcess(cmd, again.returncode, "".join(said))
+    first = HeadlessRun(cmd, env, tmp_path)
+    deadline, started = time.time() + 90, 0
+    while started < 2 and (line := first.readline(deadline - time.time())):
+        started += " started on " in line
+    first.proc.kill()
+    first.finish(30)
+    again = restarted(sim, cmd, env, tmp_path, between)
+    said = again.finish(240)
+    return subprocess.CompletedProcess(cmd, again.proc.returncode, said)
 
 
 def test_kill_9_mid_jobs_reattaches(make_sim, tmp_path):
