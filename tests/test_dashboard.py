@@ -6,47 +6,11 @@ import asyncio
 import time
 
 import pytest
-from rentwatch.core.policy import get_policy
-from rentwatch.ledger import Ledger
-from rentwatch.market.factory import load_campaign
-from rentwatch.run.dashboard import make_engine
-from rentwatch.run.service.controller import attach_in_process
 from rentwatch.sim.rental import Step
 from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.ledger_screen import LedgerScreen
 
-from .campaigns import campaign_text
 from .conftest import market_stands, played_once
-
-
-@pytest.fixture
-def dashboard(make_sim, tmp_path):
-    """Opens the dashboard as `demo` and `watch --foreground` run it, attached to its engine through
-    the controller service: `(app, ledger, engine)`. At the test's end the dashboard's client
-    leaves and the engine ends, releasing what it holds, before the simulator stops."""
-    opened = []
-
-    def open_(sim, fleet=2, policy="default", max_wall_poll=1.0):
-        path = tmp_path / "l.duckdb"
-        ledger = Ledger(path)
-        engine = make_engine(
-            sim.url,
-            sim.api_key,
-            load_campaign(campaign_text("tui", fleet)),
-            get_policy(policy),
-            ledger,
-            tmp_path / "key",
-        )
-        engine.max_wall_poll = max_wall_poll
-        app, finish = attach_in_process(engine, path, "tui")
-        opened.append((app, finish, ledger))
-        return app, ledger, engine
-
-    yield open_
-    for app, finish, ledger in opened:
-        app.engine.shutdown("leave")
-        finish(app.return_value)
-        ledger.close()
 
 
 async def _until(pilot, cond, timeout=30.0):

@@ -13,7 +13,7 @@ from rentwatch.market.errors import AuthError, MarketUnavailable
 from rentwatch.market.vast.client import VastClient
 
 from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
-from .test_dashboard import _app, _until
+from .test_dashboard import _until
 
 
 def test_api_key_never_leaves_the_controller(make_sim, tmp_path, capsys):
@@ -36,11 +36,11 @@ def test_api_key_never_leaves_the_controller(make_sim, tmp_path, capsys):
     assert key.encode() not in ledger.read_bytes()
 
 
-def test_api_key_not_in_screenshots(make_sim, tmp_path):
+def test_api_key_not_in_screenshots(make_sim, dashboard):
     """Every screen the operator can save as a screenshot, from a live campaign."""
     key = "acct-key-7f00ba11c0de"
     sim = make_sim(api_key=key, seed=7, offers=40, time_scale=240)
-    app, ledger = _app(sim, tmp_path)
+    app, _, _ = dashboard(sim)
 
     async def run() -> list[str]:
         shots = []
@@ -52,11 +52,9 @@ def test_api_key_not_in_screenshots(make_sim, tmp_path):
                     await pilot.press(k)
                     await pilot.pause(0.5)
                 shots.append(app.export_screenshot())
-            app.engine.shutdown("stop")
         return shots
 
     shots = asyncio.run(run())
-    ledger.close()
     assert len(shots) == 4 and all("<svg" in s for s in shots)
     assert not [s for s in shots if key in s]
 
