@@ -1,19 +1,25 @@
 """Opening a ledger makes its views only when the file's are not this rentwatch's: a fresh file,
 one an older rentwatch (or a hand) changed. Making them binds each view, a tenth of a second at
-every open otherwise."""
+every open otherwise. A process makes them in its first new file only; each later new file is a
+copy of that one as it was made (blank.py)."""
 
 from __future__ import annotations
 
+import os
+import stat
+
 import duckdb
 import pytest
-from rentwatch.ledger import Ledger, store
+from rentwatch.ledger import Ledger, blank, store
 
 from .test_poll_ledger_work import CountingCon
 
 
 @pytest.fixture
 def opened(monkeypatch):
-    """The statements each ledger opened here ran on its connection."""
+    """The statements each ledger opened here ran on its connection; the first new file opened
+    here makes its schema, as the first of a process does."""
+    monkeypatch.setattr(blank, "_blank", None)
     cons: list[CountingCon] = []
     connect = store.connect_sandboxed
 
@@ -60,3 +66,38 @@ def test_views_a_hand_changed_are_made_again(tmp_path, opened, read_only):
         [r] = led.receipt("c")
     assert _views_made(opened[-1])
     assert r["creates"] == 1 and r["total_usd"] == pytest.approx(0.2)
+
+
+def _views(path) -> list[tuple[str, str]]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_a_later_new_file_is_a_copy_of_the_first_as_made_and_private(tmp_path, opened):
+    first, later = tmp_path / "first.duckdb", tmp_path / "later.duckdb"
+    _a_ledger(first)  # its events came after it was kept: none of them is copied
+    _a_ledger(later)
+    assert _views_made(opened[0]) and not _views_made(opened[1])
+    assert _views(later) == _views(first) and len(_views(later)) >= 19
+    assert stat.S_IMODE(os.stat(later).st_mode) == 0o600
+    with Ledger(later, read_only=True) as led:
+        assert [e.seq for e in led.events()] == [1, 2, 3]
+        [r] = led.receipt("c")
+    assert r["creates"] == 1 and r["total_usd"] == pytest.approx(0.2)
+
+
+def test_the_blank_is_never_laid_over_a_name_that_exists(tmp_path, opened):
+    _a_ledger(tmp_path / "first.duckdb")
+    (tmp_path / "elsewhere").write_text("not a ledger")
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(tmp_path / "elsewhere")
+    assert not blank.lay_down(link)
+    assert (tmp_path / "elsewhere").read_text() == "not a ledger"
+    stray = tmp_path / "stray.duckdb"
+    stray.with_name("stray.duckdb.wal").write_bytes(b"")
+    assert not blank.lay_down(stray) and not stray.exists()

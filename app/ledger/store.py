@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ..core.errors import RentwatchError
+from . import blank
 from .event import EVENT_COLUMNS, Event
 from .fallback import add_back, write_fallback
 from .kinds import EVENT_KINDS
@@ -88,6 +89,7 @@ class Ledger(NamedReads):
         self.read_only = read_only
         self.__lock = threading.RLock()
         self.__private = False  # holds the private umask (released at close)
+        made_here = False  # a new file this open makes its schema in (not a copy of the blank)
         try:
             if str(path) == ":memory:":
                 self.__con = connect_sandboxed(":memory:", read_only=False)
@@ -97,6 +99,7 @@ class Ledger(NamedReads):
                 # checkpoint) say what an account ran and spent (private.py)
                 hold_private_umask()
                 self.__private = True
+                made_here = blank.is_absent(self.path) and not blank.lay_down(self.path)
                 make_private(self.path)
                 self.__con = connect_sandboxed(self.path, read_only=False)
             else:
@@ -117,6 +120,10 @@ class Ledger(NamedReads):
             raise LedgerError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         if not read_only:
             self._migrate()
+            if made_here:  # before its first event: the blank later new ledgers copy
+                with contextlib.suppress(*DISK_FAILURES):  # without one, each is made as this was
+                    self.__con.execute("CHECKPOINT")
+                    blank.keep(self.path)
         else:
             self._own_views()
         # operator queries get cursors of their own, never this connection (readonly.py)
