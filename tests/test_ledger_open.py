@@ -96,8 +96,8 @@ def test_the_blank_is_never_laid_over_a_name_that_exists(tmp_path, opened):
     (tmp_path / "elsewhere").write_text("not a ledger")
     link = tmp_path / "link.duckdb"
     link.symlink_to(tmp_path / "elsewhere")
-    assert not blank.lay_down(link)
+    assert not blank.lay_blank(link)
     assert (tmp_path / "elsewhere").read_text() == "not a ledger"
     stray = tmp_path / "stray.duckdb"
     stray.with_name("stray.duckdb.wal").write_bytes(b"")
-    assert not blank.lay_down(stray) and not stray.exists()
+    assert not blank.lay_blank(stray) and not stray.exists()

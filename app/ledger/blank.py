@@ -14,7 +14,7 @@ _blank: bytes | None = None  # a checkpointed ledger: its tables, meta and views
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def keep(path: Path) -> None:
+def keep_blank(path: Path) -> None:
     """Keep `path`, a ledger this process has just made and checkpointed, as the blank (the first
     one only: every one is made by the same schema)."""
     global _blank
@@ -28,7 +28,7 @@ def is_absent(path: Path) -> bool:
     return not any(os.path.lexists(p) for p in (path, path.with_name(path.name + ".wal")))
 
 
-def lay_down(path: Path) -> bool:
+def lay_blank(path: Path) -> bool:
     """Write the blank at `path` where nothing is there, neither the file nor its WAL; whether it
     did. The file is created exclusively and never through a link, so a name that appears
     meanwhile is not written over; where the copy cannot be written (a full disk, a folder that

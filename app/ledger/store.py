@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ..core.errors import RentwatchError
-from . import blank
+from .blank import is_absent, keep_blank, lay_blank
 from .event import EVENT_COLUMNS, Event
 from .fallback import add_back, write_fallback
 from .kinds import EVENT_KINDS
@@ -99,7 +99,7 @@ class Ledger(NamedReads):
                 # checkpoint) say what an account ran and spent (private.py)
                 hold_private_umask()
                 self.__private = True
-                made_here = blank.is_absent(self.path) and not blank.lay_down(self.path)
+                made_here = is_absent(self.path) and not lay_blank(self.path)
                 make_private(self.path)
                 self.__con = connect_sandboxed(self.path, read_only=False)
             else:
@@ -123,7 +123,7 @@ class Ledger(NamedReads):
             if made_here:  # before its first event: the blank later new ledgers copy
                 with contextlib.suppress(*DISK_FAILURES):  # without one, each is made as this was
                     self.__con.execute("CHECKPOINT")
-                    blank.keep(self.path)
+                    keep_blank(self.path)
         else:
             self._own_views()
         # operator queries get cursors of their own, never this connection (readonly.py)
