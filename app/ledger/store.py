@@ -120,7 +120,9 @@ class Ledger(NamedReads):
             raise LedgerError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         if not read_only:
             self._migrate()
-            if made_here:  # before its first event: the blank later new ledgers copy
+            # before its first event (and none written meanwhile by another process): the blank
+            # that later new ledgers copy
+            if made_here and self._max_seq() == 0:
                 with contextlib.suppress(*DISK_FAILURES):  # without one, each is made as this was
                     self.__con.execute("CHECKPOINT")
                     keep_blank(self.path)
