@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 
 import duckdb
 import pytest
@@ -20,6 +22,7 @@ def opened(monkeypatch):
     """The statements each ledger opened here ran on its connection; the first new file opened
     here makes its schema, as the first of a process does."""
     monkeypatch.setattr(blank, "_blank", None)
+    monkeypatch.setattr(blank, "_asked", 0)
     cons: list[CountingCon] = []
     connect = store.connect_sandboxed
 
@@ -78,26 +81,57 @@ def _views(path) -> list[tuple[str, str]]:
         con.close()
 
 
-def test_a_later_new_file_is_a_copy_of_the_first_as_made_and_private(tmp_path, opened):
-    first, later = tmp_path / "first.duckdb", tmp_path / "later.duckdb"
-    _a_ledger(first)  # its events came after it was kept: none of them is copied
-    _a_ledger(later)
-    assert _views_made(opened[0]) and not _views_made(opened[1])
-    assert _views(later) == _views(first) and len(_views(later)) >= 19
-    assert stat.S_IMODE(os.stat(later).st_mode) == 0o600
-    with Ledger(later, read_only=True) as led:
-        assert [e.seq for e in led.events()] == [1, 2, 3]
-        [r] = led.receipt("c")
-    assert r["creates"] == 1 and r["total_usd"] == pytest.approx(0.2)
+def test_new_files_after_the_first_are_copies_of_the_blank_and_private(tmp_path, opened):
+    first, second, third = (tmp_path / f"{n}.duckdb" for n in ("first", "second", "third"))
+    _a_ledger(first)
+    _a_ledger(second)  # the blank is made (in a folder of its own), then copied here
+    _a_ledger(third)
+    made = [_views_made(con) for con in opened]
+    assert made == [True, True, False, False]
+    assert _views(second) == _views(third) == _views(first) and len(_views(first)) >= 19
+    for path in (second, third):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        with Ledger(path, read_only=True) as led:
+            assert [e.seq for e in led.events()] == [1, 2, 3]
+            [r] = led.receipt("c")
+        assert r["creates"] == 1 and r["total_usd"] == pytest.approx(0.2)
+
+
+def test_a_copied_ledger_refuses_a_second_writer(tmp_path, opened):
+    """The blank is never read from a file this process holds: closing any descriptor of it would
+    drop DuckDB's lock, and a second process could open the ledger for writing."""
+    Ledger(tmp_path / "first.duckdb").close()
+    path = tmp_path / "copy.duckdb"
+    with Ledger(path) as led:
+        led.record("note", at=1, actor="engine", reason="held")
+        assert not _views_made(opened[-1])
+        second = subprocess.run(
+            [sys.executable, "-c", _SECOND_WRITER, str(path)], capture_output=True, text=True
+        )
+    assert second.stdout.strip() == "refused", second.stdout + second.stderr
+
+
+_SECOND_WRITER = """
+import sys
+from rentwatch.ledger import Ledger, LedgerError
+from rentwatch.ledger.store import HELD_ELSEWHERE
+try:
+    Ledger(sys.argv[1]).close()
+except LedgerError as exc:
+    print("refused" if HELD_ELSEWHERE in str(exc) else exc)
+else:
+    print("opened")
+"""
 
 
 def test_the_blank_is_never_laid_over_a_name_that_exists(tmp_path, opened):
     _a_ledger(tmp_path / "first.duckdb")
+    _a_ledger(tmp_path / "second.duckdb")  # the blank is made
     (tmp_path / "elsewhere").write_text("not a ledger")
     link = tmp_path / "link.duckdb"
     link.symlink_to(tmp_path / "elsewhere")
-    assert not blank.lay_blank(link)
+    assert not blank.lay_blank(link, pytest.fail)
     assert (tmp_path / "elsewhere").read_text() == "not a ledger"
     stray = tmp_path / "stray.duckdb"
     stray.with_name("stray.duckdb.wal").write_bytes(b"")
-    assert not blank.lay_blank(stray) and not stray.exists()
+    assert not blank.lay_blank(stray, pytest.fail) and not stray.exists()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ..core.errors import RentwatchError
-from .blank import is_absent, keep_blank, lay_blank
+from .blank import lay_blank
 from .event import EVENT_COLUMNS, Event
 from .fallback import add_back, write_fallback
 from .kinds import EVENT_KINDS
@@ -89,7 +89,6 @@ class Ledger(NamedReads):
         self.read_only = read_only
         self.__lock = threading.RLock()
         self.__private = False  # holds the private umask (released at close)
-        made_here = False  # a new file this open makes its schema in (not a copy of the blank)
         try:
             if str(path) == ":memory:":
                 self.__con = connect_sandboxed(":memory:", read_only=False)
@@ -99,7 +98,7 @@ class Ledger(NamedReads):
                 # checkpoint) say what an account ran and spent (private.py)
                 hold_private_umask()
                 self.__private = True
-                made_here = is_absent(self.path) and not lay_blank(self.path)
+                lay_blank(self.path, _make_blank)  # a new file: a copy of the blank, if any
                 make_private(self.path)
                 self.__con = connect_sandboxed(self.path, read_only=False)
             else:
@@ -120,12 +119,6 @@ class Ledger(NamedReads):
             raise LedgerError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         if not read_only:
             self._migrate()
-            # before its first event (and none written meanwhile by another process): the blank
-            # that later new ledgers copy
-            if made_here and self._max_seq() == 0:
-                with contextlib.suppress(*DISK_FAILURES):  # without one, each is made as this was
-                    self.__con.execute("CHECKPOINT")
-                    keep_blank(self.path)
         else:
             self._own_views()
         # operator queries get cursors of their own, never this connection (readonly.py)
@@ -477,3 +470,9 @@ class Ledger(NamedReads):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _make_blank(path: Path) -> None:
+    """A new ledger at `path`, checkpointed and closed: the blank that new ledgers copy."""
+    with Ledger(path) as ledger:
+        ledger.checkpoint()
