@@ -1,7 +1,6 @@
-"""What the ledger costs each process that opens it, and each poll: CPU per open (a new file,
-which after a process's first is a copy of its blank, ledger/blank.py; a new in-memory one, whose
-views are made each time; one reopened by its writer, one opened read-only as `rentwatch
-receipt` or `jobs` does), per clock tick (`Ledger.tick`, once a poll), and per record read after
+"""What the ledger costs each process that opens it, and each poll: CPU per open (a new file; a
+new in-memory one, whose views are made each time too; one reopened by its writer, one opened
+read-only as `rentwatch receipt` or `jobs` does), per clock tick (`Ledger.tick`, once a poll), and per record read after
 an event (the swap watch's `rentals` and `machine_speeds`, each market minute once an event was
 written), over the `instances` and `hosts` views as they were read before and by the named reads
 now. CPU, not wall time: the box's load moves the wall.

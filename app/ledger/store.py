@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ..core.errors import RentwatchError
-from .blank import lay_blank
 from .event import EVENT_COLUMNS, Event
 from .fallback import add_back, write_fallback
 from .kinds import EVENT_KINDS
@@ -98,7 +97,6 @@ class Ledger(NamedReads):
                 # checkpoint) say what an account ran and spent (private.py)
                 hold_private_umask()
                 self.__private = True
-                lay_blank(self.path, _make_blank)  # a new file: a copy of the blank, if any
                 make_private(self.path)
                 self.__con = connect_sandboxed(self.path, read_only=False)
             else:
@@ -470,9 +468,3 @@ class Ledger(NamedReads):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _make_blank(path: Path) -> None:
-    """A new ledger at `path`, checkpointed and closed: the blank that new ledgers copy."""
-    with Ledger(path) as ledger:
-        ledger.checkpoint()
