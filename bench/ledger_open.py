@@ -1,9 +1,9 @@
-"""What the ledger costs each process that opens it, and each poll: CPU per open (a new file,
-one reopened by its writer, one opened read-only as `rentwatch receipt` or `jobs` does), per
-clock tick (`Ledger.tick`, once a poll), and per record read after an event (the swap watch's
-`rentals` and `machine_speeds`, each market minute once an event was written), over the
-`instances` and `hosts` views as they were read before and by the named reads now. CPU, not wall
-time: the box's load moves the wall.
+"""What the ledger costs each process that opens it, and each poll: CPU per open (a new file; a
+new in-memory one, whose views are made each time too; one reopened by its writer, one opened
+read-only as `rentwatch receipt` or `jobs` does), per clock tick (`Ledger.tick`, once a poll), and per record read after
+an event (the swap watch's `rentals` and `machine_speeds`, each market minute once an event was
+written), over the `instances` and `hosts` views as they were read before and by the named reads
+now. CPU, not wall time: the box's load moves the wall.
 Run: python -m bench.ledger_open [--repeat 20]
 """
 
@@ -142,6 +142,7 @@ def main() -> None:
                 led.record("note", at=float(i), actor="engine", reason="fill", campaign="c")
         cases: list[tuple[str, Callable[[int], object]]] = [
             ("open a new ledger", lambda i: Ledger(Path(d) / f"n{i}.duckdb").close()),
+            ("open a new :memory:", lambda i: Ledger(":memory:").close()),
             ("reopen by its writer", lambda i: Ledger(path).close()),
             ("open read-only", lambda i: Ledger(path, read_only=True).close()),
         ]

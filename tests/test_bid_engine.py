@@ -18,6 +18,7 @@ from rentwatch.core.rules import Create, Stop
 from rentwatch.engine.hosts.ssh import load_or_create_key
 
 from .fake_market import FakeMarket, offer
+from .ledgers import new_ledger
 from .test_supervisor_unit import kinds, only, run, to_running
 
 JOB = Job(name="j", run="true", checkpoint="ckpt", ref_gpu="RTX 3090", ref_hours=2.0)
@@ -247,9 +248,8 @@ def test_the_pane_shows_outbid_with_the_bid_min_bid_and_the_pause(key):
 
 
 def test_a_restart_holds_a_paused_bid_rental_and_the_end_stops_it(key):
-    from rentwatch.ledger import Ledger
 
-    market, ledger = bid_market(), Ledger(":memory:")
+    market, ledger = bid_market(), new_ledger()
     held: list[int] = []
 
     async def first(sup, market, ledger):  # the controller dies while it is paused
@@ -372,9 +372,8 @@ def test_a_bid_create_whose_answer_was_lost_is_found_with_its_bid_and_given_up(k
     itself when its bid won, billed 29 minutes unwatched, and was paused again at the end,
     free to resume. Found with the bid its create asked for, it is a paused bid rental that
     never proved itself: given up (destroyed) like a bid refused at create."""
-    from rentwatch.ledger import Ledger
 
-    market, led = bid_market(), Ledger(":memory:")
+    market, led = bid_market(), new_ledger()
     o = market.offers[0]
     iid = market.adopt("rw:u:lost", o, actual="stopped", intended="stopped", msg=None, bid=0.11)
     seq = led.record("create", at=0.0, actor="rule:replace", reason="rent one more",
@@ -399,9 +398,8 @@ def test_a_bid_rental_outbid_while_no_controller_ran_is_caught_when_it_resumes(k
     meanwhile. At the restart the row reads stopped, and nobody saw why: taken for a stop of
     ours, it would resume by itself unwatched. Taken for paused, its resume is caught in the
     poll that sees it."""
-    from rentwatch.ledger import Ledger
 
-    market, led = bid_market(), Ledger(":memory:")
+    market, led = bid_market(), new_ledger()
     held: list[int] = []
 
     async def first(sup, market, ledger):
@@ -551,9 +549,8 @@ def test_a_row_still_running_under_a_market_stop_is_no_resume(key):
 def test_a_restart_reads_a_rebids_price_as_the_ledger_does(key, price):
     # a ledger's rebid price the view and the replay read apart (a string, True), or that
     # crashed the restart (10**400): both take a finite, non-negative number or its text
-    from rentwatch.ledger import Ledger
 
-    market, led, held = bid_market(), Ledger(":memory:"), []
+    market, led, held = bid_market(), new_ledger(), []
 
     async def first(sup, market, ledger):
         iid = await proven(sup, market)
@@ -581,9 +578,8 @@ def test_a_restart_reads_a_rebids_price_as_the_ledger_does(key, price):
 def test_a_resume_while_no_controller_ran_bills_from_when_it_ran(key):
     # found by the attack: the restart dated the start it found to the restart itself, and
     # the half hour the rental had run since its resume billed nothing
-    from rentwatch.ledger import Ledger
 
-    market, led, held = bid_market(), Ledger(":memory:"), []
+    market, led, held = bid_market(), new_ledger(), []
 
     async def first(sup, market, ledger):
         iid = await proven(sup, market)

@@ -12,6 +12,7 @@ from rentwatch.core.policy import DEFAULT
 from rentwatch.core.rules import Create
 from rentwatch.ledger import Ledger
 
+from .ledgers import new_ledger
 from .test_bid_engine import JOB, bid_market, key  # noqa: F401  (key: the module's fixture)
 from .test_supervisor_unit import only, run
 
@@ -20,7 +21,7 @@ def seeded(outbids: int = 60, run_s: float = 240.0, paused_s: float = 1800.0) ->
     """An older campaign's bid rental of an RTX 3090 (machine 30, not on offer now): it ran
     `run_s`, was outbid, paused `paused_s` and resumed, `outbids` times, then was destroyed;
     and an on-demand rental of the same model that was never outbid."""
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
     ctx: dict[str, Any] = dict(campaign="older", machine_id=30, gpu_name="RTX 3090")
     t = 1000.0
     ledger.record(

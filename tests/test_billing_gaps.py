@@ -17,6 +17,7 @@ from rentwatch.engine.supervisor import Supervisor
 from rentwatch.ledger import Ledger
 
 from .fake_market import FakeMarket, campaign, offer
+from .ledgers import new_ledger
 from .test_supervisor_unit import key as key  # the module's SSH key fixture
 from .test_supervisor_unit import kinds, run, verified
 
@@ -50,7 +51,7 @@ def test_a_dark_host_stopped_while_dark_bills_nothing_after_it_went_dark(key):
 
 def _created(gpu_dph: float, storage_dph: float, **tier: float) -> Ledger:
     """A ledger holding instance 1, created at 0 under `running` billing (`tier`: its bid)."""
-    led = Ledger(":memory:")
+    led = new_ledger()
     ctx = dict(campaign="c", gpu_dph=gpu_dph, storage_dph=storage_dph, machine_id=1)
     s = led.intent("create", at=0, actor="rule:t", reason="r", detail=dict(tier), **ctx)
     led.outcome(s, at=0, ok=True, instance_id=1, detail={"gpu_billing": "running", **tier})
@@ -81,7 +82,7 @@ def test_status_marks_are_the_ledgers():
 
 def test_a_status_changed_while_nobody_watched_is_written_down_at_the_restart(key):
     market = FakeMarket([offer(1, 10, 0.36)])
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
 
     async def go() -> None:
         first = Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)

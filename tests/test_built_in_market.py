@@ -14,6 +14,7 @@ from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen, ended_choice, quit_choice
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, SIZE, StillEngine
 
 ELSEWHERE = "http://127.0.0.1:9"  # a `rentwatch sim` of its own, say: it outlives us
@@ -94,7 +95,7 @@ def test_the_dashboard_reads_the_snapshots_word_for_it():
         snap = dataclasses.replace(
             FLEET, market_built_in=built_in, end_command="rentwatch end --campaign qlora-sweep"
         )
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(snap))
             await pilot.pause(0.3)

@@ -30,6 +30,8 @@ from rentwatch.market.vast.client import VastClient
 from rentwatch.market.vast.rows import parse_offer
 from rentwatch.market.vast.transport import POLL_ATTEMPTS
 
+from .ledgers import new_ledger
+
 
 def _client(handler, **kw) -> VastClient:
     kw.setdefault("min_intervals", {})
@@ -206,7 +208,7 @@ def test_a_polls_list_gives_up_after_two_tries_other_calls_keep_retrying():
 
 
 def _observer(client: VastClient, lines: list[str]) -> tuple[Observer, Ledger]:
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
     journal = Journal(ledger, "c", client, log=lines.append)
     return Observer(client, journal, Fleet(1), DEFAULT), ledger
 

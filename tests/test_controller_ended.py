@@ -26,6 +26,7 @@ from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen
 from textual.widgets import Button, Static
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, SIZE, StillEngine
 
 SIM = "http://127.0.0.1:38801"
@@ -85,7 +86,7 @@ def test_the_quit_dialog_prints_the_end_command_that_works(tmp_path):
     fleet = dataclasses.replace(FLEET, instances=(*FLEET.instances[:2], stopped), end_command=cmd)
 
     async def run() -> str:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
@@ -118,7 +119,7 @@ def test_a_dashboard_whose_controller_ended_says_why_and_offers_only_quit(tmp_pa
     monkeypatch.setattr(registry, "pid_alive", lambda pid: False)
 
     async def run() -> tuple[str, str, set[str], str | None]:
-        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)
         async with app.run_test(size=SIZE) as pilot:
             deadline = time.monotonic() + 20
             while engine.ended is None and time.monotonic() < deadline:

@@ -13,6 +13,7 @@ from rentwatch.widgets.header import WIDE, budget_cells, fleet_fields, wrap_fiel
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.render import campaign_fields, pane_lines
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, StillEngine, _inst
 
 # a storage-only rate and a long GPU name: the head line ran to 97 cells
@@ -51,7 +52,7 @@ def test_the_billed_figure_is_on_screen_at_80x24():
     fleet = dataclasses.replace(FLEET, instances=(LONG, *FLEET.instances))
 
     async def run() -> str:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(80, 24)) as pilot:
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.4)

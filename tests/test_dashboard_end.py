@@ -22,6 +22,7 @@ from rentwatch.widgets.modals import ChoiceScreen
 from textual.widgets import Input
 
 from .campaigns import campaign_text, engine_stands, stepped_engine
+from .ledgers import new_ledger
 from .test_dashboard import _until
 from .test_snapshots import FLEET, SIZE, StillEngine, _text
 
@@ -122,7 +123,7 @@ def test_quitting_says_what_keeps_billing_and_how_to_end_it():
     fleet = dataclasses.replace(FLEET, instances=(*FLEET.instances[:2], stopped))
 
     async def run() -> str:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)

@@ -19,6 +19,7 @@ from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.render import pane_lines
 from textual.widgets import TextArea
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, SIZE, StillEngine, _inst
 
 
@@ -87,7 +88,7 @@ def test_the_help_lists_every_screens_keys(tmp_path_factory):
 
 def test_the_help_scrolls_at_80x24():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(80, 24)) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
@@ -106,7 +107,7 @@ def test_the_help_scrolls_at_80x24():
 
 def test_ctrl_a_in_the_ledger_editor_selects_all():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)

@@ -25,6 +25,7 @@ from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import BulkDestroyConfirm, ChoiceScreen
 
 from .campaigns import campaign_text
+from .ledgers import new_ledger
 from .test_dashboard_keys import SNAP
 from .test_snapshots import FLEET, StillEngine
 
@@ -210,7 +211,7 @@ def test_bulk_destroy_lists_first_and_takes_one_typed_confirmation():
     engine = _Recorder()
 
     async def run() -> None:
-        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
             theirs = dataclasses.replace(_stopped(15, False), supervised=False)  # not rentwatch's
             app.post_message(
@@ -250,7 +251,7 @@ def test_a_refused_action_says_what_could_not_be_done():
             return fut
 
     async def run() -> None:
-        app = RentwatchApp(Refusing(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(Refusing(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
             app.post_message(FleetSnapshot(_fleet(_stopped(11, True))))
             await pilot.pause(0.2)
@@ -264,7 +265,7 @@ def test_a_refused_action_says_what_could_not_be_done():
 
 def test_quit_and_detach_count_stopped_rentals_billing_storage():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
             app.post_message(FleetSnapshot(_fleet(_stopped(11, True), _stopped(12, False), SNAP)))
             await pilot.pause(0.2)
@@ -293,7 +294,7 @@ def test_sort_key_cycles_and_orders_both_views():
     assert [s.instance_id for s in visible(snaps, 100.0, "", "$/h")] == [2, 3, 1]
 
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
             app.post_message(FleetSnapshot(_fleet(*snaps)))
             await pilot.pause(0.2)
@@ -312,7 +313,7 @@ def test_sort_key_cycles_and_orders_both_views():
 
 def test_every_fleet_key_is_in_the_command_palette():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)):
             # the palette is read from the bindings: every key of the fleet and the app in it
             titles = [c.title for c in app.get_system_commands(app.screen)]
@@ -331,7 +332,7 @@ def test_canned_ledger_queries_need_no_ctrl_digit_and_are_in_the_palette():
     assert {canned_key(k) for k in CANNED} <= keys
 
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
             await pilot.press("l")
             await pilot.pause(0.3)
@@ -348,7 +349,7 @@ def test_canned_ledger_queries_need_no_ctrl_digit_and_are_in_the_palette():
 
 
 def test_ledger_views_carry_timestamps_beside_epochs():
-    with Ledger(":memory:") as led:
+    with new_ledger() as led:
         for view, col in (
             ("instances", "created_time"),
             ("quarantine", "since_time"),
@@ -361,7 +362,7 @@ def test_ledger_views_carry_timestamps_beside_epochs():
 
 def test_enter_opens_the_detail_from_panes_and_from_table_rows():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
@@ -382,7 +383,7 @@ def test_stop_and_start_on_a_destroyed_instance_send_nothing():
     engine = _Recorder()
 
     async def run() -> None:
-        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 40)) as pilot:
             gone = dataclasses.replace(SNAP, phase="destroyed", ended_at=100.0)
             app.post_message(FleetSnapshot(_fleet(gone)))

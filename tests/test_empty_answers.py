@@ -27,6 +27,8 @@ from rentwatch.engine.jobs.work import JobWork
 from rentwatch.engine.journal import Journal
 from rentwatch.ledger import Ledger
 
+from .ledgers import new_ledger
+
 DROPPED = RunResult(None, b"", b"", False)  # the channel was cut before the host answered
 
 
@@ -100,7 +102,7 @@ def attempt(iid: int = 7) -> Attempt:
 def job_work(
     link: ScriptedLink, retries: int = 1, ledger: Ledger | None = None
 ) -> tuple[JobWork, JobQueue, Ledger]:
-    ledger = Ledger(":memory:") if ledger is None else ledger
+    ledger = new_ledger() if ledger is None else ledger
     clock = Clock()
     journal = Journal(ledger, "c", clock, log=lambda _: None)
     queue = JobQueue((Job("train", "python train.py", retries=retries),))
@@ -228,7 +230,7 @@ def preflight_doc() -> str:
 
 
 def run_preflight(link: ScriptedLink) -> Attempt:
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
     clock = Clock()
     journal = Journal(ledger, "c", clock, log=lambda _: None)
     work, _, _ = job_work(link)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm
 from rentwatch.widgets.messages import FleetSnapshot
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, StillEngine, _text
 
 HELD = [
@@ -23,7 +23,7 @@ HELD = [
 
 def _screen(size: tuple[int, int], held: list[Holding]) -> tuple[str, float]:
     async def go() -> tuple[str, float]:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=size) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.2)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.messages import FleetSnapshot
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, SIZE, StillEngine
 
 ONLY_4090 = [s.instance_id for s in FLEET.instances if s.gpu_name == "RTX 4090"]
@@ -21,7 +21,7 @@ def _shown(app: RentwatchApp) -> list[int]:
 
 def test_the_fleet_is_filtered_as_the_operator_types():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)

@@ -10,13 +10,13 @@ import dataclasses
 from typing import Any
 
 from rentwatch.engine.intents import FleetSizeIntent, HandOverIntent, Reply
-from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen
 from textual.widgets import Static
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, SIZE
 
 
@@ -50,7 +50,7 @@ def _observed_fleet():
 
 def test_plus_minus_send_the_fleet_size_and_hand_over_sends_its_intent():
     engine = RecordingEngine()
-    app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+    app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
     snap = _observed_fleet()
 
     async def run() -> None:
@@ -91,7 +91,7 @@ def test_plus_minus_send_the_fleet_size_and_hand_over_sends_its_intent():
 def test_minus_at_a_wanted_fleet_of_0_sends_nothing():
     # a newcomer's `-` past 0 recorded "fleet 0 -> 0 by human" in the ledger
     engine = RecordingEngine()
-    app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+    app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
 
     async def run() -> None:
         async with app.run_test(size=SIZE) as pilot:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetTable, FleetView
 from rentwatch.widgets.messages import FleetSnapshot
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, StillEngine, _inst
 
 WHY = "rule:idle stopped it: GPU idle for 10m00s after its last job (storage bills until destroyed)"
@@ -43,7 +43,7 @@ async def _settle(app: RentwatchApp, pilot, rows: int) -> FleetTable:
 
 def test_a_key_per_column_sorts_the_table_and_again_reverses_it():
     async def go() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 36)) as pilot:
             app.post_message(FleetSnapshot(FLEET_SORT))
             await pilot.press("t")
@@ -71,7 +71,7 @@ def test_a_key_per_column_sorts_the_table_and_again_reverses_it():
 
 def test_a_click_on_a_column_header_sorts_by_it():
     async def go() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(140, 36)) as pilot:
             app.post_message(FleetSnapshot(FLEET_SORT))
             await pilot.press("t")
@@ -92,7 +92,7 @@ def test_a_click_on_a_column_header_sorts_by_it():
 
 def _table_at(size: tuple[int, int]) -> list[str]:
     async def go() -> list[str]:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=size) as pilot:
             app.post_message(FleetSnapshot(FLEET_SORT))
             await pilot.press("t")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.fleet_screen import FleetScreen
@@ -20,6 +19,7 @@ from rentwatch.widgets.receipt_screen import ReceiptScreen
 from textual.binding import Binding
 
 from .conftest import played_once
+from .ledgers import new_ledger
 from .test_jobs_screen import JobsEngine
 from .test_snapshots import FLEET
 
@@ -40,7 +40,7 @@ def _keys(binding: Binding) -> list[str]:
 
 
 async def _open(keys: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    app = RentwatchApp(JobsEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+    app = RentwatchApp(JobsEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
     ctx = app.run_test(size=(140, 40))
     pilot = await ctx.__aenter__()
     app.post_message(FleetSnapshot(FLEET))

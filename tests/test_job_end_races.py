@@ -16,7 +16,6 @@ from rentwatch.core.jobs import JobQueue
 from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.core.policy import DEFAULT
 from rentwatch.engine.jobs.work import PULL_TRIES, JobWork
-from rentwatch.ledger import Ledger
 
 from tests.fake_market import FakeMarket, offer
 from tests.test_bid_engine import JOB, key, proven  # noqa: F401
@@ -24,6 +23,8 @@ from tests.test_empty_answers import attempt
 from tests.test_job_restore import PullLink, _work
 from tests.test_rescue_unit import FakeJournal
 from tests.test_supervisor_unit import kinds, run
+
+from .ledgers import new_ledger
 
 SRC, DST, Z = 11, 22, 33
 
@@ -115,7 +116,7 @@ def test_a_timeout_stop_that_outlives_its_host_leaves_the_job_queued(tmp_path):
 def test_a_job_settled_without_its_artifacts_stays_settled_after_a_restart(tmp_path):
     # its pulls all failed, so it settled without them; a restart read that as "exited, not
     # pulled yet", and once its host was gone the finished job ran again from the start
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
     work = _work(ledger, PullLink(sftp_up=False), tmp_path)
     job = work.queue.take(7, 1_000.0)
     assert job is not None
@@ -143,7 +144,7 @@ def test_a_job_settled_without_its_artifacts_stays_settled_after_a_restart(tmp_p
     ],
 )
 def test_a_restart_reads_a_malformed_job_row_as_missing_fields(tmp_path, kind, detail):
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
     work = _work(ledger, PullLink(sftp_up=True), tmp_path)
     work.journal.fact(kind, attempt(7), actor="engine", ok=False, reason="x", detail=detail)
     again = _work(ledger, PullLink(sftp_up=True), tmp_path)

@@ -18,6 +18,8 @@ from rentwatch.ledger import Ledger
 
 from tests.test_empty_answers import Clock, ScriptedLink, attempt, said
 
+from .ledgers import new_ledger
+
 JOBS = (
     Job("train", "python train.py", artifacts=("out/",)),
     Job("eval", "python eval.py"),  # no artifacts: done at its exit
@@ -55,7 +57,7 @@ def _exit_both(ledger: Ledger, root: Path, sftp_up: bool) -> None:
 
 
 def test_a_restart_between_the_exit_and_the_pull_finds_the_job_finishing(tmp_path):
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
     _exit_both(ledger, tmp_path, sftp_up=False)
     work = _work(ledger, PullLink(sftp_up=True), tmp_path)
     work.restore(ledger)
@@ -68,7 +70,7 @@ def test_a_restart_between_the_exit_and_the_pull_finds_the_job_finishing(tmp_pat
 
 
 def test_a_restart_after_the_pull_finds_the_job_done(tmp_path):
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
     _exit_both(ledger, tmp_path, sftp_up=True)
     work = _work(ledger, PullLink(sftp_up=True), tmp_path)
     work.restore(ledger)
@@ -80,7 +82,7 @@ def test_failed_pulls_in_rows_that_do_not_say_their_kind_count_toward_the_tries(
     # a ledger written before pulls said their kind: after the exit, a pull is of the output
     from rentwatch.engine.jobs.pulls import PULL_TRIES
 
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
     _exit_both(ledger, tmp_path, sftp_up=False)  # one failed pull, with its kind
     for k in range(PULL_TRIES - 1):
         ledger.record(

@@ -22,6 +22,8 @@ from rentwatch.ledger.schema import V1_TABLES
 
 from tests.fuzzing import examples
 
+from .ledgers import new_ledger
+
 
 def _create(
     led: Ledger,
@@ -190,7 +192,7 @@ _STATUS = {"running": "running", "halt": "exited", "offline": "offline"}
     st.floats(0.0, 0.1),
 )
 def test_sql_billing_equals_pure_function(steps, mode, destroy, gpu, storage):
-    led = Ledger(":memory:")
+    led = new_ledger()
     _create(led, 1, 0, gpu, storage, mode=mode)
     marks = [Mark(0, "create", gpu, storage)]
     t = 0

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from rentwatch.ledger import Ledger
 
+from .ledgers import new_ledger
+
 T0 = 1_800_000_000.0
 H = 3600.0
 
@@ -50,7 +52,7 @@ def _usd(led: Ledger, name: str) -> float:
 
 
 def test_each_markets_campaigns_bill_to_that_markets_clock():
-    led = Ledger(":memory:")
+    led = new_ledger()
     # yesterday's demo: its market ran ahead ten hours of market time
     _campaign(led, "demo-1", "http://127.0.0.1:9001", T0, 1, 0.10)
     led.record("note", at=T0 + 10 * H, actor="engine", reason="late", campaign="demo-1")
@@ -67,7 +69,7 @@ def test_each_markets_campaigns_bill_to_that_markets_clock():
 def test_campaigns_on_one_market_share_its_clock():
     """On the real market every campaign's rentals bill on: one that ended yesterday and left
     a rental running is billed up to today's campaign's clock."""
-    led = Ledger(":memory:")
+    led = new_ledger()
     _campaign(led, "old", "https://console.vast.ai", T0, 1, 0.50)
     _campaign(led, "new", "https://console.vast.ai", T0 + 20 * H, 2, 0.40)
     led.tick(T0 + 24 * H, "https://console.vast.ai")
@@ -77,7 +79,7 @@ def test_campaigns_on_one_market_share_its_clock():
 
 
 def test_a_ledger_without_markets_keeps_one_clock():
-    led = Ledger(":memory:")
+    led = new_ledger()
     s = led.intent(
         "create",
         at=T0,

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen, TypedConfirm
 from textual.widgets import RichLog
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, SIZE, StillEngine
 
 
@@ -36,7 +36,7 @@ def _log(app: RentwatchApp) -> str:
 
 def test_the_fleet_is_drawn_under_the_quit_and_destroy_dialogs():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
@@ -59,7 +59,7 @@ def test_the_fleet_is_drawn_under_the_quit_and_destroy_dialogs():
 
 def test_a_screen_on_top_still_hides_the_fleet_until_it_closes():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)

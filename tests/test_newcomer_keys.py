@@ -20,6 +20,7 @@ from rentwatch.widgets.messages import FleetSnapshot
 from textual.widgets import Input
 
 from .campaigns import campaign_text, engine_stands, stepped_engine
+from .ledgers import new_ledger
 from .test_dashboard import _until
 from .test_dashboard_end import _billing, _typed
 from .test_selection_keys import Recorder
@@ -33,7 +34,7 @@ def test_start_sends_nothing_for_a_running_host_and_starts_a_stopped_one():
     fleet = dataclasses.replace(FLEET, instances=tuple(rows))
 
     async def run() -> list[str]:
-        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         said: list[str] = []
         app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
         async with app.run_test(size=SIZE) as pilot:
@@ -110,7 +111,7 @@ def test_stop_on_a_stopped_host_says_why_not():
     fleet = dataclasses.replace(FLEET, instances=tuple(rows))
 
     async def run() -> list[str]:
-        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         said: list[str] = []
         app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
         async with app.run_test(size=SIZE) as pilot:
@@ -129,7 +130,7 @@ def test_a_name_typed_as_the_end_dialog_opens_is_typed_whole():
     # loaded, the dashboard end test typed the name as soon as the dialog was the screen,
     # before its field had the focus: "qlora" went in as "ora", and nothing ended
     async def run() -> str:
-        app = RentwatchApp(Recorder(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(Recorder(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause(0.2)
             app.push_screen(EndConfirm("qlora", []))

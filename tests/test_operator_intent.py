@@ -27,6 +27,7 @@ from rentwatch.views.snapshot import snapshot
 
 from .fake_market import FakeMarket, offer
 from .fake_market import campaign as fake_campaign
+from .ledgers import new_ledger
 
 OFFERS = [offer(1, 10, 0.30), offer(2, 20, 0.20), offer(3, 30, 0.25)]
 FOREIGN = [offer(91, 910, 0.40), offer(92, 920, 0.35), offer(93, 930, 0.30), offer(94, 940, 0.5)]
@@ -54,7 +55,7 @@ def campaign(**more: Any) -> Campaign:
 
 
 def go(key: Any, body: Any, market: FakeMarket, adopt_all: bool = False, **camp: Any) -> Ledger:
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
 
     async def main() -> None:
         sup = Supervisor(

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import asyncio
 
-from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen, HelpScreen
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, SIZE, StillEngine
 
 
 def test_the_palette_has_our_quit_and_help_and_not_textuals():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)

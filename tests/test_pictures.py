@@ -21,6 +21,7 @@ from rentwatch.widgets.footer import fitted
 from rentwatch.widgets.messages import FleetSnapshot
 
 from .campaigns import campaign_text
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, HERE, SIZE, StillEngine, _text, _utc  # noqa: F401
 
 RECEIPT = {
@@ -78,7 +79,7 @@ def _check(name: str, got: str) -> None:
 
 
 async def _shot(keys: tuple[str, ...], ledger=None, size=SIZE) -> tuple[str, str]:
-    app = RentwatchApp(StillEngine(), ledger or Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+    app = RentwatchApp(StillEngine(), ledger or new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
     async with app.run_test(size=size) as pilot:
         app.post_message(FleetSnapshot(FLEET))
         await pilot.pause(0.3)

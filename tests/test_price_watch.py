@@ -12,6 +12,7 @@ from rentwatch.core.worth.price_increase import PriceIncrease
 from rentwatch.engine.prices import LOOK_EVERY_S
 
 from .fake_market import FakeMarket, offer
+from .ledgers import new_ledger
 from .test_billing_gaps import _created
 from .test_supervisor_unit import key as key  # the module's SSH key fixture
 from .test_supervisor_unit import kinds, run, verified
@@ -124,16 +125,15 @@ def test_an_unreadable_pending_list_costs_nothing_but_a_line(key):
 
 
 def _restartable(key, *offers):
-    """A market of `offers`, an in-memory ledger, and supervisors over both: each call of the
+    """A market of `offers`, a new ledger, and supervisors over both: each call of the
     third is the controller started again."""
     from rentwatch.core.policy import SEED
     from rentwatch.engine.hosts.ssh import SSHRunner
     from rentwatch.engine.supervisor import Supervisor
-    from rentwatch.ledger import Ledger
 
     from .test_supervisor_unit import campaign
 
-    market, ledger = FakeMarket(list(offers)), Ledger(":memory:")
+    market, ledger = FakeMarket(list(offers)), new_ledger()
 
     def sup() -> Supervisor:
         return Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)

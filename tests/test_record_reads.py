@@ -12,6 +12,8 @@ from rentwatch.ledger import Ledger
 # the record reads over the `instances` and `hosts` views, which define them
 from bench.ledger_open import VIEW_RENTALS, VIEW_SPEEDS
 
+from .ledgers import new_ledger
+
 REF = "RTX 4090"
 
 
@@ -39,7 +41,7 @@ def _counting(led: Ledger) -> list[str]:
 
 @pytest.mark.parametrize("read", ["machine_record", "model_record", "machine_speeds", "rentals"])
 def test_a_record_read_twice_with_nothing_written_is_one_query(read):
-    led = Ledger(":memory:")
+    led = new_ledger()
     _dud(led, 1, 600)
     asked = _counting(led)
     first = getattr(led, read)()
@@ -64,7 +66,7 @@ def test_an_event_written_since_is_in_the_next_read(tmp_path):
 
 
 def test_a_callers_change_to_a_record_never_reaches_the_next_caller():
-    led = Ledger(":memory:")
+    led = new_ledger()
     _dud(led, 1, 600)
     led.machine_record().clear()
     assert 1 in led.machine_record()
@@ -115,7 +117,7 @@ def _delivered(led: Ledger, iid: int, at: float, exits: list[dict]) -> None:
 def test_the_rentals_read_counts_jobs_finished_and_lost_for_the_hosts_fault_only():
     """A job lost because its host died counts against the machine; one lost to an outbid
     does not (the tier keeps outbids apart); a dud reads as a dud, dated at its last event."""
-    led = Ledger(":memory:")
+    led = new_ledger()
     _dud(led, 1, 600)
     _delivered(led, 2, 1000, [{"ok": True, "job": "a", "work_ref_h": 0.5}])
     lost = {"ok": False, "job": "b", "requeued": True, "host_fault": True}
@@ -132,7 +134,7 @@ def test_the_rentals_read_counts_jobs_finished_and_lost_for_the_hosts_fault_only
 def test_the_rentals_read_carries_the_reliability_the_offer_listed():
     """The create's outcome keeps the score its offer listed; the record reads it back (none
     where a create wrote none, or wrote one that is no share)."""
-    led = Ledger(":memory:")
+    led = new_ledger()
     for iid, listed in ((1, 0.931), (2, None), (3, 7.5)):
         s = led.intent(
             "create", at=0, actor="rule:t", reason="r", campaign="c", gpu_name=REF, machine_id=iid
@@ -243,7 +245,7 @@ def test_the_narrow_record_reads_answer_what_the_views_answer():
                 draw.random() < 0.9,
             )
         )
-    with Ledger(":memory:") as led:
+    with new_ledger() as led:
         _rentals(led, rentals)
         want = sorted(led._rows(VIEW_RENTALS), key=repr)
         assert sorted(led._rows(RENTAL_RECORD_SQL), key=repr) == want

@@ -11,16 +11,16 @@ import pytest
 from rentwatch.core.policy import SEED
 from rentwatch.engine.hosts.ssh import SSHRunner
 from rentwatch.engine.supervisor import Supervisor
-from rentwatch.ledger import Ledger
 from rentwatch.market.errors import MarketUnavailable
 
 from .fake_market import FakeMarket, campaign, offer
+from .ledgers import new_ledger
 from .test_supervisor_unit import key as key  # the module's SSH key fixture
 
 
 def test_a_rental_with_no_create_in_the_ledger_gets_one_when_adopted(key):
     market = FakeMarket([offer(1, 10, 0.30)])
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
 
     async def go() -> None:
         first = Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)
@@ -49,7 +49,7 @@ def test_a_create_cut_short_by_a_kill_bills_its_storage_once_settled(key):
     the ledger bills the disk as the market does (the chaos long run: one such rental billed no
     storage for 13 market hours, $0.14 under the market)."""
     market = FakeMarket([offer(1, 10, 0.30)])
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
 
     async def go() -> None:
         first = Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)

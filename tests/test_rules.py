@@ -26,6 +26,8 @@ from rentwatch.market.factory import load_campaign
 
 from tests.fuzzing import examples
 
+from .ledgers import new_ledger
+
 NOW = 100_000.0
 
 
@@ -340,7 +342,6 @@ def test_executor_refuses_automated_destroy_of_a_verified_instance(tmp_path):
     from rentwatch.engine.hosts.ssh import SSHRunner, load_or_create_key
     from rentwatch.engine.intents import DestroyIntent
     from rentwatch.engine.supervisor import AutomationRefused, DestroyConfirmation, Supervisor
-    from rentwatch.ledger import Ledger
     from rentwatch.market.factory import load_campaign
     from rentwatch.market.vast.client import VastClient
 
@@ -349,7 +350,7 @@ def test_executor_refuses_automated_destroy_of_a_verified_instance(tmp_path):
         camp = load_campaign("name='g'\nimage='x'\nmax_dph=1\nbudget_usd=1\n")
         sup = Supervisor(
             client,
-            Ledger(":memory:"),
+            new_ledger(),
             camp,
             SEED,
             SSHRunner(load_or_create_key(tmp_path / "k")),

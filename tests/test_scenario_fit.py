@@ -7,6 +7,7 @@ from rentwatch.cli.main import main
 from rentwatch.sim.scenario import load_scenario
 
 from .campaigns import run_campaign
+from .ledgers import new_ledger
 
 
 def test_from_ledger_round_trip(make_sim, tmp_path, capsys):
@@ -30,9 +31,8 @@ def _tier_ledger():
     """One campaign's bid rentals: two creates at 1.15x their min_bid (0.3x and 0.4x of the
     machines' on-demand prices); the RTX 3090 ran 3.5 hours on its bid and was outbid twice, once
     resumed after our rebid (our bid won), once after 30 minutes by itself (the rival left)."""
-    from rentwatch.ledger import Ledger
 
-    led = Ledger(":memory:")
+    led = new_ledger()
     ctx = dict(campaign="tier", machine_id=30, gpu_name="RTX 3090")
     t = 1000.0
     led.record(
@@ -105,10 +105,9 @@ def test_the_tiers_pressure_is_fitted_from_the_operators_own_bid_rentals(tmp_pat
 
 
 def test_a_ledger_without_bid_rentals_fits_no_bids_table(make_sim, tmp_path, capsys):
-    from rentwatch.ledger import Ledger
     from rentwatch.referee.fit import fit_bids
 
-    led = Ledger(":memory:")
+    led = new_ledger()
     led.record("create", at=1.0, actor="rule:replace", reason="od", ok=True, instance_id=1,
                campaign="c", machine_id=1, gpu_name="RTX 3090", gpu_dph=0.3)  # fmt: skip
     assert fit_bids(led) is None

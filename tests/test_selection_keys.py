@@ -9,12 +9,12 @@ import concurrent.futures
 import dataclasses
 
 from rentwatch.engine.intents import Reply, StopIntent
-from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.fleet import FleetTable, FleetView
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen, DestroyConfirm
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, SIZE, StillEngine, _inst
 
 
@@ -39,7 +39,7 @@ def test_the_table_keeps_the_cursor_on_the_instance_across_resorts_and_replaceme
     engine = Recorder()
 
     async def run() -> None:
-        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
@@ -81,7 +81,7 @@ def test_stop_on_a_host_with_a_job_asks_naming_it_and_the_smaller_fleet():
     worker = fleet.instances[1]
 
     async def run() -> None:
-        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)

@@ -27,6 +27,7 @@ from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.messages import EngineFailed, FleetSnapshot
 
 from .campaigns import campaign_text
+from .ledgers import new_ledger
 
 JOB = """
 [[jobs]]
@@ -272,7 +273,7 @@ def test_the_loss_stays_on_the_bar_over_a_snapshot_not_yet_drawn():
     from .test_snapshots import FLEET, StillEngine
 
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=(120, 35)) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             app.post_message(EngineFailed("lost the controller: its process (pid 7) has died"))

@@ -8,12 +8,12 @@ import asyncio
 import dataclasses
 import threading
 
-from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.messages import EngineFailed, FleetSnapshot
 from textual.widgets import Static
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, SIZE, StillEngine
 
 
@@ -35,7 +35,7 @@ def test_a_snapshot_from_the_engines_thread_is_drawn_and_waits_behind_another_sc
     later = dataclasses.replace(FLEET, campaign="second-campaign")
 
     async def run() -> None:
-        app = RentwatchApp(engine, Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             # as the engine thread calls it: from a thread of its own
             sender = threading.Thread(target=engine.on_snapshot, args=(FLEET,))

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from rentwatch.ledger import Ledger
 from rentwatch.views.detail import InstanceDetail, JobLine, LedgerLine, Sample, StatusLine
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rentwatch.widgets.app import RentwatchApp
@@ -22,6 +21,7 @@ from rentwatch.widgets.footer import fitted
 from rentwatch.widgets.messages import FleetSnapshot
 
 from .conftest import played_once
+from .ledgers import new_ledger
 
 HERE = Path(__file__).parent / "snapshots"
 SIZE = (140, 36)
@@ -259,7 +259,7 @@ async def _settled(app: RentwatchApp, pilot, keys: tuple[str, ...] = ()) -> str:
 
 async def _tour() -> dict[str, str]:
     """Every view's text in one app: each opened from the fleet by its keys, then closed."""
-    app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+    app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
     seen: dict[str, str] = {}
     async with app.run_test(size=SIZE) as pilot:
         app.post_message(FleetSnapshot(FLEET))
@@ -314,7 +314,7 @@ def test_view_snapshot(name, tmp_path_factory):
 
 def test_intents_are_in_the_command_palette():
     async def run() -> list[str]:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"))  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger())  # type: ignore[arg-type]
         async with app.run_test(size=SIZE):
             return [c.title for c in app.get_system_commands(app.screen)]
 
@@ -328,7 +328,7 @@ def test_fleet_keys_do_nothing_behind_another_screen_and_escape_closes_the_filte
     the filter box closes it, dropping what was typed but not applied."""
 
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
@@ -358,7 +358,7 @@ def test_fleet_keys_do_nothing_behind_another_screen_and_escape_closes_the_filte
 
 def test_ctrl_q_and_the_palettes_quit_ask_like_q():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
@@ -391,7 +391,7 @@ def test_a_spare_at_work_is_not_read_as_more_than_wanted():
 
 def test_an_applied_filter_shows_on_the_bar():
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             bar = app.query_one("#bar")
@@ -421,7 +421,7 @@ def test_instance_keys_do_nothing_where_no_instance_is_in_sight():
     from rentwatch.widgets.modals import DestroyConfirm
 
     async def run() -> None:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(FLEET))
             await pilot.pause(0.3)
@@ -449,7 +449,7 @@ def test_a_notice_given_before_start_is_said_on_screen():
     dashboard covered the terminal: the notice is a toast on the dashboard too."""
 
     async def run() -> list[str]:
-        app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         app.notice = "attached to the controller already running"
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause(0.3)

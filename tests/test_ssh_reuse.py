@@ -12,6 +12,7 @@ from rentwatch.engine.hosts.held import Held, Pool
 from rentwatch.engine.hosts.ssh import HostKeyChanged, SSHFailure, SSHRunner
 from rentwatch.market.vast.client import VastClient
 
+from .ledgers import new_ledger
 from .test_sim_fidelity import HEALTHY, _running
 
 
@@ -176,7 +177,6 @@ def test_a_supervisors_close_closes_the_connections_it_holds(make_sim):
     """A session that ends and leaves its hosts running (a detach) leaves no socket open."""
     from rentwatch.core.policy import SEED
     from rentwatch.engine.supervisor import Supervisor
-    from rentwatch.ledger import Ledger
 
     from .fake_market import FakeMarket, campaign
 
@@ -187,7 +187,7 @@ def test_a_supervisors_close_closes_the_connections_it_holds(make_sim):
         [inst] = await _host(sim, runner)
         await runner.run(inst.id, inst.ssh_host, inst.ssh_port, "true")
         [held] = runner.pool.held.values()
-        sup = Supervisor(FakeMarket([]), Ledger(":memory:"), campaign(), SEED, runner, log=print)
+        sup = Supervisor(FakeMarket([]), new_ledger(), campaign(), SEED, runner, log=print)
         await sup.close()
         assert runner.pool.count() == 0
         return held.conn

@@ -31,6 +31,7 @@ from rentwatch.market.protocol import Market
 
 from .fake_market import FakeMarket, offer
 from .fake_market import campaign as fake_campaign
+from .ledgers import new_ledger
 
 OFFERS = [offer(1, 10, 0.30), offer(2, 20, 0.20), offer(3, 30, 0.25), offer(4, 40, 0.90)]
 
@@ -63,7 +64,7 @@ def run(
     **camp: Any,
 ) -> Ledger:
     market = market or FakeMarket(list(OFFERS))
-    ledger = ledger or Ledger(":memory:")
+    ledger = ledger or new_ledger()
 
     async def go() -> None:
         m: Market = market
@@ -328,7 +329,7 @@ def test_budget_ends_the_campaign(key):
 
 
 def test_the_deadline_counts_from_the_first_start(key):
-    led = Ledger(":memory:")
+    led = new_ledger()
     market = FakeMarket(list(OFFERS))
 
     async def first(sup, market, ledger):
@@ -374,7 +375,7 @@ def test_trust_running_verifies_without_a_preflight(key):
 
 
 def test_reconcile_after_a_crash_settles_the_calls_and_adopts(key):
-    led = Ledger(":memory:")
+    led = new_ledger()
     market = FakeMarket(list(OFFERS))
     # the dead controller's last words: a create sent (answer never seen), a destroy sent
     create = led.intent(
@@ -619,7 +620,7 @@ def test_a_rental_carrying_our_label_that_we_do_not_hold_is_adopted(key):
 def test_a_restart_adopts_our_rental_even_from_a_bad_row(key):
     """[J] A row of ours with a NaN price at a restart: adopted (held, released at the end),
     its price taken only where finite, so the spend the budget reads stays a number."""
-    led = Ledger(":memory:")
+    led = new_ledger()
     market = FakeMarket(list(OFFERS))
     iid = market.adopt("rw:u:nan", OFFERS[1], actual="running", msg="")
     market.bad_rows[iid] = {"gpu_dph": float("nan"), "storage_total_cost": float("inf")}
@@ -996,7 +997,7 @@ def test_a_bare_session_adopts_what_is_held_and_writes_off_what_the_market_lost(
     from rentwatch.ledger.holdings import read_holdings
 
     market = FakeMarket(list(OFFERS))
-    ledger = Ledger(":memory:")
+    ledger = new_ledger()
     held: list[int] = []
 
     async def first(sup, market, ledger):

@@ -13,12 +13,12 @@ from typing import Any
 
 from rentwatch.core.campaign import Job
 from rentwatch.engine.hosts.ssh import RunResult, SSHRunner
-from rentwatch.ledger import Ledger
 from rentwatch.views.snapshot import snapshot
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.render import progress_bar
 
+from .ledgers import new_ledger
 from .test_snapshots import SIZE, StillEngine, _text
 from .test_supervisor_unit import key, run, verified  # noqa: F401
 
@@ -43,7 +43,7 @@ def _local_runner(home: Path) -> type[SSHRunner]:
 
 
 async def _pane_text(fleet: Any) -> str:
-    app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+    app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
     async with app.run_test(size=SIZE) as pilot:
         app.post_message(FleetSnapshot(fleet))
         await pilot.pause(0.3)

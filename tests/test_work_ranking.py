@@ -23,7 +23,8 @@ from rentwatch.core.offers.work_cost import (
 from rentwatch.core.policy import DEFAULT, SEED
 from rentwatch.core.preflight.gpu_specs import expected_tflops
 from rentwatch.engine.offers import OfferBook
-from rentwatch.ledger import Ledger
+
+from .ledgers import new_ledger
 
 REF = "RTX 4090"
 
@@ -129,7 +130,7 @@ def test_the_odds_read_this_models_record_on_the_market():
 
 
 def test_the_ledger_counts_each_models_deliveries_duds_and_dud_minutes():
-    led = Ledger(":memory:")
+    led = new_ledger()
 
     def rental(iid: int, gpu: str, verified: bool, life_s: float, blame: bool = False) -> None:
         s = led.intent(
@@ -180,7 +181,7 @@ def test_duds_at_a_models_cheap_end_do_not_send_the_work_to_a_card_twice_as_dear
     assert first(DEFAULT.odds_prior_runs) == REF
     # the engine's outlook carries the policy's strength (`--policies default+odds_prior_runs=5`)
     market = SimpleNamespace(now=lambda: 0.0)  # the book fades the record to the market's now
-    book = OfferBook(market, Ledger(":memory:"), None, None, None, DEFAULT)  # type: ignore[arg-type]
+    book = OfferBook(market, new_ledger(), None, None, None, DEFAULT)  # type: ignore[arg-type]
     jobs = [Job("a", "true", ref_gpu=REF, ref_hours=1.0)]
     assert book.work_outlook(jobs, 2).prior_runs == DEFAULT.odds_prior_runs  # type: ignore[union-attr]
     book.policy = DEFAULT.with_overrides({"odds_prior_runs": 5})

@@ -8,12 +8,12 @@ import asyncio
 import dataclasses
 import os
 
-from rentwatch.ledger import Ledger
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.footer import fitted
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.render import progress_bar
 
+from .ledgers import new_ledger
 from .test_snapshots import FLEET, HERE, SIZE, StillEngine, _text, _utc  # noqa: F401
 
 
@@ -33,7 +33,7 @@ def _working_fleet():
 
 
 async def _shot(fleet) -> str:
-    app = RentwatchApp(StillEngine(), Ledger(":memory:"), refresh_s=0.05)  # type: ignore[arg-type]
+    app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
     async with app.run_test(size=SIZE) as pilot:
         app.post_message(FleetSnapshot(fleet))
         await pilot.pause(0.3)

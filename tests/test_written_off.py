@@ -12,6 +12,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.market.errors import MarketUnavailable
 
 from .campaigns import run_campaign
+from .ledgers import new_ledger
 from .test_supervisor_unit import key as key  # the module's SSH key fixture
 from .test_supervisor_unit import kinds, run, to_running, verified
 
@@ -133,11 +134,10 @@ def test_a_failed_destroy_of_an_abandoned_instance_is_made_again_next_poll(key):
 def test_the_ledger_voids_a_write_off_that_a_return_answers():
     """The SQL side: a `lost` answered by a later `returned` bills on through the gap; one
     never answered ends the billing where it was written."""
-    from rentwatch.ledger import Ledger
 
     from .test_ledger import _act, _create
 
-    led = Ledger(":memory:")
+    led = new_ledger()
     for iid in (1, 2):
         _create(led, iid, 0, 0.36, 0.036, mode="running")
         led.record(
