@@ -231,7 +231,8 @@ class LedgerScreen(Screen[None]):
         except RentwatchError as exc:
             self._status(f"{exc.title}: {clean(exc, 300)}", error=True)
             return
-        self._status(f"wrote {len(self.result.rows)} rows to {clean(path, 200)}")
+        n = len(self.result.rows)
+        self._status(f"wrote {n} row{'' if n == 1 else 's'} to {clean(path, 200)}")
 
 
 TIME_COLUMNS = frozenset({"ts", "wall", "now", "began", "ended", "last_seen"})

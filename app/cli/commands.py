@@ -145,7 +145,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         result = query(args.ledger, args.sql, args.limit)
     if args.export:
         export_result(result, args.export)
-        print(f"wrote {len(result.rows)} rows to {args.export}", file=sys.stderr)
+        n = len(result.rows)
+        print(f"wrote {n} row{'' if n == 1 else 's'} to {args.export}", file=sys.stderr)
     # piped, rich would squeeze the table into 80 columns (cells cut to "machi…"): a fixed
     # width that no table of the ledger's fills, so each column keeps its natural width
     width = None if sys.stdout.isatty() else PIPED_WIDTH

@@ -65,9 +65,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not rows:
         print("no controller is running")
         return 0
-    from rich.console import Console
     from rich.table import Column, Table
     from rich.text import Text
+
+    from .tables import print_table
 
     # the campaign and the socket (what `attach --socket` and an SSH forward take) are folded
     # whole onto more lines, never cut with an ellipsis (at 120 columns the socket was cut)
@@ -99,7 +100,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             dph,
             Text(str(r["socket"])),
         )
-    Console().print(table)
+    print_table(table)
     return 0
 
 

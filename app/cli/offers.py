@@ -159,9 +159,10 @@ def _money(x: float | None, digits: int = 4) -> str:
 def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, found: int) -> None:
     """`rows` shown of the `found` offers the search answered (without --all the unfit are
     not shown, and the title said "40 fit of 40 offers" of 60)."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from .tables import print_table
 
     fit = [r for r in rows if r.rank is not None]
     first = sum(1 for r in fit if r.first)
@@ -205,7 +206,7 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
             str(r.runs) if r.rank is not None else Text(clean(r.why, 400)),
             style=None if r.rank is not None else "dim",
         )
-    Console().print(table)
+    print_table(table)
     if len(rows) > limit:
         print(f"({len(rows) - limit} more: --limit N, or --json for all)")
 

@@ -122,11 +122,11 @@ def cmd_ls_team(args: argparse.Namespace) -> int:
     if not rows:
         print("no controller of the team is live")
         return 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from ..core.text import clean
+    from .tables import print_table
 
     table = Table("operator", "campaign", "host", "pid", "seen")
     for r, c in zip(
@@ -139,7 +139,7 @@ def cmd_ls_team(args: argparse.Namespace) -> int:
             str(r["pid"]),
             f"{c.age_s:.0f}s ago",
         )
-    Console().print(table)
+    print_table(table)
     return 0
 
 

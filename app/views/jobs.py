@@ -265,7 +265,7 @@ async def read_output(sup: Supervisor, name: str, most: int = LOG_SHOWN) -> JobO
             return JobOutput(name, "", said, True)
     kept = read_kept(log_path(sup.job_work.pulls.artifacts_root, sup.campaign.name, name), most)
     if kept is not None:
-        return JobOutput(name, kept, "its output kept when it ended", False)
+        return JobOutput(name, kept, "the log kept when it ended", False)
     ends = sup.ledger.campaign_events(sup.campaign.name, EventKind.JOB_FINISHED)
     tail = next(
         (
