@@ -128,3 +128,22 @@ def test_two_controllers_of_one_name_are_told_apart_by_pid(tmp_path, runtime):
         for p in sleepers:
             p.kill()
             p.wait(10)
+
+
+def test_a_controller_that_exits_first_is_quoted_once_and_alone(tmp_path, runtime, monkeypatch):
+    # the log is appended to by every controller of the ledger: an earlier one's error is not
+    # this one's, and its own "rentwatch:" is not said twice
+    ledger = tmp_path / "l.duckdb"
+    ledger.with_name("l.duckdb.log").write_text("rentwatch: an earlier run's error\n")
+    real = subprocess.Popen
+    failing = "import sys; print('rentwatch: bad configuration: no campaign'); sys.exit(2)"
+    monkeypatch.setattr(
+        spawn.subprocess,
+        "Popen",
+        lambda args, **kw: real([sys.executable, "-c", failing], **kw),
+    )
+    with pytest.raises(ControllerFailed) as got:
+        spawn_controller(["controller"], ledger)
+    said = str(got.value)
+    assert said.startswith("the controller exited with 2 before serving: bad configuration")
+    assert "earlier" not in said and "rentwatch:" not in said

@@ -37,13 +37,17 @@ class Started:
     log: Path
 
 
-def _last_words(log: Path, lines: int = 10) -> str:
+def _last_words(log: Path, since: int, lines: int = 10) -> str:
+    """The last lines this controller wrote to `log` (from byte `since`: earlier runs' too are
+    there)."""
     try:
-        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        with log.open("rb") as f:
+            f.seek(since)
+            tail = f.read().decode(errors="replace").splitlines()[-lines:]
     except OSError:
         return ""
-    said = [ln for ln in tail if ln.startswith("rentwatch:")]  # its one-line errors first
-    return "\n".join(said or tail)
+    said = [ln.removeprefix("rentwatch: ") for ln in tail if ln.startswith("rentwatch:")]
+    return "\n".join(said or tail)  # its one-line errors first, said once with ours
 
 
 def spawn_controller(
@@ -57,6 +61,7 @@ def spawn_controller(
     ledger.parent.mkdir(parents=True, exist_ok=True)
     log = ledger.with_name(ledger.name + ".log")
     fd = os.open(log, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600)
+    since = os.fstat(fd).st_size
     with os.fdopen(fd, "a") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rentwatch", *argv],
@@ -73,7 +78,7 @@ def spawn_controller(
         if code is not None:
             raise ControllerFailed(
                 f"the controller exited with {code} before serving: "
-                f"{_last_words(log) or 'no output'} (log: {log})"
+                f"{_last_words(log, since) or 'no output'} (log: {log})"
             )
         mine = [e for e in registry.live_entries() if e.pid == proc.pid]
         if mine:
