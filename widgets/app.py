@@ -95,10 +95,9 @@ class RentwatchApp(App[str]):
             if k.action == "command_palette":
                 continue
             offered.add(k.action)
-            name = k.action.split("(")[0].replace("_", " ")
             yield SystemCommand(
                 k.text,
-                f"rentwatch: {name} ({' '.join(k.keys)})",
+                f"key: {' '.join(k.keys)}",
                 lambda k=k: self.run_action(k.action, k.node),
             )
         # where a text box takes q and ? as text (the ledger's SQL), the palette still has them
@@ -106,7 +105,7 @@ class RentwatchApp(App[str]):
             if isinstance(b, Binding) and b.action in ALWAYS and b.action not in offered:
                 yield SystemCommand(
                     b.tooltip or b.description,
-                    f"rentwatch: {b.action.replace('_', ' ')}",
+                    f"key: {self.get_key_display(b)}",
                     lambda b=b: self.run_action(b.action),
                 )
 
