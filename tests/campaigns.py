@@ -21,7 +21,7 @@ from rentwatch.referee.stepped import run_stepped, stepped_loop
 from rentwatch.run.engine_thread import EngineThread
 from rentwatch.run.headless import run_headless
 
-from .conftest import market_crawls
+from .conftest import market_stands
 
 CAMPAIGN = """
 name = "{name}"
@@ -256,13 +256,13 @@ class HeadlessRun:
 def restarted(
     sim, cmd: list[str], env: dict[str, str], cwd: Path, between=lambda: None
 ) -> HeadlessRun:
-    """The controller started again after its kill, the market at wall pace from this call
+    """The controller started again after its kill, the market standing still from this call
     until the new run has adopted what the killed one left live (its first "adopt" line);
     `between` runs while nothing watches (a key change, say). A loaded box took 140 of a 120x
     market's minutes to start it, past the 15 of the hosts' watchdog window: a host stopped
     itself, as it should with no controller, and a job that had exited there, its output not
     yet off, ran again elsewhere (finished twice)."""
-    with market_crawls(sim):
+    with market_stands(sim):
         between()
         run = HeadlessRun(cmd, env, cwd)
         # with nothing live no adoption comes: nothing to wait for

@@ -192,26 +192,6 @@ def market_stands(sim: SimServer) -> Iterator[None]:
         sim.call(sim.market.clock.flowing)
 
 
-@contextlib.contextmanager
-def market_crawls(sim: SimServer) -> Iterator[None]:
-    """The simulator's market runs at wall pace inside, then at its own scale again: a
-    controller restarted on a loaded box costs the market seconds, not its hosts' watchdog
-    minutes. Not standing still: the market allows a key one list a market second, so on a
-    standing clock a restart's first list after its killed predecessor's is refused for good."""
-    clock = sim.market.clock
-
-    def pace(scale: float) -> float:
-        clock.flowing()  # from now on at `scale`: the time already passed stays as it was
-        was, clock.time_scale = clock.time_scale, scale
-        return was
-
-    scale = sim.call(pace, 1.0)
-    try:
-        yield
-    finally:
-        sim.call(pace, scale)
-
-
 @pytest.fixture
 def make_sim() -> Iterator:
     servers: list[SimServer] = []

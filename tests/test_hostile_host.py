@@ -11,7 +11,7 @@ import pytest
 from rentwatch.ledger import Ledger
 
 from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign
-from .conftest import market_crawls
+from .conftest import market_stands
 
 JOB = (
     '\n[[jobs]]\nname = "work"\nrun = "python3 -c \\"import time; time.sleep(3)\\""\nretries = 3\n'
@@ -45,10 +45,10 @@ def test_changed_host_key_is_refused_recorded_and_stopped(make_sim, tmp_path, re
     iid = int(line.split("i:")[1].split()[0])
     head = ""
     if restart:
-        # the market at wall pace until the new controller has adopted the instance: on a loaded
+        # no market time passes until the new controller has adopted the instance: on a loaded
         # box a slow restart let the host's watchdog (armed for the killed controller) stop it
         # first, and a stopped host is never reached, so its changed key was never seen
-        with market_crawls(sim):
+        with market_stands(sim):
             proc.kill()  # no trap: the instance stays up, and the new controller must hold the pin
             proc.wait()
             sim.call(sim.ssh.replace_host_key, iid)
