@@ -52,6 +52,8 @@ def test_destroy_cancel_confirm_stop_and_quit(make_sim, dashboard):
             # the person's keys reach it
             with market_stands(sim):
                 view = app.query_one(FleetView)
+                # the snapshot may have come before the table drew it and selected a row
+                await _until(pilot, lambda: view.selected_id is not None)
                 target = view.selected_id
                 # destroy, then Cancel: nothing destroyed
                 await pilot.press("d")
