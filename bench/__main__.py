@@ -34,7 +34,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             "--cpu-out",
             os.path.join(tempfile.gettempdir(), "rentwatch-suite-cpu.txt"),
             "-n",
-            "3",
+            "6",
             "tests",
         ],
     ),
