@@ -13,9 +13,9 @@ from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import DEMO_CAMPAIGN, make_engine
+from rentwatch.run.service.controller import attach_in_process
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
-from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.jobs_screen import JobsScreen
@@ -45,7 +45,8 @@ async def main() -> None:
         ledger,
         tmp / "key",
     )
-    app = RentwatchApp(engine, ledger, refresh_s=0.2)
+    # the dashboard as `demo` runs it: attached to its engine through the controller service
+    app, finish = attach_in_process(engine, tmp / "demo.duckdb", "demo")
     async with app.run_test(size=SIZE) as pilot:
         # the fleet once a host is verified and duds have been thrown out
         await until(
@@ -109,7 +110,7 @@ async def main() -> None:
         await pilot.pause(2.5)  # a second read: the running job's progress in
         app.save_screenshot("jobs.svg", str(OUT))
         await pilot.press("escape")
-        engine.shutdown("stop")
+    finish("stop")
     ledger.close()
     sim.stop_thread()
     print(f"wrote {', '.join(p.name for p in sorted(OUT.glob('*.svg')))} to {OUT}", file=sys.stderr)
