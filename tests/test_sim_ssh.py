@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 import asyncssh
 import httpx
@@ -23,6 +24,14 @@ async def _running(c: VastClient, iid: int, timeout: float = 30):
     raise AssertionError("never running")
 
 
+async def _rented(c: VastClient, key: asyncssh.SSHKey) -> tuple[int, Any]:
+    """The market's first offer rented on an account that holds `key`, once it runs."""
+    await c.add_ssh_key(key.export_public_key().decode())
+    offer = (await c.search_offers({}))[0]
+    res = await c.create_instance(offer.id, image="img", disk_gb=10)
+    return res.instance_id, await _running(c, res.instance_id)
+
+
 @pytest.mark.parametrize("behaviour", ["healthy", "stale_driver"])
 def test_ssh_command_sftp_and_probe(make_sim, tmp_path, behaviour):
     sim = make_sim(
@@ -36,15 +45,12 @@ def test_ssh_command_sftp_and_probe(make_sim, tmp_path, behaviour):
 
     async def run() -> None:
         async with VastClient(sim.url, "test-key", min_intervals={}) as c:
-            await c.add_ssh_key(key.export_public_key().decode())
-            offer = (await c.search_offers({}))[0]
-            res = await c.create_instance(offer.id, image="img", disk_gb=10)
-            inst = await _running(c, res.instance_id)
+            iid, inst = await _rented(c, key)
             async with asyncssh.connect(
                 inst.ssh_host, inst.ssh_port, username="root", client_keys=[key], known_hosts=None
             ) as conn:
                 r = await conn.run("echo $CONTAINER_ID; echo hello > out.txt; exit 3")
-                assert r.stdout.split()[0] == str(res.instance_id) and r.exit_status == 3
+                assert r.stdout.split()[0] == str(iid) and r.exit_status == 3
                 async with conn.start_sftp_client() as sftp:
                     await sftp.get("out.txt", str(tmp_path / "out.txt"))
                 assert (tmp_path / "out.txt").read_text() == "hello\n"
@@ -66,9 +72,9 @@ def test_ssh_command_sftp_and_probe(make_sim, tmp_path, behaviour):
                     "'Content-Type': 'application/json'}); print(u.urlopen(rq).read().decode())\""
                 )
                 assert '"success": true' in r.stdout, r.stderr
-            row = await c.show_instance(res.instance_id)
+            row = await c.show_instance(iid)
             assert row.target_state == "stopped"
-            scoped = await asyncio.to_thread(lambda: sim.market.instances[res.instance_id].api_key)
+            scoped = await asyncio.to_thread(lambda: sim.market.instances[iid].api_key)
             r = httpx.get(
                 f"{sim.url}/api/v1/instances/", headers={"Authorization": f"Bearer {scoped}"}
             )
@@ -133,11 +139,8 @@ def test_a_command_that_stops_its_own_instance_still_answers(make_sim):
 
     async def run() -> None:
         async with VastClient(sim.url, "test-key", min_intervals={}) as c:
-            await c.add_ssh_key(key.export_public_key().decode())
-            offer = (await c.search_offers({}))[0]
-            res = await c.create_instance(offer.id, image="img", disk_gb=10)
-            inst = await _running(c, res.instance_id)
-            box = sim.ssh.sandbox(sim.market.instances[res.instance_id])
+            iid, inst = await _rented(c, key)
+            box = sim.ssh.sandbox(sim.market.instances[iid])
             async with asyncssh.connect(
                 inst.ssh_host, inst.ssh_port, username="root", client_keys=[key], known_hosts=None
             ) as conn:
@@ -149,7 +152,7 @@ def test_a_command_that_stops_its_own_instance_still_answers(make_sim):
                 r = await ran
                 assert '"success": true' in r.stdout and r.exit_status == 0, r
                 await asyncio.wait_for(conn.wait_closed(), 30)  # and then the box goes down
-            row = await c.show_instance(res.instance_id)
+            row = await c.show_instance(iid)
             assert row.target_state == "stopped"
 
     asyncio.run(run())
