@@ -40,6 +40,10 @@ def _footer(app) -> str:
     return _text(app.export_screenshot()).splitlines()[-1]
 
 
+def _toasts(app) -> list[str]:
+    return [str(n.message) for n in app._notifications]
+
+
 def _billing(sim) -> dict[int, str]:
     return {
         r["id"]: r["actual_status"]
@@ -107,6 +111,9 @@ def test_end_from_the_dashboard_destroys_everything_through_the_controller(make_
             titles = [c.title for c in app.get_system_commands(app.screen)]
             assert "Create one more instance" not in titles
             assert "Stop the selected instance" in titles
+            await pilot.press("plus")  # a refused key says why, where it would say nothing
+            await _until(pilot, lambda: "has ended" in str(_toasts(app)))
+            assert "starts nothing new" in _toasts(app)[-1]
 
     try:
         asyncio.run(run())

@@ -259,6 +259,9 @@ def test_a_refused_action_says_what_could_not_be_done():
             await pilot.pause(0.3)
             said = [n.message for n in app._notifications]
             assert "could not start 11: the market answered 409" in said, said
+            await pilot.press("H")  # automation's own rental: nothing to hand over, say so
+            await pilot.pause(0.3)
+            assert "11 is automation's already" in [n.message for n in app._notifications]
 
     asyncio.run(run())
 

@@ -17,7 +17,7 @@ from rentwatch.views.detail import InstanceDetail, JobLine
 from rentwatch.views.snapshot import InstanceSnap, rate_figure
 from rich.table import Table
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -401,6 +401,10 @@ class DetailScreen(Screen[None]):
         if self.operator is None or self.operator.controller_ended() is not None:
             return False
         return not (action == "hand_over" and self.operator.campaign_ended())
+
+    def on_key(self, event: events.Key) -> None:
+        if self.operator is not None and self.operator.say_refused(self, event.key):
+            event.stop()
 
     def _instance(self) -> InstanceSnap | None:
         """This instance as the fleet's latest snapshot has it (what its keys act on)."""

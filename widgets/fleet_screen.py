@@ -10,6 +10,7 @@ from rentwatch.core.text import clean
 from rentwatch.views.port import EnginePort
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -203,6 +204,10 @@ class FleetScreen(Screen[None]):
         if action not in VIEW_ONLY and self.operator.controller_ended() is not None:
             return False  # it asked the controller, whose socket is gone
         return not (action in STARTS_AUTOMATION and self.operator.campaign_ended())
+
+    def on_key(self, event: events.Key) -> None:
+        if self.operator.say_refused(self, event.key):
+            event.stop()
 
     # -- drawing -----------------------------------------------------------------------------
     def on_fleet_snapshot(self, message: FleetSnapshot) -> None:

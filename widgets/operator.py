@@ -28,6 +28,8 @@ from rentwatch.views.acts import gone, left_after_end, startable
 from rentwatch.views.port import EnginePort, LedgerPort
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from textual.app import App
+from textual.binding import Binding
+from textual.screen import Screen
 
 from .end_dialog import EndConfirm
 from .modals import BulkDestroyConfirm, DestroyConfirm, hand_over_choice, stop_choice
@@ -59,6 +61,22 @@ class Operator:
     def campaign_ended(self) -> bool:
         snap = self.latest()
         return snap is not None and snap.finished is not None
+
+    def say_refused(self, screen: Screen[Any], key: str) -> bool:
+        """Say why a key the screen has switched off does nothing (a silent key reads as a
+        hung dashboard); True when `key` was one of those."""
+        keyed = (b for b in Binding.make_bindings(screen.BINDINGS) if b.key == key)
+        action = next((b.action for b in keyed), None)
+        if action is None or screen.check_action(action, ()):
+            return False
+        why = self.controller_ended()
+        if why is not None:
+            self.app.notify(f"the controller has ended ({why}): nothing can act now", timeout=4)
+        elif self.campaign_ended():
+            self.app.notify("the campaign has ended: it starts nothing new", timeout=4)
+        else:
+            return False
+        return True
 
     def instance(self, instance_id: int | None) -> InstanceSnap | None:
         """The latest snapshot of `instance_id` (None: not in the fleet's latest)."""
@@ -166,7 +184,10 @@ class Operator:
 
     def hand_over(self, s: InstanceSnap | None) -> None:
         snap = self.latest()
-        if s is None or s.supervised or snap is None or self._gone(s):
+        if s is None or snap is None or self._gone(s):
+            return
+        if s.supervised:
+            self.app.notify(f"{s.instance_id} is automation's already", timeout=4)
             return
 
         def chosen(choice: str | None) -> None:
