@@ -15,6 +15,9 @@ from ..run.service import api, registry
 from ..run.service.remote import ControllerClient
 from ..run.service.target import Target, resolve
 
+# what `ls` adds to a registry entry from the controller's status
+LIVE_FIGURES = "policy fleet held observed stopped verified in_service spent_usd dph finished"
+
 
 def _fmt_uptime(seconds: float) -> str:
     s = int(seconds)
@@ -34,23 +37,7 @@ def ls_rows(wall: Callable[[], float] = time.time) -> list[dict[str, Any]]:
         with ControllerClient(Target(socket=e.socket), timeout=3.0) as client:
             try:
                 st = client.status()
-                row.update(
-                    {
-                        k: st.get(k)
-                        for k in (
-                            "policy",
-                            "fleet",
-                            "held",
-                            "observed",
-                            "stopped",
-                            "verified",
-                            "in_service",
-                            "spent_usd",
-                            "dph",
-                            "finished",
-                        )
-                    }
-                )
+                row.update({k: st.get(k) for k in LIVE_FIGURES.split()})
             except api.ServiceError as exc:
                 row["error"] = str(exc)
         rows.append(row)
