@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import RentwatchError
@@ -216,10 +216,6 @@ def names_of(raw: Any) -> list[str]:
     except ValueError:
         return []
     return [str(n) for n in value] if isinstance(value, list) else []
-
-
-def to_json(rows: Iterable[JobRow]) -> list[dict[str, Any]]:
-    return [asdict(r) for r in rows]
 
 
 def from_json(data: Any) -> list[JobRow]:
