@@ -253,23 +253,18 @@ def _check_ssh_key(path: str | None) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from platformdirs import user_data_dir
+
     from .team import team_argv, team_config
 
     team = team_config(args)
+    ledger = Path(args.ledger or Path(user_data_dir("rentwatch")) / "demo-ledger.duckdb")
     if args.foreground:  # the engine and the simulated market inside this process
         from ..run.dashboard import run_demo
 
-        return run_demo(
-            time_scale=args.time_scale,
-            ledger_path=Path(args.ledger) if args.ledger else None,
-            seed=args.seed,
-            team=team,
-        )
-    from platformdirs import user_data_dir
-
+        return run_demo(args.time_scale, ledger, args.seed, team)
     from ..run.service.spawn import run_attached
 
-    ledger = Path(args.ledger or Path(user_data_dir("rentwatch")) / "demo-ledger.duckdb")
     argv = ["--demo", "--time-scale", str(args.time_scale), "--seed", str(args.seed)]
     argv += team_argv(team)
     return run_attached(argv, ledger.resolve(), None)  # a demo already running: attach to it
