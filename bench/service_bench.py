@@ -23,7 +23,7 @@ from typing import Any
 from rentwatch.engine.intents import StopIntent
 from rentwatch.run.service import api
 from rentwatch.run.service.controller import Controller
-from rentwatch.run.service.remote import RemoteEngine, RemoteLedger
+from rentwatch.run.service.remote import ControllerClient, RemoteEngine
 from rentwatch.run.service.server import ServiceServer
 from rentwatch.run.service.target import Target
 
@@ -130,7 +130,9 @@ async def remote_dashboard(target: Target, seconds: int) -> tuple[float, float]:
     same loop as tui_bench.measure."""
     from rentwatch.widgets.app import RentwatchApp
 
-    app = RentwatchApp(RemoteEngine(target), RemoteLedger(target), refresh_s=0.25)
+    app = RentwatchApp(
+        RemoteEngine(target), ControllerClient(target, timeout=600.0), refresh_s=0.25
+    )
     lat = []
     async with app.run_test(size=(150, 45)) as pilot:
         while app.latest is None:

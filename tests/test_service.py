@@ -28,7 +28,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryFailed, QueryRefused
 from rentwatch.run.service import api
 from rentwatch.run.service.controller import Controller
-from rentwatch.run.service.remote import ControllerClient, RemoteEngine, RemoteLedger
+from rentwatch.run.service.remote import ControllerClient, RemoteEngine
 from rentwatch.run.service.server import ServiceServer
 from rentwatch.run.service.target import Target
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
@@ -382,7 +382,7 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
         assert proc.poll() is None, "the dashboard's detach ended the controller"
 
         # the ledger screen's surface, remote: a query, a refusal, a receipt
-        remote = RemoteLedger(Target(socket=sock))
+        remote = ControllerClient(Target(socket=sock), timeout=600.0)
         assert remote.query("select 1 as one").rows == [(1,)]
         assert remote.receipt("svc")[0]["campaign"] == "svc"
         with pytest.raises(QueryRefused):
@@ -411,9 +411,9 @@ def test_campaign_served_while_it_runs(make_sim, tmp_path, runtime):
         # a client that hangs up mid-query stops it too
         impatient = ControllerClient(Target(socket=sock), timeout=1.0)
         with pytest.raises(api.ControllerGone):
-            impatient.query("select sum(i * i) from range(100000000000) t(i)", query_id="hang")
+            impatient.query("select sum(i * i) from range(100000000000) t(i)")
         impatient.close()
-        _until(lambda: "hang" not in client.status()["queries"], 120, "the hung-up query ended")
+        _until(lambda: not client.status()["queries"], 120, "the hung-up query ended")
         assert remote.query("select 2 as two").rows == [(2,)]
         remote.close()
         client.close()
@@ -479,7 +479,7 @@ def _dashboard_stops_one_and_detaches(sim, sock: str) -> None:
     from rentwatch.widgets.fleet import FleetView
 
     target = Target(socket=sock)
-    app = RentwatchApp(RemoteEngine(target), RemoteLedger(target), refresh_s=0.1)
+    app = RentwatchApp(RemoteEngine(target), ControllerClient(target, timeout=600.0), refresh_s=0.1)
     other = RemoteEngine(target)
     watched: list = []
     other.on_snapshot = watched.append

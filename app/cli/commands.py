@@ -86,9 +86,10 @@ def _open_ledger(path: str | None, read_only: bool = True):  # type: ignore[no-u
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from .controllers import cmd_attach as attach
+    from ..run.service.spawn import run_dashboard
+    from ..run.service.target import resolve
 
-    return attach(args)
+    return run_dashboard(resolve(args.socket, args.campaign, args.url, args.token_file, args.pid))
 
 
 def cmd_receipt(args: argparse.Namespace) -> int:
@@ -181,10 +182,23 @@ def _read_campaign(
     return dataclasses.replace(camp, upload=upload)
 
 
+def usable_key(
+    url: str, given: str | None, timeout: float | None, flag: str | None = "--api-key"
+) -> str:
+    """The market's API key (`given`, else VAST_API_KEY or the official CLI's file), tried with
+    one read first: a market that cannot be used is one line, before anything is made for it."""
+    from ..market.factory import find_api_key
+    from ..market.reach import check_market
+
+    key = find_api_key(given, flag=flag)
+    asyncio.run(check_market(url, key, timeout))
+    return key
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..ledger.store import default_ledger_path
-    from ..market.factory import find_api_key
+    from ..market.factory import DEFAULT_TIMEOUT
     from ..run.headless import run_headless
 
     if args.background:  # the same headless run, in its own session; returns once it serves
@@ -201,14 +215,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     campaign = _read_campaign(args.campaign, args.upload_root, args.ssh_key)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     team = team_config(args)  # before the market: a bad team setting is said first
-    key = find_api_key(args.api_key)
     # every market call's total deadline: the flag, else the campaign's key, else the default
-    from ..market.factory import DEFAULT_TIMEOUT
-    from ..market.reach import check_market
-
     timeout = args.http_timeout or campaign.http_timeout_s or DEFAULT_TIMEOUT
-    # the market first: one that cannot be used leaves no SSH key or ledger made for it
-    asyncio.run(check_market(args.market_url, key, timeout))
+    key = usable_key(args.market_url, args.api_key, timeout)
     _check_ssh_key(args.ssh_key)
     return asyncio.run(
         run_headless(
@@ -244,23 +253,18 @@ def _check_ssh_key(path: str | None) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from platformdirs import user_data_dir
+
     from .team import team_argv, team_config
 
     team = team_config(args)
+    ledger = Path(args.ledger or Path(user_data_dir("rentwatch")) / "demo-ledger.duckdb")
     if args.foreground:  # the engine and the simulated market inside this process
         from ..run.dashboard import run_demo
 
-        return run_demo(
-            time_scale=args.time_scale,
-            ledger_path=Path(args.ledger) if args.ledger else None,
-            seed=args.seed,
-            team=team,
-        )
-    from platformdirs import user_data_dir
-
+        return run_demo(args.time_scale, ledger, args.seed, team)
     from ..run.service.spawn import run_attached
 
-    ledger = Path(args.ledger or Path(user_data_dir("rentwatch")) / "demo-ledger.duckdb")
     argv = ["--demo", "--time-scale", str(args.time_scale), "--seed", str(args.seed)]
     argv += team_argv(team)
     return run_attached(argv, ledger.resolve(), None)  # a demo already running: attach to it
@@ -272,7 +276,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..engine.session import default_key_path
     from ..ledger.store import default_ledger_path
-    from ..market.factory import find_api_key
     from .flags import engine_argv
     from .team import team_config
 
@@ -284,11 +287,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
         parse_listen(args.metrics)
     ledger = Path(args.ledger).resolve() if args.ledger else default_ledger_path()
-    key = find_api_key(None, flag=None)  # watch takes no --api-key: the key stays off `ps`
-    from ..market.reach import check_market
-
-    # before the controller, its log, its ledger and its SSH key: one line if the market is out
-    asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s if campaign else None))
+    # watch takes no --api-key (the key stays off `ps`); the market is tried before the
+    # controller, its log, its ledger and its SSH key
+    key = usable_key(args.market_url, None, campaign.http_timeout_s if campaign else None, None)
     if args.foreground:  # the engine inside this process: it ends with the dashboard
         from ..run.dashboard import run_dashboard
 

@@ -67,8 +67,9 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from ..core.campaign import renting_nothing
     from ..core.policy import get_policy
     from ..engine.session import default_key_path
-    from ..market.factory import find_api_key
+    from ..market.factory import DEFAULT_TIMEOUT
     from ..run.dashboard import demo_campaign, demo_market, hosted
+    from .commands import _read_campaign, usable_key
     from .team import team_config
 
     ledger_path = Path(args.ledger).resolve()
@@ -81,23 +82,15 @@ def cmd_controller(args: argparse.Namespace) -> int:
         market_url, api_key = sim.url, sim.api_key
         _say(f"market   built-in simulator at {market_url} (lives as long as this controller)")
     else:
-        from .commands import _read_campaign
-
         campaign = (
             _read_campaign(args.campaign, args.upload_root, args.ssh_key)
             if args.campaign
             else renting_nothing("watch")
         )
-        market_url, api_key = args.market_url, find_api_key(None)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
     if sim is None:  # the market first: one that cannot be used leaves no ledger or SSH key
-        import asyncio
-
-        from ..market.factory import DEFAULT_TIMEOUT
-        from ..market.reach import check_market
-
-        timeout = campaign.http_timeout_s or DEFAULT_TIMEOUT
-        asyncio.run(check_market(market_url, api_key, timeout))
+        market_url = args.market_url
+        api_key = usable_key(market_url, None, campaign.http_timeout_s or DEFAULT_TIMEOUT)
     # a demo nobody watches and nobody kept ends itself (another campaign never does)
     unwatched = args.end_unwatched_min * 60 if args.demo else None
     observe_only = not args.demo and not args.campaign

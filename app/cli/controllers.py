@@ -1,5 +1,5 @@
-"""The CLI's service commands: `ls`, `attach`, `run --background`, and the lookup that lets `ledger`
-and `receipt` answer through the controller holding a ledger."""
+"""The CLI's service commands: `ls`, `run --background`, and the lookup that lets `ledger` and
+`receipt` answer through the controller holding a ledger."""
 
 from __future__ import annotations
 
@@ -13,16 +13,10 @@ from typing import Any
 
 from ..run.service import api, registry
 from ..run.service.remote import ControllerClient
-from ..run.service.target import Target, resolve
+from ..run.service.target import Target
 
-
-def _fmt_uptime(seconds: float) -> str:
-    s = int(seconds)
-    return (
-        f"{s // 86400}d{s % 86400 // 3600:02d}h"
-        if s >= 86400
-        else f"{s // 3600}h{s % 3600 // 60:02d}m"
-    )
+# what `ls` adds to a registry entry from the controller's status
+LIVE_FIGURES = "policy fleet held observed stopped verified in_service spent_usd dph finished"
 
 
 def ls_rows(wall: Callable[[], float] = time.time) -> list[dict[str, Any]]:
@@ -34,23 +28,7 @@ def ls_rows(wall: Callable[[], float] = time.time) -> list[dict[str, Any]]:
         with ControllerClient(Target(socket=e.socket), timeout=3.0) as client:
             try:
                 st = client.status()
-                row.update(
-                    {
-                        k: st.get(k)
-                        for k in (
-                            "policy",
-                            "fleet",
-                            "held",
-                            "observed",
-                            "stopped",
-                            "verified",
-                            "in_service",
-                            "spent_usd",
-                            "dph",
-                            "finished",
-                        )
-                    }
-                )
+                row.update({k: st.get(k) for k in LIVE_FIGURES.split()})
             except api.ServiceError as exc:
                 row["error"] = str(exc)
         rows.append(row)
@@ -68,6 +46,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     from rich.table import Column, Table
     from rich.text import Text
 
+    from ..core.decisions import fmt_span
     from .tables import print_table
 
     # the campaign and the socket (what `attach --socket` and an SSH forward take) are folded
@@ -94,7 +73,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         table.add_row(
             Text(str(r["campaign"])),  # campaign names are the operator's text: never markup
             str(r["pid"]),
-            _fmt_uptime(r["uptime_s"]),
+            fmt_span(r["uptime_s"]),
             fleet if "error" not in r else Text(str(r["error"])[:60]),
             spend,
             dph,
@@ -108,12 +87,6 @@ def controller_for_ledger(ledger: str | Path) -> ControllerClient | None:
     found = registry.find(ledger=ledger, quiet=True)
     # a long query is the operator's to wait for (Ctrl-C hangs up, which cancels it)
     return ControllerClient(Target(socket=found[0].socket), timeout=3600.0) if found else None
-
-
-def cmd_attach(args: argparse.Namespace) -> int:
-    from ..run.service.spawn import run_dashboard
-
-    return run_dashboard(resolve(args.socket, args.campaign, args.url, args.token_file, args.pid))
 
 
 def cmd_run_background(args: argparse.Namespace) -> int:

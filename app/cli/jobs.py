@@ -10,13 +10,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import RentwatchError
 from ..core.text import clean
 from ..ledger import job_reads
-from ..views.jobs import JobRow, fold, names_of, rows_from_ledger, to_json
+from ..views.jobs import JobRow, fold, names_of, rows_from_ledger
 from .ledger_pick import select
 
 FOLLOW_S = 2.0  # wall seconds between two looks while following through a controller
@@ -103,7 +104,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if args.campaign is not None and not rows:
         raise NoJob(f"the ledger {ledger} has no jobs of campaign {args.campaign!r}")
     if args.json:
-        print(json.dumps([{"campaign": c, **to_json([r])[0]} for c, r in rows], indent=1))
+        print(json.dumps([{"campaign": c, **asdict(r)} for c, r in rows], indent=1))
     elif not rows:
         print(f"no jobs in the ledger {ledger}")
     else:

@@ -25,7 +25,7 @@ def query(path: str | Path, sql: str, limit: int) -> QueryResult:
         with Ledger(path, read_only=True) as ledger:
             return ledger.query(sql, limit)
     with remote:
-        return remote.query_all(sql, limit)
+        return remote.query(sql, limit)
 
 
 def select(path: str | Path, sql: str, limit: int = 100_000) -> list[dict[str, Any]]:

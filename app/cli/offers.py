@@ -214,21 +214,17 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
 def run(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..ledger.store import default_ledger_path
-    from ..market.factory import find_api_key
-    from .commands import _read_campaign
+    from .commands import _read_campaign, usable_key
 
     campaign = _read_campaign(args.campaign, args.upload_root)
     policy = get_policy(args.policy).with_overrides(campaign.policy)
-    key = find_api_key(args.api_key)
+    # one line naming the market and the cause when it cannot be used, before any search
+    key = usable_key(args.market_url, args.api_key, campaign.http_timeout_s)
     ledger = Path(args.ledger) if args.ledger else default_ledger_path()
 
     def note(line: str) -> None:
         print(f"rentwatch: {clean(line, 400)}", file=sys.stderr)
 
-    from ..market.reach import check_market
-
-    # one line naming the market and the cause when it cannot be used, before any search
-    asyncio.run(check_market(args.market_url, key, campaign.http_timeout_s))
     view = asyncio.run(preview(campaign, policy, args.market_url, key, ledger, note))
     if args.plan:
         from .plan import show

@@ -222,7 +222,6 @@ def open_alerts(
     urls: Sequence[str] = (),
     metrics_listen: str | None = None,
     secrets: Sequence[str | None] = (),
-    level: str | None = None,
     metrics: Metrics | None = None,
 ) -> Alerts:
     """The run's notifier and metrics server (`--metrics HOST:PORT`), listening to `sup`."""
@@ -244,7 +243,7 @@ def open_alerts(
 
         alerts.notifier = Notifier(
             all_urls,
-            min_level=level or getattr(sup.campaign, "notify_level", None) or user.level,
+            min_level=getattr(sup.campaign, "notify_level", None) or user.level,
             secrets=tuple(s for s in secrets if s),
             on_failure=failed,
         )

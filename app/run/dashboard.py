@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..core.campaign import Campaign, renting_nothing
 from ..core.policy import Policy, get_policy
-from ..engine.session import Session
+from ..engine.session import Session, default_key_path
 from ..ledger import Ledger
 from ..ledger.team.config import TeamConfig
 from ..ledger.team.sync import TeamSync
@@ -188,16 +188,7 @@ def run_dashboard(
     return 0
 
 
-def run_demo(
-    time_scale: float = 30.0,
-    ledger_path: Path | None = None,
-    seed: int = 7,
-    team: TeamConfig | None = None,
-) -> int:
-    from platformdirs import user_data_dir
-
-    data = Path(user_data_dir("rentwatch"))
-    ledger_path = ledger_path or data / "demo-ledger.duckdb"
+def run_demo(time_scale: float, ledger_path: Path, seed: int, team: TeamConfig | None) -> int:
     campaign = demo_campaign(ledger_path)
     if campaign.name != "demo":
         print(
@@ -212,7 +203,7 @@ def run_demo(
             campaign,
             get_policy("default"),
             ledger_path,
-            data / "id_ed25519",
+            default_key_path(),
             team,
         )
     finally:

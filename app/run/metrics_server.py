@@ -25,21 +25,12 @@ CAP_MIN, CAP_MAX = 2, 16  # a Prometheus server scrapes over one connection
 
 
 class MetricsServer:
-    def __init__(
-        self,
-        metrics: Metrics,
-        host: str,
-        port: int = 0,
-        *,
-        cap: int | None = None,
-        idle_s: float = IDLE_S,
-    ) -> None:
+    def __init__(self, metrics: Metrics, host: str, port: int = 0) -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # bound here, in the caller's thread: a port in use is the caller's error, at once
         self._sock = socket.create_server((host, port), family=family, backlog=128)
         self.host, self.port = self._sock.getsockname()[:2]
-        self.cap = cap if cap is not None else default_cap(CAP_SHARE, CAP_MIN, CAP_MAX)
-        self.idle_s = idle_s
+        self.cap = default_cap(CAP_SHARE, CAP_MIN, CAP_MAX)
         self._metrics = metrics
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -71,12 +62,12 @@ class MetricsServer:
         app = web.Application(middlewares=[self._count_valid])
         app.router.add_get("/metrics", aiohttp_handler(self._metrics))
         # keep-alive connections idle this long are closed by aiohttp itself
-        self._runner = web.AppRunner(app, access_log=None, keepalive_timeout=self.idle_s)
+        self._runner = web.AppRunner(app, access_log=None, keepalive_timeout=IDLE_S)
         await self._runner.setup()
         quiet_http_errors(time.monotonic)
         assert self._runner.server is not None
         self.listener = Listener(
-            self._sock, self._runner.server, cap=self.cap, first_request_s=self.idle_s
+            self._sock, self._runner.server, cap=self.cap, first_request_s=IDLE_S
         )
         self.listener.start()
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import RentwatchError
 from ..core.lifecycle import Phase
 from ..core.records import record
 from ..core.text import clean
-from ..engine.jobs.output import LOG_SHOWN, log_command, log_path, read_kept
+from ..engine.jobs.output import log_command, log_path, read_kept
 from ..ledger.kinds import EventKind
 
 if TYPE_CHECKING:  # the engine (asyncssh) is imported only where a controller runs it
@@ -218,10 +218,6 @@ def names_of(raw: Any) -> list[str]:
     return [str(n) for n in value] if isinstance(value, list) else []
 
 
-def to_json(rows: Iterable[JobRow]) -> list[dict[str, Any]]:
-    return [asdict(r) for r in rows]
-
-
 def from_json(data: Any) -> list[JobRow]:
     """Rows from the controller's answer; a field this version lacks is left out."""
     rows = data if isinstance(data, list) else []
@@ -241,7 +237,7 @@ class JobOutput:
     live: bool  # read off its host now: a follow asks again
 
 
-async def read_output(sup: Supervisor, name: str, most: int = LOG_SHOWN) -> JobOutput:
+async def read_output(sup: Supervisor, name: str) -> JobOutput:
     """The job's output now: off its host while it runs on a rental in service, else the log
     kept at its end, else the tail of its last end in the ledger."""
     job = sup.jobs.by_name(name)
@@ -257,13 +253,13 @@ async def read_output(sup: Supervisor, name: str, most: int = LOG_SHOWN) -> JobO
         from ..engine.hosts.ssh import SSHFailure
 
         try:
-            res = await sup.link.run(a, log_command(job.job, most))
+            res = await sup.link.run(a, log_command(job.job))
             text = res.stdout.decode("utf-8", errors="replace")
             return JobOutput(name, text, f"its host i:{a.instance_id}", True)
         except SSHFailure as exc:
             said = f"its host i:{a.instance_id} did not answer ({exc})"
             return JobOutput(name, "", said, True)
-    kept = read_kept(log_path(sup.job_work.pulls.artifacts_root, sup.campaign.name, name), most)
+    kept = read_kept(log_path(sup.job_work.pulls.artifacts_root, sup.campaign.name, name))
     if kept is not None:
         return JobOutput(name, kept, "the log kept when it ended", False)
     ends = sup.ledger.campaign_events(sup.campaign.name, EventKind.JOB_FINISHED)

@@ -98,7 +98,7 @@ def parse_body(raw: bytes) -> Any:
     return body
 
 
-def _int_field(body: dict[str, Any], name: str, low: int = 0, high: int = 2**53) -> int:
+def int_field(body: dict[str, Any], name: str, low: int = 0, high: int = 2**53) -> int:
     value = body.get(name)
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadRequest(f"{name!r} must be an integer")
@@ -133,13 +133,13 @@ def intent_from_json(body: Any) -> Intent:
         case "create":
             return CreateIntent()
         case "fleet":
-            return FleetSizeIntent(_int_field(body, "size", 0, 1000))
+            return FleetSizeIntent(int_field(body, "size", 0, 1000))
         case "end":
             destroy, typed = body.get("destroy", False), body.get("typed", "")
             if not isinstance(destroy, bool) or not isinstance(typed, str):
                 raise BadRequest("'destroy' must be true or false, 'typed' the text typed")
             return EndIntent(destroy, typed[:100])
-    iid = _int_field(body, "instance_id", 1)
+    iid = int_field(body, "instance_id", 1)
     if name == "destroy":
         typed = body.get("typed")
         if not isinstance(typed, str):

@@ -21,7 +21,7 @@ from ...engine.ending import end_command
 from ...engine.intents import Intent, Reply
 from ...engine.supervisor import Supervisor
 from ...ledger.readonly import QueryResult
-from ...views.jobs import live, read_output, to_json
+from ...views.jobs import live, read_output
 from ...views.snapshot import snapshot
 from ..engine_thread import EngineThread
 from . import api
@@ -163,7 +163,7 @@ class Controller:
             raise NotHeld(str(exc)) from None
 
     async def jobs(self) -> list[dict[str, Any]]:
-        return to_json(live(self._need()))
+        return [dataclasses.asdict(r) for r in live(self._need())]
 
     async def job_log(self, name: str) -> dict[str, Any]:  # NoSuchJob: the server's 404
         return dataclasses.asdict(await read_output(self._need(), name))
@@ -307,7 +307,7 @@ def attach_in_process(
     the app and what to call once it has quit."""
     from rentwatch.widgets.app import RentwatchApp
 
-    from .remote import RemoteEngine, RemoteLedger
+    from .remote import ControllerClient, RemoteEngine
     from .target import Target
 
     service = EngineService(engine, ledger_path, campaign)
@@ -318,7 +318,7 @@ def attach_in_process(
         raise api.ServiceError(f"cannot serve the engine's controller API: {exc}") from None
     target = Target(socket=sock)
     remote = RemoteEngine(target, os.getpid(), campaign, outlives_dashboard=False)
-    app = RentwatchApp(remote, RemoteLedger(target, str(ledger_path)))
+    app = RentwatchApp(remote, ControllerClient(target, timeout=600.0))
 
     def finish(mode: str | None) -> None:
         if remote.alive():  # the app ended without its quit dialog: its stream ends with it

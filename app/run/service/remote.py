@@ -1,5 +1,5 @@
-"""Talking to a running controller over httpx: a plain client for the CLI, and the `RemoteEngine`
-and `RemoteLedger` every dashboard runs against (`views/port.py`)."""
+"""Talking to a running controller over httpx: `ControllerClient`, the CLI's client and every
+dashboard's ledger (`views/port.py`'s `LedgerPort`), and the `RemoteEngine` it runs against."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import json
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -47,9 +46,13 @@ def raise_for(resp: httpx.Response) -> None:
 
 
 class ControllerClient:
+    """The controller's API, a call at a time; its ledger's queries run on the controller's
+    read-only connection, since it holds the file."""
+
     def __init__(self, target: Target, timeout: float = 30.0) -> None:
         self.target = target
         self._http = httpx.Client(timeout=timeout, **target.httpx_args(asynchronous=False))
+        self._running: str | None = None  # the query `interrupt` cancels
 
     def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
@@ -96,25 +99,27 @@ class ControllerClient:
         raise_for(resp)
         return api.reply_from_json(resp.json().get("reply"))
 
-    def query(
-        self, sql: str, limit: int = 1000, offset: int = 0, query_id: str | None = None
-    ) -> QueryResult:
-        body = {"sql": sql, "limit": limit, "offset": offset, "id": query_id}
-        return api.result_from_json(self._call("POST", "/v1/query", json=body))
-
-    def query_all(
-        self, sql: str, limit: int, query_id: str | None = None, offset: int = 0
-    ) -> QueryResult:
-        columns: list[str] = []
+    def query(self, sql: str, limit: int = 10_000, offset: int = 0) -> QueryResult:
+        """As `Ledger.query`: up to `limit` rows from `offset`, asked a page at a time, each page
+        tagged so that `interrupt` (from another thread) cancels this query and nothing else."""
+        qid = self._running = f"d{uuid.uuid4().hex[:12]}"
         rows: list[tuple[Any, ...]] = []
-        while True:
-            page = self.query(
-                sql, min(api.MAX_QUERY_ROWS, limit - len(rows)), offset + len(rows), query_id
-            )
-            columns = page.columns
-            rows += page.rows
-            if not page.truncated or not page.rows or len(rows) >= limit:
-                return QueryResult(columns, rows, page.truncated)
+        try:
+            while True:
+                size = min(api.MAX_QUERY_ROWS, limit - len(rows))
+                body = {"sql": sql, "limit": size, "offset": offset + len(rows), "id": qid}
+                page = api.result_from_json(self._call("POST", "/v1/query", json=body))
+                rows += page.rows
+                if not page.truncated or not page.rows or len(rows) >= limit:
+                    return QueryResult(page.columns, rows, page.truncated, offset)
+        finally:
+            self._running = None
+
+    def interrupt(self) -> None:
+        qid = self._running
+        if qid is not None:
+            with ControllerClient(self.target, timeout=5.0) as side:  # this one is busy
+                side.cancel(qid)
 
     def cancel(self, query_id: str) -> bool:
         try:
@@ -140,38 +145,6 @@ class ControllerClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class RemoteLedger:
-    """The ledger screens' surface (`query`, `interrupt`, `receipt`) answered by the controller,
-    which holds the file; queries run on its read-only connection."""
-
-    def __init__(self, target: Target, path: str = "") -> None:
-        self.target = target
-        self.path = Path(path)
-        self._client = ControllerClient(target, timeout=600.0)
-        self._running: str | None = None
-
-    def query(self, sql: str, limit: int = 10_000, offset: int = 0) -> QueryResult:
-        """As `Ledger.query`, paging included: the ledger screen asks for a page at `offset`."""
-        qid = self._running = f"d{uuid.uuid4().hex[:12]}"
-        try:
-            got = self._client.query_all(sql, limit, query_id=qid, offset=offset)
-            return QueryResult(got.columns, got.rows, got.truncated, offset)
-        finally:
-            self._running = None
-
-    def interrupt(self) -> None:
-        qid = self._running
-        if qid is not None:
-            with ControllerClient(self.target, timeout=5.0) as side:  # the main one is busy
-                side.cancel(qid)
-
-    def receipt(self, campaign: str | None = None) -> list[dict[str, Any]]:
-        return self._client.receipt(campaign)
-
-    def close(self) -> None:
-        self._client.close()
 
 
 def _in_thread(call: Callable[[], Any]) -> concurrent.futures.Future[Any]:

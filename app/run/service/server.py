@@ -58,6 +58,17 @@ SSE_MAX_GAP_S = 1.0  # without any change, a fresh snapshot this often (timers t
 SSE_KEEPALIVE_S = 5.0  # a comment line this often, so a dead link is noticed
 TRACE_BURST_S = 60.0  # wall seconds between two tracebacks of failed requests
 WEBHOOK_PATH = "/v1/webhooks/vast"
+# a handler's exception as its answer, the first that matches: (types, status, error type); a
+# RentwatchError last (the market refused, a host failed: the operator's to see)
+ANSWERS: tuple[tuple[type[Exception] | tuple[type[Exception], ...], int, str], ...] = (
+    (api.BadRequest, 400, "bad_request"),
+    (QueryRefused, 400, "query_refused"),
+    (QueryFailed, 400, "query_failed"),
+    (NotReady, 503, "not_ready"),
+    ((NotHeld, NoSuchJob), 404, "not_held"),
+    (Refused, 409, "refused"),
+    (RentwatchError, 502, "engine_error"),
+)
 SECRET_ENV = "VAST_WEBHOOK_SECRET"
 
 
@@ -173,21 +184,11 @@ class ServiceServer:
             return _error(413, "too_large", f"the body is over {api.MAX_BODY_BYTES} bytes")
         except web.HTTPException as exc:
             return _error(exc.status, exc.reason.lower().replace(" ", "_"), exc.text or exc.reason)
-        except api.BadRequest as exc:
-            return _error(400, "bad_request", str(exc))
-        except QueryRefused as exc:
-            return _error(400, "query_refused", str(exc), exc.title)
-        except QueryFailed as exc:
-            return _error(400, "query_failed", str(exc), exc.title)
-        except NotReady as exc:
-            return _error(503, "not_ready", str(exc), exc.title)
-        except (NotHeld, NoSuchJob) as exc:
-            return _error(404, "not_held", str(exc), exc.title)
-        except Refused as exc:
-            return _error(409, "refused", str(exc), exc.title)
-        except RentwatchError as exc:  # the market refused, a host failed: the operator's to see
-            return _error(502, "engine_error", str(exc), exc.title)
-        except Exception as exc:  # a bug here must not take the campaign down: say it, go on
+        except Exception as exc:
+            for kinds, status, kind in ANSWERS:
+                if isinstance(exc, kinds):
+                    return _error(status, kind, str(exc), getattr(exc, "title", None))
+            # a bug here must not take the campaign down: say it, go on
             self._trace(exc)
             return _error(500, "internal", f"{type(exc).__name__}: {exc}"[:500])
 
@@ -306,14 +307,10 @@ class ServiceServer:
         body = await self._body(request)
         if not isinstance(body, dict) or not isinstance(body.get("sql"), str):
             raise api.BadRequest('a query is {"sql": "SELECT ...", "limit": N, "offset": N}')
-        limit = body.get("limit", 1000)
-        offset = body.get("offset", 0)
+        # one page at most; a client pages on with `offset`
+        limit = api.int_field({"limit": 1000, **body}, "limit", 0, api.MAX_QUERY_ROWS)
+        offset = api.int_field({"offset": 0, **body}, "offset")
         qid = body.get("id")
-        for name, value in (("limit", limit), ("offset", offset)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
-                raise api.BadRequest(f"{name!r} must be a non-negative integer under 2**53")
-        if limit > api.MAX_QUERY_ROWS:
-            raise api.BadRequest(f"'limit' is at most {api.MAX_QUERY_ROWS}; page with 'offset'")
         if qid is not None and not isinstance(qid, str):
             raise api.BadRequest("'id' must be a string")
         result = await self.ctrl.query(body["sql"], limit, offset, qid)

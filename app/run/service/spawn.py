@@ -17,7 +17,7 @@ from typing import Any
 from ...ledger.store import HELD_ELSEWHERE
 from . import api, registry
 from .controller import READY_S, SERVE_S
-from .remote import ControllerClient, RemoteEngine, RemoteLedger
+from .remote import ControllerClient, RemoteEngine
 from .target import Target
 
 # a controller registers itself within this many wall seconds, or it failed: its engine's
@@ -157,7 +157,7 @@ def attach_dashboard(
     campaign, pid = str(status["campaign"]), int(status["pid"])
     local = _is_local(target, pid)  # its pid means something here: its death can be told
     engine = RemoteEngine(target, pid=pid if local else None, campaign=campaign)
-    ledger = RemoteLedger(target, str(status.get("ledger", "")))
+    ledger = ControllerClient(target, timeout=600.0)  # a ledger screen's query may be long
     app = RentwatchApp(engine, ledger)
 
     def finish(result: str | None) -> int:
