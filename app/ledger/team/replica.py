@@ -13,7 +13,7 @@ import json
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...core.offers.track_record import Rental
@@ -45,9 +45,7 @@ CREATE SCHEMA IF NOT EXISTS mates;
 # the union: this ledger's events (its operator's) and its teammates' on the same market
 # a teammate's event carries the market its campaign started on (`market`, set as it is
 # added), so keeping a teammate's events to this controller's market is a plain filter
-_COLS = """t.seq, t.ts, t.wall, t.campaign, t.instance_id, t.machine_id, t.host_id, t.offer_id,
-       t.gpu_name, t.gpu_dph, t.storage_dph, t.actor, t.kind, t.phase, t.ok, t.reason, t.detail,
-       t.intent_seq, t.operator"""
+_COLS = ", ".join(f"t.{c}" for c in (*FIELDS, "operator"))
 _HERE = """t.market = rtrim(coalesce(
     (SELECT value FROM main.meta WHERE key = 'team_market'), ''), '/')"""
 UNION_VIEW = f"""
@@ -68,37 +66,6 @@ SELECT e.*, NULL::VARCHAR AS operator FROM main.events e WHERE false
 UNION ALL BY NAME
 SELECT {_COLS} FROM main.team_events t WHERE {_HERE};
 """
-
-# (column, type) in the order `add` passes them: one list per column, unnested in one statement
-# (DuckDB binds a list at once; row by row, a pull of thousands took seconds)
-_TYPES = {
-    "seq": "BIGINT",
-    "ledger_id": "VARCHAR",
-    "source_seq": "BIGINT",
-    "operator": "VARCHAR",
-    "ts": "DOUBLE",
-    "wall": "DOUBLE",
-    "campaign": "VARCHAR",
-    "instance_id": "BIGINT",
-    "machine_id": "BIGINT",
-    "host_id": "BIGINT",
-    "offer_id": "BIGINT",
-    "gpu_name": "VARCHAR",
-    "gpu_dph": "DOUBLE",
-    "storage_dph": "DOUBLE",
-    "actor": "VARCHAR",
-    "kind": "VARCHAR",
-    "phase": "VARCHAR",
-    "ok": "BOOLEAN",
-    "reason": "VARCHAR",
-    "detail": "VARCHAR",
-    "intent_seq": "BIGINT",
-    "hash": "VARCHAR",
-    "market": "VARCHAR",
-}
-_INSERT = f"INSERT OR IGNORE INTO team_events ({', '.join(_TYPES)}) SELECT " + ", ".join(
-    f"unnest(?::{t}[])" for t in _TYPES.values()
-)
 
 
 def _object_json(detail: Any) -> str:
@@ -124,11 +91,10 @@ class TeamEvidence:
     """What the teammates' events say against machines and models: only ever against one, so a
     teammate's ledger lowers a machine's odds and never raises them."""
 
-    machine_duds: dict[int, tuple[int, float]] = field(default_factory=dict)  # n, mean USD
-    model_duds: dict[str, tuple[int, float]] = field(default_factory=dict)  # n, minutes lived
     # (machine, "operator: reason", until): until None lasts
     quarantines: tuple[tuple[int, str, float | None], ...] = ()
-    # their duds one by one, dated, for the faded record (core/offers/track_record.py)
+    # their duds one by one, dated: the faded record (core/offers/track_record.py) and the
+    # machine and model records read them
     duds: tuple[Rental, ...] = ()
 
     def quarantined(self, now: float) -> dict[int, str]:
@@ -147,9 +113,20 @@ class Replica:
         self.evidence = TeamEvidence()
         with lock:
             con.execute(TABLES)
+            typed = con.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = "
+                "'team_events' AND schema_name = 'main' AND database_name = current_database() "
+                "ORDER BY column_index"
+            ).fetchall()
             row = con.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
             if row is None:
                 con.execute("INSERT INTO meta VALUES ('ledger_id', ?)", [uuid.uuid4().hex])
+        self._columns = [c for c, _ in typed]
+        # one list per column, unnested in one statement (DuckDB binds a list at once; row by
+        # row, a pull of thousands took seconds)
+        self._insert = f"INSERT OR IGNORE INTO team_events ({', '.join(self._columns)}) SELECT " + (
+            ", ".join(f"unnest(?::{t}[])" for _, t in typed)
+        )
 
     @property
     def ledger_id(self) -> str:
@@ -213,7 +190,7 @@ class Replica:
                     [ledger_id],
                 ).fetchall()
             )
-            cols: dict[str, list[Any]] = {c: [] for c in _TYPES}
+            cols: dict[str, list[Any]] = {c: [] for c in self._columns}
             for r in rows:
                 fields = dict(zip(FIELDS, r, strict=False))
                 campaign = fields["campaign"] or ""
@@ -231,9 +208,9 @@ class Replica:
                     hash=r[len(FIELDS)],
                     market=markets.get(campaign, ""),
                 )
-                for c in _TYPES:
+                for c in self._columns:
                     cols[c].append(fields[c])
-            self._con.execute(_INSERT, list(cols.values()))
+            self._con.execute(self._insert, list(cols.values()))
             return self._count() - before
 
     def _count(self) -> int:
@@ -253,7 +230,6 @@ class Replica:
             "arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq) FROM events "
             "WHERE kind = 'quarantine' AND machine_id IS NOT NULL GROUP BY machine_id"
         ).fetchall()
-        machine_duds, model_duds = self.evidence.machine_duds, self.evidence.model_duds
         duds = self.evidence.duds
         if records:
             duds = tuple(
@@ -275,19 +251,7 @@ class Replica:
                     f"AND {EVIDENCE}"
                 ).fetchall()
             )
-            machines = cur.execute(
-                "SELECT machine_id, count(*), avg(total_usd) FROM instances "
-                f"WHERE dud AND machine_id IS NOT NULL AND {EVIDENCE} GROUP BY machine_id"
-            ).fetchall()
-            models = cur.execute(
-                "SELECT gpu_name, count(*), coalesce(sum(lifetime_min), 0) FROM instances "
-                f"WHERE dud AND gpu_name IS NOT NULL AND {EVIDENCE} GROUP BY gpu_name"
-            ).fetchall()
-            machine_duds = {int(m): (int(n), finite(u, 0.0)) for m, n, u in machines}
-            model_duds = {str(g): (int(n), finite(x, 0.0)) for g, n, x in models}
         self.evidence = TeamEvidence(
-            machine_duds,
-            model_duds,
             tuple((int(m), str(why), None if u is None else float(u)) for m, why, u in quarantines),
             duds,
         )
@@ -310,9 +274,9 @@ class TeamMemory:
     def machine_record(self) -> dict[int, tuple[int, int, float]]:
         """As `NamedReads.machine_record`: (verified, duds, mean USD of a dud) per machine."""
         out = dict(self.own.machine_record())
-        for m, (n, usd) in self.team.machine_duds.items():
-            good, bad, mean = out.get(m, (0, 0, 0.0))
-            out[m] = (good, bad + n, (bad * mean + n * usd) / (bad + n))
+        for dud in self.team.duds:
+            good, bad, mean = out.get(dud.machine_id, (0, 0, 0.0))
+            out[dud.machine_id] = (good, bad + 1, (bad * mean + dud.usd) / (bad + 1))
         return out
 
     def rentals(self) -> list[Rental]:
@@ -323,7 +287,7 @@ class TeamMemory:
     def model_record(self) -> dict[str, tuple[int, int, float]]:
         """As `NamedReads.model_record`: (delivered, duds, minutes its duds lived) per model."""
         out = dict(self.own.model_record())
-        for g, (n, minutes) in self.team.model_duds.items():
-            good, bad, lived = out.get(g, (0, 0, 0.0))
-            out[g] = (good, bad + n, lived + minutes)
+        for dud in self.team.duds:
+            good, bad, lived = out.get(dud.gpu_name, (0, 0, 0.0))
+            out[dud.gpu_name] = (good, bad + 1, lived + dud.lifetime_min)
         return out
