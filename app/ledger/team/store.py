@@ -124,7 +124,7 @@ class TeamStore:
         v = self.version()
         if v == 0:
             raise StoreRefused(
-                f"{self.config.shown()} holds no rentwatch store: its owner runs "
+                f"{self.config.url} holds no rentwatch store: its owner runs "
                 "`rentwatch team init URL` once"
             )
         _known(v)
