@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...core.offers.track_record import Rental
-from ...core.rows import finite
-from ..reads import NamedReads
-from ..records import EVIDENCE
+from ..records import RENTAL_RECORD_SQL, rental_rows
 from ..schema import VIEWS
 from .chain import FIELDS
 
@@ -68,22 +66,16 @@ SELECT {_COLS} FROM main.team_events t WHERE {_HERE};
 """
 
 
-def _object_json(detail: Any) -> str:
-    """A teammate's `detail` as the views can read it: a JSON object, else `{}` (any controller
-    role may write the store; one bad row costs its detail, not the pull)."""
+def _detail(text: Any) -> tuple[str | None, dict[str, Any]]:
+    """A teammate's `detail` as the views can read it, a JSON object, else `{}` (any controller
+    role may write the store; one bad row costs its detail, not the pull); and that object."""
     try:
-        return detail if isinstance(json.loads(detail or "{}"), dict) else "{}"
+        doc = json.loads(text)
     except (TypeError, ValueError):
-        return "{}"
-
-
-def _market_of(detail: Any) -> str:
-    """The market a `campaign_start` names (its detail's `market`), as the views compare it."""
-    try:
-        got = json.loads(detail).get("market") if detail else None
-    except (ValueError, AttributeError):
-        got = None
-    return str(got or "").rstrip("/")
+        doc = None
+    if isinstance(doc, dict):
+        return text, doc
+    return None if text is None else "{}", {}
 
 
 @dataclass(frozen=True)
@@ -194,12 +186,13 @@ class Replica:
             for r in rows:
                 fields = dict(zip(FIELDS, r, strict=False))
                 campaign = fields["campaign"] or ""
-                if fields["kind"] == "campaign_start":
-                    markets[campaign] = _market_of(fields["detail"])
+                text, detail = _detail(fields["detail"])
+                if fields["kind"] == "campaign_start":  # its market, as the views compare it
+                    markets[campaign] = str(detail.get("market") or "").rstrip("/")
                 seq = int(fields["seq"])
                 intent = fields["intent_seq"]
                 fields.update(
-                    detail=_object_json(fields["detail"]),
+                    detail=text,
                     seq=base + seq,
                     intent_seq=None if intent is None else base + int(intent),
                     ledger_id=ledger_id,
@@ -218,8 +211,8 @@ class Replica:
         return int(row[0]) if row else 0
 
     def refresh(self, records: bool = True) -> TeamEvidence:
-        """Read the teammates' evidence again: their quarantines, and with `records` their duds per
-        machine and model (a cost that grows, so the sync spaces it out)."""
+        """Read the teammates' evidence again: their quarantines, and with `records` their duds,
+        read as this ledger's rentals are (a cost that grows, so the sync spaces it out)."""
         if self._cur is None:
             with self._lock:
                 self._cur = self._con.cursor()
@@ -232,25 +225,8 @@ class Replica:
         ).fetchall()
         duds = self.evidence.duds
         if records:
-            duds = tuple(
-                Rental(
-                    int(m),
-                    None if h is None else int(h),
-                    str(g),
-                    finite(dph, 0.0),
-                    finite(at, 0.0),
-                    verified=False,
-                    dud=True,
-                    usd=finite(u, 0.0),
-                    lifetime_min=finite(life, 0.0),
-                )
-                for m, h, g, dph, at, u, life in cur.execute(
-                    "SELECT machine_id, host_id, gpu_name, gpu_dph, created_at + "
-                    "coalesce(lifetime_min, 0) * 60, total_usd, lifetime_min FROM instances "
-                    "WHERE dud AND machine_id IS NOT NULL AND gpu_name IS NOT NULL "
-                    f"AND {EVIDENCE}"
-                ).fetchall()
-            )
+            rentals = rental_rows(cur.execute(RENTAL_RECORD_SQL).fetchall())
+            duds = tuple(r for r in rentals if r.dud)
         self.evidence = TeamEvidence(
             tuple((int(m), str(why), None if u is None else float(u)) for m, why, u in quarantines),
             duds,
@@ -261,33 +237,3 @@ class Replica:
         if self._cur is not None:
             with self._lock, contextlib.suppress(Exception):  # already closed with the connection
                 self._cur.close()
-
-
-class TeamMemory:
-    """A ledger's own record of machines and GPU models with its teammates' duds added: what
-    the ranking and the odds read when the controller is part of a team."""
-
-    def __init__(self, own: NamedReads, team: TeamEvidence) -> None:
-        self.own = own
-        self.team = team
-
-    def machine_record(self) -> dict[int, tuple[int, int, float]]:
-        """As `NamedReads.machine_record`: (verified, duds, mean USD of a dud) per machine."""
-        out = dict(self.own.machine_record())
-        for dud in self.team.duds:
-            good, bad, mean = out.get(dud.machine_id, (0, 0, 0.0))
-            out[dud.machine_id] = (good, bad + 1, (bad * mean + dud.usd) / (bad + 1))
-        return out
-
-    def rentals(self) -> list[Rental]:
-        """As `NamedReads.rentals`, with each of the teammates' duds (their successes never
-        count: a teammate can lower a machine's odds, never raise them)."""
-        return [*self.own.rentals(), *self.team.duds]
-
-    def model_record(self) -> dict[str, tuple[int, int, float]]:
-        """As `NamedReads.model_record`: (delivered, duds, minutes its duds lived) per model."""
-        out = dict(self.own.model_record())
-        for dud in self.team.duds:
-            good, bad, lived = out.get(dud.gpu_name, (0, 0, 0.0))
-            out[dud.gpu_name] = (good, bad + 1, lived + dud.lifetime_min)
-        return out
