@@ -85,8 +85,7 @@ class TeamEvidence:
 
     # (machine, "operator: reason", until): until None lasts
     quarantines: tuple[tuple[int, str, float | None], ...] = ()
-    # their duds one by one, dated: the faded record (core/offers/track_record.py) and the
-    # machine and model records read them
+    # their duds one by one, dated, for the faded record (core/offers/track_record.py)
     duds: tuple[Rental, ...] = ()
 
     def quarantined(self, now: float) -> dict[int, str]:
