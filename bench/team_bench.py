@@ -8,7 +8,7 @@ the password in PGPASSWORD):
   the sync threads running as in a campaign (median and max over the trials);
 - the store's size per million events (the events table with its indexes);
 - the poll's cost: what a team adds to a poll (the teammates' quarantines read each poll, and
-  the machine record with the teammates' duds when a create is in view), against the same
+  the record of rentals with the teammates' duds when a create is in view), against the same
   reads on the ledger alone.
 
 Run: python -m bench.team_bench [--controllers 10] [--rentals 1000] [--trials 5]"""
@@ -167,12 +167,12 @@ def run(url: str, args: argparse.Namespace) -> None:
     )
 
     lg = ledgers[0]
-    own = timed(lambda: lg.machine_record())
-    team = timed(lambda: lg.memory().machine_record())
+    own = timed(lambda: lg.rentals())
+    team = timed(lambda: lg.team_rentals())
     quarantine = timed(lambda: lg.teammates_quarantined(0.0))
     print(
-        f"poll cost   teammates' quarantines {quarantine * 1e6:.0f} us each poll; the machine "
-        f"record with their duds {team * 1000:.0f} ms against {own * 1000:.0f} ms alone "
+        f"poll cost   teammates' quarantines {quarantine * 1e6:.0f} us each poll; the record "
+        f"of rentals with their duds {team * 1000:.0f} ms against {own * 1000:.0f} ms alone "
         f"(when a create is in view)"
     )
     for lg in ledgers:

@@ -19,8 +19,7 @@ _BLANK = _ROOT / "blank.duckdb"
 
 def new_ledger() -> Ledger:
     if not _BLANK.exists():
-        with Ledger(_BLANK) as blank:
-            blank.checkpoint()
+        Ledger(_BLANK).close()  # DuckDB checkpoints the file as it closes
     path = Path(tempfile.mkdtemp(dir=_ROOT)) / "ledger.duckdb"
     shutil.copyfile(_BLANK, path)
     return Ledger(path)

@@ -93,7 +93,7 @@ def test_an_image_that_cannot_be_pulled_stops_after_two_machines(make_sim, tmp_p
     out = capsys.readouterr().out
     assert "FAULT" in out and "end    campaign fault: " in out
     # no reputation penalty: the machines' record shows no dud
-    assert all(bad == 0 for _, bad, _ in led.machine_record().values())
+    assert not any(r.dud for r in led.rentals())
     led.close()
 
 

@@ -192,7 +192,7 @@ def test_a_campaign_fault_stops_creates_shows_a_banner_and_ends_non_zero(key):
         assert only(ds, Abandon)  # the rules' fatal line; the executor spares the host
         (ab,) = kinds(ledger, "abandon")
         assert ab.detail["class"] == "fatal" and ab.detail["blame"] == "suspect"  # first seen
-        assert ab.machine_id not in ledger.machine_record()  # no reputation penalty
+        assert ab.machine_id not in {r.machine_id for r in ledger.rentals()}  # no penalty
         assert not kinds(ledger, "quarantine")
         market.t += 10
         ds = await sup.poll_once()

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import generate_latest
+from prometheus_client.aiohttp import make_aiohttp_handler
 from prometheus_client.parser import text_string_to_metric_families
 from rentwatch.core.errors import ConfigError
-from rentwatch.notify.metrics import Metrics, aiohttp_handler, parse_listen
+from rentwatch.notify.metrics import Metrics, parse_listen
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 # the names DESIGN.md fixes
@@ -59,7 +61,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def exposed_names(m: Metrics) -> set[str]:
     names = set()
-    for family in text_string_to_metric_families(m.exposition().decode()):
+    for family in text_string_to_metric_families(generate_latest(m.registry).decode()):
         names.add(family.name)
         names.update(s.name for s in family.samples)
     return names
@@ -67,7 +69,7 @@ def exposed_names(m: Metrics) -> set[str]:
 
 def test_exposition_parses_and_has_every_design_name() -> None:
     m = filled()
-    text = m.exposition().decode()
+    text = generate_latest(m.registry).decode()
     families = {f.name: f for f in text_string_to_metric_families(text)}
     sample_names = {s.name for f in families.values() for s in f.samples}
     for name in METRIC_NAMES:
@@ -79,7 +81,7 @@ def test_exposition_parses_and_has_every_design_name() -> None:
 
 
 def test_figures_are_the_ones_given() -> None:
-    got = samples(filled().exposition().decode())
+    got = samples(generate_latest(filled().registry).decode())
     c = (("campaign", "qlora"),)
     assert got[("rentwatch_spend_usd_total", c)] == pytest.approx(12.345)
     assert got[("rentwatch_creates_total", c)] == 9
@@ -97,7 +99,7 @@ def test_a_phase_gone_reads_zero_and_campaigns_stay_apart() -> None:
     m = filled()
     m.update("qlora", {"verified": 3}, 13.0, 10, 5, {"done": 6}, None)
     m.update("other", {"loading": 1}, 0.5, 1, 0, {}, 0.05)
-    got = samples(m.exposition().decode())
+    got = samples(generate_latest(m.registry).decode())
     assert got[("rentwatch_instances", (("campaign", "qlora"), ("phase", "loading")))] == 0
     assert got[("rentwatch_instances", (("campaign", "qlora"), ("phase", "verified")))] == 3
     assert got[("rentwatch_jobs", (("campaign", "qlora"), ("status", "running")))] == 0
@@ -110,7 +112,9 @@ def test_registries_are_separate_from_each_other_and_the_global_one() -> None:
 
     a, b = Metrics(), Metrics()  # a second would raise "Duplicated timeseries" if shared
     a.notify_failed()
-    assert samples(b.exposition().decode())[("rentwatch_notify_failures_total", ())] == 0
+    assert (
+        samples(generate_latest(b.registry).decode())[("rentwatch_notify_failures_total", ())] == 0
+    )
     assert REGISTRY.get_sample_value("rentwatch_notify_failures_total") is None
 
 
@@ -129,9 +133,9 @@ def test_serve_on_loopback() -> None:
         server.close()
 
 
-async def test_aiohttp_handler() -> None:
+async def test_the_aiohttp_handler_serves_the_registry() -> None:
     app = web.Application()
-    app.router.add_get("/metrics", aiohttp_handler(filled()))
+    app.router.add_get("/metrics", make_aiohttp_handler(filled().registry))
     async with TestClient(TestServer(app)) as client:
         resp = await client.get("/metrics")
         assert resp.status == 200

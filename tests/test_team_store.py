@@ -5,6 +5,7 @@ missing event, and a server that goes away mid-campaign."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -311,16 +312,15 @@ def test_a_teammates_duds_and_quarantines_count_against_a_machine_never_for_it(s
         assert set(b.teammates_quarantined(400.0)) == {77, 78}
         assert set(b.teammates_quarantined(600.0)) == {77}
         assert b.teammates_quarantined(600.0)[77].startswith("alice: ")
-        record = b.memory().machine_record()
-        assert record[77][:2] == (1, 1)  # bob's own success, alice's dud
-        assert 78 in record and 90 not in record and 91 not in record
-        assert b.machine_record().get(77, (1, 0, 0))[1] == 0  # bob's own ledger is his alone
-        models = b.memory().model_record()
-        assert models["RTX 3090"][1] == 2 and models["RTX 4090"][0] == 1
-        # the faded delivery record reads the same union: alice's duds, never her success
-        rentals = b.memory().rentals()
-        assert sorted(r.machine_id for r in rentals if r.dud) == [77, 78]
+        # the faded delivery record reads the union: alice's duds, never her success, and
+        # none of another market's
+        rentals = b.team_rentals()
+        assert sorted((r.machine_id, r.gpu_name) for r in rentals if r.dud) == [
+            (77, "RTX 3090"),
+            (78, "RTX 3090"),
+        ]
         assert {r.machine_id for r in rentals if not r.dud} == {77}
+        assert not any(r.dud for r in b.rentals())  # bob's own ledger is his alone
         # the union keeps DuckDB's SQL: bob's ledger answers for the team, with operators
         got = b.query("SELECT operator, count(*) AS n FROM team.events GROUP BY 1 ORDER BY 1").rows
         assert [r[0] for r in got] == ["alice", "bob"]
@@ -427,8 +427,9 @@ def test_a_teammates_malformed_rows_cost_their_detail_not_the_pull(store_env, tm
         sync = TeamSync(b, _conf(server, db, "bob"), MARKET, "bob-1")
         assert sync.round() and sync.pulled == 4
         assert 77 in b.teammates_quarantined(0.0)
-        good, bad, usd = b.memory().machine_record()[77]
-        assert (good, bad) == (0, 1) and usd == usd and usd >= 0  # finite, not negative
+        (dud,) = b.team_rentals()
+        assert dud.machine_id == 77 and dud.dud
+        assert all(math.isfinite(v) and v >= 0 for v in (dud.usd, dud.dph, dud.lifetime_min))
 
 
 def test_a_rewrite_the_chain_cannot_see_is_named_against_the_ledger(

@@ -129,7 +129,7 @@ def test_the_odds_read_this_models_record_on_the_market():
     assert deliver_odds((4, 0, 0.0), (0, 6), pool) > deliver_odds(None, (0, 6), pool)
 
 
-def test_the_ledger_counts_each_models_deliveries_duds_and_dud_minutes():
+def test_the_ledgers_rentals_carry_each_models_deliveries_duds_and_dud_minutes():
     led = new_ledger()
 
     def rental(iid: int, gpu: str, verified: bool, life_s: float, blame: bool = False) -> None:
@@ -150,9 +150,14 @@ def test_the_ledger_counts_each_models_deliveries_duds_and_dud_minutes():
     rental(3, REF, False, 1200)
     rental(4, "H100 SXM", False, 900)
     rental(5, "H100 SXM", False, 60, blame=True)  # the campaign's fault: not the host's
-    rows = led.model_record()
-    assert rows[REF] == (1, 2, pytest.approx(30.0))
-    assert rows["H100 SXM"] == (0, 1, pytest.approx(15.0))
+    # the campaign's fault (5) counts for nobody
+    rows = sorted((r.gpu_name, r.verified, r.dud, r.lifetime_min) for r in led.rentals())
+    assert rows == [
+        ("H100 SXM", False, True, 15.0),
+        (REF, False, True, 10.0),
+        (REF, False, True, 20.0),
+        (REF, True, False, 5.0),
+    ]
     led.close()
 
 

@@ -51,9 +51,9 @@ class OfferBook:
 
     def remembered(self) -> Memory:
         """Our faded record of every rental this ledger knows, earlier campaigns' included
-        (with a team's duds added: `Ledger.memory`), as of the market's now."""
+        (with a team's duds added: `Ledger.team_rentals`), as of the market's now."""
         return remember(
-            self.ledger.memory().rentals(), self.market.now(), self.policy.memory_half_life_h
+            self.ledger.team_rentals(), self.market.now(), self.policy.memory_half_life_h
         )
 
     def memory(self) -> Memory | None:

@@ -4,7 +4,7 @@ it. One SELECT, so it answers through a controller's read-only query API as well
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..core.text import clean
@@ -50,12 +50,13 @@ WITH held AS (
                                          THEN 'checkpoint' END, 'artifacts') = 'artifacts'
   GROUP BY ALL
 )
-SELECT h.instance_id, h.machine_id, h.gpu_name, h.verified_at IS NOT NULL AS verified,
+SELECT h.instance_id, h.machine_id, coalesce(h.gpu_name, '?') AS gpu_name,
+  h.verified_at IS NOT NULL AS verified,
   coalesce(l.change, 'create') = 'stop' AS stopped,
   -- a bid rental stopped by the market (outbid) or found stopped with nobody's stop seen:
   -- it resumes by itself unless we stop it (only our own stop ends a bid)
-  coalesce(l.change, 'create') = 'stop' AND coalesce(b.bid, false)
-    AND l.change_actor IN ('market', 'reconcile') AS paused,
+  coalesce(coalesce(l.change, 'create') = 'stop' AND coalesce(b.bid, false)
+    AND l.change_actor IN ('market', 'reconcile'), false) AS paused,
   coalesce(h.storage_dph, 0) * 24 AS storage_usd_per_day,
   coalesce(h.gpu_dph, 0) AS gpu_usd_per_h, h.total_usd,
   coalesce((SELECT string_agg(p.job || CASE WHEN p.finished THEN '' ELSE ' (running)' END,
@@ -81,18 +82,8 @@ class Holding:
 
     @classmethod
     def from_row(cls, r: dict[str, Any]) -> Holding:
-        return cls(
-            instance_id=int(r["instance_id"]),
-            machine_id=None if r["machine_id"] is None else int(r["machine_id"]),
-            gpu_name=str(r["gpu_name"] or "?"),
-            verified=bool(r["verified"]),
-            stopped=bool(r["stopped"]),
-            storage_usd_per_day=float(r["storage_usd_per_day"] or 0),
-            gpu_usd_per_h=float(r["gpu_usd_per_h"] or 0),
-            total_usd=float(r["total_usd"] or 0),
-            unpulled=str(r["unpulled"] or ""),
-            paused=bool(r.get("paused")),
-        )
+        """One row of `holdings_sql`, whose columns are these fields."""
+        return cls(**{f.name: r[f.name] for f in fields(cls)})
 
     def line(self) -> str:
         """One line for a person deciding whether to destroy it."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 
 def literal(value: str) -> str:
-    """A string as an SQL literal."""
     return "'" + value.replace("'", "''") + "'"
 
 

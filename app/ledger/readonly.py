@@ -80,47 +80,38 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:500]
 
 
-def _tokens(sql: str) -> list[str]:
-    """The statement's tokens as text, comments dropped (DuckDB's own tokenizer)."""
+def _tokens(sql: str) -> list[tuple[int, str]]:
+    """The statement's tokens and where each starts, comments dropped (DuckDB's own tokenizer)."""
     marks = duckdb.tokenize(sql)
-    out = []
-    for i, (start, kind) in enumerate(marks):
-        end = marks[i + 1][0] if i + 1 < len(marks) else len(sql)
-        if kind != duckdb.token_type.comment:
-            out.append(sql[start:end].strip())
-    return out
+    ends = [start for start, _ in marks[1:]] + [len(sql)]
+    return [
+        (start, sql[start:end].strip())
+        for (start, kind), end in zip(marks, ends, strict=True)
+        if kind != duckdb.token_type.comment
+    ]
 
 
 def _explained(sql: str) -> str:
     """The statement an EXPLAIN explains; refuses EXPLAIN ANALYZE in any spelling."""
     toks = _tokens(sql)
-    if not toks or toks[0].upper() != "EXPLAIN":
+    words = [t.upper() for _, t in toks]
+    if words[:1] != ["EXPLAIN"]:
         raise QueryRefused("cannot read this EXPLAIN")
-    i = 1
-    if i < len(toks) and toks[i].upper() in _EXPLAIN_OPTIONS_REFUSED:
-        raise QueryRefused("EXPLAIN ANALYZE runs its statement: refused; use plain EXPLAIN")
-    if i < len(toks) and toks[i] == "(":
-        depth = 0
-        for j in range(i, len(toks)):
-            if toks[j] == "(":
-                depth += 1
-            elif toks[j] == ")":
-                depth -= 1
-                if depth == 0:
-                    i = j + 1
-                    break
-            elif toks[j].upper() in _EXPLAIN_OPTIONS_REFUSED:
-                raise QueryRefused(
-                    "EXPLAIN (ANALYZE) runs its statement: refused; use plain EXPLAIN"
-                )
+    i, depth = 1, 0  # the explained statement's first token, past any options
+    if words[1:2] == ["("]:
+        for j, w in enumerate(words[1:], 2):
+            depth += (w == "(") - (w == ")")
+            if depth == 0:
+                i = j
+                break
         else:
             raise QueryRefused("cannot read this EXPLAIN's options")
-    # the rest, parsed again by DuckDB, must be one plain read
-    marks = duckdb.tokenize(sql)
-    positions = [start for start, kind in marks if kind != duckdb.token_type.comment]
-    if i >= len(positions):
+    if _EXPLAIN_OPTIONS_REFUSED & set(words[1 : i + 1]):
+        raise QueryRefused("EXPLAIN ANALYZE runs its statement: refused; use plain EXPLAIN")
+    if i >= len(toks):
         raise QueryRefused("EXPLAIN of nothing")
-    return sql[positions[i] :]
+    # the rest, parsed again by DuckDB, must be one plain read
+    return sql[toks[i][0] :]
 
 
 def check_read_only(sql: str) -> str:
@@ -136,7 +127,7 @@ def check_read_only(sql: str) -> str:
     if len(statements) > 1:
         raise QueryRefused(f"one statement at a time ({len(statements)} given)")
     st = statements[0]
-    toks = [t.lower().strip('"') for t in _tokens(st.query)]
+    toks = [t.lower().strip('"') for _, t in _tokens(st.query)]
     for name, nxt in zip(toks, toks[1:], strict=False):
         if name in _FUNCTIONS_REFUSED and nxt == "(":
             raise QueryRefused(f"{name}() changes the ledger file: refused")

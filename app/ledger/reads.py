@@ -3,24 +3,17 @@ never writes `where=` text. `Ledger` (store.py) inherits them."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.offers.track_record import Rental
 from .event import Event
 from .kinds import EventKind
-from .records import (
-    EVIDENCE,
-    MODEL_RECORD_SQL,
-    RENTAL_RECORD_SQL,
-    SPEEDS_SQL,
-    model_rows,
-    rental_rows,
-)
+from .records import RENTAL_RECORD_SQL, SPEEDS_SQL, rental_rows
 
 SPEED_SHARE_MAX = 1.25  # as engine/jobs/delivered.RESUMED_OVER
-K = TypeVar("K")
-V = TypeVar("V")
+T = TypeVar("T")
 
 
 class NamedReads:
@@ -38,8 +31,8 @@ class NamedReads:
 
         _records: dict[str, tuple[int, Any]]
 
-    def _record_read(self, name: str, read: Callable[[], dict[K, V]]) -> dict[K, V]:
-        """Our record of machines and models, read again only once this ledger wrote an event since
+    def _record_read(self, name: str, read: Callable[[], T]) -> T:
+        """Our record of rentals and machines, read again only once this ledger wrote an event since
         (each read is tenths of a second, asked every market minute). A ledger another process
         writes (`_written` None) is read every time."""
         seq = self._written()
@@ -48,7 +41,7 @@ class NamedReads:
             hit = (seq if seq is not None else -1, read())
             if seq is not None:
                 self._records[name] = hit
-        return dict(hit[1])  # a copy: a caller's change never reaches the next caller
+        return copy.copy(hit[1])  # a caller's change never reaches the next caller
 
     def campaign_events(self, campaign: str, *kinds: EventKind) -> list[Event]:
         """This campaign's events of the given kinds, oldest first."""
@@ -112,30 +105,10 @@ class NamedReads:
         """The tries of one change, as they went out."""
         return self.events(where="kind = 'sent' AND intent_seq = ?", params=[intent_seq])
 
-    def machine_record(self) -> dict[int, tuple[int, int, float]]:
-        """Machine id -> (verified rentals, duds, mean USD of a dud). An attempt given up for the
-        campaign's fault, suspected of it, or cancelled costs its host no reputation."""
-        return self._record_read("machine_record", self._machine_record)
-
-    def _machine_record(self) -> dict[int, tuple[int, int, float]]:
-        rows = self._rows(
-            "SELECT machine_id, count(*) FILTER (WHERE verified_at IS NOT NULL), "
-            "count(*) FILTER (WHERE dud), avg(total_usd) FILTER (WHERE dud) "
-            f"FROM instances WHERE {EVIDENCE} GROUP BY machine_id"
-        )
-        return {int(m): (int(g), int(b), float(u or 0)) for m, g, b, u in rows if m is not None}
-
-    def model_record(self) -> dict[str, tuple[int, int, float]]:
-        """GPU model -> (delivered, duds, minutes its duds lived in all): see `records.py`."""
-        return self._record_read("model_record", lambda: model_rows(self._rows(MODEL_RECORD_SQL)))
-
     def rentals(self) -> list[Rental]:
         """Every rental that is evidence of its host, every campaign, with what it delivered
         (`records.RENTAL_RECORD_SQL`): what `core.offers.track_record` fades and sums."""
-        rows = self._record_read(
-            "rentals", lambda: dict(enumerate(rental_rows(self._rows(RENTAL_RECORD_SQL))))
-        )
-        return list(rows.values())
+        return self._record_read("rentals", lambda: rental_rows(self._rows(RENTAL_RECORD_SQL)))
 
     def bid_exposure(self) -> list[tuple[int, str, float, int]]:
         """Per bid rental, every campaign: (machine, model, hours running on bid, outbids)."""

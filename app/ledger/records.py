@@ -1,6 +1,5 @@
-"""Our record of hosts, for ranking offers: per GPU model, rentals delivered, duds and how long duds
-lived; per rental, what it delivered. An attempt given up for the campaign's fault or cancelled
-says nothing of its host."""
+"""Our record of hosts, for ranking offers: per rental, what it delivered. An attempt given up for
+the campaign's fault or cancelled says nothing of its host."""
 
 from __future__ import annotations
 
@@ -8,22 +7,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.offers.track_record import Rental
+from ..core.rows import finite
 
 # the rentals that are evidence of their host (this ledger's, or the team's in its `mates` schema)
 EVIDENCE = """instance_id NOT IN (
   SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL
     AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))"""
-
-MODEL_RECORD_SQL = f"""
-SELECT gpu_name,
-       count(*) FILTER (WHERE verified_at IS NOT NULL) AS delivered,
-       count(*) FILTER (WHERE dud) AS duds,
-       coalesce(sum(lifetime_min) FILTER (WHERE dud), 0) AS dud_minutes
-FROM instances
-WHERE gpu_name IS NOT NULL AND {EVIDENCE}
-GROUP BY gpu_name
-"""
-
 
 # one row per rental that is evidence of its host, every campaign: what it delivered (jobs
 # finished, reference GPU-hours), the jobs it lost for its host's fault (not an outbid, whose
@@ -84,7 +73,8 @@ GROUP BY machine_id
 
 
 def rental_rows(rows: Iterable[tuple[Any, ...]]) -> list[Rental]:
-    """The ledger's rentals as `core.offers.track_record` reads them."""
+    """The ledger's rentals as `core.offers.track_record` reads them (a teammate's figures too:
+    a number that is not finite or is negative reads 0)."""
     out = []
     for row in rows:
         m, h, g, dph, at, verified, dud, usd, life, done, lost, work, outbids, throttled, x = row
@@ -93,15 +83,15 @@ def rental_rows(rows: Iterable[tuple[Any, ...]]) -> list[Rental]:
                 machine_id=int(m),
                 host_id=None if h is None else int(h),
                 gpu_name=str(g),
-                dph=float(dph or 0),
-                at=float(at or 0),
+                dph=finite(dph, 0.0),
+                at=finite(at, 0.0),
                 verified=bool(verified),
                 dud=bool(dud),
-                usd=float(usd or 0),
-                lifetime_min=float(life or 0),
+                usd=finite(usd, 0.0),
+                lifetime_min=finite(life, 0.0),
                 jobs_finished=int(done or 0),
                 jobs_lost=int(lost or 0),
-                work_ref_h=float(work or 0),
+                work_ref_h=finite(work, 0.0),
                 outbids=int(outbids or 0),
                 throttled=bool(throttled),
                 listed_reliability=_score(x),
@@ -116,8 +106,3 @@ def _score(x: Any) -> float | None:
         return None
     v = float(x)
     return v if 0.0 <= v <= 1.0 else None
-
-
-def model_rows(rows: Iterable[tuple[Any, ...]]) -> dict[str, tuple[int, int, float]]:
-    """GPU model (as offers name it) -> (delivered, duds, minutes its duds lived in all)."""
-    return {str(g): (int(d or 0), int(b or 0), float(m or 0)) for g, d, b, m in rows}

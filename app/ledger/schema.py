@@ -255,12 +255,9 @@ SELECT i.machine_id, any_value(i.host_id) AS host_id, count(*) AS creates,
        count(*) FILTER (WHERE jobs_finished > 0) AS finished,
        coalesce(any_value(ev.throttled), 0) AS throttled,
        coalesce(any_value(ev.went_offline), 0) AS went_offline,
-       -- a rental cancelled while it booted (the campaign ended, its operator quit) is no
-       -- dud of its host's (as Ledger.machine_record, which ranks offers)
-       count(*) FILTER (WHERE dud AND coalesce(failure_class, '') <> 'cancelled') AS duds,
+       count(*) FILTER (WHERE dud) AS duds,
        string_agg(DISTINCT failure_class, ',') AS failure_classes,
-       sum(CASE WHEN dud AND coalesce(failure_class, '') <> 'cancelled' THEN total_usd ELSE 0 END)
-         AS dud_usd,
+       coalesce(sum(total_usd) FILTER (WHERE dud), 0) AS dud_usd,
        sum(total_usd) AS total_usd,
        coalesce(any_value(ev.work_ref_h), 0) AS work_ref_h,
        any_value(ev.speed_share) AS speed_share,

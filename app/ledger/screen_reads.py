@@ -80,6 +80,5 @@ def hosts_record(ledger: Any) -> Any:
 
 
 def spend_points(ledger: Any, campaign: str, points: int) -> list[SpendPoint]:
-    """The campaign's spend curve at `points` moments."""
     got = ledger.query(spend_curve_sql(campaign, points), limit=1000)
     return [SpendPoint.from_row(dict(zip(got.columns, r, strict=True))) for r in got.rows]

@@ -24,7 +24,8 @@ from .reads import NamedReads
 from .schema import MIGRATIONS, SCHEMA_VERSION, V1_TABLES, VIEWS
 
 if TYPE_CHECKING:
-    from .team.replica import Replica, TeamMemory
+    from ..core.offers.track_record import Rental
+    from .team.replica import Replica
 
 # the refusal of a ledger another process writes (`run.service.spawn` waits on it to attach)
 HELD_ELSEWHERE = "is open in another rentwatch process"
@@ -343,7 +344,6 @@ class Ledger(NamedReads):
         )
 
     def add_samples(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Append a batch of GPU readings."""
         if not rows:
             return
         with self.__lock, self._unless_unwritable():
@@ -424,14 +424,11 @@ class Ledger(NamedReads):
             self.__replica = Replica(self.__con, self.__lock)
         return self.__replica
 
-    def memory(self) -> NamedReads | TeamMemory:
-        """Where the ranking reads its record of machines and GPU models: this ledger's, with
-        its teammates' duds added once this ledger joined a team (team/replica.py)."""
-        if self.__replica is None:
-            return self
-        from .team.replica import TeamMemory
-
-        return TeamMemory(self, self.__replica.evidence)
+    def team_rentals(self) -> list[Rental]:
+        """`rentals`, with each of the teammates' duds once this ledger joined a team (their
+        successes never count: a teammate can lower a machine's odds, never raise them)."""
+        own = self.rentals()
+        return own if self.__replica is None else [*own, *self.__replica.evidence.duds]
 
     def teammates_quarantined(self, now: float) -> dict[int, str]:
         """Machines a teammate quarantined, still in force at `now` ({} without a team)."""
@@ -442,10 +439,6 @@ class Ledger(NamedReads):
     def interrupt(self, tag: str | None = None) -> bool:
         """Cancel the queries running on this ledger (all, or `tag`'s); whether any was running."""
         return self.__sandbox.interrupt(tag)
-
-    def checkpoint(self) -> None:
-        with self.__lock:
-            self.__con.execute("CHECKPOINT")
 
     def close(self) -> None:
         with self.__lock:

@@ -64,7 +64,6 @@ def level_rank(level: str) -> int:
 
 
 def should_send(notice: Notice, min_level: str) -> bool:
-    """Whether `notice` is at or above `min_level`."""
     return level_rank(notice.level) >= level_rank(min_level)
 
 

@@ -6,19 +6,10 @@ from __future__ import annotations
 
 import ipaddress
 import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from aiohttp import web
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -135,24 +126,6 @@ class Metrics(Collector):
         """One notification given up; takes and ignores `Notifier`'s `on_failure` arguments so
         it can be passed straight to it."""
         self._notify_failures.inc()
-
-    def exposition(self) -> bytes:
-        """The registry in the Prometheus text format."""
-        return generate_latest(self.registry)
-
-
-def aiohttp_handler(
-    metrics: Metrics,
-) -> Callable[[web.Request], Coroutine[Any, Any, web.Response]]:
-    """A `GET /metrics` handler for an aiohttp app (the listener puts its token check in front)."""
-
-    async def handle(request: web.Request) -> web.Response:
-        body = metrics.exposition()
-        response = web.Response(body=body)
-        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
-        return response
-
-    return handle
 
 
 def parse_listen(value: str, flag: str = "--metrics") -> tuple[str, int]:

@@ -30,7 +30,7 @@ from .events import (
     scrub,
     should_send,
 )
-from .wording import plural
+from .wording import cap, plural
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,6 @@ _MAX_STUCK_PER_URL = 2
 
 @dataclass
 class _Fold:
-    first: Notice
     until: float
     repeats: int = 0
     last: Notice | None = None
@@ -168,7 +167,7 @@ class Notifier:
             with self._lock:
                 self.folded += 1
             return
-        self._folds[notice.key] = _Fold(first=notice, until=now + self._fold_window_s)
+        self._folds[notice.key] = _Fold(until=now + self._fold_window_s)
         self._send(notice)
 
     def _flush_folds(self, *, force: bool) -> None:
@@ -177,7 +176,7 @@ class Notifier:
             if not force and now < fold.until:
                 continue
             del self._folds[key]
-            if fold.repeats and fold.last is not None:
+            if fold.last is not None:
                 self._send(_folded(fold.last, fold.repeats))
 
     def _send(self, notice: Notice) -> None:
@@ -270,9 +269,7 @@ def _folded(notice: Notice, repeats: int) -> Notice:
     """The repeats after the first (which went out at once) as one notice."""
     more = plural(repeats, "more time")
     suffix = f" (again, {more})"
-    room = TITLE_LIMIT - len(suffix)
-    base = notice.title if len(notice.title) <= room else notice.title[: room - 1] + "…"
-    title = base + suffix
+    title = cap(notice.title, TITLE_LIMIT - len(suffix)) + suffix
     body = f"{notice.body}\n(The same news came {more} inside the fold window.)"
     return replace(notice, title=title, body=body)
 

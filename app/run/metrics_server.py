@@ -15,8 +15,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
 
-from ..notify.metrics import Metrics, aiohttp_handler
+from ..notify.metrics import Metrics
 from .service.listener import Listener, default_cap, quiet_http_errors
 
 IDLE_S = 5.0  # wall seconds a connection may wait to ask, or sit idle between scrapes
@@ -60,7 +61,7 @@ class MetricsServer:
 
     async def _start(self) -> None:
         app = web.Application(middlewares=[self._count_valid])
-        app.router.add_get("/metrics", aiohttp_handler(self._metrics))
+        app.router.add_get("/metrics", make_aiohttp_handler(self._metrics.registry))
         # keep-alive connections idle this long are closed by aiohttp itself
         self._runner = web.AppRunner(app, access_log=None, keepalive_timeout=IDLE_S)
         await self._runner.setup()

@@ -24,7 +24,7 @@ class TeamConfigError(ConfigError):
 
 @dataclass(frozen=True)
 class TeamConfig:
-    url: str  # a PostgreSQL URL or libpq conninfo, without a password
+    url: str  # a PostgreSQL URL or libpq conninfo, without a password (`parse_url`): shown
     operator: str
     password_file: Path | None = None
 
@@ -33,10 +33,6 @@ class TeamConfig:
         if self.password_file is None:
             return {}
         return {"password": read_password_file(self.password_file)}
-
-    def shown(self) -> str:
-        """The URL as logs and screens show it (`parse_url` refused one carrying a password)."""
-        return self.url
 
 
 def parse_url(url: str) -> str:

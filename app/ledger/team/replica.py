@@ -13,13 +13,11 @@ import json
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...core.offers.track_record import Rental
-from ...core.rows import finite
-from ..reads import NamedReads
-from ..records import EVIDENCE
+from ..records import RENTAL_RECORD_SQL, rental_rows
 from ..schema import VIEWS
 from .chain import FIELDS
 
@@ -45,9 +43,7 @@ CREATE SCHEMA IF NOT EXISTS mates;
 # the union: this ledger's events (its operator's) and its teammates' on the same market
 # a teammate's event carries the market its campaign started on (`market`, set as it is
 # added), so keeping a teammate's events to this controller's market is a plain filter
-_COLS = """t.seq, t.ts, t.wall, t.campaign, t.instance_id, t.machine_id, t.host_id, t.offer_id,
-       t.gpu_name, t.gpu_dph, t.storage_dph, t.actor, t.kind, t.phase, t.ok, t.reason, t.detail,
-       t.intent_seq, t.operator"""
+_COLS = ", ".join(f"t.{c}" for c in (*FIELDS, "operator"))
 _HERE = """t.market = rtrim(coalesce(
     (SELECT value FROM main.meta WHERE key = 'team_market'), ''), '/')"""
 UNION_VIEW = f"""
@@ -69,54 +65,17 @@ UNION ALL BY NAME
 SELECT {_COLS} FROM main.team_events t WHERE {_HERE};
 """
 
-# (column, type) in the order `add` passes them: one list per column, unnested in one statement
-# (DuckDB binds a list at once; row by row, a pull of thousands took seconds)
-_TYPES = {
-    "seq": "BIGINT",
-    "ledger_id": "VARCHAR",
-    "source_seq": "BIGINT",
-    "operator": "VARCHAR",
-    "ts": "DOUBLE",
-    "wall": "DOUBLE",
-    "campaign": "VARCHAR",
-    "instance_id": "BIGINT",
-    "machine_id": "BIGINT",
-    "host_id": "BIGINT",
-    "offer_id": "BIGINT",
-    "gpu_name": "VARCHAR",
-    "gpu_dph": "DOUBLE",
-    "storage_dph": "DOUBLE",
-    "actor": "VARCHAR",
-    "kind": "VARCHAR",
-    "phase": "VARCHAR",
-    "ok": "BOOLEAN",
-    "reason": "VARCHAR",
-    "detail": "VARCHAR",
-    "intent_seq": "BIGINT",
-    "hash": "VARCHAR",
-    "market": "VARCHAR",
-}
-_INSERT = f"INSERT OR IGNORE INTO team_events ({', '.join(_TYPES)}) SELECT " + ", ".join(
-    f"unnest(?::{t}[])" for t in _TYPES.values()
-)
 
-
-def _object_json(detail: Any) -> str:
-    """A teammate's `detail` as the views can read it: a JSON object, else `{}` (any controller
-    role may write the store; one bad row costs its detail, not the pull)."""
+def _detail(text: Any) -> tuple[str | None, dict[str, Any]]:
+    """A teammate's `detail` as the views can read it, a JSON object, else `{}` (any controller
+    role may write the store; one bad row costs its detail, not the pull); and that object."""
     try:
-        return detail if isinstance(json.loads(detail or "{}"), dict) else "{}"
+        doc = json.loads(text)
     except (TypeError, ValueError):
-        return "{}"
-
-
-def _market_of(detail: Any) -> str:
-    """The market a `campaign_start` names (its detail's `market`), as the views compare it."""
-    try:
-        got = json.loads(detail).get("market") if detail else None
-    except (ValueError, AttributeError):
-        got = None
-    return str(got or "").rstrip("/")
+        doc = None
+    if isinstance(doc, dict):
+        return text, doc
+    return None if text is None else "{}", {}
 
 
 @dataclass(frozen=True)
@@ -124,8 +83,6 @@ class TeamEvidence:
     """What the teammates' events say against machines and models: only ever against one, so a
     teammate's ledger lowers a machine's odds and never raises them."""
 
-    machine_duds: dict[int, tuple[int, float]] = field(default_factory=dict)  # n, mean USD
-    model_duds: dict[str, tuple[int, float]] = field(default_factory=dict)  # n, minutes lived
     # (machine, "operator: reason", until): until None lasts
     quarantines: tuple[tuple[int, str, float | None], ...] = ()
     # their duds one by one, dated, for the faded record (core/offers/track_record.py)
@@ -147,9 +104,20 @@ class Replica:
         self.evidence = TeamEvidence()
         with lock:
             con.execute(TABLES)
+            typed = con.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = "
+                "'team_events' AND schema_name = 'main' AND database_name = current_database() "
+                "ORDER BY column_index"
+            ).fetchall()
             row = con.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
             if row is None:
                 con.execute("INSERT INTO meta VALUES ('ledger_id', ?)", [uuid.uuid4().hex])
+        self._columns = [c for c, _ in typed]
+        # one list per column, unnested in one statement (DuckDB binds a list at once; row by
+        # row, a pull of thousands took seconds)
+        self._insert = f"INSERT OR IGNORE INTO team_events ({', '.join(self._columns)}) SELECT " + (
+            ", ".join(f"unnest(?::{t}[])" for _, t in typed)
+        )
 
     @property
     def ledger_id(self) -> str:
@@ -213,16 +181,17 @@ class Replica:
                     [ledger_id],
                 ).fetchall()
             )
-            cols: dict[str, list[Any]] = {c: [] for c in _TYPES}
+            cols: dict[str, list[Any]] = {c: [] for c in self._columns}
             for r in rows:
                 fields = dict(zip(FIELDS, r, strict=False))
                 campaign = fields["campaign"] or ""
-                if fields["kind"] == "campaign_start":
-                    markets[campaign] = _market_of(fields["detail"])
+                text, detail = _detail(fields["detail"])
+                if fields["kind"] == "campaign_start":  # its market, as the views compare it
+                    markets[campaign] = str(detail.get("market") or "").rstrip("/")
                 seq = int(fields["seq"])
                 intent = fields["intent_seq"]
                 fields.update(
-                    detail=_object_json(fields["detail"]),
+                    detail=text,
                     seq=base + seq,
                     intent_seq=None if intent is None else base + int(intent),
                     ledger_id=ledger_id,
@@ -231,9 +200,9 @@ class Replica:
                     hash=r[len(FIELDS)],
                     market=markets.get(campaign, ""),
                 )
-                for c in _TYPES:
+                for c in self._columns:
                     cols[c].append(fields[c])
-            self._con.execute(_INSERT, list(cols.values()))
+            self._con.execute(self._insert, list(cols.values()))
             return self._count() - before
 
     def _count(self) -> int:
@@ -241,8 +210,8 @@ class Replica:
         return int(row[0]) if row else 0
 
     def refresh(self, records: bool = True) -> TeamEvidence:
-        """Read the teammates' evidence again: their quarantines, and with `records` their duds per
-        machine and model (a cost that grows, so the sync spaces it out)."""
+        """Read the teammates' evidence again: their quarantines, and with `records` their duds,
+        read as this ledger's rentals are (a cost that grows, so the sync spaces it out)."""
         if self._cur is None:
             with self._lock:
                 self._cur = self._con.cursor()
@@ -253,41 +222,11 @@ class Replica:
             "arg_max(TRY_CAST(detail->>'until' AS DOUBLE), seq) FROM events "
             "WHERE kind = 'quarantine' AND machine_id IS NOT NULL GROUP BY machine_id"
         ).fetchall()
-        machine_duds, model_duds = self.evidence.machine_duds, self.evidence.model_duds
         duds = self.evidence.duds
         if records:
-            duds = tuple(
-                Rental(
-                    int(m),
-                    None if h is None else int(h),
-                    str(g),
-                    finite(dph, 0.0),
-                    finite(at, 0.0),
-                    verified=False,
-                    dud=True,
-                    usd=finite(u, 0.0),
-                    lifetime_min=finite(life, 0.0),
-                )
-                for m, h, g, dph, at, u, life in cur.execute(
-                    "SELECT machine_id, host_id, gpu_name, gpu_dph, created_at + "
-                    "coalesce(lifetime_min, 0) * 60, total_usd, lifetime_min FROM instances "
-                    "WHERE dud AND machine_id IS NOT NULL AND gpu_name IS NOT NULL "
-                    f"AND {EVIDENCE}"
-                ).fetchall()
-            )
-            machines = cur.execute(
-                "SELECT machine_id, count(*), avg(total_usd) FROM instances "
-                f"WHERE dud AND machine_id IS NOT NULL AND {EVIDENCE} GROUP BY machine_id"
-            ).fetchall()
-            models = cur.execute(
-                "SELECT gpu_name, count(*), coalesce(sum(lifetime_min), 0) FROM instances "
-                f"WHERE dud AND gpu_name IS NOT NULL AND {EVIDENCE} GROUP BY gpu_name"
-            ).fetchall()
-            machine_duds = {int(m): (int(n), finite(u, 0.0)) for m, n, u in machines}
-            model_duds = {str(g): (int(n), finite(x, 0.0)) for g, n, x in models}
+            rentals = rental_rows(cur.execute(RENTAL_RECORD_SQL).fetchall())
+            duds = tuple(r for r in rentals if r.dud)
         self.evidence = TeamEvidence(
-            machine_duds,
-            model_duds,
             tuple((int(m), str(why), None if u is None else float(u)) for m, why, u in quarantines),
             duds,
         )
@@ -297,33 +236,3 @@ class Replica:
         if self._cur is not None:
             with self._lock, contextlib.suppress(Exception):  # already closed with the connection
                 self._cur.close()
-
-
-class TeamMemory:
-    """A ledger's own record of machines and GPU models with its teammates' duds added: what
-    the ranking and the odds read when the controller is part of a team."""
-
-    def __init__(self, own: NamedReads, team: TeamEvidence) -> None:
-        self.own = own
-        self.team = team
-
-    def machine_record(self) -> dict[int, tuple[int, int, float]]:
-        """As `NamedReads.machine_record`: (verified, duds, mean USD of a dud) per machine."""
-        out = dict(self.own.machine_record())
-        for m, (n, usd) in self.team.machine_duds.items():
-            good, bad, mean = out.get(m, (0, 0, 0.0))
-            out[m] = (good, bad + n, (bad * mean + n * usd) / (bad + n))
-        return out
-
-    def rentals(self) -> list[Rental]:
-        """As `NamedReads.rentals`, with each of the teammates' duds (their successes never
-        count: a teammate can lower a machine's odds, never raise them)."""
-        return [*self.own.rentals(), *self.team.duds]
-
-    def model_record(self) -> dict[str, tuple[int, int, float]]:
-        """As `NamedReads.model_record`: (delivered, duds, minutes its duds lived) per model."""
-        out = dict(self.own.model_record())
-        for g, (n, minutes) in self.team.model_duds.items():
-            good, bad, lived = out.get(g, (0, 0, 0.0))
-            out[g] = (good, bad + n, lived + minutes)
-        return out

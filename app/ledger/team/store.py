@@ -124,7 +124,7 @@ class TeamStore:
         v = self.version()
         if v == 0:
             raise StoreRefused(
-                f"{self.config.shown()} holds no rentwatch store: its owner runs "
+                f"{self.config.url} holds no rentwatch store: its owner runs "
                 "`rentwatch team init URL` once"
             )
         _known(v)
@@ -203,20 +203,19 @@ class TeamStore:
             cur.execute(f"SELECT ledger_id, operator FROM {SCHEMA}.ledgers ORDER BY first_seen")
             return [(str(a), str(b)) for a, b in cur.fetchall()]
 
-    def pull(self, ledger_id: str, after: int, limit: int = 5000) -> list[tuple[Any, ...]]:
-        """One ledger's events after `after`, in order: (fields..., hash)."""
-        with self._tx() as cur:
-            cur.execute(
-                f"SELECT {_COLS}, hash FROM {SCHEMA}.events WHERE ledger_id = %s AND seq > %s "
-                "ORDER BY seq LIMIT %s",
-                [ledger_id, after, limit],
-            )
-            return [tuple(r) for r in cur.fetchall()]
-
-    def pull_all(self, ledger_id: str, after: int, batch: int) -> Iterator[list[tuple[Any, ...]]]:
-        """One ledger's events after `after`, `batch` at a time, to its last."""
+    def pull_all(
+        self, ledger_id: str, after: int, batch: int, extra: str = "hash"
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """One ledger's events after `after`, in order, `batch` at a time to its last (an empty
+        batch at most once): (fields..., then the `extra` columns)."""
         while True:
-            rows = self.pull(ledger_id, after, batch)
+            with self._tx() as cur:
+                cur.execute(
+                    f"SELECT {_COLS}, {extra} FROM {SCHEMA}.events WHERE ledger_id = %s "
+                    "AND seq > %s ORDER BY seq LIMIT %s",
+                    [ledger_id, after, batch],
+                )
+                rows = [tuple(r) for r in cur.fetchall()]
             yield rows
             if len(rows) < batch:
                 return
@@ -290,26 +289,12 @@ class TeamStore:
             if len(users) > 1:
                 why = f"its events were inserted by several roles: {', '.join(users)}"
                 findings.append(Finding(operator, ledger_id, 0, "foreign", why))
-            rows = list(self._chain_rows(ledger_id, batch))
+            n = len(FIELDS)
+            rows = [
+                (r[:n], str(r[n]), str(r[n + 1]), str(r[n + 2]))
+                for page in self.pull_all(ledger_id, 0, batch, "prev_hash, hash, operator")
+                for r in page
+            ]
             n_events += len(rows)
             findings += verify(ledger_id, operator, rows, shipped)
         return len(ledgers), n_events, findings
-
-    def _chain_rows(
-        self, ledger_id: str, batch: int
-    ) -> Iterator[tuple[Sequence[Any], str, str, str]]:
-        after = 0
-        while True:
-            with self._tx() as cur:
-                cur.execute(
-                    f"SELECT {_COLS}, prev_hash, hash, operator FROM {SCHEMA}.events "
-                    "WHERE ledger_id = %s AND seq > %s ORDER BY seq LIMIT %s",
-                    [ledger_id, after, batch],
-                )
-                rows = cur.fetchall()
-            if not rows:
-                return
-            n = len(FIELDS)
-            for r in rows:
-                yield tuple(r[:n]), str(r[n]), str(r[n + 1]), str(r[n + 2])
-            after = int(rows[-1][0])

@@ -83,7 +83,7 @@ class TeamSync:
             return False
         if self.down is not None:
             self.log(
-                f"team   store back: {self.config.shown()} (head of this ledger: "
+                f"team   store back: {self.config.url} (head of this ledger: "
                 f"{self.head[0] if self.head else 0})"
             )
             self.down = None
@@ -147,7 +147,7 @@ class TeamSync:
         """One round now, so a campaign starts from what the team knows when the store answers
         (a store that does not costs the connect timeout once), then rounds on a thread."""
         self.log(
-            f"team   shipping to {self.config.shown()} as operator {self.config.operator} "
+            f"team   shipping to {self.config.url} as operator {self.config.operator} "
             f"(ledger {self.ledger_id[:8]})"
         )
         if self.round():

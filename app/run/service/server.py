@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
 
 from ...core.errors import RentwatchError
 from ...ledger.readonly import QueryFailed, QueryRefused
-from ...notify.metrics import Metrics, aiohttp_handler
+from ...notify.metrics import Metrics
 from ...notify.metrics import parse_listen as host_port
 from ...notify.webhooks import WebhookEvent, WebhookVerifier, webhook_handler
 from ...views.jobs import NoSuchJob
@@ -450,7 +451,7 @@ def routes(
     asks the engine for a poll now and returns the held instances among `named`."""
     out: list[web.RouteDef] = []
     if metrics is not None:
-        out.append(web.get("/metrics", aiohttp_handler(metrics)))
+        out.append(web.get("/metrics", make_aiohttp_handler(metrics.registry)))
     secret = secret if secret is not None else os.environ.get(SECRET_ENV)
     if not secret:
         return out, frozenset(), None
