@@ -336,26 +336,21 @@ class SimMarket:
         now = self.clock.now()
         self.market_stops(now)
         self.advance_work(now)
-        rows = []
-        tot_gpu = tot_storage = tot_bw = 0.0
-        for inst in self.instances.values():
-            c = inst.charges(now, self.scenario.gpu_billing)
-            rows.append(truth_row(inst, now, c))
-            tot_gpu += c.gpu_usd
-            tot_storage += c.storage_usd
-            tot_bw += c.bandwidth_usd
+        owed = [
+            (inst, inst.charges(now, self.scenario.gpu_billing)) for inst in self.instances.values()
+        ]
+        totals = {
+            k: sum((getattr(c, k) for _, c in owed), 0.0)
+            for k in ("gpu_usd", "storage_usd", "bandwidth_usd")
+        }
+        totals["total_usd"] = sum(totals.values())
         return {
             "now": now,
             "scenario": self.scenario.name,
             "seed": self.scenario.seed,
             "gpu_billing": self.scenario.gpu_billing,
-            "instances": rows,
+            "instances": [truth_row(inst, now, c) for inst, c in owed],
             # sized jobs: each launch's work delivered (reference GPU-hours), and when it was done
             "jobs": [m.row() for m in self.meters],
-            "totals": {
-                "gpu_usd": round(tot_gpu, 6),
-                "storage_usd": round(tot_storage, 6),
-                "bandwidth_usd": round(tot_bw, 6),
-                "total_usd": round(tot_gpu + tot_storage + tot_bw, 6),
-            },
+            "totals": {k: round(v, 6) for k, v in totals.items()},
         }
