@@ -50,6 +50,8 @@ ECC_BOARDS = frozenset(
 PASSIVE_BOARDS = frozenset({"L40S", "A100 SXM4", "H100 SXM", "H200"})
 THERMAL_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown"})
 POWER_CAP_SHARE = 0.6  # a power-capped host's enforced limit, as a share of the board's
+# the preflight's deeper checks, each with the flag that turns it off
+CHECK_OFF = {"pcie": "--pcie-mb 0", "vram": "--no-vram", "disk": "--disk-mb -1"}
 # what each preflight backend raises once the GPU fell off the bus
 GPU_LOST = {
     "driver": {"type": "CudaError", "message": "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"},
@@ -202,12 +204,7 @@ def preflight_document(
         mm["nonce"] = int(nonce.group(1))
         mm["samples"] = [[r, c, float(exact_entry(n, r, c))] for r, c in at]
     facts = host_facts(market.scenario.seed, inst)
-    if "--pcie-mb 0" not in command:
-        doc["pcie"] = dict(facts["pcie"])
-    if "--no-vram" not in command:
-        doc["vram"] = dict(facts["vram"])
-    if "--disk-mb -1" not in command:
-        doc["disk"] = dict(facts["disk"])
+    doc |= {k: dict(facts[k]) for k, off in CHECK_OFF.items() if off not in command}
     if "--net-url" in command:
         doc["net"] = {"url": "sim", "mb": 50.0, "mbps": facts["net_mbps"]}
     doc["xid"] = {"supported": True, "events": [], "gpu_lost": False}
