@@ -26,7 +26,13 @@ from rentwatch.sim.family import draw_market
 from rentwatch.sim.machines import keyed_rng
 from rentwatch.sim.market import SimMarket
 from rentwatch.sim.rental import boot_steps, least_boot_s
-from rentwatch.sim.scenario import DEFAULT_KNOBS, DELIVERING, SLOW_PULL_KNOBS, parse_scenario
+from rentwatch.sim.scenario import (
+    DEFAULT_KNOBS,
+    DELIVERING,
+    SLOW_PULL_KNOBS,
+    States,
+    parse_scenario,
+)
 
 from .conftest import played_once
 
@@ -214,7 +220,8 @@ def _boot_s(behaviour: str, knobs: dict, rng: random.Random, seed: int = 1, unki
     market = SimMarket(parse_scenario({"seed": seed, "offers": 1}))
     m = market.machines[0]
     m.behaviour, m.knobs = behaviour, knobs
-    states = market.scenario.states if unkind else None
+    kind = States(scheduling_share=0.0, unnamed_share=0.0, build_output_share=0.0)
+    states = market.scenario.states if unkind else kind
     seg = boot_steps(rng, m, "img", 1000.0, False, states, keyed_rng(seed, "states"))
     assert seg.running_at is not None
     return seg.running_at - 1000.0

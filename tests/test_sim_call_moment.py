@@ -49,7 +49,7 @@ def test_create_stop_start_and_destroy_act_at_the_moment_stamped_on_their_answer
             stopped = await put(f"/api/v0/instances/{inst.id}/", {"state": "stopped"})
             assert inst.stops == [stopped]
             started = await put(f"/api/v0/instances/{inst.id}/", {"state": "running"})
-            assert inst.starts[-1] == started
+            assert inst.segments[-1].start == started  # a start begins a boot
             r = await client.delete(f"/api/v0/instances/{inst.id}/", headers=auth)
             assert r.status == 200, await r.text()
             assert inst.destroyed_at == float(r.headers["X-Market-Time"])

@@ -20,6 +20,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Route = Callable[[SimMarket, web.Request], Awaitable[web.StreamResponse]]
 S = "{slash:/?}"  # the market answers a path with or without its trailing slash
 ID = r"{iid:\d+}"
+ANSWER = "{answer:accept|reject}"
 # Minimum market seconds between two calls of a kind by one key: the thresholds of the 429
 # examples in Vast's OpenAPI file (vast-ai/docs `api-reference/openapi.yaml`: show instance 2.0,
 # list 1.0, manage 1.0, create 4.5, destroy 3.0, charges 1.0), with no burst (the docs: "enforced
@@ -81,8 +82,7 @@ class MarketAPI:
             web.put(f"/api/v0/instances/request_logs/{ID}{S}", on(self.logs.ask)),
             web.put(f"/api/v0/instances/bid_price/{ID}{S}", on(acts.bid_price, "bid")),
             web.get(f"/api/v0/instances/pending-price-increases{S}", on(acct.pending_rises)),
-            web.put(f"/api/v0/instances/accept-price-increase{S}", on(acct.accept_rise)),
-            web.put(f"/api/v0/instances/reject-price-increase{S}", on(acct.reject_rise)),
+            web.put(f"/api/v0/instances/{ANSWER}-price-increase{S}", on(acct.answer_rise)),
             web.put(f"/api/v0/commands/copy_direct{S}", on(acts.copy_direct, "copy")),
             web.delete(f"/api/v0/commands/copy_direct{S}", on(acts.cancel_copy, "copy")),
             web.post(f"/api/v0/instances/{ID}/ssh{S}", on(acts.attach_key)),

@@ -132,30 +132,14 @@ async def raise_price(market: SimMarket, request: web.Request) -> web.Response:
     return answer(row.row())
 
 
-async def accept_rise(market: SimMarket, request: web.Request) -> web.Response:
-    return await _answer_rise(market, request, True)
-
-
-async def reject_rise(market: SimMarket, request: web.Request) -> web.Response:
-    return await _answer_rise(market, request, False)
-
-
-async def _answer_rise(market: SimMarket, request: web.Request, accept: bool) -> web.Response:
+async def answer_rise(market: SimMarket, request: web.Request) -> web.Response:
     """Accept or reject with a body of exactly `{"pending_price_increase_id": <int>}`, as the
     official CLI sends it (vastai 1.9.1 `api/price_increase.py`): any other body is a 400."""
-    try:
-        body = await body_json(request)
-    except ValueError:
-        return error(400, "invalid_args", "the body is not JSON")
+    body = await body_json(request)
     pid = body.get("pending_price_increase_id") if isinstance(body, dict) else None
-    if (
-        not isinstance(body, dict)
-        or set(body) != {"pending_price_increase_id"}
-        or isinstance(pid, bool)
-        or not isinstance(pid, int)
-    ):
+    if type(pid) is not int or set(body) != {"pending_price_increase_id"}:
         return error(400, "invalid_args", "expected exactly {pending_price_increase_id: int}")
-    row = market.rises.answer(pid, accept)
+    row = market.rises.answer(pid, request.match_info["answer"] == "accept")
     if row is None:
         return error(404, NO_PENDING, f"no pending price increase {pid}")
     return answer(

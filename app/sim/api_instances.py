@@ -25,7 +25,6 @@ from .answers import (
     text,
 )
 from .copies import Copy, cancel_into, container_id
-from .machines import vram_mb
 from .market import SimMarket
 from .query_match import matches
 from .rental import SimInstance
@@ -58,8 +57,7 @@ async def show(market: SimMarket, request: web.Request) -> web.Response:
 
 async def filters(market: SimMarket, request: web.Request) -> web.Response:
     now = call_now(market.clock)
-    rows = [instance_json(market, i, now) for i in _visible_by_id(market)]
-    states = sorted({str(r["actual_status"]) for r in rows})
+    states = sorted({str(i.status(now)[0]) for i in _visible_by_id(market)})
     return answer({"filters": [{"col": "actual_status", "values": states}]})
 
 
@@ -168,10 +166,8 @@ def instance_json(market: SimMarket, inst: SimInstance, now: float) -> dict[str,
     intended = inst.intended
     port = inst.ssh_port if running else None  # the proxy route
     direct = inst.direct_port if running and m.direct else None
-    return {
+    return m.facts() | {
         "id": inst.id,
-        "machine_id": m.id,
-        "host_id": m.host_id,
         "label": inst.label,
         "image_uuid": inst.image,
         "image_runtype": "ssh",
@@ -187,24 +183,11 @@ def instance_json(market: SimMarket, inst: SimInstance, now: float) -> dict[str,
         "is_bid": inst.bid is not None,  # the rental's type (docs/fidelity.md)
         "dph_total": round(inst.gpu_dph + inst.storage_dph, 6),
         "storage_total_cost": round(inst.storage_dph, 6),
-        "storage_cost": m.storage_cost,
         "disk_space": inst.disk_gb,
-        "gpu_name": m.advertised_gpu,
-        "num_gpus": m.num_gpus,
-        "gpu_ram": vram_mb(m.advertised_gpu),
         "gpu_util": gpu["util"] if gpu else None,
         "gpu_temp": gpu["temp"] if gpu else None,
         "vmem_usage": 0.4 if running else None,
-        "driver_version": m.driver_version,
-        "cuda_max_good": m.cuda_max_good,
-        "reliability2": m.reliability,
-        "verification": m.verification,
-        "cpu_cores_effective": 8.0,
-        "cpu_ram": 32000,
         "cpu_util": 3.0 if running else None,
-        "inet_up": m.inet_up,
-        "inet_down": m.inet_down,
-        "geolocation": m.geolocation,
         # the proxy route, and the direct one only where the host has it: never one address
         # with the other's port
         "ssh_host": m.proxy_addr if port else None,
@@ -214,10 +197,8 @@ def instance_json(market: SimMarket, inst: SimInstance, now: float) -> dict[str,
         "ports": {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(direct)}]}
         if direct
         else ({} if running else None),
-        "direct_port_count": 20 if m.direct else 0,
         "uptime_mins": round(uptime, 2) if uptime is not None else None,
         "min_bid": market.min_bid(m, now),  # the bid to beat now (app/sim/bids)
-        "end_date": m.contract_end,
         "template_id": None,
         "template_hash_id": None,
     }

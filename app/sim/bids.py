@@ -173,8 +173,8 @@ def reprice(seed: int, b: Bids, inst: SimInstance, t: float) -> None:
 
 
 def pause(inst: SimInstance, at: float, outbid: bool = True) -> None:
-    """Outbid at `at` (or, `outbid` false, created with a bid that does not win): stopped
-    there (its processes die with the container), data kept, waiting for priority."""
+    """Outbid at `at` (or, `outbid` false, created or started with a bid that does not win):
+    stopped there (its processes die with the container), data kept, waiting for priority."""
     seg = inst.segments[-1]
     if seg.end is None:
         seg.end = at

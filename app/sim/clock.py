@@ -106,28 +106,6 @@ class SimClock:
             turn.set_result(None)
         return True
 
-    def _enter(self, subject: object) -> tuple[int, contextvars.Token[int | None], bool]:
-        """Hold the clock for an exchange: (its token, the task's hold to restore, whether it
-        is the task's outermost exchange, the one that waits for its turn)."""
-        token = next(_TOKENS)
-        self._holding[token] = (self._monotonic(), subject)
-        outermost = _HOLD.get() is None
-        return token, _HOLD.set(token), outermost
-
-    def _exit(self, entered: tuple[int, contextvars.Token[int | None], bool] | None) -> None:
-        if entered is not None:
-            _HOLD.reset(entered[1])
-            self._holding.pop(entered[0], None)
-
-    async def _turn(self, token: int) -> None:
-        """The exchange `token` came back: wait until `release_next` lets it go on."""
-        turn = asyncio.get_running_loop().create_future()
-        self._back[token] = turn
-        try:
-            await turn
-        finally:
-            self._back.pop(token, None)
-
     @contextlib.contextmanager
     def waited_on(self) -> Iterator[None]:
         """Inside `held`, the holder waits on the clock itself (a call paced in market
@@ -148,13 +126,20 @@ class Hold:
 
     def __init__(self, clock: SimClock, subject: object) -> None:
         self.clock, self.subject = clock, subject
-        self.entered: tuple[int, contextvars.Token[int | None], bool] | None = None
+        self.token = 0  # drawn as it is entered: the order exchanges went out
+        self.outermost = False  # the task's outermost exchange: the one that waits for its turn
+        self.restore: contextvars.Token[int | None] | None = None  # the task's hold before
 
     def __enter__(self) -> None:
-        self.entered = self.clock._enter(self.subject)
+        self.token = next(_TOKENS)
+        self.clock._holding[self.token] = (self.clock._monotonic(), self.subject)
+        self.outermost = _HOLD.get() is None
+        self.restore = _HOLD.set(self.token)
 
     def __exit__(self, *exc: object) -> None:
-        self.clock._exit(self.entered)
+        if self.restore is not None:
+            _HOLD.reset(self.restore)
+            self.clock._holding.pop(self.token, None)
 
     async def __aenter__(self) -> None:
         self.__enter__()
@@ -165,12 +150,14 @@ class Hold:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        back = self.clock._back
         try:
-            assert self.entered is not None
-            token, _, outermost = self.entered
             # a cancelled exchange was ended by its holder (its timeout, in market time)
             cancelled = kind is not None and issubclass(kind, asyncio.CancelledError)
-            if self.clock.ordered and outermost and not cancelled:
-                await self.clock._turn(token)
+            if self.clock.ordered and self.outermost and not cancelled:
+                # it came back: it waits until `release_next` lets it go on
+                back[self.token] = asyncio.get_running_loop().create_future()
+                await back[self.token]
         finally:
-            self.clock._exit(self.entered)
+            back.pop(self.token, None)
+            self.__exit__()

@@ -87,6 +87,28 @@ class Machine:
         """What the offer's `verified` says: a deverified machine is not verified either."""
         return self.verification == "verified"
 
+    def facts(self) -> dict[str, Any]:
+        """What an offer and an instance's row both say of the machine."""
+        return {
+            "machine_id": self.id,
+            "host_id": self.host_id,
+            "gpu_name": self.advertised_gpu,
+            "num_gpus": self.num_gpus,
+            "gpu_ram": vram_mb(self.advertised_gpu),
+            "storage_cost": self.storage_cost,
+            "reliability2": self.reliability,
+            "verification": self.verification,
+            "cuda_max_good": self.cuda_max_good,
+            "driver_version": self.driver_version,
+            "cpu_cores_effective": 8.0,
+            "cpu_ram": 32000,
+            "inet_up": self.inet_up,
+            "inet_down": self.inet_down,
+            "geolocation": self.geolocation,
+            "direct_port_count": 20 if self.direct else 0,
+            "end_date": self.contract_end,
+        }
+
     def offer_json(
         self,
         allocated_storage: float,
@@ -97,32 +119,22 @@ class Machine:
         spec = GPU_SPECS.get(self.advertised_gpu)
         storage_h = storage_per_hour(allocated_storage, self.storage_cost)
         oid = self.offer_id if offer_id is None else offer_id
-        return {
+        return self.facts() | {
             "id": oid,
             "ask_contract_id": oid,
             "bundle_id": oid,
-            "machine_id": self.id,
-            "host_id": self.host_id,
-            "gpu_name": self.advertised_gpu,
-            "num_gpus": self.num_gpus,
-            "gpu_ram": vram_mb(self.advertised_gpu),
             "gpu_total_ram": vram_mb(self.advertised_gpu) * self.num_gpus,
             "dph_base": round(self.dph_base, 6),
             "dph_total": round(self.dph_base + storage_h, 6),
-            "storage_cost": self.storage_cost,
             "storage_total_cost": round(storage_h, 6),
             "disk_space": 500.0,
             "disk_bw": DISK_BW_MB_S,
             "disk_name": "nvme",
             "reliability": self.reliability,
-            "reliability2": self.reliability,
-            "verification": self.verification,
             "verified": self.verified,
             "external": self.external,
             "rentable": True,
             "rented": False,
-            "cuda_max_good": self.cuda_max_good,
-            "driver_version": self.driver_version,
             "compute_cap": 860,
             "dlperf": round(
                 self.real_tflops / 3
@@ -132,26 +144,19 @@ class Machine:
             ),
             "total_flops": spec.bf16_tflops / 2 if spec else 30.0,
             "dlperf_per_dphtotal": 0.0,
-            "inet_up": self.inet_up,
-            "inet_down": self.inet_down,
             "inet_up_cost": self.inet_up_cost,
             "inet_down_cost": self.inet_down_cost,
-            "geolocation": self.geolocation,
             "score": round(self.reliability * 100 / max(self.dph_base, 0.01), 2),
             "pcie_bw": 12.5,
             "cpu_ghz": 3.6,
-            "cpu_cores_effective": 8.0,
-            "cpu_ram": 32000,
             "cpu_name": "AMD Ryzen 9 5950X",
             # seconds left on the host's listing (positive, as on the real market)
             "duration": round(max(60.0, self.contract_end - now), 1)
             if self.contract_end is not None and now is not None
             else 30 * 86400.0,
-            "direct_port_count": 20 if self.direct else 0,
             # the bid to beat now (app/sim/bids.py; it moves); no `is_bid`: see fidelity.md
             "min_bid": round(self.dph_base * 0.6, 6) if min_bid is None else min_bid,
             "start_date": None,
-            "end_date": self.contract_end,
             "hosting_type": 0,
         }
 

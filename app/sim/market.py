@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import secrets
 import time
 from typing import Any
@@ -148,9 +149,7 @@ class SimMarket:
             ssh_keys=[k["key"] for k in self.ssh_keys],
             offer_id=offer_id,
         )
-        extra = keyed_rng(self.scenario.seed, "states", m.id, m.rentals)
-        seg = boot_steps(rng, m, image, now, False, self.scenario.states, extra)
-        inst.segments.append(deny_unpullable(seg, image, self.scenario.images))
+        self._boot(inst, now, rng)
         inst.throttle_drop = rng.uniform(*m.knobs["throttle_drop"])
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         if price is not None:
@@ -200,15 +199,16 @@ class SimMarket:
             # a renter's start of a bid rental: it runs only while its bid wins, else it waits
             self.settle_bids(now)
             if not bids.wins(self.scenario.seed, self.scenario.bids, inst.machine, now, inst.bid):
-                inst.paused_at = now
-                inst.lost_bids.append(now)
+                bids.pause(inst, now, outbid=False)
                 return
-        rng = keyed_rng(
-            self.scenario.seed, inst.machine.id, inst.rental_no, "start", len(inst.segments)
-        )
-        extra = keyed_rng(
-            self.scenario.seed, "states", inst.machine.id, inst.rental_no, len(inst.segments)
-        )
+        n = len(inst.segments)
+        rng = keyed_rng(self.scenario.seed, inst.machine.id, inst.rental_no, "start", n)
+        self._boot(inst, now, rng, n)
+
+    def _boot(self, inst: SimInstance, now: float, rng: random.Random, *again: int) -> None:
+        """A boot of `inst` from `now`, drawn from `rng`: its create's, or (`again` numbering it)
+        a start's; the market's unkindness drawn apart."""
+        extra = keyed_rng(self.scenario.seed, "states", inst.machine.id, inst.rental_no, *again)
         pulled = any(s.running_at is not None for s in inst.segments)
         seg = boot_steps(rng, inst.machine, inst.image, now, pulled, self.scenario.states, extra)
         inst.segments.append(deny_unpullable(seg, inst.image, self.scenario.images))
@@ -336,26 +336,21 @@ class SimMarket:
         now = self.clock.now()
         self.market_stops(now)
         self.advance_work(now)
-        rows = []
-        tot_gpu = tot_storage = tot_bw = 0.0
-        for inst in self.instances.values():
-            c = inst.charges(now, self.scenario.gpu_billing)
-            rows.append(truth_row(inst, now, c))
-            tot_gpu += c.gpu_usd
-            tot_storage += c.storage_usd
-            tot_bw += c.bandwidth_usd
+        owed = [
+            (inst, inst.charges(now, self.scenario.gpu_billing)) for inst in self.instances.values()
+        ]
+        totals = {
+            k: sum((getattr(c, k) for _, c in owed), 0.0)
+            for k in ("gpu_usd", "storage_usd", "bandwidth_usd")
+        }
+        totals["total_usd"] = sum(totals.values())
         return {
             "now": now,
             "scenario": self.scenario.name,
             "seed": self.scenario.seed,
             "gpu_billing": self.scenario.gpu_billing,
-            "instances": rows,
+            "instances": [truth_row(inst, now, c) for inst, c in owed],
             # sized jobs: each launch's work delivered (reference GPU-hours), and when it was done
             "jobs": [m.row() for m in self.meters],
-            "totals": {
-                "gpu_usd": round(tot_gpu, 6),
-                "storage_usd": round(tot_storage, 6),
-                "bandwidth_usd": round(tot_bw, 6),
-                "total_usd": round(tot_gpu + tot_storage + tot_bw, 6),
-            },
+            "totals": {k: round(v, 6) for k, v in totals.items()},
         }

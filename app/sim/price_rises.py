@@ -34,19 +34,17 @@ class Pending:
             "contract_id": self.instance.id,
             "host_id": self.instance.machine.host_id,
             "new_gpu_costpersec": self.new_dph / gpus / 3600,
-            "new_disk_ram_costpersec": None,  # null: the host did not change it
-            "new_bwu_cost": None,
-            "new_bwd_cost": None,
-            "new_platform_fee": None,
             "old_gpu_costpersec": self.old_dph / gpus / 3600,
-            "old_disk_ram_costpersec": None,
-            "old_bwu_cost": None,
-            "old_bwd_cost": None,
-            "old_platform_fee": None,
+            # null: the host did not change them
+            **{f"{age}_{k}": None for age in ("new", "old") for k in UNCHANGED},
             "contract_end_date": self.contract_end,
             "ask_end_date": self.ask_end,
             "created_at": self.created_at,
         }
+
+
+# the row's prices besides the GPU's (a rise here changes only the GPU's)
+UNCHANGED = ("disk_ram_costpersec", "bwu_cost", "bwd_cost", "platform_fee")
 
 
 class PriceRises:

@@ -50,6 +50,8 @@ ECC_BOARDS = frozenset(
 PASSIVE_BOARDS = frozenset({"L40S", "A100 SXM4", "H100 SXM", "H200"})
 THERMAL_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown"})
 POWER_CAP_SHARE = 0.6  # a power-capped host's enforced limit, as a share of the board's
+# the preflight's deeper checks, each with the flag that turns it off
+CHECK_OFF = {"pcie": "--pcie-mb 0", "vram": "--no-vram", "disk": "--disk-mb -1"}
 # what each preflight backend raises once the GPU fell off the bus
 GPU_LOST = {
     "driver": {"type": "CudaError", "message": "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"},
@@ -202,12 +204,7 @@ def preflight_document(
         mm["nonce"] = int(nonce.group(1))
         mm["samples"] = [[r, c, float(exact_entry(n, r, c))] for r, c in at]
     facts = host_facts(market.scenario.seed, inst)
-    if "--pcie-mb 0" not in command:
-        doc["pcie"] = dict(facts["pcie"])
-    if "--no-vram" not in command:
-        doc["vram"] = dict(facts["vram"])
-    if "--disk-mb -1" not in command:
-        doc["disk"] = dict(facts["disk"])
+    doc |= {k: dict(facts[k]) for k, off in CHECK_OFF.items() if off not in command}
     if "--net-url" in command:
         doc["net"] = {"url": "sim", "mb": 50.0, "mbps": facts["net_mbps"]}
     doc["xid"] = {"supported": True, "events": [], "gpu_lost": False}
@@ -216,42 +213,33 @@ def preflight_document(
 
 def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
     """What probes/preflight.py prints on a GPU in this state (same schema)."""
-    device = {
-        "name": gpu["name"],
-        "driver_version": gpu["driver_version"],
-        "cuda_version": gpu["cuda_version"],
-        "total_memory_mb": gpu["vram_mb"],
-    }
-    if not gpu["cuda_works"]:
-        return {
-            "schema": 1,
-            "probe": "preflight",
-            "ok": False,
-            "device": device,
-            "error": {
-                "type": "RuntimeError",
-                "message": "CUDA error: CUDA driver version is insufficient for CUDA runtime version",
-            },
-            "steps": {"cuda_init_s": 1.9},
-            "total_s": 2.1,
-        }
-    secs = 2 * n**3 * 10 / (gpu["tflops"] * 1e12)
-    return {
+    doc: dict[str, Any] = {
         "schema": 1,
         "probe": "preflight",
-        "ok": True,
-        "device": device,
-        "matmul": matmul(n, "bfloat16", secs, round(gpu["tflops"], 2), 0.0021),
-        "steps": {
-            "cuda_init_s": 1.2,
-            "alloc_s": 0.05,
-            "warmup_s": 0.3,
-            "timed_s": round(secs, 4),
-            "check_s": 0.4,
+        "ok": gpu["cuda_works"],
+        "device": {
+            "name": gpu["name"],
+            "driver_version": gpu["driver_version"],
+            "cuda_version": gpu["cuda_version"],
+            "total_memory_mb": gpu["vram_mb"],
         },
+    }
+    if not gpu["cuda_works"]:
+        said = "CUDA error: CUDA driver version is insufficient for CUDA runtime version"
+        doc["error"] = {"type": "RuntimeError", "message": said}
+        return doc | {"steps": {"cuda_init_s": 1.9}, "total_s": 2.1}
+    secs = _seconds(n, gpu["tflops"])
+    steps = {"cuda_init_s": 1.2, "alloc_s": 0.05, "warmup_s": 0.3, "timed_s": round(secs, 4)}
+    return doc | {
+        "matmul": matmul(n, "bfloat16", secs, round(gpu["tflops"], 2), 0.0021),
+        "steps": steps | {"check_s": 0.4},
         "total_s": round(1.95 + secs, 3),
         "error": None,
     }
+
+
+def _seconds(n: int, tflops: float) -> float:
+    return 2 * n**3 * 10 / (tflops * 1e12)
 
 
 def matmul(n: int, dtype: str, seconds: float, tflops: float, err: float) -> dict[str, Any]:
@@ -267,42 +255,32 @@ def matmul(n: int, dtype: str, seconds: float, tflops: float, err: float) -> dic
     }
 
 
-def _forged_document(base: dict[str, Any], gpu: str) -> dict[str, Any]:
+def _forged_document(base: dict[str, Any], gpu: str, n: int = 4096) -> dict[str, Any]:
     rate = round((expected_tflops(gpu) or 60.0) * 1.41, 2)
-    n = 4096
     replayed = 1234567  # the nonce of the run it was copied from
-    return {
-        **base,
+    mm = matmul(n, "bfloat16", _seconds(n, rate), rate, 0.0021)
+    mm["nonce"] = replayed
+    mm["samples"] = [[r, c, float(exact_entry(n, r, c))] for r, c in sample_positions(replayed, n)]
+    return base | {
         "backend": "torch",
         "ok": True,
         "error": None,
         "device": {**(base.get("device") or {}), "name": gpu},
-        "matmul": {
-            **matmul(n, "bfloat16", 2 * n**3 * 10 / (rate * 1e12), rate, 0.0021),
-            "nonce": replayed,
-            "samples": [
-                [r, c, float(exact_entry(n, r, c))] for r, c in sample_positions(replayed, n)
-            ],
-        },
+        "matmul": mm,
         "xid": {"supported": True, "events": [], "gpu_lost": False},
     }
 
 
 def _driver_document(base: dict[str, Any], gpu: dict[str, Any], real_gpu: str) -> dict[str, Any]:
-    doc = {k: v for k, v in base.items() if k != "matmul"}
-    doc["backend"] = "driver"
+    doc = {k: v for k, v in base.items() if k != "matmul"} | {"backend": "driver"}
     if not gpu.get("cuda_works", True):
-        doc["ok"] = False
-        doc["error"] = {
-            "type": "CudaError",
-            "message": "cuInit failed: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)",
-        }
-        return doc
+        said = "cuInit failed: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)"
+        return doc | {"ok": False, "error": {"type": "CudaError", "message": said}}
     spec = spec_for(real_gpu)
     share = gpu["tflops"] / spec.bf16_tflops if spec and spec.bf16_tflops else 1.0
     rate = (expected_tflops(real_gpu, "driver") or 2.0) * share
     n = 4096
-    seconds = 2 * n**3 * 10 / (rate * 1e12)
+    seconds = _seconds(n, rate)
     doc["matmul"] = matmul(n, "float32", seconds, round(rate, 3), 0.0)
     doc["ok"], doc["error"] = True, None
     doc["steps"] = {**base.get("steps", {}), "timed_s": round(seconds, 4)}
@@ -318,6 +296,8 @@ _REASON_BITS = {
     "hw_thermal_slowdown": 0x40,
     "hw_power_brake_slowdown": 0x80,
 }
+# the GPU's state (`SimMarket.gpu_state`) that the NVML sampler does not print as it is
+UNSAMPLED = ("cuda_version", "cuda_works", "tflops", "vram_mb", "throttle_reasons")
 
 
 def nvml_document(market: SimMarket, inst: SimInstance, now: float) -> dict[str, Any]:
@@ -334,32 +314,14 @@ def nvml_document(market: SimMarket, inst: SimInstance, now: float) -> dict[str,
         }
     gpu = market.gpu_state(inst, now)
     pcie = host_facts(market.scenario.seed, inst)["pcie"]
-    bits = 0
-    for r in gpu["throttle_reasons"]:
-        bits |= _REASON_BITS.get(r, 0)
-    sample = {
+    sample = {k: v for k, v in gpu.items() if k not in UNSAMPLED}
+    sample |= {f"pcie_{k}": pcie[k] for k in ("width", "max_gen", "max_width")}
+    sample |= {
         "t": now,
         "index": 0,
-        "name": gpu["name"],
-        "util": gpu["util"],
         "mem_util": gpu["util"] // 2,
-        "mem_used_mb": gpu["mem_used_mb"],
-        "mem_total_mb": gpu["mem_total_mb"],
-        "sm_clock": gpu["sm_clock"],
-        "max_sm_clock": gpu["max_sm_clock"],
-        "reasons_bits": bits,
+        "reasons_bits": sum(_REASON_BITS.get(r, 0) for r in set(gpu["throttle_reasons"])),
         "reasons": list(gpu["throttle_reasons"]),
-        "temp": gpu["temp"],
-        "power_w": gpu["power_w"],
-        "power_limit_w": gpu["power_limit_w"],
-        "fan_pct": gpu["fan_pct"],
-        "ecc_corrected": gpu["ecc_corrected"],
-        "ecc_uncorrected": gpu["ecc_uncorrected"],
-        "retired_pages": gpu["retired_pages"],
         "pcie_gen": pcie["gen"] if gpu["util"] > 0 else 1,
-        "pcie_width": pcie["width"],
-        "driver_version": gpu["driver_version"],
-        "pcie_max_gen": pcie["max_gen"],
-        "pcie_max_width": pcie["max_width"],
     }
     return {"schema": 1, "probe": "nvml_sample", "ok": True, "samples": [sample]}

@@ -19,11 +19,13 @@ def _driver_number(text: str) -> int | None:
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "eq": operator.eq,
     "neq": operator.ne,
+    "noteq": operator.ne,
     "gt": operator.gt,
     "gte": operator.ge,
     "lt": operator.lt,
     "lte": operator.le,
 }
+EQUALITY = ("eq", "neq", "noteq")
 
 
 def _coerce(a: Any, like: Any) -> Any:
@@ -68,15 +70,12 @@ def matches(offer: dict[str, Any], query: dict[str, Any]) -> bool:
                 if hit != (op == "in"):
                     return False
                 continue
-            compare = _COMPARE.get("neq" if op == "noteq" else op)
+            compare = _COMPARE.get(op)
             if compare is None:
                 return False  # an operator the market does not know matches nothing
-            want = _coerce(want, have)
-            try:
-                ok = (
-                    have is not None and bool(compare(have, want))
-                    if op not in ("eq", "neq", "noteq")
-                    else bool(compare(have, want))
+            try:  # a missing value is only ever equal or not
+                ok = (op in EQUALITY or have is not None) and bool(
+                    compare(have, _coerce(want, have))
                 )
             except TypeError:
                 ok = False

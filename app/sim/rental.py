@@ -82,19 +82,17 @@ def boot_steps(
     machine: Machine,
     image: str,
     start: float,
-    restart: bool = False,
-    states: States | None = None,
-    extra: random.Random | None = None,
+    restart: bool,
+    states: States,
+    extra: random.Random,
 ) -> Segment:
     """The status lines an instance shows from `start`, as its machine's behaviour dictates;
     `states` adds the market's unkindness, drawn from `extra` so the behaviour's timings stay."""
     k = machine.knobs
     b = machine.behaviour
-    st = states or States(0.0, 0.0, "provisioning", 0.0)
-    ex = extra or random.Random(0)
-    scheduling = ex.random() < st.scheduling_share
-    unnamed = ex.random() < st.unnamed_share
-    build = ex.random() < st.build_output_share
+    scheduling = extra.random() < states.scheduling_share
+    unnamed = extra.random() < states.unnamed_share
+    build = extra.random() < states.build_output_share
     steps: list[Step] = [Step(start, None, None)]
     queue = rng.uniform(*k["queue_min"]) * 60
     if restart:  # a start waits for its GPU in `scheduling` (vast-ai/docs manage-instances)
@@ -114,8 +112,8 @@ def boot_steps(
         steps.append(Step(t, "created", "Creating container"))
         t += rng.uniform(3, 12)
         if unnamed:  # a lifecycle state rentwatch has no name for
-            steps.append(Step(t, st.unnamed_name, "Preparing container"))
-            t += ex.uniform(20, 90)
+            steps.append(Step(t, states.unnamed_name, "Preparing container"))
+            t += extra.uniform(20, 90)
         if b == "fatal_pull":
             fatal_at = t + rng.uniform(*k["fatal_at_min"]) * 60
         else:
@@ -152,7 +150,7 @@ def boot_steps(
         steps.append(Step(t, "loading", f"{lid}: Extracting {mb:.1f}MB/{mb:.1f}MB"))
         extract = rng.uniform(*k["extract_min"]) * 60
         if build:  # the image's build output shows in the status line while it loads
-            first = ex.randrange(len(BUILD_LINES) - 2)
+            first = extra.randrange(len(BUILD_LINES) - 2)
             for i, line in enumerate(BUILD_LINES[first : first + 3]):
                 steps.append(Step(t + extract * (0.3 + 0.2 * i), "loading", line))
         t += extract
@@ -266,10 +264,6 @@ class SimInstance:
     @property
     def stops(self) -> list[float]:
         return [seg.end for seg in self.segments if seg.end is not None]
-
-    @property
-    def starts(self) -> list[float]:
-        return [seg.start for seg in self.segments[1:]]
 
     @property
     def intended(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from dataclasses import Field, dataclass, field, fields, replace
+from dataclasses import Field, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -396,8 +396,9 @@ SCALARS = (
     "bid_rents_on_demand",
     "preload_label",
 )
-TABLES = ("faults", "ssh", "states", "listing", "bids", "churn", "hosts", "price_rise", "webhooks")
-OTHERS = ("storage_cost", "bandwidth_cost", "host_class", "image", "gpu", "name")
+# the small tables, each read into its dataclass by `checked`
+TABLES = {f.name: f.default_factory for f in fields(Scenario) if is_dataclass(f.default_factory)}
+OTHERS = ("storage_cost", "bandwidth_cost", "host_class", "image", "gpu", "name", "webhooks")
 KEYS = {*SCALARS, *TABLES, *OTHERS}
 
 
@@ -432,31 +433,20 @@ def parse_scenario(data: dict[str, Any], name: str = "scenario") -> Scenario:
         raise ConfigError(f"webhooks.url: expected an http(s) URL, got {url!r}")
     if not isinstance(secret, str) or (url and not secret):
         raise ConfigError("webhooks.secret: expected the secret the events are signed with")
+    tables = {key: checked(cls, data.get(key), key) for key, cls in TABLES.items()}
+    if tables["hosts"].storage_spread == "log" and storage[0] <= 0:
+        raise ConfigError("hosts.storage_spread: a log spread needs storage_cost above 0")
     return Scenario(
         **kw,
+        **tables,
         webhook_url=url,
         webhook_secret=secret,
         storage_cost=storage,
+        bandwidth_cost=bandwidth,
         host_classes=classes,
-        faults=checked(Faults, data.get("faults"), "faults"),
         name=str(data.get("name", name)),
         images=parse_images(data.get("image")),
-        ssh=checked(SSHConfig, data.get("ssh"), "ssh"),
-        states=checked(States, data.get("states"), "states"),
-        listing=checked(Listing, data.get("listing"), "listing"),
-        bandwidth_cost=bandwidth,
-        bids=checked(Bids, data.get("bids"), "bids"),
-        price_rise=checked(PriceRise, data.get("price_rise"), "price_rise"),
-        churn=checked(Churn, data.get("churn"), "churn"),
-        hosts=_hosts(data.get("hosts"), storage),
     )
-
-
-def _hosts(raw: Any, storage: tuple[float, float]) -> Hosts:
-    hosts: Hosts = checked(Hosts, raw, "hosts")
-    if hosts.storage_spread == "log" and storage[0] <= 0:
-        raise ConfigError("hosts.storage_spread: a log spread needs storage_cost above 0")
-    return hosts
 
 
 def parse_images(raw: Any) -> tuple[ImageSpec, ...]:

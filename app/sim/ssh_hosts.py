@@ -188,8 +188,7 @@ class SSHHosts:
                 # rental-types.mdx), and its data stays
                 self._stops_seen[inst.id] = stops
                 self.disconnect(inst.id)
-                self.kill_processes(inst.id)
-                kill_groups(self.sandbox(inst))
+                self.kill_processes(inst)
                 self.market.end_meters(inst.id)
             up = inst.destroyed_at is None and inst.running(now)
             if up and inst.id not in self.listeners:
@@ -197,7 +196,7 @@ class SSHHosts:
             elif not up and inst.id in self.listeners:
                 await self._close(inst.id)
                 if inst.destroyed_at is not None:  # a destroyed host's processes end with it
-                    kill_groups(self.sandbox(inst))
+                    self.kill_processes(inst)
 
     def _answers_first(self, inst: SimInstance, stops: int) -> bool:
         """Whether the instance's sessions finish their commands before its new stop reaches the
@@ -215,12 +214,13 @@ class SSHHosts:
         for conn in list(self.connections.get(iid, ())):
             conn.close()
 
-    def kill_processes(self, iid: int) -> None:
-        """Every command still running on the instance dies (its data stays in the sandbox)."""
-        for sub in list(self._procs.pop(iid, set())):
+    def kill_processes(self, inst: SimInstance) -> None:
+        """Every process the instance's commands started dies (their data stays in its sandbox)."""
+        for sub in list(self._procs.pop(inst.id, set())):
             if sub.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(sub.pid, signal.SIGKILL)
+        kill_groups(self.sandbox(inst))
 
     async def _open(self, inst: SimInstance) -> None:
         m = inst.machine
@@ -276,8 +276,7 @@ class SSHHosts:
         """From now on instance `iid` accepts SSH and hangs every command it is sent, and
         what it ran dies (its watchdog included): a box wedged under its sshd."""
         self.hung.add(iid)
-        self.kill_processes(iid)
-        kill_groups(self.sandbox(self.market.instances[iid]))
+        self.kill_processes(self.market.instances[iid])
 
     async def replace_host_key(self, iid: int) -> None:
         """Serve instance `iid` with a new host key (an impostor, or a host re-imaged under

@@ -48,17 +48,14 @@ class WorkMeter:
     resumed_ref_h: float = 0.0  # the work its checkpoint held at launch
 
     def row(self) -> dict[str, Any]:
-        return {
-            "instance_id": self.instance_id,
-            "machine_id": self.machine_id,
-            "job": self.job,
-            "ref_gpu": self.ref_gpu,
-            "ref_hours": self.ref_hours,
-            "started_at": self.started_at,
-            "done_at": self.done_at,
+        return {k: getattr(self, k) for k in ROW} | {
             "work_ref_h": round(min(self.work_ref_h, self.ref_hours), 6),
             "resumed_ref_h": round(self.resumed_ref_h, 6),
         }
+
+
+# a meter's fields in the market's truth as they are (`WorkMeter.row`)
+ROW = ("instance_id", "machine_id", "job", "ref_gpu", "ref_hours", "started_at", "done_at")
 
 
 def sized_launch(command: str) -> tuple[str, float, str] | None:
