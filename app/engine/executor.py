@@ -25,7 +25,7 @@ from .journal import Journal
 from .offers import OfferBook
 from .operator import Operator
 from .tier import TierWatch
-from .updates import DeadlinesFrom, GaveUp, RestartRefused, Tending, Verified
+from .updates import GaveUp, Set, Tending, Verified
 
 K = EventKind
 
@@ -87,10 +87,10 @@ class Executor:
         try:
             at = await self.actions.start(a, d.rule, d.reason)
         except REFUSALS as exc:
-            self.journal.writer.emit(RestartRefused(a))
+            self.journal.writer.emit(Set(a, {"stop_rule": ""}))  # not tried again by the rules
             self.journal.say(f"start  i:{a.instance_id} by {d.rule} refused: {exc}")
             return
-        self.journal.writer.emit(DeadlinesFrom(a, at))
+        self.journal.writer.emit(Set(a, {"clock_from": at}))
         self.journal.say(f"start  i:{a.instance_id} m:{a.machine_id} by {d.rule}: {d.reason}")
 
     async def create(self, d: Create) -> None:

@@ -22,15 +22,7 @@ from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
 from .tier import hold_bid
-from .updates import (
-    Adopted,
-    ChangeTookEffect,
-    DeadlinesFrom,
-    FoundChanged,
-    OurStopKept,
-    Replayed,
-    Said,
-)
+from .updates import Adopted, ChangeTookEffect, FoundChanged, OurStopKept, Replayed, Said, Set
 
 K = EventKind
 NOT_OURS = ("market", "reconcile", "watchdog")  # stops a restart does not take for ours
@@ -223,7 +215,7 @@ class Recovery:
                 started = await self.start(
                     a, "rule:reuse", "a proven rental, stopped: start it again rather than create"
                 )
-                self.journal.writer.emit(DeadlinesFrom(a, started))
+                self.journal.writer.emit(Set(a, {"clock_from": started}))
             except REFUSALS:
                 continue  # the failed start is in the ledger; the fleet creates instead
             room -= 1

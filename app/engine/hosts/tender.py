@@ -22,7 +22,7 @@ from ..blame_book import BlameBook
 from ..jobs.work import JobWork
 from ..journal import Journal
 from ..rounds import raise_if_cancelled
-from ..updates import Broken, Sampled, Tending, WatchdogSeen, WentSilent
+from ..updates import Broken, Sampled, Set, Tending, WentSilent
 from .link import HostLink
 from .preflight_run import PreflightRunner
 from .probe_io import (
@@ -185,7 +185,7 @@ class HostTender(PreflightRunner):
             said = res.stdout.decode("utf-8", errors="replace").split()
             if said[-2:] != ["WATCHDOG", "gone"]:
                 return  # alive, or an answer that says nothing: the next beat looks again
-            self.journal.writer.emit(WatchdogSeen(a, False))
+            self.journal.writer.emit(Set(a, {"watchdog_armed": False}))
             why = "the host's watchdog was not running"
         else:
             why = "the watchdog could not be armed before"  # noted once it is
@@ -206,7 +206,7 @@ class HostTender(PreflightRunner):
         window = max(self.watchdog_window_s, WATCHDOG_FLOORS * self.link.io_floor() * scale)
         try:
             await self.link.run(a, watchdog_command(window, scale), stdin=probe_source("watchdog"))
-            self.journal.writer.emit(WatchdogSeen(a, True))
+            self.journal.writer.emit(Set(a, {"watchdog_armed": True}))
             self.journal.say(
                 f"watch  i:{a.instance_id} watchdog armed: stops itself after "
                 f"{window / 60:.0f} min without a heartbeat"
