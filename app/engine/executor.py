@@ -3,7 +3,6 @@ never destroys a verified instance: the executor's own guard, beside the type's.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from ..core.decisions import Move, Rebid, Restart, Resume
@@ -25,7 +24,7 @@ from .journal import Journal
 from .offers import OfferBook
 from .operator import Operator
 from .tier import TierWatch
-from .updates import GaveUp, Set, Tending, Verified
+from .updates import GaveUp, Set, Verified
 
 K = EventKind
 
@@ -147,4 +146,4 @@ class Executor:
         self.journal.writer.emit(Verified(a, now, d.rule, d.reason, d.by_preflight, detail))
         # a rental started again was tended before: its last tending ended with its stop
         if d.by_preflight and (a.tend_task is None or a.tend_task.done()):
-            self.journal.writer.emit(Tending(a, asyncio.create_task(self.tender.tend(a))))
+            self.tender.tend_from_now(a)

@@ -22,7 +22,7 @@ from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
 from .tier import hold_bid
-from .updates import Adopted, ChangeTookEffect, FoundChanged, OurStopKept, Replayed, Said, Set
+from .updates import Adopted, ChangeTookEffect, FoundChanged, Replayed, Said, Set
 
 K = EventKind
 NOT_OURS = ("market", "reconcile", "watchdog")  # stops a restart does not take for ours
@@ -384,4 +384,4 @@ def keep_our_stop(journal: Journal, a: Attempt, history: Sequence[Event]) -> Non
     ]
     last = changes[-1] if changes else None
     if last is not None and last.kind == K.STOP and not last.actor.startswith(NOT_OURS):
-        journal.writer.emit(OurStopKept(a, last.actor))
+        journal.writer.emit(Set(a, {"stopped_by_us": True, "stop_rule": last.actor}))

@@ -225,8 +225,6 @@ def apply(j: Journal, u: Update) -> bool:
                 a.running_at = u.at
             if a.util_low_since is not None:
                 a.util_low_since = u.at
-        case up.OurStopKept():
-            _stopped_ourselves(a, u.actor)
         case up.Repriced():
             old = a.gpu_dph
             a.price_due = None
@@ -283,8 +281,6 @@ def apply(j: Journal, u: Update) -> bool:
             a.bid = u.price
             _priced(a, u.price, u.event.at)
             _write(j, a, u.event)
-        case up.Tending():
-            a.tend_task, a.silent_since = u.task, None
         case up.SshFailed():
             a.ssh_failures += 1
             if u.why is not None:

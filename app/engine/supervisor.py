@@ -42,7 +42,6 @@ from .recovery import Recovery
 from .release import release
 from .rounds import rounds
 from .tier import TierWatch
-from .updates import Tending
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
 K = EventKind
@@ -244,7 +243,7 @@ class Supervisor:
         self.prices.restore(self.ledger)  # increases accepted, not yet in force
         for a in self.fleet.in_service():  # adopted proven rentals: watch them, re-attach jobs
             if a.tend_task is None:
-                self.writer.emit(Tending(a, asyncio.create_task(self.tender.tend(a))))
+                self.tender.tend_from_now(a)
 
     # -- the poll: observe, decide, execute ---------------------------------------------------
     async def poll_once(self) -> list[Decision]:
@@ -314,7 +313,7 @@ class Supervisor:
                 detail={"task": "tend", "error": type(exc).__name__},
             )
             self.journal.say(f"error  tending i:{a.instance_id} ended ({exc!r}): tended again")
-            self.writer.emit(Tending(a, asyncio.create_task(self.tender.tend(a))))
+            self.tender.tend_from_now(a)
 
     # -- the run and its end ------------------------------------------------------------------
     async def run(self) -> Outcome:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, dataclass_transform
 
@@ -71,12 +70,6 @@ class HandedOver(Update):
     """Supervised from now on (it was only observed)."""
 
     at: float
-
-
-class OurStopKept(Update):
-    """Adopted stopped, by a stop of ours an earlier run made: the reuse rule may start it."""
-
-    actor: str
 
 
 class Repriced(Update):
@@ -260,12 +253,6 @@ class RowUnread(Update):
 
     at: float
     problem: str
-
-
-class Tending(Update):
-    """Tended from now (in service again): silence counts from its next unanswered look."""
-
-    task: asyncio.Task[Any]
 
 
 class SshFailed(Update):
