@@ -84,12 +84,11 @@ class Executor:
         """A proven rental stopped for want of work, started again (core/offers/reuse.py): it boots
         and is checked as any start is; one the market refuses is not asked again."""
         try:
-            at = await self.actions.start(a, d.rule, d.reason)
+            await self.actions.start(a, d.rule, d.reason)
         except REFUSALS as exc:
             self.journal.writer.emit(Set(a, {"stop_rule": ""}))  # not tried again by the rules
             self.journal.say(f"start  i:{a.instance_id} by {d.rule} refused: {exc}")
             return
-        self.journal.writer.emit(Set(a, {"clock_from": at}))
         self.journal.say(f"start  i:{a.instance_id} m:{a.machine_id} by {d.rule}: {d.reason}")
 
     async def create(self, d: Create) -> None:

@@ -118,8 +118,7 @@ class Operator:
     async def _start(self, a: Attempt, reason: str) -> None:
         """A start: its deadlines count from now. One whose stop by a person lowered the fleet
         raises it back by one; one automation stopped leaves it as it is."""
-        at = await self.actions.start(a, HUMAN, reason)
-        self.journal.writer.emit(Set(a, {"clock_from": at}))
+        await self.actions.start(a, HUMAN, reason)
         self._touched(a, STARTED_BY_PERSON)
         self.journal.say(f"start  i:{a.instance_id} by human: its deadlines count from now")
         if a.instance_id in self.lowered:

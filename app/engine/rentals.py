@@ -352,9 +352,9 @@ def apply(j: Journal, u: Update) -> bool:
         case up.Started():
             ok = _move(j, a, Phase.BOOTING, u.at, u.reason)
             # a stop of ours is undone, and so is the idle time seen before it (else the idle
-            # rule stops a restarted host again at once)
+            # rule stops a restarted host again at once); its boot deadline counts from now
             a.stopped_by_us, a.stop_rule = False, ""
-            a.status_since = u.at
+            a.status_since = a.clock_from = u.at
             a.util_low_since = a.silent_since = None
         case up.Stopped():
             _stopped_ourselves(a, u.actor)

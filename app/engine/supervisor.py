@@ -156,7 +156,6 @@ class Supervisor:
             policy,
         )  # hosts' price increases (core/worth/price_increase.py)
         self.started_at: float | None = None  # the campaign's first start, read once
-        self.adopt_all = adopt_all  # show every instance of the account (the rest observed)
         # watch without a campaign: nothing is supervised unless the operator hands it over
         self.observe_only = observe_only
         self.fleet_set_at: float | None = None  # when a person last changed the wanted fleet
@@ -271,7 +270,7 @@ class Supervisor:
         await self.observer.observe(instances, now, sight.full, sight.asked, sight.bad)
         if sight.swept is not None:  # a sweep's pages together are a full list answer
             await self.observer.unlisted(sight.swept, now)
-        self.recovery.adopt_strays(instances, now, self.adopt_all)
+        self.recovery.adopt_strays(instances, now)
         # a host no longer held running (stopped, destroyed, lost, let go) keeps no connection
         self.ssh.keep_only([i for i, a in self.fleet.attempts.items() if a.life.phase in HELD])
         self.tender.retend(self.observer.returned)

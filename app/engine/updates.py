@@ -160,7 +160,7 @@ class Resumed(Update):
 
 
 class Started(Update):
-    """Our start went through: it boots again."""
+    """Our start went through: it boots again, its boot deadline counted from `at`."""
 
     at: float
     reason: str
