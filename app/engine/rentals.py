@@ -200,9 +200,9 @@ def apply(j: Journal, u: Update) -> bool:
     version = a.life.version
     match u:
         case up.Set():
+            if refused := sorted(u.fields.keys() - SETTABLE):
+                raise ValueError(f"a rental's {', '.join(refused)} not set by name")
             for name, value in u.fields.items():
-                if name not in SETTABLE:
-                    raise ValueError(f"a rental's {name!r} is not set by name")
                 setattr(a, name, value)
         case up.ChangeTookEffect():
             _mark(a, u.at, u.kind)
