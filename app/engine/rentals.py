@@ -357,7 +357,8 @@ def apply(j: Journal, u: Update) -> bool:
             a.status_since = a.clock_from = u.at
             a.util_low_since = a.silent_since = None
         case up.Stopped():
-            _stopped_ourselves(a, u.actor)
+            # an explicit stop never resumes by itself
+            a.stopped_by_us, a.outbid_at, a.resumed, a.stop_rule = True, None, False, u.actor
             ok = _move(j, a, Phase.STOPPED, u.at, u.reason)
             j.say(
                 f"stop   i:{a.instance_id} m:{a.machine_id} by {u.actor}: {u.reason} "
@@ -465,12 +466,6 @@ def _came_up(a: Attempt, at: float) -> None:
     readings from before it ran say nothing now."""
     a.running_at = at
     a.util_low_since = a.silent_since = None
-
-
-def _stopped_ourselves(a: Attempt, rule: str) -> None:
-    """Our stop went through: an explicit stop never resumes by itself."""
-    a.stopped_by_us, a.outbid_at, a.resumed = True, None, False
-    a.stop_rule = rule
 
 
 def _write(j: Journal, a: Attempt, e: Said) -> None:
