@@ -244,7 +244,7 @@ def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():
         a.life = a.life.moved(to, 10.0 * (k + 1), "up")
         assert a.life.phase == to
     a.life = a.life.with_proof(True)
-    a.bid_held(0.10, 0.30, ours=False, paused_at=100.0)  # outbid at 100, min_bid over any cap
+    a.bid, a.bid_floor, a.outbid_at = 0.10, 0.30, 100.0  # outbid at 100, min_bid over any cap
     a.rebids = 2
     later = 100.0 + B.WAIT_S + 60
     # a running job's rental: its job moves on from its checkpoint after WAIT_S

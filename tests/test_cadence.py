@@ -13,6 +13,7 @@ import pytest
 from rentwatch.core.lifecycle import Phase
 from rentwatch.engine.cadence import FULL_PAGES, HOT_PAGES, LIST_CALLS, PAGE
 from rentwatch.engine.supervisor import Supervisor
+from rentwatch.engine.updates import WentSilent
 from rentwatch.ledger import EventKind
 from rentwatch.market.vast.client import VastClient
 from rentwatch.sim.rental import Step
@@ -324,7 +325,7 @@ def test_a_host_whose_heartbeat_gets_no_answer_is_looked_at_next_poll(make_sim, 
         await sup.poll_once()
         sight = await sup.cadence.fetch()
         named = next(i for i in steady if i in {r.id for r in sight.rows} - sight.asked)
-        sup.fleet[named].went_silent(sup.market.now())  # what the tender records: no answer
+        sup.writer.emit(WentSilent(sup.fleet[named], sup.market.now()))  # the tender: no answer
         sight = await sup.cadence.fetch()
         assert named in sight.asked and not sup.fleet[named].look_wanted
         await sup.market.aclose()

@@ -9,6 +9,7 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
+from rentwatch.core.billing import Mark
 from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.engine.attempt import Attempt
 from rentwatch.views.detail import build
@@ -23,14 +24,20 @@ from .test_snapshots import DETAIL, FLEET, _inst
 
 def _restarted(phase: Phase) -> Attempt:
     """A host that worked at 97% for 100 samples, was stopped, started again and read idle."""
-    a = Attempt(7, None, 70, 7, "RTX 3070", 0.0, 0.128, 0.0085)
-    a.mark(0.0, "create")
-    a.sampled([{"ts": 100.0 + k, "util": 97.0} for k in range(100)])
-    a.mark(300.0, "stop")
-    a.mark(400.0, "start")
-    a.sampled([{"ts": 500.0, "util": 0.0}])
-    a.life = Lifecycle(phase=phase)
-    return a
+    return Attempt(
+        7,
+        None,
+        70,
+        7,
+        "RTX 3070",
+        0.0,
+        0.128,
+        0.0085,
+        life=Lifecycle(phase=phase),
+        marks=[Mark(0.0, "create", 0.128, 0.0085), Mark(300.0, "stop"), Mark(400.0, "start")],
+        samples=[{"ts": 100.0 + k, "util": 97.0} for k in range(100)]
+        + [{"ts": 500.0, "util": 0.0}],
+    )
 
 
 def _detail_of(a: Attempt) -> Any:
@@ -56,7 +63,7 @@ def test_the_detail_charts_only_the_samples_of_the_run_it_speaks_of():
     assert "utilization, now 0%" in text
     # stopped again: the run that ended is shown as history, not the one before it
     stopped = _restarted(Phase.STOPPED)
-    stopped.mark(550.0, "stop")
+    stopped.marks.append(Mark(550.0, "stop"))
     assert [s["util"] for s in last_run_samples(stopped)] == [0.0]
     # a reading the host did not give is not 0%
     blank = dataclasses.replace(d.samples[0], util=None)

@@ -122,7 +122,9 @@ def test_a_session_without_an_answer_measures_the_load_again_now_and_then(key):
             ssh_host="127.0.0.1",
             ssh_port=1,
             offer=object(),
-            went_silent=lambda now: None,
+            look_wanted=False,
+            silent_since=None,
+            status="running",
             life=Lifecycle(),
         )
         assert len(link.ssh.connect_walls) == 3

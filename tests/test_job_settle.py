@@ -105,7 +105,7 @@ def _bid_host() -> Attempt:
     for k, to in enumerate((Phase.BOOTING, Phase.RUNNING, Phase.VERIFIED)):
         a.life = a.life.moved(to, 10.0 * (k + 1), "up")
         assert a.life.phase == to
-    a.bid_held(0.2, 0.15, ours=False, paused_at=None)
+    a.bid, a.bid_floor = 0.2, 0.15
     return a
 
 
@@ -117,7 +117,7 @@ def test_an_outbid_after_the_exit_keeps_the_job_until_the_resume_brings_its_outp
     work.fleet = SimpleNamespace(get=lambda iid: host if iid == A else None)
     asyncio.run(work.check(host, job))  # exited; the pull fails
     assert job.status == "finishing"
-    host.outbid(1050.0, 0.25)
+    host.outbid_at, host.bid_floor = 1050.0, 0.25
     host.life = host.life.moved(Phase.STOPPED, 1050.0, "outbid")
     assert host.life.phase == Phase.STOPPED
     assert host.paused
@@ -136,10 +136,13 @@ def test_a_paused_rental_we_stop_ourselves_gives_its_finishing_job_back_to_the_q
     host = _bid_host()
     work.fleet = SimpleNamespace(get=lambda iid: host if iid == A else None)
     asyncio.run(work.check(host, job))
-    host.outbid(1050.0, 0.25)
+    host.outbid_at, host.bid_floor = 1050.0, 0.25
     host.life = host.life.moved(Phase.STOPPED, 1050.0, "outbid")
     assert host.life.phase == Phase.STOPPED
-    host.stopped_ourselves()  # the tier moved on: it never resumes, its output is lost
+    host.stopped_by_us, host.outbid_at = (
+        True,
+        None,
+    )  # the tier moved on: it never resumes, its output is lost
     assert not host.paused
     work.reap(1700.0)
     assert job.status == "pending" and not work.queue.holds(A)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from rentwatch.core.billing import Mark
 from rentwatch.engine.attempt import Attempt
 from rentwatch.views.snapshot import rate_now
 from rentwatch.widgets.detail_screen import billed_now
@@ -19,8 +20,9 @@ from .test_detail import _gone
 
 def _attempt(*marks: tuple[float, str]) -> Attempt:
     a = Attempt(7, None, 70, 7, "RTX 3070", 0.0, 0.128, 0.0085)
-    for at, kind in marks:
-        a.mark(at, kind)
+    a.marks = [
+        Mark(at, kind, 0.128, 0.0085) if kind == "create" else Mark(at, kind) for at, kind in marks
+    ]
     return a
 
 

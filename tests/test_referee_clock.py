@@ -347,7 +347,7 @@ def test_an_ssh_session_and_a_call_to_the_market_hold_the_shared_clock_while_out
         ssh_host="127.0.0.2",
         ssh_port=2222,
         offer=None,
-        answered=lambda: None,
+        silent_since=None,
         life=Lifecycle(),
     )
     link.keyed.add(31)

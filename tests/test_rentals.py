@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.preflight.verdict import Verdict
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.journal import Journal
 from rentwatch.engine.rentals import apply
-from rentwatch.engine.updates import CameUp, GaveUp, Judged, Listed, Lost, Verified
+from rentwatch.engine.updates import CameUp, GaveUp, Judged, Listed, Lost, Set, Verified
 from rentwatch.ledger import Ledger
 
 
@@ -60,3 +61,17 @@ def test_an_illegal_move_changes_no_phase_and_is_written_down(tmp_path):
         "why": "planted",
     }
     assert "error  i:7 refused verified -> abandoned: planted" in lines
+
+
+def test_a_field_set_is_checked_against_the_rentals_fields(tmp_path):
+    """`Set` changes what it names and bumps the version; it never moves the lifecycle or the
+    billing marks (only the updates named for an event do), nor sets what a rental lacks."""
+    _, journal, _, a = _world(tmp_path)
+    before = a.life.version
+    assert apply(journal, Set(a, {"ssh_error": "no port yet", "look_wanted": True}))
+    assert a.ssh_error == "no port yet" and a.look_wanted and a.life.version == before + 1
+    for fields in ({"life": a.life}, {"marks": []}, {"instance_id": 8}, {"no_such": 1}):
+        with pytest.raises(ValueError, match="not set by name"):
+            apply(journal, Set(a, {"ssh_error": None, **fields}))
+    # refused whole: nothing of it set
+    assert a.ssh_error == "no port yet" and a.instance_id == 7 and a.life.version == before + 1

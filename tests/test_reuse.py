@@ -70,10 +70,9 @@ def test_only_a_stop_for_want_of_work_makes_a_rental_reusable():
         ("rule:throttle", False),
         ("human", False),  # a person's stop is a person's
     ):
-        a.stopped_ourselves(rule)
+        a.stopped_by_us, a.stop_rule = True, rule
         assert a.view().reusable is reusable, rule
-    a.stopped_ourselves("rule:drained")
-    a.restart_refused()  # the market would not start it: not asked again
+    a.stop_rule = ""  # the market would not start it: not asked again
     assert not a.view().reusable
 
 

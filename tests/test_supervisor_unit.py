@@ -24,7 +24,7 @@ from rentwatch.engine.rentals import apply
 from rentwatch.engine.rounds import rounds
 from rentwatch.engine.session import Session
 from rentwatch.engine.supervisor import Supervisor
-from rentwatch.engine.updates import GaveUp
+from rentwatch.engine.updates import Broken, GaveUp
 from rentwatch.ledger import Ledger
 from rentwatch.market.errors import MarketUnavailable
 from rentwatch.market.protocol import Market
@@ -429,7 +429,9 @@ def test_a_host_fault_and_a_rule_stopping_at_once_stop_it_once(key):
     async def body(sup, market, ledger):
         iid = await verified(sup, market)
         a = sup.attempts[iid]
-        a.found_broken("rule:xid", "fatal XID 79", "xid")  # the rules stop it this poll
+        sup.writer.emit(
+            Broken(a, "rule:xid", "fatal XID 79", "xid", {})
+        )  # the rules stop it this poll
         await asyncio.gather(
             sup.poll_once(),
             sup.actions.stop(a, "rule:host_down", "the poll saw it go down"),

@@ -51,15 +51,15 @@ def test_the_table_shows_temperature_beside_utilization():
 
 def test_a_restarted_hosts_samples_from_before_its_stop_are_not_its_readings_now():
     """A restarted, booting row showed "util 97%" from before its stop."""
+    from rentwatch.core.billing import Mark
     from rentwatch.engine.attempt import Attempt
     from rentwatch.views.snapshot import run_samples
 
     a = Attempt(7, None, 70, 7, "RTX 3070", 0.0, 0.128, 0.0085)
-    a.mark(0.0, "create")
-    a.sampled([{"ts": 100.0, "util": 97.0, "temp": 71.0}])
+    a.marks.append(Mark(0.0, "create", 0.128, 0.0085))
+    a.samples.append({"ts": 100.0, "util": 97.0, "temp": 71.0})
     assert [s["util"] for s in run_samples(a)] == [97.0]
-    a.mark(200.0, "stop")
-    a.mark(300.0, "start")
+    a.marks += [Mark(200.0, "stop"), Mark(300.0, "start")]
     assert run_samples(a) == []  # booting again: nothing read since
-    a.sampled([{"ts": 400.0, "util": 0.0, "temp": 38.0}])
+    a.samples.append({"ts": 400.0, "util": 0.0, "temp": 38.0})
     assert [s["util"] for s in run_samples(a)] == [0.0]

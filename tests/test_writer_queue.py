@@ -17,7 +17,7 @@ from rentwatch.engine import rentals
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.journal import Journal
 from rentwatch.engine.rounds import rounds
-from rentwatch.engine.updates import JobSaid, Judged
+from rentwatch.engine.updates import Judged, Set
 from rentwatch.ledger import Ledger
 
 from .source_ast import parse
@@ -133,7 +133,7 @@ def test_a_burst_from_host_tasks_is_applied_in_order_once_each_by_the_polls_task
     real = rentals.apply
 
     def spy(j, u):
-        applied.append((u.a.instance_id, u.line, asyncio.current_task(), sup.polls))
+        applied.append((u.a.instance_id, u.fields["job_line"], asyncio.current_task(), sup.polls))
         return real(j, u)
 
     monkeypatch.setattr(rentals, "apply", spy)
@@ -141,7 +141,7 @@ def test_a_burst_from_host_tasks_is_applied_in_order_once_each_by_the_polls_task
     async def host_task(a: Attempt) -> None:
         for k in range(5):
             emitted.append((a.instance_id, f"line {k}"))
-            journal.writer.emit(JobSaid(a, f"line {k}"))
+            journal.writer.emit(Set(a, {"job_line": f"line {k}"}))
             await asyncio.sleep(0)  # the others emit in between
 
     async def body() -> None:
@@ -200,7 +200,7 @@ def test_with_no_poll_loop_an_update_is_applied_where_it_is_emitted(tmp_path):
     a = _attempt(1)
 
     async def body() -> None:
-        journal.writer.emit(JobSaid(a, "said"))
+        journal.writer.emit(Set(a, {"job_line": "said"}))
         assert a.job_line == "said" and not journal.writer.queued
 
     asyncio.run(body())

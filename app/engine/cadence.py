@@ -26,7 +26,7 @@ from ..market.protocol import PAGE, ListFilter, Market
 from .attempt import Attempt
 from .fleet import Fleet
 from .journal import Journal
-from .updates import LookedAt
+from .updates import Set
 
 FULL_PAGES = 4  # a fleet whose full list fits in this many pages is listed whole every poll
 # list calls a poll spends on hot and sweep pages: 5 s of pacing, inside a 10 s poll interval
@@ -138,7 +138,7 @@ class Cadence:
     async def _whole(self) -> Sight:
         self.look_now.clear()  # every instance is in the answer
         for a in self.fleet.attempts.values():
-            self.journal.writer.emit(LookedAt(a))
+            self.journal.writer.emit(Set(a, {"look_wanted": False}))
         rows = await self.market.list_instances()
         self.listed = len(rows)
         return Sight(rows, True, calls=-(-max(1, len(rows)) // PAGE))
@@ -168,7 +168,7 @@ class Cadence:
         # what evidence named (a webhook; a heartbeat without an answer): a look of our own
         silent = [a for a in self.fleet.attempts.values() if a.look_wanted]
         for a in silent:
-            self.journal.writer.emit(LookedAt(a))
+            self.journal.writer.emit(Set(a, {"look_wanted": False}))
         wanted = sorted(self.look_now | {a.instance_id for a in silent} - asked)
         self.look_now = set(wanted[2 * SHOWS :])  # the rest next poll
         for iid in wanted[: 2 * SHOWS]:

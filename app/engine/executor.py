@@ -3,7 +3,6 @@ never destroys a verified instance: the executor's own guard, beside the type's.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from ..core.decisions import Move, Rebid, Restart, Resume
@@ -25,7 +24,7 @@ from .journal import Journal
 from .offers import OfferBook
 from .operator import Operator
 from .tier import TierWatch
-from .updates import DeadlinesFrom, GaveUp, RestartRefused, Tending, Verified
+from .updates import GaveUp, Set, Verified
 
 K = EventKind
 
@@ -85,12 +84,11 @@ class Executor:
         """A proven rental stopped for want of work, started again (core/offers/reuse.py): it boots
         and is checked as any start is; one the market refuses is not asked again."""
         try:
-            at = await self.actions.start(a, d.rule, d.reason)
+            await self.actions.start(a, d.rule, d.reason)
         except REFUSALS as exc:
-            self.journal.writer.emit(RestartRefused(a))
+            self.journal.writer.emit(Set(a, {"stop_rule": ""}))  # not tried again by the rules
             self.journal.say(f"start  i:{a.instance_id} by {d.rule} refused: {exc}")
             return
-        self.journal.writer.emit(DeadlinesFrom(a, at))
         self.journal.say(f"start  i:{a.instance_id} m:{a.machine_id} by {d.rule}: {d.reason}")
 
     async def create(self, d: Create) -> None:
@@ -147,4 +145,4 @@ class Executor:
         self.journal.writer.emit(Verified(a, now, d.rule, d.reason, d.by_preflight, detail))
         # a rental started again was tended before: its last tending ended with its stop
         if d.by_preflight and (a.tend_task is None or a.tend_task.done()):
-            self.journal.writer.emit(Tending(a, asyncio.create_task(self.tender.tend(a))))
+            self.tender.tend_from_now(a)

@@ -27,15 +27,14 @@ from .hosts.ssh import SSHRunner
 from .journal import Journal
 from .release import proven
 from .updates import (
-    AnsweredUnread,
     CameUp,
-    IdleSince,
     LeftOut,
     Listed,
     Lost,
     Returned,
     RowSeen,
     RowUnread,
+    Set,
     StoppedByMarket,
 )
 
@@ -205,7 +204,7 @@ class Observer:
         except BadRow as exc:
             # answered for, so not unseen (never written off for it), but unread: a bad row
             # (the client drops such rows from lists, so this is where they show)
-            self.journal.writer.emit(AnsweredUnread(a))
+            self.journal.writer.emit(Set(a, {"unseen": 1}))
             self._bad_row(a.instance_id, exc.problem, now)
             return None
         except NotFound:
@@ -302,4 +301,4 @@ class Observer:
                 self.blame_book.ran(a)  # the image pulled and started here: evidence
         if a.life.phase == Phase.VERIFIED:
             since = low_util_since(a.util_low_since, inst.gpu_util, self.policy, now)
-            self.journal.writer.emit(IdleSince(a, since))
+            self.journal.writer.emit(Set(a, {"util_low_since": since}))

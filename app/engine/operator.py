@@ -27,7 +27,7 @@ from .intents import (
 )
 from .journal import Journal
 from .offers import OfferBook
-from .updates import DeadlinesFrom, HandedOver, Touched
+from .updates import HandedOver, Set
 
 HUMAN = "human"
 STARTED_BY_PERSON = "started by a person"  # the act the drained rule's clock waits on
@@ -96,7 +96,7 @@ class Operator:
         )
 
     def _touched(self, a: Attempt, act: str) -> None:
-        self.journal.writer.emit(Touched(a, self.actions.market.now(), act))
+        self.journal.writer.emit(Set(a, {"human_at": self.actions.market.now(), "human_act": act}))
 
     async def _stop(self, a: Attempt, reason: str) -> bool:
         """A stop. Of a verified, supervised instance it also lowers the wanted fleet, first,
@@ -118,8 +118,7 @@ class Operator:
     async def _start(self, a: Attempt, reason: str) -> None:
         """A start: its deadlines count from now. One whose stop by a person lowered the fleet
         raises it back by one; one automation stopped leaves it as it is."""
-        at = await self.actions.start(a, HUMAN, reason)
-        self.journal.writer.emit(DeadlinesFrom(a, at))
+        await self.actions.start(a, HUMAN, reason)
         self._touched(a, STARTED_BY_PERSON)
         self.journal.say(f"start  i:{a.instance_id} by human: its deadlines count from now")
         if a.instance_id in self.lowered:

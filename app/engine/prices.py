@@ -21,7 +21,7 @@ from .fleet import Fleet
 from .jobs.work import JobWork
 from .journal import Journal
 from .offers import OfferBook
-from .updates import IncreaseAccepted, Repriced
+from .updates import Repriced, Set
 
 K = EventKind
 LOOK_EVERY_S = 300.0  # market seconds between two reads of the pending increases (a rise
@@ -57,7 +57,7 @@ class PriceWatch:
             if a is None or iid in priced or not isinstance(at, int | float):
                 continue
             if isinstance(price, int | float) and isinstance(pid, int):
-                self.journal.writer.emit(IncreaseAccepted(a, float(at), float(price), pid))
+                self.journal.writer.emit(Set(a, {"price_due": (float(at), float(price), pid)}))
                 self.answered.add(pid)
 
     def apply_due(self, now: float) -> None:
@@ -160,7 +160,7 @@ class PriceWatch:
         if v.accept:
             if inc.takes_effect_at is not None and inc.new_gpu_dph is not None:
                 when = max(inc.takes_effect_at, at)
-                self.journal.writer.emit(IncreaseAccepted(a, when, new_gpu, inc.pending_id))
+                self.journal.writer.emit(Set(a, {"price_due": (when, new_gpu, inc.pending_id)}))
             return
         await self.move_off(a, v, at)
 

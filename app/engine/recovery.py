@@ -22,15 +22,7 @@ from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
 from .tier import hold_bid
-from .updates import (
-    Adopted,
-    ChangeTookEffect,
-    DeadlinesFrom,
-    FoundChanged,
-    OurStopKept,
-    Replayed,
-    Said,
-)
+from .updates import Adopted, ChangeTookEffect, FoundChanged, Replayed, Said, Set
 
 K = EventKind
 NOT_OURS = ("market", "reconcile", "watchdog")  # stops a restart does not take for ours
@@ -59,15 +51,16 @@ class Recovery:
             campaign_label(self.campaign.name) + ":"
         ) and self.ledger.wrote_label(self.campaign.name, label)
 
-    def adopt_strays(self, instances: list[Instance], now: float, adopt_all: bool) -> None:
+    def adopt_strays(self, instances: list[Instance], now: float, observe: bool = True) -> None:
         """A rental under this campaign's label that we do not hold is adopted, a bad row too: a
-        live rental is never unwatched. Under `adopt_all`, another's is observed only."""
+        live rental is never unwatched. Under `adopt_all` (and `observe`), another's readable
+        row is observed only."""
         for inst in instances:
             if inst.id in self.fleet.attempts:
                 continue
             if self.ours(inst):
                 self.adopt(inst, now)  # its create goes into the ledger there
-            elif adopt_all and row_problem(inst) is None:
+            elif observe and self.adopt_all and row_problem(inst) is None:
                 self.adopt(inst, now, owned=False)
 
     async def hold_strays(self, actions: Actions, why: str, wait: bool) -> int:
@@ -84,7 +77,7 @@ class Recovery:
             self.journal.say(f"{why} could not list the market for the campaign's label: {exc}")
             return 0
         rows = [r for r in rows if r.label not in actions.labels_in_flight]
-        self.adopt_strays(rows, self.market.answered_at(), adopt_all=False)
+        self.adopt_strays(rows, self.market.answered_at(), observe=False)
         found = len(self.fleet.attempts) - before
         if found:
             self.journal.say(
@@ -138,11 +131,7 @@ class Recovery:
         for ev in self.ledger.unfinished_intents():
             if ev.campaign == self.campaign.name:
                 self._settle(ev, live, by_label, now)
-        for inst in live.values():
-            if self.ours(inst):
-                self.adopt(inst, now)
-            elif self.adopt_all:
-                self.adopt(inst, now, owned=False)
+        self.adopt_strays(list(live.values()), now)
         if self.policy.reuse_stopped:
             await self._reuse_stopped(live, now)
 
@@ -220,10 +209,9 @@ class Recovery:
             # its host key pinned, so automation may stop it but never destroy it
             a = self.adopt(inst, now)
             try:
-                started = await self.start(
+                await self.start(
                     a, "rule:reuse", "a proven rental, stopped: start it again rather than create"
                 )
-                self.journal.writer.emit(DeadlinesFrom(a, started))
             except REFUSALS:
                 continue  # the failed start is in the ledger; the fleet creates instead
             room -= 1
@@ -392,4 +380,4 @@ def keep_our_stop(journal: Journal, a: Attempt, history: Sequence[Event]) -> Non
     ]
     last = changes[-1] if changes else None
     if last is not None and last.kind == K.STOP and not last.actor.startswith(NOT_OURS):
-        journal.writer.emit(OurStopKept(a, last.actor))
+        journal.writer.emit(Set(a, {"stopped_by_us": True, "stop_rule": last.actor}))

@@ -17,24 +17,30 @@ where it is emitted (`tests/test_writer_queue.py`)."""
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import dataclasses
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..core.billing import Mark
 from ..core.lifecycle import Phase
 from ..core.preflight.verdict import detect_throttle
 from ..ledger import EventKind
 from . import updates as up
+from .attempt import Attempt
 from .updates import Said, Update
 
 if TYPE_CHECKING:
-    from .attempt import Attempt
     from .journal import Journal
 
 K = EventKind
 T = TypeVar("T")
 PRICE_SLACK = 1.01  # a billed price this much over the offer's (or the last seen) is flagged
+SAMPLES_KEPT = 120
+# what `Set` may not touch: its identity, and what only the updates named for it move
+SETTABLE = {f.name for f in dataclasses.fields(Attempt)} - {"instance_id", "life", "marks"}
 
 
 class Writer:
@@ -193,34 +199,36 @@ def apply(j: Journal, u: Update) -> bool:
     ok = True
     version = a.life.version
     match u:
+        case up.Set():
+            if refused := sorted(u.fields.keys() - SETTABLE):
+                raise ValueError(f"a rental's {', '.join(refused)} not set by name")
+            for name, value in u.fields.items():
+                setattr(a, name, value)
         case up.ChangeTookEffect():
-            a.mark(u.at, u.kind)
+            _mark(a, u.at, u.kind)
         case up.FoundChanged():
             _write(j, a, u.event)
-            a.mark(u.event.at, str(u.event.kind))
+            _mark(a, u.event.at, str(u.event.kind))
         case up.Replayed():
-            a.marked(u.marks)
+            # in time order as the ledger's view reads them (an `unread` is dated at the last
+            # good read, before the poll that wrote it)
+            for m in u.marks:
+                bisect.insort(a.marks, m, key=_at)
             if u.price is not None:
-                a.price_known(u.price)
-        case up.RestartRefused():
-            a.restart_refused()
-        case up.DeadlinesFrom():
-            a.deadlines_from(u.at)
-        case up.Touched():
-            a.touched(u.at, u.act)
+                _priced(a, u.price)
         case up.HandedOver():
-            a.handed_over(u.at)
-        case up.LookedAt():
-            a.looked_at()
-        case up.JobSaid():
-            a.job_said(u.line)
-        case up.OurStopKept():
-            a.stopped_ourselves(u.actor)
-        case up.IncreaseAccepted():
-            a.increase_accepted(u.at, u.price, u.pending_id)
+            # its deadlines, freeze window and idle grace count from now (its status line may
+            # have stood still for longer while only observed)
+            a.owned = True
+            a.clock_from = a.status_since = u.at
+            if a.running_at is not None:
+                a.running_at = u.at
+            if a.util_low_since is not None:
+                a.util_low_since = u.at
         case up.Repriced():
             old = a.gpu_dph
-            a.repriced(u.at, u.price)
+            a.price_due = None
+            _priced(a, u.price, u.at)
             j.fact(
                 K.PRICE,
                 a,
@@ -235,85 +243,95 @@ def apply(j: Journal, u: Update) -> bool:
                 f"price  i:{a.instance_id} ${old:.4f} -> ${u.price:.4f}/h from the contract's end"
             )
         case up.BidRestored():
-            a.bid_held(u.bid, u.bid_floor, u.ours, u.paused_at, u.rebid)
+            a.bid, a.bid_floor, a.stopped_by_us, a.outbid_at = (
+                u.bid,
+                u.bid_floor,
+                u.ours,
+                u.paused_at,
+            )
+            if u.rebid is not None:  # a raise remembers the create's bid
+                a.raised_from = u.bid if u.rebid > u.bid else None
+                a.bid = a.gpu_dph = u.rebid
             if u.paused_unproven:
-                a.stopped_by_market("found paused on the tier before it was proven")
+                a.market_stop = "found paused on the tier before it was proven"
         case up.BidFloorSeen():
-            a.bid_floor_seen(u.bid_floor)
+            a.bid_floor = u.bid_floor
         case up.Outbid():
-            a.outbid(u.event.at, u.bid_floor)
+            a.outbid_at, a.resumed = u.event.at, False
+            a.bid_floor = u.bid_floor or a.bid_floor
             _write(j, a, u.event)
         case up.ResumedItself():
-            a.resumed_itself()
-            a.mark(u.event.at, "resume")
+            a.resumed, a.outbid_at = True, None
+            _mark(a, u.event.at, "resume")
             _write(j, a, u.event)
         case up.OutbidAgain():
-            a.mark(u.at, "stop")
+            _mark(a, u.at, "stop")
             j.fact(
                 K.STOP, a, at=u.at, actor="market", ok=True, reason="outbid again after its resume"
             )
         case up.RebidTried():
-            a.rebid_tried()
+            a.rebids += 1
         case up.BidChanged():
-            a.rebid_to(u.price, u.event.at)
+            # a raise remembers the bid it rose from (where a lowering stops,
+            # `bidding.lower_bid`), and a lowering back to that bid forgets it
+            if a.bid is not None and u.price > a.bid and a.raised_from is None:
+                a.raised_from = a.bid
+            elif a.raised_from is not None and u.price <= a.raised_from:
+                a.raised_from = None
+            a.bid = u.price
+            _priced(a, u.price, u.event.at)
             _write(j, a, u.event)
-        case up.PreflightRunning():
-            a.preflight_running(u.task)
-        case up.Tending():
-            a.tended_by(u.task)
-        case up.SshWaiting():
-            a.ssh_waiting(u.why)
         case up.SshFailed():
-            a.ssh_failed(u.why)
-        case up.SshReached():
-            a.ssh_reached()
-        case up.ProbeAnswered():
-            a.probe_answered()
+            a.ssh_failures += 1
+            if u.why is not None:
+                a.ssh_error = u.why
         case up.Judged():
-            a.judged(u.verdict, u.doc)
+            a.verdict = u.verdict
+            if u.doc is not None:
+                a.preflight_doc = u.doc
         case up.WentSilent():
-            a.went_silent(u.at)
-        case up.Answered():
-            a.answered()
+            # its host may be offline, which no list can filter by, so the poll looks; the
+            # rules stop it when the silence lasts, which counts only while the market says it runs
+            a.look_wanted = True
+            if a.silent_since is None and a.status == "running":
+                a.silent_since = u.at
         case up.KeyChanged():
-            if a.key_changed(u.why):
+            if not a.untrusted:
+                a.untrusted = u.why
                 j.fact(K.HOST_KEY_CHANGED, a, reason=u.why, ok=False)
                 j.say(f"distrust i:{a.instance_id} m:{a.machine_id}: {u.why}")
-        case up.WatchdogSeen():
-            a.watchdog_seen(u.armed)
         case up.Broken():
             j.fact(K.XID, a, actor=u.rule, ok=False, reason=u.reason, detail=u.detail)
             j.say(f"xid    i:{a.instance_id} m:{a.machine_id}: {u.reason}")
-            a.found_broken(u.rule, u.reason, u.failure_class)
+            if a.host_fault is None:
+                a.host_fault = (u.rule, u.reason, u.failure_class)
         case up.Sampled():
             _sampled(j, u)
         case up.RowSeen():
             _row_seen(j, u)
         case up.LeftOut():
-            if a.left_out() == 1:
+            a.unseen += 1
+            if a.unseen == 1:
                 j.fact(
                     K.UNSEEN,
                     a,
                     at=u.at,
                     reason="left out of the market's list answer: still held, asked for directly",
                 )
-        case up.AnsweredUnread():
-            a.answered_unread()
         case up.RowUnread():
             _row_unread(j, u)
-        case up.IdleSince():
-            a.util_seen(u.since)
         case up.Listed():
             ok = _move(j, a, Phase.BOOTING, u.at, "listed by the marketplace")
         case up.CameUp():
-            a.came_up(u.at)
+            _came_up(a, u.at)
             ok = _move(j, a, Phase.RUNNING, u.at, u.why)
         case up.PreflightStarted():
             if a.life.phase == Phase.RUNNING:
                 ok = _move(j, a, Phase.VERIFYING, u.at, "preflight started")
         case up.Verified():
             ok = _move(j, a, Phase.VERIFIED, u.at, u.reason)
-            a.verified(u.at)
+            if a.verified_at is None:
+                a.verified_at = u.at
             if u.by_preflight:
                 a.life = a.life.with_proof(True)
             j.fact(
@@ -327,21 +345,27 @@ def apply(j: Journal, u: Update) -> bool:
             )
             j.say(f"verify i:{a.instance_id} m:{a.machine_id} {a.gpu_name}: {u.reason}")
         case up.Resumed():
-            a.back_in_service(u.at)
+            a.resumed = False
+            _came_up(a, u.at)
             j.say(f"resume i:{a.instance_id} back in service: {u.reason}")
             ok = _move(j, a, Phase.VERIFIED, u.at, u.reason)
         case up.Started():
             ok = _move(j, a, Phase.BOOTING, u.at, u.reason)
-            a.started(u.at)
+            # a stop of ours is undone, and so is the idle time seen before it (else the idle
+            # rule stops a restarted host again at once); its boot deadline counts from now
+            a.stopped_by_us, a.stop_rule = False, ""
+            a.status_since = a.clock_from = u.at
+            a.util_low_since = a.silent_since = None
         case up.Stopped():
-            a.stopped_ourselves(u.actor)
+            # an explicit stop never resumes by itself
+            a.stopped_by_us, a.outbid_at, a.resumed, a.stop_rule = True, None, False, u.actor
             ok = _move(j, a, Phase.STOPPED, u.at, u.reason)
             j.say(
                 f"stop   i:{a.instance_id} m:{a.machine_id} by {u.actor}: {u.reason} "
                 f"(${u.usd:.4f} so far)"
             )
         case up.StoppedByMarket():
-            a.mark(u.at, "stop")
+            _mark(a, u.at, "stop")
             j.fact(
                 K.STOP,
                 a,
@@ -353,13 +377,13 @@ def apply(j: Journal, u: Update) -> bool:
             )
             ok = _move(j, a, Phase.STOPPED, u.at, u.why)
             j.say(f"stop   i:{a.instance_id} m:{a.machine_id} by the market: {u.said}")
-            a.left_by_market()  # its job, if any, goes back to the queue at no retry's cost
+            a.market_stopped = True  # its job, if any, goes back to the queue at no retry's cost
             if not u.proven:  # never proven: nothing to keep, its disk bills on
-                a.stopped_by_market(u.why)
+                a.market_stop = u.why
         case up.Destroyed():
             ok = _move(j, a, Phase.DESTROYED, u.at, u.reason)
         case up.GaveUp():
-            a.abandoned_as(u.failure_class)
+            a.failure_class = u.failure_class
             ok = _move(j, a, Phase.ABANDONED, u.at, u.reason)
             j.fact(
                 K.ABANDON,
@@ -373,7 +397,7 @@ def apply(j: Journal, u: Update) -> bool:
                 j.say(u.line)
         case up.Lost():
             ok = _move(j, a, Phase.LOST, u.at, u.why)
-            a.mark(u.at, "destroy")
+            _mark(a, u.at, "destroy")
             j.fact(
                 K.LOST,
                 a,
@@ -383,9 +407,12 @@ def apply(j: Journal, u: Update) -> bool:
             )
             j.say(f"lost   i:{a.instance_id} m:{a.machine_id}: {u.why}")
         case up.Returned():
-            a.unwritten_off()
+            destroy = next((m for m in reversed(a.marks) if m.kind == "destroy"), None)
+            if destroy is not None:  # the write-off's: void
+                a.marks.remove(destroy)
+            a.unseen = 0
             if u.preflight_again:
-                a.preflight_again()
+                a.preflight_task, a.verdict = None, None
             ok = _move(j, a, u.to, u.at, u.why)
             j.fact(
                 K.RETURNED,
@@ -398,11 +425,12 @@ def apply(j: Journal, u: Update) -> bool:
             j.say(f"back   i:{a.instance_id} m:{a.machine_id}: {u.why}; held again ({u.to})")
         case up.Adopted():
             ok = _move(j, a, Phase.BOOTING, u.at, "adopted")
-            a.found(u.status, u.status_msg, u.ssh_host, u.ssh_port, u.at)
+            a.status, a.status_msg, a.status_since = u.status, u.status_msg, u.at
+            a.ssh_host, a.ssh_port = u.ssh_host, u.ssh_port
             a.life = a.life.with_proof(u.proven)
             if u.status == "running":
                 ok = _move(j, a, Phase.RUNNING, u.at, "adopted running") and ok
-                a.came_up(u.at)
+                _came_up(a, u.at)
                 if u.proven:
                     why = "adopted, verified before the restart"
                     ok = _move(j, a, Phase.VERIFIED, u.at, why) and ok
@@ -413,6 +441,33 @@ def apply(j: Journal, u: Update) -> bool:
     return ok
 
 
+def _at(m: Mark) -> float:
+    return m.at
+
+
+def _mark(a: Attempt, at: float, kind: str, gpu_dph: float | None = None) -> None:
+    """A billing mark (core/billing): a create carries its prices, a price change its new one."""
+    if kind == "create":
+        a.marks.append(Mark(at, kind, a.gpu_dph, a.storage_dph))
+    else:
+        a.marks.append(Mark(at, kind, gpu_dph=gpu_dph))
+
+
+def _priced(a: Attempt, price: float, at: float | None = None) -> None:
+    """A new GPU price, billed from `at` (None: a restart's replay, whose mark is made)."""
+    a.gpu_dph = price
+    a.dph_seen = max(a.dph_seen, price)
+    if at is not None:
+        _mark(a, at, "price", price)
+
+
+def _came_up(a: Attempt, at: float) -> None:
+    """Its container runs (booted, resumed, adopted running): the idle clock restarts, as idle
+    readings from before it ran say nothing now."""
+    a.running_at = at
+    a.util_low_since = a.silent_since = None
+
+
 def _write(j: Journal, a: Attempt, e: Said) -> None:
     j.fact(e.kind, a, at=e.at, actor=e.actor, ok=True, reason=e.reason, detail=e.detail)
     if e.line:
@@ -421,9 +476,9 @@ def _write(j: Journal, a: Attempt, e: Said) -> None:
 
 def _sampled(j: Journal, u: up.Sampled) -> None:
     a = u.a
-    a.sampled(u.rows)
+    a.samples = (a.samples + u.rows)[-SAMPLES_KEPT:]
     if u.idle_known:
-        a.util_seen(u.idle_since)
+        a.util_low_since = u.idle_since
     t = detect_throttle(a.samples[-10:], u.throttle_ratio)
     if t.throttled and not (a.throttle and a.throttle.throttled):
         j.fact(
@@ -434,13 +489,13 @@ def _sampled(j: Journal, u: up.Sampled) -> None:
             detail={"slowdown": t.slowdown, "reasons": list(t.reasons)},
         )
         j.say(f"throttle i:{a.instance_id} m:{a.machine_id}: {t.reason}")
-    a.throttle_seen(t)
+    a.throttle = t
 
 
 def _row_seen(j: Journal, u: up.RowSeen) -> None:
     a, now, status = u.a, u.at, u.status
     if u.listed:
-        a.listed()
+        a.unseen = 0
     if u.gpu_dph > max(a.dph_seen, a.gpu_dph) * PRICE_SLACK and a.gpu_dph > 0:
         j.fact(
             K.NOTE,
@@ -452,7 +507,7 @@ def _row_seen(j: Journal, u: up.RowSeen) -> None:
             detail={"dph_seen": u.gpu_dph, "dph_offer": a.gpu_dph},
         )
         j.say(f"price  i:{a.instance_id} billed ${u.gpu_dph:.4f}/h, offer said ${a.gpu_dph:.4f}/h")
-    a.billed_at(u.gpu_dph)
+    a.dph_seen = max(a.dph_seen, u.gpu_dph)
     if status != a.status:
         changed = u.changed_at
         j.fact(
@@ -464,17 +519,23 @@ def _row_seen(j: Journal, u: up.RowSeen) -> None:
         )
         # billing marks as Vast bills: nothing while offline (neither GPU nor storage)
         if a.status == "offline" and status not in ("offline", "stopped"):
-            a.mark(changed, "online")  # the host answers again
+            _mark(a, changed, "online")  # the host answers again
         gpu_on = ("running", "frozen")  # frozen: "GPU charges apply" (Vast's show-instance)
         if status in gpu_on and a.status not in gpu_on:
-            a.mark(changed, "running")
+            _mark(a, changed, "running")
         elif status == "offline":
-            a.mark(now, "offline")
+            _mark(a, now, "offline")
         elif a.status == "running" and status in ("exited", "unknown"):
-            a.mark(now, "halt")
-    a.status_seen(status, u.status_msg, now)
-    a.routed(u.ssh_host, u.ssh_port)
-    if a.row_read(now):  # after its status's marks: they may date from before now
+            _mark(a, now, "halt")
+    if status != a.status or u.status_msg != a.status_msg:
+        a.status_since = now
+    a.status, a.status_msg = status, u.status_msg
+    if status != "running":
+        a.silent_since = None  # not running by the market's word: no answer is owed
+    a.ssh_host, a.ssh_port = u.ssh_host, u.ssh_port
+    a.read_at = now
+    if a.unread:  # after its status's marks: they may date from before now
+        a.marks.append(Mark(now, "read"))
         j.fact(
             K.READ_AGAIN,
             a,
@@ -484,12 +545,13 @@ def _row_seen(j: Journal, u: up.RowSeen) -> None:
 
 
 def _row_unread(j: Journal, u: up.RowUnread) -> None:
-    """Billed as running (its last price) and online from its last good read: what the market
-    may bill for it while rentwatch cannot read its row, never less."""
+    """Billed as running (its last price) and online from its last good read (its create, if
+    none): what the market may bill for it while rentwatch cannot read its row, never less."""
     a = u.a
-    since = a.row_unread()
-    if since is None:
+    if a.unread:
         return
+    since = a.read_at if a.read_at is not None else a.created_at
+    bisect.insort(a.marks, Mark(since, "unread"), key=_at)
     j.fact(
         K.UNREAD,
         a,

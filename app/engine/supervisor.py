@@ -42,7 +42,6 @@ from .recovery import Recovery
 from .release import release
 from .rounds import rounds
 from .tier import TierWatch
-from .updates import Tending
 
 __all__ = ["AutomationRefused", "DestroyConfirmation", "Outcome", "Supervisor"]  # re-exported
 K = EventKind
@@ -157,7 +156,6 @@ class Supervisor:
             policy,
         )  # hosts' price increases (core/worth/price_increase.py)
         self.started_at: float | None = None  # the campaign's first start, read once
-        self.adopt_all = adopt_all  # show every instance of the account (the rest observed)
         # watch without a campaign: nothing is supervised unless the operator hands it over
         self.observe_only = observe_only
         self.fleet_set_at: float | None = None  # when a person last changed the wanted fleet
@@ -244,7 +242,7 @@ class Supervisor:
         self.prices.restore(self.ledger)  # increases accepted, not yet in force
         for a in self.fleet.in_service():  # adopted proven rentals: watch them, re-attach jobs
             if a.tend_task is None:
-                self.writer.emit(Tending(a, asyncio.create_task(self.tender.tend(a))))
+                self.tender.tend_from_now(a)
 
     # -- the poll: observe, decide, execute ---------------------------------------------------
     async def poll_once(self) -> list[Decision]:
@@ -272,7 +270,7 @@ class Supervisor:
         await self.observer.observe(instances, now, sight.full, sight.asked, sight.bad)
         if sight.swept is not None:  # a sweep's pages together are a full list answer
             await self.observer.unlisted(sight.swept, now)
-        self.recovery.adopt_strays(instances, now, self.adopt_all)
+        self.recovery.adopt_strays(instances, now)
         # a host no longer held running (stopped, destroyed, lost, let go) keeps no connection
         self.ssh.keep_only([i for i, a in self.fleet.attempts.items() if a.life.phase in HELD])
         self.tender.retend(self.observer.returned)
@@ -314,7 +312,7 @@ class Supervisor:
                 detail={"task": "tend", "error": type(exc).__name__},
             )
             self.journal.say(f"error  tending i:{a.instance_id} ended ({exc!r}): tended again")
-            self.writer.emit(Tending(a, asyncio.create_task(self.tender.tend(a))))
+            self.tender.tend_from_now(a)
 
     # -- the run and its end ------------------------------------------------------------------
     async def run(self) -> Outcome:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, dataclass_transform
 
@@ -40,6 +39,13 @@ class Said:
     line: str = ""
 
 
+class Set(Update):
+    """Fields of it that change with nothing else to say: `rentals.apply` sets them by name
+    (never its lifecycle or its billing marks, which only the updates below move)."""
+
+    fields: dict[str, Any]
+
+
 class ChangeTookEffect(Update):
     """Our create, stop, start or destroy went through at `at`: its billing mark."""
 
@@ -60,51 +66,10 @@ class Replayed(Update):
     price: float | None = None
 
 
-class RestartRefused(Update):
-    """The market would not start it again: not tried again by the rules."""
-
-
-class DeadlinesFrom(Update):
-    """A start or a hand-over: its boot deadline counts from `at`."""
-
-    at: float
-
-
-class Touched(Update):
-    """A person's act on it (market time), for the rules' word on a recent touch."""
-
-    at: float
-    act: str
-
-
 class HandedOver(Update):
     """Supervised from now on (it was only observed)."""
 
     at: float
-
-
-class LookedAt(Update):
-    """The poll asked the market for it, as its silence wanted."""
-
-
-class JobSaid(Update):
-    """The running job's last log line, for the dashboard."""
-
-    line: str
-
-
-class OurStopKept(Update):
-    """Adopted stopped, by a stop of ours an earlier run made: the reuse rule may start it."""
-
-    actor: str
-
-
-class IncreaseAccepted(Update):
-    """Its host's price increase accepted: the new GPU price applies from `at`."""
-
-    at: float
-    price: float
-    pending_id: int
 
 
 class Repriced(Update):
@@ -116,8 +81,9 @@ class Repriced(Update):
 
 
 class BidRestored(Update):
-    """Its bid from the ledger (an adopted bid rental; `Attempt.bid_held`); `paused_unproven`:
-    found paused by an outbid before it was proven."""
+    """Its bid from the ledger (an adopted bid rental): whether its last stop was ours, since
+    when an outbid has paused it, and the bid in force (`rebid`, if a raise changed it);
+    `paused_unproven`: found paused by an outbid before it was proven."""
 
     bid: float
     bid_floor: float | None
@@ -194,7 +160,7 @@ class Resumed(Update):
 
 
 class Started(Update):
-    """Our start went through: it boots again."""
+    """Our start went through: it boots again, its boot deadline counted from `at`."""
 
     at: float
     reason: str
@@ -282,10 +248,6 @@ class LeftOut(Update):
     at: float
 
 
-class AnsweredUnread(Update):
-    """The market answered for it with a row it could not read: not unseen, not seen."""
-
-
 class RowUnread(Update):
     """A held instance's row could not be read: billed its worst case until it is read again."""
 
@@ -293,42 +255,10 @@ class RowUnread(Update):
     problem: str
 
 
-class IdleSince(Update):
-    """Since when its GPU has been idle by the policy (None: busy), from a row or a sample."""
-
-    since: float | None
-
-
-class PreflightRunning(Update):
-    """Its preflight's task, started (`PreflightStarted` moves it to verifying first)."""
-
-    task: asyncio.Task[Any]
-
-
-class Tending(Update):
-    """Tended from now (in service again): silence counts from its next unanswered look."""
-
-    task: asyncio.Task[Any]
-
-
-class SshWaiting(Update):
-    """No try made (no port yet) or none answered yet: what the pane shows meanwhile."""
-
-    why: str
-
-
 class SshFailed(Update):
     """A try that ended without the host's answer; `why` replaces the shown error."""
 
     why: str | None = None
-
-
-class SshReached(Update):
-    """A preflight try reached its host: the shown SSH error clears."""
-
-
-class ProbeAnswered(Update):
-    """The probe answered: the failed tries in a row start again from none."""
 
 
 class Judged(Update):
@@ -339,25 +269,15 @@ class Judged(Update):
 
 
 class WentSilent(Update):
-    """A session to its host got no answer (`Attempt.went_silent`)."""
+    """A session to its host got no answer: the next poll asks the market about it."""
 
     at: float
-
-
-class Answered(Update):
-    """A command on its host ran to its end (a connect alone is not an answer)."""
 
 
 class KeyChanged(Update):
     """Its SSH host key changed after it was pinned: distrusted for good (said once)."""
 
     why: str
-
-
-class WatchdogSeen(Update):
-    """Armed on the host; False: a heartbeat found it gone."""
-
-    armed: bool
 
 
 class Broken(Update):

@@ -16,7 +16,7 @@ from ...market.errors import REFUSALS
 from ...market.protocol import Market, wall_seconds
 from ..attempt import Attempt
 from ..journal import Journal
-from ..updates import Answered, KeyChanged, WentSilent
+from ..updates import KeyChanged, Set, WentSilent
 from .ssh import (
     HostKeyChanged,
     NoAnswer,
@@ -141,7 +141,7 @@ class HostLink:
             if res.exit_status is None:
                 self.journal.writer.emit(WentSilent(a, self.market.now()))  # cut before its end
             else:
-                self.journal.writer.emit(Answered(a))
+                self.journal.writer.emit(Set(a, {"silent_since": None}))
             return res
 
     async def probe(

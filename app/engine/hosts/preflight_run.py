@@ -17,15 +17,7 @@ from ...market.protocol import Clock
 from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..journal import Journal
-from ..updates import (
-    Judged,
-    PreflightRunning,
-    PreflightStarted,
-    ProbeAnswered,
-    SshFailed,
-    SshReached,
-    SshWaiting,
-)
+from ..updates import Judged, PreflightStarted, Set, SshFailed
 from .link import HostLink
 from .probe_io import (
     NET_PROBE_URL,
@@ -69,7 +61,9 @@ class PreflightRunner:
 
     def start_preflight(self, a: Attempt) -> None:
         self.journal.writer.emit(PreflightStarted(a, self.clock.now()))
-        self.journal.writer.emit(PreflightRunning(a, asyncio.create_task(self._preflight(a))))
+        self.journal.writer.emit(
+            Set(a, {"preflight_task": asyncio.create_task(self._preflight(a))})
+        )
 
     async def _preflight(self, a: Attempt) -> None:
         """The preflight's tries: whatever ends them without a verdict is `bad_probe`."""
@@ -96,12 +90,12 @@ class PreflightRunner:
             command = preflight_command(self.policy.checks, NET_PROBE_URL, nonce)
             if a.ssh_host is None or a.ssh_port is None:
                 said = "no SSH port published yet"
-                self.journal.writer.emit(SshWaiting(a, said))
+                self.journal.writer.emit(Set(a, {"ssh_error": said}))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             if not dropped and (said is None or said.startswith("no SSH port")):
                 said = f"no answer yet from {a.ssh_host}:{a.ssh_port}"
-                self.journal.writer.emit(SshWaiting(a, said))
+                self.journal.writer.emit(Set(a, {"ssh_error": said}))
             try:
                 script = probe_source("preflight")
                 res = await self.link.probe(
@@ -124,7 +118,7 @@ class PreflightRunner:
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
             said = None
-            self.journal.writer.emit(SshReached(a))
+            self.journal.writer.emit(Set(a, {"ssh_error": None}))
             if no_answer(res) and (res.exit_status is None or dropped < SILENT_RETRIES):
                 # a session cut before the probe answered says nothing about the host: look
                 # again. A cut channel is retried until the SSH deadline rule gives up on the
@@ -136,7 +130,7 @@ class PreflightRunner:
                 self.journal.writer.emit(SshFailed(a, why if silent else None))
                 await asyncio.sleep(self.link.wall(10, 0.05))
                 continue
-            self.journal.writer.emit(ProbeAnswered(a))
+            self.journal.writer.emit(Set(a, {"ssh_failures": 0}))
             if fault := self._campaign_fault(a, res.exit_status, res.stdout, res.stderr):
                 return fault, None
             try:

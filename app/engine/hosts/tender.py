@@ -22,7 +22,7 @@ from ..blame_book import BlameBook
 from ..jobs.work import JobWork
 from ..journal import Journal
 from ..rounds import raise_if_cancelled
-from ..updates import Broken, Sampled, Tending, WatchdogSeen, WentSilent
+from ..updates import Broken, Sampled, Set, WentSilent
 from .link import HostLink
 from .preflight_run import PreflightRunner
 from .probe_io import (
@@ -93,8 +93,13 @@ class HostTender(PreflightRunner):
         """Tend again a proven rental held again after its write-off (the observer's list)."""
         for a in returned:
             if a.life.phase == Phase.VERIFIED and (a.tend_task is None or a.tend_task.done()):
-                self.journal.writer.emit(Tending(a, asyncio.create_task(self.tend(a))))
+                self.tend_from_now(a)
         returned.clear()
+
+    def tend_from_now(self, a: Attempt) -> None:
+        """Tended from now (in service again): silence counts from its next unanswered look."""
+        task = asyncio.create_task(self.tend(a))
+        self.journal.writer.emit(Set(a, {"tend_task": task, "silent_since": None}))
 
     async def tend(self, a: Attempt) -> None:
         """Arm the host's watchdog, then beat its heartbeat, read its GPU and look at its job. A
@@ -185,7 +190,7 @@ class HostTender(PreflightRunner):
             said = res.stdout.decode("utf-8", errors="replace").split()
             if said[-2:] != ["WATCHDOG", "gone"]:
                 return  # alive, or an answer that says nothing: the next beat looks again
-            self.journal.writer.emit(WatchdogSeen(a, False))
+            self.journal.writer.emit(Set(a, {"watchdog_armed": False}))
             why = "the host's watchdog was not running"
         else:
             why = "the watchdog could not be armed before"  # noted once it is
@@ -206,7 +211,7 @@ class HostTender(PreflightRunner):
         window = max(self.watchdog_window_s, WATCHDOG_FLOORS * self.link.io_floor() * scale)
         try:
             await self.link.run(a, watchdog_command(window, scale), stdin=probe_source("watchdog"))
-            self.journal.writer.emit(WatchdogSeen(a, True))
+            self.journal.writer.emit(Set(a, {"watchdog_armed": True}))
             self.journal.say(
                 f"watch  i:{a.instance_id} watchdog armed: stops itself after "
                 f"{window / 60:.0f} min without a heartbeat"

@@ -21,7 +21,7 @@ from ..fleet import Fleet
 from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
-from ..updates import JobSaid
+from ..updates import Set
 from .delivered import host_speed, note_delivery, work_detail, work_lost
 from .output import pull_log
 from .pulls import PULL_TRIES, Pulls
@@ -331,7 +331,9 @@ class JobWork:
         now = self.clock.now()
         looked = (asked + now) / 2  # when the host answered, as nearly as the session says
         tail = [ln for ln in st.log_tail.splitlines() if ln.strip()]
-        self.journal.writer.emit(JobSaid(a, f"{job.name}: {tail[-1] if tail else st.state}"))
+        self.journal.writer.emit(
+            Set(a, {"job_line": f"{job.name}: {tail[-1] if tail else st.state}"})
+        )
         note_delivery(a, job, st.progress, now)
         if st.state == "running":
             job.seen_running_at = looked
