@@ -184,8 +184,15 @@ def runtime(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monkey
 def market_stands(sim: SimServer) -> Iterator[None]:
     """The simulator's clock stands still inside (its market time passes no more), then runs
     on from where it stood: a test's wall-time step (a CLI process starting on a loaded box)
-    costs the market nothing, so what the test means happens before the market moves on."""
-    sim.call(sim.market.clock.stepped)
+    costs the market nothing, so what the test means happens before the market moves on.
+
+    Its pacing does not stand: a call is paced by the market seconds the clock would have run
+    meanwhile (`SimClock.pacing_now`). A controller restarted inside lists more than once
+    before it adopts; paced by standing market time, every list after the first, and the
+    first too when the killed controller had just listed, was refused with a 429 on each
+    retry until the controller gave up. A client that calls with no interval is refused as
+    on a running market, so the pacing tests' 429s hold inside a stand too."""
+    sim.call(sim.market.clock.stand)
     try:
         yield
     finally:

@@ -189,6 +189,9 @@ def test_status_parsing():
     assert parse_status(b"\x1b[2J garbage").state == "none"
 
 
+# The job saves its step whole and renames it into place, as a checkpoint must be saved: a pull
+# reads the file while the job runs, and one rewritten in place under it reads torn on a loaded
+# box ("9", then the "0" of "10": a retry from step 90).
 RESUMABLE = """
 [[jobs]]
 name = "long"
@@ -204,7 +207,8 @@ start = step
 while step < 12:
     time.sleep(0.4)
     step += 1
-    open("ckpt/step", "w").write(str(step))
+    open("step.new", "w").write(str(step))
+    os.replace("step.new", "ckpt/step")
 os.makedirs("out", exist_ok=True)
 open("out/result", "w").write("start=%d end=%d" % (start, step))
 print("done from", start)

@@ -125,7 +125,7 @@ class MarketAPI:
         scoped = self.market.instance_for_key(key) if key else None
         if key != self.market.api_key and scoped is None:
             return error(401, "auth_error", "Invalid user key")
-        fault = self._fault() or self._pace(key or "", getattr(route, "pace_kind", None), now)
+        fault = self._fault() or self._pace(key or "", getattr(route, "pace_kind", None))
         if fault is not None:
             return fault
         self.market.market_stops(now)
@@ -170,11 +170,13 @@ class MarketAPI:
             return error(self.fault_rng.choice([500, 502, 503]), "server_error", "upstream error")
         return None
 
-    def _pace(self, key: str, kind: str | None, now: float) -> web.Response | None:
-        """At most one call of a kind per interval and key, in market time, from the last call let
-        through (the docs do not say a refused call moves it); past it, the OpenAPI's 429 body."""
+    def _pace(self, key: str, kind: str | None) -> web.Response | None:
+        """At most one call of a kind per interval and key, in market time (through a stand too:
+        `SimClock.pacing_now`), from the last call let through (the docs do not say a refused
+        call moves it); past it, the OpenAPI's 429 body."""
         if not self.paced or kind is None:
             return None
+        now = self.market.clock.pacing_now()
         interval = PACING.get(kind) or CALL_PACING[kind]
         last = self._last.get((key, kind))
         if last is not None and now - last < interval:

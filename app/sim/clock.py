@@ -42,6 +42,10 @@ class SimClock:
         self._holding: dict[int, tuple[float, object]] = {}
         self.ordered = False  # answers go on in the order their exchanges went out
         self._back: dict[int, asyncio.Future[None]] = {}  # came back, waiting for their turn
+        # the market seconds the clients' pacing ran on past `now()` through stands (`stand`),
+        # and the wall clock when the stand in progress began
+        self._stood = 0.0
+        self._stand_began: float | None = None
 
     def now(self) -> float:
         if self.is_stepped:
@@ -53,11 +57,27 @@ class SimClock:
         self._base = self.now() if at is None else at
         self.is_stepped = True
 
+    def stand(self) -> None:
+        """Stand still until `flowing`: a test's own wall-time step costs the market nothing.
+        The clients' pacing runs on meanwhile (`pacing_now`)."""
+        self.stepped()
+        self._stand_began = self._monotonic()
+
     def flowing(self) -> None:
         """Run on with wall time from where a stepped clock stands (tests that stop the
         market around a wall-time step of their own)."""
+        self._stood, self._stand_began = self.pacing_now() - self.now(), None
         self._base, self._mono0 = self.now(), self._monotonic()
         self.is_stepped = False
+
+    def pacing_now(self) -> float:
+        """The moment the market paces a client's call at: `now()`, run on at the scale through
+        every stand. A stand stops what the market does, not the clients that call it: one
+        that keeps to the intervals in its own time is not refused for good because the
+        market's time stood, and one that hammers still is."""
+        began = self._stand_began
+        running = 0.0 if began is None else (self._monotonic() - began) * self.time_scale
+        return self.now() + self._stood + running
 
     def advance(self, seconds: float) -> None:
         """Move the market forward (a stepped clock's one way to move; tests' jumps too)."""
