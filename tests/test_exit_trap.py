@@ -16,7 +16,14 @@ from rentwatch.engine.actions import Actions
 from rentwatch.ledger import Ledger
 from rentwatch.market.vast.client import VastClient
 
-from .campaigns import campaign_text, headless_cmd, headless_env, run_campaign, truth_at
+from .campaigns import (
+    campaign_text,
+    headless_cmd,
+    headless_env,
+    restarted,
+    run_campaign,
+    truth_at,
+)
 
 
 def _start(
@@ -185,11 +192,11 @@ def test_restart_after_kill_9_adopts(make_sim, tmp_path):
     held = {r["id"] for r in _live(sim)}
     assert held, "the killed controller held nothing"
     sim.call(sim.market.clock.advance, 120)  # two minutes of market time pass unwatched
-    proc = _start(sim, tmp_path, ledger, fleet=3)
-    # a ceiling on a hang only: the restart runs the campaign to its end, which at a load of
-    # 30 took past 120 wall seconds
-    out, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, out
+    camp = tmp_path / "c.toml"  # the file _start wrote
+    cmd = headless_cmd(sim, tmp_path, camp, ledger, "--policy", "default")
+    run = restarted(sim, cmd, headless_env(sim), tmp_path)
+    out = run.finish(600)  # a ceiling on a hang only; past it, what it said is the failure
+    assert run.proc.returncode == 0, out[-4000:]
     assert "adopt" in out
     led = Ledger(ledger)
     adopted = {e.instance_id for e in led.events(where="kind = 'adopted'")}
