@@ -70,7 +70,6 @@ class Box:
             gpu_dph=self.offer.gpu_dph if self.bid is None else self.bid,  # billed at the bid
             dph_total=self.offer.dph_total,
             storage_total_cost=0.01,
-            disk_space=40.0,
             gpu_util=self.gpu_util,
             ssh_host=self.ssh_host,
             ssh_port=self.ssh_port,
@@ -142,18 +141,7 @@ class MemoryMarket:
         after_token: str | None = None,
         page_size: int = PAGE,
     ) -> tuple[list[Instance], str | None]:
-        """A page of `list_instances` by id, after the id in `after_token`."""
-        rows = [
-            r
-            for r in await self.list_instances()
-            if (where is None or where.labels is None or r.label in where.labels)
-            and (where is None or where.statuses is None or r.status in where.statuses)
-            and (after_token is None or r.id > int(after_token))
-        ]
-        rows.sort(key=lambda r: r.id)
-        page = rows[:page_size]
-        more = len(rows) > page_size
-        return page, (str(page[-1].id) if more else None)
+        raise NotImplementedError("the in-memory market lists all at once (caps.paging is off)")
 
     async def charges(self, start: float, end: float) -> list[dict[str, Any]]:
         raise NotImplementedError("the in-memory market keeps no bill (caps.charges is off)")
