@@ -15,26 +15,6 @@ from ..errors import Acted, CreateResult, NotFound, OnTry
 from ..protocol import PAGE, Capabilities, ListFilter
 
 
-def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **more: Any) -> Offer:
-    made = Offer(
-        id=oid,
-        machine_id=machine,
-        host_id=machine * 10,
-        gpu_name=gpu,
-        num_gpus=1,
-        dph_total=dph,
-        gpu_dph=dph,
-        storage_cost=0.1,
-        cuda_max_good=12.4,
-        reliability=0.99,
-        driver_version="550.54",
-        gpu_ram_mb=24_000,
-        geolocation="SE",
-        dlperf=None,
-    )
-    return replace(made, **more)
-
-
 @dataclass
 class Box:
     """One instance as the fake market holds it."""
