@@ -73,7 +73,7 @@ def _rebuild(run_dir: Path, family_seed: int, campaign_path: Path) -> dict[str, 
     hi = start + task.deadline_s
     rows = [r for r in truth["instances"] if r["created_at"] >= start - 1e-6]
     good = {int(r["id"]) for r in rows if delivers(r)}
-    work = delivered(truth, good, start, float(run["finish"]), task.campaign, 0, 0.0)
+    work = delivered(truth, good, start, float(run["finish"]), task.campaign, 0)
     every = rentables(sim.machines + sim.others, sc, task.campaign, start, hi, True)
     return {
         "sc": sc,

@@ -1,12 +1,14 @@
 """The engine's unit tests on the in-memory market (`rentwatch.market.memory`), and a small
-campaign for them."""
+campaign and offers for them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from rentwatch.core.campaign import Campaign
-from rentwatch.market.memory.market import Box, MemoryMarket, offer
+from rentwatch.core.models import Offer
+from rentwatch.market.memory.market import Box, MemoryMarket
 
 FakeMarket = MemoryMarket
 
@@ -29,3 +31,24 @@ def campaign(name: str = "u", **more: Any) -> Campaign:
     )
     base.update(more)
     return Campaign(**base)
+
+
+def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **more: Any) -> Offer:
+    """An offer of the in-memory market's kind; `more` overrides any field."""
+    made = Offer(
+        id=oid,
+        machine_id=machine,
+        host_id=machine * 10,
+        gpu_name=gpu,
+        num_gpus=1,
+        dph_total=dph,
+        gpu_dph=dph,
+        storage_cost=0.1,
+        cuda_max_good=12.4,
+        reliability=0.99,
+        driver_version="550.54",
+        gpu_ram_mb=24_000,
+        geolocation="SE",
+        dlperf=None,
+    )
+    return replace(made, **more)

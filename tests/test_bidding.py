@@ -71,7 +71,6 @@ def _row(**kw) -> Instance:
         gpu_dph=0.2,
         dph_total=0.21,
         storage_total_cost=0.01,
-        disk_space=10.0,
         gpu_util=None,
         ssh_host=None,
         ssh_port=None,

@@ -63,7 +63,7 @@ def test_a_restart_between_the_exit_and_the_pull_finds_the_job_finishing(tmp_pat
     work.restore(ledger)
     train, evaluation = work.queue.by_name("train"), work.queue.by_name("eval")
     assert train is not None and evaluation is not None
-    assert train.status == "finishing" and work.queue.finishing_on(7) is train
+    assert train.status == "finishing" and work.queue.on(7, "finishing") is train
     assert evaluation.status == "done"
     asyncio.run(work.check(attempt(7), train))  # the tender's next look pulls it
     assert train.status == "done" and train.exit_code == 0
@@ -75,7 +75,7 @@ def test_a_restart_after_the_pull_finds_the_job_done(tmp_path):
     work = _work(ledger, PullLink(sftp_up=True), tmp_path)
     work.restore(ledger)
     assert [j.status for j in work.queue.jobs] == ["done", "done"]
-    assert work.queue.finishing_on(7) is None
+    assert work.queue.on(7, "finishing") is None
 
 
 def test_failed_pulls_in_rows_that_do_not_say_their_kind_count_toward_the_tries(tmp_path):

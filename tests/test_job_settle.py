@@ -69,7 +69,7 @@ def test_a_failed_pull_is_tried_again_and_the_job_is_done_once_it_lands(tmp_path
     work, job, host, link, journal = _world(tmp_path)
     asyncio.run(work.check(host, job))
     assert job.status == "finishing" and link.pulls == 1  # exited, its output not off yet
-    assert work.queue.holds(A) and work.queue.finishing_on(A) is job  # no next job there
+    assert work.queue.holds(A) and work.queue.on(A, "finishing") is job  # no next job there
     link.sftp_down = False
     asyncio.run(work.check(host, job))
     assert job.status == "done" and job.exit_code == 0 and link.pulls == 2

@@ -17,10 +17,10 @@ from rentwatch.referee.floor import (
     bid_pieces,
     delivered,
     floor,
-    ratio,
     rentables,
 )
 from rentwatch.referee.run import referee, warmup_campaign
+from rentwatch.referee.score import ratio
 from rentwatch.sim import bids
 from rentwatch.sim.family import draw_market
 from rentwatch.sim.machines import keyed_rng
@@ -319,14 +319,14 @@ def test_delivered_counts_finished_work_on_delivering_hosts_only():
             _job("c", 1, -50.0, 300.0, 1.0, 0.0),  # before the run: not this run's
         ]
     }
-    work = delivered(truth, {1}, 0.0, 1000.0, camp, 0, 0.5)
+    work = delivered(truth, {1}, 0.0, 1000.0, camp, 0)
     [a] = work
     assert a.hours == pytest.approx(0.3) and a.bid  # a checkpointing sized job may bid
     assert a.ref_tflops == expected_tflops("RTX 4090")
-    late = delivered(truth, {1}, 0.0, 800.0, camp, 0, 0.5)  # a finished after the run's end
+    late = delivered(truth, {1}, 0.0, 800.0, camp, 0)  # a finished after the run's end
     assert late == []
-    assert delivered({"jobs": []}, set(), 0.0, 1.0, camp, 3, 0.5) == [Work(1.5)]
-    assert delivered({"jobs": []}, set(), 0.0, 1.0, camp, 0, 0.5) == []
+    assert delivered({"jobs": []}, set(), 0.0, 1.0, camp, 3) == [Work(0.0)]
+    assert delivered({"jobs": []}, set(), 0.0, 1.0, camp, 0) == []
 
 
 def _job(name, iid, started, done, work, resumed):

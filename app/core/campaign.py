@@ -155,13 +155,7 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
                 raise fail(key, "is required")
             return default
         value = data[key]
-        if (
-            isinstance(value, bool)
-            and kind is not bool
-            and bool not in (kind if isinstance(kind, tuple) else (kind,))
-        ):
-            raise fail(key, f"expected {getattr(kind, '__name__', kind)}, got {value!r}")
-        if not isinstance(value, kind):
+        if isinstance(value, bool) or not isinstance(value, kind):  # TOML's true is no number
             raise fail(key, f"expected {getattr(kind, '__name__', 'a number')}, got {value!r}")
         return value
 
@@ -294,12 +288,11 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
     jobs_raw: list[Any] = check(lambda: get("jobs", list, []), [])
     jobs: list[Job] = []
     for i, raw in enumerate(jobs_raw):
-        where = f"jobs[{i}]"
         if not isinstance(raw, dict):
-            problems.append(str(fail("jobs", f"{where} is not a table")))
+            problems.append(str(fail("jobs", f"jobs[{i}] is not a table")))
             continue
         try:
-            jobs.append(_job(raw, i, where, _job_fail(text, source, i)))
+            jobs.append(_job(raw, i, _job_fail(text, source, i)))
         except ConfigError as exc:
             problems.extend(problems_of(exc))
     names = [j.name for j in jobs]
@@ -309,8 +302,7 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
         problems.append(
             str(
                 _job_fail(text, source, again)(
-                    "name",
-                    f"jobs[{again}].name: job names must be unique; repeated: {', '.join(dup)}",
+                    "name", f"job names must be unique; repeated: {', '.join(dup)}"
                 )
             )
         )
@@ -375,11 +367,13 @@ def _in_range(
 
 
 def _job_fail(text: str, source: str, index: int) -> Callable[[str, str], ConfigError]:
-    """The error of the `index`-th job's `key`, at its line (its message names the job)."""
-    return lambda key, msg: ConfigError(f"{source}: {_job_line_of(text, index, key)}{msg}")
+    """The error of the `index`-th job's `key`, at its line, naming the job and the key."""
+    return lambda key, msg: ConfigError(
+        f"{source}: {_job_line_of(text, index, key)}jobs[{index}].{key}: {msg}"
+    )
 
 
-def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], ConfigError]) -> Job:
+def _job(raw: dict[str, Any], i: int, fail: Callable[[str, str], ConfigError]) -> Job:
     """The `i`-th job; else ConfigErrors with every problem of it, each at its key's line."""
     problems: list[str] = []
 
@@ -387,45 +381,44 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
         problems.append(str(fail(key, msg)))
 
     def field_of(key: str, kind: type | tuple[type, ...], default: Any) -> Any:
-        """`key`'s value, else `default` (a value of another kind is a problem)."""
         value = raw.get(key, default)
         if isinstance(value, bool) or not isinstance(value, kind):
-            bad(key, f"{where}.{key}: expected {getattr(kind, '__name__', 'a number')}")
+            bad(key, f"expected {getattr(kind, '__name__', 'a number')}")
             return default
         return value
 
     def number(key: str, default: float, hi: float) -> float:
         value = float(field_of(key, (int, float), default))
         try:
-            return _in_range(value, 0, hi, True, lambda msg: fail(key, f"{where}.{key}: {msg}"))
+            return _in_range(value, 0, hi, True, lambda msg: fail(key, msg))
         except ConfigError as exc:
             problems.append(str(exc))
             return default
 
     for key in sorted(set(raw) - JOB_KEYS):
-        bad(key, f"{where}.{key}: {unknown_key(key, JOB_KEYS)}")
+        bad(key, unknown_key(key, JOB_KEYS))
     jname = raw.get("name", f"job-{i + 1}")
     if not isinstance(jname, str) or not NAME.fullmatch(jname):
-        bad("name", f"{where}.name: letters, digits, '.', '_' or '-' (it names a folder)")
+        bad("name", "letters, digits, '.', '_' or '-' (it names a folder)")
         jname = f"job-{i + 1}"
     if jname in (".", ".."):
-        bad("name", f"{where}.name: {jname!r} is not a folder name")
+        bad("name", f"{jname!r} is not a folder name")
     run = raw.get("run")
     if not isinstance(run, str) or not run.strip():
-        bad("run", f"{where}.run: a command is required")
+        bad("run", "a command is required")
     env = raw.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        bad("env", f"{where}.env: expected a table of strings")
+        bad("env", "expected a table of strings")
         env = {}
     allowed = raw.get("allow_secret_env", [])
     if not isinstance(allowed, list) or not all(isinstance(a, str) for a in allowed):
-        bad("allow_secret_env", f"{where}.allow_secret_env: expected a list of env names")
+        bad("allow_secret_env", "expected a list of env names")
         allowed = []
     secret = [k for k in env if SECRET_HINTS.search(k) and k not in allowed]
     if secret:
         bad(
             "env",
-            f"{where}.env: {', '.join(secret)} looks like a secret; nothing secret "
+            f"{', '.join(secret)} looks like a secret; nothing secret "
             "is pushed onto a stranger's host (pull artifacts off instead, or name it in "
             "allow_secret_env to opt in, which the ledger records)",
         )
@@ -436,32 +429,29 @@ def _job(raw: dict[str, Any], i: int, where: str, fail: Callable[[str, str], Con
         or ckpt.startswith(("/", "~"))
         or ".." in ckpt.split("/")
     ):
-        bad("checkpoint", f"{where}.checkpoint: a relative path inside the job's folder")
+        bad("checkpoint", "a relative path inside the job's folder")
     arts = raw.get("artifacts", [])
     if not isinstance(arts, list) or not all(isinstance(a, str) for a in arts):
-        bad("artifacts", f"{where}.artifacts: expected a list of paths")
+        bad("artifacts", "expected a list of paths")
         arts = []
     for art in arts:  # refused here, before anything is rented, not at the job's end
         if not inside_job_folder(art):
-            bad(
-                "artifacts",
-                f"{where}.artifacts: {art!r} is not a relative path inside the job's folder",
-            )
+            bad("artifacts", f"{art!r} is not a relative path inside the job's folder")
     ref_gpu = raw.get("ref_gpu")
     if ref_gpu is not None and (not isinstance(ref_gpu, str) or not ref_gpu.strip()):
-        bad("ref_gpu", f'{where}.ref_gpu: a GPU name, e.g. "RTX 4090"')
+        bad("ref_gpu", 'a GPU name, e.g. "RTX 4090"')
     ref_hours = number("ref_hours", 1, 10_000) if "ref_hours" in raw else None
     if (ref_gpu is None) != (ref_hours is None):
         missing = "ref_hours" if ref_hours is None else "ref_gpu"
-        bad(missing, f"{where}.{missing}: ref_gpu and ref_hours size a job together")
+        bad(missing, "ref_gpu and ref_hours size a job together")
     retries = field_of("retries", int, 1)
     if not 0 <= retries <= 1000:
-        bad("retries", f"{where}.retries: must be between 0 and 1000")
+        bad("retries", "must be between 0 and 1000")
     workdir = field_of("workdir", str, ".")
     timeout_s = number("timeout_min", 360, 100 * 24 * 60) * 60
     checkpoint_every_s = number("checkpoint_every_min", 10, 24 * 60) * 60
     if problems:
-        raise ConfigErrors(where, problems)
+        raise ConfigErrors(f"jobs[{i}]", problems)
     return Job(
         name=jname,
         run=str(run),

@@ -26,7 +26,6 @@ class Delivery:
 
     @property
     def share(self) -> float | None:
-        """Delivered speed as a share of the model's."""
         if self.tflops is None or not self.model_tflops:
             return None
         return self.tflops / self.model_tflops

@@ -44,5 +44,4 @@ class ConfigErrors(ConfigError):
 
 
 def problems_of(exc: ConfigError) -> list[str]:
-    """The problems `exc` says, one string each."""
     return list(exc.problems) if isinstance(exc, ConfigErrors) else [str(exc)]

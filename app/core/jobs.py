@@ -69,10 +69,9 @@ class JobQueue:
     def total(self) -> int:
         return len(self.jobs)
 
-    def on(self, instance_id: int) -> JobState | None:
-        return next(
-            (j for j in self.jobs if j.status == "running" and j.instance_id == instance_id), None
-        )
+    def on(self, instance_id: int, status: str = "running") -> JobState | None:
+        """The job in `status` on this instance ("finishing": exited, its artifacts to come off)."""
+        return next((j for j in self.jobs if j.held_by(instance_id, status)), None)
 
     def holds(self, instance_id: int) -> bool:
         """A job runs on it, or has exited there and its artifacts are still coming off."""
@@ -105,13 +104,6 @@ class JobQueue:
             job.progress = job.delivery = job.progress_base = None
             job.pull_tries = 0
         return job
-
-    def finishing_on(self, instance_id: int) -> JobState | None:
-        """The job that exited on this instance and whose artifacts are still to come off."""
-        return next(
-            (j for j in self.jobs if j.status == "finishing" and j.instance_id == instance_id),
-            None,
-        )
 
     def finished(self, job: JobState, exit_code: int, now: float) -> None:
         """A job that exits non-zero on a healthy host failed on its own: not retried blindly."""

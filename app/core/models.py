@@ -91,7 +91,6 @@ class Instance:
     gpu_dph: float
     dph_total: float
     storage_total_cost: float  # $/h for the disk
-    disk_space: float | None
     gpu_util: float | None
     ssh_host: str | None  # the preferred route's host and port (see `ssh_routes`)
     ssh_port: int | None

@@ -266,9 +266,7 @@ def _decide(fleet: FleetSnapshot, policy: Policy, now: float) -> list[Decision]:
     staying = [
         a.instance_id
         for a in fleet.attempts
-        if a.phase == Phase.VERIFIED
-        and a.instance_id not in abandoned_now
-        and not any(isinstance(d, Stop) and d.instance_id == a.instance_id for d in out)
+        if a.phase == Phase.VERIFIED and a.instance_id not in abandoned_now
     ]
     verified = sum(1 for i in staying if i not in going)
     swapping = len(staying) - verified  # leaving hosts still at work: their replacements

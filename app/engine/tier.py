@@ -181,7 +181,7 @@ class TierWatch:
             f"outbid i:{a.instance_id} m:{a.machine_id} bid ${a.bid or 0:.4f}/h < {low}",
         )
         self.journal.writer.emit(Outbid(a, inst.bid_floor, event))
-        held = self.jobs.queue.finishing_on(a.instance_id)
+        held = self.jobs.queue.on(a.instance_id, "finishing")
         if held is not None:  # exited there: its output waits on the disk (JobWork.reap)
             self.journal.say(f"output of {held.name} waits on i:{a.instance_id} for its resume")
         if job is not None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from functools import partial
 
 from ..core.campaign import Campaign, parse_campaign
 from .protocol import Market, SharedClock
 from .vast.defaults import DEFAULT_TIMEOUT, REAL_MARKET
 from .vast.keys import NoApiKey, find_api_key
-from .vast.query import read_query
+from .vast.query import parse_query
 
 DEFAULT_URL = REAL_MARKET  # the market a command acts on unless given `--market-url`
 
@@ -28,7 +29,7 @@ __all__ = [
 
 def load_campaign(text: str, source: str = "campaign") -> Campaign:
     """A campaign file's text, its `offer_query` read in the official CLI's query language."""
-    return parse_campaign(text, source, read_query)
+    return parse_campaign(text, source, partial(parse_query, keep_wildcards=True))
 
 
 def open_market(

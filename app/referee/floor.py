@@ -8,7 +8,6 @@ fractionally, plus one least-cost boot; no fleet, since a policy may work on few
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -182,10 +181,9 @@ def delivered(
     finish: float,
     campaign: Campaign,
     unsized_done: int,
-    unsized_hours: float,
 ) -> list[Work]:
     """The work a run delivered on delivering machines (`good`) within [start, finish]: each sized
-    job's size (less checkpoints made on a dud), and `unsized_done` jobs of `unsized_hours` each."""
+    job's size (less checkpoints made on a dud), and any of `unsized_done` jobs of unknown length."""
     jobs = {job_dir(j.name).rsplit("/", 1)[-1]: j for j in campaign.jobs}  # as the sim names them
     tier_ok = campaign.rental != "on-demand"
     finished: set[str] = set()
@@ -212,13 +210,6 @@ def delivered(
                 tier_ok and job is not None and eligible(job),
             )
         )
-    if unsized_done:  # of unknown length (0 hours): they still needed a host
-        out.append(Work(unsized_done * unsized_hours))
+    if unsized_done:  # 0 hours: their length is unknown, but they still needed a host
+        out.append(Work(0.0))
     return out
-
-
-def ratio(total: float, floor_usd: float) -> float | None:
-    """total / floor; null where the floor is nothing (nothing was delivered)."""
-    if floor_usd <= 0 or not math.isfinite(floor_usd):
-        return None
-    return round(total / floor_usd, 3)

@@ -30,10 +30,9 @@ from ..sim.scenario import Scenario
 from ..sim.server import SimServer
 from .campaigns import referee_campaign, warmup_campaign, with_jobs
 from .floor import delivered, floor, rentables
-from .floor import ratio as floor_ratio
 from .lag import LAG_BOUND_S, summarise_valid
 from .pacing import Pace, paced, run_until, timing
-from .score import RunFacts, delivers, score
+from .score import RunFacts, delivers, ratio, score
 from .stepped import ID_BASE, run_stepped, stepped_clock
 from .table import format_table
 from .workers import run_all
@@ -195,7 +194,7 @@ def scored(
     camp = task.campaign
     sized = any(j.ref_hours for j in camp.jobs)
     unsized = 0 if sized else sum(1 for iid, _ in facts.jobs_done if iid in good)
-    work = delivered(truth, good, facts.start, facts.finish, camp, unsized, 0.0)
+    work = delivered(truth, good, facts.start, facts.finish, camp, unsized)
     tier = camp.rental != "on-demand" and any(eligible(j) for j in camp.jobs)
     hi = facts.start + task.deadline_s
     machines = rentables(
@@ -203,7 +202,7 @@ def scored(
     )
     f = floor(machines, work, task.scenario.gpu_billing)
     result["floor_usd"] = round(f.usd, 6)
-    result["vs_floor"] = floor_ratio(result["total_usd"], f.usd)
+    result["vs_floor"] = ratio(result["total_usd"], f.usd)
     result["floor"] = f.json()
     return result
 

@@ -178,8 +178,9 @@ def median(values: Iterable[float | None], null_is_worst: bool) -> float | None:
 
 
 def ratio(mine: float | None, base: float | None) -> float | None:
-    """mine / base; null where undefined (either never, or the base is zero)."""
-    if mine is None or base is None or base <= 0:
+    """mine / base; null where undefined (either never, or the base is zero: against a floor,
+    nothing was delivered)."""
+    if mine is None or base is None or base <= 0 or not math.isfinite(base):
         return None
     return round(mine / base, 3)
 

@@ -54,7 +54,6 @@ def _signals(handlers: dict[signal.Signals, Any]) -> Iterator[None]:
 
 
 def sigterm_is_sigint() -> AbstractContextManager[None]:
-    """SIGTERM does what ^C does, while inside."""
     return _signals({signal.SIGTERM: _as_sigint})
 
 

@@ -151,7 +151,6 @@ _LAYER_PROGRESS = re.compile(
 
 
 def shows_layers(status_msg: str) -> bool:
-    """Whether a status line shows the registry serving the image's layers."""
     return bool(_LAYER_PROGRESS.search(status_msg))
 
 
@@ -217,7 +216,6 @@ def _probe_stage(failure: Failure, evidence: Evidence, shown: str) -> Blame:
 
 
 def blame(failure: Failure, evidence: Evidence = Evidence()) -> Blame:
-    """Classify one failure, given what the campaign saw before it."""
     shown = " ".join(failure.text.split())[:160]
     if failure.stage is Stage.PROBE:
         return _probe_stage(failure, evidence, shown)

@@ -103,7 +103,6 @@ class CheckPolicy:
     net: bool = True
     net_min_share: float = 0.1  # measured download Mb/s against the offer's inet_down
     xid: bool = True
-    throttle_ratio: float = 0.85
 
 
 # NVML clock event reasons (nvml.h, nvmlClocksEventReason*), grouped by what they mean to a

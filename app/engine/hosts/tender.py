@@ -131,7 +131,7 @@ class HostTender(PreflightRunner):
         return a.life.phase == Phase.VERIFIED and not a.untrusted
 
     def _job_on(self, a: Attempt) -> JobState | None:
-        return self.jobs.queue.on(a.instance_id) or self.jobs.queue.finishing_on(a.instance_id)
+        return self.jobs.queue.on(a.instance_id) or self.jobs.queue.on(a.instance_id, "finishing")
 
     async def _keep_beating(self, a: Attempt) -> None:
         """The heartbeat and an NVML sample every `beat_s` market seconds while in service."""

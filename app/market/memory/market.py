@@ -15,26 +15,6 @@ from ..errors import Acted, CreateResult, NotFound, OnTry
 from ..protocol import PAGE, Capabilities, ListFilter
 
 
-def offer(oid: int, machine: int, dph: float = 0.2, gpu: str = "RTX 3090", **more: Any) -> Offer:
-    made = Offer(
-        id=oid,
-        machine_id=machine,
-        host_id=machine * 10,
-        gpu_name=gpu,
-        num_gpus=1,
-        dph_total=dph,
-        gpu_dph=dph,
-        storage_cost=0.1,
-        cuda_max_good=12.4,
-        reliability=0.99,
-        driver_version="550.54",
-        gpu_ram_mb=24_000,
-        geolocation="SE",
-        dlperf=None,
-    )
-    return replace(made, **more)
-
-
 @dataclass
 class Box:
     """One instance as the fake market holds it."""
@@ -70,7 +50,6 @@ class Box:
             gpu_dph=self.offer.gpu_dph if self.bid is None else self.bid,  # billed at the bid
             dph_total=self.offer.dph_total,
             storage_total_cost=0.01,
-            disk_space=40.0,
             gpu_util=self.gpu_util,
             ssh_host=self.ssh_host,
             ssh_port=self.ssh_port,
@@ -142,18 +121,7 @@ class MemoryMarket:
         after_token: str | None = None,
         page_size: int = PAGE,
     ) -> tuple[list[Instance], str | None]:
-        """A page of `list_instances` by id, after the id in `after_token`."""
-        rows = [
-            r
-            for r in await self.list_instances()
-            if (where is None or where.labels is None or r.label in where.labels)
-            and (where is None or where.statuses is None or r.status in where.statuses)
-            and (after_token is None or r.id > int(after_token))
-        ]
-        rows.sort(key=lambda r: r.id)
-        page = rows[:page_size]
-        more = len(rows) > page_size
-        return page, (str(page[-1].id) if more else None)
+        raise NotImplementedError("the in-memory market lists all at once (caps.paging is off)")
 
     async def charges(self, start: float, end: float) -> list[dict[str, Any]]:
         raise NotImplementedError("the in-memory market keeps no bill (caps.charges is off)")

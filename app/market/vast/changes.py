@@ -108,11 +108,9 @@ class StateChanges(Transport):
             "src_path": src_path,
             "dst_path": dst_path,
         }
-        data = await self._request(
+        await self._request(
             "PUT", "/api/v0/commands/copy_direct/", kind="copy", body=body, idempotent=False
         )
-        if isinstance(data, dict) and data.get("success") is False:
-            raise ApiError(400, str(data.get("error") or "copy_refused"), str(data.get("msg")))
 
     async def cancel_copies_to(self, dst_id: int) -> None:
         """`DELETE /api/v0/commands/copy_direct/` (vast-ai/docs
@@ -120,12 +118,7 @@ class StateChanges(Transport):
         cancels every copy into `dst_id`; `success` false or a 400 is a refusal, ApiError.
         Idempotent, so retried like any idempotent call."""
         body = {"client_id": "me", "dst_id": str(int(dst_id))}
-        data = await self._request(
-            "DELETE", "/api/v0/commands/copy_direct/", kind="copy", body=body
-        )
-        if isinstance(data, dict) and data.get("success") is False:
-            raise ApiError(400, str(data.get("error") or "cancel_refused"), str(data.get("msg")))
+        await self._request("DELETE", "/api/v0/commands/copy_direct/", kind="copy", body=body)
 
     async def destroy_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
-        """Destroy; `existed` is False when it was already gone (which counts as done)."""
         return await self._act("DELETE", self._instance_path(instance_id), {}, "destroy", on_try)

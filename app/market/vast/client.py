@@ -15,11 +15,11 @@ import httpx
 from ...core.errors import BadRow, MalformedAnswer
 from ...core.models import Instance, Offer
 from ..errors import ApiError, CreateResult, MarketUnavailable, NotFound
-from ..protocol import Capabilities, ListFilter
+from ..protocol import PAGE, Capabilities, ListFilter
 from .changes import StateChanges
 from .price_increases import PriceIncreases
 from .rows import parse_instance, parse_offer
-from .transport import CREATE_TIMEOUT, PAGE_SIZE
+from .transport import CREATE_TIMEOUT
 
 # The market's own charges (`GET /api/v0/charges/`, as `vastai show invoices-v1 --charges`
 # reads them: vastai `api/billing.py` show_invoices_v1).
@@ -78,7 +78,7 @@ class VastClient(StateChanges, PriceIncreases):
         return out
 
     # -- instances ------------------------------------------------------------------------
-    async def list_instances(self, page_size: int = PAGE_SIZE) -> list[Instance]:
+    async def list_instances(self, page_size: int = PAGE) -> list[Instance]:
         """Every instance of the account, in pages of at most 25 (the documented maximum); an
         unreadable row is skipped and noted in `bad_rows`."""
         out: list[Instance] = []
@@ -94,14 +94,14 @@ class VastClient(StateChanges, PriceIncreases):
         self,
         where: ListFilter | None = None,
         after_token: str | None = None,
-        page_size: int = PAGE_SIZE,
+        page_size: int = PAGE,
     ) -> tuple[list[Instance], str | None]:
-        """One page of the list (by id) and the next token (None: the last). The filter is sent as
-        `vastai show instances` sends its own (vastai 1.9.1 `cli/commands/instances.py`)."""
+        """The filter is sent as `vastai show instances` sends its own (vastai 1.9.1
+        `cli/commands/instances.py`)."""
         params: dict[str, Any] = {
             "select_filters": json.dumps(select_filters(where)),
             "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
-            "limit": str(max(1, min(page_size, PAGE_SIZE))),
+            "limit": str(max(1, min(page_size, PAGE))),
         }
         if after_token:
             params["after_token"] = after_token
@@ -152,12 +152,9 @@ class VastClient(StateChanges, PriceIncreases):
         exact_label: bool = False,
         price: float | None = None,
     ) -> CreateResult:
-        """Rent an offer. The label carries a unique tag, so after a lost answer the instance list
-        tells whether the create happened; it is retried only when it did not.
-
-        With `price`, an interruptible rental at that bid (openapi.yaml createInstance; the CLI's
-        `--bid_price`); without it on-demand, and the answer does not say which was made
-        (vast-cli PR #403). A bid under min_bid still makes a stopped instance: `refused` set."""
+        """Retried only when the instance list shows no create with the label. A bid is
+        openapi.yaml createInstance's `price` (the CLI's `--bid_price`); the answer does not say
+        which tier was made (vast-cli PR #403)."""
         if not (exact_label and label):
             tag = f"rw-{secrets.token_hex(5)}"
             label = f"{label}:{tag}" if label else tag

@@ -28,7 +28,6 @@ class Pacer:
         self._monotonic = monotonic
 
     async def before(self, kind: str) -> None:
-        """Wait until a call of `kind` may go out."""
         clock = self._shared()
         if clock is not None:
             await self._on_shared(kind, clock)

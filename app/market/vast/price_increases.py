@@ -89,7 +89,6 @@ class PriceIncreases(Transport):
         return read_pending(await self._request("GET", PENDING_PATH, kind=KIND))
 
     async def answer_price_increase(self, pending_id: int, accept: bool) -> bool:
-        """Accept or reject one pending row; False when the market says it is no longer pending."""
         verb = "accept" if accept else "reject"
         try:
             await self._request(

@@ -89,19 +89,12 @@ def _number(field: str, raw: str) -> float:
     return out
 
 
-def wildcarded(text: str) -> set[str]:
-    """The fields the query text names with a wildcard (`verified=any`): no filter on them,
-    not even a default one (the CLI's `=any` drops its own default the same way)."""
-    return {
-        ALIASES.get(m.group(1), m.group(1))
-        for m in _TERM.finditer(text)
-        if m.group(3).lower() in WILDCARDS
-    }
-
-
-def parse_query(text: str) -> dict[str, dict[str, Any]]:
-    """Parse the CLI's query text into the API's JSON query; a bad term raises ConfigError."""
+def parse_query(text: str, keep_wildcards: bool = False) -> dict[str, dict[str, Any]]:
+    """Parse the CLI's query text into the API's JSON query; a bad term raises ConfigError. A
+    `field=any` is dropped, as the CLI drops it; with `keep_wildcards` (a campaign's
+    `offer_query`) it stays as `{}`, which keeps the client's default filter off that field."""
     out: dict[str, dict[str, Any]] = {}
+    wild: set[str] = set()
     pos = 0
     text = text.strip()
     while pos < len(text):
@@ -118,6 +111,7 @@ def parse_query(text: str) -> dict[str, dict[str, Any]]:
             if op != "eq":
                 raise ConfigError(f"{field}: a wildcard only makes sense with '='")
             out.pop(field, None)  # `field=any`: no filter on it
+            wild.add(field)
             continue
         cond = out.setdefault(field, {})
         if op in ("in", "notin"):
@@ -137,12 +131,6 @@ def parse_query(text: str) -> dict[str, dict[str, Any]]:
             cond[op] = version
         else:
             cond[op] = _value(raw)
+    if keep_wildcards:
+        out.update({f: {} for f in wild})
     return out
-
-
-def read_query(text: str) -> dict[str, dict[str, Any]]:
-    """A campaign's `offer_query` text as the terms the client sends: a `field=any` stays as
-    `{}`, which keeps the client's default filter off that field."""
-    query = parse_query(text)
-    query.update({f: {} for f in wildcarded(text)})
-    return query

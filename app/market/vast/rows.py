@@ -185,7 +185,6 @@ def parse_instance(row: Any) -> Instance:
         gpu_dph=_num(row, "dph_base", dph_total, lo=0.0, hi=MAX_DPH) or 0.0,
         dph_total=dph_total,
         storage_total_cost=_num(row, "storage_total_cost", 0.0, lo=0.0, hi=MAX_DPH) or 0.0,
-        disk_space=_soft(row, "disk_space", 0.0),
         gpu_util=_soft(row, "gpu_util", 0.0, 100.0),
         ssh_host=best.host if best else None,
         ssh_port=best.port if best else None,

@@ -50,7 +50,6 @@ DEFAULT_MIN_INTERVALS = {
 BID_MIN_INTERVAL = 5.5
 # copy between instances (`PUT /api/v0/commands/copy_direct/`): x-rateLimit 3.5 (`copy.yaml`)
 COPY_MIN_INTERVAL = 3.5
-PAGE_SIZE = 25  # the list endpoint's documented maximum page
 POLL_ATTEMPTS = 2  # tries of a list or show call made for a poll (`VastClient.polling`)
 _POLLING: contextvars.ContextVar[bool] = contextvars.ContextVar("polling", default=False)
 # a create waits as long as the official CLI waits for any call (vastai 1.9.1 `api/client.py`
@@ -252,14 +251,12 @@ class Transport:
                         # a refusal dressed as a 2xx (some endpoints answer 200 with it)
                         raise self._error(r, data)
                     return data
-                if self._quota_exceeded(r):
-                    self.stats.rate_limited += 1
-                    raise QuotaExceeded(429, "search_quota_exceeded", "daily search quota spent")
-                if r.status_code not in RETRYABLE or (not idempotent and r.status_code != 429):
-                    raise self._error(r)
+                last = self._error(r)
                 if r.status_code == 429:
                     self.stats.rate_limited += 1
-                last = self._error(r)
+                retryable = r.status_code == 429 or (idempotent and r.status_code in RETRYABLE)
+                if isinstance(last, QuotaExceeded) or not retryable:
+                    raise last
                 retry_after = r.headers.get("Retry-After")
                 if retry_after:
                     with contextlib.suppress(ValueError):
@@ -287,7 +284,18 @@ class Transport:
         1.9.1 `VastSession.rebuild_auth`: the same scheme, port and host or both under vast.ai);
         a redirect elsewhere comes back as it is."""
         async with self._out():
-            return await self._follow(method, url, params, body, timeout)
+            resp = await self._exchange(method, url, params, body, timeout)
+            for _ in range(MAX_REDIRECTS):
+                where = resp.headers.get("Location")
+                if resp.status_code not in REDIRECTS or not where:
+                    return resp
+                target = resp.request.url.join(where)
+                if not same_service(resp.request.url, target):
+                    return resp
+                if resp.status_code == 303 or (resp.status_code in (301, 302) and method == "POST"):
+                    method, body = "GET", None  # as requests and httpx rewrite them
+                resp = await self._exchange(method, str(target), None, body, timeout)
+            return resp
 
     @contextlib.asynccontextmanager
     async def _out(self) -> AsyncIterator[None]:
@@ -300,22 +308,6 @@ class Transport:
             self._one_at_a_time = asyncio.Lock()
         async with self._shared.held(), self._one_at_a_time:
             yield
-
-    async def _follow(
-        self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
-    ) -> httpx.Response:
-        resp = await self._exchange(method, url, params, body, timeout)
-        for _ in range(MAX_REDIRECTS):
-            where = resp.headers.get("Location")
-            if resp.status_code not in REDIRECTS or not where:
-                return resp
-            target = resp.request.url.join(where)
-            if not same_service(resp.request.url, target):
-                return resp
-            if resp.status_code == 303 or (resp.status_code in (301, 302) and method == "POST"):
-                method, body = "GET", None  # as requests and httpx rewrite them
-            resp = await self._exchange(method, str(target), None, body, timeout)
-        return resp
 
     async def _exchange(
         self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
@@ -348,16 +340,6 @@ class Transport:
         return httpx.Response(
             resp.status_code, headers=resp.headers, content=b"".join(chunks), request=req
         )
-
-    @staticmethod
-    def _quota_exceeded(r: httpx.Response) -> bool:
-        if r.status_code != 429:
-            return False
-        try:
-            data = r.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return False
-        return isinstance(data, dict) and data.get("error") == "search_quota_exceeded"
 
     @staticmethod
     def _error(r: httpx.Response, data: Any = None) -> ApiError:
@@ -402,6 +384,8 @@ def refusal(status: int, code: str, msg: str) -> ApiError:
         return AuthError(
             status if status >= 400 else 401, code, f"the marketplace rejected the API key{said}"
         )
+    if status == 429 and code == "search_quota_exceeded":
+        return QuotaExceeded(429, code, "daily search quota spent")
     if status == 404 or code in ("no_such_instance", "no_such_ask"):
         return NotFound(404 if status < 400 else status, code, msg)
     return ApiError(status if status >= 400 else 400, code, msg)
