@@ -29,6 +29,7 @@ WITH j AS (
       AND seq NOT IN (SELECT seq FROM voided_exits)), 0) AS work_ref_h,
     count(*) FILTER (WHERE kind = 'outbid') AS outbids,
     bool_or(kind = 'throttle') AS throttled,
+    min(ts) FILTER (WHERE kind = 'quarantine') AS quarantined_at,
     max(ts) AS last_at
   FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
 ), s AS (
@@ -39,7 +40,9 @@ WITH j AS (
 SELECT i.machine_id, i.host_id, i.gpu_name, coalesce(i.gpu_dph, 0), coalesce(j.last_at, i.created_at),
        i.verified_at IS NOT NULL, i.dud, i.total_usd, coalesce(i.lifetime_min, 0),
        i.jobs_finished, coalesce(j.jobs_lost, 0), coalesce(j.work_ref_h, 0),
-       coalesce(j.outbids, 0), coalesce(j.throttled, false), s.listed
+       coalesce(j.outbids, 0), coalesce(j.throttled, false), s.listed,
+       CASE WHEN i.verified_at IS NOT NULL AND j.quarantined_at IS NOT NULL
+         THEN (j.quarantined_at - i.created_at) / 60 END
 FROM instances i LEFT JOIN j USING (instance_id) LEFT JOIN s USING (instance_id)
 WHERE i.machine_id IS NOT NULL AND i.gpu_name IS NOT NULL AND i.instance_id NOT IN (
   SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL

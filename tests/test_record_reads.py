@@ -164,6 +164,7 @@ STEPS = [
     ("abandon", "fact", None, {"class": "ssh", "blame": "campaign"}),
     ("outbid", "fact", None, {}),
     ("throttle", "fact", None, {}),
+    ("quarantine", "fact", None, {"class": "exited"}),
     ("stop", "outcome", True, {}),
     ("start", "outcome", True, {}),
     ("lost", "fact", True, {}),  # as the engine writes it

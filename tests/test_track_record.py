@@ -77,6 +77,10 @@ def test_fresh_and_future_evidence_weigh_one_and_no_half_life_never_fades() -> N
         ({"jobs_finished": 1, "jobs_lost": 1}, (0.5, 0.5)),  # it dropped one job of two
         ({"jobs_lost": 1}, (0.0, 1.0)),  # verified, then lost its only job: no delivery
         ({"verified": False}, (0.0, 0.0)),  # still booting: no evidence yet
+        # proven, then quarantined for its host's fault: never half a delivery
+        ({"broke_min": 20.0}, (0.0, 1.0)),  # it broke before any job, or idle
+        ({"broke_min": 20.0, "jobs_lost": 1}, (0.0, 1.0)),  # the job it held: one loss, not two
+        ({"broke_min": 90.0, "jobs_finished": 3}, (0.75, 0.25)),  # it broke after three jobs
     ],
 )
 def test_a_rental_counts_what_it_delivered_not_that_it_verified(kw, expected) -> None:
@@ -94,6 +98,29 @@ def test_the_record_keeps_the_work_the_losses_outbids_and_throttling() -> None:
     assert (rec.outbids, rec.throttled, rec.duds) == (1, 1, 1)
     assert (rec.delivered, rec.failed) == (1.5, 1.5)
     assert rec.mean_dud_usd == pytest.approx(0.04) and rec.dud_min == 12
+
+
+@pytest.mark.parametrize(
+    ("kw", "wasted"),
+    [
+        # a dud: its life and bill
+        ({"dud": True, "verified": False, "usd": 0.04, "lifetime_min": 12}, (12, 0.04)),
+        # proven, broke before a job finished: its price to the break ($0.30/h for 20 min)
+        ({"broke_min": 20.0, "jobs_lost": 1, "usd": 0.50}, (20, 0.10)),
+        ({"broke_min": 20.0, "usd": 0.50}, (20, 0.10)),
+        ({"broke_min": 90.0, "jobs_finished": 3, "usd": 0.50}, None),  # it delivered first
+        ({"jobs_lost": 1, "usd": 0.50}, None),  # lost a job, never quarantined: gone offline
+        ({"jobs_finished": 1, "usd": 0.50}, None),
+    ],
+)
+def test_what_a_failure_billed_counts_the_ones_that_broke_after_their_preflight(kw, wasted) -> None:
+    """The ranking prices the failures the odds count at what failures billed (`dud_min`,
+    `dud_usd`): a machine that passed its preflight and broke before it finished a job billed its
+    boot and preflight, so its minutes and bill count beside the duds'."""
+    rec = remember([rental(**kw)], NOW).machines[1]
+    got = None if rec.duds == 0 else (rec.dud_min, rec.dud_usd)
+    assert got == (None if wasted is None else pytest.approx(wasted))
+    assert remember([rental(**kw)], NOW).dud_life() == (rec.dud_min, rec.duds)
 
 
 def test_levels_sum_per_machine_host_model_and_band() -> None:

@@ -16,8 +16,9 @@ EVIDENCE = """instance_id NOT IN (
 
 # one row per rental that is evidence of its host, every campaign: what it delivered (jobs
 # finished, reference GPU-hours), the jobs it lost for its host's fault (not an outbid, whose
-# count is kept apart), whether it throttled, dated by its last event; and the reliability its
-# offer listed when it was rented. The columns of the `instances` view it needs, read from the
+# count is kept apart), whether it throttled, dated by its last event; the reliability its
+# offer listed when it was rented; and, for a proven rental its machine was quarantined from
+# (its container exited, SSH went silent), the minutes from its create to that quarantine. The columns of the `instances` view it needs, read from the
 # events and `instance_charges` alone: on a campaign's ledger a read's CPU is DuckDB binding,
 # planning and setting up the view tree, not rows, and the `instances` view adds its delivered
 # hours, delivery ends and clocks (about 1.6x the CPU); the swap watch reads this every market
@@ -43,6 +44,7 @@ WITH c AS (
       AND seq NOT IN (SELECT seq FROM voided_exits)), 0) AS work_ref_h,
     count(*) FILTER (WHERE kind = 'outbid') AS outbids,
     bool_or(kind = 'throttle') AS throttled,
+    min(ts) FILTER (WHERE kind = 'quarantine') AS quarantined_at,
     max(ts) AS last_at
   FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
 )
@@ -53,7 +55,9 @@ SELECT c.machine_id, c.host_id, c.gpu_name, coalesce(c.gpu_dph, 0), coalesce(e.l
          AND coalesce(e.failure_class, '') <> 'cancelled',
        coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0),
        coalesce((coalesce(e.destroyed_at, e.abandoned_at, e.last_at) - c.created_at) / 60, 0),
-       e.jobs_finished, e.jobs_lost, e.work_ref_h, e.outbids, e.throttled, c.listed
+       e.jobs_finished, e.jobs_lost, e.work_ref_h, e.outbids, e.throttled, c.listed,
+       CASE WHEN e.verified_at IS NOT NULL AND e.quarantined_at IS NOT NULL
+         THEN (e.quarantined_at - c.created_at) / 60 END
 FROM c JOIN e USING (instance_id) LEFT JOIN instance_charges ch USING (instance_id)
 WHERE c.machine_id IS NOT NULL AND c.gpu_name IS NOT NULL AND {EVIDENCE}
 """
@@ -77,7 +81,7 @@ def rental_rows(rows: Iterable[tuple[Any, ...]]) -> list[Rental]:
     a number that is not finite or is negative reads 0)."""
     out = []
     for row in rows:
-        m, h, g, dph, at, verified, dud, usd, life, done, lost, work, outbids, throttled, x = row
+        m, h, g, dph, at, verified, dud, usd, life, done, lost, work, outbids, throttled, x, q = row
         out.append(
             Rental(
                 machine_id=int(m),
@@ -95,6 +99,7 @@ def rental_rows(rows: Iterable[tuple[Any, ...]]) -> list[Rental]:
                 outbids=int(outbids or 0),
                 throttled=bool(throttled),
                 listed_reliability=_score(x),
+                broke_min=None if q is None else float(q),
             )
         )
     return out

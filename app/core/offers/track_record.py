@@ -2,8 +2,10 @@
 (and how far the score each offer listed told delivery apart), with old evidence fading. Pure.
 
 A finished rental is a delivery, one that lost a job counts against its machine by the share
-lost, one proven and never given work half a delivery, a dud a failure. Evidence weighs `0.5 **
-(age / half_life)`: hosts change drivers, disks and lines (docs/campaigns.md, "Memory")."""
+lost, one proven and never given work half a delivery, a dud a failure; a proven rental that broke
+(quarantined for its host's fault) lost at least one job's worth, and with none finished it is
+priced as a dud. Evidence weighs `0.5 ** (age / half_life)`: hosts change drivers, disks and lines
+(docs/campaigns.md, "Memory")."""
 
 from __future__ import annotations
 
@@ -40,6 +42,9 @@ class Rental:
     outbids: int = 0
     throttled: bool = False
     listed_reliability: float | None = None  # the offer's `reliability` when we rented it
+    # proven, then quarantined for its host's fault (its container exited under the work, its
+    # SSH went silent): minutes from its create to that quarantine; None: it never broke
+    broke_min: float | None = None
 
 
 def weight(at: float, now: float, half_life_h: float = HALF_LIFE_H) -> float:
@@ -58,9 +63,23 @@ def outcome(r: Rental) -> tuple[float, float]:
     if not r.verified:
         return 0.0, 0.0
     done, lost = max(0, r.jobs_finished), max(0, r.jobs_lost)
+    if r.broke_min is not None:  # the fault that stopped it is a loss, with a job on it or not
+        lost = max(lost, 1)
     if done + lost == 0:
         return VERIFIED_ONLY, 0.0
     return done / (done + lost), lost / (done + lost)
+
+
+def wasted(r: Rental) -> tuple[float, float] | None:
+    """(minutes, USD) a rental that never delivered billed before it was given up: a dud's life
+    and bill, or a proven rental's up to the fault that broke it with no job finished, at its
+    price (it billed its boot and preflight, more than most duds, which die while they pull; it
+    stays stopped for the operator after, billing storage); None: it delivered, or is alive."""
+    if r.dud:
+        return r.lifetime_min, r.usd
+    if r.verified and r.broke_min is not None and r.jobs_finished <= 0:
+        return r.broke_min, max(0.0, r.dph) * r.broke_min / 60
+    return None
 
 
 @dataclass(frozen=True)
@@ -70,8 +89,8 @@ class Record:
 
     delivered: float = 0.0
     failed: float = 0.0
-    duds: float = 0.0
-    dud_usd: float = 0.0  # faded sum of what the duds billed
+    duds: float = 0.0  # rentals that never delivered (`wasted`)
+    dud_usd: float = 0.0  # faded sum of what they billed
     dud_min: float = 0.0  # faded sum of their lifetimes
     jobs_finished: float = 0.0
     jobs_lost: float = 0.0
@@ -81,12 +100,16 @@ class Record:
 
     def add(self, r: Rental, w: float) -> Record:
         good, bad = outcome(r)
+        # a failure the odds count is priced at what such failures billed, the ones that broke
+        # after their preflight included: the ranking reads a dud's cost from these
+        lost = wasted(r)
+        dud, (minutes, usd) = (0.0, (0.0, 0.0)) if lost is None else (w, lost)
         return Record(
             self.delivered + w * good,
             self.failed + w * bad,
-            self.duds + (w if r.dud else 0.0),
-            self.dud_usd + (w * r.usd if r.dud else 0.0),
-            self.dud_min + (w * r.lifetime_min if r.dud else 0.0),
+            self.duds + dud,
+            self.dud_usd + dud * usd,
+            self.dud_min + dud * minutes,
             self.jobs_finished + w * r.jobs_finished,
             self.jobs_lost + w * r.jobs_lost,
             self.work_ref_h + w * r.work_ref_h,
