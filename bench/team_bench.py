@@ -167,8 +167,13 @@ def run(url: str, args: argparse.Namespace) -> None:
     )
 
     lg = ledgers[0]
-    own = timed(lambda: lg.rentals())
-    team = timed(lambda: lg.team_rentals())
+
+    def fresh(read):  # as a poll after this ledger wrote reads it: not from the record cache
+        lg._records.clear()
+        return read()
+
+    own = timed(lambda: fresh(lg.rentals))
+    team = timed(lambda: fresh(lg.team_rentals))
     quarantine = timed(lambda: lg.teammates_quarantined(0.0))
     print(
         f"poll cost   teammates' quarantines {quarantine * 1e6:.0f} us each poll; the record "
