@@ -14,6 +14,7 @@ from typing import Any
 from rentwatch.core.preflight.vitals import HOT_C
 from rentwatch.core.text import clean
 from rentwatch.views.detail import InstanceDetail, JobLine
+from rentwatch.views.jobs import progress_bar
 from rentwatch.views.snapshot import InstanceSnap, rate_figure
 from rich.table import Table
 from rich.text import Text
@@ -29,7 +30,7 @@ from .clock import ago, clock, speed, time_label
 from .footer import FittedFooter
 from .header import wrap_fields
 from .operator import Operator
-from .render import PHASE_STYLE, gib, progress_bar, span, sparkline
+from .render import PHASE_STYLE, gib, span, sparkline
 
 REFRESH_S = 2.0  # wall seconds between refreshes of figures (the market's logs: on `g`)
 WAIT_S = 20.0  # the longest the worker waits for one answer

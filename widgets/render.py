@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from rentwatch.core.preflight.vitals import HOT_C
 from rentwatch.core.text import clean
+from rentwatch.views.jobs import progress_bar
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
 
@@ -154,15 +155,6 @@ def vitals_text(s: InstanceSnap) -> Text:
         total = f"/{gib(s.mem_total_mb)}" if s.mem_total_mb is not None else ""
         t.append(f"  mem {gib(s.mem_used_mb)}{total} GiB")
     return t
-
-
-def progress_bar(frac: float, width: int = 20) -> str:
-    """A bar of `width` cells for a fraction done (eighths within the last cell)."""
-    frac = max(0.0, min(1.0, frac))
-    eighths = int(frac * width * 8)
-    full, part = divmod(eighths, 8)
-    bar = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part and full < width else "")
-    return bar + " " * (width - len(bar))
 
 
 def work_line(s: InstanceSnap) -> Text:
