@@ -245,7 +245,7 @@ def dashboard(make_sim, tmp_path):
             tmp_path / "key",
         )
         engine.max_wall_poll = max_wall_poll
-        app, finish = attach_in_process(engine, path, "tui")
+        app, finish = attach_in_process(engine)
         opened.append((app, finish, ledger))
         return app, ledger, engine
 

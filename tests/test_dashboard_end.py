@@ -80,7 +80,7 @@ def test_end_from_the_dashboard_destroys_everything_through_the_controller(make_
     ledger = Ledger(ledger_path)
     campaign = load_campaign(campaign_text("endme", 2))
     engine = stepped_engine(sim, campaign, ledger, tmp_path / "key")
-    app, finish = attach_in_process(engine, ledger_path, campaign.name)
+    app, finish = attach_in_process(engine)
     assert isinstance(app, RentwatchApp)
 
     async def run() -> None:

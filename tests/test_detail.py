@@ -53,7 +53,7 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime):
         ledger,
         tmp_path / "key",
     )
-    app, finish = attach_in_process(engine, path, "tui")
+    app, finish = attach_in_process(engine)
     assert isinstance(app.engine, RemoteEngine)
 
     async def drive() -> None:
@@ -159,7 +159,7 @@ def test_detail_endpoint_answers_and_refuses_strangers(make_sim, tmp_path, runti
         ledger,
         tmp_path / "key",
     )
-    app, finish = attach_in_process(engine, path, "tui")
+    app, finish = attach_in_process(engine)
     try:
         client = ControllerClient(app.engine.target, timeout=30)
         deadline = time.monotonic() + 60

@@ -175,7 +175,6 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
     the person; what would set automation going again is refused."""
     from rentwatch.engine.session import Session
     from rentwatch.run.engine_thread import EngineThread
-    from rentwatch.run.service.controller import EngineService
 
     sim = make_sim(seed=4, offers=20, time_scale=240, host_class=HEALTHY)
     campaign = load_campaign(campaign_text("ended", 1))  # no jobs: done once one verifies
@@ -188,8 +187,7 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
         on_error=lambda e: None,
         max_wall_poll=0.2,
     )  # fmt: skip
-    service = EngineService(engine, tmp_path / "l.duckdb", "ended")
-    sock = service.start()
+    sock = engine.start()
     client = ControllerClient(Target(socket=sock), timeout=120)
     try:
         deadline = time.time() + 90
@@ -221,7 +219,7 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
         assert client.status()["held"] == 0, done
     finally:
         client.close()
-        service.stop("stop")
+        engine.shutdown("stop")
     with led:  # the engine's own ledger, still open in this process
         ids = {r["instance_id"] for r in led.instance_rows()}
         acts = {(e.instance_id, e.kind, e.actor) for e in led.events(where="phase = 'outcome'")}

@@ -61,7 +61,7 @@ def test_a_wrong_key_says_so_plainly(make_sim, tmp_path):
     sim = make_sim(seed=7, offers=10, time_scale=60)
     engine, ledger = _watch(sim, tmp_path, "not-the-key")
     with pytest.raises(EngineFailed, match="rejected the API key"):
-        attach_in_process(engine, tmp_path / "l.duckdb", "watch")
+        attach_in_process(engine)
     assert engine.failure and "rejected the API key" in engine.failure
     ledger.close()
 
@@ -69,7 +69,7 @@ def test_a_wrong_key_says_so_plainly(make_sim, tmp_path):
 def test_a_key_rejected_mid_session_stays_said(make_sim, tmp_path):
     sim = make_sim(seed=7, offers=10, time_scale=60)
     engine, ledger = _watch(sim, tmp_path, sim.api_key)
-    app, finish = attach_in_process(engine, tmp_path / "l.duckdb", "watch")
+    app, finish = attach_in_process(engine)
 
     def revoke() -> None:
         sim.market.api_key = "another-key"

@@ -66,7 +66,7 @@ def test_end_from_the_dashboard_destroys_a_stopped_rental_too(make_sim, tmp_path
     ledger = Ledger(ledger_path)
     campaign = load_campaign(campaign_text("endstop", 2))
     engine = stepped_engine(sim, campaign, ledger, tmp_path / "key")
-    app, finish = attach_in_process(engine, ledger_path, campaign.name)
+    app, finish = attach_in_process(engine)
 
     async def run() -> int:
         async with app.run_test(size=(120, 36)) as pilot:

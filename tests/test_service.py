@@ -741,7 +741,7 @@ def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
         ledger,
         tmp_path / "key",
     )
-    app, finish = attach_in_process(engine, path, "tui")
+    app, finish = attach_in_process(engine)
     assert isinstance(app.engine, RemoteEngine), "the dashboard drives the engine directly"
 
     async def drive() -> None:

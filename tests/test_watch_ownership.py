@@ -61,7 +61,7 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
         adopt_all=True,
         observe_only=not with_campaign,
     )
-    app, finish = attach_in_process(engine, path, camp.name)
+    app, finish = attach_in_process(engine)
 
     async def run() -> None:
         async with app.run_test(size=(160, 45)) as pilot:

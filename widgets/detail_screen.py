@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rentwatch.core.decisions import fmt_span
 from rentwatch.core.preflight.vitals import HOT_C
 from rentwatch.core.text import clean
 from rentwatch.views.detail import InstanceDetail, JobLine
+from rentwatch.views.jobs import progress_bar
 from rentwatch.views.snapshot import InstanceSnap, rate_figure
 from rich.table import Table
 from rich.text import Text
@@ -29,7 +31,7 @@ from .clock import ago, clock, speed, time_label
 from .footer import FittedFooter
 from .header import wrap_fields
 from .operator import Operator
-from .render import PHASE_STYLE, gib, progress_bar, span, sparkline
+from .render import PHASE_STYLE, gib, sparkline
 
 REFRESH_S = 2.0  # wall seconds between refreshes of figures (the market's logs: on `g`)
 WAIT_S = 20.0  # the longest the worker waits for one answer
@@ -279,7 +281,7 @@ def job_progress(j: JobLine) -> Text:
         t.append(progress_bar(j.progress, 10), style="green")
         t.append(f" {j.progress:.0%}")
     if j.eta_s is not None:
-        t.append(f" ETA {'~' if j.eta_estimated else ''}{span(j.eta_s)}")
+        t.append(f" ETA {'~' if j.eta_estimated else ''}{fmt_span(j.eta_s)}")
     if j.tflops is not None:
         t.append(f" {j.tflops:.0f} TFLOP/s")
     return t if t.plain else Text("-")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rentwatch.core.text import clean
-from rentwatch.views.jobs import JobRow
+from rentwatch.views.jobs import JobRow, cells
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -20,7 +20,6 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from .footer import FittedFooter
-from .render import progress_bar, span
 
 REFRESH_S = 2.0  # wall seconds between two reads of the jobs, or of a followed output
 WAIT_S = 20.0  # the longest a worker waits for one answer
@@ -37,22 +36,9 @@ COLUMNS = ("job", "state", "host", "progress", "ETA", "$ so far", "tries")
 
 
 def row_cells(r: JobRow) -> tuple[Text, ...]:
-    """One job as the table's cells; '-' where nothing says."""
-    progress = Text("-", style="grey50")
-    if r.progress is not None:
-        progress = Text(progress_bar(r.progress, 10), style="green")
-        progress.append(f" {r.progress:4.0%}", style="")
-    eta = "-" if r.eta_min is None else f"{'~' if r.eta_estimated else ''}{span(r.eta_min * 60)}"
-    host = f"i:{r.instance_id} {clean(r.host, 40)}" if r.instance_id is not None else "-"
-    return (
-        Text(clean(r.job, 64)),
-        Text(r.state, style=STATE_STYLE.get(r.state, "")),
-        Text(host),
-        progress,
-        Text(eta),
-        Text(f"${r.usd:.4f}"),
-        Text(str(r.attempts)),
-    )
+    progress = "grey50" if r.progress is None else "green"
+    styles = ("", STATE_STYLE.get(r.state, ""), "", progress, "", "", "")
+    return tuple(Text(c, style=st) for c, st in zip(cells(r), styles, strict=True))
 
 
 def summary(rows: list[JobRow]) -> Text:

@@ -5,8 +5,10 @@ safe whatever snapshot it is handed)."""
 
 from __future__ import annotations
 
+from rentwatch.core.decisions import fmt_span
 from rentwatch.core.preflight.vitals import HOT_C
 from rentwatch.core.text import clean
+from rentwatch.views.jobs import progress_bar
 from rentwatch.views.snapshot import FleetReadout, InstanceSnap
 from rich.text import Text
 
@@ -35,11 +37,6 @@ def spent(usd: float) -> str:
 def sparkline(values: tuple[float, ...], width: int = 16) -> str:
     vals = values[-width:]
     return "".join(BARS[min(7, int(max(0.0, v) / 100 * 7.999))] for v in vals)
-
-
-def span(seconds: float) -> str:
-    s = int(max(0, seconds))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 # what a pane's first line gives up, in this order, to keep its billed figure in sight
@@ -81,7 +78,7 @@ def pane_lines(s: InstanceSnap, selected: bool, width: int | None = None) -> lis
     if s.phase == "outbid":  # the bid against what beats it now, and the pause so far
         low = f"${s.bid_floor:.4f}/h" if s.bid_floor is not None else "unknown"
         status.append(f"OUTBID: bid ${s.bid or 0:.4f}/h vs bid floor {low}", style="magenta")
-        status.append(f", paused {span(s.paused_s or 0)}", style="magenta")
+        status.append(f", paused {fmt_span(s.paused_s or 0)}", style="magenta")
     elif faded and s.left_why:  # who ended it and why, not the market's last word before
         status.append("left service: ", style=base)
         status.append(Text(clean(s.left_why, 160), style=base))
@@ -94,7 +91,8 @@ def pane_lines(s: InstanceSnap, selected: bool, width: int | None = None) -> lis
             frac = s.status_age_s / s.freeze_window_s
             colour = "red" if frac >= 0.8 else "yellow" if frac >= 0.5 else "green"
             status.append(
-                f" (unchanged {span(s.status_age_s)} / {span(s.freeze_window_s)})", style=colour
+                f" (unchanged {fmt_span(s.status_age_s)} / {fmt_span(s.freeze_window_s)})",
+                style=colour,
             )
         status.append(": ", style="bold" if not faded else base)
         status.append(Text(clean(s.status_msg, 160) or "-", style=base))
@@ -156,15 +154,6 @@ def vitals_text(s: InstanceSnap) -> Text:
     return t
 
 
-def progress_bar(frac: float, width: int = 20) -> str:
-    """A bar of `width` cells for a fraction done (eighths within the last cell)."""
-    frac = max(0.0, min(1.0, frac))
-    eighths = int(frac * width * 8)
-    full, part = divmod(eighths, 8)
-    bar = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part and full < width else "")
-    return bar + " " * (width - len(bar))
-
-
 def work_line(s: InstanceSnap) -> Text:
     """The running job's progress bar, its ETA, and the host's delivered speed against its
     model's (a share well under 1 is a host underdelivering: throttled, or not the card)."""
@@ -178,7 +167,7 @@ def work_line(s: InstanceSnap) -> Text:
         t.append("no progress file", style="grey50")
     if s.job_eta_s is not None:
         guess = "~" if s.job_eta_source != "progress" else ""
-        t.append(f"  ETA {guess}{span(s.job_eta_s)}")
+        t.append(f"  ETA {guess}{fmt_span(s.job_eta_s)}")
     if s.job_tflops is not None:
         t.append(f"  delivering {s.job_tflops:.0f}")
         if s.model_tflops:

@@ -20,31 +20,26 @@ def _say(line: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {clean(line, 2000)}", flush=True)
 
 
-def serve_engine(
-    engine: Any, ledger_path: Path, campaign: str, end_unwatched_s: float | None = None
-) -> int:
+def serve_engine(engine: Any, end_unwatched_s: float | None = None) -> int:
     """Serve `engine` on the ledger's socket until a shutdown or a signal; with `end_unwatched_s`,
     also once no dashboard has watched that long and nobody chose to leave it running."""
-    from ..run.service.controller import EngineService
-
     woken = threading.Event()
     trap = ExitTrap(lambda _signum: woken.set(), _say)
-    service = EngineService(engine, ledger_path, campaign)
     with trap.installed():
         try:
-            sock = service.start()
+            sock = engine.start()
         except (OSError, RentwatchError) as exc:
             if engine.alive():
                 engine.shutdown("trap")  # it may hold adopted rentals: release them, unwatched
             print(f"rentwatch: cannot start the controller: {clean(exc, 1000)}", file=sys.stderr)
             return 2
         engine.on_error = lambda msg: _say(f"error  {msg}")
-        _say(f"serving  controller API on unix:{sock} for campaign {campaign}")
+        ctrl = engine.ctrl
+        _say(f"serving  controller API on unix:{sock} for campaign {ctrl.campaign}")
         unwatched = False
         try:
             while engine.alive() and not trap.fired:
                 woken.wait(0.5)
-                ctrl = service.ctrl
                 if end_unwatched_s is not None and not ctrl.kept:
                     unwatched = ctrl.unwatched_for() >= end_unwatched_s
                     if unwatched:
@@ -58,7 +53,7 @@ def serve_engine(
             mode = "trap" if trap.fired else ("unwatched" if unwatched else engine.exit_mode)
             if trap.fired:
                 _say(f"trap   signal {trap.name()}: releasing what is held")
-            service.stop(mode, _say)
+            engine.shutdown(mode, _say)
         _say(f"end    controller exits ({mode})")
         return trap.exit_code() if trap.fired else (1 if engine.failure else 0)
 
@@ -108,7 +103,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
             args.metrics,
             log=_say,
         ) as host:
-            host.code = serve_engine(host.engine, ledger_path, campaign.name, unwatched)
+            host.code = serve_engine(host.engine, unwatched)
             return host.code
     finally:
         if sim is not None:

@@ -17,7 +17,7 @@ from typing import Any
 from ..core.errors import RentwatchError
 from ..core.text import clean
 from ..ledger import job_reads
-from ..views.jobs import JobRow, fold, names_of, rows_from_ledger
+from ..views.jobs import JobRow, cells, fold, names_of, rows_from_ledger
 from .ledger_pick import select
 
 FOLLOW_S = 2.0  # wall seconds between two looks while following through a controller
@@ -67,26 +67,16 @@ def ledger_rows(ledger: Path, campaign: str | None) -> list[tuple[str, JobRow]]:
     return out
 
 
-def _cell(row: JobRow) -> list[str]:
-    bar = ""
-    if row.progress is not None:
-        done = int(max(0.0, min(1.0, row.progress)) * 10)
-        bar = "#" * done + "." * (10 - done) + f" {row.progress:4.0%}"
-    eta = "-" if row.eta_min is None else f"{'~' if row.eta_estimated else ''}{row.eta_min:.0f}m"
-    host = f"i:{row.instance_id} {row.host}" if row.instance_id is not None else "-"
-    return [row.job, row.state, host, bar or "-", eta, f"${row.usd:.4f}", str(row.attempts)]
-
-
 def print_table(rows: list[tuple[str, JobRow]], out: Callable[[str], None] = print) -> None:
     head = ["JOB", "STATE", "HOST", "PROGRESS", "ETA", "USD", "TRIES"]
     by_campaign: dict[str, list[JobRow]] = {}
     for campaign, row in rows:
         by_campaign.setdefault(campaign, []).append(row)
     for campaign, mine in by_campaign.items():
-        cells = [head, *(_cell(r) for r in mine)]
-        widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+        table = [head, *(cells(r) for r in mine)]
+        widths = [max(len(c[i]) for c in table) for i in range(len(head))]
         out(f"campaign {clean(campaign, 64)}")
-        for c in cells:
+        for c in table:
             out("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
 
 

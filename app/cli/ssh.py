@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core.errors import RentwatchError
 from ..core.text import clean
+from ..ledger.job_reads import ssh_route
 from .ledger_pick import select
 
 
@@ -23,28 +24,10 @@ class NoRoute(RentwatchError):
     title = "no way in"
 
 
-def _where(instance_id: int) -> str:
-    """The instance, its campaign, whether it still exists or is stopped, and the last route
-    that worked, from the ledger (a stop or start after the route is known says so)."""
-    i = int(instance_id)
-    return f"""
-SELECT i.instance_id, i.campaign, i.destroyed_at,
-  (SELECT arg_max(kind, seq) FROM events WHERE instance_id = {i} AND phase = 'outcome' AND ok
-     AND kind IN ('stop', 'start', 'destroy')) AS last_change,
-  r.route_kind, r.route_where
-FROM instances i LEFT JOIN (
-  SELECT instance_id, arg_max(detail->>'kind', seq) AS route_kind,
-         arg_max(detail->>'where', seq) AS route_where
-  FROM events WHERE kind = 'ssh_route' AND instance_id = {i} GROUP BY instance_id
-) r USING (instance_id)
-WHERE i.instance_id = {i}
-"""
-
-
 def route_of(ledger: str | Path, instance_id: int) -> tuple[str, str, int, str]:
     """(kind, host, port, campaign) of the route that last worked into `instance_id`; NoRoute
     says why there is none (not in the ledger, destroyed, stopped, never reached)."""
-    rows = select(ledger, _where(instance_id), 2)
+    rows = select(ledger, ssh_route(instance_id), 2)
     if not rows:
         raise NoRoute(f"instance {instance_id} is not in the ledger {ledger}")
     r = rows[0]

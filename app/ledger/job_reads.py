@@ -60,3 +60,21 @@ def pulled_log(campaign: str | None, job: str) -> str:
 SELECT arg_max(detail->>'path', seq) AS path FROM events
 WHERE kind = 'note' AND detail->>'class' = 'job_log' AND detail->>'job' = {literal(job)}
   AND {_campaign_is(campaign)}"""
+
+
+def ssh_route(instance_id: int) -> str:
+    """An instance's campaign, whether it still exists or is stopped, and the last SSH route that
+    worked (`rentwatch ssh`, `rentwatch logs` of a running job)."""
+    i = int(instance_id)
+    return f"""
+SELECT i.instance_id, i.campaign, i.destroyed_at,
+  (SELECT arg_max(kind, seq) FROM events WHERE instance_id = {i} AND phase = 'outcome' AND ok
+     AND kind IN ('stop', 'start', 'destroy')) AS last_change,
+  r.route_kind, r.route_where
+FROM instances i LEFT JOIN (
+  SELECT instance_id, arg_max(detail->>'kind', seq) AS route_kind,
+         arg_max(detail->>'where', seq) AS route_where
+  FROM events WHERE kind = 'ssh_route' AND instance_id = {i} GROUP BY instance_id
+) r USING (instance_id)
+WHERE i.instance_id = {i}
+"""

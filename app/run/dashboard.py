@@ -175,7 +175,7 @@ def run_dashboard(
     ) as host:
         # alerts that cannot start (a --metrics port in use) stop it here, as they stop a
         # controller: the engine started is ended on the way out, and the error said
-        app, finish = attach_in_process(host.engine, ledger_path, camp.name)
+        app, finish = attach_in_process(host.engine)
         try:
             result = app.run()
         finally:

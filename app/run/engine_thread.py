@@ -1,9 +1,11 @@
 """The engine's own thread for a controller or a `--foreground` dashboard, so no marketplace, SSH or
-DuckDB call runs on the UI's event loop; the dashboard reaches it through the controller service."""
+DuckDB call runs on the UI's event loop; served on the ledger's socket from its own loop, so the
+dashboard attaches to it like any other controller, `ls` lists it and `ledger` answers."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -12,6 +14,8 @@ from typing import Any
 from ..engine.rounds import rounds
 from ..engine.session import Session
 from ..market.errors import AuthError
+from .service.controller import READY_S, Controller, EngineFailed
+from .service.server import ServiceServer, serve
 
 # how each way of ending releases what is held: (actor, reason) of its stops
 RELEASES = {
@@ -50,9 +54,23 @@ class EngineThread:
         self.failure: str | None = None
         # told the supervisor once it started, on the engine's loop (the run's alerts listen)
         self.on_supervisor: Callable[[Any], None] | None = None
+        self.ctrl: Controller | None = None
+        self.server: ServiceServer | None = None
+        self._serve_failed: Exception | None = None
 
-    def start(self) -> None:
+    def start(self, timeout: float = READY_S) -> str:
+        """Start the engine, wait until it is up and served; returns the socket."""
+        said: list[str] = []
+        shown, self.on_error = self.on_error, said.append  # until a dashboard can show them
         self._thread.start()
+        self.ready.wait(timeout)
+        self.on_error = shown
+        if self._serve_failed is not None:
+            raise self._serve_failed
+        # before `ready`, the engine says something only when it could not start
+        if said or self.server is None:
+            raise EngineFailed(said[-1] if said else "the engine did not start in time")
+        return str(self.server.socket_path)
 
     def alive(self) -> bool:
         """Whether the engine's thread still runs (it owns instances until it ends)."""
@@ -91,6 +109,13 @@ class EngineThread:
                 self.on_supervisor(sup)
             except Exception as exc:  # alerts that cannot start must not stop supervision
                 self.on_error(f"alerts could not start: {exc}")
+        ctrl = self.ctrl = Controller(sup.campaign.name, sup.ledger.path)
+        ctrl.bind(sup, end=self._asked)
+        try:
+            self.server = await serve(ctrl)
+        except Exception as exc:  # the caller's to say; what the engine holds is released
+            self._serve_failed = exc
+            self.shutdown_asked("trap")
         self.ready.set()
 
         def failed(exc: Exception) -> None:
@@ -110,14 +135,29 @@ class EngineThread:
                 sup, self._stop.is_set, polled, failed, self.max_wall_poll, self._monotonic, 0.05
             )
         finally:
+            if self.server is not None:  # dashboards told goodbye before the release
+                with contextlib.suppress(Exception):  # which goes on however the close went
+                    await self.server.stop()
+            ctrl.close()
             if self.exit_mode == "detach":
                 await session.detach("operator chose detach on quit")
             else:
                 await session.release(*RELEASES.get(self.exit_mode, RELEASES["stop"]))
             await session.end(f"dashboard closed ({self.exit_mode})")
 
+    def shutdown_asked(self, mode: str) -> None:
+        """End the engine with `mode`, unless an earlier ask (a shutdown request) chose one."""
+        if not self._stop.is_set():
+            self.exit_mode = mode
+            self._stop.set()
+
+    async def _asked(self, mode: str) -> None:
+        self.shutdown_asked(mode)  # a shutdown over the API: the poll loop ends at its next turn
+
     def shutdown(self, mode: str = "stop", say: Callable[[str], None] | None = None) -> None:
         """End the engine with `mode` and wait until its release (or detach) is done."""
-        self.exit_mode = mode
-        self._stop.set()
-        self.join(say)
+        self.shutdown_asked(mode)
+        if self.alive():
+            self.join(say)
+        elif self.server is not None:  # its loop is gone: the files it served from still go
+            self.server.forget()

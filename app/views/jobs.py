@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.decisions import fmt_span
 from ..core.errors import RentwatchError
 from ..core.lifecycle import Phase
 from ..core.records import record
@@ -35,6 +36,26 @@ class JobRow:
     exit_code: int | None = None
     last_line: str = ""  # the last line of its output rentwatch saw
     eta_estimated: bool = False  # the ETA comes from the preflight's speed, not its progress
+
+
+def progress_bar(frac: float, width: int = 20) -> str:
+    """A bar of `width` cells for a fraction done (eighths within the last cell)."""
+    frac = max(0.0, min(1.0, frac))
+    eighths = int(frac * width * 8)
+    full, part = divmod(eighths, 8)
+    bar = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part and full < width else "")
+    return bar + " " * (width - len(bar))
+
+
+def cells(r: JobRow) -> tuple[str, ...]:
+    """One job as the jobs table's cells, `rentwatch jobs`' and the jobs screen's; '-' where
+    nothing says."""
+    progress = "-" if r.progress is None else f"{progress_bar(r.progress, 10)} {r.progress:4.0%}"
+    eta = (
+        "-" if r.eta_min is None else f"{'~' if r.eta_estimated else ''}{fmt_span(r.eta_min * 60)}"
+    )
+    host = f"i:{r.instance_id} {clean(r.host, 40)}" if r.instance_id is not None else "-"
+    return (clean(r.job, 64), r.state, host, progress, eta, f"${r.usd:.4f}", str(r.attempts))
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,13 @@ poll), intents, read-only queries and receipts, and a shutdown."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import itertools
 import os
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.errors import RentwatchError
 from ...core.text import clean
@@ -23,10 +21,11 @@ from ...engine.supervisor import Supervisor
 from ...ledger.readonly import QueryResult
 from ...views.jobs import live, read_output
 from ...views.snapshot import snapshot
-from ..engine_thread import EngineThread
 from . import api
 from .api import NotHeld, NotReady, Refused
-from .server import ServiceServer, serve
+
+if TYPE_CHECKING:
+    from ..engine_thread import EngineThread
 
 SNAPSHOT_MAX_AGE_S = 1.0  # wall seconds a snapshot is reused between polls (timers still tick)
 
@@ -223,85 +222,16 @@ class Controller:
         return await asyncio.to_thread(self._need().ledger.receipt, campaign)
 
 
-# how long `EngineService.start` waits for the engine to be up, then for its socket to serve
-# (`spawn.START_S`, the wait for a spawned controller to register, covers both)
-READY_S = 120.0
-SERVE_S = 30.0
+# how long `EngineThread.start` waits for the engine to be up and served (`spawn.START_S`, the
+# wait for a spawned controller to register, covers it)
+READY_S = 150.0
 
 
 class EngineFailed(RentwatchError):
     title = "engine"
 
 
-class EngineService:
-    """The dashboard's engine thread, served: the dashboard attaches to it over the socket like any
-    other, so there is one dashboard code path, `ls` lists it and `ledger` answers."""
-
-    def __init__(self, engine: EngineThread, ledger_path: Path, campaign: str) -> None:
-        self.engine = engine
-        self.ctrl = Controller(campaign, ledger_path)
-        self.server: ServiceServer | None = None
-        self._ending: asyncio.Task[None] | None = None
-        self._end_mode = "stop"
-
-    def start(self, timeout: float = READY_S) -> str:
-        """Start the engine (if not yet), wait until it is up, serve it; returns the socket."""
-        said: list[str] = []
-        shown = self.engine.on_error
-        self.engine.on_error = said.append  # until a dashboard is there to show them
-        if not self.engine.alive():
-            self.engine.start()
-        self.engine.ready.wait(timeout)
-        self.engine.on_error = shown
-        session, loop = self.engine.session, self.engine.loop
-        sup = session.sup if session is not None else None
-        # before `ready`, the engine says something only when it could not start
-        if said or sup is None or loop is None or loop.is_closed():
-            raise EngineFailed(said[-1] if said else "the engine did not start in time")
-
-        async def served() -> ServiceServer:
-            self.ctrl.bind(sup, end=self._end)
-            return await serve(self.ctrl)
-
-        self.server = asyncio.run_coroutine_threadsafe(served(), loop).result(SERVE_S)
-        return str(self.server.socket_path)
-
-    async def _end(self, mode: str) -> None:
-        """A shutdown asked over the API: answer first, then close the server and let the
-        engine release (stop) or record (detach) what it holds, off the engine's own loop."""
-
-        async def later() -> None:
-            await asyncio.sleep(0.1)  # the shutdown request gets its answer
-            assert self.server is not None
-            try:
-                await self.server.stop()
-            finally:  # the engine ends however the server's close went
-                threading.Thread(target=self.engine.shutdown, args=(mode,), daemon=True).start()
-
-        self._end_mode = mode
-        self._ending = asyncio.get_running_loop().create_task(later())
-
-    def stop(self, mode: str, say: Callable[[str], None] | None = None) -> None:
-        """The dashboard has quit with `mode`: close the server, then end the engine (a no-op
-        when a shutdown request already ended it), waiting as long as its release takes."""
-        loop, server = self.engine.loop, self.server
-        assert server is not None
-        if loop is not None and loop.is_running() and not self.ctrl.closing.is_set():
-            # the loop may end under us: the files below still go
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
-        self.ctrl.close()
-        if self._ending is not None:  # a shutdown request already chose how to end: end so
-            # now, whether or not its own end got there (the engine's shutdown is idempotent)
-            self.engine.shutdown(self._end_mode, say)
-        elif self.engine.alive():
-            self.engine.shutdown(mode, say)
-        server.forget()
-
-
-def attach_in_process(
-    engine: EngineThread, ledger_path: Path, campaign: str
-) -> tuple[Any, Callable[[str | None], None]]:
+def attach_in_process(engine: EngineThread) -> tuple[Any, Callable[[str | None], None]]:
     """The dashboard of `watch --foreground` and `demo --foreground`: the engine in this process,
     served on a socket, the app attached through the client; quitting ends the engine. Returns
     the app and what to call once it has quit."""
@@ -310,19 +240,19 @@ def attach_in_process(
     from .remote import ControllerClient, RemoteEngine
     from .target import Target
 
-    service = EngineService(engine, ledger_path, campaign)
     print("rentwatch: starting the engine…", flush=True)
     try:
-        sock = service.start()
+        sock = engine.start()
     except OSError as exc:  # the engine's own failure (EngineFailed) says itself
         raise api.ServiceError(f"cannot serve the engine's controller API: {exc}") from None
+    assert engine.ctrl is not None
     target = Target(socket=sock)
-    remote = RemoteEngine(target, os.getpid(), campaign, outlives_dashboard=False)
+    remote = RemoteEngine(target, os.getpid(), engine.ctrl.campaign, outlives_dashboard=False)
     app = RentwatchApp(remote, ControllerClient(target, timeout=600.0))
 
     def finish(mode: str | None) -> None:
         if remote.alive():  # the app ended without its quit dialog: its stream ends with it
             remote.shutdown("leave")
-        service.stop(mode if mode in ("stop", "detach") else "trap")
+        engine.shutdown(mode if mode in ("stop", "detach") else "trap")
 
     return app, finish

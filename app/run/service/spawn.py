@@ -16,13 +16,13 @@ from typing import Any
 
 from ...ledger.store import HELD_ELSEWHERE
 from . import api, registry
-from .controller import READY_S, SERVE_S
+from .controller import READY_S
 from .remote import ControllerClient, RemoteEngine
 from .target import Target
 
 # a controller registers itself within this many wall seconds, or it failed: its engine's
-# ready and serve waits, and a margin for its start (imports, the ledger, a demo's market)
-START_S = READY_S + SERVE_S + 30.0
+# wait to be up and served, and a margin for its start (imports, the ledger, a demo's market)
+START_S = READY_S + 30.0
 STOP_S = 300.0  # how long quitting with "stop" waits for the controller to release and exit
 
 
