@@ -61,8 +61,8 @@ def test_a_password_file_others_may_read_is_refused(tmp_path, capsys, no_user_co
 
 
 def test_no_team_store_named_is_one_clear_line(capsys, no_user_config):
-    assert main(["ls", "--team"]) == 2
-    assert "give --team URL or set [team] url" in capsys.readouterr().err
+    assert main(["ls", "--team"]) == 2  # a reader's --team takes no URL: it names the one that does
+    assert "give --team-url URL or set [team] url" in capsys.readouterr().err
 
 
 def test_init_ledger_ls_and_reconcile_against_the_store(

@@ -105,14 +105,12 @@ def show(
     )
     print("  first rentals:")
     for r in first:
-        tier = (
-            f"bid ${r['bid']:.4f}/h (bid_floor ${r['bid_floor']:.4f}/h)"
-            if r["bid"] is not None
-            else "on-demand"
-        )
+        tier = ""
+        if r["bid"] is not None:
+            tier = f"bid ${r['bid']:.4f}/h (bid_floor ${r['bid_floor']:.4f}/h), "
         per = "" if r["usd_per_ref_hour"] is None else f", ${r['usd_per_ref_hour']:.3f} per ref-h"
         print(
-            f"    m:{r['machine_id']} {clean(r['gpu'], 40)}: {tier}, on-demand "
+            f"    m:{r['machine_id']} {clean(r['gpu'], 40)}: {tier}on-demand "
             f"${r['on_demand_dph']:.4f}/h{per}"
         )
     return 0

@@ -51,7 +51,8 @@ def team_config(args: argparse.Namespace, required: bool = False) -> TeamConfig 
         team_section(read_user_config(path) or {}, path),
     )
     if conf is None and (wanted or required):
-        raise TeamConfigError("no team store: give --team URL or set [team] url in the config")
+        flag = "--team-url URL" if hasattr(args, "team_url") else "--team URL"
+        raise TeamConfigError(f"no team store: give {flag} or set [team] url in the config")
     return conf
 
 
