@@ -52,7 +52,7 @@ class RentwatchApp(App[str]):
             "x",
             "detach",
             "Detach",
-            tooltip="Leave: the controller runs on (in-process: detach the fleet; asks)",
+            tooltip="Detach: the controller runs on (in-process: detach the fleet; asks)",
             id="app.detach",
         ),
         Binding(

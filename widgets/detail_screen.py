@@ -361,7 +361,7 @@ class DetailScreen(Screen[None]):
         Binding(
             "escape,enter", "app.pop_screen", "Back", tooltip="Back to the fleet", id="detail.back"
         ),
-        Binding("s", "stop", "Stop", tooltip="Stop this instance", id="detail.stop"),
+        Binding("s", "stop", "Stop", tooltip="Stop this instance (may ask)", id="detail.stop"),
         Binding(
             "d",
             "destroy",

@@ -104,7 +104,7 @@ class FleetScreen(Screen[None]):
             tooltip="Detail of the selected instance",
             id="fleet.detail",
         ),
-        Binding("s", "stop", "Stop", tooltip="Stop the selected instance", id="fleet.stop"),
+        Binding("s", "stop", "Stop", tooltip="Stop the selected instance (may ask)", id="fleet.stop"),
         Binding(
             "d",
             "destroy",
