@@ -116,13 +116,8 @@ class Observer:
                 self._see(held, listed, now, listed=True)
         for iid in asked - live.keys() - bad:
             held = self.fleet.get(iid)
-            if held is None or held.life.phase in (Phase.DESTROYED, Phase.LOST):
-                continue
-            if held.life.phase == Phase.REQUESTED and now - held.created_at <= LOST_AFTER_S:
-                continue
-            looked = await self._look(held, now)
-            if looked is not None:
-                self._see(held, looked, now)
+            if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
+                await self._missing(held, now, unseen=False)
 
     async def unlisted(self, listed: set[int], now: float) -> None:
         """After a sweep's pages, together a full list answer: every instance we hold that it
@@ -131,13 +126,14 @@ class Observer:
             if a.life.phase not in (Phase.DESTROYED, Phase.LOST) and a.instance_id not in listed:
                 await self._missing(a, now)
 
-    async def _missing(self, a: Attempt, now: float) -> None:
-        """Left out of a full list answer: asked for directly, unless a create still new."""
+    async def _missing(self, a: Attempt, now: float, unseen: bool = True) -> None:
+        """Left out of a list answer (`unseen`: a full one): asked for directly, unless a create
+        still new."""
         if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
             return
-        seen = await self._look(a, now, unseen=True)
+        seen = await self._look(a, now, unseen)
         if seen is not None:
-            self._see(a, seen, now, listed=True)
+            self._see(a, seen, now, listed=unseen)
 
     async def _look(self, a: Attempt, now: float, unseen: bool = False) -> Instance | None:
         """A closer look at one instance a list left out (`unseen`: a full list did): the
