@@ -6,6 +6,7 @@ contract-end stops, pages of 25, paced intervals, ids that never restart, "City,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import time
 
@@ -14,8 +15,8 @@ import httpx
 import pytest
 from rentwatch.core.billing import Mark, charges
 from rentwatch.core.blame.patterns import fatal_match
-from rentwatch.core.models import Instance
-from rentwatch.engine.hosts.ssh import Route, SSHFailure, SSHRunner
+from rentwatch.core.models import Instance, SSHRoute
+from rentwatch.engine.hosts.ssh import SSHFailure, SSHRunner
 from rentwatch.market.vast.client import VastClient
 from rentwatch.market.vast.rows import parse_instance
 from rentwatch.sim.market import SimClock, SimMarket
@@ -130,19 +131,18 @@ def test_proxy_drops_and_runner_falls_back(make_sim, tmp_path):
             await c.create_instance(offer.id, image="img", disk_gb=10)
             inst = (await _running(c, 1))[0]
             direct, proxy = inst.ssh_routes
-            routes = [Route(r.kind, r.host or "", r.port) for r in inst.ssh_routes]
-            dead = Route("direct", direct.host or "", 1)  # a direct route that is firewalled
-            runner.set_routes(inst.id, [dead, routes[1]])
+            dead = SSHRoute("direct", direct.host, 1)  # a direct route that is firewalled
+            runner.set_routes(inst.id, dataclasses.replace(inst, ssh_routes=(dead, proxy)))
             drops = 0
             for _ in range(12):  # given the dead route, every command goes through the proxy
                 try:
-                    res = await runner.run(inst.id, dead.host, dead.port, "echo hi", timeout=5)
+                    res = await runner.run(inst.id, dead.host or "", 1, "echo hi", timeout=5)
                 except SSHFailure:
                     drops += 1
                 else:  # a session cut mid-command ends without an exit status
                     drops += res.exit_status is None
             assert runner.route_used[inst.id].kind == "proxy"
-            runner.set_routes(inst.id, routes)
+            runner.set_routes(inst.id, inst)
             for _ in range(8):  # the direct route never drops
                 res = await runner.run(inst.id, direct.host or "", direct.port, "echo hi")
                 assert res.stdout == b"hi\n"

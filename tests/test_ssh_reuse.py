@@ -54,7 +54,7 @@ def test_a_hosts_commands_share_one_connection(make_sim):
         assert [o.stdout for o in outs[:5]] == [f"{i}\n".encode() for i in range(5)]
         assert all(o.exit_status == 0 for o in outs)
         assert sim.ssh.handshakes - before == 1
-        assert runner.pool.count(inst.id) == 1
+        assert len(runner.pool.by_instance[inst.id]) == 1
         await runner.close()
 
     asyncio.run(run())
@@ -68,15 +68,15 @@ def test_a_connection_the_host_ended_is_replaced_before_the_command_goes_out(mak
         [inst] = await _host(sim, runner)
         where = (inst.id, inst.ssh_host, inst.ssh_port)
         await runner.run(*where, "true")
-        held = runner.pool.held[where]
+        held = runner.pool.reusable(where)
         sim.call(sim.ssh.disconnect, inst.id)  # the client has not read the close yet
         res = await runner.run(*where, "echo again")
         assert res.stdout == b"again\n" and res.exit_status == 0
-        assert runner.pool.held[where] is not held and held.dropped
+        assert runner.pool.reusable(where) is not held and held.dropped
         assert await _closed(held.conn)
         # a command that timed out leaves its connection dropped: the next one connects anew
         made = sim.ssh.handshakes
-        hung = runner.pool.held[where]
+        hung = runner.pool.reusable(where)
         with pytest.raises(SSHFailure, match="did not finish"):
             await runner.run(*where, "sleep 30", timeout=0.5)
         assert hung.dropped and await _closed(hung.conn)
@@ -95,7 +95,7 @@ def test_a_stopped_or_rekeyed_hosts_connections_end_with_it(make_sim):
         first, second = await _host(sim, runner, 2)
         for i in (first, second):
             await runner.run(i.id, i.ssh_host, i.ssh_port, "true")
-        held = runner.pool.held[(first.id, first.ssh_host, first.ssh_port)]
+        held = runner.pool.reusable((first.id, first.ssh_host, first.ssh_port))
         async with VastClient(sim.url, "test-key", min_intervals={}) as c:
             await c.stop_instance(first.id)
         sim.call(sim.ssh.sync)
@@ -103,7 +103,7 @@ def test_a_stopped_or_rekeyed_hosts_connections_end_with_it(make_sim):
         with pytest.raises(SSHFailure):  # and the stopped host has no sshd to reach
             await runner.run(first.id, first.ssh_host, first.ssh_port, "true", timeout=5)
 
-        other = runner.pool.held[(second.id, second.ssh_host, second.ssh_port)]
+        other = runner.pool.reusable((second.id, second.ssh_host, second.ssh_port))
         sim.call(sim.ssh.replace_host_key, second.id)
         assert await _closed(other.conn)
         [moved] = [i for i in await _listed(sim) if i.id == second.id]
@@ -129,10 +129,10 @@ def test_nothing_is_left_open_at_the_end(make_sim):
             runner.set_routes(i.id, i)
             for route in i.ssh_routes:  # the direct route's connection, and the proxy's
                 await runner.run(i.id, route.host, route.port, "true")
-        conns = [h.conn for h in runner.pool.held.values()]
+        conns = [h.conn for held in runner.pool.by_instance.values() for h in held.values()]
         assert len(conns) == 4
         await runner.close()
-        assert runner.pool.count() == 0
+        assert not runner.pool.by_instance
         return conns
 
     conns = asyncio.run(run())
@@ -170,7 +170,7 @@ def test_a_dropped_connection_closes_only_after_its_sessions_end():
     pool.forget(2, keep={("h", 22)})  # a route still listed keeps its connection
     assert pool.reusable((2, "h", 22)) is kept
     first.closed = True  # the host ended it
-    assert pool.reusable((2, "h", 22)) is None and pool.count() == 0
+    assert pool.reusable((2, "h", 22)) is None and not pool.by_instance
 
 
 def test_a_supervisors_close_closes_the_connections_it_holds(make_sim):
@@ -186,10 +186,10 @@ def test_a_supervisors_close_closes_the_connections_it_holds(make_sim):
     async def run() -> asyncssh.SSHClientConnection:
         [inst] = await _host(sim, runner)
         await runner.run(inst.id, inst.ssh_host, inst.ssh_port, "true")
-        [held] = runner.pool.held.values()
+        [held] = runner.pool.by_instance[inst.id].values()
         sup = Supervisor(FakeMarket([]), new_ledger(), campaign(), SEED, runner, log=print)
         await sup.close()
-        assert runner.pool.count() == 0
+        assert not runner.pool.by_instance
         return held.conn
 
     conn = asyncio.run(run())
@@ -224,7 +224,7 @@ def test_a_held_connection_to_a_host_gone_silent_is_given_up_by_keepalive(make_s
         server = await asyncio.start_server(open_relay, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         assert (await runner.run(inst.id, "127.0.0.1", port, "echo up")).stdout == b"up\n"
-        [held] = runner.pool.held.values()
+        [held] = runner.pool.by_instance[inst.id].values()
         silent.set()
         assert await _closed(held.conn)
         assert runner.pool.reusable(held.key) is None

@@ -28,14 +28,12 @@ class Journal:
         self.lines_total = 0  # how many lines were said in all
         self.writer = Writer(self)  # every rental update goes through it (`rentals.py`)
 
-    # -- the decision log --------------------------------------------------------------------
     def say(self, line: str) -> None:
         self.lines_total += 1
         self.lines.append(line)
         del self.lines[:-500]
         self.log(line)
 
-    # -- context -------------------------------------------------------------------------------
     def ctx(self, a: Attempt) -> dict[str, Any]:
         """The columns every event about an attempt carries."""
         return {
@@ -49,7 +47,6 @@ class Journal:
             "offer_id": a.offer.id if a.offer else None,
         }
 
-    # -- facts ---------------------------------------------------------------------------------
     def fact(
         self,
         kind: EventKind,
@@ -79,7 +76,6 @@ class Journal:
     def samples(self, rows: list[dict[str, Any]]) -> None:
         self.ledger.add_samples(rows)
 
-    # -- a marketplace call: intent, tries, outcome ------------------------------------------
     def intent(
         self,
         kind: EventKind,

@@ -116,13 +116,8 @@ class Observer:
                 self._see(held, listed, now, listed=True)
         for iid in asked - live.keys() - bad:
             held = self.fleet.get(iid)
-            if held is None or held.life.phase in (Phase.DESTROYED, Phase.LOST):
-                continue
-            if held.life.phase == Phase.REQUESTED and now - held.created_at <= LOST_AFTER_S:
-                continue
-            looked = await self._look(held, now)
-            if looked is not None:
-                self._see(held, looked, now)
+            if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
+                await self._missing(held, now, unseen=False)
 
     async def unlisted(self, listed: set[int], now: float) -> None:
         """After a sweep's pages, together a full list answer: every instance we hold that it
@@ -131,25 +126,39 @@ class Observer:
             if a.life.phase not in (Phase.DESTROYED, Phase.LOST) and a.instance_id not in listed:
                 await self._missing(a, now)
 
-    async def _missing(self, a: Attempt, now: float) -> None:
-        """Left out of a full list answer: asked for directly, unless a create still new."""
+    async def _missing(self, a: Attempt, now: float, unseen: bool = True) -> None:
+        """Left out of a list answer (`unseen`: a full one): asked for directly, unless a create
+        still new."""
         if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
             return
-        seen = await self._ask(a, now)
+        seen = await self._look(a, now, unseen)
         if seen is not None:
-            self._see(a, seen, now, listed=True)
+            self._see(a, seen, now, listed=unseen)
 
-    async def _look(self, a: Attempt, now: float) -> Instance | None:
-        """A closer look at one instance a filtered list left out: the market's word that it
-        is gone writes it off; a refusal leaves it to the next full list."""
+    async def _look(self, a: Attempt, now: float, unseen: bool = False) -> Instance | None:
+        """A closer look at one instance a list left out (`unseen`: a full list did): the
+        market's word that it is gone writes it off; a refusal leaves it to the next list, but
+        one unseen for UNSEEN_WRITE_OFF polls is written off."""
+        if unseen:
+            self.journal.writer.emit(LeftOut(a, now))
         try:
             inst = await self._show(a.instance_id)
         except BadRow as exc:
+            if unseen:  # answered for, so not unseen (never written off for it), but unread
+                self.journal.writer.emit(Set(a, {"unseen": 1}))
             self._bad_row(a.instance_id, exc.problem, now)
             return None
         except NotFound:
             inst = None
-        except REFUSALS:
+        except REFUSALS as exc:
+            if unseen and a.unseen >= UNSEEN_WRITE_OFF:
+                self.journal.say(
+                    f"WARN   i:{a.instance_id} unseen for {a.unseen} polls and the market "
+                    f"would not answer for it ({exc}): written off"
+                )
+                self.journal.writer.emit(
+                    Lost(a, now, f"unseen for {a.unseen} polls; the market never answered")
+                )
             return None
         return self._answered(a, inst, now)
 
@@ -195,31 +204,6 @@ class Observer:
             reason=f"market row skipped: {problem}",
             **extra,
         )
-
-    async def _ask(self, a: Attempt, now: float) -> Instance | None:
-        """Left out of the list, asked for directly: the instance, or None (gone or unseen)."""
-        self.journal.writer.emit(LeftOut(a, now))
-        try:
-            inst = await self._show(a.instance_id)
-        except BadRow as exc:
-            # answered for, so not unseen (never written off for it), but unread: a bad row
-            # (the client drops such rows from lists, so this is where they show)
-            self.journal.writer.emit(Set(a, {"unseen": 1}))
-            self._bad_row(a.instance_id, exc.problem, now)
-            return None
-        except NotFound:
-            inst = None
-        except REFUSALS as exc:
-            if a.unseen >= UNSEEN_WRITE_OFF:
-                self.journal.say(
-                    f"WARN   i:{a.instance_id} unseen for {a.unseen} polls and the market "
-                    f"would not answer for it ({exc}): written off"
-                )
-                self.journal.writer.emit(
-                    Lost(a, now, f"unseen for {a.unseen} polls; the market never answered")
-                )
-            return None
-        return self._answered(a, inst, now)
 
     def _answered(self, a: Attempt, inst: Instance | None, now: float) -> Instance | None:
         """The market's answer for one instance: gone writes it off; a bad row is unread."""

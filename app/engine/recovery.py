@@ -118,11 +118,6 @@ class Recovery:
             None,
         )
 
-    def _took_effect_at(self, intent: Event) -> float:
-        """When a change the crash cut short took effect, from its tries in the ledger."""
-        tries = self.ledger.tries(intent.seq)
-        return took_effect_at(intent.at, [(t.at, t.detail.get("after")) for t in tries])
-
     async def reconcile(self) -> None:
         """Finish what a crash left half-done, and adopt this campaign's live instances."""
         live = {i.id: i for i in await self.market.list_instances()}
@@ -164,9 +159,10 @@ class Recovery:
             wanted = "stopped" if ev.kind == K.STOP else "running"
             took = live[ev.instance_id].target_state == wanted
             error = f"not {wanted} after restart: it never happened"
+        tries = [(t.at, t.detail.get("after")) for t in self.ledger.tries(ev.seq)]
         j.outcome(
             ev.seq,
-            at=self._took_effect_at(ev) if took else now,
+            at=took_effect_at(ev.at, tries) if took else now,
             ok=took,
             error=None if took else error,
             detail={"reconciled": True},

@@ -42,10 +42,6 @@ class Pool:
         # dropped ones that may not have closed yet, for `SSHRunner.close` to wait on
         self.closing: list[asyncssh.SSHClientConnection] = []
 
-    @property
-    def held(self) -> dict[Key, Held]:
-        return {h.key: h for routes in self.by_instance.values() for h in routes.values()}
-
     def reusable(self, key: Key) -> Held | None:
         """The live connection held for `key`; one the host or a lost keepalive closed is
         dropped here, so the next command connects again."""
@@ -86,9 +82,3 @@ class Pool:
 
     def instances(self) -> set[int]:
         return set(self.by_instance)
-
-    def count(self, instance_id: int | None = None) -> int:
-        """Connections held (to `instance_id`, or to any host)."""
-        if instance_id is not None:
-            return len(self.by_instance.get(instance_id, {}))
-        return sum(len(routes) for routes in self.by_instance.values())

@@ -137,9 +137,8 @@ def preflight_command(
     return shlex.join(args)
 
 
-def sampler_command(xid_log: str = "~/.rentwatch/xid.jsonl") -> str:
-    """The NVML sampler's command line: XID events waiting now and those the watchdog logged."""
-    return f"python3 - --events-ms 0 --xid-log {xid_log}"
+# the NVML sampler's command line: XID events waiting now and those the watchdog logged
+SAMPLER_COMMAND = "python3 - --events-ms 0 --xid-log ~/.rentwatch/xid.jsonl"
 
 
 # where the watchdog finds the container's variables when its SSH session lacks them (every

@@ -10,7 +10,7 @@ import collections
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +19,7 @@ from typing import Any
 import asyncssh
 
 from ...core.errors import RentwatchError
+from ...core.models import Instance
 from .held import Held, Key, Pool
 
 
@@ -82,15 +83,6 @@ KEEPALIVE_S = 30.0
 KEEPALIVE_COUNT_MAX = 3
 
 
-def routes_of(instance: Any) -> tuple[Route, ...]:
-    """The usable routes of a parsed `Instance` (those with both a host and a port)."""
-    return tuple(
-        Route(r.kind, r.host, r.port)
-        for r in getattr(instance, "ssh_routes", ())
-        if r.host and r.port
-    )
-
-
 def loop_time() -> float:
     """The engine's wall clock: its running event loop's (the referee's runs on market time)."""
     return asyncio.get_running_loop().time()
@@ -127,11 +119,12 @@ class SSHRunner:
         self.keepalive_s = keepalive_s  # 0: none (a loop whose seconds are market seconds)
         self.pool = Pool()
 
-    def set_routes(self, instance_id: int, routes: Sequence[Route] | Any) -> None:
-        """Tell the runner an instance's routes: a sequence of `Route`, or a parsed `Instance`
-        (its `ssh_routes`). Call it on every poll; routes change when an instance restarts."""
-        got = tuple(routes) if isinstance(routes, list | tuple) else routes_of(routes)
-        self.routes[instance_id] = tuple(r for r in got if isinstance(r, Route))
+    def set_routes(self, instance_id: int, instance: Instance) -> None:
+        """Tell the runner the usable routes of a parsed `Instance` (those with a host and a
+        port). Call it on every poll; routes change when an instance restarts."""
+        self.routes[instance_id] = tuple(
+            Route(r.kind, r.host, r.port) for r in instance.ssh_routes if r.host and r.port
+        )
         # a route no longer listed (a restart moved it, a stop took it) holds nothing
         self.pool.forget(instance_id, keep={(r.host, r.port) for r in self.routes[instance_id]})
 

@@ -26,10 +26,10 @@ from ..updates import Broken, Sampled, Set, WentSilent
 from .link import HostLink
 from .preflight_run import PreflightRunner
 from .probe_io import (
+    SAMPLER_COMMAND,
     failure_text,
     parse_probe_output,
     probe_source,
-    sampler_command,
     shown_text,
     watchdog_command,
 )
@@ -150,7 +150,7 @@ class HostTender(PreflightRunner):
 
     async def _beat_and_sample(self, a: Attempt) -> None:
         await self._beat(a)
-        res = await self.link.run(a, sampler_command(), stdin=probe_source("nvml_sample"))
+        res = await self.link.run(a, SAMPLER_COMMAND, stdin=probe_source("nvml_sample"))
         doc = parse_probe_output(res.stdout, "nvml_sample", res.truncated)
         self.take_samples(a, doc)
         await self.check_xid(a, doc)

@@ -3,7 +3,6 @@ controller's disk once the job ended. Host text: whoever shows it cleans it firs
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from ..attempt import Attempt
 from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
-from .pull import private_dirs
+from .pull import private_dirs, private_file
 from .runner import job_dir
 
 LOG_KEEP = 512 * 1024  # bytes of a job's log kept when it is pulled off (its end)
@@ -44,13 +43,8 @@ async def pull_log(
         return  # it printed nothing: nothing to keep
     path = log_path(artifacts_root, journal.campaign, job.name)
     private_dirs(artifacts_root, path.parent)
-    part = path.with_name(f".{path.name}.part")
-    with contextlib.suppress(FileNotFoundError):
-        part.unlink()
-    fd = os.open(part, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "wb") as f:
+    with private_file(path) as f:
         f.write(res.stdout[-LOG_KEEP:])
-    part.replace(path)
     journal.fact(
         EventKind.NOTE,
         a,

@@ -10,10 +10,10 @@ import hashlib
 import os
 import posixpath
 from collections import deque
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import asyncssh
 
@@ -40,23 +40,30 @@ def private_dirs(root: Path, leaf: Path) -> None:
         here = here.parent
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+@contextlib.contextmanager
+def private_file(local: Path) -> Iterator[BinaryIO]:
+    """`local` written 0600 through a part file, renamed into place only when whole; on any
+    failure or cancel the part file is removed."""
+    part = local.with_name(f".{local.name}.part")
+    with contextlib.suppress(FileNotFoundError):
+        part.unlink()  # a part left by a controller killed mid-write
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        with os.fdopen(os.open(part, flags, 0o600), "wb") as out:
+            yield out
+        os.replace(part, local)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            part.unlink()
+        raise
 
 
 async def stream_file(sftp: Any, remote: str, local: Path, budget: int) -> tuple[int, str]:
-    """Copy `remote` to `local`, at most `budget` bytes: (bytes, sha256) once whole; OverCap past
-    the budget. On any failure or cancel the part file is removed."""
-    part = local.with_name(f".{local.name}.part")
-    with contextlib.suppress(FileNotFoundError):
-        part.unlink()  # a part left by a controller killed mid-pull
-    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(part, flags, 0o600)
+    """Copy `remote` to `local` (`private_file`), at most `budget` bytes: (bytes, sha256) once
+    whole; OverCap past the budget."""
     digest = hashlib.sha256()
     got = 0
-    try:
+    with private_file(local) as out:
         # not `async with`: on a failure or a cancel, the remote close is not waited for (a
         # hostile host answers it never); the caller closes the connection, and with it this
         f = await sftp.open(remote, "rb")
@@ -68,17 +75,8 @@ async def stream_file(sftp: Any, remote: str, local: Path, budget: int) -> tuple
             if got > budget:
                 raise OverCap(f"{got} bytes and more, over the {budget} left under the cap")
             digest.update(chunk)
-            _write_all(fd, chunk)
+            out.write(chunk)
         await f.close()
-        os.close(fd)
-        fd = -1
-        os.replace(part, local)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(OSError):
-            part.unlink()
-        raise
     return got, digest.hexdigest()
 
 
