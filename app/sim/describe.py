@@ -103,7 +103,7 @@ def describe_family(family_seed: int, n: int) -> dict[str, Any]:
 def format_description(d: dict[str, Any], family_seed: int) -> str:
     mb, st, ob = d["min_bid_share"], d["storage_usd_gb_month"], d["outbid_per_machine_hour"]
     lines = [
-        f"family {family_seed}: {d['markets']} markets, {d['offers']} offers",
+        f"family seed {family_seed}: {d['markets']} markets, {d['offers']} offers",
         "",
         f"{'model':<12} {'n':>5} {'$/h p10':>8} {'median':>8} {'p90':>8}",
     ]
