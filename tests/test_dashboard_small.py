@@ -16,11 +16,12 @@ from rentwatch.views.snapshot import left_why
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.ledger_screen import LedgerScreen
 from rentwatch.widgets.messages import FleetSnapshot
+from rentwatch.widgets.modals import quit_choice
 from rentwatch.widgets.render import pane_lines
 from textual.widgets import TextArea
 
 from .ledgers import new_ledger
-from .test_snapshots import FLEET, SIZE, StillEngine, _inst
+from .test_snapshots import FLEET, SIZE, StillEngine, _inst, _text
 
 
 def _attempt(*moves: tuple[Phase, str]) -> Attempt:
@@ -101,6 +102,24 @@ def test_the_help_scrolls_at_80x24():
             # four CPU-bound processes it stood at 18.99 of 19)
             await pilot.wait_for_scheduled_animations()
             assert box.scroll_y == box.max_scroll_y
+
+    asyncio.run(run())
+
+
+def test_a_quit_dialog_that_must_scroll_opens_on_its_question():
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(80, 18)) as pilot:  # the dialog taller than that
+            app.post_message(FleetSnapshot(FLEET))
+            await pilot.pause(0.3)
+            dialog = quit_choice(2, 5, "demo", outlives=True, dph=0.02, end="Ctrl-C")
+            app.push_screen(dialog)
+            await pilot.pause(0.3)
+            await pilot.wait_for_scheduled_animations()
+            box = dialog.query_one("#dialog")
+            assert box.max_scroll_y > 0  # more than fits
+            assert box.scroll_y == 0 and "Quit the dashboard?" in _text(app.export_screenshot())
+            assert dialog.focused is not None and dialog.focused.id == "stop"  # Enter stops
 
     asyncio.run(run())
 

@@ -104,7 +104,9 @@ class FleetScreen(Screen[None]):
             tooltip="Detail of the selected instance",
             id="fleet.detail",
         ),
-        Binding("s", "stop", "Stop", tooltip="Stop the selected instance (may ask)", id="fleet.stop"),
+        Binding(
+            "s", "stop", "Stop", tooltip="Stop the selected instance (may ask)", id="fleet.stop"
+        ),
         Binding(
             "d",
             "destroy",

@@ -191,6 +191,8 @@ class ChoiceScreen(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         self.query_one(f"#{self.focus_id}", Button).focus()
+        # where the dialog must scroll, it opens on its question, not on the focused button
+        self.call_after_refresh(self.query_one("#dialog").scroll_home, animate=False)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None if event.button.id == "cancel" else event.button.id)

@@ -73,7 +73,9 @@ class Operator:
         if why is not None:
             self.app.notify(f"the controller has ended ({why}): nothing can act now", timeout=4)
         elif self.campaign_ended():
-            self.app.notify("the campaign has ended: it starts and takes over nothing new", timeout=4)
+            self.app.notify(
+                "the campaign has ended: it starts and takes over nothing new", timeout=4
+            )
         else:
             return False
         return True
