@@ -212,6 +212,45 @@ class JobWork:
             f"{'queued again' if again else 'failed'}"
         )
 
+    async def campaign_ended(self, why: str, keep_output: bool = True) -> None:
+        """The campaign's end (a person's, its budget's or deadline's, the exit trap's), before
+        its rentals are let go of: each job on a host ends there (`JobQueue.campaign_ended`),
+        not queued again for a host the ended campaign will never rent. What a running one
+        printed is kept where its host still answers, unless `keep_output` is off: the trap lets
+        go of what bills before anything else."""
+        now = self.clock.now()
+        running = [j for j in self.queue.jobs if j.status == "running"]
+        lost = {j.name: work_lost(j) for j in running}  # read while the jobs still run
+        self.queue.campaign_ended(now)
+        for job in running:
+            self.rescues.forget(job)
+            iid, lost_h = job.instance_id, lost[job.name]
+            self.journal.fact(
+                K.JOB_FINISHED,
+                self.fleet.get(iid) if iid is not None else None,
+                at=now,
+                ok=False,
+                instance_id=iid,
+                reason=f"job {job.name} interrupted: {why} - it ends with the campaign",
+                detail={
+                    "job": job.name,
+                    "requeued": False,
+                    "attempt": job.attempts,
+                    "host_fault": False,  # the campaign's end, nothing its host did
+                    **({"work_lost_ref_h": round(lost_h, 6)} if lost_h else {}),
+                },
+            )
+            self.journal.say(
+                f"job    {job.name} interrupted on i:{iid} ({why}); ended with the campaign"
+            )
+        for job in running if keep_output else []:
+            a = self.fleet.get(job.instance_id) if job.instance_id is not None else None
+            if a is None or a.life.phase != Phase.VERIFIED or a.ssh_host is None:
+                continue  # its host is past answering: `logs` says its output was not kept
+            if (job.name, job.attempts) not in self._log_kept:
+                self._log_kept.add((job.name, job.attempts))
+                await pull_log(self.link, self.journal, self.pulls.artifacts_root, a, job.job)
+
     async def dispatch(self, now: float) -> None:
         """Start the next pending job on each host the dispatch rule names (core/jobs)."""
         await self.rescues.sweep()
