@@ -18,6 +18,9 @@ from rentwatch.views.jobs import live, read_output
 from rentwatch.views.snapshot import snapshot
 
 from .campaigns import run_campaign
+from .ledgers import new_ledger
+from .test_empty_answers import attempt
+from .test_job_restore import PullLink, _work
 
 # a sized job (two reference hours: it is at work when the end comes) that prints as it starts,
 # and one the single host never gets to
@@ -172,3 +175,23 @@ def test_the_exit_trap_settles_the_job_and_leaves_its_output_on_the_host(
         [end] = led.events(where="kind = 'job_finished'")
         assert not led.events(where="kind = 'note' AND detail->>'class' = 'job_log'")
     assert "exit trap" in end.reason and not end.detail["requeued"]
+
+
+def test_a_later_run_of_the_campaign_takes_up_what_its_end_interrupted(tmp_path):
+    """Ended, not abandoned: the same campaign run again (after Ctrl-C, say) starts the job
+    again, and the end cost it no retry."""
+    ledger = new_ledger()
+    work = _work(ledger, PullLink(sftp_up=True), tmp_path)
+    job = work.queue.take(7, 1_000.0)
+    assert job is not None
+    work.journal.fact(  # as _launch records a start
+        "job_started", attempt(7), actor="engine", ok=True, reason="started",
+        detail={"job": job.name, "attempt": 1},
+    )  # fmt: skip
+    asyncio.run(work.campaign_ended("exit trap: signal SIGINT", keep_output=False))
+    assert job.status == "failed"
+    again = _work(ledger, PullLink(sftp_up=True), tmp_path)
+    again.restore(ledger)
+    back = again.queue.by_name(job.name)
+    assert back is not None and (back.status, back.instance_id) == ("pending", None)
+    assert back.attempts == 1 and back.host_losses == 1

@@ -107,9 +107,11 @@ class JobWork:
                     self.rescues.last_host[job.name] = ev.instance_id
                     # a host takes a next job only once the last one's end settled
                     exited = {n: e for n, e in exited.items() if e[1] != ev.instance_id}
-            elif ev.detail.get("requeued"):
+            elif ev.detail.get("requeued") or ev.detail.get("campaign_end"):
+                # a job an earlier run's end interrupted is work this run takes up again, as
+                # free as an outbid's loss
                 job.status, job.instance_id = "pending", None
-                job.host_losses += bool(ev.detail.get("host_loss"))
+                job.host_losses += bool(ev.detail.get("host_loss") or ev.detail.get("campaign_end"))
             else:
                 self.queue.finished(job, _int(ev.detail.get("exit_code"), -1), ev.at)
                 if "exit_code" in ev.detail and ev.instance_id is not None:  # its own end, no loss
@@ -235,6 +237,7 @@ class JobWork:
                 detail={
                     "job": job.name,
                     "requeued": False,
+                    "campaign_end": True,  # a later run of the campaign takes it up (`restore`)
                     "attempt": job.attempts,
                     "host_fault": False,  # the campaign's end, nothing its host did
                     **({"work_lost_ref_h": round(lost_h, 6)} if lost_h else {}),
