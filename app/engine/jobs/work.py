@@ -221,12 +221,10 @@ class JobWork:
         printed is kept where its host still answers, unless `keep_output` is off: the trap lets
         go of what bills before anything else."""
         now = self.clock.now()
-        running = [j for j in self.queue.jobs if j.status == "running"]
-        lost = {j.name: work_lost(j) for j in running}  # read while the jobs still run
-        self.queue.campaign_ended(now)
+        running = self.queue.campaign_ended(now)
         for job in running:
             self.rescues.forget(job)
-            iid, lost_h = job.instance_id, lost[job.name]
+            iid = job.instance_id
             self.journal.fact(
                 K.JOB_FINISHED,
                 self.fleet.get(iid) if iid is not None else None,
@@ -239,8 +237,9 @@ class JobWork:
                     "requeued": False,
                     "campaign_end": True,  # a later run of the campaign takes it up (`restore`)
                     "attempt": job.attempts,
-                    "host_fault": False,  # the campaign's end, nothing its host did
-                    **({"work_lost_ref_h": round(lost_h, 6)} if lost_h else {}),
+                    # the campaign's end, nothing its host did; what it had done is no work
+                    # lost with a host (the receipt's), and a later run may resume from it
+                    "host_fault": False,
                 },
             )
             self.journal.say(
