@@ -134,10 +134,10 @@ class JobQueue:
         return out
 
     def campaign_ended(self, now: float) -> list[JobState]:
-        """The campaign's end interrupts the jobs on its hosts, and nothing will take them up
-        again: a running one ends failed where it stands (its host and progress kept), an exited
-        one whose output was still coming off ends by its exit; a job never started stays
-        pending. Returns the running ones it interrupted."""
+        """The campaign's end interrupts the jobs on its hosts, and no host of this run will
+        take them up: a running one ends failed where it stands (its host and progress kept),
+        an exited one whose output was still coming off ends by its exit; a job never started
+        stays pending. Returns the running ones it interrupted."""
         out = []
         for job in self.jobs:
             if job.status == "finishing":
