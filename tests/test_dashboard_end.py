@@ -110,10 +110,10 @@ def test_end_from_the_dashboard_destroys_everything_through_the_controller(make_
             assert app.fleet.check_action("stop", ()) is True
             titles = [c.title for c in app.get_system_commands(app.screen)]
             assert "Create one more instance" not in titles
-            assert "Stop the selected instance" in titles
+            assert "Stop the selected instance (may ask)" in titles
             await pilot.press("plus")  # a refused key says why, where it would say nothing
             await _until(pilot, lambda: "has ended" in str(_toasts(app)))
-            assert "starts nothing new" in _toasts(app)[-1]
+            assert "takes over nothing new" in _toasts(app)[-1]
 
     try:
         asyncio.run(run())

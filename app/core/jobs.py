@@ -133,6 +133,20 @@ class JobQueue:
                 out.append(job)
         return out
 
+    def campaign_ended(self, now: float) -> list[JobState]:
+        """The campaign's end interrupts the jobs on its hosts, and no host of this run will
+        take them up: a running one ends failed where it stands (its host and progress kept),
+        an exited one whose output was still coming off ends by its exit; a job never started
+        stays pending. Returns the running ones it interrupted."""
+        out = []
+        for job in self.jobs:
+            if job.status == "finishing":
+                self.finished(job, -1 if job.exit_code is None else job.exit_code, now)
+            elif job.status == "running":
+                job.status, job.finished_at = "failed", now
+                out.append(job)
+        return out
+
 
 @dataclass(frozen=True)
 class Slot:

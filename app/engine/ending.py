@@ -54,6 +54,8 @@ async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> Reply
     sup.journal.say(f"end    {name}: {how}, by human")
     # no poll from here on may rent a replacement for what is stopped or destroyed below
     sup.no_more_creates(HUMAN, reason)
+    # the jobs at work end with the campaign, their output kept while their hosts still answer
+    await sup.job_work.campaign_ended(reason)
     # what the market holds under the campaign's label and the fleet does not, held first
     await sup.recovery.hold_strays(sup.actions, "end   ", wait=False)
     # what it has on the market, stopped rentals too: a finished campaign's stopped ones

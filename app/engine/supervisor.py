@@ -176,10 +176,14 @@ class Supervisor:
     # -- read-only views for the engine, the snapshot and tests ------------------------------
     @property
     def campaign(self) -> Campaign:
-        """The campaign as it stands: the file's, with the fleet the operator wants now."""
-        if self.file_campaign.fleet == self.fleet.wanted:
-            return self.file_campaign
-        return dataclasses.replace(self.file_campaign, fleet=self.fleet.wanted)
+        """The campaign as it stands: the file's, with the fleet the operator wants now, and no
+        create left once a person ended it."""
+        now = self.file_campaign
+        if now.fleet != self.fleet.wanted:
+            now = dataclasses.replace(now, fleet=self.fleet.wanted)
+        if self.ended_by is not None and now.max_creates > self.fleet.creates:
+            now = dataclasses.replace(now, max_creates=self.fleet.creates)
+        return now
 
     @property
     def attempts(self) -> dict[int, Attempt]:
@@ -335,18 +339,15 @@ class Supervisor:
         self.finish(Outcome(True, reason))
 
     def no_more_creates(self, actor: str, reason: str) -> None:
-        """A person ended the campaign: no poll rents again; a create in flight is ended as it
-        lands."""
-        if self.file_campaign.max_creates > self.fleet.creates:
-            self.file_campaign = dataclasses.replace(
-                self.file_campaign, max_creates=self.fleet.creates
-            )
+        """A person ended the campaign: no poll rents again (`campaign` has no create left); a
+        create in flight is ended as it lands."""
         self.ended_by = (actor, reason)
 
     async def release_all(self, actor: str, reason: str) -> None:
         """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest;
         creates in flight answered and the market's rentals under our label included."""
         self._cancel_tasks()
+        await self.job_work.campaign_ended(reason, keep_output=actor != "trap")
         await self.recovery.hold_strays(self.actions, "release", True)
         await release(self, self.fleet.held(), actor, reason, keep_proven=True)
 

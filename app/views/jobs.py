@@ -294,7 +294,9 @@ async def read_output(sup: Supervisor, name: str) -> JobOutput:
     )
     if tail is not None:
         return JobOutput(name, tail, "the tail its end left in the ledger", False)
-    said = "not started yet" if job.status == "pending" else "no output recorded"
+    said = (
+        "not started yet" if job.attempts == 0 else "no output kept: it was not pulled off its host"
+    )
     return JobOutput(name, "", said, job.status == "pending")
 
 

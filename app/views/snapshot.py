@@ -395,7 +395,8 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         policy=sup.policy.name,
         fleet=sup.campaign.fleet,
         creates=sup.creates,
-        max_creates=sup.campaign.max_creates,
+        # the campaign's own cap: an end leaves it no create, and the header says it ended
+        max_creates=sup.file_campaign.max_creates,
         instances=tuple(rows),
         quarantined=len(sup.quarantine),
         duds=int(fig["duds"]),

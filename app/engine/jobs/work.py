@@ -107,9 +107,11 @@ class JobWork:
                     self.rescues.last_host[job.name] = ev.instance_id
                     # a host takes a next job only once the last one's end settled
                     exited = {n: e for n, e in exited.items() if e[1] != ev.instance_id}
-            elif ev.detail.get("requeued"):
+            elif ev.detail.get("requeued") or ev.detail.get("campaign_end"):
+                # a job an earlier run's end interrupted is work this run takes up again, as
+                # free as an outbid's loss
                 job.status, job.instance_id = "pending", None
-                job.host_losses += bool(ev.detail.get("host_loss"))
+                job.host_losses += bool(ev.detail.get("host_loss") or ev.detail.get("campaign_end"))
             else:
                 self.queue.finished(job, _int(ev.detail.get("exit_code"), -1), ev.at)
                 if "exit_code" in ev.detail and ev.instance_id is not None:  # its own end, no loss
@@ -211,6 +213,45 @@ class JobWork:
             f"job    {job.name} interrupted on i:{iid} ({why}); "
             f"{'queued again' if again else 'failed'}"
         )
+
+    async def campaign_ended(self, why: str, keep_output: bool = True) -> None:
+        """The campaign's end (a person's, its budget's or deadline's, the exit trap's), before
+        its rentals are let go of: each job on a host ends there (`JobQueue.campaign_ended`),
+        not queued again for a host the ended campaign will never rent. What a running one
+        printed is kept where its host still answers, unless `keep_output` is off: the trap lets
+        go of what bills before anything else."""
+        now = self.clock.now()
+        running = self.queue.campaign_ended(now)
+        for job in running:
+            self.rescues.forget(job)
+            iid = job.instance_id
+            self.journal.fact(
+                K.JOB_FINISHED,
+                self.fleet.get(iid) if iid is not None else None,
+                at=now,
+                ok=False,
+                instance_id=iid,
+                reason=f"job {job.name} interrupted: {why} - it ends with the campaign",
+                detail={
+                    "job": job.name,
+                    "requeued": False,
+                    "campaign_end": True,  # a later run of the campaign takes it up (`restore`)
+                    "attempt": job.attempts,
+                    # the campaign's end, nothing its host did; what it had done is no work
+                    # lost with a host (the receipt's), and a later run may resume from it
+                    "host_fault": False,
+                },
+            )
+            self.journal.say(
+                f"job    {job.name} interrupted on i:{iid} ({why}); ended with the campaign"
+            )
+        for job in running if keep_output else []:
+            a = self.fleet.get(job.instance_id) if job.instance_id is not None else None
+            if a is None or a.life.phase != Phase.VERIFIED or a.ssh_host is None:
+                continue  # its host is past answering: `logs` says its output was not kept
+            if (job.name, job.attempts) not in self._log_kept:
+                self._log_kept.add((job.name, job.attempts))
+                await pull_log(self.link, self.journal, self.pulls.artifacts_root, a, job.job)
 
     async def dispatch(self, now: float) -> None:
         """Start the next pending job on each host the dispatch rule names (core/jobs)."""
