@@ -13,9 +13,12 @@ from .campaigns import campaign_text, checkpointing_jobs, run_campaign
 
 BID = 'rental = "auto"\n' + checkpointing_jobs(3, every_min=5, retries=1, ref_hours=0.1)
 SIZED_ON_DEMAND = checkpointing_jobs(3, every_min=5, retries=1, ref_hours=0.1)
+# on the stepped clock: the market's time moves only while the engine waits on it, so the
+# offers the preview named are the ones the campaign's first two polls find (wall-paced at 300x,
+# a loaded box let a named offer go between them)
 MARKET = dict(
+    stepped=True,
     offers=30,
-    time_scale=300,
     host_class=[
         {"behaviour": "healthy", "share": 0.7, "gpu": ["RTX 3060", "RTX 4090"], "dph": [0.1, 0.5]},
         {"behaviour": "freeze_pull", "share": 0.3, "gpu": ["RTX 3060"], "dph": [0.05, 0.2]},
