@@ -46,7 +46,7 @@ async def main() -> None:
         tmp / "key",
     )
     # the dashboard as `demo` runs it: attached to its engine through the controller service
-    app, finish = attach_in_process(engine, tmp / "demo.duckdb", "demo")
+    app, finish = attach_in_process(engine)
     async with app.run_test(size=SIZE) as pilot:
         # the fleet once a host is verified and duds have been thrown out
         await until(
