@@ -50,9 +50,7 @@ def test_an_end_while_a_job_runs_settles_it_and_keeps_its_output(
         seed=5,
         offers=20,
         stepped=True,
-        host_class=[
-            {"behaviour": "healthy", "share": 1.0, "gpu": ["RTX 4090"], "pull_min": [1, 3]}
-        ],
+        host_class=HEALTHY_4090,
     )
     monkeypatch.chdir(tmp_path)  # its artifacts folder is the working directory's
     seen: dict[str, object] = {}
