@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import hypothesis  # noqa: F401  (imported now, not by its plugin's end-of-run summary)
+import hypothesis  # imported now, not by its plugin's end-of-run summary
 import pytest
 from filelock import FileLock
 from rentwatch.engine.hosts.probe_io import parse_probe_output, probe_source
@@ -18,6 +18,7 @@ from rentwatch.referee.stepped import stepped_clock
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
 
+from .fuzzing import DEEP
 from .team_pg import pg_server, team_db  # noqa: F401  (the team store's PostgreSQL fixtures)
 
 # Why hypothesis is imported above: under CPython 3.11.7, after `test_artifact_pull`'s pull cut
@@ -25,6 +26,11 @@ from .team_pg import pg_server, team_db  # noqa: F401  (the team store's Postgre
 # recursion depth mismatch" (an interpreter fault; its cause was not found). Hypothesis's plugin
 # imported it lazily at the run's summary, so a run whose tests all passed ended in that
 # traceback. Imported here, it is compiled before any test runs.
+
+# the deep pass (tests/fuzzing.py), registered before hypothesis's plugin loads the profile that
+# `--hypothesis-profile` names; a property test with no count of its own runs ten times
+# hypothesis's default there
+hypothesis.settings.register_profile(DEEP, max_examples=1000)
 
 
 def _compile_once() -> None:
