@@ -150,7 +150,7 @@ def test_default_policy_catches_each_new_behaviour_with_no_false_kill(image):
         v = preflight_verdict(raw, mach.advertised_gpu, 0.6, checks=policy)
         assert v.ok, (mach.behaviour, v.reason)  # every one of them computes
         assert raw["backend"] == ("driver" if "jax" in image else "torch")
-        offer = mach.offer_json(20)
+        offer = mach.offer_json(20, running + 60, m.min_bid(mach, running + 60), mach.offer_id)
         failed = first_failure(deep_checks(raw, offer, 20, policy))
         b = mach.behaviour
         seen[b] += 1

@@ -87,13 +87,24 @@ def sort_key(col: str) -> Any:
 T = TypeVar("T")
 
 
-def page_of(rows: list[T], token: str | None, limit: int) -> tuple[list[T], str | None]:
-    """The page of `rows` a page token starts (the first without one) and the next page's token
-    (None: the last page); a token that names no offset is refused."""
+def token_of(n: int) -> str:
+    return base64.urlsafe_b64encode(str(n).encode()).decode()
+
+
+def token_at(token: str | None) -> int:
+    """What a page token names, an offset or the last id sent (0 without one); a token that
+    names none is refused."""
     try:
-        start = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
+        n = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
     except (ValueError, UnicodeDecodeError):
-        raise Refused(error(400, "invalid_args", "bad after_token")) from None
+        n = -1
+    if n < 0:
+        raise Refused(error(400, "invalid_args", "bad after_token"))
+    return n
+
+
+def page_of(rows: list[T], token: str | None, limit: int) -> tuple[list[T], str | None]:
+    """The page of `rows` a page token starts and the next page's token (None: the last page)."""
+    start = token_at(token)
     nxt = start + limit
-    more = base64.urlsafe_b64encode(str(nxt).encode()).decode() if nxt < len(rows) else None
-    return rows[start:nxt], more
+    return rows[start:nxt], token_of(nxt) if nxt < len(rows) else None

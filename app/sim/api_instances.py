@@ -3,8 +3,8 @@ them (rent, start, stop, freeze, label, bid, copy, destroy, attach a key, ask fo
 
 from __future__ import annotations
 
-import base64
 import bisect
+import itertools
 import json
 import secrets
 from typing import Any
@@ -23,6 +23,8 @@ from .answers import (
     query_of,
     sort_key,
     text,
+    token_at,
+    token_of,
 )
 from .copies import Copy, cancel_into, container_id
 from .market import SimMarket
@@ -34,15 +36,10 @@ MAX_PAGE = 25  # the list endpoint's documented maximum (VAST_API.md)
 
 def _offline_filter(filters: Any) -> bool:
     """Does a list filter ask for `offline` (the field, or the status among its values)?"""
-    if not isinstance(filters, dict):
-        return False
-    if "offline" in filters:
-        return True
-    cond = filters.get("actual_status")
-    if not isinstance(cond, dict):
-        return False
-    values = [v for want in cond.values() for v in (want if isinstance(want, list) else [want])]
-    return "offline" in values
+    cond = filters.get("actual_status") if isinstance(filters, dict) else None
+    wants = cond.values() if isinstance(cond, dict) else ()
+    values = [v for want in wants for v in (want if isinstance(want, list) else [want])]
+    return isinstance(filters, dict) and "offline" in filters or "offline" in values
 
 
 async def list_page(market: SimMarket, request: web.Request) -> web.Response:
@@ -118,30 +115,12 @@ def list_v1(market: SimMarket, query: dict[str, str], now: float) -> web.Respons
 def _list_by_id(market: SimMarket, token: str | None, limit: int, now: float) -> web.Response:
     """The common list (no filter, by id): a cursor after the last id sent, so a full list costs
     O(n) however many pages (ids only grow)."""
-    after = 0
-    if token:
-        try:
-            text = base64.urlsafe_b64decode(token.encode()).decode()
-            after = int(text.removeprefix("id:")) if text.startswith("id:") else -1
-        except (ValueError, UnicodeDecodeError):
-            after = -1
-        if after < 0:
-            return error(400, "invalid_args", "bad after_token")
     order = market.order
-    page: list[SimInstance] = []
-    more = False
-    for iid in order[bisect.bisect_right(order, after) :]:
-        inst = market.instances[iid]
-        if inst.destroyed_at is not None:
-            continue
-        if len(page) == limit:
-            more = True
-            break
-        page.append(inst)
-    next_token = (
-        base64.urlsafe_b64encode(f"id:{page[-1].id}".encode()).decode() if more and page else None
-    )
-    return _listed([instance_json(market, i, now) for i in page], next_token, market.live_count())
+    after = (market.instances[i] for i in order[bisect.bisect_right(order, token_at(token)) :])
+    page = list(itertools.islice((i for i in after if i.destroyed_at is None), limit + 1))
+    next_token = token_of(page[limit - 1].id) if len(page) > limit else None
+    rows = [instance_json(market, i, now) for i in page[:limit]]
+    return _listed(rows, next_token, market.live_count())
 
 
 def _listed(rows: list[dict[str, Any]], next_token: str | None, total: int) -> web.Response:

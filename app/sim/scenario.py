@@ -250,7 +250,8 @@ class Bids:
     window_min: float = bounded(15.0, 1.0, 1440.0)
     # rivals arriving per machine-hour, for a model not in gpu_pressure
     pressure: float = bounded(0.5, hi=60.0)
-    gpu_pressure: dict[str, float] = field(default_factory=dict, metadata={"hi": 60.0})  # per model
+    # per model; out of the hash (a dict has none), still compared (bids.py keeps its draws)
+    gpu_pressure: dict[str, float] = field(default_factory=dict, hash=False, metadata={"hi": 60.0})
     day_swing: float = 0.5  # the pressure swings by this share over the UTC day
     peak_hour: float = bounded(15.0, hi=24.0)  # UTC hour of the day's highest pressure
     rival_bid: tuple[float, float] = bounded((0.9, 1.7), hi=10.0, above=True)  # x the floor
@@ -384,17 +385,11 @@ def _host_class(raw: Any, index: int, gpu_default: list[str] | None = None) -> H
     return HostClass(behaviour, float(share), tuple(gpus), dph, knobs, "dph" not in raw)
 
 
-SCALARS = (
-    "seed",
-    "time_scale",
-    "offers",
-    "bad_day",
-    "gpu_billing",
-    "pacing",
-    "preload",
-    "preload_booting",
-    "bid_rents_on_demand",
-    "preload_label",
+# the values read as their fields declare (bool is an int); `name` and the webhook's are read apart
+SCALARS = tuple(
+    f.name
+    for f in fields(Scenario)
+    if isinstance(f.default, int | float | str) and f.name not in ("name", "webhook_secret")
 )
 # the small tables, each read into its dataclass by `checked`
 TABLES = {f.name: f.default_factory for f in fields(Scenario) if is_dataclass(f.default_factory)}
