@@ -222,7 +222,7 @@ def _boot_s(behaviour: str, knobs: dict, rng: random.Random, seed: int = 1, unki
     m.behaviour, m.knobs = behaviour, knobs
     kind = States(scheduling_share=0.0, unnamed_share=0.0, build_output_share=0.0)
     states = market.scenario.states if unkind else kind
-    seg = boot_steps(rng, m, "img", 1000.0, False, states, keyed_rng(seed, "states"))
+    seg = boot_steps(rng, m, "img", 1000.0, False, states, keyed_rng(seed, "states"), True)
     assert seg.running_at is not None
     return seg.running_at - 1000.0
 
