@@ -27,9 +27,9 @@ from rentwatch.sim.machines import keyed_rng
 from rentwatch.sim.market import SimMarket
 from rentwatch.sim.rental import boot_steps, least_boot_s
 from rentwatch.sim.scenario import (
+    BEHAVIOUR_KNOBS,
     DEFAULT_KNOBS,
     DELIVERING,
-    SLOW_PULL_KNOBS,
     States,
     parse_scenario,
 )
@@ -228,7 +228,7 @@ def _boot_s(behaviour: str, knobs: dict, rng: random.Random, seed: int = 1, unki
 
 
 def _knobs(behaviour: str) -> dict:
-    return DEFAULT_KNOBS | (SLOW_PULL_KNOBS if behaviour == "slow_pull" else {})
+    return DEFAULT_KNOBS | BEHAVIOUR_KNOBS.get(behaviour, {})
 
 
 @settings(max_examples=60, deadline=None)

@@ -121,12 +121,8 @@ class SimMarket:
         m = self.by_offer[offer_id]
         now = self.clock.now() if at is None else at
         m.rentals += 1
-        share = self.scenario.bid_rents_on_demand
-        if (
-            price is not None
-            and share
-            and keyed_rng(self.scenario.seed, "rents_on_demand", m.id, m.rentals).random() < share
-        ):
+        on_demand = keyed_rng(self.scenario.seed, "rents_on_demand", m.id, m.rentals).random()
+        if on_demand < self.scenario.bid_rents_on_demand:
             price = None  # asked for a bid, rented on-demand (the scenario's knob)
         iid = self._next_instance
         self._next_instance += 1 + keyed_rng(self.scenario.seed, "gap", m.id, m.rentals).randrange(

@@ -55,9 +55,12 @@ DEFAULT_KNOBS: dict[str, Any] = {
     "misreport_speed": [0.3, 0.5],  # real speed as a share of the advertised model's
     "xid_after_min": [8.0, 30.0],  # xid_mid_job: minutes after running until the fatal XID
 }
-SLOW_PULL_KNOBS = {"pull_min": [14.0, 30.0], "extract_min": [2.0, 5.0]}
-# a slow_net host's downloads run at a few percent of its inet_down: its pull drags on too
-SLOW_NET_KNOBS = {"pull_min": [40.0, 90.0]}
+# a behaviour's own defaults: a slow_net host's downloads run at a few percent of its inet_down,
+# so its pull drags on too
+BEHAVIOUR_KNOBS: dict[str, dict[str, Any]] = {
+    "slow_pull": {"pull_min": [14.0, 30.0], "extract_min": [2.0, 5.0]},
+    "slow_net": {"pull_min": [40.0, 90.0]},
+}
 
 # The article's mix: 62 of 100 creates never deliver.
 SEED_MIX: tuple[dict[str, Any], ...] = (
@@ -371,11 +374,7 @@ def _host_class(raw: Any, index: int, gpu_default: list[str] | None = None) -> H
         raise ConfigError(f"{where}.share: expected a non-negative number, got {share!r}")
     gpus = _gpus(raw.get("gpu", gpu_default or CONSUMER_GPUS), f"{where}.gpu")
     dph = _range(raw.get("dph", DEFAULT_DPH), f"{where}.dph")
-    knobs = dict(DEFAULT_KNOBS)
-    if behaviour == "slow_pull":
-        knobs.update(SLOW_PULL_KNOBS)
-    elif behaviour == "slow_net":
-        knobs.update(SLOW_NET_KNOBS)
+    knobs = DEFAULT_KNOBS | BEHAVIOUR_KNOBS.get(behaviour, {})
     for key, value in raw.items():
         if key in ("behaviour", "share", "gpu", "dph"):
             continue
