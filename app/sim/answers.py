@@ -4,6 +4,7 @@ raised from inside a handler, sorting and page tokens, shared by the route modul
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -71,17 +72,31 @@ async def body_json(request: web.Request) -> Any:
     return json.loads(raw) if raw else {}
 
 
+async def public_key(request: web.Request) -> str:
+    """The OpenSSH public key a call's body gives (`ssh_key`); else the call is refused."""
+    key = str((await body_json(request)).get("ssh_key", "")).strip()
+    if not key.startswith(("ssh-", "ecdsa-")):
+        raise Refused(error(400, "invalid_args", "not an OpenSSH public key"))
+    return key
+
+
 def query_of(request: web.Request) -> dict[str, str]:
     """The query string, the last value of a repeated name winning."""
     return {k: request.query.getall(k)[-1] for k in request.query}
 
 
-def sort_key(col: str) -> Any:
-    def key(row: dict[str, Any]) -> tuple[bool, Any]:
-        value = row.get(col)
-        return (value is None, value if isinstance(value, int | float | str) else 0)
+def _value(row: dict[str, Any], col: str) -> tuple[bool, Any]:
+    value = row.get(col)
+    return (value is None, value if isinstance(value, int | float | str) else 0)
 
-    return key
+
+def ordered(rows: list[dict[str, Any]], by: list[Any]) -> list[dict[str, Any]]:
+    """`rows` sorted by each (column, "asc" or "desc") of `by`, the first the most significant."""
+    for col, direction in reversed(by):
+        rows.sort(
+            key=functools.partial(_value, col=str(col)), reverse=str(direction).lower() == "desc"
+        )
+    return rows
 
 
 T = TypeVar("T")

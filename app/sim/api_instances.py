@@ -19,9 +19,10 @@ from .answers import (
     call_now,
     error,
     live,
+    ordered,
     page_of,
+    public_key,
     query_of,
-    sort_key,
     text,
     token_at,
     token_of,
@@ -101,13 +102,9 @@ def list_v1(market: SimMarket, query: dict[str, str], now: float) -> web.Respons
     rows = [instance_json(market, i, now) for i in visible]
     if isinstance(filters, dict):
         rows = [r for r in rows if matches(r, filters)]
-    for spec in reversed(order_by if isinstance(order_by, list) else []):
-        if isinstance(spec, dict) and "col" in spec:
-            col = spec["col"]
-            rows.sort(
-                key=sort_key(str(col)),
-                reverse=str(spec.get("dir", "asc")).lower() == "desc",
-            )
+    specs = order_by if isinstance(order_by, list) else []
+    by = [(s["col"], s.get("dir", "asc")) for s in specs if isinstance(s, dict) and "col" in s]
+    rows = ordered(rows, by)
     page, next_token = page_of(rows, query.get("after_token"), limit)
     return _listed(page, next_token, len(rows))
 
@@ -219,9 +216,7 @@ async def rent(market: SimMarket, request: web.Request) -> web.Response:
     disk = float(body.get("disk") or 10)
     if not 1 <= disk <= 2000:
         return error(400, "invalid_args", "disk must be between 1 and 2000 GB")
-    env = body.get("env") or {}
-    if not isinstance(env, dict):
-        env = {}
+    env = body["env"] if isinstance(body.get("env"), dict) else {}
     label = body.get("label")
     price = body.get("price")  # a bid: the interruptible tier (absent or null: on-demand)
     if price is not None:
@@ -359,10 +354,7 @@ async def delete(market: SimMarket, request: web.Request) -> web.Response:
 
 async def attach_key(market: SimMarket, request: web.Request) -> web.Response:
     """`POST /api/v0/instances/{id}/ssh/`: the key reaches this instance only (attachSshKey)."""
-    inst = live(market, request)
-    key = str((await body_json(request)).get("ssh_key", "")).strip()
-    if not key.startswith(("ssh-", "ecdsa-")):
-        return error(400, "invalid_args", "not an OpenSSH public key")
+    inst, key = live(market, request), await public_key(request)
     if key not in inst.ssh_keys:
         inst.ssh_keys.append(key)
     return answer({"success": True, "msg": "SSH key attached successfully"})
