@@ -78,11 +78,6 @@ class Machine:
     num_gpus: int = 1  # rented whole: `dph_base` and `min_bid` are the machine's, all its GPUs
 
     @property
-    def gpu_dph(self) -> float:
-        """The GPU's on-demand $/h, in the engine's words (the referee reads it)."""
-        return self.dph_base
-
-    @property
     def verified(self) -> bool:
         """What the offer's `verified` says: a deverified machine is not verified either."""
         return self.verification == "verified"

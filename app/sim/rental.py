@@ -66,8 +66,7 @@ class Segment:
     stopped_inside: bool = False  # its stop was asked with the container's own key
 
     def state_at(self, t: float) -> Step:
-        times = [s.at for s in self.steps]
-        i = bisect.bisect_right(times, t) - 1
+        i = bisect.bisect_right(self.steps, t, key=lambda s: s.at) - 1
         return self.steps[max(i, 0)]
 
 
@@ -118,10 +117,7 @@ def boot_steps(
         if not pullable:
             steps.append(Step(steps[-1].at + 2.0, "loading", denial_line(image)))
             return seg
-        if b == "fatal_pull":
-            fatal_at = t + rng.uniform(*k["fatal_at_min"]) * 60
-        else:
-            fatal_at = None
+        fatal_at = t + rng.uniform(*k["fatal_at_min"]) * 60 if b == "fatal_pull" else None
         pull = rng.uniform(*k["pull_min"]) * 60
         freeze_at = t + pull * rng.uniform(*k["freeze_at"]) if b == "freeze_pull" else None
         layers = [

@@ -121,11 +121,8 @@ class SSHHosts:
         self._stops_seen: dict[int, int] = {}  # instance id -> the stops whose kill ran
         self._answering: dict[int, int] = {}  # instance id -> its sessions running a command
         self._grace_until: dict[int, float] = {}  # instance id -> its stop's grace's end
-        # set to a list to record what renters send (tests)
-        self.received: list[bytes] | None = None
-        # instances whose sessions connect, authenticate and then hang: no command ever
-        # answers (tests; `hang_sessions`)
-        self.hung: set[int] = set()
+        self.received: list[bytes] | None = None  # a list records what renters send (tests)
+        self.hung: set[int] = set()  # instances whose commands never answer (`hang_sessions`)
 
     def sandbox(self, inst: SimInstance) -> Path:
         path = self.workdir / f"i{inst.id}"
