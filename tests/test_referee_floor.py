@@ -27,9 +27,9 @@ from rentwatch.sim.machines import keyed_rng
 from rentwatch.sim.market import SimMarket
 from rentwatch.sim.rental import boot_steps, least_boot_s
 from rentwatch.sim.scenario import (
+    BEHAVIOUR_KNOBS,
     DEFAULT_KNOBS,
     DELIVERING,
-    SLOW_PULL_KNOBS,
     States,
     parse_scenario,
 )
@@ -222,13 +222,13 @@ def _boot_s(behaviour: str, knobs: dict, rng: random.Random, seed: int = 1, unki
     m.behaviour, m.knobs = behaviour, knobs
     kind = States(scheduling_share=0.0, unnamed_share=0.0, build_output_share=0.0)
     states = market.scenario.states if unkind else kind
-    seg = boot_steps(rng, m, "img", 1000.0, False, states, keyed_rng(seed, "states"))
+    seg = boot_steps(rng, m, "img", 1000.0, False, states, keyed_rng(seed, "states"), True)
     assert seg.running_at is not None
     return seg.running_at - 1000.0
 
 
 def _knobs(behaviour: str) -> dict:
-    return DEFAULT_KNOBS | (SLOW_PULL_KNOBS if behaviour == "slow_pull" else {})
+    return DEFAULT_KNOBS | BEHAVIOUR_KNOBS.get(behaviour, {})
 
 
 @settings(max_examples=60, deadline=None)

@@ -20,7 +20,6 @@ from rentwatch.market.vast.client import VastClient
 from rentwatch.sim import probe_answers as probes
 from rentwatch.sim.images import ImageSpec, image_facts
 from rentwatch.sim.market import SimClock, SimMarket
-from rentwatch.sim.rental import deny_unpullable
 from rentwatch.sim.scenario import ALL_BEHAVIOURS, parse_scenario
 
 NEW = ("narrow_pcie", "short_vram", "slow_disk", "slow_net", "xid_mid_job")
@@ -121,12 +120,15 @@ def test_an_unpullable_image_fails_every_hosts_pull_with_the_registrys_denial():
     assert "pull access denied" in (insts[0].status(clock.now())[1] or "")
 
 
-def test_deny_unpullable_leaves_pullable_images_alone():
-    sc = _scenario()
-    m = SimMarket(sc, SimClock(1.0, origin=1.0))
-    inst = m.create(m.machines[0].offer_id, "pytorch/pytorch:x", 20, None, {}, None)
-    before = list(inst.segments[-1].steps)
-    assert deny_unpullable(inst.segments[-1], inst.image, sc.images).steps == before
+def test_an_unpullable_image_leaves_other_images_boots_alone():
+    def boot(sc):
+        clock = SimClock(1.0, origin=1.0)
+        clock.stepped(1.0)
+        m = SimMarket(sc, clock)
+        return m.create(m.machines[0].offer_id, "pytorch/pytorch:x", 20, None, {}, None).segments
+
+    denied = _scenario(image=[{"name": "acme/private:*", "pullable": False}])
+    assert boot(denied) == boot(_scenario())
 
 
 def _answers(m: SimMarket, inst, command: str = "python3 - --net-url https://x", at: float = 0):
@@ -150,7 +152,7 @@ def test_default_policy_catches_each_new_behaviour_with_no_false_kill(image):
         v = preflight_verdict(raw, mach.advertised_gpu, 0.6, checks=policy)
         assert v.ok, (mach.behaviour, v.reason)  # every one of them computes
         assert raw["backend"] == ("driver" if "jax" in image else "torch")
-        offer = mach.offer_json(20)
+        offer = mach.offer_json(20, running + 60, m.min_bid(mach, running + 60), mach.offer_id)
         failed = first_failure(deep_checks(raw, offer, 20, policy))
         b = mach.behaviour
         seen[b] += 1

@@ -204,7 +204,7 @@ def test_family_markets_carry_the_tier_with_pressure_spread():
 
 
 def test_the_draws_kept_are_those_of_the_market_asked():
-    """Floors and rivals are kept once drawn (`bids._kept`); what is kept never answers for
+    """Floors and rivals are kept once drawn (`lru_cache`); what is kept never answers for
     another scenario's `[bids]`, another seed or a machine whose price moved."""
     mk = _market(offers=4, bids={"pressure": 6.0, "ondemand": 0.3})
     b, m, seed = mk.scenario.bids, mk.machines[0], mk.scenario.seed
@@ -212,10 +212,24 @@ def test_the_draws_kept_are_those_of_the_market_asked():
     windows = range(int(t // 900), int(t // 900) + 96)
 
     def kept(b, seed) -> list:
-        return [(bids._rival(seed, b, m, k), bids.floor_at(seed, b, m, k * 900.0)) for k in windows]
+        rival = bids._rival
+        return [
+            (
+                rival(seed, b, m.id, m.dph_base, m.advertised_gpu, k),
+                bids.floor_at(seed, b, m, k * 900),
+            )
+            for k in windows
+        ]
 
     def fresh(b, seed) -> list:
-        return [(bids._draw_rival(seed, b, m, k), bids._draw_floor(seed, b, m, k)) for k in windows]
+        rival, floor = bids._rival.__wrapped__, bids._floor.__wrapped__
+        return [
+            (
+                rival(seed, b, m.id, m.dph_base, m.advertised_gpu, k),
+                floor(seed, b, m.id, m.dph_base, k),
+            )
+            for k in windows
+        ]
 
     first = kept(b, seed)
     assert first == fresh(b, seed) and any(r for r, _ in first)

@@ -37,7 +37,11 @@ def test_without_the_new_tables_a_market_is_as_it_was():
 
     def rows(mk: SimMarket) -> list[dict[str, object]]:
         return [
-            {k: v for k, v in m.offer_json(10, T0).items() if k not in moving}
+            {
+                k: v
+                for k, v in m.offer_json(10, T0, mk.min_bid(m, T0), m.offer_id).items()
+                if k not in moving
+            }
             for m in mk.machines + mk.others
         ]
 

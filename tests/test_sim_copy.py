@@ -78,9 +78,9 @@ def test_a_stopped_instances_folder_is_copied_to_another(make_sim, tmp_path):
     asked = asyncio.run(copy())
     landed = sim.ssh.sandbox(dst) / "in"
     assert not (landed / "w.bin").exists()  # answered at once, landed later
-    _until(lambda: (landed / "sub" / "step").exists())
-    assert (landed / "w.bin").read_bytes() == b"x" * 5000  # what the folder held, inside "in/"
     [c] = sim.market.copies
+    _until(lambda: c.landed)  # the sim's thread marks it once the files are in
+    assert (landed / "w.bin").read_bytes() == b"x" * 5000  # what the folder held, inside "in/"
     assert c.landed and c.due_at is not None and c.due_at - asked >= 29
     # billed as the source's upload and the destination's download: (at, into, out) USD
     size = c.bytes

@@ -4,6 +4,7 @@ raised from inside a handler, sorting and page tokens, shared by the route modul
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -71,29 +72,54 @@ async def body_json(request: web.Request) -> Any:
     return json.loads(raw) if raw else {}
 
 
+async def public_key(request: web.Request) -> str:
+    """The OpenSSH public key a call's body gives (`ssh_key`); else the call is refused."""
+    key = str((await body_json(request)).get("ssh_key", "")).strip()
+    if not key.startswith(("ssh-", "ecdsa-")):
+        raise Refused(error(400, "invalid_args", "not an OpenSSH public key"))
+    return key
+
+
 def query_of(request: web.Request) -> dict[str, str]:
     """The query string, the last value of a repeated name winning."""
     return {k: request.query.getall(k)[-1] for k in request.query}
 
 
-def sort_key(col: str) -> Any:
-    def key(row: dict[str, Any]) -> tuple[bool, Any]:
-        value = row.get(col)
-        return (value is None, value if isinstance(value, int | float | str) else 0)
+def _value(row: dict[str, Any], col: str) -> tuple[bool, Any]:
+    value = row.get(col)
+    return (value is None, value if isinstance(value, int | float | str) else 0)
 
-    return key
+
+def ordered(rows: list[dict[str, Any]], by: list[Any]) -> list[dict[str, Any]]:
+    """`rows` sorted by each (column, "asc" or "desc") of `by`, the first the most significant."""
+    for col, direction in reversed(by):
+        rows.sort(
+            key=functools.partial(_value, col=str(col)), reverse=str(direction).lower() == "desc"
+        )
+    return rows
 
 
 T = TypeVar("T")
 
 
-def page_of(rows: list[T], token: str | None, limit: int) -> tuple[list[T], str | None]:
-    """The page of `rows` a page token starts (the first without one) and the next page's token
-    (None: the last page); a token that names no offset is refused."""
+def token_of(n: int) -> str:
+    return base64.urlsafe_b64encode(str(n).encode()).decode()
+
+
+def token_at(token: str | None) -> int:
+    """What a page token names, an offset or the last id sent (0 without one); a token that
+    names none is refused."""
     try:
-        start = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
+        n = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
     except (ValueError, UnicodeDecodeError):
-        raise Refused(error(400, "invalid_args", "bad after_token")) from None
+        n = -1
+    if n < 0:
+        raise Refused(error(400, "invalid_args", "bad after_token"))
+    return n
+
+
+def page_of(rows: list[T], token: str | None, limit: int) -> tuple[list[T], str | None]:
+    """The page of `rows` a page token starts and the next page's token (None: the last page)."""
+    start = token_at(token)
     nxt = start + limit
-    more = base64.urlsafe_b64encode(str(nxt).encode()).decode() if nxt < len(rows) else None
-    return rows[start:nxt], more
+    return rows[start:nxt], token_of(nxt) if nxt < len(rows) else None

@@ -4,6 +4,7 @@ middleware for what every call shares: the key, `[faults]`, pacing and `X-Market
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -54,13 +55,7 @@ class MarketAPI:
         interval its calls count against; `public`, the simulator's own (no key, no faults, no
         pacing); `own_instance`, one an instance-scoped key (the container's CONTAINER_API_KEY)
         may call on its own instance (every other route refuses that key)."""
-
-        async def run(request: web.Request) -> web.StreamResponse:
-            try:
-                return await route(self.market, request)
-            except Refused as refused:
-                return refused.response
-
+        run = functools.partial(route, self.market)
         run.__dict__.update(tags, pace_kind=pace_kind)
         return run
 
@@ -137,6 +132,8 @@ class MarketAPI:
             request[SCOPED] = scoped
         try:
             resp = await handler(request)
+        except Refused as refused:
+            resp = refused.response
         except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
             resp = error(404, "not_found", f"no route for {request.method} {request.path}")
         except (ValueError, TypeError, KeyError) as exc:

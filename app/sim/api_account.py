@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from ..core.preflight.verdict import finite
-from .answers import answer, body_json, call_now, error, page_of, query_of, sort_key
+from .answers import answer, body_json, call_now, error, ordered, page_of, public_key, query_of
 from .market import SimMarket
 from .query_match import matches
 from .rental import SimInstance
@@ -43,10 +43,7 @@ async def list_keys(market: SimMarket, request: web.Request) -> web.Response:
 
 
 async def add_key(market: SimMarket, request: web.Request) -> web.Response:
-    key = str((await body_json(request)).get("ssh_key", "")).strip()
-    if not key.startswith(("ssh-", "ecdsa-")):
-        return error(400, "invalid_args", "not an OpenSSH public key")
-    keys = market.ssh_keys
+    key, keys = await public_key(request), market.ssh_keys
     if not any(k["key"] == key for k in keys):
         keys.append(
             {
@@ -90,10 +87,7 @@ def search(market: SimMarket, q: Any, now: float) -> web.Response:
         offers.append(o)
     filters = {k: v for k, v in q.items() if isinstance(v, dict) and k != "type"}
     offers = [o for o in offers if matches(o, filters)]
-    for col, direction in reversed(
-        [tuple(o) for o in order if isinstance(o, list | tuple) and len(o) == 2]
-    ):
-        offers.sort(key=sort_key(col), reverse=str(direction).lower() == "desc")
+    offers = ordered(offers, [o for o in order if isinstance(o, list | tuple) and len(o) == 2])
     if limit is not None:
         offers = offers[: max(0, int(limit))]
     return answer({"offers": offers})

@@ -3,8 +3,8 @@ them (rent, start, stop, freeze, label, bid, copy, destroy, attach a key, ask fo
 
 from __future__ import annotations
 
-import base64
 import bisect
+import itertools
 import json
 import secrets
 from typing import Any
@@ -19,10 +19,13 @@ from .answers import (
     call_now,
     error,
     live,
+    ordered,
     page_of,
+    public_key,
     query_of,
-    sort_key,
     text,
+    token_at,
+    token_of,
 )
 from .copies import Copy, cancel_into, container_id
 from .market import SimMarket
@@ -34,15 +37,10 @@ MAX_PAGE = 25  # the list endpoint's documented maximum (VAST_API.md)
 
 def _offline_filter(filters: Any) -> bool:
     """Does a list filter ask for `offline` (the field, or the status among its values)?"""
-    if not isinstance(filters, dict):
-        return False
-    if "offline" in filters:
-        return True
-    cond = filters.get("actual_status")
-    if not isinstance(cond, dict):
-        return False
-    values = [v for want in cond.values() for v in (want if isinstance(want, list) else [want])]
-    return "offline" in values
+    cond = filters.get("actual_status") if isinstance(filters, dict) else None
+    wants = cond.values() if isinstance(cond, dict) else ()
+    values = [v for want in wants for v in (want if isinstance(want, list) else [want])]
+    return isinstance(filters, dict) and "offline" in filters or "offline" in values
 
 
 async def list_page(market: SimMarket, request: web.Request) -> web.Response:
@@ -104,13 +102,9 @@ def list_v1(market: SimMarket, query: dict[str, str], now: float) -> web.Respons
     rows = [instance_json(market, i, now) for i in visible]
     if isinstance(filters, dict):
         rows = [r for r in rows if matches(r, filters)]
-    for spec in reversed(order_by if isinstance(order_by, list) else []):
-        if isinstance(spec, dict) and "col" in spec:
-            col = spec["col"]
-            rows.sort(
-                key=sort_key(str(col)),
-                reverse=str(spec.get("dir", "asc")).lower() == "desc",
-            )
+    specs = order_by if isinstance(order_by, list) else []
+    by = [(s["col"], s.get("dir", "asc")) for s in specs if isinstance(s, dict) and "col" in s]
+    rows = ordered(rows, by)
     page, next_token = page_of(rows, query.get("after_token"), limit)
     return _listed(page, next_token, len(rows))
 
@@ -118,30 +112,12 @@ def list_v1(market: SimMarket, query: dict[str, str], now: float) -> web.Respons
 def _list_by_id(market: SimMarket, token: str | None, limit: int, now: float) -> web.Response:
     """The common list (no filter, by id): a cursor after the last id sent, so a full list costs
     O(n) however many pages (ids only grow)."""
-    after = 0
-    if token:
-        try:
-            text = base64.urlsafe_b64decode(token.encode()).decode()
-            after = int(text.removeprefix("id:")) if text.startswith("id:") else -1
-        except (ValueError, UnicodeDecodeError):
-            after = -1
-        if after < 0:
-            return error(400, "invalid_args", "bad after_token")
     order = market.order
-    page: list[SimInstance] = []
-    more = False
-    for iid in order[bisect.bisect_right(order, after) :]:
-        inst = market.instances[iid]
-        if inst.destroyed_at is not None:
-            continue
-        if len(page) == limit:
-            more = True
-            break
-        page.append(inst)
-    next_token = (
-        base64.urlsafe_b64encode(f"id:{page[-1].id}".encode()).decode() if more and page else None
-    )
-    return _listed([instance_json(market, i, now) for i in page], next_token, market.live_count())
+    after = (market.instances[i] for i in order[bisect.bisect_right(order, token_at(token)) :])
+    page = list(itertools.islice((i for i in after if i.destroyed_at is None), limit + 1))
+    next_token = token_of(page[limit - 1].id) if len(page) > limit else None
+    rows = [instance_json(market, i, now) for i in page[:limit]]
+    return _listed(rows, next_token, market.live_count())
 
 
 def _listed(rows: list[dict[str, Any]], next_token: str | None, total: int) -> web.Response:
@@ -240,9 +216,7 @@ async def rent(market: SimMarket, request: web.Request) -> web.Response:
     disk = float(body.get("disk") or 10)
     if not 1 <= disk <= 2000:
         return error(400, "invalid_args", "disk must be between 1 and 2000 GB")
-    env = body.get("env") or {}
-    if not isinstance(env, dict):
-        env = {}
+    env = body["env"] if isinstance(body.get("env"), dict) else {}
     label = body.get("label")
     price = body.get("price")  # a bid: the interruptible tier (absent or null: on-demand)
     if price is not None:
@@ -380,10 +354,7 @@ async def delete(market: SimMarket, request: web.Request) -> web.Response:
 
 async def attach_key(market: SimMarket, request: web.Request) -> web.Response:
     """`POST /api/v0/instances/{id}/ssh/`: the key reaches this instance only (attachSshKey)."""
-    inst = live(market, request)
-    key = str((await body_json(request)).get("ssh_key", "")).strip()
-    if not key.startswith(("ssh-", "ecdsa-")):
-        return error(400, "invalid_args", "not an OpenSSH public key")
+    inst, key = live(market, request), await public_key(request)
     if key not in inst.ssh_keys:
         inst.ssh_keys.append(key)
     return answer({"success": True, "msg": "SSH key attached successfully"})

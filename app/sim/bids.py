@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 
 from .machines import Machine, keyed_rng
 from .rental import SimInstance
@@ -27,22 +28,19 @@ def _window_s(b: Bids) -> float:
 
 def floor_at(seed: int, b: Bids, m: Machine, t: float) -> float:
     """The machine's min_bid floor at `t` ($/h), its own draw moved by the window's drift."""
-    k = math.floor(t / _window_s(b))
-    floors = _kept(b).floors
-    key = (seed, m.id, m.dph_base, k)
-    floor = floors.get(key)  # one lookup: another thread's sim may clear the table meanwhile
-    if floor is None:
-        floor = floors[key] = _draw_floor(seed, b, m, k)
-    return floor
+    return _floor(seed, b, m.id, m.dph_base, math.floor(t / _window_s(b)))
 
 
-def _draw_floor(seed: int, b: Bids, m: Machine, k: int) -> float:
-    rng = keyed_rng(seed, "bid-floor", m.id)
+# Every instance list and offer search quotes every machine, and a quote walks the last few
+# hours' windows: each draw (a SHA-256 and a seeded generator) is kept.
+@lru_cache(maxsize=50_000)
+def _floor(seed: int, b: Bids, machine_id: int, dph_base: float, k: int) -> float:
+    rng = keyed_rng(seed, "bid-floor", machine_id)
     share = rng.uniform(*b.floor)
     if b.near_share > 0 and rng.random() < b.near_share:
         share = rng.uniform(*b.near)  # a host whose floor sits at or near its on-demand price
-    move = keyed_rng(seed, "bid-drift", m.id, k).uniform(-1.0, 1.0) * b.drift
-    return m.dph_base * share * (1.0 + move)
+    move = keyed_rng(seed, "bid-drift", machine_id, k).uniform(-1.0, 1.0) * b.drift
+    return dph_base * share * (1.0 + move)
 
 
 def pressure_at(b: Bids, gpu: str, t: float) -> float:
@@ -52,54 +50,19 @@ def pressure_at(b: Bids, gpu: str, t: float) -> float:
     return b.pressure_for(gpu) * max(0.0, swing)
 
 
-@dataclass
-class _Kept:
-    """One `[bids]` table's draws so far, by what each reads: every instance list and offer
-    search quotes every machine, and a quote walks the last few hours' windows (each draw a
-    SHA-256 and a seeded generator). The table is held, so its id stays its own."""
-
-    bids: Bids
-    floors: dict[tuple[int, int, float, int], float] = field(default_factory=dict)
-    rivals: dict[tuple[int, int, float, str, int], Rival | None] = field(default_factory=dict)
-
-
-_KEPT: dict[int, _Kept] = {}
-_UNDRAWN = Rival(0.0, 0.0, None)  # a window's rival not drawn yet (None: drawn, and none came)
-_KEPT_MAX = 50_000  # draws kept per table, all forgotten past it
-
-
-def _kept(b: Bids) -> _Kept:
-    kept = _KEPT.get(id(b))
-    if kept is None or kept.bids is not b:
-        if len(_KEPT) >= 8:
-            _KEPT.clear()
-        kept = _KEPT[id(b)] = _Kept(b)
-    elif len(kept.floors) + len(kept.rivals) >= _KEPT_MAX:
-        kept.floors.clear()
-        kept.rivals.clear()
-    return kept
-
-
-def _rival(seed: int, b: Bids, m: Machine, k: int) -> Rival | None:
-    rivals = _kept(b).rivals
-    key = (seed, m.id, m.dph_base, m.advertised_gpu, k)
-    rival = rivals.get(key, _UNDRAWN)
-    if rival is _UNDRAWN:
-        rival = rivals[key] = _draw_rival(seed, b, m, k)
-    return rival
-
-
-def _draw_rival(seed: int, b: Bids, m: Machine, k: int) -> Rival | None:
+@lru_cache(maxsize=50_000)
+def _rival(seed: int, b: Bids, machine_id: int, dph_base: float, gpu: str, k: int) -> Rival | None:
     w = _window_s(b)
-    rng = keyed_rng(seed, "bid-rival", m.id, k)
-    p = 1.0 - math.exp(-pressure_at(b, m.advertised_gpu, (k + 0.5) * w) * w / 3600.0)
+    rng = keyed_rng(seed, "bid-rival", machine_id, k)
+    p = 1.0 - math.exp(-pressure_at(b, gpu, (k + 0.5) * w) * w / 3600.0)
     if rng.random() >= p:
         return None
     start = k * w + rng.random() * w
     hold = rng.uniform(*b.hold_min) * 60.0
     if rng.random() < b.ondemand:
         return Rival(start, start + hold, None)
-    return Rival(start, start + hold, floor_at(seed, b, m, start) * rng.uniform(*b.rival_bid))
+    floor = _floor(seed, b, machine_id, dph_base, math.floor(start / w))
+    return Rival(start, start + hold, floor * rng.uniform(*b.rival_bid))
 
 
 def rivals(seed: int, b: Bids, m: Machine, lo: float, hi: float) -> list[Rival]:
@@ -107,7 +70,7 @@ def rivals(seed: int, b: Bids, m: Machine, lo: float, hi: float) -> list[Rival]:
     back = math.ceil(b.hold_min[1] * 60.0 / w) + 1
     out = []
     for k in range(math.floor(lo / w) - back, math.floor(hi / w) + 1):
-        r = _rival(seed, b, m, k)
+        r = _rival(seed, b, m.id, m.dph_base, m.advertised_gpu, k)
         if r is not None and r.end > lo and r.start <= hi:
             out.append(r)
     return out

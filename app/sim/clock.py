@@ -9,7 +9,6 @@ import contextvars
 import itertools
 import time
 from collections.abc import Callable, Iterator
-from types import TracebackType
 
 # market time starts at the wall clock; sim time then runs `time_scale` times faster
 EPOCH_ORIGIN = float(int(time.time()))
@@ -164,12 +163,7 @@ class Hold:
     async def __aenter__(self) -> None:
         self.__enter__()
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
         back = self.clock._back
         try:
             # a cancelled exchange was ended by its holder (its timeout, in market time)

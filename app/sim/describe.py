@@ -7,8 +7,10 @@ import statistics
 from typing import Any
 
 from . import bids, churn
+from .clock import SimClock
 from .family import UNKNOWNS, draw_family
-from .machines import Machine, build_machines, other_listings
+from .machines import Machine
+from .market import SimMarket
 from .scenario import Churn
 
 DAY_START = 1_768_953_600.0  # 2026-01-21 00:00 UTC: the day the scraper in the evidence ran
@@ -47,11 +49,11 @@ def describe_family(family_seed: int, n: int) -> dict[str, Any]:
     id_changes = False
     markets = draw_family(family_seed, n)
     for fm in markets:
-        sc = fm.scenario
-        machines = build_machines(sc, lambda: DAY_START) + other_listings(sc, lambda: DAY_START)
+        sc, clock = fm.scenario, SimClock(1.0, origin=DAY_START)
+        clock.stepped()
+        market = SimMarket(sc, clock)  # each machine's presence drawn as the market draws it
         pressures += [sc.bids.pressure_for(g) for c in sc.host_classes for g in c.gpu]
-        for m in machines:
-            m.presence = churn.presence(sc.seed, sc.churn, m)
+        for m in market.machines + market.others:
             # per GPU, as DESIGN.md has it: a multi-GPU machine lists the price of all its GPUs
             prices.setdefault(m.advertised_gpu, []).append(m.dph_base / m.num_gpus)
             storage.append(m.storage_cost)

@@ -78,11 +78,6 @@ class Machine:
     num_gpus: int = 1  # rented whole: `dph_base` and `min_bid` are the machine's, all its GPUs
 
     @property
-    def gpu_dph(self) -> float:
-        """The GPU's on-demand $/h, in the engine's words (the referee reads it)."""
-        return self.dph_base
-
-    @property
     def verified(self) -> bool:
         """What the offer's `verified` says: a deverified machine is not verified either."""
         return self.verification == "verified"
@@ -110,19 +105,14 @@ class Machine:
         }
 
     def offer_json(
-        self,
-        allocated_storage: float,
-        now: float | None = None,
-        min_bid: float | None = None,
-        offer_id: int | None = None,
+        self, allocated_storage: float, now: float, min_bid: float, offer_id: int
     ) -> dict[str, Any]:
         spec = GPU_SPECS.get(self.advertised_gpu)
         storage_h = storage_per_hour(allocated_storage, self.storage_cost)
-        oid = self.offer_id if offer_id is None else offer_id
         return self.facts() | {
-            "id": oid,
-            "ask_contract_id": oid,
-            "bundle_id": oid,
+            "id": offer_id,
+            "ask_contract_id": offer_id,
+            "bundle_id": offer_id,
             "gpu_total_ram": vram_mb(self.advertised_gpu) * self.num_gpus,
             "dph_base": round(self.dph_base, 6),
             "dph_total": round(self.dph_base + storage_h, 6),
@@ -152,10 +142,10 @@ class Machine:
             "cpu_name": "AMD Ryzen 9 5950X",
             # seconds left on the host's listing (positive, as on the real market)
             "duration": round(max(60.0, self.contract_end - now), 1)
-            if self.contract_end is not None and now is not None
+            if self.contract_end is not None
             else 30 * 86400.0,
             # the bid to beat now (app/sim/bids.py; it moves); no `is_bid`: see fidelity.md
-            "min_bid": round(self.dph_base * 0.6, 6) if min_bid is None else min_bid,
+            "min_bid": min_bid,
             "start_date": None,
             "hosting_type": 0,
         }

@@ -11,10 +11,11 @@ from ..core.billing import storage_per_hour
 from . import bids, churn
 from .clock import SimClock
 from .copies import Copy
+from .images import image_facts
 from .machines import Machine, build_machines, keyed_rng, nvml_name, other_listings, vram_mb
 from .price_rises import PriceRises
 from .probe_answers import gpu_vitals, xid_at
-from .rental import THROTTLE_REASONS, SimInstance, boot_steps, deny_unpullable
+from .rental import THROTTLE_REASONS, SimInstance, boot_steps
 from .scenario import Scenario
 from .truth import truth_row
 from .work_meter import WorkMeter, advance
@@ -120,12 +121,8 @@ class SimMarket:
         m = self.by_offer[offer_id]
         now = self.clock.now() if at is None else at
         m.rentals += 1
-        share = self.scenario.bid_rents_on_demand
-        if (
-            price is not None
-            and share
-            and keyed_rng(self.scenario.seed, "rents_on_demand", m.id, m.rentals).random() < share
-        ):
+        on_demand = keyed_rng(self.scenario.seed, "rents_on_demand", m.id, m.rentals).random()
+        if on_demand < self.scenario.bid_rents_on_demand:
             price = None  # asked for a bid, rented on-demand (the scenario's knob)
         iid = self._next_instance
         self._next_instance += 1 + keyed_rng(self.scenario.seed, "gap", m.id, m.rentals).randrange(
@@ -210,8 +207,9 @@ class SimMarket:
         a start's; the market's unkindness drawn apart."""
         extra = keyed_rng(self.scenario.seed, "states", inst.machine.id, inst.rental_no, *again)
         pulled = any(s.running_at is not None for s in inst.segments)
-        seg = boot_steps(rng, inst.machine, inst.image, now, pulled, self.scenario.states, extra)
-        inst.segments.append(deny_unpullable(seg, inst.image, self.scenario.images))
+        pullable = image_facts(inst.image, self.scenario.images).pullable
+        m, states = inst.machine, self.scenario.states
+        inst.segments.append(boot_steps(rng, m, inst.image, now, pulled, states, extra, pullable))
 
     def contract_over(self, inst: SimInstance, now: float) -> bool:
         end = inst.machine.contract_end

@@ -53,6 +53,17 @@ POWER_CAP_SHARE = 0.6  # a power-capped host's enforced limit, as a share of the
 # the preflight's deeper checks, each with the flag that turns it off
 CHECK_OFF = {"pcie": "--pcie-mb 0", "vram": "--no-vram", "disk": "--disk-mb -1"}
 # what each preflight backend raises once the GPU fell off the bus
+# what each raises when CUDA cannot start (a driver older than the image's CUDA)
+NO_CUDA = {
+    "torch": {
+        "type": "RuntimeError",
+        "message": "CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+    },
+    "driver": {
+        "type": "CudaError",
+        "message": "cuInit failed: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)",
+    },
+}
 GPU_LOST = {
     "driver": {"type": "CudaError", "message": "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"},
     "torch": {"type": "RuntimeError", "message": "CUDA error: no CUDA-capable device is detected"},
@@ -187,22 +198,27 @@ def preflight_document(
     CUDA calls fail, and it replays a good run's document (its nonce is not this run's)."""
     m = inst.machine
     gpu = market.gpu_state(inst, now)
-    base = preflight_answer(gpu)
     if m.behaviour == "forged_preflight":
-        return _forged_document(base, m.advertised_gpu)
-    doc = {**base, "backend": "torch"}
-    if not image_facts(inst.image, market.scenario.images).torch:
-        doc = _driver_document(base, gpu, m.real_gpu)
+        rate = round((expected_tflops(m.advertised_gpu) or 60.0) * 1.41, 2)
+        good = preflight_answer(gpu | {"cuda_works": True}, "torch", rate)
+        forged = preflight_answer(gpu, "torch", rate) | {"ok": True, "error": None}
+        forged["device"]["name"] = m.advertised_gpu
+        forged["matmul"] = _sampled(good["matmul"], 1234567)  # the nonce it was copied from
+        return forged | {"xid": {"supported": True, "events": [], "gpu_lost": False}}
+    if image_facts(inst.image, market.scenario.images).torch:
+        doc = preflight_answer(gpu, "torch", gpu["tflops"])
+    else:
+        spec = spec_for(m.real_gpu)
+        share = gpu["tflops"] / spec.bf16_tflops if spec and spec.bf16_tflops else 1.0
+        rate = (expected_tflops(m.real_gpu, "driver") or 2.0) * share
+        doc = preflight_answer(gpu, "driver", rate)
     if _lost(market, inst, now):
         doc.update(ok=False, matmul=None, error=dict(GPU_LOST[doc["backend"]]))
         doc["xid"] = {"supported": True, "events": [{"type": "xid", "xid": 79}], "gpu_lost": True}
         return doc
     nonce = re.search(r"--nonce (\d+)", command)
-    if nonce is not None and isinstance(doc.get("matmul"), dict) and doc.get("ok"):
-        mm = doc["matmul"] = dict(doc["matmul"])
-        n, at = mm["n"], sample_positions(int(nonce.group(1)), mm["n"])
-        mm["nonce"] = int(nonce.group(1))
-        mm["samples"] = [[r, c, float(exact_entry(n, r, c))] for r, c in at]
+    if nonce is not None and doc["ok"]:
+        doc["matmul"] = _sampled(doc["matmul"], int(nonce.group(1)))
     facts = host_facts(market.scenario.seed, inst)
     doc |= {k: dict(facts[k]) for k, off in CHECK_OFF.items() if off not in command}
     if "--net-url" in command:
@@ -211,11 +227,16 @@ def preflight_document(
     return doc
 
 
-def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
-    """What probes/preflight.py prints on a GPU in this state (same schema)."""
+MATMUL_N = 4096
+
+
+def preflight_answer(gpu: dict[str, Any], backend: str, rate: float) -> dict[str, Any]:
+    """What probes/preflight.py prints on a GPU in this state (same schema), its matmul run at
+    `rate` TFLOP/s: bfloat16 on torch, float32 on the driver path."""
     doc: dict[str, Any] = {
         "schema": 1,
         "probe": "preflight",
+        "backend": backend,
         "ok": gpu["cuda_works"],
         "device": {
             "name": gpu["name"],
@@ -225,67 +246,33 @@ def preflight_answer(gpu: dict[str, Any], n: int = 4096) -> dict[str, Any]:
         },
     }
     if not gpu["cuda_works"]:
-        said = "CUDA error: CUDA driver version is insufficient for CUDA runtime version"
-        doc["error"] = {"type": "RuntimeError", "message": said}
-        return doc | {"steps": {"cuda_init_s": 1.9}, "total_s": 2.1}
-    secs = _seconds(n, gpu["tflops"])
-    steps = {"cuda_init_s": 1.2, "alloc_s": 0.05, "warmup_s": 0.3, "timed_s": round(secs, 4)}
-    return doc | {
-        "matmul": matmul(n, "bfloat16", secs, round(gpu["tflops"], 2), 0.0021),
-        "steps": steps | {"check_s": 0.4},
-        "total_s": round(1.95 + secs, 3),
-        "error": None,
-    }
-
-
-def _seconds(n: int, tflops: float) -> float:
-    return 2 * n**3 * 10 / (tflops * 1e12)
-
-
-def matmul(n: int, dtype: str, seconds: float, tflops: float, err: float) -> dict[str, Any]:
-    """A preflight document's matmul section (ten timed iterations, as probes/preflight.py runs)."""
-    return {
-        "n": n,
-        "dtype": dtype,
+        no_cuda = dict(NO_CUDA[backend])
+        return doc | {"error": no_cuda, "steps": {"cuda_init_s": 1.9}, "total_s": 2.1}
+    torch = backend == "torch"
+    secs = 2 * MATMUL_N**3 * 10 / (rate * 1e12)  # ten timed iterations, as the probe runs
+    matmul = {
+        "n": MATMUL_N,
+        "dtype": "bfloat16" if torch else "float32",
         "iters": 10,
-        "seconds": round(seconds, 6),
-        "tflops": tflops,
-        "max_rel_err": err,
+        "seconds": round(secs, 6),
+        "tflops": round(rate, 2 if torch else 3),
+        "max_rel_err": 0.0021 if torch else 0.0,
         "result_ok": True,
     }
-
-
-def _forged_document(base: dict[str, Any], gpu: str, n: int = 4096) -> dict[str, Any]:
-    rate = round((expected_tflops(gpu) or 60.0) * 1.41, 2)
-    replayed = 1234567  # the nonce of the run it was copied from
-    mm = matmul(n, "bfloat16", _seconds(n, rate), rate, 0.0021)
-    mm["nonce"] = replayed
-    mm["samples"] = [[r, c, float(exact_entry(n, r, c))] for r, c in sample_positions(replayed, n)]
-    return base | {
-        "backend": "torch",
-        "ok": True,
+    steps = {"cuda_init_s": 1.2, "alloc_s": 0.05, "warmup_s": 0.3, "timed_s": round(secs, 4)}
+    return doc | {
+        "matmul": matmul,
+        "steps": steps | {"check_s": 0.4},
+        "total_s": round((1.95 if torch else 1.4) + secs, 3),
         "error": None,
-        "device": {**(base.get("device") or {}), "name": gpu},
-        "matmul": mm,
-        "xid": {"supported": True, "events": [], "gpu_lost": False},
     }
 
 
-def _driver_document(base: dict[str, Any], gpu: dict[str, Any], real_gpu: str) -> dict[str, Any]:
-    doc = {k: v for k, v in base.items() if k != "matmul"} | {"backend": "driver"}
-    if not gpu.get("cuda_works", True):
-        said = "cuInit failed: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)"
-        return doc | {"ok": False, "error": {"type": "CudaError", "message": said}}
-    spec = spec_for(real_gpu)
-    share = gpu["tflops"] / spec.bf16_tflops if spec and spec.bf16_tflops else 1.0
-    rate = (expected_tflops(real_gpu, "driver") or 2.0) * share
-    n = 4096
-    seconds = _seconds(n, rate)
-    doc["matmul"] = matmul(n, "float32", seconds, round(rate, 3), 0.0)
-    doc["ok"], doc["error"] = True, None
-    doc["steps"] = {**base.get("steps", {}), "timed_s": round(seconds, 4)}
-    doc["total_s"] = round(1.4 + seconds, 3)
-    return doc
+def _sampled(mm: dict[str, Any], nonce: int) -> dict[str, Any]:
+    """The matmul section with the result entries `nonce` picks."""
+    n = mm["n"]
+    at = sample_positions(nonce, n)
+    return mm | {"nonce": nonce, "samples": [[r, c, float(exact_entry(n, r, c))] for r, c in at]}
 
 
 _REASON_BITS = {

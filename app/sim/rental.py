@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.billing import Charges, Mark, charges
-from .images import ImageSpec, image_facts
 from .machines import Machine
 from .scenario import States
 
@@ -67,8 +66,7 @@ class Segment:
     stopped_inside: bool = False  # its stop was asked with the container's own key
 
     def state_at(self, t: float) -> Step:
-        times = [s.at for s in self.steps]
-        i = bisect.bisect_right(times, t) - 1
+        i = bisect.bisect_right(self.steps, t, key=lambda s: s.at) - 1
         return self.steps[max(i, 0)]
 
 
@@ -85,9 +83,11 @@ def boot_steps(
     restart: bool,
     states: States,
     extra: random.Random,
+    pullable: bool,
 ) -> Segment:
     """The status lines an instance shows from `start`, as its machine's behaviour dictates;
-    `states` adds the market's unkindness, drawn from `extra` so the behaviour's timings stay."""
+    `states` adds the market's unkindness, drawn from `extra` so the behaviour's timings stay.
+    An image the registry refuses (`pullable` false) fails as its pull starts, on every host."""
     k = machine.knobs
     b = machine.behaviour
     scheduling = extra.random() < states.scheduling_share
@@ -114,10 +114,10 @@ def boot_steps(
         if unnamed:  # a lifecycle state rentwatch has no name for
             steps.append(Step(t, states.unnamed_name, "Preparing container"))
             t += extra.uniform(20, 90)
-        if b == "fatal_pull":
-            fatal_at = t + rng.uniform(*k["fatal_at_min"]) * 60
-        else:
-            fatal_at = None
+        if not pullable:
+            steps.append(Step(steps[-1].at + 2.0, "loading", denial_line(image)))
+            return seg
+        fatal_at = t + rng.uniform(*k["fatal_at_min"]) * 60 if b == "fatal_pull" else None
         pull = rng.uniform(*k["pull_min"]) * 60
         freeze_at = t + pull * rng.uniform(*k["freeze_at"]) if b == "freeze_pull" else None
         layers = [
@@ -189,26 +189,6 @@ def denial_line(image: str) -> str:
         f"Error response from daemon: pull access denied for {repo}, repository does not "
         "exist or may require 'docker login': denied: requested access to the resource is denied"
     )
-
-
-def deny_unpullable(seg: Segment, image: str, catalogue: tuple[ImageSpec, ...]) -> Segment:
-    """A boot of an image the registry refuses (the scenario's `[[image]]` catalogue): the pull
-    fails as it starts, on every host, with the daemon's denial line, and never runs. Other
-    images' boots are left alone."""
-    if image_facts(image, catalogue).pullable:
-        return seg
-    steps = seg.steps
-    first = next(
-        (i for i, s in enumerate(steps) if s.msg and "Pulling fs layer" in s.msg),
-        None,
-    )
-    if first is None:  # a restart of a pulled image: nothing to pull
-        return seg
-    del steps[first:]
-    last = steps[-1].at if steps else 0.0
-    steps.append(Step(last + 2.0, "loading", denial_line(image)))
-    seg.running_at = seg.halted_at = seg.throttle_at = None
-    return seg
 
 
 @dataclass

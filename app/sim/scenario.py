@@ -55,9 +55,12 @@ DEFAULT_KNOBS: dict[str, Any] = {
     "misreport_speed": [0.3, 0.5],  # real speed as a share of the advertised model's
     "xid_after_min": [8.0, 30.0],  # xid_mid_job: minutes after running until the fatal XID
 }
-SLOW_PULL_KNOBS = {"pull_min": [14.0, 30.0], "extract_min": [2.0, 5.0]}
-# a slow_net host's downloads run at a few percent of its inet_down: its pull drags on too
-SLOW_NET_KNOBS = {"pull_min": [40.0, 90.0]}
+# a behaviour's own defaults: a slow_net host's downloads run at a few percent of its inet_down,
+# so its pull drags on too
+BEHAVIOUR_KNOBS: dict[str, dict[str, Any]] = {
+    "slow_pull": {"pull_min": [14.0, 30.0], "extract_min": [2.0, 5.0]},
+    "slow_net": {"pull_min": [40.0, 90.0]},
+}
 
 # The article's mix: 62 of 100 creates never deliver.
 SEED_MIX: tuple[dict[str, Any], ...] = (
@@ -250,7 +253,8 @@ class Bids:
     window_min: float = bounded(15.0, 1.0, 1440.0)
     # rivals arriving per machine-hour, for a model not in gpu_pressure
     pressure: float = bounded(0.5, hi=60.0)
-    gpu_pressure: dict[str, float] = field(default_factory=dict, metadata={"hi": 60.0})  # per model
+    # per model; out of the hash (a dict has none), still compared (bids.py keeps its draws)
+    gpu_pressure: dict[str, float] = field(default_factory=dict, hash=False, metadata={"hi": 60.0})
     day_swing: float = 0.5  # the pressure swings by this share over the UTC day
     peak_hour: float = bounded(15.0, hi=24.0)  # UTC hour of the day's highest pressure
     rival_bid: tuple[float, float] = bounded((0.9, 1.7), hi=10.0, above=True)  # x the floor
@@ -370,11 +374,7 @@ def _host_class(raw: Any, index: int, gpu_default: list[str] | None = None) -> H
         raise ConfigError(f"{where}.share: expected a non-negative number, got {share!r}")
     gpus = _gpus(raw.get("gpu", gpu_default or CONSUMER_GPUS), f"{where}.gpu")
     dph = _range(raw.get("dph", DEFAULT_DPH), f"{where}.dph")
-    knobs = dict(DEFAULT_KNOBS)
-    if behaviour == "slow_pull":
-        knobs.update(SLOW_PULL_KNOBS)
-    elif behaviour == "slow_net":
-        knobs.update(SLOW_NET_KNOBS)
+    knobs = DEFAULT_KNOBS | BEHAVIOUR_KNOBS.get(behaviour, {})
     for key, value in raw.items():
         if key in ("behaviour", "share", "gpu", "dph"):
             continue
@@ -384,17 +384,11 @@ def _host_class(raw: Any, index: int, gpu_default: list[str] | None = None) -> H
     return HostClass(behaviour, float(share), tuple(gpus), dph, knobs, "dph" not in raw)
 
 
-SCALARS = (
-    "seed",
-    "time_scale",
-    "offers",
-    "bad_day",
-    "gpu_billing",
-    "pacing",
-    "preload",
-    "preload_booting",
-    "bid_rents_on_demand",
-    "preload_label",
+# the values read as their fields declare (bool is an int); `name` and the webhook's are read apart
+SCALARS = tuple(
+    f.name
+    for f in fields(Scenario)
+    if isinstance(f.default, int | float | str) and f.name not in ("name", "webhook_secret")
 )
 # the small tables, each read into its dataclass by `checked`
 TABLES = {f.name: f.default_factory for f in fields(Scenario) if is_dataclass(f.default_factory)}

@@ -31,7 +31,6 @@ class SimServer:
         id_base: int | None = None,
     ) -> None:
         self.scenario = scenario
-        clock = clock or SimClock(scenario.time_scale)
         self.market = SimMarket(scenario, clock, api_key=api_key, id_base=id_base)
         self.host = host
         self.port = port
@@ -45,7 +44,7 @@ class SimServer:
         self._stopped = threading.Event()
         # the clock is stepped (app/referee/stepped.py): whoever steps it syncs the hosts at
         # each step (`SSHHosts.settle`), and the ticker leaves them alone
-        self.stepped = clock.is_stepped
+        self.stepped = self.market.clock.is_stepped
 
     @property
     def url(self) -> str:

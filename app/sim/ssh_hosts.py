@@ -44,20 +44,11 @@ STOP_GRACE_S = 10.0
 
 async def read_all(proc: asyncssh.SSHServerProcess[bytes]) -> bytes:
     """A script on a session's stdin, read whole (up to 16 MiB)."""
-    chunks = []
-    total = 0
-    while True:
-        try:
-            chunk = await proc.stdin.read(65536)
-        except asyncssh.BreakReceived:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk if isinstance(chunk, bytes) else chunk.encode())
-        total += len(chunk)
-        if total > 16 * 1024 * 1024:
-            break
-    return b"".join(chunks)
+    script = bytearray()
+    with contextlib.suppress(asyncssh.BreakReceived):
+        while len(script) <= 16 * 1024 * 1024 and (chunk := await proc.stdin.read(65536)):
+            script += chunk
+    return bytes(script)
 
 
 async def pump_in(
@@ -69,10 +60,9 @@ async def pump_in(
     assert sub.stdin is not None
     try:
         while chunk := await proc.stdin.read(65536):
-            data = chunk if isinstance(chunk, bytes) else chunk.encode()
             if received is not None:
-                received.append(data)
-            sub.stdin.write(data)
+                received.append(chunk)
+            sub.stdin.write(chunk)
             await sub.stdin.drain()
     except (asyncssh.Error, ConnectionError, BrokenPipeError):
         pass
@@ -131,11 +121,8 @@ class SSHHosts:
         self._stops_seen: dict[int, int] = {}  # instance id -> the stops whose kill ran
         self._answering: dict[int, int] = {}  # instance id -> its sessions running a command
         self._grace_until: dict[int, float] = {}  # instance id -> its stop's grace's end
-        # set to a list to record what renters send (tests)
-        self.received: list[bytes] | None = None
-        # instances whose sessions connect, authenticate and then hang: no command ever
-        # answers (tests; `hang_sessions`)
-        self.hung: set[int] = set()
+        self.received: list[bytes] | None = None  # a list records what renters send (tests)
+        self.hung: set[int] = set()  # instances whose commands never answer (`hang_sessions`)
 
     def sandbox(self, inst: SimInstance) -> Path:
         path = self.workdir / f"i{inst.id}"

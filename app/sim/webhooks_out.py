@@ -99,9 +99,9 @@ class _Seen:
     stops: int
     outbids: int
     resumes: int
-    started: bool
-    failed: bool
-    expiring: bool
+    started: bool = False
+    failed: bool = False
+    expiring: bool = False
 
 
 @dataclass(eq=False)
@@ -128,8 +128,7 @@ class WebhookSender:
                 continue
             actual, msg = inst.status(now)
             if seen is None:
-                seen = _Seen(actual, len(inst.stops), len(inst.outbids), len(inst.resumes),
-                             False, False, False)  # fmt: skip
+                seen = _Seen(actual, len(inst.stops), len(inst.outbids), len(inst.resumes))
                 self.seen[inst.id] = seen
                 if not self.baseline:
                     seen.started = any(s.running_at is not None for s in inst.segments)
