@@ -10,14 +10,15 @@ import contextvars
 import json
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Self, cast
+from typing import Any, Self, TypeVar, cast
 
 import httpx
 
 from ...core.errors import MalformedAnswer
 from ..errors import (
+    REFUSALS,
     AnswerLost,
     AnswerTooLarge,
     ApiError,
@@ -32,6 +33,25 @@ from .defaults import DEFAULT_TIMEOUT
 from .pacing import Pacer
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
+T = TypeVar("T")
+
+
+def cures(exc: Exception, idempotent: bool = True) -> bool:
+    """Whether another try may cure a failed one: a call the market may have acted on (not
+    `idempotent`) is asked again after a 429 alone; a spent quota resets at UTC midnight."""
+    if isinstance(exc, ApiError):
+        retried = RETRYABLE if idempotent else {429}
+        return exc.status in retried and not isinstance(exc, QuotaExceeded)
+    return idempotent and not isinstance(exc, AnswerTooLarge)
+
+
+class Again(Exception):
+    """A try failed in a way another try may cure (`Transport._retried` makes it)."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
 
 # Minimum intervals between calls of a kind (seconds of market time): the thresholds of the 429
 # examples in Vast's OpenAPI file (vast-ai/docs `api-reference/openapi.yaml`; the docs' "Rate
@@ -197,85 +217,102 @@ class Transport:
         kind: str = "other",
         params: dict[str, Any] | None = None,
         body: Any = None,
-        retry: bool = True,
-        on_send: Callable[[], None] | None = None,
-        timeout: float | None = None,
         idempotent: bool = True,
     ) -> Any:
-        """One call, retried on 429, 5xx, lost or malformed answers; not `idempotent`: 429 only."""
-        url = f"{self.base_url}{path}"
-        deadline = self.timeout if timeout is None else max(self.timeout, timeout)
-        attempts = self.max_attempts if retry else 1
+        tries = self.max_attempts
         if _POLLING.get() and kind in ("list", "show"):
-            attempts = min(attempts, POLL_ATTEMPTS)
-        delay = self.backoff
-        last: Exception | None = None
-        for attempt in range(attempts):
-            await self._pacer.before(kind)
-            if on_send is not None:
-                on_send()
+            tries = min(tries, POLL_ATTEMPTS)
+
+        async def one_try() -> Any:
             try:
-                r = await asyncio.wait_for(
-                    self._send(method, url, params, body, deadline), max(deadline, 1e-3)
-                )
-            except (httpx.TimeoutException, TimeoutError):
-                self.stats.timeouts += 1
-                last = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
-                last.network = f"timed out after {deadline:g}s"
-            except httpx.TransportError as exc:
-                last = AnswerLost(f"{method} {path}: {type(exc).__name__}")
-                last.network = network_cause(exc)
-            else:
-                self._pacer.answered(kind)
-                stamp = r.headers.get("X-Market-Time")
-                if stamp:
-                    with contextlib.suppress(ValueError):
-                        self._stamped(float(stamp))
-                if r.status_code in REDIRECTS:  # moved where it was not followed: not done
-                    raise ApiError(
-                        r.status_code,
-                        "redirect",
-                        f"{method} {path} moved to {r.headers.get('Location', '?')[:200]}",
-                    )
-                if r.status_code < 400:
-                    try:
-                        data = r.json()
-                    except (json.JSONDecodeError, UnicodeDecodeError):
-                        last = MalformedAnswer(
-                            f"{method} {path}: the answer is not JSON ({len(r.content)} bytes)"
-                        )
-                        if not retry or not idempotent or attempt + 1 == attempts:
-                            raise last from None
-                        continue  # an idempotent call: ask again
-                    if isinstance(data, dict) and data.get("success") is False:
-                        # a refusal dressed as a 2xx (some endpoints answer 200 with it)
-                        raise self._error(r, data)
-                    return data
-                last = self._error(r)
-                if r.status_code == 429:
-                    self.stats.rate_limited += 1
-                retryable = r.status_code == 429 or (idempotent and r.status_code in RETRYABLE)
-                if isinstance(last, QuotaExceeded) or not retryable:
-                    raise last
-                retry_after = r.headers.get("Retry-After")
-                if retry_after:
-                    with contextlib.suppress(ValueError):
-                        delay = max(delay, min(float(retry_after), 60.0))
-            if isinstance(last, AnswerLost) and not idempotent:
-                raise last  # the market may have acted on it
-            if attempt + 1 < attempts:
+                return await self._once(method, path, kind=kind, params=params, body=body)
+            except REFUSALS as exc:
+                if cures(exc, idempotent):
+                    raise Again(exc) from None
+                raise
+
+        return await self._retried(one_try, tries, f"{method} {path}")
+
+    async def _retried(self, one_try: Callable[[], Awaitable[T]], tries: int, what: str) -> T:
+        """The one retry loop: `one_try` again, with backoff, for as long as it raises `Again`. Out
+        of tries, a garbled answer is raised as it is, any other failure as MarketUnavailable."""
+        delay = self.backoff
+        for attempt in range(tries):
+            try:
+                return await one_try()
+            except Again as again:
+                last = again.cause
+                if isinstance(last, ApiError):
+                    delay = max(delay, last.retry_after)
+            if attempt + 1 < tries:
                 self.stats.retries += 1
                 await self._back_off(delay)
                 delay = min(delay * 2, 10.0)
-        if not retry and last is not None:
-            raise last  # a single try: the caller decides what the failure means
-        if isinstance(last, MalformedAnswer | ApiError) and not (
-            isinstance(last, ApiError) and last.status in RETRYABLE
-        ):
+        if isinstance(last, MalformedAnswer):
             raise last
-        failed = MarketUnavailable(f"{method} {path} failed after {attempts} attempts: {last}")
+        failed = MarketUnavailable(f"{what} failed after {tries} attempts: {last}")
         failed.network = getattr(last, "network", None)
         raise failed
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        *,
+        kind: str = "other",
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        on_send: Callable[[], None] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """One try: the answer's JSON, or the failure it met, typed (`AnswerLost`, `ApiError`,
+        `MalformedAnswer`). `on_send` is called as the request leaves, after pacing."""
+        deadline = self.timeout if timeout is None else max(self.timeout, timeout)
+        await self._pacer.before(kind)
+        if on_send is not None:
+            on_send()
+        try:
+            r = await asyncio.wait_for(
+                self._send(method, f"{self.base_url}{path}", params, body, deadline),
+                max(deadline, 1e-3),
+            )
+        except (httpx.TimeoutException, TimeoutError):
+            self.stats.timeouts += 1
+            lost = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
+            lost.network = f"timed out after {deadline:g}s"
+            raise lost from None
+        except httpx.TransportError as exc:
+            lost = AnswerLost(f"{method} {path}: {type(exc).__name__}")
+            lost.network = network_cause(exc)
+            raise lost from None
+        self._pacer.answered(kind)
+        stamp = r.headers.get("X-Market-Time")
+        if stamp:
+            with contextlib.suppress(ValueError):
+                self._stamped(float(stamp))
+        if r.status_code in REDIRECTS:  # moved where it was not followed: not done
+            raise ApiError(
+                r.status_code,
+                "redirect",
+                f"{method} {path} moved to {r.headers.get('Location', '?')[:200]}",
+            )
+        if r.status_code >= 400:
+            err = self._error(r)
+            if r.status_code == 429:
+                self.stats.rate_limited += 1
+            with contextlib.suppress(ValueError):
+                err.retry_after = min(float(r.headers.get("Retry-After") or 0), 60.0)
+            raise err
+        try:
+            data = r.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise MalformedAnswer(
+                f"{method} {path}: the answer is not JSON ({len(r.content)} bytes)"
+            ) from None
+        if isinstance(data, dict) and data.get("success") is False:
+            # a refusal dressed as a 2xx (some endpoints answer 200 with it)
+            raise self._error(r, data)
+        return data
 
     async def _send(
         self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
