@@ -118,10 +118,10 @@ class VastClient(StateChanges, PriceIncreases):
         return out, (str(token) if token else None)
 
     def unread_rows(self) -> tuple[int, list[tuple[int | None, str]]]:
-        return self.stats.bad_rows, self.bad_rows
+        return self.bad_row_count, self.bad_rows
 
     def _bad_row(self, row: Any, exc: MalformedAnswer) -> None:
-        self.stats.bad_rows += 1
+        self.bad_row_count += 1
         rid = row.get("id") if isinstance(row, dict) else None
         iid = rid if isinstance(rid, int) and not isinstance(rid, bool) else None
         self.bad_rows.append((iid, str(exc)[:200]))
@@ -193,7 +193,6 @@ class VastClient(StateChanges, PriceIncreases):
                     if isinstance(exc, MalformedAnswer):
                         raise
                     raise Again(exc) from None
-                self.stats.recovered_creates += 1
                 return CreateResult(found.id, label, found.start_date)
             if (
                 not isinstance(data, dict)

@@ -11,7 +11,6 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Self, TypeVar, cast
 
 import httpx
@@ -80,15 +79,6 @@ MAX_REDIRECTS = 5
 MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a list of 25 full rows is about 100 kB
 
 
-@dataclass
-class ClientStats:
-    retries: int = 0
-    rate_limited: int = 0
-    timeouts: int = 0
-    bad_rows: int = 0  # instance rows skipped as unreadable (the rest of the answer kept)
-    recovered_creates: int = 0
-
-
 class Transport:
     def __init__(
         self,
@@ -105,7 +95,8 @@ class Transport:
         self.__key = api_key
         self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
         self.max_answer_bytes = MAX_ANSWER_BYTES
-        # rows a list answer carried that could not be read: (instance id or None, why)
+        # rows a list answer carried that could not be read: how many, and the latest (id, why)
+        self.bad_row_count = 0
         self.bad_rows: list[tuple[int | None, str]] = []
         self.max_attempts = max_attempts
         self.backoff = backoff
@@ -115,7 +106,6 @@ class Transport:
         self._http = httpx.AsyncClient(
             timeout=self.timeout, transport=transport, headers={"User-Agent": "rentwatch/0.1"}
         )
-        self.stats = ClientStats()
         self.market_time: float | None = None  # the market's clock at the last answer
         # the latest market moment known, and the local clock then: `now()` runs on from it
         self._known: float | None = None
@@ -245,7 +235,6 @@ class Transport:
                 if isinstance(last, ApiError):
                     delay = max(delay, last.retry_after)
             if attempt + 1 < tries:
-                self.stats.retries += 1
                 await self._back_off(delay)
                 delay = min(delay * 2, 10.0)
         if isinstance(last, MalformedAnswer):
@@ -277,7 +266,6 @@ class Transport:
                 max(deadline, 1e-3),
             )
         except (httpx.TimeoutException, TimeoutError):
-            self.stats.timeouts += 1
             lost = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
             lost.network = f"timed out after {deadline:g}s"
             raise lost from None
@@ -298,8 +286,6 @@ class Transport:
             )
         if r.status_code >= 400:
             err = self._error(r)
-            if r.status_code == 429:
-                self.stats.rate_limited += 1
             with contextlib.suppress(ValueError):
                 err.retry_after = min(float(r.headers.get("Retry-After") or 0), 60.0)
             raise err
