@@ -37,7 +37,7 @@ def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
     dated: list[tuple[int, str, float, bool]] = []
     tries: list[str | None] = []  # what became of the try before each one, as it went out
 
-    async def run() -> tuple[list[int], VastClient]:
+    async def run() -> list[int]:
         # a call out for 1.5 wall seconds (the market sitting on its answer) holds the clock
         # no longer: generous for a loaded box to answer a loopback call, short for the test
         asyncio.get_running_loop().stepper.stall_cap_s = 1.5  # type: ignore[attr-defined]
@@ -61,14 +61,13 @@ def test_faulty_market_long_sequence_no_duplicate_create(make_sim):
                 assert acted.existed
                 dated.append((res.instance_id, kind, acted.at, acted.answer_lost))
         await c.aclose()
-        return created, c
+        return created
 
-    created, c = run_stepped(sim, run())
+    created = run_stepped(sim, run())
     truth = sim.call(sim.market.truth)
     assert len(truth["instances"]) == len(created) == len(set(created)), "a retry created twice"
     assert all(r["destroyed_at"] for r in truth["instances"])
     assert sum(sim.api.faults_injected.values()) > 20
-    assert c.stats.retries > 0 and c.stats.timeouts > 0
     # each change is dated to when the market made it, lost answers included: the clock stood
     # while each try was out, so the date is the market's to its answer stamp's millisecond
     # (a lost answer dated by its retry would be off by the client's 60 s timeout and more)

@@ -60,7 +60,7 @@ def test_a_bad_row_costs_that_row_only():
     ids, c = asyncio.run(run())
     assert ids == [1, 6]
     assert [iid for iid, _ in c.bad_rows] == [2, 3, 4, 5, None]
-    assert c.stats.bad_rows == 5
+    assert c.unread_rows()[0] == 5
 
 
 def test_pages_are_25_at_most():
@@ -120,9 +120,8 @@ def test_a_trickling_answer_meets_the_total_deadline():
         c = _client(handler, timeout=0.5, max_attempts=2, backoff=0.01)
         # each try cut at its whole-answer deadline (the error says so), not read to the end
         # of 3.7 s of trickle, which would have been an answer
-        with pytest.raises(MarketUnavailable, match="timed out after 0.5s"):
+        with pytest.raises(MarketUnavailable, match="after 2 attempts: .* timed out after 0.5s"):
             await c.list_instances()
-        assert c.stats.timeouts == 2
 
     asyncio.run(run())
 

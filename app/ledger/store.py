@@ -36,9 +36,8 @@ DISK_FAILURES = (duckdb.IOException, duckdb.FatalException, OSError)
 _VIEWS_KEY = "views"
 ACTOR_PREFIXES = ("rule:", "human", "trap", "engine", "reconcile", "watchdog", "market")
 
-_COLUMNS = EVENT_COLUMNS
 # what an outcome inherits from its intent
-_CONTEXT = _COLUMNS[_COLUMNS.index("campaign") : _COLUMNS.index("storage_dph") + 1]
+_CONTEXT = EVENT_COLUMNS[EVENT_COLUMNS.index("campaign") : EVENT_COLUMNS.index("storage_dph") + 1]
 _SAMPLE_COLUMNS = (
     "instance_id",
     "ts",
@@ -61,7 +60,7 @@ class LedgerUnwritable(LedgerError):
 
 
 def _event(row: Sequence[Any]) -> Event:
-    d = dict(zip(_COLUMNS, row, strict=True))
+    d = dict(zip(EVENT_COLUMNS, row, strict=True))
     d["at"] = d.pop("ts")
     d["detail"] = json.loads(d["detail"]) if d["detail"] else {}
     return Event(**d)
@@ -130,7 +129,7 @@ class Ledger(NamedReads):
         self.fallback_note: str | None = None  # where the unwritten events went, or came from
         if not read_only and str(path) != ":memory:":
             try:
-                self.fallback_note = add_back(self.path, _COLUMNS, self.__seq, self._insert)
+                self.fallback_note = add_back(self.path, EVENT_COLUMNS, self.__seq, self._insert)
             except DISK_FAILURES as exc:  # still no room: they wait in their file
                 self.fallback_note = f"events an earlier run could not write wait in a file: {exc}"
             self.__seq = self._max_seq()
@@ -264,7 +263,7 @@ class Ledger(NamedReads):
             raise LedgerError(f"unknown event kind {kind!r}")
         if not actor.startswith(ACTOR_PREFIXES):
             raise LedgerError(f"unknown actor {actor!r}")
-        unknown = set(context) - set(_COLUMNS)
+        unknown = set(context) - set(EVENT_COLUMNS)
         if unknown:
             raise LedgerError(f"unknown event fields {sorted(unknown)}")
         with self.__lock:
@@ -282,13 +281,14 @@ class Ledger(NamedReads):
                 "intent_seq": intent_seq,
                 **context,
             }
-            self.__pending.append([values.get(c) for c in _COLUMNS])
+            self.__pending.append([values.get(c) for c in EVENT_COLUMNS])
             self.flush()
             return self.__seq
 
     def _insert(self, row: list[Any]) -> None:
         self.__con.execute(
-            f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+            f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(EVENT_COLUMNS))})",
             row,
         )
 
@@ -365,7 +365,7 @@ class Ledger(NamedReads):
     def events(
         self, where: str = "true", params: Sequence[Any] = (), limit: int | None = None
     ) -> list[Event]:
-        sql = f"SELECT {', '.join(_COLUMNS)} FROM events WHERE {where} ORDER BY seq"
+        sql = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE {where} ORDER BY seq"
         if limit:
             sql += f" LIMIT {int(limit)}"
         return [_event(r) for r in self._rows(sql, params)]
@@ -408,11 +408,9 @@ class Ledger(NamedReads):
 
     def raw_events(self, after: int, limit: int) -> list[tuple[Any, ...]]:
         """Events after seq `after`, as stored (detail as its JSON text), in the team chain's
-        field order (`team.chain.FIELDS`): what the team sync ships."""
-        from .team.chain import FIELDS
-
+        column order: what the team sync ships."""
         return self._rows(
-            f"SELECT {', '.join(FIELDS)} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
             [int(after), int(limit)],
         )
 
@@ -443,7 +441,7 @@ class Ledger(NamedReads):
     def close(self) -> None:
         with self.__lock:
             if self.flush():  # what the disk never took goes beside the ledger
-                self.fallback_note = write_fallback(self.path, _COLUMNS, self.__pending)
+                self.fallback_note = write_fallback(self.path, EVENT_COLUMNS, self.__pending)
                 self.__pending.clear()
             if self.__replica is not None:
                 self.__replica.close()

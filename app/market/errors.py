@@ -25,6 +25,7 @@ class ApiError(RentwatchError):
         # an instance the refusal still names (a bid under the bid floor: "Vast.ai creates spot
         # instances in the stopped state and returns an error", dstack `vastai/api_client.py`)
         self.named_instance: int | None = None
+        self.retry_after = 0.0  # seconds the market asked to wait before another try
 
 
 class AuthError(ApiError):

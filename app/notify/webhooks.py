@@ -207,8 +207,6 @@ def webhook_handler(
     raises leaves Vast's retry of the 500 to be taken."""
 
     async def handle(request: web.Request) -> web.Response:
-        if request.method != "POST":
-            return web.Response(status=405)
         declared = request.content_length
         if declared is not None and declared > verifier.max_body:
             refusal = Refusal(TOO_LARGE, f"declared {declared} bytes")

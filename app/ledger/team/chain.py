@@ -10,16 +10,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..event import EVENT_COLUMNS
-
 GENESIS = "0" * 64  # the "previous hash" of a ledger's first event
-
-# the event fields a chain covers, in the order a row carries them (the store's columns too)
-FIELDS = EVENT_COLUMNS
 
 
 def event_hash(prev: str, ledger_id: str, operator: str, row: Sequence[Any]) -> str:
-    """The hash of one event: its ledger, operator and fields (`FIELDS` order), and `prev`."""
+    """The hash of one event: its ledger, operator and fields (in `EVENT_COLUMNS`), and `prev`."""
     body = json.dumps([prev, ledger_id, operator, *row], separators=(",", ":"), default=str)
     return hashlib.sha256(body.encode()).hexdigest()
 

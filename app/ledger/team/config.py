@@ -5,7 +5,6 @@ one is refused): it comes from libpq's sources or an owner-only (0600) file."""
 from __future__ import annotations
 
 import getpass
-import os
 import re
 import stat
 from collections.abc import Mapping
@@ -79,13 +78,11 @@ def read_password_file(path: Path) -> str:
     return line
 
 
-def default_operator(env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    try:
-        name = getpass.getuser()
-    except Exception:  # no login name (a container without passwd entry)
-        name = env.get("USER", "") or "operator"
-    return name
+def default_operator() -> str:
+    try:  # the login name from LOGNAME, USER, LNAME or USERNAME, else the passwd entry
+        return getpass.getuser()
+    except Exception:  # none (a container without a passwd entry)
+        return "operator"
 
 
 def check_operator(name: str) -> str:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...core.offers.track_record import Rental
+from ..event import EVENT_COLUMNS
 from ..records import RENTAL_RECORD_SQL, rental_rows
 from ..schema import VIEWS
-from .chain import FIELDS
 
 if TYPE_CHECKING:
     import duckdb
@@ -43,7 +43,7 @@ CREATE SCHEMA IF NOT EXISTS mates;
 # the union: this ledger's events (its operator's) and its teammates' on the same market
 # a teammate's event carries the market its campaign started on (`market`, set as it is
 # added), so keeping a teammate's events to this controller's market is a plain filter
-_COLS = ", ".join(f"t.{c}" for c in (*FIELDS, "operator"))
+_COLS = ", ".join(f"t.{c}" for c in (*EVENT_COLUMNS, "operator"))
 _HERE = """t.market = rtrim(coalesce(
     (SELECT value FROM main.meta WHERE key = 'team_market'), ''), '/')"""
 UNION_VIEW = f"""
@@ -156,7 +156,7 @@ class Replica:
         return {str(a): int(b) for a, b in rows}
 
     def add(self, ledger_id: str, operator: str, rows: Sequence[Sequence[Any]]) -> int:
-        """Append a teammate ledger's events pulled in order (fields in `FIELDS` order, then
+        """Append a teammate ledger's events pulled in order (fields in `EVENT_COLUMNS` order, then
         the hash); those already here are skipped. Returns how many were new."""
         with self._lock:
             got = self._con.execute(
@@ -183,7 +183,7 @@ class Replica:
             )
             cols: dict[str, list[Any]] = {c: [] for c in self._columns}
             for r in rows:
-                fields = dict(zip(FIELDS, r, strict=False))
+                fields = dict(zip(EVENT_COLUMNS, r, strict=False))
                 campaign = fields["campaign"] or ""
                 text, detail = _detail(fields["detail"])
                 if fields["kind"] == "campaign_start":  # its market, as the views compare it
@@ -197,7 +197,7 @@ class Replica:
                     ledger_id=ledger_id,
                     source_seq=seq,
                     operator=operator,
-                    hash=r[len(FIELDS)],
+                    hash=r[len(EVENT_COLUMNS)],
                     market=markets.get(campaign, ""),
                 )
                 for c in self._columns:

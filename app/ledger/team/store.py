@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...core.errors import RentwatchError
-from .chain import FIELDS, Finding, verify
+from ..event import EVENT_COLUMNS
+from .chain import Finding, verify
 from .config import TeamConfig
 from .migrations import CONTROLLER_ROLE, MIGRATIONS, SCHEMA, SCHEMA_VERSION, role_sql
 
@@ -19,7 +20,7 @@ CONNECT_TIMEOUT_S = 5
 STATEMENT_TIMEOUT_MS = 15_000  # a slow server fails a sync round; the next round tries again
 LIVE_S = 90  # a controller whose last heartbeat is older is not listed as live
 
-_COLS = ", ".join(FIELDS)
+_COLS = ", ".join(EVENT_COLUMNS)
 
 
 class StoreUnavailable(RentwatchError):
@@ -184,7 +185,7 @@ class TeamStore:
         rows: Sequence[tuple[Sequence[Any], str, str]],
     ) -> None:
         """Store events in one transaction; one already there (sent again after a crash) is kept."""
-        marks = ", ".join(["%s"] * (len(FIELDS) + 4))
+        marks = ", ".join(["%s"] * (len(EVENT_COLUMNS) + 4))
         with self._tx() as cur:
             cur.execute(
                 f"INSERT INTO {SCHEMA}.ledgers (ledger_id, operator) VALUES (%s, %s) "
@@ -289,7 +290,7 @@ class TeamStore:
             if len(users) > 1:
                 why = f"its events were inserted by several roles: {', '.join(users)}"
                 findings.append(Finding(operator, ledger_id, 0, "foreign", why))
-            n = len(FIELDS)
+            n = len(EVENT_COLUMNS)
             rows = [
                 (r[:n], str(r[n]), str(r[n + 1]), str(r[n + 2]))
                 for page in self.pull_all(ledger_id, 0, batch, "prev_hash, hash, operator")

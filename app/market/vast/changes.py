@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.errors import MalformedAnswer
-from ..errors import Acted, AnswerLost, ApiError, MarketUnavailable, NotFound, OnTry
-from .transport import RETRYABLE, Transport
+from ..errors import Acted, AnswerLost, ApiError, NotFound, OnTry
+from .transport import Again, Transport, cures
 
 
 class StateChanges(Transport):
@@ -24,46 +24,38 @@ class StateChanges(Transport):
         change can be dated even if this process dies waiting (Supervisor.reconcile)."""
         first_unanswered: float | None = None
         previous: str | None = None
-        delay = self.backoff
         sent_at = self.now()
 
-        def going() -> None:  # called after pacing, as the request leaves
+        def going() -> None:
             nonlocal sent_at
             sent_at = self.now()
             if on_try is not None:
                 on_try(sent_at, previous)
 
-        for _ in range(self.max_attempts):
+        async def one_try() -> Acted:
+            nonlocal first_unanswered, previous
             try:
-                await self._request(method, path, kind=kind, body=body, retry=False, on_send=going)
-                return self._acted(first_unanswered)
+                await self._once(method, path, kind=kind, body=body, on_send=going)
             except MalformedAnswer:
-                return self._acted(first_unanswered)
+                pass
             except NotFound:
-                if first_unanswered is not None:
-                    return self._acted(first_unanswered)  # our own lost try did it
-                if method != "DELETE":
+                if first_unanswered is None:  # else our own lost try did it
+                    if method != "DELETE":
+                        raise
+                    return Acted(self.answered_at(), existed=False)
+            except (AnswerLost, ApiError) as exc:
+                if not cures(exc):
                     raise
-                return Acted(self.answered_at(), existed=False)
-            except AnswerLost:
-                previous = "lost"
-                if first_unanswered is None:
+                lost = isinstance(exc, AnswerLost)
+                previous = "lost" if lost else "refused"
+                if lost and first_unanswered is None:
                     first_unanswered = sent_at
-            except ApiError as exc:
-                if exc.status not in RETRYABLE:
-                    raise
-                previous = "refused"
-            self.stats.retries += 1
-            await self._back_off(delay)
-            delay = min(delay * 2, 10.0)
-        raise MarketUnavailable(
-            f"{method} {path}: no confirmed answer after {self.max_attempts} tries"
-        )
+                raise Again(exc) from None
+            if first_unanswered is None:
+                return Acted(self.answered_at())
+            return Acted(first_unanswered, answer_lost=True)
 
-    def _acted(self, first_unanswered: float | None) -> Acted:
-        if first_unanswered is None:
-            return Acted(self.answered_at())
-        return Acted(first_unanswered, answer_lost=True)
+        return await self._retried(one_try, self.max_attempts, f"{method} {path}")
 
     def _instance_path(self, instance_id: int) -> str:
         return f"/api/v0/instances/{int(instance_id)}/"

@@ -14,12 +14,12 @@ import httpx
 
 from ...core.errors import BadRow, MalformedAnswer
 from ...core.models import Instance, Offer
-from ..errors import ApiError, CreateResult, MarketUnavailable, NotFound
+from ..errors import REFUSALS, ApiError, CreateResult, MarketUnavailable, NotFound
 from ..protocol import PAGE, Capabilities, ListFilter
 from .changes import StateChanges
 from .price_increases import PriceIncreases
 from .rows import parse_instance, parse_offer
-from .transport import CREATE_TIMEOUT
+from .transport import CREATE_TIMEOUT, Again
 
 # The market's own charges (`GET /api/v0/charges/`, as `vastai show invoices-v1 --charges`
 # reads them: vastai `api/billing.py` show_invoices_v1).
@@ -118,10 +118,10 @@ class VastClient(StateChanges, PriceIncreases):
         return out, (str(token) if token else None)
 
     def unread_rows(self) -> tuple[int, list[tuple[int | None, str]]]:
-        return self.stats.bad_rows, self.bad_rows
+        return self.bad_row_count, self.bad_rows
 
     def _bad_row(self, row: Any, exc: MalformedAnswer) -> None:
-        self.stats.bad_rows += 1
+        self.bad_row_count += 1
         rid = row.get("id") if isinstance(row, dict) else None
         iid = rid if isinstance(rid, int) and not isinstance(rid, bool) else None
         self.bad_rows.append((iid, str(exc)[:200]))
@@ -174,30 +174,26 @@ class VastClient(StateChanges, PriceIncreases):
             # "Defaults to false for interruptibles" (openapi.yaml): a bid keeps the default,
             # as dstack's does, so a bid that does not win now waits instead of failing
             body["cancel_unavail"] = True
-        for _ in range(self.max_attempts):
+        path = f"/api/v0/asks/{int(offer_id)}/"
+
+        async def one_try() -> CreateResult:
             try:
-                data = await self._request(
-                    "PUT",
-                    f"/api/v0/asks/{int(offer_id)}/",
-                    kind="create",
-                    body=body,
-                    retry=False,
-                    timeout=CREATE_TIMEOUT,
+                data = await self._once(
+                    "PUT", path, kind="create", body=body, timeout=CREATE_TIMEOUT
                 )
-            except (MarketUnavailable, MalformedAnswer, ApiError) as exc:
+            except REFUSALS as exc:
                 if isinstance(exc, ApiError) and exc.status < 500:
                     if exc.named_instance is not None:
                         return CreateResult(exc.named_instance, label, refused=exc.msg[:300])
                     if exc.status != 429:
                         raise
-                found = await self._find_label(label)  # a lost answer: did the create happen?
-                if found is not None:
-                    self.stats.recovered_creates += 1
-                    return CreateResult(found.id, label, found.start_date)
-                if isinstance(exc, MalformedAnswer):
-                    raise
-                await self._back_off(self.backoff)
-                continue
+                # did the create happen? (the list's own tries exhausted: the create's too)
+                found = next((i for i in await self.list_instances() if i.label == label), None)
+                if found is None:
+                    if isinstance(exc, MalformedAnswer):
+                        raise
+                    raise Again(exc) from None
+                return CreateResult(found.id, label, found.start_date)
             if (
                 not isinstance(data, dict)
                 or not data.get("success")
@@ -205,24 +201,11 @@ class VastClient(StateChanges, PriceIncreases):
             ):
                 raise MalformedAnswer(f"create answered without new_contract: {str(data)[:120]}")
             try:
-                iid = int(data["new_contract"])
+                return CreateResult(int(data["new_contract"]), label)
             except (TypeError, ValueError):
                 raise MalformedAnswer("create answered with a non-integer new_contract") from None
-            return CreateResult(iid, label)
-        raise MarketUnavailable(
-            f"create on offer {offer_id} failed after {self.max_attempts} attempts"
-        )
 
-    async def _find_label(self, label: str) -> Instance | None:
-        for _ in range(self.max_attempts):
-            try:
-                for inst in await self.list_instances():
-                    if inst.label == label:
-                        return inst
-                return None
-            except (MarketUnavailable, MalformedAnswer):
-                await self._back_off(self.backoff)
-        raise MarketUnavailable("could not tell whether a create happened: the list keeps failing")
+        return await self._retried(one_try, self.max_attempts, f"create on offer {offer_id}")
 
     async def request_logs(self, instance_id: int, tail: int = 200) -> str:
         data = await self._request(

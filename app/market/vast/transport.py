@@ -10,14 +10,14 @@ import contextvars
 import json
 import random
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from typing import Any, Self, cast
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Self, TypeVar, cast
 
 import httpx
 
 from ...core.errors import MalformedAnswer
 from ..errors import (
+    REFUSALS,
     AnswerLost,
     AnswerTooLarge,
     ApiError,
@@ -32,6 +32,25 @@ from .defaults import DEFAULT_TIMEOUT
 from .pacing import Pacer
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
+T = TypeVar("T")
+
+
+def cures(exc: Exception, idempotent: bool = True) -> bool:
+    """Whether another try may cure a failed one: a call the market may have acted on (not
+    `idempotent`) is asked again after a 429 alone; a spent quota resets at UTC midnight."""
+    if isinstance(exc, ApiError):
+        retried = RETRYABLE if idempotent else {429}
+        return exc.status in retried and not isinstance(exc, QuotaExceeded)
+    return idempotent and not isinstance(exc, AnswerTooLarge)
+
+
+class Again(Exception):
+    """A try failed in a way another try may cure (`Transport._retried` makes it)."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
 
 # Minimum intervals between calls of a kind (seconds of market time): the thresholds of the 429
 # examples in Vast's OpenAPI file (vast-ai/docs `api-reference/openapi.yaml`; the docs' "Rate
@@ -60,15 +79,6 @@ MAX_REDIRECTS = 5
 MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a list of 25 full rows is about 100 kB
 
 
-@dataclass
-class ClientStats:
-    retries: int = 0
-    rate_limited: int = 0
-    timeouts: int = 0
-    bad_rows: int = 0  # instance rows skipped as unreadable (the rest of the answer kept)
-    recovered_creates: int = 0
-
-
 class Transport:
     def __init__(
         self,
@@ -85,7 +95,8 @@ class Transport:
         self.__key = api_key
         self.timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
         self.max_answer_bytes = MAX_ANSWER_BYTES
-        # rows a list answer carried that could not be read: (instance id or None, why)
+        # rows a list answer carried that could not be read: how many, and the latest (id, why)
+        self.bad_row_count = 0
         self.bad_rows: list[tuple[int | None, str]] = []
         self.max_attempts = max_attempts
         self.backoff = backoff
@@ -95,7 +106,6 @@ class Transport:
         self._http = httpx.AsyncClient(
             timeout=self.timeout, transport=transport, headers={"User-Agent": "rentwatch/0.1"}
         )
-        self.stats = ClientStats()
         self.market_time: float | None = None  # the market's clock at the last answer
         # the latest market moment known, and the local clock then: `now()` runs on from it
         self._known: float | None = None
@@ -197,85 +207,98 @@ class Transport:
         kind: str = "other",
         params: dict[str, Any] | None = None,
         body: Any = None,
-        retry: bool = True,
-        on_send: Callable[[], None] | None = None,
-        timeout: float | None = None,
         idempotent: bool = True,
     ) -> Any:
-        """One call, retried on 429, 5xx, lost or malformed answers; not `idempotent`: 429 only."""
-        url = f"{self.base_url}{path}"
-        deadline = self.timeout if timeout is None else max(self.timeout, timeout)
-        attempts = self.max_attempts if retry else 1
+        tries = self.max_attempts
         if _POLLING.get() and kind in ("list", "show"):
-            attempts = min(attempts, POLL_ATTEMPTS)
-        delay = self.backoff
-        last: Exception | None = None
-        for attempt in range(attempts):
-            await self._pacer.before(kind)
-            if on_send is not None:
-                on_send()
+            tries = min(tries, POLL_ATTEMPTS)
+
+        async def one_try() -> Any:
             try:
-                r = await asyncio.wait_for(
-                    self._send(method, url, params, body, deadline), max(deadline, 1e-3)
-                )
-            except (httpx.TimeoutException, TimeoutError):
-                self.stats.timeouts += 1
-                last = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
-                last.network = f"timed out after {deadline:g}s"
-            except httpx.TransportError as exc:
-                last = AnswerLost(f"{method} {path}: {type(exc).__name__}")
-                last.network = network_cause(exc)
-            else:
-                self._pacer.answered(kind)
-                stamp = r.headers.get("X-Market-Time")
-                if stamp:
-                    with contextlib.suppress(ValueError):
-                        self._stamped(float(stamp))
-                if r.status_code in REDIRECTS:  # moved where it was not followed: not done
-                    raise ApiError(
-                        r.status_code,
-                        "redirect",
-                        f"{method} {path} moved to {r.headers.get('Location', '?')[:200]}",
-                    )
-                if r.status_code < 400:
-                    try:
-                        data = r.json()
-                    except (json.JSONDecodeError, UnicodeDecodeError):
-                        last = MalformedAnswer(
-                            f"{method} {path}: the answer is not JSON ({len(r.content)} bytes)"
-                        )
-                        if not retry or not idempotent or attempt + 1 == attempts:
-                            raise last from None
-                        continue  # an idempotent call: ask again
-                    if isinstance(data, dict) and data.get("success") is False:
-                        # a refusal dressed as a 2xx (some endpoints answer 200 with it)
-                        raise self._error(r, data)
-                    return data
-                last = self._error(r)
-                if r.status_code == 429:
-                    self.stats.rate_limited += 1
-                retryable = r.status_code == 429 or (idempotent and r.status_code in RETRYABLE)
-                if isinstance(last, QuotaExceeded) or not retryable:
-                    raise last
-                retry_after = r.headers.get("Retry-After")
-                if retry_after:
-                    with contextlib.suppress(ValueError):
-                        delay = max(delay, min(float(retry_after), 60.0))
-            if isinstance(last, AnswerLost) and not idempotent:
-                raise last  # the market may have acted on it
-            if attempt + 1 < attempts:
-                self.stats.retries += 1
+                return await self._once(method, path, kind=kind, params=params, body=body)
+            except REFUSALS as exc:
+                if cures(exc, idempotent):
+                    raise Again(exc) from None
+                raise
+
+        return await self._retried(one_try, tries, f"{method} {path}")
+
+    async def _retried(self, one_try: Callable[[], Awaitable[T]], tries: int, what: str) -> T:
+        """The one retry loop: `one_try` again, with backoff, for as long as it raises `Again`. Out
+        of tries, a garbled answer is raised as it is, any other failure as MarketUnavailable."""
+        delay = self.backoff
+        for attempt in range(tries):
+            try:
+                return await one_try()
+            except Again as again:
+                last = again.cause
+                if isinstance(last, ApiError):
+                    delay = max(delay, last.retry_after)
+            if attempt + 1 < tries:
                 await self._back_off(delay)
                 delay = min(delay * 2, 10.0)
-        if not retry and last is not None:
-            raise last  # a single try: the caller decides what the failure means
-        if isinstance(last, MalformedAnswer | ApiError) and not (
-            isinstance(last, ApiError) and last.status in RETRYABLE
-        ):
+        if isinstance(last, MalformedAnswer):
             raise last
-        failed = MarketUnavailable(f"{method} {path} failed after {attempts} attempts: {last}")
+        failed = MarketUnavailable(f"{what} failed after {tries} attempts: {last}")
         failed.network = getattr(last, "network", None)
         raise failed
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        *,
+        kind: str = "other",
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        on_send: Callable[[], None] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """One try: the answer's JSON, or the failure it met, typed (`AnswerLost`, `ApiError`,
+        `MalformedAnswer`). `on_send` is called as the request leaves, after pacing."""
+        deadline = self.timeout if timeout is None else max(self.timeout, timeout)
+        await self._pacer.before(kind)
+        if on_send is not None:
+            on_send()
+        try:
+            r = await asyncio.wait_for(
+                self._send(method, f"{self.base_url}{path}", params, body, deadline),
+                max(deadline, 1e-3),
+            )
+        except (httpx.TimeoutException, TimeoutError):
+            lost = AnswerLost(f"{method} {path} timed out after {deadline:g}s")
+            lost.network = f"timed out after {deadline:g}s"
+            raise lost from None
+        except httpx.TransportError as exc:
+            lost = AnswerLost(f"{method} {path}: {type(exc).__name__}")
+            lost.network = network_cause(exc)
+            raise lost from None
+        self._pacer.answered(kind)
+        stamp = r.headers.get("X-Market-Time")
+        if stamp:
+            with contextlib.suppress(ValueError):
+                self._stamped(float(stamp))
+        if r.status_code in REDIRECTS:  # moved where it was not followed: not done
+            raise ApiError(
+                r.status_code,
+                "redirect",
+                f"{method} {path} moved to {r.headers.get('Location', '?')[:200]}",
+            )
+        if r.status_code >= 400:
+            err = self._error(r)
+            with contextlib.suppress(ValueError):
+                err.retry_after = min(float(r.headers.get("Retry-After") or 0), 60.0)
+            raise err
+        try:
+            data = r.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise MalformedAnswer(
+                f"{method} {path}: the answer is not JSON ({len(r.content)} bytes)"
+            ) from None
+        if isinstance(data, dict) and data.get("success") is False:
+            # a refusal dressed as a 2xx (some endpoints answer 200 with it)
+            raise self._error(r, data)
+        return data
 
     async def _send(
         self, method: str, url: str, params: dict[str, Any] | None, body: Any, timeout: float
