@@ -285,10 +285,6 @@ def apply(j: Journal, u: Update) -> bool:
             a.ssh_failures += 1
             if u.why is not None:
                 a.ssh_error = u.why
-        case up.Judged():
-            a.verdict = u.verdict
-            if u.doc is not None:
-                a.preflight_doc = u.doc
         case up.WentSilent():
             # its host may be offline, which no list can filter by, so the poll looks; the
             # rules stop it when the silence lasts, which counts only while the market says it runs

@@ -17,7 +17,7 @@ from ...market.protocol import Clock
 from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..journal import Journal
-from ..updates import Judged, PreflightStarted, Set, SshFailed
+from ..updates import PreflightStarted, Set, SshFailed
 from .link import HostLink
 from .probe_io import (
     NET_PROBE_URL,
@@ -56,7 +56,9 @@ class PreflightRunner:
     blame_book: BlameBook
 
     def _judge(self, a: Attempt, v: Verdict, doc: dict[str, Any] | None = None) -> Verdict:
-        self.journal.writer.emit(Judged(a, v, doc))
+        self.journal.writer.emit(
+            Set(a, {"verdict": v} if doc is None else {"verdict": v, "preflight_doc": doc})
+        )
         return v
 
     def start_preflight(self, a: Attempt) -> None:
