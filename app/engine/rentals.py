@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.billing import Mark
@@ -213,7 +214,7 @@ def apply(j: Journal, u: Update) -> bool:
             # in time order as the ledger's view reads them (an `unread` is dated at the last
             # good read, before the poll that wrote it)
             for m in u.marks:
-                bisect.insort(a.marks, m, key=_at)
+                bisect.insort(a.marks, m, key=attrgetter("at"))
             if u.price is not None:
                 _priced(a, u.price)
         case up.HandedOver():
@@ -437,10 +438,6 @@ def apply(j: Journal, u: Update) -> bool:
     return ok
 
 
-def _at(m: Mark) -> float:
-    return m.at
-
-
 def _mark(a: Attempt, at: float, kind: str, gpu_dph: float | None = None) -> None:
     """A billing mark (core/billing): a create carries its prices, a price change its new one."""
     if kind == "create":
@@ -547,7 +544,7 @@ def _row_unread(j: Journal, u: up.RowUnread) -> None:
     if a.unread:
         return
     since = a.read_at if a.read_at is not None else a.created_at
-    bisect.insort(a.marks, Mark(since, "unread"), key=_at)
+    bisect.insort(a.marks, Mark(since, "unread"), key=attrgetter("at"))
     j.fact(
         K.UNREAD,
         a,
