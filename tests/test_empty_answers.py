@@ -20,6 +20,7 @@ from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT
 from rentwatch.core.preflight.proof import exact_entry, sample_positions
 from rentwatch.engine.attempt import Attempt
+from rentwatch.engine.blame_book import BlameBook
 from rentwatch.engine.fleet import Fleet
 from rentwatch.engine.hosts.ssh import RunResult, SSHFailure
 from rentwatch.engine.hosts.tender import HostTender
@@ -27,6 +28,7 @@ from rentwatch.engine.jobs.work import JobWork
 from rentwatch.engine.journal import Journal
 from rentwatch.ledger import Ledger
 
+from .fake_market import campaign
 from .ledgers import new_ledger
 
 DROPPED = RunResult(None, b"", b"", False)  # the channel was cut before the host answered
@@ -108,6 +110,12 @@ def job_work(
     queue = JobQueue((Job("train", "python train.py", retries=retries),))
     work = JobWork(queue, Fleet(1), link, journal, clock, artifacts_root=Path("unused"))  # type: ignore[arg-type]
     return work, queue, ledger
+
+
+def tender_on(link: ScriptedLink, work: JobWork) -> HostTender:
+    c = campaign()
+    book = BlameBook(work.journal, c)
+    return HostTender(link, work, work.journal, DEFAULT, work.clock, c, book)  # type: ignore[arg-type]
 
 
 def interruptions(ledger: Ledger) -> list[Any]:
@@ -230,11 +238,8 @@ def preflight_doc() -> str:
 
 
 def run_preflight(link: ScriptedLink) -> Attempt:
-    ledger = new_ledger()
-    clock = Clock()
-    journal = Journal(ledger, "c", clock, log=lambda _: None)
     work, _, _ = job_work(link)
-    tender = HostTender(link, work, journal, DEFAULT, clock)  # type: ignore[arg-type]
+    tender = tender_on(link, work)
     a = attempt()
     asyncio.run(asyncio.wait_for(tender._preflight(a), 5))
     return a
@@ -287,8 +292,7 @@ def test_a_list_answer_without_the_ssh_route_does_not_leave_the_job_unwatched():
 
     link = Link([said("")])
     work, queue, ledger = job_work(link)
-    clock = work.clock
-    tender = HostTender(link, work, work.journal, DEFAULT, clock)  # type: ignore[arg-type]
+    tender = tender_on(link, work)
     a = attempt()
     a.life = dataclasses.replace(a.life, phase=Phase.VERIFIED)
     job = queue.take(a.instance_id, 1_000.0)

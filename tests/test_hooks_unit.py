@@ -113,11 +113,11 @@ def test_routes_are_set_each_poll_and_the_route_used_is_in_the_ledger(key):
         (iid,) = sup.attempts
         await to_running(sup, market, iid)
         assert iid in sup.ssh.routes  # set from the market's row on the poll
-        from rentwatch.engine.hosts.ssh import Route
+        from rentwatch.core.models import SSHRoute
 
         # as the SSH funnel notes it after a session by a route that worked (the sim
         # campaigns exercise the real path)
-        sup.ssh.route_used[iid] = Route("direct", "127.0.0.2", 2222)
+        sup.ssh.route_used[iid] = SSHRoute("direct", "127.0.0.2", 2222)
         sup.link._note_route(sup.attempts[iid])
         sup.link._note_route(sup.attempts[iid])  # unchanged: once
         (ev,) = kinds(ledger, "ssh_route")

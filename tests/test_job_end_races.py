@@ -34,7 +34,7 @@ def _host(iid: int, phase: Phase = Phase.VERIFIED) -> SimpleNamespace:
         instance_id=iid,
         job_said=lambda s: None,
         verdict=None,
-        throttle=None,
+        slowdown=0.0,
         gpu_name="RTX 4090",
         bid=None,
         life=Lifecycle(phase=phase),

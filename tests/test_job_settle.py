@@ -42,7 +42,7 @@ def _host():
         instance_id=A,
         job_said=lambda s: None,
         verdict=None,
-        throttle=None,
+        slowdown=0.0,
         gpu_name="RTX 4090",
         bid=None,
         life=Lifecycle(phase=Phase.VERIFIED),

@@ -33,11 +33,10 @@ from rentwatch.engine.hosts.probe_io import (
     load_host_json,
     parse_probe_output,
 )
-from rentwatch.engine.hosts.tender import HostTender
 from rentwatch.ledger import Ledger
 
 from tests.fuzzing import examples
-from tests.test_empty_answers import ScriptedLink, attempt, job_work, proven, said
+from tests.test_empty_answers import ScriptedLink, attempt, job_work, proven, said, tender_on
 
 HUGE = 10**5000  # json.loads of its text raises a plain ValueError (over 4,300 digits)
 HUGE_TEXT = "9" * 5000
@@ -169,7 +168,7 @@ def test_a_long_integer_and_deep_nesting_are_no_document():
 
 def tender_for(link: ScriptedLink, ledger: Ledger | None = None):
     work, _, ledger = job_work(link, ledger=ledger)
-    tender = HostTender(link, work, work.journal, DEFAULT, work.clock)  # type: ignore[arg-type]
+    tender = tender_on(link, work)
     return tender, ledger
 
 

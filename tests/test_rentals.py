@@ -12,7 +12,7 @@ from rentwatch.core.preflight.verdict import Verdict
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.journal import Journal
 from rentwatch.engine.rentals import apply
-from rentwatch.engine.updates import CameUp, GaveUp, Judged, Listed, Lost, Set, Verified
+from rentwatch.engine.updates import CameUp, GaveUp, Listed, Lost, Set, Verified
 from rentwatch.ledger import Ledger
 
 
@@ -41,7 +41,7 @@ def test_an_update_changes_the_rental_and_writes_its_event_and_line(tmp_path):
     ]
     # every update is one version more, whether it moved the phase or not
     before = a.life.version
-    apply(journal, Judged(a, Verdict(True, None, "ok", 70.0, 71.0)))
+    apply(journal, Set(a, {"verdict": Verdict(True, None, "ok", 70.0, 71.0)}))
     assert a.life.version == before + 1 and a.verdict is not None
 
 

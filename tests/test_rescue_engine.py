@@ -124,7 +124,7 @@ def test_a_failed_checkpoint_pull_is_not_a_pull():
                 instance_id=A,
                 job_said=lambda s: None,
                 verdict=None,
-                throttle=None,
+                slowdown=0.0,
                 gpu_name="RTX 4090",
                 bid=None,
                 life=Lifecycle(Phase.VERIFIED),

@@ -260,7 +260,7 @@ def test_a_resumed_job_is_credited_only_the_work_its_new_host_did():
     )
     job.status, job.attempts, job.started_at = "running", 2, 1000.0
     host: Any = SimpleNamespace(
-        gpu_name="RTX 3080", verdict=SimpleNamespace(tflops=0.95 * model), throttle=None
+        gpu_name="RTX 3080", verdict=SimpleNamespace(tflops=0.95 * model), slowdown=0.0
     )
     note_delivery(host, job, 0.5, 1060.0)  # the checkpoint read back: half done
     assert job.delivery is not None and job.delivery.source == "preflight"

@@ -17,7 +17,7 @@ from rentwatch.engine import rentals
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.journal import Journal
 from rentwatch.engine.rounds import rounds
-from rentwatch.engine.updates import Judged, Set
+from rentwatch.engine.updates import Set
 from rentwatch.ledger import Ledger
 
 from .source_ast import parse
@@ -173,7 +173,7 @@ def test_a_host_task_awaiting_its_update_reads_it_applied(tmp_path):
     verdict = Verdict(True, None, "ok", 70.0, 71.0)
 
     async def host_task() -> None:
-        assert await journal.writer.applied(Judged(a, verdict)) is True
+        assert await journal.writer.applied(Set(a, {"verdict": verdict})) is True
         seen.append(a.verdict)
 
     async def door() -> str:

@@ -91,6 +91,11 @@ class Attempt:
         return self.life.proven
 
     @property
+    def slowdown(self) -> float:
+        """The share of its speed the throttling seen takes (0: none)."""
+        return self.throttle.slowdown if self.throttle and self.throttle.throttled else 0.0
+
+    @property
     def num_gpus(self) -> int:
         """The GPUs its machine is rented with (a bid is the machine's price for all of them)."""
         return self.offer.num_gpus if self.offer is not None else self.row_gpus

@@ -57,7 +57,7 @@ async def end_campaign(sup: Supervisor, destroy: bool, typed: str = "") -> Reply
     # the jobs at work end with the campaign, their output kept while their hosts still answer
     await sup.job_work.campaign_ended(reason)
     # what the market holds under the campaign's label and the fleet does not, held first
-    await sup.recovery.hold_strays(sup.actions, "end   ", wait=False)
+    await sup.recovery.hold_strays("end   ", wait=False)
     # what it has on the market, stopped rentals too: a finished campaign's stopped ones
     # bill storage, and "end and destroy everything" is the way to stop that
     done = await release(sup, sup.fleet.on_market(), HUMAN, reason, keep_proven=not destroy)

@@ -4,7 +4,7 @@ label this ledger gave is supervised; with `adopt_all` every other is observed, 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +27,6 @@ from .updates import Adopted, ChangeTookEffect, FoundChanged, Replayed, Said, Se
 K = EventKind
 NOT_OURS = ("market", "reconcile", "watchdog")  # stops a restart does not take for ours
 
-Starter = Callable[[Attempt, str, str], Awaitable[float]]
-
 
 @dataclass(eq=False)
 class Recovery:
@@ -39,7 +37,7 @@ class Recovery:
     campaign: Campaign
     policy: Policy
     ssh: SSHRunner
-    start: Starter  # the supervisor's start (intent, tries, outcome, lifecycle)
+    actions: Actions  # its starts, and the creates in flight
     adopt_all: bool = False  # watch: show every instance of the account (observed)
     # the earlier run's last sign of life
     last_alive: float | None = field(default=None, init=False)
@@ -63,20 +61,20 @@ class Recovery:
             elif observe and self.adopt_all and row_problem(inst) is None:
                 self.adopt(inst, now, owned=False)
 
-    async def hold_strays(self, actions: Actions, why: str, wait: bool) -> int:
+    async def hold_strays(self, why: str, wait: bool) -> int:
         """Hold every rental listed under this campaign's label that the fleet does not hold (a
         cancelled create, a lost answer: the campaign's until the market shows them gone), so the
         release and an end hold them; with `wait`, every create in flight answered first. How
         many were taken; a list failure is said."""
         if wait:
-            await actions.landed()
+            await self.actions.landed()
         before = len(self.fleet.attempts)
         try:
             rows = await self.market.list_instances()
         except REFUSALS as exc:
             self.journal.say(f"{why} could not list the market for the campaign's label: {exc}")
             return 0
-        rows = [r for r in rows if r.label not in actions.labels_in_flight]
+        rows = [r for r in rows if r.label not in self.actions.labels_in_flight]
         self.adopt_strays(rows, self.market.answered_at(), observe=False)
         found = len(self.fleet.attempts) - before
         if found:
@@ -205,7 +203,7 @@ class Recovery:
             # its host key pinned, so automation may stop it but never destroy it
             a = self.adopt(inst, now)
             try:
-                await self.start(
+                await self.actions.start(
                     a, "rule:reuse", "a proven rental, stopped: start it again rather than create"
                 )
             except REFUSALS:

@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.billing import Mark
@@ -213,7 +214,7 @@ def apply(j: Journal, u: Update) -> bool:
             # in time order as the ledger's view reads them (an `unread` is dated at the last
             # good read, before the poll that wrote it)
             for m in u.marks:
-                bisect.insort(a.marks, m, key=_at)
+                bisect.insort(a.marks, m, key=attrgetter("at"))
             if u.price is not None:
                 _priced(a, u.price)
         case up.HandedOver():
@@ -285,10 +286,6 @@ def apply(j: Journal, u: Update) -> bool:
             a.ssh_failures += 1
             if u.why is not None:
                 a.ssh_error = u.why
-        case up.Judged():
-            a.verdict = u.verdict
-            if u.doc is not None:
-                a.preflight_doc = u.doc
         case up.WentSilent():
             # its host may be offline, which no list can filter by, so the poll looks; the
             # rules stop it when the silence lasts, which counts only while the market says it runs
@@ -441,10 +438,6 @@ def apply(j: Journal, u: Update) -> bool:
     return ok
 
 
-def _at(m: Mark) -> float:
-    return m.at
-
-
 def _mark(a: Attempt, at: float, kind: str, gpu_dph: float | None = None) -> None:
     """A billing mark (core/billing): a create carries its prices, a price change its new one."""
     if kind == "create":
@@ -551,7 +544,7 @@ def _row_unread(j: Journal, u: up.RowUnread) -> None:
     if a.unread:
         return
     since = a.read_at if a.read_at is not None else a.created_at
-    bisect.insort(a.marks, Mark(since, "unread"), key=_at)
+    bisect.insort(a.marks, Mark(since, "unread"), key=attrgetter("at"))
     j.fact(
         K.UNREAD,
         a,

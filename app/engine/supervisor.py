@@ -102,7 +102,7 @@ class Supervisor:
             campaign,
             policy,
             ssh,
-            self.actions.start,
+            self.actions,
             adopt_all,
         )
         self.finished: Outcome | None = None
@@ -348,7 +348,7 @@ class Supervisor:
         creates in flight answered and the market's rentals under our label included."""
         self._cancel_tasks()
         await self.job_work.campaign_ended(reason, keep_output=actor != "trap")
-        await self.recovery.hold_strays(self.actions, "release", True)
+        await self.recovery.hold_strays("release", True)
         await release(self, self.fleet.held(), actor, reason, keep_proven=True)
 
     async def detach_all(self, reason: str) -> None:

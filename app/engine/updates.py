@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, dataclass_transform
 
 from ..core.billing import Mark
 from ..core.lifecycle import Phase
-from ..core.preflight.verdict import Verdict
 from ..ledger import EventKind
 
 if TYPE_CHECKING:
@@ -259,13 +258,6 @@ class SshFailed(Update):
     """A try that ended without the host's answer; `why` replaces the shown error."""
 
     why: str | None = None
-
-
-class Judged(Update):
-    """The preflight's verdict, with the probe's document when it answered."""
-
-    verdict: Verdict
-    doc: dict[str, Any] | None = None
 
 
 class WentSilent(Update):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import asyncssh
 
-Key = tuple[int, str, int]  # instance id, host, port
+Key = tuple[int, str | None, int]  # instance id, host, port
 
 
 @dataclass(eq=False)
@@ -38,7 +38,7 @@ class Pool:
     """The connections held, by instance and route (host and port)."""
 
     def __init__(self) -> None:
-        self.by_instance: dict[int, dict[tuple[str, int], Held]] = {}
+        self.by_instance: dict[int, dict[tuple[str | None, int], Held]] = {}
         # dropped ones that may not have closed yet, for `SSHRunner.close` to wait on
         self.closing: list[asyncssh.SSHClientConnection] = []
 
@@ -74,7 +74,7 @@ class Pool:
             held.conn.close()
         self.closing = [c for c in self.closing if not c.is_closed()] + [held.conn]
 
-    def forget(self, instance_id: int, keep: Collection[tuple[str, int]] = ()) -> None:
+    def forget(self, instance_id: int, keep: Collection[tuple[str | None, int]] = ()) -> None:
         """Drop the instance's connections, but those on a route in `keep`."""
         for route, held in list(self.by_instance.get(instance_id, {}).items()):
             if route not in keep:

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import asyncssh
 
+from ...core.models import SSHRoute
 from ...ledger import EventKind
 from ...market.errors import REFUSALS
 from ...market.protocol import Market, wall_seconds
@@ -20,7 +21,6 @@ from ..updates import KeyChanged, Set, WentSilent
 from .ssh import (
     HostKeyChanged,
     NoAnswer,
-    Route,
     RunResult,
     SSHFailure,
     SSHRunner,
@@ -70,7 +70,7 @@ class HostLink:
         self.measuring = False  # calibrated: the clock runs fast enough for the floor to matter
         self.measured_at = float("-inf")  # wall clock of the latest loopback measurement
         self.keyed: set[int] = set()  # instances whose key attach was tried this session
-        self.routes_noted: dict[int, Route] = {}  # the route the ledger last names, per host
+        self.routes_noted: dict[int, SSHRoute] = {}  # the route the ledger last names, per host
         self.unanswered: dict[int, int] = {}  # first contacts in a row no route answered
 
     async def calibrate(self) -> None:

@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.blame.fault import Failure, Party, Stage, blame, probe_blame
+from ...core.blame.fault import Party, Stage, probe_blame
 from ...core.campaign import Campaign
 from ...core.policy import Policy
 from ...core.preflight.checks import deep_checks, first_failure
@@ -17,7 +17,7 @@ from ...market.protocol import Clock
 from ..attempt import Attempt
 from ..blame_book import BlameBook
 from ..journal import Journal
-from ..updates import Judged, PreflightStarted, Set, SshFailed
+from ..updates import PreflightStarted, Set, SshFailed
 from .link import HostLink
 from .probe_io import (
     NET_PROBE_URL,
@@ -52,11 +52,13 @@ class PreflightRunner:
     journal: Journal
     policy: Policy
     clock: Clock
-    campaign: Campaign | None = None  # its image and disk, which the preflight holds hosts to
-    blame_book: BlameBook | None = None
+    campaign: Campaign  # its disk, which the preflight holds hosts to
+    blame_book: BlameBook
 
     def _judge(self, a: Attempt, v: Verdict, doc: dict[str, Any] | None = None) -> Verdict:
-        self.journal.writer.emit(Judged(a, v, doc))
+        self.journal.writer.emit(
+            Set(a, {"verdict": v} if doc is None else {"verdict": v, "preflight_doc": doc})
+        )
         return v
 
     def start_preflight(self, a: Attempt) -> None:
@@ -147,8 +149,7 @@ class PreflightRunner:
             )
             self._judge(a, verdict, doc)
             if verdict.ok:
-                if self.blame_book is not None:
-                    self.blame_book.probe_passed(a)  # the image has what the probe needs
+                self.blame_book.probe_passed(a)  # the image has what the probe needs
                 verdict = self._deep_checks(a, doc, verdict)
             return verdict, doc
 
@@ -175,19 +176,7 @@ class PreflightRunner:
         text = probe_run_text(stdout, stderr)
         if text is None or probe_blame(text, exit_status) is None:
             return None
-        machine = a.machine_id or -a.instance_id
-        if self.blame_book is not None:
-            found = self.blame_book.judge(a, Stage.PROBE, text, exit_status)
-        else:
-            found = blame(
-                Failure(
-                    machine,
-                    self.campaign.image if self.campaign else "",
-                    Stage.PROBE,
-                    text,
-                    exit_status,
-                )
-            )
+        found = self.blame_book.judge(a, Stage.PROBE, text, exit_status)
         if found.party is Party.HOST:
             return self._judge(a, Verdict(False, "bad_probe", found.reason))
         verdict = self._judge(a, Verdict(False, "campaign_fault", found.reason))
@@ -211,8 +200,7 @@ class PreflightRunner:
             "disk_bw": offer.disk_bw if offer else None,
             "inet_down": offer.inet_down if offer else None,
         }
-        disk = self.campaign.disk_gb if self.campaign else None
-        bad = first_failure(deep_checks(doc, listed, disk, self.policy.checks))
+        bad = first_failure(deep_checks(doc, listed, self.campaign.disk_gb, self.policy.checks))
         if bad is None:
             return v
         failed = Verdict(False, bad.failure_class or bad.name, bad.reason, v.tflops, v.expected)

@@ -10,6 +10,7 @@ from typing import Any
 
 from ...core.errors import RentwatchError
 from ...core.preflight.verdict import CheckPolicy
+from ...core.text import clean
 
 # A public endpoint that serves N bytes of nothing in particular, for the download check
 # (Cloudflare's speed test). Used only when the campaign's check policy enables it.
@@ -67,18 +68,13 @@ def load_host_json(text: str) -> Any:
     return doc
 
 
-def shown_text(text: str, limit: int = 80) -> str:
-    """A host's text as a reason may quote it: cut short, non-printable characters as '?'."""
-    return "".join(ch if ch.isprintable() else "?" for ch in text[:limit])
-
-
 def failure_text(exc: BaseException) -> str:
     """An exception as a reason may say it: its type and its text, cut short and printable."""
     try:
         said = str(exc)
     except Exception:  # noqa: BLE001 - an exception whose own text fails still has a type
         said = ""
-    return f"{type(exc).__name__}: {shown_text(said, 200)}"
+    return f"{type(exc).__name__}: {clean(said, 200)}"
 
 
 def bounded(value: Any, limit: int = 4000) -> Any:
@@ -102,7 +98,7 @@ def parse_probe_output(raw: bytes, probe: str, truncated: bool = False) -> dict[
     try:
         doc = load_host_json(last)
     except ValueError as exc:
-        raise ProbeError(f"{probe} did not print JSON ({exc}): {shown_text(last)!r}") from None
+        raise ProbeError(f"{probe} did not print JSON ({exc}): {clean(last, 80)!r}") from None
     if (
         not isinstance(doc, dict)
         or doc.get("probe") != probe

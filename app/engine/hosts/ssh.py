@@ -19,7 +19,7 @@ from typing import Any
 import asyncssh
 
 from ...core.errors import RentwatchError
-from ...core.models import Instance
+from ...core.models import Instance, SSHRoute
 from .held import Held, Key, Pool
 
 
@@ -55,15 +55,6 @@ def load_or_create_key(path: Path) -> asyncssh.SSHKey:
     with os.fdopen(fd, "wb") as f:
         f.write(key.export_private_key())
     return key
-
-
-@dataclass(frozen=True)
-class Route:
-    """One way in: "direct" or "proxy", and its host and port (always from the same route)."""
-
-    kind: str
-    host: str
-    port: int
 
 
 # how every connection logs in: as root, with rentwatch's key only (no agent, no ssh config), the
@@ -111,8 +102,8 @@ class SSHRunner:
         self.connect_timeout = connect_timeout
         self.max_output = max_output
         self.pinned: dict[int, str] = {}  # instance id -> host key fingerprint
-        self.routes: dict[int, tuple[Route, ...]] = {}  # instance id -> its routes, best first
-        self.route_used: dict[int, Route] = {}  # instance id -> the route that worked last
+        self.routes: dict[int, tuple[SSHRoute, ...]] = {}  # instance id -> its routes, best first
+        self.route_used: dict[int, SSHRoute] = {}  # instance id -> the route that worked last
         # wall seconds the latest connects that answered took (HostLink.io_floor reads them);
         # a session on a held connection makes no connect
         self.connect_walls: collections.deque[float] = collections.deque(maxlen=32)
@@ -122,9 +113,7 @@ class SSHRunner:
     def set_routes(self, instance_id: int, instance: Instance) -> None:
         """Tell the runner the usable routes of a parsed `Instance` (those with a host and a
         port). Call it on every poll; routes change when an instance restarts."""
-        self.routes[instance_id] = tuple(
-            Route(r.kind, r.host, r.port) for r in instance.ssh_routes if r.host and r.port
-        )
+        self.routes[instance_id] = tuple(r for r in instance.ssh_routes if r.host and r.port)
         # a route no longer listed (a restart moved it, a stop took it) holds nothing
         self.pool.forget(instance_id, keep={(r.host, r.port) for r in self.routes[instance_id]})
 
@@ -150,12 +139,12 @@ class SSHRunner:
                 with contextlib.suppress(TimeoutError, OSError, asyncssh.Error):
                     await asyncio.wait_for(conn.wait_closed(), 5)
 
-    def _candidates(self, instance_id: int, host: str, port: int) -> list[Route]:
+    def _candidates(self, instance_id: int, host: str, port: int) -> list[SSHRoute]:
         """The given host and port first (the caller's pick), then the instance's other
         routes: direct before proxy, the one that worked last before the rest."""
         known = list(self.routes.get(instance_id, ()))
         given = next(
-            (r for r in known if r.host == host and r.port == port), Route("given", host, port)
+            (r for r in known if r.host == host and r.port == port), SSHRoute("given", host, port)
         )
         rest = [r for r in known if r != given]
         last = self.route_used.get(instance_id)
@@ -201,7 +190,7 @@ class SSHRunner:
             return first, True
         outcomes: dict[int, str] = {}
 
-        async def attempt(i: int, route: Route) -> tuple[Route, Held, bool]:
+        async def attempt(i: int, route: SSHRoute) -> tuple[SSHRoute, Held, bool]:
             await asyncio.sleep(i * limit / 4)
             key = self._key(instance_id, route)
             held = self.pool.reusable(key)
@@ -244,7 +233,7 @@ class SSHRunner:
         raise failure("; ".join(said) if len(said) > 1 else said[0])
 
     @staticmethod
-    def _key(instance_id: int, route: Route) -> Key:
+    def _key(instance_id: int, route: SSHRoute) -> Key:
         return (instance_id, route.host, route.port)
 
     @property
@@ -252,7 +241,7 @@ class SSHRunner:
         return self.key.export_public_key().decode().strip()
 
     async def _connect(
-        self, instance_id: int, host: str, port: int, limit: float
+        self, instance_id: int, host: str | None, port: int, limit: float
     ) -> asyncssh.SSHClientConnection:
         began = self.wall_clock()
         try:

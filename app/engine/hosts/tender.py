@@ -15,6 +15,7 @@ from ...core.preflight.checks import xid_check
 from ...core.preflight.verdict import finite
 from ...core.preflight.vitals import read_vitals
 from ...core.rules import low_util_since
+from ...core.text import clean
 from ...ledger import EventKind
 from ...market.protocol import Clock
 from ..attempt import Attempt
@@ -30,7 +31,6 @@ from .probe_io import (
     failure_text,
     parse_probe_output,
     probe_source,
-    shown_text,
     watchdog_command,
 )
 from .ssh import SSHFailure
@@ -74,8 +74,8 @@ class HostTender(PreflightRunner):
         journal: Journal,
         policy: Policy,
         clock: Clock,
-        campaign: Campaign | None = None,
-        blame_book: BlameBook | None = None,
+        campaign: Campaign,
+        blame_book: BlameBook,
         watchdog_window_s: float = 15 * 60.0,
         beat_s: float = 120.0,
         job_poll_s: float = 30.0,
@@ -252,7 +252,7 @@ class HostTender(PreflightRunner):
                 instance_id=a.instance_id,
                 ts=now,
                 reasons=[
-                    shown_text(r, 40)
+                    clean(r, 40)
                     for r in (reasons if isinstance(reasons, list) else [])[:10]
                     if isinstance(r, str)
                 ],
@@ -282,7 +282,7 @@ class HostTender(PreflightRunner):
                 a,
                 at=now,
                 ok=False,
-                reason="vital signs not believed: " + shown_text("; ".join(sorted(dropped)), 300),
+                reason="vital signs not believed: " + clean("; ".join(sorted(dropped)), 300),
                 detail={
                     "class": "vitals_dropped",
                     "fields": sorted(d.split(":")[0] for d in dropped),

@@ -16,8 +16,7 @@ RESUMED_OVER = 1.25  # a run this much faster than its host's preflight did not 
 def host_speed(a: Attempt) -> float:
     """A proven host's expected TFLOP/s: its preflight's, less the throttling seen."""
     tflops = a.verdict.tflops if a.verdict is not None and a.verdict.tflops else 0.0
-    slowdown = a.throttle.slowdown if a.throttle and a.throttle.throttled else 0.0
-    return tflops * (1 - slowdown)
+    return tflops * (1 - a.slowdown)
 
 
 def note_delivery(a: Attempt, job: JobState, progress: float | None, now: float) -> None:
@@ -29,10 +28,16 @@ def note_delivery(a: Attempt, job: JobState, progress: float | None, now: float)
         # this host's own work starts from
         if job.progress_base is None and progress > 0 and job.attempts > 1 and job.job.checkpoint:
             job.progress_base = (now, progress)
-    slowdown = a.throttle.slowdown if a.throttle and a.throttle.throttled else 0.0
     tflops = a.verdict.tflops if a.verdict is not None else None
     job.delivery = estimate(
-        job.job, job.started_at, now, job.progress, a.gpu_name, tflops, slowdown, job.progress_base
+        job.job,
+        job.started_at,
+        now,
+        job.progress,
+        a.gpu_name,
+        tflops,
+        a.slowdown,
+        job.progress_base,
     )
 
 

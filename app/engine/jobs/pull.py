@@ -20,7 +20,7 @@ import asyncssh
 from ...core.errors import RentwatchError
 from ...core.text import clean
 
-CHUNK = 256 * 1024  # bytes per SFTP read: memory held per pull, whatever the file's size
+CHUNK = 256 * 1024  # bytes per SFTP read or write: memory held per file, whatever its size
 
 
 class OverCap(Exception):

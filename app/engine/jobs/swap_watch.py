@@ -164,6 +164,5 @@ class SwapWatch:
         if v is not None and v.tflops and v.expected and model:
             # the probe's speed as a share of what it expects on this model (its torch or its
             # driver path), carried over to the model's bf16 speed
-            slowdown = a.throttle.slowdown if a.throttle and a.throttle.throttled else 0.0
-            return model * v.tflops / v.expected * (1 - slowdown) / work.ref_tflops
+            return model * v.tflops / v.expected * (1 - a.slowdown) / work.ref_tflops
         return work.rate(a.gpu_name, a.machine_id)

@@ -187,20 +187,16 @@ class JobWork:
             self.queue.host_died(iid, now, host_fault=host_fault, outbid=outbid)
         again = job.status == "pending"
         free = job.host_losses > losses
-        host = self.fleet.get(iid) if iid is not None else None
-        self.journal.fact(
-            K.JOB_FINISHED,
-            host,  # its machine's columns: the hosts view counts the work lost there
-            at=now,
-            ok=False,
-            instance_id=iid,
-            reason=f"job {job.name} interrupted: {why}"
-            + (" - queued again" if again else " - out of retries")
+        self._interrupted(
+            job,
+            iid,
+            now,
+            why,
+            (" - queued again" if again else " - out of retries")
             + (" (an early host loss: no retry used)" if free else ""),
-            detail={
-                "job": job.name,
+            "queued again" if again else "failed",
+            {
                 "requeued": again,
-                "attempt": job.attempts,
                 "host_loss": free,
                 # the host's fault (it died, dropped, never started the job), not a bid lost:
                 # the job lost counts against the machine's record (ledger/records.py)
@@ -209,10 +205,29 @@ class JobWork:
                 **({"work_lost_ref_h": round(lost, 6)} if lost else {}),
             },
         )
-        self.journal.say(
-            f"job    {job.name} interrupted on i:{iid} ({why}); "
-            f"{'queued again' if again else 'failed'}"
+
+    def _interrupted(
+        self,
+        job: JobState,
+        iid: int | None,
+        now: float,
+        why: str,
+        then: str,
+        said: str,
+        detail: dict[str, Any],
+    ) -> None:
+        """A job cut short on host `iid`, written down with its machine's columns (the hosts
+        view counts the work lost there): `then`, what follows in the ledger; `said`, in the log."""
+        self.journal.fact(
+            K.JOB_FINISHED,
+            self.fleet.get(iid) if iid is not None else None,
+            at=now,
+            ok=False,
+            instance_id=iid,
+            reason=f"job {job.name} interrupted: {why}{then}",
+            detail={"job": job.name, "attempt": job.attempts, **detail},
         )
+        self.journal.say(f"job    {job.name} interrupted on i:{iid} ({why}); {said}")
 
     async def campaign_ended(self, why: str, keep_output: bool = True) -> None:
         """The campaign's end (a person's, its budget's or deadline's, the exit trap's), before
@@ -224,34 +239,26 @@ class JobWork:
         running = self.queue.campaign_ended(now)
         for job in running:
             self.rescues.forget(job)
-            iid = job.instance_id
-            self.journal.fact(
-                K.JOB_FINISHED,
-                self.fleet.get(iid) if iid is not None else None,
-                at=now,
-                ok=False,
-                instance_id=iid,
-                reason=f"job {job.name} interrupted: {why} - it ends with the campaign",
-                detail={
-                    "job": job.name,
-                    "requeued": False,
-                    "campaign_end": True,  # a later run of the campaign takes it up (`restore`)
-                    "attempt": job.attempts,
-                    # the campaign's end, nothing its host did; what it had done is no work
-                    # lost with a host (the receipt's), and a later run may resume from it
-                    "host_fault": False,
-                },
-            )
-            self.journal.say(
-                f"job    {job.name} interrupted on i:{iid} ({why}); ended with the campaign"
+            # the campaign's end, nothing its host did: what it had done is no work lost with a
+            # host (the receipt's), and a later run of the campaign takes it up (`restore`)
+            detail = {"requeued": False, "campaign_end": True, "host_fault": False}
+            then = " - it ends with the campaign"
+            self._interrupted(
+                job, job.instance_id, now, why, then, "ended with the campaign", detail
             )
         for job in running if keep_output else []:
             a = self.fleet.get(job.instance_id) if job.instance_id is not None else None
             if a is None or a.life.phase != Phase.VERIFIED or a.ssh_host is None:
                 continue  # its host is past answering: `logs` says its output was not kept
-            if (job.name, job.attempts) not in self._log_kept:
-                self._log_kept.add((job.name, job.attempts))
-                await pull_log(self.link, self.journal, self.pulls.artifacts_root, a, job.job)
+            await self._keep_log(a, job)
+
+    async def _keep_log(self, a: Attempt, job: JobState) -> bool:
+        """What the job's run printed, pulled once per run; False when it was already."""
+        if (job.name, job.attempts) in self._log_kept:
+            return False
+        self._log_kept.add((job.name, job.attempts))
+        await pull_log(self.link, self.journal, self.pulls.artifacts_root, a, job.job)
+        return True
 
     async def dispatch(self, now: float) -> None:
         """Start the next pending job on each host the dispatch rule names (core/jobs)."""
@@ -453,11 +460,8 @@ class JobWork:
         """An exited job's end: its artifacts off the box, then done or failed by its exit. A failed
         pull is retried, up to PULL_TRIES; a host that leaves service first takes the job back to
         the queue (`reap`)."""
-        if (job.name, job.attempts) not in self._log_kept:  # its output, once per end
-            self._log_kept.add((job.name, job.attempts))
-            await pull_log(self.link, self.journal, self.pulls.artifacts_root, a, job.job)
-            if not job.held_by(a.instance_id, "finishing"):
-                return  # its host left service meanwhile: `reap` queued it again
+        if await self._keep_log(a, job) and not job.held_by(a.instance_id, "finishing"):
+            return  # its host left service meanwhile: `reap` queued it again
         if job.job.artifacts and not await self.pulls.pull(a, job):
             job.pull_tries += 1
             if job.pull_tries < PULL_TRIES:
