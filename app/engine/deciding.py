@@ -37,7 +37,7 @@ class Decider:
     link: HostLink
     campaign: Callable[[], Campaign]  # as it stands: the file's, with the fleet wanted now
     started_at: Callable[[], float | None]  # the first start: the deadline counts from it
-    proven_why: str = dataclasses.field(default="", init=False)  # the fleet cut last said
+    proven_fleet: int = dataclasses.field(default=0, init=False)  # the fleet last sized so
 
     async def decide(self, now: float) -> list[Decision]:
         """The rules' decisions this poll: on the snapshot; again on offers searched fresh when they
@@ -91,7 +91,7 @@ class Decider:
 
     def _beside_proven(self, snap: FleetSnapshot, now: float) -> FleetSnapshot:
         """Under `proven_fleet_h`, the fleet cut to the proven cheap hosts that finish the work
-        left in time (core/offers/proven_fleet.py); said once each time it changes."""
+        left in time (core/offers/proven_fleet.py); said each time the cut changes."""
         horizon_h = self.policy.proven_fleet_h
         if horizon_h <= 0 or snap.work is None:
             return snap
@@ -101,9 +101,9 @@ class Decider:
         proven, stranger = proven_hosts(snap.attempts, fit or (), snap.history, snap.work)
         left = sum(j.ref_hours or 0.0 for j in self.job_work.left() if sized(j))
         fleet, why = fleet_beside_proven(snap.fleet, proven, stranger, left, horizon_h)
-        if why and why != self.proven_why:
+        if why and fleet != self.proven_fleet:
             self.offer_book.journal.say(why)
-        self.proven_why = why
+        self.proven_fleet = fleet
         return dataclasses.replace(snap, fleet=fleet)
 
     async def _on_demand_instead(self, snap: FleetSnapshot) -> FleetSnapshot:
