@@ -52,10 +52,6 @@ class Policy:
     value_of_time_usd_per_h: float = 0.0  # the operator's price of an hour's wait; 0: no hedging
     max_spare_attempts: int = 0  # hedging never keeps more than this many spares in flight
     reuse_stopped: bool = False  # start a stopped, proven rental again before creating
-    # market hours within which proven hosts, well cheaper per delivered unit than any stranger,
-    # must finish the work left for the fleet to shrink to them (core/offers/proven_fleet.py;
-    # 0: the fleet is the campaign's)
-    proven_fleet_h: float = 0.0
     offer_sanity: bool = False  # skip offers whose own benchmark contradicts the GPU they claim
     rank: str = "price"  # price | expected_cost
     # how far the offer search reaches past Vast's default (verified, not external), where the

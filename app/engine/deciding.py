@@ -6,12 +6,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..core.bidding.rules import as_rented, tier_ran_dry
+from ..core.bidding.rules import tier_ran_dry
 from ..core.campaign import Campaign
-from ..core.delivery import WorkOutlook, sized
+from ..core.delivery import WorkOutlook
 from ..core.lifecycle import Phase
-from ..core.offers.choice import fit_of
-from ..core.offers.proven_fleet import fleet_beside_proven, proven_hosts
 from ..core.policy import Policy
 from ..core.rules import Create, Decision, FleetSnapshot, decide
 from ..market.protocol import Market
@@ -37,7 +35,6 @@ class Decider:
     link: HostLink
     campaign: Callable[[], Campaign]  # as it stands: the file's, with the fleet wanted now
     started_at: Callable[[], float | None]  # the first start: the deadline counts from it
-    proven_fleet: int = dataclasses.field(default=0, init=False)  # the fleet last sized so
 
     async def decide(self, now: float) -> list[Decision]:
         """The rules' decisions this poll: on the snapshot; again on offers searched fresh when they
@@ -80,31 +77,13 @@ class Decider:
         self.offer_book.rental = snap.bidding.tier if snap.bidding else "on-demand"
         if self.offer_book.stale():
             await self.offer_book.refresh()
-        snap = dataclasses.replace(
+        return dataclasses.replace(
             self.snapshot(now),
             history=self.offer_book.history(),
             memory=self.offer_book.memory(),
             work=self._outlook(),
             create_cap=1 if first else None,
         )
-        return self._beside_proven(snap, now)
-
-    def _beside_proven(self, snap: FleetSnapshot, now: float) -> FleetSnapshot:
-        """Under `proven_fleet_h`, the fleet cut to the proven cheap hosts that finish the work
-        left in time (core/offers/proven_fleet.py); said each time the cut changes."""
-        horizon_h = self.policy.proven_fleet_h
-        if horizon_h <= 0 or snap.work is None:
-            return snap
-        if snap.deadline is not None:
-            horizon_h = min(horizon_h, (snap.deadline - now) / 3600)
-        fit = fit_of(as_rented(snap.offers, snap.bidding), snap.terms, self.policy, snap.exclusions)
-        proven, stranger = proven_hosts(snap.attempts, fit or (), snap.history, snap.work)
-        left = sum(j.ref_hours or 0.0 for j in self.job_work.left() if sized(j))
-        fleet, why = fleet_beside_proven(snap.fleet, proven, stranger, left, horizon_h)
-        if why and fleet != self.proven_fleet:
-            self.offer_book.journal.say(why)
-        self.proven_fleet = fleet
-        return dataclasses.replace(snap, fleet=fleet)
 
     async def _on_demand_instead(self, snap: FleetSnapshot) -> FleetSnapshot:
         """Under `rental = "auto"` a bid search with nothing to bid on: on-demand offers."""
