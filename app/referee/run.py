@@ -28,16 +28,13 @@ from ..sim.family import draw_family
 from ..sim.market import SimMarket
 from ..sim.scenario import Scenario
 from ..sim.server import SimServer
-from .campaigns import referee_campaign, warmup_campaign, with_jobs
+from .campaigns import warmup_campaign, with_jobs
 from .floor import delivered, floor, rentables
 from .lag import LAG_BOUND_S, summarise_valid
 from .pacing import Pace, paced, run_until, timing
 from .score import RunFacts, delivers, ratio, score
 from .stepped import ID_BASE, run_stepped, stepped_clock
-from .table import format_table
 from .workers import run_all
-
-__all__ = ["format_table", "policy_from_spec", "referee", "referee_campaign", "warmup_campaign"]
 
 DEFAULT_DEADLINE_MIN = 360.0  # market minutes a run may take before it scores "never"
 
