@@ -9,6 +9,7 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any
 
 from .errors import ConfigError, ConfigErrors, problems_of
@@ -310,17 +311,24 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
             raise ConfigErrors(source, [f"{source}: {p}" for p in problems_of(exc)]) from None
         return policy
 
-    known = {f.name for f in fields(Campaign)}  # the file's keys are the fields
-    problems = [str(fail(key, unknown_key(key, known))) for key in data if key not in known]
-    got = {key: _keeping(problems, _read, data, fail, key, *row) for key, row in FIELDS.items()}
-    fleet = got["fleet"] or 1
-    most = _must(
-        lambda n: fleet <= n <= 1_000_000,
-        f"must be at least the fleet size ({fleet}), at most 1000000",
-    )
-    got["max_creates"] = _keeping(problems, _read, data, fail, "max_creates", int, 40, most)
-    got["offer_query"] = _keeping(problems, read_offer_query)
-    got["policy"] = _keeping(problems, read_policy)
+    def read_max_creates() -> int:
+        fleet = got["fleet"] or 1
+        why = f"must be at least the fleet size ({fleet}), at most 1000000"
+        return int(
+            _read(data, fail, "max_creates", int, 40, _must(lambda n: fleet <= n <= 1e6, why))
+        )
+
+    readers = {
+        "offer_query": read_offer_query,
+        "max_creates": read_max_creates,
+        "policy": read_policy,
+    }
+    known = [f.name for f in fields(Campaign)]  # the file's keys are the fields, read in order
+    problems = [str(fail(key, unknown_key(key, set(known)))) for key in data if key not in known]
+    got: dict[str, Any] = {}
+    for key in (k for k in known if k != "jobs"):
+        read = readers.get(key) or partial(_read, data, fail, key, *FIELDS[key])
+        got[key] = _keeping(problems, read)
     jobs: list[Job] = []
     for i, raw in enumerate(_keeping(problems, _read, data, fail, "jobs", list, []) or []):
         if not isinstance(raw, dict):
