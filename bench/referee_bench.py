@@ -14,8 +14,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rentwatch.referee.run import format_table, referee, referee_campaign
+from rentwatch.referee.campaigns import referee_campaign
+from rentwatch.referee.run import referee
 from rentwatch.referee.score import median, summarise
+from rentwatch.referee.table import format_table
 from rentwatch.sim.family import REPORT_FAMILY_SEEDS
 
 TARGETS = {"total_usd_vs_seed": 0.7, "time_to_done_vs_seed": 0.6, "dud_usd_vs_seed": 0.5}

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 from rentwatch.core.campaign import Job
-from rentwatch.core.decisions import Move, Rebid, Resume
+from rentwatch.core.decisions import Create, Move, Rebid, Resume, Stop
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT, SEED
 from rentwatch.core.preflight.verdict import Verdict
-from rentwatch.core.rules import Create, Stop
 from rentwatch.engine.hosts.ssh import load_or_create_key
 
 from .fake_market import FakeMarket, offer

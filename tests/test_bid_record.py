@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from rentwatch.core.bidding import tier as B
+from rentwatch.core.decisions import Create
 from rentwatch.core.policy import DEFAULT
-from rentwatch.core.rules import Create
 from rentwatch.ledger import Ledger
 
 from .ledgers import new_ledger

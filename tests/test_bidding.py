@@ -153,8 +153,6 @@ def test_on_an_outbid_rebid_wait_or_move():
         bid_floor=0.30, paused_s=B.OUTPUT_WAIT_S + 1, rebids=0, output_only=True, **kw
     )
     assert late.act == "move"
-    assert B.stop_unneeded_resume(resumed=True, has_job=False, wanted=False)
-    assert not B.stop_unneeded_resume(resumed=True, has_job=True, wanted=False)
     assert B.work_lost_s(1000.0, 100.0, 700.0) == 300.0
     assert B.work_lost_s(1000.0, 100.0, None) == 900.0
 
@@ -234,7 +232,7 @@ def test_receipt_splits_spend_by_tier_and_counts_work_lost_to_outbids(tmp_path):
 
 def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():
     from rentwatch.core.bidding.rules import tier_rules
-    from rentwatch.core.decisions import Move, Stop
+    from rentwatch.core.decisions import Move, Resume, Stop
     from rentwatch.core.lifecycle import Phase
     from rentwatch.engine.attempt import Attempt
 
@@ -255,6 +253,11 @@ def test_a_paused_rental_holding_an_exited_jobs_output_is_waited_for_longer():
     assert tier_rules(a.view(busy=True), None, False, 100 + 2 * 3600) is None
     assert isinstance(tier_rules(a.view(busy=False), None, False, later), Stop)
     assert isinstance(tier_rules(a.view(busy=True), None, True, 100 + B.OUTPUT_WAIT_S + 1), Move)
+    # resumed by itself: stopped before it bills, unless a job runs or is wanted on it
+    a.outbid_at, a.resumed = None, True
+    assert isinstance(tier_rules(a.view(busy=False), None, False, later), Stop)
+    assert isinstance(tier_rules(a.view(busy=True), None, False, later), Resume)
+    assert isinstance(tier_rules(a.view(busy=False), None, True, later), Resume)
 
 
 def _bid_offer(oid: int, machine: int, gpu: str, min_bid: float, on_demand: float) -> Offer:

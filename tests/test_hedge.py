@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rentwatch.core.decisions import AttemptView, Create, FleetSnapshot
 from rentwatch.core.hedge import HedgeInputs, expected_shortfall, spare_attempts
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.offers.choice import OfferTerms
 from rentwatch.core.offers.reputation import market_odds, rank_offers
 from rentwatch.core.policy import DEFAULT, SEED
-from rentwatch.core.rules import AttemptView, Create, FleetSnapshot, decide
+from rentwatch.core.rules import decide
 
 from tests.fuzzing import examples
 

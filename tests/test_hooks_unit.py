@@ -10,12 +10,13 @@ import dataclasses
 from typing import Any
 
 import pytest
+from rentwatch.core.decisions import Abandon, AttemptView, Create, Finish, FleetSnapshot
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.models import Instance
 from rentwatch.core.policy import DEFAULT, SEED
 from rentwatch.core.preflight.verdict import CheckPolicy
-from rentwatch.core.rules import Abandon, AttemptView, Create, Finish, FleetSnapshot, decide
+from rentwatch.core.rules import decide
 from rentwatch.engine.session import Session
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from rentwatch.core.campaign import Campaign
+from rentwatch.core.decisions import Create, Stop
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import SEED
 from rentwatch.core.preflight.verdict import Verdict
-from rentwatch.core.rules import Create, Stop
 from rentwatch.engine.hosts.ssh import RunResult, SSHRunner, load_or_create_key
 from rentwatch.engine.intents import (
     DestroyConfirmation,

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rentwatch.core.decisions import Abandon, AttemptView, FleetSnapshot
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT
 from rentwatch.core.preflight.checks import (
@@ -27,7 +28,7 @@ from rentwatch.core.preflight.checks import (
     xid_check,
 )
 from rentwatch.core.preflight.verdict import CheckPolicy, detect_throttle, preflight_verdict
-from rentwatch.core.rules import Abandon, AttemptView, FleetSnapshot, decide
+from rentwatch.core.rules import decide
 from rentwatch.engine.hosts.probe_io import (
     ProbeError,
     load_host_json,

@@ -343,7 +343,8 @@ def test_the_referee_campaign_carries_the_default_jobs_sized_in_market_time():
     time would end at a market time that depends on the box. Every market of a family gets two
     jobs per fleet slot, each sized to 30 market minutes on a healthy RTX 4090, which the
     simulated host meters in market time."""
-    from rentwatch.referee.run import plan, referee_campaign
+    from rentwatch.referee.campaigns import referee_campaign
+    from rentwatch.referee.run import plan
 
     camp = referee_campaign()
     assert camp.jobs == ()

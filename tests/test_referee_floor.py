@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rentwatch.core.preflight.gpu_specs import expected_tflops
 from rentwatch.market.factory import load_campaign
+from rentwatch.referee.campaigns import warmup_campaign
 from rentwatch.referee.floor import (
     Rentable,
     Work,
@@ -19,7 +20,7 @@ from rentwatch.referee.floor import (
     floor,
     rentables,
 )
-from rentwatch.referee.run import referee, warmup_campaign
+from rentwatch.referee.run import referee
 from rentwatch.referee.score import ratio
 from rentwatch.sim import bids
 from rentwatch.sim.family import draw_market

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from rentwatch.core.bidding.rental_check import rental_mismatch, rented_bid
+from rentwatch.core.decisions import Create
 from rentwatch.core.models import Instance
 from rentwatch.core.policy import DEFAULT
-from rentwatch.core.rules import Create
 from rentwatch.engine.hosts.ssh import load_or_create_key
 from rentwatch.market.vast.rows import parse_instance
 

@@ -7,11 +7,7 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rentwatch.core.errors import ConfigError
-from rentwatch.core.lifecycle import Lifecycle, Phase
-from rentwatch.core.policy import DEFAULT, NAIVE, SEED, get_policy
-from rentwatch.core.preflight.verdict import Verdict
-from rentwatch.core.rules import (
+from rentwatch.core.decisions import (
     Abandon,
     AttemptView,
     Create,
@@ -20,8 +16,12 @@ from rentwatch.core.rules import (
     StartPreflight,
     Stop,
     Verify,
-    decide,
 )
+from rentwatch.core.errors import ConfigError
+from rentwatch.core.lifecycle import Lifecycle, Phase
+from rentwatch.core.policy import DEFAULT, NAIVE, SEED, get_policy
+from rentwatch.core.preflight.verdict import Verdict
+from rentwatch.core.rules import decide
 from rentwatch.market.factory import load_campaign
 
 from tests.fuzzing import examples

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 from rentwatch.core.campaign import Campaign
+from rentwatch.core.decisions import Abandon, Create, Finish, StartPreflight, Stop, Verify
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import NAIVE, SEED, Policy
 from rentwatch.core.preflight.verdict import Throttle, Verdict
-from rentwatch.core.rules import Abandon, Create, Finish, StartPreflight, Stop, Verify
 from rentwatch.engine.hosts.ssh import HostKeyChanged, RunResult, SSHRunner, load_or_create_key
 from rentwatch.engine.intents import CreateIntent, StartIntent, StopIntent
 from rentwatch.engine.operator import HUMAN_RECENT_S, STARTED_BY_PERSON

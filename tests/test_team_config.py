@@ -90,11 +90,12 @@ def test_a_teammates_quarantine_skips_offers_and_never_acts_on_a_held_host():
     """The rules on their own (core): a machine in `Exclusions.team` is not rented; a host this
     fleet holds there gets the very decisions it would get without it; and a failure of ours
     there is quarantined in our own ledger, not skipped as already quarantined."""
+    from rentwatch.core.decisions import Abandon
     from rentwatch.core.lifecycle import Phase
     from rentwatch.core.offers.choice import Exclusions, OfferTerms, unfit_reason
     from rentwatch.core.policy import DEFAULT
     from rentwatch.core.preflight.verdict import Verdict
-    from rentwatch.core.rules import Abandon, decide
+    from rentwatch.core.rules import decide
 
     from .test_reputation import offer
     from .test_rules import NOW, att, fleet

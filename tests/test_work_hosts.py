@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 from rentwatch.core.campaign import Job
+from rentwatch.core.decisions import AttemptView, Create, Finish, FleetSnapshot, Stop
 from rentwatch.core.errors import ConfigError
 from rentwatch.core.jobs import JobQueue
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT, SEED
-from rentwatch.core.rules import AttemptView, Create, Finish, FleetSnapshot, Stop, decide
+from rentwatch.core.rules import decide
 
 from .test_hedge import GOOD_MARKET, OFFERS, OfferTerms
 

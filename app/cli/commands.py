@@ -315,7 +315,9 @@ def cmd_referee(args: argparse.Namespace) -> int:
     import json
 
     from ..market.factory import load_campaign
-    from ..referee.run import format_table, referee, referee_campaign
+    from ..referee.campaigns import referee_campaign
+    from ..referee.run import referee
+    from ..referee.table import format_table
     from ..sim.scenario import load_scenario
 
     if args.scenario:

@@ -7,6 +7,7 @@ bandwidth bills per byte as one-off `bandwidth` marks. A held instance whose row
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -107,63 +108,51 @@ def storage_per_hour(disk_gb: float, storage_cost_gb_month: float) -> float:
     return disk_gb * storage_cost_gb_month / (30 * 24)
 
 
+# what each mark says of the instance from then on (created and not destroyed: it bills; held:
+# not stopped by the renter; running: its container runs; online: the docs bill nothing while
+# offline; unread: its row unreadable, billed online and running, the worst case)
+EFFECTS: dict[str, dict[str, bool]] = {
+    "create": {"created": True, "held": True, "running": False, "online": True},
+    "running": {"running": True},
+    "halt": {"running": False},
+    "offline": {"running": False, "online": False},
+    "online": {"online": True},
+    "stop": {"held": False, "running": False},
+    "start": {"held": True, "online": True},
+    "resume": {"held": True, "running": True, "online": True},
+    "destroy": {"destroyed": True},
+    "unread": {"unread": True},
+    "read": {"unread": False},
+}
+
+
 def charges(marks: Sequence[Mark] | Iterable[Mark], mode: GpuBilling, now: float) -> Charges:
     """Charges up to `now` for one instance from its billing marks (in time order)."""
-    gpu = storage = bandwidth = 0.0
-    gpu_dph = storage_dph = 0.0
-    created = destroyed = False
-    online = True  # the docs: no rental or storage charges while offline
-    gpu_on = False  # is the GPU meter running
-    held = False  # not stopped by the renter
-    running = False  # container actually running
-    unread = False  # its row unreadable: billed online and running, the worst case
-    last = None
-    for m in marks:
+    gpu = storage = bandwidth = gpu_dph = storage_dph = 0.0
+    state = {"created": False, "destroyed": False, "held": False, "running": False}
+    state |= {"online": True, "unread": False}
+    bills = gpu_on = False  # whether its storage and its GPU meter run
+    last = 0.0
+    for m in itertools.chain(marks, [Mark(now, "now")]):  # the last span runs until now
         at = min(m.at, now)
-        if last is not None and created and not destroyed and (online or unread):
+        if bills:
             span = max(0.0, at - last)
             storage += storage_dph * span / 3600
-            if gpu_on:
-                gpu += gpu_dph * span / 3600
+            gpu += gpu_dph * span / 3600 if gpu_on else 0.0
         last = at
         if m.gpu_dph is not None:
             gpu_dph = m.gpu_dph
         if m.storage_dph is not None:
             storage_dph = m.storage_dph
-        if m.kind == "bandwidth":
-            if m.at <= now and created:
-                bandwidth += m.usd
-        elif m.kind == "create":
-            created, held, running, online = True, True, False, True
-        elif m.kind == "running":
-            running = True
-        elif m.kind == "halt":
-            running = False
-        elif m.kind == "offline":
-            running, online = False, False
-        elif m.kind == "online":
-            online = True
-        elif m.kind == "stop":
-            held, running = False, False
-        elif m.kind == "start":
-            held, online = True, True
-        elif m.kind == "resume":
-            held, running, online = True, True, True
-        elif m.kind == "destroy":
-            destroyed = True
-        elif m.kind in ("unread", "read"):
-            unread = m.kind == "unread"
-        up = online or unread
+        if m.kind == "bandwidth" and m.at <= now and state["created"]:
+            bandwidth += m.usd
+        state.update(EFFECTS.get(m.kind, {}))
+        bills = state["created"] and not state["destroyed"] and (state["online"] or state["unread"])
         gpu_on = (
-            held and (mode == "created" or running or unread) and created and not destroyed and up
+            bills and state["held"] and (mode == "created" or state["running"] or state["unread"])
         )
         if m.at >= now:
             break
-    if last is not None and created and not destroyed and last < now and (online or unread):
-        span = now - last
-        storage += storage_dph * span / 3600
-        if gpu_on:
-            gpu += gpu_dph * span / 3600
     return Charges(gpu_usd=gpu, storage_usd=storage, bandwidth_usd=bandwidth)
 
 

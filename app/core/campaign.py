@@ -7,29 +7,14 @@ import math
 import posixpath
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any
 
 from .errors import ConfigError, ConfigErrors, problems_of
 
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-JOB_KEYS = frozenset(
-    {
-        "name",
-        "run",
-        "workdir",
-        "env",
-        "allow_secret_env",
-        "artifacts",
-        "timeout_min",
-        "retries",
-        "checkpoint",
-        "checkpoint_every_min",
-        "ref_gpu",
-        "ref_hours",
-    }
-)
 RENTALS = ("on-demand", "interruptible", "auto")
 SECRET_HINTS = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
 # an offer filter: `{field: {op: value}}`, what a market's search takes
@@ -103,6 +88,159 @@ def renting_nothing(name: str) -> Campaign:
 
 
 MAX_UPLOADS = 64
+NUMBER = (int, float)
+Kind = type | tuple[type, ...]
+Check = Callable[[Any], list[str]]  # a value's problems
+Fail = Callable[[str, str], ConfigError]  # the error of a key, with why
+
+
+def _must(ok: Callable[[Any], object], why: str) -> Check:
+    """A check that says `why` (formatted with the value) where `ok` refuses the value."""
+    return lambda v: [] if ok(v) else [why.format(v)]
+
+
+def _within(lo: float, hi: float, open_lo: bool = True) -> Check:
+    """A number's check: finite, above `lo` (at least it where not `open_lo`), at most `hi`."""
+
+    def problems(v: float) -> list[str]:
+        if not math.isfinite(v):
+            return [f"must be a finite number, got {v!r}"]
+        if v < lo or (open_lo and v == lo) or v > hi:
+            return [f"must be {'above' if open_lo else 'at least'} {lo:g} and at most {hi:g}"]
+        return []
+
+    return problems
+
+
+def _anything(_: object) -> list[str]:
+    return []  # no check beyond the key's type
+
+
+def _cuda_version(v: str | float) -> bool:
+    try:
+        return 0 <= float(v) <= 100  # NaN compares false
+    except ValueError:
+        return False
+
+
+def _strings(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(s, str) for s in v)
+
+
+def _text(v: object) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+def _relative(v: object) -> bool:
+    return isinstance(v, str) and inside_job_folder(v)
+
+
+def _artifacts(v: Any) -> list[str]:
+    """Paths the pull takes, refused here, before anything is rented, not at the job's end."""
+    if not _strings(v):
+        return ["expected a list of paths"]
+    return [f"{a!r} is not a relative path inside the job's folder" for a in v if not _relative(a)]
+
+
+# a campaign file's plain keys: their TOML type, default (...: required) and check; offer_query,
+# max_creates, policy and jobs are read on their own
+FIELDS: dict[str, tuple[Kind, Any, Check]] = {
+    "name": (str, ..., _must(NAME.fullmatch, "use letters, digits, '.', '_' or '-' (at most 64)")),
+    "image": (
+        str,
+        ...,
+        _must(
+            lambda v: v.strip() and len(v) <= 512,
+            "an image reference is required (at most 512 characters)",
+        ),
+    ),
+    "image_cuda": ((str, int, float), "0", _must(_cuda_version, "not a version number: {!r}")),
+    "disk_gb": (NUMBER, 20, _within(1, 2000, open_lo=False)),
+    "max_dph": (NUMBER, ..., _within(0, 1000)),
+    "fleet": (int, 1, _must(lambda v: 1 <= v <= 10_000, "must be between 1 and 10000")),
+    "budget_usd": (NUMBER, ..., _within(0, 1e9)),
+    "deadline_min": (NUMBER, None, _within(0, 1e12)),
+    "poll_s": (NUMBER, 10.0, _within(0, 86_400)),
+    "http_timeout_s": (NUMBER, None, _within(0, 3600)),
+    "rental": (
+        str,
+        "on-demand",
+        _must(RENTALS.__contains__, f"expected one of {', '.join(RENTALS)}, got {{!r}}"),
+    ),
+    # a bid is the machine's price, capped at $32/h per GPU: 256 on an 8-GPU machine
+    "max_bid_dph": (NUMBER, None, _within(0.001, 256.0)),
+    "notify": (
+        list,
+        [],
+        _must(lambda v: all(map(_text, v)), "expected a list of notification URLs (strings)"),
+    ),
+    "artifacts_dir": (str, None, _must(str.strip, "expected a folder path, got an empty string")),
+    "upload": (
+        list,
+        [],
+        _must(
+            lambda v: len(v) <= MAX_UPLOADS and all(_text(u) and "\0" not in u for u in v),
+            f"expected a list of up to {MAX_UPLOADS} local paths (strings)",
+        ),
+    ),
+}
+# a job's keys but its name (object: the check says what a wrong type is)
+JOB_FIELDS: dict[str, tuple[Kind, Any, Check]] = {
+    "run": (object, "", _must(_text, "a command is required")),
+    "env": (
+        object,
+        {},
+        _must(
+            lambda v: isinstance(v, dict) and _strings([*v.values()]), "expected a table of strings"
+        ),
+    ),
+    "allow_secret_env": (object, [], _must(_strings, "expected a list of env names")),
+    "checkpoint": (object, None, _must(_relative, "a relative path inside the job's folder")),
+    "artifacts": (object, [], _artifacts),
+    "ref_gpu": (object, None, _must(_text, 'a GPU name, e.g. "RTX 4090"')),
+    "ref_hours": (NUMBER, None, _within(0, 10_000)),
+    "retries": (int, 1, _must(lambda v: 0 <= v <= 1000, "must be between 0 and 1000")),
+    "workdir": (str, ".", _anything),
+    "timeout_min": (NUMBER, 360, _within(0, 100 * 24 * 60)),
+    "checkpoint_every_min": (NUMBER, 10, _within(0, 24 * 60)),
+}
+JOB_KEYS = frozenset({"name", *JOB_FIELDS})
+
+
+def _read(
+    raw: Mapping[str, Any],
+    fail: Fail,
+    key: str,
+    kind: Kind,
+    default: Any = ...,
+    check: Check = _anything,
+) -> Any:
+    """`key`'s value in `raw` (`default` where it is left out), else ConfigError from `fail`."""
+    if key not in raw:
+        if default is ...:
+            raise fail(key, "is required")
+        value = default
+    else:
+        value = raw[key]
+        if kind is not object and (isinstance(value, bool) or not isinstance(value, kind)):
+            # TOML's true is no number
+            raise fail(key, f"expected {getattr(kind, '__name__', 'a number')}, got {value!r}")
+    if value is None:  # an optional key left out
+        return None
+    value = float(value) if kind is NUMBER else value
+    whys = check(value)
+    if whys:
+        raise ConfigErrors(key, [str(fail(key, why)) for why in whys])
+    return value
+
+
+def _keeping(problems: list[str], read: Callable[..., Any], *args: Any) -> Any:
+    """What `read` returns, or None with its problems added to `problems`."""
+    try:
+        return read(*args)
+    except ConfigError as exc:
+        problems.extend(problems_of(exc))
+        return None
 
 
 def _line_of(text: str, key: str) -> str:
@@ -140,7 +278,8 @@ def _job_line_of(text: str, index: int, key: str) -> str:
 
 
 def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
-    """The campaign `text` says, its `offer_query` read by `read_query`; else ConfigError."""
+    """The campaign `text` says, its `offer_query` read by `read_query`; else ConfigErrors with
+    every problem of the file, each with its line, its key and why."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -149,66 +288,12 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
     def fail(key: str, msg: str) -> ConfigError:
         return ConfigError(f"{source}: {_line_of(text, key.split('.')[-1])}{key}: {msg}")
 
-    def get(key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
-        if key not in data:
-            if default is ...:
-                raise fail(key, "is required")
-            return default
-        value = data[key]
-        if isinstance(value, bool) or not isinstance(value, kind):  # TOML's true is no number
-            raise fail(key, f"expected {getattr(kind, '__name__', 'a number')}, got {value!r}")
-        return value
-
-    known = {f.name for f in fields(Campaign)}  # the file's keys are the fields
-
-    def number(
-        key: str, default: Any = ..., *, lo: float = 0.0, hi: float = 1e12, open_lo: bool = True
-    ) -> float | None:
-        """`key`'s number, in range (None: an optional one left out)."""
-        value = get(key, (int, float), default)
-        if value is None:
-            return None
-        return _in_range(float(value), lo, hi, open_lo, lambda msg: fail(key, msg))
-
-    def read_name() -> str:
-        name = get("name", str)
-        if not NAME.fullmatch(name):
-            raise fail("name", "use letters, digits, '.', '_' or '-' (at most 64)")
-        return str(name)
-
-    def read_image() -> str:
-        image = get("image", str)
-        if not image.strip() or len(image) > 512:
-            raise fail("image", "an image reference is required (at most 512 characters)")
-        return str(image)
-
-    def read_cuda() -> float:
-        cuda_raw = get("image_cuda", (str, int, float), "0")
-        try:
-            return _in_range(float(cuda_raw), 0, 100, False, ValueError)
-        except ValueError:
-            raise fail("image_cuda", f"not a version number: {cuda_raw!r}") from None
-
     def read_offer_query() -> OfferTerms:
-        query_text = get("offer_query", (str, dict), "")
+        query_text = _read(data, fail, "offer_query", (str, dict), "")
         try:
             return read_query(query_text) if isinstance(query_text, str) else dict(query_text)
         except ConfigError as exc:
             raise fail("offer_query", str(exc)) from None
-
-    def read_fleet() -> int:
-        fleet = get("fleet", int, 1)
-        if not 1 <= fleet <= 10_000:
-            raise fail("fleet", "must be between 1 and 10000")
-        return int(fleet)
-
-    def read_max_creates() -> int:
-        max_creates = get("max_creates", int, 40)
-        if not got["fleet"] <= max_creates <= 1_000_000:
-            raise fail(
-                "max_creates", f"must be at least the fleet size ({got['fleet']}), at most 1000000"
-            )
-        return int(max_creates)
 
     def read_policy() -> dict[str, Any]:
         if isinstance(data.get("policy"), str):  # `policy = "seed"`: the preset is a flag
@@ -217,7 +302,7 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
                 f"[policy] is a table of settings to override; choose the policy itself with "
                 f"--policy {data['policy']!r}",
             )
-        policy: dict[str, Any] = get("policy", dict, {})
+        policy: dict[str, Any] = _read(data, fail, "policy", dict, {})
         from .policy import DEFAULT  # every preset has the same settings: checked once here
 
         try:
@@ -226,101 +311,51 @@ def parse_campaign(text: str, source: str, read_query: QueryReader) -> Campaign:
             raise ConfigErrors(source, [f"{source}: {p}" for p in problems_of(exc)]) from None
         return policy
 
-    def read_rental() -> str:
-        rental = get("rental", str, "on-demand")
-        if rental not in RENTALS:
-            raise fail("rental", f"expected one of {', '.join(RENTALS)}, got {rental!r}")
-        return str(rental)
+    def read_max_creates() -> int:
+        fleet = got["fleet"] or 1
+        why = f"must be at least the fleet size ({fleet}), at most 1000000"
+        return int(
+            _read(data, fail, "max_creates", int, 40, _must(lambda n: fleet <= n <= 1e6, why))
+        )
 
-    def read_notify() -> tuple[str, ...]:
-        notify = get("notify", list, [])
-        if not all(isinstance(n, str) and n.strip() for n in notify):
-            raise fail("notify", "expected a list of notification URLs (strings)")
-        return tuple(notify)
-
-    def read_artifacts_dir() -> str | None:
-        artifacts_dir = get("artifacts_dir", str, None)
-        if artifacts_dir is not None and not artifacts_dir.strip():
-            raise fail("artifacts_dir", "expected a folder path, got an empty string")
-        return None if artifacts_dir is None else str(artifacts_dir)
-
-    def read_upload() -> tuple[str, ...]:
-        upload = get("upload", list, [])
-        if len(upload) > MAX_UPLOADS or not all(
-            isinstance(u, str) and u.strip() and "\0" not in u for u in upload
-        ):
-            raise fail("upload", f"expected a list of up to {MAX_UPLOADS} local paths (strings)")
-        return tuple(upload)
-
-    # every problem of the file, each with its key and why, not only the first
-    problems: list[str] = []
-
-    def check(read: Callable[[], Any], fallback: Any) -> Any:
-        try:
-            return read()
-        except ConfigError as exc:
-            problems.extend(problems_of(exc))
-            return fallback
-
-    for key in data:
-        if key not in known:
-            problems.append(str(fail(key, unknown_key(key, known))))
-    got: dict[str, Any] = {}  # the campaign's fields, each as read (else its fallback)
-    got["name"] = check(read_name, "")
-    got["image"] = check(read_image, "")
-    got["image_cuda"] = check(read_cuda, 0.0)
-    got["disk_gb"] = check(lambda: number("disk_gb", 20, lo=1, hi=2000, open_lo=False), 20.0)
-    got["offer_query"] = check(read_offer_query, {})
-    got["max_dph"] = check(lambda: number("max_dph", hi=1000), 0.0)
-    got["fleet"] = check(read_fleet, 1)
-    got["max_creates"] = check(read_max_creates, got["fleet"])
-    got["budget_usd"] = check(lambda: number("budget_usd", hi=1e9), 0.0)
-    got["deadline_min"] = check(lambda: number("deadline_min", None), None)
-    got["poll_s"] = check(lambda: number("poll_s", 10.0, hi=86_400), 10.0)
-    got["http_timeout_s"] = check(lambda: number("http_timeout_s", None, hi=3600), None)
-    got["policy"] = check(read_policy, {})
-    got["rental"] = check(read_rental, "on-demand")
-    # a bid is the machine's price, capped at $32/h per GPU: 256 on an 8-GPU machine
-    got["max_bid_dph"] = check(lambda: number("max_bid_dph", None, lo=0.001, hi=256.0), None)
-    got["notify"] = check(read_notify, ())
-    got["artifacts_dir"] = check(read_artifacts_dir, None)
-    got["upload"] = check(read_upload, ())
-    jobs_raw: list[Any] = check(lambda: get("jobs", list, []), [])
+    readers = {
+        "offer_query": read_offer_query,
+        "max_creates": read_max_creates,
+        "policy": read_policy,
+    }
+    known = [f.name for f in fields(Campaign)]  # the file's keys are the fields, read in order
+    problems = [str(fail(key, unknown_key(key, set(known)))) for key in data if key not in known]
+    got: dict[str, Any] = {}
+    for key in (k for k in known if k != "jobs"):
+        read = readers.get(key) or partial(_read, data, fail, key, *FIELDS[key])
+        got[key] = _keeping(problems, read)
     jobs: list[Job] = []
-    for i, raw in enumerate(jobs_raw):
+    for i, raw in enumerate(_keeping(problems, _read, data, fail, "jobs", list, []) or []):
         if not isinstance(raw, dict):
             problems.append(str(fail("jobs", f"jobs[{i}] is not a table")))
-            continue
-        try:
-            jobs.append(_job(raw, i, _job_fail(text, source, i)))
-        except ConfigError as exc:
-            problems.extend(problems_of(exc))
+        elif (job := _keeping(problems, _job, raw, i, _job_fail(text, source, i))) is not None:
+            jobs.append(job)
     names = [j.name for j in jobs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         again = next(k for k, n in enumerate(names) if n in names[:k])
-        problems.append(
-            str(
-                _job_fail(text, source, again)(
-                    "name", f"job names must be unique; repeated: {', '.join(dup)}"
-                )
-            )
-        )
+        why = f"job names must be unique; repeated: {', '.join(dup)}"
+        problems.append(str(_job_fail(text, source, again)("name", why)))
     clash = shared_checkpoint(jobs)
     if clash is not None:
         a, b, path = clash
-        problems.append(
-            str(
-                fail(
-                    "checkpoint",
-                    f"jobs {a} and {b} share the checkpoint folder {path!r} on a host: one "
-                    "would resume from the other's state (give each job its own checkpoint or "
-                    "workdir)",
-                )
-            )
+        why = (
+            f"jobs {a} and {b} share the checkpoint folder {path!r} on a host: one would resume "
+            "from the other's state (give each job its own checkpoint or workdir)"
         )
+        problems.append(str(fail("checkpoint", why)))
     if problems:
         raise ConfigErrors(source, problems)
+    got.update(
+        image_cuda=float(got["image_cuda"]),
+        notify=tuple(got["notify"]),
+        upload=tuple(got["upload"]),
+    )
     return Campaign(**got, jobs=tuple(jobs))
 
 
@@ -356,64 +391,28 @@ def shared_checkpoint(jobs: list[Job]) -> tuple[str, str, str] | None:
     return None
 
 
-def _in_range(
-    value: float, lo: float, hi: float, open_lo: bool, error: Callable[[str], Exception]
-) -> float:
-    if not math.isfinite(value):
-        raise error(f"must be a finite number, got {value!r}")
-    if value < lo or (open_lo and value == lo) or value > hi:
-        raise error(f"must be {'above' if open_lo else 'at least'} {lo:g} and at most {hi:g}")
-    return value
-
-
-def _job_fail(text: str, source: str, index: int) -> Callable[[str, str], ConfigError]:
+def _job_fail(text: str, source: str, index: int) -> Fail:
     """The error of the `index`-th job's `key`, at its line, naming the job and the key."""
     return lambda key, msg: ConfigError(
         f"{source}: {_job_line_of(text, index, key)}jobs[{index}].{key}: {msg}"
     )
 
 
-def _job(raw: dict[str, Any], i: int, fail: Callable[[str, str], ConfigError]) -> Job:
+def _job(raw: dict[str, Any], i: int, fail: Fail) -> Job:
     """The `i`-th job; else ConfigErrors with every problem of it, each at its key's line."""
-    problems: list[str] = []
+    problems = [str(fail(key, unknown_key(key, JOB_KEYS))) for key in sorted(set(raw) - JOB_KEYS)]
 
     def bad(key: str, msg: str) -> None:
         problems.append(str(fail(key, msg)))
 
-    def field_of(key: str, kind: type | tuple[type, ...], default: Any) -> Any:
-        value = raw.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, kind):
-            bad(key, f"expected {getattr(kind, '__name__', 'a number')}")
-            return default
-        return value
-
-    def number(key: str, default: float, hi: float) -> float:
-        value = float(field_of(key, (int, float), default))
-        try:
-            return _in_range(value, 0, hi, True, lambda msg: fail(key, msg))
-        except ConfigError as exc:
-            problems.append(str(exc))
-            return default
-
-    for key in sorted(set(raw) - JOB_KEYS):
-        bad(key, unknown_key(key, JOB_KEYS))
     jname = raw.get("name", f"job-{i + 1}")
     if not isinstance(jname, str) or not NAME.fullmatch(jname):
         bad("name", "letters, digits, '.', '_' or '-' (it names a folder)")
         jname = f"job-{i + 1}"
     if jname in (".", ".."):
         bad("name", f"{jname!r} is not a folder name")
-    run = raw.get("run")
-    if not isinstance(run, str) or not run.strip():
-        bad("run", "a command is required")
-    env = raw.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        bad("env", "expected a table of strings")
-        env = {}
-    allowed = raw.get("allow_secret_env", [])
-    if not isinstance(allowed, list) or not all(isinstance(a, str) for a in allowed):
-        bad("allow_secret_env", "expected a list of env names")
-        allowed = []
+    got = {key: _keeping(problems, _read, raw, fail, key, *row) for key, row in JOB_FIELDS.items()}
+    env, allowed = got["env"] or {}, got["allow_secret_env"] or []
     secret = [k for k in env if SECRET_HINTS.search(k) and k not in allowed]
     if secret:
         bad(
@@ -422,47 +421,23 @@ def _job(raw: dict[str, Any], i: int, fail: Callable[[str, str], ConfigError]) -
             "is pushed onto a stranger's host (pull artifacts off instead, or name it in "
             "allow_secret_env to opt in, which the ledger records)",
         )
-    ckpt = raw.get("checkpoint")
-    if ckpt is not None and (
-        not isinstance(ckpt, str)
-        or not ckpt
-        or ckpt.startswith(("/", "~"))
-        or ".." in ckpt.split("/")
-    ):
-        bad("checkpoint", "a relative path inside the job's folder")
-    arts = raw.get("artifacts", [])
-    if not isinstance(arts, list) or not all(isinstance(a, str) for a in arts):
-        bad("artifacts", "expected a list of paths")
-        arts = []
-    for art in arts:  # refused here, before anything is rented, not at the job's end
-        if not inside_job_folder(art):
-            bad("artifacts", f"{art!r} is not a relative path inside the job's folder")
-    ref_gpu = raw.get("ref_gpu")
-    if ref_gpu is not None and (not isinstance(ref_gpu, str) or not ref_gpu.strip()):
-        bad("ref_gpu", 'a GPU name, e.g. "RTX 4090"')
-    ref_hours = number("ref_hours", 1, 10_000) if "ref_hours" in raw else None
+    ref_gpu, ref_hours = raw.get("ref_gpu"), raw.get("ref_hours")
     if (ref_gpu is None) != (ref_hours is None):
         missing = "ref_hours" if ref_hours is None else "ref_gpu"
         bad(missing, "ref_gpu and ref_hours size a job together")
-    retries = field_of("retries", int, 1)
-    if not 0 <= retries <= 1000:
-        bad("retries", "must be between 0 and 1000")
-    workdir = field_of("workdir", str, ".")
-    timeout_s = number("timeout_min", 360, 100 * 24 * 60) * 60
-    checkpoint_every_s = number("checkpoint_every_min", 10, 24 * 60) * 60
     if problems:
         raise ConfigErrors(f"jobs[{i}]", problems)
     return Job(
         name=jname,
-        run=str(run),
-        workdir=workdir,
+        run=got["run"],
+        workdir=got["workdir"],
         env=env,
-        artifacts=tuple(arts),
-        timeout_s=timeout_s,
-        retries=retries,
-        checkpoint=ckpt,
-        checkpoint_every_s=checkpoint_every_s,
+        artifacts=tuple(got["artifacts"]),
+        timeout_s=got["timeout_min"] * 60,
+        retries=got["retries"],
+        checkpoint=got["checkpoint"],
+        checkpoint_every_s=got["checkpoint_every_min"] * 60,
         secret_env=tuple(k for k in env if k in allowed),
-        ref_gpu=ref_gpu.strip() if ref_gpu else None,
-        ref_hours=ref_hours,
+        ref_gpu=got["ref_gpu"].strip() if got["ref_gpu"] else None,
+        ref_hours=got["ref_hours"],
     )

@@ -1,5 +1,5 @@
-"""The rules: `decide(fleet, policy, now) -> decisions`. Pure: no I/O, no clock reads. Their
-vocabulary is `decisions.py`'s (re-exported here)."""
+"""The rules: `decide(fleet, policy, now) -> decisions` (`decisions.py` holds their vocabulary).
+Pure: no I/O, no clock reads."""
 
 from __future__ import annotations
 
@@ -35,21 +35,6 @@ from .offers.picks import rank_creates
 from .offers.reuse import restarts
 from .policy import Policy
 from .worth.swap import leaving, move_off, replaced, swap_out
-
-__all__ = [
-    "Abandon",
-    "AttemptView",
-    "Create",
-    "Decision",
-    "Finish",
-    "FleetSnapshot",
-    "StartPreflight",
-    "Stop",
-    "Verify",
-    "decide",
-    "freeze_window",
-    "low_util_since",
-]
 
 DOWNLOAD_WORDS = ("Downloading",)  # a progress line: on a healthy host it moves every few seconds
 SILENT_WORDS = (

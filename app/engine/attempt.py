@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..core.billing import Charges, Mark, charges
+from ..core.decisions import AttemptView
 from ..core.lifecycle import Lifecycle, Phase
 from ..core.models import Offer
 from ..core.preflight.verdict import Throttle, Verdict
-from ..core.rules import AttemptView
 
 # stops for want of work, and an earlier run's own end (its trap, its release): the host was fine
 REUSABLE_STOPS = ("rule:drained", "rule:idle", "trap", "rule:campaign_end")

@@ -21,7 +21,7 @@ from ..core.blame.fault import (
     shows_layers,
 )
 from ..core.campaign import Campaign
-from ..core.rules import Abandon
+from ..core.decisions import Abandon
 from ..ledger import EventKind, Ledger
 
 if TYPE_CHECKING:

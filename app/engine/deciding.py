@@ -8,10 +8,11 @@ from collections.abc import Callable
 
 from ..core.bidding.rules import tier_ran_dry
 from ..core.campaign import Campaign
+from ..core.decisions import Create, Decision, FleetSnapshot
 from ..core.delivery import WorkOutlook
 from ..core.lifecycle import Phase
 from ..core.policy import Policy
-from ..core.rules import Create, Decision, FleetSnapshot, decide
+from ..core.rules import decide
 from ..market.protocol import Market
 from .attempt import Attempt
 from .blame_book import BlameBook

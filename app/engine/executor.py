@@ -5,11 +5,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.decisions import Move, Rebid, Restart, Resume
+from ..core.decisions import (
+    Abandon,
+    Create,
+    Decision,
+    Finish,
+    Move,
+    Rebid,
+    Restart,
+    Resume,
+    StartPreflight,
+    Stop,
+    Verify,
+)
 from ..core.lifecycle import Phase
 from ..core.offers.choice import Quarantine
 from ..core.policy import Policy
-from ..core.rules import Abandon, Create, Decision, Finish, StartPreflight, Stop, Verify
 from ..ledger import EventKind
 from ..market.errors import REFUSALS
 from ..market.protocol import Market

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..core.decisions import Create, Decision
 from ..core.lifecycle import Phase
-from ..core.rules import Create, Decision
 from ..ledger import EventKind
 from .actions import Actions
 from .attempt import Attempt

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..core.campaign import Campaign
+from ..core.decisions import Decision
 from ..core.errors import MalformedAnswer
 from ..core.jobs import JobQueue
 from ..core.lifecycle import HELD
 from ..core.policy import Policy
-from ..core.rules import Decision
 from ..core.text import clean
 from ..ledger import EventKind, Ledger, LedgerUnwritable
 from ..market.errors import ApiError, AuthError, MarketUnavailable

@@ -8,6 +8,7 @@ import math
 import statistics
 from typing import Any
 
+from ..core.preflight.verdict import finite
 from ..core.text import clean
 from ..ledger import Ledger
 from ..sim.scenario import Bids
@@ -85,10 +86,9 @@ def to_toml(data: dict[str, Any]) -> str:
     return scenario_toml(data, "fitted by `rentwatch scenario from-ledger`")
 
 
-def _finite(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return float(v) if math.isfinite(v) and v > 0 else None
+def _positive(v: Any) -> float | None:
+    n = finite(v)  # an integer past a float's range is no number either
+    return n if n is not None and n > 0 else None
 
 
 def _spread(values: list[float], least: float, most: float = math.inf) -> list[float] | None:
@@ -120,13 +120,13 @@ def fit_bids(ledger: Ledger, campaign: str | None = None) -> dict[str, Any] | No
     creates = [
         e
         for e in ledger.events(where="kind = 'create' AND phase <> 'intent' AND ok")
-        if (campaign is None or e.campaign == campaign) and _finite(e.detail.get("bid"))
+        if (campaign is None or e.campaign == campaign) and _positive(e.detail.get("bid"))
     ]
     if not creates:
         return None
     floors, over = [], []
     for e in creates:
-        bid, low, od = (_finite(e.detail.get(k)) for k in ("bid", "bid_floor", "on_demand_dph"))
+        bid, low, od = (_positive(e.detail.get(k)) for k in ("bid", "bid_floor", "on_demand_dph"))
         if low is not None and od is not None:
             floors.append(low / od)
         if bid is not None and low is not None:
@@ -153,7 +153,7 @@ def fit_bids(ledger: Ledger, campaign: str | None = None) -> dict[str, Any] | No
         rebids.setdefault(e.instance_id, []).append(e.at)
     paused = []
     for e in ledger.events(where="kind = 'resumed'"):
-        p = _finite(e.detail.get("paused_s"))
+        p = _positive(e.detail.get("paused_s"))
         if p is None or campaign not in (None, e.campaign):
             continue
         if not any(e.at - p <= t <= e.at for t in rebids.get(e.instance_id, ())):

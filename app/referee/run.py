@@ -28,16 +28,13 @@ from ..sim.family import draw_family
 from ..sim.market import SimMarket
 from ..sim.scenario import Scenario
 from ..sim.server import SimServer
-from .campaigns import referee_campaign, warmup_campaign, with_jobs
+from .campaigns import warmup_campaign, with_jobs
 from .floor import delivered, floor, rentables
 from .lag import LAG_BOUND_S, summarise_valid
 from .pacing import Pace, paced, run_until, timing
 from .score import RunFacts, delivers, ratio, score
 from .stepped import ID_BASE, run_stepped, stepped_clock
-from .table import format_table
 from .workers import run_all
-
-__all__ = ["format_table", "policy_from_spec", "referee", "referee_campaign", "warmup_campaign"]
 
 DEFAULT_DEADLINE_MIN = 360.0  # market minutes a run may take before it scores "never"
 
@@ -130,17 +127,8 @@ async def _one_run(
             await session.release("rule:campaign_end", "referee: campaign ended")
     finally:
         await session.end(f"referee: run over ({ended})")
-    jobs = [
-        {
-            "job": j.name,
-            "status": j.status,
-            "instance_id": j.instance_id,
-            "attempts": j.attempts,
-            "started_at": j.started_at,
-            "finished_at": j.finished_at,
-        }
-        for j in sup.jobs.jobs
-    ]
+    keys = ("status", "instance_id", "attempts", "started_at", "finished_at")
+    jobs = [{"job": j.name, **{k: getattr(j, k) for k in keys}} for j in sup.jobs.jobs]
     return _facts(sup, start, finish, ended), jobs, gov
 
 
@@ -207,6 +195,10 @@ def scored(
     return result
 
 
+# one campaign played: its figures, its facts, its jobs as the policy saw them, the sim's truth
+Played = tuple[dict[str, Any], RunFacts, list[dict[str, Any]], dict[str, Any]]
+
+
 def run_task(task: Task) -> dict[str, Any]:
     """One policy on one market (its own sim, ledger and key), on the stepped clock. Warm: an
     earlier campaign runs first on the same market and ledger, its figures under `warmup`."""
@@ -225,26 +217,21 @@ def run_task(task: Task) -> dict[str, Any]:
 
         log = keep_line if task.keep_logs else (lambda _: None)
 
-        def play(
-            campaign: Campaign, destroy_after: bool = False
-        ) -> tuple[RunFacts, list[dict[str, Any]], Pace]:
-            """One campaign on this run's market, ledger and policy, to its end or deadline."""
+        def play(campaign: Campaign, warm: bool, destroy_after: bool = False) -> Played:
+            """One campaign on this run's market, ledger and policy, to its end or deadline, and
+            its figures."""
             main = _one_run(sim, task, campaign, ledger, tmp, log, destroy_after)
-            return run_stepped(sim, main, max_pace=task.max_pace)
+            facts, jobs, gov = run_stepped(sim, main, max_pace=task.max_pace)
+            truth = sim.call(sim.market.truth)
+            result = scored(replace(task, campaign=campaign), sim.market, truth, facts, warm)
+            return {**result, **timing(gov, truth, facts.finish)}, facts, jobs, truth
 
         warmup: dict[str, Any] | None = None
         try:
             if task.warm:
-                early = warmup_campaign(task.campaign)
-                w_facts, _, w_gov = play(early, destroy_after=True)
-                w_truth = sim.call(sim.market.truth)
-                warmup = scored(replace(task, campaign=early), sim.market, w_truth, w_facts, False)
-                warmup.update(timing(w_gov, w_truth, w_facts.finish))
+                warmup, *_ = play(warmup_campaign(task.campaign), False, destroy_after=True)
                 lines.clear()  # the kept log is the scored campaign's
-            facts, jobs, gov = play(task.campaign)
-            truth = sim.call(sim.market.truth)
-            result = scored(task, sim.market, truth, facts, task.warm)
-            result.update(timing(gov, truth, facts.finish))
+            result, facts, jobs, truth = play(task.campaign, task.warm)
             if warmup is not None and not warmup["valid"] and result["valid"]:
                 result["valid"], result["why"] = False, f"its warm-up: {warmup.get('why')}"
         finally:

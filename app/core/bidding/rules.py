@@ -20,7 +20,6 @@ from .tier import (
     lower_bid,
     on_outbid,
     outbid_rate,
-    stop_unneeded_resume,
     tier_cost,
     worth_bidding,
 )
@@ -111,7 +110,9 @@ def tier_rules(
     if a.bid is None or a.phase != Phase.STOPPED or not a.passed_preflight:
         return None
     if a.resumed:
-        if stop_unneeded_resume(resumed=True, has_job=a.busy, wanted=work_waiting):
+        # it bills again: stopped explicitly (an explicit stop does not resume by itself) unless
+        # a job runs or is wanted on it; a resume nobody catches leaks
+        if not a.busy and not work_waiting:
             why = (
                 f"resumed by itself at ${a.bid:.4f}/h with no work for it: stopped before it bills"
             )

@@ -227,12 +227,6 @@ def on_outbid(
     )
 
 
-def stop_unneeded_resume(*, resumed: bool, has_job: bool, wanted: bool) -> bool:
-    """A rental that resumed by itself bills again: stop it explicitly (an explicit stop does
-    not resume by itself) unless a job runs or is wanted on it. A resume nobody catches leaks."""
-    return resumed and not has_job and not wanted
-
-
 def work_lost_s(outbid_at: float, job_started_at: float, last_pull_at: float | None) -> float:
     """The work an outbid cost a job: the time since its last checkpoint pulled (or its start)."""
     since = job_started_at if last_pull_at is None else max(last_pull_at, job_started_at)

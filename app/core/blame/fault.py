@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from ..text import clean
+
 
 class Party(StrEnum):
     HOST = "host"
@@ -127,16 +129,11 @@ def normalise(text: str) -> str:
     return " ".join(_VARIABLE.sub("#", text.strip().lower()).split())[:200]
 
 
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
-
-
 def last_error_line(log_tail: str) -> str:
-    """The line a failed job's log ends on (a traceback's last line names the error), with
-    terminal escapes and control characters removed: the text two machines are compared by."""
-    for line in reversed(_CONTROL.sub("", log_tail).splitlines()):
-        if line.strip():
-            return line.strip()[:300]
-    return ""
+    """The line a failed job's log ends on (a traceback's last line names the error), made safe
+    to show (`text.clean`): the text two machines are compared by."""
+    lines = (clean(line, 300).strip() for line in reversed(log_tail.splitlines()))
+    return next((line for line in lines if line), "")
 
 
 def is_pull_denial(text: str) -> bool:

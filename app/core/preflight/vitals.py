@@ -22,7 +22,6 @@ RANGES: dict[str, tuple[float, float]] = {
     "ecc_uncorrected": (0, 2**48),
     "retired_pages": (0, 2**20),
 }
-FIELDS = tuple(RANGES)
 HOT_C = 85.0  # at or over this a consumer card throttles for heat (the pane marks it)
 
 
