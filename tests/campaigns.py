@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rentwatch.core.policy import get_policy
-from rentwatch.engine.hosts.ssh import loop_time
 from rentwatch.engine.session import Session
 from rentwatch.market.factory import load_campaign
 from rentwatch.referee.stepped import run_stepped, stepped_loop
@@ -141,7 +140,6 @@ def stepped_engine(sim, campaign, ledger, key_path: Path) -> EngineThread:
         open_session,
         on_error=lambda _: None,
         max_wall_poll=float("inf"),
-        monotonic=loop_time,
         loop_factory=lambda: stepped_loop(sim),
     )
 
