@@ -18,7 +18,7 @@ from rentwatch.engine.session import Session
 from rentwatch.market.factory import load_campaign
 from rentwatch.referee.stepped import run_stepped, stepped_loop
 from rentwatch.run.engine_thread import EngineThread
-from rentwatch.run.headless import run_headless
+from rentwatch.run.host import run_headless
 
 from .conftest import market_stands
 
@@ -101,7 +101,7 @@ def cli_on_stepped_clock(sim, monkeypatch) -> None:
     engine on `sim`'s stepped clock, as `headless` does; the CLI's other calls (its check of
     the market first) run as they do."""
     import rentwatch.cli.commands as commands
-    import rentwatch.run.headless as module
+    import rentwatch.run.host as module
 
     real, runs = module.run_headless, []
 

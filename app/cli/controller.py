@@ -24,8 +24,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from ..engine.session import default_key_path
     from ..market.factory import DEFAULT_TIMEOUT
     from ..run.dashboard import demo_campaign, demo_market
-    from ..run.headless import run_headless
-    from ..run.host import Hosting
+    from ..run.host import Hosting, run_headless
     from .commands import _read_campaign, usable_key
     from .team import team_config
 
