@@ -5,6 +5,7 @@ the ledger's socket, so the dashboard attaches to it like any other controller."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -66,15 +67,10 @@ class EngineThread:
         """Whether the engine's thread still runs (it owns instances until it ends)."""
         return self._thread.is_alive()
 
-    def join(self, say: Callable[[str], None] | None = None, every: float = 10.0) -> None:
+    def join(self) -> None:
         """Wait for the engine's thread to end: its thread is a daemon, and exiting under its
-        release would leave rentals billing. `say` hears how long it has taken."""
-        waited = 0.0
-        while self._thread.is_alive():
-            self._thread.join(every)
-            waited += every
-            if self._thread.is_alive() and say is not None:
-                say(f"still releasing what is held ({waited:.0f} s)")
+        release would leave rentals billing."""
+        self._thread.join()
 
     def _main(self) -> None:
         self.loop = self._loop_factory()
@@ -103,7 +99,6 @@ class EngineThread:
         host = self.host = Host(
             session,
             ctrl,
-            lambda _: None,  # a dashboard draws on the terminal: its log is the decision log
             self._plan,
             self._open_alerts,
             self._sync,
@@ -120,17 +115,15 @@ class EngineThread:
             ctrl.close()
             await self.server.stop()
 
-    def shutdown_asked(self, mode: str) -> None:
-        """End the engine with `mode`, unless an earlier ask (a shutdown request) chose one."""
+    def shutdown(self, mode: str = "stop") -> None:
+        """End the engine with `mode`, unless an earlier ask (a shutdown request) chose one, and
+        wait until its release (or detach) is done."""
         if self.host is None or self.loop is None:
             self._asked = self._asked or mode
         elif self.alive():
-            self.loop.call_soon_threadsafe(self.host.stop, mode)
-
-    def shutdown(self, mode: str = "stop", say: Callable[[str], None] | None = None) -> None:
-        """End the engine with `mode` and wait until its release (or detach) is done."""
-        self.shutdown_asked(mode)
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: it has ended
+                self.loop.call_soon_threadsafe(self.host.stop, mode)
         if self.alive():
-            self.join(say)
+            self.join()
         elif self.server is not None:  # its loop is gone: the files it served from still go
             self.server.forget()

@@ -81,7 +81,6 @@ class Host:
         self,
         session: Session,
         ctrl: Controller | None,
-        log: Callable[[str], None],
         plan: Hosting,
         open_alerts: Callable[[Supervisor], Alerts] | None = None,
         sync: TeamSync | None = None,
@@ -90,7 +89,7 @@ class Host:
     ) -> None:
         self.session = session
         self.sup = session.sup
-        self.log = log
+        self.log = self.sup.journal.say  # the session's log, and the dashboards' decision log
         self.plan = plan
         self._open_alerts = open_alerts
         self.sync = sync
@@ -498,7 +497,6 @@ async def run_headless(
         host = Host(
             session,
             ctrl if server is not None else None,
-            say,
             plan,
             lambda sup: open_alerts(sup, ledger, notify, metrics_listen, secrets, metrics),
             sync,
