@@ -14,12 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rentwatch.core.policy import get_policy
-from rentwatch.engine.hosts.ssh import loop_time
 from rentwatch.engine.session import Session
 from rentwatch.market.factory import load_campaign
 from rentwatch.referee.stepped import run_stepped, stepped_loop
 from rentwatch.run.engine_thread import EngineThread
-from rentwatch.run.headless import run_headless
+from rentwatch.run.host import run_headless
 
 from .conftest import market_stands
 
@@ -102,7 +101,7 @@ def cli_on_stepped_clock(sim, monkeypatch) -> None:
     engine on `sim`'s stepped clock, as `headless` does; the CLI's other calls (its check of
     the market first) run as they do."""
     import rentwatch.cli.commands as commands
-    import rentwatch.run.headless as module
+    import rentwatch.run.host as module
 
     real, runs = module.run_headless, []
 
@@ -141,7 +140,6 @@ def stepped_engine(sim, campaign, ledger, key_path: Path) -> EngineThread:
         open_session,
         on_error=lambda _: None,
         max_wall_poll=float("inf"),
-        monotonic=loop_time,
         loop_factory=lambda: stepped_loop(sim),
     )
 

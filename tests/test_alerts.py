@@ -17,7 +17,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.notify.wording import released
 from rentwatch.run.alerts import Alerts
-from rentwatch.run.headless import run_headless
+from rentwatch.run.host import run_headless
 
 from .campaigns import campaign_text
 

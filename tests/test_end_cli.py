@@ -26,7 +26,7 @@ from rentwatch.engine.intents import (
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.referee.stepped import run_stepped
-from rentwatch.run.headless import run_headless
+from rentwatch.run.host import run_headless
 from rentwatch.run.service import api
 from rentwatch.run.service.remote import ControllerClient
 from rentwatch.run.service.target import Target

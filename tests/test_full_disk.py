@@ -13,7 +13,7 @@ from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.fallback import fallback_path
 from rentwatch.market.factory import load_campaign
-from rentwatch.run.headless import run_headless
+from rentwatch.run.host import run_headless
 
 from .campaigns import campaign_text
 

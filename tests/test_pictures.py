@@ -14,7 +14,7 @@ from rentwatch.ledger import Ledger
 from rentwatch.ledger.readonly import QueryResult
 from rentwatch.ledger.screen_reads import SpendPoint, spend_curve_sql
 from rentwatch.market.factory import load_campaign
-from rentwatch.run.headless import run_headless
+from rentwatch.run.host import run_headless
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.charts import column_chart, resample, stacked_chart
 from rentwatch.widgets.footer import fitted

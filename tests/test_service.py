@@ -592,7 +592,7 @@ def test_only_the_adapter_touches_the_engine():
     refactor of the engine changes one file here."""
     import ast
 
-    engine = ("engine", "market", "run.headless", "run.engine_thread")
+    engine = ("engine", "market", "run.host", "run.engine_thread")
     offenders = []
     service = Path(__file__).resolve().parent.parent / "app" / "run" / "service"
     for path in service.glob("*.py"):

@@ -14,7 +14,7 @@ from rentwatch.ledger.team import TeamConfig
 from rentwatch.ledger.team.store import TeamStore
 from rentwatch.market.factory import load_campaign
 from rentwatch.referee.stepped import run_stepped
-from rentwatch.run.headless import run_headless
+from rentwatch.run.host import run_headless
 
 from .campaigns import campaign_text
 from .team_pg import PgServer

@@ -14,7 +14,7 @@ from rentwatch.core.errors import ConfigError
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
-from rentwatch.run.headless import run_headless
+from rentwatch.run.host import run_headless
 
 from tests.campaigns import campaign_text
 

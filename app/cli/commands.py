@@ -199,7 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..ledger.store import default_ledger_path
     from ..market.factory import DEFAULT_TIMEOUT
-    from ..run.headless import run_headless
+    from ..run.host import run_headless
 
     if args.background:  # the same headless run, in its own session; returns once it serves
         from .controllers import cmd_run_background
@@ -242,7 +242,7 @@ def _check_ssh_key(path: str | None) -> None:
     """rentwatch's SSH key, loaded (or made) now: a path that cannot hold it is one line."""
     from ..core.errors import ConfigError
     from ..engine.hosts.ssh import load_or_create_key
-    from ..run.headless import default_key_path
+    from ..engine.session import default_key_path
 
     target = Path(path) if path else default_key_path()
     try:

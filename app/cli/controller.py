@@ -1,61 +1,21 @@
 """`rentwatch controller`: the engine of `watch` and `demo` as a process of its own, which their
-dashboard starts and attaches to. It polls until a shutdown or a signal (the exit trap); for
-`demo` the simulated market lives here too, so leaving the demo running keeps its market alive."""
+dashboard starts and attaches to, hosted as `rentwatch run` hosts it. It polls until a shutdown or
+a signal (the exit trap); for `demo` the simulated market lives here too, so leaving the demo
+running keeps its market alive."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-import threading
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import RentwatchError
 from ..core.text import clean
-from ..run.exit_trap import ExitTrap
 
 
 def _say(line: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {clean(line, 2000)}", flush=True)
-
-
-def serve_engine(engine: Any, end_unwatched_s: float | None = None) -> int:
-    """Serve `engine` on the ledger's socket until a shutdown or a signal; with `end_unwatched_s`,
-    also once no dashboard has watched that long and nobody chose to leave it running."""
-    woken = threading.Event()
-    trap = ExitTrap(lambda _signum: woken.set(), _say)
-    with trap.installed():
-        try:
-            sock = engine.start()
-        except (OSError, RentwatchError) as exc:
-            if engine.alive():
-                engine.shutdown("trap")  # it may hold adopted rentals: release them, unwatched
-            print(f"rentwatch: cannot start the controller: {clean(exc, 1000)}", file=sys.stderr)
-            return 2
-        engine.on_error = lambda msg: _say(f"error  {msg}")
-        ctrl = engine.ctrl
-        _say(f"serving  controller API on unix:{sock} for campaign {ctrl.campaign}")
-        unwatched = False
-        try:
-            while engine.alive() and not trap.fired:
-                woken.wait(0.5)
-                if end_unwatched_s is not None and not ctrl.kept:
-                    unwatched = ctrl.unwatched_for() >= end_unwatched_s
-                    if unwatched:
-                        _say(
-                            f"end    nobody has watched for {end_unwatched_s / 60:.0f} min and "
-                            "nobody chose to leave it running: stopping what it holds"
-                        )
-                        break
-        finally:
-            trap.ending = True
-            mode = "trap" if trap.fired else ("unwatched" if unwatched else engine.exit_mode)
-            if trap.fired:
-                _say(f"trap   signal {trap.name()}: releasing what is held")
-            engine.shutdown(mode, _say)
-        _say(f"end    controller exits ({mode})")
-        return trap.exit_code() if trap.fired else (1 if engine.failure else 0)
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
@@ -63,7 +23,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from ..core.policy import get_policy
     from ..engine.session import default_key_path
     from ..market.factory import DEFAULT_TIMEOUT
-    from ..run.dashboard import demo_campaign, demo_market, hosted
+    from ..run.dashboard import demo_campaign, demo_market
+    from ..run.host import Hosting, run_headless
     from .commands import _read_campaign, usable_key
     from .team import team_config
 
@@ -89,22 +50,26 @@ def cmd_controller(args: argparse.Namespace) -> int:
     # a demo nobody watches and nobody kept ends itself (another campaign never does)
     unwatched = args.end_unwatched_min * 60 if args.demo else None
     observe_only = not args.demo and not args.campaign
+    plan = Hosting(for_dashboards=True, end_unwatched_s=unwatched, cap_s=1.0)
     try:
-        with hosted(
-            market_url,
-            api_key,
-            campaign,
-            policy,
-            ledger_path,
-            key_path,
-            observe_only,
-            team,
-            args.notify,
-            args.metrics,
-            log=_say,
-        ) as host:
-            host.code = serve_engine(host.engine, unwatched)
-            return host.code
+        return asyncio.run(
+            run_headless(
+                campaign,
+                policy,
+                market_url,
+                api_key,
+                str(ledger_path),
+                key_path=str(key_path),
+                notify=args.notify,
+                metrics_listen=args.metrics,
+                team=team,
+                served=True,
+                adopt_all=True,
+                observe_only=observe_only,
+                hosting=plan,
+                log=_say,
+            )
+        )
     finally:
         if sim is not None:
             sim.stop_thread()

@@ -1,12 +1,10 @@
-"""Wiring the dashboard: engine thread, ledger, app; and the demo's simulated market."""
+"""Wiring the `--foreground` dashboard: engine thread, ledger, alerts, app; and the demo's market."""
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +12,7 @@ from typing import TYPE_CHECKING
 from ..core.campaign import Campaign, renting_nothing
 from ..core.policy import Policy, get_policy
 from ..engine.session import Session, default_key_path
+from ..engine.supervisor import Supervisor
 from ..ledger import Ledger
 from ..ledger.team.config import TeamConfig
 from ..ledger.team.sync import TeamSync
@@ -65,7 +64,8 @@ def make_engine(
     key_path: Path,
     adopt_all: bool = False,
     observe_only: bool = False,
-    log: Callable[[str], None] = lambda _: None,
+    open_alerts: Callable[[Supervisor], Alerts] | None = None,
+    sync: TeamSync | None = None,
 ) -> EngineThread:
     def open_session() -> Session:
         return Session.open(
@@ -75,72 +75,12 @@ def make_engine(
             campaign,
             policy,
             key_path,
-            log=log,
+            log=lambda _: None,
             adopt_all=adopt_all,
             observe_only=observe_only,
         )
 
-    return EngineThread(open_session, on_error=lambda _: None)
-
-
-@dataclass
-class Hosted:
-    engine: EngineThread
-    code: int = 1  # the exit code its end tells the alerts
-
-
-@contextlib.contextmanager
-def hosted(
-    market_url: str,
-    api_key: str,
-    campaign: Campaign,
-    policy: Policy,
-    ledger_path: Path,
-    key_path: Path,
-    observe_only: bool,
-    team: TeamConfig | None = None,
-    notify: Sequence[str] = (),
-    metrics_listen: str | None = None,
-    log: Callable[[str], None] = lambda _: None,
-    who: str = "controller",
-) -> Iterator[Hosted]:
-    """The engine of a controller process or of a `--foreground` dashboard, with its alerts and
-    the team sync beside it; on the way out a live engine releases what it holds (trap), the
-    alerts hear `code`, and the ledger closes."""
-    ledger = Ledger(ledger_path)
-    sync = TeamSync(ledger, team, market_url, campaign.name, log).start() if team else None
-    engine = make_engine(
-        market_url,
-        api_key,
-        campaign,
-        policy,
-        ledger,
-        key_path,
-        # every instance of the account is shown; only what this campaign created (or the
-        # operator hands over) is supervised; without a campaign, nothing is: observe only
-        adopt_all=True,
-        observe_only=observe_only,
-        log=log,
-    )
-    alerts: list[Alerts] = []
-    hidden = (api_key, str(key_path))  # never in a notice
-    # opened on the engine's loop once its supervisor exists; should they fail, the engine says
-    # so through its `on_error` before `ready`, and the start fails
-    engine.on_supervisor = lambda sup: alerts.append(
-        open_alerts(sup, ledger, notify, metrics_listen, hidden)
-    )
-    host = Hosted(engine)
-    try:
-        yield host
-    finally:
-        if engine.loop is not None and engine.alive():
-            engine.shutdown("trap")
-        for a in alerts:  # the engine has ended: its last word
-            a.ended(host.code, f"{who} exits with code {host.code}", "exit" if host.code else "end")
-            a.close()
-        if sync is not None:  # the end's events shipped (when the store answers)
-            sync.stop()
-        ledger.close()
+    return EngineThread(open_session, lambda _: None, open_alerts=open_alerts, sync=sync)
 
 
 def run_dashboard(
@@ -155,35 +95,46 @@ def run_dashboard(
     metrics_listen: str | None = None,
 ) -> int:
     """The dashboard with its engine in this process (`--foreground`), hosted as a controller's
-    is; the team sync says nothing on a terminal the dashboard draws on."""
+    is, its alerts and team sync beside it; the team sync says nothing on a terminal the
+    dashboard draws on."""
     from .service.controller import attach_in_process
 
     camp = campaign or renting_nothing("watch")
-    result = None
-    with hosted(
+    ledger = Ledger(ledger_path)
+    sync = TeamSync(ledger, team, market_url, camp.name, lambda _: None).start() if team else None
+    hidden = (api_key, str(key_path))  # never in a notice
+    engine = make_engine(
         market_url,
         api_key,
         camp,
         policy,
-        ledger_path,
+        ledger,
         key_path,
-        campaign is None,
-        team,
-        notify,
-        metrics_listen,
-        who="dashboard",
-    ) as host:
+        # every instance of the account is shown; only what this campaign created (or the
+        # operator hands over) is supervised; without a campaign, nothing is: observe only
+        adopt_all=True,
+        observe_only=campaign is None,
+        open_alerts=lambda sup: open_alerts(sup, ledger, notify, metrics_listen, hidden),
+        sync=sync,
+    )
+    result = None
+    try:
         # alerts that cannot start (a --metrics port in use) stop it here, as they stop a
         # controller: the engine started is ended on the way out, and the error said
-        app, finish = attach_in_process(host.engine)
+        app, finish = attach_in_process(engine)
         try:
             result = app.run()
         finally:
             finish(result)  # the quit dialog's choice; without one (a crash), release what is held
-        host.code = 1 if host.engine.failure else 0
+    finally:
+        if engine.alive():
+            engine.shutdown("trap")
+        if sync is not None and engine.host is None:  # a host stops the sync it was given
+            sync.stop()
+        ledger.close()
     print(f"rentwatch: {result or 'closed'}; ledger at {ledger_path}")
-    if host.engine.failure:  # the engine never worked, or stopped working: not a clean exit
-        print(f"rentwatch: error: {host.engine.failure}", file=sys.stderr)
+    if engine.failure:  # the engine never worked, or stopped working: not a clean exit
+        print(f"rentwatch: error: {engine.failure}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,5 +1,5 @@
 """The adapter between the service and the engine: the only module of `run/service/` that touches
-the supervisor, the headless run or the ledger's connection. It answers snapshots (cached per
+the supervisor or the ledger's connection. It answers snapshots (cached per
 poll), intents, read-only queries and receipts, and a shutdown."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ...ledger.readonly import QueryResult
 from ...views.jobs import live, read_output
 from ...views.snapshot import snapshot
 from . import api
-from .api import NotHeld, NotReady, Refused
+from .api import NotHeld, NotReady
 
 if TYPE_CHECKING:
     from ..engine_thread import EngineThread
@@ -70,8 +70,8 @@ class Controller:
 
     # -- binding ---------------------------------------------------------------------------
     def bind(self, sup: Supervisor, end: Callable[[str], Awaitable[None]] | None = None) -> None:
-        """Called once the session's supervisor exists (the ledger is open by then). `end`
-        ends the session for a shutdown request; without it, the headless run's way."""
+        """Called once the session's supervisor exists (the ledger is open by then). `end`: the
+        host's answer to a shutdown request (`host.Host`: it may refuse one)."""
         self._sup = sup
         self._end = end
         sup.listeners.append(self.touch)  # after each poll: push the new state at once
@@ -180,13 +180,10 @@ class Controller:
         """End the campaign now: `stop` releases everything held (as at a campaign's end),
         `detach` leaves the fleet running, recorded, for a later controller to adopt."""
         sup = self._need()
-        if self._end is None and sup.finished is not None:
-            raise Refused(f"the campaign has already ended ({sup.finished.reason})")
+        if self._end is None:
+            raise NotReady("the controller is still starting; try again in a moment")
+        await self._end(mode)
         sup.journal.say(f"end    shutdown asked through the controller API: {mode}")
-        if self._end is not None:  # the dashboard's engine: it ends its own way
-            await self._end(mode)
-        else:  # detached: the headless run's end records each instance left running
-            sup.shut_down(mode == "detach", f"operator shut the controller down ({mode})")
         return f"shutting down: {'stop all held' if mode == 'stop' else 'leave the fleet running'}"
 
     # -- the ledger ------------------------------------------------------------------------
@@ -241,10 +238,7 @@ def attach_in_process(engine: EngineThread) -> tuple[Any, Callable[[str | None],
     from .target import Target
 
     print("rentwatch: starting the engine…", flush=True)
-    try:
-        sock = engine.start()
-    except OSError as exc:  # the engine's own failure (EngineFailed) says itself
-        raise api.ServiceError(f"cannot serve the engine's controller API: {exc}") from None
+    sock = engine.start()
     assert engine.ctrl is not None
     target = Target(socket=sock)
     remote = RemoteEngine(target, os.getpid(), engine.ctrl.campaign, outlives_dashboard=False)

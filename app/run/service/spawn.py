@@ -220,9 +220,9 @@ def connect(
     try:
         started = spawn_controller(["controller", *argv, "--ledger", str(ledger)], ledger, env)
     except ControllerFailed as exc:
-        # two started within a second: the other one opened the ledger first and had not
-        # registered yet when this one looked; once it has, attach to it as above
-        if HELD_ELSEWHERE not in str(exc):
+        # two started within a second: the other one opened the ledger (or served its socket)
+        # first and had not registered yet when this one looked; once it has, attach to it
+        if HELD_ELSEWHERE not in str(exc) and "already answers" not in str(exc):
             raise
         holder = _holder(ledger, campaign)
         if holder is None:
