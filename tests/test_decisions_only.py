@@ -29,7 +29,12 @@ ASKED: dict[tuple[str, str], str] = {
     # the one release rule: a person's EndIntent (rentwatch end, the dashboard's E), or the
     # session's release (the exit trap: a dying controller leaks nothing)
     ("release.py", "_release_one"): "a person's end, or Supervisor.release_all at the exit",
+    # a stopped rental of the campaign's own that passed its preflight is started again rather
+    # than a stranger created (actor rule:reuse): only where the fleet has room for one
+    ("recovery.py", "Recovery._reuse_stopped"): "the fleet's room, met by a proven rental",
 }
+# calls on `Actions` that change no rental: waiting for the creates in flight to answer
+READS = {"landed"}
 # decision executors must take the decision they carry out
 DECISION_TYPES = {"Decision", "Create", "Abandon", "Stop", "Move", "Restart", "PriceVerdict"}
 
@@ -49,7 +54,8 @@ def call_sites(root: Path = ENGINE) -> dict[tuple[str, str], set[str]]:
                 if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute):
                     owner = child.func.value
                     via_actions = isinstance(owner, ast.Attribute) and owner.attr == "actions"
-                    if via_actions or child.func.attr in MUTATORS:
+                    changes = via_actions and child.func.attr not in READS
+                    if changes or child.func.attr in MUTATORS:
                         found.setdefault((rel, ".".join(where)), set()).add(child.func.attr)
                 visit(child, where)
 

@@ -14,7 +14,6 @@ from ..core.errors import RentwatchError
 from ..core.lifecycle import Phase
 from ..core.records import record
 from ..core.text import clean
-from ..engine.jobs.output import log_command, log_path, read_kept
 from ..ledger.kinds import EventKind
 
 if TYPE_CHECKING:  # the engine (asyncssh) is imported only where a controller runs it
@@ -261,6 +260,9 @@ class JobOutput:
 async def read_output(sup: Supervisor, name: str) -> JobOutput:
     """The job's output now: off its host while it runs on a rental in service, else the log
     kept at its end, else the tail of its last end in the ledger."""
+    from ..engine.hosts.ssh import SSHFailure
+    from ..engine.jobs.output import log_command, log_path, read_kept
+
     job = sup.jobs.by_name(name)
     if job is None:
         raise NoSuchJob(f"the campaign {sup.campaign.name} has no job {name!r}")
@@ -271,8 +273,6 @@ async def read_output(sup: Supervisor, name: str) -> JobOutput:
         and a.life.phase == Phase.VERIFIED
         and a.ssh_host is not None
     ):
-        from ..engine.hosts.ssh import SSHFailure
-
         try:
             res = await sup.link.run(a, log_command(job.job))
             text = res.stdout.decode("utf-8", errors="replace")
