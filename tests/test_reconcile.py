@@ -140,3 +140,17 @@ def test_causes_and_tolerance():
     assert "worst case" in likely_cause(unread, MarketCharge(0.1, {}))
     back = {"total_usd": 0.1, "destroyed_at": 9.0, "written_off": False, "returns": 1}
     assert "listed again" in likely_cause(back, MarketCharge(0.2, {"gpu": 0.1}))
+
+
+def test_an_unreachable_market_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    from rentwatch.ledger import Ledger
+
+    Ledger(tmp_path / "l.duckdb").close()
+    monkeypatch.setenv("VAST_API_KEY", "k")
+    url = "http://127.0.0.1:9"  # the discard port: nothing listens
+    code = main(["reconcile", "--ledger", str(tmp_path / "l.duckdb"), "--market-url", url])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"rentwatch: cannot reach the market at {url} (network: connection refused)"
+    ]

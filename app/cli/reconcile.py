@@ -11,7 +11,9 @@ from typing import Any
 
 from ..ledger.job_reads import literal
 from ..ledger.reconcile import TOLERANCE_USD, MarketCharge, market_by_instance, reconcile
+from ..market.errors import REFUSALS
 from ..market.factory import find_api_key, market_at
+from ..market.reach import market_failure
 from .flags import add_market_flag
 from .ledger_pick import select
 
@@ -21,10 +23,13 @@ DAY = 86400.0
 async def fetch_market(
     url: str, key: str, since: float, timeout: float | None = None
 ) -> dict[int, MarketCharge]:
-    async with market_at(url, key, timeout=timeout) as market:
-        if not market.caps.charges:
-            raise SystemExit(f"the market at {url} serves no bill to reconcile with")
-        rows = await market.charges(since, market.now() + DAY)
+    try:
+        async with market_at(url, key, timeout=timeout) as market:
+            if not market.caps.charges:
+                raise SystemExit(f"the market at {url} serves no bill to reconcile with")
+            rows = await market.charges(since, market.now() + DAY)
+    except REFUSALS as exc:
+        raise market_failure(url, exc) from None
     return market_by_instance(rows)
 
 

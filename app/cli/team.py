@@ -52,7 +52,7 @@ def team_config(args: argparse.Namespace, required: bool = False) -> TeamConfig 
     )
     if conf is None and (wanted or required):
         flag = "--team-url URL" if hasattr(args, "team_url") else "--team URL"
-        raise TeamConfigError(f"no team store: give {flag} or set [team] url in the config")
+        raise TeamConfigError(f"no team store: give {flag} or set [team] url in {path}")
     return conf
 
 
