@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 
-from rentwatch.views.jobs import JobOutput, JobRow
+from rentwatch.views.jobs import JobOutput, JobRow, cells
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.jobs_screen import JobOutputScreen, JobsScreen
 from rentwatch.widgets.messages import FleetSnapshot
@@ -83,3 +83,11 @@ def test_j_lists_the_jobs_and_enter_follows_one(monkeypatch):
             assert not isinstance(app.screen, JobsScreen | JobOutputScreen)
 
     asyncio.run(run())
+
+
+def test_a_job_that_is_over_shows_no_time_left():
+    def eta(state: str, eta_min: float | None) -> str:
+        return cells(JobRow("j", state, 7, "RTX 4090", 1.0, eta_min, 0.1, 1))[4]
+
+    assert [eta("done", 0.0), eta("failed", 3.0), eta("pending", None)] == ["-", "-", "-"]
+    assert eta("running", 12.0) == "12m00s"

@@ -48,10 +48,12 @@ def progress_bar(frac: float, width: int = 20) -> str:
 
 def cells(r: JobRow) -> tuple[str, ...]:
     """One job as the jobs table's cells, `rentwatch jobs`' and the jobs screen's; '-' where
-    nothing says."""
+    nothing says, and for the time left of a job that is over."""
     progress = "-" if r.progress is None else f"{progress_bar(r.progress, 10)} {r.progress:4.0%}"
     eta = (
-        "-" if r.eta_min is None else f"{'~' if r.eta_estimated else ''}{fmt_span(r.eta_min * 60)}"
+        "-"
+        if r.eta_min is None or r.state in ("done", "failed")
+        else f"{'~' if r.eta_estimated else ''}{fmt_span(r.eta_min * 60)}"
     )
     host = f"i:{r.instance_id} {clean(r.host, 40)}" if r.instance_id is not None else "-"
     return (clean(r.job, 64), r.state, host, progress, eta, f"${r.usd:.4f}", str(r.attempts))
