@@ -155,15 +155,22 @@ class LedgerScreen(Screen[None]):
             return
         self.result = result
         table.clear(columns=True)
-        table.add_columns(*(Text(clean(c, 60)) for c in result.columns))
+        heads = [Text(clean(c, 60)) for c in result.columns]
         timed = [is_time_column(c) for c in result.columns]
-        for row in result.rows:
-            table.add_row(
-                *(
-                    Text("" if v is None else clean(_fmt(v, t), 2000))
-                    for v, t in zip(row, timed, strict=False)
-                )
-            )
+        rows = [
+            [
+                Text("" if v is None else clean(_fmt(v, t), 2000))
+                for v, t in zip(row, timed, strict=False)
+            ]
+            for row in result.rows
+        ]
+        # widths given, not left to the table's own measuring on its next idle: a paint
+        # before that pass cached every cell cut to its header's width
+        for i, head in enumerate(heads):
+            width = max((r[i].cell_len for r in rows if i < len(r)), default=0)
+            table.add_column(head, width=max(head.cell_len, width))
+        for cells in rows:
+            table.add_row(*cells)
         first = result.offset + 1
         note = f"{len(result.rows)} row(s)"
         if result.truncated or result.offset:
