@@ -99,6 +99,11 @@ def test_ledger_screen_pages_cleans_and_exports_where_asked(tmp_path, monkeypatc
             await pilot.press("ctrl+r")
             await _until(pilot, lambda: screen.result is None)
             assert table.row_count == 0 and "nowhere" in str(status.render())
+            # nothing to export then, and the screen says so and why, not nothing at all
+            await pilot.press("ctrl+e")
+            await _until(pilot, lambda: "nothing to export" in str(status.render()))
+            assert "the query failed" in str(status.render())
+            assert not screen.query_one("#export-path", Input).display
 
     asyncio.run(run())
     led.close()

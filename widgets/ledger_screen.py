@@ -80,6 +80,7 @@ class LedgerScreen(Screen[None]):
         super().__init__()
         self.ledger = ledger
         self.result: QueryResult | None = None
+        self.no_result = "no query has answered yet"  # why `result` is None, for the export
         self.sql = ""
         self.page_offset = 0
 
@@ -150,6 +151,7 @@ class LedgerScreen(Screen[None]):
         table = self.query_one("#results", DataTable)
         if isinstance(result, RentwatchError):
             self.result = None  # the last answer must not read as this query's
+            self.no_result = f"the query failed ({clean(result.title, 80)}): fix it, then ctrl+r"
             table.clear(columns=True)
             self._status(f"{result.title}: {clean(result, 500)}", error=True)
             return
@@ -218,6 +220,7 @@ class LedgerScreen(Screen[None]):
     def action_export(self) -> None:
         """Ask where to write (nothing is written until the operator names a file)."""
         if self.result is None:
+            self._status(f"nothing to export: {self.no_result}", error=True)
             return
         export = self.query_one("#export-path", Input)
         export.display = True
