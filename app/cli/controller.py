@@ -5,24 +5,31 @@ dashboard starts and attaches to. It polls until a shutdown or a signal (the exi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import RentwatchError
 from ..core.text import clean
 from ..run.exit_trap import ExitTrap
+from ..run.service import registry
 
 
 def _say(line: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {clean(line, 2000)}", flush=True)
 
 
-def serve_engine(engine: Any, end_unwatched_s: float | None = None) -> int:
+def serve_engine(
+    engine: Any, end_unwatched_s: float | None = None, market: tuple[str, Path] | None = None
+) -> int:
     """Serve `engine` on the ledger's socket until a shutdown or a signal; with `end_unwatched_s`,
-    also once no dashboard has watched that long and nobody chose to leave it running."""
+    also once no dashboard has watched that long and nobody chose to leave it running;
+    `market`: the built-in market's URL and key file, added to the controller's entry."""
     woken = threading.Event()
     trap = ExitTrap(lambda _signum: woken.set(), _say)
     with trap.installed():
@@ -35,6 +42,10 @@ def serve_engine(engine: Any, end_unwatched_s: float | None = None) -> int:
             return 2
         engine.on_error = lambda msg: _say(f"error  {msg}")
         ctrl = engine.ctrl
+        if market is not None:
+            url, key_file = market
+            for entry in registry.find(pid=os.getpid(), quiet=True):
+                registry.register(replace(entry, market_url=url, market_key_file=str(key_file)))
         _say(f"serving  controller API on unix:{sock} for campaign {ctrl.campaign}")
         unwatched = False
         try:
@@ -71,11 +82,20 @@ def cmd_controller(args: argparse.Namespace) -> int:
     key_path = Path(args.ssh_key) if args.ssh_key else default_key_path()
     team = team_config(args)
     sim = None
+    key_file = ledger_path.with_name(ledger_path.name + ".market-key")
     if args.demo:
         campaign = demo_campaign(ledger_path)
         sim = demo_market(args.seed, args.time_scale)
         market_url, api_key = sim.url, sim.api_key
-        _say(f"market   built-in simulator at {market_url} (lives as long as this controller)")
+        with contextlib.suppress(FileNotFoundError):
+            key_file.unlink()
+        fd = os.open(key_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(api_key + "\n")
+        _say(
+            f"market   built-in simulator at {market_url}, its key in {key_file} (both live "
+            "as long as this controller; `rentwatch ls` names them)"
+        )
     else:
         campaign = (
             _read_campaign(args.campaign, args.upload_root, args.ssh_key)
@@ -103,11 +123,14 @@ def cmd_controller(args: argparse.Namespace) -> int:
             args.metrics,
             log=_say,
         ) as host:
-            host.code = serve_engine(host.engine, unwatched)
+            market = (market_url, key_file) if sim is not None else None
+            host.code = serve_engine(host.engine, unwatched, market)
             return host.code
     finally:
         if sim is not None:
             sim.stop_thread()
+            with contextlib.suppress(FileNotFoundError):
+                key_file.unlink()
 
 
 def add_parser(sub: Any, positive: Any = float) -> None:
