@@ -263,7 +263,7 @@ elif kind == "bar":  # the fleet or table screen: the bar's fields whole, the fo
     foot = lines[-1].rstrip()
     if not foot.endswith("^p palette"):
         no(f"the footer does not end at the palette: {foot!r}")
-    for key in ("q Quit", "? Help"):
+    for key in ("q Quit", "? Help", "E End"):
         if key not in foot:
             no(f"{key!r} not in the footer: {foot!r}")
 elif kind == "footer":  # any full screen: the footer ends at the palette, nothing after it

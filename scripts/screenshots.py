@@ -4,9 +4,11 @@ captured at fixed moments. Run: python scripts/screenshots.py"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from rentwatch.core.policy import get_policy
@@ -16,6 +18,7 @@ from rentwatch.run.dashboard import DEMO_CAMPAIGN, make_engine
 from rentwatch.run.service.controller import attach_in_process
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
+from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.fleet import FleetView
 from rentwatch.widgets.jobs_screen import JobsScreen
@@ -30,23 +33,42 @@ async def until(pilot, cond, timeout=90.0) -> None:
         await pilot.pause(0.1)
 
 
-async def main() -> None:
-    OUT.mkdir(exist_ok=True)
+@contextlib.contextmanager
+def demo_dashboard(tmp: Path) -> Iterator[RentwatchApp]:
+    """The dashboard as `demo` runs it, on the article's market, its ledger and key in `tmp`:
+    attached to its engine through the controller service; stopped, and the market with it,
+    on the way out (tests/test_screenshots_script.py runs this part)."""
     sim = SimServer(
         parse_scenario({"seed": 7, "time_scale": 60, "name": "article"}), api_key="demo"
     ).start_in_thread()
-    tmp = Path(tempfile.mkdtemp())
     ledger = Ledger(tmp / "demo.duckdb")
-    engine = make_engine(
-        sim.url,
-        sim.api_key,
-        load_campaign(DEMO_CAMPAIGN, "demo"),
-        get_policy("default"),
-        ledger,
-        tmp / "key",
-    )
-    # the dashboard as `demo` runs it: attached to its engine through the controller service
-    app, finish = attach_in_process(engine)
+    try:
+        engine = make_engine(
+            sim.url,
+            sim.api_key,
+            load_campaign(DEMO_CAMPAIGN, "demo"),
+            get_policy("default"),
+            ledger,
+            tmp / "key",
+        )
+        app, finish = attach_in_process(engine)
+        try:
+            yield app
+        finally:
+            finish("stop")
+    finally:
+        ledger.close()
+        sim.stop_thread()
+
+
+async def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    with demo_dashboard(Path(tempfile.mkdtemp())) as app:
+        await capture(app)
+    print(f"wrote {', '.join(p.name for p in sorted(OUT.glob('*.svg')))} to {OUT}", file=sys.stderr)
+
+
+async def capture(app: RentwatchApp) -> None:
     async with app.run_test(size=SIZE) as pilot:
         # the fleet once a host is verified and duds have been thrown out
         await until(
@@ -110,10 +132,6 @@ async def main() -> None:
         await pilot.pause(2.5)  # a second read: the running job's progress in
         app.save_screenshot("jobs.svg", str(OUT))
         await pilot.press("escape")
-    finish("stop")
-    ledger.close()
-    sim.stop_thread()
-    print(f"wrote {', '.join(p.name for p in sorted(OUT.glob('*.svg')))} to {OUT}", file=sys.stderr)
 
 
 if __name__ == "__main__":

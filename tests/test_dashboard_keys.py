@@ -11,7 +11,7 @@ from rentwatch.views.snapshot import InstanceSnap
 from rentwatch.widgets.fleet import FleetTable, FleetView, visible
 from rentwatch.widgets.modals import DestroyConfirm, detach_choice, quit_choice
 from textual.app import App, ComposeResult
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 SNAP = InstanceSnap(
     instance_id=4242,
@@ -47,7 +47,7 @@ class _Host(App[None]):
 async def test_destroy_dialog_takes_the_typed_id_without_tabbing() -> None:
     app = _Host()
     async with app.run_test() as pilot:
-        app.push_screen(DestroyConfirm(SNAP), app.results.append)
+        app.push_screen(DestroyConfirm(SNAP, (4242, 4250)), app.results.append)
         await pilot.pause()
         await pilot.press(*"4242", "enter")
         await pilot.pause()
@@ -57,15 +57,24 @@ async def test_destroy_dialog_takes_the_typed_id_without_tabbing() -> None:
 async def test_destroy_dialog_wrong_id_says_why_and_stays_open() -> None:
     app = _Host()
     async with app.run_test() as pilot:
-        app.push_screen(DestroyConfirm(SNAP), app.results.append)
+        app.push_screen(DestroyConfirm(SNAP, (4242, 4250)), app.results.append)
         await pilot.pause()
         await pilot.press(*"4243", "enter")
         await pilot.pause()
         assert app.results == []  # still open: nothing destroyed, nothing cancelled silently
         assert isinstance(app.screen, DestroyConfirm)
-        notes = [n.message for n in app._notifications]
-        assert any("'4243' is not 4242: nothing destroyed" in m for m in notes), notes
+        said = app.screen.query_one("#refused", Static)
+        assert said.display  # in the dialog, where the operator looks, not in a toast
+        assert "4243 is not one of the campaign's rentals: nothing destroyed" in str(said.render())
         assert app.screen.query_one("#typed", Input).value == ""
+        await pilot.press(*"4250", "enter")
+        await pilot.pause()
+        assert "4250 is another of the campaign's rentals, not the one selected" in str(
+            said.render()
+        )
+        await pilot.press(*"x!", "enter")
+        await pilot.pause()
+        assert "'x!' is not 4242: nothing destroyed" in str(said.render())
         await pilot.press("enter")  # empty box: a cancel
         await pilot.pause()
     assert app.results == [None]

@@ -18,7 +18,7 @@ from rentwatch.widgets.ledger_screen import LedgerScreen
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import quit_choice
 from rentwatch.widgets.render import pane_lines
-from textual.widgets import TextArea
+from textual.widgets import RichLog, TextArea
 
 from .ledgers import new_ledger
 from .test_snapshots import FLEET, SIZE, StillEngine, _inst, _text
@@ -159,3 +159,29 @@ def test_an_ended_campaigns_bar_still_reads():  # the fleet's `finished` reaches
 
     done = dataclasses.replace(FLEET, finished="all 6 jobs ended")
     assert "done: all 6 jobs ended" in campaign_bar(done).plain
+
+
+def test_the_decision_log_wraps_its_lines_again_when_the_terminal_narrows():
+    reason = "stop i:33771 by rule:idle: " + " ".join(f"word{i}" for i in range(30))
+    snap = dataclasses.replace(FLEET, decisions=(reason,), decisions_total=1)
+
+    async def run() -> None:
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=(200, 50)) as pilot:
+            app.post_message(FleetSnapshot(snap))
+            log = app.screen.query_one("#log", RichLog)
+            for _ in range(100):  # written once the snapshot is drawn (later on a loaded box)
+                if log.lines:
+                    break
+                await pilot.pause(0.05)
+            await pilot.resize_terminal(80, 24)
+            for _ in range(100):
+                if log.scrollable_content_region.width < 80:
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause(0.2)
+            room = log.scrollable_content_region.width
+            assert all(line.cell_length <= room for line in log.lines)
+            assert " ".join(" ".join(line.text.split()) for line in log.lines) == reason
+
+    asyncio.run(run())

@@ -498,6 +498,31 @@ def test_a_stopped_hosts_last_sample_is_not_called_its_utilization_now():
     assert "utilization 97% at the last sample" in stopped and "stopped now" in stopped
 
 
+def test_an_idle_gpu_is_not_drawn_as_throttled():
+    """A stopped rental's idle GPU read "throttle !!!!! now: gpu_idle": NVML's idle reason is
+    the card resting, not a slowdown; only the reasons that can slow work are marked."""
+    at = 1_800_000_000.0
+    idle = tuple(Sample(at + 60 * i, 0.0, 210.0, 2520.0, ("gpu_idle",)) for i in range(5))
+    d = InstanceDetail(
+        7, at + 600, 1.0, "RTX 4090", 1, 1, "stopped", "stopped", "", at, at + 300,
+        0.3, 0.01, 0.1, 0.0, 0.0, {}, (), idle, (), (), "", (),
+    )  # fmt: skip
+    shown = render_gpu(d)
+    row = next(ln for ln in shown.plain.splitlines() if ln.strip().startswith("throttle"))
+    assert "!" not in row and "now:" not in row  # history, and none of it a slowdown
+    assert "none" in row and "gpu_idle" in row
+    assert not [sp for sp in shown.spans if "red" in str(sp.style)]
+    hot = (*idle, Sample(at + 400, 99.0, 1800.0, 2520.0, ("hw_thermal_slowdown", "gpu_idle")))
+    row = next(
+        ln
+        for ln in render_gpu(
+            dataclasses.replace(d, phase="working", samples=hot)
+        ).plain.splitlines()
+        if ln.strip().startswith("throttle")
+    )
+    assert row.split()[1] == "·····!" and "now: hw_thermal_slowdown" in row
+
+
 def test_the_detail_charts_vital_signs_and_says_what_the_card_does_not_report():
     at = 1_800_000_000.0
     samples = tuple(

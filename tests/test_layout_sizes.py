@@ -1,5 +1,5 @@
 """The layout at 80x24, 120x36 and 200x50 (issue 29 item 4): the bar wraps a field at a time,
-never inside one; the footer shows the keys that act first; a decision's reason is wrapped, not
+never inside one; the footer shows the keys that act first (End among them); a decision's reason is wrapped, not
 cut where its why is; the log takes the room the fleet does not need; every screen scrolls
 from the keyboard. Each view's text at each size is kept in tests/snapshots/sizes/
 (RENTWATCH_UPDATE_SNAPSHOTS=1 rewrites them after an intended change)."""
@@ -128,7 +128,16 @@ def test_each_view_at_each_size(view, size, tmp_path_factory):
             word = field.plain.strip()
             assert any(word in line for line in lines[:6]), (word, lines[:6])
         footer = lines[-1]
-        for key in ("q Quit", "s Stop", "d Destroy", "a Start", "palette"):
+        for key in (
+            "q Quit",
+            "? Help",
+            "E End",
+            "⏎ Detail",
+            "s Stop",
+            "d Destroy",
+            "a Start",
+            "palette",
+        ):
             assert key in footer, (key, footer)
     if view == "table":  # the money columns in sight at every size, the status from 100
         head = next(line for line in lines if line.startswith(" id ")).split()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from pathlib import Path
 
+from rentwatch import widgets
 from rentwatch.ledger import Ledger
 from rentwatch.widgets.ledger_screen import ROW_LIMIT, LedgerScreen
 from textual.app import App
@@ -19,6 +21,13 @@ class _Host(App[None]):
 
     def on_mount(self) -> None:
         self.push_screen(LedgerScreen(self.ledger))
+
+
+class _Styled(_Host):
+    """The host with the dashboard's own style: the results table fills the screen, so a new
+    answer does not resize it."""
+
+    CSS_PATH = str(Path(widgets.__file__).with_name("app.tcss"))
 
 
 async def _until(pilot, cond, timeout: float = 20.0) -> None:
@@ -90,6 +99,11 @@ def test_ledger_screen_pages_cleans_and_exports_where_asked(tmp_path, monkeypatc
             await pilot.press("ctrl+r")
             await _until(pilot, lambda: screen.result is None)
             assert table.row_count == 0 and "nowhere" in str(status.render())
+            # nothing to export then, and the screen says so and why, not nothing at all
+            await pilot.press("ctrl+e")
+            await _until(pilot, lambda: "nothing to export" in str(status.render()))
+            assert "the query failed" in str(status.render())
+            assert not screen.query_one("#export-path", Input).display
 
     asyncio.run(run())
     led.close()
@@ -183,3 +197,28 @@ def test_receipt_screen_puts_the_dashboards_campaign_first(tmp_path):
     assert cells[0] == "demo-2" and "demo" in cells[1:]
     assert "other campaigns in this ledger" in labels
     led.close()
+
+
+def test_ledger_answer_is_drawn_at_its_cells_width_even_when_painted_before_measured(tmp_path):
+    """The table may be painted between the answer's arrival and its own measuring pass: the
+    cells drawn then must not stay cut to their headers' width."""
+    led = Ledger(tmp_path / "l.duckdb")
+    wide = "a reason far wider than its header"
+    led.record("note", at=1, actor="engine", reason=wide)
+    app = _Styled(led)
+
+    async def run() -> None:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, LedgerScreen))
+            screen = app.screen
+            assert isinstance(screen, LedgerScreen)
+            await _until(pilot, lambda: screen.result is not None)
+            table = screen.query_one("#results", DataTable)
+            screen._show(led.query("select reason r from events where kind = 'note'"))
+            for y in range(table.size.height):  # a paint before the table's idle pass
+                table.render_line(y)
+            await pilot.pause(0.1)
+            drawn = "".join(s.text for s in table.render_line(1))
+            assert wide in drawn
+
+    asyncio.run(run())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from rentwatch.cli.main import main
 from rentwatch.sim.scenario import load_scenario
@@ -111,3 +114,43 @@ def test_a_ledger_without_bid_rentals_fits_no_bids_table(make_sim, tmp_path, cap
     led.record("create", at=1.0, actor="rule:replace", reason="od", ok=True, instance_id=1,
                campaign="c", machine_id=1, gpu_name="RTX 3090", gpu_dph=0.3)  # fmt: skip
     assert fit_bids(led) is None
+
+
+HOLDER = """
+import sys
+from rentwatch.ledger import Ledger
+led = Ledger(sys.argv[1])
+ctx = dict(campaign="held", machine_id=30, gpu_name="RTX 3090", instance_id=301)
+led.record("create", at=1000.0, actor="rule:replace", reason="r", ok=True, **ctx)
+led.record("preflight_passed", at=1300.0, actor="engine", reason="v", ok=True, **ctx)
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_from_ledger_reads_a_copy_of_a_ledger_a_controller_holds(tmp_path, capsys):
+    """While a controller writes the ledger, DuckDB lets no other process open it: the fit
+    read nothing and advised the ledger screen, which has no fit."""
+    path = tmp_path / "held.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        assert main(["scenario", "from-ledger", "--ledger", str(path)]) == 0
+        said = capsys.readouterr()
+        assert "fitted from a copy taken now" in said.err
+        fitted = tmp_path / "fitted.toml"
+        fitted.write_text(said.out)
+        assert load_scenario(fitted).shares() == {"healthy": 1.0}
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["fitted.toml", *_beside(path)]
+    finally:
+        holder.communicate("", timeout=60)
+    assert holder.returncode == 0  # the controller's ledger untouched by the copy
+
+
+def _beside(path):
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name))

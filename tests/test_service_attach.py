@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from rentwatch.cli.main import main
 from rentwatch.ledger import Ledger
@@ -149,6 +150,18 @@ def test_demo_runs_its_market_in_the_controller_and_survives_the_dashboard(tmp_p
         assert proc.poll() is None, "leaving ended the demo"
         [row] = _ls()
         assert row["campaign"] == "demo" and row["pid"] == proc.pid
+        # its market and key, where a user can point `offers`, `plan` and `reconcile` at them
+        key_file = Path(row["market_key_file"])
+        assert row["market_url"].startswith("http://127.0.0.1:")
+        assert key_file.stat().st_mode & 0o077 == 0
+        key = key_file.read_text().strip()
+        listed = httpx.get(
+            row["market_url"] + "/api/v1/instances/",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        assert listed.status_code == 200 and listed.json()["instances"]
+        assert key not in Path(str(ledger) + ".log").read_text() and key not in json.dumps(row)
         # `rentwatch attach` (the only one running) sees the market still moving
         found = resolve()
         assert found.socket == target.socket
@@ -159,9 +172,13 @@ def test_demo_runs_its_market_in_the_controller_and_survives_the_dashboard(tmp_p
         _until(lambda: proc.poll() is not None, 120, "the controller's exit")
         assert proc.returncode == 0
         assert _ls() == [] and not Path(target.socket or "").exists()
+        assert not key_file.exists()  # the market, and its key, ended with the controller
     finally:
         _kill(proc.pid)
-    rows = Ledger(ledger, read_only=True).instance_rows()
+    led = Ledger(ledger, read_only=True)
+    said = led.query("select * from events", limit=100_000)
+    assert key not in json.dumps([list(r) for r in said.rows], default=str)
+    rows = led.instance_rows()
     assert rows and all(r["stopped_at"] or r["destroyed_at"] for r in rows), rows
 
 

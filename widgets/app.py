@@ -35,7 +35,7 @@ ALWAYS = frozenset({"quit_ask", "help"})  # in the palette on every screen
 class RentwatchApp(App[str]):
     CSS_PATH = "app.tcss"
     TITLE = "rentwatch"
-    # Quit and Help lead the footer (footer.py), before the screen's own keys
+    # Quit, Help and End lead the footer (footer.py), before the screen's own keys
     BINDINGS = [
         Binding("q", "quit_ask", "Quit", tooltip="Quit (asks)", id="app.quit"),
         Binding("question_mark", "help", "Help", tooltip="Help: the keys", id="app.help"),
@@ -58,10 +58,9 @@ class RentwatchApp(App[str]):
         Binding(
             "E",
             "end_campaign",
-            "End campaign",
+            "End",
             tooltip="End the campaign and destroy everything it holds (asks: type its name)",
             id="app.end",
-            show=False,
         ),
     ]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rentwatch.core.decisions import fmt_span
+from rentwatch.core.preflight.verdict import THROTTLE_NAMES
 from rentwatch.core.preflight.vitals import HOT_C
 from rentwatch.core.text import clean
 from rentwatch.views.detail import InstanceDetail, JobLine
@@ -147,7 +148,9 @@ def render_gpu(d: InstanceDetail, width: int = 60) -> Text:
     clocks = tuple(
         (s.sm_clock or 0.0) / s.max_sm_clock * 100 if s.max_sm_clock else 0.0 for s in d.samples
     )
-    throttled = "".join("!" if s.reasons else "·" for s in d.samples[-width:])
+    # only the reasons that can slow work are marked: NVML's gpu_idle (and the clock
+    # settings) is the card at rest, which read "throttle !!!!!" on a stopped rental
+    throttled = "".join("!" if set(s.reasons) & THROTTLE_NAMES else "·" for s in d.samples[-width:])
     last = d.samples[-1]
     if d.phase in SAMPLED_NOW:
         t.append(f"   utilization, now {pct(last.util)}\n")
@@ -164,8 +167,12 @@ def render_gpu(d: InstanceDetail, width: int = 60) -> Text:
         t.append(f"  {last.sm_clock:.0f}/{last.max_sm_clock:.0f} MHz")
     t.append("\n   throttle ")
     t.append(throttled, style="red" if "!" in throttled else "grey50")
-    t.append("  now: ")
-    t.append(Text(", ".join(last.reasons) or "none", style="red" if last.reasons else "grey50"))
+    slowing = [r for r in last.reasons if r in THROTTLE_NAMES]
+    resting = [r for r in last.reasons if r not in THROTTLE_NAMES]
+    t.append("  now: " if d.phase in SAMPLED_NOW else "  at the last sample: ")
+    t.append(Text(", ".join(slowing) or "none", style="red" if slowing else "grey50"))
+    if resting:
+        t.append(Text(f" ({', '.join(resting)}: not a slowdown)", style="grey50"))
     t.append(render_vitals(d, width))
     t.append(f"\n   from {clock(d.samples[0].at)} to {clock(last.at)}", style="dim")
     return t

@@ -18,6 +18,7 @@ from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import Input, RichLog, Static
 
+from .decision_log import DecisionLog
 from .detail_screen import DetailScreen
 from .fleet import PANE_HEIGHT, SORT_NAMES, FleetTable, FleetView, column_sort, sort_label, visible
 from .footer import FittedFooter
@@ -194,9 +195,7 @@ class FleetScreen(Screen[None]):
         yield FleetView(id="fleet")
         yield FleetTable(id="table")
         # wrapped: a decision's reason ends with its why, which a cut line lost
-        yield RichLog(
-            id="log", markup=False, highlight=False, wrap=True, min_width=20, max_lines=500
-        )
+        yield DecisionLog(id="log", min_width=20, max_lines=500)
         yield FittedFooter(compact=True)
 
     def on_mount(self) -> None:
@@ -286,10 +285,10 @@ class FleetScreen(Screen[None]):
             view.show(snap.instances, snap.now)
             rows = len(view.snaps) * PANE_HEIGHT
         self._fit_log(height, rows)
-        log = self.query_one("#log", RichLog)
+        log = self.query_one("#log", DecisionLog)
         fresh = min(len(snap.decisions), snap.decisions_total - self._log_seen)
         for line in snap.decisions[len(snap.decisions) - fresh :] if fresh > 0 else ():
-            log.write(Text(clean(line, 400)))
+            log.say(Text(clean(line, 400)))
         self._log_seen = snap.decisions_total
 
     def _fit_log(self, bar: int, fleet_rows: int) -> None:

@@ -17,9 +17,10 @@ def fitted(screen: Screen) -> bool:
 
 class FittedFooter(Footer):
     fitted = False  # drawn fitted to its width (tests wait for it, as for any first draw)
-    # the app's Quit and Help lead, before the screen's own keys (Textual lists the focused
-    # widget's and the screen's first): every screen tells how to leave it and what its keys are
-    LEAD = ("quit_ask", "help")
+    # the app's Quit, Help and End lead, before the screen's own keys (Textual lists the
+    # focused widget's and the screen's first): every screen tells how to leave it, what its
+    # keys are and how to end the campaign, at 80 columns too
+    LEAD = ("quit_ask", "help", "end_campaign")
 
     def compose(self) -> ComposeResult:
         keys = list(super().compose())

@@ -80,6 +80,7 @@ class LedgerScreen(Screen[None]):
         super().__init__()
         self.ledger = ledger
         self.result: QueryResult | None = None
+        self.no_result = "no query has answered yet"  # why `result` is None, for the export
         self.sql = ""
         self.page_offset = 0
 
@@ -150,20 +151,28 @@ class LedgerScreen(Screen[None]):
         table = self.query_one("#results", DataTable)
         if isinstance(result, RentwatchError):
             self.result = None  # the last answer must not read as this query's
+            self.no_result = f"the query failed ({clean(result.title, 80)}): fix it, then ctrl+r"
             table.clear(columns=True)
             self._status(f"{result.title}: {clean(result, 500)}", error=True)
             return
         self.result = result
         table.clear(columns=True)
-        table.add_columns(*(Text(clean(c, 60)) for c in result.columns))
+        heads = [Text(clean(c, 60)) for c in result.columns]
         timed = [is_time_column(c) for c in result.columns]
-        for row in result.rows:
-            table.add_row(
-                *(
-                    Text("" if v is None else clean(_fmt(v, t), 2000))
-                    for v, t in zip(row, timed, strict=False)
-                )
-            )
+        rows = [
+            [
+                Text("" if v is None else clean(_fmt(v, t), 2000))
+                for v, t in zip(row, timed, strict=False)
+            ]
+            for row in result.rows
+        ]
+        # widths given, not left to the table's own measuring on its next idle: a paint
+        # before that pass cached every cell cut to its header's width
+        for i, head in enumerate(heads):
+            width = max((r[i].cell_len for r in rows if i < len(r)), default=0)
+            table.add_column(head, width=max(head.cell_len, width))
+        for cells in rows:
+            table.add_row(*cells)
         first = result.offset + 1
         note = f"{len(result.rows)} row(s)"
         if result.truncated or result.offset:
@@ -211,6 +220,7 @@ class LedgerScreen(Screen[None]):
     def action_export(self) -> None:
         """Ask where to write (nothing is written until the operator names a file)."""
         if self.result is None:
+            self._status(f"nothing to export: {self.no_result}", error=True)
             return
         export = self.query_one("#export-path", Input)
         export.display = True

@@ -3,6 +3,7 @@ the quit and detach choices, and help."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from rentwatch.views.acts import stop_shrinks
@@ -43,6 +44,10 @@ class TypedConfirm(ModalScreen[str | None]):
             yield Static(self.body)
             # one line each (compact): a list of five rentals fits whole at 80x24 with them
             yield Input(placeholder=f"type {self.phrase} to confirm", id="typed", compact=True)
+            # why a wrong phrase did nothing, in the dialog: a toast beside it went unseen
+            refused = Static(id="refused")
+            refused.display = False
+            yield refused
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel", variant="primary", compact=True)
                 yield Button(self.act, id="confirm", variant="error", compact=True)
@@ -70,10 +75,13 @@ class TypedConfirm(ModalScreen[str | None]):
             return
         shown = Text(typed.strip()[:20]).plain.encode("ascii", "replace").decode()
         self.query_one("#typed", Input).value = ""
-        self.notify(
-            f"{shown!r} is not {self.phrase}: {self.nothing}. Type it exactly, or Escape.",
-            severity="warning",
-        )
+        refused = self.query_one("#refused", Static)
+        refused.update(Text(self.refusal(shown), style="bold red"))
+        refused.display = True
+
+    def refusal(self, typed: str) -> str:
+        """Why `typed` (made printable) confirmed nothing."""
+        return f"{typed!r} is not {self.phrase}: {self.nothing}. Type it exactly, or Escape."
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -82,7 +90,7 @@ class TypedConfirm(ModalScreen[str | None]):
 class DestroyConfirm(TypedConfirm):
     """Destroying loses the disk and any unfinished work: the operator types the instance id."""
 
-    def __init__(self, snap: InstanceSnap) -> None:
+    def __init__(self, snap: InstanceSnap, rentals: Collection[int]) -> None:
         s = snap
         loss = (
             "its disk and any unfinished work on it"
@@ -100,6 +108,20 @@ class DestroyConfirm(TypedConfirm):
         body.append(f"Type {s.instance_id} and press Enter to destroy.")
         super().__init__(str(s.instance_id), body, "Destroy", "nothing destroyed")
         self.snap = snap
+        self.rentals = frozenset(rentals)  # the campaign's, as the fleet shows them
+
+    def refusal(self, typed: str) -> str:
+        if not typed.isdigit() or int(typed) == self.snap.instance_id:
+            return super().refusal(typed)
+        if int(typed) in self.rentals:
+            return (
+                f"{typed} is another of the campaign's rentals, not the one selected: "
+                f"{self.nothing}. Type {self.phrase}, or Escape."
+            )
+        return (
+            f"{typed} is not one of the campaign's rentals: {self.nothing}. "
+            f"Type {self.phrase}, or Escape."
+        )
 
 
 def storage_note(stopped: int) -> str:

@@ -182,7 +182,9 @@ class Operator:
                 f"could not destroy {s.instance_id}",
             )
 
-        self.app.push_screen(DestroyConfirm(s), confirmed)
+        snap = self.latest()
+        rentals = [i.instance_id for i in snap.instances] if snap else [s.instance_id]
+        self.app.push_screen(DestroyConfirm(s, rentals), confirmed)
 
     def hand_over(self, s: InstanceSnap | None) -> None:
         snap = self.latest()

@@ -348,9 +348,24 @@ def cmd_referee(args: argparse.Namespace) -> int:
 
 
 def cmd_scenario(args: argparse.Namespace) -> int:
+    from contextlib import AbstractContextManager
+
+    from ..ledger import Ledger
+    from ..ledger.snapshot import snapshot
+    from ..ledger.store import HELD_ELSEWHERE, LedgerError, default_ledger_path
     from ..referee.fit import fit_scenario, to_toml
 
-    with _open_ledger(args.ledger) as ledger:
+    path = Path(args.ledger) if args.ledger else default_ledger_path()
+    opened: AbstractContextManager[Ledger]
+    try:
+        opened = _open_ledger(str(path))
+    except LedgerError as exc:
+        if HELD_ELSEWHERE not in str(exc):
+            raise
+        # a running controller writes it: the fit reads a copy of it as it stands now
+        print(f"rentwatch: {path} {HELD_ELSEWHERE}: fitted from a copy taken now", file=sys.stderr)
+        opened = snapshot(path)
+    with opened as ledger:
         try:
             data = fit_scenario(ledger, args.campaign, args.seed)
         except ValueError as exc:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -32,11 +34,20 @@ def cmd_controller(args: argparse.Namespace) -> int:
     key_path = Path(args.ssh_key) if args.ssh_key else default_key_path()
     team = team_config(args)
     sim = None
+    key_file = ledger_path.with_name(ledger_path.name + ".market-key")
     if args.demo:
         campaign = demo_campaign(ledger_path)
         sim = demo_market(args.seed, args.time_scale)
         market_url, api_key = sim.url, sim.api_key
-        _say(f"market   built-in simulator at {market_url} (lives as long as this controller)")
+        with contextlib.suppress(FileNotFoundError):
+            key_file.unlink()
+        fd = os.open(key_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(api_key + "\n")
+        _say(
+            f"market   built-in simulator at {market_url}, its key in {key_file} (both live "
+            "as long as this controller; `rentwatch ls` names them)"
+        )
     else:
         campaign = (
             _read_campaign(args.campaign, args.upload_root, args.ssh_key)
@@ -50,7 +61,12 @@ def cmd_controller(args: argparse.Namespace) -> int:
     # a demo nobody watches and nobody kept ends itself (another campaign never does)
     unwatched = args.end_unwatched_min * 60 if args.demo else None
     observe_only = not args.demo and not args.campaign
-    plan = Hosting(for_dashboards=True, end_unwatched_s=unwatched, cap_s=1.0)
+    plan = Hosting(
+        for_dashboards=True,
+        end_unwatched_s=unwatched,
+        cap_s=1.0,
+        market_entry=(market_url, str(key_file)) if sim is not None else None,
+    )
     try:
         return asyncio.run(
             run_headless(
@@ -73,6 +89,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
     finally:
         if sim is not None:
             sim.stop_thread()
+            with contextlib.suppress(FileNotFoundError):
+                key_file.unlink()
 
 
 def add_parser(sub: Any, positive: Any = float) -> None:

@@ -80,6 +80,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
             Text(str(r["socket"])),
         )
     print_table(table)
+    for r in rows:
+        if r.get("market_url"):  # a demo's own market, for the commands that take one
+            url, key = r["market_url"], r.get("market_key_file")
+            print(
+                f"{r['campaign']}: market {url}, key in {key} "
+                f"(VAST_API_KEY=$(cat {key}) rentwatch offers --market-url {url} --campaign FILE)"
+            )
     return 0
 
 

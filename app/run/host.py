@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from ..market.protocol import SharedClock
 from ..notify.metrics import Metrics
 from .alerts import Alerts, open_alerts
 from .exit_trap import ExitTrap, Trapped
+from .service import registry
 from .service.api import AlreadyServed, Refused
 from .service.controller import Controller, EngineFailed
 from .service.server import ServiceServer, serve
@@ -70,6 +71,8 @@ class Hosting:
     end_unwatched_s: float | None = None  # a demo nobody watches nor kept ends itself
     cap_s: float = float("inf")  # a poll at least this often (wall seconds: a dashboard's)
     who: str = "controller"  # who exits, as the alerts' last word says
+    # a demo's built-in market (its URL and key file) in the controller's entry, for `ls`
+    market_entry: tuple[str, str] | None = None
     # a line said on the terminal the host runs in, or on its log (none under a dashboard)
     tell: Callable[[str], None] | None = print
 
@@ -463,6 +466,10 @@ async def run_headless(
     ctrl = Controller(campaign.name, Path(ledger_path))
     required = bool(listen) or plan.for_dashboards
     server = await _serve(ctrl, listen, metrics, required) if served else None
+    if server is not None and server.entry is not None and plan.market_entry is not None:
+        url, key_file = plan.market_entry
+        server.entry = replace(server.entry, market_url=url, market_key_file=key_file)
+        registry.register(server.entry)
     try:
         t0: list[float] = []
 

@@ -55,6 +55,10 @@ class Entry:
     started_at: float  # wall clock, for uptime
     url: str | None = None  # http://HOST:PORT when --listen tcp: was given
     token_file: str | None = None
+    # a demo's built-in simulated market, for `offers`, `plan` and `reconcile --market-url`;
+    # its key in a 0600 file, never in the entry, a log or the ledger
+    market_url: str | None = None
+    market_key_file: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
