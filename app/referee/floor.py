@@ -138,7 +138,7 @@ def bid_pieces(
     for a, z in zip(points, points[1:], strict=False):
         if z > a:
             need = bids.need(seed, b, m, a)
-            out.append((z - a, m.dph_base if need is None else need))
+            out.append((z - a, m.gpu_dph if need is None else need))
     return tuple(out)
 
 
@@ -158,12 +158,12 @@ def rentables(
         if m.behaviour not in DELIVERING or m.real_tflops <= 0:
             continue
         storage = storage_per_hour(campaign.disk_gb, m.storage_cost)
-        if m.dph_base + storage > campaign.max_dph + EPS or m.cuda_max_good < campaign.image_cuda:
+        if m.gpu_dph + storage > campaign.max_dph + EPS or m.cuda_max_good < campaign.image_cuda:
             continue
         out.append(
             Rentable(
                 m.id,
-                m.dph_base,
+                m.gpu_dph,
                 storage,
                 m.real_tflops,
                 least_boot_s(m.knobs),

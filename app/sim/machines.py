@@ -78,6 +78,11 @@ class Machine:
     num_gpus: int = 1  # rented whole: `dph_base` and `min_bid` are the machine's, all its GPUs
 
     @property
+    def gpu_dph(self) -> float:
+        """The on-demand $/h in rentwatch's words: the referee reads the truth without Vast's."""
+        return self.dph_base
+
+    @property
     def verified(self) -> bool:
         """What the offer's `verified` says: a deverified machine is not verified either."""
         return self.verification == "verified"
