@@ -12,6 +12,7 @@ from typing import Any
 
 from rentwatch.core.text import clean
 from rentwatch.engine.intents import (
+    AFTER_END,
     CreateIntent,
     DestroyConfirmation,
     DestroyIntent,
@@ -33,6 +34,19 @@ from textual.screen import Screen
 
 from .end_dialog import EndConfirm
 from .modals import BulkDestroyConfirm, DestroyConfirm, hand_over_choice, stop_choice
+
+# the intent each screen's act sends: after the end a key is offered only where the engine's
+# rule (`AFTER_END`) takes its intent
+SENDS: dict[str, type[Intent]] = {
+    "stop": StopIntent,
+    "start": StartIntent,
+    "destroy": DestroyIntent,
+    "bulk_destroy": DestroyIntent,
+    "hand_over": HandOverIntent,
+    "create": CreateIntent,
+    "fleet_more": FleetSizeIntent,
+    "fleet_less": FleetSizeIntent,
+}
 
 
 class Operator:
@@ -61,6 +75,11 @@ class Operator:
     def campaign_ended(self) -> bool:
         snap = self.latest()
         return snap is not None and snap.finished is not None
+
+    def refused_after_end(self, action: str) -> bool:
+        """Whether the campaign has ended and the engine would refuse what `action` sends."""
+        sends = SENDS.get(action)
+        return sends is not None and not issubclass(sends, AFTER_END) and self.campaign_ended()
 
     def say_refused(self, screen: Screen[Any], key: str) -> bool:
         """Say why a key the screen has switched off does nothing (a silent key reads as a

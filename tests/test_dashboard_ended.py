@@ -1,0 +1,61 @@
+"""The dashboard once the campaign has ended: its keys offer only what the engine still takes
+(`intents.AFTER_END`), `E` with nothing left says so, `q` offers what fits an ended campaign,
+and a rental the end destroyed says so on its row."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from rentwatch.engine.intents import StopIntent
+from rentwatch.widgets.app import RentwatchApp
+from rentwatch.widgets.detail_screen import DetailScreen
+from rentwatch.widgets.messages import FleetSnapshot
+
+from .ledgers import new_ledger
+from .test_selection_keys import Recorder
+from .test_snapshots import FLEET, SIZE
+
+ENDED = "the campaign was ended by a person (end and destroy everything)"
+
+
+def _ended_with_a_stopped_rental():
+    rows = list(FLEET.instances)
+    rows[2] = dataclasses.replace(rows[2], phase="stopped", ended_at=4000.0)
+    return dataclasses.replace(FLEET, instances=tuple(rows), finished=ENDED), rows[2]
+
+
+def test_a_start_after_the_end_is_refused_as_a_create_is_and_a_stop_still_goes():
+    engine = Recorder()
+    fleet, stopped = _ended_with_a_stopped_rental()
+
+    async def run() -> list[str]:
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
+        said: list[str] = []
+        app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            app.post_message(FleetSnapshot(fleet))
+            await pilot.pause(0.3)
+            await pilot.press("down", "down")  # the stopped rental
+            await pilot.pause(0.2)
+            assert app.fleet.check_action("start", ()) is False
+            await pilot.press("a")
+            await pilot.pause(0.2)
+            assert engine.sent == [] and "takes over nothing new" in said[-1]
+            app.push_screen(DetailScreen(engine, stopped.instance_id, app.operator))
+            await pilot.pause(0.3)
+            await pilot.press("a", "H")
+            await pilot.pause(0.2)
+            assert engine.sent == [] and "takes over nothing new" in said[-1]
+            # what lets go of what it holds is still offered
+            assert app.screen.check_action("destroy", ()) is True
+            await pilot.press("escape", "up", "up")  # back to the fleet, on the one booting
+            await pilot.pause(0.2)
+            assert app.fleet.check_action("stop", ()) is True
+            await pilot.press("s")
+            await pilot.pause(0.3)
+        return said
+
+    said = asyncio.run(run())
+    assert engine.sent == [StopIntent(FLEET.instances[0].instance_id)]
+    assert sum("has ended" in s for s in said) == 3
