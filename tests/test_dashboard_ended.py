@@ -10,9 +10,11 @@ import dataclasses
 from rentwatch.engine.intents import StopIntent
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
+from rentwatch.widgets.end_dialog import EndConfirm
 from rentwatch.widgets.messages import FleetSnapshot
 
 from .ledgers import new_ledger
+from .test_dashboard import _until
 from .test_selection_keys import Recorder
 from .test_snapshots import FLEET, SIZE
 
@@ -59,3 +61,25 @@ def test_a_start_after_the_end_is_refused_as_a_create_is_and_a_stop_still_goes()
     said = asyncio.run(run())
     assert engine.sent == [StopIntent(FLEET.instances[0].instance_id)]
     assert sum("has ended" in s for s in said) == 3
+
+
+def test_end_on_an_ended_campaign_that_holds_nothing_says_so_and_asks_for_no_name():
+    engine = Recorder()
+    fleet = dataclasses.replace(FLEET, finished=ENDED)  # the ledger holds none of its rentals
+
+    async def run() -> list[str]:
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
+        said: list[str] = []
+        app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            app.post_message(FleetSnapshot(fleet))
+            await pilot.pause(0.3)
+            await pilot.press("E")
+            await _until(pilot, lambda: any("nothing left to end" in s for s in said))
+            await pilot.pause(0.2)
+            assert not isinstance(app.screen, EndConfirm)
+        return said
+
+    said = asyncio.run(run())
+    assert engine.sent == []
+    assert f"{FLEET.campaign} has ended and holds nothing: nothing left to end" in said

@@ -297,6 +297,13 @@ class Operator:
         self.app.call_from_thread(self._ask_end, campaign, held, error)
 
     def _ask_end(self, campaign: str, held: list[Holding], error: str) -> None:
+        if not held and not error and self.campaign_ended():  # no name to type over nothing
+            self.app.notify(
+                f"{clean(campaign, 60)} has ended and holds nothing: nothing left to end",
+                timeout=6,
+            )
+            return
+
         def confirmed(typed: str | None) -> None:
             if typed is None:
                 self.app.notify("end cancelled: nothing ended, nothing destroyed")
