@@ -12,11 +12,13 @@ from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.end_dialog import EndConfirm
 from rentwatch.widgets.messages import FleetSnapshot
+from rentwatch.widgets.modals import ChoiceScreen
+from textual.widgets import Button
 
 from .ledgers import new_ledger
 from .test_dashboard import _until
 from .test_selection_keys import Recorder
-from .test_snapshots import FLEET, SIZE
+from .test_snapshots import FLEET, SIZE, StillEngine
 
 ENDED = "the campaign was ended by a person (end and destroy everything)"
 
@@ -83,3 +85,34 @@ def test_end_on_an_ended_campaign_that_holds_nothing_says_so_and_asks_for_no_nam
     said = asyncio.run(run())
     assert engine.sent == []
     assert f"{FLEET.campaign} has ended and holds nothing: nothing left to end" in said
+
+
+def _quit_dialog(fleet) -> tuple[str, list[str]]:
+    async def run() -> tuple[str, list[str]]:
+        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE) as pilot:
+            app.post_message(FleetSnapshot(fleet))
+            await pilot.pause(0.3)
+            await pilot.press("q")
+            await _until(pilot, lambda: isinstance(app.screen, ChoiceScreen))
+            dialog = app.screen
+            return dialog.text, [str(b.label) for b in dialog.query(Button)]
+
+    return asyncio.run(run())
+
+
+def test_quit_after_the_end_offers_quit_not_stop_campaign_or_leave_running():
+    gone = tuple(
+        dataclasses.replace(s, phase="destroyed", ended_at=s.ended_at or 4000.0)
+        for s in FLEET.instances
+    )
+    text, buttons = _quit_dialog(dataclasses.replace(FLEET, instances=gone, finished=ENDED))
+    assert f"{FLEET.campaign} has ended: {ENDED}" in text and "It holds nothing" in text
+    assert buttons == ["Quit", "Cancel"]
+    assert "Leave running" not in text and "keeps supervising" not in text
+
+    fleet, stopped = _ended_with_a_stopped_rental()
+    text, buttons = _quit_dialog(fleet)
+    assert "It still holds 2 live instance(s) and 1 stopped" in text
+    assert "bill storage until they are destroyed" in text and "E destroys what is left" in text
+    assert buttons == ["Stop what is left and quit", "Cancel"]
