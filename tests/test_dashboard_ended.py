@@ -87,16 +87,24 @@ def test_end_on_an_ended_campaign_that_holds_nothing_says_so_and_asks_for_no_nam
     assert f"{FLEET.campaign} has ended and holds nothing: nothing left to end" in said
 
 
-def _quit_dialog(fleet) -> tuple[str, list[str]]:
-    async def run() -> tuple[str, list[str]]:
-        app = RentwatchApp(StillEngine(), new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
+def _quit_dialog(fleet, key: str = "q") -> tuple[str, list[str], str]:
+    """The dialog `key` opens over `fleet`, with a controller of its own: its text, its
+    buttons and the one Enter presses."""
+    engine = StillEngine()
+    engine.outlives_dashboard = True  # type: ignore[attr-defined]
+
+    async def run() -> tuple[str, list[str], str]:
+        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
-            await pilot.press("q")
+            await pilot.press(key)
             await _until(pilot, lambda: isinstance(app.screen, ChoiceScreen))
+            await pilot.pause(0.2)
             dialog = app.screen
-            return dialog.text, [str(b.label) for b in dialog.query(Button)]
+            focused = app.focused
+            assert isinstance(focused, Button)
+            return dialog.text, [str(b.label) for b in dialog.query(Button)], str(focused.label)
 
     return asyncio.run(run())
 
@@ -106,13 +114,17 @@ def test_quit_after_the_end_offers_quit_not_stop_campaign_or_leave_running():
         dataclasses.replace(s, phase="destroyed", ended_at=s.ended_at or 4000.0)
         for s in FLEET.instances
     )
-    text, buttons = _quit_dialog(dataclasses.replace(FLEET, instances=gone, finished=ENDED))
+    text, buttons, focused = _quit_dialog(
+        dataclasses.replace(FLEET, instances=gone, finished=ENDED)
+    )
     assert f"{FLEET.campaign} has ended: {ENDED}" in text and "It holds nothing" in text
-    assert buttons == ["Quit", "Cancel"]
+    assert buttons == ["Quit", "Cancel"] and focused == "Quit"
     assert "Leave running" not in text and "keeps supervising" not in text
 
-    fleet, stopped = _ended_with_a_stopped_rental()
-    text, buttons = _quit_dialog(fleet)
+    fleet, _ = _ended_with_a_stopped_rental()
+    text, buttons, focused = _quit_dialog(fleet)
     assert "It still holds 2 live instance(s) and 1 stopped" in text
     assert "bill storage until they are destroyed" in text and "E destroys what is left" in text
     assert buttons == ["Stop what is left and quit", "Cancel"]
+    # the detach key asks the same; its Enter stops nothing
+    assert _quit_dialog(fleet, "x")[1:] == (buttons, "Cancel")

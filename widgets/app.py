@@ -178,8 +178,17 @@ class RentwatchApp(App[str]):
         dph, end = (snap.dph_now, snap.end_command) if snap else (0.0, "")
         built_in = snap.market_built_in if snap else False
         if snap is not None and snap.finished is not None:  # nothing left to leave running
+            # the detach key asks this too: there its Enter leaves things as they are
             dialog = finished_choice(
-                snap.finished, held, stopped, campaign, self._outlives(), dph, end, built_in
+                snap.finished,
+                held,
+                stopped,
+                campaign,
+                self._outlives(),
+                dph,
+                end,
+                built_in,
+                "stop" if focus == "stop" else "cancel",
             )
             self.push_screen(dialog, chosen)
             return

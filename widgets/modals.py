@@ -232,10 +232,12 @@ def finished_choice(
     dph: float = 0.0,
     end: str = "",
     built_in: bool = False,
+    focus: str = "stop",
 ) -> ChoiceScreen:
     """Quit, once the campaign has ended (its controller serving on): nothing is left to
     supervise or leave running, so quitting ends its engine; what it still holds, if
-    anything, is stopped as a quit stops it, and said with what keeps billing."""
+    anything, is stopped as a quit stops it, and said with what keeps billing. `focus`:
+    "stop" or "cancel" (asked by the detach key, whose Enter must not stop anything)."""
     name = campaign or "the campaign"
     engine = "the controller exits" if outlives else "its engine ends with this dashboard"
     head = f"{name} has ended: {reason}.\n\n"
@@ -252,7 +254,7 @@ def finished_choice(
             + billing_note(campaign, dph, held, stopped, end, built_in, outlives)
         )
         quit_ = Choice("stop", "Stop what is left and quit", "primary")
-    return ChoiceScreen("quit", text, (quit_, CANCEL), "stop")
+    return ChoiceScreen("quit", text, (quit_, CANCEL), focus)
 
 
 def quit_choice(
