@@ -7,16 +7,22 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from rentwatch.engine.intents import StopIntent
+from rentwatch.engine.hosts.ssh import load_or_create_key
+from rentwatch.engine.intents import EndIntent, StopIntent
+from rentwatch.views.snapshot import snapshot
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.end_dialog import EndConfirm
+from rentwatch.widgets.fleet import FleetTable
 from rentwatch.widgets.messages import FleetSnapshot
 from rentwatch.widgets.modals import ChoiceScreen
+from textual.app import App, ComposeResult
 from textual.widgets import Button
 
+from .fake_market import FakeMarket
 from .ledgers import new_ledger
 from .test_dashboard import _until
+from .test_operator_intent import OFFERS, go, verified
 from .test_selection_keys import Recorder
 from .test_snapshots import FLEET, SIZE, StillEngine
 
@@ -87,8 +93,8 @@ def test_end_on_an_ended_campaign_that_holds_nothing_says_so_and_asks_for_no_nam
     assert f"{FLEET.campaign} has ended and holds nothing: nothing left to end" in said
 
 
-def _quit_dialog(fleet, key: str = "q") -> tuple[str, list[str], str]:
-    """The dialog `key` opens over `fleet`, with a controller of its own: its text, its
+def _quit_dialog(fleet, press: str = "q") -> tuple[str, list[str], str]:
+    """The dialog `press` opens over `fleet`, with a controller of its own: its text, its
     buttons and the one Enter presses."""
     engine = StillEngine()
     engine.outlives_dashboard = True  # type: ignore[attr-defined]
@@ -98,7 +104,7 @@ def _quit_dialog(fleet, key: str = "q") -> tuple[str, list[str], str]:
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
-            await pilot.press(key)
+            await pilot.press(press)
             await _until(pilot, lambda: isinstance(app.screen, ChoiceScreen))
             await pilot.pause(0.2)
             dialog = app.screen
@@ -128,3 +134,36 @@ def test_quit_after_the_end_offers_quit_not_stop_campaign_or_leave_running():
     assert buttons == ["Stop what is left and quit", "Cancel"]
     # the detach key asks the same; its Enter stops nothing
     assert _quit_dialog(fleet, "x")[1:] == (buttons, "Cancel")
+
+
+class _TableHost(App[None]):
+    def compose(self) -> ComposeResult:
+        yield FleetTable()
+
+
+def test_a_stopped_rental_the_end_destroyed_says_so_on_its_row(tmp_path):
+    """Stopped by a rule, then destroyed by E: its row kept the stop's reason as its last word."""
+    snaps = []
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        assert await sup.actions.stop(sup.attempts[iid], "rule:drained", "no job on it for 1m09s")
+        assert "no job on it" in snapshot(sup, market.t).instances[0].left_why
+        market.t += 10
+        assert (await sup.apply(EndIntent(destroy=True, typed=sup.campaign.name))).destroyed
+        snaps.append(next(s for s in snapshot(sup, market.t).instances if s.instance_id == iid))
+
+    go(load_or_create_key(tmp_path / "key"), body, FakeMarket(list(OFFERS)))
+    (gone,) = snaps
+    assert gone.phase == "destroyed"
+
+    async def run() -> str:
+        app = _TableHost()
+        async with app.run_test(size=SIZE) as pilot:
+            table = app.query_one(FleetTable)
+            table.show((gone,))
+            await pilot.pause()
+            return str(table.get_row(str(gone.instance_id))[FleetTable.COLUMNS.index("status")])
+
+    status = asyncio.run(run())
+    assert status.startswith("the campaign was ended by a person") and "no job" not in status
