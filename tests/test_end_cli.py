@@ -170,9 +170,9 @@ def test_end_through_a_running_controller(make_sim, tmp_path, capsys):
     assert "the campaign was ended by a person" in out.text()
 
 
-def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, tmp_path):
+def test_an_ended_campaigns_controller_still_takes_stop_and_destroy(make_sim, tmp_path):
     """The dashboard's engine (demo, watch): its campaign ends, its controller goes on serving
-    the person; what would set automation going again is refused."""
+    the person; what would start, rent or take over anything is refused."""
     from rentwatch.engine.session import Session
     from rentwatch.run.engine_thread import EngineThread
 
@@ -204,7 +204,8 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
         with pytest.raises(api.ServiceError, match="the campaign has ended"):
             client.intent(FleetSizeIntent(3))
         assert client.intent(StopIntent(iid)).acted_on == (iid,)
-        assert "started" in client.intent(StartIntent(iid)).message
+        with pytest.raises(api.ServiceError, match="the campaign has ended"):
+            client.intent(StartIntent(iid))  # it would bill with nothing supervising it
         with pytest.raises(api.ServiceError, match="does not name it"):
             client.intent(DestroyIntent(DestroyConfirmation(iid, "nope")))
         assert client.intent(DestroyIntent(DestroyConfirmation(iid, str(iid)))).destroyed == (iid,)
@@ -223,7 +224,7 @@ def test_an_ended_campaigns_controller_still_takes_stop_start_destroy(make_sim, 
     with led:  # the engine's own ledger, still open in this process
         ids = {r["instance_id"] for r in led.instance_rows()}
         acts = {(e.instance_id, e.kind, e.actor) for e in led.events(where="phase = 'outcome'")}
-    assert (iid, "destroy", "human") in acts and (iid, "start", "human") in acts
+    assert (iid, "destroy", "human") in acts and (iid, "start", "human") not in acts
     assert _billing(sim, ids) == {}
 
 

@@ -12,8 +12,10 @@ from rentwatch.core.decisions import Create, Stop
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import SEED
 from rentwatch.core.preflight.verdict import Verdict
+from rentwatch.engine.executor import Outcome
 from rentwatch.engine.hosts.ssh import RunResult, SSHRunner, load_or_create_key
 from rentwatch.engine.intents import (
+    CreateIntent,
     DestroyConfirmation,
     DestroyIntent,
     FleetSizeIntent,
@@ -204,6 +206,7 @@ def test_a_human_start_resets_the_boot_deadline(key):
         await sup.apply(StopIntent(iid))
         market.t += 50 * 60
         await sup.poll_once()
+        assert sup.finished is None  # a fleet of 2 lowered to 1 with none verified: not done
         await sup.apply(StartIntent(iid))
         # the 50 stopped minutes are no idle time: the idle rule stopped it again at once
         assert sup.attempts[iid].util_low_since is None
@@ -219,9 +222,29 @@ def test_a_human_start_resets_the_boot_deadline(key):
         market.t += 10
         await sup.poll_once()
         assert sup.attempts[iid].life.phase == Phase.VERIFIED  # back in service
-        assert sup.campaign.fleet == 1  # the stop lowered it, the start raised it back
+        assert sup.campaign.fleet == 2  # the stop lowered it, the start raised it back
         market.t += 60
         assert not [d for d in await sup.poll_once() if isinstance(d, Stop)]
+
+    # a fleet of 1 lowered to 0 by the stop reached its goal, and an ended campaign starts nothing
+    go(key, body, FakeMarket(list(OFFERS)), fleet=2)
+
+
+def test_after_the_end_a_start_is_refused_as_a_create_is_and_a_stop_still_acts(key):
+    """A start after the end set a rental billing with nothing left to supervise it: the one
+    door refuses it as it refuses a create, the wanted fleet and a hand-over."""
+
+    async def body(sup, market, ledger):
+        iid = await verified(sup, market)
+        await sup.apply(StopIntent(iid))
+        sup.finish(Outcome(True, "the campaign was ended by a person"))
+        before = len(market.calls)
+        for intent in (StartIntent(iid), CreateIntent(), FleetSizeIntent(3), HandOverIntent(iid)):
+            reply = await sup.apply(intent)
+            assert not reply.done and "the campaign has ended" in (reply.refused or ""), intent
+        assert market.calls[before:] == [] and market.boxes[iid].intended == "stopped"
+        done = await sup.apply(DestroyIntent(DestroyConfirmation(iid, str(iid))))
+        assert done.destroyed == (iid,)
 
     go(key, body, FakeMarket(list(OFFERS)))
 

@@ -409,7 +409,7 @@ class DetailScreen(Screen[None]):
             return True
         if self.operator is None or self.operator.controller_ended() is not None:
             return False
-        return not (action == "hand_over" and self.operator.campaign_ended())
+        return not self.operator.refused_after_end(action)
 
     def on_key(self, event: events.Key) -> None:
         if self.operator is not None and self.operator.say_refused(self, event.key):

@@ -29,9 +29,6 @@ from .render import campaign_fields, engine_failed
 
 # what acts on the view alone: it still works once the controller has ended
 VIEW_ONLY = frozenset({"toggle_view", "filter", "sort", "sort_column"})
-# what would set automation going again: a campaign that has ended refuses these (stop, start,
-# destroy and the end itself still act on what it holds), so they are not offered then
-STARTS_AUTOMATION = frozenset({"create", "fleet_more", "fleet_less", "hand_over"})
 
 
 SORT_KEYS = Binding.Group(
@@ -204,7 +201,7 @@ class FleetScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action not in VIEW_ONLY and self.operator.controller_ended() is not None:
             return False  # it asked the controller, whose socket is gone
-        return not (action in STARTS_AUTOMATION and self.operator.campaign_ended())
+        return not self.operator.refused_after_end(action)
 
     def on_key(self, event: events.Key) -> None:
         if self.operator.say_refused(self, event.key):

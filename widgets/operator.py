@@ -12,6 +12,7 @@ from typing import Any
 
 from rentwatch.core.text import clean
 from rentwatch.engine.intents import (
+    AFTER_END,
     CreateIntent,
     DestroyConfirmation,
     DestroyIntent,
@@ -33,6 +34,19 @@ from textual.screen import Screen
 
 from .end_dialog import EndConfirm
 from .modals import BulkDestroyConfirm, DestroyConfirm, hand_over_choice, stop_choice
+
+# the intent each screen's act sends: after the end a key is offered only where the engine's
+# rule (`AFTER_END`) takes its intent
+SENDS: dict[str, type[Intent]] = {
+    "stop": StopIntent,
+    "start": StartIntent,
+    "destroy": DestroyIntent,
+    "bulk_destroy": DestroyIntent,
+    "hand_over": HandOverIntent,
+    "create": CreateIntent,
+    "fleet_more": FleetSizeIntent,
+    "fleet_less": FleetSizeIntent,
+}
 
 
 class Operator:
@@ -61,6 +75,11 @@ class Operator:
     def campaign_ended(self) -> bool:
         snap = self.latest()
         return snap is not None and snap.finished is not None
+
+    def refused_after_end(self, action: str) -> bool:
+        """Whether the campaign has ended and the engine would refuse what `action` sends."""
+        sends = SENDS.get(action)
+        return sends is not None and not issubclass(sends, AFTER_END) and self.campaign_ended()
 
     def say_refused(self, screen: Screen[Any], key: str) -> bool:
         """Say why a key the screen has switched off does nothing (a silent key reads as a
@@ -280,6 +299,13 @@ class Operator:
         self.app.call_from_thread(self._ask_end, campaign, held, error)
 
     def _ask_end(self, campaign: str, held: list[Holding], error: str) -> None:
+        if not held and not error and self.campaign_ended():  # no name to type over nothing
+            self.app.notify(
+                f"{clean(campaign, 60)} has ended and holds nothing: nothing left to end",
+                timeout=6,
+            )
+            return
+
         def confirmed(typed: str | None) -> None:
             if typed is None:
                 self.app.notify("end cancelled: nothing ended, nothing destroyed")

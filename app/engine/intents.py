@@ -87,9 +87,10 @@ Intent = Union[  # noqa: UP007
     EndIntent,
 ]
 
-# what a campaign that has ended still takes: the person's own acts on what it holds (what
-# would set automation going again, a create, the wanted fleet, a hand-over, is refused)
-AFTER_END = (StopIntent, StartIntent, DestroyIntent, EndIntent)
+# what a campaign that has ended still takes: what lets go of what it holds (a stop, a destroy,
+# the end again); what would start, rent or take over anything (a start, a create, the wanted
+# fleet, a hand-over) is refused, for a rental started then would bill with nothing supervising it
+AFTER_END = (StopIntent, DestroyIntent, EndIntent)
 
 
 @dataclass(frozen=True)

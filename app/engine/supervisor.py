@@ -381,8 +381,8 @@ class Supervisor:
     async def _apply(self, intent: Intent) -> Reply:
         if self.finished is not None and not isinstance(intent, AFTER_END):
             return Reply.refusal(
-                f"the campaign has ended ({self.finished.reason}): stop, start, destroy "
-                "and end still work on what it holds"
+                f"the campaign has ended ({self.finished.reason}): it starts and takes over "
+                "nothing new; stop, destroy and end still work on what it holds"
             )
         iid = getattr(intent, "instance_id", None)
         if iid is not None and iid not in self.attempts:

@@ -201,12 +201,16 @@ def shown_phase(a: Attempt) -> str:
 
 
 def left_why(a: Attempt) -> str:
-    """Why `a` is out of service: the reason of its first move out since it last moved in, or ""."""
+    """Why `a` is out of service: the reason of its first move out since it last moved in, or
+    "". A stopped rental destroyed since says why it was destroyed (an end, a person): a stop
+    can be undone, a destroy cannot, so its reason is the row's last word."""
     why = ""
     for t in a.life.history:
         if t.after not in _OUT:
             why = ""
-        elif not why and t.before not in _OUT:
+        elif (t.before, t.after) == (Phase.STOPPED, Phase.DESTROYED) or (
+            not why and t.before not in _OUT
+        ):
             why = t.why
     return clean(why, 160) if a.life.phase in _OUT else ""
 
