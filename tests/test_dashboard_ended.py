@@ -15,16 +15,14 @@ from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.end_dialog import EndConfirm
 from rentwatch.widgets.fleet import FleetTable
 from rentwatch.widgets.messages import FleetSnapshot
-from rentwatch.widgets.modals import ChoiceScreen
 from textual.app import App, ComposeResult
-from textual.widgets import Button
 
 from .fake_market import FakeMarket
 from .ledgers import new_ledger
 from .test_dashboard import _until
 from .test_operator_intent import OFFERS, go, verified
 from .test_selection_keys import Recorder
-from .test_snapshots import FLEET, SIZE, StillEngine
+from .test_snapshots import FLEET, SIZE
 
 ENDED = "the campaign was ended by a person (end and destroy everything)"
 
@@ -91,49 +89,6 @@ def test_end_on_an_ended_campaign_that_holds_nothing_says_so_and_asks_for_no_nam
     said = asyncio.run(run())
     assert engine.sent == []
     assert f"{FLEET.campaign} has ended and holds nothing: nothing left to end" in said
-
-
-def _quit_dialog(fleet, press: str = "q") -> tuple[str, list[str], str]:
-    """The dialog `press` opens over `fleet`, with a controller of its own: its text, its
-    buttons and the one Enter presses."""
-    engine = StillEngine()
-    engine.outlives_dashboard = True  # type: ignore[attr-defined]
-
-    async def run() -> tuple[str, list[str], str]:
-        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
-        async with app.run_test(size=SIZE) as pilot:
-            app.post_message(FleetSnapshot(fleet))
-            await pilot.pause(0.3)
-            await pilot.press(press)
-            await _until(pilot, lambda: isinstance(app.screen, ChoiceScreen))
-            await pilot.pause(0.2)
-            dialog = app.screen
-            focused = app.focused
-            assert isinstance(focused, Button)
-            return dialog.text, [str(b.label) for b in dialog.query(Button)], str(focused.label)
-
-    return asyncio.run(run())
-
-
-def test_quit_after_the_end_offers_quit_not_stop_campaign_or_leave_running():
-    gone = tuple(
-        dataclasses.replace(s, phase="destroyed", ended_at=s.ended_at or 4000.0)
-        for s in FLEET.instances
-    )
-    text, buttons, focused = _quit_dialog(
-        dataclasses.replace(FLEET, instances=gone, finished=ENDED)
-    )
-    assert f"{FLEET.campaign} has ended: {ENDED}" in text and "It holds nothing" in text
-    assert buttons == ["Quit", "Cancel"] and focused == "Quit"
-    assert "Leave running" not in text and "keeps supervising" not in text
-
-    fleet, _ = _ended_with_a_stopped_rental()
-    text, buttons, focused = _quit_dialog(fleet)
-    assert "It still holds 2 live instance(s) and 1 stopped" in text
-    assert "bill storage until they are destroyed" in text and "E destroys what is left" in text
-    assert buttons == ["Stop what is left and quit", "Cancel"]
-    # the detach key asks the same; its Enter stops nothing
-    assert _quit_dialog(fleet, "x")[1:] == (buttons, "Cancel")
 
 
 class _TableHost(App[None]):

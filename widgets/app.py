@@ -21,7 +21,7 @@ from .jobs_screen import JobOutputScreen, JobsScreen
 from .keys import key_lines
 from .ledger_screen import LedgerScreen
 from .messages import EngineFailed, FleetSnapshot
-from .modals import HelpScreen, detach_choice, ended_choice, finished_choice, quit_choice
+from .modals import HelpScreen, detach_choice, ended_choice, quit_choice
 from .operator import Operator
 from .receipt_screen import ReceiptScreen
 
@@ -176,21 +176,6 @@ class RentwatchApp(App[str]):
         held, stopped = (snap.held, snap.stopped) if snap else (0, 0)
         dph, end = (snap.dph_now, snap.end_command) if snap else (0.0, "")
         built_in = snap.market_built_in if snap else False
-        if snap is not None and snap.finished is not None:  # nothing left to leave running
-            # the detach key asks this too: there its Enter leaves things as they are
-            dialog = finished_choice(
-                snap.finished,
-                held,
-                stopped,
-                campaign,
-                self._outlives(),
-                dph,
-                end,
-                built_in,
-                "stop" if focus == "stop" else "cancel",
-            )
-            self.push_screen(dialog, chosen)
-            return
         self.push_screen(
             quit_choice(held, stopped, campaign, self._outlives(), focus, dph, end, built_in),
             chosen,

@@ -245,40 +245,6 @@ def ended_choice(
     return ChoiceScreen("quit", text, (Choice("ended", "Quit", "primary"), CANCEL), "ended")
 
 
-def finished_choice(
-    reason: str,
-    held: int,
-    stopped: int = 0,
-    campaign: str | None = None,
-    outlives: bool = False,
-    dph: float = 0.0,
-    end: str = "",
-    built_in: bool = False,
-    focus: str = "stop",
-) -> ChoiceScreen:
-    """Quit, once the campaign has ended (its controller serving on): nothing is left to
-    supervise or leave running, so quitting ends its engine; what it still holds, if
-    anything, is stopped as a quit stops it, and said with what keeps billing. `focus`:
-    "stop" or "cancel" (asked by the detach key, whose Enter must not stop anything)."""
-    name = campaign or "the campaign"
-    engine = "the controller exits" if outlives else "its engine ends with this dashboard"
-    head = f"{name} has ended: {reason}.\n\n"
-    if not held and not stopped:
-        text = head + f"It holds nothing, and nothing it rented bills. Quit: {engine}.\n"
-        quit_ = Choice("stop", "Quit", "primary")
-    else:
-        text = (
-            head + f"It still holds {holding(held, stopped)}, and nothing supervises them.\n\n"
-            f"Stop what is left and quit: verified instances are stopped, the rest destroyed, "
-            f"and {engine}.\n"
-            "Cancel: back to the dashboard (E destroys what is left)."
-            + storage_note(stopped)
-            + billing_note(campaign, dph, held, stopped, end, built_in, outlives)
-        )
-        quit_ = Choice("stop", "Stop what is left and quit", "primary")
-    return ChoiceScreen("quit", text, (quit_, CANCEL), focus)
-
-
 def quit_choice(
     held: int,
     stopped: int = 0,
