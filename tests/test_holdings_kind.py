@@ -1,7 +1,8 @@
 """`rentwatch end` and the end dialog list what each held rental still has of a job's output;
 a pull tells its kind (artifacts or checkpoint) in its row, so a job named like a checkpoint
 whose output came off is not listed as "outputs NOT pulled off" (found by an outsider: the
-check read the destination folder's name, `%checkpoint`). Rows as the engine writes them."""
+check read the destination folder's name, `%checkpoint`), and a job whose output came off
+another host after a try of it died here is not listed here. Rows as the engine writes them."""
 
 from __future__ import annotations
 
@@ -59,3 +60,34 @@ def test_a_job_whose_checkpoint_alone_came_off_is_listed(tmp_path):
     _create(led, 7)
     _job(led, 7, "fit", [(True, "checkpoint"), (False, "artifacts")])
     assert _unpulled(led)[7] == "fit"
+
+
+def test_a_try_cut_off_here_whose_retry_elsewhere_was_pulled_is_not_listed(tmp_path):
+    """Found by a newcomer: `rentwatch end` listed the host where try 1 of lora-r16 died
+    (offline) as holding its outputs, though try 2 finished on another host and was pulled."""
+    led = Ledger(tmp_path / "l.duckdb")
+    _create(led, 7)
+    _create(led, 8)
+    led.record(
+        "job_started", at=200, actor="engine", reason="job lora-r16", instance_id=7,
+        campaign=C, detail={"job": "lora-r16", "attempt": 1, "run": "x", "artifacts": ["out/"]},
+    )  # fmt: skip
+    led.record(
+        "job_finished", at=900, actor="engine", ok=False, reason="interrupted: host offline",
+        instance_id=7, campaign=C, detail={"job": "lora-r16", "attempt": 1, "requeued": True},
+    )  # fmt: skip
+    assert _unpulled(led)[7] == "lora-r16"  # its retry has not come off yet
+    _job(led, 8, "lora-r16", [(True, "artifacts")])
+    assert _unpulled(led) == {7: "", 8: ""}
+
+
+def test_a_retry_elsewhere_whose_pull_failed_leaves_the_cut_off_try_listed(tmp_path):
+    led = Ledger(tmp_path / "l.duckdb")
+    _create(led, 7)
+    _create(led, 8)
+    led.record(
+        "job_started", at=100, actor="engine", reason="job fit", instance_id=7,
+        campaign=C, detail={"job": "fit", "attempt": 1, "run": "x", "artifacts": ["out/"]},
+    )  # fmt: skip
+    _job(led, 8, "fit", [(False, "artifacts"), (True, "checkpoint")])
+    assert _unpulled(led) == {7: "fit (running)", 8: "fit"}

@@ -240,3 +240,36 @@ def test_a_copy_whose_answer_was_lost_is_looked_for_all_the_same():
     fact = journal.facts[-1]
     assert fact["detail"]["stage"] == "asked" and fact["detail"]["answer_lost"]
     assert "not asked again" in fact["reason"]
+
+
+def test_a_checkpoint_no_pull_of_this_ledger_put_there_is_not_pushed(tmp_path):
+    """The checkpoint folder is the campaign name's, whichever ledger ran it: a campaign of the
+    same name on another ledger left its state there, and a retry here would have resumed from
+    it. Once this ledger records a pull of the job's checkpoint, the retry starts from it."""
+    job = Job(name="fit", run="train", checkpoint="ckpt", **SIZED)
+    work, _, _, journal = _world(job)
+    journal.campaign = "c"  # type: ignore
+    src = tmp_path / "checkpoint"
+    (src / "ckpt").mkdir(parents=True)
+    (src / "ckpt" / "step").write_text("100")
+    pushed: list[int] = []
+
+    async def on_connection(a, fn):
+        pushed.append(a.instance_id)
+        return ["ckpt/step"]
+
+    work.link.on_connection = on_connection  # type: ignore
+    js = work.queue.take(B, 2000.0)
+    _go(work.rescues.push_pulled(SimpleNamespace(instance_id=B), js, src, 2000.0))
+    assert pushed == []
+    pull = SimpleNamespace(
+        kind="artifacts", instance_id=A, at=1500.0, ok=True,
+        detail={"job": "fit", "kind": "checkpoint", "files": [{"path": "ckpt/step"}]},
+    )  # fmt: skip
+
+    def events(campaign, *kinds):
+        return [pull] if "artifacts" in {str(k) for k in kinds} else []
+
+    work.restore(SimpleNamespace(campaign_events=events))  # type: ignore
+    _go(work.rescues.push_pulled(SimpleNamespace(instance_id=B), js, src, 2000.0))
+    assert pushed == [B]

@@ -205,9 +205,13 @@ def _lines(stream: Any) -> Iterable[bytes]:
 
 
 def kept_output(ledger: Path, campaign: str, row: JobRow) -> tuple[str, str]:
-    """(text, where from) of an ended job: its kept output, else its end's tail in the ledger."""
+    """(text, where from) of an ended job: its kept output, else its end's tail in the ledger.
+    Only this ledger's note says where a log was kept: the artifacts folder is the campaign
+    name's, and another ledger's run of that name may have filled it."""
     from ..engine.jobs.output import read_kept
 
+    if row.attempts == 0:
+        return "", "not started yet: no output"
     got = select(ledger, job_reads.pulled_log(campaign, row.job))
     path = got[0]["path"] if got else None
     text = read_kept(Path(path), LOG_BYTES) if path else None

@@ -32,7 +32,7 @@ WITH held AS (
   GROUP BY instance_id
 ), starts AS (
   -- a job whose start says it declares no artifacts has none to pull (older ledgers: unsaid)
-  SELECT instance_id, detail->>'job' AS job, max(seq) AS started
+  SELECT instance_id, campaign, detail->>'job' AS job, max(seq) AS started
   FROM events WHERE kind = 'job_started' AND instance_id IN (SELECT instance_id FROM held)
     AND coalesce(json_array_length(detail->'artifacts'), 1) > 0
   GROUP BY ALL
@@ -43,8 +43,12 @@ WITH held AS (
   FROM starts s
   LEFT JOIN events f ON f.kind = 'job_finished' AND f.instance_id = s.instance_id
     AND f.detail->>'job' = s.job AND f.seq > s.started
-  LEFT JOIN events a ON a.kind = 'artifacts' AND a.ok AND a.instance_id = s.instance_id
-    AND a.detail->>'job' = s.job AND a.seq > coalesce(f.seq, s.started)
+  -- its output off this host after its end, or off another host after its start here: a try
+  -- cut off here that a later try finished elsewhere has its output pulled
+  LEFT JOIN events a ON a.kind = 'artifacts' AND a.ok AND a.detail->>'job' = s.job
+    AND a.campaign IS NOT DISTINCT FROM s.campaign
+    AND CASE WHEN a.instance_id = s.instance_id THEN a.seq > coalesce(f.seq, s.started)
+             ELSE a.seq > s.started END
     -- a job's own output, not its checkpoint (by the pull's kind; before pulls said, by dest)
     AND coalesce(a.detail->>'kind', CASE WHEN coalesce(a.detail->>'dest', '') LIKE '%/checkpoint'
                                          THEN 'checkpoint' END, 'artifacts') = 'artifacts'

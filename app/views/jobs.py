@@ -261,7 +261,8 @@ class JobOutput:
 
 async def read_output(sup: Supervisor, name: str) -> JobOutput:
     """The job's output now: off its host while it runs on a rental in service, else the log
-    kept at its end, else the tail of its last end in the ledger."""
+    kept at its end (once this ledger records that end), else the tail of its last end in the
+    ledger."""
     from ..engine.hosts.ssh import SSHFailure
     from ..engine.jobs.output import log_command, log_path, read_kept
 
@@ -282,16 +283,19 @@ async def read_output(sup: Supervisor, name: str) -> JobOutput:
         except SSHFailure as exc:
             said = f"its host i:{a.instance_id} did not answer ({exc})"
             return JobOutput(name, "", said, True)
-    kept = read_kept(log_path(sup.job_work.pulls.artifacts_root, sup.campaign.name, name))
-    if kept is not None:
-        return JobOutput(name, kept, "the log kept when it ended", False)
-    ends = sup.ledger.campaign_events(sup.campaign.name, EventKind.JOB_FINISHED)
+    ends = [
+        e
+        for e in sup.ledger.campaign_events(sup.campaign.name, EventKind.JOB_FINISHED)
+        if e.detail.get("job") == name
+    ]
+    # the artifacts folder is the campaign name's, whichever ledger ran it: a log there is this
+    # run's only once this ledger records the job's end (a requeued end keeps no log)
+    if any(not e.detail.get("requeued") for e in ends):
+        kept = read_kept(log_path(sup.job_work.pulls.artifacts_root, sup.campaign.name, name))
+        if kept is not None:
+            return JobOutput(name, kept, "the log kept when it ended", False)
     tail = next(
-        (
-            str(e.detail.get("log_tail") or "")
-            for e in reversed(ends)
-            if e.detail.get("job") == name and e.detail.get("log_tail")
-        ),
+        (str(e.detail.get("log_tail") or "") for e in reversed(ends) if e.detail.get("log_tail")),
         None,
     )
     if tail is not None:

@@ -97,12 +97,17 @@ class Rescues:
         self.last_host: dict[str, int] = {}  # job name -> the instance it last started on
 
     async def push_pulled(self, a: Attempt, job: JobState, src: Path, now: float) -> None:
-        """A retried job starts from the last checkpoint pulled, pushed back under its folder; on
-        the same rental again from the newer state on its disk."""
+        """A retried job starts from the last checkpoint this ledger records pulled, pushed back
+        under its folder; on the same rental again from the newer state on its disk."""
         if not src.exists():
             return
         if self.last_host.get(job.name) == a.instance_id:
             self.journal.say(f"resume {job.name} on i:{a.instance_id} from the state on its disk")
+            return
+        if self.pulled_at is not None and self.pulled_at(job) is None:
+            # the folder is the campaign name's, whichever ledger ran it: what no pull of this
+            # ledger put there is another run's state, not this job's
+            self.journal.say(f"resume {job.name}: no checkpoint of it was pulled; it starts over")
             return
         try:
             pushed = await self.link.on_connection(
