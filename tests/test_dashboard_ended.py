@@ -10,7 +10,6 @@ import dataclasses
 from rentwatch.engine.hosts.ssh import load_or_create_key
 from rentwatch.engine.intents import EndIntent, StopIntent
 from rentwatch.views.snapshot import snapshot
-from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.detail_screen import DetailScreen
 from rentwatch.widgets.end_dialog import EndConfirm
 from rentwatch.widgets.fleet import FleetTable
@@ -18,10 +17,9 @@ from rentwatch.widgets.messages import FleetSnapshot
 from textual.app import App, ComposeResult
 
 from .fake_market import FakeMarket
-from .ledgers import new_ledger
 from .test_dashboard import _until
 from .test_operator_intent import OFFERS, go, verified
-from .test_selection_keys import Recorder
+from .test_selection_keys import Recorder, recording_app
 from .test_snapshots import FLEET, SIZE
 
 ENDED = "the campaign was ended by a person (end and destroy everything)"
@@ -38,9 +36,7 @@ def test_a_start_after_the_end_is_refused_as_a_create_is_and_a_stop_still_goes()
     fleet, stopped = _ended_with_a_stopped_rental()
 
     async def run() -> list[str]:
-        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
-        said: list[str] = []
-        app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
+        app, said = recording_app(engine)
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
@@ -74,9 +70,7 @@ def test_end_on_an_ended_campaign_that_holds_nothing_says_so_and_asks_for_no_nam
     fleet = dataclasses.replace(FLEET, finished=ENDED)  # the ledger holds none of its rentals
 
     async def run() -> list[str]:
-        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
-        said: list[str] = []
-        app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
+        app, said = recording_app(engine)
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)

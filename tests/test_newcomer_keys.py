@@ -23,7 +23,7 @@ from .campaigns import campaign_text, engine_stands, stepped_engine
 from .ledgers import new_ledger
 from .test_dashboard import _until
 from .test_dashboard_end import _billing, _typed
-from .test_selection_keys import Recorder
+from .test_selection_keys import Recorder, recording_app
 from .test_snapshots import FLEET, SIZE
 
 
@@ -34,9 +34,7 @@ def test_start_sends_nothing_for_a_running_host_and_starts_a_stopped_one():
     fleet = dataclasses.replace(FLEET, instances=tuple(rows))
 
     async def run() -> list[str]:
-        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
-        said: list[str] = []
-        app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
+        app, said = recording_app(engine)
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)
@@ -111,9 +109,7 @@ def test_stop_on_a_stopped_host_says_why_not():
     fleet = dataclasses.replace(FLEET, instances=tuple(rows))
 
     async def run() -> list[str]:
-        app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
-        said: list[str] = []
-        app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
+        app, said = recording_app(engine)
         async with app.run_test(size=SIZE) as pilot:
             app.post_message(FleetSnapshot(fleet))
             await pilot.pause(0.3)

@@ -29,6 +29,14 @@ class Recorder(StillEngine):
         return fut
 
 
+def recording_app(engine: Recorder) -> tuple[RentwatchApp, list[str]]:
+    """A dashboard on `engine` whose toasts are kept, in order, in the list beside it."""
+    app = RentwatchApp(engine, new_ledger(), refresh_s=0.05)  # type: ignore[arg-type]
+    said: list[str] = []
+    app.notify = lambda text, **kw: said.append(str(text))  # type: ignore[method-assign]
+    return app, said
+
+
 def _working_with_job():
     rows = list(FLEET.instances)
     rows[1] = dataclasses.replace(rows[1], job="demo-2: step 40/100 loss 1.93")
