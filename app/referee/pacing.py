@@ -1,13 +1,10 @@
 """A referee run's time: the engine on the stepped market clock, its market-time deadline, and its
-lag, whether that stayed within the bound, and how fast the market ran (docs/referee.md)."""
+lag, and whether that stayed within the bound (docs/referee.md)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from ..engine.supervisor import Outcome, Supervisor
@@ -28,41 +25,6 @@ def notices_of(sup: Supervisor) -> Notices:
             if j.status == "done" and j.instance_id is not None and j.finished_at is not None
         },
     )
-
-
-@dataclass
-class Pace:
-    """One run's clock: where it started, the engine's notices at its end, the market's pace."""
-
-    clock: SimClock
-    bound_s: float
-    start: float
-    wall: Callable[[], float] = time.monotonic  # the box's own clock: figures only
-    wall0: float = field(init=False)
-    notices_final: Notices = field(default_factory=lambda: Notices({}, {}))
-    final: dict[str, Any] = field(default_factory=dict)  # figures() as the run ended
-
-    def __post_init__(self) -> None:
-        self.wall0 = self.wall()
-
-    def figures(self) -> dict[str, Any]:
-        """The market seconds that passed per wall second of the box over the run (for
-        reading: a stepped market's pace follows the box, its times do not)."""
-        wall = max(self.wall() - self.wall0, 1e-9)
-        return {"effective": round((self.clock.now() - self.start) / wall, 1)}
-
-
-@contextlib.asynccontextmanager
-async def paced(
-    clock: SimClock, sup: Supervisor, start: float, bound_s: float
-) -> AsyncIterator[Pace]:
-    """The run's pace while the body runs the engine; its notices and figures at the end."""
-    pace = Pace(clock, bound_s, start)
-    try:
-        yield pace
-    finally:
-        pace.notices_final = notices_of(sup)
-        pace.final = pace.figures()
 
 
 async def run_until(run: Awaitable[Outcome], clock: SimClock, deadline: float) -> tuple[str, float]:
@@ -91,11 +53,19 @@ async def _cancel(task: asyncio.Future[Any]) -> None:
         await asyncio.wait({task}, timeout=1.0)
 
 
-def timing(gov: Pace, truth: Mapping[str, Any], finish: float) -> dict[str, Any]:
-    """A run's `lag_s`, `valid`, `why` and `time_scale`."""
-    lag_s = lag_figures(lags(truth, gov.notices_final, gov.start, finish))
-    valid, why = judge(lag_s, gov.bound_s)
-    out: dict[str, Any] = {"lag_s": lag_s, "valid": valid, "time_scale": gov.final or gov.figures()}
+def timing(
+    notices: Notices,
+    truth: Mapping[str, Any],
+    start: float,
+    finish: float,
+    bound_s: float,
+    pace: float,
+) -> dict[str, Any]:
+    """A run's `lag_s`, `valid`, `why` and `time_scale`: `pace` market seconds passed per wall
+    second of the box (for reading: a stepped market's pace follows the box, its times do not)."""
+    lag_s = lag_figures(lags(truth, notices, start, finish))
+    valid, why = judge(lag_s, bound_s)
+    out: dict[str, Any] = {"lag_s": lag_s, "valid": valid, "time_scale": {"effective": pace}}
     if why is not None:
         out["why"] = why
     return out

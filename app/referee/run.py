@@ -9,6 +9,7 @@ import random
 import re
 import shutil
 import tempfile
+import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -30,8 +31,8 @@ from ..sim.scenario import Scenario
 from ..sim.server import SimServer
 from .campaigns import warmup_campaign, with_jobs
 from .floor import delivered, floor, rentables
-from .lag import LAG_BOUND_S, summarise_valid
-from .pacing import Pace, paced, run_until, timing
+from .lag import LAG_BOUND_S, Notices, summarise_valid
+from .pacing import notices_of, run_until, timing
 from .score import RunFacts, delivers, ratio, score
 from .stepped import ID_BASE, run_stepped, stepped_clock
 from .workers import run_all
@@ -93,10 +94,11 @@ async def _one_run(
     tmp: Path,
     log: Callable[[str], None],
     destroy_after: bool = False,
-) -> tuple[RunFacts, list[dict[str, Any]], Pace]:
+) -> tuple[RunFacts, list[dict[str, Any]], Notices, float]:
     """Run a campaign to its end or its market-time deadline, then release what it holds
     (`destroy_after`: destroy it all, so nothing bills storage before the next campaign); its
-    facts, its jobs as the policy saw them, and its pace. Runs on the stepped loop."""
+    facts, its jobs as the policy saw them, the engine's notices at its end, and its market
+    seconds per wall second. Runs on the stepped loop."""
     session = Session.open(
         sim.url,
         sim.api_key,
@@ -113,14 +115,16 @@ async def _one_run(
     ended, finish = "the run failed before its end", start
     try:
         await session.start()
-        deadline = start + task.deadline_s
-        async with paced(sim.market.clock, sup, start, task.lag_bound_s) as gov:
-            try:
-                ended, finish = await run_until(sup.run(), sim.market.clock, deadline)
-            except Exception as exc:  # an engine error ends this run, scored as far as it got;
-                # it must not take the other runs of the referee down with it
-                ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"
-                finish = min(sim.market.clock.now(), deadline)
+        deadline, wall0 = start + task.deadline_s, time.monotonic()
+        try:
+            ended, finish = await run_until(sup.run(), sim.market.clock, deadline)
+        except Exception as exc:  # an engine error ends this run, scored as far as it got;
+            # it must not take the other runs of the referee down with it
+            ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"
+            finish = min(sim.market.clock.now(), deadline)
+        notices = notices_of(sup)
+        wall = max(time.monotonic() - wall0, 1e-9)
+        pace = round((sim.market.clock.now() - start) / wall, 1)
         if destroy_after:
             await end_campaign(sup, True, sup.campaign.name)
         else:
@@ -129,7 +133,7 @@ async def _one_run(
         await session.end(f"referee: run over ({ended})")
     keys = ("status", "instance_id", "attempts", "started_at", "finished_at")
     jobs = [{"job": j.name, **{k: getattr(j, k) for k in keys}} for j in sup.jobs.jobs]
-    return _facts(sup, start, finish, ended), jobs, gov
+    return _facts(sup, start, finish, ended), jobs, notices, pace
 
 
 def run_name(task: Task) -> str:
@@ -221,10 +225,11 @@ def run_task(task: Task) -> dict[str, Any]:
             """One campaign on this run's market, ledger and policy, to its end or deadline, and
             its figures."""
             main = _one_run(sim, task, campaign, ledger, tmp, log, destroy_after)
-            facts, jobs, gov = run_stepped(sim, main, max_pace=task.max_pace)
+            facts, jobs, notices, pace = run_stepped(sim, main, max_pace=task.max_pace)
             truth = sim.call(sim.market.truth)
             result = scored(replace(task, campaign=campaign), sim.market, truth, facts, warm)
-            return {**result, **timing(gov, truth, facts.finish)}, facts, jobs, truth
+            lag = timing(notices, truth, facts.start, facts.finish, task.lag_bound_s, pace)
+            return {**result, **lag}, facts, jobs, truth
 
         warmup: dict[str, Any] | None = None
         try:
