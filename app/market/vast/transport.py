@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import contextvars
 import json
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,7 +30,6 @@ from ..errors import (
 )
 from ..protocol import SharedClock
 from .defaults import DEFAULT_TIMEOUT
-from .pacing import Pacer
 
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 T = TypeVar("T")
@@ -102,7 +102,8 @@ class Transport:
         self.backoff = backoff
         paced = {**DEFAULT_MIN_INTERVALS, "bid": BID_MIN_INTERVAL, "copy": COPY_MIN_INTERVAL}
         self.min_intervals = dict(paced if min_intervals is None else min_intervals)
-        self._pacer = Pacer(self.min_intervals, lambda: self.time_scale, lambda: self._shared)
+        self._last_call: dict[str, float] = {}  # per kind: the market second of its last pacing
+        self._pacing = asyncio.Lock()
         self._http = httpx.AsyncClient(
             timeout=self.timeout, transport=transport, headers={"User-Agent": "rentwatch/0.1"}
         )
@@ -191,6 +192,34 @@ class Transport:
     # sync_clock, where "created" is a what-if knob
     gpu_billing = "running"
 
+    # -- pacing ---------------------------------------------------------------------------
+    def _pace_now(self) -> float:
+        """Market seconds to pace by: the shared clock's, else the box's own clock, scaled."""
+        if self._shared is not None:
+            return self._shared.now()
+        return time.monotonic() * self.time_scale
+
+    async def _paced(self, kind: str) -> None:
+        """Space calls of one kind by the market's minimum interval (Vast answers one too soon
+        with a 429). A wait on a shared clock lifts its hold: it may run slower than its scale
+        says (the referee holds it while the engine polls)."""
+        interval = self.min_intervals.get(kind, 0.0)
+        if interval <= 0:
+            return
+        async with self._pacing:
+            while (wait := self._last_call.get(kind, -math.inf) + interval - self._pace_now()) > 0:
+                shared = self._shared
+                with shared.waited_on() if shared is not None else contextlib.nullcontext():
+                    await asyncio.sleep(wait / max(self.time_scale, 1e-9))
+            self._last_call[kind] = self._pace_now()
+
+    def _answered(self, kind: str) -> None:
+        """The interval runs from the answer too: the market counts it between arrivals, and
+        a call sent an interval after the last one went out may still arrive early."""
+        if kind in self.min_intervals:
+            at = self._pace_now()
+            self._last_call[kind] = max(self._last_call.get(kind, -math.inf), at)
+
     # -- transport ------------------------------------------------------------------------
     async def _back_off(self, delay: float) -> None:
         """Wait `delay` seconds of the market's time, jittered (a 1/S share on a simulator at scale
@@ -257,7 +286,7 @@ class Transport:
         """One try: the answer's JSON, or the failure it met, typed (`AnswerLost`, `ApiError`,
         `MalformedAnswer`). `on_send` is called as the request leaves, after pacing."""
         deadline = self.timeout if timeout is None else max(self.timeout, timeout)
-        await self._pacer.before(kind)
+        await self._paced(kind)
         if on_send is not None:
             on_send()
         try:
@@ -273,7 +302,7 @@ class Transport:
             lost = AnswerLost(f"{method} {path}: {type(exc).__name__}")
             lost.network = network_cause(exc)
             raise lost from None
-        self._pacer.answered(kind)
+        self._answered(kind)
         stamp = r.headers.get("X-Market-Time")
         if stamp:
             with contextlib.suppress(ValueError):
