@@ -16,8 +16,8 @@ from rentwatch.referee.lag import (
     lag_figures,
     lags,
     noticed_at,
-    summarise_valid,
 )
+from rentwatch.referee.score import summarise
 from rentwatch.sim.market import SimClock
 
 
@@ -273,7 +273,7 @@ def test_the_summary_skips_invalid_runs_and_counts_them():
         {**base, "policy": "default", "total_usd": 0.5, "valid": True},
         {**base, "policy": "default", "seed": 2, "total_usd": 9.0, "valid": False},
     ]
-    summary = summarise_valid(runs, ["seed", "default"])
+    summary = summarise(runs, ["seed", "default"])
     assert summary["default"]["total_usd"] == 0.5  # the invalid 9.0 is left out
     assert summary["default"]["invalid"] == 1 and summary["seed"]["invalid"] == 0
     assert summary["default"]["runs"] == 1

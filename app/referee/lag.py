@@ -11,7 +11,6 @@ from typing import Any
 
 from ..core.lifecycle import Phase
 from ..sim.truth import running
-from .score import summarise
 
 # market seconds a run's lag may reach (its max) before the run is invalid: a few polls at the
 # default 10 s interval, plus a job check's round trip
@@ -125,14 +124,3 @@ def judge(lag_s: Mapping[str, Any], bound_s: float) -> tuple[bool, str | None]:
             f"the engine noticed a host's event {worst:.0f} market s late (bound {bound_s:g} s)"
         )
     return True, None
-
-
-def summarise_valid(runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
-    """The summary over valid runs only, each policy saying how many of its runs were set
-    aside as invalid (`invalid`): a lagging run is never scored silently."""
-    summary = summarise([r for r in runs if r.get("valid", True)], policies)
-    for policy in policies:
-        summary[policy]["invalid"] = sum(
-            1 for r in runs if r["policy"] == policy and not r.get("valid", True)
-        )
-    return summary

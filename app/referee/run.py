@@ -31,9 +31,9 @@ from ..sim.scenario import Scenario
 from ..sim.server import SimServer
 from .campaigns import warmup_campaign, with_jobs
 from .floor import delivered, floor, rentables
-from .lag import LAG_BOUND_S, Notices, summarise_valid
+from .lag import LAG_BOUND_S, Notices
 from .pacing import notices_of, run_until, timing
-from .score import RunFacts, delivers, ratio, score
+from .score import RunFacts, delivers, ratio, score, summarise
 from .stepped import ID_BASE, run_stepped, stepped_clock
 from .workers import run_all
 
@@ -311,4 +311,4 @@ def referee(
     runs = run_all(run_task, tasks, workers or min(len(tasks), os.cpu_count() or 1))
     family, family_seed = plan_kw.get("family", 0), plan_kw.get("family_seed", 1)
     name = f"family:{family_seed}:{family}" if family else (scenario.name if scenario else "")
-    return {"scenario": name, "runs": runs, "summary": summarise_valid(runs, policies)}
+    return {"scenario": name, "runs": runs, "summary": summarise(runs, policies)}

@@ -185,9 +185,11 @@ def ratio(mine: float | None, base: float | None) -> float | None:
     return round(mine / base, 3)
 
 
-def summarise(runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
-    """Per policy: medians of every figure, their ranges, ratios to `seed`'s, per market the same
-    with the worst named; for warm runs, the earlier campaigns' under `warmup`."""
+def summarise(every_run: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
+    """Per policy, over its valid runs: medians of every figure, their ranges, ratios to `seed`'s,
+    per market the same with the worst named; for warm runs, the earlier campaigns' under
+    `warmup`; how many runs were set aside as invalid (a lagging run is never scored silently)."""
+    runs = [r for r in every_run if r.get("valid", True)]
     summary: dict[str, Any] = {}
     for policy in policies:
         mine = [r for r in runs if r["policy"] == policy]
@@ -215,6 +217,9 @@ def summarise(runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]
         if base is not None:
             s["per_market"] = per_market(runs, policy)
             s["worst_market"] = worst_market(s["per_market"])
+        s["invalid"] = sum(
+            1 for r in every_run if r["policy"] == policy and not r.get("valid", True)
+        )
     return summary
 
 
