@@ -22,24 +22,18 @@ def referee_campaign() -> Campaign:
     return replace(load_campaign(text, "referee campaign"), jobs=())
 
 
-def default_jobs(fleet: int, job_min: float = DEFAULT_JOB_MIN) -> tuple[Job, ...]:
-    """The referee's job set for a campaign that brings none: JOBS_PER_INSTANCE jobs per fleet slot,
-    each `job_min` market minutes on a DEFAULT_REF_GPU, so no job runs on wall time."""
-    return tuple(
-        Job(
-            name=f"ref-{i + 1}",
-            run="true",
-            retries=3,
-            ref_gpu=DEFAULT_REF_GPU,
-            ref_hours=job_min / 60,
-        )
-        for i in range(JOBS_PER_INSTANCE * fleet)
-    )
-
-
 def with_jobs(campaign: Campaign) -> Campaign:
-    """The campaign with its own jobs, or the default set sized to its fleet."""
-    return campaign if campaign.jobs else replace(campaign, jobs=default_jobs(campaign.fleet))
+    """The campaign with its own jobs, or else the referee's default set: JOBS_PER_INSTANCE jobs
+    per fleet slot, each DEFAULT_JOB_MIN market minutes on a DEFAULT_REF_GPU, so no job runs on
+    wall time."""
+    if campaign.jobs:
+        return campaign
+    hours = DEFAULT_JOB_MIN / 60
+    jobs = (
+        Job(name=f"ref-{i + 1}", run="true", retries=3, ref_gpu=DEFAULT_REF_GPU, ref_hours=hours)
+        for i in range(JOBS_PER_INSTANCE * campaign.fleet)
+    )
+    return replace(campaign, jobs=tuple(jobs))
 
 
 def warmup_campaign(campaign: Campaign) -> Campaign:

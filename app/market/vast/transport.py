@@ -112,7 +112,7 @@ class Transport:
         self._known: float | None = None
         self._market_time_at = 0.0
         self._time_scale, self._shared = 1.0, cast("SharedClock | None", None)
-        self._one_at_a_time: asyncio.Lock | None = None  # calls out, with a shared clock
+        self._one_at_a_time = asyncio.Lock()  # calls out, with a shared clock
 
     def __repr__(self) -> str:
         return f"VastClient({self.base_url!r}, api_key=<hidden>)"
@@ -356,8 +356,6 @@ class Transport:
         if self._shared is None:
             yield
             return
-        if self._one_at_a_time is None:
-            self._one_at_a_time = asyncio.Lock()
         async with self._shared.held(), self._one_at_a_time:
             yield
 
