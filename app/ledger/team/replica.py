@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.offers.track_record import Rental
 from ..event import EVENT_COLUMNS
-from ..records import RENTAL_RECORD_SQL, rental_rows
+from ..records import RENTAL_RECORD_SQL
 from ..schema import VIEWS
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ class Replica:
         ).fetchall()
         duds = self.evidence.duds
         if records:
-            rentals = rental_rows(cur.execute(RENTAL_RECORD_SQL).fetchall())
+            rentals = [Rental(*r) for r in cur.execute(RENTAL_RECORD_SQL).fetchall()]
             duds = tuple(r for r in rentals if r.dud)
         self.evidence = TeamEvidence(
             tuple((int(m), str(why), None if u is None else float(u)) for m, why, u in quarantines),
