@@ -110,25 +110,20 @@ class TeamStore:
             self._conn = None
 
     # -- the schema ----------------------------------------------------------------------
-    def version(self) -> int:
-        """The schema version the store holds (0: not made yet)."""
+    def check_schema(self) -> None:
+        """Refuse a store with no rentwatch schema, or a newer one than this rentwatch knows."""
         with self._tx() as cur:
             cur.execute("SELECT to_regclass(%s)", [f"{SCHEMA}.migrations"])
             row = cur.fetchone()
-            if row is None or row[0] is None:
-                return 0
-            cur.execute(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.migrations")
-            got = cur.fetchone()
-            return int(got[0]) if got else 0
-
-    def check_schema(self) -> None:
-        v = self.version()
-        if v == 0:
+            if row is not None and row[0] is not None:
+                cur.execute(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.migrations")
+                row = cur.fetchone()
+        if row is None or not row[0]:
             raise StoreRefused(
                 f"{self.config.url} holds no rentwatch store: its owner runs "
                 "`rentwatch team init URL` once"
             )
-        _known(v)
+        _known(int(row[0]))
 
     def init(self, grant: Sequence[str] = ()) -> list[int]:
         """Make or migrate the store (as its owner) and the controller role; grant that role
