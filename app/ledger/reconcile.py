@@ -40,20 +40,11 @@ class Reconciliation:
     instances: int
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "ledger_usd": round(self.ledger_usd, 6),
-            "market_usd": round(self.market_usd, 6),
-            "instances": self.instances,
-            "tolerance_usd": TOLERANCE_USD,
-            "differences": [
-                {
-                    **asdict(d),
-                    "ledger_usd": round(d.ledger_usd, 6),
-                    "market_usd": round(d.market_usd, 6),
-                }
-                for d in self.differences
-            ],
-        }
+        def rounded(d: dict[str, Any]) -> dict[str, Any]:
+            return d | {k: round(d[k], 6) for k in ("ledger_usd", "market_usd")}
+
+        doc = rounded(asdict(self)) | {"tolerance_usd": TOLERANCE_USD}
+        return doc | {"differences": [rounded(d) for d in doc["differences"]]}
 
 
 def _instance_id(row: dict[str, Any]) -> int | None:

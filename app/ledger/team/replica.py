@@ -159,20 +159,17 @@ class Replica:
         """Append a teammate ledger's events pulled in order (fields in `EVENT_COLUMNS` order, then
         the hash); those already here are skipped. Returns how many were new."""
         with self._lock:
+            self._con.execute(
+                "INSERT OR IGNORE INTO team_ledgers "
+                "SELECT coalesce(max(no), 0) + 1, ?, ? FROM team_ledgers",
+                [ledger_id, operator],
+            )
             got = self._con.execute(
                 "SELECT no FROM team_ledgers WHERE ledger_id = ?", [ledger_id]
             ).fetchone()
-            if got is None:
-                nxt = self._con.execute("SELECT coalesce(max(no), 0) + 1 FROM team_ledgers")
-                no = int(nxt.fetchone()[0])  # type: ignore[index]
-                self._con.execute(
-                    "INSERT INTO team_ledgers VALUES (?, ?, ?)", [no, ledger_id, operator]
-                )
-            else:
-                no = int(got[0])
+            no = int(got[0])  # type: ignore[index]
             if not rows:
                 return 0
-            before = self._count()
             base = no * SEQ_SPAN
             markets = dict(
                 self._con.execute(
@@ -202,12 +199,8 @@ class Replica:
                 )
                 for c in self._columns:
                     cols[c].append(fields[c])
-            self._con.execute(self._insert, list(cols.values()))
-            return self._count() - before
-
-    def _count(self) -> int:
-        row = self._con.execute("SELECT count(*) FROM team_events").fetchone()
-        return int(row[0]) if row else 0
+            added = self._con.execute(self._insert, list(cols.values())).fetchone()
+            return int(added[0]) if added else 0
 
     def refresh(self, records: bool = True) -> TeamEvidence:
         """Read the teammates' evidence again: their quarantines, and with `records` their duds,

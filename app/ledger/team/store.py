@@ -267,22 +267,19 @@ class TeamStore:
         """Every ledger's chain checked: (ledgers, events, findings)."""
         findings: list[Finding] = []
         n_events = 0
-        ledgers = self.ledgers()
-        for ledger_id, operator in ledgers:
-            with self._tx() as cur:
-                cur.execute(
-                    f"SELECT coalesce(max(shipped_seq), 0) FROM {SCHEMA}.heartbeats "
-                    "WHERE ledger_id = %s",
-                    [ledger_id],
-                )
-                row = cur.fetchone()
-                shipped = int(row[0]) if row else 0
-                cur.execute(
-                    f"SELECT DISTINCT db_user FROM {SCHEMA}.events WHERE ledger_id = %s",
-                    [ledger_id],
-                )
-                users = sorted(str(r[0]) for r in cur.fetchall())
-            if len(users) > 1:
+        with self._tx() as cur:
+            # each ledger, how far its controller said it shipped, and who inserted its events
+            cur.execute(
+                f"""SELECT ledger_id, operator,
+                       (SELECT coalesce(max(shipped_seq), 0) FROM {SCHEMA}.heartbeats h
+                        WHERE h.ledger_id = l.ledger_id),
+                       (SELECT array_agg(DISTINCT db_user ORDER BY db_user) FROM {SCHEMA}.events e
+                        WHERE e.ledger_id = l.ledger_id)
+                FROM {SCHEMA}.ledgers l ORDER BY first_seen"""
+            )
+            ledgers = cur.fetchall()
+        for ledger_id, operator, shipped, users in ledgers:
+            if users and len(users) > 1:
                 why = f"its events were inserted by several roles: {', '.join(users)}"
                 findings.append(Finding(operator, ledger_id, 0, "foreign", why))
             n = len(EVENT_COLUMNS)
