@@ -40,7 +40,8 @@ WITH j AS (
 SELECT i.machine_id, i.host_id, i.gpu_name, coalesce(i.gpu_dph, 0), coalesce(j.last_at, i.created_at),
        i.verified_at IS NOT NULL, i.dud, i.total_usd, coalesce(i.lifetime_min, 0),
        i.jobs_finished, coalesce(j.jobs_lost, 0), coalesce(j.work_ref_h, 0),
-       coalesce(j.outbids, 0), coalesce(j.throttled, false), s.listed,
+       coalesce(j.outbids, 0), coalesce(j.throttled, false),
+       CASE WHEN s.listed BETWEEN 0 AND 1 THEN s.listed END,
        CASE WHEN i.verified_at IS NOT NULL AND j.quarantined_at IS NOT NULL
          THEN (j.quarantined_at - i.created_at) / 60 END
 FROM instances i LEFT JOIN j USING (instance_id) LEFT JOIN s USING (instance_id)

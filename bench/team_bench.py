@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 import psycopg
 from rentwatch.ledger import Ledger
-from rentwatch.ledger.team import TeamConfig
+from rentwatch.ledger.team.config import TeamConfig
 from rentwatch.ledger.team.store import TeamStore
 from rentwatch.ledger.team.sync import TeamSync
 

@@ -95,11 +95,12 @@ def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
 def test_delivers_to_a_real_receiver_through_apprise_json(receiver) -> None:
     r = receiver("ok")
     n = Notifier([r.url()], min_level="warning", secrets=SECRETS, fold_window_s=0)
-    notice = events.host_lost(
+    notice = events.notice(
+        "host_lost",
         "qlora-sweep",
-        1001,
+        instance_id=1001,
         # a host- or market-controlled reason that echoes secrets and carries escapes
-        f"ssh refused for key {KEY_PATH} \x1b]52;c;cHduZWQ=\x07(api_key={API_KEY}, {TOKEN})",
+        reason=f"ssh refused for key {KEY_PATH} \x1b]52;c;cHduZWQ=\x07(api_key={API_KEY}, {TOKEN})",
     )
     assert n.notify(notice)
     assert n.close(10)
@@ -121,7 +122,8 @@ def test_campaign_end_carries_the_receipt_figures(receiver) -> None:
     r = receiver("ok")
     n = Notifier([r.url()], secrets=SECRETS)
     n.notify(
-        events.campaign_end(
+        events.notice(
+            "campaign_end",
             "qlora-sweep",
             creates=12,
             duds=7,
@@ -177,7 +179,7 @@ def test_a_bad_receiver_never_slows_notify_and_failures_are_counted(receiver, mo
 
     n._deliver = deliver_seen  # type: ignore[method-assign]
     for i in range(12):  # more than the queue holds: the rest dropped, never waited for
-        n.notify(events.host_lost("c", 1000 + i, "froze"))
+        n.notify(events.notice("host_lost", "c", instance_id=1000 + i, reason="froze"))
     assert wait_for(lambda: n.failures >= 1)
     # the caller only queued: every delivery, hung or refused, ran on the notifier's thread
     assert sent_from == {"rentwatch-notifier"}
@@ -194,7 +196,7 @@ def test_a_bad_receiver_never_slows_notify_and_failures_are_counted(receiver, mo
 def test_unusable_url_is_a_counted_failure_not_an_error() -> None:
     failed: list[tuple[str, str]] = []
     n = Notifier(["nonsense-scheme://whatever"], on_failure=lambda u, r: failed.append((u, r)))
-    n.notify(events.key_refused("c"))
+    n.notify(events.notice("key_refused", "c"))
     n.close(5)
     assert n.failures == 1 and failed and "apprise" in failed[0][1]
 
@@ -203,8 +205,8 @@ def test_repeats_with_one_key_are_folded_into_one(receiver) -> None:
     r = receiver("ok")
     n = Notifier([r.url()], fold_window_s=0.4)
     for _ in range(4):
-        n.notify(events.host_offline("c", 42))
-    n.notify(events.host_offline("c", 43))  # another key: its own message
+        n.notify(events.notice("host_offline", "c", instance_id=42))
+    n.notify(events.notice("host_offline", "c", instance_id=43))  # another key: its own message
     assert wait_for(lambda: len(r.bodies) >= 3, timeout=5)
     n.close(5)
     titles = [m["title"] for m in r.messages()]
@@ -217,8 +219,8 @@ def test_repeats_with_one_key_are_folded_into_one(receiver) -> None:
 def test_pending_folds_are_sent_on_close(receiver) -> None:
     r = receiver("ok")
     n = Notifier([r.url()], fold_window_s=60)
-    n.notify(events.budget_80("c", 16.0, 20.0))
-    n.notify(events.budget_80("c", 16.5, 20.0))
+    n.notify(events.notice("budget_80", "c", spent_usd=16.0, budget_usd=20.0))
+    n.notify(events.notice("budget_80", "c", spent_usd=16.5, budget_usd=20.0))
     assert n.close(5)
     assert [m["title"] for m in r.messages()] == [
         "c: 80% of budget spent ($16.00 of $20.00)",
@@ -231,20 +233,24 @@ def test_level_filtering(receiver) -> None:
     n = Notifier([r.url()], min_level="warning", fold_window_s=0)
     assert not n.notify(ROUTINE)
     assert not n.notify(
-        events.campaign_end("c", creates=1, duds=0, spent_usd=0.1, usd_per_gpu_hour=None)
+        events.notice("campaign_end", "c", creates=1, duds=0, spent_usd=0.1, usd_per_gpu_hour=None)
     )
-    assert n.notify(events.market_unreachable("c", "timed out", since_s=125, held=3))
+    assert n.notify(
+        events.notice("market_unreachable", "c", error="timed out", since_s=125, held=3)
+    )
     n.close(5)
     assert n.filtered == 2
     assert [m["title"] for m in r.messages()] == ["c: market unreachable for 2m05s"]
 
 
 def test_default_level_sends_the_end_and_not_routine_work() -> None:
-    end = events.campaign_end("c", creates=1, duds=0, spent_usd=0.0, usd_per_gpu_hour=None)
+    end = events.notice(
+        "campaign_end", "c", creates=1, duds=0, spent_usd=0.0, usd_per_gpu_hour=None
+    )
     assert should_send(end, events.DEFAULT_MIN_LEVEL)
     assert not should_send(ROUTINE, events.DEFAULT_MIN_LEVEL)
-    for kind, level in events.DEFAULT_LEVELS.items():
-        assert events.level_rank(level) >= events.level_rank(events.DEFAULT_MIN_LEVEL), kind
+    for kind, w in events.WORDING.items():
+        assert events.level_rank(w.level) >= events.level_rank(events.DEFAULT_MIN_LEVEL), kind
 
 
 def test_an_unknown_level_is_refused() -> None:
@@ -255,22 +261,22 @@ def test_an_unknown_level_is_refused() -> None:
 def test_every_builder_makes_a_one_line_title_and_three_part_body() -> None:
     hostile = "\x1b[2J\x1b]0;owned\x07evil\r\nline\u202etxt" + "x" * 500
     made = [
-        events.campaign_fault("c", hostile, image="bad/image:" + hostile),
-        events.campaign_fault("c", "pull denied"),
-        events.budget_80("c", 16, 20),
-        events.budget_100("c", 20.01, 20),
-        events.host_lost("c", 1, hostile),
-        events.xid_stop("c", 1, 79),
-        events.host_offline("c", 1),
-        events.outbid("c", 1, job="j"),
-        events.key_refused("c", detail=hostile),
-        events.market_unreachable("c", hostile, since_s=30, held=2),
-        events.controller_trapped("c", "SIGTERM", stopped=2, left=1),
-        events.controller_exit("c", hostile, stopped=0),
-        events.job_failed("c", hostile, attempts=3, last_error=hostile),
-        events.campaign_end("c", creates=3, duds=1, spent_usd=1, usd_per_gpu_hour=0.5),
+        events.notice("campaign_fault", "c", cause=hostile, image="bad/image:" + hostile),
+        events.notice("campaign_fault", "c", cause="pull denied"),
+        events.notice("budget_80", "c", spent_usd=16, budget_usd=20),
+        events.notice("budget_100", "c", spent_usd=20.01, budget_usd=20),
+        events.notice("host_lost", "c", instance_id=1, reason=hostile),
+        events.notice("xid_stop", "c", instance_id=1, xid=79),
+        events.notice("host_offline", "c", instance_id=1),
+        events.notice("outbid", "c", instance_id=1, job="j"),
+        events.notice("key_refused", "c", detail=hostile),
+        events.notice("market_unreachable", "c", error=hostile, since_s=30, held=2),
+        events.notice("controller_trapped", "c", signal="SIGTERM", stopped=2, left=1),
+        events.notice("controller_exit", "c", reason=hostile, stopped=0),
+        events.notice("job_failed", "c", job=hostile, attempts=3, last_error=hostile),
+        events.notice("campaign_end", "c", creates=3, duds=1, spent_usd=1, usd_per_gpu_hour=0.5),
     ]
-    assert {n.kind for n in made} == set(events.DEFAULT_LEVELS)
+    assert {n.kind for n in made} == set(events.WORDING)
     for n in made:
         assert n.level in events.LEVELS
         assert 0 < len(n.title) <= events.TITLE_LIMIT and is_clean(n.title), n.title
@@ -286,7 +292,9 @@ def test_every_builder_makes_a_one_line_title_and_three_part_body() -> None:
 
 
 def test_campaign_fault_names_the_image_and_that_creates_stopped() -> None:
-    n = events.campaign_fault("c", "pull access denied", image="ghcr.io/acme/private:1")
+    n = events.notice(
+        "campaign_fault", "c", cause="pull access denied", image="ghcr.io/acme/private:1"
+    )
     assert "ghcr.io/acme/private:1" in n.title and "creates stopped" in n.title
     assert n.level == "critical"
 
@@ -294,7 +302,7 @@ def test_campaign_fault_names_the_image_and_that_creates_stopped() -> None:
 def test_trapped_with_nothing_left_says_so() -> None:
     assert (
         "Nothing it held is left running"
-        in events.controller_trapped("c", "SIGHUP", stopped=2, left=0).body
+        in events.notice("controller_trapped", "c", signal="SIGHUP", stopped=2, left=0).body
     )
 
 
@@ -394,7 +402,7 @@ def test_a_folded_long_title_keeps_its_count(receiver) -> None:
     n = Notifier([r.url()], fold_window_s=60)
     long_job = "j" * 200
     for _ in range(3):
-        n.notify(events.job_failed("c", long_job, attempts=3, last_error="exit 1"))
+        n.notify(events.notice("job_failed", "c", job=long_job, attempts=3, last_error="exit 1"))
     assert n.close(5)
     titles = [m["title"] for m in r.messages()]
     assert len(titles) == 2 and titles[1].endswith("(again, 2 more times)")

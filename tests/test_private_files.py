@@ -136,14 +136,13 @@ def test_an_export_follows_no_name_swapped_while_it_writes(
     victim.write_text("precious")
     target = shared / f"out{suffix}"
     swaps: list[int] = []
-    writer = "_write_csv" if suffix == ".csv" else "_write_parquet"
-    real = getattr(export, writer)
+    real = export._write
 
     def raced(*args, **kwargs):
         swaps.append(_swap_everything_beside(target, victim))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(export, writer, raced)
+    monkeypatch.setattr(export, "_write", raced)
     export_result(RESULT, str(target))
     assert swaps and swaps[0] >= 1  # the race found what the export had made beside its target
     assert victim.read_text() == "precious"

@@ -10,7 +10,7 @@ import time
 import psycopg
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
-from rentwatch.ledger.team import TeamConfig
+from rentwatch.ledger.team.config import TeamConfig
 from rentwatch.ledger.team.store import TeamStore
 from rentwatch.market.factory import load_campaign
 from rentwatch.referee.stepped import run_stepped

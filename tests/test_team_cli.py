@@ -9,7 +9,7 @@ import os
 import pytest
 from rentwatch.cli.main import main
 from rentwatch.ledger import Ledger
-from rentwatch.ledger.team import TeamConfig
+from rentwatch.ledger.team.config import TeamConfig
 from rentwatch.ledger.team.sync import TeamSync
 
 from .team_pg import PgServer

@@ -15,7 +15,7 @@ import time
 import psycopg
 import pytest
 from rentwatch.ledger import Ledger
-from rentwatch.ledger.team import TeamConfig
+from rentwatch.ledger.team.config import TeamConfig
 from rentwatch.ledger.team.store import StoreRefused, TeamStore
 from rentwatch.ledger.team.sync import TeamSync
 
@@ -203,7 +203,7 @@ def test_a_store_down_mid_campaign_loses_nothing_and_duplicates_nothing(store_en
 SHIPPER = """
 import sys
 from rentwatch.ledger import Ledger
-from rentwatch.ledger.team import TeamConfig
+from rentwatch.ledger.team.config import TeamConfig
 from rentwatch.ledger.team import sync as s
 s.SHIP_BATCH = 500
 ledger = Ledger(sys.argv[1])

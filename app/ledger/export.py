@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import shutil
@@ -79,41 +78,32 @@ def export_result(result: QueryResult, path: str) -> None:
     if target.is_dir():
         raise RentwatchError(f"cannot export to {clean(path, 300)}: it is a folder")
     with private_replacement(target) as out:
-        if suffix == ".csv":
-            _write_csv(out, columns, rows, path)
-        else:
-            _write_parquet(out, columns, rows, path)
+        _write(out, columns, rows, path, suffix[1:])
 
 
-def _write_csv(out: BinaryIO, columns: list[str], rows: list[list[object]], path: str) -> None:
-    try:
-        f = io.TextIOWrapper(out, encoding="utf-8", newline="")
-        w = csv.writer(f)
-        w.writerow(columns)
-        w.writerows(rows)
-        f.flush()
-        f.detach()  # the file is private_replacement's to close
-    except OSError as exc:
-        raise RentwatchError(f"cannot write {clean(path, 300)}: {exc.strerror}") from None
-
-
-def _write_parquet(out: BinaryIO, columns: list[str], rows: list[list[object]], path: str) -> None:
-    """DuckDB writes only to a path: a private in-memory instance (the ledger's cannot write
-    files) writes to one in a folder of our own under the system's temporary folder (sticky, so
-    no one else can swap it), copied from there into `out`."""
+def _write(
+    out: BinaryIO, columns: list[str], rows: list[list[object]], path: str, fmt: str
+) -> None:
+    """DuckDB writes CSV and Parquet only to a path: a private in-memory instance (the ledger's
+    cannot write files) writes to one in a folder of our own under the system's temporary folder
+    (sticky, so no one else can swap it), copied from there into `out`."""
     with tempfile.TemporaryDirectory(prefix="rentwatch-export-") as room:
-        made = Path(room) / "export.parquet"
+        made = Path(room) / f"export.{fmt}"
         con = duckdb.connect()
         try:
-            quoted = [c.replace('"', '""') for c in columns]
-            cols = ", ".join(f'"{c}" VARCHAR' for c in quoted) or '"empty" VARCHAR'
-            con.execute(f"CREATE TABLE r ({cols})")
+            # kept by position, named as the COPY writes them: a result may name two columns
+            # alike (the second is written a_1), which a table refuses
+            cells = [f"c{i}" for i in range(len(columns))] or ["c"]
+            con.execute(f"CREATE TABLE r ({', '.join(c + ' VARCHAR' for c in cells)})")
             if rows:
                 con.executemany(
                     f"INSERT INTO r VALUES ({', '.join('?' * len(columns))})",
                     [[None if v is None else str(v) for v in row] for row in rows],
                 )
-            con.execute("COPY r TO ? (FORMAT parquet)", [str(made)])
+            names = [c.replace('"', '""') for c in columns]
+            named = ", ".join(f'{c} AS "{n}"' for c, n in zip(cells, names, strict=False))
+            options = "FORMAT csv, HEADER" if fmt == "csv" else "FORMAT parquet"
+            con.execute(f"COPY (SELECT {named or '*'} FROM r) TO ? ({options})", [str(made)])
         except duckdb.Error as exc:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise RentwatchError(f"cannot write {clean(path, 300)}: {clean(msg, 300)}") from None

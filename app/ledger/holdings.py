@@ -111,5 +111,4 @@ class Holding:
 def read_holdings(ledger: Any, campaign: str) -> list[Holding]:
     """The named read: what `campaign` holds, from anything that answers `query(sql, limit=)`
     with columns and rows (the ledger file, or a controller's query API)."""
-    got = ledger.query(holdings_sql(campaign), limit=10_000)
-    return [Holding.from_row(dict(zip(got.columns, r, strict=True))) for r in got.rows]
+    return [Holding.from_row(r) for r in ledger.query(holdings_sql(campaign)).as_dicts()]

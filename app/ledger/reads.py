@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..core.offers.track_record import Rental
 from .event import Event
 from .kinds import EventKind
-from .records import RENTAL_RECORD_SQL, SPEEDS_SQL, rental_rows
+from .records import RENTAL_RECORD_SQL, SPEEDS_SQL
 
 SPEED_SHARE_MAX = 1.25  # as engine/jobs/delivered.RESUMED_OVER
 T = TypeVar("T")
@@ -108,7 +108,9 @@ class NamedReads:
     def rentals(self) -> list[Rental]:
         """Every rental that is evidence of its host, every campaign, with what it delivered
         (`records.RENTAL_RECORD_SQL`): what `core.offers.track_record` fades and sums."""
-        return self._record_read("rentals", lambda: rental_rows(self._rows(RENTAL_RECORD_SQL)))
+        return self._record_read(
+            "rentals", lambda: [Rental(*r) for r in self._rows(RENTAL_RECORD_SQL)]
+        )
 
     def bid_exposure(self) -> list[tuple[int, str, float, int]]:
         """Per bid rental, every campaign: (machine, model, hours running on bid, outbids)."""

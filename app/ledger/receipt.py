@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import duckdb
@@ -111,9 +112,9 @@ def compute_receipt(
     c = "AND campaign = ?" if campaign else ""
     params = [campaign] if campaign else []
     rows = con.execute(
-        "SELECT campaign, instance_id, created, verified_at IS NOT NULL, "
-        "abandoned_at IS NOT NULL OR destroyed_at IS NOT NULL, gpu_hours, total_usd, "
-        "lifetime_min, jobs_finished, failure_class, gpu_usd, gpu_billed_h, market_stopped "
+        "SELECT campaign, instance_id, gpu_usd, gpu_billed_h, created, verified_at IS NOT NULL, "
+        "abandoned_at IS NOT NULL OR destroyed_at IS NOT NULL, coalesce(gpu_hours, 0), "
+        "total_usd, lifetime_min, jobs_finished, failure_class, market_stopped "
         f"FROM tenures{where} "
         "ORDER BY campaign, instance_id",
         params,
@@ -122,22 +123,12 @@ def compute_receipt(
     by_campaign: dict[str, list[Tenure]] = {}
     on_bids: dict[str, float] = {}
     as_od: dict[str, tuple[float, float, float, bool]] = {}
-    for camp, iid, created, verified, gone, hours, usd, life, jobs, cls, gpu, gpu_h, mkt in rows:
-        by_campaign.setdefault(camp, []).append(
-            Tenure(
-                created=bool(created),
-                verified=bool(verified),
-                gone=bool(gone),
-                gpu_hours=float(hours or 0.0),
-                total_usd=float(usd or 0.0),
-                lifetime_min=float(life or 0.0),
-                jobs_finished=int(jobs or 0),
-                failure_class=clean(cls, 60) if cls else None,
-                market_stopped=bool(mkt),
-            )
-        )
+    for camp, iid, gpu, gpu_h, *fields in rows:
+        t = Tenure(*fields)  # the rest of the row: Tenure's fields in order
+        cls = t.failure_class and clean(t.failure_class, 60)
+        by_campaign.setdefault(camp, []).append(replace(t, failure_class=cls))
         if iid in od:
-            on_bids[camp] = on_bids.get(camp, 0.0) + float(usd or 0.0)
+            on_bids[camp] = on_bids.get(camp, 0.0) + t.total_usd
             h, g, o, known = as_od.get(camp, (0.0, 0.0, 0.0, True))
             price = od.get(iid)
             gpu_h = float(gpu_h or 0.0)

@@ -7,6 +7,8 @@ likely cause. Exit 0 with no difference, 1 otherwise."""
 
 from __future__ import annotations
 
+import contextlib
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -38,20 +40,11 @@ class Reconciliation:
     instances: int
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "ledger_usd": round(self.ledger_usd, 6),
-            "market_usd": round(self.market_usd, 6),
-            "instances": self.instances,
-            "tolerance_usd": TOLERANCE_USD,
-            "differences": [
-                {
-                    **asdict(d),
-                    "ledger_usd": round(d.ledger_usd, 6),
-                    "market_usd": round(d.market_usd, 6),
-                }
-                for d in self.differences
-            ],
-        }
+        def rounded(d: dict[str, Any]) -> dict[str, Any]:
+            return d | {k: round(d[k], 6) for k in ("ledger_usd", "market_usd")}
+
+        doc = rounded(asdict(self)) | {"tolerance_usd": TOLERANCE_USD}
+        return doc | {"differences": [rounded(d) for d in doc["differences"]]}
 
 
 def _instance_id(row: dict[str, Any]) -> int | None:
@@ -67,36 +60,26 @@ def _instance_id(row: dict[str, Any]) -> int | None:
 
 
 def _amount(value: Any) -> float:
-    if isinstance(value, bool):
-        return 0.0
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip().lstrip("$"))
-        except ValueError:
-            return 0.0
+    """A charge's amount: a number, or its text ("$1.25"); anything else is 0."""
+    if isinstance(value, int | float | str) and not isinstance(value, bool):
+        with contextlib.suppress(ValueError):
+            return float(str(value).strip().lstrip("$"))
     return 0.0
 
 
 def market_by_instance(rows: Iterable[dict[str, Any]]) -> dict[int, MarketCharge]:
     """Sum the market's charge rows per instance (rows for volumes or serverless are skipped)."""
     usd: dict[int, float] = {}
-    kinds: dict[int, dict[str, float]] = {}
+    kinds: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for row in rows:
-        if str(row.get("type", "instance")).lower() != "instance":
-            continue
         iid = _instance_id(row)
-        if iid is None:
+        if str(row.get("type", "instance")).lower() != "instance" or iid is None:
             continue
         usd[iid] = usd.get(iid, 0.0) + _amount(row.get("amount"))
         for item in row.get("items") or []:
             if isinstance(item, dict):
-                k = str(item.get("type", "other")).lower()
-                kinds.setdefault(iid, {})[k] = kinds.get(iid, {}).get(k, 0.0) + _amount(
-                    item.get("amount")
-                )
-    return {iid: MarketCharge(v, kinds.get(iid, {})) for iid, v in usd.items()}
+                kinds[iid][str(item.get("type", "other")).lower()] += _amount(item.get("amount"))
+    return {iid: MarketCharge(v, dict(kinds.get(iid, {}))) for iid, v in usd.items()}
 
 
 def likely_cause(ledger_row: dict[str, Any] | None, market: MarketCharge | None) -> str:

@@ -1,18 +1,20 @@
-"""Our record of hosts, for ranking offers: per rental, what it delivered. An attempt given up for
-the campaign's fault or cancelled says nothing of its host."""
+"""Our record of hosts, for ranking offers: per rental, what it delivered (a row of
+`RENTAL_RECORD_SQL` is a `core.offers.track_record.Rental`, its fields in order). An attempt
+given up for the campaign's fault or cancelled says nothing of its host."""
 
 from __future__ import annotations
-
-from collections.abc import Iterable
-from typing import Any
-
-from ..core.offers.track_record import Rental
-from ..core.rows import finite
 
 # the rentals that are evidence of their host (this ledger's, or the team's in its `mates` schema)
 EVIDENCE = """instance_id NOT IN (
   SELECT instance_id FROM events WHERE kind = 'abandon' AND instance_id IS NOT NULL
     AND (detail->>'blame' IS NOT NULL OR detail->>'class' = 'cancelled'))"""
+
+
+def _finite(expr: str) -> str:
+    """`expr` where it is a market number (finite, not negative), else 0, as `core.rows.finite`
+    reads one: a teammate's figures are any controller's to write."""
+    return f"CASE WHEN isfinite({expr}) AND {expr} >= 0 THEN {expr} ELSE 0 END"
+
 
 # one row per rental that is evidence of its host, every campaign: what it delivered (jobs
 # finished, reference GPU-hours), the jobs it lost for its host's fault (not an outbid, whose
@@ -48,14 +50,16 @@ WITH c AS (
     max(ts) AS last_at
   FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
 )
-SELECT c.machine_id, c.host_id, c.gpu_name, coalesce(c.gpu_dph, 0), coalesce(e.last_at, c.created_at),
-       e.verified_at IS NOT NULL,
+SELECT c.machine_id, c.host_id, c.gpu_name, {_finite("c.gpu_dph")},
+       {_finite("coalesce(e.last_at, c.created_at)")}, e.verified_at IS NOT NULL,
        -- as the `instances` view's dud (core.lifecycle.is_dud)
        e.verified_at IS NULL AND (e.abandoned_at IS NOT NULL OR e.destroyed_at IS NOT NULL)
          AND coalesce(e.failure_class, '') <> 'cancelled',
-       coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0),
-       coalesce((coalesce(e.destroyed_at, e.abandoned_at, e.last_at) - c.created_at) / 60, 0),
-       e.jobs_finished, e.jobs_lost, e.work_ref_h, e.outbids, e.throttled, c.listed,
+       {_finite("coalesce(ch.gpu_usd, 0) + coalesce(ch.storage_usd, 0)")},
+       {_finite("(coalesce(e.destroyed_at, e.abandoned_at, e.last_at) - c.created_at) / 60")},
+       e.jobs_finished, e.jobs_lost, {_finite("e.work_ref_h")}, e.outbids, e.throttled,
+       -- a listed reliability is a number in [0, 1], else none
+       CASE WHEN c.listed BETWEEN 0 AND 1 THEN c.listed END,
        CASE WHEN e.verified_at IS NOT NULL AND e.quarantined_at IS NOT NULL
          THEN (e.quarantined_at - c.created_at) / 60 END
 FROM c JOIN e USING (instance_id) LEFT JOIN instance_charges ch USING (instance_id)
@@ -74,40 +78,3 @@ WHERE machine_id IN (
   GROUP BY instance_id)
 GROUP BY machine_id
 """
-
-
-def rental_rows(rows: Iterable[tuple[Any, ...]]) -> list[Rental]:
-    """The ledger's rentals as `core.offers.track_record` reads them (a teammate's figures too:
-    a number that is not finite or is negative reads 0)."""
-    out = []
-    for row in rows:
-        m, h, g, dph, at, verified, dud, usd, life, done, lost, work, outbids, throttled, x, q = row
-        out.append(
-            Rental(
-                machine_id=int(m),
-                host_id=None if h is None else int(h),
-                gpu_name=str(g),
-                dph=finite(dph, 0.0),
-                at=finite(at, 0.0),
-                verified=bool(verified),
-                dud=bool(dud),
-                usd=finite(usd, 0.0),
-                lifetime_min=finite(life, 0.0),
-                jobs_finished=int(done or 0),
-                jobs_lost=int(lost or 0),
-                work_ref_h=finite(work, 0.0),
-                outbids=int(outbids or 0),
-                throttled=bool(throttled),
-                listed_reliability=_score(x),
-                broke_min=None if q is None else float(q),
-            )
-        )
-    return out
-
-
-def _score(x: Any) -> float | None:
-    """A listed reliability as the record reads it: a finite number in [0, 1], else none."""
-    if x is None:
-        return None
-    v = float(x)
-    return v if 0.0 <= v <= 1.0 else None

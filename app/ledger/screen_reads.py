@@ -81,4 +81,4 @@ def hosts_record(ledger: Any) -> Any:
 
 def spend_points(ledger: Any, campaign: str, points: int) -> list[SpendPoint]:
     got = ledger.query(spend_curve_sql(campaign, points), limit=1000)
-    return [SpendPoint.from_row(dict(zip(got.columns, r, strict=True))) for r in got.rows]
+    return [SpendPoint.from_row(r) for r in got.as_dicts()]

@@ -89,20 +89,16 @@ class Ledger(NamedReads):
         self.__lock = threading.RLock()
         self.__private = False  # holds the private umask (released at close)
         try:
-            if str(path) == ":memory:":
-                self.__con = connect_sandboxed(":memory:", read_only=False)
-            elif not read_only:
+            if read_only and not self.path.exists():
+                raise LedgerError(f"no ledger at {self.path}")
+            if not read_only and str(path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 # 0600 for the writer's lifetime: the file and its WAL (made again after each
                 # checkpoint) say what an account ran and spent (private.py)
                 hold_private_umask()
                 self.__private = True
                 make_private(self.path)
-                self.__con = connect_sandboxed(self.path, read_only=False)
-            else:
-                if not self.path.exists():
-                    raise LedgerError(f"no ledger at {self.path}")
-                self.__con = connect_sandboxed(self.path, read_only=True)
+            self.__con = connect_sandboxed(self.path, read_only=read_only)
         except duckdb.IOException as exc:
             self._release()
             msg = str(exc).splitlines()[0]

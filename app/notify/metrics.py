@@ -4,7 +4,9 @@ can never disagree with `rentwatch receipt`; counters are written with `_total`.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +19,8 @@ from ..core.errors import ConfigError
 
 DEFAULT_HOST = "127.0.0.1"
 # a poll is one list call plus the rules: tens of ms on a small fleet, seconds at 10,000
+_LABEL = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+_HOST_NAME = re.compile(rf"{_LABEL}(\.{_LABEL})*\.?", re.ASCII)
 POLL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -157,16 +161,7 @@ def parse_listen(value: str, flag: str = "--metrics") -> tuple[str, int]:
 
 
 def _is_host(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        pass
-    labels = host.rstrip(".").split(".")
-    return len(host) <= 253 and all(
-        0 < len(label) <= 63
-        and label[0] != "-"
-        and label[-1] != "-"
-        and all(c.isascii() and (c.isalnum() or c == "-") for c in label)
-        for label in labels
-    )
+    """An IP address, or a host name of RFC 1123 labels (letters, digits, inner hyphens)."""
+    with contextlib.suppress(ValueError):
+        return bool(ipaddress.ip_address(host))
+    return len(host) <= 253 and _HOST_NAME.fullmatch(host) is not None

@@ -1,5 +1,5 @@
-"""The pieces the notice builders write their sentences with: a host- or market-controlled value
-made fit to quote (`safe`), the job clause, durations, caps and redaction. Pure."""
+"""The pieces the notices' wording writes its sentences with: a host- or market-controlled value
+made fit to quote (`safe`), counts, durations, caps and redaction. Pure."""
 
 from __future__ import annotations
 
@@ -18,10 +18,6 @@ _SPACES = re.compile(r"\s+")
 def safe(value: object, limit: int = FIELD_LIMIT) -> str:
     """One untrusted value inside a sentence: cleaned, spaces collapsed, capped."""
     return _SPACES.sub(" ", clean(value, limit=limit)).strip()
-
-
-def job_clause(job: str | None) -> str:
-    return f" It was running job {safe(job)}." if job else ""
 
 
 def plural(n: int, word: str) -> str:

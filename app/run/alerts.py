@@ -64,9 +64,10 @@ class Alerts:
         self.sup.listeners.append(self._done)
         return self
 
-    def send(self, notice: ev.Notice) -> None:
+    def send(self, kind: str, **facts: object) -> None:
+        """The notice of `kind` about this campaign (notify/events.py's wording of `facts`)."""
         if self.notifier is not None:
-            self.notifier.notify(notice)
+            self.notifier.notify(ev.notice(kind, self.campaign, **facts))
 
     # -- after each poll --------------------------------------------------------------------
     def _began(self) -> None:
@@ -110,18 +111,16 @@ class Alerts:
         for mark in BUDGET_MARKS:
             if ratio >= mark and mark not in self.marks_passed:
                 self.marks_passed.add(mark)
-                notice = ev.budget_100 if mark >= 1.0 else ev.budget_80
-                self.send(notice(self.campaign, view.spent_usd, budget))
+                kind = "budget_100" if mark >= 1.0 else "budget_80"
+                self.send(kind, spent_usd=view.spent_usd, budget_usd=budget)
         for job in self.sup.job_work.queue.jobs:
             if job.status == "failed" and job.job.name not in self.failed_jobs:
                 self.failed_jobs.add(job.job.name)
                 self.send(
-                    ev.job_failed(
-                        self.campaign,
-                        job.job.name,
-                        attempts=job.attempts,
-                        last_error=f"exit code {job.exit_code}",
-                    )
+                    "job_failed",
+                    job=job.job.name,
+                    attempts=job.attempts,
+                    last_error=f"exit code {job.exit_code}",
                 )
         if self.metrics is not None:
             phases = Counter(i.phase for i in view.instances)
@@ -140,20 +139,20 @@ class Alerts:
         kind, iid, reason, detail = e.kind, e.instance_id, e.reason or "", e.detail or {}
         if kind == K.OUTBID and iid is not None:
             job = detail.get("job")
-            self.send(ev.outbid(self.campaign, iid, job=str(job) if job else None))
+            self.send("outbid", instance_id=iid, job=str(job) if job else None)
         elif kind == K.PREFLIGHT_PASSED and iid is not None:
             self.verified.add(iid)
         elif kind == K.CAMPAIGN_FAULT:
-            self.send(ev.campaign_fault(self.campaign, reason, image=detail.get("image")))
+            self.send("campaign_fault", cause=reason, image=detail.get("image"))
         elif kind == K.XID and iid is not None:
             xid = detail.get("xid")
-            self.send(ev.xid_stop(self.campaign, iid, int(xid) if isinstance(xid, int) else 0))
+            self.send("xid_stop", instance_id=iid, xid=xid if isinstance(xid, int) else 0)
         elif kind == K.LOST and iid in self.verified:
-            self.send(ev.host_lost(self.campaign, iid, reason))
+            self.send("host_lost", instance_id=iid, reason=reason)
         elif kind == K.STATUS and iid in self.verified:
             if detail.get("status") == "offline" and iid not in self.offline:
                 self.offline.add(iid)
-                self.send(ev.host_offline(self.campaign, iid))
+                self.send("host_offline", instance_id=iid)
             elif detail.get("status") != "offline":
                 self.offline.discard(iid)
 
@@ -180,32 +179,30 @@ class Alerts:
                 rows = self.ledger.receipt(self.campaign)
                 r = rows[0] if rows else {}
                 self.send(
-                    ev.campaign_end(
-                        self.campaign,
-                        creates=int(r.get("creates") or 0),
-                        duds=int(r.get("duds") or 0),
-                        spent_usd=float(r.get("total_usd") or 0.0),
-                        usd_per_gpu_hour=r.get("usd_per_gpu_hour"),
-                        jobs_finished=r.get("jobs_finished"),
-                        stopped=stopped,
-                        destroyed=destroyed,
-                        apart=int(r.get("stopped_by_market") or 0) + int(r.get("cancelled") or 0),
-                    )
+                    "campaign_end",
+                    creates=int(r.get("creates") or 0),
+                    duds=int(r.get("duds") or 0),
+                    spent_usd=float(r.get("total_usd") or 0.0),
+                    usd_per_gpu_hour=r.get("usd_per_gpu_hour"),
+                    jobs_finished=r.get("jobs_finished"),
+                    stopped=stopped,
+                    destroyed=destroyed,
+                    apart=int(r.get("stopped_by_market") or 0) + int(r.get("cancelled") or 0),
                 )
             elif kind == "key_refused":
-                self.send(ev.key_refused(self.campaign, detail=why))
+                self.send("key_refused", detail=why)
             elif kind == "market_down":
-                self.send(ev.market_unreachable(self.campaign, why, since_s=0.0, held=left))
+                self.send("market_unreachable", error=why, since_s=0.0, held=left)
             elif kind == "trapped":
                 self.send(
-                    ev.controller_trapped(
-                        self.campaign, why, stopped=stopped, left=left, destroyed=destroyed
-                    )
+                    "controller_trapped",
+                    signal=why,
+                    stopped=stopped,
+                    left=left,
+                    destroyed=destroyed,
                 )
             else:
-                self.send(
-                    ev.controller_exit(self.campaign, why, stopped=stopped, destroyed=destroyed)
-                )
+                self.send("controller_exit", reason=why, stopped=stopped, destroyed=destroyed)
         except Exception:
             log.exception("alerts: end notice failed")
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.offers.track_record import Rental
 from ..event import EVENT_COLUMNS
-from ..records import RENTAL_RECORD_SQL, rental_rows
+from ..records import RENTAL_RECORD_SQL
 from ..schema import VIEWS
 
 if TYPE_CHECKING:
@@ -159,20 +159,17 @@ class Replica:
         """Append a teammate ledger's events pulled in order (fields in `EVENT_COLUMNS` order, then
         the hash); those already here are skipped. Returns how many were new."""
         with self._lock:
+            self._con.execute(
+                "INSERT OR IGNORE INTO team_ledgers "
+                "SELECT coalesce(max(no), 0) + 1, ?, ? FROM team_ledgers",
+                [ledger_id, operator],
+            )
             got = self._con.execute(
                 "SELECT no FROM team_ledgers WHERE ledger_id = ?", [ledger_id]
             ).fetchone()
-            if got is None:
-                nxt = self._con.execute("SELECT coalesce(max(no), 0) + 1 FROM team_ledgers")
-                no = int(nxt.fetchone()[0])  # type: ignore[index]
-                self._con.execute(
-                    "INSERT INTO team_ledgers VALUES (?, ?, ?)", [no, ledger_id, operator]
-                )
-            else:
-                no = int(got[0])
+            no = int(got[0])  # type: ignore[index]
             if not rows:
                 return 0
-            before = self._count()
             base = no * SEQ_SPAN
             markets = dict(
                 self._con.execute(
@@ -202,12 +199,8 @@ class Replica:
                 )
                 for c in self._columns:
                     cols[c].append(fields[c])
-            self._con.execute(self._insert, list(cols.values()))
-            return self._count() - before
-
-    def _count(self) -> int:
-        row = self._con.execute("SELECT count(*) FROM team_events").fetchone()
-        return int(row[0]) if row else 0
+            added = self._con.execute(self._insert, list(cols.values())).fetchone()
+            return int(added[0]) if added else 0
 
     def refresh(self, records: bool = True) -> TeamEvidence:
         """Read the teammates' evidence again: their quarantines, and with `records` their duds,
@@ -224,7 +217,7 @@ class Replica:
         ).fetchall()
         duds = self.evidence.duds
         if records:
-            rentals = rental_rows(cur.execute(RENTAL_RECORD_SQL).fetchall())
+            rentals = [Rental(*r) for r in cur.execute(RENTAL_RECORD_SQL).fetchall()]
             duds = tuple(r for r in rentals if r.dud)
         self.evidence = TeamEvidence(
             tuple((int(m), str(why), None if u is None else float(u)) for m, why, u in quarantines),

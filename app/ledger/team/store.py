@@ -110,25 +110,20 @@ class TeamStore:
             self._conn = None
 
     # -- the schema ----------------------------------------------------------------------
-    def version(self) -> int:
-        """The schema version the store holds (0: not made yet)."""
+    def check_schema(self) -> None:
+        """Refuse a store with no rentwatch schema, or a newer one than this rentwatch knows."""
         with self._tx() as cur:
             cur.execute("SELECT to_regclass(%s)", [f"{SCHEMA}.migrations"])
             row = cur.fetchone()
-            if row is None or row[0] is None:
-                return 0
-            cur.execute(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.migrations")
-            got = cur.fetchone()
-            return int(got[0]) if got else 0
-
-    def check_schema(self) -> None:
-        v = self.version()
-        if v == 0:
+            if row is not None and row[0] is not None:
+                cur.execute(f"SELECT coalesce(max(version), 0) FROM {SCHEMA}.migrations")
+                row = cur.fetchone()
+        if row is None or not row[0]:
             raise StoreRefused(
                 f"{self.config.url} holds no rentwatch store: its owner runs "
                 "`rentwatch team init URL` once"
             )
-        _known(v)
+        _known(int(row[0]))
 
     def init(self, grant: Sequence[str] = ()) -> list[int]:
         """Make or migrate the store (as its owner) and the controller role; grant that role
@@ -272,22 +267,19 @@ class TeamStore:
         """Every ledger's chain checked: (ledgers, events, findings)."""
         findings: list[Finding] = []
         n_events = 0
-        ledgers = self.ledgers()
-        for ledger_id, operator in ledgers:
-            with self._tx() as cur:
-                cur.execute(
-                    f"SELECT coalesce(max(shipped_seq), 0) FROM {SCHEMA}.heartbeats "
-                    "WHERE ledger_id = %s",
-                    [ledger_id],
-                )
-                row = cur.fetchone()
-                shipped = int(row[0]) if row else 0
-                cur.execute(
-                    f"SELECT DISTINCT db_user FROM {SCHEMA}.events WHERE ledger_id = %s",
-                    [ledger_id],
-                )
-                users = sorted(str(r[0]) for r in cur.fetchall())
-            if len(users) > 1:
+        with self._tx() as cur:
+            # each ledger, how far its controller said it shipped, and who inserted its events
+            cur.execute(
+                f"""SELECT ledger_id, operator,
+                       (SELECT coalesce(max(shipped_seq), 0) FROM {SCHEMA}.heartbeats h
+                        WHERE h.ledger_id = l.ledger_id),
+                       (SELECT array_agg(DISTINCT db_user ORDER BY db_user) FROM {SCHEMA}.events e
+                        WHERE e.ledger_id = l.ledger_id)
+                FROM {SCHEMA}.ledgers l ORDER BY first_seen"""
+            )
+            ledgers = cur.fetchall()
+        for ledger_id, operator, shipped, users in ledgers:
+            if users and len(users) > 1:
                 why = f"its events were inserted by several roles: {', '.join(users)}"
                 findings.append(Finding(operator, ledger_id, 0, "foreign", why))
             n = len(EVENT_COLUMNS)
