@@ -89,14 +89,8 @@ class ControllerClient:
         """What came of `intent`. A refusal raises (ServiceError), as any error answer; without
         `refusal_raises` it is the reply, as `Supervisor.apply` answers it."""
         resp = self._send("POST", "/v1/intents", json=api.intent_to_json(intent))
-        if not refusal_raises and resp.status_code in (404, 409):
-            try:
-                body = resp.json()
-            except ValueError:
-                body = None
-            if isinstance(body, dict) and "reply" in body:
-                return api.reply_from_json(body["reply"])
-        raise_for(resp)
+        if refusal_raises or resp.status_code not in (404, 409):  # a refusal carries its reply
+            raise_for(resp)
         return api.reply_from_json(resp.json().get("reply"))
 
     def query(self, sql: str, limit: int = 10_000, offset: int = 0) -> QueryResult:
