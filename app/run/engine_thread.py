@@ -112,7 +112,6 @@ class EngineThread:
         except EngineFailed:
             pass  # its failure said, `start` raises it
         finally:
-            ctrl.close()
             await self.server.stop()
 
     def shutdown(self, mode: str = "stop") -> None:

@@ -525,7 +525,6 @@ async def run_headless(
             return await host.run(trap)
     finally:
         if server is not None:
-            ctrl.close()
             await server.stop()
 
 

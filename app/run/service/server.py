@@ -402,7 +402,7 @@ class ServiceServer:
         await asyncio.shield(self._stopping)
 
     async def _stop(self) -> None:
-        self.ctrl.closing.set()
+        self.ctrl.close()
         if self._streams:  # let each stream say goodbye, then cut the slow ones
             _, slow = await asyncio.wait(set(self._streams), timeout=1.0)
             for task in slow:
