@@ -1,24 +1,9 @@
-"""The controller's HTTP API (aiohttp), on a Unix socket created 0600 and, when asked, on TCP where
-every request must carry the token from a 0600 token file.
-
-    GET    /v1/status              campaign, pid, ledger, uptime, fleet, spend, $/h
-    GET    /v1/snapshot            the fleet as the dashboard draws it
-    GET    /v1/instances/{id}      one instance in depth; ?logs=0: no market logs call
-    GET    /v1/jobs                the campaign's jobs
-    GET    /v1/jobs/{name}/log     a job's output now: off its host, else kept at its end
-    GET    /v1/events              server-sent events: `snapshot`, `log`
-    POST   /v1/intents             {"intent": "stop"|"start"|"destroy"|"create"|"fleet", ...}
-    POST   /v1/query               {"sql", "limit", "offset", "id"} -> one page, read-only
-    DELETE /v1/query/{id}          cancel a running query
-    GET    /v1/receipt[?campaign=] the receipt, as `rentwatch receipt --json`
-    POST   /v1/shutdown            {"mode": "stop"|"detach"}
-    POST   /v1/keep                a person left it running: no end for want of a watcher
-
-Errors are JSON `{"error": {"type", "title", "message"}}`. The market's API key is never in an
-answer. Both sockets are served by `listener.Listener`, not aiohttp's sites. On TCP, `GET /metrics`
-and, with `VAST_WEBHOOK_SECRET`, Vast's signed webhooks at `POST /v1/webhooks/vast` share the
-listener (HMAC-authenticated: vast-ai/docs `notification-webhooks.mdx`); a verified webhook is a
-reason to poll now, never a verdict: the payload never changes a rental."""
+"""The controller's HTTP API (aiohttp; its routes in `ServiceServer.app`, each documented in
+docs/service.md), on a Unix socket created 0600 and, when asked, on TCP where every request must
+carry the token from a 0600 token file. Errors are JSON `{"error": {"type", "title", "message"}}`;
+the market's API key is never in an answer. Both sockets are served by `listener.Listener`. On
+TCP, `GET /metrics` and, with `VAST_WEBHOOK_SECRET`, Vast's signed webhooks share the listener; a
+verified webhook is a reason to poll now, never a verdict: the payload never changes a rental."""
 
 from __future__ import annotations
 
@@ -93,15 +78,6 @@ def _is_tcp(request: web.Request) -> bool:
     return isinstance(
         request.transport.get_extra_info("sockname") if request.transport else None, tuple
     )
-
-
-async def _first(*aws: Awaitable[Any]) -> None:
-    tasks = [asyncio.ensure_future(a) for a in aws]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for t in tasks:
-            t.cancel()
 
 
 class ServiceServer:
@@ -251,7 +227,7 @@ class ServiceServer:
         said = 0
         last_write = 0.0
         try:
-            while not self.ctrl.closing.is_set():
+            while not self.ctrl.closing:
                 changed = self.ctrl.changed  # before the snapshot: a change after it wakes us
                 try:
                     snap = self.ctrl.snapshot()
@@ -271,9 +247,7 @@ class ServiceServer:
                 # wake on the next poll or intent, or after a while (ages and bills still
                 # tick between polls); never more often than SSE_MIN_GAP_S per stream
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        _first(changed.wait(), self.ctrl.closing.wait()), SSE_MAX_GAP_S
-                    )
+                    await asyncio.wait_for(changed.wait(), SSE_MAX_GAP_S)
                 gap = SSE_MIN_GAP_S - (loop.time() - last_write)
                 if gap > 0:  # a burst: wait out the rest of the gap, then send the latest
                     await asyncio.sleep(gap)
