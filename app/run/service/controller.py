@@ -232,9 +232,8 @@ def attach_in_process(engine: EngineThread) -> tuple[Any, Callable[[str | None],
 
     print("rentwatch: starting the engine…", flush=True)
     sock = engine.start()
-    assert engine.ctrl is not None
     target = Target(socket=sock)
-    remote = RemoteEngine(target, os.getpid(), engine.ctrl.campaign, outlives_dashboard=False)
+    remote = RemoteEngine(target, os.getpid(), outlives_dashboard=False)
     app = RentwatchApp(remote, ControllerClient(target, timeout=600.0))
 
     def finish(mode: str | None) -> None:
