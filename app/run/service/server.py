@@ -181,13 +181,6 @@ class ServiceServer:
         print(f"controller: a request failed{more}:", file=sys.stderr)
         traceback.print_exception(exc, file=sys.stderr)
 
-    async def _body(self, request: web.Request) -> Any:
-        if request.content_length is not None and request.content_length > api.MAX_BODY_BYTES:
-            raise web.HTTPRequestEntityTooLarge(
-                max_size=api.MAX_BODY_BYTES, actual_size=request.content_length
-            )
-        return api.parse_body(await request.read())
-
     # -- handlers --------------------------------------------------------------------------
     async def status(self, request: web.Request) -> web.StreamResponse:
         return _json(self.ctrl.status())
@@ -267,19 +260,17 @@ class ServiceServer:
         return resp
 
     async def intents(self, request: web.Request) -> web.StreamResponse:
-        intent = api.intent_from_json(await self._body(request))
+        intent = api.intent_from_json(api.parse_body(await request.read()))
         # shielded: a dashboard that hangs up mid-intent must not cut a market call in half
         reply = await asyncio.shield(self.ctrl.apply(intent))
-        if reply.refused is not None:
-            kind = "not_held" if reply.not_held else "refused"
-            body = api.error_body(kind, reply.refused, kind.replace("_", " "))
-            return _json(
-                {**body, "reply": api.reply_to_json(reply)}, 404 if reply.not_held else 409
-            )
-        return _json({"ok": True, "done": reply.message, "reply": api.reply_to_json(reply)})
+        if reply.refused is None:
+            return _json({"ok": True, "done": reply.message, "reply": api.reply_to_json(reply)})
+        kind = "not_held" if reply.not_held else "refused"
+        body = {**api.error_body(kind, reply.refused), "reply": api.reply_to_json(reply)}
+        return _json(body, 404 if reply.not_held else 409)
 
     async def query(self, request: web.Request) -> web.StreamResponse:
-        body = await self._body(request)
+        body = api.parse_body(await request.read())
         if not isinstance(body, dict) or not isinstance(body.get("sql"), str):
             raise api.BadRequest('a query is {"sql": "SELECT ...", "limit": N, "offset": N}')
         # one page at most; a client pages on with `offset`
@@ -304,7 +295,7 @@ class ServiceServer:
         return _json({"ok": True})
 
     async def shutdown(self, request: web.Request) -> web.StreamResponse:
-        body = await self._body(request)
+        body = api.parse_body(await request.read())
         mode = body.get("mode") if isinstance(body, dict) else None
         if mode not in ("stop", "detach"):
             raise api.BadRequest('shutdown needs {"mode": "stop"} or {"mode": "detach"}')
