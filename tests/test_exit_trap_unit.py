@@ -1,6 +1,5 @@
-"""One exit trap for every way of running the engine (issue 24): `run --headless` installs it
-on its event loop, the controller process in its main thread; both act on the first signal
-only, note every later one, and leave the previous handlers in place afterwards."""
+"""One exit trap for every way of running the engine, installed on its event loop: it acts on the
+first signal only, notes every later one, and is removed from the loop afterwards."""
 
 from __future__ import annotations
 
@@ -8,22 +7,26 @@ import asyncio
 import os
 import signal
 
-from rentwatch.run.exit_trap import SIGNALS, ExitTrap
+from rentwatch.run.exit_trap import ExitTrap
 
 
-def test_in_the_main_thread_the_first_signal_acts_and_a_later_one_is_noted():
+def test_the_first_signal_acts_and_a_later_one_is_noted():
     acted: list[int] = []
     said: list[str] = []
-    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
-    trap = ExitTrap(acted.append, said.append)
-    with trap.installed():
-        os.kill(os.getpid(), signal.SIGTERM)
-        os.kill(os.getpid(), signal.SIGINT)
+
+    async def main() -> None:
+        trap = ExitTrap(acted.append, said.append)
+        with trap.installed(asyncio.get_running_loop()):
+            os.kill(os.getpid(), signal.SIGTERM)
+            await asyncio.sleep(0.05)  # the loop runs its handler
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.sleep(0.05)
+        assert trap.caught == [signal.SIGTERM, signal.SIGINT]
+        assert trap.exit_code(0) == 128 + signal.SIGTERM and trap.name() == "SIGINT"
+
+    asyncio.run(main())
     assert acted == [signal.SIGTERM]
-    assert trap.caught == [signal.SIGTERM, signal.SIGINT]
     assert said == ["signal SIGINT: noted; the run is ending, nothing is cut short"]
-    assert trap.exit_code(0) == 128 + signal.SIGTERM and trap.name() == "SIGINT"
-    assert {sig: signal.getsignal(sig) for sig in SIGNALS} == before
 
 
 def test_on_an_event_loop_a_signal_once_the_run_is_ending_acts_on_nothing():

@@ -153,12 +153,11 @@ async def test_token_less_webhook_connections_cannot_lock_the_token_holder_out(t
     """[Y 9] The webhook path skips the token; a request there (a GET answered 405, a forged
     POST) must not make its connection valid, or a handful of keep-alive connections fill the
     listener's cap and keep the real token holder out. A signed webhook does make it valid."""
-    import asyncio
     import types
 
     looked: list[tuple[int, ...]] = []
     extra, open_paths, _ = routes(Metrics(), _look(looked), secret=SECRET)
-    ctrl = types.SimpleNamespace(closing=asyncio.Event())
+    ctrl = types.SimpleNamespace(close=lambda: None)
     server = ServiceServer(ctrl, extra, open_paths)  # type: ignore[arg-type]
     await server.start(tmp_path / "c.sock", ("127.0.0.1", 0), tmp_path / "l.duckdb")
     tcp = server.listeners[-1]

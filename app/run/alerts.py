@@ -226,8 +226,7 @@ def open_alerts(
     from ..notify.notifier import load_user_config, notify_urls
 
     user = load_user_config()
-    campaign_urls = tuple(getattr(sup.campaign, "notify", ()) or ())
-    all_urls = notify_urls(campaign_urls, tuple(urls), tuple(user.urls))
+    all_urls = notify_urls(sup.campaign.notify, urls, user.urls)
     if metrics is None and metrics_listen:
         metrics = Metrics()
     alerts = Alerts(sup, ledger, metrics=metrics)
@@ -240,7 +239,7 @@ def open_alerts(
 
         alerts.notifier = Notifier(
             all_urls,
-            min_level=getattr(sup.campaign, "notify_level", None) or user.level,
+            min_level=user.level,
             secrets=tuple(s for s in secrets if s),
             on_failure=failed,
         )

@@ -43,7 +43,6 @@ class EngineThread:
         self.ready = threading.Event()
         self._asked: str | None = None  # an end asked for before the host existed
         self._failure: str | None = None
-        self.ctrl: Controller | None = None
         self.server: ServiceServer | None = None
 
     @property
@@ -87,7 +86,7 @@ class EngineThread:
             self.on_error(self._failure)
             self.ready.set()
             return
-        ctrl = self.ctrl = Controller(session.sup.campaign.name, session.ledger.path)
+        ctrl = Controller(session.sup.campaign.name, session.ledger.path)
         try:
             self.server = await serve(ctrl)
         except OSError as exc:
@@ -112,7 +111,6 @@ class EngineThread:
         except EngineFailed:
             pass  # its failure said, `start` raises it
         finally:
-            ctrl.close()
             await self.server.stop()
 
     def shutdown(self, mode: str = "stop") -> None:

@@ -1,4 +1,4 @@
-"""The exit trap's signals, for `run --headless` and the controller process alike: SIGINT, SIGTERM
+"""The exit trap's signals, for `rentwatch run` and the controller process alike: SIGINT, SIGTERM
 and SIGHUP end a run; the first acts, later ones are noted and ignored, since cutting a release
 short could leave a rental billing unwatched."""
 
@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable, Iterator
-from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -51,24 +50,12 @@ class ExitTrap:
             self.say(f"signal {name}: noted; the run is ending, nothing is cut short")
 
     @contextlib.contextmanager
-    def installed(self, loop: asyncio.AbstractEventLoop | None = None) -> Iterator[ExitTrap]:
-        """On `loop` or, without one, the main thread; the earlier handlers back afterwards."""
-        if loop is not None:
-            for sig in SIGNALS:
-                loop.add_signal_handler(sig, self.caught_signal, sig)
-            try:
-                yield self
-            finally:
-                for sig in SIGNALS:
-                    loop.remove_signal_handler(sig)
-            return
-
-        def handler(signum: int, _frame: Any) -> None:
-            self.caught_signal(signum)
-
-        previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
+    def installed(self, loop: asyncio.AbstractEventLoop) -> Iterator[ExitTrap]:
+        """On `loop`, removed again afterwards."""
+        for sig in SIGNALS:
+            loop.add_signal_handler(sig, self.caught_signal, sig)
         try:
             yield self
         finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
+            for sig in SIGNALS:
+                loop.remove_signal_handler(sig)

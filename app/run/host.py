@@ -147,15 +147,12 @@ class Host:
             outcome = sup.finished if self.mode is None else None
             if outcome is not None:
                 self.log(f"end    {outcome.reason}")
-                if outcome.ok:
-                    last_word = ("end", outcome.reason)
-                elif not sup.blame_book.fault:  # a campaign fault has been told already, once
-                    last_word = ("exit", outcome.reason)
-                else:
-                    last_word = ("", "")
             await self._end()
             if outcome is not None:
                 code = 0 if outcome.ok else 3
+                # a campaign fault has been told already, once
+                kind = "end" if outcome.ok else "" if sup.blame_book.fault else "exit"
+                last_word = (kind, outcome.reason)
             else:
                 code = 1 if self.failure else 0
                 last_word = (
@@ -446,7 +443,6 @@ async def run_headless(
     http_timeout_s: float | None = None,
     notify: Sequence[str] = (),
     metrics_listen: str | None = None,
-    metrics: Metrics | None = None,
     team: TeamConfig | None = None,
     market_clock: SharedClock | None = None,
     served: bool = False,
@@ -461,8 +457,8 @@ async def run_headless(
     the controller API on the ledger's socket, and with `listen` on TCP too. `hosting`: how a
     controller process differs (else a run's); `log`: its lines (else stamped in market time)."""
     plan = hosting or Hosting(detach=detach, market_down_s=_market_down_s())
-    if served and metrics is None and (listen or metrics_listen):
-        metrics = Metrics()  # one collector for `--metrics` and the API's `/metrics`
+    # one collector for `--metrics` and the API's `/metrics`
+    metrics = Metrics() if served and (listen or metrics_listen) else None
     ctrl = Controller(campaign.name, Path(ledger_path))
     required = bool(listen) or plan.for_dashboards
     server = await _serve(ctrl, listen, metrics, required) if served else None
@@ -525,7 +521,6 @@ async def run_headless(
             return await host.run(trap)
     finally:
         if server is not None:
-            ctrl.close()
             await server.stop()
 
 

@@ -34,25 +34,18 @@ class MetricsServer:
         self.cap = default_cap(CAP_SHARE, CAP_MIN, CAP_MAX)
         self._metrics = metrics
         self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._failed: BaseException | None = None
         self.listener: Listener | None = None
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._run, name="rentwatch-metrics", daemon=True)
         self._thread.start()
-        self._ready.wait(10)
-        if self._failed is not None:
-            raise self._failed
+        try:
+            asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        except BaseException:
+            self.close()
+            raise
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_until_complete(self._start())
-        except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
-            self._failed = exc
-            self._ready.set()
-            return
-        self._ready.set()
         try:
             self._loop.run_forever()
         finally:

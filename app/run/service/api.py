@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ...core.errors import RentwatchError
@@ -56,8 +57,8 @@ class AlreadyServed(OSError):
     """Another live controller answers on this socket (it holds this ledger)."""
 
 
-# -- intents: the engine's own (app/engine/intents.py), on the wire by name, with the fields each
-# carries (a destroy's confirmation travels as its two fields; the reason is the controller's)
+# -- intents: the engine's own (app/engine/intents.py), on the wire by name with the fields each
+# carries (a destroy's confirmation as its two fields; the reason is the controller's)
 WIRE: dict[str, tuple[type[Any], tuple[str, ...]]] = {
     "stop": (StopIntent, ("instance_id",)),
     "start": (StartIntent, ("instance_id",)),
@@ -107,15 +108,33 @@ def int_field(body: dict[str, Any], name: str, low: int = 0, high: int = 2**53) 
     return value
 
 
+def _text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str):
+        raise BadRequest(f"{name!r} must be the text the operator typed to confirm")
+    return value[:100]
+
+
+def _flag(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name)
+    if not isinstance(value, bool):
+        raise BadRequest(f"{name!r} must be true or false")
+    return value
+
+
+# each wire field's check; a field the body leaves out takes the intent's default, if it has one
+FIELDS: dict[str, Callable[[dict[str, Any], str], Any]] = {
+    "instance_id": lambda body, name: int_field(body, name, 1),
+    "size": lambda body, name: int_field(body, name, 0, 1000),
+    "typed": _text,
+    "destroy": _flag,
+}
+
+
 def intent_to_json(intent: Intent) -> dict[str, Any]:
     name = _NAMES[type(intent)]
-    if isinstance(intent, DestroyIntent):
-        return {
-            "intent": name,
-            "instance_id": intent.instance_id,
-            "typed": intent.confirmation.typed,
-        }
-    return {"intent": name, **{f: getattr(intent, f) for f in WIRE[name][1]}}
+    carrier = intent.confirmation if isinstance(intent, DestroyIntent) else intent
+    return {"intent": name, **{f: getattr(carrier, f) for f in WIRE[name][1]}}
 
 
 def intent_from_json(body: Any) -> Intent:
@@ -126,26 +145,15 @@ def intent_from_json(body: Any) -> Intent:
     name = body.get("intent")
     if not isinstance(name, str) or name not in INTENTS:  # a list or an object: no hash
         raise BadRequest(f"unknown intent {str(name)[:40]!r}; known: {', '.join(sorted(INTENTS))}")
-    extra = set(body) - {"intent", *WIRE[name][1]}
+    cls, names = WIRE[name]
+    extra = set(body) - {"intent", *names}
     if extra:
         raise BadRequest(f"unknown fields for {name}: {', '.join(sorted(map(str, extra)))[:200]}")
-    match name:
-        case "create":
-            return CreateIntent()
-        case "fleet":
-            return FleetSizeIntent(int_field(body, "size", 0, 1000))
-        case "end":
-            destroy, typed = body.get("destroy", False), body.get("typed", "")
-            if not isinstance(destroy, bool) or not isinstance(typed, str):
-                raise BadRequest("'destroy' must be true or false, 'typed' the text typed")
-            return EndIntent(destroy, typed[:100])
-    iid = int_field(body, "instance_id", 1)
-    if name == "destroy":
-        typed = body.get("typed")
-        if not isinstance(typed, str):
-            raise BadRequest("'typed' must be the text the operator typed to confirm")
-        return DestroyIntent(DestroyConfirmation(iid, typed[:100]))
-    return INTENTS[name](iid)  # type: ignore[no-any-return]
+    optional = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    given = {f: FIELDS[f](body, f) for f in names if f in body or f not in optional}
+    if cls is DestroyIntent:
+        return DestroyIntent(DestroyConfirmation(**given))
+    return cls(**given)  # type: ignore[no-any-return]
 
 
 # -- replies: the engine's `Reply`, field for field ------------------------------------------
@@ -156,19 +164,9 @@ def reply_to_json(reply: Reply) -> dict[str, Any]:
 def reply_from_json(body: Any) -> Reply:
     """A reply as the controller sent it; ServiceError where it is not one."""
     try:
-        if not isinstance(body, dict):
-            raise TypeError("not an object")
-        ids = {k: tuple(int(i) for i in body.get(k, ())) for k in ("acted_on", "destroyed")}
-        refused = body.get("refused")
-        return Reply(
-            done=bool(body["done"]),
-            message=str(body["message"]),
-            refused=None if refused is None else str(refused),
-            not_held=bool(body.get("not_held", False)),
-            lines=tuple(str(line) for line in body.get("lines", ())),
-            **ids,
-        )
-    except (KeyError, TypeError, ValueError) as exc:
+        lists = {k: tuple(body.get(k, ())) for k in ("acted_on", "destroyed", "lines")}
+        return record(Reply, body, **lists)
+    except (AttributeError, TypeError) as exc:
         raise ServiceError(f"the controller's reply is not one: {exc}") from None
 
 

@@ -43,7 +43,7 @@ class Controller:
         self._wall = wall  # wall-clock seconds: the start and uptime `rentwatch ls` shows
         self._monotonic = monotonic  # the snapshot cache's age
         self.started_at = wall()
-        self.closing = asyncio.Event()
+        self.closing = False  # the server is closing: each stream says goodbye
         self._sup: Supervisor | None = None
         self._snap: tuple[tuple[int, int, int], float, dict[str, Any]] | None = None
         self._ids = itertools.count(1)
@@ -87,7 +87,8 @@ class Controller:
         return self._sup
 
     def close(self) -> None:
-        self.closing.set()
+        self.closing = True
+        self.touch()  # a stream waiting for the next change wakes to say goodbye
         if self._sup is not None:
             self._sup.ledger.interrupt()
 
@@ -130,22 +131,14 @@ class Controller:
         }
         if self._sup is not None:
             snap = self.snapshot()
-            live = [i for i in snap["instances"] if i["ended_at"] is None]
+            # its own rentals: not the instances it only observes (the bar's count)
+            own = [i for i in snap["instances"] if i.get("supervised", True)]
             out.update(
-                policy=snap["policy"],
-                fleet=snap["fleet"],
-                # its own live rentals: not the instances it only observes (the bar's count)
-                held=sum(1 for i in live if i.get("supervised", True)),
-                # its stopped rentals: not live, but billing storage until destroyed
-                stopped=sum(
-                    1
-                    for i in snap["instances"]
-                    if i.get("phase") == "stopped" and i.get("supervised", True)
-                ),
+                {k: snap[k] for k in ("policy", "fleet", "verified", "in_service", "spent_usd")},
+                held=sum(1 for i in own if i["ended_at"] is None),
+                # not live, but billing storage until destroyed
+                stopped=sum(1 for i in own if i.get("phase") == "stopped"),
                 observed=snap.get("observed", 0),
-                verified=snap["verified"],
-                in_service=snap["in_service"],
-                spent_usd=snap["spent_usd"],
                 # as the dashboard's "$/h now": storage of stopped rentals counts, a booting
                 # one's GPU does not (the listed $/h of each live one overstated and missed both)
                 dph=snap["dph_now"],
@@ -239,9 +232,8 @@ def attach_in_process(engine: EngineThread) -> tuple[Any, Callable[[str | None],
 
     print("rentwatch: starting the engine…", flush=True)
     sock = engine.start()
-    assert engine.ctrl is not None
     target = Target(socket=sock)
-    remote = RemoteEngine(target, os.getpid(), engine.ctrl.campaign, outlives_dashboard=False)
+    remote = RemoteEngine(target, os.getpid(), outlives_dashboard=False)
     app = RentwatchApp(remote, ControllerClient(target, timeout=600.0))
 
     def finish(mode: str | None) -> None:

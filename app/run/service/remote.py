@@ -89,14 +89,8 @@ class ControllerClient:
         """What came of `intent`. A refusal raises (ServiceError), as any error answer; without
         `refusal_raises` it is the reply, as `Supervisor.apply` answers it."""
         resp = self._send("POST", "/v1/intents", json=api.intent_to_json(intent))
-        if not refusal_raises and resp.status_code in (404, 409):
-            try:
-                body = resp.json()
-            except ValueError:
-                body = None
-            if isinstance(body, dict) and "reply" in body:
-                return api.reply_from_json(body["reply"])
-        raise_for(resp)
+        if refusal_raises or resp.status_code not in (404, 409):  # a refusal carries its reply
+            raise_for(resp)
         return api.reply_from_json(resp.json().get("reply"))
 
     def query(self, sql: str, limit: int = 10_000, offset: int = 0) -> QueryResult:
@@ -170,12 +164,10 @@ class RemoteEngine:
         self,
         target: Target,
         pid: int | None = None,
-        campaign: str | None = None,
         outlives_dashboard: bool = True,
     ) -> None:
         self.target = target
         self.pid = pid  # the controller's, when known: its death is then said as such
-        self.campaign = campaign
         # whether the controller goes on when this dashboard quits (a process of its own), so
         # quitting may leave it running; False for an engine served inside the dashboard's
         # own process, which ends with it (`--foreground`)
@@ -184,8 +176,6 @@ class RemoteEngine:
         self.on_snapshot: Callable[[FleetReadout], None] = lambda _: None
         self.on_error: Callable[[str], None] = lambda _: None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.ready = threading.Event()
-        self.exit_mode = "leave"
         self.connected = False
         self._thread = threading.Thread(target=self._main, name="rentwatch-remote", daemon=True)
         self._stop: asyncio.Event | None = None
@@ -196,7 +186,6 @@ class RemoteEngine:
         self._stream: asyncio.Task[None] | None = None
         self._lost_said = False
         self._death_said = False
-        self._bye: str | None = None  # why the controller said it was shutting down
         # the controller ended on its own (it said why, `bye`): nothing it served works any
         # more; what ends the campaign's leftovers is `end_hint`, which it sent as it went
         self.ended: str | None = None
@@ -234,8 +223,6 @@ class RemoteEngine:
         if self._leaving.is_set():
             self._stop.set()
         self._http = httpx.AsyncClient(timeout=30.0, **self.target.httpx_args(asynchronous=True))
-        self.ready.set()
-        self._lost_said = False
         try:
             while not self._stop.is_set():
                 self._stream = asyncio.create_task(self._consume())
@@ -247,7 +234,7 @@ class RemoteEngine:
                 except (httpx.HTTPError, api.ServiceError, ValueError) as exc:
                     # said again once its death shows (a killed process closes its sockets a
                     # moment before it is dead to signal 0); after a `bye`, it exited: no death
-                    late_death = self._bye is None and not self._death_said and self._dead()
+                    late_death = self.ended is None and not self._death_said and self._dead()
                     if not self._lost_said or late_death:
                         self.on_error(self._lost(exc))
                         self._lost_said = True
@@ -289,12 +276,11 @@ class RemoteEngine:
                 if not self.connected and self._lost_said:
                     self.on_error(f"reconnected to the controller at {self.target.describe()}")
                 self.connected, self._lost_said, self._death_said = True, False, False
-                self._bye = self.ended = None  # serving again (a controller restarted here)
+                self.ended = None  # serving again (a controller restarted here)
                 self.on_snapshot(api.snap_from_json(data))
             elif event == "bye":
-                self._bye = str(data.get("reason", ""))
-                self.ended, self.end_hint = self._bye, str(data.get("end") or "")
-                self.on_error(f"the controller is shutting down: {self._bye}")
+                self.ended, self.end_hint = str(data.get("reason", "")), str(data.get("end") or "")
+                self.on_error(f"the controller is shutting down: {self.ended}")
                 self._lost_said = True  # its end is said: no "lost" and no "died" after it
 
     def _halt(self) -> None:
@@ -335,7 +321,6 @@ class RemoteEngine:
     def shutdown(self, mode: str = "leave", timeout: float = 60.0) -> None:
         """Leave. `stop` first asks the controller to end the campaign (why it could not is kept in
         `stop_error`); any other mode leaves the controller and its fleet running."""
-        self.exit_mode = mode
         if mode == "stop":
             with ControllerClient(self.target, timeout=timeout) as client:
                 try:

@@ -1,24 +1,9 @@
-"""The controller's HTTP API (aiohttp), on a Unix socket created 0600 and, when asked, on TCP where
-every request must carry the token from a 0600 token file.
-
-    GET    /v1/status              campaign, pid, ledger, uptime, fleet, spend, $/h
-    GET    /v1/snapshot            the fleet as the dashboard draws it
-    GET    /v1/instances/{id}      one instance in depth; ?logs=0: no market logs call
-    GET    /v1/jobs                the campaign's jobs
-    GET    /v1/jobs/{name}/log     a job's output now: off its host, else kept at its end
-    GET    /v1/events              server-sent events: `snapshot`, `log`
-    POST   /v1/intents             {"intent": "stop"|"start"|"destroy"|"create"|"fleet", ...}
-    POST   /v1/query               {"sql", "limit", "offset", "id"} -> one page, read-only
-    DELETE /v1/query/{id}          cancel a running query
-    GET    /v1/receipt[?campaign=] the receipt, as `rentwatch receipt --json`
-    POST   /v1/shutdown            {"mode": "stop"|"detach"}
-    POST   /v1/keep                a person left it running: no end for want of a watcher
-
-Errors are JSON `{"error": {"type", "title", "message"}}`. The market's API key is never in an
-answer. Both sockets are served by `listener.Listener`, not aiohttp's sites. On TCP, `GET /metrics`
-and, with `VAST_WEBHOOK_SECRET`, Vast's signed webhooks at `POST /v1/webhooks/vast` share the
-listener (HMAC-authenticated: vast-ai/docs `notification-webhooks.mdx`); a verified webhook is a
-reason to poll now, never a verdict: the payload never changes a rental."""
+"""The controller's HTTP API (aiohttp; its routes in `ServiceServer.app`, each documented in
+docs/service.md), on a Unix socket created 0600 and, when asked, on TCP where every request must
+carry the token from a 0600 token file. Errors are JSON `{"error": {"type", "title", "message"}}`;
+the market's API key is never in an answer. Both sockets are served by `listener.Listener`. On
+TCP, `GET /metrics` and, with `VAST_WEBHOOK_SECRET`, Vast's signed webhooks share the listener; a
+verified webhook is a reason to poll now, never a verdict: the payload never changes a rental."""
 
 from __future__ import annotations
 
@@ -93,15 +78,6 @@ def _is_tcp(request: web.Request) -> bool:
     return isinstance(
         request.transport.get_extra_info("sockname") if request.transport else None, tuple
     )
-
-
-async def _first(*aws: Awaitable[Any]) -> None:
-    tasks = [asyncio.ensure_future(a) for a in aws]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for t in tasks:
-            t.cancel()
 
 
 class ServiceServer:
@@ -205,13 +181,6 @@ class ServiceServer:
         print(f"controller: a request failed{more}:", file=sys.stderr)
         traceback.print_exception(exc, file=sys.stderr)
 
-    async def _body(self, request: web.Request) -> Any:
-        if request.content_length is not None and request.content_length > api.MAX_BODY_BYTES:
-            raise web.HTTPRequestEntityTooLarge(
-                max_size=api.MAX_BODY_BYTES, actual_size=request.content_length
-            )
-        return api.parse_body(await request.read())
-
     # -- handlers --------------------------------------------------------------------------
     async def status(self, request: web.Request) -> web.StreamResponse:
         return _json(self.ctrl.status())
@@ -251,7 +220,7 @@ class ServiceServer:
         said = 0
         last_write = 0.0
         try:
-            while not self.ctrl.closing.is_set():
+            while not self.ctrl.closing:
                 changed = self.ctrl.changed  # before the snapshot: a change after it wakes us
                 try:
                     snap = self.ctrl.snapshot()
@@ -271,9 +240,7 @@ class ServiceServer:
                 # wake on the next poll or intent, or after a while (ages and bills still
                 # tick between polls); never more often than SSE_MIN_GAP_S per stream
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        _first(changed.wait(), self.ctrl.closing.wait()), SSE_MAX_GAP_S
-                    )
+                    await asyncio.wait_for(changed.wait(), SSE_MAX_GAP_S)
                 gap = SSE_MIN_GAP_S - (loop.time() - last_write)
                 if gap > 0:  # a burst: wait out the rest of the gap, then send the latest
                     await asyncio.sleep(gap)
@@ -293,19 +260,17 @@ class ServiceServer:
         return resp
 
     async def intents(self, request: web.Request) -> web.StreamResponse:
-        intent = api.intent_from_json(await self._body(request))
+        intent = api.intent_from_json(api.parse_body(await request.read()))
         # shielded: a dashboard that hangs up mid-intent must not cut a market call in half
         reply = await asyncio.shield(self.ctrl.apply(intent))
-        if reply.refused is not None:
-            kind = "not_held" if reply.not_held else "refused"
-            body = api.error_body(kind, reply.refused, kind.replace("_", " "))
-            return _json(
-                {**body, "reply": api.reply_to_json(reply)}, 404 if reply.not_held else 409
-            )
-        return _json({"ok": True, "done": reply.message, "reply": api.reply_to_json(reply)})
+        if reply.refused is None:
+            return _json({"ok": True, "done": reply.message, "reply": api.reply_to_json(reply)})
+        kind = "not_held" if reply.not_held else "refused"
+        body = {**api.error_body(kind, reply.refused), "reply": api.reply_to_json(reply)}
+        return _json(body, 404 if reply.not_held else 409)
 
     async def query(self, request: web.Request) -> web.StreamResponse:
-        body = await self._body(request)
+        body = api.parse_body(await request.read())
         if not isinstance(body, dict) or not isinstance(body.get("sql"), str):
             raise api.BadRequest('a query is {"sql": "SELECT ...", "limit": N, "offset": N}')
         # one page at most; a client pages on with `offset`
@@ -330,7 +295,7 @@ class ServiceServer:
         return _json({"ok": True})
 
     async def shutdown(self, request: web.Request) -> web.StreamResponse:
-        body = await self._body(request)
+        body = api.parse_body(await request.read())
         mode = body.get("mode") if isinstance(body, dict) else None
         if mode not in ("stop", "detach"):
             raise api.BadRequest('shutdown needs {"mode": "stop"} or {"mode": "detach"}')
@@ -402,7 +367,7 @@ class ServiceServer:
         await asyncio.shield(self._stopping)
 
     async def _stop(self) -> None:
-        self.ctrl.closing.set()
+        self.ctrl.close()
         if self._streams:  # let each stream say goodbye, then cut the slow ones
             _, slow = await asyncio.wait(set(self._streams), timeout=1.0)
             for task in slow:

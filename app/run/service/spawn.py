@@ -156,7 +156,7 @@ def attach_dashboard(
         status = client.status()  # fail here, plainly, rather than in an empty dashboard
     campaign, pid = str(status["campaign"]), int(status["pid"])
     local = _is_local(target, pid)  # its pid means something here: its death can be told
-    engine = RemoteEngine(target, pid=pid if local else None, campaign=campaign)
+    engine = RemoteEngine(target, pid=pid if local else None)
     ledger = ControllerClient(target, timeout=600.0)  # a ledger screen's query may be long
     app = RentwatchApp(engine, ledger)
 

@@ -23,14 +23,11 @@ class Target:
 
     def httpx_args(self, asynchronous: bool) -> dict[str, Any]:
         headers = {api.TOKEN_HEADER: f"Bearer {self.token}"} if self.token else {}
+        args: dict[str, Any] = {"base_url": str(self.url), "headers": headers}
         if self.socket:
-            transport: Any = (
-                httpx.AsyncHTTPTransport(uds=self.socket)
-                if asynchronous
-                else httpx.HTTPTransport(uds=self.socket)
-            )
-            return {"base_url": "http://rentwatch", "transport": transport, "headers": headers}
-        return {"base_url": str(self.url), "headers": headers}
+            kind = httpx.AsyncHTTPTransport if asynchronous else httpx.HTTPTransport
+            args.update(base_url="http://rentwatch", transport=kind(uds=self.socket))
+        return args
 
 
 def read_token(path: str) -> str:
