@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .listed_reliability import ListedFit, fit
 from .work_cost import PRIOR_ODDS, shrunk
@@ -82,8 +83,7 @@ def wasted(r: Rental) -> tuple[float, float] | None:
     return None
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """A faded record: rentals' worth delivered and failed, what the failures billed and how
     long they lived, and what was delivered (jobs, reference GPU-hours) and lost."""
 
@@ -121,21 +121,7 @@ class Record:
         """This record without `part` (a level below it), so no rental counts twice."""
         if part is None:
             return self
-        return Record(*(max(0.0, a - b) for a, b in zip(self.counts(), part.counts(), strict=True)))
-
-    def counts(self) -> tuple[float, ...]:
-        return (
-            self.delivered,
-            self.failed,
-            self.duds,
-            self.dud_usd,
-            self.dud_min,
-            self.jobs_finished,
-            self.jobs_lost,
-            self.work_ref_h,
-            self.outbids,
-            self.throttled,
-        )
+        return Record(*(max(0.0, a - b) for a, b in zip(self, part, strict=True)))
 
     @property
     def runs(self) -> float:
