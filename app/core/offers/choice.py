@@ -46,14 +46,6 @@ class Exclusions:
     # on their word, so this ledger's own quarantine stays its own evidence
     team: frozenset[int] = frozenset()
 
-    def __contains__(self, machine_id: object) -> bool:
-        return (
-            machine_id in self.quarantined
-            or machine_id in self.held
-            or machine_id in self.recent_failures
-            or machine_id in self.team
-        )
-
 
 @dataclass(frozen=True)
 class Quarantine:
