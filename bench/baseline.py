@@ -100,7 +100,7 @@ def main() -> None:
     ap.add_argument(
         "--policy",
         default="default",
-        help='the policy in the default rows, settings included (default+wide_search="explore")',
+        help="the policy in the default rows, settings included (default+odds_prior_runs=4.0)",
     )
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="rw-baseline-"))

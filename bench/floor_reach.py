@@ -6,8 +6,8 @@ external listings included (a campaign's query may ask for them), and whether or
 is listed then. Here the same fill is made over (a) only the minutes each machine is listed
 (`sim/churn.py`), (b) only the machines the campaign's search returns by default (verified, not
 external: Vast's CLI default, `market/vast/client.OFFER_DEFAULTS`), (c) both, and (d) the
-listed minutes of those and of the unverified listings (what `wide_search = "until_proven"`
-may try). Each is still a floor for a policy limited so; none is what a policy could pay.
+listed minutes of those and of the unverified listings (what the removed `wide_search =
+"until_proven"` tried). Each is still a floor for a policy limited so; none is what a policy could pay.
 
 `--machines` prints, per run, the machines the floor's fill bought its work from against the
 machines the campaign rented: each one's GPU, Vast's verification, its cost per reference
@@ -110,7 +110,7 @@ def reach(run_dir: Path, family_seed: int, campaign_path: Path) -> dict[str, flo
         m = by_id[r.machine_id]
         return m.verified and not m.external
 
-    def unverified_too(r: Rentable) -> bool:  # what `wide_search = "until_proven"` may explore
+    def unverified_too(r: Rentable) -> bool:  # the removed `until_proven`'s reach
         m = by_id[r.machine_id]
         return m.verification in ("verified", "unverified") and not m.external
 

@@ -127,32 +127,32 @@ def test_what_to_bid_and_when_it_pays():
 
 
 def test_on_an_outbid_rebid_wait_or_move():
-    kw = dict(bid=0.10, on_demand=0.30, cap=None, verified=True, has_job=True)
-    r = B.on_outbid(bid_floor=0.12, paused_s=0, rebids=0, **kw)
-    assert r.act == "rebid" and r.price == pytest.approx(0.132)
-    assert B.on_outbid(bid_floor=0.12, paused_s=0, rebids=2, **kw).act == "wait"
-    assert B.on_outbid(bid_floor=0.30, paused_s=0, rebids=0, **kw).act == "wait"  # held on-demand
-    moved = B.on_outbid(bid_floor=0.30, paused_s=900, rebids=0, **kw)
-    assert moved.act == "move" and "operator" in moved.reason
-    assert (
-        B.on_outbid(bid_floor=0.30, paused_s=900, rebids=0, **{**kw, "has_job": False}).act
-        == "hold"
+    from rentwatch.core.bidding.rules import tier_rules
+    from rentwatch.core.decisions import AttemptView, Move, Rebid, Stop
+    from rentwatch.core.lifecycle import Phase
+
+    paused = AttemptView(5, 70, "RTX 4090", Phase.STOPPED, "stopped", None, 0.0, 0.0)
+    paused = dataclasses.replace(
+        paused, passed_preflight=True, bid=0.10, on_demand_dph=0.30, outbid_at=0.0
     )
+
+    def act(now: float = 0.0, work: bool = True, **kw: Any) -> object:
+        return tier_rules(dataclasses.replace(paused, **kw), None, work, now)
+
+    r = act(bid_floor=0.12)
+    assert isinstance(r, Rebid) and r.price == pytest.approx(0.132)
+    assert act(bid_floor=0.12, rebids=2) is None  # rebids spent: it waits
+    assert act(bid_floor=0.30) is None  # held on-demand: it waits
+    moved = act(900, bid_floor=0.30)
+    assert isinstance(moved, Move) and "operator" in moved.reason
+    assert isinstance(act(900, work=False, bid_floor=0.30), Stop)  # no job: held stopped
     # all it holds is an exited job's output: a pause bills storage only, a move reruns the job
-    kept = B.on_outbid(bid_floor=0.30, paused_s=900, rebids=0, output_only=True, **kw)
-    assert kept.act == "wait" and "output" in kept.reason
+    assert act(900, bid_floor=0.30, busy=True) is None
     # ... also when no work waits, and past an hour: stopping it would queue the job again, and
     # a chain of rivals outlasts half an hour (a CI run saw a job run twice to the end so)
-    idle = {**kw, "has_job": False}
-    for paused in (900, 3600, 2 * 3600):
-        assert (
-            B.on_outbid(bid_floor=0.30, paused_s=paused, rebids=0, output_only=True, **idle).act
-            == "wait"
-        )
-    late = B.on_outbid(
-        bid_floor=0.30, paused_s=B.OUTPUT_WAIT_S + 1, rebids=0, output_only=True, **kw
-    )
-    assert late.act == "move"
+    for s in (900, 3600, 2 * 3600):
+        assert act(s, work=False, bid_floor=0.30, busy=True) is None
+    assert isinstance(act(B.OUTPUT_WAIT_S + 1, bid_floor=0.30, busy=True), Move)
     assert B.work_lost_s(1000.0, 100.0, 700.0) == 300.0
     assert B.work_lost_s(1000.0, 100.0, None) == 900.0
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rentwatch.core.models import Offer
-from rentwatch.core.offers.reputation import p_deliver, rank_offers
+from rentwatch.core.offers.reputation import offer_odds, rank_offers
 
 
 def offer(oid: int, machine: int, dph: float, rel: float | None = 0.95) -> Offer:
@@ -22,6 +22,10 @@ def offer(oid: int, machine: int, dph: float, rel: float | None = 0.95) -> Offer
         gpu_ram_mb=None,
         geolocation=None,
     )
+
+
+def p_deliver(good: float, bad: float, score: float | None) -> float:
+    return offer_odds((good, bad, 0.0), score, None)
 
 
 def test_prior_and_updates():

@@ -47,7 +47,7 @@ def test_decide_rents_no_more_hosts_than_the_fleet_for_queued_jobs():
 
 
 def test_a_campaign_file_naming_a_removed_setting_is_told_so():
-    for key in ("max_extra_hosts", "fleet_by_worth"):
+    for key in ("max_extra_hosts", "fleet_by_worth", "wide_search", "proven_bid_share"):
         with pytest.raises(ConfigError, match=f"{key}.*removed"):
             DEFAULT.with_overrides({key: 1})
 

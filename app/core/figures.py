@@ -7,6 +7,7 @@ both call `summarize`, so the screen and the receipt cannot drift apart."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,10 +64,7 @@ def summarize(campaign: str, tenures: Iterable[Tenure]) -> dict[str, Any]:
     gpu_hours = sum(t.gpu_hours for t in ts)
     total = sum(t.total_usd for t in ts)
     created = sum(1 for t in ts if t.created)
-    by_class: dict[str, int] = {}
-    for t in duds:
-        key = t.failure_class or "unclassified"
-        by_class[key] = by_class.get(key, 0) + 1
+    by_class = Counter(t.failure_class or "unclassified" for t in duds)
     return {
         "campaign": campaign,
         "creates": created,
@@ -83,5 +81,5 @@ def summarize(campaign: str, tenures: Iterable[Tenure]) -> dict[str, Any]:
         "total_usd": total,
         "usd_per_gpu_hour": total / gpu_hours if gpu_hours > 0 else None,
         "creates_per_gpu_hour": created / gpu_hours if gpu_hours > 0 else None,
-        "by_class": by_class,
+        "by_class": dict(by_class),
     }

@@ -82,10 +82,7 @@ class JobQueue:
     def free_since(self, instance_id: int, verified_at: float | None) -> float | None:
         """Since when the instance has had no job: its last job's end, else its verification."""
         ends = [j.finished_at for j in self.jobs if j.instance_id == instance_id]
-        return max(
-            [e for e in ends if e is not None] + ([verified_at] if verified_at else []),
-            default=None,
-        )
+        return max((e for e in (*ends, verified_at or None) if e is not None), default=None)
 
     def take(self, instance_id: int, now: float, biggest: bool = False) -> JobState | None:
         """The next pending job for a free, proven instance: in campaign order, or with `biggest`

@@ -30,9 +30,6 @@ KNOWN_STATUSES = frozenset(s.value for s in Status)
 STOPPED_STATES = frozenset({"stopped", "offline"})
 
 
-VERIFICATIONS = ("verified", "unverified", "deverified")  # Vast's `verification` words
-
-
 @dataclass(frozen=True, slots=True)
 class Offer:
     id: int
@@ -58,11 +55,6 @@ class Offer:
     # "open ports on host's router" (the CLI's `search offers` fields): 0 is a host reached
     # through the market's SSH proxy only, which a copy between instances cannot come off
     direct_port_count: int | None = None
-    # Vast's `verified` and `external` (vastai `api/query.py` offers_fields); None: not said
-    verified: bool | None = None
-    external: bool | None = None
-    # Vast's `verification`, one of VERIFICATIONS (deverified: it failed Vast's test); None: not said
-    verification: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

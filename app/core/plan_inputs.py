@@ -69,7 +69,6 @@ def plan_inputs(
     jobs = sized_jobs(left, work)
     if not jobs.ref_h:
         return None
-    odds = work_odds(snap.history, work)
     tier = snap.bidding
     may_bid = tier is not None and tier.tier == "interruptible"
     cands = []
@@ -90,7 +89,7 @@ def plan_inputs(
                 storage_per_h=storage,
                 rate=work.rate(o.gpu_name, o.machine_id),
                 full_rate=work.rate(o.gpu_name, None) / PRIOR_SHARE,
-                p=odds(o.gpu_name, o.machine_id),
+                p=work_odds(snap.history, work, o.gpu_name, o.machine_id),
                 outbid_per_h=ob,
                 ckpt_h=ckpt,
                 outbid_usd=ob_usd,

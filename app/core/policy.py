@@ -8,7 +8,6 @@ from typing import Any
 
 from .blame.patterns import DEFAULT_FATAL_PATTERNS
 from .errors import ConfigError, ConfigErrors
-from .offers.search_scope import WIDE_SEARCHES
 from .offers.track_record import HALF_LIFE_H
 from .preflight.verdict import CheckPolicy
 
@@ -54,9 +53,6 @@ class Policy:
     reuse_stopped: bool = False  # start a stopped, proven rental again before creating
     offer_sanity: bool = False  # skip offers whose own benchmark contradicts the GPU they claim
     rank: str = "price"  # price | expected_cost
-    # how far the offer search reaches past Vast's default (verified, not external), where the
-    # campaign's query names neither: off | proven | explore (core/offers/search_scope.py)
-    wide_search: str = "off"
     # how many runs' worth the market's pooled record counts for beside a GPU model's own
     # record, and a flat prior beside the pool, when ranking by delivered work
     odds_prior_runs: float = 2.0
@@ -113,6 +109,8 @@ RANKS = ("price", "expected_cost")
 REMOVED = {
     "max_extra_hosts": "the fleet is the most hosts ever held",
     "fleet_by_worth": "the fleet is held whatever the work's size",
+    "wide_search": "the offer search is Vast's default, verified and not external",
+    "proven_bid_share": "a proven machine bids as any other",
 }
 
 
@@ -145,9 +143,6 @@ def _check_setting(key: str, kind: str, value: Any) -> None:
     elif key == "rank":
         if value not in RANKS:
             raise ConfigError(f"{where}: one of {', '.join(RANKS)}, got {value!r}")
-    elif key == "wide_search":
-        if value not in WIDE_SEARCHES:
-            raise ConfigError(f"{where}: one of {', '.join(WIDE_SEARCHES)}, got {value!r}")
     else:
         raise ConfigError(f"{where}: cannot be set from a campaign")
 

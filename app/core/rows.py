@@ -12,20 +12,14 @@ LABEL_PREFIX = "rw"
 
 def row_problem(inst: Instance) -> str | None:
     """Why a market row cannot be believed (None: it can)."""
-    numbers = {
-        "gpu_dph": inst.gpu_dph,
-        "dph_total": inst.dph_total,
-        "storage_total_cost": inst.storage_total_cost,
-        "gpu_util": inst.gpu_util,
-        "start_date": inst.start_date,
-    }
+    prices = ("gpu_dph", "dph_total", "storage_total_cost")
+    numbers = {name: getattr(inst, name) for name in (*prices, "gpu_util", "start_date")}
     for name, value in numbers.items():
         if value is not None and not math.isfinite(value):
             return f"{name} is not a finite number ({value!r})"
-    for name in ("gpu_dph", "dph_total", "storage_total_cost"):
-        if numbers[name] is not None and float(numbers[name] or 0) < 0:
-            return f"{name} is negative ({numbers[name]!r})"
-    return None
+    return next(
+        (f"{p} is negative ({numbers[p]!r})" for p in prices if (numbers[p] or 0) < 0), None
+    )
 
 
 def finite(value: float | None, default: float) -> float:

@@ -9,7 +9,6 @@ from ..core.campaign import Campaign, Job
 from ..core.delivery import WorkOutlook, outlook
 from ..core.models import Offer
 from ..core.offers.choice import Exclusions, History, OfferTerms, choose_offers, fit_offers
-from ..core.offers.search_scope import NARROWED, in_scope, widened, widens
 from ..core.offers.track_record import Memory, remember
 from ..core.offers.work_cost import detect_h, detect_prior_h
 from ..core.policy import Policy
@@ -96,10 +95,9 @@ class OfferBook:
 
     async def refresh(self) -> None:
         """Search again; a failed search is said and leaves the last answer in place."""
-        query = widened(self.campaign.offer_query, self.policy.wide_search)
         try:
             found = await self.market.search_offers(
-                query,
+                self.campaign.offer_query,
                 storage_gb=self.campaign.disk_gb,
                 limit=1000,
                 **({"rental": self.rental} if self.rental != "on-demand" else {}),
@@ -107,9 +105,6 @@ class OfferBook:
         except REFUSALS as exc:
             self.journal.say(f"create skipped: offer search failed: {exc}")
             return
-        wide = self.policy.wide_search
-        if wide in NARROWED and widens(self.campaign.offer_query, wide):
-            found = in_scope(found, self.campaign.offer_query, wide, self.remembered())
         self.offers, self.searched_at = tuple(found), self.market.now()
         self.searched_rental = self.rental
 

@@ -12,13 +12,15 @@ from ..lifecycle import Phase
 from ..models import Offer
 from .tier import (
     MOVE_SHARE,
+    OUTPUT_WAIT_S,
+    REBID_STEP,
     WAIT_S,
     Tier,
     bid_for,
+    bid_top,
     checkpoint_every_s,
     exposure,
     lower_bid,
-    on_outbid,
     outbid_rate,
     tier_cost,
     worth_bidding,
@@ -122,24 +124,27 @@ def tier_rules(
         )
     if a.outbid_at is None:
         return None
-    move = on_outbid(
-        bid=a.bid,
-        bid_floor=a.bid_floor,
-        on_demand=a.on_demand_dph,
-        cap=terms.cap if terms is not None else None,
-        paused_s=now - a.outbid_at,
-        verified=a.passed_preflight,
-        has_job=work_waiting,
-        rebids=a.rebids,
-        output_only=a.busy,  # its running job moved on at the outbid: an exited one's output
+    # rebid over the new floor under the caps (twice at most); else wait for the resume, longer
+    # where all it holds is an exited job's output (a pause bills storage only); then let go
+    paused_s, floor = now - a.outbid_at, a.bid_floor
+    top = bid_top(a.on_demand_dph, terms.cap if terms is not None else None)
+    if floor is not None and a.rebids < 2 and floor > a.bid:
+        price = round(min(floor * (1 + REBID_STEP), top), 4)
+        if price >= floor and price > a.bid:
+            why = f"bid_floor ${floor:.4f}/h over our ${a.bid:.4f}/h: rebid"
+            return Rebid(a.instance_id, price, "rule:rebid", why)
+    if paused_s < (OUTPUT_WAIT_S if a.busy else WAIT_S):
+        return None  # wait: it may resume with its disk, image and data
+    if not work_waiting:
+        why = "outbid with no job: left stopped, not resumed for us"
+        return Stop(a.instance_id, "rule:outbid_hold", why)
+    why = "no rebid under the cap" if floor is None or floor > top else "rebids spent"
+    return Move(
+        a.instance_id,
+        "rule:outbid_move",
+        f"outbid {paused_s / 60:.1f} min, {why}: job moves from its checkpoint "
+        "(verified: stays stopped for the operator)",
     )
-    if move.act == "rebid" and move.price is not None:
-        return Rebid(a.instance_id, move.price, "rule:rebid", move.reason)
-    if move.act == "move":
-        return Move(a.instance_id, "rule:outbid_move", move.reason)
-    if move.act == "hold":
-        return Stop(a.instance_id, "rule:outbid_hold", move.reason)
-    return None  # wait: it may resume with its disk, image and data
 
 
 def coming_back(a: AttemptView, rebid_now: bool, now: float) -> bool:

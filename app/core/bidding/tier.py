@@ -1,5 +1,5 @@
 """The interruptible tier's decisions, pure: which jobs may go on it, what to bid, why a rental
-stopped, what to do on an outbid, and how often to pull a checkpoint.
+stopped, and how often to pull a checkpoint (what an outbid does: `rules.tier_rules`).
 
 Vast's rules (vast-ai/docs `instance-types.mdx`, `faq/rental-types.mdx`): on-demand has priority,
 the higher bid wins, an outbid instance is stopped with its data kept and resumes by itself when
@@ -89,17 +89,20 @@ def checkpoint_every_s(base_s: float, rate_per_h: float) -> float:
     return max(60.0, min(base_s, 3600.0 / rate_per_h / 4.0))
 
 
+def bid_top(on_demand: float, cap: float | None) -> float:
+    """The most a bid may be: under the machine's on-demand share (`OD_SHARE`) and the cap."""
+    return on_demand * OD_SHARE if cap is None else min(cap, on_demand * OD_SHARE)
+
+
 def bid_for(
     bid_floor: float | None, on_demand: float, rate_per_h: float, cap: float | None
 ) -> float | None:
     """What to bid on an offer: bid_floor and some room, more where outbids are frequent; never at
-    the machine's on-demand share (`OD_SHARE`) nor the campaign's cap. None: no bid."""
+    `bid_top`. None: no bid."""
     if bid_floor is None or bid_floor <= 0:
         return None
     room = min(BID_ROOM_MAX, BID_ROOM + BID_ROOM_PER_RATE * rate_per_h)
-    top = on_demand * OD_SHARE
-    if cap is not None:
-        top = min(top, cap)
+    top = bid_top(on_demand, cap)
     if bid_floor > top:
         return None
     bid = round(min(bid_floor * (1 + room), top), 4)
@@ -180,51 +183,6 @@ def stop_cause(inst: Instance, *, bid: float | None, now: float) -> StopCause | 
     if bid is not None:
         return "outbid"
     return "host"
-
-
-Act = Literal["rebid", "wait", "move", "hold"]
-
-
-@dataclass(frozen=True, slots=True)
-class OutbidMove:
-    act: Act
-    price: float | None  # the new bid for "rebid"
-    reason: str
-
-
-def on_outbid(
-    *,
-    bid: float,
-    bid_floor: float | None,
-    on_demand: float,
-    cap: float | None,
-    paused_s: float,
-    verified: bool,
-    has_job: bool,
-    rebids: int,
-    output_only: bool = False,
-) -> OutbidMove:
-    """What to do with a bid rental that reads outbid: raise the bid over the new floor under the
-    caps (twice at most); else wait for the resume (`WAIT_S`, `OUTPUT_WAIT_S` for output only);
-    then move its job from its last checkpoint. A verified rental stays stopped, never destroyed.
-    A rental with no job waits only while nothing else needs deciding."""
-    top = on_demand * OD_SHARE if cap is None else min(cap, on_demand * OD_SHARE)
-    if bid_floor is not None and rebids < 2 and bid_floor > bid:
-        price = round(min(bid_floor * (1 + REBID_STEP), top), 4)
-        if price >= bid_floor and price > bid:
-            return OutbidMove(
-                "rebid", price, f"bid_floor ${bid_floor:.4f}/h over our ${bid:.4f}/h: rebid"
-            )
-    if paused_s < (OUTPUT_WAIT_S if output_only else WAIT_S):
-        held = ", an exited job's output on its disk" if output_only else ""
-        return OutbidMove("wait", None, f"outbid {paused_s / 60:.1f} min{held}: waiting to resume")
-    if not has_job:
-        return OutbidMove("hold", None, "outbid with no job: left stopped, not resumed for us")
-    why = "no rebid under the cap" if bid_floor is None or bid_floor > top else "rebids spent"
-    keep = " (verified: stays stopped for the operator)" if verified else ""
-    return OutbidMove(
-        "move", None, f"outbid {paused_s / 60:.1f} min, {why}: job moves from its checkpoint{keep}"
-    )
 
 
 def work_lost_s(outbid_at: float, job_started_at: float, last_pull_at: float | None) -> float:

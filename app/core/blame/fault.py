@@ -8,7 +8,7 @@ quarantine, the next machine decides); anything else is the host's."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -84,35 +84,23 @@ class Blame:
 
 # Registry answers that name the image or the credentials (Docker's and containerd's wording,
 # as the daemon prints them in the Vast status line).
-PULL_DENIALS = (
-    re.compile(r"pull access denied", re.I),
-    re.compile(r"manifest unknown", re.I),
-    re.compile(r"manifest for \S+ not found", re.I),
-    re.compile(r"repository does not exist", re.I),
-    re.compile(r"unauthorized", re.I),
-    re.compile(r"authentication required", re.I),
-    re.compile(r"denied: requested access to the resource is denied", re.I),
-    re.compile(r"invalid reference format", re.I),
+PULL_DENIAL = re.compile(
+    r"pull access denied|manifest unknown|manifest for \S+ not found|repository does not exist|"
+    r"unauthorized|authentication required|denied: requested access to the resource is denied|"
+    r"invalid reference format",
+    re.I,
 )
 
 # Lines that are the host's whatever the image: its container runtime, its GPU plumbing, its
-# memory. Repeating on two machines does not make them the campaign's.
-HOST_SIGNATURES = (
-    re.compile(r"CDI devices", re.I),
-    re.compile(r"nvidia-container-cli", re.I),
-    re.compile(r"fault address", re.I),
-    re.compile(r"no space left on device", re.I),
-    re.compile(r"driver version is insufficient", re.I),
-    re.compile(r"no CUDA-capable device", re.I),
-    re.compile(r"connection (reset|refused|timed out)", re.I),
-    re.compile(r"i/o timeout", re.I),
-    # the container runtime on the host failed to start the container (runc, its GPU hooks);
-    # an image's own fault reads differently (no such executable, the wrong architecture)
-    re.compile(
-        r"OCI runtime (create|exec|start) failed"
-        r"(?!.*(executable file not found|exec format error|no such file or directory))",
-        re.I,
-    ),
+# memory. Repeating on two machines does not make them the campaign's. The container runtime
+# failing to start the container (runc, its GPU hooks) is the host's; an image's own fault reads
+# differently (no such executable, the wrong architecture).
+HOST_SIGNATURE = re.compile(
+    r"CDI devices|nvidia-container-cli|fault address|no space left on device|"
+    r"driver version is insufficient|no CUDA-capable device|connection (reset|refused|timed out)|"
+    r"i/o timeout|OCI runtime (create|exec|start) failed"
+    r"(?!.*(executable file not found|exec format error|no such file or directory))",
+    re.I,
 )
 
 _NO_PYTHON = re.compile(
@@ -136,10 +124,6 @@ def last_error_line(log_tail: str) -> str:
     return next((line for line in lines if line), "")
 
 
-def is_pull_denial(text: str) -> bool:
-    return any(p.search(text) for p in PULL_DENIALS)
-
-
 # Docker's per-layer progress: only printed once the registry granted the pull
 _LAYER_PROGRESS = re.compile(
     r"\b(Downloading|Download complete|Verifying Checksum|Pull complete|Extracting|"
@@ -149,10 +133,6 @@ _LAYER_PROGRESS = re.compile(
 
 def shows_layers(status_msg: str) -> bool:
     return bool(_LAYER_PROGRESS.search(status_msg))
-
-
-def _host_only(text: str) -> bool:
-    return any(p.search(text) for p in HOST_SIGNATURES)
 
 
 def probe_blame(text: str, exit_code: int | None) -> Blame | None:
@@ -171,18 +151,24 @@ def probe_blame(text: str, exit_code: int | None) -> Blame | None:
     return None
 
 
-def _others(failure: Failure, evidence: Evidence, stage: Stage) -> set[int]:
-    """Distinct other machines that failed the same way for the same image."""
-    key = normalise(failure.text)
+def _others(failure: Failure, evidence: Evidence, key: Callable[[Failure], object]) -> set[int]:
+    """Distinct other machines whose failure for the same image at the same stage has its `key`."""
+    mine = key(failure)
     return {
         f.machine_id
         for f in evidence.failures
-        if f.stage is stage
+        if f.stage is failure.stage
         and f.image == failure.image
         and f.machine_id != failure.machine_id
-        and (stage is not Stage.JOB or (f.job == failure.job and f.exit_code == failure.exit_code))
-        and normalise(f.text) == key
+        and key(f) == mine
     }
+
+
+def _same_line(f: Failure) -> object:
+    """What two failures must share to be the same: the line, and for a job its name and exit."""
+    return (
+        normalise(f.text) if f.stage is not Stage.JOB else (f.job, f.exit_code, normalise(f.text))
+    )
 
 
 def _image_ran(image: str, ran_on: Iterable[tuple[str, int]]) -> bool:
@@ -199,14 +185,9 @@ def _probe_stage(failure: Failure, evidence: Evidence, shown: str) -> Blame:
     if _image_ran(failure.image, evidence.probe_ok_on):
         why = f"{found.reason} on this host only: a preflight with the image computed elsewhere"
         return Blame(Party.HOST, "host", f"{why} ({shown})")
-    others = {
-        f.machine_id
-        for f in evidence.failures
-        if f.stage is Stage.PROBE
-        and f.image == failure.image
-        and f.machine_id != failure.machine_id
-        and getattr(probe_blame(f.text, f.exit_code), "cause", None) == found.cause
-    }
+    others = _others(
+        failure, evidence, lambda f: getattr(probe_blame(f.text, f.exit_code), "cause", None)
+    )
     if others:
         return replace(found, reason=f"{found.reason} (seen on {len(others) + 1} machines)")
     return Blame(Party.SUSPECT, found.cause, f"{found.reason}? (one machine; a second decides)")
@@ -218,11 +199,11 @@ def blame(failure: Failure, evidence: Evidence = Evidence()) -> Blame:
         return _probe_stage(failure, evidence, shown)
     ran = _image_ran(failure.image, evidence.image_ran_on)
     if failure.stage is Stage.PULL:
-        if _host_only(failure.text) or ran:
+        if HOST_SIGNATURE.search(failure.text) or ran:
             why = "the image ran elsewhere" if ran else "a host-side failure"
             return Blame(Party.HOST, "host", f"{shown} ({why})")
-        others = _others(failure, evidence, Stage.PULL)
-        denial = is_pull_denial(failure.text)
+        others = _others(failure, evidence, _same_line)
+        denial = bool(PULL_DENIAL.search(failure.text))
         if denial and _image_ran(failure.image, evidence.served_on):
             return Blame(Party.HOST, "host", f"{shown} (the registry served the image elsewhere)")
         if others:
@@ -234,9 +215,11 @@ def blame(failure: Failure, evidence: Evidence = Evidence()) -> Blame:
             return Blame(Party.SUSPECT, "pull_denied", f"{why}: {shown}")
         return Blame(Party.HOST, "host", shown)
     # a job: the same exit and last line on two machines, and that job never finished anywhere
-    if (failure.image, failure.job or "") in evidence.jobs_ok or _host_only(failure.text):
+    if (failure.image, failure.job or "") in evidence.jobs_ok or HOST_SIGNATURE.search(
+        failure.text
+    ):
         return Blame(Party.HOST, "host", f"job {failure.job} failed on this host: {shown}")
-    others = _others(failure, evidence, Stage.JOB)
+    others = _others(failure, evidence, _same_line)
     if others:
         why = f"job {failure.job} failed the same way on {len(others) + 1} machines"
         return Blame(Party.CAMPAIGN, "repeated_job", f"{why} (exit {failure.exit_code}): {shown}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from ..delivery import WorkOutlook
 from ..hedge import HedgeInputs, mean_odds, spare_attempts
@@ -46,14 +45,6 @@ class Exclusions:
     # quarantined by a teammate's controller (the team store): skipped, never quarantined here
     # on their word, so this ledger's own quarantine stays its own evidence
     team: frozenset[int] = frozenset()
-
-    def __contains__(self, machine_id: object) -> bool:
-        return (
-            machine_id in self.quarantined
-            or machine_id in self.held
-            or machine_id in self.recent_failures
-            or machine_id in self.team
-        )
 
 
 @dataclass(frozen=True)
@@ -112,48 +103,24 @@ def fit_of(
     return None if offers is None or terms is None else fit_offers(offers, terms, policy, skip)
 
 
-class Odds(Protocol):
-    def __call__(
-        self,
-        gpu: str,
-        machine_id: int | None,
-        dph: float | None = None,
-        host: int | None = None,
-        reliability: float | None = None,
-    ) -> float: ...
-
-
-def work_odds(history: History, work: WorkOutlook) -> Odds:
+def work_odds(
+    history: History,
+    work: WorkOutlook,
+    gpu: str,
+    machine_id: int | None,
+    dph: float | None = None,
+    host: int | None = None,
+    reliability: float | None = None,
+) -> float:
     """p(deliver) of a machine of a GPU model at `dph` on `host`, listing `reliability`: with our
     faded record, the machine's over its host's, band's, model's and the market's (the listed
     score as far as our record has seen it predict delivery); else the machine's over its
     model's, over the pool."""
-    memory = work.memory
-    if memory is not None:
-
-        def remembered(
-            gpu: str,
-            machine_id: int | None,
-            dph: float | None = None,
-            host: int | None = None,
-            reliability: float | None = None,
-        ) -> float:
-            return memory.odds(gpu, dph, machine_id, host, work.prior_runs, reliability)
-
-        return remembered
+    if work.memory is not None:
+        return work.memory.odds(gpu, dph, machine_id, host, work.prior_runs, reliability)
+    record = history.get(machine_id) if machine_id is not None else None
     pool = market_odds(history, work.prior_runs)
-
-    def odds(
-        gpu: str,
-        machine_id: int | None,
-        dph: float | None = None,
-        host: int | None = None,
-        reliability: float | None = None,
-    ) -> float:
-        record = history.get(machine_id) if machine_id is not None else None
-        return deliver_odds(record, work.models.get(gpu), pool, work.prior_runs)
-
-    return odds
+    return deliver_odds(record, work.models.get(gpu), pool, work.prior_runs)
 
 
 def rank_by_work(
@@ -174,11 +141,12 @@ def work_scores(
     and the sentence the ledger records: price over the work, the boot hours, the duds expected
     before one delivers, and the wait at the operator's value of time (`covered`: a proven host
     works on while this one boots, so its boot and duds hold nothing back)."""
-    odds = work_odds(history, work)
     scored = []
     for o in offers:
         record = history.get(o.machine_id)
-        p = odds(o.gpu_name, o.machine_id, o.dph_total, o.host_id, o.reliability)
+        p = work_odds(
+            history, work, o.gpu_name, o.machine_id, o.dph_total, o.host_id, o.reliability
+        )
         rate = max(work.rate(o.gpu_name, o.machine_id), 1e-6)
         cost = host_cost(o.dph_total, rate, p, work.dud_h, work.job_ref_h, work.boot_h)
         per_ref_h = cost.per_ref_h(value_of_time, covered)

@@ -1,13 +1,8 @@
 """How far the platform's listed reliability tells our duds apart on this market, measured on our
 own rentals: a logistic fit of delivered against the score each offer listed when we rented it.
-Pure.
-
-The score is not trusted (DESIGN rule 6): it moves the odds only as far as our ledger has seen it
-predict delivery, and only down. Where it says nothing (a flat fit, or one where the higher scores
-delivered less: a few rentals on a market where the score is noise), it moves nothing; where our
-duds were the low-scored offers, the next offer scored below our rentals' mean is taken to be
-likelier a dud. The fit's slope is held back by a prior towards zero, so a handful of rentals
-cannot make it steep."""
+Pure. The score is not trusted (DESIGN rule 6): it moves the odds only as far as our ledger has
+seen it predict delivery, and only down (`ListedFit.lift`); a prior holds the slope towards zero,
+so a handful of rentals cannot make it steep."""
 
 from __future__ import annotations
 

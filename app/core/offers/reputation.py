@@ -15,16 +15,6 @@ PRIOR_STRENGTH = 2.0  # how many runs' worth the platform's score counts for
 DEFAULT_DUD_USD = 0.07  # the article's cost of a dud, used until our ledger knows better
 
 
-def p_deliver(good: float, bad: float, platform_score: float | None) -> float:
-    """Beta-Bernoulli: prior mean from the platform's reliability (weak), updated by our runs."""
-    prior_mean = (
-        0.4 if platform_score is None else min(0.9, max(0.1, 0.4 + (platform_score - 0.95)))
-    )
-    alpha = prior_mean * PRIOR_STRENGTH + good
-    beta = (1 - prior_mean) * PRIOR_STRENGTH + bad
-    return alpha / (alpha + beta)
-
-
 def market_odds(
     history: dict[int, tuple[float, float, float]], strength: float = PRIOR_STRENGTH
 ) -> float | None:
@@ -40,11 +30,13 @@ def market_odds(
 def offer_odds(
     record: tuple[float, float, float] | None, platform_score: float | None, pool: float | None
 ) -> float:
-    """p(deliver) of one offer for hedging: its machine's record over the pool's, else the
-    platform's."""
+    """p(deliver) of one offer for hedging, Beta-Bernoulli: its machine's record over the pool's,
+    else over a weak prior from the platform's reliability."""
     good, bad, _ = record or (0, 0, 0.0)
     if pool is None:
-        return p_deliver(good, bad, platform_score)
+        prior = 0.4 if platform_score is None else min(0.9, max(0.1, 0.4 + (platform_score - 0.95)))
+        alpha, beta = prior * PRIOR_STRENGTH + good, (1 - prior) * PRIOR_STRENGTH + bad
+        return alpha / (alpha + beta)
     return (pool * PRIOR_STRENGTH + good) / (PRIOR_STRENGTH + good + bad)
 
 

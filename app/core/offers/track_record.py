@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .listed_reliability import ListedFit, fit
 from .work_cost import PRIOR_ODDS, shrunk
@@ -82,8 +83,7 @@ def wasted(r: Rental) -> tuple[float, float] | None:
     return None
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """A faded record: rentals' worth delivered and failed, what the failures billed and how
     long they lived, and what was delivered (jobs, reference GPU-hours) and lost."""
 
@@ -121,21 +121,7 @@ class Record:
         """This record without `part` (a level below it), so no rental counts twice."""
         if part is None:
             return self
-        return Record(*(max(0.0, a - b) for a, b in zip(self.counts(), part.counts(), strict=True)))
-
-    def counts(self) -> tuple[float, ...]:
-        return (
-            self.delivered,
-            self.failed,
-            self.duds,
-            self.dud_usd,
-            self.dud_min,
-            self.jobs_finished,
-            self.jobs_lost,
-            self.work_ref_h,
-            self.outbids,
-            self.throttled,
-        )
+        return Record(*(max(0.0, a - b) for a, b in zip(self, part, strict=True)))
 
     @property
     def runs(self) -> float:
@@ -162,7 +148,6 @@ class Memory:
     bands: Mapping[tuple[str, int], Record] = field(default_factory=dict)
     pool: Record = Record()
     listed: ListedFit = ListedFit()
-    machine_models: Mapping[int, str] = field(default_factory=dict)  # the GPU each machine listed
 
     def pool_odds(self, strength: float) -> float | None:
         """Our share of rentals that delivered, shrunk towards PRIOR_ODDS; None before any ended."""
@@ -213,14 +198,6 @@ class Memory:
         """Machine id -> (delivered, failed, mean USD of a dud): the ranking's per-machine view."""
         return {m: (r.delivered, r.failed, r.mean_dud_usd) for m, r in self.machines.items()}
 
-    def proven_models(self) -> set[str]:
-        """The GPU models of the machines that finished work and delivered more than they failed."""
-        return {
-            self.machine_models[m]
-            for m, r in self.machines.items()
-            if r.jobs_finished > 0 and r.delivered > r.failed and m in self.machine_models
-        }
-
     def model_counts(self) -> dict[str, tuple[float, float]]:
         return {g: (r.delivered, r.failed) for g, r in self.models.items()}
 
@@ -232,7 +209,6 @@ class Memory:
 def remember(rentals: Iterable[Rental], now: float, half_life_h: float = HALF_LIFE_H) -> Memory:
     """Every rental's evidence, faded to `now`, summed per machine, host, model and band."""
     machines: dict[int, Record] = {}
-    machine_models: dict[int, str] = {}
     hosts: dict[int, Record] = {}
     models: dict[str, Record] = {}
     bands: dict[tuple[str, int], Record] = {}
@@ -244,11 +220,10 @@ def remember(rentals: Iterable[Rental], now: float, half_life_h: float = HALF_LI
             good, bad = outcome(r)
             scored.append((r.listed_reliability, w * good, w * bad))
         machines[r.machine_id] = machines.get(r.machine_id, Record()).add(r, w)
-        machine_models[r.machine_id] = r.gpu_name
         if r.host_id is not None:
             hosts[r.host_id] = hosts.get(r.host_id, Record()).add(r, w)
         models[r.gpu_name] = models.get(r.gpu_name, Record()).add(r, w)
         key = band(r.gpu_name, r.dph)
         bands[key] = bands.get(key, Record()).add(r, w)
         pool = pool.add(r, w)
-    return Memory(machines, hosts, models, bands, pool, fit(scored), machine_models)
+    return Memory(machines, hosts, models, bands, pool, fit(scored))

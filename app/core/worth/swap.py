@@ -1,29 +1,14 @@
-"""Is a slow proven host worth keeping against a fresh create? Pure.
+"""Is a slow proven host worth keeping against a fresh create, and should a running job move to a
+cheaper free proven host (`moves_off`)? Pure.
 
-A proven host bills only the work left (no boot, no dud risk); a fresh create bills its boot
-and preflight hours and the duds expected before one delivers (`offers.work_cost.host_cost`). So a
-host is kept unless its expected USD per delivered reference GPU-hour, for the work a host
-still has to take on, is much worse than the best fit offer's. Then it is *stopped*, never
-destroyed (a verified host is never destroyed by automation), and only while no job runs on
-it: work in flight is never thrown away.
-
-A job running on a dear host while a proven host that does the work for much less is free,
-with nothing queued for it, moves there (`moves_off`): its host is stopped, and the job goes on
-from its last checkpoint on the free one, the work since that checkpoint done again and priced
-in, with a restart's hour share at the free host's price.
-
-The swap overlaps: a host due for a swap is rented a replacement while it works on (`leaving`:
-the fleet counts it as gone), it takes jobs until enough hosts not due are in service
-(`replaced`), then it finishes the job it runs and is stopped. So the work waits on neither the
-replacement's boot nor its duds, and the fresh create is priced so (`covered`): its boot and
-duds bill, its wait does not count.
-
-Hysteresis, so that it does not flap on one noisy reading or one offer that comes and goes: a
-host becomes slow when its cost is `SLOW_ENTER` times a fresh create's or more, stays slow
-until it is back under `SLOW_LEAVE` times, and is stopped only once it has been slow for
-`SLOW_DWELL_S` market seconds. The engine keeps the clock (`slow_since`, fed each look with
-the latest ratio, as `rules.low_util_since` keeps the idle clock); the rule reads it.
-"""
+A proven host bills only the work left (no boot, no dud risk); a fresh create bills its boot and
+preflight hours and the duds expected before one delivers (`offers.work_cost.host_cost`). So a
+host is kept unless its expected USD per delivered reference GPU-hour, for the work a host still
+has to take on, is much worse than the best fit offer's. Then it is *stopped*, never destroyed,
+and only once free: the swap overlaps (`leaving`, `replaced`, `swap_out`), so the work waits on
+neither the replacement's boot nor its duds, and the fresh create is priced so (`covered`). The
+hysteresis (`SLOW_ENTER`, `SLOW_LEAVE`, `SLOW_DWELL_S`) keeps one noisy reading or one offer
+that comes and goes from flapping it; the engine keeps the slow clock (`next_slow`)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from ...core.errors import MalformedAnswer
-from ...core.models import VERIFICATIONS, Instance, Offer, SSHRoute
+from ...core.models import Instance, Offer, SSHRoute
 
 _MAX_TEXT = 4096
 
@@ -76,12 +76,6 @@ def _state(row: dict[str, Any], key: str) -> str | None:
     return _STATE_WORDS.get(said.lower(), said) if said else said
 
 
-def _one_of(row: dict[str, Any], key: str, words: tuple[str, ...]) -> str | None:
-    """A field that takes one of a few words; None where absent or any other value."""
-    value = row.get(key)
-    return value if value in words else None
-
-
 def _text(row: dict[str, Any], key: str) -> str | None:
     value = row.get(key)
     if value is None:
@@ -130,16 +124,7 @@ def parse_offer(row: Any) -> Offer:
         inet_down_cost=_num(row, "inet_down_cost", 0.0, lo=0.0, hi=MAX_INET_COST) or 0.0,
         bid_floor=_soft(row, "min_bid", 0.0, MAX_DPH),
         direct_port_count=_count(row, "direct_port_count"),
-        verified=_flag(row, "verified"),
-        external=_flag(row, "external"),
-        verification=_one_of(row, "verification", VERIFICATIONS),
     )
-
-
-def _flag(row: dict[str, Any], key: str) -> bool | None:
-    """A true/false field; None where absent or not a flag (it decides nothing then)."""
-    value = row.get(key)
-    return value if isinstance(value, bool) else None
 
 
 def ssh_routes(row: dict[str, Any]) -> tuple[SSHRoute, ...]:
