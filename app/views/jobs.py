@@ -14,6 +14,7 @@ from ..core.errors import RentwatchError
 from ..core.lifecycle import Phase
 from ..core.records import record
 from ..core.text import clean
+from ..ledger.job_reads import job_events
 from ..ledger.kinds import EventKind
 
 if TYPE_CHECKING:  # the engine (asyncssh) is imported only where a controller runs it
@@ -182,23 +183,8 @@ def live(sup: Supervisor) -> list[JobRow]:
     """The campaign's jobs as the engine holds them now. Runs on the engine's loop."""
     now = sup.now()
     mode = sup.market.gpu_billing
-    events = sup.ledger.campaign_events(
-        sup.campaign.name, EventKind.JOB_STARTED, EventKind.JOB_FINISHED
-    )
-    spans = fold(
-        {
-            "job": e.detail.get("job"),
-            "ts": e.at,
-            "kind": str(e.kind),
-            "instance_id": e.instance_id,
-            "requeued": e.detail.get("requeued"),
-            "exit_code": e.detail.get("exit_code"),
-            "attempt": e.detail.get("attempt"),
-            "ok": e.ok,
-        }
-        for e in events
-        if e.detail.get("job") is not None
-    )
+    # the ledger's read that `rentwatch jobs` folds too
+    spans = fold(sup.ledger.query(job_events(sup.campaign.name), 1 << 40).as_dicts())
     out = []
     for j in sup.jobs.jobs:
         a = sup.attempts.get(j.instance_id) if j.instance_id is not None else None
