@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -191,17 +191,13 @@ def over_ssh(
     with subprocess.Popen([exe, *cmd[1:]], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL) as p:
         assert p.stdout is not None
         try:
-            for raw in _lines(p.stdout):
-                out(clean(raw.decode("utf-8", errors="replace"), 2000))
+            for raw in iter(p.stdout.readline, b""):
+                for line in raw.replace(b"\r", b"\n").splitlines():  # \r: a bar redrawn
+                    out(clean(line.decode("utf-8", errors="replace"), 2000))
         except KeyboardInterrupt:
             p.terminate()
             return 130
         return p.wait()
-
-
-def _lines(stream: Any) -> Iterable[bytes]:
-    for raw in iter(stream.readline, b""):
-        yield from raw.replace(b"\r", b"\n").splitlines()
 
 
 def kept_output(ledger: Path, campaign: str, row: JobRow) -> tuple[str, str]:

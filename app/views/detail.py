@@ -245,10 +245,6 @@ _PARTS = {
 }
 
 
-def detail_to_json(d: InstanceDetail) -> dict[str, Any]:
-    return dataclasses.asdict(d)
-
-
 def detail_from_json(data: dict[str, Any]) -> InstanceDetail:
     parts = {
         key: tuple(
