@@ -171,17 +171,8 @@ def cmd_reconcile_team(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "ledgers": ledgers,
-                    "events": events,
-                    "findings": [f.as_json() for f in findings],
-                    **extra,
-                },
-                indent=2,
-            )
-        )
+        report = {"ledgers": ledgers, "events": events, "findings": [f.as_json() for f in findings]}
+        print(json.dumps({**report, **extra}, indent=2))
     else:
         from ..core.text import clean
 
