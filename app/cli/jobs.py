@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,8 @@ def ledger_rows(ledger: Path, campaign: str | None) -> list[tuple[str, JobRow]]:
         for r in select(ledger, job_reads.campaign_jobs(campaign))
     }
     ids = {int(e["instance_id"]) for e in events if e["instance_id"] is not None}
-    billed: dict[int, list[dict[str, Any]]] = {}
-    for b in select(ledger, job_reads.billing_spans(ids)) if ids else []:
-        billed.setdefault(int(b["instance_id"]), []).append(b)
+    spans = select(ledger, job_reads.billing_spans(ids)) if ids else []  # by instance, then ts
+    billed = {i: list(g) for i, g in groupby(spans, key=lambda b: int(b["instance_id"]))}
     hosts = {int(h["instance_id"]): h for h in select(ledger, job_reads.hosts(ids))} if ids else {}
     clocks = {
         r["campaign"]: float(r["now"])
@@ -68,12 +68,10 @@ def ledger_rows(ledger: Path, campaign: str | None) -> list[tuple[str, JobRow]]:
 
 
 def print_table(rows: list[tuple[str, JobRow]]) -> None:
-    head = ["JOB", "STATE", "HOST", "PROGRESS", "ETA", "USD", "TRIES"]
-    by_campaign: dict[str, list[JobRow]] = {}
-    for campaign, row in rows:
-        by_campaign.setdefault(campaign, []).append(row)
-    for campaign, mine in by_campaign.items():
-        table = [head, *(cells(r) for r in mine)]
+    """One table per campaign: `rows` come campaign by campaign."""
+    head = ("JOB", "STATE", "HOST", "PROGRESS", "ETA", "USD", "TRIES")
+    for campaign, mine in groupby(rows, key=lambda cr: cr[0]):
+        table = [head, *(cells(r) for _, r in mine)]
         widths = [max(len(c[i]) for c in table) for i in range(len(head))]
         print(f"campaign {clean(campaign, 64)}")
         for c in table:
