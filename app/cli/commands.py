@@ -78,13 +78,6 @@ class SimCannotListen(RentwatchError):
     title = "cannot start the simulated market"
 
 
-def _open_ledger(path: str | None, read_only: bool = True):  # type: ignore[no-untyped-def]
-    from ..ledger import Ledger
-    from ..ledger.store import default_ledger_path
-
-    return Ledger(path or default_ledger_path(), read_only=read_only)
-
-
 def cmd_attach(args: argparse.Namespace) -> int:
     from ..run.service.spawn import run_dashboard
     from ..run.service.target import resolve
@@ -96,19 +89,12 @@ def cmd_receipt(args: argparse.Namespace) -> int:
     import json
 
     from ..ledger.receipt import print_receipts
-    from .controllers import controller_for_ledger
-    from .ledger_pick import ledger_for
+    from .ledger_pick import ledger_for, reading
 
     # without --ledger: the user's ledger that knows the campaign (after `rentwatch demo`,
     # the demo's), or the only one with anything in it
-    args.ledger = str(ledger_for(args.ledger, campaign=args.campaign))
-    remote = controller_for_ledger(args.ledger)
-    if remote is not None:  # a running controller holds the file: it answers
-        receipts = remote.receipt(args.campaign)
-        remote.close()
-    else:
-        with _open_ledger(args.ledger) as ledger:
-            receipts = ledger.receipt(args.campaign)
+    with reading(ledger_for(args.ledger, campaign=args.campaign)) as ledger:
+        receipts = ledger.receipt(args.campaign)
     if args.campaign and not receipts:
         print(f"rentwatch: no campaign {args.campaign!r} in the ledger", file=sys.stderr)
         return 1
@@ -142,8 +128,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     else:
         from .ledger_pick import ledger_for, query
 
-        args.ledger = str(ledger_for(args.ledger))  # without --ledger: the one the user has
-        result = query(args.ledger, args.sql, args.limit)
+        # without --ledger: the one the user has
+        result = query(ledger_for(args.ledger), args.sql, args.limit)
     if args.export:
         export_result(result, args.export)
         n = len(result.rows)
@@ -358,7 +344,7 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     path = Path(args.ledger) if args.ledger else default_ledger_path()
     opened: AbstractContextManager[Ledger]
     try:
-        opened = _open_ledger(str(path))
+        opened = Ledger(path, read_only=True)
     except LedgerError as exc:
         if HELD_ELSEWHERE not in str(exc):
             raise

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import time
 from pathlib import Path
@@ -39,8 +38,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
         campaign = demo_campaign(ledger_path)
         sim = demo_market(args.seed, args.time_scale)
         market_url, api_key = sim.url, sim.api_key
-        with contextlib.suppress(FileNotFoundError):
-            key_file.unlink()
+        key_file.unlink(missing_ok=True)
         fd = os.open(key_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(api_key + "\n")
@@ -89,8 +87,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     finally:
         if sim is not None:
             sim.stop_thread()
-            with contextlib.suppress(FileNotFoundError):
-                key_file.unlink()
+            key_file.unlink(missing_ok=True)
 
 
 def add_parser(sub: Any, positive: Any = float) -> None:

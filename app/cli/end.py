@@ -72,14 +72,13 @@ def _confirm(name: str, yes: str | None, destroy: bool) -> None:
 def _through_controller(remote: Any, name: str, destroy: bool) -> list[str]:
     from ..engine.intents import EndIntent
 
-    with remote:
-        st = remote.status()
-        if st.get("campaign") != name:
-            raise EndRefused(
-                f"the ledger is held by the controller of campaign {st.get('campaign')!r} "
-                f"(pid {st.get('pid')}): end {name} once it has let go of the ledger"
-            )
-        reply = remote.intent(EndIntent(destroy=destroy, typed=name if destroy else ""))
+    st = remote.status()
+    if st.get("campaign") != name:
+        raise EndRefused(
+            f"the ledger is held by the controller of campaign {st.get('campaign')!r} "
+            f"(pid {st.get('pid')}): end {name} once it has let go of the ledger"
+        )
+    reply = remote.intent(EndIntent(destroy=destroy, typed=name if destroy else ""))
     return [f"controller: {line}" for line in reply.lines or (reply.message,)]
 
 
@@ -177,15 +176,12 @@ def run(args: argparse.Namespace) -> int:
             return 0
         done, on_market = ended
     else:
-        held = holdings(ledger, name)
-        for line in _listing(name, held, args.destroy) if held else [f"{name} holds nothing"]:
-            print(line)
-        try:
+        with remote:
+            held = holdings(ledger, name)
+            for line in _listing(name, held, args.destroy) if held else [f"{name} holds nothing"]:
+                print(line)
             _confirm(name, args.yes, args.destroy)
-        except BaseException:
-            remote.close()
-            raise
-        done = _through_controller(remote, name, args.destroy)
+            done = _through_controller(remote, name, args.destroy)
     for line in done:
         print(line)
     left = _left(ledger, name)

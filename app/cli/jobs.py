@@ -9,8 +9,9 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,8 @@ def ledger_rows(ledger: Path, campaign: str | None) -> list[tuple[str, JobRow]]:
         for r in select(ledger, job_reads.campaign_jobs(campaign))
     }
     ids = {int(e["instance_id"]) for e in events if e["instance_id"] is not None}
-    billed: dict[int, list[dict[str, Any]]] = {}
-    for b in select(ledger, job_reads.billing_spans(ids)) if ids else []:
-        billed.setdefault(int(b["instance_id"]), []).append(b)
+    spans = select(ledger, job_reads.billing_spans(ids)) if ids else []  # by instance, then ts
+    billed = {i: list(g) for i, g in groupby(spans, key=lambda b: int(b["instance_id"]))}
     hosts = {int(h["instance_id"]): h for h in select(ledger, job_reads.hosts(ids))} if ids else {}
     clocks = {
         r["campaign"]: float(r["now"])
@@ -67,17 +67,15 @@ def ledger_rows(ledger: Path, campaign: str | None) -> list[tuple[str, JobRow]]:
     return out
 
 
-def print_table(rows: list[tuple[str, JobRow]], out: Callable[[str], None] = print) -> None:
-    head = ["JOB", "STATE", "HOST", "PROGRESS", "ETA", "USD", "TRIES"]
-    by_campaign: dict[str, list[JobRow]] = {}
-    for campaign, row in rows:
-        by_campaign.setdefault(campaign, []).append(row)
-    for campaign, mine in by_campaign.items():
-        table = [head, *(cells(r) for r in mine)]
+def print_table(rows: list[tuple[str, JobRow]]) -> None:
+    """One table per campaign: `rows` come campaign by campaign."""
+    head = ("JOB", "STATE", "HOST", "PROGRESS", "ETA", "USD", "TRIES")
+    for campaign, mine in groupby(rows, key=lambda cr: cr[0]):
+        table = [head, *(cells(r) for _, r in mine)]
         widths = [max(len(c[i]) for c in table) for i in range(len(head))]
-        out(f"campaign {clean(campaign, 64)}")
+        print(f"campaign {clean(campaign, 64)}")
         for c in table:
-            out("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
+            print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip())
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -115,18 +113,17 @@ def _new_part(before: str, now: str) -> str:
     return now
 
 
-def _emit(text: str, out: Callable[[str], None]) -> None:
+def _emit(text: str) -> None:
     """A host's output as lines a terminal may show: each cleaned (no escapes, no controls);
     a carriage return (a progress bar redrawn) starts a line, as it would on the screen."""
     for line in text.splitlines():
-        out(clean(line, 2000))
+        print(clean(line, 2000))
 
 
 def follow_controller(
     remote: Any,
     job: str,
     follow: bool,
-    out: Callable[[str], None],
     campaign: str = "",
     others: Callable[[], list[str]] = list,
 ) -> int:
@@ -145,12 +142,12 @@ def follow_controller(
             f"running controller's, --campaign NAME shows another",
             file=sys.stderr,
         )
-    _emit(got.text, out)
+    _emit(got.text)
     seen = got.text
     while follow and got.live:
         time.sleep(FOLLOW_S)
         got = remote.job_log(job)
-        _emit(_new_part(seen, got.text), out)
+        _emit(_new_part(seen, got.text))
         seen = got.text or seen
     return 0
 
@@ -169,9 +166,7 @@ def _where(ledger: Path, campaign: str | None, job: str) -> tuple[str, JobRow]:
     return rows[0]
 
 
-def over_ssh(
-    ledger: Path, campaign: str, row: JobRow, follow: bool, key: Path, out: Callable[[str], None]
-) -> int:
+def over_ssh(ledger: Path, campaign: str, row: JobRow, follow: bool, key: Path) -> int:
     """The job's log over the system ssh, by the engine's last route, cleaned line by line."""
     from ..engine.jobs.runner import job_dir
     from .ssh import route_of, ssh_command, ssh_exe
@@ -191,17 +186,13 @@ def over_ssh(
     with subprocess.Popen([exe, *cmd[1:]], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL) as p:
         assert p.stdout is not None
         try:
-            for raw in _lines(p.stdout):
-                out(clean(raw.decode("utf-8", errors="replace"), 2000))
+            for raw in iter(p.stdout.readline, b""):
+                for line in raw.replace(b"\r", b"\n").splitlines():  # \r: a bar redrawn
+                    print(clean(line.decode("utf-8", errors="replace"), 2000))
         except KeyboardInterrupt:
             p.terminate()
             return 130
         return p.wait()
-
-
-def _lines(stream: Any) -> Iterable[bytes]:
-    for raw in iter(stream.readline, b""):
-        yield from raw.replace(b"\r", b"\n").splitlines()
 
 
 def kept_output(ledger: Path, campaign: str, row: JobRow) -> tuple[str, str]:
@@ -245,7 +236,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             return sorted({c for c, r in rows if r.job == args.job and c != running})
 
         try:
-            return follow_controller(remote, args.job, args.follow, print, running, others)
+            return follow_controller(remote, args.job, args.follow, running, others)
         except ServiceError as exc:
             if "has no job" not in str(exc):
                 raise
@@ -255,13 +246,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
     campaign, row = _where(ledger, args.campaign, args.job)
     if row.state == "running" and row.instance_id is not None:
         key = Path(args.ssh_key) if args.ssh_key else default_key_path()
-        return over_ssh(ledger, campaign, row, args.follow, key, print)
+        return over_ssh(ledger, campaign, row, args.follow, key)
     text, source = kept_output(ledger, campaign, row)
     print(
         f"rentwatch: job {row.job} of campaign {clean(campaign, 64)} ({row.state}): {source}",
         file=sys.stderr,
     )
-    _emit(text, print)
+    _emit(text)
     return 0
 
 

@@ -5,6 +5,8 @@ other process open it then), else read-only from the file."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,17 +17,22 @@ if TYPE_CHECKING:
     from ..ledger.readonly import QueryResult
 
 
-def query(path: str | Path, sql: str, limit: int) -> QueryResult:
-    """One read-only SELECT on the ledger at `path`, up to `limit` rows."""
+@contextmanager
+def reading(path: str | Path) -> Iterator[Any]:
+    """The ledger at `path` to read (`query`, `receipt`): the controller holding it, else the
+    file, read-only."""
     from ..ledger import Ledger
     from .controllers import controller_for_ledger
 
     remote = controller_for_ledger(path)
-    if remote is None:
-        with Ledger(path, read_only=True) as ledger:
-            return ledger.query(sql, limit)
-    with remote:
-        return remote.query(sql, limit)
+    with remote if remote is not None else Ledger(path, read_only=True) as ledger:
+        yield ledger
+
+
+def query(path: str | Path, sql: str, limit: int) -> QueryResult:
+    """One read-only SELECT on the ledger at `path`, up to `limit` rows."""
+    with reading(path) as ledger:
+        return ledger.query(sql, limit)  # type: ignore[no-any-return]
 
 
 def select(path: str | Path, sql: str, limit: int = 100_000) -> list[dict[str, Any]]:

@@ -106,8 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     h = sub.add_parser("run", help="run a campaign without the TUI: log lines to stdout")
     h.add_argument("--headless", action="store_true", help="what `run` always is (no TUI)")
     h.add_argument("--campaign", required=True, help="campaign TOML")
-    add_market_flag(h)
-    h.add_argument("--api-key", help="prefer VAST_API_KEY: a flag shows in the process list")
+    add_market_flag(h, api_key=True)
     h.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     add_policy_flag(h)
     h.add_argument(

@@ -8,7 +8,6 @@ import argparse
 import asyncio
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,47 +25,6 @@ if TYPE_CHECKING:
 
 class OfferSearchFailed(RentwatchError):
     title = "offer search failed"
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """One offer as the campaign sees it: the engine's pick (`core.offers.picks.Pick`) with its rank,
-    tier and bid, or (pick None) why it would not be rented."""
-
-    offer: Offer  # as the create would pay it (its bid on the tier), or as listed when unfit
-    listed: Offer
-    pick: Pick | None
-    expected_usd_per_h: float
-    p_deliver: float
-    runs: int  # rentals of its machine our ledger has seen end (delivered or not)
-    why: str  # the ranking's sentence (what the ledger records when it is rented), or unfit
-
-    @property
-    def rank(self) -> int | None:
-        return None if self.pick is None else self.pick.rank
-
-    @property
-    def first(self) -> bool:
-        return self.pick is not None and self.pick.first
-
-    def as_json(self) -> dict[str, Any]:
-        """The market's words cleaned, as on every output path (`core.text.clean`)."""
-        o, p = self.offer, self.pick
-        return {
-            "rank": self.rank,
-            "rents_first": self.first,
-            **offer_json(o, self.listed, p),
-            "host_id": o.host_id,
-            "num_gpus": o.num_gpus,
-            "expected_usd_per_delivered_hour": round(self.expected_usd_per_h, 6),
-            "p_deliver": round(self.p_deliver, 4),
-            "runs_on_record": self.runs,
-            "reliability": o.reliability,
-            "geolocation": None if o.geolocation is None else clean(o.geolocation),
-            "why": clean(self.why, 400) if p is not None else None,
-            "tier_why": clean(p.bid_why, 400) if p is not None and p.bid_why else None,
-            "unfit": clean(self.why, 400) if p is None else None,
-        }
 
 
 def offer_json(paid: Offer, listed: Offer, pick: Pick | None) -> dict[str, Any]:
@@ -87,19 +45,20 @@ def offer_json(paid: Offer, listed: Offer, pick: Pick | None) -> dict[str, Any]:
     }
 
 
-def rank_for(view: Preview, policy: Policy) -> list[Ranked]:
+def rank_for(view: Preview, policy: Policy) -> list[dict[str, Any]]:
     """The fit offers in the order the engine would rent them, then every other offer with
-    why it would not be rented; the odds from the snapshot's faded record where it has one."""
+    why it would not be rented, as `offers --json` says each (the market's words cleaned); the
+    odds from the snapshot's faded record where it has one."""
     history = view.snapshot.history
     memory = view.snapshot.memory
     pool = market_odds(history)
 
-    def row(o: Offer, listed: Offer, pick: Pick | None, why: str) -> Ranked:
+    def row(o: Offer, listed: Offer, p: Pick | None, why: str) -> dict[str, Any]:
         record = history.get(o.machine_id)
         if memory is None:
-            usd, p = delivered_hour_usd(o.dph_total, record, pool)
+            usd, odds = delivered_hour_usd(o.dph_total, record, pool)
         else:
-            p = memory.odds(
+            odds = memory.odds(
                 o.gpu_name,
                 o.dph_total,
                 o.machine_id,
@@ -107,8 +66,23 @@ def rank_for(view: Preview, policy: Policy) -> list[Ranked]:
                 policy.odds_prior_runs,
                 o.reliability,
             )
-            usd = usd_at_odds(o.dph_total, p, record[2] if record else 0.0)
-        return Ranked(o, listed, pick, usd, p, round(sum(record[:2])) if record else 0, why)
+            usd = usd_at_odds(o.dph_total, odds, record[2] if record else 0.0)
+        return {
+            "rank": None if p is None else p.rank,
+            "rents_first": p is not None and p.first,
+            **offer_json(o, listed, p),
+            "host_id": o.host_id,
+            "num_gpus": o.num_gpus,
+            "expected_usd_per_delivered_hour": round(usd, 6),
+            "p_deliver": round(odds, 4),
+            # rentals of its machine our ledger has seen end (delivered or not)
+            "runs_on_record": round(sum(record[:2])) if record else 0,
+            "reliability": o.reliability,
+            "geolocation": None if o.geolocation is None else clean(o.geolocation),
+            "why": clean(why, 400) if p is not None else None,
+            "tier_why": clean(p.bid_why, 400) if p is not None and p.bid_why else None,
+            "unfit": clean(why, 400) if p is None else None,
+        }
 
     out = [row(p.paid, p.listed, p, p.why) for p in view.picks]
     out += [row(o, o, None, view.unfit[o.id]) for o in view.offers if o.id in view.unfit]
@@ -156,7 +130,9 @@ def _money(x: float | None, digits: int = 4) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, found: int) -> None:
+def _table(
+    rows: list[dict[str, Any]], campaign: Campaign, policy: Policy, limit: int, found: int
+) -> None:
     """`rows` shown of the `found` offers the search answered (without --all the unfit are
     not shown, and the title said "40 fit of 40 offers" of 60)."""
     from rich.table import Table
@@ -164,9 +140,9 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
 
     from .tables import print_table
 
-    fit = [r for r in rows if r.rank is not None]
-    first = sum(1 for r in fit if r.first)
-    sized = any(r.pick is not None and r.pick.per_ref_h is not None for r in fit)
+    fit = [r for r in rows if r["rank"] is not None]
+    first = sum(1 for r in fit if r["rents_first"])
+    sized = any(r["usd_per_ref_hour"] is not None for r in fit)
     table = Table(
         "rank",
         "offer",
@@ -186,25 +162,24 @@ def _table(rows: list[Ranked], campaign: Campaign, policy: Policy, limit: int, f
         title_justify="left",
     )
     for r in rows[:limit]:
-        o, p = r.offer, r.pick
-        gpu = clean(o.gpu_name, 60)
-        cost = p.per_ref_h if p is not None and sized else r.expected_usd_per_h
+        fits, gpu, n = r["rank"] is not None, clean(r["gpu"], 60), r["num_gpus"]
+        cost = r["usd_per_ref_hour"] if fits and sized else r["expected_usd_per_delivered_hour"]
         table.add_row(
-            "-" if r.rank is None else f"{r.rank}{' *' if r.first else ''}",
-            str(o.id),
-            str(o.machine_id),
-            Text(f"{o.num_gpus}x {gpu}" if o.num_gpus > 1 else gpu),
-            "-" if p is None else ("bid" if p.bid is not None else "on-demand"),
-            _money(p.bid if p is not None else None),
-            _money(r.listed.bid_floor),
-            f"{r.listed.gpu_dph:.3f}",
-            f"{o.dph_total:.3f}",
+            "-" if not fits else f"{r['rank']}{' *' if r['rents_first'] else ''}",
+            str(r["offer_id"]),
+            str(r["machine_id"]),
+            Text(f"{n}x {gpu}" if n > 1 else gpu),
+            "-" if not fits else ("bid" if r["bid"] is not None else "on-demand"),
+            _money(r["bid"]),
+            _money(r["bid_floor"]),
+            f"{r['on_demand_dph']:.3f}",
+            f"{r['dph']:.3f}",
             _money(cost, 3),
-            f"{r.p_deliver:.2f}",
+            f"{r['p_deliver']:.2f}",
             # the runs our ledger has seen on the machine (what its odds come from), or why
             # not; market text is never markup, and never an escape sequence
-            str(r.runs) if r.rank is not None else Text(clean(r.why, 400)),
-            style=None if r.rank is not None else "dim",
+            str(r["runs_on_record"]) if fits else Text(r["unfit"]),
+            style=None if fits else "dim",
         )
     print_table(table)
     if len(rows) > limit:
@@ -232,14 +207,14 @@ def run(args: argparse.Namespace) -> int:
         first = [offer_json(p.paid, p.listed, p) for p in view.picks if p.first]
         return show(view, campaign, policy, args.json, first)
     rows = rank_for(view, policy)
-    shown = rows if args.all else [r for r in rows if r.rank is not None]
+    shown = rows if args.all else [r for r in rows if r["rank"] is not None]
     if args.json:
-        print(json.dumps([r.as_json() for r in shown], indent=1))
+        print(json.dumps(shown, indent=1))
     elif not shown:
         print(f"no offer fits {campaign.name} now ({len(rows)} found; --all says why)")
     else:
         _table(shown, campaign, policy, args.limit, len(rows))
-    return 0 if any(r.rank is not None for r in rows) else 1
+    return 0 if any(r["rank"] is not None for r in rows) else 1
 
 
 def add_parser(sub: Any, positive_int: Any = int) -> None:

@@ -116,11 +116,10 @@ def cmd_ls_team(args: argparse.Namespace) -> int:
         live = store.live_controllers()
     finally:
         store.close()
-    rows = [c.as_json() for c in live]
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps([c.as_json() for c in live], indent=1))
         return 0
-    if not rows:
+    if not live:
         print("no controller of the team is live")
         return 0
     from rich.table import Table
@@ -130,14 +129,12 @@ def cmd_ls_team(args: argparse.Namespace) -> int:
     from .tables import print_table
 
     table = Table("operator", "campaign", "host", "pid", "seen")
-    for r, c in zip(
-        rows, live, strict=True
-    ):  # any controller role wrote these: text, never markup, never escapes
+    for c in live:  # any controller role wrote these: text, never markup, never escapes
         table.add_row(
-            Text(clean(r["operator"], 64)),
-            Text(clean(r["campaign"] or "", 100)),
-            Text(clean(r["host"], 100)),
-            str(r["pid"]),
+            Text(clean(c.operator, 64)),
+            Text(clean(c.campaign or "", 100)),
+            Text(clean(c.host, 100)),
+            str(c.pid),
             f"{c.age_s:.0f}s ago",
         )
     print_table(table)
@@ -174,17 +171,8 @@ def cmd_reconcile_team(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "ledgers": ledgers,
-                    "events": events,
-                    "findings": [f.as_json() for f in findings],
-                    **extra,
-                },
-                indent=2,
-            )
-        )
+        report = {"ledgers": ledgers, "events": events, "findings": [f.as_json() for f in findings]}
+        print(json.dumps({**report, **extra}, indent=2))
     else:
         from ..core.text import clean
 

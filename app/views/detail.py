@@ -54,6 +54,7 @@ class Sample:
 
 
 _SAMPLE_FIGURES = [f.name for f in dataclasses.fields(Sample) if f.name not in ("at", "reasons")]
+_HELD = "instance_id machine_id host_id created_at gpu_dph storage_dph"  # as its attempt holds them
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def _preflight(
     raw_device, raw_matmul = src.get("device"), src.get("matmul")
     device: dict[str, Any] = raw_device if isinstance(raw_device, dict) else {}
     matmul: dict[str, Any] = raw_matmul if isinstance(raw_matmul, dict) else {}
-    out: dict[str, Any] = {
+    return {
         "ran": bool(src) or verdict is not None,
         "ok": None if verdict is None else bool(verdict.ok),
         "reason": "" if verdict is None else clean(verdict.reason, 200),
@@ -139,7 +140,6 @@ def _preflight(
         "cuda": clean(device.get("cuda_version"), 20) if device.get("cuda_version") else None,
         "backend": clean(matmul.get("backend"), 20) if matmul.get("backend") else None,
     }
-    return out
 
 
 async def _market_logs(sup: Supervisor, instance_id: int) -> tuple[tuple[str, ...], str]:
@@ -212,22 +212,15 @@ async def build(sup: Supervisor, instance_id: int, logs: bool = True) -> Instanc
         else ((), "not asked (the instance is gone)" if logs else "")
     )
     return InstanceDetail(
-        instance_id=instance_id,
+        **{name: getattr(a, name) for name in _HELD.split()},
+        **{name: getattr(money, name) for name in ("gpu_usd", "storage_usd", "bandwidth_usd")},
         now=now,
         time_scale=float(sup.market.time_scale or 1.0),
         gpu_name=clean(a.gpu_name, 40),
-        machine_id=a.machine_id,
-        host_id=a.host_id,
         phase=shown_phase(a),
         status=clean(a.status, 20) if a.status else "",
         status_msg=clean(a.status_msg, 200),
-        created_at=a.created_at,
         ended_at=a.life.ended_at(),
-        gpu_dph=a.gpu_dph,
-        storage_dph=a.storage_dph,
-        gpu_usd=money.gpu_usd,
-        storage_usd=money.storage_usd,
-        bandwidth_usd=money.bandwidth_usd,
         preflight=_preflight(a.preflight_doc, a.verdict, failed_probe),
         status_history=tuple(history),
         samples=samples,
@@ -250,10 +243,6 @@ _PARTS = {
     "jobs": JobLine,
     "events": LedgerLine,
 }
-
-
-def detail_to_json(d: InstanceDetail) -> dict[str, Any]:
-    return dataclasses.asdict(d)
 
 
 def detail_from_json(data: dict[str, Any]) -> InstanceDetail:

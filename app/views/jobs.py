@@ -14,6 +14,7 @@ from ..core.errors import RentwatchError
 from ..core.lifecycle import Phase
 from ..core.records import record
 from ..core.text import clean
+from ..ledger.job_reads import job_events
 from ..ledger.kinds import EventKind
 
 if TYPE_CHECKING:  # the engine (asyncssh) is imported only where a controller runs it
@@ -140,6 +141,10 @@ def span_usd(
     return total
 
 
+# what a row copies of a job's run, as the ledger's fold or the engine's queue holds it
+_RUN = "instance_id attempts started_at finished_at exit_code"
+
+
 def host_label(gpu_name: Any, machine_id: Any) -> str:
     gpu = clean(gpu_name, 40) if gpu_name else "?"
     return f"{gpu} m:{machine_id}" if machine_id is not None else gpu
@@ -163,15 +168,11 @@ def rows_from_ledger(
             JobRow(
                 job=clean(name, 64),
                 state=state,
-                instance_id=j.instance_id,
+                **{name: getattr(j, name) for name in _RUN.split()},
                 host=host_label(h.get("gpu_name"), h.get("machine_id")) if h else "",
                 progress=1.0 if state == "done" else None,
                 eta_min=0.0 if state == "done" else None,
                 usd=round(span_usd(j.spans, billed, now), 6),
-                attempts=j.attempts,
-                started_at=j.started_at,
-                finished_at=j.finished_at,
-                exit_code=j.exit_code,
                 last_line=j.last_line,
             )
         )
@@ -182,23 +183,8 @@ def live(sup: Supervisor) -> list[JobRow]:
     """The campaign's jobs as the engine holds them now. Runs on the engine's loop."""
     now = sup.now()
     mode = sup.market.gpu_billing
-    events = sup.ledger.campaign_events(
-        sup.campaign.name, EventKind.JOB_STARTED, EventKind.JOB_FINISHED
-    )
-    spans = fold(
-        {
-            "job": e.detail.get("job"),
-            "ts": e.at,
-            "kind": str(e.kind),
-            "instance_id": e.instance_id,
-            "requeued": e.detail.get("requeued"),
-            "exit_code": e.detail.get("exit_code"),
-            "attempt": e.detail.get("attempt"),
-            "ok": e.ok,
-        }
-        for e in events
-        if e.detail.get("job") is not None
-    )
+    # the ledger's read that `rentwatch jobs` folds too
+    spans = fold(sup.ledger.query(job_events(sup.campaign.name), 1 << 40).as_dicts())
     out = []
     for j in sup.jobs.jobs:
         a = sup.attempts.get(j.instance_id) if j.instance_id is not None else None
@@ -215,15 +201,11 @@ def live(sup: Supervisor) -> list[JobRow]:
             JobRow(
                 job=clean(j.name, 64),
                 state=j.status,
-                instance_id=j.instance_id,
+                **{name: getattr(j, name) for name in _RUN.split()},
                 host=host_label(a.gpu_name, a.machine_id) if a is not None else "",
                 progress=progress,
                 eta_min=eta,
                 usd=round(max(0.0, usd), 6),
-                attempts=j.attempts,
-                started_at=j.started_at,
-                finished_at=j.finished_at,
-                exit_code=j.exit_code,
                 last_line=clean(a.job_line, 200) if a is not None and j.status == "running" else "",
                 eta_estimated=bool(d and d.source != "progress"),
             )

@@ -310,13 +310,18 @@ def _delivery_fields(job: JobState | None) -> dict[str, Any]:
     }
 
 
-_VITALS = ("mem_used_mb", "mem_total_mb", "temp_c", "power_w", "power_limit_w", "fan_pct")
+# a row's figures as its attempt holds them, and the campaign's as its receipt says them
+_HELD = "instance_id machine_id host_id created_at failure_class passed_preflight bid bid_floor"
+_RECEIPT = "duds dud_usd stopped_by_market cancelled verified gpu_hours"
+_SAMPLED = (
+    "util sm_clock max_sm_clock mem_used_mb mem_total_mb temp_c power_w power_limit_w fan_pct"
+)
 SAMPLE_KEYS = {"temp_c": "temp"}  # a figure whose key in the tender's sample is another
 
 
-def _vital_fields(sample: dict[str, Any]) -> dict[str, Any]:
-    """The vital signs of a sample the tender kept (already read by `core.preflight.vitals`)."""
-    return {name: sample.get(SAMPLE_KEYS.get(name, name)) for name in _VITALS}
+def _sampled(sample: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a kept sample (its vital signs read by `core.preflight.vitals`)."""
+    return {name: sample.get(SAMPLE_KEYS.get(name, name)) for name in _SAMPLED.split()}
 
 
 def snapshot(sup: Supervisor, now: float) -> FleetReadout:
@@ -352,10 +357,9 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
             verdict = "running preflight…"
         rows.append(
             InstanceSnap(
-                instance_id=a.instance_id,
+                **{name: getattr(a, name) for name in _HELD.split()},
+                **_sampled(last),
                 gpu_name=clean(a.gpu_name, 40),
-                machine_id=a.machine_id,
-                host_id=a.host_id,
                 dph=a.gpu_dph + a.storage_dph,
                 phase=shown_phase(a),
                 status=clean(a.status, 20) if a.status else None,
@@ -364,25 +368,16 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
                 freeze_window_s=freeze_window(a.status_msg, sup.policy)
                 if sup.policy.freeze_window_s
                 else None,
-                util=last.get("util"),
                 util_history=tuple(float(s.get("util") or 0) for s in samples[-30:]),
-                sm_clock=last.get("sm_clock"),
-                max_sm_clock=last.get("max_sm_clock"),
                 throttle=a.throttle.reason if a.throttle and a.throttle.throttled else "",
                 billed_usd=billed,
                 verdict=verdict,
-                created_at=a.created_at,
                 ended_at=a.life.ended_at(),
-                failure_class=a.failure_class,
-                passed_preflight=a.passed_preflight,
                 job=clean(a.job_line, 120) if sup.jobs.on(a.instance_id) else "",
                 **_delivery_fields(sup.jobs.on(a.instance_id)),
                 supervised=a.owned,
                 left_why=left_why(a),
-                bid=a.bid,
-                bid_floor=a.bid_floor,
                 paused_s=None if a.outbid_at is None else max(0.0, now - a.outbid_at),
-                **_vital_fields(last),
                 dph_now=dph_now,
                 gpu_billing_now=gpu_now,
             )
@@ -403,19 +398,14 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         max_creates=sup.file_campaign.max_creates,
         instances=tuple(rows),
         quarantined=len(sup.quarantine),
-        duds=int(fig["duds"]),
-        dud_usd=float(fig["dud_usd"]),
-        stopped_by_market=int(fig["stopped_by_market"]),
-        cancelled=int(fig["cancelled"]),
+        **{name: fig[name] for name in _RECEIPT.split()},
         spent_usd=float(fig["total_usd"]),
-        verified=int(fig["verified"]),
-        gpu_hours=float(fig["gpu_hours"]),
+        jobs_finished=int(fig["jobs_finished"]),
         decisions=tuple(sup.journal.lines[-200:]),
         decisions_total=sup.journal.lines_total,
         finished=sup.finished.reason if sup.finished else None,
         banner=sup.blame_book.banner,
         in_service=in_service,
-        jobs_finished=int(fig["jobs_finished"]),
         observe_only=sup.observe_only,
         observed=observed,
         observed_dph=observed_dph,

@@ -147,10 +147,10 @@ class Controller:
         return out
 
     async def detail(self, instance_id: int, logs: bool = True) -> dict[str, Any]:
-        from ...views.detail import NoSuchInstance, build, detail_to_json
+        from ...views.detail import NoSuchInstance, build
 
         try:
-            return detail_to_json(await build(self._need(), instance_id, logs))
+            return dataclasses.asdict(await build(self._need(), instance_id, logs))
         except NoSuchInstance as exc:
             raise NotHeld(str(exc)) from None
 
