@@ -28,7 +28,8 @@ from ..fleet import Fleet
 from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
-from .runner import SFTP_ERRORS, checkpoint_path, checkpoint_word, job_dir, push_checkpoint
+from .pull import SFTP_ERRORS
+from .runner import checkpoint_path, checkpoint_word, job_dir, push_checkpoint
 
 K = EventKind
 

@@ -18,8 +18,8 @@ from ...ledger import EventKind
 from ..attempt import Attempt
 from ..hosts.link import HostLink
 from ..journal import Journal
-from .pull import CHUNK
-from .runner import SFTP_ERRORS, safe_relative
+from .pull import CHUNK, SFTP_ERRORS
+from .runner import safe_relative
 from .upload_rule import HEAD_BYTES, folder_files, looks_like_key
 
 MAX_UPLOAD_BYTES = 4 << 30  # over all of a campaign's uploads, each time they are pushed

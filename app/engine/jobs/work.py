@@ -23,8 +23,7 @@ from ..hosts.ssh import SSHFailure
 from ..journal import Journal
 from ..updates import Set
 from .delivered import host_speed, note_delivery, work_detail, work_lost
-from .output import pull_log
-from .pulls import PULL_TRIES, Pulls
+from .pull import PULL_TRIES, Pulls
 from .rescue import Rescues
 from .runner import JobStatus, launch_command, parse_status, status_command, stop_command
 from .swap_watch import SwapWatch
@@ -77,7 +76,6 @@ class JobWork:
         self.rescues.pulled_at = self.last_checkpoint
         # jobs whose launch is under way (uploads, a push): a look meanwhile finds no process
         self._starting: set[str] = set()
-        self._log_kept: set[tuple[str, int]] = set()  # (job, attempt) whose output was kept
 
     @property
     def room(self) -> ArtifactRoom:
@@ -250,15 +248,7 @@ class JobWork:
             a = self.fleet.get(job.instance_id) if job.instance_id is not None else None
             if a is None or a.life.phase != Phase.VERIFIED or a.ssh_host is None:
                 continue  # its host is past answering: `logs` says its output was not kept
-            await self._keep_log(a, job)
-
-    async def _keep_log(self, a: Attempt, job: JobState) -> bool:
-        """What the job's run printed, pulled once per run; False when it was already."""
-        if (job.name, job.attempts) in self._log_kept:
-            return False
-        self._log_kept.add((job.name, job.attempts))
-        await pull_log(self.link, self.journal, self.pulls.artifacts_root, a, job.job)
-        return True
+            await self.pulls.keep_log(a, job)
 
     async def dispatch(self, now: float) -> None:
         """Start the next pending job on each host the dispatch rule names (core/jobs)."""
@@ -460,7 +450,7 @@ class JobWork:
         """An exited job's end: its artifacts off the box, then done or failed by its exit. A failed
         pull is retried, up to PULL_TRIES; a host that leaves service first takes the job back to
         the queue (`reap`)."""
-        if await self._keep_log(a, job) and not job.held_by(a.instance_id, "finishing"):
+        if await self.pulls.keep_log(a, job) and not job.held_by(a.instance_id, "finishing"):
             return  # its host left service meanwhile: `reap` queued it again
         if job.job.artifacts and not await self.pulls.pull(a, job):
             job.pull_tries += 1
