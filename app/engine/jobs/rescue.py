@@ -44,9 +44,8 @@ class Paused:
 
 @dataclass
 class Copying:
-    source: int
+    paused: Paused  # the copy's source, and the work since the last pull a landed copy keeps
     asked_at: float
-    lost_s: float | None  # the work since the last pull, which a landed copy keeps
     listing: bytes | None = None  # what the copied folder held at the last look
     seen_at: float = 0.0  # since when it has held that
 
@@ -135,7 +134,7 @@ class Rescues:
         state still waits on the paused rental, for the next host to ask for."""
         c = self.copying.pop(job.name, None)
         if c is not None:
-            self.paused[job.name] = Paused(c.source, c.lost_s)
+            self.paused[job.name] = c.paused
             if job.instance_id is not None:  # the copy into the host it left runs on: cancel it
                 self.orphans.add(job.instance_id)
 
@@ -221,7 +220,7 @@ class Rescues:
             self._hand_back(job, paused)
             self.orphans.add(a.instance_id)
             return False
-        self.copying[job.name] = Copying(paused.instance_id, now, paused.lost_s)
+        self.copying[job.name] = Copying(paused, now)
         self.journal.fact(
             K.RESCUED,
             a,
@@ -281,7 +280,7 @@ class Rescues:
             and listing == c.listing
             and now - c.seen_at >= RESCUE_SETTLE_S
         )
-        source = self.fleet.get(c.source)
+        source = self.fleet.get(c.paused.instance_id)
         dark = source is not None and source.status == "offline" and not settled
         if not settled and not dark and now - c.asked_at < RESCUE_WAIT_S:
             if listing is not None and listing != c.listing:
@@ -305,7 +304,7 @@ class Rescues:
                 pass
         # it left this host meanwhile: its state still waits on the rental
         if not job.held_by(a.instance_id):
-            self._hand_back(job, Paused(c.source, c.lost_s))
+            self._hand_back(job, c.paused)
             return False
         cancelled = None if settled else await self._cancel(a, folder)
         waited = (now - c.asked_at) / 60
@@ -314,18 +313,18 @@ class Rescues:
             a,
             at=now,
             ok=landed,
-            reason=f"job {job.name}'s state from i:{c.source} in place after {waited:.1f} min"
+            reason=f"job {job.name}'s state from i:{c.paused.instance_id} in place after {waited:.1f} min"
             if landed
-            else f"job {job.name}'s state from i:{c.source} not in after {waited:.1f} min"
+            else f"job {job.name}'s state from i:{c.paused.instance_id} not in after {waited:.1f} min"
             + (": its host went offline" if dark else "")
             + f": it starts from {self.start_point(job)}",
             detail={
                 "job": job.name,
-                "source": c.source,
+                "source": c.paused.instance_id,
                 "stage": "landed" if landed else "lost",
                 **({"source_offline": True} if dark else {}),
                 # the outbid's loss this copy took back (the receipt's work lost nets it out)
-                **({"work_kept_s": c.lost_s} if landed else {}),
+                **({"work_kept_s": c.paused.lost_s} if landed else {}),
                 **({} if cancelled is None else {"cancel": cancelled}),
             },
         )
