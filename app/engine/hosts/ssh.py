@@ -79,10 +79,6 @@ def loop_time() -> float:
     return asyncio.get_running_loop().time()
 
 
-def _no_hold(subject: object) -> AbstractAsyncContextManager[None]:
-    return contextlib.nullcontext()
-
-
 class SSHRunner:
     def __init__(
         self,
@@ -98,7 +94,7 @@ class SSHRunner:
         # entered (`async with`) for each session with a host (HostLink), given its instance
         # id: a stepped market clock stands while one is out, and its answer goes on in its
         # turn (app/referee/stepped.py)
-        self.hold = hold or _no_hold
+        self.hold = hold or (lambda _: contextlib.nullcontext())
         self.connect_timeout = connect_timeout
         self.max_output = max_output
         self.pinned: dict[int, str] = {}  # instance id -> host key fingerprint

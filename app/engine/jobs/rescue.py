@@ -13,7 +13,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...core.bidding.tier import RESCUE_SETTLE_S, RESCUE_WAIT_S, rescue_worth
@@ -83,18 +83,19 @@ def landing(job: Job) -> str:
     return f"{job_dir(job.name)}/rescue"
 
 
+@dataclass(eq=False)
 class Rescues:
-    def __init__(self, market: Market | None, fleet: Fleet, link: HostLink, journal: Journal):
-        self.market = market
-        self.orphans: set[int] = set()  # hosts left while a copy into them ran: to cancel
-        # when the job's checkpoint last came off a host (JobWork's), for what a retry starts from
-        self.pulled_at: Callable[[JobState], float | None] | None = None
-        self.fleet = fleet
-        self.link = link
-        self.journal = journal
-        self.paused: dict[str, Paused] = {}  # job name -> its newer state's rental
-        self.copying: dict[str, Copying] = {}  # job name -> a copy to the host it waits on
-        self.last_host: dict[str, int] = {}  # job name -> the instance it last started on
+    market: Market | None
+    fleet: Fleet
+    link: HostLink
+    journal: Journal
+    # when the job's checkpoint last came off a host (JobWork's), for what a retry starts from
+    pulled_at: Callable[[JobState], float | None] = lambda _: None
+    # hosts left while a copy into them ran: to cancel
+    orphans: set[int] = field(default_factory=set, init=False)
+    paused: dict[str, Paused] = field(default_factory=dict, init=False)  # job -> its state's rental
+    copying: dict[str, Copying] = field(default_factory=dict, init=False)  # job -> a copy it awaits
+    last_host: dict[str, int] = field(default_factory=dict, init=False)  # job -> where it last ran
 
     async def push_pulled(self, a: Attempt, job: JobState, src: Path, now: float) -> None:
         """A retried job starts from the last checkpoint this ledger records pulled, pushed back
@@ -104,7 +105,7 @@ class Rescues:
         if self.last_host.get(job.name) == a.instance_id:
             self.journal.say(f"resume {job.name} on i:{a.instance_id} from the state on its disk")
             return
-        if self.pulled_at is not None and self.pulled_at(job) is None:
+        if self.pulled_at(job) is None:
             # the folder is the campaign name's, whichever ledger ran it: what no pull of this
             # ledger put there is another run's state, not this job's
             self.journal.say(f"resume {job.name}: no checkpoint of it was pulled; it starts over")
@@ -245,7 +246,7 @@ class Rescues:
 
     def start_point(self, job: JobState) -> str:
         """What a job starts from without the copy, in the ledger's words."""
-        pulled = self.pulled_at is not None and self.pulled_at(job) is not None
+        pulled = self.pulled_at(job) is not None
         return "its last pulled checkpoint" if pulled else "the start (no checkpoint came off)"
 
     async def _cancel(self, a: Attempt, folder: str) -> str:

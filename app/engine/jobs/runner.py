@@ -134,11 +134,9 @@ def parse_progress(text: str) -> float | None:
         value = float(text.strip().rstrip("%"))
     except ValueError:
         return None
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or not 0 <= value <= 100:
         return None
-    if value > 1:
-        value = value / 100 if value <= 100 else math.nan
-    return value if math.isfinite(value) else None
+    return value / 100 if value > 1 else value
 
 
 def parse_status(out: bytes) -> JobStatus:
