@@ -184,7 +184,7 @@ class SSHRunner:
         if first is not None:
             self.route_used[instance_id] = routes[0]
             return first, True
-        outcomes: dict[int, str] = {}
+        failures: dict[int, SSHFailure] = {}
 
         async def attempt(i: int, route: SSHRoute) -> tuple[SSHRoute, Held, bool]:
             await asyncio.sleep(i * limit / 4)
@@ -195,16 +195,11 @@ class SSHRunner:
             try:
                 conn = await self._connect(instance_id, route.host, route.port, limit)
             except SSHFailure as exc:
-                if isinstance(exc, HostKeyChanged):
-                    raise
-                outcomes[i] = f"{route.kind} {exc}"
-                if isinstance(exc, NoAnswer):
-                    timed_out.add(i)
+                failures[i] = exc
                 raise
             return route, self.pool.keep(key, conn), False
 
         tasks = [asyncio.create_task(attempt(i, r)) for i, r in enumerate(routes)]
-        timed_out: set[int] = set()
         won: Held | None = None
         try:
             for done in asyncio.as_completed(tasks):
@@ -224,9 +219,9 @@ class SSHRunner:
             for got in await asyncio.gather(*tasks, return_exceptions=True):
                 if isinstance(got, tuple) and got[1] is not won and not got[2]:
                     self.pool.drop(got[1])
-        said = [outcomes[i] for i in sorted(outcomes)]
-        failure = NoAnswer if timed_out == set(outcomes) else SSHFailure
-        raise failure("; ".join(said) if len(said) > 1 else said[0])
+        said = [f"{routes[i].kind} {failures[i]}" for i in sorted(failures)]
+        timed_out = all(isinstance(exc, NoAnswer) for exc in failures.values())
+        raise (NoAnswer if timed_out else SSHFailure)("; ".join(said) if len(said) > 1 else said[0])
 
     @staticmethod
     def _key(instance_id: int, route: SSHRoute) -> Key:

@@ -10,6 +10,7 @@ over SSH between the hosts, so none is asked off a host without open ports or se
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import shlex
 from collections.abc import Callable
@@ -258,10 +259,8 @@ class Rescues:
                 await self.market.cancel_copies_to(a.instance_id)
             except REFUSALS as exc:  # an answer lost among them: the copy may run on
                 said = f"not taken: {exc}"[:200]
-        try:
+        with contextlib.suppress(SSHFailure):
             await self.link.run(a, f"rm -rf {folder}")
-        except SSHFailure:
-            pass
         return said
 
     async def step(self, a: Attempt, job: JobState, now: float) -> bool:
@@ -294,15 +293,13 @@ class Rescues:
             # outbid, the pushed files included): a file for a file, a folder for a folder
             ckpt = checkpoint_word(job.job)
             got = f"{folder}/{shlex.quote(posixpath.basename(checkpoint_path(job.job)))}"
-            try:
+            with contextlib.suppress(SSHFailure):
                 res = await self.link.run(
                     a,
                     f'[ -e {got} ] && rm -rf {ckpt} && mkdir -p "$(dirname {ckpt})" '
                     f"&& cp -a {got} {ckpt} && rm -rf {folder}",
                 )
                 landed = res.exit_status == 0
-            except SSHFailure:
-                pass
         # it left this host meanwhile: its state still waits on the rental
         if not job.held_by(a.instance_id):
             self._hand_back(job, c.paused)
