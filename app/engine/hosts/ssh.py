@@ -85,12 +85,11 @@ class SSHRunner:
         key: asyncssh.SSHKey,
         connect_timeout: float = 10.0,
         max_output: int = 1 << 20,
-        wall_clock: Callable[[], float] = loop_time,
         hold: Callable[[object], AbstractAsyncContextManager[None]] | None = None,
         keepalive_s: float = KEEPALIVE_S,
     ) -> None:
         self.key = key
-        self.wall_clock = wall_clock  # times connects (HostLink.io_floor)
+        self.wall_clock: Callable[[], float] = loop_time  # times connects (HostLink.io_floor)
         # entered (`async with`) for each session with a host (HostLink), given its instance
         # id: a stepped market clock stands while one is out, and its answer goes on in its
         # turn (app/referee/stepped.py)
@@ -125,8 +124,7 @@ class SSHRunner:
 
     async def close(self) -> None:
         """Close every connection held and wait for each to be closed (the session's end)."""
-        for iid in self.pool.instances():
-            self.pool.forget(iid)
+        self.keep_only(())
         for conn in self.pool.closing:
             conn.close()
         closing, self.pool.closing = self.pool.closing, []

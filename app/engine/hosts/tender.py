@@ -37,12 +37,7 @@ from .probe_io import (
 from .ssh import SSHFailure
 
 K = EventKind
-SAMPLE_FIELDS = (
-    "util",
-    "sm_clock",
-    "max_sm_clock",
-    "reasons_bits",
-)
+SAMPLE_FIELDS = ("util", "sm_clock", "max_sm_clock", "reasons_bits")
 
 NOTE_EVERY = 30  # failed looks in a row at a proven host between two ledger notes of them
 MAX_SAMPLES = 60  # NVML samples read from one sampler document (it sends a handful)
