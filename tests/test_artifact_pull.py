@@ -17,8 +17,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 from rentwatch.core.campaign import Job
+from rentwatch.engine.jobs.pull import fetch_artifacts
 from rentwatch.engine.jobs.runner import (
-    fetch_artifacts,
     job_dir,
     launch_command,
     parse_stale,

@@ -38,12 +38,12 @@ def test_no_pull_gets_more_than_its_own_cap():
 
 def test_a_restart_counts_what_the_campaign_pulled_already():
     work, _, ledger = job_work(ScriptedLink([said("")]))
-    work.room.max_bytes = 1000
+    work.pulls.room.max_bytes = 1000
     for job, dest, size in (("train", "/a/c/train", 700), ("train", "/a/c/train/checkpoint", 200)):
         ledger.record(
             EventKind.ARTIFACTS, at=1.0, actor="engine", ok=True, reason="pulled", campaign="c",
             detail={"job": job, "files": files(size), "dest": dest},
         )  # fmt: skip
     work.restore(ledger)
-    assert work.room.left_for("other", "artifacts")[0] == 100
-    assert work.room.left_for("train", "artifacts")[0] == 800  # its own 700 given back
+    assert work.pulls.room.left_for("other", "artifacts")[0] == 100
+    assert work.pulls.room.left_for("train", "artifacts")[0] == 800  # its own 700 given back

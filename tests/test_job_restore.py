@@ -80,7 +80,7 @@ def test_a_restart_after_the_pull_finds_the_job_done(tmp_path):
 
 def test_failed_pulls_in_rows_that_do_not_say_their_kind_count_toward_the_tries(tmp_path):
     # a ledger written before pulls said their kind: after the exit, a pull is of the output
-    from rentwatch.engine.jobs.pulls import PULL_TRIES
+    from rentwatch.engine.jobs.pull import PULL_TRIES
 
     ledger = new_ledger()
     _exit_both(ledger, tmp_path, sftp_up=False)  # one failed pull, with its kind

@@ -331,7 +331,7 @@ artifacts = ["out"]
 
 
 def test_local_destination_is_contained(tmp_path):
-    from rentwatch.engine.jobs.runner import _local
+    from rentwatch.engine.jobs.pull import _local
 
     assert _local(tmp_path, "a/b.txt") == (tmp_path / "a" / "b.txt").resolve()
     with pytest.raises(UnsafePath):

@@ -149,7 +149,7 @@ def _read_campaign(
 
     from ..core.errors import ConfigError
     from ..core.text import clean
-    from ..engine.jobs.upload_rule import check_uploads
+    from ..engine.jobs.upload import check_uploads
     from ..engine.session import default_key_path
     from ..market.factory import load_campaign
 

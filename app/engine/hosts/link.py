@@ -196,20 +196,25 @@ class HostLink:
     async def _ssh_run(
         self, a: Attempt, command: str, stdin: bytes | None, timeout_wall: float, floor: float
     ) -> RunResult:
-        """One session: only the session itself holds a stepped market clock."""
+        async with self._session(a) as (host, port):
+            return await self.ssh.run(
+                a.instance_id,
+                host,
+                port,
+                command,
+                stdin=stdin,
+                timeout=timeout_wall,
+                connect_timeout=self.wall(CONNECT_TIMEOUT_S, floor),
+            )
+
+    @contextlib.asynccontextmanager
+    async def _session(self, a: Attempt) -> AsyncIterator[tuple[str, int]]:
+        """One session's route: only the session itself holds a stepped market clock."""
         host, port = routed(a)  # again: the route may have gone while a slot was awaited
         await self.key_on(a)
         try:
             async with self.ssh.hold(a.instance_id):
-                return await self.ssh.run(
-                    a.instance_id,
-                    host,
-                    port,
-                    command,
-                    stdin=stdin,
-                    timeout=timeout_wall,
-                    connect_timeout=self.wall(CONNECT_TIMEOUT_S, floor),
-                )
+                yield host, port
         finally:
             self._note_route(a)
 
@@ -235,20 +240,16 @@ class HostLink:
         deadline."""
         routed(a)
         async with self.slots, self._distrust_on_key_change(a):
-            await self.key_on(a)
-            host, port = routed(a)
+            connect_s = self.wall(CONNECT_TIMEOUT_S, self.io_ceiling())
             try:
-                connect_s = self.wall(CONNECT_TIMEOUT_S, self.io_ceiling())
                 async with (
-                    self.ssh.hold(a.instance_id),  # as a session (`_ssh_run`)
+                    self._session(a) as (host, port),
                     self.ssh.connected(a.instance_id, host, port, connect_s) as conn,
                 ):
                     return await asyncio.wait_for(work(conn), self.wall(600, 30))
             except SSHFailure:
                 await self._remeasure()
                 raise
-            finally:
-                self._note_route(a)
 
     @contextlib.asynccontextmanager
     async def _distrust_on_key_change(self, a: Attempt) -> AsyncIterator[None]:

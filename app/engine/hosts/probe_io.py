@@ -142,12 +142,22 @@ SAMPLER_COMMAND = "python3 - --events-ms 0 --xid-log ~/.rentwatch/xid.jsonl"
 WATCHDOG_ENV_FILES = "--env-file /etc/environment --env-file /proc/1/environ"
 
 
+# whether the watchdog runs (its pid file, signal 0)
+WATCHDOG_RUNS = (
+    "[ -f ~/.rentwatch/watchdog.pid ] && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
+)
+# the heartbeat, and whether the watchdog it feeds still runs
+HEARTBEAT = (
+    f"touch ~/.rentwatch/heartbeat && {{ {WATCHDOG_RUNS} && echo WATCHDOG alive"
+    " || echo WATCHDOG gone; }"
+)
+
+
 def watchdog_command(window_s: float, scale: float) -> str:
     """Install the watchdog (its script on stdin) and start it unless one already runs."""
     return (
         "mkdir -p ~/.rentwatch && cat > ~/.rentwatch/watchdog.py"
-        " && touch ~/.rentwatch/heartbeat && { [ -f ~/.rentwatch/watchdog.pid ]"
-        " && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
+        f" && touch ~/.rentwatch/heartbeat && {{ {WATCHDOG_RUNS}"
         " || (setsid nohup python3 ~/.rentwatch/watchdog.py"
         f" --window-s {window_s:g} --scale {scale:g} {WATCHDOG_ENV_FILES}"
         " >/dev/null 2>&1 </dev/null & echo $! > ~/.rentwatch/watchdog.pid); }"

@@ -79,26 +79,21 @@ def loop_time() -> float:
     return asyncio.get_running_loop().time()
 
 
-def _no_hold(subject: object) -> AbstractAsyncContextManager[None]:
-    return contextlib.nullcontext()
-
-
 class SSHRunner:
     def __init__(
         self,
         key: asyncssh.SSHKey,
         connect_timeout: float = 10.0,
         max_output: int = 1 << 20,
-        wall_clock: Callable[[], float] = loop_time,
         hold: Callable[[object], AbstractAsyncContextManager[None]] | None = None,
         keepalive_s: float = KEEPALIVE_S,
     ) -> None:
         self.key = key
-        self.wall_clock = wall_clock  # times connects (HostLink.io_floor)
+        self.wall_clock: Callable[[], float] = loop_time  # times connects (HostLink.io_floor)
         # entered (`async with`) for each session with a host (HostLink), given its instance
         # id: a stepped market clock stands while one is out, and its answer goes on in its
         # turn (app/referee/stepped.py)
-        self.hold = hold or _no_hold
+        self.hold = hold or (lambda _: contextlib.nullcontext())
         self.connect_timeout = connect_timeout
         self.max_output = max_output
         self.pinned: dict[int, str] = {}  # instance id -> host key fingerprint
@@ -129,8 +124,7 @@ class SSHRunner:
 
     async def close(self) -> None:
         """Close every connection held and wait for each to be closed (the session's end)."""
-        for iid in self.pool.instances():
-            self.pool.forget(iid)
+        self.keep_only(())
         for conn in self.pool.closing:
             conn.close()
         closing, self.pool.closing = self.pool.closing, []
@@ -188,7 +182,7 @@ class SSHRunner:
         if first is not None:
             self.route_used[instance_id] = routes[0]
             return first, True
-        outcomes: dict[int, str] = {}
+        failures: dict[int, SSHFailure] = {}
 
         async def attempt(i: int, route: SSHRoute) -> tuple[SSHRoute, Held, bool]:
             await asyncio.sleep(i * limit / 4)
@@ -199,16 +193,11 @@ class SSHRunner:
             try:
                 conn = await self._connect(instance_id, route.host, route.port, limit)
             except SSHFailure as exc:
-                if isinstance(exc, HostKeyChanged):
-                    raise
-                outcomes[i] = f"{route.kind} {exc}"
-                if isinstance(exc, NoAnswer):
-                    timed_out.add(i)
+                failures[i] = exc
                 raise
             return route, self.pool.keep(key, conn), False
 
         tasks = [asyncio.create_task(attempt(i, r)) for i, r in enumerate(routes)]
-        timed_out: set[int] = set()
         won: Held | None = None
         try:
             for done in asyncio.as_completed(tasks):
@@ -228,9 +217,9 @@ class SSHRunner:
             for got in await asyncio.gather(*tasks, return_exceptions=True):
                 if isinstance(got, tuple) and got[1] is not won and not got[2]:
                     self.pool.drop(got[1])
-        said = [outcomes[i] for i in sorted(outcomes)]
-        failure = NoAnswer if timed_out == set(outcomes) else SSHFailure
-        raise failure("; ".join(said) if len(said) > 1 else said[0])
+        said = [f"{routes[i].kind} {failures[i]}" for i in sorted(failures)]
+        timed_out = all(isinstance(exc, NoAnswer) for exc in failures.values())
+        raise (NoAnswer if timed_out else SSHFailure)("; ".join(said) if len(said) > 1 else said[0])
 
     @staticmethod
     def _key(instance_id: int, route: SSHRoute) -> Key:

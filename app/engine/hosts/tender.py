@@ -27,6 +27,7 @@ from ..updates import Broken, Sampled, Set, WentSilent
 from .link import HostLink
 from .preflight_run import PreflightRunner
 from .probe_io import (
+    HEARTBEAT,
     SAMPLER_COMMAND,
     failure_text,
     parse_probe_output,
@@ -36,20 +37,8 @@ from .probe_io import (
 from .ssh import SSHFailure
 
 K = EventKind
-SAMPLE_FIELDS = (
-    "util",
-    "sm_clock",
-    "max_sm_clock",
-    "reasons_bits",
-)
+SAMPLE_FIELDS = ("util", "sm_clock", "max_sm_clock", "reasons_bits")
 
-
-# the heartbeat, and whether the watchdog it feeds still runs (its pid file, signal 0)
-HEARTBEAT = (
-    "touch ~/.rentwatch/heartbeat && { [ -f ~/.rentwatch/watchdog.pid ]"
-    " && kill -0 $(cat ~/.rentwatch/watchdog.pid) 2>/dev/null"
-    " && echo WATCHDOG alive || echo WATCHDOG gone; }"
-)
 NOTE_EVERY = 30  # failed looks in a row at a proven host between two ledger notes of them
 MAX_SAMPLES = 60  # NVML samples read from one sampler document (it sends a handful)
 
@@ -67,6 +56,10 @@ WATCHDOG_FLOORS = 10  # the watchdog's window is at least this many I/O floors o
 
 
 class HostTender(PreflightRunner):
+    watchdog_window_s = 15 * 60.0  # market seconds of silence: the host stops itself
+    beat_s = 120.0  # market seconds between heartbeats (and NVML samples)
+    job_poll_s = 30.0  # market seconds between looks at a running job
+
     def __init__(
         self,
         link: HostLink,
@@ -76,15 +69,9 @@ class HostTender(PreflightRunner):
         clock: Clock,
         campaign: Campaign,
         blame_book: BlameBook,
-        watchdog_window_s: float = 15 * 60.0,
-        beat_s: float = 120.0,
-        job_poll_s: float = 30.0,
     ) -> None:
         super().__init__(link, journal, policy, clock, campaign, blame_book)
         self.jobs = jobs
-        self.watchdog_window_s = watchdog_window_s  # market seconds of silence: host stops itself
-        self.beat_s = beat_s  # market seconds between heartbeats (and NVML samples)
-        self.job_poll_s = job_poll_s  # market seconds between looks at a running job
         self._look_failures: dict[int, int] = {}  # failed looks in a row, per instance
         self._vitals_dropped: dict[int, frozenset[str]] = {}  # what was last noted, per instance
 

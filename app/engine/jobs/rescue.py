@@ -10,10 +10,11 @@ over SSH between the hosts, so none is asked off a host without open ports or se
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...core.bidding.tier import RESCUE_SETTLE_S, RESCUE_WAIT_S, rescue_worth
@@ -28,7 +29,8 @@ from ..fleet import Fleet
 from ..hosts.link import HostLink
 from ..hosts.ssh import SSHFailure
 from ..journal import Journal
-from .runner import SFTP_ERRORS, checkpoint_path, checkpoint_word, job_dir, push_checkpoint
+from .pull import SFTP_ERRORS
+from .runner import checkpoint_path, checkpoint_word, job_dir, push_checkpoint
 
 K = EventKind
 
@@ -43,9 +45,8 @@ class Paused:
 
 @dataclass
 class Copying:
-    source: int
+    paused: Paused  # the copy's source, and the work since the last pull a landed copy keeps
     asked_at: float
-    lost_s: float | None  # the work since the last pull, which a landed copy keeps
     listing: bytes | None = None  # what the copied folder held at the last look
     seen_at: float = 0.0  # since when it has held that
 
@@ -83,18 +84,19 @@ def landing(job: Job) -> str:
     return f"{job_dir(job.name)}/rescue"
 
 
+@dataclass(eq=False)
 class Rescues:
-    def __init__(self, market: Market | None, fleet: Fleet, link: HostLink, journal: Journal):
-        self.market = market
-        self.orphans: set[int] = set()  # hosts left while a copy into them ran: to cancel
-        # when the job's checkpoint last came off a host (JobWork's), for what a retry starts from
-        self.pulled_at: Callable[[JobState], float | None] | None = None
-        self.fleet = fleet
-        self.link = link
-        self.journal = journal
-        self.paused: dict[str, Paused] = {}  # job name -> its newer state's rental
-        self.copying: dict[str, Copying] = {}  # job name -> a copy to the host it waits on
-        self.last_host: dict[str, int] = {}  # job name -> the instance it last started on
+    market: Market | None
+    fleet: Fleet
+    link: HostLink
+    journal: Journal
+    # when the job's checkpoint last came off a host (JobWork's), for what a retry starts from
+    pulled_at: Callable[[JobState], float | None] = lambda _: None
+    # hosts left while a copy into them ran: to cancel
+    orphans: set[int] = field(default_factory=set, init=False)
+    paused: dict[str, Paused] = field(default_factory=dict, init=False)  # job -> its state's rental
+    copying: dict[str, Copying] = field(default_factory=dict, init=False)  # job -> a copy it awaits
+    last_host: dict[str, int] = field(default_factory=dict, init=False)  # job -> where it last ran
 
     async def push_pulled(self, a: Attempt, job: JobState, src: Path, now: float) -> None:
         """A retried job starts from the last checkpoint this ledger records pulled, pushed back
@@ -104,7 +106,7 @@ class Rescues:
         if self.last_host.get(job.name) == a.instance_id:
             self.journal.say(f"resume {job.name} on i:{a.instance_id} from the state on its disk")
             return
-        if self.pulled_at is not None and self.pulled_at(job) is None:
+        if self.pulled_at(job) is None:
             # the folder is the campaign name's, whichever ledger ran it: what no pull of this
             # ledger put there is another run's state, not this job's
             self.journal.say(f"resume {job.name}: no checkpoint of it was pulled; it starts over")
@@ -134,7 +136,7 @@ class Rescues:
         state still waits on the paused rental, for the next host to ask for."""
         c = self.copying.pop(job.name, None)
         if c is not None:
-            self.paused[job.name] = Paused(c.source, c.lost_s)
+            self.paused[job.name] = c.paused
             if job.instance_id is not None:  # the copy into the host it left runs on: cancel it
                 self.orphans.add(job.instance_id)
 
@@ -220,7 +222,7 @@ class Rescues:
             self._hand_back(job, paused)
             self.orphans.add(a.instance_id)
             return False
-        self.copying[job.name] = Copying(paused.instance_id, now, paused.lost_s)
+        self.copying[job.name] = Copying(paused, now)
         self.journal.fact(
             K.RESCUED,
             a,
@@ -245,7 +247,7 @@ class Rescues:
 
     def start_point(self, job: JobState) -> str:
         """What a job starts from without the copy, in the ledger's words."""
-        pulled = self.pulled_at is not None and self.pulled_at(job) is not None
+        pulled = self.pulled_at(job) is not None
         return "its last pulled checkpoint" if pulled else "the start (no checkpoint came off)"
 
     async def _cancel(self, a: Attempt, folder: str) -> str:
@@ -257,10 +259,8 @@ class Rescues:
                 await self.market.cancel_copies_to(a.instance_id)
             except REFUSALS as exc:  # an answer lost among them: the copy may run on
                 said = f"not taken: {exc}"[:200]
-        try:
+        with contextlib.suppress(SSHFailure):
             await self.link.run(a, f"rm -rf {folder}")
-        except SSHFailure:
-            pass
         return said
 
     async def step(self, a: Attempt, job: JobState, now: float) -> bool:
@@ -280,7 +280,7 @@ class Rescues:
             and listing == c.listing
             and now - c.seen_at >= RESCUE_SETTLE_S
         )
-        source = self.fleet.get(c.source)
+        source = self.fleet.get(c.paused.instance_id)
         dark = source is not None and source.status == "offline" and not settled
         if not settled and not dark and now - c.asked_at < RESCUE_WAIT_S:
             if listing is not None and listing != c.listing:
@@ -293,18 +293,16 @@ class Rescues:
             # outbid, the pushed files included): a file for a file, a folder for a folder
             ckpt = checkpoint_word(job.job)
             got = f"{folder}/{shlex.quote(posixpath.basename(checkpoint_path(job.job)))}"
-            try:
+            with contextlib.suppress(SSHFailure):
                 res = await self.link.run(
                     a,
                     f'[ -e {got} ] && rm -rf {ckpt} && mkdir -p "$(dirname {ckpt})" '
                     f"&& cp -a {got} {ckpt} && rm -rf {folder}",
                 )
                 landed = res.exit_status == 0
-            except SSHFailure:
-                pass
         # it left this host meanwhile: its state still waits on the rental
         if not job.held_by(a.instance_id):
-            self._hand_back(job, Paused(c.source, c.lost_s))
+            self._hand_back(job, c.paused)
             return False
         cancelled = None if settled else await self._cancel(a, folder)
         waited = (now - c.asked_at) / 60
@@ -313,18 +311,18 @@ class Rescues:
             a,
             at=now,
             ok=landed,
-            reason=f"job {job.name}'s state from i:{c.source} in place after {waited:.1f} min"
+            reason=f"job {job.name}'s state from i:{c.paused.instance_id} in place after {waited:.1f} min"
             if landed
-            else f"job {job.name}'s state from i:{c.source} not in after {waited:.1f} min"
+            else f"job {job.name}'s state from i:{c.paused.instance_id} not in after {waited:.1f} min"
             + (": its host went offline" if dark else "")
             + f": it starts from {self.start_point(job)}",
             detail={
                 "job": job.name,
-                "source": c.source,
+                "source": c.paused.instance_id,
                 "stage": "landed" if landed else "lost",
                 **({"source_offline": True} if dark else {}),
                 # the outbid's loss this copy took back (the receipt's work lost nets it out)
-                **({"work_kept_s": c.lost_s} if landed else {}),
+                **({"work_kept_s": c.paused.lost_s} if landed else {}),
                 **({} if cancelled is None else {"cancel": cancelled}),
             },
         )

@@ -1,10 +1,8 @@
 """Running jobs on hosts: detached (they survive a dropped session or a restart), their state read
-back from files on the host, artifacts pulled over SFTP with checksums."""
+back from files on the host; the paths a job's files may take, and its checkpoint pushed back."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import posixpath
 import shlex
@@ -13,29 +11,14 @@ from pathlib import Path
 
 import asyncssh
 
-from ...core.artifact_room import PULL_MAX_BYTES, PULL_MAX_FILES
 from ...core.campaign import Job, home_path, inside_job_folder
 from ...core.errors import RentwatchError
-from ..hosts.ssh import SSHFailure
-from .pull import (
-    PULL_BOUNDS,
-    OverCap,
-    TreeBounds,
-    TreeRefused,
-    private_dirs,
-    stream_file,
-    walk_tree,
-)
 
 JOB_ROOT = "~/.rentwatch/jobs"
 
 
 class UnsafePath(RentwatchError):
     title = "unsafe path"
-
-
-SFTP_ERRORS = (SSHFailure, UnsafePath, TreeRefused, asyncssh.Error, OSError, TimeoutError)
-MAX_REFUSALS = 200  # entries refused that a pull's record names one by one
 
 
 def job_dir(name: str) -> str:
@@ -151,11 +134,9 @@ def parse_progress(text: str) -> float | None:
         value = float(text.strip().rstrip("%"))
     except ValueError:
         return None
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or not 0 <= value <= 100:
         return None
-    if value > 1:
-        value = value / 100 if value <= 100 else math.nan
-    return value if math.isfinite(value) else None
+    return value / 100 if value > 1 else value
 
 
 def parse_status(out: bytes) -> JobStatus:
@@ -181,85 +162,6 @@ def safe_relative(path: str) -> str:
     if not inside_job_folder(path):
         raise UnsafePath(f"artifact path {path!r} is not a relative path inside the job's folder")
     return posixpath.normpath(path)
-
-
-def _local(dest_root: Path, rel: str) -> Path:
-    target = (dest_root / rel).resolve()
-    root = dest_root.resolve()
-    if root != target and root not in target.parents:
-        raise UnsafePath(f"{rel!r} would be written outside {root}")
-    return target
-
-
-async def fetch_artifacts(
-    conn: asyncssh.SSHClientConnection,
-    job: Job,
-    dest_root: Path,
-    max_bytes: int = PULL_MAX_BYTES,
-    max_files: int = PULL_MAX_FILES,
-    stale: frozenset[str] = frozenset(),
-    bounds: TreeBounds = PULL_BOUNDS,
-) -> list[dict[str, object]]:
-    """Pull each artifact off the host: regular files only, never through a symlink, never outside
-    `dest_root`; one record per file with size and sha256. Folders are walked within `bounds`,
-    each file streamed under the caps (pull.py); a file in `stale` is left there."""
-    private_dirs(dest_root, dest_root)
-    out: list[dict[str, object]] = []
-    refused = 0  # refusals past the first MAX_REFUSALS are counted, not each recorded
-    total = 0
-    files = 0
-    own = JOB_ROOT.removeprefix("~/").split("/")[0]
-    sftp = await conn.start_sftp_client()
-    try:
-        base = job.workdir
-        tops = [safe_relative(a.rstrip("/") or ".") for a in job.artifacts]
-        walk = walk_tree(
-            sftp,
-            base,
-            tops,
-            # rentwatch's own folder on the host (`artifacts = ["."]`)
-            skip=lambda rel: home_path(job.workdir, rel) == own,
-            bounds=bounds,
-        )
-        async with contextlib.aclosing(walk):
-            async for rel, why in walk:
-                if why is None and rel in stale:
-                    why = "unchanged since the job started here: not its output"
-                if why is None and files >= max_files:
-                    why = f"over the cap of {max_files} files"
-                if why is not None:
-                    refused += 1
-                    if refused <= MAX_REFUSALS:
-                        out.append({"path": rel, "error": why})
-                    continue
-                remote = posixpath.join(base, rel)
-                local = _local(dest_root, rel)
-                private_dirs(dest_root, local.parent)
-                files += 1
-                try:
-                    size, digest = await stream_file(sftp, remote, local, max_bytes - total)
-                except OverCap:
-                    out.append({"path": rel, "error": "over the artifact size cap"})
-                    continue
-                total += size
-                out.append({"path": rel, "bytes": size, "sha256": digest})
-        if refused > MAX_REFUSALS:
-            out.append({"path": "", "error": f"{refused - MAX_REFUSALS} more refused"})
-    finally:
-        # not `async with`: its exit waits for the host's answer, which a hostile host (or one
-        # whose pull was cut by its deadline) never sends; the caller closes the connection
-        sftp.exit()
-    return out
-
-
-def summary(records: list[dict[str, object]]) -> str:
-    ok = [r for r in records if "sha256" in r]
-    bad = [r for r in records if "error" in r]
-    size = sum(int(str(r["bytes"])) for r in ok)
-    text = f"{len(ok)} file(s), {size} bytes"
-    if bad:
-        text += f"; refused or missing: {json.dumps(bad)[:200]}"
-    return text
 
 
 async def push_checkpoint(

@@ -54,12 +54,11 @@ class SwapWatch:
     def moving(self) -> dict[int, str]:
         """The hosts to stop for their running job to move (`core.worth.swap.moves_off`), while
         that job still runs there."""
-        out = {}
-        for iid, (name, why) in self.moves.items():
-            job = self.queue.on(iid)
-            if job is not None and job.name == name:
-                out[iid] = why
-        return out
+        return {
+            iid: why
+            for iid, (name, why) in self.moves.items()
+            if (job := self.queue.on(iid)) is not None and job.name == name
+        }
 
     def due(self, instance_id: int, now: float) -> bool:
         """Due for a swap and replaced: it takes no more jobs (`core.worth.swap.replaced`)."""

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...core.artifact_room import ArtifactRoom
 from ...core.campaign import Job
 from ...core.jobs import JobQueue, JobState, Slot, dispatches
 from ...core.lifecycle import Phase
@@ -23,8 +22,7 @@ from ..hosts.ssh import SSHFailure
 from ..journal import Journal
 from ..updates import Set
 from .delivered import host_speed, note_delivery, work_detail, work_lost
-from .output import pull_log
-from .pulls import PULL_TRIES, Pulls
+from .pull import PULL_TRIES, Pulls
 from .rescue import Rescues
 from .runner import JobStatus, launch_command, parse_status, status_command, stop_command
 from .swap_watch import SwapWatch
@@ -73,16 +71,9 @@ class JobWork:
         # how often a job's checkpoint is pulled on its host (the tier's: oftener on a bid)
         self.ckpt_every: Callable[[Attempt, JobState], float] | None = None
         # a moved job's newer state, copied off the rental an outbid paused (jobs/rescue.py)
-        self.rescues = Rescues(market, fleet, link, journal)
-        self.rescues.pulled_at = self.last_checkpoint
+        self.rescues = Rescues(market, fleet, link, journal, self.last_checkpoint)
         # jobs whose launch is under way (uploads, a push): a look meanwhile finds no process
         self._starting: set[str] = set()
-        self._log_kept: set[tuple[str, int]] = set()  # (job, attempt) whose output was kept
-
-    @property
-    def room(self) -> ArtifactRoom:
-        """What the campaign may still pull off its hosts (the pulls' own)."""
-        return self.pulls.room
 
     def left(self) -> list[Job]:
         """The jobs whose work is still to do: pending, or running (work not yet delivered)."""
@@ -187,14 +178,15 @@ class JobWork:
             self.queue.host_died(iid, now, host_fault=host_fault, outbid=outbid)
         again = job.status == "pending"
         free = job.host_losses > losses
-        self._interrupted(
+        self._ended(
             job,
+            self.fleet.get(iid) if iid is not None else None,
             iid,
             now,
-            why,
-            (" - queued again" if again else " - out of retries")
+            f"interrupted: {why}"
+            + (" - queued again" if again else " - out of retries")
             + (" (an early host loss: no retry used)" if free else ""),
-            "queued again" if again else "failed",
+            f"interrupted on i:{iid} ({why}); " + ("queued again" if again else "failed"),
             {
                 "requeued": again,
                 "host_loss": free,
@@ -206,28 +198,29 @@ class JobWork:
             },
         )
 
-    def _interrupted(
+    def _ended(
         self,
         job: JobState,
+        a: Attempt | None,
         iid: int | None,
         now: float,
-        why: str,
-        then: str,
+        reason: str,
         said: str,
         detail: dict[str, Any],
+        ok: bool = False,
     ) -> None:
-        """A job cut short on host `iid`, written down with its machine's columns (the hosts
-        view counts the work lost there): `then`, what follows in the ledger; `said`, in the log."""
+        """A job's end on host `iid` (`said` in the log), written with its machine's columns (the
+        hosts view counts the work lost there)."""
         self.journal.fact(
             K.JOB_FINISHED,
-            self.fleet.get(iid) if iid is not None else None,
+            a,
             at=now,
-            ok=False,
+            ok=ok,
             instance_id=iid,
-            reason=f"job {job.name} interrupted: {why}{then}",
+            reason=f"job {job.name} {reason}",
             detail={"job": job.name, "attempt": job.attempts, **detail},
         )
-        self.journal.say(f"job    {job.name} interrupted on i:{iid} ({why}); {said}")
+        self.journal.say(f"job    {job.name} {said}")
 
     async def campaign_ended(self, why: str, keep_output: bool = True) -> None:
         """The campaign's end (a person's, its budget's or deadline's, the exit trap's), before
@@ -241,24 +234,21 @@ class JobWork:
             self.rescues.forget(job)
             # the campaign's end, nothing its host did: what it had done is no work lost with a
             # host (the receipt's), and a later run of the campaign takes it up (`restore`)
-            detail = {"requeued": False, "campaign_end": True, "host_fault": False}
-            then = " - it ends with the campaign"
-            self._interrupted(
-                job, job.instance_id, now, why, then, "ended with the campaign", detail
+            iid = job.instance_id
+            self._ended(
+                job,
+                self.fleet.get(iid) if iid is not None else None,
+                iid,
+                now,
+                f"interrupted: {why} - it ends with the campaign",
+                f"interrupted on i:{iid} ({why}); ended with the campaign",
+                {"requeued": False, "campaign_end": True, "host_fault": False},
             )
         for job in running if keep_output else []:
             a = self.fleet.get(job.instance_id) if job.instance_id is not None else None
             if a is None or a.life.phase != Phase.VERIFIED or a.ssh_host is None:
                 continue  # its host is past answering: `logs` says its output was not kept
-            await self._keep_log(a, job)
-
-    async def _keep_log(self, a: Attempt, job: JobState) -> bool:
-        """What the job's run printed, pulled once per run; False when it was already."""
-        if (job.name, job.attempts) in self._log_kept:
-            return False
-        self._log_kept.add((job.name, job.attempts))
-        await pull_log(self.link, self.journal, self.pulls.artifacts_root, a, job.job)
-        return True
+            await self.pulls.keep_log(a, job)
 
     async def dispatch(self, now: float) -> None:
         """Start the next pending job on each host the dispatch rule names (core/jobs)."""
@@ -391,16 +381,15 @@ class JobWork:
                     return  # its host left service during the stop: queued again (`reap`)
                 # what it wrote by then (logs, a partial result) still comes off the box
                 job.status, job.exit_code = "finishing", 124
-                self.journal.fact(
-                    K.JOB_FINISHED,
+                self._ended(
+                    job,
                     a,
-                    at=now,
-                    ok=False,
-                    reason=f"job {job.name} stopped after its "
-                    f"{job.job.timeout_s / 60:.0f} min timeout",
-                    detail={"job": job.name, "exit_code": 124, "timeout": True},
+                    a.instance_id,
+                    now,
+                    f"stopped after its {job.job.timeout_s / 60:.0f} min timeout",
+                    f"timed out on i:{a.instance_id}",
+                    {"exit_code": 124, "timeout": True},
                 )
-                self.journal.say(f"job    {job.name} timed out on i:{a.instance_id}")
                 await self._settle(a, job)
                 return
             last = self._ckpt_at.get(job.name, now if job.started_at is None else job.started_at)
@@ -427,26 +416,23 @@ class JobWork:
         began = job.started_at if job.started_at is not None else now
         ended = (max(job.seen_running_at or began, began) + looked) / 2
         duration = max(0.0, ended - began)
-        self.journal.fact(
-            K.JOB_FINISHED,
+        minutes = f"after {duration / 60:.1f} min"
+        self._ended(
+            job,
             a,
-            at=now,
-            ok=st.exit_code == 0,
-            reason=f"job {job.name} exited {st.exit_code} after {duration / 60:.1f} min",
-            detail={
-                "job": job.name,
+            a.instance_id,
+            now,
+            f"exited {st.exit_code} {minutes}",
+            f"exited {st.exit_code} on i:{a.instance_id} {minutes}",
+            {
                 "exit_code": st.exit_code,
                 "duration_s": duration,
                 # how sure that is: the span between the looks the end fell between
                 "ended_within_s": round(looked - max(job.seen_running_at or began, began), 1),
-                "attempt": job.attempts,
                 "log_tail": st.log_tail[-500:],
                 **work_detail(a, job, duration, st.exit_code == 0),
             },
-        )
-        self.journal.say(
-            f"job    {job.name} exited {st.exit_code} on i:{a.instance_id} "
-            f"after {duration / 60:.1f} min"
+            ok=st.exit_code == 0,
         )
         if self.blame_book is not None:
             if st.exit_code == 0:
@@ -460,7 +446,7 @@ class JobWork:
         """An exited job's end: its artifacts off the box, then done or failed by its exit. A failed
         pull is retried, up to PULL_TRIES; a host that leaves service first takes the job back to
         the queue (`reap`)."""
-        if await self._keep_log(a, job) and not job.held_by(a.instance_id, "finishing"):
+        if await self.pulls.keep_log(a, job) and not job.held_by(a.instance_id, "finishing"):
             return  # its host left service meanwhile: `reap` queued it again
         if job.job.artifacts and not await self.pulls.pull(a, job):
             job.pull_tries += 1
