@@ -942,7 +942,7 @@ def test_one_release_rule_keeps_the_proven_and_destroys_the_rest(key):
 
     async def body(sup, market, ledger):
         kept = await verified(sup, market)
-        sup.resize(3)
+        sup.operator.resize(3)
         await sup.poll_once()  # two more, booting: never proven
         booting = [i for i in sup.attempts if i != kept]
         assert booting
@@ -1004,7 +1004,7 @@ def test_a_bare_session_adopts_what_is_held_and_writes_off_what_the_market_lost(
 
     async def first(sup, market, ledger):
         held.append(await verified(sup, market))
-        sup.resize(2)
+        sup.operator.resize(2)
         await sup.poll_once()
         held.extend(i for i in sup.attempts if i not in held)
 

@@ -60,9 +60,9 @@ class Executor:
     policy: Policy
     tier: TierWatch | None = None  # the interruptible tier's rebid, move and resume
 
-    async def execute(self, d: Decision, fleet_set_at: float | None = None) -> Outcome | None:
+    async def execute(self, d: Decision) -> Outcome | None:
         """Carry out one decision; a `Finish` comes back as the campaign's outcome."""
-        self.operator.mind(d, self.market.answered_at(), fleet_set_at)
+        self.operator.mind(d, self.market.answered_at())
         if isinstance(d, Create):
             await self.create(d)
         elif isinstance(d, Abandon):

@@ -117,13 +117,7 @@ class Supervisor:
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.cadence = Cadence(market, self.fleet, policy, self.journal)  # each poll's lists
         self.operator = Operator(
-            self.actions,
-            self.fleet,
-            self.offer_book,
-            self.journal,
-            self.resize,
-            policy.name,
-            lambda: self.fleet.wanted,
+            self.actions, self.fleet, self.offer_book, self.journal, policy.name
         )
         self.tier = TierWatch(
             market, self.journal, self.fleet, self.job_work, self.actions, campaign, policy.name
@@ -158,7 +152,6 @@ class Supervisor:
         self.started_at: float | None = None  # the campaign's first start, read once
         # watch without a campaign: nothing is supervised unless the operator hands it over
         self.observe_only = observe_only
-        self.fleet_set_at: float | None = None  # when a person last changed the wanted fleet
         self.failure: str | None = None  # why polling fails now (a rejected key), for the header
         self.decider = Decider(
             market,
@@ -283,7 +276,7 @@ class Supervisor:
         decisions = await self.decider.decide(now)
         for d in decisions:
             self.writer.drain()
-            done = await self.executor.execute(d, self.fleet_set_at)
+            done = await self.executor.execute(d)
             # (watching without a campaign has no goal to reach: it never "finishes", so
             # the operator's keys are never refused as coming after the campaign's end)
             if done is not None and not self.observe_only and self.finish(done):
@@ -356,21 +349,6 @@ class Supervisor:
             self.journal.fact(K.DETACHED, a, actor="human", reason=reason)
 
     # -- operator intents ---------------------------------------------------------------------
-    def resize(
-        self, size: int, actor: str = "human", reason: str = "operator set the fleet"
-    ) -> int:
-        """The operator's wanted fleet size; returns the old one. Recorded in the ledger as a
-        human act. One value, `fleet.wanted`, read by everything that counts toward it."""
-        old = self.fleet.wanted
-        size = max(0, size)
-        self.fleet.wanted = size
-        self.fleet_set_at = now = self.now()
-        why = f"wanted fleet {old} -> {size}: {reason}"
-        detail = {"old": old, "new": size}
-        self.journal.fact(K.FLEET_SIZE, None, at=now, actor=actor, reason=why, detail=detail)
-        self.journal.say(f"fleet  {old} -> {size} by {actor}: {reason}")
-        return old
-
     async def apply(self, intent: Intent) -> Reply:
         """The one door for a person's intent, run on the poll's task between two polls. After the
         end only `AFTER_END` is taken; an instance named must be held; a destroy needs its id
