@@ -22,6 +22,7 @@ from ..market.errors import REFUSALS, NotFound
 from ..market.protocol import Market
 from .attempt import Attempt
 from .blame_book import BlameBook
+from .cadence import Sight
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
@@ -64,66 +65,38 @@ class Observer:
     _reported_anon: set[str] = field(default_factory=set, init=False)
     _client_bad: int = field(default=0, init=False)
 
-    async def observe(
-        self,
-        instances: list[Instance],
-        now: float,
-        full: bool = True,
-        asked: frozenset[int] = frozenset(),
-        unread: list[tuple[int, str]] | None = None,
-    ) -> None:
-        """Fold one poll's rows in. `full`: a whole list answer, so what it leaves out is unseen;
-        otherwise one asked for by name but left out gets a one-instance call. `unread`:
-        instances answered with a row that cannot be read."""
+    async def observe(self, sight: Sight, now: float) -> None:
+        """Fold one poll's rows in. What a whole list answer (or a finished sweep) leaves out is
+        unseen; one a filtered answer was asked for by name and left out gets a closer look;
+        the rest was not asked for and is not looked at. A bad row is still a row: there,
+        unread this poll."""
         self._client_rows(now)
         live: dict[int, Instance] = {}
         bad: set[int] = set()
-        for iid, why in unread or ():
+        for iid, why in sight.bad:
             bad.add(iid)
             self._bad_row(iid, why, now)
-        for inst in instances:
+        for inst in sight.rows:
             problem = row_problem(inst)
             if problem is None:
                 live[inst.id] = inst
             else:
                 bad.add(inst.id)
                 self._bad_row(inst.id, problem, now)
-        if not full:
-            await self._asked(live, bad, asked, now)
-            return
+        swept = sight.swept
         for a in list(self.fleet.attempts.values()):
-            if a.life.phase == Phase.LOST and a.instance_id in live:
-                self._returned(a, live[a.instance_id], now)
+            iid, listed = a.instance_id, live.get(a.instance_id)
+            if a.life.phase == Phase.LOST and listed is not None:
+                self._returned(a, listed, now)
+            elif a.life.phase in (Phase.DESTROYED, Phase.LOST):
                 continue
-            if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in bad:
-                continue  # a bad row is still a row: there, unread this poll
-            listed = live.get(a.instance_id)
-            if listed is None:
-                await self._missing(a, now)
-            else:
+            elif listed is not None:
                 self._see(a, listed, now, listed=True)
-
-    async def _asked(
-        self, live: dict[int, Instance], bad: set[int], asked: frozenset[int], now: float
-    ) -> None:
-        """A filtered answer: see what it listed; what it was asked for and left out gets a
-        closer look; the rest was not asked for and is not looked at."""
-        for iid, listed in live.items():
-            held = self.fleet.get(iid)
-            if held is not None and held.life.phase == Phase.LOST:
-                self._returned(held, listed, now)
-            elif held is not None and held.life.phase != Phase.DESTROYED:
-                self._see(held, listed, now, listed=True)
-        for iid in asked - live.keys() - bad:
-            held = self.fleet.get(iid)
-            if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
-                await self._missing(held, now, unseen=False)
-
-    async def unlisted(self, listed: set[int], now: float) -> None:
-        """After a sweep's pages, together a full list answer: every instance we hold that it
-        left out is unseen and asked for directly (as `observe` does for a whole list)."""
-        for a in list(self.fleet.attempts.values()):
-            if a.life.phase not in (Phase.DESTROYED, Phase.LOST) and a.instance_id not in listed:
+            elif iid in bad:
+                continue
+            elif iid in sight.asked:
+                await self._missing(a, now, unseen=False)
+            elif sight.full or swept is not None and iid not in swept:
                 await self._missing(a, now)
 
     async def _missing(self, a: Attempt, now: float, unseen: bool = True) -> None:

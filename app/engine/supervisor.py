@@ -262,12 +262,9 @@ class Supervisor:
         self.failure = None
         now = self.market.answered_at()
         self.polls += 1
-        instances = sight.rows
         self.prices.apply_due(now)  # an accepted increase's new price, before the rows show it
-        await self.observer.observe(instances, now, sight.full, sight.asked, sight.bad)
-        if sight.swept is not None:  # a sweep's pages together are a full list answer
-            await self.observer.unlisted(sight.swept, now)
-        self.recovery.adopt_strays(instances, now)
+        await self.observer.observe(sight, now)
+        self.recovery.adopt_strays(sight.rows, now)
         # a host no longer held running (stopped, destroyed, lost, let go) keeps no connection
         self.ssh.keep_only([i for i, a in self.fleet.attempts.items() if a.life.phase in HELD])
         self.tender.retend(self.observer.returned)
