@@ -255,8 +255,6 @@ def apply(j: Journal, u: Update) -> bool:
                 a.bid = a.gpu_dph = u.rebid
             if u.paused_unproven:
                 a.market_stop = "found paused on the tier before it was proven"
-        case up.BidFloorSeen():
-            a.bid_floor = u.bid_floor
         case up.Outbid():
             a.outbid_at, a.resumed = u.event.at, False
             a.bid_floor = u.bid_floor or a.bid_floor
@@ -270,8 +268,6 @@ def apply(j: Journal, u: Update) -> bool:
             j.fact(
                 K.STOP, a, at=u.at, actor="market", ok=True, reason="outbid again after its resume"
             )
-        case up.RebidTried():
-            a.rebids += 1
         case up.BidChanged():
             # a raise remembers the bid it rose from (where a lowering stops,
             # `bidding.lower_bid`), and a lowering back to that bid forgets it
