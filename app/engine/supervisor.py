@@ -183,16 +183,8 @@ class Supervisor:
         return self.fleet.attempts
 
     @property
-    def quarantine(self) -> dict[int, str]:
-        return self.fleet.quarantine
-
-    @property
     def jobs(self) -> JobQueue:
         return self.job_work.queue
-
-    @property
-    def creates(self) -> int:
-        return self.fleet.creates
 
     def now(self) -> float:
         return self.market.now()

@@ -398,11 +398,11 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         campaign=sup.campaign.name,
         policy=sup.policy.name,
         fleet=sup.campaign.fleet,
-        creates=sup.creates,
+        creates=sup.fleet.creates,
         # the campaign's own cap: an end leaves it no create, and the header says it ended
         max_creates=sup.file_campaign.max_creates,
         instances=tuple(rows),
-        quarantined=len(sup.quarantine),
+        quarantined=len(sup.fleet.quarantine),
         duds=int(fig["duds"]),
         dud_usd=float(fig["dud_usd"]),
         stopped_by_market=int(fig["stopped_by_market"]),
