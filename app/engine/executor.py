@@ -87,7 +87,7 @@ class Executor:
                 await self.tier.rebid(a, d)
             elif isinstance(d, Move):
                 await self.tier.move(a, d)
-            elif await self.tier.resume(a, d):
+            elif self.tier.resume(a, d):
                 self.tender.retend([a])  # watched again: its watchdog, heartbeat and jobs
         return None
 

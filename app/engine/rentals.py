@@ -49,7 +49,7 @@ class Writer:
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
-        self.queued: deque[tuple[Update, asyncio.Future[bool] | None]] = deque()
+        self.queued: deque[Update] = deque()
         self.errands: deque[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any]]] = deque()
         self.task: asyncio.Task[Any] | None = None  # the poll loop's, while it runs
         self.arrived = asyncio.Event()  # something queued since the poll's task last looked
@@ -81,36 +81,14 @@ class Writer:
             self.drain()
             apply(self.journal, u)
         else:
-            self.queued.append((u, None))
+            self.queued.append(u)
             self.arrived.set()
-
-    async def applied(self, u: Update) -> bool:
-        """`emit`, returning once `u` was applied (False: its move was illegal), for a caller
-        that reads what it changed. Never from a task the poll's task itself waits on (it
-        would wait for a drain that cannot come)."""
-        if self.here():
-            self.drain()
-            return apply(self.journal, u)
-        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.queued.append((u, done))
-        self.arrived.set()
-        return await done
 
     def drain(self) -> None:
         """Apply what was queued, in the order it was emitted (on the poll's task)."""
         assert self.here(), "only the poll's task applies queued updates"
         while self.queued:
-            u, done = self.queued.popleft()
-            try:
-                ok = apply(self.journal, u)
-            except Exception as exc:
-                if done is None:
-                    raise
-                if not done.done():
-                    done.set_exception(exc)
-                continue
-            if done is not None and not done.done():
-                done.set_result(ok)
+            apply(self.journal, self.queued.popleft())
 
     async def run(self, work: Callable[[], Awaitable[T]]) -> T:
         """`work()` on the poll's task, between two polls (at once where no poll loop runs)."""

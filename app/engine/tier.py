@@ -263,6 +263,7 @@ class TierWatch:
         )
         await self.actions.stop(a, d.rule, d.reason)
 
-    async def resume(self, a: Attempt, d: Resume) -> bool:
+    def resume(self, a: Attempt, d: Resume) -> bool:
         """Back into service (its proof stands: same machine, disk kept). True when it moved."""
-        return await self.journal.writer.applied(Resumed(a, self.market.answered_at(), d.reason))
+        self.journal.writer.emit(Resumed(a, self.market.answered_at(), d.reason))
+        return a.life.phase == Phase.VERIFIED
