@@ -101,26 +101,22 @@ class Observer:
 
     async def _missing(self, a: Attempt, now: float, unseen: bool = True) -> None:
         """Left out of a list answer (`unseen`: a full one): asked for directly, unless a create
-        still new."""
+        still new. The market's word that it is gone writes it off; a refusal leaves it to the
+        next list, but one unseen for UNSEEN_WRITE_OFF polls is written off. The look gives up
+        as the poll's lists do (a try or two), so many instances to look at cannot hold one
+        poll for minutes of backoff."""
         if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
             return
-        seen = await self._look(a, now, unseen)
-        if seen is not None:
-            self._see(a, seen, now, listed=unseen)
-
-    async def _look(self, a: Attempt, now: float, unseen: bool = False) -> Instance | None:
-        """A closer look at one instance a list left out (`unseen`: a full list did): the
-        market's word that it is gone writes it off; a refusal leaves it to the next list, but
-        one unseen for UNSEEN_WRITE_OFF polls is written off."""
         if unseen:
             self.journal.writer.emit(LeftOut(a, now))
         try:
-            inst = await self._show(a.instance_id)
+            with self.market.polling():
+                inst = await self.market.show_instance(a.instance_id)
         except BadRow as exc:
             if unseen:  # answered for, so not unseen (never written off for it), but unread
                 self.journal.writer.emit(Set(a, {"unseen": 1}))
             self._bad_row(a.instance_id, exc.problem, now)
-            return None
+            return
         except NotFound:
             inst = None
         except REFUSALS as exc:
@@ -132,14 +128,13 @@ class Observer:
                 self.journal.writer.emit(
                     Lost(a, now, f"unseen for {a.unseen} polls; the market never answered")
                 )
-            return None
-        return self._answered(a, inst, now)
-
-    async def _show(self, instance_id: int) -> Instance | None:
-        """A closer look is part of the poll: it gives up as the poll's lists do (a try or
-        two), so many instances to look at cannot hold one poll for minutes of backoff."""
-        with self.market.polling():
-            return await self.market.show_instance(instance_id)
+            return
+        if inst is None:
+            self.journal.writer.emit(Lost(a, now, "the market says it no longer exists"))
+        elif (problem := row_problem(inst)) is not None:
+            self._bad_row(inst.id, problem, now)
+        else:
+            self._see(a, inst, now, listed=unseen)
 
     def _client_rows(self, now: float) -> None:
         """Rows the client itself could not parse (`Market.unread_rows`) go to the ledger too:
@@ -177,17 +172,6 @@ class Observer:
             reason=f"market row skipped: {problem}",
             **extra,
         )
-
-    def _answered(self, a: Attempt, inst: Instance | None, now: float) -> Instance | None:
-        """The market's answer for one instance: gone writes it off; a bad row is unread."""
-        if inst is None:
-            self.journal.writer.emit(Lost(a, now, "the market says it no longer exists"))
-            return None
-        problem = row_problem(inst)
-        if problem is not None:
-            self._bad_row(inst.id, problem, now)
-            return None
-        return inst
 
     def _returned(self, a: Attempt, inst: Instance, now: float) -> None:
         """Listed again after its write-off: held again where it stood, and billed as if never
