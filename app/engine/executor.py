@@ -58,7 +58,7 @@ class Executor:
     tender: HostTender
     ssh: SSHRunner
     policy: Policy
-    tier: TierWatch | None = None  # the interruptible tier's rebid, move and resume
+    tier: TierWatch  # the interruptible tier's rebid, move and resume
 
     async def execute(self, d: Decision) -> Outcome | None:
         """Carry out one decision; a `Finish` comes back as the campaign's outcome."""
@@ -80,7 +80,7 @@ class Executor:
             return Outcome(d.ok, d.reason)
         elif isinstance(d, Restart):
             await self.restart(self.fleet[d.instance_id], d)
-        elif isinstance(d, Rebid | Move | Resume) and self.tier is not None:
+        elif isinstance(d, Rebid | Move | Resume):
             # an outbid rental's rebid or move, or a resumed one back in service (engine/tier)
             a = self.fleet[d.instance_id]
             if isinstance(d, Rebid):

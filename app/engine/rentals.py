@@ -99,15 +99,6 @@ class Writer:
         self.arrived.set()
         return await done
 
-    async def run_errands(self) -> bool:
-        """Run what `run` handed over, in order; True when there was any."""
-        ran = bool(self.errands)
-        while self.errands:
-            work, done = self.errands.popleft()
-            if not done.done():  # (done: its caller gave up before it started)
-                await _settle(work, done)
-        return ran
-
     @contextlib.asynccontextmanager
     async def writing(self) -> AsyncIterator[None]:
         """The current task (the poll loop's) applies every update until the block ends; then
@@ -137,7 +128,12 @@ class Writer:
         arrives."""
         while True:
             self.drain()
-            if await self.run_errands() and until():
+            ran = bool(self.errands)  # what `run` handed over, in order
+            while self.errands:
+                work, done = self.errands.popleft()
+                if not done.done():  # (done: its caller gave up before it started)
+                    await _settle(work, done)
+            if ran and until():
                 return False
             if wake is not None and wake.is_set():
                 return True

@@ -328,7 +328,8 @@ class Supervisor:
     async def release_all(self, actor: str, reason: str) -> None:
         """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest;
         creates in flight answered and the market's rentals under our label included."""
-        self._cancel_tasks()
+        for task in self._tasks():
+            task.cancel()
         await self.job_work.campaign_ended(reason, keep_output=actor != "trap")
         await self.recovery.hold_strays("release", True)
         await release(self, self.fleet.held(), actor, reason, keep_proven=True)
@@ -366,16 +367,13 @@ class Supervisor:
             t for a in self.fleet.attempts.values() for t in (a.preflight_task, a.tend_task) if t
         ]
 
-    def _cancel_tasks(self) -> None:
-        for task in self._tasks():
-            task.cancel()
-
     async def close(self) -> None:
         """Every host task cancelled and waited for; one that lost its cancel (Python 3.11's
         `wait_for`) is cancelled again, and one that still will not end is left, said, so an exit
         never hangs. A cancel of close itself reaches its caller."""
         tasks = self._tasks()
-        self._cancel_tasks()
+        for task in tasks:
+            task.cancel()
         pending = set(tasks)
         for _ in range(CLOSE_TRIES):
             if not pending:
