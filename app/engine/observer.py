@@ -59,10 +59,9 @@ class Observer:
     bad_rows: int = field(default=0, init=False)  # rows skipped in all
     # held again this poll: the supervisor tends them
     returned: list[Attempt] = field(default_factory=list, init=False)
-    # instances whose bad row is already in the ledger, problems of rows without an id there,
-    # and how many of the client's own skipped rows are
-    _reported: set[int] = field(default_factory=set, init=False)
-    _reported_anon: set[str] = field(default_factory=set, init=False)
+    # instances whose bad row is already in the ledger (for a row without a usable id, its
+    # problem), and how many of the client's own skipped rows are
+    _reported: set[int | str] = field(default_factory=set, init=False)
     _client_bad: int = field(default=0, init=False)
 
     async def observe(self, sight: Sight, now: float) -> None:
@@ -155,14 +154,10 @@ class Observer:
         held = self.fleet.get(iid) if iid is not None else None
         if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
             self.journal.writer.emit(RowUnread(held, now, problem))  # nothing bills unwatched
-        if iid is None:
-            if problem in self._reported_anon:
-                return
-            self._reported_anon.add(problem)
-        elif iid in self._reported:
+        key = problem if iid is None else iid
+        if key in self._reported:
             return
-        else:
-            self._reported.add(iid)
+        self._reported.add(key)
         extra: dict[str, Any] = {} if held is not None else {"instance_id": iid}
         self.journal.fact(
             K.BAD_ROW,
