@@ -90,7 +90,7 @@ def test_a_bid_under_min_bid_is_destroyed_at_no_cost_to_the_host(key):
         a = sup.attempts[box.id]
         assert a.life.phase == Phase.DESTROYED and a.failure_class == "cancelled"
         assert o.machine_id not in sup.fleet.recent_failures
-        assert o.machine_id not in sup.quarantine
+        assert o.machine_id not in sup.fleet.quarantine
         (ab,) = kinds(ledger, "abandon")
         assert ab.detail["refused"] is True and ab.detail["bid"] == 0.2
 

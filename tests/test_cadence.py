@@ -184,7 +184,7 @@ def test_steady_rental_going_offline_is_seen_next_poll(make_sim, tmp_path):
             if any(r.id == dark for r in sight.rows):
                 break
         assert [r.status for r in sight.rows if r.id == dark] == ["offline"]
-        await sup.observer.observe(sight.rows, sup.market.answered_at(), sight.full, sight.asked)
+        await sup.observer.observe(sight, sup.market.answered_at())
         assert sup.fleet[dark].status == "offline"
         assert sup.cadence.refused is None  # the state filter the market serves, still used
         await sup.market.aclose()

@@ -15,6 +15,7 @@ from rentwatch.core.errors import MalformedAnswer
 from rentwatch.core.lifecycle import Phase
 from rentwatch.core.policy import DEFAULT
 from rentwatch.engine.attempt import Attempt
+from rentwatch.engine.cadence import Sight
 from rentwatch.engine.fleet import Fleet
 from rentwatch.engine.journal import Journal
 from rentwatch.engine.observer import Observer
@@ -213,7 +214,7 @@ def _observer(client: VastClient, lines: list[str]) -> tuple[Observer, Ledger]:
 
 
 def test_a_polls_closer_looks_give_up_after_two_tries_too():
-    """The instances a sweep left out are asked for one by one (`Observer.unlisted`); those
+    """The instances a sweep left out are asked for one by one (`Observer.observe`); those
     calls went out outside the poll's bound, each with every try and its backoff, so a few
     dozen unseen rentals on a failing market held one poll for minutes."""
     shows: list[str] = []
@@ -229,7 +230,7 @@ def test_a_polls_closer_looks_give_up_after_two_tries_too():
             a = Attempt(iid, None, 70, 7, "RTX 4090", 0.0, 0.3, 0.01)
             a.life = dataclasses.replace(a.life, phase=Phase.VERIFIED)
             obs.fleet.add(a)
-        await obs.unlisted(set(), 1_000.0)  # the sweep ended without either
+        await obs.observe(Sight([], False, swept=set()), 1_000.0)  # a sweep without either
         assert len(shows) == 2 * POLL_ATTEMPTS < 2 * client.max_attempts
         assert all(a.unseen == 1 for a in obs.fleet.attempts.values())
         ledger.close()
@@ -254,7 +255,7 @@ def test_a_row_without_an_id_is_in_the_ledger_once_per_problem():
         for poll in range(3):
             if poll == 2:  # another bad row without an id: a new problem, written once more
                 rows.append({"id": "seven", "dph_total": 0.1})
-            await obs.observe(await client.list_instances(), 1_000.0 + poll)
+            await obs.observe(Sight(await client.list_instances(), True), 1_000.0 + poll)
         facts = ledger.events(where="kind = 'bad_row'")
         assert len(facts) == 2, [e.reason for e in facts]
         assert facts[0].instance_id is None and "id" in facts[0].reason

@@ -163,7 +163,7 @@ def test_a_fatal_xid_on_a_proven_host_stops_it_and_marks_its_machine(key):
         await sup.poll_once()
         assert a.life.phase == Phase.STOPPED
         assert kinds(ledger, "xid") and kinds(ledger, "quarantine")[0].detail["class"] == "xid"
-        assert a.machine_id in sup.quarantine
+        assert a.machine_id in sup.fleet.quarantine
         assert ("destroy_instance", iid) not in market.calls
 
     run(key, body, fleet=2)

@@ -97,7 +97,7 @@ def test_quarantined_machines_never_offered(make_sim, tmp_path):
             await sup.offer_book.refresh()
             before = {o.machine_id for o in sup.offer_book.fit()}
             cheapest = min(sup.offer_book.fit(), key=lambda o: o.dph_total)
-            sup.quarantine[cheapest.machine_id] = "test"
+            sup.fleet.quarantine[cheapest.machine_id] = "test"
             return cheapest.machine_id, before, {o.machine_id for o in sup.offer_book.fit()}
 
     quarantined, before, after = asyncio.run(run())

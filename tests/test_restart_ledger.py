@@ -33,7 +33,7 @@ def test_a_rental_with_no_create_in_the_ledger_gets_one_when_adopted(key):
         market.t += 60
         again = Supervisor(market, ledger, campaign(), SEED, SSHRunner(key), log=lambda _: None)
         await again.prepare()  # the restart adopts what carries the label
-        assert iid in again.attempts and again.creates == 1
+        assert iid in again.attempts and again.fleet.creates == 1
         [row] = ledger.instance_rows()
         assert row["instance_id"] == iid and row["total_usd"] > 0
         await again.release_all("rule:campaign_end", "over")

@@ -109,7 +109,7 @@ def test_create_carries_the_cheapest_fit_offer(key):
 
 def test_quarantined_and_held_machines_are_never_chosen(key):
     async def body(sup, market, ledger):
-        sup.quarantine[20] = "bad before"
+        sup.fleet.quarantine[20] = "bad before"
         ds = await sup.poll_once()
         assert only(ds, Create)[0].offer.machine_id == 30
         market.t += 10
@@ -146,7 +146,7 @@ def test_a_frozen_pull_is_abandoned_destroyed_and_quarantined(key):
         assert ab.quarantine.machine_id == 20 and ab.quarantine.scope == "campaign"
         assert sup.attempts[iid].life.phase == Phase.DESTROYED
         assert ("destroy_instance", iid) in market.calls
-        assert sup.quarantine == {20: ab.reason}
+        assert sup.fleet.quarantine == {20: ab.reason}
         assert kinds(ledger, "quarantine")[0].machine_id == 20
         assert only(ds, Create)[0].offer.machine_id != 20  # replaced at once, elsewhere
 
@@ -310,7 +310,9 @@ def test_a_changed_host_key_stops_and_quarantines_the_host(key):
         ds = await sup.poll_once()
         (st,) = only(ds, Stop)
         assert st.rule == "rule:host_key" and st.quarantine is not None
-        assert sup.quarantine.get(a.machine_id) and ("destroy_instance", iid) not in market.calls
+        assert (
+            sup.fleet.quarantine.get(a.machine_id) and ("destroy_instance", iid) not in market.calls
+        )
 
     run(key, body, runner=KeyChangedRunner, fleet=2)
 
@@ -400,7 +402,7 @@ def test_reconcile_after_a_crash_settles_the_calls_and_adopts(key):
     async def body(sup, market, ledger):
         assert list(sup.attempts) == [iid]  # only this campaign's
         assert sup.attempts[iid].life.phase == Phase.RUNNING
-        assert sup.creates == 1
+        assert sup.fleet.creates == 1
         outcomes = {e.intent_seq: e for e in ledger.events() if e.phase == "outcome"}
         assert outcomes[create].ok and outcomes[create].instance_id == iid
         assert outcomes[gone].ok  # not listed: the destroy took effect
@@ -942,7 +944,7 @@ def test_one_release_rule_keeps_the_proven_and_destroys_the_rest(key):
 
     async def body(sup, market, ledger):
         kept = await verified(sup, market)
-        sup.resize(3)
+        sup.operator.resize(3)
         await sup.poll_once()  # two more, booting: never proven
         booting = [i for i in sup.attempts if i != kept]
         assert booting
@@ -1004,7 +1006,7 @@ def test_a_bare_session_adopts_what_is_held_and_writes_off_what_the_market_lost(
 
     async def first(sup, market, ledger):
         held.append(await verified(sup, market))
-        sup.resize(2)
+        sup.operator.resize(2)
         await sup.poll_once()
         held.extend(i for i in sup.attempts if i not in held)
 

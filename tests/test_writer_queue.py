@@ -12,7 +12,6 @@ import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 
-from rentwatch.core.preflight.verdict import Verdict
 from rentwatch.engine import rentals
 from rentwatch.engine.attempt import Attempt
 from rentwatch.engine.journal import Journal
@@ -25,7 +24,7 @@ from .source_ast import parse
 APP = Path(__file__).resolve().parents[1] / "app"
 WRITER = "engine/rentals.py"
 HOST_TASKS = ("engine/hosts/", "engine/jobs/")  # modules whose code runs in host tasks
-HOST_MAY = {"emit", "applied"}  # what a host task may ask of the writer
+HOST_MAY = {"emit"}  # what a host task may ask of the writer
 
 
 def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
@@ -39,7 +38,7 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
 
 def violations(module: str, tree: ast.AST) -> list[str]:
     """Where `module` applies an update itself, or (a host-task module) asks the writer for
-    more than `emit`/`applied`, each as `line: what`."""
+    more than `emit`, each as `line: what`."""
     found: list[str] = []
     host = module.startswith(HOST_TASKS)
     for node in _runtime_nodes(tree):
@@ -88,13 +87,12 @@ def test_the_walk_finds_a_planted_violation_of_each_kind():
     host = (
         "from ..rentals import Writer\n"  # 1: a host module needs nothing of the writer's module
         "self.journal.writer.emit(u)\n"  # fine
-        "await self.journal.writer.applied(u)\n"  # fine: emitted, awaited
-        "self.journal.writer.drain()\n"  # 4: applying is the poll's
-        "await self.journal.writer.run(work)\n"  # 5: so is running as the writer
+        "self.journal.writer.drain()\n"  # 3: applying is the poll's
+        "await self.journal.writer.run(work)\n"  # 4: so is running as the writer
         "if TYPE_CHECKING:\n    from ..rentals import Writer\n"  # a type only: fine
     )
     lines = [int(v.split(":")[0]) for v in violations("engine/hosts/tender.py", parse(host))]
-    assert lines == [1, 4, 5]
+    assert lines == [1, 3, 4]
     assert violations(WRITER, parse("apply(j, u)\n")) == []
 
 
@@ -164,17 +162,10 @@ def test_a_burst_from_host_tasks_is_applied_in_order_once_each_by_the_polls_task
     assert not journal.writer.queued
 
 
-def test_a_host_task_awaiting_its_update_reads_it_applied(tmp_path):
+def test_a_persons_intent_handed_over_runs_on_the_polls_task(tmp_path):
     journal = _journal(tmp_path)
-    a = _attempt(1)
     sup = Polls(journal)
-    seen: list[object] = []
     appliers: list[asyncio.Task | None] = []
-    verdict = Verdict(True, None, "ok", 70.0, 71.0)
-
-    async def host_task() -> None:
-        assert await journal.writer.applied(Set(a, {"verdict": verdict})) is True
-        seen.append(a.verdict)
 
     async def door() -> str:
         appliers.append(asyncio.current_task())
@@ -183,15 +174,13 @@ def test_a_host_task_awaiting_its_update_reads_it_applied(tmp_path):
     async def body() -> None:
         loop = asyncio.ensure_future(rounds(sup, lambda: False))
         await asyncio.sleep(0.05)
-        await asyncio.wait_for(host_task(), 5)
-        # a person's intent, handed over the same way, runs on the poll's task too
         assert await asyncio.wait_for(journal.writer.run(door), 5) == "ran"
         assert appliers == [loop]
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
 
     asyncio.run(body())
-    assert seen == [verdict] and sup.polls == 1
+    assert sup.polls == 1
 
 
 def test_with_no_poll_loop_an_update_is_applied_where_it_is_emitted(tmp_path):

@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 from rentwatch.core.lifecycle import Phase
+from rentwatch.engine.cadence import Sight
 from rentwatch.ledger import Ledger
 from rentwatch.market.errors import MarketUnavailable
 
@@ -171,7 +172,7 @@ def test_a_written_off_instance_in_a_filtered_answer_is_held_again(key):
         await _write_off(sup, market, iid)
         market.t += 10
         page = [market.boxes[iid].row()]
-        await sup.observer.observe(page, market.t, full=False, asked=frozenset())
+        await sup.observer.observe(Sight(page, full=False), market.t)
         assert sup.attempts[iid].life.phase == Phase.BOOTING
         assert [e.instance_id for e in kinds(ledger, "returned")] == [iid]
 
@@ -190,7 +191,7 @@ def test_a_row_on_its_way_out_is_not_a_return(key):
         await _write_off(sup, market, iid)
         market.t += 10
         page = [dataclasses.replace(market.boxes[iid].row(), target_state="destroyed")]
-        await sup.observer.observe(page, market.t, full=False, asked=frozenset())
+        await sup.observer.observe(Sight(page, full=False), market.t)
         assert sup.attempts[iid].life.phase == Phase.LOST and not kinds(ledger, "returned")
 
     run(key, body)

@@ -275,19 +275,14 @@ class Actions:
         )
         self.journal.say(f"create i:{a.instance_id} NOT AS ASKED: {miss.reason} ({miss.fix})")
         if miss.fix == "rebid" and a.bid is not None:
+            ok, why = True, f"the rental is held at ${miss.dph:.4f}/h, asked ${a.bid:.4f}/h"
             try:
                 await self.market.change_bid(a.instance_id, a.bid, a.num_gpus)
             except REFUSALS as exc:
-                self.journal.fact(
-                    K.REBID, a, at=at, actor=actor, ok=False, reason=f"refused ({exc})",
-                    detail={"price": a.bid, "old": miss.dph},
-                )  # fmt: skip
-                return True
-            self.journal.fact(
-                K.REBID, a, at=self.market.answered_at(), actor=actor, ok=True,
-                reason=f"the rental is held at ${miss.dph:.4f}/h, asked ${a.bid:.4f}/h",
-                detail={"price": a.bid, "old": miss.dph},
-            )  # fmt: skip
+                ok, why = False, f"refused ({exc})"
+            detail = {"price": a.bid, "old": miss.dph}
+            at = self.market.answered_at()
+            self.journal.fact(K.REBID, a, at=at, actor=actor, ok=ok, reason=why, detail=detail)
             return True
         if miss.fix == "replace":
             await self._cancel(a, actor, f"not as asked: {miss.reason}", {"mismatch": miss.what})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..core.bidding.rules import tier_ran_dry
+from ..core.bidding.rules import BidTerms, tier_ran_dry
 from ..core.campaign import Campaign
 from ..core.decisions import Create, Decision, FleetSnapshot
 from ..core.delivery import WorkOutlook
@@ -55,11 +55,15 @@ class Decider:
         self, now: float, first_alone: bool = True
     ) -> tuple[FleetSnapshot, list[Decision]]:
         """The rules' decisions on offers searched fresh, and the snapshot they were made on.
-        `first_alone`: a market not searched yet gets one create this poll."""
-        snap = await self._with_offers(self.snapshot(now), now, first_alone)
+        `first_alone`: a market not searched yet gets one create this poll (the first answer
+        tests the key, the image and the offers before a fleet). Under `rental = "auto"`, a bid
+        search with nothing to bid on is decided again on on-demand offers."""
+        bidding = self.tier.terms(now)
+        cap = 1 if first_alone and not self.offer_book.offers else None
+        snap = await self._with_offers(now, bidding, cap)
         out = decide(snap, self.policy, now)
-        if snap.bidding is not None and tier_ran_dry(snap.bidding, out):
-            snap = await self._on_demand_instead(snap)
+        if bidding is not None and tier_ran_dry(bidding, out):
+            snap = await self._with_offers(now, dataclasses.replace(bidding, tier="on-demand"), cap)
             out = decide(snap, self.policy, now)
         return snap, out
 
@@ -69,13 +73,11 @@ class Decider:
         return any(isinstance(d, Create) for d in decide(probe, self.policy, now))
 
     async def _with_offers(
-        self, snap: FleetSnapshot, now: float, first_alone: bool = True
+        self, now: float, bidding: BidTerms | None, cap: int | None
     ) -> FleetSnapshot:
-        """Offers searched again if stale, on the campaign's tier, with our record of each machine.
-        A market not searched yet gets one create this poll: the first answer tests the key, the
-        image and the offers before a fleet."""
-        first = first_alone and not self.offer_book.offers
-        self.offer_book.rental = snap.bidding.tier if snap.bidding else "on-demand"
+        """The snapshot on offers of `bidding`'s tier, searched again if stale, with our record of
+        each machine."""
+        self.offer_book.rental = bidding.tier if bidding else "on-demand"
         if self.offer_book.stale():
             await self.offer_book.refresh()
         return dataclasses.replace(
@@ -83,22 +85,8 @@ class Decider:
             history=self.offer_book.history(),
             memory=self.offer_book.memory(),
             work=self._outlook(),
-            create_cap=1 if first else None,
-        )
-
-    async def _on_demand_instead(self, snap: FleetSnapshot) -> FleetSnapshot:
-        """Under `rental = "auto"` a bid search with nothing to bid on: on-demand offers."""
-        assert snap.bidding is not None
-        self.offer_book.rental = "on-demand"
-        await self.offer_book.refresh()
-        return dataclasses.replace(
-            snap,
-            offers=self.offer_book.offers,
-            terms=self.offer_book.terms(),
-            history=self.offer_book.history(),
-            memory=self.offer_book.memory(),
-            work=self._outlook(),
-            bidding=dataclasses.replace(snap.bidding, tier="on-demand"),
+            create_cap=cap,
+            bidding=bidding,
         )
 
     def _outlook(self) -> WorkOutlook | None:

@@ -58,11 +58,11 @@ class Executor:
     tender: HostTender
     ssh: SSHRunner
     policy: Policy
-    tier: TierWatch | None = None  # the interruptible tier's rebid, move and resume
+    tier: TierWatch  # the interruptible tier's rebid, move and resume
 
-    async def execute(self, d: Decision, fleet_set_at: float | None = None) -> Outcome | None:
+    async def execute(self, d: Decision) -> Outcome | None:
         """Carry out one decision; a `Finish` comes back as the campaign's outcome."""
-        self.operator.mind(d, self.market.answered_at(), fleet_set_at)
+        self.operator.mind(d, self.market.answered_at())
         if isinstance(d, Create):
             await self.create(d)
         elif isinstance(d, Abandon):
@@ -80,14 +80,14 @@ class Executor:
             return Outcome(d.ok, d.reason)
         elif isinstance(d, Restart):
             await self.restart(self.fleet[d.instance_id], d)
-        elif isinstance(d, Rebid | Move | Resume) and self.tier is not None:
+        elif isinstance(d, Rebid | Move | Resume):
             # an outbid rental's rebid or move, or a resumed one back in service (engine/tier)
             a = self.fleet[d.instance_id]
             if isinstance(d, Rebid):
                 await self.tier.rebid(a, d)
             elif isinstance(d, Move):
                 await self.tier.move(a, d)
-            elif await self.tier.resume(a, d):
+            elif self.tier.resume(a, d):
                 self.tender.retend([a])  # watched again: its watchdog, heartbeat and jobs
         return None
 

@@ -22,6 +22,7 @@ from ..market.errors import REFUSALS, NotFound
 from ..market.protocol import Market
 from .attempt import Attempt
 from .blame_book import BlameBook
+from .cadence import Sight
 from .fleet import Fleet
 from .hosts.ssh import SSHRunner
 from .journal import Journal
@@ -58,96 +59,63 @@ class Observer:
     bad_rows: int = field(default=0, init=False)  # rows skipped in all
     # held again this poll: the supervisor tends them
     returned: list[Attempt] = field(default_factory=list, init=False)
-    # instances whose bad row is already in the ledger, problems of rows without an id there,
-    # and how many of the client's own skipped rows are
-    _reported: set[int] = field(default_factory=set, init=False)
-    _reported_anon: set[str] = field(default_factory=set, init=False)
+    # instances whose bad row is already in the ledger (for a row without a usable id, its
+    # problem), and how many of the client's own skipped rows are
+    _reported: set[int | str] = field(default_factory=set, init=False)
     _client_bad: int = field(default=0, init=False)
 
-    async def observe(
-        self,
-        instances: list[Instance],
-        now: float,
-        full: bool = True,
-        asked: frozenset[int] = frozenset(),
-        unread: list[tuple[int, str]] | None = None,
-    ) -> None:
-        """Fold one poll's rows in. `full`: a whole list answer, so what it leaves out is unseen;
-        otherwise one asked for by name but left out gets a one-instance call. `unread`:
-        instances answered with a row that cannot be read."""
+    async def observe(self, sight: Sight, now: float) -> None:
+        """Fold one poll's rows in. What a whole list answer (or a finished sweep) leaves out is
+        unseen; one a filtered answer was asked for by name and left out gets a closer look;
+        the rest was not asked for and is not looked at. A bad row is still a row: there,
+        unread this poll."""
         self._client_rows(now)
         live: dict[int, Instance] = {}
         bad: set[int] = set()
-        for iid, why in unread or ():
+        for iid, why in sight.bad:
             bad.add(iid)
             self._bad_row(iid, why, now)
-        for inst in instances:
+        for inst in sight.rows:
             problem = row_problem(inst)
             if problem is None:
                 live[inst.id] = inst
             else:
                 bad.add(inst.id)
                 self._bad_row(inst.id, problem, now)
-        if not full:
-            await self._asked(live, bad, asked, now)
-            return
+        swept = sight.swept
         for a in list(self.fleet.attempts.values()):
-            if a.life.phase == Phase.LOST and a.instance_id in live:
-                self._returned(a, live[a.instance_id], now)
+            iid, listed = a.instance_id, live.get(a.instance_id)
+            if a.life.phase == Phase.LOST and listed is not None:
+                self._returned(a, listed, now)
+            elif a.life.phase in (Phase.DESTROYED, Phase.LOST):
                 continue
-            if a.life.phase in (Phase.DESTROYED, Phase.LOST) or a.instance_id in bad:
-                continue  # a bad row is still a row: there, unread this poll
-            listed = live.get(a.instance_id)
-            if listed is None:
-                await self._missing(a, now)
-            else:
+            elif listed is not None:
                 self._see(a, listed, now, listed=True)
-
-    async def _asked(
-        self, live: dict[int, Instance], bad: set[int], asked: frozenset[int], now: float
-    ) -> None:
-        """A filtered answer: see what it listed; what it was asked for and left out gets a
-        closer look; the rest was not asked for and is not looked at."""
-        for iid, listed in live.items():
-            held = self.fleet.get(iid)
-            if held is not None and held.life.phase == Phase.LOST:
-                self._returned(held, listed, now)
-            elif held is not None and held.life.phase != Phase.DESTROYED:
-                self._see(held, listed, now, listed=True)
-        for iid in asked - live.keys() - bad:
-            held = self.fleet.get(iid)
-            if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
-                await self._missing(held, now, unseen=False)
-
-    async def unlisted(self, listed: set[int], now: float) -> None:
-        """After a sweep's pages, together a full list answer: every instance we hold that it
-        left out is unseen and asked for directly (as `observe` does for a whole list)."""
-        for a in list(self.fleet.attempts.values()):
-            if a.life.phase not in (Phase.DESTROYED, Phase.LOST) and a.instance_id not in listed:
+            elif iid in bad:
+                continue
+            elif iid in sight.asked:
+                await self._missing(a, now, unseen=False)
+            elif sight.full or swept is not None and iid not in swept:
                 await self._missing(a, now)
 
     async def _missing(self, a: Attempt, now: float, unseen: bool = True) -> None:
         """Left out of a list answer (`unseen`: a full one): asked for directly, unless a create
-        still new."""
+        still new. The market's word that it is gone writes it off; a refusal leaves it to the
+        next list, but one unseen for UNSEEN_WRITE_OFF polls is written off. The look gives up
+        as the poll's lists do (a try or two), so many instances to look at cannot hold one
+        poll for minutes of backoff."""
         if a.life.phase == Phase.REQUESTED and now - a.created_at <= LOST_AFTER_S:
             return
-        seen = await self._look(a, now, unseen)
-        if seen is not None:
-            self._see(a, seen, now, listed=unseen)
-
-    async def _look(self, a: Attempt, now: float, unseen: bool = False) -> Instance | None:
-        """A closer look at one instance a list left out (`unseen`: a full list did): the
-        market's word that it is gone writes it off; a refusal leaves it to the next list, but
-        one unseen for UNSEEN_WRITE_OFF polls is written off."""
         if unseen:
             self.journal.writer.emit(LeftOut(a, now))
         try:
-            inst = await self._show(a.instance_id)
+            with self.market.polling():
+                inst = await self.market.show_instance(a.instance_id)
         except BadRow as exc:
             if unseen:  # answered for, so not unseen (never written off for it), but unread
                 self.journal.writer.emit(Set(a, {"unseen": 1}))
             self._bad_row(a.instance_id, exc.problem, now)
-            return None
+            return
         except NotFound:
             inst = None
         except REFUSALS as exc:
@@ -159,14 +127,13 @@ class Observer:
                 self.journal.writer.emit(
                     Lost(a, now, f"unseen for {a.unseen} polls; the market never answered")
                 )
-            return None
-        return self._answered(a, inst, now)
-
-    async def _show(self, instance_id: int) -> Instance | None:
-        """A closer look is part of the poll: it gives up as the poll's lists do (a try or
-        two), so many instances to look at cannot hold one poll for minutes of backoff."""
-        with self.market.polling():
-            return await self.market.show_instance(instance_id)
+            return
+        if inst is None:
+            self.journal.writer.emit(Lost(a, now, "the market says it no longer exists"))
+        elif (problem := row_problem(inst)) is not None:
+            self._bad_row(inst.id, problem, now)
+        else:
+            self._see(a, inst, now, listed=unseen)
 
     def _client_rows(self, now: float) -> None:
         """Rows the client itself could not parse (`Market.unread_rows`) go to the ledger too:
@@ -187,14 +154,10 @@ class Observer:
         held = self.fleet.get(iid) if iid is not None else None
         if held is not None and held.life.phase not in (Phase.DESTROYED, Phase.LOST):
             self.journal.writer.emit(RowUnread(held, now, problem))  # nothing bills unwatched
-        if iid is None:
-            if problem in self._reported_anon:
-                return
-            self._reported_anon.add(problem)
-        elif iid in self._reported:
+        key = problem if iid is None else iid
+        if key in self._reported:
             return
-        else:
-            self._reported.add(iid)
+        self._reported.add(key)
         extra: dict[str, Any] = {} if held is not None else {"instance_id": iid}
         self.journal.fact(
             K.BAD_ROW,
@@ -204,17 +167,6 @@ class Observer:
             reason=f"market row skipped: {problem}",
             **extra,
         )
-
-    def _answered(self, a: Attempt, inst: Instance | None, now: float) -> Instance | None:
-        """The market's answer for one instance: gone writes it off; a bad row is unread."""
-        if inst is None:
-            self.journal.writer.emit(Lost(a, now, "the market says it no longer exists"))
-            return None
-        problem = row_problem(inst)
-        if problem is not None:
-            self._bad_row(inst.id, problem, now)
-            return None
-        return inst
 
     def _returned(self, a: Attempt, inst: Instance, now: float) -> None:
         """Listed again after its write-off: held again where it stood, and billed as if never

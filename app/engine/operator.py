@@ -4,7 +4,6 @@ operator's intent wins: a start resets deadlines, a stop of a verified instance 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..core.decisions import Create, Decision
@@ -32,7 +31,6 @@ from .updates import HandedOver, Set
 HUMAN = "human"
 STARTED_BY_PERSON = "started by a person"  # the act the drained rule's clock waits on
 HUMAN_RECENT_S = 10 * 60.0  # market seconds: a person's act this recent is named by automation
-Resize = Callable[[int, str, str], int]  # (size, actor, reason) -> the old size
 
 
 @dataclass(eq=False)
@@ -41,11 +39,10 @@ class Operator:
     fleet: Fleet
     offers: OfferBook
     journal: Journal
-    resize: Resize  # the supervisor's: records the change in the ledger
     policy: str
-    wanted: Callable[[], int]  # the wanted fleet size now
     # rentals whose stop by a person lowered the fleet
     lowered: set[int] = field(default_factory=set, init=False)
+    fleet_set_at: float | None = field(default=None, init=False)  # a person's last resize
 
     async def apply(self, intent: Intent) -> Reply:
         """Carry out an intent the door let through (an instance it names is held: the door's
@@ -76,13 +73,29 @@ class Operator:
                 return Reply(True, f"handed {iid} over to automation", (iid,))
         raise AutomationRefused(f"unknown intent {intent!r}")
 
-    def mind(self, d: Decision, now: float, fleet_set_at: float | None) -> None:
+    def resize(self, size: int, actor: str = HUMAN, reason: str = "operator set the fleet") -> int:
+        """The wanted fleet size, `fleet.wanted`, read by everything that counts toward it,
+        recorded as a human act; returns the old one."""
+        old = self.fleet.wanted
+        size = max(0, size)
+        self.fleet.wanted = size
+        self.fleet_set_at = now = self.actions.market.now()
+        why = f"wanted fleet {old} -> {size}: {reason}"
+        detail = {"old": old, "new": size}
+        self.journal.fact(
+            EventKind.FLEET_SIZE, None, at=now, actor=actor, reason=why, detail=detail
+        )
+        self.journal.say(f"fleet  {old} -> {size} by {actor}: {reason}")
+        return old
+
+    def mind(self, d: Decision, now: float) -> None:
         """An automated decision on what a person touched within `HUMAN_RECENT_S` says so first."""
         if isinstance(d, Create):
-            if fleet_set_at is not None and now - fleet_set_at < HUMAN_RECENT_S:
+            set_at = self.fleet_set_at
+            if set_at is not None and now - set_at < HUMAN_RECENT_S:
                 self.journal.say(
-                    f"note   {d.rule} creates toward the fleet of {self.wanted()} a person "
-                    f"set {(now - fleet_set_at) / 60:.1f} min ago"
+                    f"note   {d.rule} creates toward the fleet of {self.fleet.wanted} a person "
+                    f"set {(now - set_at) / 60:.1f} min ago"
                 )
             return
         iid = getattr(d, "instance_id", None)
@@ -102,15 +115,15 @@ class Operator:
         """A stop. Of a verified, supervised instance it also lowers the wanted fleet, first,
         so that no poll in between replaces it (at whatever price the market asks now)."""
         in_service = a.owned and a.passed_preflight and a.life.phase == Phase.VERIFIED
-        shrink = in_service and self.wanted() > 0
+        shrink = in_service and self.fleet.wanted > 0
         if shrink:
             self.resize(
-                self.wanted() - 1, HUMAN, f"stopped verified i:{a.instance_id}: not replaced"
+                self.fleet.wanted - 1, HUMAN, f"stopped verified i:{a.instance_id}: not replaced"
             )
         self._touched(a, "stopped by a person")
         done = await self.actions.stop(a, HUMAN, reason)
         if shrink and not done:
-            self.resize(self.wanted() + 1, HUMAN, f"the stop of i:{a.instance_id} failed")
+            self.resize(self.fleet.wanted + 1, HUMAN, f"the stop of i:{a.instance_id} failed")
         elif shrink:
             self.lowered.add(a.instance_id)
         return done
@@ -123,7 +136,7 @@ class Operator:
         self.journal.say(f"start  i:{a.instance_id} by human: its deadlines count from now")
         if a.instance_id in self.lowered:
             self.lowered.discard(a.instance_id)
-            self.resize(self.wanted() + 1, HUMAN, f"started proven i:{a.instance_id} again")
+            self.resize(self.fleet.wanted + 1, HUMAN, f"started proven i:{a.instance_id} again")
 
     async def _destroy(self, confirmation: DestroyConfirmation, reason: str) -> bool:
         """The only path that may destroy a verified instance: the operator typed its id."""

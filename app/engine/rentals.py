@@ -49,7 +49,7 @@ class Writer:
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
-        self.queued: deque[tuple[Update, asyncio.Future[bool] | None]] = deque()
+        self.queued: deque[Update] = deque()
         self.errands: deque[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any]]] = deque()
         self.task: asyncio.Task[Any] | None = None  # the poll loop's, while it runs
         self.arrived = asyncio.Event()  # something queued since the poll's task last looked
@@ -81,36 +81,14 @@ class Writer:
             self.drain()
             apply(self.journal, u)
         else:
-            self.queued.append((u, None))
+            self.queued.append(u)
             self.arrived.set()
-
-    async def applied(self, u: Update) -> bool:
-        """`emit`, returning once `u` was applied (False: its move was illegal), for a caller
-        that reads what it changed. Never from a task the poll's task itself waits on (it
-        would wait for a drain that cannot come)."""
-        if self.here():
-            self.drain()
-            return apply(self.journal, u)
-        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.queued.append((u, done))
-        self.arrived.set()
-        return await done
 
     def drain(self) -> None:
         """Apply what was queued, in the order it was emitted (on the poll's task)."""
         assert self.here(), "only the poll's task applies queued updates"
         while self.queued:
-            u, done = self.queued.popleft()
-            try:
-                ok = apply(self.journal, u)
-            except Exception as exc:
-                if done is None:
-                    raise
-                if not done.done():
-                    done.set_exception(exc)
-                continue
-            if done is not None and not done.done():
-                done.set_result(ok)
+            apply(self.journal, self.queued.popleft())
 
     async def run(self, work: Callable[[], Awaitable[T]]) -> T:
         """`work()` on the poll's task, between two polls (at once where no poll loop runs)."""
@@ -120,15 +98,6 @@ class Writer:
         self.errands.append((work, done))
         self.arrived.set()
         return await done
-
-    async def run_errands(self) -> bool:
-        """Run what `run` handed over, in order; True when there was any."""
-        ran = bool(self.errands)
-        while self.errands:
-            work, done = self.errands.popleft()
-            if not done.done():  # (done: its caller gave up before it started)
-                await _settle(work, done)
-        return ran
 
     @contextlib.asynccontextmanager
     async def writing(self) -> AsyncIterator[None]:
@@ -159,7 +128,12 @@ class Writer:
         arrives."""
         while True:
             self.drain()
-            if await self.run_errands() and until():
+            ran = bool(self.errands)  # what `run` handed over, in order
+            while self.errands:
+                work, done = self.errands.popleft()
+                if not done.done():  # (done: its caller gave up before it started)
+                    await _settle(work, done)
+            if ran and until():
                 return False
             if wake is not None and wake.is_set():
                 return True
@@ -255,8 +229,6 @@ def apply(j: Journal, u: Update) -> bool:
                 a.bid = a.gpu_dph = u.rebid
             if u.paused_unproven:
                 a.market_stop = "found paused on the tier before it was proven"
-        case up.BidFloorSeen():
-            a.bid_floor = u.bid_floor
         case up.Outbid():
             a.outbid_at, a.resumed = u.event.at, False
             a.bid_floor = u.bid_floor or a.bid_floor
@@ -270,8 +242,6 @@ def apply(j: Journal, u: Update) -> bool:
             j.fact(
                 K.STOP, a, at=u.at, actor="market", ok=True, reason="outbid again after its resume"
             )
-        case up.RebidTried():
-            a.rebids += 1
         case up.BidChanged():
             # a raise remembers the bid it rose from (where a lowering stops,
             # `bidding.lower_bid`), and a lowering back to that bid forgets it

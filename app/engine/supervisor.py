@@ -117,13 +117,7 @@ class Supervisor:
         self.offer_book = OfferBook(market, ledger, self.journal, self.fleet, campaign, policy)
         self.cadence = Cadence(market, self.fleet, policy, self.journal)  # each poll's lists
         self.operator = Operator(
-            self.actions,
-            self.fleet,
-            self.offer_book,
-            self.journal,
-            self.resize,
-            policy.name,
-            lambda: self.fleet.wanted,
+            self.actions, self.fleet, self.offer_book, self.journal, policy.name
         )
         self.tier = TierWatch(
             market, self.journal, self.fleet, self.job_work, self.actions, campaign, policy.name
@@ -158,7 +152,6 @@ class Supervisor:
         self.started_at: float | None = None  # the campaign's first start, read once
         # watch without a campaign: nothing is supervised unless the operator hands it over
         self.observe_only = observe_only
-        self.fleet_set_at: float | None = None  # when a person last changed the wanted fleet
         self.failure: str | None = None  # why polling fails now (a rejected key), for the header
         self.decider = Decider(
             market,
@@ -190,16 +183,8 @@ class Supervisor:
         return self.fleet.attempts
 
     @property
-    def quarantine(self) -> dict[int, str]:
-        return self.fleet.quarantine
-
-    @property
     def jobs(self) -> JobQueue:
         return self.job_work.queue
-
-    @property
-    def creates(self) -> int:
-        return self.fleet.creates
 
     def now(self) -> float:
         return self.market.now()
@@ -269,12 +254,9 @@ class Supervisor:
         self.failure = None
         now = self.market.answered_at()
         self.polls += 1
-        instances = sight.rows
         self.prices.apply_due(now)  # an accepted increase's new price, before the rows show it
-        await self.observer.observe(instances, now, sight.full, sight.asked, sight.bad)
-        if sight.swept is not None:  # a sweep's pages together are a full list answer
-            await self.observer.unlisted(sight.swept, now)
-        self.recovery.adopt_strays(instances, now)
+        await self.observer.observe(sight, now)
+        self.recovery.adopt_strays(sight.rows, now)
         # a host no longer held running (stopped, destroyed, lost, let go) keeps no connection
         self.ssh.keep_only([i for i, a in self.fleet.attempts.items() if a.life.phase in HELD])
         self.tender.retend(self.observer.returned)
@@ -283,7 +265,7 @@ class Supervisor:
         decisions = await self.decider.decide(now)
         for d in decisions:
             self.writer.drain()
-            done = await self.executor.execute(d, self.fleet_set_at)
+            done = await self.executor.execute(d)
             # (watching without a campaign has no goal to reach: it never "finishes", so
             # the operator's keys are never refused as coming after the campaign's end)
             if done is not None and not self.observe_only and self.finish(done):
@@ -346,7 +328,8 @@ class Supervisor:
     async def release_all(self, actor: str, reason: str) -> None:
         """Leave nothing billing GPU time: stop what passed (or was trusted), destroy the rest;
         creates in flight answered and the market's rentals under our label included."""
-        self._cancel_tasks()
+        for task in self._tasks():
+            task.cancel()
         await self.job_work.campaign_ended(reason, keep_output=actor != "trap")
         await self.recovery.hold_strays("release", True)
         await release(self, self.fleet.held(), actor, reason, keep_proven=True)
@@ -356,21 +339,6 @@ class Supervisor:
             self.journal.fact(K.DETACHED, a, actor="human", reason=reason)
 
     # -- operator intents ---------------------------------------------------------------------
-    def resize(
-        self, size: int, actor: str = "human", reason: str = "operator set the fleet"
-    ) -> int:
-        """The operator's wanted fleet size; returns the old one. Recorded in the ledger as a
-        human act. One value, `fleet.wanted`, read by everything that counts toward it."""
-        old = self.fleet.wanted
-        size = max(0, size)
-        self.fleet.wanted = size
-        self.fleet_set_at = now = self.now()
-        why = f"wanted fleet {old} -> {size}: {reason}"
-        detail = {"old": old, "new": size}
-        self.journal.fact(K.FLEET_SIZE, None, at=now, actor=actor, reason=why, detail=detail)
-        self.journal.say(f"fleet  {old} -> {size} by {actor}: {reason}")
-        return old
-
     async def apply(self, intent: Intent) -> Reply:
         """The one door for a person's intent, run on the poll's task between two polls. After the
         end only `AFTER_END` is taken; an instance named must be held; a destroy needs its id
@@ -399,16 +367,13 @@ class Supervisor:
             t for a in self.fleet.attempts.values() for t in (a.preflight_task, a.tend_task) if t
         ]
 
-    def _cancel_tasks(self) -> None:
-        for task in self._tasks():
-            task.cancel()
-
     async def close(self) -> None:
         """Every host task cancelled and waited for; one that lost its cancel (Python 3.11's
         `wait_for`) is cancelled again, and one that still will not end is left, said, so an exit
         never hangs. A cancel of close itself reaches its caller."""
         tasks = self._tasks()
-        self._cancel_tasks()
+        for task in tasks:
+            task.cancel()
         pending = set(tasks)
         for _ in range(CLOSE_TRIES):
             if not pending:

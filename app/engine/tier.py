@@ -27,14 +27,13 @@ from .jobs.work import JobWork
 from .journal import Journal
 from .updates import (
     BidChanged,
-    BidFloorSeen,
     BidRestored,
     Outbid,
     OutbidAgain,
-    RebidTried,
     Resumed,
     ResumedItself,
     Said,
+    Set,
 )
 
 K = EventKind
@@ -145,32 +144,26 @@ class TierWatch:
         """A bid rental the market stopped for a higher bid (or an on-demand renter): the job
         on it goes back to the queue from its last checkpoint; the rental waits, stopped."""
         job = self.jobs.queue.on(a.instance_id)
-        lost = None
         # a job still waiting here for its state's copy never ran here: it lost nothing here,
         # and its state still waits where it was (`Rescues.forget` puts it back)
         waiting = job is not None and self.jobs.rescues.waiting(job)
+        low = f"${inst.bid_floor:.4f}/h" if inst.bid_floor is not None else "unknown"
+        reason = f"outbid: our bid ${a.bid or 0:.4f}/h against bid_floor {low}"
+        lost, kept = None, False
         if job is not None:
             began = now if job.started_at is None or waiting else job.started_at
-            lost = work_lost_s(now, began, self.jobs.last_checkpoint(job))
+            checkpoint = self.jobs.last_checkpoint(job)
+            lost, kept = work_lost_s(now, began, checkpoint), checkpoint is not None
+            since = "its last checkpoint" if kept else "it started (no checkpoint came off yet)"
+            reason += f"; job {job.name} lost {lost / 60:.1f} min since {since}"
         self.outbids[a.instance_id] += 1
         self.moves_seen[0] += 1
         self.moves_seen[1] += 0 if a.passed_preflight else 1  # given up: a fresh create next
-        low = f"${inst.bid_floor:.4f}/h" if inst.bid_floor is not None else "unknown"
         event = Said(
             K.OUTBID,
             now,
             "market",
-            f"outbid: our bid ${a.bid or 0:.4f}/h against bid_floor {low}"
-            + (
-                f"; job {job.name} lost {lost / 60:.1f} min since "
-                + (
-                    "its last checkpoint"
-                    if self.jobs.last_checkpoint(job) is not None
-                    else "it started (no checkpoint came off yet)"
-                )
-                if job and lost is not None
-                else ""
-            ),
+            reason,
             {
                 "bid": a.bid,
                 "bid_floor": inst.bid_floor,
@@ -185,12 +178,11 @@ class TierWatch:
         if held is not None:  # exited there: its output waits on the disk (JobWork.reap)
             self.journal.say(f"output of {held.name} waits on i:{a.instance_id} for its resume")
         if job is not None:
+            start = "its last checkpoint" if kept else "the start (no checkpoint came off yet)"
             self.jobs.requeue(
                 job,
                 now,
-                "its bid rental was outbid: from its last checkpoint"
-                if self.jobs.last_checkpoint(job) is not None
-                else "its bid rental was outbid: from the start (no checkpoint came off yet)",
+                f"its bid rental was outbid: from {start}",
                 outbid=True,
                 lost_counted=True,  # the outbid event has the work it cost: counted once
             )
@@ -203,7 +195,7 @@ class TierWatch:
         """Each row of a bid rental: its bid_floor; out of service, a resume by itself (it bills
         again from now), or a resumed one outbid again before the rules took it back."""
         if inst.bid_floor is not None:
-            self.journal.writer.emit(BidFloorSeen(a, inst.bid_floor))
+            self.journal.writer.emit(Set(a, {"bid_floor": inst.bid_floor}))
         if a.life.phase != Phase.STOPPED or not a.resumes_by_itself:
             return
         if inst.known_status == "running" and not inst.market_stopped and not a.resumed:
@@ -235,7 +227,7 @@ class TierWatch:
         now = self.market.answered_at()
         old = a.bid
         if old is None or d.price > old:  # a bid brought down (rule:bid_down) fights no one
-            self.journal.writer.emit(RebidTried(a))
+            self.journal.writer.emit(Set(a, {"rebids": a.rebids + 1}))
         detail = {"price": d.price, "old": old, "bid_floor": a.bid_floor}
         try:
             await self.market.change_bid(a.instance_id, d.price, a.num_gpus)
@@ -271,6 +263,7 @@ class TierWatch:
         )
         await self.actions.stop(a, d.rule, d.reason)
 
-    async def resume(self, a: Attempt, d: Resume) -> bool:
+    def resume(self, a: Attempt, d: Resume) -> bool:
         """Back into service (its proof stands: same machine, disk kept). True when it moved."""
-        return await self.journal.writer.applied(Resumed(a, self.market.answered_at(), d.reason))
+        self.journal.writer.emit(Resumed(a, self.market.answered_at(), d.reason))
+        return a.life.phase == Phase.VERIFIED

@@ -92,10 +92,6 @@ class BidRestored(Update):
     paused_unproven: bool
 
 
-class BidFloorSeen(Update):
-    bid_floor: float
-
-
 class Outbid(Update):
     bid_floor: float | None
     event: Said
@@ -111,10 +107,6 @@ class OutbidAgain(Update):
     """A resumed bid rental outbid again before the rules took it back."""
 
     at: float
-
-
-class RebidTried(Update):
-    """A raise of its bid was tried: counted, whether the market took it or not."""
 
 
 class BidChanged(Update):

@@ -393,11 +393,11 @@ def snapshot(sup: Supervisor, now: float) -> FleetReadout:
         campaign=sup.campaign.name,
         policy=sup.policy.name,
         fleet=sup.campaign.fleet,
-        creates=sup.creates,
+        creates=sup.fleet.creates,
         # the campaign's own cap: an end leaves it no create, and the header says it ended
         max_creates=sup.file_campaign.max_creates,
         instances=tuple(rows),
-        quarantined=len(sup.quarantine),
+        quarantined=len(sup.fleet.quarantine),
         **{name: fig[name] for name in _RECEIPT.split()},
         spent_usd=float(fig["total_usd"]),
         jobs_finished=int(fig["jobs_finished"]),
