@@ -122,8 +122,7 @@ class WebhookSender:
         for inst in self.market.instances.values():
             seen = self.seen.get(inst.id)
             if inst.destroyed_at is not None and now >= inst.destroyed_at:
-                if seen is not None:
-                    del self.seen[inst.id]
+                if self.seen.pop(inst.id, None) is not None:
                     self._send("instance_deleted", inst)
                 continue
             actual, msg = inst.status(now)
@@ -167,22 +166,11 @@ class WebhookSender:
         seen.actual = actual
 
     def _send(self, kind: str, inst: SimInstance, min_bid: float | None = None) -> None:
-        self._post(
-            payload(
-                kind,
-                inst.id,
-                inst.machine.id,
-                self.wall(),
-                image=inst.image,
-                bid=inst.bid,
-                dph=inst.gpu_dph,
-                min_bid=min_bid,
-            )
-        )
+        said: dict[str, Any] = {"image": inst.image, "bid": inst.bid, "dph": inst.gpu_dph}
+        self._post(payload(kind, inst.id, inst.machine.id, self.wall(), min_bid=min_bid, **said))
 
-    def _post(self, body_obj: dict[str, Any]) -> None:
-        body = json.dumps(body_obj).encode()
-        task = asyncio.ensure_future(self._deliver(body, body_obj["event_id"]))
+    def _post(self, event: dict[str, Any]) -> None:
+        task = asyncio.ensure_future(self._deliver(json.dumps(event).encode(), event["event_id"]))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
