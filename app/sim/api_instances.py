@@ -381,15 +381,14 @@ class Logs:
     async def ask(self, market: SimMarket, request: web.Request) -> web.Response:
         body = await body_json(request)
         inst = live(market, request)
-        tail = 1000
-        if isinstance(body, dict) and body.get("tail"):
-            tail = max(1, int(body["tail"]))
+        tail = max(1, int(body["tail"])) if isinstance(body, dict) and body.get("tail") else 1000
         now = call_now(market.clock)
-        lines = []
-        for seg in inst.segments:
-            for step in seg.steps:
-                if step.at <= now and step.msg and (seg.end is None or step.at < seg.end):
-                    lines.append(step.msg)
+        lines = [
+            step.msg
+            for seg in inst.segments
+            for step in seg.steps
+            if step.at <= now and step.msg and (seg.end is None or step.at < seg.end)
+        ]
         token = secrets.token_hex(12)
         self.results[token] = "\n".join(lines[-tail:]) + "\n"
         return answer(

@@ -304,20 +304,15 @@ def _host_line(m: Machine, sc: Scenario) -> None:
 def other_listings(sc: Scenario, now: Callable[[], float]) -> list[Machine]:
     """The listings the CLI's default search leaves out (unverified, external, deverified), on their
     own draws so the verified machines stay as seeded."""
-    n_unverified = round(sc.offers * sc.listing.unverified)
-    n_external = round(sc.offers * sc.listing.external)
-    n_deverified = round(sc.offers * sc.listing.deverified)
-    out = []
-    if n_unverified + n_external:
-        out = build_machines(sc, now, n_unverified + n_external, "listings", range(60000, 99999))
+    listing = sc.listing
+    unverified, external, deverified = (
+        round(sc.offers * share)
+        for share in (listing.unverified, listing.external, listing.deverified)
+    )
+    out = build_machines(sc, now, unverified + external, "listings", range(60000, 99999))
     for i, m in enumerate(out):
-        if i < n_unverified:
-            m.verification = "unverified"
-        else:
-            m.external = True
-    if n_deverified:
-        dever = build_machines(sc, now, n_deverified, "deverified", range(100_000, 160_000))
-        for m in dever:
-            m.verification = "deverified"
-        out += dever
-    return out
+        m.verification, m.external = ("unverified", False) if i < unverified else ("verified", True)
+    dever = build_machines(sc, now, deverified, "deverified", range(100_000, 160_000))
+    for m in dever:
+        m.verification = "deverified"
+    return out + dever

@@ -61,8 +61,6 @@ class SimMarket:
             id_base = max(id_base, _highest_id + 1)
         return id_base + keyed_rng(self.scenario.seed, "ids").randrange(0, 10)
 
-    # -- machines and offers ------------------------------------------------------------
-
     def rented_machines(self) -> set[int]:
         return {i.machine.id for i in self.instances.values() if i.destroyed_at is None}
 
@@ -103,7 +101,6 @@ class SimMarket:
         m.taken_until = now + rng.uniform(30, 180) * 60
         return True
 
-    # -- instances ------------------------------------------------------------------------
     def create(
         self,
         offer_id: int,
@@ -176,9 +173,7 @@ class SimMarket:
 
     def live(self, iid: int) -> SimInstance | None:
         inst = self.instances.get(iid)
-        if inst is None or inst.destroyed_at is not None:
-            return None
-        return inst
+        return inst if inst is not None and inst.destroyed_at is None else None
 
     def stop(self, inst: SimInstance, at: float | None = None, inside: bool = False) -> None:
         """`inside`: asked from the instance itself, with its container's key."""
@@ -271,7 +266,6 @@ class SimMarket:
             inst.destroyed_at = self.clock.now() if at is None else at
             self._instance_keys.pop(inst.api_key, None)
 
-    # -- compute ---------------------------------------------------------------------------
     def add_meter(self, meter: WorkMeter) -> None:
         """A sized job launched: an earlier launch of it on the same host counts no more."""
         for old in self.meters:
@@ -297,7 +291,6 @@ class SimMarket:
             out.append(meter)
         return out
 
-    # -- what the GPU would say -----------------------------------------------------------
     def gpu_state(self, inst: SimInstance, now: float) -> dict[str, Any]:
         """The facts the on-host probes read, for this instance's machine at `now`."""
         m = inst.machine
@@ -329,7 +322,6 @@ class SimMarket:
             ),
         }
 
-    # -- truth ----------------------------------------------------------------------------
     def truth(self) -> dict[str, Any]:
         now = self.clock.now()
         self.market_stops(now)

@@ -93,7 +93,6 @@ class SimServer:
         if self.webhooks is not None:
             await self.webhooks.close()
 
-    # -- running beside synchronous code ----------------------------------------------------
     def start_in_thread(self) -> SimServer:
         ready = threading.Event()
         errors: list[BaseException] = []
