@@ -375,7 +375,6 @@ class Logs:
     result URL of the simulator's own (`/sim/v0/logs/{token}`), as Vast hands out one."""
 
     def __init__(self) -> None:
-        self.base_url = ""  # where the results are served (set once the server listens)
         self.results: dict[str, str] = {}
 
     async def ask(self, market: SimMarket, request: web.Request) -> web.Response:
@@ -394,7 +393,7 @@ class Logs:
         return answer(
             {
                 "success": True,
-                "result_url": f"{self.base_url}/sim/v0/logs/{token}",
+                "result_url": str(request.url.with_path(f"/sim/v0/logs/{token}")),
                 "msg": "Logs are being prepared",
             }
         )

@@ -320,7 +320,6 @@ class Scenario:
     # create without its bid price rents on-demand, and its answer does not say which type it
     # rented: vast-cli SKILL.md, PR #403); 0: every bid create is a bid rental
     bid_rents_on_demand: float = 0.0
-    # `[price_rise]`: hosts that raise their price under a held rental (sim/price_rises.py)
     price_rise: PriceRise = field(default_factory=PriceRise)
 
     def shares(self) -> dict[str, float]:

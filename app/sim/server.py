@@ -61,7 +61,6 @@ class SimServer:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]
-        self.api.logs.base_url = self.url
         served.add(self.url)
         self.ssh = SSHHosts(self.market, self.url)
         if self.scenario.webhook_url:
@@ -105,9 +104,9 @@ class SimServer:
                 loop.run_until_complete(self.start())
             except BaseException as exc:
                 errors.append(exc)
-                ready.set()
                 return
-            ready.set()
+            finally:
+                ready.set()
             try:
                 loop.run_forever()
             finally:

@@ -238,10 +238,8 @@ class SSHHosts:
                     writer.close()
 
             return await asyncio.start_server(stall, addr, 0)
-        key = self.host_keys.get(inst.machine.id)
-        if key is None:
-            key = asyncssh.generate_private_key("ssh-ed25519")
-            self.host_keys[inst.machine.id] = key
+        if inst.machine.id not in self.host_keys:
+            self.host_keys[inst.machine.id] = asyncssh.generate_private_key("ssh-ed25519")
         sandbox = self.sandbox(inst)
         conns = self.connections.setdefault(inst.id, set())
 
@@ -252,7 +250,7 @@ class SSHHosts:
         return await asyncssh.listen(
             addr,
             0,
-            server_host_keys=[key],
+            server_host_keys=[self.host_keys[inst.machine.id]],
             server_factory=server,
             process_factory=lambda proc: self._run(inst, proc, route),
             sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(sandbox).encode()),
