@@ -113,6 +113,7 @@ class Machine:
         self, allocated_storage: float, now: float, min_bid: float, offer_id: int
     ) -> dict[str, Any]:
         spec = GPU_SPECS.get(self.advertised_gpu)
+        claimed = spec.bf16_tflops if spec else 60.0
         storage_h = storage_per_hour(allocated_storage, self.storage_cost)
         return self.facts() | {
             "id": offer_id,
@@ -132,12 +133,9 @@ class Machine:
             "rented": False,
             "compute_cap": 860,
             "dlperf": round(
-                self.real_tflops / 3
-                if self.behaviour == "misreported"
-                else (spec.bf16_tflops / 3 if spec else 20.0),
-                2,
+                (self.real_tflops if self.behaviour == "misreported" else claimed) / 3, 2
             ),
-            "total_flops": spec.bf16_tflops / 2 if spec else 30.0,
+            "total_flops": claimed / 2,
             "dlperf_per_dphtotal": 0.0,
             "inet_up_cost": self.inet_up_cost,
             "inet_down_cost": self.inet_down_cost,
