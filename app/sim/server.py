@@ -41,7 +41,6 @@ class SimServer:
         self._ticker: asyncio.Task[Any] | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopped = threading.Event()
         # the clock is stepped (app/referee/stepped.py): whoever steps it syncs the hosts at
         # each step (`SSHHosts.settle`), and the ticker leaves them alone
         self.stepped = self.market.clock.is_stepped
@@ -117,7 +116,6 @@ class SimServer:
                 if pending:
                     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
                 loop.close()
-                self._stopped.set()
 
         self._thread = threading.Thread(target=main, name="rentwatch-sim", daemon=True)
         self._thread.start()
