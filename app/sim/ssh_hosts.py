@@ -142,9 +142,8 @@ class SSHHosts:
         now = self.market.clock.now()
 
         def writing(m: work_meter.WorkMeter) -> bool:
-            inst = self.market.instances.get(m.instance_id)
-            up = inst is not None and inst.destroyed_at is None and inst.running(now)
-            return up and not (m.folder / "exit").exists()
+            inst = self.market.live(m.instance_id)
+            return inst is not None and inst.running(now) and not (m.folder / "exit").exists()
 
         ended = [m for m in self.market.meters if m.released and id(m) not in released]
         until = time.monotonic() + exit_wait_s
