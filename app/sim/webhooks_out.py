@@ -139,15 +139,14 @@ class WebhookSender:
     def _changes(
         self, inst: SimInstance, seen: _Seen, now: float, actual: str | None, msg: str | None
     ) -> None:
-        if len(inst.outbids) > seen.outbids:
+        stops, outbids, resumes = len(inst.stops), len(inst.outbids), len(inst.resumes)
+        if outbids > seen.outbids:
             self._send("outbid", inst, self.market.min_bid(inst.machine, now))
-        elif len(inst.stops) > seen.stops:
+        elif stops > seen.stops:
             self._send("instance_stopped", inst)
-        if len(inst.resumes) > seen.resumes:
+        if resumes > seen.resumes:
             self._send("instance_resumed", inst)
-        seen.stops = len(inst.stops)
-        seen.outbids = len(inst.outbids)
-        seen.resumes = len(inst.resumes)
+        seen.stops, seen.outbids, seen.resumes = stops, outbids, resumes
         if not seen.started and actual == "running":
             seen.started = True
             self._send("instance_started", inst)
