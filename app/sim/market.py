@@ -117,16 +117,15 @@ class SimMarket:
         global _highest_id
         m = self.by_offer[offer_id]
         now = self.clock.now() if at is None else at
+        seed = self.scenario.seed
         m.rentals += 1
-        on_demand = keyed_rng(self.scenario.seed, "rents_on_demand", m.id, m.rentals).random()
+        on_demand = keyed_rng(seed, "rents_on_demand", m.id, m.rentals).random()
         if on_demand < self.scenario.bid_rents_on_demand:
             price = None  # asked for a bid, rented on-demand (the scenario's knob)
         iid = self._next_instance
-        self._next_instance += 1 + keyed_rng(self.scenario.seed, "gap", m.id, m.rentals).randrange(
-            0, 3
-        )
+        self._next_instance += 1 + keyed_rng(seed, "gap", m.id, m.rentals).randrange(0, 3)
         _highest_id = max(_highest_id, iid)
-        rng = keyed_rng(self.scenario.seed, m.id, m.rentals)
+        rng = keyed_rng(seed, m.id, m.rentals)
         inst = SimInstance(
             id=iid,
             machine=m,
@@ -147,9 +146,9 @@ class SimMarket:
         inst.throttle_drop = rng.uniform(*m.knobs["throttle_drop"])
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         if price is not None:
-            pay = bids.paid(self.scenario.seed, self.scenario.bids, m, now, price)
+            pay = bids.paid(seed, self.scenario.bids, m, now, price)
             inst.bid, inst.prices, inst.bid_seen = price, [(now, pay)], now
-            if not bids.wins(self.scenario.seed, self.scenario.bids, m, now, price):
+            if not bids.wins(seed, self.scenario.bids, m, now, price):
                 bids.pause(inst, now, outbid=False)
         self.instances[iid] = inst
         self.order.append(iid)
