@@ -95,7 +95,6 @@ class MarketAPI:
         app.add_routes(self.routes())
         return app
 
-    # -- what every call shares ----------------------------------------------------------
     @web.middleware
     async def _every_call(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         now = self.market.clock.now()
@@ -142,9 +141,7 @@ class MarketAPI:
 
     def _redirect(self, request: web.Request) -> bool:
         rate = self.market.scenario.faults.rate_redirect
-        if rate <= 0 or "moved" in request.query:
-            return False
-        if self.redirect_rng.random() >= rate:
+        if rate <= 0 or "moved" in request.query or self.redirect_rng.random() >= rate:
             return False
         self.faults_injected["redirect"] += 1
         return True

@@ -163,13 +163,8 @@ async def list_charges(market: SimMarket, request: web.Request) -> web.Response:
     kinds = filters.get("type")
     types = kinds.get("in") if isinstance(kinds, dict) else None
     limit = max(1, min(int(query.get("limit") or 100), 100))
-    rows: list[dict[str, Any]] = []
-    if not types or "instance" in types:
-        mode = market.scenario.gpu_billing
-        for inst in sorted(market.instances.values(), key=lambda i: i.id):
-            row = contract_row(inst, mode, lo, hi)
-            if row is not None:
-                rows.append(row)
+    every = market.instances.values() if not types or "instance" in types else ()
+    rows = [r for i in every if (r := contract_row(i, market.scenario.gpu_billing, lo, hi))]
     rows.sort(key=lambda r: (r["start"], r["source"]))
     if str(query.get("latest_first", "true")).lower() != "false":
         rows.reverse()
@@ -226,8 +221,6 @@ def contract_row(inst: SimInstance, mode: str, lo: float, hi: float) -> dict[str
         return None
     days = max(1, math.ceil((t1 - t0) / DAY))
     span = f"{days} day{'s' if days > 1 else ''}"
+    label = {"label": inst.label} if inst.label is not None else {}
     row = _item("instance", total, t0, t1, f"Instance {inst.id} Charges - {span}")
-    row["source"] = f"instance-{inst.id}"
-    row["metadata"] = {"label": inst.label} if inst.label is not None else {}
-    row["items"] = items
-    return row
+    return row | {"source": f"instance-{inst.id}", "metadata": label, "items": items}

@@ -375,27 +375,25 @@ class Logs:
     result URL of the simulator's own (`/sim/v0/logs/{token}`), as Vast hands out one."""
 
     def __init__(self) -> None:
-        self.base_url = ""  # where the results are served (set once the server listens)
         self.results: dict[str, str] = {}
 
     async def ask(self, market: SimMarket, request: web.Request) -> web.Response:
         body = await body_json(request)
         inst = live(market, request)
-        tail = 1000
-        if isinstance(body, dict) and body.get("tail"):
-            tail = max(1, int(body["tail"]))
+        tail = max(1, int(body["tail"])) if isinstance(body, dict) and body.get("tail") else 1000
         now = call_now(market.clock)
-        lines = []
-        for seg in inst.segments:
-            for step in seg.steps:
-                if step.at <= now and step.msg and (seg.end is None or step.at < seg.end):
-                    lines.append(step.msg)
+        lines = [
+            step.msg
+            for seg in inst.segments
+            for step in seg.steps
+            if step.at <= now and step.msg and (seg.end is None or step.at < seg.end)
+        ]
         token = secrets.token_hex(12)
         self.results[token] = "\n".join(lines[-tail:]) + "\n"
         return answer(
             {
                 "success": True,
-                "result_url": f"{self.base_url}/sim/v0/logs/{token}",
+                "result_url": str(request.url.with_path(f"/sim/v0/logs/{token}")),
                 "msg": "Logs are being prepared",
             }
         )

@@ -18,15 +18,15 @@ DAY_S = 86_400.0
 BID_SAMPLES_H = (3.0, 11.0, 19.0)  # hours of the day at which each offer's min_bid is read
 
 
-def _pct(values: list[float], q: int) -> float:
-    """The q-th percentile (inclusive, interpolated)."""
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
-
-
 def _r(x: float) -> float:
     return round(x, 4)
+
+
+def _spread(values: list[float], prefix: str = "") -> dict[str, float]:
+    """The 10th percentile, the median and the 90th (inclusive, interpolated)."""
+    pct = statistics.quantiles(values, n=100, method="inclusive") if values[1:] else values * 99
+    cuts = {"p10": pct[9], "median": statistics.median(values), "p90": pct[89]}
+    return {prefix + k: _r(v) for k, v in cuts.items()}
 
 
 def _id_changed(seed: int, c: Churn, m: Machine) -> bool:
@@ -71,19 +71,9 @@ def describe_family(family_seed: int, n: int) -> dict[str, Any]:
     return {
         "markets": len(markets),
         "offers": rows,
-        "models": {
-            g: {
-                "n": len(v),
-                "dph_p10": _r(_pct(v, 10)),
-                "dph_median": _r(statistics.median(v)),
-                "dph_p90": _r(_pct(v, 90)),
-            }
-            for g, v in sorted(prices.items())
-        },
-        "min_bid_share": {
-            "p10": _r(_pct(bid_share, 10)),
-            "median": _r(statistics.median(bid_share)),
-            "p90": _r(_pct(bid_share, 90)),
+        "models": {g: {"n": len(v)} | _spread(v, "dph_") for g, v in sorted(prices.items())},
+        "min_bid_share": _spread(bid_share)
+        | {
             "above_0_9": _r(sum(x > 0.9 for x in bid_share) / len(bid_share)),
             "below_0_5": _r(sum(x < 0.5 for x in bid_share) / len(bid_share)),
         },

@@ -113,6 +113,7 @@ class Machine:
         self, allocated_storage: float, now: float, min_bid: float, offer_id: int
     ) -> dict[str, Any]:
         spec = GPU_SPECS.get(self.advertised_gpu)
+        claimed = spec.bf16_tflops if spec else 60.0
         storage_h = storage_per_hour(allocated_storage, self.storage_cost)
         return self.facts() | {
             "id": offer_id,
@@ -132,12 +133,9 @@ class Machine:
             "rented": False,
             "compute_cap": 860,
             "dlperf": round(
-                self.real_tflops / 3
-                if self.behaviour == "misreported"
-                else (spec.bf16_tflops / 3 if spec else 20.0),
-                2,
+                (self.real_tflops if self.behaviour == "misreported" else claimed) / 3, 2
             ),
-            "total_flops": spec.bf16_tflops / 2 if spec else 30.0,
+            "total_flops": claimed / 2,
             "dlperf_per_dphtotal": 0.0,
             "inet_up_cost": self.inet_up_cost,
             "inet_down_cost": self.inet_down_cost,
@@ -304,20 +302,15 @@ def _host_line(m: Machine, sc: Scenario) -> None:
 def other_listings(sc: Scenario, now: Callable[[], float]) -> list[Machine]:
     """The listings the CLI's default search leaves out (unverified, external, deverified), on their
     own draws so the verified machines stay as seeded."""
-    n_unverified = round(sc.offers * sc.listing.unverified)
-    n_external = round(sc.offers * sc.listing.external)
-    n_deverified = round(sc.offers * sc.listing.deverified)
-    out = []
-    if n_unverified + n_external:
-        out = build_machines(sc, now, n_unverified + n_external, "listings", range(60000, 99999))
+    listing = sc.listing
+    unverified, external, deverified = (
+        round(sc.offers * share)
+        for share in (listing.unverified, listing.external, listing.deverified)
+    )
+    out = build_machines(sc, now, unverified + external, "listings", range(60000, 99999))
     for i, m in enumerate(out):
-        if i < n_unverified:
-            m.verification = "unverified"
-        else:
-            m.external = True
-    if n_deverified:
-        dever = build_machines(sc, now, n_deverified, "deverified", range(100_000, 160_000))
-        for m in dever:
-            m.verification = "deverified"
-        out += dever
-    return out
+        m.verification, m.external = ("unverified", False) if i < unverified else ("verified", True)
+    dever = build_machines(sc, now, deverified, "deverified", range(100_000, 160_000))
+    for m in dever:
+        m.verification = "deverified"
+    return out + dever

@@ -61,8 +61,6 @@ class SimMarket:
             id_base = max(id_base, _highest_id + 1)
         return id_base + keyed_rng(self.scenario.seed, "ids").randrange(0, 10)
 
-    # -- machines and offers ------------------------------------------------------------
-
     def rented_machines(self) -> set[int]:
         return {i.machine.id for i in self.instances.values() if i.destroyed_at is None}
 
@@ -103,7 +101,6 @@ class SimMarket:
         m.taken_until = now + rng.uniform(30, 180) * 60
         return True
 
-    # -- instances ------------------------------------------------------------------------
     def create(
         self,
         offer_id: int,
@@ -120,16 +117,15 @@ class SimMarket:
         global _highest_id
         m = self.by_offer[offer_id]
         now = self.clock.now() if at is None else at
+        seed = self.scenario.seed
         m.rentals += 1
-        on_demand = keyed_rng(self.scenario.seed, "rents_on_demand", m.id, m.rentals).random()
+        on_demand = keyed_rng(seed, "rents_on_demand", m.id, m.rentals).random()
         if on_demand < self.scenario.bid_rents_on_demand:
             price = None  # asked for a bid, rented on-demand (the scenario's knob)
         iid = self._next_instance
-        self._next_instance += 1 + keyed_rng(self.scenario.seed, "gap", m.id, m.rentals).randrange(
-            0, 3
-        )
+        self._next_instance += 1 + keyed_rng(seed, "gap", m.id, m.rentals).randrange(0, 3)
         _highest_id = max(_highest_id, iid)
-        rng = keyed_rng(self.scenario.seed, m.id, m.rentals)
+        rng = keyed_rng(seed, m.id, m.rentals)
         inst = SimInstance(
             id=iid,
             machine=m,
@@ -150,9 +146,9 @@ class SimMarket:
         inst.throttle_drop = rng.uniform(*m.knobs["throttle_drop"])
         inst.throttle_reason = rng.choice(THROTTLE_REASONS)
         if price is not None:
-            pay = bids.paid(self.scenario.seed, self.scenario.bids, m, now, price)
+            pay = bids.paid(seed, self.scenario.bids, m, now, price)
             inst.bid, inst.prices, inst.bid_seen = price, [(now, pay)], now
-            if not bids.wins(self.scenario.seed, self.scenario.bids, m, now, price):
+            if not bids.wins(seed, self.scenario.bids, m, now, price):
                 bids.pause(inst, now, outbid=False)
         self.instances[iid] = inst
         self.order.append(iid)
@@ -176,9 +172,7 @@ class SimMarket:
 
     def live(self, iid: int) -> SimInstance | None:
         inst = self.instances.get(iid)
-        if inst is None or inst.destroyed_at is not None:
-            return None
-        return inst
+        return inst if inst is not None and inst.destroyed_at is None else None
 
     def stop(self, inst: SimInstance, at: float | None = None, inside: bool = False) -> None:
         """`inside`: asked from the instance itself, with its container's key."""
@@ -271,7 +265,6 @@ class SimMarket:
             inst.destroyed_at = self.clock.now() if at is None else at
             self._instance_keys.pop(inst.api_key, None)
 
-    # -- compute ---------------------------------------------------------------------------
     def add_meter(self, meter: WorkMeter) -> None:
         """A sized job launched: an earlier launch of it on the same host counts no more."""
         for old in self.meters:
@@ -297,7 +290,6 @@ class SimMarket:
             out.append(meter)
         return out
 
-    # -- what the GPU would say -----------------------------------------------------------
     def gpu_state(self, inst: SimInstance, now: float) -> dict[str, Any]:
         """The facts the on-host probes read, for this instance's machine at `now`."""
         m = inst.machine
@@ -329,7 +321,6 @@ class SimMarket:
             ),
         }
 
-    # -- truth ----------------------------------------------------------------------------
     def truth(self) -> dict[str, Any]:
         now = self.clock.now()
         self.market_stops(now)

@@ -320,7 +320,6 @@ class Scenario:
     # create without its bid price rents on-demand, and its answer does not say which type it
     # rented: vast-cli SKILL.md, PR #403); 0: every bid create is a bid rental
     bid_rents_on_demand: float = 0.0
-    # `[price_rise]`: hosts that raise their price under a held rental (sim/price_rises.py)
     price_rise: PriceRise = field(default_factory=PriceRise)
 
     def shares(self) -> dict[str, float]:
@@ -364,23 +363,22 @@ def _host_class(raw: Any, index: int, gpu_default: list[str] | None = None) -> H
     where = f"host_class[{index}]"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table")
-    behaviour = raw.get("behaviour")
+    behaviour, share = raw.get("behaviour"), raw.get("share")
     if behaviour not in ALL_BEHAVIOURS:
         raise ConfigError(
             f"{where}.behaviour: {behaviour!r} is not one of {', '.join(ALL_BEHAVIOURS)}"
         )
-    share = raw.get("share")
     if not isinstance(share, int | float) or isinstance(share, bool) or share < 0:
         raise ConfigError(f"{where}.share: expected a non-negative number, got {share!r}")
+    unknown = [k for k in raw if k not in ("behaviour", "share", "gpu", "dph", *DEFAULT_KNOBS)]
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r} (knobs: {', '.join(DEFAULT_KNOBS)})"
+        )
     gpus = _gpus(raw.get("gpu", gpu_default or CONSUMER_GPUS), f"{where}.gpu")
     dph = _range(raw.get("dph", DEFAULT_DPH), f"{where}.dph")
     knobs = DEFAULT_KNOBS | BEHAVIOUR_KNOBS.get(behaviour, {})
-    for key, value in raw.items():
-        if key in ("behaviour", "share", "gpu", "dph"):
-            continue
-        if key not in DEFAULT_KNOBS:
-            raise ConfigError(f"{where}: unknown key {key!r} (knobs: {', '.join(DEFAULT_KNOBS)})")
-        knobs[key] = list(_range(value, f"{where}.{key}"))
+    knobs |= {k: list(_range(v, f"{where}.{k}")) for k, v in raw.items() if k in DEFAULT_KNOBS}
     return HostClass(behaviour, float(share), tuple(gpus), dph, knobs, "dph" not in raw)
 
 

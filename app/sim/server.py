@@ -41,7 +41,6 @@ class SimServer:
         self._ticker: asyncio.Task[Any] | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopped = threading.Event()
         # the clock is stepped (app/referee/stepped.py): whoever steps it syncs the hosts at
         # each step (`SSHHosts.settle`), and the ticker leaves them alone
         self.stepped = self.market.clock.is_stepped
@@ -61,7 +60,6 @@ class SimServer:
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]
-        self.api.logs.base_url = self.url
         served.add(self.url)
         self.ssh = SSHHosts(self.market, self.url)
         if self.scenario.webhook_url:
@@ -93,7 +91,6 @@ class SimServer:
         if self.webhooks is not None:
             await self.webhooks.close()
 
-    # -- running beside synchronous code ----------------------------------------------------
     def start_in_thread(self) -> SimServer:
         ready = threading.Event()
         errors: list[BaseException] = []
@@ -106,9 +103,9 @@ class SimServer:
                 loop.run_until_complete(self.start())
             except BaseException as exc:
                 errors.append(exc)
-                ready.set()
                 return
-            ready.set()
+            finally:
+                ready.set()
             try:
                 loop.run_forever()
             finally:
@@ -119,7 +116,6 @@ class SimServer:
                 if pending:
                     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
                 loop.close()
-                self._stopped.set()
 
         self._thread = threading.Thread(target=main, name="rentwatch-sim", daemon=True)
         self._thread.start()

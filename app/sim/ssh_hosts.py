@@ -71,6 +71,10 @@ async def pump_in(
             sub.stdin.close()
 
 
+def container_vars(inst: SimInstance) -> dict[str, str]:
+    return {"CONTAINER_ID": str(inst.id), "CONTAINER_API_KEY": inst.api_key}
+
+
 class _Server(asyncssh.SSHServer):
     def __init__(self, inst: SimInstance, conns: set[asyncssh.SSHServerConnection]) -> None:
         self.inst = inst
@@ -138,9 +142,8 @@ class SSHHosts:
         now = self.market.clock.now()
 
         def writing(m: work_meter.WorkMeter) -> bool:
-            inst = self.market.instances.get(m.instance_id)
-            up = inst is not None and inst.destroyed_at is None and inst.running(now)
-            return up and not (m.folder / "exit").exists()
+            inst = self.market.live(m.instance_id)
+            return inst is not None and inst.running(now) and not (m.folder / "exit").exists()
 
         ended = [m for m in self.market.meters if m.released and id(m) not in released]
         until = time.monotonic() + exit_wait_s
@@ -234,10 +237,8 @@ class SSHHosts:
                     writer.close()
 
             return await asyncio.start_server(stall, addr, 0)
-        key = self.host_keys.get(inst.machine.id)
-        if key is None:
-            key = asyncssh.generate_private_key("ssh-ed25519")
-            self.host_keys[inst.machine.id] = key
+        if inst.machine.id not in self.host_keys:
+            self.host_keys[inst.machine.id] = asyncssh.generate_private_key("ssh-ed25519")
         sandbox = self.sandbox(inst)
         conns = self.connections.setdefault(inst.id, set())
 
@@ -248,7 +249,7 @@ class SSHHosts:
         return await asyncssh.listen(
             addr,
             0,
-            server_host_keys=[key],
+            server_host_keys=[self.host_keys[inst.machine.id]],
             server_factory=server,
             process_factory=lambda proc: self._run(inst, proc, route),
             sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(sandbox).encode()),
@@ -315,35 +316,24 @@ class SSHHosts:
 
     def _env(self, inst: SimInstance) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH")}
-        env.update(inst.env)
-        env.update(
-            {
-                "HOME": str(self.sandbox(inst)),
-                "VAST_URL": self.market_url,
-                "RENTWATCH_SIM_HOST": "1",
-                SIM_CLOCK_ENV: str(self.clock_file),
-            }
-        )
-        if self.container_env(inst):
-            env.update({"CONTAINER_ID": str(inst.id), "CONTAINER_API_KEY": inst.api_key})
-        return env
+        env |= inst.env | {"HOME": str(self.sandbox(inst)), "RENTWATCH_SIM_HOST": "1"}
+        env |= {SIM_CLOCK_ENV: str(self.clock_file), "VAST_URL": self.market_url}
+        return env | (container_vars(inst) if self.container_env(inst) else {})
+
+    def _drawn(self, inst: SimInstance, what: str, share: float) -> bool:
+        """One draw per instance, the same for every session of it."""
+        return random.Random(f"{self.market.scenario.seed}:{what}:{inst.id}").random() < share
 
     def container_files(self, inst: SimInstance) -> None:
         """What a real container holds of its variables outside a session: /etc/environment once
         onstart wrote it, and PID 1's environment, here under the host's sandbox."""
         box = self.sandbox(inst)
-        pairs = {
-            "CONTAINER_ID": str(inst.id),
-            "CONTAINER_API_KEY": inst.api_key,
-            "VAST_URL": self.market_url,
-            **inst.env,
-        }
+        pairs = container_vars(inst) | {"VAST_URL": self.market_url, **inst.env}
         if inst.onstart and ">> /etc/environment" in inst.onstart:
             (box / "etc").mkdir(exist_ok=True)
             text = "".join(f"{k}={v}\n" for k, v in pairs.items())
             (box / "etc" / "environment").write_text(text)
-        share = self.market.scenario.ssh.proc_environ
-        if random.Random(f"{self.market.scenario.seed}:pid1:{inst.id}").random() < share:
+        if self._drawn(inst, "pid1", self.market.scenario.ssh.proc_environ):
             (box / "proc" / "1").mkdir(parents=True, exist_ok=True)
             (box / "proc" / "1" / "environ").write_bytes(
                 b"".join(f"{k}={v}".encode() + b"\0" for k, v in pairs.items())
@@ -358,11 +348,11 @@ class SSHHosts:
 
     def container_env(self, inst: SimInstance) -> bool:
         """Whether this instance's sessions carry the container's variables (`[ssh]
-        container_env` of the instances, the same for every session of one instance)."""
+        container_env` of the instances; None: Vast's own images only)."""
         share = self.market.scenario.ssh.container_env
         if share is None:
             return inst.image.startswith(VAST_IMAGES)
-        return random.Random(f"{self.market.scenario.seed}:env:{inst.id}").random() < share
+        return self._drawn(inst, "env", share)
 
     async def _run(
         self, inst: SimInstance, proc: asyncssh.SSHServerProcess[bytes], route: str = "proxy"
@@ -375,13 +365,11 @@ class SSHHosts:
             return
         self._answering[inst.id] = self._answering.get(inst.id, 0) + 1
         try:
-            faults = self.market.scenario.faults
+            sc = self.market.scenario
             n = self.sessions_of[inst.id] = self.sessions_of.get(inst.id, 0) + 1
-            rng = keyed_rng(self.market.scenario.seed, "ssh-drop", inst.id, n)
-            drop = faults.ssh_drop > 0 and rng.random() < faults.ssh_drop
-            proxy_drop = self.market.scenario.ssh.proxy_drop
-            if route == "proxy" and proxy_drop > 0 and rng.random() < proxy_drop:
-                drop = True
+            rng = keyed_rng(sc.seed, "ssh-drop", inst.id, n)
+            drop = sc.faults.ssh_drop > 0 and rng.random() < sc.faults.ssh_drop
+            drop |= route == "proxy" and sc.ssh.proxy_drop > 0 and rng.random() < sc.ssh.proxy_drop
             stdin = b""
             if self.received is not None:
                 self.received.append(command.encode())
@@ -389,7 +377,7 @@ class SSHHosts:
                 stdin = await read_all(proc)
                 if self.received is not None:
                     self.received.append(stdin)
-                if not image_facts(inst.image, self.market.scenario.images).python:
+                if not image_facts(inst.image, sc.images).python:
                     # the image has no python3: the shell says so, whatever the script
                     proc.stderr.write(NO_PYTHON_STDERR)
                     proc.exit(NO_PYTHON_EXIT)

@@ -122,8 +122,7 @@ class WebhookSender:
         for inst in self.market.instances.values():
             seen = self.seen.get(inst.id)
             if inst.destroyed_at is not None and now >= inst.destroyed_at:
-                if seen is not None:
-                    del self.seen[inst.id]
+                if self.seen.pop(inst.id, None) is not None:
                     self._send("instance_deleted", inst)
                 continue
             actual, msg = inst.status(now)
@@ -140,15 +139,14 @@ class WebhookSender:
     def _changes(
         self, inst: SimInstance, seen: _Seen, now: float, actual: str | None, msg: str | None
     ) -> None:
-        if len(inst.outbids) > seen.outbids:
+        stops, outbids, resumes = len(inst.stops), len(inst.outbids), len(inst.resumes)
+        if outbids > seen.outbids:
             self._send("outbid", inst, self.market.min_bid(inst.machine, now))
-        elif len(inst.stops) > seen.stops:
+        elif stops > seen.stops:
             self._send("instance_stopped", inst)
-        if len(inst.resumes) > seen.resumes:
+        if resumes > seen.resumes:
             self._send("instance_resumed", inst)
-        seen.stops = len(inst.stops)
-        seen.outbids = len(inst.outbids)
-        seen.resumes = len(inst.resumes)
+        seen.stops, seen.outbids, seen.resumes = stops, outbids, resumes
         if not seen.started and actual == "running":
             seen.started = True
             self._send("instance_started", inst)
@@ -167,22 +165,11 @@ class WebhookSender:
         seen.actual = actual
 
     def _send(self, kind: str, inst: SimInstance, min_bid: float | None = None) -> None:
-        self._post(
-            payload(
-                kind,
-                inst.id,
-                inst.machine.id,
-                self.wall(),
-                image=inst.image,
-                bid=inst.bid,
-                dph=inst.gpu_dph,
-                min_bid=min_bid,
-            )
-        )
+        said: dict[str, Any] = {"image": inst.image, "bid": inst.bid, "dph": inst.gpu_dph}
+        self._post(payload(kind, inst.id, inst.machine.id, self.wall(), min_bid=min_bid, **said))
 
-    def _post(self, body_obj: dict[str, Any]) -> None:
-        body = json.dumps(body_obj).encode()
-        task = asyncio.ensure_future(self._deliver(body, body_obj["event_id"]))
+    def _post(self, event: dict[str, Any]) -> None:
+        task = asyncio.ensure_future(self._deliver(json.dumps(event).encode(), event["event_id"]))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

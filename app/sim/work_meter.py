@@ -131,7 +131,8 @@ def launch(inst: SimInstance, command: str, sandbox: Path, now: float) -> WorkMe
 
 def speed_pieces(inst: SimInstance, lost_at: float | None) -> list[tuple[float, float, float]]:
     """(from, to, TFLOP/s) over the instance's life: its machine's real speed while running,
-    less its throttle's drop once that sets in; nothing stopped, dark, halted or lost."""
+    less its throttle's drop once that sets in (a piece may be empty); nothing stopped, dark,
+    halted or lost."""
     m = inst.machine
     if m.behaviour in ("stale_driver", "forged_preflight"):
         return []  # no CUDA op runs there
@@ -148,13 +149,8 @@ def speed_pieces(inst: SimInstance, lost_at: float | None) -> list[tuple[float, 
         start = seg.running_at
         if end <= start:
             continue
-        t = seg.throttle_at
-        if t is not None and start < t < end:
-            out += [(start, t, m.real_tflops), (t, end, m.real_tflops * (1 - inst.throttle_drop))]
-        elif t is not None and t <= start:
-            out.append((start, end, m.real_tflops * (1 - inst.throttle_drop)))
-        else:
-            out.append((start, end, m.real_tflops))
+        t = end if seg.throttle_at is None else min(max(seg.throttle_at, start), end)
+        out += [(start, t, m.real_tflops), (t, end, m.real_tflops * (1 - inst.throttle_drop))]
     return out
 
 
