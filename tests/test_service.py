@@ -732,13 +732,12 @@ def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
 
     sim = make_sim(seed=7, offers=40, time_scale=120)
     path = tmp_path / "l.duckdb"
-    ledger = Ledger(path)
     engine = make_engine(
         sim.url,
         sim.api_key,
         load_campaign(campaign_text("tui", 2)),
         get_policy("default"),
-        ledger,
+        path,
         tmp_path / "key",
     )
     app, finish = attach_in_process(engine)
@@ -773,7 +772,6 @@ def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
     assert not engine._thread.is_alive()
     assert _live(sim) == set(), "Stop all left something running"
     assert json.loads(run_cli("ls", "--json").stdout) == []
-    ledger.close()
 
 
 def test_run_in_the_background_outlives_its_terminal(make_sim, tmp_path, runtime):

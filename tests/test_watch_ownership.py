@@ -49,14 +49,13 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
     sim = make_sim(seed=11, offers=30, time_scale=240)
     theirs = asyncio.run(_by_hand(sim.url, sim.api_key))
     path = tmp_path / "l.duckdb"
-    ledger = Ledger(path)
     camp = load_campaign(campaign_text("own", 1)) if with_campaign else renting_nothing("watch")
     engine = make_engine(
         sim.url,
         sim.api_key,
         camp,
         get_policy("default"),
-        ledger,
+        path,
         tmp_path / "key",
         adopt_all=True,
         observe_only=not with_campaign,
@@ -112,9 +111,9 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
     truth = {r["id"]: r for r in sim.call(sim.market.truth)["instances"]}
     for iid in theirs:
         assert truth[iid]["destroyed_at"] is None and truth[iid]["stopped_at"] is None, truth[iid]
-    touched = ledger.events(
-        where="kind IN ('stop', 'start', 'destroy', 'abandon') AND instance_id IN "
-        f"({', '.join(map(str, theirs))})"
-    )
+    with Ledger(path) as ledger:  # the engine's, closed with it
+        touched = ledger.events(
+            where="kind IN ('stop', 'start', 'destroy', 'abandon') AND instance_id IN "
+            f"({', '.join(map(str, theirs))})"
+        )
     assert touched == []
-    ledger.close()

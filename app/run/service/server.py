@@ -389,26 +389,6 @@ class ServiceServer:
                 registry.unregister(self.entry.pid)
 
 
-async def serve(
-    ctrl: Controller,
-    listen: str | None = None,
-    metrics: Metrics | None = None,
-    market: tuple[str, str] | None = None,
-) -> ServiceServer:
-    """`ctrl` served on its ledger's socket and, with `listen` (`tcp:HOST:PORT`), on TCP with the
-    metrics and webhooks beside it; registered (`ServiceServer.register`)."""
-    tcp = parse_listen(listen) if listen else None
-    extra, open_paths, _ = routes(metrics, ctrl.look) if tcp else ([], frozenset(), None)
-    server = ServiceServer(ctrl, extra, open_paths)
-    try:
-        await server.start(registry.socket_path_for(ctrl.ledger_path), tcp, ctrl.ledger_path)
-        server.register(market)
-    except BaseException:
-        await server.stop()
-        raise
-    return server
-
-
 def routes(
     metrics: Metrics | None,
     look: Callable[[tuple[int, ...]], list[int]],
