@@ -231,8 +231,7 @@ def dashboard(make_sim, tmp_path):
     leaves and the engine ends, releasing what it holds, before the simulator stops."""
     from rentwatch.core.policy import get_policy
     from rentwatch.market.factory import load_campaign
-    from rentwatch.run.dashboard import make_engine
-    from rentwatch.run.service.controller import attach_in_process
+    from rentwatch.run.dashboard import attach_in_process, make_engine
 
     from .campaigns import campaign_text
 

@@ -11,8 +11,8 @@ import dataclasses
 from rentwatch.engine.intents import EndIntent, StopIntent
 from rentwatch.ledger.holdings import Holding
 from rentwatch.market.factory import load_campaign
+from rentwatch.run.dashboard import attach_in_process
 from rentwatch.run.service import api
-from rentwatch.run.service.controller import attach_in_process
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm, holdings_text
 from rentwatch.widgets.footer import fitted

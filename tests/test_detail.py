@@ -39,7 +39,7 @@ async def _until(pilot, cond, timeout=60.0, what="condition"):
 
 
 def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime):
-    from rentwatch.run.service.controller import attach_in_process
+    from rentwatch.run.dashboard import attach_in_process
 
     sim = make_sim(seed=7, offers=40, time_scale=120)
     path = tmp_path / "l.duckdb"
@@ -142,8 +142,8 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime):
 
 def test_detail_endpoint_answers_and_refuses_strangers(make_sim, tmp_path, runtime):
     """`GET /v1/instances/{id}` over the controller's socket; an id not held is a 404."""
+    from rentwatch.run.dashboard import attach_in_process
     from rentwatch.run.service.api import ServiceError
-    from rentwatch.run.service.controller import attach_in_process
 
     sim = make_sim(seed=7, offers=40, time_scale=120)
     path = tmp_path / "l.duckdb"

@@ -13,8 +13,8 @@ from rentwatch.core.campaign import renting_nothing
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.hosts.ssh import load_or_create_key
 from rentwatch.market.errors import AuthError
-from rentwatch.run.dashboard import make_engine
-from rentwatch.run.service.controller import EngineFailed, attach_in_process
+from rentwatch.run.dashboard import attach_in_process, make_engine
+from rentwatch.run.service.controller import EngineFailed
 from rentwatch.views.snapshot import snapshot
 from textual.widgets import Static
 

@@ -11,7 +11,7 @@ import dataclasses
 from rentwatch.engine.intents import StartIntent, StopIntent
 from rentwatch.ledger.holdings import Holding
 from rentwatch.market.factory import load_campaign
-from rentwatch.run.service.controller import attach_in_process
+from rentwatch.run.dashboard import attach_in_process
 from rentwatch.views.acts import left_after_end
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm

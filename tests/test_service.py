@@ -727,8 +727,7 @@ def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
     the session, `ledger` answers while it holds the file, and Stop all still releases all."""
     from rentwatch.core.policy import get_policy
     from rentwatch.market.factory import load_campaign
-    from rentwatch.run.dashboard import make_engine
-    from rentwatch.run.service.controller import attach_in_process
+    from rentwatch.run.dashboard import attach_in_process, make_engine
 
     sim = make_sim(seed=7, offers=40, time_scale=120)
     path = tmp_path / "l.duckdb"

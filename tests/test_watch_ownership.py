@@ -13,8 +13,7 @@ from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.market.vast.client import VastClient
-from rentwatch.run.dashboard import make_engine
-from rentwatch.run.service.controller import attach_in_process
+from rentwatch.run.dashboard import attach_in_process, make_engine
 from textual.widgets import Static
 
 from .campaigns import campaign_text

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+import os
 import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.campaign import Campaign, renting_nothing
 from ..core.policy import Policy, get_policy
@@ -18,6 +19,8 @@ from ..ledger.team.config import TeamConfig
 from ..market.factory import load_campaign
 from .engine_thread import EngineThread
 from .host import run_headless
+from .service.remote import ControllerClient, RemoteEngine
+from .service.target import Target
 
 if TYPE_CHECKING:
     from ..sim.server import SimServer
@@ -88,6 +91,26 @@ def make_engine(
     return EngineThread(run)
 
 
+def attach_in_process(engine: EngineThread) -> tuple[Any, Callable[[str | None], None]]:
+    """The dashboard of `watch --foreground` and `demo --foreground`: the engine in this process,
+    served on a socket, the app attached through the client; quitting ends the engine. Returns
+    the app and what to call once it has quit."""
+    from rentwatch.widgets.app import RentwatchApp
+
+    print("rentwatch: starting the engine…", flush=True)
+    sock = engine.start()
+    target = Target(socket=sock)
+    remote = RemoteEngine(target, os.getpid(), outlives_dashboard=False)
+    app = RentwatchApp(remote, ControllerClient(target, timeout=600.0))
+
+    def finish(mode: str | None) -> None:
+        if remote.alive():  # the app ended without its quit dialog: its stream ends with it
+            remote.shutdown("leave")
+        engine.shutdown(mode if mode in ("stop", "detach") else "trap")
+
+    return app, finish
+
+
 def run_dashboard(
     market_url: str,
     api_key: str,
@@ -100,8 +123,6 @@ def run_dashboard(
     metrics_listen: str | None = None,
 ) -> int:
     """The dashboard with its engine in this process (`--foreground`)."""
-    from .service.controller import attach_in_process
-
     engine = make_engine(
         market_url,
         api_key,
