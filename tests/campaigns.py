@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import queue
 import subprocess
@@ -14,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rentwatch.core.policy import get_policy
-from rentwatch.engine.session import Session
 from rentwatch.market.factory import load_campaign
 from rentwatch.referee.stepped import run_stepped, stepped_loop
 from rentwatch.run.engine_thread import EngineThread
@@ -90,7 +90,7 @@ def headless(
         sim.api_key,
         str(ledger),
         key_path=str(tmp_path / "key"),
-        on_supervisor=on_supervisor,
+        hosted=on_supervisor and (lambda host, _: on_supervisor(host.sup)),
         market_clock=clock,
     )
     return run_stepped(sim, main) if stepped else asyncio.run(main)
@@ -118,30 +118,24 @@ def cli_on_stepped_clock(sim, monkeypatch) -> None:
     monkeypatch.setattr(commands, "asyncio", shim)
 
 
-def stepped_engine(sim, campaign, ledger, key_path: Path) -> EngineThread:
-    """The dashboard's engine thread (`rentwatch.run.dashboard.make_engine`'s) on `sim`'s
+def stepped_engine(sim, campaign, ledger: Path, key_path: Path) -> EngineThread:
+    """The dashboard's engine thread (`rentwatch.run.dashboard.run_dashboard`'s) on `sim`'s
     stepped clock: its loop's time is market time, so a loaded box is no lag, and it polls at
     the engine's own market cadence (no wall-second cap: that would be a poll a market
     second)."""
-
-    def open_session() -> Session:
-        return Session.open(
-            sim.url,
-            sim.api_key,
-            ledger,
-            campaign,
-            get_policy("default").with_overrides(campaign.policy),
-            key_path,
-            log=lambda _: None,
-            market_clock=sim.market.clock,
-        )
-
-    return EngineThread(
-        open_session,
-        on_error=lambda _: None,
-        max_wall_poll=float("inf"),
-        loop_factory=lambda: stepped_loop(sim),
+    run = functools.partial(
+        run_headless,
+        campaign,
+        get_policy("default").with_overrides(campaign.policy),
+        sim.url,
+        sim.api_key,
+        str(ledger),
+        key_path=str(key_path),
+        served=True,
+        market_clock=sim.market.clock,
+        log=lambda _: None,
     )
+    return EngineThread(run, max_wall_poll=float("inf"), loop_factory=lambda: stepped_loop(sim))
 
 
 @contextlib.contextmanager

@@ -230,33 +230,28 @@ def dashboard(make_sim, tmp_path):
     the controller service: `(app, ledger, engine)`. At the test's end the dashboard's client
     leaves and the engine ends, releasing what it holds, before the simulator stops."""
     from rentwatch.core.policy import get_policy
-    from rentwatch.ledger import Ledger
     from rentwatch.market.factory import load_campaign
-    from rentwatch.run.dashboard import make_engine
-    from rentwatch.run.service.controller import attach_in_process
+    from rentwatch.run.dashboard import attach_in_process, make_engine
 
     from .campaigns import campaign_text
 
     opened = []
 
     def open_(sim, fleet=2, policy="default", max_wall_poll=1.0):
-        path = tmp_path / "l.duckdb"
-        ledger = Ledger(path)
         engine = make_engine(
             sim.url,
             sim.api_key,
             load_campaign(campaign_text("tui", fleet)),
             get_policy(policy),
-            ledger,
+            tmp_path / "l.duckdb",
             tmp_path / "key",
         )
         engine.max_wall_poll = max_wall_poll
         app, finish = attach_in_process(engine)
-        opened.append((app, finish, ledger))
-        return app, ledger, engine
+        opened.append((app, finish))
+        return app, engine.session.ledger, engine
 
     yield open_
-    for app, finish, ledger in opened:
+    for app, finish in opened:
         app.engine.shutdown("leave")
         finish(app.return_value)
-        ledger.close()

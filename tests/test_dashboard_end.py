@@ -9,11 +9,10 @@ import asyncio
 import dataclasses
 
 from rentwatch.engine.intents import EndIntent, StopIntent
-from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding
 from rentwatch.market.factory import load_campaign
+from rentwatch.run.dashboard import attach_in_process
 from rentwatch.run.service import api
-from rentwatch.run.service.controller import attach_in_process
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm, holdings_text
 from rentwatch.widgets.footer import fitted
@@ -77,9 +76,8 @@ def test_end_from_the_dashboard_destroys_everything_through_the_controller(make_
     wall-paced at 120x, a loaded box had healthy hosts judged dead and destroyed by rule."""
     sim = make_sim(seed=7, offers=40, stepped=True)
     ledger_path = tmp_path / "l.duckdb"
-    ledger = Ledger(ledger_path)
     campaign = load_campaign(campaign_text("endme", 2))
-    engine = stepped_engine(sim, campaign, ledger, tmp_path / "key")
+    engine = stepped_engine(sim, campaign, ledger_path, tmp_path / "key")
     app, finish = attach_in_process(engine)
     assert isinstance(app, RentwatchApp)
 
@@ -117,7 +115,9 @@ def test_end_from_the_dashboard_destroys_everything_through_the_controller(make_
 
     try:
         asyncio.run(run())
-        destroys = ledger.events(where="kind = 'destroy' AND phase = 'outcome' AND ok")
+        destroys = engine.session.ledger.events(
+            where="kind = 'destroy' AND phase = 'outcome' AND ok"
+        )
     finally:
         app.engine.shutdown("leave")  # the client first: the app that heard it has gone
         finish("stop")

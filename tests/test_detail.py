@@ -11,7 +11,6 @@ import time
 import pytest
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.intents import Reply
-from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import make_engine
 from rentwatch.run.service.remote import ControllerClient, RemoteEngine
@@ -40,17 +39,16 @@ async def _until(pilot, cond, timeout=60.0, what="condition"):
 
 
 def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime):
-    from rentwatch.run.service.controller import attach_in_process
+    from rentwatch.run.dashboard import attach_in_process
 
     sim = make_sim(seed=7, offers=40, time_scale=120)
     path = tmp_path / "l.duckdb"
-    ledger = Ledger(path)
     engine = make_engine(
         sim.url,
         sim.api_key,
         load_campaign(campaign_text("tui", 2)),
         get_policy("default"),
-        ledger,
+        path,
         tmp_path / "key",
     )
     app, finish = attach_in_process(engine)
@@ -140,23 +138,21 @@ def test_detail_screen_shows_one_instance_in_depth(make_sim, tmp_path, runtime):
         finish(app.return_value)
         if engine.alive():
             engine.shutdown("stop")
-        ledger.close()
 
 
 def test_detail_endpoint_answers_and_refuses_strangers(make_sim, tmp_path, runtime):
     """`GET /v1/instances/{id}` over the controller's socket; an id not held is a 404."""
+    from rentwatch.run.dashboard import attach_in_process
     from rentwatch.run.service.api import ServiceError
-    from rentwatch.run.service.controller import attach_in_process
 
     sim = make_sim(seed=7, offers=40, time_scale=120)
     path = tmp_path / "l.duckdb"
-    ledger = Ledger(path)
     engine = make_engine(
         sim.url,
         sim.api_key,
         load_campaign(campaign_text("tui", 1)),
         get_policy("default"),
-        ledger,
+        path,
         tmp_path / "key",
     )
     app, finish = attach_in_process(engine)
@@ -174,7 +170,6 @@ def test_detail_endpoint_answers_and_refuses_strangers(make_sim, tmp_path, runti
         client.close()
     finally:
         finish("stop")
-        ledger.close()
 
 
 # -- without a market ------------------------------------------------------------------------

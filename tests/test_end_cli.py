@@ -6,6 +6,7 @@ name is typed; a controller whose campaign has ended still takes stop, start and
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import subprocess
 import time
@@ -173,18 +174,16 @@ def test_end_through_a_running_controller(make_sim, tmp_path, capsys):
 def test_an_ended_campaigns_controller_still_takes_stop_and_destroy(make_sim, tmp_path):
     """The dashboard's engine (demo, watch): its campaign ends, its controller goes on serving
     the person; what would start, rent or take over anything is refused."""
-    from rentwatch.engine.session import Session
     from rentwatch.run.engine_thread import EngineThread
 
     sim = make_sim(seed=4, offers=20, time_scale=240, host_class=HEALTHY)
     campaign = load_campaign(campaign_text("ended", 1))  # no jobs: done once one verifies
-    led = Ledger(tmp_path / "l.duckdb")
+    path = str(tmp_path / "l.duckdb")
     engine = EngineThread(
-        lambda: Session.open(
-            sim.url, sim.api_key, led, campaign, get_policy("default"), tmp_path / "key",
-            log=lambda line: None,
+        functools.partial(
+            run_headless, campaign, get_policy("default"), sim.url, sim.api_key, path,
+            key_path=str(tmp_path / "key"), served=True, log=lambda line: None,
         ),
-        on_error=lambda e: None,
         max_wall_poll=0.2,
     )  # fmt: skip
     sock = engine.start()
@@ -221,7 +220,7 @@ def test_an_ended_campaigns_controller_still_takes_stop_and_destroy(make_sim, tm
     finally:
         client.close()
         engine.shutdown("stop")
-    with led:  # the engine's own ledger, still open in this process
+    with Ledger(path) as led:  # the engine's, closed with it
         ids = {r["instance_id"] for r in led.instance_rows()}
         acts = {(e.instance_id, e.kind, e.actor) for e in led.events(where="phase = 'outcome'")}
     assert (iid, "destroy", "human") in acts and (iid, "start", "human") not in acts

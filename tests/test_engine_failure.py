@@ -12,10 +12,9 @@ from rentwatch.cli.main import main
 from rentwatch.core.campaign import renting_nothing
 from rentwatch.core.policy import get_policy
 from rentwatch.engine.hosts.ssh import load_or_create_key
-from rentwatch.ledger import Ledger
 from rentwatch.market.errors import AuthError
-from rentwatch.run.dashboard import make_engine
-from rentwatch.run.service.controller import EngineFailed, attach_in_process
+from rentwatch.run.dashboard import attach_in_process, make_engine
+from rentwatch.run.service.controller import EngineFailed
 from rentwatch.views.snapshot import snapshot
 from textual.widgets import Static
 
@@ -43,32 +42,29 @@ def _bar(app) -> str:
 
 
 def _watch(sim, tmp_path, api_key):
-    ledger = Ledger(tmp_path / "l.duckdb")
-    engine = make_engine(
+    return make_engine(
         sim.url,
         api_key,
         renting_nothing("watch"),
         get_policy("default"),
-        ledger,
+        tmp_path / "l.duckdb",
         tmp_path / "key",
         adopt_all=True,
         observe_only=True,
     )
-    return engine, ledger
 
 
 def test_a_wrong_key_says_so_plainly(make_sim, tmp_path):
     sim = make_sim(seed=7, offers=10, time_scale=60)
-    engine, ledger = _watch(sim, tmp_path, "not-the-key")
+    engine = _watch(sim, tmp_path, "not-the-key")
     with pytest.raises(EngineFailed, match="rejected the API key"):
         attach_in_process(engine)
     assert engine.failure and "rejected the API key" in engine.failure
-    ledger.close()
 
 
 def test_a_key_rejected_mid_session_stays_said(make_sim, tmp_path):
     sim = make_sim(seed=7, offers=10, time_scale=60)
-    engine, ledger = _watch(sim, tmp_path, sim.api_key)
+    engine = _watch(sim, tmp_path, sim.api_key)
     app, finish = attach_in_process(engine)
 
     def revoke() -> None:
@@ -90,7 +86,6 @@ def test_a_key_rejected_mid_session_stays_said(make_sim, tmp_path):
     finally:
         app.engine.shutdown("leave")
         finish(app.return_value)
-        ledger.close()
 
 
 def test_watch_without_a_key_names_what_watch_accepts(tmp_path, monkeypatch, capsys):

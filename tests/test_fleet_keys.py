@@ -23,6 +23,9 @@ from .test_snapshots import FLEET, SIZE
 class RecordingEngine:
     on_snapshot = None
     on_error = None
+    ended = None
+    end_hint = ""
+    outlives_dashboard = False
 
     def __init__(self) -> None:
         self.sent: list[Any] = []

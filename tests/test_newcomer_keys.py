@@ -9,10 +9,9 @@ import asyncio
 import dataclasses
 
 from rentwatch.engine.intents import StartIntent, StopIntent
-from rentwatch.ledger import Ledger
 from rentwatch.ledger.holdings import Holding
 from rentwatch.market.factory import load_campaign
-from rentwatch.run.service.controller import attach_in_process
+from rentwatch.run.dashboard import attach_in_process
 from rentwatch.views.acts import left_after_end
 from rentwatch.widgets.app import RentwatchApp
 from rentwatch.widgets.end_dialog import EndConfirm
@@ -61,9 +60,8 @@ def test_end_from_the_dashboard_destroys_a_stopped_rental_too(make_sim, tmp_path
     in (tests/test_dashboard_end.py says why)."""
     sim = make_sim(seed=7, offers=40, stepped=True)
     ledger_path = tmp_path / "l.duckdb"
-    ledger = Ledger(ledger_path)
     campaign = load_campaign(campaign_text("endstop", 2))
-    engine = stepped_engine(sim, campaign, ledger, tmp_path / "key")
+    engine = stepped_engine(sim, campaign, ledger_path, tmp_path / "key")
     app, finish = attach_in_process(engine)
 
     async def run() -> int:
@@ -86,7 +84,9 @@ def test_end_from_the_dashboard_destroys_a_stopped_rental_too(make_sim, tmp_path
 
     try:
         iid = asyncio.run(run())
-        destroys = ledger.events(where="kind = 'destroy' AND phase = 'outcome' AND ok")
+        destroys = engine.session.ledger.events(
+            where="kind = 'destroy' AND phase = 'outcome' AND ok"
+        )
     finally:
         app.engine.shutdown("leave")
         finish("stop")

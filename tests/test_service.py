@@ -727,18 +727,16 @@ def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
     the session, `ledger` answers while it holds the file, and Stop all still releases all."""
     from rentwatch.core.policy import get_policy
     from rentwatch.market.factory import load_campaign
-    from rentwatch.run.dashboard import make_engine
-    from rentwatch.run.service.controller import attach_in_process
+    from rentwatch.run.dashboard import attach_in_process, make_engine
 
     sim = make_sim(seed=7, offers=40, time_scale=120)
     path = tmp_path / "l.duckdb"
-    ledger = Ledger(path)
     engine = make_engine(
         sim.url,
         sim.api_key,
         load_campaign(campaign_text("tui", 2)),
         get_policy("default"),
-        ledger,
+        path,
         tmp_path / "key",
     )
     app, finish = attach_in_process(engine)
@@ -773,7 +771,6 @@ def test_watch_dashboard_goes_through_the_socket(make_sim, tmp_path, runtime):
     assert not engine._thread.is_alive()
     assert _live(sim) == set(), "Stop all left something running"
     assert json.loads(run_cli("ls", "--json").stdout) == []
-    ledger.close()
 
 
 def test_run_in_the_background_outlives_its_terminal(make_sim, tmp_path, runtime):

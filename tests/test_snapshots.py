@@ -104,6 +104,9 @@ class StillEngine:
 
     on_snapshot = None
     on_error = None
+    ended = None
+    end_hint = ""
+    outlives_dashboard = False
 
     def start(self) -> None:
         pass

@@ -13,8 +13,7 @@ from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.market.vast.client import VastClient
-from rentwatch.run.dashboard import make_engine
-from rentwatch.run.service.controller import attach_in_process
+from rentwatch.run.dashboard import attach_in_process, make_engine
 from textual.widgets import Static
 
 from .campaigns import campaign_text
@@ -49,14 +48,13 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
     sim = make_sim(seed=11, offers=30, time_scale=240)
     theirs = asyncio.run(_by_hand(sim.url, sim.api_key))
     path = tmp_path / "l.duckdb"
-    ledger = Ledger(path)
     camp = load_campaign(campaign_text("own", 1)) if with_campaign else renting_nothing("watch")
     engine = make_engine(
         sim.url,
         sim.api_key,
         camp,
         get_policy("default"),
-        ledger,
+        path,
         tmp_path / "key",
         adopt_all=True,
         observe_only=not with_campaign,
@@ -112,9 +110,9 @@ def test_hand_made_instances_survive_watch_and_quit(make_sim, tmp_path, with_cam
     truth = {r["id"]: r for r in sim.call(sim.market.truth)["instances"]}
     for iid in theirs:
         assert truth[iid]["destroyed_at"] is None and truth[iid]["stopped_at"] is None, truth[iid]
-    touched = ledger.events(
-        where="kind IN ('stop', 'start', 'destroy', 'abandon') AND instance_id IN "
-        f"({', '.join(map(str, theirs))})"
-    )
+    with Ledger(path) as ledger:  # the engine's, closed with it
+        touched = ledger.events(
+            where="kind IN ('stop', 'start', 'destroy', 'abandon') AND instance_id IN "
+            f"({', '.join(map(str, theirs))})"
+        )
     assert touched == []
-    ledger.close()

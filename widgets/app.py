@@ -158,7 +158,7 @@ class RentwatchApp(App[str]):
     # -- leaving -----------------------------------------------------------------------------
     def _outlives(self) -> bool:
         """Whether the controller goes on when this dashboard quits (a process of its own)."""
-        return bool(getattr(self.engine, "outlives_dashboard", False))
+        return self.engine.outlives_dashboard
 
     def _ask_quit(self, focus: str) -> None:
         def chosen(mode: str | None) -> None:
@@ -169,7 +169,7 @@ class RentwatchApp(App[str]):
         campaign = snap.campaign if snap else None
         gone = self.operator.controller_ended()
         if gone is not None:
-            hint = getattr(self.engine, "end_hint", "") or (snap.end_command if snap else "")
+            hint = self.engine.end_hint or (snap.end_command if snap else "")
             built_in = snap.market_built_in if snap else False
             self.push_screen(ended_choice(gone, campaign, hint, built_in), chosen)
             return

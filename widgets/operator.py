@@ -69,8 +69,7 @@ class Operator:
     def controller_ended(self) -> str | None:
         """Why the controller this dashboard is attached to ended on its own (None: it
         serves, or the engine runs in this process): nothing that asks it can act now."""
-        gone = getattr(self.engine, "ended", None)
-        return gone if isinstance(gone, str) else None
+        return self.engine.ended
 
     def campaign_ended(self) -> bool:
         snap = self.latest()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from ..market.factory import DEFAULT_TIMEOUT
     from ..run.dashboard import demo_campaign, demo_market
     from ..run.host import Hosting, run_headless
+    from ..run.service import registry
     from .commands import _read_campaign, usable_key
     from .team import team_config
 
@@ -38,10 +38,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
         campaign = demo_campaign(ledger_path)
         sim = demo_market(args.seed, args.time_scale)
         market_url, api_key = sim.url, sim.api_key
-        key_file.unlink(missing_ok=True)
-        fd = os.open(key_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(api_key + "\n")
+        registry.write_private(key_file, api_key + "\n")
         _say(
             f"market   built-in simulator at {market_url}, its key in {key_file} (both live "
             "as long as this controller; `rentwatch ls` names them)"

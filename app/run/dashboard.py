@@ -1,24 +1,26 @@
-"""Wiring the `--foreground` dashboard: engine thread, ledger, alerts, app; and the demo's market."""
+"""Wiring the `--foreground` dashboard: its engine thread and app; and the demo's market."""
 
 from __future__ import annotations
 
+import functools
+import os
 import secrets
 import sys
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.campaign import Campaign, renting_nothing
 from ..core.policy import Policy, get_policy
-from ..engine.session import Session, default_key_path
-from ..engine.supervisor import Supervisor
+from ..engine.session import default_key_path
 from ..ledger import Ledger
 from ..ledger.team.config import TeamConfig
-from ..ledger.team.sync import TeamSync
 from ..market.factory import load_campaign
-from .alerts import Alerts, open_alerts
 from .engine_thread import EngineThread
+from .host import run_headless
+from .service.remote import ControllerClient, RemoteEngine
+from .service.target import Target
 
 if TYPE_CHECKING:
     from ..sim.server import SimServer
@@ -27,16 +29,16 @@ if TYPE_CHECKING:
 DEMO_CAMPAIGN = (resources.files(__package__) / "demo.toml").read_text(encoding="utf-8")
 
 
-def fresh_demo_name(ledger_path: Path, base: str = "demo") -> str:
-    """Each demo run is its own campaign: a ledger that already holds `base` gets `base-2`,
-    `base-3`, ... so two runs never mix their instances or receipts."""
+def fresh_demo_name(ledger_path: Path) -> str:
+    """Each demo run is its own campaign: a ledger that already holds `demo` gets `demo-2`,
+    `demo-3`, ... so two runs never mix their instances or receipts."""
     if not ledger_path.exists():
-        return base
+        return "demo"
     with Ledger(ledger_path) as ledger:
-        name, n = base, 1
+        name, n = "demo", 1
         while ledger.last_event_at(name) is not None:
             n += 1
-            name = f"{base}-{n}"
+            name = f"demo-{n}"
     return name
 
 
@@ -60,27 +62,53 @@ def make_engine(
     api_key: str,
     campaign: Campaign,
     policy: Policy,
-    ledger: Ledger,
+    ledger_path: Path,
     key_path: Path,
     adopt_all: bool = False,
     observe_only: bool = False,
-    open_alerts: Callable[[Supervisor], Alerts] | None = None,
-    sync: TeamSync | None = None,
+    team: TeamConfig | None = None,
+    notify: Sequence[str] = (),
+    metrics_listen: str | None = None,
 ) -> EngineThread:
-    def open_session() -> Session:
-        return Session.open(
-            market_url,
-            api_key,
-            ledger,
-            campaign,
-            policy,
-            key_path,
-            log=lambda _: None,
-            adopt_all=adopt_all,
-            observe_only=observe_only,
-        )
+    """The `--foreground` dashboard's engine, hosted as a controller's is, its alerts and team
+    sync beside it, saying nothing on the terminal the dashboard draws on."""
+    run = functools.partial(
+        run_headless,
+        campaign,
+        policy,
+        market_url,
+        api_key,
+        str(ledger_path),
+        key_path=str(key_path),
+        notify=notify,
+        metrics_listen=metrics_listen,
+        team=team,
+        served=True,
+        adopt_all=adopt_all,
+        observe_only=observe_only,
+        log=lambda _: None,
+    )
+    return EngineThread(run)
 
-    return EngineThread(open_session, lambda _: None, open_alerts=open_alerts, sync=sync)
+
+def attach_in_process(engine: EngineThread) -> tuple[Any, Callable[[str | None], None]]:
+    """The dashboard of `watch --foreground` and `demo --foreground`: the engine in this process,
+    served on a socket, the app attached through the client; quitting ends the engine. Returns
+    the app and what to call once it has quit."""
+    from rentwatch.widgets.app import RentwatchApp
+
+    print("rentwatch: starting the engine…", flush=True)
+    sock = engine.start()
+    target = Target(socket=sock)
+    remote = RemoteEngine(target, os.getpid(), outlives_dashboard=False)
+    app = RentwatchApp(remote, ControllerClient(target, timeout=600.0))
+
+    def finish(mode: str | None) -> None:
+        if remote.alive():  # the app ended without its quit dialog: its stream ends with it
+            remote.shutdown("leave")
+        engine.shutdown(mode if mode in ("stop", "detach") else "trap")
+
+    return app, finish
 
 
 def run_dashboard(
@@ -94,28 +122,21 @@ def run_dashboard(
     notify: Sequence[str] = (),
     metrics_listen: str | None = None,
 ) -> int:
-    """The dashboard with its engine in this process (`--foreground`), hosted as a controller's
-    is, its alerts and team sync beside it; the team sync says nothing on a terminal the
-    dashboard draws on."""
-    from .service.controller import attach_in_process
-
-    camp = campaign or renting_nothing("watch")
-    ledger = Ledger(ledger_path)
-    sync = TeamSync(ledger, team, market_url, camp.name, lambda _: None).start() if team else None
-    hidden = (api_key, str(key_path))  # never in a notice
+    """The dashboard with its engine in this process (`--foreground`)."""
     engine = make_engine(
         market_url,
         api_key,
-        camp,
+        campaign or renting_nothing("watch"),
         policy,
-        ledger,
+        ledger_path,
         key_path,
         # every instance of the account is shown; only what this campaign created (or the
         # operator hands over) is supervised; without a campaign, nothing is: observe only
         adopt_all=True,
         observe_only=campaign is None,
-        open_alerts=lambda sup: open_alerts(sup, ledger, notify, metrics_listen, hidden),
-        sync=sync,
+        team=team,
+        notify=notify,
+        metrics_listen=metrics_listen,
     )
     result = None
     try:
@@ -129,9 +150,6 @@ def run_dashboard(
     finally:
         if engine.alive():
             engine.shutdown("trap")
-        if sync is not None and engine.host is None:  # a host stops the sync it was given
-            sync.stop()
-        ledger.close()
     print(f"rentwatch: {result or 'closed'}; ledger at {ledger_path}")
     if engine.failure:  # the engine never worked, or stopped working: not a clean exit
         print(f"rentwatch: error: {engine.failure}", file=sys.stderr)

@@ -1,49 +1,44 @@
 """The engine's own thread for a `--foreground` dashboard, so no marketplace, SSH or DuckDB call
-runs on the UI's event loop: hosted there as a controller process hosts it (`host.Host`), served on
-the ledger's socket, so the dashboard attaches to it like any other controller."""
+runs on the UI's event loop: hosted there as a controller process hosts it (`host.run_headless`),
+served on the ledger's socket, so the dashboard attaches to it like any other controller."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from ..engine.session import Session
-from ..engine.supervisor import Supervisor
-from ..ledger.team.sync import TeamSync
-from .alerts import Alerts
 from .host import Host, Hosting
-from .service.controller import READY_S, Controller, EngineFailed
-from .service.server import ServiceServer, serve
+from .service.controller import READY_S, EngineFailed
+from .service.server import ServiceServer
 
 
 class EngineThread:
     def __init__(
         self,
-        open_session: Callable[[], Session],
-        on_error: Callable[[str], None],
+        run: Callable[..., Awaitable[int]],
         max_wall_poll: float = 1.0,
         loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
-        open_alerts: Callable[[Supervisor], Alerts] | None = None,
-        sync: TeamSync | None = None,
     ) -> None:
-        """`loop_factory`: the engine's event loop (tests give one on a simulator's stepped
-        clock, `rentwatch.referee.stepped.stepped_loop`)."""
-        self._open = open_session
+        """`run`: `run_headless` given all but its `hosting` and `hosted`; `loop_factory`: the
+        engine's event loop (tests give one on a simulator's stepped clock,
+        `rentwatch.referee.stepped.stepped_loop`)."""
+        self._host_session = run
         self._loop_factory = loop_factory
-        self.on_error = on_error
         self._plan = Hosting(for_dashboards=True, cap_s=max_wall_poll, who="dashboard", tell=None)
-        self._open_alerts = open_alerts
-        self._sync = sync
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.session: Session | None = None
         self.host: Host | None = None
+        self.socket: str | None = None
         self._thread = threading.Thread(target=self._main, name="rentwatch-engine", daemon=True)
         self.ready = threading.Event()
         self._asked: str | None = None  # an end asked for before the host existed
         self._failure: str | None = None
-        self.server: ServiceServer | None = None
+
+    @property
+    def session(self) -> Session | None:
+        return self.host.session if self.host is not None else None
 
     @property
     def failure(self) -> str | None:
@@ -52,15 +47,11 @@ class EngineThread:
 
     def start(self, timeout: float = READY_S) -> str:
         """Start the engine, wait until it is up and served; returns the socket."""
-        said: list[str] = []
-        shown, self.on_error = self.on_error, said.append  # until a dashboard can show them
         self._thread.start()
         self.ready.wait(timeout)
-        self.on_error = shown
-        # before `ready`, the engine says something only when it could not start
-        if said or self.server is None:
-            raise EngineFailed(said[-1] if said else "the engine did not start in time")
-        return str(self.server.socket_path)
+        if self.failure or self.socket is None:
+            raise EngineFailed(self.failure or "the engine did not start in time")
+        return self.socket
 
     def alive(self) -> bool:
         """Whether the engine's thread still runs (it owns instances until it ends)."""
@@ -74,44 +65,23 @@ class EngineThread:
     def _main(self) -> None:
         self.loop = self._loop_factory()
         try:
-            self.loop.run_until_complete(self._run())
-        finally:
-            self.loop.close()
-
-    async def _run(self) -> None:
-        try:
-            session = self.session = self._open()
+            self.loop.run_until_complete(
+                self._host_session(hosting=self._plan, hosted=self._hosted)
+            )
+        except EngineFailed:
+            pass  # its failure is the host's, `start` raises it
         except Exception as exc:
             self._failure = f"engine could not start: {exc}"
-            self.on_error(self._failure)
+        finally:
             self.ready.set()
-            return
-        ctrl = Controller(session.sup.campaign.name, session.ledger.path)
-        try:
-            self.server = await serve(ctrl)
-        except OSError as exc:
-            self._failure = f"cannot serve the engine's controller API: {exc}"
-            self.on_error(self._failure)
-            self.ready.set()
-            await session.end(self._failure)
-            return
-        host = self.host = Host(
-            session,
-            ctrl,
-            self._plan,
-            self._open_alerts,
-            self._sync,
-            on_error=lambda line: self.on_error(line),
-            started=self.ready.set,
-        )
+            self.loop.close()
+
+    def _hosted(self, host: Host, server: ServiceServer | None) -> None:
+        assert server is not None and server.socket_path is not None  # a dashboard's must serve
+        self.host, self.socket = host, str(server.socket_path)
+        host.started = self.ready.set
         if self._asked is not None:
             host.stop(self._asked)
-        try:
-            await host.run()
-        except EngineFailed:
-            pass  # its failure said, `start` raises it
-        finally:
-            await self.server.stop()
 
     def shutdown(self, mode: str = "stop") -> None:
         """End the engine with `mode`, unless an earlier ask (a shutdown request) chose one, and
@@ -123,5 +93,3 @@ class EngineThread:
                 self.loop.call_soon_threadsafe(self.host.stop, mode)
         if self.alive():
             self.join()
-        elif self.server is not None:  # its loop is gone: the files it served from still go
-            self.server.forget()

@@ -1,9 +1,9 @@
-"""The one way an engine is hosted, for `rentwatch run`, a controller process (both on the main
-loop: `run_headless`) and a `--foreground` dashboard's engine thread: its session served as a
-controller, its alerts and team sync beside it, polled until it ends, and its end: released (by
-the exit trap where anything went wrong; a market gone for good, `RENTWATCH_MARKET_DOWN_S`, ends
-a run through it, exit code 4) or detached, recorded, with the last word to the alerts and, on a
-terminal, what is left billing."""
+"""The one way an engine is hosted (`run_headless`), for `rentwatch run`, a controller process and
+a `--foreground` dashboard's engine thread: its session served as a controller, its alerts and
+team sync beside it, polled until it ends, and its end: released (by the exit trap where anything
+went wrong; a market gone for good, `RENTWATCH_MARKET_DOWN_S`, ends a run through it, exit code
+4) or detached, recorded, with the last word to the alerts and, on a terminal, what is left
+billing."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from .exit_trap import ExitTrap, Trapped
 from .service import registry
 from .service.api import AlreadyServed, Refused
 from .service.controller import Controller, EngineFailed
-from .service.server import ServiceServer, serve
+from .service.server import ServiceServer, parse_listen, routes
 
 MARKET_FAILED = 4  # the exit code of a run the market ended (key revoked, down for too long)
 
@@ -85,10 +86,9 @@ class Host:
         session: Session,
         ctrl: Controller | None,
         plan: Hosting,
-        open_alerts: Callable[[Supervisor], Alerts] | None = None,
-        sync: TeamSync | None = None,
-        on_error: Callable[[str], None] = lambda _: None,
-        started: Callable[[], None] = lambda: None,
+        open_alerts: Callable[[Supervisor], Alerts],
+        sync: TeamSync | None,
+        on_error: Callable[[str], None],
     ) -> None:
         self.session = session
         self.sup = session.sup
@@ -102,7 +102,8 @@ class Host:
         # what keeps the engine from working (it could not start, the market rejects the key):
         # said until it clears, and a dashboard's exit status when it has not cleared
         self.failure: str | None = None
-        self.started = started  # told once polling, or once it failed before it could
+        # told once polling, or once it failed before it could (a dashboard's engine thread)
+        self.started: Callable[[], None] = lambda: None
 
     def stop(self, mode: str) -> None:
         """End with `mode` at the poll loop's next turn, unless an earlier ask chose one."""
@@ -119,12 +120,12 @@ class Host:
         else:  # the campaign ends: its end records each instance left running with `detach`
             self.sup.shut_down(mode == "detach", f"operator shut the controller down ({mode})")
 
-    async def run(self, trap: ExitTrap | None = None) -> int:
+    async def run(self, trap: ExitTrap) -> int:
         """Host until the end; returns the exit code. A first signal cancels the task running
         this (`trap`): the exit trap then releases what is held."""
         session, sup = self.session, self.sup
         try:
-            alerts = self._open_alerts(sup) if self._open_alerts is not None else None
+            alerts = self._open_alerts(sup)
         except Exception as exc:  # no supervision without what the person asked to hear
             self.failure = f"alerts could not start: {exc}"
             self.on_error(self.failure)
@@ -133,7 +134,6 @@ class Host:
             if self.sync is not None:
                 await asyncio.to_thread(self.sync.stop)
             raise EngineFailed(self.failure) from exc
-        trap = trap or ExitTrap(lambda _: None, self.log)
         last_word = ("exit", "")
         code = 1
         try:
@@ -178,10 +178,9 @@ class Host:
             try:
                 session.mark_end(end_reason)  # first: the notice tells the receipt printed below
             finally:
-                if alerts is not None:
-                    if last_word[0]:
-                        alerts.ended(code, last_word[1], last_word[0], left=len(sup.held()))
-                    alerts.close()
+                if last_word[0]:
+                    alerts.ended(code, last_word[1], last_word[0], left=len(sup.held()))
+                alerts.close()
                 if self.sync is not None:  # the end's events shipped (when the store answers)
                     await asyncio.to_thread(self.sync.stop)
                 await session.end(end_reason)
@@ -439,7 +438,7 @@ async def run_headless(
     ledger_path: str,
     detach: bool = False,
     key_path: str | None = None,
-    on_supervisor: Callable[[Supervisor], None] | None = None,
+    hosted: Callable[[Host, ServiceServer | None], None] | None = None,
     http_timeout_s: float | None = None,
     notify: Sequence[str] = (),
     metrics_listen: str | None = None,
@@ -455,17 +454,15 @@ async def run_headless(
     """`market_clock`: a simulator's clock in this process, shared with the engine (tests run
     the campaign on a stepped clock with it: app/referee/stepped.py `run_stepped`). `served`:
     the controller API on the ledger's socket, and with `listen` on TCP too. `hosting`: how a
-    controller process differs (else a run's); `log`: its lines (else stamped in market time)."""
+    controller process or a dashboard's engine differs (else a run's); `log`: its lines (else
+    stamped in market time); `hosted`: told the host and its server before it runs. Off the
+    main thread (a dashboard's engine) the signals are the dashboard's: no exit trap on them."""
     plan = hosting or Hosting(detach=detach, market_down_s=_market_down_s())
     # one collector for `--metrics` and the API's `/metrics`
     metrics = Metrics() if served and (listen or metrics_listen) else None
     ctrl = Controller(campaign.name, Path(ledger_path))
     required = bool(listen) or plan.for_dashboards
-    server = await _serve(ctrl, listen, metrics, required) if served else None
-    if server is not None and server.entry is not None and plan.market_entry is not None:
-        url, key_file = plan.market_entry
-        server.entry = replace(server.entry, market_url=url, market_key_file=key_file)
-        registry.register(server.entry)
+    server = await _serve(ctrl, listen, metrics, required, plan) if served else None
     try:
         t0: list[float] = []
 
@@ -505,8 +502,8 @@ async def run_headless(
             sync,
             on_error=lambda line: say(f"error  {line}"),
         )
-        if on_supervisor is not None:
-            on_supervisor(session.sup)
+        if hosted is not None:
+            hosted(host, server)
         main = asyncio.current_task()
 
         def cancel_main(_signum: int) -> None:
@@ -517,6 +514,8 @@ async def run_headless(
         # noted, not acted on: cancelling the main task then would cut a release short, or escape
         # from the session's close as a CancelledError
         trap = ExitTrap(cancel_main, say)
+        if threading.current_thread() is not threading.main_thread():
+            return await host.run(trap)
         with trap.installed(asyncio.get_running_loop()):
             return await host.run(trap)
     finally:
@@ -525,12 +524,26 @@ async def run_headless(
 
 
 async def _serve(
-    ctrl: Controller, listen: str | None, metrics: Metrics | None, required: bool
+    ctrl: Controller,
+    listen: str | None,
+    metrics: Metrics | None,
+    required: bool,
+    plan: Hosting,
 ) -> ServiceServer | None:
-    """The run's controller API; None where it cannot be served and is not `required` (a run's
-    campaign matters more than its API; a dashboard's engine is nothing without it)."""
+    """`ctrl` served on its ledger's socket and, with `listen` (`tcp:HOST:PORT`), on TCP with the
+    metrics and webhooks beside it; registered. None where it cannot be served and is not
+    `required` (a run's campaign matters more than its API; a dashboard's engine is nothing
+    without it)."""
+    tcp = parse_listen(listen) if listen else None
+    extra, open_paths, _ = routes(metrics, ctrl.look) if tcp else ([], frozenset(), None)
+    server = ServiceServer(ctrl, extra, open_paths)
     try:
-        server = await serve(ctrl, listen, metrics)
+        try:
+            await server.start(registry.socket_path_for(ctrl.ledger_path), tcp, ctrl.ledger_path)
+            server.register(plan.market_entry)
+        except BaseException:
+            await server.stop()
+            raise
     except AlreadyServed as exc:
         raise RentwatchError(str(exc)) from None
     except OSError as exc:
@@ -538,6 +551,8 @@ async def _serve(
             raise RentwatchError(f"cannot serve the controller API: {exc}") from None
         print(f"rentwatch: warning: not serving the controller API: {exc}", file=sys.stderr)
         return None
+    if plan.tell is None:  # under a dashboard: nothing on the terminal it draws on
+        return server
     print(f"serving  controller API on unix:{server.socket_path}", flush=True)
     if server.url:
         line = f"serving  controller API on {server.url} (token in {server.token_file})"

@@ -16,6 +16,10 @@ from .snapshot import FleetReadout
 class EnginePort(Protocol):
     on_snapshot: Callable[[FleetReadout], None]
     on_error: Callable[[str], None]
+    # why the controller ended on its own (None: it serves), and the command that ends the rest
+    ended: str | None
+    end_hint: str
+    outlives_dashboard: bool  # it goes on when the dashboard quits (a process of its own)
 
     def start(self) -> None: ...
 

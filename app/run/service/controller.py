@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...core.errors import RentwatchError
 from ...core.text import clean
@@ -23,9 +23,6 @@ from ...views.jobs import live, read_output
 from ...views.snapshot import snapshot
 from . import api
 from .api import NotHeld, NotReady
-
-if TYPE_CHECKING:
-    from ..engine_thread import EngineThread
 
 SNAPSHOT_MAX_AGE_S = 1.0  # wall seconds a snapshot is reused between polls (timers still tick)
 
@@ -219,26 +216,3 @@ READY_S = 150.0
 
 class EngineFailed(RentwatchError):
     title = "engine"
-
-
-def attach_in_process(engine: EngineThread) -> tuple[Any, Callable[[str | None], None]]:
-    """The dashboard of `watch --foreground` and `demo --foreground`: the engine in this process,
-    served on a socket, the app attached through the client; quitting ends the engine. Returns
-    the app and what to call once it has quit."""
-    from rentwatch.widgets.app import RentwatchApp
-
-    from .remote import ControllerClient, RemoteEngine
-    from .target import Target
-
-    print("rentwatch: starting the engine…", flush=True)
-    sock = engine.start()
-    target = Target(socket=sock)
-    remote = RemoteEngine(target, os.getpid(), outlives_dashboard=False)
-    app = RentwatchApp(remote, ControllerClient(target, timeout=600.0))
-
-    def finish(mode: str | None) -> None:
-        if remote.alive():  # the app ended without its quit dialog: its stream ends with it
-            remote.shutdown("leave")
-        engine.shutdown(mode if mode in ("stop", "detach") else "trap")
-
-    return app, finish

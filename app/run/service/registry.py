@@ -132,12 +132,19 @@ def socket_path_for(ledger: Path) -> Path:
     return runtime_dir() / f"c{os.getpid()}.sock"
 
 
+def write_private(path: Path, text: str) -> None:
+    """`text` in a file created afresh 0600 at `path` (a token, a key, an entry)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
 def register(entry: Entry) -> Path:
     path = _entries_dir() / f"{entry.pid}.json"
     tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(entry.as_json(), f)
+    write_private(tmp, json.dumps(entry.as_json()))
     os.replace(tmp, path)  # readers never see half a file
     return path
 

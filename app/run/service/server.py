@@ -328,11 +328,7 @@ class ServiceServer:
             self._token = secrets.token_urlsafe(32)
             base = ledger if ledger is not None else socket_path
             self.token_file = base.with_name(base.name + ".token")
-            with contextlib.suppress(FileNotFoundError):
-                self.token_file.unlink()
-            fd = os.open(self.token_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(self._token + "\n")
+            registry.write_private(self.token_file, self._token + "\n")
             family = socket.AF_INET6 if ":" in tcp[0] else socket.AF_INET
             tcp_sock = socket.create_server(tcp, family=family, backlog=128)
             port = tcp_sock.getsockname()[1]
@@ -340,7 +336,9 @@ class ServiceServer:
             host = f"[{tcp[0]}]" if ":" in tcp[0] else tcp[0]
             self.url = f"http://{host}:{port}"
 
-    def register(self) -> registry.Entry:
+    def register(self, market: tuple[str, str] | None = None) -> registry.Entry:
+        """Registered for `ls`, `attach` and `ledger`; with `market`, a demo's (URL, key file)."""
+        url, key_file = market or (None, None)
         self.entry = registry.Entry(
             campaign=self.ctrl.campaign,
             pid=os.getpid(),
@@ -349,6 +347,8 @@ class ServiceServer:
             started_at=self.ctrl.started_at,
             url=self.url,
             token_file=str(self.token_file) if self.token_file else None,
+            market_url=url,
+            market_key_file=key_file,
         )
         registry.register(self.entry)
         return self.entry
@@ -387,23 +387,6 @@ class ServiceServer:
         if self.entry is not None:
             with contextlib.suppress(OSError):
                 registry.unregister(self.entry.pid)
-
-
-async def serve(
-    ctrl: Controller, listen: str | None = None, metrics: Metrics | None = None
-) -> ServiceServer:
-    """`ctrl` served on its ledger's socket and, with `listen` (`tcp:HOST:PORT`), on TCP with the
-    metrics and webhooks beside it; registered for `ls`, `attach` and `ledger`."""
-    tcp = parse_listen(listen) if listen else None
-    extra, open_paths, _ = routes(metrics, ctrl.look) if tcp else ([], frozenset(), None)
-    server = ServiceServer(ctrl, extra, open_paths)
-    try:
-        await server.start(registry.socket_path_for(ctrl.ledger_path), tcp, ctrl.ledger_path)
-        server.register()
-    except BaseException:
-        await server.stop()
-        raise
-    return server
 
 
 def routes(

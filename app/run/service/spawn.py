@@ -37,13 +37,13 @@ class Started:
     log: Path
 
 
-def _last_words(log: Path, since: int, lines: int = 10) -> str:
-    """The last lines this controller wrote to `log` (from byte `since`: earlier runs' too are
-    there)."""
+def _last_words(log: Path, since: int) -> str:
+    """The last ten lines this controller wrote to `log` (from byte `since`: earlier runs' too
+    are there)."""
     try:
         with log.open("rb") as f:
             f.seek(since)
-            tail = f.read().decode(errors="replace").splitlines()[-lines:]
+            tail = f.read().decode(errors="replace").splitlines()[-10:]
     except OSError:
         return ""
     said = [ln.removeprefix("rentwatch: ") for ln in tail if ln.startswith("rentwatch:")]
@@ -232,14 +232,12 @@ def connect(
     return Target(socket=started.entry.socket), started.proc
 
 
-def _holder(
-    ledger: Path, campaign: str | None, wait_s: float = 15.0, step_s: float = 0.2
-) -> registry.Entry | None:
-    for _ in range(int(wait_s / step_s)):
+def _holder(ledger: Path, campaign: str | None) -> registry.Entry | None:
+    for _ in range(75):  # for 15 s
         for entry in registry.find(ledger=ledger, quiet=True):
             if campaign is None or entry.campaign == campaign:
                 return entry
-        time.sleep(step_s)
+        time.sleep(0.2)
     return None
 
 
