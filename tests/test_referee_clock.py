@@ -11,10 +11,9 @@ from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.referee.lag import (
     HostEvent,
     host_events,
-    judge,
-    lag_figures,
     lags,
     noticed_at,
+    timing,
 )
 from rentwatch.referee.score import RunFacts, summarise
 from rentwatch.sim.market import SimClock
@@ -253,12 +252,19 @@ def test_instances_of_an_earlier_campaign_are_not_this_runs_events():
 
 
 def test_a_run_over_the_bound_is_invalid_and_says_why():
-    figures = lag_figures([5.0, 10.0, 400.0])
-    assert figures == {"median": 10.0, "max": 400.0, "events": 3}
-    valid, why = judge(figures, 120.0)
-    assert not valid and why is not None and "400" in why and "120" in why
-    assert judge(lag_figures([5.0]), 120.0) == (True, None)
-    assert judge(lag_figures([]), 120.0) == (True, None)
+    truth = {
+        "instances": [_row(i, running_at=START + 100, actual_status="running") for i in (1, 2, 3)]
+    }
+    moves = {i: ((START + 100 + lag, Phase.RUNNING),) for i, lag in ((1, 5), (2, 10), (3, 400))}
+    facts = RunFacts(START, START + 900, 1, moves)
+    out = timing(facts, truth, 120.0, 60.0)
+    assert out["lag_s"] == {"median": 10.0, "max": 400.0, "events": 3}
+    assert not out["valid"] and "400" in out["why"] and "120" in out["why"]
+    assert out["time_scale"] == {"effective": 60.0}
+    assert timing(facts, truth, 400.0, 60.0)["valid"]
+    quiet = timing(RunFacts(START, START + 900, 1), {"instances": []}, 120.0, 60.0)
+    assert quiet["lag_s"] == {"median": None, "max": None, "events": 0}
+    assert quiet["valid"] and "why" not in quiet
 
 
 def test_the_summary_skips_invalid_runs_and_counts_them():

@@ -98,22 +98,23 @@ def lags(truth: Mapping[str, Any], facts: RunFacts) -> list[float]:
     return out
 
 
-def lag_figures(values: list[float]) -> dict[str, Any]:
-    """`{"median", "max", "events"}` in market seconds (null when there was no event)."""
-    if not values:
-        return {"median": None, "max": None, "events": 0}
-    return {
-        "median": round(statistics.median(values), 1),
-        "max": round(max(values), 1),
-        "events": len(values),
+def timing(
+    facts: RunFacts, truth: Mapping[str, Any], bound_s: float, pace: float
+) -> dict[str, Any]:
+    """A run's `lag_s` (`{"median", "max", "events"}` in market seconds, null with no event),
+    `valid` (a run whose lag max passed `bound_s` is not scored silently), `why` not, and
+    `time_scale`: `pace` market seconds passed per wall second of the box (for reading: a
+    stepped market's pace follows the box, its times do not)."""
+    values = lags(truth, facts)
+    worst = round(max(values), 1) if values else None
+    median = round(statistics.median(values), 1) if values else None
+    out: dict[str, Any] = {
+        "lag_s": {"median": median, "max": worst, "events": len(values)},
+        "valid": worst is None or worst <= bound_s,
+        "time_scale": {"effective": pace},
     }
-
-
-def judge(lag_s: Mapping[str, Any], bound_s: float) -> tuple[bool, str | None]:
-    """(valid, why not): a run whose lag max passed the bound is not scored silently."""
-    worst = lag_s.get("max")
-    if worst is not None and worst > bound_s:
-        return False, (
+    if not out["valid"]:
+        out["why"] = (
             f"the engine noticed a host's event {worst:.0f} market s late (bound {bound_s:g} s)"
         )
-    return True, None
+    return out

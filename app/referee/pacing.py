@@ -1,15 +1,14 @@
-"""A referee run's time: the engine on the stepped market clock, its market-time deadline, and its
-lag, and whether that stayed within the bound (docs/referee.md)."""
+"""A referee run's end: the engine on the stepped market clock until its market-time deadline,
+and the facts of the run read from the engine there (docs/referee.md)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from typing import Any
 
 from ..engine.supervisor import Outcome, Supervisor
 from ..sim.clock import SimClock
-from .lag import judge, lag_figures, lags
 from .score import RunFacts
 
 
@@ -58,16 +57,3 @@ async def _cancel(task: asyncio.Future[Any]) -> None:
     while not task.done():
         task.cancel()
         await asyncio.wait({task}, timeout=1.0)
-
-
-def timing(
-    facts: RunFacts, truth: Mapping[str, Any], bound_s: float, pace: float
-) -> dict[str, Any]:
-    """A run's `lag_s`, `valid`, `why` and `time_scale`: `pace` market seconds passed per wall
-    second of the box (for reading: a stepped market's pace follows the box, its times do not)."""
-    lag_s = lag_figures(lags(truth, facts))
-    valid, why = judge(lag_s, bound_s)
-    out: dict[str, Any] = {"lag_s": lag_s, "valid": valid, "time_scale": {"effective": pace}}
-    if why is not None:
-        out["why"] = why
-    return out

@@ -29,8 +29,8 @@ from ..sim.scenario import Scenario
 from ..sim.server import SimServer
 from .campaigns import warmup_campaign, with_jobs
 from .floor import delivered, floor, rentables
-from .lag import LAG_BOUND_S
-from .pacing import facts_of, run_until, timing
+from .lag import LAG_BOUND_S, timing
+from .pacing import facts_of, run_until
 from .score import RunFacts, delivers, ratio, score, summarise
 from .stepped import ID_BASE, run_stepped, stepped_clock
 from .workers import run_all
