@@ -205,8 +205,6 @@ def run_task(task: Task) -> dict[str, Any]:
         log = keep_line if task.keep_logs else (lambda _: None)
 
         def play(campaign: Campaign, warm: bool, destroy_after: bool = False) -> Played:
-            """One campaign on this run's market, ledger and policy, to its end or deadline, and
-            its figures."""
             main = _one_run(sim, task, campaign, ledger, tmp, log, destroy_after)
             facts, jobs, pace = run_stepped(sim, main, max_pace=task.max_pace)
             truth = sim.call(sim.market.truth)

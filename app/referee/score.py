@@ -192,6 +192,11 @@ def median(values: Iterable[float | None], null_is_worst: bool) -> float | None:
     return None if math.isinf(m) else round(m, 6)
 
 
+def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every figure's median over `runs`."""
+    return {k: median((r.get(k) for r in runs), k in NULL_IS_WORST) for k in SCORE_KEYS}
+
+
 def ratio(mine: float | None, base: float | None) -> float | None:
     """mine / base; null where undefined (either never, or the base is zero: against a floor,
     nothing was delivered)."""
@@ -208,9 +213,7 @@ def summarise(every_run: list[dict[str, Any]], policies: list[str]) -> dict[str,
     summary: dict[str, Any] = {}
     for policy in policies:
         mine = [r for r in runs if r["policy"] == policy]
-        s: dict[str, Any] = {
-            k: median((r.get(k) for r in mine), k in NULL_IS_WORST) for k in SCORE_KEYS
-        }
+        s = medians(mine)
         s["runs"] = len(mine)
         s["range"] = {
             k: [min(vals), max(vals)] if vals else None
@@ -220,9 +223,7 @@ def summarise(every_run: list[dict[str, Any]], policies: list[str]) -> dict[str,
         s["never"] = {k: sum(1 for r in mine if r.get(k) is None) for k in NULL_IS_WORST}
         earlier = [r["warmup"] for r in mine if "warmup" in r]
         if earlier:  # warm runs: the earlier (cold) campaigns' medians too
-            s["warmup"] = {
-                k: median((r.get(k) for r in earlier), k in NULL_IS_WORST) for k in SCORE_KEYS
-            }
+            s["warmup"] = medians(earlier)
         summary[policy] = s
     base = summary.get("seed")
     for policy in policies:
