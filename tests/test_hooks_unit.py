@@ -268,7 +268,7 @@ def test_killing_a_host_with_a_new_fault_is_no_false_kill(behaviour):
             "total_usd": 0.01,
         }
 
-    facts = RunFacts(start=0.0, finish=3600.0, fleet=1, verified_at={})
+    facts = RunFacts(start=0.0, finish=3600.0, fleet=1)
     truth = {"now": 3600.0, "instances": [row(1, behaviour)]}
     assert score(truth, facts)["false_kills"] == 0
     truth = {"now": 3600.0, "instances": [row(1, behaviour), row(2, "healthy")]}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from rentwatch.cli.main import main
+from rentwatch.core.lifecycle import Phase
 from rentwatch.market.factory import load_campaign
 from rentwatch.referee.run import referee
 from rentwatch.referee.score import RunFacts, score
@@ -105,6 +106,11 @@ def test_referee_json_against_truth(tmp_path, capsys):
     assert out["summary"]["seed"]["total_usd_vs_seed"] == 1.0
 
 
+def _verified(at: dict[int, float]) -> dict[int, tuple[tuple[float, Phase], ...]]:
+    """Phase moves in which the policy verified each instance at the given market time."""
+    return {iid: ((t, Phase.VERIFIED),) for iid, t in at.items()}
+
+
 def test_score_sums():
     truth = {
         "now": 10_000.0,
@@ -115,7 +121,7 @@ def test_score_sums():
             _row(4, "healthy", -50.0, running=1.0, usd=9.0),  # an earlier run's: not scored
         ],
     }
-    s = score(truth, RunFacts(start=0.0, finish=4000.0, fleet=1, verified_at={2: 900.0}))
+    s = score(truth, RunFacts(start=0.0, finish=4000.0, fleet=1, moves=_verified({2: 900.0})))
     assert s["duds"] == 2 and abs(s["dud_usd"] - 0.03) < 1e-9
     assert s["false_kills"] == 1  # a healthy machine destroyed before the end
     assert abs(s["dud_mean_lifetime_min"] - (5 + 400 / 60) / 2) < 0.001
@@ -133,7 +139,8 @@ def test_a_fleet_of_duds_never_delivers():
             _row(2, "misreported", 0.0, running=400.0, stopped=3000.0, usd=0.2),
         ],
     }
-    facts = RunFacts(0.0, 3000.0, 2, {1: 310.0, 2: 410.0}, jobs_total=2, jobs_done=((1, 900.0),))
+    verified = _verified({1: 310.0, 2: 410.0})
+    facts = RunFacts(0.0, 3000.0, 2, verified, jobs_total=2, jobs_done={("a", 1): 900.0})
     s = score(truth, facts)
     assert s["time_to_fleet_min"] is None
     assert s["usd_per_gpu_hour"] is None  # nothing delivered: not 0.0, which would read best
@@ -151,8 +158,8 @@ def test_time_to_fleet_needs_fleet_delivering_instances_held_at_once():
         _row(5, "healthy", 0.0, running=300.0, usd=0.1),  # delivering, never verified: not kept
     ]
     truth = {"now": 9000.0, "instances": rows}
-    verified = {1: 650.0, 2: 1600.0, 3: 550.0, 4: 250.0}
-    s = score(truth, RunFacts(0.0, 8000.0, 2, verified, jobs_total=1, jobs_done=((2, 2400.0),)))
+    verified = _verified({1: 650.0, 2: 1600.0, 3: 550.0, 4: 250.0})
+    s = score(truth, RunFacts(0.0, 8000.0, 2, verified, jobs_total=1, jobs_done={("a", 2): 2400.0}))
     assert abs(s["time_to_fleet_min"] - 1600 / 60) < 1e-3
     assert abs(s["time_to_done_min"] - 2400 / 60) < 1e-3 and s["jobs_finished"] == 1
     s3 = score(truth, RunFacts(0.0, 8000.0, 3, verified))
@@ -165,7 +172,7 @@ def test_destroying_a_host_that_had_already_gone_dark_is_no_false_kill():
     live = _row(2, "offline_midrun", 0.0, running=300.0, destroyed=1000.0, usd=0.05)
     live["offline_at"] = 1800.0  # still computing when it was destroyed
     truth = {"now": 5000.0, "instances": [dropped, live]}
-    s = score(truth, RunFacts(0.0, 4000.0, 2, {1: 400.0, 2: 400.0}))
+    s = score(truth, RunFacts(0.0, 4000.0, 2, _verified({1: 400.0, 2: 400.0})))
     assert s["false_kills"] == 1
     # it delivered GPU time only until it went dark: (1800 - 300) + (1000 - 300) seconds
     assert abs(s["usd_per_gpu_hour"] - 0.15 / (2200 / 3600)) < 1e-3
@@ -181,13 +188,15 @@ def test_destroying_a_rental_the_market_had_stopped_is_no_false_kill():
     ended = _row(3, "healthy", 0.0, running=300.0, destroyed=1500.0, usd=0.1)
     ended["market_stopped_at"] = 1400.0  # its contract's end
     truth = {"now": 5000.0, "instances": [paused, resumed, ended]}
-    s = score(truth, RunFacts(0.0, 4000.0, 2, {2: 400.0, 3: 400.0}))
+    s = score(truth, RunFacts(0.0, 4000.0, 2, _verified({2: 400.0, 3: 400.0})))
     assert s["false_kills"] == 1
     # created stopped, its bid under min_bid, and destroyed before it ever ran (dstack #4036)
     lost = _row(4, "healthy", 0.0, destroyed=10.0, usd=0.0001)
     lost["bid_lost_at"] = [0.0]
     truth = {"now": 5000.0, "instances": [paused, resumed, ended, lost]}
-    assert score(truth, RunFacts(0.0, 4000.0, 2, {2: 400.0, 3: 400.0}))["false_kills"] == 1
+    assert (
+        score(truth, RunFacts(0.0, 4000.0, 2, _verified({2: 400.0, 3: 400.0})))["false_kills"] == 1
+    )
 
 
 def test_summary_counts_never_as_worst_and_names_the_worst_market():

@@ -10,14 +10,12 @@ import pytest
 from rentwatch.core.lifecycle import Lifecycle, Phase
 from rentwatch.referee.lag import (
     HostEvent,
-    Notices,
     host_events,
-    judge,
-    lag_figures,
     lags,
     noticed_at,
+    timing,
 )
-from rentwatch.referee.score import summarise
+from rentwatch.referee.score import RunFacts, summarise
 from rentwatch.sim.market import SimClock
 
 
@@ -213,31 +211,29 @@ def _row(iid: int, **kw: object) -> dict[str, object]:
 
 def test_a_boot_is_noticed_at_the_engines_first_move_past_booting():
     truth = {"instances": [_row(1, running_at=START + 300, actual_status="running")]}
-    notices = Notices(
-        {1: ((START + 5, Phase.BOOTING), (START + 330, Phase.RUNNING))},
-        {},
-    )
+    moves = {1: ((START + 5, Phase.BOOTING), (START + 330, Phase.RUNNING))}
+    facts = RunFacts(START, START + 1000, 1, moves)
     [event] = host_events(truth, START, START + 1000)
     assert event == HostEvent("boot", 1, START + 300)
-    assert noticed_at(event, notices) == START + 330
-    assert lags(truth, notices, START, START + 1000) == [30.0]
+    assert noticed_at(event, facts) == START + 330
+    assert lags(truth, facts) == [30.0]
 
 
 def test_an_event_not_yet_noticed_counts_with_its_age_while_the_engine_could_see_it():
     truth = {"instances": [_row(1, running_at=START + 300, actual_status="running")]}
-    unseen = Notices({1: ((START + 5, Phase.BOOTING),)}, {})
-    assert lags(truth, unseen, START, START + 700) == [400.0]
+    unseen = RunFacts(START, START + 700, 1, {1: ((START + 5, Phase.BOOTING),)})
+    assert lags(truth, unseen) == [400.0]
     # gone before the engine could look: nothing to notice, no lag
     gone = {"instances": [_row(1, running_at=START + 300, destroyed_at=START + 310)]}
-    assert lags(gone, unseen, START, START + 700) == []
+    assert lags(gone, unseen) == []
 
 
 def test_a_market_stop_of_a_rental_the_engine_had_let_go_is_no_lag():
     truth = {"instances": [_row(1, outbid_at=[START + 500], actual_status="stopped")]}
-    let_go = Notices({1: ((START + 5, Phase.VERIFIED), (START + 400, Phase.STOPPED))}, {})
-    late = Notices({1: ((START + 5, Phase.VERIFIED), (START + 800, Phase.STOPPED))}, {})
-    assert lags(truth, let_go, START, START + 900) == [0.0]
-    assert lags(truth, late, START, START + 900) == [300.0]
+    let_go = {1: ((START + 5, Phase.VERIFIED), (START + 400, Phase.STOPPED))}
+    late = {1: ((START + 5, Phase.VERIFIED), (START + 800, Phase.STOPPED))}
+    assert lags(truth, RunFacts(START, START + 900, 1, let_go)) == [0.0]
+    assert lags(truth, RunFacts(START, START + 900, 1, late)) == [300.0]
 
 
 def test_a_sized_jobs_end_is_noticed_when_the_engine_marks_it_done_there():
@@ -245,11 +241,9 @@ def test_a_sized_jobs_end_is_noticed_when_the_engine_marks_it_done_there():
         "instances": [_row(1, running_at=START + 10, actual_status="running")],
         "jobs": [{"instance_id": 1, "job": "fit-1", "done_at": START + 600}],
     }
-    notices = Notices(
-        {1: ((START + 12, Phase.VERIFIED),)},
-        {("fit-1", 1): START + 640},
-    )
-    assert sorted(lags(truth, notices, START, START + 900)) == [2.0, 40.0]
+    moves = {1: ((START + 12, Phase.VERIFIED),)}
+    facts = RunFacts(START, START + 900, 1, moves, jobs_done={("fit-1", 1): START + 640})
+    assert sorted(lags(truth, facts)) == [2.0, 40.0]
 
 
 def test_instances_of_an_earlier_campaign_are_not_this_runs_events():
@@ -258,12 +252,19 @@ def test_instances_of_an_earlier_campaign_are_not_this_runs_events():
 
 
 def test_a_run_over_the_bound_is_invalid_and_says_why():
-    figures = lag_figures([5.0, 10.0, 400.0])
-    assert figures == {"median": 10.0, "max": 400.0, "events": 3}
-    valid, why = judge(figures, 120.0)
-    assert not valid and why is not None and "400" in why and "120" in why
-    assert judge(lag_figures([5.0]), 120.0) == (True, None)
-    assert judge(lag_figures([]), 120.0) == (True, None)
+    truth = {
+        "instances": [_row(i, running_at=START + 100, actual_status="running") for i in (1, 2, 3)]
+    }
+    moves = {i: ((START + 100 + lag, Phase.RUNNING),) for i, lag in ((1, 5), (2, 10), (3, 400))}
+    facts = RunFacts(START, START + 900, 1, moves)
+    out = timing(facts, truth, 120.0, 60.0)
+    assert out["lag_s"] == {"median": 10.0, "max": 400.0, "events": 3}
+    assert not out["valid"] and "400" in out["why"] and "120" in out["why"]
+    assert out["time_scale"] == {"effective": 60.0}
+    assert timing(facts, truth, 400.0, 60.0)["valid"]
+    quiet = timing(RunFacts(START, START + 900, 1), {"instances": []}, 120.0, 60.0)
+    assert quiet["lag_s"] == {"median": None, "max": None, "events": 0}
+    assert quiet["valid"] and "why" not in quiet
 
 
 def test_the_summary_skips_invalid_runs_and_counts_them():

@@ -210,6 +210,7 @@ def test_the_biggest_job_goes_first():
 
 
 def test_the_referee_scores_work_once_per_job_from_the_truth():
+    from rentwatch.core.lifecycle import Phase
     from rentwatch.referee.score import RunFacts, score, summarise
 
     inst = {
@@ -232,7 +233,9 @@ def test_the_referee_scores_work_once_per_job_from_the_truth():
         {"instance_id": 2, "job": "c", "ref_hours": 2.0, "started_at": 100.0, "done_at": 800.0},
     ]
     truth = {"now": 5000.0, "instances": [inst, dud], "jobs": jobs}
-    run = score(truth, RunFacts(0.0, 5000.0, 1, {1: 70.0}, 3, ((1, 900.0),)))
+    run = score(
+        truth, RunFacts(0.0, 5000.0, 1, {1: ((70.0, Phase.VERIFIED),)}, 3, {("a", 1): 900.0})
+    )
     assert run["work_done"] == 1.5  # once per job, never on a machine that cannot compute
     assert run["usd_per_work_hour"] == 1.0
     runs = [

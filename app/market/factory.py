@@ -10,21 +10,12 @@ from functools import partial
 
 from ..core.campaign import Campaign, parse_campaign
 from .protocol import Market, SharedClock
-from .vast.defaults import DEFAULT_TIMEOUT, REAL_MARKET
-from .vast.keys import NoApiKey, find_api_key
+from .vast.defaults import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from .vast.defaults import REAL_MARKET
+from .vast.keys import find_api_key as find_api_key
 from .vast.query import parse_query
 
 DEFAULT_URL = REAL_MARKET  # the market a command acts on unless given `--market-url`
-
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "DEFAULT_URL",
-    "NoApiKey",
-    "find_api_key",
-    "load_campaign",
-    "market_at",
-    "open_market",
-]
 
 
 def load_campaign(text: str, source: str = "campaign") -> Campaign:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.lifecycle import Phase
 from ..sim.truth import running
+from .score import RunFacts
 
 # market seconds a run's lag may reach (its max) before the run is invalid: a few polls at the
 # default 10 s interval, plus a job check's round trip
@@ -29,15 +30,6 @@ class HostEvent:
     instance_id: int
     at: float  # market time, the truth's
     job: str | None = None
-
-
-@dataclass(frozen=True)
-class Notices:
-    """What the engine did that dates its notice: each instance's phase moves (market time,
-    phase entered), in order, and each job it saw finish, by (job, instance)."""
-
-    moves: Mapping[int, tuple[tuple[float, Phase], ...]]
-    jobs_done: Mapping[tuple[str, int], float]
 
 
 def host_events(truth: Mapping[str, Any], start: float, until: float) -> list[HostEvent]:
@@ -68,12 +60,12 @@ def _phase_at(moves: Iterable[tuple[float, Phase]], at: float) -> Phase | None:
     return phase
 
 
-def noticed_at(event: HostEvent, notices: Notices) -> float | None:
+def noticed_at(event: HostEvent, facts: RunFacts) -> float | None:
     """When the engine noticed `event` (None: not yet, or it let the rental go first)."""
     if event.kind == "job_exit":
         assert event.job is not None
-        return notices.jobs_done.get((event.job, event.instance_id))
-    moves = notices.moves.get(event.instance_id, ())
+        return facts.jobs_done.get((event.job, event.instance_id))
+    moves = facts.moves.get(event.instance_id, ())
     after = event.at - STAMP_SLACK_S
     if event.kind == "boot":
         return next((t for t, p in moves if p not in _BEFORE_RUNNING and t >= after), None)
@@ -91,13 +83,14 @@ def still_visible(event: HostEvent, row: Mapping[str, Any] | None) -> bool:
     return not up if event.kind == "stop" else up
 
 
-def lags(truth: Mapping[str, Any], notices: Notices, start: float, now: float) -> list[float]:
-    """Market seconds from each event to its notice; an event still unnoticed but visible
-    counts with its age at `now` (it was at least that late)."""
+def lags(truth: Mapping[str, Any], facts: RunFacts) -> list[float]:
+    """Market seconds from each event of the run to its notice; an event still unnoticed but
+    visible counts with its age at the run's end (it was at least that late)."""
     rows = {int(r["id"]): r for r in truth.get("instances", [])}
+    now = facts.finish
     out: list[float] = []
-    for e in host_events(truth, start, now):
-        seen = noticed_at(e, notices)
+    for e in host_events(truth, facts.start, now):
+        seen = noticed_at(e, facts)
         if seen is not None:
             out.append(max(0.0, seen - e.at))
         elif still_visible(e, rows.get(e.instance_id)):
@@ -105,22 +98,23 @@ def lags(truth: Mapping[str, Any], notices: Notices, start: float, now: float) -
     return out
 
 
-def lag_figures(values: list[float]) -> dict[str, Any]:
-    """`{"median", "max", "events"}` in market seconds (null when there was no event)."""
-    if not values:
-        return {"median": None, "max": None, "events": 0}
-    return {
-        "median": round(statistics.median(values), 1),
-        "max": round(max(values), 1),
-        "events": len(values),
+def timing(
+    facts: RunFacts, truth: Mapping[str, Any], bound_s: float, pace: float
+) -> dict[str, Any]:
+    """A run's `lag_s` (`{"median", "max", "events"}` in market seconds, null with no event),
+    `valid` (a run whose lag max passed `bound_s` is not scored silently), `why` not, and
+    `time_scale`: `pace` market seconds passed per wall second of the box (for reading: a
+    stepped market's pace follows the box, its times do not)."""
+    values = lags(truth, facts)
+    worst = round(max(values), 1) if values else None
+    median = round(statistics.median(values), 1) if values else None
+    out: dict[str, Any] = {
+        "lag_s": {"median": median, "max": worst, "events": len(values)},
+        "valid": worst is None or worst <= bound_s,
+        "time_scale": {"effective": pace},
     }
-
-
-def judge(lag_s: Mapping[str, Any], bound_s: float) -> tuple[bool, str | None]:
-    """(valid, why not): a run whose lag max passed the bound is not scored silently."""
-    worst = lag_s.get("max")
-    if worst is not None and worst > bound_s:
-        return False, (
+    if not out["valid"]:
+        out["why"] = (
             f"the engine noticed a host's event {worst:.0f} market s late (bound {bound_s:g} s)"
         )
-    return True, None
+    return out

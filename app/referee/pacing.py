@@ -1,29 +1,35 @@
-"""A referee run's time: the engine on the stepped market clock, its market-time deadline, and its
-lag, and whether that stayed within the bound (docs/referee.md)."""
+"""A referee run's end: the engine on the stepped market clock until its market-time deadline,
+and the facts of the run read from the engine there (docs/referee.md)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from typing import Any
 
 from ..engine.supervisor import Outcome, Supervisor
 from ..sim.clock import SimClock
-from .lag import Notices, judge, lag_figures, lags
+from .score import RunFacts
 
 
-def notices_of(sup: Supervisor) -> Notices:
-    """The engine's notices so far: every attempt's phase moves, every job it saw finish."""
-    return Notices(
+def facts_of(sup: Supervisor, start: float, finish: float, ended: str) -> RunFacts:
+    """The engine's facts of a run, read where it ended (before it releases what it holds):
+    every attempt's phase moves, every job it saw finish."""
+    return RunFacts(
+        start,
+        finish,
+        sup.campaign.fleet,
         moves={
             a.instance_id: tuple((t.at, t.after) for t in a.life.history)
             for a in sup.attempts.values()
         },
+        jobs_total=sup.jobs.total,
         jobs_done={
             (j.name, j.instance_id): j.finished_at
             for j in sup.jobs.jobs
             if j.status == "done" and j.instance_id is not None and j.finished_at is not None
         },
+        ended=ended,
     )
 
 
@@ -51,21 +57,3 @@ async def _cancel(task: asyncio.Future[Any]) -> None:
     while not task.done():
         task.cancel()
         await asyncio.wait({task}, timeout=1.0)
-
-
-def timing(
-    notices: Notices,
-    truth: Mapping[str, Any],
-    start: float,
-    finish: float,
-    bound_s: float,
-    pace: float,
-) -> dict[str, Any]:
-    """A run's `lag_s`, `valid`, `why` and `time_scale`: `pace` market seconds passed per wall
-    second of the box (for reading: a stepped market's pace follows the box, its times do not)."""
-    lag_s = lag_figures(lags(truth, notices, start, finish))
-    valid, why = judge(lag_s, bound_s)
-    out: dict[str, Any] = {"lag_s": lag_s, "valid": valid, "time_scale": {"effective": pace}}
-    if why is not None:
-        out["why"] = why
-    return out

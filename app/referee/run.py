@@ -19,11 +19,9 @@ from typing import Any
 from ..core.bidding.tier import eligible
 from ..core.campaign import Campaign
 from ..core.errors import ConfigError
-from ..core.lifecycle import Phase
 from ..core.policy import Policy, get_policy
 from ..engine.ending import end_campaign
 from ..engine.session import Session
-from ..engine.supervisor import Supervisor
 from ..ledger import Ledger
 from ..sim.family import draw_family
 from ..sim.market import SimMarket
@@ -31,8 +29,8 @@ from ..sim.scenario import Scenario
 from ..sim.server import SimServer
 from .campaigns import warmup_campaign, with_jobs
 from .floor import delivered, floor, rentables
-from .lag import LAG_BOUND_S, Notices
-from .pacing import notices_of, run_until, timing
+from .lag import LAG_BOUND_S, timing
+from .pacing import facts_of, run_until
 from .score import RunFacts, delivers, ratio, score, summarise
 from .stepped import ID_BASE, run_stepped, stepped_clock
 from .workers import run_all
@@ -71,21 +69,6 @@ def policy_from_spec(spec: str) -> Policy:
     return get_policy(name.strip()).with_overrides(overrides)
 
 
-def _facts(sup: Supervisor, start: float, finish: float, ended: str) -> RunFacts:
-    """What the policy did that the truth cannot say: what it verified, which jobs it saw end."""
-    verified = {
-        a.instance_id: at
-        for a in sup.attempts.values()
-        if (at := a.life.since(Phase.VERIFIED)) is not None
-    }
-    done_at = tuple(
-        (j.instance_id, j.finished_at)
-        for j in sup.jobs.jobs
-        if j.status == "done" and j.finished_at is not None and j.finished_at <= finish
-    )
-    return RunFacts(start, finish, sup.campaign.fleet, verified, sup.jobs.total, done_at, ended)
-
-
 async def _one_run(
     sim: SimServer,
     task: Task,
@@ -94,11 +77,11 @@ async def _one_run(
     tmp: Path,
     log: Callable[[str], None],
     destroy_after: bool = False,
-) -> tuple[RunFacts, list[dict[str, Any]], Notices, float]:
+) -> tuple[RunFacts, list[dict[str, Any]], float]:
     """Run a campaign to its end or its market-time deadline, then release what it holds
     (`destroy_after`: destroy it all, so nothing bills storage before the next campaign); its
-    facts, its jobs as the policy saw them, the engine's notices at its end, and its market
-    seconds per wall second. Runs on the stepped loop."""
+    facts at its end, its jobs as the policy saw them, and its market seconds per wall second.
+    Runs on the stepped loop."""
     session = Session.open(
         sim.url,
         sim.api_key,
@@ -112,7 +95,7 @@ async def _one_run(
     )
     sup = session.sup
     start = sim.market.clock.now()
-    ended, finish = "the run failed before its end", start
+    ended = "the run failed before its end"
     try:
         await session.start()
         deadline, wall0 = start + task.deadline_s, time.monotonic()
@@ -122,7 +105,7 @@ async def _one_run(
             # it must not take the other runs of the referee down with it
             ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"
             finish = min(sim.market.clock.now(), deadline)
-        notices = notices_of(sup)
+        facts = facts_of(sup, start, finish, ended)
         wall = max(time.monotonic() - wall0, 1e-9)
         pace = round((sim.market.clock.now() - start) / wall, 1)
         if destroy_after:
@@ -133,7 +116,7 @@ async def _one_run(
         await session.end(f"referee: run over ({ended})")
     keys = ("status", "instance_id", "attempts", "started_at", "finished_at")
     jobs = [{"job": j.name, **{k: getattr(j, k) for k in keys}} for j in sup.jobs.jobs]
-    return _facts(sup, start, finish, ended), jobs, notices, pace
+    return facts, jobs, pace
 
 
 def run_name(task: Task) -> str:
@@ -185,7 +168,7 @@ def scored(
     good = {int(r["id"]) for r in rows if delivers(r)}
     camp = task.campaign
     sized = any(j.ref_hours for j in camp.jobs)
-    unsized = 0 if sized else sum(1 for iid, _ in facts.jobs_done if iid in good)
+    unsized = 0 if sized else result["jobs_finished"]
     work = delivered(truth, good, facts.start, facts.finish, camp, unsized)
     tier = camp.rental != "on-demand" and any(eligible(j) for j in camp.jobs)
     hi = facts.start + task.deadline_s
@@ -222,13 +205,11 @@ def run_task(task: Task) -> dict[str, Any]:
         log = keep_line if task.keep_logs else (lambda _: None)
 
         def play(campaign: Campaign, warm: bool, destroy_after: bool = False) -> Played:
-            """One campaign on this run's market, ledger and policy, to its end or deadline, and
-            its figures."""
             main = _one_run(sim, task, campaign, ledger, tmp, log, destroy_after)
-            facts, jobs, notices, pace = run_stepped(sim, main, max_pace=task.max_pace)
+            facts, jobs, pace = run_stepped(sim, main, max_pace=task.max_pace)
             truth = sim.call(sim.market.truth)
             result = scored(replace(task, campaign=campaign), sim.market, truth, facts, warm)
-            lag = timing(notices, truth, facts.start, facts.finish, task.lag_bound_s, pace)
+            lag = timing(facts, truth, task.lag_bound_s, pace)
             return {**result, **lag}, facts, jobs, truth
 
         warmup: dict[str, Any] | None = None

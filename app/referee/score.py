@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.lifecycle import Phase
 from ..sim.scenario import DELIVERING
 
 # The run's figures, in the order of the referee's JSON contract (docs/referee.md).
@@ -44,16 +45,29 @@ EPS = 1e-6
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What the referee knows of a run besides the truth: its window, the fleet asked for, when the
-    policy called each instance verified, and each job it saw finish."""
+    """What the engine did in a run that the truth cannot say, read where the run ended: its
+    window, the fleet asked for, each instance's phase moves (market time, phase entered) in
+    order, and each job it saw finish, by (job, instance)."""
 
     start: float
     finish: float
     fleet: int
-    verified_at: Mapping[int, float]
+    moves: Mapping[int, tuple[tuple[float, Phase], ...]] = field(default_factory=dict)
     jobs_total: int = 0
-    jobs_done: tuple[tuple[int | None, float], ...] = ()
+    jobs_done: Mapping[tuple[str, int], float] = field(default_factory=dict)
     ended: str = ""  # the campaign's own reason for ending, or the referee's deadline
+
+    @property
+    def verified_at(self) -> dict[int, float]:
+        """When the policy first called each instance verified."""
+        firsts = {
+            i: next((t for t, p in ms if p is Phase.VERIFIED), None) for i, ms in self.moves.items()
+        }
+        return {i: t for i, t in firsts.items() if t is not None}
+
+    def done_on(self, good: set[int]) -> list[float]:
+        """When each job the engine saw finish within the run, on one of `good`, finished."""
+        return [at for (_, i), at in self.jobs_done.items() if i in good and at <= self.finish]
 
 
 def delivers(row: Mapping[str, Any]) -> bool:
@@ -95,8 +109,9 @@ def time_to_delivering_fleet(rows: Iterable[Mapping[str, Any]], facts: RunFacts)
     """Market seconds from the start until `fleet` instances on delivering machines were at once
     running (truth), verified by the policy and still held; None when that never happened."""
     spans: list[tuple[float, float]] = []
+    verified_at = facts.verified_at
     for r in rows:
-        verified = facts.verified_at.get(int(r["id"])) if "id" in r else None
+        verified = verified_at.get(int(r["id"])) if "id" in r else None
         if verified is None or r.get("running_at") is None or not delivers(r):
             continue
         begin = max(float(verified), float(r["running_at"]))
@@ -138,7 +153,7 @@ def score(truth: Mapping[str, Any], facts: RunFacts) -> dict[str, Any]:
     # A job "done" on a machine that cannot compute (a stale driver that still runs a shell, a
     # misreported GPU) did no work: only jobs finished on delivering machines count.
     good = {int(r["id"]) for r in rows if "id" in r and delivers(r)}
-    done_at = [at for iid, at in facts.jobs_done if iid is not None and iid in good]
+    done_at = facts.done_on(good)
     to_done = (
         max(done_at) - facts.start
         if facts.jobs_total > 0 and len(done_at) >= facts.jobs_total
@@ -177,6 +192,11 @@ def median(values: Iterable[float | None], null_is_worst: bool) -> float | None:
     return None if math.isinf(m) else round(m, 6)
 
 
+def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every figure's median over `runs`."""
+    return {k: median((r.get(k) for r in runs), k in NULL_IS_WORST) for k in SCORE_KEYS}
+
+
 def ratio(mine: float | None, base: float | None) -> float | None:
     """mine / base; null where undefined (either never, or the base is zero: against a floor,
     nothing was delivered)."""
@@ -193,9 +213,7 @@ def summarise(every_run: list[dict[str, Any]], policies: list[str]) -> dict[str,
     summary: dict[str, Any] = {}
     for policy in policies:
         mine = [r for r in runs if r["policy"] == policy]
-        s: dict[str, Any] = {
-            k: median((r.get(k) for r in mine), k in NULL_IS_WORST) for k in SCORE_KEYS
-        }
+        s = medians(mine)
         s["runs"] = len(mine)
         s["range"] = {
             k: [min(vals), max(vals)] if vals else None
@@ -205,9 +223,7 @@ def summarise(every_run: list[dict[str, Any]], policies: list[str]) -> dict[str,
         s["never"] = {k: sum(1 for r in mine if r.get(k) is None) for k in NULL_IS_WORST}
         earlier = [r["warmup"] for r in mine if "warmup" in r]
         if earlier:  # warm runs: the earlier (cold) campaigns' medians too
-            s["warmup"] = {
-                k: median((r.get(k) for r in earlier), k in NULL_IS_WORST) for k in SCORE_KEYS
-            }
+            s["warmup"] = medians(earlier)
         summary[policy] = s
     base = summary.get("seed")
     for policy in policies:

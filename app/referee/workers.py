@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -51,15 +51,6 @@ def _signals(handlers: dict[signal.Signals, Any]) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def sigterm_is_sigint() -> AbstractContextManager[None]:
-    return _signals({signal.SIGTERM: _as_sigint})
-
-
-def _shielded() -> AbstractContextManager[None]:
-    """^C and SIGTERM ignored while inside: the workers' cleanup is not cut short."""
-    return _signals({signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: signal.SIG_IGN})
 
 
 def _watch_parent(parent: int, poll_s: float) -> None:
@@ -138,7 +129,7 @@ def run_in_workers(
         for _ in range(workers)
     ]
     out: dict[int, R] = {}
-    with sigterm_is_sigint():
+    with _signals({signal.SIGTERM: _as_sigint}):
         try:
             for p in procs:
                 p.start()
@@ -157,7 +148,8 @@ def run_in_workers(
                     raise value
                 out[index] = value
         except BaseException:
-            with _shielded():
+            # ^C and SIGTERM ignored meanwhile: the workers' cleanup is not cut short
+            with _signals({signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: signal.SIG_IGN}):
                 _end(procs, end_wait_s)
             raise
         finally:
@@ -170,6 +162,6 @@ def run_all(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
     """`fn` over `items`: here, one after another, with one worker (SIGTERM still ends the run
     in hand as ^C does, its market stopped); else in `workers` processes."""
     if workers <= 1 or len(items) <= 1:
-        with sigterm_is_sigint():
+        with _signals({signal.SIGTERM: _as_sigint}):
             return [fn(item) for item in items]
     return run_in_workers(fn, items, workers)

@@ -14,7 +14,7 @@ class StateChanges(Transport):
     """The state-change calls `VastClient` inherits, each over the paced transport."""
 
     async def _act(
-        self, method: str, path: str, body: dict[str, Any], kind: str, on_try: OnTry | None
+        self, method: str, instance_id: int, body: dict[str, Any], kind: str, on_try: OnTry | None
     ) -> Acted:
         """Say a state change until the market confirms it, and work out when it took effect.
 
@@ -22,6 +22,7 @@ class StateChanges(Transport):
         change a later try confirms is dated to the first unanswered try, and the ledger bills
         what the market bills. `on_try(sent_at, previous)` hears each try as it goes out, so the
         change can be dated even if this process dies waiting (Supervisor.reconcile)."""
+        path = f"/api/v0/instances/{int(instance_id)}/"
         first_unanswered: float | None = None
         previous: str | None = None
         sent_at = self.now()
@@ -57,18 +58,11 @@ class StateChanges(Transport):
 
         return await self._retried(one_try, self.max_attempts, f"{method} {path}")
 
-    def _instance_path(self, instance_id: int) -> str:
-        return f"/api/v0/instances/{int(instance_id)}/"
-
     async def stop_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
-        return await self._act(
-            "PUT", self._instance_path(instance_id), {"state": "stopped"}, "manage", on_try
-        )
+        return await self._act("PUT", instance_id, {"state": "stopped"}, "manage", on_try)
 
     async def start_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
-        return await self._act(
-            "PUT", self._instance_path(instance_id), {"state": "running"}, "manage", on_try
-        )
+        return await self._act("PUT", instance_id, {"state": "running"}, "manage", on_try)
 
     async def change_bid(self, instance_id: int, price: float | None, num_gpus: int = 1) -> None:
         """`PUT /api/v0/instances/bid_price/{id}/` (openapi.yaml change bid; the CLI's `change
@@ -113,4 +107,4 @@ class StateChanges(Transport):
         await self._request("DELETE", "/api/v0/commands/copy_direct/", kind="copy", body=body)
 
     async def destroy_instance(self, instance_id: int, on_try: OnTry | None = None) -> Acted:
-        return await self._act("DELETE", self._instance_path(instance_id), {}, "destroy", on_try)
+        return await self._act("DELETE", instance_id, {}, "destroy", on_try)

@@ -46,22 +46,22 @@ def _rate(
     return float(v)
 
 
-def _hourly(v: float | None, scale: float) -> float | None:
-    return None if v is None else v * 3600 * scale
+def _hourly(v: float | None) -> float | None:
+    return None if v is None else v * 3600
 
 
-def read_row(row: Any, gpus: int = 1) -> PriceIncrease:
-    """One pending row, its GPU prices scaled to the rental's `gpus` (the market's are per GPU)."""
+def read_row(row: Any) -> PriceIncrease:
+    """One pending row in $/h; GPU prices per GPU, as the market's (the engine scales them)."""
     if not isinstance(row, dict):
         raise MalformedAnswer("pending price increase: a row is not an object")
     others = tuple(k for k in OTHERS if _rate(row, f"new_{k}") is not None)
     return PriceIncrease(
         pending_id=_id(row, "pending_price_increase_id"),
         instance_id=_id(row, "contract_id"),
-        old_gpu_dph=_hourly(_rate(row, "old_gpu_costpersec"), gpus),
-        new_gpu_dph=_hourly(_rate(row, "new_gpu_costpersec"), gpus),
-        old_storage_gb_h=_hourly(_rate(row, "old_disk_ram_costpersec"), 1),
-        new_storage_gb_h=_hourly(_rate(row, "new_disk_ram_costpersec"), 1),
+        old_gpu_dph=_hourly(_rate(row, "old_gpu_costpersec")),
+        new_gpu_dph=_hourly(_rate(row, "new_gpu_costpersec")),
+        old_storage_gb_h=_hourly(_rate(row, "old_disk_ram_costpersec")),
+        new_storage_gb_h=_hourly(_rate(row, "new_disk_ram_costpersec")),
         takes_effect_at=_rate(row, "contract_end_date", "a time", math.inf),
         new_end=_rate(row, "ask_end_date", "a time", math.inf),
         others_changed=others,
