@@ -180,7 +180,7 @@ def parse_instance(row: Any) -> Instance:
         uptime_mins=_soft(row, "uptime_mins", 0.0),
         bid_floor=_soft(row, "min_bid", 0.0, MAX_DPH),
         end_date=_soft(row, "end_date", 0.0),
-        interruptible=_flag(row, "is_bid"),
+        interruptible=row["is_bid"] if isinstance(row.get("is_bid"), bool) else None,
     )
 
 
