@@ -43,11 +43,12 @@ class NamedReads:
                 self._records[name] = hit
         return copy.copy(hit[1])  # a caller's change never reaches the next caller
 
-    def campaign_events(self, campaign: str, *kinds: EventKind) -> list[Event]:
-        """This campaign's events of the given kinds, oldest first."""
+    def campaign_events(self, campaign: str, *kinds: EventKind, after: int = 0) -> list[Event]:
+        """This campaign's events of the given kinds after seq `after`, oldest first."""
         marks = ", ".join("?" * len(kinds))
         return self.events(
-            where=f"campaign = ? AND kind IN ({marks})", params=[campaign, *map(str, kinds)]
+            where=f"campaign = ? AND seq > ? AND kind IN ({marks})",
+            params=[campaign, after, *map(str, kinds)],
         )
 
     def campaign_started_at(self, campaign: str) -> float | None:

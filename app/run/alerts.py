@@ -52,14 +52,14 @@ class Alerts:
 
     def attach(self) -> Alerts:
         """Start listening: events already in the ledger (an earlier run's) are not news."""
-        rows = self.ledger.events(
-            where="campaign = ? AND kind = ?", params=[self.campaign, str(K.PREFLIGHT_PASSED)]
-        )
-        self.verified = {e.instance_id for e in rows if e.instance_id is not None}
-        last = self.ledger.events(
-            where="seq = (SELECT max(seq) FROM events WHERE campaign = ?)", params=[self.campaign]
-        )
-        self.seen_seq = self.acted_seq = last[-1].seq if last else 0
+        # only these kinds are ever read again, so the last of them is the last that was news
+        rows = self.ledger.campaign_events(self.campaign, *WATCHED, K.STOP, K.DESTROY)
+        self.verified = {
+            e.instance_id
+            for e in rows
+            if e.kind == K.PREFLIGHT_PASSED and e.instance_id is not None
+        }
+        self.seen_seq = self.acted_seq = max((e.seq for e in rows), default=0)
         self.sup.before_poll.append(self._began)
         self.sup.listeners.append(self._done)
         return self
@@ -95,11 +95,7 @@ class Alerts:
         # reads nothing (each read is milliseconds of the poll's CPU)
         stored = self.ledger.stored_through()
         if stored is None or stored > self.seen_seq:
-            events = self.ledger.events(
-                where=f"campaign = ? AND seq > ? AND kind IN ({', '.join('?' * len(WATCHED))})",
-                params=[self.campaign, self.seen_seq, *map(str, WATCHED)],
-            )
-            for e in events:
+            for e in self.ledger.campaign_events(self.campaign, *WATCHED, after=self.seen_seq):
                 self.seen_seq = max(self.seen_seq, e.seq)
                 self._event(e)
         acted = self._acted() if stored is None or stored > self.acted_seq else []
@@ -158,11 +154,8 @@ class Alerts:
 
     # -- the end ------------------------------------------------------------------------------
     def _acted(self) -> list[Event]:
-        return self.ledger.events(
-            where="campaign = ? AND seq > ? AND kind IN (?, ?) AND phase <> 'intent' AND ok "
-            "AND actor <> 'market'",
-            params=[self.campaign, self.acted_seq, str(K.STOP), str(K.DESTROY)],
-        )
+        rows = self.ledger.campaign_events(self.campaign, K.STOP, K.DESTROY, after=self.acted_seq)
+        return [e for e in rows if e.phase != "intent" and e.ok and e.actor != "market"]
 
     def released(self) -> tuple[int, int]:
         """The instances the run's end stopped and destroyed (stopped then destroyed: destroyed)."""
