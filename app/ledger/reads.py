@@ -23,9 +23,7 @@ class NamedReads:
 
         def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
-        def events(
-            self, where: str = "true", params: Sequence[Any] = (), limit: int | None = None
-        ) -> list[Event]: ...
+        def events(self, where: str = "true", params: Sequence[Any] = ()) -> list[Event]: ...
 
         def _written(self) -> int | None: ...
 
@@ -53,10 +51,8 @@ class NamedReads:
 
     def campaign_started_at(self, campaign: str) -> float | None:
         """When this campaign first started (its deadline counts from there)."""
-        rows = self.events(
-            where="kind = 'campaign_start' AND campaign = ?", params=[campaign], limit=1
-        )
-        return rows[0].at if rows else None
+        starts = self.campaign_events(campaign, EventKind.CAMPAIGN_START)
+        return starts[0].at if starts else None
 
     def creates_made(self, campaign: str) -> int:
         """Creates of this campaign that happened (outcome ok)."""
@@ -79,10 +75,8 @@ class NamedReads:
 
     def campaign_holds_on(self, campaign: str) -> bool:
         """Whether `campaign` still counts on what it holds: started and not ended, or detached."""
-        ends = self.events(
-            where="campaign = ? AND kind IN ('campaign_start', 'campaign_end', 'detached')",
-            params=[campaign],
-        )
+        K = EventKind
+        ends = self.campaign_events(campaign, K.CAMPAIGN_START, K.CAMPAIGN_END, K.DETACHED)
         last_start = max((e.seq for e in ends if e.kind == "campaign_start"), default=None)
         if last_start is None:
             return False
@@ -94,13 +88,12 @@ class NamedReads:
 
     def instance_events(self, instance_id: int, campaign: str, last: int = 200) -> list[Event]:
         """One instance's events in one campaign, the newest `last` of them, oldest first."""
-        rows = self.events(
+        return self.events(
             where="instance_id = ? AND campaign = ? AND seq >= coalesce((SELECT min(seq) FROM "
             "(SELECT seq FROM events WHERE instance_id = ? AND campaign = ? "
             "ORDER BY seq DESC LIMIT ?)), 0)",
             params=[instance_id, campaign, instance_id, campaign, int(last)],
         )
-        return rows
 
     def tries(self, intent_seq: int) -> list[Event]:
         """The tries of one change, as they went out."""
