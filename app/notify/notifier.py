@@ -252,9 +252,8 @@ class Notifier:
 
     def _target(self, url: str) -> _Target:
         obj = apprise.Apprise()
-        if not obj.add(url):
-            return _Target(url_redacted=_redact_url(url, None), apprise_obj=None)
-        return _Target(url_redacted=_redact_url(url, obj), apprise_obj=obj)
+        usable = obj if obj.add(url) else None
+        return _Target(url_redacted=_redact_url(url, usable), apprise_obj=usable)
 
 
 def _folded(notice: Notice, repeats: int) -> Notice:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 K = EventKind
 WATCHED = (K.CAMPAIGN_FAULT, K.XID, K.LOST, K.STATUS, K.PREFLIGHT_PASSED, K.OUTBID)
-BUDGET_MARKS = (0.8, 1.0)
+BUDGET_MARKS = {0.8: "budget_80", 1.0: "budget_100"}  # share of the budget spent: its notice
 
 
 @dataclass(eq=False)
@@ -104,10 +104,9 @@ class Alerts:
         view = snapshot(self.sup, self.sup.now())
         budget = self.sup.campaign.budget_usd
         ratio = view.spent_usd / budget if budget else 0.0
-        for mark in BUDGET_MARKS:
+        for mark, kind in BUDGET_MARKS.items():
             if ratio >= mark and mark not in self.marks_passed:
                 self.marks_passed.add(mark)
-                kind = "budget_100" if mark >= 1.0 else "budget_80"
                 self.send(kind, spent_usd=view.spent_usd, budget_usd=budget)
         for job in self.sup.job_work.queue.jobs:
             if job.status == "failed" and job.job.name not in self.failed_jobs:

@@ -43,7 +43,7 @@ CREATE SCHEMA IF NOT EXISTS mates;
 # a teammate's event carries the market its campaign started on (`market`, set as it is
 # added), so keeping a teammate's events to this controller's market is a plain filter
 _COLS = ", ".join(f"t.{c}" for c in (*EVENT_COLUMNS, "operator"))
-_HERE = """t.market = rtrim(coalesce(
+SAME_MARKET = """t.market = rtrim(coalesce(
     (SELECT value FROM main.meta WHERE key = 'team_market'), ''), '/')"""
 UNION_VIEW = f"""
 CREATE OR REPLACE VIEW team.events AS
@@ -52,7 +52,6 @@ FROM main.events e
 UNION ALL BY NAME
 SELECT {_COLS} FROM main.team_events t WHERE {{market_filter}};
 """
-SAME_MARKET = _HERE
 
 # the teammates' events alone (on this market): what their evidence is read from, apart from
 # this ledger's, so computing it costs what their events cost (the empty first branch gives it
@@ -61,7 +60,7 @@ MATES_VIEW = f"""
 CREATE OR REPLACE VIEW mates.events AS
 SELECT e.*, NULL::VARCHAR AS operator FROM main.events e WHERE false
 UNION ALL BY NAME
-SELECT {_COLS} FROM main.team_events t WHERE {_HERE};
+SELECT {_COLS} FROM main.team_events t WHERE {SAME_MARKET};
 """
 
 
