@@ -120,9 +120,11 @@ class Replica:
                     "'team_events' AND schema_name = 'main' AND database_name = current_database()"
                 ).fetchall()
             )
+            # this ledger's name in the store: made once, kept in its `meta`
             row = con.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
+            self.ledger_id = str(row[0]) if row else uuid.uuid4().hex
             if row is None:
-                con.execute("INSERT INTO meta VALUES ('ledger_id', ?)", [uuid.uuid4().hex])
+                con.execute("INSERT INTO meta VALUES ('ledger_id', ?)", [self.ledger_id])
         # one list per column, unnested in one statement (DuckDB binds a list at once; row by
         # row, a pull of thousands took seconds); `detail` as text, checked in the statement
         typed["detail"] = "VARCHAR"
@@ -130,14 +132,6 @@ class Replica:
         self._insert = _ADD.format(
             pulled=", ".join(f"unnest(${c}::{typed[c]}[]) AS {c}" for c in self._names)
         )
-
-    @property
-    def ledger_id(self) -> str:
-        """This ledger's name in the store: made once, kept in its `meta`."""
-        with self._lock:
-            row = self._con.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
-        assert row is not None
-        return str(row[0])
 
     def join(self, operator: str, market: str | None, every_market: bool = False) -> None:
         """Whose this ledger's events are and which market its teammates' must share (with
