@@ -121,13 +121,7 @@ class Alerts:
             phases = Counter(i.phase for i in view.instances)
             jobs = Counter(j.status for j in self.sup.job_work.queue.jobs)
             self.metrics.update(
-                self.campaign,
-                dict(phases),
-                view.spent_usd,
-                view.creates,
-                view.duds,
-                dict(jobs),
-                ratio,
+                self.campaign, phases, view.spent_usd, view.creates, view.duds, jobs, ratio
             )
 
     def _event(self, e: Event) -> None:
