@@ -100,7 +100,7 @@ def test_throttling_host_is_stopped_when_the_policy_says_so(make_sim, tmp_path):
         max_creates=2,
     )  # fmt: skip
     led = Ledger(ledger)
-    [throttle] = led.events(where="kind = 'throttle'", limit=1) or [None]
+    [throttle] = led.events(where="kind = 'throttle'")[:1] or [None]
     assert throttle is not None, "no throttle was detected"
     stops = led.events(
         where="kind = 'stop' AND phase = 'outcome' AND ok AND actor = 'rule:throttle'"

@@ -47,7 +47,7 @@ def filled() -> Metrics:
     )
     m.observe_poll(0.12, at=1764400000.0)
     m.observe_poll(3.0, at=1764400030.0)
-    m.notify_failed("json://127.0.0.1/…", "refused")
+    m.notify_failed()
     return m
 
 

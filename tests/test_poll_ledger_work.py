@@ -77,9 +77,9 @@ def watched(tmp_path, monkeypatch):
         reads: list[str] = []
         events = led.events
 
-        def counted(where: str = "true", params=(), limit=None):
+        def counted(where: str = "true", params=()):
             reads.append(where)
-            return events(where, params, limit)
+            return events(where, params)
 
         monkeypatch.setattr(led, "events", counted)
         yield led, alerts, sent, reads

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.team.config import TeamConfig
+from rentwatch.ledger.team.replica import SEQ_SPAN
 from rentwatch.ledger.team.store import StoreRefused, TeamStore
 from rentwatch.ledger.team.sync import TeamSync
 
@@ -204,6 +205,7 @@ SHIPPER = """
 import sys
 from rentwatch.ledger import Ledger
 from rentwatch.ledger.team.config import TeamConfig
+from rentwatch.ledger.team.replica import SEQ_SPAN
 from rentwatch.ledger.team import sync as s
 s.SHIP_BATCH = 500
 ledger = Ledger(sys.argv[1])
@@ -467,3 +469,29 @@ def test_a_rewrite_the_chain_cannot_see_is_named_against_the_ledger(
     got = json.loads(capsys.readouterr().out)
     assert [(f["seq"], f["problem"]) for f in got["findings"]] == [(last[0], "differs")]
     assert got["unshipped"] == 1 and got["ledger_events"] == last[0] + 1
+
+
+def test_a_teammates_event_counts_on_the_market_its_campaign_last_started_on(tmp_path):
+    """A pull may bring a campaign's restart on another market partway through a batch: what
+    came before it stays on the earlier market, what follows it is on the new one."""
+
+    def row(seq: int, campaign: str, kind: str, detail: dict | None = None) -> tuple:
+        fields = (seq, 10.0 + seq, None, campaign, None, None, None, None, None, None, None)
+        return (*fields, "engine", kind, "fact", None, "r", json.dumps(detail or {}), None, "h")
+
+    elsewhere = "http://127.0.0.1:8/other"
+    with Ledger(tmp_path / "b.duckdb") as b:
+        replica = b.replica()
+        replica.join("bob", MARKET)
+        first = [row(1, "m-1", "campaign_start", {"market": elsewhere}), row(2, "m-1", "note")]
+        assert replica.add("mate", "mallory", first) == 2
+        second = [
+            row(3, "m-1", "note"),
+            row(4, "m-1", "campaign_start", {"market": MARKET + "/"}),
+            row(5, "m-1", "note"),
+            row(6, "m-2", "note"),
+        ]
+        assert replica.add("mate", "mallory", second) == 4
+        assert replica.add("mate", "mallory", second) == 0  # pulled again: none twice
+        seen = b.query("SELECT seq FROM events WHERE operator = 'mallory'", team=True)
+        assert sorted(r[0] % SEQ_SPAN for r in seen.rows) == [4, 5]

@@ -23,9 +23,7 @@ class NamedReads:
 
         def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
-        def events(
-            self, where: str = "true", params: Sequence[Any] = (), limit: int | None = None
-        ) -> list[Event]: ...
+        def events(self, where: str = "true", params: Sequence[Any] = ()) -> list[Event]: ...
 
         def _written(self) -> int | None: ...
 
@@ -43,19 +41,18 @@ class NamedReads:
                 self._records[name] = hit
         return copy.copy(hit[1])  # a caller's change never reaches the next caller
 
-    def campaign_events(self, campaign: str, *kinds: EventKind) -> list[Event]:
-        """This campaign's events of the given kinds, oldest first."""
+    def campaign_events(self, campaign: str, *kinds: EventKind, after: int = 0) -> list[Event]:
+        """This campaign's events of the given kinds after seq `after`, oldest first."""
         marks = ", ".join("?" * len(kinds))
         return self.events(
-            where=f"campaign = ? AND kind IN ({marks})", params=[campaign, *map(str, kinds)]
+            where=f"campaign = ? AND seq > ? AND kind IN ({marks})",
+            params=[campaign, after, *map(str, kinds)],
         )
 
     def campaign_started_at(self, campaign: str) -> float | None:
         """When this campaign first started (its deadline counts from there)."""
-        rows = self.events(
-            where="kind = 'campaign_start' AND campaign = ?", params=[campaign], limit=1
-        )
-        return rows[0].at if rows else None
+        starts = self.campaign_events(campaign, EventKind.CAMPAIGN_START)
+        return starts[0].at if starts else None
 
     def creates_made(self, campaign: str) -> int:
         """Creates of this campaign that happened (outcome ok)."""
@@ -78,10 +75,8 @@ class NamedReads:
 
     def campaign_holds_on(self, campaign: str) -> bool:
         """Whether `campaign` still counts on what it holds: started and not ended, or detached."""
-        ends = self.events(
-            where="campaign = ? AND kind IN ('campaign_start', 'campaign_end', 'detached')",
-            params=[campaign],
-        )
+        K = EventKind
+        ends = self.campaign_events(campaign, K.CAMPAIGN_START, K.CAMPAIGN_END, K.DETACHED)
         last_start = max((e.seq for e in ends if e.kind == "campaign_start"), default=None)
         if last_start is None:
             return False
@@ -93,13 +88,12 @@ class NamedReads:
 
     def instance_events(self, instance_id: int, campaign: str, last: int = 200) -> list[Event]:
         """One instance's events in one campaign, the newest `last` of them, oldest first."""
-        rows = self.events(
+        return self.events(
             where="instance_id = ? AND campaign = ? AND seq >= coalesce((SELECT min(seq) FROM "
             "(SELECT seq FROM events WHERE instance_id = ? AND campaign = ? "
             "ORDER BY seq DESC LIMIT ?)), 0)",
             params=[instance_id, campaign, instance_id, campaign, int(last)],
         )
-        return rows
 
     def tries(self, intent_seq: int) -> list[Event]:
         """The tries of one change, as they went out."""

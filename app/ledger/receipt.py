@@ -27,10 +27,16 @@ FROM events WHERE kind IN ('outbid', 'rescued') {c} GROUP BY 1
 # price it was created with; Vast's rental type cannot change after the create), whichever
 # campaign holds it later. With each, its on-demand price (`detail.on_demand_dph`, the offer's
 # `gpu_dph`; NULL where a ledger older than the figure did not say), at which
-# `usd_all_on_demand` prices its billed GPU hours.
+# `usd_all_on_demand` prices its billed GPU hours. Per campaign: what its bid tenures cost, their
+# billed GPU hours, GPU dollars, those hours at on-demand prices, and whether every price is known.
 _BIDS_SQL = """
-SELECT instance_id, max(TRY_CAST(detail->>'on_demand_dph' AS DOUBLE)) FROM events
-WHERE kind = 'create' AND instance_id IS NOT NULL AND detail->>'bid' IS NOT NULL GROUP BY 1
+WITH b AS (
+  SELECT instance_id, max(TRY_CAST(detail->>'on_demand_dph' AS DOUBLE)) AS price FROM events
+  WHERE kind = 'create' AND instance_id IS NOT NULL AND detail->>'bid' IS NOT NULL GROUP BY 1
+)
+SELECT campaign, sum(total_usd), sum(coalesce(gpu_billed_h, 0)), sum(coalesce(gpu_usd, 0)),
+       sum(coalesce(gpu_billed_h, 0) * coalesce(price, 0)), bool_and(price IS NOT NULL)
+FROM tenures JOIN b USING (instance_id) {where} GROUP BY campaign
 """
 
 
@@ -112,32 +118,19 @@ def compute_receipt(
     c = "AND campaign = ?" if campaign else ""
     params = [campaign] if campaign else []
     rows = con.execute(
-        "SELECT campaign, instance_id, gpu_usd, gpu_billed_h, created, verified_at IS NOT NULL, "
+        "SELECT campaign, created, verified_at IS NOT NULL, "
         "abandoned_at IS NOT NULL OR destroyed_at IS NOT NULL, coalesce(gpu_hours, 0), "
         "total_usd, lifetime_min, jobs_finished, failure_class, market_stopped "
         f"FROM tenures{where} "
         "ORDER BY campaign, instance_id",
         params,
     ).fetchall()  # before the next execute: the connection holds one result at a time
-    od = dict(con.execute(_BIDS_SQL).fetchall())  # the bid rentals, and their on-demand prices
     by_campaign: dict[str, list[Tenure]] = {}
-    on_bids: dict[str, float] = {}
-    as_od: dict[str, tuple[float, float, float, bool]] = {}
-    for camp, iid, gpu, gpu_h, *fields in rows:
+    for camp, *fields in rows:
         t = Tenure(*fields)  # the rest of the row: Tenure's fields in order
         cls = t.failure_class and clean(t.failure_class, 60)
         by_campaign.setdefault(camp, []).append(replace(t, failure_class=cls))
-        if iid in od:
-            on_bids[camp] = on_bids.get(camp, 0.0) + t.total_usd
-            h, g, o, known = as_od.get(camp, (0.0, 0.0, 0.0, True))
-            price = od.get(iid)
-            gpu_h = float(gpu_h or 0.0)
-            as_od[camp] = (
-                h + gpu_h,
-                g + float(gpu or 0.0),
-                o + gpu_h * (price or 0.0),
-                known and price is not None,
-            )
+    bids = {r[0]: r[1:] for r in con.execute(_BIDS_SQL.format(where=where), params).fetchall()}
     work = {r[0]: r for r in con.execute(_WORK_SQL.format(c=c), params * 3).fetchall()}
     tier = {r[0]: r for r in con.execute(_TIER_SQL.format(c=c), params).fetchall()}
     out = []
@@ -145,8 +138,9 @@ def compute_receipt(
         r = summarize(clean(camp, 120), tenures)  # a campaign file's name: shown everywhere
         total = float(r["total_usd"])
         r.update(work_figures(work.get(camp), total))
-        bid_usd = on_bids.get(camp, 0.0)
-        r.update(tier_figures(tier.get(camp), total - bid_usd, bid_usd, as_od.get(camp)))
+        bid = bids.get(camp)
+        bid_usd = float(bid[0] or 0.0) if bid else 0.0
+        r.update(tier_figures(tier.get(camp), total - bid_usd, bid_usd, bid[1:] if bid else None))
         out.append(r)
     return out
 

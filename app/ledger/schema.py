@@ -157,9 +157,15 @@ SELECT campaign, instance_id,
        sum(CASE WHEN gpu_on THEN span_s / 3600 ELSE 0 END) AS gpu_billed_h
 FROM billing_spans GROUP BY campaign, instance_id;
 
+-- the events that end a verified rental's delivery (`instances`, `tenures`, `resumed_spans`)
+CREATE OR REPLACE VIEW delivery_ends AS
+SELECT * FROM standing_events
+WHERE phase <> 'intent' AND coalesce(ok, true)
+  AND (kind IN ('stop', 'destroy', 'lost', 'abandon')
+       OR (kind = 'status' AND detail->>'status' IN ('exited', 'offline', 'unknown')));
+
 -- a verified bid rental's runs after a resume by itself: each from its `resumed` event to the
--- next event that ends delivery (as `instances`' and `tenures`' delivered_until read them), or
--- open (NULL); the delivered GPU-hours add them (core.figures.delivered_hours, `resumed`)
+-- next delivery end, or open (NULL); core.figures.delivered_hours adds them (`resumed`)
 CREATE OR REPLACE VIEW resumed_spans AS
 WITH v AS (
   SELECT instance_id, min(ts) AS verified_at FROM standing_events
@@ -171,12 +177,8 @@ WITH v AS (
     AND ev.ts >= v.verified_at
 )
 SELECT r.instance_id, r.campaign, r.ts AS began,
-       (SELECT min(h.ts) FROM standing_events h
-        WHERE h.instance_id = r.instance_id AND h.ts >= r.ts AND h.seq > r.seq
-          AND h.phase <> 'intent' AND coalesce(h.ok, true)
-          AND (h.kind IN ('stop', 'destroy', 'lost', 'abandon')
-               OR (h.kind = 'status' AND h.detail->>'status' IN ('exited', 'offline', 'unknown')))
-       ) AS ended
+       (SELECT min(h.ts) FROM delivery_ends h
+        WHERE h.instance_id = r.instance_id AND h.ts >= r.ts AND h.seq > r.seq) AS ended
 FROM r;
 
 CREATE OR REPLACE VIEW instances AS
@@ -204,10 +206,8 @@ WITH c AS (
   FROM standing_events WHERE instance_id IS NOT NULL GROUP BY instance_id
 ), d AS (
   SELECT e.instance_id, min(ev.ts) AS delivered_until
-  FROM e JOIN standing_events ev ON ev.instance_id = e.instance_id
-  WHERE e.verified_at IS NOT NULL AND ev.ts >= e.verified_at AND ev.phase <> 'intent' AND coalesce(ev.ok, true)
-    AND (ev.kind IN ('stop', 'destroy', 'lost', 'abandon')
-         OR (ev.kind = 'status' AND ev.detail->>'status' IN ('exited', 'offline', 'unknown')))
+  FROM e JOIN delivery_ends ev ON ev.instance_id = e.instance_id
+  WHERE e.verified_at IS NOT NULL AND ev.ts >= e.verified_at
   GROUP BY e.instance_id
 )
 SELECT c.*, e.running_at, e.verified_at, e.abandoned_at, e.failure_class, e.failure_reason,
@@ -329,10 +329,8 @@ WITH t AS (
   FROM standing_events WHERE instance_id IS NOT NULL GROUP BY ALL
 ), d AS (
   SELECT t.campaign, t.instance_id, min(ev.ts) AS delivered_until
-  FROM t JOIN standing_events ev ON ev.instance_id = t.instance_id
-  WHERE t.verified_at IS NOT NULL AND ev.ts >= t.verified_at AND ev.phase <> 'intent' AND coalesce(ev.ok, true)
-    AND (ev.kind IN ('stop', 'destroy', 'lost', 'abandon')
-         OR (ev.kind = 'status' AND ev.detail->>'status' IN ('exited', 'offline', 'unknown')))
+  FROM t JOIN delivery_ends ev ON ev.instance_id = t.instance_id
+  WHERE t.verified_at IS NOT NULL AND ev.ts >= t.verified_at
   GROUP BY ALL
 )
 SELECT t.*,

@@ -323,8 +323,7 @@ class Ledger(NamedReads):
             raise LedgerError(f"event {intent_seq} is not an intent")
         ctx = {k: getattr(base, k) for k in _CONTEXT}
         ctx.update({k: v for k, v in context.items() if v is not None})
-        merged = dict(base.detail)
-        merged.update(detail or {})
+        merged = base.detail | (detail or {})
         if error:
             merged["error"] = error[:2000]
         return self.record(
@@ -358,12 +357,8 @@ class Ledger(NamedReads):
         unwritten = [_event(r) for r in self.__pending if r[0] == seq]
         return rows[0] if rows else unwritten[0] if unwritten else None
 
-    def events(
-        self, where: str = "true", params: Sequence[Any] = (), limit: int | None = None
-    ) -> list[Event]:
+    def events(self, where: str = "true", params: Sequence[Any] = ()) -> list[Event]:
         sql = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE {where} ORDER BY seq"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
         return [_event(r) for r in self._rows(sql, params)]
 
     def query(

@@ -126,9 +126,7 @@ class Metrics(Collector):
         self._poll.observe(max(0.0, seconds))
         self._last_poll.set(at)
 
-    def notify_failed(self, *_: object) -> None:
-        """One notification given up; takes and ignores `Notifier`'s `on_failure` arguments so
-        it can be passed straight to it."""
+    def notify_failed(self) -> None:
         self._notify_failures.inc()
 
 

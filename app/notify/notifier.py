@@ -14,7 +14,7 @@ import queue
 import threading
 import time
 import tomllib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -196,6 +196,24 @@ class Notifier:
         """None when delivered; else why not (after the retries it was allowed)."""
         if target.apprise_obj is None:
             return "not a URL apprise can send to"
+        obj = target.apprise_obj
+
+        def send_once(outcome: list[bool | BaseException]) -> None:
+            try:
+                outcome.append(
+                    bool(
+                        obj.notify(
+                            title=title,
+                            body=body,
+                            notify_type=_APPRISE_TYPES[level],
+                            body_format=apprise.NotifyFormat.TEXT,
+                            interpret_escapes=False,
+                        )
+                    )
+                )
+            except BaseException as exc:  # noqa: BLE001 - reported as the send's failure
+                outcome.append(exc)
+
         reason = "refused"
         for attempt in range(self._retries + 1):
             if attempt:
@@ -207,10 +225,7 @@ class Notifier:
                 return f"{len(target.stuck)} earlier sends still unanswered"
             outcome: list[bool | BaseException] = []
             worker = threading.Thread(
-                target=_send_once,
-                args=(target.apprise_obj, title, body, _APPRISE_TYPES[level], outcome),
-                name="rentwatch-notify-send",
-                daemon=True,
+                target=send_once, args=(outcome,), name="rentwatch-notify-send", daemon=True
             )
             worker.start()
             worker.join(self._deadline_s)
@@ -237,32 +252,8 @@ class Notifier:
 
     def _target(self, url: str) -> _Target:
         obj = apprise.Apprise()
-        if not obj.add(url):
-            return _Target(url_redacted=_redact_url(url, None), apprise_obj=None)
-        return _Target(url_redacted=_redact_url(url, obj), apprise_obj=obj)
-
-
-def _send_once(
-    obj: apprise.Apprise,
-    title: str,
-    body: str,
-    notify_type: apprise.NotifyType,
-    outcome: list[bool | BaseException],
-) -> None:
-    try:
-        outcome.append(
-            bool(
-                obj.notify(
-                    title=title,
-                    body=body,
-                    notify_type=notify_type,
-                    body_format=apprise.NotifyFormat.TEXT,
-                    interpret_escapes=False,
-                )
-            )
-        )
-    except BaseException as exc:  # noqa: BLE001 - reported as the send's failure
-        outcome.append(exc)
+        usable = obj if obj.add(url) else None
+        return _Target(url_redacted=_redact_url(url, usable), apprise_obj=usable)
 
 
 def _folded(notice: Notice, repeats: int) -> Notice:
@@ -347,8 +338,3 @@ def load_user_config(
     if problems:
         raise ConfigErrors(str(path), problems)
     return UserNotifyConfig(urls=tuple(u.strip() for u in urls), level=level)
-
-
-def notify_urls(*sources: Sequence[str]) -> list[str]:
-    """The URLs of every source (campaign, `--notify`, user config), each once, first seen first."""
-    return list(dict.fromkeys(u for source in sources for u in source))

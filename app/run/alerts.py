@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 K = EventKind
 WATCHED = (K.CAMPAIGN_FAULT, K.XID, K.LOST, K.STATUS, K.PREFLIGHT_PASSED, K.OUTBID)
-BUDGET_MARKS = (0.8, 1.0)
+BUDGET_MARKS = {0.8: "budget_80", 1.0: "budget_100"}  # share of the budget spent: its notice
 
 
 @dataclass(eq=False)
@@ -52,14 +52,14 @@ class Alerts:
 
     def attach(self) -> Alerts:
         """Start listening: events already in the ledger (an earlier run's) are not news."""
-        rows = self.ledger.events(
-            where="campaign = ? AND kind = ?", params=[self.campaign, str(K.PREFLIGHT_PASSED)]
-        )
-        self.verified = {e.instance_id for e in rows if e.instance_id is not None}
-        last = self.ledger.events(
-            where="seq = (SELECT max(seq) FROM events WHERE campaign = ?)", params=[self.campaign]
-        )
-        self.seen_seq = self.acted_seq = last[-1].seq if last else 0
+        # only these kinds are ever read again, so the last of them is the last that was news
+        rows = self.ledger.campaign_events(self.campaign, *WATCHED, K.STOP, K.DESTROY)
+        self.verified = {
+            e.instance_id
+            for e in rows
+            if e.kind == K.PREFLIGHT_PASSED and e.instance_id is not None
+        }
+        self.seen_seq = self.acted_seq = max((e.seq for e in rows), default=0)
         self.sup.before_poll.append(self._began)
         self.sup.listeners.append(self._done)
         return self
@@ -95,11 +95,7 @@ class Alerts:
         # reads nothing (each read is milliseconds of the poll's CPU)
         stored = self.ledger.stored_through()
         if stored is None or stored > self.seen_seq:
-            events = self.ledger.events(
-                where=f"campaign = ? AND seq > ? AND kind IN ({', '.join('?' * len(WATCHED))})",
-                params=[self.campaign, self.seen_seq, *map(str, WATCHED)],
-            )
-            for e in events:
+            for e in self.ledger.campaign_events(self.campaign, *WATCHED, after=self.seen_seq):
                 self.seen_seq = max(self.seen_seq, e.seq)
                 self._event(e)
         acted = self._acted() if stored is None or stored > self.acted_seq else []
@@ -108,10 +104,9 @@ class Alerts:
         view = snapshot(self.sup, self.sup.now())
         budget = self.sup.campaign.budget_usd
         ratio = view.spent_usd / budget if budget else 0.0
-        for mark in BUDGET_MARKS:
+        for mark, kind in BUDGET_MARKS.items():
             if ratio >= mark and mark not in self.marks_passed:
                 self.marks_passed.add(mark)
-                kind = "budget_100" if mark >= 1.0 else "budget_80"
                 self.send(kind, spent_usd=view.spent_usd, budget_usd=budget)
         for job in self.sup.job_work.queue.jobs:
             if job.status == "failed" and job.job.name not in self.failed_jobs:
@@ -126,13 +121,7 @@ class Alerts:
             phases = Counter(i.phase for i in view.instances)
             jobs = Counter(j.status for j in self.sup.job_work.queue.jobs)
             self.metrics.update(
-                self.campaign,
-                dict(phases),
-                view.spent_usd,
-                view.creates,
-                view.duds,
-                dict(jobs),
-                ratio,
+                self.campaign, phases, view.spent_usd, view.creates, view.duds, jobs, ratio
             )
 
     def _event(self, e: Event) -> None:
@@ -158,11 +147,8 @@ class Alerts:
 
     # -- the end ------------------------------------------------------------------------------
     def _acted(self) -> list[Event]:
-        return self.ledger.events(
-            where="campaign = ? AND seq > ? AND kind IN (?, ?) AND phase <> 'intent' AND ok "
-            "AND actor <> 'market'",
-            params=[self.campaign, self.acted_seq, str(K.STOP), str(K.DESTROY)],
-        )
+        rows = self.ledger.campaign_events(self.campaign, K.STOP, K.DESTROY, after=self.acted_seq)
+        return [e for e in rows if e.phase != "intent" and e.ok and e.actor != "market"]
 
     def released(self) -> tuple[int, int]:
         """The instances the run's end stopped and destroyed (stopped then destroyed: destroyed)."""
@@ -223,10 +209,10 @@ def open_alerts(
 ) -> Alerts:
     """The run's notifier and metrics server (`--metrics HOST:PORT`), listening to `sup`."""
     from ..notify.metrics import parse_listen
-    from ..notify.notifier import load_user_config, notify_urls
+    from ..notify.notifier import load_user_config
 
     user = load_user_config()
-    all_urls = notify_urls(sup.campaign.notify, urls, user.urls)
+    all_urls = [*sup.campaign.notify, *urls, *user.urls]  # the notifier sends to each once
     if metrics is None and metrics_listen:
         metrics = Metrics()
     alerts = Alerts(sup, ledger, metrics=metrics)

@@ -8,6 +8,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from itertools import accumulate
 from typing import Any
 
 GENESIS = "0" * 64  # the "previous hash" of a ledger's first event
@@ -23,12 +24,10 @@ def chain(
     prev: str, ledger_id: str, operator: str, rows: Iterable[Sequence[Any]]
 ) -> list[tuple[str, str]]:
     """(previous hash, hash) of each row in turn, following `prev`."""
-    out = []
-    for row in rows:
-        h = event_hash(prev, ledger_id, operator, row)
-        out.append((prev, h))
-        prev = h
-    return out
+    hashes = list(
+        accumulate(rows, lambda p, r: event_hash(p, ledger_id, operator, r), initial=prev)
+    )
+    return list(zip(hashes, hashes[1:], strict=False))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ controller's market."""
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import uuid
 from collections.abc import Sequence
@@ -44,7 +43,7 @@ CREATE SCHEMA IF NOT EXISTS mates;
 # a teammate's event carries the market its campaign started on (`market`, set as it is
 # added), so keeping a teammate's events to this controller's market is a plain filter
 _COLS = ", ".join(f"t.{c}" for c in (*EVENT_COLUMNS, "operator"))
-_HERE = """t.market = rtrim(coalesce(
+SAME_MARKET = """t.market = rtrim(coalesce(
     (SELECT value FROM main.meta WHERE key = 'team_market'), ''), '/')"""
 UNION_VIEW = f"""
 CREATE OR REPLACE VIEW team.events AS
@@ -53,7 +52,6 @@ FROM main.events e
 UNION ALL BY NAME
 SELECT {_COLS} FROM main.team_events t WHERE {{market_filter}};
 """
-SAME_MARKET = _HERE
 
 # the teammates' events alone (on this market): what their evidence is read from, apart from
 # this ledger's, so computing it costs what their events cost (the empty first branch gives it
@@ -62,20 +60,32 @@ MATES_VIEW = f"""
 CREATE OR REPLACE VIEW mates.events AS
 SELECT e.*, NULL::VARCHAR AS operator FROM main.events e WHERE false
 UNION ALL BY NAME
-SELECT {_COLS} FROM main.team_events t WHERE {_HERE};
+SELECT {_COLS} FROM main.team_events t WHERE {SAME_MARKET};
 """
 
 
-def _detail(text: Any) -> tuple[str | None, dict[str, Any]]:
-    """A teammate's `detail` as the views can read it, a JSON object, else `{}` (any controller
-    role may write the store; one bad row costs its detail, not the pull); and that object."""
-    try:
-        doc = json.loads(text)
-    except (TypeError, ValueError):
-        doc = None
-    if isinstance(doc, dict):
-        return text, doc
-    return None if text is None else "{}", {}
+# a pulled batch, bound one list per column (`{pulled}`), added in one statement: its seqs moved
+# into this ledger's number's span; a `detail` that is not a JSON object read as `{}` (any
+# controller role may write the store: one bad row costs its detail, not the pull); each event on
+# the market its campaign last started on, in this batch or an earlier one
+_ADD = """
+INSERT OR IGNORE INTO team_events BY NAME
+WITH pulled AS (SELECT {pulled}), b AS (
+  SELECT * REPLACE (CASE WHEN json_valid(detail) AND json_type(detail) = 'OBJECT' THEN detail
+                         WHEN detail IS NOT NULL THEN '{{}}' END AS detail)
+  FROM pulled)
+SELECT * REPLACE ($base + seq AS seq, $base + intent_seq AS intent_seq),
+       seq AS source_seq, $ledger AS ledger_id, $operator AS operator,
+       coalesce(
+         last_value(CASE WHEN kind = 'campaign_start' THEN rtrim(coalesce(detail->>'market', ''), '/')
+                    END IGNORE NULLS)
+           OVER (PARTITION BY coalesce(campaign, '') ORDER BY seq ROWS UNBOUNDED PRECEDING),
+         (SELECT arg_max(s.market, s.seq) FROM team_events s
+          WHERE s.ledger_id = $ledger AND s.kind = 'campaign_start'
+            AND coalesce(s.campaign, '') = coalesce(b.campaign, '')),
+         '') AS market
+FROM b
+"""
 
 
 @dataclass(frozen=True)
@@ -104,28 +114,24 @@ class Replica:
         self.evidence = TeamEvidence()
         with lock:
             con.execute(TABLES)
-            typed = con.execute(
-                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = "
-                "'team_events' AND schema_name = 'main' AND database_name = current_database() "
-                "ORDER BY column_index"
-            ).fetchall()
+            typed = dict(
+                con.execute(
+                    "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = "
+                    "'team_events' AND schema_name = 'main' AND database_name = current_database()"
+                ).fetchall()
+            )
+            # this ledger's name in the store: made once, kept in its `meta`
             row = con.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
+            self.ledger_id = str(row[0]) if row else uuid.uuid4().hex
             if row is None:
-                con.execute("INSERT INTO meta VALUES ('ledger_id', ?)", [uuid.uuid4().hex])
-        self._columns = [c for c, _ in typed]
+                con.execute("INSERT INTO meta VALUES ('ledger_id', ?)", [self.ledger_id])
         # one list per column, unnested in one statement (DuckDB binds a list at once; row by
-        # row, a pull of thousands took seconds)
-        self._insert = f"INSERT OR IGNORE INTO team_events ({', '.join(self._columns)}) SELECT " + (
-            ", ".join(f"unnest(?::{t}[])" for _, t in typed)
+        # row, a pull of thousands took seconds); `detail` as text, checked in the statement
+        typed["detail"] = "VARCHAR"
+        self._names = (*EVENT_COLUMNS, "hash")
+        self._insert = _ADD.format(
+            pulled=", ".join(f"unnest(${c}::{typed[c]}[]) AS {c}" for c in self._names)
         )
-
-    @property
-    def ledger_id(self) -> str:
-        """This ledger's name in the store: made once, kept in its `meta`."""
-        with self._lock:
-            row = self._con.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
-        assert row is not None
-        return str(row[0])
 
     def join(self, operator: str, market: str | None, every_market: bool = False) -> None:
         """Whose this ledger's events are and which market its teammates' must share (with
@@ -170,36 +176,9 @@ class Replica:
             no = int(got[0])  # type: ignore[index]
             if not rows:
                 return 0
-            base = no * SEQ_SPAN
-            markets = dict(
-                self._con.execute(
-                    "SELECT coalesce(campaign, ''), arg_max(market, seq) FROM team_events "
-                    "WHERE ledger_id = ? AND kind = 'campaign_start' GROUP BY 1",
-                    [ledger_id],
-                ).fetchall()
-            )
-            cols: dict[str, list[Any]] = {c: [] for c in self._columns}
-            for r in rows:
-                fields = dict(zip(EVENT_COLUMNS, r, strict=False))
-                campaign = fields["campaign"] or ""
-                text, detail = _detail(fields["detail"])
-                if fields["kind"] == "campaign_start":  # its market, as the views compare it
-                    markets[campaign] = str(detail.get("market") or "").rstrip("/")
-                seq = int(fields["seq"])
-                intent = fields["intent_seq"]
-                fields.update(
-                    detail=text,
-                    seq=base + seq,
-                    intent_seq=None if intent is None else base + int(intent),
-                    ledger_id=ledger_id,
-                    source_seq=seq,
-                    operator=operator,
-                    hash=r[len(EVENT_COLUMNS)],
-                    market=markets.get(campaign, ""),
-                )
-                for c in self._columns:
-                    cols[c].append(fields[c])
-            added = self._con.execute(self._insert, list(cols.values())).fetchone()
+            columns = dict(zip(self._names, map(list, zip(*rows, strict=True)), strict=True))
+            binds = {**columns, "base": no * SEQ_SPAN, "ledger": ledger_id, "operator": operator}
+            added = self._con.execute(self._insert, binds).fetchone()
             return int(added[0]) if added else 0
 
     def refresh(self, records: bool = True) -> TeamEvidence:
