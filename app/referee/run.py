@@ -77,6 +77,7 @@ async def _one_run(
     tmp: Path,
     log: Callable[[str], None],
     destroy_after: bool = False,
+    box_clock: Callable[[], float] = time.monotonic,  # the box's own clock: the pace figure only
 ) -> tuple[RunFacts, list[dict[str, Any]], float]:
     """Run a campaign to its end or its market-time deadline, then release what it holds
     (`destroy_after`: destroy it all, so nothing bills storage before the next campaign); its
@@ -98,7 +99,7 @@ async def _one_run(
     ended = "the run failed before its end"
     try:
         await session.start()
-        deadline, wall0 = start + task.deadline_s, time.monotonic()
+        deadline, wall0 = start + task.deadline_s, box_clock()
         try:
             ended, finish = await run_until(sup.run(), sim.market.clock, deadline)
         except Exception as exc:  # an engine error ends this run, scored as far as it got;
@@ -106,7 +107,7 @@ async def _one_run(
             ended = f"engine error: {type(exc).__name__}: {str(exc)[:200]}"
             finish = min(sim.market.clock.now(), deadline)
         facts = facts_of(sup, start, finish, ended)
-        wall = max(time.monotonic() - wall0, 1e-9)
+        wall = max(box_clock() - wall0, 1e-9)
         pace = round((sim.market.clock.now() - start) / wall, 1)
         if destroy_after:
             await end_campaign(sup, True, sup.campaign.name)
