@@ -327,7 +327,8 @@ def test_export_csv_and_parquet(tmp_path):
     res = led.query("select seq, reason from events")
     export_result(res, str(tmp_path / "r.csv"))
     export_result(res, str(tmp_path / "r.parquet"))
-    assert "quoted" in (tmp_path / "r.csv").read_text()
+    # RFC 4180: fields with a comma or a quote quoted, quotes doubled, CRLF line ends
+    assert (tmp_path / "r.csv").read_bytes() == b'seq,reason\r\n1,"a,b ""quoted"""\r\n'
     rows = duckdb.connect().execute(f"select * from '{tmp_path / 'r.parquet'}'").fetchall()
     assert rows == [("1", 'a,b "quoted"')]
 

@@ -102,7 +102,8 @@ def _write(
                 )
             names = [c.replace('"', '""') for c in columns]
             named = ", ".join(f'{c} AS "{n}"' for c, n in zip(cells, names, strict=False))
-            options = "FORMAT csv, HEADER" if fmt == "csv" else "FORMAT parquet"
+            # a file's CSV is RFC 4180's, CRLF line ends (a pipe's is plain lines: print_result)
+            options = "FORMAT csv, HEADER, NEW_LINE '\\r\\n'" if fmt == "csv" else "FORMAT parquet"
             con.execute(f"COPY (SELECT {named or '*'} FROM r) TO ? ({options})", [str(made)])
         except duckdb.Error as exc:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
