@@ -495,3 +495,17 @@ def test_a_teammates_event_counts_on_the_market_its_campaign_last_started_on(tmp
         assert replica.add("mate", "mallory", second) == 0  # pulled again: none twice
         seen = b.query("SELECT seq FROM events WHERE operator = 'mallory'", team=True)
         assert sorted(r[0] % SEQ_SPAN for r in seen.rows) == [4, 5]
+
+
+@pytest.mark.parametrize("stem", ["team", "mates"])
+def test_a_ledger_named_like_the_team_views_is_refused_in_one_line(tmp_path, stem):
+    """DuckDB names a ledger's catalog after its file, so `team.duckdb` made `team.events`
+    ambiguous and `run --team` died in a traceback; now it is refused, naming a way out, and
+    the file still works as a ledger of its own."""
+    from rentwatch.core.errors import ConfigError
+
+    led = Ledger(tmp_path / f"{stem}.duckdb")
+    with pytest.raises(ConfigError, match=f"{stem}.duckdb cannot join a team.*rename the file"):
+        led.replica()
+    assert led.record("note", at=1, actor="engine", reason="still a ledger") == 1
+    led.close()

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...core.errors import ConfigError
 from ...core.offers.track_record import Rental
 from ..event import EVENT_COLUMNS
 from ..records import RENTAL_RECORD_SQL
@@ -113,6 +114,13 @@ class Replica:
         self._cur: duckdb.DuckDBPyConnection | None = None
         self.evidence = TeamEvidence()
         with lock:
+            (name,) = con.execute("SELECT current_database()").fetchone() or ("",)
+            if name in ("team", "mates"):  # DuckDB names a file's catalog after its stem
+                raise ConfigError(
+                    f"a ledger file named {name}.duckdb cannot join a team: `{name}` is the name "
+                    f"of the ledger's team views (docs/ledger.md); rename the file, e.g. "
+                    f"{name}-ledger.duckdb"
+                )
             con.execute(TABLES)
             typed = dict(
                 con.execute(
