@@ -91,3 +91,24 @@ def test_a_job_that_is_over_shows_no_time_left():
 
     assert [eta("done", 0.0), eta("failed", 3.0), eta("pending", None)] == ["-", "-", "-"]
     assert eta("running", 12.0) == "12m00s"
+
+
+def test_j_on_a_jobs_output_goes_back_to_the_jobs():
+    """The output screen's footer names `j Jobs`: it leads back to the list it was opened from."""
+    engine = JobsEngine()
+    app = RentwatchApp(engine, None, refresh_s=0.05)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        async with app.run_test(size=(120, 36)) as pilot:
+            app.post_message(FleetSnapshot(FLEET))
+            await pilot.pause(0.3)
+            await pilot.press("j")
+            await pilot.pause(0.3)
+            await pilot.press("enter")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, JobOutputScreen)
+            await pilot.press("j")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, JobsScreen)
+
+    asyncio.run(run())

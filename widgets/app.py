@@ -139,7 +139,9 @@ class RentwatchApp(App[str]):
             self.push_screen(LedgerScreen(self.ledger))
 
     def action_jobs(self) -> None:
-        if not isinstance(self.screen, JobsScreen | JobOutputScreen):
+        if isinstance(self.screen, JobOutputScreen):  # a job's output lies over the jobs screen
+            self.pop_screen()
+        elif not isinstance(self.screen, JobsScreen):
             self.push_screen(JobsScreen(self.engine))
 
     def action_receipt(self) -> None:
