@@ -14,8 +14,7 @@ from pathlib import Path
 from rentwatch.core.policy import get_policy
 from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
-from rentwatch.run.dashboard import DEMO_CAMPAIGN, make_engine
-from rentwatch.run.service.controller import attach_in_process
+from rentwatch.run.dashboard import DEMO_CAMPAIGN, attach_in_process, make_engine
 from rentwatch.sim.scenario import parse_scenario
 from rentwatch.sim.server import SimServer
 from rentwatch.widgets.app import RentwatchApp
