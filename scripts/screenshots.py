@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rentwatch.core.policy import get_policy
-from rentwatch.ledger import Ledger
 from rentwatch.market.factory import load_campaign
 from rentwatch.run.dashboard import DEMO_CAMPAIGN, attach_in_process, make_engine
 from rentwatch.sim.scenario import parse_scenario
@@ -40,14 +39,13 @@ def demo_dashboard(tmp: Path) -> Iterator[RentwatchApp]:
     sim = SimServer(
         parse_scenario({"seed": 7, "time_scale": 60, "name": "article"}), api_key="demo"
     ).start_in_thread()
-    ledger = Ledger(tmp / "demo.duckdb")
     try:
         engine = make_engine(
             sim.url,
             sim.api_key,
             load_campaign(DEMO_CAMPAIGN, "demo"),
             get_policy("default"),
-            ledger,
+            tmp / "demo.duckdb",
             tmp / "key",
         )
         app, finish = attach_in_process(engine)
@@ -56,7 +54,6 @@ def demo_dashboard(tmp: Path) -> Iterator[RentwatchApp]:
         finally:
             finish("stop")
     finally:
-        ledger.close()
         sim.stop_thread()
 
 

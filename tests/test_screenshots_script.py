@@ -7,6 +7,8 @@ import asyncio
 import importlib.util
 from pathlib import Path
 
+from rentwatch.ledger import Ledger
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "screenshots.py"
 
 
@@ -24,4 +26,10 @@ def test_the_screenshots_script_sets_up_the_demo_dashboard(tmp_path):
                 assert callable(script.capture)
 
     asyncio.run(run())
-    assert (tmp_path / "demo.duckdb").exists()
+    # the engine's own ledger is the file in `tmp_path` (a Ledger object passed for its path
+    # once made a file named after the object's repr in the working folder)
+    ledger = Ledger(tmp_path / "demo.duckdb")
+    try:
+        assert any(e.kind == "campaign_start" for e in ledger.events())
+    finally:
+        ledger.close()
