@@ -260,7 +260,7 @@ def add_parser(sub: Any) -> None:
     j = sub.add_parser("jobs", help="a campaign's jobs: state, host, progress, ETA, USD, tries")
     j.add_argument("--campaign", help="one campaign only")
     j.add_argument("--ledger", help="the campaign's ledger (default: the user's that has it)")
-    j.add_argument("--json", action="store_true")
+    j.add_argument("--json", action="store_true", help="the jobs as a JSON list")
     j.set_defaults(fn=cmd_jobs)
     lg = sub.add_parser("logs", help="a job's output, off its host or kept at its end (-f follows)")
     lg.add_argument("job", metavar="JOB", help="the job's name")

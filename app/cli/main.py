@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("receipt", help="the campaign receipt, computed from the ledger")
     r.add_argument("--ledger", help="ledger file (default: in the user's data dir)")
     r.add_argument("--campaign", help="one campaign only (JSON: one object)")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="the receipt as JSON")
     r.set_defaults(fn=commands.cmd_receipt)
 
     q = sub.add_parser("ledger", help="a read-only SQL query of the ledger")

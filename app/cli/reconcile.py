@@ -82,7 +82,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--campaign", help="one campaign only")
     add_market_flag(p, api_key=True)
     p.add_argument("--http-timeout", type=float, default=None, help="seconds per market call")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the report as one JSON object")
     from .team import add_team_flags
 
     add_team_flags(p, reader=True)
