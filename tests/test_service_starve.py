@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -91,21 +92,22 @@ def test_idle_connections_are_capped_and_dropped_and_a_real_client_gets_in(tmp_p
 def test_accept_errors_are_written_once_per_burst(monkeypatch):
     monkeypatch.setattr(listener_mod, "ACCEPT_RETRY_S", 0.0)
 
+    class Flaky(socket.socket):
+        """A listening socket whose first 500 accepts fail as if out of descriptors."""
+
+        fails = 0
+
+        def accept(self) -> tuple[socket.socket, Any]:
+            if Flaky.fails < 500:
+                Flaky.fails += 1
+                raise OSError(errno.EMFILE, "Too many open files")
+            return super().accept()
+
     async def main() -> str:
-        loop = asyncio.get_running_loop()
-        lsock = socket.create_server(("127.0.0.1", 0))
+        plain = socket.create_server(("127.0.0.1", 0))
+        lsock = Flaky(plain.family, plain.type, fileno=plain.detach())
         log = io.StringIO()
         lst = Listener(lsock, asyncio.Protocol, log=log)
-        real = loop.sock_accept
-        fails = {"n": 0}
-
-        async def flaky(sock):
-            if fails["n"] < 500:
-                fails["n"] += 1
-                raise OSError(errno.EMFILE, "Too many open files")
-            return await real(sock)
-
-        monkeypatch.setattr(loop, "sock_accept", flaky)
         lst.start()
         client = socket.create_connection(lsock.getsockname())
         for _ in range(200):

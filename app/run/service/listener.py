@@ -121,7 +121,10 @@ class Listener:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                conn, _ = await loop.sock_accept(self.sock)
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                await self._readable()
+                continue
             except OSError as exc:
                 if exc.errno not in TRANSIENT:
                     raise
@@ -133,6 +136,7 @@ class Listener:
                 self._failing += 1
                 await asyncio.sleep(ACCEPT_RETRY_S)
                 continue
+            conn.setblocking(False)
             if self._failing:
                 self._say(f"controller: accepts work again after {self._failing} failures")
                 self._failing = 0
@@ -146,6 +150,26 @@ class Listener:
                 conn.close()
                 continue
             self.open[transport] = loop.call_later(self.first_request_s, self._drop, transport)
+
+    async def _readable(self) -> None:
+        """Until a connection waits to be accepted. Not `loop.sock_accept`: on CPython 3.11 its
+        reader, once the selector has seen a client, still runs after the wait is cancelled in
+        that turn (the close), accepts the client and sets the cancelled future's result: an
+        InvalidStateError on stderr, the client lost. This reader only ends a wait not yet done,
+        and the wait's end takes it off the selector."""
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        fd = self.sock.fileno()
+        loop.add_reader(fd, wake)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
 
     def _admit(self) -> bool:
         """Room for one more: at the cap, drop the oldest connection still without a valid request,
